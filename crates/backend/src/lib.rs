@@ -1,0 +1,1 @@
+//! PostgreSQL client side of pgtier (skeleton).

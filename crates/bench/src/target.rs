@@ -1,0 +1,117 @@
+//! The one small trait every workload drives (DESIGN.md §2, "bench").
+//!
+//! The same TATP code measures PostgreSQL, the pgtier server (which speaks the
+//! PostgreSQL protocol, so it is the same `postgres://` target) and, later, the
+//! embedded engine. A target therefore exposes only what SQL clients have:
+//! prepared statements with parameters, transactions, and a bulk loader for
+//! population. Anything target-specific (COPY, engine bulk insert, backend
+//! sampling) hides behind these methods.
+
+use std::fmt;
+
+/// A parameter or result value. Only the types the workloads use: TATP needs
+/// integers and text. Kept small so the hot path stays cheap for the embedded
+/// target, where a conversion costs as much as the work itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Text(String),
+}
+
+/// An error reported by a target, classified by SQLSTATE so workloads can tell
+/// acceptable errors (e.g. 23505 unique violation in TATP) from fatal ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DbError {
+    /// Five-character SQLSTATE when the target reported one (`None` for
+    /// connection-level failures where no server answered).
+    pub sqlstate: Option<String>,
+    /// One line a human can act on.
+    pub message: String,
+}
+
+impl DbError {
+    pub fn new(sqlstate: Option<&str>, message: impl Into<String>) -> DbError {
+        DbError { sqlstate: sqlstate.map(str::to_owned), message: message.into() }
+    }
+
+    pub fn sqlstate_is(&self, code: &str) -> bool {
+        self.sqlstate.as_deref() == Some(code)
+    }
+}
+
+impl fmt::Display for DbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.sqlstate {
+            Some(code) => write!(f, "{} (SQLSTATE {code})", self.message),
+            None => write!(f, "{}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for DbError {}
+
+/// Index of a statement prepared on one session; valid only on that session.
+pub type StatementId = usize;
+
+/// One client connection. Owned by one worker thread for the whole run.
+pub trait Session: Send {
+    /// Prepares `sql` (placeholders `$1..$n`) once; executions reuse the plan.
+    fn prepare(&mut self, sql: &str) -> Result<StatementId, DbError>;
+
+    /// Runs a prepared query. Result values are appended to `out` row-major
+    /// (the caller knows the column count); returns the number of rows.
+    /// `out` is caller-owned so the hot loop does not allocate per call.
+    fn query(&mut self, stmt: StatementId, params: &[Value], out: &mut Vec<Value>) -> Result<usize, DbError>;
+
+    /// Runs a prepared statement that returns no rows; returns rows affected.
+    fn execute(&mut self, stmt: StatementId, params: &[Value]) -> Result<u64, DbError>;
+
+    fn begin(&mut self) -> Result<(), DbError>;
+    fn commit(&mut self) -> Result<(), DbError>;
+    fn rollback(&mut self) -> Result<(), DbError>;
+}
+
+/// Rows handed to [`Target::bulk_load`], generated on the fly so population
+/// never holds a whole table in memory.
+pub trait RowSource: Send {
+    /// Fills `row` with the next row's values (cleared by the caller) and
+    /// returns false when the source is exhausted.
+    fn next_row(&mut self, row: &mut Vec<Value>) -> bool;
+}
+
+/// Figures sampled from the system under test during the measure window.
+pub use crate::result::BackendFigures;
+
+/// Samples the system under test while a measure window runs (PostgreSQL:
+/// pg_stat_database, WAL position, wait events, CPU of its processes).
+pub trait BackendSampler: Send {
+    /// Starts sampling in the background.
+    fn start(&mut self) -> Result<(), DbError>;
+    /// Stops sampling and returns what was seen since `start`.
+    fn finish(&mut self) -> Result<BackendFigures, DbError>;
+}
+
+/// A system the benchmark can run against.
+pub trait Target: Send + Sync {
+    /// Human description for reports, with no secrets (no password).
+    fn describe(&self) -> String;
+
+    /// Opens a new session (one per worker thread).
+    fn connect(&self) -> Result<Box<dyn Session>, DbError>;
+
+    /// Runs one or more statements without parameters (DDL, ANALYZE, ...).
+    fn execute_batch(&self, sql: &str) -> Result<(), DbError>;
+
+    /// Loads rows into `table` as fast as the target allows (COPY for
+    /// PostgreSQL). May be called from several threads at once for different
+    /// tables or different ranges of one table.
+    fn bulk_load(&self, table: &str, columns: &[&str], rows: &mut dyn RowSource) -> Result<u64, DbError>;
+
+    /// A sampler for backend-side figures, when the target can provide one.
+    fn sampler(&self) -> Option<Box<dyn BackendSampler>>;
+
+    /// Durability setting the target runs with, for the report (e.g.
+    /// "synchronous_commit=on, fsync=on").
+    fn durability(&self) -> Result<String, DbError>;
+}

@@ -1,0 +1,54 @@
+//! The `pgtier` binary: one front door for serving, benchmarking and
+//! administration. Each subcommand lives in its own module; this file only
+//! parses the command line and reports errors as one clear line.
+
+mod backend_cmd;
+mod bench_cmd;
+mod compare_cmd;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "pgtier", version, about = "pgtier: an application-tier cache for PostgreSQL")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Manage a private PostgreSQL cluster for demos, tests and benchmarks.
+    Backend {
+        #[command(subcommand)]
+        command: backend_cmd::BackendCommand,
+    },
+    /// Run benchmarks side by side against PostgreSQL and pgtier.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The TATP (HLR) benchmark of reference study 000.
+    Tatp(Box<bench_cmd::TatpArgs>),
+    /// Compare two result files: print ratios and draw the side-by-side chart.
+    Compare(compare_cmd::CompareArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Backend { command } => backend_cmd::run(command),
+        Command::Bench { command } => match command {
+            BenchCommand::Tatp(args) => bench_cmd::run(*args),
+            BenchCommand::Compare(args) => compare_cmd::run(args),
+        },
+    };
+    if let Err(error) = outcome {
+        // One line a user can act on; the chain of causes joined with ": ".
+        eprintln!("pgtier: error: {error:#}");
+        std::process::exit(1);
+    }
+}

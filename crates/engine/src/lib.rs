@@ -1,0 +1,1 @@
+//! pgtier embedded storage engine (skeleton).
