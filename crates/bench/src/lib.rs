@@ -2,5 +2,10 @@
 //! (DESIGN.md §4). Every workload runs through [`target::Target`], so the same
 //! code measures PostgreSQL alone, the pgtier server and the embedded engine.
 
+// Result files, charts and comparisons (read by every consumer of a run).
+pub mod chart;
+pub mod compare;
 pub mod result;
 pub mod target;
+
+// Workloads, drivers, statistics, targets: modules below this line.

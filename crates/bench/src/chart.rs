@@ -1,0 +1,1 @@
+//! Charts of result files (PNG and SVG).

@@ -1,0 +1,1 @@
+//! Side-by-side comparison of two result files.
