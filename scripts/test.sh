@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# README command 2: installs what the tests need on a fresh Debian machine
+# (PostgreSQL server binaries, an unprivileged user to run them), then runs the
+# whole test suite against real private PostgreSQL clusters.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/ensure-postgres.sh
+
+# A persistent target dir keeps rebuilds cheap across sessions; CI starts empty.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+echo "==> building (dev profile, all targets)"
+cargo build --workspace --all-targets --locked
+
+echo "==> running tests"
+cargo test --workspace --locked --no-fail-fast
