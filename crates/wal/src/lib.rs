@@ -14,10 +14,30 @@
 //! - `truncate_before(lsn)` deletes whole segments that end at or before `lsn`.
 //! - `open` recovers: it scans to the last whole record and cuts a torn tail.
 //!
-//! STUB: the bodies below are placeholders while the real log is written.
+//! Additions beyond that contract: [`Wal::open_with`] (a [`FileSystem`] to
+//! inject faults, the append-buffer bound), [`Wal::close`] (flush, stop,
+//! report health; `Drop` does the same silently), [`WalReader::position`],
+//! and more [`WalStats`] fields.
 
-use std::path::Path;
+mod format;
+mod fs;
+mod reader;
+mod recovery;
+mod scan;
+mod segment;
+mod wal;
+
 use std::time::Duration;
+
+pub use crate::fs::{DirLock, FileSystem, StdFileSystem, WalFile};
+pub use crate::reader::WalReader;
+pub use crate::wal::{Wal, WalOpenOptions};
+
+/// Bytes of the header at the start of every segment file: the first record
+/// of the log is at `Lsn(SEGMENT_HEADER_BYTES)`, never at `Lsn(0)`.
+pub const SEGMENT_HEADER_BYTES: u64 = format::SEGMENT_HEADER_BYTES;
+/// Bytes of framing per record (header); records are 8-byte aligned.
+pub const RECORD_HEADER_BYTES: u64 = format::RECORD_HEADER_BYTES;
 
 /// Log sequence number: byte offset of a record's start in the log stream.
 /// Monotonic across segments; never reused.
@@ -57,68 +77,33 @@ impl Default for WalConfig {
     }
 }
 
+/// Counters since `open`. Byte counts include framing (header, alignment).
 #[derive(Clone, Debug, Default)]
 pub struct WalStats {
     pub records_appended: u64,
     pub bytes_appended: u64,
+    /// fdatasync calls on segment files by the writer (one per touched
+    /// segment per flush).
     pub fsyncs: u64,
     pub segments_created: u64,
     pub segments_removed: u64,
+    /// Group-commit batches written and synced.
+    pub flushes: u64,
+    /// Times an `append` blocked on a full buffer.
+    pub backpressure_waits: u64,
+    /// Times the writer needed a segment the preallocator had not finished.
+    pub segment_waits: u64,
+    /// First record position still on disk (after `truncate_before`).
+    pub oldest_lsn: Lsn,
+    /// Whole records found by recovery at `open`.
+    pub recovery_records: u64,
+    /// Where recovery cut the log (first invalid record), if it found one.
+    pub recovery_cut_lsn: Option<Lsn>,
+    pub recovery_cut_reason: Option<String>,
+    /// Segments after the cut that still began with a valid record: non-zero
+    /// means corruption in the middle of the log, not a torn tail.
+    pub recovery_segments_discarded: u64,
+    /// Set once a write or fsync failed; the log accepts nothing more.
+    pub poisoned_reason: Option<String>,
 }
 
-pub struct Wal {
-    _private: (),
-}
-
-/// Iterator over durable records `(lsn, payload)` in log order.
-pub struct WalReader {
-    _private: (),
-}
-
-impl Iterator for WalReader {
-    type Item = Result<(Lsn, Vec<u8>), WalError>;
-    fn next(&mut self) -> Option<Self::Item> {
-        None
-    }
-}
-
-#[allow(clippy::unused_self, unused_variables)]
-impl Wal {
-    /// Opens or creates the log in `dir`, recovering to the last whole record.
-    pub fn open(dir: &Path, config: WalConfig) -> Result<Wal, WalError> {
-        unimplemented!("stub")
-    }
-    /// Appends one record; not yet durable.
-    pub fn append(&self, payload: &[u8]) -> Result<Lsn, WalError> {
-        unimplemented!("stub")
-    }
-    /// Blocks until the record at `lsn` and all before it are durable.
-    pub fn wait_durable(&self, lsn: Lsn) -> Result<(), WalError> {
-        unimplemented!("stub")
-    }
-    /// Position just past the last durable record.
-    pub fn durable_end(&self) -> Lsn {
-        unimplemented!("stub")
-    }
-    /// Position just past the last appended record.
-    pub fn end(&self) -> Lsn {
-        unimplemented!("stub")
-    }
-    /// Blocks until the durable end passes `after` or `timeout` elapses;
-    /// returns the durable end. Lets commit-stream consumers tail the log.
-    pub fn wait_for_durable_beyond(&self, after: Lsn, timeout: Duration) -> Lsn {
-        unimplemented!("stub")
-    }
-    /// Reads durable records starting at the record whose LSN is `from`
-    /// (or the first record at or after `from`).
-    pub fn read_from(&self, from: Lsn) -> Result<WalReader, WalError> {
-        unimplemented!("stub")
-    }
-    /// Deletes whole segments that lie entirely before `lsn`.
-    pub fn truncate_before(&self, lsn: Lsn) -> Result<(), WalError> {
-        unimplemented!("stub")
-    }
-    pub fn stats(&self) -> WalStats {
-        unimplemented!("stub")
-    }
-}

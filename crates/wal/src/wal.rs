@@ -1,0 +1,624 @@
+//! The log: append buffer, group-commit writer thread, segment preallocator.
+//!
+//! Locks, in the only order they may nest: `create_lock` (serialises segment
+//! creation between writer and preallocator) → `state` (append buffer,
+//! positions, flags) → `segments` (the map of segment files). `segments` is
+//! held only for map lookups and updates, never across I/O.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::format::{self, PAD_MARKER, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
+use crate::fs::{self, DirLock, FileSystem, StdFileSystem};
+use crate::reader::WalReader;
+use crate::recovery;
+use crate::segment::{self, Segment, SegmentMap};
+use crate::{Lsn, WalConfig, WalError, WalStats};
+
+/// Extra knobs for [`Wal::open_with`]; `Default` is what [`Wal::open`] uses.
+#[derive(Clone, Debug)]
+pub struct WalOpenOptions {
+    /// File-system implementation; tests pass one that fails on demand.
+    pub fs: Arc<dyn FileSystem>,
+    /// Bound on the append buffer. `append` blocks (backpressure) while the
+    /// buffer is this full and the writer is still busy. A record larger than
+    /// the bound is accepted into an empty buffer on its own, so memory stays
+    /// below `2 * (buffer_bytes_max + record_bytes_max)` (two buffers).
+    pub buffer_bytes_max: usize,
+}
+
+impl Default for WalOpenOptions {
+    fn default() -> WalOpenOptions {
+        WalOpenOptions { fs: Arc::new(StdFileSystem), buffer_bytes_max: 4 << 20 }
+    }
+}
+
+/// A contiguous piece of the append buffer that lands in one segment.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    lsn: u64,
+    buf_offset: usize,
+    segment_start_lsn: u64,
+}
+
+struct State {
+    /// Records appended but not yet handed to the writer, starting at
+    /// `buf_start_lsn`, split into `runs` at segment boundaries.
+    buf: Vec<u8>,
+    runs: Vec<Run>,
+    buf_start_lsn: u64,
+    /// When the oldest byte in `buf` was appended (async flush deadline).
+    buf_since: Option<Instant>,
+    end_lsn: u64,
+    segment_start_lsn: u64,
+    segment_end_lsn: u64,
+    durable_end_lsn: u64,
+    /// One past the highest LSN a committer waits for: the writer must flush
+    /// while this exceeds `buf_start_lsn`.
+    sync_wanted_end_lsn: u64,
+    appenders_blocked: u32,
+    /// Start LSN of the last segment that should exist ahead of appends.
+    prealloc_wanted_start_lsn: u64,
+    poison_reason: Option<String>,
+    shutdown: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    records_appended: AtomicU64,
+    bytes_appended: AtomicU64,
+    fsyncs: AtomicU64,
+    flushes: AtomicU64,
+    segments_created: AtomicU64,
+    segments_removed: AtomicU64,
+    backpressure_waits: AtomicU64,
+    segment_waits: AtomicU64,
+}
+
+pub(crate) struct Shared {
+    dir: PathBuf,
+    fs: Arc<dyn FileSystem>,
+    config: WalConfig,
+    buffer_bytes_max: usize,
+    state: Mutex<State>,
+    /// Writer waits here for work.
+    writer_cv: Condvar,
+    /// Committers and tailing readers wait here for the durable end to move.
+    durable_cv: Condvar,
+    /// Appenders blocked by a full buffer wait here.
+    space_cv: Condvar,
+    prealloc_cv: Condvar,
+    /// Mirror of `State::durable_end_lsn` for lock-free reads.
+    durable_end_lsn: AtomicU64,
+    end_lsn: AtomicU64,
+    stopping: AtomicBool,
+    pub(crate) segments: Mutex<SegmentMap>,
+    create_lock: Mutex<()>,
+    counters: Counters,
+    recovery: RecoveryReport,
+    _dir_lock: Box<dyn DirLock>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct RecoveryReport {
+    records: u64,
+    cut: Option<(Lsn, String)>,
+    segments_discarded: u64,
+}
+
+impl Shared {
+    pub(crate) fn durable_end(&self) -> u64 {
+        self.durable_end_lsn.load(Ordering::Acquire)
+    }
+}
+
+/// The write-ahead log. `Send + Sync`: share it with `Arc<Wal>`.
+pub struct Wal {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn validate_config(config: &WalConfig, options: &WalOpenOptions) -> Result<(), WalError> {
+    let invalid = |what: String| Err(WalError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, what)));
+    if config.segment_bytes < 4096 || config.segment_bytes % 4096 != 0 {
+        return invalid(format!("segment_bytes {} must be a multiple of 4096", config.segment_bytes));
+    }
+    let record_bytes_max = config.record_bytes_max as u64;
+    if record_bytes_max > format::RECORD_BYTES_FORMAT_MAX
+        || format::framed_bytes(record_bytes_max) > config.segment_bytes - SEGMENT_HEADER_BYTES
+    {
+        return invalid(format!(
+            "record_bytes_max {} does not fit in a segment of {} bytes",
+            config.record_bytes_max, config.segment_bytes
+        ));
+    }
+    if options.buffer_bytes_max < 4096 {
+        return invalid(format!("buffer_bytes_max {} is below 4096", options.buffer_bytes_max));
+    }
+    Ok(())
+}
+
+impl Wal {
+    /// Opens or creates the log in `dir`, recovering to the last whole record.
+    pub fn open(dir: &Path, config: WalConfig) -> Result<Wal, WalError> {
+        Wal::open_with(dir, config, WalOpenOptions::default())
+    }
+
+    /// [`Wal::open`] with a chosen file system and buffer bound.
+    pub fn open_with(dir: &Path, config: WalConfig, options: WalOpenOptions) -> Result<Wal, WalError> {
+        validate_config(&config, &options)?;
+        let fs = Arc::clone(&options.fs);
+        fs.create_dir_all(dir)?;
+        let dir_lock = fs.lock_dir(dir)?;
+        let rec = recovery::recover(fs.as_ref(), dir, config.segment_bytes)?;
+        let current = rec.segments.by_start.get(&rec.current_start_lsn).map(|s| (s.start_lsn, s.end_lsn()));
+        let Some((segment_start_lsn, segment_end_lsn)) = current else {
+            unreachable!("recovery returns its current segment in the map");
+        };
+        assert!(segment_start_lsn + SEGMENT_HEADER_BYTES <= rec.end_lsn && rec.end_lsn <= segment_end_lsn);
+        let state = State {
+            buf: Vec::with_capacity(options.buffer_bytes_max),
+            runs: Vec::new(),
+            buf_start_lsn: rec.end_lsn,
+            buf_since: None,
+            end_lsn: rec.end_lsn,
+            segment_start_lsn,
+            segment_end_lsn,
+            durable_end_lsn: rec.end_lsn,
+            sync_wanted_end_lsn: 0,
+            appenders_blocked: 0,
+            prealloc_wanted_start_lsn: segment_end_lsn,
+            poison_reason: None,
+            shutdown: false,
+        };
+        let counters = Counters::default();
+        counters.segments_created.store(rec.segments_created, Ordering::Relaxed);
+        let shared = Arc::new(Shared {
+            dir: dir.to_path_buf(),
+            fs,
+            buffer_bytes_max: options.buffer_bytes_max,
+            state: Mutex::new(state),
+            writer_cv: Condvar::new(),
+            durable_cv: Condvar::new(),
+            space_cv: Condvar::new(),
+            prealloc_cv: Condvar::new(),
+            durable_end_lsn: AtomicU64::new(rec.end_lsn),
+            end_lsn: AtomicU64::new(rec.end_lsn),
+            stopping: AtomicBool::new(false),
+            segments: Mutex::new(rec.segments),
+            create_lock: Mutex::new(()),
+            counters,
+            recovery: RecoveryReport {
+                records: rec.records,
+                cut: rec.cut,
+                segments_discarded: rec.segments_discarded,
+            },
+            config,
+            _dir_lock: dir_lock,
+        });
+        let writer = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new().name("pgtier-wal-writer".into()).spawn(move || writer_main(&shared))?
+        };
+        let prealloc = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("pgtier-wal-prealloc".into())
+                .spawn(move || prealloc_main(&shared))
+        };
+        let wal = Wal { shared, threads: Mutex::new(vec![writer]) };
+        // On spawn failure `wal` drops here and stops the writer cleanly.
+        wal.threads.lock().push(prealloc?);
+        Ok(wal)
+    }
+
+    /// Appends one record; not yet durable. Blocks while the append buffer
+    /// is full (backpressure).
+    pub fn append(&self, payload: &[u8]) -> Result<Lsn, WalError> {
+        let shared = &*self.shared;
+        if payload.len() > shared.config.record_bytes_max {
+            return Err(WalError::RecordTooLarge {
+                size_bytes: payload.len(),
+                limit_bytes: shared.config.record_bytes_max,
+            });
+        }
+        let len = u32::try_from(payload.len()).map_err(|_| WalError::RecordTooLarge {
+            size_bytes: payload.len(),
+            limit_bytes: shared.config.record_bytes_max,
+        })?;
+        assert_ne!(len, PAD_MARKER);
+        let payload_crc = format::payload_crc(payload);
+        let framed_bytes = format::framed_bytes(u64::from(len));
+        // Room for this record plus a pad record if it rolls the segment.
+        let need_bytes = (framed_bytes + RECORD_HEADER_BYTES) as usize;
+        let mut st = shared.state.lock();
+        loop {
+            if st.poison_reason.is_some() || st.shutdown {
+                return Err(WalError::Poisoned);
+            }
+            if st.buf.is_empty() || st.buf.len() + need_bytes <= shared.buffer_bytes_max {
+                break;
+            }
+            st.appenders_blocked += 1;
+            shared.counters.backpressure_waits.fetch_add(1, Ordering::Relaxed);
+            shared.writer_cv.notify_one();
+            shared.space_cv.wait(&mut st);
+            st.appenders_blocked -= 1;
+        }
+        let was_empty = st.buf.is_empty();
+        if st.end_lsn + framed_bytes > st.segment_end_lsn {
+            self.roll_segment(&mut st);
+        }
+        let lsn = st.end_lsn;
+        assert!(lsn + framed_bytes <= st.segment_end_lsn, "record does not fit in a fresh segment");
+        let header = format::encode_record_header(len, format::record_crc(payload_crc, lsn, len), lsn);
+        let segment_start_lsn = st.segment_start_lsn;
+        push_run(&mut st, lsn, segment_start_lsn);
+        st.buf.extend_from_slice(&header);
+        st.buf.extend_from_slice(payload);
+        let pad_bytes = (framed_bytes - RECORD_HEADER_BYTES) as usize - payload.len();
+        st.buf.extend_from_slice(&[0u8; RECORD_ALIGN_BYTES as usize][..pad_bytes]);
+        st.end_lsn = lsn + framed_bytes;
+        assert_eq!(st.end_lsn % RECORD_ALIGN_BYTES, 0);
+        shared.end_lsn.store(st.end_lsn, Ordering::Release);
+        if was_empty {
+            st.buf_since = Some(Instant::now());
+        }
+        let wake_writer = was_empty || st.buf.len() >= shared.buffer_bytes_max / 2;
+        drop(st);
+        if wake_writer {
+            shared.writer_cv.notify_one();
+        }
+        shared.counters.records_appended.fetch_add(1, Ordering::Relaxed);
+        shared.counters.bytes_appended.fetch_add(framed_bytes, Ordering::Relaxed);
+        Ok(Lsn(lsn))
+    }
+
+    /// Closes the current segment with a pad record (if a header fits) and
+    /// moves the append position to the next segment's first record.
+    fn roll_segment(&self, st: &mut State) {
+        let remaining_bytes = st.segment_end_lsn - st.end_lsn;
+        if remaining_bytes >= RECORD_HEADER_BYTES {
+            let pad_lsn = st.end_lsn;
+            let crc = format::record_crc(format::payload_crc(&[]), pad_lsn, PAD_MARKER);
+            let segment_start_lsn = st.segment_start_lsn;
+            push_run(st, pad_lsn, segment_start_lsn);
+            st.buf.extend_from_slice(&format::encode_record_header(PAD_MARKER, crc, pad_lsn));
+        }
+        st.segment_start_lsn = st.segment_end_lsn;
+        st.segment_end_lsn = st.segment_start_lsn + self.shared.config.segment_bytes;
+        st.end_lsn = st.segment_start_lsn + SEGMENT_HEADER_BYTES;
+        st.prealloc_wanted_start_lsn = st.segment_end_lsn;
+        self.shared.prealloc_cv.notify_one();
+    }
+
+    /// Blocks until the record at `lsn` and all before it are durable.
+    /// Returns `Poisoned` if a write or fsync failed before that happened.
+    pub fn wait_durable(&self, lsn: Lsn) -> Result<(), WalError> {
+        let shared = &*self.shared;
+        if shared.durable_end() > lsn.0 {
+            return Ok(());
+        }
+        let mut st = shared.state.lock();
+        assert!(lsn.0 < st.end_lsn, "wait_durable({lsn:?}) beyond the appended end");
+        if st.sync_wanted_end_lsn <= lsn.0 {
+            st.sync_wanted_end_lsn = lsn.0 + 1;
+            if lsn.0 >= st.buf_start_lsn {
+                shared.writer_cv.notify_one();
+            }
+        }
+        while st.durable_end_lsn <= lsn.0 {
+            if st.poison_reason.is_some() {
+                return Err(WalError::Poisoned);
+            }
+            shared.durable_cv.wait(&mut st);
+        }
+        Ok(())
+    }
+
+    /// Position just past the last durable record.
+    pub fn durable_end(&self) -> Lsn {
+        Lsn(self.shared.durable_end())
+    }
+
+    /// Position just past the last appended record.
+    pub fn end(&self) -> Lsn {
+        Lsn(self.shared.end_lsn.load(Ordering::Acquire))
+    }
+
+    /// Blocks until the durable end passes `after` or `timeout` elapses;
+    /// returns the durable end. Lets commit-stream consumers tail the log.
+    /// Does not itself force a flush: async appends become durable within
+    /// `async_flush_interval`.
+    pub fn wait_for_durable_beyond(&self, after: Lsn, timeout: Duration) -> Lsn {
+        let shared = &*self.shared;
+        let deadline = Instant::now() + timeout;
+        let mut st = shared.state.lock();
+        while st.durable_end_lsn <= after.0 && st.poison_reason.is_none() && !st.shutdown {
+            if shared.durable_cv.wait_until(&mut st, deadline).timed_out() {
+                break;
+            }
+        }
+        Lsn(st.durable_end_lsn)
+    }
+
+    /// Reads durable records starting at the record whose LSN is `from`, or
+    /// the first record after `from`. If `from` lies before the oldest
+    /// segment (removed by `truncate_before`), reading starts at the oldest
+    /// record still present. The reader returns `None` at the durable end
+    /// and continues when polled again after more becomes durable.
+    pub fn read_from(&self, from: Lsn) -> Result<WalReader, WalError> {
+        Ok(WalReader::new(Arc::clone(&self.shared), from.0))
+    }
+
+    /// Deletes whole segments that lie entirely before `lsn` and before the
+    /// durable end. The segment being written is never deleted.
+    pub fn truncate_before(&self, lsn: Lsn) -> Result<(), WalError> {
+        let shared = &*self.shared;
+        let limit_lsn = lsn.0.min(shared.durable_end());
+        let mut removed: Vec<Arc<Segment>> = Vec::new();
+        {
+            let mut segments = shared.segments.lock();
+            while segments.by_start.len() > 1 {
+                let Some(first) = segments.first() else { break };
+                if first.end_lsn() > limit_lsn {
+                    break;
+                }
+                segments.by_start.remove(&first.start_lsn);
+                removed.push(first);
+            }
+        }
+        if removed.is_empty() {
+            return Ok(());
+        }
+        for seg in &removed {
+            assert!(seg.end_lsn() <= shared.durable_end());
+            shared.fs.remove(&segment::segment_path(&shared.dir, seg.start_lsn))?;
+            shared.counters.segments_removed.fetch_add(1, Ordering::Relaxed);
+        }
+        shared.fs.sync_dir(&shared.dir)?;
+        Ok(())
+    }
+
+    pub fn stats(&self) -> WalStats {
+        let shared = &*self.shared;
+        let c = &shared.counters;
+        let poisoned_reason = shared.state.lock().poison_reason.clone();
+        let oldest_lsn = shared.segments.lock().first().map(|s| Lsn(s.first_record_lsn()));
+        WalStats {
+            records_appended: c.records_appended.load(Ordering::Relaxed),
+            bytes_appended: c.bytes_appended.load(Ordering::Relaxed),
+            fsyncs: c.fsyncs.load(Ordering::Relaxed),
+            segments_created: c.segments_created.load(Ordering::Relaxed),
+            segments_removed: c.segments_removed.load(Ordering::Relaxed),
+            flushes: c.flushes.load(Ordering::Relaxed),
+            backpressure_waits: c.backpressure_waits.load(Ordering::Relaxed),
+            segment_waits: c.segment_waits.load(Ordering::Relaxed),
+            oldest_lsn: oldest_lsn.unwrap_or_default(),
+            recovery_records: shared.recovery.records,
+            recovery_cut_lsn: shared.recovery.cut.as_ref().map(|(lsn, _)| *lsn),
+            recovery_cut_reason: shared.recovery.cut.as_ref().map(|(_, why)| why.clone()),
+            recovery_segments_discarded: shared.recovery.segments_discarded,
+            poisoned_reason,
+        }
+    }
+
+    /// Flushes everything appended, stops the background threads and reports
+    /// whether the log ended healthy. Dropping a `Wal` does the same and
+    /// ignores the result.
+    pub fn close(self) -> Result<(), WalError> {
+        self.stop();
+        if self.shared.state.lock().poison_reason.is_some() {
+            return Err(WalError::Poisoned);
+        }
+        Ok(())
+    }
+
+    fn stop(&self) {
+        {
+            let mut st = self.shared.state.lock();
+            st.shutdown = true;
+        }
+        self.shared.stopping.store(true, Ordering::Release);
+        self.shared.writer_cv.notify_all();
+        self.shared.prealloc_cv.notify_all();
+        self.shared.durable_cv.notify_all();
+        self.shared.space_cv.notify_all();
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for t in threads {
+            // A panicked background thread already poisoned nothing we can
+            // report better here; the join only reaps it.
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts a new run unless the record continues the last one contiguously.
+fn push_run(st: &mut State, lsn: u64, segment_start_lsn: u64) {
+    let contiguous = st.runs.last().is_some_and(|r| {
+        r.segment_start_lsn == segment_start_lsn && r.lsn + (st.buf.len() - r.buf_offset) as u64 == lsn
+    });
+    if st.buf.is_empty() {
+        assert!(st.runs.is_empty());
+        assert_eq!(lsn, st.end_lsn, "first buffered byte must be at the append position");
+    }
+    if !contiguous {
+        st.runs.push(Run { lsn, buf_offset: st.buf.len(), segment_start_lsn });
+    }
+}
+
+fn writer_main(shared: &Shared) {
+    let mut batch: Vec<u8> = Vec::with_capacity(shared.buffer_bytes_max);
+    let mut runs: Vec<Run> = Vec::new();
+    loop {
+        let batch_end_lsn = {
+            let mut st = shared.state.lock();
+            loop {
+                if st.poison_reason.is_some() {
+                    return;
+                }
+                let has_data = !st.buf.is_empty();
+                if !has_data && st.shutdown {
+                    return;
+                }
+                let deadline = st.buf_since.map(|t| t + shared.config.async_flush_interval);
+                if has_data
+                    && (st.sync_wanted_end_lsn > st.buf_start_lsn
+                        || st.appenders_blocked > 0
+                        || st.buf.len() >= shared.buffer_bytes_max / 2
+                        || st.shutdown
+                        || deadline.is_some_and(|d| Instant::now() >= d))
+                {
+                    break;
+                }
+                match deadline {
+                    Some(d) => {
+                        shared.writer_cv.wait_until(&mut st, d);
+                    }
+                    None => shared.writer_cv.wait(&mut st),
+                }
+            }
+            // Double buffering: appends continue into the other buffer while
+            // this batch is written and synced.
+            std::mem::swap(&mut st.buf, &mut batch);
+            std::mem::swap(&mut st.runs, &mut runs);
+            // A roll without a pad record leaves a gap before the first run.
+            assert!(runs[0].lsn >= st.buf_start_lsn);
+            st.buf_start_lsn = st.end_lsn;
+            st.buf_since = None;
+            if st.appenders_blocked > 0 {
+                shared.space_cv.notify_all();
+            }
+            st.end_lsn
+        };
+        let result = write_batch(shared, &batch, &runs);
+        batch.clear();
+        runs.clear();
+        let mut st = shared.state.lock();
+        match result {
+            Ok(()) => {
+                assert!(batch_end_lsn > st.durable_end_lsn, "durable end must move forward");
+                st.durable_end_lsn = batch_end_lsn;
+                shared.durable_end_lsn.store(batch_end_lsn, Ordering::Release);
+                shared.counters.flushes.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                // fsyncgate: after a failed write or fsync the kernel may have
+                // dropped the dirty pages; nothing after the durable end can
+                // ever be reported durable. Stop here.
+                st.poison_reason = Some(e.to_string());
+                shared.space_cv.notify_all();
+            }
+        }
+        drop(st);
+        shared.durable_cv.notify_all();
+    }
+}
+
+/// pwrite every run into its segment, then fdatasync each touched segment.
+fn write_batch(shared: &Shared, batch: &[u8], runs: &[Run]) -> Result<(), WalError> {
+    assert!(!runs.is_empty() && runs[0].buf_offset == 0);
+    let mut touched: Vec<Arc<Segment>> = Vec::with_capacity(2);
+    for (i, run) in runs.iter().enumerate() {
+        let end = runs.get(i + 1).map_or(batch.len(), |next| next.buf_offset);
+        let bytes = &batch[run.buf_offset..end];
+        let seg = segment_for_write(shared, run.segment_start_lsn)?;
+        assert!(seg.contains(run.lsn) && run.lsn + bytes.len() as u64 <= seg.end_lsn());
+        assert!(run.lsn >= seg.first_record_lsn());
+        fs::write_all_at(seg.file.as_ref(), bytes, run.lsn - seg.start_lsn)?;
+        if !touched.iter().any(|t| t.start_lsn == seg.start_lsn) {
+            touched.push(seg);
+        }
+    }
+    for seg in &touched {
+        seg.file.sync_data()?;
+        shared.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+fn segment_for_write(shared: &Shared, start_lsn: u64) -> Result<Arc<Segment>, WalError> {
+    if let Some(seg) = shared.segments.lock().by_start.get(&start_lsn) {
+        return Ok(Arc::clone(seg));
+    }
+    shared.counters.segment_waits.fetch_add(1, Ordering::Relaxed);
+    ensure_segment(shared, start_lsn, &|| true)?
+        .ok_or_else(|| WalError::Io(std::io::Error::other("segment creation interrupted")))
+}
+
+/// Creates segment `start_lsn` unless it exists. Segments are created in
+/// order, so `start_lsn` must be the end of the newest one.
+fn ensure_segment(
+    shared: &Shared,
+    start_lsn: u64,
+    keep_going: &dyn Fn() -> bool,
+) -> Result<Option<Arc<Segment>>, WalError> {
+    let _creating = shared.create_lock.lock();
+    {
+        let segments = shared.segments.lock();
+        if let Some(seg) = segments.by_start.get(&start_lsn) {
+            return Ok(Some(Arc::clone(seg)));
+        }
+        let newest_end = segments.by_start.values().next_back().map(|s| s.end_lsn());
+        assert_eq!(newest_end, Some(start_lsn), "segments must be created contiguously");
+    }
+    let created = segment::create_segment(
+        shared.fs.as_ref(),
+        &shared.dir,
+        start_lsn,
+        shared.config.segment_bytes,
+        keep_going,
+    )?;
+    let Some(seg) = created else { return Ok(None) };
+    let seg = Arc::new(seg);
+    shared.segments.lock().by_start.insert(start_lsn, Arc::clone(&seg));
+    shared.counters.segments_created.fetch_add(1, Ordering::Relaxed);
+    Ok(Some(seg))
+}
+
+/// Keeps the segment after the one being appended to created ahead of time,
+/// so a commit rarely waits for a segment to be zero-filled.
+fn prealloc_main(shared: &Shared) {
+    let keep_going = || !shared.stopping.load(Ordering::Acquire);
+    loop {
+        let wanted_start_lsn = {
+            let mut st = shared.state.lock();
+            loop {
+                if st.shutdown || st.poison_reason.is_some() {
+                    return;
+                }
+                let newest_end = shared.segments.lock().by_start.values().next_back().map(|s| s.end_lsn());
+                if newest_end.is_some_and(|end| end <= st.prealloc_wanted_start_lsn) {
+                    break newest_end;
+                }
+                shared.prealloc_cv.wait(&mut st);
+            }
+        };
+        let Some(start_lsn) = wanted_start_lsn else { return };
+        // A failure here is not fatal: the writer retries the creation when
+        // it needs the segment and poisons the log if that fails too.
+        match ensure_segment(shared, start_lsn, &keep_going) {
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => {
+                let mut st = shared.state.lock();
+                if st.shutdown {
+                    return;
+                }
+                // Back off until the next roll instead of spinning on a
+                // persistent error (e.g. ENOSPC).
+                shared.prealloc_cv.wait_for(&mut st, Duration::from_millis(100));
+            }
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! Functional tests: round trips, segment rollover, reopen, concurrency,
+//! tailing readers, truncation, backpressure.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::{SEGMENT_BYTES, open_small, payload, read_all, segment_files, small_config};
+use pgtier_wal::{Lsn, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, Wal, WalError, WalOpenOptions};
+use proptest::prelude::*;
+
+#[test]
+fn empty_log_first_record_and_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wal = open_small(dir.path());
+    assert_eq!(wal.end(), Lsn(SEGMENT_HEADER_BYTES));
+    assert_eq!(wal.durable_end(), wal.end());
+    assert!(read_all(&wal).is_empty());
+    let a = wal.append(b"hello").expect("append");
+    let b = wal.append(b"").expect("append");
+    assert_eq!(a, Lsn(SEGMENT_HEADER_BYTES));
+    assert_eq!(b.0, a.0 + RECORD_HEADER_BYTES + 8);
+    wal.wait_durable(b).expect("durable");
+    assert!(wal.durable_end() > b);
+    assert_eq!(read_all(&wal), vec![(a.0, b"hello".to_vec()), (b.0, vec![])]);
+    wal.close().expect("close");
+    let wal = open_small(dir.path());
+    assert_eq!(read_all(&wal), vec![(a.0, b"hello".to_vec()), (b.0, vec![])]);
+    assert_eq!(wal.stats().recovery_records, 2);
+    assert_eq!(wal.stats().recovery_cut_lsn, None);
+}
+
+#[test]
+fn second_open_of_same_dir_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _wal = open_small(dir.path());
+    assert!(matches!(Wal::open(dir.path(), small_config()), Err(WalError::Io(_))));
+}
+
+#[test]
+fn record_limits_and_config_validation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wal = open_small(dir.path());
+    let max = small_config().record_bytes_max;
+    assert!(wal.append(&vec![7u8; max]).is_ok());
+    assert!(matches!(wal.append(&vec![7u8; max + 1]), Err(WalError::RecordTooLarge { .. })));
+    drop(wal);
+    let mut bad = small_config();
+    bad.record_bytes_max = SEGMENT_BYTES as usize;
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    assert!(Wal::open(dir2.path(), bad).is_err());
+}
+
+#[test]
+fn async_mode_flushes_without_waiters() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wal = open_small(dir.path());
+    let lsn = wal.append(b"async").expect("append");
+    // No wait_durable: the writer must flush within async_flush_interval.
+    let end = wal.wait_for_durable_beyond(lsn, Duration::from_secs(5));
+    assert!(end > lsn);
+}
+
+#[test]
+fn rollover_pads_and_reads_across_segments() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wal = open_small(dir.path());
+    let mut expect = Vec::new();
+    for i in 0..200u64 {
+        let p = payload(i, 1000 + (i as usize * 37) % 3000);
+        expect.push((wal.append(&p).expect("append").0, p));
+    }
+    wal.wait_durable(Lsn(expect.last().expect("some").0)).expect("durable");
+    for w in expect.windows(2) {
+        assert!(w[0].0 < w[1].0);
+        // Records never span a segment boundary.
+        let seg = |lsn: u64| lsn / SEGMENT_BYTES;
+        assert_eq!(seg(w[0].0), seg(w[0].0 + RECORD_HEADER_BYTES + w[0].1.len() as u64 - 1));
+    }
+    assert_eq!(read_all(&wal), expect);
+    assert!(wal.stats().segments_created > 5);
+    drop(wal);
+    let wal = open_small(dir.path());
+    assert_eq!(read_all(&wal), expect);
+    // Reading from the middle: exact record LSNs and in-between positions.
+    let mid = expect[100].0;
+    let got: Vec<_> = wal.read_from(Lsn(mid)).expect("reader").map(|r| r.expect("ok").0.0).collect();
+    assert_eq!(got, expect[100..].iter().map(|e| e.0).collect::<Vec<_>>());
+    let got: Vec<_> = wal.read_from(Lsn(mid + 1)).expect("reader").map(|r| r.expect("ok").0.0).collect();
+    assert_eq!(got, expect[101..].iter().map(|e| e.0).collect::<Vec<_>>());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn round_trip_with_reopens(sizes in proptest::collection::vec(
+        prop_oneof![0usize..300, 300usize..5000, 12_000usize..=16 << 10], 1..120),
+        reopen_every in 10usize..60,
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut wal = open_small(dir.path());
+        let mut expect = Vec::new();
+        for (i, &len) in sizes.iter().enumerate() {
+            let p = payload(i as u64, len);
+            let lsn = wal.append(&p).expect("append");
+            if let Some(last) = expect.last() {
+                let (prev, _): &(u64, Vec<u8>) = last;
+                prop_assert!(lsn.0 > *prev);
+            }
+            expect.push((lsn.0, p));
+            if i % reopen_every == reopen_every - 1 {
+                wal.wait_durable(lsn).expect("durable");
+                drop(wal);
+                wal = open_small(dir.path());
+                prop_assert_eq!(wal.durable_end(), wal.end());
+            }
+        }
+        // Drop flushes what was appended but not waited for.
+        drop(wal);
+        let wal = open_small(dir.path());
+        prop_assert_eq!(read_all(&wal), expect);
+    }
+}
+
+#[test]
+fn concurrent_committers_durable_in_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wal = Arc::new(open_small(dir.path()));
+    let threads = 16u64;
+    let per_thread = 300u64;
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let wal = Arc::clone(&wal);
+            std::thread::spawn(move || {
+                let mut mine = Vec::new();
+                for i in 0..per_thread {
+                    let seed = t << 32 | i;
+                    let lsn = wal.append(&payload(seed, 50 + (seed as usize % 200))).expect("append");
+                    wal.wait_durable(lsn).expect("durable");
+                    // Durability of a record implies durability of everything before it.
+                    assert!(wal.durable_end() > lsn);
+                    mine.push((lsn.0, seed));
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all: Vec<(u64, u64)> = handles.into_iter().flat_map(|h| h.join().expect("join")).collect();
+    all.sort();
+    let got = read_all(&wal);
+    assert_eq!(got.len(), all.len());
+    for ((lsn, seed), (glsn, gp)) in all.iter().zip(&got) {
+        assert_eq!(lsn, glsn);
+        assert_eq!(gp, &payload(*seed, 50 + (*seed as usize % 200)));
+    }
+    let stats = wal.stats();
+    assert_eq!(stats.records_appended, threads * per_thread);
+    // Group commit: fewer flushes than commits.
+    assert!(stats.flushes < stats.records_appended, "{stats:?}");
+}
+
+#[test]
+fn reader_tails_live_writer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wal = Arc::new(open_small(dir.path()));
+    let total = 2000u64;
+    let writer = {
+        let wal = Arc::clone(&wal);
+        std::thread::spawn(move || {
+            for i in 0..total {
+                let lsn = wal.append(&payload(i, 100 + i as usize % 500)).expect("append");
+                if i % 7 == 0 {
+                    wal.wait_durable(lsn).expect("durable");
+                }
+            }
+        })
+    };
+    let mut reader = wal.read_from(Lsn(0)).expect("reader");
+    let mut seen = 0u64;
+    let mut last = Lsn(0);
+    while seen < total {
+        match reader.next() {
+            Some(rec) => {
+                let (lsn, p) = rec.expect("record");
+                assert!(lsn > last || seen == 0);
+                assert!(lsn < wal.durable_end(), "reader returned a non-durable record");
+                assert_eq!(p, payload(seen, 100 + seen as usize % 500));
+                last = lsn;
+                seen += 1;
+            }
+            None => {
+                wal.wait_for_durable_beyond(reader.position(), Duration::from_millis(50));
+            }
+        }
+    }
+    writer.join().expect("join");
+}
+
+#[test]
+fn truncate_before_keeps_needed_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wal = open_small(dir.path());
+    let mut lsns = Vec::new();
+    for i in 0..300u64 {
+        lsns.push(wal.append(&payload(i, 900)).expect("append"));
+    }
+    wal.wait_durable(*lsns.last().expect("some")).expect("durable");
+    let keep_from = lsns[150];
+    let files_before = segment_files(dir.path()).len();
+    wal.truncate_before(keep_from).expect("truncate");
+    let files_after = segment_files(dir.path());
+    assert!(files_after.len() < files_before);
+    assert!(files_after[0].0 <= keep_from.0, "segment holding keep_from was deleted");
+    let got: Vec<_> = wal.read_from(keep_from).expect("reader").map(|r| r.expect("ok").0).collect();
+    assert_eq!(got, lsns[150..].to_vec());
+    // Reading from before the oldest segment starts at the oldest record.
+    let first = wal.read_from(Lsn(0)).expect("reader").next().expect("some").expect("ok").0;
+    assert_eq!(first, wal.stats().oldest_lsn);
+    assert!(first <= keep_from);
+    // Truncating everything never deletes the segment being written.
+    wal.truncate_before(Lsn(u64::MAX)).expect("truncate");
+    assert!(!segment_files(dir.path()).is_empty());
+    let lsn = wal.append(b"after").expect("append");
+    wal.wait_durable(lsn).expect("durable");
+    drop(wal);
+    let wal = open_small(dir.path());
+    let all = read_all(&wal);
+    assert_eq!(all.last().expect("some"), &(lsn.0, b"after".to_vec()));
+}
+
+#[test]
+fn backpressure_bounds_the_buffer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = WalOpenOptions { buffer_bytes_max: 8192, ..WalOpenOptions::default() };
+    let wal = Arc::new(Wal::open_with(dir.path(), small_config(), options).expect("open"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..4u64)
+        .map(|t| {
+            let wal = Arc::clone(&wal);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) && n < 3000 {
+                    wal.append(&payload(t * 10_000 + n, 1000)).expect("append");
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let n: u64 = handles.into_iter().map(|h| h.join().expect("join")).sum();
+    stop.store(true, Ordering::Relaxed);
+    let stats = wal.stats();
+    assert_eq!(stats.records_appended, n);
+    assert!(stats.backpressure_waits > 0, "{stats:?}");
+    let wal = Arc::into_inner(wal).expect("sole owner");
+    wal.close().expect("close");
+    let wal = open_small(dir.path());
+    assert_eq!(read_all(&wal).len() as u64, n);
+}
