@@ -1,0 +1,447 @@
+//! Private PostgreSQL clusters for tests and benchmarks.
+//!
+//! A [`PrivateCluster`] is a `postgres` server running as a child process of
+//! the thread that started it, on a loopback port of its own, in a directory
+//! of its own. It dies with its owner:
+//! - dropped (also while a test panics): fast shutdown, then SIGKILL if the
+//!   server has not exited within [`SHUTDOWN_TIMEOUT_MS`];
+//! - owner killed (even by SIGKILL): the kernel sends the server SIGKILL
+//!   (`PR_SET_PDEATHSIG`), and its backends exit on postmaster death.
+//!
+//! `PR_SET_PDEATHSIG` fires when the *thread* that spawned the server exits,
+//! not the process. A `PrivateCluster` must therefore stay owned by the
+//! thread that started it for its whole life: do not start one on a helper
+//! thread and hand it to another (one cluster per test is the intended use).
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant, SystemTime};
+
+use std::os::unix::process::CommandExt;
+
+pub use crate::binaries::{find_server_binaries, find_server_binaries_from};
+use crate::cluster::{self, Layout, StartConfig};
+pub use crate::error::HarnessError;
+use crate::os_user::RunAs;
+
+/// How long a start may take before we give up and show the server log.
+pub const START_TIMEOUT_MS: u64 = 30_000;
+/// How long a fast shutdown may take before the server is killed.
+pub const SHUTDOWN_TIMEOUT_MS: u64 = 10_000;
+/// Attempts at a fresh port when another process takes the one we picked.
+const PORT_ATTEMPTS_MAX: u32 = 8;
+/// Names private cluster directories, so abandoned ones can be recognised.
+const PRIVATE_DIR_PREFIX: &str = "pgtier-cluster-";
+/// A RAM-backed directory must have this much room to hold test clusters.
+const RAM_DIR_FREE_BYTES_MIN: u64 = 2 << 30;
+/// Private directories younger than this are never swept: their owner may
+/// still be copying the template, before any postmaster.pid exists.
+const ABANDONED_AGE_MIN: Duration = Duration::from_secs(15 * 60);
+
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// None = private temp dir, removed on drop: in RAM (/dev/shm) when
+    /// `fsync` is off and there is room, else in the temp dir;
+    /// `PGTIER_CLUSTER_TMPDIR` overrides both. Some = the cluster lives
+    /// (and stays) there; an existing data directory in it is reused.
+    pub dir: Option<PathBuf>,
+    /// None = pick a free loopback port.
+    pub port: Option<u16>,
+    /// Tests: false; benchmarks: true.
+    pub fsync: bool,
+    /// None = trust auth; Some = scram-sha-256 for TCP, and the superuser
+    /// "postgres" gets this password.
+    pub password: Option<String>,
+    /// Extra postgresql.conf settings, applied after (so overriding) ours.
+    pub settings: Vec<(String, String)>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            dir: None,
+            port: None,
+            fsync: false,
+            password: None,
+            settings: Vec::new(),
+        }
+    }
+}
+
+impl ClusterOptions {
+    /// Durable, tuned for the benchmark machine (2 cores, 24 GiB, flash):
+    /// the PostgreSQL-alone baseline every ratio is measured against, so it
+    /// must be a fair, production-like configuration, not a crippled one.
+    pub fn for_benchmark() -> ClusterOptions {
+        let settings = [
+            ("synchronous_commit", "on"),
+            ("shared_buffers", "2GB"),
+            ("effective_cache_size", "8GB"),
+            ("work_mem", "16MB"),
+            ("maintenance_work_mem", "512MB"),
+            ("max_connections", "300"),
+            ("max_wal_size", "8GB"),
+            ("min_wal_size", "1GB"),
+            ("checkpoint_timeout", "30min"),
+            ("checkpoint_completion_target", "0.9"),
+            ("wal_buffers", "64MB"),
+            ("wal_level", "logical"),
+            ("max_wal_senders", "10"),
+            ("max_replication_slots", "10"),
+            ("random_page_cost", "1.1"),
+            ("effective_io_concurrency", "200"),
+            ("track_io_timing", "on"),
+            ("log_checkpoints", "on"),
+        ];
+        ClusterOptions {
+            fsync: true,
+            settings: settings
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+                .collect(),
+            ..ClusterOptions::default()
+        }
+    }
+}
+
+/// A running private PostgreSQL server; see the module docs for its lifetime rules.
+#[derive(Debug)]
+pub struct PrivateCluster {
+    layout: Layout,
+    port: u16,
+    password: Option<String>,
+    /// None once shut down.
+    child: Option<Child>,
+    pid: u32,
+    /// Some for a private temp dir, removed after shutdown.
+    temp_root: Option<tempfile::TempDir>,
+}
+
+impl PrivateCluster {
+    pub fn start(options: ClusterOptions) -> Result<PrivateCluster, HarnessError> {
+        let bin_dir = find_server_binaries()?;
+        let run_as = RunAs::from_env()?;
+        if let Some(password) = &options.password {
+            if password.is_empty() {
+                return Err(HarnessError::InvalidOption("empty password".to_owned()));
+            }
+        }
+        let (root, temp_root) = match &options.dir {
+            Some(dir) => (absolute(dir)?, None),
+            None => {
+                let base = private_base_dir(options.fsync);
+                sweep_abandoned_dirs_once(&base);
+                let temp = tempfile::Builder::new()
+                    .prefix(PRIVATE_DIR_PREFIX)
+                    .tempdir_in(&base)
+                    .map_err(|error| HarnessError::io("create a temp dir in", &base, error))?;
+                (temp.path().to_path_buf(), Some(temp))
+            }
+        };
+        let layout = Layout::new(&root, &run_as);
+        layout.prepare(&bin_dir, &run_as)?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let port = match options.port {
+                Some(port) => port,
+                None => cluster::pick_free_port()?,
+            };
+            let start = StartConfig {
+                port,
+                fsync: options.fsync,
+                password_required: options.password.is_some(),
+                settings: &options.settings,
+            };
+            layout.write_config(&start, &run_as)?;
+            match spawn_and_wait(&bin_dir, &run_as, &layout, port) {
+                Ok(child) => {
+                    let pid = child.id();
+                    let cluster = PrivateCluster {
+                        layout,
+                        port,
+                        password: options.password.clone(),
+                        child: Some(child),
+                        pid,
+                        temp_root,
+                    };
+                    // Any error from here on drops `cluster`, which stops the server.
+                    if let Some(password) = &options.password {
+                        cluster.layout.set_password(port, password)?;
+                    }
+                    return Ok(cluster);
+                }
+                Err(SpawnError::PortTaken { .. }) if options.port.is_none() && attempt < PORT_ATTEMPTS_MAX => {}
+                Err(SpawnError::PortTaken { error } | SpawnError::Fatal { error }) => {
+                    layout.remove_separate_socket_dir();
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    /// postgres://postgres[:pw]@127.0.0.1:PORT/postgres
+    pub fn url(&self) -> String {
+        self.url_for_database("postgres")
+    }
+
+    pub fn url_for_database(&self, db: &str) -> String {
+        cluster::url(self.port, self.password.as_deref(), db)
+    }
+
+    /// Creates database `name` and returns its URL.
+    pub fn create_database(&self, name: &str) -> Result<String, HarnessError> {
+        self.layout.create_database(self.port, name)?;
+        Ok(self.url_for_database(name))
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.layout.data_dir
+    }
+
+    /// The server's log file (useful in test failure messages).
+    pub fn log_file(&self) -> &Path {
+        &self.layout.log_file
+    }
+
+    pub fn postmaster_pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Clean (fast) shutdown; reports a server that had crashed, had to be
+    /// killed, or whose directory could not be removed.
+    pub fn stop(mut self) -> Result<(), HarnessError> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<(), HarnessError> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let outcome = stop_child(&mut child, self.pid, &self.layout);
+        self.layout.remove_separate_socket_dir();
+        let removal = match self.temp_root.take() {
+            Some(temp) => remove_temp_root(temp),
+            None => Ok(()),
+        };
+        outcome.and(removal)
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        // Errors have nowhere to go from drop; `stop` reports them.
+        let _ = self.shutdown();
+    }
+}
+
+enum SpawnError {
+    PortTaken { error: HarnessError },
+    Fatal { error: HarnessError },
+}
+
+fn spawn_and_wait(bin_dir: &Path, run_as: &RunAs, layout: &Layout, port: u16) -> Result<Child, SpawnError> {
+    let fatal = |error| SpawnError::Fatal { error };
+    let log = OpenOptions::new()
+        .append(true)
+        .open(&layout.log_file)
+        .map_err(|error| fatal(HarnessError::io("open", &layout.log_file, error)))?;
+    let log_for_stderr = log
+        .try_clone()
+        .map_err(|error| fatal(HarnessError::io("duplicate handle of", &layout.log_file, error)))?;
+    let program = bin_dir.join("postgres");
+    let mut command = run_as.command(&program);
+    command
+        .arg("-D")
+        .arg(&layout.data_dir)
+        .current_dir(&layout.root)
+        .env_remove("PGDATA")
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_for_stderr)
+        // A terminal's Ctrl-C goes to the test process only; the server then
+        // follows through the parent-death signal, not a half-done SIGINT.
+        .process_group(0);
+    let parent_pid = std::process::id();
+    // SAFETY: the closure runs between fork and exec and only makes
+    // async-signal-safe calls (prctl, getppid); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died between fork and prctl: then no signal
+            // will ever come, so do not start at all.
+            if u32::try_from(libc::getppid()).ok() != Some(parent_pid) {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|error| fatal(HarnessError::io("start", &program, error)))?;
+    let waited = layout.wait_ready(port, START_TIMEOUT_MS, || match child.try_wait() {
+        Ok(None) => Ok(()),
+        Ok(Some(status)) => Err(format!("postgres exited during startup ({status})")),
+        Err(error) => Err(format!("cannot check on postgres: {error}")),
+    });
+    match waited {
+        Ok(()) => Ok(child),
+        Err(reason) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log_tail = layout.log_tail();
+            let error = HarnessError::StartFailed {
+                reason: format!("{reason} (port {port})"),
+                log_file: layout.log_file.clone(),
+                log_tail: log_tail.clone(),
+            };
+            if cluster::is_port_collision(&log_tail) {
+                Err(SpawnError::PortTaken { error })
+            } else {
+                Err(SpawnError::Fatal { error })
+            }
+        }
+    }
+}
+
+fn stop_child(child: &mut Child, pid: u32, layout: &Layout) -> Result<(), HarnessError> {
+    let problem = |problem: String| HarnessError::Shutdown {
+        pid,
+        problem,
+        log_file: layout.log_file.clone(),
+        log_tail: layout.log_tail(),
+    };
+    match child.try_wait() {
+        Ok(Some(status)) => return Err(problem(format!("had already exited ({status})"))),
+        Ok(None) => {}
+        Err(error) => return Err(problem(format!("cannot be checked on: {error}"))),
+    }
+    let Ok(raw_pid) = libc::pid_t::try_from(pid) else {
+        return Err(problem("has a pid out of range".to_owned()));
+    };
+    // SIGINT = PostgreSQL's fast shutdown: roll back sessions, checkpoint, exit.
+    // SAFETY: kill has no memory-safety preconditions; `pid` is our unreaped
+    // child, so it cannot have been reused by another process.
+    unsafe { libc::kill(raw_pid, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_millis(SHUTDOWN_TIMEOUT_MS);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(()),
+            Ok(Some(status)) => return Err(problem(format!("exited with {status} on fast shutdown"))),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(problem(format!(
+        "did not finish a fast shutdown within {SHUTDOWN_TIMEOUT_MS} ms and was killed"
+    )))
+}
+
+/// Backends may still be exiting (and unlinking files) just after the
+/// postmaster is gone, so a removal that races them is retried briefly.
+fn remove_temp_root(temp: tempfile::TempDir) -> Result<(), HarnessError> {
+    let path = temp.path().to_path_buf();
+    let temp = temp.keep();
+    let mut last_error = None;
+    for _ in 0..20 {
+        match std::fs::remove_dir_all(&temp) {
+            Ok(()) => return Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => last_error = Some(error),
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    match last_error {
+        Some(error) => Err(HarnessError::io("remove", path, error)),
+        None => Ok(()),
+    }
+}
+
+fn absolute(dir: &Path) -> Result<PathBuf, HarnessError> {
+    std::path::absolute(dir).map_err(|error| HarnessError::io("resolve", dir, error))
+}
+
+/// Where private cluster directories go. Without fsync nothing is durable
+/// anyway, and a tmpfs makes the template copy ~10x faster than ext4 on a busy
+/// machine; with fsync the cluster measures real storage, so it stays on disk.
+fn private_base_dir(fsync: bool) -> PathBuf {
+    if let Some(dir) = std::env::var_os("PGTIER_CLUSTER_TMPDIR").filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let shm = Path::new("/dev/shm");
+    if !fsync && is_roomy_tmpfs(shm) {
+        return shm.to_path_buf();
+    }
+    std::env::temp_dir()
+}
+
+fn is_roomy_tmpfs(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut stats = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `path` is NUL-terminated and `stats` is a valid out-pointer;
+    // statfs initialises it fully when it returns 0.
+    let stats = unsafe {
+        if libc::statfs(path.as_ptr(), stats.as_mut_ptr()) != 0 {
+            return false;
+        }
+        stats.assume_init()
+    };
+    // SAFETY: access has no memory-safety preconditions beyond a valid C string.
+    let writable = unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) } == 0;
+    let free_bytes = u64::try_from(stats.f_bsize)
+        .unwrap_or(0)
+        .saturating_mul(stats.f_bavail);
+    i64::from(stats.f_type) == libc::TMPFS_MAGIC && writable && free_bytes >= RAM_DIR_FREE_BYTES_MIN
+}
+
+/// A test process killed by a signal runs no destructors: its server dies
+/// (parent-death signal) but its directory stays, and in RAM. Once per
+/// process, remove such leftovers: old private directories whose server is
+/// not running.
+fn sweep_abandoned_dirs_once(base: &Path) {
+    static SWEEP: Once = Once::new();
+    SWEEP.call_once(|| {
+        let Ok(entries) = std::fs::read_dir(base) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_ours = entry.file_name().to_string_lossy().starts_with(PRIVATE_DIR_PREFIX);
+            if is_ours && is_abandoned(&path) {
+                // Best effort: another process may be sweeping the same directory.
+                let _ = std::fs::remove_dir_all(&path);
+            }
+        }
+    });
+}
+
+fn is_abandoned(root: &Path) -> bool {
+    let old_enough = std::fs::symlink_metadata(root)
+        .and_then(|meta| meta.modified())
+        .ok()
+        .and_then(|modified| SystemTime::now().duration_since(modified).ok())
+        .is_some_and(|age| age >= ABANDONED_AGE_MIN);
+    if !old_enough {
+        return false;
+    }
+    let pid_file = root.join("data/postmaster.pid");
+    let Ok(text) = std::fs::read_to_string(&pid_file) else {
+        return !pid_file.exists();
+    };
+    let pid = text.lines().next().and_then(|line| line.trim().parse::<u32>().ok());
+    // A reused pid keeps a directory alive for nothing; that errs the safe way.
+    !pid.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+}
