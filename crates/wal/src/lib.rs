@@ -25,6 +25,7 @@ mod reader;
 mod recovery;
 mod scan;
 mod segment;
+mod waiters;
 mod wal;
 
 use std::time::Duration;

@@ -63,7 +63,7 @@ pub(crate) fn create_segment(
     keep_going: &dyn Fn() -> bool,
 ) -> io::Result<Option<Segment>> {
     assert!(size_bytes > SEGMENT_HEADER_BYTES);
-    assert!(size_bytes % format::RECORD_ALIGN_BYTES == 0);
+    assert!(size_bytes.is_multiple_of(format::RECORD_ALIGN_BYTES));
     let tmp_path = dir.join(format::segment_tmp_name(start_lsn));
     let final_path = dir.join(format::segment_file_name(start_lsn));
     let file = fs.create(&tmp_path)?;
@@ -104,7 +104,7 @@ pub(crate) fn open_segment(fs: &dyn FileSystem, dir: &Path, start_lsn: u64) -> i
         Some((lsn, size_bytes))
             if lsn == start_lsn
                 && size_bytes > SEGMENT_HEADER_BYTES
-                && size_bytes % format::RECORD_ALIGN_BYTES == 0 =>
+                && size_bytes.is_multiple_of(format::RECORD_ALIGN_BYTES) =>
         {
             Ok(Some(Segment { start_lsn, size_bytes, file }))
         }

@@ -18,7 +18,11 @@ use crate::fs::{self, DirLock, FileSystem, StdFileSystem};
 use crate::reader::WalReader;
 use crate::recovery;
 use crate::segment::{self, Segment, SegmentMap};
+use crate::waiters::{WaitOutcome, Waiters};
 use crate::{Lsn, WalConfig, WalError, WalStats};
+
+/// Bound on concurrently waiting committers and tailing readers.
+const WAITERS_MAX: usize = 1 << 16;
 
 /// Extra knobs for [`Wal::open_with`]; `Default` is what [`Wal::open`] uses.
 #[derive(Clone, Debug)]
@@ -57,7 +61,6 @@ struct State {
     end_lsn: u64,
     segment_start_lsn: u64,
     segment_end_lsn: u64,
-    durable_end_lsn: u64,
     /// One past the highest LSN a committer waits for: the writer must flush
     /// while this exceeds `buf_start_lsn`.
     sync_wanted_end_lsn: u64,
@@ -88,13 +91,16 @@ pub(crate) struct Shared {
     state: Mutex<State>,
     /// Writer waits here for work.
     writer_cv: Condvar,
-    /// Committers and tailing readers wait here for the durable end to move.
-    durable_cv: Condvar,
+    /// Committers and tailing readers waiting for the durable end to move.
+    waiters: Waiters,
     /// Appenders blocked by a full buffer wait here.
     space_cv: Condvar,
     prealloc_cv: Condvar,
-    /// Mirror of `State::durable_end_lsn` for lock-free reads.
+    /// Everything before this is on stable storage. Written only by the
+    /// writer thread, after fdatasync returned.
     durable_end_lsn: AtomicU64,
+    /// Set (with `State::poison_reason`) when a write or fsync fails.
+    poisoned: AtomicBool,
     end_lsn: AtomicU64,
     stopping: AtomicBool,
     pub(crate) segments: Mutex<SegmentMap>,
@@ -125,7 +131,7 @@ pub struct Wal {
 
 fn validate_config(config: &WalConfig, options: &WalOpenOptions) -> Result<(), WalError> {
     let invalid = |what: String| Err(WalError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, what)));
-    if config.segment_bytes < 4096 || config.segment_bytes % 4096 != 0 {
+    if config.segment_bytes < 4096 || !config.segment_bytes.is_multiple_of(4096) {
         return invalid(format!("segment_bytes {} must be a multiple of 4096", config.segment_bytes));
     }
     let record_bytes_max = config.record_bytes_max as u64;
@@ -169,7 +175,6 @@ impl Wal {
             end_lsn: rec.end_lsn,
             segment_start_lsn,
             segment_end_lsn,
-            durable_end_lsn: rec.end_lsn,
             sync_wanted_end_lsn: 0,
             appenders_blocked: 0,
             prealloc_wanted_start_lsn: segment_end_lsn,
@@ -184,10 +189,11 @@ impl Wal {
             buffer_bytes_max: options.buffer_bytes_max,
             state: Mutex::new(state),
             writer_cv: Condvar::new(),
-            durable_cv: Condvar::new(),
+            waiters: Waiters::new(WAITERS_MAX),
             space_cv: Condvar::new(),
             prealloc_cv: Condvar::new(),
             durable_end_lsn: AtomicU64::new(rec.end_lsn),
+            poisoned: AtomicBool::new(false),
             end_lsn: AtomicU64::new(rec.end_lsn),
             stopping: AtomicBool::new(false),
             segments: Mutex::new(rec.segments),
@@ -304,21 +310,21 @@ impl Wal {
         if shared.durable_end() > lsn.0 {
             return Ok(());
         }
-        let mut st = shared.state.lock();
-        assert!(lsn.0 < st.end_lsn, "wait_durable({lsn:?}) beyond the appended end");
-        if st.sync_wanted_end_lsn <= lsn.0 {
-            st.sync_wanted_end_lsn = lsn.0 + 1;
-            if lsn.0 >= st.buf_start_lsn {
-                shared.writer_cv.notify_one();
+        {
+            let mut st = shared.state.lock();
+            assert!(lsn.0 < st.end_lsn, "wait_durable({lsn:?}) beyond the appended end");
+            if st.sync_wanted_end_lsn <= lsn.0 {
+                st.sync_wanted_end_lsn = lsn.0 + 1;
+                if lsn.0 >= st.buf_start_lsn {
+                    shared.writer_cv.notify_one();
+                }
             }
         }
-        while st.durable_end_lsn <= lsn.0 {
-            if st.poison_reason.is_some() {
-                return Err(WalError::Poisoned);
-            }
-            shared.durable_cv.wait(&mut st);
+        match shared.waiters.wait(&shared.durable_end_lsn, &shared.poisoned, lsn.0, None) {
+            WaitOutcome::Durable => Ok(()),
+            WaitOutcome::Poisoned => Err(WalError::Poisoned),
+            WaitOutcome::TimedOut => unreachable!("no deadline"),
         }
-        Ok(())
     }
 
     /// Position just past the last durable record.
@@ -338,13 +344,8 @@ impl Wal {
     pub fn wait_for_durable_beyond(&self, after: Lsn, timeout: Duration) -> Lsn {
         let shared = &*self.shared;
         let deadline = Instant::now() + timeout;
-        let mut st = shared.state.lock();
-        while st.durable_end_lsn <= after.0 && st.poison_reason.is_none() && !st.shutdown {
-            if shared.durable_cv.wait_until(&mut st, deadline).timed_out() {
-                break;
-            }
-        }
-        Lsn(st.durable_end_lsn)
+        shared.waiters.wait(&shared.durable_end_lsn, &shared.poisoned, after.0, Some(deadline));
+        Lsn(shared.durable_end())
     }
 
     /// Reads durable records starting at the record whose LSN is `from`, or
@@ -427,7 +428,7 @@ impl Wal {
         self.shared.stopping.store(true, Ordering::Release);
         self.shared.writer_cv.notify_all();
         self.shared.prealloc_cv.notify_all();
-        self.shared.durable_cv.notify_all();
+        self.shared.waiters.wake_all();
         self.shared.space_cv.notify_all();
         let threads = std::mem::take(&mut *self.threads.lock());
         for t in threads {
@@ -505,24 +506,24 @@ fn writer_main(shared: &Shared) {
         let result = write_batch(shared, &batch, &runs);
         batch.clear();
         runs.clear();
-        let mut st = shared.state.lock();
         match result {
             Ok(()) => {
-                assert!(batch_end_lsn > st.durable_end_lsn, "durable end must move forward");
-                st.durable_end_lsn = batch_end_lsn;
-                shared.durable_end_lsn.store(batch_end_lsn, Ordering::Release);
+                let prev = shared.durable_end_lsn.swap(batch_end_lsn, Ordering::AcqRel);
+                assert!(batch_end_lsn > prev, "durable end must move forward");
                 shared.counters.flushes.fetch_add(1, Ordering::Relaxed);
+                shared.waiters.wake_durable(batch_end_lsn);
             }
             Err(e) => {
                 // fsyncgate: after a failed write or fsync the kernel may have
                 // dropped the dirty pages; nothing after the durable end can
                 // ever be reported durable. Stop here.
-                st.poison_reason = Some(e.to_string());
+                shared.state.lock().poison_reason = Some(e.to_string());
+                shared.poisoned.store(true, Ordering::Release);
                 shared.space_cv.notify_all();
+                shared.waiters.wake_all();
+                return;
             }
         }
-        drop(st);
-        shared.durable_cv.notify_all();
     }
 }
 

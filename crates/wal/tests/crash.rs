@@ -26,7 +26,7 @@ fn write_records(dir: &Path, n: u64, len: usize) -> Vec<(u64, Vec<u8>)> {
 }
 
 fn segment_of(dir: &Path, lsn: u64) -> (u64, std::path::PathBuf) {
-    segment_files(dir).into_iter().filter(|(start, _)| *start <= lsn).next_back().expect("segment")
+    segment_files(dir).into_iter().rfind(|(start, _)| *start <= lsn).expect("segment")
 }
 
 fn copy_dir(from: &Path, to: &Path) {
