@@ -9,3 +9,9 @@ pub mod result;
 pub mod target;
 
 // Workloads, drivers, statistics, targets: modules below this line.
+pub mod driver;
+pub mod progress;
+pub mod report;
+pub mod stats;
+pub mod targets;
+pub mod tatp;

@@ -1,8 +1,453 @@
-//! `pgtier bench tatp` (placeholder until the workload lands).
+//! `pgtier bench tatp`: the TATP (HLR) benchmark with the knobs of study
+//! 000's HLR tool — population size, targeted id range, a thread-count sweep,
+//! an optional rate cap (open loop), ramp-up / measure / ramp-down,
+//! repetitions — printing a table per iteration and writing JSON, CSV and
+//! charts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+use clap::ValueEnum;
+use pgtier_backend::managed;
+use pgtier_bench::driver::{self, LiveCounters, LoadSpec, RepetitionTally};
+use pgtier_bench::progress::RunProgress;
+use pgtier_bench::report::{self, PopulationSummary, RunFile, TatpExtras};
+use pgtier_bench::result::{RunConfig, RunResult};
+use pgtier_bench::target::Target;
+use pgtier_bench::targets::postgres::{CopyFormat, PgTarget};
+use pgtier_bench::tatp::population::{self, PopulateOptions};
+use pgtier_bench::tatp::random::SubscriberKeys;
+use pgtier_bench::tatp::transactions::TxnType;
+use pgtier_bench::tatp::{self, RunFacts, TatpWorkload};
+
+/// Subscribers loaded by `--populate` when `--subscribers` is not given.
+const DEFAULT_SUBSCRIBERS: u64 = 100_000;
+/// Longest thread list / most threads accepted (bounds memory and sessions).
+const THREADS_MAX: u32 = 1024;
 
 #[derive(clap::Args)]
-pub struct TatpArgs {}
+pub struct TatpArgs {
+    /// Target PostgreSQL URL [default: $PGTIER_BENCH_URL, else the cluster of `pgtier backend start`]
+    #[arg(long, env = "PGTIER_BENCH_URL", hide_env_values = true)]
+    url: Option<String>,
+    /// Number of subscribers (population size) [default with --populate: 100000; without: what the database holds]
+    #[arg(long, value_name = "N")]
+    subscribers: Option<u64>,
+    /// Drop, recreate and load the TATP tables before running
+    #[arg(long)]
+    populate: bool,
+    /// Populate (with --populate) and exit without running transactions
+    #[arg(long, requires = "populate")]
+    populate_only: bool,
+    /// Smallest subscriber id transactions target [default: 1]
+    #[arg(long, value_name = "ID")]
+    min_id: Option<u64>,
+    /// Largest subscriber id transactions target [default: --subscribers]
+    #[arg(long, value_name = "ID")]
+    max_id: Option<u64>,
+    /// Thread counts to sweep, one client connection per thread
+    #[arg(long, value_name = "LIST", default_value = "1,2,4,8,16")]
+    threads: String,
+    /// Open loop: total transactions/s over all threads, Poisson arrivals, latency from the intended start [default: closed loop]
+    #[arg(long, value_name = "TXN_PER_S")]
+    rate: Option<f64>,
+    /// Measure window per iteration, seconds
+    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    duration: f64,
+    /// Ramp-up before the measure window, seconds
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    ramp_up: f64,
+    /// Ramp-down after the measure window, seconds
+    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    ramp_down: f64,
+    /// Repetitions per thread count (averaged; spread shown)
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    repetitions: u32,
+    /// Uniform subscriber keys instead of the spec's NURand (not comparable)
+    #[arg(long)]
+    uniform: bool,
+    /// Print and write per-thread figures
+    #[arg(long)]
+    per_thread: bool,
+    /// Write one CSV row per iteration x transaction (and per thread with --per-thread)
+    #[arg(long, value_name = "PATH")]
+    csv: Option<PathBuf>,
+    /// Write the result file (JSON)
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Short name of this run in charts and comparisons
+    #[arg(long, default_value = "postgresql")]
+    label: String,
+    /// Draw PNG and SVG charts into this directory
+    #[arg(long, value_name = "DIR")]
+    charts: Option<PathBuf>,
+    /// Seed of every random choice (population and transactions)
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Parallel COPY streams for --populate [default: CPUs + 1]
+    #[arg(long, value_name = "N")]
+    load_streams: Option<usize>,
+    /// COPY format for --populate
+    #[arg(long, value_enum, default_value_t = CopyArg::Binary)]
+    copy_format: CopyArg,
+}
 
-pub fn run(_args: TatpArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not yet available")
+#[derive(Clone, Copy, ValueEnum)]
+enum CopyArg {
+    Text,
+    Binary,
+}
+
+/// Parses "1,2,4" into thread counts; every entry a whole number ≥ 1.
+pub fn parse_thread_list(list: &str) -> anyhow::Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for (i, entry) in list.split(',').enumerate() {
+        let entry = entry.trim();
+        if entry.is_empty() {
+            bail!("invalid --threads '{list}': entry {} is empty (expected e.g. 1,2,4,8)", i + 1);
+        }
+        let n: u32 = entry
+            .parse()
+            .map_err(|_| anyhow!("invalid --threads '{list}': '{entry}' is not a whole number (expected e.g. 1,2,4,8)"))?;
+        if n == 0 {
+            bail!("invalid --threads '{list}': thread counts must be at least 1");
+        }
+        if n > THREADS_MAX {
+            bail!("invalid --threads '{list}': at most {THREADS_MAX} threads");
+        }
+        out.push(n);
+    }
+    Ok(out)
+}
+
+fn seconds(name: &str, value: f64, allow_zero: bool) -> anyhow::Result<Duration> {
+    let ok = value.is_finite() && value >= 0.0 && (allow_zero || value > 0.0) && value < 1e7;
+    if !ok {
+        let need = if allow_zero { "0 or more" } else { "more than 0" };
+        bail!("invalid --{name} {value}: must be {need} seconds");
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+/// Everything checked before touching the network.
+struct Plan {
+    threads: Vec<u32>,
+    ramp_up: Duration,
+    measure: Duration,
+    ramp_down: Duration,
+}
+
+fn check_args(args: &TatpArgs) -> anyhow::Result<Plan> {
+    let threads = parse_thread_list(&args.threads)?;
+    if let Some(rate) = args.rate {
+        if !(rate.is_finite() && rate >= 1.0) {
+            bail!("invalid --rate {rate}: must be at least 1 transaction/s (omit it for closed loop)");
+        }
+    }
+    if args.repetitions == 0 {
+        bail!("invalid --repetitions 0: must be at least 1");
+    }
+    if args.subscribers == Some(0) {
+        bail!("invalid --subscribers 0: must be at least 1");
+    }
+    if args.min_id == Some(0) {
+        bail!("invalid --min-id 0: subscriber ids start at 1");
+    }
+    if let (Some(min), Some(max)) = (args.min_id, args.max_id) {
+        if min > max {
+            bail!("invalid id range: --min-id {min} is greater than --max-id {max}");
+        }
+    }
+    if let (Some(max), Some(n)) = (args.max_id, args.subscribers) {
+        if max > n {
+            bail!("invalid --max-id {max}: only {n} subscribers (--subscribers)");
+        }
+    }
+    if args.load_streams == Some(0) {
+        bail!("invalid --load-streams 0: must be at least 1");
+    }
+    Ok(Plan {
+        threads,
+        ramp_up: seconds("ramp-up", args.ramp_up, true)?,
+        measure: seconds("duration", args.duration, false)?,
+        ramp_down: seconds("ramp-down", args.ramp_down, true)?,
+    })
+}
+
+fn resolve_url(args: &TatpArgs) -> anyhow::Result<String> {
+    if let Some(url) = &args.url {
+        return Ok(url.clone());
+    }
+    managed::url(Path::new(managed::DEFAULT_DIR)).map_err(|e| {
+        anyhow!("no target: pass --url, set PGTIER_BENCH_URL, or start one with `pgtier backend start` ({e})")
+    })
+}
+
+pub fn run(args: TatpArgs) -> anyhow::Result<()> {
+    let plan = check_args(&args)?;
+    let url = resolve_url(&args)?;
+    let copy_format = match args.copy_format {
+        CopyArg::Text => CopyFormat::Text,
+        CopyArg::Binary => CopyFormat::Binary,
+    };
+    let target = PgTarget::open(&url)?.with_copy_format(copy_format);
+    let started_at = report::now_rfc3339();
+
+    let (subscribers, population) = if args.populate {
+        let subscribers = args.subscribers.unwrap_or(DEFAULT_SUBSCRIBERS);
+        (subscribers, Some(populate(&target, &args, subscribers)?))
+    } else {
+        let found = tatp::check_population(&target)?;
+        if let Some(n) = args.subscribers {
+            if n != found {
+                bail!(
+                    "the TATP tables at {} hold {found} subscribers, not {n} (--subscribers); \
+                     run with --populate to reload, or drop --subscribers",
+                    target.describe()
+                );
+            }
+        }
+        (found, None)
+    };
+    if args.populate_only {
+        return Ok(());
+    }
+    let min_id = args.min_id.unwrap_or(1);
+    let max_id = args.max_id.unwrap_or(subscribers);
+    if max_id > subscribers {
+        bail!("invalid --max-id {max_id}: the database holds only {subscribers} subscribers");
+    }
+    if min_id > max_id {
+        bail!("invalid id range: --min-id {min_id} is greater than --max-id {max_id}");
+    }
+
+    let keys = SubscriberKeys::new(min_id, max_id, args.uniform);
+    let durability = target.durability()?;
+    let server_settings = target.server_settings()?;
+    let isolation = server_settings
+        .iter()
+        .find(|(k, _)| k == "default_transaction_isolation")
+        .map_or_else(|| "read committed".to_owned(), |(_, v)| v.clone());
+    let deviations = tatp::deviations(&RunFacts {
+        uniform: args.uniform,
+        populated_now: population.is_some(),
+        parallel_load_streams: population.as_ref().map_or(0, |p| p.streams),
+        windows_per_population: plan.threads.len() as u32 * args.repetitions,
+        open_loop: args.rate.is_some(),
+        measure_s: plan.measure.as_secs_f64(),
+        durability: durability.clone(),
+    });
+    let config = RunConfig {
+        workload: "tatp".to_owned(),
+        target: target.describe(),
+        subscribers,
+        min_subscriber_id: min_id,
+        max_subscriber_id: max_id,
+        key_distribution: if args.uniform { "uniform" } else { "nurand" }.to_owned(),
+        rate_per_s: args.rate,
+        duration_s: plan.measure.as_secs_f64(),
+        ramp_up_s: plan.ramp_up.as_secs_f64(),
+        ramp_down_s: plan.ramp_down.as_secs_f64(),
+        repetitions: args.repetitions,
+        durability,
+        isolation,
+        deviations,
+    };
+    print_header(&config, &plan, &keys, &server_settings);
+
+    let workload = TatpWorkload { keys };
+    let mut run = RunResult {
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        started_at,
+        label: args.label.clone(),
+        config,
+        machine: report::machine_info(),
+        iterations: Vec::new(),
+    };
+    let mut extras = TatpExtras {
+        population,
+        server_settings,
+        repetitions: Vec::new(),
+        keys: keys.describe(),
+    };
+    for &threads in &plan.threads {
+        let mut tallies = Vec::with_capacity(args.repetitions as usize);
+        for rep in 1..=args.repetitions {
+            let spec = LoadSpec {
+                threads,
+                rate_per_s: args.rate,
+                ramp_up: plan.ramp_up,
+                measure: plan.measure,
+                ramp_down: plan.ramp_down,
+                seed: args.seed ^ (u64::from(threads) << 32) ^ u64::from(rep),
+            };
+            let tally = measure(&target, &workload, &spec, rep, args.repetitions)?;
+            extras.repetitions.push(report::repetition_extra(&tally, rep));
+            tallies.push(tally);
+        }
+        let iteration =
+            report::iteration_result(threads, &tallies, &TxnType::NAMES, &TxnType::SPEC_SUCCESS, args.per_thread);
+        print_iteration(&iteration, &tallies, args.per_thread);
+        run.iterations.push(iteration);
+        // Written after every iteration, so a long sweep that is interrupted
+        // still leaves its results.
+        write_outputs(&args, &run, &extras, false)?;
+    }
+    println!("\nSummary ({}):", run.label);
+    println!("{}", report::summary_table(&run));
+    write_outputs(&args, &run, &extras, true)?;
+    Ok(())
+}
+
+fn populate(target: &PgTarget, args: &TatpArgs, subscribers: u64) -> anyhow::Result<PopulationSummary> {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let streams = args.load_streams.unwrap_or(cpus + 1);
+    eprintln!(
+        "populating {subscribers} subscribers at {} ({streams} COPY streams, {} format)...",
+        target.describe(),
+        match target.copy_format() {
+            CopyFormat::Text => "text",
+            CopyFormat::Binary => "binary",
+        }
+    );
+    let report = population::populate(
+        target,
+        &PopulateOptions { subscribers, streams, seed: args.seed, progress: true },
+    )?;
+    println!("Population: {subscribers} subscribers in {:.1} s", report.total.as_secs_f64());
+    let phases: Vec<String> =
+        report.phases.iter().map(|(p, d)| format!("{p} {:.1} s", d.as_secs_f64())).collect();
+    println!("  phases: {}", phases.join(", "));
+    for t in &report.tables {
+        println!(
+            "  {:<17} {:>11} rows  (spec expects {:>11.0}, {:+.2} %)",
+            t.table,
+            t.rows,
+            t.expected_rows,
+            t.deviation_percent()
+        );
+    }
+    Ok(PopulationSummary {
+        subscribers,
+        total_s: report.total.as_secs_f64(),
+        tables: report.tables.iter().map(|t| (t.table.to_owned(), t.rows, t.expected_rows)).collect(),
+        phases: report.phases.iter().map(|(p, d)| (p.clone(), d.as_secs_f64())).collect(),
+        streams,
+        copy_format: match target.copy_format() {
+            CopyFormat::Text => "text",
+            CopyFormat::Binary => "binary",
+        }
+        .to_owned(),
+    })
+}
+
+fn measure(
+    target: &PgTarget,
+    workload: &TatpWorkload,
+    spec: &LoadSpec,
+    rep: u32,
+    reps: u32,
+) -> anyhow::Result<RepetitionTally> {
+    let live = LiveCounters::default();
+    let title = format!("{:>3} threads, rep {rep}/{reps}", spec.threads);
+    let mut progress = RunProgress::new(spec.ramp_up + spec.measure + spec.ramp_down, &title);
+    let result = driver::run_repetition(target, workload, spec, &live, &mut |phase, elapsed| {
+        progress.tick(phase, elapsed, live.finished.load(std::sync::atomic::Ordering::Relaxed));
+    });
+    progress.finish();
+    let tally = result.with_context(|| format!("TATP at {} threads, repetition {rep}", spec.threads))?;
+    if let Some(e) = &tally.sampler_error {
+        eprintln!("pgtier: warning: backend figures unavailable: {e}");
+    }
+    Ok(tally)
+}
+
+fn print_header(config: &RunConfig, plan: &Plan, keys: &SubscriberKeys, settings: &[(String, String)]) {
+    println!("TATP benchmark (HLR) — pgtier bench tatp");
+    println!("  target        {}", config.target);
+    let server: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    println!("  server        {}", server.join(", "));
+    println!("  subscribers   {} (targeting ids {}..={})", config.subscribers, config.min_subscriber_id, config.max_subscriber_id);
+    println!("  keys          {}", keys.describe());
+    let threads: Vec<String> = plan.threads.iter().map(u32::to_string).collect();
+    println!("  threads       {}", threads.join(","));
+    match config.rate_per_s {
+        Some(r) => println!("  load          open loop, {r} txn/s total (Poisson), latency from intended start"),
+        None => println!("  load          closed loop (flooding)"),
+    }
+    println!(
+        "  windows       ramp-up {} s, measure {} s, ramp-down {} s, {} repetition(s)",
+        config.ramp_up_s, config.duration_s, config.ramp_down_s, config.repetitions
+    );
+    println!("  mix           35/10/35/2/14/2/2 (GSD/GND/GAD/USD/UL/ICF/DCF)");
+    println!("  durability    {}; isolation {}", config.durability, config.isolation);
+    println!("Deviations from the TATP specification:");
+    for d in &config.deviations {
+        println!("  - {d}");
+    }
+}
+
+fn print_iteration(iteration: &pgtier_bench::result::Iteration, tallies: &[RepetitionTally], per_thread: bool) {
+    println!("\n== {} threads: {}", iteration.threads, report::mqth_line(iteration));
+    let notes = [("GET_NEW_DESTINATION", "*")];
+    println!("{}", report::transactions_table(&iteration.transactions, &notes));
+    println!(
+        "  * spec 23.9 %; the population rules give {:.1} % (the spec leaves out the 62.5 % chance that the facility exists)",
+        100.0 * tatp::derived_new_destination_success()
+    );
+    for (i, t) in tallies.iter().enumerate() {
+        let prefix = if tallies.len() > 1 { format!("  rep {}: ", i + 1) } else { "  ".to_owned() };
+        if let Some(b) = &t.backend {
+            println!("{prefix}{}", report::backend_line(b));
+        }
+        if let Some(s) = &t.schedule {
+            println!(
+                "{prefix}open loop: {} intended in window, {} completed, {} missed; max start lag {:.1} ms",
+                s.intended,
+                s.completed,
+                s.missed,
+                s.max_start_lag_us as f64 / 1000.0
+            );
+        }
+    }
+    if per_thread {
+        println!("{}", report::per_thread_table(iteration));
+    }
+}
+
+fn write_outputs(args: &TatpArgs, run: &RunResult, extras: &TatpExtras, last: bool) -> anyhow::Result<()> {
+    if let Some(path) = &args.json {
+        report::write_json(path, &RunFile { run: run.clone(), tatp: extras.clone() })?;
+        if last {
+            println!("wrote {}", path.display());
+        }
+    }
+    if let Some(path) = &args.csv {
+        report::write_csv(path, run, args.per_thread)?;
+        if last {
+            println!("wrote {}", path.display());
+        }
+    }
+    if let (Some(dir), true) = (&args.charts, last) {
+        let files = pgtier_bench::chart::draw_run_charts(run, dir).context("drawing charts")?;
+        for f in files {
+            println!("wrote {}", f.display());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_lists() {
+        assert_eq!(parse_thread_list("1,2,4").ok(), Some(vec![1, 2, 4]));
+        assert_eq!(parse_thread_list(" 8 ").ok(), Some(vec![8]));
+        for bad in ["1,,x", "0", "", "1,x", "-1", "2000"] {
+            assert!(parse_thread_list(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 }

@@ -1,0 +1,3 @@
+//! Systems the benchmark kit can measure, each behind [`crate::target::Target`].
+
+pub mod postgres;
