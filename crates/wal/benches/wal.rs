@@ -5,7 +5,8 @@
 //!
 //! Env: PGTIER_WAL_BENCH_DIR (default: a temp dir under /var/tmp, i.e. the
 //! real disk, not tmpfs), PGTIER_WAL_BENCH_SECS (default 3 per case),
-//! PGTIER_WAL_BENCH_RECORD_BYTES (default 150, a TATP-update-sized record).
+//! PGTIER_WAL_BENCH_RECORD_BYTES (default 150, a TATP-update-sized record),
+//! PGTIER_WAL_BENCH_ONLY (comma list of cases: a,b1,b8,b64,c1,c8).
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -91,7 +92,26 @@ fn run(committers: usize, sync: bool, secs: u64, record_bytes: usize) -> (f64, W
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_secs(secs));
+    if std::env::var("PGTIER_WAL_BENCH_TIMELINE").is_ok() {
+        // Per-interval rate and segment creations: shows whether background
+        // preallocation of the next segment dents commit throughput.
+        let mut last = wal.stats();
+        let tick = Duration::from_millis(250);
+        for _ in 0..(secs * 4) {
+            std::thread::sleep(tick);
+            let now = wal.stats();
+            println!(
+                "    t={:>5.2}s {:>8.0}/s segments_created={} flushes/s={:.0}",
+                start.elapsed().as_secs_f64(),
+                (now.records_appended - last.records_appended) as f64 / tick.as_secs_f64(),
+                now.segments_created,
+                (now.flushes - last.flushes) as f64 / tick.as_secs_f64(),
+            );
+            last = now;
+        }
+    } else {
+        std::thread::sleep(Duration::from_secs(secs));
+    }
     stop.store(true, Ordering::Relaxed);
     let mut lat_ns: Vec<u64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
     let elapsed = start.elapsed().as_secs_f64();
@@ -100,13 +120,22 @@ fn run(committers: usize, sync: bool, secs: u64, record_bytes: usize) -> (f64, W
     (stats.records_appended as f64 / elapsed, stats, lat_ns)
 }
 
+fn selected(case: &str) -> bool {
+    std::env::var("PGTIER_WAL_BENCH_ONLY").map_or(true, |only| only.split(',').any(|c| c.trim() == case))
+}
+
 fn main() {
     // `cargo bench` passes --bench; ignore arguments.
     let secs = env_u64("PGTIER_WAL_BENCH_SECS", 3);
     let record_bytes = env_u64("PGTIER_WAL_BENCH_RECORD_BYTES", 150) as usize;
     println!("pgtier-wal bench: {secs}s per case, {record_bytes}-byte records, 64 MiB segments");
-    single_committer_latency(secs, record_bytes);
+    if selected("a") {
+        single_committer_latency(secs, record_bytes);
+    }
     for n in [1usize, 8, 64] {
+        if !selected(&format!("b{n}")) {
+            continue;
+        }
         let (rate, s, lat) = run(n, true, secs, record_bytes);
         println!(
             "(b) sync  {n:>2} committers: {rate:>9.0} commits/s  commits/flush={:>6.1}  commits/fsync={:>6.1}  \
@@ -120,6 +149,9 @@ fn main() {
         );
     }
     for n in [1usize, 8] {
+        if !selected(&format!("c{n}")) {
+            continue;
+        }
         let (rate, s, _) = run(n, false, secs, record_bytes);
         println!(
             "(c) async {n:>2} appenders:  {rate:>9.0} appends/s  ({:.0} MB/s)  flushes={} backpressure_waits={} segments={} segment_waits={}",

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -44,6 +45,14 @@ pub trait WalFile: Send + Sync {
     /// fsync: data and all metadata.
     fn sync_all(&self) -> io::Result<()>;
     fn len_bytes(&self) -> io::Result<u64>;
+    /// Starts writeback of `[offset, offset + len)` and waits for it, without
+    /// syncing metadata (Linux `sync_file_range`). A pacing hint only: it
+    /// promises no durability. Preallocation uses it so a 64 MiB zero fill
+    /// reaches the disk in small pieces instead of one burst at `fsync` that
+    /// would queue ahead of every commit's fdatasync.
+    fn write_back(&self, _offset_bytes: u64, _len_bytes: u64) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Writes all of `buf`, looping over short writes.
@@ -98,6 +107,15 @@ impl WalFile for StdFile {
     }
     fn len_bytes(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())
+    }
+    fn write_back(&self, offset_bytes: u64, len_bytes: u64) -> io::Result<()> {
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset_bytes), i64::try_from(len_bytes)) else {
+            return Ok(());
+        };
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        // SAFETY: plain syscall on a file descriptor we own; no memory is passed.
+        let rc = unsafe { libc::sync_file_range(self.0.as_raw_fd(), offset, len, flags) };
+        if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
     }
 }
 

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use crate::format::{self, SEGMENT_HEADER_BYTES};
 use crate::fs::{self, FileSystem, WalFile};
 
-/// Zero-fill chunk when creating a segment: big enough for sequential
-/// throughput, small enough to stay a bounded allocation.
+/// Zero-fill chunk when creating a segment; each chunk is written back
+/// before the next so the device queue never holds more than this much
+/// preallocation I/O ahead of a commit's fdatasync.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
 
 pub(crate) struct Segment {
@@ -77,6 +78,7 @@ pub(crate) fn create_segment(
         }
         let n = (size_bytes - offset_bytes).min(zeros.len() as u64) as usize;
         fs::write_all_at(file.as_ref(), &zeros[..n], offset_bytes)?;
+        file.write_back(offset_bytes, n as u64)?;
         offset_bytes += n as u64;
     }
     let header = format::encode_segment_header(start_lsn, size_bytes);

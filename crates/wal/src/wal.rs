@@ -459,7 +459,29 @@ fn push_run(st: &mut State, lsn: u64, segment_start_lsn: u64) {
     }
 }
 
+/// Runs the writer loop; if it panics (a broken invariant), poisons the log
+/// so committers get an error instead of waiting forever, then re-panics.
 fn writer_main(shared: &Shared) {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_loop(shared)));
+    if let Err(panic) = outcome {
+        poison(shared, "WAL writer thread panicked".into());
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn poison(shared: &Shared, reason: String) {
+    {
+        let mut st = shared.state.lock();
+        if st.poison_reason.is_none() {
+            st.poison_reason = Some(reason);
+        }
+    }
+    shared.poisoned.store(true, Ordering::Release);
+    shared.space_cv.notify_all();
+    shared.waiters.wake_all();
+}
+
+fn writer_loop(shared: &Shared) {
     let mut batch: Vec<u8> = Vec::with_capacity(shared.buffer_bytes_max);
     let mut runs: Vec<Run> = Vec::new();
     loop {
@@ -517,10 +539,7 @@ fn writer_main(shared: &Shared) {
                 // fsyncgate: after a failed write or fsync the kernel may have
                 // dropped the dirty pages; nothing after the durable end can
                 // ever be reported durable. Stop here.
-                shared.state.lock().poison_reason = Some(e.to_string());
-                shared.poisoned.store(true, Ordering::Release);
-                shared.space_cv.notify_all();
-                shared.waiters.wake_all();
+                poison(shared, e.to_string());
                 return;
             }
         }

@@ -164,6 +164,9 @@ impl WalFile for FaultyFile {
     fn len_bytes(&self) -> io::Result<u64> {
         self.inner.len_bytes()
     }
+    fn write_back(&self, offset_bytes: u64, len_bytes: u64) -> io::Result<()> {
+        self.inner.write_back(offset_bytes, len_bytes)
+    }
 }
 
 impl FaultyFs {
