@@ -63,6 +63,9 @@ pub enum HarnessError {
         message: String,
     },
 
+    #[error("the shared private cluster could not be started: {0}")]
+    SharedClusterFailed(String),
+
     #[error("no pgtier backend cluster in {dir}; start one with `pgtier backend start --dir {dir}`")]
     NotInitialized { dir: PathBuf },
 }

@@ -11,7 +11,9 @@
 //! `PR_SET_PDEATHSIG` fires when the *thread* that spawned the server exits,
 //! not the process. A `PrivateCluster` must therefore stay owned by the
 //! thread that started it for its whole life: do not start one on a helper
-//! thread and hand it to another (one cluster per test is the intended use).
+//! thread and hand it to another, nor keep one in a static (one cluster per
+//! test is the intended use). For one server per test binary use
+//! [`shared_cluster`], which starts it on a thread that never exits.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -24,6 +26,7 @@ use std::os::unix::process::CommandExt;
 pub use crate::binaries::{find_server_binaries, find_server_binaries_from};
 use crate::cluster::{self, Layout, StartConfig};
 pub use crate::error::HarnessError;
+pub use crate::shared::shared_cluster;
 use crate::os_user::RunAs;
 
 /// How long a start may take before we give up and show the server log.
@@ -40,7 +43,8 @@ const RAM_DIR_FREE_BYTES_MIN: u64 = 2 << 30;
 /// still be copying the template, before any postmaster.pid exists.
 const ABANDONED_AGE_MIN: Duration = Duration::from_secs(15 * 60);
 
-#[derive(Clone, Debug)]
+/// `Default`: private temp dir, free port, no fsync, trust auth, no extra settings.
+#[derive(Clone, Debug, Default)]
 pub struct ClusterOptions {
     /// None = private temp dir, removed on drop: in RAM (/dev/shm) when
     /// `fsync` is off and there is room, else in the temp dir;
@@ -56,18 +60,6 @@ pub struct ClusterOptions {
     pub password: Option<String>,
     /// Extra postgresql.conf settings, applied after (so overriding) ours.
     pub settings: Vec<(String, String)>,
-}
-
-impl Default for ClusterOptions {
-    fn default() -> Self {
-        ClusterOptions {
-            dir: None,
-            port: None,
-            fsync: false,
-            password: None,
-            settings: Vec::new(),
-        }
-    }
 }
 
 impl ClusterOptions {
@@ -123,10 +115,8 @@ impl PrivateCluster {
     pub fn start(options: ClusterOptions) -> Result<PrivateCluster, HarnessError> {
         let bin_dir = find_server_binaries()?;
         let run_as = RunAs::from_env()?;
-        if let Some(password) = &options.password {
-            if password.is_empty() {
-                return Err(HarnessError::InvalidOption("empty password".to_owned()));
-            }
+        if options.password.as_deref() == Some("") {
+            return Err(HarnessError::InvalidOption("empty password".to_owned()));
         }
         let (root, temp_root) = match &options.dir {
             Some(dir) => (absolute(dir)?, None),
@@ -142,6 +132,13 @@ impl PrivateCluster {
         };
         let layout = Layout::new(&root, &run_as);
         layout.prepare(&bin_dir, &run_as)?;
+        let mut settings = Vec::with_capacity(options.settings.len() + 1);
+        if temp_root.is_some() && is_tmpfs(&root) {
+            // POSIX segments live in /dev/shm and outlive a SIGKILLed server;
+            // mmap segments live in the data directory, which we remove.
+            settings.push(("dynamic_shared_memory_type".to_owned(), "mmap".to_owned()));
+        }
+        settings.extend(options.settings.iter().cloned());
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -153,7 +150,7 @@ impl PrivateCluster {
                 port,
                 fsync: options.fsync,
                 password_required: options.password.is_some(),
-                settings: &options.settings,
+                settings: &settings,
             };
             layout.write_config(&start, &run_as)?;
             match spawn_and_wait(&bin_dir, &run_as, &layout, port) {
@@ -218,6 +215,46 @@ impl PrivateCluster {
     /// killed, or whose directory could not be removed.
     pub fn stop(mut self) -> Result<(), HarnessError> {
         self.shutdown()
+    }
+
+    /// Stops the server of a cluster that can no longer be dropped (one held
+    /// in a static): signals by pid and reaps with waitpid, then removes the
+    /// private directory. Used at process exit, so it reports nothing.
+    pub(crate) fn stop_in_place(&self) {
+        let Ok(raw_pid) = libc::pid_t::try_from(self.pid) else {
+            return;
+        };
+        let reaped = |timeout: Duration| {
+            let deadline = Instant::now() + timeout;
+            loop {
+                let mut status = 0;
+                // SAFETY: waitpid on our own child with a valid out-pointer.
+                let result = unsafe { libc::waitpid(raw_pid, &mut status, libc::WNOHANG) };
+                if result != 0 {
+                    return true; // reaped, or not (any longer) our child
+                }
+                if Instant::now() >= deadline {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.
+        unsafe { libc::kill(raw_pid, libc::SIGINT) };
+        if !reaped(Duration::from_millis(SHUTDOWN_TIMEOUT_MS)) {
+            // SAFETY: as above.
+            unsafe { libc::kill(raw_pid, libc::SIGKILL) };
+            reaped(Duration::from_millis(SHUTDOWN_TIMEOUT_MS));
+        }
+        self.layout.remove_separate_socket_dir();
+        if let Some(temp) = &self.temp_root {
+            for _ in 0..20 {
+                if std::fs::remove_dir_all(temp.path()).is_ok() || !temp.path().exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+        }
     }
 
     fn shutdown(&mut self) -> Result<(), HarnessError> {
@@ -386,25 +423,40 @@ fn private_base_dir(fsync: bool) -> PathBuf {
 }
 
 fn is_roomy_tmpfs(dir: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+    let Some(stats) = statfs(dir) else {
         return false;
     };
-    let mut stats = std::mem::MaybeUninit::<libc::statfs>::uninit();
-    // SAFETY: `path` is NUL-terminated and `stats` is a valid out-pointer;
-    // statfs initialises it fully when it returns 0.
-    let stats = unsafe {
-        if libc::statfs(path.as_ptr(), stats.as_mut_ptr()) != 0 {
-            return false;
-        }
-        stats.assume_init()
+    let Ok(path) = c_path(dir) else {
+        return false;
     };
     // SAFETY: access has no memory-safety preconditions beyond a valid C string.
     let writable = unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) } == 0;
     let free_bytes = u64::try_from(stats.f_bsize)
         .unwrap_or(0)
         .saturating_mul(stats.f_bavail);
-    i64::from(stats.f_type) == libc::TMPFS_MAGIC && writable && free_bytes >= RAM_DIR_FREE_BYTES_MIN
+    stats.f_type == libc::TMPFS_MAGIC && writable && free_bytes >= RAM_DIR_FREE_BYTES_MIN
+}
+
+fn is_tmpfs(dir: &Path) -> bool {
+    statfs(dir).is_some_and(|stats| stats.f_type == libc::TMPFS_MAGIC)
+}
+
+fn statfs(dir: &Path) -> Option<libc::statfs> {
+    let path = c_path(dir).ok()?;
+    let mut stats = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `path` is NUL-terminated and `stats` is a valid out-pointer;
+    // statfs initialises it fully when it returns 0.
+    unsafe {
+        if libc::statfs(path.as_ptr(), stats.as_mut_ptr()) != 0 {
+            return None;
+        }
+        Some(stats.assume_init())
+    }
+}
+
+fn c_path(path: &Path) -> Result<std::ffi::CString, std::ffi::NulError> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes())
 }
 
 /// A test process killed by a signal runs no destructors: its server dies

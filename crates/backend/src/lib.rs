@@ -9,8 +9,9 @@ mod error;
 pub mod harness;
 pub mod managed;
 mod os_user;
+mod shared;
 mod template;
 
 pub use connect::{ConnectError, connect, redact_url};
 pub use error::{HarnessError, INSTALL_HINT};
-pub use harness::{ClusterOptions, PrivateCluster, find_server_binaries};
+pub use harness::{ClusterOptions, PrivateCluster, find_server_binaries, shared_cluster};

@@ -145,3 +145,26 @@ fn passwd_entries() -> Vec<(String, u32, u32)> {
         })
         .collect()
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_never_becomes_the_server_user() {
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        if euid != 0 {
+            let me = RunAs::resolve(Some("root")).unwrap();
+            assert_eq!(me.uid, euid, "without root we run as ourselves");
+            assert!(!me.switch);
+            return;
+        }
+        let error = RunAs::resolve(Some("root")).unwrap_err().to_string();
+        assert!(error.contains("uid 0"), "{error}");
+        let error = RunAs::resolve(Some("pgtier-no-such-user")).unwrap_err().to_string();
+        assert!(error.contains("scripts/ensure-postgres.sh"), "{error}");
+        assert!(error.contains("PGTIER_PG_USER=pgtier-no-such-user"), "{error}");
+    }
+}

@@ -31,10 +31,10 @@ static VERIFIED: Mutex<Option<HashMap<(PathBuf, u32), PathBuf>>> = Mutex::new(No
 pub(crate) fn template_dir(bin_dir: &Path, run_as: &RunAs) -> Result<PathBuf, HarnessError> {
     let mut verified = VERIFIED.lock().unwrap_or_else(PoisonError::into_inner);
     let key = (bin_dir.to_path_buf(), run_as.uid);
-    if let Some(dir) = verified.as_ref().and_then(|map| map.get(&key)) {
-        if is_complete(dir) {
-            return Ok(dir.clone());
-        }
+    if let Some(dir) = verified.as_ref().and_then(|map| map.get(&key))
+        && is_complete(dir)
+    {
+        return Ok(dir.clone());
     }
     let version = server_version(bin_dir)?;
     let temp = std::env::temp_dir();
