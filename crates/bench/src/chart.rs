@@ -1,1 +1,0 @@
-//! Charts of result files (PNG and SVG).

@@ -1,1 +1,0 @@
-//! Side-by-side comparison of two result files.
