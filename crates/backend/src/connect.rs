@@ -103,7 +103,7 @@ fn classify(error: &postgres::Error, config: &Config, url: &str) -> ConnectError
         return ConnectError::Server {
             url,
             sqlstate: code.code().to_owned(),
-            message: db.message().to_owned(),
+            message: db.message().replace('\n', " "),
         };
     }
     let reason = error_chain(error);
