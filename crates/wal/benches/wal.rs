@@ -36,6 +36,17 @@ fn open_quiet(dir: &std::path::Path) -> Wal {
     wal
 }
 
+/// (CPU µs, voluntary + involuntary context switches) of this process so
+/// far. CPU per commit is a steadier efficiency measure than commits/s on a
+/// shared 2-core machine.
+fn rusage() -> (f64, u64) {
+    // SAFETY: getrusage only writes the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    (us(ru.ru_utime) + us(ru.ru_stime), (ru.ru_nvcsw + ru.ru_nivcsw) as u64)
+}
+
 fn pct(sorted_ns: &[u64], q: f64) -> f64 {
     let i = ((sorted_ns.len() as f64 - 1.0) * q).round() as usize;
     sorted_ns[i] as f64 / 1000.0
@@ -68,9 +79,10 @@ fn single_committer_latency(secs: u64, record_bytes: usize) {
 
 /// `committers` threads each append + wait_durable in a loop (sync) or only
 /// append (async) for `secs`; returns (records/s, stats delta).
-fn run(committers: usize, sync: bool, secs: u64, record_bytes: usize) -> (f64, WalStats, Vec<u64>) {
+fn run(committers: usize, sync: bool, secs: u64, record_bytes: usize) -> (f64, WalStats, Vec<u64>, (f64, f64)) {
     let dir = bench_dir();
     let wal = Arc::new(open_quiet(dir.path()));
+    let (cpu0_us, csw0) = rusage();
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let handles: Vec<_> = (0..committers)
@@ -116,8 +128,10 @@ fn run(committers: usize, sync: bool, secs: u64, record_bytes: usize) -> (f64, W
     let mut lat_ns: Vec<u64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
     let elapsed = start.elapsed().as_secs_f64();
     let stats = wal.stats();
+    let (cpu1_us, csw1) = rusage();
+    let n = stats.records_appended.max(1) as f64;
     lat_ns.sort_unstable();
-    (stats.records_appended as f64 / elapsed, stats, lat_ns)
+    (stats.records_appended as f64 / elapsed, stats, lat_ns, ((cpu1_us - cpu0_us) / n, (csw1 - csw0) as f64 / n))
 }
 
 fn selected(case: &str) -> bool {
@@ -136,10 +150,10 @@ fn main() {
         if !selected(&format!("b{n}")) {
             continue;
         }
-        let (rate, s, lat) = run(n, true, secs, record_bytes);
+        let (rate, s, lat, (cpu_us, csw)) = run(n, true, secs, record_bytes);
         println!(
             "(b) sync  {n:>2} committers: {rate:>9.0} commits/s  commits/flush={:>6.1}  commits/fsync={:>6.1}  \
-             p50={:.0}us p99={:.0}us  segments={} segment_waits={}",
+             p50={:.0}us p99={:.0}us  cpu/commit={cpu_us:.1}us ctxsw/commit={csw:.1}  segments={} segment_waits={}",
             s.records_appended as f64 / s.flushes.max(1) as f64,
             s.records_appended as f64 / s.fsyncs.max(1) as f64,
             pct(&lat, 0.5),
@@ -152,7 +166,7 @@ fn main() {
         if !selected(&format!("c{n}")) {
             continue;
         }
-        let (rate, s, _) = run(n, false, secs, record_bytes);
+        let (rate, s, _, _) = run(n, false, secs, record_bytes);
         println!(
             "(c) async {n:>2} appenders:  {rate:>9.0} appends/s  ({:.0} MB/s)  flushes={} backpressure_waits={} segments={} segment_waits={}",
             rate * (s.bytes_appended as f64 / s.records_appended.max(1) as f64) / 1e6,

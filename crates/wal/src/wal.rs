@@ -61,9 +61,6 @@ struct State {
     end_lsn: u64,
     segment_start_lsn: u64,
     segment_end_lsn: u64,
-    /// One past the highest LSN a committer waits for: the writer must flush
-    /// while this exceeds `buf_start_lsn`.
-    sync_wanted_end_lsn: u64,
     appenders_blocked: u32,
     /// Start LSN of the last segment that should exist ahead of appends.
     prealloc_wanted_start_lsn: u64,
@@ -101,6 +98,15 @@ pub(crate) struct Shared {
     durable_end_lsn: AtomicU64,
     /// Set (with `State::poison_reason`) when a write or fsync fails.
     poisoned: AtomicBool,
+    /// One past the highest LSN a committer waits for: the writer must flush
+    /// while this exceeds `State::buf_start_lsn`. Atomic so `wait_durable`
+    /// need not take the append mutex (64 committers contend for it).
+    sync_wanted_end_lsn: AtomicU64,
+    /// The writer is (about to be) asleep on `writer_cv`. With
+    /// `sync_wanted_end_lsn` this is a Dekker pair (both SeqCst): a committer
+    /// raises the wanted LSN then reads `writer_idle`; the writer sets
+    /// `writer_idle` then re-reads the wanted LSN; one of them sees the other.
+    writer_idle: AtomicBool,
     end_lsn: AtomicU64,
     stopping: AtomicBool,
     pub(crate) segments: Mutex<SegmentMap>,
@@ -175,7 +181,6 @@ impl Wal {
             end_lsn: rec.end_lsn,
             segment_start_lsn,
             segment_end_lsn,
-            sync_wanted_end_lsn: 0,
             appenders_blocked: 0,
             prealloc_wanted_start_lsn: segment_end_lsn,
             poison_reason: None,
@@ -194,6 +199,8 @@ impl Wal {
             prealloc_cv: Condvar::new(),
             durable_end_lsn: AtomicU64::new(rec.end_lsn),
             poisoned: AtomicBool::new(false),
+            sync_wanted_end_lsn: AtomicU64::new(0),
+            writer_idle: AtomicBool::new(false),
             end_lsn: AtomicU64::new(rec.end_lsn),
             stopping: AtomicBool::new(false),
             segments: Mutex::new(rec.segments),
@@ -310,15 +317,13 @@ impl Wal {
         if shared.durable_end() > lsn.0 {
             return Ok(());
         }
-        {
-            let mut st = shared.state.lock();
-            assert!(lsn.0 < st.end_lsn, "wait_durable({lsn:?}) beyond the appended end");
-            if st.sync_wanted_end_lsn <= lsn.0 {
-                st.sync_wanted_end_lsn = lsn.0 + 1;
-                if lsn.0 >= st.buf_start_lsn {
-                    shared.writer_cv.notify_one();
-                }
-            }
+        assert!(lsn.0 < shared.end_lsn.load(Ordering::Acquire), "wait_durable({lsn:?}) beyond the appended end");
+        let prev = shared.sync_wanted_end_lsn.fetch_max(lsn.0 + 1, Ordering::SeqCst);
+        if prev <= lsn.0 && shared.writer_idle.load(Ordering::SeqCst) {
+            // Taking the lock orders this notify after the writer's re-check:
+            // it holds the lock from the re-check until it is waiting.
+            let _st = shared.state.lock();
+            shared.writer_cv.notify_one();
         }
         match shared.waiters.wait(&shared.durable_end_lsn, &shared.poisoned, lsn.0, None) {
             WaitOutcome::Durable => Ok(()),
@@ -439,6 +444,16 @@ impl Wal {
     }
 }
 
+impl std::fmt::Debug for Wal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wal")
+            .field("dir", &self.shared.dir)
+            .field("end", &self.end())
+            .field("durable_end", &self.durable_end())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Wal {
     fn drop(&mut self) {
         self.stop();
@@ -496,13 +511,19 @@ fn writer_loop(shared: &Shared) {
                     return;
                 }
                 let deadline = st.buf_since.map(|t| t + shared.config.async_flush_interval);
+                let sync_wanted = || shared.sync_wanted_end_lsn.load(Ordering::SeqCst) > st.buf_start_lsn;
                 if has_data
-                    && (st.sync_wanted_end_lsn > st.buf_start_lsn
+                    && (sync_wanted()
                         || st.appenders_blocked > 0
                         || st.buf.len() >= shared.buffer_bytes_max / 2
                         || st.shutdown
                         || deadline.is_some_and(|d| Instant::now() >= d))
                 {
+                    break;
+                }
+                shared.writer_idle.store(true, Ordering::SeqCst);
+                if has_data && sync_wanted() {
+                    shared.writer_idle.store(false, Ordering::SeqCst);
                     break;
                 }
                 match deadline {
@@ -511,6 +532,7 @@ fn writer_loop(shared: &Shared) {
                     }
                     None => shared.writer_cv.wait(&mut st),
                 }
+                shared.writer_idle.store(false, Ordering::SeqCst);
             }
             // Double buffering: appends continue into the other buffer while
             // this batch is written and synced.
@@ -528,6 +550,11 @@ fn writer_loop(shared: &Shared) {
         let result = write_batch(shared, &batch, &runs);
         batch.clear();
         runs.clear();
+        if batch.capacity() > 2 * shared.buffer_bytes_max {
+            // A record larger than the buffer bound grew this buffer; do not
+            // keep that memory for the life of the log.
+            batch.shrink_to(shared.buffer_bytes_max);
+        }
         match result {
             Ok(()) => {
                 let prev = shared.durable_end_lsn.swap(batch_end_lsn, Ordering::AcqRel);
