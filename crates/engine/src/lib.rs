@@ -1,1 +1,42 @@
-//! pgtier embedded storage engine (skeleton).
+//! pgtier embedded storage engine: catalog, compact MVCC row store, primary
+//! hash and ordered indexes, READ COMMITTED transactions with row locks and
+//! deadlock detection, WAL-backed durability with group commit (sync) or
+//! bounded-delay (async) commits, fuzzy checkpoints, recovery, and the
+//! ordered commit stream. See README.md for the invariants.
+//!
+//! Knows nothing of SQL text, the network or PostgreSQL.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod api;
+mod checkpoint;
+mod codec;
+mod db;
+mod error;
+mod key;
+mod ordered;
+mod primary;
+mod recovery;
+mod row;
+mod schema;
+mod slab;
+mod stream;
+mod table;
+mod transaction;
+mod txn;
+mod types;
+mod version;
+mod walrec;
+
+pub use api::{CommitInfo, RowBuf, RowRef};
+pub use db::{CheckpointInfo, CommitMode, Database, DbStats, EngineConfig, RecoveryReport, TableStats};
+pub use error::{EngineError, Result};
+pub use pgtier_wal::{Lsn, WalConfig, WalStats};
+pub use row::ROW_BYTES_MAX;
+pub use schema::{
+    COLUMNS_MAX, Catalog, Column, ColumnDef, ForeignKey, ForeignKeyDef, ForeignKeyId, IndexDef, IndexId, IndexSchema,
+    KEY_COLUMNS_MAX, TableDef, TableId, TableSchema,
+};
+pub use stream::{Change, CommitStream, CommittedTxn, RowChange, StreamStart};
+pub use transaction::Transaction;
+pub use types::{DataType, Numeric, Value, ValueRef, civil_from_days, coerce, days_from_civil};
+pub use walrec::RowOp;

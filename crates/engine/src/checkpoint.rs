@@ -1,0 +1,236 @@
+//! Fuzzy checkpoints.
+//!
+//! 1. Under the commit lock: `start_lsn = wal.end()` and the committed
+//!    catalog. Every transaction with an LSN below `start_lsn` has stamped
+//!    its versions (stamping happens under the same lock).
+//! 2. Without stopping writers: write the newest committed image of every
+//!    row, table by table. Images from transactions after `start_lsn` may be
+//!    mixed in (fuzzy); replay from `start_lsn` re-applies those
+//!    transactions' full after-images, which is idempotent.
+//! 3. Wait until the WAL is durable up to the last record appended by the
+//!    end of the scan, so every transaction whose effects the file holds can
+//!    be replayed whole (otherwise a half-captured, never-durable
+//!    transaction could surface after a crash).
+//! 4. Write `checkpoint.tmp`, fsync, rename to `checkpoint-<lsn>.ckpt`,
+//!    fsync the directory. Keep the newest two files; truncate the WAL below
+//!    the older one's start and every consumer's acknowledged position.
+//!
+//! File: header (magic, start LSN, max commit ts, catalog; CRC), blocks of
+//! rows per table (CRC each), end block (row total; CRC). A file that fails
+//! any check is ignored by recovery, which falls back to the previous one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Instant, SystemTime};
+
+use pgtier_wal::Lsn;
+
+use crate::codec::{Reader, Writer};
+use crate::db::{CheckpointInfo, DbInner};
+use crate::error::{EngineError, Result};
+use crate::schema::{Catalog, TableId};
+
+const MAGIC: &[u8; 8] = b"PGTCKPT1";
+const BLOCK_ROWS: u8 = 1;
+const BLOCK_END: u8 = 2;
+const BLOCK_BYTES_TARGET: usize = 1 << 20;
+/// Checkpoint files kept (the WAL is kept from the oldest one's start).
+const CHECKPOINTS_KEPT: usize = 2;
+
+pub(crate) fn checkpoint(db: &DbInner) -> Result<CheckpointInfo> {
+    let _serial = db.checkpoint_serial.lock();
+    let started = Instant::now();
+    let (start_lsn, cat) = {
+        let _c = db.commit.lock();
+        (db.wal.end(), db.current_catalog())
+    };
+    let tmp = db.dir.join("checkpoint.tmp");
+    let file = File::create(&tmp).map_err(|e| EngineError::io("create checkpoint.tmp", e))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut header = Vec::new();
+    let mut w = Writer::new(&mut header);
+    w.u64(start_lsn.0);
+    cat.catalog.encode(&mut w);
+    let (mut rows_total, mut bytes_total) = (0u64, 0u64);
+    write_framed(&mut out, &header, MAGIC)?;
+    let mut block = Vec::with_capacity(BLOCK_BYTES_TARGET + 4096);
+    for store in cat.live_stores() {
+        let mut count = 0u32;
+        for shard in 0..store.primary.shards().len() {
+            // Rows are copied under the shard lock; I/O happens after it is released.
+            count += store.committed_rows_of_shard(shard, &mut block);
+            if block.len() >= BLOCK_BYTES_TARGET {
+                write_block(&mut out, store.schema.id, count, &block)?;
+                rows_total += u64::from(count);
+                bytes_total += block.len() as u64;
+                block.clear();
+                count = 0;
+            }
+        }
+        if count > 0 {
+            write_block(&mut out, store.schema.id, count, &block)?;
+            rows_total += u64::from(count);
+            bytes_total += block.len() as u64;
+            block.clear();
+        }
+    }
+    let mut end = vec![BLOCK_END];
+    end.extend_from_slice(&rows_total.to_le_bytes());
+    let crc = crc32c::crc32c(&end);
+    end.extend_from_slice(&crc.to_le_bytes());
+    out.write_all(&end).map_err(|e| EngineError::io("write checkpoint", e))?;
+    // Step 3: everything captured must be replayable from the WAL.
+    let last_lsn = db.commit.lock().last_lsn;
+    if let Some(lsn) = last_lsn {
+        db.wal.wait_durable(lsn)?;
+    }
+    let file = out.into_inner().map_err(|e| EngineError::io("flush checkpoint", e.into_error()))?;
+    file.sync_all().map_err(|e| EngineError::io("fsync checkpoint", e))?;
+    drop(file);
+    let path = db.dir.join(format!("checkpoint-{:016x}.ckpt", start_lsn.0));
+    fs::rename(&tmp, &path).map_err(|e| EngineError::io("rename checkpoint", e))?;
+    sync_dir(&db.dir)?;
+    let info = CheckpointInfo {
+        start_lsn,
+        rows: rows_total,
+        bytes: bytes_total,
+        duration: started.elapsed(),
+        completed_at: SystemTime::now(),
+        path,
+    };
+    retire_old(db, info.clone())?;
+    db.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
+    Ok(info)
+}
+
+fn write_framed(out: &mut impl Write, body: &[u8], magic: &[u8; 8]) -> Result<()> {
+    let mut buf = Vec::with_capacity(body.len() + 16);
+    buf.extend_from_slice(magic);
+    buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    buf.extend_from_slice(body);
+    let crc = crc32c::crc32c(&buf);
+    buf.extend_from_slice(&crc.to_le_bytes());
+    out.write_all(&buf).map_err(|e| EngineError::io("write checkpoint", e))
+}
+
+fn write_block(out: &mut impl Write, table: TableId, count: u32, payload: &[u8]) -> Result<()> {
+    let mut head = Vec::with_capacity(13);
+    head.push(BLOCK_ROWS);
+    head.extend_from_slice(&table.0.to_le_bytes());
+    head.extend_from_slice(&count.to_le_bytes());
+    head.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&head), payload);
+    let io = |e| EngineError::io("write checkpoint", e);
+    out.write_all(&head).map_err(io)?;
+    out.write_all(payload).map_err(io)?;
+    out.write_all(&crc.to_le_bytes()).map_err(io)
+}
+
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    let d = OpenOptions::new().read(true).open(dir).map_err(|e| EngineError::io("open directory", e))?;
+    d.sync_all().map_err(|e| EngineError::io("fsync directory", e))
+}
+
+/// Keeps the newest checkpoints, deletes older files, truncates the WAL.
+fn retire_old(db: &DbInner, info: CheckpointInfo) -> Result<()> {
+    let mut kept = db.checkpoints.lock();
+    kept.push(info);
+    while kept.len() > CHECKPOINTS_KEPT {
+        let old = kept.remove(0);
+        let _ = fs::remove_file(&old.path);
+    }
+    let oldest_needed = kept.first().map_or(Lsn(0), |c| c.start_lsn);
+    drop(kept);
+    let consumers_min = db.consumers.lock().min_position();
+    let limit = consumers_min.map_or(oldest_needed, |c| c.min(oldest_needed));
+    db.wal.truncate_before(limit)?;
+    Ok(())
+}
+
+/// Checkpoint files in `dir`, newest first.
+pub(crate) fn list(dir: &Path) -> Result<Vec<(Lsn, PathBuf)>> {
+    let mut out = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| EngineError::io("list database directory", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| EngineError::io("list database directory", e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(hex) = name.strip_prefix("checkpoint-").and_then(|n| n.strip_suffix(".ckpt")) else { continue };
+        if let Ok(lsn) = u64::from_str_radix(hex, 16) {
+            out.push((Lsn(lsn), entry.path()));
+        }
+    }
+    out.sort_by(|a, b| b.0.cmp(&a.0));
+    Ok(out)
+}
+
+/// A checkpoint read back: validated catalog and row blocks.
+pub(crate) struct LoadedCheckpoint {
+    pub(crate) start_lsn: Lsn,
+    pub(crate) catalog: Catalog,
+    /// The file's bytes; blocks index into it.
+    pub(crate) data: Vec<u8>,
+    /// Row blocks: (table, count, range of `[u32 len][row]`* in `data`).
+    pub(crate) blocks: Vec<(TableId, u32, std::ops::Range<usize>)>,
+    pub(crate) rows: u64,
+}
+
+/// Reads and validates a whole checkpoint file.
+pub(crate) fn load(path: &Path) -> Result<LoadedCheckpoint> {
+    let mut data = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut data))
+        .map_err(|e| EngineError::io(format!("read {}", path.display()), e))?;
+    let corrupt = |what: &str| EngineError::Corrupt(format!("checkpoint {}: {what}", path.display()));
+    if data.len() < 16 || &data[..8] != MAGIC {
+        return Err(corrupt("bad magic"));
+    }
+    let mut r = Reader::new(&data[8..]);
+    let header_len = r.u32()? as usize;
+    let header_end = 12 + header_len;
+    if data.len() < header_end + 4 {
+        return Err(corrupt("truncated header"));
+    }
+    let crc = u32::from_le_bytes([data[header_end], data[header_end + 1], data[header_end + 2], data[header_end + 3]]);
+    if crc32c::crc32c(&data[..header_end]) != crc {
+        return Err(corrupt("header checksum mismatch"));
+    }
+    let mut h = Reader::new(&data[12..header_end]);
+    let start_lsn = Lsn(h.u64()?);
+    let catalog = Catalog::decode(&mut h)?;
+    let mut at = header_end + 4;
+    let mut blocks = Vec::new();
+    let mut rows = 0u64;
+    loop {
+        let Some(&tag) = data.get(at) else { return Err(corrupt("missing end block")) };
+        if tag == BLOCK_END {
+            if data.len() < at + 13 {
+                return Err(corrupt("truncated end block"));
+            }
+            let total = u64::from_le_bytes(data[at + 1..at + 9].try_into().map_err(|_| corrupt("end block"))?);
+            let crc = u32::from_le_bytes(data[at + 9..at + 13].try_into().map_err(|_| corrupt("end block"))?);
+            if crc32c::crc32c(&data[at..at + 9]) != crc || total != rows {
+                return Err(corrupt("end block mismatch"));
+            }
+            return Ok(LoadedCheckpoint { start_lsn, catalog, data, blocks, rows });
+        }
+        if tag != BLOCK_ROWS || data.len() < at + 13 {
+            return Err(corrupt("bad block"));
+        }
+        let mut b = Reader::new(&data[at + 1..at + 13]);
+        let (table, count, len) = (TableId(b.u32()?), b.u32()?, b.u32()? as usize);
+        let end = at + 13 + len;
+        if data.len() < end + 4 {
+            return Err(corrupt("truncated block"));
+        }
+        let crc = u32::from_le_bytes(data[end..end + 4].try_into().map_err(|_| corrupt("block"))?);
+        if crc32c::crc32c(&data[at..end]) != crc {
+            return Err(corrupt("block checksum mismatch"));
+        }
+        blocks.push((table, count, at + 13..end));
+        rows += u64::from(count);
+        at = end + 4;
+    }
+}

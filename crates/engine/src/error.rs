@@ -1,0 +1,138 @@
+//! Engine errors. Each carries the SQLSTATE PostgreSQL would report and a
+//! message/detail phrased as PostgreSQL phrases them, so the server can map
+//! them to ErrorResponse fields one to one and drivers behave as usual.
+
+use pgtier_wal::WalError;
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// 23505. `constraint` is the index name (e.g. `subscriber_pkey`).
+    #[error("duplicate key value violates unique constraint \"{constraint}\"")]
+    UniqueViolation { constraint: String, detail: String },
+    /// 23503.
+    #[error("{message}")]
+    ForeignKeyViolation { constraint: String, message: String, detail: String },
+    /// 23502.
+    #[error("null value in column \"{column}\" of relation \"{table}\" violates not-null constraint")]
+    NotNullViolation { table: String, column: String },
+    /// 22001.
+    #[error("value too long for type {type_name}")]
+    StringTooLong { type_name: String },
+    /// 22003.
+    #[error("{message}")]
+    OutOfRange { message: String },
+    /// 42804: a value of the wrong type for a column.
+    #[error("column \"{column}\" is of type {expected} but expression is of type {found}")]
+    DatatypeMismatch { column: String, expected: String, found: String },
+    /// 42P07.
+    #[error("relation \"{name}\" already exists")]
+    DuplicateTable { name: String },
+    /// 42P01.
+    #[error("relation \"{name}\" does not exist")]
+    UndefinedTable { name: String },
+    /// 42703.
+    #[error("column \"{column}\" of relation \"{table}\" does not exist")]
+    UndefinedColumn { table: String, column: String },
+    /// 42P16 / 42830 / 0A000 and other definition errors found by DDL checks.
+    #[error("{message}")]
+    InvalidDefinition { sqlstate: &'static str, message: String },
+    /// 40P01.
+    #[error("deadlock detected")]
+    Deadlock { detail: String },
+    /// 55P03.
+    #[error("canceling statement due to lock timeout")]
+    LockTimeout { detail: String },
+    /// 25P02.
+    #[error("current transaction is aborted, commands ignored until end of transaction block")]
+    TransactionAborted,
+    /// 25006: a write in a transaction begun read-only.
+    #[error("cannot execute {what} in a read-only transaction")]
+    ReadOnlyTransaction { what: &'static str },
+    /// 53300: every transaction slot is in use (the bound is `max_transactions`).
+    #[error("too many concurrent transactions (limit {limit})")]
+    TooManyTransactions { limit: usize },
+    /// 54000.
+    #[error("{message}")]
+    ProgramLimitExceeded { message: String },
+    /// 42704: unknown index / consumer etc.
+    #[error("{what} \"{name}\" does not exist")]
+    UndefinedObject { what: &'static str, name: String },
+    /// 42710.
+    #[error("{what} \"{name}\" already exists")]
+    DuplicateObject { what: &'static str, name: String },
+    /// 58030: local I/O failed (checkpoint, consumer positions).
+    #[error("I/O error: {context}: {source}")]
+    Io { context: String, source: std::io::Error },
+    /// 58030: the WAL device failed; the database refuses further commits.
+    #[error("WAL error: {0}")]
+    Wal(#[from] WalError),
+    /// XX001: a checkpoint or WAL record failed validation.
+    #[error("data corrupted: {0}")]
+    Corrupt(String),
+    /// 57P01: the database is shutting down.
+    #[error("terminating connection due to administrator command")]
+    ShuttingDown,
+    /// 0A000.
+    #[error("{0} is not supported")]
+    FeatureNotSupported(String),
+}
+
+impl EngineError {
+    /// The five-character SQLSTATE PostgreSQL uses for this condition.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            EngineError::UniqueViolation { .. } => "23505",
+            EngineError::ForeignKeyViolation { .. } => "23503",
+            EngineError::NotNullViolation { .. } => "23502",
+            EngineError::StringTooLong { .. } => "22001",
+            EngineError::OutOfRange { .. } => "22003",
+            EngineError::DatatypeMismatch { .. } => "42804",
+            EngineError::DuplicateTable { .. } => "42P07",
+            EngineError::UndefinedTable { .. } => "42P01",
+            EngineError::UndefinedColumn { .. } => "42703",
+            EngineError::InvalidDefinition { sqlstate, .. } => sqlstate,
+            EngineError::Deadlock { .. } => "40P01",
+            EngineError::LockTimeout { .. } => "55P03",
+            EngineError::TransactionAborted => "25P02",
+            EngineError::ReadOnlyTransaction { .. } => "25006",
+            EngineError::TooManyTransactions { .. } => "53300",
+            EngineError::ProgramLimitExceeded { .. } => "54000",
+            EngineError::UndefinedObject { .. } => "42704",
+            EngineError::DuplicateObject { .. } => "42710",
+            EngineError::Io { .. } | EngineError::Wal(_) => "58030",
+            EngineError::Corrupt(_) => "XX001",
+            EngineError::ShuttingDown => "57P01",
+            EngineError::FeatureNotSupported(_) => "0A000",
+        }
+    }
+
+    /// PostgreSQL's DETAIL field, when it has one.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            EngineError::UniqueViolation { detail, .. }
+            | EngineError::ForeignKeyViolation { detail, .. }
+            | EngineError::Deadlock { detail }
+            | EngineError::LockTimeout { detail } => Some(detail),
+            _ => None,
+        }
+    }
+
+    /// Name of the violated constraint, for the ErrorResponse `n` field.
+    pub fn constraint(&self) -> Option<&str> {
+        match self {
+            EngineError::UniqueViolation { constraint, .. }
+            | EngineError::ForeignKeyViolation { constraint, .. } => Some(constraint),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> EngineError {
+        EngineError::Io { context: context.into(), source }
+    }
+
+    pub(crate) fn definition(sqlstate: &'static str, message: impl Into<String>) -> EngineError {
+        EngineError::InvalidDefinition { sqlstate, message: message.into() }
+    }
+}

@@ -1,0 +1,304 @@
+//! Memcomparable key encoding: byte order of encoded keys equals
+//! PostgreSQL's order of the values (text in the `C` collation, NULLS LAST).
+//! Every column encoding is self-delimiting, so a composite key's encoded
+//! prefix is exactly the encoding of its leading columns (prefix scans).
+//!
+//! - integers, date, timestamp, numeric: big-endian with the sign bit flipped
+//! - float: IEEE bits flipped so order is numeric; -0 = 0; NaN sorts last
+//! - text/bytea: bytes with 0x00 escaped as 0x00 0xFF, terminated by 0x00 0x00
+//! - nullable columns (secondary indexes only) get a tag byte: 0x01 value, 0x02 NULL
+
+use crate::row::RowLayout;
+use crate::types::{DataType, Value, ValueRef};
+
+pub(crate) const TAG_VALUE: u8 = 0x01;
+pub(crate) const TAG_NULL: u8 = 0x02;
+
+/// Appends one column's encoding. `tagged` for nullable index columns.
+pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType, tagged: bool) {
+    if tagged {
+        if matches!(value, ValueRef::Null) {
+            out.push(TAG_NULL);
+            return;
+        }
+        out.push(TAG_VALUE);
+    }
+    match value {
+        ValueRef::Null => {
+            // Untagged keys never hold NULL (primary-key columns are NOT NULL).
+            debug_assert!(false, "NULL in an untagged key column");
+        }
+        ValueRef::Bool(v) => out.push(u8::from(v)),
+        ValueRef::Int2(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000).to_be_bytes()),
+        ValueRef::Int4(v) | ValueRef::Date(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000_0000).to_be_bytes()),
+        ValueRef::Int8(v) | ValueRef::Timestamp(v) => out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes()),
+        ValueRef::Numeric(n) => out.extend_from_slice(&(n.mantissa.cast_unsigned() ^ (1 << 127)).to_be_bytes()),
+        ValueRef::Float4(v) => out.extend_from_slice(&float4_key(v).to_be_bytes()),
+        ValueRef::Float8(v) => out.extend_from_slice(&float8_key(v).to_be_bytes()),
+        ValueRef::Text(s) => escape_bytes(out, s.as_bytes()),
+        ValueRef::Bytea(b) => escape_bytes(out, b),
+    }
+    let _ = ty;
+}
+
+fn float4_key(v: f32) -> u32 {
+    let v = if v == 0.0 { 0.0 } else if v.is_nan() { f32::NAN } else { v };
+    let bits = v.to_bits();
+    if v.is_nan() { u32::MAX } else if bits & (1 << 31) != 0 { !bits } else { bits | (1 << 31) }
+}
+
+fn float8_key(v: f64) -> u64 {
+    let v = if v == 0.0 { 0.0 } else { v };
+    let bits = v.to_bits();
+    if v.is_nan() { u64::MAX } else if bits & (1 << 63) != 0 { !bits } else { bits | (1 << 63) }
+}
+
+fn escape_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    for &b in bytes {
+        out.push(b);
+        if b == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.extend_from_slice(&[0, 0]);
+}
+
+/// Length of the encoding of one column at the start of `bytes`.
+pub(crate) fn column_len(bytes: &[u8], ty: DataType, tagged: bool) -> usize {
+    let mut at = 0;
+    if tagged {
+        if bytes.first() == Some(&TAG_NULL) {
+            return 1;
+        }
+        at = 1;
+    }
+    match ty.fixed_width_bytes() {
+        Some(w) => at + w,
+        None => {
+            while at + 1 < bytes.len() {
+                if bytes[at] == 0 {
+                    if bytes[at + 1] == 0 {
+                        return at + 2;
+                    }
+                    at += 2;
+                } else {
+                    at += 1;
+                }
+            }
+            bytes.len()
+        }
+    }
+}
+
+/// Describes how an index encodes its columns.
+#[derive(Debug, Clone)]
+pub(crate) struct KeySpec {
+    pub(crate) columns: Vec<usize>,
+    pub(crate) types: Vec<DataType>,
+    pub(crate) tagged: Vec<bool>,
+}
+
+impl KeySpec {
+    pub(crate) fn new(columns: &[usize], layout: &RowLayout, nullable: &[bool], force_untagged: bool) -> KeySpec {
+        KeySpec {
+            columns: columns.to_vec(),
+            types: columns.iter().map(|&c| layout.column_type(c)).collect(),
+            tagged: columns.iter().map(|&c| !force_untagged && nullable[c]).collect(),
+        }
+    }
+
+    /// Appends the key of a stored row.
+    pub(crate) fn encode_row(&self, layout: &RowLayout, row: &[u8], out: &mut Vec<u8>) {
+        for (i, &col) in self.columns.iter().enumerate() {
+            encode_column(out, layout.get(row, col), self.types[i], self.tagged[i]);
+        }
+    }
+
+    /// True if the row's key contains a NULL (such keys never conflict).
+    pub(crate) fn row_has_null(&self, layout: &RowLayout, row: &[u8]) -> bool {
+        self.columns.iter().any(|&c| layout.is_null(row, c))
+    }
+
+    /// Appends the encoding of caller-supplied values for the leading
+    /// `values.len()` key columns, converting them to the column types the
+    /// way a comparison would. Returns false when no stored key can equal
+    /// these values (e.g. 70000 looked up in a smallint column, or a string
+    /// longer than varchar(n)), so the caller can answer "not found".
+    pub(crate) fn encode_values(&self, values: &[Value], out: &mut Vec<u8>) -> bool {
+        assert!(values.len() <= self.columns.len(), "more key values than key columns");
+        for (i, value) in values.iter().enumerate() {
+            if !encode_lookup(out, value, self.types[i], self.tagged[i]) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Byte length of the leading `n` columns of an encoded key.
+    pub(crate) fn prefix_len(&self, key: &[u8], n: usize) -> usize {
+        let mut at = 0;
+        for i in 0..n.min(self.types.len()) {
+            at += column_len(&key[at..], self.types[i], self.tagged[i]);
+        }
+        at
+    }
+}
+
+fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -> bool {
+    let int = value.as_i64();
+    let converted: ValueRef<'_> = match (ty, value) {
+        (_, Value::Null) => {
+            if !tagged {
+                return false;
+            }
+            ValueRef::Null
+        }
+        (DataType::Int2, _) if int.is_some() => match int.and_then(|v| i16::try_from(v).ok()) {
+            Some(v) => ValueRef::Int2(v),
+            None => return false,
+        },
+        (DataType::Int4, _) if int.is_some() => match int.and_then(|v| i32::try_from(v).ok()) {
+            Some(v) => ValueRef::Int4(v),
+            None => return false,
+        },
+        (DataType::Int8, _) if int.is_some() => ValueRef::Int8(int.unwrap_or_default()),
+        (DataType::Numeric { scale, .. }, Value::Numeric(n)) => match n.rescale(scale) {
+            Some(r) if r.rescale(n.scale) == Some(*n) => ValueRef::Numeric(r),
+            _ => return false,
+        },
+        (DataType::Numeric { scale, .. }, _) if int.is_some() => {
+            match crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0).rescale(scale) {
+                Some(r) => ValueRef::Numeric(r),
+                None => return false,
+            }
+        }
+        (DataType::Float4, Value::Float4(v)) => ValueRef::Float4(*v),
+        (DataType::Float8, Value::Float8(v)) => ValueRef::Float8(*v),
+        #[allow(clippy::cast_possible_truncation)]
+        (DataType::Float4, Value::Float8(v)) => ValueRef::Float4(*v as f32),
+        (DataType::Float8, Value::Float4(v)) => ValueRef::Float8(f64::from(*v)),
+        (DataType::Char(n), Value::Text(s)) => {
+            // char(n) is stored blank-padded: pad the probe the same way.
+            let chars = s.chars().count();
+            let limit = n as usize;
+            let trimmed = s.trim_end_matches(' ');
+            if trimmed.chars().count() > limit {
+                return false;
+            }
+            if tagged {
+                out.push(TAG_VALUE);
+            }
+            let pad = limit.saturating_sub(chars.min(limit));
+            let body = if chars > limit { &s[..s.char_indices().nth(limit).map_or(s.len(), |(i, _)| i)] } else { s.as_str() };
+            for &b in body.as_bytes() {
+                out.push(b);
+                if b == 0 {
+                    out.push(0xFF);
+                }
+            }
+            out.extend(std::iter::repeat_n(b' ', pad));
+            out.extend_from_slice(&[0, 0]);
+            return true;
+        }
+        (DataType::Text | DataType::Varchar(_), Value::Text(s)) => ValueRef::Text(s),
+        (DataType::Bytea, Value::Bytea(b)) => ValueRef::Bytea(b),
+        (DataType::Bool, Value::Bool(b)) => ValueRef::Bool(*b),
+        (DataType::Date, Value::Date(d)) => ValueRef::Date(*d),
+        (DataType::Timestamp, Value::Timestamp(t)) => ValueRef::Timestamp(*t),
+        _ => return false,
+    };
+    encode_column(out, converted, ty, tagged);
+    true
+}
+
+/// 64-bit hash of an encoded key (folded multiply; not DoS resistant, the
+/// engine's keys come from trusted applications).
+#[inline]
+pub(crate) fn hash_key(bytes: &[u8]) -> u64 {
+    const K0: u64 = 0x9E37_79B9_7F4A_7C15;
+    const K1: u64 = 0xC2B2_AE3D_27D4_EB4F;
+    let fold = |a: u64, b: u64| {
+        let p = u128::from(a) * u128::from(b);
+        (p as u64) ^ ((p >> 64) as u64)
+    };
+    let mut h = K0 ^ (bytes.len() as u64).wrapping_mul(K1);
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        h = fold(h ^ u64::from_le_bytes(w), K1);
+    }
+    let tail = chunks.remainder();
+    if !tail.is_empty() {
+        let mut w = [0u8; 8];
+        w[..tail.len()].copy_from_slice(tail);
+        h = fold(h ^ u64::from_le_bytes(w), K0);
+    }
+    fold(h, K1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn enc(v: &Value, ty: DataType, tagged: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_column(&mut out, v.as_ref(), ty, tagged);
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn int_order_preserved(a: i64, b: i64) {
+            let (ka, kb) = (enc(&Value::Int8(a), DataType::Int8, false), enc(&Value::Int8(b), DataType::Int8, false));
+            prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
+        }
+
+        #[test]
+        fn text_order_preserved(a: Vec<u8>, b: Vec<u8>) {
+            let (ka, kb) = (enc(&Value::Bytea(a.clone()), DataType::Bytea, false), enc(&Value::Bytea(b.clone()), DataType::Bytea, false));
+            prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
+            prop_assert_eq!(column_len(&ka, DataType::Bytea, false), ka.len());
+        }
+
+        #[test]
+        fn float_order_preserved(a in -1e30f64..1e30, b in -1e30f64..1e30) {
+            let (ka, kb) = (enc(&Value::Float8(a), DataType::Float8, false), enc(&Value::Float8(b), DataType::Float8, false));
+            prop_assert_eq!(a.partial_cmp(&b), Some(ka.cmp(&kb)));
+        }
+
+        #[test]
+        fn composite_prefix_is_prefix(a: i32, s: String, b: i16) {
+            let spec_types = [DataType::Int4, DataType::Text, DataType::Int2];
+            let mut full = Vec::new();
+            encode_column(&mut full, ValueRef::Int4(a), spec_types[0], false);
+            let one = full.len();
+            encode_column(&mut full, ValueRef::Text(&s), spec_types[1], false);
+            let two = full.len();
+            encode_column(&mut full, ValueRef::Int2(b), spec_types[2], false);
+            prop_assert_eq!(column_len(&full, spec_types[0], false), one);
+            prop_assert_eq!(one + column_len(&full[one..], spec_types[1], false), two);
+        }
+    }
+
+    #[test]
+    fn nulls_sort_last_and_nan_last() {
+        let null = enc(&Value::Null, DataType::Int4, true);
+        let big = enc(&Value::Int4(i32::MAX), DataType::Int4, true);
+        assert!(null > big);
+        let nan = enc(&Value::Float8(f64::NAN), DataType::Float8, false);
+        let inf = enc(&Value::Float8(f64::INFINITY), DataType::Float8, false);
+        assert!(nan > inf);
+        assert_eq!(enc(&Value::Float8(-0.0), DataType::Float8, false), enc(&Value::Float8(0.0), DataType::Float8, false));
+    }
+
+    #[test]
+    fn char_lookup_pads() {
+        let mut probe = Vec::new();
+        assert!(encode_lookup(&mut probe, &Value::Text("ab".into()), DataType::Char(4), false));
+        assert_eq!(probe, enc(&Value::Text("ab  ".into()), DataType::Char(4), false));
+        let mut probe = Vec::new();
+        assert!(!encode_lookup(&mut probe, &Value::Int8(70_000), DataType::Int2, false));
+    }
+}

@@ -1,0 +1,402 @@
+//! Ordered index: a set of byte strings (encoded keys) in memcomparable
+//! order, stored in packed 4 KiB leaves.
+//!
+//! Why packed leaves instead of `BTreeMap<Vec<u8>, _>`: an index entry costs
+//! its key bytes plus a 2-byte slot (a `(s_id, sf_type)` key: 6 + 2 bytes,
+//! about 11 bytes at the average fill), where a boxed key per entry costs
+//! 40+ bytes. PostgreSQL's btree needs ~20-28 bytes per such entry.
+//!
+//! Leaves are slotted pages: entry bytes grow from the front, u16 start
+//! offsets grow from the back; entries are contiguous and sorted, so an
+//! entry ends where the next begins. A `BTreeMap` from each leaf's fence
+//! (lower bound; the first leaf's is empty) to the leaf finds the leaf.
+//!
+//! Concurrency: one `RwLock` per index. Readers copy a bounded batch of
+//! entries out under the read lock and continue after the last one, so no
+//! lock is held while the caller visits rows.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use parking_lot::RwLock;
+
+const PAGE_BYTES: usize = 4096;
+/// Longest entry (encoded key, plus primary key for secondary indexes).
+pub(crate) const ENTRY_BYTES_MAX: usize = 1000;
+/// Bulk builds fill leaves to this many bytes, leaving room for inserts.
+const BUILD_FILL_BYTES: usize = PAGE_BYTES * 3 / 4;
+
+const _: () = assert!(PAGE_BYTES <= u16::MAX as usize);
+const _: () = assert!(4 * (ENTRY_BYTES_MAX + 2) <= PAGE_BYTES);
+
+struct Leaf {
+    n: usize,
+    data_len: usize,
+    buf: Box<[u8]>,
+}
+
+impl Leaf {
+    fn new() -> Leaf {
+        Leaf { n: 0, data_len: 0, buf: vec![0u8; PAGE_BYTES].into_boxed_slice() }
+    }
+
+    fn slot_at(&self, i: usize) -> usize {
+        PAGE_BYTES - 2 * self.n + 2 * i
+    }
+
+    fn start(&self, i: usize) -> usize {
+        let at = self.slot_at(i);
+        usize::from(u16::from_le_bytes([self.buf[at], self.buf[at + 1]]))
+    }
+
+    fn entry(&self, i: usize) -> &[u8] {
+        let end = if i + 1 < self.n { self.start(i + 1) } else { self.data_len };
+        &self.buf[self.start(i)..end]
+    }
+
+    fn free_bytes(&self) -> usize {
+        PAGE_BYTES - self.data_len - 2 * self.n
+    }
+
+    fn search(&self, key: &[u8]) -> Result<usize, usize> {
+        let (mut lo, mut hi) = (0, self.n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.entry(mid).cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Ok(mid),
+            }
+        }
+        Err(lo)
+    }
+
+    fn set_slot(&mut self, i: usize, start: usize) {
+        let at = self.slot_at(i);
+        let v = u16::try_from(start).unwrap_or(u16::MAX);
+        self.buf[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    }
+
+    fn insert_at(&mut self, i: usize, key: &[u8]) {
+        assert!(self.free_bytes() >= key.len() + 2, "leaf overflow");
+        let len = key.len();
+        let start = if i < self.n { self.start(i) } else { self.data_len };
+        self.buf.copy_within(start..self.data_len, start + len);
+        self.buf[start..start + len].copy_from_slice(key);
+        self.data_len += len;
+        // Slots move down by one to make room; slot i gets the new entry.
+        let old_slots = PAGE_BYTES - 2 * self.n;
+        self.buf.copy_within(old_slots..old_slots + 2 * i, old_slots - 2);
+        self.n += 1;
+        self.set_slot(i, start);
+        for j in i + 1..self.n {
+            let s = self.start(j);
+            self.set_slot(j, s + len);
+        }
+        debug_assert!(i == 0 || self.entry(i - 1) < key);
+        debug_assert!(i + 1 == self.n || self.entry(i + 1) > key);
+    }
+
+    fn remove_at(&mut self, i: usize) {
+        assert!(i < self.n);
+        let start = self.start(i);
+        let end = if i + 1 < self.n { self.start(i + 1) } else { self.data_len };
+        let len = end - start;
+        self.buf.copy_within(end..self.data_len, start);
+        self.data_len -= len;
+        for j in i + 1..self.n {
+            let s = self.start(j);
+            self.set_slot(j, s - len);
+        }
+        let old_slots = PAGE_BYTES - 2 * self.n;
+        self.buf.copy_within(old_slots..old_slots + 2 * i, old_slots + 2);
+        self.n -= 1;
+    }
+
+    /// Moves the upper half of the entries into a new leaf.
+    fn split(&mut self) -> Leaf {
+        assert!(self.n >= 2);
+        let keep = self.n / 2;
+        let mut right = Leaf::new();
+        for i in keep..self.n {
+            let e = self.entry(i).to_vec();
+            let at = right.n;
+            right.insert_at(at, &e);
+        }
+        while self.n > keep {
+            let last = self.n - 1;
+            self.remove_at(last);
+        }
+        right
+    }
+}
+
+struct Tree {
+    leaves: BTreeMap<Box<[u8]>, Leaf>,
+    entries: usize,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        let mut leaves = BTreeMap::new();
+        leaves.insert(Box::<[u8]>::default(), Leaf::new());
+        Tree { leaves, entries: 0 }
+    }
+
+    fn leaf_for(&self, key: &[u8]) -> (&[u8], &Leaf) {
+        let (fence, leaf) = self
+            .leaves
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+            .next_back()
+            .unwrap_or_else(|| unreachable!("the first leaf has an empty fence"));
+        (fence, leaf)
+    }
+
+    fn insert(&mut self, key: &[u8]) -> bool {
+        assert!(key.len() <= ENTRY_BYTES_MAX && !key.is_empty());
+        let (fence, leaf) = self.leaf_for(key);
+        let fence: Box<[u8]> = fence.into();
+        if leaf.search(key).is_ok() {
+            return false;
+        }
+        let Some(leaf) = self.leaves.get_mut(&fence) else { unreachable!("leaf vanished") };
+        if leaf.free_bytes() < key.len() + 2 {
+            let right = leaf.split();
+            let right_fence: Box<[u8]> = right.entry(0).into();
+            let goes_right = key >= &*right_fence;
+            self.leaves.insert(right_fence.clone(), right);
+            let target = if goes_right { right_fence } else { fence };
+            let Some(leaf) = self.leaves.get_mut(&target) else { unreachable!("leaf vanished") };
+            let Err(i) = leaf.search(key) else { unreachable!("checked absent") };
+            leaf.insert_at(i, key);
+        } else {
+            let Err(i) = leaf.search(key) else { unreachable!("checked absent") };
+            leaf.insert_at(i, key);
+        }
+        self.entries += 1;
+        true
+    }
+
+    fn remove(&mut self, key: &[u8]) -> bool {
+        let (fence, leaf) = self.leaf_for(key);
+        let Ok(i) = leaf.search(key) else { return false };
+        let fence: Box<[u8]> = fence.into();
+        let Some(leaf) = self.leaves.get_mut(&fence) else { unreachable!("leaf vanished") };
+        leaf.remove_at(i);
+        self.entries -= 1;
+        if leaf.n == 0 && !fence.is_empty() {
+            self.leaves.remove(&fence);
+        }
+        true
+    }
+
+    fn contains(&self, key: &[u8]) -> bool {
+        self.leaf_for(key).1.search(key).is_ok()
+    }
+
+    /// Appends up to `limit` entries in `(from, to)` to `out` as
+    /// `[u16 len][bytes]`; returns how many.
+    fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, limit: usize, out: &mut Vec<u8>) -> usize {
+        let start_key: &[u8] = match from {
+            Bound::Included(k) | Bound::Excluded(k) => k,
+            Bound::Unbounded => &[],
+        };
+        let (fence, _) = self.leaf_for(start_key);
+        let mut count = 0;
+        for (_, leaf) in self.leaves.range::<[u8], _>((Bound::Included(fence), Bound::Unbounded)) {
+            let first = match from {
+                Bound::Included(k) => leaf.search(k).unwrap_or_else(|i| i),
+                Bound::Excluded(k) => leaf.search(k).map_or_else(|i| i, |i| i + 1),
+                Bound::Unbounded => 0,
+            };
+            for i in first..leaf.n {
+                let e = leaf.entry(i);
+                let past = match to {
+                    Bound::Included(k) => e > k,
+                    Bound::Excluded(k) => e >= k,
+                    Bound::Unbounded => false,
+                };
+                if past || count == limit {
+                    return count;
+                }
+                out.extend_from_slice(&u16::try_from(e.len()).unwrap_or(u16::MAX).to_le_bytes());
+                out.extend_from_slice(e);
+                count += 1;
+            }
+        }
+        count
+    }
+}
+
+pub(crate) struct OrderedIndex {
+    tree: RwLock<Tree>,
+}
+
+impl Default for OrderedIndex {
+    fn default() -> OrderedIndex {
+        OrderedIndex::new()
+    }
+}
+
+/// Iterates a batch filled by [`OrderedIndex::scan`].
+pub(crate) fn batch_entries(batch: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if at + 2 > batch.len() {
+            return None;
+        }
+        let len = usize::from(u16::from_le_bytes([batch[at], batch[at + 1]]));
+        let e = &batch[at + 2..at + 2 + len];
+        at += 2 + len;
+        Some(e)
+    })
+}
+
+impl OrderedIndex {
+    pub(crate) fn new() -> OrderedIndex {
+        OrderedIndex { tree: RwLock::new(Tree::new()) }
+    }
+
+    /// Builds from strictly increasing keys (recovery, CREATE INDEX).
+    pub(crate) fn from_sorted<'a>(keys: impl Iterator<Item = &'a [u8]>) -> OrderedIndex {
+        let mut leaves = BTreeMap::new();
+        let mut leaf = Leaf::new();
+        let mut fence: Box<[u8]> = Box::default();
+        let mut entries = 0;
+        let mut prev: Option<&[u8]> = None;
+        for key in keys {
+            assert!(prev.is_none_or(|p| p < key), "from_sorted needs strictly increasing keys");
+            prev = Some(key);
+            if leaf.data_len + 2 * leaf.n + key.len() + 2 > BUILD_FILL_BYTES && leaf.n > 0 {
+                leaves.insert(std::mem::replace(&mut fence, key.into()), std::mem::replace(&mut leaf, Leaf::new()));
+            }
+            let at = leaf.n;
+            leaf.insert_at(at, key);
+            entries += 1;
+        }
+        leaves.insert(fence, leaf);
+        OrderedIndex { tree: RwLock::new(Tree { leaves, entries }) }
+    }
+
+    /// Inserts; false if present.
+    pub(crate) fn insert(&self, key: &[u8]) -> bool {
+        self.tree.write().insert(key)
+    }
+
+    pub(crate) fn remove(&self, key: &[u8]) -> bool {
+        self.tree.write().remove(key)
+    }
+
+    pub(crate) fn contains(&self, key: &[u8]) -> bool {
+        self.tree.read().contains(key)
+    }
+
+    pub(crate) fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, limit: usize, out: &mut Vec<u8>) -> usize {
+        self.tree.read().scan(from, to, limit, out)
+    }
+
+    /// Runs `f` with exclusive access (check-and-insert for UNIQUE).
+    pub(crate) fn with_write<R>(&self, f: impl FnOnce(&mut IndexWriter<'_>) -> R) -> R {
+        let mut tree = self.tree.write();
+        f(&mut IndexWriter { tree: &mut tree })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.tree.read().entries
+    }
+
+    /// Memory held: leaf pages plus fences and map nodes (estimated).
+    pub(crate) fn bytes(&self) -> u64 {
+        let tree = self.tree.read();
+        let per_leaf = PAGE_BYTES + 64;
+        let fences: usize = tree.leaves.keys().map(|k| k.len()).sum();
+        (tree.leaves.len() * per_leaf + fences) as u64
+    }
+}
+
+pub(crate) struct IndexWriter<'a> {
+    tree: &'a mut Tree,
+}
+
+impl IndexWriter<'_> {
+    pub(crate) fn insert(&mut self, key: &[u8]) -> bool {
+        self.tree.insert(key)
+    }
+    pub(crate) fn remove(&mut self, key: &[u8]) -> bool {
+        self.tree.remove(key)
+    }
+    pub(crate) fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, limit: usize, out: &mut Vec<u8>) -> usize {
+        self.tree.scan(from, to, limit, out)
+    }
+}
+
+/// The smallest byte string greater than every string with prefix `p`
+/// (None if there is none, i.e. `p` is all 0xFF).
+pub(crate) fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
+    let mut out = p.to_vec();
+    while let Some(last) = out.pop() {
+        if last != 0xFF {
+            out.push(last + 1);
+            return Some(out);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    fn collect(index: &OrderedIndex, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        index.scan(from, to, usize::MAX, &mut out);
+        batch_entries(&out).map(<[u8]>::to_vec).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn matches_btreeset(ops in proptest::collection::vec((any::<bool>(), proptest::collection::vec(0u8..4, 1..40)), 1..600)) {
+            let index = OrderedIndex::new();
+            let mut model = BTreeSet::new();
+            for (insert, key) in &ops {
+                if *insert {
+                    prop_assert_eq!(index.insert(key), model.insert(key.clone()));
+                } else {
+                    prop_assert_eq!(index.remove(key), model.remove(key));
+                }
+            }
+            prop_assert_eq!(index.len(), model.len());
+            let all = collect(&index, Bound::Unbounded, Bound::Unbounded);
+            prop_assert_eq!(&all, &model.iter().cloned().collect::<Vec<_>>());
+            let (lo, hi) = (vec![1u8], vec![2u8, 1]);
+            let range = collect(&index, Bound::Included(&lo), Bound::Excluded(&hi));
+            let expect: Vec<Vec<u8>> = model.range::<Vec<u8>, _>((Bound::Included(&lo), Bound::Excluded(&hi))).cloned().collect();
+            prop_assert_eq!(range, expect);
+            for key in model.iter().take(20) {
+                prop_assert!(index.contains(key));
+            }
+            let rebuilt = OrderedIndex::from_sorted(model.iter().map(Vec::as_slice));
+            prop_assert_eq!(collect(&rebuilt, Bound::Unbounded, Bound::Unbounded), all);
+        }
+    }
+
+    #[test]
+    fn many_sequential_and_scan_batches() {
+        let index = OrderedIndex::new();
+        for i in 0u32..50_000 {
+            assert!(index.insert(&i.to_be_bytes()));
+        }
+        let mut out = Vec::new();
+        let n = index.scan(Bound::Excluded(&100u32.to_be_bytes()), Bound::Unbounded, 10, &mut out);
+        assert_eq!(n, 10);
+        let first: Vec<&[u8]> = batch_entries(&out).collect();
+        assert_eq!(first[0], &101u32.to_be_bytes());
+        // ~6 bytes per entry at 50-100% fill.
+        assert!(index.bytes() < 50_000 * 14, "{} bytes", index.bytes());
+        assert_eq!(prefix_successor(&[1, 0xFF]), Some(vec![2]));
+        assert_eq!(prefix_successor(&[0xFF]), None);
+    }
+}

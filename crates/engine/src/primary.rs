@@ -1,0 +1,123 @@
+//! Primary-key hash index: encoded key -> head of the row's version chain.
+//!
+//! Sharded swiss tables (hashbrown `HashTable`) of bare version pointers:
+//! 8 bytes + 1 control byte per slot, ~13 bytes per row at the average load.
+//! Keys are not stored; equality and rehashing read the key out of the row.
+//! Each shard has its own `RwLock`: readers share it (uncontended read lock
+//! is one atomic add), writers of other shards never meet. The shard lock
+//! also protects the versions of its rows from being freed (see version.rs),
+//! which is what lets readers walk chains without epochs or hazard pointers.
+//! papaya was the suggested map; it allocates every entry separately (32+
+//! bytes per row with malloc overhead) and would need its own reclamation
+//! scheme for the version chains on top.
+
+use std::cell::RefCell;
+
+use hashbrown::HashTable;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::key::{KeySpec, hash_key};
+use crate::row::RowLayout;
+use crate::version::VPtr;
+
+pub(crate) const SHARD_COUNT: usize = 256;
+const _: () = assert!(SHARD_COUNT.is_power_of_two());
+
+#[repr(align(64))]
+pub(crate) struct Shard {
+    pub(crate) map: RwLock<HashTable<VPtr>>,
+}
+
+pub(crate) struct PrimaryIndex {
+    shards: Box<[Shard]>,
+}
+
+pub(crate) type ShardRead<'a> = RwLockReadGuard<'a, HashTable<VPtr>>;
+pub(crate) type ShardWrite<'a> = RwLockWriteGuard<'a, HashTable<VPtr>>;
+
+impl Default for PrimaryIndex {
+    fn default() -> PrimaryIndex {
+        PrimaryIndex::new()
+    }
+}
+
+impl PrimaryIndex {
+    pub(crate) fn new() -> PrimaryIndex {
+        PrimaryIndex { shards: (0..SHARD_COUNT).map(|_| Shard { map: RwLock::new(HashTable::new()) }).collect() }
+    }
+
+    /// hashbrown uses the top 7 bits as tags and the low bits as the slot;
+    /// the shard comes from the middle so both stay well distributed.
+    #[inline]
+    fn shard_of(hash: u64) -> usize {
+        ((hash >> 40) as usize) & (SHARD_COUNT - 1)
+    }
+
+    pub(crate) fn read(&self, hash: u64) -> ShardRead<'_> {
+        self.shards[Self::shard_of(hash)].map.read()
+    }
+
+    pub(crate) fn write(&self, hash: u64) -> ShardWrite<'_> {
+        self.shards[Self::shard_of(hash)].map.write()
+    }
+
+    pub(crate) fn shards(&self) -> &[Shard] {
+        &self.shards
+    }
+
+    pub(crate) fn slots_bytes(&self) -> u64 {
+        self.shards.iter().map(|s| (s.map.read().capacity() * (std::mem::size_of::<VPtr>() + 1)) as u64).sum()
+    }
+
+    pub(crate) fn reserve_total(&self, rows: usize, pk: &KeySpec, layout: &RowLayout) {
+        let per_shard = rows / SHARD_COUNT + 1;
+        for shard in self.shards.iter() {
+            let mut map = shard.map.write();
+            let scratch = RefCell::new(Vec::new());
+            map.reserve(per_shard, |v| rehash(pk, layout, *v, &scratch));
+        }
+    }
+}
+
+/// Finds the chain head for `key` in a locked shard.
+#[inline]
+pub(crate) fn find(map: &HashTable<VPtr>, hash: u64, key: &[u8], pk: &KeySpec, layout: &RowLayout, scratch: &mut Vec<u8>) -> Option<VPtr> {
+    map.find(hash, |v| key_eq(pk, layout, *v, key, scratch)).copied()
+}
+
+#[inline]
+pub(crate) fn key_eq(pk: &KeySpec, layout: &RowLayout, v: VPtr, key: &[u8], scratch: &mut Vec<u8>) -> bool {
+    scratch.clear();
+    pk.encode_row(layout, v.row(layout), scratch);
+    scratch.as_slice() == key
+}
+
+pub(crate) fn rehash(pk: &KeySpec, layout: &RowLayout, v: VPtr, scratch: &RefCell<Vec<u8>>) -> u64 {
+    let mut buf = scratch.borrow_mut();
+    buf.clear();
+    pk.encode_row(layout, v.row(layout), &mut buf);
+    hash_key(&buf)
+}
+
+/// Replaces the head for `key` (which must exist) with `new_head`.
+pub(crate) fn replace(map: &mut HashTable<VPtr>, hash: u64, key: &[u8], pk: &KeySpec, layout: &RowLayout, new_head: VPtr, scratch: &mut Vec<u8>) {
+    let slot = map.find_mut(hash, |v| key_eq(pk, layout, *v, key, scratch));
+    match slot {
+        Some(slot) => *slot = new_head,
+        None => unreachable!("replace of a key that is not in the primary index"),
+    }
+}
+
+/// Inserts a head for a key known to be absent.
+pub(crate) fn insert_new(map: &mut HashTable<VPtr>, hash: u64, pk: &KeySpec, layout: &RowLayout, head: VPtr) {
+    let scratch = RefCell::new(Vec::new());
+    map.insert_unique(hash, head, |v| rehash(pk, layout, *v, &scratch));
+}
+
+/// Removes the entry for `key`; returns its head.
+pub(crate) fn remove(map: &mut HashTable<VPtr>, hash: u64, key: &[u8], pk: &KeySpec, layout: &RowLayout, scratch: &mut Vec<u8>) -> Option<VPtr> {
+    match map.find_entry(hash, |v| key_eq(pk, layout, *v, key, scratch)) {
+        Ok(entry) => Some(entry.remove().0),
+        Err(_) => None,
+    }
+}

@@ -1,0 +1,382 @@
+//! Compact row format.
+//!
+//! ```text
+//! [flags u8][null bitmap: ceil(n/8)][fixed-width columns][var end offsets][var bytes]
+//! ```
+//! Fixed-width columns sit at precomputed offsets (little-endian, unaligned
+//! reads). Variable-length columns (text, varchar, char, bytea) store an end
+//! offset each (u16, or u32 when the row's flags say `WIDE`), relative to the
+//! start of the var bytes; their bytes follow in column order. A NULL fixed
+//! column keeps its (zeroed) slot; a NULL var column has zero length. A row's
+//! length is computable from its bytes and the layout, so stored versions
+//! need no length field.
+
+use crate::codec::{Reader, Writer};
+use crate::error::{EngineError, Result};
+use crate::types::{DataType, Numeric, Value, ValueRef};
+
+const FLAG_WIDE: u8 = 1;
+
+/// Rows larger than this are refused (PostgreSQL's practical limit is far
+/// larger through TOAST; an in-memory OLTP cache does not need it).
+pub const ROW_BYTES_MAX: usize = 8 << 20;
+
+#[derive(Debug, Clone)]
+pub(crate) struct RowLayout {
+    types: Vec<DataType>,
+    null_bytes: usize,
+    /// Per column: byte offset for fixed columns, var ordinal for var columns.
+    slots: Vec<u32>,
+    /// Offset of the var end-offset array (= end of the fixed part).
+    fixed_end: usize,
+    nvar: usize,
+}
+
+impl RowLayout {
+    pub(crate) fn new(types: &[DataType]) -> RowLayout {
+        let null_bytes = types.len().div_ceil(8);
+        let mut offset = 1 + null_bytes;
+        let mut nvar = 0usize;
+        let mut slots = Vec::with_capacity(types.len());
+        for ty in types {
+            match ty.fixed_width_bytes() {
+                Some(width) => {
+                    slots.push(u32::try_from(offset).unwrap_or(u32::MAX));
+                    offset += width;
+                }
+                None => {
+                    slots.push(u32::try_from(nvar).unwrap_or(u32::MAX));
+                    nvar += 1;
+                }
+            }
+        }
+        RowLayout { types: types.to_vec(), null_bytes, slots, fixed_end: offset, nvar }
+    }
+
+    pub(crate) fn column_count(&self) -> usize {
+        self.types.len()
+    }
+
+    pub(crate) fn column_type(&self, col: usize) -> DataType {
+        self.types[col]
+    }
+
+    fn offset_width(data: &[u8]) -> usize {
+        if data[0] & FLAG_WIDE != 0 { 4 } else { 2 }
+    }
+
+    fn var_base(&self, width: usize) -> usize {
+        self.fixed_end + self.nvar * width
+    }
+
+    fn var_end(&self, data: &[u8], width: usize, ordinal: usize) -> usize {
+        let at = self.fixed_end + ordinal * width;
+        if width == 2 {
+            usize::from(u16::from_le_bytes([data[at], data[at + 1]]))
+        } else {
+            u32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]) as usize
+        }
+    }
+
+    /// Bytes of a row's header part (flags, bitmap, fixed columns, var
+    /// offsets) given its first byte: enough to compute the row's length.
+    pub(crate) fn header_len(&self, flags: u8) -> usize {
+        self.var_base(if flags & FLAG_WIDE != 0 { 4 } else { 2 })
+    }
+
+    /// Length of the row that starts `data` (which may be longer).
+    pub(crate) fn row_len(&self, data: &[u8]) -> usize {
+        if self.nvar == 0 {
+            return self.fixed_end;
+        }
+        let width = Self::offset_width(data);
+        self.var_base(width) + self.var_end(data, width, self.nvar - 1)
+    }
+
+    pub(crate) fn is_null(&self, data: &[u8], col: usize) -> bool {
+        data[1 + col / 8] & (1 << (col % 8)) != 0
+    }
+
+    /// Bytes of a var column (empty if NULL).
+    fn var_bytes<'a>(&self, data: &'a [u8], col: usize) -> &'a [u8] {
+        let width = Self::offset_width(data);
+        let ordinal = self.slots[col] as usize;
+        let start = if ordinal == 0 { 0 } else { self.var_end(data, width, ordinal - 1) };
+        let end = self.var_end(data, width, ordinal);
+        let base = self.var_base(width);
+        &data[base + start..base + end]
+    }
+
+    pub(crate) fn get<'a>(&self, data: &'a [u8], col: usize) -> ValueRef<'a> {
+        if self.is_null(data, col) {
+            return ValueRef::Null;
+        }
+        let off = self.slots[col] as usize;
+        let fixed = |n: usize| &data[off..off + n];
+        match self.types[col] {
+            DataType::Bool => ValueRef::Bool(data[off] != 0),
+            DataType::Int2 => ValueRef::Int2(i16::from_le_bytes(arr(fixed(2)))),
+            DataType::Int4 => ValueRef::Int4(i32::from_le_bytes(arr(fixed(4)))),
+            DataType::Int8 => ValueRef::Int8(i64::from_le_bytes(arr(fixed(8)))),
+            DataType::Date => ValueRef::Date(i32::from_le_bytes(arr(fixed(4)))),
+            DataType::Timestamp => ValueRef::Timestamp(i64::from_le_bytes(arr(fixed(8)))),
+            DataType::Float4 => ValueRef::Float4(f32::from_le_bytes(arr(fixed(4)))),
+            DataType::Float8 => ValueRef::Float8(f64::from_le_bytes(arr(fixed(8)))),
+            DataType::Numeric { scale, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), scale)),
+            DataType::Text | DataType::Varchar(_) | DataType::Char(_) => {
+                // Written only from `&str` by `encode`, so always UTF-8.
+                ValueRef::Text(std::str::from_utf8(self.var_bytes(data, col)).unwrap_or(""))
+            }
+            DataType::Bytea => ValueRef::Bytea(self.var_bytes(data, col)),
+        }
+    }
+
+    /// Encodes already-coerced values (one per column) into `out` (cleared).
+    /// The caller checked types, NOT NULL and lengths (`types::coerce`).
+    pub(crate) fn encode<V: std::borrow::Borrow<Value>>(&self, values: &[V], out: &mut Vec<u8>) -> Result<()> {
+        assert_eq!(values.len(), self.types.len(), "row arity");
+        out.clear();
+        let var_total: usize = values
+            .iter()
+            .zip(&self.types)
+            .filter(|(_, t)| t.fixed_width_bytes().is_none())
+            .map(|(v, _)| var_payload(v.borrow()).len())
+            .sum();
+        let width = if var_total <= usize::from(u16::MAX) { 2 } else { 4 };
+        let total = self.var_base(width) + var_total;
+        if total > ROW_BYTES_MAX {
+            return Err(EngineError::ProgramLimitExceeded { message: format!("row is too big: size {total}, maximum size {ROW_BYTES_MAX}") });
+        }
+        out.resize(self.var_base(width), 0);
+        out[0] = if width == 4 { FLAG_WIDE } else { 0 };
+        let mut var_end = 0usize;
+        for (col, value) in values.iter().enumerate() {
+            let value: &Value = value.borrow();
+            if value.is_null() {
+                out[1 + col / 8] |= 1 << (col % 8);
+            }
+            let slot = self.slots[col] as usize;
+            if self.types[col].fixed_width_bytes().is_none() {
+                let payload = var_payload(value);
+                out.extend_from_slice(payload);
+                var_end += payload.len();
+                let at = self.fixed_end + slot * width;
+                if width == 2 {
+                    out[at..at + 2].copy_from_slice(&u16::try_from(var_end).unwrap_or(u16::MAX).to_le_bytes());
+                } else {
+                    out[at..at + 4].copy_from_slice(&u32::try_from(var_end).unwrap_or(u32::MAX).to_le_bytes());
+                }
+                continue;
+            }
+            write_fixed(&mut out[slot..], value);
+        }
+        debug_assert_eq!(out.len(), total);
+        debug_assert_eq!(self.row_len(out), total);
+        Ok(())
+    }
+
+    pub(crate) fn is_fixed(&self, col: usize) -> bool {
+        self.types[col].fixed_width_bytes().is_some()
+    }
+
+    /// Overwrites fixed-width column `col` of an encoded row in place with
+    /// an already-coerced value (UPDATE fast path: no re-encoding).
+    pub(crate) fn patch_fixed(&self, row: &mut [u8], col: usize, value: &Value) {
+        assert!(self.is_fixed(col));
+        let off = self.slots[col] as usize;
+        let width = self.types[col].fixed_width_bytes().unwrap_or(0);
+        row[off..off + width].fill(0);
+        if value.is_null() {
+            row[1 + col / 8] |= 1 << (col % 8);
+        } else {
+            row[1 + col / 8] &= !(1 << (col % 8));
+            write_fixed(&mut row[off..], value);
+        }
+    }
+
+    /// Checks a row image read from disk: long enough for its layout.
+    pub(crate) fn validate_image(&self, data: &[u8]) -> Result<()> {
+        let bad = || EngineError::Corrupt("row image does not match its table layout".into());
+        if data.len() < self.fixed_end {
+            return Err(bad());
+        }
+        let width = Self::offset_width(data);
+        if data.len() < self.var_base(width) || self.row_len(data) != data.len() {
+            return Err(bad());
+        }
+        let mut prev = 0;
+        for ordinal in 0..self.nvar {
+            let end = self.var_end(data, width, ordinal);
+            if end < prev {
+                return Err(bad());
+            }
+            prev = end;
+        }
+        for col in 0..self.types.len() {
+            if matches!(self.types[col], DataType::Text | DataType::Varchar(_) | DataType::Char(_))
+                && std::str::from_utf8(self.var_bytes(data, col)).is_err()
+            {
+                return Err(bad());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn arr<const N: usize>(s: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(s);
+    out
+}
+
+fn var_payload(v: &Value) -> &[u8] {
+    match v {
+        Value::Text(s) => s.as_bytes(),
+        Value::Bytea(b) => b,
+        _ => &[],
+    }
+}
+
+fn write_fixed(out: &mut [u8], value: &Value) {
+    let mut put = |bytes: &[u8]| out[..bytes.len()].copy_from_slice(bytes);
+    match value {
+        Value::Null | Value::Text(_) | Value::Bytea(_) => {}
+        Value::Bool(v) => put(&[u8::from(*v)]),
+        Value::Int2(v) => put(&v.to_le_bytes()),
+        Value::Int4(v) | Value::Date(v) => put(&v.to_le_bytes()),
+        Value::Int8(v) | Value::Timestamp(v) => put(&v.to_le_bytes()),
+        Value::Float4(v) => put(&v.to_le_bytes()),
+        Value::Float8(v) => put(&v.to_le_bytes()),
+        Value::Numeric(n) => put(&n.mantissa.to_le_bytes()),
+    }
+}
+
+/// Self-describing value encoding (column defaults in the catalog).
+pub(crate) fn encode_value(w: &mut Writer<'_>, v: &Value) {
+    match v {
+        Value::Null => w.u8(0),
+        Value::Bool(x) => {
+            w.u8(1);
+            w.bool(*x);
+        }
+        Value::Int2(x) => {
+            w.u8(2);
+            w.u16(x.cast_unsigned());
+        }
+        Value::Int4(x) => {
+            w.u8(3);
+            w.u32(x.cast_unsigned());
+        }
+        Value::Int8(x) => {
+            w.u8(4);
+            w.u64(x.cast_unsigned());
+        }
+        Value::Numeric(n) => {
+            w.u8(5);
+            w.bytes(&n.mantissa.to_le_bytes());
+            w.u8(n.scale);
+        }
+        Value::Float4(x) => {
+            w.u8(6);
+            w.u32(x.to_bits());
+        }
+        Value::Float8(x) => {
+            w.u8(7);
+            w.u64(x.to_bits());
+        }
+        Value::Text(s) => {
+            w.u8(8);
+            w.str(s);
+        }
+        Value::Bytea(b) => {
+            w.u8(9);
+            w.bytes(b);
+        }
+        Value::Date(d) => {
+            w.u8(10);
+            w.u32(d.cast_unsigned());
+        }
+        Value::Timestamp(t) => {
+            w.u8(11);
+            w.u64(t.cast_unsigned());
+        }
+    }
+}
+
+pub(crate) fn decode_value(r: &mut Reader<'_>) -> Result<Value> {
+    Ok(match r.u8()? {
+        0 => Value::Null,
+        1 => Value::Bool(r.bool()?),
+        2 => Value::Int2(r.u16()?.cast_signed()),
+        3 => Value::Int4(r.u32()?.cast_signed()),
+        4 => Value::Int8(r.u64()?.cast_signed()),
+        5 => {
+            let raw = r.bytes()?;
+            if raw.len() != 16 {
+                return Err(EngineError::Corrupt("numeric width".into()));
+            }
+            Value::Numeric(Numeric::new(i128::from_le_bytes(arr(raw)), r.u8()?))
+        }
+        6 => Value::Float4(f32::from_bits(r.u32()?)),
+        7 => Value::Float8(f64::from_bits(r.u64()?)),
+        8 => Value::Text(r.str()?),
+        9 => Value::Bytea(r.bytes()?.to_vec()),
+        10 => Value::Date(r.u32()?.cast_signed()),
+        11 => Value::Timestamp(r.u64()?.cast_signed()),
+        tag => return Err(EngineError::Corrupt(format!("unknown value tag {tag}"))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> RowLayout {
+        RowLayout::new(&[
+            DataType::Int4,
+            DataType::Text,
+            DataType::Int2,
+            DataType::Char(3),
+            DataType::Numeric { precision: 10, scale: 2 },
+            DataType::Bytea,
+            DataType::Float8,
+            DataType::Bool,
+        ])
+    }
+
+    #[test]
+    fn encode_get_round_trip() {
+        let l = layout();
+        let values = vec![
+            Value::Int4(-7),
+            Value::Text("héllo".into()),
+            Value::Null,
+            Value::Text("ab ".into()),
+            Value::Numeric(Numeric::new(12345, 2)),
+            Value::Bytea(vec![0, 1, 2]),
+            Value::Float8(2.5),
+            Value::Bool(true),
+        ];
+        let mut buf = Vec::new();
+        assert!(l.encode(&values, &mut buf).is_ok());
+        assert_eq!(l.row_len(&buf), buf.len());
+        assert!(l.validate_image(&buf).is_ok());
+        for (col, v) in values.iter().enumerate() {
+            assert_eq!(l.get(&buf, col).to_owned_value(), *v, "column {col}");
+        }
+        // 1 flag + 1 bitmap + 4 + 2 + 16 + 8 + 1 fixed, 3 var offsets x 2, 6+3+3 var bytes.
+        assert_eq!(buf.len(), 1 + 1 + 31 + 6 + 12);
+    }
+
+    #[test]
+    fn wide_rows_switch_offset_width() {
+        let l = RowLayout::new(&[DataType::Int4, DataType::Bytea, DataType::Text]);
+        let values = vec![Value::Int4(1), Value::Bytea(vec![7; 70_000]), Value::Text("x".into())];
+        let mut buf = Vec::new();
+        assert!(l.encode(&values, &mut buf).is_ok());
+        assert_eq!(buf[0] & FLAG_WIDE, FLAG_WIDE);
+        assert_eq!(l.row_len(&buf), buf.len());
+        assert_eq!(l.get(&buf, 2), ValueRef::Text("x"));
+        assert_eq!(l.get(&buf, 1), ValueRef::Bytea(&[7; 70_000][..]));
+    }
+}

@@ -1,0 +1,641 @@
+//! Catalog: table, index and foreign-key definitions. A [`Catalog`] is an
+//! immutable snapshot; DDL builds a modified copy that its transaction sees
+//! privately and that replaces the shared one at commit (copy-on-write).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::codec::{Reader, Writer};
+use crate::error::{EngineError, Result};
+use crate::row::RowLayout;
+use crate::types::{DataType, Value, coerce};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TableId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IndexId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ForeignKeyId(pub u32);
+
+/// Most columns a table may have (PostgreSQL: 1600).
+pub const COLUMNS_MAX: usize = 1600;
+/// Most columns in one key (PostgreSQL: 32).
+pub const KEY_COLUMNS_MAX: usize = 32;
+
+/// A column as DDL declares it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColumnDef {
+    pub name: String,
+    pub ty: DataType,
+    pub nullable: bool,
+    /// Constant default; `None` means NULL.
+    pub default: Option<Value>,
+}
+
+impl ColumnDef {
+    pub fn new(name: impl Into<String>, ty: DataType) -> ColumnDef {
+        ColumnDef { name: name.into(), ty, nullable: true, default: None }
+    }
+    pub fn not_null(mut self) -> ColumnDef {
+        self.nullable = false;
+        self
+    }
+    pub fn default_value(mut self, value: Value) -> ColumnDef {
+        self.default = Some(value);
+        self
+    }
+}
+
+/// A foreign key as DDL declares it: child columns reference the parent's
+/// primary key (empty `parent_columns`) or a unique index's columns.
+/// Actions are RESTRICT / NO ACTION only.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForeignKeyDef {
+    pub name: Option<String>,
+    pub columns: Vec<String>,
+    pub parent_table: String,
+    pub parent_columns: Vec<String>,
+}
+
+/// `CREATE TABLE`. A primary key is required at this layer: rows are stored
+/// and logged by primary key (see README, "Known limits").
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableDef {
+    pub name: String,
+    pub columns: Vec<ColumnDef>,
+    pub primary_key: Vec<String>,
+    /// Also keep the primary key in an ordered index (range and prefix scans
+    /// on the key, e.g. all rows of one `s_id` in a composite key). Default true.
+    pub primary_key_ordered: bool,
+    /// UNIQUE constraints: (optional name, columns). Each becomes a unique index.
+    pub unique: Vec<(Option<String>, Vec<String>)>,
+    pub foreign_keys: Vec<ForeignKeyDef>,
+}
+
+impl TableDef {
+    pub fn new(name: impl Into<String>, columns: Vec<ColumnDef>, primary_key: &[&str]) -> TableDef {
+        TableDef {
+            name: name.into(),
+            columns,
+            primary_key: primary_key.iter().map(|s| (*s).to_owned()).collect(),
+            primary_key_ordered: true,
+            unique: Vec::new(),
+            foreign_keys: Vec::new(),
+        }
+    }
+}
+
+/// `CREATE [UNIQUE] INDEX name ON table (columns)`. Indexes are ordered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexDef {
+    pub name: String,
+    pub table: String,
+    pub columns: Vec<String>,
+    pub unique: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub ty: DataType,
+    pub nullable: bool,
+    pub default: Option<Value>,
+}
+
+/// A resolved table. Immutable for the table's lifetime (no ALTER yet), so a
+/// row image plus its table id always decodes the same way.
+#[derive(Debug)]
+pub struct TableSchema {
+    pub id: TableId,
+    pub name: String,
+    pub columns: Vec<Column>,
+    /// Column positions of the primary key, in key order.
+    pub primary_key: Vec<usize>,
+    /// The index that stands for the primary key (`<table>_pkey`).
+    pub primary_index: IndexId,
+    pub(crate) layout: RowLayout,
+}
+
+impl TableSchema {
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    /// One value per column: each column's DEFAULT, or NULL. INSERT with a
+    /// column list starts from this row.
+    pub fn default_row(&self) -> Vec<Value> {
+        self.columns.iter().map(|c| c.default.clone().unwrap_or(Value::Null)).collect()
+    }
+
+    pub(crate) fn layout(&self) -> &RowLayout {
+        &self.layout
+    }
+}
+
+/// A resolved index. The primary key is an index too (`primary`): stored as
+/// the table's hash index, plus an ordered copy when `ordered`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct IndexSchema {
+    pub id: IndexId,
+    pub name: String,
+    pub table: TableId,
+    pub columns: Vec<usize>,
+    pub unique: bool,
+    pub primary: bool,
+    /// Supports range/prefix scans. Always true for secondary indexes.
+    pub ordered: bool,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct ForeignKey {
+    pub id: ForeignKeyId,
+    pub name: String,
+    pub child: TableId,
+    pub child_columns: Vec<usize>,
+    pub parent: TableId,
+    pub parent_columns: Vec<usize>,
+    /// Unique index on the parent columns (primary or UNIQUE).
+    pub parent_index: IndexId,
+    /// Ordered index on the child whose leading columns are `child_columns`,
+    /// used to find referencing rows when a parent row is deleted. Created
+    /// automatically (`<fk name>_idx`) when no existing index qualifies.
+    pub child_index: IndexId,
+}
+
+/// An immutable catalog snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    tables: BTreeMap<TableId, Arc<TableSchema>>,
+    table_names: HashMap<String, TableId>,
+    indexes: BTreeMap<IndexId, Arc<IndexSchema>>,
+    index_names: HashMap<String, IndexId>,
+    foreign_keys: BTreeMap<ForeignKeyId, Arc<ForeignKey>>,
+    /// Every table that ever existed, so old WAL records (commit stream)
+    /// still decode after a DROP.
+    history: BTreeMap<TableId, Arc<TableSchema>>,
+    next_table_id: u32,
+    next_index_id: u32,
+    next_fk_id: u32,
+}
+
+impl Catalog {
+    pub fn table(&self, id: TableId) -> Option<&Arc<TableSchema>> {
+        self.tables.get(&id)
+    }
+    pub fn table_by_name(&self, name: &str) -> Option<&Arc<TableSchema>> {
+        self.table_names.get(name).and_then(|id| self.tables.get(id))
+    }
+    pub fn tables(&self) -> impl Iterator<Item = &Arc<TableSchema>> {
+        self.tables.values()
+    }
+    pub fn index(&self, id: IndexId) -> Option<&Arc<IndexSchema>> {
+        self.indexes.get(&id)
+    }
+    pub fn index_by_name(&self, name: &str) -> Option<&Arc<IndexSchema>> {
+        self.index_names.get(name).and_then(|id| self.indexes.get(id))
+    }
+    /// Indexes of a table, primary first.
+    pub fn indexes_of(&self, table: TableId) -> Vec<Arc<IndexSchema>> {
+        let mut out: Vec<Arc<IndexSchema>> = self.indexes.values().filter(|i| i.table == table).cloned().collect();
+        out.sort_by_key(|i| (!i.primary, i.id));
+        out
+    }
+    pub fn foreign_key(&self, id: ForeignKeyId) -> Option<&Arc<ForeignKey>> {
+        self.foreign_keys.get(&id)
+    }
+    /// Foreign keys declared on `table` (it is the child).
+    pub fn foreign_keys_of(&self, table: TableId) -> Vec<Arc<ForeignKey>> {
+        self.foreign_keys.values().filter(|f| f.child == table).cloned().collect()
+    }
+    /// Foreign keys that reference `table` (it is the parent).
+    pub fn referencing(&self, table: TableId) -> Vec<Arc<ForeignKey>> {
+        self.foreign_keys.values().filter(|f| f.parent == table).cloned().collect()
+    }
+    /// Schema of a table that may since have been dropped.
+    pub fn table_ever(&self, id: TableId) -> Option<&Arc<TableSchema>> {
+        self.history.get(&id)
+    }
+
+    fn relation_name_taken(&self, name: &str) -> bool {
+        self.table_names.contains_key(name) || self.index_names.contains_key(name)
+    }
+
+    /// Validates `def` and returns the resolved table plus its indexes and
+    /// foreign keys, without changing `self`.
+    pub(crate) fn plan_create_table(&self, def: &TableDef) -> Result<(TableSchema, Vec<IndexSchema>, Vec<ForeignKey>)> {
+        if self.relation_name_taken(&def.name) {
+            return Err(EngineError::DuplicateTable { name: def.name.clone() });
+        }
+        validate_columns(def)?;
+        let id = TableId(self.next_table_id);
+        let mut index_id = self.next_index_id;
+        let mut next_index = || {
+            let out = IndexId(index_id);
+            index_id += 1;
+            out
+        };
+        let columns: Vec<Column> = def
+            .columns
+            .iter()
+            .map(|c| {
+                let default = match &c.default {
+                    Some(v) => Some(coerce(v.clone(), c.ty, &c.name)?),
+                    None => None,
+                };
+                Ok(Column { name: c.name.clone(), ty: c.ty, nullable: c.nullable, default })
+            })
+            .collect::<Result<_>>()?;
+        if def.primary_key.is_empty() {
+            return Err(EngineError::FeatureNotSupported(format!("table \"{}\" without a primary key", def.name)));
+        }
+        let pk = resolve_columns(&def.name, &columns, &def.primary_key)?;
+        let mut columns = columns;
+        for &c in &pk {
+            columns[c].nullable = false; // PRIMARY KEY implies NOT NULL, as in PostgreSQL.
+        }
+        let primary_index = next_index();
+        let mut indexes = vec![IndexSchema {
+            id: primary_index,
+            name: format!("{}_pkey", def.name),
+            table: id,
+            columns: pk.clone(),
+            unique: true,
+            primary: true,
+            ordered: def.primary_key_ordered,
+        }];
+        for (name, cols) in &def.unique {
+            let cols_idx = resolve_columns(&def.name, &columns, cols)?;
+            let name = name.clone().unwrap_or_else(|| format!("{}_{}_key", def.name, cols.join("_")));
+            indexes.push(IndexSchema { id: next_index(), name, table: id, columns: cols_idx, unique: true, primary: false, ordered: true });
+        }
+        let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
+        let table = TableSchema { id, name: def.name.clone(), columns, primary_key: pk, primary_index, layout };
+        let mut fks = Vec::new();
+        for (n, fk) in def.foreign_keys.iter().enumerate() {
+            let planned = self.plan_foreign_key(&table, &indexes, fk, ForeignKeyId(self.next_fk_id + n as u32))?;
+            let child_index = match find_leading_index(&indexes, &planned.child_columns) {
+                Some(existing) => existing,
+                None => {
+                    let idx = IndexSchema {
+                        id: next_index(),
+                        name: format!("{}_idx", planned.name),
+                        table: id,
+                        columns: planned.child_columns.clone(),
+                        unique: false,
+                        primary: false,
+                        ordered: true,
+                    };
+                    let idx_id = idx.id;
+                    indexes.push(idx);
+                    idx_id
+                }
+            };
+            fks.push(ForeignKey { child_index, ..planned });
+        }
+        let mut names: Vec<&str> = indexes.iter().map(|i| i.name.as_str()).collect();
+        names.sort_unstable();
+        if names.windows(2).any(|w| w[0] == w[1]) || indexes.iter().any(|i| self.relation_name_taken(&i.name)) {
+            let dup = indexes.iter().map(|i| i.name.clone()).find(|n| self.relation_name_taken(n));
+            return Err(EngineError::DuplicateTable { name: dup.unwrap_or_else(|| names.join(",")) });
+        }
+        Ok((table, indexes, fks))
+    }
+
+    fn plan_foreign_key(&self, child: &TableSchema, child_indexes: &[IndexSchema], fk: &ForeignKeyDef, id: ForeignKeyId) -> Result<ForeignKey> {
+        let child_columns = resolve_columns(&child.name, &child.columns, &fk.columns)?;
+        let self_ref = fk.parent_table == child.name;
+        let (parent_id, parent_cols_all, parent_name) = if self_ref {
+            (child.id, &child.columns, child.name.clone())
+        } else {
+            let parent = self
+                .table_by_name(&fk.parent_table)
+                .ok_or_else(|| EngineError::UndefinedTable { name: fk.parent_table.clone() })?;
+            (parent.id, &parent.columns, parent.name.clone())
+        };
+        let parent_columns = if fk.parent_columns.is_empty() {
+            if self_ref { child.primary_key.clone() } else { self.table(parent_id).map(|t| t.primary_key.clone()).unwrap_or_default() }
+        } else {
+            resolve_columns(&parent_name, parent_cols_all, &fk.parent_columns)?
+        };
+        if parent_columns.len() != child_columns.len() {
+            return Err(EngineError::definition("42830", "number of referencing and referenced columns for foreign key disagree"));
+        }
+        for (&c, &p) in child_columns.iter().zip(&parent_columns) {
+            let (ct, pt) = (child.columns[c].ty, parent_cols_all[p].ty);
+            if !key_types_compatible(ct, pt) {
+                return Err(EngineError::definition(
+                    "42804",
+                    format!(
+                        "foreign key constraint cannot be implemented: key columns \"{}\" and \"{}\" are of incompatible types: {} and {}",
+                        child.columns[c].name,
+                        parent_cols_all[p].name,
+                        ct.pg_name(),
+                        pt.pg_name()
+                    ),
+                ));
+            }
+        }
+        let unique_match = |i: &IndexSchema| i.unique && i.columns == parent_columns;
+        let parent_index = if self_ref {
+            child_indexes.iter().find(|i| unique_match(i)).map(|i| i.id)
+        } else {
+            self.indexes.values().find(|i| i.table == parent_id && unique_match(i)).map(|i| i.id)
+        };
+        let parent_index = parent_index.ok_or_else(|| {
+            EngineError::definition(
+                "42830",
+                format!("there is no unique constraint matching given keys for referenced table \"{parent_name}\""),
+            )
+        })?;
+        let name = fk.name.clone().unwrap_or_else(|| format!("{}_{}_fkey", child.name, fk.columns.join("_")));
+        Ok(ForeignKey { id, name, child: child.id, child_columns, parent: parent_id, parent_columns, parent_index, child_index: IndexId(u32::MAX) })
+    }
+
+    pub(crate) fn plan_create_index(&self, def: &IndexDef) -> Result<IndexSchema> {
+        if self.relation_name_taken(&def.name) {
+            return Err(EngineError::DuplicateTable { name: def.name.clone() });
+        }
+        let table = self.table_by_name(&def.table).ok_or_else(|| EngineError::UndefinedTable { name: def.table.clone() })?;
+        let columns = resolve_columns(&table.name, &table.columns, &def.columns)?;
+        Ok(IndexSchema {
+            id: IndexId(self.next_index_id),
+            name: def.name.clone(),
+            table: table.id,
+            columns,
+            unique: def.unique,
+            primary: false,
+            ordered: true,
+        })
+    }
+
+    pub(crate) fn add_table(&mut self, table: Arc<TableSchema>, indexes: Vec<Arc<IndexSchema>>, fks: Vec<Arc<ForeignKey>>) {
+        assert!(!self.tables.contains_key(&table.id), "table id reused");
+        self.next_table_id = self.next_table_id.max(table.id.0 + 1);
+        self.table_names.insert(table.name.clone(), table.id);
+        self.history.insert(table.id, table.clone());
+        self.tables.insert(table.id, table);
+        for index in indexes {
+            self.add_index(index);
+        }
+        for fk in fks {
+            self.next_fk_id = self.next_fk_id.max(fk.id.0 + 1);
+            self.foreign_keys.insert(fk.id, fk);
+        }
+    }
+
+    pub(crate) fn add_index(&mut self, index: Arc<IndexSchema>) {
+        assert!(!self.indexes.contains_key(&index.id), "index id reused");
+        self.next_index_id = self.next_index_id.max(index.id.0 + 1);
+        self.index_names.insert(index.name.clone(), index.id);
+        self.indexes.insert(index.id, index);
+    }
+
+    pub(crate) fn remove_table(&mut self, id: TableId) -> Option<Arc<TableSchema>> {
+        let table = self.tables.remove(&id)?;
+        self.table_names.remove(&table.name);
+        let dead: Vec<IndexId> = self.indexes.values().filter(|i| i.table == id).map(|i| i.id).collect();
+        for index in dead {
+            self.remove_index(index);
+        }
+        self.foreign_keys.retain(|_, fk| fk.child != id);
+        Some(table)
+    }
+
+    pub(crate) fn remove_index(&mut self, id: IndexId) -> Option<Arc<IndexSchema>> {
+        let index = self.indexes.remove(&id)?;
+        self.index_names.remove(&index.name);
+        Some(index)
+    }
+
+    // ---- serialization (checkpoints and DDL WAL records) ----
+
+    pub(crate) fn encode(&self, w: &mut Writer<'_>) {
+        w.u32(self.next_table_id);
+        w.u32(self.next_index_id);
+        w.u32(self.next_fk_id);
+        w.u32(len_u32(self.history.len()));
+        for table in self.history.values() {
+            encode_table(w, table);
+            w.bool(self.tables.contains_key(&table.id));
+        }
+        w.u32(len_u32(self.indexes.len()));
+        for index in self.indexes.values() {
+            encode_index(w, index);
+        }
+        w.u32(len_u32(self.foreign_keys.len()));
+        for fk in self.foreign_keys.values() {
+            encode_fk(w, fk);
+        }
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Catalog> {
+        let mut catalog = Catalog { next_table_id: r.u32()?, next_index_id: r.u32()?, next_fk_id: r.u32()?, ..Catalog::default() };
+        let (next_table, next_index, next_fk) = (catalog.next_table_id, catalog.next_index_id, catalog.next_fk_id);
+        for _ in 0..r.u32()? {
+            let table = Arc::new(decode_table(r)?);
+            let live = r.bool()?;
+            catalog.history.insert(table.id, table.clone());
+            if live {
+                catalog.table_names.insert(table.name.clone(), table.id);
+                catalog.tables.insert(table.id, table);
+            }
+        }
+        for _ in 0..r.u32()? {
+            catalog.add_index(Arc::new(decode_index(r)?));
+        }
+        for _ in 0..r.u32()? {
+            let fk = decode_fk(r)?;
+            catalog.foreign_keys.insert(fk.id, Arc::new(fk));
+        }
+        catalog.next_table_id = next_table;
+        catalog.next_index_id = catalog.next_index_id.max(next_index);
+        catalog.next_fk_id = next_fk;
+        Ok(catalog)
+    }
+}
+
+fn len_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn validate_columns(def: &TableDef) -> Result<()> {
+    if def.columns.is_empty() || def.columns.len() > COLUMNS_MAX {
+        return Err(EngineError::ProgramLimitExceeded { message: format!("tables can have at most {COLUMNS_MAX} columns") });
+    }
+    for (i, c) in def.columns.iter().enumerate() {
+        c.ty.validate()?;
+        if def.columns[..i].iter().any(|o| o.name == c.name) {
+            return Err(EngineError::definition("42701", format!("column \"{}\" specified more than once", c.name)));
+        }
+    }
+    Ok(())
+}
+
+fn resolve_columns(table: &str, columns: &[Column], names: &[String]) -> Result<Vec<usize>> {
+    if names.is_empty() || names.len() > KEY_COLUMNS_MAX {
+        return Err(EngineError::ProgramLimitExceeded { message: format!("cannot use more than {KEY_COLUMNS_MAX} columns in an index") });
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let idx = columns
+            .iter()
+            .position(|c| &c.name == name)
+            .ok_or_else(|| EngineError::UndefinedColumn { table: table.to_owned(), column: name.clone() })?;
+        if out.contains(&idx) {
+            return Err(EngineError::definition("42701", format!("column \"{name}\" appears twice in key")));
+        }
+        out.push(idx);
+    }
+    Ok(out)
+}
+
+fn key_types_compatible(a: DataType, b: DataType) -> bool {
+    use DataType::*;
+    let class = |t: DataType| match t {
+        Int2 | Int4 | Int8 => 1,
+        Text | Varchar(_) | Char(_) => 2,
+        Numeric { .. } => 3,
+        Float4 | Float8 => 4,
+        _ => 10 + t.tag().0,
+    };
+    // Equal key encodings are required for lookups across tables: integers
+    // encode by width, so require the same width; char(n) pads, so the same n.
+    class(a) == class(b) && (a == b || matches!((a, b), (Text | Varchar(_), Text | Varchar(_))))
+}
+
+fn find_leading_index(indexes: &[IndexSchema], columns: &[usize]) -> Option<IndexId> {
+    indexes.iter().find(|i| i.ordered && i.columns.len() >= columns.len() && i.columns[..columns.len()] == *columns).map(|i| i.id)
+}
+
+fn encode_table(w: &mut Writer<'_>, t: &TableSchema) {
+    w.u32(t.id.0);
+    w.str(&t.name);
+    w.u32(len_u32(t.columns.len()));
+    for c in &t.columns {
+        w.str(&c.name);
+        let (tag, a, b) = c.ty.tag();
+        w.u8(tag);
+        w.u32(a);
+        w.u32(b);
+        w.bool(c.nullable);
+        match &c.default {
+            None => w.bool(false),
+            Some(v) => {
+                w.bool(true);
+                crate::row::encode_value(w, v);
+            }
+        }
+    }
+    encode_usizes(w, &t.primary_key);
+    w.u32(t.primary_index.0);
+}
+
+fn decode_table(r: &mut Reader<'_>) -> Result<TableSchema> {
+    let id = TableId(r.u32()?);
+    let name = r.str()?;
+    let mut columns = Vec::new();
+    for _ in 0..r.u32()? {
+        let cname = r.str()?;
+        let (tag, a, b) = (r.u8()?, r.u32()?, r.u32()?);
+        let ty = DataType::from_tag(tag, a, b).ok_or_else(|| EngineError::Corrupt(format!("unknown type tag {tag}")))?;
+        let nullable = r.bool()?;
+        let default = if r.bool()? { Some(crate::row::decode_value(r)?) } else { None };
+        columns.push(Column { name: cname, ty, nullable, default });
+    }
+    let primary_key = decode_usizes(r)?;
+    let primary_index = IndexId(r.u32()?);
+    if primary_key.iter().any(|&c| c >= columns.len()) {
+        return Err(EngineError::Corrupt(format!("table {name}: key column out of range")));
+    }
+    let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
+    Ok(TableSchema { id, name, columns, primary_key, primary_index, layout })
+}
+
+fn encode_index(w: &mut Writer<'_>, i: &IndexSchema) {
+    w.u32(i.id.0);
+    w.str(&i.name);
+    w.u32(i.table.0);
+    encode_usizes(w, &i.columns);
+    w.bool(i.unique);
+    w.bool(i.primary);
+    w.bool(i.ordered);
+}
+
+fn decode_index(r: &mut Reader<'_>) -> Result<IndexSchema> {
+    Ok(IndexSchema {
+        id: IndexId(r.u32()?),
+        name: r.str()?,
+        table: TableId(r.u32()?),
+        columns: decode_usizes(r)?,
+        unique: r.bool()?,
+        primary: r.bool()?,
+        ordered: r.bool()?,
+    })
+}
+
+fn encode_fk(w: &mut Writer<'_>, f: &ForeignKey) {
+    w.u32(f.id.0);
+    w.str(&f.name);
+    w.u32(f.child.0);
+    encode_usizes(w, &f.child_columns);
+    w.u32(f.parent.0);
+    encode_usizes(w, &f.parent_columns);
+    w.u32(f.parent_index.0);
+    w.u32(f.child_index.0);
+}
+
+fn decode_fk(r: &mut Reader<'_>) -> Result<ForeignKey> {
+    Ok(ForeignKey {
+        id: ForeignKeyId(r.u32()?),
+        name: r.str()?,
+        child: TableId(r.u32()?),
+        child_columns: decode_usizes(r)?,
+        parent: TableId(r.u32()?),
+        parent_columns: decode_usizes(r)?,
+        parent_index: IndexId(r.u32()?),
+        child_index: IndexId(r.u32()?),
+    })
+}
+
+fn encode_usizes(w: &mut Writer<'_>, v: &[usize]) {
+    w.u16(u16::try_from(v.len()).unwrap_or(u16::MAX));
+    for &x in v {
+        w.u16(u16::try_from(x).unwrap_or(u16::MAX));
+    }
+}
+
+fn decode_usizes(r: &mut Reader<'_>) -> Result<Vec<usize>> {
+    let n = r.u16()?;
+    (0..n).map(|_| Ok(usize::from(r.u16()?))).collect()
+}
+
+pub(crate) fn encode_table_ddl(w: &mut Writer<'_>, t: &TableSchema, indexes: &[Arc<IndexSchema>], fks: &[Arc<ForeignKey>]) {
+    encode_table(w, t);
+    w.u32(len_u32(indexes.len()));
+    for i in indexes {
+        encode_index(w, i);
+    }
+    w.u32(len_u32(fks.len()));
+    for f in fks {
+        encode_fk(w, f);
+    }
+}
+
+pub(crate) type TableDdl = (Arc<TableSchema>, Vec<Arc<IndexSchema>>, Vec<Arc<ForeignKey>>);
+
+pub(crate) fn decode_table_ddl(r: &mut Reader<'_>) -> Result<TableDdl> {
+    let table = Arc::new(decode_table(r)?);
+    let indexes = (0..r.u32()?).map(|_| decode_index(r).map(Arc::new)).collect::<Result<Vec<_>>>()?;
+    let fks = (0..r.u32()?).map(|_| decode_fk(r).map(Arc::new)).collect::<Result<Vec<_>>>()?;
+    Ok((table, indexes, fks))
+}
+
+pub(crate) fn encode_index_ddl(w: &mut Writer<'_>, i: &IndexSchema) {
+    encode_index(w, i);
+}
+
+pub(crate) fn decode_index_ddl(r: &mut Reader<'_>) -> Result<IndexSchema> {
+    decode_index(r)
+}

@@ -1,0 +1,280 @@
+//! The commit stream: committed transactions in commit order, read from the
+//! WAL, for every consumer (AWT propagation, the columnar copy, a standby).
+//!
+//! Guarantees:
+//! - Only durable transactions are delivered (the WAL reader stops at the
+//!   durable end), each exactly once per read pass, whole, in commit order.
+//! - A consumer is registered by name; its acknowledged position is kept in
+//!   `consumers.dat` (written atomically), so WAL retention survives restarts:
+//!   the WAL is never truncated past any registered consumer's position.
+//! - After a restart a consumer resumes after its last acknowledged
+//!   transaction; anything read but not acknowledged is delivered again, so
+//!   consumers make their side effects idempotent or record the position in
+//!   the same transaction as the effect (as AWT does in PostgreSQL).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pgtier_wal::{Lsn, WalReader};
+
+use crate::api::RowRef;
+use crate::codec::{Reader, Writer};
+use crate::db::DbInner;
+use crate::error::{EngineError, Result};
+use crate::schema::{ForeignKey, IndexId, IndexSchema, TableId, TableSchema};
+use crate::types::Value;
+use crate::walrec::{OpRef, RowOp, TxnAssembler, decode_record};
+
+/// Where a newly registered consumer starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamStart {
+    /// With the next transaction to commit.
+    Now,
+    /// With the oldest transaction still in the WAL.
+    Oldest,
+    /// At a specific position (a `next_lsn` from an earlier read).
+    At(Lsn),
+}
+
+/// A row change: after-image for insert/update, before-image for delete.
+#[derive(Clone, Debug)]
+pub struct RowChange {
+    pub op: RowOp,
+    pub table: Arc<TableSchema>,
+    pub image: Vec<u8>,
+}
+
+impl RowChange {
+    pub fn row(&self) -> RowRef<'_> {
+        RowRef::new(&self.table, &self.image)
+    }
+    pub fn key_values(&self) -> Vec<Value> {
+        let r = self.row();
+        self.table.primary_key.iter().map(|&c| r.get(c).to_owned_value()).collect()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Change {
+    Row(RowChange),
+    CreateTable { table: Arc<TableSchema>, indexes: Vec<Arc<IndexSchema>>, foreign_keys: Vec<Arc<ForeignKey>> },
+    DropTable(TableId),
+    CreateIndex(Arc<IndexSchema>),
+    DropIndex(IndexId),
+}
+
+/// One committed transaction.
+#[derive(Clone, Debug)]
+pub struct CommittedTxn {
+    /// Position of its (first) WAL record.
+    pub lsn: Lsn,
+    /// Position to acknowledge once it has been processed.
+    pub next_lsn: Lsn,
+    pub commit_ts: u64,
+    pub changes: Vec<Change>,
+}
+
+pub(crate) struct ConsumerRegistry {
+    path: PathBuf,
+    positions: BTreeMap<String, Lsn>,
+}
+
+impl ConsumerRegistry {
+    pub(crate) fn load(dir: &Path) -> Result<ConsumerRegistry> {
+        let path = dir.join("consumers.dat");
+        let mut positions = BTreeMap::new();
+        match fs::read(&path) {
+            Ok(data) => {
+                if data.len() < 4 {
+                    return Err(EngineError::Corrupt("consumers.dat truncated".into()));
+                }
+                let (body, crc) = data.split_at(data.len() - 4);
+                if crc32c::crc32c(body).to_le_bytes() != crc {
+                    return Err(EngineError::Corrupt("consumers.dat checksum mismatch".into()));
+                }
+                let mut r = Reader::new(body);
+                for _ in 0..r.u32()? {
+                    let name = r.str()?;
+                    positions.insert(name, Lsn(r.u64()?));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(EngineError::io("read consumers.dat", e)),
+        }
+        Ok(ConsumerRegistry { path, positions })
+    }
+
+    fn save(&self) -> Result<()> {
+        let mut body = Vec::new();
+        let mut w = Writer::new(&mut body);
+        w.u32(self.positions.len() as u32);
+        for (name, lsn) in &self.positions {
+            w.str(name);
+            w.u64(lsn.0);
+        }
+        let crc = crc32c::crc32c(&body);
+        body.extend_from_slice(&crc.to_le_bytes());
+        let tmp = self.path.with_extension("tmp");
+        let io = |e| EngineError::io("write consumers.dat", e);
+        let mut f = fs::File::create(&tmp).map_err(io)?;
+        f.write_all(&body).map_err(io)?;
+        f.sync_all().map_err(io)?;
+        fs::rename(&tmp, &self.path).map_err(io)?;
+        if let Some(dir) = self.path.parent() {
+            crate::checkpoint::sync_dir(dir)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn list(&self) -> Vec<(String, Lsn)> {
+        self.positions.iter().map(|(n, l)| (n.clone(), *l)).collect()
+    }
+
+    pub(crate) fn min_position(&self) -> Option<Lsn> {
+        self.positions.values().min().copied()
+    }
+}
+
+pub(crate) fn register(db: &DbInner, name: &str, start: StreamStart) -> Result<()> {
+    let mut reg = db.consumers.lock();
+    if reg.positions.contains_key(name) {
+        return Ok(()); // Idempotent: a restarting consumer keeps its position.
+    }
+    let position = match start {
+        StreamStart::Now => db.wal.end(),
+        StreamStart::Oldest => Lsn(0),
+        StreamStart::At(lsn) => lsn,
+    };
+    reg.positions.insert(name.to_owned(), position);
+    reg.save()
+}
+
+pub(crate) fn unregister(db: &DbInner, name: &str) -> Result<()> {
+    let mut reg = db.consumers.lock();
+    if reg.positions.remove(name).is_none() {
+        return Err(EngineError::UndefinedObject { what: "consumer", name: name.to_owned() });
+    }
+    reg.save()
+}
+
+pub(crate) fn open(db: Arc<DbInner>, name: &str) -> Result<CommitStream> {
+    let position = db
+        .consumers
+        .lock()
+        .positions
+        .get(name)
+        .copied()
+        .ok_or_else(|| EngineError::UndefinedObject { what: "consumer", name: name.to_owned() })?;
+    let reader = db.wal.read_from(position)?;
+    Ok(CommitStream { db, name: name.to_owned(), reader, assembler: TxnAssembler::default(), schemas: HashMap::new() })
+}
+
+/// A consumer's cursor over the commit stream.
+pub struct CommitStream {
+    db: Arc<DbInner>,
+    name: String,
+    reader: WalReader,
+    assembler: TxnAssembler,
+    schemas: HashMap<TableId, Arc<TableSchema>>,
+}
+
+impl CommitStream {
+    /// The next committed transaction, waiting up to `timeout` for one.
+    pub fn next(&mut self, timeout: Duration) -> Result<Option<CommittedTxn>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.reader.next() {
+                Some(Ok((lsn, payload))) => {
+                    if let Some(txn) = self.accept(lsn, payload)? {
+                        return Ok(Some(txn));
+                    }
+                }
+                Some(Err(e)) => return Err(e.into()),
+                None => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Ok(None);
+                    }
+                    let at = self.reader.position();
+                    self.db.wal.wait_for_durable_beyond(at, deadline - now);
+                    if self.db.wal.durable_end() <= at && Instant::now() >= deadline {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self, lsn: Lsn, payload: Vec<u8>) -> Result<Option<CommittedTxn>> {
+        let Some((first_lsn, commit_ts, records)) = self.assembler.push(lsn, payload)? else { return Ok(None) };
+        let mut changes = Vec::new();
+        for rec in &records {
+            let (_, ops) = decode_record(rec)?;
+            for op in ops {
+                changes.push(self.change(op)?);
+            }
+        }
+        Ok(Some(CommittedTxn { lsn: first_lsn, next_lsn: self.reader.position(), commit_ts, changes }))
+    }
+
+    fn schema(&mut self, id: TableId) -> Result<Arc<TableSchema>> {
+        if let Some(s) = self.schemas.get(&id) {
+            return Ok(Arc::clone(s));
+        }
+        let s = self
+            .db
+            .current_catalog()
+            .catalog
+            .table_ever(id)
+            .cloned()
+            .ok_or_else(|| EngineError::Corrupt(format!("commit stream: unknown table id {}", id.0)))?;
+        self.schemas.insert(id, Arc::clone(&s));
+        Ok(s)
+    }
+
+    fn change(&mut self, op: OpRef<'_>) -> Result<Change> {
+        Ok(match op {
+            OpRef::Row { op, table, row } => {
+                let schema = self.schema(table)?;
+                schema.layout().validate_image(row)?;
+                Change::Row(RowChange { op, table: schema, image: row.to_vec() })
+            }
+            OpRef::CreateTable((table, indexes, foreign_keys)) => {
+                self.schemas.insert(table.id, Arc::clone(&table));
+                Change::CreateTable { table, indexes, foreign_keys }
+            }
+            OpRef::DropTable(id) => Change::DropTable(id),
+            OpRef::CreateIndex(i) => Change::CreateIndex(Arc::new(i)),
+            OpRef::DropIndex(i) => Change::DropIndex(i),
+        })
+    }
+
+    /// Records that everything before `next_lsn` (a [`CommittedTxn::next_lsn`])
+    /// is processed; persisted before returning. Batch acknowledgements: each
+    /// one is an fsync.
+    pub fn ack(&mut self, next_lsn: Lsn) -> Result<()> {
+        let mut reg = self.db.consumers.lock();
+        let Some(pos) = reg.positions.get_mut(&self.name) else {
+            return Err(EngineError::UndefinedObject { what: "consumer", name: self.name.clone() });
+        };
+        if next_lsn <= *pos {
+            return Ok(());
+        }
+        assert!(next_lsn <= self.db.wal.durable_end(), "acknowledging a position beyond the durable WAL");
+        *pos = next_lsn;
+        reg.save()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Transactions and bytes of durable WAL not yet read by this cursor.
+    pub fn lag_bytes(&self) -> u64 {
+        self.db.wal.durable_end().0.saturating_sub(self.reader.position().0)
+    }
+}

@@ -1,0 +1,657 @@
+//! Storage of one table: the primary hash index of version chains, the
+//! ordered indexes, the version slab, and the MVCC primitives the
+//! transaction layer composes (read visible, lock/install, insert,
+//! rollback, stamp, prune, constraint probes).
+//!
+//! Lock order inside this module (see README): ordered-index lock, then
+//! primary shard lock, then slab class lock. Nothing here waits for another
+//! transaction; a primitive that finds a row locked returns the owner and
+//! the caller waits with no lock held.
+
+use std::cell::RefCell;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+
+use crate::error::{EngineError, Result};
+use crate::key::{KeySpec, encode_column, hash_key};
+use crate::ordered::{OrderedIndex, batch_entries, prefix_successor};
+use crate::primary::{self, PrimaryIndex};
+use crate::row::RowLayout;
+use crate::schema::{ForeignKey, IndexId, IndexSchema, TableSchema};
+use crate::slab::Slab;
+use crate::version::{
+    FLAGS_MASK, UNCOMMITTED, VPtr, is_deleted, is_lock_only, is_uncommitted, ts_of,
+};
+
+/// An ordered index's storage.
+pub(crate) struct IndexStore {
+    pub(crate) schema: Arc<IndexSchema>,
+    pub(crate) spec: KeySpec,
+    pub(crate) tree: OrderedIndex,
+}
+
+impl IndexStore {
+    /// Entry of `row` (primary key `pk`) in this index: the encoded key,
+    /// followed by the primary key for secondary indexes.
+    pub(crate) fn entry(&self, layout: &RowLayout, row: &[u8], pk: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        if self.schema.primary {
+            out.extend_from_slice(pk);
+        } else {
+            self.spec.encode_row(layout, row, out);
+            out.extend_from_slice(pk);
+        }
+    }
+
+    /// Splits an entry into (index key, primary key).
+    pub(crate) fn split<'a>(&self, entry: &'a [u8]) -> (&'a [u8], &'a [u8]) {
+        if self.schema.primary {
+            return (entry, entry);
+        }
+        let n = self.spec.prefix_len(entry, self.spec.columns.len());
+        entry.split_at(n)
+    }
+}
+
+/// A foreign key as seen from one of its two tables.
+#[derive(Clone)]
+pub(crate) struct FkLink {
+    pub(crate) fk: Arc<ForeignKey>,
+    /// The parent (for a child link) or the child (for a parent link).
+    pub(crate) other: Weak<TableStore>,
+}
+
+/// What DDL changes; replaced as a whole under the exclusive table lock.
+#[derive(Clone, Default)]
+pub(crate) struct TableMeta {
+    pub(crate) indexes: Vec<Arc<IndexStore>>,
+    pub(crate) as_child: Vec<FkLink>,
+    pub(crate) as_parent: Vec<FkLink>,
+}
+
+impl TableMeta {
+    pub(crate) fn index(&self, id: IndexId) -> Option<&Arc<IndexStore>> {
+        self.indexes.iter().find(|i| i.schema.id == id)
+    }
+}
+
+/// Shared/exclusive table lock: DML transactions hold it shared from their
+/// first write to the table until they end; DROP TABLE, CREATE/DROP INDEX
+/// and FK creation hold it exclusively. Waits are bounded (55P03).
+pub(crate) struct TableLock {
+    state: AtomicU64,
+}
+
+const EXCLUSIVE: u64 = 1 << 63;
+const EXCLUSIVE_WAITING: u64 = 1 << 62;
+const SHARED_MASK: u64 = (1 << 32) - 1;
+
+impl TableLock {
+    fn new() -> TableLock {
+        TableLock { state: AtomicU64::new(0) }
+    }
+
+    pub(crate) fn lock_shared(&self, deadline: Instant, name: &str) -> Result<()> {
+        loop {
+            let s = self.state.load(Ordering::Acquire);
+            if s & (EXCLUSIVE | EXCLUSIVE_WAITING) == 0 {
+                assert!(s & SHARED_MASK < SHARED_MASK, "table lock shared count overflow");
+                if self.state.compare_exchange_weak(s, s + 1, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                    return Ok(());
+                }
+                continue;
+            }
+            nap(deadline, name)?;
+        }
+    }
+
+    pub(crate) fn unlock_shared(&self) {
+        let prev = self.state.fetch_sub(1, Ordering::AcqRel);
+        assert!(prev & SHARED_MASK > 0, "table lock released more than taken");
+    }
+
+    /// `own_shared`: shared holds the caller itself has (lock upgrade).
+    pub(crate) fn lock_exclusive(&self, deadline: Instant, name: &str, own_shared: u64) -> Result<()> {
+        self.state.fetch_or(EXCLUSIVE_WAITING, Ordering::AcqRel);
+        loop {
+            let s = self.state.load(Ordering::Acquire);
+            if s & SHARED_MASK == own_shared
+                && s & EXCLUSIVE == 0
+                && self.state.compare_exchange(s, own_shared | EXCLUSIVE, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+            {
+                return Ok(());
+            }
+            if let Err(e) = nap(deadline, name) {
+                self.state.fetch_and(!EXCLUSIVE_WAITING, Ordering::AcqRel);
+                return Err(e);
+            }
+        }
+    }
+
+    pub(crate) fn unlock_exclusive(&self) {
+        let prev = self.state.fetch_and(!EXCLUSIVE, Ordering::AcqRel);
+        assert!(prev & EXCLUSIVE != 0, "exclusive table lock not held");
+    }
+}
+
+fn nap(deadline: Instant, name: &str) -> Result<()> {
+    if Instant::now() >= deadline {
+        return Err(EngineError::LockTimeout { detail: format!("while locking relation \"{name}\"") });
+    }
+    std::thread::sleep(Duration::from_micros(200));
+    Ok(())
+}
+
+pub(crate) struct TableStore {
+    pub(crate) schema: Arc<TableSchema>,
+    pub(crate) pk: KeySpec,
+    pub(crate) primary: PrimaryIndex,
+    pub(crate) slab: Slab,
+    pub(crate) meta: RwLock<Arc<TableMeta>>,
+    pub(crate) lock: TableLock,
+    /// Committed live rows (maintained at commit and recovery).
+    pub(crate) live_rows: AtomicI64,
+    pub(crate) dropped: AtomicBool,
+}
+
+/// Latest state of a row as a writer sees it.
+pub(crate) enum Latest {
+    Absent,
+    /// Another transaction holds the row's lock.
+    Locked(u64),
+    /// Head version (committed, or our own) and its word; bytes copied out.
+    Head { head: VPtr, word: u64 },
+}
+
+pub(crate) enum InsertOutcome {
+    /// New head; `over_own_delete` if it replaced our own tombstone.
+    Inserted { head: VPtr, over_own_delete: bool },
+    Duplicate,
+    WaitFor(u64),
+}
+
+/// Outcome of probing a row for a conflicting key (UNIQUE, FK children).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Conflict {
+    None,
+    /// A committed row holds the key.
+    Committed,
+    /// One of our own uncommitted rows holds it.
+    Mine,
+    /// Another transaction may hold it: wait for it, then probe again.
+    WaitFor(u64),
+}
+
+impl TableStore {
+    pub(crate) fn new(schema: Arc<TableSchema>) -> TableStore {
+        let nullable: Vec<bool> = schema.columns.iter().map(|c| c.nullable).collect();
+        let pk = KeySpec::new(&schema.primary_key, &schema.layout, &nullable, true);
+        TableStore {
+            schema,
+            pk,
+            primary: PrimaryIndex::new(),
+            slab: Slab::new(),
+            meta: RwLock::new(Arc::new(TableMeta::default())),
+            lock: TableLock::new(),
+            live_rows: AtomicI64::new(0),
+            dropped: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn layout(&self) -> &RowLayout {
+        &self.schema.layout
+    }
+
+    pub(crate) fn meta(&self) -> Arc<TableMeta> {
+        self.meta.read().clone()
+    }
+
+    pub(crate) fn new_index_store(&self, schema: Arc<IndexSchema>) -> IndexStore {
+        let nullable: Vec<bool> = self.schema.columns.iter().map(|c| c.nullable).collect();
+        let spec = KeySpec::new(&schema.columns, &self.schema.layout, &nullable, schema.primary);
+        IndexStore { schema, spec, tree: OrderedIndex::new() }
+    }
+
+    /// Encoded primary key of a stored row.
+    pub(crate) fn pk_of(&self, row: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        self.pk.encode_row(&self.schema.layout, row, out);
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    /// Copies the version of `key` visible to (`me`, `snapshot`) into `out`.
+    pub(crate) fn read_visible(&self, hash: u64, key: &[u8], me: u64, snapshot: u64, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
+        let layout = self.layout();
+        let map = self.primary.read(hash);
+        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return false };
+        match visible(head, me, snapshot) {
+            Some(v) => {
+                out.clear();
+                out.extend_from_slice(v.row(layout));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Runs `f` on the visible row of `key` without copying it out. `f` runs
+    /// under the shard read lock: it must not call into the engine.
+    pub(crate) fn with_visible<R>(&self, hash: u64, key: &[u8], me: u64, snapshot: u64, scratch: &mut Vec<u8>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let layout = self.layout();
+        let map = self.primary.read(hash);
+        let head = primary::find(&map, hash, key, &self.pk, layout, scratch)?;
+        visible(head, me, snapshot).map(|v| f(v.row(layout)))
+    }
+
+    /// Latest state of `key` for a writer; copies the head row into `out`.
+    pub(crate) fn latest(&self, hash: u64, key: &[u8], me: u64, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> Latest {
+        let layout = self.layout();
+        let map = self.primary.read(hash);
+        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return Latest::Absent };
+        let word = head.word();
+        if is_uncommitted(word) && ts_of(word) != me {
+            return Latest::Locked(ts_of(word));
+        }
+        out.clear();
+        out.extend_from_slice(head.row(layout));
+        Latest::Head { head, word }
+    }
+
+    /// Visible rows of shard `shard` appended to `out` as `[u32 len][row]`.
+    pub(crate) fn scan_shard(&self, shard: usize, me: u64, snapshot: u64, out: &mut Vec<u8>) -> usize {
+        let layout = self.layout();
+        let map = self.primary.shards()[shard].map.read();
+        let mut n = 0;
+        for head in map.iter() {
+            if let Some(v) = visible(*head, me, snapshot) {
+                let row = v.row(layout);
+                out.extend_from_slice(&(row.len() as u32).to_le_bytes());
+                out.extend_from_slice(row);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    // --------------------------------------------------------------- writes
+
+    /// Installs a new version for `key` on top of `expected` (as returned by
+    /// [`TableStore::latest`]), or overwrites it if it is our own. Returns
+    /// None if the head changed meanwhile (the caller re-reads and retries).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn install(&self, hash: u64, key: &[u8], me: u64, expected: VPtr, expected_word: u64, row: &[u8], flags: u64, scratch: &mut Vec<u8>) -> Option<VPtr> {
+        assert_eq!(flags & !FLAGS_MASK, 0);
+        let layout = self.layout();
+        let mut map = self.primary.write(hash);
+        let head = primary::find(&map, hash, key, &self.pk, layout, scratch)?;
+        if head != expected || head.word() != expected_word {
+            return None;
+        }
+        let word = UNCOMMITTED | flags | me;
+        if is_uncommitted(expected_word) {
+            assert_eq!(ts_of(expected_word), me, "install over another transaction's version");
+            if head.row(layout).len() == row.len() {
+                head.overwrite_row(layout, row);
+                head.set_word(word);
+                return Some(head);
+            }
+            let new = VPtr::alloc(&self.slab, word, head.prev(), row);
+            primary::replace(&mut map, hash, key, &self.pk, layout, new, scratch);
+            // SAFETY: our own uncommitted version, unlinked under the write lock.
+            unsafe { head.free(&self.slab, layout) };
+            return Some(new);
+        }
+        let new = VPtr::alloc(&self.slab, word, Some(head), row);
+        primary::replace(&mut map, hash, key, &self.pk, layout, new, scratch);
+        Some(new)
+    }
+
+    /// Inserts a new row version for `key` (PK uniqueness is decided here).
+    pub(crate) fn insert(&self, hash: u64, key: &[u8], me: u64, row: &[u8], scratch: &mut Vec<u8>) -> InsertOutcome {
+        let layout = self.layout();
+        let mut map = self.primary.write(hash);
+        let word = UNCOMMITTED | me;
+        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else {
+            let new = VPtr::alloc(&self.slab, word, None, row);
+            primary::insert_new(&mut map, hash, &self.pk, layout, new);
+            return InsertOutcome::Inserted { head: new, over_own_delete: false };
+        };
+        let hw = head.word();
+        if is_uncommitted(hw) && ts_of(hw) != me {
+            return InsertOutcome::WaitFor(ts_of(hw));
+        }
+        if !is_deleted(hw) {
+            return InsertOutcome::Duplicate;
+        }
+        if is_uncommitted(hw) {
+            // Re-insert after our own delete: replace our tombstone.
+            let new = VPtr::alloc(&self.slab, word, head.prev(), row);
+            primary::replace(&mut map, hash, key, &self.pk, layout, new, scratch);
+            // SAFETY: our own uncommitted tombstone, unlinked under the write lock.
+            unsafe { head.free(&self.slab, layout) };
+            return InsertOutcome::Inserted { head: new, over_own_delete: true };
+        }
+        let new = VPtr::alloc(&self.slab, word, Some(head), row);
+        primary::replace(&mut map, hash, key, &self.pk, layout, new, scratch);
+        InsertOutcome::Inserted { head: new, over_own_delete: false }
+    }
+
+    /// Discards our uncommitted head version of `key`; returns its bytes
+    /// (for index cleanup).
+    pub(crate) fn rollback_row(&self, hash: u64, key: &[u8], me: u64, scratch: &mut Vec<u8>) -> Vec<u8> {
+        let layout = self.layout();
+        let mut map = self.primary.write(hash);
+        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else {
+            unreachable!("rollback of a row that is not in the primary index")
+        };
+        let w = head.word();
+        assert!(is_uncommitted(w) && ts_of(w) == me, "rollback of a version we do not own");
+        let image = head.row(layout).to_vec();
+        match head.prev() {
+            Some(prev) => primary::replace(&mut map, hash, key, &self.pk, layout, prev, scratch),
+            None => {
+                primary::remove(&mut map, hash, key, &self.pk, layout, scratch);
+            }
+        }
+        // SAFETY: our own uncommitted version, unlinked under the write lock.
+        unsafe { head.free(&self.slab, layout) };
+        image
+    }
+
+    /// Frees versions no snapshot at or after `horizon` can see; removes the
+    /// row when only a tombstone would remain. Freed row images are appended
+    /// to `freed` when `want_images` (for index cleanup).
+    pub(crate) fn prune(&self, hash: u64, key: &[u8], horizon: u64, scratch: &mut Vec<u8>, want_images: bool, freed: &mut Vec<Vec<u8>>) -> usize {
+        let layout = self.layout();
+        let mut map = self.primary.write(hash);
+        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return 0 };
+        let mut chain: Vec<VPtr> = Vec::new();
+        let mut cur = Some(head);
+        while let Some(v) = cur {
+            chain.push(v);
+            cur = v.prev();
+        }
+        let mut kept: Vec<VPtr> = Vec::with_capacity(chain.len());
+        let mut dropped: Vec<VPtr> = Vec::new();
+        let mut floor_found = false;
+        for &v in &chain {
+            let w = v.word();
+            if floor_found {
+                dropped.push(v);
+            } else if is_uncommitted(w) {
+                kept.push(v);
+            } else if is_lock_only(w) {
+                dropped.push(v);
+            } else if ts_of(w) > horizon {
+                kept.push(v);
+            } else {
+                floor_found = true;
+                if is_deleted(w) { dropped.push(v) } else { kept.push(v) }
+            }
+        }
+        if dropped.is_empty() {
+            return 0;
+        }
+        let count = dropped.len();
+        for pair in kept.windows(2) {
+            pair[0].set_prev(Some(pair[1]));
+        }
+        match (kept.first(), kept.last()) {
+            (Some(&first), Some(&last)) => {
+                last.set_prev(None);
+                if first != head {
+                    primary::replace(&mut map, hash, key, &self.pk, layout, first, scratch);
+                }
+            }
+            _ => {
+                primary::remove(&mut map, hash, key, &self.pk, layout, scratch);
+            }
+        }
+        for v in dropped {
+            if want_images {
+                freed.push(v.row(layout).to_vec());
+            }
+            // SAFETY: committed versions unreachable from the chain now and
+            // invisible to every snapshot >= horizon; we hold the write lock.
+            unsafe { v.free(&self.slab, layout) };
+        }
+        count
+    }
+
+    // --------------------------------------------------------------- probes
+
+    /// Probes row `pk` for a live version satisfying `pred` (its key equals
+    /// a key being inserted, or it references a parent being deleted),
+    /// looking at the latest committed version and any uncommitted one.
+    pub(crate) fn probe(&self, pk: &[u8], me: u64, scratch: &mut Vec<u8>, mut pred: impl FnMut(&[u8]) -> bool) -> Conflict {
+        let layout = self.layout();
+        let hash = hash_key(pk);
+        let map = self.primary.read(hash);
+        let Some(head) = primary::find(&map, hash, pk, &self.pk, layout, scratch) else { return Conflict::None };
+        let w = head.word();
+        let mut live_match = |v: VPtr| !is_deleted(v.word()) && pred(v.row(layout));
+        if is_uncommitted(w) {
+            let owner = ts_of(w);
+            if owner == me {
+                return if live_match(head) { Conflict::Mine } else { Conflict::None };
+            }
+            if live_match(head) {
+                return Conflict::WaitFor(owner);
+            }
+            return match latest_committed(head.prev()) {
+                Some(v) if live_match(v) => Conflict::WaitFor(owner),
+                _ => Conflict::None,
+            };
+        }
+        match latest_committed(Some(head)) {
+            Some(v) if live_match(v) => Conflict::Committed,
+            _ => Conflict::None,
+        }
+    }
+
+    /// Does a parent row with primary key `pk` exist for a new reference?
+    /// Ok(true) exists, Ok(false) missing, Err(owner) wait for owner.
+    pub(crate) fn parent_exists(&self, pk: &[u8], me: u64, scratch: &mut Vec<u8>) -> std::result::Result<bool, u64> {
+        let layout = self.layout();
+        let hash = hash_key(pk);
+        let map = self.primary.read(hash);
+        let Some(head) = primary::find(&map, hash, pk, &self.pk, layout, scratch) else { return Ok(false) };
+        let w = head.word();
+        if is_uncommitted(w) && ts_of(w) != me {
+            if is_deleted(w) {
+                return Err(ts_of(w));
+            }
+            // A non-key update by another transaction keeps the parent
+            // either way; an uncommitted insert is not visible (23503).
+            return Ok(latest_committed(head.prev()).is_some_and(|v| !is_deleted(v.word())));
+        }
+        if is_uncommitted(w) {
+            return Ok(!is_deleted(w));
+        }
+        Ok(latest_committed(Some(head)).is_some_and(|v| !is_deleted(v.word())))
+    }
+
+    /// Does any version of row `pk` have index key `index_key` in `index`?
+    /// (Keeps index entries that some version still needs.)
+    fn entry_still_needed(&self, index: &IndexStore, pk: &[u8], index_key: &[u8], scratch: &mut Vec<u8>, tmp: &mut Vec<u8>) -> bool {
+        let layout = self.layout();
+        let hash = hash_key(pk);
+        let map = self.primary.read(hash);
+        let Some(head) = primary::find(&map, hash, pk, &self.pk, layout, scratch) else { return false };
+        if index.schema.primary {
+            return true;
+        }
+        let mut cur = Some(head);
+        while let Some(v) = cur {
+            tmp.clear();
+            index.spec.encode_row(layout, v.row(layout), tmp);
+            if tmp.as_slice() == index_key {
+                return true;
+            }
+            cur = v.prev();
+        }
+        false
+    }
+
+    /// Removes index entries of discarded row images `images` of row `pk`
+    /// unless a remaining version still has the same key.
+    pub(crate) fn cleanup_entries(&self, meta: &TableMeta, pk: &[u8], images: &[Vec<u8>]) {
+        if images.is_empty() {
+            return;
+        }
+        let layout = self.layout();
+        let mut scratch = Vec::new();
+        let mut tmp = Vec::new();
+        for index in &meta.indexes {
+            let mut entries: Vec<Vec<u8>> = images
+                .iter()
+                .map(|img| {
+                    let mut e = Vec::new();
+                    index.entry(layout, img, pk, &mut e);
+                    e
+                })
+                .collect();
+            entries.sort_unstable();
+            entries.dedup();
+            index.tree.with_write(|w| {
+                for e in &entries {
+                    let (index_key, _) = index.split(e);
+                    if !self.entry_still_needed(index, pk, index_key, &mut scratch, &mut tmp) {
+                        w.remove(e);
+                    }
+                }
+            });
+        }
+    }
+
+    /// Checks UNIQUE for `entry` (= key ++ pk) and inserts it atomically with
+    /// the check, under the index write lock.
+    pub(crate) fn unique_insert(&self, index: &IndexStore, entry: &[u8], pk: &[u8], me: u64) -> Conflict {
+        let (index_key, _) = index.split(entry);
+        let layout = self.layout();
+        let upper = prefix_successor(index_key);
+        let mut scratch = Vec::new();
+        let mut batch = Vec::new();
+        index.tree.with_write(|w| {
+            let to = upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            w.scan(Bound::Included(index_key), to, usize::MAX, &mut batch);
+            let mut tmp = Vec::new();
+            for existing in batch_entries(&batch) {
+                let other_pk = &existing[index_key.len()..];
+                if other_pk == pk {
+                    continue;
+                }
+                let same_key = |row: &[u8]| {
+                    tmp.clear();
+                    index.spec.encode_row(layout, row, &mut tmp);
+                    tmp.as_slice() == index_key
+                };
+                match self.probe(other_pk, me, &mut scratch, same_key) {
+                    Conflict::None => {}
+                    other => return other,
+                }
+            }
+            w.insert(entry);
+            Conflict::None
+        })
+    }
+
+    /// Memory held by the table's rows and indexes.
+    pub(crate) fn bytes(&self) -> (u64, u64) {
+        let rows = self.slab.reserved_bytes();
+        let index: u64 = self.primary.slots_bytes() + self.meta().indexes.iter().map(|i| i.tree.bytes()).sum::<u64>();
+        (rows, index)
+    }
+
+    /// Stamps a committed version (called under the commit lock).
+    pub(crate) fn stamp(v: VPtr, commit_ts: u64) {
+        let w = v.word();
+        debug_assert!(is_uncommitted(w));
+        v.set_word((w & FLAGS_MASK) | commit_ts);
+    }
+
+    /// Appends the newest committed image of every live row in `shard` to
+    /// `out` as `[u32 len][row]` (checkpoints); returns how many.
+    pub(crate) fn committed_rows_of_shard(&self, shard: usize, out: &mut Vec<u8>) -> u32 {
+        let layout = self.layout();
+        let map = self.primary.shards()[shard].map.read();
+        let mut n = 0;
+        for head in map.iter() {
+            if let Some(v) = latest_committed(Some(*head)) {
+                if !is_deleted(v.word()) {
+                    let row = v.row(layout);
+                    out.extend_from_slice(&(row.len() as u32).to_le_bytes());
+                    out.extend_from_slice(row);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+}
+
+/// First committed, non-lock-only version at or below `v`.
+fn latest_committed(mut cur: Option<VPtr>) -> Option<VPtr> {
+    while let Some(v) = cur {
+        let w = v.word();
+        if !is_uncommitted(w) && !is_lock_only(w) {
+            return Some(v);
+        }
+        cur = v.prev();
+    }
+    None
+}
+
+/// The version visible to (`me`, `snapshot`), None if none or deleted.
+#[inline]
+fn visible(head: VPtr, me: u64, snapshot: u64) -> Option<VPtr> {
+    let mut cur = Some(head);
+    while let Some(v) = cur {
+        let w = v.word();
+        if !is_lock_only(w) {
+            let mine_or_old = if is_uncommitted(w) { ts_of(w) == me } else { ts_of(w) <= snapshot };
+            if mine_or_old {
+                return if is_deleted(w) { None } else { Some(v) };
+            }
+        }
+        cur = v.prev();
+    }
+    None
+}
+
+impl Drop for TableStore {
+    fn drop(&mut self) {
+        // Free every version so large (non-slab) rows are returned too.
+        let layout = self.schema.layout.clone();
+        for shard in self.primary.shards() {
+            let mut map = shard.map.write();
+            for head in map.drain() {
+                let mut cur = Some(head);
+                while let Some(v) = cur {
+                    cur = v.prev();
+                    // SAFETY: the table is unreachable; nobody else holds versions.
+                    unsafe { v.free(&self.slab, &layout) };
+                }
+            }
+        }
+    }
+}
+
+/// Encodes columns `cols` of `row` with the types/tags of the leading
+/// columns of `spec` (cross-table key probes for foreign keys).
+pub(crate) fn encode_cols_as(spec: &KeySpec, layout: &RowLayout, row: &[u8], cols: &[usize], out: &mut Vec<u8>) {
+    out.clear();
+    for (i, &c) in cols.iter().enumerate() {
+        encode_column(out, layout.get(row, c), spec.types[i], spec.tagged[i]);
+    }
+}
+
+/// Scratch for rehashing inside closures that must be `Fn`.
+pub(crate) fn scratch_cell() -> RefCell<Vec<u8>> {
+    RefCell::new(Vec::new())
+}

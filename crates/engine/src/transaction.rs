@@ -1,0 +1,1362 @@
+//! Transactions: the typed API `sql`, `cache` and applications call.
+//!
+//! READ COMMITTED as in PostgreSQL: each statement reads at a snapshot taken
+//! when it starts (every API call is its own statement unless the caller
+//! brackets several with [`Transaction::begin_statement`]); writers lock the
+//! latest committed version (waiting for another writer to finish, then
+//! re-reading it, as PostgreSQL's update re-check does). Any error aborts the
+//! transaction (there are no savepoints): its changes are undone and its
+//! locks released at once, and later calls fail with 25P02 until it ends.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use pgtier_wal::Lsn;
+
+use crate::api::{CommitInfo, RowBuf, RowRef};
+use crate::db::{CatalogState, CommitMode, DbInner, GcItem};
+use crate::error::{EngineError, Result};
+use crate::key::hash_key;
+use crate::ordered::{ENTRY_BYTES_MAX, OrderedIndex, batch_entries, prefix_successor};
+use crate::schema::{ForeignKey, IndexDef, IndexId, IndexSchema, TableDef, TableId, TableSchema};
+use crate::table::{Conflict, FkLink, IndexStore, InsertOutcome, Latest, TableMeta, TableStore, encode_cols_as};
+use crate::types::{Value, coerce};
+use crate::version::{DELETED, LOCK_ONLY, VPtr, is_deleted, is_lock_only, is_uncommitted, ts_of};
+use crate::walrec::{RecordBuilder, RowOp};
+
+/// Entries copied per ordered-index lock acquisition during scans.
+const SCAN_BATCH_ENTRIES: usize = 128;
+/// Write sets up to this size are searched linearly.
+const WRITE_INDEX_THRESHOLD: usize = 16;
+/// Bound on optimistic install retries (each one means another commit
+/// changed the row between our read and our install).
+const INSTALL_RETRIES_MAX: usize = 10_000;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Status {
+    Active,
+    /// An error aborted the transaction; already rolled back.
+    Failed,
+    Ended,
+}
+
+struct Held {
+    store: Arc<TableStore>,
+    meta: Arc<TableMeta>,
+    /// Holds a shared table lock (false for tables created in this txn).
+    shared: bool,
+}
+
+struct WriteEntry {
+    held: u32,
+    hash: u64,
+    key_off: u32,
+    key_len: u32,
+    /// Our uncommitted head version of the row.
+    head: VPtr,
+    /// The row existed (committed, live) before our first write.
+    had_base: bool,
+}
+
+enum Step {
+    Row(usize),
+    Ddl(usize),
+}
+
+enum DdlOp {
+    CreateTable(Arc<TableSchema>, Vec<Arc<IndexSchema>>, Vec<Arc<ForeignKey>>),
+    DropTable(TableId),
+    CreateIndex(Arc<IndexSchema>),
+    DropIndex(IndexId),
+}
+
+#[derive(Default)]
+struct Scratch {
+    key: Vec<u8>,
+    scratch: Vec<u8>,
+    row: Vec<u8>,
+    base: Vec<u8>,
+    entry: Vec<u8>,
+    tmp: Vec<u8>,
+    probe: Vec<u8>,
+    batch: Vec<u8>,
+}
+
+pub struct Transaction {
+    db: Arc<DbInner>,
+    id: u64,
+    snapshot: u64,
+    mode: CommitMode,
+    status: Status,
+    in_statement: bool,
+    cat: Arc<CatalogState>,
+    cat_version: u64,
+    private_catalog: bool,
+    held: Vec<Held>,
+    writes: Vec<WriteEntry>,
+    write_index: Option<HashMap<(u32, u64), u32>>,
+    keys: Vec<u8>,
+    order: Vec<Step>,
+    ddl: Vec<DdlOp>,
+    ddl_locked: bool,
+    exclusive: Vec<Arc<TableStore>>,
+    meta_undo: Vec<(Arc<TableStore>, Arc<TableMeta>)>,
+    dropped: Vec<Arc<TableStore>>,
+    s: Scratch,
+}
+
+impl Transaction {
+    pub(crate) fn begin(db: Arc<DbInner>, mode: CommitMode) -> Result<Transaction> {
+        let (id, snapshot) = db.txns.begin()?;
+        let cat_version = db.catalog_version.load(Ordering::Acquire);
+        let cat = db.current_catalog();
+        Ok(Transaction {
+            db,
+            id,
+            snapshot,
+            mode,
+            status: Status::Active,
+            in_statement: false,
+            cat,
+            cat_version,
+            private_catalog: false,
+            held: Vec::new(),
+            writes: Vec::new(),
+            write_index: None,
+            keys: Vec::new(),
+            order: Vec::new(),
+            ddl: Vec::new(),
+            ddl_locked: false,
+            exclusive: Vec::new(),
+            meta_undo: Vec::new(),
+            dropped: Vec::new(),
+            s: Scratch::default(),
+        })
+    }
+
+    /// This transaction's id (also the lock owner shown in 40P01 details).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn commit_mode(&self) -> CommitMode {
+        self.mode
+    }
+
+    /// Changes the commit mode (`SET LOCAL synchronous_commit` style).
+    pub fn set_commit_mode(&mut self, mode: CommitMode) {
+        self.mode = mode;
+    }
+
+    /// The catalog this transaction sees (its own uncommitted DDL included).
+    pub fn catalog(&self) -> &crate::schema::Catalog {
+        &self.cat.catalog
+    }
+
+    /// Starts a statement: takes a new snapshot that all calls until
+    /// [`Transaction::end_statement`] share (PostgreSQL statement snapshot).
+    pub fn begin_statement(&mut self) -> Result<()> {
+        self.check_active()?;
+        self.refresh();
+        self.in_statement = true;
+        Ok(())
+    }
+
+    pub fn end_statement(&mut self) {
+        self.in_statement = false;
+    }
+
+    /// The commit ts this statement reads at.
+    pub fn snapshot_ts(&self) -> u64 {
+        self.snapshot
+    }
+
+    fn check_active(&self) -> Result<()> {
+        match self.status {
+            Status::Active => Ok(()),
+            Status::Failed | Status::Ended => Err(EngineError::TransactionAborted),
+        }
+    }
+
+    fn refresh(&mut self) {
+        self.snapshot = self.db.txns.refresh_snapshot(self.id);
+        if !self.private_catalog {
+            let v = self.db.catalog_version.load(Ordering::Acquire);
+            if v != self.cat_version {
+                self.cat = self.db.current_catalog();
+                self.cat_version = v;
+            }
+        }
+    }
+
+    fn prologue(&mut self) -> Result<()> {
+        self.check_active()?;
+        if !self.in_statement {
+            self.refresh();
+        }
+        Ok(())
+    }
+
+    /// Any error aborts the transaction, as in PostgreSQL.
+    fn check<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if matches!(e, EngineError::Deadlock { .. }) {
+                self.db.counters.deadlocks.fetch_add(1, Ordering::Relaxed);
+            }
+            if self.status == Status::Active {
+                self.rollback_internal();
+                self.status = Status::Failed;
+            }
+        }
+        r
+    }
+
+    fn wait(&self, owner: u64) -> Result<()> {
+        self.db.txns.wait_for(self.id, owner, self.db.lock_deadline())
+    }
+
+    fn store(&self, table: TableId) -> Result<Arc<TableStore>> {
+        self.cat.store(table).cloned().ok_or_else(|| EngineError::UndefinedTable { name: format!("table id {}", table.0) })
+    }
+
+    // ------------------------------------------------------------------ reads
+
+    /// Reads the row with primary key `key` visible to this statement.
+    pub fn get(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
+        self.prologue()?;
+        let r = self.get_inner(table, key, out);
+        self.check(r)
+    }
+
+    fn get_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
+        let Some(store) = self.cat.store(table) else { return Err(undefined(table)) };
+        check_key_arity(store, key)?;
+        self.s.key.clear();
+        if !store.pk.encode_values(key, &mut self.s.key) {
+            return Ok(false);
+        }
+        let hash = hash_key(&self.s.key);
+        let found = store.read_visible(hash, &self.s.key, self.id, self.snapshot, &mut self.s.scratch, &mut out.data);
+        if found {
+            out.set_schema(&store.schema);
+        }
+        Ok(found)
+    }
+
+    /// Like [`Transaction::get`] without copying: `f` sees the row in place.
+    /// `f` runs under an internal read lock and must not call the engine.
+    pub fn get_with<R>(&mut self, table: TableId, key: &[Value], f: impl FnOnce(RowRef<'_>) -> R) -> Result<Option<R>> {
+        self.prologue()?;
+        let Some(store) = self.cat.store(table) else {
+            let e = Err(undefined(table));
+            return self.check(e);
+        };
+        if let Err(e) = check_key_arity(store, key) {
+            return self.check(Err(e));
+        }
+        self.s.key.clear();
+        if !store.pk.encode_values(key, &mut self.s.key) {
+            return Ok(None);
+        }
+        let hash = hash_key(&self.s.key);
+        let schema = &store.schema;
+        Ok(store.with_visible(hash, &self.s.key, self.id, self.snapshot, &mut self.s.scratch, |row| f(RowRef::new(schema, row))))
+    }
+
+    /// Scans index `index` over `[lower, upper]` (bounds on leading key
+    /// columns; `Bound::Included(&[a])` on a composite key is a prefix
+    /// bound). Calls `f` with each visible row in key order until it
+    /// returns false; returns the number of rows visited.
+    pub fn scan(&mut self, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>, f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+        self.prologue()?;
+        let r = self.scan_inner(index, lower, upper, f);
+        self.check(r)
+    }
+
+    /// All rows whose leading key columns equal `prefix`.
+    pub fn scan_prefix(&mut self, index: IndexId, prefix: &[Value], f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+        self.scan(index, Bound::Included(prefix), Bound::Included(prefix), f)
+    }
+
+    fn scan_inner(&mut self, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>, mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+        let ischema = self.cat.catalog.index(index).cloned().ok_or_else(|| EngineError::UndefinedObject { what: "index", name: format!("id {}", index.0) })?;
+        let store = self.store(ischema.table)?;
+        let meta = store.meta();
+        let Some(istore) = meta.index(index).cloned() else {
+            return Err(EngineError::FeatureNotSupported(format!("range scan on hash-only index \"{}\"", ischema.name)));
+        };
+        let (from, to) = encode_bounds(&istore, lower, upper)?;
+        let mut cursor: Bound<Vec<u8>> = from;
+        let mut visited = 0u64;
+        loop {
+            self.s.batch.clear();
+            let n = istore.tree.scan(as_ref_bound(&cursor), as_ref_bound(&to), SCAN_BATCH_ENTRIES, &mut self.s.batch);
+            if n == 0 {
+                return Ok(visited);
+            }
+            let batch = std::mem::take(&mut self.s.batch);
+            let mut last: &[u8] = &[];
+            let mut stop = false;
+            for entry in batch_entries(&batch) {
+                last = entry;
+                let (index_key, pk) = istore.split(entry);
+                let hash = hash_key(pk);
+                let found = store.read_visible(hash, pk, self.id, self.snapshot, &mut self.s.scratch, &mut self.s.row);
+                if !found {
+                    continue;
+                }
+                if !istore.schema.primary {
+                    // The entry may belong to another version of the row.
+                    self.s.tmp.clear();
+                    istore.spec.encode_row(store.layout(), &self.s.row, &mut self.s.tmp);
+                    if self.s.tmp.as_slice() != index_key {
+                        continue;
+                    }
+                }
+                visited += 1;
+                if !f(RowRef::new(&store.schema, &self.s.row))? {
+                    stop = true;
+                    break;
+                }
+            }
+            cursor = Bound::Excluded(last.to_vec());
+            self.s.batch = batch;
+            if stop || n < SCAN_BATCH_ENTRIES {
+                return Ok(visited);
+            }
+        }
+    }
+
+    /// Visits every visible row of `table` (no order). Rows are copied out
+    /// shard by shard, so `f` may call the engine.
+    pub fn scan_table(&mut self, table: TableId, mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+        self.prologue()?;
+        let store = match self.store(table) {
+            Ok(s) => s,
+            Err(e) => return self.check(Err(e)),
+        };
+        let mut visited = 0;
+        let mut buf = std::mem::take(&mut self.s.batch);
+        let shards = store.primary.shards().len();
+        let mut result = Ok(visited);
+        'outer: for shard in 0..shards {
+            buf.clear();
+            store.scan_shard(shard, self.id, self.snapshot, &mut buf);
+            let mut at = 0;
+            while at + 4 <= buf.len() {
+                let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;
+                let row = &buf[at + 4..at + 4 + len];
+                at += 4 + len;
+                visited += 1;
+                match f(RowRef::new(&store.schema, row)) {
+                    Ok(true) => {}
+                    Ok(false) => break 'outer,
+                    Err(e) => {
+                        result = Err(e);
+                        break 'outer;
+                    }
+                }
+            }
+        }
+        self.s.batch = buf;
+        let result = result.map(|_| visited);
+        self.check(result)
+    }
+
+    // ----------------------------------------------------------------- writes
+
+    fn hold(&mut self, table: TableId) -> Result<usize> {
+        if let Some(i) = self.held.iter().position(|h| h.store.schema.id == table) {
+            return Ok(i);
+        }
+        let store = self.store(table)?;
+        let own_exclusive = self.exclusive.iter().any(|s| Arc::ptr_eq(s, &store));
+        let created_here = self.private_catalog && self.db.current_catalog().store(table).is_none();
+        let shared = !own_exclusive && !created_here;
+        if shared {
+            store.lock.lock_shared(self.db.lock_deadline(), &store.schema.name)?;
+            if store.dropped.load(Ordering::Acquire) {
+                store.lock.unlock_shared();
+                return Err(EngineError::UndefinedTable { name: store.schema.name.clone() });
+            }
+        }
+        let meta = store.meta();
+        self.held.push(Held { store, meta, shared });
+        Ok(self.held.len() - 1)
+    }
+
+    fn find_write(&self, held: usize, hash: u64, key: &[u8]) -> Option<usize> {
+        let matches = |i: usize| {
+            let w = &self.writes[i];
+            w.held as usize == held && w.hash == hash && &self.keys[w.key_off as usize..(w.key_off + w.key_len) as usize] == key
+        };
+        if let Some(map) = &self.write_index {
+            if let Some(&i) = map.get(&(held as u32, hash)) {
+                if matches(i as usize) {
+                    return Some(i as usize);
+                }
+            }
+            // Hash collision within the map: fall back to a scan.
+            return (0..self.writes.len()).find(|&i| matches(i));
+        }
+        (0..self.writes.len()).find(|&i| matches(i))
+    }
+
+    fn record_write(&mut self, held: usize, hash: u64, own_before: bool, head: VPtr, had_base: bool) {
+        if own_before {
+            let key = std::mem::take(&mut self.s.key);
+            let found = self.find_write(held, hash, &key);
+            self.s.key = key;
+            match found {
+                Some(i) => self.writes[i].head = head,
+                None => unreachable!("own version without a write-set entry"),
+            }
+            return;
+        }
+        let key_off = self.keys.len() as u32;
+        self.keys.extend_from_slice(&self.s.key);
+        let idx = self.writes.len();
+        self.writes.push(WriteEntry { held: held as u32, hash, key_off, key_len: self.s.key.len() as u32, head, had_base });
+        self.order.push(Step::Row(idx));
+        if self.writes.len() > WRITE_INDEX_THRESHOLD {
+            let map = self.write_index.get_or_insert_with(|| {
+                let mut m = HashMap::new();
+                for (i, w) in self.writes.iter().enumerate().take(idx) {
+                    m.entry((w.held, w.hash)).or_insert(i as u32);
+                }
+                m
+            });
+            map.entry((held as u32, hash)).or_insert(idx as u32);
+        }
+    }
+
+    /// Inserts a row (one value per column; start from
+    /// [`TableSchema::default_row`] for INSERT with a column list).
+    pub fn insert(&mut self, table: TableId, values: &[Value]) -> Result<()> {
+        self.prologue()?;
+        let r = self.insert_inner(table, values);
+        self.check(r)
+    }
+
+    fn insert_inner(&mut self, table: TableId, values: &[Value]) -> Result<()> {
+        let h = self.hold(table)?;
+        let store = Arc::clone(&self.held[h].store);
+        encode_row(&store.schema, values, &mut self.s.row)?;
+        self.insert_encoded(h, &store)
+    }
+
+    /// Inserts the row in `self.s.row`.
+    fn insert_encoded(&mut self, h: usize, store: &Arc<TableStore>) -> Result<()> {
+        let meta = Arc::clone(&self.held[h].meta);
+        store.pk_of(&self.s.row, &mut self.s.key);
+        let hash = hash_key(&self.s.key);
+        let (head, over_own_delete) = loop {
+            match store.insert(hash, &self.s.key, self.id, &self.s.row, &mut self.s.scratch) {
+                InsertOutcome::Inserted { head, over_own_delete } => break (head, over_own_delete),
+                InsertOutcome::Duplicate => {
+                    return Err(unique_violation(&store.schema, &store.schema.primary_key, &self.cat, store.schema.primary_index, &self.s.row));
+                }
+                InsertOutcome::WaitFor(owner) => self.wait(owner)?,
+            }
+        };
+        self.record_write(h, hash, over_own_delete, head, false);
+        let row = std::mem::take(&mut self.s.row);
+        let r = self.after_write(store, &meta, &row, None, false);
+        self.s.row = row;
+        r
+    }
+
+    /// Index maintenance and constraint checks after installing `new_row`
+    /// (whose previous image was `old_row`, if any) for the key in `self.s.key`.
+    fn after_write(&mut self, store: &Arc<TableStore>, meta: &TableMeta, new_row: &[u8], old_row: Option<&[u8]>, old_was_own: bool) -> Result<()> {
+        let layout = store.layout();
+        let pk = std::mem::take(&mut self.s.key);
+        let r = (|| {
+            for index in &meta.indexes {
+                index.entry(layout, new_row, &pk, &mut self.s.entry);
+                if let Some(old) = old_row {
+                    index.entry(layout, old, &pk, &mut self.s.tmp);
+                    if self.s.tmp == self.s.entry {
+                        continue;
+                    }
+                }
+                if self.s.entry.len() > ENTRY_BYTES_MAX {
+                    return Err(EngineError::ProgramLimitExceeded {
+                        message: format!("index row size {} exceeds maximum {ENTRY_BYTES_MAX} for index \"{}\"", self.s.entry.len(), index.schema.name),
+                    });
+                }
+                if index.schema.unique && !index.schema.primary && !index.spec.row_has_null(layout, new_row) {
+                    self.unique_insert(store, index, &pk, new_row)?;
+                } else {
+                    index.tree.insert(&self.s.entry);
+                }
+            }
+            if old_was_own {
+                if let Some(old) = old_row {
+                    store.cleanup_entries(meta, &pk, &[old.to_vec()]);
+                }
+            }
+            for link in &meta.as_child {
+                self.check_parent(store, link, new_row, old_row)?;
+            }
+            if let Some(old) = old_row {
+                for link in &meta.as_parent {
+                    if !cols_equal(layout, old, new_row, &link.fk.parent_columns) {
+                        self.check_children(store, link, old)?;
+                    }
+                }
+            }
+            Ok(())
+        })();
+        self.s.key = pk;
+        r
+    }
+
+    fn unique_insert(&mut self, store: &TableStore, index: &IndexStore, pk: &[u8], row: &[u8]) -> Result<()> {
+        loop {
+            match store.unique_insert(index, &self.s.entry, pk, self.id) {
+                Conflict::None => return Ok(()),
+                Conflict::Committed | Conflict::Mine => {
+                    return Err(unique_violation(&store.schema, &index.schema.columns, &self.cat, index.schema.id, row));
+                }
+                Conflict::WaitFor(owner) => self.wait(owner)?,
+            }
+        }
+    }
+
+    /// FK, child side: the referenced parent row must exist.
+    fn check_parent(&mut self, store: &TableStore, link: &FkLink, new_row: &[u8], old_row: Option<&[u8]>) -> Result<()> {
+        let fk = &link.fk;
+        let layout = store.layout();
+        if fk.child_columns.iter().any(|&c| layout.is_null(new_row, c)) {
+            return Ok(()); // MATCH SIMPLE: a NULL column means no reference.
+        }
+        if old_row.is_some_and(|old| cols_equal(layout, old, new_row, &fk.child_columns)) {
+            return Ok(());
+        }
+        let Some(parent) = link.other.upgrade() else { return Ok(()) };
+        let parent_meta = parent.meta();
+        loop {
+            let outcome = if fk.parent_index == parent.schema.primary_index {
+                encode_cols_as(&parent.pk, layout, new_row, &fk.child_columns, &mut self.s.probe);
+                parent.parent_exists(&self.s.probe, self.id, &mut self.s.scratch)
+            } else {
+                let Some(pindex) = parent_meta.index(fk.parent_index) else { return Ok(()) };
+                encode_cols_as(&pindex.spec, layout, new_row, &fk.child_columns, &mut self.s.probe);
+                self.parent_exists_unique(&parent, pindex)
+            };
+            match outcome {
+                Ok(true) => return Ok(()),
+                Ok(false) => {
+                    let (cols, vals) = describe(&store.schema, new_row, &fk.child_columns);
+                    let parent_name = parent.schema.name.clone();
+                    return Err(EngineError::ForeignKeyViolation {
+                        constraint: fk.name.clone(),
+                        message: format!("insert or update on table \"{}\" violates foreign key constraint \"{}\"", store.schema.name, fk.name),
+                        detail: format!("Key ({cols})=({vals}) is not present in table \"{parent_name}\"."),
+                    });
+                }
+                Err(owner) => self.wait(owner)?,
+            }
+        }
+    }
+
+    fn parent_exists_unique(&mut self, parent: &TableStore, pindex: &IndexStore) -> std::result::Result<bool, u64> {
+        let prefix = self.s.probe.clone();
+        let upper = prefix_successor(&prefix);
+        let mut batch = Vec::new();
+        pindex.tree.scan(Bound::Included(&prefix), upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded), usize::MAX, &mut batch);
+        let mut tmp = Vec::new();
+        for entry in batch_entries(&batch) {
+            let (_, pk) = pindex.split(entry);
+            let pred = |row: &[u8]| {
+                tmp.clear();
+                pindex.spec.encode_row(parent.layout(), row, &mut tmp);
+                tmp == prefix
+            };
+            match parent.probe(pk, self.id, &mut self.s.scratch, pred) {
+                Conflict::Committed | Conflict::Mine => return Ok(true),
+                Conflict::WaitFor(owner) => return Err(owner),
+                Conflict::None => {}
+            }
+        }
+        Ok(false)
+    }
+
+    /// FK, parent side (RESTRICT): no row may still reference `old_row`.
+    fn check_children(&mut self, store: &TableStore, link: &FkLink, old_row: &[u8]) -> Result<()> {
+        let fk = &link.fk;
+        let layout = store.layout();
+        if fk.parent_columns.iter().any(|&c| layout.is_null(old_row, c)) {
+            return Ok(());
+        }
+        let Some(child) = link.other.upgrade() else { return Ok(()) };
+        let child_meta = child.meta();
+        let Some(cindex) = child_meta.index(fk.child_index).cloned() else { return Ok(()) };
+        encode_cols_as(&cindex.spec, layout, old_row, &fk.parent_columns, &mut self.s.probe);
+        let prefix = self.s.probe.clone();
+        let upper = prefix_successor(&prefix);
+        'retry: loop {
+            let mut batch = Vec::new();
+            cindex.tree.scan(Bound::Included(&prefix), upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded), usize::MAX, &mut batch);
+            let mut tmp = Vec::new();
+            for entry in batch_entries(&batch) {
+                let (_, child_pk) = cindex.split(entry);
+                let pred = |row: &[u8]| {
+                    encode_cols_as(&cindex.spec, child.layout(), row, &fk.child_columns, &mut tmp);
+                    tmp == prefix
+                };
+                match child.probe(child_pk, self.id, &mut self.s.scratch, pred) {
+                    Conflict::None => {}
+                    Conflict::Committed | Conflict::Mine => {
+                        let (cols, vals) = describe(&store.schema, old_row, &fk.parent_columns);
+                        return Err(EngineError::ForeignKeyViolation {
+                            constraint: fk.name.clone(),
+                            message: format!(
+                                "update or delete on table \"{}\" violates foreign key constraint \"{}\" on table \"{}\"",
+                                store.schema.name, fk.name, child.schema.name
+                            ),
+                            detail: format!("Key ({cols})=({vals}) is still referenced from table \"{}\".", child.schema.name),
+                        });
+                    }
+                    Conflict::WaitFor(owner) => {
+                        self.wait(owner)?;
+                        continue 'retry;
+                    }
+                }
+            }
+            return Ok(());
+        }
+    }
+
+    /// Sets columns of the row with primary key `key`; false if no such row.
+    pub fn update(&mut self, table: TableId, key: &[Value], changes: &[(usize, Value)]) -> Result<bool> {
+        self.update_with(table, key, |_| Ok(Some(changes.to_vec())))
+    }
+
+    /// Locks the latest committed version of the row (waiting for another
+    /// writer to finish first) and calls `f` with it; `f` returns the column
+    /// changes, or None to leave the row alone (its WHERE no longer holds).
+    /// `f` may run more than once if the row changes under it.
+    pub fn update_with(&mut self, table: TableId, key: &[Value], f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>) -> Result<bool> {
+        self.prologue()?;
+        let r = self.update_inner(table, key, f);
+        self.check(r)
+    }
+
+    fn update_inner(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>) -> Result<bool> {
+        let h = self.hold(table)?;
+        let store = Arc::clone(&self.held[h].store);
+        check_key_arity(&store, key)?;
+        self.s.key.clear();
+        if !store.pk.encode_values(key, &mut self.s.key) {
+            return Ok(false);
+        }
+        let hash = hash_key(&self.s.key);
+        for _ in 0..INSTALL_RETRIES_MAX {
+            let (head, word) = match store.latest(hash, &self.s.key, self.id, &mut self.s.scratch, &mut self.s.base) {
+                Latest::Absent => return Ok(false),
+                Latest::Locked(owner) => {
+                    self.wait(owner)?;
+                    continue;
+                }
+                Latest::Head { head, word } => (head, word),
+            };
+            if is_deleted(word) {
+                return Ok(false);
+            }
+            let Some(changes) = f(RowRef::new(&store.schema, &self.s.base))? else { return Ok(false) };
+            apply_changes(&store.schema, &self.s.base, &changes, &mut self.s.row)?;
+            self.s.tmp.clear();
+            store.pk.encode_row(store.layout(), &self.s.row, &mut self.s.tmp);
+            if self.s.tmp != self.s.key {
+                return self.update_key(h, &store, hash, head, word).map(|()| true);
+            }
+            let own = is_uncommitted(word);
+            let Some(new_head) = store.install(hash, &self.s.key, self.id, head, word, &self.s.row, 0, &mut self.s.scratch) else {
+                continue;
+            };
+            self.record_write(h, hash, own, new_head, true);
+            let meta = Arc::clone(&self.held[h].meta);
+            let (row, base) = (std::mem::take(&mut self.s.row), std::mem::take(&mut self.s.base));
+            let r = self.after_write(&store, &meta, &row, Some(&base), own);
+            (self.s.row, self.s.base) = (row, base);
+            return r.map(|()| true);
+        }
+        Err(EngineError::LockTimeout { detail: "row kept changing under an update".into() })
+    }
+
+    /// UPDATE that changes the primary key: delete the old row, insert the new.
+    fn update_key(&mut self, h: usize, store: &Arc<TableStore>, hash: u64, head: VPtr, word: u64) -> Result<()> {
+        if !self.delete_installed(h, store, hash, head, word)? {
+            return Err(EngineError::LockTimeout { detail: "row changed during a key update".into() });
+        }
+        self.insert_encoded(h, store)
+    }
+
+    /// Deletes the row with primary key `key`; false if no such row.
+    pub fn delete(&mut self, table: TableId, key: &[Value]) -> Result<bool> {
+        self.prologue()?;
+        let r = self.delete_inner(table, key);
+        self.check(r)
+    }
+
+    fn delete_inner(&mut self, table: TableId, key: &[Value]) -> Result<bool> {
+        let h = self.hold(table)?;
+        let store = Arc::clone(&self.held[h].store);
+        check_key_arity(&store, key)?;
+        self.s.key.clear();
+        if !store.pk.encode_values(key, &mut self.s.key) {
+            return Ok(false);
+        }
+        let hash = hash_key(&self.s.key);
+        for _ in 0..INSTALL_RETRIES_MAX {
+            let (head, word) = match store.latest(hash, &self.s.key, self.id, &mut self.s.scratch, &mut self.s.base) {
+                Latest::Absent => return Ok(false),
+                Latest::Locked(owner) => {
+                    self.wait(owner)?;
+                    continue;
+                }
+                Latest::Head { head, word } => (head, word),
+            };
+            if is_deleted(word) {
+                return Ok(false);
+            }
+            if self.delete_installed(h, &store, hash, head, word)? {
+                return Ok(true);
+            }
+        }
+        Err(EngineError::LockTimeout { detail: "row kept changing under a delete".into() })
+    }
+
+    /// Installs a tombstone over (`head`, `word`) whose image is in
+    /// `self.s.base`; false if the head changed meanwhile.
+    fn delete_installed(&mut self, h: usize, store: &Arc<TableStore>, hash: u64, head: VPtr, word: u64) -> Result<bool> {
+        let own = is_uncommitted(word);
+        let Some(new_head) = store.install(hash, &self.s.key, self.id, head, word, &self.s.base, DELETED, &mut self.s.scratch) else {
+            return Ok(false);
+        };
+        self.record_write(h, hash, own, new_head, true);
+        let meta = Arc::clone(&self.held[h].meta);
+        let base = std::mem::take(&mut self.s.base);
+        let mut r = Ok(());
+        for link in &meta.as_parent {
+            r = self.check_children(store, link, &base);
+            if r.is_err() {
+                break;
+            }
+        }
+        self.s.base = base;
+        r.map(|()| true)
+    }
+
+    /// SELECT ... FOR UPDATE: locks the row and returns its latest
+    /// committed version; false if it does not exist.
+    pub fn get_for_update(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
+        self.prologue()?;
+        let r = self.lock_inner(table, key, out);
+        self.check(r)
+    }
+
+    fn lock_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
+        let h = self.hold(table)?;
+        let store = Arc::clone(&self.held[h].store);
+        check_key_arity(&store, key)?;
+        self.s.key.clear();
+        if !store.pk.encode_values(key, &mut self.s.key) {
+            return Ok(false);
+        }
+        let hash = hash_key(&self.s.key);
+        for _ in 0..INSTALL_RETRIES_MAX {
+            let (head, word) = match store.latest(hash, &self.s.key, self.id, &mut self.s.scratch, &mut out.data) {
+                Latest::Absent => return Ok(false),
+                Latest::Locked(owner) => {
+                    self.wait(owner)?;
+                    continue;
+                }
+                Latest::Head { head, word } => (head, word),
+            };
+            if is_deleted(word) {
+                return Ok(false);
+            }
+            out.set_schema(&store.schema);
+            if is_uncommitted(word) {
+                return Ok(true); // Already ours.
+            }
+            if let Some(new_head) = store.install(hash, &self.s.key, self.id, head, word, &out.data, LOCK_ONLY, &mut self.s.scratch) {
+                self.record_write(h, hash, false, new_head, true);
+                return Ok(true);
+            }
+        }
+        Err(EngineError::LockTimeout { detail: "row kept changing under a lock".into() })
+    }
+
+    // -------------------------------------------------------------------- DDL
+
+    fn acquire_ddl(&mut self) -> Result<()> {
+        if self.ddl_locked {
+            return Ok(());
+        }
+        let deadline = self.db.lock_deadline();
+        while self.db.ddl_owner.compare_exchange(0, self.id, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            if std::time::Instant::now() >= deadline {
+                return Err(EngineError::LockTimeout { detail: "while waiting for another transaction's DDL".into() });
+            }
+            std::thread::sleep(std::time::Duration::from_micros(500));
+        }
+        self.ddl_locked = true;
+        // Base the private catalog on the latest committed one: no other
+        // DDL can commit while we hold the DDL lock.
+        self.cat = Arc::new((*self.db.current_catalog()).clone());
+        self.private_catalog = true;
+        for held in &mut self.held {
+            held.meta = held.store.meta();
+        }
+        Ok(())
+    }
+
+    fn lock_exclusive(&mut self, store: &Arc<TableStore>) -> Result<()> {
+        if self.exclusive.iter().any(|s| Arc::ptr_eq(s, store)) {
+            return Ok(());
+        }
+        if self.db.current_catalog().store(store.schema.id).is_none() {
+            return Ok(()); // Created by this transaction: nobody else can see it.
+        }
+        let own_shared = u64::from(self.held.iter().any(|h| h.shared && Arc::ptr_eq(&h.store, store)));
+        store.lock.lock_exclusive(self.db.lock_deadline(), &store.schema.name, own_shared)?;
+        self.exclusive.push(Arc::clone(store));
+        Ok(())
+    }
+
+    fn set_meta(&mut self, store: &Arc<TableStore>, meta: TableMeta) {
+        let meta = Arc::new(meta);
+        let old = std::mem::replace(&mut *store.meta.write(), Arc::clone(&meta));
+        self.meta_undo.push((Arc::clone(store), old));
+        for held in &mut self.held {
+            if Arc::ptr_eq(&held.store, store) {
+                held.meta = Arc::clone(&meta);
+            }
+        }
+    }
+
+    fn catalog_mut(&mut self) -> &mut crate::schema::Catalog {
+        Arc::make_mut(&mut Arc::make_mut(&mut self.cat).catalog)
+    }
+
+    /// CREATE TABLE (transactional: visible to others at commit).
+    pub fn create_table(&mut self, def: &TableDef) -> Result<TableId> {
+        self.check_active()?;
+        let r = self.create_table_inner(def);
+        self.check(r)
+    }
+
+    fn create_table_inner(&mut self, def: &TableDef) -> Result<TableId> {
+        self.acquire_ddl()?;
+        let (table, indexes, fks) = self.cat.catalog.plan_create_table(def)?;
+        let table = Arc::new(table);
+        let indexes: Vec<Arc<IndexSchema>> = indexes.into_iter().map(Arc::new).collect();
+        let fks: Vec<Arc<ForeignKey>> = fks.into_iter().map(Arc::new).collect();
+        let store = Arc::new(TableStore::new(Arc::clone(&table)));
+        let mut meta = TableMeta::default();
+        for index in indexes.iter().filter(|i| i.ordered) {
+            meta.indexes.push(Arc::new(store.new_index_store(Arc::clone(index))));
+        }
+        for fk in &fks {
+            if fk.parent == table.id {
+                meta.as_child.push(FkLink { fk: Arc::clone(fk), other: Arc::downgrade(&store) });
+                meta.as_parent.push(FkLink { fk: Arc::clone(fk), other: Arc::downgrade(&store) });
+                continue;
+            }
+            let parent = self.store(fk.parent)?;
+            self.lock_exclusive(&parent)?;
+            let mut pmeta = (*parent.meta()).clone();
+            pmeta.as_parent.push(FkLink { fk: Arc::clone(fk), other: Arc::downgrade(&store) });
+            self.set_meta(&parent, pmeta);
+            meta.as_child.push(FkLink { fk: Arc::clone(fk), other: Arc::downgrade(&parent) });
+        }
+        *store.meta.write() = Arc::new(meta);
+        let id = table.id;
+        self.catalog_mut().add_table(Arc::clone(&table), indexes.clone(), fks.clone());
+        Arc::make_mut(&mut self.cat).set_store(id, Some(store));
+        self.order.push(Step::Ddl(self.ddl.len()));
+        self.ddl.push(DdlOp::CreateTable(table, indexes, fks));
+        Ok(id)
+    }
+
+    /// DROP TABLE (RESTRICT: fails if another table's foreign key references it).
+    pub fn drop_table(&mut self, name: &str) -> Result<()> {
+        self.check_active()?;
+        let r = self.drop_table_inner(name);
+        self.check(r)
+    }
+
+    fn drop_table_inner(&mut self, name: &str) -> Result<()> {
+        self.acquire_ddl()?;
+        let table = self.cat.catalog.table_by_name(name).cloned().ok_or_else(|| EngineError::UndefinedTable { name: name.to_owned() })?;
+        if let Some(fk) = self.cat.catalog.referencing(table.id).into_iter().find(|fk| fk.child != table.id) {
+            let child = self.cat.catalog.table(fk.child).map_or_else(String::new, |t| t.name.clone());
+            return Err(EngineError::definition(
+                "2BP01",
+                format!("cannot drop table {name} because other objects depend on it (constraint {} on table {child})", fk.name),
+            ));
+        }
+        let store = self.store(table.id)?;
+        self.lock_exclusive(&store)?;
+        for fk in self.cat.catalog.foreign_keys_of(table.id) {
+            if fk.parent == table.id {
+                continue;
+            }
+            let parent = self.store(fk.parent)?;
+            self.lock_exclusive(&parent)?;
+            let mut pmeta = (*parent.meta()).clone();
+            pmeta.as_parent.retain(|l| l.fk.id != fk.id);
+            self.set_meta(&parent, pmeta);
+        }
+        self.catalog_mut().remove_table(table.id);
+        Arc::make_mut(&mut self.cat).set_store(table.id, None);
+        self.dropped.push(store);
+        self.order.push(Step::Ddl(self.ddl.len()));
+        self.ddl.push(DdlOp::DropTable(table.id));
+        Ok(())
+    }
+
+    /// CREATE [UNIQUE] INDEX; builds it from the table's current rows.
+    pub fn create_index(&mut self, def: &IndexDef) -> Result<IndexId> {
+        self.check_active()?;
+        let r = self.create_index_inner(def);
+        self.check(r)
+    }
+
+    fn create_index_inner(&mut self, def: &IndexDef) -> Result<IndexId> {
+        self.acquire_ddl()?;
+        let index = Arc::new(self.cat.catalog.plan_create_index(def)?);
+        let store = self.store(index.table)?;
+        self.lock_exclusive(&store)?;
+        let built = build_index(&store, Arc::clone(&index), self.id)?;
+        let mut meta = (*store.meta()).clone();
+        meta.indexes.push(Arc::new(built));
+        self.set_meta(&store, meta);
+        self.catalog_mut().add_index(Arc::clone(&index));
+        let id = index.id;
+        self.order.push(Step::Ddl(self.ddl.len()));
+        self.ddl.push(DdlOp::CreateIndex(index));
+        Ok(id)
+    }
+
+    /// DROP INDEX (not the primary key's, nor one a foreign key relies on).
+    pub fn drop_index(&mut self, name: &str) -> Result<()> {
+        self.check_active()?;
+        let r = self.drop_index_inner(name);
+        self.check(r)
+    }
+
+    fn drop_index_inner(&mut self, name: &str) -> Result<()> {
+        self.acquire_ddl()?;
+        let index = self
+            .cat
+            .catalog
+            .index_by_name(name)
+            .cloned()
+            .ok_or_else(|| EngineError::UndefinedObject { what: "index", name: name.to_owned() })?;
+        let needed_by_fk = self.cat.catalog.referencing(index.table).iter().chain(self.cat.catalog.foreign_keys_of(index.table).iter()).any(|fk| fk.parent_index == index.id || fk.child_index == index.id);
+        if index.primary || needed_by_fk {
+            return Err(EngineError::definition("2BP01", format!("cannot drop index {name} because a constraint requires it")));
+        }
+        let store = self.store(index.table)?;
+        self.lock_exclusive(&store)?;
+        let mut meta = (*store.meta()).clone();
+        meta.indexes.retain(|i| i.schema.id != index.id);
+        self.set_meta(&store, meta);
+        self.catalog_mut().remove_index(index.id);
+        self.order.push(Step::Ddl(self.ddl.len()));
+        self.ddl.push(DdlOp::DropIndex(index.id));
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ end of txn
+
+    /// Commits. In `Sync` mode returns once the WAL record is durable; in
+    /// `Async` once it is in the WAL buffer. A failed transaction is rolled
+    /// back instead (`rolled_back` in the result).
+    pub fn commit(mut self) -> Result<CommitInfo> {
+        match self.status {
+            Status::Active => {}
+            Status::Failed => {
+                self.status = Status::Ended;
+                return Ok(CommitInfo { commit_ts: None, lsn: None, rolled_back: true });
+            }
+            Status::Ended => return Err(EngineError::TransactionAborted),
+        }
+        if self.writes.is_empty() && self.ddl.is_empty() {
+            self.release_locks();
+            self.db.txns.end(self.id);
+            self.status = Status::Ended;
+            return Ok(CommitInfo { commit_ts: None, lsn: None, rolled_back: false });
+        }
+        let mut builder = RecordBuilder::new(self.db.config.wal.record_bytes_max);
+        let mut deltas: Vec<i64> = vec![0; self.held.len()];
+        if let Err(e) = self.build_records(&mut builder, &mut deltas) {
+            self.rollback_internal();
+            self.status = Status::Ended;
+            return Err(e);
+        }
+        let (commit_ts, lsn) = match self.commit_critical(&mut builder) {
+            Ok(v) => v,
+            Err(e) => {
+                self.rollback_internal();
+                self.status = Status::Ended;
+                return Err(e);
+            }
+        };
+        for (held, delta) in self.held.iter().zip(&deltas) {
+            held.store.live_rows.fetch_add(*delta, Ordering::Relaxed);
+        }
+        self.release_locks();
+        self.db.txns.end(self.id);
+        self.status = Status::Ended;
+        self.push_gc(commit_ts);
+        self.db.counters.commits.fetch_add(1, Ordering::Relaxed);
+        if let Some(lsn) = lsn {
+            if self.mode == CommitMode::Sync {
+                self.db.wal.wait_durable(lsn)?;
+                self.db.counters.commits_sync.fetch_add(1, Ordering::Relaxed);
+            }
+            // Sync: visible once durable. Async: at once. commit ts and LSN
+            // are assigned in the same order under the commit lock, so
+            // publishing ts also covers every earlier (durable) commit.
+            self.db.txns.visible_ts.fetch_max(commit_ts, Ordering::SeqCst);
+        }
+        Ok(CommitInfo { commit_ts: Some(commit_ts), lsn, rolled_back: false })
+    }
+
+    fn build_records(&self, builder: &mut RecordBuilder, deltas: &mut [i64]) -> Result<()> {
+        for step in &self.order {
+            match step {
+                Step::Row(i) => {
+                    let w = &self.writes[*i];
+                    let store = &self.held[w.held as usize].store;
+                    let word = w.head.word();
+                    let op = final_op(word, w.had_base);
+                    let Some(op) = op else { continue };
+                    deltas[w.held as usize] += match op {
+                        RowOp::Insert => 1,
+                        RowOp::Delete => -1,
+                        RowOp::Update => 0,
+                    };
+                    builder.row(op, store.schema.id, w.head.row(store.layout()))?;
+                }
+                Step::Ddl(j) => match &self.ddl[*j] {
+                    DdlOp::CreateTable(t, i, f) => builder.create_table(t, i, f)?,
+                    DdlOp::DropTable(t) => builder.drop_table(*t)?,
+                    DdlOp::CreateIndex(i) => builder.create_index(i)?,
+                    DdlOp::DropIndex(i) => builder.drop_index(*i)?,
+                },
+            }
+        }
+        builder.finish();
+        Ok(())
+    }
+
+    /// Under the commit lock: assign the commit ts, append the WAL records,
+    /// stamp our versions, publish DDL. Short and allocation-free apart from
+    /// the WAL's own buffer copy.
+    fn commit_critical(&mut self, builder: &mut RecordBuilder) -> Result<(u64, Option<Lsn>)> {
+        let has_records = !builder.is_empty();
+        let mut c = self.db.commit.lock();
+        let commit_ts = c.last_ts + 1;
+        let mut lsn = None;
+        if has_records {
+            builder.set_commit_ts(commit_ts);
+            for chunk in &builder.chunks {
+                lsn = Some(self.db.wal.append(chunk)?);
+            }
+        }
+        for w in &self.writes {
+            TableStore::stamp(w.head, commit_ts);
+        }
+        if !self.ddl.is_empty() {
+            for store in &self.dropped {
+                store.dropped.store(true, Ordering::Release);
+            }
+            *self.db.catalog.write() = Arc::clone(&self.cat);
+            self.db.catalog_version.fetch_add(1, Ordering::AcqRel);
+        }
+        assert!(commit_ts > c.last_ts);
+        c.last_ts = commit_ts;
+        if lsn.is_some() {
+            c.last_lsn = lsn;
+        }
+        Ok((commit_ts, lsn))
+    }
+
+    fn push_gc(&mut self, commit_ts: u64) {
+        if self.writes.is_empty() {
+            return;
+        }
+        let rows = self
+            .writes
+            .iter()
+            .map(|w| (self.held[w.held as usize].store.schema.id, w.hash, w.key_off, w.key_len))
+            .collect();
+        let keys = std::mem::take(&mut self.keys);
+        self.db.push_gc(GcItem { commit_ts, rows, keys });
+        // Keep up with our own garbage: prune about as much as we produced.
+        self.db.gc_step(2);
+    }
+
+    /// Rolls back: discards every change and releases every lock.
+    pub fn rollback(mut self) {
+        if self.status == Status::Active {
+            self.rollback_internal();
+        }
+        self.status = Status::Ended;
+    }
+
+    fn rollback_internal(&mut self) {
+        for i in (0..self.writes.len()).rev() {
+            let w = &self.writes[i];
+            let held = &self.held[w.held as usize];
+            let key = &self.keys[w.key_off as usize..(w.key_off + w.key_len) as usize];
+            let image = held.store.rollback_row(w.hash, key, self.id, &mut self.s.scratch);
+            held.store.cleanup_entries(&held.meta, key, &[image]);
+        }
+        self.writes.clear();
+        self.write_index = None;
+        self.keys.clear();
+        self.order.clear();
+        while let Some((store, meta)) = self.meta_undo.pop() {
+            *store.meta.write() = meta;
+        }
+        self.ddl.clear();
+        self.dropped.clear();
+        self.release_locks();
+        self.db.txns.end(self.id);
+        self.db.counters.rollbacks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn release_locks(&mut self) {
+        for held in self.held.drain(..) {
+            if held.shared {
+                held.store.lock.unlock_shared();
+            }
+        }
+        for store in self.exclusive.drain(..) {
+            store.lock.unlock_exclusive();
+        }
+        self.meta_undo.clear();
+        if self.ddl_locked {
+            self.ddl_locked = false;
+            self.private_catalog = false;
+            let released = self.db.ddl_owner.compare_exchange(self.id, 0, Ordering::AcqRel, Ordering::Relaxed);
+            assert!(released.is_ok(), "DDL lock owned by someone else");
+        }
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        if self.status == Status::Active {
+            self.rollback_internal();
+            self.status = Status::Ended;
+        }
+    }
+}
+
+/// The op a write-set entry contributes at commit.
+fn final_op(word: u64, had_base: bool) -> Option<RowOp> {
+    debug_assert!(is_uncommitted(word));
+    if is_lock_only(word) {
+        return None;
+    }
+    match (is_deleted(word), had_base) {
+        (true, true) => Some(RowOp::Delete),
+        (true, false) => None,
+        (false, true) => Some(RowOp::Update),
+        (false, false) => Some(RowOp::Insert),
+    }
+}
+
+fn undefined(table: TableId) -> EngineError {
+    EngineError::UndefinedTable { name: format!("table id {}", table.0) }
+}
+
+fn check_key_arity(store: &TableStore, key: &[Value]) -> Result<()> {
+    if key.len() != store.schema.primary_key.len() {
+        return Err(EngineError::definition(
+            "42601",
+            format!("primary key of \"{}\" has {} columns, {} values given", store.schema.name, store.schema.primary_key.len(), key.len()),
+        ));
+    }
+    Ok(())
+}
+
+fn as_ref_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v.as_slice()),
+        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn encode_bounds(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Value]>) -> Result<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+    let enc = |vals: &[Value]| -> Result<Vec<u8>> {
+        if vals.len() > index.spec.columns.len() {
+            return Err(EngineError::definition("42601", format!("index \"{}\" has {} columns", index.schema.name, index.spec.columns.len())));
+        }
+        let mut out = Vec::new();
+        if !index.spec.encode_values(vals, &mut out) {
+            return Err(EngineError::OutOfRange { message: format!("scan bound out of range for index \"{}\"", index.schema.name) });
+        }
+        Ok(out)
+    };
+    let from = match lower {
+        Bound::Included(v) => Bound::Included(enc(v)?),
+        Bound::Excluded(v) => match prefix_successor(&enc(v)?) {
+            Some(s) => Bound::Included(s),
+            None => return Ok((Bound::Excluded(vec![0xFF; ENTRY_BYTES_MAX + 1]), Bound::Unbounded)),
+        },
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    let to = match upper {
+        Bound::Included(v) => prefix_successor(&enc(v)?).map_or(Bound::Unbounded, Bound::Excluded),
+        Bound::Excluded(v) => Bound::Excluded(enc(v)?),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    Ok((from, to))
+}
+
+/// Coerces `values` to the table's column types, checks NOT NULL, encodes.
+pub(crate) fn encode_row(schema: &TableSchema, values: &[Value], out: &mut Vec<u8>) -> Result<()> {
+    if values.len() != schema.columns.len() {
+        return Err(EngineError::definition(
+            "42601",
+            format!("table \"{}\" has {} columns but {} values were supplied", schema.name, schema.columns.len(), values.len()),
+        ));
+    }
+    let mut coerced: Vec<Cow<'_, Value>> = Vec::with_capacity(values.len());
+    for (col, v) in schema.columns.iter().zip(values) {
+        let c = if needs_coercion(v, col.ty) { Cow::Owned(coerce(v.clone(), col.ty, &col.name)?) } else { Cow::Borrowed(v) };
+        if c.is_null() && !col.nullable {
+            return Err(EngineError::NotNullViolation { table: schema.name.clone(), column: col.name.clone() });
+        }
+        coerced.push(c);
+    }
+    schema.layout().encode(&coerced, out)
+}
+
+fn needs_coercion(v: &Value, ty: crate::types::DataType) -> bool {
+    use crate::types::DataType as T;
+    !matches!(
+        (v, ty),
+        (Value::Null, _)
+            | (Value::Bool(_), T::Bool)
+            | (Value::Int2(_), T::Int2)
+            | (Value::Int4(_), T::Int4)
+            | (Value::Int8(_), T::Int8)
+            | (Value::Float4(_), T::Float4)
+            | (Value::Float8(_), T::Float8)
+            | (Value::Text(_), T::Text)
+            | (Value::Bytea(_), T::Bytea)
+            | (Value::Date(_), T::Date)
+            | (Value::Timestamp(_), T::Timestamp)
+    )
+}
+
+/// New row = `base` with `changes`; fixed-width-only changes patch a copy.
+fn apply_changes(schema: &TableSchema, base: &[u8], changes: &[(usize, Value)], out: &mut Vec<u8>) -> Result<()> {
+    let layout = schema.layout();
+    for (col, _) in changes {
+        if *col >= schema.columns.len() {
+            return Err(EngineError::UndefinedColumn { table: schema.name.clone(), column: format!("#{col}") });
+        }
+    }
+    let check_null = |col: usize, v: &Value| {
+        if v.is_null() && !schema.columns[col].nullable {
+            return Err(EngineError::NotNullViolation { table: schema.name.clone(), column: schema.columns[col].name.clone() });
+        }
+        Ok(())
+    };
+    if changes.iter().all(|(c, _)| layout.is_fixed(*c)) {
+        out.clear();
+        out.extend_from_slice(base);
+        for (col, v) in changes {
+            let ty = schema.columns[*col].ty;
+            let v = if needs_coercion(v, ty) { Cow::Owned(coerce(v.clone(), ty, &schema.columns[*col].name)?) } else { Cow::Borrowed(v) };
+            check_null(*col, &v)?;
+            layout.patch_fixed(out, *col, &v);
+        }
+        return Ok(());
+    }
+    let mut values: Vec<Value> = (0..schema.columns.len()).map(|c| layout.get(base, c).to_owned_value()).collect();
+    for (col, v) in changes {
+        values[*col] = v.clone();
+    }
+    encode_row(schema, &values, out)
+}
+
+fn cols_equal(layout: &crate::row::RowLayout, a: &[u8], b: &[u8], cols: &[usize]) -> bool {
+    cols.iter().all(|&c| layout.get(a, c) == layout.get(b, c))
+}
+
+/// ("a, b", "1, x") for error details.
+fn describe(schema: &TableSchema, row: &[u8], cols: &[usize]) -> (String, String) {
+    let names: Vec<&str> = cols.iter().map(|&c| schema.columns[c].name.as_str()).collect();
+    let vals: Vec<String> = cols.iter().map(|&c| schema.layout().get(row, c).to_string()).collect();
+    (names.join(", "), vals.join(", "))
+}
+
+fn unique_violation(schema: &TableSchema, cols: &[usize], cat: &CatalogState, index: IndexId, row: &[u8]) -> EngineError {
+    let (names, vals) = describe(schema, row, cols);
+    let constraint = cat.catalog.index(index).map_or_else(|| format!("{}_pkey", schema.name), |i| i.name.clone());
+    EngineError::UniqueViolation { constraint, detail: format!("Key ({names})=({vals}) already exists.") }
+}
+
+/// Builds an index over the current rows: entries for every version (a
+/// concurrent reader's snapshot may need an old one), UNIQUE checked on
+/// each row's latest state.
+fn build_index(store: &TableStore, schema: Arc<IndexSchema>, me: u64) -> Result<IndexStore> {
+    let istore = store.new_index_store(Arc::clone(&schema));
+    let layout = store.layout();
+    let mut entries: Vec<Vec<u8>> = Vec::new();
+    let mut latest_keys: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut pk = Vec::new();
+    for shard in store.primary.shards() {
+        let map = shard.map.read();
+        for head in map.iter() {
+            store.pk_of(head.row(layout), &mut pk);
+            let mut cur = Some(*head);
+            let mut latest_seen = false;
+            while let Some(v) = cur {
+                let mut e = Vec::new();
+                istore.entry(layout, v.row(layout), &pk, &mut e);
+                if e.len() > ENTRY_BYTES_MAX {
+                    return Err(EngineError::ProgramLimitExceeded { message: format!("index row size {} exceeds maximum {ENTRY_BYTES_MAX} for index \"{}\"", e.len(), schema.name) });
+                }
+                let w = v.word();
+                if !latest_seen && !is_lock_only(w) && (!is_uncommitted(w) || ts_of(w) == me) {
+                    latest_seen = true;
+                    if !is_deleted(w) && schema.unique && !istore.spec.row_has_null(layout, v.row(layout)) {
+                        let (k, _) = istore.split(&e);
+                        latest_keys.push((k.to_vec(), v.row(layout).to_vec()));
+                    }
+                }
+                entries.push(e);
+                cur = v.prev();
+            }
+        }
+    }
+    latest_keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    if let Some(pair) = latest_keys.windows(2).find(|w| w[0].0 == w[1].0) {
+        let (names, vals) = describe(&store.schema, &pair[0].1, &schema.columns);
+        return Err(EngineError::UniqueViolation {
+            constraint: schema.name.clone(),
+            detail: format!("Key ({names})=({vals}) is duplicated."),
+        });
+    }
+    entries.sort_unstable();
+    entries.dedup();
+    Ok(IndexStore { schema, spec: istore.spec, tree: OrderedIndex::from_sorted(entries.iter().map(Vec::as_slice)) })
+}

@@ -1,0 +1,256 @@
+//! Transaction slots, snapshots, lock waits and deadlock detection.
+//!
+//! A transaction owns one of `max_transactions` slots (bounded: begin fails
+//! with 53300 when all are taken). Its id is `(sequence << SLOT_BITS) | slot`,
+//! so the owner id stored in an uncommitted version leads straight to the
+//! slot to wait on. Row locks live in the versions themselves (version.rs);
+//! this module only knows who waits for whom.
+//!
+//! Snapshots: a slot publishes the commit ts its current statement reads
+//! at. The GC horizon is the minimum over published snapshots and
+//! `visible_ts`. Publication is race-free without a lock: a slot first
+//! publishes the last computed horizon (which never exceeds any value a
+//! concurrent horizon computation can produce), then reads `visible_ts` and
+//! publishes that. Either the computation sees the slot, or it read
+//! `visible_ts` before the slot did (so its horizon is <= the snapshot).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::{EngineError, Result};
+
+pub(crate) const SLOT_BITS: u32 = 12;
+pub(crate) const SLOTS_MAX: usize = 1 << SLOT_BITS;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+const NO_SNAPSHOT: u64 = u64::MAX;
+/// How often a waiter re-walks the wait-for graph: bounds how long a
+/// deadlock whose last edge raced with the first check goes unnoticed.
+const DEADLOCK_RECHECK: Duration = Duration::from_millis(10);
+
+#[repr(align(64))]
+pub(crate) struct TxnSlot {
+    id: AtomicU64,
+    snapshot: AtomicU64,
+    waiting_for: AtomicU64,
+    mutex: Mutex<()>,
+    ended: Condvar,
+}
+
+pub(crate) struct TxnManager {
+    slots: Box<[TxnSlot]>,
+    free: Mutex<Vec<u32>>,
+    next_seq: AtomicU64,
+    /// Commit ts up to which committed transactions are visible to new
+    /// snapshots (sync mode: only once durable).
+    pub(crate) visible_ts: AtomicU64,
+    horizon_ts: AtomicU64,
+}
+
+impl TxnManager {
+    pub(crate) fn new(max_transactions: usize, visible_ts: u64) -> TxnManager {
+        assert!(max_transactions > 0 && max_transactions <= SLOTS_MAX, "max_transactions must be in 1..={SLOTS_MAX}");
+        let slots = (0..max_transactions)
+            .map(|_| TxnSlot {
+                id: AtomicU64::new(0),
+                snapshot: AtomicU64::new(NO_SNAPSHOT),
+                waiting_for: AtomicU64::new(0),
+                mutex: Mutex::new(()),
+                ended: Condvar::new(),
+            })
+            .collect();
+        let free = (0..max_transactions as u32).rev().collect();
+        TxnManager {
+            slots,
+            free: Mutex::new(free),
+            next_seq: AtomicU64::new(1),
+            visible_ts: AtomicU64::new(visible_ts),
+            horizon_ts: AtomicU64::new(visible_ts),
+        }
+    }
+
+    /// Takes a slot and publishes a snapshot; returns (id, snapshot ts).
+    pub(crate) fn begin(&self) -> Result<(u64, u64)> {
+        let slot = self.free.lock().pop().ok_or(EngineError::TooManyTransactions { limit: self.slots.len() })?;
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let id = (seq << SLOT_BITS) | u64::from(slot);
+        assert!(id & !crate::version::TS_MASK == 0, "transaction id space exhausted");
+        let s = &self.slots[slot as usize];
+        assert_eq!(s.id.load(Ordering::Relaxed), 0, "slot handed out twice");
+        s.id.store(id, Ordering::SeqCst);
+        let snapshot = self.refresh_snapshot(id);
+        Ok((id, snapshot))
+    }
+
+    /// New statement snapshot for the transaction `id` (see module docs).
+    pub(crate) fn refresh_snapshot(&self, id: u64) -> u64 {
+        let s = self.slot(id);
+        if s.snapshot.load(Ordering::Relaxed) == NO_SNAPSHOT {
+            s.snapshot.store(self.horizon_ts.load(Ordering::SeqCst), Ordering::SeqCst);
+        }
+        let snapshot = self.visible_ts.load(Ordering::SeqCst);
+        s.snapshot.store(snapshot, Ordering::SeqCst);
+        snapshot
+    }
+
+    /// Ends `id`: wakes its waiters and frees the slot. Call only after its
+    /// versions are stamped (commit) or unlinked (rollback).
+    pub(crate) fn end(&self, id: u64) {
+        let s = self.slot(id);
+        assert_eq!(s.id.load(Ordering::Relaxed), id, "ending a transaction that does not own its slot");
+        s.snapshot.store(NO_SNAPSHOT, Ordering::SeqCst);
+        s.waiting_for.store(0, Ordering::Relaxed);
+        {
+            let _guard = s.mutex.lock();
+            s.id.store(0, Ordering::SeqCst);
+            s.ended.notify_all();
+        }
+        self.free.lock().push((id & SLOT_MASK) as u32);
+    }
+
+    fn slot(&self, id: u64) -> &TxnSlot {
+        &self.slots[(id & SLOT_MASK) as usize]
+    }
+
+    pub(crate) fn is_active(&self, id: u64) -> bool {
+        let idx = (id & SLOT_MASK) as usize;
+        idx < self.slots.len() && self.slots[idx].id.load(Ordering::Acquire) == id
+    }
+
+    /// Oldest snapshot any transaction may still read at.
+    pub(crate) fn horizon(&self) -> u64 {
+        let mut h = self.visible_ts.load(Ordering::SeqCst);
+        for s in self.slots.iter() {
+            h = h.min(s.snapshot.load(Ordering::SeqCst));
+        }
+        self.horizon_ts.fetch_max(h, Ordering::SeqCst);
+        h
+    }
+
+    pub(crate) fn active_count(&self) -> usize {
+        self.slots.iter().filter(|s| s.id.load(Ordering::Relaxed) != 0).count()
+    }
+
+    /// Blocks `me` until transaction `target` ends. Fails with 40P01 when
+    /// `me` is the youngest member of a wait-for cycle, 55P03 at `deadline`.
+    pub(crate) fn wait_for(&self, me: u64, target: u64, deadline: Instant) -> Result<()> {
+        assert_ne!(me, target, "a transaction never waits for itself");
+        let mine = self.slot(me);
+        mine.waiting_for.store(target, Ordering::SeqCst);
+        let result = self.wait_loop(me, target, deadline);
+        mine.waiting_for.store(0, Ordering::SeqCst);
+        result
+    }
+
+    fn wait_loop(&self, me: u64, target: u64, deadline: Instant) -> Result<()> {
+        let slot = self.slot(target);
+        loop {
+            if let Some(cycle) = self.find_cycle(me, target) {
+                if cycle.iter().max() == Some(&me) {
+                    return Err(EngineError::Deadlock { detail: describe_cycle(&cycle) });
+                }
+            }
+            let mut guard = slot.mutex.lock();
+            if slot.id.load(Ordering::SeqCst) != target {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(EngineError::LockTimeout { detail: format!("while waiting for transaction {target}") });
+            }
+            let nap = DEADLOCK_RECHECK.min(deadline - now);
+            slot.ended.wait_for(&mut guard, nap);
+            if slot.id.load(Ordering::SeqCst) != target {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The wait-for path from `me` back to `me`, if there is one.
+    fn find_cycle(&self, me: u64, target: u64) -> Option<Vec<u64>> {
+        let mut path = vec![me];
+        let mut cur = target;
+        for _ in 0..self.slots.len() {
+            if cur == me {
+                return Some(path);
+            }
+            let idx = (cur & SLOT_MASK) as usize;
+            if idx >= self.slots.len() || self.slots[idx].id.load(Ordering::SeqCst) != cur {
+                return None;
+            }
+            path.push(cur);
+            cur = self.slots[idx].waiting_for.load(Ordering::SeqCst);
+            if cur == 0 {
+                return None;
+            }
+        }
+        None
+    }
+}
+
+fn describe_cycle(cycle: &[u64]) -> String {
+    let mut parts = Vec::with_capacity(cycle.len());
+    for (i, t) in cycle.iter().enumerate() {
+        let next = cycle[(i + 1) % cycle.len()];
+        parts.push(format!("Transaction {t} waits for transaction {next}."));
+    }
+    parts.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn slots_are_bounded_and_reused() {
+        let m = TxnManager::new(2, 5);
+        let (a, sa) = m.begin().unwrap();
+        let (b, _) = m.begin().unwrap();
+        assert_eq!(sa, 5);
+        assert!(matches!(m.begin(), Err(EngineError::TooManyTransactions { .. })));
+        m.end(a);
+        let (c, _) = m.begin().unwrap();
+        assert_ne!(a, c);
+        assert!(m.is_active(c) && m.is_active(b) && !m.is_active(a));
+    }
+
+    #[test]
+    fn horizon_follows_oldest_snapshot() {
+        let m = TxnManager::new(4, 10);
+        let (a, _) = m.begin().unwrap();
+        m.visible_ts.store(20, Ordering::SeqCst);
+        let (b, sb) = m.begin().unwrap();
+        assert_eq!(sb, 20);
+        assert_eq!(m.horizon(), 10);
+        m.end(a);
+        assert_eq!(m.horizon(), 20);
+        m.end(b);
+    }
+
+    #[test]
+    fn deadlock_detected_for_youngest() {
+        let m = Arc::new(TxnManager::new(4, 1));
+        let (a, _) = m.begin().unwrap();
+        let (b, _) = m.begin().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let m2 = m.clone();
+        let waiter = std::thread::spawn(move || m2.wait_for(a, b, deadline));
+        std::thread::sleep(Duration::from_millis(30));
+        let r = m.wait_for(b, a, deadline);
+        assert!(matches!(r, Err(EngineError::Deadlock { .. })), "{r:?}");
+        m.end(b);
+        assert!(waiter.join().unwrap().is_ok());
+        m.end(a);
+    }
+
+    #[test]
+    fn wait_times_out() {
+        let m = TxnManager::new(4, 1);
+        let (a, _) = m.begin().unwrap();
+        let (b, _) = m.begin().unwrap();
+        let r = m.wait_for(a, b, Instant::now() + Duration::from_millis(30));
+        assert!(matches!(r, Err(EngineError::LockTimeout { .. })));
+    }
+}

@@ -1,0 +1,534 @@
+//! SQL data types and values as the engine stores them.
+//!
+//! Representations follow PostgreSQL's: `date` is days since 2000-01-01,
+//! `timestamp` (without time zone) is microseconds since 2000-01-01 00:00:00,
+//! `numeric(p,s)` is an exact i128 scaled by 10^s (p <= 38), `char(n)` is
+//! blank-padded to n characters, text compares bytewise (the `C` collation).
+
+use std::fmt;
+
+use crate::error::{EngineError, Result};
+
+/// Largest precision `numeric(p,s)` accepts: an i128 holds 38 decimal digits.
+pub const NUMERIC_PRECISION_MAX: u8 = 38;
+/// Largest declared length of varchar(n)/char(n) (PostgreSQL's limit).
+pub const CHAR_LENGTH_MAX: u32 = 10_485_760;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DataType {
+    Bool,
+    Int2,
+    Int4,
+    Int8,
+    /// Exact decimal; `precision` total digits, `scale` digits after the point.
+    Numeric { precision: u8, scale: u8 },
+    Float4,
+    Float8,
+    Text,
+    Varchar(u32),
+    /// Blank-padded to exactly n characters.
+    Char(u32),
+    Bytea,
+    Date,
+    Timestamp,
+}
+
+impl DataType {
+    /// Bytes in the fixed part of a row, or None for variable-length types.
+    pub fn fixed_width_bytes(self) -> Option<usize> {
+        match self {
+            DataType::Bool => Some(1),
+            DataType::Int2 => Some(2),
+            DataType::Int4 | DataType::Float4 | DataType::Date => Some(4),
+            DataType::Int8 | DataType::Float8 | DataType::Timestamp => Some(8),
+            DataType::Numeric { .. } => Some(16),
+            DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea => None,
+        }
+    }
+
+    /// The type name as PostgreSQL prints it (`format_type`).
+    pub fn pg_name(self) -> String {
+        match self {
+            DataType::Bool => "boolean".into(),
+            DataType::Int2 => "smallint".into(),
+            DataType::Int4 => "integer".into(),
+            DataType::Int8 => "bigint".into(),
+            DataType::Numeric { precision, scale } => format!("numeric({precision},{scale})"),
+            DataType::Float4 => "real".into(),
+            DataType::Float8 => "double precision".into(),
+            DataType::Text => "text".into(),
+            DataType::Varchar(n) => format!("character varying({n})"),
+            DataType::Char(n) => format!("character({n})"),
+            DataType::Bytea => "bytea".into(),
+            DataType::Date => "date".into(),
+            DataType::Timestamp => "timestamp without time zone".into(),
+        }
+    }
+
+    pub(crate) fn validate(self) -> Result<()> {
+        match self {
+            DataType::Numeric { precision, scale } => {
+                if precision == 0 || precision > NUMERIC_PRECISION_MAX {
+                    return Err(EngineError::definition(
+                        "22023",
+                        format!("NUMERIC precision {precision} must be between 1 and {NUMERIC_PRECISION_MAX}"),
+                    ));
+                }
+                if scale > precision {
+                    return Err(EngineError::definition(
+                        "22023",
+                        format!("NUMERIC scale {scale} must be between 0 and precision {precision}"),
+                    ));
+                }
+            }
+            DataType::Varchar(n) | DataType::Char(n) => {
+                if n == 0 || n > CHAR_LENGTH_MAX {
+                    return Err(EngineError::definition(
+                        "22023",
+                        format!("length for type {} must be between 1 and {CHAR_LENGTH_MAX}", self.pg_name()),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    pub(crate) fn tag(self) -> (u8, u32, u32) {
+        match self {
+            DataType::Bool => (1, 0, 0),
+            DataType::Int2 => (2, 0, 0),
+            DataType::Int4 => (3, 0, 0),
+            DataType::Int8 => (4, 0, 0),
+            DataType::Numeric { precision, scale } => (5, u32::from(precision), u32::from(scale)),
+            DataType::Float4 => (6, 0, 0),
+            DataType::Float8 => (7, 0, 0),
+            DataType::Text => (8, 0, 0),
+            DataType::Varchar(n) => (9, n, 0),
+            DataType::Char(n) => (10, n, 0),
+            DataType::Bytea => (11, 0, 0),
+            DataType::Date => (12, 0, 0),
+            DataType::Timestamp => (13, 0, 0),
+        }
+    }
+
+    pub(crate) fn from_tag(tag: u8, a: u32, b: u32) -> Option<DataType> {
+        let narrow = |v: u32| u8::try_from(v).ok();
+        Some(match tag {
+            1 => DataType::Bool,
+            2 => DataType::Int2,
+            3 => DataType::Int4,
+            4 => DataType::Int8,
+            5 => DataType::Numeric { precision: narrow(a)?, scale: narrow(b)? },
+            6 => DataType::Float4,
+            7 => DataType::Float8,
+            8 => DataType::Text,
+            9 => DataType::Varchar(a),
+            10 => DataType::Char(a),
+            11 => DataType::Bytea,
+            12 => DataType::Date,
+            13 => DataType::Timestamp,
+            _ => return None,
+        })
+    }
+}
+
+/// An exact decimal: `mantissa * 10^-scale`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Numeric {
+    pub mantissa: i128,
+    pub scale: u8,
+}
+
+impl Numeric {
+    pub fn new(mantissa: i128, scale: u8) -> Numeric {
+        Numeric { mantissa, scale }
+    }
+
+    /// Rescales exactly (up) or rounding half away from zero (down), as
+    /// PostgreSQL does when storing into numeric(p,s). None on overflow.
+    pub fn rescale(self, scale: u8) -> Option<Numeric> {
+        if scale >= self.scale {
+            let factor = pow10(scale - self.scale)?;
+            return Some(Numeric { mantissa: self.mantissa.checked_mul(factor)?, scale });
+        }
+        let factor = pow10(self.scale - scale)?;
+        let quotient = self.mantissa / factor;
+        let remainder = self.mantissa % factor;
+        let round_away = remainder.unsigned_abs() * 2 >= factor.unsigned_abs();
+        let mantissa = if !round_away {
+            quotient
+        } else if self.mantissa < 0 {
+            quotient.checked_sub(1)?
+        } else {
+            quotient.checked_add(1)?
+        };
+        Some(Numeric { mantissa, scale })
+    }
+
+    /// Number of digits before the decimal point (0 for |x| < 1).
+    fn integer_digits(self) -> u32 {
+        let Some(factor) = pow10(self.scale) else { return 0 };
+        let integer = (self.mantissa / factor).unsigned_abs();
+        if integer == 0 { 0 } else { integer.ilog10() + 1 }
+    }
+}
+
+fn pow10(exponent: u8) -> Option<i128> {
+    10i128.checked_pow(u32::from(exponent))
+}
+
+impl fmt::Display for Numeric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let digits = self.mantissa.unsigned_abs().to_string();
+        let scale = usize::from(self.scale);
+        let sign = if self.mantissa < 0 { "-" } else { "" };
+        if scale == 0 {
+            return write!(f, "{sign}{digits}");
+        }
+        let padded = if digits.len() <= scale { format!("{}{digits}", "0".repeat(scale + 1 - digits.len())) } else { digits };
+        let (int_part, frac_part) = padded.split_at(padded.len() - scale);
+        write!(f, "{sign}{int_part}.{frac_part}")
+    }
+}
+
+/// An owned SQL value. `Null` is untyped, as in SQL.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int2(i16),
+    Int4(i32),
+    Int8(i64),
+    Numeric(Numeric),
+    Float4(f32),
+    Float8(f64),
+    Text(String),
+    Bytea(Vec<u8>),
+    /// Days since 2000-01-01.
+    Date(i32),
+    /// Microseconds since 2000-01-01 00:00:00.
+    Timestamp(i64),
+}
+
+/// A value borrowed from a stored row: reading a column never allocates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ValueRef<'a> {
+    Null,
+    Bool(bool),
+    Int2(i16),
+    Int4(i32),
+    Int8(i64),
+    Numeric(Numeric),
+    Float4(f32),
+    Float8(f64),
+    Text(&'a str),
+    Bytea(&'a [u8]),
+    Date(i32),
+    Timestamp(i64),
+}
+
+impl ValueRef<'_> {
+    pub fn to_owned_value(self) -> Value {
+        match self {
+            ValueRef::Null => Value::Null,
+            ValueRef::Bool(v) => Value::Bool(v),
+            ValueRef::Int2(v) => Value::Int2(v),
+            ValueRef::Int4(v) => Value::Int4(v),
+            ValueRef::Int8(v) => Value::Int8(v),
+            ValueRef::Numeric(v) => Value::Numeric(v),
+            ValueRef::Float4(v) => Value::Float4(v),
+            ValueRef::Float8(v) => Value::Float8(v),
+            ValueRef::Text(v) => Value::Text(v.to_owned()),
+            ValueRef::Bytea(v) => Value::Bytea(v.to_vec()),
+            ValueRef::Date(v) => Value::Date(v),
+            ValueRef::Timestamp(v) => Value::Timestamp(v),
+        }
+    }
+}
+
+impl Value {
+    pub fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Value::Null => ValueRef::Null,
+            Value::Bool(v) => ValueRef::Bool(*v),
+            Value::Int2(v) => ValueRef::Int2(*v),
+            Value::Int4(v) => ValueRef::Int4(*v),
+            Value::Int8(v) => ValueRef::Int8(*v),
+            Value::Numeric(v) => ValueRef::Numeric(*v),
+            Value::Float4(v) => ValueRef::Float4(*v),
+            Value::Float8(v) => ValueRef::Float8(*v),
+            Value::Text(v) => ValueRef::Text(v),
+            Value::Bytea(v) => ValueRef::Bytea(v),
+            Value::Date(v) => ValueRef::Date(*v),
+            Value::Timestamp(v) => ValueRef::Timestamp(*v),
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// Integer content of any integer-typed value.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int2(v) => Some(i64::from(*v)),
+            Value::Int4(v) => Some(i64::from(*v)),
+            Value::Int8(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Text(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    fn type_label(&self) -> &'static str {
+        match self {
+            Value::Null => "unknown",
+            Value::Bool(_) => "boolean",
+            Value::Int2(_) => "smallint",
+            Value::Int4(_) => "integer",
+            Value::Int8(_) => "bigint",
+            Value::Numeric(_) => "numeric",
+            Value::Float4(_) => "real",
+            Value::Float8(_) => "double precision",
+            Value::Text(_) => "text",
+            Value::Bytea(_) => "bytea",
+            Value::Date(_) => "date",
+            Value::Timestamp(_) => "timestamp without time zone",
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.as_ref().fmt(f)
+    }
+}
+
+/// PostgreSQL's text output, as used in error details (`Key (id)=(1)`).
+impl fmt::Display for ValueRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueRef::Null => write!(f, "null"),
+            ValueRef::Bool(v) => write!(f, "{}", if *v { "t" } else { "f" }),
+            ValueRef::Int2(v) => write!(f, "{v}"),
+            ValueRef::Int4(v) => write!(f, "{v}"),
+            ValueRef::Int8(v) => write!(f, "{v}"),
+            ValueRef::Numeric(v) => write!(f, "{v}"),
+            ValueRef::Float4(v) => write_float(f, f64::from(*v)),
+            ValueRef::Float8(v) => write_float(f, *v),
+            ValueRef::Text(v) => write!(f, "{v}"),
+            ValueRef::Bytea(v) => {
+                write!(f, "\\x")?;
+                v.iter().try_for_each(|b| write!(f, "{b:02x}"))
+            }
+            ValueRef::Date(days) => {
+                let (y, m, d) = civil_from_days(i64::from(*days));
+                write!(f, "{y:04}-{m:02}-{d:02}")
+            }
+            ValueRef::Timestamp(micros) => write_timestamp(f, *micros),
+        }
+    }
+}
+
+fn write_float(f: &mut fmt::Formatter<'_>, v: f64) -> fmt::Result {
+    if v.is_nan() {
+        write!(f, "NaN")
+    } else if v.is_infinite() {
+        write!(f, "{}", if v > 0.0 { "Infinity" } else { "-Infinity" })
+    } else {
+        write!(f, "{v}")
+    }
+}
+
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+fn write_timestamp(f: &mut fmt::Formatter<'_>, micros: i64) -> fmt::Result {
+    let days = micros.div_euclid(MICROS_PER_DAY);
+    let in_day = micros.rem_euclid(MICROS_PER_DAY);
+    let (y, m, d) = civil_from_days(days);
+    let secs = in_day / 1_000_000;
+    let frac = in_day % 1_000_000;
+    write!(f, "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)?;
+    if frac != 0 {
+        let text = format!("{frac:06}");
+        write!(f, ".{}", text.trim_end_matches('0'))?;
+    }
+    Ok(())
+}
+
+/// Days since 2000-01-01 for a proleptic Gregorian date (H. Hinnant's algorithm).
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468 - 10_957
+}
+
+/// Inverse of [`days_from_civil`].
+pub fn civil_from_days(days_since_2000: i64) -> (i64, u32, u32) {
+    let z = days_since_2000 + 10_957 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    // Bounded by construction: month in 1..=12, day in 1..=31.
+    (year, u32::try_from(month).unwrap_or(1), u32::try_from(day).unwrap_or(1))
+}
+
+/// Converts `value` to the column type `ty`, applying PostgreSQL's
+/// assignment rules for the types the engine stores (integer narrowing with
+/// range checks, numeric rounding to the column scale, char(n) padding,
+/// varchar(n)/char(n) length checks). `Null` passes through.
+pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
+    let mismatch = |v: &Value| EngineError::DatatypeMismatch {
+        column: column.to_owned(),
+        expected: ty.pg_name(),
+        found: v.type_label().to_owned(),
+    };
+    Ok(match (ty, value) {
+        (_, Value::Null) => Value::Null,
+        (DataType::Bool, Value::Bool(v)) => Value::Bool(v),
+        (DataType::Int2 | DataType::Int4 | DataType::Int8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_))) => {
+            let wide = v.as_i64().ok_or_else(|| mismatch(&v))?;
+            coerce_int(wide, ty)?
+        }
+        (DataType::Numeric { precision, scale }, v) => {
+            let n = match v {
+                Value::Numeric(n) => n,
+                Value::Int2(_) | Value::Int4(_) | Value::Int8(_) => {
+                    Numeric::new(i128::from(v.as_i64().ok_or_else(|| mismatch(&v))?), 0)
+                }
+                other => return Err(mismatch(&other)),
+            };
+            Value::Numeric(coerce_numeric(n, precision, scale)?)
+        }
+        (DataType::Float4, v) => Value::Float4(match v {
+            Value::Float4(x) => x,
+            #[allow(clippy::cast_possible_truncation)]
+            Value::Float8(x) => x as f32,
+            #[allow(clippy::cast_precision_loss)]
+            Value::Int2(_) | Value::Int4(_) | Value::Int8(_) => v.as_i64().unwrap_or(0) as f32,
+            other => return Err(mismatch(&other)),
+        }),
+        (DataType::Float8, v) => Value::Float8(match v {
+            Value::Float4(x) => f64::from(x),
+            Value::Float8(x) => x,
+            #[allow(clippy::cast_precision_loss)]
+            Value::Int2(_) | Value::Int4(_) | Value::Int8(_) => v.as_i64().unwrap_or(0) as f64,
+            other => return Err(mismatch(&other)),
+        }),
+        (DataType::Text, Value::Text(s)) => Value::Text(s),
+        (DataType::Varchar(n), Value::Text(s)) => Value::Text(fit_length(s, n, ty, false)?),
+        (DataType::Char(n), Value::Text(s)) => Value::Text(fit_length(s, n, ty, true)?),
+        (DataType::Bytea, Value::Bytea(b)) => Value::Bytea(b),
+        (DataType::Date, Value::Date(d)) => Value::Date(d),
+        (DataType::Timestamp, Value::Timestamp(t)) => Value::Timestamp(t),
+        (DataType::Timestamp, Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
+        (_, other) => return Err(mismatch(&other)),
+    })
+}
+
+fn coerce_int(v: i64, ty: DataType) -> Result<Value> {
+    let out_of_range = |name: &str| EngineError::OutOfRange { message: format!("{name} out of range") };
+    Ok(match ty {
+        DataType::Int2 => Value::Int2(i16::try_from(v).map_err(|_| out_of_range("smallint"))?),
+        DataType::Int4 => Value::Int4(i32::try_from(v).map_err(|_| out_of_range("integer"))?),
+        _ => Value::Int8(v),
+    })
+}
+
+fn coerce_numeric(n: Numeric, precision: u8, scale: u8) -> Result<Numeric> {
+    let overflow = || EngineError::OutOfRange {
+        message: "numeric field overflow".to_owned(),
+    };
+    let scaled = n.rescale(scale).ok_or_else(overflow)?;
+    if scaled.integer_digits() > u32::from(precision - scale) {
+        return Err(overflow());
+    }
+    Ok(scaled)
+}
+
+/// PostgreSQL: an over-long value is an error unless the excess is blanks,
+/// which are silently cut; char(n) is then blank-padded to n characters.
+fn fit_length(s: String, n: u32, ty: DataType, pad: bool) -> Result<String> {
+    let limit = usize::try_from(n).unwrap_or(usize::MAX);
+    let chars = s.chars().count();
+    if chars > limit {
+        let cut = s.char_indices().nth(limit).map_or(s.len(), |(i, _)| i);
+        if s[cut..].bytes().any(|b| b != b' ') {
+            return Err(EngineError::StringTooLong { type_name: ty.pg_name() });
+        }
+        return Ok(s[..cut].to_owned());
+    }
+    if pad && chars < limit {
+        let mut padded = s;
+        padded.extend(std::iter::repeat_n(' ', limit - chars));
+        return Ok(padded);
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_round_trip() {
+        assert_eq!(days_from_civil(2000, 1, 1), 0);
+        assert_eq!(days_from_civil(1999, 12, 31), -1);
+        assert_eq!(civil_from_days(days_from_civil(2024, 2, 29)), (2024, 2, 29));
+        for d in -800_000..800_000i64 {
+            if d % 997 != 0 {
+                continue;
+            }
+            let (y, m, dd) = civil_from_days(d);
+            assert_eq!(days_from_civil(y, m, dd), d);
+        }
+    }
+
+    #[test]
+    fn numeric_rescale_rounds_half_away() {
+        assert_eq!(Numeric::new(125, 2).rescale(1), Some(Numeric::new(13, 1)));
+        assert_eq!(Numeric::new(-125, 2).rescale(1), Some(Numeric::new(-13, 1)));
+        assert_eq!(Numeric::new(124, 2).rescale(1), Some(Numeric::new(12, 1)));
+        assert_eq!(Numeric::new(5, 0).rescale(2), Some(Numeric::new(500, 2)));
+        assert_eq!(Numeric::new(-5, 3).to_string(), "-0.005");
+        assert_eq!(Numeric::new(12345, 2).to_string(), "123.45");
+        assert!(coerce(Value::Numeric(Numeric::new(100_000, 0)), DataType::Numeric { precision: 5, scale: 1 }, "c").is_err());
+        assert!(coerce(Value::Numeric(Numeric::new(9_999, 0)), DataType::Numeric { precision: 5, scale: 1 }, "c").is_ok());
+    }
+
+    #[test]
+    fn char_padding_and_lengths() {
+        let v = coerce(Value::Text("ab".into()), DataType::Char(4), "c").ok();
+        assert_eq!(v, Some(Value::Text("ab  ".into())));
+        let v = coerce(Value::Text("abc   ".into()), DataType::Varchar(3), "c").ok();
+        assert_eq!(v, Some(Value::Text("abc".into())));
+        let e = coerce(Value::Text("abcd".into()), DataType::Varchar(3), "c");
+        assert!(matches!(e, Err(EngineError::StringTooLong { .. })));
+        let e = coerce(Value::Int8(70_000), DataType::Int2, "c");
+        assert!(matches!(e, Err(EngineError::OutOfRange { .. })));
+    }
+
+    #[test]
+    fn display_like_postgres() {
+        assert_eq!(Value::Timestamp(0).to_string(), "2000-01-01 00:00:00");
+        assert_eq!(Value::Timestamp(1_500_000).to_string(), "2000-01-01 00:00:01.5");
+        assert_eq!(Value::Date(-1).to_string(), "1999-12-31");
+        assert_eq!(Value::Bool(true).to_string(), "t");
+        assert_eq!(Value::Bytea(vec![1, 171]).to_string(), "\\x01ab");
+    }
+}

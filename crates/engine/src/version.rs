@@ -1,0 +1,146 @@
+//! Row versions: a 16-byte header followed by the row bytes, allocated in
+//! the table's slab. A row is a newest-to-oldest chain of versions whose
+//! head sits in the primary hash index.
+//!
+//! Header word: `[UNCOMMITTED][DELETED][LOCK_ONLY][61 bits: commit ts or txn id]`.
+//! - uncommitted: the low bits are the owning transaction's id; the head
+//!   version being uncommitted *is* the row's write lock (no lock table).
+//! - DELETED: a tombstone carrying a copy of the deleted row (the key stays
+//!   readable for hashing, the image feeds the commit stream).
+//! - LOCK_ONLY: SELECT FOR UPDATE; a copy readers look through.
+//!
+//! Safety contract for [`VPtr`] (crate-internal): a version is freed only
+//! (a) by the primary-index shard's write-lock holder (GC, rollback,
+//! replacing one's own uncommitted version), or (b) when the table drops.
+//! So a `VPtr` may be dereferenced while holding that shard's read or write
+//! lock, or, for one's own uncommitted versions, at any time before the
+//! owning transaction ends.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+
+use crate::row::RowLayout;
+use crate::slab::Slab;
+
+pub(crate) const UNCOMMITTED: u64 = 1 << 63;
+pub(crate) const DELETED: u64 = 1 << 62;
+pub(crate) const LOCK_ONLY: u64 = 1 << 61;
+pub(crate) const TS_MASK: u64 = LOCK_ONLY - 1;
+pub(crate) const FLAGS_MASK: u64 = DELETED | LOCK_ONLY;
+
+#[repr(C)]
+pub(crate) struct Version {
+    word: AtomicU64,
+    prev: AtomicPtr<Version>,
+}
+
+pub(crate) const HEADER_BYTES: usize = std::mem::size_of::<Version>();
+const _: () = assert!(HEADER_BYTES == 16);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct VPtr(NonNull<Version>);
+
+// SAFETY: versions are shared between threads under the contract above; the
+// header fields are atomics and row bytes are immutable once published
+// (except one's own uncommitted version, modified under the shard write lock).
+unsafe impl Send for VPtr {}
+// SAFETY: as above.
+unsafe impl Sync for VPtr {}
+
+impl VPtr {
+    pub(crate) fn alloc(slab: &Slab, word: u64, prev: Option<VPtr>, row: &[u8]) -> VPtr {
+        let raw = slab.alloc(HEADER_BYTES + row.len());
+        let version = raw.cast::<Version>();
+        // SAFETY: freshly allocated, 8-aligned, large enough for header + row.
+        unsafe {
+            version.as_ptr().write(Version { word: AtomicU64::new(word), prev: AtomicPtr::new(opt_raw(prev)) });
+            std::ptr::copy_nonoverlapping(row.as_ptr(), raw.as_ptr().add(HEADER_BYTES), row.len());
+        }
+        VPtr(version)
+    }
+
+    /// # Safety
+    /// No other reference to the version may be used afterwards; the caller
+    /// holds the shard write lock or owns the version.
+    pub(crate) unsafe fn free(self, slab: &Slab, layout: &RowLayout) {
+        let len = self.row(layout).len();
+        // SAFETY: allocated by `alloc` with HEADER_BYTES + len.
+        unsafe { slab.free(self.0.cast::<u8>(), HEADER_BYTES + len) };
+    }
+
+    fn header(&self) -> &Version {
+        // SAFETY: per the module contract the version is alive.
+        unsafe { self.0.as_ref() }
+    }
+
+    pub(crate) fn word(self) -> u64 {
+        self.header().word.load(Ordering::Acquire)
+    }
+
+    /// Stamps the commit ts (commit) keeping the flags. Release: readers
+    /// that see the ts also see everything the txn wrote.
+    pub(crate) fn set_word(self, word: u64) {
+        self.header().word.store(word, Ordering::Release);
+    }
+
+    pub(crate) fn prev(self) -> Option<VPtr> {
+        NonNull::new(self.header().prev.load(Ordering::Acquire)).map(VPtr)
+    }
+
+    pub(crate) fn set_prev(self, prev: Option<VPtr>) {
+        self.header().prev.store(opt_raw(prev), Ordering::Release);
+    }
+
+    /// The row bytes. The returned slice must not outlive the protection the
+    /// module contract describes; callers keep it within the lock scope.
+    pub(crate) fn row<'a>(self, layout: &RowLayout) -> &'a [u8] {
+        // SAFETY: the row starts right after the header; its length is
+        // derived from its own bytes (flags + var offsets), which lie within
+        // the allocation because the encoder wrote at least that much.
+        unsafe {
+            let base = self.0.as_ptr().cast::<u8>().add(HEADER_BYTES);
+            let head = std::slice::from_raw_parts(base, layout.header_len(*base));
+            let len = layout.row_len(head);
+            std::slice::from_raw_parts(base, len)
+        }
+    }
+
+    /// Overwrites the row bytes in place; `row` must have the same length.
+    /// Only for one's own uncommitted version under the shard write lock.
+    pub(crate) fn overwrite_row(self, layout: &RowLayout, row: &[u8]) {
+        let current = self.row(layout);
+        assert_eq!(current.len(), row.len(), "in-place overwrite needs equal length");
+        // SAFETY: same length, exclusive access per the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), current.as_ptr().cast_mut(), row.len()) };
+    }
+
+    pub(crate) fn addr(self) -> usize {
+        self.0.as_ptr() as usize
+    }
+}
+
+fn opt_raw(p: Option<VPtr>) -> *mut Version {
+    p.map_or(std::ptr::null_mut(), |v| v.0.as_ptr())
+}
+
+/// Bytes a version of `row` takes in the slab.
+pub(crate) fn version_bytes(row_len: usize) -> usize {
+    crate::slab::round_size(HEADER_BYTES + row_len)
+}
+
+#[inline]
+pub(crate) fn is_uncommitted(word: u64) -> bool {
+    word & UNCOMMITTED != 0
+}
+#[inline]
+pub(crate) fn is_deleted(word: u64) -> bool {
+    word & DELETED != 0
+}
+#[inline]
+pub(crate) fn is_lock_only(word: u64) -> bool {
+    word & LOCK_ONLY != 0
+}
+#[inline]
+pub(crate) fn ts_of(word: u64) -> u64 {
+    word & TS_MASK
+}
