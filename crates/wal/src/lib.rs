@@ -101,8 +101,10 @@ pub struct WalStats {
     /// Where recovery cut the log (first invalid record), if it found one.
     pub recovery_cut_lsn: Option<Lsn>,
     pub recovery_cut_reason: Option<String>,
-    /// Segments after the cut that still began with a valid record: non-zero
-    /// means corruption in the middle of the log, not a torn tail.
+    /// Segments after the cut that still began with a valid record. Usually
+    /// means corruption in the middle of the log; a crash that tore a batch
+    /// spanning a segment boundary (pad record lost, next segment's first
+    /// record written) also counts here.
     pub recovery_segments_discarded: u64,
     /// Set once a write or fsync failed; the log accepts nothing more.
     pub poisoned_reason: Option<String>,

@@ -69,6 +69,8 @@ pub(crate) fn recover(fs: &dyn FileSystem, dir: &Path, segment_bytes: u64) -> Re
     for seg in &chain {
         seg.file.sync_data()?;
     }
+    // Likewise a rename into place whose directory fsync never ran.
+    fs.sync_dir(dir)?;
     let scan = scan_chain(&chain)?;
     let current = &chain[scan.segment_index];
     zero_after(current, scan.end_lsn)?;

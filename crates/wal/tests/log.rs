@@ -327,3 +327,23 @@ fn sequential_committers_never_lose_a_wakeup() {
     }
     assert_eq!(wal.stats().records_appended, 1600);
 }
+
+#[test]
+fn segment_size_change_between_opens() {
+    // Existing segments keep the size in their header; new ones use the config.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut expect = Vec::new();
+    for (round, segment_bytes) in [(0u64, 64u64 << 10), (1, 128 << 10), (2, 32 << 10)] {
+        let mut config = small_config();
+        config.segment_bytes = segment_bytes;
+        let wal = Wal::open(dir.path(), config).expect("open");
+        assert_eq!(read_all(&wal), expect);
+        for i in 0..120u64 {
+            let p = payload(round << 32 | i, 700 + (i as usize * 31) % 900);
+            expect.push((wal.append(&p).expect("append").0, p));
+        }
+        wal.close().expect("close");
+    }
+    let wal = open_small(dir.path());
+    assert_eq!(read_all(&wal), expect);
+}
