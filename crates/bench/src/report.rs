@@ -77,7 +77,7 @@ pub struct RunFile {
 pub enum ReportError {
     #[error("writing {path}: {source}")]
     Io { path: String, source: std::io::Error },
-    #[error("encoding JSON: {0}")]
+    #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
 }
 
@@ -406,6 +406,13 @@ pub fn write_json(path: &Path, file: &RunFile) -> Result<(), ReportError> {
     let mut text = serde_json::to_string_pretty(file)?;
     text.push('\n');
     write_file(path, text.as_bytes())
+}
+
+/// Reads a file written by [`write_json`] (or a plain [`RunResult`] file,
+/// whose `tatp` part is then empty).
+pub fn read_run_file(path: &Path) -> Result<RunFile, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+    Ok(serde_json::from_str(&text)?)
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {

@@ -50,16 +50,16 @@ pub struct TatpArgs {
     #[arg(long, value_name = "LIST", default_value = "1,2,4,8,16")]
     threads: String,
     /// Open loop: total transactions/s over all threads, Poisson arrivals, latency from the intended start [default: closed loop]
-    #[arg(long, value_name = "TXN_PER_S")]
+    #[arg(long, value_name = "TXN_PER_S", allow_negative_numbers = true)]
     rate: Option<f64>,
     /// Measure window per iteration, seconds
-    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    #[arg(long, value_name = "S", allow_negative_numbers = true, default_value_t = 60.0)]
     duration: f64,
     /// Ramp-up before the measure window, seconds
-    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    #[arg(long, value_name = "S", allow_negative_numbers = true, default_value_t = 10.0)]
     ramp_up: f64,
     /// Ramp-down after the measure window, seconds
-    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    #[arg(long, value_name = "S", allow_negative_numbers = true, default_value_t = 5.0)]
     ramp_down: f64,
     /// Repetitions per thread count (averaged; spread shown)
     #[arg(long, value_name = "N", default_value_t = 1)]
