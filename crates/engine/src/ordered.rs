@@ -190,6 +190,7 @@ impl Tree {
         true
     }
 
+    #[cfg(test)]
     fn contains(&self, key: &[u8]) -> bool {
         self.leaf_for(key).1.search(key).is_ok()
     }
@@ -283,10 +284,12 @@ impl OrderedIndex {
         self.tree.write().insert(key)
     }
 
+    #[cfg(test)]
     pub(crate) fn remove(&self, key: &[u8]) -> bool {
         self.tree.write().remove(key)
     }
 
+    #[cfg(test)]
     pub(crate) fn contains(&self, key: &[u8]) -> bool {
         self.tree.read().contains(key)
     }

@@ -24,7 +24,6 @@ pub const ROW_BYTES_MAX: usize = 8 << 20;
 #[derive(Debug, Clone)]
 pub(crate) struct RowLayout {
     types: Vec<DataType>,
-    null_bytes: usize,
     /// Per column: byte offset for fixed columns, var ordinal for var columns.
     slots: Vec<u32>,
     /// Offset of the var end-offset array (= end of the fixed part).
@@ -50,11 +49,7 @@ impl RowLayout {
                 }
             }
         }
-        RowLayout { types: types.to_vec(), null_bytes, slots, fixed_end: offset, nvar }
-    }
-
-    pub(crate) fn column_count(&self) -> usize {
-        self.types.len()
+        RowLayout { types: types.to_vec(), slots, fixed_end: offset, nvar }
     }
 
     pub(crate) fn column_type(&self, col: usize) -> DataType {

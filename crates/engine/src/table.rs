@@ -8,7 +8,6 @@
 //! transaction; a primitive that finds a row locked returns the owner and
 //! the caller waits with no lock held.
 
-use std::cell::RefCell;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -649,9 +648,4 @@ pub(crate) fn encode_cols_as(spec: &KeySpec, layout: &RowLayout, row: &[u8], col
     for (i, &c) in cols.iter().enumerate() {
         encode_column(out, layout.get(row, c), spec.types[i], spec.tagged[i]);
     }
-}
-
-/// Scratch for rehashing inside closures that must be `Fn`.
-pub(crate) fn scratch_cell() -> RefCell<Vec<u8>> {
-    RefCell::new(Vec::new())
 }

@@ -1014,10 +1014,15 @@ impl Transaction {
         for (held, delta) in self.held.iter().zip(&deltas) {
             held.store.live_rows.fetch_add(*delta, Ordering::Relaxed);
         }
+        let gc = self.gc_item(commit_ts);
         self.release_locks();
         self.db.txns.end(self.id);
         self.status = Status::Ended;
-        self.push_gc(commit_ts);
+        if let Some(item) = gc {
+            self.db.push_gc(item);
+            // Keep up with our own garbage: prune about as much as we produce.
+            self.db.gc_step(2);
+        }
         self.db.counters.commits.fetch_add(1, Ordering::Relaxed);
         if let Some(lsn) = lsn {
             if self.mode == CommitMode::Sync {
@@ -1092,9 +1097,9 @@ impl Transaction {
         Ok((commit_ts, lsn))
     }
 
-    fn push_gc(&mut self, commit_ts: u64) {
+    fn gc_item(&mut self, commit_ts: u64) -> Option<GcItem> {
         if self.writes.is_empty() {
-            return;
+            return None;
         }
         let rows = self
             .writes
@@ -1102,9 +1107,7 @@ impl Transaction {
             .map(|w| (self.held[w.held as usize].store.schema.id, w.hash, w.key_off, w.key_len))
             .collect();
         let keys = std::mem::take(&mut self.keys);
-        self.db.push_gc(GcItem { commit_ts, rows, keys });
-        // Keep up with our own garbage: prune about as much as we produced.
-        self.db.gc_step(2);
+        Some(GcItem { commit_ts, rows, keys })
     }
 
     /// Rolls back: discards every change and releases every lock.

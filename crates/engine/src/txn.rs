@@ -113,6 +113,7 @@ impl TxnManager {
         &self.slots[(id & SLOT_MASK) as usize]
     }
 
+    #[cfg(test)]
     pub(crate) fn is_active(&self, id: u64) -> bool {
         let idx = (id & SLOT_MASK) as usize;
         idx < self.slots.len() && self.slots[idx].id.load(Ordering::Acquire) == id

@@ -114,18 +114,10 @@ impl VPtr {
         unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), current.as_ptr().cast_mut(), row.len()) };
     }
 
-    pub(crate) fn addr(self) -> usize {
-        self.0.as_ptr() as usize
-    }
 }
 
 fn opt_raw(p: Option<VPtr>) -> *mut Version {
     p.map_or(std::ptr::null_mut(), |v| v.0.as_ptr())
-}
-
-/// Bytes a version of `row` takes in the slab.
-pub(crate) fn version_bytes(row_len: usize) -> usize {
-    crate::slab::round_size(HEADER_BYTES + row_len)
 }
 
 #[inline]

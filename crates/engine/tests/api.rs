@@ -1,0 +1,340 @@
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::ops::Bound;
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use common::{create_parent_child, int, open, text};
+use pgtier_engine::{Change, CommitMode, EngineError, IndexDef, RowBuf, RowOp, StreamStart, Value};
+
+#[test]
+fn insert_get_update_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &[int(1), text("one"), Value::Int8(10)]).unwrap();
+    t.insert(parent, &[int(2), Value::Null, Value::Int8(20)]).unwrap();
+    let mut row = RowBuf::new();
+    assert!(t.get(parent, &[int(1)], &mut row).unwrap());
+    assert_eq!(row.get_str(1), Some("one"));
+    t.commit().unwrap();
+
+    let mut t = db.begin().unwrap();
+    assert!(t.update(parent, &[int(1)], &[(2, Value::Int8(11))]).unwrap());
+    assert!(t.update(parent, &[int(1)], &[(1, text("uno"))]).unwrap());
+    assert!(!t.update(parent, &[int(9)], &[(2, Value::Int8(1))]).unwrap());
+    assert!(t.delete(parent, &[int(2)]).unwrap());
+    assert!(!t.delete(parent, &[int(2)]).unwrap());
+    t.commit().unwrap();
+
+    let mut t = db.begin().unwrap();
+    assert!(t.get(parent, &[Value::Int8(1)], &mut row).unwrap(), "int8 probe on int4 key");
+    assert_eq!(row.values(), vec![int(1), text("uno"), Value::Int8(11)]);
+    assert!(!t.get(parent, &[int(2)], &mut row).unwrap());
+    t.commit().unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.tables.iter().find(|s| s.name == "parent").unwrap().rows, 1);
+}
+
+#[test]
+fn constraint_errors_speak_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, child) = create_parent_child(&db);
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &[int(1), text("a"), Value::Int8(0)]).unwrap();
+    t.commit().unwrap();
+
+    let mut t = db.begin().unwrap();
+    let e = t.insert(parent, &[int(1), text("b"), Value::Int8(0)]).unwrap_err();
+    assert_eq!(e.sqlstate(), "23505");
+    assert_eq!(e.to_string(), "duplicate key value violates unique constraint \"parent_pkey\"");
+    assert_eq!(e.detail(), Some("Key (id)=(1) already exists."));
+    // The transaction is aborted now.
+    assert_eq!(t.insert(parent, &[int(5), text("b"), Value::Int8(0)]).unwrap_err().sqlstate(), "25P02");
+    assert!(t.commit().unwrap().rolled_back);
+
+    let mut t = db.begin().unwrap();
+    let e = t.insert(child, &[int(7), Value::Int2(1), Value::Null]).unwrap_err();
+    assert_eq!(e.sqlstate(), "23503");
+    assert_eq!(e.detail(), Some("Key (pid)=(7) is not present in table \"parent\"."));
+    t.rollback();
+
+    let mut t = db.begin().unwrap();
+    t.insert(child, &[int(1), Value::Int2(1), text("ok")]).unwrap();
+    t.commit().unwrap();
+    let mut t = db.begin().unwrap();
+    let e = t.delete(parent, &[int(1)]).unwrap_err();
+    assert_eq!(e.sqlstate(), "23503");
+    assert_eq!(e.to_string(), "update or delete on table \"parent\" violates foreign key constraint \"child_pid_fkey\" on table \"child\"");
+    t.rollback();
+
+    let mut t = db.begin().unwrap();
+    let e = t.insert(parent, &[int(3), text("x"), Value::Null]).unwrap_err();
+    assert_eq!(e.sqlstate(), "23502");
+    let mut t = db.begin().unwrap();
+    let e = t.insert(child, &[int(1), Value::Int2(2), text("01234567890")]).unwrap_err();
+    assert_eq!(e.sqlstate(), "22001");
+    let mut t = db.begin().unwrap();
+    let e = t.insert(child, &[int(1), Value::Int8(70_000), text("x")]).unwrap_err();
+    assert_eq!(e.sqlstate(), "22003");
+    drop(t);
+    // Children deleted first, then the parent goes.
+    let mut t = db.begin().unwrap();
+    assert!(t.delete(child, &[int(1), Value::Int2(1)]).unwrap());
+    assert!(t.delete(parent, &[int(1)]).unwrap());
+    t.commit().unwrap();
+}
+
+#[test]
+fn statement_snapshots_and_readers_never_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &[int(1), text("a"), Value::Int8(1)]).unwrap();
+    t.commit().unwrap();
+
+    let mut writer = db.begin().unwrap();
+    assert!(writer.update(parent, &[int(1)], &[(2, Value::Int8(2))]).unwrap());
+    let mut reader = db.begin().unwrap();
+    let mut row = RowBuf::new();
+    assert!(reader.get(parent, &[int(1)], &mut row).unwrap());
+    assert_eq!(row.get_i64(2), Some(1), "reader sees the committed image while the writer holds the lock");
+    reader.begin_statement().unwrap();
+    writer.commit().unwrap();
+    assert!(reader.get(parent, &[int(1)], &mut row).unwrap());
+    assert_eq!(row.get_i64(2), Some(1), "same statement, same snapshot");
+    reader.end_statement();
+    assert!(reader.get(parent, &[int(1)], &mut row).unwrap());
+    assert_eq!(row.get_i64(2), Some(2), "next statement sees the commit");
+    reader.commit().unwrap();
+}
+
+#[test]
+fn writer_waits_then_rechecks_latest_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &[int(1), text("a"), Value::Int8(0)]).unwrap();
+    t.commit().unwrap();
+    let threads = 4;
+    let per_thread = 200;
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let db = db.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                for _ in 0..per_thread {
+                    let mut t = db.begin_with(CommitMode::Async).unwrap();
+                    t.update_with(parent, &[int(1)], |row| Ok(Some(vec![(2, Value::Int8(row.get_i64(2).unwrap() + 1))]))).unwrap();
+                    t.commit().unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let mut t = db.begin().unwrap();
+    let mut row = RowBuf::new();
+    t.get(parent, &[int(1)], &mut row).unwrap();
+    assert_eq!(row.get_i64(2), Some((threads * per_thread) as i64), "no lost update");
+}
+
+#[test]
+fn deadlock_is_detected() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &[int(1), text("a"), Value::Int8(0)]).unwrap();
+    t.insert(parent, &[int(2), text("b"), Value::Int8(0)]).unwrap();
+    t.commit().unwrap();
+    let mut a = db.begin().unwrap();
+    let mut b = db.begin().unwrap();
+    a.update(parent, &[int(1)], &[(2, Value::Int8(1))]).unwrap();
+    b.update(parent, &[int(2)], &[(2, Value::Int8(1))]).unwrap();
+    let db2 = db.clone();
+    let h = std::thread::spawn(move || {
+        let r = a.update(parent, &[int(2)], &[(2, Value::Int8(2))]);
+        let _ = db2;
+        (r.map_err(|e| e.sqlstate()), a.commit())
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let rb = b.update(parent, &[int(1)], &[(2, Value::Int8(2))]);
+    // b is younger: it is the victim, and its abort frees a.
+    assert_eq!(rb.unwrap_err().sqlstate(), "40P01");
+    b.rollback();
+    let (ra, commit) = h.join().unwrap();
+    assert_eq!(ra, Ok(true));
+    commit.unwrap();
+    assert_eq!(db.stats().deadlocks, 1);
+}
+
+#[test]
+fn unique_secondary_index_and_scans() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, child) = create_parent_child(&db);
+    let mut t = db.begin().unwrap();
+    for i in 0..100 {
+        t.insert(parent, &[int(i), text(&format!("n{i:03}")), Value::Int8(i64::from(i) * 10)]).unwrap();
+    }
+    for i in 0..10 {
+        for n in 0..5 {
+            t.insert(child, &[int(i), Value::Int2(n), text("x")]).unwrap();
+        }
+    }
+    let idx = t.create_index(&IndexDef { name: "parent_name".into(), table: "parent".into(), columns: vec!["name".into()], unique: true }).unwrap();
+    t.commit().unwrap();
+
+    let mut t = db.begin().unwrap();
+    let e = t.insert(parent, &[int(1000), text("n005"), Value::Int8(0)]).unwrap_err();
+    assert_eq!(e.sqlstate(), "23505");
+    assert_eq!(e.constraint(), Some("parent_name"));
+    drop(t);
+
+    let mut t = db.begin().unwrap();
+    // Renaming a key away frees it for another row in the same transaction.
+    t.update(parent, &[int(5)], &[(1, text("renamed"))]).unwrap();
+    t.insert(parent, &[int(1000), text("n005"), Value::Int8(0)]).unwrap();
+    let mut names = Vec::new();
+    t.scan(idx, Bound::Included(&[text("n004")][..]), Bound::Included(&[text("n006")][..]), |r| {
+        names.push((r.get_i64(0).unwrap(), r.get_str(1).unwrap().to_owned()));
+        Ok(true)
+    })
+    .unwrap();
+    assert_eq!(names, vec![(4, "n004".into()), (1000, "n005".into()), (6, "n006".into())]);
+    let pk_index = t.catalog().table_by_name("child").unwrap().primary_index;
+    let mut ns = Vec::new();
+    t.scan_prefix(pk_index, &[int(3)], |r| {
+        ns.push(r.get_i64(1).unwrap());
+        Ok(true)
+    })
+    .unwrap();
+    assert_eq!(ns, vec![0, 1, 2, 3, 4]);
+    let mut count = 0;
+    t.scan_table(parent, |_| {
+        count += 1;
+        Ok(true)
+    })
+    .unwrap();
+    assert_eq!(count, 101);
+    t.commit().unwrap();
+}
+
+#[test]
+fn ddl_is_transactional_and_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = open(dir.path());
+        let (parent, _) = create_parent_child(&db);
+        let mut t = db.begin().unwrap();
+        t.insert(parent, &[int(1), text("a"), Value::Int8(0)]).unwrap();
+        t.create_index(&IndexDef { name: "pn".into(), table: "parent".into(), columns: vec!["name".into()], unique: false }).unwrap();
+        t.rollback();
+        assert!(db.catalog().index_by_name("pn").is_none());
+        let mut t = db.begin().unwrap();
+        let e = t.drop_table("parent").unwrap_err();
+        assert_eq!(e.sqlstate(), "2BP01");
+        drop(t);
+        let mut t = db.begin().unwrap();
+        t.drop_table("child").unwrap();
+        t.insert(parent, &[int(2), text("b"), Value::Int8(0)]).unwrap();
+        t.create_index(&IndexDef { name: "pn".into(), table: "parent".into(), columns: vec!["name".into()], unique: true }).unwrap();
+        t.commit().unwrap();
+        db.checkpoint().unwrap();
+        let mut t = db.begin().unwrap();
+        t.insert(parent, &[int(3), text("c"), Value::Int8(0)]).unwrap();
+        t.commit().unwrap();
+        db.close().unwrap();
+    }
+    let db = open(dir.path());
+    let cat = db.catalog();
+    assert!(cat.table_by_name("child").is_none());
+    let pn = cat.index_by_name("pn").unwrap().id;
+    let mut t = db.begin().unwrap();
+    let mut seen = Vec::new();
+    t.scan(pn, Bound::Unbounded, Bound::Unbounded, |r| {
+        seen.push(r.get_str(1).unwrap().to_owned());
+        Ok(true)
+    })
+    .unwrap();
+    assert_eq!(seen, vec!["b", "c"]);
+    let parent = cat.table_by_name("parent").unwrap().id;
+    assert_eq!(t.insert(parent, &[int(9), text("c"), Value::Int8(0)]).unwrap_err().sqlstate(), "23505");
+}
+
+#[test]
+fn commit_stream_delivers_in_order_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let next;
+    {
+        let db = open(dir.path());
+        db.register_consumer("awt", StreamStart::Now).unwrap();
+        let (parent, _) = create_parent_child(&db);
+        for i in 0..5 {
+            let mut t = db.begin().unwrap();
+            t.insert(parent, &[int(i), text("x"), Value::Int8(0)]).unwrap();
+            if i > 0 {
+                t.update(parent, &[int(i - 1)], &[(2, Value::Int8(7))]).unwrap();
+            }
+            t.commit().unwrap();
+        }
+        let mut t = db.begin().unwrap();
+        t.delete(parent, &[int(0)]).unwrap();
+        t.commit().unwrap();
+        let mut s = db.stream("awt").unwrap();
+        let ddl = s.next(Duration::from_secs(1)).unwrap().unwrap();
+        assert!(matches!(ddl.changes[0], Change::CreateTable { .. }));
+        let first = s.next(Duration::from_secs(1)).unwrap().unwrap();
+        assert_eq!(first.changes.len(), 1);
+        let Change::Row(rc) = &first.changes[0] else { panic!() };
+        assert_eq!((rc.op, rc.key_values()), (RowOp::Insert, vec![int(0)]));
+        s.ack(first.next_lsn).unwrap();
+        next = first.commit_ts;
+        db.close().unwrap();
+    }
+    let db = open(dir.path());
+    let mut s = db.stream("awt").unwrap();
+    let mut ts = vec![];
+    let mut ops = vec![];
+    while let Some(txn) = s.next(Duration::from_millis(50)).unwrap() {
+        ts.push(txn.commit_ts);
+        for c in txn.changes {
+            if let Change::Row(rc) = c {
+                ops.push((rc.op, rc.key_values()[0].clone()));
+            }
+        }
+    }
+    assert_eq!(ts.len(), 5);
+    assert!(ts.windows(2).all(|w| w[0] < w[1]) && ts[0] > next);
+    assert_eq!(ops.last(), Some(&(RowOp::Delete, int(0))));
+    assert_eq!(ops[..2], [(RowOp::Insert, int(1)), (RowOp::Update, int(0))]);
+    // New commits after reopening arrive while waiting.
+    let cat = db.catalog();
+    let parent = cat.table_by_name("parent").unwrap().id;
+    let db2 = db.clone();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        let mut t = db2.begin().unwrap();
+        t.insert(parent, &[int(100), text("late"), Value::Int8(0)]).unwrap();
+        t.commit().unwrap();
+    });
+    let late = s.next(Duration::from_secs(5)).unwrap().unwrap();
+    h.join().unwrap();
+    assert_eq!(late.changes.len(), 1);
+}
+
+#[test]
+fn errors_have_sqlstates() {
+    let e = EngineError::TransactionAborted;
+    assert_eq!(e.sqlstate(), "25P02");
+}
