@@ -252,6 +252,14 @@ impl Database {
         self.inner.stats()
     }
 
+    /// Checks storage invariants (tests, `pgtier admin check`): every live
+    /// row has its entry in each ordered index, every entry's key is held
+    /// by some version of its row, UNIQUE holds over live rows, row counts
+    /// match. Returns (live rows, index entries) per table. Run it quiesced.
+    pub fn verify(&self) -> Result<Vec<(String, u64, Vec<usize>)>> {
+        crate::verify::verify(&self.inner)
+    }
+
     pub fn recovery_report(&self) -> RecoveryReport {
         self.inner.recovery.clone()
     }

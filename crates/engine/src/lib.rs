@@ -24,6 +24,7 @@ mod table;
 mod transaction;
 mod txn;
 mod types;
+mod verify;
 mod version;
 mod walrec;
 

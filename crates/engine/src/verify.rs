@@ -1,0 +1,87 @@
+//! Storage invariant checks, run quiesced (tests, admin checks).
+
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+
+use crate::db::DbInner;
+use crate::error::{EngineError, Result};
+use crate::ordered::batch_entries;
+use crate::version::{is_deleted, is_lock_only, is_uncommitted};
+
+pub(crate) fn verify(db: &DbInner) -> Result<Vec<(String, u64, Vec<usize>)>> {
+    let cat = db.current_catalog();
+    let mut out = Vec::new();
+    let broken = |what: String| Err(EngineError::Corrupt(what));
+    for store in cat.live_stores() {
+        let layout = store.layout();
+        let meta = store.meta();
+        let mut live: Vec<Vec<u8>> = Vec::new();
+        let mut versions: HashSet<(usize, Vec<u8>)> = HashSet::new();
+        let mut pk = Vec::new();
+        for shard in store.primary.shards() {
+            let map = shard.map.read();
+            for head in map.iter() {
+                store.pk_of(head.row(layout), &mut pk);
+                let mut cur = Some(*head);
+                let mut newest_committed = None;
+                while let Some(v) = cur {
+                    let w = v.word();
+                    if newest_committed.is_none() && !is_uncommitted(w) && !is_lock_only(w) {
+                        newest_committed = Some(v);
+                    }
+                    for (i, index) in meta.indexes.iter().enumerate() {
+                        let mut e = Vec::new();
+                        index.entry(layout, v.row(layout), &pk, &mut e);
+                        versions.insert((i, e));
+                    }
+                    let mut vpk = Vec::new();
+                    store.pk_of(v.row(layout), &mut vpk);
+                    if vpk != pk {
+                        return broken(format!("{}: version chain mixes primary keys", store.schema.name));
+                    }
+                    cur = v.prev();
+                }
+                if let Some(v) = newest_committed {
+                    if !is_deleted(v.word()) {
+                        live.push(v.row(layout).to_vec());
+                    }
+                }
+            }
+        }
+        let rows = live.len() as u64;
+        let counted = store.live_rows.load(Ordering::Relaxed);
+        if counted != rows as i64 {
+            return broken(format!("{}: live row counter {counted} but {rows} live rows", store.schema.name));
+        }
+        let mut entry_counts = Vec::new();
+        for (i, index) in meta.indexes.iter().enumerate() {
+            let mut batch = Vec::new();
+            index.tree.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, &mut batch);
+            let entries: HashSet<Vec<u8>> = batch_entries(&batch).map(<[u8]>::to_vec).collect();
+            for e in &entries {
+                if !versions.contains(&(i, e.clone())) {
+                    return broken(format!("{}: index {} has an entry no version holds", store.schema.name, index.schema.name));
+                }
+            }
+            let mut keys = HashSet::new();
+            for row in &live {
+                store.pk_of(row, &mut pk);
+                let mut e = Vec::new();
+                index.entry(layout, row, &pk, &mut e);
+                if !entries.contains(&e) {
+                    return broken(format!("{}: live row missing from index {}", store.schema.name, index.schema.name));
+                }
+                if index.schema.unique && !index.spec.row_has_null(layout, row) {
+                    let (k, _) = index.split(&e);
+                    if !keys.insert(k.to_vec()) {
+                        return broken(format!("{}: unique index {} has a duplicate", store.schema.name, index.schema.name));
+                    }
+                }
+            }
+            entry_counts.push(entries.len());
+        }
+        out.push((store.schema.name.clone(), rows, entry_counts));
+    }
+    Ok(out)
+}
