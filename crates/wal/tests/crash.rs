@@ -302,3 +302,53 @@ fn kill9_acknowledged_records_survive() {
     }
     assert!(acked.len() > 100, "children acknowledged too little to mean anything: {}", acked.len());
 }
+
+mod fault_model {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::atomic::Ordering;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+        /// Whatever write or fsync fails, and wherever: after reopening, the
+        /// log is a prefix of what was appended (in order, intact) and holds
+        /// every record that `wait_durable` acknowledged.
+        #[test]
+        fn any_single_fault_keeps_a_prefix_with_every_ack(
+            sizes in proptest::collection::vec(0usize..6000, 5..80),
+            fault_kind in 0u8..3,
+            fault_at in 1u64..40,
+            wait_every in 1usize..5,
+        ) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let faults = Arc::new(Faults::default());
+            let counter = match fault_kind {
+                0 => &faults.fail_write_after,
+                1 => &faults.fail_sync_after,
+                _ => &faults.short_write_after,
+            };
+            counter.store(fault_at, Ordering::SeqCst);
+            let wal = Wal::open_with(dir.path(), small_config(), FaultyFs::options(&faults)).expect("open");
+            let mut appended = Vec::new();
+            let mut acked = 0usize;
+            for (i, &len) in sizes.iter().enumerate() {
+                let p = payload(i as u64, len);
+                let Ok(lsn) = wal.append(&p) else { break };
+                appended.push((lsn.0, p));
+                if i % wait_every == 0 {
+                    match wal.wait_durable(lsn) {
+                        Ok(()) => acked = appended.len(),
+                        Err(WalError::Poisoned) => break,
+                        Err(e) => panic!("unexpected {e}"),
+                    }
+                }
+            }
+            drop(wal);
+            let wal = open_small(dir.path());
+            let got = read_all(&wal);
+            prop_assert!(got.len() >= acked, "lost acknowledged records: {} < {}", got.len(), acked);
+            prop_assert!(got.len() <= appended.len());
+            prop_assert_eq!(&got[..], &appended[..got.len()]);
+        }
+    }
+}
