@@ -1,0 +1,111 @@
+//! SQL errors: every error carries the SQLSTATE PostgreSQL would report and
+//! a message (plus detail and hint where PostgreSQL gives them) phrased as
+//! PostgreSQL phrases it, so a driver or ORM cannot tell the difference.
+
+use pgtier_engine::EngineError;
+
+pub type Result<T, E = SqlError> = std::result::Result<T, E>;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SqlError {
+    /// Five-character SQLSTATE (`23505`, `0A000`, ...).
+    pub sqlstate: &'static str,
+    pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+    /// Violated constraint, for the ErrorResponse `n` field.
+    pub constraint: Option<String>,
+}
+
+impl SqlError {
+    pub fn new(sqlstate: &'static str, message: impl Into<String>) -> SqlError {
+        SqlError { sqlstate, message: message.into(), detail: None, hint: None, constraint: None }
+    }
+
+    pub fn with_detail(mut self, detail: impl Into<String>) -> SqlError {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> SqlError {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// 0A000: a construct pgtier does not implement. Refusing is always
+    /// better than answering differently from PostgreSQL.
+    pub fn unsupported(construct: impl AsRef<str>) -> SqlError {
+        SqlError::new("0A000", format!("{} is not supported", construct.as_ref()))
+    }
+
+    pub fn syntax(message: impl Into<String>) -> SqlError {
+        SqlError::new("42601", message)
+    }
+
+    pub fn undefined_table(name: &str) -> SqlError {
+        SqlError::new("42P01", format!("relation \"{name}\" does not exist"))
+    }
+
+    pub fn undefined_column(name: &str) -> SqlError {
+        SqlError::new("42703", format!("column {name} does not exist"))
+    }
+
+    pub fn ambiguous_column(name: &str) -> SqlError {
+        SqlError::new("42702", format!("column reference \"{name}\" is ambiguous"))
+    }
+
+    pub fn undefined_function(signature: &str) -> SqlError {
+        SqlError::new("42883", format!("function {signature} does not exist"))
+            .with_hint("No function matches the given name and argument types. You might need to add explicit type casts.")
+    }
+
+    pub fn undefined_operator(signature: &str) -> SqlError {
+        SqlError::new("42883", format!("operator does not exist: {signature}"))
+            .with_hint("No operator matches the given name and argument types. You might need to add explicit type casts.")
+    }
+
+    pub fn datatype_mismatch(message: impl Into<String>) -> SqlError {
+        SqlError::new("42804", message)
+    }
+
+    pub fn out_of_range(type_name: &str) -> SqlError {
+        SqlError::new("22003", format!("{type_name} out of range"))
+    }
+
+    pub fn division_by_zero() -> SqlError {
+        SqlError::new("22012", "division by zero")
+    }
+
+    pub fn invalid_text(type_name: &str, text: &str) -> SqlError {
+        SqlError::new("22P02", format!("invalid input syntax for type {type_name}: \"{text}\""))
+    }
+
+    pub fn transaction_aborted() -> SqlError {
+        SqlError::new("25P02", "current transaction is aborted, commands ignored until end of transaction block")
+    }
+}
+
+impl From<EngineError> for SqlError {
+    fn from(e: EngineError) -> SqlError {
+        let mut out = SqlError::new(e.sqlstate(), e.to_string());
+        out.detail = e.detail().map(str::to_owned);
+        out.constraint = e.constraint().map(str::to_owned);
+        if let EngineError::DatatypeMismatch { .. } = e {
+            out.hint = Some("You will need to rewrite or cast the expression.".to_owned());
+        }
+        out
+    }
+}
+
+impl From<sqlparser::parser::ParserError> for SqlError {
+    fn from(e: sqlparser::parser::ParserError) -> SqlError {
+        let text = match e {
+            sqlparser::parser::ParserError::TokenizerError(s) | sqlparser::parser::ParserError::ParserError(s) => s,
+            sqlparser::parser::ParserError::RecursionLimitExceeded => {
+                return SqlError::new("54001", "stack depth limit exceeded");
+            }
+        };
+        SqlError::syntax(format!("syntax error: {text}"))
+    }
+}

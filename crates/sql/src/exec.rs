@@ -1,0 +1,941 @@
+//! Executor: runs plans on an engine transaction.
+//!
+//! Rows of a level are copied out of the engine before the next level runs
+//! (the engine's scan callbacks may not call back into the engine), so a
+//! nested-loop join holds one materialized batch per level. The primary-key
+//! fast path reads straight into a reused [`RowBuf`] and writes the result
+//! into reused buffers: in steady state it allocates nothing but what the
+//! engine does.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::ops::Bound;
+
+use pgtier_engine::{RowBuf, RowRef};
+use pgtier_engine::EngineError;
+use pgtier_engine::{IndexDef, TableDef, TableSchema};
+use pgtier_engine::Transaction;
+use pgtier_engine::{DataType, Numeric, Value, ValueRef};
+
+use crate::error::{Result, SqlError};
+use crate::expr::{Env, Expr, NoSubqueries, Subquery, SubqueryRunner};
+use crate::plan::{
+    Access, AggCall, AggFunc, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, SelectPlan, UpdatePlan,
+};
+use crate::value::{self, NUMERIC_ANY};
+
+/// Result rows, flat (`width` values per row); reused across executions.
+#[derive(Debug, Default, Clone)]
+pub struct ResultBuf {
+    pub width: usize,
+    pub rows: usize,
+    pub values: Vec<Value>,
+}
+
+impl ResultBuf {
+    pub fn reset(&mut self, width: usize) {
+        self.width = width;
+        self.rows = 0;
+        self.values.clear();
+    }
+
+    pub fn push_row(&mut self, row: &[Value]) {
+        debug_assert_eq!(row.len(), self.width);
+        self.values.extend_from_slice(row);
+        self.rows += 1;
+    }
+
+    pub fn row(&self, i: usize) -> &[Value] {
+        &self.values[i * self.width..(i + 1) * self.width]
+    }
+}
+
+/// Overwrites `slot` with `v`, reusing a string's buffer (no allocation in
+/// steady state for text columns).
+pub fn assign_ref(slot: &mut Value, v: ValueRef<'_>) {
+    if let (Value::Text(s), ValueRef::Text(t)) = (&mut *slot, v) {
+        s.clear();
+        s.push_str(t);
+        return;
+    }
+    *slot = v.to_owned_value();
+}
+
+fn set_len(buf: &mut Vec<Value>, n: usize) {
+    buf.truncate(n);
+    while buf.len() < n {
+        buf.push(Value::Null);
+    }
+}
+
+fn read_row(r: &RowRef<'_>, out: &mut Vec<Value>) {
+    for c in 0..r.len() {
+        out.push(r.get(c).to_owned_value());
+    }
+}
+
+pub struct Exec<'a> {
+    pub txn: &'a mut Transaction,
+    pub now_micros: i64,
+    pub rowbuf: &'a mut RowBuf,
+    pub keybuf: &'a mut Vec<Value>,
+    pub scratch: &'a mut Vec<Value>,
+    /// Results of uncorrelated subqueries, by subquery id (this execution only).
+    pub sub_cache: HashMap<usize, Vec<Value>>,
+}
+
+impl SubqueryRunner for Exec<'_> {
+    fn run(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>> {
+        if !sub.correlated {
+            if let Some(v) = self.sub_cache.get(&sub.id) {
+                return Ok(v.clone());
+            }
+        }
+        let rows = self.select_rows(&sub.plan, env.params, outer)?;
+        let firsts: Vec<Value> = rows.into_iter().map(|mut r| if r.is_empty() { Value::Null } else { r.swap_remove(0) }).collect();
+        if !sub.correlated {
+            self.sub_cache.insert(sub.id, firsts.clone());
+        }
+        Ok(firsts)
+    }
+}
+
+/// Casts a key value to the key column's type; None when no stored value
+/// can equal it (NULL, out of range, or not exactly representable).
+fn exact_key(v: Value, ty: DataType) -> Option<Value> {
+    if v.is_null() {
+        return None;
+    }
+    if matches!(ty, DataType::Char(_)) {
+        // char(n) keys are stored padded; compare through the padded form only
+        // when the value already is that form.
+        return match &v {
+            Value::Text(s) if u32::try_from(s.chars().count()).ok() == Some(match ty { DataType::Char(n) => n, _ => 0 }) => Some(v),
+            _ => None,
+        };
+    }
+    let cast = value::cast(v.clone(), ty, false).ok()?;
+    (value::compare(&v, &cast) == Some(Ordering::Equal)).then_some(cast)
+}
+
+impl<'a> Exec<'a> {
+    fn env<'e>(&self, params: &'e [Value], outer: &'e [Value]) -> Env<'e> {
+        Env { params, now_micros: self.now_micros, outer }
+    }
+
+    /// Evaluates the key expressions of a PkLookup into `keybuf`; false if
+    /// no row can match.
+    fn eval_pk(&mut self, table: &TableSchema, key: &[Expr], env: &Env<'_>, row: &[Value]) -> Result<bool> {
+        let mut keys = std::mem::take(self.keybuf);
+        keys.clear();
+        let mut ok = true;
+        for (e, &col) in key.iter().zip(&table.primary_key) {
+            let v = e.eval(env, self, row)?;
+            match exact_key(v, table.columns[col].ty) {
+                Some(k) => keys.push(k),
+                None => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        *self.keybuf = keys;
+        Ok(ok)
+    }
+
+    /// Candidate rows of `level` for the current joined `row` (flat, table width each).
+    fn fetch(&mut self, level: &Level, env: &Env<'_>, row: &[Value], for_update: bool, out: &mut Vec<Value>) -> Result<()> {
+        let table = &level.table;
+        match &level.access {
+            Access::PkLookup { key } => {
+                if !self.eval_pk(table, key, env, row)? {
+                    return Ok(());
+                }
+                let found = if for_update {
+                    self.txn.get_for_update(table.id, self.keybuf, self.rowbuf)?
+                } else {
+                    self.txn.get(table.id, self.keybuf, self.rowbuf)?
+                };
+                if found {
+                    if let Some(r) = self.rowbuf.row() {
+                        read_row(&r, out);
+                    }
+                }
+            }
+            Access::IndexScan { index, eq, lower, upper, key_types } => {
+                let mut prefix = Vec::with_capacity(eq.len() + 1);
+                for (e, ty) in eq.iter().zip(key_types) {
+                    match exact_key(e.eval(env, self, row)?, *ty) {
+                        Some(v) => prefix.push(v),
+                        None => return Ok(()),
+                    }
+                }
+                let range_ty = key_types.get(eq.len()).copied();
+                let bound = |b: &Option<(Expr, bool)>, this: &mut Self| -> Result<Option<(Vec<Value>, bool)>> {
+                    let (Some((e, inclusive)), Some(ty)) = (b, range_ty) else { return Ok(None) };
+                    let v = e.eval(env, this, row)?;
+                    if v.is_null() {
+                        return Ok(Some((Vec::new(), false)));
+                    }
+                    // An inexact or out-of-range bound is dropped: the filter rechecks.
+                    Ok(exact_key(v, ty).map(|k| {
+                        let mut p = prefix.clone();
+                        p.push(k);
+                        (p, *inclusive)
+                    }))
+                };
+                let lo = bound(lower, self)?;
+                let hi = bound(upper, self)?;
+                if matches!(&lo, Some((v, _)) if v.is_empty()) || matches!(&hi, Some((v, _)) if v.is_empty()) {
+                    return Ok(()); // comparison with NULL matches nothing
+                }
+                let lower_b = match &lo {
+                    Some((v, true)) => Bound::Included(v.as_slice()),
+                    Some((v, false)) => Bound::Excluded(v.as_slice()),
+                    None if prefix.is_empty() => Bound::Unbounded,
+                    None => Bound::Included(prefix.as_slice()),
+                };
+                let upper_b = match &hi {
+                    Some((v, true)) => Bound::Included(v.as_slice()),
+                    Some((v, false)) => Bound::Excluded(v.as_slice()),
+                    None if prefix.is_empty() => Bound::Unbounded,
+                    None => Bound::Included(prefix.as_slice()),
+                };
+                self.txn.scan(*index, lower_b, upper_b, |r| {
+                    read_row(&r, out);
+                    Ok(true)
+                })?;
+            }
+            Access::FullScan => {
+                self.txn.scan_table(table.id, |r| {
+                    read_row(&r, out);
+                    Ok(true)
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn passes(&mut self, filters: &[Expr], env: &Env<'_>, row: &[Value]) -> Result<bool> {
+        for f in filters {
+            if f.eval_bool(env, self, row)? != Some(true) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Runs the join pipeline, calling `sink` with each joined row.
+    fn join(&mut self, plan: &SelectPlan, l: usize, row: &mut Vec<Value>, env: &Env<'_>, sink: &mut Vec<Vec<Value>>) -> Result<()> {
+        if l == plan.levels.len() {
+            if self.passes(&plan.final_filters, env, row)? {
+                sink.push(row.clone());
+            }
+            return Ok(());
+        }
+        let level = &plan.levels[l];
+        let w = level.width();
+        let mut cands = Vec::new();
+        self.fetch(level, env, row, false, &mut cands)?;
+        let mut matched = false;
+        for cand in cands.chunks(w) {
+            row[level.offset..level.offset + w].clone_from_slice(cand);
+            if !self.passes(&level.filters, env, row)? {
+                continue;
+            }
+            matched = true;
+            if self.passes(&level.post_filters, env, row)? {
+                self.join(plan, l + 1, row, env, sink)?;
+            }
+        }
+        if level.left_join && !matched {
+            for v in &mut row[level.offset..level.offset + w] {
+                *v = Value::Null;
+            }
+            if self.passes(&level.post_filters, env, row)? {
+                self.join(plan, l + 1, row, env, sink)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Is `plan` a single primary-key lookup with nothing else to do?
+    fn fast_select(plan: &SelectPlan) -> bool {
+        matches!(plan.levels.as_slice(), [l] if matches!(l.access, Access::PkLookup { .. }) && l.exact_key && l.filters.is_empty() && l.post_filters.is_empty())
+            && plan.final_filters.is_empty()
+            && plan.agg.is_none()
+            && !plan.distinct
+            && plan.order_by.is_empty()
+            && plan.limit.is_none()
+            && plan.offset.is_none()
+            && !plan.projection.iter().any(Expr::has_subquery)
+    }
+
+    /// SELECT into `out` (visible columns only).
+    pub fn select(&mut self, plan: &SelectPlan, params: &[Value], out: &mut ResultBuf) -> Result<()> {
+        out.reset(plan.visible);
+        if Self::fast_select(plan) {
+            return self.select_point(plan, params, out);
+        }
+        let rows = self.select_rows(plan, params, &[])?;
+        for r in rows {
+            out.push_row(&r[..plan.visible]);
+        }
+        Ok(())
+    }
+
+    fn select_point(&mut self, plan: &SelectPlan, params: &[Value], out: &mut ResultBuf) -> Result<()> {
+        let level = &plan.levels[0];
+        let Access::PkLookup { key } = &level.access else { return Ok(()) };
+        let env = Env { params, now_micros: self.now_micros, outer: &[] };
+        if !self.eval_pk(&level.table, key, &env, &[])? {
+            return Ok(());
+        }
+        let found = if plan.for_update {
+            self.txn.get_for_update(level.table.id, self.keybuf, self.rowbuf)?
+        } else {
+            self.txn.get(level.table.id, self.keybuf, self.rowbuf)?
+        };
+        let Some(r) = self.rowbuf.row().filter(|_| found) else { return Ok(()) };
+        let start = out.values.len();
+        set_len(&mut out.values, start + plan.visible);
+        let all_columns = plan.projection[..plan.visible].iter().all(|e| matches!(e, Expr::Column(_)));
+        if all_columns {
+            for (k, e) in plan.projection[..plan.visible].iter().enumerate() {
+                if let Expr::Column(c) = e {
+                    assign_ref(&mut out.values[start + k], r.get(*c));
+                }
+            }
+        } else {
+            let mut scratch = std::mem::take(self.scratch);
+            set_len(&mut scratch, r.len());
+            for (c, slot) in scratch.iter_mut().enumerate() {
+                assign_ref(slot, r.get(c));
+            }
+            for (k, e) in plan.projection[..plan.visible].iter().enumerate() {
+                out.values[start + k] = e.eval(&env, &mut NoSubqueries, &scratch)?;
+            }
+            *self.scratch = scratch;
+        }
+        out.rows += 1;
+        Ok(())
+    }
+
+    /// Full SELECT pipeline; rows carry every projection column (sort keys too).
+    pub fn select_rows(&mut self, plan: &SelectPlan, params: &[Value], outer: &[Value]) -> Result<Vec<Vec<Value>>> {
+        let env = self.env(params, outer);
+        let mut joined = Vec::new();
+        let mut row = vec![Value::Null; plan.width];
+        self.join(plan, 0, &mut row, &env, &mut joined)?;
+        if plan.for_update {
+            joined = self.lock_rows(plan, &env, joined)?;
+        }
+        let input = match &plan.agg {
+            Some(agg) => {
+                let mut groups = aggregate(self, &env, &agg.group_by, &agg.aggs, &joined)?;
+                if let Some(h) = &agg.having {
+                    let mut kept = Vec::with_capacity(groups.len());
+                    for g in groups {
+                        if h.eval_bool(&env, self, &g)? == Some(true) {
+                            kept.push(g);
+                        }
+                    }
+                    groups = kept;
+                }
+                groups
+            }
+            None => joined,
+        };
+        let mut rows = Vec::with_capacity(input.len());
+        for r in &input {
+            let mut o = Vec::with_capacity(plan.projection.len());
+            for e in &plan.projection {
+                o.push(e.eval(&env, self, r)?);
+            }
+            rows.push(o);
+        }
+        if plan.distinct {
+            let mut seen = std::collections::HashSet::new();
+            rows.retain(|r| seen.insert(GroupKey(r[..plan.visible].to_vec())));
+        }
+        if !plan.order_by.is_empty() {
+            rows.sort_by(|a, b| {
+                for k in &plan.order_by {
+                    let (x, y) = (&a[k.column], &b[k.column]);
+                    let o = match (x.is_null(), y.is_null()) {
+                        (true, true) => Ordering::Equal,
+                        (true, false) => if k.nulls_first { Ordering::Less } else { Ordering::Greater },
+                        (false, true) => if k.nulls_first { Ordering::Greater } else { Ordering::Less },
+                        _ => {
+                            let o = value::compare(x, y).unwrap_or(Ordering::Equal);
+                            if k.desc { o.reverse() } else { o }
+                        }
+                    };
+                    if o != Ordering::Equal {
+                        return o;
+                    }
+                }
+                Ordering::Equal
+            });
+        }
+        let offset = match &plan.offset {
+            Some(e) => count_arg(e.eval(&env, self, &[])?, "OFFSET")?,
+            None => 0,
+        };
+        let limit = match &plan.limit {
+            Some(e) => Some(count_arg(e.eval(&env, self, &[])?, "LIMIT")?),
+            None => None,
+        };
+        let rows: Vec<Vec<Value>> = rows.into_iter().skip(offset).take(limit.unwrap_or(usize::MAX)).collect();
+        Ok(rows)
+    }
+
+    /// SELECT ... FOR UPDATE: lock each row, re-read its latest version and
+    /// recheck the predicates on it (PostgreSQL's EvalPlanQual).
+    fn lock_rows(&mut self, plan: &SelectPlan, env: &Env<'_>, rows: Vec<Vec<Value>>) -> Result<Vec<Vec<Value>>> {
+        let level = &plan.levels[0];
+        let table = level.table.clone();
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let key: Vec<Value> = table.primary_key.iter().map(|&c| r[c].clone()).collect();
+            if !self.txn.get_for_update(table.id, &key, self.rowbuf)? {
+                continue;
+            }
+            let latest = self.rowbuf.values();
+            let mut keep = self.passes(&level.filters, env, &latest)?;
+            if keep && !level.exact_key {
+                keep = true;
+            }
+            if keep && let Access::PkLookup { key: kexprs } = &level.access {
+                // The key may have moved away from the looked-up value.
+                for (e, &c) in kexprs.iter().zip(&table.primary_key) {
+                    let want = e.eval(env, self, &latest)?;
+                    keep &= value::compare(&want, &latest[c]) == Some(Ordering::Equal);
+                }
+            }
+            if keep && self.passes(&plan.final_filters, env, &latest)? {
+                out.push(latest);
+            }
+        }
+        Ok(out)
+    }
+
+    // ------------------------------------------------------------ DML
+
+    /// Rows of a DML target matching its WHERE (full rows).
+    fn dml_rows(&mut self, level: &Level, env: &Env<'_>) -> Result<Vec<Vec<Value>>> {
+        let mut cands = Vec::new();
+        self.fetch(level, env, &[], false, &mut cands)?;
+        let w = level.width();
+        let mut rows = Vec::new();
+        for c in cands.chunks(w) {
+            if self.passes(&level.filters, env, c)? {
+                rows.push(c.to_vec());
+            }
+        }
+        Ok(rows)
+    }
+
+    pub fn insert(&mut self, plan: &InsertPlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
+        out.reset(plan.returning.len());
+        let env = self.env(params, &[]);
+        let table = &plan.table;
+        let mut sources: Vec<Vec<Value>> = Vec::new();
+        match &plan.source {
+            InsertSource::Values(rows) => {
+                for r in rows {
+                    let mut vals = Vec::with_capacity(r.len());
+                    for e in r {
+                        vals.push(e.eval(&env, self, &[])?);
+                    }
+                    sources.push(vals);
+                }
+            }
+            InsertSource::Query(q) => {
+                for r in self.select_rows(q, params, &[])? {
+                    let mut vals = Vec::with_capacity(q.visible);
+                    for (k, v) in r.into_iter().take(q.visible).enumerate() {
+                        let col = &table.columns[plan.targets[k]];
+                        vals.push(value::cast(v, col.ty, false)?);
+                    }
+                    sources.push(vals);
+                }
+            }
+        }
+        let mut count = 0;
+        let defaults = table.default_row();
+        for vals in sources {
+            let mut full = defaults.clone();
+            for (k, v) in vals.into_iter().enumerate() {
+                full[plan.targets[k]] = v;
+            }
+            if let Some(oc) = &plan.on_conflict {
+                if let Some(existing) = self.conflicting_row(table, &oc.arbiters, &full)? {
+                    match &oc.action {
+                        ConflictAction::Nothing => continue,
+                        ConflictAction::Update { assignments, filter } => {
+                            if let Some(new_row) = self.conflict_update(table, existing, &full, assignments, filter.as_ref(), &env)? {
+                                count += 1;
+                                self.returning(&plan.returning, &env, &new_row, out)?;
+                            }
+                            continue;
+                        }
+                    }
+                }
+            }
+            self.txn.insert(table.id, &full)?;
+            count += 1;
+            if !plan.returning.is_empty() {
+                // RETURNING sees the row as stored (defaults, padding, rounding).
+                let key: Vec<Value> = table.primary_key.iter().map(|&c| full[c].clone()).collect();
+                let stored = if self.txn.get(table.id, &key, self.rowbuf)? { self.rowbuf.values() } else { full };
+                self.returning(&plan.returning, &env, &stored, out)?;
+            }
+        }
+        Ok(count)
+    }
+
+    fn returning(&mut self, exprs: &[Expr], env: &Env<'_>, row: &[Value], out: &mut ResultBuf) -> Result<()> {
+        if exprs.is_empty() {
+            return Ok(());
+        }
+        let mut o = Vec::with_capacity(exprs.len());
+        for e in exprs {
+            o.push(e.eval(env, self, row)?);
+        }
+        out.push_row(&o);
+        Ok(())
+    }
+
+    /// The row that conflicts with `full` on one of the arbiter indexes.
+    fn conflicting_row(&mut self, table: &TableSchema, arbiters: &[pgtier_engine::IndexId], full: &[Value]) -> Result<Option<Vec<Value>>> {
+        for &id in arbiters {
+            let Some(index) = self.txn.catalog().index(id).cloned() else { continue };
+            let mut key = Vec::with_capacity(index.columns.len());
+            for &c in &index.columns {
+                match exact_key(full[c].clone(), table.columns[c].ty).or_else(|| value::cast(full[c].clone(), table.columns[c].ty, false).ok().filter(|v| !v.is_null())) {
+                    Some(v) => key.push(v),
+                    None => break,
+                }
+            }
+            if key.len() != index.columns.len() {
+                continue; // NULLs never conflict
+            }
+            if index.primary {
+                if self.txn.get(table.id, &key, self.rowbuf)? {
+                    return Ok(Some(self.rowbuf.values()));
+                }
+            } else {
+                let mut found = None;
+                self.txn.scan_prefix(id, &key, |r| {
+                    found = Some(r.values());
+                    Ok(false)
+                })?;
+                if found.is_some() {
+                    return Ok(found);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn conflict_update(&mut self, table: &TableSchema, existing: Vec<Value>, excluded: &[Value], assignments: &[(usize, Expr)], filter: Option<&Expr>, env: &Env<'_>) -> Result<Option<Vec<Value>>> {
+        let mut both = existing.clone();
+        both.extend_from_slice(excluded);
+        if let Some(f) = filter {
+            if f.eval_bool(env, self, &both)? != Some(true) {
+                return Ok(None);
+            }
+        }
+        let mut changes = Vec::with_capacity(assignments.len());
+        for (c, e) in assignments {
+            changes.push((*c, e.eval(env, self, &both)?));
+        }
+        let key: Vec<Value> = table.primary_key.iter().map(|&c| existing[c].clone()).collect();
+        let mut new_row = existing;
+        for (c, v) in &changes {
+            new_row[*c] = v.clone();
+        }
+        if !self.txn.update(table.id, &key, &changes)? {
+            return Ok(None);
+        }
+        Ok(Some(new_row))
+    }
+
+    pub fn update(&mut self, plan: &UpdatePlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
+        out.reset(plan.returning.len());
+        let env = self.env(params, &[]);
+        let level = &plan.level;
+        let table = level.table.clone();
+        let direct = matches!(level.access, Access::PkLookup { .. }) && level.exact_key && level.filters.is_empty();
+        let keys: Vec<Vec<Value>> = if direct {
+            let Access::PkLookup { key } = &level.access else { return Ok(0) };
+            if !self.eval_pk(&table, key, &env, &[])? {
+                return Ok(0);
+            }
+            vec![self.keybuf.clone()]
+        } else {
+            self.dml_rows(level, &env)?.into_iter().map(|r| table.primary_key.iter().map(|&c| r[c].clone()).collect()).collect()
+        };
+        let recheck = !direct && !level.filters.iter().any(Expr::has_subquery);
+        let mut count = 0;
+        let mut new_row: Vec<Value> = Vec::new();
+        for key in keys {
+            let mut failure: Option<SqlError> = None;
+            let mut applied = false;
+            let now_micros = self.now_micros;
+            let updated = self.txn.update_with(table.id, &key, |r| {
+                let env = Env { params, now_micros, outer: &[] };
+                new_row.clear();
+                read_row(&r, &mut new_row);
+                let outcome = (|| -> Result<Option<Vec<(usize, Value)>>> {
+                    if recheck {
+                        for f in &level.filters {
+                            if f.eval_bool(&env, &mut NoSubqueries, &new_row)? != Some(true) {
+                                return Ok(None);
+                            }
+                        }
+                    }
+                    let mut changes = Vec::with_capacity(plan.assignments.len());
+                    for (c, e) in &plan.assignments {
+                        changes.push((*c, e.eval(&env, &mut NoSubqueries, &new_row)?));
+                    }
+                    Ok(Some(changes))
+                })();
+                match outcome {
+                    Ok(Some(changes)) => {
+                        for (c, v) in &changes {
+                            new_row[*c] = v.clone();
+                        }
+                        applied = true;
+                        Ok(Some(changes))
+                    }
+                    Ok(None) => {
+                        applied = false;
+                        Ok(None)
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        applied = false;
+                        Ok(None)
+                    }
+                }
+            });
+            let updated = updated?;
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            if updated && applied {
+                count += 1;
+                if !plan.returning.is_empty() {
+                    let key2: Vec<Value> = table.primary_key.iter().map(|&c| new_row[c].clone()).collect();
+                    let stored = if self.txn.get(table.id, &key2, self.rowbuf)? { self.rowbuf.values() } else { new_row.clone() };
+                    self.returning(&plan.returning, &env, &stored, out)?;
+                }
+            }
+        }
+        Ok(count)
+    }
+
+    pub fn delete(&mut self, plan: &DeletePlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
+        out.reset(plan.returning.len());
+        let env = self.env(params, &[]);
+        let level = &plan.level;
+        let table = level.table.clone();
+        let direct = matches!(level.access, Access::PkLookup { .. }) && level.exact_key && level.filters.is_empty() && plan.returning.is_empty();
+        if direct {
+            let Access::PkLookup { key } = &level.access else { return Ok(0) };
+            if !self.eval_pk(&table, key, &env, &[])? {
+                return Ok(0);
+            }
+            return Ok(u64::from(self.txn.delete(table.id, self.keybuf)?));
+        }
+        let rows = self.dml_rows(level, &env)?;
+        let mut count = 0;
+        for r in rows {
+            let key: Vec<Value> = table.primary_key.iter().map(|&c| r[c].clone()).collect();
+            if self.txn.delete(table.id, &key)? {
+                count += 1;
+                self.returning(&plan.returning, &env, &r, out)?;
+            }
+        }
+        Ok(count)
+    }
+
+    // ------------------------------------------------------------ DDL
+
+    pub fn create_table(&mut self, def: &TableDef, if_not_exists: bool) -> Result<()> {
+        if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
+            return Ok(());
+        }
+        for c in &def.columns {
+            if c.ty == NUMERIC_ANY {
+                return Err(SqlError::unsupported("numeric column without precision"));
+            }
+        }
+        self.txn.create_table(def)?;
+        Ok(())
+    }
+
+    pub fn create_index(&mut self, def: &IndexDef, if_not_exists: bool) -> Result<()> {
+        if if_not_exists && self.txn.catalog().index_by_name(&def.name).is_some() {
+            return Ok(());
+        }
+        self.txn.create_index(def)?;
+        Ok(())
+    }
+
+    pub fn drop_tables(&mut self, names: &[String], if_exists: bool) -> Result<()> {
+        let mut pending: Vec<String> = Vec::new();
+        for n in names {
+            if self.txn.catalog().table_by_name(n).is_some() {
+                pending.push(n.clone());
+            } else if !if_exists {
+                return Err(SqlError::new("42P01", format!("table \"{n}\" does not exist")));
+            }
+        }
+        // Children first, so a statement dropping a parent with its children works.
+        while !pending.is_empty() {
+            let cat = self.txn.catalog();
+            let pick = pending.iter().position(|n| {
+                let Some(t) = cat.table_by_name(n) else { return true };
+                !cat.referencing(t.id).iter().any(|fk| fk.child != t.id && pending.iter().any(|p| cat.table_by_name(p).is_some_and(|pt| pt.id == fk.child)))
+            });
+            let name = pending.remove(pick.unwrap_or(0));
+            self.txn.drop_table(&name).map_err(drop_error)?;
+        }
+        Ok(())
+    }
+
+    pub fn drop_indexes(&mut self, names: &[String], if_exists: bool) -> Result<()> {
+        for n in names {
+            if self.txn.catalog().index_by_name(n).is_none() {
+                if if_exists {
+                    continue;
+                }
+                return Err(SqlError::new("42704", format!("index \"{n}\" does not exist")));
+            }
+            self.txn.drop_index(n)?;
+        }
+        Ok(())
+    }
+}
+
+fn drop_error(e: EngineError) -> SqlError {
+    SqlError::from(e)
+}
+
+fn count_arg(v: Value, what: &str) -> Result<usize> {
+    match v {
+        Value::Null => Ok(usize::MAX),
+        v => {
+            let n = v.as_i64().unwrap_or(0);
+            if n < 0 {
+                let msg = if what == "LIMIT" { "LIMIT must not be negative" } else { "OFFSET must not be negative" };
+                return Err(SqlError::new("2201W", msg));
+            }
+            Ok(usize::try_from(n).unwrap_or(usize::MAX))
+        }
+    }
+}
+
+/// Group/DISTINCT key: values equal under SQL equality hash alike.
+#[derive(Clone, Debug)]
+struct GroupKey(Vec<Value>);
+
+impl PartialEq for GroupKey {
+    fn eq(&self, other: &GroupKey) -> bool {
+        self.0.len() == other.0.len()
+            && self.0.iter().zip(&other.0).all(|(a, b)| match (a.is_null(), b.is_null()) {
+                (true, true) => true,
+                (false, false) => value::compare(a, b) == Some(Ordering::Equal),
+                _ => false,
+            })
+    }
+}
+
+impl Eq for GroupKey {}
+
+impl Hash for GroupKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        for v in &self.0 {
+            match v {
+                Value::Null => 0u8.hash(h),
+                Value::Bool(b) => b.hash(h),
+                Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) => {
+                    let n = value::numeric_normalize(value::to_numeric(v).unwrap_or(Numeric::new(0, 0)));
+                    n.hash(h);
+                }
+                Value::Float4(_) | Value::Float8(_) => {
+                    let x = value::to_f64(v).unwrap_or(0.0);
+                    let x = if x == 0.0 { 0.0 } else if x.is_nan() { f64::NAN } else { x };
+                    x.to_bits().hash(h);
+                }
+                Value::Text(s) => s.hash(h),
+                Value::Bytea(b) => b.hash(h),
+                Value::Date(d) => (i64::from(*d) * 86_400_000_000).hash(h),
+                Value::Timestamp(t) => t.hash(h),
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Acc {
+    Count(i64),
+    SumInt(Option<i128>),
+    SumNum(Option<Numeric>),
+    SumFloat(Option<f64>),
+    AvgNum(Numeric, i64),
+    AvgFloat(f64, i64),
+    Extreme(Option<Value>),
+}
+
+fn new_acc(call: &AggCall, arg_ty_hint: Option<&Value>) -> Acc {
+    let _ = arg_ty_hint;
+    match call.func {
+        AggFunc::Count | AggFunc::CountStar => Acc::Count(0),
+        AggFunc::Sum => match call.ty {
+            DataType::Int8 => Acc::SumInt(None),
+            DataType::Float4 | DataType::Float8 => Acc::SumFloat(None),
+            _ => Acc::SumNum(None),
+        },
+        AggFunc::Avg => match call.ty {
+            DataType::Float8 => Acc::AvgFloat(0.0, 0),
+            _ => Acc::AvgNum(Numeric::new(0, 0), 0),
+        },
+        AggFunc::Min | AggFunc::Max => Acc::Extreme(None),
+    }
+}
+
+fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Result<()> {
+    let overflow = || SqlError::new("22003", "value overflows numeric format");
+    match (acc, v) {
+        (Acc::Count(n), None) if call.func == AggFunc::CountStar => *n += 1,
+        (_, None) => {}
+        (_, Some(Value::Null)) => {}
+        (Acc::Count(n), Some(_)) => *n += 1,
+        (Acc::SumInt(s), Some(v)) => *s = Some(s.unwrap_or(0).checked_add(i128::from(v.as_i64().unwrap_or(0))).ok_or_else(overflow)?),
+        (Acc::SumNum(s), Some(v)) => {
+            let n = value::to_numeric(&v).ok_or_else(overflow)?;
+            *s = Some(match s {
+                Some(prev) => value::numeric_arith(value::ArithOp::Add, *prev, n)?,
+                None => n,
+            });
+        }
+        (Acc::SumFloat(s), Some(v)) => *s = Some(s.unwrap_or(0.0) + value::to_f64(&v).unwrap_or(0.0)),
+        (Acc::AvgNum(s, c), Some(v)) => {
+            *s = value::numeric_arith(value::ArithOp::Add, *s, value::to_numeric(&v).ok_or_else(overflow)?)?;
+            *c += 1;
+        }
+        (Acc::AvgFloat(s, c), Some(v)) => {
+            *s += value::to_f64(&v).unwrap_or(0.0);
+            *c += 1;
+        }
+        (Acc::Extreme(cur), Some(v)) => {
+            let replace = match cur {
+                None => true,
+                Some(c) => {
+                    let o = value::compare(&v, c).unwrap_or(Ordering::Equal);
+                    if call.func == AggFunc::Min { o == Ordering::Less } else { o == Ordering::Greater }
+                }
+            };
+            if replace {
+                *cur = Some(v);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
+    Ok(match acc {
+        Acc::Count(n) => Value::Int8(n),
+        Acc::SumInt(s) => match s {
+            Some(x) => Value::Int8(i64::try_from(x).map_err(|_| SqlError::out_of_range("bigint"))?),
+            None => Value::Null,
+        },
+        Acc::SumNum(s) => s.map_or(Value::Null, Value::Numeric),
+        #[allow(clippy::cast_possible_truncation)]
+        Acc::SumFloat(s) => match (s, call.ty) {
+            (None, _) => Value::Null,
+            (Some(x), DataType::Float4) => Value::Float4(x as f32),
+            (Some(x), _) => Value::Float8(x),
+        },
+        Acc::AvgNum(s, c) => {
+            if c == 0 {
+                Value::Null
+            } else {
+                Value::Numeric(value::numeric_div(s, Numeric::new(i128::from(c), 0))?)
+            }
+        }
+        #[allow(clippy::cast_precision_loss)]
+        Acc::AvgFloat(s, c) => {
+            if c == 0 {
+                Value::Null
+            } else {
+                Value::Float8(s / c as f64)
+            }
+        }
+        Acc::Extreme(v) => v.unwrap_or(Value::Null),
+    })
+}
+
+/// Hash aggregation: one output row per group (group values, then aggregates).
+fn aggregate(ex: &mut Exec<'_>, env: &Env<'_>, group_by: &[Expr], aggs: &[AggCall], rows: &[Vec<Value>]) -> Result<Vec<Vec<Value>>> {
+    struct Group {
+        key: Vec<Value>,
+        accs: Vec<Acc>,
+        seen: Vec<std::collections::HashSet<GroupKey>>,
+    }
+    let mut index: HashMap<GroupKey, usize> = HashMap::new();
+    let mut groups: Vec<Group> = Vec::new();
+    let fresh = |key: Vec<Value>| Group {
+        key,
+        accs: aggs.iter().map(|a| new_acc(a, None)).collect(),
+        seen: aggs.iter().map(|_| std::collections::HashSet::new()).collect(),
+    };
+    if group_by.is_empty() {
+        groups.push(fresh(Vec::new()));
+        index.insert(GroupKey(Vec::new()), 0);
+    }
+    for r in rows {
+        let mut key = Vec::with_capacity(group_by.len());
+        for g in group_by {
+            key.push(g.eval(env, ex, r)?);
+        }
+        let gk = GroupKey(key);
+        let gi = match index.get(&gk) {
+            Some(i) => *i,
+            None => {
+                groups.push(fresh(gk.0.clone()));
+                index.insert(gk, groups.len() - 1);
+                groups.len() - 1
+            }
+        };
+        for (k, call) in aggs.iter().enumerate() {
+            let v = match &call.arg {
+                Some(e) => Some(e.eval(env, ex, r)?),
+                None => None,
+            };
+            if call.distinct {
+                if let Some(x) = &v {
+                    if x.is_null() || !groups[gi].seen[k].insert(GroupKey(vec![x.clone()])) {
+                        continue;
+                    }
+                }
+            }
+            accumulate(&mut groups[gi].accs[k], call, v)?;
+        }
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for g in groups {
+        let mut row = g.key;
+        for (acc, call) in g.accs.into_iter().zip(aggs) {
+            row.push(finish(acc, call)?);
+        }
+        out.push(row);
+    }
+    Ok(out)
+}

@@ -1,0 +1,692 @@
+//! Bound expressions and their evaluation.
+//!
+//! The binder turns sqlparser's AST into [`Expr`]: names are resolved to
+//! column positions in the row the expression will see, literals and
+//! parameters carry their resolved types, casts PostgreSQL would insert
+//! implicitly are explicit nodes. Evaluation follows SQL's three-valued
+//! logic: NULL propagates through operators and functions, AND/OR treat it
+//! as "unknown", WHERE keeps a row only when the predicate is true.
+
+use std::cmp::Ordering;
+
+use pgtier_engine::{DataType, Numeric, Value};
+
+use crate::error::{Result, SqlError};
+use crate::plan::SubPlan;
+use crate::value::{self, ArithOp};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    NotEq,
+    Lt,
+    LtEq,
+    Gt,
+    GtEq,
+}
+
+impl CmpOp {
+    pub fn holds(self, ord: Ordering) -> bool {
+        match self {
+            CmpOp::Eq => ord == Ordering::Equal,
+            CmpOp::NotEq => ord != Ordering::Equal,
+            CmpOp::Lt => ord == Ordering::Less,
+            CmpOp::LtEq => ord != Ordering::Greater,
+            CmpOp::Gt => ord == Ordering::Greater,
+            CmpOp::GtEq => ord != Ordering::Less,
+        }
+    }
+
+    /// The operator with its operands swapped (`a < b` is `b > a`).
+    pub fn flip(self) -> CmpOp {
+        match self {
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::LtEq => CmpOp::GtEq,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::GtEq => CmpOp::LtEq,
+            other => other,
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "=",
+            CmpOp::NotEq => "<>",
+            CmpOp::Lt => "<",
+            CmpOp::LtEq => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::GtEq => ">=",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Func {
+    Lower,
+    Upper,
+    Length,
+    Substr,
+    Lpad,
+    Rpad,
+    Abs,
+    Round,
+    Now,
+    Btrim,
+    Ltrim,
+    Rtrim,
+    Mod,
+    Ceil,
+    Floor,
+    Concat,
+    Replace,
+    Position,
+    Greatest,
+    Least,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SubqueryKind {
+    Exists,
+    Scalar,
+    /// `lhs [NOT] IN (subquery)`.
+    In(Box<Expr>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subquery {
+    /// Index into the executing plan's subquery table (for result caching).
+    pub id: usize,
+    pub kind: SubqueryKind,
+    pub negated: bool,
+    /// Reads columns of the enclosing row (so it cannot be cached).
+    pub correlated: bool,
+    pub plan: Box<SubPlan>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// A column of the input row.
+    Column(usize),
+    /// A column of the enclosing query's current row (correlated subquery).
+    Outer(usize),
+    Param(usize),
+    Const(Value),
+    Neg(Box<Expr>),
+    Not(Box<Expr>),
+    Arith(ArithOp, Box<Expr>, Box<Expr>, DataType),
+    Concat(Box<Expr>, Box<Expr>),
+    Cmp(CmpOp, Box<Expr>, Box<Expr>),
+    And(Vec<Expr>),
+    Or(Vec<Expr>),
+    IsNull(Box<Expr>, bool),
+    /// `a IS [NOT] DISTINCT FROM b`.
+    IsDistinct(Box<Expr>, Box<Expr>, bool),
+    /// `x IS [NOT] TRUE/FALSE`: (expr, target, negated).
+    IsBool(Box<Expr>, bool, bool),
+    Like { expr: Box<Expr>, pattern: Box<Expr>, negated: bool, case_insensitive: bool },
+    InList { expr: Box<Expr>, list: Vec<Expr>, negated: bool },
+    Case { operand: Option<Box<Expr>>, whens: Vec<(Expr, Expr)>, otherwise: Option<Box<Expr>> },
+    Coalesce(Vec<Expr>),
+    NullIf(Box<Expr>, Box<Expr>),
+    /// (expr, target type, explicit CAST).
+    Cast(Box<Expr>, DataType, bool),
+    /// char(n) used as text: trailing blanks dropped.
+    BpcharTrim(Box<Expr>),
+    Func(Func, Vec<Expr>),
+    Subquery(Box<Subquery>),
+    /// Placeholder for an aggregate while binding; never evaluated.
+    AggRef(usize),
+}
+
+/// What an expression sees besides its input row.
+pub struct Env<'a> {
+    pub params: &'a [Value],
+    /// `now()`: the transaction's start, µs since 2000-01-01.
+    pub now_micros: i64,
+    /// The enclosing query's current row, for correlated subqueries.
+    pub outer: &'a [Value],
+}
+
+/// Runs subqueries for the evaluator (the executor implements it; contexts
+/// where no subquery can occur use [`NoSubqueries`]).
+pub trait SubqueryRunner {
+    /// Rows of `sub` (first column only) evaluated with `outer` as the enclosing row.
+    fn run(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>>;
+}
+
+pub struct NoSubqueries;
+
+impl SubqueryRunner for NoSubqueries {
+    fn run(&mut self, _: &Subquery, _: &Env<'_>, _: &[Value]) -> Result<Vec<Value>> {
+        Err(SqlError::new("XX000", "subquery evaluated where none was planned"))
+    }
+}
+
+impl Expr {
+    pub fn boxed(self) -> Box<Expr> {
+        Box::new(self)
+    }
+
+    pub fn has_subquery(&self) -> bool {
+        let mut found = false;
+        self.walk(&mut |e| found |= matches!(e, Expr::Subquery(_)));
+        found
+    }
+
+    /// Visits this expression and its children (not into subquery plans).
+    pub fn walk(&self, f: &mut dyn FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_) | Expr::AggRef(_) => {}
+            Expr::Neg(e) | Expr::Not(e) | Expr::IsNull(e, _) | Expr::IsBool(e, _, _) | Expr::Cast(e, _, _) | Expr::BpcharTrim(e) => e.walk(f),
+            Expr::Arith(_, a, b, _) | Expr::Concat(a, b) | Expr::Cmp(_, a, b) | Expr::IsDistinct(a, b, _) | Expr::NullIf(a, b) => {
+                a.walk(f);
+                b.walk(f);
+            }
+            Expr::And(v) | Expr::Or(v) | Expr::Coalesce(v) | Expr::Func(_, v) => v.iter().for_each(|e| e.walk(f)),
+            Expr::Like { expr, pattern, .. } => {
+                expr.walk(f);
+                pattern.walk(f);
+            }
+            Expr::InList { expr, list, .. } => {
+                expr.walk(f);
+                list.iter().for_each(|e| e.walk(f));
+            }
+            Expr::Case { operand, whens, otherwise } => {
+                if let Some(o) = operand {
+                    o.walk(f);
+                }
+                for (w, t) in whens {
+                    w.walk(f);
+                    t.walk(f);
+                }
+                if let Some(o) = otherwise {
+                    o.walk(f);
+                }
+            }
+            Expr::Subquery(s) => {
+                if let SubqueryKind::In(lhs) = &s.kind {
+                    lhs.walk(f);
+                }
+            }
+        }
+    }
+
+    /// Rewrites every node bottom-up with `f`.
+    pub fn map(self, f: &mut dyn FnMut(Expr) -> Result<Expr>) -> Result<Expr> {
+        let out = self.map_children(&mut |c| c.map(f))?;
+        f(out)
+    }
+
+    /// Rebuilds this node with `f` applied to each direct child.
+    pub fn map_children(self, f: &mut dyn FnMut(Expr) -> Result<Expr>) -> Result<Expr> {
+        let b = |e: Box<Expr>, f: &mut dyn FnMut(Expr) -> Result<Expr>| -> Result<Box<Expr>> { Ok(Box::new(f(*e)?)) };
+        let v = |es: Vec<Expr>, f: &mut dyn FnMut(Expr) -> Result<Expr>| -> Result<Vec<Expr>> { es.into_iter().map(f).collect() };
+        Ok(match self {
+            e @ (Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_) | Expr::AggRef(_)) => e,
+            Expr::Neg(e) => Expr::Neg(b(e, f)?),
+            Expr::Not(e) => Expr::Not(b(e, f)?),
+            Expr::IsNull(e, n) => Expr::IsNull(b(e, f)?, n),
+            Expr::IsBool(e, t, n) => Expr::IsBool(b(e, f)?, t, n),
+            Expr::Cast(e, t, x) => Expr::Cast(b(e, f)?, t, x),
+            Expr::BpcharTrim(e) => Expr::BpcharTrim(b(e, f)?),
+            Expr::Arith(op, x, y, t) => Expr::Arith(op, b(x, f)?, b(y, f)?, t),
+            Expr::Concat(x, y) => Expr::Concat(b(x, f)?, b(y, f)?),
+            Expr::Cmp(op, x, y) => Expr::Cmp(op, b(x, f)?, b(y, f)?),
+            Expr::IsDistinct(x, y, n) => Expr::IsDistinct(b(x, f)?, b(y, f)?, n),
+            Expr::NullIf(x, y) => Expr::NullIf(b(x, f)?, b(y, f)?),
+            Expr::And(es) => Expr::And(v(es, f)?),
+            Expr::Or(es) => Expr::Or(v(es, f)?),
+            Expr::Coalesce(es) => Expr::Coalesce(v(es, f)?),
+            Expr::Func(func, es) => Expr::Func(func, v(es, f)?),
+            Expr::Like { expr, pattern, negated, case_insensitive } => {
+                Expr::Like { expr: b(expr, f)?, pattern: b(pattern, f)?, negated, case_insensitive }
+            }
+            Expr::InList { expr, list, negated } => Expr::InList { expr: b(expr, f)?, list: v(list, f)?, negated },
+            Expr::Case { operand, whens, otherwise } => Expr::Case {
+                operand: operand.map(|o| b(o, f)).transpose()?,
+                whens: whens.into_iter().map(|(w, t)| Ok((f(w)?, f(t)?))).collect::<Result<_>>()?,
+                otherwise: otherwise.map(|o| b(o, f)).transpose()?,
+            },
+            Expr::Subquery(mut s) => {
+                if let SubqueryKind::In(lhs) = s.kind {
+                    s.kind = SubqueryKind::In(b(lhs, f)?);
+                }
+                Expr::Subquery(s)
+            }
+        })
+    }
+
+    /// Evaluates to a value.
+    pub fn eval(&self, env: &Env<'_>, sq: &mut dyn SubqueryRunner, row: &[Value]) -> Result<Value> {
+        Ok(match self {
+            Expr::Column(i) => row.get(*i).cloned().unwrap_or(Value::Null),
+            Expr::Outer(i) => env.outer.get(*i).cloned().unwrap_or(Value::Null),
+            Expr::Param(i) => env.params.get(*i).cloned().unwrap_or(Value::Null),
+            Expr::Const(v) => v.clone(),
+            Expr::Neg(e) => value::negate(&e.eval(env, sq, row)?)?,
+            Expr::Not(e) => match e.eval_bool(env, sq, row)? {
+                Some(b) => Value::Bool(!b),
+                None => Value::Null,
+            },
+            Expr::Arith(op, a, b, ty) => {
+                let x = a.eval(env, sq, row)?;
+                let y = b.eval(env, sq, row)?;
+                value::arith(*op, &x, &y, *ty)?
+            }
+            Expr::Concat(a, b) => {
+                let x = a.eval(env, sq, row)?;
+                let y = b.eval(env, sq, row)?;
+                if x.is_null() || y.is_null() {
+                    return Ok(Value::Null);
+                }
+                let mut s = match x {
+                    Value::Text(s) => s,
+                    other => value::to_text(&other),
+                };
+                match y {
+                    Value::Text(t) => s.push_str(&t),
+                    other => value::write_text(&other, &mut s),
+                }
+                Value::Text(s)
+            }
+            Expr::Cmp(..) | Expr::And(_) | Expr::Or(_) | Expr::IsDistinct(..) | Expr::Like { .. } | Expr::InList { .. } => {
+                match self.eval_bool(env, sq, row)? {
+                    Some(b) => Value::Bool(b),
+                    None => Value::Null,
+                }
+            }
+            Expr::IsNull(e, negated) => Value::Bool(e.eval(env, sq, row)?.is_null() != *negated),
+            Expr::IsBool(e, target, negated) => {
+                let v = e.eval_bool(env, sq, row)?;
+                Value::Bool((v == Some(*target)) != *negated)
+            }
+            Expr::Case { operand, whens, otherwise } => {
+                let subject = match operand {
+                    Some(o) => Some(o.eval(env, sq, row)?),
+                    None => None,
+                };
+                for (when, then) in whens {
+                    let hit = match &subject {
+                        Some(s) => {
+                            let w = when.eval(env, sq, row)?;
+                            value::compare(s, &w) == Some(Ordering::Equal)
+                        }
+                        None => when.eval_bool(env, sq, row)? == Some(true),
+                    };
+                    if hit {
+                        return then.eval(env, sq, row);
+                    }
+                }
+                match otherwise {
+                    Some(o) => o.eval(env, sq, row)?,
+                    None => Value::Null,
+                }
+            }
+            Expr::Coalesce(es) => {
+                for e in es {
+                    let v = e.eval(env, sq, row)?;
+                    if !v.is_null() {
+                        return Ok(v);
+                    }
+                }
+                Value::Null
+            }
+            Expr::NullIf(a, b) => {
+                let x = a.eval(env, sq, row)?;
+                let y = b.eval(env, sq, row)?;
+                if value::compare(&x, &y) == Some(Ordering::Equal) { Value::Null } else { x }
+            }
+            Expr::Cast(e, ty, explicit) => value::cast(e.eval(env, sq, row)?, *ty, *explicit)?,
+            Expr::BpcharTrim(e) => match e.eval(env, sq, row)? {
+                Value::Text(mut s) => {
+                    let n = value::bpchar_trim(&s).len();
+                    s.truncate(n);
+                    Value::Text(s)
+                }
+                other => other,
+            },
+            Expr::Func(f, args) => eval_func(*f, args, env, sq, row)?,
+            Expr::Subquery(s) => match &s.kind {
+                SubqueryKind::Scalar => {
+                    let rows = sq.run(s, env, row)?;
+                    if rows.len() > 1 {
+                        return Err(SqlError::new("21000", "more than one row returned by a subquery used as an expression"));
+                    }
+                    rows.into_iter().next().unwrap_or(Value::Null)
+                }
+                _ => match self.eval_bool(env, sq, row)? {
+                    Some(b) => Value::Bool(b),
+                    None => Value::Null,
+                },
+            },
+            Expr::AggRef(_) => return Err(SqlError::new("XX000", "aggregate evaluated outside aggregation")),
+        })
+    }
+
+    /// Evaluates a predicate: Some(true/false), or None for unknown (NULL).
+    pub fn eval_bool(&self, env: &Env<'_>, sq: &mut dyn SubqueryRunner, row: &[Value]) -> Result<Option<bool>> {
+        Ok(match self {
+            Expr::Cmp(op, a, b) => {
+                let x = a.eval(env, sq, row)?;
+                let y = b.eval(env, sq, row)?;
+                value::compare(&x, &y).map(|o| op.holds(o))
+            }
+            Expr::And(es) => {
+                let mut unknown = false;
+                for e in es {
+                    match e.eval_bool(env, sq, row)? {
+                        Some(false) => return Ok(Some(false)),
+                        None => unknown = true,
+                        Some(true) => {}
+                    }
+                }
+                if unknown { None } else { Some(true) }
+            }
+            Expr::Or(es) => {
+                let mut unknown = false;
+                for e in es {
+                    match e.eval_bool(env, sq, row)? {
+                        Some(true) => return Ok(Some(true)),
+                        None => unknown = true,
+                        Some(false) => {}
+                    }
+                }
+                if unknown { None } else { Some(false) }
+            }
+            Expr::Not(e) => e.eval_bool(env, sq, row)?.map(|b| !b),
+            Expr::IsDistinct(a, b, negated) => {
+                let x = a.eval(env, sq, row)?;
+                let y = b.eval(env, sq, row)?;
+                let distinct = match (x.is_null(), y.is_null()) {
+                    (true, true) => false,
+                    (true, false) | (false, true) => true,
+                    _ => value::compare(&x, &y) != Some(Ordering::Equal),
+                };
+                Some(distinct != *negated)
+            }
+            Expr::Like { expr, pattern, negated, case_insensitive } => {
+                let x = expr.eval(env, sq, row)?;
+                let p = pattern.eval(env, sq, row)?;
+                match (x, p) {
+                    (Value::Text(s), Value::Text(p)) => {
+                        let m = if *case_insensitive { like(&s.to_lowercase(), &p.to_lowercase())? } else { like(&s, &p)? };
+                        Some(m != *negated)
+                    }
+                    _ => None,
+                }
+            }
+            Expr::InList { expr, list, negated } => {
+                let x = expr.eval(env, sq, row)?;
+                if x.is_null() {
+                    return Ok(None);
+                }
+                let mut unknown = false;
+                for e in list {
+                    let y = e.eval(env, sq, row)?;
+                    match value::compare(&x, &y) {
+                        Some(Ordering::Equal) => return Ok(Some(!*negated)),
+                        None => unknown = true,
+                        Some(_) => {}
+                    }
+                }
+                if unknown { None } else { Some(*negated) }
+            }
+            Expr::Subquery(s) => match &s.kind {
+                SubqueryKind::Exists => {
+                    let rows = sq.run(s, env, row)?;
+                    Some(rows.is_empty() == s.negated)
+                }
+                SubqueryKind::In(lhs) => {
+                    let x = lhs.eval(env, sq, row)?;
+                    let rows = sq.run(s, env, row)?;
+                    if rows.is_empty() {
+                        return Ok(Some(s.negated));
+                    }
+                    if x.is_null() {
+                        return Ok(None);
+                    }
+                    let mut unknown = false;
+                    for y in &rows {
+                        match value::compare(&x, y) {
+                            Some(Ordering::Equal) => return Ok(Some(!s.negated)),
+                            None => unknown = true,
+                            Some(_) => {}
+                        }
+                    }
+                    if unknown { None } else { Some(s.negated) }
+                }
+                SubqueryKind::Scalar => as_bool(self.eval(env, sq, row)?),
+            },
+            other => as_bool(other.eval(env, sq, row)?),
+        })
+    }
+}
+
+fn as_bool(v: Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(b),
+        _ => None,
+    }
+}
+
+/// SQL LIKE with `%`, `_` and the default escape `\`.
+pub fn like(s: &str, pattern: &str) -> Result<bool> {
+    let s: Vec<char> = s.chars().collect();
+    let p: Vec<char> = pattern.chars().collect();
+    if p.last() == Some(&'\\') && p.iter().rev().take_while(|c| **c == '\\').count() % 2 == 1 {
+        return Err(SqlError::new("22025", "LIKE pattern must not end with escape character"));
+    }
+    Ok(like_at(&s, &p))
+}
+
+fn like_at(s: &[char], p: &[char]) -> bool {
+    // Iterative matcher with backtracking to the last `%` (linear in practice).
+    let (mut si, mut pi) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() {
+            match p[pi] {
+                '%' => {
+                    star = Some((pi, si));
+                    pi += 1;
+                    continue;
+                }
+                '_' => {
+                    si += 1;
+                    pi += 1;
+                    continue;
+                }
+                '\\' if pi + 1 < p.len() => {
+                    if p[pi + 1] == s[si] {
+                        si += 1;
+                        pi += 2;
+                        continue;
+                    }
+                }
+                c if c == s[si] => {
+                    si += 1;
+                    pi += 1;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        match star {
+            Some((sp, ss)) => {
+                pi = sp + 1;
+                si = ss + 1;
+                star = Some((sp, ss + 1));
+            }
+            None => return false,
+        }
+    }
+    p[pi..].iter().all(|c| *c == '%')
+}
+
+fn text_arg(v: &Value) -> Option<&str> {
+    match v {
+        Value::Text(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunner, row: &[Value]) -> Result<Value> {
+    if f == Func::Now {
+        return Ok(Value::Timestamp(env.now_micros));
+    }
+    let mut vals = Vec::with_capacity(args.len());
+    for a in args {
+        vals.push(a.eval(env, sq, row)?);
+    }
+    match f {
+        Func::Concat => {
+            let mut s = String::new();
+            for v in &vals {
+                if !v.is_null() {
+                    value::write_text(v, &mut s);
+                }
+            }
+            return Ok(Value::Text(s));
+        }
+        Func::Greatest | Func::Least => {
+            let mut best: Option<Value> = None;
+            for v in vals.into_iter().filter(|v| !v.is_null()) {
+                let better = match &best {
+                    None => true,
+                    Some(b) => {
+                        let o = value::sort_cmp(&v, b);
+                        if f == Func::Greatest { o == Ordering::Greater } else { o == Ordering::Less }
+                    }
+                };
+                if better {
+                    best = Some(v);
+                }
+            }
+            return Ok(best.unwrap_or(Value::Null));
+        }
+        _ => {}
+    }
+    if vals.iter().any(Value::is_null) {
+        return Ok(Value::Null);
+    }
+    let int = |i: usize| vals.get(i).and_then(Value::as_i64).unwrap_or(0);
+    let s0 = vals.first().and_then(text_arg).unwrap_or("");
+    Ok(match f {
+        Func::Lower => Value::Text(s0.to_lowercase()),
+        Func::Upper => Value::Text(s0.to_uppercase()),
+        Func::Length => Value::Int4(i32::try_from(s0.chars().count()).unwrap_or(i32::MAX)),
+        Func::Substr => {
+            let start = int(1);
+            let (from, to) = if vals.len() > 2 {
+                let len = int(2);
+                if len < 0 {
+                    return Err(SqlError::new("22011", "negative substring length not allowed"));
+                }
+                (start, start.saturating_add(len))
+            } else {
+                (start, i64::MAX)
+            };
+            let from = from.max(1);
+            if to <= from {
+                return Ok(Value::Text(String::new()));
+            }
+            let skip = usize::try_from(from - 1).unwrap_or(usize::MAX);
+            let take = usize::try_from(to - from).unwrap_or(usize::MAX);
+            Value::Text(s0.chars().skip(skip).take(take).collect())
+        }
+        Func::Lpad | Func::Rpad => {
+            let len = usize::try_from(int(1).max(0)).unwrap_or(0);
+            let fill: Vec<char> = match vals.get(2) {
+                Some(v) => text_arg(v).unwrap_or(" ").chars().collect(),
+                None => vec![' '],
+            };
+            let chars: Vec<char> = s0.chars().collect();
+            if chars.len() >= len || fill.is_empty() {
+                return Ok(Value::Text(chars.iter().take(len).collect()));
+            }
+            let pad: String = fill.iter().cycle().take(len - chars.len()).collect();
+            let body: String = chars.iter().collect();
+            Value::Text(if f == Func::Lpad { pad + &body } else { body + &pad })
+        }
+        Func::Btrim | Func::Ltrim | Func::Rtrim => {
+            let set: Vec<char> = match vals.get(1) {
+                Some(v) => text_arg(v).unwrap_or(" ").chars().collect(),
+                None => vec![' '],
+            };
+            let t = match f {
+                Func::Btrim => s0.trim_matches(|c| set.contains(&c)),
+                Func::Ltrim => s0.trim_start_matches(|c| set.contains(&c)),
+                _ => s0.trim_end_matches(|c| set.contains(&c)),
+            };
+            Value::Text(t.to_owned())
+        }
+        Func::Replace => {
+            let from = vals.get(1).and_then(text_arg).unwrap_or("");
+            let to = vals.get(2).and_then(text_arg).unwrap_or("");
+            Value::Text(if from.is_empty() { s0.to_owned() } else { s0.replace(from, to) })
+        }
+        Func::Position => {
+            // position(sub IN s): args are (sub, s).
+            let hay = vals.get(1).and_then(text_arg).unwrap_or("");
+            let pos = hay.find(s0).map_or(0, |b| hay[..b].chars().count() + 1);
+            Value::Int4(i32::try_from(pos).unwrap_or(0))
+        }
+        Func::Abs => match &vals[0] {
+            Value::Int2(x) => Value::Int2(x.checked_abs().ok_or_else(|| SqlError::out_of_range("smallint"))?),
+            Value::Int4(x) => Value::Int4(x.checked_abs().ok_or_else(|| SqlError::out_of_range("integer"))?),
+            Value::Int8(x) => Value::Int8(x.checked_abs().ok_or_else(|| SqlError::out_of_range("bigint"))?),
+            Value::Numeric(n) => Value::Numeric(Numeric::new(n.mantissa.abs(), n.scale)),
+            Value::Float4(x) => Value::Float4(x.abs()),
+            Value::Float8(x) => Value::Float8(x.abs()),
+            other => return Err(SqlError::undefined_function(&format!("abs({})", value::value_type_name(other)))),
+        },
+        Func::Round => match &vals[0] {
+            Value::Float8(x) => Value::Float8(x.round_ties_even()),
+            Value::Numeric(n) => Value::Numeric(value::round_numeric(*n, if vals.len() > 1 { int(1) } else { 0 })?),
+            other => return Err(SqlError::undefined_function(&format!("round({})", value::value_type_name(other)))),
+        },
+        Func::Ceil | Func::Floor => match &vals[0] {
+            Value::Float8(x) => Value::Float8(if f == Func::Ceil { x.ceil() } else { x.floor() }),
+            Value::Numeric(n) => {
+                let t = n.rescale(0).map(|r| r.mantissa).unwrap_or(0);
+                let back = Numeric::new(t, 0);
+                let cmp = value::numeric_cmp(back, *n);
+                let m = match (f, cmp) {
+                    (Func::Ceil, Ordering::Less) => t + 1,
+                    (Func::Floor, Ordering::Greater) => t - 1,
+                    _ => t,
+                };
+                Value::Numeric(Numeric::new(m, 0))
+            }
+            other => return Err(SqlError::undefined_function(&format!("ceil({})", value::value_type_name(other)))),
+        },
+        Func::Mod => {
+            let ty = match (&vals[0], &vals[1]) {
+                (Value::Numeric(_), _) | (_, Value::Numeric(_)) => value::NUMERIC_ANY,
+                (Value::Int8(_), _) | (_, Value::Int8(_)) => DataType::Int8,
+                (Value::Int4(_), _) | (_, Value::Int4(_)) => DataType::Int4,
+                _ => DataType::Int2,
+            };
+            value::arith(ArithOp::Mod, &vals[0], &vals[1], ty)?
+        }
+        Func::Now | Func::Concat | Func::Greatest | Func::Least => Value::Null,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_patterns() {
+        assert!(like("hello", "h%").unwrap());
+        assert!(like("hello", "%ll%").unwrap());
+        assert!(like("hello", "h_llo").unwrap());
+        assert!(!like("hello", "h_lo").unwrap());
+        assert!(like("50%", "50\\%").unwrap());
+        assert!(!like("50x", "50\\%").unwrap());
+        assert!(like("", "%").unwrap());
+        assert!(like("abcabc", "%abc").unwrap());
+    }
+}

@@ -1,0 +1,19 @@
+//! pgtier SQL: parse (sqlparser, PostgreSQL dialect) → bind (names, types,
+//! `$n` parameter types) → plan (access paths: primary-key lookup, ordered
+//! index prefix/range scan, index nested-loop join) → execute on the
+//! engine's typed transaction API, with PostgreSQL's semantics and SQLSTATEs.
+//! See README.md for what is supported and the invariants.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod bind;
+pub mod error;
+pub mod exec;
+pub mod expr;
+pub mod plan;
+pub mod planner;
+pub mod session;
+pub mod value;
+
+pub use error::{Result, SqlError};
+pub use pgtier_engine::{DataType, Database, Value};
+pub use session::{Column, Connection, ExecResult, PreparedStatement, Row, Rows};

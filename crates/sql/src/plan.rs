@@ -1,0 +1,241 @@
+//! Physical plans: what the executor runs.
+//!
+//! A SELECT is a left-deep pipeline of [`Level`]s, one per FROM relation in
+//! the order written; each level finds its rows through an [`Access`] path
+//! chosen from the predicates that reach it (primary-key point lookup,
+//! ordered-index prefix/range scan, or full scan), so a join on a key
+//! becomes an index nested-loop join. Above the pipeline: aggregation,
+//! projection, DISTINCT, sort, OFFSET/LIMIT.
+//!
+//! Invariant: an access path only narrows which rows are read; every level
+//! filter is still evaluated on the rows it returns, except for a primary-key
+//! lookup whose key predicates are exact (`exact_key`). So a poor choice of
+//! index can cost time but never change an answer.
+
+use std::sync::Arc;
+
+use pgtier_engine::{Catalog, IndexDef, IndexId, TableDef, TableId, TableSchema};
+use pgtier_engine::{DataType, Value};
+
+use crate::expr::Expr;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Access {
+    /// Equality on every primary-key column.
+    PkLookup { key: Vec<Expr> },
+    /// Ordered index: equality on the leading `eq` columns, then an optional
+    /// range on the next column.
+    IndexScan { index: IndexId, eq: Vec<Expr>, lower: Option<(Expr, bool)>, upper: Option<(Expr, bool)>, key_types: Vec<DataType> },
+    FullScan,
+}
+
+#[derive(Clone, Debug)]
+pub struct Level {
+    pub table: Arc<TableSchema>,
+    /// Position of this table's first column in the joined row.
+    pub offset: usize,
+    pub access: Access,
+    /// The key predicates of a PkLookup are exact: no recheck needed.
+    pub exact_key: bool,
+    pub left_join: bool,
+    /// Evaluated on each candidate row (join condition and pushed-down WHERE).
+    pub filters: Vec<Expr>,
+    /// Left join only: WHERE predicates applied after NULL-extension.
+    pub post_filters: Vec<Expr>,
+}
+
+impl PartialEq for Level {
+    fn eq(&self, o: &Level) -> bool {
+        Arc::ptr_eq(&self.table, &o.table)
+            && self.offset == o.offset
+            && self.access == o.access
+            && self.exact_key == o.exact_key
+            && self.left_join == o.left_join
+            && self.filters == o.filters
+            && self.post_filters == o.post_filters
+    }
+}
+
+impl Level {
+    pub fn width(&self) -> usize {
+        self.table.columns.len()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AggFunc {
+    CountStar,
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AggCall {
+    pub func: AggFunc,
+    pub arg: Option<Expr>,
+    pub distinct: bool,
+    /// Result type.
+    pub ty: DataType,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AggPlan {
+    pub group_by: Vec<Expr>,
+    pub aggs: Vec<AggCall>,
+    /// Over the aggregate row (groups, then aggregates).
+    pub having: Option<Expr>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SortKey {
+    pub column: usize,
+    pub desc: bool,
+    pub nulls_first: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputColumn {
+    pub name: String,
+    /// None for a column of untyped NULLs/literals (PostgreSQL shows text).
+    pub ty: Option<DataType>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelectPlan {
+    pub levels: Vec<Level>,
+    /// Width of the joined row.
+    pub width: usize,
+    /// WHERE predicates evaluated on the complete joined row (subqueries).
+    pub final_filters: Vec<Expr>,
+    pub agg: Option<AggPlan>,
+    /// Over the joined row, or the aggregate row when `agg` is set.
+    pub projection: Vec<Expr>,
+    /// Leading projection columns the client sees (the rest are sort keys).
+    pub visible: usize,
+    pub distinct: bool,
+    pub order_by: Vec<SortKey>,
+    pub limit: Option<Expr>,
+    pub offset: Option<Expr>,
+    pub for_update: bool,
+    pub columns: Vec<OutputColumn>,
+}
+
+/// A subquery's plan.
+pub type SubPlan = SelectPlan;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum InsertSource {
+    /// Each row: one expression per target column, already cast to its type.
+    Values(Vec<Vec<Expr>>),
+    Query(Box<SelectPlan>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConflictAction {
+    Nothing,
+    /// Assignments over the row [existing columns.., excluded columns..].
+    Update { assignments: Vec<(usize, Expr)>, filter: Option<Expr> },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct OnConflict {
+    /// Unique indexes whose conflicts this clause handles (all when no target given).
+    pub arbiters: Vec<IndexId>,
+    pub action: ConflictAction,
+}
+
+#[derive(Clone, Debug)]
+pub struct InsertPlan {
+    pub table: Arc<TableSchema>,
+    /// Target column positions, in source order.
+    pub targets: Vec<usize>,
+    pub source: InsertSource,
+    pub on_conflict: Option<OnConflict>,
+    /// Over the inserted row.
+    pub returning: Vec<Expr>,
+    pub columns: Vec<OutputColumn>,
+}
+
+#[derive(Clone, Debug)]
+pub struct UpdatePlan {
+    pub level: Level,
+    /// Column position and its new value (evaluated on the old row, cast to the column type).
+    pub assignments: Vec<(usize, Expr)>,
+    pub returning: Vec<Expr>,
+    pub columns: Vec<OutputColumn>,
+}
+
+#[derive(Clone, Debug)]
+pub struct DeletePlan {
+    pub level: Level,
+    pub returning: Vec<Expr>,
+    pub columns: Vec<OutputColumn>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TxnCommand {
+    Begin,
+    Commit,
+    Rollback,
+}
+
+#[derive(Clone, Debug)]
+pub enum Plan {
+    Select(SelectPlan),
+    Insert(InsertPlan),
+    Update(UpdatePlan),
+    Delete(DeletePlan),
+    CreateTable { def: TableDef, if_not_exists: bool },
+    CreateIndex { def: IndexDef, if_not_exists: bool },
+    DropTable { names: Vec<String>, if_exists: bool },
+    DropIndex { names: Vec<String>, if_exists: bool },
+    Txn(TxnCommand),
+    Set { name: String, value: String },
+    Show { name: String },
+    /// Accepted and ignored (e.g. SET TRANSACTION ISOLATION LEVEL READ COMMITTED).
+    Noop { tag: &'static str },
+}
+
+/// A plan plus what it was planned against.
+#[derive(Debug)]
+pub struct Prepared {
+    pub plan: Plan,
+    /// Resolved type of each `$n`.
+    pub param_types: Vec<DataType>,
+    /// Tables the plan read the schema of; it is stale once any changed.
+    pub deps: Vec<Arc<TableSchema>>,
+    pub indexes: Vec<IndexId>,
+}
+
+impl Prepared {
+    /// True while every table and index the plan uses is unchanged.
+    pub fn is_current(&self, catalog: &Catalog) -> bool {
+        self.deps.iter().all(|t| catalog.table(t.id).is_some_and(|c| Arc::ptr_eq(c, t)))
+            && self.indexes.iter().all(|i| catalog.index(*i).is_some())
+    }
+
+    pub fn columns(&self) -> &[OutputColumn] {
+        match &self.plan {
+            Plan::Select(s) => &s.columns,
+            Plan::Insert(i) => &i.columns,
+            Plan::Update(u) => &u.columns,
+            Plan::Delete(d) => &d.columns,
+            _ => &[],
+        }
+    }
+}
+
+pub fn table_ids(deps: &[Arc<TableSchema>]) -> Vec<TableId> {
+    deps.iter().map(|t| t.id).collect()
+}
+
+/// A constant's value, if `e` is one.
+pub fn const_value(e: &Expr) -> Option<&Value> {
+    match e {
+        Expr::Const(v) => Some(v),
+        _ => None,
+    }
+}

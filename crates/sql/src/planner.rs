@@ -1,0 +1,174 @@
+//! Access-path choice: which predicates each FROM relation can use to find
+//! its rows through the primary key or an ordered index.
+//!
+//! Relations are joined in the order written (left-deep nested loops); a
+//! predicate is attached to the first level where every column it reads is
+//! bound, and an equality `col = expr` whose `expr` reads only earlier levels
+//! becomes a key for that level, which makes the join an index nested loop.
+
+use pgtier_engine::{Catalog, IndexId};
+use pgtier_engine::DataType;
+
+use crate::bind::Rel;
+use crate::error::Result;
+use crate::expr::{CmpOp, Expr};
+use crate::plan::{Access, Level};
+
+/// A relation's join kind and its ON predicates (bound over the joined row).
+pub struct JoinRel {
+    pub left: bool,
+    pub on: Vec<Expr>,
+}
+
+fn level_of(rels: &[Rel], pos: usize) -> usize {
+    rels.iter().rposition(|r| r.offset <= pos).unwrap_or(0)
+}
+
+/// Highest level whose columns `e` reads (None: reads no column).
+fn max_level(rels: &[Rel], e: &Expr) -> Option<usize> {
+    let mut out: Option<usize> = None;
+    e.walk(&mut |x| {
+        if let Expr::Column(c) = x {
+            let l = level_of(rels, *c);
+            out = Some(out.map_or(l, |m| m.max(l)));
+        }
+    });
+    out
+}
+
+/// Plans the levels; returns them and the predicates left for the complete row.
+pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjuncts: Vec<Expr>, used: &mut Vec<IndexId>) -> Result<(Vec<Level>, Vec<Expr>)> {
+    let n = rels.len();
+    let mut filters: Vec<Vec<Expr>> = (0..n).map(|_| Vec::new()).collect();
+    let mut post: Vec<Vec<Expr>> = (0..n).map(|_| Vec::new()).collect();
+    let mut finals = Vec::new();
+    let left: Vec<bool> = joins.iter().map(|j| j.left).collect();
+    for (l, j) in joins.into_iter().enumerate().take(n) {
+        for e in j.on {
+            if e.has_subquery() {
+                filters[l].push(e);
+            } else {
+                let at = if j.left { l } else { max_level(rels, &e).unwrap_or(0).min(l) };
+                // An inner join's ON can move to the level where it is bound.
+                filters[if left.get(at).copied().unwrap_or(false) && at != l { l } else { at }].push(e);
+            }
+        }
+    }
+    for e in conjuncts {
+        if n == 0 || e.has_subquery() {
+            finals.push(e);
+            continue;
+        }
+        let l = max_level(rels, &e).unwrap_or(0);
+        if left.get(l).copied().unwrap_or(false) {
+            post[l].push(e);
+        } else {
+            filters[l].push(e);
+        }
+    }
+    let mut levels = Vec::with_capacity(n);
+    for (l, rel) in rels.iter().enumerate() {
+        let mut level_filters = std::mem::take(&mut filters[l]);
+        let (access, exact) = choose_access(catalog, rels, l, rel, &mut level_filters, used);
+        levels.push(Level {
+            table: rel.table.clone(),
+            offset: rel.offset,
+            access,
+            exact_key: exact,
+            left_join: left.get(l).copied().unwrap_or(false),
+            filters: level_filters,
+            post_filters: std::mem::take(&mut post[l]),
+        });
+    }
+    Ok((levels, finals))
+}
+
+/// A usable key predicate: (filter index, column in the table, operator, other side).
+struct KeyPred {
+    filter: usize,
+    column: usize,
+    op: CmpOp,
+    expr: Expr,
+}
+
+fn key_preds(rels: &[Rel], l: usize, rel: &Rel, filters: &[Expr]) -> Vec<KeyPred> {
+    let width = rel.table.columns.len();
+    let mut out = Vec::new();
+    for (i, f) in filters.iter().enumerate() {
+        let Expr::Cmp(op, a, b) = f else { continue };
+        if *op == CmpOp::NotEq {
+            continue;
+        }
+        let sides = [(a.as_ref(), b.as_ref(), *op), (b.as_ref(), a.as_ref(), op.flip())];
+        for (col_side, other, op) in sides {
+            let Expr::Column(c) = col_side else { continue };
+            if *c < rel.offset || *c >= rel.offset + width {
+                continue;
+            }
+            if other.has_subquery() || max_level(rels, other).is_some_and(|m| m >= l) {
+                continue;
+            }
+            out.push(KeyPred { filter: i, column: c - rel.offset, op, expr: other.clone() });
+            break;
+        }
+    }
+    out
+}
+
+fn choose_access(catalog: &Catalog, rels: &[Rel], l: usize, rel: &Rel, filters: &mut Vec<Expr>, used: &mut Vec<IndexId>) -> (Access, bool) {
+    let preds = key_preds(rels, l, rel, filters);
+    let eq_for = |col: usize| preds.iter().find(|p| p.column == col && p.op == CmpOp::Eq);
+    let table = &rel.table;
+    // Primary-key point lookup: the key predicates are exact, drop them.
+    let pk: Option<Vec<&KeyPred>> = table.primary_key.iter().map(|&c| eq_for(c)).collect();
+    if let Some(pk) = pk {
+        let key = pk.iter().map(|p| p.expr.clone()).collect();
+        let mut consumed: Vec<usize> = pk.iter().map(|p| p.filter).collect();
+        consumed.sort_unstable();
+        consumed.dedup();
+        for i in consumed.into_iter().rev() {
+            filters.remove(i);
+        }
+        return (Access::PkLookup { key }, true);
+    }
+    let mut best: Option<(usize, Access)> = None;
+    for index in catalog.indexes_of(table.id) {
+        if !index.ordered {
+            continue;
+        }
+        let mut eq = Vec::new();
+        for &c in &index.columns {
+            match eq_for(c) {
+                Some(p) => eq.push(p.expr.clone()),
+                None => break,
+            }
+        }
+        let mut lower = None;
+        let mut upper = None;
+        if let Some(&next) = index.columns.get(eq.len()) {
+            for p in preds.iter().filter(|p| p.column == next) {
+                match p.op {
+                    CmpOp::Gt | CmpOp::GtEq if lower.is_none() => lower = Some((p.expr.clone(), p.op == CmpOp::GtEq)),
+                    CmpOp::Lt | CmpOp::LtEq if upper.is_none() => upper = Some((p.expr.clone(), p.op == CmpOp::LtEq)),
+                    _ => {}
+                }
+            }
+        }
+        // Prefer more equality columns, then a range, then a unique index.
+        let score = eq.len() * 4 + usize::from(lower.is_some()) + usize::from(upper.is_some()) + usize::from(index.unique && eq.len() == index.columns.len()) * 2;
+        if score == 0 || best.as_ref().is_some_and(|(s, _)| *s >= score) {
+            continue;
+        }
+        let key_types: Vec<DataType> = index.columns.iter().map(|&c| table.columns[c].ty).collect();
+        best = Some((score, Access::IndexScan { index: index.id, eq, lower, upper, key_types }));
+    }
+    match best {
+        Some((_, access)) => {
+            if let Access::IndexScan { index, .. } = &access {
+                used.push(*index);
+            }
+            (access, false)
+        }
+        None => (Access::FullScan, false),
+    }
+}

@@ -1,0 +1,578 @@
+//! The embedded (direct mode) API: [`Connection`], [`PreparedStatement`],
+//! [`Rows`]. One connection per thread; many connections share one engine
+//! [`Database`] (a cheap clone of an `Arc`).
+//!
+//! Transaction state follows PostgreSQL: outside BEGIN each statement is its
+//! own transaction (autocommit); inside BEGIN an error aborts the block and
+//! every later statement fails with 25P02 until COMMIT (answered ROLLBACK)
+//! or ROLLBACK.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use pgtier_engine::{Database, RowBuf, Transaction, Value};
+use sqlparser::ast::Statement;
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::Parser;
+
+use crate::bind::bind_statement;
+use crate::error::{Result, SqlError};
+use crate::exec::{Exec, ResultBuf};
+use crate::plan::{OutputColumn, Plan, Prepared, TxnCommand};
+use crate::value;
+
+/// µs between 1970-01-01 and 2000-01-01 (PostgreSQL's epoch).
+const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
+
+pub type Column = OutputColumn;
+
+/// A parsed statement with its plan. Planned once; re-planned only when a
+/// table it uses changed (DDL), so executions skip parse/bind/plan.
+pub struct PreparedStatement {
+    sql: String,
+    ast: Option<Statement>,
+    prepared: Mutex<Arc<Prepared>>,
+}
+
+impl std::fmt::Debug for PreparedStatement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedStatement").field("sql", &self.sql).finish()
+    }
+}
+
+impl PreparedStatement {
+    pub fn sql(&self) -> &str {
+        &self.sql
+    }
+
+    /// Result columns (empty for statements without RETURNING).
+    pub fn columns(&self) -> Vec<Column> {
+        self.prepared.lock().columns().to_vec()
+    }
+
+    /// Resolved parameter types (`$1` first).
+    pub fn param_types(&self) -> Vec<pgtier_engine::DataType> {
+        self.prepared.lock().param_types.clone()
+    }
+}
+
+/// Rows returned by a query (owned).
+#[derive(Clone, Debug)]
+pub struct Rows {
+    columns: Arc<[Column]>,
+    buf: ResultBuf,
+}
+
+impl Rows {
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+    pub fn len(&self) -> usize {
+        self.buf.rows
+    }
+    pub fn is_empty(&self) -> bool {
+        self.buf.rows == 0
+    }
+    pub fn get(&self, i: usize) -> Option<Row<'_>> {
+        (i < self.buf.rows).then(|| Row { columns: &self.columns, values: self.buf.row(i) })
+    }
+    pub fn iter(&self) -> impl Iterator<Item = Row<'_>> {
+        (0..self.buf.rows).map(|i| Row { columns: &self.columns, values: self.buf.row(i) })
+    }
+}
+
+/// One result row: values by position or by column name.
+#[derive(Clone, Copy, Debug)]
+pub struct Row<'a> {
+    columns: &'a [Column],
+    values: &'a [Value],
+}
+
+impl<'a> Row<'a> {
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+    pub fn get(&self, i: usize) -> Option<&'a Value> {
+        self.values.get(i)
+    }
+    /// First column with this name (as PostgreSQL drivers resolve names).
+    pub fn get_by_name(&self, name: &str) -> Option<&'a Value> {
+        self.columns.iter().position(|c| c.name == name).and_then(|i| self.values.get(i))
+    }
+    pub fn values(&self) -> &'a [Value] {
+        self.values
+    }
+    /// PostgreSQL's text form of column `i` (NULL as None).
+    pub fn text(&self, i: usize) -> Option<String> {
+        self.values.get(i).filter(|v| !v.is_null()).map(value::to_text)
+    }
+}
+
+/// Outcome of one statement.
+#[derive(Clone, Debug)]
+pub struct ExecResult {
+    /// PostgreSQL's command tag (`INSERT 0 1`, `SELECT 3`, `BEGIN`).
+    pub tag: String,
+    /// Rows inserted/updated/deleted, or returned by a SELECT.
+    pub rows_affected: u64,
+    /// Result rows for SELECT and DML with RETURNING.
+    pub rows: Option<Rows>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Block {
+    /// No BEGIN: each statement commits on its own.
+    None,
+    Active,
+    /// An error inside BEGIN: only COMMIT/ROLLBACK are accepted.
+    Failed,
+}
+
+/// Session settings drivers set and read (`SET`/`SHOW`).
+fn default_settings() -> HashMap<String, String> {
+    let pairs = [
+        ("application_name", ""),
+        ("client_encoding", "UTF8"),
+        ("datestyle", "ISO, MDY"),
+        ("default_transaction_isolation", "read committed"),
+        ("default_transaction_read_only", "off"),
+        ("extra_float_digits", "1"),
+        ("integer_datetimes", "on"),
+        ("intervalstyle", "postgres"),
+        ("is_superuser", "on"),
+        ("lc_messages", "C"),
+        ("search_path", "\"$user\", public"),
+        ("server_encoding", "UTF8"),
+        ("server_version", "15.0 (pgtier)"),
+        ("standard_conforming_strings", "on"),
+        ("statement_timeout", "0"),
+        ("synchronous_commit", "on"),
+        ("timezone", "UTC"),
+        ("transaction_isolation", "read committed"),
+        ("transaction_read_only", "off"),
+        ("lock_timeout", "0"),
+        ("idle_in_transaction_session_timeout", "0"),
+        ("bytea_output", "hex"),
+        ("max_identifier_length", "63"),
+    ];
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// Settings PostgreSQL lets a session change; the rest are read-only.
+const READ_ONLY_SETTINGS: [&str; 5] = ["server_version", "server_encoding", "integer_datetimes", "is_superuser", "max_identifier_length"];
+
+pub struct Connection {
+    db: Database,
+    txn: Option<Transaction>,
+    block: Block,
+    txn_start_micros: i64,
+    settings: HashMap<String, String>,
+    params: Vec<Value>,
+    rowbuf: RowBuf,
+    keybuf: Vec<Value>,
+    scratch: Vec<Value>,
+    result: ResultBuf,
+}
+
+fn now_micros() -> i64 {
+    let since_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0);
+    i64::try_from(since_unix).unwrap_or(i64::MAX) - PG_EPOCH_OFFSET_MICROS
+}
+
+fn parse_one(sql: &str) -> Result<Option<Statement>> {
+    let mut stmts = Parser::parse_sql(&PostgreSqlDialect {}, sql)?;
+    match stmts.len() {
+        0 => Ok(None),
+        1 => Ok(stmts.pop()),
+        _ => Err(SqlError::syntax("cannot insert multiple commands into a prepared statement")),
+    }
+}
+
+impl Connection {
+    pub fn new(db: Database) -> Connection {
+        Connection {
+            db,
+            txn: None,
+            block: Block::None,
+            txn_start_micros: 0,
+            settings: default_settings(),
+            params: Vec::new(),
+            rowbuf: RowBuf::new(),
+            keybuf: Vec::new(),
+            scratch: Vec::new(),
+            result: ResultBuf::default(),
+        }
+    }
+
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// True inside BEGIN ... COMMIT/ROLLBACK.
+    pub fn in_transaction(&self) -> bool {
+        self.block != Block::None
+    }
+
+    /// Parses and plans `sql` (one statement, `$1..$n` parameters).
+    pub fn prepare(&mut self, sql: &str) -> Result<PreparedStatement> {
+        if self.block == Block::Failed {
+            return Err(SqlError::transaction_aborted());
+        }
+        let result = self.prepare_inner(sql);
+        if result.is_err() {
+            self.fail();
+        }
+        result
+    }
+
+    fn prepare_inner(&mut self, sql: &str) -> Result<PreparedStatement> {
+        let ast = parse_one(sql)?;
+        let prepared = match &ast {
+            Some(stmt) => self.bind(stmt)?,
+            None => Prepared { plan: Plan::Noop { tag: "" }, param_types: Vec::new(), deps: Vec::new(), indexes: Vec::new() },
+        };
+        Ok(PreparedStatement { sql: sql.to_owned(), ast, prepared: Mutex::new(Arc::new(prepared)) })
+    }
+
+    fn bind(&self, stmt: &Statement) -> Result<Prepared> {
+        match &self.txn {
+            Some(t) => bind_statement(t.catalog(), stmt),
+            None => bind_statement(&self.db.catalog(), stmt),
+        }
+    }
+
+    /// Runs a statement; returns rows affected (or returned).
+    pub fn execute(&mut self, stmt: &PreparedStatement, params: &[Value]) -> Result<u64> {
+        let (_, n) = self.run(stmt, params)?;
+        Ok(n)
+    }
+
+    /// Runs a query; returns its rows.
+    pub fn query(&mut self, stmt: &PreparedStatement, params: &[Value]) -> Result<Rows> {
+        self.run(stmt, params)?;
+        let columns: Arc<[Column]> = self.current_columns(stmt).into();
+        Ok(Rows { columns, buf: self.result.clone() })
+    }
+
+    /// Runs a query and lends its rows to `f` without copying them out
+    /// (the zero-allocation path for hot loops).
+    pub fn query_with<R>(&mut self, stmt: &PreparedStatement, params: &[Value], f: impl FnOnce(&[Value], usize) -> R) -> Result<R> {
+        self.run(stmt, params)?;
+        Ok(f(&self.result.values, self.result.width))
+    }
+
+    fn current_columns(&self, stmt: &PreparedStatement) -> Vec<Column> {
+        let p = stmt.prepared.lock();
+        let cols = p.columns();
+        cols.iter().take(self.result.width).cloned().collect()
+    }
+
+    /// Runs one or more `;`-separated statements without parameters (the
+    /// simple-query path); returns the last statement's result.
+    pub fn execute_sql(&mut self, sql: &str) -> Result<ExecResult> {
+        if self.block == Block::Failed {
+            let stmts = Parser::parse_sql(&PostgreSqlDialect {}, sql);
+            let ends_block = matches!(stmts.as_deref(), Ok([Statement::Rollback { .. } | Statement::Commit { .. }]));
+            if !ends_block {
+                return Err(SqlError::transaction_aborted());
+            }
+        }
+        let stmts = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
+            Ok(s) => s,
+            Err(e) => {
+                self.fail();
+                return Err(e.into());
+            }
+        };
+        let mut last = ExecResult { tag: String::new(), rows_affected: 0, rows: None };
+        for stmt in stmts {
+            let prepared = match self.bind(&stmt) {
+                Ok(p) => p,
+                Err(e) => {
+                    // Binding inside an aborted block still answers 25P02.
+                    if self.block == Block::Failed && !matches!(stmt, Statement::Rollback { .. } | Statement::Commit { .. }) {
+                        return Err(SqlError::transaction_aborted());
+                    }
+                    self.fail();
+                    return Err(e);
+                }
+            };
+            let ps = PreparedStatement { sql: stmt.to_string(), ast: Some(stmt), prepared: Mutex::new(Arc::new(prepared)) };
+            let (tag, n) = self.run(&ps, &[])?;
+            let has_rows = matches!(ps.prepared.lock().plan, Plan::Select(_) | Plan::Show { .. })
+                || !ps.prepared.lock().columns().is_empty();
+            let rows = has_rows.then(|| Rows { columns: self.current_columns(&ps).into(), buf: self.result.clone() });
+            last = ExecResult { tag, rows_affected: n, rows };
+        }
+        Ok(last)
+    }
+
+    /// BEGIN.
+    pub fn begin(&mut self) -> Result<()> {
+        self.txn_command(&TxnCommand::Begin).map(|_| ())
+    }
+
+    /// COMMIT (a failed block is rolled back instead, as PostgreSQL does).
+    pub fn commit(&mut self) -> Result<()> {
+        self.txn_command(&TxnCommand::Commit).map(|_| ())
+    }
+
+    pub fn rollback(&mut self) -> Result<()> {
+        self.txn_command(&TxnCommand::Rollback).map(|_| ())
+    }
+
+    /// A setting's current value (`SHOW name`).
+    pub fn setting(&self, name: &str) -> Option<&str> {
+        self.settings.get(&name.to_lowercase()).map(String::as_str)
+    }
+
+    fn fail(&mut self) {
+        match self.block {
+            Block::None => {
+                if let Some(t) = self.txn.take() {
+                    t.rollback();
+                }
+            }
+            Block::Active | Block::Failed => {
+                self.block = Block::Failed;
+                if let Some(t) = self.txn.take() {
+                    t.rollback();
+                }
+            }
+        }
+    }
+
+    fn ensure_txn(&mut self) -> Result<()> {
+        if self.txn.is_none() {
+            self.txn = Some(self.db.begin()?);
+            self.txn_start_micros = now_micros();
+        }
+        Ok(())
+    }
+
+    fn txn_command(&mut self, cmd: &TxnCommand) -> Result<(String, u64)> {
+        match cmd {
+            TxnCommand::Begin => {
+                if self.block == Block::Failed {
+                    return Err(SqlError::transaction_aborted());
+                }
+                if self.block == Block::None {
+                    self.ensure_txn()?;
+                    self.block = Block::Active;
+                }
+                Ok(("BEGIN".into(), 0))
+            }
+            TxnCommand::Commit => {
+                let failed = self.block == Block::Failed;
+                self.block = Block::None;
+                match self.txn.take() {
+                    Some(t) if !failed => {
+                        let info = t.commit()?;
+                        Ok((if info.rolled_back { "ROLLBACK" } else { "COMMIT" }.into(), 0))
+                    }
+                    Some(t) => {
+                        t.rollback();
+                        Ok(("ROLLBACK".into(), 0))
+                    }
+                    None => Ok((if failed { "ROLLBACK" } else { "COMMIT" }.into(), 0)),
+                }
+            }
+            TxnCommand::Rollback => {
+                self.block = Block::None;
+                if let Some(t) = self.txn.take() {
+                    t.rollback();
+                }
+                Ok(("ROLLBACK".into(), 0))
+            }
+        }
+    }
+
+    /// Executes `stmt`; result rows land in `self.result`.
+    fn run(&mut self, stmt: &PreparedStatement, params: &[Value]) -> Result<(String, u64)> {
+        let prepared = stmt.prepared.lock().clone();
+        if let Plan::Txn(cmd) = &prepared.plan {
+            return self.txn_command(cmd);
+        }
+        if self.block == Block::Failed {
+            return Err(SqlError::transaction_aborted());
+        }
+        let result = self.run_inner(stmt, prepared, params);
+        match result {
+            Ok(r) => {
+                if self.block == Block::None {
+                    if let Some(t) = self.txn.take() {
+                        t.commit()?;
+                    }
+                }
+                Ok(r)
+            }
+            Err(e) => {
+                self.fail();
+                Err(e)
+            }
+        }
+    }
+
+    fn run_inner(&mut self, stmt: &PreparedStatement, mut prepared: Arc<Prepared>, params: &[Value]) -> Result<(String, u64)> {
+        match &prepared.plan {
+            Plan::Set { name, value } => return self.set(name, value),
+            Plan::Show { name } => return self.show(name),
+            Plan::Noop { tag } => {
+                self.result.reset(0);
+                return Ok(((*tag).to_owned(), 0));
+            }
+            _ => {}
+        }
+        self.ensure_txn()?;
+        let Some(txn) = self.txn.as_mut() else { return Err(SqlError::new("XX000", "no transaction")) };
+        if !prepared.is_current(txn.catalog()) {
+            // A table it uses changed: plan again from the saved statement.
+            let Some(ast) = &stmt.ast else { return Err(SqlError::new("XX000", "statement has no text to re-plan")) };
+            let fresh = Arc::new(bind_statement(txn.catalog(), ast)?);
+            *stmt.prepared.lock() = fresh.clone();
+            prepared = fresh;
+        }
+        if params.len() < prepared.param_types.len() {
+            return Err(SqlError::new(
+                "08P01",
+                format!("bind message supplies {} parameters, but prepared statement requires {}", params.len(), prepared.param_types.len()),
+            ));
+        }
+        let mut pbuf = std::mem::take(&mut self.params);
+        pbuf.clear();
+        for (v, ty) in params.iter().zip(&prepared.param_types) {
+            pbuf.push(if param_fits(v, *ty) { v.clone() } else { value::cast(v.clone(), *ty, false)? });
+        }
+        txn.begin_statement()?;
+        let mut ex = Exec {
+            txn,
+            now_micros: self.txn_start_micros,
+            rowbuf: &mut self.rowbuf,
+            keybuf: &mut self.keybuf,
+            scratch: &mut self.scratch,
+            sub_cache: HashMap::new(),
+        };
+        let out = &mut self.result;
+        let r = match &prepared.plan {
+            Plan::Select(s) => ex.select(s, &pbuf, out).map(|()| (format!("SELECT {}", out.rows), out.rows as u64)),
+            Plan::Insert(i) => ex.insert(i, &pbuf, out).map(|n| (format!("INSERT 0 {n}"), n)),
+            Plan::Update(u) => ex.update(u, &pbuf, out).map(|n| (format!("UPDATE {n}"), n)),
+            Plan::Delete(d) => ex.delete(d, &pbuf, out).map(|n| (format!("DELETE {n}"), n)),
+            Plan::CreateTable { def, if_not_exists } => ex.create_table(def, *if_not_exists).map(|()| ("CREATE TABLE".to_owned(), 0)),
+            Plan::CreateIndex { def, if_not_exists } => ex.create_index(def, *if_not_exists).map(|()| ("CREATE INDEX".to_owned(), 0)),
+            Plan::DropTable { names, if_exists } => ex.drop_tables(names, *if_exists).map(|()| ("DROP TABLE".to_owned(), 0)),
+            Plan::DropIndex { names, if_exists } => ex.drop_indexes(names, *if_exists).map(|()| ("DROP INDEX".to_owned(), 0)),
+            Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Noop { .. } => Ok((String::new(), 0)),
+        };
+        if !matches!(prepared.plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_)) {
+            out.reset(0);
+        }
+        if let Some(t) = self.txn.as_mut() {
+            t.end_statement();
+        }
+        self.params = pbuf;
+        r
+    }
+
+    fn set(&mut self, name: &str, value: &str) -> Result<(String, u64)> {
+        let key = name.to_lowercase();
+        let key = if key == "time zone" { "timezone".to_owned() } else { key };
+        let Some(current) = self.settings.get(&key) else {
+            return Err(SqlError::new("42704", format!("unrecognized configuration parameter \"{name}\"")));
+        };
+        if READ_ONLY_SETTINGS.contains(&key.as_str()) {
+            return Err(SqlError::new("55P02", format!("parameter \"{key}\" cannot be changed")));
+        }
+        let _ = current;
+        let v = if value.eq_ignore_ascii_case("default") {
+            default_settings().remove(&key).unwrap_or_default()
+        } else {
+            normalize_setting(&key, value)?
+        };
+        self.settings.insert(key, v);
+        self.result.reset(0);
+        Ok(("SET".into(), 0))
+    }
+
+    fn show(&mut self, name: &str) -> Result<(String, u64)> {
+        let key = match name {
+            "transaction isolation level" => "transaction_isolation".to_owned(),
+            "time zone" => "timezone".to_owned(),
+            other => other.to_owned(),
+        };
+        let Some(v) = self.settings.get(&key) else {
+            return Err(SqlError::new("42704", format!("unrecognized configuration parameter \"{name}\"")));
+        };
+        self.result.reset(1);
+        self.result.push_row(&[Value::Text(v.clone())]);
+        Ok(("SHOW".into(), 1))
+    }
+}
+
+/// A parameter value already of the representation its type stores.
+fn param_fits(v: &Value, ty: pgtier_engine::DataType) -> bool {
+    use pgtier_engine::DataType as T;
+    matches!(
+        (v, ty),
+        (Value::Null, _)
+            | (Value::Int2(_), T::Int2)
+            | (Value::Int4(_), T::Int4)
+            | (Value::Int8(_), T::Int8)
+            | (Value::Bool(_), T::Bool)
+            | (Value::Float8(_), T::Float8)
+            | (Value::Float4(_), T::Float4)
+            | (Value::Date(_), T::Date)
+            | (Value::Timestamp(_), T::Timestamp)
+            | (Value::Text(_), T::Text)
+    )
+}
+
+fn normalize_setting(key: &str, value: &str) -> Result<String> {
+    let invalid = || SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\""));
+    Ok(match key {
+        "client_encoding" => {
+            let v = value.to_uppercase().replace('-', "");
+            if v != "UTF8" && v != "UNICODE" {
+                return Err(SqlError::unsupported(format!("client_encoding {value}")));
+            }
+            "UTF8".to_owned()
+        }
+        "datestyle" => {
+            let parts: Vec<String> = value.split(',').map(|p| p.trim().to_uppercase()).collect();
+            let style = if parts.iter().any(|p| p == "ISO") { "ISO" } else { return Err(SqlError::unsupported(format!("DateStyle {value}"))) };
+            let order = parts.iter().find(|p| ["MDY", "DMY", "YMD"].contains(&p.as_str())).cloned().unwrap_or_else(|| "MDY".to_owned());
+            format!("{style}, {order}")
+        }
+        "extra_float_digits" => {
+            let n: i32 = value.trim().parse().map_err(|_| SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\"")))?;
+            if !(-15..=3).contains(&n) {
+                return Err(SqlError::new("22023", format!("{n} is outside the valid range for parameter \"extra_float_digits\" (-15 .. 3)")));
+            }
+            n.to_string()
+        }
+        "timezone" => {
+            let v = value.trim();
+            if !(v.eq_ignore_ascii_case("utc") || v.eq_ignore_ascii_case("gmt") || v == "0" || v.eq_ignore_ascii_case("etc/utc")) {
+                return Err(SqlError::unsupported(format!("TimeZone {value} (only UTC)")));
+            }
+            if v.eq_ignore_ascii_case("utc") { "UTC".to_owned() } else { v.to_owned() }
+        }
+        "standard_conforming_strings" => match value.to_lowercase().as_str() {
+            "on" | "true" | "1" => "on".to_owned(),
+            "off" | "false" | "0" => return Err(SqlError::unsupported("standard_conforming_strings = off")),
+            _ => return Err(invalid()),
+        },
+        "transaction_isolation" | "default_transaction_isolation" => {
+            if value.to_lowercase() != "read committed" {
+                return Err(SqlError::unsupported(format!("isolation level {value}")));
+            }
+            "read committed".to_owned()
+        }
+        _ => value.to_owned(),
+    })
+}

@@ -1,0 +1,806 @@
+//! PostgreSQL semantics over the engine's [`Value`]: comparison across the
+//! numeric types, checked arithmetic, casts, text input and output.
+//!
+//! The binder resolves types (which operator, which result type); these
+//! functions then work on values whose types it already checked. Integer
+//! arithmetic is done in i64/i128 and range-checked against the result type,
+//! so `int4 + int4` overflows exactly where PostgreSQL's does.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+
+use pgtier_engine::{DataType, Numeric, Value, civil_from_days, days_from_civil};
+
+/// Digits an i128 numeric holds (the engine's limit for numeric(p,s)).
+pub const NUMERIC_PRECISION_MAX: u8 = 38;
+
+use crate::error::{Result, SqlError};
+
+/// `numeric` without a declared precision, as expression results are typed
+/// (values keep whatever scale the computation gave them).
+pub const NUMERIC_ANY: DataType = DataType::Numeric { precision: 0, scale: 0 };
+
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+const MICROS_PER_SECOND: i64 = 1_000_000;
+/// PostgreSQL's NUMERIC_MIN_SIG_DIGITS: division keeps at least this many.
+const NUMERIC_MIN_SIG_DIGITS: i32 = 16;
+/// PostgreSQL's NUMERIC_MAX_DISPLAY_SCALE, capped by what an i128 holds.
+const NUMERIC_MAX_SCALE: i32 = 30;
+
+/// Type category (PostgreSQL's `typcategory`), which decides implicit casts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Category {
+    Bool,
+    Numeric,
+    String,
+    DateTime,
+    Bytea,
+}
+
+pub fn category(ty: DataType) -> Category {
+    match ty {
+        DataType::Bool => Category::Bool,
+        DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. } | DataType::Float4 | DataType::Float8 => {
+            Category::Numeric
+        }
+        DataType::Text | DataType::Varchar(_) | DataType::Char(_) => Category::String,
+        DataType::Date | DataType::Timestamp => Category::DateTime,
+        DataType::Bytea => Category::Bytea,
+    }
+}
+
+pub fn is_integer(ty: DataType) -> bool {
+    matches!(ty, DataType::Int2 | DataType::Int4 | DataType::Int8)
+}
+
+pub fn is_float(ty: DataType) -> bool {
+    matches!(ty, DataType::Float4 | DataType::Float8)
+}
+
+/// The type name PostgreSQL uses in operator and function signatures.
+pub fn type_name(ty: DataType) -> &'static str {
+    match ty {
+        DataType::Bool => "boolean",
+        DataType::Int2 => "smallint",
+        DataType::Int4 => "integer",
+        DataType::Int8 => "bigint",
+        DataType::Numeric { .. } => "numeric",
+        DataType::Float4 => "real",
+        DataType::Float8 => "double precision",
+        DataType::Text => "text",
+        DataType::Varchar(_) => "character varying",
+        DataType::Char(_) => "character",
+        DataType::Bytea => "bytea",
+        DataType::Date => "date",
+        DataType::Timestamp => "timestamp without time zone",
+    }
+}
+
+/// Full type name with modifiers, as `format_type` prints it.
+pub fn full_type_name(ty: DataType) -> String {
+    if ty == NUMERIC_ANY { "numeric".to_owned() } else { ty.pg_name() }
+}
+
+/// Common type of two numeric-category types for comparison/arithmetic
+/// (PostgreSQL's implicit-cast preference: int2 < int4 < int8 < numeric <
+/// float4 < float8; any float with a non-float4 goes to float8).
+pub fn numeric_common(a: DataType, b: DataType) -> DataType {
+    use DataType::*;
+    let rank = |t: DataType| match t {
+        Int2 => 0,
+        Int4 => 1,
+        Int8 => 2,
+        Numeric { .. } => 3,
+        Float4 => 4,
+        _ => 5,
+    };
+    match (a, b) {
+        (Float4, Float4) => Float4,
+        _ if is_float(a) || is_float(b) => Float8,
+        (Numeric { .. }, _) | (_, Numeric { .. }) => NUMERIC_ANY,
+        _ => {
+            if rank(a) >= rank(b) {
+                a
+            } else {
+                b
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- numbers
+
+fn pow10(exp: u32) -> Option<i128> {
+    10i128.checked_pow(exp)
+}
+
+fn numeric_overflow() -> SqlError {
+    SqlError::new("22003", "value overflows numeric format")
+}
+
+/// Both operands at the larger scale.
+fn align(a: Numeric, b: Numeric) -> Result<(i128, i128, u8)> {
+    let scale = a.scale.max(b.scale);
+    let a2 = a.rescale(scale).ok_or_else(numeric_overflow)?;
+    let b2 = b.rescale(scale).ok_or_else(numeric_overflow)?;
+    Ok((a2.mantissa, b2.mantissa, scale))
+}
+
+pub fn to_numeric(v: &Value) -> Option<Numeric> {
+    match v {
+        Value::Int2(x) => Some(Numeric::new(i128::from(*x), 0)),
+        Value::Int4(x) => Some(Numeric::new(i128::from(*x), 0)),
+        Value::Int8(x) => Some(Numeric::new(i128::from(*x), 0)),
+        Value::Numeric(n) => Some(*n),
+        _ => None,
+    }
+}
+
+#[allow(clippy::cast_precision_loss)]
+pub fn to_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Int2(x) => Some(f64::from(*x)),
+        Value::Int4(x) => Some(f64::from(*x)),
+        Value::Int8(x) => Some(*x as f64),
+        Value::Numeric(n) => Some(numeric_to_f64(*n)),
+        Value::Float4(x) => Some(f64::from(*x)),
+        Value::Float8(x) => Some(*x),
+        _ => None,
+    }
+}
+
+fn numeric_to_f64(n: Numeric) -> f64 {
+    // Through text: exact decimal to nearest double, as PostgreSQL does.
+    n.to_string().parse().unwrap_or(f64::NAN)
+}
+
+/// Base-10000 weight and first digit of `n`, as PostgreSQL's NumericVar
+/// would hold them (drives the result scale of division).
+fn nbase_weight_first_digit(n: Numeric) -> (i32, i128) {
+    let m = n.mantissa.unsigned_abs();
+    if m == 0 {
+        return (0, 0);
+    }
+    let digits = i32::try_from(m.ilog10()).unwrap_or(0) + 1;
+    let exp10 = digits - 1 - i32::from(n.scale);
+    let weight = exp10.div_euclid(4);
+    let shift = i32::from(n.scale) + 4 * weight;
+    let m = i128::try_from(m).unwrap_or(i128::MAX);
+    let first = if shift >= 0 {
+        m / pow10(shift.unsigned_abs()).unwrap_or(1)
+    } else {
+        m.saturating_mul(pow10(shift.unsigned_abs()).unwrap_or(1))
+    };
+    (weight, first)
+}
+
+/// PostgreSQL's `select_div_scale`.
+fn div_scale(a: Numeric, b: Numeric) -> u8 {
+    let (w1, f1) = nbase_weight_first_digit(a);
+    let (w2, f2) = nbase_weight_first_digit(b);
+    let mut qweight = w1 - w2;
+    if f1 <= f2 {
+        qweight -= 1;
+    }
+    let rscale = (NUMERIC_MIN_SIG_DIGITS - qweight * 4)
+        .max(i32::from(a.scale))
+        .max(i32::from(b.scale))
+        .clamp(0, NUMERIC_MAX_SCALE);
+    u8::try_from(rscale).unwrap_or(0)
+}
+
+/// `a / b` rounded half away from zero at `scale` digits.
+fn numeric_div_at(a: Numeric, b: Numeric, scale: u8) -> Result<Numeric> {
+    if b.mantissa == 0 {
+        return Err(SqlError::division_by_zero());
+    }
+    // q = a.m * 10^(scale + b.s - a.s) / b.m
+    let exp = i32::from(scale) + i32::from(b.scale) - i32::from(a.scale);
+    let (num, den) = if exp >= 0 {
+        (a.mantissa.checked_mul(pow10(exp.unsigned_abs()).ok_or_else(numeric_overflow)?).ok_or_else(numeric_overflow)?, b.mantissa)
+    } else {
+        (a.mantissa, b.mantissa.checked_mul(pow10(exp.unsigned_abs()).ok_or_else(numeric_overflow)?).ok_or_else(numeric_overflow)?)
+    };
+    let q = num / den;
+    let r = num % den;
+    let round_away = r.unsigned_abs().checked_mul(2).is_none_or(|twice| twice >= den.unsigned_abs());
+    let q = if round_away && r != 0 {
+        if (num < 0) != (den < 0) { q - 1 } else { q + 1 }
+    } else {
+        q
+    };
+    Ok(Numeric::new(q, scale))
+}
+
+pub fn numeric_div(a: Numeric, b: Numeric) -> Result<Numeric> {
+    numeric_div_at(a, b, div_scale(a, b))
+}
+
+/// Removes trailing fractional zeros (PostgreSQL keeps the display scale,
+/// so this is only for hashing equal values alike).
+pub fn numeric_normalize(n: Numeric) -> Numeric {
+    let mut n = n;
+    while n.scale > 0 && n.mantissa % 10 == 0 {
+        n = Numeric::new(n.mantissa / 10, n.scale - 1);
+    }
+    n
+}
+
+pub fn numeric_cmp(a: Numeric, b: Numeric) -> Ordering {
+    match align(a, b) {
+        Ok((x, y, _)) => x.cmp(&y),
+        Err(_) => numeric_to_f64(a).total_cmp(&numeric_to_f64(b)),
+    }
+}
+
+/// PostgreSQL float ordering: NaN equals NaN and sorts above everything.
+fn float_cmp(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    }
+}
+
+/// Compares two non-NULL values of comparable types (checked by the binder).
+/// None if either is NULL.
+pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    use Value as V;
+    Some(match (a, b) {
+        (V::Null, _) | (_, V::Null) => return None,
+        (V::Int2(_) | V::Int4(_) | V::Int8(_), V::Int2(_) | V::Int4(_) | V::Int8(_)) => a.as_i64()?.cmp(&b.as_i64()?),
+        (V::Text(x), V::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (V::Bool(x), V::Bool(y)) => x.cmp(y),
+        (V::Date(x), V::Date(y)) => x.cmp(y),
+        (V::Timestamp(x), V::Timestamp(y)) => x.cmp(y),
+        (V::Date(x), V::Timestamp(y)) => (i64::from(*x) * MICROS_PER_DAY).cmp(y),
+        (V::Timestamp(x), V::Date(y)) => x.cmp(&(i64::from(*y) * MICROS_PER_DAY)),
+        (V::Bytea(x), V::Bytea(y)) => x.cmp(y),
+        (V::Float4(_) | V::Float8(_), _) | (_, V::Float4(_) | V::Float8(_)) => float_cmp(to_f64(a)?, to_f64(b)?),
+        _ => numeric_cmp(to_numeric(a)?, to_numeric(b)?),
+    })
+}
+
+/// Total order for ORDER BY and grouping: NULL sorts after every value.
+pub fn sort_cmp(a: &Value, b: &Value) -> Ordering {
+    match (a.is_null(), b.is_null()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => compare(a, b).unwrap_or(Ordering::Equal),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+}
+
+impl ArithOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            ArithOp::Add => "+",
+            ArithOp::Sub => "-",
+            ArithOp::Mul => "*",
+            ArithOp::Div => "/",
+            ArithOp::Mod => "%",
+        }
+    }
+}
+
+/// Narrows an integer result to the result type, or 22003.
+pub fn int_result(v: i64, ty: DataType) -> Result<Value> {
+    Ok(match ty {
+        DataType::Int2 => Value::Int2(i16::try_from(v).map_err(|_| SqlError::out_of_range("smallint"))?),
+        DataType::Int4 => Value::Int4(i32::try_from(v).map_err(|_| SqlError::out_of_range("integer"))?),
+        _ => Value::Int8(v),
+    })
+}
+
+fn int_overflow(ty: DataType) -> SqlError {
+    SqlError::out_of_range(match ty {
+        DataType::Int2 => "smallint",
+        DataType::Int4 => "integer",
+        _ => "bigint",
+    })
+}
+
+/// `a op b` with the result type the binder chose. NULL in, NULL out.
+pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
+    if a.is_null() || b.is_null() {
+        return Ok(Value::Null);
+    }
+    match ty {
+        DataType::Int2 | DataType::Int4 | DataType::Int8 => {
+            let (x, y) = (a.as_i64().unwrap_or(0), b.as_i64().unwrap_or(0));
+            let r = match op {
+                ArithOp::Add => x.checked_add(y),
+                ArithOp::Sub => x.checked_sub(y),
+                ArithOp::Mul => x.checked_mul(y),
+                ArithOp::Div | ArithOp::Mod => {
+                    if y == 0 {
+                        return Err(SqlError::division_by_zero());
+                    }
+                    if op == ArithOp::Div { x.checked_div(y) } else { Some(x.wrapping_rem(y)) }
+                }
+            };
+            int_result(r.ok_or_else(|| int_overflow(ty))?, ty)
+        }
+        DataType::Numeric { .. } => {
+            let (x, y) = (to_numeric(a).ok_or_else(numeric_overflow)?, to_numeric(b).ok_or_else(numeric_overflow)?);
+            Ok(Value::Numeric(numeric_arith(op, x, y)?))
+        }
+        DataType::Float4 | DataType::Float8 => {
+            let (x, y) = (to_f64(a).unwrap_or(f64::NAN), to_f64(b).unwrap_or(f64::NAN));
+            let r = match op {
+                ArithOp::Add => x + y,
+                ArithOp::Sub => x - y,
+                ArithOp::Mul => x * y,
+                ArithOp::Div => {
+                    if y == 0.0 {
+                        return Err(SqlError::division_by_zero());
+                    }
+                    x / y
+                }
+                ArithOp::Mod => return Err(SqlError::undefined_operator("double precision % double precision")),
+            };
+            if r.is_infinite() && x.is_finite() && y.is_finite() {
+                return Err(SqlError::new("22003", "value out of range: overflow"));
+            }
+            #[allow(clippy::cast_possible_truncation)]
+            Ok(if ty == DataType::Float4 { Value::Float4(r as f32) } else { Value::Float8(r) })
+        }
+        DataType::Date => date_arith(op, a, b),
+        _ => Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b)))),
+    }
+}
+
+fn date_arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value> {
+    let out_of_range = || SqlError::new("22008", "date out of range");
+    match (op, a, b) {
+        (ArithOp::Add, Value::Date(d), n) | (ArithOp::Add, n, Value::Date(d)) => {
+            let days = i64::from(*d) + n.as_i64().unwrap_or(0);
+            Ok(Value::Date(i32::try_from(days).map_err(|_| out_of_range())?))
+        }
+        (ArithOp::Sub, Value::Date(d), Value::Date(e)) => Ok(Value::Int4(d - e)),
+        (ArithOp::Sub, Value::Date(d), n) => {
+            let days = i64::from(*d) - n.as_i64().unwrap_or(0);
+            Ok(Value::Date(i32::try_from(days).map_err(|_| out_of_range())?))
+        }
+        _ => Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b)))),
+    }
+}
+
+pub fn numeric_arith(op: ArithOp, x: Numeric, y: Numeric) -> Result<Numeric> {
+    Ok(match op {
+        ArithOp::Add | ArithOp::Sub => {
+            let (p, q, s) = align(x, y)?;
+            let m = if op == ArithOp::Add { p.checked_add(q) } else { p.checked_sub(q) };
+            Numeric::new(m.ok_or_else(numeric_overflow)?, s)
+        }
+        ArithOp::Mul => {
+            let m = x.mantissa.checked_mul(y.mantissa).ok_or_else(numeric_overflow)?;
+            let s = x.scale.checked_add(y.scale).ok_or_else(numeric_overflow)?;
+            if s > NUMERIC_PRECISION_MAX {
+                // Keep within what an i128 can scale; PostgreSQL keeps more.
+                Numeric::new(m, s).rescale(NUMERIC_PRECISION_MAX).ok_or_else(numeric_overflow)?
+            } else {
+                Numeric::new(m, s)
+            }
+        }
+        ArithOp::Div => numeric_div(x, y)?,
+        ArithOp::Mod => {
+            if y.mantissa == 0 {
+                return Err(SqlError::division_by_zero());
+            }
+            let (p, q, s) = align(x, y)?;
+            Numeric::new(p % q, s)
+        }
+    })
+}
+
+pub fn negate(v: &Value) -> Result<Value> {
+    Ok(match v {
+        Value::Null => Value::Null,
+        Value::Int2(x) => Value::Int2(x.checked_neg().ok_or_else(|| SqlError::out_of_range("smallint"))?),
+        Value::Int4(x) => Value::Int4(x.checked_neg().ok_or_else(|| SqlError::out_of_range("integer"))?),
+        Value::Int8(x) => Value::Int8(x.checked_neg().ok_or_else(|| SqlError::out_of_range("bigint"))?),
+        Value::Numeric(n) => Value::Numeric(Numeric::new(-n.mantissa, n.scale)),
+        Value::Float4(x) => Value::Float4(-x),
+        Value::Float8(x) => Value::Float8(-x),
+        other => return Err(SqlError::undefined_operator(&format!("- {}", value_type_name(other)))),
+    })
+}
+
+pub fn value_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "unknown",
+        Value::Bool(_) => "boolean",
+        Value::Int2(_) => "smallint",
+        Value::Int4(_) => "integer",
+        Value::Int8(_) => "bigint",
+        Value::Numeric(_) => "numeric",
+        Value::Float4(_) => "real",
+        Value::Float8(_) => "double precision",
+        Value::Text(_) => "text",
+        Value::Bytea(_) => "bytea",
+        Value::Date(_) => "date",
+        Value::Timestamp(_) => "timestamp without time zone",
+    }
+}
+
+// ---------------------------------------------------------------- rounding
+
+/// round(numeric, s): half away from zero. Negative `s` rounds left of the point.
+pub fn round_numeric(n: Numeric, s: i64) -> Result<Numeric> {
+    if s >= 0 {
+        let s = u8::try_from(s.min(i64::from(NUMERIC_MAX_SCALE))).unwrap_or(0);
+        if s >= n.scale {
+            return Ok(n.rescale(s).unwrap_or(n));
+        }
+        return n.rescale(s).ok_or_else(numeric_overflow);
+    }
+    let shift = u32::try_from(-s).unwrap_or(u32::MAX).min(38);
+    let at0 = n.rescale(0).ok_or_else(numeric_overflow)?;
+    let factor = pow10(shift).ok_or_else(numeric_overflow)?;
+    let rounded = Numeric::new(at0.mantissa, 0);
+    let q = rounded.mantissa / factor;
+    let r = rounded.mantissa % factor;
+    let q = if r.unsigned_abs() * 2 >= factor.unsigned_abs() { if r < 0 { q - 1 } else { q + 1 } } else { q };
+    Ok(Numeric::new(q.checked_mul(factor).ok_or_else(numeric_overflow)?, 0))
+}
+
+/// Float to integer as PostgreSQL's casts do: round half to even (rint).
+fn float_to_int(x: f64, ty: DataType) -> Result<Value> {
+    let r = x.round_ties_even();
+    let overflow = || int_overflow(ty);
+    if !r.is_finite() || r < -9.223_372_036_854_776e18 || r >= 9.223_372_036_854_776e18 {
+        return Err(overflow());
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    int_result(r as i64, ty).map_err(|_| overflow())
+}
+
+fn numeric_to_int(n: Numeric, ty: DataType) -> Result<Value> {
+    let r = n.rescale(0).ok_or_else(|| int_overflow(ty))?;
+    let v = i64::try_from(r.mantissa).map_err(|_| int_overflow(ty))?;
+    int_result(v, ty)
+}
+
+/// Fits a numeric into numeric(p,s), with PostgreSQL's 22003 detail.
+pub fn numeric_typmod(n: Numeric, precision: u8, scale: u8) -> Result<Numeric> {
+    if precision == 0 {
+        return Ok(n);
+    }
+    let overflow = || {
+        let detail = if precision == scale {
+            "A field with precision {p}, scale {s} must round to an absolute value less than 1.".replace("{p}", &precision.to_string()).replace("{s}", &scale.to_string())
+        } else {
+            format!(
+                "A field with precision {precision}, scale {scale} must round to an absolute value less than 10^{}.",
+                precision - scale
+            )
+        };
+        SqlError::new("22003", "numeric field overflow").with_detail(detail)
+    };
+    let scaled = n.rescale(scale).ok_or_else(overflow)?;
+    let limit = pow10(u32::from(precision)).ok_or_else(overflow)?;
+    if scaled.mantissa.unsigned_abs() >= limit.unsigned_abs() {
+        return Err(overflow());
+    }
+    Ok(scaled)
+}
+
+fn float_to_numeric(x: f64) -> Result<Numeric> {
+    if !x.is_finite() {
+        return Err(SqlError::unsupported("NaN or infinity in numeric"));
+    }
+    // PostgreSQL converts float8 to numeric through its 15-significant-digit text form.
+    let text = format!("{x:.*e}", 14);
+    parse_numeric(&text).ok_or_else(numeric_overflow)
+}
+
+// ---------------------------------------------------------------- casts
+
+/// Casts a value to `to`. `explicit` is CAST/`::` (varchar(n) truncates);
+/// otherwise an assignment or implicit coercion (too long is 22001).
+pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
+    use DataType as T;
+    if v.is_null() {
+        return Ok(Value::Null);
+    }
+    Ok(match (to, v) {
+        (T::Int2 | T::Int4 | T::Int8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_))) => int_result(v.as_i64().unwrap_or(0), to)?,
+        (T::Int2 | T::Int4 | T::Int8, Value::Numeric(n)) => numeric_to_int(n, to)?,
+        (T::Int2 | T::Int4 | T::Int8, Value::Float4(x)) => float_to_int(f64::from(x), to)?,
+        (T::Int2 | T::Int4 | T::Int8, Value::Float8(x)) => float_to_int(x, to)?,
+        (T::Int4, Value::Bool(b)) if explicit => Value::Int4(i32::from(b)),
+        (T::Numeric { precision, scale }, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_))) => {
+            Value::Numeric(numeric_typmod(to_numeric(&v).ok_or_else(numeric_overflow)?, precision, scale)?)
+        }
+        (T::Numeric { precision, scale }, Value::Float4(x)) => Value::Numeric(numeric_typmod(float_to_numeric(f64::from(x))?, precision, scale)?),
+        (T::Numeric { precision, scale }, Value::Float8(x)) => Value::Numeric(numeric_typmod(float_to_numeric(x)?, precision, scale)?),
+        (T::Float8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::Float4(_) | Value::Float8(_))) => {
+            Value::Float8(to_f64(&v).unwrap_or(f64::NAN))
+        }
+        #[allow(clippy::cast_possible_truncation)]
+        (T::Float4, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::Float4(_) | Value::Float8(_))) => {
+            let x = to_f64(&v).unwrap_or(f64::NAN);
+            let y = x as f32;
+            if y.is_infinite() && x.is_finite() {
+                return Err(SqlError::new("22003", "value out of range: overflow"));
+            }
+            Value::Float4(y)
+        }
+        (T::Bool, Value::Bool(b)) => Value::Bool(b),
+        (T::Bool, Value::Int4(i)) if explicit => Value::Bool(i != 0),
+        (T::Text, Value::Text(s)) => Value::Text(s),
+        (T::Varchar(n), Value::Text(s)) => Value::Text(fit_varchar(s, n, explicit)?),
+        (T::Char(n), Value::Text(s)) => Value::Text(fit_char(s, n, explicit)?),
+        (T::Date, Value::Date(d)) => Value::Date(d),
+        (T::Date, Value::Timestamp(t)) => Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?),
+        (T::Timestamp, Value::Timestamp(t)) => Value::Timestamp(t),
+        (T::Timestamp, Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
+        (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
+        // Anything to a string type goes through its text output (PostgreSQL's I/O cast).
+        (T::Text | T::Varchar(_) | T::Char(_), v) => {
+            let mut s = String::new();
+            write_text(&v, &mut s);
+            cast(Value::Text(s), to, explicit)?
+        }
+        // Text to anything goes through the type's input function.
+        (_, Value::Text(s)) => parse_input(&s, to)?,
+        (to, v) => {
+            return Err(SqlError::new(
+                "42846",
+                format!("cannot cast type {} to {}", value_type_name(&v), type_name(to)),
+            ));
+        }
+    })
+}
+
+fn fit_varchar(s: String, n: u32, explicit: bool) -> Result<String> {
+    let limit = usize::try_from(n).unwrap_or(usize::MAX);
+    let Some((cut, _)) = s.char_indices().nth(limit) else { return Ok(s) };
+    if explicit || s[cut..].bytes().all(|b| b == b' ') {
+        let mut s = s;
+        s.truncate(cut);
+        return Ok(s);
+    }
+    Err(SqlError::new("22001", format!("value too long for type character varying({n})")))
+}
+
+fn fit_char(s: String, n: u32, explicit: bool) -> Result<String> {
+    let limit = usize::try_from(n).unwrap_or(usize::MAX);
+    let mut s = s;
+    if let Some((cut, _)) = s.char_indices().nth(limit) {
+        if !explicit && !s[cut..].bytes().all(|b| b == b' ') {
+            return Err(SqlError::new("22001", format!("value too long for type character({n})")));
+        }
+        s.truncate(cut);
+    }
+    let chars = s.chars().count();
+    s.extend(std::iter::repeat_n(' ', limit.saturating_sub(chars)));
+    Ok(s)
+}
+
+/// char(n) compares and converts to text without its trailing blanks.
+pub fn bpchar_trim(s: &str) -> &str {
+    s.trim_end_matches(' ')
+}
+
+/// The type's input function: text to a value of `ty`.
+pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
+    let t = text.trim();
+    let invalid = || SqlError::invalid_text(type_name(ty), text);
+    Ok(match ty {
+        DataType::Bool => match t.to_ascii_lowercase().as_str() {
+            "t" | "true" | "yes" | "y" | "on" | "1" => Value::Bool(true),
+            "f" | "false" | "no" | "n" | "off" | "0" => Value::Bool(false),
+            _ => return Err(SqlError::invalid_text("boolean", text)),
+        },
+        DataType::Int2 | DataType::Int4 | DataType::Int8 => {
+            let v: i128 = t.parse().map_err(|_| invalid())?;
+            let out_of_range = || SqlError::new("22003", format!("value \"{text}\" is out of range for type {}", type_name(ty)));
+            let v = i64::try_from(v).map_err(|_| out_of_range())?;
+            int_result(v, ty).map_err(|_| out_of_range())?
+        }
+        DataType::Numeric { precision, scale } => {
+            let n = parse_numeric(t).ok_or_else(invalid)?;
+            Value::Numeric(numeric_typmod(n, precision, scale)?)
+        }
+        DataType::Float4 | DataType::Float8 => {
+            let x: f64 = match t.to_ascii_lowercase().as_str() {
+                "nan" => f64::NAN,
+                "infinity" | "inf" | "+infinity" => f64::INFINITY,
+                "-infinity" | "-inf" => f64::NEG_INFINITY,
+                other => other.parse().map_err(|_| invalid())?,
+            };
+            #[allow(clippy::cast_possible_truncation)]
+            if ty == DataType::Float4 { Value::Float4(x as f32) } else { Value::Float8(x) }
+        }
+        DataType::Text => Value::Text(text.to_owned()),
+        DataType::Varchar(n) => Value::Text(fit_varchar(text.to_owned(), n, false)?),
+        DataType::Char(n) => Value::Text(fit_char(text.to_owned(), n, false)?),
+        DataType::Bytea => {
+            let hex = t.strip_prefix("\\x").ok_or_else(|| SqlError::unsupported("bytea escape format"))?;
+            let bytes: Option<Vec<u8>> = (0..hex.len() / 2).map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()).collect();
+            Value::Bytea(bytes.filter(|_| hex.len() % 2 == 0).ok_or_else(invalid)?)
+        }
+        DataType::Date => Value::Date(parse_date(t).ok_or_else(|| SqlError::invalid_text("date", text))?),
+        DataType::Timestamp => Value::Timestamp(parse_timestamp(t).ok_or_else(|| SqlError::invalid_text("timestamp", text))?),
+    })
+}
+
+/// Parses a decimal literal (`-12.50`, `1e3`) exactly.
+pub fn parse_numeric(text: &str) -> Option<Numeric> {
+    let t = text.trim();
+    let (mantissa_text, exp) = match t.find(['e', 'E']) {
+        Some(i) => (&t[..i], t[i + 1..].parse::<i32>().ok()?),
+        None => (t, 0),
+    };
+    let (neg, digits) = match mantissa_text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, mantissa_text.strip_prefix('+').unwrap_or(mantissa_text)),
+    };
+    let (int_part, frac_part) = digits.split_once('.').unwrap_or((digits, ""));
+    if int_part.is_empty() && frac_part.is_empty() {
+        return None;
+    }
+    if !int_part.bytes().chain(frac_part.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut m: i128 = 0;
+    for b in int_part.bytes().chain(frac_part.bytes()) {
+        m = m.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+    }
+    let mut scale = i32::try_from(frac_part.len()).ok()? - exp;
+    if scale < 0 {
+        m = m.checked_mul(pow10(scale.unsigned_abs())?)?;
+        scale = 0;
+    }
+    let n = Numeric::new(if neg { -m } else { m }, u8::try_from(scale).ok()?);
+    Some(n)
+}
+
+fn parse_date(t: &str) -> Option<i32> {
+    let mut parts = t.splitn(3, '-');
+    let y: i64 = parts.next()?.parse().ok()?;
+    let m: u32 = parts.next()?.parse().ok()?;
+    let d: u32 = parts.next()?.parse().ok()?;
+    if !(1..=12).contains(&m) || d == 0 || d > days_in_month(y, m) {
+        return None;
+    }
+    i32::try_from(days_from_civil(y, m, d)).ok()
+}
+
+fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        4 | 6 | 9 | 11 => 30,
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        _ => 31,
+    }
+}
+
+fn parse_timestamp(t: &str) -> Option<i64> {
+    let (date, time) = match t.find([' ', 'T']) {
+        Some(i) => (&t[..i], t[i + 1..].trim()),
+        None => (t, ""),
+    };
+    let days = i64::from(parse_date(date)?);
+    let mut micros = 0i64;
+    if !time.is_empty() {
+        let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+        let mut it = hms.split(':');
+        let h: i64 = it.next()?.parse().ok()?;
+        let mi: i64 = it.next()?.parse().ok()?;
+        let s: i64 = it.next().map_or(Some(0), |x| x.parse().ok())?;
+        if h > 24 || mi > 59 || s > 60 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let mut f = 0i64;
+        for (i, b) in frac.bytes().take(6).enumerate() {
+            f += i64::from(b - b'0') * 10i64.pow(5 - u32::try_from(i).ok()?);
+        }
+        micros = ((h * 60 + mi) * 60 + s) * MICROS_PER_SECOND + f;
+    }
+    days.checked_mul(MICROS_PER_DAY)?.checked_add(micros)
+}
+
+// ---------------------------------------------------------------- output
+
+/// PostgreSQL's text output of `v` (extra_float_digits = 1: shortest exact).
+pub fn write_text(v: &Value, out: &mut String) {
+    match v {
+        Value::Float4(x) => write_float(f64::from(*x), true, out),
+        Value::Float8(x) => write_float(*x, false, out),
+        Value::Date(d) => {
+            let (y, m, dd) = civil_from_days(i64::from(*d));
+            let _ = write!(out, "{y:04}-{m:02}-{dd:02}");
+        }
+        other => {
+            let _ = write!(out, "{other}");
+        }
+    }
+}
+
+pub fn to_text(v: &Value) -> String {
+    let mut s = String::new();
+    write_text(v, &mut s);
+    s
+}
+
+/// Shortest round-trip digits, in the layout of PostgreSQL's float output:
+/// scientific notation when the decimal exponent is < -4 or >= the type's
+/// digit count (15 for float8, 6 for float4).
+fn write_float(x: f64, single: bool, out: &mut String) {
+    if x.is_nan() {
+        out.push_str("NaN");
+        return;
+    }
+    if x.is_infinite() {
+        out.push_str(if x > 0.0 { "Infinity" } else { "-Infinity" });
+        return;
+    }
+    if x == 0.0 {
+        out.push_str(if x.is_sign_negative() { "-0" } else { "0" });
+        return;
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    let sci = if single { format!("{:e}", x as f32) } else { format!("{x:e}") };
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let limit = if single { 6 } else { 15 };
+    if exp < -4 || exp >= limit {
+        let sign = if exp < 0 { '-' } else { '+' };
+        let _ = write!(out, "{mantissa}e{sign}{:02}", exp.abs());
+        return;
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    let plain = if single { format!("{}", x as f32) } else { format!("{x}") };
+    out.push_str(&plain);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn division_scale_like_postgres() {
+        let n = |s: &str| parse_numeric(s).unwrap();
+        assert_eq!(numeric_div(n("1"), n("3")).unwrap().to_string(), "0.33333333333333333333");
+        assert_eq!(numeric_div(n("10"), n("4")).unwrap().to_string(), "2.5000000000000000");
+        assert_eq!(numeric_div(n("3"), n("2")).unwrap().to_string(), "1.5000000000000000");
+        assert_eq!(numeric_div(n("100000"), n("3")).unwrap().to_string(), "33333.333333333333");
+        assert_eq!(numeric_div(n("7.50"), n("2")).unwrap().to_string(), "3.7500000000000000");
+    }
+
+    #[test]
+    fn float_output() {
+        let f = |x: f64| {
+            let mut s = String::new();
+            write_float(x, false, &mut s);
+            s
+        };
+        assert_eq!(f(0.1), "0.1");
+        assert_eq!(f(1e15), "1e+15");
+        assert_eq!(f(1e14), "100000000000000");
+        assert_eq!(f(1.5e-7), "1.5e-07");
+        assert_eq!(f(2.5), "2.5");
+    }
+
+    #[test]
+    fn casts() {
+        assert_eq!(cast(Value::Numeric(Numeric::new(25, 1)), DataType::Int4, false).unwrap(), Value::Int4(3));
+        assert_eq!(cast(Value::Float8(2.5), DataType::Int4, false).unwrap(), Value::Int4(2));
+        assert!(cast(Value::Text("abcd".into()), DataType::Varchar(3), false).is_err());
+        assert_eq!(cast(Value::Text("abcd".into()), DataType::Varchar(3), true).unwrap(), Value::Text("abc".into()));
+        assert_eq!(parse_input("2024-02-29", DataType::Date).unwrap(), Value::Date(8825));
+    }
+}
