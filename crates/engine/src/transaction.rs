@@ -475,6 +475,14 @@ impl Transaction {
         let layout = store.layout();
         let pk = std::mem::take(&mut self.s.key);
         let r = (|| {
+            // Our previous version was replaced in place: drop the entries
+            // only it had, before anything below can fail and abort (the
+            // rollback only knows the newest image).
+            if old_was_own {
+                if let Some(old) = old_row {
+                    store.cleanup_entries(meta, &pk, &[old.to_vec()]);
+                }
+            }
             for index in &meta.indexes {
                 index.entry(layout, new_row, &pk, &mut self.s.entry);
                 if let Some(old) = old_row {
@@ -492,11 +500,6 @@ impl Transaction {
                     self.unique_insert(store, index, &pk, new_row)?;
                 } else {
                     index.tree.insert(&self.s.entry);
-                }
-            }
-            if old_was_own {
-                if let Some(old) = old_row {
-                    store.cleanup_entries(meta, &pk, &[old.to_vec()]);
                 }
             }
             for link in &meta.as_child {
