@@ -59,8 +59,12 @@ pub trait Workload: Sync {
     fn transaction_names(&self) -> &[&'static str];
     /// Prepares a client on `session` for worker `thread`; `seed` makes its
     /// random choices reproducible.
-    fn open_client(&self, session: Box<dyn Session>, thread: u32, seed: u64)
-    -> Result<Box<dyn WorkloadClient>, DbError>;
+    fn open_client(
+        &self,
+        session: Box<dyn Session>,
+        thread: u32,
+        seed: u64,
+    ) -> Result<Box<dyn WorkloadClient>, DbError>;
 }
 
 /// One worker's view of the workload.
@@ -281,10 +285,10 @@ fn validate(spec: &LoadSpec) -> Result<(), DriverError> {
     if spec.measure.is_zero() {
         return Err(DriverError::Invalid("the measure window must be longer than 0 s".to_owned()));
     }
-    if let Some(rate) = spec.rate_per_s {
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(DriverError::Invalid(format!("rate {rate} is not a positive number")));
-        }
+    if let Some(rate) = spec.rate_per_s
+        && !(rate.is_finite() && rate > 0.0)
+    {
+        return Err(DriverError::Invalid(format!("rate {rate} is not a positive number")));
     }
     Ok(())
 }
@@ -360,12 +364,15 @@ fn monitor<T>(
             }
             break;
         }
-        if !sampling && figures.is_none() && error.is_none() && now >= window.measure_start {
-            if let Some(s) = sampler.as_deref_mut() {
-                match s.start() {
-                    Ok(()) => sampling = true,
-                    Err(e) => error = Some(e),
-                }
+        if !sampling
+            && figures.is_none()
+            && error.is_none()
+            && now >= window.measure_start
+            && let Some(s) = sampler.as_deref_mut()
+        {
+            match s.start() {
+                Ok(()) => sampling = true,
+                Err(e) => error = Some(e),
             }
         }
         if sampling && (now >= window.measure_end || stop.load(Ordering::Relaxed)) {
@@ -405,7 +412,13 @@ fn tighten_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack and
     // takes plain integer arguments.
     unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
+        libc::prctl(
+            libc::PR_SET_TIMERSLACK,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
     }
 }
 
@@ -419,12 +432,9 @@ fn worker(
     ntxn: usize,
 ) -> Result<WorkerTally, DriverError> {
     let seed = spec.seed ^ (u64::from(thread) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let client = target
-        .connect()
-        .map_err(|source| DriverError::Connect { thread, source })
-        .and_then(|session| {
-            workload.open_client(session, thread, seed).map_err(|source| DriverError::Prepare { thread, source })
-        });
+    let client = target.connect().map_err(|source| DriverError::Connect { thread, source }).and_then(|session| {
+        workload.open_client(session, thread, seed).map_err(|source| DriverError::Prepare { thread, source })
+    });
     let mut client = match client {
         Ok(c) => Some(c),
         Err(e) => {

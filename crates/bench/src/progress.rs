@@ -18,8 +18,7 @@ impl RunProgress {
     pub fn new(total: Duration, title: &str) -> RunProgress {
         let bar = ProgressBar::new(total.as_millis().max(1) as u64);
         bar.set_style(
-            ProgressStyle::with_template("{prefix} {bar:30} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template("{prefix} {bar:30} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_prefix(title.to_owned());
         RunProgress { bar, last_finished: 0, last_elapsed: Duration::ZERO }

@@ -223,8 +223,18 @@ fn new_table() -> Table {
 pub fn transactions_table(transactions: &[TxnStats], notes: &[(&str, &str)]) -> Table {
     let mut table = new_table();
     table.set_header(vec![
-        "transaction", "count", "acc.err", "success %", "spec %", "min µs", "avg µs", "p50 µs", "p90 µs", "p99 µs",
-        "p99.9 µs", "max µs",
+        "transaction",
+        "count",
+        "acc.err",
+        "success %",
+        "spec %",
+        "min µs",
+        "avg µs",
+        "p50 µs",
+        "p90 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
     ]);
     for t in transactions {
         let marker = notes.iter().find(|(n, _)| *n == t.name).map_or("", |(_, m)| m);
@@ -312,9 +322,7 @@ pub fn summary_table(run: &RunResult) -> Table {
         }
         let backend = mean_backend(it);
         row.push(right(backend.as_ref().map_or("-".to_owned(), |b| format!("{:.1}", 100.0 * b.wal_wait_share))));
-        row.push(right(
-            backend.and_then(|b| b.cpu_percent).map_or("-".to_owned(), |c| format!("{c:.0}")),
-        ));
+        row.push(right(backend.and_then(|b| b.cpu_percent).map_or("-".to_owned(), |c| format!("{c:.0}"))));
         table.add_row(row);
     }
     table
@@ -536,7 +544,12 @@ mod tests {
                     threads: 4,
                     repetition: 1,
                     attempts_per_s: 1240.0,
-                    open_loop: Some(OpenLoopSummary { rate_per_s: 200.0, intended: 800, completed: 800, ..Default::default() }),
+                    open_loop: Some(OpenLoopSummary {
+                        rate_per_s: 200.0,
+                        intended: 800,
+                        completed: 800,
+                        ..Default::default()
+                    }),
                 }],
                 ..Default::default()
             },

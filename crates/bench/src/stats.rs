@@ -157,7 +157,11 @@ mod tests {
         let mut all = LatencyHistogram::new();
         for us in 0..5000u64 {
             let v = (us * 7919) % 100_000 + 1;
-            if us % 3 == 0 { a.record_us(v) } else { b.record_us(v) }
+            if us % 3 == 0 {
+                a.record_us(v)
+            } else {
+                b.record_us(v)
+            }
             all.record_us(v);
         }
         // A multi-second stall in one of them must survive the merge.

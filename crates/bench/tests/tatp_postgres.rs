@@ -61,8 +61,20 @@ fn population_workload_and_sampling() {
         count(&mut client, "SELECT count(*) FROM subscriber WHERE sub_nbr = lpad(s_id::text, 15, '0')"),
         SUBSCRIBERS as i64
     );
-    assert_eq!(count(&mut client, "SELECT count(*) FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND contype = 'f' AND convalidated"), 3);
-    assert_eq!(count(&mut client, "SELECT count(*) FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND contype IN ('p', 'u')"), 5);
+    assert_eq!(
+        count(
+            &mut client,
+            "SELECT count(*) FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND contype = 'f' AND convalidated"
+        ),
+        3
+    );
+    assert_eq!(
+        count(
+            &mut client,
+            "SELECT count(*) FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND contype IN ('p', 'u')"
+        ),
+        5
+    );
     let fk = client.batch_execute("INSERT INTO call_forwarding VALUES (1, 9, 0, 1, 'x')").unwrap_err();
     assert_eq!(fk.code().unwrap().code(), "23503");
     let dup = client.batch_execute("UPDATE subscriber SET sub_nbr = '000000000000002' WHERE s_id = 1").unwrap_err();

@@ -107,9 +107,9 @@ pub fn parse_thread_list(list: &str) -> anyhow::Result<Vec<u32>> {
         if entry.is_empty() {
             bail!("invalid --threads '{list}': entry {} is empty (expected e.g. 1,2,4,8)", i + 1);
         }
-        let n: u32 = entry
-            .parse()
-            .map_err(|_| anyhow!("invalid --threads '{list}': '{entry}' is not a whole number (expected e.g. 1,2,4,8)"))?;
+        let n: u32 = entry.parse().map_err(|_| {
+            anyhow!("invalid --threads '{list}': '{entry}' is not a whole number (expected e.g. 1,2,4,8)")
+        })?;
         if n == 0 {
             bail!("invalid --threads '{list}': thread counts must be at least 1");
         }
@@ -140,10 +140,10 @@ struct Plan {
 
 fn check_args(args: &TatpArgs) -> anyhow::Result<Plan> {
     let threads = parse_thread_list(&args.threads)?;
-    if let Some(rate) = args.rate {
-        if !(rate.is_finite() && rate >= 1.0) {
-            bail!("invalid --rate {rate}: must be at least 1 transaction/s (omit it for closed loop)");
-        }
+    if let Some(rate) = args.rate
+        && !(rate.is_finite() && rate >= 1.0)
+    {
+        bail!("invalid --rate {rate}: must be at least 1 transaction/s (omit it for closed loop)");
     }
     if args.repetitions == 0 {
         bail!("invalid --repetitions 0: must be at least 1");
@@ -154,15 +154,15 @@ fn check_args(args: &TatpArgs) -> anyhow::Result<Plan> {
     if args.min_id == Some(0) {
         bail!("invalid --min-id 0: subscriber ids start at 1");
     }
-    if let (Some(min), Some(max)) = (args.min_id, args.max_id) {
-        if min > max {
-            bail!("invalid id range: --min-id {min} is greater than --max-id {max}");
-        }
+    if let (Some(min), Some(max)) = (args.min_id, args.max_id)
+        && min > max
+    {
+        bail!("invalid id range: --min-id {min} is greater than --max-id {max}");
     }
-    if let (Some(max), Some(n)) = (args.max_id, args.subscribers) {
-        if max > n {
-            bail!("invalid --max-id {max}: only {n} subscribers (--subscribers)");
-        }
+    if let (Some(max), Some(n)) = (args.max_id, args.subscribers)
+        && max > n
+    {
+        bail!("invalid --max-id {max}: only {n} subscribers (--subscribers)");
     }
     if args.load_streams == Some(0) {
         bail!("invalid --load-streams 0: must be at least 1");
@@ -199,14 +199,14 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
         (subscribers, Some(populate(&target, &args, subscribers)?))
     } else {
         let found = tatp::check_population(&target)?;
-        if let Some(n) = args.subscribers {
-            if n != found {
-                bail!(
-                    "the TATP tables at {} hold {found} subscribers, not {n} (--subscribers); \
-                     run with --populate to reload, or drop --subscribers",
-                    target.describe()
-                );
-            }
+        if let Some(n) = args.subscribers
+            && n != found
+        {
+            bail!(
+                "the TATP tables at {} hold {found} subscribers, not {n} (--subscribers); \
+                 run with --populate to reload, or drop --subscribers",
+                target.describe()
+            );
         }
         (found, None)
     };
@@ -265,12 +265,7 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
         machine: report::machine_info(),
         iterations: Vec::new(),
     };
-    let mut extras = TatpExtras {
-        population,
-        server_settings,
-        repetitions: Vec::new(),
-        keys: keys.describe(),
-    };
+    let mut extras = TatpExtras { population, server_settings, repetitions: Vec::new(), keys: keys.describe() };
     for &threads in &plan.threads {
         let mut tallies = Vec::with_capacity(args.repetitions as usize);
         for rep in 1..=args.repetitions {
@@ -311,13 +306,10 @@ fn populate(target: &PgTarget, args: &TatpArgs, subscribers: u64) -> anyhow::Res
             CopyFormat::Binary => "binary",
         }
     );
-    let report = population::populate(
-        target,
-        &PopulateOptions { subscribers, streams, seed: args.seed, progress: true },
-    )?;
+    let report =
+        population::populate(target, &PopulateOptions { subscribers, streams, seed: args.seed, progress: true })?;
     println!("Population: {subscribers} subscribers in {:.1} s", report.total.as_secs_f64());
-    let phases: Vec<String> =
-        report.phases.iter().map(|(p, d)| format!("{p} {:.1} s", d.as_secs_f64())).collect();
+    let phases: Vec<String> = report.phases.iter().map(|(p, d)| format!("{p} {:.1} s", d.as_secs_f64())).collect();
     println!("  phases: {}", phases.join(", "));
     for t in &report.tables {
         println!(
@@ -368,7 +360,10 @@ fn print_header(config: &RunConfig, plan: &Plan, keys: &SubscriberKeys, settings
     println!("  target        {}", config.target);
     let server: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
     println!("  server        {}", server.join(", "));
-    println!("  subscribers   {} (targeting ids {}..={})", config.subscribers, config.min_subscriber_id, config.max_subscriber_id);
+    println!(
+        "  subscribers   {} (targeting ids {}..={})",
+        config.subscribers, config.min_subscriber_id, config.max_subscriber_id
+    );
     println!("  keys          {}", keys.describe());
     let threads: Vec<String> = plan.threads.iter().map(u32::to_string).collect();
     println!("  threads       {}", threads.join(","));
@@ -398,6 +393,12 @@ fn print_iteration(iteration: &pgtier_bench::result::Iteration, tallies: &[Repet
     );
     for (i, t) in tallies.iter().enumerate() {
         let prefix = if tallies.len() > 1 { format!("  rep {}: ", i + 1) } else { "  ".to_owned() };
+        let acceptable: u64 = t.txns.iter().map(|x| x.acceptable_errors).sum();
+        println!(
+            "{prefix}MQTh {:.1} txn/s; attempts {:.1}/s including {acceptable} acceptable errors (what pgbench would count)",
+            t.mqth(),
+            t.attempts_per_s()
+        );
         if let Some(b) = &t.backend {
             println!("{prefix}{}", report::backend_line(b));
         }

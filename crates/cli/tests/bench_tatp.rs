@@ -24,9 +24,30 @@ fn populate_sweep_and_write_results() {
     let json = dir.path().join("r/tatp.json");
     let csv = dir.path().join("r/tatp.csv");
     let (stdout, _) = pgtier(&[
-        "bench", "tatp", "--url", &url, "--populate", "--subscribers", "2000", "--threads", "1,2",
-        "--repetitions", "2", "--duration", "0.7", "--ramp-up", "0.2", "--ramp-down", "0.1", "--per-thread",
-        "--label", "pg-test", "--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap(),
+        "bench",
+        "tatp",
+        "--url",
+        &url,
+        "--populate",
+        "--subscribers",
+        "2000",
+        "--threads",
+        "1,2",
+        "--repetitions",
+        "2",
+        "--duration",
+        "0.7",
+        "--ramp-up",
+        "0.2",
+        "--ramp-down",
+        "0.1",
+        "--per-thread",
+        "--label",
+        "pg-test",
+        "--json",
+        json.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
     ]);
     for expected in [
         "Population: 2000 subscribers",
@@ -71,8 +92,23 @@ fn populate_sweep_and_write_results() {
 
     // Without --populate the run uses what is there and says so.
     let (stdout, _) = pgtier(&[
-        "bench", "tatp", "--url", &url, "--threads", "1", "--duration", "0.3", "--ramp-up", "0", "--ramp-down", "0",
-        "--uniform", "--min-id", "100", "--max-id", "200",
+        "bench",
+        "tatp",
+        "--url",
+        &url,
+        "--threads",
+        "1",
+        "--duration",
+        "0.3",
+        "--ramp-up",
+        "0",
+        "--ramp-down",
+        "0",
+        "--uniform",
+        "--min-id",
+        "100",
+        "--max-id",
+        "200",
     ]);
     assert!(stdout.contains("uniform [100, 200]"), "{stdout}");
     assert!(stdout.contains("existing population"), "{stdout}");

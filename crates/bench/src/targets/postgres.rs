@@ -131,10 +131,7 @@ fn url_is_local(url: &str) -> bool {
     // No host at all means libpq's default: the local Unix socket.
     hosts.iter().all(|h| match h {
         Host::Unix(_) => true,
-        Host::Tcp(name) => {
-            name == "localhost"
-                || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-        }
+        Host::Tcp(name) => name == "localhost" || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()),
     }) && config.get_hostaddrs().iter().all(|ip| ip.is_loopback())
 }
 
@@ -191,8 +188,7 @@ fn copy_text(
     width: usize,
     rows: &mut dyn RowSource,
 ) -> Result<u64, DbError> {
-    let mut writer =
-        client.copy_in(&format!("COPY {table} ({column_list}) FROM STDIN")).map_err(|e| db_error(&e))?;
+    let mut writer = client.copy_in(&format!("COPY {table} ({column_list}) FROM STDIN")).map_err(|e| db_error(&e))?;
     let mut buf: Vec<u8> = Vec::with_capacity(COPY_BUFFER_BYTES + 4096);
     let mut row = Vec::with_capacity(width);
     let io = |e: std::io::Error| DbError::new(None, format!("COPY {table}: {e}"));
@@ -322,7 +318,14 @@ impl ToSql for Value {
     fn accepts(ty: &Type) -> bool {
         matches!(
             *ty,
-            Type::INT2 | Type::INT4 | Type::INT8 | Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN
+            Type::INT2
+                | Type::INT4
+                | Type::INT8
+                | Type::TEXT
+                | Type::VARCHAR
+                | Type::BPCHAR
+                | Type::NAME
+                | Type::UNKNOWN
         )
     }
 
@@ -503,9 +506,7 @@ impl PgSampler {
 
     fn server_pids(client: &mut Client) -> Result<Vec<u32>, DbError> {
         let rows = client.query(PIDS_SQL, &[]).map_err(|e| db_error(&e))?;
-        rows.iter()
-            .map(|r| r.try_get::<_, i32>(0).map(|p| p as u32).map_err(|e| db_error(&e)))
-            .collect()
+        rows.iter().map(|r| r.try_get::<_, i32>(0).map(|p| p as u32).map_err(|e| db_error(&e))).collect()
     }
 
     fn source(client: &mut Client) -> String {
@@ -533,10 +534,10 @@ fn sample_loop(mut client: Client, stop: &AtomicBool, track_cpu: bool) -> Result
             // Processes that appear mid-window (e.g. autovacuum workers)
             // count from first sight.
             for pid in PgSampler::server_pids(&mut client)? {
-                if !tally.baselines.iter().any(|(p, _)| *p == pid) {
-                    if let Some(t) = proc_ticks(pid) {
-                        tally.baselines.push((pid, t.own));
-                    }
+                if !tally.baselines.iter().any(|(p, _)| *p == pid)
+                    && let Some(t) = proc_ticks(pid)
+                {
+                    tally.baselines.push((pid, t.own));
                 }
             }
             next_refresh = Instant::now() + PID_REFRESH_PERIOD;

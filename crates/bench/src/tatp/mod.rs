@@ -58,8 +58,7 @@ pub fn deviations(facts: &RunFacts) -> Vec<String> {
         "msc_location and vlr_location are bigint: the spec declares INTEGER but fills them with \
          values up to 2^32-1, beyond PostgreSQL's int4"
             .to_owned(),
-        "random numbers from xoshiro256++ (rand SmallRng); the reference client uses Mersenne Twister"
-            .to_owned(),
+        "random numbers from xoshiro256++ (rand SmallRng); the reference client uses Mersenne Twister".to_owned(),
     ];
     if facts.populated_now {
         out.push(format!(

@@ -96,7 +96,7 @@ pub fn special_facility_rows(
     seed: u64,
     s_id: u64,
     out: &mut Vec<SpecialFacilityRow>,
-    mut call_forwarding: Option<&mut Vec<CallForwardingRow>>,
+    call_forwarding: Option<&mut Vec<CallForwardingRow>>,
 ) {
     out.clear();
     let mut rng = subscriber_rng(seed, PURPOSE_SPECIAL_FACILITY, s_id);
@@ -112,7 +112,7 @@ pub fn special_facility_rows(
     }
     // Drawn after all facilities, so generating facilities alone draws the
     // same numbers for them as generating facilities with forwardings.
-    let Some(cf) = call_forwarding.as_deref_mut() else { return };
+    let Some(cf) = call_forwarding else { return };
     cf.clear();
     for sf in out.iter() {
         let mut starts = START_TIMES;
@@ -483,7 +483,8 @@ fn chunks(subscribers: u64, streams: usize) -> Vec<Chunk> {
     while first <= subscribers {
         let last = (first + size - 1).min(subscribers);
         // Biggest table first within each range.
-        for table in [TatpTable::CallForwarding, TatpTable::Subscriber, TatpTable::AccessInfo, TatpTable::SpecialFacility]
+        for table in
+            [TatpTable::CallForwarding, TatpTable::Subscriber, TatpTable::AccessInfo, TatpTable::SpecialFacility]
         {
             out.push(Chunk { table, first, last });
         }
@@ -505,10 +506,8 @@ fn load_tables(target: &dyn Target, options: &PopulateOptions) -> Result<[u64; 4
         ProgressBar::hidden()
     };
     bar.set_style(
-        ProgressStyle::with_template(
-            "loading TATP {bar:40} {percent:>3}% {msg} [{elapsed_precise}, eta {eta}]",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("loading TATP {bar:40} {percent:>3}% {msg} [{elapsed_precise}, eta {eta}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_message(format!("{} subscribers × 4 tables", options.subscribers));
 
@@ -664,8 +663,7 @@ mod tests {
     fn call_forwarding_references_existing_facilities() {
         let sf = collect(TatpTable::SpecialFacility, 11, 1, N);
         let cf = collect(TatpTable::CallForwarding, 11, 1, N);
-        let facilities: std::collections::HashSet<(i64, i64)> =
-            sf.iter().map(|r| (int(&r[0]), int(&r[1]))).collect();
+        let facilities: std::collections::HashSet<(i64, i64)> = sf.iter().map(|r| (int(&r[0]), int(&r[1]))).collect();
         let mut per_facility: std::collections::HashMap<(i64, i64), Vec<i64>> = Default::default();
         for row in &cf {
             let key = (int(&row[0]), int(&row[1]));

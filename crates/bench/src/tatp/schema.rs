@@ -8,14 +8,43 @@
 pub const TABLES: [&str; 4] = ["subscriber", "access_info", "special_facility", "call_forwarding"];
 
 pub const SUBSCRIBER_COLUMNS: [&str; 34] = [
-    "s_id", "sub_nbr", "bit_1", "bit_2", "bit_3", "bit_4", "bit_5", "bit_6", "bit_7", "bit_8", "bit_9", "bit_10",
-    "hex_1", "hex_2", "hex_3", "hex_4", "hex_5", "hex_6", "hex_7", "hex_8", "hex_9", "hex_10", "byte2_1",
-    "byte2_2", "byte2_3", "byte2_4", "byte2_5", "byte2_6", "byte2_7", "byte2_8", "byte2_9", "byte2_10",
-    "msc_location", "vlr_location",
+    "s_id",
+    "sub_nbr",
+    "bit_1",
+    "bit_2",
+    "bit_3",
+    "bit_4",
+    "bit_5",
+    "bit_6",
+    "bit_7",
+    "bit_8",
+    "bit_9",
+    "bit_10",
+    "hex_1",
+    "hex_2",
+    "hex_3",
+    "hex_4",
+    "hex_5",
+    "hex_6",
+    "hex_7",
+    "hex_8",
+    "hex_9",
+    "hex_10",
+    "byte2_1",
+    "byte2_2",
+    "byte2_3",
+    "byte2_4",
+    "byte2_5",
+    "byte2_6",
+    "byte2_7",
+    "byte2_8",
+    "byte2_9",
+    "byte2_10",
+    "msc_location",
+    "vlr_location",
 ];
 pub const ACCESS_INFO_COLUMNS: [&str; 6] = ["s_id", "ai_type", "data1", "data2", "data3", "data4"];
-pub const SPECIAL_FACILITY_COLUMNS: [&str; 6] =
-    ["s_id", "sf_type", "is_active", "error_cntrl", "data_a", "data_b"];
+pub const SPECIAL_FACILITY_COLUMNS: [&str; 6] = ["s_id", "sf_type", "is_active", "error_cntrl", "data_a", "data_b"];
 pub const CALL_FORWARDING_COLUMNS: [&str; 5] = ["s_id", "sf_type", "start_time", "end_time", "numberx"];
 
 /// Spec types mapped to PostgreSQL: TINYINT → smallint (PostgreSQL has no
@@ -53,8 +82,7 @@ CREATE TABLE call_forwarding (
 );
 ";
 
-pub const DROP_TABLES: &str =
-    "DROP TABLE IF EXISTS call_forwarding, special_facility, access_info, subscriber CASCADE";
+pub const DROP_TABLES: &str = "DROP TABLE IF EXISTS call_forwarding, special_facility, access_info, subscriber CASCADE";
 
 /// Statements that build keys after the load, grouped in steps. Statements of
 /// one step are independent and may run in parallel sessions; steps run in
