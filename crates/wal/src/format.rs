@@ -17,6 +17,8 @@ pub(crate) const SEGMENT_MAGIC: [u8; 8] = *b"PGTWAL\0\x01";
 pub(crate) const FORMAT_VERSION: u32 = 1;
 pub(crate) const SEGMENT_SUFFIX: &str = ".wal";
 pub(crate) const SEGMENT_TMP_SUFFIX: &str = ".wal.tmp";
+/// A removed segment kept for reuse as a future segment (see README).
+pub(crate) const SEGMENT_SPARE_SUFFIX: &str = ".wal.spare";
 const SEGMENT_NAME_DIGITS: usize = 20;
 
 const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(RECORD_ALIGN_BYTES));
@@ -110,6 +112,10 @@ pub(crate) fn decode_segment_header(h: &[u8; 32]) -> Option<(u64, u64)> {
 
 pub(crate) fn segment_file_name(start_lsn: u64) -> String {
     format!("{start_lsn:0SEGMENT_NAME_DIGITS$}{SEGMENT_SUFFIX}")
+}
+
+pub(crate) fn segment_spare_name(start_lsn: u64) -> String {
+    format!("{start_lsn:0SEGMENT_NAME_DIGITS$}{SEGMENT_SPARE_SUFFIX}")
 }
 
 pub(crate) fn segment_tmp_name(start_lsn: u64) -> String {

@@ -87,7 +87,10 @@ pub struct WalStats {
     /// segment per flush).
     pub fsyncs: u64,
     pub segments_created: u64,
+    /// Segments removed by `truncate_before` (deleted or kept as spares).
     pub segments_removed: u64,
+    /// New segments made from a spare instead of a zero fill.
+    pub segments_recycled: u64,
     /// Group-commit batches written and synced.
     pub flushes: u64,
     /// Times an `append` blocked on a full buffer.

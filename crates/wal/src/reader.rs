@@ -114,6 +114,11 @@ impl Iterator for WalReader {
                     self.scanner = None;
                 }
                 Step::Zero => return self.fail("zeroed record header in the durable log".into()),
+                Step::Stale { header_lsn } => {
+                    return self.fail(format!(
+                        "record header says LSN {header_lsn}: segment removed or recycled under this reader, or damaged"
+                    ));
+                }
                 Step::Invalid { detail } => return self.fail(format!("invalid record in the durable log: {detail}")),
             }
         }

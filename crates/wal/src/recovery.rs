@@ -10,14 +10,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::format::{self, SEGMENT_HEADER_BYTES, SEGMENT_TMP_SUFFIX};
-use crate::fs::{self, FileSystem};
+use crate::format::{self, SEGMENT_HEADER_BYTES, SEGMENT_SPARE_SUFFIX, SEGMENT_TMP_SUFFIX};
+use crate::fs::FileSystem;
 use crate::scan::{SegmentScanner, Step};
 use crate::segment::{self, Segment, SegmentMap};
 use crate::{Lsn, WalError};
-
-/// Chunk size for checking and zeroing the tail after the end.
-const ZERO_SCAN_CHUNK_BYTES: usize = 256 << 10;
 
 pub(crate) struct Recovered {
     pub segments: SegmentMap,
@@ -29,13 +26,19 @@ pub(crate) struct Recovered {
     pub cut: Option<(Lsn, String)>,
     pub segments_discarded: u64,
     pub segments_created: u64,
+    /// Spare files found (removed segments kept for reuse); the caller
+    /// decides which to keep.
+    pub spares: Vec<std::path::PathBuf>,
 }
 
 pub(crate) fn recover(fs: &dyn FileSystem, dir: &Path, segment_bytes: u64) -> Result<Recovered, WalError> {
     let mut starts = Vec::new();
+    let mut spares = Vec::new();
     let mut removed_tmp = false;
     for name in fs.list_dir(dir)? {
-        if name.ends_with(SEGMENT_TMP_SUFFIX) {
+        if name.ends_with(SEGMENT_SPARE_SUFFIX) {
+            spares.push(dir.join(&name));
+        } else if name.ends_with(SEGMENT_TMP_SUFFIX) {
             // An interrupted segment creation: never held records.
             fs.remove(&dir.join(&name))?;
             removed_tmp = true;
@@ -61,6 +64,7 @@ pub(crate) fn recover(fs: &dyn FileSystem, dir: &Path, segment_bytes: u64) -> Re
             cut: None,
             segments_discarded: 0,
             segments_created: 1,
+            spares,
         });
     }
     let chain = open_chain(fs, dir, &starts)?;
@@ -99,6 +103,7 @@ pub(crate) fn recover(fs: &dyn FileSystem, dir: &Path, segment_bytes: u64) -> Re
         cut: scan.cut,
         segments_discarded,
         segments_created: 0,
+        spares,
     })
 }
 
@@ -152,7 +157,7 @@ fn scan_chain(chain: &[Arc<Segment>]) -> Result<ScanResult, WalError> {
                 scanner = SegmentScanner::new(Arc::clone(&chain[index]));
                 pos = chain[index].first_record_lsn();
             }
-            Step::SegmentEnd | Step::Zero => {
+            Step::SegmentEnd | Step::Zero | Step::Stale { .. } => {
                 return Ok(ScanResult { segment_index: index, end_lsn: pos, records, cut: None });
             }
             Step::Invalid { detail } => {
@@ -163,27 +168,14 @@ fn scan_chain(chain: &[Arc<Segment>]) -> Result<ScanResult, WalError> {
     }
 }
 
-/// Zeroes `[end_lsn, segment end)` wherever it is not already zero, and
-/// restores the full length of a segment file found short. Stale bytes after
-/// the end (a partly written batch) must go: a later record boundary could
-/// otherwise land exactly on an old, valid-looking record.
+/// Scrubs `[end_lsn, segment end)` (see `segment::scrub`) and restores a
+/// short file's length. Records past the end (a partly written batch) must
+/// go, not just be skipped: a later record boundary could otherwise land
+/// exactly on one of them and resurrect a never-acknowledged record.
 fn zero_after(seg: &Segment, end_lsn: u64) -> Result<(), WalError> {
     assert!(seg.contains(end_lsn) || end_lsn == seg.end_lsn());
     assert!(end_lsn >= seg.start_lsn + SEGMENT_HEADER_BYTES);
-    let zeros = vec![0u8; ZERO_SCAN_CHUNK_BYTES];
-    let mut chunk = vec![0u8; ZERO_SCAN_CHUNK_BYTES];
-    let mut offset_bytes = end_lsn - seg.start_lsn;
-    let mut wrote = false;
-    while offset_bytes < seg.size_bytes {
-        let n = (seg.size_bytes - offset_bytes).min(ZERO_SCAN_CHUNK_BYTES as u64) as usize;
-        let got = fs::read_full_at(seg.file.as_ref(), &mut chunk[..n], offset_bytes)?;
-        if got < n || chunk[..n].iter().any(|&b| b != 0) {
-            fs::write_all_at(seg.file.as_ref(), &zeros[..n], offset_bytes)?;
-            wrote = true;
-        }
-        offset_bytes += n as u64;
-    }
-    if wrote {
+    if segment::scrub(seg.file.as_ref(), seg.start_lsn, end_lsn - seg.start_lsn, seg.size_bytes)? {
         seg.file.sync_all()?;
     }
     Ok(())

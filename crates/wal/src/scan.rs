@@ -20,6 +20,10 @@ pub(crate) enum Step {
     /// An all-zero header: never-written (preallocated) space. In recovery
     /// this is the clean end of the log; below the durable end it is damage.
     Zero,
+    /// A header whose LSN is not its position: bytes left from an older use
+    /// of a recycled segment, or a torn header. Also an end in recovery (not
+    /// reported as a cut: a damaged record that claims this position is).
+    Stale { header_lsn: u64 },
     Invalid { detail: String },
 }
 
@@ -74,7 +78,7 @@ impl SegmentScanner {
         }
         let h = format::decode_record_header(self.slice(pos, RECORD_HEADER_BYTES));
         if h.lsn != pos {
-            return Ok(Step::Invalid { detail: format!("header LSN {} is not the record position", h.lsn) });
+            return Ok(Step::Stale { header_lsn: h.lsn });
         }
         if h.len == PAD_MARKER {
             if h.crc != format::record_crc(format::payload_crc(&[]), pos, PAD_MARKER) {

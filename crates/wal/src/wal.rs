@@ -23,6 +23,10 @@ use crate::{Lsn, WalConfig, WalError, WalStats};
 
 /// Bound on concurrently waiting committers and tailing readers.
 const WAITERS_MAX: usize = 1 << 16;
+/// Removed segments kept for reuse as future segments (PostgreSQL recycles
+/// WAL segments the same way). Two cover a checkpoint that frees one segment
+/// while the next is being created.
+const SPARES_MAX: usize = 2;
 
 /// Extra knobs for [`Wal::open_with`]; `Default` is what [`Wal::open`] uses.
 #[derive(Clone, Debug)]
@@ -75,6 +79,7 @@ struct Counters {
     fsyncs: AtomicU64,
     flushes: AtomicU64,
     segments_created: AtomicU64,
+    segments_recycled: AtomicU64,
     segments_removed: AtomicU64,
     backpressure_waits: AtomicU64,
     segment_waits: AtomicU64,
@@ -111,6 +116,8 @@ pub(crate) struct Shared {
     stopping: AtomicBool,
     pub(crate) segments: Mutex<SegmentMap>,
     create_lock: Mutex<()>,
+    /// Spare segment files (paths), at most `SPARES_MAX`.
+    spares: Mutex<Vec<PathBuf>>,
     counters: Counters,
     recovery: RecoveryReport,
     _dir_lock: Box<dyn DirLock>,
@@ -167,7 +174,8 @@ impl Wal {
         let fs = Arc::clone(&options.fs);
         fs.create_dir_all(dir)?;
         let dir_lock = fs.lock_dir(dir)?;
-        let rec = recovery::recover(fs.as_ref(), dir, config.segment_bytes)?;
+        let mut rec = recovery::recover(fs.as_ref(), dir, config.segment_bytes)?;
+        let spares = keep_spares(fs.as_ref(), dir, std::mem::take(&mut rec.spares), config.segment_bytes)?;
         let current = rec.segments.by_start.get(&rec.current_start_lsn).map(|s| (s.start_lsn, s.end_lsn()));
         let Some((segment_start_lsn, segment_end_lsn)) = current else {
             unreachable!("recovery returns its current segment in the map");
@@ -205,6 +213,7 @@ impl Wal {
             stopping: AtomicBool::new(false),
             segments: Mutex::new(rec.segments),
             create_lock: Mutex::new(()),
+            spares: Mutex::new(spares),
             counters,
             recovery: RecoveryReport {
                 records: rec.records,
@@ -384,7 +393,16 @@ impl Wal {
         }
         for seg in &removed {
             assert!(seg.end_lsn() <= shared.durable_end());
-            shared.fs.remove(&segment::segment_path(&shared.dir, seg.start_lsn))?;
+            let path = segment::segment_path(&shared.dir, seg.start_lsn);
+            let mut spares = shared.spares.lock();
+            if spares.len() < SPARES_MAX && seg.size_bytes == shared.config.segment_bytes {
+                let spare = shared.dir.join(format::segment_spare_name(seg.start_lsn));
+                shared.fs.rename(&path, &spare)?;
+                spares.push(spare);
+            } else {
+                drop(spares);
+                shared.fs.remove(&path)?;
+            }
             shared.counters.segments_removed.fetch_add(1, Ordering::Relaxed);
         }
         shared.fs.sync_dir(&shared.dir)?;
@@ -402,6 +420,7 @@ impl Wal {
             fsyncs: c.fsyncs.load(Ordering::Relaxed),
             segments_created: c.segments_created.load(Ordering::Relaxed),
             segments_removed: c.segments_removed.load(Ordering::Relaxed),
+            segments_recycled: c.segments_recycled.load(Ordering::Relaxed),
             flushes: c.flushes.load(Ordering::Relaxed),
             backpressure_waits: c.backpressure_waits.load(Ordering::Relaxed),
             segment_waits: c.segment_waits.load(Ordering::Relaxed),
@@ -458,6 +477,31 @@ impl Drop for Wal {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Keeps up to `SPARES_MAX` spare files of the configured segment size and
+/// deletes the rest (left by an earlier run, or of an older segment size).
+fn keep_spares(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    found: Vec<PathBuf>,
+    segment_bytes: u64,
+) -> Result<Vec<PathBuf>, WalError> {
+    let mut kept = Vec::new();
+    let mut removed_any = false;
+    for path in found {
+        let fits = kept.len() < SPARES_MAX && fs.open(&path)?.len_bytes()? == segment_bytes;
+        if fits {
+            kept.push(path);
+        } else {
+            fs.remove(&path)?;
+            removed_any = true;
+        }
+    }
+    if removed_any {
+        fs.sync_dir(dir)?;
+    }
+    Ok(kept)
 }
 
 /// Starts a new run unless the record continues the last one contiguously.
@@ -620,13 +664,27 @@ fn ensure_segment(
         let newest_end = segments.by_start.values().next_back().map(|s| s.end_lsn());
         assert_eq!(newest_end, Some(start_lsn), "segments must be created contiguously");
     }
-    let created = segment::create_segment(
-        shared.fs.as_ref(),
-        &shared.dir,
-        start_lsn,
-        shared.config.segment_bytes,
-        keep_going,
-    )?;
+    let spare = shared.spares.lock().pop();
+    let created = match spare {
+        Some(spare) => {
+            let seg = segment::recycle_segment(
+                shared.fs.as_ref(),
+                &shared.dir,
+                &spare,
+                start_lsn,
+                shared.config.segment_bytes,
+            )?;
+            shared.counters.segments_recycled.fetch_add(1, Ordering::Relaxed);
+            Some(seg)
+        }
+        None => segment::create_segment(
+            shared.fs.as_ref(),
+            &shared.dir,
+            start_lsn,
+            shared.config.segment_bytes,
+            keep_going,
+        )?,
+    };
     let Some(seg) = created else { return Ok(None) };
     let seg = Arc::new(seg);
     shared.segments.lock().by_start.insert(start_lsn, Arc::clone(&seg));
