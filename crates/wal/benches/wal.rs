@@ -6,7 +6,10 @@
 //! Env: PGTIER_WAL_BENCH_DIR (default: a temp dir under /var/tmp, i.e. the
 //! real disk, not tmpfs), PGTIER_WAL_BENCH_SECS (default 3 per case),
 //! PGTIER_WAL_BENCH_RECORD_BYTES (default 150, a TATP-update-sized record),
-//! PGTIER_WAL_BENCH_ONLY (comma list of cases: a,b1,b8,b64,c1,c8).
+//! PGTIER_WAL_BENCH_ONLY (comma list of cases: a,b1,b8,b64,c1,c8),
+//! PGTIER_WAL_BENCH_CHECKPOINT=1 (a thread truncates all but the last two
+//! segments every 250 ms, like checkpoints, so new segments are recycled
+//! spares instead of zero fills).
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -104,6 +107,17 @@ fn run(committers: usize, sync: bool, secs: u64, record_bytes: usize) -> (f64, W
             })
         })
         .collect();
+    let checkpointer = std::env::var("PGTIER_WAL_BENCH_CHECKPOINT").is_ok_and(|v| v == "1").then(|| {
+        let wal = Arc::clone(&wal);
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(250));
+                let keep_bytes = 2 * WalConfig::default().segment_bytes;
+                wal.truncate_before(pgtier_wal::Lsn(wal.durable_end().0.saturating_sub(keep_bytes))).unwrap();
+            }
+        })
+    });
     if std::env::var("PGTIER_WAL_BENCH_TIMELINE").is_ok() {
         // Per-interval rate and segment creations: shows whether background
         // preallocation of the next segment dents commit throughput.
@@ -125,6 +139,9 @@ fn run(committers: usize, sync: bool, secs: u64, record_bytes: usize) -> (f64, W
         std::thread::sleep(Duration::from_secs(secs));
     }
     stop.store(true, Ordering::Relaxed);
+    if let Some(c) = checkpointer {
+        c.join().unwrap();
+    }
     let mut lat_ns: Vec<u64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
     let elapsed = start.elapsed().as_secs_f64();
     let stats = wal.stats();
@@ -168,11 +185,13 @@ fn main() {
         }
         let (rate, s, _, _) = run(n, false, secs, record_bytes);
         println!(
-            "(c) async {n:>2} appenders:  {rate:>9.0} appends/s  ({:.0} MB/s)  flushes={} backpressure_waits={} segments={} segment_waits={}",
+            "(c) async {n:>2} appenders:  {rate:>9.0} appends/s  ({:.0} MB/s)  flushes={} backpressure_waits={} \
+             segments={} recycled={} segment_waits={}",
             rate * (s.bytes_appended as f64 / s.records_appended.max(1) as f64) / 1e6,
             s.flushes,
             s.backpressure_waits,
             s.segments_created,
+            s.segments_recycled,
             s.segment_waits
         );
     }
