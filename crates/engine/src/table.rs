@@ -167,8 +167,9 @@ pub(crate) enum Latest {
 }
 
 pub(crate) enum InsertOutcome {
-    /// New head; `over_own_delete` if it replaced our own tombstone.
-    Inserted { head: VPtr, over_own_delete: bool },
+    /// New head; `replaced_tombstone` is the image of our own tombstone it
+    /// replaced (re-insert after our own delete), for index cleanup.
+    Inserted { head: VPtr, replaced_tombstone: Option<Vec<u8>> },
     Duplicate,
     WaitFor(u64),
 }
@@ -318,7 +319,7 @@ impl TableStore {
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else {
             let new = VPtr::alloc(&self.slab, word, None, row);
             primary::insert_new(&mut map, hash, &self.pk, layout, new);
-            return InsertOutcome::Inserted { head: new, over_own_delete: false };
+            return InsertOutcome::Inserted { head: new, replaced_tombstone: None };
         };
         let hw = head.word();
         if is_uncommitted(hw) && ts_of(hw) != me {
@@ -331,13 +332,14 @@ impl TableStore {
             // Re-insert after our own delete: replace our tombstone.
             let new = VPtr::alloc(&self.slab, word, head.prev(), row);
             primary::replace(&mut map, hash, key, &self.pk, layout, new, scratch);
+            let image = head.row(layout).to_vec();
             // SAFETY: our own uncommitted tombstone, unlinked under the write lock.
             unsafe { head.free(&self.slab, layout) };
-            return InsertOutcome::Inserted { head: new, over_own_delete: true };
+            return InsertOutcome::Inserted { head: new, replaced_tombstone: Some(image) };
         }
         let new = VPtr::alloc(&self.slab, word, Some(head), row);
         primary::replace(&mut map, hash, key, &self.pk, layout, new, scratch);
-        InsertOutcome::Inserted { head: new, over_own_delete: false }
+        InsertOutcome::Inserted { head: new, replaced_tombstone: None }
     }
 
     /// Discards our uncommitted head version of `key`; returns its bytes

@@ -453,16 +453,22 @@ impl Transaction {
         let meta = Arc::clone(&self.held[h].meta);
         store.pk_of(&self.s.row, &mut self.s.key);
         let hash = hash_key(&self.s.key);
-        let (head, over_own_delete) = loop {
+        let (head, replaced_tombstone) = loop {
             match store.insert(hash, &self.s.key, self.id, &self.s.row, &mut self.s.scratch) {
-                InsertOutcome::Inserted { head, over_own_delete } => break (head, over_own_delete),
+                InsertOutcome::Inserted { head, replaced_tombstone } => break (head, replaced_tombstone),
                 InsertOutcome::Duplicate => {
                     return Err(unique_violation(&store.schema, &store.schema.primary_key, &self.cat, store.schema.primary_index, &self.s.row));
                 }
                 InsertOutcome::WaitFor(owner) => self.wait(owner)?,
             }
         };
+        let over_own_delete = replaced_tombstone.is_some();
         self.record_write(h, hash, over_own_delete, head, false);
+        if let Some(tombstone) = replaced_tombstone {
+            // Entries only the replaced tombstone had; the new version is a
+            // fresh insert for constraint purposes (its key may be taken now).
+            store.cleanup_entries(&meta, &self.s.key, &[tombstone]);
+        }
         let row = std::mem::take(&mut self.s.row);
         let r = self.after_write(store, &meta, &row, None, false);
         self.s.row = row;
@@ -1006,7 +1012,7 @@ impl Transaction {
             self.status = Status::Ended;
             return Err(e);
         }
-        let (commit_ts, lsn) = match self.commit_critical(&mut builder) {
+        let (commit_ts, lsn, prior_lsn) = match self.commit_critical(&mut builder) {
             Ok(v) => v,
             Err(e) => {
                 self.rollback_internal();
@@ -1027,16 +1033,21 @@ impl Transaction {
             self.db.gc_step(2);
         }
         self.db.counters.commits.fetch_add(1, Ordering::Relaxed);
-        if let Some(lsn) = lsn {
-            if self.mode == CommitMode::Sync {
-                self.db.wal.wait_durable(lsn)?;
+        // Sync: visible once durable. Async: at once. Commit ts and LSN are
+        // assigned in the same order under the commit lock, so publishing a
+        // ts also covers every earlier (now durable) commit. A transaction
+        // that logged nothing (only locks, or insert+delete) waits for the
+        // log it may have observed, so publishing its ts exposes nothing early.
+        let wait_lsn = lsn.or(prior_lsn);
+        if self.mode == CommitMode::Sync {
+            if let Some(wait) = wait_lsn {
+                self.db.wal.wait_durable(wait)?;
+            }
+            if lsn.is_some() {
                 self.db.counters.commits_sync.fetch_add(1, Ordering::Relaxed);
             }
-            // Sync: visible once durable. Async: at once. commit ts and LSN
-            // are assigned in the same order under the commit lock, so
-            // publishing ts also covers every earlier (durable) commit.
-            self.db.txns.visible_ts.fetch_max(commit_ts, Ordering::SeqCst);
         }
+        self.db.txns.visible_ts.fetch_max(commit_ts, Ordering::SeqCst);
         Ok(CommitInfo { commit_ts: Some(commit_ts), lsn, rolled_back: false })
     }
 
@@ -1071,10 +1082,11 @@ impl Transaction {
     /// Under the commit lock: assign the commit ts, append the WAL records,
     /// stamp our versions, publish DDL. Short and allocation-free apart from
     /// the WAL's own buffer copy.
-    fn commit_critical(&mut self, builder: &mut RecordBuilder) -> Result<(u64, Option<Lsn>)> {
+    fn commit_critical(&mut self, builder: &mut RecordBuilder) -> Result<(u64, Option<Lsn>, Option<Lsn>)> {
         let has_records = !builder.is_empty();
         let mut c = self.db.commit.lock();
         let commit_ts = c.last_ts + 1;
+        let prior_lsn = c.last_lsn;
         let mut lsn = None;
         if has_records {
             builder.set_commit_ts(commit_ts);
@@ -1097,7 +1109,7 @@ impl Transaction {
         if lsn.is_some() {
             c.last_lsn = lsn;
         }
-        Ok((commit_ts, lsn))
+        Ok((commit_ts, lsn, prior_lsn))
     }
 
     fn gc_item(&mut self, commit_ts: u64) -> Option<GcItem> {
