@@ -543,54 +543,7 @@ fn poison(shared: &Shared, reason: String) {
 fn writer_loop(shared: &Shared) {
     let mut batch: Vec<u8> = Vec::with_capacity(shared.buffer_bytes_max);
     let mut runs: Vec<Run> = Vec::new();
-    loop {
-        let batch_end_lsn = {
-            let mut st = shared.state.lock();
-            loop {
-                if st.poison_reason.is_some() {
-                    return;
-                }
-                let has_data = !st.buf.is_empty();
-                if !has_data && st.shutdown {
-                    return;
-                }
-                let deadline = st.buf_since.map(|t| t + shared.config.async_flush_interval);
-                let sync_wanted = || shared.sync_wanted_end_lsn.load(Ordering::SeqCst) > st.buf_start_lsn;
-                if has_data
-                    && (sync_wanted()
-                        || st.appenders_blocked > 0
-                        || st.buf.len() >= shared.buffer_bytes_max / 2
-                        || st.shutdown
-                        || deadline.is_some_and(|d| Instant::now() >= d))
-                {
-                    break;
-                }
-                shared.writer_idle.store(true, Ordering::SeqCst);
-                if has_data && sync_wanted() {
-                    shared.writer_idle.store(false, Ordering::SeqCst);
-                    break;
-                }
-                match deadline {
-                    Some(d) => {
-                        shared.writer_cv.wait_until(&mut st, d);
-                    }
-                    None => shared.writer_cv.wait(&mut st),
-                }
-                shared.writer_idle.store(false, Ordering::SeqCst);
-            }
-            // Double buffering: appends continue into the other buffer while
-            // this batch is written and synced.
-            std::mem::swap(&mut st.buf, &mut batch);
-            std::mem::swap(&mut st.runs, &mut runs);
-            // A roll without a pad record leaves a gap before the first run.
-            assert!(runs[0].lsn >= st.buf_start_lsn);
-            st.buf_start_lsn = st.end_lsn;
-            st.buf_since = None;
-            if st.appenders_blocked > 0 {
-                shared.space_cv.notify_all();
-            }
-            st.end_lsn
-        };
+    while let Some(batch_end_lsn) = next_batch(shared, &mut batch, &mut runs) {
         let result = write_batch(shared, &batch, &runs);
         batch.clear();
         runs.clear();
@@ -615,6 +568,61 @@ fn writer_loop(shared: &Shared) {
             }
         }
     }
+}
+
+/// Waits until a flush is due, then swaps the append buffer with the
+/// writer's empty one (double buffering: appends continue into it while
+/// this batch is written and synced). Returns the batch's end LSN, or None
+/// when the writer should stop (poisoned, or shut down with nothing left).
+fn next_batch(shared: &Shared, batch: &mut Vec<u8>, runs: &mut Vec<Run>) -> Option<u64> {
+    assert!(batch.is_empty() && runs.is_empty());
+    let mut st = shared.state.lock();
+    loop {
+        if st.poison_reason.is_some() || (st.buf.is_empty() && st.shutdown) {
+            return None;
+        }
+        let deadline = st.buf_since.map(|t| t + shared.config.async_flush_interval);
+        if flush_due(shared, &st, deadline) {
+            break;
+        }
+        shared.writer_idle.store(true, Ordering::SeqCst);
+        // Re-check after publishing `writer_idle` (see its doc).
+        if flush_due(shared, &st, deadline) {
+            shared.writer_idle.store(false, Ordering::SeqCst);
+            break;
+        }
+        match deadline {
+            Some(d) => {
+                shared.writer_cv.wait_until(&mut st, d);
+            }
+            None => shared.writer_cv.wait(&mut st),
+        }
+        shared.writer_idle.store(false, Ordering::SeqCst);
+    }
+    std::mem::swap(&mut st.buf, batch);
+    std::mem::swap(&mut st.runs, runs);
+    // A roll without a pad record leaves a gap before the first run.
+    assert!(runs[0].lsn >= st.buf_start_lsn);
+    st.buf_start_lsn = st.end_lsn;
+    st.buf_since = None;
+    if st.appenders_blocked > 0 {
+        shared.space_cv.notify_all();
+    }
+    Some(st.end_lsn)
+}
+
+/// A flush is due when there is data and a committer waits for it, an
+/// appender is blocked, the buffer is half full, we are shutting down, or
+/// the oldest unflushed append is `async_flush_interval` old. No artificial
+/// delay: the first waiter starts a flush, and whoever appends during it
+/// rides the next one.
+fn flush_due(shared: &Shared, st: &State, deadline: Option<Instant>) -> bool {
+    !st.buf.is_empty()
+        && (shared.sync_wanted_end_lsn.load(Ordering::SeqCst) > st.buf_start_lsn
+            || st.appenders_blocked > 0
+            || st.buf.len() >= shared.buffer_bytes_max / 2
+            || st.shutdown
+            || deadline.is_some_and(|d| Instant::now() >= d))
 }
 
 /// pwrite every run into its segment, then fdatasync each touched segment.
