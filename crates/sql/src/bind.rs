@@ -963,6 +963,12 @@ impl<'c> Binder<'c> {
                 Ok((Expr::Const(value::parse_input(&text, ty)?), Some(ty)))
             }
             E::Nested(inner) => self.expr(inner, scope, ctx),
+            E::UnaryOp { op: ast::UnaryOperator::Minus, expr } if matches!(expr.as_ref(), E::Value(v) if matches!(v.value, ast::Value::Number(..))) => {
+                // PostgreSQL folds the sign into the literal: -2147483648 is an integer.
+                let E::Value(v) = expr.as_ref() else { return Err(SqlError::new("XX000", "literal expected")) };
+                let ast::Value::Number(n, long) = &v.value else { return Err(SqlError::new("XX000", "number expected")) };
+                self.literal(&ast::Value::Number(format!("-{n}"), *long))
+            }
             E::UnaryOp { op, expr } => {
                 let (x, t) = self.expr(expr, scope, ctx)?;
                 match op {
@@ -1038,6 +1044,7 @@ impl<'c> Binder<'c> {
                 let ty = map_type(data_type)?;
                 let (x, t) = self.expr(expr, scope, ctx)?;
                 match (t, x) {
+                    (None, Expr::Const(Value::Text(s))) if category(ty) == Category::String => Ok((Expr::Const(value::cast(Value::Text(s), ty, true)?), Some(ty))),
                     (None, Expr::Const(Value::Text(s))) => Ok((Expr::Const(value::parse_input(&s, ty)?), Some(ty))),
                     (None, Expr::Param(i)) => {
                         self.params[i] = Some(ty);

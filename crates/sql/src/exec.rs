@@ -568,6 +568,9 @@ impl<'a> Exec<'a> {
         let env = self.env(params, &[]);
         let level = &plan.level;
         let table = level.table.clone();
+        if plan.assignments.iter().any(|(_, e)| e.has_subquery()) {
+            return self.update_with_subqueries(plan, &env, out);
+        }
         let direct = matches!(level.access, Access::PkLookup { .. }) && level.exact_key && level.filters.is_empty();
         let keys: Vec<Vec<Value>> = if direct {
             let Access::PkLookup { key } = &level.access else { return Ok(0) };
@@ -633,6 +636,30 @@ impl<'a> Exec<'a> {
                     let stored = if self.txn.get(table.id, &key2, self.rowbuf)? { self.rowbuf.values() } else { new_row.clone() };
                     self.returning(&plan.returning, &env, &stored, out)?;
                 }
+            }
+        }
+        Ok(count)
+    }
+
+    /// UPDATE whose new values need subqueries: evaluated outside the
+    /// engine's row callback (which may not call the engine), on the row
+    /// as the statement's snapshot saw it.
+    fn update_with_subqueries(&mut self, plan: &UpdatePlan, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
+        let table = plan.level.table.clone();
+        let mut count = 0;
+        for row in self.dml_rows(&plan.level, env)? {
+            let key: Vec<Value> = table.primary_key.iter().map(|&c| row[c].clone()).collect();
+            let mut changes = Vec::with_capacity(plan.assignments.len());
+            for (c, e) in &plan.assignments {
+                changes.push((*c, e.eval(env, self, &row)?));
+            }
+            if self.txn.update(table.id, &key, &changes)? {
+                count += 1;
+                let mut new_row = row;
+                for (c, v) in changes {
+                    new_row[c] = v;
+                }
+                self.returning(&plan.returning, env, &new_row, out)?;
             }
         }
         Ok(count)

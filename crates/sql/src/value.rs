@@ -632,9 +632,20 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             let bytes: Option<Vec<u8>> = (0..hex.len() / 2).map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()).collect();
             Value::Bytea(bytes.filter(|_| hex.len() % 2 == 0).ok_or_else(invalid)?)
         }
-        DataType::Date => Value::Date(parse_date(t).ok_or_else(|| SqlError::invalid_text("date", text))?),
-        DataType::Timestamp => Value::Timestamp(parse_timestamp(t).ok_or_else(|| SqlError::invalid_text("timestamp", text))?),
+        DataType::Date => Value::Date(parse_date(t).ok_or_else(|| datetime_error("date", text))?),
+        DataType::Timestamp => Value::Timestamp(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?),
     })
+}
+
+/// A well-formed date with an impossible field is 22008, anything else 22P02.
+fn datetime_error(type_name: &str, text: &str) -> SqlError {
+    let t = text.trim();
+    let shape_ok = t.len() >= 10 && t.as_bytes()[4] == b'-' && t.as_bytes()[7] == b'-' && t[..4].bytes().all(|b| b.is_ascii_digit());
+    if shape_ok {
+        SqlError::new("22008", format!("date/time field value out of range: \"{text}\""))
+    } else {
+        SqlError::invalid_text(type_name, text)
+    }
 }
 
 /// Parses a decimal literal (`-12.50`, `1e3`) exactly.

@@ -1,0 +1,263 @@
+//! Differential corpus: every `tests/slt/*.slt` file runs against a private
+//! PostgreSQL (fresh database per file) and against pgtier embedded (fresh
+//! engine directory per file). PostgreSQL must produce what the file says
+//! (that validates the corpus), and so must pgtier.
+//!
+//! Format (a subset of sqllogictest):
+//!   statement ok | statement count N | statement error <SQLSTATE or message text>
+//!   query <column letters> [rowsort|nosort]  ... `----`  expected rows
+//! A row is its values joined by single spaces; NULL is `NULL`, the empty
+//! string `(empty)`. `rowsort` compares rows sorted (for queries without
+//! ORDER BY). `SLT_COMPLETE=1` rewrites the expected parts from PostgreSQL.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use pgtier_engine::{CommitMode, Database, EngineConfig};
+use pgtier_sql::Connection;
+
+#[derive(Clone, Debug)]
+enum Expect {
+    Ok,
+    Count(u64),
+    Error(String),
+    Rows { sort: bool, rows: Vec<String> },
+}
+
+#[derive(Clone, Debug)]
+struct Record {
+    line: usize,
+    header: String,
+    sql: String,
+    expect: Expect,
+}
+
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Ok { count: u64, rows: Option<Vec<String>> },
+    Error { sqlstate: String, message: String },
+}
+
+fn parse(text: &str) -> Vec<Record> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let l = lines[i].trim_end();
+        if l.is_empty() || l.starts_with('#') {
+            i += 1;
+            continue;
+        }
+        let header = l.to_owned();
+        let line = i + 1;
+        i += 1;
+        let mut sql = Vec::new();
+        while i < lines.len() && !lines[i].trim().is_empty() && lines[i].trim_end() != "----" {
+            sql.push(lines[i]);
+            i += 1;
+        }
+        let mut words = header.split_whitespace();
+        let expect = match (words.next(), words.next()) {
+            (Some("statement"), Some("ok")) => Expect::Ok,
+            (Some("statement"), Some("count")) => Expect::Count(words.next().and_then(|n| n.parse().ok()).expect("statement count N")),
+            (Some("statement"), Some("error")) => Expect::Error(header.splitn(3, ' ').nth(2).unwrap_or("").trim().to_owned()),
+            (Some("query"), Some(_)) => {
+                let sort = header.split_whitespace().any(|w| w == "rowsort");
+                let mut rows = Vec::new();
+                if i < lines.len() && lines[i].trim_end() == "----" {
+                    i += 1;
+                    while i < lines.len() && !lines[i].trim().is_empty() {
+                        rows.push(lines[i].trim_end().to_owned());
+                        i += 1;
+                    }
+                }
+                Expect::Rows { sort, rows }
+            }
+            _ => panic!("line {line}: unknown record header {header:?}"),
+        };
+        out.push(Record { line, header, sql: sql.join("\n"), expect });
+    }
+    out
+}
+
+fn cell(v: Option<&str>) -> String {
+    match v {
+        None => "NULL".to_owned(),
+        Some("") => "(empty)".to_owned(),
+        Some(s) => s.to_owned(),
+    }
+}
+
+fn run_pg(client: &mut postgres::Client, sql: &str) -> Outcome {
+    match client.simple_query(sql) {
+        Ok(msgs) => {
+            let mut rows: Option<Vec<String>> = None;
+            let mut count = 0;
+            for m in msgs {
+                match m {
+                    postgres::SimpleQueryMessage::Row(r) => {
+                        let line: Vec<String> = (0..r.len()).map(|k| cell(r.get(k))).collect();
+                        rows.get_or_insert_with(Vec::new).push(line.join(" "));
+                    }
+                    postgres::SimpleQueryMessage::RowDescription(_) => {
+                        rows.get_or_insert_with(Vec::new);
+                    }
+                    postgres::SimpleQueryMessage::CommandComplete(n) => count = n,
+                    _ => {}
+                }
+            }
+            Outcome::Ok { count, rows }
+        }
+        Err(e) => match e.as_db_error() {
+            Some(db) => Outcome::Error { sqlstate: db.code().code().to_owned(), message: db.message().to_owned() },
+            None => Outcome::Error { sqlstate: "?????".into(), message: e.to_string() },
+        },
+    }
+}
+
+fn run_pgtier(conn: &mut Connection, sql: &str) -> Outcome {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| conn.execute_sql(sql)));
+    match r {
+        Ok(Ok(res)) => {
+            let rows = res.rows.map(|rows| rows.iter().map(|row| (0..row.len()).map(|k| cell(row.text(k).as_deref())).collect::<Vec<_>>().join(" ")).collect());
+            Outcome::Ok { count: res.rows_affected, rows }
+        }
+        Ok(Err(e)) => Outcome::Error { sqlstate: e.sqlstate.to_owned(), message: e.message },
+        Err(_) => Outcome::Error { sqlstate: "PANIC".into(), message: "pgtier panicked".into() },
+    }
+}
+
+/// None if `got` satisfies `expect`, else what differs.
+fn check(expect: &Expect, got: &Outcome) -> Option<String> {
+    match (expect, got) {
+        (Expect::Ok, Outcome::Ok { .. }) => None,
+        (Expect::Count(n), Outcome::Ok { count, .. }) if n == count => None,
+        (Expect::Error(pat), Outcome::Error { sqlstate, message }) if pat.is_empty() || pat == sqlstate || message.contains(pat.as_str()) => None,
+        (Expect::Rows { sort, rows }, Outcome::Ok { rows: Some(got), .. }) => {
+            // Trailing blanks (char(n) padding) are not significant in a row line.
+            let trim = |v: &Vec<String>| v.iter().map(|r| r.trim_end().to_owned()).collect::<Vec<_>>();
+            let (mut want, mut have) = (trim(rows), trim(got));
+            if *sort {
+                want.sort();
+                have.sort();
+            }
+            if want == have { None } else { Some(format!("expected rows {want:?}\n      got {have:?}")) }
+        }
+        (_, Outcome::Error { sqlstate, message }) => Some(format!("error {sqlstate}: {message}")),
+        (_, other) => Some(format!("got {other:?}")),
+    }
+}
+
+fn completed(rec: &Record, got: &Outcome) -> String {
+    let mut s = String::new();
+    match (&rec.expect, got) {
+        (Expect::Count(_), Outcome::Ok { count, .. }) => {
+            let _ = writeln!(s, "statement count {count}");
+            let _ = writeln!(s, "{}", rec.sql);
+        }
+        (Expect::Rows { sort, .. }, Outcome::Ok { rows: Some(rows), .. }) => {
+            let _ = writeln!(s, "{}", rec.header);
+            let _ = writeln!(s, "{}", rec.sql);
+            let _ = writeln!(s, "----");
+            let mut rows = rows.clone();
+            if *sort {
+                rows.sort();
+            }
+            for r in rows {
+                let _ = writeln!(s, "{}", r.trim_end());
+            }
+        }
+        (Expect::Error(p), Outcome::Error { sqlstate, .. }) if p.is_empty() => {
+            let _ = writeln!(s, "statement error {sqlstate}");
+            let _ = writeln!(s, "{}", rec.sql);
+        }
+        _ => {
+            let _ = writeln!(s, "{}", rec.header);
+            let _ = writeln!(s, "{}", rec.sql);
+            if let Expect::Rows { rows, .. } = &rec.expect {
+                let _ = writeln!(s, "----");
+                for r in rows {
+                    let _ = writeln!(s, "{r}");
+                }
+            }
+        }
+    }
+    s
+}
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/slt")
+}
+
+#[test]
+fn differential_corpus() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "slt")).collect();
+    files.sort();
+    let only = std::env::var("SLT_ONLY").ok();
+    let complete = std::env::var("SLT_COMPLETE").is_ok();
+    let (mut total, mut pg_ok, mut tier_ok) = (0, 0, 0);
+    let mut pg_failures = Vec::new();
+    let mut tier_failures = Vec::new();
+    for (n, path) in files.iter().enumerate() {
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        if only.as_ref().is_some_and(|o| !name.contains(o.as_str())) {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).unwrap();
+        let records = parse(&text);
+        let url = cluster.create_database(&format!("slt_{n}_{}", std::process::id())).unwrap();
+        let mut pg = pgtier_backend::connect(&url).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+        let db = Database::open(dir.path(), config).unwrap();
+        let mut conn = Connection::new(db);
+        let mut rewritten = String::new();
+        for rec in &records {
+            total += 1;
+            let pg_out = run_pg(&mut pg, &rec.sql);
+            if complete {
+                rewritten.push_str(&completed(rec, &pg_out));
+                rewritten.push('\n');
+            } else {
+                match check(&rec.expect, &pg_out) {
+                    None => pg_ok += 1,
+                    Some(d) => pg_failures.push(format!("{name}.slt:{} PostgreSQL: {}\n  {}\n  {d}", rec.line, rec.header, rec.sql)),
+                }
+            }
+            let tier_out = run_pgtier(&mut conn, &rec.sql);
+            let want = if complete { None } else { Some(&rec.expect) };
+            let verdict = match want {
+                Some(e) => check(e, &tier_out),
+                None => check(&expect_from(&rec.expect, &pg_out), &tier_out),
+            };
+            match verdict {
+                None => tier_ok += 1,
+                Some(d) => tier_failures.push(format!("{name}.slt:{} pgtier: {}\n  {}\n  {d}", rec.line, rec.header, rec.sql)),
+            }
+        }
+        if complete {
+            std::fs::write(path, rewritten.trim_end().to_owned() + "\n").unwrap();
+        }
+    }
+    println!("slt: {total} records; PostgreSQL matches {pg_ok}; pgtier matches {tier_ok}");
+    for f in &pg_failures {
+        println!("{f}");
+    }
+    for f in &tier_failures {
+        println!("{f}");
+    }
+    assert!(pg_failures.is_empty(), "{} records disagree with PostgreSQL (the corpus is wrong)", pg_failures.len());
+    assert!(tier_failures.is_empty(), "{} of {total} records differ on pgtier", tier_failures.len());
+}
+
+/// In completion mode, pgtier is compared with what PostgreSQL just did.
+fn expect_from(original: &Expect, pg: &Outcome) -> Expect {
+    match (original, pg) {
+        (Expect::Rows { sort, .. }, Outcome::Ok { rows: Some(rows), .. }) => Expect::Rows { sort: *sort, rows: rows.clone() },
+        (_, Outcome::Ok { count, .. }) if matches!(original, Expect::Count(_)) => Expect::Count(*count),
+        (_, Outcome::Error { sqlstate, .. }) => Expect::Error(sqlstate.clone()),
+        (e, _) => e.clone(),
+    }
+}
