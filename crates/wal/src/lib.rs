@@ -86,6 +86,7 @@ pub struct WalStats {
     /// fdatasync calls on segment files by the writer (one per touched
     /// segment per flush).
     pub fsyncs: u64,
+    /// New segment files, fresh or recycled, including the first one.
     pub segments_created: u64,
     /// Segments removed by `truncate_before` (deleted or kept as spares).
     pub segments_removed: u64,
