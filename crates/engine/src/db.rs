@@ -361,13 +361,15 @@ impl DbInner {
         }
     }
 
-    pub(crate) fn push_gc(&self, item: GcItem) {
+    /// Queues GC work; returns the queue length.
+    pub(crate) fn push_gc(&self, item: GcItem) -> usize {
         let mut q = self.gc.lock();
         if q.len() >= self.config.gc_queue_max {
             q.pop_front();
             self.gc_overflowed.store(true, Ordering::Release);
         }
         q.push_back(item);
+        q.len()
     }
 
     /// Prunes rows of up to `items_max` queued commits the horizon passed.

@@ -29,6 +29,8 @@ use crate::walrec::{RecordBuilder, RowOp};
 
 /// Entries copied per ordered-index lock acquisition during scans.
 const SCAN_BATCH_ENTRIES: usize = 128;
+/// Queued GC items beyond which committers prune too.
+const GC_HELP_QUEUE_LEN: usize = 4096;
 /// Write sets up to this size are searched linearly.
 const WRITE_INDEX_THRESHOLD: usize = 16;
 /// Bound on optimistic install retries (each one means another commit
@@ -85,6 +87,23 @@ struct Scratch {
     batch: Vec<u8>,
 }
 
+/// Buffers a finished transaction leaves to the next one on its thread, so
+/// the steady-state commit path does not allocate them again.
+#[derive(Default)]
+struct Recycled {
+    writes: Vec<WriteEntry>,
+    order: Vec<Step>,
+    held: Vec<Held>,
+    s: Scratch,
+}
+
+/// Recycled buffers larger than this are dropped instead (bulk loads).
+const RECYCLE_BYTES_MAX: usize = 256 << 10;
+
+thread_local! {
+    static RECYCLED: std::cell::RefCell<Option<Recycled>> = const { std::cell::RefCell::new(None) };
+}
+
 pub struct Transaction {
     db: Arc<DbInner>,
     id: u64,
@@ -113,6 +132,7 @@ impl Transaction {
         let (id, snapshot) = db.txns.begin()?;
         let cat_version = db.catalog_version.load(Ordering::Acquire);
         let cat = db.current_catalog();
+        let r = RECYCLED.with(|c| c.borrow_mut().take()).unwrap_or_default();
         Ok(Transaction {
             db,
             id,
@@ -123,17 +143,17 @@ impl Transaction {
             cat,
             cat_version,
             private_catalog: false,
-            held: Vec::new(),
-            writes: Vec::new(),
+            held: r.held,
+            writes: r.writes,
             write_index: None,
             keys: Vec::new(),
-            order: Vec::new(),
+            order: r.order,
             ddl: Vec::new(),
             ddl_locked: false,
             exclusive: Vec::new(),
             meta_undo: Vec::new(),
             dropped: Vec::new(),
-            s: Scratch::default(),
+            s: r.s,
         })
     }
 
@@ -1028,9 +1048,11 @@ impl Transaction {
         self.db.txns.end(self.id);
         self.status = Status::Ended;
         if let Some(item) = gc {
-            self.db.push_gc(item);
-            // Keep up with our own garbage: prune about as much as we produce.
-            self.db.gc_step(2);
+            // The background thread prunes every few ms; committers help
+            // only when it falls behind, keeping the commit path short.
+            if self.db.push_gc(item) > GC_HELP_QUEUE_LEN {
+                self.db.gc_step(2);
+            }
         }
         self.db.counters.commits.fetch_add(1, Ordering::Relaxed);
         // Sync: visible once durable. Async: at once. Commit ts and LSN are
@@ -1180,6 +1202,29 @@ impl Drop for Transaction {
             self.rollback_internal();
             self.status = Status::Ended;
         }
+        self.recycle();
+    }
+}
+
+impl Transaction {
+    fn recycle(&mut self) {
+        assert!(self.held.is_empty(), "table locks outlive the transaction");
+        self.writes.clear();
+        self.order.clear();
+        let s = &self.s;
+        let bytes = s.key.capacity() + s.scratch.capacity() + s.row.capacity() + s.base.capacity() + s.entry.capacity()
+            + s.tmp.capacity() + s.probe.capacity() + s.batch.capacity()
+            + self.writes.capacity() * std::mem::size_of::<WriteEntry>();
+        if bytes > RECYCLE_BYTES_MAX {
+            return;
+        }
+        let r = Recycled {
+            writes: std::mem::take(&mut self.writes),
+            order: std::mem::take(&mut self.order),
+            held: std::mem::take(&mut self.held),
+            s: std::mem::take(&mut self.s),
+        };
+        RECYCLED.with(|c| *c.borrow_mut() = Some(r));
     }
 }
 

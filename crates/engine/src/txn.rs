@@ -41,6 +41,9 @@ pub(crate) struct TxnSlot {
 pub(crate) struct TxnManager {
     slots: Box<[TxnSlot]>,
     free: Mutex<Vec<u32>>,
+    /// One past the highest slot ever handed out: horizon scans stop here
+    /// (slots are reused LIFO, so this tracks peak concurrency).
+    slots_used: std::sync::atomic::AtomicUsize,
     next_seq: AtomicU64,
     /// Commit ts up to which committed transactions are visible to new
     /// snapshots (sync mode: only once durable).
@@ -64,6 +67,7 @@ impl TxnManager {
         TxnManager {
             slots,
             free: Mutex::new(free),
+            slots_used: std::sync::atomic::AtomicUsize::new(0),
             next_seq: AtomicU64::new(1),
             visible_ts: AtomicU64::new(visible_ts),
             horizon_ts: AtomicU64::new(visible_ts),
@@ -78,6 +82,7 @@ impl TxnManager {
         assert!(id & !crate::version::TS_MASK == 0, "transaction id space exhausted");
         let s = &self.slots[slot as usize];
         assert_eq!(s.id.load(Ordering::Relaxed), 0, "slot handed out twice");
+        self.slots_used.fetch_max(slot as usize + 1, Ordering::SeqCst);
         s.id.store(id, Ordering::SeqCst);
         let snapshot = self.refresh_snapshot(id);
         Ok((id, snapshot))
@@ -122,7 +127,8 @@ impl TxnManager {
     /// Oldest snapshot any transaction may still read at.
     pub(crate) fn horizon(&self) -> u64 {
         let mut h = self.visible_ts.load(Ordering::SeqCst);
-        for s in self.slots.iter() {
+        let used = self.slots_used.load(Ordering::SeqCst);
+        for s in &self.slots[..used] {
             h = h.min(s.snapshot.load(Ordering::SeqCst));
         }
         self.horizon_ts.fetch_max(h, Ordering::SeqCst);
