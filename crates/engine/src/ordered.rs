@@ -24,7 +24,7 @@ const PAGE_BYTES: usize = 4096;
 /// Longest entry (encoded key, plus primary key for secondary indexes).
 pub(crate) const ENTRY_BYTES_MAX: usize = 1000;
 /// Bulk builds fill leaves to this many bytes, leaving room for inserts.
-const BUILD_FILL_BYTES: usize = PAGE_BYTES * 3 / 4;
+const BUILD_FILL_BYTES: usize = PAGE_BYTES * 9 / 10;
 
 const _: () = assert!(PAGE_BYTES <= u16::MAX as usize);
 const _: () = assert!(4 * (ENTRY_BYTES_MAX + 2) <= PAGE_BYTES);
@@ -116,7 +116,12 @@ impl Leaf {
     /// Moves the upper half of the entries into a new leaf.
     fn split(&mut self) -> Leaf {
         assert!(self.n >= 2);
-        let keep = self.n / 2;
+        self.split_at(self.n / 2)
+    }
+
+    /// Moves entries `keep..` into a new leaf (possibly empty).
+    fn split_at(&mut self, keep: usize) -> Leaf {
+        assert!(keep <= self.n);
         let mut right = Leaf::new();
         for i in keep..self.n {
             let e = self.entry(i).to_vec();
@@ -161,7 +166,21 @@ impl Tree {
         }
         let Some(leaf) = self.leaves.get_mut(&fence) else { unreachable!("leaf vanished") };
         if leaf.free_bytes() < key.len() + 2 {
-            let right = leaf.split();
+            let Err(at) = leaf.search(key) else { unreachable!("checked absent") };
+            // On the rightmost leaf, inserts near the end are an ascending
+            // load (maybe slightly out of order): split at the insertion
+            // point so the left leaf stays full (PostgreSQL's rightmost-split
+            // heuristic). Elsewhere split in half.
+            let rightmost = self.leaves.range::<[u8], _>((Bound::Excluded(&fence[..]), Bound::Unbounded)).next().is_none();
+            let Some(leaf) = self.leaves.get_mut(&fence) else { unreachable!("leaf vanished") };
+            let right = if rightmost && at >= leaf.n / 2 { leaf.split_at(at) } else { leaf.split() };
+            if right.n == 0 {
+                let mut right = right;
+                right.insert_at(0, key);
+                self.leaves.insert(key.into(), right);
+                self.entries += 1;
+                return true;
+            }
             let right_fence: Box<[u8]> = right.entry(0).into();
             let goes_right = key >= &*right_fence;
             self.leaves.insert(right_fence.clone(), right);

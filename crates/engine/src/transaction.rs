@@ -1138,11 +1138,17 @@ impl Transaction {
         if self.writes.is_empty() {
             return None;
         }
-        let rows = self
+        // Only rows with an older version (or a tombstone) leave garbage;
+        // fresh inserts do not (bulk loads queue nothing).
+        let rows: Vec<_> = self
             .writes
             .iter()
+            .filter(|w| w.had_base || w.head.prev().is_some() || is_deleted(w.head.word()) || is_lock_only(w.head.word()))
             .map(|w| (self.held[w.held as usize].store.schema.id, w.hash, w.key_off, w.key_len))
             .collect();
+        if rows.is_empty() {
+            return None;
+        }
         let keys = std::mem::take(&mut self.keys);
         Some(GcItem { commit_ts, rows, keys })
     }
