@@ -124,6 +124,23 @@ pub struct ExecResult {
     pub rows: Option<Rows>,
 }
 
+/// A command tag, rendered only when asked for (no allocation per execution).
+#[derive(Clone, Copy, Debug)]
+enum Tag {
+    Plain(&'static str),
+    /// Followed by the row count (`UPDATE 3`).
+    Counted(&'static str),
+}
+
+impl Tag {
+    fn render(self, n: u64) -> String {
+        match self {
+            Tag::Plain(t) => t.to_owned(),
+            Tag::Counted(t) => format!("{t} {n}"),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Block {
     /// No BEGIN: each statement commits on its own.
@@ -307,7 +324,7 @@ impl Connection {
             let has_rows = matches!(ps.prepared.lock().plan, Plan::Select(_) | Plan::Show { .. })
                 || !ps.prepared.lock().columns().is_empty();
             let rows = has_rows.then(|| Rows { columns: self.current_columns(&ps).into(), buf: self.result.clone() });
-            last = ExecResult { tag, rows_affected: n, rows };
+            last = ExecResult { tag: tag.render(n), rows_affected: n, rows };
         }
         Ok(last)
     }
@@ -355,7 +372,7 @@ impl Connection {
         Ok(())
     }
 
-    fn txn_command(&mut self, cmd: &TxnCommand) -> Result<(String, u64)> {
+    fn txn_command(&mut self, cmd: &TxnCommand) -> Result<(Tag, u64)> {
         match cmd {
             TxnCommand::Begin => {
                 if self.block == Block::Failed {
@@ -365,7 +382,7 @@ impl Connection {
                     self.ensure_txn()?;
                     self.block = Block::Active;
                 }
-                Ok(("BEGIN".into(), 0))
+                Ok((Tag::Plain("BEGIN"), 0))
             }
             TxnCommand::Commit => {
                 let failed = self.block == Block::Failed;
@@ -373,13 +390,13 @@ impl Connection {
                 match self.txn.take() {
                     Some(t) if !failed => {
                         let info = t.commit()?;
-                        Ok((if info.rolled_back { "ROLLBACK" } else { "COMMIT" }.into(), 0))
+                        Ok((Tag::Plain(if info.rolled_back { "ROLLBACK" } else { "COMMIT" }), 0))
                     }
                     Some(t) => {
                         t.rollback();
-                        Ok(("ROLLBACK".into(), 0))
+                        Ok((Tag::Plain("ROLLBACK"), 0))
                     }
-                    None => Ok((if failed { "ROLLBACK" } else { "COMMIT" }.into(), 0)),
+                    None => Ok((Tag::Plain(if failed { "ROLLBACK" } else { "COMMIT" }), 0)),
                 }
             }
             TxnCommand::Rollback => {
@@ -387,13 +404,13 @@ impl Connection {
                 if let Some(t) = self.txn.take() {
                     t.rollback();
                 }
-                Ok(("ROLLBACK".into(), 0))
+                Ok((Tag::Plain("ROLLBACK"), 0))
             }
         }
     }
 
     /// Executes `stmt`; result rows land in `self.result`.
-    fn run(&mut self, stmt: &PreparedStatement, params: &[Value]) -> Result<(String, u64)> {
+    fn run(&mut self, stmt: &PreparedStatement, params: &[Value]) -> Result<(Tag, u64)> {
         let prepared = stmt.prepared.lock().clone();
         if let Plan::Txn(cmd) = &prepared.plan {
             return self.txn_command(cmd);
@@ -418,13 +435,13 @@ impl Connection {
         }
     }
 
-    fn run_inner(&mut self, stmt: &PreparedStatement, mut prepared: Arc<Prepared>, params: &[Value]) -> Result<(String, u64)> {
+    fn run_inner(&mut self, stmt: &PreparedStatement, mut prepared: Arc<Prepared>, params: &[Value]) -> Result<(Tag, u64)> {
         match &prepared.plan {
             Plan::Set { name, value } => return self.set(name, value),
             Plan::Show { name } => return self.show(name),
             Plan::Noop { tag } => {
                 self.result.reset(0);
-                return Ok(((*tag).to_owned(), 0));
+                return Ok((Tag::Plain(tag), 0));
             }
             _ => {}
         }
@@ -459,15 +476,15 @@ impl Connection {
         };
         let out = &mut self.result;
         let r = match &prepared.plan {
-            Plan::Select(s) => ex.select(s, &pbuf, out).map(|()| (format!("SELECT {}", out.rows), out.rows as u64)),
-            Plan::Insert(i) => ex.insert(i, &pbuf, out).map(|n| (format!("INSERT 0 {n}"), n)),
-            Plan::Update(u) => ex.update(u, &pbuf, out).map(|n| (format!("UPDATE {n}"), n)),
-            Plan::Delete(d) => ex.delete(d, &pbuf, out).map(|n| (format!("DELETE {n}"), n)),
-            Plan::CreateTable { def, if_not_exists } => ex.create_table(def, *if_not_exists).map(|()| ("CREATE TABLE".to_owned(), 0)),
-            Plan::CreateIndex { def, if_not_exists } => ex.create_index(def, *if_not_exists).map(|()| ("CREATE INDEX".to_owned(), 0)),
-            Plan::DropTable { names, if_exists } => ex.drop_tables(names, *if_exists).map(|()| ("DROP TABLE".to_owned(), 0)),
-            Plan::DropIndex { names, if_exists } => ex.drop_indexes(names, *if_exists).map(|()| ("DROP INDEX".to_owned(), 0)),
-            Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Noop { .. } => Ok((String::new(), 0)),
+            Plan::Select(s) => ex.select(s, &pbuf, out).map(|()| (Tag::Counted("SELECT"), out.rows as u64)),
+            Plan::Insert(i) => ex.insert(i, &pbuf, out).map(|n| (Tag::Counted("INSERT 0"), n)),
+            Plan::Update(u) => ex.update(u, &pbuf, out).map(|n| (Tag::Counted("UPDATE"), n)),
+            Plan::Delete(d) => ex.delete(d, &pbuf, out).map(|n| (Tag::Counted("DELETE"), n)),
+            Plan::CreateTable { def, if_not_exists } => ex.create_table(def, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0)),
+            Plan::CreateIndex { def, if_not_exists } => ex.create_index(def, *if_not_exists).map(|()| (Tag::Plain("CREATE INDEX"), 0)),
+            Plan::DropTable { names, if_exists } => ex.drop_tables(names, *if_exists).map(|()| (Tag::Plain("DROP TABLE"), 0)),
+            Plan::DropIndex { names, if_exists } => ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0)),
+            Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Noop { .. } => Ok((Tag::Plain(""), 0)),
         };
         if !matches!(prepared.plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_)) {
             out.reset(0);
@@ -479,7 +496,7 @@ impl Connection {
         r
     }
 
-    fn set(&mut self, name: &str, value: &str) -> Result<(String, u64)> {
+    fn set(&mut self, name: &str, value: &str) -> Result<(Tag, u64)> {
         let key = name.to_lowercase();
         let key = if key == "time zone" { "timezone".to_owned() } else { key };
         let Some(current) = self.settings.get(&key) else {
@@ -496,10 +513,10 @@ impl Connection {
         };
         self.settings.insert(key, v);
         self.result.reset(0);
-        Ok(("SET".into(), 0))
+        Ok((Tag::Plain("SET"), 0))
     }
 
-    fn show(&mut self, name: &str) -> Result<(String, u64)> {
+    fn show(&mut self, name: &str) -> Result<(Tag, u64)> {
         let key = match name {
             "transaction isolation level" => "transaction_isolation".to_owned(),
             "time zone" => "timezone".to_owned(),
@@ -510,7 +527,7 @@ impl Connection {
         };
         self.result.reset(1);
         self.result.push_row(&[Value::Text(v.clone())]);
-        Ok(("SHOW".into(), 1))
+        Ok((Tag::Plain("SHOW"), 1))
     }
 }
 

@@ -1,0 +1,89 @@
+//! A prepared statement executed many times must not grow memory: counts
+//! bytes allocated and freed by each execution with a counting allocator.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use pgtier_engine::{CommitMode, Database, EngineConfig, Value};
+use pgtier_sql::Connection;
+
+struct Counting;
+
+static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
+static FREED_BYTES: AtomicU64 = AtomicU64::new(0);
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATED_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        FREED_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATED_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+        FREED_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const EXECUTIONS: u64 = 1_000_000;
+
+#[test]
+fn prepared_point_select_does_not_grow_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let db = Database::open(dir.path(), config).unwrap();
+    let mut conn = Connection::new(db);
+    conn.execute_sql("CREATE TABLE subscriber (s_id integer PRIMARY KEY, sub_nbr varchar(15) NOT NULL, bit_1 smallint, vlr_location bigint)").unwrap();
+    let ins = conn.prepare("INSERT INTO subscriber VALUES ($1, $2, $3, $4)").unwrap();
+    conn.begin().unwrap();
+    for i in 0..1000 {
+        conn.execute(&ins, &[Value::Int4(i), Value::Text(format!("{i:015}")), Value::Int2(1), Value::Int8(i64::from(i) * 7)]).unwrap();
+    }
+    conn.commit().unwrap();
+    let sel = conn.prepare("SELECT s_id, sub_nbr, bit_1, vlr_location FROM subscriber WHERE s_id = $1").unwrap();
+    let upd = conn.prepare("UPDATE subscriber SET bit_1 = $1 WHERE s_id = $2").unwrap();
+    let mut params = [Value::Int4(0)];
+    let mut run = |n: u64, conn: &mut Connection| {
+        let mut found = 0u64;
+        for i in 0..n {
+            params[0] = Value::Int4((i % 1000) as i32);
+            found += conn.query_with(&sel, &params, |_, _| 1).unwrap();
+        }
+        found
+    };
+    run(10_000, &mut conn); // warm-up: buffers reach their steady size
+    let (a0, f0, n0) = (ALLOCATED_BYTES.load(Ordering::Relaxed), FREED_BYTES.load(Ordering::Relaxed), ALLOCATIONS.load(Ordering::Relaxed));
+    assert_eq!(run(EXECUTIONS, &mut conn), EXECUTIONS);
+    let (a1, f1, n1) = (ALLOCATED_BYTES.load(Ordering::Relaxed), FREED_BYTES.load(Ordering::Relaxed), ALLOCATIONS.load(Ordering::Relaxed));
+    let allocated = a1 - a0;
+    let live_growth = (a1 - f1) as i64 - (a0 - f0) as i64;
+    println!(
+        "point SELECT x{EXECUTIONS}: {:.1} bytes allocated/execution ({:.2} allocations), live-heap growth {live_growth} bytes",
+        allocated as f64 / EXECUTIONS as f64,
+        (n1 - n0) as f64 / EXECUTIONS as f64
+    );
+    // No growth: whatever an execution allocates it frees (bounded slack for
+    // the engine's lazily grown structures).
+    assert!(live_growth < 64 * 1024, "live heap grew by {live_growth} bytes over {EXECUTIONS} executions");
+
+    let (a0, f0) = (ALLOCATED_BYTES.load(Ordering::Relaxed), FREED_BYTES.load(Ordering::Relaxed));
+    for i in 0..100_000u64 {
+        conn.execute(&upd, &[Value::Int2((i % 2) as i16), Value::Int4((i % 1000) as i32)]).unwrap();
+    }
+    let (a1, f1) = (ALLOCATED_BYTES.load(Ordering::Relaxed), FREED_BYTES.load(Ordering::Relaxed));
+    println!(
+        "point UPDATE x100000: {:.1} bytes allocated/execution, live-heap growth {} bytes",
+        (a1 - a0) as f64 / 100_000.0,
+        (a1 - f1) as i64 - (a0 - f0) as i64
+    );
+}
