@@ -278,6 +278,15 @@ pub fn run_repetition(
     })
 }
 
+/// A seed nobody chose: by default every run draws different keys, so a run
+/// does not replay the inserts and deletes of the previous one on the same
+/// data (which would make INSERT_CALL_FORWARDING fail and
+/// DELETE_CALL_FORWARDING find nothing). Reports print it for reruns.
+pub fn fresh_seed() -> u64 {
+    let mut rng = SmallRng::from_os_rng();
+    rng.random()
+}
+
 fn validate(spec: &LoadSpec) -> Result<(), DriverError> {
     if spec.threads == 0 {
         return Err(DriverError::Invalid("at least one thread is needed".to_owned()));
@@ -580,6 +589,11 @@ mod tests {
         let total: f64 = (0..n).map(|_| poisson_gap(&mut rng, 250.0).as_secs_f64()).sum();
         let mean = total / n as f64;
         assert!((mean - 0.004).abs() < 0.0001, "mean gap {mean}");
+    }
+
+    #[test]
+    fn fresh_seeds_differ() {
+        assert_ne!(fresh_seed(), fresh_seed());
     }
 
     #[test]

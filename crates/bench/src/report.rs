@@ -61,6 +61,9 @@ pub struct TatpExtras {
     /// The key distribution actually used, e.g. "NURand(A=65535, 1, 100000)".
     #[serde(default)]
     pub keys: String,
+    /// Seed of the run's random choices (`--seed` reproduces them).
+    #[serde(default)]
+    pub seed: u64,
 }
 
 /// What `pgtier bench tatp --json` writes: a [`RunResult`] (all its fields at

@@ -9,7 +9,7 @@ use std::time::Duration;
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
 use pgtier_bench::driver::{DriverError, LiveCounters, LoadSpec, run_repetition};
 use pgtier_bench::target::{Target, Value};
-use pgtier_bench::targets::postgres::{CopyFormat, PgTarget};
+use pgtier_bench::targets::postgres::{ClientKind, CopyFormat, PgTarget};
 use pgtier_bench::tatp::population::{PopulateOptions, populate};
 use pgtier_bench::tatp::random::SubscriberKeys;
 use pgtier_bench::tatp::transactions::TxnType;
@@ -154,10 +154,20 @@ fn any_other_error_stops_the_run_with_the_error() {
 }
 
 #[test]
-fn session_converts_values_by_parameter_type() {
-    let cluster = PrivateCluster::start(ClusterOptions::default()).unwrap();
-    let target = PgTarget::open(&cluster.url()).unwrap();
-    let mut s = target.connect().unwrap();
+fn sessions_convert_values_by_parameter_type() {
+    // Both clients, and a password (SCRAM) for the native one's handshake.
+    let cluster =
+        PrivateCluster::start(ClusterOptions { password: Some("s3cret".into()), ..ClusterOptions::default() }).unwrap();
+    for kind in [ClientKind::Native, ClientKind::PostgresCrate] {
+        let target = PgTarget::open(&cluster.url()).unwrap().with_client(kind);
+        session_round_trips(target.connect().unwrap());
+    }
+    let wrong = format!("postgres://postgres:nope@127.0.0.1:{}/postgres", cluster.port());
+    let err = pgtier_bench::targets::pgwire::WireSession::connect(&wrong).err().expect("wrong password fails");
+    assert_eq!(err.sqlstate.as_deref(), Some("28P01"), "{err}");
+}
+
+fn session_round_trips(mut s: Box<dyn pgtier_bench::target::Session>) {
     let stmt = s.prepare("SELECT $1::int2 + 1, $2::int4, $3::int8, $4::text || '!', NULL::int4, $5::varchar").unwrap();
     let mut out = Vec::new();
     let params = [Value::Int(41), Value::Int(-7), Value::Int(1 << 40), Value::Text("hi".into()), Value::Null];
@@ -177,5 +187,22 @@ fn session_converts_values_by_parameter_type() {
     let e = s.query(bad, &[], &mut out).unwrap_err();
     assert_eq!(e.sqlstate.as_deref(), Some("22012"));
     s.rollback().unwrap();
+    out.clear();
     assert_eq!(s.query(stmt, &params, &mut out).unwrap(), 1);
+    // Rows affected, several rows, and a unique violation keeping its SQLSTATE.
+    let create = s.prepare("CREATE TEMP TABLE t (k int PRIMARY KEY, v text)").unwrap();
+    s.execute(create, &[]).unwrap();
+    let insert = s.prepare("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, $1::int) g").unwrap();
+    assert_eq!(s.execute(insert, &[Value::Int(3)]).unwrap(), 3);
+    let e = s.execute(insert, &[Value::Int(1)]).unwrap_err();
+    assert_eq!(e.sqlstate.as_deref(), Some("23505"), "{e}");
+    let all = s.prepare("SELECT k, v FROM t ORDER BY k").unwrap();
+    out.clear();
+    assert_eq!(s.query(all, &[], &mut out).unwrap(), 3);
+    assert_eq!(out[4..], [Value::Int(3), Value::Text("v3".into())]);
+    let update = s.prepare("UPDATE t SET v = $1 WHERE k > $2").unwrap();
+    assert_eq!(s.execute(update, &[Value::Text("x".into()), Value::Int(1)]).unwrap(), 2);
+    s.begin().unwrap();
+    s.execute(update, &[Value::Text("y".into()), Value::Int(0)]).unwrap();
+    s.commit().unwrap();
 }

@@ -15,7 +15,7 @@ use pgtier_bench::progress::RunProgress;
 use pgtier_bench::report::{self, PopulationSummary, RunFile, TatpExtras};
 use pgtier_bench::result::{RunConfig, RunResult};
 use pgtier_bench::target::Target;
-use pgtier_bench::targets::postgres::{CopyFormat, PgTarget};
+use pgtier_bench::targets::postgres::{ClientKind, CopyFormat, PgTarget};
 use pgtier_bench::tatp::population::{self, PopulateOptions};
 use pgtier_bench::tatp::random::SubscriberKeys;
 use pgtier_bench::tatp::transactions::TxnType;
@@ -82,15 +82,24 @@ pub struct TatpArgs {
     /// Draw PNG and SVG charts into this directory
     #[arg(long, value_name = "DIR")]
     charts: Option<PathBuf>,
-    /// Seed of every random choice (population and transactions)
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// Seed of every random choice (population and transactions) [default: a fresh one, printed]
+    #[arg(long)]
+    seed: Option<u64>,
     /// Parallel COPY streams for --populate [default: CPUs + 1]
     #[arg(long, value_name = "N")]
     load_streams: Option<usize>,
     /// COPY format for --populate
     #[arg(long, value_enum, default_value_t = CopyArg::Binary)]
     copy_format: CopyArg,
+    /// Client library of the measured sessions: the built-in blocking protocol client, or the `postgres` crate
+    #[arg(long, value_enum, default_value_t = ClientArg::Native)]
+    client: ClientArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ClientArg {
+    Native,
+    PostgresCrate,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -191,12 +200,18 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
         CopyArg::Text => CopyFormat::Text,
         CopyArg::Binary => CopyFormat::Binary,
     };
-    let target = PgTarget::open(&url)?.with_copy_format(copy_format);
+    let client = match args.client {
+        ClientArg::Native => ClientKind::Native,
+        ClientArg::PostgresCrate => ClientKind::PostgresCrate,
+    };
+    let seed = args.seed.unwrap_or_else(driver::fresh_seed);
+    let target = PgTarget::open(&url)?.with_copy_format(copy_format).with_client(client);
     let started_at = report::now_rfc3339();
 
-    let (subscribers, population) = if args.populate {
-        let subscribers = args.subscribers.unwrap_or(DEFAULT_SUBSCRIBERS);
-        (subscribers, Some(populate(&target, &args, subscribers)?))
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let load_streams = args.load_streams.unwrap_or(cpus + 1);
+    let subscribers = if args.populate {
+        args.subscribers.unwrap_or(DEFAULT_SUBSCRIBERS)
     } else {
         let found = tatp::check_population(&target)?;
         if let Some(n) = args.subscribers
@@ -208,9 +223,10 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
                 target.describe()
             );
         }
-        (found, None)
+        found
     };
     if args.populate_only {
+        populate(&target, seed, subscribers, load_streams)?;
         return Ok(());
     }
     let min_id = args.min_id.unwrap_or(1);
@@ -231,8 +247,8 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
         .map_or_else(|| "read committed".to_owned(), |(_, v)| v.clone());
     let deviations = tatp::deviations(&RunFacts {
         uniform: args.uniform,
-        populated_now: population.is_some(),
-        parallel_load_streams: population.as_ref().map_or(0, |p| p.streams),
+        populated_now: args.populate,
+        parallel_load_streams: load_streams,
         windows_per_population: plan.threads.len() as u32 * args.repetitions,
         open_loop: args.rate.is_some(),
         measure_s: plan.measure.as_secs_f64(),
@@ -254,7 +270,12 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
         isolation,
         deviations,
     };
-    print_header(&config, &plan, &keys, &server_settings);
+    let client_name = match client {
+        ClientKind::Native => "native protocol client (blocking, one thread per connection)",
+        ClientKind::PostgresCrate => "postgres crate (sync, Tokio underneath)",
+    };
+    print_header(&config, &plan, &keys, &server_settings, client_name, seed);
+    let population = if args.populate { Some(populate(&target, seed, subscribers, load_streams)?) } else { None };
 
     let workload = TatpWorkload { keys };
     let mut run = RunResult {
@@ -265,7 +286,7 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
         machine: report::machine_info(),
         iterations: Vec::new(),
     };
-    let mut extras = TatpExtras { population, server_settings, repetitions: Vec::new(), keys: keys.describe() };
+    let mut extras = TatpExtras { population, server_settings, repetitions: Vec::new(), keys: keys.describe(), seed };
     for &threads in &plan.threads {
         let mut tallies = Vec::with_capacity(args.repetitions as usize);
         for rep in 1..=args.repetitions {
@@ -275,7 +296,7 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
                 ramp_up: plan.ramp_up,
                 measure: plan.measure,
                 ramp_down: plan.ramp_down,
-                seed: args.seed ^ (u64::from(threads) << 32) ^ u64::from(rep),
+                seed: seed ^ (u64::from(threads) << 32) ^ u64::from(rep),
             };
             let tally = measure(&target, &workload, &spec, rep, args.repetitions)?;
             extras.repetitions.push(report::repetition_extra(&tally, rep));
@@ -295,9 +316,7 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn populate(target: &PgTarget, args: &TatpArgs, subscribers: u64) -> anyhow::Result<PopulationSummary> {
-    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let streams = args.load_streams.unwrap_or(cpus + 1);
+fn populate(target: &PgTarget, seed: u64, subscribers: u64, streams: usize) -> anyhow::Result<PopulationSummary> {
     eprintln!(
         "populating {subscribers} subscribers at {} ({streams} COPY streams, {} format)...",
         target.describe(),
@@ -306,9 +325,8 @@ fn populate(target: &PgTarget, args: &TatpArgs, subscribers: u64) -> anyhow::Res
             CopyFormat::Binary => "binary",
         }
     );
-    let report =
-        population::populate(target, &PopulateOptions { subscribers, streams, seed: args.seed, progress: true })?;
-    println!("Population: {subscribers} subscribers in {:.1} s", report.total.as_secs_f64());
+    let report = population::populate(target, &PopulateOptions { subscribers, streams, seed, progress: true })?;
+    println!("\nPopulation: {subscribers} subscribers in {:.1} s", report.total.as_secs_f64());
     let phases: Vec<String> = report.phases.iter().map(|(p, d)| format!("{p} {:.1} s", d.as_secs_f64())).collect();
     println!("  phases: {}", phases.join(", "));
     for t in &report.tables {
@@ -355,16 +373,24 @@ fn measure(
     Ok(tally)
 }
 
-fn print_header(config: &RunConfig, plan: &Plan, keys: &SubscriberKeys, settings: &[(String, String)]) {
+fn print_header(
+    config: &RunConfig,
+    plan: &Plan,
+    keys: &SubscriberKeys,
+    settings: &[(String, String)],
+    client: &str,
+    seed: u64,
+) {
     println!("TATP benchmark (HLR) — pgtier bench tatp");
     println!("  target        {}", config.target);
+    println!("  client        {client}");
     let server: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
     println!("  server        {}", server.join(", "));
     println!(
         "  subscribers   {} (targeting ids {}..={})",
         config.subscribers, config.min_subscriber_id, config.max_subscriber_id
     );
-    println!("  keys          {}", keys.describe());
+    println!("  keys          {} (seed {seed}; --seed {seed} draws the same ones again)", keys.describe());
     let threads: Vec<String> = plan.threads.iter().map(u32::to_string).collect();
     println!("  threads       {}", threads.join(","));
     match config.rate_per_s {

@@ -1,3 +1,4 @@
 //! Systems the benchmark kit can measure, each behind [`crate::target::Target`].
 
+pub mod pgwire;
 pub mod postgres;

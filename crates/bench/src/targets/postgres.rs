@@ -17,6 +17,7 @@ use postgres::{Client, Statement};
 
 use pgtier_backend::connect::{ConnectError, connect, redact_url};
 
+use super::pgwire::WireSession;
 use crate::result::BackendFigures;
 use crate::target::{BackendSampler, DbError, RowSource, Session, StatementId, Target, Value};
 
@@ -67,11 +68,22 @@ pub enum CopyFormat {
     Binary,
 }
 
+/// Which client library the measured sessions use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientKind {
+    /// [`super::pgwire`]: blocking, two system calls per round trip (default).
+    Native,
+    /// The `postgres` crate (Tokio underneath); kept to cross-check the
+    /// native client's numbers.
+    PostgresCrate,
+}
+
 /// A PostgreSQL server reached by URL.
 pub struct PgTarget {
     url: String,
     shown: String,
     copy_format: CopyFormat,
+    client: ClientKind,
     /// The server runs on this host (Unix socket or loopback), so its
     /// processes' CPU can be read from /proc.
     local: bool,
@@ -84,7 +96,22 @@ impl PgTarget {
         let client = connect(url)?;
         drop(client);
         let local = url_is_local(url);
-        Ok(PgTarget { url: url.to_owned(), shown: redact_url(url), copy_format: CopyFormat::Binary, local })
+        Ok(PgTarget {
+            url: url.to_owned(),
+            shown: redact_url(url),
+            copy_format: CopyFormat::Binary,
+            client: ClientKind::Native,
+            local,
+        })
+    }
+
+    pub fn with_client(mut self, client: ClientKind) -> PgTarget {
+        self.client = client;
+        self
+    }
+
+    pub fn client_kind(&self) -> ClientKind {
+        self.client
     }
 
     pub fn with_copy_format(mut self, format: CopyFormat) -> PgTarget {
@@ -141,7 +168,10 @@ impl Target for PgTarget {
     }
 
     fn connect(&self) -> Result<Box<dyn Session>, DbError> {
-        Ok(Box::new(PgSession { client: self.client()?, statements: Vec::new() }))
+        match self.client {
+            ClientKind::Native => Ok(Box::new(WireSession::connect(&self.url)?)),
+            ClientKind::PostgresCrate => Ok(Box::new(PgSession { client: self.client()?, statements: Vec::new() })),
+        }
     }
 
     fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
