@@ -245,11 +245,10 @@ impl<'c> Binder<'c> {
         if c.predicate.is_some() || !c.include.is_empty() || !c.with.is_empty() || c.concurrently {
             return Err(SqlError::unsupported("CREATE INDEX with INCLUDE/WHERE/WITH/CONCURRENTLY"));
         }
-        if let Some(using) = &c.using {
-            if using.to_string().to_lowercase() != "btree" {
+        if let Some(using) = &c.using
+            && using.to_string().to_lowercase() != "btree" {
                 return Err(SqlError::unsupported(format!("index method {using}")));
             }
-        }
         let table = object_name(&c.table_name)?;
         let columns = index_columns(&c.columns)?;
         let name = match &c.name {
@@ -277,7 +276,7 @@ impl<'c> Binder<'c> {
         self.select(select, q, outer)
     }
 
-    fn from_clause(&mut self, from: &[ast::TableWithJoins], outer: Option<&'_ Scope<'_>>) -> Result<(Vec<Rel>, Vec<JoinSpec>)> {
+    fn bind_from(&mut self, from: &[ast::TableWithJoins], outer: Option<&'_ Scope<'_>>) -> Result<(Vec<Rel>, Vec<JoinSpec>)> {
         let mut rels: Vec<Rel> = Vec::new();
         let mut joins = Vec::new();
         let mut offset = 0;
@@ -346,7 +345,7 @@ impl<'c> Binder<'c> {
             Some(ast::Distinct::Distinct) => true,
             Some(ast::Distinct::On(_)) => return Err(SqlError::unsupported("DISTINCT ON")),
         };
-        let (rels, joins) = self.from_clause(&s.from, outer)?;
+        let (rels, joins) = self.bind_from(&s.from, outer)?;
         let mut scope = Scope { rels, hidden: Vec::new(), outer };
         // Join conditions: each sees the relations joined so far.
         let mut join_rels = Vec::new();
@@ -929,11 +928,10 @@ impl<'c> Binder<'c> {
                 self.correlated = true;
                 return Ok((Expr::Outer(pos), Some(ty)));
             }
-            if let Some(o2) = outer.outer {
-                if lookup(o2, qualifier, name)?.is_some() {
+            if let Some(o2) = outer.outer
+                && lookup(o2, qualifier, name)?.is_some() {
                     return Err(SqlError::unsupported("a subquery referencing a query two levels out"));
                 }
-            }
         }
         match qualifier {
             Some(q) if !scope.rels.iter().any(|r| r.name == q) && !scope.outer.is_some_and(|o| o.rels.iter().any(|r| r.name == q)) => {
@@ -1103,11 +1101,10 @@ impl<'c> Binder<'c> {
                 let st = plan.columns[0].ty;
                 let common = common_type(&[xt, st], "IN")?;
                 let x = self.coerce_common(x, xt, common)?;
-                if let (Some(c), Some(s)) = (common, st) {
-                    if category(c) != category(s) {
+                if let (Some(c), Some(s)) = (common, st)
+                    && category(c) != category(s) {
                         return Err(SqlError::undefined_operator(&format!("{} = {}", type_name(c), type_name(s))));
                     }
-                }
                 Ok((self.sub_expr(SubqueryKind::In(x.boxed()), *negated, correlated, plan), Some(DataType::Bool)))
             }
             other => Err(SqlError::unsupported(format!("expression {}", truncate(&other.to_string())))),
@@ -1167,7 +1164,8 @@ impl<'c> Binder<'c> {
             (Some(a), Some(c)) if a == c || category(a) == Category::String && category(c) == Category::String => Ok(e),
             (Some(a), Some(c)) if category(a) == Category::Numeric && category(c) == Category::Numeric => {
                 // Mixed integer/numeric compare exactly at runtime; cast only to floats.
-                if value::is_float(c) && !value::is_float(a) { Ok(Expr::Cast(e.boxed(), c, false)) } else if c == NUMERIC_ANY && value::is_integer(a) { Ok(Expr::Cast(e.boxed(), c, false)) } else { Ok(e) }
+                let widen = (value::is_float(c) && !value::is_float(a)) || (c == NUMERIC_ANY && value::is_integer(a));
+                if widen { Ok(Expr::Cast(e.boxed(), c, false)) } else { Ok(e) }
             }
             (Some(_), Some(_)) => Ok(e),
         }
@@ -1450,7 +1448,6 @@ impl<'c> Binder<'c> {
                     None if func == AggFunc::Count => DataType::Text,
                     None => return Err(SqlError::new("42725", format!("function {name}(unknown) is not unique"))),
                 };
-                let x = if let DataType::Char(_) = t { if matches!(func, AggFunc::Min | AggFunc::Max) { x } else { x } } else { x };
                 let result = match func {
                     AggFunc::Count | AggFunc::CountStar => DataType::Int8,
                     AggFunc::Sum => match t {

@@ -87,11 +87,10 @@ pub struct Exec<'a> {
 
 impl SubqueryRunner for Exec<'_> {
     fn run(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>> {
-        if !sub.correlated {
-            if let Some(v) = self.sub_cache.get(&sub.id) {
+        if !sub.correlated
+            && let Some(v) = self.sub_cache.get(&sub.id) {
                 return Ok(v.clone());
             }
-        }
         let rows = self.select_rows(&sub.plan, env.params, outer)?;
         let firsts: Vec<Value> = rows.into_iter().map(|mut r| if r.is_empty() { Value::Null } else { r.swap_remove(0) }).collect();
         if !sub.correlated {
@@ -157,11 +156,10 @@ impl<'a> Exec<'a> {
                 } else {
                     self.txn.get(table.id, self.keybuf, self.rowbuf)?
                 };
-                if found {
-                    if let Some(r) = self.rowbuf.row() {
+                if found
+                    && let Some(r) = self.rowbuf.row() {
                         read_row(&r, out);
                     }
-                }
             }
             Access::IndexScan { index, eq, lower, upper, key_types } => {
                 let mut prefix = Vec::with_capacity(eq.len() + 1);
@@ -470,8 +468,8 @@ impl<'a> Exec<'a> {
             for (k, v) in vals.into_iter().enumerate() {
                 full[plan.targets[k]] = v;
             }
-            if let Some(oc) = &plan.on_conflict {
-                if let Some(existing) = self.conflicting_row(table, &oc.arbiters, &full)? {
+            if let Some(oc) = &plan.on_conflict
+                && let Some(existing) = self.conflicting_row(table, &oc.arbiters, &full)? {
                     match &oc.action {
                         ConflictAction::Nothing => continue,
                         ConflictAction::Update { assignments, filter } => {
@@ -483,7 +481,6 @@ impl<'a> Exec<'a> {
                         }
                     }
                 }
-            }
             self.txn.insert(table.id, &full)?;
             count += 1;
             if !plan.returning.is_empty() {
@@ -543,11 +540,10 @@ impl<'a> Exec<'a> {
     fn conflict_update(&mut self, table: &TableSchema, existing: Vec<Value>, excluded: &[Value], assignments: &[(usize, Expr)], filter: Option<&Expr>, env: &Env<'_>) -> Result<Option<Vec<Value>>> {
         let mut both = existing.clone();
         both.extend_from_slice(excluded);
-        if let Some(f) = filter {
-            if f.eval_bool(env, self, &both)? != Some(true) {
+        if let Some(f) = filter
+            && f.eval_bool(env, self, &both)? != Some(true) {
                 return Ok(None);
             }
-        }
         let mut changes = Vec::with_capacity(assignments.len());
         for (c, e) in assignments {
             changes.push((*c, e.eval(env, self, &both)?));
@@ -946,13 +942,11 @@ fn aggregate(ex: &mut Exec<'_>, env: &Env<'_>, group_by: &[Expr], aggs: &[AggCal
                 Some(e) => Some(e.eval(env, ex, r)?),
                 None => None,
             };
-            if call.distinct {
-                if let Some(x) = &v {
-                    if x.is_null() || !groups[gi].seen[k].insert(GroupKey(vec![x.clone()])) {
+            if call.distinct
+                && let Some(x) = &v
+                    && (x.is_null() || !groups[gi].seen[k].insert(GroupKey(vec![x.clone()]))) {
                         continue;
                     }
-                }
-            }
             accumulate(&mut groups[gi].accs[k], call, v)?;
         }
     }

@@ -497,13 +497,12 @@ fn like_at(s: &[char], p: &[char]) -> bool {
                     pi += 1;
                     continue;
                 }
-                '\\' if pi + 1 < p.len() => {
-                    if p[pi + 1] == s[si] {
+                '\\' if pi + 1 < p.len()
+                    && p[pi + 1] == s[si] => {
                         si += 1;
                         pi += 2;
                         continue;
                     }
-                }
                 c if c == s[si] => {
                     si += 1;
                     pi += 1;

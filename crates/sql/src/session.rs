@@ -421,11 +421,10 @@ impl Connection {
         let result = self.run_inner(stmt, prepared, params);
         match result {
             Ok(r) => {
-                if self.block == Block::None {
-                    if let Some(t) = self.txn.take() {
+                if self.block == Block::None
+                    && let Some(t) = self.txn.take() {
                         t.commit()?;
                     }
-                }
                 Ok(r)
             }
             Err(e) => {

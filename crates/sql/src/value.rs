@@ -459,7 +459,7 @@ pub fn round_numeric(n: Numeric, s: i64) -> Result<Numeric> {
 fn float_to_int(x: f64, ty: DataType) -> Result<Value> {
     let r = x.round_ties_even();
     let overflow = || int_overflow(ty);
-    if !r.is_finite() || r < -9.223_372_036_854_776e18 || r >= 9.223_372_036_854_776e18 {
+    if !r.is_finite() || !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&r) {
         return Err(overflow());
     }
     #[allow(clippy::cast_possible_truncation)]
