@@ -224,7 +224,7 @@ fn update_load(db: &Database, t: &Tables, subscribers: i32, seconds: u64, thread
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let what = args.get(1).map_or("memory", String::as_str);
-    let subscribers: i32 = args.get(2).map_or(1_000_000, |s| s.parse().unwrap());
+    let subscribers: i32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
     let tmp = tempfile::tempdir().unwrap();
     match what {
         "memory" => {
@@ -245,7 +245,14 @@ fn main() {
             let dir = args.get(4).map_or_else(|| tmp.path().to_path_buf(), std::path::PathBuf::from);
             run_recovery(&dir, subscribers, seconds);
         }
-        other => panic!("unknown mode {other}: memory | recovery"),
+        "open" => {
+            let dir = std::path::PathBuf::from(args.get(2).unwrap());
+            let started = Instant::now();
+            let db = Database::open(&dir, config()).unwrap();
+            println!("open took {:.2} s: {:?}", started.elapsed().as_secs_f64(), db.recovery_report());
+            std::mem::forget(db); // keep the directory as it is (no close work)
+        }
+        other => panic!("unknown mode {other}: memory | recovery | open"),
     }
 }
 

@@ -46,11 +46,9 @@ impl PrimaryIndex {
         PrimaryIndex { shards: (0..SHARD_COUNT).map(|_| Shard { map: RwLock::new(HashTable::new()) }).collect() }
     }
 
-    /// hashbrown uses the top 7 bits as tags and the low bits as the slot;
-    /// the shard comes from the middle so both stay well distributed.
     #[inline]
     fn shard_of(hash: u64) -> usize {
-        ((hash >> 40) as usize) & (SHARD_COUNT - 1)
+        shard_of(hash)
     }
 
     pub(crate) fn read(&self, hash: u64) -> ShardRead<'_> {
@@ -77,6 +75,13 @@ impl PrimaryIndex {
             map.reserve(per_shard, |v| rehash(pk, layout, *v, &scratch));
         }
     }
+}
+
+/// hashbrown uses the top 7 bits as tags and the low bits as the slot;
+/// the shard comes from the middle so both stay well distributed.
+#[inline]
+pub(crate) fn shard_of(hash: u64) -> usize {
+    ((hash >> 40) as usize) & (SHARD_COUNT - 1)
 }
 
 /// Finds the chain head for `key` in a locked shard.

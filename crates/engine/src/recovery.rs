@@ -59,21 +59,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
     report.load_duration = started.elapsed();
     let replay_started = Instant::now();
     let mut max_ts = RECOVERED_TS;
-    let mut assembler = TxnAssembler::default();
-    let mut scratch = Vec::new();
-    for item in wal.read_from(start_lsn)? {
-        let (lsn, payload) = item?;
-        let Some((_, commit_ts, records)) = assembler.push(lsn, payload)? else { continue };
-        for rec in &records {
-            let (_, ops) = decode_record(rec)?;
-            report.wal_ops_replayed += ops.len() as u64;
-            for op in ops {
-                apply(&mut state, op, &mut scratch)?;
-            }
-        }
-        report.wal_records_replayed += records.len() as u64;
-        max_ts = max_ts.max(commit_ts);
-    }
+    replay(&wal, start_lsn, &mut state, &mut report, &mut max_ts)?;
     report.replay_duration = replay_started.elapsed();
     let index_started = Instant::now();
     build_metas(&state)?;
@@ -118,60 +104,258 @@ fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<Catal
             store.primary.reserve_total(rows, &store.pk, store.layout());
         }
     }
-    let mut scratch = Vec::new();
+    // Tables load in parallel (a table's blocks are contiguous); rows of a
+    // checkpoint have distinct keys, so each is inserted without a probe.
+    let mut per_table: Vec<(Arc<TableStore>, Vec<(u32, std::ops::Range<usize>)>)> = Vec::new();
     for (table, count, range) in &loaded.blocks {
         let Some(store) = state.store(*table) else {
             return Err(EngineError::Corrupt(format!("checkpoint rows for unknown table {}", table.0)));
         };
-        let payload = &loaded.data[range.clone()];
-        let mut at = 0;
-        for _ in 0..*count {
-            let len = payload.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-            let row = len.and_then(|len| payload.get(at + 4..at + 4 + len));
-            let Some(row) = row else { return Err(EngineError::Corrupt("checkpoint block overrun".into())) };
-            store.layout().validate_image(row)?;
-            upsert(store, row, &mut scratch);
-            at += 4 + row.len();
+        match per_table.iter_mut().find(|(s, _)| Arc::ptr_eq(s, store)) {
+            Some((_, blocks)) => blocks.push((*count, range.clone())),
+            None => per_table.push((Arc::clone(store), vec![(*count, range.clone())])),
         }
+    }
+    per_table.sort_by_key(|(_, blocks)| std::cmp::Reverse(blocks.iter().map(|b| b.1.len()).sum::<usize>()));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed: Mutex<Option<EngineError>> = Mutex::new(None);
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(per_table.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut key = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((store, blocks)) = per_table.get(i) else { return };
+                    for (count, range) in blocks {
+                        if let Err(e) = load_block(store, *count, &loaded.data[range.clone()], &mut key) {
+                            *failed.lock() = Some(e);
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = failed.into_inner() {
+        return Err(e);
     }
     Ok(state)
 }
 
-/// Replaces or inserts the single recovered version of the row's key.
-fn upsert(store: &TableStore, row: &[u8], scratch: &mut Vec<u8>) {
-    let mut key = Vec::new();
-    store.pk_of(row, &mut key);
-    let hash = hash_key(&key);
+fn load_block(store: &TableStore, count: u32, payload: &[u8], key: &mut Vec<u8>) -> Result<()> {
     let layout = store.layout();
-    let mut map = store.primary.write(hash);
-    let new = VPtr::alloc(&store.slab, RECOVERED_TS, None, row);
-    match primary::find(&map, hash, &key, &store.pk, layout, scratch) {
-        Some(old) => {
-            primary::replace(&mut map, hash, &key, &store.pk, layout, new, scratch);
-            // SAFETY: recovery is single-threaded; nothing else references it.
-            unsafe { old.free(&store.slab, layout) };
-        }
-        None => primary::insert_new(&mut map, hash, &store.pk, layout, new),
+    let mut at = 0;
+    for _ in 0..count {
+        let len = payload.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        let row = len.and_then(|len| payload.get(at + 4..at + 4 + len));
+        let Some(row) = row else { return Err(EngineError::Corrupt("checkpoint block overrun".into())) };
+        layout.validate_image(row)?;
+        store.pk_of(row, key);
+        let hash = hash_key(key);
+        let new = VPtr::alloc(&store.slab, RECOVERED_TS, None, row);
+        primary::insert_new(&mut store.primary.write(hash), hash, &store.pk, layout, new);
+        at += 4 + row.len();
     }
+    if at != payload.len() {
+        return Err(EngineError::Corrupt("checkpoint block has trailing bytes".into()));
+    }
+    Ok(())
 }
 
-fn remove(store: &TableStore, row: &[u8], scratch: &mut Vec<u8>) {
-    let mut key = Vec::new();
-    store.pk_of(row, &mut key);
-    let hash = hash_key(&key);
+/// Replaces or inserts the single recovered version of the row's key.
+fn upsert(store: &TableStore, row: &[u8], key: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+    store.pk_of(row, key);
+    let hash = hash_key(key);
     let layout = store.layout();
     let mut map = store.primary.write(hash);
-    if let Some(old) = primary::remove(&mut map, hash, &key, &store.pk, layout, scratch) {
+    if let Some(slot) = map.find_mut(hash, |v| primary::key_eq(&store.pk, layout, *v, key, scratch)) {
+        let old = *slot;
+        if old.row(layout).len() == row.len() {
+            // Recovery is the only user of these versions: overwrite in place.
+            old.overwrite_row(layout, row);
+            return;
+        }
+        *slot = VPtr::alloc(&store.slab, RECOVERED_TS, None, row);
+        // SAFETY: unlinked above; recovery is the only user.
+        unsafe { old.free(&store.slab, layout) };
+        return;
+    }
+    let new = VPtr::alloc(&store.slab, RECOVERED_TS, None, row);
+    primary::insert_new(&mut map, hash, &store.pk, layout, new);
+}
+
+fn remove(store: &TableStore, row: &[u8], key: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+    store.pk_of(row, key);
+    let hash = hash_key(key);
+    let layout = store.layout();
+    let mut map = store.primary.write(hash);
+    if let Some(old) = primary::remove(&mut map, hash, key, &store.pk, layout, scratch) {
         // SAFETY: as in `upsert`.
         unsafe { old.free(&store.slab, layout) };
     }
+}
+
+/// Row ops per batch handed to a replay worker.
+const REPLAY_BATCH_OPS: usize = 512;
+/// Batches queued per worker (bounds replay memory).
+const REPLAY_QUEUE_BATCHES: usize = 16;
+
+/// A batch of row ops for one replay worker: the stores they refer to and
+/// `[table u32][delete u8][len u32][row]` entries.
+struct ReplayBatch {
+    stores: Arc<CatalogState>,
+    ops: Vec<u8>,
+    count: usize,
+}
+
+/// Replays the WAL from `start_lsn`. The main thread reads and decodes;
+/// row ops go to workers partitioned by primary-index shard, so each key's
+/// ops apply in log order while cache misses of different shards overlap
+/// (replay is memory-latency bound). DDL ops drain the workers first.
+fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut RecoveryReport, max_ts: &mut u64) -> Result<()> {
+    let workers = std::env::var("PGTIER_REPLAY_WORKERS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get)).clamp(1, 4);
+    let failed: Mutex<Option<EngineError>> = Mutex::new(None);
+    std::thread::scope(|scope| -> Result<()> {
+        let mut senders = Vec::with_capacity(workers);
+        let mut handles = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<ReplayMsg>(REPLAY_QUEUE_BATCHES);
+            senders.push(tx);
+            let failed = &failed;
+            handles.push(scope.spawn(move || {
+                let (mut key, mut scratch) = (Vec::new(), Vec::new());
+                for msg in rx {
+                    match msg {
+                        ReplayMsg::Batch(batch) => {
+                            if let Err(e) = apply_batch(&batch, &mut key, &mut scratch) {
+                                *failed.lock() = Some(e);
+                            }
+                        }
+                        ReplayMsg::Barrier(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            }));
+        }
+        let mut snapshot = Arc::new(state.clone());
+        let mut pending: Vec<ReplayBatch> = (0..workers).map(|_| ReplayBatch { stores: Arc::clone(&snapshot), ops: Vec::new(), count: 0 }).collect();
+        let mut assembler = TxnAssembler::default();
+        let mut key = Vec::new();
+        let flush = |pending: &mut Vec<ReplayBatch>, senders: &[std::sync::mpsc::SyncSender<ReplayMsg>], stores: &Arc<CatalogState>| {
+            for (w, batch) in pending.iter_mut().enumerate() {
+                if batch.count > 0 {
+                    let full = std::mem::replace(batch, ReplayBatch { stores: Arc::clone(stores), ops: Vec::new(), count: 0 });
+                    // A worker only stops receiving when the scope ends.
+                    let _ = senders[w].send(ReplayMsg::Batch(full));
+                }
+            }
+        };
+        for item in wal.read_from(start_lsn)? {
+            let (lsn, payload) = item?;
+            let Some((_, commit_ts, records)) = assembler.push(lsn, payload)? else { continue };
+            for rec in &records {
+                let (_, ops) = decode_record(rec)?;
+                report.wal_ops_replayed += ops.len() as u64;
+                for op in ops {
+                    let OpRef::Row { op, table, row } = op else {
+                        // DDL: let workers finish every earlier op, then change the catalog.
+                        flush(&mut pending, &senders, &snapshot);
+                        wait_idle(&senders);
+                        apply(state, op, &mut key, &mut Vec::new())?;
+                        snapshot = Arc::new(state.clone());
+                        for b in &mut pending {
+                            b.stores = Arc::clone(&snapshot);
+                        }
+                        continue;
+                    };
+                    let Some(store) = state.store(table) else {
+                        if state.catalog.table_ever(table).is_some() {
+                            continue; // dropped later in the log
+                        }
+                        return Err(EngineError::Corrupt(format!("WAL row for unknown table {}", table.0)));
+                    };
+                    store.pk_of(row, &mut key);
+                    let w = crate::primary::shard_of(hash_key(&key)) % workers;
+                    let b = &mut pending[w];
+                    b.ops.extend_from_slice(&table.0.to_le_bytes());
+                    b.ops.push(u8::from(op == RowOp::Delete));
+                    b.ops.extend_from_slice(&(row.len() as u32).to_le_bytes());
+                    b.ops.extend_from_slice(row);
+                    b.count += 1;
+                    if b.count >= REPLAY_BATCH_OPS {
+                        let full = std::mem::replace(b, ReplayBatch { stores: Arc::clone(&snapshot), ops: Vec::new(), count: 0 });
+                        let _ = senders[w].send(ReplayMsg::Batch(full));
+                    }
+                }
+            }
+            report.wal_records_replayed += records.len() as u64;
+            *max_ts = (*max_ts).max(commit_ts);
+        }
+        flush(&mut pending, &senders, &snapshot);
+        drop(senders);
+        for h in handles {
+            if h.join().is_err() {
+                return Err(EngineError::Corrupt("WAL replay worker panicked".into()));
+            }
+        }
+        Ok(())
+    })?;
+    match failed.into_inner() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+enum ReplayMsg {
+    Batch(ReplayBatch),
+    /// Answered once everything sent before it is applied (DDL barrier).
+    Barrier(std::sync::mpsc::SyncSender<()>),
+}
+
+/// Blocks until every worker has applied all batches sent so far.
+fn wait_idle(senders: &[std::sync::mpsc::SyncSender<ReplayMsg>]) {
+    let acks: Vec<_> = senders
+        .iter()
+        .map(|tx| {
+            let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(1);
+            let _ = tx.send(ReplayMsg::Barrier(done_tx));
+            done_rx
+        })
+        .collect();
+    for rx in acks {
+        let _ = rx.recv();
+    }
+}
+
+fn apply_batch(batch: &ReplayBatch, key: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {
+    let mut at = 0;
+    let ops = &batch.ops;
+    for _ in 0..batch.count {
+        let corrupt = || EngineError::Corrupt("replay batch overrun".into());
+        let head = ops.get(at..at + 9).ok_or_else(corrupt)?;
+        let table = TableId(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
+        let delete = head[4] != 0;
+        let len = u32::from_le_bytes([head[5], head[6], head[7], head[8]]) as usize;
+        let row = ops.get(at + 9..at + 9 + len).ok_or_else(corrupt)?;
+        at += 9 + len;
+        let Some(store) = batch.stores.store(table) else { continue };
+        store.layout().validate_image(row)?;
+        if delete {
+            remove(store, row, key, scratch);
+        } else {
+            upsert(store, row, key, scratch);
+        }
+    }
+    Ok(())
 }
 
 fn catalog_mut(state: &mut CatalogState) -> &mut Catalog {
     Arc::make_mut(&mut state.catalog)
 }
 
-fn apply(state: &mut CatalogState, op: OpRef<'_>, scratch: &mut Vec<u8>) -> Result<()> {
+fn apply(state: &mut CatalogState, op: OpRef<'_>, key: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {
     match op {
         OpRef::Row { op, table, row } => {
             // Ops on a table that a later record of the replay drops are
@@ -184,8 +368,8 @@ fn apply(state: &mut CatalogState, op: OpRef<'_>, scratch: &mut Vec<u8>) -> Resu
             };
             store.layout().validate_image(row)?;
             match op {
-                RowOp::Insert | RowOp::Update => upsert(store, row, scratch),
-                RowOp::Delete => remove(store, row, scratch),
+                RowOp::Insert | RowOp::Update => upsert(store, row, key, scratch),
+                RowOp::Delete => remove(store, row, key, scratch),
             }
         }
         OpRef::CreateTable((table, indexes, fks)) => {
@@ -268,31 +452,44 @@ fn build_metas(state: &CatalogState) -> Result<()> {
     Ok(())
 }
 
-/// Entries of every row, sorted in one arena, packed into leaves.
+/// Entries up to this many bytes sort inline (no pointer chasing).
+const INLINE_ENTRY_BYTES: usize = 30;
+
+/// Entries of every row, sorted, packed into leaves.
 fn build_index_bulk(store: &TableStore, schema: Arc<crate::schema::IndexSchema>) -> IndexStore {
     let istore = store.new_index_store(Arc::clone(&schema));
     let layout = store.layout();
-    let mut arena: Vec<u8> = Vec::new();
-    let mut spans: Vec<(u32, u16)> = Vec::new();
+    let mut inline: Vec<([u8; INLINE_ENTRY_BYTES], u8)> = Vec::new();
+    let mut long: Vec<Vec<u8>> = Vec::new();
     let mut pk = Vec::new();
     let mut entry = Vec::new();
     for shard in store.primary.shards() {
         let map = shard.map.read();
+        inline.reserve(map.len());
         for head in map.iter() {
             let row = head.row(layout);
             store.pk_of(row, &mut pk);
             istore.entry(layout, row, &pk, &mut entry);
-            if entry.len() > crate::ordered::ENTRY_BYTES_MAX {
-                continue; // refused at insert time; cannot occur in valid data
+            if entry.len() <= INLINE_ENTRY_BYTES {
+                let mut k = [0u8; INLINE_ENTRY_BYTES];
+                k[..entry.len()].copy_from_slice(&entry);
+                inline.push((k, entry.len() as u8));
+            } else if entry.len() <= crate::ordered::ENTRY_BYTES_MAX {
+                long.push(entry.clone());
             }
-            spans.push((arena.len() as u32, entry.len() as u16));
-            arena.extend_from_slice(&entry);
         }
     }
-    assert!(arena.len() < u32::MAX as usize, "index build arena exceeds 4 GiB");
-    let slice = |&(off, len): &(u32, u16)| &arena[off as usize..off as usize + len as usize];
-    spans.sort_unstable_by(|a, b| slice(a).cmp(slice(b)));
-    spans.dedup_by(|a, b| slice(a) == slice(b));
-    let tree = OrderedIndex::from_sorted(spans.iter().map(slice));
+    // (zero-padded bytes, length) orders exactly like the byte strings: equal
+    // padded arrays mean one is a prefix of the other, and the shorter sorts first.
+    inline.sort_unstable();
+    let tree = if long.is_empty() {
+        OrderedIndex::from_sorted(inline.iter().map(|(k, n)| &k[..usize::from(*n)]))
+    } else {
+        let mut all: Vec<Vec<u8>> = inline.iter().map(|(k, n)| k[..usize::from(*n)].to_vec()).collect();
+        all.append(&mut long);
+        all.sort_unstable();
+        all.dedup();
+        OrderedIndex::from_sorted(all.iter().map(Vec::as_slice))
+    };
     IndexStore { schema, spec: istore.spec, tree }
 }
