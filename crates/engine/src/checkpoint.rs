@@ -162,7 +162,7 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<(Lsn, PathBuf)>> {
             out.push((Lsn(lsn), entry.path()));
         }
     }
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|c| std::cmp::Reverse(c.0));
     Ok(out)
 }
 

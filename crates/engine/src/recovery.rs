@@ -106,7 +106,7 @@ fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<Catal
     }
     // Tables load in parallel (a table's blocks are contiguous); rows of a
     // checkpoint have distinct keys, so each is inserted without a probe.
-    let mut per_table: Vec<(Arc<TableStore>, Vec<(u32, std::ops::Range<usize>)>)> = Vec::new();
+    let mut per_table: Vec<(Arc<TableStore>, Vec<BlockRef>)> = Vec::new();
     for (table, count, range) in &loaded.blocks {
         let Some(store) = state.store(*table) else {
             return Err(EngineError::Corrupt(format!("checkpoint rows for unknown table {}", table.0)));
@@ -142,6 +142,9 @@ fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<Catal
     }
     Ok(state)
 }
+
+/// A checkpoint block: row count and byte range in the file.
+type BlockRef = (u32, std::ops::Range<usize>);
 
 fn load_block(store: &TableStore, count: u32, payload: &[u8], key: &mut Vec<u8>) -> Result<()> {
     let layout = store.layout();

@@ -264,7 +264,11 @@ impl CommitStream {
         if next_lsn <= *pos {
             return Ok(());
         }
-        assert!(next_lsn <= self.db.wal.durable_end(), "acknowledging a position beyond the durable WAL");
+        if next_lsn > self.db.wal.durable_end() {
+            return Err(EngineError::ProgramLimitExceeded {
+                message: format!("cannot acknowledge {next_lsn:?}: beyond the durable end of the WAL"),
+            });
+        }
         *pos = next_lsn;
         reg.save()
     }

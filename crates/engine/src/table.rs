@@ -583,14 +583,13 @@ impl TableStore {
         let map = self.primary.shards()[shard].map.read();
         let mut n = 0;
         for head in map.iter() {
-            if let Some(v) = latest_committed(Some(*head)) {
-                if !is_deleted(v.word()) {
+            if let Some(v) = latest_committed(Some(*head))
+                && !is_deleted(v.word()) {
                     let row = v.row(layout);
                     out.extend_from_slice(&(row.len() as u32).to_le_bytes());
                     out.extend_from_slice(row);
                     n += 1;
                 }
-            }
         }
         n
     }

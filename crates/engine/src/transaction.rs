@@ -414,11 +414,10 @@ impl Transaction {
             w.held as usize == held && w.hash == hash && &self.keys[w.key_off as usize..(w.key_off + w.key_len) as usize] == key
         };
         if let Some(map) = &self.write_index {
-            if let Some(&i) = map.get(&(held as u32, hash)) {
-                if matches(i as usize) {
+            if let Some(&i) = map.get(&(held as u32, hash))
+                && matches(i as usize) {
                     return Some(i as usize);
                 }
-            }
             // Hash collision within the map: fall back to a scan.
             return (0..self.writes.len()).find(|&i| matches(i));
         }
@@ -504,11 +503,10 @@ impl Transaction {
             // Our previous version was replaced in place: drop the entries
             // only it had, before anything below can fail and abort (the
             // rollback only knows the newest image).
-            if old_was_own {
-                if let Some(old) = old_row {
+            if old_was_own
+                && let Some(old) = old_row {
                     store.cleanup_entries(meta, &pk, &[old.to_vec()]);
                 }
-            }
             for index in &meta.indexes {
                 index.entry(layout, new_row, &pk, &mut self.s.entry);
                 if let Some(old) = old_row {
@@ -1270,7 +1268,10 @@ fn as_ref_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-fn encode_bounds(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Value]>) -> Result<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+/// Encoded (lower, upper) bounds of an index scan.
+type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+fn encode_bounds(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Value]>) -> Result<KeyRange> {
     let enc = |vals: &[Value]| -> Result<Vec<u8>> {
         if vals.len() > index.spec.columns.len() {
             return Err(EngineError::definition("42601", format!("index \"{}\" has {} columns", index.schema.name, index.spec.columns.len())));

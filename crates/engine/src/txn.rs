@@ -153,11 +153,10 @@ impl TxnManager {
     fn wait_loop(&self, me: u64, target: u64, deadline: Instant) -> Result<()> {
         let slot = self.slot(target);
         loop {
-            if let Some(cycle) = self.find_cycle(me, target) {
-                if cycle.iter().max() == Some(&me) {
+            if let Some(cycle) = self.find_cycle(me, target)
+                && cycle.iter().max() == Some(&me) {
                     return Err(EngineError::Deadlock { detail: describe_cycle(&cycle) });
                 }
-            }
             let mut guard = slot.mutex.lock();
             if slot.id.load(Ordering::SeqCst) != target {
                 return Ok(());

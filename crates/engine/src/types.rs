@@ -81,14 +81,13 @@ impl DataType {
                     ));
                 }
             }
-            DataType::Varchar(n) | DataType::Char(n) => {
-                if n == 0 || n > CHAR_LENGTH_MAX {
+            DataType::Varchar(n) | DataType::Char(n)
+                if (n == 0 || n > CHAR_LENGTH_MAX) => {
                     return Err(EngineError::definition(
                         "22023",
                         format!("length for type {} must be between 1 and {CHAR_LENGTH_MAX}", self.pg_name()),
                     ));
                 }
-            }
             _ => {}
         }
         Ok(())

@@ -42,11 +42,10 @@ pub(crate) fn verify(db: &DbInner) -> Result<Vec<(String, u64, Vec<usize>)>> {
                     }
                     cur = v.prev();
                 }
-                if let Some(v) = newest_committed {
-                    if !is_deleted(v.word()) {
+                if let Some(v) = newest_committed
+                    && !is_deleted(v.word()) {
                         live.push(v.row(layout).to_vec());
                     }
-                }
             }
         }
         let rows = live.len() as u64;

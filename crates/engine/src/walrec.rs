@@ -225,6 +225,9 @@ pub(crate) fn decode_record(payload: &[u8]) -> Result<(RecordHeader, Vec<OpRef<'
     Ok((header, ops))
 }
 
+/// A whole transaction: first record's LSN, commit ts, its records.
+pub(crate) type AssembledTxn = (pgtier_wal::Lsn, u64, Vec<Vec<u8>>);
+
 /// Reassembles transactions that span several records. A run is returned
 /// only when its closing record arrives; a run cut by a crash (chunks with
 /// no closing record, followed by another transaction) is dropped.
@@ -236,7 +239,7 @@ pub(crate) struct TxnAssembler {
 
 impl TxnAssembler {
     /// Returns (first record's LSN, commit ts, records) for a complete transaction.
-    pub(crate) fn push(&mut self, lsn: pgtier_wal::Lsn, payload: Vec<u8>) -> Result<Option<(pgtier_wal::Lsn, u64, Vec<Vec<u8>>)>> {
+    pub(crate) fn push(&mut self, lsn: pgtier_wal::Lsn, payload: Vec<u8>) -> Result<Option<AssembledTxn>> {
         let header = decode_header(&mut Reader::new(&payload))?;
         if header.chunk == 0 {
             self.parts.clear();

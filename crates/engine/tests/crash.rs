@@ -142,8 +142,10 @@ fn child(dir: &Path, mode: CommitMode) {
             })
         })
         .collect();
-    for h in handles {
-        h.join().unwrap();
+    // Workers run until the parent kills the process.
+    drop(handles);
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
     }
 }
 

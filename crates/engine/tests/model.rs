@@ -210,6 +210,9 @@ enum Done {
     Delete(i32),
 }
 
+/// (commit ts, what the transaction did)
+type CommitLog = (u64, Vec<Done>);
+
 #[derive(Clone, Debug)]
 enum COp {
     Insert(i32, Option<u8>),
@@ -236,7 +239,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let db = common::open(dir.path());
         let (table, _, _) = create(&db);
-        let log: Arc<Mutex<Vec<(u64, Vec<Done>)>>> = Arc::new(Mutex::new(Vec::new()));
+        let log: Arc<Mutex<Vec<CommitLog>>> = Arc::new(Mutex::new(Vec::new()));
         let barrier = Arc::new(Barrier::new(scripts.len()));
         let handles: Vec<_> = scripts.into_iter().enumerate().map(|(n, script)| {
             let (db, log, barrier) = (db.clone(), log.clone(), barrier.clone());
