@@ -338,3 +338,88 @@ fn errors_have_sqlstates() {
     let e = EngineError::TransactionAborted;
     assert_eq!(e.sqlstate(), "25P02");
 }
+
+#[test]
+fn foreign_keys_under_concurrency() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, child) = create_parent_child(&db);
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &[int(1), text("a"), Value::Int8(0)]).unwrap();
+    t.insert(parent, &[int(2), text("b"), Value::Int8(0)]).unwrap();
+    t.commit().unwrap();
+
+    // An uncommitted child blocks the parent's delete; once it commits the delete fails.
+    let mut c = db.begin().unwrap();
+    c.insert(child, &[int(1), Value::Int2(1), text("x")]).unwrap();
+    let db2 = db.clone();
+    let h = std::thread::spawn(move || {
+        let mut p = db2.begin().unwrap();
+        let started = std::time::Instant::now();
+        let r = p.delete(parent, &[int(1)]).map_err(|e| e.sqlstate());
+        (r, started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    c.commit().unwrap();
+    let (r, waited) = h.join().unwrap();
+    assert_eq!(r, Err("23503"));
+    assert!(waited >= Duration::from_millis(40), "the delete waited for the child's transaction");
+
+    // An uncommitted parent delete blocks a child insert; rollback lets it through.
+    let mut p = db.begin().unwrap();
+    assert!(p.delete(parent, &[int(2)]).unwrap());
+    let db2 = db.clone();
+    let h = std::thread::spawn(move || {
+        let mut c = db2.begin().unwrap();
+        let r = c.insert(child, &[int(2), Value::Int2(1), text("y")]).map_err(|e| e.sqlstate());
+        (r, c.commit().map(|i| i.rolled_back))
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    p.rollback();
+    let (r, committed) = h.join().unwrap();
+    assert_eq!(r, Ok(()));
+    assert_eq!(committed.unwrap(), false);
+
+    // ... and a committed delete makes it fail.
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &[int(3), text("c"), Value::Int8(0)]).unwrap();
+    t.commit().unwrap();
+    let mut p = db.begin().unwrap();
+    assert!(p.delete(parent, &[int(3)]).unwrap());
+    let db2 = db.clone();
+    let h = std::thread::spawn(move || {
+        let mut c = db2.begin().unwrap();
+        c.insert(child, &[int(3), Value::Int2(1), text("z")]).map_err(|e| e.sqlstate())
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    p.commit().unwrap();
+    assert_eq!(h.join().unwrap(), Err("23503"));
+    db.verify().unwrap();
+}
+
+#[test]
+fn unique_waits_for_uncommitted_inserter() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    let mut a = db.begin().unwrap();
+    a.insert(parent, &[int(1), text("a"), Value::Int8(0)]).unwrap();
+    let db2 = db.clone();
+    let h = std::thread::spawn(move || {
+        let mut b = db2.begin().unwrap();
+        b.insert(parent, &[int(1), text("b"), Value::Int8(0)]).map_err(|e| e.sqlstate())
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    a.commit().unwrap();
+    assert_eq!(h.join().unwrap(), Err("23505"), "waits for the inserter, then sees the duplicate");
+    let mut a = db.begin().unwrap();
+    a.insert(parent, &[int(2), text("a"), Value::Int8(0)]).unwrap();
+    let db2 = db.clone();
+    let h = std::thread::spawn(move || {
+        let mut b = db2.begin().unwrap();
+        b.insert(parent, &[int(2), text("b"), Value::Int8(0)]).map_err(|e| e.sqlstate())
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    a.rollback();
+    assert_eq!(h.join().unwrap(), Ok(()), "the inserter rolled back: no conflict");
+}
