@@ -378,7 +378,7 @@ fn foreign_keys_under_concurrency() {
     p.rollback();
     let (r, committed) = h.join().unwrap();
     assert_eq!(r, Ok(()));
-    assert_eq!(committed.unwrap(), false);
+    assert!(!committed.unwrap());
 
     // ... and a committed delete makes it fail.
     let mut t = db.begin().unwrap();
