@@ -59,7 +59,7 @@ impl Default for EngineConfig {
             max_transactions: 1024,
             lock_timeout: Duration::from_secs(30),
             checkpoint_interval: Some(Duration::from_secs(300)),
-            checkpoint_wal_bytes: 1 << 30,
+            checkpoint_wal_bytes: 512 << 20,
             checkpoint_on_close: true,
             background: true,
             gc_queue_max: 1 << 20,
