@@ -114,4 +114,13 @@ pub trait Target: Send + Sync {
     /// Durability setting the target runs with, for the report (e.g.
     /// "synchronous_commit=on, fsync=on").
     fn durability(&self) -> Result<String, DbError>;
+
+    /// True when keys and foreign keys must be declared with the tables
+    /// (the embedded engine stores rows by primary key and has no ALTER
+    /// TABLE): population then creates keyed tables and loads parents before
+    /// children. False (PostgreSQL): bare tables, keys built after the load,
+    /// which is many times faster there.
+    fn keys_with_tables(&self) -> bool {
+        false
+    }
 }

@@ -15,6 +15,7 @@ use pgtier_bench::progress::RunProgress;
 use pgtier_bench::report::{self, PopulationSummary, RunFile, TatpExtras};
 use pgtier_bench::result::{RunConfig, RunResult};
 use pgtier_bench::target::Target;
+use pgtier_bench::targets::embedded::EmbeddedTarget;
 use pgtier_bench::targets::postgres::{ClientKind, CopyFormat, PgTarget};
 use pgtier_bench::tatp::population::{self, PopulateOptions};
 use pgtier_bench::tatp::random::SubscriberKeys;
@@ -31,6 +32,12 @@ pub struct TatpArgs {
     /// Target PostgreSQL URL [default: $PGTIER_BENCH_URL, else the cluster of `pgtier backend start`]
     #[arg(long, env = "PGTIER_BENCH_URL", hide_env_values = true)]
     url: Option<String>,
+    /// Run against the embedded engine in this process instead of PostgreSQL: `embedded:<dir>`
+    #[arg(long, value_name = "embedded:DIR", conflicts_with = "url")]
+    target: Option<String>,
+    /// Commit mode of the embedded target: sync (after WAL fsync) or async (WAL buffer)
+    #[arg(long, value_enum, default_value_t = CommitArg::Sync)]
+    commit_mode: CommitArg,
     /// Number of subscribers (population size) [default with --populate: 100000; without: what the database holds]
     #[arg(long, value_name = "N")]
     subscribers: Option<u64>,
@@ -94,6 +101,52 @@ pub struct TatpArgs {
     /// Client library of the measured sessions: the built-in blocking protocol client, or the `postgres` crate
     #[arg(long, value_enum, default_value_t = ClientArg::Native)]
     client: ClientArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CommitArg {
+    Sync,
+    Async,
+}
+
+/// The system under test: PostgreSQL by URL, or the engine in-process.
+enum Chosen {
+    Pg(PgTarget),
+    Embedded(EmbeddedTarget),
+}
+
+impl Chosen {
+    fn target(&self) -> &dyn Target {
+        match self {
+            Chosen::Pg(t) => t,
+            Chosen::Embedded(t) => t,
+        }
+    }
+
+    fn server_settings(&self) -> anyhow::Result<Vec<(String, String)>> {
+        match self {
+            Chosen::Pg(t) => Ok(t.server_settings()?),
+            Chosen::Embedded(t) => Ok(vec![(
+                "commit_mode".to_owned(),
+                match t.commit_mode() {
+                    pgtier_engine::CommitMode::Sync => "sync",
+                    pgtier_engine::CommitMode::Async => "async",
+                }
+                .to_owned(),
+            )]),
+        }
+    }
+
+    /// How population writes rows, for the report.
+    fn load_format(&self) -> &'static str {
+        match self {
+            Chosen::Pg(t) => match t.copy_format() {
+                CopyFormat::Text => "text",
+                CopyFormat::Binary => "binary",
+            },
+            Chosen::Embedded(_) => "engine insert",
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -195,7 +248,6 @@ fn resolve_url(args: &TatpArgs) -> anyhow::Result<String> {
 
 pub fn run(args: TatpArgs) -> anyhow::Result<()> {
     let plan = check_args(&args)?;
-    let url = resolve_url(&args)?;
     let copy_format = match args.copy_format {
         CopyArg::Text => CopyFormat::Text,
         CopyArg::Binary => CopyFormat::Binary,
@@ -205,7 +257,23 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
         ClientArg::PostgresCrate => ClientKind::PostgresCrate,
     };
     let seed = args.seed.unwrap_or_else(driver::fresh_seed);
-    let target = PgTarget::open(&url)?.with_copy_format(copy_format).with_client(client);
+    let chosen = match &args.target {
+        Some(spec) => {
+            let Some(dir) = spec.strip_prefix("embedded:").filter(|d| !d.is_empty()) else {
+                bail!("invalid --target '{spec}': expected embedded:<dir>");
+            };
+            let mode = match args.commit_mode {
+                CommitArg::Sync => pgtier_engine::CommitMode::Sync,
+                CommitArg::Async => pgtier_engine::CommitMode::Async,
+            };
+            Chosen::Embedded(EmbeddedTarget::open(Path::new(dir), mode)?)
+        }
+        None => {
+            let url = resolve_url(&args)?;
+            Chosen::Pg(PgTarget::open(&url)?.with_copy_format(copy_format).with_client(client))
+        }
+    };
+    let target = chosen.target();
     let started_at = report::now_rfc3339();
 
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -213,7 +281,7 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
     let subscribers = if args.populate {
         args.subscribers.unwrap_or(DEFAULT_SUBSCRIBERS)
     } else {
-        let found = tatp::check_population(&target)?;
+        let found = tatp::check_population(target)?;
         if let Some(n) = args.subscribers
             && n != found
         {
@@ -226,7 +294,7 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
         found
     };
     if args.populate_only {
-        populate(&target, seed, subscribers, load_streams)?;
+        populate(&chosen, seed, subscribers, load_streams)?;
         return Ok(());
     }
     let min_id = args.min_id.unwrap_or(1);
@@ -240,7 +308,7 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
 
     let keys = SubscriberKeys::new(min_id, max_id, args.uniform);
     let durability = target.durability()?;
-    let server_settings = target.server_settings()?;
+    let server_settings = chosen.server_settings()?;
     let isolation = server_settings
         .iter()
         .find(|(k, _)| k == "default_transaction_isolation")
@@ -270,12 +338,13 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
         isolation,
         deviations,
     };
-    let client_name = match client {
-        ClientKind::Native => "native protocol client (blocking, one thread per connection)",
-        ClientKind::PostgresCrate => "postgres crate (sync, Tokio underneath)",
+    let client_name = match (&chosen, client) {
+        (Chosen::Embedded(_), _) => "pgtier-sql Connection in-process (direct mode, one per thread)",
+        (_, ClientKind::Native) => "native protocol client (blocking, one thread per connection)",
+        (_, ClientKind::PostgresCrate) => "postgres crate (sync, Tokio underneath)",
     };
     print_header(&config, &plan, &keys, &server_settings, client_name, seed);
-    let population = if args.populate { Some(populate(&target, seed, subscribers, load_streams)?) } else { None };
+    let population = if args.populate { Some(populate(&chosen, seed, subscribers, load_streams)?) } else { None };
 
     let workload = TatpWorkload { keys };
     let mut run = RunResult {
@@ -298,7 +367,7 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
                 ramp_down: plan.ramp_down,
                 seed: seed ^ (u64::from(threads) << 32) ^ u64::from(rep),
             };
-            let tally = measure(&target, &workload, &spec, rep, args.repetitions)?;
+            let tally = measure(target, &workload, &spec, rep, args.repetitions)?;
             extras.repetitions.push(report::repetition_extra(&tally, rep));
             tallies.push(tally);
         }
@@ -316,14 +385,12 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn populate(target: &PgTarget, seed: u64, subscribers: u64, streams: usize) -> anyhow::Result<PopulationSummary> {
+fn populate(chosen: &Chosen, seed: u64, subscribers: u64, streams: usize) -> anyhow::Result<PopulationSummary> {
+    let target = chosen.target();
     eprintln!(
-        "populating {subscribers} subscribers at {} ({streams} COPY streams, {} format)...",
+        "populating {subscribers} subscribers at {} ({streams} load streams, {})...",
         target.describe(),
-        match target.copy_format() {
-            CopyFormat::Text => "text",
-            CopyFormat::Binary => "binary",
-        }
+        chosen.load_format()
     );
     let report = population::populate(target, &PopulateOptions { subscribers, streams, seed, progress: true })?;
     println!("\nPopulation: {subscribers} subscribers in {:.1} s", report.total.as_secs_f64());
@@ -344,16 +411,12 @@ fn populate(target: &PgTarget, seed: u64, subscribers: u64, streams: usize) -> a
         tables: report.tables.iter().map(|t| (t.table.to_owned(), t.rows, t.expected_rows)).collect(),
         phases: report.phases.iter().map(|(p, d)| (p.clone(), d.as_secs_f64())).collect(),
         streams,
-        copy_format: match target.copy_format() {
-            CopyFormat::Text => "text",
-            CopyFormat::Binary => "binary",
-        }
-        .to_owned(),
+        copy_format: chosen.load_format().to_owned(),
     })
 }
 
 fn measure(
-    target: &PgTarget,
+    target: &dyn Target,
     workload: &TatpWorkload,
     spec: &LoadSpec,
     rep: u32,

@@ -1,4 +1,5 @@
 //! Systems the benchmark kit can measure, each behind [`crate::target::Target`].
 
+pub mod embedded;
 pub mod pgwire;
 pub mod postgres;

@@ -377,16 +377,31 @@ pub fn populate(target: &dyn Target, options: &PopulateOptions) -> Result<Popula
         move |source| PopulateError::Target { phase, source }
     };
 
+    let keyed = target.keys_with_tables();
     let t = Instant::now();
     target.execute_batch(schema::DROP_TABLES).map_err(err("drop tables"))?;
-    target.execute_batch(schema::CREATE_TABLES).map_err(err("create tables"))?;
+    let create = if keyed { schema::CREATE_TABLES_WITH_KEYS } else { schema::CREATE_TABLES };
+    target.execute_batch(create).map_err(err("create tables"))?;
     phases.push(("create tables".to_owned(), t.elapsed()));
 
     let t = Instant::now();
-    let counts = load_tables(target, options)?;
+    let counts = if keyed {
+        // Foreign keys are checked row by row: parents before children.
+        let mut counts = [0u64; 4];
+        for tables in [&[TatpTable::Subscriber][..], &[TatpTable::AccessInfo, TatpTable::SpecialFacility], &[TatpTable::CallForwarding]] {
+            for (total, n) in counts.iter_mut().zip(load_tables(target, options, tables)?) {
+                *total += n;
+            }
+        }
+        counts
+    } else {
+        load_tables(target, options, &TatpTable::ALL)?
+    };
     phases.push(("load (bulk)".to_owned(), t.elapsed()));
 
-    for (step, statements) in schema::BUILD_STEPS {
+    // Keys already exist on a keyed target: only its checkpoint applies.
+    let steps = schema::BUILD_STEPS.iter().filter(|(step, _)| !keyed || *step == "checkpoint");
+    for &(step, statements) in steps {
         let t = Instant::now();
         let bar = spinner(options.progress, step);
         let result = run_parallel(target, statements, options.streams);
@@ -475,7 +490,7 @@ struct Chunk {
 
 /// Chunks interleaved by table, so concurrent streams mostly write different
 /// tables (no contention on one table's extension lock).
-fn chunks(subscribers: u64, streams: usize) -> Vec<Chunk> {
+fn chunks(subscribers: u64, streams: usize, tables: &[TatpTable]) -> Vec<Chunk> {
     let per_stream = subscribers.div_ceil(streams.max(1) as u64 * 2).max(1);
     let size = per_stream.min(CHUNK_SUBSCRIBERS_MAX);
     let mut out = Vec::new();
@@ -485,6 +500,8 @@ fn chunks(subscribers: u64, streams: usize) -> Vec<Chunk> {
         // Biggest table first within each range.
         for table in
             [TatpTable::CallForwarding, TatpTable::Subscriber, TatpTable::AccessInfo, TatpTable::SpecialFacility]
+                .into_iter()
+                .filter(|t| tables.contains(t))
         {
             out.push(Chunk { table, first, last });
         }
@@ -493,13 +510,13 @@ fn chunks(subscribers: u64, streams: usize) -> Vec<Chunk> {
     out
 }
 
-/// Loads all four tables; returns rows per table in [`TatpTable::ALL`] order.
-fn load_tables(target: &dyn Target, options: &PopulateOptions) -> Result<[u64; 4], PopulateError> {
-    let work = chunks(options.subscribers, options.streams);
+/// Loads `tables`; returns rows per table in [`TatpTable::ALL`] order.
+fn load_tables(target: &dyn Target, options: &PopulateOptions, tables: &[TatpTable]) -> Result<[u64; 4], PopulateError> {
+    let work = chunks(options.subscribers, options.streams, tables);
     let next = AtomicUsize::new(0);
     let progress = AtomicU64::new(0);
     let cancel = AtomicBool::new(false);
-    let total_units = options.subscribers * TatpTable::ALL.len() as u64;
+    let total_units = options.subscribers * tables.len() as u64;
     let bar = if options.progress {
         ProgressBar::with_draw_target(Some(total_units), ProgressDrawTarget::stderr())
     } else {
@@ -701,7 +718,7 @@ mod tests {
     #[test]
     fn chunks_cover_every_subscriber_of_every_table_once() {
         for (subscribers, streams) in [(1, 4), (7, 3), (1000, 4), (1_000_000, 3)] {
-            let chunks = chunks(subscribers, streams);
+            let chunks = chunks(subscribers, streams, &TatpTable::ALL);
             for table in TatpTable::ALL {
                 let mut ranges: Vec<_> =
                     chunks.iter().filter(|c| c.table == table).map(|c| (c.first, c.last)).collect();
