@@ -81,6 +81,10 @@ pub struct Exec<'a> {
     pub rowbuf: &'a mut RowBuf,
     pub keybuf: &'a mut Vec<Value>,
     pub scratch: &'a mut Vec<Value>,
+    /// DML buffers reused across executions: primary keys of the target rows
+    /// (flat) and the row image the UPDATE closure evaluates on.
+    pub dml_keys: &'a mut Vec<Value>,
+    pub dml_row: &'a mut Vec<Value>,
     /// Results of uncorrelated subqueries, by subquery id (this execution only).
     pub sub_cache: HashMap<usize, Vec<Value>>,
 }
@@ -435,6 +439,24 @@ impl<'a> Exec<'a> {
         Ok(rows)
     }
 
+    /// Primary keys (flat, `pk_len` values each) of the rows of a DML
+    /// target matching its WHERE, appended to `keys`. Candidates are read
+    /// into a reused buffer: no allocation per row beyond text values.
+    fn matching_keys(&mut self, level: &Level, env: &Env<'_>, keys: &mut Vec<Value>) -> Result<()> {
+        let mut cands = std::mem::take(self.scratch);
+        cands.clear();
+        let r = self.fetch(level, env, &[], false, &mut cands).and_then(|()| {
+            for c in cands.chunks(level.width()) {
+                if self.passes(&level.filters, env, c)? {
+                    keys.extend(level.table.primary_key.iter().map(|&k| c[k].clone()));
+                }
+            }
+            Ok(())
+        });
+        *self.scratch = cands;
+        r
+    }
+
     pub fn insert(&mut self, plan: &InsertPlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
         out.reset(plan.returning.len());
         let env = self.env(params, &[]);
@@ -568,37 +590,57 @@ impl<'a> Exec<'a> {
             return self.update_with_subqueries(plan, &env, out);
         }
         let direct = matches!(level.access, Access::PkLookup { .. }) && level.exact_key && level.filters.is_empty();
-        let keys: Vec<Vec<Value>> = if direct {
+        let mut keys = std::mem::take(self.dml_keys);
+        keys.clear();
+        if direct {
             let Access::PkLookup { key } = &level.access else { return Ok(0) };
             if !self.eval_pk(&table, key, &env, &[])? {
+                *self.dml_keys = keys;
                 return Ok(0);
             }
-            vec![self.keybuf.clone()]
-        } else {
-            self.dml_rows(level, &env)?.into_iter().map(|r| table.primary_key.iter().map(|&c| r[c].clone()).collect()).collect()
-        };
+            keys.extend_from_slice(self.keybuf);
+        } else if let Err(e) = self.matching_keys(level, &env, &mut keys) {
+            *self.dml_keys = keys;
+            return Err(e);
+        }
+        let mut new_row = std::mem::take(self.dml_row);
+        let r = self.update_keys(plan, params, &env, &keys, &mut new_row, direct, out);
+        *self.dml_keys = keys;
+        *self.dml_row = new_row;
+        r
+    }
+
+    /// Updates the rows with primary keys `keys` (flat): locks each row's
+    /// latest version, rechecks the WHERE on it unless the key lookup was
+    /// exact (READ COMMITTED's re-check), computes the new values.
+    #[allow(clippy::too_many_arguments)]
+    fn update_keys(&mut self, plan: &UpdatePlan, params: &[Value], env: &Env<'_>, keys: &[Value], new_row: &mut Vec<Value>, direct: bool, out: &mut ResultBuf) -> Result<u64> {
+        let level = &plan.level;
+        let table = level.table.clone();
         let recheck = !direct && !level.filters.iter().any(Expr::has_subquery);
         let mut count = 0;
-        let mut new_row: Vec<Value> = Vec::new();
-        for key in keys {
+        for key in keys.chunks(table.primary_key.len().max(1)) {
             let mut failure: Option<SqlError> = None;
             let mut applied = false;
             let now_micros = self.now_micros;
-            let updated = self.txn.update_with(table.id, &key, |r| {
+            let updated = self.txn.update_with(table.id, key, |r| {
                 let env = Env { params, now_micros, outer: &[] };
-                new_row.clear();
-                read_row(&r, &mut new_row);
+                // Slots are overwritten in place: text buffers are reused.
+                set_len(new_row, r.len());
+                for (c, slot) in new_row.iter_mut().enumerate() {
+                    assign_ref(slot, r.get(c));
+                }
                 let outcome = (|| -> Result<Option<Vec<(usize, Value)>>> {
                     if recheck {
                         for f in &level.filters {
-                            if f.eval_bool(&env, &mut NoSubqueries, &new_row)? != Some(true) {
+                            if f.eval_bool(&env, &mut NoSubqueries, new_row)? != Some(true) {
                                 return Ok(None);
                             }
                         }
                     }
                     let mut changes = Vec::with_capacity(plan.assignments.len());
                     for (c, e) in &plan.assignments {
-                        changes.push((*c, e.eval(&env, &mut NoSubqueries, &new_row)?));
+                        changes.push((*c, e.eval(&env, &mut NoSubqueries, new_row)?));
                     }
                     Ok(Some(changes))
                 })();
@@ -630,7 +672,7 @@ impl<'a> Exec<'a> {
                 if !plan.returning.is_empty() {
                     let key2: Vec<Value> = table.primary_key.iter().map(|&c| new_row[c].clone()).collect();
                     let stored = if self.txn.get(table.id, &key2, self.rowbuf)? { self.rowbuf.values() } else { new_row.clone() };
-                    self.returning(&plan.returning, &env, &stored, out)?;
+                    self.returning(&plan.returning, env, &stored, out)?;
                 }
             }
         }
@@ -673,6 +715,20 @@ impl<'a> Exec<'a> {
                 return Ok(0);
             }
             return Ok(u64::from(self.txn.delete(table.id, self.keybuf)?));
+        }
+        if plan.returning.is_empty() {
+            // Only the keys are needed: no row copies per match.
+            let mut keys = std::mem::take(self.dml_keys);
+            keys.clear();
+            let r = self.matching_keys(level, &env, &mut keys).and_then(|()| {
+                let mut count = 0;
+                for key in keys.chunks(table.primary_key.len().max(1)) {
+                    count += u64::from(self.txn.delete(table.id, key)?);
+                }
+                Ok(count)
+            });
+            *self.dml_keys = keys;
+            return r;
         }
         let rows = self.dml_rows(level, &env)?;
         let mut count = 0;

@@ -193,6 +193,8 @@ pub struct Connection {
     rowbuf: RowBuf,
     keybuf: Vec<Value>,
     scratch: Vec<Value>,
+    dml_keys: Vec<Value>,
+    dml_row: Vec<Value>,
     result: ResultBuf,
 }
 
@@ -222,6 +224,8 @@ impl Connection {
             rowbuf: RowBuf::new(),
             keybuf: Vec::new(),
             scratch: Vec::new(),
+            dml_keys: Vec::new(),
+            dml_row: Vec::new(),
             result: ResultBuf::default(),
         }
     }
@@ -471,6 +475,8 @@ impl Connection {
             rowbuf: &mut self.rowbuf,
             keybuf: &mut self.keybuf,
             scratch: &mut self.scratch,
+            dml_keys: &mut self.dml_keys,
+            dml_row: &mut self.dml_row,
             sub_cache: HashMap::new(),
         };
         let out = &mut self.result;
