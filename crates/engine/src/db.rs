@@ -127,7 +127,13 @@ pub struct CheckpointInfo {
     pub path: PathBuf,
 }
 
+/// Source of [`DbInner::instance`] ids.
+pub(crate) static INSTANCES: AtomicU64 = AtomicU64::new(1);
+
 pub(crate) struct DbInner {
+    /// Unique per open database in this process (thread-local caches key on
+    /// it; an address could be reused by the next database opened).
+    pub(crate) instance: u64,
     pub(crate) dir: PathBuf,
     pub(crate) config: EngineConfig,
     pub(crate) wal: Wal,

@@ -91,6 +91,10 @@ struct Scratch {
 /// the steady-state commit path does not allocate them again.
 #[derive(Default)]
 struct Recycled {
+    /// The committed catalog the last transaction on this thread used:
+    /// (database instance, catalog version, catalog). Reused while the
+    /// version is unchanged, sparing a shared lock and refcount per begin.
+    cat: Option<(u64, u64, Arc<CatalogState>)>,
     writes: Vec<WriteEntry>,
     order: Vec<Step>,
     held: Vec<Held>,
@@ -102,6 +106,9 @@ const RECYCLE_BYTES_MAX: usize = 256 << 10;
 
 thread_local! {
     static RECYCLED: std::cell::RefCell<Option<Recycled>> = const { std::cell::RefCell::new(None) };
+    /// Placeholder left in a finished transaction's `cat` (thread-local, so
+    /// cloning it touches no shared cache line).
+    static NO_CATALOG: Arc<CatalogState> = Arc::new(CatalogState::default());
 }
 
 pub struct Transaction {
@@ -130,9 +137,14 @@ pub struct Transaction {
 impl Transaction {
     pub(crate) fn begin(db: Arc<DbInner>, mode: CommitMode) -> Result<Transaction> {
         let (id, snapshot) = db.txns.begin()?;
+        // Version first, then catalog: a cached catalog is reused only if
+        // no DDL committed since it was taken.
         let cat_version = db.catalog_version.load(Ordering::Acquire);
-        let cat = db.current_catalog();
-        let r = RECYCLED.with(|c| c.borrow_mut().take()).unwrap_or_default();
+        let mut r = RECYCLED.with(|c| c.borrow_mut().take()).unwrap_or_default();
+        let cat = match r.cat.take() {
+            Some((instance, version, cat)) if instance == db.instance && version == cat_version => cat,
+            _ => db.current_catalog(),
+        };
         Ok(Transaction {
             db,
             id,
@@ -1222,7 +1234,12 @@ impl Transaction {
         if bytes > RECYCLE_BYTES_MAX {
             return;
         }
+        let cat = (!self.private_catalog).then(|| {
+            let placeholder = NO_CATALOG.with(Arc::clone);
+            (self.db.instance, self.cat_version, std::mem::replace(&mut self.cat, placeholder))
+        });
         let r = Recycled {
+            cat,
             writes: std::mem::take(&mut self.writes),
             order: std::mem::take(&mut self.order),
             held: std::mem::take(&mut self.held),

@@ -38,11 +38,15 @@ pub(crate) struct TxnSlot {
     ended: Condvar,
 }
 
+thread_local! {
+    /// Slot this thread's last transaction used (any database).
+    static SLOT_HINT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 pub(crate) struct TxnManager {
     slots: Box<[TxnSlot]>,
-    free: Mutex<Vec<u32>>,
     /// One past the highest slot ever handed out: horizon scans stop here
-    /// (slots are reused LIFO, so this tracks peak concurrency).
+    /// (threads reuse their slot, so this tracks peak concurrency).
     slots_used: std::sync::atomic::AtomicUsize,
     next_seq: AtomicU64,
     /// Commit ts up to which committed transactions are visible to new
@@ -63,10 +67,8 @@ impl TxnManager {
                 ended: Condvar::new(),
             })
             .collect();
-        let free = (0..max_transactions as u32).rev().collect();
         TxnManager {
             slots,
-            free: Mutex::new(free),
             slots_used: std::sync::atomic::AtomicUsize::new(0),
             next_seq: AtomicU64::new(1),
             visible_ts: AtomicU64::new(visible_ts),
@@ -75,15 +77,27 @@ impl TxnManager {
     }
 
     /// Takes a slot and publishes a snapshot; returns (id, snapshot ts).
+    /// A slot is claimed by a CAS on its id, starting at the slot this
+    /// thread used last: no shared free list, so begin/end touch no cache
+    /// line another core's transactions use.
     pub(crate) fn begin(&self) -> Result<(u64, u64)> {
-        let slot = self.free.lock().pop().ok_or(EngineError::TooManyTransactions { limit: self.slots.len() })?;
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        let id = (seq << SLOT_BITS) | u64::from(slot);
+        let n = self.slots.len();
+        let start = SLOT_HINT.with(std::cell::Cell::get) % n;
+        let mut claimed = None;
+        for i in 0..n {
+            let slot = (start + i) % n;
+            let id = (seq << SLOT_BITS) | slot as u64;
+            let s = &self.slots[slot];
+            if s.id.load(Ordering::Relaxed) == 0 && s.id.compare_exchange(0, id, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+                claimed = Some((slot, id));
+                break;
+            }
+        }
+        let Some((slot, id)) = claimed else { return Err(EngineError::TooManyTransactions { limit: n }) };
+        SLOT_HINT.with(|h| h.set(slot));
         assert!(id & !crate::version::TS_MASK == 0, "transaction id space exhausted");
-        let s = &self.slots[slot as usize];
-        assert_eq!(s.id.load(Ordering::Relaxed), 0, "slot handed out twice");
-        self.slots_used.fetch_max(slot as usize + 1, Ordering::SeqCst);
-        s.id.store(id, Ordering::SeqCst);
+        self.slots_used.fetch_max(slot + 1, Ordering::SeqCst);
         let snapshot = self.refresh_snapshot(id);
         Ok((id, snapshot))
     }
@@ -106,12 +120,9 @@ impl TxnManager {
         assert_eq!(s.id.load(Ordering::Relaxed), id, "ending a transaction that does not own its slot");
         s.snapshot.store(NO_SNAPSHOT, Ordering::SeqCst);
         s.waiting_for.store(0, Ordering::Relaxed);
-        {
-            let _guard = s.mutex.lock();
-            s.id.store(0, Ordering::SeqCst);
-            s.ended.notify_all();
-        }
-        self.free.lock().push((id & SLOT_MASK) as u32);
+        let _guard = s.mutex.lock();
+        s.id.store(0, Ordering::SeqCst);
+        s.ended.notify_all();
     }
 
     fn slot(&self, id: u64) -> &TxnSlot {
