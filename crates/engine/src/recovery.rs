@@ -170,7 +170,10 @@ fn load_block(store: &TableStore, count: u32, payload: &[u8], key: &mut Vec<u8>)
 /// Replaces or inserts the single recovered version of the row's key.
 fn upsert(store: &TableStore, row: &[u8], key: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     store.pk_of(row, key);
-    let hash = hash_key(key);
+    upsert_hashed(store, hash_key(key), key, row, scratch);
+}
+
+fn upsert_hashed(store: &TableStore, hash: u64, key: &[u8], row: &[u8], scratch: &mut Vec<u8>) {
     let layout = store.layout();
     let mut map = store.primary.write(hash);
     if let Some(slot) = map.find_mut(hash, |v| primary::key_eq(&store.pk, layout, *v, key, scratch)) {
@@ -191,11 +194,14 @@ fn upsert(store: &TableStore, row: &[u8], key: &mut Vec<u8>, scratch: &mut Vec<u
 
 fn remove(store: &TableStore, row: &[u8], key: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     store.pk_of(row, key);
-    let hash = hash_key(key);
+    remove_hashed(store, hash_key(key), key, scratch);
+}
+
+fn remove_hashed(store: &TableStore, hash: u64, key: &[u8], scratch: &mut Vec<u8>) {
     let layout = store.layout();
     let mut map = store.primary.write(hash);
     if let Some(old) = primary::remove(&mut map, hash, key, &store.pk, layout, scratch) {
-        // SAFETY: as in `upsert`.
+        // SAFETY: as in `upsert_hashed`.
         unsafe { old.free(&store.slab, layout) };
     }
 }
@@ -228,11 +234,11 @@ fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut Reco
             senders.push(tx);
             let failed = &failed;
             handles.push(scope.spawn(move || {
-                let (mut key, mut scratch) = (Vec::new(), Vec::new());
+                let mut scratch = Vec::new();
                 for msg in rx {
                     match msg {
                         ReplayMsg::Batch(batch) => {
-                            if let Err(e) = apply_batch(&batch, &mut key, &mut scratch) {
+                            if let Err(e) = apply_batch(&batch, &mut scratch) {
                                 *failed.lock() = Some(e);
                             }
                         }
@@ -280,11 +286,18 @@ fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut Reco
                         }
                         return Err(EngineError::Corrupt(format!("WAL row for unknown table {}", table.0)));
                     };
+                    // Validation, key and hash happen here: workers are the
+                    // bottleneck (memory stalls), this thread has slack.
+                    store.layout().validate_image(row)?;
                     store.pk_of(row, &mut key);
-                    let w = crate::primary::shard_of(hash_key(&key)) % workers;
+                    let hash = hash_key(&key);
+                    let w = crate::primary::shard_of(hash) % workers;
                     let b = &mut pending[w];
                     b.ops.extend_from_slice(&table.0.to_le_bytes());
                     b.ops.push(u8::from(op == RowOp::Delete));
+                    b.ops.extend_from_slice(&hash.to_le_bytes());
+                    b.ops.extend_from_slice(&(key.len() as u32).to_le_bytes());
+                    b.ops.extend_from_slice(&key);
                     b.ops.extend_from_slice(&(row.len() as u32).to_le_bytes());
                     b.ops.extend_from_slice(row);
                     b.count += 1;
@@ -333,23 +346,20 @@ fn wait_idle(senders: &[std::sync::mpsc::SyncSender<ReplayMsg>]) {
     }
 }
 
-fn apply_batch(batch: &ReplayBatch, key: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {
-    let mut at = 0;
+fn apply_batch(batch: &ReplayBatch, scratch: &mut Vec<u8>) -> Result<()> {
     let ops = &batch.ops;
+    let mut r = crate::codec::Reader::new(ops);
     for _ in 0..batch.count {
-        let corrupt = || EngineError::Corrupt("replay batch overrun".into());
-        let head = ops.get(at..at + 9).ok_or_else(corrupt)?;
-        let table = TableId(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
-        let delete = head[4] != 0;
-        let len = u32::from_le_bytes([head[5], head[6], head[7], head[8]]) as usize;
-        let row = ops.get(at + 9..at + 9 + len).ok_or_else(corrupt)?;
-        at += 9 + len;
+        let table = TableId(r.u32()?);
+        let delete = r.u8()? != 0;
+        let hash = r.u64()?;
+        let key = r.bytes()?;
+        let row = r.bytes()?;
         let Some(store) = batch.stores.store(table) else { continue };
-        store.layout().validate_image(row)?;
         if delete {
-            remove(store, row, key, scratch);
+            remove_hashed(store, hash, key, scratch);
         } else {
-            upsert(store, row, key, scratch);
+            upsert_hashed(store, hash, key, row, scratch);
         }
     }
     Ok(())
