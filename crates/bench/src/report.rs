@@ -64,6 +64,9 @@ pub struct TatpExtras {
     /// Seed of the run's random choices (`--seed` reproduces them).
     #[serde(default)]
     pub seed: u64,
+    /// Client library of the measured sessions.
+    #[serde(default)]
+    pub client: String,
 }
 
 /// What `pgtier bench tatp --json` writes: a [`RunResult`] (all its fields at

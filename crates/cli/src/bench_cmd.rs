@@ -355,7 +355,14 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
         machine: report::machine_info(),
         iterations: Vec::new(),
     };
-    let mut extras = TatpExtras { population, server_settings, repetitions: Vec::new(), keys: keys.describe(), seed };
+    let mut extras = TatpExtras {
+        population,
+        server_settings,
+        repetitions: Vec::new(),
+        keys: keys.describe(),
+        seed,
+        client: client_name.to_owned(),
+    };
     for &threads in &plan.threads {
         let mut tallies = Vec::with_capacity(args.repetitions as usize);
         for rep in 1..=args.repetitions {
