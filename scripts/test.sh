@@ -11,8 +11,11 @@ bash scripts/ensure-postgres.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-echo "==> building (dev profile, all targets)"
-cargo build --workspace --all-targets --locked
+# One profile for everything: `cargo test` builds with the test profile, so
+# compiling benches and examples with it too (--no-run) costs no second build
+# of the workspace and still proves every bench and example compiles.
+echo "==> building all targets (test profile)"
+cargo test --workspace --all-targets --locked --no-run
 
 echo "==> running tests"
 cargo test --workspace --locked --no-fail-fast
