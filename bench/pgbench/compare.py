@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs `pgtier bench tatp` and pgbench's TATP mix (run.sh) back to back on the
 same database, alternating, and prints per thread count the median TPS of
-each, their ratio (issue 2: within +-15 %), and where the CPU went:
+each, the median of the per-round ratios (issue 2: within +-15 %), and where
+the CPU went:
 
   client us/txn  CPU of the load generator process (user + system) per txn
   server us/txn  CPU of the PostgreSQL processes per txn (equal when both
@@ -97,13 +98,17 @@ def main():
                 print(f"  {t:>3} threads round {r + 1}: pgtier {results[(t, 'pgtier')][-1][0]:9.1f}  "
                       f"pgbench {tps:9.1f}", flush=True)
 
+    # The ratio is the median of per-round ratios: the two runs of a round
+    # are back to back, so they share whatever else the machine was doing.
     print(f"{'threads':>7} {'tool':8} {'TPS median':>10} {'ratio':>6} {'client us/txn':>13} {'server us/txn':>13}  all TPS")
     for t in threads.split(","):
-        base = statistics.median(x[0] for x in results[(t, "pgbench")])
+        pairs = zip(results[(t, "pgtier")], results[(t, "pgbench")])
+        ratio = statistics.median(ours[0] / theirs[0] for ours, theirs in pairs)
         for tool in ("pgtier", "pgbench"):
             runs = results[(t, tool)]
             tps = statistics.median(x[0] for x in runs)
-            print(f"{t:>7} {tool:8} {tps:10.1f} {tps / base:6.3f} {statistics.median(x[1] for x in runs):13.1f} "
+            shown = f"{ratio:6.3f}" if tool == "pgtier" else f"{1:6.3f}"
+            print(f"{t:>7} {tool:8} {tps:10.1f} {shown} {statistics.median(x[1] for x in runs):13.1f} "
                   f"{statistics.median(x[2] for x in runs):13.1f}  {[round(x[0]) for x in runs]}")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (other processes competing for the cores)")
 
