@@ -38,7 +38,25 @@ enum BenchCommand {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            use clap::error::ErrorKind;
+            if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+                || matches!(error.kind(), ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand)
+            {
+                // Help and version are answers, not errors: print them whole.
+                error.exit();
+            }
+            // Bad input gets one line, like every other pgtier error; clap's
+            // first line already names the argument and the problem.
+            let rendered = error.to_string();
+            let first_line = rendered.lines().next().unwrap_or("invalid arguments");
+            let message = first_line.trim_start_matches("error: ").trim();
+            eprintln!("pgtier: error: {message} (see `pgtier --help`)");
+            std::process::exit(2);
+        }
+    };
     let outcome = match cli.command {
         Command::Backend { command } => backend_cmd::run(command),
         Command::Bench { command } => match command {
