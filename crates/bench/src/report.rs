@@ -470,18 +470,12 @@ pub fn now_rfc3339() -> String {
 }
 
 pub fn rfc3339(unix_s: u64) -> String {
-    let days = (unix_s / 86_400) as i64;
+    // The engine's civil-date conversion counts days from 2000-01-01 (the
+    // PostgreSQL epoch), which is 10,957 days after the Unix epoch.
+    const UNIX_TO_PG_EPOCH_DAYS: i64 = 10_957;
+    let days_since_unix = i64::try_from(unix_s / 86_400).unwrap_or(i64::MAX / 2);
     let rem = unix_s % 86_400;
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = pgtier_engine::civil_from_days(days_since_unix - UNIX_TO_PG_EPOCH_DAYS);
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 

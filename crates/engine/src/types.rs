@@ -285,7 +285,9 @@ impl Value {
         }
     }
 
-    fn type_label(&self) -> &'static str {
+    /// The PostgreSQL name of this value's type, as error messages print it
+    /// ("unknown" for an untyped NULL).
+    pub fn type_name(&self) -> &'static str {
         match self {
             Value::Null => "unknown",
             Value::Bool(_) => "boolean",
@@ -395,7 +397,7 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
     let mismatch = |v: &Value| EngineError::DatatypeMismatch {
         column: column.to_owned(),
         expected: ty.pg_name(),
-        found: v.type_label().to_owned(),
+        found: v.type_name().to_owned(),
     };
     Ok(match (ty, value) {
         (_, Value::Null) => Value::Null,

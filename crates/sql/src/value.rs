@@ -417,21 +417,9 @@ pub fn negate(v: &Value) -> Result<Value> {
     })
 }
 
+/// The PostgreSQL name of a value's type, for error messages.
 pub fn value_type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "unknown",
-        Value::Bool(_) => "boolean",
-        Value::Int2(_) => "smallint",
-        Value::Int4(_) => "integer",
-        Value::Int8(_) => "bigint",
-        Value::Numeric(_) => "numeric",
-        Value::Float4(_) => "real",
-        Value::Float8(_) => "double precision",
-        Value::Text(_) => "text",
-        Value::Bytea(_) => "bytea",
-        Value::Date(_) => "date",
-        Value::Timestamp(_) => "timestamp without time zone",
-    }
+    v.type_name()
 }
 
 // ---------------------------------------------------------------- rounding
