@@ -380,8 +380,8 @@ pub fn populate(target: &dyn Target, options: &PopulateOptions) -> Result<Popula
     let keyed = target.keys_with_tables();
     let t = Instant::now();
     target.execute_batch(schema::DROP_TABLES).map_err(err("drop tables"))?;
-    let create = if keyed { schema::CREATE_TABLES_WITH_KEYS } else { schema::CREATE_TABLES };
-    target.execute_batch(create).map_err(err("create tables"))?;
+    let create = schema::create_tables(keyed);
+    target.execute_batch(&create).map_err(err("create tables"))?;
     phases.push(("create tables".to_owned(), t.elapsed()));
 
     let t = Instant::now();

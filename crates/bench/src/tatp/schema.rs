@@ -51,8 +51,10 @@ pub const CALL_FORWARDING_COLUMNS: [&str; 5] = ["s_id", "sf_type", "start_time",
 /// 1-byte integer); msc/vlr_location → bigint because the spec fills these
 /// INTEGER columns with values up to 2^32 − 1, beyond int4. Both are printed
 /// as deviations by [`super::deviations`].
-pub const CREATE_TABLES: &str = "
-CREATE TABLE subscriber (
+pub const TABLE_DDL: [TableDdl; 4] = [
+    TableDdl {
+        name: "subscriber",
+        columns: "
     s_id integer NOT NULL,
     sub_nbr varchar(15) NOT NULL,
     bit_1 smallint, bit_2 smallint, bit_3 smallint, bit_4 smallint, bit_5 smallint,
@@ -61,69 +63,74 @@ CREATE TABLE subscriber (
     hex_6 smallint, hex_7 smallint, hex_8 smallint, hex_9 smallint, hex_10 smallint,
     byte2_1 smallint, byte2_2 smallint, byte2_3 smallint, byte2_4 smallint, byte2_5 smallint,
     byte2_6 smallint, byte2_7 smallint, byte2_8 smallint, byte2_9 smallint, byte2_10 smallint,
-    msc_location bigint, vlr_location bigint
-);
-CREATE TABLE access_info (
-    s_id integer NOT NULL,
-    ai_type smallint NOT NULL,
-    data1 smallint, data2 smallint, data3 char(3), data4 char(5)
-);
-CREATE TABLE special_facility (
-    s_id integer NOT NULL,
-    sf_type smallint NOT NULL,
-    is_active smallint NOT NULL,
-    error_cntrl smallint, data_a smallint, data_b char(5)
-);
-CREATE TABLE call_forwarding (
-    s_id integer NOT NULL,
-    sf_type smallint NOT NULL,
-    start_time smallint NOT NULL,
-    end_time smallint, numberx varchar(15)
-);
-";
-
-/// The same tables with their keys and foreign keys declared up front, for
-/// targets that cannot add keys after a load ([`crate::target::Target::keys_with_tables`]).
-/// Constraint names are the ones PostgreSQL generates for [`BUILD_STEPS`].
-pub const CREATE_TABLES_WITH_KEYS: &str = "
-CREATE TABLE subscriber (
-    s_id integer NOT NULL,
-    sub_nbr varchar(15) NOT NULL,
-    bit_1 smallint, bit_2 smallint, bit_3 smallint, bit_4 smallint, bit_5 smallint,
-    bit_6 smallint, bit_7 smallint, bit_8 smallint, bit_9 smallint, bit_10 smallint,
-    hex_1 smallint, hex_2 smallint, hex_3 smallint, hex_4 smallint, hex_5 smallint,
-    hex_6 smallint, hex_7 smallint, hex_8 smallint, hex_9 smallint, hex_10 smallint,
-    byte2_1 smallint, byte2_2 smallint, byte2_3 smallint, byte2_4 smallint, byte2_5 smallint,
-    byte2_6 smallint, byte2_7 smallint, byte2_8 smallint, byte2_9 smallint, byte2_10 smallint,
-    msc_location bigint, vlr_location bigint,
+    msc_location bigint, vlr_location bigint",
+        keys: "
     CONSTRAINT subscriber_pkey PRIMARY KEY (s_id),
-    CONSTRAINT subscriber_sub_nbr_key UNIQUE (sub_nbr)
-);
-CREATE TABLE access_info (
+    CONSTRAINT subscriber_sub_nbr_key UNIQUE (sub_nbr)",
+    },
+    TableDdl {
+        name: "access_info",
+        columns: "
     s_id integer NOT NULL,
     ai_type smallint NOT NULL,
-    data1 smallint, data2 smallint, data3 char(3), data4 char(5),
+    data1 smallint, data2 smallint, data3 char(3), data4 char(5)",
+        keys: "
     CONSTRAINT access_info_pkey PRIMARY KEY (s_id, ai_type),
-    CONSTRAINT access_info_s_id_fkey FOREIGN KEY (s_id) REFERENCES subscriber (s_id)
-);
-CREATE TABLE special_facility (
+    CONSTRAINT access_info_s_id_fkey FOREIGN KEY (s_id) REFERENCES subscriber (s_id)",
+    },
+    TableDdl {
+        name: "special_facility",
+        columns: "
     s_id integer NOT NULL,
     sf_type smallint NOT NULL,
     is_active smallint NOT NULL,
-    error_cntrl smallint, data_a smallint, data_b char(5),
+    error_cntrl smallint, data_a smallint, data_b char(5)",
+        keys: "
     CONSTRAINT special_facility_pkey PRIMARY KEY (s_id, sf_type),
-    CONSTRAINT special_facility_s_id_fkey FOREIGN KEY (s_id) REFERENCES subscriber (s_id)
-);
-CREATE TABLE call_forwarding (
+    CONSTRAINT special_facility_s_id_fkey FOREIGN KEY (s_id) REFERENCES subscriber (s_id)",
+    },
+    TableDdl {
+        name: "call_forwarding",
+        columns: "
     s_id integer NOT NULL,
     sf_type smallint NOT NULL,
     start_time smallint NOT NULL,
-    end_time smallint, numberx varchar(15),
+    end_time smallint, numberx varchar(15)",
+        keys: "
     CONSTRAINT call_forwarding_pkey PRIMARY KEY (s_id, sf_type, start_time),
     CONSTRAINT call_forwarding_s_id_sf_type_fkey FOREIGN KEY (s_id, sf_type)
-        REFERENCES special_facility (s_id, sf_type)
-);
-";
+        REFERENCES special_facility (s_id, sf_type)",
+    },
+];
+
+/// One TATP table: its columns, and the keys PostgreSQL gets after the load
+/// ([`BUILD_STEPS`], same constraint names) or a keyed target gets up front.
+pub struct TableDdl {
+    pub name: &'static str,
+    pub columns: &'static str,
+    pub keys: &'static str,
+}
+
+/// CREATE TABLE statements for the four tables, parents first. Without keys
+/// for PostgreSQL, which loads first and builds keys after
+/// ([`BUILD_STEPS`]); with keys for targets that cannot add them after a load
+/// ([`crate::target::Target::keys_with_tables`]). One table list serves
+/// both, so the two targets can never get different columns.
+pub fn create_tables(with_keys: bool) -> String {
+    let mut sql = String::new();
+    for table in &TABLE_DDL {
+        sql.push_str("CREATE TABLE ");
+        sql.push_str(table.name);
+        sql.push_str(" (");
+        sql.push_str(table.columns);
+        if with_keys {
+            sql.push(',');
+            sql.push_str(table.keys);
+        }
+        sql.push_str("\n);\n");
+    }
+    sql
+}
 
 pub const DROP_TABLES: &str = "DROP TABLE IF EXISTS call_forwarding, special_facility, access_info, subscriber CASCADE";
 
@@ -186,4 +193,15 @@ pub const BUILD_STEPS: [(&str, &[&str]); 5] = [
 /// One statement per table that fails with SQLSTATE 42P01 when it is missing.
 pub fn probe_statements() -> impl Iterator<Item = (&'static str, String)> {
     TABLES.iter().map(|t| (*t, format!("SELECT 1 FROM {t} LIMIT 1")))
+}
+
+#[cfg(test)]
+mod ddl_tests {
+    use super::{TABLE_DDL, TABLES};
+
+    #[test]
+    fn ddl_lists_the_tables_in_the_same_order() {
+        let ddl_names: Vec<&str> = TABLE_DDL.iter().map(|t| t.name).collect();
+        assert_eq!(ddl_names, TABLES);
+    }
 }
