@@ -598,3 +598,130 @@ fn normalize_setting(key: &str, value: &str) -> Result<String> {
         _ => value.to_owned(),
     })
 }
+
+// ------------------------------------------------------------------------
+// Wire-protocol server API (crates/server). Additive: the server needs each
+// statement's result as it runs (simple query with several statements), the
+// command tag without rendering a String, the block state for ReadyForQuery
+// and the column list of every statement that returns rows (incl. SHOW).
+
+/// What ReadyForQuery reports (`I`, `T`, `E`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransactionStatus {
+    Idle,
+    InBlock,
+    /// An error inside BEGIN: only COMMIT/ROLLBACK are accepted.
+    Failed,
+}
+
+/// A statement's command tag (`UPDATE 3`), rendered by `Display` into the
+/// caller's buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct CommandTag {
+    tag: Tag,
+    rows: u64,
+}
+
+impl CommandTag {
+    /// Rows inserted/updated/deleted or returned.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+}
+
+impl std::fmt::Display for CommandTag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.tag {
+            Tag::Plain(t) => f.write_str(t),
+            Tag::Counted(t) => write!(f, "{t} {}", self.rows),
+        }
+    }
+}
+
+/// Result rows lent by [`Connection::execute_with`]: `rows` rows of `width`
+/// values each, row-major.
+#[derive(Clone, Copy, Debug)]
+pub struct ResultRows<'a> {
+    pub values: &'a [Value],
+    pub width: usize,
+    pub rows: usize,
+}
+
+impl PreparedStatement {
+    /// The columns of the rows this statement returns (SELECT, RETURNING,
+    /// SHOW); empty when it returns none.
+    pub fn result_columns(&self) -> Vec<Column> {
+        let p = self.prepared.lock();
+        match &p.plan {
+            Plan::Show { name } => vec![Column { name: name.clone(), ty: Some(pgtier_engine::DataType::Text) }],
+            _ => p.columns().to_vec(),
+        }
+    }
+
+    /// Identity of the current plan; changes when the statement is
+    /// re-planned (DDL on a table it uses), so callers can tell when what
+    /// they derived from the plan (result columns) must be read again.
+    pub fn plan_id(&self) -> usize {
+        Arc::as_ptr(&*self.prepared.lock()) as usize
+    }
+
+    /// True when execution answers with rows (RowDescription + DataRow).
+    pub fn returns_rows(&self) -> bool {
+        let p = self.prepared.lock();
+        matches!(p.plan, Plan::Select(_) | Plan::Show { .. }) || !p.columns().is_empty()
+    }
+}
+
+impl Connection {
+    /// Parses `sql` into its statements (the simple-query protocol runs them
+    /// one by one). A syntax error aborts an open block, as in PostgreSQL.
+    pub fn parse_statements(&mut self, sql: &str) -> Result<Vec<Statement>> {
+        match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
+            Ok(stmts) => Ok(stmts),
+            Err(e) => {
+                self.fail();
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Plans one parsed statement. In a failed block only COMMIT/ROLLBACK
+    /// are accepted (25P02 otherwise), as PostgreSQL's Parse does.
+    pub fn prepare_statement(&mut self, stmt: Statement) -> Result<PreparedStatement> {
+        let ends_block = matches!(stmt, Statement::Rollback { .. } | Statement::Commit { .. });
+        if self.block == Block::Failed && !ends_block {
+            return Err(SqlError::transaction_aborted());
+        }
+        match self.bind(&stmt) {
+            Ok(p) => Ok(PreparedStatement { sql: stmt.to_string(), ast: Some(stmt), prepared: Mutex::new(Arc::new(p)) }),
+            Err(e) => {
+                self.fail();
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs `stmt` and lends its result rows to `rows` without copying them
+    /// out; returns the command tag and what `rows` returned.
+    pub fn execute_with<R>(
+        &mut self,
+        stmt: &PreparedStatement,
+        params: &[Value],
+        rows: impl FnOnce(ResultRows<'_>) -> R,
+    ) -> Result<(CommandTag, R)> {
+        let (tag, n) = self.run(stmt, params)?;
+        let r = &self.result;
+        let end = (r.rows * r.width).min(r.values.len());
+        let out = rows(ResultRows { values: &r.values[..end], width: r.width, rows: r.rows });
+        Ok((CommandTag { tag, rows: n }, out))
+    }
+
+    /// The block state ReadyForQuery reports.
+    pub fn transaction_status(&self) -> TransactionStatus {
+        match self.block {
+            Block::None => TransactionStatus::Idle,
+            Block::Active => TransactionStatus::InBlock,
+            Block::Failed => TransactionStatus::Failed,
+        }
+    }
+}

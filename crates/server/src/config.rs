@@ -1,0 +1,224 @@
+//! `pgtier.toml`: what the server listens on, where its data lives, who may
+//! connect and how. Validated completely at startup so a bad setting is one
+//! clear error before anything listens.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::ServerError;
+
+/// PostgreSQL's own default connection limit.
+const MAX_CONNECTIONS_DEFAULT: usize = 100;
+/// Largest Query/Parse/Bind/CopyData message accepted; beyond it the
+/// connection gets 08P01 and is closed (PostgreSQL allows up to 1 GiB).
+const MAX_MESSAGE_BYTES_DEFAULT: usize = 64 << 20;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// `host:port`; port 0 picks a free port (tests).
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// The engine's directory (WAL and checkpoints); created if missing.
+    pub data_dir: PathBuf,
+    /// When a COMMIT is acknowledged: after the WAL fsync (`sync`) or once
+    /// in the WAL buffer (`async`, flushed within milliseconds).
+    #[serde(default)]
+    pub commit_mode: CommitModeName,
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    #[serde(default = "default_max_message_bytes")]
+    pub max_message_bytes: usize,
+    #[serde(default)]
+    pub auth: AuthConfig,
+    pub tls: Option<TlsConfig>,
+    #[serde(default)]
+    pub passthrough: PassthroughConfig,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CommitModeName {
+    #[default]
+    Sync,
+    Async,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    #[serde(default)]
+    pub method: AuthMethod,
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+pub enum AuthMethod {
+    #[default]
+    #[serde(rename = "scram-sha-256")]
+    ScramSha256,
+    /// No password; refused unless the server listens on loopback only.
+    #[serde(rename = "trust")]
+    Trust,
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    /// Plaintext, or a `SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>`
+    /// verifier as PostgreSQL stores it (`pg_authid.rolpassword`).
+    pub password: String,
+}
+
+impl std::fmt::Debug for UserConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print a password, not even in a debug dump of the config.
+        f.debug_struct("UserConfig").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain.
+    pub cert: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PassthroughConfig {
+    #[serde(default)]
+    pub mode: PassthroughMode,
+    pub backend_url: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PassthroughMode {
+    #[default]
+    Off,
+    Reads,
+    All,
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:5433".to_owned()
+}
+
+fn default_max_connections() -> usize {
+    MAX_CONNECTIONS_DEFAULT
+}
+
+fn default_max_message_bytes() -> usize {
+    MAX_MESSAGE_BYTES_DEFAULT
+}
+
+impl ServerConfig {
+    /// A config for `data_dir` with every other setting at its default
+    /// (loopback, SCRAM with no users yet).
+    pub fn new(data_dir: impl Into<PathBuf>) -> ServerConfig {
+        ServerConfig {
+            listen: default_listen(),
+            data_dir: data_dir.into(),
+            commit_mode: CommitModeName::default(),
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+            max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
+            auth: AuthConfig::default(),
+            tls: None,
+            passthrough: PassthroughConfig::default(),
+        }
+    }
+
+    pub fn from_toml_str(text: &str) -> Result<ServerConfig, ServerError> {
+        toml::from_str(text).map_err(|e| ServerError::Config(e.to_string().trim().replace('\n', " ")))
+    }
+
+    /// Reads `path`; relative paths inside (data_dir, TLS files) are taken
+    /// relative to the file's directory, so a config works from any cwd.
+    pub fn from_toml_file(path: &Path) -> Result<ServerConfig, ServerError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ServerError::Config(format!("cannot read {}: {e}", path.display())))?;
+        let mut config = ServerConfig::from_toml_str(&text)
+            .map_err(|e| ServerError::Config(format!("{}: {}", path.display(), e.detail())))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let rebase = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        rebase(&mut config.data_dir);
+        if let Some(tls) = &mut config.tls {
+            rebase(&mut tls.cert);
+            rebase(&mut tls.key);
+        }
+        Ok(config)
+    }
+
+    /// The listen address, resolved (the first address `listen` names).
+    pub fn listen_addr(&self) -> Result<SocketAddr, ServerError> {
+        self.listen
+            .to_socket_addrs()
+            .map_err(|e| ServerError::Config(format!("listen = {:?}: {e}", self.listen)))?
+            .next()
+            .ok_or_else(|| ServerError::Config(format!("listen = {:?} names no address", self.listen)))
+    }
+
+    /// Every rule that does not need the network or the disk.
+    pub(crate) fn validate(&self) -> Result<SocketAddr, ServerError> {
+        let addr = self.listen_addr()?;
+        let bad = |m: String| Err(ServerError::Config(m));
+        if self.max_connections == 0 {
+            return bad("max_connections must be at least 1".to_owned());
+        }
+        if self.max_message_bytes < 1024 {
+            return bad("max_message_bytes must be at least 1024".to_owned());
+        }
+        match self.auth.method {
+            AuthMethod::Trust if !addr.ip().is_loopback() => {
+                return bad(format!(
+                    "auth method \"trust\" is only allowed when listening on a loopback address, not {addr}; use \"scram-sha-256\""
+                ));
+            }
+            AuthMethod::ScramSha256 if self.auth.users.is_empty() => {
+                return bad("auth method \"scram-sha-256\" needs at least one [[auth.users]] entry".to_owned());
+            }
+            _ => {}
+        }
+        for (i, u) in self.auth.users.iter().enumerate() {
+            if u.name.is_empty() {
+                return bad(format!("auth.users[{i}] has an empty name"));
+            }
+            if self.auth.users[..i].iter().any(|o| o.name == u.name) {
+                return bad(format!("auth.users: user \"{}\" is listed twice", u.name));
+            }
+        }
+        match (self.passthrough.mode, &self.passthrough.backend_url) {
+            (PassthroughMode::Off, _) => {}
+            (_, None) => return bad("passthrough.mode is not \"off\" but passthrough.backend_url is missing".to_owned()),
+            (_, Some(url)) if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) => {
+                return bad("passthrough.backend_url must be a postgres:// URL".to_owned());
+            }
+            // Parsed and validated, but not implemented yet: refuse rather
+            // than silently serving without it.
+            (_, Some(_)) => {
+                return bad("passthrough (mode \"reads\"/\"all\") is not implemented yet; set passthrough.mode = \"off\"".to_owned());
+            }
+        }
+        Ok(addr)
+    }
+}
+
+impl ServerError {
+    fn detail(&self) -> String {
+        match self {
+            ServerError::Config(m) => m.clone(),
+            other => other.to_string(),
+        }
+    }
+}

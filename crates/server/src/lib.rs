@@ -1,0 +1,61 @@
+//! pgtier's PostgreSQL wire-protocol server: any PostgreSQL driver talks to
+//! the engine through `pgtier_sql` sessions. See README.md for what it
+//! owns, its invariants (session state, durability per commit mode) and its
+//! limits.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod auth;
+pub mod config;
+mod copy;
+mod server;
+mod session;
+mod tls;
+mod types;
+mod wire;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use pgtier_engine::{CommitMode, Database, EngineConfig};
+
+pub use config::{AuthConfig, AuthMethod, CommitModeName, PassthroughConfig, PassthroughMode, ServerConfig, TlsConfig, UserConfig};
+pub use server::{RunningServer, ShutdownHandle};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: std::net::SocketAddr, source: std::io::Error },
+    #[error("engine: {0}")]
+    Engine(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Validates `config`, opens the engine, binds the listener and starts
+/// accepting. Returns once the server is listening; it runs on its own
+/// threads until [`RunningServer::shutdown`].
+pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
+    let addr = config.validate()?;
+    let users = auth::Users::new(&config.auth.users)?;
+    let tls = config.tls.as_ref().map(tls::load).transpose()?;
+    // Bind before opening the engine: a port in use fails fast, without
+    // replaying the WAL first.
+    let listener = TcpListener::bind(addr).map_err(|source| ServerError::Listen { addr, source })?;
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
+    let engine = EngineConfig {
+        commit_mode: match config.commit_mode {
+            CommitModeName::Sync => CommitMode::Sync,
+            CommitModeName::Async => CommitMode::Async,
+        },
+        ..EngineConfig::default()
+    };
+    let db = Database::open(&config.data_dir, engine)
+        .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
+    let shared = server::Shared::new(db, users, config.auth.method, tls, config.max_connections, config.max_message_bytes);
+    RunningServer::start(listener, Arc::new(shared))
+}

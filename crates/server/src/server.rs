@@ -1,0 +1,247 @@
+//! The listener and the registry of sessions: accepts connections, gives
+//! each a thread, a backend key (pid, secret) for cancel requests and a
+//! place in the connection limit, and on shutdown closes every socket,
+//! waits for the sessions to end and closes the engine (checkpoint, WAL
+//! flush).
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use pgtier_engine::Database;
+use pgwire::messages::startup::SecretKey;
+use ring::rand::{SecureRandom, SystemRandom};
+
+use crate::ServerError;
+use crate::auth::Users;
+use crate::config::AuthMethod;
+
+/// How often the accept loop looks at the shutdown flag.
+const ACCEPT_POLL_MS: i32 = 100;
+/// Connections still in startup/authentication beyond the limit: they get
+/// their "too many clients" answer; past this many more, new connections
+/// are closed at once (a bound on threads).
+const HANDSHAKE_SLACK: usize = 64;
+/// Session threads parse SQL recursively (sqlparser guards its depth).
+const SESSION_STACK_BYTES: usize = 4 << 20;
+
+struct SessionEntry {
+    secret: i32,
+    cancel: Arc<AtomicBool>,
+    /// A handle to the socket, so shutdown can wake a blocked read.
+    socket: Option<TcpStream>,
+}
+
+pub struct Shared {
+    pub db: Database,
+    pub users: Users,
+    pub auth_method: AuthMethod,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub max_connections: usize,
+    pub max_message_bytes: usize,
+    shutdown: AtomicBool,
+    /// Authenticated (or authenticating) sessions, against max_connections.
+    active: AtomicUsize,
+    sessions: Mutex<HashMap<i32, SessionEntry>>,
+    /// Session threads alive; shutdown waits for 0.
+    threads: Mutex<usize>,
+    threads_done: Condvar,
+    next_pid: AtomicI32,
+}
+
+/// A place in the connection limit, released on drop.
+pub struct Slot<'a>(&'a AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Shared {
+    pub fn new(db: Database, users: Users, auth_method: AuthMethod, tls: Option<Arc<rustls::ServerConfig>>, max_connections: usize, max_message_bytes: usize) -> Shared {
+        Shared {
+            db,
+            users,
+            auth_method,
+            tls,
+            max_connections,
+            max_message_bytes,
+            shutdown: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            sessions: Mutex::new(HashMap::new()),
+            threads: Mutex::new(0),
+            threads_done: Condvar::new(),
+            next_pid: AtomicI32::new(1),
+        }
+    }
+
+    pub fn reserve_connection(&self) -> Option<Slot<'_>> {
+        let before = self.active.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot(&self.active);
+        (before < self.max_connections).then_some(slot)
+    }
+
+    /// A CancelRequest: flags the session whose key matches; a wrong key
+    /// is ignored silently, as PostgreSQL does.
+    pub fn cancel(&self, pid: i32, secret: &SecretKey) {
+        if let Some(s) = self.sessions.lock().get(&pid)
+            && secret.eq_value(&SecretKey::I32(s.secret))
+        {
+            s.cancel.store(true, Ordering::Release);
+        }
+    }
+
+    pub fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::Release);
+    }
+
+    fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+}
+
+fn random_i32() -> i32 {
+    let mut b = [0u8; 4];
+    // Without randomness the key is still unique per session (pid), only
+    // guessable; cancel is harmless enough that this is no reason to fail.
+    let _ = SystemRandom::new().fill(&mut b);
+    i32::from_ne_bytes(b)
+}
+
+fn spawn_session(shared: &Arc<Shared>, tcp: TcpStream) {
+    {
+        let mut n = shared.threads.lock();
+        if *n >= shared.max_connections + HANDSHAKE_SLACK {
+            // Dropping closes the socket: the cheapest answer to a flood.
+            return;
+        }
+        *n += 1;
+    }
+    let _ = tcp.set_nonblocking(false);
+    let pid = shared.next_pid.fetch_add(1, Ordering::Relaxed);
+    let secret = random_i32();
+    let cancel = Arc::new(AtomicBool::new(false));
+    shared.sessions.lock().insert(pid, SessionEntry { secret, cancel: cancel.clone(), socket: tcp.try_clone().ok() });
+    let s = shared.clone();
+    let spawned = std::thread::Builder::new().name(format!("pgtier-session-{pid}")).stack_size(SESSION_STACK_BYTES).spawn(move || {
+        crate::session::serve(&s, tcp, pid, secret, cancel);
+        s.sessions.lock().remove(&pid);
+        let mut n = s.threads.lock();
+        *n -= 1;
+        s.threads_done.notify_all();
+    });
+    if spawned.is_err() {
+        shared.sessions.lock().remove(&pid);
+        *shared.threads.lock() -= 1;
+    }
+}
+
+/// Waits until the listener is readable or the poll interval passes.
+fn wait_readable(listener: &TcpListener) {
+    let mut fds = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe {
+        libc::poll(&mut fds, 1, ACCEPT_POLL_MS);
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) -> Result<(), ServerError> {
+    while !shared.is_shutting_down() {
+        wait_readable(&listener);
+        match listener.accept() {
+            Ok((tcp, _)) => spawn_session(&shared, tcp),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {}
+            // Out of descriptors or similar: back off instead of spinning.
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    drop(listener);
+    // Wake every session blocked in a read; each rolls back and exits.
+    for s in shared.sessions.lock().values() {
+        if let Some(sock) = &s.socket {
+            let _ = sock.shutdown(std::net::Shutdown::Both);
+        }
+    }
+    let mut n = shared.threads.lock();
+    while *n > 0 {
+        shared.threads_done.wait(&mut n);
+    }
+    drop(n);
+    shared.db.clone().close().map_err(|e| ServerError::Engine(e.to_string()))
+}
+
+/// A server that is listening. Dropping it without `shutdown`/`wait`
+/// leaves it running in the background until the process ends.
+pub struct RunningServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<Result<(), ServerError>>>,
+}
+
+/// Stops a server from another thread (signal handler loop, tests).
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<Shared>);
+
+impl ShutdownHandle {
+    pub fn shutdown(&self) {
+        self.0.request_shutdown();
+    }
+}
+
+impl RunningServer {
+    pub(crate) fn start(listener: TcpListener, shared: Arc<Shared>) -> Result<RunningServer, ServerError> {
+        let addr = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
+        let s = shared.clone();
+        let acceptor = std::thread::Builder::new().name("pgtier-accept".to_owned()).spawn(move || accept_loop(listener, s))?;
+        Ok(RunningServer { addr, shared, acceptor: Some(acceptor) })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The engine the sessions run on (for tests and admin tools).
+    pub fn database(&self) -> &Database {
+        &self.shared.db
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(self.shared.clone())
+    }
+
+    /// Sessions currently connected (authenticated or authenticating).
+    pub fn active_connections(&self) -> usize {
+        self.shared.active.load(Ordering::Acquire)
+    }
+
+    /// Stops accepting, disconnects every session (open transactions roll
+    /// back), waits for them, then checkpoints and flushes the engine.
+    pub fn shutdown(self) {
+        let _ = self.shutdown_checked();
+    }
+
+    /// `shutdown`, reporting a failure to checkpoint/flush.
+    pub fn shutdown_checked(mut self) -> Result<(), ServerError> {
+        self.shared.request_shutdown();
+        self.join()
+    }
+
+    /// Blocks until the server is shut down through a [`ShutdownHandle`].
+    pub fn wait(mut self) {
+        let _ = self.join();
+    }
+
+    fn join(&mut self) -> Result<(), ServerError> {
+        match self.acceptor.take() {
+            Some(h) => h.join().unwrap_or_else(|_| Err(ServerError::Engine("server thread panicked".to_owned()))),
+            None => Ok(()),
+        }
+    }
+}

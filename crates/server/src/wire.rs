@@ -1,0 +1,267 @@
+//! Bytes in and out of one connection: the socket (plain or TLS), framing
+//! with a size bound checked before a body is buffered, frontend decoding
+//! (pgwire's codec), and writers for the backend messages. The hot ones
+//! (DataRow, CommandComplete, BindComplete, ReadyForQuery) are written
+//! straight into the output buffer: no message struct, no allocation.
+
+use std::fmt::Write as _;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+
+use bytes::{BufMut, BytesMut};
+use pgwire::messages::response::{ErrorResponse, NoticeResponse};
+use pgwire::messages::{DecodeContext, PgWireBackendMessage, PgWireFrontendMessage, ProtocolVersion};
+use pgtier_sql::SqlError;
+
+/// Bytes asked of the socket per read.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Smallest read: enough for a pipelined burst of small messages.
+const READ_SMALL_BYTES: usize = 4096;
+/// Pending output beyond this is written out even before a Sync, so a
+/// client that pipelines without reading cannot grow it without bound.
+pub const WRITE_FLUSH_BYTES: usize = 64 * 1024;
+/// Largest startup-phase packet (PostgreSQL's MAX_STARTUP_PACKET_LENGTH).
+const STARTUP_PACKET_MAX_BYTES: usize = 10_000;
+
+pub enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
+    /// Only while the plain stream is being wrapped in TLS.
+    Closed,
+}
+
+fn closed() -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, "closed")
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+            Stream::Closed => Err(closed()),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+            Stream::Closed => Err(closed()),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+            Stream::Closed => Err(closed()),
+        }
+    }
+}
+
+/// Why reading the next message stopped the session.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The peer closed (or half-closed) its side, or the socket failed.
+    Closed,
+    /// Nonsense on the wire: answered with a FATAL 08P01, then closed.
+    Protocol(String),
+}
+
+impl From<io::Error> for ReadError {
+    fn from(_: io::Error) -> ReadError {
+        ReadError::Closed
+    }
+}
+
+pub struct Wire {
+    pub stream: Stream,
+    pub rbuf: BytesMut,
+    pub wbuf: BytesMut,
+    pub ctx: DecodeContext,
+    pub max_message_bytes: usize,
+}
+
+impl Wire {
+    pub fn new(stream: Stream, max_message_bytes: usize) -> Wire {
+        Wire {
+            stream,
+            rbuf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            wbuf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            ctx: DecodeContext::new(ProtocolVersion::PROTOCOL3_0),
+            max_message_bytes,
+        }
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        if !self.wbuf.is_empty() {
+            self.stream.write_all(&self.wbuf)?;
+            self.stream.flush()?;
+            self.wbuf.clear();
+        }
+        Ok(())
+    }
+
+    /// Reads until `n` bytes are buffered; pending output goes out first
+    /// (the client may be waiting for it before it sends more).
+    fn fill(&mut self, n: usize) -> Result<(), ReadError> {
+        while self.rbuf.len() < n {
+            self.flush()?;
+            let start = self.rbuf.len();
+            // Zero only what this read may fill: the whole message when its
+            // length is known and large, else a small chunk (zeroing the
+            // full buffer per read would cost more than the request).
+            let want = (n - start).max(READ_SMALL_BYTES);
+            self.rbuf.reserve(want);
+            self.rbuf.resize(start + want, 0);
+            match self.stream.read(&mut self.rbuf[start..]) {
+                Ok(0) => {
+                    self.rbuf.truncate(start);
+                    return Err(ReadError::Closed);
+                }
+                Ok(got) => self.rbuf.truncate(start + got),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.rbuf.truncate(start),
+                Err(e) => {
+                    self.rbuf.truncate(start);
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One startup-phase packet (SSLRequest, GSSENCRequest, StartupMessage,
+    /// CancelRequest): the length comes first, there is no type byte.
+    pub fn read_startup(&mut self) -> Result<PgWireFrontendMessage, ReadError> {
+        self.fill(4)?;
+        let len = u32::from_be_bytes([self.rbuf[0], self.rbuf[1], self.rbuf[2], self.rbuf[3]]) as usize;
+        if !(8..=STARTUP_PACKET_MAX_BYTES).contains(&len) {
+            return Err(ReadError::Protocol("invalid length of startup packet".to_owned()));
+        }
+        self.fill(len)?;
+        loop {
+            match PgWireFrontendMessage::decode(&mut self.rbuf, &self.ctx) {
+                Ok(Some(PgWireFrontendMessage::SslNegotiation(pgwire::messages::SslNegotiationMetaMessage::None))) => {
+                    // Not an SSL/GSS request: decode as startup or cancel.
+                    self.ctx.awaiting_frontend_ssl = false;
+                }
+                Ok(Some(msg)) => return Ok(msg),
+                Ok(None) => return Err(ReadError::Protocol("incomplete startup packet".to_owned())),
+                Err(e) => return Err(ReadError::Protocol(format!("invalid startup packet: {e}"))),
+            }
+        }
+    }
+
+    /// The next regular message. Its length is checked against the limit
+    /// before the body is read, so an oversized message costs no memory.
+    pub fn read_message(&mut self) -> Result<PgWireFrontendMessage, ReadError> {
+        self.fill(5)?;
+        let len = u32::from_be_bytes([self.rbuf[1], self.rbuf[2], self.rbuf[3], self.rbuf[4]]) as usize;
+        if len < 4 || len > self.max_message_bytes {
+            return Err(ReadError::Protocol(format!("invalid message length {len}")));
+        }
+        self.fill(len + 1)?;
+        match PgWireFrontendMessage::decode(&mut self.rbuf, &self.ctx) {
+            Ok(Some(msg)) => Ok(msg),
+            Ok(None) => Err(ReadError::Protocol("incomplete message".to_owned())),
+            Err(e) => {
+                Err(ReadError::Protocol(format!("invalid frontend message: {e}")))
+            }
+        }
+    }
+
+    /// Encodes a pgwire backend message (the less frequent ones).
+    pub fn send(&mut self, msg: PgWireBackendMessage) {
+        // Encoding into a growable buffer fails only for messages over
+        // pgwire's size limits, which nothing we send approaches; an error
+        // message would be the only output, so drop it rather than panic.
+        let _ = msg.encode(&mut self.wbuf);
+    }
+
+    /// Starts a message; returns where its length goes.
+    pub fn begin(&mut self, tag: u8) -> usize {
+        self.wbuf.put_u8(tag);
+        let at = self.wbuf.len();
+        self.wbuf.put_i32(0);
+        at
+    }
+
+    /// Patches the length of the message started at `at`.
+    pub fn end(&mut self, at: usize) {
+        let len = i32::try_from(self.wbuf.len() - at).unwrap_or(i32::MAX);
+        self.wbuf[at..at + 4].copy_from_slice(&len.to_be_bytes());
+    }
+
+    pub fn ready_for_query(&mut self, status: u8) {
+        self.wbuf.put_slice(&[b'Z', 0, 0, 0, 5, status]);
+    }
+
+    pub fn bind_complete(&mut self) {
+        self.wbuf.put_slice(&[b'2', 0, 0, 0, 4]);
+    }
+
+    pub fn parse_complete(&mut self) {
+        self.wbuf.put_slice(&[b'1', 0, 0, 0, 4]);
+    }
+
+    pub fn close_complete(&mut self) {
+        self.wbuf.put_slice(&[b'3', 0, 0, 0, 4]);
+    }
+
+    pub fn no_data(&mut self) {
+        self.wbuf.put_slice(&[b'n', 0, 0, 0, 4]);
+    }
+
+    pub fn empty_query(&mut self) {
+        self.wbuf.put_slice(&[b'I', 0, 0, 0, 4]);
+    }
+
+    pub fn portal_suspended(&mut self) {
+        self.wbuf.put_slice(&[b's', 0, 0, 0, 4]);
+    }
+
+    pub fn copy_done(&mut self) {
+        self.wbuf.put_slice(&[b'c', 0, 0, 0, 4]);
+    }
+
+    pub fn command_complete(&mut self, tag: impl std::fmt::Display) {
+        let at = self.begin(b'C');
+        let _ = write!(self.wbuf, "{tag}");
+        self.wbuf.put_u8(0);
+        self.end(at);
+    }
+
+    pub fn parameter_status(&mut self, name: &str, value: &str) {
+        let at = self.begin(b'S');
+        self.wbuf.put_slice(name.as_bytes());
+        self.wbuf.put_u8(0);
+        self.wbuf.put_slice(value.as_bytes());
+        self.wbuf.put_u8(0);
+        self.end(at);
+    }
+
+    pub fn error(&mut self, e: &SqlError, severity: &str) {
+        self.send(PgWireBackendMessage::ErrorResponse(ErrorResponse::new(fields(e, severity))));
+    }
+
+    pub fn notice(&mut self, e: &SqlError, severity: &str) {
+        self.send(PgWireBackendMessage::NoticeResponse(NoticeResponse::new(fields(e, severity))));
+    }
+}
+
+/// ErrorResponse/NoticeResponse fields, in PostgreSQL's order.
+fn fields(e: &SqlError, severity: &str) -> Vec<(u8, String)> {
+    let mut f = vec![(b'S', severity.to_owned()), (b'V', severity.to_owned()), (b'C', e.sqlstate.to_owned()), (b'M', e.message.clone())];
+    if let Some(d) = &e.detail {
+        f.push((b'D', d.clone()));
+    }
+    if let Some(h) = &e.hint {
+        f.push((b'H', h.clone()));
+    }
+    if let Some(c) = &e.constraint {
+        f.push((b'n', c.clone()));
+    }
+    f
+}
