@@ -132,6 +132,15 @@ impl TableSchema {
     pub(crate) fn layout(&self) -> &RowLayout {
         &self.layout
     }
+
+    /// The shape of rows that are not stored in the engine (the SQL layer's
+    /// system catalogs, subqueries in FROM, set operations, table
+    /// functions): no primary key, and an id no stored table can have, so
+    /// it never resolves in a catalog.
+    pub fn detached(name: impl Into<String>, columns: Vec<Column>) -> TableSchema {
+        let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
+        TableSchema { id: TableId(u32::MAX), name: name.into(), columns, primary_key: Vec::new(), primary_index: IndexId(u32::MAX), layout }
+    }
 }
 
 /// A resolved index. The primary key is an index too (`primary`): stored as
