@@ -24,7 +24,10 @@ pub type Ty = Option<DataType>;
 
 pub fn bind_statement(catalog: &Catalog, stmt: &ast::Statement) -> Result<Prepared> {
     let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false };
-    let plan = b.statement(stmt)?;
+    let mut plan = b.statement(stmt)?;
+    if let Plan::Select(s) = &mut plan {
+        crate::system::binder::finish_output(s);
+    }
     let param_types = b.params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
     Ok(Prepared { plan, param_types, deps: b.deps, indexes: b.indexes })
 }
@@ -48,6 +51,8 @@ pub struct Rel {
     pub name: String,
     pub table: Arc<TableSchema>,
     pub offset: usize,
+    /// Rows not stored in the engine (system catalog, subquery, table function).
+    pub source: Option<Arc<crate::system::VirtualSource>>,
 }
 
 #[derive(Default)]
@@ -75,7 +80,7 @@ impl Scope<'_> {
 }
 
 /// Where an expression is bound: whether aggregates may appear.
-struct ExprCtx {
+pub(crate) struct ExprCtx {
     aggs: Option<Vec<AggCall>>,
     /// Clause name for "aggregate functions are not allowed in WHERE".
     clause: &'static str,
@@ -83,23 +88,26 @@ struct ExprCtx {
 }
 
 impl ExprCtx {
-    fn plain(clause: &'static str) -> ExprCtx {
+    pub(crate) fn plain(clause: &'static str) -> ExprCtx {
         ExprCtx { aggs: None, clause, in_agg: false }
     }
 }
 
-struct Binder<'c> {
-    catalog: &'c Catalog,
-    params: Vec<Ty>,
-    deps: Vec<Arc<TableSchema>>,
-    indexes: Vec<IndexId>,
-    next_subquery: usize,
+pub(crate) struct Binder<'c> {
+    pub(crate) catalog: &'c Catalog,
+    pub(crate) params: Vec<Ty>,
+    pub(crate) deps: Vec<Arc<TableSchema>>,
+    pub(crate) indexes: Vec<IndexId>,
+    pub(crate) next_subquery: usize,
     /// Set when a name resolved to the enclosing query (correlation).
     correlated: bool,
 }
 
 impl<'c> Binder<'c> {
     fn table(&mut self, name: &ObjectName) -> Result<Arc<TableSchema>> {
+        if let Some(rel) = crate::system::binder::system_relation(name)? {
+            return Err(SqlError::new("42501", format!("permission denied for table {}", rel.def().name)));
+        }
         let n = object_name(name)?;
         let t = self.catalog.table_by_name(&n).cloned().ok_or_else(|| SqlError::undefined_table(&n))?;
         if !self.deps.iter().any(|d| Arc::ptr_eq(d, &t)) {
@@ -260,7 +268,7 @@ impl<'c> Binder<'c> {
 
     // ------------------------------------------------------------ SELECT
 
-    fn query(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
+    pub(crate) fn query(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
         if q.with.is_some() {
             return Err(SqlError::unsupported("WITH"));
         }
@@ -269,8 +277,8 @@ impl<'c> Binder<'c> {
         }
         let select = match q.body.as_ref() {
             ast::SetExpr::Select(s) => s,
-            ast::SetExpr::SetOperation { op, .. } => return Err(SqlError::unsupported(format!("{op}"))),
-            ast::SetExpr::Values(_) => return Err(SqlError::unsupported("VALUES as a query")),
+            ast::SetExpr::SetOperation { .. } | ast::SetExpr::Values(_) => return self.set_query(q, outer),
+            ast::SetExpr::Query(inner) if q.order_by.is_none() && q.limit_clause.is_none() && q.locks.is_empty() => return self.query(inner, outer),
             _ => return Err(SqlError::unsupported("this query form")),
         };
         self.select(select, q, outer)
@@ -282,6 +290,15 @@ impl<'c> Binder<'c> {
         let mut offset = 0;
         let _ = outer;
         let mut add = |b: &mut Self, factor: &ast::TableFactor, rels: &mut Vec<Rel>| -> Result<()> {
+            if let Some((rname, table, source)) = b.virtual_from(factor, rels, outer)? {
+                if rels.iter().any(|r| r.name == rname) {
+                    return Err(SqlError::new("42712", format!("table name \"{rname}\" specified more than once")));
+                }
+                let width = table.columns.len();
+                rels.push(Rel { name: rname, table, offset, source: Some(source) });
+                offset += width;
+                return Ok(());
+            }
             let ast::TableFactor::Table { name, alias, args: None, with_hints, version: None, partitions, sample: None, index_hints, .. } = factor else {
                 return Err(SqlError::unsupported(match factor {
                     ast::TableFactor::Derived { .. } => "subquery in FROM".to_owned(),
@@ -301,7 +318,7 @@ impl<'c> Binder<'c> {
                 return Err(SqlError::new("42712", format!("table name \"{rname}\" specified more than once")));
             }
             let width = table.columns.len();
-            rels.push(Rel { name: rname, table, offset });
+            rels.push(Rel { name: rname, table, offset, source: None });
             offset += width;
             Ok(())
         };
@@ -333,12 +350,15 @@ impl<'c> Binder<'c> {
         Ok((rels, joins))
     }
 
-    fn select(&mut self, s: &ast::Select, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
+    pub(crate) fn select(&mut self, s: &ast::Select, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
         if s.top.is_some() || s.into.is_some() || !s.lateral_views.is_empty() || s.prewhere.is_some() || !s.cluster_by.is_empty()
             || !s.distribute_by.is_empty() || !s.sort_by.is_empty() || !s.named_window.is_empty() || s.qualify.is_some()
             || !s.connect_by.is_empty()
         {
             return Err(SqlError::unsupported("this SELECT clause"));
+        }
+        if let Some(rewritten) = crate::system::binder::srf_select(s) {
+            return self.select(&rewritten, q, outer);
         }
         let distinct = match &s.distinct {
             None | Some(ast::Distinct::All) => false,
@@ -400,7 +420,7 @@ impl<'c> Binder<'c> {
                         return Err(SqlError::new("42601", "SELECT * with no tables specified is not valid"));
                     }
                     for r in &scope.rels {
-                        for (i, c) in r.table.columns.iter().enumerate() {
+                        for (i, c) in r.table.visible_columns().iter().enumerate() {
                             if !scope.hidden.contains(&(r.offset + i)) {
                                 projection.push(Expr::Column(r.offset + i));
                                 columns.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
@@ -417,7 +437,7 @@ impl<'c> Binder<'c> {
                     };
                     let qual = object_name(name)?;
                     let r = scope.rels.iter().find(|r| r.name == qual).ok_or_else(|| missing_from(&qual))?;
-                    for (i, c) in r.table.columns.iter().enumerate() {
+                    for (i, c) in r.table.visible_columns().iter().enumerate() {
                         projection.push(Expr::Column(r.offset + i));
                         columns.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
                         item_asts.push(None);
@@ -537,7 +557,7 @@ impl<'c> Binder<'c> {
         })
     }
 
-    fn limit_offset(&mut self, q: &ast::Query) -> Result<(Option<Expr>, Option<Expr>)> {
+    pub(crate) fn limit_offset(&mut self, q: &ast::Query) -> Result<(Option<Expr>, Option<Expr>)> {
         let scope = Scope::default();
         let bind = |b: &mut Self, e: &ast::Expr, what: &'static str| -> Result<Option<Expr>> {
             if matches!(e, ast::Expr::Value(v) if matches!(v.value, ast::Value::Null)) {
@@ -598,7 +618,7 @@ impl<'c> Binder<'c> {
         };
         let table = self.table(tname)?;
         let targets: Vec<usize> = if i.columns.is_empty() {
-            (0..table.columns.len()).collect()
+            (0..table.visible_columns().len()).collect()
         } else {
             i.columns
                 .iter()
@@ -611,6 +631,7 @@ impl<'c> Binder<'c> {
                 .collect::<Result<_>>()?
         };
         for (k, t) in targets.iter().enumerate() {
+            system_column_guard(&table.columns[*t])?;
             if targets[..k].contains(t) {
                 return Err(SqlError::new("42701", format!("column \"{}\" specified more than once", table.columns[*t].name)));
             }
@@ -715,8 +736,8 @@ impl<'c> Binder<'c> {
                 let width = table.columns.len();
                 let scope = Scope {
                     rels: vec![
-                        Rel { name: table.name.clone(), table: table.clone(), offset: 0 },
-                        Rel { name: "excluded".into(), table: table.clone(), offset: width },
+                        Rel { name: table.name.clone(), table: table.clone(), offset: 0, source: None },
+                        Rel { name: "excluded".into(), table: table.clone(), offset: width, source: None },
                     ],
                     hidden: Vec::new(),
                     outer: None,
@@ -745,6 +766,7 @@ impl<'c> Binder<'c> {
             let pos = table.column_index(&n).ok_or_else(|| {
                 SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", table.name))
             })?;
+            system_column_guard(&table.columns[pos])?;
             if out.iter().any(|(p, _)| *p == pos) {
                 return Err(SqlError::new("42601", format!("multiple assignments to same column \"{n}\"")));
             }
@@ -769,7 +791,7 @@ impl<'c> Binder<'c> {
         };
         let table = self.table(name)?;
         let rname = alias.as_ref().map_or_else(|| table.name.clone(), |a| ident(&a.name));
-        Ok(Rel { name: rname, table, offset: 0 })
+        Ok(Rel { name: rname, table, offset: 0, source: None })
     }
 
     fn update(&mut self, u: &ast::Update) -> Result<Plan> {
@@ -820,7 +842,7 @@ impl<'c> Binder<'c> {
     }
 
     fn returning(&mut self, items: Option<&[ast::SelectItem]>, table: &Arc<TableSchema>) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
-        let scope = Scope { rels: vec![Rel { name: table.name.clone(), table: table.clone(), offset: 0 }], hidden: Vec::new(), outer: None };
+        let scope = Scope { rels: vec![Rel { name: table.name.clone(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), outer: None };
         self.returning_in(items, &scope)
     }
 
@@ -842,7 +864,7 @@ impl<'c> Binder<'c> {
                 ast::SelectItem::ExprWithAliases { .. } => return Err(SqlError::unsupported("multiple aliases")),
                 ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..) => {
                     let r = &scope.rels[0];
-                    for (i, c) in r.table.columns.iter().enumerate() {
+                    for (i, c) in r.table.visible_columns().iter().enumerate() {
                         exprs.push(Expr::Column(i));
                         cols.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
                     }
@@ -867,7 +889,7 @@ impl<'c> Binder<'c> {
 
     /// Gives an expression of type `from` the type `to` where PostgreSQL
     /// would coerce implicitly (unknown literals, parameters, numeric widening).
-    fn coerce(&mut self, e: Expr, from: Ty, to: DataType, what: &str) -> Result<Expr> {
+    pub(crate) fn coerce(&mut self, e: Expr, from: Ty, to: DataType, what: &str) -> Result<Expr> {
         match (from, &e) {
             (None, Expr::Param(i)) => {
                 self.params[*i] = Some(to);
@@ -942,10 +964,13 @@ impl<'c> Binder<'c> {
         }
     }
 
-    fn expr(&mut self, e: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    pub(crate) fn expr(&mut self, e: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
         use ast::Expr as E;
         match e {
-            E::Identifier(i) => self.resolve_column(None, &ident(i), scope),
+            E::Identifier(i) => match self.resolve_column(None, &ident(i), scope) {
+                Err(err) if err.sqlstate == "42703" && i.quote_style.is_none() => self.keyword_function(&ident(i))?.ok_or(err),
+                other => other,
+            },
             E::CompoundIdentifier(parts) => match parts.as_slice() {
                 [q, c] => self.resolve_column(Some(&ident(q)), &ident(c), scope),
                 [s, q, c] if ident(s) == "public" => self.resolve_column(Some(&ident(q)), &ident(c), scope),
@@ -988,7 +1013,14 @@ impl<'c> Binder<'c> {
                     other => Err(SqlError::unsupported(format!("operator {other}"))),
                 }
             }
-            E::BinaryOp { left, op, right } => self.binary(left, op, right, scope, ctx),
+            E::BinaryOp { left, op, right } => match self.regex_op(left, op, right, scope, ctx)? {
+                Some(done) => Ok(done),
+                None => self.binary(left, op, right, scope, ctx),
+            },
+            E::AnyOp { left, compare_op, right, .. } => self.sys_any(left, compare_op, right, scope, ctx),
+            E::Collate { expr, collation } => self.collate(expr, collation, scope, ctx),
+            E::Array(a) => self.array_constructor(&a.elem, scope, ctx),
+            E::CompoundFieldAccess { root, access_chain } => self.subscript(root, access_chain, scope, ctx),
             E::IsNull(x) | E::IsNotNull(x) => {
                 let (b, _) = self.expr(x, scope, ctx)?;
                 Ok((Expr::IsNull(b.boxed(), matches!(e, E::IsNotNull(_))), Some(DataType::Bool)))
@@ -1039,8 +1071,15 @@ impl<'c> Binder<'c> {
                 if !matches!(kind, ast::CastKind::Cast | ast::CastKind::DoubleColon) {
                     return Err(SqlError::unsupported(format!("{kind:?}")));
                 }
-                let ty = map_type(data_type)?;
+                let target = crate::system::binder::cast_target(data_type);
+                let ty = match target {
+                    Some(_) => DataType::Text,
+                    None => map_type(data_type)?,
+                };
                 let (x, t) = self.expr(expr, scope, ctx)?;
+                if target.is_some() || t.is_some_and(crate::system::types::is_pseudo) {
+                    return self.sys_cast(x, t, target, target.is_none().then_some(ty))?.ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
+                }
                 match (t, x) {
                     (None, Expr::Const(Value::Text(s))) if category(ty) == Category::String => Ok((Expr::Const(value::cast(Value::Text(s), ty, true)?), Some(ty))),
                     (None, Expr::Const(Value::Text(s))) => Ok((Expr::Const(value::parse_input(&s, ty)?), Some(ty))),
@@ -1111,13 +1150,13 @@ impl<'c> Binder<'c> {
         }
     }
 
-    fn sub_expr(&mut self, kind: SubqueryKind, negated: bool, correlated: bool, plan: SelectPlan) -> Expr {
+    pub(crate) fn sub_expr(&mut self, kind: SubqueryKind, negated: bool, correlated: bool, plan: SelectPlan) -> Expr {
         let id = self.next_subquery;
         self.next_subquery += 1;
         Expr::Subquery(Box::new(Subquery { id, kind, negated, correlated, plan: Box::new(plan) }))
     }
 
-    fn subquery(&mut self, q: &ast::Query, scope: &Scope<'_>) -> Result<(SelectPlan, bool)> {
+    pub(crate) fn subquery(&mut self, q: &ast::Query, scope: &Scope<'_>) -> Result<(SelectPlan, bool)> {
         let saved = std::mem::replace(&mut self.correlated, false);
         let plan = self.query(q, Some(scope));
         let correlated = std::mem::replace(&mut self.correlated, saved);
@@ -1147,7 +1186,7 @@ impl<'c> Binder<'c> {
         })
     }
 
-    fn text_arg(&mut self, e: Expr, t: Ty, op: &str) -> Result<Expr> {
+    pub(crate) fn text_arg(&mut self, e: Expr, t: Ty, op: &str) -> Result<Expr> {
         match t {
             None => self.coerce(e, None, DataType::Text, op),
             Some(DataType::Char(_)) => Ok(Expr::BpcharTrim(e.boxed())),
@@ -1178,7 +1217,7 @@ impl<'c> Binder<'c> {
         self.unify_cmp(x, xt, y, yt, op)
     }
 
-    fn unify_cmp(&mut self, x: Expr, xt: Ty, y: Expr, yt: Ty, op: &str) -> Result<(Expr, Expr)> {
+    pub(crate) fn unify_cmp(&mut self, x: Expr, xt: Ty, y: Expr, yt: Ty, op: &str) -> Result<(Expr, Expr)> {
         match (xt, yt) {
             (None, None) => {
                 let x = self.coerce(x, None, DataType::Text, op)?;
@@ -1375,7 +1414,7 @@ impl<'c> Binder<'c> {
     }
 
     /// Casts a branch result to the common type (so output formatting matches).
-    fn result_cast(&mut self, e: Expr, t: Ty, common: Ty) -> Result<Expr> {
+    pub(crate) fn result_cast(&mut self, e: Expr, t: Ty, common: Ty) -> Result<Expr> {
         match (t, common) {
             (_, None) => Ok(e),
             (None, Some(c)) => self.coerce(e, None, c, "CASE"),
@@ -1390,9 +1429,10 @@ impl<'c> Binder<'c> {
         if f.filter.is_some() || f.over.is_some() || !f.within_group.is_empty() || f.null_treatment.is_some() || f.parameters != ast::FunctionArguments::None {
             return Err(SqlError::unsupported(format!("function call {}", truncate(&f.to_string()))));
         }
-        let name = object_name(&f.name)?;
+        let name = crate::system::binder::function_name(&f.name)?;
         let (args, distinct, star) = match &f.args {
             ast::FunctionArguments::None => (Vec::new(), false, false),
+            ast::FunctionArguments::Subquery(q) if name == "array" => return self.array_subquery(q, scope),
             ast::FunctionArguments::Subquery(_) => return Err(SqlError::unsupported("subquery as function argument")),
             ast::FunctionArguments::List(list) => {
                 if !list.clauses.is_empty() {
@@ -1418,6 +1458,8 @@ impl<'c> Binder<'c> {
             "avg" => Some(AggFunc::Avg),
             "min" => Some(AggFunc::Min),
             "max" => Some(AggFunc::Max),
+            "string_agg" => Some(AggFunc::StringAgg),
+            "array_agg" => Some(AggFunc::ArrayAgg),
             _ => None,
         };
         if let Some(func) = agg {
@@ -1438,6 +1480,17 @@ impl<'c> Binder<'c> {
         }
         let (arg, ty) = match (func, args) {
             (AggFunc::CountStar, []) => (None, DataType::Int8),
+            (AggFunc::StringAgg, [x, delimiter]) => {
+                ctx.in_agg = true;
+                let bound = self.expr(x, scope, ctx).and_then(|bx| Ok((bx, self.expr(delimiter, scope, ctx)?)));
+                ctx.in_agg = false;
+                let ((x, xt), (d, dt)) = bound?;
+                let x = self.text_arg(x, xt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
+                let d = self.text_arg(d, dt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
+                // Each row carries its value and delimiter as a two-element array.
+                (Some(Expr::Func(crate::expr::Func::Sys(crate::system::SysFunc::MakeArray(crate::system::Elem::Text)), vec![x, d])), DataType::Text)
+            }
+            (AggFunc::StringAgg, _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
             (_, [a]) => {
                 ctx.in_agg = true;
                 let bound = self.expr(a, scope, ctx);
@@ -1449,6 +1502,10 @@ impl<'c> Binder<'c> {
                     None => return Err(SqlError::new("42725", format!("function {name}(unknown) is not unique"))),
                 };
                 let result = match func {
+                    AggFunc::StringAgg => DataType::Text,
+                    AggFunc::ArrayAgg => crate::system::Elem::for_element(t)
+                        .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
+                        .data_type(),
                     AggFunc::Count | AggFunc::CountStar => DataType::Int8,
                     AggFunc::Sum => match t {
                         DataType::Int2 | DataType::Int4 => DataType::Int8,
@@ -1621,7 +1678,7 @@ impl<'c> Binder<'c> {
                 };
                 Ok((e, common))
             }
-            "nullif" => {
+            "nullif" if nargs == 2 => {
                 arity(2, 2)?;
                 let mut it = bound.into_iter();
                 let (Some((x, xt)), Some((y, yt))) = (it.next(), it.next()) else { return Err(SqlError::undefined_function(&sig())) };
@@ -1629,7 +1686,7 @@ impl<'c> Binder<'c> {
                 let t = xt.or(yt).or(Some(Text));
                 Ok((Expr::NullIf(x.boxed(), y.boxed()), t))
             }
-            _ => Err(SqlError::undefined_function(&sig())),
+            _ => self.sys_function(name, bound)?.ok_or_else(|| SqlError::undefined_function(&sig())),
         }
     }
 }
@@ -1669,6 +1726,14 @@ fn lookup(scope: &Scope<'_>, qualifier: Option<&str>, name: &str) -> Result<Opti
     Ok(found)
 }
 
+/// The engine's hidden row id is a system column: readable, never assigned.
+fn system_column_guard(col: &pgtier_engine::Column) -> Result<()> {
+    if col.is_hidden() {
+        return Err(SqlError::new("0A000", format!("cannot assign to system column \"{}\"", col.name)));
+    }
+    Ok(())
+}
+
 fn missing_from(q: &str) -> SqlError {
     SqlError::new("42P01", format!("missing FROM-clause entry for table \"{q}\""))
 }
@@ -1684,7 +1749,7 @@ fn flatten_and(e: Expr, out: &mut Vec<Expr>) {
     }
 }
 
-fn ordinal(e: &ast::Expr) -> Option<usize> {
+pub(crate) fn ordinal(e: &ast::Expr) -> Option<usize> {
     match e {
         ast::Expr::Value(v) => match &v.value {
             ast::Value::Number(n, _) => n.parse().ok(),
@@ -1694,7 +1759,7 @@ fn ordinal(e: &ast::Expr) -> Option<usize> {
     }
 }
 
-fn output_name_match(e: &ast::Expr, columns: &[OutputColumn]) -> Option<usize> {
+pub(crate) fn output_name_match(e: &ast::Expr, columns: &[OutputColumn]) -> Option<usize> {
     let ast::Expr::Identifier(i) = e else { return None };
     let n = ident(i);
     let mut hits = columns.iter().enumerate().filter(|(_, c)| c.name == n);
@@ -1795,7 +1860,7 @@ fn check_assignable(from: DataType, to: DataType, column: &str) -> Result<()> {
 
 /// Common type of CASE/COALESCE/IN branches (PostgreSQL's
 /// select_common_type, for the categories pgtier has).
-fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
+pub(crate) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
     let mut common: Ty = None;
     for t in types.iter().flatten() {
         common = Some(match common {
@@ -1837,7 +1902,8 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
         match l {
             None => Ok(None),
             Some(ast::CharacterLength::IntegerLength { length, .. }) => {
-                u32::try_from(*length).map(Some).map_err(|_| SqlError::new("22023", "length for type varchar cannot exceed 10485760"))
+                // Longer lengths are the system catalogs' array tags (system::types).
+                u32::try_from(*length).ok().filter(|n| *n <= 10_485_760).map(Some).ok_or_else(|| SqlError::new("22023", "length for type varchar cannot exceed 10485760"))
             }
             Some(ast::CharacterLength::Max) => Err(SqlError::unsupported("varchar(max)")),
         }
@@ -1871,8 +1937,18 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
         D::Bytea => DataType::Bytea,
         D::Date => DataType::Date,
         D::Timestamp(None, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Timestamp,
-        D::Custom(name, mods) if mods.is_empty() => match name.to_string().to_lowercase().as_str() {
-            "int" | "int4" => DataType::Int4,
+        // psql and drivers write builtin types qualified (`pg_catalog.text`).
+        D::Custom(name, mods) if mods.is_empty() => match name.to_string().to_lowercase().trim_start_matches("pg_catalog.") {
+            "int" | "int4" | "integer" => DataType::Int4,
+            "int2" | "smallint" => DataType::Int2,
+            "int8" | "bigint" => DataType::Int8,
+            "float4" | "real" => DataType::Float4,
+            "float8" => DataType::Float8,
+            "bool" | "boolean" => DataType::Bool,
+            "text" | "varchar" => DataType::Text,
+            "bytea" => DataType::Bytea,
+            "date" => DataType::Date,
+            "timestamp" => DataType::Timestamp,
             "bpchar" => DataType::Char(1),
             "serial" | "bigserial" | "smallserial" => return Err(SqlError::unsupported(format!("type {name}"))),
             other => return Err(SqlError::new("42704", format!("type \"{other}\" does not exist"))),

@@ -87,6 +87,8 @@ pub struct Exec<'a> {
     pub dml_row: &'a mut Vec<Value>,
     /// Results of uncorrelated subqueries, by subquery id (this execution only).
     pub sub_cache: HashMap<usize, Vec<Value>>,
+    /// The session's settings: current_setting/set_config and pg_settings read them.
+    pub settings: &'a mut HashMap<String, String>,
 }
 
 impl SubqueryRunner for Exec<'_> {
@@ -101,6 +103,10 @@ impl SubqueryRunner for Exec<'_> {
             self.sub_cache.insert(sub.id, firsts.clone());
         }
         Ok(firsts)
+    }
+
+    fn system(&mut self) -> Option<crate::system::SysCtx<'_>> {
+        Some(crate::system::SysCtx { catalog: self.txn.catalog(), settings: self.settings })
     }
 }
 
@@ -209,6 +215,7 @@ impl<'a> Exec<'a> {
                     Ok(true)
                 })?;
             }
+            Access::Virtual(source) => self.virtual_rows(source, env, row, out)?,
             Access::FullScan => {
                 self.txn.scan_table(table.id, |r| {
                     read_row(&r, out);
@@ -821,7 +828,7 @@ fn count_arg(v: Value, what: &str) -> Result<usize> {
 
 /// Group/DISTINCT key: values equal under SQL equality hash alike.
 #[derive(Clone, Debug)]
-struct GroupKey(Vec<Value>);
+pub(crate) struct GroupKey(pub(crate) Vec<Value>);
 
 impl PartialEq for GroupKey {
     fn eq(&self, other: &GroupKey) -> bool {
@@ -869,6 +876,7 @@ enum Acc {
     AvgNum(Numeric, i64),
     AvgFloat(f64, i64),
     Extreme(Option<Value>),
+    Collect(Vec<Value>),
 }
 
 fn new_acc(call: &AggCall, arg_ty_hint: Option<&Value>) -> Acc {
@@ -885,6 +893,7 @@ fn new_acc(call: &AggCall, arg_ty_hint: Option<&Value>) -> Acc {
             _ => Acc::AvgNum(Numeric::new(0, 0), 0),
         },
         AggFunc::Min | AggFunc::Max => Acc::Extreme(None),
+        AggFunc::StringAgg | AggFunc::ArrayAgg => Acc::Collect(Vec::new()),
     }
 }
 
@@ -892,6 +901,8 @@ fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Result<()> {
     let overflow = || SqlError::new("22003", "value overflows numeric format");
     match (acc, v) {
         (Acc::Count(n), None) if call.func == AggFunc::CountStar => *n += 1,
+        // array_agg keeps NULLs; string_agg's pair is never NULL.
+        (Acc::Collect(items), Some(v)) => items.push(v),
         (_, None) => {}
         (_, Some(Value::Null)) => {}
         (Acc::Count(n), Some(_)) => *n += 1,
@@ -931,6 +942,7 @@ fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Result<()> {
 fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
     Ok(match acc {
         Acc::Count(n) => Value::Int8(n),
+        Acc::Collect(items) => crate::system::funcs::finish_collect(call, items)?,
         Acc::SumInt(s) => match s {
             Some(x) => Value::Int8(i64::try_from(x).map_err(|_| SqlError::out_of_range("bigint"))?),
             None => Value::Null,

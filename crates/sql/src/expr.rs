@@ -82,6 +82,8 @@ pub enum Func {
     Position,
     Greatest,
     Least,
+    /// A system function (crate::system::funcs).
+    Sys(crate::system::SysFunc),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -90,6 +92,8 @@ pub enum SubqueryKind {
     Scalar,
     /// `lhs [NOT] IN (subquery)`.
     In(Box<Expr>),
+    /// `ARRAY(subquery)`: the first column's values as an array.
+    Array(crate::system::Elem),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -152,6 +156,13 @@ pub struct Env<'a> {
 pub trait SubqueryRunner {
     /// Rows of `sub` (first column only) evaluated with `outer` as the enclosing row.
     fn run(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>>;
+
+    /// The catalog snapshot and session settings, for the system functions
+    /// (pg_get_indexdef, current_setting, ...); None where there are none
+    /// (constant folding at bind time).
+    fn system(&mut self) -> Option<crate::system::SysCtx<'_>> {
+        None
+    }
 }
 
 pub struct NoSubqueries;
@@ -355,6 +366,7 @@ impl Expr {
                     }
                     rows.into_iter().next().unwrap_or(Value::Null)
                 }
+                SubqueryKind::Array(elem) => Value::Text(crate::system::types::array_text(*elem, &sq.run(s, env, row)?)),
                 _ => match self.eval_bool(env, sq, row)? {
                     Some(b) => Value::Bool(b),
                     None => Value::Null,
@@ -456,7 +468,7 @@ impl Expr {
                     }
                     if unknown { None } else { Some(s.negated) }
                 }
-                SubqueryKind::Scalar => as_bool(self.eval(env, sq, row)?),
+                SubqueryKind::Scalar | SubqueryKind::Array(_) => as_bool(self.eval(env, sq, row)?),
             },
             other => as_bool(other.eval(env, sq, row)?),
         })
@@ -531,6 +543,9 @@ fn text_arg(v: &Value) -> Option<&str> {
 }
 
 fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunner, row: &[Value]) -> Result<Value> {
+    if let Func::Sys(s) = f {
+        return crate::system::funcs::eval(s, args, env, sq, row);
+    }
     if f == Func::Now {
         return Ok(Value::Timestamp(env.now_micros));
     }
@@ -669,7 +684,7 @@ fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunner,
             };
             value::arith(ArithOp::Mod, &vals[0], &vals[1], ty)?
         }
-        Func::Now | Func::Concat | Func::Greatest | Func::Least => Value::Null,
+        Func::Now | Func::Concat | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
     })
 }
 

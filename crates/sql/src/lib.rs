@@ -12,6 +12,7 @@ pub mod expr;
 pub mod plan;
 pub mod planner;
 pub mod session;
+pub mod system;
 pub mod value;
 
 pub use error::{Result, SqlError};

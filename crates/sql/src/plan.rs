@@ -27,6 +27,9 @@ pub enum Access {
     /// range on the next column.
     IndexScan { index: IndexId, eq: Vec<Expr>, lower: Option<(Expr, bool)>, upper: Option<(Expr, bool)>, key_types: Vec<DataType> },
     FullScan,
+    /// Rows not stored in the engine: a system catalog generated from the
+    /// catalog snapshot, a subquery or set operation in FROM, a table function.
+    Virtual(Arc<crate::system::VirtualSource>),
 }
 
 #[derive(Clone, Debug)]
@@ -70,6 +73,10 @@ pub enum AggFunc {
     Avg,
     Min,
     Max,
+    /// string_agg(text, delimiter): the argument is the pair as a text array.
+    StringAgg,
+    /// array_agg(x): the result type is the array type.
+    ArrayAgg,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -116,6 +116,10 @@ fn key_preds(rels: &[Rel], l: usize, rel: &Rel, filters: &[Expr]) -> Vec<KeyPred
 }
 
 fn choose_access(catalog: &Catalog, rels: &[Rel], l: usize, rel: &Rel, filters: &mut Vec<Expr>, used: &mut Vec<IndexId>) -> (Access, bool) {
+    if let Some(source) = &rel.source {
+        // Not stored: no key or index to narrow by; every filter applies.
+        return (Access::Virtual(source.clone()), false);
+    }
     let preds = key_preds(rels, l, rel, filters);
     let eq_for = |col: usize| preds.iter().find(|p| p.column == col && p.op == CmpOp::Eq);
     let table = &rel.table;

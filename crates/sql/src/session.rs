@@ -176,12 +176,16 @@ fn default_settings() -> HashMap<String, String> {
         ("idle_in_transaction_session_timeout", "0"),
         ("bytea_output", "hex"),
         ("max_identifier_length", "63"),
+        // Who and where, for current_user/current_database(); the server sets
+        // them from the startup packet (`Connection::set_identity`).
+        ("session_authorization", "postgres"),
+        ("pgtier.database", "postgres"),
     ];
     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 
 /// Settings PostgreSQL lets a session change; the rest are read-only.
-const READ_ONLY_SETTINGS: [&str; 5] = ["server_version", "server_encoding", "integer_datetimes", "is_superuser", "max_identifier_length"];
+pub(crate) const READ_ONLY_SETTINGS: [&str; 5] = ["server_version", "server_encoding", "integer_datetimes", "is_superuser", "max_identifier_length"];
 
 pub struct Connection {
     db: Database,
@@ -347,6 +351,14 @@ impl Connection {
         self.txn_command(&TxnCommand::Rollback).map(|_| ())
     }
 
+    /// The user and database this session reports (current_user,
+    /// current_database(), pg_database); the server passes the startup
+    /// packet's `user` and `database`.
+    pub fn set_identity(&mut self, user: &str, database: &str) {
+        self.settings.insert("session_authorization".into(), user.to_owned());
+        self.settings.insert("pgtier.database".into(), database.to_owned());
+    }
+
     /// A setting's current value (`SHOW name`).
     pub fn setting(&self, name: &str) -> Option<&str> {
         self.settings.get(&name.to_lowercase()).map(String::as_str)
@@ -478,6 +490,7 @@ impl Connection {
             dml_keys: &mut self.dml_keys,
             dml_row: &mut self.dml_row,
             sub_cache: HashMap::new(),
+            settings: &mut self.settings,
         };
         let out = &mut self.result;
         let r = match &prepared.plan {
@@ -554,7 +567,7 @@ fn param_fits(v: &Value, ty: pgtier_engine::DataType) -> bool {
     )
 }
 
-fn normalize_setting(key: &str, value: &str) -> Result<String> {
+pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
     let invalid = || SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\""));
     Ok(match key {
         "client_encoding" => {

@@ -1,0 +1,304 @@
+//! PostgreSQL types that exist only in the SQL layer, for the system
+//! catalogs: `oid`, `name`, `"char"`, the `reg*` types, `int2vector`,
+//! `oidvector` and one-dimensional arrays.
+//!
+//! The engine's [`DataType`] is the binder's type, and storage never sees
+//! these types, so they are carried as engine types:
+//! - `oid` is `int8` (prints the same, compares numerically with integers);
+//!   `name` and `"char"` are `text` (PostgreSQL compares `name` in the C
+//!   collation, as pgtier compares all text).
+//! - `regclass`/`regtype`/`regnamespace`/`regrole` are an oid that prints as
+//!   a name. They are `numeric` with precision 0 and a nonzero scale tag:
+//!   precision 0 is unconstrained numeric (`NUMERIC_ANY` is scale 0), so
+//!   any cast the binder inserts keeps the number, comparisons with oids are
+//!   numeric, and `CREATE TABLE` can never produce one. Values are `Int8`;
+//!   the top-level output and `::text` turn them into names
+//!   ([`super::funcs::SysFunc::RegOut`]).
+//! - `regproc` is the function's name as text (pg_proc is minimal).
+//! - arrays, `int2vector` and `oidvector` are `varchar(n)` with `n` above
+//!   PostgreSQL's limit (which `CREATE TABLE` and casts reject) holding
+//!   PostgreSQL's text form (`{1,2}`, `1 2`); the array functions parse it.
+
+use pgtier_engine::{DataType, Value};
+
+use crate::error::{Result, SqlError};
+
+pub const OID: DataType = DataType::Int8;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegKind {
+    Class,
+    Type,
+    Namespace,
+    Role,
+}
+
+impl RegKind {
+    pub fn data_type(self) -> DataType {
+        let tag = match self {
+            RegKind::Class => 1,
+            RegKind::Type => 2,
+            RegKind::Namespace => 3,
+            RegKind::Role => 4,
+        };
+        DataType::Numeric { precision: 0, scale: tag }
+    }
+
+    pub fn of(ty: DataType) -> Option<RegKind> {
+        match ty {
+            DataType::Numeric { precision: 0, scale: 1 } => Some(RegKind::Class),
+            DataType::Numeric { precision: 0, scale: 2 } => Some(RegKind::Type),
+            DataType::Numeric { precision: 0, scale: 3 } => Some(RegKind::Namespace),
+            DataType::Numeric { precision: 0, scale: 4 } => Some(RegKind::Role),
+            _ => None,
+        }
+    }
+
+    pub fn type_oid(self) -> u32 {
+        match self {
+            RegKind::Class => 2205,
+            RegKind::Type => 2206,
+            RegKind::Namespace => 4089,
+            RegKind::Role => 4096,
+        }
+    }
+}
+
+/// Element type of an array (or vector) carried as text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Elem {
+    Int2,
+    Int4,
+    Int8,
+    Oid,
+    Text,
+    Char,
+    Bool,
+    Float8,
+    /// `int2vector`: space-separated, no braces.
+    Int2Vector,
+    /// `oidvector`.
+    OidVector,
+    /// `aclitem[]` (always NULL here; typed for the columns that hold it).
+    AclItem,
+}
+
+/// Above PostgreSQL's varchar limit (10485760), which `map_type` enforces.
+const ARRAY_TAG_BASE: u32 = 10_485_761;
+const ELEMS: [Elem; 11] =
+    [Elem::Int2, Elem::Int4, Elem::Int8, Elem::Oid, Elem::Text, Elem::Char, Elem::Bool, Elem::Float8, Elem::Int2Vector, Elem::OidVector, Elem::AclItem];
+
+impl Elem {
+    pub fn data_type(self) -> DataType {
+        let i = ELEMS.iter().position(|e| *e == self).unwrap_or(0);
+        DataType::Varchar(ARRAY_TAG_BASE + u32::try_from(i).unwrap_or(0))
+    }
+
+    pub fn of(ty: DataType) -> Option<Elem> {
+        match ty {
+            DataType::Varchar(n) if n >= ARRAY_TAG_BASE => ELEMS.get(usize::try_from(n - ARRAY_TAG_BASE).ok()?).copied(),
+            _ => None,
+        }
+    }
+
+    pub fn is_vector(self) -> bool {
+        matches!(self, Elem::Int2Vector | Elem::OidVector)
+    }
+
+    /// The engine type of one element.
+    pub fn element_type(self) -> DataType {
+        match self {
+            Elem::Int2 | Elem::Int2Vector => DataType::Int2,
+            Elem::Int4 => DataType::Int4,
+            Elem::Int8 | Elem::Oid | Elem::OidVector => DataType::Int8,
+            Elem::Text | Elem::Char | Elem::AclItem => DataType::Text,
+            Elem::Bool => DataType::Bool,
+            Elem::Float8 => DataType::Float8,
+        }
+    }
+
+    /// The array type holding elements of engine type `ty`.
+    pub fn for_element(ty: DataType) -> Option<Elem> {
+        Some(match ty {
+            DataType::Int2 => Elem::Int2,
+            DataType::Int4 => Elem::Int4,
+            DataType::Int8 => Elem::Int8,
+            DataType::Bool => Elem::Bool,
+            DataType::Float8 => Elem::Float8,
+            DataType::Text | DataType::Varchar(_) | DataType::Char(_) => Elem::Text,
+            _ => return None,
+        })
+    }
+
+    /// PostgreSQL's OID of this array type.
+    pub fn type_oid(self) -> u32 {
+        match self {
+            Elem::Int2 => 1005,
+            Elem::Int4 => 1007,
+            Elem::Int8 => 1016,
+            Elem::Oid => 1028,
+            Elem::Text => 1009,
+            Elem::Char => 1002,
+            Elem::Bool => 1000,
+            Elem::Float8 => 1022,
+            Elem::Int2Vector => 22,
+            Elem::OidVector => 30,
+            Elem::AclItem => 1034,
+        }
+    }
+}
+
+/// True for the SQL-layer-only types, which must not reach storage.
+pub fn is_pseudo(ty: DataType) -> bool {
+    RegKind::of(ty).is_some() || Elem::of(ty).is_some()
+}
+
+/// What a client sees for a column of type `ty`: reg* columns are turned
+/// into their names and arrays are their text form.
+pub fn output_type(ty: DataType) -> DataType {
+    if is_pseudo(ty) { DataType::Text } else { ty }
+}
+
+/// PostgreSQL's text form of an array (or vector) of `items`.
+pub fn array_text(elem: Elem, items: &[Value]) -> String {
+    let mut out = String::new();
+    if elem.is_vector() {
+        for (k, v) in items.iter().enumerate() {
+            if k > 0 {
+                out.push(' ');
+            }
+            crate::value::write_text(v, &mut out);
+        }
+        return out;
+    }
+    out.push('{');
+    for (k, v) in items.iter().enumerate() {
+        if k > 0 {
+            out.push(',');
+        }
+        match v {
+            Value::Null => out.push_str("NULL"),
+            Value::Text(s) => quote_element(s, &mut out),
+            other => crate::value::write_text(other, &mut out),
+        }
+    }
+    out.push('}');
+    out
+}
+
+fn quote_element(s: &str, out: &mut String) {
+    let needs = s.is_empty()
+        || s.eq_ignore_ascii_case("null")
+        || s.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace());
+    if !needs {
+        out.push_str(s);
+        return;
+    }
+    out.push('"');
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+}
+
+/// Elements of an array's text form (NULL elements as None), as text.
+pub fn parse_array(text: &str, elem: Elem) -> Result<Vec<Option<String>>> {
+    let malformed = || SqlError::new("22P02", format!("malformed array literal: \"{text}\""));
+    let t = text.trim();
+    if elem.is_vector() {
+        return Ok(t.split_whitespace().map(|s| Some(s.to_owned())).collect());
+    }
+    let inner = t.strip_prefix('{').and_then(|r| r.strip_suffix('}')).ok_or_else(malformed)?;
+    let mut out = Vec::new();
+    if inner.trim().is_empty() {
+        return Ok(out);
+    }
+    let mut chars = inner.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let mut item = String::new();
+        let quoted = chars.peek() == Some(&'"');
+        if quoted {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('\\') => item.push(chars.next().ok_or_else(malformed)?),
+                    Some('"') => break,
+                    Some(c) => item.push(c),
+                    None => return Err(malformed()),
+                }
+            }
+            while chars.peek().is_some_and(|c| c.is_whitespace()) {
+                chars.next();
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == ',' {
+                    break;
+                }
+                if c == '{' || c == '}' || c == '"' {
+                    return Err(SqlError::unsupported("multidimensional arrays"));
+                }
+                item.push(c);
+                chars.next();
+            }
+            item = item.trim_end().to_owned();
+        }
+        out.push(if !quoted && item.eq_ignore_ascii_case("null") { None } else { Some(item) });
+        match chars.next() {
+            Some(',') => continue,
+            None => break,
+            Some(_) => return Err(malformed()),
+        }
+    }
+    Ok(out)
+}
+
+/// Elements as values of the element type.
+pub fn array_values(text: &str, elem: Elem) -> Result<Vec<Value>> {
+    parse_array(text, elem)?
+        .into_iter()
+        .map(|e| match e {
+            None => Ok(Value::Null),
+            Some(s) => crate::value::parse_input(&s, elem.element_type()),
+        })
+        .collect()
+}
+
+/// Validates and normalizes array input text (`'{1, 2}'::int2[]`).
+pub fn array_input(text: &str, elem: Elem) -> Result<Value> {
+    let items = array_values(text, elem)?;
+    Ok(Value::Text(array_text(elem, &items)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn array_round_trip() {
+        let v = array_values("{1, 2,NULL}", Elem::Int2).unwrap();
+        assert_eq!(v, vec![Value::Int2(1), Value::Int2(2), Value::Null]);
+        assert_eq!(array_text(Elem::Int2, &v), "{1,2,NULL}");
+        let t = array_values(r#"{a,"b c","d\"e"}"#, Elem::Text).unwrap();
+        assert_eq!(array_text(Elem::Text, &t), r#"{a,"b c","d\"e"}"#);
+        assert_eq!(array_text(Elem::Int2Vector, &[Value::Int2(1), Value::Int2(3)]), "1 3");
+        assert!(array_values("{}", Elem::Oid).unwrap().is_empty());
+    }
+
+    #[test]
+    fn tags_round_trip() {
+        for e in ELEMS {
+            assert_eq!(Elem::of(e.data_type()), Some(e));
+        }
+        for k in [RegKind::Class, RegKind::Type, RegKind::Namespace, RegKind::Role] {
+            assert_eq!(RegKind::of(k.data_type()), Some(k));
+        }
+        assert_eq!(RegKind::of(crate::value::NUMERIC_ANY), None);
+    }
+}
