@@ -35,7 +35,7 @@ pub use pgtier_wal::{Lsn, WalConfig, WalStats};
 pub use row::ROW_BYTES_MAX;
 pub use schema::{
     COLUMNS_MAX, Catalog, Column, ColumnDef, ForeignKey, ForeignKeyDef, ForeignKeyId, IndexDef, IndexId, IndexSchema,
-    KEY_COLUMNS_MAX, TableDef, TableId, TableSchema,
+    KEY_COLUMNS_MAX, ROWID_COLUMN, TableDef, TableId, TableSchema,
 };
 pub use stream::{Change, CommitStream, CommittedTxn, RowChange, StreamStart};
 pub use transaction::Transaction;

@@ -63,6 +63,9 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
     report.replay_duration = replay_started.elapsed();
     let index_started = Instant::now();
     build_metas(&state)?;
+    for store in state.live_stores() {
+        store.restore_rowid();
+    }
     report.index_build_duration = index_started.elapsed();
     let consumers = ConsumerRegistry::load(dir)?;
     report.duration = started.elapsed();

@@ -59,8 +59,8 @@ pub struct ForeignKeyDef {
     pub parent_columns: Vec<String>,
 }
 
-/// `CREATE TABLE`. A primary key is required at this layer: rows are stored
-/// and logged by primary key (see README, "Known limits").
+/// `CREATE TABLE`. Rows are stored, locked and logged by primary key; a
+/// table declared without one gets the hidden row id [`ROWID_COLUMN`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct TableDef {
     pub name: String,
@@ -104,6 +104,24 @@ pub struct Column {
     pub default: Option<Value>,
 }
 
+/// The hidden row id the engine adds, as the last column and the primary
+/// key, to a table declared without a primary key (rows are stored and
+/// logged by key). PostgreSQL reserves `ctid` as a system column name, so no
+/// user column can collide with it. Values come from a per-table counter
+/// (`TableStore::allocate_rowid`); they are never reused within a run and
+/// after recovery continue past the largest stored one.
+pub const ROWID_COLUMN: &str = "ctid";
+
+/// PostgreSQL's system column names: a user column may not take them.
+const SYSTEM_COLUMNS: [&str; 6] = ["ctid", "xmin", "xmax", "cmin", "cmax", "tableoid"];
+
+impl Column {
+    /// The engine's hidden row id: not in `SELECT *`, not an INSERT target.
+    pub fn is_hidden(&self) -> bool {
+        self.name == ROWID_COLUMN
+    }
+}
+
 /// A resolved table. Immutable for the table's lifetime (no ALTER yet), so a
 /// row image plus its table id always decodes the same way.
 #[derive(Debug)]
@@ -121,6 +139,17 @@ pub struct TableSchema {
 impl TableSchema {
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)
+    }
+
+    /// Declared without a primary key: the last column is the hidden row id.
+    pub fn has_rowid(&self) -> bool {
+        self.columns.last().is_some_and(Column::is_hidden)
+    }
+
+    /// The columns users declared (`SELECT *`, INSERT without a column
+    /// list, COPY, the catalog views): all but a hidden row id.
+    pub fn visible_columns(&self) -> &[Column] {
+        if self.has_rowid() { &self.columns[..self.columns.len() - 1] } else { &self.columns }
     }
 
     /// One value per column: each column's DEFAULT, or NULL. INSERT with a
@@ -256,11 +285,14 @@ impl Catalog {
                 Ok(Column { name: c.name.clone(), ty: c.ty, nullable: c.nullable, default })
             })
             .collect::<Result<_>>()?;
-        if def.primary_key.is_empty() {
-            return Err(EngineError::FeatureNotSupported(format!("table \"{}\" without a primary key", def.name)));
-        }
-        let pk = resolve_columns(&def.name, &columns, &def.primary_key)?;
         let mut columns = columns;
+        let rowid = def.primary_key.is_empty();
+        let pk = if rowid {
+            columns.push(Column { name: ROWID_COLUMN.to_owned(), ty: DataType::Int8, nullable: false, default: None });
+            vec![columns.len() - 1]
+        } else {
+            resolve_columns(&def.name, &columns, &def.primary_key)?
+        };
         for &c in &pk {
             columns[c].nullable = false; // PRIMARY KEY implies NOT NULL, as in PostgreSQL.
         }
@@ -272,7 +304,8 @@ impl Catalog {
             columns: pk.clone(),
             unique: true,
             primary: true,
-            ordered: def.primary_key_ordered,
+            // Nobody range-scans a row id: the hash index alone serves it.
+            ordered: def.primary_key_ordered && !rowid,
         }];
         for (name, cols) in &def.unique {
             let cols_idx = resolve_columns(&def.name, &columns, cols)?;
@@ -324,7 +357,14 @@ impl Catalog {
             (parent.id, &parent.columns, parent.name.clone())
         };
         let parent_columns = if fk.parent_columns.is_empty() {
-            if self_ref { child.primary_key.clone() } else { self.table(parent_id).map(|t| t.primary_key.clone()).unwrap_or_default() }
+            let parent = if self_ref { Some(child) } else { self.table(parent_id).map(Arc::as_ref) };
+            match parent {
+                Some(p) if p.has_rowid() => {
+                    return Err(EngineError::definition("42704", format!("there is no primary key for referenced table \"{parent_name}\"")));
+                }
+                Some(p) => p.primary_key.clone(),
+                None => Vec::new(),
+            }
         } else {
             resolve_columns(&parent_name, parent_cols_all, &fk.parent_columns)?
         };
@@ -470,13 +510,17 @@ fn len_u32(n: usize) -> u32 {
 }
 
 fn validate_columns(def: &TableDef) -> Result<()> {
-    if def.columns.is_empty() || def.columns.len() > COLUMNS_MAX {
+    // A table without a primary key also stores the hidden row id.
+    if def.columns.is_empty() || def.columns.len() + usize::from(def.primary_key.is_empty()) > COLUMNS_MAX {
         return Err(EngineError::ProgramLimitExceeded { message: format!("tables can have at most {COLUMNS_MAX} columns") });
     }
     for (i, c) in def.columns.iter().enumerate() {
         c.ty.validate()?;
         if def.columns[..i].iter().any(|o| o.name == c.name) {
             return Err(EngineError::definition("42701", format!("column \"{}\" specified more than once", c.name)));
+        }
+        if SYSTEM_COLUMNS.contains(&c.name.as_str()) {
+            return Err(EngineError::definition("42701", format!("column name \"{}\" conflicts with a system column name", c.name)));
         }
     }
     Ok(())

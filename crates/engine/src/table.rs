@@ -155,6 +155,8 @@ pub(crate) struct TableStore {
     /// Committed live rows (maintained at commit and recovery).
     pub(crate) live_rows: AtomicI64,
     pub(crate) dropped: AtomicBool,
+    /// Next hidden row id (tables declared without a primary key only).
+    next_rowid: AtomicI64,
 }
 
 /// Latest state of a row as a writer sees it.
@@ -199,7 +201,33 @@ impl TableStore {
             lock: TableLock::new(),
             live_rows: AtomicI64::new(0),
             dropped: AtomicBool::new(false),
+            next_rowid: AtomicI64::new(1),
         }
+    }
+
+    /// A fresh hidden row id. Ids of rolled-back inserts are not reused,
+    /// like PostgreSQL sequence values.
+    pub(crate) fn allocate_rowid(&self) -> i64 {
+        self.next_rowid.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// After recovery: continue past the largest row id stored, so a new
+    /// id never collides with a recovered row.
+    pub(crate) fn restore_rowid(&self) {
+        if !self.schema.has_rowid() {
+            return;
+        }
+        let layout = self.layout();
+        let col = self.schema.columns.len() - 1;
+        let mut max = 0i64;
+        for shard in self.primary.shards() {
+            for head in shard.map.read().iter() {
+                if let crate::types::ValueRef::Int8(id) = layout.get(head.row(layout), col) {
+                    max = max.max(id);
+                }
+            }
+        }
+        self.next_rowid.store(max + 1, Ordering::Relaxed);
     }
 
     pub(crate) fn layout(&self) -> &RowLayout {

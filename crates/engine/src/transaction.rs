@@ -475,7 +475,15 @@ impl Transaction {
     fn insert_inner(&mut self, table: TableId, values: &[Value]) -> Result<()> {
         let h = self.hold(table)?;
         let store = Arc::clone(&self.held[h].store);
-        encode_row(&store.schema, values, &mut self.s.row)?;
+        if store.schema.has_rowid() && values.last().is_some_and(Value::is_null) {
+            let mut with_id = values.to_vec();
+            if let Some(last) = with_id.last_mut() {
+                *last = Value::Int8(store.allocate_rowid());
+            }
+            encode_row(&store.schema, &with_id, &mut self.s.row)?;
+        } else {
+            encode_row(&store.schema, values, &mut self.s.row)?;
+        }
         self.insert_encoded(h, &store)
     }
 
