@@ -60,6 +60,7 @@ pub enum CastTarget {
 
 pub fn cast_target(t: &ast::DataType) -> Option<CastTarget> {
     match t {
+        ast::DataType::Regclass => Some(CastTarget::Reg(RegKind::Class)),
         ast::DataType::Custom(name, mods) if mods.is_empty() => {
             let last = name.0.last()?.as_ident()?;
             let quoted = last.quote_style.is_some();

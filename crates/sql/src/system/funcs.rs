@@ -159,7 +159,7 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
     for a in args {
         vals.push(a.eval(env, sq, row)?);
     }
-    let strict = !matches!(f, SysFunc::CurrentSetting | SysFunc::ArrayToString(_) | SysFunc::MakeArray(_) | SysFunc::Any(..));
+    let strict = !matches!(f, SysFunc::CurrentSetting | SysFunc::ArrayToString(_) | SysFunc::MakeArray(_) | SysFunc::Any(..) | SysFunc::FormatType);
     if strict && vals.iter().any(Value::is_null) {
         return Ok(Value::Null);
     }
@@ -177,7 +177,13 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             )));
         }
         SysFunc::BackendPid => return Ok(Value::Int4(i32::try_from(std::process::id()).unwrap_or(0))),
-        SysFunc::FormatType => return Ok(Value::Text(format_type(int(0), Some(int(1))))),
+        SysFunc::FormatType => {
+            // A NULL typmod is allowed (and differs from -1 for bpchar).
+            return Ok(match &vals[0] {
+                Value::Null => Value::Null,
+                _ => Value::Text(format_type(int(0), vals[1].as_i64())),
+            });
+        }
         SysFunc::GetExpr => return Ok(vals[0].clone()),
         SysFunc::NoDescription | SysFunc::NullResult => return Ok(Value::Null),
         SysFunc::EncodingToChar => {
