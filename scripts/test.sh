@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # README command 2: installs what the tests need on a fresh Debian machine
-# (PostgreSQL server binaries, an unprivileged user to run them), then runs the
+# (PostgreSQL server binaries, an unprivileged user to run them, the client
+# drivers of crates/server/tests/drivers/ under .pgtier/clients/), then runs the
 # whole test suite against real private PostgreSQL clusters.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/ensure-postgres.sh
+# Toolchains and packages of the real-client tests (crates/server/tests/drivers/).
+bash scripts/ensure-clients.sh
 
 # A persistent target dir keeps rebuilds cheap across sessions; CI starts empty.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"

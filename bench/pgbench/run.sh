@@ -7,6 +7,8 @@
 # The database must hold a TATP population of N_SUBSCRIBERS, e.g. from
 #   pgtier bench tatp --url URL --populate --populate-only --subscribers N
 # Prints pgbench's report, then one line: "TPS <number>".
+# PGBENCH_MODE=extended|simple switches pgbench's -M (default: prepared);
+# PGBENCH names the pgbench program (default: pgbench on PATH).
 set -euo pipefail
 
 if [[ $# -ne 4 ]]; then
@@ -27,7 +29,10 @@ elif (( subscribers <= 10000000 )); then a=1048575
 else a=2097151
 fi
 
-out=$("$pgbench" -M prepared -n -c "$threads" -j "$threads" -T "$duration" \
+mode=${PGBENCH_MODE:-prepared}
+[[ $mode =~ ^(prepared|extended|simple)$ ]] || { echo "$0: PGBENCH_MODE='$mode' is not prepared, extended or simple" >&2; exit 2; }
+
+out=$("$pgbench" -M "$mode" -n -c "$threads" -j "$threads" -T "$duration" \
     -D A="$a" -D MIN=1 -D MAX="$subscribers" \
     -f "$dir/get_subscriber_data.sql@35" \
     -f "$dir/get_new_destination.sql@10" \

@@ -1,0 +1,224 @@
+"""psycopg 3 (pure Python, system libpq) against a PostgreSQL-compatible server.
+
+Connection parameters come from PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE.
+Prints one normalized line per result or error to stdout; the same program run
+against PostgreSQL and against pgtier must print the same transcript
+(crates/server/tests/drivers.rs compares them).
+"""
+
+import datetime
+import os
+import sys
+from decimal import Decimal
+
+import psycopg
+from psycopg import sql
+
+TABLE = "drv_python"
+
+COLUMNS = (
+    "id", "c_int2", "c_int8", "c_numeric", "c_real", "c_double", "c_text",
+    "c_varchar", "c_char", "c_bool", "c_date", "c_ts", "c_bytea",
+)
+
+ROWS = [
+    (1, 32767, 9223372036854775807, Decimal("123456789.125"), 0.1, 1.0000000000000002,
+     'h\u00e9llo \u2603 "q" \\ end', "varchar", "ab", True,
+     datetime.date(2024, 2, 29), datetime.datetime(2024, 2, 29, 13, 45, 56, 123456),
+     b"\x00\xff\x10'"),
+    (2, -32768, -9223372036854775808, Decimal("-0.001"), -3.5e-8, -1e300,
+     "", "", "", False,
+     datetime.date(1970, 1, 1), datetime.datetime(1999, 12, 31, 23, 59, 59), b""),
+    (3, None, None, None, None, None, None, None, None, None, None, None, None),
+]
+
+
+def out(line):
+    print(line, flush=True)
+
+
+def render(value):
+    """Canonical text of one value, whatever format it travelled in."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "\\x" + bytes(value).hex()
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, Decimal):
+        return "D" + str(value)
+    if isinstance(value, str):
+        return '"' + value.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
+    if isinstance(value, (datetime.datetime, datetime.date)):
+        return value.isoformat()
+    return f"{type(value).__name__}:{value}"
+
+
+def render_row(row):
+    return "|".join(render(value) for value in row)
+
+
+def describe(cursor):
+    parts = []
+    for column in cursor.description:
+        parts.append(
+            f"{column.name}:{column.type_code}"
+            f"/size={column.internal_size}/prec={column.precision}/scale={column.scale}"
+            f"/disp={column.display_size}"
+        )
+    return ",".join(parts)
+
+
+def expect_error(label, conn, statement, params=None, binary=False, show_message=True):
+    try:
+        with conn.cursor(binary=binary) as cur:
+            cur.execute(statement, params)
+            if cur.description is not None:
+                cur.fetchall()
+        out(f"{label}: NO ERROR")
+    except psycopg.Error as error:
+        diag = error.diag
+        message = f" {diag.message_primary}" if show_message else ""
+        out(f"{label}: error {error.sqlstate}{message}")
+        if diag.message_detail and show_message:
+            out(f"{label}: detail {diag.message_detail}")
+
+
+def connect(**overrides):
+    params = dict(
+        host=os.environ["PGHOST"],
+        port=os.environ["PGPORT"],
+        user=os.environ["PGUSER"],
+        password=os.environ["PGPASSWORD"],
+        dbname=os.environ["PGDATABASE"],
+        connect_timeout=10,
+        autocommit=True,
+    )
+    params.update(overrides)
+    return psycopg.connect(**params)
+
+
+def main():
+    out(f"driver psycopg {psycopg.__version__} impl={psycopg.pq.__impl__}")
+    try:
+        connect(password=os.environ["PGPASSWORD"] + "-wrong").close()
+        out("wrong password: CONNECTED")
+    except psycopg.OperationalError as error:
+        expected = f'password authentication failed for user "{os.environ["PGUSER"]}"'
+        out(f"wrong password: rejected, says '{expected}': {expected in str(error)}")
+
+    conn = connect()
+    for name in ("client_encoding", "DateStyle", "integer_datetimes", "standard_conforming_strings"):
+        out(f"parameter {name}={conn.info.parameter_status(name)}")
+    print(f"server TimeZone={conn.info.parameter_status('TimeZone')}", file=sys.stderr)
+
+    conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    conn.execute(
+        f"""CREATE TABLE {TABLE} (
+            id integer PRIMARY KEY,
+            c_int2 smallint,
+            c_int8 bigint,
+            c_numeric numeric(15,3),
+            c_real real,
+            c_double double precision,
+            c_text text,
+            c_varchar varchar(20),
+            c_char char(8),
+            c_bool boolean,
+            c_date date,
+            c_ts timestamp,
+            c_bytea bytea,
+            c_required text NOT NULL DEFAULT 'required'
+        )"""
+    )
+    out("create table: ok")
+
+    insert = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+        sql.Identifier(TABLE),
+        sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS),
+        sql.SQL(", ").join(sql.Placeholder() for _ in COLUMNS),
+    )
+    # Committed transaction: prepared (named server-side statement) INSERTs.
+    with conn.transaction():
+        with conn.cursor() as cur:
+            for row in ROWS:
+                cur.execute(insert, row, prepare=True)
+                out(f"insert id={row[0]}: rowcount={cur.rowcount}")
+    out("commit: ok")
+
+    # Rolled-back transaction: the row must not survive.
+    with conn.transaction(force_rollback=True):
+        conn.execute(insert, (10, 1, 1, Decimal("1"), 1.0, 1.0, "gone", "gone", "gone", True,
+                              datetime.date(2000, 1, 1), datetime.datetime(2000, 1, 1), b"x"),
+                     prepare=True)
+        out(f"inside rollback: count={conn.execute(f'SELECT count(*) FROM {TABLE}').fetchone()[0]}")
+    out(f"after rollback: count={conn.execute(f'SELECT count(*) FROM {TABLE}').fetchone()[0]}")
+
+    # Prepared UPDATE and DELETE inside one transaction.
+    with conn.transaction():
+        cur = conn.execute(
+            f"UPDATE {TABLE} SET c_text = %s, c_real = c_real * 2, c_int8 = c_int8 - %s WHERE id = %s",
+            ("updated", 7, 1), prepare=True)
+        out(f"update id=1: rowcount={cur.rowcount}")
+        cur = conn.execute(f"UPDATE {TABLE} SET c_bool = NOT c_bool WHERE id > %s", (100,), prepare=True)
+        out(f"update none: rowcount={cur.rowcount}")
+        conn.execute(insert, (4,) + ROWS[0][1:], prepare=True)
+        cur = conn.execute(f"DELETE FROM {TABLE} WHERE id = %s", (4,), prepare=True)
+        out(f"delete id=4: rowcount={cur.rowcount}")
+        cur = conn.execute(f"INSERT INTO {TABLE} (id, c_text) VALUES (%s, %s) RETURNING id, c_required, c_text",
+                           (5, "returned"), prepare=True)
+        out(f"insert returning: {render_row(cur.fetchone())}")
+    out("commit: ok")
+
+    select_all = f"SELECT {', '.join(COLUMNS)}, c_required FROM {TABLE} ORDER BY id"
+    for binary in (False, True):
+        form = "binary" if binary else "text"
+        with conn.cursor(binary=binary) as cur:
+            cur.execute(select_all)
+            out(f"{form} columns: {describe(cur)}")
+            for row in cur.fetchall():
+                out(f"{form} row: {render_row(row)}")
+            # Parameters sent in the same format as the results (%b / %t).
+            marker = "%b" if binary else "%t"
+            cur.execute(
+                f"SELECT id, c_numeric, c_ts, c_bytea FROM {TABLE} "
+                f"WHERE c_int8 > {marker} AND c_date >= {marker} AND c_bytea <> {marker} ORDER BY id",
+                (-9223372036854775808, datetime.date(1970, 1, 1), b"nothing"), prepare=True)
+            for row in cur.fetchall():
+                out(f"{form} filtered: {render_row(row)}")
+            cur.execute(
+                f"SELECT {marker}::numeric(10,2) AS n, {marker}::text AS t, {marker}::bytea AS b, "
+                f"{marker}::timestamp AS ts, {marker}::boolean AS flag",
+                (Decimal("12.345"), "x\ty", b"\x01\x02", datetime.datetime(2001, 2, 3, 4, 5, 6, 7), False))
+            out(f"{form} params: {render_row(cur.fetchone())}")
+            cur.execute(f"SELECT count(*), min(c_date), max(c_ts), sum(c_int2) FROM {TABLE}")
+            out(f"{form} aggregates: {render_row(cur.fetchone())}")
+
+    # Errors the driver raises as typed exceptions with a SQLSTATE.
+    expect_error("unique violation", conn, f"INSERT INTO {TABLE} (id) VALUES (1)")
+    expect_error("undefined table", conn, "SELECT * FROM drv_python_no_such_table")
+    expect_error("division by zero", conn, f"SELECT c_int2 / %s FROM {TABLE} WHERE id = 1", (0,))
+    expect_error("not null", conn, f"INSERT INTO {TABLE} (id, c_required) VALUES (%s, %s)", (6, None))
+    expect_error("syntax error", conn, "SELEC 1", show_message=False)
+    out(f"after errors: {conn.execute('SELECT 1').fetchone()[0]}")
+
+    # An error inside a transaction block aborts it until ROLLBACK.
+    conn.execute("BEGIN")
+    conn.execute(f"INSERT INTO {TABLE} (id) VALUES (7)")
+    expect_error("in block", conn, f"SELECT 1 / (id - 1) FROM {TABLE} WHERE id = 1")
+    expect_error("aborted block", conn, "SELECT 1")
+    expect_error("aborted block binary", conn, f"SELECT * FROM {TABLE} WHERE id = %s", (1,), binary=True)
+    conn.execute("ROLLBACK")
+    out(f"after aborted block: ids={[r[0] for r in conn.execute(f'SELECT id FROM {TABLE} ORDER BY id')]}")
+    out(f"transaction status: {conn.info.transaction_status.name}")
+
+    conn.execute(f"DROP TABLE {TABLE}")
+    out("drop table: ok")
+    conn.close()
+    out("done")
+
+
+if __name__ == "__main__":
+    main()
