@@ -221,9 +221,9 @@ impl Tree {
             Bound::Included(k) | Bound::Excluded(k) => k,
             Bound::Unbounded => &[],
         };
-        let (fence, _) = self.leaf_for(start_key);
         let mut count = 0;
-        for (_, leaf) in self.leaves.range::<[u8], _>((Bound::Included(fence), Bound::Unbounded)) {
+        // Appends the leaf's entries in range; true when the scan is done.
+        let mut visit = |leaf: &Leaf| -> bool {
             let first = match from {
                 Bound::Included(k) => leaf.search(k).unwrap_or_else(|i| i),
                 Bound::Excluded(k) => leaf.search(k).map_or_else(|i| i, |i| i + 1),
@@ -237,11 +237,23 @@ impl Tree {
                     Bound::Unbounded => false,
                 };
                 if past || count == limit {
-                    return count;
+                    return true;
                 }
                 out.extend_from_slice(&u16::try_from(e.len()).unwrap_or(u16::MAX).to_le_bytes());
                 out.extend_from_slice(e);
                 count += 1;
+            }
+            false
+        };
+        // Most scans (a key's few rows) end inside the first leaf: search
+        // the fence map a second time only when they run past it.
+        let (fence, leaf) = self.leaf_for(start_key);
+        if visit(leaf) {
+            return count;
+        }
+        for (_, leaf) in self.leaves.range::<[u8], _>((Bound::Excluded(fence), Bound::Unbounded)) {
+            if visit(leaf) {
+                break;
             }
         }
         count
@@ -357,13 +369,19 @@ impl IndexWriter<'_> {
 /// (None if there is none, i.e. `p` is all 0xFF).
 pub(crate) fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
     let mut out = p.to_vec();
-    while let Some(last) = out.pop() {
+    prefix_successor_in_place(&mut out).then_some(out)
+}
+
+/// [`prefix_successor`] into the same buffer (no allocation); false (and
+/// `p` emptied) when there is none.
+pub(crate) fn prefix_successor_in_place(p: &mut Vec<u8>) -> bool {
+    while let Some(last) = p.pop() {
         if last != 0xFF {
-            out.push(last + 1);
-            return Some(out);
+            p.push(last + 1);
+            return true;
         }
     }
-    None
+    false
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use crate::api::{CommitInfo, RowBuf, RowRef};
 use crate::db::{CatalogState, CommitMode, DbInner, GcItem};
 use crate::error::{EngineError, Result};
 use crate::key::hash_key;
-use crate::ordered::{ENTRY_BYTES_MAX, OrderedIndex, batch_entries, prefix_successor};
+use crate::ordered::{ENTRY_BYTES_MAX, OrderedIndex, batch_entries, prefix_successor, prefix_successor_in_place};
 use crate::schema::{ForeignKey, IndexDef, IndexId, IndexSchema, TableDef, TableId, TableSchema};
 use crate::table::{Conflict, FkLink, IndexStore, InsertOutcome, Latest, TableMeta, TableStore, encode_cols_as};
 use crate::types::{Value, coerce};
@@ -85,6 +85,9 @@ struct Scratch {
     tmp: Vec<u8>,
     probe: Vec<u8>,
     batch: Vec<u8>,
+    /// Encoded scan bounds (the lower one becomes the resume cursor).
+    lo: Vec<u8>,
+    hi: Vec<u8>,
 }
 
 /// Buffers a finished transaction leaves to the next one on its thread, so
@@ -320,15 +323,12 @@ impl Transaction {
         let Some(istore) = meta.index(index).cloned() else {
             return Err(EngineError::FeatureNotSupported(format!("range scan on hash-only index \"{}\"", ischema.name)));
         };
-        let (from, to) = encode_bounds(&istore, lower, upper)?;
-        let mut cursor: Bound<Vec<u8>> = from;
+        let (mut lo, mut hi) = (std::mem::take(&mut self.s.lo), std::mem::take(&mut self.s.hi));
+        let (mut from, to) = encode_bounds(&istore, lower, upper, &mut lo, &mut hi)?;
         let mut visited = 0u64;
         loop {
             self.s.batch.clear();
-            let n = istore.tree.scan(as_ref_bound(&cursor), as_ref_bound(&to), SCAN_BATCH_ENTRIES, &mut self.s.batch);
-            if n == 0 {
-                return Ok(visited);
-            }
+            let n = istore.tree.scan(from.of(&lo), to.of(&hi), SCAN_BATCH_ENTRIES, &mut self.s.batch);
             let batch = std::mem::take(&mut self.s.batch);
             let mut last: &[u8] = &[];
             let mut stop = false;
@@ -349,16 +349,26 @@ impl Transaction {
                     }
                 }
                 visited += 1;
-                if !f(RowRef::new(&store.schema, &self.s.row))? {
-                    stop = true;
-                    break;
+                match f(RowRef::new(&store.schema, &self.s.row)) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        stop = true;
+                        break;
+                    }
+                    // The batch buffer is dropped on this error path.
+                    Err(e) => return Err(e),
                 }
             }
-            cursor = Bound::Excluded(last.to_vec());
-            self.s.batch = batch;
             if stop || n < SCAN_BATCH_ENTRIES {
+                self.s.batch = batch;
+                (self.s.lo, self.s.hi) = (lo, hi);
                 return Ok(visited);
             }
+            // Resume after the last entry of this batch.
+            lo.clear();
+            lo.extend_from_slice(last);
+            from = BoundKind::Excluded;
+            self.s.batch = batch;
         }
     }
 
@@ -1285,40 +1295,64 @@ fn check_key_arity(store: &TableStore, key: &[Value]) -> Result<()> {
     Ok(())
 }
 
-fn as_ref_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(v) => Bound::Included(v.as_slice()),
-        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
+/// The kind of an encoded scan bound kept in a reused buffer.
+#[derive(Clone, Copy)]
+enum BoundKind {
+    Included,
+    Excluded,
+    Unbounded,
+}
+
+impl BoundKind {
+    fn of(self, key: &[u8]) -> Bound<&[u8]> {
+        match self {
+            BoundKind::Included => Bound::Included(key),
+            BoundKind::Excluded => Bound::Excluded(key),
+            BoundKind::Unbounded => Bound::Unbounded,
+        }
     }
 }
 
-/// Encoded (lower, upper) bounds of an index scan.
-type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
-
-fn encode_bounds(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Value]>) -> Result<KeyRange> {
-    let enc = |vals: &[Value]| -> Result<Vec<u8>> {
+/// Encodes a scan's bounds into `lo`/`hi` (reused across scans, so a
+/// point or prefix scan allocates nothing).
+fn encode_bounds(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Value]>, lo: &mut Vec<u8>, hi: &mut Vec<u8>) -> Result<(BoundKind, BoundKind)> {
+    let enc = |vals: &[Value], out: &mut Vec<u8>| -> Result<()> {
         if vals.len() > index.spec.columns.len() {
             return Err(EngineError::definition("42601", format!("index \"{}\" has {} columns", index.schema.name, index.spec.columns.len())));
         }
-        let mut out = Vec::new();
-        if !index.spec.encode_values(vals, &mut out) {
+        out.clear();
+        if !index.spec.encode_values(vals, out) {
             return Err(EngineError::OutOfRange { message: format!("scan bound out of range for index \"{}\"", index.schema.name) });
         }
-        Ok(out)
+        Ok(())
     };
     let from = match lower {
-        Bound::Included(v) => Bound::Included(enc(v)?),
-        Bound::Excluded(v) => match prefix_successor(&enc(v)?) {
-            Some(s) => Bound::Included(s),
-            None => return Ok((Bound::Excluded(vec![0xFF; ENTRY_BYTES_MAX + 1]), Bound::Unbounded)),
-        },
-        Bound::Unbounded => Bound::Unbounded,
+        Bound::Included(v) => {
+            enc(v, lo)?;
+            BoundKind::Included
+        }
+        Bound::Excluded(v) => {
+            enc(v, lo)?;
+            if !prefix_successor_in_place(lo) {
+                // Nothing sorts after an all-0xFF prefix: an empty range.
+                lo.clear();
+                lo.resize(ENTRY_BYTES_MAX + 1, 0xFF);
+                return Ok((BoundKind::Excluded, BoundKind::Unbounded));
+            }
+            BoundKind::Included
+        }
+        Bound::Unbounded => BoundKind::Unbounded,
     };
     let to = match upper {
-        Bound::Included(v) => prefix_successor(&enc(v)?).map_or(Bound::Unbounded, Bound::Excluded),
-        Bound::Excluded(v) => Bound::Excluded(enc(v)?),
-        Bound::Unbounded => Bound::Unbounded,
+        Bound::Included(v) => {
+            enc(v, hi)?;
+            if prefix_successor_in_place(hi) { BoundKind::Excluded } else { BoundKind::Unbounded }
+        }
+        Bound::Excluded(v) => {
+            enc(v, hi)?;
+            BoundKind::Excluded
+        }
+        Bound::Unbounded => BoundKind::Unbounded,
     };
     Ok((from, to))
 }
