@@ -13,7 +13,7 @@ use sqlparser::ast::{self, Ident, ObjectName};
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr, Func, Subquery, SubqueryKind};
 use crate::plan::{
-    AggCall, AggFunc, AggPlan, ConflictAction, DeletePlan, InsertPlan, InsertSource, OnConflict, OutputColumn, Plan, Prepared,
+    AggCall, AggFunc, AggPlan, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, OnConflict, OutputColumn, Plan, Prepared,
     SelectPlan, SortKey, TxnCommand, UpdatePlan,
 };
 use crate::planner::{self, JoinRel};
@@ -604,6 +604,9 @@ impl<'c> Binder<'c> {
         if scope.rels.len() != 1 {
             return Err(SqlError::unsupported("SELECT FOR UPDATE over more than one table"));
         }
+        if scope.rels[0].source.is_some() {
+            return Err(SqlError::unsupported("FOR UPDATE on a system catalog, subquery or function"));
+        }
         Ok(true)
     }
 
@@ -804,7 +807,14 @@ impl<'c> Binder<'c> {
         let assignments = self.assignments(&u.assignments, &table, &scope)?;
         let level = self.dml_level(&scope, u.selection.as_ref())?;
         let (returning, columns) = self.returning_in(u.returning.as_deref(), &scope)?;
-        Ok(Plan::Update(UpdatePlan { level, assignments, returning, columns }))
+        let width = table.columns.len();
+        let search_columns = ColumnMask::reading(width, &level.filters, &table.primary_key);
+        let eval_columns = if returning.is_empty() {
+            ColumnMask::reading(width, level.filters.iter().chain(assignments.iter().map(|(_, e)| e)), &table.primary_key)
+        } else {
+            ColumnMask::all(width)
+        };
+        Ok(Plan::Update(UpdatePlan { level, search_columns, eval_columns, assignments, returning, columns }))
     }
 
     fn delete(&mut self, d: &ast::Delete) -> Result<Plan> {
@@ -821,7 +831,8 @@ impl<'c> Binder<'c> {
         let scope = Scope { rels: vec![rel], hidden: Vec::new(), outer: None };
         let level = self.dml_level(&scope, d.selection.as_ref())?;
         let (returning, columns) = self.returning_in(d.returning.as_deref(), &scope)?;
-        Ok(Plan::Delete(DeletePlan { level, returning, columns }))
+        let search_columns = ColumnMask::reading(level.width(), &level.filters, &level.table.primary_key);
+        Ok(Plan::Delete(DeletePlan { level, search_columns, returning, columns }))
     }
 
     fn dml_level(&mut self, scope: &Scope<'_>, selection: Option<&ast::Expr>) -> Result<crate::plan::Level> {

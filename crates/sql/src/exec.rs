@@ -21,7 +21,7 @@ use pgtier_engine::{DataType, Numeric, Value, ValueRef};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr, NoSubqueries, Subquery, SubqueryRunner};
 use crate::plan::{
-    Access, AggCall, AggFunc, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, SelectPlan, UpdatePlan,
+    Access, AggCall, AggFunc, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, SelectPlan, UpdatePlan,
 };
 use crate::value::{self, NUMERIC_ANY};
 
@@ -69,9 +69,20 @@ fn set_len(buf: &mut Vec<Value>, n: usize) {
     }
 }
 
-fn read_row(r: &RowRef<'_>, out: &mut Vec<Value>) {
-    for c in 0..r.len() {
-        out.push(r.get(c).to_owned_value());
+/// Appends the row's values; columns outside `mask` are appended as NULL
+/// without being decoded.
+fn read_row(r: &RowRef<'_>, mask: Option<&ColumnMask>, out: &mut Vec<Value>) {
+    match mask {
+        None => {
+            for c in 0..r.len() {
+                out.push(r.get(c).to_owned_value());
+            }
+        }
+        Some(m) => {
+            for c in 0..r.len() {
+                out.push(if m.reads(c) { r.get(c).to_owned_value() } else { Value::Null });
+            }
+        }
     }
 }
 
@@ -154,7 +165,8 @@ impl<'a> Exec<'a> {
     }
 
     /// Candidate rows of `level` for the current joined `row` (flat, table width each).
-    fn fetch(&mut self, level: &Level, env: &Env<'_>, row: &[Value], for_update: bool, out: &mut Vec<Value>) -> Result<()> {
+    /// `mask`: decode only these columns (DML key search); None: all.
+    fn fetch(&mut self, level: &Level, env: &Env<'_>, row: &[Value], for_update: bool, mask: Option<&ColumnMask>, out: &mut Vec<Value>) -> Result<()> {
         let table = &level.table;
         match &level.access {
             Access::PkLookup { key } => {
@@ -168,7 +180,7 @@ impl<'a> Exec<'a> {
                 };
                 if found
                     && let Some(r) = self.rowbuf.row() {
-                        read_row(&r, out);
+                        read_row(&r, mask, out);
                     }
             }
             Access::IndexScan { index, eq, lower, upper, key_types } => {
@@ -211,14 +223,14 @@ impl<'a> Exec<'a> {
                     None => Bound::Included(prefix.as_slice()),
                 };
                 self.txn.scan(*index, lower_b, upper_b, |r| {
-                    read_row(&r, out);
+                    read_row(&r, mask, out);
                     Ok(true)
                 })?;
             }
             Access::Virtual(source) => self.virtual_rows(source, env, row, out)?,
             Access::FullScan => {
                 self.txn.scan_table(table.id, |r| {
-                    read_row(&r, out);
+                    read_row(&r, mask, out);
                     Ok(true)
                 })?;
             }
@@ -246,7 +258,7 @@ impl<'a> Exec<'a> {
         let level = &plan.levels[l];
         let w = level.width();
         let mut cands = Vec::new();
-        self.fetch(level, env, row, false, &mut cands)?;
+        self.fetch(level, env, row, false, None, &mut cands)?;
         let mut matched = false;
         for cand in cands.chunks(w) {
             row[level.offset..level.offset + w].clone_from_slice(cand);
@@ -435,7 +447,7 @@ impl<'a> Exec<'a> {
     /// Rows of a DML target matching its WHERE (full rows).
     fn dml_rows(&mut self, level: &Level, env: &Env<'_>) -> Result<Vec<Vec<Value>>> {
         let mut cands = Vec::new();
-        self.fetch(level, env, &[], false, &mut cands)?;
+        self.fetch(level, env, &[], false, None, &mut cands)?;
         let w = level.width();
         let mut rows = Vec::new();
         for c in cands.chunks(w) {
@@ -449,10 +461,10 @@ impl<'a> Exec<'a> {
     /// Primary keys (flat, `pk_len` values each) of the rows of a DML
     /// target matching its WHERE, appended to `keys`. Candidates are read
     /// into a reused buffer: no allocation per row beyond text values.
-    fn matching_keys(&mut self, level: &Level, env: &Env<'_>, keys: &mut Vec<Value>) -> Result<()> {
+    fn matching_keys(&mut self, level: &Level, env: &Env<'_>, search_columns: &ColumnMask, keys: &mut Vec<Value>) -> Result<()> {
         let mut cands = std::mem::take(self.scratch);
         cands.clear();
-        let r = self.fetch(level, env, &[], false, &mut cands).and_then(|()| {
+        let r = self.fetch(level, env, &[], false, Some(search_columns), &mut cands).and_then(|()| {
             for c in cands.chunks(level.width()) {
                 if self.passes(&level.filters, env, c)? {
                     keys.extend(level.table.primary_key.iter().map(|&k| c[k].clone()));
@@ -606,7 +618,7 @@ impl<'a> Exec<'a> {
                 return Ok(0);
             }
             keys.extend_from_slice(self.keybuf);
-        } else if let Err(e) = self.matching_keys(level, &env, &mut keys) {
+        } else if let Err(e) = self.matching_keys(level, &env, &plan.search_columns, &mut keys) {
             *self.dml_keys = keys;
             return Err(e);
         }
@@ -633,9 +645,14 @@ impl<'a> Exec<'a> {
             let updated = self.txn.update_with(table.id, key, |r| {
                 let env = Env { params, now_micros, outer: &[] };
                 // Slots are overwritten in place: text buffers are reused.
+                // Columns nothing reads are not decoded.
                 set_len(new_row, r.len());
                 for (c, slot) in new_row.iter_mut().enumerate() {
-                    assign_ref(slot, r.get(c));
+                    if plan.eval_columns.reads(c) {
+                        assign_ref(slot, r.get(c));
+                    } else if !slot.is_null() {
+                        *slot = Value::Null;
+                    }
                 }
                 let outcome = (|| -> Result<Option<Vec<(usize, Value)>>> {
                     if recheck {
@@ -727,7 +744,7 @@ impl<'a> Exec<'a> {
             // Only the keys are needed: no row copies per match.
             let mut keys = std::mem::take(self.dml_keys);
             keys.clear();
-            let r = self.matching_keys(level, &env, &mut keys).and_then(|()| {
+            let r = self.matching_keys(level, &env, &plan.search_columns, &mut keys).and_then(|()| {
                 let mut count = 0;
                 for key in keys.chunks(table.primary_key.len().max(1)) {
                     count += u64::from(self.txn.delete(table.id, key)?);

@@ -166,9 +166,52 @@ pub struct InsertPlan {
     pub columns: Vec<OutputColumn>,
 }
 
+/// Which columns of a DML target's row a step reads. Rows are decoded only
+/// in these columns (the rest stay NULL), so finding a row of a 33-column
+/// table by a one-column WHERE decodes two columns, not 33. Every column
+/// when an expression holds a subquery (it may read the row as its outer).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColumnMask(Box<[bool]>);
+
+impl ColumnMask {
+    pub fn all(width: usize) -> ColumnMask {
+        ColumnMask(vec![true; width].into_boxed_slice())
+    }
+
+    /// The columns `exprs` read, plus `always`.
+    pub fn reading<'e>(width: usize, exprs: impl IntoIterator<Item = &'e Expr>, always: &[usize]) -> ColumnMask {
+        let mut mask = vec![false; width];
+        for &c in always {
+            mask[c] = true;
+        }
+        for e in exprs {
+            if e.has_subquery() {
+                return ColumnMask::all(width);
+            }
+            e.walk(&mut |x| {
+                if let Expr::Column(c) = x
+                    && let Some(m) = mask.get_mut(*c)
+                {
+                    *m = true;
+                }
+            });
+        }
+        ColumnMask(mask.into_boxed_slice())
+    }
+
+    #[inline]
+    pub fn reads(&self, column: usize) -> bool {
+        self.0.get(column).copied().unwrap_or(true)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct UpdatePlan {
     pub level: Level,
+    /// Read while finding the target rows: WHERE and primary key.
+    pub search_columns: ColumnMask,
+    /// Read by the re-check and the new values (all with RETURNING).
+    pub eval_columns: ColumnMask,
     /// Column position and its new value (evaluated on the old row, cast to the column type).
     pub assignments: Vec<(usize, Expr)>,
     pub returning: Vec<Expr>,
@@ -178,6 +221,8 @@ pub struct UpdatePlan {
 #[derive(Clone, Debug)]
 pub struct DeletePlan {
     pub level: Level,
+    /// Read while finding the target rows: WHERE and primary key.
+    pub search_columns: ColumnMask,
     pub returning: Vec<Expr>,
     pub columns: Vec<OutputColumn>,
 }
