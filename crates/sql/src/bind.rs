@@ -152,7 +152,8 @@ impl<'c> Binder<'c> {
     fn set(&mut self, set: &ast::Set) -> Result<Plan> {
         match set {
             ast::Set::SingleAssignment { scope: _, hivevar: false, variable, values } => {
-                let name = variable.to_string().to_lowercase();
+                // `SET "application_name"` names the same setting as `SET application_name`.
+                let name = variable.0.iter().map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident)).collect::<Vec<_>>().join(".");
                 let value = values.iter().map(setting_text).collect::<Vec<_>>().join(", ");
                 Ok(Plan::Set { name, value })
             }

@@ -271,7 +271,8 @@ impl Prepared {
 
     pub fn columns(&self) -> &[OutputColumn] {
         match &self.plan {
-            Plan::Select(s) => &s.columns,
+            // Columns past `visible` are ORDER BY keys the client never sees.
+            Plan::Select(s) => &s.columns[..s.visible],
             Plan::Insert(i) => &i.columns,
             Plan::Update(u) => &u.columns,
             Plan::Delete(d) => &d.columns,
