@@ -38,7 +38,7 @@ fn tier_rows(conn: &mut Connection, sql: &str) -> Result<Rows, String> {
 fn queries(file: &str) -> Vec<String> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/psql").join(file);
     let text = std::fs::read_to_string(path).unwrap();
-    text.split("-- end\n").map(|q| q.lines().filter(|l| !l.starts_with("-- psql")).collect::<Vec<_>>().join("\n")).filter(|q| !q.trim().is_empty()).collect()
+    text.split("-- end\n").map(|q| q.lines().filter(|l| !l.starts_with("-- ")).collect::<Vec<_>>().join("\n")).filter(|q| !q.trim().is_empty()).collect()
 }
 
 struct Both {
@@ -111,10 +111,21 @@ fn psql_describe_queries_match_postgresql() {
             both.compare(&format!("\\d {table}: query {k}"), &a, &b, &[]);
         }
     }
+    let describe_index = queries("describe_index.sql");
+    for index in ["c_pkey", "c_t_idx", "p_name_key"] {
+        let lookup = describe_index[0].replace("{name}", index);
+        let Some((pg, tier)) = both.compare(&format!("\\d {index}: lookup"), &lookup, &lookup, &[0]) else { continue };
+        let (Some(pg_oid), Some(tier_oid)) = (pg[0][0].clone(), tier[0][0].clone()) else { continue };
+        for (k, q) in describe_index.iter().enumerate().skip(1) {
+            both.compare(&format!("\\d {index}: query {k}"), &q.replace("{oid}", &pg_oid), &q.replace("{oid}", &tier_oid), &[]);
+        }
+    }
     let list = queries("list.sql");
-    // \d, \dt, \di, \dn compare as they are; \l lists other databases on PostgreSQL.
-    for (k, q) in list.iter().enumerate().take(4) {
-        both.compare(&format!("list query {k}"), q, q, &[]);
+    // \d, \dt, \di, \dn, \du, \df compare as they are; \l lists other databases on PostgreSQL.
+    for (k, q) in list.iter().enumerate() {
+        if k != 4 {
+            both.compare(&format!("list query {k}"), q, q, &[]);
+        }
     }
     let l = tier_rows(&mut both.tier, &list[4]);
     assert!(l.as_ref().is_ok_and(|rows| rows.len() == 1), "\\l on pgtier: {l:?}");
@@ -122,4 +133,21 @@ fn psql_describe_queries_match_postgresql() {
         println!("{f}\n");
     }
     assert!(both.failures.is_empty(), "{} psql queries differ", both.failures.len());
+}
+
+#[test]
+fn driver_metadata_queries_match_postgresql() {
+    let (mut both, _dir) = Both::new("catalog_drivers");
+    for s in SCHEMA {
+        both.setup(s);
+    }
+    let driver = queries("drivers.sql");
+    assert!(driver.len() >= 14, "drivers.sql: {} queries", driver.len());
+    for (k, q) in driver.iter().enumerate() {
+        both.compare(&format!("driver query {k}"), q, q, &[]);
+    }
+    for f in &both.failures {
+        println!("{f}\n");
+    }
+    assert!(both.failures.is_empty(), "{} driver queries differ", both.failures.len());
 }

@@ -93,6 +93,9 @@ pub fn cast_target(t: &ast::DataType) -> Option<CastTarget> {
     }
 }
 
+/// A FROM item that is not a stored table: its name, row shape and source.
+pub(crate) type VirtualRel = (String, Arc<TableSchema>, Arc<VirtualSource>);
+
 fn is_string(t: Ty) -> bool {
     t.is_some_and(|t| category(t) == Category::String && Elem::of(t).is_none())
 }
@@ -101,7 +104,7 @@ impl Binder<'_> {
     /// A FROM item that is not a stored table: (default name, row shape, source).
     pub(crate) fn virtual_from(
         &mut self, factor: &ast::TableFactor, rels: &[Rel], outer: Option<&Scope<'_>>,
-    ) -> Result<Option<(String, Arc<TableSchema>, Arc<VirtualSource>)>> {
+    ) -> Result<Option<VirtualRel>> {
         let (name, schema, source, alias) = match factor {
             ast::TableFactor::Table { name, alias, args: None, .. } => {
                 let Some(rel) = system_relation(name)? else { return Ok(None) };

@@ -277,6 +277,13 @@ pub static RELATIONS: &[RelDef] = &[
             ("boot_val", Text), ("reset_val", Text), ("sourcefile", Text), ("sourceline", Int4), ("pending_restart", Bool),
         ],
     },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_auth_members",
+        oid: 1261,
+        kind: "r",
+        columns: &[("oid", Oid), ("roleid", Oid), ("member", Oid), ("grantor", Oid), ("admin_option", Bool)],
+    },
     RelDef { schema: Schema::PgCatalog, name: "pg_description", oid: 2609, kind: "r", columns: &[("objoid", Oid), ("classoid", Oid), ("objsubid", Int4), ("description", Text)] },
     RelDef { schema: Schema::PgCatalog, name: "pg_shdescription", oid: 2396, kind: "r", columns: &[("objoid", Oid), ("classoid", Oid), ("description", Text)] },
     RelDef { schema: Schema::PgCatalog, name: "pg_inherits", oid: 2611, kind: "r", columns: &[("inhrelid", Oid), ("inhparent", Oid), ("inhseqno", Int4), ("inhdetachpending", Bool)] },
@@ -840,7 +847,7 @@ pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         "columns" => info_columns(ctx, out),
         "table_constraints" => info_table_constraints(ctx, out),
         "key_column_usage" => info_key_columns(ctx, out),
-        // Always empty: pgtier has no such objects (descriptions, inheritance,
+        // Always empty: pgtier has no such objects (role memberships, descriptions, inheritance,
         // policies, statistics objects, publications, triggers, enums, ranges,
         // functions in pg_proc).
         _ => {}
@@ -983,8 +990,10 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     }
 }
 
-/// Constraints as information_schema lists them: (name, table, type, columns).
-fn info_constraints(catalog: &Catalog) -> Vec<(String, Arc<TableSchema>, &'static str, Vec<usize>, Option<Arc<ForeignKey>>)> {
+/// A constraint as information_schema lists it: (name, table, type, columns, the foreign key).
+type InfoConstraint = (String, Arc<TableSchema>, &'static str, Vec<usize>, Option<Arc<ForeignKey>>);
+
+fn info_constraints(catalog: &Catalog) -> Vec<InfoConstraint> {
     let mut out = Vec::new();
     for (t, i) in all_indexes(catalog) {
         if i.unique {

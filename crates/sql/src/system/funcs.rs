@@ -105,6 +105,9 @@ pub fn bind_function(
             (SysFunc::NullResult, vec![Int8; n], Text)
         }
         ("pg_get_serial_sequence", 2) => (SysFunc::NullResult, vec![Text, Text], Text),
+        // pg_proc is empty: no function is there to describe.
+        ("pg_get_function_result" | "pg_get_function_arguments" | "pg_get_function_identity_arguments", 1) => (SysFunc::NullResult, vec![Int8], Text),
+        ("pg_function_is_visible", 1) => (SysFunc::NullResult, vec![Int8], Bool),
         ("pg_is_in_recovery", 0) => (SysFunc::IsInRecovery, vec![], Bool),
         ("quote_ident", 1) => (SysFunc::QuoteIdent, vec![Text], Text),
         // pgtier has no partitioning: no relation has a partition root.
@@ -420,7 +423,7 @@ fn is_reserved(s: &str) -> bool {
 
 /// `format_type(oid, typmod)`; `typmod` None is SQL NULL.
 pub fn format_type(oid: i64, typmod: Option<i64>) -> String {
-    let Some((name, row, is_array)) = cat::type_by_oid(oid) else { return "???".into() };
+    let Some((_, row, is_array)) = cat::type_by_oid(oid) else { return "???".into() };
     let base_oid = row.0;
     let tm = typmod.filter(|m| *m >= 0);
     let base = match base_oid {
@@ -455,7 +458,6 @@ pub fn format_type(oid: i64, typmod: Option<i64>) -> String {
         1083 => "time without time zone".to_owned(),
         _ => row.1.to_owned(),
     };
-    let _ = name;
     if is_array { format!("{base}[]") } else { base }
 }
 
@@ -529,7 +531,7 @@ pub fn default_expr(v: &Value, ty: DataType) -> String {
             let s = if matches!(ty, DataType::Char(_)) { value::bpchar_trim(s) } else { s };
             quoted(s, t)
         }
-        other => quoted(&value::to_text(other), &ty.pg_name().split('(').next().unwrap_or("text").to_owned()),
+        other => quoted(&value::to_text(other), ty.pg_name().split('(').next().unwrap_or("text")),
     }
 }
 
@@ -600,10 +602,7 @@ pub fn reg_lookup(catalog: &Catalog, settings: &std::collections::HashMap<String
                 Some("information_schema") => system(Schema::InformationSchema).ok_or_else(missing),
                 Some("public") => user().ok_or_else(missing),
                 Some(s) => Err(SqlError::new("3F000", format!("schema \"{s}\" does not exist"))),
-                None => {
-                    let _ = settings;
-                    system(Schema::PgCatalog).or_else(user).ok_or_else(missing)
-                }
+                None => system(Schema::PgCatalog).or_else(user).ok_or_else(missing),
             }
         }
         RegKind::Type => {
