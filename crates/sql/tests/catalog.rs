@@ -98,26 +98,25 @@ fn psql_describe_queries_match_postgresql() {
     for s in SCHEMA {
         both.setup(s);
     }
-    let describe = queries("describe_table.sql");
-    assert!(describe.len() >= 10, "describe_table.sql: {} queries", describe.len());
-    for table in ["c", "p", "Mixed Case"] {
-        // psql quotes regex metacharacters; these names have none but the space.
-        let lookup = describe[0].replace("{name}", table);
-        let Some((pg, tier)) = both.compare(&format!("\\d {table}: lookup"), &lookup, &lookup, &[0]) else { continue };
-        let (Some(pg_oid), Some(tier_oid)) = (pg[0][0].clone(), tier[0][0].clone()) else { continue };
-        for (k, q) in describe.iter().enumerate().skip(1) {
-            let a = q.replace("{oid}", &pg_oid);
-            let b = q.replace("{oid}", &tier_oid);
-            both.compare(&format!("\\d {table}: query {k}"), &a, &b, &[]);
-        }
-    }
-    let describe_index = queries("describe_index.sql");
-    for index in ["c_pkey", "c_t_idx", "p_name_key"] {
-        let lookup = describe_index[0].replace("{name}", index);
-        let Some((pg, tier)) = both.compare(&format!("\\d {index}: lookup"), &lookup, &lookup, &[0]) else { continue };
-        let (Some(pg_oid), Some(tier_oid)) = (pg[0][0].clone(), tier[0][0].clone()) else { continue };
-        for (k, q) in describe_index.iter().enumerate().skip(1) {
-            both.compare(&format!("\\d {index}: query {k}"), &q.replace("{oid}", &pg_oid), &q.replace("{oid}", &tier_oid), &[]);
+    for (file, names) in [
+        ("describe_table.sql", &["c", "p", "Mixed Case"][..]),
+        ("describe_table_verbose.sql", &["c", "p", "Mixed Case"][..]),
+        ("describe_index.sql", &["c_pkey", "c_t_idx", "p_name_key"][..]),
+    ] {
+        let describe = queries(file);
+        assert!(describe.len() >= 4, "{file}: {} queries", describe.len());
+        for name in names {
+            // The first query finds the relation's OID by name; each side then
+            // describes its own OID.
+            let lookup = describe[0].replace("{name}", name);
+            let Some((pg, tier)) = both.compare(&format!("{file} {name}: lookup"), &lookup, &lookup, &[0]) else { continue };
+            let (Some(Some(pg_oid)), Some(Some(tier_oid))) = (pg.first().map(|r| r[0].clone()), tier.first().map(|r| r[0].clone())) else {
+                both.failures.push(format!("{file} {name}: not found"));
+                continue;
+            };
+            for (k, q) in describe.iter().enumerate().skip(1) {
+                both.compare(&format!("{file} {name}: query {k}"), &q.replace("{oid}", &pg_oid), &q.replace("{oid}", &tier_oid), &[]);
+            }
         }
     }
     let list = queries("list.sql");

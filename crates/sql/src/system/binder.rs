@@ -115,25 +115,19 @@ impl Binder<'_> {
                     return Err(SqlError::unsupported("table function settings"));
                 }
                 let fname = function_name(name)?;
-                let scope = Scope { rels: rels.to_vec(), hidden: Vec::new(), outer };
-                let mut args = Vec::new();
+                let mut exprs = Vec::new();
                 for a in &targs.args {
                     let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) = a else {
                         return Err(SqlError::unsupported(format!("argument form in {fname}()")));
                     };
-                    args.push(self.expr(e, &scope, &mut ExprCtx::plain("functions in FROM"))?);
+                    exprs.push(e.clone());
                 }
-                let (func, args, ty) = self.table_function(&fname, args)?;
-                let mut cols = vec![(fname.clone(), ty)];
-                if *with_ordinality {
-                    cols.push(("ordinality".to_owned(), DataType::Int8));
-                }
-                // A scalar function's one column takes the alias's name.
-                if let Some(a) = alias
-                    && a.columns.is_empty() {
-                        cols[0].0 = ident(&a.name);
-                    }
-                (fname.clone(), super::detached(&fname, cols), VirtualSource::Function { func, args, ordinality: *with_ordinality }, alias)
+                let (schema, source) = self.function_from(&fname, &exprs, alias.as_ref(), *with_ordinality, rels, outer)?;
+                (fname, schema, source, alias)
+            }
+            ast::TableFactor::UNNEST { alias, array_exprs, with_offset: false, with_offset_alias: None, with_ordinality } => {
+                let (schema, source) = self.function_from("unnest", array_exprs, alias.as_ref(), *with_ordinality, rels, outer)?;
+                ("unnest".to_owned(), schema, source, alias)
             }
             ast::TableFactor::Derived { lateral, subquery, alias, .. } => {
                 if *lateral {
@@ -165,6 +159,28 @@ impl Binder<'_> {
             }
         }
         Ok(Some((rname, schema, Arc::new(source))))
+    }
+
+    /// A set-returning function in FROM; its arguments see the FROM items before it.
+    fn function_from(
+        &mut self, fname: &str, exprs: &[ast::Expr], alias: Option<&ast::TableAlias>, ordinality: bool, rels: &[Rel], outer: Option<&Scope<'_>>,
+    ) -> Result<(Arc<TableSchema>, VirtualSource)> {
+        let scope = Scope { rels: rels.to_vec(), hidden: Vec::new(), outer };
+        let mut args = Vec::new();
+        for e in exprs {
+            args.push(self.expr(e, &scope, &mut ExprCtx::plain("functions in FROM"))?);
+        }
+        let (func, args, ty) = self.table_function(fname, args)?;
+        let mut cols = vec![(fname.to_owned(), ty)];
+        if ordinality {
+            cols.push(("ordinality".to_owned(), DataType::Int8));
+        }
+        // A scalar function's one column takes the alias's name.
+        if let Some(a) = alias
+            && a.columns.is_empty() {
+                cols[0].0 = ident(&a.name);
+            }
+        Ok((super::detached(fname, cols), VirtualSource::Function { func, args, ordinality }))
     }
 
     fn table_function(&mut self, name: &str, args: Vec<(Expr, Ty)>) -> Result<(TableFunc, Vec<Expr>, DataType)> {
@@ -568,6 +584,7 @@ impl Binder<'_> {
     pub(crate) fn regex_op(&mut self, left: &ast::Expr, op: &ast::BinaryOperator, right: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Option<(Expr, Ty)>> {
         use ast::BinaryOperator as B;
         let (negated, case_insensitive) = match op {
+            B::StringConcat if is_array_ast(left) || is_array_ast(right) => return self.array_concat(left, right, scope, ctx).map(Some),
             B::PGRegexMatch => (false, false),
             B::PGRegexIMatch => (false, true),
             B::PGRegexNotMatch => (true, false),
@@ -608,6 +625,21 @@ impl Binder<'_> {
         Ok(Some((Expr::Func(Func::Sys(SysFunc::Regex { negated, case_insensitive }), vec![x, p]), Some(DataType::Bool))))
     }
 
+    /// `array || array` (either side may be NULL, as in PostgreSQL).
+    fn array_concat(&mut self, left: &ast::Expr, right: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        let (x, xt) = self.expr(left, scope, ctx)?;
+        let (y, yt) = self.expr(right, scope, ctx)?;
+        let elem = xt.and_then(Elem::of).or_else(|| yt.and_then(Elem::of)).ok_or_else(|| SqlError::unsupported("|| on arrays of unknown type"))?;
+        let x = if xt.is_none() { self.array_literal(x, elem)? } else { x };
+        let y = if yt.is_none() { self.array_literal(y, elem)? } else { y };
+        for t in [xt, yt].into_iter().flatten() {
+            if Elem::of(t) != Some(elem) {
+                return Err(SqlError::undefined_operator(&format!("{} || {}", value::type_name(t), value::type_name(elem.data_type()))));
+            }
+        }
+        Ok((Expr::Func(Func::Sys(SysFunc::ArrayConcat(elem)), vec![x, y]), Some(elem.data_type())))
+    }
+
     /// `x COLLATE name`: only the collations that compare as pgtier does.
     pub(crate) fn collate(&mut self, x: &ast::Expr, collation: &ObjectName, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
         let name = parts(collation)?;
@@ -634,6 +666,17 @@ impl Binder<'_> {
             "current_schema" => self.sys_function(name, Vec::new()),
             _ => Ok(None),
         }
+    }
+}
+
+/// Written as an array (`ARRAY[...]`, `ARRAY(subquery)`, `::type[]`): `||` on it is array concatenation.
+fn is_array_ast(e: &ast::Expr) -> bool {
+    match e {
+        ast::Expr::Array(_) => true,
+        ast::Expr::Function(f) => function_name(&f.name).is_ok_and(|n| n == "array") && matches!(f.args, ast::FunctionArguments::Subquery(_)),
+        ast::Expr::Cast { data_type, .. } => matches!(cast_target(data_type), Some(CastTarget::Array(_))),
+        ast::Expr::Nested(inner) => is_array_ast(inner),
+        _ => false,
     }
 }
 

@@ -53,6 +53,8 @@ pub enum SysFunc {
     Cardinality(Elem),
     Subscript(Elem),
     MakeArray(Elem),
+    /// `array || array`.
+    ArrayConcat(Elem),
     /// Between array/vector types (`int2vector::int2[]`).
     ArrayCast(Elem, Elem),
     /// `lhs op ANY (array)`.
@@ -132,6 +134,9 @@ pub fn bind_function(
             let e = array_arg(0).ok_or_else(bad)?;
             (SysFunc::Cardinality(e), vec![e.data_type()], Int4)
         }
+        ("pg_table_size" | "pg_relation_size" | "pg_total_relation_size" | "pg_indexes_size" | "pg_database_size", _) => {
+            return Err(SqlError::unsupported(format!("{name}(): pgtier keeps no relation files to measure")));
+        }
         _ => return Ok(None),
     };
     let mut out = Vec::with_capacity(n);
@@ -162,7 +167,10 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
     for a in args {
         vals.push(a.eval(env, sq, row)?);
     }
-    let strict = !matches!(f, SysFunc::CurrentSetting | SysFunc::ArrayToString(_) | SysFunc::MakeArray(_) | SysFunc::Any(..) | SysFunc::FormatType);
+    let strict = !matches!(
+        f,
+        SysFunc::CurrentSetting | SysFunc::ArrayToString(_) | SysFunc::MakeArray(_) | SysFunc::Any(..) | SysFunc::FormatType | SysFunc::ArrayConcat(_)
+    );
     if strict && vals.iter().any(Value::is_null) {
         return Ok(Value::Null);
     }
@@ -244,6 +252,17 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             return Ok(usize::try_from(k).ok().and_then(|k| items.get(k).cloned()).unwrap_or(Value::Null));
         }
         SysFunc::MakeArray(e) => return Ok(Value::Text(types::array_text(e, &vals))),
+        SysFunc::ArrayConcat(e) => {
+            return Ok(match (&vals[0], &vals[1]) {
+                (Value::Null, Value::Null) => Value::Null,
+                (Value::Null, other) | (other, Value::Null) => other.clone(),
+                (a, b) => {
+                    let mut items = types::array_values(a.as_str().unwrap_or(""), e)?;
+                    items.extend(types::array_values(b.as_str().unwrap_or(""), e)?);
+                    Value::Text(types::array_text(e, &items))
+                }
+            });
+        }
         SysFunc::ArrayCast(from, to) => {
             let items = types::array_values(txt(0), from)?;
             let cast = items.into_iter().map(|v| value::cast(v, to.element_type(), true)).collect::<Result<Vec<_>>>()?;
