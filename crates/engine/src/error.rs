@@ -16,7 +16,7 @@ pub enum EngineError {
     ForeignKeyViolation { constraint: String, message: String, detail: String },
     /// 23502.
     #[error("null value in column \"{column}\" of relation \"{table}\" violates not-null constraint")]
-    NotNullViolation { table: String, column: String },
+    NotNullViolation { table: String, column: String, detail: String },
     /// 22001.
     #[error("value too long for type {type_name}")]
     StringTooLong { type_name: String },
@@ -113,6 +113,7 @@ impl EngineError {
         match self {
             EngineError::UniqueViolation { detail, .. }
             | EngineError::ForeignKeyViolation { detail, .. }
+            | EngineError::NotNullViolation { detail, .. }
             | EngineError::Deadlock { detail }
             | EngineError::LockTimeout { detail } => Some(detail),
             _ => None,

@@ -1369,7 +1369,8 @@ pub(crate) fn encode_row(schema: &TableSchema, values: &[Value], out: &mut Vec<u
     for (col, v) in schema.columns.iter().zip(values) {
         let c = if needs_coercion(v, col.ty) { Cow::Owned(coerce(v.clone(), col.ty, &col.name)?) } else { Cow::Borrowed(v) };
         if c.is_null() && !col.nullable {
-            return Err(EngineError::NotNullViolation { table: schema.name.clone(), column: col.name.clone() });
+            let detail = failing_row(schema, |k| values[k].to_string());
+            return Err(EngineError::NotNullViolation { table: schema.name.clone(), column: col.name.clone(), detail });
         }
         coerced.push(c);
     }
@@ -1404,7 +1405,11 @@ fn apply_changes(schema: &TableSchema, base: &[u8], changes: &[(usize, Value)], 
     }
     let check_null = |col: usize, v: &Value| {
         if v.is_null() && !schema.columns[col].nullable {
-            return Err(EngineError::NotNullViolation { table: schema.name.clone(), column: schema.columns[col].name.clone() });
+            let detail = failing_row(schema, |k| match changes.iter().rev().find(|(c, _)| *c == k) {
+                Some((_, changed)) => changed.to_string(),
+                None => layout.get(base, k).to_string(),
+            });
+            return Err(EngineError::NotNullViolation { table: schema.name.clone(), column: schema.columns[col].name.clone(), detail });
         }
         Ok(())
     };
@@ -1431,6 +1436,13 @@ fn cols_equal(layout: &crate::row::RowLayout, a: &[u8], b: &[u8], cols: &[usize]
 }
 
 /// ("a, b", "1, x") for error details.
+/// PostgreSQL's DETAIL of a NOT NULL violation: the new row's user
+/// columns in text form, `null` for NULL.
+fn failing_row(schema: &TableSchema, value_text: impl Fn(usize) -> String) -> String {
+    let vals: Vec<String> = (0..schema.visible_columns().len()).map(value_text).collect();
+    format!("Failing row contains ({}).", vals.join(", "))
+}
+
 fn describe(schema: &TableSchema, row: &[u8], cols: &[usize]) -> (String, String) {
     let names: Vec<&str> = cols.iter().map(|&c| schema.columns[c].name.as_str()).collect();
     let vals: Vec<String> = cols.iter().map(|&c| schema.layout().get(row, c).to_string()).collect();

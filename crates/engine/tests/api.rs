@@ -489,3 +489,25 @@ fn tables_without_primary_key_get_a_hidden_row_id() {
     child.foreign_keys.push(pgtier_engine::ForeignKeyDef { name: None, columns: vec!["h".into()], parent_table: "history".into(), parent_columns: vec![] });
     assert_eq!(t.create_table(&child).unwrap_err().sqlstate(), "42704");
 }
+
+/// A NOT NULL violation's DETAIL is PostgreSQL's: the whole new row.
+#[test]
+fn not_null_violation_shows_the_failing_row() {
+    use pgtier_engine::{ColumnDef, DataType, TableDef};
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let mut t = db.begin().unwrap();
+    let cols = vec![ColumnDef::new("id", DataType::Int4), ColumnDef::new("name", DataType::Text).not_null(), ColumnDef::new("v", DataType::Int8)];
+    let table = t.create_table(&TableDef::new("nn", cols, &["id"])).unwrap();
+    t.insert(table, &[int(1), text("a"), Value::Null]).unwrap();
+    t.commit().unwrap();
+    let mut t = db.begin().unwrap();
+    let e = t.insert(table, &[int(6), Value::Null, Value::Int8(7)]).unwrap_err();
+    assert_eq!(e.sqlstate(), "23502");
+    assert_eq!(e.detail(), Some("Failing row contains (6, null, 7)."));
+    t.rollback();
+    let mut t = db.begin().unwrap();
+    let e = t.update(table, &[int(1)], &[(1, Value::Null)]).unwrap_err();
+    assert_eq!(e.detail(), Some("Failing row contains (1, null, null)."));
+    t.rollback();
+}
