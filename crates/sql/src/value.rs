@@ -628,11 +628,16 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
 /// A well-formed date with an impossible field is 22008, anything else 22P02.
 fn datetime_error(type_name: &str, text: &str) -> SqlError {
     let t = text.trim();
-    let shape_ok = t.len() >= 10 && t.as_bytes()[4] == b'-' && t.as_bytes()[7] == b'-' && t[..4].bytes().all(|b| b.is_ascii_digit());
+    let shape_ok = t.len() >= 10
+        && t.as_bytes()[4] == b'-'
+        && t.as_bytes()[7] == b'-'
+        && t[..4].bytes().all(|b| b.is_ascii_digit())
+        && t.get(10..).is_some_and(time_shape_ok);
     if shape_ok {
         SqlError::new("22008", format!("date/time field value out of range: \"{text}\""))
     } else {
-        SqlError::invalid_text(type_name, text)
+        // Date/time syntax errors are 22007, not 22P02 as for numbers.
+        SqlError::new("22007", format!("invalid input syntax for type {type_name}: \"{text}\""))
     }
 }
 
@@ -667,7 +672,19 @@ pub fn parse_numeric(text: &str) -> Option<Numeric> {
     Some(n)
 }
 
+/// A date, or a timestamp whose time part PostgreSQL's date input discards
+/// (`'1970-01-01 00:00:00Z'::date`, as pgx's simple protocol sends).
 fn parse_date(t: &str) -> Option<i32> {
+    match t.find([' ', 'T']) {
+        Some(i) => {
+            parse_time_of_day(t[i + 1..].trim())?;
+            parse_ymd(&t[..i])
+        }
+        None => parse_ymd(t),
+    }
+}
+
+fn parse_ymd(t: &str) -> Option<i32> {
     let mut parts = t.splitn(3, '-');
     let y: i64 = parts.next()?.parse().ok()?;
     let m: u32 = parts.next()?.parse().ok()?;
@@ -692,24 +709,57 @@ fn parse_timestamp(t: &str) -> Option<i64> {
         Some(i) => (&t[..i], t[i + 1..].trim()),
         None => (t, ""),
     };
-    let days = i64::from(parse_date(date)?);
-    let mut micros = 0i64;
-    if !time.is_empty() {
-        let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-        let mut it = hms.split(':');
-        let h: i64 = it.next()?.parse().ok()?;
-        let mi: i64 = it.next()?.parse().ok()?;
-        let s: i64 = it.next().map_or(Some(0), |x| x.parse().ok())?;
-        if h > 24 || mi > 59 || s > 60 || !frac.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let mut f = 0i64;
-        for (i, b) in frac.bytes().take(6).enumerate() {
-            f += i64::from(b - b'0') * 10i64.pow(5 - u32::try_from(i).ok()?);
-        }
-        micros = ((h * 60 + mi) * 60 + s) * MICROS_PER_SECOND + f;
-    }
+    let days = i64::from(parse_ymd(date)?);
+    let micros = if time.is_empty() { 0 } else { parse_time_of_day(time)? };
     days.checked_mul(MICROS_PER_DAY)?.checked_add(micros)
+}
+
+/// `hh:mm[:ss[.ffffff]]` with an optional zone (`Z`, `+hh`, `-hh:mm`),
+/// which `timestamp without time zone` input ignores as PostgreSQL does;
+/// microseconds since midnight.
+fn parse_time_of_day(time: &str) -> Option<i64> {
+    let time = strip_zone(time);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let mut it = hms.split(':');
+    let h: i64 = it.next()?.parse().ok()?;
+    let mi: i64 = it.next()?.parse().ok()?;
+    let s: i64 = it.next().map_or(Some(0), |x| x.parse().ok())?;
+    if it.next().is_some() || h > 24 || mi > 59 || s > 60 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut f = 0i64;
+    for (i, b) in frac.bytes().take(6).enumerate() {
+        f += i64::from(b - b'0') * 10i64.pow(5 - u32::try_from(i).ok()?);
+    }
+    Some(((h * 60 + mi) * 60 + s) * MICROS_PER_SECOND + f)
+}
+
+/// Is the rest after `yyyy-mm-dd` shaped like a time (so a parse failure
+/// is a field out of range, 22008, not bad syntax, 22007)?
+fn time_shape_ok(rest: &str) -> bool {
+    let Some(time) = rest.strip_prefix([' ', 'T']) else { return rest.is_empty() };
+    let time = time.trim();
+    let body = strip_zone(time);
+    if body.len() == time.len() && time.ends_with(['+', '-', ':']) {
+        return false;
+    }
+    let (hms, frac) = body.split_once('.').unwrap_or((body, ""));
+    let parts: Vec<&str> = hms.split(':').collect();
+    (2..=3).contains(&parts.len())
+        && parts.iter().all(|p| !p.is_empty() && p.len() <= 2 && p.bytes().all(|b| b.is_ascii_digit()))
+        && frac.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn strip_zone(time: &str) -> &str {
+    let time = time.trim_end();
+    if let Some(t) = time.strip_suffix(['Z', 'z']) {
+        return t.trim_end();
+    }
+    // A sign after the seconds starts an offset: +hh, +hhmm, +hh:mm.
+    match time.rfind(['+', '-']) {
+        Some(i) if i > 0 && time[i + 1..].bytes().all(|b| b.is_ascii_digit() || b == b':') && !time[i + 1..].is_empty() => time[..i].trim_end(),
+        _ => time,
+    }
 }
 
 // ---------------------------------------------------------------- output
