@@ -783,11 +783,15 @@ pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             ]);
         }
         "pg_settings" => {
-            let mut names: Vec<&String> = ctx.settings.keys().filter(|k| !k.starts_with("pgtier.")).collect();
+            let mut names: Vec<String> = ctx.settings.keys().filter(|k| !k.starts_with("pgtier.")).cloned().collect();
+            // Fixed facts drivers read (pgJDBC: max_index_keys).
+            names.extend(super::funcs::FIXED_SETTINGS.iter().map(|(k, _)| (*k).to_owned()));
             names.sort();
-            for k in names {
-                let v = ctx.settings.get(k).cloned().unwrap_or_default();
-                let ro = crate::session::READ_ONLY_SETTINGS.contains(&k.as_str());
+            names.dedup();
+            for k in &names {
+                let fixed = super::funcs::FIXED_SETTINGS.iter().find(|(f, _)| f == k).map(|(_, v)| (*v).to_owned());
+                let v = ctx.settings.get(k).cloned().or_else(|| fixed.clone()).unwrap_or_default();
+                let ro = crate::session::READ_ONLY_SETTINGS.contains(&k.as_str()) || fixed.is_some();
                 out.extend([
                     text(super::funcs::setting_display_name(k)), Value::Text(v.clone()), Value::Null, text(""), text(""), Value::Null,
                     text(if ro { "internal" } else { "user" }), text("string"), text("default"), Value::Null, Value::Null, Value::Null, Value::Text(v.clone()),

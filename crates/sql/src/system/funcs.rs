@@ -389,16 +389,20 @@ fn setting_value(settings: &std::collections::HashMap<String, String>, key: &str
     if let Some(v) = settings.get(key) {
         return Some(v.clone());
     }
-    Some(match key {
-        "server_version_num" => "150000",
-        "lc_collate" | "lc_ctype" => "C",
-        "block_size" => "8192",
-        "max_index_keys" => "32",
-        "max_connections" => "100",
-        "data_directory_mode" => "0700",
-        _ => return None,
-    }.to_owned())
+    FIXED_SETTINGS.iter().find(|(k, _)| *k == key).map(|(_, v)| (*v).to_owned())
 }
+
+/// Read-only settings with fixed values (current_setting, pg_settings).
+pub const FIXED_SETTINGS: &[(&str, &str)] = &[
+    ("block_size", "8192"),
+    ("data_directory_mode", "0700"),
+    ("lc_collate", "C"),
+    ("lc_ctype", "C"),
+    ("max_connections", "100"),
+    ("max_identifier_length", "63"),
+    ("max_index_keys", "32"),
+    ("server_version_num", "150000"),
+];
 
 /// The name PostgreSQL shows for a setting (`DateStyle`, `TimeZone`).
 pub fn setting_display_name(key: &str) -> &str {
