@@ -109,7 +109,7 @@ impl<'c> Binder<'c> {
             return Err(SqlError::new("42501", format!("permission denied for table {}", rel.def().name)));
         }
         let n = object_name(name)?;
-        let t = self.catalog.table_by_name(&n).cloned().ok_or_else(|| SqlError::undefined_table(&n))?;
+        let t = self.catalog.table_by_name(&n).cloned().ok_or_else(|| SqlError::undefined_table(&n).at(sqlparser::ast::Spanned::span(name)))?;
         if !self.deps.iter().any(|d| Arc::ptr_eq(d, &t)) {
             self.deps.push(t.clone());
         }
@@ -980,12 +980,13 @@ impl<'c> Binder<'c> {
         use ast::Expr as E;
         match e {
             E::Identifier(i) => match self.resolve_column(None, &ident(i), scope) {
-                Err(err) if err.sqlstate == "42703" && i.quote_style.is_none() => self.keyword_function(&ident(i))?.ok_or(err),
+                Err(err) if err.sqlstate == "42703" && i.quote_style.is_none() => self.keyword_function(&ident(i))?.ok_or_else(|| err.at(i.span)),
+                Err(err) => Err(err.at(i.span)),
                 other => other,
             },
             E::CompoundIdentifier(parts) => match parts.as_slice() {
-                [q, c] => self.resolve_column(Some(&ident(q)), &ident(c), scope),
-                [s, q, c] if ident(s) == "public" => self.resolve_column(Some(&ident(q)), &ident(c), scope),
+                [q, c] => self.resolve_column(Some(&ident(q)), &ident(c), scope).map_err(|err| err.at(q.span)),
+                [s, q, c] if ident(s) == "public" => self.resolve_column(Some(&ident(q)), &ident(c), scope).map_err(|err| err.at(s.span)),
                 _ => Err(SqlError::unsupported(format!("name {e}"))),
             },
             E::Value(v) => self.literal(&v.value),

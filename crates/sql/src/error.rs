@@ -16,11 +16,39 @@ pub struct SqlError {
     pub hint: Option<String>,
     /// Violated constraint, for the ErrorResponse `n` field.
     pub constraint: Option<String>,
+    /// Where in the statement text the error is (line, column, 1-based,
+    /// from the parser's spans); [`SqlError::position_in`] turns it into
+    /// the ErrorResponse `P` field.
+    pub location: Option<(u64, u64)>,
 }
 
 impl SqlError {
     pub fn new(sqlstate: &'static str, message: impl Into<String>) -> SqlError {
-        SqlError { sqlstate, message: message.into(), detail: None, hint: None, constraint: None }
+        SqlError { sqlstate, message: message.into(), detail: None, hint: None, constraint: None, location: None }
+    }
+
+    /// Attaches the place in the statement text that caused the error
+    /// (kept if one is already set: the innermost place wins).
+    pub fn at(mut self, span: sqlparser::tokenizer::Span) -> SqlError {
+        if self.location.is_none() && span.start.line > 0 && span.start.column > 0 {
+            self.location = Some((span.start.line, span.start.column));
+        }
+        self
+    }
+
+    /// PostgreSQL's error position: the 1-based character offset of the
+    /// error's location in `sql`, the text the statement was parsed from.
+    pub fn position_in(&self, sql: &str) -> Option<u32> {
+        let (line, column) = self.location?;
+        let (line, column) = (usize::try_from(line).ok()?, usize::try_from(column).ok()?);
+        let mut offset = 0usize;
+        for (i, text) in sql.split('\n').enumerate() {
+            if i + 1 == line {
+                return (column <= text.chars().count() + 1).then(|| u32::try_from(offset + column).ok()).flatten();
+            }
+            offset += text.chars().count() + 1;
+        }
+        None
     }
 
     pub fn with_detail(mut self, detail: impl Into<String>) -> SqlError {
@@ -106,6 +134,41 @@ impl From<sqlparser::parser::ParserError> for SqlError {
                 return SqlError::new("54001", "stack depth limit exceeded");
             }
         };
-        SqlError::syntax(format!("syntax error: {text}"))
+        syntax_error(&text)
+    }
+}
+
+/// sqlparser says `Expected: X, found: TOKEN at Line: L, Column: C`;
+/// PostgreSQL says `syntax error at or near "TOKEN"` (or `at end of
+/// input`) with the token's position.
+fn syntax_error(text: &str) -> SqlError {
+    let location = text.rsplit_once(" at Line: ").and_then(|(_, lc)| {
+        let (l, c) = lc.split_once(", Column: ")?;
+        Some((l.trim().parse::<u64>().ok()?, c.trim().parse::<u64>().ok()?))
+    });
+    let found = text.split_once("found: ").map(|(_, rest)| rest.rsplit_once(" at Line: ").map_or(rest, |(tok, _)| tok));
+    let mut e = match found {
+        Some("EOF") => SqlError::syntax("syntax error at end of input"),
+        Some(tok) => SqlError::syntax(format!("syntax error at or near \"{tok}\"")),
+        None => SqlError::syntax(format!("syntax error: {text}")),
+    };
+    e.location = location;
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlparser::dialect::PostgreSqlDialect;
+    use sqlparser::parser::Parser;
+
+    #[test]
+    fn syntax_errors_read_like_postgres_with_positions() {
+        let sql = "SELECT 1;\nSELEC 2";
+        let e: SqlError = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap_err().into();
+        assert_eq!(e.message, "syntax error at or near \"SELEC\"");
+        assert_eq!(e.position_in(sql), Some(11), "{e:?}");
+        let e: SqlError = Parser::parse_sql(&PostgreSqlDialect {}, "SELECT (1").unwrap_err().into();
+        assert_eq!(e.message, "syntax error at end of input");
     }
 }
