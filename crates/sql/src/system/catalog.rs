@@ -666,11 +666,10 @@ fn user_tables(catalog: &Catalog) -> Vec<&Arc<TableSchema>> {
     catalog.tables().collect()
 }
 
-/// The engine's hidden row id of a table declared without a primary key.
-/// It is named like PostgreSQL's reserved system column `ctid`, so no user
-/// column can be; PostgreSQL shows neither it nor the key on it.
+/// The engine's hidden row id of a table declared without a primary key
+/// (`Column::is_hidden`): PostgreSQL shows neither it nor the key on it.
 fn hidden(c: &Column) -> bool {
-    c.name == "ctid"
+    c.is_hidden()
 }
 
 /// The columns PostgreSQL would show, with their positions.
