@@ -22,6 +22,15 @@ pub struct SqlError {
     pub location: Option<(u64, u64)>,
 }
 
+/// A NOTICE PostgreSQL would send (`DROP TABLE IF EXISTS` of a missing
+/// table: "table \"t\" does not exist, skipping"). Collected per
+/// statement; the server sends them as NoticeResponse before the result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SqlNotice {
+    pub sqlstate: &'static str,
+    pub message: String,
+}
+
 impl SqlError {
     pub fn new(sqlstate: &'static str, message: impl Into<String>) -> SqlError {
         SqlError { sqlstate, message: message.into(), detail: None, hint: None, constraint: None, location: None }

@@ -18,7 +18,7 @@ use pgtier_engine::{IndexDef, TableDef, TableSchema};
 use pgtier_engine::Transaction;
 use pgtier_engine::{DataType, Numeric, Value, ValueRef};
 
-use crate::error::{Result, SqlError};
+use crate::error::{Result, SqlError, SqlNotice};
 use crate::expr::{Env, Expr, NoSubqueries, Subquery, SubqueryRunner};
 use crate::plan::{
     Access, AggCall, AggFunc, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, SelectPlan, UpdatePlan,
@@ -100,6 +100,8 @@ pub struct Exec<'a> {
     pub sub_cache: HashMap<usize, Vec<Value>>,
     /// The session's settings: current_setting/set_config and pg_settings read them.
     pub settings: &'a mut HashMap<String, String>,
+    /// NOTICEs for the client (`... does not exist, skipping`).
+    pub notices: &'a mut Vec<SqlNotice>,
 }
 
 impl SubqueryRunner for Exec<'_> {
@@ -770,6 +772,7 @@ impl<'a> Exec<'a> {
 
     pub fn create_table(&mut self, def: &TableDef, if_not_exists: bool) -> Result<()> {
         if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
+            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", def.name) });
             return Ok(());
         }
         for c in &def.columns {
@@ -783,6 +786,7 @@ impl<'a> Exec<'a> {
 
     pub fn create_index(&mut self, def: &IndexDef, if_not_exists: bool) -> Result<()> {
         if if_not_exists && self.txn.catalog().index_by_name(&def.name).is_some() {
+            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", def.name) });
             return Ok(());
         }
         self.txn.create_index(def)?;
@@ -794,7 +798,9 @@ impl<'a> Exec<'a> {
         for n in names {
             if self.txn.catalog().table_by_name(n).is_some() {
                 pending.push(n.clone());
-            } else if !if_exists {
+            } else if if_exists {
+                self.notices.push(SqlNotice { sqlstate: "00000", message: format!("table \"{n}\" does not exist, skipping") });
+            } else {
                 return Err(SqlError::new("42P01", format!("table \"{n}\" does not exist")));
             }
         }
@@ -815,6 +821,7 @@ impl<'a> Exec<'a> {
         for n in names {
             if self.txn.catalog().index_by_name(n).is_none() {
                 if if_exists {
+                    self.notices.push(SqlNotice { sqlstate: "00000", message: format!("index \"{n}\" does not exist, skipping") });
                     continue;
                 }
                 return Err(SqlError::new("42704", format!("index \"{n}\" does not exist")));

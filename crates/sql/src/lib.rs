@@ -15,6 +15,6 @@ pub mod session;
 pub mod system;
 pub mod value;
 
-pub use error::{Result, SqlError};
+pub use error::{Result, SqlError, SqlNotice};
 pub use pgtier_engine::{DataType, Database, Value};
 pub use session::{Column, Connection, ExecResult, PreparedStatement, Row, Rows};

@@ -18,7 +18,7 @@ use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
 use crate::bind::bind_statement;
-use crate::error::{Result, SqlError};
+use crate::error::{Result, SqlError, SqlNotice};
 use crate::exec::{Exec, ResultBuf};
 use crate::plan::{OutputColumn, Plan, Prepared, TxnCommand};
 use crate::value;
@@ -200,6 +200,7 @@ pub struct Connection {
     dml_keys: Vec<Value>,
     dml_row: Vec<Value>,
     result: ResultBuf,
+    notices: Vec<SqlNotice>,
 }
 
 fn now_micros() -> i64 {
@@ -231,6 +232,7 @@ impl Connection {
             dml_keys: Vec::new(),
             dml_row: Vec::new(),
             result: ResultBuf::default(),
+            notices: Vec::new(),
         }
     }
 
@@ -357,6 +359,12 @@ impl Connection {
     pub fn set_identity(&mut self, user: &str, database: &str) {
         self.settings.insert("session_authorization".into(), user.to_owned());
         self.settings.insert("pgtier.database".into(), database.to_owned());
+    }
+
+    /// NOTICEs raised since the last call, oldest first (a server sends
+    /// them before the statement's result; embedded callers may log them).
+    pub fn take_notices(&mut self) -> Vec<SqlNotice> {
+        std::mem::take(&mut self.notices)
     }
 
     /// A setting's current value (`SHOW name`).
@@ -491,6 +499,7 @@ impl Connection {
             dml_row: &mut self.dml_row,
             sub_cache: HashMap::new(),
             settings: &mut self.settings,
+            notices: &mut self.notices,
         };
         let out = &mut self.result;
         let r = match &prepared.plan {
