@@ -555,7 +555,9 @@ impl<'c> Binder<'c> {
             offset: limit_offset.1,
             for_update,
             columns,
-        })
+            point_lookup: false,
+        }
+        .decide_point_lookup())
     }
 
     pub(crate) fn limit_offset(&mut self, q: &ast::Query) -> Result<(Option<Expr>, Option<Expr>)> {
@@ -815,7 +817,9 @@ impl<'c> Binder<'c> {
         } else {
             ColumnMask::all(width)
         };
-        Ok(Plan::Update(UpdatePlan { level, search_columns, eval_columns, assignments, returning, columns }))
+        let assignments_have_subqueries = assignments.iter().any(|(_, e)| e.has_subquery());
+        let filters_have_subqueries = level.filters.iter().any(Expr::has_subquery);
+        Ok(Plan::Update(UpdatePlan { level, search_columns, eval_columns, assignments_have_subqueries, filters_have_subqueries, assignments, returning, columns }))
     }
 
     fn delete(&mut self, d: &ast::Delete) -> Result<Plan> {

@@ -16,10 +16,11 @@ pub struct SqlError {
     pub hint: Option<String>,
     /// Violated constraint, for the ErrorResponse `n` field.
     pub constraint: Option<String>,
-    /// Where in the statement text the error is (line, column, 1-based,
-    /// from the parser's spans); [`SqlError::position_in`] turns it into
+    /// Where in the statement text the error is: line << 32 | column,
+    /// 1-based, from the parser's spans (packed so errors stay small: every
+    /// `Result` carries this type). [`SqlError::position_in`] turns it into
     /// the ErrorResponse `P` field.
-    pub location: Option<(u64, u64)>,
+    location: Option<std::num::NonZeroU64>,
 }
 
 /// A NOTICE PostgreSQL would send (`DROP TABLE IF EXISTS` of a missing
@@ -39,16 +40,27 @@ impl SqlError {
     /// Attaches the place in the statement text that caused the error
     /// (kept if one is already set: the innermost place wins).
     pub fn at(mut self, span: sqlparser::tokenizer::Span) -> SqlError {
-        if self.location.is_none() && span.start.line > 0 && span.start.column > 0 {
-            self.location = Some((span.start.line, span.start.column));
+        if self.location.is_none()
+            && let (Ok(line @ 1..), Ok(column @ 1..)) = (u32::try_from(span.start.line), u32::try_from(span.start.column))
+        {
+            self.set_location(line, column);
         }
         self
+    }
+
+    fn set_location(&mut self, line: u32, column: u32) {
+        self.location = std::num::NonZeroU64::new(u64::from(line) << 32 | u64::from(column));
+    }
+
+    /// (line, column), 1-based, if known.
+    pub fn location(&self) -> Option<(u32, u32)> {
+        self.location.map(|l| ((l.get() >> 32) as u32, l.get() as u32))
     }
 
     /// PostgreSQL's error position: the 1-based character offset of the
     /// error's location in `sql`, the text the statement was parsed from.
     pub fn position_in(&self, sql: &str) -> Option<u32> {
-        let (line, column) = self.location?;
+        let (line, column) = self.location()?;
         let (line, column) = (usize::try_from(line).ok()?, usize::try_from(column).ok()?);
         let mut offset = 0usize;
         for (i, text) in sql.split('\n').enumerate() {
@@ -153,7 +165,7 @@ impl From<sqlparser::parser::ParserError> for SqlError {
 fn syntax_error(text: &str) -> SqlError {
     let location = text.rsplit_once(" at Line: ").and_then(|(_, lc)| {
         let (l, c) = lc.split_once(", Column: ")?;
-        Some((l.trim().parse::<u64>().ok()?, c.trim().parse::<u64>().ok()?))
+        Some((l.trim().parse::<u32>().ok()?, c.trim().parse::<u32>().ok()?))
     });
     let found = text.split_once("found: ").map(|(_, rest)| rest.rsplit_once(" at Line: ").map_or(rest, |(tok, _)| tok));
     let mut e = match found {
@@ -161,7 +173,9 @@ fn syntax_error(text: &str) -> SqlError {
         Some(tok) => SqlError::syntax(format!("syntax error at or near \"{tok}\"")),
         None => SqlError::syntax(format!("syntax error: {text}")),
     };
-    e.location = location;
+    if let Some((line, column)) = location {
+        e.set_location(line, column);
+    }
     e
 }
 

@@ -250,10 +250,13 @@ impl<'a> Exec<'a> {
     }
 
     /// Runs the join pipeline, calling `sink` with each joined row.
-    fn join(&mut self, plan: &SelectPlan, l: usize, row: &mut Vec<Value>, env: &Env<'_>, sink: &mut Vec<Vec<Value>>) -> Result<()> {
+    /// Nested-loop join of `plan`'s levels from `l` on; each complete row
+    /// that passes the final filters goes to `sink` (collected, aggregated
+    /// or projected straight into the result: no row copies when streaming).
+    fn join(&mut self, plan: &SelectPlan, l: usize, row: &mut Vec<Value>, env: &Env<'_>, sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>) -> Result<()> {
         if l == plan.levels.len() {
             if self.passes(&plan.final_filters, env, row)? {
-                sink.push(row.clone());
+                sink(self, row)?;
             }
             return Ok(());
         }
@@ -283,23 +286,27 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
-    /// Is `plan` a single primary-key lookup with nothing else to do?
-    fn fast_select(plan: &SelectPlan) -> bool {
-        matches!(plan.levels.as_slice(), [l] if matches!(l.access, Access::PkLookup { .. }) && l.exact_key && l.filters.is_empty() && l.post_filters.is_empty())
-            && plan.final_filters.is_empty()
-            && plan.agg.is_none()
-            && !plan.distinct
-            && plan.order_by.is_empty()
-            && plan.limit.is_none()
-            && plan.offset.is_none()
-            && !plan.projection.iter().any(Expr::has_subquery)
-    }
 
     /// SELECT into `out` (visible columns only).
     pub fn select(&mut self, plan: &SelectPlan, params: &[Value], out: &mut ResultBuf) -> Result<()> {
         out.reset(plan.visible);
-        if Self::fast_select(plan) {
+        if plan.point_lookup {
             return self.select_point(plan, params, out);
+        }
+        let streams = plan.agg.is_none() && !plan.distinct && plan.order_by.is_empty() && plan.limit.is_none() && plan.offset.is_none() && !plan.for_update;
+        if streams {
+            // Each joined row is projected into the result as it is found.
+            let env = self.env(params, &[]);
+            let mut row = vec![Value::Null; plan.width];
+            let projection = &plan.projection[..plan.visible];
+            return self.join(plan, 0, &mut row, &env, &mut |ex, r| {
+                for e in projection {
+                    let v = e.eval(&env, ex, r)?;
+                    out.values.push(v);
+                }
+                out.rows += 1;
+                Ok(())
+            });
         }
         let rows = self.select_rows(plan, params, &[])?;
         for r in rows {
@@ -348,15 +355,31 @@ impl<'a> Exec<'a> {
     /// Full SELECT pipeline; rows carry every projection column (sort keys too).
     pub fn select_rows(&mut self, plan: &SelectPlan, params: &[Value], outer: &[Value]) -> Result<Vec<Vec<Value>>> {
         let env = self.env(params, outer);
-        let mut joined = Vec::new();
+        let mut joined: Vec<Vec<Value>> = Vec::new();
         let mut row = vec![Value::Null; plan.width];
-        self.join(plan, 0, &mut row, &env, &mut joined)?;
+        let mut streamed_groups = None;
+        match &plan.agg {
+            // Rows feed the aggregates as they are found: memory is per
+            // group, not per row (count(*) over a million rows holds one).
+            Some(agg) if !plan.for_update => {
+                let mut acc = Aggregator::new(&agg.group_by, &agg.aggs);
+                self.join(plan, 0, &mut row, &env, &mut |ex, r| acc.add(ex, &env, r))?;
+                streamed_groups = Some(acc.finish()?);
+            }
+            _ => self.join(plan, 0, &mut row, &env, &mut |_, r| {
+                joined.push(r.to_vec());
+                Ok(())
+            })?,
+        }
         if plan.for_update {
             joined = self.lock_rows(plan, &env, joined)?;
         }
         let input = match &plan.agg {
             Some(agg) => {
-                let mut groups = aggregate(self, &env, &agg.group_by, &agg.aggs, &joined)?;
+                let mut groups = match streamed_groups {
+                    Some(g) => g,
+                    None => aggregate(self, &env, &agg.group_by, &agg.aggs, &joined)?,
+                };
                 if let Some(h) = &agg.having {
                     let mut kept = Vec::with_capacity(groups.len());
                     for g in groups {
@@ -607,7 +630,7 @@ impl<'a> Exec<'a> {
         let env = self.env(params, &[]);
         let level = &plan.level;
         let table = level.table.clone();
-        if plan.assignments.iter().any(|(_, e)| e.has_subquery()) {
+        if plan.assignments_have_subqueries {
             return self.update_with_subqueries(plan, &env, out);
         }
         let direct = matches!(level.access, Access::PkLookup { .. }) && level.exact_key && level.filters.is_empty();
@@ -638,7 +661,7 @@ impl<'a> Exec<'a> {
     fn update_keys(&mut self, plan: &UpdatePlan, params: &[Value], env: &Env<'_>, keys: &[Value], new_row: &mut Vec<Value>, direct: bool, out: &mut ResultBuf) -> Result<u64> {
         let level = &plan.level;
         let table = level.table.clone();
-        let recheck = !direct && !level.filters.iter().any(Expr::has_subquery);
+        let recheck = !direct && !plan.filters_have_subqueries;
         let mut count = 0;
         for key in keys.chunks(table.primary_key.len().max(1)) {
             let mut failure: Option<SqlError> = None;
@@ -999,56 +1022,91 @@ fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
 
 /// Hash aggregation: one output row per group (group values, then aggregates).
 fn aggregate(ex: &mut Exec<'_>, env: &Env<'_>, group_by: &[Expr], aggs: &[AggCall], rows: &[Vec<Value>]) -> Result<Vec<Vec<Value>>> {
-    struct Group {
-        key: Vec<Value>,
-        accs: Vec<Acc>,
-        seen: Vec<std::collections::HashSet<GroupKey>>,
-    }
-    let mut index: HashMap<GroupKey, usize> = HashMap::new();
-    let mut groups: Vec<Group> = Vec::new();
-    let fresh = |key: Vec<Value>| Group {
-        key,
-        accs: aggs.iter().map(|a| new_acc(a, None)).collect(),
-        seen: aggs.iter().map(|_| std::collections::HashSet::new()).collect(),
-    };
-    if group_by.is_empty() {
-        groups.push(fresh(Vec::new()));
-        index.insert(GroupKey(Vec::new()), 0);
-    }
+    let mut acc = Aggregator::new(group_by, aggs);
     for r in rows {
-        let mut key = Vec::with_capacity(group_by.len());
-        for g in group_by {
-            key.push(g.eval(env, ex, r)?);
+        acc.add(ex, env, r)?;
+    }
+    acc.finish()
+}
+
+/// GROUP BY state fed one row at a time: groups in first-seen order, each
+/// with its accumulators (and, for DISTINCT aggregates, the values seen).
+struct Aggregator<'p> {
+    group_by: &'p [Expr],
+    aggs: &'p [AggCall],
+    index: HashMap<GroupKey, usize>,
+    groups: Vec<AggGroup>,
+}
+
+struct AggGroup {
+    key: Vec<Value>,
+    accs: Vec<Acc>,
+    seen: Vec<std::collections::HashSet<GroupKey>>,
+}
+
+impl<'p> Aggregator<'p> {
+    fn new(group_by: &'p [Expr], aggs: &'p [AggCall]) -> Aggregator<'p> {
+        let mut a = Aggregator { group_by, aggs, index: HashMap::new(), groups: Vec::new() };
+        if group_by.is_empty() {
+            // No GROUP BY: one group even over no rows (count(*) = 0).
+            a.groups.push(a.fresh(Vec::new()));
+            a.index.insert(GroupKey(Vec::new()), 0);
         }
-        let gk = GroupKey(key);
-        let gi = match index.get(&gk) {
-            Some(i) => *i,
-            None => {
-                groups.push(fresh(gk.0.clone()));
-                index.insert(gk, groups.len() - 1);
-                groups.len() - 1
+        a
+    }
+
+    fn fresh(&self, key: Vec<Value>) -> AggGroup {
+        AggGroup {
+            key,
+            accs: self.aggs.iter().map(|a| new_acc(a, None)).collect(),
+            seen: self.aggs.iter().map(|_| std::collections::HashSet::new()).collect(),
+        }
+    }
+
+    fn add(&mut self, ex: &mut Exec<'_>, env: &Env<'_>, r: &[Value]) -> Result<()> {
+        let gi = if self.group_by.is_empty() {
+            0
+        } else {
+            let mut key = Vec::with_capacity(self.group_by.len());
+            for g in self.group_by {
+                key.push(g.eval(env, ex, r)?);
+            }
+            let gk = GroupKey(key);
+            match self.index.get(&gk) {
+                Some(i) => *i,
+                None => {
+                    let g = self.fresh(gk.0.clone());
+                    self.groups.push(g);
+                    self.index.insert(gk, self.groups.len() - 1);
+                    self.groups.len() - 1
+                }
             }
         };
-        for (k, call) in aggs.iter().enumerate() {
+        for (k, call) in self.aggs.iter().enumerate() {
             let v = match &call.arg {
                 Some(e) => Some(e.eval(env, ex, r)?),
                 None => None,
             };
             if call.distinct
                 && let Some(x) = &v
-                    && (x.is_null() || !groups[gi].seen[k].insert(GroupKey(vec![x.clone()]))) {
-                        continue;
-                    }
-            accumulate(&mut groups[gi].accs[k], call, v)?;
+                && (x.is_null() || !self.groups[gi].seen[k].insert(GroupKey(vec![x.clone()])))
+            {
+                continue;
+            }
+            accumulate(&mut self.groups[gi].accs[k], call, v)?;
         }
+        Ok(())
     }
-    let mut out = Vec::with_capacity(groups.len());
-    for g in groups {
-        let mut row = g.key;
-        for (acc, call) in g.accs.into_iter().zip(aggs) {
-            row.push(finish(acc, call)?);
+
+    fn finish(self) -> Result<Vec<Vec<Value>>> {
+        let mut out = Vec::with_capacity(self.groups.len());
+        for g in self.groups {
+            let mut row = g.key;
+            for (acc, call) in g.accs.into_iter().zip(self.aggs) {
+                row.push(finish(acc, call)?);
+            }
+            out.push(row);
         }
-        out.push(row);
+        Ok(out)
     }
-    Ok(out)
 }

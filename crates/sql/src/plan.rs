@@ -128,6 +128,25 @@ pub struct SelectPlan {
     pub offset: Option<Expr>,
     pub for_update: bool,
     pub columns: Vec<OutputColumn>,
+    /// A single exact primary-key lookup with nothing else to do: the
+    /// executor's fast path. Decided once, when planned
+    /// ([`SelectPlan::decide_point_lookup`]).
+    pub point_lookup: bool,
+}
+
+impl SelectPlan {
+    /// Sets [`SelectPlan::point_lookup`]; call once the plan is complete.
+    pub fn decide_point_lookup(mut self) -> SelectPlan {
+        self.point_lookup = matches!(self.levels.as_slice(), [l] if matches!(l.access, Access::PkLookup { .. }) && l.exact_key && l.filters.is_empty() && l.post_filters.is_empty())
+            && self.final_filters.is_empty()
+            && self.agg.is_none()
+            && !self.distinct
+            && self.order_by.is_empty()
+            && self.limit.is_none()
+            && self.offset.is_none()
+            && !self.projection.iter().any(Expr::has_subquery);
+        self
+    }
 }
 
 /// A subquery's plan.
@@ -212,6 +231,11 @@ pub struct UpdatePlan {
     pub search_columns: ColumnMask,
     /// Read by the re-check and the new values (all with RETURNING).
     pub eval_columns: ColumnMask,
+    /// Some new value needs a subquery (evaluated outside the engine's
+    /// row callback).
+    pub assignments_have_subqueries: bool,
+    /// The WHERE has a subquery: not re-checked on the latest version.
+    pub filters_have_subqueries: bool,
     /// Column position and its new value (evaluated on the old row, cast to the column type).
     pub assignments: Vec<(usize, Expr)>,
     pub returning: Vec<Expr>,

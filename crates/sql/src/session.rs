@@ -483,11 +483,17 @@ impl Connection {
                 format!("bind message supplies {} parameters, but prepared statement requires {}", params.len(), prepared.param_types.len()),
             ));
         }
+        // Parameters already of their planned types are used in place; only
+        // a statement with some to convert copies them (text would allocate).
+        let all_fit = params.iter().zip(&prepared.param_types).all(|(v, ty)| param_fits(v, *ty));
         let mut pbuf = std::mem::take(&mut self.params);
         pbuf.clear();
-        for (v, ty) in params.iter().zip(&prepared.param_types) {
-            pbuf.push(if param_fits(v, *ty) { v.clone() } else { value::cast(v.clone(), *ty, false)? });
+        if !all_fit {
+            for (v, ty) in params.iter().zip(&prepared.param_types) {
+                pbuf.push(if param_fits(v, *ty) { v.clone() } else { value::cast(v.clone(), *ty, false)? });
+            }
         }
+        let args: &[Value] = if all_fit { params } else { &pbuf };
         txn.begin_statement()?;
         let mut ex = Exec {
             txn,
@@ -503,10 +509,10 @@ impl Connection {
         };
         let out = &mut self.result;
         let r = match &prepared.plan {
-            Plan::Select(s) => ex.select(s, &pbuf, out).map(|()| (Tag::Counted("SELECT"), out.rows as u64)),
-            Plan::Insert(i) => ex.insert(i, &pbuf, out).map(|n| (Tag::Counted("INSERT 0"), n)),
-            Plan::Update(u) => ex.update(u, &pbuf, out).map(|n| (Tag::Counted("UPDATE"), n)),
-            Plan::Delete(d) => ex.delete(d, &pbuf, out).map(|n| (Tag::Counted("DELETE"), n)),
+            Plan::Select(s) => ex.select(s, args, out).map(|()| (Tag::Counted("SELECT"), out.rows as u64)),
+            Plan::Insert(i) => ex.insert(i, args, out).map(|n| (Tag::Counted("INSERT 0"), n)),
+            Plan::Update(u) => ex.update(u, args, out).map(|n| (Tag::Counted("UPDATE"), n)),
+            Plan::Delete(d) => ex.delete(d, args, out).map(|n| (Tag::Counted("DELETE"), n)),
             Plan::CreateTable { def, if_not_exists } => ex.create_table(def, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0)),
             Plan::CreateIndex { def, if_not_exists } => ex.create_index(def, *if_not_exists).map(|()| (Tag::Plain("CREATE INDEX"), 0)),
             Plan::DropTable { names, if_exists } => ex.drop_tables(names, *if_exists).map(|()| (Tag::Plain("DROP TABLE"), 0)),

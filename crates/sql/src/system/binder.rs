@@ -279,6 +279,7 @@ impl Binder<'_> {
             offset,
             for_update: false,
             columns,
+            point_lookup: false,
         })
     }
 
