@@ -1247,7 +1247,7 @@ impl Transaction {
         self.order.clear();
         let s = &self.s;
         let bytes = s.key.capacity() + s.scratch.capacity() + s.row.capacity() + s.base.capacity() + s.entry.capacity()
-            + s.tmp.capacity() + s.probe.capacity() + s.batch.capacity()
+            + s.tmp.capacity() + s.probe.capacity() + s.batch.capacity() + s.lo.capacity() + s.hi.capacity()
             + self.writes.capacity() * std::mem::size_of::<WriteEntry>();
         if bytes > RECYCLE_BYTES_MAX {
             return;
@@ -1378,21 +1378,7 @@ pub(crate) fn encode_row(schema: &TableSchema, values: &[Value], out: &mut Vec<u
 }
 
 fn needs_coercion(v: &Value, ty: crate::types::DataType) -> bool {
-    use crate::types::DataType as T;
-    !matches!(
-        (v, ty),
-        (Value::Null, _)
-            | (Value::Bool(_), T::Bool)
-            | (Value::Int2(_), T::Int2)
-            | (Value::Int4(_), T::Int4)
-            | (Value::Int8(_), T::Int8)
-            | (Value::Float4(_), T::Float4)
-            | (Value::Float8(_), T::Float8)
-            | (Value::Text(_), T::Text)
-            | (Value::Bytea(_), T::Bytea)
-            | (Value::Date(_), T::Date)
-            | (Value::Timestamp(_), T::Timestamp)
-    )
+    !v.is_of_type(ty)
 }
 
 /// New row = `base` with `changes`; fixed-width-only changes patch a copy.

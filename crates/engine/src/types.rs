@@ -268,6 +268,26 @@ impl Value {
         matches!(self, Value::Null)
     }
 
+    /// Already a value of `ty` as stored (NULL fits any type): no coercion
+    /// or cast needed. Length-checked types (varchar(n), char(n)) and
+    /// numeric(p, s) always go through coercion.
+    pub fn is_of_type(&self, ty: DataType) -> bool {
+        matches!(
+            (self, ty),
+            (Value::Null, _)
+                | (Value::Bool(_), DataType::Bool)
+                | (Value::Int2(_), DataType::Int2)
+                | (Value::Int4(_), DataType::Int4)
+                | (Value::Int8(_), DataType::Int8)
+                | (Value::Float4(_), DataType::Float4)
+                | (Value::Float8(_), DataType::Float8)
+                | (Value::Text(_), DataType::Text)
+                | (Value::Bytea(_), DataType::Bytea)
+                | (Value::Date(_), DataType::Date)
+                | (Value::Timestamp(_), DataType::Timestamp)
+        )
+    }
+
     /// Integer content of any integer-typed value.
     pub fn as_i64(&self) -> Option<i64> {
         match self {

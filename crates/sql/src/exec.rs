@@ -137,6 +137,13 @@ fn exact_key(v: Value, ty: DataType) -> Option<Value> {
             _ => None,
         };
     }
+    if v.is_of_type(ty) {
+        return Some(v);
+    }
+    if let (Value::Text(s), DataType::Varchar(n)) = (&v, ty) {
+        // Stored values are at most n characters: a longer one matches none.
+        return (s.chars().count() <= n as usize).then_some(v);
+    }
     let cast = value::cast(v.clone(), ty, false).ok()?;
     (value::compare(&v, &cast) == Some(Ordering::Equal)).then_some(cast)
 }

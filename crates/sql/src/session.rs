@@ -566,20 +566,7 @@ impl Connection {
 
 /// A parameter value already of the representation its type stores.
 fn param_fits(v: &Value, ty: pgtier_engine::DataType) -> bool {
-    use pgtier_engine::DataType as T;
-    matches!(
-        (v, ty),
-        (Value::Null, _)
-            | (Value::Int2(_), T::Int2)
-            | (Value::Int4(_), T::Int4)
-            | (Value::Int8(_), T::Int8)
-            | (Value::Bool(_), T::Bool)
-            | (Value::Float8(_), T::Float8)
-            | (Value::Float4(_), T::Float4)
-            | (Value::Date(_), T::Date)
-            | (Value::Timestamp(_), T::Timestamp)
-            | (Value::Text(_), T::Text)
-    )
+    v.is_of_type(ty)
 }
 
 pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
