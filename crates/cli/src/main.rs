@@ -5,6 +5,7 @@
 mod backend_cmd;
 mod bench_cmd;
 mod compare_cmd;
+mod serve_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -17,6 +18,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve the PostgreSQL wire protocol (psql, JDBC, psycopg, pgx, ...).
+    Serve(serve_cmd::ServeArgs),
     /// Manage a private PostgreSQL cluster for demos, tests and benchmarks.
     Backend {
         #[command(subcommand)]
@@ -58,6 +61,7 @@ fn main() {
         }
     };
     let outcome = match cli.command {
+        Command::Serve(args) => serve_cmd::run(args),
         Command::Backend { command } => backend_cmd::run(command),
         Command::Bench { command } => match command {
             BenchCommand::Tatp(args) => bench_cmd::run(*args),

@@ -27,8 +27,12 @@ pub enum ServerError {
     Config(String),
     #[error("TLS: {0}")]
     Tls(String),
-    #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: std::net::SocketAddr, source: std::io::Error },
+    #[error("cannot listen on {addr}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("engine: {0}")]
     Engine(String),
     #[error("{0}")]
@@ -56,6 +60,8 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     };
     let db = Database::open(&config.data_dir, engine)
         .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
-    let shared = server::Shared::new(db, users, config.auth.method, tls, config.max_connections, config.max_message_bytes);
+    let limits = (config.max_connections, config.max_message_bytes);
+    let commit_async = config.commit_mode == CommitModeName::Async;
+    let shared = server::Shared::new(db, users, config.auth.method, tls, limits, commit_async);
     RunningServer::start(listener, Arc::new(shared))
 }

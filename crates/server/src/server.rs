@@ -44,6 +44,9 @@ pub struct Shared {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub max_connections: usize,
     pub max_message_bytes: usize,
+    /// The engine acknowledges commits before the WAL fsync; sessions then
+    /// report synchronous_commit = off, as PostgreSQL would.
+    pub commit_async: bool,
     shutdown: AtomicBool,
     /// Authenticated (or authenticating) sessions, against max_connections.
     active: AtomicUsize,
@@ -64,7 +67,8 @@ impl Drop for Slot<'_> {
 }
 
 impl Shared {
-    pub fn new(db: Database, users: Users, auth_method: AuthMethod, tls: Option<Arc<rustls::ServerConfig>>, max_connections: usize, max_message_bytes: usize) -> Shared {
+    pub fn new(db: Database, users: Users, auth_method: AuthMethod, tls: Option<Arc<rustls::ServerConfig>>, limits: (usize, usize), commit_async: bool) -> Shared {
+        let (max_connections, max_message_bytes) = limits;
         Shared {
             db,
             users,
@@ -72,6 +76,7 @@ impl Shared {
             tls,
             max_connections,
             max_message_bytes,
+            commit_async,
             shutdown: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),
@@ -114,6 +119,21 @@ fn random_i32() -> i32 {
     i32::from_ne_bytes(b)
 }
 
+/// A session thread's place in the registry, released on drop.
+struct Registered<'a> {
+    shared: &'a Shared,
+    pid: i32,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.shared.sessions.lock().remove(&self.pid);
+        let mut n = self.shared.threads.lock();
+        *n -= 1;
+        self.shared.threads_done.notify_all();
+    }
+}
+
 fn spawn_session(shared: &Arc<Shared>, tcp: TcpStream) {
     {
         let mut n = shared.threads.lock();
@@ -130,11 +150,11 @@ fn spawn_session(shared: &Arc<Shared>, tcp: TcpStream) {
     shared.sessions.lock().insert(pid, SessionEntry { secret, cancel: cancel.clone(), socket: tcp.try_clone().ok() });
     let s = shared.clone();
     let spawned = std::thread::Builder::new().name(format!("pgtier-session-{pid}")).stack_size(SESSION_STACK_BYTES).spawn(move || {
-        crate::session::serve(&s, tcp, pid, secret, cancel);
-        s.sessions.lock().remove(&pid);
-        let mut n = s.threads.lock();
-        *n -= 1;
-        s.threads_done.notify_all();
+        // Deregisters even if the session panics (a bug): the registry's
+        // socket handle is closed and shutdown does not wait forever.
+        let _registered = Registered { shared: &s, pid };
+        // A panic is a bug, but it must end only this session.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::session::serve(&s, tcp, pid, secret, cancel)));
     });
     if spawned.is_err() {
         shared.sessions.lock().remove(&pid);

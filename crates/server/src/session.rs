@@ -90,10 +90,12 @@ pub fn serve(shared: &Arc<Shared>, tcp: std::net::TcpStream, pid: i32, secret: i
         let _ = t.sock.set_read_timeout(None);
     }
     let mut session = Session::new(shared, wire, cancel);
-    session.apply_startup_parameters(&startup, &user);
+    session.apply_startup_parameters(&startup, &user, shared.commit_async);
     session.wire.send(PgWireBackendMessage::BackendKeyData(BackendKeyData::new(pid, SecretKey::I32(secret))));
     session.wire.ready_for_query(b'I');
     session.run();
+    // Answers to messages pipelined before Terminate or EOF still go out.
+    let _ = session.wire.flush();
     if session.conn.in_transaction() {
         let _ = session.conn.rollback();
     }
@@ -394,8 +396,11 @@ impl Session {
     /// Startup parameters (`application_name`, `DateStyle`, `options=-c
     /// x=y`, ...) become session settings; the reportable ones are then
     /// sent with ParameterStatus, as PostgreSQL does after AuthenticationOk.
-    fn apply_startup_parameters(&mut self, startup: &Startup, user: &str) {
+    fn apply_startup_parameters(&mut self, startup: &Startup, user: &str, commit_async: bool) {
         let mut settings: Vec<(String, String)> = Vec::new();
+        if commit_async {
+            settings.push(("synchronous_commit".to_owned(), "off".to_owned()));
+        }
         for (k, v) in &startup.parameters {
             match k.as_str() {
                 "user" | "database" | "replication" => {}
@@ -405,10 +410,13 @@ impl Session {
             }
         }
         for (name, value) in settings {
-            if self.conn.setting(&name).is_none() {
+            // Only names of known settings reach the SQL text (no quoting
+            // games with identifiers).
+            let plain = name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !plain || self.conn.setting(&name).is_none() {
                 continue;
             }
-            let sql = format!("SET \"{}\" TO '{}'", name.replace('"', "\"\""), value.replace('\'', "''"));
+            let sql = format!("SET {name} TO '{}'", value.replace('\'', "''"));
             let result = self.conn.parse_statements(&sql).and_then(|mut s| match s.pop() {
                 Some(stmt) => self.conn.prepare_statement(stmt).and_then(|ps| self.conn.execute(&ps, &[])),
                 None => Ok(0),
@@ -503,6 +511,7 @@ impl Session {
     /// An extended-protocol step; an error skips the rest up to Sync.
     fn extended(&mut self, step: impl FnOnce(&mut Self) -> Result<(), SqlError>) {
         if let Err(e) = step(self) {
+            self.conn.statement_failed();
             self.wire.error(&e, "ERROR");
             self.skip_until_sync = true;
         }
@@ -568,6 +577,7 @@ impl Session {
 
     fn simple_query(&mut self, sql: &str) {
         if let Err(e) = self.simple_query_inner(sql) {
+            self.conn.statement_failed();
             self.wire.error(&e, "ERROR");
         }
     }
@@ -576,6 +586,13 @@ impl Session {
         // The common case, one statement, goes through the text cache.
         if let Some(s) = self.by_text.get(sql).cloned() {
             return self.simple_one(&s);
+        }
+        if sql.trim().trim_end_matches(';').trim().eq_ignore_ascii_case("checkpoint") {
+            // PostgreSQL's CHECKPOINT: here the engine's (WAL truncated
+            // below it, so the next start replays little).
+            self.conn.database().checkpoint()?;
+            self.wire.command_complete("CHECKPOINT");
+            return Ok(());
         }
         let stmts = self.conn.parse_statements(sql)?;
         if stmts.is_empty() {
@@ -844,7 +861,8 @@ impl Session {
 /// Decodes Bind's parameters and result formats into `portal`.
 fn fill_portal(portal: &mut Portal, stmt: &Stmt, m: &Bind) -> Result<(), SqlError> {
     let n = m.parameters.len();
-    let needed = stmt.param_types.len();
+    // A client may declare more parameters than the statement uses.
+    let needed = stmt.param_types.len().max(stmt.declared.len());
     if n != needed {
         return Err(SqlError::new(
             "08P01",
@@ -867,7 +885,12 @@ fn fill_portal(portal: &mut Portal, stmt: &Stmt, m: &Bind) -> Result<(), SqlErro
             _ => fcodes[i],
         };
         let declared = stmt.declared.get(i).copied().unwrap_or(0);
-        portal.params.push(types::decode(bytes, format == 0, declared, stmt.param_types[i], types::Origin::Param(i + 1))?);
+        let Some(&inferred) = stmt.param_types.get(i) else {
+            // Declared but unused: nothing reads it.
+            portal.params.push(Value::Null);
+            continue;
+        };
+        portal.params.push(types::decode(bytes, format == 0, declared, inferred, types::Origin::Param(i + 1))?);
     }
     let ncols = stmt.columns.borrow().columns.len();
     expand_formats(&m.result_column_format_codes, ncols, &mut portal.formats)

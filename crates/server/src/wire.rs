@@ -15,8 +15,6 @@ use pgtier_sql::SqlError;
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
-/// Smallest read: enough for a pipelined burst of small messages.
-const READ_SMALL_BYTES: usize = 4096;
 /// Pending output beyond this is written out even before a Sync, so a
 /// client that pipelines without reading cannot grow it without bound.
 pub const WRITE_FLUSH_BYTES: usize = 64 * 1024;
@@ -70,6 +68,18 @@ pub enum ReadError {
     Protocol(String),
 }
 
+/// One read; 0 bytes (EOF) is `Closed`.
+fn read_some(stream: &mut Stream, buf: &mut [u8]) -> Result<usize, ReadError> {
+    loop {
+        match stream.read(buf) {
+            Ok(0) => return Err(ReadError::Closed),
+            Ok(got) => return Ok(got),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 impl From<io::Error> for ReadError {
     fn from(_: io::Error) -> ReadError {
         ReadError::Closed
@@ -82,6 +92,7 @@ pub struct Wire {
     pub wbuf: BytesMut,
     pub ctx: DecodeContext,
     pub max_message_bytes: usize,
+    chunk: Box<[u8]>,
 }
 
 impl Wire {
@@ -92,6 +103,7 @@ impl Wire {
             wbuf: BytesMut::with_capacity(READ_CHUNK_BYTES),
             ctx: DecodeContext::new(ProtocolVersion::PROTOCOL3_0),
             max_message_bytes,
+            chunk: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
         }
     }
 
@@ -109,25 +121,21 @@ impl Wire {
     fn fill(&mut self, n: usize) -> Result<(), ReadError> {
         while self.rbuf.len() < n {
             self.flush()?;
-            let start = self.rbuf.len();
-            // Zero only what this read may fill: the whole message when its
-            // length is known and large, else a small chunk (zeroing the
-            // full buffer per read would cost more than the request).
-            let want = (n - start).max(READ_SMALL_BYTES);
-            self.rbuf.reserve(want);
-            self.rbuf.resize(start + want, 0);
-            match self.stream.read(&mut self.rbuf[start..]) {
-                Ok(0) => {
-                    self.rbuf.truncate(start);
-                    return Err(ReadError::Closed);
-                }
-                Ok(got) => self.rbuf.truncate(start + got),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.rbuf.truncate(start),
-                Err(e) => {
-                    self.rbuf.truncate(start);
-                    return Err(e.into());
-                }
+            let missing = n - self.rbuf.len();
+            if missing > READ_CHUNK_BYTES {
+                // A large message of known length: read it in place
+                // (zeroing it once costs less than copying it twice).
+                let start = self.rbuf.len();
+                self.rbuf.resize(start + missing, 0);
+                let got = read_some(&mut self.stream, &mut self.rbuf[start..]);
+                self.rbuf.truncate(start + got.as_ref().map_or(0, |g| *g));
+                got?;
+                continue;
             }
+            // Small reads go through a buffer zeroed once per session, so
+            // a request costs a copy of its own bytes and no memset.
+            let got = read_some(&mut self.stream, &mut self.chunk[..])?;
+            self.rbuf.extend_from_slice(&self.chunk[..got]);
         }
         Ok(())
     }
@@ -142,7 +150,10 @@ impl Wire {
         }
         self.fill(len)?;
         loop {
-            match PgWireFrontendMessage::decode(&mut self.rbuf, &self.ctx) {
+            let (rbuf, ctx) = (&mut self.rbuf, &self.ctx);
+            let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| PgWireFrontendMessage::decode(rbuf, ctx)))
+                .unwrap_or_else(|_| Ok(None));
+            match decoded {
                 Ok(Some(PgWireFrontendMessage::SslNegotiation(pgwire::messages::SslNegotiationMetaMessage::None))) => {
                     // Not an SSL/GSS request: decode as startup or cancel.
                     self.ctx.awaiting_frontend_ssl = false;
@@ -163,7 +174,15 @@ impl Wire {
             return Err(ReadError::Protocol(format!("invalid message length {len}")));
         }
         self.fill(len + 1)?;
-        match PgWireFrontendMessage::decode(&mut self.rbuf, &self.ctx) {
+        // pgwire's decoders can panic on inconsistent counts inside a
+        // message (found by tests/robustness.rs); a panic is a malformed
+        // message here, not a dead session.
+        let (rbuf, ctx) = (&mut self.rbuf, &self.ctx);
+        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| PgWireFrontendMessage::decode(rbuf, ctx)));
+        let Ok(decoded) = decoded else {
+            return Err(ReadError::Protocol("invalid frontend message".to_owned()));
+        };
+        match decoded {
             Ok(Some(msg)) => Ok(msg),
             Ok(None) => Err(ReadError::Protocol("incomplete message".to_owned())),
             Err(e) => {

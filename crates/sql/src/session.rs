@@ -740,3 +740,12 @@ impl Connection {
         }
     }
 }
+
+impl Connection {
+    /// An error raised outside the executor for the current statement (a
+    /// COPY row the server could not decode, a bad Bind parameter): the
+    /// open block fails as if the statement itself had, like PostgreSQL.
+    pub fn statement_failed(&mut self) {
+        self.fail();
+    }
+}

@@ -87,13 +87,18 @@ pub struct PgTarget {
     /// The server runs on this host (Unix socket or loopback), so its
     /// processes' CPU can be read from /proc.
     local: bool,
+    /// The server is pgtier's (server_version says so): tables are created
+    /// with their keys (no ALTER TABLE) and PostgreSQL-only settings,
+    /// statistics views and the backend sampler are skipped.
+    pgtier: bool,
 }
 
 impl PgTarget {
     /// Connects once to check that the server is reachable and the
     /// credentials work, so a bad URL fails with one clear line up front.
     pub fn open(url: &str) -> Result<PgTarget, ConnectError> {
-        let client = connect(url)?;
+        let mut client = connect(url)?;
+        let pgtier = Self::show(&mut client, "server_version").is_ok_and(|v| v.contains("pgtier"));
         drop(client);
         let local = url_is_local(url);
         Ok(PgTarget {
@@ -102,6 +107,7 @@ impl PgTarget {
             copy_format: CopyFormat::Binary,
             client: ClientKind::Native,
             local,
+            pgtier,
         })
     }
 
@@ -136,6 +142,10 @@ impl PgTarget {
     /// Server version and the settings a reader needs to judge the numbers.
     pub fn server_settings(&self) -> Result<Vec<(String, String)>, DbError> {
         let mut client = self.client()?;
+        if self.pgtier {
+            let names = ["server_version", "synchronous_commit", "default_transaction_isolation"];
+            return names.iter().map(|n| Ok(((*n).to_owned(), Self::show(&mut client, n)?))).collect();
+        }
         let names = [
             "server_version",
             "fsync",
@@ -164,7 +174,16 @@ fn url_is_local(url: &str) -> bool {
 
 impl Target for PgTarget {
     fn describe(&self) -> String {
+        if self.pgtier {
+            return format!("pgtier server {}", self.shown);
+        }
         format!("postgresql {}", self.shown)
+    }
+
+    fn keys_with_tables(&self) -> bool {
+        // pgtier's engine keys rows by primary key at CREATE TABLE and has
+        // no ALTER TABLE ADD PRIMARY KEY / FOREIGN KEY.
+        self.pgtier
     }
 
     fn connect(&self) -> Result<Box<dyn Session>, DbError> {
@@ -179,9 +198,11 @@ impl Target for PgTarget {
         // Index builds run side by side (see tatp::schema::BUILD_STEPS): give
         // each enough memory to sort in memory, and leave the cores to the
         // parallel statements rather than to parallel workers of one.
-        client
-            .batch_execute("SET maintenance_work_mem = '512MB'; SET max_parallel_maintenance_workers = 0")
-            .map_err(|e| db_error(&e))?;
+        if !self.pgtier {
+            client
+                .batch_execute("SET maintenance_work_mem = '512MB'; SET max_parallel_maintenance_workers = 0")
+                .map_err(|e| db_error(&e))?;
+        }
         client.batch_execute(sql).map_err(|e| db_error(&e))
     }
 
@@ -198,11 +219,20 @@ impl Target for PgTarget {
     }
 
     fn sampler(&self) -> Option<Box<dyn BackendSampler>> {
+        // PgSampler reads PostgreSQL's statistics views and processes.
+        if self.pgtier {
+            return None;
+        }
         Some(Box::new(PgSampler::new(self.url.clone(), self.local)))
     }
 
     fn durability(&self) -> Result<String, DbError> {
         let mut client = self.client()?;
+        if self.pgtier {
+            // The server reports its commit mode as synchronous_commit
+            // (on = sync: acknowledged after the WAL fsync).
+            return Ok(format!("pgtier server, synchronous_commit={}", Self::show(&mut client, "synchronous_commit")?));
+        }
         let mut parts = Vec::new();
         for name in ["fsync", "synchronous_commit", "wal_sync_method", "full_page_writes"] {
             parts.push(format!("{name}={}", Self::show(&mut client, name)?));

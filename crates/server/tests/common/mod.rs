@@ -60,3 +60,68 @@ impl Drop for TestServer {
         }
     }
 }
+
+/// A fresh database on the shared private PostgreSQL (the oracle).
+pub fn postgres(name: &str) -> postgres::Client {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let url = cluster.create_database(&format!("{name}_{}", std::process::id())).unwrap();
+    pgtier_backend::connect(&url).unwrap()
+}
+
+/// Any column's value in its binary wire form, untouched.
+#[derive(Debug, PartialEq, Eq, Clone)]
+pub struct Raw(pub Vec<u8>);
+
+impl<'a> postgres_types::FromSql<'a> for Raw {
+    fn from_sql(_: &postgres_types::Type, raw: &'a [u8]) -> Result<Raw, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Raw(raw.to_vec()))
+    }
+    fn accepts(_: &postgres_types::Type) -> bool {
+        true
+    }
+}
+
+impl postgres_types::ToSql for Raw {
+    fn to_sql(&self, _: &postgres_types::Type, out: &mut bytes::BytesMut) -> Result<postgres_types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(&self.0);
+        Ok(postgres_types::IsNull::No)
+    }
+    fn accepts(_: &postgres_types::Type) -> bool {
+        true
+    }
+    postgres_types::to_sql_checked!();
+}
+
+/// Every column of every row: Some(bytes) in binary form, None for NULL.
+pub fn binary_rows(c: &mut postgres::Client, sql: &str) -> Vec<Vec<Option<Raw>>> {
+    c.query(sql, &[]).unwrap().iter().map(|r| (0..r.len()).map(|i| r.get::<_, Option<Raw>>(i)).collect()).collect()
+}
+
+/// Every row in text form through the simple protocol.
+pub fn text_rows(c: &mut postgres::Client, sql: &str) -> Vec<Vec<Option<String>>> {
+    c.simple_query(sql)
+        .unwrap()
+        .iter()
+        .filter_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs `psql` with `script` on stdin against the server (no .psqlrc).
+pub fn psql(srv: &TestServer, script: &str, extra: &[&str]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", &srv.addr.ip().to_string(), "-p", &srv.addr.port().to_string(), "-U", USER, "-d", "pgtier"])
+        .args(extra)
+        .env("PGPASSWORD", PASSWORD)
+        .env("PGCONNECT_TIMEOUT", "10")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql (apt-get install postgresql-client)");
+    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}

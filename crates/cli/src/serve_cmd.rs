@@ -1,0 +1,44 @@
+//! `pgtier serve --config pgtier.toml`: the PostgreSQL wire-protocol server
+//! in the foreground until Ctrl-C or SIGTERM, then a clean shutdown
+//! (sessions end, open transactions roll back, checkpoint, WAL flushed).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use pgtier_server::ServerConfig;
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// The server's TOML configuration (see crates/server/pgtier.example.toml).
+    #[arg(long, short, default_value = "pgtier.toml")]
+    config: PathBuf,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Only an atomic store: the one thing a signal handler may safely do.
+    STOP.store(true, Ordering::SeqCst);
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = ServerConfig::from_toml_file(&args.config)?;
+    let mode = format!("{:?}", config.commit_mode).to_lowercase();
+    let data_dir = config.data_dir.clone();
+    let server = pgtier_server::start(config)?;
+    // SAFETY: installs an async-signal-safe handler (one atomic store).
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
+    }
+    eprintln!("pgtier: listening on {} (data {}, commit_mode {mode})", server.local_addr(), data_dir.display());
+    while !STOP.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("pgtier: shutting down (checkpoint and WAL flush)");
+    server.shutdown_checked().context("shutdown")?;
+    eprintln!("pgtier: stopped");
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! Malformed, oversized and truncated input, half-closed connections and a
+//! property test over random and mutated byte streams: every connection
+//! ends (with an answer or a close) within a timeout, and the server keeps
+//! serving others.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn trust_server(extra: &str) -> common::TestServer {
+    common::start_with(&format!("max_message_bytes = 65536\n{extra}\n[auth]\nmethod = \"trust\"\n"))
+}
+
+fn startup_packet(user: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&196_608i32.to_be_bytes());
+    for s in ["user", user, "database", "pgtier", ""] {
+        body.extend_from_slice(s.as_bytes());
+        body.push(0);
+    }
+    let mut p = ((body.len() + 4) as i32).to_be_bytes().to_vec();
+    p.extend_from_slice(&body);
+    p
+}
+
+fn message(tag: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![tag];
+    m.extend_from_slice(&((body.len() + 4) as i32).to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+fn cstr(s: &str) -> Vec<u8> {
+    let mut v = s.as_bytes().to_vec();
+    v.push(0);
+    v
+}
+
+/// Sends `bytes`, half-closes, and reads until the server closes. Panics
+/// if that takes longer than the timeout (a hang).
+fn exchange(srv: &common::TestServer, bytes: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
+    // The server may close before reading everything: ignore write errors.
+    let _ = s.write_all(bytes);
+    let _ = s.shutdown(Shutdown::Write);
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return out,
+            Err(e) => panic!("no close within {TIMEOUT:?} ({:?}): {e}", started.elapsed()),
+        }
+    }
+}
+
+/// The SQLSTATEs of the ErrorResponses in a backend byte stream.
+fn sqlstates(stream: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 5 <= stream.len() {
+        let tag = stream[i];
+        let len = i32::from_be_bytes(stream[i + 1..i + 5].try_into().unwrap()) as usize;
+        // 'N' from SSLRequest answers is one byte, not a message.
+        if len < 4 || i + 1 + len > stream.len() {
+            break;
+        }
+        if tag == b'E' {
+            let body = &stream[i + 5..i + 1 + len];
+            let mut j = 0;
+            while j < body.len() && body[j] != 0 {
+                let end = body[j + 1..].iter().position(|&b| b == 0).map_or(body.len(), |p| j + 1 + p);
+                if body[j] == b'C' {
+                    out.push(String::from_utf8_lossy(&body[j + 1..end]).into_owned());
+                }
+                j = end + 1;
+            }
+        }
+        i += 1 + len;
+    }
+    out
+}
+
+fn still_serving(srv: &common::TestServer) {
+    let reply = exchange(srv, &[startup_packet("alice"), message(b'Q', &cstr("SELECT 41 + 1")), message(b'X', &[])].concat());
+    assert!(reply.windows(2).any(|w| w == b"42"), "server stopped answering: {}", String::from_utf8_lossy(&reply));
+}
+
+#[test]
+fn malformed_messages_get_08p01_and_close() {
+    let srv = trust_server("");
+    let start = startup_packet("alice");
+    // Unknown message type.
+    assert_eq!(sqlstates(&exchange(&srv, &[start.clone(), message(b'?', b"junk")].concat())), ["08P01"]);
+    // Length shorter than the length field itself.
+    assert_eq!(sqlstates(&exchange(&srv, &[start.clone(), vec![b'Q', 0, 0, 0, 2]].concat())), ["08P01"]);
+    // A Bind whose counts run past its end.
+    let bind = [cstr(""), cstr(""), vec![0, 5, 0, 1]].concat();
+    let reply = exchange(&srv, &[start.clone(), message(b'B', &bind)].concat());
+    assert_eq!(sqlstates(&reply), ["08P01"]);
+    // Bad startup packets: too short, too long, unknown protocol.
+    for bad in [vec![0, 0, 0, 3], vec![0, 0, 0x40, 0, 0, 3, 0, 0], [0, 0, 0, 8, 0, 9, 0, 0].to_vec()] {
+        let reply = exchange(&srv, &bad);
+        assert!(reply.is_empty() || sqlstates(&reply) == ["08P01"], "{reply:?}");
+    }
+    still_serving(&srv);
+}
+
+#[test]
+fn oversized_message_is_refused_before_its_body() {
+    let srv = trust_server("");
+    // Announces 100 MB but sends only the header: the server must answer
+    // from the header alone, not wait for (or buffer) the body.
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
+    s.write_all(&startup_packet("alice")).unwrap();
+    s.write_all(&[b'Q', 0x06, 0, 0, 0]).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert!(sqlstates(&out).contains(&"08P01".to_owned()), "{out:?}");
+    still_serving(&srv);
+}
+
+#[test]
+fn half_closed_connection_still_gets_its_answers() {
+    let srv = trust_server("");
+    let pipelined = [
+        startup_packet("alice"),
+        message(b'Q', &cstr("SELECT 7 * 6")),
+        message(b'P', &[cstr(""), cstr("SELECT $1::int + 1"), vec![0, 0]].concat()),
+        message(b'B', &[cstr(""), cstr(""), vec![0, 0, 0, 1, 0, 0, 0, 2], b"99".to_vec(), vec![0, 0]].concat()),
+        message(b'E', &[cstr(""), vec![0, 0, 0, 0]].concat()),
+        message(b'S', &[]),
+    ]
+    .concat();
+    let reply = exchange(&srv, &pipelined);
+    let text = String::from_utf8_lossy(&reply);
+    assert!(text.contains("42") && text.contains("100"), "{text}");
+    // Closed in the middle of a message: the session just ends.
+    let cut = exchange(&srv, &[startup_packet("alice"), message(b'Q', &cstr("SELECT 1"))[..7].to_vec()].concat());
+    assert!(sqlstates(&cut).is_empty());
+    // Closed in the middle of COPY FROM STDIN, inside a transaction.
+    let copy = [startup_packet("alice"), message(b'Q', &cstr("CREATE TABLE h (id int PRIMARY KEY); BEGIN; COPY h FROM STDIN")), message(b'd', b"1\n2\n")].concat();
+    exchange(&srv, &copy);
+    still_serving(&srv);
+    let mut c = postgres::Config::new();
+    c.host("127.0.0.1").port(srv.addr.port()).user("alice").dbname("pgtier");
+    let mut c = c.connect(postgres::NoTls).unwrap();
+    assert_eq!(c.query_one("SELECT count(*) FROM h", &[]).unwrap().get::<_, i64>(0), 0);
+}
+
+/// A valid session's bytes: startup, simple and extended queries, COPY.
+fn valid_stream() -> Vec<u8> {
+    [
+        startup_packet("alice"),
+        message(b'Q', &cstr("CREATE TABLE IF NOT EXISTS f (id int PRIMARY KEY, v text)")),
+        message(b'P', &[cstr("s"), cstr("INSERT INTO f VALUES ($1, $2) ON CONFLICT (id) DO NOTHING"), vec![0, 2, 0, 0, 0, 23, 0, 0, 0, 25]].concat()),
+        message(b'B', &[cstr(""), cstr("s"), vec![0, 1, 0, 1, 0, 2, 0, 0, 0, 4, 0, 0, 0, 9, 0, 0, 0, 2], b"hi".to_vec(), vec![0, 0]].concat()),
+        message(b'D', &[vec![b'P'], cstr("")].concat()),
+        message(b'E', &[cstr(""), vec![0, 0, 0, 0]].concat()),
+        message(b'S', &[]),
+        message(b'Q', &cstr("BEGIN; SELECT * FROM f; COPY f FROM STDIN")),
+        message(b'd', b"100\tx\n"),
+        message(b'c', &[]),
+        message(b'Q', &cstr("COMMIT")),
+        message(b'X', &[]),
+    ]
+    .concat()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_hang_or_crash(bytes in proptest::collection::vec(any::<u8>(), 0..2048), after_startup in any::<bool>()) {
+        let srv = shared();
+        let stream = if after_startup { [startup_packet("alice"), bytes].concat() } else { bytes };
+        exchange(srv, &stream);
+    }
+
+    #[test]
+    fn mutated_sessions_never_hang_or_crash(
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let srv = shared();
+        let mut stream = valid_stream();
+        for (at, byte) in flips {
+            let i = at.index(stream.len());
+            stream[i] = byte;
+        }
+        stream.truncate(cut.index(stream.len()) + 1);
+        exchange(srv, &stream);
+    }
+}
+
+fn shared() -> &'static common::TestServer {
+    static SERVER: std::sync::OnceLock<common::TestServer> = std::sync::OnceLock::new();
+    SERVER.get_or_init(|| trust_server(""))
+}
+
+#[test]
+fn the_fuzzed_server_still_serves() {
+    // Runs after (or alongside) the property tests in this binary.
+    let srv = shared();
+    exchange(srv, &valid_stream());
+    still_serving(srv);
+}
