@@ -90,6 +90,8 @@ pub fn serve(shared: &Arc<Shared>, tcp: std::net::TcpStream, pid: i32, secret: i
         let _ = t.sock.set_read_timeout(None);
     }
     let mut session = Session::new(shared, wire, cancel);
+    let database = startup.parameters.get("database").filter(|d| !d.is_empty()).unwrap_or(&user).clone();
+    session.conn.set_identity(&user, &database);
     session.apply_startup_parameters(&startup, &user, shared.commit_async);
     session.wire.send(PgWireBackendMessage::BackendKeyData(BackendKeyData::new(pid, SecretKey::I32(secret))));
     session.wire.ready_for_query(b'I');
@@ -297,6 +299,8 @@ pub struct Session {
     skip_until_sync: bool,
     /// The connection cannot continue (lost or confused during COPY).
     pub(crate) closing: bool,
+    /// Position (in the Parse text) of the error being reported.
+    error_position: Option<u32>,
     reported: Vec<String>,
     scratch: String,
 }
@@ -388,6 +392,7 @@ impl Session {
             cancel,
             skip_until_sync: false,
             closing: false,
+            error_position: None,
             reported: Vec::new(),
             scratch: String::new(),
         }
@@ -512,7 +517,8 @@ impl Session {
     fn extended(&mut self, step: impl FnOnce(&mut Self) -> Result<(), SqlError>) {
         if let Err(e) = step(self) {
             self.conn.statement_failed();
-            self.wire.error(&e, "ERROR");
+            let position = self.error_position.take();
+            self.wire.error_at(&e, "ERROR", position);
             self.skip_until_sync = true;
         }
     }
@@ -576,9 +582,11 @@ impl Session {
     // ------------------------------------------------------------ simple query
 
     fn simple_query(&mut self, sql: &str) {
-        if let Err(e) = self.simple_query_inner(sql) {
+        let result = self.simple_query_inner(sql);
+        self.forward_notices();
+        if let Err(e) = result {
             self.conn.statement_failed();
-            self.wire.error(&e, "ERROR");
+            self.wire.error_at(&e, "ERROR", e.position_in(sql));
         }
     }
 
@@ -655,7 +663,7 @@ impl Session {
         let wire = &mut self.wire;
         let scratch = &mut self.scratch;
         let returns_rows = s.returns_rows;
-        let (tag, ()) = self.conn.execute_with(ps, params, |rows| {
+        let result = self.conn.execute_with(ps, params, |rows| {
             if !returns_rows {
                 return;
             }
@@ -666,15 +674,30 @@ impl Session {
                 wire.send(row_description(&info.columns, formats.unwrap_or(&text)));
             }
             encode_rows(&mut wire.wbuf, rows, formats.unwrap_or(&[]), &info.types, scratch, None);
-        })?;
+        });
+        self.forward_notices();
+        let (tag, ()) = result?;
         self.wire.command_complete(tag);
         Ok(())
+    }
+
+    /// NOTICEs the statement raised (IF [NOT] EXISTS skips, ...).
+    fn forward_notices(&mut self) {
+        for n in self.conn.take_notices() {
+            self.wire.notice(&SqlError::new(n.sqlstate, n.message), "NOTICE");
+        }
     }
 
     // ------------------------------------------------------------ extended
 
     fn parse(&mut self, m: Parse) -> Result<(), SqlError> {
-        let stmt = self.statement(&m.query, &m.type_oids)?;
+        let stmt = match self.statement(&m.query, &m.type_oids) {
+            Ok(s) => s,
+            Err(e) => {
+                self.error_position = e.position_in(&m.query);
+                return Err(e);
+            }
+        };
         match m.name {
             Some(name) => {
                 if self.statements.contains_key(&name) {

@@ -262,7 +262,17 @@ impl Wire {
     }
 
     pub fn error(&mut self, e: &SqlError, severity: &str) {
-        self.send(PgWireBackendMessage::ErrorResponse(ErrorResponse::new(fields(e, severity))));
+        self.error_at(e, severity, None);
+    }
+
+    /// An error with its position in the statement text (1-based chars).
+    pub fn error_at(&mut self, e: &SqlError, severity: &str, position: Option<u32>) {
+        let mut f = fields(e, severity);
+        if let Some(p) = position {
+            // PostgreSQL sends P right after M.
+            f.insert(4, (b'P', p.to_string()));
+        }
+        self.send(PgWireBackendMessage::ErrorResponse(ErrorResponse::new(f)));
     }
 
     pub fn notice(&mut self, e: &SqlError, severity: &str) {

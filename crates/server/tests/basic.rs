@@ -43,3 +43,41 @@ fn errors_carry_sqlstate_and_aborted_block() {
     tx.rollback().unwrap();
     assert_eq!(c.query_one("SELECT count(*) FROM u", &[]).unwrap().get::<_, i64>(0), 1);
 }
+
+#[test]
+fn error_position_and_notices_as_postgres_sends_them() {
+    let srv = common::start();
+    let mut c = srv.client();
+    let mut pg = common::postgres("basic_position");
+    for sql in ["SELECT * FROM nope", "SELECT nope FROM (VALUES (1)) v", "SELEC 1"] {
+        let a = c.batch_execute(sql).unwrap_err();
+        let b = pg.batch_execute(sql).unwrap_err();
+        let (a, b) = (a.as_db_error().unwrap(), b.as_db_error().unwrap());
+        assert_eq!(a.code(), b.code(), "{sql}");
+        if a.code().code() != "0A000" {
+            assert_eq!(a.position(), b.position(), "{sql}");
+        }
+    }
+    let out = common::psql(&srv, "DROP TABLE IF EXISTS nope;\nBEGIN;\nBEGIN;\nCOMMIT;\n", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("NOTICE:  table \"nope\" does not exist, skipping"), "{stderr}");
+    assert!(stderr.contains("WARNING:  there is already a transaction in progress"), "{stderr}");
+}
+
+#[test]
+fn portal_row_limit_suspends_and_resumes() {
+    let srv = common::start();
+    let mut c = srv.client();
+    c.batch_execute("CREATE TABLE r (id int PRIMARY KEY)").unwrap();
+    c.batch_execute("INSERT INTO r SELECT * FROM (VALUES (1), (2), (3), (4), (5)) v").unwrap_or_else(|_| {
+        for i in 1..=5 {
+            c.execute("INSERT INTO r VALUES ($1)", &[&i]).unwrap();
+        }
+    });
+    let mut tx = c.transaction().unwrap();
+    let portal = tx.bind("SELECT id FROM r ORDER BY id", &[]).unwrap();
+    let first: Vec<i32> = tx.query_portal(&portal, 2).unwrap().iter().map(|r| r.get(0)).collect();
+    let second: Vec<i32> = tx.query_portal(&portal, 2).unwrap().iter().map(|r| r.get(0)).collect();
+    let rest: Vec<i32> = tx.query_portal(&portal, 0).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!((first, second, rest), (vec![1, 2], vec![3, 4], vec![5]));
+}
