@@ -7,6 +7,7 @@
 use bytes::{BufMut, BytesMut};
 use pgtier_engine::{DataType, Numeric, Value};
 use pgtier_sql::SqlError;
+use pgtier_sql::system::{catalog, types as system_types};
 use pgtier_sql::value;
 
 // pg_type.h OIDs.
@@ -31,43 +32,26 @@ pub const NUMERIC: u32 = 1700;
 const NUMERIC_POS: u16 = 0x0000;
 const NUMERIC_NEG: u16 = 0x4000;
 
+/// (type OID, `atttypmod`, `typlen`) of a column type as the wire reports
+/// it: the catalog's facts (one mechanism with `pg_type`/`pg_attribute`),
+/// after the SQL layer's pseudo types (reg*, arrays) became their text form.
+fn wire_type(ty: DataType) -> (u32, i32, i16) {
+    let (oid, typmod, len, ..) = catalog::column_type_info(system_types::output_type(ty));
+    (u32::try_from(oid).unwrap_or(TEXT), typmod, len)
+}
+
 pub fn oid(ty: DataType) -> u32 {
-    match ty {
-        DataType::Bool => BOOL,
-        DataType::Int2 => INT2,
-        DataType::Int4 => INT4,
-        DataType::Int8 => INT8,
-        DataType::Numeric { .. } => NUMERIC,
-        DataType::Float4 => FLOAT4,
-        DataType::Float8 => FLOAT8,
-        DataType::Text => TEXT,
-        DataType::Varchar(_) => VARCHAR,
-        DataType::Char(_) => BPCHAR,
-        DataType::Bytea => BYTEA,
-        DataType::Date => DATE,
-        DataType::Timestamp => TIMESTAMP,
-    }
+    wire_type(ty).0
 }
 
 /// `pg_type.typlen` (-1 for variable length).
 pub fn type_size(ty: DataType) -> i16 {
-    match ty {
-        DataType::Bool => 1,
-        DataType::Int2 => 2,
-        DataType::Int4 | DataType::Float4 | DataType::Date => 4,
-        DataType::Int8 | DataType::Float8 | DataType::Timestamp => 8,
-        _ => -1,
-    }
+    wire_type(ty).2
 }
 
 /// The type modifier RowDescription reports (`atttypmod`).
 pub fn type_modifier(ty: DataType) -> i32 {
-    match ty {
-        // VARHDRSZ (4) + length, as PostgreSQL stores it.
-        DataType::Varchar(n) | DataType::Char(n) => i32::try_from(n).map_or(-1, |n| n + 4),
-        DataType::Numeric { precision, scale } => ((i32::from(precision) << 16) | i32::from(scale)) + 4,
-        _ => -1,
-    }
+    wire_type(ty).1
 }
 
 /// A type a client may declare for a parameter, when it is one whose
