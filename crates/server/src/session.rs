@@ -203,6 +203,9 @@ fn authenticate(shared: &Shared, wire: &mut Wire, user: &str) -> Result<bool, Re
 pub enum Kind {
     Sql(Box<PreparedStatement>),
     Copy(Box<Statement>),
+    /// SQL-level PREPARE / EXECUTE / DEALLOCATE: they share the protocol's
+    /// statement names, so the session runs them.
+    Utility(Box<Statement>),
     Empty,
 }
 
@@ -554,11 +557,12 @@ impl Session {
     fn build(&mut self, ast: Option<Statement>, declared: Vec<u32>) -> Result<Rc<Stmt>, SqlError> {
         let Some(ast) = ast else { return Ok(Rc::new(Stmt::new(Kind::Empty, declared, TxnKind::None, false))) };
         let (txn, is_set) = classify(&ast);
-        if let Statement::Copy { .. } = ast {
+        if let Statement::Copy { .. } | Statement::Prepare { .. } | Statement::Execute { .. } | Statement::Deallocate { .. } = ast {
             if self.conn.transaction_status() == TransactionStatus::Failed {
                 return Err(SqlError::transaction_aborted());
             }
-            return Ok(Rc::new(Stmt::new(Kind::Copy(Box::new(ast)), declared, txn, is_set)));
+            let kind = if matches!(ast, Statement::Copy { .. }) { Kind::Copy(Box::new(ast)) } else { Kind::Utility(Box::new(ast)) };
+            return Ok(Rc::new(Stmt::new(kind, declared, txn, is_set)));
         }
         let ps = self.conn.prepare_statement(ast)?;
         Ok(Rc::new(Stmt::new(Kind::Sql(Box::new(ps)), declared, txn, is_set)))
@@ -645,6 +649,7 @@ impl Session {
                 Ok(())
             }
             Kind::Copy(ast) => self.copy(ast, false),
+            Kind::Utility(ast) => self.utility(ast),
             Kind::Sql(ps) => {
                 if s.txn != TxnKind::None {
                     self.txn_notice(s.txn);
@@ -809,6 +814,7 @@ impl Session {
                 Ok(())
             }
             Kind::Copy(ast) => self.copy(ast, true),
+            Kind::Utility(ast) => self.utility(ast),
             Kind::Sql(ps) => {
                 if stmt.txn != TxnKind::None {
                     self.txn_notice(stmt.txn);
@@ -873,6 +879,65 @@ impl Session {
         Ok(())
     }
 
+    /// PREPARE name [(types)] AS stmt, EXECUTE name [(args)], DEALLOCATE
+    /// [PREPARE] name | ALL.
+    fn utility(&mut self, ast: &Statement) -> Result<(), SqlError> {
+        match ast {
+            Statement::Prepare { name, data_types, statement } => {
+                let name = ident_name(name);
+                if self.statements.contains_key(&name) {
+                    return Err(SqlError::new("42P05", format!("prepared statement \"{name}\" already exists")));
+                }
+                let declared = data_types.iter().map(|t| declared_oid(&t.to_string())).collect();
+                let stmt = self.build(Some((**statement).clone()), declared)?;
+                self.statements.insert(name, stmt);
+                self.wire.command_complete("PREPARE");
+                Ok(())
+            }
+            Statement::Execute { name: Some(name), parameters, .. } => {
+                let name = name.0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(".");
+                let name = if name.starts_with('"') { name.trim_matches('"').to_owned() } else { name.to_lowercase() };
+                let stmt = self.find_statement(Some(&name))?;
+                let Kind::Sql(ps) = &stmt.kind else {
+                    return Err(SqlError::unsupported("EXECUTE of this statement"));
+                };
+                if parameters.len() != stmt.param_types.len() {
+                    return Err(SqlError::new(
+                        "42601",
+                        format!("wrong number of parameters for prepared statement \"{name}\""),
+                    )
+                    .with_detail(format!("Expected {} parameters but got {}.", stmt.param_types.len(), parameters.len())));
+                }
+                let mut params = Vec::with_capacity(parameters.len());
+                if !parameters.is_empty() {
+                    // The arguments are expressions: evaluate them as a
+                    // SELECT, then cast each to its parameter's type.
+                    let list = parameters.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+                    let probe = self.prepare_text(&format!("SELECT {list}"))?;
+                    let (_, values) = self.conn.execute_with(&probe, &[], |r| r.values.to_vec())?;
+                    for (v, ty) in values.into_iter().zip(&stmt.param_types) {
+                        params.push(pgtier_sql::value::cast(v, *ty, true)?);
+                    }
+                }
+                self.run_statement(&stmt, ps, &params, None, true)
+            }
+            Statement::Deallocate { name, .. } => {
+                if name.quote_style.is_none() && name.value.eq_ignore_ascii_case("all") {
+                    self.statements.clear();
+                    self.wire.command_complete("DEALLOCATE ALL");
+                    return Ok(());
+                }
+                let name = ident_name(name);
+                if self.statements.remove(&name).is_none() {
+                    return Err(SqlError::new("26000", format!("prepared statement \"{name}\" does not exist")));
+                }
+                self.wire.command_complete("DEALLOCATE");
+                Ok(())
+            }
+            other => Err(SqlError::unsupported(other.to_string())),
+        }
+    }
+
     /// Runs a statement given as text (COPY's own queries).
     pub(crate) fn prepare_text(&mut self, sql: &str) -> Result<PreparedStatement, SqlError> {
         let mut stmts = self.conn.parse_statements(sql)?;
@@ -917,6 +982,28 @@ fn fill_portal(portal: &mut Portal, stmt: &Stmt, m: &Bind) -> Result<(), SqlErro
     }
     let ncols = stmt.columns.borrow().columns.len();
     expand_formats(&m.result_column_format_codes, ncols, &mut portal.formats)
+}
+
+/// An SQL identifier as PostgreSQL folds it (unquoted: lower case).
+fn ident_name(i: &sqlparser::ast::Ident) -> String {
+    if i.quote_style.is_some() { i.value.clone() } else { i.value.to_lowercase() }
+}
+
+/// The OID of a type named in PREPARE's list (0: infer it).
+fn declared_oid(name: &str) -> u32 {
+    match name.to_lowercase().split('(').next().unwrap_or("").trim() {
+        "int" | "integer" | "int4" => types::INT4,
+        "smallint" | "int2" => types::INT2,
+        "bigint" | "int8" => types::INT8,
+        "real" | "float4" => types::FLOAT4,
+        "double precision" | "float8" | "float" => types::FLOAT8,
+        "numeric" | "decimal" => types::NUMERIC,
+        "boolean" | "bool" => types::BOOL,
+        "date" => types::DATE,
+        "timestamp" => types::TIMESTAMP,
+        "bytea" => types::BYTEA,
+        _ => 0,
+    }
 }
 
 /// `-c name=value` / `--name=value` pairs of the `options` parameter.

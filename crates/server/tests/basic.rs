@@ -81,3 +81,23 @@ fn portal_row_limit_suspends_and_resumes() {
     let rest: Vec<i32> = tx.query_portal(&portal, 0).unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!((first, second, rest), (vec![1, 2], vec![3, 4], vec![5]));
 }
+
+#[test]
+fn sql_level_prepare_execute_deallocate() {
+    let srv = common::start();
+    let mut c = srv.client();
+    let script = "CREATE TABLE pe (id int PRIMARY KEY, v text);\n\
+        PREPARE ins (int, text) AS INSERT INTO pe VALUES ($1, $2);\n\
+        EXECUTE ins(1, 'one');\n\
+        EXECUTE ins(1 + 1, upper('two'));\n\
+        PREPARE get AS SELECT v FROM pe WHERE id = $1;\n\
+        EXECUTE get(2);\n\
+        DEALLOCATE get;\n\
+        DEALLOCATE ALL;\n";
+    let out = common::psql(&srv, script, &["-At"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "TWO\n");
+    let e = c.batch_execute("EXECUTE ins(3, 'x')").unwrap_err();
+    assert_eq!(e.code().unwrap().code(), "26000");
+    assert_eq!(c.query_one("SELECT count(*) FROM pe", &[]).unwrap().get::<_, i64>(0), 2);
+}
