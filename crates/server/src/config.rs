@@ -136,7 +136,15 @@ impl ServerConfig {
     }
 
     pub fn from_toml_str(text: &str) -> Result<ServerConfig, ServerError> {
-        toml::from_str(text).map_err(|e| ServerError::Config(e.to_string().trim().replace('\n', " ")))
+        toml::from_str(text).map_err(|e| {
+            // One line: "line N: what", not toml's multi-line excerpt.
+            let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let what = e.message().trim().replace('\n', " ");
+            ServerError::Config(match line {
+                Some(n) => format!("line {n}: {what}"),
+                None => what,
+            })
+        })
     }
 
     /// Reads `path`; relative paths inside (data_dir, TLS files) are taken
