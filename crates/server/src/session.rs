@@ -304,6 +304,10 @@ pub struct Session {
     pub(crate) closing: bool,
     /// Position (in the Parse text) of the error being reported.
     error_position: Option<u32>,
+    /// Executes since the last Sync run in one transaction the server
+    /// began (PostgreSQL's implicit transaction block): committed at Sync,
+    /// rolled back there after an error.
+    implicit: bool,
     reported: Vec<String>,
     scratch: String,
 }
@@ -396,6 +400,7 @@ impl Session {
             skip_until_sync: false,
             closing: false,
             error_position: None,
+            implicit: false,
             reported: Vec::new(),
             scratch: String::new(),
         }
@@ -484,6 +489,7 @@ impl Session {
             match msg {
                 F::Query(q) => {
                     self.skip_until_sync = false;
+                    self.end_implicit_block();
                     self.cancel.store(false, Ordering::Relaxed);
                     self.simple_query(&q.query);
                     let status = self.status_byte();
@@ -491,6 +497,7 @@ impl Session {
                 }
                 F::Sync(_) => {
                     self.skip_until_sync = false;
+                    self.end_implicit_block();
                     let status = self.status_byte();
                     self.wire.ready_for_query(status);
                 }
@@ -686,6 +693,22 @@ impl Session {
         Ok(())
     }
 
+    /// Sync (or a Query) ends the implicit block: commit, or roll back
+    /// after an error. A failing COMMIT is reported before ReadyForQuery.
+    fn end_implicit_block(&mut self) {
+        if !std::mem::take(&mut self.implicit) {
+            return;
+        }
+        let result = match self.conn.transaction_status() {
+            TransactionStatus::InBlock => self.conn.commit(),
+            TransactionStatus::Failed => self.conn.rollback(),
+            TransactionStatus::Idle => Ok(()),
+        };
+        if let Err(e) = result {
+            self.wire.error(&e, "ERROR");
+        }
+    }
+
     /// NOTICEs the statement raised (IF [NOT] EXISTS skips, ...).
     fn forward_notices(&mut self) {
         for n in self.conn.take_notices() {
@@ -816,8 +839,23 @@ impl Session {
             Kind::Copy(ast) => self.copy(ast, true),
             Kind::Utility(ast) => self.utility(ast),
             Kind::Sql(ps) => {
-                if stmt.txn != TxnKind::None {
+                if stmt.txn != TxnKind::None && !self.implicit {
                     self.txn_notice(stmt.txn);
+                }
+                match stmt.txn {
+                    // Several Executes before Sync are one transaction, as
+                    // in PostgreSQL (a driver's batch is atomic). A lone
+                    // Execute followed by Sync needs no block: autocommit
+                    // does the same with less work.
+                    TxnKind::None => {
+                        if !self.implicit && self.conn.transaction_status() == TransactionStatus::Idle && self.wire.rbuf.first() != Some(&b'S') {
+                            self.conn.begin()?;
+                            self.implicit = true;
+                        }
+                    }
+                    // BEGIN makes the implicit block explicit; COMMIT and
+                    // ROLLBACK end it.
+                    TxnKind::Begin | TxnKind::End => self.implicit = false,
                 }
                 if max_rows > 0 && stmt.returns_rows {
                     let mut pending = self.run_to_pending(&stmt, ps, portal)?;

@@ -101,3 +101,38 @@ fn sql_level_prepare_execute_deallocate() {
     assert_eq!(e.code().unwrap().code(), "26000");
     assert_eq!(c.query_one("SELECT count(*) FROM pe", &[]).unwrap().get::<_, i64>(0), 2);
 }
+
+/// A trust server's raw session: `msgs` after the startup packet, then
+/// Terminate; returns the reply bytes.
+fn raw(srv: &common::TestServer, msgs: &[Vec<u8>]) -> Vec<u8> {
+    use common::{message, startup_packet};
+    let mut bytes = startup_packet("alice");
+    for m in msgs {
+        bytes.extend_from_slice(m);
+    }
+    bytes.extend_from_slice(&message(b'X', &[]));
+    common::exchange(srv, &bytes)
+}
+
+#[test]
+fn executes_before_sync_are_one_implicit_transaction() {
+    use common::{cstr, message, sqlstates};
+    let srv = common::start_with("[auth]\nmethod = \"trust\"\n");
+    let insert = |id: &str| {
+        let bind = [cstr(""), cstr("ins"), vec![0, 0, 0, 1], (id.len() as i32).to_be_bytes().to_vec(), id.as_bytes().to_vec(), vec![0, 0]].concat();
+        [message(b'B', &bind), message(b'E', &[cstr(""), vec![0, 0, 0, 0]].concat())].concat()
+    };
+    let parse = message(b'P', &[cstr("ins"), cstr("INSERT INTO b VALUES ($1)"), vec![0, 0]].concat());
+    raw(&srv, &[message(b'Q', &cstr("CREATE TABLE b (id int PRIMARY KEY)"))]);
+    // A batch whose third statement fails leaves nothing (PostgreSQL's
+    // implicit transaction).
+    let reply = raw(&srv, &[parse.clone(), insert("1"), insert("2"), insert("1"), insert("3"), message(b'S', &[]), message(b'Q', &cstr("SELECT count(*) FROM b"))]);
+    assert_eq!(sqlstates(&reply), ["23505"]);
+    let mut c = postgres::Config::new();
+    c.host("127.0.0.1").port(srv.addr.port()).user("alice").dbname("pgtier");
+    let mut c = c.connect(postgres::NoTls).unwrap();
+    assert_eq!(c.query_one("SELECT count(*) FROM b", &[]).unwrap().get::<_, i64>(0), 0);
+    // A good batch commits at Sync, all of it.
+    raw(&srv, &[parse, insert("1"), insert("2"), insert("3"), message(b'S', &[])]);
+    assert_eq!(c.query_one("SELECT count(*) FROM b", &[]).unwrap().get::<_, i64>(0), 3);
+}

@@ -7,88 +7,14 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpStream};
-use std::time::{Duration, Instant};
+use std::net::TcpStream;
+
+use common::{TIMEOUT, cstr, exchange, message, sqlstates, startup_packet};
 
 use proptest::prelude::*;
 
-const TIMEOUT: Duration = Duration::from_secs(10);
-
 fn trust_server(extra: &str) -> common::TestServer {
     common::start_with(&format!("max_message_bytes = 65536\n{extra}\n[auth]\nmethod = \"trust\"\n"))
-}
-
-fn startup_packet(user: &str) -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&196_608i32.to_be_bytes());
-    for s in ["user", user, "database", "pgtier", ""] {
-        body.extend_from_slice(s.as_bytes());
-        body.push(0);
-    }
-    let mut p = ((body.len() + 4) as i32).to_be_bytes().to_vec();
-    p.extend_from_slice(&body);
-    p
-}
-
-fn message(tag: u8, body: &[u8]) -> Vec<u8> {
-    let mut m = vec![tag];
-    m.extend_from_slice(&((body.len() + 4) as i32).to_be_bytes());
-    m.extend_from_slice(body);
-    m
-}
-
-fn cstr(s: &str) -> Vec<u8> {
-    let mut v = s.as_bytes().to_vec();
-    v.push(0);
-    v
-}
-
-/// Sends `bytes`, half-closes, and reads until the server closes. Panics
-/// if that takes longer than the timeout (a hang).
-fn exchange(srv: &common::TestServer, bytes: &[u8]) -> Vec<u8> {
-    let mut s = TcpStream::connect(srv.addr).unwrap();
-    s.set_read_timeout(Some(TIMEOUT)).unwrap();
-    // The server may close before reading everything: ignore write errors.
-    let _ = s.write_all(bytes);
-    let _ = s.shutdown(Shutdown::Write);
-    let started = Instant::now();
-    let mut out = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return out,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return out,
-            Err(e) => panic!("no close within {TIMEOUT:?} ({:?}): {e}", started.elapsed()),
-        }
-    }
-}
-
-/// The SQLSTATEs of the ErrorResponses in a backend byte stream.
-fn sqlstates(stream: &[u8]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i + 5 <= stream.len() {
-        let tag = stream[i];
-        let len = i32::from_be_bytes(stream[i + 1..i + 5].try_into().unwrap()) as usize;
-        // 'N' from SSLRequest answers is one byte, not a message.
-        if len < 4 || i + 1 + len > stream.len() {
-            break;
-        }
-        if tag == b'E' {
-            let body = &stream[i + 5..i + 1 + len];
-            let mut j = 0;
-            while j < body.len() && body[j] != 0 {
-                let end = body[j + 1..].iter().position(|&b| b == 0).map_or(body.len(), |p| j + 1 + p);
-                if body[j] == b'C' {
-                    out.push(String::from_utf8_lossy(&body[j + 1..end]).into_owned());
-                }
-                j = end + 1;
-            }
-        }
-        i += 1 + len;
-    }
-    out
 }
 
 fn still_serving(srv: &common::TestServer) {

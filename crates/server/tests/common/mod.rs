@@ -125,3 +125,82 @@ pub fn psql(srv: &TestServer, script: &str, extra: &[&str]) -> std::process::Out
     child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
     child.wait_with_output().unwrap()
 }
+
+// ---- raw protocol, for what drivers never send
+
+/// How long a raw exchange may wait for the server to close.
+pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+pub fn startup_packet(user: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&196_608i32.to_be_bytes());
+    for s in ["user", user, "database", "pgtier", ""] {
+        body.extend_from_slice(s.as_bytes());
+        body.push(0);
+    }
+    let mut p = ((body.len() + 4) as i32).to_be_bytes().to_vec();
+    p.extend_from_slice(&body);
+    p
+}
+
+pub fn message(tag: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![tag];
+    m.extend_from_slice(&((body.len() + 4) as i32).to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+pub fn cstr(s: &str) -> Vec<u8> {
+    let mut v = s.as_bytes().to_vec();
+    v.push(0);
+    v
+}
+
+/// Sends `bytes`, half-closes, and reads until the server closes. Panics
+/// if that takes longer than the timeout (a hang).
+pub fn exchange(srv: &TestServer, bytes: &[u8]) -> Vec<u8> {
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
+    // The server may close before reading everything: ignore write errors.
+    let _ = std::io::Write::write_all(&mut s, bytes);
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let started = std::time::Instant::now();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match std::io::Read::read(&mut s, &mut buf) {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return out,
+            Err(e) => panic!("no close within {TIMEOUT:?} ({:?}): {e}", started.elapsed()),
+        }
+    }
+}
+
+/// The SQLSTATEs of the ErrorResponses in a backend byte stream.
+pub fn sqlstates(stream: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 5 <= stream.len() {
+        let tag = stream[i];
+        let len = i32::from_be_bytes(stream[i + 1..i + 5].try_into().unwrap()) as usize;
+        // 'N' from SSLRequest answers is one byte, not a message.
+        if len < 4 || i + 1 + len > stream.len() {
+            break;
+        }
+        if tag == b'E' {
+            let body = &stream[i + 5..i + 1 + len];
+            let mut j = 0;
+            while j < body.len() && body[j] != 0 {
+                let end = body[j + 1..].iter().position(|&b| b == 0).map_or(body.len(), |p| j + 1 + p);
+                if body[j] == b'C' {
+                    out.push(String::from_utf8_lossy(&body[j + 1..end]).into_owned());
+                }
+                j = end + 1;
+            }
+        }
+        i += 1 + len;
+    }
+    out
+}
+
