@@ -1093,6 +1093,14 @@ impl<'c> Binder<'c> {
                     Some(_) => DataType::Text,
                     None => map_type(data_type)?,
                 };
+                if matches!(ty, DataType::Float4 | DataType::Float8)
+                    && let Some(f) = wide_numeric_literal(expr)
+                {
+                    // A literal beyond numeric's 38 digits (-1e300): PostgreSQL
+                    // converts numeric to float through its text, as this does.
+                    let v = if ty == DataType::Float4 { value::cast(Value::Float8(f), ty, true)? } else { Value::Float8(f) };
+                    return Ok((Expr::Const(v), Some(ty)));
+                }
                 let (x, t) = self.expr(expr, scope, ctx)?;
                 if target.is_some() || t.is_some_and(crate::system::types::is_pseudo) {
                     return self.sys_cast(x, t, target, target.is_none().then_some(ty))?.ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
@@ -1741,6 +1749,20 @@ fn lookup(scope: &Scope<'_>, qualifier: Option<&str>, name: &str) -> Result<Opti
         }
     }
     Ok(found)
+}
+
+/// A numeric literal (optionally negated) too wide for pgtier's 38-digit
+/// numeric, as a double; None for anything else or a literal that fits.
+fn wide_numeric_literal(e: &ast::Expr) -> Option<f64> {
+    match e {
+        ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } => wide_numeric_literal(expr).map(|f| -f),
+        ast::Expr::Nested(inner) => wide_numeric_literal(inner),
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(n, _) if value::parse_numeric(n).is_none() => n.parse::<f64>().ok().filter(|f| f.is_finite()),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The engine's hidden row id is a system column: readable, never assigned.
