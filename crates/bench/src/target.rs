@@ -123,4 +123,9 @@ pub trait Target: Send + Sync {
     fn keys_with_tables(&self) -> bool {
         false
     }
+
+    /// How [`Target::bulk_load`] moves rows, for the report's deviations.
+    fn bulk_load_method(&self) -> &'static str {
+        "COPY"
+    }
 }

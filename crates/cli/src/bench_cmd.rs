@@ -317,6 +317,8 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
         uniform: args.uniform,
         populated_now: args.populate,
         parallel_load_streams: load_streams,
+        load_method: target.bulk_load_method(),
+        keys_with_tables: target.keys_with_tables(),
         windows_per_population: plan.threads.len() as u32 * args.repetitions,
         open_loop: args.rate.is_some(),
         measure_s: plan.measure.as_secs_f64(),

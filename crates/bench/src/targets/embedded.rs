@@ -155,6 +155,10 @@ impl Target for EmbeddedTarget {
         })
     }
 
+    fn bulk_load_method(&self) -> &'static str {
+        "engine insert (typed API, no SQL)"
+    }
+
     fn keys_with_tables(&self) -> bool {
         // The engine stores rows by primary key and has no ALTER TABLE.
         true

@@ -42,6 +42,10 @@ pub struct RunFacts {
     pub uniform: bool,
     pub populated_now: bool,
     pub parallel_load_streams: usize,
+    /// [`crate::target::Target::bulk_load_method`].
+    pub load_method: &'static str,
+    /// [`crate::target::Target::keys_with_tables`].
+    pub keys_with_tables: bool,
     /// Measure windows (thread counts × repetitions) on one population.
     pub windows_per_population: u32,
     pub open_loop: bool,
@@ -61,10 +65,10 @@ pub fn deviations(facts: &RunFacts) -> Vec<String> {
         "random numbers from xoshiro256++ (rand SmallRng); the reference client uses Mersenne Twister".to_owned(),
     ];
     if facts.populated_now {
+        let keys = if facts.keys_with_tables { "keys and foreign keys declared with the tables" } else { "keys and foreign keys built after the load" };
         out.push(format!(
-            "population by {} parallel COPY streams, keys and foreign keys built after the load \
-             (spec: a single populating client)",
-            facts.parallel_load_streams
+            "population by {} parallel {} streams, {keys} (spec: a single populating client)",
+            facts.parallel_load_streams, facts.load_method
         ));
     } else {
         out.push("ran on an existing population (spec: freshly populated before each run)".to_owned());
@@ -181,6 +185,7 @@ mod tests {
         let base = RunFacts {
             populated_now: true,
             parallel_load_streams: 3,
+            load_method: "COPY",
             windows_per_population: 1,
             measure_s: 60.0,
             durability: "fsync=on, synchronous_commit=on".to_owned(),
@@ -189,7 +194,9 @@ mod tests {
         let d = deviations(&base);
         assert!(d.iter().any(|l| l.contains("smallint")));
         assert!(d.iter().any(|l| l.contains("bigint")));
-        assert!(d.iter().any(|l| l.contains("3 parallel COPY")));
+        assert!(d.iter().any(|l| l.contains("3 parallel COPY streams, keys and foreign keys built after the load")));
+        let keyed = deviations(&RunFacts { load_method: "engine insert (typed API, no SQL)", keys_with_tables: true, ..base.clone() });
+        assert!(keyed.iter().any(|l| l.contains("3 parallel engine insert (typed API, no SQL) streams, keys and foreign keys declared with the tables")));
         assert!(!d.iter().any(|l| l.contains("uniform")));
         assert!(!d.iter().any(|l| l.contains("durability")));
         let d = deviations(&RunFacts {
