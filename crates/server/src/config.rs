@@ -14,6 +14,9 @@ const MAX_CONNECTIONS_DEFAULT: usize = 100;
 /// Largest Query/Parse/Bind/CopyData message accepted; beyond it the
 /// connection gets 08P01 and is closed (PostgreSQL allows up to 1 GiB).
 const MAX_MESSAGE_BYTES_DEFAULT: usize = 64 << 20;
+/// Backend connections passthrough statements share; a session finding
+/// all busy waits (bounded), so this bounds pgtier's load on PostgreSQL.
+const PASSTHROUGH_POOL_SIZE_DEFAULT: usize = 4;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -90,12 +93,28 @@ pub struct TlsConfig {
     pub key: PathBuf,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PassthroughConfig {
     #[serde(default)]
     pub mode: PassthroughMode,
     pub backend_url: Option<String>,
+    #[serde(default = "default_pool_size")]
+    pub pool_size: usize,
+}
+
+impl Default for PassthroughConfig {
+    fn default() -> PassthroughConfig {
+        PassthroughConfig { mode: PassthroughMode::Off, backend_url: None, pool_size: PASSTHROUGH_POOL_SIZE_DEFAULT }
+    }
+}
+
+impl std::fmt::Debug for PassthroughConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry a password.
+        let url = self.backend_url.as_deref().map(pgtier_backend::redact_url);
+        f.debug_struct("PassthroughConfig").field("mode", &self.mode).field("backend_url", &url).field("pool_size", &self.pool_size).finish()
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -117,6 +136,10 @@ fn default_max_connections() -> usize {
 
 fn default_max_message_bytes() -> usize {
     MAX_MESSAGE_BYTES_DEFAULT
+}
+
+fn default_pool_size() -> usize {
+    PASSTHROUGH_POOL_SIZE_DEFAULT
 }
 
 impl ServerConfig {
@@ -212,11 +235,10 @@ impl ServerConfig {
             (_, Some(url)) if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) => {
                 return bad("passthrough.backend_url must be a postgres:// URL".to_owned());
             }
-            // Parsed and validated, but not implemented yet: refuse rather
-            // than silently serving without it.
-            (_, Some(_)) => {
-                return bad("passthrough (mode \"reads\"/\"all\") is not implemented yet; set passthrough.mode = \"off\"".to_owned());
+            (_, Some(_)) if self.passthrough.pool_size == 0 => {
+                return bad("passthrough.pool_size must be at least 1".to_owned());
             }
+            (_, Some(_)) => {}
         }
         Ok(addr)
     }

@@ -47,6 +47,9 @@ pub struct Shared {
     /// The engine acknowledges commits before the WAL fsync; sessions then
     /// report synchronous_commit = off, as PostgreSQL would.
     pub commit_async: bool,
+    /// Backend connections for statements on tables pgtier does not hold
+    /// (None: passthrough off).
+    pub passthrough: Option<Arc<crate::passthrough::Pool>>,
     shutdown: AtomicBool,
     /// Authenticated (or authenticating) sessions, against max_connections.
     active: AtomicUsize,
@@ -77,6 +80,7 @@ impl Shared {
             max_connections,
             max_message_bytes,
             commit_async,
+            passthrough: None,
             shutdown: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),

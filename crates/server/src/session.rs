@@ -206,6 +206,8 @@ pub enum Kind {
     /// SQL-level PREPARE / EXECUTE / DEALLOCATE: they share the protocol's
     /// statement names, so the session runs them.
     Utility(Box<Statement>),
+    /// Runs on the backend PostgreSQL (passthrough.rs).
+    Remote(Box<crate::passthrough::Remote>),
     Empty,
 }
 
@@ -287,6 +289,8 @@ struct Portal {
     /// Result format per column (0 text, 1 binary).
     formats: Vec<i16>,
     pending: Option<Pending>,
+    /// A passthrough portal's parameters, as the client sent them.
+    raw: crate::passthrough::RawParams,
 }
 
 pub struct Session {
@@ -310,6 +314,7 @@ pub struct Session {
     implicit: bool,
     reported: Vec<String>,
     scratch: String,
+    remote: Option<Arc<crate::passthrough::Pool>>,
 }
 
 /// The formats of `n` columns from a Bind's list (none: all text; one:
@@ -403,6 +408,7 @@ impl Session {
             implicit: false,
             reported: Vec::new(),
             scratch: String::new(),
+            remote: shared.passthrough.clone(),
         }
     }
 
@@ -571,7 +577,22 @@ impl Session {
             let kind = if matches!(ast, Statement::Copy { .. }) { Kind::Copy(Box::new(ast)) } else { Kind::Utility(Box::new(ast)) };
             return Ok(Rc::new(Stmt::new(kind, declared, txn, is_set)));
         }
-        let ps = self.conn.prepare_statement(ast)?;
+        // The AST is kept (cloned) only when passthrough may need it after
+        // pgtier's binder refused the statement.
+        let kept = self.remote.as_ref().map(|pool| (pool.mode, ast.clone()));
+        let ps = match (self.conn.prepare_statement(ast), kept) {
+            (Ok(ps), _) => ps,
+            (Err(e), None) => return Err(e),
+            (Err(e), Some((mode, ast))) => {
+                let catalog = self.conn.database().catalog();
+                let remote = crate::passthrough::decide(mode, &ast, e, |n| catalog.table_by_name(n).is_some())?;
+                // pgtier's failed bind has already failed an open block.
+                if self.conn.transaction_status() != TransactionStatus::Idle {
+                    return Err(crate::passthrough::in_block_error());
+                }
+                return Ok(Rc::new(Stmt::new(Kind::Remote(Box::new(remote)), declared, txn, is_set)));
+            }
+        };
         Ok(Rc::new(Stmt::new(Kind::Sql(Box::new(ps)), declared, txn, is_set)))
     }
 
@@ -657,6 +678,10 @@ impl Session {
             }
             Kind::Copy(ast) => self.copy(ast, false),
             Kind::Utility(ast) => self.utility(ast),
+            Kind::Remote(r) => {
+                let pool = self.remote_pool()?;
+                r.run_simple(&pool, &mut self.wire.wbuf)
+            }
             Kind::Sql(ps) => {
                 if s.txn != TxnKind::None {
                     self.txn_notice(s.txn);
@@ -668,6 +693,30 @@ impl Session {
                 Ok(())
             }
         }
+    }
+
+    /// The backend pool, for running a passthrough statement now: refused
+    /// inside any transaction block (explicit, a multi-statement Query, or
+    /// the implicit block of an extended-protocol batch), because the
+    /// backend statement would commit by itself, not with pgtier's block.
+    fn remote_pool(&self) -> Result<Arc<crate::passthrough::Pool>, SqlError> {
+        if self.implicit || self.conn.transaction_status() != TransactionStatus::Idle {
+            return Err(crate::passthrough::in_block_error());
+        }
+        self.remote.clone().ok_or_else(|| SqlError::new("0A000", "passthrough is off"))
+    }
+
+    /// Execute of a passthrough portal: all rows are fetched from
+    /// PostgreSQL, then handed out per Execute like a local portal's.
+    fn remote_execute(&mut self, r: &crate::passthrough::Remote, portal: &mut Portal, max_rows: i32) -> Result<(), SqlError> {
+        let pool = self.remote_pool()?;
+        let (rows, ends, tag) = r.run_extended(&pool, &portal.raw, &portal.formats, &mut self.wire.wbuf)?;
+        let mut pending = Pending { rows, ends, sent: 0, tag };
+        self.send_pending(&mut pending, max_rows);
+        if pending.sent < pending.ends.len() {
+            portal.pending = Some(pending);
+        }
+        Ok(())
     }
 
     /// Executes and streams the rows (text format unless `formats`).
@@ -688,7 +737,10 @@ impl Session {
             encode_rows(&mut wire.wbuf, rows, formats.unwrap_or(&[]), &info.types, scratch, None);
         });
         self.forward_notices();
-        let (tag, ()) = result?;
+        let (tag, ()) = match (result, &self.remote) {
+            (Err(e), Some(_)) => return Err(crate::passthrough::refuse_ddl(e)),
+            (result, _) => result?,
+        };
         self.wire.command_complete(tag);
         Ok(())
     }
@@ -726,6 +778,9 @@ impl Session {
                 return Err(e);
             }
         };
+        if let (Kind::Remote(r), Some(pool)) = (&stmt.kind, &self.remote) {
+            r.describe_on(pool, &m.type_oids)?;
+        }
         match m.name {
             Some(name) => {
                 if self.statements.contains_key(&name) {
@@ -778,7 +833,10 @@ impl Session {
     fn describe(&mut self, m: &Describe) -> Result<(), SqlError> {
         if m.target_type == b'S' {
             let stmt = self.find_statement(m.name.as_deref())?;
-            let oids = (0..stmt.param_types.len().max(stmt.declared.len())).map(|i| stmt.param_oid(i)).collect();
+            let oids = match &stmt.kind {
+                Kind::Remote(r) => r.param_oids(),
+                _ => (0..stmt.param_types.len().max(stmt.declared.len())).map(|i| stmt.param_oid(i)).collect(),
+            };
             self.wire.send(PgWireBackendMessage::ParameterDescription(ParameterDescription::new(oids)));
             self.describe_rows(&stmt, &[]);
             return Ok(());
@@ -796,6 +854,10 @@ impl Session {
     }
 
     fn describe_rows(&mut self, stmt: &Stmt, formats: &[i16]) {
+        if let Kind::Remote(r) = &stmt.kind {
+            r.describe_rows(&mut self.wire, formats);
+            return;
+        }
         if !stmt.returns_rows {
             self.wire.no_data();
             return;
@@ -838,6 +900,7 @@ impl Session {
             }
             Kind::Copy(ast) => self.copy(ast, true),
             Kind::Utility(ast) => self.utility(ast),
+            Kind::Remote(r) => self.remote_execute(r, portal, max_rows),
             Kind::Sql(ps) => {
                 if stmt.txn != TxnKind::None && !self.implicit {
                     self.txn_notice(stmt.txn);
@@ -949,8 +1012,15 @@ impl Session {
                 let mut params = Vec::with_capacity(parameters.len());
                 if !parameters.is_empty() {
                     // The arguments are expressions: evaluate them as a
-                    // SELECT, then cast each to its parameter's type.
-                    let list = parameters.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+                    // SELECT, each cast to its parameter's type there (so a
+                    // literal is read in that type's context, as PostgreSQL
+                    // does: -1e300 for a double precision parameter).
+                    let list = parameters
+                        .iter()
+                        .zip(&stmt.param_types)
+                        .map(|(p, ty)| format!("CAST(({p}) AS {})", pgtier_sql::value::full_type_name(*ty)))
+                        .collect::<Vec<_>>()
+                        .join(", ");
                     let probe = self.prepare_text(&format!("SELECT {list}"))?;
                     let (_, values) = self.conn.execute_with(&probe, &[], |r| r.values.to_vec())?;
                     for (v, ty) in values.into_iter().zip(&stmt.param_types) {
@@ -986,6 +1056,10 @@ impl Session {
 
 /// Decodes Bind's parameters and result formats into `portal`.
 fn fill_portal(portal: &mut Portal, stmt: &Stmt, m: &Bind) -> Result<(), SqlError> {
+    if let Kind::Remote(r) = &stmt.kind {
+        let ncols = r.bind(&mut portal.raw, &m.parameters, &m.parameter_format_codes, m.statement_name.as_deref().unwrap_or(""))?;
+        return expand_formats(&m.result_column_format_codes, ncols, &mut portal.formats);
+    }
     let n = m.parameters.len();
     // A client may declare more parameters than the statement uses.
     let needed = stmt.param_types.len().max(stmt.declared.len());

@@ -1,0 +1,202 @@
+//! Passthrough against a real PostgreSQL: a table only PostgreSQL has is
+//! read (and in mode "all" written) through pgtier with the simple and the
+//! extended protocol, and the answers equal PostgreSQL's own; writes are
+//! refused in mode "reads", DDL never passes, a table pgtier holds is
+//! always answered by pgtier, a backend that is down gives a clear error
+//! without harming the session, and mode "off" keeps 42P01.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{TestServer, binary_rows, text_rows};
+
+const REMOTE_DDL: &str = "CREATE TABLE remote_t (id int PRIMARY KEY, name text, amount numeric(10,2), at timestamp)";
+const REMOTE_ROWS: &str = "INSERT INTO remote_t VALUES (1, 'one', 1.50, '2024-01-02 03:04:05'), (2, 'two', NULL, NULL), (3, 'thr''ee', -7.25, '1999-12-31 23:59:59.5')";
+
+fn code(e: &postgres::Error) -> String {
+    e.code().map(|c| c.code().to_owned()).unwrap_or_else(|| format!("no SQLSTATE: {e}"))
+}
+
+/// A database on the private PostgreSQL with `remote_t`, its URL, a client
+/// on it, and a pgtier server passing through to it in `mode`.
+fn setup(name: &str, mode: &str) -> (TestServer, postgres::Client, String) {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let url = cluster.create_database(&format!("pt_{name}_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&url).unwrap();
+    pg.batch_execute(&format!("{REMOTE_DDL}; {REMOTE_ROWS}")).unwrap();
+    let srv = common::start_with(&format!("[passthrough]\nmode = \"{mode}\"\nbackend_url = {url:?}\npool_size = 2\n"));
+    (srv, pg, url)
+}
+
+#[test]
+fn reads_match_postgres_in_both_protocols() {
+    let (srv, mut pg, _) = setup("reads", "reads");
+    let mut tier = srv.client();
+    let q = "SELECT * FROM remote_t ORDER BY id";
+    // Simple protocol: text rows.
+    let expected = text_rows(&mut pg, q);
+    assert_eq!(expected.len(), 3);
+    assert_eq!(text_rows(&mut tier, q), expected);
+    // Extended protocol: binary rows, types and names from PostgreSQL.
+    assert_eq!(binary_rows(&mut tier, q), binary_rows(&mut pg, q));
+    let st = tier.prepare(q).unwrap();
+    let names: Vec<_> = st.columns().iter().map(|c| (c.name().to_owned(), c.type_().oid())).collect();
+    let pg_st = pg.prepare(q).unwrap();
+    let pg_names: Vec<_> = pg_st.columns().iter().map(|c| (c.name().to_owned(), c.type_().oid())).collect();
+    assert_eq!(names, pg_names);
+    assert_eq!(names[2].1, 1700, "numeric, PostgreSQL's type");
+    // Parameters (binary) and their types come from PostgreSQL.
+    let rows = tier.query("SELECT name FROM remote_t WHERE id = $1 OR amount < $2", &[&2i32, &rust_decimal_free_numeric()]).unwrap();
+    let got: Vec<Option<String>> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(got.len(), 2);
+    let rows = tier.query("SELECT name FROM remote_t WHERE id = $1", &[&3i32]).unwrap();
+    assert_eq!(rows[0].get::<_, String>(0), "thr'ee");
+    // Row limits (portals fetched in pieces) behave as locally.
+    let mut txn_free = srv.client();
+    let rows: Vec<i32> = txn_free.query(q, &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(rows, vec![1, 2, 3]);
+    // psql, simple protocol, text.
+    let out = common::psql(&srv, "SELECT id, name, amount FROM remote_t ORDER BY id;\n", &["-A", "-t"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1|one|1.50\n2|two|\n3|thr'ee|-7.25\n");
+    // PostgreSQL's errors come back with their SQLSTATE.
+    let e = tier.simple_query("SELECT id / 0 FROM remote_t").unwrap_err();
+    assert_eq!(code(&e), "22012");
+    let e = tier.query("SELECT nosuch FROM remote_t", &[]).unwrap_err();
+    assert_eq!(code(&e), "42703");
+    // The session still works.
+    assert_eq!(text_rows(&mut tier, "SELECT count(*) FROM remote_t"), vec![vec![Some("3".to_owned())]]);
+}
+
+/// -7 as a numeric parameter without a decimal crate: PostgreSQL's binary
+/// numeric (ndigits 1, weight 0, sign negative, dscale 0, digit 7).
+fn rust_decimal_free_numeric() -> common::Raw {
+    common::Raw(vec![0, 1, 0, 0, 0x40, 0, 0, 0, 0, 7])
+}
+
+#[test]
+fn reads_mode_refuses_writes_and_ddl_never_passes() {
+    let (srv, mut pg, _) = setup("refuse", "reads");
+    let mut tier = srv.client();
+    for sql in ["INSERT INTO remote_t VALUES (9, 'x', 0, NULL)", "UPDATE remote_t SET name = 'x'", "DELETE FROM remote_t", "SELECT * FROM remote_t FOR UPDATE"] {
+        let e = tier.simple_query(sql).unwrap_err();
+        assert_eq!(code(&e), "25006", "{sql}: {e}");
+        let e = tier.execute(sql, &[]).unwrap_err();
+        assert_eq!(code(&e), "25006", "{sql}: {e}");
+    }
+    for sql in ["DROP TABLE remote_t", "ALTER TABLE remote_t ADD COLUMN extra int", "TRUNCATE remote_t", "CREATE INDEX remote_i ON remote_t (name)"] {
+        let e = tier.simple_query(sql).unwrap_err();
+        assert_eq!(code(&e), "0A000", "{sql}: {e}");
+        let db = e.as_db_error().unwrap();
+        // ALTER TABLE and TRUNCATE pgtier refuses before looking the table up.
+        assert!(db.message().contains("DDL is not passed through") || db.message().ends_with("is not supported"), "{sql}: {db:?}");
+    }
+    // PostgreSQL is untouched.
+    assert_eq!(text_rows(&mut pg, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'remote_t'"), vec![vec![Some("4".to_owned())]]);
+    assert_eq!(text_rows(&mut pg, "SELECT count(*) FROM pg_indexes WHERE tablename = 'remote_t'"), vec![vec![Some("1".to_owned())]]);
+    assert_eq!(text_rows(&mut pg, "SELECT count(*) FROM remote_t"), vec![vec![Some("3".to_owned())]]);
+    // A volatile function that writes is refused by PostgreSQL itself (the
+    // pooled connections are read-only in this mode).
+    pg.batch_execute("CREATE SEQUENCE remote_s").unwrap();
+    let e = tier.simple_query("SELECT nextval('remote_s') FROM remote_t").unwrap_err();
+    assert_eq!(code(&e), "25006", "{e}");
+}
+
+#[test]
+fn all_mode_writes_reach_postgres_outside_blocks_only() {
+    let (srv, mut pg, _) = setup("all", "all");
+    let mut tier = srv.client();
+    assert_eq!(tier.execute("INSERT INTO remote_t VALUES ($1, $2, 2.5, NULL)", &[&10i32, &"ten"]).unwrap(), 1);
+    let msgs = tier.simple_query("UPDATE remote_t SET name = upper(name) WHERE id <= 2").unwrap();
+    assert!(matches!(msgs.last(), Some(postgres::SimpleQueryMessage::CommandComplete(2))));
+    assert_eq!(tier.execute("DELETE FROM remote_t WHERE id = 3", &[]).unwrap(), 1);
+    assert_eq!(
+        text_rows(&mut pg, "SELECT id, name FROM remote_t ORDER BY id"),
+        vec![
+            vec![Some("1".into()), Some("ONE".into())],
+            vec![Some("2".into()), Some("TWO".into())],
+            vec![Some("10".into()), Some("ten".into())],
+        ]
+    );
+    // PostgreSQL's constraint errors come back as they are.
+    let e = tier.execute("INSERT INTO remote_t VALUES (1, 'dup', 0, NULL)", &[]).unwrap_err();
+    assert_eq!(code(&e), "23505");
+    assert_eq!(e.as_db_error().unwrap().constraint(), Some("remote_t_pkey"));
+    // Inside a transaction block: refused, nothing sent.
+    let mut txn = tier.transaction().unwrap();
+    let e = txn.execute("DELETE FROM remote_t", &[]).unwrap_err();
+    assert_eq!(code(&e), "25001");
+    drop(txn);
+    let e = tier.simple_query("BEGIN; DELETE FROM remote_t; COMMIT").unwrap_err();
+    assert_eq!(code(&e), "25001");
+    // As in PostgreSQL, the error left the block BEGIN opened failed.
+    tier.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(text_rows(&mut pg, "SELECT count(*) FROM remote_t"), vec![vec![Some("3".to_owned())]]);
+    // DDL is refused in this mode too.
+    let e = tier.simple_query("DROP TABLE remote_t").unwrap_err();
+    assert_eq!(code(&e), "0A000");
+}
+
+#[test]
+fn a_table_pgtier_holds_is_never_passed_through() {
+    let (srv, mut pg, _) = setup("held", "all");
+    pg.batch_execute("CREATE TABLE dup (id int PRIMARY KEY, v text); INSERT INTO dup VALUES (1, 'postgres')").unwrap();
+    let mut tier = srv.client();
+    tier.batch_execute("CREATE TABLE dup (id int PRIMARY KEY, v text); INSERT INTO dup VALUES (1, 'pgtier'), (2, 'pgtier')").unwrap();
+    assert_eq!(text_rows(&mut tier, "SELECT v FROM dup ORDER BY id"), vec![vec![Some("pgtier".into())], vec![Some("pgtier".into())]]);
+    let rows = tier.query("SELECT v FROM dup WHERE id = $1", &[&1i32]).unwrap();
+    assert_eq!(rows[0].get::<_, String>(0), "pgtier");
+    tier.execute("UPDATE dup SET v = 'changed'", &[]).unwrap();
+    assert_eq!(text_rows(&mut pg, "SELECT v FROM dup"), vec![vec![Some("postgres".into())]]);
+    // A statement naming both a held table and an unknown one is refused,
+    // not sent (PostgreSQL would answer with its own copy of dup).
+    let e = tier.simple_query("SELECT * FROM dup JOIN remote_t USING (id)").unwrap_err();
+    assert_eq!(code(&e), "0A000", "{e}");
+    assert!(e.as_db_error().unwrap().message().contains("\"dup\""), "{e}");
+}
+
+#[test]
+fn backend_down_is_a_clear_error_and_the_session_goes_on() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let srv = common::start_with(&format!(
+        "[passthrough]\nmode = \"reads\"\nbackend_url = \"postgresql://someone:secret-pw@127.0.0.1:{port}/db?connect_timeout=2\"\n"
+    ));
+    let mut tier = srv.client();
+    for _ in 0..3 {
+        let e = tier.simple_query("SELECT * FROM remote_t").unwrap_err();
+        assert_eq!(code(&e), "08001", "{e}");
+        let msg = e.as_db_error().unwrap().message().to_owned();
+        assert!(msg.contains(&format!("127.0.0.1:{port}")), "{msg}");
+        assert!(!msg.contains("secret-pw"), "password leaked: {msg}");
+        let e = tier.query("SELECT * FROM remote_t WHERE id = $1", &[&1i32]).unwrap_err();
+        assert_eq!(code(&e), "08001", "{e}");
+    }
+    tier.batch_execute("CREATE TABLE here (id int PRIMARY KEY); INSERT INTO here VALUES (1)").unwrap();
+    assert_eq!(text_rows(&mut tier, "SELECT id FROM here"), vec![vec![Some("1".into())]]);
+}
+
+#[test]
+fn a_backend_restart_drops_the_pooled_connection_and_recovers() {
+    let (srv, pg, url) = setup("restart", "reads");
+    drop(pg);
+    let mut tier = srv.client();
+    assert_eq!(text_rows(&mut tier, "SELECT count(*) FROM remote_t"), vec![vec![Some("3".to_owned())]]);
+    // Kill the pooled backend connection from PostgreSQL's side.
+    let mut admin = pgtier_backend::connect(&url).unwrap();
+    admin.batch_execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pgtier-passthrough'").unwrap();
+    let e = tier.simple_query("SELECT count(*) FROM remote_t").unwrap_err();
+    assert!(["08006", "57P01"].contains(&code(&e).as_str()), "{e}");
+    // The next statement gets a fresh connection.
+    assert_eq!(text_rows(&mut tier, "SELECT count(*) FROM remote_t"), vec![vec![Some("3".to_owned())]]);
+}
+
+#[test]
+fn off_keeps_undefined_table() {
+    let srv = common::start();
+    let mut tier = srv.client();
+    let e = tier.simple_query("SELECT * FROM remote_t").unwrap_err();
+    assert_eq!(code(&e), "42P01");
+    let e = tier.query("SELECT * FROM remote_t", &[]).unwrap_err();
+    assert_eq!(code(&e), "42P01");
+}
