@@ -200,3 +200,81 @@ fn off_keeps_undefined_table() {
     let e = tier.query("SELECT * FROM remote_t", &[]).unwrap_err();
     assert_eq!(code(&e), "42P01");
 }
+
+/// The extended protocol as drivers other than `postgres` use it: a text
+/// parameter, one result column in text and one in binary (PostgreSQL
+/// produces both), and Execute with a row limit (PortalSuspended).
+#[test]
+fn extended_protocol_text_and_binary_formats_and_row_limits() {
+    use common::{cstr, message, startup_packet};
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let url = cluster.create_database(&format!("pt_raw_{}", std::process::id())).unwrap();
+    pgtier_backend::connect(&url).unwrap().batch_execute(&format!("{REMOTE_DDL}; {REMOTE_ROWS}")).unwrap();
+    let srv = common::start_with(&format!("[passthrough]\nmode = \"reads\"\nbackend_url = {url:?}\n[auth]\nmethod = \"trust\"\n"));
+    let parse = |sql: &str| {
+        let mut b = cstr("");
+        b.extend(cstr(sql));
+        b.extend(0i16.to_be_bytes());
+        message(b'P', &b)
+    };
+    // Bind "" to "", one text parameter "1", results: text, binary.
+    let mut bind = cstr("");
+    bind.extend(cstr(""));
+    bind.extend(1i16.to_be_bytes());
+    bind.extend(0i16.to_be_bytes());
+    bind.extend(1i16.to_be_bytes());
+    bind.extend(1i32.to_be_bytes());
+    bind.push(b'1');
+    bind.extend(2i16.to_be_bytes());
+    bind.extend(0i16.to_be_bytes());
+    bind.extend(1i16.to_be_bytes());
+    let execute = |max_rows: i32| {
+        let mut b = cstr("");
+        b.extend(max_rows.to_be_bytes());
+        message(b'E', &b)
+    };
+    let describe_portal = message(b'D', &[b'P', 0]);
+    let sync = message(b'S', &[]);
+    let mut bind_all = cstr("");
+    bind_all.extend(cstr(""));
+    bind_all.extend([0u8; 6]);
+    let mut bytes = startup_packet(common::USER);
+    for m in [
+        parse("SELECT amount, id FROM remote_t WHERE id = $1"),
+        message(b'B', &bind),
+        describe_portal.clone(),
+        execute(0),
+        sync.clone(),
+        parse("SELECT id FROM remote_t ORDER BY id"),
+        message(b'B', &bind_all),
+        execute(2),
+        execute(2),
+        sync,
+        message(b'X', &[]),
+    ] {
+        bytes.extend(m);
+    }
+    let reply = common::exchange(&srv, &bytes);
+    assert!(common::sqlstates(&reply).is_empty(), "{:?}", common::sqlstates(&reply));
+    let mut msgs = Vec::new();
+    let mut i = 0;
+    while i + 5 <= reply.len() {
+        let len = i32::from_be_bytes(reply[i + 1..i + 5].try_into().unwrap()) as usize;
+        msgs.push((reply[i], reply[i + 5..i + 1 + len].to_vec()));
+        i += 1 + len;
+    }
+    let after_auth: Vec<u8> = msgs.iter().map(|m| m.0).skip_while(|&t| t != b'Z').skip(1).collect();
+    assert_eq!(String::from_utf8_lossy(&after_auth), "12TDCZ12DDsDCZ");
+    // RowDescription: numeric (1700) in text, int4 (23) in binary.
+    let row_desc = &msgs.iter().find(|m| m.0 == b'T').unwrap().1;
+    assert_eq!(&row_desc[..2], &2i16.to_be_bytes());
+    let first = msgs.iter().find(|m| m.0 == b'D').unwrap();
+    let mut expected = 2i16.to_be_bytes().to_vec();
+    expected.extend(4i32.to_be_bytes());
+    expected.extend(b"1.50");
+    expected.extend(4i32.to_be_bytes());
+    expected.extend(1i32.to_be_bytes());
+    assert_eq!(first.1, expected);
+    let tags: Vec<String> = msgs.iter().filter(|m| m.0 == b'C').map(|m| String::from_utf8_lossy(&m.1).trim_end_matches('\0').to_owned()).collect();
+    assert_eq!(tags, vec!["SELECT 1", "SELECT 3"]);
+}
