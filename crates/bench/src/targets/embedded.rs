@@ -49,7 +49,18 @@ impl EmbeddedTarget {
     pub fn open(dir: &Path, mode: CommitMode) -> Result<EmbeddedTarget, DbError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| DbError::new(None, format!("creating {}: {e}", dir.display())))?;
-        let config = EngineConfig { commit_mode: mode, ..EngineConfig::default() };
+        let mut config = EngineConfig { commit_mode: mode, ..EngineConfig::default() };
+        // Recovery measurements ("checkpoint + N s of WAL") need the
+        // periodic checkpoints off: PGTIER_CHECKPOINT_WAL_MB=0 turns them
+        // off, another number sets the WAL volume between checkpoints.
+        if let Some(mb) = std::env::var("PGTIER_CHECKPOINT_WAL_MB").ok().and_then(|v| v.parse::<u64>().ok()) {
+            if mb == 0 {
+                config.checkpoint_wal_bytes = u64::MAX;
+                config.checkpoint_interval = None;
+            } else {
+                config.checkpoint_wal_bytes = mb << 20;
+            }
+        }
         let db = Database::open(dir, config).map_err(engine_error)?;
         Ok(EmbeddedTarget { db, dir: dir.to_path_buf(), mode })
     }
