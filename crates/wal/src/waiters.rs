@@ -16,6 +16,13 @@
 //! each of them calls `help_wake` exactly once after that (on its way out of
 //! `wait`), so pops ≥ returned threads and `pending` always drains.
 //!
+//! Before registering, a waiter yields the CPU a few times (`SPIN_YIELDS`)
+//! and re-checks: on 2 cores with 64 committers the fsync in flight usually
+//! completes meanwhile, and a committer that sees it skips the park and the
+//! futex wake (a sleep, an IPI and two context switches). Measured with
+//! `examples/commit_throughput 64 5 sync`: 95-107k commits/s without the
+//! yields, 145-172k with them; a lone committer's latency is unchanged.
+//!
 //! No lost wake-ups: a waiter checks the durable end while holding `list`
 //! and only then registers; the writer stores the new durable end *before*
 //! taking `list` to wake. So either the waiter sees the new end, or it is in
@@ -36,6 +43,8 @@ struct Waiter {
 
 /// Threads each woken waiter (and the writer) unparks.
 const WAKE_FANOUT: usize = 8;
+/// sched_yield calls a waiter makes before it parks.
+const SPIN_YIELDS: usize = 20;
 
 pub(crate) struct Waiters {
     list: Mutex<Vec<Waiter>>,
@@ -75,6 +84,14 @@ impl Waiters {
                 None
             }
         };
+        // Yield a few times before parking: the fsync in flight usually
+        // ends within them, and a waiter that sees it needs no futex wake.
+        for _ in 0..SPIN_YIELDS {
+            if let Some(outcome) = check() {
+                return outcome;
+            }
+            thread::yield_now();
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut list = self.list.lock();
