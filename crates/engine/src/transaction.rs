@@ -1367,7 +1367,7 @@ pub(crate) fn encode_row(schema: &TableSchema, values: &[Value], out: &mut Vec<u
     }
     let mut coerced: Vec<Cow<'_, Value>> = Vec::with_capacity(values.len());
     for (col, v) in schema.columns.iter().zip(values) {
-        let c = if needs_coercion(v, col.ty) { Cow::Owned(coerce(v.clone(), col.ty, &col.name)?) } else { Cow::Borrowed(v) };
+        let c = if !v.is_of_type(col.ty) { Cow::Owned(coerce(v.clone(), col.ty, &col.name)?) } else { Cow::Borrowed(v) };
         if c.is_null() && !col.nullable {
             let detail = failing_row(schema, |k| values[k].to_string());
             return Err(EngineError::NotNullViolation { table: schema.name.clone(), column: col.name.clone(), detail });
@@ -1377,9 +1377,6 @@ pub(crate) fn encode_row(schema: &TableSchema, values: &[Value], out: &mut Vec<u
     schema.layout().encode(&coerced, out)
 }
 
-fn needs_coercion(v: &Value, ty: crate::types::DataType) -> bool {
-    !v.is_of_type(ty)
-}
 
 /// New row = `base` with `changes`; fixed-width-only changes patch a copy.
 fn apply_changes(schema: &TableSchema, base: &[u8], changes: &[(usize, Value)], out: &mut Vec<u8>) -> Result<()> {
@@ -1404,7 +1401,7 @@ fn apply_changes(schema: &TableSchema, base: &[u8], changes: &[(usize, Value)], 
         out.extend_from_slice(base);
         for (col, v) in changes {
             let ty = schema.columns[*col].ty;
-            let v = if needs_coercion(v, ty) { Cow::Owned(coerce(v.clone(), ty, &schema.columns[*col].name)?) } else { Cow::Borrowed(v) };
+            let v = if !v.is_of_type(ty) { Cow::Owned(coerce(v.clone(), ty, &schema.columns[*col].name)?) } else { Cow::Borrowed(v) };
             check_null(*col, &v)?;
             layout.patch_fixed(out, *col, &v);
         }

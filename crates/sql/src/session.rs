@@ -485,12 +485,12 @@ impl Connection {
         }
         // Parameters already of their planned types are used in place; only
         // a statement with some to convert copies them (text would allocate).
-        let all_fit = params.iter().zip(&prepared.param_types).all(|(v, ty)| param_fits(v, *ty));
+        let all_fit = params.iter().zip(&prepared.param_types).all(|(v, ty)| v.is_of_type(*ty));
         let mut pbuf = std::mem::take(&mut self.params);
         pbuf.clear();
         if !all_fit {
             for (v, ty) in params.iter().zip(&prepared.param_types) {
-                pbuf.push(if param_fits(v, *ty) { v.clone() } else { value::cast(v.clone(), *ty, false)? });
+                pbuf.push(if v.is_of_type(*ty) { v.clone() } else { value::cast(v.clone(), *ty, false)? });
             }
         }
         let args: &[Value] = if all_fit { params } else { &pbuf };
@@ -562,11 +562,6 @@ impl Connection {
         self.result.push_row(&[Value::Text(v.clone())]);
         Ok((Tag::Plain("SHOW"), 1))
     }
-}
-
-/// A parameter value already of the representation its type stores.
-fn param_fits(v: &Value, ty: pgtier_engine::DataType) -> bool {
-    v.is_of_type(ty)
 }
 
 pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {

@@ -666,20 +666,15 @@ fn user_tables(catalog: &Catalog) -> Vec<&Arc<TableSchema>> {
     catalog.tables().collect()
 }
 
-/// The engine's hidden row id of a table declared without a primary key
-/// (`Column::is_hidden`): PostgreSQL shows neither it nor the key on it.
-fn hidden(c: &Column) -> bool {
-    c.is_hidden()
-}
-
-/// The columns PostgreSQL would show, with their positions.
+/// The columns PostgreSQL would show, with their positions: not the
+/// engine's hidden row id (`Column::is_hidden`), nor the key on it.
 fn user_columns(t: &TableSchema) -> impl Iterator<Item = (usize, &Column)> {
-    t.columns.iter().enumerate().filter(|(_, c)| !hidden(c))
+    t.columns.iter().enumerate().filter(|(_, c)| !c.is_hidden())
 }
 
 /// Indexes PostgreSQL would show (not the key on a hidden row id), by table.
 fn table_indexes(catalog: &Catalog, t: &TableSchema) -> Vec<Arc<IndexSchema>> {
-    catalog.indexes_of(t.id).into_iter().filter(|i| !i.columns.iter().any(|&c| hidden(&t.columns[c]))).collect()
+    catalog.indexes_of(t.id).into_iter().filter(|i| !i.columns.iter().any(|&c| t.columns[c].is_hidden())).collect()
 }
 
 fn all_indexes(catalog: &Catalog) -> Vec<(Arc<TableSchema>, Arc<IndexSchema>)> {
