@@ -399,40 +399,61 @@ impl TableStore {
         let layout = self.layout();
         let mut map = self.primary.write(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return 0 };
-        let mut chain: Vec<VPtr> = Vec::new();
+        // One walk from the head, relinking as it goes: no reader can see the
+        // chain meanwhile (the shard write lock). A dropped version is freed
+        // at once unless it is the head, which the map still points at.
+        let mut first_kept: Option<VPtr> = None;
+        let mut last_kept: Option<VPtr> = None;
+        let mut head_dropped = false;
+        let mut floor_found = false;
+        let mut count = 0;
         let mut cur = Some(head);
         while let Some(v) = cur {
-            chain.push(v);
             cur = v.prev();
-        }
-        let mut kept: Vec<VPtr> = Vec::with_capacity(chain.len());
-        let mut dropped: Vec<VPtr> = Vec::new();
-        let mut floor_found = false;
-        for &v in &chain {
             let w = v.word();
-            if floor_found {
-                dropped.push(v);
+            let keep = if floor_found {
+                false
             } else if is_uncommitted(w) {
-                kept.push(v);
+                true
             } else if is_lock_only(w) {
-                dropped.push(v);
+                false
             } else if ts_of(w) > horizon {
-                kept.push(v);
+                true
             } else {
                 floor_found = true;
-                if is_deleted(w) { dropped.push(v) } else { kept.push(v) }
+                !is_deleted(w)
+            };
+            if keep {
+                if let Some(lk) = last_kept
+                    && lk.prev() != Some(v)
+                {
+                    lk.set_prev(Some(v));
+                }
+                first_kept.get_or_insert(v);
+                last_kept = Some(v);
+                continue;
+            }
+            count += 1;
+            if want_images {
+                freed.push(v.row(layout).to_vec());
+            }
+            if v == head {
+                head_dropped = true;
+            } else {
+                // SAFETY: committed (or lock-only) and invisible to every
+                // snapshot >= horizon; its newer neighbour is relinked past
+                // it before the lock is released; we hold the write lock.
+                unsafe { v.free(&self.slab, layout) };
             }
         }
-        if dropped.is_empty() {
+        if count == 0 {
             return 0;
         }
-        let count = dropped.len();
-        for pair in kept.windows(2) {
-            pair[0].set_prev(Some(pair[1]));
-        }
-        match (kept.first(), kept.last()) {
-            (Some(&first), Some(&last)) => {
-                last.set_prev(None);
+        match (first_kept, last_kept) {
+            (Some(first), Some(last)) => {
+                if last.prev().is_some() {
+                    last.set_prev(None);
+                }
                 if first != head {
                     primary::replace(&mut map, hash, key, &self.pk, layout, first, scratch);
                 }
@@ -441,13 +462,9 @@ impl TableStore {
                 primary::remove(&mut map, hash, key, &self.pk, layout, scratch);
             }
         }
-        for v in dropped {
-            if want_images {
-                freed.push(v.row(layout).to_vec());
-            }
-            // SAFETY: committed versions unreachable from the chain now and
-            // invisible to every snapshot >= horizon; we hold the write lock.
-            unsafe { v.free(&self.slab, layout) };
+        if head_dropped {
+            // SAFETY: as above, and the map no longer points at it.
+            unsafe { head.free(&self.slab, layout) };
         }
         count
     }
@@ -536,19 +553,32 @@ impl TableStore {
         let layout = self.layout();
         let mut scratch = Vec::new();
         let mut tmp = Vec::new();
+        let mut entry = Vec::new();
+        let mut stale: Vec<Vec<u8>> = Vec::new();
         for index in &meta.indexes {
-            let mut entries: Vec<Vec<u8>> = images
-                .iter()
-                .map(|img| {
-                    let mut e = Vec::new();
-                    index.entry(layout, img, pk, &mut e);
-                    e
-                })
-                .collect();
-            entries.sort_unstable();
-            entries.dedup();
+            stale.clear();
+            for img in images {
+                index.entry(layout, img, pk, &mut entry);
+                if stale.contains(&entry) {
+                    continue;
+                }
+                // Most discarded images carry a key a newer version keeps
+                // (an UPDATE of other columns). That is settled here under the
+                // primary shard's read lock alone, so such a prune never takes
+                // the index write lock every reader of the index shares.
+                let (index_key, _) = index.split(&entry);
+                if !self.entry_still_needed(index, pk, index_key, &mut scratch, &mut tmp) {
+                    stale.push(entry.clone());
+                }
+            }
+            if stale.is_empty() {
+                continue;
+            }
             index.tree.with_write(|w| {
-                for e in &entries {
+                for e in &stale {
+                    // Checked again under the index lock: a writer may have
+                    // installed a version with this key since (it inserts its
+                    // entries under this lock).
                     let (index_key, _) = index.split(e);
                     if !self.entry_still_needed(index, pk, index_key, &mut scratch, &mut tmp) {
                         w.remove(e);

@@ -1344,6 +1344,12 @@ fn encode_bounds(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Valu
         Bound::Unbounded => BoundKind::Unbounded,
     };
     let to = match upper {
+        // An equality prefix (both bounds the same slice): encoded once.
+        Bound::Included(v) if matches!(lower, Bound::Included(l) if std::ptr::eq(l, v)) => {
+            hi.clear();
+            hi.extend_from_slice(lo);
+            if prefix_successor_in_place(hi) { BoundKind::Excluded } else { BoundKind::Unbounded }
+        }
         Bound::Included(v) => {
             enc(v, hi)?;
             if prefix_successor_in_place(hi) { BoundKind::Excluded } else { BoundKind::Unbounded }

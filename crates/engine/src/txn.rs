@@ -38,9 +38,19 @@ pub(crate) struct TxnSlot {
     ended: Condvar,
 }
 
+/// Sequence numbers a thread takes from `next_seq` at a time, so that
+/// concurrent begins do not all pull one shared cache line. Ids then follow
+/// begin order only roughly, which only the choice of deadlock victim sees.
+const SEQ_BATCH: u64 = 64;
+
+/// Tells apart `TxnManager`s (databases) in one process for [`SEQS`].
+static MANAGER_INSTANCES: AtomicU64 = AtomicU64::new(1);
+
 thread_local! {
     /// Slot this thread's last transaction used (any database).
     static SLOT_HINT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// This thread's unused sequence numbers: (manager instance, next, end).
+    static SEQS: std::cell::Cell<(u64, u64, u64)> = const { std::cell::Cell::new((0, 0, 0)) };
 }
 
 pub(crate) struct TxnManager {
@@ -49,6 +59,7 @@ pub(crate) struct TxnManager {
     /// (threads reuse their slot, so this tracks peak concurrency).
     slots_used: std::sync::atomic::AtomicUsize,
     next_seq: AtomicU64,
+    instance: u64,
     /// Commit ts up to which committed transactions are visible to new
     /// snapshots (sync mode: only once durable).
     pub(crate) visible_ts: AtomicU64,
@@ -71,6 +82,7 @@ impl TxnManager {
             slots,
             slots_used: std::sync::atomic::AtomicUsize::new(0),
             next_seq: AtomicU64::new(1),
+            instance: MANAGER_INSTANCES.fetch_add(1, Ordering::Relaxed),
             visible_ts: AtomicU64::new(visible_ts),
             horizon_ts: AtomicU64::new(visible_ts),
         }
@@ -81,7 +93,7 @@ impl TxnManager {
     /// thread used last: no shared free list, so begin/end touch no cache
     /// line another core's transactions use.
     pub(crate) fn begin(&self) -> Result<(u64, u64)> {
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let seq = self.next_sequence();
         let n = self.slots.len();
         let start = SLOT_HINT.with(std::cell::Cell::get) % n;
         let mut claimed = None;
@@ -97,9 +109,27 @@ impl TxnManager {
         let Some((slot, id)) = claimed else { return Err(EngineError::TooManyTransactions { limit: n }) };
         SLOT_HINT.with(|h| h.set(slot));
         assert!(id & !crate::version::TS_MASK == 0, "transaction id space exhausted");
-        self.slots_used.fetch_max(slot + 1, Ordering::SeqCst);
+        // Read first: an RMW would take the line from every other core on
+        // each begin, though the value changes only at new peak concurrency.
+        if self.slots_used.load(Ordering::SeqCst) <= slot {
+            self.slots_used.fetch_max(slot + 1, Ordering::SeqCst);
+        }
         let snapshot = self.refresh_snapshot(id);
         Ok((id, snapshot))
+    }
+
+    /// A sequence number no other transaction of this manager gets.
+    fn next_sequence(&self) -> u64 {
+        SEQS.with(|c| {
+            let (instance, next, end) = c.get();
+            if instance == self.instance && next < end {
+                c.set((instance, next + 1, end));
+                return next;
+            }
+            let start = self.next_seq.fetch_add(SEQ_BATCH, Ordering::Relaxed);
+            c.set((self.instance, start + 1, start + SEQ_BATCH));
+            start
+        })
     }
 
     /// New statement snapshot for the transaction `id` (see module docs).
