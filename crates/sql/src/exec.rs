@@ -96,6 +96,9 @@ pub struct Exec<'a> {
     /// (flat) and the row image the UPDATE closure evaluates on.
     pub dml_keys: &'a mut Vec<Value>,
     pub dml_row: &'a mut Vec<Value>,
+    /// Emptied row buffers kept across executions for the join's candidate
+    /// rows and joined row: a query allocates none once they have grown.
+    pub row_pool: &'a mut Vec<Vec<Value>>,
     /// Results of uncorrelated subqueries, by subquery id (this execution only).
     pub sub_cache: HashMap<usize, Vec<Value>>,
     /// The session's settings: current_setting/set_config and pg_settings read them.
@@ -193,11 +196,14 @@ impl<'a> Exec<'a> {
                     }
             }
             Access::IndexScan { index, eq, lower, upper, key_types } => {
-                let mut prefix = Vec::with_capacity(eq.len() + 1);
+                let mut prefix = self.pooled_row();
                 for (e, ty) in eq.iter().zip(key_types) {
                     match exact_key(e.eval(env, self, row)?, *ty) {
                         Some(v) => prefix.push(v),
-                        None => return Ok(()),
+                        None => {
+                            self.return_row(prefix);
+                            return Ok(());
+                        }
                     }
                 }
                 let range_ty = key_types.get(eq.len()).copied();
@@ -235,6 +241,8 @@ impl<'a> Exec<'a> {
                     read_row(&r, mask, out);
                     Ok(true)
                 })?;
+                drop((lo, hi));
+                self.return_row(prefix);
             }
             Access::Virtual(source) => self.virtual_rows(source, env, row, out)?,
             Access::FullScan => {
@@ -269,8 +277,8 @@ impl<'a> Exec<'a> {
         }
         let level = &plan.levels[l];
         let w = level.width();
-        let mut cands = Vec::new();
-        self.fetch(level, env, row, false, None, &mut cands)?;
+        let mut cands = self.pooled_row();
+        self.fetch(level, env, row, false, plan.level_masks.get(l), &mut cands)?;
         let mut matched = false;
         for cand in cands.chunks(w) {
             row[level.offset..level.offset + w].clone_from_slice(cand);
@@ -290,7 +298,23 @@ impl<'a> Exec<'a> {
                 self.join(plan, l + 1, row, env, sink)?;
             }
         }
+        self.return_row(cands);
         Ok(())
+    }
+
+    /// An empty buffer from [`Exec::row_pool`] (or a new one).
+    fn pooled_row(&mut self) -> Vec<Value> {
+        self.row_pool.pop().unwrap_or_default()
+    }
+
+    /// Gives a buffer back to [`Exec::row_pool`]; the pool stays small
+    /// (one buffer per join level in use at once).
+    fn return_row(&mut self, mut buf: Vec<Value>) {
+        const POOL_BUFFERS_MAX: usize = 16;
+        if self.row_pool.len() < POOL_BUFFERS_MAX {
+            buf.clear();
+            self.row_pool.push(buf);
+        }
     }
 
 
@@ -304,9 +328,10 @@ impl<'a> Exec<'a> {
         if streams {
             // Each joined row is projected into the result as it is found.
             let env = self.env(params, &[]);
-            let mut row = vec![Value::Null; plan.width];
+            let mut row = self.pooled_row();
+            row.resize(plan.width, Value::Null);
             let projection = &plan.projection[..plan.visible];
-            return self.join(plan, 0, &mut row, &env, &mut |ex, r| {
+            let r = self.join(plan, 0, &mut row, &env, &mut |ex, r| {
                 for e in projection {
                     let v = e.eval(&env, ex, r)?;
                     out.values.push(v);
@@ -314,6 +339,8 @@ impl<'a> Exec<'a> {
                 out.rows += 1;
                 Ok(())
             });
+            self.return_row(row);
+            return r;
         }
         let rows = self.select_rows(plan, params, &[])?;
         for r in rows {

@@ -132,6 +132,9 @@ pub struct SelectPlan {
     /// executor's fast path. Decided once, when planned
     /// ([`SelectPlan::decide_point_lookup`]).
     pub point_lookup: bool,
+    /// Per level, the columns of its table the plan reads; the executor
+    /// decodes only these. Empty (a plan not built by the binder): all.
+    pub level_masks: Vec<ColumnMask>,
 }
 
 impl SelectPlan {
@@ -145,7 +148,43 @@ impl SelectPlan {
             && self.limit.is_none()
             && self.offset.is_none()
             && !self.projection.iter().any(Expr::has_subquery);
+        self.level_masks = self.columns_read_per_level();
         self
+    }
+
+    /// [`SelectPlan::level_masks`]: the joined-row columns any expression of
+    /// the plan reads (index keys, filters, projection or the aggregate's
+    /// inputs; the projection holds the sort keys), plus every primary key
+    /// (FOR UPDATE locks rows by it). All columns when a subquery appears,
+    /// since it may read the row as its outer.
+    fn columns_read_per_level(&self) -> Vec<ColumnMask> {
+        let mut exprs: Vec<&Expr> = Vec::new();
+        for level in &self.levels {
+            exprs.extend(level.filters.iter().chain(&level.post_filters));
+            match &level.access {
+                Access::PkLookup { key } => exprs.extend(key),
+                Access::IndexScan { eq, lower, upper, .. } => {
+                    exprs.extend(eq);
+                    exprs.extend(lower.iter().chain(upper).map(|(e, _)| e));
+                }
+                Access::FullScan | Access::Virtual(_) => {}
+            }
+        }
+        exprs.extend(&self.final_filters);
+        match &self.agg {
+            Some(agg) => {
+                exprs.extend(&agg.group_by);
+                exprs.extend(agg.aggs.iter().filter_map(|a| a.arg.as_ref()));
+                if agg.having.as_ref().is_some_and(Expr::has_subquery) || self.projection.iter().any(Expr::has_subquery) {
+                    return Vec::new();
+                }
+            }
+            None => exprs.extend(&self.projection),
+        }
+        let keys: Vec<usize> =
+            self.levels.iter().flat_map(|l| l.table.primary_key.iter().map(move |&c| l.offset + c)).collect();
+        let joined = ColumnMask::reading(self.width, exprs, &keys);
+        self.levels.iter().map(|l| ColumnMask(joined.0[l.offset..l.offset + l.width()].into())).collect()
     }
 }
 

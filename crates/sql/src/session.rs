@@ -199,6 +199,7 @@ pub struct Connection {
     scratch: Vec<Value>,
     dml_keys: Vec<Value>,
     dml_row: Vec<Value>,
+    row_pool: Vec<Vec<Value>>,
     result: ResultBuf,
     notices: Vec<SqlNotice>,
 }
@@ -231,6 +232,7 @@ impl Connection {
             scratch: Vec::new(),
             dml_keys: Vec::new(),
             dml_row: Vec::new(),
+            row_pool: Vec::new(),
             result: ResultBuf::default(),
             notices: Vec::new(),
         }
@@ -503,6 +505,7 @@ impl Connection {
             scratch: &mut self.scratch,
             dml_keys: &mut self.dml_keys,
             dml_row: &mut self.dml_row,
+            row_pool: &mut self.row_pool,
             sub_cache: HashMap::new(),
             settings: &mut self.settings,
             notices: &mut self.notices,
