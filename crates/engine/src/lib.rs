@@ -12,6 +12,7 @@ mod checkpoint;
 mod codec;
 mod db;
 mod error;
+mod heads;
 mod key;
 mod ordered;
 mod primary;

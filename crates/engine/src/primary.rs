@@ -1,7 +1,7 @@
 //! Primary-key hash index: encoded key -> head of the row's version chain.
 //!
-//! Sharded swiss tables (hashbrown `HashTable`) of bare version pointers:
-//! 8 bytes + 1 control byte per slot, ~13 bytes per row at the average load.
+//! Sharded hash tables of bare version pointers in cache-line buckets
+//! (heads.rs): 64 bytes per 7 slots, ~13 bytes per row at the average load.
 //! Keys are not stored; equality and rehashing read the key out of the row.
 //! Each shard has its own `RwLock`: readers share it (uncontended read lock
 //! is one atomic add), writers of other shards never meet. The shard lock
@@ -13,9 +13,9 @@
 
 use std::cell::RefCell;
 
-use hashbrown::HashTable;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::heads::HeadTable;
 use crate::key::{KeySpec, hash_key};
 use crate::row::RowLayout;
 use crate::version::VPtr;
@@ -25,15 +25,15 @@ const _: () = assert!(SHARD_COUNT.is_power_of_two());
 
 #[repr(align(64))]
 pub(crate) struct Shard {
-    pub(crate) map: RwLock<HashTable<VPtr>>,
+    pub(crate) map: RwLock<HeadTable>,
 }
 
 pub(crate) struct PrimaryIndex {
     shards: Box<[Shard]>,
 }
 
-pub(crate) type ShardRead<'a> = RwLockReadGuard<'a, HashTable<VPtr>>;
-pub(crate) type ShardWrite<'a> = RwLockWriteGuard<'a, HashTable<VPtr>>;
+pub(crate) type ShardRead<'a> = RwLockReadGuard<'a, HeadTable>;
+pub(crate) type ShardWrite<'a> = RwLockWriteGuard<'a, HeadTable>;
 
 impl Default for PrimaryIndex {
     fn default() -> PrimaryIndex {
@@ -43,7 +43,7 @@ impl Default for PrimaryIndex {
 
 impl PrimaryIndex {
     pub(crate) fn new() -> PrimaryIndex {
-        PrimaryIndex { shards: (0..SHARD_COUNT).map(|_| Shard { map: RwLock::new(HashTable::new()) }).collect() }
+        PrimaryIndex { shards: (0..SHARD_COUNT).map(|_| Shard { map: RwLock::new(HeadTable::new()) }).collect() }
     }
 
     #[inline]
@@ -64,7 +64,7 @@ impl PrimaryIndex {
     }
 
     pub(crate) fn slots_bytes(&self) -> u64 {
-        self.shards.iter().map(|s| (s.map.read().capacity() * (std::mem::size_of::<VPtr>() + 1)) as u64).sum()
+        self.shards.iter().map(|s| (s.map.read().capacity() * HeadTable::SLOT_BYTES) as u64).sum()
     }
 
     pub(crate) fn reserve_total(&self, rows: usize, pk: &KeySpec, layout: &RowLayout) {
@@ -77,8 +77,8 @@ impl PrimaryIndex {
     }
 }
 
-/// hashbrown uses the top 7 bits as tags and the low bits as the slot;
-/// the shard comes from the middle so both stay well distributed.
+/// The table uses the top 7 bits as tags and the low bits for the bucket;
+/// the shard comes from the middle so all stay well distributed.
 #[inline]
 pub(crate) fn shard_of(hash: u64) -> usize {
     ((hash >> 40) as usize) & (SHARD_COUNT - 1)
@@ -86,7 +86,7 @@ pub(crate) fn shard_of(hash: u64) -> usize {
 
 /// Finds the chain head for `key` in a locked shard.
 #[inline]
-pub(crate) fn find(map: &HashTable<VPtr>, hash: u64, key: &[u8], pk: &KeySpec, layout: &RowLayout, scratch: &mut Vec<u8>) -> Option<VPtr> {
+pub(crate) fn find(map: &HeadTable, hash: u64, key: &[u8], pk: &KeySpec, layout: &RowLayout, scratch: &mut Vec<u8>) -> Option<VPtr> {
     map.find(hash, |v| key_eq(pk, layout, *v, key, scratch)).copied()
 }
 
@@ -105,7 +105,7 @@ pub(crate) fn rehash(pk: &KeySpec, layout: &RowLayout, v: VPtr, scratch: &RefCel
 }
 
 /// Replaces the head for `key` (which must exist) with `new_head`.
-pub(crate) fn replace(map: &mut HashTable<VPtr>, hash: u64, key: &[u8], pk: &KeySpec, layout: &RowLayout, new_head: VPtr, scratch: &mut Vec<u8>) {
+pub(crate) fn replace(map: &mut HeadTable, hash: u64, key: &[u8], pk: &KeySpec, layout: &RowLayout, new_head: VPtr, scratch: &mut Vec<u8>) {
     let slot = map.find_mut(hash, |v| key_eq(pk, layout, *v, key, scratch));
     match slot {
         Some(slot) => *slot = new_head,
@@ -114,15 +114,12 @@ pub(crate) fn replace(map: &mut HashTable<VPtr>, hash: u64, key: &[u8], pk: &Key
 }
 
 /// Inserts a head for a key known to be absent.
-pub(crate) fn insert_new(map: &mut HashTable<VPtr>, hash: u64, pk: &KeySpec, layout: &RowLayout, head: VPtr) {
+pub(crate) fn insert_new(map: &mut HeadTable, hash: u64, pk: &KeySpec, layout: &RowLayout, head: VPtr) {
     let scratch = RefCell::new(Vec::new());
     map.insert_unique(hash, head, |v| rehash(pk, layout, *v, &scratch));
 }
 
 /// Removes the entry for `key`; returns its head.
-pub(crate) fn remove(map: &mut HashTable<VPtr>, hash: u64, key: &[u8], pk: &KeySpec, layout: &RowLayout, scratch: &mut Vec<u8>) -> Option<VPtr> {
-    match map.find_entry(hash, |v| key_eq(pk, layout, *v, key, scratch)) {
-        Ok(entry) => Some(entry.remove().0),
-        Err(_) => None,
-    }
+pub(crate) fn remove(map: &mut HeadTable, hash: u64, key: &[u8], pk: &KeySpec, layout: &RowLayout, scratch: &mut Vec<u8>) -> Option<VPtr> {
+    map.remove(hash, |v| key_eq(pk, layout, *v, key, scratch))
 }

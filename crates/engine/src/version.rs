@@ -48,6 +48,20 @@ unsafe impl Send for VPtr {}
 unsafe impl Sync for VPtr {}
 
 impl VPtr {
+    /// A pointer that is never dereferenced, standing for `id` in tests of
+    /// containers of pointers.
+    #[cfg(test)]
+    pub(crate) fn fake_for_test(id: usize) -> VPtr {
+        let addr = std::num::NonZeroUsize::new((id + 1) * std::mem::align_of::<Version>()).unwrap();
+        VPtr(NonNull::without_provenance(addr))
+    }
+
+    /// The id given to [`VPtr::fake_for_test`].
+    #[cfg(test)]
+    pub(crate) fn fake_id_for_test(self) -> usize {
+        self.0.as_ptr().addr() / std::mem::align_of::<Version>() - 1
+    }
+
     pub(crate) fn alloc(slab: &Slab, word: u64, prev: Option<VPtr>, row: &[u8]) -> VPtr {
         let raw = slab.alloc(HEADER_BYTES + row.len());
         let version = raw.cast::<Version>();
