@@ -121,6 +121,8 @@ pub struct Transaction {
     mode: CommitMode,
     status: Status,
     in_statement: bool,
+    /// The snapshot was taken by `begin` and no statement has used it yet.
+    fresh_snapshot: bool,
     cat: Arc<CatalogState>,
     cat_version: u64,
     private_catalog: bool,
@@ -155,6 +157,7 @@ impl Transaction {
             mode,
             status: Status::Active,
             in_statement: false,
+            fresh_snapshot: true,
             cat,
             cat_version,
             private_catalog: false,
@@ -200,8 +203,23 @@ impl Transaction {
         Ok(())
     }
 
+    /// [`Transaction::begin_statement`] for a statement issued right after
+    /// `begin` (autocommit): it reads at the snapshot `begin` took, which is
+    /// as fresh, sparing two more fenced stores. Only the first statement
+    /// may; later ones (and a first one issued after a pause, as after an
+    /// explicit BEGIN) need [`Transaction::begin_statement`].
+    pub fn begin_first_statement(&mut self) -> Result<()> {
+        self.check_active()?;
+        if !self.fresh_snapshot {
+            self.refresh();
+        }
+        self.in_statement = true;
+        Ok(())
+    }
+
     pub fn end_statement(&mut self) {
         self.in_statement = false;
+        self.fresh_snapshot = false;
     }
 
     /// The commit ts this statement reads at.
@@ -217,6 +235,7 @@ impl Transaction {
     }
 
     fn refresh(&mut self) {
+        self.fresh_snapshot = false;
         self.snapshot = self.db.txns.refresh_snapshot(self.id);
         if !self.private_catalog {
             let v = self.db.catalog_version.load(Ordering::Acquire);

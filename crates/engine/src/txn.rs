@@ -14,7 +14,7 @@
 //! publishes that. Either the computation sees the slot, or it read
 //! `visible_ts` before the slot did (so its horizon is <= the snapshot).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -34,6 +34,9 @@ pub(crate) struct TxnSlot {
     id: AtomicU64,
     snapshot: AtomicU64,
     waiting_for: AtomicU64,
+    /// Transactions blocked in `wait_for` on this slot's transaction: `end`
+    /// takes the mutex and wakes them only when there are any.
+    waiters: AtomicU32,
     mutex: Mutex<()>,
     ended: Condvar,
 }
@@ -74,6 +77,7 @@ impl TxnManager {
                 id: AtomicU64::new(0),
                 snapshot: AtomicU64::new(NO_SNAPSHOT),
                 waiting_for: AtomicU64::new(0),
+                waiters: AtomicU32::new(0),
                 mutex: Mutex::new(()),
                 ended: Condvar::new(),
             })
@@ -150,9 +154,16 @@ impl TxnManager {
         assert_eq!(s.id.load(Ordering::Relaxed), id, "ending a transaction that does not own its slot");
         s.snapshot.store(NO_SNAPSHOT, Ordering::SeqCst);
         s.waiting_for.store(0, Ordering::Relaxed);
-        let _guard = s.mutex.lock();
         s.id.store(0, Ordering::SeqCst);
-        s.ended.notify_all();
+        // A waiter registers (SeqCst) before it locks and re-reads `id`: if
+        // this load misses its registration, its read of `id` follows the
+        // store above and sees the slot ended, so it never sleeps on it.
+        if s.waiters.load(Ordering::SeqCst) > 0 {
+            // Under the mutex, so the wake cannot fall between a waiter's
+            // check of `id` and its sleep.
+            let _guard = s.mutex.lock();
+            s.ended.notify_all();
+        }
     }
 
     fn slot(&self, id: u64) -> &TxnSlot {
@@ -193,6 +204,13 @@ impl TxnManager {
 
     fn wait_loop(&self, me: u64, target: u64, deadline: Instant) -> Result<()> {
         let slot = self.slot(target);
+        slot.waiters.fetch_add(1, Ordering::SeqCst);
+        let result = self.wait_registered(slot, me, target, deadline);
+        slot.waiters.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    fn wait_registered(&self, slot: &TxnSlot, me: u64, target: u64, deadline: Instant) -> Result<()> {
         loop {
             if let Some(cycle) = self.find_cycle(me, target)
                 && cycle.iter().max() == Some(&me) {

@@ -470,6 +470,7 @@ impl Connection {
             }
             _ => {}
         }
+        let began_now = self.txn.is_none();
         self.ensure_txn()?;
         let Some(txn) = self.txn.as_mut() else { return Err(SqlError::new("XX000", "no transaction")) };
         if !prepared.is_current(txn.catalog()) {
@@ -496,7 +497,7 @@ impl Connection {
             }
         }
         let args: &[Value] = if all_fit { params } else { &pbuf };
-        txn.begin_statement()?;
+        if began_now { txn.begin_first_statement()? } else { txn.begin_statement()? };
         let mut ex = Exec {
             txn,
             now_micros: self.txn_start_micros,
