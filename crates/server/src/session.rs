@@ -26,7 +26,7 @@ use bytes::{Bytes, BytesMut};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::PgWireFrontendMessage as F;
 use pgwire::messages::data::{FieldDescription, ParameterDescription, RowDescription};
-use pgwire::messages::extendedquery::{Bind, Close, Describe, Execute, Parse};
+use pgwire::messages::extendedquery::{Close, Describe, Parse};
 use pgwire::messages::startup::{Authentication, BackendKeyData, NegotiateProtocolVersion, SecretKey, Startup};
 use pgtier_engine::{DataType, Value};
 use pgtier_sql::session::{ResultRows, TransactionStatus};
@@ -37,7 +37,7 @@ use crate::auth::{Exchange, MECHANISM, ScramError};
 use crate::config::AuthMethod;
 use crate::server::Shared;
 use crate::types;
-use crate::wire::{ReadError, Stream, WRITE_FLUSH_BYTES, Wire};
+use crate::wire::{BindRef, Codes, ReadError, Stream, WRITE_FLUSH_BYTES, Wire, parse_execute};
 
 /// PostgreSQL's authentication_timeout default.
 const AUTH_TIMEOUT: Duration = Duration::from_secs(60);
@@ -314,17 +314,20 @@ pub struct Session {
     implicit: bool,
     reported: Vec<String>,
     scratch: String,
+    /// The body of the Bind or Execute being handled, copied out of the
+    /// read buffer (reused: no allocation per message).
+    frame: Vec<u8>,
     remote: Option<Arc<crate::passthrough::Pool>>,
 }
 
 /// The formats of `n` columns from a Bind's list (none: all text; one:
 /// all alike; else one per column).
-fn expand_formats(codes: &[i16], n: usize, out: &mut Vec<i16>) -> Result<(), SqlError> {
+fn expand_formats(codes: Codes<'_>, n: usize, out: &mut Vec<i16>) -> Result<(), SqlError> {
     out.clear();
     match codes.len() {
         0 => out.resize(n, 0),
-        1 => out.resize(n, codes[0]),
-        k if k == n => out.extend_from_slice(codes),
+        1 => out.resize(n, codes.get(0).unwrap_or(0)),
+        k if k == n => out.extend(codes.iter()),
         k => return Err(SqlError::new("08P01", format!("bind message has {k} result formats but query has {n} columns"))),
     }
     if out.iter().any(|&f| f != 0 && f != 1) {
@@ -408,6 +411,7 @@ impl Session {
             implicit: false,
             reported: Vec::new(),
             scratch: String::new(),
+            frame: Vec::new(),
             remote: shared.passthrough.clone(),
         }
     }
@@ -487,7 +491,31 @@ impl Session {
             if self.wire.wbuf.len() >= WRITE_FLUSH_BYTES && self.wire.flush().is_err() {
                 return;
             }
-            let msg = match self.wire.read_message() {
+            let tag = match self.wire.read_frame() {
+                Ok(t) => t,
+                Err(ReadError::Closed) => return,
+                Err(ReadError::Protocol(m)) => return fatal(&mut self.wire, "08P01", &m),
+            };
+            // Bind, Execute and Sync, the messages of every prepared-statement
+            // round trip, are read in place; the rest through pgwire.
+            match tag {
+                b'S' => {
+                    self.wire.consume_frame();
+                    self.skip_until_sync = false;
+                    self.end_implicit_block();
+                    let status = self.status_byte();
+                    self.wire.ready_for_query(status);
+                    continue;
+                }
+                b'B' | b'E' => {
+                    if let Err(m) = self.bind_or_execute(tag) {
+                        return fatal(&mut self.wire, "08P01", &m);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let msg = match self.wire.decode_frame() {
                 Ok(m) => m,
                 Err(ReadError::Closed) => return,
                 Err(ReadError::Protocol(m)) => return fatal(&mut self.wire, "08P01", &m),
@@ -501,12 +529,6 @@ impl Session {
                     let status = self.status_byte();
                     self.wire.ready_for_query(status);
                 }
-                F::Sync(_) => {
-                    self.skip_until_sync = false;
-                    self.end_implicit_block();
-                    let status = self.status_byte();
-                    self.wire.ready_for_query(status);
-                }
                 F::Flush(_) => {
                     if self.wire.flush().is_err() {
                         return;
@@ -517,16 +539,36 @@ impl Session {
                 F::CopyData(_) | F::CopyDone(_) | F::CopyFail(_) => {}
                 msg if self.skip_until_sync => drop(msg),
                 F::Parse(m) => self.extended(|s| s.parse(m)),
-                F::Bind(m) => self.extended(|s| s.bind(m)),
                 F::Describe(m) => self.extended(|s| s.describe(&m)),
-                F::Execute(m) => {
-                    self.cancel.store(false, Ordering::Relaxed);
-                    self.extended(|s| s.execute(&m));
-                }
                 F::Close(m) => self.extended(|s| s.close(&m)),
                 _ => return fatal(&mut self.wire, "08P01", "unexpected message type"),
             }
         }
+    }
+
+    /// The Bind or Execute `read_frame` buffered. Err: the message is
+    /// malformed (the session ends with 08P01).
+    fn bind_or_execute(&mut self, tag: u8) -> Result<(), String> {
+        if self.skip_until_sync {
+            self.wire.consume_frame();
+            return Ok(());
+        }
+        // A copy of the body, so the session can be borrowed mutably
+        // while the message's fields borrow it.
+        let mut frame = std::mem::take(&mut self.frame);
+        frame.clear();
+        frame.extend_from_slice(self.wire.frame_body());
+        self.wire.consume_frame();
+        let result = if tag == b'B' {
+            BindRef::parse(&frame).map(|m| self.extended(|s| s.bind(&m)))
+        } else {
+            parse_execute(&frame).map(|(name, max_rows)| {
+                self.cancel.store(false, Ordering::Relaxed);
+                self.extended(|s| s.execute(name.as_deref(), max_rows));
+            })
+        };
+        self.frame = frame;
+        result
     }
 
     /// An extended-protocol step; an error skips the rest up to Sync.
@@ -802,26 +844,26 @@ impl Session {
         found.ok_or_else(|| SqlError::new("26000", format!("prepared statement \"{}\" does not exist", name.unwrap_or(""))))
     }
 
-    fn bind(&mut self, m: Bind) -> Result<(), SqlError> {
+    fn bind(&mut self, m: &BindRef<'_>) -> Result<(), SqlError> {
         let stmt = self.find_statement(m.statement_name.as_deref())?;
         if self.conn.transaction_status() == TransactionStatus::Failed && stmt.txn != TxnKind::End {
             return Err(SqlError::transaction_aborted());
         }
-        let mut portal = match &m.portal_name {
+        let mut portal = match m.portal_name.as_deref() {
             None => std::mem::take(&mut self.unnamed_portal),
             Some(name) if self.portals.contains_key(name) => {
                 return Err(SqlError::new("42P03", format!("portal \"{name}\" already exists")));
             }
             Some(_) => Portal::default(),
         };
-        let result = fill_portal(&mut portal, &stmt, &m);
+        let result = fill_portal(&mut portal, &stmt, m);
         portal.stmt = Some(stmt);
         portal.pending = None;
-        match m.portal_name {
+        match &m.portal_name {
             None => self.unnamed_portal = portal,
             Some(name) => {
                 if result.is_ok() {
-                    self.portals.insert(name, portal);
+                    self.portals.insert(name.clone().into_owned(), portal);
                 }
             }
         }
@@ -867,16 +909,16 @@ impl Session {
         self.wire.send(row_description(&info.columns, formats));
     }
 
-    fn execute(&mut self, m: &Execute) -> Result<(), SqlError> {
-        let mut portal = match m.name.as_deref() {
+    fn execute(&mut self, name: Option<&str>, max_rows: i32) -> Result<(), SqlError> {
+        let mut portal = match name {
             None => std::mem::take(&mut self.unnamed_portal),
             Some(n) => self.portals.remove(n).ok_or_else(|| SqlError::new("34000", format!("portal \"{n}\" does not exist")))?,
         };
-        let result = self.execute_portal(&mut portal, m.max_rows);
-        match m.name.clone() {
+        let result = self.execute_portal(&mut portal, max_rows);
+        match name {
             None => self.unnamed_portal = portal,
             Some(n) => {
-                self.portals.insert(n, portal);
+                self.portals.insert(n.to_owned(), portal);
             }
         }
         result
@@ -1055,12 +1097,15 @@ impl Session {
 }
 
 /// Decodes Bind's parameters and result formats into `portal`.
-fn fill_portal(portal: &mut Portal, stmt: &Stmt, m: &Bind) -> Result<(), SqlError> {
+fn fill_portal(portal: &mut Portal, stmt: &Stmt, m: &BindRef<'_>) -> Result<(), SqlError> {
     if let Kind::Remote(r) = &stmt.kind {
-        let ncols = r.bind(&mut portal.raw, &m.parameters, &m.parameter_format_codes, m.statement_name.as_deref().unwrap_or(""))?;
-        return expand_formats(&m.result_column_format_codes, ncols, &mut portal.formats);
+        // Passthrough keeps the values as sent: owned copies (not the hot path).
+        let params: Vec<Option<Bytes>> = m.parameters().map(|p| p.map(Bytes::copy_from_slice)).collect();
+        let formats: Vec<i16> = m.parameter_format_codes.iter().collect();
+        let ncols = r.bind(&mut portal.raw, &params, &formats, m.statement_name.as_deref().unwrap_or(""))?;
+        return expand_formats(m.result_column_format_codes, ncols, &mut portal.formats);
     }
-    let n = m.parameters.len();
+    let n = m.param_count;
     // A client may declare more parameters than the statement uses.
     let needed = stmt.param_types.len().max(stmt.declared.len());
     if n != needed {
@@ -1069,20 +1114,20 @@ fn fill_portal(portal: &mut Portal, stmt: &Stmt, m: &Bind) -> Result<(), SqlErro
             format!("bind message supplies {n} parameters, but prepared statement \"{}\" requires {needed}", m.statement_name.as_deref().unwrap_or("")),
         ));
     }
-    let fcodes = &m.parameter_format_codes;
+    let fcodes = m.parameter_format_codes;
     if !(fcodes.len() <= 1 || fcodes.len() == n) {
         return Err(SqlError::new("08P01", format!("bind message has {} parameter formats but {n} parameters", fcodes.len())));
     }
     portal.params.clear();
-    for (i, p) in m.parameters.iter().enumerate() {
+    for (i, p) in m.parameters().enumerate() {
         let Some(bytes) = p else {
             portal.params.push(Value::Null);
             continue;
         };
         let format = match fcodes.len() {
             0 => 0,
-            1 => fcodes[0],
-            _ => fcodes[i],
+            1 => fcodes.get(0).unwrap_or(0),
+            _ => fcodes.get(i).unwrap_or(0),
         };
         let declared = stmt.declared.get(i).copied().unwrap_or(0);
         let Some(&inferred) = stmt.param_types.get(i) else {
@@ -1093,7 +1138,7 @@ fn fill_portal(portal: &mut Portal, stmt: &Stmt, m: &Bind) -> Result<(), SqlErro
         portal.params.push(types::decode(bytes, format == 0, declared, inferred, types::Origin::Param(i + 1))?);
     }
     let ncols = stmt.columns.borrow().columns.len();
-    expand_formats(&m.result_column_format_codes, ncols, &mut portal.formats)
+    expand_formats(m.result_column_format_codes, ncols, &mut portal.formats)
 }
 
 /// An SQL identifier as PostgreSQL folds it (unquoted: lower case).

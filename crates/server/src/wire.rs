@@ -1,9 +1,11 @@
 //! Bytes in and out of one connection: the socket (plain or TLS), framing
 //! with a size bound checked before a body is buffered, frontend decoding
-//! (pgwire's codec), and writers for the backend messages. The hot ones
+//! (pgwire's codec; Bind and Execute read in place, without allocating),
+//! and writers for the backend messages. The hot ones
 //! (DataRow, CommandComplete, BindComplete, ReadyForQuery) are written
 //! straight into the output buffer: no message struct, no allocation.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -168,12 +170,41 @@ impl Wire {
     /// The next regular message. Its length is checked against the limit
     /// before the body is read, so an oversized message costs no memory.
     pub fn read_message(&mut self) -> Result<PgWireFrontendMessage, ReadError> {
+        self.read_frame()?;
+        self.decode_frame()
+    }
+
+    /// Buffers the whole next message and returns its type byte; the
+    /// message stays at the head of `rbuf` for [`Wire::frame_body`] and
+    /// [`Wire::consume_frame`], or [`Wire::decode_frame`].
+    pub fn read_frame(&mut self) -> Result<u8, ReadError> {
         self.fill(5)?;
-        let len = u32::from_be_bytes([self.rbuf[1], self.rbuf[2], self.rbuf[3], self.rbuf[4]]) as usize;
+        let len = self.frame_len();
         if len < 4 || len > self.max_message_bytes {
             return Err(ReadError::Protocol(format!("invalid message length {len}")));
         }
         self.fill(len + 1)?;
+        Ok(self.rbuf[0])
+    }
+
+    /// The length field of the buffered message (itself included).
+    fn frame_len(&self) -> usize {
+        u32::from_be_bytes([self.rbuf[1], self.rbuf[2], self.rbuf[3], self.rbuf[4]]) as usize
+    }
+
+    /// The body of the message `read_frame` buffered.
+    pub fn frame_body(&self) -> &[u8] {
+        &self.rbuf[5..self.frame_len() + 1]
+    }
+
+    /// Drops the message `read_frame` buffered.
+    pub fn consume_frame(&mut self) {
+        let len = self.frame_len();
+        bytes::Buf::advance(&mut self.rbuf, len + 1);
+    }
+
+    /// Decodes the message `read_frame` buffered with pgwire's codec.
+    pub fn decode_frame(&mut self) -> Result<PgWireFrontendMessage, ReadError> {
         // pgwire's decoders can panic on inconsistent counts inside a
         // message (found by tests/robustness.rs); a panic is a malformed
         // message here, not a dead session.
@@ -293,4 +324,177 @@ fn fields(e: &SqlError, severity: &str) -> Vec<(u8, String)> {
         f.push((b'n', c.clone()));
     }
     f
+}
+
+/// Reads the fields of one message body, never past its end.
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if n > self.buf.len() {
+            return Err("invalid frontend message: field runs past the message end".to_owned());
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+
+    fn u16(&mut self) -> Result<u16, String> {
+        let b = self.take(2)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn i32(&mut self) -> Result<i32, String> {
+        let b = self.take(4)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// A NUL-terminated name; empty is None (the unnamed statement or
+    /// portal). Invalid UTF-8 is replaced, as pgwire's decoder does.
+    fn name(&mut self) -> Result<Option<Cow<'a, str>>, String> {
+        let Some(end) = self.buf.iter().position(|&b| b == 0) else {
+            return Err("invalid frontend message: unterminated string".to_owned());
+        };
+        let s = self.take(end + 1)?;
+        Ok((end > 0).then(|| String::from_utf8_lossy(&s[..end])))
+    }
+
+    fn end(&self) -> Result<(), String> {
+        if self.buf.is_empty() { Ok(()) } else { Err("invalid frontend message: bytes after the last field".to_owned()) }
+    }
+}
+
+/// Format codes as they sit in the message (big-endian int16s).
+#[derive(Clone, Copy)]
+pub struct Codes<'a>(&'a [u8]);
+
+impl Codes<'_> {
+    pub fn len(&self) -> usize {
+        self.0.len() / 2
+    }
+
+    pub fn get(&self, i: usize) -> Option<i16> {
+        self.0.get(2 * i..2 * i + 2).map(|b| i16::from_be_bytes([b[0], b[1]]))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = i16> + '_ {
+        self.0.chunks_exact(2).map(|b| i16::from_be_bytes([b[0], b[1]]))
+    }
+}
+
+/// A Bind read in place from its message body: names, format codes and
+/// parameter values borrow the body. Bind is on the hot path of every
+/// prepared-statement round trip, and pgwire's decoder allocates for
+/// each name, each list and the parameter vector.
+pub struct BindRef<'a> {
+    pub portal_name: Option<Cow<'a, str>>,
+    pub statement_name: Option<Cow<'a, str>>,
+    pub parameter_format_codes: Codes<'a>,
+    /// The parameter section, already checked to hold `param_count` values.
+    params: &'a [u8],
+    pub param_count: usize,
+    pub result_column_format_codes: Codes<'a>,
+}
+
+impl<'a> BindRef<'a> {
+    pub fn parse(body: &'a [u8]) -> Result<BindRef<'a>, String> {
+        let mut r = Reader { buf: body };
+        let portal_name = r.name()?;
+        let statement_name = r.name()?;
+        let n = usize::from(r.u16()?);
+        let parameter_format_codes = Codes(r.take(2 * n)?);
+        let param_count = usize::from(r.u16()?);
+        let start = r.buf;
+        for _ in 0..param_count {
+            let len = r.i32()?;
+            match usize::try_from(len) {
+                Ok(len) => {
+                    r.take(len)?;
+                }
+                Err(_) if len == -1 => {}
+                Err(_) => return Err(format!("invalid frontend message: parameter length {len}")),
+            }
+        }
+        let params = &start[..start.len() - r.buf.len()];
+        let n = usize::from(r.u16()?);
+        let result_column_format_codes = Codes(r.take(2 * n)?);
+        r.end()?;
+        Ok(BindRef { portal_name, statement_name, parameter_format_codes, params, param_count, result_column_format_codes })
+    }
+
+    /// The parameter values in order; None is SQL NULL.
+    pub fn parameters(&self) -> impl Iterator<Item = Option<&'a [u8]>> + use<'a> {
+        let mut r = Reader { buf: self.params };
+        (0..self.param_count).map(move |_| {
+            // parse() checked the section, so these reads cannot fail.
+            let len = r.i32().unwrap_or(-1);
+            usize::try_from(len).ok().and_then(|len| r.take(len).ok())
+        })
+    }
+}
+
+/// An Execute read in place: the portal name (None: unnamed) and the row
+/// limit (0: all).
+pub fn parse_execute(body: &[u8]) -> Result<(Option<Cow<'_, str>>, i32), String> {
+    let mut r = Reader { buf: body };
+    let name = r.name()?;
+    let max_rows = r.i32()?;
+    r.end()?;
+    Ok((name, max_rows))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use pgwire::messages::Message;
+    use pgwire::messages::extendedquery::Bind;
+
+    /// The body (after type byte and length) of a message pgwire encodes.
+    fn body(m: &impl Message) -> Vec<u8> {
+        let mut buf = BytesMut::new();
+        m.encode(&mut buf).unwrap();
+        buf[5..].to_vec()
+    }
+
+    #[test]
+    fn bind_reads_what_pgwire_writes() {
+        let params = vec![Some(bytes::Bytes::from_static(b"42")), None, Some(bytes::Bytes::new())];
+        let m = Bind::new(Some("p1".into()), Some("s1".into()), vec![0, 1, 1], params.clone(), vec![1]);
+        let b = body(&m);
+        let r = BindRef::parse(&b).unwrap();
+        assert_eq!(r.portal_name.as_deref(), Some("p1"));
+        assert_eq!(r.statement_name.as_deref(), Some("s1"));
+        assert_eq!(r.parameter_format_codes.iter().collect::<Vec<_>>(), [0, 1, 1]);
+        assert_eq!(r.param_count, 3);
+        let got: Vec<Option<&[u8]>> = r.parameters().collect();
+        assert_eq!(got, [Some(&b"42"[..]), None, Some(&b""[..])]);
+        assert_eq!(r.result_column_format_codes.iter().collect::<Vec<_>>(), [1]);
+
+        let unnamed = body(&Bind::new(None, None, vec![], vec![], vec![]));
+        let r = BindRef::parse(&unnamed).unwrap();
+        assert!(r.portal_name.is_none() && r.statement_name.is_none());
+        assert_eq!((r.param_count, r.parameter_format_codes.len(), r.result_column_format_codes.len()), (0, 0, 0));
+    }
+
+    #[test]
+    fn malformed_bind_and_execute_are_refused_not_read_past() {
+        let good = body(&Bind::new(None, Some("s".into()), vec![1], vec![Some(bytes::Bytes::from_static(b"abcd"))], vec![]));
+        for cut in 0..good.len() {
+            assert!(BindRef::parse(&good[..cut]).is_err(), "truncated at {cut}");
+        }
+        let mut trailing = good.clone();
+        trailing.push(0);
+        assert!(BindRef::parse(&trailing).is_err());
+        // A parameter length below -1.
+        let bad_len = [b"\0s\0".to_vec(), vec![0, 0, 0, 1], (-2i32).to_be_bytes().to_vec(), vec![0, 0]].concat();
+        assert!(BindRef::parse(&bad_len).is_err());
+
+        assert_eq!(parse_execute(b"\0\0\0\0\x05").unwrap(), (None, 5));
+        assert_eq!(parse_execute(b"c1\0\0\0\0\0").unwrap(), (Some(Cow::Borrowed("c1")), 0));
+        assert!(parse_execute(b"c1\0\0\0").is_err());
+        assert!(parse_execute(b"c1").is_err());
+    }
 }
