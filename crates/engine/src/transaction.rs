@@ -104,6 +104,10 @@ struct Recycled {
     s: Scratch,
 }
 
+/// An UPDATE assigning at most this many columns tells `after_write` which,
+/// so it skips the indexes and foreign keys on other columns.
+const CHANGED_COLUMNS_TRACKED: usize = 8;
+
 /// Recycled buffers larger than this are dropped instead (bulk loads).
 const RECYCLE_BYTES_MAX: usize = 256 << 10;
 
@@ -538,14 +542,17 @@ impl Transaction {
             store.cleanup_entries(&meta, &self.s.key, &[tombstone]);
         }
         let row = std::mem::take(&mut self.s.row);
-        let r = self.after_write(store, &meta, &row, None, false);
+        let r = self.after_write(store, &meta, &row, None, false, None);
         self.s.row = row;
         r
     }
 
     /// Index maintenance and constraint checks after installing `new_row`
     /// (whose previous image was `old_row`, if any) for the key in `self.s.key`.
-    fn after_write(&mut self, store: &Arc<TableStore>, meta: &TableMeta, new_row: &[u8], old_row: Option<&[u8]>, old_was_own: bool) -> Result<()> {
+    /// Index entries and foreign keys of a written row. `changed`: the
+    /// columns an UPDATE assigned (the others are copies of `old_row`), so
+    /// indexes and foreign keys on none of them need no work.
+    fn after_write(&mut self, store: &Arc<TableStore>, meta: &TableMeta, new_row: &[u8], old_row: Option<&[u8]>, old_was_own: bool, changed: Option<&[usize]>) -> Result<()> {
         let layout = store.layout();
         let pk = std::mem::take(&mut self.s.key);
         let r = (|| {
@@ -556,7 +563,11 @@ impl Transaction {
                 && let Some(old) = old_row {
                     store.cleanup_entries(meta, &pk, &[old.to_vec()]);
                 }
+            let untouched = |cols: &[usize]| changed.is_some_and(|ch| !ch.iter().any(|c| cols.contains(c)));
             for index in &meta.indexes {
+                if old_row.is_some() && untouched(&index.spec.columns) {
+                    continue;
+                }
                 index.entry(layout, new_row, &pk, &mut self.s.entry);
                 if let Some(old) = old_row {
                     index.entry(layout, old, &pk, &mut self.s.tmp);
@@ -576,11 +587,14 @@ impl Transaction {
                 }
             }
             for link in &meta.as_child {
+                if old_row.is_some() && untouched(&link.fk.child_columns) {
+                    continue;
+                }
                 self.check_parent(store, link, new_row, old_row)?;
             }
             if let Some(old) = old_row {
                 for link in &meta.as_parent {
-                    if !cols_equal(layout, old, new_row, &link.fk.parent_columns) {
+                    if !untouched(&link.fk.parent_columns) && !cols_equal(layout, old, new_row, &link.fk.parent_columns) {
                         self.check_children(store, link, old)?;
                     }
                 }
@@ -746,6 +760,13 @@ impl Transaction {
             }
             let Some(changes) = f(RowRef::new(&store.schema, &self.s.base))? else { return Ok(false) };
             apply_changes(&store.schema, &self.s.base, &changes, &mut self.s.row)?;
+            let mut changed = [0usize; CHANGED_COLUMNS_TRACKED];
+            let changed = (changes.len() <= CHANGED_COLUMNS_TRACKED).then(|| {
+                for (slot, (c, _)) in changed.iter_mut().zip(&changes) {
+                    *slot = *c;
+                }
+                &changed[..changes.len()]
+            });
             self.s.tmp.clear();
             store.pk.encode_row(store.layout(), &self.s.row, &mut self.s.tmp);
             if self.s.tmp != self.s.key {
@@ -758,7 +779,7 @@ impl Transaction {
             self.record_write(h, hash, own, new_head, true);
             let meta = Arc::clone(&self.held[h].meta);
             let (row, base) = (std::mem::take(&mut self.s.row), std::mem::take(&mut self.s.base));
-            let r = self.after_write(&store, &meta, &row, Some(&base), own);
+            let r = self.after_write(&store, &meta, &row, Some(&base), own, changed);
             (self.s.row, self.s.base) = (row, base);
             return r.map(|()| true);
         }

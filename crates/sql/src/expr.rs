@@ -377,9 +377,25 @@ impl Expr {
     }
 
     /// Evaluates a predicate: Some(true/false), or None for unknown (NULL).
+    /// The value of a leaf (column, parameter, constant) without copying
+    /// it: comparisons of leaves, most WHERE terms, then clone no text.
+    fn leaf_ref<'v>(&'v self, env: &'v Env<'_>, row: &'v [Value]) -> Option<&'v Value> {
+        const NULL: &Value = &Value::Null;
+        match self {
+            Expr::Column(i) => Some(row.get(*i).unwrap_or(NULL)),
+            Expr::Outer(i) => Some(env.outer.get(*i).unwrap_or(NULL)),
+            Expr::Param(i) => Some(env.params.get(*i).unwrap_or(NULL)),
+            Expr::Const(v) => Some(v),
+            _ => None,
+        }
+    }
+
     pub fn eval_bool(&self, env: &Env<'_>, sq: &mut dyn SubqueryRunner, row: &[Value]) -> Result<Option<bool>> {
         Ok(match self {
             Expr::Cmp(op, a, b) => {
+                if let (Some(x), Some(y)) = (a.leaf_ref(env, row), b.leaf_ref(env, row)) {
+                    return Ok(value::compare(x, y).map(|o| op.holds(o)));
+                }
                 let x = a.eval(env, sq, row)?;
                 let y = b.eval(env, sq, row)?;
                 value::compare(&x, &y).map(|o| op.holds(o))
