@@ -234,6 +234,11 @@ impl Database {
         self.begin_with(self.inner.config.commit_mode)
     }
 
+    /// The commit mode transactions get unless told otherwise.
+    pub fn default_commit_mode(&self) -> CommitMode {
+        self.inner.config.commit_mode
+    }
+
     pub fn begin_with(&self, mode: CommitMode) -> Result<Transaction> {
         Transaction::begin(Arc::clone(&self.inner), mode)
     }

@@ -188,6 +188,12 @@ impl Transaction {
         self.mode
     }
 
+    /// Nothing written and no DDL so far: committing logs nothing, so the
+    /// commit mode does not matter.
+    pub fn is_read_only(&self) -> bool {
+        self.writes.is_empty() && self.ddl.is_empty()
+    }
+
     /// Changes the commit mode (`SET LOCAL synchronous_commit` style).
     pub fn set_commit_mode(&mut self, mode: CommitMode) {
         self.mode = mode;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use pgtier_engine::{Database, RowBuf, Transaction, Value};
+use pgtier_engine::{CommitInfo, CommitMode, Database, RowBuf, Transaction, Value};
 use sqlparser::ast::Statement;
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
@@ -236,6 +236,30 @@ impl Connection {
             result: ResultBuf::default(),
             notices: Vec::new(),
         }
+        .with_commit_mode_setting()
+    }
+
+    /// `synchronous_commit` starts as the database's commit mode says.
+    fn with_commit_mode_setting(mut self) -> Connection {
+        let default = self.default_synchronous_commit();
+        self.settings.insert("synchronous_commit".into(), default.into());
+        self
+    }
+
+    fn default_synchronous_commit(&self) -> &'static str {
+        if self.db.default_commit_mode() == CommitMode::Async { "off" } else { "on" }
+    }
+
+    /// Commits `t` in the mode the session's `synchronous_commit` asks for
+    /// at commit time, as PostgreSQL decides: `off` acknowledges before the
+    /// WAL is durable; any other value waits for it. Read-only transactions
+    /// log nothing and skip the lookup.
+    fn commit_txn(&self, mut t: Transaction) -> Result<CommitInfo> {
+        if !t.is_read_only() {
+            let asynchronous = self.settings.get("synchronous_commit").is_some_and(|v| v == "off");
+            t.set_commit_mode(if asynchronous { CommitMode::Async } else { CommitMode::Sync });
+        }
+        Ok(t.commit()?)
     }
 
     pub fn database(&self) -> &Database {
@@ -415,7 +439,7 @@ impl Connection {
                 self.block = Block::None;
                 match self.txn.take() {
                     Some(t) if !failed => {
-                        let info = t.commit()?;
+                        let info = self.commit_txn(t)?;
                         Ok((Tag::Plain(if info.rolled_back { "ROLLBACK" } else { "COMMIT" }), 0))
                     }
                     Some(t) => {
@@ -449,7 +473,7 @@ impl Connection {
             Ok(r) => {
                 if self.block == Block::None
                     && let Some(t) = self.txn.take() {
-                        t.commit()?;
+                        self.commit_txn(t)?;
                     }
                 Ok(r)
             }
@@ -543,7 +567,9 @@ impl Connection {
             return Err(SqlError::new("55P02", format!("parameter \"{key}\" cannot be changed")));
         }
         let _ = current;
-        let v = if value.eq_ignore_ascii_case("default") {
+        let v = if value.eq_ignore_ascii_case("default") && key == "synchronous_commit" {
+            self.default_synchronous_commit().to_owned()
+        } else if value.eq_ignore_ascii_case("default") {
             default_settings().remove(&key).unwrap_or_default()
         } else {
             normalize_setting(&key, value)?
@@ -601,6 +627,12 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
         "standard_conforming_strings" => match value.to_lowercase().as_str() {
             "on" | "true" | "1" => "on".to_owned(),
             "off" | "false" | "0" => return Err(SqlError::unsupported("standard_conforming_strings = off")),
+            _ => return Err(invalid()),
+        },
+        "synchronous_commit" => match value.trim().to_lowercase().as_str() {
+            "on" | "true" | "yes" | "1" => "on".to_owned(),
+            "off" | "false" | "no" | "0" => "off".to_owned(),
+            v @ ("local" | "remote_write" | "remote_apply") => v.to_owned(),
             _ => return Err(invalid()),
         },
         "transaction_isolation" | "default_transaction_isolation" => {
