@@ -241,7 +241,6 @@ impl<'a> Exec<'a> {
                     read_row(&r, mask, out);
                     Ok(true)
                 })?;
-                drop((lo, hi));
                 self.return_row(prefix);
             }
             Access::Virtual(source) => self.virtual_rows(source, env, row, out)?,
