@@ -104,10 +104,6 @@ struct Recycled {
     s: Scratch,
 }
 
-/// An UPDATE assigning at most this many columns tells `after_write` which,
-/// so it skips the indexes and foreign keys on other columns.
-const CHANGED_COLUMNS_TRACKED: usize = 8;
-
 /// Recycled buffers larger than this are dropped instead (bulk loads).
 const RECYCLE_BYTES_MAX: usize = 256 << 10;
 
@@ -555,10 +551,10 @@ impl Transaction {
 
     /// Index maintenance and constraint checks after installing `new_row`
     /// (whose previous image was `old_row`, if any) for the key in `self.s.key`.
-    /// Index entries and foreign keys of a written row. `changed`: the
-    /// columns an UPDATE assigned (the others are copies of `old_row`), so
-    /// indexes and foreign keys on none of them need no work.
-    fn after_write(&mut self, store: &Arc<TableStore>, meta: &TableMeta, new_row: &[u8], old_row: Option<&[u8]>, old_was_own: bool, changed: Option<&[usize]>) -> Result<()> {
+    /// Index entries and foreign keys of a written row. `changed`: what an
+    /// UPDATE assigned (other columns are copies of `old_row`), so indexes
+    /// and foreign keys on none of its columns need no work.
+    fn after_write(&mut self, store: &Arc<TableStore>, meta: &TableMeta, new_row: &[u8], old_row: Option<&[u8]>, old_was_own: bool, changed: Option<&[(usize, Value)]>) -> Result<()> {
         let layout = store.layout();
         let pk = std::mem::take(&mut self.s.key);
         let r = (|| {
@@ -569,7 +565,7 @@ impl Transaction {
                 && let Some(old) = old_row {
                     store.cleanup_entries(meta, &pk, &[old.to_vec()]);
                 }
-            let untouched = |cols: &[usize]| changed.is_some_and(|ch| !ch.iter().any(|c| cols.contains(c)));
+            let untouched = |cols: &[usize]| changed.is_some_and(|ch| !ch.iter().any(|(c, _)| cols.contains(c)));
             for index in &meta.indexes {
                 if old_row.is_some() && untouched(&index.spec.columns) {
                     continue;
@@ -766,13 +762,6 @@ impl Transaction {
             }
             let Some(changes) = f(RowRef::new(&store.schema, &self.s.base))? else { return Ok(false) };
             apply_changes(&store.schema, &self.s.base, &changes, &mut self.s.row)?;
-            let mut changed = [0usize; CHANGED_COLUMNS_TRACKED];
-            let changed = (changes.len() <= CHANGED_COLUMNS_TRACKED).then(|| {
-                for (slot, (c, _)) in changed.iter_mut().zip(&changes) {
-                    *slot = *c;
-                }
-                &changed[..changes.len()]
-            });
             self.s.tmp.clear();
             store.pk.encode_row(store.layout(), &self.s.row, &mut self.s.tmp);
             if self.s.tmp != self.s.key {
@@ -785,7 +774,7 @@ impl Transaction {
             self.record_write(h, hash, own, new_head, true);
             let meta = Arc::clone(&self.held[h].meta);
             let (row, base) = (std::mem::take(&mut self.s.row), std::mem::take(&mut self.s.base));
-            let r = self.after_write(&store, &meta, &row, Some(&base), own, changed);
+            let r = self.after_write(&store, &meta, &row, Some(&base), own, Some(&changes));
             (self.s.row, self.s.base) = (row, base);
             return r.map(|()| true);
         }
@@ -1093,7 +1082,7 @@ impl Transaction {
             }
             Status::Ended => return Err(EngineError::TransactionAborted),
         }
-        if self.writes.is_empty() && self.ddl.is_empty() {
+        if self.is_read_only() {
             self.release_locks();
             self.db.txns.end(self.id);
             self.status = Status::Ended;

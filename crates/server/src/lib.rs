@@ -62,8 +62,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let db = Database::open(&config.data_dir, engine)
         .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
     let limits = (config.max_connections, config.max_message_bytes);
-    let commit_async = config.commit_mode == CommitModeName::Async;
-    let mut shared = server::Shared::new(db, users, config.auth.method, tls, limits, commit_async);
+    let mut shared = server::Shared::new(db, users, config.auth.method, tls, limits);
     shared.passthrough = passthrough::Pool::new(&config.passthrough)?.map(Arc::new);
     RunningServer::start(listener, Arc::new(shared))
 }

@@ -44,9 +44,6 @@ pub struct Shared {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub max_connections: usize,
     pub max_message_bytes: usize,
-    /// The engine acknowledges commits before the WAL fsync; sessions then
-    /// report synchronous_commit = off, as PostgreSQL would.
-    pub commit_async: bool,
     /// Backend connections for statements on tables pgtier does not hold
     /// (None: passthrough off).
     pub passthrough: Option<Arc<crate::passthrough::Pool>>,
@@ -70,7 +67,7 @@ impl Drop for Slot<'_> {
 }
 
 impl Shared {
-    pub fn new(db: Database, users: Users, auth_method: AuthMethod, tls: Option<Arc<rustls::ServerConfig>>, limits: (usize, usize), commit_async: bool) -> Shared {
+    pub fn new(db: Database, users: Users, auth_method: AuthMethod, tls: Option<Arc<rustls::ServerConfig>>, limits: (usize, usize)) -> Shared {
         let (max_connections, max_message_bytes) = limits;
         Shared {
             db,
@@ -79,7 +76,6 @@ impl Shared {
             tls,
             max_connections,
             max_message_bytes,
-            commit_async,
             passthrough: None,
             shutdown: AtomicBool::new(false),
             active: AtomicUsize::new(0),

@@ -92,7 +92,7 @@ pub fn serve(shared: &Arc<Shared>, tcp: std::net::TcpStream, pid: i32, secret: i
     let mut session = Session::new(shared, wire, cancel);
     let database = startup.parameters.get("database").filter(|d| !d.is_empty()).unwrap_or(&user).clone();
     session.conn.set_identity(&user, &database);
-    session.apply_startup_parameters(&startup, &user, shared.commit_async);
+    session.apply_startup_parameters(&startup, &user);
     session.wire.send(PgWireBackendMessage::BackendKeyData(BackendKeyData::new(pid, SecretKey::I32(secret))));
     session.wire.ready_for_query(b'I');
     session.run();
@@ -419,11 +419,10 @@ impl Session {
     /// Startup parameters (`application_name`, `DateStyle`, `options=-c
     /// x=y`, ...) become session settings; the reportable ones are then
     /// sent with ParameterStatus, as PostgreSQL does after AuthenticationOk.
-    fn apply_startup_parameters(&mut self, startup: &Startup, user: &str, commit_async: bool) {
+    /// `synchronous_commit` already starts as the server's `commit_mode`
+    /// (the sql Connection sets it); a startup option can change it.
+    fn apply_startup_parameters(&mut self, startup: &Startup, user: &str) {
         let mut settings: Vec<(String, String)> = Vec::new();
-        if commit_async {
-            settings.push(("synchronous_commit".to_owned(), "off".to_owned()));
-        }
         for (k, v) in &startup.parameters {
             match k.as_str() {
                 "user" | "database" | "replication" => {}

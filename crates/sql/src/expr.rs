@@ -271,10 +271,7 @@ impl Expr {
     /// Evaluates to a value.
     pub fn eval(&self, env: &Env<'_>, sq: &mut dyn SubqueryRunner, row: &[Value]) -> Result<Value> {
         Ok(match self {
-            Expr::Column(i) => row.get(*i).cloned().unwrap_or(Value::Null),
-            Expr::Outer(i) => env.outer.get(*i).cloned().unwrap_or(Value::Null),
-            Expr::Param(i) => env.params.get(*i).cloned().unwrap_or(Value::Null),
-            Expr::Const(v) => v.clone(),
+            Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_) => self.leaf_ref(env, row).cloned().unwrap_or(Value::Null),
             Expr::Neg(e) => value::negate(&e.eval(env, sq, row)?)?,
             Expr::Not(e) => match e.eval_bool(env, sq, row)? {
                 Some(b) => Value::Bool(!b),
