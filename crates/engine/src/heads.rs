@@ -16,6 +16,7 @@
 //! only lengthen probes, and growth rebuilds them). Keys are not stored:
 //! equality and rehashing read them from the rows, as the callers supply.
 
+use crate::pages::ZeroedArray;
 use crate::version::VPtr;
 
 const SLOTS: usize = 7;
@@ -36,6 +37,9 @@ struct Bucket {
 
 const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 
+/// All zero bytes: `None` is a null pointer, so [`ZeroedArray`] makes empty
+/// tables without writing them.
+#[cfg(test)]
 const EMPTY_BUCKET: Bucket = Bucket { meta: [0; 8], slots: [None; SLOTS] };
 
 impl Bucket {
@@ -78,7 +82,7 @@ fn positions(mut bits: u64) -> impl Iterator<Item = usize> {
 
 /// A set of chain heads addressed by key hash.
 pub(crate) struct HeadTable {
-    buckets: Vec<Bucket>,
+    buckets: ZeroedArray<Bucket>,
     len: usize,
 }
 
@@ -90,7 +94,7 @@ impl Default for HeadTable {
 
 impl HeadTable {
     pub(crate) fn new() -> HeadTable {
-        HeadTable { buckets: Vec::new(), len: 0 }
+        HeadTable { buckets: ZeroedArray::empty(), len: 0 }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -190,8 +194,9 @@ impl HeadTable {
         while buckets * SLOTS * LOAD_NUM < need * LOAD_DEN {
             buckets *= 2;
         }
-        let old = std::mem::replace(&mut self.buckets, vec![EMPTY_BUCKET; buckets]);
-        for bucket in &old {
+        // SAFETY: the all-zero bucket is the empty bucket (null pointers are None).
+        let old = std::mem::replace(&mut self.buckets, unsafe { ZeroedArray::new(buckets) });
+        for bucket in old.iter() {
             for v in bucket.slots.iter().flatten() {
                 self.place(hasher(v), *v);
             }
@@ -201,7 +206,8 @@ impl HeadTable {
     /// Empties the table, yielding every entry.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = VPtr> {
         self.len = 0;
-        std::mem::take(&mut self.buckets).into_iter().flat_map(|b| b.slots.into_iter().flatten())
+        let buckets = std::mem::replace(&mut self.buckets, ZeroedArray::empty());
+        (0..buckets.len()).flat_map(move |b| buckets[b].slots.into_iter().flatten())
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &VPtr> {

@@ -15,6 +15,7 @@ mod error;
 mod heads;
 mod key;
 mod ordered;
+mod pages;
 mod primary;
 mod recovery;
 mod row;

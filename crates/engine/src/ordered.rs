@@ -19,7 +19,9 @@ use std::ops::Bound;
 
 use parking_lot::RwLock;
 
-const PAGE_BYTES: usize = 4096;
+use crate::pages::{PAGE_BUF_BYTES, PageBuf};
+
+const PAGE_BYTES: usize = PAGE_BUF_BYTES;
 /// Longest entry (encoded key, plus primary key for secondary indexes).
 pub(crate) const ENTRY_BYTES_MAX: usize = 1000;
 /// Bulk builds fill leaves to this many bytes, leaving room for inserts.
@@ -31,12 +33,12 @@ const _: () = assert!(4 * (ENTRY_BYTES_MAX + 2) <= PAGE_BYTES);
 struct Leaf {
     n: usize,
     data_len: usize,
-    buf: Box<[u8]>,
+    buf: PageBuf,
 }
 
 impl Leaf {
     fn new() -> Leaf {
-        Leaf { n: 0, data_len: 0, buf: vec![0u8; PAGE_BYTES].into_boxed_slice() }
+        Leaf { n: 0, data_len: 0, buf: PageBuf::new() }
     }
 
     fn slot_at(&self, i: usize) -> usize {

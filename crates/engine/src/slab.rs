@@ -15,9 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
+use crate::pages::{self, CHUNK_BYTES};
+
 pub(crate) const SLAB_ALIGN_BYTES: usize = 8;
 pub(crate) const SLAB_OBJECT_BYTES_MAX: usize = 2048;
-const CHUNK_BYTES: usize = 64 << 10;
 const CLASS_COUNT: usize = SLAB_OBJECT_BYTES_MAX / SLAB_ALIGN_BYTES + 1;
 
 const _: () = assert!(CHUNK_BYTES >= 16 * SLAB_OBJECT_BYTES_MAX);
@@ -51,11 +52,6 @@ pub(crate) fn round_size(bytes: usize) -> usize {
     bytes.div_ceil(SLAB_ALIGN_BYTES) * SLAB_ALIGN_BYTES
 }
 
-fn chunk_layout() -> Layout {
-    // CHUNK_BYTES and the alignment are compile-time constants that form a valid layout.
-    Layout::from_size_align(CHUNK_BYTES, 64).unwrap_or(Layout::new::<u64>())
-}
-
 impl Slab {
     pub(crate) fn new() -> Slab {
         let classes = (0..CLASS_COUNT)
@@ -83,10 +79,7 @@ impl Slab {
             return head;
         }
         if class.bump.is_null() || (class.bump_end as usize - class.bump as usize) < size {
-            let layout = chunk_layout();
-            // SAFETY: non-zero size.
-            let chunk = unsafe { alloc(layout) };
-            let chunk = NonNull::new(chunk).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+            let chunk = pages::alloc_chunk();
             self.reserved_bytes.fetch_add(CHUNK_BYTES as u64, Ordering::Relaxed);
             class.chunks.push(chunk);
             class.bump = chunk.as_ptr();
@@ -141,8 +134,9 @@ impl Drop for Slab {
         for class in self.classes.iter() {
             let class = class.lock();
             for chunk in &class.chunks {
-                // SAFETY: every chunk was allocated with `chunk_layout()`.
-                unsafe { dealloc(chunk.as_ptr(), chunk_layout()) };
+                // SAFETY: every chunk came from `pages::alloc_chunk`, and the
+                // objects in it died with the table.
+                unsafe { pages::free_chunk(*chunk) };
             }
         }
     }

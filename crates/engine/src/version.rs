@@ -37,7 +37,10 @@ pub(crate) struct Version {
 pub(crate) const HEADER_BYTES: usize = std::mem::size_of::<Version>();
 const _: () = assert!(HEADER_BYTES == 16);
 
+/// `repr(transparent)` over `NonNull`, so `Option<VPtr>`'s `None` is the null
+/// pointer (the hash tables rely on zeroed memory being empty).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(transparent)]
 pub(crate) struct VPtr(NonNull<Version>);
 
 // SAFETY: versions are shared between threads under the contract above; the
