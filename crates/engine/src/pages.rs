@@ -20,8 +20,9 @@
 //! - [`PageBuf`]: a zeroed 4 KiB buffer (an ordered index leaf), cut from
 //!   those chunks; dropped buffers are kept for reuse.
 //! - [`ZeroedArray`]: a zero-initialised array (the hash tables' buckets).
-//!   From [`HUGE_PAGE_BYTES`] up it is its own aligned mapping, zeroed by the
-//!   kernel on first touch; smaller ones come from the global allocator.
+//!   From 64 KiB to 1 MiB it is a pooled block from the same regions (the
+//!   primary index's shards are that size); larger, its own aligned mapping,
+//!   zeroed by the kernel on first touch; smaller, from the global allocator.
 
 use std::alloc::Layout;
 use std::marker::PhantomData;
@@ -37,37 +38,77 @@ const REGION_BYTES: usize = 32 << 20;
 const _: () = assert!(REGION_BYTES.is_multiple_of(HUGE_PAGE_BYTES) && HUGE_PAGE_BYTES.is_multiple_of(CHUNK_BYTES));
 const _: () = assert!(CHUNK_BYTES.is_multiple_of(PAGE_BUF_BYTES));
 
-/// Addresses of free memory (chunks or page buffers).
+/// Addresses of free memory (blocks or page buffers).
 struct FreeList(Vec<NonNull<u8>>);
 
 // SAFETY: the list only holds addresses of memory nobody uses; whoever pops
 // one owns that memory.
 unsafe impl Send for FreeList {}
 
-struct ChunkPool {
-    free: FreeList,
-    /// The unused tail of the newest region.
-    next: usize,
-    end: usize,
+/// Block sizes: `CHUNK_BYTES << class` for class 0 (64 KiB) to 4 (1 MiB).
+const BLOCK_CLASSES: usize = 5;
+
+struct BlockPool {
+    /// Freed blocks per class (their bytes are whatever the last owner left).
+    free: [FreeList; BLOCK_CLASSES],
+    /// The untouched (hence zero) tail of the newest region: `next..end`.
+    next: *mut u8,
+    end: *mut u8,
 }
 
-static CHUNKS: Mutex<ChunkPool> = Mutex::new(ChunkPool { free: FreeList(Vec::new()), next: 0, end: 0 });
+// SAFETY: `next..end` is memory nobody else references; see FreeList.
+unsafe impl Send for BlockPool {}
 
-/// A 64 KiB chunk, 64-byte aligned (in fact chunk-aligned), uninitialised.
-pub(crate) fn alloc_chunk() -> NonNull<u8> {
-    let mut pool = CHUNKS.lock();
-    if let Some(chunk) = pool.free.0.pop() {
-        return chunk;
+static BLOCKS: Mutex<BlockPool> = Mutex::new(BlockPool {
+    free: [const { FreeList(Vec::new()) }; BLOCK_CLASSES],
+    next: std::ptr::null_mut(),
+    end: std::ptr::null_mut(),
+});
+
+fn block_bytes(class: usize) -> usize {
+    CHUNK_BYTES << class
+}
+
+/// A block of `block_bytes(class)`, 64 KiB aligned; `true` if it is known to
+/// be all zero.
+fn alloc_block(class: usize) -> (NonNull<u8>, bool) {
+    assert!(class < BLOCK_CLASSES);
+    let mut pool = BLOCKS.lock();
+    if let Some(block) = pool.free[class].0.pop() {
+        return (block, false);
     }
-    if pool.next == pool.end {
+    let bytes = block_bytes(class);
+    if (pool.end as usize) - (pool.next as usize) < bytes {
+        // The old tail (whole chunks, as every block is) goes to class 0.
+        while pool.next < pool.end {
+            let chunk = pool.next;
+            // SAFETY: the tail lies inside its region, which ends at `end`.
+            pool.next = unsafe { chunk.add(CHUNK_BYTES) };
+            // SAFETY: inside a live mapping, so non-null.
+            pool.free[0].0.push(unsafe { NonNull::new_unchecked(chunk) });
+        }
         let region = map_aligned(REGION_BYTES);
-        pool.next = region.as_ptr() as usize;
-        pool.end = pool.next + REGION_BYTES;
+        pool.next = region.as_ptr();
+        // SAFETY: one past the end of the region.
+        pool.end = unsafe { region.as_ptr().add(REGION_BYTES) };
     }
-    let chunk = pool.next;
-    pool.next += CHUNK_BYTES;
+    let block = pool.next;
+    // SAFETY: checked above that `bytes` remain before `end`.
+    pool.next = unsafe { block.add(bytes) };
     // SAFETY: inside a live mapping, so non-null.
-    unsafe { NonNull::new_unchecked(chunk as *mut u8) }
+    (unsafe { NonNull::new_unchecked(block) }, true)
+}
+
+/// # Safety
+/// `block` came from `alloc_block(class)` and is not used afterwards.
+unsafe fn free_block(block: NonNull<u8>, class: usize) {
+    debug_assert!((block.as_ptr() as usize).is_multiple_of(CHUNK_BYTES));
+    BLOCKS.lock().free[class].0.push(block);
+}
+
+/// A 64 KiB chunk, chunk-aligned, uninitialised.
+pub(crate) fn alloc_chunk() -> NonNull<u8> {
+    alloc_block(0).0
 }
 
 /// Returns a chunk from [`alloc_chunk`] for reuse.
@@ -75,8 +116,8 @@ pub(crate) fn alloc_chunk() -> NonNull<u8> {
 /// # Safety
 /// `chunk` came from [`alloc_chunk`] and is not used afterwards.
 pub(crate) unsafe fn free_chunk(chunk: NonNull<u8>) {
-    debug_assert!((chunk.as_ptr() as usize).is_multiple_of(CHUNK_BYTES));
-    CHUNKS.lock().free.0.push(chunk);
+    // SAFETY: a class-0 block, per the caller.
+    unsafe { free_block(chunk, 0) }
 }
 
 /// Free [`PageBuf`] memory.
@@ -197,15 +238,24 @@ impl<T: Copy> ZeroedArray<T> {
         if bytes == 0 {
             return ZeroedArray::empty();
         }
-        let ptr = if bytes >= HUGE_PAGE_BYTES {
-            map_aligned(bytes.next_multiple_of(HUGE_PAGE_BYTES)).cast::<T>()
-        } else {
-            let layout = Self::layout(len);
-            // SAFETY: non-zero size.
-            let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-            NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout)).cast::<T>()
+        let ptr = match Placement::of(bytes) {
+            Placement::Heap => {
+                let layout = Self::layout(len);
+                // SAFETY: non-zero size.
+                let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+                NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout))
+            }
+            Placement::Block(class) => {
+                let (block, zeroed) = alloc_block(class);
+                if !zeroed {
+                    // SAFETY: the block is ours and at least `bytes` long.
+                    unsafe { block.as_ptr().write_bytes(0, bytes) };
+                }
+                block
+            }
+            Placement::Mapping(mapped) => map_aligned(mapped),
         };
-        ZeroedArray { ptr, len, _owns: PhantomData }
+        ZeroedArray { ptr: ptr.cast::<T>(), len, _owns: PhantomData }
     }
 
     fn layout(len: usize) -> Layout {
@@ -228,19 +278,45 @@ impl<T> std::ops::DerefMut for ZeroedArray<T> {
     }
 }
 
+/// Where a [`ZeroedArray`] of some size lives: small ones on the global
+/// heap (a table of a few rows must not cost 64 KiB), mid-sized ones in a
+/// pooled block (a sharded hash table's shards are 64 KiB to 1 MiB each),
+/// large ones in their own mapping (size rounded up to huge pages).
+enum Placement {
+    Heap,
+    Block(usize),
+    Mapping(usize),
+}
+
+impl Placement {
+    fn of(bytes: usize) -> Placement {
+        if bytes < CHUNK_BYTES {
+            return Placement::Heap;
+        }
+        match (0..BLOCK_CLASSES).find(|&class| block_bytes(class) >= bytes) {
+            Some(class) => Placement::Block(class),
+            None => Placement::Mapping(bytes.next_multiple_of(HUGE_PAGE_BYTES)),
+        }
+    }
+}
+
 impl<T> Drop for ZeroedArray<T> {
     fn drop(&mut self) {
         let Ok(layout) = Layout::array::<T>(self.len) else { return };
-        let bytes = layout.size();
-        if bytes == 0 {
+        if layout.size() == 0 {
             return;
         }
-        if bytes >= HUGE_PAGE_BYTES {
-            // SAFETY: mapped by map_aligned with this rounded size; T is Copy (no drop glue needed).
-            unsafe { libc::munmap(self.ptr.as_ptr().cast(), bytes.next_multiple_of(HUGE_PAGE_BYTES)) };
-        } else {
+        let ptr = self.ptr.cast::<u8>();
+        // No drop glue runs: `new` requires T: Copy.
+        match Placement::of(layout.size()) {
             // SAFETY: allocated by alloc_zeroed with this layout.
-            unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), layout) };
+            Placement::Heap => unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) },
+            // SAFETY: allocated from this class, no longer used.
+            Placement::Block(class) => unsafe { free_block(ptr, class) },
+            // SAFETY: mapped by map_aligned with this size.
+            Placement::Mapping(mapped) => unsafe {
+                libc::munmap(ptr.as_ptr().cast(), mapped);
+            },
         }
     }
 }
@@ -287,7 +363,8 @@ mod tests {
 
     #[test]
     fn zeroed_arrays_small_and_huge() {
-        for len in [0usize, 1, 1000, (HUGE_PAGE_BYTES / 8) + 3] {
+        // Heap, block (twice: the second reuses the first's dirty block), mapping.
+        for len in [0usize, 1, 1000, 9000, 9000, (HUGE_PAGE_BYTES / 8) + 3] {
             // SAFETY: zero is a valid u64.
             let mut a = unsafe { ZeroedArray::<u64>::new(len) };
             assert_eq!(a.len(), len);
