@@ -242,6 +242,9 @@ fn ddl_is_transactional_and_recovered() {
         t.rollback();
         assert!(db.catalog().index_by_name("pn").is_none());
         let mut t = db.begin().unwrap();
+        // The next transaction on this thread must not see the rolled-back
+        // DDL either (finished transactions pass buffers to the next one).
+        assert!(t.catalog().index_by_name("pn").is_none(), "rolled-back index visible to the next transaction");
         let e = t.drop_table("parent").unwrap_err();
         assert_eq!(e.sqlstate(), "2BP01");
         drop(t);

@@ -250,16 +250,30 @@ impl Connection {
         if self.db.default_commit_mode() == CommitMode::Async { "off" } else { "on" }
     }
 
-    /// Commits `t` in the mode the session's `synchronous_commit` asks for
-    /// at commit time, as PostgreSQL decides: `off` acknowledges before the
-    /// WAL is durable; any other value waits for it. Read-only transactions
-    /// log nothing and skip the lookup.
-    fn commit_txn(&self, mut t: Transaction) -> Result<CommitInfo> {
+    /// Commits the open transaction, if any, in the mode the session's
+    /// `synchronous_commit` asks for at commit time, as PostgreSQL decides:
+    /// `off` acknowledges before the WAL is durable; any other value waits
+    /// for it. Read-only transactions log nothing and skip the lookup.
+    fn commit_txn(&mut self) -> Result<Option<CommitInfo>> {
+        let Some(t) = self.txn.as_mut().filter(|t| t.is_open()) else { return Ok(None) };
         if !t.is_read_only() {
             let asynchronous = self.settings.get("synchronous_commit").is_some_and(|v| v == "off");
             t.set_commit_mode(if asynchronous { CommitMode::Async } else { CommitMode::Sync });
         }
-        Ok(t.commit()?)
+        Ok(Some(t.commit_in_place()?))
+    }
+
+    /// The transaction statements run in, while one is open. The session
+    /// keeps its `Transaction` after commit or rollback and restarts it for
+    /// the next one (see `ensure_txn`).
+    fn open_txn(&self) -> Option<&Transaction> {
+        self.txn.as_ref().filter(|t| t.is_open())
+    }
+
+    fn rollback_txn(&mut self) {
+        if let Some(t) = self.txn.as_mut() {
+            t.rollback_in_place();
+        }
     }
 
     pub fn database(&self) -> &Database {
@@ -293,7 +307,7 @@ impl Connection {
     }
 
     fn bind(&self, stmt: &Statement) -> Result<Prepared> {
-        match &self.txn {
+        match self.open_txn() {
             Some(t) => bind_statement(t.catalog(), stmt),
             None => bind_statement(&self.db.catalog(), stmt),
         }
@@ -400,23 +414,20 @@ impl Connection {
 
     fn fail(&mut self) {
         match self.block {
-            Block::None => {
-                if let Some(t) = self.txn.take() {
-                    t.rollback();
-                }
-            }
+            Block::None => self.rollback_txn(),
             Block::Active | Block::Failed => {
                 self.block = Block::Failed;
-                if let Some(t) = self.txn.take() {
-                    t.rollback();
-                }
+                self.rollback_txn();
             }
         }
     }
 
     fn ensure_txn(&mut self) -> Result<()> {
-        if self.txn.is_none() {
-            self.txn = Some(self.db.begin()?);
+        if self.open_txn().is_none() {
+            match self.txn.as_mut() {
+                Some(t) => t.restart(self.db.default_commit_mode())?,
+                None => self.txn = Some(self.db.begin()?),
+            }
             self.txn_start_micros = now_micros();
         }
         Ok(())
@@ -437,23 +448,16 @@ impl Connection {
             TxnCommand::Commit => {
                 let failed = self.block == Block::Failed;
                 self.block = Block::None;
-                match self.txn.take() {
-                    Some(t) if !failed => {
-                        let info = self.commit_txn(t)?;
-                        Ok((Tag::Plain(if info.rolled_back { "ROLLBACK" } else { "COMMIT" }), 0))
-                    }
-                    Some(t) => {
-                        t.rollback();
-                        Ok((Tag::Plain("ROLLBACK"), 0))
-                    }
-                    None => Ok((Tag::Plain(if failed { "ROLLBACK" } else { "COMMIT" }), 0)),
+                if failed {
+                    self.rollback_txn();
+                    return Ok((Tag::Plain("ROLLBACK"), 0));
                 }
+                let rolled_back = self.commit_txn()?.is_some_and(|info| info.rolled_back);
+                Ok((Tag::Plain(if rolled_back { "ROLLBACK" } else { "COMMIT" }), 0))
             }
             TxnCommand::Rollback => {
                 self.block = Block::None;
-                if let Some(t) = self.txn.take() {
-                    t.rollback();
-                }
+                self.rollback_txn();
                 Ok((Tag::Plain("ROLLBACK"), 0))
             }
         }
@@ -471,10 +475,9 @@ impl Connection {
         let result = self.run_inner(stmt, prepared, params);
         match result {
             Ok(r) => {
-                if self.block == Block::None
-                    && let Some(t) = self.txn.take() {
-                        self.commit_txn(t)?;
-                    }
+                if self.block == Block::None {
+                    self.commit_txn()?;
+                }
                 Ok(r)
             }
             Err(e) => {
@@ -494,7 +497,7 @@ impl Connection {
             }
             _ => {}
         }
-        let began_now = self.txn.is_none();
+        let began_now = self.open_txn().is_none();
         self.ensure_txn()?;
         let Some(txn) = self.txn.as_mut() else { return Err(SqlError::new("XX000", "no transaction")) };
         if !prepared.is_current(txn.catalog()) {

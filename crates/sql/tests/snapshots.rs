@@ -45,3 +45,39 @@ fn each_statement_sees_commits_made_before_it_started() {
     writer.execute_sql("COMMIT").unwrap();
     assert_eq!(count(&mut reader), 4);
 }
+
+/// A session reuses its transaction object from one transaction to the
+/// next: nothing of a finished one may leak into the next, neither its
+/// rolled-back DDL nor its rolled-back rows, and DDL committed by another
+/// session is seen at once.
+#[test]
+fn the_next_transaction_starts_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
+    let mut a = Connection::new(db.clone());
+    let mut b = Connection::new(db);
+    a.execute_sql("CREATE TABLE t (id int PRIMARY KEY)").unwrap();
+    let by_id = a.prepare("SELECT id FROM t WHERE id >= $1").unwrap();
+
+    a.execute_sql("BEGIN").unwrap();
+    a.execute_sql("CREATE TABLE gone (id int PRIMARY KEY)").unwrap();
+    a.execute_sql("CREATE INDEX t_desc ON t (id DESC)").unwrap();
+    a.execute_sql("INSERT INTO t VALUES (1)").unwrap();
+    a.execute_sql("ROLLBACK").unwrap();
+    let e = a.execute_sql("SELECT * FROM gone").unwrap_err();
+    assert_eq!(e.sqlstate, "42P01", "rolled-back CREATE TABLE still visible: {e:?}");
+    assert_eq!(count(&mut a), 0);
+    // Replanned against the catalog without the rolled-back index.
+    a.query_with(&by_id, &[Value::Int4(0)], |_, _| ()).unwrap();
+
+    // A failed statement in autocommit rolls back and the next one works.
+    a.execute_sql("INSERT INTO t VALUES (2)").unwrap();
+    assert_eq!(a.execute_sql("INSERT INTO t VALUES (2)").unwrap_err().sqlstate, "23505");
+    assert_eq!(count(&mut a), 1);
+
+    // DDL committed elsewhere is seen by the next statement.
+    b.execute_sql("CREATE TABLE later (id int PRIMARY KEY)").unwrap();
+    a.execute_sql("INSERT INTO later VALUES (1)").unwrap();
+    b.execute_sql("DROP TABLE later").unwrap();
+    assert_eq!(a.execute_sql("SELECT * FROM later").unwrap_err().sqlstate, "42P01");
+}
