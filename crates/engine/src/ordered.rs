@@ -117,7 +117,11 @@ impl Leaf {
     /// Moves the upper half of the entries into a new leaf.
     fn split(&mut self) -> Leaf {
         assert!(self.n >= 2);
-        self.split_at(self.n / 2)
+        // Halve the bytes, not the count: with keys of different lengths a
+        // count split can leave one half nearly as full as before.
+        let half = self.data_len / 2;
+        let keep = (1..self.n).find(|&k| self.start(k) >= half).unwrap_or(self.n - 1);
+        self.split_at(keep)
     }
 
     /// Moves entries `keep..` into a new leaf (possibly empty).
@@ -222,13 +226,12 @@ impl Tree {
             return true;
         }
         let right_fence: Box<[u8]> = right.entry(0).into();
-        let goes_right = key >= &*right_fence;
         self.insert_leaf(li + 1, right_fence, right);
-        let target = &mut self.leaves[if goes_right { li + 1 } else { li }];
-        let Err(i) = target.search(key) else { unreachable!("checked absent") };
-        target.insert_at(i, key);
-        self.entries += 1;
-        true
+        // Insert again: the half that takes the key may still lack room
+        // (long keys, or the rightmost split keeping the left leaf full),
+        // and is split again. Each split shrinks a leaf of two or more
+        // entries, and one entry always fits an otherwise empty leaf.
+        self.insert(key)
     }
 
     fn remove(&mut self, key: &[u8]) -> bool {
@@ -429,7 +432,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig::with_cases(256))]
         #[test]
         fn matches_btreeset(ops in proptest::collection::vec((any::<bool>(), proptest::collection::vec(0u8..4, 1..40)), 1..600)) {
             let index = OrderedIndex::new();
@@ -487,6 +490,25 @@ mod tests {
         for k in model.iter().step_by(97) {
             assert!(index.contains(k));
         }
+    }
+
+    #[test]
+    fn long_and_short_keys_never_overflow_a_leaf() {
+        // A split by entry count can leave the half that takes the key as
+        // full as before when key lengths differ; ascending inserts on the
+        // rightmost leaf kept the left half full. Both panicked ("leaf
+        // overflow") before inserts re-split until the key fits.
+        let index = OrderedIndex::new();
+        let mut model = BTreeSet::new();
+        let mut x = 7u32;
+        for i in 0u32..6000 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            let len = if x % 5 == 0 { ENTRY_BYTES_MAX } else { 1 + (x % 7) as usize };
+            let mut key = (if i % 2 == 0 { i } else { x % 3000 }).to_be_bytes().to_vec();
+            key.resize(len.max(4), (x % 256) as u8);
+            assert_eq!(index.insert(&key), model.insert(key));
+        }
+        assert_eq!(collect(&index, Bound::Unbounded, Bound::Unbounded), model.iter().cloned().collect::<Vec<_>>());
     }
 
     #[test]
