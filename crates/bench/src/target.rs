@@ -59,9 +59,10 @@ pub trait Session: Send {
     /// Prepares `sql` (placeholders `$1..$n`) once; executions reuse the plan.
     fn prepare(&mut self, sql: &str) -> Result<StatementId, DbError>;
 
-    /// Runs a prepared query. Result values are appended to `out` row-major
-    /// (the caller knows the column count); returns the number of rows.
-    /// `out` is caller-owned so the hot loop does not allocate per call.
+    /// Runs a prepared query. Result values replace `out`'s contents,
+    /// row-major (the caller knows the column count); returns the number
+    /// of rows. `out` is caller-owned so the hot loop does not allocate per
+    /// call (a target may overwrite its values in place, reusing strings).
     fn query(&mut self, stmt: StatementId, params: &[Value], out: &mut Vec<Value>) -> Result<usize, DbError>;
 
     /// Runs a prepared statement that returns no rows; returns rows affected.

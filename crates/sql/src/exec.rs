@@ -319,10 +319,18 @@ impl<'a> Exec<'a> {
 
     /// SELECT into `out` (visible columns only).
     pub fn select(&mut self, plan: &SelectPlan, params: &[Value], out: &mut ResultBuf) -> Result<()> {
-        out.reset(plan.visible);
         if plan.point_lookup {
-            return self.select_point(plan, params, out);
+            // The result's values are overwritten in place, not cleared:
+            // a text column reuses the previous execution's string buffer.
+            out.width = plan.visible;
+            out.rows = 0;
+            let r = self.select_point(plan, params, out);
+            if out.rows == 0 {
+                out.values.clear();
+            }
+            return r;
         }
+        out.reset(plan.visible);
         let streams = plan.agg.is_none() && !plan.distinct && plan.order_by.is_empty() && plan.limit.is_none() && plan.offset.is_none() && !plan.for_update;
         if streams {
             // Each joined row is projected into the result as it is found.
@@ -361,8 +369,8 @@ impl<'a> Exec<'a> {
             self.txn.get(level.table.id, self.keybuf, self.rowbuf)?
         };
         let Some(r) = self.rowbuf.row().filter(|_| found) else { return Ok(()) };
-        let start = out.values.len();
-        set_len(&mut out.values, start + plan.visible);
+        let start = 0;
+        set_len(&mut out.values, plan.visible);
         let all_columns = plan.projection[..plan.visible].iter().all(|e| matches!(e, Expr::Column(_)));
         if all_columns {
             for (k, e) in plan.projection[..plan.visible].iter().enumerate() {

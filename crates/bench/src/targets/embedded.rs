@@ -211,6 +211,15 @@ fn set_param(slot: &mut EValue, v: &Value, ty: DataType) {
     }
 }
 
+/// [`from_engine`] into an existing slot, reusing its string buffer.
+fn assign_from_engine(slot: &mut Value, v: &EValue) {
+    if let (Value::Text(s), EValue::Text(t)) = (&mut *slot, v) {
+        s.clone_from(t);
+        return;
+    }
+    *slot = from_engine(v);
+}
+
 fn from_engine(v: &EValue) -> Value {
     match v {
         EValue::Null => Value::Null,
@@ -268,7 +277,13 @@ impl Session for EmbeddedSession {
         let Some(p) = self.statements.get(stmt) else { return Ok(0) };
         self.conn
             .query_with(&p.stmt, &self.params, |values, width| {
-                out.extend(values.iter().map(from_engine));
+                // Overwrite in place: a text slot keeps its buffer.
+                out.truncate(values.len());
+                for (slot, v) in out.iter_mut().zip(values) {
+                    assign_from_engine(slot, v);
+                }
+                let kept = out.len();
+                out.extend(values[kept..].iter().map(from_engine));
                 values.len().checked_div(width).unwrap_or(0)
             })
             .map_err(sql_error)

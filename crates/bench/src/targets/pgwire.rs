@@ -467,6 +467,7 @@ impl Session for WireSession {
     }
 
     fn query(&mut self, stmt: StatementId, params: &[Value], out: &mut Vec<Value>) -> Result<usize, DbError> {
+        out.clear();
         let mut count = 0usize;
         self.run(stmt, params, |oids, body| {
             let buffer = body.buffer();

@@ -445,6 +445,7 @@ impl Session for PgSession {
     }
 
     fn query(&mut self, stmt: StatementId, params: &[Value], out: &mut Vec<Value>) -> Result<usize, DbError> {
+        out.clear();
         let statement = statement(&self.statements, stmt)?;
         let (refs, n) = param_refs(params)?;
         let mut rows = self.client.query_raw(statement, refs[..n].iter().copied()).map_err(|e| db_error(&e))?;

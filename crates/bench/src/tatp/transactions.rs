@@ -222,7 +222,6 @@ impl TatpClient {
     fn get_subscriber_data(&mut self) -> Result<Outcome, DbError> {
         let s_id = self.s_id();
         self.params.int(0, s_id as i64);
-        self.out.clear();
         let rows = self.session.query(self.statements.get_subscriber_data, self.params.get(1), &mut self.out)?;
         Ok(Self::found_if(rows as u64))
     }
@@ -233,7 +232,6 @@ impl TatpClient {
         let start = start_time(&mut self.rng);
         let end = self.rng.random_range(1..=24);
         self.params.int(0, s_id as i64).int(1, sf_type).int(2, start).int(3, end);
-        self.out.clear();
         let rows = self.session.query(self.statements.get_new_destination, self.params.get(4), &mut self.out)?;
         Ok(Self::found_if(rows as u64))
     }
@@ -242,7 +240,6 @@ impl TatpClient {
         let s_id = self.s_id();
         let ai_type = self.rng.random_range(1..=4);
         self.params.int(0, s_id as i64).int(1, ai_type);
-        self.out.clear();
         let rows = self.session.query(self.statements.get_access_data, self.params.get(2), &mut self.out)?;
         Ok(Self::found_if(rows as u64))
     }
@@ -288,7 +285,6 @@ impl TatpClient {
     fn s_id_by_sub_nbr(&mut self) -> Result<Option<i64>, DbError> {
         let s_id = self.s_id();
         self.params.sub_nbr(0, s_id);
-        self.out.clear();
         let rows = self.session.query(self.statements.select_s_id, self.params.get(1), &mut self.out)?;
         match (rows, self.out.first()) {
             (1, Some(Value::Int(id))) => Ok(Some(*id)),
@@ -300,7 +296,6 @@ impl TatpClient {
     fn insert_call_forwarding(&mut self) -> Result<Outcome, DbError> {
         let Some(s_id) = self.s_id_by_sub_nbr()? else { return Ok(Outcome::NotFound) };
         self.params.int(0, s_id);
-        self.out.clear();
         self.session.query(self.statements.select_sf_types, self.params.get(1), &mut self.out)?;
         let sf_type = self.rng.random_range(1..=4);
         let start = start_time(&mut self.rng);
