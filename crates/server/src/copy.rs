@@ -19,7 +19,7 @@ use pgtier_sql::session::TransactionStatus;
 use pgtier_sql::{PreparedStatement, SqlError};
 use sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Statement};
 
-use crate::session::{Session, canceled};
+use crate::session::Session;
 use crate::types::{self, Origin};
 use crate::wire::ReadError;
 
@@ -607,7 +607,7 @@ impl Session {
                 self.conn.execute(insert, &values)?;
                 loaded += 1;
                 if loaded.is_multiple_of(CANCEL_CHECK_ROWS) && self.cancel.swap(false, Ordering::Relaxed) {
-                    return Err(canceled());
+                    return Err(SqlError::canceled());
                 }
             }
             if last {

@@ -396,9 +396,11 @@ fn classify(stmt: &Statement) -> (TxnKind, bool) {
 
 impl Session {
     fn new(shared: &Shared, wire: Wire, cancel: Arc<AtomicBool>) -> Session {
+        let mut conn = Connection::new(shared.db.clone());
+        conn.set_cancel_flag(Arc::clone(&cancel));
         Session {
             wire,
-            conn: Connection::new(shared.db.clone()),
+            conn,
             statements: HashMap::new(),
             unnamed_stmt: None,
             portals: HashMap::new(),
@@ -694,7 +696,7 @@ impl Session {
         for ast in stmts {
             if self.cancel.swap(false, Ordering::Relaxed) {
                 self.end_implicit(implicit, false);
-                return Err(canceled());
+                return Err(SqlError::canceled());
             }
             let result = self.build(Some(ast), Vec::new()).and_then(|s| self.simple_one(&s));
             if let Err(e) = result {
@@ -1173,10 +1175,6 @@ fn parse_options(options: &str) -> Vec<(String, String)> {
         }
     }
     out
-}
-
-pub fn canceled() -> SqlError {
-    SqlError::new("57014", "canceling statement due to user request")
 }
 
 #[cfg(test)]

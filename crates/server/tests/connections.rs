@@ -139,6 +139,30 @@ fn cancel_stops_a_copy_and_leaves_nothing() {
 }
 
 #[test]
+fn cancel_stops_a_long_statement() {
+    let srv = common::start();
+    let mut c = srv.client();
+    c.batch_execute("CREATE TABLE t (id int PRIMARY KEY)").unwrap();
+    let mut w = c.copy_in("COPY t FROM STDIN").unwrap();
+    let rows: String = (0..3000).map(|i| format!("{i}\n")).collect();
+    w.write_all(rows.as_bytes()).unwrap();
+    w.finish().unwrap();
+    let token = c.cancel_token();
+    let canceler = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        token.cancel_query(postgres::NoTls).unwrap();
+    });
+    let started = Instant::now();
+    // 2.7e10 joined rows: hours, unless the executor notices the cancel.
+    let e = c.query_one("SELECT count(*) FROM t a, t b, t c", &[]).expect_err("canceled");
+    canceler.join().unwrap();
+    assert_eq!(code(&e), "57014", "{e}");
+    assert!(started.elapsed() < Duration::from_secs(30), "cancel took {:?}", started.elapsed());
+    // The session goes on, and the next statement is not canceled.
+    assert_eq!(c.query_one("SELECT count(*) FROM t", &[]).unwrap().get::<_, i64>(0), 3000);
+}
+
+#[test]
 fn psql_session_states_and_errors() {
     let srv = common::start();
     let script = "CREATE TABLE s (id int PRIMARY KEY, v text);\n\

@@ -133,6 +133,11 @@ impl SqlError {
     pub fn transaction_aborted() -> SqlError {
         SqlError::new("25P02", "current transaction is aborted, commands ignored until end of transaction block")
     }
+
+    /// 57014, as PostgreSQL answers a CancelRequest.
+    pub fn canceled() -> SqlError {
+        SqlError::new("57014", "canceling statement due to user request")
+    }
 }
 
 impl From<EngineError> for SqlError {

@@ -11,6 +11,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::ops::Bound;
+use std::sync::atomic::AtomicBool;
 
 use pgtier_engine::{RowBuf, RowRef};
 use pgtier_engine::EngineError;
@@ -105,6 +106,26 @@ pub struct Exec<'a> {
     pub settings: &'a mut HashMap<String, String>,
     /// NOTICEs for the client (`... does not exist, skipping`).
     pub notices: &'a mut Vec<SqlNotice>,
+    /// Set from another thread to cancel the running statement (57014).
+    pub cancel: Option<&'a AtomicBool>,
+    /// Rows visited since the cancel flag was last read.
+    pub rows_since_cancel_check: u32,
+}
+
+/// Rows between reads of the cancel flag: a long statement stops within
+/// microseconds, and the hot path pays a counter.
+const CANCEL_CHECK_ROWS: u32 = 1024;
+
+/// Counts one row of work against `since`; every [`CANCEL_CHECK_ROWS`]
+/// rows, true if `cancel` was raised (and lowers it: one cancel, one statement).
+#[inline]
+fn cancel_requested(cancel: Option<&AtomicBool>, since: &mut u32) -> bool {
+    *since += 1;
+    if *since < CANCEL_CHECK_ROWS {
+        return false;
+    }
+    *since = 0;
+    cancel.is_some_and(|flag| flag.swap(false, std::sync::atomic::Ordering::Relaxed))
 }
 
 impl SubqueryRunner for Exec<'_> {
@@ -237,18 +258,30 @@ impl<'a> Exec<'a> {
                     None if prefix.is_empty() => Bound::Unbounded,
                     None => Bound::Included(prefix.as_slice()),
                 };
+                let (cancel, since) = (self.cancel, &mut self.rows_since_cancel_check);
+                let mut canceled = false;
                 self.txn.scan(*index, lower_b, upper_b, |r| {
                     read_row(&r, mask, out);
-                    Ok(true)
+                    canceled = cancel_requested(cancel, since);
+                    Ok(!canceled)
                 })?;
                 self.return_row(prefix);
+                if canceled {
+                    return Err(SqlError::canceled());
+                }
             }
             Access::Virtual(source) => self.virtual_rows(source, env, row, out)?,
             Access::FullScan => {
+                let (cancel, since) = (self.cancel, &mut self.rows_since_cancel_check);
+                let mut canceled = false;
                 self.txn.scan_table(table.id, |r| {
                     read_row(&r, mask, out);
-                    Ok(true)
+                    canceled = cancel_requested(cancel, since);
+                    Ok(!canceled)
                 })?;
+                if canceled {
+                    return Err(SqlError::canceled());
+                }
             }
         }
         Ok(())
@@ -280,6 +313,10 @@ impl<'a> Exec<'a> {
         self.fetch(level, env, row, false, plan.level_masks.get(l), &mut cands)?;
         let mut matched = false;
         for cand in cands.chunks(w) {
+            if cancel_requested(self.cancel, &mut self.rows_since_cancel_check) {
+                self.return_row(cands);
+                return Err(SqlError::canceled());
+            }
             row[level.offset..level.offset + w].clone_from_slice(cand);
             if !self.passes(&level.filters, env, row)? {
                 continue;

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -202,6 +203,8 @@ pub struct Connection {
     row_pool: Vec<Vec<Value>>,
     result: ResultBuf,
     notices: Vec<SqlNotice>,
+    /// Raised by another thread to cancel the running statement (57014).
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 fn now_micros() -> i64 {
@@ -235,6 +238,7 @@ impl Connection {
             row_pool: Vec::new(),
             result: ResultBuf::default(),
             notices: Vec::new(),
+            cancel: None,
         }
         .with_commit_mode_setting()
     }
@@ -274,6 +278,13 @@ impl Connection {
         if let Some(t) = self.txn.as_mut() {
             t.rollback_in_place();
         }
+    }
+
+    /// A flag another thread raises to cancel the statement this session is
+    /// running: it stops within about a thousand rows with 57014, as
+    /// PostgreSQL answers a CancelRequest. The statement lowers the flag.
+    pub fn set_cancel_flag(&mut self, flag: Arc<AtomicBool>) {
+        self.cancel = Some(flag);
     }
 
     pub fn database(&self) -> &Database {
@@ -537,6 +548,8 @@ impl Connection {
             sub_cache: HashMap::new(),
             settings: &mut self.settings,
             notices: &mut self.notices,
+            cancel: self.cancel.as_deref(),
+            rows_since_cancel_check: 0,
         };
         let out = &mut self.result;
         let r = match &prepared.plan {
