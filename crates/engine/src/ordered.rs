@@ -60,9 +60,22 @@ impl Leaf {
     }
 
     fn search(&self, key: &[u8]) -> Result<usize, usize> {
+        // On a cold leaf every probe misses twice (its slot, then its
+        // entry), one after the other. Fetch the slot array (a few lines)
+        // up front, and each step the entries of both possible next
+        // probes, so the next probe's miss overlaps this comparison.
+        for at in (self.slot_at(0)..PAGE_BYTES).step_by(64) {
+            prefetch(&self.buf[at]);
+        }
         let (mut lo, mut hi) = (0, self.n);
         while lo < hi {
             let mid = (lo + hi) / 2;
+            if lo < mid {
+                prefetch(&self.buf[self.start((lo + mid) / 2)]);
+            }
+            if mid + 1 < hi {
+                prefetch(&self.buf[self.start((mid + 1 + hi) / 2)]);
+            }
             match self.entry(mid).cmp(key) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
@@ -141,6 +154,18 @@ impl Leaf {
     }
 }
 
+/// Hints the CPU to bring the line holding `byte` into the caches.
+#[inline(always)]
+fn prefetch(byte: &u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and `byte` is a valid reference anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(std::ptr::from_ref(byte).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = byte;
+}
+
 /// Bytes of a fence kept inline (zero-padded) for the leaf search.
 const FENCE_PREFIX_BYTES: usize = 16;
 type FencePrefix = [u8; FENCE_PREFIX_BYTES];
@@ -178,6 +203,13 @@ impl Tree {
         // Invariant: fences before `lo` are <= key, fences from `hi` on are > key.
         while lo < hi {
             let mid = (lo + hi) / 2;
+            // As in `Leaf::search`: start both possible next probes' misses now.
+            if lo < mid {
+                prefetch(&self.prefixes[(lo + mid) / 2][0]);
+            }
+            if mid + 1 < hi {
+                prefetch(&self.prefixes[(mid + 1 + hi) / 2][0]);
+            }
             let at_most = match self.prefixes[mid].cmp(&wanted) {
                 std::cmp::Ordering::Less => true,
                 std::cmp::Ordering::Greater => false,
