@@ -1,5 +1,5 @@
-//! Memory for the row store and the primary hash tables, on transparent huge
-//! pages where the kernel offers them.
+//! Memory for the row store, the ordered indexes' leaves and the primary hash
+//! tables, on transparent huge pages where the kernel offers them.
 //!
 //! Why: a point lookup in a table larger than the caches lands on a random
 //! bucket and then a random row of a heap several GiB large. With 4 KiB
