@@ -67,7 +67,7 @@ fn the_next_transaction_starts_clean() {
     let e = a.execute_sql("SELECT * FROM gone").unwrap_err();
     assert_eq!(e.sqlstate, "42P01", "rolled-back CREATE TABLE still visible: {e:?}");
     assert_eq!(count(&mut a), 0);
-    // Replanned against the catalog without the rolled-back index.
+    // A statement prepared before the rolled-back DDL still runs.
     a.query_with(&by_id, &[Value::Int4(0)], |_, _| ()).unwrap();
 
     // A failed statement in autocommit rolls back and the next one works.
