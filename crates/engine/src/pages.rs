@@ -32,7 +32,7 @@ use parking_lot::Mutex;
 
 pub(crate) const CHUNK_BYTES: usize = 64 << 10;
 pub(crate) const PAGE_BUF_BYTES: usize = 4096;
-pub(crate) const HUGE_PAGE_BYTES: usize = 2 << 20;
+const HUGE_PAGE_BYTES: usize = 2 << 20;
 const REGION_BYTES: usize = 32 << 20;
 
 const _: () = assert!(REGION_BYTES.is_multiple_of(HUGE_PAGE_BYTES) && HUGE_PAGE_BYTES.is_multiple_of(CHUNK_BYTES));

@@ -244,11 +244,17 @@ impl Transaction {
         self.fresh_snapshot = false;
         self.snapshot = self.db.txns.refresh_snapshot(self.id);
         if !self.private_catalog {
-            let v = self.db.catalog_version.load(Ordering::Acquire);
-            if v != self.cat_version {
-                self.cat = self.db.current_catalog();
-                self.cat_version = v;
-            }
+            self.follow_committed_catalog();
+        }
+    }
+
+    /// Takes the committed catalog if DDL committed since ours was taken.
+    /// Called after the snapshot is taken (version first, then catalog).
+    fn follow_committed_catalog(&mut self) {
+        let v = self.db.catalog_version.load(Ordering::Acquire);
+        if v != self.cat_version {
+            self.cat = self.db.current_catalog();
+            self.cat_version = v;
         }
     }
 
@@ -1254,12 +1260,7 @@ impl Transaction {
         self.rollback_in_place();
         debug_assert!(self.held.is_empty() && self.exclusive.is_empty() && !self.ddl_locked);
         let (id, snapshot) = self.db.txns.begin()?;
-        // Version first, then catalog, as in `begin`.
-        let cat_version = self.db.catalog_version.load(Ordering::Acquire);
-        if cat_version != self.cat_version {
-            self.cat = self.db.current_catalog();
-            self.cat_version = cat_version;
-        }
+        self.follow_committed_catalog();
         self.id = id;
         self.snapshot = snapshot;
         self.mode = mode;
