@@ -535,7 +535,7 @@ mod tests {
         let mut x = 7u32;
         for i in 0u32..6000 {
             x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-            let len = if x % 5 == 0 { ENTRY_BYTES_MAX } else { 1 + (x % 7) as usize };
+            let len = if x.is_multiple_of(5) { ENTRY_BYTES_MAX } else { 1 + (x % 7) as usize };
             let mut key = (if i % 2 == 0 { i } else { x % 3000 }).to_be_bytes().to_vec();
             key.resize(len.max(4), (x % 256) as u8);
             assert_eq!(index.insert(&key), model.insert(key));
