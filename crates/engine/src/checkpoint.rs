@@ -136,6 +136,9 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 /// Keeps the newest checkpoints, deletes older files, truncates the WAL.
 fn retire_old(db: &DbInner, info: CheckpointInfo) -> Result<()> {
     let mut kept = db.checkpoints.lock();
+    // Nothing committed since the last checkpoint: the same file was
+    // rewritten, and must not be counted (and later deleted) twice.
+    kept.retain(|c| c.path != info.path);
     kept.push(info);
     while kept.len() > CHECKPOINTS_KEPT {
         let old = kept.remove(0);

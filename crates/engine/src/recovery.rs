@@ -39,7 +39,9 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
     let mut state = CatalogState::default();
     let mut start_lsn = Lsn(0);
     let mut checkpoints = Vec::new();
-    for (lsn, path) in crate::checkpoint::list(dir)? {
+    let files = crate::checkpoint::list(dir)?;
+    for (at, (lsn, path)) in files.iter().enumerate() {
+        let (lsn, path) = (*lsn, path.clone());
         // The newest file that validates wins; a torn or corrupt one is skipped.
         let Ok(loaded) = crate::checkpoint::load(&path) else { continue };
         state = load_checkpoint(&loaded)?;
@@ -54,6 +56,19 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
             completed_at: std::fs::metadata(&path).and_then(|m| m.modified()).unwrap_or(SystemTime::now()),
             path,
         });
+        // Older files are tracked too (oldest first), so the next checkpoint
+        // retires them: before, only the loaded one was, and every restart
+        // left one more file on disk for good.
+        for (older_lsn, older_path) in &files[at + 1..] {
+            checkpoints.insert(0, CheckpointInfo {
+                start_lsn: *older_lsn,
+                rows: 0,
+                bytes: 0,
+                duration: std::time::Duration::ZERO,
+                completed_at: SystemTime::UNIX_EPOCH,
+                path: older_path.clone(),
+            });
+        }
         break;
     }
     report.load_duration = started.elapsed();

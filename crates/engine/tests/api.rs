@@ -276,6 +276,43 @@ fn ddl_is_transactional_and_recovered() {
 }
 
 #[test]
+fn restarts_do_not_pile_up_checkpoint_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoint_files = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".ckpt"))
+            .count()
+    };
+    for round in 0..5 {
+        let db = open(dir.path());
+        if round == 0 {
+            create_parent_child(&db);
+        }
+        let parent = db.catalog().table_by_name("parent").unwrap().id;
+        for id in [round * 2, round * 2 + 1] {
+            let mut t = db.begin().unwrap();
+            t.insert(parent, &[int(id), text("r"), Value::Int8(0)]).unwrap();
+            t.commit().unwrap();
+            db.checkpoint().unwrap();
+        }
+        assert_eq!(checkpoint_files(), 2, "round {round}: the newest two are kept");
+        // A checkpoint with nothing new rewrites the newest file; the older
+        // one must stay as the fallback.
+        db.checkpoint().unwrap();
+        db.close().unwrap();
+        assert_eq!(checkpoint_files(), 2, "round {round}: after a checkpoint with nothing new");
+    }
+    let db = open(dir.path());
+    let parent = db.catalog().table_by_name("parent").unwrap().id;
+    let mut t = db.begin().unwrap();
+    let mut row = RowBuf::new();
+    for id in 0..10 {
+        assert!(t.get(parent, &[int(id)], &mut row).unwrap(), "row {id} lost");
+    }
+}
+
+#[test]
 fn commit_stream_delivers_in_order_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let next;
