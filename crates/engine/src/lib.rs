@@ -17,6 +17,7 @@ mod key;
 mod ordered;
 mod pages;
 mod primary;
+mod probe;
 mod recovery;
 mod row;
 mod schema;

@@ -402,7 +402,6 @@ impl OrderedIndex {
         f(&mut IndexWriter { tree: &mut tree })
     }
 
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.tree.read().entries
     }

@@ -523,5 +523,5 @@ fn build_index_bulk(store: &TableStore, schema: Arc<crate::schema::IndexSchema>)
         all.dedup();
         OrderedIndex::from_sorted(all.iter().map(Vec::as_slice))
     };
-    IndexStore { schema, spec: istore.spec, tree }
+    IndexStore::new(schema, istore.spec, tree)
 }

@@ -19,6 +19,7 @@ use crate::error::{EngineError, Result};
 use crate::key::{KeySpec, encode_column, hash_key};
 use crate::ordered::{OrderedIndex, batch_entries, prefix_successor};
 use crate::primary::{self, PrimaryIndex};
+use crate::probe::ProbeTable;
 use crate::row::RowLayout;
 use crate::schema::{ForeignKey, IndexId, IndexSchema, TableSchema};
 use crate::slab::Slab;
@@ -31,9 +32,60 @@ pub(crate) struct IndexStore {
     pub(crate) schema: Arc<IndexSchema>,
     pub(crate) spec: KeySpec,
     pub(crate) tree: OrderedIndex,
+    /// Unique secondary indexes only: equality lookups on the whole key
+    /// (see `probe`). Every entry added to or removed from `tree` goes
+    /// through `entry_added` / `entry_removed`, which keep it in step.
+    /// Lock order: after the tree's lock, before nothing.
+    pub(crate) probe: Option<RwLock<ProbeTable>>,
 }
 
 impl IndexStore {
+    /// An index over `tree`'s entries (its probe, if it gets one, is built
+    /// from them).
+    pub(crate) fn new(schema: Arc<IndexSchema>, spec: KeySpec, tree: OrderedIndex) -> IndexStore {
+        let mut index = IndexStore { schema, spec, tree, probe: None };
+        if index.schema.unique && !index.schema.primary {
+            let mut probe = ProbeTable::new();
+            probe.reserve(index.tree.len());
+            let mut batch = Vec::new();
+            index.tree.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, &mut batch);
+            for entry in batch_entries(&batch) {
+                let (key_hash, pk_hash) = index.probe_pair(entry);
+                probe.insert(key_hash, pk_hash);
+            }
+            index.probe = Some(RwLock::new(probe));
+        }
+        index
+    }
+
+    /// The probe's pair for an entry: hashes of its index key and its pk.
+    pub(crate) fn probe_pair(&self, entry: &[u8]) -> (u64, u64) {
+        let (index_key, pk) = self.split(entry);
+        (hash_key(index_key), hash_key(pk))
+    }
+
+    /// Records that `entry` was just added to the tree.
+    pub(crate) fn entry_added(&self, entry: &[u8]) {
+        if let Some(probe) = &self.probe {
+            let (key_hash, pk_hash) = self.probe_pair(entry);
+            probe.write().insert(key_hash, pk_hash);
+        }
+    }
+
+    /// Records that `entry` was just removed from the tree.
+    pub(crate) fn entry_removed(&self, entry: &[u8]) {
+        if let Some(probe) = &self.probe {
+            let (key_hash, pk_hash) = self.probe_pair(entry);
+            let held = probe.write().remove(key_hash, pk_hash);
+            assert!(held, "index \"{}\": an entry left the tree without its probe pair", self.schema.name);
+        }
+    }
+
+    /// Memory held by the tree and the probe.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.tree.bytes() + self.probe.as_ref().map_or(0, |p| p.read().bytes())
+    }
+
     /// Entry of `row` (primary key `pk`) in this index: the encoded key,
     /// followed by the primary key for secondary indexes.
     pub(crate) fn entry(&self, layout: &RowLayout, row: &[u8], pk: &[u8], out: &mut Vec<u8>) {
@@ -241,7 +293,7 @@ impl TableStore {
     pub(crate) fn new_index_store(&self, schema: Arc<IndexSchema>) -> IndexStore {
         let nullable: Vec<bool> = self.schema.columns.iter().map(|c| c.nullable).collect();
         let spec = KeySpec::new(&schema.columns, &self.schema.layout, &nullable, schema.primary);
-        IndexStore { schema, spec, tree: OrderedIndex::new() }
+        IndexStore::new(schema, spec, OrderedIndex::new())
     }
 
     /// Encoded primary key of a stored row.
@@ -265,6 +317,20 @@ impl TableStore {
             }
             None => false,
         }
+    }
+
+    /// Copies into `out` the visible row of the first chain whose head hash
+    /// tag matches `hash` and whose visible row `accept` takes; for lookups
+    /// that know only a primary key's hash (the unique-index probe).
+    /// `accept` runs under the shard read lock.
+    pub(crate) fn read_visible_where(&self, hash: u64, me: u64, snapshot: u64, out: &mut Vec<u8>, mut accept: impl FnMut(&[u8]) -> bool) -> bool {
+        let layout = self.layout();
+        let map = self.primary.read(hash);
+        let found = map.find(hash, |head| visible(*head, me, snapshot).is_some_and(|v| accept(v.row(layout))));
+        let Some(v) = found.and_then(|head| visible(*head, me, snapshot)) else { return false };
+        out.clear();
+        out.extend_from_slice(v.row(layout));
+        true
     }
 
     /// Runs `f` on the visible row of `key` without copying it out. `f` runs
@@ -580,8 +646,8 @@ impl TableStore {
                     // installed a version with this key since (it inserts its
                     // entries under this lock).
                     let (index_key, _) = index.split(e);
-                    if !self.entry_still_needed(index, pk, index_key, &mut scratch, &mut tmp) {
-                        w.remove(e);
+                    if !self.entry_still_needed(index, pk, index_key, &mut scratch, &mut tmp) && w.remove(e) {
+                        index.entry_removed(e);
                     }
                 }
             });
@@ -615,7 +681,9 @@ impl TableStore {
                     other => return other,
                 }
             }
-            w.insert(entry);
+            if w.insert(entry) {
+                index.entry_added(entry);
+            }
             Conflict::None
         })
     }
@@ -623,7 +691,7 @@ impl TableStore {
     /// Memory held by the table's rows and indexes.
     pub(crate) fn bytes(&self) -> (u64, u64) {
         let rows = self.slab.reserved_bytes();
-        let index: u64 = self.primary.slots_bytes() + self.meta().indexes.iter().map(|i| i.tree.bytes()).sum::<u64>();
+        let index: u64 = self.primary.slots_bytes() + self.meta().indexes.iter().map(|i| i.bytes()).sum::<u64>();
         (rows, index)
     }
 

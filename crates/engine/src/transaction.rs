@@ -356,6 +356,16 @@ impl Transaction {
         };
         let (mut lo, mut hi) = (std::mem::take(&mut self.s.lo), std::mem::take(&mut self.s.hi));
         let (mut from, to) = encode_bounds(&istore, lower, upper, &mut lo, &mut hi)?;
+        if let Some(probe) = &istore.probe
+            && whole_key_equality(&istore, lower, upper)
+        {
+            // At most one visible row has this key: the probe finds it
+            // without walking the tree (see `probe`).
+            if let Some(r) = self.probe_equal(&store, &istore, probe, &lo, &mut f) {
+                (self.s.lo, self.s.hi) = (lo, hi);
+                return r;
+            }
+        }
         let mut visited = 0u64;
         loop {
             self.s.batch.clear();
@@ -401,6 +411,57 @@ impl Transaction {
             from = BoundKind::Excluded;
             self.s.batch = batch;
         }
+    }
+
+    /// Visits the row of a unique secondary index whose whole key is `key`
+    /// (encoded), found through the index's probe. None: too many rows once
+    /// carried the key for the probe's bounded candidate list; scan the tree.
+    fn probe_equal(
+        &mut self,
+        store: &TableStore,
+        istore: &IndexStore,
+        probe: &parking_lot::RwLock<crate::probe::ProbeTable>,
+        key: &[u8],
+        f: &mut impl FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Option<Result<u64>> {
+        let mut candidates = [0u64; 8];
+        let mut n = 0;
+        let mut overflow = false;
+        probe.read().candidates(hash_key(key), |pk_hash| {
+            if candidates[..n].contains(&pk_hash) {
+                return;
+            }
+            if n == candidates.len() {
+                overflow = true;
+                return;
+            }
+            candidates[n] = pk_hash;
+            n += 1;
+        });
+        // Only a long history of one key moving between rows (within what
+        // old snapshots still see) gets here.
+        if overflow {
+            return None;
+        }
+        let layout = store.layout();
+        let mut tmp = std::mem::take(&mut self.s.tmp);
+        let mut row = std::mem::take(&mut self.s.row);
+        let mut visited = 0;
+        let mut result = Ok(());
+        for &pk_hash in &candidates[..n] {
+            let found = store.read_visible_where(pk_hash, self.id, self.snapshot, &mut row, |r| {
+                tmp.clear();
+                istore.spec.encode_row(layout, r, &mut tmp);
+                tmp.as_slice() == key
+            });
+            if found {
+                visited += 1;
+                result = f(RowRef::new(&store.schema, &row)).map(|_| ());
+                break;
+            }
+        }
+        (self.s.tmp, self.s.row) = (tmp, row);
+        Some(result.map(|()| visited))
     }
 
     /// Visits every visible row of `table` (no order). Rows are copied out
@@ -590,8 +651,8 @@ impl Transaction {
                 }
                 if index.schema.unique && !index.schema.primary && !index.spec.row_has_null(layout, new_row) {
                     self.unique_insert(store, index, &pk, new_row)?;
-                } else {
-                    index.tree.insert(&self.s.entry);
+                } else if index.tree.insert(&self.s.entry) {
+                    index.entry_added(&self.s.entry);
                 }
             }
             for link in &meta.as_child {
@@ -1412,6 +1473,17 @@ impl BoundKind {
 
 /// Encodes a scan's bounds into `lo`/`hi` (reused across scans, so a
 /// point or prefix scan allocates nothing).
+/// True when `[lower, upper]` asks for one whole key of `index`, none of
+/// whose values is NULL (NULL keys may repeat in a unique index).
+fn whole_key_equality(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Value]>) -> bool {
+    match (lower, upper) {
+        (Bound::Included(l), Bound::Included(u)) => {
+            l.len() == index.spec.columns.len() && (std::ptr::eq(l, u) || l == u) && !l.iter().any(Value::is_null)
+        }
+        _ => false,
+    }
+}
+
 fn encode_bounds(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Value]>, lo: &mut Vec<u8>, hi: &mut Vec<u8>) -> Result<(BoundKind, BoundKind)> {
     let enc = |vals: &[Value], out: &mut Vec<u8>| -> Result<()> {
         if vals.len() > index.spec.columns.len() {
@@ -1585,5 +1657,5 @@ fn build_index(store: &TableStore, schema: Arc<IndexSchema>, me: u64) -> Result<
     }
     entries.sort_unstable();
     entries.dedup();
-    Ok(IndexStore { schema, spec: istore.spec, tree: OrderedIndex::from_sorted(entries.iter().map(Vec::as_slice)) })
+    Ok(IndexStore::new(schema, istore.spec, OrderedIndex::from_sorted(entries.iter().map(Vec::as_slice))))
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use crate::db::DbInner;
 use crate::error::{EngineError, Result};
 use crate::ordered::batch_entries;
+use crate::probe::ProbeTable;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted};
 
 pub(crate) fn verify(db: &DbInner) -> Result<Vec<(String, u64, Vec<usize>)>> {
@@ -58,6 +59,27 @@ pub(crate) fn verify(db: &DbInner) -> Result<Vec<(String, u64, Vec<usize>)>> {
             let mut batch = Vec::new();
             index.tree.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, &mut batch);
             let entries: HashSet<Vec<u8>> = batch_entries(&batch).map(<[u8]>::to_vec).collect();
+            if let Some(probe) = &index.probe {
+                let mut want: Vec<(u64, u64)> = entries
+                    .iter()
+                    .map(|e| {
+                        let (key_hash, pk_hash) = index.probe_pair(e);
+                        (ProbeTable::stored_key_hash(key_hash), pk_hash)
+                    })
+                    .collect();
+                let mut held = probe.read().pairs();
+                want.sort_unstable();
+                held.sort_unstable();
+                if want != held {
+                    return broken(format!(
+                        "{}: probe of index {} holds {} pairs for {} entries, or different ones",
+                        store.schema.name,
+                        index.schema.name,
+                        held.len(),
+                        want.len()
+                    ));
+                }
+            }
             for e in &entries {
                 if !versions.contains(&(i, e.clone())) {
                     return broken(format!("{}: index {} has an entry no version holds", store.schema.name, index.schema.name));

@@ -53,6 +53,8 @@ enum Op {
     Get(i32),
     ScanGrp(i16, i16),
     ScanTag,
+    /// Equality on the whole unique key (the index's hash probe).
+    FindTag(Option<u8>),
     Commit,
     Rollback,
 }
@@ -65,6 +67,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..40i32).prop_map(Op::Get),
         1 => (0..5i16, 0..5i16).prop_map(|(a, b)| Op::ScanGrp(a.min(b), a.max(b))),
         1 => Just(Op::ScanTag),
+        2 => proptest::option::of(0..12u8).prop_map(Op::FindTag),
         1 => Just(Op::Commit),
         1 => Just(Op::Rollback),
     ]
@@ -157,6 +160,17 @@ proptest! {
                     // NULLS LAST, then by primary key.
                     let mut expect: Vec<(Option<String>, i32)> = work.iter().map(|(k, r)| (r.tag.clone(), *k)).collect();
                     expect.sort_by(|a, b| (a.0.is_none(), &a.0, a.1).cmp(&(b.0.is_none(), &b.0, b.1)));
+                    prop_assert_eq!(got, expect);
+                }
+                Op::FindTag(t) => {
+                    let tag = tag_name(t);
+                    let key = [tag.clone().map_or(Value::Null, Value::Text)];
+                    let mut got = Vec::new();
+                    txn.scan_prefix(tag_idx, &key, |r| {
+                        got.push(r.get_i64(0).unwrap() as i32);
+                        Ok(true)
+                    }).unwrap();
+                    let expect: Vec<i32> = work.iter().filter(|(_, r)| r.tag == tag).map(|(k, _)| *k).collect();
                     prop_assert_eq!(got, expect);
                 }
                 Op::Commit => {

@@ -526,12 +526,12 @@ impl Connection {
         }
         // Parameters already of their planned types are used in place; only
         // a statement with some to convert copies them (text would allocate).
-        let all_fit = params.iter().zip(&prepared.param_types).all(|(v, ty)| v.is_of_type(*ty));
+        let all_fit = params.iter().zip(&prepared.param_types).all(|(v, ty)| value::fits_unchanged(v, *ty));
         let mut pbuf = std::mem::take(&mut self.params);
         pbuf.clear();
         if !all_fit {
             for (v, ty) in params.iter().zip(&prepared.param_types) {
-                pbuf.push(if v.is_of_type(*ty) { v.clone() } else { value::cast(v.clone(), *ty, false)? });
+                pbuf.push(if value::fits_unchanged(v, *ty) { v.clone() } else { value::cast(v.clone(), *ty, false)? });
             }
         }
         let args: &[Value] = if all_fit { params } else { &pbuf };

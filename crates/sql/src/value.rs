@@ -495,6 +495,16 @@ fn float_to_numeric(x: f64) -> Result<Numeric> {
 
 // ---------------------------------------------------------------- casts
 
+/// True when an implicit cast of `v` to `to` would return `v` unchanged, so
+/// the caller can use it in place (a string cast allocates a copy).
+pub fn fits_unchanged(v: &Value, to: DataType) -> bool {
+    match (v, to) {
+        // Byte length bounds the character count.
+        (Value::Text(s), DataType::Varchar(n)) => s.len() <= n as usize,
+        _ => v.is_of_type(to),
+    }
+}
+
 /// Casts a value to `to`. `explicit` is CAST/`::` (varchar(n) truncates);
 /// otherwise an assignment or implicit coercion (too long is 22001).
 pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
@@ -842,6 +852,22 @@ mod tests {
         assert_eq!(f(1e14), "100000000000000");
         assert_eq!(f(1.5e-7), "1.5e-07");
         assert_eq!(f(2.5), "2.5");
+    }
+
+    #[test]
+    fn fits_unchanged_only_where_the_cast_is_the_identity() {
+        let samples = ["", "abc", "abcd", "ab  ", "é", "ééé", "abc   "];
+        for ty in [DataType::Varchar(3), DataType::Char(3), DataType::Text, DataType::Int4] {
+            for s in samples {
+                let v = Value::Text(s.into());
+                if fits_unchanged(&v, ty) {
+                    assert_eq!(cast(v.clone(), ty, false).ok(), Some(v), "{s:?} as {ty:?}");
+                }
+            }
+        }
+        assert!(fits_unchanged(&Value::Text("abc".into()), DataType::Varchar(3)));
+        assert!(!fits_unchanged(&Value::Text("abcd".into()), DataType::Varchar(3)));
+        assert!(!fits_unchanged(&Value::Text("ab".into()), DataType::Char(3)), "char(n) pads");
     }
 
     #[test]
