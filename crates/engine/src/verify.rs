@@ -60,11 +60,11 @@ pub(crate) fn verify(db: &DbInner) -> Result<Vec<(String, u64, Vec<usize>)>> {
             index.tree.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, &mut batch);
             let entries: HashSet<Vec<u8>> = batch_entries(&batch).map(<[u8]>::to_vec).collect();
             if let Some(probe) = &index.probe {
-                let mut want: Vec<(u64, u64)> = entries
+                let mut want: Vec<(u32, u64)> = entries
                     .iter()
                     .map(|e| {
                         let (key_hash, pk_hash) = index.probe_pair(e);
-                        (ProbeTable::stored_key_hash(key_hash), pk_hash)
+                        (ProbeTable::tag_of(key_hash), pk_hash)
                     })
                     .collect();
                 let mut held = probe.read().pairs();
