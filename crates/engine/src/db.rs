@@ -145,6 +145,10 @@ pub(crate) struct DbInner {
     pub(crate) ddl_owner: AtomicU64,
     pub(crate) gc: Mutex<VecDeque<GcItem>>,
     pub(crate) gc_overflowed: AtomicBool,
+    /// Held shared by each row prune, from freeing versions to removing
+    /// their index entries; `verify` holds it exclusively, so it never sees
+    /// the moment between (entries whose versions are already gone).
+    pub(crate) pruning: RwLock<()>,
     pub(crate) counters: Counters,
     /// Retained checkpoint files, oldest first.
     pub(crate) checkpoints: Mutex<Vec<CheckpointInfo>>,
@@ -409,12 +413,10 @@ impl DbInner {
     fn prune_row(&self, store: &TableStore, hash: u64, key: &[u8], horizon: u64, scratch: &mut Vec<u8>, freed: &mut Vec<Vec<u8>>) {
         let meta = store.meta();
         freed.clear();
-        let want_images = !meta.indexes.is_empty();
-        let n = store.prune(hash, key, horizon, scratch, want_images, freed);
+        let _pruning = self.pruning.read();
+        let n = store.prune(hash, key, horizon, scratch, &meta.indexes, freed);
         self.counters.gc_versions_freed.fetch_add(n as u64, Ordering::Relaxed);
-        if want_images {
-            store.cleanup_entries(&meta, key, freed);
-        }
+        store.cleanup_entries(&meta, key, freed);
     }
 
     /// Prunes every row of every table (after GC queue overflow, or on demand).

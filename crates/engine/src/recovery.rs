@@ -96,6 +96,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
         ddl_owner: AtomicU64::new(0),
         gc: Mutex::new(std::collections::VecDeque::new()),
         gc_overflowed: AtomicBool::new(false),
+        pruning: RwLock::new(()),
         counters: Counters::default(),
         checkpoints: Mutex::new(checkpoints),
         checkpoint_serial: Mutex::new(()),

@@ -459,9 +459,13 @@ impl TableStore {
     }
 
     /// Frees versions no snapshot at or after `horizon` can see; removes the
-    /// row when only a tombstone would remain. Freed row images are appended
-    /// to `freed` when `want_images` (for index cleanup).
-    pub(crate) fn prune(&self, hash: u64, key: &[u8], horizon: u64, scratch: &mut Vec<u8>, want_images: bool, freed: &mut Vec<Vec<u8>>) -> usize {
+    /// row when only a tombstone would remain. The images of freed versions
+    /// whose index entries may have become stale are appended to `freed`
+    /// (for `cleanup_entries`): those whose key in one of `indexes` differs
+    /// from the newest kept version's. An image that agrees with it on
+    /// every indexed column (an UPDATE of other columns, the usual case)
+    /// shares all its entries with a version that stays.
+    pub(crate) fn prune(&self, hash: u64, key: &[u8], horizon: u64, scratch: &mut Vec<u8>, indexes: &[Arc<IndexStore>], freed: &mut Vec<Vec<u8>>) -> usize {
         let layout = self.layout();
         let mut map = self.primary.write(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return 0 };
@@ -500,7 +504,10 @@ impl TableStore {
                 continue;
             }
             count += 1;
-            if want_images {
+            let entries_kept = first_kept.is_some_and(|k| {
+                indexes.iter().all(|index| cols_equal(layout, v.row(layout), k.row(layout), &index.spec.columns))
+            });
+            if !indexes.is_empty() && !entries_kept {
                 freed.push(v.row(layout).to_vec());
             }
             if v == head {
@@ -775,4 +782,11 @@ pub(crate) fn encode_cols_as(spec: &KeySpec, layout: &RowLayout, row: &[u8], col
     for (i, &c) in cols.iter().enumerate() {
         encode_column(out, layout.get(row, c), spec.types[i], spec.tagged[i]);
     }
+}
+
+/// True when rows `a` and `b` hold equal values in `cols`. Equal values
+/// encode to equal index keys (the encoding normalizes -0.0; NaN, unequal
+/// to itself, only makes this answer false).
+pub(crate) fn cols_equal(layout: &RowLayout, a: &[u8], b: &[u8], cols: &[usize]) -> bool {
+    cols.iter().all(|&c| layout.get(a, c) == layout.get(b, c))
 }

@@ -22,7 +22,7 @@ use crate::error::{EngineError, Result};
 use crate::key::hash_key;
 use crate::ordered::{ENTRY_BYTES_MAX, OrderedIndex, batch_entries, prefix_successor, prefix_successor_in_place};
 use crate::schema::{ForeignKey, IndexDef, IndexId, IndexSchema, TableDef, TableId, TableSchema};
-use crate::table::{Conflict, FkLink, IndexStore, InsertOutcome, Latest, TableMeta, TableStore, encode_cols_as};
+use crate::table::{Conflict, cols_equal, FkLink, IndexStore, InsertOutcome, Latest, TableMeta, TableStore, encode_cols_as};
 use crate::types::{Value, coerce};
 use crate::version::{DELETED, LOCK_ONLY, VPtr, is_deleted, is_lock_only, is_uncommitted, ts_of};
 use crate::walrec::{RecordBuilder, RowOp};
@@ -1589,9 +1589,6 @@ fn apply_changes(schema: &TableSchema, base: &[u8], changes: &[(usize, Value)], 
     encode_row(schema, &values, out)
 }
 
-fn cols_equal(layout: &crate::row::RowLayout, a: &[u8], b: &[u8], cols: &[usize]) -> bool {
-    cols.iter().all(|&c| layout.get(a, c) == layout.get(b, c))
-}
 
 /// ("a, b", "1, x") for error details.
 /// PostgreSQL's DETAIL of a NOT NULL violation: the new row's user

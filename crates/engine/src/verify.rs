@@ -11,6 +11,7 @@ use crate::probe::ProbeTable;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted};
 
 pub(crate) fn verify(db: &DbInner) -> Result<Vec<(String, u64, Vec<usize>)>> {
+    let _no_prune_in_flight = db.pruning.write();
     let cat = db.current_catalog();
     let mut out = Vec::new();
     let broken = |what: String| Err(EngineError::Corrupt(what));
