@@ -710,12 +710,10 @@ impl Transaction {
             match outcome {
                 Ok(true) => return Ok(()),
                 Ok(false) => {
-                    let (cols, vals) = describe(&store.schema, new_row, &fk.child_columns);
-                    let parent_name = parent.schema.name.clone();
                     return Err(EngineError::ForeignKeyViolation {
                         constraint: fk.name.clone(),
                         message: format!("insert or update on table \"{}\" violates foreign key constraint \"{}\"", store.schema.name, fk.name),
-                        detail: format!("Key ({cols})=({vals}) is not present in table \"{parent_name}\"."),
+                        detail: key_detail(&store.schema, new_row, &fk.child_columns, format_args!("is not present in table \"{}\".", parent.schema.name)),
                     });
                 }
                 Err(owner) => self.wait(owner)?,
@@ -771,14 +769,13 @@ impl Transaction {
                 match child.probe(child_pk, self.id, &mut self.s.scratch, pred) {
                     Conflict::None => {}
                     Conflict::Committed | Conflict::Mine => {
-                        let (cols, vals) = describe(&store.schema, old_row, &fk.parent_columns);
                         return Err(EngineError::ForeignKeyViolation {
                             constraint: fk.name.clone(),
                             message: format!(
                                 "update or delete on table \"{}\" violates foreign key constraint \"{}\" on table \"{}\"",
                                 store.schema.name, fk.name, child.schema.name
                             ),
-                            detail: format!("Key ({cols})=({vals}) is still referenced from table \"{}\".", child.schema.name),
+                            detail: key_detail(&store.schema, old_row, &fk.parent_columns, format_args!("is still referenced from table \"{}\".", child.schema.name)),
                         });
                     }
                     Conflict::WaitFor(owner) => {
@@ -1598,16 +1595,33 @@ fn failing_row(schema: &TableSchema, value_text: impl Fn(usize) -> String) -> St
     format!("Failing row contains ({}).", vals.join(", "))
 }
 
-fn describe(schema: &TableSchema, row: &[u8], cols: &[usize]) -> (String, String) {
-    let names: Vec<&str> = cols.iter().map(|&c| schema.columns[c].name.as_str()).collect();
-    let vals: Vec<String> = cols.iter().map(|&c| schema.layout().get(row, c).to_string()).collect();
-    (names.join(", "), vals.join(", "))
+/// PostgreSQL's DETAIL for a key: `Key (a, b)=(1, x) <then>`, built in one
+/// string (a failing INSERT in TATP's mix pays for it every time).
+fn key_detail(schema: &TableSchema, row: &[u8], cols: &[usize], then: std::fmt::Arguments<'_>) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(64);
+    s.push_str("Key (");
+    for (i, &c) in cols.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(&schema.columns[c].name);
+    }
+    s.push_str(")=(");
+    for (i, &c) in cols.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        let _ = write!(s, "{}", schema.layout().get(row, c));
+    }
+    s.push_str(") ");
+    let _ = s.write_fmt(then);
+    s
 }
 
 fn unique_violation(schema: &TableSchema, cols: &[usize], cat: &CatalogState, index: IndexId, row: &[u8]) -> EngineError {
-    let (names, vals) = describe(schema, row, cols);
     let constraint = cat.catalog.index(index).map_or_else(|| format!("{}_pkey", schema.name), |i| i.name.clone());
-    EngineError::UniqueViolation { constraint, detail: format!("Key ({names})=({vals}) already exists.") }
+    EngineError::UniqueViolation { constraint, detail: key_detail(schema, row, cols, format_args!("already exists.")) }
 }
 
 /// Builds an index over the current rows: entries for every version (a
@@ -1646,10 +1660,9 @@ fn build_index(store: &TableStore, schema: Arc<IndexSchema>, me: u64) -> Result<
     }
     latest_keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     if let Some(pair) = latest_keys.windows(2).find(|w| w[0].0 == w[1].0) {
-        let (names, vals) = describe(&store.schema, &pair[0].1, &schema.columns);
         return Err(EngineError::UniqueViolation {
             constraint: schema.name.clone(),
-            detail: format!("Key ({names})=({vals}) is duplicated."),
+            detail: key_detail(&store.schema, &pair[0].1, &schema.columns, format_args!("is duplicated.")),
         });
     }
     entries.sort_unstable();
