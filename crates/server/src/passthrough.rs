@@ -19,12 +19,21 @@
 //! Connections are pooled (bounded by `pool_size`); a session that finds
 //! all of them busy waits up to [`POOL_WAIT`], then gets 53300. A
 //! connection that failed mid-exchange is dropped, never reused.
+//!
+//! Outside a transaction block each statement leases a connection and
+//! commits on PostgreSQL by itself. Inside one, the block's first
+//! passthrough statement leases a connection and opens a transaction on it
+//! ([`BlockLease`]); the block's later passthrough statements run there,
+//! and its end commits or rolls back PostgreSQL's part first, then pgtier's.
+//! A failing PostgreSQL COMMIT therefore rolls pgtier's part back too; the
+//! one window that is not atomic is pgtier's own commit failing after
+//! PostgreSQL's succeeded (an I/O error on pgtier's log).
 
 use std::collections::HashSet;
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -208,18 +217,9 @@ pub fn refuse_ddl(e: SqlError) -> SqlError {
     e
 }
 
-/// The error for a passthrough statement inside a transaction block.
-pub fn in_block_error() -> SqlError {
-    SqlError::new(
-        "25001",
-        "a statement on a table pgtier does not hold cannot run inside a transaction block: it would run on PostgreSQL outside pgtier's transaction, not atomically with it",
-    )
-    .with_hint("Run it outside BEGIN ... COMMIT (autocommit); each passthrough statement commits on PostgreSQL by itself.")
-}
-
 impl Remote {
     /// Parse: learns parameter and result types from PostgreSQL.
-    pub fn describe_on(&self, pool: &Pool, declared: &[u32]) -> Result<(), SqlError> {
+    pub fn describe_on(&self, pool: &Arc<Pool>, declared: &[u32]) -> Result<(), SqlError> {
         if self.described.get().is_some() {
             return Ok(());
         }
@@ -275,15 +275,15 @@ impl Remote {
 
     /// Simple query: PostgreSQL's RowDescription, DataRows and
     /// CommandComplete go to `out` as they are.
-    pub fn run_simple(&self, pool: &Pool, out: &mut BytesMut) -> Result<(), SqlError> {
-        pool.lease()?.run(|c| c.simple(&self.sql, out))
+    pub fn run_simple(&self, lease: &mut Lease, out: &mut BytesMut) -> Result<(), SqlError> {
+        lease.run(|c| c.simple(&self.sql, out))
     }
 
     /// Execute: the rows (DataRow messages, verbatim, ends in `ends`) and
     /// the command tag; notices go to `notices`.
-    pub fn run_extended(&self, pool: &Pool, raw: &RawParams, result_formats: &[i16], notices: &mut BytesMut) -> Result<Fetched, SqlError> {
+    pub fn run_extended(&self, lease: &mut Lease, raw: &RawParams, result_formats: &[i16], notices: &mut BytesMut) -> Result<Fetched, SqlError> {
         let d = self.described()?;
-        pool.lease()?.run(|c| c.execute(&self.sql, &d.param_oids, raw, result_formats, notices))
+        lease.run(|c| c.execute(&self.sql, &d.param_oids, raw, result_formats, notices))
     }
 }
 
@@ -318,18 +318,19 @@ impl Pool {
         Ok(Some(Pool { mode: cfg.mode, config, shown, size: cfg.pool_size, state: Mutex::new(PoolState { idle: Vec::new(), open: 0 }), freed: Condvar::new() }))
     }
 
-    fn lease(&self) -> Result<Lease<'_>, SqlError> {
+    /// A connection for one statement (it commits on PostgreSQL by itself).
+    pub fn lease(self: &Arc<Self>) -> Result<Lease, SqlError> {
         let deadline = Instant::now() + POOL_WAIT;
         let mut st = self.state.lock();
         loop {
             if let Some(conn) = st.idle.pop() {
-                return Ok(Lease { pool: self, conn: Some(conn) });
+                return Ok(Lease { pool: Arc::clone(self), conn: Some(conn) });
             }
             if st.open < self.size {
                 st.open += 1;
                 drop(st);
                 return match Conn::open(&self.config, self.mode) {
-                    Ok(conn) => Ok(Lease { pool: self, conn: Some(conn) }),
+                    Ok(conn) => Ok(Lease { pool: Arc::clone(self), conn: Some(conn) }),
                     Err(e) => {
                         self.release(None);
                         Err(SqlError::new("08001", format!("passthrough: cannot connect to PostgreSQL at {}: {e}", self.shown)))
@@ -356,12 +357,14 @@ impl Pool {
     }
 }
 
-struct Lease<'p> {
-    pool: &'p Pool,
+/// A pooled connection, returned to the pool when dropped (or closed, if
+/// it broke).
+pub struct Lease {
+    pool: Arc<Pool>,
     conn: Option<Conn>,
 }
 
-impl Lease<'_> {
+impl Lease {
     /// Runs one exchange; a connection that failed mid-exchange (or is
     /// out of step) is dropped and the error becomes 08006.
     fn run<T>(&mut self, f: impl FnOnce(&mut Conn) -> Result<Result<T, SqlError>, io::Error>) -> Result<T, SqlError> {
@@ -378,10 +381,82 @@ impl Lease<'_> {
     }
 }
 
-impl Drop for Lease<'_> {
+impl Drop for Lease {
     fn drop(&mut self) {
         self.pool.release(self.conn.take());
     }
+}
+
+/// A connection pinned to one pgtier transaction block, with a transaction
+/// open on it (see the module comment). Dropped without [`BlockLease::commit`]
+/// or [`BlockLease::rollback`] (the client went away), it rolls back.
+pub struct BlockLease {
+    lease: Lease,
+    open: bool,
+}
+
+impl BlockLease {
+    /// Leases a connection and opens a transaction on it.
+    pub fn begin(pool: &Arc<Pool>) -> Result<BlockLease, SqlError> {
+        let mut lease = pool.lease()?;
+        let mut answer = BytesMut::new();
+        lease.run(|c| c.simple("BEGIN", &mut answer))?;
+        Ok(BlockLease { lease, open: true })
+    }
+
+    pub fn lease(&mut self) -> &mut Lease {
+        &mut self.lease
+    }
+
+    /// Commits PostgreSQL's part. An error (a deferred constraint, a
+    /// serialization failure, the connection lost) means it was rolled back.
+    pub fn commit(mut self) -> Result<(), SqlError> {
+        self.open = false;
+        let mut answer = BytesMut::new();
+        self.lease.run(|c| c.simple("COMMIT", &mut answer))?;
+        // PostgreSQL answers COMMIT of a transaction it had already aborted
+        // with the tag ROLLBACK, not an error.
+        if command_tag(&answer).is_some_and(|t| t == b"COMMIT") {
+            Ok(())
+        } else {
+            Err(SqlError::new("40000", "passthrough: PostgreSQL rolled back its part of the transaction"))
+        }
+    }
+
+    pub fn rollback(mut self) {
+        self.finish_rollback();
+    }
+
+    fn finish_rollback(&mut self) {
+        if std::mem::take(&mut self.open) {
+            let mut answer = BytesMut::new();
+            // A failure drops the connection (Lease::run), which ends
+            // PostgreSQL's transaction too.
+            let _ = self.lease.run(|c| c.simple("ROLLBACK", &mut answer));
+        }
+    }
+}
+
+impl Drop for BlockLease {
+    fn drop(&mut self) {
+        self.finish_rollback();
+    }
+}
+
+/// The tag of the last CommandComplete among raw backend messages.
+fn command_tag(messages: &[u8]) -> Option<&[u8]> {
+    let mut at = 0;
+    let mut tag = None;
+    while at + 5 <= messages.len() {
+        let len = u32::from_be_bytes([messages[at + 1], messages[at + 2], messages[at + 3], messages[at + 4]]) as usize;
+        let end = (at + 1 + len).min(messages.len());
+        if messages[at] == b'C' {
+            let body = &messages[at + 5..end];
+            tag = Some(body.strip_suffix(&[0]).unwrap_or(body));
+        }
+        at = end.max(at + 5);
+    }
+    tag
 }
 
 // ------------------------------------------------------------ connection

@@ -211,12 +211,30 @@ pub enum Kind {
     Empty,
 }
 
+/// A backend connection a passthrough statement runs on.
+enum Backend {
+    /// Leased for this statement alone.
+    Statement(crate::passthrough::Lease),
+    /// The open block's, kept until the block ends.
+    Block(crate::passthrough::BlockLease),
+}
+
+impl Backend {
+    fn lease(&mut self) -> &mut crate::passthrough::Lease {
+        match self {
+            Backend::Statement(lease) => lease,
+            Backend::Block(block) => block.lease(),
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum TxnKind {
     None,
     Begin,
-    /// COMMIT / ROLLBACK: the only statements a failed block accepts.
-    End,
+    /// COMMIT (true) / ROLLBACK (false): the only statements a failed block
+    /// accepts.
+    End(bool),
 }
 
 /// Result columns as last described, and the plan they were read from.
@@ -318,6 +336,9 @@ pub struct Session {
     /// read buffer (reused: no allocation per message).
     frame: Vec<u8>,
     remote: Option<Arc<crate::passthrough::Pool>>,
+    /// The backend connection of the open block's passthrough statements
+    /// (see passthrough.rs): ended just before pgtier's part of the block.
+    backend_block: Option<crate::passthrough::BlockLease>,
 }
 
 /// The formats of `n` columns from a Bind's list (none: all text; one:
@@ -388,7 +409,8 @@ fn row_description(columns: &[Column], formats: &[i16]) -> PgWireBackendMessage 
 fn classify(stmt: &Statement) -> (TxnKind, bool) {
     match stmt {
         Statement::StartTransaction { .. } => (TxnKind::Begin, false),
-        Statement::Commit { .. } | Statement::Rollback { .. } => (TxnKind::End, false),
+        Statement::Commit { .. } => (TxnKind::End(true), false),
+        Statement::Rollback { .. } => (TxnKind::End(false), false),
         Statement::Set(_) => (TxnKind::None, true),
         _ => (TxnKind::None, false),
     }
@@ -415,6 +437,7 @@ impl Session {
             scratch: String::new(),
             frame: Vec::new(),
             remote: shared.passthrough.clone(),
+            backend_block: None,
         }
     }
 
@@ -591,7 +614,7 @@ impl Session {
             && s.declared == declared
         {
             let s = s.clone();
-            if self.conn.transaction_status() == TransactionStatus::Failed && s.txn != TxnKind::End {
+            if self.conn.transaction_status() == TransactionStatus::Failed && !matches!(s.txn, TxnKind::End(_)) {
                 return Err(SqlError::transaction_aborted());
             }
             return Ok(s);
@@ -622,17 +645,17 @@ impl Session {
         }
         // The AST is kept (cloned) only when passthrough may need it after
         // pgtier's binder refused the statement.
+        // With passthrough on, a bind error does not fail an open block
+        // here: the statement may still run on PostgreSQL, in the block.
+        // Errors returned fail it (every caller reports them that way).
         let kept = self.remote.as_ref().map(|pool| (pool.mode, ast.clone()));
-        let ps = match (self.conn.prepare_statement(ast), kept) {
+        let bound = if kept.is_some() { self.conn.try_prepare_statement(ast) } else { self.conn.prepare_statement(ast) };
+        let ps = match (bound, kept) {
             (Ok(ps), _) => ps,
             (Err(e), None) => return Err(e),
             (Err(e), Some((mode, ast))) => {
                 let catalog = self.conn.database().catalog();
                 let remote = crate::passthrough::decide(mode, &ast, e, |n| catalog.table_by_name(n).is_some())?;
-                // pgtier's failed bind has already failed an open block.
-                if self.conn.transaction_status() != TransactionStatus::Idle {
-                    return Err(crate::passthrough::in_block_error());
-                }
                 return Ok(Rc::new(Stmt::new(Kind::Remote(Box::new(remote)), declared, txn, is_set)));
             }
         };
@@ -647,7 +670,7 @@ impl Session {
             (TxnKind::Begin, TransactionStatus::InBlock | TransactionStatus::Failed) => {
                 self.wire.notice(&SqlError::new("25001", "there is already a transaction in progress"), "WARNING");
             }
-            (TxnKind::End, TransactionStatus::Idle) => {
+            (TxnKind::End(_), TransactionStatus::Idle) => {
                 self.wire.notice(&SqlError::new("25P01", "there is no transaction in progress"), "WARNING");
             }
             _ => {}
@@ -704,12 +727,45 @@ impl Session {
                 return Err(e);
             }
         }
-        if implicit { self.conn.commit() } else { Ok(()) }
+        if implicit { self.end_block(true) } else { Ok(()) }
     }
 
     fn end_implicit(&mut self, implicit: bool, commit: bool) {
         if implicit {
-            let _ = if commit { self.conn.commit() } else { self.conn.rollback() };
+            let _ = self.end_block(commit);
+        }
+    }
+
+    /// Ends the open block (explicit or implicit): PostgreSQL's part first
+    /// when passthrough statements ran in it, so a failing PostgreSQL
+    /// COMMIT rolls pgtier's part back as well (its error is returned).
+    fn end_block(&mut self, commit: bool) -> Result<(), SqlError> {
+        let commit = commit && self.conn.transaction_status() == TransactionStatus::InBlock;
+        if let Err(e) = self.end_backend_block(commit) {
+            let _ = self.conn.rollback();
+            return Err(e);
+        }
+        if commit { self.conn.commit() } else { self.conn.rollback() }
+    }
+
+    /// Before a COMMIT or ROLLBACK statement runs: ends PostgreSQL's part of
+    /// the block (see `end_block`). On error pgtier's part is rolled back.
+    fn before_block_end(&mut self, txn: TxnKind) -> Result<(), SqlError> {
+        let TxnKind::End(commit) = txn else { return Ok(()) };
+        let commit = commit && self.conn.transaction_status() == TransactionStatus::InBlock;
+        self.end_backend_block(commit).inspect_err(|_| {
+            let _ = self.conn.rollback();
+        })
+    }
+
+    fn end_backend_block(&mut self, commit: bool) -> Result<(), SqlError> {
+        match self.backend_block.take() {
+            Some(block) if commit => block.commit(),
+            Some(block) => {
+                block.rollback();
+                Ok(())
+            }
+            None => Ok(()),
         }
     }
 
@@ -722,13 +778,16 @@ impl Session {
             Kind::Copy(ast) => self.copy(ast, false),
             Kind::Utility(ast) => self.utility(ast),
             Kind::Remote(r) => {
-                let pool = self.remote_pool()?;
-                r.run_simple(&pool, &mut self.wire.wbuf)
+                let mut backend = self.backend()?;
+                let result = r.run_simple(backend.lease(), &mut self.wire.wbuf);
+                self.keep_backend(backend);
+                result
             }
             Kind::Sql(ps) => {
                 if s.txn != TxnKind::None {
                     self.txn_notice(s.txn);
                 }
+                self.before_block_end(s.txn)?;
                 self.run_statement(s, ps, &[], None, true)?;
                 if s.is_set {
                     self.report_changes();
@@ -738,22 +797,36 @@ impl Session {
         }
     }
 
-    /// The backend pool, for running a passthrough statement now: refused
-    /// inside any transaction block (explicit, a multi-statement Query, or
-    /// the implicit block of an extended-protocol batch), because the
-    /// backend statement would commit by itself, not with pgtier's block.
-    fn remote_pool(&self) -> Result<Arc<crate::passthrough::Pool>, SqlError> {
-        if self.implicit || self.conn.transaction_status() != TransactionStatus::Idle {
-            return Err(crate::passthrough::in_block_error());
+    /// The backend connection for a passthrough statement about to run:
+    /// inside a transaction block (explicit, a multi-statement Query, or the
+    /// implicit block of an extended-protocol batch) the block's own, leased
+    /// with a transaction opened on its first use; otherwise one for this
+    /// statement alone, which commits on PostgreSQL by itself.
+    fn backend(&mut self) -> Result<Backend, SqlError> {
+        let pool = self.remote.clone().ok_or_else(|| SqlError::new("0A000", "passthrough is off"))?;
+        if !self.implicit && self.conn.transaction_status() == TransactionStatus::Idle {
+            return Ok(Backend::Statement(pool.lease()?));
         }
-        self.remote.clone().ok_or_else(|| SqlError::new("0A000", "passthrough is off"))
+        match self.backend_block.take() {
+            Some(block) => Ok(Backend::Block(block)),
+            None => Ok(Backend::Block(crate::passthrough::BlockLease::begin(&pool)?)),
+        }
+    }
+
+    /// Keeps a block's backend connection for the block's next statements.
+    fn keep_backend(&mut self, backend: Backend) {
+        if let Backend::Block(block) = backend {
+            self.backend_block = Some(block);
+        }
     }
 
     /// Execute of a passthrough portal: all rows are fetched from
     /// PostgreSQL, then handed out per Execute like a local portal's.
     fn remote_execute(&mut self, r: &crate::passthrough::Remote, portal: &mut Portal, max_rows: i32) -> Result<(), SqlError> {
-        let pool = self.remote_pool()?;
-        let (rows, ends, tag) = r.run_extended(&pool, &portal.raw, &portal.formats, &mut self.wire.wbuf)?;
+        let mut backend = self.backend()?;
+        let fetched = r.run_extended(backend.lease(), &portal.raw, &portal.formats, &mut self.wire.wbuf);
+        self.keep_backend(backend);
+        let (rows, ends, tag) = fetched?;
         let mut pending = Pending { rows, ends, sent: 0, tag };
         self.send_pending(&mut pending, max_rows);
         if pending.sent < pending.ends.len() {
@@ -795,8 +868,8 @@ impl Session {
             return;
         }
         let result = match self.conn.transaction_status() {
-            TransactionStatus::InBlock => self.conn.commit(),
-            TransactionStatus::Failed => self.conn.rollback(),
+            TransactionStatus::InBlock => self.end_block(true),
+            TransactionStatus::Failed => self.end_block(false),
             TransactionStatus::Idle => Ok(()),
         };
         if let Err(e) = result {
@@ -847,7 +920,7 @@ impl Session {
 
     fn bind(&mut self, m: &BindRef<'_>) -> Result<(), SqlError> {
         let stmt = self.find_statement(m.statement_name.as_deref())?;
-        if self.conn.transaction_status() == TransactionStatus::Failed && stmt.txn != TxnKind::End {
+        if self.conn.transaction_status() == TransactionStatus::Failed && !matches!(stmt.txn, TxnKind::End(_)) {
             return Err(SqlError::transaction_aborted());
         }
         let mut portal = match m.portal_name.as_deref() {
@@ -948,6 +1021,7 @@ impl Session {
                 if stmt.txn != TxnKind::None && !self.implicit {
                     self.txn_notice(stmt.txn);
                 }
+                self.before_block_end(stmt.txn)?;
                 match stmt.txn {
                     // Several Executes before Sync are one transaction, as
                     // in PostgreSQL (a driver's batch is atomic). A lone
@@ -961,7 +1035,7 @@ impl Session {
                     }
                     // BEGIN makes the implicit block explicit; COMMIT and
                     // ROLLBACK end it.
-                    TxnKind::Begin | TxnKind::End => self.implicit = false,
+                    TxnKind::Begin | TxnKind::End(_) => self.implicit = false,
                 }
                 if max_rows > 0 && stmt.returns_rows {
                     let mut pending = self.run_to_pending(&stmt, ps, portal)?;

@@ -1,7 +1,8 @@
 //! Passthrough against a real PostgreSQL: a table only PostgreSQL has is
 //! read (and in mode "all" written) through pgtier with the simple and the
 //! extended protocol, and the answers equal PostgreSQL's own; writes are
-//! refused in mode "reads", DDL never passes, a table pgtier holds is
+//! refused in mode "reads", inside a transaction block they commit or roll
+//! back with it, DDL never passes, a table pgtier holds is
 //! always answered by pgtier, a backend that is down gives a clear error
 //! without harming the session, and mode "off" keeps 42P01.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -103,7 +104,7 @@ fn reads_mode_refuses_writes_and_ddl_never_passes() {
 }
 
 #[test]
-fn all_mode_writes_reach_postgres_outside_blocks_only() {
+fn all_mode_writes_reach_postgres() {
     let (srv, mut pg, _) = setup("all", "all");
     let mut tier = srv.client();
     assert_eq!(tier.execute("INSERT INTO remote_t VALUES ($1, $2, 2.5, NULL)", &[&10i32, &"ten"]).unwrap(), 1);
@@ -122,19 +123,80 @@ fn all_mode_writes_reach_postgres_outside_blocks_only() {
     let e = tier.execute("INSERT INTO remote_t VALUES (1, 'dup', 0, NULL)", &[]).unwrap_err();
     assert_eq!(code(&e), "23505");
     assert_eq!(e.as_db_error().unwrap().constraint(), Some("remote_t_pkey"));
-    // Inside a transaction block: refused, nothing sent.
-    let mut txn = tier.transaction().unwrap();
-    let e = txn.execute("DELETE FROM remote_t", &[]).unwrap_err();
-    assert_eq!(code(&e), "25001");
-    drop(txn);
-    let e = tier.simple_query("BEGIN; DELETE FROM remote_t; COMMIT").unwrap_err();
-    assert_eq!(code(&e), "25001");
-    // As in PostgreSQL, the error left the block BEGIN opened failed.
-    tier.batch_execute("ROLLBACK").unwrap();
-    assert_eq!(text_rows(&mut pg, "SELECT count(*) FROM remote_t"), vec![vec![Some("3".to_owned())]]);
     // DDL is refused in this mode too.
     let e = tier.simple_query("DROP TABLE remote_t").unwrap_err();
     assert_eq!(code(&e), "0A000");
+}
+
+fn count(client: &mut postgres::Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).unwrap().get(0)
+}
+
+/// Inside a transaction block, passthrough statements run in one
+/// PostgreSQL transaction that commits or rolls back with pgtier's block:
+/// PostgreSQL's part first, so its failing COMMIT undoes pgtier's part too.
+#[test]
+fn passthrough_in_a_block_commits_and_rolls_back_with_it() {
+    let (srv, mut pg, _) = setup("block", "all");
+    pg.batch_execute("CREATE TABLE remote_d (id int, CONSTRAINT remote_d_u UNIQUE (id) DEFERRABLE INITIALLY DEFERRED); INSERT INTO remote_d VALUES (1)").unwrap();
+    let mut tier = srv.client();
+    tier.batch_execute("CREATE TABLE loc (id int PRIMARY KEY, v text)").unwrap();
+    let local = |tier: &mut postgres::Client, id: i32| count(tier, &format!("SELECT count(*) FROM loc WHERE id = {id}"));
+    let remote = |pg: &mut postgres::Client, id: i32| count(pg, &format!("SELECT count(*) FROM remote_t WHERE id = {id}"));
+
+    // Commit: both parts land; until then PostgreSQL's part is invisible to
+    // others and visible to the block itself.
+    let mut txn = tier.transaction().unwrap();
+    txn.execute("INSERT INTO remote_t VALUES ($1, 'twenty', 0, NULL)", &[&20i32]).unwrap();
+    txn.execute("INSERT INTO loc VALUES (1, 'x')", &[]).unwrap();
+    assert_eq!(remote(&mut pg, 20), 0, "uncommitted passthrough write visible outside the block");
+    let name: String = txn.query_one("SELECT name FROM remote_t WHERE id = $1", &[&20i32]).unwrap().get(0);
+    assert_eq!(name, "twenty");
+    txn.commit().unwrap();
+    assert_eq!((remote(&mut pg, 20), local(&mut tier, 1)), (1, 1));
+
+    // Rollback: neither part lands.
+    let mut txn = tier.transaction().unwrap();
+    txn.execute("INSERT INTO remote_t VALUES (21, 'x', 0, NULL)", &[]).unwrap();
+    txn.execute("INSERT INTO loc VALUES (2, 'x')", &[]).unwrap();
+    txn.rollback().unwrap();
+    assert_eq!((remote(&mut pg, 21), local(&mut tier, 2)), (0, 0));
+
+    // PostgreSQL's COMMIT fails (a deferred unique check): pgtier's part is
+    // rolled back too, the error is PostgreSQL's, the session goes on.
+    let mut txn = tier.transaction().unwrap();
+    txn.execute("INSERT INTO remote_d VALUES (1)", &[]).unwrap();
+    txn.execute("INSERT INTO loc VALUES (3, 'x')", &[]).unwrap();
+    let e = txn.commit().unwrap_err();
+    assert_eq!(code(&e), "23505", "{e}");
+    assert_eq!(local(&mut tier, 3), 0, "pgtier committed although PostgreSQL's part failed");
+    assert_eq!(count(&mut pg, "SELECT count(*) FROM remote_d"), 1);
+
+    // A multi-statement Query is one block as well.
+    tier.simple_query("BEGIN; INSERT INTO remote_t VALUES (22, 'x', 0, NULL); INSERT INTO loc VALUES (4, 'x'); COMMIT").unwrap();
+    assert_eq!((remote(&mut pg, 22), local(&mut tier, 4)), (1, 1));
+
+    // A failing passthrough statement fails the block (25P02 after it).
+    let mut txn = tier.transaction().unwrap();
+    txn.execute("INSERT INTO loc VALUES (5, 'x')", &[]).unwrap();
+    assert_eq!(code(&txn.execute("INSERT INTO remote_t VALUES (1, 'dup', 0, NULL)", &[]).unwrap_err()), "23505");
+    assert_eq!(code(&txn.execute("INSERT INTO loc VALUES (6, 'x')", &[]).unwrap_err()), "25P02");
+    txn.rollback().unwrap();
+    assert_eq!(local(&mut tier, 5), 0);
+
+    // A client gone mid-block: PostgreSQL's part is rolled back and the
+    // connection goes back to the pool (2 connections; a leak would make
+    // the blocks below wait 5 s and fail with 53300).
+    let mut gone = srv.client();
+    gone.batch_execute("BEGIN; INSERT INTO remote_t VALUES (23, 'x', 0, NULL)").unwrap();
+    drop(gone);
+    for id in 30..34 {
+        let mut txn = tier.transaction().unwrap();
+        txn.execute("INSERT INTO remote_t VALUES ($1, 'x', 0, NULL)", &[&id]).unwrap();
+        txn.commit().unwrap();
+    }
+    assert_eq!(remote(&mut pg, 23), 0, "the gone client's passthrough write was committed");
+    assert_eq!(count(&mut pg, "SELECT count(*) FROM remote_t WHERE id >= 30"), 4);
 }
 
 #[test]

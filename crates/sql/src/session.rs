@@ -750,17 +750,19 @@ impl Connection {
     /// Plans one parsed statement. In a failed block only COMMIT/ROLLBACK
     /// are accepted (25P02 otherwise), as PostgreSQL's Parse does.
     pub fn prepare_statement(&mut self, stmt: Statement) -> Result<PreparedStatement> {
+        self.try_prepare_statement(stmt).inspect_err(|_| self.fail())
+    }
+
+    /// As [`Connection::prepare_statement`], but a bind error leaves an open
+    /// block as it is: the caller decides whether it fails the block (the
+    /// server may send the statement to PostgreSQL instead).
+    pub fn try_prepare_statement(&mut self, stmt: Statement) -> Result<PreparedStatement> {
         let ends_block = matches!(stmt, Statement::Rollback { .. } | Statement::Commit { .. });
         if self.block == Block::Failed && !ends_block {
             return Err(SqlError::transaction_aborted());
         }
-        match self.bind(&stmt) {
-            Ok(p) => Ok(PreparedStatement { sql: stmt.to_string(), ast: Some(stmt), prepared: Mutex::new(Arc::new(p)) }),
-            Err(e) => {
-                self.fail();
-                Err(e)
-            }
-        }
+        let p = self.bind(&stmt)?;
+        Ok(PreparedStatement { sql: stmt.to_string(), ast: Some(stmt), prepared: Mutex::new(Arc::new(p)) })
     }
 
     /// Runs `stmt` and lends its result rows to `rows` without copying them
