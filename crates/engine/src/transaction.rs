@@ -22,7 +22,7 @@ use crate::error::{EngineError, Result};
 use crate::key::hash_key;
 use crate::ordered::{ENTRY_BYTES_MAX, OrderedIndex, batch_entries, prefix_successor, prefix_successor_in_place};
 use crate::schema::{ForeignKey, IndexDef, IndexId, IndexSchema, TableDef, TableId, TableSchema};
-use crate::table::{Conflict, cols_equal, FkLink, IndexStore, InsertOutcome, Latest, TableMeta, TableStore, encode_cols_as};
+use crate::table::{Conflict, FkLink, IndexStore, InsertOutcome, Latest, TableMeta, TableStore, cols_equal, encode_cols_as};
 use crate::types::{Value, coerce};
 use crate::version::{DELETED, LOCK_ONLY, VPtr, is_deleted, is_lock_only, is_uncommitted, ts_of};
 use crate::walrec::{RecordBuilder, RowOp};
@@ -1468,8 +1468,6 @@ impl BoundKind {
     }
 }
 
-/// Encodes a scan's bounds into `lo`/`hi` (reused across scans, so a
-/// point or prefix scan allocates nothing).
 /// True when `[lower, upper]` asks for one whole key of `index`, none of
 /// whose values is NULL (NULL keys may repeat in a unique index).
 fn whole_key_equality(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Value]>) -> bool {
@@ -1481,6 +1479,8 @@ fn whole_key_equality(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&
     }
 }
 
+/// Encodes a scan's bounds into `lo`/`hi` (reused across scans, so a
+/// point or prefix scan allocates nothing).
 fn encode_bounds(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Value]>, lo: &mut Vec<u8>, hi: &mut Vec<u8>) -> Result<(BoundKind, BoundKind)> {
     let enc = |vals: &[Value], out: &mut Vec<u8>| -> Result<()> {
         if vals.len() > index.spec.columns.len() {
