@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -32,9 +32,19 @@ pub type Column = OutputColumn;
 /// A parsed statement with its plan. Planned once; re-planned only when a
 /// table it uses changed (DDL), so executions skip parse/bind/plan.
 pub struct PreparedStatement {
+    /// Unique in the process (never 0): which parked result buffer is its.
+    id: u64,
     sql: String,
     ast: Option<Statement>,
     prepared: Mutex<Arc<Prepared>>,
+}
+
+static NEXT_STATEMENT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl PreparedStatement {
+    fn new(sql: String, ast: Option<Statement>, prepared: Prepared) -> PreparedStatement {
+        PreparedStatement { id: NEXT_STATEMENT_ID.fetch_add(1, Ordering::Relaxed), sql, ast, prepared: Mutex::new(Arc::new(prepared)) }
+    }
 }
 
 impl std::fmt::Debug for PreparedStatement {
@@ -202,10 +212,19 @@ pub struct Connection {
     dml_row: Vec<Value>,
     row_pool: Vec<Vec<Value>>,
     result: ResultBuf,
+    /// The statement whose rows `result` holds (0: none).
+    result_owner: u64,
+    /// Result buffers of recently run statements (see `use_result_of`).
+    parked_results: Vec<(u64, ResultBuf)>,
     notices: Vec<SqlNotice>,
     /// Raised by another thread to cancel the running statement (57014).
     cancel: Option<Arc<AtomicBool>>,
 }
+
+/// Statements whose result buffers a connection keeps.
+const PARKED_RESULTS_MAX: usize = 8;
+/// A buffer of more values than this is dropped rather than kept.
+const PARKED_VALUES_MAX: usize = 256;
 
 fn now_micros() -> i64 {
     let since_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0);
@@ -237,6 +256,8 @@ impl Connection {
             dml_row: Vec::new(),
             row_pool: Vec::new(),
             result: ResultBuf::default(),
+            result_owner: 0,
+            parked_results: Vec::new(),
             notices: Vec::new(),
             cancel: None,
         }
@@ -314,7 +335,7 @@ impl Connection {
             Some(stmt) => self.bind(stmt)?,
             None => Prepared { plan: Plan::Noop { tag: "" }, param_types: Vec::new(), deps: Vec::new(), indexes: Vec::new() },
         };
-        Ok(PreparedStatement { sql: sql.to_owned(), ast, prepared: Mutex::new(Arc::new(prepared)) })
+        Ok(PreparedStatement::new(sql.to_owned(), ast, prepared))
     }
 
     fn bind(&self, stmt: &Statement) -> Result<Prepared> {
@@ -380,7 +401,7 @@ impl Connection {
                     return Err(e);
                 }
             };
-            let ps = PreparedStatement { sql: stmt.to_string(), ast: Some(stmt), prepared: Mutex::new(Arc::new(prepared)) };
+            let ps = PreparedStatement::new(stmt.to_string(), Some(stmt), prepared);
             let (tag, n) = self.run(&ps, &[])?;
             let has_rows = matches!(ps.prepared.lock().plan, Plan::Select(_) | Plan::Show { .. })
                 || !ps.prepared.lock().columns().is_empty();
@@ -474,8 +495,31 @@ impl Connection {
         }
     }
 
+    /// Makes `result` the buffer of statement `id`. Each statement writes
+    /// its rows into its own buffer, overwriting its previous values in
+    /// place: statements that alternate (TATP's two most frequent, of 34
+    /// and 4 columns) no longer shrink and regrow one shared buffer, freeing
+    /// and reallocating its strings each time.
+    fn use_result_of(&mut self, id: u64) {
+        if self.result_owner == id {
+            return;
+        }
+        let current = std::mem::take(&mut self.result);
+        let owner = std::mem::replace(&mut self.result_owner, id);
+        if let Some(i) = self.parked_results.iter().position(|(parked, _)| *parked == id) {
+            self.result = self.parked_results.swap_remove(i).1;
+        }
+        if owner != 0 && current.values.capacity() <= PARKED_VALUES_MAX {
+            if self.parked_results.len() == PARKED_RESULTS_MAX {
+                self.parked_results.remove(0);
+            }
+            self.parked_results.push((owner, current));
+        }
+    }
+
     /// Executes `stmt`; result rows land in `self.result`.
     fn run(&mut self, stmt: &PreparedStatement, params: &[Value]) -> Result<(Tag, u64)> {
+        self.use_result_of(stmt.id);
         let prepared = stmt.prepared.lock().clone();
         if let Plan::Txn(cmd) = &prepared.plan {
             return self.txn_command(cmd);
@@ -762,7 +806,7 @@ impl Connection {
             return Err(SqlError::transaction_aborted());
         }
         let p = self.bind(&stmt)?;
-        Ok(PreparedStatement { sql: stmt.to_string(), ast: Some(stmt), prepared: Mutex::new(Arc::new(p)) })
+        Ok(PreparedStatement::new(stmt.to_string(), Some(stmt), p))
     }
 
     /// Runs `stmt` and lends its result rows to `rows` without copying them

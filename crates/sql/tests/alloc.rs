@@ -37,8 +37,12 @@ static GLOBAL: Counting = Counting;
 
 const EXECUTIONS: u64 = 1_000_000;
 
+/// The counters are process-wide: tests measuring them run one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn prepared_point_select_does_not_grow_memory() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().unwrap();
     let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
     let db = Database::open(dir.path(), config).unwrap();
@@ -86,4 +90,33 @@ fn prepared_point_select_does_not_grow_memory() {
         (a1 - a0) as f64 / 100_000.0,
         (a1 - f1) as i64 - (a0 - f0) as i64
     );
+}
+
+/// Two statements run in turn, of different widths with text in different
+/// places, each keep their own result buffer: no allocation per execution
+/// (sharing one buffer reallocated a string at every switch).
+#[test]
+fn alternating_statements_keep_their_own_result_buffers() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let db = Database::open(dir.path(), config).unwrap();
+    let mut conn = Connection::new(db);
+    conn.execute_sql("CREATE TABLE s (id integer PRIMARY KEY, nbr varchar(15) NOT NULL, bit smallint, loc bigint)").unwrap();
+    conn.execute_sql("INSERT INTO s VALUES (1, '000000000000001', 1, 7), (2, '000000000000002', 0, 14)").unwrap();
+    let wide = conn.prepare("SELECT id, nbr, bit, loc FROM s WHERE id = $1").unwrap();
+    let narrow = conn.prepare("SELECT nbr FROM s WHERE id = $1").unwrap();
+    let run = |n: u64, conn: &mut Connection| {
+        for i in 0..n {
+            let params = [Value::Int4(1 + (i % 2) as i32)];
+            assert_eq!(conn.query_with(&wide, &params, |_, _| 1).unwrap(), 1);
+            assert_eq!(conn.query_with(&narrow, &params, |_, _| 1).unwrap(), 1);
+        }
+    };
+    run(1000, &mut conn);
+    let n0 = ALLOCATIONS.load(Ordering::Relaxed);
+    run(100_000, &mut conn);
+    let per_execution = (ALLOCATIONS.load(Ordering::Relaxed) - n0) as f64 / 200_000.0;
+    println!("alternating point SELECTs: {per_execution:.3} allocations/execution");
+    assert!(per_execution < 0.01, "{per_execution:.3} allocations per execution");
 }
