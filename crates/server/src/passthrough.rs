@@ -218,12 +218,15 @@ pub fn refuse_ddl(e: SqlError) -> SqlError {
 }
 
 impl Remote {
+    pub fn is_described(&self) -> bool {
+        self.described.get().is_some()
+    }
+
     /// Parse: learns parameter and result types from PostgreSQL.
-    pub fn describe_on(&self, pool: &Arc<Pool>, declared: &[u32]) -> Result<(), SqlError> {
-        if self.described.get().is_some() {
+    pub fn describe_on(&self, lease: &mut Lease, declared: &[u32]) -> Result<(), SqlError> {
+        if self.is_described() {
             return Ok(());
         }
-        let mut lease = pool.lease()?;
         let d = lease.run(|c| c.describe(&self.sql, declared))?;
         let _ = self.described.set(d);
         Ok(())

@@ -894,8 +894,15 @@ impl Session {
                 return Err(e);
             }
         };
-        if let (Kind::Remote(r), Some(pool)) = (&stmt.kind, &self.remote) {
-            r.describe_on(pool, &m.type_oids)?;
+        if let Kind::Remote(r) = &stmt.kind
+            && !r.is_described()
+        {
+            // Inside a block on the block's own connection: a second lease
+            // could wait forever on a pool the open blocks hold.
+            let mut backend = self.backend()?;
+            let described = r.describe_on(backend.lease(), &m.type_oids);
+            self.keep_backend(backend);
+            described?;
         }
         match m.name {
             Some(name) => {

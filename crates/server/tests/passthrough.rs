@@ -199,6 +199,27 @@ fn passthrough_in_a_block_commits_and_rolls_back_with_it() {
     assert_eq!(count(&mut pg, "SELECT count(*) FROM remote_t WHERE id >= 30"), 4);
 }
 
+/// A block holds one backend connection, and its extended-protocol Parses
+/// use it too: with a pool of one, a block of several distinct passthrough
+/// statements must not wait for a second connection (53300 after 5 s).
+#[test]
+fn a_block_needs_one_backend_connection() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let url = cluster.create_database(&format!("pt_one_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&url).unwrap();
+    pg.batch_execute(&format!("{REMOTE_DDL}; {REMOTE_ROWS}")).unwrap();
+    let srv = common::start_with(&format!("[passthrough]\nmode = \"all\"\nbackend_url = {url:?}\npool_size = 1\n"));
+    let mut tier = srv.client();
+    let started = std::time::Instant::now();
+    let mut txn = tier.transaction().unwrap();
+    txn.execute("INSERT INTO remote_t VALUES ($1, 'a', 0, NULL)", &[&40i32]).unwrap();
+    assert_eq!(txn.query("SELECT id FROM remote_t WHERE id >= $1", &[&40i32]).unwrap().len(), 1);
+    txn.execute("UPDATE remote_t SET name = $1 WHERE id = $2", &[&"b", &40i32]).unwrap();
+    txn.commit().unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(4), "the block waited for the pool");
+    assert_eq!(text_rows(&mut pg, "SELECT name FROM remote_t WHERE id = 40"), vec![vec![Some("b".to_owned())]]);
+}
+
 #[test]
 fn a_table_pgtier_holds_is_never_passed_through() {
     let (srv, mut pg, _) = setup("held", "all");
