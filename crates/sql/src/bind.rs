@@ -556,6 +556,7 @@ impl<'c> Binder<'c> {
             for_update,
             columns,
             point_lookup: false,
+            projects_columns: false,
             level_masks: Vec::new(),
         }
         .decide_point_lookup())

@@ -400,6 +400,22 @@ impl<'a> Exec<'a> {
         if !self.eval_pk(&level.table, key, &env, &[])? {
             return Ok(());
         }
+        let projection = &plan.projection[..plan.visible];
+        if plan.projects_columns && !plan.for_update {
+            // Decoded from the row in place, under the engine's read lock
+            // (no engine calls in here), instead of copying the row out first.
+            set_len(&mut out.values, plan.visible);
+            let values = &mut out.values;
+            let found = self.txn.get_with(level.table.id, self.keybuf, |r| {
+                for (slot, e) in values.iter_mut().zip(projection) {
+                    if let Expr::Column(c) = e {
+                        assign_ref(slot, r.get(*c));
+                    }
+                }
+            })?;
+            out.rows += usize::from(found.is_some());
+            return Ok(());
+        }
         let found = if plan.for_update {
             self.txn.get_for_update(level.table.id, self.keybuf, self.rowbuf)?
         } else {
@@ -408,9 +424,8 @@ impl<'a> Exec<'a> {
         let Some(r) = self.rowbuf.row().filter(|_| found) else { return Ok(()) };
         let start = 0;
         set_len(&mut out.values, plan.visible);
-        let all_columns = plan.projection[..plan.visible].iter().all(|e| matches!(e, Expr::Column(_)));
-        if all_columns {
-            for (k, e) in plan.projection[..plan.visible].iter().enumerate() {
+        if plan.projects_columns {
+            for (k, e) in projection.iter().enumerate() {
                 if let Expr::Column(c) = e {
                     assign_ref(&mut out.values[start + k], r.get(*c));
                 }
@@ -421,7 +436,7 @@ impl<'a> Exec<'a> {
             for (c, slot) in scratch.iter_mut().enumerate() {
                 assign_ref(slot, r.get(c));
             }
-            for (k, e) in plan.projection[..plan.visible].iter().enumerate() {
+            for (k, e) in projection.iter().enumerate() {
                 out.values[start + k] = e.eval(&env, &mut NoSubqueries, &scratch)?;
             }
             *self.scratch = scratch;

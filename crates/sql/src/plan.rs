@@ -132,6 +132,9 @@ pub struct SelectPlan {
     /// executor's fast path. Decided once, when planned
     /// ([`SelectPlan::decide_point_lookup`]).
     pub point_lookup: bool,
+    /// The visible projection is plain columns: a point lookup decodes them
+    /// straight into the result. Decided with `point_lookup`.
+    pub projects_columns: bool,
     /// Per level, the columns of its table the plan reads; the executor
     /// decodes only these. Empty (a plan not built by the binder): all.
     pub level_masks: Vec<ColumnMask>,
@@ -148,6 +151,7 @@ impl SelectPlan {
             && self.limit.is_none()
             && self.offset.is_none()
             && !self.projection.iter().any(Expr::has_subquery);
+        self.projects_columns = self.projection[..self.visible].iter().all(|e| matches!(e, Expr::Column(_)));
         self.level_masks = self.columns_read_per_level();
         self
     }

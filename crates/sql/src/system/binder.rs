@@ -280,6 +280,7 @@ impl Binder<'_> {
             for_update: false,
             columns,
             point_lookup: false,
+            projects_columns: false,
             level_masks: Vec::new(),
         })
     }
