@@ -88,6 +88,9 @@ struct Scratch {
     /// Encoded scan bounds (the lower one becomes the resume cursor).
     lo: Vec<u8>,
     hi: Vec<u8>,
+    /// The last commit's WAL record builder and live-row deltas, reused.
+    records: Option<RecordBuilder>,
+    deltas: Vec<i64>,
 }
 
 /// Buffers a finished transaction leaves to the next one on its thread, so
@@ -1160,8 +1163,19 @@ impl Transaction {
             self.status = Status::Ended;
             return Ok(CommitInfo { commit_ts: None, lsn: None, rolled_back: false });
         }
-        let mut builder = RecordBuilder::new(self.db.config.wal.record_bytes_max);
-        let mut deltas: Vec<i64> = vec![0; self.held.len()];
+        // Scratch buffers move between transactions of any database on this
+        // thread: reuse the builder only under the same record limit.
+        let record_bytes_max = self.db.config.wal.record_bytes_max;
+        let mut builder = match self.s.records.take() {
+            Some(mut b) if b.record_bytes_max() == record_bytes_max => {
+                b.reset();
+                b
+            }
+            _ => RecordBuilder::new(record_bytes_max),
+        };
+        let mut deltas = std::mem::take(&mut self.s.deltas);
+        deltas.clear();
+        deltas.resize(self.held.len(), 0);
         if let Err(e) = self.build_records(&mut builder, &mut deltas) {
             self.rollback_internal();
             self.status = Status::Ended;
@@ -1178,6 +1192,7 @@ impl Transaction {
         for (held, delta) in self.held.iter().zip(&deltas) {
             held.store.live_rows.fetch_add(*delta, Ordering::Relaxed);
         }
+        (self.s.records, self.s.deltas) = (Some(builder), deltas);
         let gc = self.gc_item(commit_ts);
         self.release_locks();
         // Dropped tables' storage is freed now, not when this value is

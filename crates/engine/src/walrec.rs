@@ -62,8 +62,25 @@ impl RecordBuilder {
         b
     }
 
+    pub(crate) fn record_bytes_max(&self) -> usize {
+        self.record_bytes_max
+    }
+
+    /// Empties the builder for another transaction, keeping its first buffer
+    /// unless a large transaction grew it (a commit then allocates nothing).
+    pub(crate) fn reset(&mut self) {
+        const KEPT_BYTES_MAX: usize = 64 << 10;
+        self.chunks.truncate(1);
+        let kept = self.chunks.pop().filter(|b| b.capacity() <= KEPT_BYTES_MAX);
+        self.start_chunk_in(kept.unwrap_or_default());
+    }
+
     fn start_chunk(&mut self) {
-        let mut buf = Vec::with_capacity(256);
+        self.start_chunk_in(Vec::with_capacity(256));
+    }
+
+    fn start_chunk_in(&mut self, mut buf: Vec<u8>) {
+        buf.clear();
         buf.push(REC_TXN);
         buf.extend_from_slice(&0u64.to_le_bytes());
         buf.extend_from_slice(&(self.chunks.len() as u32).to_le_bytes());
@@ -284,5 +301,28 @@ mod tests {
         }
         assert_eq!(total, 101);
         assert!(b.row(RowOp::Insert, TableId(0), &[0u8; 5000]).is_err());
+    }
+
+    #[test]
+    fn a_reset_builder_writes_what_a_new_one_does() {
+        let build = |b: &mut RecordBuilder| {
+            b.row(RowOp::Update, TableId(1), &[5u8; 40]).unwrap();
+            b.finish();
+            b.set_commit_ts(7);
+        };
+        let mut fresh = RecordBuilder::new(4096);
+        build(&mut fresh);
+        // A reused builder whose last transaction took several records.
+        let mut reused = RecordBuilder::new(4096);
+        for _ in 0..100 {
+            reused.row(RowOp::Insert, TableId(0), &[1u8; 100]).unwrap();
+        }
+        reused.finish();
+        reused.set_commit_ts(6);
+        assert!(reused.chunks.len() > 2);
+        reused.reset();
+        assert!(reused.is_empty());
+        build(&mut reused);
+        assert_eq!(reused.chunks, fresh.chunks);
     }
 }
