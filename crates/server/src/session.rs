@@ -805,6 +805,13 @@ impl Session {
     fn backend(&mut self) -> Result<Backend, SqlError> {
         let pool = self.remote.clone().ok_or_else(|| SqlError::new("0A000", "passthrough is off"))?;
         if !self.implicit && self.conn.transaction_status() == TransactionStatus::Idle {
+            // Every way a block ends goes through `end_block` or
+            // `before_block_end`; a connection left over would otherwise
+            // commit with some later block.
+            if let Some(stale) = self.backend_block.take() {
+                debug_assert!(false, "a block's backend connection outlived its block");
+                stale.rollback();
+            }
             return Ok(Backend::Statement(pool.lease()?));
         }
         match self.backend_block.take() {
