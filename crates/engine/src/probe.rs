@@ -36,7 +36,7 @@ const LOAD_DEN: usize = 8;
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Bucket {
-    keys: [u32; SLOTS],
+    tags: [u32; SLOTS],
     _pad: u32,
     pks: [u64; SLOTS],
 }
@@ -95,11 +95,11 @@ impl ProbeTable {
         for _ in 0..self.buckets.len() {
             let bucket = &self.buckets[b];
             for i in 0..SLOTS {
-                if bucket.keys[i] == want {
+                if bucket.tags[i] == want {
                     f(bucket.pks[i]);
                 }
             }
-            if bucket.keys.contains(&EMPTY) {
+            if bucket.tags.contains(&EMPTY) {
                 return;
             }
             b = (b + 1) & mask;
@@ -118,11 +118,11 @@ impl ProbeTable {
         let mut b = self.start(want);
         loop {
             let bucket = &mut self.buckets[b];
-            if let Some(i) = bucket.keys.iter().position(|&k| k == EMPTY || k == REMOVED) {
-                if bucket.keys[i] == REMOVED {
+            if let Some(i) = bucket.tags.iter().position(|&k| k == EMPTY || k == REMOVED) {
+                if bucket.tags[i] == REMOVED {
                     self.removed -= 1;
                 }
-                bucket.keys[i] = want;
+                bucket.tags[i] = want;
                 bucket.pks[i] = pk_hash;
                 return;
             }
@@ -140,14 +140,14 @@ impl ProbeTable {
         let mut b = self.start(want);
         for _ in 0..self.buckets.len() {
             let bucket = &mut self.buckets[b];
-            if let Some(i) = (0..SLOTS).find(|&i| bucket.keys[i] == want && bucket.pks[i] == pk_hash) {
-                bucket.keys[i] = REMOVED;
+            if let Some(i) = (0..SLOTS).find(|&i| bucket.tags[i] == want && bucket.pks[i] == pk_hash) {
+                bucket.tags[i] = REMOVED;
                 bucket.pks[i] = 0;
                 self.live -= 1;
                 self.removed += 1;
                 return true;
             }
-            if bucket.keys.contains(&EMPTY) {
+            if bucket.tags.contains(&EMPTY) {
                 return false;
             }
             b = (b + 1) & mask;
@@ -176,7 +176,7 @@ impl ProbeTable {
         self.removed = 0;
         for bucket in old.iter() {
             for i in 0..SLOTS {
-                let k = bucket.keys[i];
+                let k = bucket.tags[i];
                 if k != EMPTY && k != REMOVED {
                     self.place(k, bucket.pks[i]);
                 }
@@ -189,8 +189,8 @@ impl ProbeTable {
         let mut out = Vec::with_capacity(self.live);
         for bucket in self.buckets.iter() {
             for i in 0..SLOTS {
-                if bucket.keys[i] != EMPTY && bucket.keys[i] != REMOVED {
-                    out.push((bucket.keys[i], bucket.pks[i]));
+                if bucket.tags[i] != EMPTY && bucket.tags[i] != REMOVED {
+                    out.push((bucket.tags[i], bucket.pks[i]));
                 }
             }
         }
