@@ -415,11 +415,11 @@ impl BlockLease {
     /// serialization failure, the connection lost) means it was rolled back.
     pub fn commit(mut self) -> Result<(), SqlError> {
         self.open = false;
-        let mut answer = BytesMut::new();
-        self.lease.run(|c| c.simple("COMMIT", &mut answer))?;
+        let mut notices = BytesMut::new();
+        let (_, _, tag) = self.lease.run(|c| c.execute("COMMIT", &[], &RawParams::default(), &[], &mut notices))?;
         // PostgreSQL answers COMMIT of a transaction it had already aborted
         // with the tag ROLLBACK, not an error.
-        if command_tag(&answer).is_some_and(|t| t == b"COMMIT") {
+        if tag == "COMMIT" {
             Ok(())
         } else {
             Err(SqlError::new("40000", "passthrough: PostgreSQL rolled back its part of the transaction"))
@@ -444,22 +444,6 @@ impl Drop for BlockLease {
     fn drop(&mut self) {
         self.finish_rollback();
     }
-}
-
-/// The tag of the last CommandComplete among raw backend messages.
-fn command_tag(messages: &[u8]) -> Option<&[u8]> {
-    let mut at = 0;
-    let mut tag = None;
-    while at + 5 <= messages.len() {
-        let len = u32::from_be_bytes([messages[at + 1], messages[at + 2], messages[at + 3], messages[at + 4]]) as usize;
-        let end = (at + 1 + len).min(messages.len());
-        if messages[at] == b'C' {
-            let body = &messages[at + 5..end];
-            tag = Some(body.strip_suffix(&[0]).unwrap_or(body));
-        }
-        at = end.max(at + 5);
-    }
-    tag
 }
 
 // ------------------------------------------------------------ connection
