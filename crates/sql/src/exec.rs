@@ -63,6 +63,16 @@ pub fn assign_ref(slot: &mut Value, v: ValueRef<'_>) {
     *slot = v.to_owned_value();
 }
 
+/// Writes the row's columns that `projection` (plain columns only) names
+/// into `values`, in place.
+fn assign_columns(values: &mut [Value], projection: &[Expr], r: &RowRef<'_>) {
+    for (slot, e) in values.iter_mut().zip(projection) {
+        if let Expr::Column(c) = e {
+            assign_ref(slot, r.get(*c));
+        }
+    }
+}
+
 fn set_len(buf: &mut Vec<Value>, n: usize) {
     buf.truncate(n);
     while buf.len() < n {
@@ -406,13 +416,7 @@ impl<'a> Exec<'a> {
             // (no engine calls in here), instead of copying the row out first.
             set_len(&mut out.values, plan.visible);
             let values = &mut out.values;
-            let found = self.txn.get_with(level.table.id, self.keybuf, |r| {
-                for (slot, e) in values.iter_mut().zip(projection) {
-                    if let Expr::Column(c) = e {
-                        assign_ref(slot, r.get(*c));
-                    }
-                }
-            })?;
+            let found = self.txn.get_with(level.table.id, self.keybuf, |r| assign_columns(values, projection, &r))?;
             out.rows += usize::from(found.is_some());
             return Ok(());
         }
@@ -422,22 +426,17 @@ impl<'a> Exec<'a> {
             self.txn.get(level.table.id, self.keybuf, self.rowbuf)?
         };
         let Some(r) = self.rowbuf.row().filter(|_| found) else { return Ok(()) };
-        let start = 0;
         set_len(&mut out.values, plan.visible);
         if plan.projects_columns {
-            for (k, e) in projection.iter().enumerate() {
-                if let Expr::Column(c) = e {
-                    assign_ref(&mut out.values[start + k], r.get(*c));
-                }
-            }
+            assign_columns(&mut out.values, projection, &r);
         } else {
             let mut scratch = std::mem::take(self.scratch);
             set_len(&mut scratch, r.len());
             for (c, slot) in scratch.iter_mut().enumerate() {
                 assign_ref(slot, r.get(c));
             }
-            for (k, e) in projection.iter().enumerate() {
-                out.values[start + k] = e.eval(&env, &mut NoSubqueries, &scratch)?;
+            for (slot, e) in out.values.iter_mut().zip(projection) {
+                *slot = e.eval(&env, &mut NoSubqueries, &scratch)?;
             }
             *self.scratch = scratch;
         }
