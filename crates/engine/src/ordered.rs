@@ -406,6 +406,17 @@ impl OrderedIndex {
         self.tree.read().entries
     }
 
+    /// Calls `f` with every entry in order, under the read lock, without
+    /// copying them out (building a structure over a whole index).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&[u8])) {
+        let tree = self.tree.read();
+        for leaf in &tree.leaves {
+            for i in 0..leaf.n {
+                f(leaf.entry(i));
+            }
+        }
+    }
+
     /// Memory held: leaf pages plus fences and map nodes (estimated).
     pub(crate) fn bytes(&self) -> u64 {
         let tree = self.tree.read();

@@ -47,12 +47,10 @@ impl IndexStore {
         if index.schema.unique && !index.schema.primary {
             let mut probe = ProbeTable::new();
             probe.reserve(index.tree.len());
-            let mut batch = Vec::new();
-            index.tree.scan(Bound::Unbounded, Bound::Unbounded, usize::MAX, &mut batch);
-            for entry in batch_entries(&batch) {
+            index.tree.for_each(|entry| {
                 let (key_hash, pk_hash) = index.probe_pair(entry);
                 probe.insert(key_hash, pk_hash);
-            }
+            });
             index.probe = Some(RwLock::new(probe));
         }
         index
