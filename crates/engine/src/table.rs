@@ -17,7 +17,7 @@ use parking_lot::RwLock;
 
 use crate::error::{EngineError, Result};
 use crate::key::{KeySpec, encode_column, hash_key};
-use crate::ordered::{OrderedIndex, batch_entries, prefix_successor};
+use crate::ordered::{IndexWriter, OrderedIndex, batch_entries, prefix_successor};
 use crate::primary::{self, PrimaryIndex};
 use crate::probe::ProbeTable;
 use crate::row::RowLayout;
@@ -33,8 +33,8 @@ pub(crate) struct IndexStore {
     pub(crate) spec: KeySpec,
     pub(crate) tree: OrderedIndex,
     /// Unique secondary indexes only: equality lookups on the whole key
-    /// (see `probe`). Every entry added to or removed from `tree` goes
-    /// through `entry_added` / `entry_removed`, which keep it in step.
+    /// (see `probe`). Entries enter and leave `tree` only through
+    /// `insert`, `insert_with` and `remove_with`, which keep it in step.
     /// Lock order: after the tree's lock, before nothing.
     pub(crate) probe: Option<RwLock<ProbeTable>>,
 }
@@ -62,16 +62,36 @@ impl IndexStore {
         (hash_key(index_key), hash_key(pk))
     }
 
-    /// Records that `entry` was just added to the tree.
-    pub(crate) fn entry_added(&self, entry: &[u8]) {
+    /// Adds `entry` to the tree (and its pair to the probe).
+    pub(crate) fn insert(&self, entry: &[u8]) {
+        if self.tree.insert(entry) {
+            self.entry_added(entry);
+        }
+    }
+
+    /// As `insert`, under the tree's write lock `w` already held.
+    pub(crate) fn insert_with(&self, w: &mut IndexWriter<'_>, entry: &[u8]) {
+        if w.insert(entry) {
+            self.entry_added(entry);
+        }
+    }
+
+    /// Removes `entry` from the tree (and its pair from the probe), under
+    /// the write lock `w`.
+    pub(crate) fn remove_with(&self, w: &mut IndexWriter<'_>, entry: &[u8]) {
+        if w.remove(entry) {
+            self.entry_removed(entry);
+        }
+    }
+
+    fn entry_added(&self, entry: &[u8]) {
         if let Some(probe) = &self.probe {
             let (key_hash, pk_hash) = self.probe_pair(entry);
             probe.write().insert(key_hash, pk_hash);
         }
     }
 
-    /// Records that `entry` was just removed from the tree.
-    pub(crate) fn entry_removed(&self, entry: &[u8]) {
+    fn entry_removed(&self, entry: &[u8]) {
         if let Some(probe) = &self.probe {
             let (key_hash, pk_hash) = self.probe_pair(entry);
             let held = probe.write().remove(key_hash, pk_hash);
@@ -651,8 +671,8 @@ impl TableStore {
                     // installed a version with this key since (it inserts its
                     // entries under this lock).
                     let (index_key, _) = index.split(e);
-                    if !self.entry_still_needed(index, pk, index_key, &mut scratch, &mut tmp) && w.remove(e) {
-                        index.entry_removed(e);
+                    if !self.entry_still_needed(index, pk, index_key, &mut scratch, &mut tmp) {
+                        index.remove_with(w, e);
                     }
                 }
             });
@@ -686,9 +706,7 @@ impl TableStore {
                     other => return other,
                 }
             }
-            if w.insert(entry) {
-                index.entry_added(entry);
-            }
+            index.insert_with(w, entry);
             Conflict::None
         })
     }

@@ -654,8 +654,8 @@ impl Transaction {
                 }
                 if index.schema.unique && !index.schema.primary && !index.spec.row_has_null(layout, new_row) {
                     self.unique_insert(store, index, &pk, new_row)?;
-                } else if index.tree.insert(&self.s.entry) {
-                    index.entry_added(&self.s.entry);
+                } else {
+                    index.insert(&self.s.entry);
                 }
             }
             for link in &meta.as_child {
