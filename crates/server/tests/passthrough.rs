@@ -265,9 +265,16 @@ fn a_backend_restart_drops_the_pooled_connection_and_recovers() {
     drop(pg);
     let mut tier = srv.client();
     assert_eq!(text_rows(&mut tier, "SELECT count(*) FROM remote_t"), vec![vec![Some("3".to_owned())]]);
-    // Kill the pooled backend connection from PostgreSQL's side.
+    // Kill the pooled backend connection from PostgreSQL's side. Only this
+    // test's database: the cluster is shared with the tests running beside
+    // this one, whose pooled connections carry the same application name.
     let mut admin = pgtier_backend::connect(&url).unwrap();
-    admin.batch_execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pgtier-passthrough'").unwrap();
+    admin
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = 'pgtier-passthrough' AND datname = current_database()",
+        )
+        .unwrap();
     let e = tier.simple_query("SELECT count(*) FROM remote_t").unwrap_err();
     assert!(["08006", "57P01"].contains(&code(&e).as_str()), "{e}");
     // The next statement gets a fresh connection.
