@@ -30,9 +30,12 @@ use pgtier_wal::Lsn;
 use crate::codec::{Reader, Writer};
 use crate::db::{CheckpointInfo, DbInner};
 use crate::error::{EngineError, Result};
-use crate::schema::{Catalog, TableId};
+use crate::schema::{Catalog, Format, TableId};
 
-const MAGIC: &[u8; 8] = b"PGTCKPT1";
+/// Written now: the catalog in format V2 (sequences).
+const MAGIC: &[u8; 8] = b"PGTCKPT2";
+/// Still read: files from before sequences (catalog format V1).
+const MAGIC_V1: &[u8; 8] = b"PGTCKPT1";
 const BLOCK_ROWS: u8 = 1;
 const BLOCK_END: u8 = 2;
 const BLOCK_BYTES_TARGET: usize = 1 << 20;
@@ -187,9 +190,11 @@ pub(crate) fn load(path: &Path) -> Result<LoadedCheckpoint> {
         .and_then(|mut f| f.read_to_end(&mut data))
         .map_err(|e| EngineError::io(format!("read {}", path.display()), e))?;
     let corrupt = |what: &str| EngineError::Corrupt(format!("checkpoint {}: {what}", path.display()));
-    if data.len() < 16 || &data[..8] != MAGIC {
-        return Err(corrupt("bad magic"));
-    }
+    let format = match data.get(..8) {
+        Some(m) if data.len() >= 16 && m == MAGIC => Format::V2,
+        Some(m) if data.len() >= 16 && m == MAGIC_V1 => Format::V1,
+        _ => return Err(corrupt("bad magic")),
+    };
     let mut r = Reader::new(&data[8..]);
     let header_len = r.u32()? as usize;
     let header_end = 12 + header_len;
@@ -202,7 +207,7 @@ pub(crate) fn load(path: &Path) -> Result<LoadedCheckpoint> {
     }
     let mut h = Reader::new(&data[12..header_end]);
     let start_lsn = Lsn(h.u64()?);
-    let catalog = Catalog::decode(&mut h)?;
+    let catalog = Catalog::decode(&mut h, format)?;
     let mut at = header_end + 4;
     let mut blocks = Vec::new();
     let mut rows = 0u64;

@@ -149,6 +149,8 @@ pub(crate) struct DbInner {
     /// their index entries; `verify` holds it exclusively, so it never sees
     /// the moment between (entries whose versions are already gone).
     pub(crate) pruning: RwLock<()>,
+    /// Callers of one sequence take turns (sequence.rs).
+    pub(crate) sequence_locks: crate::sequence::SequenceLocks,
     pub(crate) counters: Counters,
     /// Retained checkpoint files, oldest first.
     pub(crate) checkpoints: Mutex<Vec<CheckpointInfo>>,

@@ -21,6 +21,7 @@ mod probe;
 mod recovery;
 mod row;
 mod schema;
+mod sequence;
 mod slab;
 mod stream;
 mod table;
@@ -38,7 +39,7 @@ pub use pgtier_wal::{Lsn, WalConfig, WalStats};
 pub use row::ROW_BYTES_MAX;
 pub use schema::{
     COLUMNS_MAX, Catalog, Column, ColumnDef, ForeignKey, ForeignKeyDef, ForeignKeyId, IndexDef, IndexId, IndexSchema,
-    KEY_COLUMNS_MAX, ROWID_COLUMN, TableDef, TableId, TableSchema,
+    KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault, SequenceOptions, TableDef, TableId, TableSchema,
 };
 pub use stream::{Change, CommitStream, CommittedTxn, RowChange, StreamStart};
 pub use transaction::Transaction;

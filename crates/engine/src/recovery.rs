@@ -85,6 +85,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
     let consumers = ConsumerRegistry::load(dir)?;
     report.duration = started.elapsed();
     Ok(DbInner {
+        sequence_locks: Default::default(),
         instance: crate::db::INSTANCES.fetch_add(1, Ordering::Relaxed),
         dir: dir.to_path_buf(),
         txns: TxnManager::new(config.max_transactions, max_ts),

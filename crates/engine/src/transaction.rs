@@ -139,6 +139,10 @@ pub struct Transaction {
     exclusive: Vec<Arc<TableStore>>,
     meta_undo: Vec<(Arc<TableStore>, Arc<TableMeta>)>,
     dropped: Vec<Arc<TableStore>>,
+    /// A log position this transaction's result depends on without having
+    /// written it (a sequence advanced in its own transaction): a `Sync`
+    /// commit waits for it even when read-only.
+    observed_lsn: Option<Lsn>,
     s: Scratch,
 }
 
@@ -174,8 +178,18 @@ impl Transaction {
             exclusive: Vec::new(),
             meta_undo: Vec::new(),
             dropped: Vec::new(),
+            observed_lsn: None,
             s: r.s,
         })
+    }
+
+    pub(crate) fn db(&self) -> &Arc<DbInner> {
+        &self.db
+    }
+
+    /// See `observed_lsn`.
+    pub(crate) fn observe_lsn(&mut self, lsn: Lsn) {
+        self.observed_lsn = self.observed_lsn.max(Some(lsn));
     }
 
     /// This transaction's id (also the lock owner shown in 40P01 details).
@@ -1062,6 +1076,15 @@ impl Transaction {
                 format!("cannot drop table {name} because other objects depend on it (constraint {} on table {child})", fk.name),
             ));
         }
+        if let Some((user, column)) = self.cat.catalog.sequence_users(table.id).into_iter().find(|(t, _)| t.id != table.id) {
+            return Err(EngineError::definition(
+                "2BP01",
+                format!(
+                    "cannot drop sequence {name} because other objects depend on it (default value for column {} of table {})",
+                    user.columns[column].name, user.name
+                ),
+            ));
+        }
         let store = self.store(table.id)?;
         self.lock_exclusive(&store)?;
         for fk in self.cat.catalog.foreign_keys_of(table.id) {
@@ -1079,6 +1102,12 @@ impl Transaction {
         self.dropped.push(store);
         self.order.push(Step::Ddl(self.ddl.len()));
         self.ddl.push(DdlOp::DropTable(table.id));
+        // Sequences of serial and identity columns go with their table.
+        for (seq, _) in table.columns.iter().filter_map(|c| c.sequence).filter(|(_, how)| how.owns()) {
+            if let Some(seq_name) = self.cat.catalog.table(seq).map(|t| t.name.clone()) {
+                self.drop_table_inner(&seq_name)?;
+            }
+        }
         Ok(())
     }
 
@@ -1161,6 +1190,11 @@ impl Transaction {
             self.release_locks();
             self.db.txns.end(self.id);
             self.status = Status::Ended;
+            if self.mode == CommitMode::Sync
+                && let Some(lsn) = self.observed_lsn.take()
+            {
+                self.db.wal.wait_durable(lsn)?;
+            }
             return Ok(CommitInfo { commit_ts: None, lsn: None, rolled_back: false });
         }
         // Scratch buffers move between transactions of any database on this
@@ -1348,6 +1382,7 @@ impl Transaction {
         self.ddl.clear();
         self.meta_undo.clear();
         self.dropped.clear();
+        self.observed_lsn = None;
         Ok(())
     }
 

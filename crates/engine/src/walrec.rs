@@ -10,6 +10,7 @@
 //! op:     INSERT|UPDATE [table u32][row bytes]     (full after-image)
 //!         DELETE        [table u32][row bytes]     (full before-image)
 //!         CREATE_TABLE  [table, indexes, fks]      DROP_TABLE [table u32]
+//!           (op 10: catalog format V1; op 14: V2, with sequences)
 //!         CREATE_INDEX  [index]                    DROP_INDEX [index u32]
 //! ```
 //! Row images are the engine's row format (row.rs) for the table's schema,
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use crate::codec::{Reader, Writer};
 use crate::error::{EngineError, Result};
 use crate::schema::{
-    ForeignKey, IndexId, IndexSchema, TableId, TableSchema, decode_index_ddl, decode_table_ddl, encode_index_ddl,
+    Format, ForeignKey, IndexId, IndexSchema, TableId, TableSchema, decode_index_ddl, decode_table_ddl, encode_index_ddl,
     encode_table_ddl,
 };
 
@@ -38,6 +39,8 @@ const OP_CREATE_TABLE: u8 = 10;
 const OP_DROP_TABLE: u8 = 11;
 const OP_CREATE_INDEX: u8 = 12;
 const OP_DROP_INDEX: u8 = 13;
+/// CREATE_TABLE in catalog format V2 (sequences); 10 keeps meaning V1.
+const OP_CREATE_TABLE_V2: u8 = 14;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowOp {
@@ -137,7 +140,7 @@ impl RecordBuilder {
         encode_table_ddl(&mut Writer::new(&mut tmp), t, indexes, fks);
         self.room_for(1 + tmp.len())?;
         let mut w = self.buf();
-        w.u8(OP_CREATE_TABLE);
+        w.u8(OP_CREATE_TABLE_V2);
         w.buf.extend_from_slice(&tmp);
         Ok(())
     }
@@ -220,7 +223,8 @@ pub(crate) fn decode_op<'a>(r: &mut Reader<'a>) -> Result<OpRef<'a>> {
             };
             OpRef::Row { op, table: TableId(r.u32()?), row: r.bytes()? }
         }
-        OP_CREATE_TABLE => OpRef::CreateTable(decode_table_ddl(r)?),
+        OP_CREATE_TABLE => OpRef::CreateTable(decode_table_ddl(r, Format::V1)?),
+        OP_CREATE_TABLE_V2 => OpRef::CreateTable(decode_table_ddl(r, Format::V2)?),
         OP_DROP_TABLE => OpRef::DropTable(TableId(r.u32()?)),
         OP_CREATE_INDEX => OpRef::CreateIndex(decode_index_ddl(r)?),
         OP_DROP_INDEX => OpRef::DropIndex(IndexId(r.u32()?)),

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pgtier_engine::{
-    ColumnDef, CommitMode, DataType, Database, EngineConfig, ForeignKeyDef, IndexDef, RowBuf, TableDef, Value, WalConfig,
+    ColumnDef, CommitMode, DataType, Database, EngineConfig, ForeignKeyDef, IndexDef, RowBuf, SequenceOptions, TableDef, Value, WalConfig,
 };
 use rand::{Rng, SeedableRng};
 
@@ -71,9 +71,12 @@ fn setup(db: &Database) {
             ColumnDef::new("src", DataType::Int4).not_null(),
             ColumnDef::new("dst", DataType::Int4).not_null(),
             ColumnDef::new("amount", DataType::Int8).not_null(),
+            // From sequence hist_n, advanced in its own transaction.
+            ColumnDef::new("n", DataType::Int8).not_null(),
         ],
         &["txn"],
     );
+    t.create_sequence("hist_n", SequenceOptions::new(DataType::Int8, 1, None, None, None, false).unwrap()).unwrap();
     hist.foreign_keys.push(ForeignKeyDef { name: None, columns: vec!["src".into()], parent_table: "acct".into(), parent_columns: vec![] });
     t.create_table(&hist).unwrap();
     t.create_index(&IndexDef { name: "acct_tag".into(), table: "acct".into(), columns: vec!["tag".into()], unique: true }).unwrap();
@@ -91,6 +94,7 @@ fn child(dir: &Path, mode: CommitMode) {
     let acct = cat.table_by_name("acct").unwrap().id;
     let hist = cat.table_by_name("hist").unwrap().id;
     let hist_pk = cat.table_by_name("hist").unwrap().primary_index;
+    let hist_n = cat.table_by_name("hist_n").unwrap().id;
     // Continue every worker's sequence after what is already committed.
     let mut next_seq: HashMap<i64, i64> = HashMap::new();
     let mut t = db.begin().unwrap();
@@ -123,7 +127,8 @@ fn child(dir: &Path, mode: CommitMode) {
                         t.update_with(acct, &[Value::Int4(dst)], |r| {
                             Ok(Some(vec![(1, Value::Int8(r.get_i64(1).unwrap() + amount)), (2, Value::Int8(txn))]))
                         })?;
-                        t.insert(hist, &[Value::Int8(txn), Value::Int4(w as i32), Value::Int4(src), Value::Int4(dst), Value::Int8(amount)])
+                        let n = t.nextval(hist_n)?;
+                        t.insert(hist, &[Value::Int8(txn), Value::Int4(w as i32), Value::Int4(src), Value::Int4(dst), Value::Int8(amount), Value::Int8(n)])
                     })();
                     match r {
                         Ok(()) => {
@@ -235,9 +240,11 @@ fn check(dir: &Path, all_acks: &BTreeMap<i64, (i32, i32, i32, i64)>, round: &[Ac
     let hist = cat.table_by_name("hist").unwrap().id;
     let mut t = db.begin().unwrap();
     let mut present: BTreeMap<i64, (i32, i32, i32, i64)> = BTreeMap::new();
+    let mut sequence_values = std::collections::HashSet::new();
     t.scan_table(hist, |r| {
         let v = (r.get_i64(1).unwrap() as i32, r.get_i64(2).unwrap() as i32, r.get_i64(3).unwrap() as i32, r.get_i64(4).unwrap());
         present.insert(r.get_i64(0).unwrap(), v);
+        assert!(sequence_values.insert(r.get_i64(5).unwrap()), "two committed transfers drew the same sequence value");
         Ok(true)
     })
     .unwrap();
@@ -259,6 +266,11 @@ fn check(dir: &Path, all_acks: &BTreeMap<i64, (i32, i32, i32, i64)>, round: &[Ac
         }
     }
     t.commit().unwrap();
+    // The sequence continues past every value a committed row holds.
+    let mut t = db.begin().unwrap();
+    let next = t.nextval(cat.table_by_name("hist_n").unwrap().id).unwrap();
+    t.rollback();
+    assert!(sequence_values.iter().all(|&n| n < next), "nextval after recovery ({next}) repeats a committed value");
     // Acknowledged commits from earlier rounds are all still there; this
     // round's are too in sync mode, or all but a suffix (in commit order) in async.
     let round_ids: std::collections::HashSet<i64> = round.iter().map(|a| a.txn).collect();

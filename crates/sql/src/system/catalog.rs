@@ -477,7 +477,7 @@ impl SystemRel {
     }
 
     pub fn schema_columns(self) -> Vec<Column> {
-        self.def().columns.iter().map(|(n, t)| Column { name: (*n).to_owned(), ty: t.data_type(), nullable: true, default: None }).collect()
+        self.def().columns.iter().map(|(n, t)| Column { name: (*n).to_owned(), ty: t.data_type(), nullable: true, default: None, sequence: None }).collect()
     }
 }
 
