@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use pgtier_engine::{Catalog, ColumnDef, ForeignKeyDef, IndexDef, IndexId, TableDef, TableSchema};
+use pgtier_engine::{Catalog, Column, ColumnDef, ForeignKeyDef, IndexDef, IndexId, SequenceDefault, SequenceOptions, TableDef, TableSchema};
 use pgtier_engine::{DataType, Numeric, Value};
 use sqlparser::ast::{self, Ident, ObjectName};
 
@@ -125,10 +125,25 @@ impl<'c> Binder<'c> {
             S::Delete(d) => self.delete(d),
             S::CreateTable(c) => self.create_table(c),
             S::CreateIndex(c) => self.create_index(c),
+            S::CreateSequence { temporary, if_not_exists, name, data_type, sequence_options, owned_by } => {
+                if *temporary {
+                    return Err(SqlError::unsupported("CREATE TEMPORARY SEQUENCE"));
+                }
+                if owned_by.as_ref().is_some_and(|o| o.to_string().to_lowercase() != "none") {
+                    return Err(SqlError::unsupported("CREATE SEQUENCE ... OWNED BY"));
+                }
+                let ty = match data_type {
+                    None => DataType::Int8,
+                    Some(t) => map_type(t)?,
+                };
+                let options = self.sequence_options(ty, sequence_options)?;
+                Ok(Plan::CreateSequence { name: object_name(name)?, options, if_not_exists: *if_not_exists })
+            }
             S::Drop { object_type, if_exists, names, cascade: _, restrict: _, purge: _, temporary: _, table: _ } => {
                 let names = names.iter().map(object_name).collect::<Result<Vec<_>>>()?;
                 match object_type {
-                    ast::ObjectType::Table => Ok(Plan::DropTable { names, if_exists: *if_exists }),
+                    ast::ObjectType::Table => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: false }),
+                    ast::ObjectType::Sequence => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: true }),
                     ast::ObjectType::Index => Ok(Plan::DropIndex { names, if_exists: *if_exists }),
                     other => Err(SqlError::unsupported(format!("DROP {other}"))),
                 }
@@ -181,15 +196,60 @@ impl<'c> Binder<'c> {
         }
         let name = object_name(&c.name)?;
         let mut def = TableDef::new(name.clone(), Vec::new(), &[]);
+        let mut sequences: Vec<(String, SequenceOptions)> = Vec::new();
+        // PostgreSQL's name for a column's own sequence, made unique among
+        // the relations that exist and those this statement makes.
+        let sequence_name = |catalog: &Catalog, sequences: &[(String, SequenceOptions)], column: &str| {
+            let base = format!("{name}_{column}_seq");
+            let taken = |n: &str| catalog.table_by_name(n).is_some() || catalog.index_by_name(n).is_some() || sequences.iter().any(|(s, _)| s == n) || n == name;
+            (0..).map(|k| if k == 0 { base.clone() } else { format!("{base}{k}") }).find(|n| !taken(n)).unwrap_or(base)
+        };
         for col in &c.columns {
             let cname = ident(&col.name);
-            let ty = map_type(&col.data_type)?;
+            let serial = serial_type(&col.data_type);
+            let ty = match serial {
+                Some(t) => t,
+                None => map_type(&col.data_type)?,
+            };
             let mut cd = ColumnDef::new(cname.clone(), ty);
+            if let Some(t) = serial {
+                let seq = sequence_name(self.catalog, &sequences, &cname);
+                sequences.push((seq.clone(), SequenceOptions::new(t, 1, None, None, None, false)?));
+                cd.nullable = false;
+                cd.sequence = Some((seq, SequenceDefault::Serial));
+            }
             for opt in &col.options {
                 match &opt.option {
+                    ast::ColumnOption::Null if cd.sequence.is_some() => {
+                        return Err(SqlError::syntax(format!("conflicting NULL/NOT NULL declarations for column \"{cname}\" of table \"{name}\"")));
+                    }
                     ast::ColumnOption::Null => cd.nullable = true,
                     ast::ColumnOption::NotNull => cd.nullable = false,
-                    ast::ColumnOption::Default(e) => cd.default = Some(self.constant_default(e, ty, &cname)?),
+                    ast::ColumnOption::Default(_) if cd.sequence.is_some() => {
+                        return Err(SqlError::syntax(format!("multiple default values specified for column \"{cname}\" of table \"{name}\"")));
+                    }
+                    ast::ColumnOption::Default(e) => match nextval_default(e) {
+                        Some(seq) => cd.sequence = Some((seq, SequenceDefault::Nextval)),
+                        None => cd.default = Some(self.constant_default(e, ty, &cname)?),
+                    },
+                    ast::ColumnOption::Generated { generated_as, sequence_options, generation_expr: None, .. } => {
+                        let how = match generated_as {
+                            ast::GeneratedAs::Always => SequenceDefault::IdentityAlways,
+                            ast::GeneratedAs::ByDefault => SequenceDefault::IdentityByDefault,
+                            ast::GeneratedAs::ExpStored => return Err(SqlError::unsupported("generated columns")),
+                        };
+                        if cd.sequence.is_some() || cd.default.is_some() {
+                            return Err(SqlError::syntax(format!("multiple identity specifications for column \"{cname}\" of table \"{name}\"")));
+                        }
+                        if !matches!(ty, DataType::Int2 | DataType::Int4 | DataType::Int8) {
+                            return Err(SqlError::new("22023", "identity column type must be smallint, integer, or bigint"));
+                        }
+                        let seq = sequence_name(self.catalog, &sequences, &cname);
+                        sequences.push((seq.clone(), self.sequence_options(ty, sequence_options.as_deref().unwrap_or(&[]))?));
+                        cd.nullable = false;
+                        cd.sequence = Some((seq, how));
+                    }
+                    ast::ColumnOption::Generated { .. } => return Err(SqlError::unsupported("generated columns")),
                     ast::ColumnOption::PrimaryKey(_) => {
                         if !def.primary_key.is_empty() {
                             return Err(multiple_pk(&name));
@@ -221,7 +281,7 @@ impl<'c> Binder<'c> {
                 other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
             }
         }
-        Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists })
+        Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences })
     }
 
     fn foreign_key(&mut self, fk: &ast::ForeignKeyConstraint, columns: Vec<String>) -> Result<ForeignKeyDef> {
@@ -235,6 +295,33 @@ impl<'c> Binder<'c> {
             parent_table: object_name(&fk.foreign_table)?,
             parent_columns: fk.referred_columns.iter().map(ident).collect(),
         })
+    }
+
+    /// CREATE SEQUENCE's (or an identity column's) options, resolved with
+    /// PostgreSQL's defaults for a sequence of type `ty`.
+    fn sequence_options(&mut self, ty: DataType, options: &[ast::SequenceOptions]) -> Result<SequenceOptions> {
+        let (mut increment, mut min, mut max, mut start, mut cycle) = (1, None, None, None, false);
+        for o in options {
+            match o {
+                ast::SequenceOptions::IncrementBy(e, _) => increment = self.constant_int(e, "INCREMENT")?,
+                ast::SequenceOptions::MinValue(e) => min = e.as_ref().map(|e| self.constant_int(e, "MINVALUE")).transpose()?,
+                ast::SequenceOptions::MaxValue(e) => max = e.as_ref().map(|e| self.constant_int(e, "MAXVALUE")).transpose()?,
+                ast::SequenceOptions::StartWith(e, _) => start = Some(self.constant_int(e, "START")?),
+                // Every value is logged as it is handed out: nothing to cache.
+                ast::SequenceOptions::Cache(e) => {
+                    if self.constant_int(e, "CACHE")? < 1 {
+                        return Err(SqlError::new("22023", "CACHE must be greater than zero"));
+                    }
+                }
+                ast::SequenceOptions::Cycle(no) => cycle = !no,
+            }
+        }
+        Ok(SequenceOptions::new(ty, increment, min, max, start, cycle)?)
+    }
+
+    fn constant_int(&mut self, e: &ast::Expr, what: &str) -> Result<i64> {
+        let v = self.constant_default(e, DataType::Int8, what)?;
+        v.as_i64().ok_or_else(|| SqlError::syntax(format!("{what} must be an integer")))
     }
 
     fn constant_default(&mut self, e: &ast::Expr, ty: DataType, column: &str) -> Result<Value> {
@@ -625,6 +712,7 @@ impl<'c> Binder<'c> {
             return Err(SqlError::unsupported("INSERT INTO a function"));
         };
         let table = self.table(tname)?;
+        writable(&table)?;
         let targets: Vec<usize> = if i.columns.is_empty() {
             (0..table.visible_columns().len()).collect()
         } else {
@@ -661,15 +749,16 @@ impl<'c> Binder<'c> {
                         for (k, e) in row.iter().enumerate() {
                             let col = &table.columns[targets[k]];
                             if is_default_keyword(e) {
-                                out.push(Expr::Const(col.default.clone().unwrap_or(Value::Null)));
+                                out.push(column_default(col));
                                 continue;
                             }
+                            always_identity_guard(col)?;
                             let (b, t) = self.expr(e, &scope, &mut ExprCtx::plain("VALUES"))?;
                             out.push(self.assign(b, t, col.ty, &col.name)?);
                         }
                         // Trailing target columns without a value get their default.
                         for &t in &targets[row.len()..] {
-                            out.push(Expr::Const(table.columns[t].default.clone().unwrap_or(Value::Null)));
+                            out.push(column_default(&table.columns[t]));
                         }
                         rows.push(out);
                     }
@@ -682,6 +771,7 @@ impl<'c> Binder<'c> {
                     }
                     for (k, c) in sub.columns[..sub.visible].iter().enumerate() {
                         let col = &table.columns[targets[k]];
+                        always_identity_guard(col)?;
                         if let Some(t) = c.ty {
                             check_assignable(t, col.ty, &col.name)?;
                         }
@@ -696,7 +786,11 @@ impl<'c> Binder<'c> {
             Some(_) => return Err(SqlError::unsupported("ON DUPLICATE KEY UPDATE")),
         };
         let (returning, columns) = self.returning(i.returning.as_deref(), &table)?;
-        Ok(Plan::Insert(InsertPlan { table, targets, source, on_conflict, returning, columns }))
+        let generated = (0..table.columns.len())
+            .filter(|c| table.columns[*c].sequence.is_some() && !targets.contains(c))
+            .map(|c| (c, column_default(&table.columns[c])))
+            .collect();
+        Ok(Plan::Insert(InsertPlan { table, targets, source, on_conflict, returning, columns, generated }))
     }
 
     fn on_conflict(&mut self, oc: &ast::OnConflict, table: &Arc<TableSchema>) -> Result<OnConflict> {
@@ -780,7 +874,10 @@ impl<'c> Binder<'c> {
             }
             let col = &table.columns[pos];
             let e = if is_default_keyword(&a.value) {
-                Expr::Const(col.default.clone().unwrap_or(Value::Null))
+                column_default(col)
+            } else if col.sequence.is_some_and(|(_, how)| how == SequenceDefault::IdentityAlways) {
+                return Err(SqlError::new("428C9", format!("column \"{n}\" can only be updated to DEFAULT"))
+                    .with_detail(format!("Column \"{n}\" is an identity column defined as GENERATED ALWAYS.")));
             } else {
                 let (b, t) = self.expr(&a.value, scope, &mut ExprCtx::plain("UPDATE"))?;
                 self.assign(b, t, col.ty, &col.name)?
@@ -808,6 +905,7 @@ impl<'c> Binder<'c> {
         }
         let rel = self.single_table(&u.table)?;
         let table = rel.table.clone();
+        writable(&table)?;
         let scope = Scope { rels: vec![rel], hidden: Vec::new(), outer: None };
         let assignments = self.assignments(&u.assignments, &table, &scope)?;
         let level = self.dml_level(&scope, u.selection.as_ref())?;
@@ -835,6 +933,7 @@ impl<'c> Binder<'c> {
             return Err(SqlError::unsupported("DELETE from several tables"));
         };
         let rel = self.single_table(twj)?;
+        writable(&rel.table)?;
         let scope = Scope { rels: vec![rel], hidden: Vec::new(), outer: None };
         let level = self.dml_level(&scope, d.selection.as_ref())?;
         let (returning, columns) = self.returning_in(d.returning.as_deref(), &scope)?;
@@ -1729,7 +1828,7 @@ impl InsertSource {
         if !all_defaults {
             return self;
         }
-        let row = targets.iter().map(|&t| Expr::Const(table.columns[t].default.clone().unwrap_or(Value::Null))).collect();
+        let row = targets.iter().map(|&t| column_default(&table.columns[t])).collect();
         InsertSource::Values(vec![row])
     }
 }
@@ -1806,6 +1905,57 @@ pub(crate) fn output_name_match(e: &ast::Expr, columns: &[OutputColumn]) -> Opti
     let mut hits = columns.iter().enumerate().filter(|(_, c)| c.name == n);
     let first = hits.next()?.0;
     if hits.next().is_some() { None } else { Some(first) }
+}
+
+/// A column's DEFAULT as an expression: its constant, or the next value of
+/// its sequence (serial, identity, `DEFAULT nextval('s')`).
+fn column_default(col: &Column) -> Expr {
+    match col.sequence {
+        Some((seq, _)) => {
+            let oid = crate::system::catalog::relation_oid(seq);
+            let next = Expr::Func(Func::Sys(crate::system::SysFunc::Sequence(crate::system::SeqFunc::Nextval)), vec![Expr::Const(Value::Int8(oid))]);
+            if col.ty == DataType::Int8 { next } else { Expr::Cast(next.boxed(), col.ty, false) }
+        }
+        None => Expr::Const(col.default.clone().unwrap_or(Value::Null)),
+    }
+}
+
+/// `DEFAULT nextval('name')` (the name possibly cast to regclass and
+/// schema-qualified): the sequence's name.
+fn nextval_default(e: &ast::Expr) -> Option<String> {
+    let ast::Expr::Function(f) = e else { return None };
+    let fname = f.name.0.last().and_then(|p| p.as_ident()).map(ident)?;
+    let ast::FunctionArguments::List(list) = &f.args else { return None };
+    let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(arg))] = list.args.as_slice() else { return None };
+    let arg = match arg {
+        ast::Expr::Cast { expr, .. } => expr.as_ref(),
+        other => other,
+    };
+    let ast::Expr::Value(v) = arg else { return None };
+    let ast::Value::SingleQuotedString(name) = &v.value else { return None };
+    if fname != "nextval" {
+        return None;
+    }
+    crate::system::funcs::split_qualified(name).pop().filter(|n| !n.is_empty())
+}
+
+/// INSERT, UPDATE and DELETE never change a sequence's row directly.
+fn writable(table: &TableSchema) -> Result<()> {
+    if table.sequence.is_some() {
+        return Err(SqlError::new("42809", format!("cannot change sequence \"{}\"", table.name)));
+    }
+    Ok(())
+}
+
+/// A GENERATED ALWAYS identity column takes only DEFAULT (pgtier has no
+/// OVERRIDING SYSTEM VALUE).
+fn always_identity_guard(col: &Column) -> Result<()> {
+    if col.sequence.is_some_and(|(_, how)| how == SequenceDefault::IdentityAlways) {
+        return Err(SqlError::new("428C9", format!("cannot insert a non-DEFAULT value into column \"{}\"", col.name))
+            .with_detail(format!("Column \"{}\" is an identity column defined as GENERATED ALWAYS.", col.name))
+            .with_hint("Use OVERRIDING SYSTEM VALUE to override."));
+    }
+    Ok(())
 }
 
 fn is_default_keyword(e: &ast::Expr) -> bool {
@@ -1937,6 +2087,21 @@ fn rewrite_post_agg(e: Expr, groups: &[Expr], scope: &Scope<'_>) -> Result<Expr>
 }
 
 /// SQL type name → engine type.
+/// `serial`, `bigserial`, `smallserial` (CREATE TABLE only): the integer
+/// type the column gets.
+fn serial_type(t: &ast::DataType) -> Option<DataType> {
+    let ast::DataType::Custom(name, mods) = t else { return None };
+    if !mods.is_empty() {
+        return None;
+    }
+    match name.to_string().to_lowercase().trim_start_matches("pg_catalog.") {
+        "serial" | "serial4" => Some(DataType::Int4),
+        "bigserial" | "serial8" => Some(DataType::Int8),
+        "smallserial" | "serial2" => Some(DataType::Int2),
+        _ => None,
+    }
+}
+
 pub fn map_type(t: &ast::DataType) -> Result<DataType> {
     use ast::DataType as D;
     let len = |l: &Option<ast::CharacterLength>| -> Result<Option<u32>> {
@@ -1991,7 +2156,6 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             "date" => DataType::Date,
             "timestamp" => DataType::Timestamp,
             "bpchar" => DataType::Char(1),
-            "serial" | "bigserial" | "smallserial" => return Err(SqlError::unsupported(format!("type {name}"))),
             other => return Err(SqlError::new("42704", format!("type \"{other}\" does not exist"))),
         },
         other => return Err(SqlError::unsupported(format!("type {other}"))),

@@ -120,6 +120,17 @@ pub struct Exec<'a> {
     pub cancel: Option<&'a AtomicBool>,
     /// Rows visited since the cancel flag was last read.
     pub rows_since_cancel_check: u32,
+    /// What `currval`/`lastval` return: this session's last `nextval`s.
+    pub sequences: &'a mut SessionSequences,
+}
+
+/// A session's view of the sequences it used (PostgreSQL keeps the same
+/// per backend): the last value `nextval` (or `setval`) gave it for each,
+/// and which sequence `nextval` advanced last.
+#[derive(Debug, Default)]
+pub struct SessionSequences {
+    values: HashMap<pgtier_engine::TableId, i64>,
+    last: Option<pgtier_engine::TableId>,
 }
 
 /// Rows between reads of the cancel flag: a long statement stops within
@@ -154,6 +165,48 @@ impl SubqueryRunner for Exec<'_> {
 
     fn system(&mut self) -> Option<crate::system::SysCtx<'_>> {
         Some(crate::system::SysCtx { catalog: self.txn.catalog(), settings: self.settings })
+    }
+
+    fn sequence(&mut self, call: crate::system::SeqFunc, args: &[Value]) -> Result<Value> {
+        use crate::system::SeqFunc;
+        let (id, name) = match call {
+            SeqFunc::Lastval => {
+                let id = self.sequences.last.ok_or_else(|| SqlError::new("55000", "lastval is not yet defined in this session"))?;
+                let name = self.txn.catalog().table(id).map(|t| t.name.clone());
+                (id, name.ok_or_else(|| SqlError::new("55000", "lastval is not yet defined in this session"))?)
+            }
+            _ => {
+                let oid = args.first().and_then(Value::as_i64).unwrap_or(0);
+                let t = crate::system::catalog::table_by_oid(self.txn.catalog(), oid)
+                    .ok_or_else(|| SqlError::new("42P01", format!("could not open relation with OID {oid}")))?;
+                if t.sequence.is_none() {
+                    return Err(SqlError::new("42809", format!("\"{}\" is not a sequence", t.name)));
+                }
+                (t.id, t.name.clone())
+            }
+        };
+        let current = |s: &SessionSequences| {
+            s.values.get(&id).copied().ok_or_else(|| SqlError::new("55000", format!("currval of sequence \"{name}\" is not yet defined in this session")))
+        };
+        let v = match call {
+            SeqFunc::Nextval => {
+                let v = self.txn.nextval(id)?;
+                self.sequences.values.insert(id, v);
+                self.sequences.last = Some(id);
+                v
+            }
+            SeqFunc::Currval | SeqFunc::Lastval => current(self.sequences)?,
+            SeqFunc::Setval => {
+                let value = args.get(1).and_then(Value::as_i64).unwrap_or(0);
+                let is_called = !matches!(args.get(2), Some(Value::Bool(false)));
+                let v = self.txn.setval(id, value, is_called)?;
+                if is_called {
+                    self.sequences.values.insert(id, v);
+                }
+                v
+            }
+        };
+        Ok(Value::Int8(v))
     }
 }
 
@@ -626,6 +679,10 @@ impl<'a> Exec<'a> {
             for (k, v) in vals.into_iter().enumerate() {
                 full[plan.targets[k]] = v;
             }
+            // Sequence defaults of the columns not listed, row by row.
+            for (c, e) in &plan.generated {
+                full[*c] = e.eval(&env, self, &[])?;
+            }
             if let Some(oc) = &plan.on_conflict
                 && let Some(existing) = self.conflicting_row(table, &oc.arbiters, &full)? {
                     match &oc.action {
@@ -899,6 +956,33 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
+    /// CREATE TABLE whose serial or identity columns need their sequences
+    /// made first (in the same transaction).
+    pub fn create_table_with_sequences(&mut self, def: &TableDef, sequences: &[(String, pgtier_engine::SequenceOptions)], if_not_exists: bool) -> Result<()> {
+        if !(if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some()) {
+            for (name, options) in sequences {
+                if self.txn.catalog().table_by_name(name).is_some() || self.txn.catalog().index_by_name(name).is_some() {
+                    return Err(SqlError::new("42P07", format!("relation \"{name}\" already exists")));
+                }
+                self.txn.create_sequence(name, options.clone())?;
+            }
+        }
+        self.create_table(def, if_not_exists)
+    }
+
+    pub fn create_sequence(&mut self, name: &str, options: &pgtier_engine::SequenceOptions, if_not_exists: bool) -> Result<()> {
+        let cat = self.txn.catalog();
+        if cat.table_by_name(name).is_some() || cat.index_by_name(name).is_some() {
+            if if_not_exists {
+                self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{name}\" already exists, skipping") });
+                return Ok(());
+            }
+            return Err(SqlError::new("42P07", format!("relation \"{name}\" already exists")));
+        }
+        self.txn.create_sequence(name, options.clone())?;
+        Ok(())
+    }
+
     pub fn create_index(&mut self, def: &IndexDef, if_not_exists: bool) -> Result<()> {
         if if_not_exists && self.txn.catalog().index_by_name(&def.name).is_some() {
             self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", def.name) });
@@ -908,15 +992,21 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
-    pub fn drop_tables(&mut self, names: &[String], if_exists: bool) -> Result<()> {
+    /// DROP TABLE, or DROP SEQUENCE when `sequences`: each name must be of
+    /// that kind (PostgreSQL's 42809 and its hint otherwise).
+    pub fn drop_tables(&mut self, names: &[String], if_exists: bool, sequences: bool) -> Result<()> {
+        let (kind, other, other_kind) = if sequences { ("sequence", "table", "TABLE") } else { ("table", "sequence", "SEQUENCE") };
         let mut pending: Vec<String> = Vec::new();
         for n in names {
-            if self.txn.catalog().table_by_name(n).is_some() {
+            if let Some(t) = self.txn.catalog().table_by_name(n) {
+                if t.sequence.is_some() != sequences {
+                    return Err(SqlError::new("42809", format!("\"{n}\" is not a {kind}")).with_hint(format!("Use DROP {other_kind} to remove a {other}.")));
+                }
                 pending.push(n.clone());
             } else if if_exists {
-                self.notices.push(SqlNotice { sqlstate: "00000", message: format!("table \"{n}\" does not exist, skipping") });
+                self.notices.push(SqlNotice { sqlstate: "00000", message: format!("{kind} \"{n}\" does not exist, skipping") });
             } else {
-                return Err(SqlError::new("42P01", format!("table \"{n}\" does not exist")));
+                return Err(SqlError::new("42P01", format!("{kind} \"{n}\" does not exist")));
             }
         }
         // Children first, so a statement dropping a parent with its children works.

@@ -163,6 +163,12 @@ pub trait SubqueryRunner {
     fn system(&mut self) -> Option<crate::system::SysCtx<'_>> {
         None
     }
+
+    /// nextval/currval/setval/lastval with their evaluated arguments (the
+    /// sequence as a regclass oid first); the executor implements it.
+    fn sequence(&mut self, call: crate::system::SeqFunc, _args: &[Value]) -> Result<Value> {
+        Err(crate::error::SqlError::unsupported(format!("{call:?} in this context").to_lowercase()))
+    }
 }
 
 pub struct NoSubqueries;
@@ -178,9 +184,12 @@ impl Expr {
         Box::new(self)
     }
 
+    /// Contains a subquery, or a call only the executor can run (nextval
+    /// and friends, which advance a sequence): either keeps the expression
+    /// off the paths that evaluate without the executor.
     pub fn has_subquery(&self) -> bool {
         let mut found = false;
-        self.walk(&mut |e| found |= matches!(e, Expr::Subquery(_)));
+        self.walk(&mut |e| found |= matches!(e, Expr::Subquery(_) | Expr::Func(Func::Sys(crate::system::SysFunc::Sequence(_)), _)));
         found
     }
 

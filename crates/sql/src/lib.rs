@@ -9,6 +9,7 @@ pub mod bind;
 pub mod error;
 pub mod exec;
 pub mod expr;
+pub mod parse;
 pub mod plan;
 pub mod planner;
 pub mod session;

@@ -226,6 +226,9 @@ pub struct InsertPlan {
     /// Over the inserted row.
     pub returning: Vec<Expr>,
     pub columns: Vec<OutputColumn>,
+    /// Columns not in `targets` whose default draws from a sequence, with
+    /// that default (evaluated for each row).
+    pub generated: Vec<(usize, Expr)>,
 }
 
 /// Which columns of a DML target's row a step reads. Rows are decoded only
@@ -307,9 +310,12 @@ pub enum Plan {
     Insert(InsertPlan),
     Update(UpdatePlan),
     Delete(DeletePlan),
-    CreateTable { def: TableDef, if_not_exists: bool },
+    /// `sequences`: those of serial and identity columns, created first.
+    CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<(String, pgtier_engine::SequenceOptions)> },
     CreateIndex { def: IndexDef, if_not_exists: bool },
-    DropTable { names: Vec<String>, if_exists: bool },
+    CreateSequence { name: String, options: pgtier_engine::SequenceOptions, if_not_exists: bool },
+    /// DROP TABLE, or DROP SEQUENCE when `sequences`.
+    DropTable { names: Vec<String>, if_exists: bool, sequences: bool },
     DropIndex { names: Vec<String>, if_exists: bool },
     Txn(TxnCommand),
     Set { name: String, value: String },

@@ -15,8 +15,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use pgtier_engine::{CommitInfo, CommitMode, Database, RowBuf, Transaction, Value};
 use sqlparser::ast::Statement;
-use sqlparser::dialect::PostgreSqlDialect;
-use sqlparser::parser::Parser;
 
 use crate::bind::bind_statement;
 use crate::error::{Result, SqlError, SqlNotice};
@@ -219,6 +217,7 @@ pub struct Connection {
     notices: Vec<SqlNotice>,
     /// Raised by another thread to cancel the running statement (57014).
     cancel: Option<Arc<AtomicBool>>,
+    sequences: crate::exec::SessionSequences,
 }
 
 /// Statements whose result buffers a connection keeps.
@@ -232,7 +231,7 @@ fn now_micros() -> i64 {
 }
 
 fn parse_one(sql: &str) -> Result<Option<Statement>> {
-    let mut stmts = Parser::parse_sql(&PostgreSqlDialect {}, sql)?;
+    let mut stmts = crate::parse::parse_sql(sql)?;
     match stmts.len() {
         0 => Ok(None),
         1 => Ok(stmts.pop()),
@@ -260,6 +259,7 @@ impl Connection {
             parked_results: Vec::new(),
             notices: Vec::new(),
             cancel: None,
+            sequences: Default::default(),
         }
         .with_commit_mode_setting()
     }
@@ -375,13 +375,13 @@ impl Connection {
     /// simple-query path); returns the last statement's result.
     pub fn execute_sql(&mut self, sql: &str) -> Result<ExecResult> {
         if self.block == Block::Failed {
-            let stmts = Parser::parse_sql(&PostgreSqlDialect {}, sql);
+            let stmts = crate::parse::parse_sql(sql);
             let ends_block = matches!(stmts.as_deref(), Ok([Statement::Rollback { .. } | Statement::Commit { .. }]));
             if !ends_block {
                 return Err(SqlError::transaction_aborted());
             }
         }
-        let stmts = match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
+        let stmts = match crate::parse::parse_sql(sql) {
             Ok(s) => s,
             Err(e) => {
                 self.fail();
@@ -594,6 +594,7 @@ impl Connection {
             notices: &mut self.notices,
             cancel: self.cancel.as_deref(),
             rows_since_cancel_check: 0,
+            sequences: &mut self.sequences,
         };
         let out = &mut self.result;
         let r = match &prepared.plan {
@@ -601,9 +602,17 @@ impl Connection {
             Plan::Insert(i) => ex.insert(i, args, out).map(|n| (Tag::Counted("INSERT 0"), n)),
             Plan::Update(u) => ex.update(u, args, out).map(|n| (Tag::Counted("UPDATE"), n)),
             Plan::Delete(d) => ex.delete(d, args, out).map(|n| (Tag::Counted("DELETE"), n)),
-            Plan::CreateTable { def, if_not_exists } => ex.create_table(def, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0)),
+            Plan::CreateTable { def, if_not_exists, sequences } => {
+                ex.create_table_with_sequences(def, sequences, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0))
+            }
+            Plan::CreateSequence { name, options, if_not_exists } => {
+                ex.create_sequence(name, options, *if_not_exists).map(|()| (Tag::Plain("CREATE SEQUENCE"), 0))
+            }
             Plan::CreateIndex { def, if_not_exists } => ex.create_index(def, *if_not_exists).map(|()| (Tag::Plain("CREATE INDEX"), 0)),
-            Plan::DropTable { names, if_exists } => ex.drop_tables(names, *if_exists).map(|()| (Tag::Plain("DROP TABLE"), 0)),
+            Plan::DropTable { names, if_exists, sequences } => {
+                let tag = if *sequences { "DROP SEQUENCE" } else { "DROP TABLE" };
+                ex.drop_tables(names, *if_exists, *sequences).map(|()| (Tag::Plain(tag), 0))
+            }
             Plan::DropIndex { names, if_exists } => ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0)),
             Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Noop { .. } => Ok((Tag::Plain(""), 0)),
         };
@@ -782,7 +791,7 @@ impl Connection {
     /// Parses `sql` into its statements (the simple-query protocol runs them
     /// one by one). A syntax error aborts an open block, as in PostgreSQL.
     pub fn parse_statements(&mut self, sql: &str) -> Result<Vec<Statement>> {
-        match Parser::parse_sql(&PostgreSqlDialect {}, sql) {
+        match crate::parse::parse_sql(sql) {
             Ok(stmts) => Ok(stmts),
             Err(e) => {
                 self.fail();

@@ -659,7 +659,11 @@ impl Binder<'_> {
         if name == "pg_partition_ancestors" {
             return Err(SqlError::unsupported("pg_partition_ancestors() outside FROM or a SELECT list without FROM"));
         }
-        let mut coerce = |e: Expr, t: Ty, to: DataType| self.coerce(e, t, to, name);
+        // A regclass argument (nextval('s')) is looked up as `::regclass` would.
+        let mut coerce = |e: Expr, t: Ty, to: DataType| match RegKind::of(to) {
+            Some(kind) => self.reg_cast(e, t, kind).map(|(e, _)| e),
+            None => self.coerce(e, t, to, name),
+        };
         funcs::bind_function(name, bound, &mut coerce)
     }
 

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use pgtier_engine::{Catalog, Column, DataType, ForeignKey, IndexSchema, TableSchema, Value};
+use pgtier_engine::{Catalog, Column, DataType, ForeignKey, IndexSchema, SequenceDefault, TableId, TableSchema, Value};
 
 use super::SysCtx;
 use super::types::{Elem, OID};
@@ -34,7 +34,10 @@ const INDEX_CONSTRAINT_BASE: i64 = USER_BASE + 3_000_000;
 const ATTRDEF_BASE: i64 = USER_BASE + 4_000_000;
 
 pub fn table_oid(t: &TableSchema) -> i64 {
-    USER_BASE + i64::from(t.id.0)
+    relation_oid(t.id)
+}
+pub fn relation_oid(id: TableId) -> i64 {
+    USER_BASE + i64::from(id.0)
 }
 pub fn index_oid(i: &IndexSchema) -> i64 {
     INDEX_BASE + i64::from(i.id.0)
@@ -662,8 +665,34 @@ fn text(s: &str) -> Value {
 }
 
 /// Only the user's tables, in id order (stable output).
+/// Tables (not sequences, which are engine tables too).
 fn user_tables(catalog: &Catalog) -> Vec<&Arc<TableSchema>> {
-    catalog.tables().collect()
+    catalog.tables().filter(|t| t.sequence.is_none()).collect()
+}
+
+fn user_sequences(catalog: &Catalog) -> impl Iterator<Item = &Arc<TableSchema>> {
+    catalog.tables().filter(|t| t.sequence.is_some())
+}
+
+/// A column's default as `pg_get_expr(adbin)` prints it. Identity columns
+/// have none (their sequence is implied, as in PostgreSQL).
+pub fn column_default_text(catalog: &Catalog, col: &Column) -> Option<String> {
+    match col.sequence {
+        Some((seq, SequenceDefault::Serial | SequenceDefault::Nextval)) => {
+            catalog.table(seq).map(|s| format!("nextval('{}'::regclass)", super::funcs::quote_ident(&s.name).replace('\'', "''")))
+        }
+        Some(_) => None,
+        None => col.default.as_ref().map(|d| super::funcs::default_expr(d, col.ty)),
+    }
+}
+
+/// `pg_attribute.attidentity`: 'a' (ALWAYS), 'd' (BY DEFAULT) or ''.
+fn identity_code(col: &Column) -> &'static str {
+    match col.sequence {
+        Some((_, SequenceDefault::IdentityAlways)) => "a",
+        Some((_, SequenceDefault::IdentityByDefault)) => "d",
+        _ => "",
+    }
 }
 
 /// The columns PostgreSQL would show, with their positions: not the
@@ -741,8 +770,8 @@ pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         "pg_attrdef" => {
             for t in user_tables(catalog) {
                 for (c, col) in user_columns(t) {
-                    if let Some(d) = &col.default {
-                        out.extend([Value::Int8(attrdef_oid(t, attnum(c).unsigned_abs().into())), Value::Int8(table_oid(t)), Value::Int2(attnum(c)), Value::Text(super::funcs::default_expr(d, col.ty))]);
+                    if let Some(d) = column_default_text(catalog, col) {
+                        out.extend([Value::Int8(attrdef_oid(t, attnum(c).unsigned_abs().into())), Value::Int8(table_oid(t)), Value::Int2(attnum(c)), Value::Text(d)]);
                     }
                 }
             }
@@ -872,6 +901,9 @@ fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     for (_, i) in all_indexes(catalog) {
         push(index_oid(&i), &i.name, NS_PUBLIC, BTREE_AM, "i", i.columns.len(), false, false);
     }
+    for s in user_sequences(catalog) {
+        push(table_oid(s), &s.name, NS_PUBLIC, 0, "S", user_columns(s).count(), false, false);
+    }
     for r in RELATIONS {
         push(r.oid, r.name, namespace_oid(r.schema), if r.kind == "v" { 0 } else { HEAP_AM }, r.kind, r.columns.len(), false, false);
     }
@@ -879,24 +911,25 @@ fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
 
 fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     #[allow(clippy::too_many_arguments)]
-    let mut push = |rel: i64, name: &str, num: i16, info: (i64, i32, i16, bool, &str, &str, i64), notnull: bool, hasdef: bool, ndims: i32| {
+    let mut push = |rel: i64, name: &str, num: i16, info: (i64, i32, i16, bool, &str, &str, i64), notnull: bool, hasdef: bool, ndims: i32, identity: &str| {
         let (typ, typmod, len, byval, align, storage, coll) = info;
         out.extend([
             Value::Int8(rel), text(name), Value::Int8(typ), Value::Int4(-1), Value::Int2(len), Value::Int2(num), Value::Int4(ndims), Value::Int4(-1),
             Value::Int4(typmod), Value::Bool(byval), text(align), text(storage), text(""), Value::Bool(notnull), Value::Bool(hasdef), Value::Bool(false),
-            text(""), text(""), Value::Bool(false), Value::Bool(true), Value::Int4(0), Value::Int8(coll), Value::Null, Value::Null, Value::Null,
+            text(identity), text(""), Value::Bool(false), Value::Bool(true), Value::Int4(0), Value::Int8(coll), Value::Null, Value::Null, Value::Null,
             Value::Null,
         ]);
     };
-    for t in user_tables(catalog) {
+    for t in user_tables(catalog).into_iter().chain(user_sequences(catalog)) {
         for (c, col) in user_columns(t) {
-            push(table_oid(t), &col.name, attnum(c), column_type_info(col.ty), !col.nullable, col.default.is_some(), 0);
+            let hasdef = column_default_text(catalog, col).is_some();
+            push(table_oid(t), &col.name, attnum(c), column_type_info(col.ty), !col.nullable, hasdef, 0, identity_code(col));
         }
     }
     for (t, i) in all_indexes(catalog) {
         for (k, &c) in i.columns.iter().enumerate() {
             let col = &t.columns[c];
-            push(index_oid(&i), &col.name, attnum(k), column_type_info(col.ty), false, false, 0);
+            push(index_oid(&i), &col.name, attnum(k), column_type_info(col.ty), false, false, 0, "");
         }
     }
     for r in RELATIONS {
@@ -909,7 +942,7 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
                 (oid, -1, row.2, row.3, row.5, row.6, row.9)
             };
             let coll = if matches!(ty, Name) { 950 } else { info.6 };
-            push(r.oid, name, attnum(k), (info.0, info.1, info.2, info.3, info.4, info.5, coll), false, false, i32::from(is_array));
+            push(r.oid, name, attnum(k), (info.0, info.1, info.2, info.3, info.4, info.5, coll), false, false, i32::from(is_array), "");
         }
     }
 }
@@ -977,15 +1010,29 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             let position = i64::try_from(c + 1).unwrap_or(i64::MAX);
             out.extend([
                 Value::Text(db.clone()), text("public"), text(&t.name), text(&col.name), int(Some(position)),
-                col.default.as_ref().map_or(Value::Null, |d| Value::Text(super::funcs::default_expr(d, col.ty))),
+                column_default_text(ctx.catalog, col).map_or(Value::Null, Value::Text),
                 text(if col.nullable { "YES" } else { "NO" }), Value::Text(data_type), int(char_len), int(octet_len), int(prec), int(radix), int(scale),
                 int(dt_prec), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
                 Value::Null, Value::Null, Value::Null, Value::Null, Value::Text(db.clone()), text("pg_catalog"),
-                text(row.1), Value::Null, Value::Null, Value::Null, Value::Null, Value::Text(position.to_string()), text("NO"), text("NO"), Value::Null,
-                Value::Null, Value::Null, Value::Null, Value::Null, text("NO"), text("NEVER"), Value::Null, text("YES"),
+                text(row.1), Value::Null, Value::Null, Value::Null, Value::Null, Value::Text(position.to_string()), text("NO"),
             ]);
+            out.extend(identity_info(ctx.catalog, col));
+            out.extend([text("NEVER"), Value::Null, text("YES")]);
         }
     }
+}
+
+/// information_schema.columns' is_identity .. identity_cycle.
+fn identity_info(catalog: &Catalog, col: &Column) -> [Value; 7] {
+    let options = col.sequence.filter(|(_, how)| matches!(how, SequenceDefault::IdentityAlways | SequenceDefault::IdentityByDefault));
+    let Some((how, o)) = options.and_then(|(seq, how)| catalog.table(seq).and_then(|s| s.sequence.clone()).map(|o| (how, o))) else {
+        return [text("NO"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, text("NO")];
+    };
+    let generation = if how == SequenceDefault::IdentityAlways { "ALWAYS" } else { "BY DEFAULT" };
+    [
+        text("YES"), text(generation), Value::Text(o.start.to_string()), Value::Text(o.increment.to_string()), Value::Text(o.max.to_string()),
+        Value::Text(o.min.to_string()), text(if o.cycle { "YES" } else { "NO" }),
+    ]
 }
 
 /// A constraint as information_schema lists it: (name, table, type, columns, the foreign key).

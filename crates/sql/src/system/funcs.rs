@@ -60,6 +60,20 @@ pub enum SysFunc {
     /// `lhs op ANY (array)`.
     Any(CmpOp, Elem),
     Regex { negated: bool, case_insensitive: bool },
+    /// nextval, currval, setval, lastval: evaluated by the executor
+    /// ([`SubqueryRunner::sequence`]), which holds the transaction.
+    Sequence(SeqFunc),
+    /// `pg_get_serial_sequence(table, column)`.
+    SerialSequence,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeqFunc {
+    Nextval,
+    Currval,
+    /// `setval(seq, value [, is_called])`.
+    Setval,
+    Lastval,
 }
 
 /// Binds a system function call; None if `name` is not one.
@@ -106,7 +120,12 @@ pub fn bind_function(
         ("pg_get_statisticsobjdef_columns" | "pg_get_triggerdef" | "pg_get_viewdef" | "pg_get_partkeydef" | "pg_get_ruledef", 1 | 2) => {
             (SysFunc::NullResult, vec![Int8; n], Text)
         }
-        ("pg_get_serial_sequence", 2) => (SysFunc::NullResult, vec![Text, Text], Text),
+        ("pg_get_serial_sequence", 2) => (SysFunc::SerialSequence, vec![Text, Text], Text),
+        ("nextval", 1) => (SysFunc::Sequence(SeqFunc::Nextval), vec![RegKind::Class.data_type()], Int8),
+        ("currval", 1) => (SysFunc::Sequence(SeqFunc::Currval), vec![RegKind::Class.data_type()], Int8),
+        ("setval", 2) => (SysFunc::Sequence(SeqFunc::Setval), vec![RegKind::Class.data_type(), Int8], Int8),
+        ("setval", 3) => (SysFunc::Sequence(SeqFunc::Setval), vec![RegKind::Class.data_type(), Int8, Bool], Int8),
+        ("lastval", 0) => (SysFunc::Sequence(SeqFunc::Lastval), vec![], Int8),
         // pg_proc is empty: no function is there to describe.
         ("pg_get_function_result" | "pg_get_function_arguments" | "pg_get_function_identity_arguments", 1) => (SysFunc::NullResult, vec![Int8], Text),
         ("pg_function_is_visible", 1) => (SysFunc::NullResult, vec![Int8], Bool),
@@ -150,6 +169,7 @@ pub fn bind_function(
     for ((e, t), w) in args.into_iter().zip(want) {
         out.push(match t {
             Some(t) if t == w => e,
+            _ if RegKind::of(w).is_some() => coerce(e, t, w)?,
             Some(t) if RegKind::of(t).is_some() && w == Int8 => e,
             Some(t) if value::category(t) == value::category(w) && Elem::of(t).is_none() && Elem::of(w).is_none() => {
                 if w == Text { e } else { Expr::Cast(e.boxed(), w, false) }
@@ -179,6 +199,7 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
     let boolean = |k: usize| matches!(vals.get(k), Some(Value::Bool(true)));
     // Pure functions first: they need no catalog.
     match f {
+        SysFunc::Sequence(call) => return sq.sequence(call, &vals),
         SysFunc::Version => {
             return Ok(Value::Text(format!(
                 "PostgreSQL 15.0 (pgtier {}) on {}-pc-{}-gnu, compiled by rustc, 64-bit",
@@ -371,6 +392,7 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             }
         }
         SysFunc::RelationIsPublishable => Value::Bool(cat::table_by_oid(catalog, int(0)).is_some()),
+        SysFunc::SerialSequence => serial_sequence(catalog, ctx.settings, txt(0), txt(1))?,
         SysFunc::RegOut(kind) => Value::Text(reg_name(catalog, ctx.settings, kind, int(0))),
         SysFunc::RegIn(kind, missing_ok) => match reg_lookup(catalog, ctx.settings, kind, txt(0)) {
             Ok(oid) => Value::Int8(oid),
@@ -580,7 +602,7 @@ fn reg_name(catalog: &Catalog, settings: &std::collections::HashMap<String, Stri
 }
 
 /// Splits `schema.name` (either part possibly double-quoted).
-fn split_qualified(text: &str) -> Vec<String> {
+pub fn split_qualified(text: &str) -> Vec<String> {
     let mut parts = Vec::new();
     let mut cur = String::new();
     let mut quoted = false;
@@ -599,6 +621,21 @@ fn split_qualified(text: &str) -> Vec<String> {
     }
     parts.push(cur);
     parts
+}
+
+/// The sequence a serial or identity column owns, schema-qualified; NULL
+/// for other columns (PostgreSQL's pg_get_serial_sequence).
+fn serial_sequence(catalog: &Catalog, settings: &std::collections::HashMap<String, String>, table: &str, column: &str) -> Result<Value> {
+    let oid = reg_lookup(catalog, settings, RegKind::Class, table)?;
+    let Some(t) = cat::table_by_oid(catalog, oid) else { return Ok(Value::Null) };
+    let col = t.columns.iter().filter(|c| !c.is_hidden()).find(|c| c.name == column.to_lowercase() || format!("\"{}\"", c.name) == column);
+    let Some(col) = col else {
+        return Err(SqlError::new("42703", format!("column \"{column}\" of relation \"{}\" does not exist", t.name)));
+    };
+    Ok(match col.sequence.filter(|(_, how)| how.owns()).and_then(|(seq, _)| catalog.table(seq)) {
+        Some(seq) => Value::Text(format!("public.{}", quote_ident(&seq.name))),
+        None => Value::Null,
+    })
 }
 
 /// `'name'::regclass` and friends: the object's OID, or PostgreSQL's error.

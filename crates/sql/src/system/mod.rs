@@ -23,7 +23,7 @@ use std::sync::Arc;
 use pgtier_engine::{Catalog, Column, TableSchema, Value};
 
 pub use catalog::{Schema, SystemRel};
-pub use funcs::SysFunc;
+pub use funcs::{SeqFunc, SysFunc};
 pub use types::{Elem, RegKind};
 
 use crate::error::{Result, SqlError};

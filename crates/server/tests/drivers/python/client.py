@@ -214,6 +214,18 @@ def main():
     out(f"after aborted block: ids={[r[0] for r in conn.execute(f'SELECT id FROM {TABLE} ORDER BY id')]}")
     out(f"transaction status: {conn.info.transaction_status.name}")
 
+    # Surrogate keys: serial and identity columns, read back through RETURNING.
+    conn.execute("DROP TABLE IF EXISTS drv_python_keys")
+    conn.execute("CREATE TABLE drv_python_keys (id serial PRIMARY KEY, g bigint GENERATED ALWAYS AS IDENTITY, v text)")
+    with conn.transaction():
+        for v in ("a", "b"):
+            cur = conn.execute("INSERT INTO drv_python_keys (v) VALUES (%s) RETURNING id, g, v", (v,), prepare=True)
+            out(f"generated keys: {render_row(cur.fetchone())}")
+    expect_error("identity always", conn, "INSERT INTO drv_python_keys (g, v) VALUES (%s, %s)", (5, "c"))
+    cur = conn.execute("SELECT currval('drv_python_keys_id_seq'), pg_get_serial_sequence('drv_python_keys', 'g')")
+    out(f"currval: {render_row(cur.fetchone())}")
+    conn.execute("DROP TABLE drv_python_keys")
+
     conn.execute(f"DROP TABLE {TABLE}")
     out("drop table: ok")
     conn.close()

@@ -377,6 +377,40 @@ public final class Client {
         out(form + " after aborted block: ids=" + ids);
     }
 
+    /** serial and identity columns, read back as JDBC generated keys (pgJDBC appends RETURNING *). */
+    static void generatedKeys(Connection conn) throws SQLException {
+        try (Statement st = conn.createStatement()) {
+            st.execute("DROP TABLE IF EXISTS drv_java_keys");
+            st.execute("CREATE TABLE drv_java_keys (id serial PRIMARY KEY, g bigint GENERATED ALWAYS AS IDENTITY, v text)");
+        }
+        conn.setAutoCommit(false);
+        try (PreparedStatement ps = conn.prepareStatement("INSERT INTO drv_java_keys (v) VALUES (?)", Statement.RETURN_GENERATED_KEYS)) {
+            for (String v : new String[] {"a", "b"}) {
+                ps.setString(1, v);
+                ps.executeUpdate();
+                try (ResultSet keys = ps.getGeneratedKeys()) {
+                    while (keys.next()) {
+                        out("generated keys: id=" + keys.getInt("id") + " g=" + keys.getLong("g") + " v=" + keys.getString("v"));
+                    }
+                }
+            }
+        }
+        conn.commit();
+        conn.setAutoCommit(true);
+        expectError("identity always", true, () -> {
+            try (Statement st = conn.createStatement()) {
+                st.execute("INSERT INTO drv_java_keys (g, v) VALUES (5, 'c')");
+            }
+        });
+        try (Statement st = conn.createStatement(); ResultSet rs = st.executeQuery("SELECT currval('drv_java_keys_id_seq'), pg_get_serial_sequence('drv_java_keys', 'g')")) {
+            rs.next();
+            out("currval: " + rs.getLong(1) + " identity sequence: " + rs.getString(2));
+        }
+        try (Statement st = conn.createStatement()) {
+            st.execute("DROP TABLE drv_java_keys");
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         out("driver pgJDBC " + org.postgresql.util.DriverInfo.DRIVER_VERSION);
         try (Connection bad = connect(env("PGPASSWORD") + "-wrong", false)) {
@@ -392,6 +426,7 @@ public final class Client {
                 step("binary reads", () -> reads(binary, "binary"));
                 step("binary errors", () -> errors(binary, "binary"));
             }
+            step("generated keys", () -> generatedKeys(text));
             step("drop", () -> {
                 try (Statement st = text.createStatement()) {
                     st.execute("DROP TABLE " + TABLE);

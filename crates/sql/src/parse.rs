@@ -1,0 +1,142 @@
+//! SQL text to statements: sqlparser (PostgreSQL dialect), plus the one
+//! place PostgreSQL's grammar is wider than sqlparser's.
+//!
+//! Sequence options (CREATE SEQUENCE, `GENERATED ... AS IDENTITY (...)`)
+//! may come in any order in PostgreSQL; sqlparser accepts only INCREMENT,
+//! MINVALUE, MAXVALUE, START, CACHE, CYCLE in that order, and pg_dump writes
+//! START before INCREMENT. When parsing fails and the text holds sequence
+//! options, they are put in sqlparser's order (tokens moved, none changed)
+//! and the text is parsed once more; if that fails too, the first error is
+//! the one reported.
+
+use sqlparser::ast::Statement;
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::keywords::Keyword;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::{Token, Tokenizer};
+
+pub fn parse_sql(sql: &str) -> Result<Vec<Statement>, ParserError> {
+    let first = Parser::parse_sql(&PostgreSqlDialect {}, sql);
+    if first.is_ok() {
+        return first;
+    }
+    match reorder_sequence_options(sql) {
+        Some(fixed) => Parser::parse_sql(&PostgreSqlDialect {}, &fixed).or(first),
+        None => first,
+    }
+}
+
+/// The order sqlparser parses sequence options in.
+fn rank(clause: &[Token]) -> Option<usize> {
+    let words: Vec<Keyword> = clause.iter().filter_map(|t| if let Token::Word(w) = t { Some(w.keyword) } else { None }).take(2).collect();
+    Some(match words.as_slice() {
+        [Keyword::INCREMENT, ..] => 0,
+        [Keyword::MINVALUE, ..] | [Keyword::NO, Keyword::MINVALUE] => 1,
+        [Keyword::MAXVALUE, ..] | [Keyword::NO, Keyword::MAXVALUE] => 2,
+        [Keyword::START, ..] => 3,
+        [Keyword::CACHE, ..] => 4,
+        [Keyword::CYCLE, ..] | [Keyword::NO, Keyword::CYCLE] => 5,
+        _ => return None,
+    })
+}
+
+/// Whether `t` begins an option clause.
+fn starts_clause(t: &Token) -> bool {
+    matches!(t, Token::Word(w) if matches!(w.keyword, Keyword::INCREMENT | Keyword::MINVALUE | Keyword::MAXVALUE | Keyword::START | Keyword::CACHE | Keyword::CYCLE | Keyword::NO))
+}
+
+/// The text with every run of sequence options sorted into sqlparser's
+/// order; None when there is nothing to move.
+fn reorder_sequence_options(sql: &str) -> Option<String> {
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let significant = |t: &Token| !matches!(t, Token::Whitespace(_));
+    let mut out: Vec<Token> = Vec::with_capacity(tokens.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        let run_start = i;
+        // A run: clauses, each a clause keyword and everything up to the
+        // next clause keyword, `;`, `)` or OWNED.
+        let mut clauses: Vec<Vec<Token>> = Vec::new();
+        while i < tokens.len() && starts_clause(&tokens[i]) && in_sequence_context(&out, &clauses) {
+            let mut clause = vec![tokens[i].clone()];
+            i += 1;
+            while i < tokens.len() {
+                let t = &tokens[i];
+                let ends = matches!(t, Token::SemiColon | Token::RParen) || matches!(t, Token::Word(w) if w.keyword == Keyword::OWNED);
+                // NO starts a clause unless it follows... nothing: every
+                // clause's own words are at most two (NO MINVALUE).
+                let next_clause = starts_clause(t) && !(clause.iter().filter(|c| significant(c)).count() == 1 && is_no(&clause[0]));
+                if ends || next_clause {
+                    break;
+                }
+                clause.push(t.clone());
+                i += 1;
+            }
+            clauses.push(clause);
+        }
+        if clauses.is_empty() {
+            out.push(tokens[i].clone());
+            i = run_start + 1;
+            continue;
+        }
+        let ranks: Option<Vec<usize>> = clauses.iter().map(|c| rank(c)).collect();
+        match ranks {
+            Some(r) if r.windows(2).any(|w| w[0] > w[1]) => {
+                let mut order: Vec<usize> = (0..clauses.len()).collect();
+                order.sort_by_key(|&k| r[k]);
+                for k in order {
+                    let mut c = clauses[k].clone();
+                    // Keep the clauses apart once moved.
+                    if !matches!(c.last(), Some(Token::Whitespace(_))) {
+                        c.push(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space));
+                    }
+                    out.extend(c);
+                }
+                changed = true;
+            }
+            _ => clauses.into_iter().for_each(|c| out.extend(c)),
+        }
+    }
+    changed.then(|| out.iter().map(ToString::to_string).collect())
+}
+
+fn is_no(t: &Token) -> bool {
+    matches!(t, Token::Word(w) if w.keyword == Keyword::NO)
+}
+
+/// Sequence options follow `SEQUENCE name [AS type]` or `IDENTITY (`, or
+/// another option of the same run.
+fn in_sequence_context(before: &[Token], clauses: &[Vec<Token>]) -> bool {
+    if !clauses.is_empty() {
+        return true;
+    }
+    let words: Vec<&Token> = before.iter().rev().filter(|t| !matches!(t, Token::Whitespace(_))).take(12).collect();
+    let is_kw = |t: &&Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k);
+    // `IDENTITY (`
+    if words.len() >= 2 && matches!(words[0], Token::LParen) && is_kw(&words[1], Keyword::IDENTITY) {
+        return true;
+    }
+    // `SEQUENCE [IF NOT EXISTS] name [AS type]`: SEQUENCE within the last
+    // few words, with no clause boundary after it.
+    words.iter().position(|t| is_kw(t, Keyword::SEQUENCE)).is_some_and(|p| !words[..p].iter().any(|t| matches!(t, Token::SemiColon | Token::LParen | Token::RParen)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pg_dump_order_parses() {
+        let sql = "CREATE SEQUENCE public.t_id_seq AS integer START WITH 1 INCREMENT BY 1 NO MINVALUE NO MAXVALUE CACHE 1;";
+        assert!(Parser::parse_sql(&PostgreSqlDialect {}, sql).is_err(), "sqlparser learned any order: drop this module's rewrite");
+        let stmts = parse_sql(sql).unwrap();
+        assert_eq!(stmts[0].to_string(), "CREATE SEQUENCE public.t_id_seq AS INTEGER INCREMENT BY 1 NO MINVALUE NO MAXVALUE START WITH 1 CACHE 1");
+        let ident = "CREATE TABLE t (id bigint GENERATED BY DEFAULT AS IDENTITY (START WITH 100 INCREMENT BY 10 CYCLE), v text)";
+        assert!(parse_sql(ident).unwrap()[0].to_string().contains("INCREMENT BY 10 START WITH 100 CYCLE"));
+        // A string that merely looks like options is not touched.
+        assert!(reorder_sequence_options("SELECT 'START 1 INCREMENT 2'").is_none());
+        // Real syntax errors stay the errors they were.
+        assert!(parse_sql("CREATE SEQUENCE s START 1 INCREMENT").is_err());
+    }
+}
