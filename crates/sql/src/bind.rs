@@ -14,7 +14,7 @@ use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr, Func, Subquery, SubqueryKind};
 use crate::plan::{
     AggCall, AggFunc, AggPlan, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, OnConflict, OutputColumn, Plan, Prepared,
-    SelectPlan, SortKey, TxnCommand, UpdatePlan,
+    SelectPlan, SortKey, TxnCommand, UpdatePlan, WindowCall, WindowFunc,
 };
 use crate::planner::{self, JoinRel};
 use crate::value::{self, ArithOp, Category, NUMERIC_ANY, category, type_name};
@@ -82,6 +82,8 @@ impl Scope<'_> {
 /// Where an expression is bound: whether aggregates may appear.
 pub(crate) struct ExprCtx {
     aggs: Option<Vec<AggCall>>,
+    /// Window functions met so far; None where none is allowed.
+    windows: Option<Vec<WindowCall>>,
     /// Clause name for "aggregate functions are not allowed in WHERE".
     clause: &'static str,
     in_agg: bool,
@@ -89,7 +91,7 @@ pub(crate) struct ExprCtx {
 
 impl ExprCtx {
     pub(crate) fn plain(clause: &'static str) -> ExprCtx {
-        ExprCtx { aggs: None, clause, in_agg: false }
+        ExprCtx { aggs: None, windows: None, clause, in_agg: false }
     }
 }
 
@@ -484,7 +486,7 @@ impl<'c> Binder<'c> {
             flatten_and(b, &mut where_conjuncts);
         }
         // Projection, with aggregates collected.
-        let mut ctx = ExprCtx { aggs: Some(Vec::new()), clause: "", in_agg: false };
+        let mut ctx = ExprCtx { aggs: Some(Vec::new()), windows: Some(Vec::new()), clause: "", in_agg: false };
         let mut projection = Vec::new();
         let mut columns = Vec::new();
         let mut item_asts: Vec<Option<&ast::Expr>> = Vec::new();
@@ -569,7 +571,11 @@ impl<'c> Binder<'c> {
         }
         let having = match &s.having {
             Some(h) => {
-                let (b, t) = self.expr(h, &scope, &mut ctx)?;
+                let windows = ctx.windows.take();
+                ctx.clause = "HAVING";
+                let bound = self.expr(h, &scope, &mut ctx);
+                (ctx.windows, ctx.clause) = (windows, "");
+                let (b, t) = bound?;
                 Some(self.boolean(b, t, "HAVING")?)
             }
             None => None,
@@ -616,16 +622,38 @@ impl<'c> Binder<'c> {
         }
         // Aggregation: rewrite everything above it onto the aggregate row.
         let aggs = ctx.aggs.take().unwrap_or_default();
+        let mut windows = ctx.windows.take().unwrap_or_default();
         let agg = if !aggs.is_empty() || !group_by.is_empty() || having.is_some() {
             let rewrite = |e: Expr| rewrite_post_agg(e, &group_by, &scope);
             let projection2 = projection.into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
             projection = projection2;
+            for w in &mut windows {
+                let partition = std::mem::take(&mut w.partition).into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
+                w.partition = partition;
+                let order = std::mem::take(&mut w.order).into_iter().map(|(e, d, n)| rewrite(e).map(|e| (e, d, n))).collect::<Result<Vec<_>>>()?;
+                w.order = order;
+                if let WindowFunc::Agg(call) = &mut w.func {
+                    call.arg = call.arg.take().map(rewrite).transpose()?;
+                }
+            }
             let having = having.map(rewrite).transpose()?;
             Some(AggPlan { group_by, aggs, having })
         } else {
             None
         };
+        // Window values follow the input row's own columns.
+        if !windows.is_empty() {
+            let input_width = match &agg {
+                Some(a) => a.group_by.len() + a.aggs.len(),
+                None => scope.width(),
+            };
+            let to_column = |e: Expr| resolve_window_refs(e, input_width);
+            projection = projection.into_iter().map(to_column).collect::<Result<Vec<_>>>()?;
+        }
         let limit_offset = self.limit_offset(q)?;
+        if !windows.is_empty() && !q.locks.is_empty() {
+            return Err(SqlError::new("0A000", "FOR UPDATE is not allowed with window functions"));
+        }
         let for_update = self.locks(q, &scope, agg.is_some() || distinct)?;
         let levels = planner::plan_levels(self.catalog, &scope.rels, join_rels, where_conjuncts.clone(), &mut self.indexes)?;
         let (levels, final_filters) = levels;
@@ -634,6 +662,7 @@ impl<'c> Binder<'c> {
             width: scope.width(),
             final_filters,
             agg,
+            windows,
             projection,
             visible,
             distinct,
@@ -1552,7 +1581,7 @@ impl<'c> Binder<'c> {
     }
 
     fn function(&mut self, f: &ast::Function, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
-        if f.filter.is_some() || f.over.is_some() || !f.within_group.is_empty() || f.null_treatment.is_some() || f.parameters != ast::FunctionArguments::None {
+        if f.filter.is_some() || !f.within_group.is_empty() || f.null_treatment.is_some() || f.parameters != ast::FunctionArguments::None {
             return Err(SqlError::unsupported(format!("function call {}", truncate(&f.to_string()))));
         }
         let name = crate::system::binder::function_name(&f.name)?;
@@ -1577,6 +1606,9 @@ impl<'c> Binder<'c> {
                 (args, distinct, star)
             }
         };
+        if let Some(over) = &f.over {
+            return self.window_function(over, &name, &args, star, distinct, scope, ctx);
+        }
         let agg = match name.as_str() {
             "count" if star => Some(AggFunc::CountStar),
             "count" => Some(AggFunc::Count),
@@ -1597,10 +1629,91 @@ impl<'c> Binder<'c> {
         self.scalar_function(&name, &args, scope, ctx)
     }
 
+    /// `func(...) OVER (PARTITION BY ... ORDER BY ...)`: row_number, rank,
+    /// dense_rank, or an aggregate over the default frame.
+    #[allow(clippy::too_many_arguments)]
+    fn window_function(&mut self, over: &ast::WindowType, name: &str, args: &[ast::Expr], star: bool, distinct: bool, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        if ctx.in_agg {
+            return Err(SqlError::new("42803", "aggregate function calls cannot contain window function calls"));
+        }
+        if ctx.windows.is_none() {
+            let clause = if ctx.clause.is_empty() { "this context" } else { ctx.clause };
+            return Err(SqlError::new("42P20", format!("window functions are not allowed in {clause}")));
+        }
+        let ast::WindowType::WindowSpec(spec) = over else {
+            return Err(SqlError::unsupported("named windows"));
+        };
+        if spec.window_name.is_some() {
+            return Err(SqlError::unsupported("named windows"));
+        }
+        if spec.window_frame.is_some() {
+            return Err(SqlError::unsupported("window frame clauses (only the default frame)"));
+        }
+        if distinct {
+            return Err(SqlError::unsupported("DISTINCT is not implemented for window functions"));
+        }
+        // The call's own pieces may hold aggregates but no window function.
+        let saved = ctx.windows.take();
+        let bound = (|| -> Result<WindowCall> {
+            let agg = match name {
+                "count" if star => Some(AggFunc::CountStar),
+                "count" => Some(AggFunc::Count),
+                "sum" => Some(AggFunc::Sum),
+                "avg" => Some(AggFunc::Avg),
+                "min" => Some(AggFunc::Min),
+                "max" => Some(AggFunc::Max),
+                _ => None,
+            };
+            let func = match (name, agg) {
+                (_, Some(a)) => WindowFunc::Agg(self.agg_call(a, name, args, false, scope, ctx)?),
+                ("row_number" | "rank" | "dense_rank", None) if args.is_empty() && !star => match name {
+                    "row_number" => WindowFunc::RowNumber,
+                    "rank" => WindowFunc::Rank,
+                    _ => WindowFunc::DenseRank,
+                },
+                ("row_number" | "rank" | "dense_rank", None) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
+                (_, None) => return Err(SqlError::unsupported(format!("window function {name}()"))),
+            };
+            let mut partition = Vec::new();
+            for e in &spec.partition_by {
+                partition.push(self.expr(e, scope, ctx)?.0);
+            }
+            let mut order = Vec::new();
+            for item in &spec.order_by {
+                let desc = item.options.asc == Some(false);
+                order.push((self.expr(&item.expr, scope, ctx)?.0, desc, item.options.nulls_first.unwrap_or(desc)));
+            }
+            Ok(WindowCall { func, partition, order })
+        })();
+        ctx.windows = saved;
+        let call = bound?;
+        let ty = match &call.func {
+            WindowFunc::Agg(agg) => agg.ty,
+            _ => DataType::Int8,
+        };
+        let windows = ctx.windows.as_mut().ok_or_else(|| SqlError::new("XX000", "window context lost"))?;
+        windows.push(call);
+        Ok((Expr::WindowRef(windows.len() - 1), Some(ty)))
+    }
+
     fn aggregate(&mut self, func: AggFunc, name: &str, args: &[ast::Expr], distinct: bool, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
         if ctx.aggs.is_none() {
             return Err(SqlError::new("42803", format!("aggregate functions are not allowed in {}", ctx.clause)));
         }
+        let call = self.agg_call(func, name, args, distinct, scope, ctx)?;
+        let aggs = ctx.aggs.as_mut().ok_or_else(|| SqlError::new("XX000", "aggregate context lost"))?;
+        let idx = match aggs.iter().position(|c| *c == call) {
+            Some(i) => i,
+            None => {
+                aggs.push(call.clone());
+                aggs.len() - 1
+            }
+        };
+        Ok((Expr::AggRef(idx), Some(call.ty)))
+    }
+
+    /// An aggregate call's argument and result type.
+    fn agg_call(&mut self, func: AggFunc, name: &str, args: &[ast::Expr], distinct: bool, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<AggCall> {
         if ctx.in_agg {
             return Err(SqlError::new("42803", "aggregate function calls cannot be nested"));
         }
@@ -1656,16 +1769,7 @@ impl<'c> Binder<'c> {
             }
             _ => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
         };
-        let aggs = ctx.aggs.as_mut().ok_or_else(|| SqlError::new("XX000", "aggregate context lost"))?;
-        let call = AggCall { func, arg, distinct, ty };
-        let idx = match aggs.iter().position(|c| *c == call) {
-            Some(i) => i,
-            None => {
-                aggs.push(call);
-                aggs.len() - 1
-            }
-        };
-        Ok((Expr::AggRef(idx), Some(ty)))
+        Ok(AggCall { func, arg, distinct, ty })
     }
 
     fn scalar_function(&mut self, name: &str, args: &[ast::Expr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
@@ -2071,6 +2175,15 @@ pub(crate) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
 }
 
 /// Maps an aggregated query's expression onto the aggregate row.
+/// A window function's reference becomes the column the executor appends
+/// for it after the input row's `base` columns.
+fn resolve_window_refs(e: Expr, base: usize) -> Result<Expr> {
+    match e {
+        Expr::WindowRef(i) => Ok(Expr::Column(base + i)),
+        other => other.map_children(&mut |c| resolve_window_refs(c, base)),
+    }
+}
+
 fn rewrite_post_agg(e: Expr, groups: &[Expr], scope: &Scope<'_>) -> Result<Expr> {
     if let Some(k) = groups.iter().position(|g| *g == e) {
         return Ok(Expr::Column(k));
@@ -2086,7 +2199,6 @@ fn rewrite_post_agg(e: Expr, groups: &[Expr], scope: &Scope<'_>) -> Result<Expr>
     }
 }
 
-/// SQL type name → engine type.
 /// `serial`, `bigserial`, `smallserial` (CREATE TABLE only): the integer
 /// type the column gets.
 fn serial_type(t: &ast::DataType) -> Option<DataType> {
@@ -2102,6 +2214,7 @@ fn serial_type(t: &ast::DataType) -> Option<DataType> {
     }
 }
 
+/// SQL type name → engine type.
 pub fn map_type(t: &ast::DataType) -> Result<DataType> {
     use ast::DataType as D;
     let len = |l: &Option<ast::CharacterLength>| -> Result<Option<u32>> {

@@ -22,7 +22,8 @@ use pgtier_engine::{DataType, Numeric, Value, ValueRef};
 use crate::error::{Result, SqlError, SqlNotice};
 use crate::expr::{Env, Expr, NoSubqueries, Subquery, SubqueryRunner};
 use crate::plan::{
-    Access, AggCall, AggFunc, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, SelectPlan, UpdatePlan,
+    Access, AggCall, AggFunc, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, SelectPlan, UpdatePlan, WindowCall,
+    WindowFunc,
 };
 use crate::value::{self, NUMERIC_ANY};
 
@@ -431,7 +432,7 @@ impl<'a> Exec<'a> {
             return r;
         }
         out.reset(plan.visible);
-        let streams = plan.agg.is_none() && !plan.distinct && plan.order_by.is_empty() && plan.limit.is_none() && plan.offset.is_none() && !plan.for_update;
+        let streams = plan.agg.is_none() && plan.windows.is_empty() && !plan.distinct && plan.order_by.is_empty() && plan.limit.is_none() && plan.offset.is_none() && !plan.for_update;
         if streams {
             // Each joined row is projected into the result as it is found.
             let env = self.env(params, &[]);
@@ -538,6 +539,7 @@ impl<'a> Exec<'a> {
             }
             None => joined,
         };
+        let input = if plan.windows.is_empty() { input } else { self.apply_windows(&plan.windows, &env, input)? };
         let mut rows = Vec::with_capacity(input.len());
         for r in &input {
             let mut o = Vec::with_capacity(plan.projection.len());
@@ -553,16 +555,7 @@ impl<'a> Exec<'a> {
         if !plan.order_by.is_empty() {
             rows.sort_by(|a, b| {
                 for k in &plan.order_by {
-                    let (x, y) = (&a[k.column], &b[k.column]);
-                    let o = match (x.is_null(), y.is_null()) {
-                        (true, true) => Ordering::Equal,
-                        (true, false) => if k.nulls_first { Ordering::Less } else { Ordering::Greater },
-                        (false, true) => if k.nulls_first { Ordering::Greater } else { Ordering::Less },
-                        _ => {
-                            let o = value::compare(x, y).unwrap_or(Ordering::Equal);
-                            if k.desc { o.reverse() } else { o }
-                        }
-                    };
+                    let o = sort_key_cmp(&a[k.column], &b[k.column], k.desc, k.nulls_first);
                     if o != Ordering::Equal {
                         return o;
                     }
@@ -706,6 +699,101 @@ impl<'a> Exec<'a> {
             }
         }
         Ok(count)
+    }
+
+    /// Appends each window function's value to every row. A partition is
+    /// the rows with equal PARTITION BY values (NULLs together); the frame
+    /// is PostgreSQL's default: from the partition's start to the current
+    /// row's last peer (rows equal in every ORDER BY key), so without ORDER
+    /// BY an aggregate covers the whole partition.
+    fn apply_windows(&mut self, windows: &[WindowCall], env: &Env<'_>, mut rows: Vec<Vec<Value>>) -> Result<Vec<Vec<Value>>> {
+        let n = rows.len();
+        let mut columns: Vec<Vec<Value>> = Vec::with_capacity(windows.len());
+        for w in windows {
+            let mut keys: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(n);
+            for r in &rows {
+                let mut p = Vec::with_capacity(w.partition.len());
+                for e in &w.partition {
+                    p.push(e.eval(env, self, r)?);
+                }
+                let mut o = Vec::with_capacity(w.order.len());
+                for (e, _, _) in &w.order {
+                    o.push(e.eval(env, self, r)?);
+                }
+                keys.push((p, o));
+            }
+            let same_partition = |a: usize, b: usize| keys[a].0.iter().zip(&keys[b].0).all(|(x, y)| sort_key_cmp(x, y, false, false) == Ordering::Equal);
+            let order_cmp = |a: usize, b: usize| {
+                for ((x, y), (_, desc, nulls_first)) in keys[a].1.iter().zip(&keys[b].1).zip(&w.order) {
+                    let o = sort_key_cmp(x, y, *desc, *nulls_first);
+                    if o != Ordering::Equal {
+                        return o;
+                    }
+                }
+                Ordering::Equal
+            };
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by(|&a, &b| {
+                for (x, y) in keys[a].0.iter().zip(&keys[b].0) {
+                    let o = sort_key_cmp(x, y, false, false);
+                    if o != Ordering::Equal {
+                        return o;
+                    }
+                }
+                order_cmp(a, b)
+            });
+            let mut out = vec![Value::Null; n];
+            let mut start = 0;
+            while start < n {
+                let mut end = start + 1;
+                while end < n && same_partition(order[start], order[end]) {
+                    end += 1;
+                }
+                let mut acc = match &w.func {
+                    WindowFunc::Agg(call) => Some(new_acc(call, None)),
+                    _ => None,
+                };
+                let (mut peers_start, mut dense) = (start, 0i64);
+                while peers_start < end {
+                    let mut peers_end = peers_start + 1;
+                    while peers_end < end && order_cmp(order[peers_start], order[peers_end]) == Ordering::Equal {
+                        peers_end += 1;
+                    }
+                    dense += 1;
+                    let aggregate = match (&w.func, acc.as_mut()) {
+                        (WindowFunc::Agg(call), Some(acc)) => {
+                            for &r in &order[peers_start..peers_end] {
+                                let v = match &call.arg {
+                                    Some(e) => Some(e.eval(env, self, &rows[r])?),
+                                    None => None,
+                                };
+                                accumulate(acc, call, v)?;
+                            }
+                            finish(acc.clone(), call)?
+                        }
+                        _ => Value::Null,
+                    };
+                    for (k, &r) in order[peers_start..peers_end].iter().enumerate() {
+                        let position = |at: usize| Value::Int8(i64::try_from(at - start + 1).unwrap_or(i64::MAX));
+                        out[r] = match &w.func {
+                            WindowFunc::RowNumber => position(peers_start + k),
+                            WindowFunc::Rank => position(peers_start),
+                            WindowFunc::DenseRank => Value::Int8(dense),
+                            WindowFunc::Agg(_) => aggregate.clone(),
+                        };
+                    }
+                    peers_start = peers_end;
+                }
+                start = end;
+            }
+            columns.push(out);
+        }
+        for (r, row) in rows.iter_mut().enumerate() {
+            for c in &mut columns {
+                row.push(std::mem::replace(&mut c[r], Value::Null));
+            }
+        }
+        Ok(rows)
     }
 
     fn returning(&mut self, exprs: &[Expr], env: &Env<'_>, row: &[Value], out: &mut ResultBuf) -> Result<()> {
@@ -1200,6 +1288,19 @@ fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
         }
         Acc::Extreme(v) => v.unwrap_or(Value::Null),
     })
+}
+
+/// ORDER BY's comparison of one key (also window ORDER BY and PARTITION BY).
+fn sort_key_cmp(x: &Value, y: &Value, desc: bool, nulls_first: bool) -> Ordering {
+    match (x.is_null(), y.is_null()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => if nulls_first { Ordering::Less } else { Ordering::Greater },
+        (false, true) => if nulls_first { Ordering::Greater } else { Ordering::Less },
+        _ => {
+            let o = value::compare(x, y).unwrap_or(Ordering::Equal);
+            if desc { o.reverse() } else { o }
+        }
+    }
 }
 
 /// Hash aggregation: one output row per group (group values, then aggregates).

@@ -140,6 +140,9 @@ pub enum Expr {
     Subquery(Box<Subquery>),
     /// Placeholder for an aggregate while binding; never evaluated.
     AggRef(usize),
+    /// A window function's value (index into `SelectPlan::windows`); the
+    /// binder rewrites it to the column the executor appends.
+    WindowRef(usize),
 }
 
 /// What an expression sees besides its input row.
@@ -197,7 +200,7 @@ impl Expr {
     pub fn walk(&self, f: &mut dyn FnMut(&Expr)) {
         f(self);
         match self {
-            Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_) | Expr::AggRef(_) => {}
+            Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_) | Expr::AggRef(_) | Expr::WindowRef(_) => {}
             Expr::Neg(e) | Expr::Not(e) | Expr::IsNull(e, _) | Expr::IsBool(e, _, _) | Expr::Cast(e, _, _) | Expr::BpcharTrim(e) => e.walk(f),
             Expr::Arith(_, a, b, _) | Expr::Concat(a, b) | Expr::Cmp(_, a, b) | Expr::IsDistinct(a, b, _) | Expr::NullIf(a, b) => {
                 a.walk(f);
@@ -243,7 +246,7 @@ impl Expr {
         let b = |e: Box<Expr>, f: &mut dyn FnMut(Expr) -> Result<Expr>| -> Result<Box<Expr>> { Ok(Box::new(f(*e)?)) };
         let v = |es: Vec<Expr>, f: &mut dyn FnMut(Expr) -> Result<Expr>| -> Result<Vec<Expr>> { es.into_iter().map(f).collect() };
         Ok(match self {
-            e @ (Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_) | Expr::AggRef(_)) => e,
+            e @ (Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_) | Expr::AggRef(_) | Expr::WindowRef(_)) => e,
             Expr::Neg(e) => Expr::Neg(b(e, f)?),
             Expr::Not(e) => Expr::Not(b(e, f)?),
             Expr::IsNull(e, n) => Expr::IsNull(b(e, f)?, n),
@@ -379,6 +382,7 @@ impl Expr {
                 },
             },
             Expr::AggRef(_) => return Err(SqlError::new("XX000", "aggregate evaluated outside aggregation")),
+            Expr::WindowRef(_) => return Err(SqlError::new("XX000", "window function evaluated outside its window")),
         })
     }
 

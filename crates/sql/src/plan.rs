@@ -88,6 +88,28 @@ pub struct AggCall {
     pub ty: DataType,
 }
 
+/// What a window function computes over its partition.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WindowFunc {
+    RowNumber,
+    Rank,
+    DenseRank,
+    /// An aggregate over the frame: the partition's rows up to the current
+    /// row's last peer (PostgreSQL's default frame), or the whole
+    /// partition without ORDER BY.
+    Agg(AggCall),
+}
+
+/// `func OVER (PARTITION BY ... ORDER BY ...)`; its expressions are over
+/// the row the projection sees (joined row, or aggregate row).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowCall {
+    pub func: WindowFunc,
+    pub partition: Vec<Expr>,
+    /// (expression, descending, nulls first).
+    pub order: Vec<(Expr, bool, bool)>,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct AggPlan {
     pub group_by: Vec<Expr>,
@@ -118,6 +140,9 @@ pub struct SelectPlan {
     /// WHERE predicates evaluated on the complete joined row (subqueries).
     pub final_filters: Vec<Expr>,
     pub agg: Option<AggPlan>,
+    /// Window functions: computed over the joined (or aggregate) rows and
+    /// appended to each as extra columns, which the projection reads.
+    pub windows: Vec<WindowCall>,
     /// Over the joined row, or the aggregate row when `agg` is set.
     pub projection: Vec<Expr>,
     /// Leading projection columns the client sees (the rest are sort keys).
@@ -150,8 +175,9 @@ impl SelectPlan {
             && self.order_by.is_empty()
             && self.limit.is_none()
             && self.offset.is_none()
+            && self.windows.is_empty()
             && !self.projection.iter().any(Expr::has_subquery);
-        self.projects_columns = self.projection[..self.visible].iter().all(|e| matches!(e, Expr::Column(_)));
+        self.projects_columns = self.windows.is_empty() && self.projection[..self.visible].iter().all(|e| matches!(e, Expr::Column(_)));
         self.level_masks = self.columns_read_per_level();
         self
     }
@@ -183,7 +209,15 @@ impl SelectPlan {
                     return Vec::new();
                 }
             }
-            None => exprs.extend(&self.projection),
+            None => {
+                exprs.extend(&self.projection);
+                for w in &self.windows {
+                    exprs.extend(w.partition.iter().chain(w.order.iter().map(|(e, _, _)| e)));
+                    if let WindowFunc::Agg(call) = &w.func {
+                        exprs.extend(call.arg.as_ref());
+                    }
+                }
+            }
         }
         let keys: Vec<usize> =
             self.levels.iter().flat_map(|l| l.table.primary_key.iter().map(move |&c| l.offset + c)).collect();

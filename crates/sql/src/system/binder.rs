@@ -271,6 +271,7 @@ impl Binder<'_> {
             width,
             final_filters: Vec::new(),
             agg: None,
+            windows: Vec::new(),
             projection: (0..width).map(Expr::Column).collect(),
             visible: width,
             distinct: false,

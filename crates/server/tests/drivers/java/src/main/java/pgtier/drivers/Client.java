@@ -406,6 +406,15 @@ public final class Client {
             rs.next();
             out("currval: " + rs.getLong(1) + " identity sequence: " + rs.getString(2));
         }
+        // DatabaseMetaData.getColumns, as ORMs and tools call it (row_number() OVER in its query).
+        try (ResultSet rs = conn.getMetaData().getColumns(null, "public", "drv_java_keys", "%")) {
+            while (rs.next()) {
+                out("getColumns: " + rs.getInt("ORDINAL_POSITION") + " " + rs.getString("COLUMN_NAME") + " " + rs.getString("TYPE_NAME")
+                    + " type=" + rs.getInt("DATA_TYPE") + " size=" + rs.getInt("COLUMN_SIZE") + " nullable=" + rs.getInt("NULLABLE")
+                    + " default=" + rs.getString("COLUMN_DEF") + " autoincrement=" + rs.getString("IS_AUTOINCREMENT")
+                    + " generated=" + rs.getString("IS_GENERATEDCOLUMN"));
+            }
+        }
         try (Statement st = conn.createStatement()) {
             st.execute("DROP TABLE drv_java_keys");
         }

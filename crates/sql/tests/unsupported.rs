@@ -1,0 +1,28 @@
+//! What pgtier refuses rather than answering differently from PostgreSQL:
+//! each construct fails with 0A000 and a message naming it. (The
+//! differential corpus cannot hold these: PostgreSQL runs them.)
+#![allow(clippy::unwrap_used)]
+
+use pgtier_engine::{CommitMode, Database, EngineConfig};
+use pgtier_sql::Connection;
+
+#[test]
+fn refused_constructs_name_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
+    conn.execute_sql("CREATE TABLE t (id int PRIMARY KEY, v int)").unwrap();
+    conn.execute_sql("CREATE SEQUENCE s").unwrap();
+    for (sql, names) in [
+        ("SELECT sum(v) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t", "window frame"),
+        ("SELECT row_number() OVER w FROM t WINDOW w AS (ORDER BY id)", "SELECT clause"),
+        ("SELECT lag(v) OVER (ORDER BY id) FROM t", "window function lag()"),
+        ("SELECT count(DISTINCT v) OVER () FROM t", "DISTINCT"),
+        ("CREATE SEQUENCE o OWNED BY t.id", "OWNED BY"),
+        ("CREATE TEMPORARY SEQUENCE tmp", "TEMPORARY SEQUENCE"),
+    ] {
+        let e = conn.execute_sql(sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains(names), "{sql}: {}", e.message);
+    }
+}
