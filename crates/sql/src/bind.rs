@@ -23,7 +23,7 @@ use crate::value::{self, ArithOp, Category, NUMERIC_ANY, category, type_name};
 pub type Ty = Option<DataType>;
 
 pub fn bind_statement(catalog: &Catalog, stmt: &ast::Statement) -> Result<Prepared> {
-    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false };
+    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new() };
     let mut plan = b.statement(stmt)?;
     if let Plan::Select(s) = &mut plan {
         crate::system::binder::finish_output(s);
@@ -102,7 +102,19 @@ pub(crate) struct Binder<'c> {
     pub(crate) indexes: Vec<IndexId>,
     pub(crate) next_subquery: usize,
     /// Set when a name resolved to the enclosing query (correlation).
-    correlated: bool,
+    pub(crate) correlated: bool,
+    /// WITH queries in scope, outermost first (a name finds the innermost).
+    pub(crate) ctes: Vec<CteDef>,
+}
+
+/// A WITH query. Each reference binds its query again, as a subquery in
+/// FROM would be (PostgreSQL inlines such a query when it is referenced
+/// once; when it is referenced more often the two agree unless it calls a
+/// volatile function, which is refused then).
+pub(crate) struct CteDef {
+    pub(crate) name: String,
+    pub(crate) cte: ast::Cte,
+    pub(crate) uses: usize,
 }
 
 impl<'c> Binder<'c> {
@@ -359,9 +371,33 @@ impl<'c> Binder<'c> {
     // ------------------------------------------------------------ SELECT
 
     pub(crate) fn query(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
-        if q.with.is_some() {
-            return Err(SqlError::unsupported("WITH"));
+        let Some(with) = &q.with else { return self.query_body(q, outer) };
+        if with.recursive {
+            return Err(SqlError::unsupported("WITH RECURSIVE"));
         }
+        let base = self.ctes.len();
+        for cte in &with.cte_tables {
+            let name = ident(&cte.alias.name);
+            if self.ctes[base..].iter().any(|c| c.name == name) {
+                self.ctes.truncate(base);
+                return Err(SqlError::new("42712", format!("WITH query name \"{name}\" specified more than once")));
+            }
+            self.ctes.push(CteDef { name, cte: cte.clone(), uses: 0 });
+        }
+        let plan = self.query_body(q, outer);
+        let defs = self.ctes.split_off(base);
+        let plan = plan?;
+        for d in defs {
+            let text = d.cte.query.to_string().to_lowercase();
+            if d.uses > 1 && (text.contains("nextval") || text.contains("setval")) {
+                return Err(SqlError::unsupported(format!("WITH query \"{}\" that advances a sequence, referenced more than once", d.name)));
+            }
+        }
+        Ok(plan)
+    }
+
+    /// The query apart from its WITH clause.
+    fn query_body(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
         if q.fetch.is_some() || q.for_clause.is_some() || q.settings.is_some() || q.format_clause.is_some() || !q.pipe_operators.is_empty() {
             return Err(SqlError::unsupported("FETCH/FOR/SETTINGS clause"));
         }

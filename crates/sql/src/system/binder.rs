@@ -101,11 +101,44 @@ fn is_string(t: Ty) -> bool {
 }
 
 impl Binder<'_> {
+    /// The WITH query an unqualified FROM name refers to, innermost first.
+    fn cte_index(&self, name: &ObjectName) -> Option<usize> {
+        let [part] = name.0.as_slice() else { return None };
+        let n = ident(part.as_ident()?);
+        self.ctes.iter().rposition(|c| c.name == n)
+    }
+
+    /// Binds WITH query `k` for one reference: its plan, name and declared
+    /// column names. Inside it, only the WITH queries before it are visible
+    /// (no recursion), and nothing of the referencing query.
+    fn bind_cte(&mut self, k: usize) -> Result<(SelectPlan, String, Vec<String>)> {
+        self.ctes[k].uses += 1;
+        let cte = self.ctes[k].cte.clone();
+        let later = self.ctes.split_off(k);
+        let correlated = self.correlated;
+        let plan = self.query(&cte.query, None);
+        self.correlated = correlated;
+        self.ctes.extend(later);
+        Ok((plan?, ident(&cte.alias.name), cte.alias.columns.iter().map(|c| ident(&c.name)).collect()))
+    }
+
     /// A FROM item that is not a stored table: (default name, row shape, source).
     pub(crate) fn virtual_from(
         &mut self, factor: &ast::TableFactor, rels: &[Rel], outer: Option<&Scope<'_>>,
     ) -> Result<Option<VirtualRel>> {
         let (name, schema, source, alias) = match factor {
+            ast::TableFactor::Table { name, alias, args: None, .. } if self.cte_index(name).is_some() => {
+                let k = self.cte_index(name).unwrap_or_default();
+                let (plan, cte_name, columns) = self.bind_cte(k)?;
+                let mut cols: Vec<(String, DataType)> = plan.columns[..plan.visible].iter().map(|c| (c.name.clone(), c.ty.unwrap_or(DataType::Text))).collect();
+                if columns.len() > cols.len() {
+                    return Err(SqlError::new("42P10", format!("WITH query \"{cte_name}\" has {} columns available but {} columns specified", cols.len(), columns.len())));
+                }
+                for (c, new) in cols.iter_mut().zip(columns) {
+                    c.0 = new;
+                }
+                (cte_name.clone(), super::detached(&cte_name, cols), VirtualSource::Query(SetTree::Select(Box::new(plan))), alias)
+            }
             ast::TableFactor::Table { name, alias, args: None, .. } => {
                 let Some(rel) = system_relation(name)? else { return Ok(None) };
                 (rel.def().name.to_owned(), super::schema_of(rel), VirtualSource::System(rel), alias)
