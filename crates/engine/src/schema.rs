@@ -35,11 +35,14 @@ pub struct ColumnDef {
     /// The default draws from this sequence (by name; it may be created
     /// earlier in the same transaction) instead of `default`.
     pub sequence: Option<(String, SequenceDefault)>,
+    /// A default the SQL layer evaluates for each row (`now()`), kept as
+    /// PostgreSQL prints it; the engine only stores it.
+    pub default_sql: Option<String>,
 }
 
 impl ColumnDef {
     pub fn new(name: impl Into<String>, ty: DataType) -> ColumnDef {
-        ColumnDef { name: name.into(), ty, nullable: true, default: None, sequence: None }
+        ColumnDef { name: name.into(), ty, nullable: true, default: None, sequence: None, default_sql: None }
     }
     pub fn not_null(mut self) -> ColumnDef {
         self.nullable = false;
@@ -110,6 +113,8 @@ pub struct Column {
     pub default: Option<Value>,
     /// The default is the next value of this sequence (`default` is None).
     pub sequence: Option<(TableId, SequenceDefault)>,
+    /// See [`ColumnDef::default_sql`].
+    pub default_sql: Option<String>,
 }
 
 /// How a column's default draws from a sequence.
@@ -391,13 +396,13 @@ impl Catalog {
                     None => None,
                     Some((seq, how)) => Some((self.column_sequence(seq, c)?, *how)),
                 };
-                Ok(Column { name: c.name.clone(), ty: c.ty, nullable: c.nullable, default, sequence })
+                Ok(Column { name: c.name.clone(), ty: c.ty, nullable: c.nullable, default, sequence, default_sql: c.default_sql.clone() })
             })
             .collect::<Result<_>>()?;
         let mut columns = columns;
         let rowid = def.primary_key.is_empty();
         let pk = if rowid {
-            columns.push(Column { name: ROWID_COLUMN.to_owned(), ty: DataType::Int8, nullable: false, default: None, sequence: None });
+            columns.push(Column { name: ROWID_COLUMN.to_owned(), ty: DataType::Int8, nullable: false, default: None, sequence: None, default_sql: None });
             vec![columns.len() - 1]
         } else {
             resolve_columns(&def.name, &columns, &def.primary_key)?
@@ -670,6 +675,10 @@ fn validate_columns(def: &TableDef) -> Result<()> {
         if SYSTEM_COLUMNS.contains(&c.name.as_str()) {
             return Err(EngineError::definition("42701", format!("column name \"{}\" conflicts with a system column name", c.name)));
         }
+        let defaults = usize::from(c.default.is_some()) + usize::from(c.sequence.is_some()) + usize::from(c.default_sql.is_some());
+        if defaults > 1 {
+            return Err(EngineError::definition("42601", format!("multiple default values specified for column \"{}\" of table \"{}\"", c.name, def.name)));
+        }
     }
     Ok(())
 }
@@ -735,6 +744,13 @@ fn encode_table(w: &mut Writer<'_>, t: &TableSchema) {
                 w.u32(seq.0);
             }
         }
+        match &c.default_sql {
+            None => w.bool(false),
+            Some(sql) => {
+                w.bool(true);
+                w.str(sql);
+            }
+        }
     }
     encode_usizes(w, &t.primary_key);
     w.u32(t.primary_index.0);
@@ -771,7 +787,11 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
                 }
             },
         };
-        columns.push(Column { name: cname, ty, nullable, default, sequence });
+        let default_sql = match format {
+            Format::V2 if r.bool()? => Some(r.str()?),
+            _ => None,
+        };
+        columns.push(Column { name: cname, ty, nullable, default, sequence, default_sql });
     }
     let primary_key = decode_usizes(r)?;
     let primary_index = IndexId(r.u32()?);

@@ -93,7 +93,9 @@ fn owned_sequences_go_with_their_table_and_used_ones_stay() {
     id.sequence = Some(("t_id_seq".into(), SequenceDefault::Serial));
     let mut other = ColumnDef::new("other", DataType::Int4);
     other.sequence = Some(("shared".into(), SequenceDefault::Nextval));
-    let table = t.create_table(&TableDef::new("t", vec![id, other], &["id"])).unwrap();
+    let mut at = ColumnDef::new("at", DataType::Timestamp);
+    at.default_sql = Some("now()".into());
+    let table = t.create_table(&TableDef::new("t", vec![id, other, at], &["id"])).unwrap();
     t.commit().unwrap();
     let cat = db.catalog();
     let schema = cat.table(table).unwrap();
@@ -111,6 +113,7 @@ fn owned_sequences_go_with_their_table_and_used_ones_stay() {
     db.close().unwrap();
     let db = open(dir.path());
     assert_eq!(db.catalog().table_by_name("t").unwrap().columns[1].sequence.map(|(_, how)| how), Some(SequenceDefault::Nextval));
+    assert_eq!(db.catalog().table_by_name("t").unwrap().columns[2].default_sql.as_deref(), Some("now()"));
     let mut t = db.begin().unwrap();
     t.drop_table("t").unwrap();
     t.commit().unwrap();
@@ -128,7 +131,12 @@ fn owned_sequences_go_with_their_table_and_used_ones_stay() {
     let mut bad = ColumnDef::new("id", DataType::Int8);
     bad.sequence = Some(("nope".into(), SequenceDefault::Serial));
     assert_eq!(t.create_table(&TableDef::new("u", vec![bad], &[])).unwrap_err().sqlstate(), "42P01");
-    let _ = Value::Null;
+    // One default per column.
+    t.rollback();
+    let mut t = db.begin().unwrap();
+    let mut two = ColumnDef::new("id", DataType::Int8).default_value(Value::Int8(1));
+    two.default_sql = Some("now()".into());
+    assert_eq!(t.create_table(&TableDef::new("w", vec![two], &[])).unwrap_err().sqlstate(), "42601");
 }
 
 /// A read-only transaction that drew a value commits, in Sync mode, only

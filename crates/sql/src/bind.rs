@@ -242,9 +242,10 @@ impl<'c> Binder<'c> {
                     ast::ColumnOption::Default(_) if cd.sequence.is_some() => {
                         return Err(SqlError::syntax(format!("multiple default values specified for column \"{cname}\" of table \"{name}\"")));
                     }
-                    ast::ColumnOption::Default(e) => match nextval_default(e) {
-                        Some(seq) => cd.sequence = Some((seq, SequenceDefault::Nextval)),
-                        None => cd.default = Some(self.constant_default(e, ty, &cname)?),
+                    ast::ColumnOption::Default(e) => match (nextval_default(e), now_default(e, ty)) {
+                        (Some(seq), _) => cd.sequence = Some((seq, SequenceDefault::Nextval)),
+                        (None, Some(text)) => cd.default_sql = Some(text.to_owned()),
+                        (None, None) => cd.default = Some(self.constant_default(e, ty, &cname)?),
                     },
                     ast::ColumnOption::Generated { generated_as, sequence_options, generation_expr: None, .. } => {
                         let how = match generated_as {
@@ -798,7 +799,7 @@ impl<'c> Binder<'c> {
             }
         }
         let source = match &i.source {
-            None => InsertSource::Values(vec![Vec::new()]).with_defaults(&table, &targets, true),
+            None => InsertSource::Values(vec![Vec::new()]).with_defaults(&table, &targets, true)?,
             Some(q) => match q.body.as_ref() {
                 ast::SetExpr::Values(values) if q.order_by.is_none() && q.limit_clause.is_none() => {
                     let scope = Scope::default();
@@ -814,7 +815,7 @@ impl<'c> Binder<'c> {
                         for (k, e) in row.iter().enumerate() {
                             let col = &table.columns[targets[k]];
                             if is_default_keyword(e) {
-                                out.push(column_default(col));
+                                out.push(column_default(col)?);
                                 continue;
                             }
                             always_identity_guard(col)?;
@@ -823,7 +824,7 @@ impl<'c> Binder<'c> {
                         }
                         // Trailing target columns without a value get their default.
                         for &t in &targets[row.len()..] {
-                            out.push(column_default(&table.columns[t]));
+                            out.push(column_default(&table.columns[t])?);
                         }
                         rows.push(out);
                     }
@@ -852,9 +853,9 @@ impl<'c> Binder<'c> {
         };
         let (returning, columns) = self.returning(i.returning.as_deref(), &table)?;
         let generated = (0..table.columns.len())
-            .filter(|c| table.columns[*c].sequence.is_some() && !targets.contains(c))
-            .map(|c| (c, column_default(&table.columns[c])))
-            .collect();
+            .filter(|c| (table.columns[*c].sequence.is_some() || table.columns[*c].default_sql.is_some()) && !targets.contains(c))
+            .map(|c| column_default(&table.columns[c]).map(|e| (c, e)))
+            .collect::<Result<_>>()?;
         Ok(Plan::Insert(InsertPlan { table, targets, source, on_conflict, returning, columns, generated }))
     }
 
@@ -939,7 +940,7 @@ impl<'c> Binder<'c> {
             }
             let col = &table.columns[pos];
             let e = if is_default_keyword(&a.value) {
-                column_default(col)
+                column_default(col)?
             } else if col.sequence.is_some_and(|(_, how)| how == SequenceDefault::IdentityAlways) {
                 return Err(SqlError::new("428C9", format!("column \"{n}\" can only be updated to DEFAULT"))
                     .with_detail(format!("Column \"{n}\" is an identity column defined as GENERATED ALWAYS.")));
@@ -1964,12 +1965,12 @@ struct JoinSpec {
 }
 
 impl InsertSource {
-    fn with_defaults(self, table: &TableSchema, targets: &[usize], all_defaults: bool) -> InsertSource {
+    fn with_defaults(self, table: &TableSchema, targets: &[usize], all_defaults: bool) -> Result<InsertSource> {
         if !all_defaults {
-            return self;
+            return Ok(self);
         }
-        let row = targets.iter().map(|&t| column_default(&table.columns[t])).collect();
-        InsertSource::Values(vec![row])
+        let row = targets.iter().map(|&t| column_default(&table.columns[t])).collect::<Result<_>>()?;
+        Ok(InsertSource::Values(vec![row]))
     }
 }
 
@@ -2047,17 +2048,51 @@ pub(crate) fn output_name_match(e: &ast::Expr, columns: &[OutputColumn]) -> Opti
     if hits.next().is_some() { None } else { Some(first) }
 }
 
-/// A column's DEFAULT as an expression: its constant, or the next value of
-/// its sequence (serial, identity, `DEFAULT nextval('s')`).
-fn column_default(col: &Column) -> Expr {
-    match col.sequence {
-        Some((seq, _)) => {
-            let oid = crate::system::catalog::relation_oid(seq);
-            let next = Expr::Func(Func::Sys(crate::system::SysFunc::Sequence(crate::system::SeqFunc::Nextval)), vec![Expr::Const(Value::Int8(oid))]);
-            if col.ty == DataType::Int8 { next } else { Expr::Cast(next.boxed(), col.ty, false) }
-        }
-        None => Expr::Const(col.default.clone().unwrap_or(Value::Null)),
+/// A column's DEFAULT as an expression: its constant, the next value of
+/// its sequence (serial, identity, `DEFAULT nextval('s')`), or the
+/// transaction's start time (`DEFAULT now()` and its synonyms).
+fn column_default(col: &Column) -> Result<Expr> {
+    if let Some((seq, _)) = col.sequence {
+        let oid = crate::system::catalog::relation_oid(seq);
+        let next = Expr::Func(Func::Sys(crate::system::SysFunc::Sequence(crate::system::SeqFunc::Nextval)), vec![Expr::Const(Value::Int8(oid))]);
+        return Ok(if col.ty == DataType::Int8 { next } else { Expr::Cast(next.boxed(), col.ty, false) });
     }
+    if let Some(sql) = &col.default_sql {
+        let known = NOW_DEFAULTS.iter().any(|(_, text)| text == sql);
+        return match col.ty {
+            DataType::Timestamp if known => Ok(Expr::Func(Func::Now, Vec::new())),
+            DataType::Date if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Date, false)),
+            _ => Err(SqlError::new("XX000", format!("column \"{}\" has a default this version cannot evaluate: {sql}", col.name))),
+        };
+    }
+    Ok(Expr::Const(col.default.clone().unwrap_or(Value::Null)))
+}
+
+/// Defaults that are the transaction's start time: (function name, the
+/// text PostgreSQL prints for it, which is what the catalog keeps).
+const NOW_DEFAULTS: [(&str, &str); 5] = [
+    ("now", "now()"),
+    ("transaction_timestamp", "transaction_timestamp()"),
+    ("current_timestamp", "CURRENT_TIMESTAMP"),
+    ("localtimestamp", "LOCALTIMESTAMP"),
+    ("current_date", "CURRENT_DATE"),
+];
+
+/// `DEFAULT now()` (or a synonym) on a timestamp or date column: the text
+/// the catalog keeps for it.
+fn now_default(e: &ast::Expr, ty: DataType) -> Option<&'static str> {
+    let ast::Expr::Function(f) = e else { return None };
+    let empty = match &f.args {
+        ast::FunctionArguments::None => true,
+        ast::FunctionArguments::List(l) => l.args.is_empty(),
+        ast::FunctionArguments::Subquery(_) => false,
+    };
+    let [part] = f.name.0.as_slice() else { return None };
+    let name = part.as_ident()?.value.to_lowercase();
+    if !empty || f.over.is_some() || !matches!(ty, DataType::Timestamp | DataType::Date) {
+        return None;
+    }
+    NOW_DEFAULTS.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
 }
 
 /// `DEFAULT nextval('name')` (the name possibly cast to regclass and

@@ -480,7 +480,7 @@ impl SystemRel {
     }
 
     pub fn schema_columns(self) -> Vec<Column> {
-        self.def().columns.iter().map(|(n, t)| Column { name: (*n).to_owned(), ty: t.data_type(), nullable: true, default: None, sequence: None }).collect()
+        self.def().columns.iter().map(|(n, t)| Column { name: (*n).to_owned(), ty: t.data_type(), nullable: true, default: None, sequence: None, default_sql: None }).collect()
     }
 }
 
@@ -682,7 +682,7 @@ pub fn column_default_text(catalog: &Catalog, col: &Column) -> Option<String> {
             catalog.table(seq).map(|s| format!("nextval('{}'::regclass)", super::funcs::quote_ident(&s.name).replace('\'', "''")))
         }
         Some(_) => None,
-        None => col.default.as_ref().map(|d| super::funcs::default_expr(d, col.ty)),
+        None => col.default_sql.clone().or_else(|| col.default.as_ref().map(|d| super::funcs::default_expr(d, col.ty))),
     }
 }
 

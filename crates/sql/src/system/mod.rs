@@ -93,7 +93,7 @@ pub fn schema_of(rel: SystemRel) -> Arc<TableSchema> {
 
 /// A row shape from column names and types.
 pub fn detached(name: &str, columns: Vec<(String, pgtier_engine::DataType)>) -> Arc<TableSchema> {
-    Arc::new(TableSchema::detached(name, columns.into_iter().map(|(n, ty)| Column { name: n, ty, nullable: true, default: None, sequence: None }).collect()))
+    Arc::new(TableSchema::detached(name, columns.into_iter().map(|(n, ty)| Column { name: n, ty, nullable: true, default: None, sequence: None, default_sql: None }).collect()))
 }
 
 impl Exec<'_> {
