@@ -31,7 +31,7 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         ValueRef::Bool(v) => out.push(u8::from(v)),
         ValueRef::Int2(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000).to_be_bytes()),
         ValueRef::Int4(v) | ValueRef::Date(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000_0000).to_be_bytes()),
-        ValueRef::Int8(v) | ValueRef::Timestamp(v) => out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes()),
+        ValueRef::Int8(v) | ValueRef::Timestamp(v) | ValueRef::TimestampTz(v) => out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes()),
         ValueRef::Numeric(n) => out.extend_from_slice(&(n.mantissa.cast_unsigned() ^ (1 << 127)).to_be_bytes()),
         ValueRef::Float4(v) => out.extend_from_slice(&float4_key(v).to_be_bytes()),
         ValueRef::Float8(v) => out.extend_from_slice(&float8_key(v).to_be_bytes()),
@@ -205,6 +205,7 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
         (DataType::Bool, Value::Bool(b)) => ValueRef::Bool(*b),
         (DataType::Date, Value::Date(d)) => ValueRef::Date(*d),
         (DataType::Timestamp, Value::Timestamp(t)) => ValueRef::Timestamp(*t),
+        (DataType::TimestampTz, Value::TimestampTz(t)) => ValueRef::TimestampTz(*t),
         _ => return false,
     };
     encode_column(out, converted, ty, tagged);

@@ -115,6 +115,7 @@ impl RowLayout {
             DataType::Int8 => ValueRef::Int8(i64::from_le_bytes(arr(fixed(8)))),
             DataType::Date => ValueRef::Date(i32::from_le_bytes(arr(fixed(4)))),
             DataType::Timestamp => ValueRef::Timestamp(i64::from_le_bytes(arr(fixed(8)))),
+            DataType::TimestampTz => ValueRef::TimestampTz(i64::from_le_bytes(arr(fixed(8)))),
             DataType::Float4 => ValueRef::Float4(f32::from_le_bytes(arr(fixed(4)))),
             DataType::Float8 => ValueRef::Float8(f64::from_le_bytes(arr(fixed(8)))),
             DataType::Numeric { scale, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), scale)),
@@ -239,7 +240,7 @@ fn write_fixed(out: &mut [u8], value: &Value) {
         Value::Bool(v) => put(&[u8::from(*v)]),
         Value::Int2(v) => put(&v.to_le_bytes()),
         Value::Int4(v) | Value::Date(v) => put(&v.to_le_bytes()),
-        Value::Int8(v) | Value::Timestamp(v) => put(&v.to_le_bytes()),
+        Value::Int8(v) | Value::Timestamp(v) | Value::TimestampTz(v) => put(&v.to_le_bytes()),
         Value::Float4(v) => put(&v.to_le_bytes()),
         Value::Float8(v) => put(&v.to_le_bytes()),
         Value::Numeric(n) => put(&n.mantissa.to_le_bytes()),
@@ -295,6 +296,10 @@ pub(crate) fn encode_value(w: &mut Writer<'_>, v: &Value) {
             w.u8(11);
             w.u64(t.cast_unsigned());
         }
+        Value::TimestampTz(t) => {
+            w.u8(12);
+            w.u64(t.cast_unsigned());
+        }
     }
 }
 
@@ -318,6 +323,7 @@ pub(crate) fn decode_value(r: &mut Reader<'_>) -> Result<Value> {
         9 => Value::Bytea(r.bytes()?.to_vec()),
         10 => Value::Date(r.u32()?.cast_signed()),
         11 => Value::Timestamp(r.u64()?.cast_signed()),
+        12 => Value::TimestampTz(r.u64()?.cast_signed()),
         tag => return Err(EngineError::Corrupt(format!("unknown value tag {tag}"))),
     })
 }

@@ -31,6 +31,10 @@ pub enum DataType {
     Bytea,
     Date,
     Timestamp,
+    /// `timestamp with time zone`: an instant, stored as UTC microseconds
+    /// since 2000-01-01 (PostgreSQL's representation); shown in the
+    /// session's time zone, which pgtier keeps at UTC.
+    TimestampTz,
 }
 
 impl DataType {
@@ -40,7 +44,7 @@ impl DataType {
             DataType::Bool => Some(1),
             DataType::Int2 => Some(2),
             DataType::Int4 | DataType::Float4 | DataType::Date => Some(4),
-            DataType::Int8 | DataType::Float8 | DataType::Timestamp => Some(8),
+            DataType::Int8 | DataType::Float8 | DataType::Timestamp | DataType::TimestampTz => Some(8),
             DataType::Numeric { .. } => Some(16),
             DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea => None,
         }
@@ -62,6 +66,7 @@ impl DataType {
             DataType::Bytea => "bytea".into(),
             DataType::Date => "date".into(),
             DataType::Timestamp => "timestamp without time zone".into(),
+            DataType::TimestampTz => "timestamp with time zone".into(),
         }
     }
 
@@ -108,6 +113,7 @@ impl DataType {
             DataType::Bytea => (11, 0, 0),
             DataType::Date => (12, 0, 0),
             DataType::Timestamp => (13, 0, 0),
+            DataType::TimestampTz => (14, 0, 0),
         }
     }
 
@@ -127,6 +133,7 @@ impl DataType {
             11 => DataType::Bytea,
             12 => DataType::Date,
             13 => DataType::Timestamp,
+            14 => DataType::TimestampTz,
             _ => return None,
         })
     }
@@ -208,6 +215,8 @@ pub enum Value {
     Date(i32),
     /// Microseconds since 2000-01-01 00:00:00.
     Timestamp(i64),
+    /// Microseconds since 2000-01-01 00:00:00 UTC.
+    TimestampTz(i64),
 }
 
 /// A value borrowed from a stored row: reading a column never allocates.
@@ -225,6 +234,7 @@ pub enum ValueRef<'a> {
     Bytea(&'a [u8]),
     Date(i32),
     Timestamp(i64),
+    TimestampTz(i64),
 }
 
 impl ValueRef<'_> {
@@ -242,6 +252,7 @@ impl ValueRef<'_> {
             ValueRef::Bytea(v) => Value::Bytea(v.to_vec()),
             ValueRef::Date(v) => Value::Date(v),
             ValueRef::Timestamp(v) => Value::Timestamp(v),
+            ValueRef::TimestampTz(v) => Value::TimestampTz(v),
         }
     }
 }
@@ -261,6 +272,7 @@ impl Value {
             Value::Bytea(v) => ValueRef::Bytea(v),
             Value::Date(v) => ValueRef::Date(*v),
             Value::Timestamp(v) => ValueRef::Timestamp(*v),
+            Value::TimestampTz(v) => ValueRef::TimestampTz(*v),
         }
     }
 
@@ -285,6 +297,7 @@ impl Value {
                 | (Value::Bytea(_), DataType::Bytea)
                 | (Value::Date(_), DataType::Date)
                 | (Value::Timestamp(_), DataType::Timestamp)
+                | (Value::TimestampTz(_), DataType::TimestampTz)
         )
     }
 
@@ -321,6 +334,7 @@ impl Value {
             Value::Bytea(_) => "bytea",
             Value::Date(_) => "date",
             Value::Timestamp(_) => "timestamp without time zone",
+            Value::TimestampTz(_) => "timestamp with time zone",
         }
     }
 }
@@ -353,6 +367,11 @@ impl fmt::Display for ValueRef<'_> {
                 write!(f, "{y:04}-{m:02}-{d:02}")
             }
             ValueRef::Timestamp(micros) => write_timestamp(f, *micros),
+            // The session time zone is UTC (the only one pgtier accepts).
+            ValueRef::TimestampTz(micros) => {
+                write_timestamp(f, *micros)?;
+                write!(f, "+00")
+            }
         }
     }
 }
@@ -456,8 +475,11 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
         (DataType::Char(n), Value::Text(s)) => Value::Text(fit_length(s, n, ty, true)?),
         (DataType::Bytea, Value::Bytea(b)) => Value::Bytea(b),
         (DataType::Date, Value::Date(d)) => Value::Date(d),
-        (DataType::Timestamp, Value::Timestamp(t)) => Value::Timestamp(t),
+        // Between local time and an instant: the session's zone is UTC.
+        (DataType::Timestamp, Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Timestamp(t),
         (DataType::Timestamp, Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
+        (DataType::TimestampTz, Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(t),
+        (DataType::TimestampTz, Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
         (_, other) => return Err(mismatch(&other)),
     })
 }
@@ -548,6 +570,7 @@ mod tests {
     fn display_like_postgres() {
         assert_eq!(Value::Timestamp(0).to_string(), "2000-01-01 00:00:00");
         assert_eq!(Value::Timestamp(1_500_000).to_string(), "2000-01-01 00:00:01.5");
+        assert_eq!(Value::TimestampTz(1_500_000).to_string(), "2000-01-01 00:00:01.5+00");
         assert_eq!(Value::Date(-1).to_string(), "1999-12-31");
         assert_eq!(Value::Bool(true).to_string(), "t");
         assert_eq!(Value::Bytea(vec![1, 171]).to_string(), "\\x01ab");

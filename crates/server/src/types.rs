@@ -66,8 +66,8 @@ pub fn declared_type(oid: u32) -> Option<DataType> {
         FLOAT8 => DataType::Float8,
         BYTEA => DataType::Bytea,
         DATE => DataType::Date,
-        // pgtier stores timestamps without zone, in UTC (the only TimeZone).
-        TIMESTAMP | TIMESTAMPTZ => DataType::Timestamp,
+        TIMESTAMP => DataType::Timestamp,
+        TIMESTAMPTZ => DataType::TimestampTz,
         NUMERIC => DataType::Numeric { precision: 38, scale: 0 },
         _ => return None,
     })
@@ -134,6 +134,7 @@ pub fn decode_binary(bytes: &[u8], ty: DataType, what: Origin) -> Result<Value, 
         DataType::Float8 => Value::Float8(f64::from_be_bytes(fixed(bytes, what)?)),
         DataType::Date => Value::Date(i32::from_be_bytes(fixed(bytes, what)?)),
         DataType::Timestamp => Value::Timestamp(i64::from_be_bytes(fixed(bytes, what)?)),
+        DataType::TimestampTz => Value::TimestampTz(i64::from_be_bytes(fixed(bytes, what)?)),
         DataType::Bytea => Value::Bytea(bytes.to_vec()),
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => {
             let s = std::str::from_utf8(bytes).map_err(|_| invalid_utf8())?;
@@ -259,7 +260,7 @@ pub fn encode_binary(v: &Value, ty: Option<DataType>, out: &mut BytesMut) {
         (Value::Text(s), _) => out.put_slice(s.as_bytes()),
         (Value::Bytea(b), _) => out.put_slice(b),
         (Value::Date(d), _) => out.put_i32(*d),
-        (Value::Timestamp(t), _) => out.put_i64(*t),
+        (Value::Timestamp(t) | Value::TimestampTz(t), _) => out.put_i64(*t),
         (Value::Null, _) => {}
     }
 }

@@ -1868,9 +1868,13 @@ impl<'c> Binder<'c> {
                 }
                 Ok((Expr::Func(Func::Concat, out), Some(Text)))
             }
-            "now" | "current_timestamp" | "localtimestamp" | "transaction_timestamp" => {
+            "now" | "current_timestamp" | "transaction_timestamp" => {
                 arity(0, 0)?;
-                Ok((Expr::Func(Func::Now, Vec::new()), Some(DataType::Timestamp)))
+                Ok((Expr::Func(Func::Now, Vec::new()), Some(DataType::TimestampTz)))
+            }
+            "localtimestamp" => {
+                arity(0, 0)?;
+                Ok((Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp, false), Some(DataType::Timestamp)))
             }
             "current_date" => {
                 arity(0, 0)?;
@@ -2060,7 +2064,8 @@ fn column_default(col: &Column) -> Result<Expr> {
     if let Some(sql) = &col.default_sql {
         let known = NOW_DEFAULTS.iter().any(|(_, text)| text == sql);
         return match col.ty {
-            DataType::Timestamp if known => Ok(Expr::Func(Func::Now, Vec::new())),
+            DataType::TimestampTz if known => Ok(Expr::Func(Func::Now, Vec::new())),
+            DataType::Timestamp if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp, false)),
             DataType::Date if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Date, false)),
             _ => Err(SqlError::new("XX000", format!("column \"{}\" has a default this version cannot evaluate: {sql}", col.name))),
         };
@@ -2089,7 +2094,7 @@ fn now_default(e: &ast::Expr, ty: DataType) -> Option<&'static str> {
     };
     let [part] = f.name.0.as_slice() else { return None };
     let name = part.as_ident()?.value.to_lowercase();
-    if !empty || f.over.is_some() || !matches!(ty, DataType::Timestamp | DataType::Date) {
+    if !empty || f.over.is_some() || !matches!(ty, DataType::Timestamp | DataType::TimestampTz | DataType::Date) {
         return None;
     }
     NOW_DEFAULTS.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
@@ -2235,6 +2240,8 @@ pub(crate) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
             Some(c) => match (category(c), category(*t)) {
                 (Category::Numeric, Category::Numeric) => value::numeric_common(c, *t),
                 (Category::String, Category::String) => DataType::Text,
+                // date < timestamp < timestamptz, PostgreSQL's preference.
+                (Category::DateTime, Category::DateTime) if c == DataType::TimestampTz || *t == DataType::TimestampTz => DataType::TimestampTz,
                 (Category::DateTime, Category::DateTime) => DataType::Timestamp,
                 _ => {
                     return Err(SqlError::datatype_mismatch(format!("{construct} types {} and {} cannot be matched", type_name(c), type_name(*t))));
@@ -2245,7 +2252,6 @@ pub(crate) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
     Ok(common)
 }
 
-/// Maps an aggregated query's expression onto the aggregate row.
 /// A window function's reference becomes the column the executor appends
 /// for it after the input row's `base` columns.
 fn resolve_window_refs(e: Expr, base: usize) -> Result<Expr> {
@@ -2255,6 +2261,7 @@ fn resolve_window_refs(e: Expr, base: usize) -> Result<Expr> {
     }
 }
 
+/// Maps an aggregated query's expression onto the aggregate row.
 fn rewrite_post_agg(e: Expr, groups: &[Expr], scope: &Scope<'_>) -> Result<Expr> {
     if let Some(k) = groups.iter().position(|g| *g == e) {
         return Ok(Expr::Column(k));
@@ -2327,6 +2334,7 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
         D::Bytea => DataType::Bytea,
         D::Date => DataType::Date,
         D::Timestamp(None, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Timestamp,
+        D::Timestamp(None, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => DataType::TimestampTz,
         // psql and drivers write builtin types qualified (`pg_catalog.text`).
         D::Custom(name, mods) if mods.is_empty() => match name.to_string().to_lowercase().trim_start_matches("pg_catalog.") {
             "int" | "int4" | "integer" => DataType::Int4,
@@ -2339,6 +2347,7 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             "bytea" => DataType::Bytea,
             "date" => DataType::Date,
             "timestamp" => DataType::Timestamp,
+            "timestamptz" => DataType::TimestampTz,
             "bpchar" => DataType::Char(1),
             other => return Err(SqlError::new("42704", format!("type \"{other}\" does not exist"))),
         },

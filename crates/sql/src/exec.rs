@@ -1178,7 +1178,7 @@ impl Hash for GroupKey {
                 Value::Text(s) => s.hash(h),
                 Value::Bytea(b) => b.hash(h),
                 Value::Date(d) => (i64::from(*d) * 86_400_000_000).hash(h),
-                Value::Timestamp(t) => t.hash(h),
+                Value::Timestamp(t) | Value::TimestampTz(t) => t.hash(h),
             }
         }
     }

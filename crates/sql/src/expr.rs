@@ -573,7 +573,7 @@ fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunner,
         return crate::system::funcs::eval(s, args, env, sq, row);
     }
     if f == Func::Now {
-        return Ok(Value::Timestamp(env.now_micros));
+        return Ok(Value::TimestampTz(env.now_micros));
     }
     let mut vals = Vec::with_capacity(args.len());
     for a in args {

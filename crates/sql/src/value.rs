@@ -44,7 +44,7 @@ pub fn category(ty: DataType) -> Category {
             Category::Numeric
         }
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => Category::String,
-        DataType::Date | DataType::Timestamp => Category::DateTime,
+        DataType::Date | DataType::Timestamp | DataType::TimestampTz => Category::DateTime,
         DataType::Bytea => Category::Bytea,
     }
 }
@@ -73,6 +73,7 @@ pub fn type_name(ty: DataType) -> &'static str {
         DataType::Bytea => "bytea",
         DataType::Date => "date",
         DataType::Timestamp => "timestamp without time zone",
+        DataType::TimestampTz => "timestamp with time zone",
     }
 }
 
@@ -253,13 +254,22 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Text(x), V::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
         (V::Bool(x), V::Bool(y)) => x.cmp(y),
         (V::Date(x), V::Date(y)) => x.cmp(y),
-        (V::Timestamp(x), V::Timestamp(y)) => x.cmp(y),
-        (V::Date(x), V::Timestamp(y)) => (i64::from(*x) * MICROS_PER_DAY).cmp(y),
-        (V::Timestamp(x), V::Date(y)) => x.cmp(&(i64::from(*y) * MICROS_PER_DAY)),
+        // The session's zone is UTC, so local times and instants compare
+        // by their microseconds (a date is its midnight).
+        (V::Date(_) | V::Timestamp(_) | V::TimestampTz(_), V::Date(_) | V::Timestamp(_) | V::TimestampTz(_)) => datetime_micros(a)?.cmp(&datetime_micros(b)?),
         (V::Bytea(x), V::Bytea(y)) => x.cmp(y),
         (V::Float4(_) | V::Float8(_), _) | (_, V::Float4(_) | V::Float8(_)) => float_cmp(to_f64(a)?, to_f64(b)?),
         _ => numeric_cmp(to_numeric(a)?, to_numeric(b)?),
     })
+}
+
+/// A date, timestamp or timestamptz as microseconds since 2000-01-01.
+fn datetime_micros(v: &Value) -> Option<i64> {
+    match v {
+        Value::Date(d) => i64::from(*d).checked_mul(MICROS_PER_DAY),
+        Value::Timestamp(t) | Value::TimestampTz(t) => Some(*t),
+        _ => None,
+    }
 }
 
 /// Total order for ORDER BY and grouping: NULL sorts after every value.
@@ -541,9 +551,11 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Varchar(n), Value::Text(s)) => Value::Text(fit_varchar(s, n, explicit)?),
         (T::Char(n), Value::Text(s)) => Value::Text(fit_char(s, n, explicit)?),
         (T::Date, Value::Date(d)) => Value::Date(d),
-        (T::Date, Value::Timestamp(t)) => Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?),
-        (T::Timestamp, Value::Timestamp(t)) => Value::Timestamp(t),
+        (T::Date, Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?),
+        (T::Timestamp, Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Timestamp(t),
         (T::Timestamp, Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
+        (T::TimestampTz, Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(t),
+        (T::TimestampTz, Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
         // Anything to a string type goes through its text output (PostgreSQL's I/O cast).
         (T::Text | T::Varchar(_) | T::Char(_), v) => {
@@ -632,6 +644,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         }
         DataType::Date => Value::Date(parse_date(t).ok_or_else(|| datetime_error("date", text))?),
         DataType::Timestamp => Value::Timestamp(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?),
+        DataType::TimestampTz => Value::TimestampTz(parse_timestamptz(t).ok_or_else(|| datetime_error("timestamp with time zone", text))?),
     })
 }
 
@@ -722,6 +735,46 @@ fn parse_timestamp(t: &str) -> Option<i64> {
     let days = i64::from(parse_ymd(date)?);
     let micros = if time.is_empty() { 0 } else { parse_time_of_day(time)? };
     days.checked_mul(MICROS_PER_DAY)?.checked_add(micros)
+}
+
+/// A timestamp with an optional UTC offset (`Z`, `+hh`, `+hhmm`,
+/// `-hh:mm[:ss]`); without one the session's zone (UTC) applies.
+/// Microseconds since 2000-01-01 UTC.
+fn parse_timestamptz(t: &str) -> Option<i64> {
+    let local = parse_timestamp(t)?;
+    let (_, time) = match t.find([' ', 'T']) {
+        Some(i) => (&t[..i], t[i + 1..].trim()),
+        None => return Some(local),
+    };
+    local.checked_sub(zone_offset_seconds(time)?.checked_mul(MICROS_PER_SECOND)?)
+}
+
+/// The UTC offset a time of day ends with, in seconds (0 without one).
+fn zone_offset_seconds(time: &str) -> Option<i64> {
+    let time = time.trim_end();
+    let body = strip_zone(time);
+    if body.len() == time.len() || time.ends_with(['Z', 'z']) {
+        return Some(0);
+    }
+    let zone = time[body.len()..].trim_start();
+    let sign = if zone.starts_with('-') { -1 } else { 1 };
+    let digits = &zone[1..];
+    let parts: Vec<&str> = if digits.contains(':') {
+        digits.split(':').collect()
+    } else if digits.len() == 4 {
+        vec![&digits[..2], &digits[2..]]
+    } else {
+        vec![digits]
+    };
+    let mut secs = 0i64;
+    for (k, p) in parts.iter().enumerate() {
+        let v: i64 = p.parse().ok()?;
+        if k > 2 || (k == 0 && v > 15) || (k > 0 && v > 59) {
+            return None;
+        }
+        secs += v * [3600, 60, 1][k];
+    }
+    Some(sign * secs)
 }
 
 /// `hh:mm[:ss[.ffffff]]` with an optional zone (`Z`, `+hh`, `-hh:mm`),

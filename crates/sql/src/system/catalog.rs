@@ -655,6 +655,7 @@ pub fn column_type_info(ty: DataType) -> (i64, i32, i16, bool, &'static str, &'s
         DataType::Bytea => (17, -1, -1, false, "i", "x", 0),
         DataType::Date => (1082, -1, 4, true, "i", "p", 0),
         DataType::Timestamp => (1114, -1, 8, true, "d", "p", 0),
+        DataType::TimestampTz => (1184, -1, 8, true, "d", "p", 0),
     }
 }
 
@@ -1004,7 +1005,7 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             };
             let dt_prec = match col.ty {
                 DataType::Date => Some(0),
-                DataType::Timestamp => Some(6),
+                DataType::Timestamp | DataType::TimestampTz => Some(6),
                 _ => None,
             };
             let position = i64::try_from(c + 1).unwrap_or(i64::MAX);

@@ -214,6 +214,14 @@ def main():
     out(f"after aborted block: ids={[r[0] for r in conn.execute(f'SELECT id FROM {TABLE} ORDER BY id')]}")
     out(f"transaction status: {conn.info.transaction_status.name}")
 
+    # timestamptz: an instant in, the same instant out (shown in UTC, the session's zone).
+    instant = datetime.datetime(2024, 2, 29, 13, 45, 56, 123456, tzinfo=datetime.timezone(datetime.timedelta(hours=5)))
+    for binary in (False, True):
+        with conn.cursor(binary=binary) as cur:
+            cur.execute("SELECT %s::timestamptz, '2024-03-01 01:30:00+02'::timestamptz, %s::timestamptz",
+                        (instant, "1999-12-31 23:59:59-05:30"))
+            out(f"timestamptz {'binary' if binary else 'text'}: {render_row(cur.fetchone())}")
+
     # Surrogate keys: serial and identity columns, read back through RETURNING.
     conn.execute("DROP TABLE IF EXISTS drv_python_keys")
     conn.execute("CREATE TABLE drv_python_keys (id serial PRIMARY KEY, g bigint GENERATED ALWAYS AS IDENTITY, v text)")

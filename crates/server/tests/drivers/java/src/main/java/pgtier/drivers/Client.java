@@ -11,6 +11,8 @@ import java.sql.Statement;
 import java.sql.Types;
 import java.time.LocalDate;
 import java.time.LocalDateTime;
+import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
@@ -277,6 +279,18 @@ public final class Client {
                 while (rs.next()) {
                     out(form + " row " + round + ": " + renderRow(rs));
                     out(form + " strings " + round + ": " + renderStrings(rs));
+                }
+            }
+        }
+        // timestamptz: an instant in, the same instant out (shown in UTC, the session's zone).
+        try (PreparedStatement ps = conn.prepareStatement("SELECT ?::timestamptz, '2024-03-01 01:30:00+02'::timestamptz, ?::timestamptz")) {
+            ps.setObject(1, OffsetDateTime.of(2024, 2, 29, 13, 45, 56, 123456000, ZoneOffset.ofHours(5)));
+            ps.setString(2, "1999-12-31 23:59:59-05:30");
+            for (int round = 1; round <= 2; round++) {
+                try (ResultSet rs = ps.executeQuery()) {
+                    rs.next();
+                    out(form + " timestamptz " + round + ": " + rs.getObject(1, OffsetDateTime.class) + " " + rs.getObject(2, OffsetDateTime.class)
+                        + " " + rs.getString(3) + " " + rs.getTimestamp(1).toInstant());
                 }
             }
         }
