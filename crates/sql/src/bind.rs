@@ -979,7 +979,7 @@ impl<'c> Binder<'c> {
         let width = table.columns.len();
         let search_columns = ColumnMask::reading(width, &level.filters, &table.primary_key);
         let eval_columns = if returning.is_empty() {
-            ColumnMask::reading(width, level.filters.iter().chain(assignments.iter().map(|(_, e)| e)), &table.primary_key)
+            ColumnMask::reading(width, level.filters.iter().chain(&level.key_checks).chain(assignments.iter().map(|(_, e)| e)), &table.primary_key)
         } else {
             ColumnMask::all(width)
         };

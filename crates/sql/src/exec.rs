@@ -280,6 +280,17 @@ impl<'a> Exec<'a> {
                         read_row(&r, mask, out);
                     }
             }
+            Access::IndexScan { .. } | Access::FullScan => self.scan_level(level, env, row, &mut |r| read_row(r, mask, out))?,
+            Access::Virtual(source) => self.virtual_rows(source, env, row, out)?,
+        }
+        Ok(())
+    }
+
+    /// Visits the rows an IndexScan or FullScan level yields at the
+    /// snapshot, before its filters; `row` is the joined row so far (the
+    /// index key may read earlier levels).
+    fn scan_level(&mut self, level: &Level, env: &Env<'_>, row: &[Value], visit: &mut dyn FnMut(&RowRef<'_>)) -> Result<()> {
+        match &level.access {
             Access::IndexScan { index, eq, lower, upper, key_types } => {
                 let mut prefix = self.pooled_row();
                 for (e, ty) in eq.iter().zip(key_types) {
@@ -308,6 +319,7 @@ impl<'a> Exec<'a> {
                 let lo = bound(lower, self)?;
                 let hi = bound(upper, self)?;
                 if matches!(&lo, Some((v, _)) if v.is_empty()) || matches!(&hi, Some((v, _)) if v.is_empty()) {
+                    self.return_row(prefix);
                     return Ok(()); // comparison with NULL matches nothing
                 }
                 let lower_b = match &lo {
@@ -325,7 +337,7 @@ impl<'a> Exec<'a> {
                 let (cancel, since) = (self.cancel, &mut self.rows_since_cancel_check);
                 let mut canceled = false;
                 self.txn.scan(*index, lower_b, upper_b, |r| {
-                    read_row(&r, mask, out);
+                    visit(&r);
                     canceled = cancel_requested(cancel, since);
                     Ok(!canceled)
                 })?;
@@ -334,12 +346,11 @@ impl<'a> Exec<'a> {
                     return Err(SqlError::canceled());
                 }
             }
-            Access::Virtual(source) => self.virtual_rows(source, env, row, out)?,
             Access::FullScan => {
                 let (cancel, since) = (self.cancel, &mut self.rows_since_cancel_check);
                 let mut canceled = false;
-                self.txn.scan_table(table.id, |r| {
-                    read_row(&r, mask, out);
+                self.txn.scan_table(level.table.id, |r| {
+                    visit(&r);
                     canceled = cancel_requested(cancel, since);
                     Ok(!canceled)
                 })?;
@@ -347,6 +358,7 @@ impl<'a> Exec<'a> {
                     return Err(SqlError::canceled());
                 }
             }
+            Access::PkLookup { .. } | Access::Virtual(_) => return Err(SqlError::new("XX000", "scan_level on a key lookup or virtual source")),
         }
         Ok(())
     }
@@ -434,8 +446,26 @@ impl<'a> Exec<'a> {
         out.reset(plan.visible);
         let streams = plan.agg.is_none() && plan.windows.is_empty() && !plan.distinct && plan.order_by.is_empty() && plan.limit.is_none() && plan.offset.is_none() && !plan.for_update;
         if streams {
-            // Each joined row is projected into the result as it is found.
             let env = self.env(params, &[]);
+            if let [level] = plan.levels.as_slice()
+                && matches!(level.access, Access::IndexScan { .. } | Access::FullScan)
+                && level.filters.is_empty()
+                && level.post_filters.is_empty()
+                && plan.final_filters.is_empty()
+                && plan.projects_columns
+            {
+                // One table, nothing to check per row, plain columns out:
+                // each row's columns go from the engine into the result.
+                let projection = &plan.projection[..plan.visible];
+                let (values, rows) = (&mut out.values, &mut out.rows);
+                return self.scan_level(level, &env, &[], &mut |r| {
+                    let start = values.len();
+                    values.resize(start + projection.len(), Value::Null);
+                    assign_columns(&mut values[start..], projection, r);
+                    *rows += 1;
+                });
+            }
+            // Each joined row is projected into the result as it is found.
             let mut row = self.pooled_row();
             row.resize(plan.width, Value::Null);
             let projection = &plan.projection[..plan.visible];
@@ -587,7 +617,7 @@ impl<'a> Exec<'a> {
                 continue;
             }
             let latest = self.rowbuf.values();
-            let mut keep = self.passes(&level.filters, env, &latest)?;
+            let mut keep = self.passes(&level.filters, env, &latest)? && self.passes(&level.key_checks, env, &latest)?;
             if keep && !level.exact_key {
                 keep = true;
             }
@@ -625,6 +655,11 @@ impl<'a> Exec<'a> {
     /// target matching its WHERE, appended to `keys`. Candidates are read
     /// into a reused buffer: no allocation per row beyond text values.
     fn matching_keys(&mut self, level: &Level, env: &Env<'_>, search_columns: &ColumnMask, keys: &mut Vec<Value>) -> Result<()> {
+        if level.filters.is_empty() && matches!(level.access, Access::IndexScan { .. } | Access::FullScan) {
+            // Every row the scan yields matches: take its key in place.
+            let pk = &level.table.primary_key;
+            return self.scan_level(level, env, &[], &mut |r| keys.extend(pk.iter().map(|&k| r.get(k).to_owned_value())));
+        }
         let mut cands = std::mem::take(self.scratch);
         cands.clear();
         let r = self.fetch(level, env, &[], false, Some(search_columns), &mut cands).and_then(|()| {
@@ -918,7 +953,7 @@ impl<'a> Exec<'a> {
                 }
                 let outcome = (|| -> Result<Option<Vec<(usize, Value)>>> {
                     if recheck {
-                        for f in &level.filters {
+                        for f in level.filters.iter().chain(&level.key_checks) {
                             if f.eval_bool(&env, &mut NoSubqueries, new_row)? != Some(true) {
                                 return Ok(None);
                             }

@@ -43,6 +43,12 @@ pub struct Level {
     pub left_join: bool,
     /// Evaluated on each candidate row (join condition and pushed-down WHERE).
     pub filters: Vec<Expr>,
+    /// Equality predicates an IndexScan's key satisfies exactly (the engine
+    /// returns only rows whose visible version carries the key), so a
+    /// snapshot read skips them. A row's latest version may differ from
+    /// the one found: FOR UPDATE and UPDATE recheck these on it, with
+    /// `filters`.
+    pub key_checks: Vec<Expr>,
     /// Left join only: WHERE predicates applied after NULL-extension.
     pub post_filters: Vec<Expr>,
 }
@@ -55,6 +61,7 @@ impl PartialEq for Level {
             && self.exact_key == o.exact_key
             && self.left_join == o.left_join
             && self.filters == o.filters
+            && self.key_checks == o.key_checks
             && self.post_filters == o.post_filters
     }
 }

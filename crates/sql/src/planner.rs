@@ -69,7 +69,7 @@ pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjunc
     let mut levels = Vec::with_capacity(n);
     for (l, rel) in rels.iter().enumerate() {
         let mut level_filters = std::mem::take(&mut filters[l]);
-        let (access, exact) = choose_access(catalog, rels, l, rel, &mut level_filters, used);
+        let (access, exact, key_checks) = choose_access(catalog, rels, l, rel, &mut level_filters, used);
         levels.push(Level {
             table: rel.table.clone(),
             offset: rel.offset,
@@ -77,6 +77,7 @@ pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjunc
             exact_key: exact,
             left_join: left.get(l).copied().unwrap_or(false),
             filters: level_filters,
+            key_checks,
             post_filters: std::mem::take(&mut post[l]),
         });
     }
@@ -115,10 +116,12 @@ fn key_preds(rels: &[Rel], l: usize, rel: &Rel, filters: &[Expr]) -> Vec<KeyPred
     out
 }
 
-fn choose_access(catalog: &Catalog, rels: &[Rel], l: usize, rel: &Rel, filters: &mut Vec<Expr>, used: &mut Vec<IndexId>) -> (Access, bool) {
+/// The level's access path and whether its key is exact (PkLookup), plus
+/// the equality predicates an IndexScan consumed (see `Level::key_checks`).
+fn choose_access(catalog: &Catalog, rels: &[Rel], l: usize, rel: &Rel, filters: &mut Vec<Expr>, used: &mut Vec<IndexId>) -> (Access, bool, Vec<Expr>) {
     if let Some(source) = &rel.source {
         // Not stored: no key or index to narrow by; every filter applies.
-        return (Access::Virtual(source.clone()), false);
+        return (Access::Virtual(source.clone()), false, Vec::new());
     }
     let preds = key_preds(rels, l, rel, filters);
     let eq_for = |col: usize| preds.iter().find(|p| p.column == col && p.op == CmpOp::Eq);
@@ -133,17 +136,21 @@ fn choose_access(catalog: &Catalog, rels: &[Rel], l: usize, rel: &Rel, filters: 
         for i in consumed.into_iter().rev() {
             filters.remove(i);
         }
-        return (Access::PkLookup { key }, true);
+        return (Access::PkLookup { key }, true, Vec::new());
     }
-    let mut best: Option<(usize, Access)> = None;
+    let mut best: Option<(usize, Access, Vec<usize>)> = None;
     for index in catalog.indexes_of(table.id) {
         if !index.ordered {
             continue;
         }
         let mut eq = Vec::new();
+        let mut eq_filters = Vec::new();
         for &c in &index.columns {
             match eq_for(c) {
-                Some(p) => eq.push(p.expr.clone()),
+                Some(p) => {
+                    eq.push(p.expr.clone());
+                    eq_filters.push(p.filter);
+                }
                 None => break,
             }
         }
@@ -160,19 +167,30 @@ fn choose_access(catalog: &Catalog, rels: &[Rel], l: usize, rel: &Rel, filters: 
         }
         // Prefer more equality columns, then a range, then a unique index.
         let score = eq.len() * 4 + usize::from(lower.is_some()) + usize::from(upper.is_some()) + usize::from(index.unique && eq.len() == index.columns.len()) * 2;
-        if score == 0 || best.as_ref().is_some_and(|(s, _)| *s >= score) {
+        if score == 0 || best.as_ref().is_some_and(|(s, _, _)| *s >= score) {
             continue;
         }
         let key_types: Vec<DataType> = index.columns.iter().map(|&c| table.columns[c].ty).collect();
-        best = Some((score, Access::IndexScan { index: index.id, eq, lower, upper, key_types }));
+        best = Some((score, Access::IndexScan { index: index.id, eq, lower, upper, key_types }, eq_filters));
     }
     match best {
-        Some((_, access)) => {
+        Some((_, access, mut consumed)) => {
             if let Access::IndexScan { index, .. } = &access {
                 used.push(*index);
             }
-            (access, false)
+            // The equality prefix is exact at the snapshot (values are
+            // converted as for a primary key: one that no stored value can
+            // equal matches nothing); range bounds may be dropped when
+            // inexact, so those predicates stay filters.
+            consumed.sort_unstable();
+            consumed.dedup();
+            let mut key_checks = Vec::with_capacity(consumed.len());
+            for i in consumed.into_iter().rev() {
+                key_checks.push(filters.remove(i));
+            }
+            key_checks.reverse();
+            (access, false, key_checks)
         }
-        None => (Access::FullScan, false),
+        None => (Access::FullScan, false, Vec::new()),
     }
 }

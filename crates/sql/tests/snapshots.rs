@@ -81,3 +81,39 @@ fn the_next_transaction_starts_clean() {
     b.execute_sql("DROP TABLE later").unwrap();
     assert_eq!(a.execute_sql("SELECT * FROM later").unwrap_err().sqlstate, "42P01");
 }
+
+/// An UPDATE or SELECT FOR UPDATE that finds its row through a unique
+/// index's key rechecks that key on the row's latest version, after
+/// waiting for a concurrent writer: when the writer moved the row to
+/// another key, the statement leaves it alone (PostgreSQL's READ COMMITTED
+/// recheck). The index lookup alone is exact only at the snapshot.
+#[test]
+fn a_row_whose_index_key_changed_while_waiting_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
+    let mut mover = Connection::new(db.clone());
+    mover.execute_sql("CREATE TABLE k (id int PRIMARY KEY, u text UNIQUE, v int)").unwrap();
+    mover.execute_sql("INSERT INTO k VALUES (1, 'a', 0), (2, 'c', 0)").unwrap();
+    for (waiter_sql, changed) in [
+        ("UPDATE k SET v = v + 1 WHERE u = 'a'", "UPDATE 0"),
+        ("SELECT id FROM k WHERE u = 'c' FOR UPDATE", "SELECT 0"),
+    ] {
+        let key = if waiter_sql.contains("'a'") { ("a", "b") } else { ("c", "d") };
+        mover.execute_sql("BEGIN").unwrap();
+        mover.execute_sql(&format!("UPDATE k SET u = '{}' WHERE u = '{}'", key.1, key.0)).unwrap();
+        let db2 = db.clone();
+        let sql = waiter_sql.to_owned();
+        let waiter = std::thread::spawn(move || {
+            let mut c = Connection::new(db2);
+            let r = c.execute_sql(&sql).unwrap();
+            format!("{} {}", r.tag.split(' ').next().unwrap_or(""), r.rows_affected)
+        });
+        // Let the waiter find the row at its snapshot and block on its lock.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        mover.execute_sql("COMMIT").unwrap();
+        assert_eq!(waiter.join().unwrap(), changed, "{waiter_sql}");
+    }
+    let r = mover.execute_sql("SELECT v FROM k ORDER BY id").unwrap();
+    let rows = r.rows.unwrap();
+    assert_eq!((rows.get(0).unwrap().text(0), rows.get(1).unwrap().text(0)), (Some("0".into()), Some("0".into())));
+}

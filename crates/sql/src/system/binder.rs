@@ -297,6 +297,7 @@ impl Binder<'_> {
             exact_key: false,
             left_join: false,
             filters: Vec::new(),
+            key_checks: Vec::new(),
             post_filters: Vec::new(),
         };
         Ok(SelectPlan {
