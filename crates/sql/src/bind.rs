@@ -1646,18 +1646,7 @@ impl<'c> Binder<'c> {
         if let Some(over) = &f.over {
             return self.window_function(over, &name, &args, star, distinct, scope, ctx);
         }
-        let agg = match name.as_str() {
-            "count" if star => Some(AggFunc::CountStar),
-            "count" => Some(AggFunc::Count),
-            "sum" => Some(AggFunc::Sum),
-            "avg" => Some(AggFunc::Avg),
-            "min" => Some(AggFunc::Min),
-            "max" => Some(AggFunc::Max),
-            "string_agg" => Some(AggFunc::StringAgg),
-            "array_agg" => Some(AggFunc::ArrayAgg),
-            _ => None,
-        };
-        if let Some(func) = agg {
+        if let Some(func) = aggregate_named(&name, star) {
             return self.aggregate(func, &name, &args, distinct, scope, ctx);
         }
         if star || distinct {
@@ -1692,16 +1681,7 @@ impl<'c> Binder<'c> {
         // The call's own pieces may hold aggregates but no window function.
         let saved = ctx.windows.take();
         let bound = (|| -> Result<WindowCall> {
-            let agg = match name {
-                "count" if star => Some(AggFunc::CountStar),
-                "count" => Some(AggFunc::Count),
-                "sum" => Some(AggFunc::Sum),
-                "avg" => Some(AggFunc::Avg),
-                "min" => Some(AggFunc::Min),
-                "max" => Some(AggFunc::Max),
-                _ => None,
-            };
-            let func = match (name, agg) {
+            let func = match (name, aggregate_named(name, star)) {
                 (_, Some(a)) => WindowFunc::Agg(self.agg_call(a, name, args, false, scope, ctx)?),
                 ("row_number" | "rank" | "dense_rank", None) if args.is_empty() && !star => match name {
                     "row_number" => WindowFunc::RowNumber,
@@ -2250,6 +2230,21 @@ pub(crate) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
         });
     }
     Ok(common)
+}
+
+/// The aggregate function `name` calls (`count(*)` when `star`).
+fn aggregate_named(name: &str, star: bool) -> Option<AggFunc> {
+    Some(match name {
+        "count" if star => AggFunc::CountStar,
+        "count" => AggFunc::Count,
+        "sum" => AggFunc::Sum,
+        "avg" => AggFunc::Avg,
+        "min" => AggFunc::Min,
+        "max" => AggFunc::Max,
+        "string_agg" => AggFunc::StringAgg,
+        "array_agg" => AggFunc::ArrayAgg,
+        _ => return None,
+    })
 }
 
 /// A window function's reference becomes the column the executor appends
