@@ -80,6 +80,15 @@ pub struct TableDef {
     pub foreign_keys: Vec<ForeignKeyDef>,
     /// Set for a sequence's relation (see [`SEQUENCE_COLUMNS`]).
     pub sequence: Option<SequenceOptions>,
+    pub checks: Vec<CheckDef>,
+}
+
+/// A CHECK constraint: SQL text the SQL layer binds and enforces on every
+/// row it writes. The engine only keeps it (its typed API does not check).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckDef {
+    pub name: String,
+    pub sql: String,
 }
 
 impl TableDef {
@@ -92,6 +101,7 @@ impl TableDef {
             unique: Vec::new(),
             foreign_keys: Vec::new(),
             sequence: None,
+            checks: Vec::new(),
         }
     }
 }
@@ -243,6 +253,8 @@ pub struct TableSchema {
     pub primary_index: IndexId,
     /// Set when this relation is a sequence (one row: [`SEQUENCE_COLUMNS`]).
     pub sequence: Option<SequenceOptions>,
+    /// CHECK constraints, by name.
+    pub checks: Vec<CheckDef>,
     pub(crate) layout: RowLayout,
 }
 
@@ -278,7 +290,7 @@ impl TableSchema {
     /// it never resolves in a catalog.
     pub fn detached(name: impl Into<String>, columns: Vec<Column>) -> TableSchema {
         let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
-        TableSchema { id: TableId(u32::MAX), name: name.into(), columns, primary_key: Vec::new(), primary_index: IndexId(u32::MAX), sequence: None, layout }
+        TableSchema { id: TableId(u32::MAX), name: name.into(), columns, primary_key: Vec::new(), primary_index: IndexId(u32::MAX), sequence: None, checks: Vec::new(), layout }
     }
 }
 
@@ -427,7 +439,12 @@ impl Catalog {
             indexes.push(IndexSchema { id: next_index(), name, table: id, columns: cols_idx, unique: true, primary: false, ordered: true });
         }
         let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
-        let table = TableSchema { id, name: def.name.clone(), columns, primary_key: pk, primary_index, sequence: def.sequence.clone(), layout };
+        let mut checks = def.checks.clone();
+        checks.sort_by(|a, b| a.name.cmp(&b.name));
+        if let Some(w) = checks.windows(2).find(|w| w[0].name == w[1].name) {
+            return Err(EngineError::definition("42710", format!("constraint \"{}\" for relation \"{}\" already exists", w[0].name, def.name)));
+        }
+        let table = TableSchema { id, name: def.name.clone(), columns, primary_key: pk, primary_index, sequence: def.sequence.clone(), checks, layout };
         let mut fks = Vec::new();
         for (n, fk) in def.foreign_keys.iter().enumerate() {
             let planned = self.plan_foreign_key(&table, &indexes, fk, ForeignKeyId(self.next_fk_id + n as u32))?;
@@ -765,6 +782,11 @@ fn encode_table(w: &mut Writer<'_>, t: &TableSchema) {
             w.bool(o.cycle);
         }
     }
+    w.u32(len_u32(t.checks.len()));
+    for c in &t.checks {
+        w.str(&c.name);
+        w.str(&c.sql);
+    }
 }
 
 fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
@@ -807,11 +829,17 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
     } else {
         None
     };
+    let mut checks = Vec::new();
+    if format == Format::V2 {
+        for _ in 0..r.u32()? {
+            checks.push(CheckDef { name: r.str()?, sql: r.str()? });
+        }
+    }
     if primary_key.iter().any(|&c| c >= columns.len()) {
         return Err(EngineError::Corrupt(format!("table {name}: key column out of range")));
     }
     let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
-    Ok(TableSchema { id, name, columns, primary_key, primary_index, sequence, layout })
+    Ok(TableSchema { id, name, columns, primary_key, primary_index, sequence, checks, layout })
 }
 
 fn encode_index(w: &mut Writer<'_>, i: &IndexSchema) {

@@ -3,7 +3,7 @@
 mod common;
 
 use common::open;
-use pgtier_engine::{ColumnDef, DataType, Database, SequenceDefault, SequenceOptions, TableDef, TableId, Value};
+use pgtier_engine::{CheckDef, ColumnDef, DataType, Database, SequenceDefault, SequenceOptions, TableDef, TableId, Value};
 
 fn ascending() -> SequenceOptions {
     SequenceOptions::new(DataType::Int8, 1, None, None, None, false).unwrap()
@@ -95,7 +95,9 @@ fn owned_sequences_go_with_their_table_and_used_ones_stay() {
     other.sequence = Some(("shared".into(), SequenceDefault::Nextval));
     let mut at = ColumnDef::new("at", DataType::Timestamp);
     at.default_sql = Some("now()".into());
-    let table = t.create_table(&TableDef::new("t", vec![id, other, at], &["id"])).unwrap();
+    let mut def = TableDef::new("t", vec![id, other, at], &["id"]);
+    def.checks = vec![CheckDef { name: "t_other_check".into(), sql: "other > 0".into() }, CheckDef { name: "a_check".into(), sql: "id > 0".into() }];
+    let table = t.create_table(&def).unwrap();
     t.commit().unwrap();
     let cat = db.catalog();
     let schema = cat.table(table).unwrap();
@@ -114,6 +116,8 @@ fn owned_sequences_go_with_their_table_and_used_ones_stay() {
     let db = open(dir.path());
     assert_eq!(db.catalog().table_by_name("t").unwrap().columns[1].sequence.map(|(_, how)| how), Some(SequenceDefault::Nextval));
     assert_eq!(db.catalog().table_by_name("t").unwrap().columns[2].default_sql.as_deref(), Some("now()"));
+    let names: Vec<String> = db.catalog().table_by_name("t").unwrap().checks.iter().map(|c| format!("{}: {}", c.name, c.sql)).collect();
+    assert_eq!(names, ["a_check: id > 0", "t_other_check: other > 0"], "kept, in name order");
     let mut t = db.begin().unwrap();
     t.drop_table("t").unwrap();
     t.commit().unwrap();
@@ -137,6 +141,11 @@ fn owned_sequences_go_with_their_table_and_used_ones_stay() {
     let mut two = ColumnDef::new("id", DataType::Int8).default_value(Value::Int8(1));
     two.default_sql = Some("now()".into());
     assert_eq!(t.create_table(&TableDef::new("w", vec![two], &[])).unwrap_err().sqlstate(), "42601");
+    t.rollback();
+    let mut t = db.begin().unwrap();
+    let mut dup = TableDef::new("w", vec![ColumnDef::new("id", DataType::Int4)], &["id"]);
+    dup.checks = vec![CheckDef { name: "c".into(), sql: "id > 0".into() }, CheckDef { name: "c".into(), sql: "id < 9".into() }];
+    assert_eq!(t.create_table(&dup).unwrap_err().sqlstate(), "42710");
 }
 
 /// A read-only transaction that drew a value commits, in Sync mode, only

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use pgtier_engine::{Catalog, Column, ColumnDef, ForeignKeyDef, IndexDef, IndexId, SequenceDefault, SequenceOptions, TableDef, TableSchema};
+use pgtier_engine::{Catalog, CheckDef, Column, ColumnDef, ForeignKeyDef, IndexDef, IndexId, SequenceDefault, SequenceOptions, TableDef, TableSchema};
 use pgtier_engine::{DataType, Numeric, Value};
 use sqlparser::ast::{self, Ident, ObjectName};
 
@@ -211,6 +211,7 @@ impl<'c> Binder<'c> {
         let name = object_name(&c.name)?;
         let mut def = TableDef::new(name.clone(), Vec::new(), &[]);
         let mut sequences: Vec<(String, SequenceOptions)> = Vec::new();
+        let mut pending_checks: Vec<(Option<String>, ast::Expr)> = Vec::new();
         // PostgreSQL's name for a column's own sequence, made unique among
         // the relations that exist and those this statement makes.
         let sequence_name = |catalog: &Catalog, sequences: &[(String, SequenceOptions)], column: &str| {
@@ -273,7 +274,7 @@ impl<'c> Binder<'c> {
                     }
                     ast::ColumnOption::Unique(u) => def.unique.push((u.name.as_ref().map(ident), vec![cname.clone()])),
                     ast::ColumnOption::ForeignKey(fk) => def.foreign_keys.push(self.foreign_key(fk, vec![cname.clone()])?),
-                    ast::ColumnOption::Check(_) => return Err(SqlError::unsupported("CHECK constraint")),
+                    ast::ColumnOption::Check(c) => pending_checks.push((c.name.as_ref().map(ident), (*c.expr).clone())),
                     other => return Err(SqlError::unsupported(format!("column option {other}"))),
                 }
             }
@@ -292,10 +293,11 @@ impl<'c> Binder<'c> {
                     let cols = fk.columns.iter().map(ident).collect();
                     def.foreign_keys.push(self.foreign_key(fk, cols)?);
                 }
-                ast::TableConstraint::Check(_) => return Err(SqlError::unsupported("CHECK constraint")),
+                ast::TableConstraint::Check(c) => pending_checks.push((c.name.as_ref().map(ident), (*c.expr).clone())),
                 other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
             }
         }
+        def.checks = self.name_checks(&def, pending_checks)?;
         Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences })
     }
 
@@ -310,6 +312,79 @@ impl<'c> Binder<'c> {
             parent_table: object_name(&fk.foreign_table)?,
             parent_columns: fk.referred_columns.iter().map(ident).collect(),
         })
+    }
+
+    /// CHECK constraints of a table being created: each must bind over its
+    /// columns as a boolean without subqueries, aggregates or parameters.
+    /// Unnamed ones get PostgreSQL's names: `<table>_<column>_check` when
+    /// the expression reads one column, else `<table>_check`, with a
+    /// number added until the name is free.
+    fn name_checks(&mut self, def: &TableDef, pending: Vec<(Option<String>, ast::Expr)>) -> Result<Vec<CheckDef>> {
+        let columns: Vec<Column> = def
+            .columns
+            .iter()
+            .map(|c| Column { name: c.name.clone(), ty: c.ty, nullable: c.nullable, default: None, sequence: None, default_sql: None })
+            .collect();
+        let shape = Arc::new(TableSchema::detached(def.name.clone(), columns));
+        let mut out: Vec<CheckDef> = Vec::new();
+        for (name, e) in pending {
+            let bound = self.check_expr(&shape, &e)?;
+            let name = match name {
+                Some(n) => n,
+                None => {
+                    let mut read = Vec::new();
+                    bound.walk(&mut |x| {
+                        if let Expr::Column(c) = x
+                            && !read.contains(c)
+                        {
+                            read.push(*c);
+                        }
+                    });
+                    let base = match read.as_slice() {
+                        [c] => format!("{}_{}_check", def.name, shape.columns[*c].name),
+                        _ => format!("{}_check", def.name),
+                    };
+                    (0..).map(|k| if k == 0 { base.clone() } else { format!("{base}{k}") }).find(|n| !out.iter().any(|c| &c.name == n)).unwrap_or(base)
+                }
+            };
+            out.push(CheckDef { name, sql: e.to_string() });
+        }
+        Ok(out)
+    }
+
+    /// A CHECK expression bound over `table`'s row.
+    fn check_expr(&mut self, table: &Arc<TableSchema>, e: &ast::Expr) -> Result<Expr> {
+        // Refused before any name in it is looked up, as PostgreSQL does.
+        let text = e.to_string();
+        let tokens = sqlparser::tokenizer::Tokenizer::new(&sqlparser::dialect::PostgreSqlDialect {}, &text).tokenize().unwrap_or_default();
+        if tokens.iter().any(|t| matches!(t, sqlparser::tokenizer::Token::Word(w) if w.keyword == sqlparser::keywords::Keyword::SELECT)) {
+            return Err(SqlError::unsupported("cannot use subquery in check constraint"));
+        }
+        let scope = Scope { rels: vec![Rel { name: table.name.clone(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), outer: None };
+        let params_before = self.params.len();
+        let (b, t) = self.expr(e, &scope, &mut ExprCtx::plain("check constraints"))?;
+        if b.has_subquery() {
+            return Err(SqlError::unsupported("subqueries and nextval() in check constraints"));
+        }
+        if self.params.len() != params_before {
+            return Err(SqlError::new("42P02", "there is no parameter $1"));
+        }
+        match t {
+            Some(DataType::Bool) => Ok(b),
+            None => self.coerce(b, None, DataType::Bool, "CHECK"),
+            Some(other) => Err(SqlError::datatype_mismatch(format!("argument of CHECK must be type boolean, not type {}", type_name(other)))),
+        }
+    }
+
+    /// The CHECK constraints an INSERT or UPDATE of `table` enforces, bound
+    /// over its row (in name order, as PostgreSQL checks them).
+    fn table_checks(&mut self, table: &Arc<TableSchema>) -> Result<Vec<(String, Expr)>> {
+        let mut out = Vec::with_capacity(table.checks.len());
+        for c in &table.checks {
+            let e = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {}).try_with_sql(&c.sql).and_then(|mut p| p.parse_expr())?;
+            out.push((c.name.clone(), self.check_expr(table, &e)?));
+        }
+        Ok(out)
     }
 
     /// CREATE SEQUENCE's (or an identity column's) options, resolved with
@@ -856,7 +931,8 @@ impl<'c> Binder<'c> {
             .filter(|c| (table.columns[*c].sequence.is_some() || table.columns[*c].default_sql.is_some()) && !targets.contains(c))
             .map(|c| column_default(&table.columns[c]).map(|e| (c, e)))
             .collect::<Result<_>>()?;
-        Ok(Plan::Insert(InsertPlan { table, targets, source, on_conflict, returning, columns, generated }))
+        let checks = self.table_checks(&table)?;
+        Ok(Plan::Insert(InsertPlan { table, targets, source, on_conflict, returning, columns, generated, checks }))
     }
 
     fn on_conflict(&mut self, oc: &ast::OnConflict, table: &Arc<TableSchema>) -> Result<OnConflict> {
@@ -978,14 +1054,17 @@ impl<'c> Binder<'c> {
         let (returning, columns) = self.returning_in(u.returning.as_deref(), &scope)?;
         let width = table.columns.len();
         let search_columns = ColumnMask::reading(width, &level.filters, &table.primary_key);
-        let eval_columns = if returning.is_empty() {
-            ColumnMask::reading(width, level.filters.iter().chain(&level.key_checks).chain(assignments.iter().map(|(_, e)| e)), &table.primary_key)
+        let checks = self.table_checks(&table)?;
+        // A CHECK's 23514 detail shows the whole new row.
+        let eval_columns = if returning.is_empty() && checks.is_empty() {
+            let read = level.filters.iter().chain(&level.key_checks).chain(assignments.iter().map(|(_, e)| e)).chain(checks.iter().map(|(_, e)| e));
+            ColumnMask::reading(width, read, &table.primary_key)
         } else {
             ColumnMask::all(width)
         };
         let assignments_have_subqueries = assignments.iter().any(|(_, e)| e.has_subquery());
         let filters_have_subqueries = level.filters.iter().any(Expr::has_subquery);
-        Ok(Plan::Update(UpdatePlan { level, search_columns, eval_columns, assignments_have_subqueries, filters_have_subqueries, assignments, returning, columns }))
+        Ok(Plan::Update(UpdatePlan { level, search_columns, eval_columns, assignments_have_subqueries, filters_have_subqueries, assignments, returning, columns, checks }))
     }
 
     fn delete(&mut self, d: &ast::Delete) -> Result<Plan> {

@@ -711,12 +711,13 @@ impl<'a> Exec<'a> {
             for (c, e) in &plan.generated {
                 full[*c] = e.eval(&env, self, &[])?;
             }
+            self.check_row(&plan.checks, &env, table, &full)?;
             if let Some(oc) = &plan.on_conflict
                 && let Some(existing) = self.conflicting_row(table, &oc.arbiters, &full)? {
                     match &oc.action {
                         ConflictAction::Nothing => continue,
                         ConflictAction::Update { assignments, filter } => {
-                            if let Some(new_row) = self.conflict_update(table, existing, &full, assignments, filter.as_ref(), &env)? {
+                            if let Some(new_row) = self.conflict_update(table, existing, &full, assignments, filter.as_ref(), &plan.checks, &env)? {
                                 count += 1;
                                 self.returning(&plan.returning, &env, &new_row, out)?;
                             }
@@ -831,6 +832,17 @@ impl<'a> Exec<'a> {
         Ok(rows)
     }
 
+    /// PostgreSQL's CHECK rule: a row passes unless an expression is false
+    /// (NULL passes).
+    fn check_row(&mut self, checks: &[(String, Expr)], env: &Env<'_>, table: &TableSchema, row: &[Value]) -> Result<()> {
+        for (name, e) in checks {
+            if e.eval_bool(env, self, row)? == Some(false) {
+                return Err(check_violation(table, name, row));
+            }
+        }
+        Ok(())
+    }
+
     fn returning(&mut self, exprs: &[Expr], env: &Env<'_>, row: &[Value], out: &mut ResultBuf) -> Result<()> {
         if exprs.is_empty() {
             return Ok(());
@@ -875,7 +887,11 @@ impl<'a> Exec<'a> {
         Ok(None)
     }
 
-    fn conflict_update(&mut self, table: &TableSchema, existing: Vec<Value>, excluded: &[Value], assignments: &[(usize, Expr)], filter: Option<&Expr>, env: &Env<'_>) -> Result<Option<Vec<Value>>> {
+    #[allow(clippy::too_many_arguments)]
+    fn conflict_update(
+        &mut self, table: &TableSchema, existing: Vec<Value>, excluded: &[Value], assignments: &[(usize, Expr)], filter: Option<&Expr>, checks: &[(String, Expr)],
+        env: &Env<'_>,
+    ) -> Result<Option<Vec<Value>>> {
         let mut both = existing.clone();
         both.extend_from_slice(excluded);
         if let Some(f) = filter
@@ -891,6 +907,7 @@ impl<'a> Exec<'a> {
         for (c, v) in &changes {
             new_row[*c] = v.clone();
         }
+        self.check_row(checks, env, table, &new_row)?;
         if !self.txn.update(table.id, &key, &changes)? {
             return Ok(None);
         }
@@ -963,6 +980,17 @@ impl<'a> Exec<'a> {
                     for (c, e) in &plan.assignments {
                         changes.push((*c, e.eval(&env, &mut NoSubqueries, new_row)?));
                     }
+                    if !plan.checks.is_empty() {
+                        let mut after = new_row.clone();
+                        for (c, v) in &changes {
+                            after[*c] = v.clone();
+                        }
+                        for (name, e) in &plan.checks {
+                            if e.eval_bool(&env, &mut NoSubqueries, &after)? == Some(false) {
+                                return Err(check_violation(&table, name, &after));
+                            }
+                        }
+                    }
                     Ok(Some(changes))
                 })();
                 match outcome {
@@ -1012,12 +1040,13 @@ impl<'a> Exec<'a> {
             for (c, e) in &plan.assignments {
                 changes.push((*c, e.eval(env, self, &row)?));
             }
+            let mut new_row = row;
+            for (c, v) in &changes {
+                new_row[*c] = v.clone();
+            }
+            self.check_row(&plan.checks, env, &table, &new_row)?;
             if self.txn.update(table.id, &key, &changes)? {
                 count += 1;
-                let mut new_row = row;
-                for (c, v) in changes {
-                    new_row[c] = v;
-                }
                 self.returning(&plan.returning, env, &new_row, out)?;
             }
         }
@@ -1323,6 +1352,15 @@ fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
         }
         Acc::Extreme(v) => v.unwrap_or(Value::Null),
     })
+}
+
+/// 23514 with PostgreSQL's detail: the new row's visible columns.
+fn check_violation(table: &TableSchema, name: &str, row: &[Value]) -> SqlError {
+    let shown: Vec<String> = row.iter().take(table.visible_columns().len()).map(|v| if v.is_null() { "null".to_owned() } else { value::to_text(v) }).collect();
+    let mut e = SqlError::new("23514", format!("new row for relation \"{}\" violates check constraint \"{name}\"", table.name))
+        .with_detail(format!("Failing row contains ({}).", shown.join(", ")));
+    e.constraint = Some(name.to_owned());
+    e
 }
 
 /// ORDER BY's comparison of one key (also window ORDER BY and PARTITION BY).

@@ -270,6 +270,8 @@ pub struct InsertPlan {
     /// Columns not in `targets` whose default draws from a sequence, with
     /// that default (evaluated for each row).
     pub generated: Vec<(usize, Expr)>,
+    /// CHECK constraints (name, expression over the new row).
+    pub checks: Vec<(String, Expr)>,
 }
 
 /// Which columns of a DML target's row a step reads. Rows are decoded only
@@ -327,6 +329,8 @@ pub struct UpdatePlan {
     pub assignments: Vec<(usize, Expr)>,
     pub returning: Vec<Expr>,
     pub columns: Vec<OutputColumn>,
+    /// CHECK constraints (name, expression over the new row).
+    pub checks: Vec<(String, Expr)>,
 }
 
 #[derive(Clone, Debug)]

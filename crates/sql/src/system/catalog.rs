@@ -32,6 +32,9 @@ const INDEX_BASE: i64 = USER_BASE + 1_000_000;
 const FK_BASE: i64 = USER_BASE + 2_000_000;
 const INDEX_CONSTRAINT_BASE: i64 = USER_BASE + 3_000_000;
 const ATTRDEF_BASE: i64 = USER_BASE + 4_000_000;
+/// CHECK constraints: table id * CHECKS_PER_TABLE + position.
+const CHECK_BASE: i64 = USER_BASE + 5_000_000;
+const CHECKS_PER_TABLE: i64 = 1_000;
 
 pub fn table_oid(t: &TableSchema) -> i64 {
     relation_oid(t.id)
@@ -66,6 +69,31 @@ pub fn index_by_oid(catalog: &Catalog, oid: i64) -> Option<&Arc<IndexSchema>> {
 pub enum ConstraintRef {
     Index(Arc<IndexSchema>),
     Foreign(Arc<ForeignKey>),
+    /// A table's CHECK constraint, by position in `TableSchema::checks`.
+    Check(Arc<TableSchema>, usize),
+}
+
+fn check_oid(t: &TableSchema, k: usize) -> i64 {
+    CHECK_BASE + i64::from(t.id.0) * CHECKS_PER_TABLE + i64::try_from(k).unwrap_or(0)
+}
+
+/// The columns a CHECK constraint's text names (pg_constraint.conkey).
+pub fn check_columns(t: &TableSchema, sql: &str) -> Vec<usize> {
+    let dialect = sqlparser::dialect::PostgreSqlDialect {};
+    let tokens = sqlparser::tokenizer::Tokenizer::new(&dialect, sql).tokenize().unwrap_or_default();
+    let mut cols: Vec<usize> = tokens
+        .iter()
+        .filter_map(|tok| match tok {
+            sqlparser::tokenizer::Token::Word(w) => {
+                let name = if w.quote_style.is_some() { w.value.clone() } else { w.value.to_lowercase() };
+                t.column_index(&name).filter(|&c| !t.columns[c].is_hidden())
+            }
+            _ => None,
+        })
+        .collect();
+    cols.sort_unstable();
+    cols.dedup();
+    cols
 }
 
 pub fn constraint_by_oid(catalog: &Catalog, oid: i64) -> Option<ConstraintRef> {
@@ -76,6 +104,12 @@ pub fn constraint_by_oid(catalog: &Catalog, oid: i64) -> Option<ConstraintRef> {
     if (INDEX_CONSTRAINT_BASE..ATTRDEF_BASE).contains(&oid) {
         let id = u32::try_from(oid - INDEX_CONSTRAINT_BASE).ok()?;
         return catalog.index(pgtier_engine::IndexId(id)).filter(|i| i.unique).cloned().map(ConstraintRef::Index);
+    }
+    if oid >= CHECK_BASE {
+        let (table, k) = ((oid - CHECK_BASE) / CHECKS_PER_TABLE, (oid - CHECK_BASE) % CHECKS_PER_TABLE);
+        let t = catalog.table(pgtier_engine::TableId(u32::try_from(table).ok()?))?;
+        let k = usize::try_from(k).ok().filter(|&k| k < t.checks.len())?;
+        return Some(ConstraintRef::Check(Arc::clone(t), k));
     }
     None
 }
@@ -884,11 +918,11 @@ pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
 }
 
 fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
-    let mut push = |oid: i64, name: &str, ns: i64, am: i64, kind: &str, natts: usize, has_index: bool, has_triggers: bool| {
+    let mut push = |oid: i64, name: &str, ns: i64, am: i64, kind: &str, natts: usize, has_index: bool, has_triggers: bool, checks: usize| {
         out.extend([
             Value::Int8(oid), text(name), Value::Int8(ns), Value::Int8(0), Value::Int8(0), Value::Int8(OWNER_OID), Value::Int8(am),
             Value::Int8(if kind == "v" { 0 } else { oid }), Value::Int8(0), Value::Int4(0), Value::Float4(-1.0), Value::Int4(0), Value::Int8(0),
-            Value::Bool(has_index), Value::Bool(false), text("p"), text(kind), Value::Int2(i16::try_from(natts).unwrap_or(i16::MAX)), Value::Int2(0),
+            Value::Bool(has_index), Value::Bool(false), text("p"), text(kind), Value::Int2(i16::try_from(natts).unwrap_or(i16::MAX)), Value::Int2(i16::try_from(checks).unwrap_or(i16::MAX)),
             Value::Bool(false), Value::Bool(has_triggers), Value::Bool(false), Value::Bool(false), Value::Bool(false), Value::Bool(true),
             text(if kind == "i" { "n" } else { "d" }), Value::Bool(false), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Null, Value::Null,
             Value::Null,
@@ -897,16 +931,16 @@ fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     for t in user_tables(catalog) {
         // PostgreSQL enforces foreign keys with (internal) triggers on both tables.
         let fk_triggers = !catalog.foreign_keys_of(t.id).is_empty() || !catalog.referencing(t.id).is_empty();
-        push(table_oid(t), &t.name, NS_PUBLIC, HEAP_AM, "r", user_columns(t).count(), !table_indexes(catalog, t).is_empty(), fk_triggers);
+        push(table_oid(t), &t.name, NS_PUBLIC, HEAP_AM, "r", user_columns(t).count(), !table_indexes(catalog, t).is_empty(), fk_triggers, t.checks.len());
     }
     for (_, i) in all_indexes(catalog) {
-        push(index_oid(&i), &i.name, NS_PUBLIC, BTREE_AM, "i", i.columns.len(), false, false);
+        push(index_oid(&i), &i.name, NS_PUBLIC, BTREE_AM, "i", i.columns.len(), false, false, 0);
     }
     for s in user_sequences(catalog) {
-        push(table_oid(s), &s.name, NS_PUBLIC, 0, "S", user_columns(s).count(), false, false);
+        push(table_oid(s), &s.name, NS_PUBLIC, 0, "S", user_columns(s).count(), false, false, 0);
     }
     for r in RELATIONS {
-        push(r.oid, r.name, namespace_oid(r.schema), if r.kind == "v" { 0 } else { HEAP_AM }, r.kind, r.columns.len(), false, false);
+        push(r.oid, r.name, namespace_oid(r.schema), if r.kind == "v" { 0 } else { HEAP_AM }, r.kind, r.columns.len(), false, false, 0);
     }
 }
 
@@ -970,6 +1004,14 @@ fn constraint_rows(catalog: &Catalog, out: &mut Vec<Value>) {
                 Value::Int8(table_oid(t)), Value::Int8(0), Value::Int8(INDEX_BASE + i64::from(f.parent_index.0)), Value::Int8(0),
                 Value::Int8(table_oid(parent)), text("a"), text("a"), text("s"), Value::Bool(true), Value::Int4(0), Value::Bool(true),
                 int2array(&f.child_columns), int2array(&f.parent_columns), eqs.clone(), eqs.clone(), eqs, Value::Null, Value::Null, Value::Null,
+            ]);
+        }
+        for (k, c) in t.checks.iter().enumerate() {
+            out.extend([
+                Value::Int8(check_oid(t, k)), text(&c.name), Value::Int8(NS_PUBLIC), text("c"), Value::Bool(false), Value::Bool(false), Value::Bool(true),
+                Value::Int8(table_oid(t)), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Int8(0), text(" "), text(" "), text(" "),
+                Value::Bool(true), Value::Int4(0), Value::Bool(false), int2array(&check_columns(t, &c.sql)), Value::Null, Value::Null, Value::Null,
+                Value::Null, Value::Null, Value::Null, Value::Text(c.sql.clone()),
             ]);
         }
     }
@@ -1061,6 +1103,14 @@ fn info_table_constraints(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             Value::Text(db.clone()), text("public"), Value::Text(name), Value::Text(db.clone()), text("public"), text(&t.name), text(ty), text("NO"),
             text("NO"), text("YES"), if ty == "FOREIGN KEY" { Value::Null } else { text("YES") },
         ]);
+    }
+    for t in user_tables(ctx.catalog) {
+        for c in &t.checks {
+            out.extend([
+                Value::Text(db.clone()), text("public"), text(&c.name), Value::Text(db.clone()), text("public"), text(&t.name), text("CHECK"), text("NO"),
+                text("NO"), text("YES"), Value::Null,
+            ]);
+        }
     }
     // PostgreSQL lists NOT NULL columns as CHECK constraints named
     // <namespace oid>_<table oid>_<attnum>_not_null.

@@ -378,7 +378,7 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             None => Value::Null,
         },
         SysFunc::ConstraintDef => match cat::constraint_by_oid(catalog, int(0)) {
-            Some(c) => Value::Text(constraint_def(catalog, &c)),
+            Some(c) => Value::Text(constraint_def(catalog, &c, boolean(1))),
             None => return Err(SqlError::new("XX000", format!("cache lookup failed for constraint {}", int(0)))),
         },
         SysFunc::TableIsVisible => {
@@ -522,7 +522,11 @@ pub fn index_def(t: &TableSchema, i: &IndexSchema, qualified: bool) -> String {
     )
 }
 
-fn constraint_def(catalog: &Catalog, c: &ConstraintRef) -> String {
+/// `pretty`: pg_get_constraintdef's second argument. A CHECK shows the
+/// expression as it was written, one pair of parentheses more when not
+/// pretty (PostgreSQL also parenthesizes each operator and shows implicit
+/// casts there; for `col > 0` the two agree).
+fn constraint_def(catalog: &Catalog, c: &ConstraintRef, pretty: bool) -> String {
     match c {
         ConstraintRef::Index(i) => {
             let Some(t) = catalog.table(i.table) else { return String::new() };
@@ -531,6 +535,10 @@ fn constraint_def(catalog: &Catalog, c: &ConstraintRef) -> String {
         ConstraintRef::Foreign(f) => {
             let (Some(child), Some(parent)) = (catalog.table(f.child), catalog.table(f.parent)) else { return String::new() };
             format!("FOREIGN KEY ({}) REFERENCES {}({})", column_list(child, &f.child_columns), quote_ident(&parent.name), column_list(parent, &f.parent_columns))
+        }
+        ConstraintRef::Check(t, k) => {
+            let sql = t.checks.get(*k).map_or("", |c| c.sql.as_str());
+            if pretty { format!("CHECK ({sql})") } else { format!("CHECK (({sql}))") }
         }
     }
 }

@@ -234,6 +234,17 @@ def main():
     out(f"currval: {render_row(cur.fetchone())}")
     conn.execute("DROP TABLE drv_python_keys")
 
+    # A CHECK constraint's violation, with PostgreSQL's message, detail and constraint name.
+    conn.execute("DROP TABLE IF EXISTS drv_python_check")
+    conn.execute("CREATE TABLE drv_python_check (id int PRIMARY KEY, qty int CHECK (qty > 0), price numeric(6,2))")
+    expect_error("check violation", conn, "INSERT INTO drv_python_check VALUES (%s, %s, %s)", (1, 0, Decimal("9.5")))
+    try:
+        conn.execute("UPDATE drv_python_check SET qty = -1")
+        conn.execute("INSERT INTO drv_python_check VALUES (2, -2, NULL)")
+    except psycopg.Error as error:
+        out(f"check constraint name: {error.diag.constraint_name}")
+    conn.execute("DROP TABLE drv_python_check")
+
     conn.execute(f"DROP TABLE {TABLE}")
     out("drop table: ok")
     conn.close()
