@@ -562,10 +562,10 @@ impl<'c> Binder<'c> {
         if let Some(rewritten) = crate::system::binder::srf_select(s) {
             return self.select(&rewritten, q, outer);
         }
-        let distinct = match &s.distinct {
-            None | Some(ast::Distinct::All) => false,
-            Some(ast::Distinct::Distinct) => true,
-            Some(ast::Distinct::On(_)) => return Err(SqlError::unsupported("DISTINCT ON")),
+        let (distinct, distinct_on_items) = match &s.distinct {
+            None | Some(ast::Distinct::All) => (false, None),
+            Some(ast::Distinct::Distinct) => (true, None),
+            Some(ast::Distinct::On(items)) => (false, Some(items)),
         };
         let (rels, joins) = self.bind_from(&s.from, outer)?;
         let mut scope = Scope { rels, hidden: Vec::new(), outer };
@@ -732,6 +732,42 @@ impl<'c> Binder<'c> {
                 order_by.push(SortKey { column, desc, nulls_first });
             }
         }
+        // DISTINCT ON: its expressions are read like ORDER BY's (positions,
+        // output names, expressions) and must lead the ORDER BY.
+        let mut distinct_on = Vec::new();
+        for e in distinct_on_items.into_iter().flatten() {
+            let column = if let Some(pos) = ordinal(e) {
+                if pos == 0 || pos > visible {
+                    return Err(SqlError::new("42P10", format!("SELECT DISTINCT ON position {pos} is not in select list")));
+                }
+                pos - 1
+            } else if let Some(pos) = output_name_match(e, &columns[..visible]) {
+                pos
+            } else {
+                let (b, t) = self.expr(e, &scope, &mut ctx)?;
+                match projection.iter().position(|p| *p == b) {
+                    Some(p) => p,
+                    None => {
+                        projection.push(b);
+                        columns.push(OutputColumn { name: "?column?".into(), ty: t });
+                        projection.len() - 1
+                    }
+                }
+            };
+            if !distinct_on.contains(&column) {
+                distinct_on.push(column);
+            }
+        }
+        let mut unmatched = distinct_on.clone();
+        for k in &order_by {
+            if unmatched.is_empty() {
+                break;
+            }
+            let Some(i) = unmatched.iter().position(|c| *c == k.column) else {
+                return Err(SqlError::new("42P10", "SELECT DISTINCT ON expressions must match initial ORDER BY expressions"));
+            };
+            unmatched.remove(i);
+        }
         // Aggregation: rewrite everything above it onto the aggregate row.
         let aggs = ctx.aggs.take().unwrap_or_default();
         let mut windows = ctx.windows.take().unwrap_or_default();
@@ -766,7 +802,7 @@ impl<'c> Binder<'c> {
         if !windows.is_empty() && !q.locks.is_empty() {
             return Err(SqlError::new("0A000", "FOR UPDATE is not allowed with window functions"));
         }
-        let for_update = self.locks(q, &scope, agg.is_some() || distinct)?;
+        let for_update = self.locks(q, &scope, agg.is_some() || distinct || !distinct_on.is_empty())?;
         let levels = planner::plan_levels(self.catalog, &scope.rels, join_rels, where_conjuncts.clone(), &mut self.indexes)?;
         let (levels, final_filters) = levels;
         Ok(SelectPlan {
@@ -778,6 +814,7 @@ impl<'c> Binder<'c> {
             projection,
             visible,
             distinct,
+            distinct_on,
             order_by,
             limit: limit_offset.0,
             offset: limit_offset.1,

@@ -444,7 +444,7 @@ impl<'a> Exec<'a> {
             return r;
         }
         out.reset(plan.visible);
-        let streams = plan.agg.is_none() && plan.windows.is_empty() && !plan.distinct && plan.order_by.is_empty() && plan.limit.is_none() && plan.offset.is_none() && !plan.for_update;
+        let streams = plan.agg.is_none() && plan.windows.is_empty() && !plan.distinct && plan.distinct_on.is_empty() && plan.order_by.is_empty() && plan.limit.is_none() && plan.offset.is_none() && !plan.for_update;
         if streams {
             let env = self.env(params, &[]);
             if let [level] = plan.levels.as_slice()
@@ -592,6 +592,10 @@ impl<'a> Exec<'a> {
                 }
                 Ordering::Equal
             });
+        }
+        if !plan.distinct_on.is_empty() {
+            let mut seen = std::collections::HashSet::new();
+            rows.retain(|r| seen.insert(GroupKey(plan.distinct_on.iter().map(|&c| r[c].clone()).collect())));
         }
         let offset = match &plan.offset {
             Some(e) => count_arg(e.eval(&env, self, &[])?, "OFFSET")?,

@@ -155,6 +155,9 @@ pub struct SelectPlan {
     /// Leading projection columns the client sees (the rest are sort keys).
     pub visible: usize,
     pub distinct: bool,
+    /// DISTINCT ON: projection positions; the first row (in ORDER BY
+    /// order) of each group of equal values is kept.
+    pub distinct_on: Vec<usize>,
     pub order_by: Vec<SortKey>,
     pub limit: Option<Expr>,
     pub offset: Option<Expr>,
@@ -179,6 +182,7 @@ impl SelectPlan {
             && self.final_filters.is_empty()
             && self.agg.is_none()
             && !self.distinct
+            && self.distinct_on.is_empty()
             && self.order_by.is_empty()
             && self.limit.is_none()
             && self.offset.is_none()

@@ -309,6 +309,7 @@ impl Binder<'_> {
             projection: (0..width).map(Expr::Column).collect(),
             visible: width,
             distinct: false,
+            distinct_on: Vec::new(),
             order_by,
             limit,
             offset,
