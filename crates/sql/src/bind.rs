@@ -139,6 +139,7 @@ impl<'c> Binder<'c> {
             S::Delete(d) => self.delete(d),
             S::CreateTable(c) => self.create_table(c),
             S::CreateIndex(c) => self.create_index(c),
+            S::Truncate(t) => self.truncate(t),
             S::CreateSequence { temporary, if_not_exists, name, data_type, sequence_options, owned_by } => {
                 if *temporary {
                     return Err(SqlError::unsupported("CREATE TEMPORARY SEQUENCE"));
@@ -312,6 +313,51 @@ impl<'c> Binder<'c> {
             parent_table: object_name(&fk.foreign_table)?,
             parent_columns: fk.referred_columns.iter().map(ident).collect(),
         })
+    }
+
+    /// TRUNCATE t [, ...] [RESTART IDENTITY | CONTINUE IDENTITY] [RESTRICT].
+    /// A table another table's foreign key references may only go with
+    /// that table (PostgreSQL's rule without CASCADE).
+    fn truncate(&mut self, t: &ast::Truncate) -> Result<Plan> {
+        if matches!(t.cascade, Some(ast::CascadeOption::Cascade)) {
+            return Err(SqlError::unsupported("TRUNCATE ... CASCADE"));
+        }
+        if t.partitions.is_some() || t.on_cluster.is_some() || t.if_exists {
+            return Err(SqlError::unsupported("this TRUNCATE form"));
+        }
+        let mut tables: Vec<Arc<TableSchema>> = Vec::new();
+        for target in &t.table_names {
+            let table = self.table(&target.name)?;
+            if table.sequence.is_some() {
+                return Err(SqlError::new("42809", format!("\"{}\" is not a table", table.name)));
+            }
+            if !tables.iter().any(|x| x.id == table.id) {
+                tables.push(table);
+            }
+        }
+        for table in &tables {
+            for fk in self.catalog.referencing(table.id) {
+                if tables.iter().any(|x| x.id == fk.child) {
+                    continue;
+                }
+                let child = self.catalog.table(fk.child).map_or_else(String::new, |c| c.name.clone());
+                return Err(SqlError::unsupported("cannot truncate a table referenced in a foreign key constraint")
+                    .with_detail(format!("Table \"{child}\" references \"{}\".", table.name))
+                    .with_hint(format!("Truncate table \"{child}\" at the same time, or use TRUNCATE ... CASCADE.")));
+            }
+        }
+        // Referencing tables first, so no row is deleted while a row of
+        // another truncated table still refers to it.
+        let mut ordered: Vec<Arc<TableSchema>> = Vec::with_capacity(tables.len());
+        while !tables.is_empty() {
+            let pick = tables
+                .iter()
+                .position(|t| !self.catalog.referencing(t.id).iter().any(|fk| fk.child != t.id && tables.iter().any(|x| x.id == fk.child)))
+                .unwrap_or(0);
+            ordered.push(tables.remove(pick));
+        }
+        let restart_identity = matches!(t.identity, Some(ast::TruncateIdentityOption::Restart));
+        Ok(Plan::Truncate { tables: ordered, restart_identity })
     }
 
     /// CHECK constraints of a table being created: each must bind over its

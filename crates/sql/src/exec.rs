@@ -1148,6 +1148,33 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
+    /// TRUNCATE: deletes every row this statement sees, table by table in
+    /// the planned order; RESTART IDENTITY sets each owned sequence back to
+    /// its start.
+    pub fn truncate(&mut self, tables: &[std::sync::Arc<TableSchema>], restart_identity: bool) -> Result<()> {
+        let mut keys: Vec<Value> = Vec::new();
+        for t in tables {
+            keys.clear();
+            let pk = &t.primary_key;
+            self.txn.scan_table(t.id, |r| {
+                keys.extend(pk.iter().map(|&k| r.get(k).to_owned_value()));
+                Ok(true)
+            })?;
+            for key in keys.chunks(pk.len().max(1)) {
+                self.txn.delete(t.id, key)?;
+            }
+            if restart_identity {
+                for (seq, _) in t.columns.iter().filter_map(|c| c.sequence).filter(|(_, how)| how.owns()) {
+                    let start = self.txn.catalog().table(seq).and_then(|s| s.sequence.as_ref()).map(|o| o.start);
+                    if let Some(start) = start {
+                        self.txn.setval(seq, start, false)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// DROP TABLE, or DROP SEQUENCE when `sequences`: each name must be of
     /// that kind (PostgreSQL's 42809 and its hint otherwise).
     pub fn drop_tables(&mut self, names: &[String], if_exists: bool, sequences: bool) -> Result<()> {

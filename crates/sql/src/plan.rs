@@ -365,6 +365,9 @@ pub enum Plan {
     CreateSequence { name: String, options: pgtier_engine::SequenceOptions, if_not_exists: bool },
     /// DROP TABLE, or DROP SEQUENCE when `sequences`.
     DropTable { names: Vec<String>, if_exists: bool, sequences: bool },
+    /// TRUNCATE: tables in deletion order (referencing tables first);
+    /// `restart_identity` resets their serial and identity sequences.
+    Truncate { tables: Vec<Arc<TableSchema>>, restart_identity: bool },
     DropIndex { names: Vec<String>, if_exists: bool },
     Txn(TxnCommand),
     Set { name: String, value: String },

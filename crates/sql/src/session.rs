@@ -609,6 +609,7 @@ impl Connection {
                 ex.create_sequence(name, options, *if_not_exists).map(|()| (Tag::Plain("CREATE SEQUENCE"), 0))
             }
             Plan::CreateIndex { def, if_not_exists } => ex.create_index(def, *if_not_exists).map(|()| (Tag::Plain("CREATE INDEX"), 0)),
+            Plan::Truncate { tables, restart_identity } => ex.truncate(tables, *restart_identity).map(|()| (Tag::Plain("TRUNCATE TABLE"), 0)),
             Plan::DropTable { names, if_exists, sequences } => {
                 let tag = if *sequences { "DROP SEQUENCE" } else { "DROP TABLE" };
                 ex.drop_tables(names, *if_exists, *sequences).map(|()| (Tag::Plain(tag), 0))
