@@ -106,6 +106,7 @@ fn psql_describe_queries_match_postgresql() {
         ("describe_table.sql", &["c", "p", "Mixed Case", "gen", "chk"][..]),
         ("describe_table_verbose.sql", &["c", "p", "Mixed Case", "gen", "chk"][..]),
         ("describe_index.sql", &["c_pkey", "c_t_idx", "p_name_key"][..]),
+        ("describe_sequence.sql", &["free_seq", "gen_id_seq", "gen_a_seq", "gen_b_seq"][..]),
     ] {
         let describe = queries(file);
         assert!(describe.len() >= 4, "{file}: {} queries", describe.len());

@@ -258,6 +258,24 @@ pub static RELATIONS: &[RelDef] = &[
             ("conffeqop", OIDS), ("confdelsetcols", Arr(E::Int2)), ("conexclop", OIDS), ("conbin", Tree),
         ],
     },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_sequence",
+        oid: 2224,
+        kind: "r",
+        columns: &[
+            ("seqrelid", Oid), ("seqtypid", Oid), ("seqstart", Int8), ("seqincrement", Int8), ("seqmax", Int8), ("seqmin", Int8), ("seqcache", Int8),
+            ("seqcycle", Bool),
+        ],
+    },
+    // Only the dependencies psql shows: a sequence owned by a column.
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_depend",
+        oid: 2608,
+        kind: "r",
+        columns: &[("classid", Oid), ("objid", Oid), ("objsubid", Int4), ("refclassid", Oid), ("refobjid", Oid), ("refobjsubid", Int4), ("deptype", Char)],
+    },
     RelDef { schema: Schema::PgCatalog, name: "pg_attrdef", oid: 2604, kind: "r", columns: &[("oid", Oid), ("adrelid", Oid), ("adnum", Int2), ("adbin", Tree)] },
     RelDef { schema: Schema::PgCatalog, name: "pg_am", oid: 2601, kind: "r", columns: &[("oid", Oid), ("amname", Name), ("amhandler", RegProc), ("amtype", Char)] },
     RelDef {
@@ -802,6 +820,29 @@ pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             }
         }
         "pg_constraint" => constraint_rows(catalog, out),
+        "pg_sequence" => {
+            for s in user_sequences(catalog) {
+                let Some(o) = &s.sequence else { continue };
+                out.extend([
+                    Value::Int8(table_oid(s)), Value::Int8(column_type_info(o.data_type).0), Value::Int8(o.start), Value::Int8(o.increment),
+                    Value::Int8(o.max), Value::Int8(o.min), Value::Int8(1), Value::Bool(o.cycle),
+                ]);
+            }
+        }
+        "pg_depend" => {
+            const PG_CLASS: i64 = 1259;
+            for t in user_tables(catalog) {
+                for (c, col) in user_columns(t) {
+                    if let Some((seq, how)) = col.sequence.filter(|(_, how)| how.owns()) {
+                        let deptype = if how == SequenceDefault::Serial { "a" } else { "i" };
+                        out.extend([
+                            Value::Int8(PG_CLASS), Value::Int8(relation_oid(seq)), Value::Int4(0), Value::Int8(PG_CLASS), Value::Int8(table_oid(t)),
+                            Value::Int4(i32::from(attnum(c))), text(deptype),
+                        ]);
+                    }
+                }
+            }
+        }
         "pg_attrdef" => {
             for t in user_tables(catalog) {
                 for (c, col) in user_columns(t) {
@@ -924,7 +965,7 @@ fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             Value::Int8(if kind == "v" { 0 } else { oid }), Value::Int8(0), Value::Int4(0), Value::Float4(-1.0), Value::Int4(0), Value::Int8(0),
             Value::Bool(has_index), Value::Bool(false), text("p"), text(kind), Value::Int2(i16::try_from(natts).unwrap_or(i16::MAX)), Value::Int2(i16::try_from(checks).unwrap_or(i16::MAX)),
             Value::Bool(false), Value::Bool(has_triggers), Value::Bool(false), Value::Bool(false), Value::Bool(false), Value::Bool(true),
-            text(if kind == "i" { "n" } else { "d" }), Value::Bool(false), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Null, Value::Null,
+            text(if kind == "i" || kind == "S" { "n" } else { "d" }), Value::Bool(false), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Null, Value::Null,
             Value::Null,
         ]);
     };
