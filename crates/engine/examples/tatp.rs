@@ -28,7 +28,7 @@ struct Tables {
 }
 
 fn fk(cols: &[&str], parent: &str) -> ForeignKeyDef {
-    ForeignKeyDef { name: None, columns: cols.iter().map(|c| (*c).to_owned()).collect(), parent_table: parent.into(), parent_columns: vec![] }
+    ForeignKeyDef { name: None, columns: cols.iter().map(|c| (*c).to_owned()).collect(), parent_table: parent.into(), parent_columns: vec![], on_delete: Default::default() }
 }
 
 fn create(db: &Database) -> Tables {

@@ -38,7 +38,7 @@ pub use error::{EngineError, Result};
 pub use pgtier_wal::{Lsn, WalConfig, WalStats};
 pub use row::ROW_BYTES_MAX;
 pub use schema::{
-    COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, ForeignKey, ForeignKeyDef, ForeignKeyId, IndexDef, IndexId, IndexSchema,
+    COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKey, ForeignKeyDef, ForeignKeyId, IndexDef, IndexId, IndexSchema,
     KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault, SequenceOptions, TableDef, TableId, TableSchema,
 };
 pub use stream::{Change, CommitStream, CommittedTxn, RowChange, StreamStart};

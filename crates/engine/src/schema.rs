@@ -63,6 +63,31 @@ pub struct ForeignKeyDef {
     pub columns: Vec<String>,
     pub parent_table: String,
     pub parent_columns: Vec<String>,
+    pub on_delete: FkAction,
+}
+
+/// What deleting a referenced row does to the rows that reference it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FkAction {
+    /// Refused while referencing rows exist (NO ACTION and RESTRICT: the
+    /// engine checks at once, so the two behave alike).
+    #[default]
+    NoAction,
+    /// The referencing rows are deleted too (and their own references
+    /// followed).
+    Cascade,
+    /// The referencing columns are set to NULL.
+    SetNull,
+}
+
+impl FkAction {
+    fn tag(self) -> u8 {
+        match self {
+            FkAction::NoAction => 0,
+            FkAction::Cascade => 1,
+            FkAction::SetNull => 2,
+        }
+    }
 }
 
 /// `CREATE TABLE`. Rows are stored, locked and logged by primary key; a
@@ -322,6 +347,7 @@ pub struct ForeignKey {
     /// used to find referencing rows when a parent row is deleted. Created
     /// automatically (`<fk name>_idx`) when no existing index qualifies.
     pub child_index: IndexId,
+    pub on_delete: FkAction,
 }
 
 /// An immutable catalog snapshot.
@@ -561,7 +587,7 @@ impl Catalog {
             )
         })?;
         let name = fk.name.clone().unwrap_or_else(|| format!("{}_{}_fkey", child.name, fk.columns.join("_")));
-        Ok(ForeignKey { id, name, child: child.id, child_columns, parent: parent_id, parent_columns, parent_index, child_index: IndexId(u32::MAX) })
+        Ok(ForeignKey { id, name, child: child.id, child_columns, parent: parent_id, parent_columns, parent_index, child_index: IndexId(u32::MAX), on_delete: fk.on_delete })
     }
 
     pub(crate) fn plan_create_index(&self, def: &IndexDef) -> Result<IndexSchema> {
@@ -657,7 +683,7 @@ impl Catalog {
             catalog.add_index(Arc::new(decode_index(r)?));
         }
         for _ in 0..r.u32()? {
-            let fk = decode_fk(r)?;
+            let fk = decode_fk(r, format)?;
             catalog.foreign_keys.insert(fk.id, Arc::new(fk));
         }
         catalog.next_table_id = next_table;
@@ -873,19 +899,22 @@ fn encode_fk(w: &mut Writer<'_>, f: &ForeignKey) {
     encode_usizes(w, &f.parent_columns);
     w.u32(f.parent_index.0);
     w.u32(f.child_index.0);
+    w.u8(f.on_delete.tag());
 }
 
-fn decode_fk(r: &mut Reader<'_>) -> Result<ForeignKey> {
-    Ok(ForeignKey {
-        id: ForeignKeyId(r.u32()?),
-        name: r.str()?,
-        child: TableId(r.u32()?),
-        child_columns: decode_usizes(r)?,
-        parent: TableId(r.u32()?),
-        parent_columns: decode_usizes(r)?,
-        parent_index: IndexId(r.u32()?),
-        child_index: IndexId(r.u32()?),
-    })
+fn decode_fk(r: &mut Reader<'_>, format: Format) -> Result<ForeignKey> {
+    let (id, name, child, child_columns) = (ForeignKeyId(r.u32()?), r.str()?, TableId(r.u32()?), decode_usizes(r)?);
+    let (parent, parent_columns, parent_index, child_index) = (TableId(r.u32()?), decode_usizes(r)?, IndexId(r.u32()?), IndexId(r.u32()?));
+    let on_delete = match format {
+        Format::V1 => FkAction::NoAction,
+        Format::V2 => match r.u8()? {
+            0 => FkAction::NoAction,
+            1 => FkAction::Cascade,
+            2 => FkAction::SetNull,
+            tag => return Err(EngineError::Corrupt(format!("unknown foreign key action {tag}"))),
+        },
+    };
+    Ok(ForeignKey { id, name, child, child_columns, parent, parent_columns, parent_index, child_index, on_delete })
 }
 
 fn encode_usizes(w: &mut Writer<'_>, v: &[usize]) {
@@ -917,7 +946,7 @@ pub(crate) type TableDdl = (Arc<TableSchema>, Vec<Arc<IndexSchema>>, Vec<Arc<For
 pub(crate) fn decode_table_ddl(r: &mut Reader<'_>, format: Format) -> Result<TableDdl> {
     let table = Arc::new(decode_table(r, format)?);
     let indexes = (0..r.u32()?).map(|_| decode_index(r).map(Arc::new)).collect::<Result<Vec<_>>>()?;
-    let fks = (0..r.u32()?).map(|_| decode_fk(r).map(Arc::new)).collect::<Result<Vec<_>>>()?;
+    let fks = (0..r.u32()?).map(|_| decode_fk(r, format).map(Arc::new)).collect::<Result<Vec<_>>>()?;
     Ok((table, indexes, fks))
 }
 

@@ -143,6 +143,9 @@ pub struct Transaction {
     /// written it (a sequence advanced in its own transaction): a `Sync`
     /// commit waits for it even when read-only.
     observed_lsn: Option<Lsn>,
+    /// ON DELETE CASCADE / SET NULL actions in progress (nested): bounded,
+    /// so a long chain of references fails instead of exhausting the stack.
+    fk_action_depth: u32,
     s: Scratch,
 }
 
@@ -179,6 +182,7 @@ impl Transaction {
             meta_undo: Vec::new(),
             dropped: Vec::new(),
             observed_lsn: None,
+            fk_action_depth: 0,
             s: r.s,
         })
     }
@@ -681,7 +685,7 @@ impl Transaction {
             if let Some(old) = old_row {
                 for link in &meta.as_parent {
                     if !untouched(&link.fk.parent_columns) && !cols_equal(layout, old, new_row, &link.fk.parent_columns) {
-                        self.check_children(store, link, old)?;
+                        self.check_children(store, link, old, false)?;
                     }
                 }
             }
@@ -761,8 +765,15 @@ impl Transaction {
     }
 
     /// FK, parent side (RESTRICT): no row may still reference `old_row`.
-    fn check_children(&mut self, store: &TableStore, link: &FkLink, old_row: &[u8]) -> Result<()> {
+    /// FK, parent side: `old_row`'s key is going away (deleted, or changed
+    /// when not `deleting`). Rows still referencing it are an error, or,
+    /// for a delete under ON DELETE CASCADE / SET NULL, are deleted or
+    /// have their referencing columns set to NULL (in this transaction;
+    /// their own references are followed the same way).
+    fn check_children(&mut self, store: &TableStore, link: &FkLink, old_row: &[u8], deleting: bool) -> Result<()> {
+        const FK_ACTION_DEPTH_MAX: u32 = 256;
         let fk = &link.fk;
+        let action = if deleting { fk.on_delete } else { crate::schema::FkAction::NoAction };
         let layout = store.layout();
         if fk.parent_columns.iter().any(|&c| layout.is_null(old_row, c)) {
             return Ok(());
@@ -779,12 +790,34 @@ impl Transaction {
             let mut tmp = Vec::new();
             for entry in batch_entries(&batch) {
                 let (_, child_pk) = cindex.split(entry);
+                let mut child_key: Vec<Value> = Vec::new();
                 let pred = |row: &[u8]| {
                     encode_cols_as(&cindex.spec, child.layout(), row, &fk.child_columns, &mut tmp);
-                    tmp == prefix
+                    let refers = tmp == prefix;
+                    if refers && action != crate::schema::FkAction::NoAction {
+                        let r = RowRef::new(&child.schema, row);
+                        child_key = child.schema.primary_key.iter().map(|&c| r.get(c).to_owned_value()).collect();
+                    }
+                    refers
                 };
                 match child.probe(child_pk, self.id, &mut self.s.scratch, pred) {
                     Conflict::None => {}
+                    Conflict::Committed | Conflict::Mine if action != crate::schema::FkAction::NoAction => {
+                        if self.fk_action_depth >= FK_ACTION_DEPTH_MAX {
+                            return Err(EngineError::ProgramLimitExceeded {
+                                message: format!("foreign key actions nested deeper than {FK_ACTION_DEPTH_MAX} (constraint \"{}\")", fk.name),
+                            });
+                        }
+                        self.fk_action_depth += 1;
+                        let r = if action == crate::schema::FkAction::Cascade {
+                            self.delete_inner(child.schema.id, &child_key).map(|_| ())
+                        } else {
+                            let changes: Vec<(usize, Value)> = fk.child_columns.iter().map(|&c| (c, Value::Null)).collect();
+                            self.update_inner(child.schema.id, &child_key, |_| Ok(Some(changes.clone()))).map(|_| ())
+                        };
+                        self.fk_action_depth -= 1;
+                        r?;
+                    }
                     Conflict::Committed | Conflict::Mine => {
                         return Err(EngineError::ForeignKeyViolation {
                             constraint: fk.name.clone(),
@@ -917,7 +950,7 @@ impl Transaction {
         let base = std::mem::take(&mut self.s.base);
         let mut r = Ok(());
         for link in &meta.as_parent {
-            r = self.check_children(store, link, &base);
+            r = self.check_children(store, link, &base, true);
             if r.is_err() {
                 break;
             }

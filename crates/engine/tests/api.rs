@@ -526,7 +526,7 @@ fn tables_without_primary_key_get_a_hidden_row_id() {
     t.rollback();
     let mut t = db.begin().unwrap();
     let mut child = TableDef::new("child_of_history", vec![ColumnDef::new("h", DataType::Int8)], &[]);
-    child.foreign_keys.push(pgtier_engine::ForeignKeyDef { name: None, columns: vec!["h".into()], parent_table: "history".into(), parent_columns: vec![] });
+    child.foreign_keys.push(pgtier_engine::ForeignKeyDef { name: None, columns: vec!["h".into()], parent_table: "history".into(), parent_columns: vec![], on_delete: Default::default() });
     assert_eq!(t.create_table(&child).unwrap_err().sqlstate(), "42704");
 }
 

@@ -77,7 +77,7 @@ fn setup(db: &Database) {
         &["txn"],
     );
     t.create_sequence("hist_n", SequenceOptions::new(DataType::Int8, 1, None, None, None, false).unwrap()).unwrap();
-    hist.foreign_keys.push(ForeignKeyDef { name: None, columns: vec!["src".into()], parent_table: "acct".into(), parent_columns: vec![] });
+    hist.foreign_keys.push(ForeignKeyDef { name: None, columns: vec!["src".into()], parent_table: "acct".into(), parent_columns: vec![], on_delete: Default::default() });
     t.create_table(&hist).unwrap();
     t.create_index(&IndexDef { name: "acct_tag".into(), table: "acct".into(), columns: vec!["tag".into()], unique: true }).unwrap();
     for id in 0..ACCOUNTS {

@@ -167,3 +167,40 @@ fn a_sync_read_only_commit_waits_for_the_values_it_drew() {
         assert!(durable >= drawn_end, "committed before the drawn value was durable ({durable:?} < {drawn_end:?})");
     }
 }
+
+/// ON DELETE CASCADE / SET NULL survive a restart (catalog format V2) and
+/// act after it: deleting a parent deletes or detaches its children.
+#[test]
+fn foreign_key_actions_are_kept_and_applied() {
+    use pgtier_engine::{FkAction, ForeignKeyDef, RowBuf};
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let mut t = db.begin().unwrap();
+    let parent = t.create_table(&TableDef::new("p", vec![ColumnDef::new("id", DataType::Int4)], &["id"])).unwrap();
+    let mut child = TableDef::new("c", vec![ColumnDef::new("id", DataType::Int4), ColumnDef::new("pid", DataType::Int4), ColumnDef::new("qid", DataType::Int4)], &["id"]);
+    let fk = |col: &str, on_delete| ForeignKeyDef { name: None, columns: vec![col.into()], parent_table: "p".into(), parent_columns: vec![], on_delete };
+    child.foreign_keys = vec![fk("pid", FkAction::Cascade), fk("qid", FkAction::SetNull)];
+    let child = t.create_table(&child).unwrap();
+    for id in 1..=3 {
+        t.insert(parent, &[Value::Int4(id)]).unwrap();
+    }
+    t.insert(child, &[Value::Int4(10), Value::Int4(1), Value::Int4(2)]).unwrap();
+    t.insert(child, &[Value::Int4(20), Value::Int4(3), Value::Int4(3)]).unwrap();
+    t.commit().unwrap();
+    db.checkpoint().unwrap();
+    db.close().unwrap();
+    let db = open(dir.path());
+    let actions: Vec<FkAction> = db.catalog().foreign_keys_of(child).iter().map(|f| f.on_delete).collect();
+    assert_eq!(actions, [FkAction::Cascade, FkAction::SetNull]);
+    let mut t = db.begin().unwrap();
+    assert!(t.delete(parent, &[Value::Int4(2)]).unwrap(), "row 10 loses its qid");
+    assert!(t.delete(parent, &[Value::Int4(3)]).unwrap(), "row 20 goes (pid) though it also refers by qid");
+    t.commit().unwrap();
+    let mut t = db.begin().unwrap();
+    let mut row = RowBuf::new();
+    assert!(t.get(child, &[Value::Int4(10)], &mut row).unwrap());
+    assert_eq!(row.values(), [Value::Int4(10), Value::Int4(1), Value::Null]);
+    assert!(!t.get(child, &[Value::Int4(20)], &mut row).unwrap());
+    t.commit().unwrap();
+    db.verify().unwrap();
+}

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use pgtier_engine::{Catalog, CheckDef, Column, ColumnDef, ForeignKeyDef, IndexDef, IndexId, SequenceDefault, SequenceOptions, TableDef, TableSchema};
+use pgtier_engine::{Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKeyDef, IndexDef, IndexId, SequenceDefault, SequenceOptions, TableDef, TableSchema};
 use pgtier_engine::{DataType, Numeric, Value};
 use sqlparser::ast::{self, Ident, ObjectName};
 
@@ -304,14 +304,21 @@ impl<'c> Binder<'c> {
 
     fn foreign_key(&mut self, fk: &ast::ForeignKeyConstraint, columns: Vec<String>) -> Result<ForeignKeyDef> {
         let restrictive = |a: &Option<ast::ReferentialAction>| matches!(a, None | Some(ast::ReferentialAction::NoAction | ast::ReferentialAction::Restrict));
-        if !restrictive(&fk.on_delete) || !restrictive(&fk.on_update) {
-            return Err(SqlError::unsupported("foreign key actions other than NO ACTION/RESTRICT"));
+        if !restrictive(&fk.on_update) {
+            return Err(SqlError::unsupported("ON UPDATE actions other than NO ACTION/RESTRICT"));
         }
+        let on_delete = match fk.on_delete {
+            None | Some(ast::ReferentialAction::NoAction | ast::ReferentialAction::Restrict) => FkAction::NoAction,
+            Some(ast::ReferentialAction::Cascade) => FkAction::Cascade,
+            Some(ast::ReferentialAction::SetNull) => FkAction::SetNull,
+            Some(ast::ReferentialAction::SetDefault) => return Err(SqlError::unsupported("ON DELETE SET DEFAULT")),
+        };
         Ok(ForeignKeyDef {
             name: fk.name.as_ref().map(ident),
             columns,
             parent_table: object_name(&fk.foreign_table)?,
             parent_columns: fk.referred_columns.iter().map(ident).collect(),
+            on_delete,
         })
     }
 

@@ -26,6 +26,8 @@ fn refused_constructs_name_themselves() {
         ("WITH d AS (DELETE FROM t RETURNING id) SELECT * FROM d", "query form"),
         // now() on a text column would print a time zone pgtier has no type for.
         ("CREATE TABLE bad_default (id int PRIMARY KEY, t text DEFAULT now())", "non-constant DEFAULT"),
+        ("CREATE TABLE fk_upd (id int PRIMARY KEY, t int REFERENCES t ON UPDATE CASCADE)", "ON UPDATE"),
+        ("CREATE TABLE fk_def (id int PRIMARY KEY, t int REFERENCES t ON DELETE SET DEFAULT)", "SET DEFAULT"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");

@@ -51,6 +51,7 @@ pub fn create_parent_child(db: &Database) -> (TableId, TableId) {
         columns: vec!["pid".into()],
         parent_table: "parent".into(),
         parent_columns: vec![],
+        on_delete: Default::default(),
     });
     let child = t.create_table(&child_def).unwrap();
     t.commit().unwrap();

@@ -1043,7 +1043,11 @@ fn constraint_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             out.extend([
                 Value::Int8(fk_oid(&f)), text(&f.name), Value::Int8(NS_PUBLIC), text("f"), Value::Bool(false), Value::Bool(false), Value::Bool(true),
                 Value::Int8(table_oid(t)), Value::Int8(0), Value::Int8(INDEX_BASE + i64::from(f.parent_index.0)), Value::Int8(0),
-                Value::Int8(table_oid(parent)), text("a"), text("a"), text("s"), Value::Bool(true), Value::Int4(0), Value::Bool(true),
+                Value::Int8(table_oid(parent)), text("a"), text(match f.on_delete {
+                    pgtier_engine::FkAction::NoAction => "a",
+                    pgtier_engine::FkAction::Cascade => "c",
+                    pgtier_engine::FkAction::SetNull => "n",
+                }), text("s"), Value::Bool(true), Value::Int4(0), Value::Bool(true),
                 int2array(&f.child_columns), int2array(&f.parent_columns), eqs.clone(), eqs.clone(), eqs, Value::Null, Value::Null, Value::Null,
             ]);
         }

@@ -534,7 +534,12 @@ fn constraint_def(catalog: &Catalog, c: &ConstraintRef, pretty: bool) -> String 
         }
         ConstraintRef::Foreign(f) => {
             let (Some(child), Some(parent)) = (catalog.table(f.child), catalog.table(f.parent)) else { return String::new() };
-            format!("FOREIGN KEY ({}) REFERENCES {}({})", column_list(child, &f.child_columns), quote_ident(&parent.name), column_list(parent, &f.parent_columns))
+            let action = match f.on_delete {
+                pgtier_engine::FkAction::NoAction => "",
+                pgtier_engine::FkAction::Cascade => " ON DELETE CASCADE",
+                pgtier_engine::FkAction::SetNull => " ON DELETE SET NULL",
+            };
+            format!("FOREIGN KEY ({}) REFERENCES {}({}){action}", column_list(child, &f.child_columns), quote_ident(&parent.name), column_list(parent, &f.parent_columns))
         }
         ConstraintRef::Check(t, k) => {
             let sql = t.checks.get(*k).map_or("", |c| c.sql.as_str());
