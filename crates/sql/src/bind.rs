@@ -833,8 +833,18 @@ impl<'c> Binder<'c> {
                 w.partition = partition;
                 let order = std::mem::take(&mut w.order).into_iter().map(|(e, d, n)| rewrite(e).map(|e| (e, d, n))).collect::<Result<Vec<_>>>()?;
                 w.order = order;
-                if let WindowFunc::Agg(call) = &mut w.func {
-                    call.arg = call.arg.take().map(rewrite).transpose()?;
+                match &mut w.func {
+                    WindowFunc::Agg(call) => {
+                        call.arg = call.arg.take().map(rewrite).transpose()?;
+                        call.filter = call.filter.take().map(rewrite).transpose()?;
+                    }
+                    WindowFunc::Ntile(e) | WindowFunc::FirstValue(e) | WindowFunc::LastValue(e) => *e = rewrite(std::mem::replace(e, Expr::Const(Value::Null)))?,
+                    WindowFunc::Shift { value, offset, default, .. } => {
+                        *value = rewrite(std::mem::replace(value, Expr::Const(Value::Null)))?;
+                        *offset = offset.take().map(rewrite).transpose()?;
+                        *default = default.take().map(rewrite).transpose()?;
+                    }
+                    WindowFunc::RowNumber | WindowFunc::Rank | WindowFunc::DenseRank | WindowFunc::PercentRank | WindowFunc::CumeDist => {}
                 }
             }
             let having = having.map(rewrite).transpose()?;
@@ -1787,7 +1797,7 @@ impl<'c> Binder<'c> {
     }
 
     fn function(&mut self, f: &ast::Function, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
-        if f.filter.is_some() || !f.within_group.is_empty() || f.null_treatment.is_some() || f.parameters != ast::FunctionArguments::None {
+        if !f.within_group.is_empty() || f.null_treatment.is_some() || f.parameters != ast::FunctionArguments::None {
             return Err(SqlError::unsupported(format!("function call {}", truncate(&f.to_string()))));
         }
         let name = crate::system::binder::function_name(&f.name)?;
@@ -1812,11 +1822,21 @@ impl<'c> Binder<'c> {
                 (args, distinct, star)
             }
         };
+        let filter = match &f.filter {
+            None => None,
+            Some(_) if aggregate_named(&name, star).is_none() => {
+                return Err(SqlError::new("42809", format!("FILTER specified, but {name} is not an aggregate function")));
+            }
+            Some(cond) => {
+                let (b, t) = self.expr(cond, scope, &mut ExprCtx::plain("FILTER"))?;
+                Some(self.boolean(b, t, "FILTER")?)
+            }
+        };
         if let Some(over) = &f.over {
-            return self.window_function(over, &name, &args, star, distinct, scope, ctx);
+            return self.window_function(over, &name, &args, star, distinct, filter, scope, ctx);
         }
         if let Some(func) = aggregate_named(&name, star) {
-            return self.aggregate(func, &name, &args, distinct, scope, ctx);
+            return self.aggregate(func, &name, &args, distinct, filter, scope, ctx);
         }
         if star || distinct {
             return Err(SqlError::syntax(format!("{name}(*) or DISTINCT used with a non-aggregate function")));
@@ -1827,7 +1847,10 @@ impl<'c> Binder<'c> {
     /// `func(...) OVER (PARTITION BY ... ORDER BY ...)`: row_number, rank,
     /// dense_rank, or an aggregate over the default frame.
     #[allow(clippy::too_many_arguments)]
-    fn window_function(&mut self, over: &ast::WindowType, name: &str, args: &[ast::Expr], star: bool, distinct: bool, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    fn window_function(
+        &mut self, over: &ast::WindowType, name: &str, args: &[ast::Expr], star: bool, distinct: bool, filter: Option<Expr>, scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
         if ctx.in_agg {
             return Err(SqlError::new("42803", "aggregate function calls cannot contain window function calls"));
         }
@@ -1849,15 +1872,48 @@ impl<'c> Binder<'c> {
         }
         // The call's own pieces may hold aggregates but no window function.
         let saved = ctx.windows.take();
-        let bound = (|| -> Result<WindowCall> {
+        let bound = (|| -> Result<(WindowCall, Ty)> {
+            let mut value_type: Ty = None;
             let func = match (name, aggregate_named(name, star)) {
-                (_, Some(a)) => WindowFunc::Agg(self.agg_call(a, name, args, false, scope, ctx)?),
-                ("row_number" | "rank" | "dense_rank", None) if args.is_empty() && !star => match name {
+                (_, Some(a)) => WindowFunc::Agg(AggCall { filter: filter.clone(), ..self.agg_call(a, name, args, false, scope, ctx)? }),
+                ("row_number" | "rank" | "dense_rank" | "percent_rank" | "cume_dist", None) if args.is_empty() && !star => match name {
                     "row_number" => WindowFunc::RowNumber,
                     "rank" => WindowFunc::Rank,
-                    _ => WindowFunc::DenseRank,
+                    "dense_rank" => WindowFunc::DenseRank,
+                    "percent_rank" => WindowFunc::PercentRank,
+                    _ => WindowFunc::CumeDist,
                 },
-                ("row_number" | "rank" | "dense_rank", None) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
+                ("ntile", None) if args.len() == 1 => {
+                    let (n, t) = self.expr(&args[0], scope, ctx)?;
+                    WindowFunc::Ntile(self.coerce(n, t, DataType::Int4, name)?)
+                }
+                ("lag" | "lead", None) if (1..=3).contains(&args.len()) => {
+                    let (value, vt) = self.expr(&args[0], scope, ctx)?;
+                    let offset = match args.get(1) {
+                        Some(a) => {
+                            let (o, t) = self.expr(a, scope, ctx)?;
+                            Some(self.coerce(o, t, DataType::Int4, name)?)
+                        }
+                        None => None,
+                    };
+                    let default = match args.get(2) {
+                        Some(a) => {
+                            let (d, t) = self.expr(a, scope, ctx)?;
+                            Some(self.result_cast(d, t, vt)?)
+                        }
+                        None => None,
+                    };
+                    value_type = vt;
+                    WindowFunc::Shift { value, offset, default, lead: name == "lead" }
+                }
+                ("first_value" | "last_value", None) if args.len() == 1 => {
+                    let (value, vt) = self.expr(&args[0], scope, ctx)?;
+                    value_type = vt;
+                    if name == "first_value" { WindowFunc::FirstValue(value) } else { WindowFunc::LastValue(value) }
+                }
+                ("row_number" | "rank" | "dense_rank" | "percent_rank" | "cume_dist" | "ntile" | "lag" | "lead" | "first_value" | "last_value", None) => {
+                    return Err(SqlError::undefined_function(&format!("{name}(...)")));
+                }
                 (_, None) => return Err(SqlError::unsupported(format!("window function {name}()"))),
             };
             let mut partition = Vec::new();
@@ -1869,24 +1925,28 @@ impl<'c> Binder<'c> {
                 let desc = item.options.asc == Some(false);
                 order.push((self.expr(&item.expr, scope, ctx)?.0, desc, item.options.nulls_first.unwrap_or(desc)));
             }
-            Ok(WindowCall { func, partition, order })
+            let ty = match &func {
+                WindowFunc::Agg(agg) => Some(agg.ty),
+                WindowFunc::PercentRank | WindowFunc::CumeDist => Some(DataType::Float8),
+                WindowFunc::Ntile(_) => Some(DataType::Int4),
+                WindowFunc::Shift { .. } | WindowFunc::FirstValue(_) | WindowFunc::LastValue(_) => value_type,
+                WindowFunc::RowNumber | WindowFunc::Rank | WindowFunc::DenseRank => Some(DataType::Int8),
+            };
+            Ok((WindowCall { func, partition, order }, ty))
         })();
         ctx.windows = saved;
-        let call = bound?;
-        let ty = match &call.func {
-            WindowFunc::Agg(agg) => agg.ty,
-            _ => DataType::Int8,
-        };
+        let (call, ty) = bound?;
         let windows = ctx.windows.as_mut().ok_or_else(|| SqlError::new("XX000", "window context lost"))?;
         windows.push(call);
-        Ok((Expr::WindowRef(windows.len() - 1), Some(ty)))
+        Ok((Expr::WindowRef(windows.len() - 1), ty))
     }
 
-    fn aggregate(&mut self, func: AggFunc, name: &str, args: &[ast::Expr], distinct: bool, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    #[allow(clippy::too_many_arguments)]
+    fn aggregate(&mut self, func: AggFunc, name: &str, args: &[ast::Expr], distinct: bool, filter: Option<Expr>, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
         if ctx.aggs.is_none() {
             return Err(SqlError::new("42803", format!("aggregate functions are not allowed in {}", ctx.clause)));
         }
-        let call = self.agg_call(func, name, args, distinct, scope, ctx)?;
+        let call = AggCall { filter, ..self.agg_call(func, name, args, distinct, scope, ctx)? };
         let aggs = ctx.aggs.as_mut().ok_or_else(|| SqlError::new("XX000", "aggregate context lost"))?;
         let idx = match aggs.iter().position(|c| *c == call) {
             Some(i) => i,
@@ -1955,7 +2015,7 @@ impl<'c> Binder<'c> {
             }
             _ => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
         };
-        Ok(AggCall { func, arg, distinct, ty })
+        Ok(AggCall { func, arg, distinct, filter: None, ty })
     }
 
     fn scalar_function(&mut self, name: &str, args: &[ast::Expr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {

@@ -793,6 +793,16 @@ impl<'a> Exec<'a> {
                     WindowFunc::Agg(call) => Some(new_acc(call, None)),
                     _ => None,
                 };
+                // The value a lag/lead/first_value/last_value reads, for
+                // each row of the partition in window order.
+                let mut values = Vec::new();
+                if let WindowFunc::Shift { value: e, .. } | WindowFunc::FirstValue(e) | WindowFunc::LastValue(e) = &w.func {
+                    for &r in &order[start..end] {
+                        values.push(e.eval(env, self, &rows[r])?);
+                    }
+                }
+                #[allow(clippy::cast_precision_loss)]
+                let len = (end - start) as f64;
                 let (mut peers_start, mut dense) = (start, 0i64);
                 while peers_start < end {
                     let mut peers_end = peers_start + 1;
@@ -803,6 +813,11 @@ impl<'a> Exec<'a> {
                     let aggregate = match (&w.func, acc.as_mut()) {
                         (WindowFunc::Agg(call), Some(acc)) => {
                             for &r in &order[peers_start..peers_end] {
+                                if let Some(f) = &call.filter
+                                    && f.eval_bool(env, self, &rows[r])? != Some(true)
+                                {
+                                    continue;
+                                }
                                 let v = match &call.arg {
                                     Some(e) => Some(e.eval(env, self, &rows[r])?),
                                     None => None,
@@ -815,12 +830,40 @@ impl<'a> Exec<'a> {
                     };
                     for (k, &r) in order[peers_start..peers_end].iter().enumerate() {
                         let position = |at: usize| Value::Int8(i64::try_from(at - start + 1).unwrap_or(i64::MAX));
-                        out[r] = match &w.func {
+                        let at = peers_start + k - start;
+                        #[allow(clippy::cast_precision_loss)]
+                        let v = match &w.func {
                             WindowFunc::RowNumber => position(peers_start + k),
                             WindowFunc::Rank => position(peers_start),
                             WindowFunc::DenseRank => Value::Int8(dense),
                             WindowFunc::Agg(_) => aggregate.clone(),
+                            WindowFunc::PercentRank => Value::Float8(if end - start == 1 { 0.0 } else { (peers_start - start) as f64 / (len - 1.0) }),
+                            WindowFunc::CumeDist => Value::Float8((peers_end - start) as f64 / len),
+                            WindowFunc::Ntile(n) => ntile(n.eval(env, self, &rows[r])?, at, end - start)?,
+                            WindowFunc::Shift { offset, default, lead, .. } => {
+                                let off = match offset {
+                                    Some(e) => match e.eval(env, self, &rows[r])?.as_i64() {
+                                        Some(o) => o,
+                                        None => {
+                                            out[r] = Value::Null;
+                                            continue;
+                                        }
+                                    },
+                                    None => 1,
+                                };
+                                let target = if *lead { i64::try_from(at).ok().and_then(|a| a.checked_add(off)) } else { i64::try_from(at).ok().and_then(|a| a.checked_sub(off)) };
+                                match target.and_then(|t| usize::try_from(t).ok()).and_then(|t| values.get(t)) {
+                                    Some(v) => v.clone(),
+                                    None => match default {
+                                        Some(d) => d.eval(env, self, &rows[r])?,
+                                        None => Value::Null,
+                                    },
+                                }
+                            }
+                            WindowFunc::FirstValue(_) => values.first().cloned().unwrap_or(Value::Null),
+                            WindowFunc::LastValue(_) => values.get(peers_end - 1 - start).cloned().unwrap_or(Value::Null),
                         };
+                        out[r] = v;
                     }
                     peers_start = peers_end;
                 }
@@ -1394,6 +1437,22 @@ fn check_violation(table: &TableSchema, name: &str, row: &[Value]) -> SqlError {
     e
 }
 
+/// ntile(n) for the row at `at` (0-based) of a partition of `len` rows:
+/// n buckets, the first `len % n` one row larger (PostgreSQL's split).
+fn ntile(n: Value, at: usize, len: usize) -> Result<Value> {
+    let Some(n) = n.as_i64() else { return Ok(Value::Null) };
+    let n = usize::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| SqlError::new("22014", "argument of ntile must be greater than zero"))?;
+    let (size, larger) = (len / n, len % n);
+    let bucket = if size == 0 {
+        at
+    } else if at < larger * (size + 1) {
+        at / (size + 1)
+    } else {
+        larger + (at - larger * (size + 1)) / size
+    };
+    Ok(Value::Int4(i32::try_from(bucket + 1).unwrap_or(i32::MAX)))
+}
+
 /// ORDER BY's comparison of one key (also window ORDER BY and PARTITION BY).
 fn sort_key_cmp(x: &Value, y: &Value, desc: bool, nulls_first: bool) -> Ordering {
     match (x.is_null(), y.is_null()) {
@@ -1470,6 +1529,11 @@ impl<'p> Aggregator<'p> {
             }
         };
         for (k, call) in self.aggs.iter().enumerate() {
+            if let Some(f) = &call.filter
+                && f.eval_bool(env, ex, r)? != Some(true)
+            {
+                continue;
+            }
             let v = match &call.arg {
                 Some(e) => Some(e.eval(env, ex, r)?),
                 None => None,

@@ -91,6 +91,8 @@ pub struct AggCall {
     pub func: AggFunc,
     pub arg: Option<Expr>,
     pub distinct: bool,
+    /// `FILTER (WHERE ...)`: rows for which it is not true are skipped.
+    pub filter: Option<Expr>,
     /// Result type.
     pub ty: DataType,
 }
@@ -101,6 +103,19 @@ pub enum WindowFunc {
     RowNumber,
     Rank,
     DenseRank,
+    /// (rank - 1) / (partition rows - 1), 0 for a single row.
+    PercentRank,
+    /// Rows up to the current row's last peer / partition rows.
+    CumeDist,
+    /// The bucket (1..=n) of n as equal as possible, earlier ones larger.
+    Ntile(Expr),
+    /// lag / lead: `value` of the row `offset` (default 1) before / after
+    /// in the partition, else `default` (NULL).
+    Shift { value: Expr, offset: Option<Expr>, default: Option<Expr>, lead: bool },
+    /// The partition's first row.
+    FirstValue(Expr),
+    /// The current row's last peer (the default frame's end).
+    LastValue(Expr),
     /// An aggregate over the frame: the partition's rows up to the current
     /// row's last peer (PostgreSQL's default frame), or the whole
     /// partition without ORDER BY.
@@ -215,7 +230,7 @@ impl SelectPlan {
         match &self.agg {
             Some(agg) => {
                 exprs.extend(&agg.group_by);
-                exprs.extend(agg.aggs.iter().filter_map(|a| a.arg.as_ref()));
+                exprs.extend(agg.aggs.iter().flat_map(|a| a.arg.iter().chain(&a.filter)));
                 if agg.having.as_ref().is_some_and(Expr::has_subquery) || self.projection.iter().any(Expr::has_subquery) {
                     return Vec::new();
                 }
@@ -224,8 +239,14 @@ impl SelectPlan {
                 exprs.extend(&self.projection);
                 for w in &self.windows {
                     exprs.extend(w.partition.iter().chain(w.order.iter().map(|(e, _, _)| e)));
-                    if let WindowFunc::Agg(call) = &w.func {
-                        exprs.extend(call.arg.as_ref());
+                    match &w.func {
+                        WindowFunc::Agg(call) => exprs.extend(call.arg.iter().chain(&call.filter)),
+                        WindowFunc::Ntile(e) | WindowFunc::FirstValue(e) | WindowFunc::LastValue(e) => exprs.push(e),
+                        WindowFunc::Shift { value, offset, default, .. } => {
+                            exprs.push(value);
+                            exprs.extend(offset.as_ref().into_iter().chain(default));
+                        }
+                        WindowFunc::RowNumber | WindowFunc::Rank | WindowFunc::DenseRank | WindowFunc::PercentRank | WindowFunc::CumeDist => {}
                     }
                 }
             }

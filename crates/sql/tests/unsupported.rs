@@ -16,7 +16,7 @@ fn refused_constructs_name_themselves() {
     for (sql, names) in [
         ("SELECT sum(v) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t", "window frame"),
         ("SELECT row_number() OVER w FROM t WINDOW w AS (ORDER BY id)", "SELECT clause"),
-        ("SELECT lag(v) OVER (ORDER BY id) FROM t", "window function lag()"),
+        ("SELECT nth_value(v, 2) OVER (ORDER BY id) FROM t", "window function nth_value()"),
         ("SELECT count(DISTINCT v) OVER () FROM t", "DISTINCT"),
         ("CREATE SEQUENCE o OWNED BY t.id", "OWNED BY"),
         ("CREATE TEMPORARY SEQUENCE tmp", "TEMPORARY SEQUENCE"),
