@@ -810,7 +810,7 @@ impl Transaction {
                         }
                         self.fk_action_depth += 1;
                         let r = if action == crate::schema::FkAction::Cascade {
-                            self.delete_inner(child.schema.id, &child_key).map(|_| ())
+                            self.delete_inner(child.schema.id, &child_key, |_| Ok(true)).map(|_| ())
                         } else {
                             let changes: Vec<(usize, Value)> = fk.child_columns.iter().map(|&c| (c, Value::Null)).collect();
                             self.update_inner(child.schema.id, &child_key, |_| Ok(Some(changes.clone()))).map(|_| ())
@@ -906,11 +906,20 @@ impl Transaction {
     /// Deletes the row with primary key `key`; false if no such row.
     pub fn delete(&mut self, table: TableId, key: &[Value]) -> Result<bool> {
         self.prologue()?;
-        let r = self.delete_inner(table, key);
+        let r = self.delete_inner(table, key, |_| Ok(true));
         self.check(r)
     }
 
-    fn delete_inner(&mut self, table: TableId, key: &[Value]) -> Result<bool> {
+    /// DELETE of the row with primary key `key` if `f` holds on its latest
+    /// version (after waiting for a writer that holds it): READ
+    /// COMMITTED's recheck. False if there is no such row or `f` says no.
+    pub fn delete_with(&mut self, table: TableId, key: &[Value], f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<bool> {
+        self.prologue()?;
+        let r = self.delete_inner(table, key, f);
+        self.check(r)
+    }
+
+    fn delete_inner(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<bool> {
         let h = self.hold(table)?;
         let store = Arc::clone(&self.held[h].store);
         check_key_arity(&store, key)?;
@@ -928,7 +937,7 @@ impl Transaction {
                 }
                 Latest::Head { head, word } => (head, word),
             };
-            if is_deleted(word) {
+            if is_deleted(word) || !f(RowRef::new(&store.schema, &self.s.base))? {
                 return Ok(false);
             }
             if self.delete_installed(h, &store, hash, head, word)? {

@@ -1120,7 +1120,7 @@ impl<'a> Exec<'a> {
             let r = self.matching_keys(level, &env, &plan.search_columns, &mut keys).and_then(|()| {
                 let mut count = 0;
                 for key in keys.chunks(table.primary_key.len().max(1)) {
-                    count += u64::from(self.txn.delete(table.id, key)?);
+                    count += u64::from(self.delete_rechecked(level, &env, key)?);
                 }
                 Ok(count)
             });
@@ -1131,12 +1131,42 @@ impl<'a> Exec<'a> {
         let mut count = 0;
         for r in rows {
             let key: Vec<Value> = table.primary_key.iter().map(|&c| r[c].clone()).collect();
-            if self.txn.delete(table.id, &key)? {
+            if self.delete_rechecked(level, &env, &key)? {
                 count += 1;
                 self.returning(&plan.returning, &env, &r, out)?;
             }
         }
         Ok(count)
+    }
+
+    /// Deletes the row with primary key `key` if the WHERE still holds on
+    /// its latest version, after waiting for a concurrent writer (READ
+    /// COMMITTED's recheck, as UPDATE does). A WHERE with a subquery is not
+    /// rechecked (it cannot run inside the engine's row callback).
+    fn delete_rechecked(&mut self, level: &Level, env: &Env<'_>, key: &[Value]) -> Result<bool> {
+        let table_id = level.table.id;
+        if (level.filters.is_empty() && level.key_checks.is_empty()) || level.filters.iter().any(Expr::has_subquery) {
+            return Ok(self.txn.delete(table_id, key)?);
+        }
+        let mut failure = None;
+        let deleted = self.txn.delete_with(table_id, key, |r| {
+            let row = r.values();
+            for f in level.filters.iter().chain(&level.key_checks) {
+                match f.eval_bool(env, &mut NoSubqueries, &row) {
+                    Ok(Some(true)) => {}
+                    Ok(_) => return Ok(false),
+                    Err(e) => {
+                        failure = Some(e);
+                        return Ok(false);
+                    }
+                }
+            }
+            Ok(true)
+        })?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(deleted),
+        }
     }
 
     // ------------------------------------------------------------ DDL
