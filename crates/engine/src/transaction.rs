@@ -897,7 +897,9 @@ impl Transaction {
 
     /// UPDATE that changes the primary key: delete the old row, insert the new.
     fn update_key(&mut self, h: usize, store: &Arc<TableStore>, hash: u64, head: VPtr, word: u64) -> Result<()> {
-        if !self.delete_installed(h, store, hash, head, word)? {
+        // The old key goes by an UPDATE: its children are refused, never
+        // deleted or detached (ON DELETE actions are for DELETE only).
+        if !self.delete_installed(h, store, hash, head, word, false)? {
             return Err(EngineError::LockTimeout { detail: "row changed during a key update".into() });
         }
         self.insert_encoded(h, store)
@@ -940,7 +942,7 @@ impl Transaction {
             if is_deleted(word) || !f(RowRef::new(&store.schema, &self.s.base))? {
                 return Ok(false);
             }
-            if self.delete_installed(h, &store, hash, head, word)? {
+            if self.delete_installed(h, &store, hash, head, word, true)? {
                 return Ok(true);
             }
         }
@@ -949,7 +951,9 @@ impl Transaction {
 
     /// Installs a tombstone over (`head`, `word`) whose image is in
     /// `self.s.base`; false if the head changed meanwhile.
-    fn delete_installed(&mut self, h: usize, store: &Arc<TableStore>, hash: u64, head: VPtr, word: u64) -> Result<bool> {
+    /// `deleting`: a DELETE (ON DELETE actions apply), not the delete half
+    /// of a primary-key UPDATE.
+    fn delete_installed(&mut self, h: usize, store: &Arc<TableStore>, hash: u64, head: VPtr, word: u64, deleting: bool) -> Result<bool> {
         let own = is_uncommitted(word);
         let Some(new_head) = store.install(hash, &self.s.key, self.id, head, word, &self.s.base, DELETED, &mut self.s.scratch) else {
             return Ok(false);
@@ -959,7 +963,7 @@ impl Transaction {
         let base = std::mem::take(&mut self.s.base);
         let mut r = Ok(());
         for link in &meta.as_parent {
-            r = self.check_children(store, link, &base, true);
+            r = self.check_children(store, link, &base, deleting);
             if r.is_err() {
                 break;
             }
