@@ -64,8 +64,8 @@ fn reorder_sequence_options(sql: &str) -> Option<String> {
             while i < tokens.len() {
                 let t = &tokens[i];
                 let ends = matches!(t, Token::SemiColon | Token::RParen) || matches!(t, Token::Word(w) if w.keyword == Keyword::OWNED);
-                // NO starts a clause unless it follows... nothing: every
-                // clause's own words are at most two (NO MINVALUE).
+                // A clause keyword starts the next clause, except right
+                // after a lone NO, which it completes (NO MINVALUE).
                 let next_clause = starts_clause(t) && !(clause.iter().filter(|c| significant(c)).count() == 1 && is_no(&clause[0]));
                 if ends || next_clause {
                     break;
