@@ -120,7 +120,7 @@ fn tpcb_like(server: &str, endpoint: &Endpoint) {
 
     let mut processed_total = 0;
     for mode in ["prepared", "extended"] {
-        let output = run_pgbench(server, endpoint, &["-n", "-c", "4", "-j", "2", "-T", TPCB_SECONDS, "-M", mode]);
+        let output = run_pgbench(server, endpoint, &["-n", "-c", "4", "-j", "2", "-T", TPCB_SECONDS, "-M", mode, "--failures-detailed", "--verbose-errors"]);
         processed_total += assert_no_failures(&format!("{server} -M {mode}"), &output);
         let accounts = sum(&mut client, server, "SELECT sum(abalance) FROM pgbench_accounts");
         let tellers = sum(&mut client, server, "SELECT sum(tbalance) FROM pgbench_tellers");
