@@ -1027,24 +1027,19 @@ impl<'a> Exec<'a> {
                     for (c, e) in &plan.assignments {
                         changes.push((*c, e.eval(&env, &mut NoSubqueries, new_row)?));
                     }
-                    if !plan.checks.is_empty() {
-                        let mut after = new_row.clone();
-                        for (c, v) in &changes {
-                            after[*c] = v.clone();
-                        }
-                        for (name, e) in &plan.checks {
-                            if e.eval_bool(&env, &mut NoSubqueries, &after)? == Some(false) {
-                                return Err(check_violation(&table, name, &after));
-                            }
+                    // The new row (RETURNING and the CHECKs read it).
+                    for (c, v) in &changes {
+                        new_row[*c] = v.clone();
+                    }
+                    for (name, e) in &plan.checks {
+                        if e.eval_bool(&env, &mut NoSubqueries, new_row)? == Some(false) {
+                            return Err(check_violation(&table, name, new_row));
                         }
                     }
                     Ok(Some(changes))
                 })();
                 match outcome {
                     Ok(Some(changes)) => {
-                        for (c, v) in &changes {
-                            new_row[*c] = v.clone();
-                        }
                         applied = true;
                         Ok(Some(changes))
                     }
@@ -1189,10 +1184,8 @@ impl<'a> Exec<'a> {
     /// made first (in the same transaction).
     pub fn create_table_with_sequences(&mut self, def: &TableDef, sequences: &[(String, pgtier_engine::SequenceOptions)], if_not_exists: bool) -> Result<()> {
         if !(if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some()) {
+            // A name already taken is the engine's 42P07.
             for (name, options) in sequences {
-                if self.txn.catalog().table_by_name(name).is_some() || self.txn.catalog().index_by_name(name).is_some() {
-                    return Err(SqlError::new("42P07", format!("relation \"{name}\" already exists")));
-                }
                 self.txn.create_sequence(name, options.clone())?;
             }
         }
