@@ -241,14 +241,22 @@ impl TxnManager {
                 return Some(path);
             }
             let idx = (cur & SLOT_MASK) as usize;
-            if idx >= self.slots.len() || self.slots[idx].id.load(Ordering::SeqCst) != cur {
+            let slot = self.slots.get(idx)?;
+            if slot.id.load(Ordering::SeqCst) != cur {
+                return None;
+            }
+            let next = slot.waiting_for.load(Ordering::SeqCst);
+            // The edge is `cur`'s only if `cur` still owns the slot after the
+            // read. Otherwise it may be the slot's next transaction's (the
+            // same session thread, begun the moment `cur` ended), which can
+            // well be waiting for `me`: a cycle that never existed. Ids are
+            // never reused, and a slot's next owner claims `id` before it
+            // stores `waiting_for`, so this second read sees the change.
+            if next == 0 || slot.id.load(Ordering::SeqCst) != cur {
                 return None;
             }
             path.push(cur);
-            cur = self.slots[idx].waiting_for.load(Ordering::SeqCst);
-            if cur == 0 {
-                return None;
-            }
+            cur = next;
         }
         None
     }
