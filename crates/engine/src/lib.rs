@@ -30,6 +30,7 @@ mod txn;
 mod types;
 mod verify;
 mod version;
+mod wait_hook;
 mod walrec;
 
 pub use api::{CommitInfo, RowBuf, RowRef};
@@ -44,4 +45,5 @@ pub use schema::{
 pub use stream::{Change, CommitStream, CommittedTxn, RowChange, StreamStart};
 pub use transaction::Transaction;
 pub use types::{DataType, Numeric, Value, ValueRef, civil_from_days, coerce, days_from_civil};
+pub use wait_hook::set_wait_hook;
 pub use walrec::RowOp;

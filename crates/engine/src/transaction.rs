@@ -301,6 +301,15 @@ impl Transaction {
         r
     }
 
+    /// Waits for the log up to `lsn` to be durable; the thread's wait hook
+    /// runs first if that means blocking.
+    fn wait_durable(&self, lsn: Lsn) -> Result<()> {
+        if self.db.wal.durable_end() <= lsn {
+            crate::wait_hook::before_wait();
+        }
+        Ok(self.db.wal.wait_durable(lsn)?)
+    }
+
     fn wait(&self, owner: u64) -> Result<()> {
         self.db.txns.wait_for(self.id, owner, self.db.lock_deadline())
     }
@@ -1239,7 +1248,7 @@ impl Transaction {
             if self.mode == CommitMode::Sync
                 && let Some(lsn) = self.observed_lsn.take()
             {
-                self.db.wal.wait_durable(lsn)?;
+                self.wait_durable(lsn)?;
             }
             return Ok(CommitInfo { commit_ts: None, lsn: None, rolled_back: false });
         }
@@ -1296,7 +1305,7 @@ impl Transaction {
         let wait_lsn = lsn.or(prior_lsn);
         if self.mode == CommitMode::Sync {
             if let Some(wait) = wait_lsn {
-                self.db.wal.wait_durable(wait)?;
+                self.wait_durable(wait)?;
             }
             if lsn.is_some() {
                 self.db.counters.commits_sync.fetch_add(1, Ordering::Relaxed);

@@ -195,6 +195,7 @@ impl TxnManager {
     /// `me` is the youngest member of a wait-for cycle, 55P03 at `deadline`.
     pub(crate) fn wait_for(&self, me: u64, target: u64, deadline: Instant) -> Result<()> {
         assert_ne!(me, target, "a transaction never waits for itself");
+        crate::wait_hook::before_wait();
         let mine = self.slot(me);
         mine.waiting_for.store(target, Ordering::SeqCst);
         let result = self.wait_loop(me, target, deadline);
