@@ -579,7 +579,7 @@ impl Session {
         loop {
             let msg = match self.wire.read_message() {
                 Ok(m) => m,
-                Err(ReadError::Closed) => {
+                Err(ReadError::Closed | ReadError::WouldBlock) => {
                     self.closing = true;
                     return Err(SqlError::new("08006", "connection lost during COPY"));
                 }

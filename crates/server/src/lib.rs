@@ -7,6 +7,7 @@
 mod auth;
 pub mod config;
 mod copy;
+mod event_loop;
 mod passthrough;
 mod server;
 mod session;
@@ -64,5 +65,5 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let limits = (config.max_connections, config.max_message_bytes);
     let mut shared = server::Shared::new(db, users, config.auth.method, tls, limits);
     shared.passthrough = passthrough::Pool::new(&config.passthrough)?.map(Arc::new);
-    RunningServer::start(listener, Arc::new(shared))
+    RunningServer::start(listener, Arc::new(shared), config.event_loops())
 }

@@ -113,7 +113,7 @@ pub struct Remote {
     /// it back).
     pub sql: String,
     /// Learned at Parse (extended protocol); a simple query does not need it.
-    described: std::cell::OnceCell<Described>,
+    described: std::sync::OnceLock<Described>,
 }
 
 struct Described {
@@ -185,7 +185,7 @@ pub fn decide(mode: PassthroughMode, ast: &Statement, err: SqlError, held: impl 
         )
         .with_hint("A statement is passed through to PostgreSQL only when it names no table pgtier holds."));
     }
-    Ok(Remote { sql, described: std::cell::OnceCell::new() })
+    Ok(Remote { sql, described: std::sync::OnceLock::new() })
 }
 
 /// The first identifier in `sql` that names a table pgtier holds.
@@ -323,6 +323,8 @@ impl Pool {
 
     /// A connection for one statement (it commits on PostgreSQL by itself).
     pub fn lease(self: &Arc<Self>) -> Result<Lease, SqlError> {
+        // Waiting for a connection, or connecting: not with an event loop.
+        crate::event_loop::before_wait();
         let deadline = Instant::now() + POOL_WAIT;
         let mut st = self.state.lock();
         loop {
@@ -371,6 +373,9 @@ impl Lease {
     /// Runs one exchange; a connection that failed mid-exchange (or is
     /// out of step) is dropped and the error becomes 08006.
     fn run<T>(&mut self, f: impl FnOnce(&mut Conn) -> Result<Result<T, SqlError>, io::Error>) -> Result<T, SqlError> {
+        // A backend round trip may wait on PostgreSQL's locks, held perhaps
+        // by another session of the same event loop.
+        crate::event_loop::before_wait();
         let Some(conn) = self.conn.as_mut() else {
             return Err(SqlError::new("08006", "passthrough: no connection"));
         };

@@ -1,8 +1,9 @@
 //! The listener and the registry of sessions: accepts connections, gives
-//! each a thread, a backend key (pid, secret) for cancel requests and a
-//! place in the connection limit, and on shutdown closes every socket,
-//! waits for the sessions to end and closes the engine (checkpoint, WAL
-//! flush).
+//! each a thread for its handshake (and for its life, unless an event loop
+//! adopts it: event_loop.rs), a backend key (pid, secret) for cancel
+//! requests and a place in the connection limit, and on shutdown closes
+//! every socket, waits for the sessions to end and closes the engine
+//! (checkpoint, WAL flush).
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -28,7 +29,7 @@ const ACCEPT_POLL_MS: i32 = 100;
 /// are closed at once (a bound on threads).
 const HANDSHAKE_SLACK: usize = 64;
 /// Session threads parse SQL recursively (sqlparser guards its depth).
-const SESSION_STACK_BYTES: usize = 4 << 20;
+pub(crate) const SESSION_STACK_BYTES: usize = 4 << 20;
 
 struct SessionEntry {
     secret: i32,
@@ -51,18 +52,21 @@ pub struct Shared {
     /// Authenticated (or authenticating) sessions, against max_connections.
     active: AtomicUsize,
     sessions: Mutex<HashMap<i32, SessionEntry>>,
-    /// Session threads alive; shutdown waits for 0.
+    /// Sessions alive (in a thread or an event loop); shutdown waits for 0.
     threads: Mutex<usize>,
     threads_done: Condvar,
     next_pid: AtomicI32,
+    /// The event loops plain-TCP sessions move to after their handshake
+    /// (unset: a thread per session).
+    pub(crate) loops: std::sync::OnceLock<Arc<crate::event_loop::Loops>>,
 }
 
 /// A place in the connection limit, released on drop.
-pub struct Slot<'a>(&'a AtomicUsize);
+pub struct Slot(Arc<Shared>);
 
-impl Drop for Slot<'_> {
+impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -83,12 +87,13 @@ impl Shared {
             threads: Mutex::new(0),
             threads_done: Condvar::new(),
             next_pid: AtomicI32::new(1),
+            loops: std::sync::OnceLock::new(),
         }
     }
 
-    pub fn reserve_connection(&self) -> Option<Slot<'_>> {
+    pub fn reserve_connection(self: &Arc<Self>) -> Option<Slot> {
         let before = self.active.fetch_add(1, Ordering::AcqRel);
-        let slot = Slot(&self.active);
+        let slot = Slot(self.clone());
         (before < self.max_connections).then_some(slot)
     }
 
@@ -119,13 +124,14 @@ fn random_i32() -> i32 {
     i32::from_ne_bytes(b)
 }
 
-/// A session thread's place in the registry, released on drop.
-struct Registered<'a> {
-    shared: &'a Shared,
+/// A session's place in the registry, released on drop (by its thread, or
+/// by the event loop that adopted it).
+pub struct Registered {
+    shared: Arc<Shared>,
     pid: i32,
 }
 
-impl Drop for Registered<'_> {
+impl Drop for Registered {
     fn drop(&mut self) {
         self.shared.sessions.lock().remove(&self.pid);
         let mut n = self.shared.threads.lock();
@@ -152,9 +158,9 @@ fn spawn_session(shared: &Arc<Shared>, tcp: TcpStream) {
     let spawned = std::thread::Builder::new().name(format!("pgtier-session-{pid}")).stack_size(SESSION_STACK_BYTES).spawn(move || {
         // Deregisters even if the session panics (a bug): the registry's
         // socket handle is closed and shutdown does not wait forever.
-        let _registered = Registered { shared: &s, pid };
+        let registered = Registered { shared: s.clone(), pid };
         // A panic is a bug, but it must end only this session.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::session::serve(&s, tcp, pid, secret, cancel)));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::session::serve(&s, tcp, pid, secret, cancel, registered)));
     });
     if spawned.is_err() {
         shared.sessions.lock().remove(&pid);
@@ -193,6 +199,9 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) -> Result<(), ServerE
         shared.threads_done.wait(&mut n);
     }
     drop(n);
+    if let Some(loops) = shared.loops.get() {
+        loops.stop();
+    }
     shared.db.clone().close().map_err(|e| ServerError::Engine(e.to_string()))
 }
 
@@ -215,9 +224,12 @@ impl ShutdownHandle {
 }
 
 impl RunningServer {
-    pub(crate) fn start(listener: TcpListener, shared: Arc<Shared>) -> Result<RunningServer, ServerError> {
+    pub(crate) fn start(listener: TcpListener, shared: Arc<Shared>, event_loops: usize) -> Result<RunningServer, ServerError> {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
+        if let Some(loops) = crate::event_loop::Loops::start(event_loops, &shared)? {
+            let _ = shared.loops.set(loops);
+        }
         let s = shared.clone();
         let acceptor = std::thread::Builder::new().name("pgtier-accept".to_owned()).spawn(move || accept_loop(listener, s))?;
         Ok(RunningServer { addr, shared, acceptor: Some(acceptor) })

@@ -15,9 +15,7 @@
 //! extended protocol (skip to Sync), and the settings last reported with
 //! ParameterStatus. Transaction state is the Connection's.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -58,16 +56,19 @@ const REPORTED: [(&str, &str); 9] = [
     ("is_superuser", "is_superuser"),
 ];
 
-/// Runs one connection to its end. Never panics on client input; every
-/// exit path closes the socket and rolls back an open transaction.
-pub fn serve(shared: &Arc<Shared>, tcp: std::net::TcpStream, pid: i32, secret: i32, cancel: Arc<AtomicBool>) {
+/// Runs one connection's handshake, then the session: to its end on this
+/// thread, or handed to an event loop (plain TCP, when the server has
+/// loops), which then owns `registered` and the connection slot. Never
+/// panics on client input; every exit path closes the socket and rolls
+/// back an open transaction.
+pub fn serve(shared: &Arc<Shared>, tcp: std::net::TcpStream, pid: i32, secret: i32, cancel: Arc<AtomicBool>, registered: crate::server::Registered) {
     let _ = tcp.set_nodelay(true);
     let _ = tcp.set_read_timeout(Some(AUTH_TIMEOUT));
     let mut wire = Wire::new(Stream::Plain(tcp), shared.max_message_bytes);
     let startup = match startup(shared, &mut wire) {
         Ok(Some(s)) => s,
         Ok(None) => return,
-        Err(ReadError::Closed) => return,
+        Err(ReadError::Closed | ReadError::WouldBlock) => return,
         Err(ReadError::Protocol(m)) => return fatal(&mut wire, "08P01", &m),
     };
     let user = startup.parameters.get("user").cloned().unwrap_or_default();
@@ -80,7 +81,7 @@ pub fn serve(shared: &Arc<Shared>, tcp: std::net::TcpStream, pid: i32, secret: i
     match authenticate(shared, &mut wire, &user) {
         Ok(true) => {}
         Ok(false) => return fatal(&mut wire, "28P01", &format!("password authentication failed for user \"{user}\"")),
-        Err(ReadError::Closed) => return,
+        Err(ReadError::Closed | ReadError::WouldBlock) => return,
         Err(ReadError::Protocol(m)) => return fatal(&mut wire, "08P01", &m),
     }
     if let Stream::Plain(t) = &wire.stream {
@@ -95,12 +96,14 @@ pub fn serve(shared: &Arc<Shared>, tcp: std::net::TcpStream, pid: i32, secret: i
     session.apply_startup_parameters(&startup, &user);
     session.wire.send(PgWireBackendMessage::BackendKeyData(BackendKeyData::new(pid, SecretKey::I32(secret))));
     session.wire.ready_for_query(b'I');
-    session.run();
-    // Answers to messages pipelined before Terminate or EOF still go out.
-    let _ = session.wire.flush();
-    if session.conn.in_transaction() {
-        let _ = session.conn.rollback();
+    if let Some(loops) = shared.loops.get()
+        && session.raw_fd().is_some()
+    {
+        loops.adopt(crate::event_loop::Adopted { session, _guards: Box::new((registered, _slot)) });
+        return;
     }
+    session.run();
+    session.finish();
 }
 
 /// Sends a FATAL error and closes.
@@ -253,7 +256,9 @@ pub struct Stmt {
     returns_rows: bool,
     txn: TxnKind,
     is_set: bool,
-    columns: RefCell<ColumnInfo>,
+    /// Behind a lock only so a session can move between event-loop threads;
+    /// one thread at a time uses it.
+    columns: parking_lot::Mutex<ColumnInfo>,
 }
 
 impl Stmt {
@@ -266,14 +271,14 @@ impl Stmt {
             }
             _ => (Vec::new(), false, ColumnInfo { plan_id: 0, columns: Vec::new(), types: Vec::new() }),
         };
-        Stmt { kind, declared, param_types, returns_rows, txn, is_set, columns: RefCell::new(info) }
+        Stmt { kind, declared, param_types, returns_rows, txn, is_set, columns: parking_lot::Mutex::new(info) }
     }
 
     /// Re-reads the columns when the statement was re-planned (DDL).
     fn refresh_columns(&self) {
         if let Kind::Sql(ps) = &self.kind {
             let id = ps.plan_id();
-            let mut info = self.columns.borrow_mut();
+            let mut info = self.columns.lock();
             if info.plan_id != id {
                 info.columns = ps.result_columns();
                 info.types = info.columns.iter().map(|c| c.ty).collect();
@@ -302,7 +307,7 @@ struct Pending {
 
 #[derive(Default)]
 struct Portal {
-    stmt: Option<Rc<Stmt>>,
+    stmt: Option<Arc<Stmt>>,
     params: Vec<Value>,
     /// Result format per column (0 text, 1 binary).
     formats: Vec<i16>,
@@ -311,14 +316,16 @@ struct Portal {
     raw: crate::passthrough::RawParams,
 }
 
+/// Served by one thread at a time, but an event loop may move it between
+/// threads (see event_loop.rs), hence Send.
 pub struct Session {
     pub(crate) wire: Wire,
     pub(crate) conn: Connection,
-    statements: HashMap<String, Rc<Stmt>>,
-    unnamed_stmt: Option<Rc<Stmt>>,
+    statements: HashMap<String, Arc<Stmt>>,
+    unnamed_stmt: Option<Arc<Stmt>>,
     portals: HashMap<String, Portal>,
     unnamed_portal: Portal,
-    by_text: HashMap<String, Rc<Stmt>>,
+    by_text: HashMap<String, Arc<Stmt>>,
     pub(crate) cancel: Arc<AtomicBool>,
     /// Extended protocol after an error: ignore everything up to Sync.
     skip_until_sync: bool,
@@ -506,19 +513,55 @@ impl Session {
         }
     }
 
+    /// The socket an event loop can wait on (plain TCP only).
+    pub(crate) fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        match &self.wire.stream {
+            Stream::Plain(t) => Some(std::os::fd::AsRawFd::as_raw_fd(t)),
+            _ => None,
+        }
+    }
+
+    /// The end of a session: answers to messages pipelined before
+    /// Terminate or EOF still go out; an open transaction rolls back.
+    pub(crate) fn finish(&mut self) {
+        let _ = self.wire.flush();
+        if self.conn.in_transaction() {
+            let _ = self.conn.rollback();
+        }
+    }
+
+    /// For an event loop: serves every message the socket has, flushes the
+    /// answers, and returns true once it would have to wait for the client
+    /// (false: the session has ended).
+    pub(crate) fn serve_ready(&mut self) -> bool {
+        self.run_until(true)
+    }
+
     fn run(&mut self) {
+        self.run_until(false);
+    }
+
+    /// Serves messages until the session ends (false) or, with `park`,
+    /// until the next message has not arrived (true).
+    fn run_until(&mut self, park: bool) -> bool {
         loop {
             if self.closing {
                 let _ = self.wire.flush();
-                return;
+                return false;
             }
             if self.wire.wbuf.len() >= WRITE_FLUSH_BYTES && self.wire.flush().is_err() {
-                return;
+                return false;
             }
-            let tag = match self.wire.read_frame() {
+            // Only here, between messages, may a session stop for want of
+            // input: reads inside a message or a COPY still wait.
+            let tag = match self.wire.read_frame_between(park) {
                 Ok(t) => t,
-                Err(ReadError::Closed) => return,
-                Err(ReadError::Protocol(m)) => return fatal(&mut self.wire, "08P01", &m),
+                Err(ReadError::WouldBlock) => return true,
+                Err(ReadError::Closed) => return false,
+                Err(ReadError::Protocol(m)) => {
+                    fatal(&mut self.wire, "08P01", &m);
+                    return false;
+                }
             };
             // Bind, Execute and Sync, the messages of every prepared-statement
             // round trip, are read in place; the rest through pgwire.
@@ -533,7 +576,8 @@ impl Session {
                 }
                 b'B' | b'E' => {
                     if let Err(m) = self.bind_or_execute(tag) {
-                        return fatal(&mut self.wire, "08P01", &m);
+                        fatal(&mut self.wire, "08P01", &m);
+                        return false;
                     }
                     continue;
                 }
@@ -541,8 +585,11 @@ impl Session {
             }
             let msg = match self.wire.decode_frame() {
                 Ok(m) => m,
-                Err(ReadError::Closed) => return,
-                Err(ReadError::Protocol(m)) => return fatal(&mut self.wire, "08P01", &m),
+                Err(ReadError::Closed | ReadError::WouldBlock) => return false,
+                Err(ReadError::Protocol(m)) => {
+                    fatal(&mut self.wire, "08P01", &m);
+                    return false;
+                }
             };
             match msg {
                 F::Query(q) => {
@@ -555,17 +602,20 @@ impl Session {
                 }
                 F::Flush(_) => {
                     if self.wire.flush().is_err() {
-                        return;
+                        return false;
                     }
                 }
-                F::Terminate(_) => return,
+                F::Terminate(_) => return false,
                 // Left over from a COPY that failed: ignored, as PostgreSQL does.
                 F::CopyData(_) | F::CopyDone(_) | F::CopyFail(_) => {}
                 msg if self.skip_until_sync => drop(msg),
                 F::Parse(m) => self.extended(|s| s.parse(m)),
                 F::Describe(m) => self.extended(|s| s.describe(&m)),
                 F::Close(m) => self.extended(|s| s.close(&m)),
-                _ => return fatal(&mut self.wire, "08P01", "unexpected message type"),
+                _ => {
+                    fatal(&mut self.wire, "08P01", "unexpected message type");
+                    return false;
+                }
             }
         }
     }
@@ -609,7 +659,7 @@ impl Session {
 
     /// Parses and plans `sql` (one statement), re-using a cached plan for
     /// the same text.
-    fn statement(&mut self, sql: &str, declared: &[u32]) -> Result<Rc<Stmt>, SqlError> {
+    fn statement(&mut self, sql: &str, declared: &[u32]) -> Result<Arc<Stmt>, SqlError> {
         if let Some(s) = self.by_text.get(sql)
             && s.declared == declared
         {
@@ -633,15 +683,15 @@ impl Session {
         Ok(stmt)
     }
 
-    fn build(&mut self, ast: Option<Statement>, declared: Vec<u32>) -> Result<Rc<Stmt>, SqlError> {
-        let Some(ast) = ast else { return Ok(Rc::new(Stmt::new(Kind::Empty, declared, TxnKind::None, false))) };
+    fn build(&mut self, ast: Option<Statement>, declared: Vec<u32>) -> Result<Arc<Stmt>, SqlError> {
+        let Some(ast) = ast else { return Ok(Arc::new(Stmt::new(Kind::Empty, declared, TxnKind::None, false))) };
         let (txn, is_set) = classify(&ast);
         if let Statement::Copy { .. } | Statement::Prepare { .. } | Statement::Execute { .. } | Statement::Deallocate { .. } = ast {
             if self.conn.transaction_status() == TransactionStatus::Failed {
                 return Err(SqlError::transaction_aborted());
             }
             let kind = if matches!(ast, Statement::Copy { .. }) { Kind::Copy(Box::new(ast)) } else { Kind::Utility(Box::new(ast)) };
-            return Ok(Rc::new(Stmt::new(kind, declared, txn, is_set)));
+            return Ok(Arc::new(Stmt::new(kind, declared, txn, is_set)));
         }
         // The AST is kept (cloned) only when passthrough may need it after
         // pgtier's binder refused the statement.
@@ -656,10 +706,10 @@ impl Session {
             (Err(e), Some((mode, ast))) => {
                 let catalog = self.conn.database().catalog();
                 let remote = crate::passthrough::decide(mode, &ast, e, |n| catalog.table_by_name(n).is_some())?;
-                return Ok(Rc::new(Stmt::new(Kind::Remote(Box::new(remote)), declared, txn, is_set)));
+                return Ok(Arc::new(Stmt::new(Kind::Remote(Box::new(remote)), declared, txn, is_set)));
             }
         };
-        Ok(Rc::new(Stmt::new(Kind::Sql(Box::new(ps)), declared, txn, is_set)))
+        Ok(Arc::new(Stmt::new(Kind::Sql(Box::new(ps)), declared, txn, is_set)))
     }
 
     /// PostgreSQL's warnings for BEGIN inside a block and COMMIT/ROLLBACK
@@ -769,7 +819,7 @@ impl Session {
         }
     }
 
-    fn simple_one(&mut self, s: &Rc<Stmt>) -> Result<(), SqlError> {
+    fn simple_one(&mut self, s: &Arc<Stmt>) -> Result<(), SqlError> {
         match &s.kind {
             Kind::Empty => {
                 self.wire.empty_query();
@@ -852,7 +902,7 @@ impl Session {
                 return;
             }
             s.refresh_columns();
-            let info = s.columns.borrow();
+            let info = s.columns.lock();
             if describe {
                 let text = vec![0i16; info.columns.len()];
                 wire.send(row_description(&info.columns, formats.unwrap_or(&text)));
@@ -924,7 +974,7 @@ impl Session {
         Ok(())
     }
 
-    fn find_statement(&self, name: Option<&str>) -> Result<Rc<Stmt>, SqlError> {
+    fn find_statement(&self, name: Option<&str>) -> Result<Arc<Stmt>, SqlError> {
         let found = match name {
             None => self.unnamed_stmt.clone(),
             Some(n) => self.statements.get(n).cloned(),
@@ -993,7 +1043,7 @@ impl Session {
             return;
         }
         stmt.refresh_columns();
-        let info = stmt.columns.borrow();
+        let info = stmt.columns.lock();
         self.wire.send(row_description(&info.columns, formats));
     }
 
@@ -1076,7 +1126,7 @@ impl Session {
         let scratch = &mut self.scratch;
         let (tag, ()) = self.conn.execute_with(ps, &portal.params, |r| {
             stmt.refresh_columns();
-            let info = stmt.columns.borrow();
+            let info = stmt.columns.lock();
             encode_rows(&mut rows, r, &portal.formats, &info.types, scratch, Some(&mut ends));
         })?;
         Ok(Pending { rows, ends, sent: 0, tag: tag.to_string() })
@@ -1226,7 +1276,7 @@ fn fill_portal(portal: &mut Portal, stmt: &Stmt, m: &BindRef<'_>) -> Result<(), 
         };
         portal.params.push(types::decode(bytes, format == 0, declared, inferred, types::Origin::Param(i + 1))?);
     }
-    let ncols = stmt.columns.borrow().columns.len();
+    let ncols = stmt.columns.lock().columns.len();
     expand_formats(m.result_column_format_codes, ncols, &mut portal.formats)
 }
 
@@ -1272,5 +1322,14 @@ mod tests {
     #[test]
     fn options_parameter() {
         assert_eq!(parse_options("-c search_path=x --application-name=y"), vec![("search_path".into(), "x".into()), ("application_name".into(), "y".into())]);
+    }
+}
+
+#[cfg(test)]
+mod send_check {
+    #[test]
+    fn a_session_can_move_between_threads() {
+        fn is_send<T: Send>() {}
+        is_send::<super::Session>();
     }
 }

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::os::fd::AsRawFd;
 
 use bytes::{BufMut, BytesMut};
 use pgwire::messages::response::{ErrorResponse, NoticeResponse};
@@ -68,6 +69,49 @@ pub enum ReadError {
     Closed,
     /// Nonsense on the wire: answered with a FATAL 08P01, then closed.
     Protocol(String),
+    /// The next message has not arrived (only from `read_frame_between`
+    /// with `park`: the event loop serves someone else meanwhile).
+    WouldBlock,
+}
+
+/// One read that does not wait (MSG_DONTWAIT: the socket itself stays
+/// blocking for everyone else). Ok(None): nothing to read yet.
+fn read_now(tcp: &TcpStream, buf: &mut [u8]) -> Result<Option<usize>, ReadError> {
+    loop {
+        // SAFETY: reads at most buf.len() bytes into a live buffer.
+        let got = unsafe { libc::recv(tcp.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+        if got > 0 {
+            return Ok(Some(got as usize));
+        }
+        if got == 0 {
+            return Err(ReadError::Closed);
+        }
+        match io::Error::last_os_error().kind() {
+            io::ErrorKind::WouldBlock => return Ok(None),
+            io::ErrorKind::Interrupted => {}
+            _ => return Err(ReadError::Closed),
+        }
+    }
+}
+
+/// Writes what the socket takes without waiting; returns the bytes taken.
+fn write_now(tcp: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+    let mut sent = 0;
+    while sent < buf.len() {
+        let rest = &buf[sent..];
+        // SAFETY: sends at most rest.len() bytes from a live buffer.
+        let n = unsafe { libc::send(tcp.as_raw_fd(), rest.as_ptr().cast(), rest.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            sent += n as usize;
+            continue;
+        }
+        match io::Error::last_os_error() {
+            e if e.kind() == io::ErrorKind::WouldBlock => break,
+            e if e.kind() == io::ErrorKind::Interrupted => {}
+            e => return Err(e),
+        }
+    }
+    Ok(sent)
 }
 
 /// One read; 0 bytes (EOF) is `Closed`.
@@ -95,6 +139,9 @@ pub struct Wire {
     pub ctx: DecodeContext,
     pub max_message_bytes: usize,
     chunk: Box<[u8]>,
+    /// Set by `read_frame_between(true)`: a read that would wait returns
+    /// `WouldBlock` instead.
+    park: bool,
 }
 
 impl Wire {
@@ -106,15 +153,27 @@ impl Wire {
             ctx: DecodeContext::new(ProtocolVersion::PROTOCOL3_0),
             max_message_bytes,
             chunk: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
+            park: false,
         }
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
-        if !self.wbuf.is_empty() {
-            self.stream.write_all(&self.wbuf)?;
-            self.stream.flush()?;
-            self.wbuf.clear();
+        if self.wbuf.is_empty() {
+            return Ok(());
         }
+        let mut sent = 0;
+        if let Stream::Plain(tcp) = &self.stream
+            && crate::event_loop::on_loop_thread()
+        {
+            sent = write_now(tcp, &self.wbuf)?;
+            if sent < self.wbuf.len() {
+                // The client is not reading: wait, but not with the loop.
+                crate::event_loop::before_wait();
+            }
+        }
+        self.stream.write_all(&self.wbuf[sent..])?;
+        self.stream.flush()?;
+        self.wbuf.clear();
         Ok(())
     }
 
@@ -123,6 +182,20 @@ impl Wire {
     fn fill(&mut self, n: usize) -> Result<(), ReadError> {
         while self.rbuf.len() < n {
             self.flush()?;
+            if let Stream::Plain(tcp) = &self.stream
+                && (self.park || crate::event_loop::on_loop_thread())
+            {
+                // Trying first costs a system call, and is what lets an
+                // event loop serve a session without ever waiting on it.
+                if let Some(got) = read_now(tcp, &mut self.chunk[..])? {
+                    self.rbuf.extend_from_slice(&self.chunk[..got]);
+                    continue;
+                }
+                if self.park {
+                    return Err(ReadError::WouldBlock);
+                }
+                crate::event_loop::before_wait();
+            }
             let missing = n - self.rbuf.len();
             if missing > READ_CHUNK_BYTES {
                 // A large message of known length: read it in place
@@ -177,6 +250,15 @@ impl Wire {
     /// Buffers the whole next message and returns its type byte; the
     /// message stays at the head of `rbuf` for [`Wire::frame_body`] and
     /// [`Wire::consume_frame`], or [`Wire::decode_frame`].
+    /// `read_frame` between messages; with `park`, returns `WouldBlock`
+    /// rather than wait for the client (a partial message stays buffered).
+    pub fn read_frame_between(&mut self, park: bool) -> Result<u8, ReadError> {
+        self.park = park;
+        let frame = self.read_frame();
+        self.park = false;
+        frame
+    }
+
     pub fn read_frame(&mut self) -> Result<u8, ReadError> {
         self.fill(5)?;
         let len = self.frame_len();
