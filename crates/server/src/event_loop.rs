@@ -341,11 +341,13 @@ fn serve_loop(shared: &Arc<Shared>, loops: &Arc<Loops>, lp: Arc<Loop>) {
             ready.extend(lp.file_arrivals());
         }
         for (k, &idx) in ready.iter().enumerate() {
-            let Some(mut adopted) = lp.take(idx) else { continue };
-            let alive = adopted.session.serve_ready();
-            let handed_off = WORKER.with(|w| w.borrow().as_ref().is_some_and(|w| w.handed_off));
-            lp.put_back(idx, adopted, alive, handed_off);
-            if handed_off {
+            if let Some(mut adopted) = lp.take(idx) {
+                let alive = adopted.session.serve_ready();
+                lp.put_back(idx, adopted, alive, handed_off());
+            }
+            // Checked after put_back too: ending a session flushes its
+            // last answers, which may have waited (and handed off).
+            if handed_off() {
                 // The rest may include new sessions epoll would not report.
                 lp.leftover.lock().extend_from_slice(&ready[k + 1..]);
                 lp.wake();
@@ -355,6 +357,11 @@ fn serve_loop(shared: &Arc<Shared>, loops: &Arc<Loops>, lp: Arc<Loop>) {
     }
     pgtier_engine::set_wait_hook(None);
     WORKER.with(|w| *w.borrow_mut() = None);
+}
+
+/// True once this loop thread has handed its loop to another thread.
+fn handed_off() -> bool {
+    WORKER.with(|w| w.borrow().as_ref().is_some_and(|w| w.handed_off))
 }
 
 /// True on a thread serving a loop (socket waits must call `before_wait`).
