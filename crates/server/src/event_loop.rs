@@ -183,7 +183,7 @@ impl Loop {
         let _ = self.control(libc::EPOLL_CTL_DEL, fd, 0, false);
         self.slots.lock()[idx] = Slot::Free;
         let mut adopted = adopted;
-        adopted.session.finish();
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| adopted.session.finish()));
         drop(adopted);
     }
 
@@ -342,7 +342,9 @@ fn serve_loop(shared: &Arc<Shared>, loops: &Arc<Loops>, lp: Arc<Loop>) {
         }
         for (k, &idx) in ready.iter().enumerate() {
             if let Some(mut adopted) = lp.take(idx) {
-                let alive = adopted.session.serve_ready();
+                // A panic is a bug, but it must end only this session, not
+                // the loop's thread and with it the loop's other sessions.
+                let alive = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| adopted.session.serve_ready())).unwrap_or(false);
                 lp.put_back(idx, adopted, alive, handed_off());
             }
             // Checked after put_back too: ending a session flushes its
