@@ -261,12 +261,12 @@ impl Loops {
     }
 
     /// Gives `lp` to a spare thread, starting one if none is idle.
-    fn hand_over(&self, shared: &Arc<Shared>, this: &Arc<Loops>, lp: Arc<Loop>) {
+    fn hand_over(self: &Arc<Self>, shared: &Arc<Shared>, lp: Arc<Loop>) {
         let mut spares = self.spares.lock();
         spares.queue.push(lp);
         if spares.queue.len() > spares.idle {
             drop(spares);
-            if spawn_worker(shared.clone(), this.clone(), None).is_err() {
+            if spawn_worker(shared.clone(), self.clone(), None).is_err() {
                 // No thread to be had: the queued loop waits for the next
                 // spare (this thread becomes one once its request is done).
             }
@@ -386,6 +386,6 @@ pub fn before_wait() {
     if let Some((shared, lp)) = handover
         && let Some(loops) = shared.loops.get().cloned()
     {
-        loops.hand_over(&shared, &loops, lp);
+        loops.hand_over(&shared, lp);
     }
 }
