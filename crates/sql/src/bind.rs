@@ -52,7 +52,7 @@ pub struct Rel {
     pub table: Arc<TableSchema>,
     pub offset: usize,
     /// Rows not stored in the engine (system catalog, subquery, table function).
-    pub source: Option<Arc<crate::system::VirtualSource>>,
+    pub source: Option<Arc<crate::plan::VirtualSource>>,
 }
 
 #[derive(Default)]
@@ -1448,7 +1448,7 @@ impl<'c> Binder<'c> {
                     return Ok((Expr::Const(v), Some(ty)));
                 }
                 let (x, t) = self.expr(expr, scope, ctx)?;
-                if target.is_some() || t.is_some_and(crate::system::types::is_pseudo) {
+                if target.is_some() || t.is_some_and(crate::types::is_pseudo) {
                     return self.sys_cast(x, t, target, target.is_none().then_some(ty))?.ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
                 }
                 match (t, x) {
@@ -1973,7 +1973,7 @@ impl<'c> Binder<'c> {
                 let x = self.text_arg(x, xt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
                 let d = self.text_arg(d, dt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
                 // Each row carries its value and delimiter as a two-element array.
-                (Some(Expr::Func(crate::expr::Func::Sys(crate::system::SysFunc::MakeArray(crate::system::Elem::Text)), vec![x, d])), DataType::Text)
+                (Some(Expr::Func(crate::expr::Func::Sys(crate::system::SysFunc::MakeArray(crate::types::Elem::Text)), vec![x, d])), DataType::Text)
             }
             (AggFunc::StringAgg, _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
             (_, [a]) => {
@@ -1988,7 +1988,7 @@ impl<'c> Binder<'c> {
                 };
                 let result = match func {
                     AggFunc::StringAgg => DataType::Text,
-                    AggFunc::ArrayAgg => crate::system::Elem::for_element(t)
+                    AggFunc::ArrayAgg => crate::types::Elem::for_element(t)
                         .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
                         .data_type(),
                     AggFunc::Count | AggFunc::CountStar => DataType::Int8,
@@ -2266,7 +2266,7 @@ pub(crate) fn output_name_match(e: &ast::Expr, columns: &[OutputColumn]) -> Opti
 /// transaction's start time (`DEFAULT now()` and its synonyms).
 fn column_default(col: &Column) -> Result<Expr> {
     if let Some((seq, _)) = col.sequence {
-        let oid = crate::system::catalog::relation_oid(seq);
+        let oid = crate::catalog::relation_oid(seq);
         let next = Expr::Func(Func::Sys(crate::system::SysFunc::Sequence(crate::system::SeqFunc::Nextval)), vec![Expr::Const(Value::Int8(oid))]);
         return Ok(if col.ty == DataType::Int8 { next } else { Expr::Cast(next.boxed(), col.ty, false) });
     }
@@ -2325,7 +2325,7 @@ fn nextval_default(e: &ast::Expr) -> Option<String> {
     if fname != "nextval" {
         return None;
     }
-    crate::system::funcs::split_qualified(name).pop().filter(|n| !n.is_empty())
+    crate::catalog::split_qualified(name).pop().filter(|n| !n.is_empty())
 }
 
 /// INSERT, UPDATE and DELETE never change a sequence's row directly.

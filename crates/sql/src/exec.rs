@@ -164,8 +164,8 @@ impl SubqueryRunner for Exec<'_> {
         Ok(firsts)
     }
 
-    fn system(&mut self) -> Option<crate::system::SysCtx<'_>> {
-        Some(crate::system::SysCtx { catalog: self.txn.catalog(), settings: self.settings })
+    fn system(&mut self) -> Option<crate::catalog::SysCtx<'_>> {
+        Some(crate::catalog::SysCtx { catalog: self.txn.catalog(), settings: self.settings })
     }
 
     fn sequence(&mut self, call: crate::system::SeqFunc, args: &[Value]) -> Result<Value> {
@@ -178,7 +178,7 @@ impl SubqueryRunner for Exec<'_> {
             }
             _ => {
                 let oid = args.first().and_then(Value::as_i64).unwrap_or(0);
-                let t = crate::system::catalog::table_by_oid(self.txn.catalog(), oid)
+                let t = crate::catalog::table_by_oid(self.txn.catalog(), oid)
                     .ok_or_else(|| SqlError::new("42P01", format!("could not open relation with OID {oid}")))?;
                 if t.sequence.is_none() {
                     return Err(SqlError::new("42809", format!("\"{}\" is not a sequence", t.name)));

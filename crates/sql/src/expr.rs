@@ -93,7 +93,7 @@ pub enum SubqueryKind {
     /// `lhs [NOT] IN (subquery)`.
     In(Box<Expr>),
     /// `ARRAY(subquery)`: the first column's values as an array.
-    Array(crate::system::Elem),
+    Array(crate::types::Elem),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -163,7 +163,7 @@ pub trait SubqueryRunner {
     /// The catalog snapshot and session settings, for the system functions
     /// (pg_get_indexdef, current_setting, ...); None where there are none
     /// (constant folding at bind time).
-    fn system(&mut self) -> Option<crate::system::SysCtx<'_>> {
+    fn system(&mut self) -> Option<crate::catalog::SysCtx<'_>> {
         None
     }
 
@@ -375,7 +375,7 @@ impl Expr {
                     }
                     rows.into_iter().next().unwrap_or(Value::Null)
                 }
-                SubqueryKind::Array(elem) => Value::Text(crate::system::types::array_text(*elem, &sq.run(s, env, row)?)),
+                SubqueryKind::Array(elem) => Value::Text(crate::types::array_text(*elem, &sq.run(s, env, row)?)),
                 _ => match self.eval_bool(env, sq, row)? {
                     Some(b) => Value::Bool(b),
                     None => Value::Null,

@@ -6,6 +6,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod bind;
+pub mod catalog;
 pub mod error;
 pub mod exec;
 pub mod expr;
@@ -13,7 +14,9 @@ pub mod parse;
 pub mod plan;
 pub mod planner;
 pub mod session;
+pub mod settings;
 pub mod system;
+pub mod types;
 pub mod value;
 
 pub use error::{Result, SqlError, SqlNotice};

@@ -18,6 +18,8 @@ use pgtier_engine::{Catalog, IndexDef, IndexId, TableDef, TableId, TableSchema};
 use pgtier_engine::{DataType, Value};
 
 use crate::expr::Expr;
+use crate::catalog::SystemRel;
+use crate::types::Elem;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Access {
@@ -29,7 +31,43 @@ pub enum Access {
     FullScan,
     /// Rows not stored in the engine: a system catalog generated from the
     /// catalog snapshot, a subquery or set operation in FROM, a table function.
-    Virtual(Arc<crate::system::VirtualSource>),
+    Virtual(Arc<VirtualSource>),
+}
+
+/// Rows that do not come from an engine table.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VirtualSource {
+    System(SystemRel),
+    /// A subquery, VALUES list or set operation in FROM (or a top-level set
+    /// operation, planned as a query over it).
+    Query(SetTree),
+    /// A set-returning function in FROM; its arguments may read the
+    /// relations before it (PostgreSQL's implicit LATERAL).
+    Function { func: TableFunc, args: Vec<Expr>, ordinality: bool },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SetTree {
+    /// Its first `visible` projection columns, already cast to the set's column types.
+    Select(Box<SelectPlan>),
+    Values(Vec<Vec<Expr>>),
+    Op { op: SetOp, all: bool, left: Box<SetTree>, right: Box<SetTree> },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetOp {
+    Union,
+    Intersect,
+    Except,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableFunc {
+    GenerateSeries,
+    Unnest(Elem),
+    /// pgtier has no partitioning: like PostgreSQL for a relation that is
+    /// not a partition, no rows.
+    PartitionAncestors,
 }
 
 #[derive(Clone, Debug)]

@@ -10,8 +10,8 @@ use pgtier_engine::{DataType, TableSchema, Value};
 use sqlparser::ast::{self, ObjectName};
 
 use super::funcs::{self, SysFunc};
-use super::types::{self, Elem, RegKind};
-use super::{SetOp, SetTree, TableFunc, VirtualSource};
+use crate::types::{self, Elem, RegKind};
+use crate::plan::{SetOp, SetTree, TableFunc, VirtualSource};
 use crate::bind::{Binder, ExprCtx, Rel, Scope, Ty, common_type, ident, ordinal, output_name_match};
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr, Func, SubqueryKind};
@@ -34,10 +34,10 @@ pub fn function_name(name: &ObjectName) -> Result<String> {
 }
 
 /// The system relation a table name refers to, if any.
-pub fn system_relation(name: &ObjectName) -> Result<Option<super::SystemRel>> {
+pub fn system_relation(name: &ObjectName) -> Result<Option<crate::catalog::SystemRel>> {
     match parts(name)?.as_slice() {
-        [n] => super::resolve(None, n),
-        [s, n] => match super::resolve(Some(s), n)? {
+        [n] => crate::catalog::resolve(None, n),
+        [s, n] => match crate::catalog::resolve(Some(s), n)? {
             Some(r) => Ok(Some(r)),
             None if s == "pg_catalog" || s == "information_schema" => Err(SqlError::undefined_table(&format!("{s}.{n}"))),
             None => Ok(None),
@@ -141,7 +141,7 @@ impl Binder<'_> {
             }
             ast::TableFactor::Table { name, alias, args: None, .. } => {
                 let Some(rel) = system_relation(name)? else { return Ok(None) };
-                (rel.def().name.to_owned(), super::schema_of(rel), VirtualSource::System(rel), alias)
+                (rel.def().name.to_owned(), rel.schema(), VirtualSource::System(rel), alias)
             }
             ast::TableFactor::Table { name, alias, args: Some(targs), with_ordinality, .. } => {
                 if targs.settings.is_some() {
@@ -446,9 +446,9 @@ impl Binder<'_> {
         match (&x, t) {
             (Expr::Const(Value::Text(s)), None) | (Expr::Const(Value::Text(s)), Some(DataType::Text | DataType::Varchar(_))) if kind != RegKind::Role => {
                 let settings = std::collections::HashMap::new();
-                let oid = funcs::reg_lookup(self.catalog, &settings, kind, s)?;
+                let oid = crate::catalog::reg_lookup(self.catalog, &settings, kind, s)?;
                 // The plan depends on the table it named: re-plan when it goes.
-                if let Some(t) = super::catalog::table_by_oid(self.catalog, oid)
+                if let Some(t) = crate::catalog::table_by_oid(self.catalog, oid)
                     && !self.deps.iter().any(|d| Arc::ptr_eq(d, t)) {
                         self.deps.push(t.clone());
                     }

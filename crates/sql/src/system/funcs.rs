@@ -2,15 +2,16 @@
 //! session (version(), current_setting, format_type, pg_get_indexdef, ...),
 //! the array helpers they need, regular-expression matches, and the
 //! `reg*` input/output conversions. Bound by [`bind_function`], evaluated by
-//! [`eval`] with the catalog snapshot and settings from [`super::SysCtx`].
+//! [`eval`] with the catalog snapshot and settings from [`crate::catalog::SysCtx`].
 
-use pgtier_engine::{Catalog, DataType, IndexSchema, TableSchema, Value};
+use pgtier_engine::{Catalog, DataType, Value};
 
-use super::catalog::{self as cat, ConstraintRef, RELATIONS, Schema, SystemRel};
-use super::types::{self, Elem, RegKind};
+use crate::catalog::{self as cat, RELATIONS, Schema, constraint_def, format_type, index_def, quote_ident, reg_lookup, reg_name};
+use crate::types::{self, Elem, RegKind};
 use crate::bind::Ty;
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Env, Expr, Func, SubqueryRunner};
+use crate::settings::{READ_ONLY_SETTINGS, normalize_setting, search_path, setting_value};
 use crate::value;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -335,14 +336,14 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             if !ctx.settings.contains_key(&key) {
                 return Err(SqlError::new("42704", format!("unrecognized configuration parameter \"{}\"", txt(0))));
             }
-            if crate::session::READ_ONLY_SETTINGS.contains(&key.as_str()) {
+            if READ_ONLY_SETTINGS.contains(&key.as_str()) {
                 return Err(SqlError::new("55P02", format!("parameter \"{key}\" cannot be changed")));
             }
-            let v = crate::session::normalize_setting(&key, txt(1))?;
+            let v = normalize_setting(&key, txt(1))?;
             ctx.settings.insert(key, v.clone());
             Value::Text(v)
         }
-        SysFunc::CurrentDatabase => Value::Text(cat::database(&ctx)),
+        SysFunc::CurrentDatabase => Value::Text(ctx.database()),
         SysFunc::CurrentSchema => search_path(ctx.settings).into_iter().next().map_or(Value::Null, Value::Text),
         SysFunc::CurrentSchemas => {
             let mut names: Vec<Value> = Vec::new();
@@ -403,239 +404,6 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
     })
 }
 
-fn setting_value(settings: &std::collections::HashMap<String, String>, key: &str) -> Option<String> {
-    let key = match key {
-        "time zone" => "timezone",
-        other => other,
-    };
-    if let Some(v) = settings.get(key) {
-        return Some(v.clone());
-    }
-    FIXED_SETTINGS.iter().find(|(k, _)| *k == key).map(|(_, v)| (*v).to_owned())
-}
-
-/// Read-only settings with fixed values (current_setting, pg_settings).
-pub const FIXED_SETTINGS: &[(&str, &str)] = &[
-    ("block_size", "8192"),
-    ("data_directory_mode", "0700"),
-    ("lc_collate", "C"),
-    ("lc_ctype", "C"),
-    ("max_connections", "100"),
-    ("max_identifier_length", "63"),
-    ("max_index_keys", "32"),
-    ("server_version_num", "150000"),
-];
-
-/// The name PostgreSQL shows for a setting (`DateStyle`, `TimeZone`).
-pub fn setting_display_name(key: &str) -> &str {
-    match key {
-        "datestyle" => "DateStyle",
-        "timezone" => "TimeZone",
-        "intervalstyle" => "IntervalStyle",
-        other => other,
-    }
-}
-
-/// Schemas of the search path that exist (`$user` never does here).
-fn search_path(settings: &std::collections::HashMap<String, String>) -> Vec<String> {
-    let path = settings.get("search_path").cloned().unwrap_or_default();
-    path.split(',')
-        .map(|s| s.trim().trim_matches('"').to_owned())
-        .filter(|s| matches!(s.as_str(), "public" | "pg_catalog" | "information_schema"))
-        .collect()
-}
-
-/// A name as an SQL identifier, quoted when PostgreSQL would.
-pub fn quote_ident(s: &str) -> String {
-    let plain = s.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        && !is_reserved(s);
-    if plain { s.to_owned() } else { format!("\"{}\"", s.replace('"', "\"\"")) }
-}
-
-fn is_reserved(s: &str) -> bool {
-    const RESERVED: &[&str] = &[
-        "all", "analyse", "analyze", "and", "any", "array", "as", "asc", "asymmetric", "both", "case", "cast", "check", "collate", "column",
-        "constraint", "create", "current_catalog", "current_date", "current_role", "current_time", "current_timestamp", "current_user",
-        "default", "deferrable", "desc", "distinct", "do", "else", "end", "except", "false", "fetch", "for", "foreign", "from", "grant",
-        "group", "having", "in", "initially", "intersect", "into", "lateral", "leading", "limit", "localtime", "localtimestamp", "not",
-        "null", "offset", "on", "only", "or", "order", "placing", "primary", "references", "returning", "select", "session_user", "some",
-        "symmetric", "table", "then", "to", "trailing", "true", "union", "unique", "user", "using", "variadic", "when", "where", "window",
-        "with",
-    ];
-    RESERVED.contains(&s)
-}
-
-/// `format_type(oid, typmod)`; `typmod` None is SQL NULL.
-pub fn format_type(oid: i64, typmod: Option<i64>) -> String {
-    let Some((_, row, is_array)) = cat::type_by_oid(oid) else { return "???".into() };
-    let base_oid = row.0;
-    let tm = typmod.filter(|m| *m >= 0);
-    let base = match base_oid {
-        16 => "boolean".to_owned(),
-        18 => "\"char\"".to_owned(),
-        20 => "bigint".to_owned(),
-        21 => "smallint".to_owned(),
-        23 => "integer".to_owned(),
-        700 => "real".to_owned(),
-        701 => "double precision".to_owned(),
-        1042 => match tm {
-            Some(m) => format!("character({})", m - 4),
-            None if typmod.is_none() || is_array => "character".to_owned(),
-            None => "bpchar".to_owned(),
-        },
-        1043 => match tm {
-            Some(m) => format!("character varying({})", m - 4),
-            None => "character varying".to_owned(),
-        },
-        1700 => match tm {
-            Some(m) => format!("numeric({},{})", ((m - 4) >> 16) & 0xffff, (m - 4) & 0xffff),
-            None => "numeric".to_owned(),
-        },
-        1114 => match tm {
-            Some(p) => format!("timestamp({p}) without time zone"),
-            None => "timestamp without time zone".to_owned(),
-        },
-        1184 => match tm {
-            Some(p) => format!("timestamp({p}) with time zone"),
-            None => "timestamp with time zone".to_owned(),
-        },
-        1083 => "time without time zone".to_owned(),
-        _ => row.1.to_owned(),
-    };
-    if is_array { format!("{base}[]") } else { base }
-}
-
-fn column_list(t: &TableSchema, cols: &[usize]) -> String {
-    cols.iter().map(|&c| quote_ident(&t.columns[c].name)).collect::<Vec<_>>().join(", ")
-}
-
-/// `pg_get_indexdef`: `CREATE UNIQUE INDEX t_pkey ON public.t USING btree (id)`.
-pub fn index_def(t: &TableSchema, i: &IndexSchema, qualified: bool) -> String {
-    format!(
-        "CREATE {}INDEX {} ON {}{} USING btree ({})",
-        if i.unique { "UNIQUE " } else { "" },
-        quote_ident(&i.name),
-        if qualified { "public." } else { "" },
-        quote_ident(&t.name),
-        column_list(t, &i.columns)
-    )
-}
-
-/// `pretty`: pg_get_constraintdef's second argument. A CHECK shows the
-/// expression as it was written, one pair of parentheses more when not
-/// pretty (PostgreSQL also parenthesizes each operator and shows implicit
-/// casts there; for `col > 0` the two agree).
-fn constraint_def(catalog: &Catalog, c: &ConstraintRef, pretty: bool) -> String {
-    match c {
-        ConstraintRef::Index(i) => {
-            let Some(t) = catalog.table(i.table) else { return String::new() };
-            format!("{} ({})", if i.primary { "PRIMARY KEY" } else { "UNIQUE" }, column_list(t, &i.columns))
-        }
-        ConstraintRef::Foreign(f) => {
-            let (Some(child), Some(parent)) = (catalog.table(f.child), catalog.table(f.parent)) else { return String::new() };
-            let action = match f.on_delete {
-                pgtier_engine::FkAction::NoAction => "",
-                pgtier_engine::FkAction::Cascade => " ON DELETE CASCADE",
-                pgtier_engine::FkAction::SetNull => " ON DELETE SET NULL",
-            };
-            format!("FOREIGN KEY ({}) REFERENCES {}({}){action}", column_list(child, &f.child_columns), quote_ident(&parent.name), column_list(parent, &f.parent_columns))
-        }
-        ConstraintRef::Check(t, k) => {
-            let sql = t.checks.get(*k).map_or("", |c| c.sql.as_str());
-            if pretty { format!("CHECK ({sql})") } else { format!("CHECK (({sql}))") }
-        }
-    }
-}
-
-/// A column default as PostgreSQL deparses it (pg_get_expr of adbin). The
-/// engine keeps the value coerced to the column type, so this shows the
-/// value as if it had been written as a literal of that type: integers
-/// and non-negative decimals bare, everything else quoted with a cast.
-pub fn default_expr(v: &Value, ty: DataType) -> String {
-    let quoted = |s: &str, t: &str| format!("'{}'::{t}", s.replace('\'', "''"));
-    match v {
-        Value::Null => format!("NULL::{}", ty.pg_name()),
-        Value::Bool(b) => (if *b { "true" } else { "false" }).to_owned(),
-        Value::Int2(_) | Value::Int4(_) | Value::Int8(_) => {
-            let x = v.as_i64().unwrap_or(0);
-            match (x >= 0, i32::try_from(x).is_ok()) {
-                (true, true) => x.to_string(),
-                (_, true) => quoted(&x.to_string(), "integer"),
-                (_, false) => quoted(&x.to_string(), "bigint"),
-            }
-        }
-        Value::Numeric(n) => {
-            let n = value::numeric_normalize(*n);
-            let s = n.to_string();
-            if n.mantissa >= 0 && (n.scale > 0 || i32::try_from(n.mantissa).is_ok()) {
-                s
-            } else if n.scale == 0 && i64::try_from(n.mantissa).is_ok() {
-                quoted(&s, if i32::try_from(n.mantissa).is_ok() { "integer" } else { "bigint" })
-            } else {
-                quoted(&s, "numeric")
-            }
-        }
-        Value::Float4(_) | Value::Float8(_) => {
-            let s = value::to_text(v);
-            if s.starts_with('-') || s.contains(['e', 'N', 'I']) { quoted(&s, "double precision") } else { s }
-        }
-        Value::Text(s) => {
-            let t = match ty {
-                DataType::Varchar(_) => "character varying",
-                DataType::Char(_) => "bpchar",
-                _ => "text",
-            };
-            let s = if matches!(ty, DataType::Char(_)) { value::bpchar_trim(s) } else { s };
-            quoted(s, t)
-        }
-        other => quoted(&value::to_text(other), ty.pg_name().split('(').next().unwrap_or("text")),
-    }
-}
-
-fn reg_name(catalog: &Catalog, settings: &std::collections::HashMap<String, String>, kind: RegKind, oid: i64) -> String {
-    let name = match kind {
-        RegKind::Class => {
-            let visible = search_path(settings).iter().any(|s| s == "public");
-            let user = cat::table_by_oid(catalog, oid).map(|t| t.name.clone()).or_else(|| cat::index_by_oid(catalog, oid).map(|i| i.name.clone()));
-            match user {
-                Some(n) if visible => Some(quote_ident(&n)),
-                Some(n) => Some(format!("public.{}", quote_ident(&n))),
-                None => RELATIONS.iter().find(|r| r.oid == oid).map(|r| match r.schema {
-                    Schema::PgCatalog => r.name.to_owned(),
-                    Schema::InformationSchema => format!("information_schema.{}", r.name),
-                }),
-            }
-        }
-        RegKind::Type => cat::type_by_oid(oid).map(|_| format_type(oid, None)),
-        RegKind::Namespace => cat::namespace_name(oid).map(str::to_owned),
-        RegKind::Role => (oid == cat::OWNER_OID).then(|| settings.get("session_authorization").cloned().unwrap_or_default()),
-    };
-    name.unwrap_or_else(|| oid.to_string())
-}
-
-/// Splits `schema.name` (either part possibly double-quoted).
-pub fn split_qualified(text: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = text.trim().chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                chars.next();
-                cur.push('"');
-            }
-            '"' => quoted = !quoted,
-            '.' if !quoted => parts.push(std::mem::take(&mut cur)),
-            c if quoted => cur.push(c),
-            c => cur.push(c.to_ascii_lowercase()),
-        }
-    }
-    parts.push(cur);
-    parts
-}
-
 /// The sequence a serial or identity column owns, schema-qualified; NULL
 /// for other columns (PostgreSQL's pg_get_serial_sequence).
 fn serial_sequence(catalog: &Catalog, settings: &std::collections::HashMap<String, String>, table: &str, column: &str) -> Result<Value> {
@@ -649,54 +417,6 @@ fn serial_sequence(catalog: &Catalog, settings: &std::collections::HashMap<Strin
         Some(seq) => Value::Text(format!("public.{}", quote_ident(&seq.name))),
         None => Value::Null,
     })
-}
-
-/// `'name'::regclass` and friends: the object's OID, or PostgreSQL's error.
-pub fn reg_lookup(catalog: &Catalog, settings: &std::collections::HashMap<String, String>, kind: RegKind, text: &str) -> Result<i64> {
-    let t = text.trim();
-    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
-        return t.parse::<i64>().map_err(|_| SqlError::invalid_text("oid", text));
-    }
-    match kind {
-        RegKind::Class => {
-            let parts = split_qualified(t);
-            let (schema, name) = match parts.as_slice() {
-                [n] => (None, n.as_str()),
-                [s, n] => (Some(s.as_str()), n.as_str()),
-                _ => return Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {text}"))),
-            };
-            let missing = || SqlError::new("42P01", format!("relation \"{t}\" does not exist"));
-            let system = |s: Schema| SystemRel::find(s, name).map(|r| r.def().oid);
-            let user = || {
-                catalog.table_by_name(name).map(|t| cat::table_oid(t)).or_else(|| catalog.index_by_name(name).map(|i| cat::index_oid(i)))
-            };
-            match schema {
-                Some("pg_catalog") => system(Schema::PgCatalog).ok_or_else(missing),
-                Some("information_schema") => system(Schema::InformationSchema).ok_or_else(missing),
-                Some("public") => user().ok_or_else(missing),
-                Some(s) => Err(SqlError::new("3F000", format!("schema \"{s}\" does not exist"))),
-                None => system(Schema::PgCatalog).or_else(user).ok_or_else(missing),
-            }
-        }
-        RegKind::Type => {
-            let lowered = t.to_lowercase();
-            cat::type_by_name(&lowered).ok_or_else(|| SqlError::new("42704", format!("type \"{t}\" does not exist")))
-        }
-        RegKind::Namespace => {
-            let n = split_qualified(t).pop().unwrap_or_default();
-            [cat::NS_PG_CATALOG, cat::NS_PUBLIC, cat::NS_INFORMATION_SCHEMA, cat::NS_PG_TOAST]
-                .into_iter()
-                .find(|o| cat::namespace_name(*o) == Some(n.as_str()))
-                .ok_or_else(|| SqlError::new("3F000", format!("schema \"{t}\" does not exist")))
-        }
-        RegKind::Role => {
-            if settings.get("session_authorization").is_some_and(|u| *u == t) {
-                Ok(cat::OWNER_OID)
-            } else {
-                Err(SqlError::new("42704", format!("role \"{t}\" does not exist")))
-            }
-        }
-    }
 }
 
 thread_local! {

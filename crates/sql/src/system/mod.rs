@@ -13,83 +13,21 @@
 //! these paths, so the point-lookup path is unchanged.
 
 pub mod binder;
-pub mod catalog;
 pub mod funcs;
-pub mod types;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pgtier_engine::{Catalog, Column, TableSchema, Value};
+use pgtier_engine::{Column, TableSchema, Value};
 
-pub use catalog::{Schema, SystemRel};
+pub use crate::catalog::{Schema, SysCtx, SystemRel};
 pub use funcs::{SeqFunc, SysFunc};
-pub use types::{Elem, RegKind};
+pub use crate::types::{Elem, RegKind};
+pub use crate::plan::{SetOp, SetTree, TableFunc, VirtualSource};
 
 use crate::error::{Result, SqlError};
 use crate::exec::{Exec, GroupKey};
-use crate::expr::{Env, Expr, SubqueryRunner};
-use crate::plan::SelectPlan;
-
-/// What the system functions and relations read: the statement's catalog
-/// snapshot and the session's settings.
-pub struct SysCtx<'a> {
-    pub catalog: &'a Catalog,
-    pub settings: &'a mut HashMap<String, String>,
-}
-
-/// Rows that do not come from an engine table.
-#[derive(Clone, Debug, PartialEq)]
-pub enum VirtualSource {
-    System(SystemRel),
-    /// A subquery, VALUES list or set operation in FROM (or a top-level set
-    /// operation, planned as a query over it).
-    Query(SetTree),
-    /// A set-returning function in FROM; its arguments may read the
-    /// relations before it (PostgreSQL's implicit LATERAL).
-    Function { func: TableFunc, args: Vec<Expr>, ordinality: bool },
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum SetTree {
-    /// Its first `visible` projection columns, already cast to the set's column types.
-    Select(Box<SelectPlan>),
-    Values(Vec<Vec<Expr>>),
-    Op { op: SetOp, all: bool, left: Box<SetTree>, right: Box<SetTree> },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SetOp {
-    Union,
-    Intersect,
-    Except,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TableFunc {
-    GenerateSeries,
-    Unnest(Elem),
-    /// pgtier has no partitioning: like PostgreSQL for a relation that is
-    /// not a partition, no rows.
-    PartitionAncestors,
-}
-
-/// A system relation by (optional) schema and name, as PostgreSQL resolves
-/// it: unqualified names look in pg_catalog first, information_schema only
-/// when named. Err for a schema that does not exist.
-pub fn resolve(schema: Option<&str>, name: &str) -> Result<Option<SystemRel>> {
-    Ok(match schema {
-        None | Some("pg_catalog") => SystemRel::find(Schema::PgCatalog, name),
-        Some("information_schema") => SystemRel::find(Schema::InformationSchema, name),
-        Some("public") => None,
-        Some(s) => return Err(SqlError::new("3F000", format!("schema \"{s}\" does not exist"))),
-    })
-}
-
-/// The row shape of a system relation.
-pub fn schema_of(rel: SystemRel) -> Arc<TableSchema> {
-    Arc::new(TableSchema::detached(rel.def().name, rel.schema_columns()))
-}
+use crate::expr::{Env, SubqueryRunner};
 
 /// A row shape from column names and types.
 pub fn detached(name: &str, columns: Vec<(String, pgtier_engine::DataType)>) -> Arc<TableSchema> {
@@ -102,7 +40,7 @@ impl Exec<'_> {
         match source {
             VirtualSource::System(rel) => {
                 let Some(ctx) = self.system() else { return Ok(()) };
-                catalog::rows(*rel, &ctx, out);
+                crate::catalog::rows(*rel, &ctx, out);
             }
             VirtualSource::Query(tree) => {
                 for r in self.set_rows(tree, env)? {
@@ -206,3 +144,13 @@ fn combine(op: SetOp, all: bool, left: Vec<Vec<Value>>, right: Vec<Vec<Value>>) 
         }
     }
 }
+
+/// The old path crates/server reads the wire type facts from.
+pub mod catalog {
+    /// (type oid, typmod, len): see [`crate::catalog::column_type_info`].
+    pub fn column_type_info(ty: pgtier_engine::DataType) -> (i64, i32, i16) {
+        let info = crate::catalog::column_type_info(ty);
+        (info.type_oid, info.typmod, info.len)
+    }
+}
+pub use crate::types;
