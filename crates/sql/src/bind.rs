@@ -1973,7 +1973,7 @@ impl<'c> Binder<'c> {
                 let x = self.text_arg(x, xt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
                 let d = self.text_arg(d, dt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
                 // Each row carries its value and delimiter as a two-element array.
-                (Some(Expr::Func(crate::expr::Func::Sys(crate::system::SysFunc::MakeArray(crate::types::Elem::Text)), vec![x, d])), DataType::Text)
+                (Some(Expr::Func(crate::expr::Func::Sys(crate::expr::SysFunc::MakeArray(crate::types::Elem::Text)), vec![x, d])), DataType::Text)
             }
             (AggFunc::StringAgg, _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
             (_, [a]) => {
@@ -2267,7 +2267,7 @@ pub(crate) fn output_name_match(e: &ast::Expr, columns: &[OutputColumn]) -> Opti
 fn column_default(col: &Column) -> Result<Expr> {
     if let Some((seq, _)) = col.sequence {
         let oid = crate::catalog::relation_oid(seq);
-        let next = Expr::Func(Func::Sys(crate::system::SysFunc::Sequence(crate::system::SeqFunc::Nextval)), vec![Expr::Const(Value::Int8(oid))]);
+        let next = Expr::Func(Func::Sys(crate::expr::SysFunc::Sequence(crate::expr::SeqFunc::Nextval)), vec![Expr::Const(Value::Int8(oid))]);
         return Ok(if col.ty == DataType::Int8 { next } else { Expr::Cast(next.boxed(), col.ty, false) });
     }
     if let Some(sql) = &col.default_sql {

@@ -168,8 +168,8 @@ impl SubqueryRunner for Exec<'_> {
         Some(crate::catalog::SysCtx { catalog: self.txn.catalog(), settings: self.settings })
     }
 
-    fn sequence(&mut self, call: crate::system::SeqFunc, args: &[Value]) -> Result<Value> {
-        use crate::system::SeqFunc;
+    fn sequence(&mut self, call: crate::expr::SeqFunc, args: &[Value]) -> Result<Value> {
+        use crate::expr::SeqFunc;
         let (id, name) = match call {
             SeqFunc::Lastval => {
                 let id = self.sequences.last.ok_or_else(|| SqlError::new("55000", "lastval is not yet defined in this session"))?;

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use pgtier_engine::{DataType, TableSchema, Value};
 use sqlparser::ast::{self, ObjectName};
 
-use super::funcs::{self, SysFunc};
+use super::funcs;
+use crate::expr::SysFunc;
 use crate::types::{self, Elem, RegKind};
 use crate::plan::{SetOp, SetTree, TableFunc, VirtualSource};
 use crate::bind::{Binder, ExprCtx, Rel, Scope, Ty, common_type, ident, ordinal, output_name_match};

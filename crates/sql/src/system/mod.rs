@@ -21,7 +21,6 @@ use std::sync::Arc;
 use pgtier_engine::{Column, TableSchema, Value};
 
 pub use crate::catalog::{Schema, SysCtx, SystemRel};
-pub use funcs::{SeqFunc, SysFunc};
 pub use crate::types::{Elem, RegKind};
 pub use crate::plan::{SetOp, SetTree, TableFunc, VirtualSource};
 
