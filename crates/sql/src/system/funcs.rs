@@ -1,8 +1,8 @@
 //! Binding of the system functions.
 
-use pgtier_engine::{DataType, Value};
+use pgtier_engine::DataType;
 
-use crate::types::{self, Elem, RegKind};
+use crate::types::{Elem, RegKind};
 use crate::bind::Ty;
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SeqFunc, SysFunc};
@@ -111,30 +111,4 @@ pub fn bind_function(
         });
     }
     Ok(Some((Expr::Func(Func::Sys(f), out), Some(ret))))
-}
-
-/// The result of string_agg / array_agg over the collected values.
-pub fn finish_collect(call: &crate::plan::AggCall, items: Vec<Value>) -> Result<Value> {
-    if items.is_empty() {
-        return Ok(Value::Null);
-    }
-    if call.func == crate::plan::AggFunc::ArrayAgg {
-        let elem = Elem::of(call.ty).ok_or_else(|| SqlError::new("XX000", "array_agg without an array type"))?;
-        return Ok(Value::Text(types::array_text(elem, &items)));
-    }
-    let mut out: Option<String> = None;
-    for pair in items {
-        let parts = types::parse_array(pair.as_str().unwrap_or("{}"), Elem::Text)?;
-        let (Some(Some(v)), Some(d)) = (parts.first(), parts.get(1)) else { continue };
-        match &mut out {
-            None => out = Some(v.clone()),
-            Some(s) => {
-                if let Some(d) = d {
-                    s.push_str(d);
-                }
-                s.push_str(v);
-            }
-        }
-    }
-    Ok(out.map_or(Value::Null, Value::Text))
 }

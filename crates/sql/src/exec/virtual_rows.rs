@@ -1,0 +1,125 @@
+//! Rows that do not come from an engine table: system relations,
+//! subqueries, VALUES and set operations in FROM, table functions.
+
+use std::collections::{HashMap, HashSet};
+
+use pgtier_engine::Value;
+
+use super::Exec;
+use super::aggregate::GroupKey;
+use crate::catalog;
+use crate::error::{Result, SqlError};
+use crate::expr::{Env, SubqueryRunner};
+use crate::plan::{SetOp, SetTree, TableFunc, VirtualSource};
+use crate::types;
+
+impl Exec<'_> {
+    /// Appends the rows of a virtual level (flat) for the joined `row` so far.
+    pub(super) fn virtual_rows(&mut self, source: &VirtualSource, env: &Env<'_>, row: &[Value], out: &mut Vec<Value>) -> Result<()> {
+        match source {
+            VirtualSource::System(rel) => {
+                let Some(ctx) = self.system() else { return Ok(()) };
+                catalog::rows(*rel, &ctx, out);
+            }
+            VirtualSource::Query(tree) => {
+                for r in self.set_rows(tree, env)? {
+                    out.extend(r);
+                }
+            }
+            VirtualSource::Function { func, args, ordinality } => {
+                let mut vals = Vec::with_capacity(args.len());
+                for a in args {
+                    vals.push(a.eval(env, self, row)?);
+                }
+                let items: Vec<Value> = match func {
+                    _ if vals.iter().any(Value::is_null) => Vec::new(),
+                    TableFunc::GenerateSeries => {
+                        let (lo, hi) = (vals[0].as_i64().unwrap_or(0), vals[1].as_i64().unwrap_or(0));
+                        let step = vals.get(2).and_then(Value::as_i64).unwrap_or(1);
+                        if step == 0 {
+                            return Err(SqlError::new("22023", "step size cannot equal zero"));
+                        }
+                        let n = if (step > 0 && hi < lo) || (step < 0 && hi > lo) { 0 } else { (hi - lo) / step + 1 };
+                        if n > 100_000_000 {
+                            return Err(SqlError::new("54000", "generate_series: too many rows"));
+                        }
+                        let int8 = matches!(vals[0], Value::Int8(_)) || matches!(vals[1], Value::Int8(_));
+                        (0..n).map(|k| lo + k * step).map(|v| if int8 { Value::Int8(v) } else { Value::Int4(i32::try_from(v).unwrap_or(0)) }).collect()
+                    }
+                    TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
+                    TableFunc::PartitionAncestors => Vec::new(),
+                };
+                for (k, v) in items.into_iter().enumerate() {
+                    out.push(v);
+                    if *ordinality {
+                        out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn set_rows(&mut self, tree: &SetTree, env: &Env<'_>) -> Result<Vec<Vec<Value>>> {
+        Ok(match tree {
+            SetTree::Select(plan) => {
+                let mut rows = self.select_rows(plan, env.params, env.outer)?;
+                for r in &mut rows {
+                    r.truncate(plan.visible);
+                }
+                rows
+            }
+            SetTree::Values(rows) => {
+                let mut out = Vec::with_capacity(rows.len());
+                for r in rows {
+                    let mut vals = Vec::with_capacity(r.len());
+                    for e in r {
+                        vals.push(e.eval(env, self, &[])?);
+                    }
+                    out.push(vals);
+                }
+                out
+            }
+            SetTree::Op { op, all, left, right } => {
+                let l = self.set_rows(left, env)?;
+                let r = self.set_rows(right, env)?;
+                combine(*op, *all, l, r)
+            }
+        })
+    }
+}
+
+/// UNION / INTERSECT / EXCEPT [ALL] on rows, NULLs equal (SQL's "not distinct").
+fn combine(op: SetOp, all: bool, left: Vec<Vec<Value>>, right: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
+    let distinct = |rows: Vec<Vec<Value>>| -> Vec<Vec<Value>> {
+        let mut seen = HashSet::new();
+        rows.into_iter().filter(|r| seen.insert(GroupKey(r.clone()))).collect()
+    };
+    match op {
+        SetOp::Union => {
+            let mut rows = left;
+            rows.extend(right);
+            if all { rows } else { distinct(rows) }
+        }
+        SetOp::Intersect | SetOp::Except => {
+            let mut counts: HashMap<GroupKey, usize> = HashMap::new();
+            for r in right {
+                *counts.entry(GroupKey(r)).or_insert(0) += 1;
+            }
+            let left = if all { left } else { distinct(left) };
+            let mut out = Vec::new();
+            for r in left {
+                let key = GroupKey(r);
+                let n = counts.get_mut(&key);
+                let present = n.as_ref().is_some_and(|c| **c > 0);
+                if all && let Some(c) = n {
+                    *c = c.saturating_sub(1);
+                }
+                if present == (op == SetOp::Intersect) {
+                    out.push(key.0);
+                }
+            }
+            out
+        }
+    }
+}
