@@ -25,51 +25,53 @@ pub struct BuiltinType {
     pub collation: i64,
 }
 
-/// A [`BuiltinType`], fields in pg_type's column order (one line a type).
-#[allow(clippy::too_many_arguments)]
-const fn builtin(
-    oid: i64, name: &'static str, len: i16, byval: bool, category: &'static str, align: &'static str, storage: &'static str, array_oid: i64, elem_oid: i64,
-    collation: i64,
-) -> BuiltinType {
-    BuiltinType { oid, name, len, byval, category, align, storage, array_oid, elem_oid, collation }
+impl BuiltinType {
+    /// Fields in pg_type's column order (one line a type in [`BUILTIN_TYPES`]).
+    #[allow(clippy::too_many_arguments)]
+    const fn new(
+        oid: i64, name: &'static str, len: i16, byval: bool, category: &'static str, align: &'static str, storage: &'static str, array_oid: i64,
+        elem_oid: i64, collation: i64,
+    ) -> BuiltinType {
+        BuiltinType { oid, name, len, byval, category, align, storage, array_oid, elem_oid, collation }
+    }
 }
 
 pub static BUILTIN_TYPES: &[BuiltinType] = &[
-    builtin(16, "bool", 1, true, "B", "c", "p", 1000, 0, 0),
-    builtin(17, "bytea", -1, false, "U", "i", "x", 1001, 0, 0),
-    builtin(18, "char", 1, true, "Z", "c", "p", 1002, 0, 0),
-    builtin(19, "name", 64, false, "S", "c", "p", 1003, 18, 950),
-    builtin(20, "int8", 8, true, "N", "d", "p", 1016, 0, 0),
-    builtin(21, "int2", 2, true, "N", "s", "p", 1005, 0, 0),
-    builtin(22, "int2vector", -1, false, "A", "i", "p", 1006, 21, 0),
-    builtin(23, "int4", 4, true, "N", "i", "p", 1007, 0, 0),
-    builtin(24, "regproc", 4, true, "N", "i", "p", 1008, 0, 0),
-    builtin(25, "text", -1, false, "S", "i", "x", 1009, 0, DEFAULT_COLLATION),
-    builtin(26, "oid", 4, true, "N", "i", "p", 1028, 0, 0),
-    builtin(28, "xid", 4, true, "U", "i", "p", 1011, 0, 0),
-    builtin(30, "oidvector", -1, false, "A", "i", "p", 1013, 26, 0),
-    builtin(114, "json", -1, false, "U", "i", "x", 199, 0, 0),
-    builtin(194, "pg_node_tree", -1, false, "Z", "i", "x", 0, 0, DEFAULT_COLLATION),
-    builtin(700, "float4", 4, true, "N", "i", "p", 1021, 0, 0),
-    builtin(701, "float8", 8, true, "N", "d", "p", 1022, 0, 0),
-    builtin(705, "unknown", -2, false, "X", "c", "p", 0, 0, 0),
-    builtin(1033, "aclitem", 12, false, "U", "i", "p", 1034, 0, 0),
-    builtin(1042, "bpchar", -1, false, "S", "i", "x", 1014, 0, DEFAULT_COLLATION),
-    builtin(1043, "varchar", -1, false, "S", "i", "x", 1015, 0, DEFAULT_COLLATION),
-    builtin(1082, "date", 4, true, "D", "i", "p", 1182, 0, 0),
-    builtin(1083, "time", 8, true, "D", "d", "p", 1183, 0, 0),
-    builtin(1114, "timestamp", 8, true, "D", "d", "p", 1115, 0, 0),
-    builtin(1184, "timestamptz", 8, true, "D", "d", "p", 1185, 0, 0),
-    builtin(1186, "interval", 16, false, "T", "d", "p", 1187, 0, 0),
-    builtin(1700, "numeric", -1, false, "N", "i", "m", 1231, 0, 0),
-    builtin(2205, "regclass", 4, true, "N", "i", "p", 2210, 0, 0),
-    builtin(2206, "regtype", 4, true, "N", "i", "p", 2211, 0, 0),
-    builtin(2249, "record", -1, false, "P", "d", "x", 2287, 0, 0),
-    builtin(2278, "void", 4, true, "P", "i", "p", 0, 0, 0),
-    builtin(2950, "uuid", 16, false, "U", "c", "p", 2951, 0, 0),
-    builtin(3802, "jsonb", -1, false, "U", "i", "x", 3807, 0, 0),
-    builtin(4089, "regnamespace", 4, true, "N", "i", "p", 4090, 0, 0),
-    builtin(4096, "regrole", 4, true, "N", "i", "p", 4097, 0, 0),
+    BuiltinType::new(16, "bool", 1, true, "B", "c", "p", 1000, 0, 0),
+    BuiltinType::new(17, "bytea", -1, false, "U", "i", "x", 1001, 0, 0),
+    BuiltinType::new(18, "char", 1, true, "Z", "c", "p", 1002, 0, 0),
+    BuiltinType::new(19, "name", 64, false, "S", "c", "p", 1003, 18, 950),
+    BuiltinType::new(20, "int8", 8, true, "N", "d", "p", 1016, 0, 0),
+    BuiltinType::new(21, "int2", 2, true, "N", "s", "p", 1005, 0, 0),
+    BuiltinType::new(22, "int2vector", -1, false, "A", "i", "p", 1006, 21, 0),
+    BuiltinType::new(23, "int4", 4, true, "N", "i", "p", 1007, 0, 0),
+    BuiltinType::new(24, "regproc", 4, true, "N", "i", "p", 1008, 0, 0),
+    BuiltinType::new(25, "text", -1, false, "S", "i", "x", 1009, 0, DEFAULT_COLLATION),
+    BuiltinType::new(26, "oid", 4, true, "N", "i", "p", 1028, 0, 0),
+    BuiltinType::new(28, "xid", 4, true, "U", "i", "p", 1011, 0, 0),
+    BuiltinType::new(30, "oidvector", -1, false, "A", "i", "p", 1013, 26, 0),
+    BuiltinType::new(114, "json", -1, false, "U", "i", "x", 199, 0, 0),
+    BuiltinType::new(194, "pg_node_tree", -1, false, "Z", "i", "x", 0, 0, DEFAULT_COLLATION),
+    BuiltinType::new(700, "float4", 4, true, "N", "i", "p", 1021, 0, 0),
+    BuiltinType::new(701, "float8", 8, true, "N", "d", "p", 1022, 0, 0),
+    BuiltinType::new(705, "unknown", -2, false, "X", "c", "p", 0, 0, 0),
+    BuiltinType::new(1033, "aclitem", 12, false, "U", "i", "p", 1034, 0, 0),
+    BuiltinType::new(1042, "bpchar", -1, false, "S", "i", "x", 1014, 0, DEFAULT_COLLATION),
+    BuiltinType::new(1043, "varchar", -1, false, "S", "i", "x", 1015, 0, DEFAULT_COLLATION),
+    BuiltinType::new(1082, "date", 4, true, "D", "i", "p", 1182, 0, 0),
+    BuiltinType::new(1083, "time", 8, true, "D", "d", "p", 1183, 0, 0),
+    BuiltinType::new(1114, "timestamp", 8, true, "D", "d", "p", 1115, 0, 0),
+    BuiltinType::new(1184, "timestamptz", 8, true, "D", "d", "p", 1185, 0, 0),
+    BuiltinType::new(1186, "interval", 16, false, "T", "d", "p", 1187, 0, 0),
+    BuiltinType::new(1700, "numeric", -1, false, "N", "i", "m", 1231, 0, 0),
+    BuiltinType::new(2205, "regclass", 4, true, "N", "i", "p", 2210, 0, 0),
+    BuiltinType::new(2206, "regtype", 4, true, "N", "i", "p", 2211, 0, 0),
+    BuiltinType::new(2249, "record", -1, false, "P", "d", "x", 2287, 0, 0),
+    BuiltinType::new(2278, "void", 4, true, "P", "i", "p", 0, 0, 0),
+    BuiltinType::new(2950, "uuid", 16, false, "U", "c", "p", 2951, 0, 0),
+    BuiltinType::new(3802, "jsonb", -1, false, "U", "i", "x", 3807, 0, 0),
+    BuiltinType::new(4089, "regnamespace", 4, true, "N", "i", "p", 4090, 0, 0),
+    BuiltinType::new(4096, "regrole", 4, true, "N", "i", "p", 4097, 0, 0),
 ];
 
 /// A builtin type, or the array type of one.

@@ -74,9 +74,13 @@ pub struct SysColumn {
     pub ty: T,
 }
 
-const fn c(name: &'static str, ty: T) -> SysColumn {
-    SysColumn { name, ty }
+impl SysColumn {
+    const fn new(name: &'static str, ty: T) -> SysColumn {
+        SysColumn { name, ty }
+    }
 }
+
+type Col = SysColumn;
 
 use Elem as E;
 use T::*;
@@ -86,20 +90,28 @@ const TEXTS: T = Arr(E::Text);
 const ACL: T = Arr(E::AclItem);
 
 pub static RELATIONS: &[RelDef] = &[
-    RelDef { schema: Schema::PgCatalog, name: "pg_namespace", oid: 2615, kind: "r", columns: &[c("oid", Oid), c("nspname", Name), c("nspowner", Oid), c("nspacl", ACL)] },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_namespace",
+        oid: 2615,
+        kind: "r",
+        columns: &[Col::new("oid", Oid), Col::new("nspname", Name), Col::new("nspowner", Oid), Col::new("nspacl", ACL)],
+    },
     RelDef {
         schema: Schema::PgCatalog,
         name: "pg_class",
         oid: 1259,
         kind: "r",
         columns: &[
-            c("oid", Oid), c("relname", Name), c("relnamespace", Oid), c("reltype", Oid), c("reloftype", Oid), c("relowner", Oid), c("relam", Oid),
-            c("relfilenode", Oid), c("reltablespace", Oid), c("relpages", Int4), c("reltuples", Float4), c("relallvisible", Int4),
-            c("reltoastrelid", Oid), c("relhasindex", Bool), c("relisshared", Bool), c("relpersistence", Char), c("relkind", Char),
-            c("relnatts", Int2), c("relchecks", Int2), c("relhasrules", Bool), c("relhastriggers", Bool), c("relhassubclass", Bool),
-            c("relrowsecurity", Bool), c("relforcerowsecurity", Bool), c("relispopulated", Bool), c("relreplident", Char),
-            c("relispartition", Bool), c("relrewrite", Oid), c("relfrozenxid", Xid), c("relminmxid", Xid), c("relacl", ACL),
-            c("reloptions", TEXTS), c("relpartbound", Tree),
+            Col::new("oid", Oid), Col::new("relname", Name), Col::new("relnamespace", Oid), Col::new("reltype", Oid), Col::new("reloftype", Oid),
+            Col::new("relowner", Oid), Col::new("relam", Oid), Col::new("relfilenode", Oid), Col::new("reltablespace", Oid),
+            Col::new("relpages", Int4), Col::new("reltuples", Float4), Col::new("relallvisible", Int4), Col::new("reltoastrelid", Oid),
+            Col::new("relhasindex", Bool), Col::new("relisshared", Bool), Col::new("relpersistence", Char), Col::new("relkind", Char),
+            Col::new("relnatts", Int2), Col::new("relchecks", Int2), Col::new("relhasrules", Bool), Col::new("relhastriggers", Bool),
+            Col::new("relhassubclass", Bool), Col::new("relrowsecurity", Bool), Col::new("relforcerowsecurity", Bool),
+            Col::new("relispopulated", Bool), Col::new("relreplident", Char), Col::new("relispartition", Bool), Col::new("relrewrite", Oid),
+            Col::new("relfrozenxid", Xid), Col::new("relminmxid", Xid), Col::new("relacl", ACL), Col::new("reloptions", TEXTS),
+            Col::new("relpartbound", Tree),
         ],
     },
     RelDef {
@@ -108,11 +120,13 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 1249,
         kind: "r",
         columns: &[
-            c("attrelid", Oid), c("attname", Name), c("atttypid", Oid), c("attstattarget", Int4), c("attlen", Int2), c("attnum", Int2),
-            c("attndims", Int4), c("attcacheoff", Int4), c("atttypmod", Int4), c("attbyval", Bool), c("attalign", Char), c("attstorage", Char),
-            c("attcompression", Char), c("attnotnull", Bool), c("atthasdef", Bool), c("atthasmissing", Bool), c("attidentity", Char),
-            c("attgenerated", Char), c("attisdropped", Bool), c("attislocal", Bool), c("attinhcount", Int4), c("attcollation", Oid),
-            c("attacl", ACL), c("attoptions", TEXTS), c("attfdwoptions", TEXTS), c("attmissingval", Tree),
+            Col::new("attrelid", Oid), Col::new("attname", Name), Col::new("atttypid", Oid), Col::new("attstattarget", Int4),
+            Col::new("attlen", Int2), Col::new("attnum", Int2), Col::new("attndims", Int4), Col::new("attcacheoff", Int4),
+            Col::new("atttypmod", Int4), Col::new("attbyval", Bool), Col::new("attalign", Char), Col::new("attstorage", Char),
+            Col::new("attcompression", Char), Col::new("attnotnull", Bool), Col::new("atthasdef", Bool), Col::new("atthasmissing", Bool),
+            Col::new("attidentity", Char), Col::new("attgenerated", Char), Col::new("attisdropped", Bool), Col::new("attislocal", Bool),
+            Col::new("attinhcount", Int4), Col::new("attcollation", Oid), Col::new("attacl", ACL), Col::new("attoptions", TEXTS),
+            Col::new("attfdwoptions", TEXTS), Col::new("attmissingval", Tree),
         ],
     },
     RelDef {
@@ -121,12 +135,14 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 1247,
         kind: "r",
         columns: &[
-            c("oid", Oid), c("typname", Name), c("typnamespace", Oid), c("typowner", Oid), c("typlen", Int2), c("typbyval", Bool), c("typtype", Char),
-            c("typcategory", Char), c("typispreferred", Bool), c("typisdefined", Bool), c("typdelim", Char), c("typrelid", Oid),
-            c("typsubscript", RegProc), c("typelem", Oid), c("typarray", Oid), c("typinput", RegProc), c("typoutput", RegProc),
-            c("typreceive", RegProc), c("typsend", RegProc), c("typmodin", RegProc), c("typmodout", RegProc), c("typanalyze", RegProc),
-            c("typalign", Char), c("typstorage", Char), c("typnotnull", Bool), c("typbasetype", Oid), c("typtypmod", Int4), c("typndims", Int4),
-            c("typcollation", Oid), c("typdefaultbin", Tree), c("typdefault", Text), c("typacl", ACL),
+            Col::new("oid", Oid), Col::new("typname", Name), Col::new("typnamespace", Oid), Col::new("typowner", Oid), Col::new("typlen", Int2),
+            Col::new("typbyval", Bool), Col::new("typtype", Char), Col::new("typcategory", Char), Col::new("typispreferred", Bool),
+            Col::new("typisdefined", Bool), Col::new("typdelim", Char), Col::new("typrelid", Oid), Col::new("typsubscript", RegProc),
+            Col::new("typelem", Oid), Col::new("typarray", Oid), Col::new("typinput", RegProc), Col::new("typoutput", RegProc),
+            Col::new("typreceive", RegProc), Col::new("typsend", RegProc), Col::new("typmodin", RegProc), Col::new("typmodout", RegProc),
+            Col::new("typanalyze", RegProc), Col::new("typalign", Char), Col::new("typstorage", Char), Col::new("typnotnull", Bool),
+            Col::new("typbasetype", Oid), Col::new("typtypmod", Int4), Col::new("typndims", Int4), Col::new("typcollation", Oid),
+            Col::new("typdefaultbin", Tree), Col::new("typdefault", Text), Col::new("typacl", ACL),
         ],
     },
     RelDef {
@@ -135,11 +151,12 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 2610,
         kind: "r",
         columns: &[
-            c("indexrelid", Oid), c("indrelid", Oid), c("indnatts", Int2), c("indnkeyatts", Int2), c("indisunique", Bool),
-            c("indnullsnotdistinct", Bool), c("indisprimary", Bool), c("indisexclusion", Bool), c("indimmediate", Bool),
-            c("indisclustered", Bool), c("indisvalid", Bool), c("indcheckxmin", Bool), c("indisready", Bool), c("indislive", Bool),
-            c("indisreplident", Bool), c("indkey", Arr(E::Int2Vector)), c("indcollation", Arr(E::OidVector)), c("indclass", Arr(E::OidVector)),
-            c("indoption", Arr(E::Int2Vector)), c("indexprs", Tree), c("indpred", Tree),
+            Col::new("indexrelid", Oid), Col::new("indrelid", Oid), Col::new("indnatts", Int2), Col::new("indnkeyatts", Int2),
+            Col::new("indisunique", Bool), Col::new("indnullsnotdistinct", Bool), Col::new("indisprimary", Bool), Col::new("indisexclusion", Bool),
+            Col::new("indimmediate", Bool), Col::new("indisclustered", Bool), Col::new("indisvalid", Bool), Col::new("indcheckxmin", Bool),
+            Col::new("indisready", Bool), Col::new("indislive", Bool), Col::new("indisreplident", Bool), Col::new("indkey", Arr(E::Int2Vector)),
+            Col::new("indcollation", Arr(E::OidVector)), Col::new("indclass", Arr(E::OidVector)), Col::new("indoption", Arr(E::Int2Vector)),
+            Col::new("indexprs", Tree), Col::new("indpred", Tree),
         ],
     },
     RelDef {
@@ -148,11 +165,13 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 2606,
         kind: "r",
         columns: &[
-            c("oid", Oid), c("conname", Name), c("connamespace", Oid), c("contype", Char), c("condeferrable", Bool), c("condeferred", Bool),
-            c("convalidated", Bool), c("conrelid", Oid), c("contypid", Oid), c("conindid", Oid), c("conparentid", Oid), c("confrelid", Oid),
-            c("confupdtype", Char), c("confdeltype", Char), c("confmatchtype", Char), c("conislocal", Bool), c("coninhcount", Int4),
-            c("connoinherit", Bool), c("conkey", Arr(E::Int2)), c("confkey", Arr(E::Int2)), c("conpfeqop", OIDS), c("conppeqop", OIDS),
-            c("conffeqop", OIDS), c("confdelsetcols", Arr(E::Int2)), c("conexclop", OIDS), c("conbin", Tree),
+            Col::new("oid", Oid), Col::new("conname", Name), Col::new("connamespace", Oid), Col::new("contype", Char),
+            Col::new("condeferrable", Bool), Col::new("condeferred", Bool), Col::new("convalidated", Bool), Col::new("conrelid", Oid),
+            Col::new("contypid", Oid), Col::new("conindid", Oid), Col::new("conparentid", Oid), Col::new("confrelid", Oid),
+            Col::new("confupdtype", Char), Col::new("confdeltype", Char), Col::new("confmatchtype", Char), Col::new("conislocal", Bool),
+            Col::new("coninhcount", Int4), Col::new("connoinherit", Bool), Col::new("conkey", Arr(E::Int2)), Col::new("confkey", Arr(E::Int2)),
+            Col::new("conpfeqop", OIDS), Col::new("conppeqop", OIDS), Col::new("conffeqop", OIDS), Col::new("confdelsetcols", Arr(E::Int2)),
+            Col::new("conexclop", OIDS), Col::new("conbin", Tree),
         ],
     },
     RelDef {
@@ -161,8 +180,8 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 2224,
         kind: "r",
         columns: &[
-            c("seqrelid", Oid), c("seqtypid", Oid), c("seqstart", Int8), c("seqincrement", Int8), c("seqmax", Int8), c("seqmin", Int8), c("seqcache", Int8),
-            c("seqcycle", Bool),
+            Col::new("seqrelid", Oid), Col::new("seqtypid", Oid), Col::new("seqstart", Int8), Col::new("seqincrement", Int8),
+            Col::new("seqmax", Int8), Col::new("seqmin", Int8), Col::new("seqcache", Int8), Col::new("seqcycle", Bool),
         ],
     },
     // Only the dependencies psql shows: a sequence owned by a column.
@@ -171,19 +190,35 @@ pub static RELATIONS: &[RelDef] = &[
         name: "pg_depend",
         oid: 2608,
         kind: "r",
-        columns: &[c("classid", Oid), c("objid", Oid), c("objsubid", Int4), c("refclassid", Oid), c("refobjid", Oid), c("refobjsubid", Int4), c("deptype", Char)],
+        columns: &[
+            Col::new("classid", Oid), Col::new("objid", Oid), Col::new("objsubid", Int4), Col::new("refclassid", Oid), Col::new("refobjid", Oid),
+            Col::new("refobjsubid", Int4), Col::new("deptype", Char),
+        ],
     },
-    RelDef { schema: Schema::PgCatalog, name: "pg_attrdef", oid: 2604, kind: "r", columns: &[c("oid", Oid), c("adrelid", Oid), c("adnum", Int2), c("adbin", Tree)] },
-    RelDef { schema: Schema::PgCatalog, name: "pg_am", oid: 2601, kind: "r", columns: &[c("oid", Oid), c("amname", Name), c("amhandler", RegProc), c("amtype", Char)] },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_attrdef",
+        oid: 2604,
+        kind: "r",
+        columns: &[Col::new("oid", Oid), Col::new("adrelid", Oid), Col::new("adnum", Int2), Col::new("adbin", Tree)],
+    },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_am",
+        oid: 2601,
+        kind: "r",
+        columns: &[Col::new("oid", Oid), Col::new("amname", Name), Col::new("amhandler", RegProc), Col::new("amtype", Char)],
+    },
     RelDef {
         schema: Schema::PgCatalog,
         name: "pg_database",
         oid: 1262,
         kind: "r",
         columns: &[
-            c("oid", Oid), c("datname", Name), c("datdba", Oid), c("encoding", Int4), c("datlocprovider", Char), c("datistemplate", Bool),
-            c("datallowconn", Bool), c("datconnlimit", Int4), c("datfrozenxid", Xid), c("datminmxid", Xid), c("dattablespace", Oid),
-            c("datcollate", Text), c("datctype", Text), c("daticulocale", Text), c("datcollversion", Text), c("datacl", ACL),
+            Col::new("oid", Oid), Col::new("datname", Name), Col::new("datdba", Oid), Col::new("encoding", Int4), Col::new("datlocprovider", Char),
+            Col::new("datistemplate", Bool), Col::new("datallowconn", Bool), Col::new("datconnlimit", Int4), Col::new("datfrozenxid", Xid),
+            Col::new("datminmxid", Xid), Col::new("dattablespace", Oid), Col::new("datcollate", Text), Col::new("datctype", Text),
+            Col::new("daticulocale", Text), Col::new("datcollversion", Text), Col::new("datacl", ACL),
         ],
     },
     RelDef {
@@ -192,9 +227,10 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 12_001,
         kind: "v",
         columns: &[
-            c("rolname", Name), c("rolsuper", Bool), c("rolinherit", Bool), c("rolcreaterole", Bool), c("rolcreatedb", Bool), c("rolcanlogin", Bool),
-            c("rolreplication", Bool), c("rolconnlimit", Int4), c("rolpassword", Text), c("rolvaliduntil", Text), c("rolbypassrls", Bool),
-            c("rolconfig", TEXTS), c("oid", Oid),
+            Col::new("rolname", Name), Col::new("rolsuper", Bool), Col::new("rolinherit", Bool), Col::new("rolcreaterole", Bool),
+            Col::new("rolcreatedb", Bool), Col::new("rolcanlogin", Bool), Col::new("rolreplication", Bool), Col::new("rolconnlimit", Int4),
+            Col::new("rolpassword", Text), Col::new("rolvaliduntil", Text), Col::new("rolbypassrls", Bool), Col::new("rolconfig", TEXTS),
+            Col::new("oid", Oid),
         ],
     },
     RelDef {
@@ -203,8 +239,9 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 12_002,
         kind: "v",
         columns: &[
-            c("usename", Name), c("usesysid", Oid), c("usecreatedb", Bool), c("usesuper", Bool), c("userepl", Bool), c("usebypassrls", Bool),
-            c("passwd", Text), c("valuntil", Text), c("useconfig", TEXTS),
+            Col::new("usename", Name), Col::new("usesysid", Oid), Col::new("usecreatedb", Bool), Col::new("usesuper", Bool),
+            Col::new("userepl", Bool), Col::new("usebypassrls", Bool), Col::new("passwd", Text), Col::new("valuntil", Text),
+            Col::new("useconfig", TEXTS),
         ],
     },
     RelDef {
@@ -213,9 +250,9 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 1260,
         kind: "r",
         columns: &[
-            c("oid", Oid), c("rolname", Name), c("rolsuper", Bool), c("rolinherit", Bool), c("rolcreaterole", Bool), c("rolcreatedb", Bool),
-            c("rolcanlogin", Bool), c("rolreplication", Bool), c("rolbypassrls", Bool), c("rolconnlimit", Int4), c("rolpassword", Text),
-            c("rolvaliduntil", Text),
+            Col::new("oid", Oid), Col::new("rolname", Name), Col::new("rolsuper", Bool), Col::new("rolinherit", Bool),
+            Col::new("rolcreaterole", Bool), Col::new("rolcreatedb", Bool), Col::new("rolcanlogin", Bool), Col::new("rolreplication", Bool),
+            Col::new("rolbypassrls", Bool), Col::new("rolconnlimit", Int4), Col::new("rolpassword", Text), Col::new("rolvaliduntil", Text),
         ],
     },
     RelDef {
@@ -224,9 +261,10 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 12_003,
         kind: "v",
         columns: &[
-            c("name", Text), c("setting", Text), c("unit", Text), c("category", Text), c("short_desc", Text), c("extra_desc", Text),
-            c("context", Text), c("vartype", Text), c("source", Text), c("min_val", Text), c("max_val", Text), c("enumvals", TEXTS),
-            c("boot_val", Text), c("reset_val", Text), c("sourcefile", Text), c("sourceline", Int4), c("pending_restart", Bool),
+            Col::new("name", Text), Col::new("setting", Text), Col::new("unit", Text), Col::new("category", Text), Col::new("short_desc", Text),
+            Col::new("extra_desc", Text), Col::new("context", Text), Col::new("vartype", Text), Col::new("source", Text), Col::new("min_val", Text),
+            Col::new("max_val", Text), Col::new("enumvals", TEXTS), Col::new("boot_val", Text), Col::new("reset_val", Text),
+            Col::new("sourcefile", Text), Col::new("sourceline", Int4), Col::new("pending_restart", Bool),
         ],
     },
     RelDef {
@@ -234,19 +272,38 @@ pub static RELATIONS: &[RelDef] = &[
         name: "pg_auth_members",
         oid: 1261,
         kind: "r",
-        columns: &[c("oid", Oid), c("roleid", Oid), c("member", Oid), c("grantor", Oid), c("admin_option", Bool)],
+        columns: &[Col::new("oid", Oid), Col::new("roleid", Oid), Col::new("member", Oid), Col::new("grantor", Oid), Col::new("admin_option", Bool)],
     },
-    RelDef { schema: Schema::PgCatalog, name: "pg_description", oid: 2609, kind: "r", columns: &[c("objoid", Oid), c("classoid", Oid), c("objsubid", Int4), c("description", Text)] },
-    RelDef { schema: Schema::PgCatalog, name: "pg_shdescription", oid: 2396, kind: "r", columns: &[c("objoid", Oid), c("classoid", Oid), c("description", Text)] },
-    RelDef { schema: Schema::PgCatalog, name: "pg_inherits", oid: 2611, kind: "r", columns: &[c("inhrelid", Oid), c("inhparent", Oid), c("inhseqno", Int4), c("inhdetachpending", Bool)] },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_description",
+        oid: 2609,
+        kind: "r",
+        columns: &[Col::new("objoid", Oid), Col::new("classoid", Oid), Col::new("objsubid", Int4), Col::new("description", Text)],
+    },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_shdescription",
+        oid: 2396,
+        kind: "r",
+        columns: &[Col::new("objoid", Oid), Col::new("classoid", Oid), Col::new("description", Text)],
+    },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_inherits",
+        oid: 2611,
+        kind: "r",
+        columns: &[Col::new("inhrelid", Oid), Col::new("inhparent", Oid), Col::new("inhseqno", Int4), Col::new("inhdetachpending", Bool)],
+    },
     RelDef {
         schema: Schema::PgCatalog,
         name: "pg_collation",
         oid: 3456,
         kind: "r",
         columns: &[
-            c("oid", Oid), c("collname", Name), c("collnamespace", Oid), c("collowner", Oid), c("collprovider", Char), c("collisdeterministic", Bool),
-            c("collencoding", Int4), c("collcollate", Text), c("collctype", Text), c("colliculocale", Text), c("collversion", Text),
+            Col::new("oid", Oid), Col::new("collname", Name), Col::new("collnamespace", Oid), Col::new("collowner", Oid),
+            Col::new("collprovider", Char), Col::new("collisdeterministic", Bool), Col::new("collencoding", Int4), Col::new("collcollate", Text),
+            Col::new("collctype", Text), Col::new("colliculocale", Text), Col::new("collversion", Text),
         ],
     },
     RelDef {
@@ -255,12 +312,14 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 1255,
         kind: "r",
         columns: &[
-            c("oid", Oid), c("proname", Name), c("pronamespace", Oid), c("proowner", Oid), c("prolang", Oid), c("procost", Float4), c("prorows", Float4),
-            c("provariadic", Oid), c("prosupport", RegProc), c("prokind", Char), c("prosecdef", Bool), c("proleakproof", Bool), c("proisstrict", Bool),
-            c("proretset", Bool), c("provolatile", Char), c("proparallel", Char), c("pronargs", Int2), c("pronargdefaults", Int2), c("prorettype", Oid),
-            c("proargtypes", Arr(E::OidVector)), c("proallargtypes", OIDS), c("proargmodes", Arr(E::Char)), c("proargnames", TEXTS),
-            c("proargdefaults", Tree), c("protrftypes", OIDS), c("prosrc", Text), c("probin", Text), c("prosqlbody", Tree), c("proconfig", TEXTS),
-            c("proacl", ACL),
+            Col::new("oid", Oid), Col::new("proname", Name), Col::new("pronamespace", Oid), Col::new("proowner", Oid), Col::new("prolang", Oid),
+            Col::new("procost", Float4), Col::new("prorows", Float4), Col::new("provariadic", Oid), Col::new("prosupport", RegProc),
+            Col::new("prokind", Char), Col::new("prosecdef", Bool), Col::new("proleakproof", Bool), Col::new("proisstrict", Bool),
+            Col::new("proretset", Bool), Col::new("provolatile", Char), Col::new("proparallel", Char), Col::new("pronargs", Int2),
+            Col::new("pronargdefaults", Int2), Col::new("prorettype", Oid), Col::new("proargtypes", Arr(E::OidVector)),
+            Col::new("proallargtypes", OIDS), Col::new("proargmodes", Arr(E::Char)), Col::new("proargnames", TEXTS), Col::new("proargdefaults", Tree),
+            Col::new("protrftypes", OIDS), Col::new("prosrc", Text), Col::new("probin", Text), Col::new("prosqlbody", Tree),
+            Col::new("proconfig", TEXTS), Col::new("proacl", ACL),
         ],
     },
     RelDef {
@@ -269,8 +328,8 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 3256,
         kind: "r",
         columns: &[
-            c("oid", Oid), c("polname", Name), c("polrelid", Oid), c("polcmd", Char), c("polpermissive", Bool), c("polroles", OIDS), c("polqual", Tree),
-            c("polwithcheck", Tree),
+            Col::new("oid", Oid), Col::new("polname", Name), Col::new("polrelid", Oid), Col::new("polcmd", Char), Col::new("polpermissive", Bool),
+            Col::new("polroles", OIDS), Col::new("polqual", Tree), Col::new("polwithcheck", Tree),
         ],
     },
     RelDef {
@@ -279,8 +338,8 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 3381,
         kind: "r",
         columns: &[
-            c("oid", Oid), c("stxrelid", Oid), c("stxname", Name), c("stxnamespace", Oid), c("stxowner", Oid), c("stxstattarget", Int4),
-            c("stxkeys", Arr(E::Int2Vector)), c("stxkind", Arr(E::Char)), c("stxexprs", Tree),
+            Col::new("oid", Oid), Col::new("stxrelid", Oid), Col::new("stxname", Name), Col::new("stxnamespace", Oid), Col::new("stxowner", Oid),
+            Col::new("stxstattarget", Int4), Col::new("stxkeys", Arr(E::Int2Vector)), Col::new("stxkind", Arr(E::Char)), Col::new("stxexprs", Tree),
         ],
     },
     RelDef {
@@ -289,8 +348,8 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 6104,
         kind: "r",
         columns: &[
-            c("oid", Oid), c("pubname", Name), c("pubowner", Oid), c("puballtables", Bool), c("pubinsert", Bool), c("pubupdate", Bool),
-            c("pubdelete", Bool), c("pubtruncate", Bool), c("pubviaroot", Bool),
+            Col::new("oid", Oid), Col::new("pubname", Name), Col::new("pubowner", Oid), Col::new("puballtables", Bool), Col::new("pubinsert", Bool),
+            Col::new("pubupdate", Bool), Col::new("pubdelete", Bool), Col::new("pubtruncate", Bool), Col::new("pubviaroot", Bool),
         ],
     },
     RelDef {
@@ -298,41 +357,65 @@ pub static RELATIONS: &[RelDef] = &[
         name: "pg_publication_rel",
         oid: 6106,
         kind: "r",
-        columns: &[c("oid", Oid), c("prpubid", Oid), c("prrelid", Oid), c("prqual", Tree), c("prattrs", Arr(E::Int2Vector))],
+        columns: &[
+            Col::new("oid", Oid), Col::new("prpubid", Oid), Col::new("prrelid", Oid), Col::new("prqual", Tree),
+            Col::new("prattrs", Arr(E::Int2Vector)),
+        ],
     },
-    RelDef { schema: Schema::PgCatalog, name: "pg_publication_namespace", oid: 6237, kind: "r", columns: &[c("oid", Oid), c("pnpubid", Oid), c("pnnspid", Oid)] },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_publication_namespace",
+        oid: 6237,
+        kind: "r",
+        columns: &[Col::new("oid", Oid), Col::new("pnpubid", Oid), Col::new("pnnspid", Oid)],
+    },
     RelDef {
         schema: Schema::PgCatalog,
         name: "pg_trigger",
         oid: 2620,
         kind: "r",
         columns: &[
-            c("oid", Oid), c("tgrelid", Oid), c("tgparentid", Oid), c("tgname", Name), c("tgfoid", Oid), c("tgtype", Int2), c("tgenabled", Char),
-            c("tgisinternal", Bool), c("tgconstrrelid", Oid), c("tgconstrindid", Oid), c("tgconstraint", Oid), c("tgdeferrable", Bool),
-            c("tginitdeferred", Bool), c("tgnargs", Int2), c("tgattr", Arr(E::Int2Vector)), c("tgargs", Text), c("tgqual", Tree),
-            c("tgoldtable", Name), c("tgnewtable", Name),
+            Col::new("oid", Oid), Col::new("tgrelid", Oid), Col::new("tgparentid", Oid), Col::new("tgname", Name), Col::new("tgfoid", Oid),
+            Col::new("tgtype", Int2), Col::new("tgenabled", Char), Col::new("tgisinternal", Bool), Col::new("tgconstrrelid", Oid),
+            Col::new("tgconstrindid", Oid), Col::new("tgconstraint", Oid), Col::new("tgdeferrable", Bool), Col::new("tginitdeferred", Bool),
+            Col::new("tgnargs", Int2), Col::new("tgattr", Arr(E::Int2Vector)), Col::new("tgargs", Text), Col::new("tgqual", Tree),
+            Col::new("tgoldtable", Name), Col::new("tgnewtable", Name),
         ],
     },
-    RelDef { schema: Schema::PgCatalog, name: "pg_tablespace", oid: 1213, kind: "r", columns: &[c("oid", Oid), c("spcname", Name), c("spcowner", Oid), c("spcacl", ACL), c("spcoptions", TEXTS)] },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_tablespace",
+        oid: 1213,
+        kind: "r",
+        columns: &[
+            Col::new("oid", Oid), Col::new("spcname", Name), Col::new("spcowner", Oid), Col::new("spcacl", ACL), Col::new("spcoptions", TEXTS),
+        ],
+    },
     RelDef {
         schema: Schema::PgCatalog,
         name: "pg_extension",
         oid: 3079,
         kind: "r",
         columns: &[
-            c("oid", Oid), c("extname", Name), c("extowner", Oid), c("extnamespace", Oid), c("extrelocatable", Bool), c("extversion", Text),
-            c("extconfig", OIDS), c("extcondition", TEXTS),
+            Col::new("oid", Oid), Col::new("extname", Name), Col::new("extowner", Oid), Col::new("extnamespace", Oid),
+            Col::new("extrelocatable", Bool), Col::new("extversion", Text), Col::new("extconfig", OIDS), Col::new("extcondition", TEXTS),
         ],
     },
-    RelDef { schema: Schema::PgCatalog, name: "pg_enum", oid: 3501, kind: "r", columns: &[c("oid", Oid), c("enumtypid", Oid), c("enumsortorder", Float4), c("enumlabel", Name)] },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_enum",
+        oid: 3501,
+        kind: "r",
+        columns: &[Col::new("oid", Oid), Col::new("enumtypid", Oid), Col::new("enumsortorder", Float4), Col::new("enumlabel", Name)],
+    },
     RelDef {
         schema: Schema::PgCatalog,
         name: "pg_range",
         oid: 3541,
         kind: "r",
         columns: &[
-            c("rngtypid", Oid), c("rngsubtype", Oid), c("rngmultitypid", Oid), c("rngcollation", Oid), c("rngsubopc", Oid), c("rngcanonical", RegProc),
-            c("rngsubdiff", RegProc),
+            Col::new("rngtypid", Oid), Col::new("rngsubtype", Oid), Col::new("rngmultitypid", Oid), Col::new("rngcollation", Oid),
+            Col::new("rngsubopc", Oid), Col::new("rngcanonical", RegProc), Col::new("rngsubdiff", RegProc),
         ],
     },
     RelDef {
@@ -341,8 +424,8 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 12_004,
         kind: "v",
         columns: &[
-            c("schemaname", Name), c("tablename", Name), c("tableowner", Name), c("tablespace", Name), c("hasindexes", Bool), c("hasrules", Bool),
-            c("hastriggers", Bool), c("rowsecurity", Bool),
+            Col::new("schemaname", Name), Col::new("tablename", Name), Col::new("tableowner", Name), Col::new("tablespace", Name),
+            Col::new("hasindexes", Bool), Col::new("hasrules", Bool), Col::new("hastriggers", Bool), Col::new("rowsecurity", Bool),
         ],
     },
     RelDef {
@@ -350,7 +433,10 @@ pub static RELATIONS: &[RelDef] = &[
         name: "pg_indexes",
         oid: 12_005,
         kind: "v",
-        columns: &[c("schemaname", Name), c("tablename", Name), c("indexname", Name), c("tablespace", Name), c("indexdef", Text)],
+        columns: &[
+            Col::new("schemaname", Name), Col::new("tablename", Name), Col::new("indexname", Name), Col::new("tablespace", Name),
+            Col::new("indexdef", Text),
+        ],
     },
     RelDef {
         schema: Schema::InformationSchema,
@@ -358,8 +444,9 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 13_001,
         kind: "v",
         columns: &[
-            c("catalog_name", Name), c("schema_name", Name), c("schema_owner", Name), c("default_character_set_catalog", Name),
-            c("default_character_set_schema", Name), c("default_character_set_name", Name), c("sql_path", Text),
+            Col::new("catalog_name", Name), Col::new("schema_name", Name), Col::new("schema_owner", Name),
+            Col::new("default_character_set_catalog", Name), Col::new("default_character_set_schema", Name),
+            Col::new("default_character_set_name", Name), Col::new("sql_path", Text),
         ],
     },
     RelDef {
@@ -368,9 +455,10 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 13_002,
         kind: "v",
         columns: &[
-            c("table_catalog", Name), c("table_schema", Name), c("table_name", Name), c("table_type", Text), c("self_referencing_column_name", Name),
-            c("reference_generation", Text), c("user_defined_type_catalog", Name), c("user_defined_type_schema", Name),
-            c("user_defined_type_name", Name), c("is_insertable_into", Text), c("is_typed", Text), c("commit_action", Text),
+            Col::new("table_catalog", Name), Col::new("table_schema", Name), Col::new("table_name", Name), Col::new("table_type", Text),
+            Col::new("self_referencing_column_name", Name), Col::new("reference_generation", Text), Col::new("user_defined_type_catalog", Name),
+            Col::new("user_defined_type_schema", Name), Col::new("user_defined_type_name", Name), Col::new("is_insertable_into", Text),
+            Col::new("is_typed", Text), Col::new("commit_action", Text),
         ],
     },
     RelDef {
@@ -379,17 +467,19 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 13_003,
         kind: "v",
         columns: &[
-            c("table_catalog", Name), c("table_schema", Name), c("table_name", Name), c("column_name", Name), c("ordinal_position", Int4),
-            c("column_default", Text), c("is_nullable", Text), c("data_type", Text), c("character_maximum_length", Int4),
-            c("character_octet_length", Int4), c("numeric_precision", Int4), c("numeric_precision_radix", Int4), c("numeric_scale", Int4),
-            c("datetime_precision", Int4), c("interval_type", Text), c("interval_precision", Int4), c("character_set_catalog", Name),
-            c("character_set_schema", Name), c("character_set_name", Name), c("collation_catalog", Name), c("collation_schema", Name),
-            c("collation_name", Name), c("domain_catalog", Name), c("domain_schema", Name), c("domain_name", Name), c("udt_catalog", Name),
-            c("udt_schema", Name), c("udt_name", Name), c("scope_catalog", Name), c("scope_schema", Name), c("scope_name", Name),
-            c("maximum_cardinality", Int4), c("dtd_identifier", Name), c("is_self_referencing", Text), c("is_identity", Text),
-            c("identity_generation", Text), c("identity_start", Text), c("identity_increment", Text), c("identity_maximum", Text),
-            c("identity_minimum", Text), c("identity_cycle", Text), c("is_generated", Text), c("generation_expression", Text),
-            c("is_updatable", Text),
+            Col::new("table_catalog", Name), Col::new("table_schema", Name), Col::new("table_name", Name), Col::new("column_name", Name),
+            Col::new("ordinal_position", Int4), Col::new("column_default", Text), Col::new("is_nullable", Text), Col::new("data_type", Text),
+            Col::new("character_maximum_length", Int4), Col::new("character_octet_length", Int4), Col::new("numeric_precision", Int4),
+            Col::new("numeric_precision_radix", Int4), Col::new("numeric_scale", Int4), Col::new("datetime_precision", Int4),
+            Col::new("interval_type", Text), Col::new("interval_precision", Int4), Col::new("character_set_catalog", Name),
+            Col::new("character_set_schema", Name), Col::new("character_set_name", Name), Col::new("collation_catalog", Name),
+            Col::new("collation_schema", Name), Col::new("collation_name", Name), Col::new("domain_catalog", Name), Col::new("domain_schema", Name),
+            Col::new("domain_name", Name), Col::new("udt_catalog", Name), Col::new("udt_schema", Name), Col::new("udt_name", Name),
+            Col::new("scope_catalog", Name), Col::new("scope_schema", Name), Col::new("scope_name", Name), Col::new("maximum_cardinality", Int4),
+            Col::new("dtd_identifier", Name), Col::new("is_self_referencing", Text), Col::new("is_identity", Text),
+            Col::new("identity_generation", Text), Col::new("identity_start", Text), Col::new("identity_increment", Text),
+            Col::new("identity_maximum", Text), Col::new("identity_minimum", Text), Col::new("identity_cycle", Text), Col::new("is_generated", Text),
+            Col::new("generation_expression", Text), Col::new("is_updatable", Text),
         ],
     },
     RelDef {
@@ -398,9 +488,9 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 13_004,
         kind: "v",
         columns: &[
-            c("constraint_catalog", Name), c("constraint_schema", Name), c("constraint_name", Name), c("table_catalog", Name), c("table_schema", Name),
-            c("table_name", Name), c("constraint_type", Text), c("is_deferrable", Text), c("initially_deferred", Text), c("enforced", Text),
-            c("nulls_distinct", Text),
+            Col::new("constraint_catalog", Name), Col::new("constraint_schema", Name), Col::new("constraint_name", Name),
+            Col::new("table_catalog", Name), Col::new("table_schema", Name), Col::new("table_name", Name), Col::new("constraint_type", Text),
+            Col::new("is_deferrable", Text), Col::new("initially_deferred", Text), Col::new("enforced", Text), Col::new("nulls_distinct", Text),
         ],
     },
     RelDef {
@@ -409,8 +499,9 @@ pub static RELATIONS: &[RelDef] = &[
         oid: 13_005,
         kind: "v",
         columns: &[
-            c("constraint_catalog", Name), c("constraint_schema", Name), c("constraint_name", Name), c("table_catalog", Name), c("table_schema", Name),
-            c("table_name", Name), c("column_name", Name), c("ordinal_position", Int4), c("position_in_unique_constraint", Int4),
+            Col::new("constraint_catalog", Name), Col::new("constraint_schema", Name), Col::new("constraint_name", Name),
+            Col::new("table_catalog", Name), Col::new("table_schema", Name), Col::new("table_name", Name), Col::new("column_name", Name),
+            Col::new("ordinal_position", Int4), Col::new("position_in_unique_constraint", Int4),
         ],
     },
 ];
