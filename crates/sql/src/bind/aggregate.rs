@@ -5,8 +5,9 @@ use sqlparser::ast;
 
 use super::{Binder, ExprCtx, Scope, Ty};
 use crate::error::{Result, SqlError};
-use crate::expr::Expr;
+use crate::expr::{Expr, Func, SysFunc};
 use crate::plan::{AggCall, AggFunc};
+use crate::types::Elem;
 use crate::value::{NUMERIC_ANY, type_name};
 
 impl Binder<'_> {
@@ -42,7 +43,7 @@ impl Binder<'_> {
                 let x = self.text_arg(x, xt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
                 let d = self.text_arg(d, dt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
                 // Each row carries its value and delimiter as a two-element array.
-                (Some(Expr::Func(crate::expr::Func::Sys(crate::expr::SysFunc::MakeArray(crate::types::Elem::Text)), vec![x, d])), DataType::Text)
+                (Some(Expr::Func(Func::Sys(SysFunc::MakeArray(Elem::Text)), vec![x, d])), DataType::Text)
             }
             (AggFunc::StringAgg, _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
             (_, [a]) => {
@@ -57,7 +58,7 @@ impl Binder<'_> {
                 };
                 let result = match func {
                     AggFunc::StringAgg => DataType::Text,
-                    AggFunc::ArrayAgg => crate::types::Elem::for_element(t)
+                    AggFunc::ArrayAgg => Elem::for_element(t)
                         .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
                         .data_type(),
                     AggFunc::Count | AggFunc::CountStar => DataType::Int8,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use pgtier_engine::{DataType, Value};
 use sqlparser::ast;
 
+use super::coerce::map_type;
 use super::{Binder, Ty};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SysFunc};
@@ -140,7 +141,7 @@ pub(super) fn cast_target(t: &ast::DataType) -> Option<CastTarget> {
                 Some(CastTarget::Name) => Elem::Text,
                 Some(CastTarget::Char) => Elem::Char,
                 Some(_) => return None,
-                None => Elem::for_element(crate::bind::map_type(inner).ok()?)?,
+                None => Elem::for_element(map_type(inner).ok()?)?,
             };
             Some(CastTarget::Array(elem))
         }

@@ -10,8 +10,8 @@ use super::ddl::NOW_DEFAULTS;
 use super::select::{column_label, flatten_and};
 use super::{Binder, ExprCtx, Rel, Scope, ident, object_name};
 use crate::error::{Result, SqlError};
-use crate::expr::{Expr, Func};
-use crate::plan::{ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, OnConflict, OutputColumn, Plan, UpdatePlan};
+use crate::expr::{Expr, Func, SeqFunc, SysFunc};
+use crate::plan::{ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, OnConflict, OutputColumn, Plan, UpdatePlan};
 use crate::planner::{self, JoinRel};
 
 impl InsertSource {
@@ -266,7 +266,7 @@ impl Binder<'_> {
         Ok(Plan::Delete(DeletePlan { level, search_columns, returning, columns }))
     }
 
-    fn dml_level(&mut self, scope: &Scope<'_>, selection: Option<&ast::Expr>) -> Result<crate::plan::Level> {
+    fn dml_level(&mut self, scope: &Scope<'_>, selection: Option<&ast::Expr>) -> Result<Level> {
         let mut conj = Vec::new();
         if let Some(w) = selection {
             let (b, t) = self.expr(w, scope, &mut ExprCtx::plain("WHERE"))?;
@@ -323,7 +323,7 @@ impl Binder<'_> {
 fn column_default(col: &Column) -> Result<Expr> {
     if let Some((seq, _)) = col.sequence {
         let oid = crate::catalog::relation_oid(seq);
-        let next = Expr::Func(Func::Sys(crate::expr::SysFunc::Sequence(crate::expr::SeqFunc::Nextval)), vec![Expr::Const(Value::Int8(oid))]);
+        let next = Expr::Func(Func::Sys(SysFunc::Sequence(SeqFunc::Nextval)), vec![Expr::Const(Value::Int8(oid))]);
         return Ok(if col.ty == DataType::Int8 { next } else { Expr::Cast(next.boxed(), col.ty, false) });
     }
     if let Some(sql) = &col.default_sql {
