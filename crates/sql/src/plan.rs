@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use pgtier_engine::{Catalog, IndexDef, IndexId, TableDef, TableId, TableSchema};
+use pgtier_engine::{Catalog, IndexDef, IndexId, SequenceOptions, TableDef, TableId, TableSchema};
 use pgtier_engine::{DataType, Value};
 
 use crate::expr::Expr;
@@ -333,8 +333,15 @@ pub struct InsertPlan {
     /// Columns not in `targets` whose default draws from a sequence, with
     /// that default (evaluated for each row).
     pub generated: Vec<(usize, Expr)>,
-    /// CHECK constraints (name, expression over the new row).
-    pub checks: Vec<(String, Expr)>,
+    pub checks: Vec<BoundCheck>,
+}
+
+/// A CHECK constraint bound over its table's row; INSERT and UPDATE
+/// evaluate it on each new row.
+#[derive(Clone, Debug)]
+pub struct BoundCheck {
+    pub name: String,
+    pub expr: Expr,
 }
 
 /// Which columns of a DML target's row a step reads. Rows are decoded only
@@ -392,8 +399,7 @@ pub struct UpdatePlan {
     pub assignments: Vec<(usize, Expr)>,
     pub returning: Vec<Expr>,
     pub columns: Vec<OutputColumn>,
-    /// CHECK constraints (name, expression over the new row).
-    pub checks: Vec<(String, Expr)>,
+    pub checks: Vec<BoundCheck>,
 }
 
 #[derive(Clone, Debug)]
@@ -412,6 +418,13 @@ pub enum TxnCommand {
     Rollback,
 }
 
+/// A sequence CREATE TABLE makes for a serial or identity column.
+#[derive(Clone, Debug)]
+pub struct ColumnSequence {
+    pub name: String,
+    pub options: SequenceOptions,
+}
+
 #[derive(Clone, Debug)]
 pub enum Plan {
     Select(SelectPlan),
@@ -419,9 +432,9 @@ pub enum Plan {
     Update(UpdatePlan),
     Delete(DeletePlan),
     /// `sequences`: those of serial and identity columns, created first.
-    CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<(String, pgtier_engine::SequenceOptions)> },
+    CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<ColumnSequence> },
     CreateIndex { def: IndexDef, if_not_exists: bool },
-    CreateSequence { name: String, options: pgtier_engine::SequenceOptions, if_not_exists: bool },
+    CreateSequence { name: String, options: SequenceOptions, if_not_exists: bool },
     /// DROP TABLE, or DROP SEQUENCE when `sequences`.
     DropTable { names: Vec<String>, if_exists: bool, sequences: bool },
     /// TRUNCATE: tables in deletion order (referencing tables first);

@@ -10,7 +10,7 @@ use super::coerce::map_type;
 use super::{Binder, ExprCtx, Rel, Scope, ident, object_name};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func};
-use crate::plan::Plan;
+use crate::plan::{BoundCheck, ColumnSequence, Plan};
 use crate::value::type_name;
 
 /// Defaults that are the transaction's start time: (function name, the
@@ -36,13 +36,13 @@ impl Binder<'_> {
         }
         let name = object_name(&c.name)?;
         let mut def = TableDef::new(name.clone(), Vec::new(), &[]);
-        let mut sequences: Vec<(String, SequenceOptions)> = Vec::new();
+        let mut sequences: Vec<ColumnSequence> = Vec::new();
         let mut pending_checks: Vec<(Option<String>, ast::Expr)> = Vec::new();
         // PostgreSQL's name for a column's own sequence, made unique among
         // the relations that exist and those this statement makes.
-        let sequence_name = |catalog: &Catalog, sequences: &[(String, SequenceOptions)], column: &str| {
+        let sequence_name = |catalog: &Catalog, sequences: &[ColumnSequence], column: &str| {
             let base = format!("{name}_{column}_seq");
-            let taken = |n: &str| catalog.table_by_name(n).is_some() || catalog.index_by_name(n).is_some() || sequences.iter().any(|(s, _)| s == n) || n == name;
+            let taken = |n: &str| catalog.table_by_name(n).is_some() || catalog.index_by_name(n).is_some() || sequences.iter().any(|s| s.name == n) || n == name;
             (0..).map(|k| if k == 0 { base.clone() } else { format!("{base}{k}") }).find(|n| !taken(n)).unwrap_or(base)
         };
         for col in &c.columns {
@@ -55,7 +55,7 @@ impl Binder<'_> {
             let mut cd = ColumnDef::new(cname.clone(), ty);
             if let Some(t) = serial {
                 let seq = sequence_name(self.catalog, &sequences, &cname);
-                sequences.push((seq.clone(), SequenceOptions::new(t, 1, None, None, None, false)?));
+                sequences.push(ColumnSequence { name: seq.clone(), options: SequenceOptions::new(t, 1, None, None, None, false)? });
                 cd.nullable = false;
                 cd.sequence = Some((seq, SequenceDefault::Serial));
             }
@@ -87,7 +87,8 @@ impl Binder<'_> {
                             return Err(SqlError::new("22023", "identity column type must be smallint, integer, or bigint"));
                         }
                         let seq = sequence_name(self.catalog, &sequences, &cname);
-                        sequences.push((seq.clone(), self.sequence_options(ty, sequence_options.as_deref().unwrap_or(&[]))?));
+                        let options = self.sequence_options(ty, sequence_options.as_deref().unwrap_or(&[]))?;
+                        sequences.push(ColumnSequence { name: seq.clone(), options });
                         cd.nullable = false;
                         cd.sequence = Some((seq, how));
                     }
@@ -256,11 +257,11 @@ impl Binder<'_> {
 
     /// The CHECK constraints an INSERT or UPDATE of `table` enforces, bound
     /// over its row (in name order, as PostgreSQL checks them).
-    pub(super) fn table_checks(&mut self, table: &Arc<TableSchema>) -> Result<Vec<(String, Expr)>> {
+    pub(super) fn table_checks(&mut self, table: &Arc<TableSchema>) -> Result<Vec<BoundCheck>> {
         let mut out = Vec::with_capacity(table.checks.len());
         for c in &table.checks {
             let e = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {}).try_with_sql(&c.sql).and_then(|mut p| p.parse_expr())?;
-            out.push((c.name.clone(), self.check_expr(table, &e)?));
+            out.push(BoundCheck { name: c.name.clone(), expr: self.check_expr(table, &e)? });
         }
         Ok(out)
     }

@@ -237,7 +237,7 @@ impl Binder<'_> {
         let checks = self.table_checks(&table)?;
         // A CHECK's 23514 detail shows the whole new row.
         let eval_columns = if returning.is_empty() && checks.is_empty() {
-            let read = level.filters.iter().chain(&level.key_checks).chain(assignments.iter().map(|(_, e)| e)).chain(checks.iter().map(|(_, e)| e));
+            let read = level.filters.iter().chain(&level.key_checks).chain(assignments.iter().map(|(_, e)| e)).chain(checks.iter().map(|c| &c.expr));
             ColumnMask::reading(width, read, &table.primary_key)
         } else {
             ColumnMask::all(width)

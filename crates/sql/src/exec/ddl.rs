@@ -6,6 +6,7 @@ use pgtier_engine::{EngineError, IndexDef, SequenceOptions, TableDef, TableSchem
 
 use super::Exec;
 use crate::error::{Result, SqlError, SqlNotice};
+use crate::plan::ColumnSequence;
 use crate::value::NUMERIC_ANY;
 
 impl Exec<'_> {
@@ -25,11 +26,11 @@ impl Exec<'_> {
 
     /// CREATE TABLE whose serial or identity columns need their sequences
     /// made first (in the same transaction).
-    pub fn create_table_with_sequences(&mut self, def: &TableDef, sequences: &[(String, SequenceOptions)], if_not_exists: bool) -> Result<()> {
+    pub fn create_table_with_sequences(&mut self, def: &TableDef, sequences: &[ColumnSequence], if_not_exists: bool) -> Result<()> {
         if !(if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some()) {
             // A name already taken is the engine's 42P07.
-            for (name, options) in sequences {
-                self.txn.create_sequence(name, options.clone())?;
+            for s in sequences {
+                self.txn.create_sequence(&s.name, s.options.clone())?;
             }
         }
         self.create_table(def, if_not_exists)

@@ -8,7 +8,7 @@ use super::scan::exact_key;
 use super::{Exec, ResultBuf, assign_ref, set_len};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr, NoSubqueries};
-use crate::plan::{Access, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, UpdatePlan};
+use crate::plan::{Access, BoundCheck, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, UpdatePlan};
 use crate::value;
 
 impl Exec<'_> {
@@ -114,10 +114,10 @@ impl Exec<'_> {
 
     /// PostgreSQL's CHECK rule: a row passes unless an expression is false
     /// (NULL passes).
-    fn check_row(&mut self, checks: &[(String, Expr)], env: &Env<'_>, table: &TableSchema, row: &[Value]) -> Result<()> {
-        for (name, e) in checks {
-            if e.eval_bool(env, self, row)? == Some(false) {
-                return Err(check_violation(table, name, row));
+    fn check_row(&mut self, checks: &[BoundCheck], env: &Env<'_>, table: &TableSchema, row: &[Value]) -> Result<()> {
+        for c in checks {
+            if c.expr.eval_bool(env, self, row)? == Some(false) {
+                return Err(check_violation(table, &c.name, row));
             }
         }
         Ok(())
@@ -169,7 +169,7 @@ impl Exec<'_> {
 
     #[allow(clippy::too_many_arguments)]
     fn conflict_update(
-        &mut self, table: &TableSchema, existing: Vec<Value>, excluded: &[Value], assignments: &[(usize, Expr)], filter: Option<&Expr>, checks: &[(String, Expr)],
+        &mut self, table: &TableSchema, existing: Vec<Value>, excluded: &[Value], assignments: &[(usize, Expr)], filter: Option<&Expr>, checks: &[BoundCheck],
         env: &Env<'_>,
     ) -> Result<Option<Vec<Value>>> {
         let mut both = existing.clone();
@@ -264,9 +264,9 @@ impl Exec<'_> {
                     for (c, v) in &changes {
                         new_row[*c] = v.clone();
                     }
-                    for (name, e) in &plan.checks {
-                        if e.eval_bool(&env, &mut NoSubqueries, new_row)? == Some(false) {
-                            return Err(check_violation(&table, name, new_row));
+                    for c in &plan.checks {
+                        if c.expr.eval_bool(&env, &mut NoSubqueries, new_row)? == Some(false) {
+                            return Err(check_violation(&table, &c.name, new_row));
                         }
                     }
                     Ok(Some(changes))
