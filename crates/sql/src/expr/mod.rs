@@ -12,10 +12,8 @@ use std::cmp::Ordering;
 use pgtier_engine::{DataType, Value};
 
 mod functions;
-mod system;
 
-pub use functions::Func;
-pub use system::{SeqFunc, SysFunc};
+pub use functions::{Func, SeqFunc, SysFunc};
 
 use crate::catalog::SysCtx;
 use crate::error::{Result, SqlError};

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use pgtier_engine::{Catalog, Value};
 
-use super::{CmpOp, Env, Expr, SubqueryRunner};
+use crate::expr::{CmpOp, Env, Expr, SubqueryRunner};
 use crate::catalog::{self as cat, RELATIONS, Schema, constraint_def, format_type, index_def, quote_ident, reg_lookup, reg_name};
 use crate::error::{Result, SqlError};
 use crate::settings::{READ_ONLY_SETTINGS, normalize_setting, search_path, setting_value};

@@ -1,13 +1,17 @@
-//! The builtin scalar functions (lower, substr, round, now, ...); system
-//! functions are in [`super::system`].
+//! Function calls: the builtin scalar functions (lower, substr, round,
+//! now, ...) here, the system functions in [`system`].
+
+mod system;
 
 use std::cmp::Ordering;
 
 use pgtier_engine::{DataType, Numeric, Value};
 
-use super::{Env, Expr, SubqueryRunner, SysFunc};
+use super::{Env, Expr, SubqueryRunner};
 use crate::error::{Result, SqlError};
 use crate::value::{self, ArithOp};
+
+pub use system::{SeqFunc, SysFunc};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Func {
@@ -31,7 +35,7 @@ pub enum Func {
     Position,
     Greatest,
     Least,
-    /// A system function ([`super::system`]).
+    /// A system function ([`system`]).
     Sys(SysFunc),
 }
 
@@ -44,7 +48,7 @@ fn text_arg(v: &Value) -> Option<&str> {
 
 pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunner, row: &[Value]) -> Result<Value> {
     if let Func::Sys(s) = f {
-        return super::system::eval(s, args, env, sq, row);
+        return system::eval(s, args, env, sq, row);
     }
     if f == Func::Now {
         return Ok(Value::TimestampTz(env.now_micros));
