@@ -4,7 +4,7 @@
 //! would, and rejects what pgtier does not implement with 0A000 naming the
 //! construct. Access-path choice is in `planner`.
 //!
-//! Here: the [`Binder`] and its name scopes, and the statement dispatch.
+//! Here: the `Binder` and its name scopes, and the statement dispatch.
 //! One file per statement kind (`ddl`, `select` with `from` and `setop`,
 //! `dml`) and per kind of expression (`expr`, `operator`, `function`,
 //! `aggregate`, `window`, `array`, `cast`); `coerce` holds PostgreSQL's

@@ -35,7 +35,7 @@ pub enum Func {
     Position,
     Greatest,
     Least,
-    /// A system function ([`system`]).
+    /// A system function ([`SysFunc`]).
     Sys(SysFunc),
 }
 
