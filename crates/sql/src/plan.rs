@@ -14,10 +14,12 @@
 
 use std::sync::Arc;
 
-use pgtier_engine::{Catalog, IndexDef, IndexId, TableDef, TableId, TableSchema};
+use pgtier_engine::{Catalog, IndexDef, IndexId, SequenceOptions, TableDef, TableId, TableSchema};
 use pgtier_engine::{DataType, Value};
 
 use crate::expr::Expr;
+use crate::catalog::SystemRel;
+use crate::types::Elem;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Access {
@@ -29,7 +31,43 @@ pub enum Access {
     FullScan,
     /// Rows not stored in the engine: a system catalog generated from the
     /// catalog snapshot, a subquery or set operation in FROM, a table function.
-    Virtual(Arc<crate::system::VirtualSource>),
+    Virtual(Arc<VirtualSource>),
+}
+
+/// Rows that do not come from an engine table.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VirtualSource {
+    System(SystemRel),
+    /// A subquery, VALUES list or set operation in FROM (or a top-level set
+    /// operation, planned as a query over it).
+    Query(SetTree),
+    /// A set-returning function in FROM; its arguments may read the
+    /// relations before it (PostgreSQL's implicit LATERAL).
+    Function { func: TableFunc, args: Vec<Expr>, ordinality: bool },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SetTree {
+    /// Its first `visible` projection columns, already cast to the set's column types.
+    Select(Box<SelectPlan>),
+    Values(Vec<Vec<Expr>>),
+    Op { op: SetOp, all: bool, left: Box<SetTree>, right: Box<SetTree> },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetOp {
+    Union,
+    Intersect,
+    Except,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableFunc {
+    GenerateSeries,
+    Unnest(Elem),
+    /// pgtier has no partitioning: like PostgreSQL for a relation that is
+    /// not a partition, no rows.
+    PartitionAncestors,
 }
 
 #[derive(Clone, Debug)]
@@ -295,8 +333,15 @@ pub struct InsertPlan {
     /// Columns not in `targets` whose default draws from a sequence, with
     /// that default (evaluated for each row).
     pub generated: Vec<(usize, Expr)>,
-    /// CHECK constraints (name, expression over the new row).
-    pub checks: Vec<(String, Expr)>,
+    pub checks: Vec<BoundCheck>,
+}
+
+/// A CHECK constraint bound over its table's row; INSERT and UPDATE
+/// evaluate it on each new row.
+#[derive(Clone, Debug)]
+pub struct BoundCheck {
+    pub name: String,
+    pub expr: Expr,
 }
 
 /// Which columns of a DML target's row a step reads. Rows are decoded only
@@ -354,8 +399,7 @@ pub struct UpdatePlan {
     pub assignments: Vec<(usize, Expr)>,
     pub returning: Vec<Expr>,
     pub columns: Vec<OutputColumn>,
-    /// CHECK constraints (name, expression over the new row).
-    pub checks: Vec<(String, Expr)>,
+    pub checks: Vec<BoundCheck>,
 }
 
 #[derive(Clone, Debug)]
@@ -374,6 +418,13 @@ pub enum TxnCommand {
     Rollback,
 }
 
+/// A sequence CREATE TABLE makes for a serial or identity column.
+#[derive(Clone, Debug)]
+pub struct ColumnSequence {
+    pub name: String,
+    pub options: SequenceOptions,
+}
+
 #[derive(Clone, Debug)]
 pub enum Plan {
     Select(SelectPlan),
@@ -381,9 +432,9 @@ pub enum Plan {
     Update(UpdatePlan),
     Delete(DeletePlan),
     /// `sequences`: those of serial and identity columns, created first.
-    CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<(String, pgtier_engine::SequenceOptions)> },
+    CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<ColumnSequence> },
     CreateIndex { def: IndexDef, if_not_exists: bool },
-    CreateSequence { name: String, options: pgtier_engine::SequenceOptions, if_not_exists: bool },
+    CreateSequence { name: String, options: SequenceOptions, if_not_exists: bool },
     /// DROP TABLE, or DROP SEQUENCE when `sequences`.
     DropTable { names: Vec<String>, if_exists: bool, sequences: bool },
     /// TRUNCATE: tables in deletion order (referencing tables first);

@@ -20,6 +20,7 @@ use crate::bind::bind_statement;
 use crate::error::{Result, SqlError, SqlNotice};
 use crate::exec::{Exec, ResultBuf};
 use crate::plan::{OutputColumn, Plan, Prepared, TxnCommand};
+use crate::settings::{READ_ONLY_SETTINGS, default_settings, normalize_setting};
 use crate::value;
 
 /// µs between 1970-01-01 and 2000-01-01 (PostgreSQL's epoch).
@@ -158,43 +159,6 @@ enum Block {
     /// An error inside BEGIN: only COMMIT/ROLLBACK are accepted.
     Failed,
 }
-
-/// Session settings drivers set and read (`SET`/`SHOW`).
-fn default_settings() -> HashMap<String, String> {
-    let pairs = [
-        ("application_name", ""),
-        ("client_encoding", "UTF8"),
-        ("datestyle", "ISO, MDY"),
-        ("default_transaction_isolation", "read committed"),
-        ("default_transaction_read_only", "off"),
-        ("extra_float_digits", "1"),
-        ("integer_datetimes", "on"),
-        ("intervalstyle", "postgres"),
-        ("is_superuser", "on"),
-        ("lc_messages", "C"),
-        ("search_path", "\"$user\", public"),
-        ("server_encoding", "UTF8"),
-        ("server_version", "15.0 (pgtier)"),
-        ("standard_conforming_strings", "on"),
-        ("statement_timeout", "0"),
-        ("synchronous_commit", "on"),
-        ("timezone", "UTC"),
-        ("transaction_isolation", "read committed"),
-        ("transaction_read_only", "off"),
-        ("lock_timeout", "0"),
-        ("idle_in_transaction_session_timeout", "0"),
-        ("bytea_output", "hex"),
-        ("max_identifier_length", "63"),
-        // Who and where, for current_user/current_database(); the server sets
-        // them from the startup packet (`Connection::set_identity`).
-        ("session_authorization", "postgres"),
-        ("pgtier.database", "postgres"),
-    ];
-    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
-}
-
-/// Settings PostgreSQL lets a session change; the rest are read-only.
-pub(crate) const READ_ONLY_SETTINGS: [&str; 5] = ["server_version", "server_encoding", "integer_datetimes", "is_superuser", "max_identifier_length"];
 
 pub struct Connection {
     db: Database,
@@ -662,57 +626,6 @@ impl Connection {
         self.result.push_row(&[Value::Text(v.clone())]);
         Ok((Tag::Plain("SHOW"), 1))
     }
-}
-
-pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
-    let invalid = || SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\""));
-    Ok(match key {
-        "client_encoding" => {
-            let v = value.to_uppercase().replace('-', "");
-            if v != "UTF8" && v != "UNICODE" {
-                return Err(SqlError::unsupported(format!("client_encoding {value}")));
-            }
-            "UTF8".to_owned()
-        }
-        "datestyle" => {
-            let parts: Vec<String> = value.split(',').map(|p| p.trim().to_uppercase()).collect();
-            let style = if parts.iter().any(|p| p == "ISO") { "ISO" } else { return Err(SqlError::unsupported(format!("DateStyle {value}"))) };
-            let order = parts.iter().find(|p| ["MDY", "DMY", "YMD"].contains(&p.as_str())).cloned().unwrap_or_else(|| "MDY".to_owned());
-            format!("{style}, {order}")
-        }
-        "extra_float_digits" => {
-            let n: i32 = value.trim().parse().map_err(|_| SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\"")))?;
-            if !(-15..=3).contains(&n) {
-                return Err(SqlError::new("22023", format!("{n} is outside the valid range for parameter \"extra_float_digits\" (-15 .. 3)")));
-            }
-            n.to_string()
-        }
-        "timezone" => {
-            let v = value.trim();
-            if !(v.eq_ignore_ascii_case("utc") || v.eq_ignore_ascii_case("gmt") || v == "0" || v.eq_ignore_ascii_case("etc/utc")) {
-                return Err(SqlError::unsupported(format!("TimeZone {value} (only UTC)")));
-            }
-            if v.eq_ignore_ascii_case("utc") { "UTC".to_owned() } else { v.to_owned() }
-        }
-        "standard_conforming_strings" => match value.to_lowercase().as_str() {
-            "on" | "true" | "1" => "on".to_owned(),
-            "off" | "false" | "0" => return Err(SqlError::unsupported("standard_conforming_strings = off")),
-            _ => return Err(invalid()),
-        },
-        "synchronous_commit" => match value.trim().to_lowercase().as_str() {
-            "on" | "true" | "yes" | "1" => "on".to_owned(),
-            "off" | "false" | "no" | "0" => "off".to_owned(),
-            v @ ("local" | "remote_write" | "remote_apply") => v.to_owned(),
-            _ => return Err(invalid()),
-        },
-        "transaction_isolation" | "default_transaction_isolation" => {
-            if value.to_lowercase() != "read committed" {
-                return Err(SqlError::unsupported(format!("isolation level {value}")));
-            }
-            "read committed".to_owned()
-        }
-        _ => value.to_owned(),
-    })
 }
 
 // ------------------------------------------------------------------------

@@ -13,7 +13,7 @@
 //!   any cast the binder inserts keeps the number, comparisons with oids are
 //!   numeric, and `CREATE TABLE` can never produce one. Values are `Int8`;
 //!   the top-level output and `::text` turn them into names
-//!   ([`super::funcs::SysFunc::RegOut`]).
+//!   ([`crate::expr::SysFunc::RegOut`]).
 //! - `regproc` is the function's name as text (pg_proc is minimal).
 //! - arrays, `int2vector` and `oidvector` are `varchar(n)` with `n` above
 //!   PostgreSQL's limit (which `CREATE TABLE` and casts reject) holding

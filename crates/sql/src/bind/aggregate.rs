@@ -1,0 +1,121 @@
+//! Aggregate calls and the rewrite of an aggregated query onto its groups.
+
+use pgtier_engine::DataType;
+use sqlparser::ast;
+
+use super::{Binder, ExprCtx, Scope, Ty};
+use crate::error::{Result, SqlError};
+use crate::expr::{Expr, Func, SysFunc};
+use crate::plan::{AggCall, AggFunc};
+use crate::types::Elem;
+use crate::value::{NUMERIC_ANY, type_name};
+
+impl Binder<'_> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn aggregate(&mut self, func: AggFunc, name: &str, args: &[ast::Expr], distinct: bool, filter: Option<Expr>, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        if ctx.aggs.is_none() {
+            return Err(SqlError::new("42803", format!("aggregate functions are not allowed in {}", ctx.clause)));
+        }
+        let call = AggCall { filter, ..self.agg_call(func, name, args, distinct, scope, ctx)? };
+        let aggs = ctx.aggs.as_mut().ok_or_else(|| SqlError::new("XX000", "aggregate context lost"))?;
+        let idx = match aggs.iter().position(|c| *c == call) {
+            Some(i) => i,
+            None => {
+                aggs.push(call.clone());
+                aggs.len() - 1
+            }
+        };
+        Ok((Expr::AggRef(idx), Some(call.ty)))
+    }
+
+    /// An aggregate call's argument and result type.
+    pub(super) fn agg_call(&mut self, func: AggFunc, name: &str, args: &[ast::Expr], distinct: bool, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<AggCall> {
+        if ctx.in_agg {
+            return Err(SqlError::new("42803", "aggregate function calls cannot be nested"));
+        }
+        let (arg, ty) = match (func, args) {
+            (AggFunc::CountStar, []) => (None, DataType::Int8),
+            (AggFunc::StringAgg, [x, delimiter]) => {
+                ctx.in_agg = true;
+                let bound = self.expr(x, scope, ctx).and_then(|bx| Ok((bx, self.expr(delimiter, scope, ctx)?)));
+                ctx.in_agg = false;
+                let ((x, xt), (d, dt)) = bound?;
+                let x = self.text_arg(x, xt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
+                let d = self.text_arg(d, dt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
+                // Each row carries its value and delimiter as a two-element array.
+                (Some(Expr::Func(Func::Sys(SysFunc::MakeArray(Elem::Text)), vec![x, d])), DataType::Text)
+            }
+            (AggFunc::StringAgg, _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
+            (_, [a]) => {
+                ctx.in_agg = true;
+                let bound = self.expr(a, scope, ctx);
+                ctx.in_agg = false;
+                let (x, t) = bound?;
+                let t = match t {
+                    Some(t) => t,
+                    None if func == AggFunc::Count => DataType::Text,
+                    None => return Err(SqlError::new("42725", format!("function {name}(unknown) is not unique"))),
+                };
+                let result = match func {
+                    AggFunc::StringAgg => DataType::Text,
+                    AggFunc::ArrayAgg => Elem::for_element(t)
+                        .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
+                        .data_type(),
+                    AggFunc::Count | AggFunc::CountStar => DataType::Int8,
+                    AggFunc::Sum => match t {
+                        DataType::Int2 | DataType::Int4 => DataType::Int8,
+                        DataType::Int8 | DataType::Numeric { .. } => NUMERIC_ANY,
+                        DataType::Float4 => DataType::Float4,
+                        DataType::Float8 => DataType::Float8,
+                        other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
+                    },
+                    AggFunc::Avg => match t {
+                        DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. } => NUMERIC_ANY,
+                        DataType::Float4 | DataType::Float8 => DataType::Float8,
+                        other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
+                    },
+                    AggFunc::Min | AggFunc::Max => match t {
+                        DataType::Bool | DataType::Bytea => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t)))),
+                        DataType::Char(_) | DataType::Varchar(_) => DataType::Text,
+                        DataType::Numeric { .. } => NUMERIC_ANY,
+                        other => other,
+                    },
+                };
+                (Some(x), result)
+            }
+            _ => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
+        };
+        Ok(AggCall { func, arg, distinct, filter: None, ty })
+    }
+}
+
+/// The aggregate function `name` calls (`count(*)` when `star`).
+pub(super) fn aggregate_named(name: &str, star: bool) -> Option<AggFunc> {
+    Some(match name {
+        "count" if star => AggFunc::CountStar,
+        "count" => AggFunc::Count,
+        "sum" => AggFunc::Sum,
+        "avg" => AggFunc::Avg,
+        "min" => AggFunc::Min,
+        "max" => AggFunc::Max,
+        "string_agg" => AggFunc::StringAgg,
+        "array_agg" => AggFunc::ArrayAgg,
+        _ => return None,
+    })
+}
+
+/// Maps an aggregated query's expression onto the aggregate row.
+pub(super) fn rewrite_post_agg(e: Expr, groups: &[Expr], scope: &Scope<'_>) -> Result<Expr> {
+    if let Some(k) = groups.iter().position(|g| *g == e) {
+        return Ok(Expr::Column(k));
+    }
+    match e {
+        Expr::AggRef(j) => Ok(Expr::Column(groups.len() + j)),
+        Expr::Column(c) => Err(SqlError::new(
+            "42803",
+            format!("column \"{}\" must appear in the GROUP BY clause or be used in an aggregate function", scope.column_name(c)),
+        )),
+        Expr::Subquery(s) if s.correlated => Err(SqlError::unsupported("correlated subquery above GROUP BY")),
+        other => other.map_children(&mut |c| rewrite_post_agg(c, groups, scope)),
+    }
+}

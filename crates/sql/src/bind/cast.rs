@@ -1,0 +1,182 @@
+//! Casts to and from the SQL-layer-only types (`oid`, `reg*`, `name`,
+//! `"char"`, arrays) and how reg* columns print.
+
+use std::sync::Arc;
+
+use pgtier_engine::{DataType, Value};
+use sqlparser::ast;
+
+use super::coerce::map_type;
+use super::{Binder, Ty};
+use crate::error::{Result, SqlError};
+use crate::expr::{Expr, Func, SysFunc};
+use crate::plan::{OutputColumn, SelectPlan};
+use crate::types::{self, Elem, RegKind};
+use crate::value::{self, Category, category};
+
+/// What a `::type` names among the types only the SQL layer has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CastTarget {
+    Oid,
+    /// `name`, `"char"`: text here.
+    Name,
+    Char,
+    Reg(RegKind),
+    RegProc,
+    Array(Elem),
+}
+
+impl Binder<'_> {
+    /// `x::regclass` and friends.
+    pub(super) fn reg_cast(&mut self, x: Expr, t: Ty, kind: RegKind) -> Result<(Expr, Ty)> {
+        let ty = Some(kind.data_type());
+        match (&x, t) {
+            (Expr::Const(Value::Text(s)), None) | (Expr::Const(Value::Text(s)), Some(DataType::Text | DataType::Varchar(_))) if kind != RegKind::Role => {
+                let settings = std::collections::HashMap::new();
+                let oid = crate::catalog::reg_lookup(self.catalog, &settings, kind, s)?;
+                // The plan depends on the table it named: re-plan when it goes.
+                if let Some(t) = crate::catalog::table_by_oid(self.catalog, oid)
+                    && !self.deps.iter().any(|d| Arc::ptr_eq(d, t)) {
+                        self.deps.push(t.clone());
+                    }
+                Ok((Expr::Const(Value::Int8(oid)), ty))
+            }
+            (Expr::Const(Value::Null), _) => Ok((x, ty)),
+            (_, None) => {
+                let x = self.coerce(x, None, DataType::Text, "::")?;
+                Ok((Expr::Func(Func::Sys(SysFunc::RegIn(kind, false)), vec![x]), ty))
+            }
+            (_, Some(t)) if value::is_integer(t) || RegKind::of(t).is_some() => Ok((x, ty)),
+            (_, Some(t)) if is_string(Some(t)) => Ok((Expr::Func(Func::Sys(SysFunc::RegIn(kind, false)), vec![x]), ty)),
+            (_, Some(t)) => Err(cannot_cast(t, &format!("reg{:?}", kind).to_lowercase())),
+        }
+    }
+
+    /// Casts involving the SQL-layer-only types; None for ordinary casts.
+    pub(super) fn sys_cast(&mut self, x: Expr, t: Ty, target: Option<CastTarget>, plain: Option<DataType>) -> Result<Option<(Expr, Ty)>> {
+        if let Some(target) = target {
+            return Ok(Some(match target {
+                CastTarget::Reg(kind) => self.reg_cast(x, t, kind)?,
+                CastTarget::Oid => match t {
+                    Some(t) if RegKind::of(t).is_some() || value::is_integer(t) => (if t == DataType::Int8 || RegKind::of(t).is_some() { x } else { Expr::Cast(x.boxed(), DataType::Int8, true) }, Some(types::OID)),
+                    None => (self.coerce(x, None, types::OID, "::")?, Some(types::OID)),
+                    Some(t) if is_string(Some(t)) => (Expr::Cast(x.boxed(), types::OID, true), Some(types::OID)),
+                    Some(t) => return Err(cannot_cast(t, "oid")),
+                },
+                CastTarget::Name | CastTarget::Char | CastTarget::RegProc => {
+                    let x = match (t, &x) {
+                        (Some(t), _) if RegKind::of(t).is_some() => Expr::Func(Func::Sys(SysFunc::RegOut(RegKind::of(t).unwrap_or(RegKind::Class))), vec![x]),
+                        (None, Expr::Const(Value::Text(s))) if target == CastTarget::RegProc => {
+                            Expr::Const(Value::Text(s.strip_prefix("pg_catalog.").unwrap_or(s).to_owned()))
+                        }
+                        (None, _) => self.coerce(x, None, DataType::Text, "::")?,
+                        (Some(DataType::Char(_)), _) => Expr::BpcharTrim(x.boxed()),
+                        (Some(t), _) if is_string(Some(t)) => x,
+                        (Some(_), _) if target == CastTarget::RegProc => return Err(SqlError::unsupported("regproc from an oid")),
+                        (Some(_), _) => Expr::Cast(x.boxed(), DataType::Text, true),
+                    };
+                    (x, Some(DataType::Text))
+                }
+                CastTarget::Array(elem) => {
+                    let ty = elem.data_type();
+                    match (t, x) {
+                        (None | Some(DataType::Text), Expr::Const(Value::Text(s))) => (Expr::Const(types::array_input(&s, elem)?), Some(ty)),
+                        (_, Expr::Const(Value::Null)) => (Expr::Const(Value::Null), Some(ty)),
+                        (None, x) => (self.coerce(x, None, DataType::Text, "::")?, Some(ty)),
+                        (Some(from), x) if Elem::of(from) == Some(elem) => (x, Some(ty)),
+                        (Some(from), x) => match Elem::of(from) {
+                            Some(f) => (Expr::Func(Func::Sys(SysFunc::ArrayCast(f, elem)), vec![x]), Some(ty)),
+                            None => return Err(cannot_cast(from, "array")),
+                        },
+                    }
+                }
+            }));
+        }
+        // An ordinary target type from a pseudo type.
+        let (Some(from), Some(to)) = (t, plain) else { return Ok(None) };
+        if let Some(kind) = RegKind::of(from) {
+            if category(to) == Category::String {
+                let name = Expr::Func(Func::Sys(SysFunc::RegOut(kind)), vec![x]);
+                return Ok(Some((if to == DataType::Text { name } else { Expr::Cast(name.boxed(), to, true) }, Some(to))));
+            }
+            if value::is_integer(to) {
+                return Ok(Some((Expr::Cast(x.boxed(), to, true), Some(to))));
+            }
+            return Err(cannot_cast(from, value::type_name(to)));
+        }
+        if Elem::of(from).is_some() {
+            if category(to) == Category::String {
+                return Ok(Some((if to == DataType::Text { x } else { Expr::Cast(x.boxed(), to, true) }, Some(to))));
+            }
+            return Err(cannot_cast(from, value::type_name(to)));
+        }
+        Ok(None)
+    }
+}
+
+pub(super) fn cast_target(t: &ast::DataType) -> Option<CastTarget> {
+    match t {
+        ast::DataType::Regclass => Some(CastTarget::Reg(RegKind::Class)),
+        ast::DataType::Custom(name, mods) if mods.is_empty() => {
+            let last = name.0.last()?.as_ident()?;
+            let quoted = last.quote_style.is_some();
+            let n = last.value.to_lowercase();
+            Some(match n.as_str() {
+                "char" if quoted => CastTarget::Char,
+                "oid" => CastTarget::Oid,
+                "name" => CastTarget::Name,
+                "regclass" => CastTarget::Reg(RegKind::Class),
+                "regtype" => CastTarget::Reg(RegKind::Type),
+                "regnamespace" => CastTarget::Reg(RegKind::Namespace),
+                "regrole" => CastTarget::Reg(RegKind::Role),
+                "regproc" | "regprocedure" => CastTarget::RegProc,
+                "int2vector" => CastTarget::Array(Elem::Int2Vector),
+                "oidvector" => CastTarget::Array(Elem::OidVector),
+                _ => return None,
+            })
+        }
+        ast::DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, None) | ast::ArrayElemTypeDef::AngleBracket(inner)) => {
+            let elem = match cast_target(inner) {
+                Some(CastTarget::Oid | CastTarget::Reg(_)) => Elem::Oid,
+                Some(CastTarget::Name) => Elem::Text,
+                Some(CastTarget::Char) => Elem::Char,
+                Some(_) => return None,
+                None => Elem::for_element(map_type(inner).ok()?)?,
+            };
+            Some(CastTarget::Array(elem))
+        }
+        _ => None,
+    }
+}
+
+fn is_string(t: Ty) -> bool {
+    t.is_some_and(|t| category(t) == Category::String && Elem::of(t).is_none())
+}
+
+fn cannot_cast(from: DataType, to: &str) -> SqlError {
+    SqlError::new("42846", format!("cannot cast type {} to {to}", value::type_name(from)))
+}
+
+/// Top-level output: reg* columns print as names; pseudo types show as text.
+pub(super) fn finish_output(plan: &mut SelectPlan) {
+    for k in 0..plan.visible {
+        let Some(t) = plan.columns[k].ty else { continue };
+        if let Some(kind) = RegKind::of(t) {
+            // Sorting stays by OID, as PostgreSQL sorts regclass: sort keys
+            // on this column move to a hidden copy.
+            if plan.order_by.iter().any(|s| s.column == k) {
+                plan.projection.push(plan.projection[k].clone());
+                plan.columns.push(OutputColumn { name: "?column?".into(), ty: Some(t) });
+                let hidden = plan.projection.len() - 1;
+                for s in &mut plan.order_by {
+                    if s.column == k {
+                        s.column = hidden;
+                    }
+                }
+            }
+            let e = std::mem::replace(&mut plan.projection[k], Expr::Const(Value::Null));
+            plan.projection[k] = Expr::Func(Func::Sys(SysFunc::RegOut(kind)), vec![e]);
+        }
+        plan.columns[k].ty = Some(types::output_type(t));
+    }
+}

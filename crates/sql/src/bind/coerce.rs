@@ -1,0 +1,255 @@
+//! Types: PostgreSQL's implicit coercions (unknown literals, parameters,
+//! numeric widening), assignment casts, common types, SQL type names.
+
+use pgtier_engine::{DataType, Value};
+use sqlparser::ast;
+
+use super::{Binder, Ty};
+use crate::error::{Result, SqlError};
+use crate::expr::Expr;
+use crate::value::{self, Category, NUMERIC_ANY, category, type_name};
+
+impl Binder<'_> {
+    /// Gives an expression of type `from` the type `to` where PostgreSQL
+    /// would coerce implicitly (unknown literals, parameters, numeric widening).
+    pub(super) fn coerce(&mut self, e: Expr, from: Ty, to: DataType, what: &str) -> Result<Expr> {
+        match (from, &e) {
+            (None, Expr::Param(i)) => {
+                self.params[*i] = Some(to);
+                Ok(e)
+            }
+            (None, Expr::Const(Value::Text(s))) => Ok(Expr::Const(value::parse_input(s, to)?)),
+            (None, Expr::Const(_)) => Ok(e),
+            (None, _) => Ok(Expr::Cast(e.boxed(), to, false)),
+            (Some(f), _) if f == to => Ok(e),
+            (Some(f), _) if category(f) == category(to) || (f == DataType::Date && to == DataType::Timestamp) => {
+                if category(f) == Category::String && to == DataType::Text {
+                    return Ok(if matches!(f, DataType::Char(_)) { Expr::BpcharTrim(e.boxed()) } else { e });
+                }
+                Ok(Expr::Cast(e.boxed(), to, false))
+            }
+            (Some(f), _) => Err(SqlError::datatype_mismatch(format!("argument of {what} must be type {}, not type {}", type_name(to), type_name(f)))),
+        }
+    }
+
+    /// Assignment to a column: PostgreSQL's assignment casts.
+    pub(super) fn assign(&mut self, e: Expr, from: Ty, to: DataType, column: &str) -> Result<Expr> {
+        match from {
+            None => match e {
+                Expr::Param(i) => {
+                    self.params[i] = Some(to);
+                    Ok(Expr::Param(i))
+                }
+                Expr::Const(Value::Text(s)) => Ok(Expr::Const(value::parse_input(&s, to)?)),
+                Expr::Const(Value::Null) => Ok(Expr::Const(Value::Null)),
+                other => Ok(Expr::Cast(other.boxed(), to, false)),
+            },
+            Some(f) if f == to => Ok(e),
+            Some(f) => {
+                check_assignable(f, to, column)?;
+                // Fold constants so a bad literal fails at prepare time, like PostgreSQL.
+                if let Expr::Const(v) = e {
+                    return Ok(Expr::Const(value::cast(v, to, false)?));
+                }
+                Ok(Expr::Cast(e.boxed(), to, false))
+            }
+        }
+    }
+
+    pub(super) fn boolean(&mut self, e: Expr, t: Ty, clause: &str) -> Result<Expr> {
+        match t {
+            Some(DataType::Bool) => Ok(e),
+            None => self.coerce(e, None, DataType::Bool, clause),
+            Some(other) => Err(SqlError::datatype_mismatch(format!("argument of {clause} must be type boolean, not type {}", type_name(other)))),
+        }
+    }
+
+    pub(super) fn text_arg(&mut self, e: Expr, t: Ty, op: &str) -> Result<Expr> {
+        match t {
+            None => self.coerce(e, None, DataType::Text, op),
+            Some(DataType::Char(_)) => Ok(Expr::BpcharTrim(e.boxed())),
+            Some(ty) if category(ty) == Category::String => Ok(e),
+            Some(ty) => Err(SqlError::undefined_operator(&format!("{} {op} unknown", type_name(ty)))),
+        }
+    }
+
+    pub(super) fn coerce_common(&mut self, e: Expr, t: Ty, common: Ty) -> Result<Expr> {
+        match (t, common) {
+            (_, None) => Ok(e),
+            (None, Some(c)) => self.coerce(e, None, c, "expression"),
+            (Some(DataType::Char(_)), Some(DataType::Text)) => Ok(Expr::BpcharTrim(e.boxed())),
+            (Some(a), Some(c)) if a == c || category(a) == Category::String && category(c) == Category::String => Ok(e),
+            (Some(a), Some(c)) if category(a) == Category::Numeric && category(c) == Category::Numeric => {
+                // Mixed integer/numeric compare exactly at runtime; cast only to floats.
+                let widen = (value::is_float(c) && !value::is_float(a)) || (c == NUMERIC_ANY && value::is_integer(a));
+                if widen { Ok(Expr::Cast(e.boxed(), c, false)) } else { Ok(e) }
+            }
+            (Some(_), Some(_)) => Ok(e),
+        }
+    }
+
+    pub(super) fn unify_cmp(&mut self, x: Expr, xt: Ty, y: Expr, yt: Ty, op: &str) -> Result<(Expr, Expr)> {
+        match (xt, yt) {
+            (None, None) => {
+                let x = self.coerce(x, None, DataType::Text, op)?;
+                let y = self.coerce(y, None, DataType::Text, op)?;
+                Ok((x, y))
+            }
+            (None, Some(t)) => Ok((self.coerce(x, None, t, op)?, y)),
+            (Some(t), None) => {
+                let y = self.coerce(y, None, t, op)?;
+                Ok((x, y))
+            }
+            (Some(a), Some(b)) => {
+                let ca = category(a);
+                let cb = category(b);
+                let ok = ca == cb || (ca == Category::DateTime && cb == Category::DateTime);
+                if !ok {
+                    return Err(SqlError::undefined_operator(&format!("{} {op} {}", type_name(a), type_name(b))));
+                }
+                if ca == Category::String {
+                    let both_char = matches!((a, b), (DataType::Char(_), DataType::Char(_)));
+                    let trim = |e: Expr, t: DataType| if matches!(t, DataType::Char(_)) && !both_char { Expr::BpcharTrim(e.boxed()) } else { e };
+                    let (x, y) = (trim(x, a), trim(y, b));
+                    if both_char && a != b {
+                        return Ok((Expr::BpcharTrim(x.boxed()), Expr::BpcharTrim(y.boxed())));
+                    }
+                    return Ok((x, y));
+                }
+                if ca == Category::Numeric {
+                    let common = value::numeric_common(a, b);
+                    if value::is_float(common) {
+                        let x = if value::is_float(a) { x } else { Expr::Cast(x.boxed(), DataType::Float8, false) };
+                        let y = if value::is_float(b) { y } else { Expr::Cast(y.boxed(), DataType::Float8, false) };
+                        return Ok((x, y));
+                    }
+                }
+                Ok((x, y))
+            }
+        }
+    }
+
+    /// Casts a branch result to the common type (so output formatting matches).
+    pub(super) fn result_cast(&mut self, e: Expr, t: Ty, common: Ty) -> Result<Expr> {
+        match (t, common) {
+            (_, None) => Ok(e),
+            (None, Some(c)) => self.coerce(e, None, c, "CASE"),
+            (Some(a), Some(c)) if a == c => Ok(e),
+            (Some(DataType::Char(_)), Some(DataType::Text)) => Ok(Expr::BpcharTrim(e.boxed())),
+            (Some(a), Some(c)) if category(a) == Category::String && category(c) == Category::String => Ok(e),
+            (Some(_), Some(c)) => Ok(Expr::Cast(e.boxed(), c, false)),
+        }
+    }
+}
+
+/// Assignment casts PostgreSQL allows into a column of type `to`.
+pub(super) fn check_assignable(from: DataType, to: DataType, column: &str) -> Result<()> {
+    let ok = match (category(from), category(to)) {
+        (a, b) if a == b => true,
+        // Any type converts to a string type by its text output on assignment.
+        (_, Category::String) => true,
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(SqlError::datatype_mismatch(format!(
+            "column \"{column}\" is of type {} but expression is of type {}",
+            value::full_type_name(to),
+            type_name(from)
+        ))
+        .with_hint("You will need to rewrite or cast the expression."))
+    }
+}
+
+/// Common type of CASE/COALESCE/IN branches (PostgreSQL's
+/// select_common_type, for the categories pgtier has).
+pub(super) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
+    let mut common: Ty = None;
+    for t in types.iter().flatten() {
+        common = Some(match common {
+            None => *t,
+            Some(c) if c == *t => c,
+            Some(c) => match (category(c), category(*t)) {
+                (Category::Numeric, Category::Numeric) => value::numeric_common(c, *t),
+                (Category::String, Category::String) => DataType::Text,
+                // date < timestamp < timestamptz, PostgreSQL's preference.
+                (Category::DateTime, Category::DateTime) if c == DataType::TimestampTz || *t == DataType::TimestampTz => DataType::TimestampTz,
+                (Category::DateTime, Category::DateTime) => DataType::Timestamp,
+                _ => {
+                    return Err(SqlError::datatype_mismatch(format!("{construct} types {} and {} cannot be matched", type_name(c), type_name(*t))));
+                }
+            },
+        });
+    }
+    Ok(common)
+}
+
+/// SQL type name → engine type.
+pub fn map_type(t: &ast::DataType) -> Result<DataType> {
+    use ast::DataType as D;
+    let len = |l: &Option<ast::CharacterLength>| -> Result<Option<u32>> {
+        match l {
+            None => Ok(None),
+            Some(ast::CharacterLength::IntegerLength { length, .. }) => {
+                // Longer lengths are the system catalogs' array tags (crate::types).
+                u32::try_from(*length).ok().filter(|n| *n <= 10_485_760).map(Some).ok_or_else(|| SqlError::new("22023", "length for type varchar cannot exceed 10485760"))
+            }
+            Some(ast::CharacterLength::Max) => Err(SqlError::unsupported("varchar(max)")),
+        }
+    };
+    let numeric = |info: &ast::ExactNumberInfo| -> Result<DataType> {
+        match info {
+            ast::ExactNumberInfo::None => Ok(NUMERIC_ANY),
+            ast::ExactNumberInfo::Precision(p) => Ok(DataType::Numeric { precision: narrow(*p)?, scale: 0 }),
+            ast::ExactNumberInfo::PrecisionAndScale(p, s) => {
+                let s = u64::try_from(*s).map_err(|_| SqlError::unsupported("negative numeric scale"))?;
+                Ok(DataType::Numeric { precision: narrow(*p)?, scale: narrow(s)? })
+            }
+        }
+    };
+    Ok(match t {
+        D::SmallInt(_) | D::Int2(_) => DataType::Int2,
+        D::Int(_) | D::Integer(_) | D::Int4(_) => DataType::Int4,
+        D::BigInt(_) | D::Int8(_) => DataType::Int8,
+        D::Numeric(i) | D::Decimal(i) | D::Dec(i) => numeric(i)?,
+        D::Real | D::Float4 => DataType::Float4,
+        D::DoublePrecision | D::Float8 | D::Double(ast::ExactNumberInfo::None) => DataType::Float8,
+        D::Float(ast::ExactNumberInfo::Precision(p)) if *p <= 24 => DataType::Float4,
+        D::Float(_) => DataType::Float8,
+        D::Text | D::String(None) => DataType::Text,
+        D::Varchar(l) | D::CharacterVarying(l) => match len(l)? {
+            Some(n) => DataType::Varchar(n),
+            None => DataType::Text,
+        },
+        D::Char(l) | D::Character(l) => DataType::Char(len(l)?.unwrap_or(1)),
+        D::Bool | D::Boolean => DataType::Bool,
+        D::Bytea => DataType::Bytea,
+        D::Date => DataType::Date,
+        D::Timestamp(None, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Timestamp,
+        D::Timestamp(None, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => DataType::TimestampTz,
+        // psql and drivers write builtin types qualified (`pg_catalog.text`).
+        D::Custom(name, mods) if mods.is_empty() => match name.to_string().to_lowercase().trim_start_matches("pg_catalog.") {
+            "int" | "int4" | "integer" => DataType::Int4,
+            "int2" | "smallint" => DataType::Int2,
+            "int8" | "bigint" => DataType::Int8,
+            "float4" | "real" => DataType::Float4,
+            "float8" => DataType::Float8,
+            "bool" | "boolean" => DataType::Bool,
+            "text" | "varchar" => DataType::Text,
+            "bytea" => DataType::Bytea,
+            "date" => DataType::Date,
+            "timestamp" => DataType::Timestamp,
+            "timestamptz" => DataType::TimestampTz,
+            "bpchar" => DataType::Char(1),
+            other => return Err(SqlError::new("42704", format!("type \"{other}\" does not exist"))),
+        },
+        other => return Err(SqlError::unsupported(format!("type {other}"))),
+    })
+}
+
+fn narrow(v: u64) -> Result<u8> {
+    u8::try_from(v).ok().filter(|p| *p <= crate::value::NUMERIC_PRECISION_MAX).ok_or_else(|| {
+        SqlError::unsupported(format!("numeric precision {v} (at most {})", crate::value::NUMERIC_PRECISION_MAX))
+    })
+}

@@ -1,0 +1,389 @@
+//! CREATE TABLE / INDEX / SEQUENCE, TRUNCATE, and the CHECK constraints
+//! and column defaults they carry.
+
+use std::sync::Arc;
+
+use pgtier_engine::{Catalog, CheckDef, Column, ColumnDef, DataType, FkAction, ForeignKeyDef, IndexDef, SequenceDefault, SequenceOptions, TableDef, TableSchema, Value};
+use sqlparser::ast;
+
+use super::coerce::map_type;
+use super::{Binder, ExprCtx, Rel, Scope, ident, object_name};
+use crate::error::{Result, SqlError};
+use crate::expr::{Expr, Func};
+use crate::plan::{BoundCheck, ColumnSequence, Plan};
+use crate::value::type_name;
+
+/// Defaults that are the transaction's start time: (function name, the
+/// text PostgreSQL prints for it, which is what the catalog keeps).
+pub(super) const NOW_DEFAULTS: [(&str, &str); 5] = [
+    ("now", "now()"),
+    ("transaction_timestamp", "transaction_timestamp()"),
+    ("current_timestamp", "CURRENT_TIMESTAMP"),
+    ("localtimestamp", "LOCALTIMESTAMP"),
+    ("current_date", "CURRENT_DATE"),
+];
+
+impl Binder<'_> {
+    pub(super) fn create_table(&mut self, c: &ast::CreateTable) -> Result<Plan> {
+        if c.temporary {
+            return Err(SqlError::unsupported("CREATE TEMPORARY TABLE"));
+        }
+        if c.query.is_some() {
+            return Err(SqlError::unsupported("CREATE TABLE AS"));
+        }
+        if c.like.is_some() || c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() {
+            return Err(SqlError::unsupported("CREATE TABLE with LIKE/INHERITS/PARTITION"));
+        }
+        let name = object_name(&c.name)?;
+        let mut def = TableDef::new(name.clone(), Vec::new(), &[]);
+        let mut sequences: Vec<ColumnSequence> = Vec::new();
+        let mut pending_checks: Vec<(Option<String>, ast::Expr)> = Vec::new();
+        // PostgreSQL's name for a column's own sequence, made unique among
+        // the relations that exist and those this statement makes.
+        let sequence_name = |catalog: &Catalog, sequences: &[ColumnSequence], column: &str| {
+            let base = format!("{name}_{column}_seq");
+            let taken = |n: &str| catalog.table_by_name(n).is_some() || catalog.index_by_name(n).is_some() || sequences.iter().any(|s| s.name == n) || n == name;
+            (0..).map(|k| if k == 0 { base.clone() } else { format!("{base}{k}") }).find(|n| !taken(n)).unwrap_or(base)
+        };
+        for col in &c.columns {
+            let cname = ident(&col.name);
+            let serial = serial_type(&col.data_type);
+            let ty = match serial {
+                Some(t) => t,
+                None => map_type(&col.data_type)?,
+            };
+            let mut cd = ColumnDef::new(cname.clone(), ty);
+            if let Some(t) = serial {
+                let seq = sequence_name(self.catalog, &sequences, &cname);
+                sequences.push(ColumnSequence { name: seq.clone(), options: SequenceOptions::new(t, 1, None, None, None, false)? });
+                cd.nullable = false;
+                cd.sequence = Some((seq, SequenceDefault::Serial));
+            }
+            for opt in &col.options {
+                match &opt.option {
+                    ast::ColumnOption::Null if cd.sequence.is_some() => {
+                        return Err(SqlError::syntax(format!("conflicting NULL/NOT NULL declarations for column \"{cname}\" of table \"{name}\"")));
+                    }
+                    ast::ColumnOption::Null => cd.nullable = true,
+                    ast::ColumnOption::NotNull => cd.nullable = false,
+                    ast::ColumnOption::Default(_) if cd.sequence.is_some() => {
+                        return Err(SqlError::syntax(format!("multiple default values specified for column \"{cname}\" of table \"{name}\"")));
+                    }
+                    ast::ColumnOption::Default(e) => match (nextval_default(e), now_default(e, ty)) {
+                        (Some(seq), _) => cd.sequence = Some((seq, SequenceDefault::Nextval)),
+                        (None, Some(text)) => cd.default_sql = Some(text.to_owned()),
+                        (None, None) => cd.default = Some(self.constant_default(e, ty, &cname)?),
+                    },
+                    ast::ColumnOption::Generated { generated_as, sequence_options, generation_expr: None, .. } => {
+                        let how = match generated_as {
+                            ast::GeneratedAs::Always => SequenceDefault::IdentityAlways,
+                            ast::GeneratedAs::ByDefault => SequenceDefault::IdentityByDefault,
+                            ast::GeneratedAs::ExpStored => return Err(SqlError::unsupported("generated columns")),
+                        };
+                        if cd.sequence.is_some() || cd.default.is_some() {
+                            return Err(SqlError::syntax(format!("multiple identity specifications for column \"{cname}\" of table \"{name}\"")));
+                        }
+                        if !matches!(ty, DataType::Int2 | DataType::Int4 | DataType::Int8) {
+                            return Err(SqlError::new("22023", "identity column type must be smallint, integer, or bigint"));
+                        }
+                        let seq = sequence_name(self.catalog, &sequences, &cname);
+                        let options = self.sequence_options(ty, sequence_options.as_deref().unwrap_or(&[]))?;
+                        sequences.push(ColumnSequence { name: seq.clone(), options });
+                        cd.nullable = false;
+                        cd.sequence = Some((seq, how));
+                    }
+                    ast::ColumnOption::Generated { .. } => return Err(SqlError::unsupported("generated columns")),
+                    ast::ColumnOption::PrimaryKey(_) => {
+                        if !def.primary_key.is_empty() {
+                            return Err(multiple_pk(&name));
+                        }
+                        def.primary_key = vec![cname.clone()];
+                    }
+                    ast::ColumnOption::Unique(u) => def.unique.push((u.name.as_ref().map(ident), vec![cname.clone()])),
+                    ast::ColumnOption::ForeignKey(fk) => def.foreign_keys.push(self.foreign_key(fk, vec![cname.clone()])?),
+                    ast::ColumnOption::Check(c) => pending_checks.push((c.name.as_ref().map(ident), (*c.expr).clone())),
+                    other => return Err(SqlError::unsupported(format!("column option {other}"))),
+                }
+            }
+            def.columns.push(cd);
+        }
+        for constraint in &c.constraints {
+            match constraint {
+                ast::TableConstraint::PrimaryKey(pk) => {
+                    if !def.primary_key.is_empty() {
+                        return Err(multiple_pk(&name));
+                    }
+                    def.primary_key = index_columns(&pk.columns)?;
+                }
+                ast::TableConstraint::Unique(u) => def.unique.push((u.name.as_ref().map(ident), index_columns(&u.columns)?)),
+                ast::TableConstraint::ForeignKey(fk) => {
+                    let cols = fk.columns.iter().map(ident).collect();
+                    def.foreign_keys.push(self.foreign_key(fk, cols)?);
+                }
+                ast::TableConstraint::Check(c) => pending_checks.push((c.name.as_ref().map(ident), (*c.expr).clone())),
+                other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
+            }
+        }
+        def.checks = self.name_checks(&def, pending_checks)?;
+        Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences })
+    }
+
+    fn foreign_key(&mut self, fk: &ast::ForeignKeyConstraint, columns: Vec<String>) -> Result<ForeignKeyDef> {
+        let restrictive = |a: &Option<ast::ReferentialAction>| matches!(a, None | Some(ast::ReferentialAction::NoAction | ast::ReferentialAction::Restrict));
+        if !restrictive(&fk.on_update) {
+            return Err(SqlError::unsupported("ON UPDATE actions other than NO ACTION/RESTRICT"));
+        }
+        let on_delete = match fk.on_delete {
+            None | Some(ast::ReferentialAction::NoAction | ast::ReferentialAction::Restrict) => FkAction::NoAction,
+            Some(ast::ReferentialAction::Cascade) => FkAction::Cascade,
+            Some(ast::ReferentialAction::SetNull) => FkAction::SetNull,
+            Some(ast::ReferentialAction::SetDefault) => return Err(SqlError::unsupported("ON DELETE SET DEFAULT")),
+        };
+        Ok(ForeignKeyDef {
+            name: fk.name.as_ref().map(ident),
+            columns,
+            parent_table: object_name(&fk.foreign_table)?,
+            parent_columns: fk.referred_columns.iter().map(ident).collect(),
+            on_delete,
+        })
+    }
+
+    /// TRUNCATE t [, ...] [RESTART IDENTITY | CONTINUE IDENTITY] [RESTRICT].
+    /// A table another table's foreign key references may only go with
+    /// that table (PostgreSQL's rule without CASCADE).
+    pub(super) fn truncate(&mut self, t: &ast::Truncate) -> Result<Plan> {
+        if matches!(t.cascade, Some(ast::CascadeOption::Cascade)) {
+            return Err(SqlError::unsupported("TRUNCATE ... CASCADE"));
+        }
+        if t.partitions.is_some() || t.on_cluster.is_some() || t.if_exists {
+            return Err(SqlError::unsupported("this TRUNCATE form"));
+        }
+        let mut tables: Vec<Arc<TableSchema>> = Vec::new();
+        for target in &t.table_names {
+            let table = self.table(&target.name)?;
+            if table.sequence.is_some() {
+                return Err(SqlError::new("42809", format!("\"{}\" is not a table", table.name)));
+            }
+            if !tables.iter().any(|x| x.id == table.id) {
+                tables.push(table);
+            }
+        }
+        for table in &tables {
+            for fk in self.catalog.referencing(table.id) {
+                if tables.iter().any(|x| x.id == fk.child) {
+                    continue;
+                }
+                let child = self.catalog.table(fk.child).map_or_else(String::new, |c| c.name.clone());
+                return Err(SqlError::unsupported("cannot truncate a table referenced in a foreign key constraint")
+                    .with_detail(format!("Table \"{child}\" references \"{}\".", table.name))
+                    .with_hint(format!("Truncate table \"{child}\" at the same time, or use TRUNCATE ... CASCADE.")));
+            }
+        }
+        // Referencing tables first, so no row is deleted while a row of
+        // another truncated table still refers to it.
+        let mut ordered: Vec<Arc<TableSchema>> = Vec::with_capacity(tables.len());
+        while !tables.is_empty() {
+            let pick = tables
+                .iter()
+                .position(|t| !self.catalog.referencing(t.id).iter().any(|fk| fk.child != t.id && tables.iter().any(|x| x.id == fk.child)))
+                .unwrap_or(0);
+            ordered.push(tables.remove(pick));
+        }
+        let restart_identity = matches!(t.identity, Some(ast::TruncateIdentityOption::Restart));
+        Ok(Plan::Truncate { tables: ordered, restart_identity })
+    }
+
+    /// CHECK constraints of a table being created: each must bind over its
+    /// columns as a boolean without subqueries, aggregates or parameters.
+    /// Unnamed ones get PostgreSQL's names: `<table>_<column>_check` when
+    /// the expression reads one column, else `<table>_check`, with a
+    /// number added until the name is free.
+    fn name_checks(&mut self, def: &TableDef, pending: Vec<(Option<String>, ast::Expr)>) -> Result<Vec<CheckDef>> {
+        let columns: Vec<Column> = def
+            .columns
+            .iter()
+            .map(|c| Column { name: c.name.clone(), ty: c.ty, nullable: c.nullable, default: None, sequence: None, default_sql: None })
+            .collect();
+        let shape = Arc::new(TableSchema::detached(def.name.clone(), columns));
+        let mut out: Vec<CheckDef> = Vec::new();
+        for (name, e) in pending {
+            let bound = self.check_expr(&shape, &e)?;
+            let name = match name {
+                Some(n) => n,
+                None => {
+                    let mut read = Vec::new();
+                    bound.walk(&mut |x| {
+                        if let Expr::Column(c) = x
+                            && !read.contains(c)
+                        {
+                            read.push(*c);
+                        }
+                    });
+                    let base = match read.as_slice() {
+                        [c] => format!("{}_{}_check", def.name, shape.columns[*c].name),
+                        _ => format!("{}_check", def.name),
+                    };
+                    (0..).map(|k| if k == 0 { base.clone() } else { format!("{base}{k}") }).find(|n| !out.iter().any(|c| &c.name == n)).unwrap_or(base)
+                }
+            };
+            out.push(CheckDef { name, sql: e.to_string() });
+        }
+        Ok(out)
+    }
+
+    /// A CHECK expression bound over `table`'s row.
+    fn check_expr(&mut self, table: &Arc<TableSchema>, e: &ast::Expr) -> Result<Expr> {
+        // Refused before any name in it is looked up, as PostgreSQL does.
+        let text = e.to_string();
+        let tokens = sqlparser::tokenizer::Tokenizer::new(&sqlparser::dialect::PostgreSqlDialect {}, &text).tokenize().unwrap_or_default();
+        if tokens.iter().any(|t| matches!(t, sqlparser::tokenizer::Token::Word(w) if w.keyword == sqlparser::keywords::Keyword::SELECT)) {
+            return Err(SqlError::unsupported("cannot use subquery in check constraint"));
+        }
+        let scope = Scope { rels: vec![Rel { name: table.name.clone(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), outer: None };
+        let params_before = self.params.len();
+        let (b, t) = self.expr(e, &scope, &mut ExprCtx::plain("check constraints"))?;
+        if b.has_subquery() {
+            return Err(SqlError::unsupported("subqueries and nextval() in check constraints"));
+        }
+        if self.params.len() != params_before {
+            return Err(SqlError::new("42P02", "there is no parameter $1"));
+        }
+        match t {
+            Some(DataType::Bool) => Ok(b),
+            None => self.coerce(b, None, DataType::Bool, "CHECK"),
+            Some(other) => Err(SqlError::datatype_mismatch(format!("argument of CHECK must be type boolean, not type {}", type_name(other)))),
+        }
+    }
+
+    /// The CHECK constraints an INSERT or UPDATE of `table` enforces, bound
+    /// over its row (in name order, as PostgreSQL checks them).
+    pub(super) fn table_checks(&mut self, table: &Arc<TableSchema>) -> Result<Vec<BoundCheck>> {
+        let mut out = Vec::with_capacity(table.checks.len());
+        for c in &table.checks {
+            let e = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {}).try_with_sql(&c.sql).and_then(|mut p| p.parse_expr())?;
+            out.push(BoundCheck { name: c.name.clone(), expr: self.check_expr(table, &e)? });
+        }
+        Ok(out)
+    }
+
+    /// CREATE SEQUENCE's (or an identity column's) options, resolved with
+    /// PostgreSQL's defaults for a sequence of type `ty`.
+    pub(super) fn sequence_options(&mut self, ty: DataType, options: &[ast::SequenceOptions]) -> Result<SequenceOptions> {
+        let (mut increment, mut min, mut max, mut start, mut cycle) = (1, None, None, None, false);
+        for o in options {
+            match o {
+                ast::SequenceOptions::IncrementBy(e, _) => increment = self.constant_int(e, "INCREMENT")?,
+                ast::SequenceOptions::MinValue(e) => min = e.as_ref().map(|e| self.constant_int(e, "MINVALUE")).transpose()?,
+                ast::SequenceOptions::MaxValue(e) => max = e.as_ref().map(|e| self.constant_int(e, "MAXVALUE")).transpose()?,
+                ast::SequenceOptions::StartWith(e, _) => start = Some(self.constant_int(e, "START")?),
+                // Every value is logged as it is handed out: nothing to cache.
+                ast::SequenceOptions::Cache(e) => {
+                    if self.constant_int(e, "CACHE")? < 1 {
+                        return Err(SqlError::new("22023", "CACHE must be greater than zero"));
+                    }
+                }
+                ast::SequenceOptions::Cycle(no) => cycle = !no,
+            }
+        }
+        Ok(SequenceOptions::new(ty, increment, min, max, start, cycle)?)
+    }
+
+    fn constant_int(&mut self, e: &ast::Expr, what: &str) -> Result<i64> {
+        let v = self.constant_default(e, DataType::Int8, what)?;
+        v.as_i64().ok_or_else(|| SqlError::syntax(format!("{what} must be an integer")))
+    }
+
+    fn constant_default(&mut self, e: &ast::Expr, ty: DataType, column: &str) -> Result<Value> {
+        let scope = Scope::default();
+        let (bound, bty) = self.expr(e, &scope, &mut ExprCtx::plain("DEFAULT expressions"))?;
+        let mut constant = true;
+        bound.walk(&mut |x| constant &= !matches!(x, Expr::Func(Func::Now, _) | Expr::Param(_) | Expr::Column(_) | Expr::Subquery(_)));
+        if !constant {
+            return Err(SqlError::unsupported("non-constant DEFAULT"));
+        }
+        let cast = self.assign(bound, bty, ty, column)?;
+        let env = crate::expr::Env { params: &[], now_micros: 0, outer: &[] };
+        cast.eval(&env, &mut crate::expr::NoSubqueries, &[])
+    }
+
+    pub(super) fn create_index(&mut self, c: &ast::CreateIndex) -> Result<Plan> {
+        if c.predicate.is_some() || !c.include.is_empty() || !c.with.is_empty() || c.concurrently {
+            return Err(SqlError::unsupported("CREATE INDEX with INCLUDE/WHERE/WITH/CONCURRENTLY"));
+        }
+        if let Some(using) = &c.using
+            && using.to_string().to_lowercase() != "btree" {
+                return Err(SqlError::unsupported(format!("index method {using}")));
+            }
+        let table = object_name(&c.table_name)?;
+        let columns = index_columns(&c.columns)?;
+        let name = match &c.name {
+            Some(n) => object_name(n)?,
+            None => format!("{table}_{}_idx", columns.join("_")),
+        };
+        Ok(Plan::CreateIndex { def: IndexDef { name, table, columns, unique: c.unique }, if_not_exists: c.if_not_exists })
+    }
+}
+
+fn multiple_pk(table: &str) -> SqlError {
+    SqlError::new("42P16", format!("multiple primary keys for table \"{table}\" are not allowed"))
+}
+
+/// `DEFAULT now()` (or a synonym) on a timestamp or date column: the text
+/// the catalog keeps for it.
+fn now_default(e: &ast::Expr, ty: DataType) -> Option<&'static str> {
+    let ast::Expr::Function(f) = e else { return None };
+    let empty = match &f.args {
+        ast::FunctionArguments::None => true,
+        ast::FunctionArguments::List(l) => l.args.is_empty(),
+        ast::FunctionArguments::Subquery(_) => false,
+    };
+    let [part] = f.name.0.as_slice() else { return None };
+    let name = part.as_ident()?.value.to_lowercase();
+    if !empty || f.over.is_some() || !matches!(ty, DataType::Timestamp | DataType::TimestampTz | DataType::Date) {
+        return None;
+    }
+    NOW_DEFAULTS.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
+}
+
+/// `DEFAULT nextval('name')` (the name possibly cast to regclass and
+/// schema-qualified): the sequence's name.
+fn nextval_default(e: &ast::Expr) -> Option<String> {
+    let ast::Expr::Function(f) = e else { return None };
+    let fname = f.name.0.last().and_then(|p| p.as_ident()).map(ident)?;
+    let ast::FunctionArguments::List(list) = &f.args else { return None };
+    let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(arg))] = list.args.as_slice() else { return None };
+    let arg = match arg {
+        ast::Expr::Cast { expr, .. } => expr.as_ref(),
+        other => other,
+    };
+    let ast::Expr::Value(v) = arg else { return None };
+    let ast::Value::SingleQuotedString(name) = &v.value else { return None };
+    if fname != "nextval" {
+        return None;
+    }
+    crate::catalog::split_qualified(name).pop().filter(|n| !n.is_empty())
+}
+
+fn index_columns(cols: &[ast::IndexColumn]) -> Result<Vec<String>> {
+    cols.iter()
+        .map(|c| match &c.column.expr {
+            ast::Expr::Identifier(i) => Ok(ident(i)),
+            other => Err(SqlError::unsupported(format!("index on expression {other}"))),
+        })
+        .collect()
+}
+
+/// `serial`, `bigserial`, `smallserial` (CREATE TABLE only): the integer
+/// type the column gets.
+fn serial_type(t: &ast::DataType) -> Option<DataType> {
+    let ast::DataType::Custom(name, mods) = t else { return None };
+    if !mods.is_empty() {
+        return None;
+    }
+    match name.to_string().to_lowercase().trim_start_matches("pg_catalog.") {
+        "serial" | "serial4" => Some(DataType::Int4),
+        "bigserial" | "serial8" => Some(DataType::Int8),
+        "smallserial" | "serial2" => Some(DataType::Int2),
+        _ => None,
+    }
+}

@@ -1,0 +1,370 @@
+//! INSERT (VALUES, SELECT, ON CONFLICT), UPDATE, DELETE and RETURNING.
+
+use std::sync::Arc;
+
+use pgtier_engine::{Column, DataType, IndexId, SequenceDefault, TableSchema, Value};
+use sqlparser::ast;
+
+use super::coerce::check_assignable;
+use super::ddl::NOW_DEFAULTS;
+use super::select::{column_label, flatten_and};
+use super::{Binder, ExprCtx, Rel, Scope, ident, object_name};
+use crate::error::{Result, SqlError};
+use crate::expr::{Expr, Func, SeqFunc, SysFunc};
+use crate::plan::{ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, OnConflict, OutputColumn, Plan, UpdatePlan};
+use crate::planner::{self, JoinRel};
+
+impl InsertSource {
+    fn with_defaults(self, table: &TableSchema, targets: &[usize], all_defaults: bool) -> Result<InsertSource> {
+        if !all_defaults {
+            return Ok(self);
+        }
+        let row = targets.iter().map(|&t| column_default(&table.columns[t])).collect::<Result<_>>()?;
+        Ok(InsertSource::Values(vec![row]))
+    }
+}
+
+impl Binder<'_> {
+    pub(super) fn insert(&mut self, i: &ast::Insert) -> Result<Plan> {
+        if i.or.is_some() || i.ignore || i.overwrite || i.partitioned.is_some() || !i.after_columns.is_empty() || i.replace_into || i.table_alias.is_some() {
+            return Err(SqlError::unsupported("this INSERT form"));
+        }
+        let ast::TableObject::TableName(tname) = &i.table else {
+            return Err(SqlError::unsupported("INSERT INTO a function"));
+        };
+        let table = self.table(tname)?;
+        writable(&table)?;
+        let targets: Vec<usize> = if i.columns.is_empty() {
+            (0..table.visible_columns().len()).collect()
+        } else {
+            i.columns
+                .iter()
+                .map(|c| {
+                    let n = c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default();
+                    table.column_index(&n).ok_or_else(|| {
+                        SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", table.name))
+                    })
+                })
+                .collect::<Result<_>>()?
+        };
+        for (k, t) in targets.iter().enumerate() {
+            system_column_guard(&table.columns[*t])?;
+            if targets[..k].contains(t) {
+                return Err(SqlError::new("42701", format!("column \"{}\" specified more than once", table.columns[*t].name)));
+            }
+        }
+        let source = match &i.source {
+            None => InsertSource::Values(vec![Vec::new()]).with_defaults(&table, &targets, true)?,
+            Some(q) => match q.body.as_ref() {
+                ast::SetExpr::Values(values) if q.order_by.is_none() && q.limit_clause.is_none() => {
+                    let scope = Scope::default();
+                    let mut rows = Vec::new();
+                    for row in &values.rows {
+                        if row.len() > targets.len() {
+                            return Err(SqlError::syntax("INSERT has more expressions than target columns"));
+                        }
+                        if row.len() < targets.len() && !i.columns.is_empty() {
+                            return Err(SqlError::syntax("INSERT has more target columns than expressions"));
+                        }
+                        let mut out = Vec::new();
+                        for (k, e) in row.iter().enumerate() {
+                            let col = &table.columns[targets[k]];
+                            if is_default_keyword(e) {
+                                out.push(column_default(col)?);
+                                continue;
+                            }
+                            always_identity_guard(col)?;
+                            let (b, t) = self.expr(e, &scope, &mut ExprCtx::plain("VALUES"))?;
+                            out.push(self.assign(b, t, col.ty, &col.name)?);
+                        }
+                        // Trailing target columns without a value get their default.
+                        for &t in &targets[row.len()..] {
+                            out.push(column_default(&table.columns[t])?);
+                        }
+                        rows.push(out);
+                    }
+                    InsertSource::Values(rows)
+                }
+                _ => {
+                    let sub = self.query(q, None)?;
+                    if sub.visible > targets.len() {
+                        return Err(SqlError::syntax("INSERT has more expressions than target columns"));
+                    }
+                    for (k, c) in sub.columns[..sub.visible].iter().enumerate() {
+                        let col = &table.columns[targets[k]];
+                        always_identity_guard(col)?;
+                        if let Some(t) = c.ty {
+                            check_assignable(t, col.ty, &col.name)?;
+                        }
+                    }
+                    InsertSource::Query(Box::new(sub))
+                }
+            },
+        };
+        let on_conflict = match &i.on {
+            None => None,
+            Some(ast::OnInsert::OnConflict(oc)) => Some(self.on_conflict(oc, &table)?),
+            Some(_) => return Err(SqlError::unsupported("ON DUPLICATE KEY UPDATE")),
+        };
+        let (returning, columns) = self.returning(i.returning.as_deref(), &table)?;
+        let generated = (0..table.columns.len())
+            .filter(|c| (table.columns[*c].sequence.is_some() || table.columns[*c].default_sql.is_some()) && !targets.contains(c))
+            .map(|c| column_default(&table.columns[c]).map(|e| (c, e)))
+            .collect::<Result<_>>()?;
+        let checks = self.table_checks(&table)?;
+        Ok(Plan::Insert(InsertPlan { table, targets, source, on_conflict, returning, columns, generated, checks }))
+    }
+
+    fn on_conflict(&mut self, oc: &ast::OnConflict, table: &Arc<TableSchema>) -> Result<OnConflict> {
+        let unique: Vec<Arc<pgtier_engine::IndexSchema>> = self.catalog.indexes_of(table.id).into_iter().filter(|i| i.unique).collect();
+        let arbiters: Vec<IndexId> = match &oc.conflict_target {
+            None => unique.iter().map(|i| i.id).collect(),
+            Some(ast::ConflictTarget::Columns(cols)) => {
+                let mut positions = Vec::new();
+                for c in cols {
+                    let n = ident(c);
+                    positions.push(table.column_index(&n).ok_or_else(|| SqlError::new("42703", format!("column \"{n}\" does not exist")))?);
+                }
+                let mut sorted = positions.clone();
+                sorted.sort_unstable();
+                let found: Vec<IndexId> = unique
+                    .iter()
+                    .filter(|i| {
+                        let mut c = i.columns.clone();
+                        c.sort_unstable();
+                        c == sorted
+                    })
+                    .map(|i| i.id)
+                    .collect();
+                if found.is_empty() {
+                    return Err(SqlError::new("42P10", "there is no unique or exclusion constraint matching the ON CONFLICT specification"));
+                }
+                found
+            }
+            Some(ast::ConflictTarget::OnConstraint(name)) => {
+                let n = object_name(name)?;
+                let idx = unique.iter().find(|i| i.name == n).ok_or_else(|| {
+                    SqlError::new("42704", format!("constraint \"{n}\" for table \"{}\" does not exist", table.name))
+                })?;
+                vec![idx.id]
+            }
+        };
+        self.indexes.extend(arbiters.iter().copied());
+        let action = match &oc.action {
+            ast::OnConflictAction::DoNothing => ConflictAction::Nothing,
+            ast::OnConflictAction::DoUpdate(du) => {
+                if oc.conflict_target.is_none() {
+                    return Err(SqlError::new("42601", "ON CONFLICT DO UPDATE requires inference specification or constraint name")
+                        .with_hint("For example, ON CONFLICT (column_name)."));
+                }
+                let width = table.columns.len();
+                let scope = Scope {
+                    rels: vec![
+                        Rel { name: table.name.clone(), table: table.clone(), offset: 0, source: None },
+                        Rel { name: "excluded".into(), table: table.clone(), offset: width, source: None },
+                    ],
+                    hidden: Vec::new(),
+                    outer: None,
+                };
+                let assignments = self.assignments(&du.assignments, table, &scope)?;
+                let filter = match &du.selection {
+                    Some(e) => {
+                        let (b, t) = self.expr(e, &scope, &mut ExprCtx::plain("WHERE"))?;
+                        Some(self.boolean(b, t, "WHERE")?)
+                    }
+                    None => None,
+                };
+                ConflictAction::Update { assignments, filter }
+            }
+        };
+        Ok(OnConflict { arbiters, action })
+    }
+
+    fn assignments(&mut self, list: &[ast::Assignment], table: &Arc<TableSchema>, scope: &Scope<'_>) -> Result<Vec<(usize, Expr)>> {
+        let mut out: Vec<(usize, Expr)> = Vec::new();
+        for a in list {
+            let ast::AssignmentTarget::ColumnName(name) = &a.target else {
+                return Err(SqlError::unsupported("multiple-column assignment"));
+            };
+            let n = name.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default();
+            let pos = table.column_index(&n).ok_or_else(|| {
+                SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", table.name))
+            })?;
+            system_column_guard(&table.columns[pos])?;
+            if out.iter().any(|(p, _)| *p == pos) {
+                return Err(SqlError::new("42601", format!("multiple assignments to same column \"{n}\"")));
+            }
+            let col = &table.columns[pos];
+            let e = if is_default_keyword(&a.value) {
+                column_default(col)?
+            } else if col.sequence.is_some_and(|(_, how)| how == SequenceDefault::IdentityAlways) {
+                return Err(SqlError::new("428C9", format!("column \"{n}\" can only be updated to DEFAULT"))
+                    .with_detail(format!("Column \"{n}\" is an identity column defined as GENERATED ALWAYS.")));
+            } else {
+                let (b, t) = self.expr(&a.value, scope, &mut ExprCtx::plain("UPDATE"))?;
+                self.assign(b, t, col.ty, &col.name)?
+            };
+            out.push((pos, e));
+        }
+        Ok(out)
+    }
+
+    fn single_table(&mut self, twj: &ast::TableWithJoins) -> Result<Rel> {
+        if !twj.joins.is_empty() {
+            return Err(SqlError::unsupported("joins in UPDATE/DELETE"));
+        }
+        let ast::TableFactor::Table { name, alias, .. } = &twj.relation else {
+            return Err(SqlError::unsupported("this UPDATE/DELETE target"));
+        };
+        let table = self.table(name)?;
+        let rname = alias.as_ref().map_or_else(|| table.name.clone(), |a| ident(&a.name));
+        Ok(Rel { name: rname, table, offset: 0, source: None })
+    }
+
+    pub(super) fn update(&mut self, u: &ast::Update) -> Result<Plan> {
+        if u.from.is_some() || u.or.is_some() || !u.order_by.is_empty() || u.limit.is_some() || u.output.is_some() {
+            return Err(SqlError::unsupported("UPDATE with FROM/ORDER BY/LIMIT"));
+        }
+        let rel = self.single_table(&u.table)?;
+        let table = rel.table.clone();
+        writable(&table)?;
+        let scope = Scope { rels: vec![rel], hidden: Vec::new(), outer: None };
+        let assignments = self.assignments(&u.assignments, &table, &scope)?;
+        let level = self.dml_level(&scope, u.selection.as_ref())?;
+        let (returning, columns) = self.returning_in(u.returning.as_deref(), &scope)?;
+        let width = table.columns.len();
+        let search_columns = ColumnMask::reading(width, &level.filters, &table.primary_key);
+        let checks = self.table_checks(&table)?;
+        // A CHECK's 23514 detail shows the whole new row.
+        let eval_columns = if returning.is_empty() && checks.is_empty() {
+            let read = level.filters.iter().chain(&level.key_checks).chain(assignments.iter().map(|(_, e)| e)).chain(checks.iter().map(|c| &c.expr));
+            ColumnMask::reading(width, read, &table.primary_key)
+        } else {
+            ColumnMask::all(width)
+        };
+        let assignments_have_subqueries = assignments.iter().any(|(_, e)| e.has_subquery());
+        let filters_have_subqueries = level.filters.iter().any(Expr::has_subquery);
+        Ok(Plan::Update(UpdatePlan { level, search_columns, eval_columns, assignments_have_subqueries, filters_have_subqueries, assignments, returning, columns, checks }))
+    }
+
+    pub(super) fn delete(&mut self, d: &ast::Delete) -> Result<Plan> {
+        if d.using.is_some() || !d.order_by.is_empty() || d.limit.is_some() || !d.tables.is_empty() || d.output.is_some() {
+            return Err(SqlError::unsupported("DELETE with USING/ORDER BY/LIMIT"));
+        }
+        let from = match &d.from {
+            ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => v,
+        };
+        let [twj] = from.as_slice() else {
+            return Err(SqlError::unsupported("DELETE from several tables"));
+        };
+        let rel = self.single_table(twj)?;
+        writable(&rel.table)?;
+        let scope = Scope { rels: vec![rel], hidden: Vec::new(), outer: None };
+        let level = self.dml_level(&scope, d.selection.as_ref())?;
+        let (returning, columns) = self.returning_in(d.returning.as_deref(), &scope)?;
+        let search_columns = ColumnMask::reading(level.width(), &level.filters, &level.table.primary_key);
+        Ok(Plan::Delete(DeletePlan { level, search_columns, returning, columns }))
+    }
+
+    fn dml_level(&mut self, scope: &Scope<'_>, selection: Option<&ast::Expr>) -> Result<Level> {
+        let mut conj = Vec::new();
+        if let Some(w) = selection {
+            let (b, t) = self.expr(w, scope, &mut ExprCtx::plain("WHERE"))?;
+            let b = self.boolean(b, t, "WHERE")?;
+            flatten_and(b, &mut conj);
+        }
+        let (mut levels, finals) = planner::plan_levels(self.catalog, &scope.rels, vec![JoinRel { left: false, on: Vec::new() }], conj, &mut self.indexes)?;
+        let mut level = levels.pop().ok_or_else(|| SqlError::new("XX000", "no relation in UPDATE/DELETE"))?;
+        // With one table every predicate can be checked on its row.
+        level.filters.extend(finals);
+        if level.filters.iter().any(Expr::has_subquery) {
+            level.exact_key = false;
+        }
+        Ok(level)
+    }
+
+    fn returning(&mut self, items: Option<&[ast::SelectItem]>, table: &Arc<TableSchema>) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
+        let scope = Scope { rels: vec![Rel { name: table.name.clone(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), outer: None };
+        self.returning_in(items, &scope)
+    }
+
+    fn returning_in(&mut self, items: Option<&[ast::SelectItem]>, scope: &Scope<'_>) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
+        let mut exprs = Vec::new();
+        let mut cols = Vec::new();
+        for item in items.unwrap_or(&[]) {
+            match item {
+                ast::SelectItem::UnnamedExpr(e) => {
+                    let (b, t) = self.expr(e, scope, &mut ExprCtx::plain("RETURNING"))?;
+                    exprs.push(b);
+                    cols.push(OutputColumn { name: column_label(e), ty: t });
+                }
+                ast::SelectItem::ExprWithAlias { expr, alias } => {
+                    let (b, t) = self.expr(expr, scope, &mut ExprCtx::plain("RETURNING"))?;
+                    exprs.push(b);
+                    cols.push(OutputColumn { name: ident(alias), ty: t });
+                }
+                ast::SelectItem::ExprWithAliases { .. } => return Err(SqlError::unsupported("multiple aliases")),
+                ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..) => {
+                    let r = &scope.rels[0];
+                    for (i, c) in r.table.visible_columns().iter().enumerate() {
+                        exprs.push(Expr::Column(i));
+                        cols.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
+                    }
+                }
+            }
+        }
+        Ok((exprs, cols))
+    }
+}
+
+/// A column's DEFAULT as an expression: its constant, the next value of
+/// its sequence (serial, identity, `DEFAULT nextval('s')`), or the
+/// transaction's start time (`DEFAULT now()` and its synonyms).
+fn column_default(col: &Column) -> Result<Expr> {
+    if let Some((seq, _)) = col.sequence {
+        let oid = crate::catalog::relation_oid(seq);
+        let next = Expr::Func(Func::Sys(SysFunc::Sequence(SeqFunc::Nextval)), vec![Expr::Const(Value::Int8(oid))]);
+        return Ok(if col.ty == DataType::Int8 { next } else { Expr::Cast(next.boxed(), col.ty, false) });
+    }
+    if let Some(sql) = &col.default_sql {
+        let known = NOW_DEFAULTS.iter().any(|(_, text)| text == sql);
+        return match col.ty {
+            DataType::TimestampTz if known => Ok(Expr::Func(Func::Now, Vec::new())),
+            DataType::Timestamp if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp, false)),
+            DataType::Date if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Date, false)),
+            _ => Err(SqlError::new("XX000", format!("column \"{}\" has a default this version cannot evaluate: {sql}", col.name))),
+        };
+    }
+    Ok(Expr::Const(col.default.clone().unwrap_or(Value::Null)))
+}
+
+/// INSERT, UPDATE and DELETE never change a sequence's row directly.
+fn writable(table: &TableSchema) -> Result<()> {
+    if table.sequence.is_some() {
+        return Err(SqlError::new("42809", format!("cannot change sequence \"{}\"", table.name)));
+    }
+    Ok(())
+}
+
+/// A GENERATED ALWAYS identity column takes only DEFAULT (pgtier has no
+/// OVERRIDING SYSTEM VALUE).
+fn always_identity_guard(col: &Column) -> Result<()> {
+    if col.sequence.is_some_and(|(_, how)| how == SequenceDefault::IdentityAlways) {
+        return Err(SqlError::new("428C9", format!("cannot insert a non-DEFAULT value into column \"{}\"", col.name))
+            .with_detail(format!("Column \"{}\" is an identity column defined as GENERATED ALWAYS.", col.name))
+            .with_hint("Use OVERRIDING SYSTEM VALUE to override."));
+    }
+    Ok(())
+}
+
+fn is_default_keyword(e: &ast::Expr) -> bool {
+    matches!(e, ast::Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"))
+}
+
+/// The engine's hidden row id is a system column: readable, never assigned.
+fn system_column_guard(col: &pgtier_engine::Column) -> Result<()> {
+    if col.is_hidden() {
+        return Err(SqlError::new("0A000", format!("cannot assign to system column \"{}\"", col.name)));
+    }
+    Ok(())
+}

@@ -1,0 +1,362 @@
+//! Expressions: names, literals, parameters, CASE, subqueries, and the
+//! dispatch to operators, functions and casts.
+
+use pgtier_engine::{DataType, Value};
+use sqlparser::ast;
+
+use super::cast::cast_target;
+use super::coerce::{common_type, map_type};
+use super::{Binder, ExprCtx, Scope, Ty, ident, missing_from, truncate};
+use crate::error::{Result, SqlError};
+use crate::expr::{CmpOp, Expr, Subquery, SubqueryKind};
+use crate::plan::SelectPlan;
+use crate::value::{self, Category, NUMERIC_ANY, category, type_name};
+
+impl Binder<'_> {
+    fn param(&mut self, text: &str) -> Result<(Expr, Ty)> {
+        let n: usize = text.strip_prefix('$').and_then(|d| d.parse().ok()).ok_or_else(|| SqlError::syntax(format!("syntax error at or near \"{text}\"")))?;
+        if n == 0 || n > 65_535 {
+            return Err(SqlError::new("42P02", format!("there is no parameter ${n}")));
+        }
+        if self.params.len() < n {
+            self.params.resize(n, None);
+        }
+        Ok((Expr::Param(n - 1), self.params[n - 1]))
+    }
+
+    fn resolve_column(&mut self, qualifier: Option<&str>, name: &str, scope: &Scope<'_>) -> Result<(Expr, Ty)> {
+        if let Some((pos, ty)) = lookup(scope, qualifier, name)? {
+            return Ok((Expr::Column(pos), Some(ty)));
+        }
+        if let Some(outer) = scope.outer {
+            if let Some((pos, ty)) = lookup(outer, qualifier, name)? {
+                self.correlated = true;
+                return Ok((Expr::Outer(pos), Some(ty)));
+            }
+            if let Some(o2) = outer.outer
+                && lookup(o2, qualifier, name)?.is_some() {
+                    return Err(SqlError::unsupported("a subquery referencing a query two levels out"));
+                }
+        }
+        match qualifier {
+            Some(q) if !scope.rels.iter().any(|r| r.name == q) && !scope.outer.is_some_and(|o| o.rels.iter().any(|r| r.name == q)) => {
+                Err(missing_from(q))
+            }
+            Some(q) => Err(SqlError::undefined_column(&format!("{q}.{name}"))),
+            None => Err(SqlError::undefined_column(&format!("\"{name}\""))),
+        }
+    }
+
+    pub(super) fn expr(&mut self, e: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        use ast::Expr as E;
+        match e {
+            E::Identifier(i) => match self.resolve_column(None, &ident(i), scope) {
+                Err(err) if err.sqlstate == "42703" && i.quote_style.is_none() => self.keyword_function(&ident(i))?.ok_or_else(|| err.at(i.span)),
+                Err(err) => Err(err.at(i.span)),
+                other => other,
+            },
+            E::CompoundIdentifier(parts) => match parts.as_slice() {
+                [q, c] => self.resolve_column(Some(&ident(q)), &ident(c), scope).map_err(|err| err.at(q.span)),
+                [s, q, c] if ident(s) == "public" => self.resolve_column(Some(&ident(q)), &ident(c), scope).map_err(|err| err.at(s.span)),
+                _ => Err(SqlError::unsupported(format!("name {e}"))),
+            },
+            E::Value(v) => self.literal(&v.value),
+            E::TypedString(ts) => {
+                let ty = map_type(&ts.data_type)?;
+                let text = match &ts.value.value {
+                    ast::Value::SingleQuotedString(s) => s.clone(),
+                    other => return Err(SqlError::unsupported(format!("typed literal {other}"))),
+                };
+                Ok((Expr::Const(value::parse_input(&text, ty)?), Some(ty)))
+            }
+            E::Nested(inner) => self.expr(inner, scope, ctx),
+            E::UnaryOp { op: ast::UnaryOperator::Minus, expr } if matches!(expr.as_ref(), E::Value(v) if matches!(v.value, ast::Value::Number(..))) => {
+                // PostgreSQL folds the sign into the literal: -2147483648 is an integer.
+                let E::Value(v) = expr.as_ref() else { return Err(SqlError::new("XX000", "literal expected")) };
+                let ast::Value::Number(n, long) = &v.value else { return Err(SqlError::new("XX000", "number expected")) };
+                self.literal(&ast::Value::Number(format!("-{n}"), *long))
+            }
+            E::UnaryOp { op, expr } => {
+                let (x, t) = self.expr(expr, scope, ctx)?;
+                match op {
+                    ast::UnaryOperator::Not => Ok((Expr::Not(self.boolean(x, t, "NOT")?.boxed()), Some(DataType::Bool))),
+                    ast::UnaryOperator::Minus => {
+                        if let (Expr::Const(v), Some(_)) = (&x, t) {
+                            return Ok((Expr::Const(value::negate(v)?), t));
+                        }
+                        match t {
+                            Some(ty) if category(ty) == Category::Numeric => Ok((Expr::Neg(x.boxed()), t)),
+                            None => {
+                                let x = self.coerce(x, None, DataType::Float8, "-")?;
+                                Ok((Expr::Neg(x.boxed()), Some(DataType::Float8)))
+                            }
+                            Some(ty) => Err(SqlError::undefined_operator(&format!("- {}", type_name(ty)))),
+                        }
+                    }
+                    ast::UnaryOperator::Plus => Ok((x, t)),
+                    other => Err(SqlError::unsupported(format!("operator {other}"))),
+                }
+            }
+            E::BinaryOp { left, op, right } => match self.regex_op(left, op, right, scope, ctx)? {
+                Some(done) => Ok(done),
+                None => self.binary(left, op, right, scope, ctx),
+            },
+            E::AnyOp { left, compare_op, right, .. } => self.sys_any(left, compare_op, right, scope, ctx),
+            E::Collate { expr, collation } => self.collate(expr, collation, scope, ctx),
+            E::Array(a) => self.array_constructor(&a.elem, scope, ctx),
+            E::CompoundFieldAccess { root, access_chain } => self.subscript(root, access_chain, scope, ctx),
+            E::IsNull(x) | E::IsNotNull(x) => {
+                let (b, _) = self.expr(x, scope, ctx)?;
+                Ok((Expr::IsNull(b.boxed(), matches!(e, E::IsNotNull(_))), Some(DataType::Bool)))
+            }
+            E::IsTrue(x) | E::IsNotTrue(x) | E::IsFalse(x) | E::IsNotFalse(x) => {
+                let (b, t) = self.expr(x, scope, ctx)?;
+                let b = self.boolean(b, t, "IS TRUE")?;
+                let target = matches!(e, E::IsTrue(_) | E::IsNotTrue(_));
+                let negated = matches!(e, E::IsNotTrue(_) | E::IsNotFalse(_));
+                Ok((Expr::IsBool(b.boxed(), target, negated), Some(DataType::Bool)))
+            }
+            E::IsDistinctFrom(a, b) | E::IsNotDistinctFrom(a, b) => {
+                let (x, y) = self.comparable(a, b, scope, ctx, "IS DISTINCT FROM")?;
+                Ok((Expr::IsDistinct(x.boxed(), y.boxed(), matches!(e, E::IsNotDistinctFrom(..))), Some(DataType::Bool)))
+            }
+            E::Between { expr, negated, low, high } => {
+                let (x1, lo) = self.comparable(expr, low, scope, ctx, "BETWEEN")?;
+                let (x2, hi) = self.comparable(expr, high, scope, ctx, "BETWEEN")?;
+                let both = Expr::And(vec![Expr::Cmp(CmpOp::GtEq, x1.boxed(), lo.boxed()), Expr::Cmp(CmpOp::LtEq, x2.boxed(), hi.boxed())]);
+                Ok((if *negated { Expr::Not(both.boxed()) } else { both }, Some(DataType::Bool)))
+            }
+            E::InList { expr, list, negated } => {
+                let (x, xt) = self.expr(expr, scope, ctx)?;
+                let mut items = Vec::new();
+                let mut types = vec![xt];
+                for item in list {
+                    let (b, t) = self.expr(item, scope, ctx)?;
+                    items.push(b);
+                    types.push(t);
+                }
+                let common = common_type(&types, "IN")?;
+                let x = self.coerce_common(x, xt, common)?;
+                let mut out = Vec::new();
+                for (b, t) in items.into_iter().zip(types.into_iter().skip(1)) {
+                    out.push(self.coerce_common(b, t, common)?);
+                }
+                Ok((Expr::InList { expr: x.boxed(), list: out, negated: *negated }, Some(DataType::Bool)))
+            }
+            E::Like { negated, any: false, expr, pattern, escape_char: None } | E::ILike { negated, any: false, expr, pattern, escape_char: None } => {
+                let (x, xt) = self.expr(expr, scope, ctx)?;
+                let (p, pt) = self.expr(pattern, scope, ctx)?;
+                let x = self.text_arg(x, xt, "~~")?;
+                let p = self.text_arg(p, pt, "~~")?;
+                Ok((Expr::Like { expr: x.boxed(), pattern: p.boxed(), negated: *negated, case_insensitive: matches!(e, E::ILike { .. }) }, Some(DataType::Bool)))
+            }
+            E::Case { operand, conditions, else_result, .. } => self.case(operand.as_deref(), conditions, else_result.as_deref(), scope, ctx),
+            E::Cast { kind, expr, data_type, format: None, .. } => {
+                if !matches!(kind, ast::CastKind::Cast | ast::CastKind::DoubleColon) {
+                    return Err(SqlError::unsupported(format!("{kind:?}")));
+                }
+                let target = cast_target(data_type);
+                let ty = match target {
+                    Some(_) => DataType::Text,
+                    None => map_type(data_type)?,
+                };
+                if matches!(ty, DataType::Float4 | DataType::Float8)
+                    && let Some(f) = wide_numeric_literal(expr)
+                {
+                    // A literal beyond numeric's 38 digits (-1e300): PostgreSQL
+                    // converts numeric to float through its text, as this does.
+                    let v = if ty == DataType::Float4 { value::cast(Value::Float8(f), ty, true)? } else { Value::Float8(f) };
+                    return Ok((Expr::Const(v), Some(ty)));
+                }
+                let (x, t) = self.expr(expr, scope, ctx)?;
+                if target.is_some() || t.is_some_and(crate::types::is_pseudo) {
+                    return self.sys_cast(x, t, target, target.is_none().then_some(ty))?.ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
+                }
+                match (t, x) {
+                    (None, Expr::Const(Value::Text(s))) if category(ty) == Category::String => Ok((Expr::Const(value::cast(Value::Text(s), ty, true)?), Some(ty))),
+                    (None, Expr::Const(Value::Text(s))) => Ok((Expr::Const(value::parse_input(&s, ty)?), Some(ty))),
+                    (None, Expr::Param(i)) => {
+                        self.params[i] = Some(ty);
+                        Ok((Expr::Param(i), Some(ty)))
+                    }
+                    (_, Expr::Const(v)) => Ok((Expr::Const(value::cast(v, ty, true)?), Some(ty))),
+                    (_, x) => Ok((Expr::Cast(x.boxed(), ty, true), Some(ty))),
+                }
+            }
+            E::Function(f) => self.function(f, scope, ctx),
+            E::Substring { expr, substring_from, substring_for, .. } => {
+                let mut args = vec![(**expr).clone()];
+                args.push(substring_from.as_deref().cloned().unwrap_or(ast::Expr::value(ast::Value::Number("1".into(), false))));
+                if let Some(f) = substring_for {
+                    args.push((**f).clone());
+                }
+                self.scalar_function("substr", &args, scope, ctx)
+            }
+            E::Trim { expr, trim_where, trim_what, trim_characters: None } => {
+                let name = match trim_where {
+                    None | Some(ast::TrimWhereField::Both) => "btrim",
+                    Some(ast::TrimWhereField::Leading) => "ltrim",
+                    Some(ast::TrimWhereField::Trailing) => "rtrim",
+                };
+                let mut args = vec![(**expr).clone()];
+                if let Some(w) = trim_what {
+                    args.push((**w).clone());
+                }
+                self.scalar_function(name, &args, scope, ctx)
+            }
+            E::Position { expr, r#in } => self.scalar_function("position", &[(**expr).clone(), (**r#in).clone()], scope, ctx),
+            E::Ceil { expr, field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime) } => {
+                self.scalar_function("ceil", &[(**expr).clone()], scope, ctx)
+            }
+            E::Floor { expr, field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime) } => {
+                self.scalar_function("floor", &[(**expr).clone()], scope, ctx)
+            }
+            E::Exists { subquery, negated } => {
+                let (plan, correlated) = self.subquery(subquery, scope)?;
+                Ok((self.sub_expr(SubqueryKind::Exists, *negated, correlated, plan), Some(DataType::Bool)))
+            }
+            E::Subquery(q) => {
+                let (plan, correlated) = self.subquery(q, scope)?;
+                if plan.visible != 1 {
+                    return Err(SqlError::syntax("subquery must return only one column"));
+                }
+                let ty = plan.columns[0].ty;
+                Ok((self.sub_expr(SubqueryKind::Scalar, false, correlated, plan), ty))
+            }
+            E::InSubquery { expr, subquery, negated } => {
+                let (x, xt) = self.expr(expr, scope, ctx)?;
+                let (plan, correlated) = self.subquery(subquery, scope)?;
+                if plan.visible != 1 {
+                    return Err(SqlError::syntax("subquery has too many columns"));
+                }
+                let st = plan.columns[0].ty;
+                let common = common_type(&[xt, st], "IN")?;
+                let x = self.coerce_common(x, xt, common)?;
+                if let (Some(c), Some(s)) = (common, st)
+                    && category(c) != category(s) {
+                        return Err(SqlError::undefined_operator(&format!("{} = {}", type_name(c), type_name(s))));
+                    }
+                Ok((self.sub_expr(SubqueryKind::In(x.boxed()), *negated, correlated, plan), Some(DataType::Bool)))
+            }
+            other => Err(SqlError::unsupported(format!("expression {}", truncate(&other.to_string())))),
+        }
+    }
+
+    pub(super) fn sub_expr(&mut self, kind: SubqueryKind, negated: bool, correlated: bool, plan: SelectPlan) -> Expr {
+        let id = self.next_subquery;
+        self.next_subquery += 1;
+        Expr::Subquery(Box::new(Subquery { id, kind, negated, correlated, plan: Box::new(plan) }))
+    }
+
+    pub(super) fn subquery(&mut self, q: &ast::Query, scope: &Scope<'_>) -> Result<(SelectPlan, bool)> {
+        let saved = std::mem::replace(&mut self.correlated, false);
+        let plan = self.query(q, Some(scope));
+        let correlated = std::mem::replace(&mut self.correlated, saved);
+        Ok((plan?, correlated))
+    }
+
+    fn literal(&mut self, v: &ast::Value) -> Result<(Expr, Ty)> {
+        use ast::Value as V;
+        Ok(match v {
+            V::Number(n, _) => {
+                if !n.contains(['.', 'e', 'E']) {
+                    if let Ok(i) = n.parse::<i32>() {
+                        return Ok((Expr::Const(Value::Int4(i)), Some(DataType::Int4)));
+                    }
+                    if let Ok(i) = n.parse::<i64>() {
+                        return Ok((Expr::Const(Value::Int8(i)), Some(DataType::Int8)));
+                    }
+                }
+                let num = value::parse_numeric(n).ok_or_else(|| SqlError::unsupported(format!("numeric literal {n} (more than 38 digits)")))?;
+                (Expr::Const(Value::Numeric(num)), Some(NUMERIC_ANY))
+            }
+            V::SingleQuotedString(s) | V::EscapedStringLiteral(s) => (Expr::Const(Value::Text(s.clone())), None),
+            V::Boolean(b) => (Expr::Const(Value::Bool(*b)), Some(DataType::Bool)),
+            V::Null => (Expr::Const(Value::Null), None),
+            V::Placeholder(p) => self.param(p)?,
+            other => return Err(SqlError::unsupported(format!("literal {other}"))),
+        })
+    }
+
+    fn case(&mut self, operand: Option<&ast::Expr>, conditions: &[ast::CaseWhen], otherwise: Option<&ast::Expr>, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        let mut whens = Vec::new();
+        let mut results = Vec::new();
+        let op = match operand {
+            Some(o) => Some(self.expr(o, scope, ctx)?),
+            None => None,
+        };
+        let mut op_expr = None;
+        for cw in conditions {
+            let cond = match &op {
+                Some((ox, ot)) => {
+                    let (w, wt) = self.expr(&cw.condition, scope, ctx)?;
+                    let (o2, w2) = self.unify_cmp(ox.clone(), *ot, w, wt, "=")?;
+                    op_expr = Some(o2);
+                    w2
+                }
+                None => {
+                    let (w, wt) = self.expr(&cw.condition, scope, ctx)?;
+                    self.boolean(w, wt, "CASE/WHEN")?
+                }
+            };
+            whens.push(cond);
+            results.push(self.expr(&cw.result, scope, ctx)?);
+        }
+        let else_bound = match otherwise {
+            Some(e) => Some(self.expr(e, scope, ctx)?),
+            None => None,
+        };
+        let mut types: Vec<Ty> = results.iter().map(|r| r.1).collect();
+        if let Some((_, t)) = &else_bound {
+            types.push(*t);
+        }
+        let common = common_type(&types, "CASE")?.or(Some(DataType::Text));
+        let mut pairs = Vec::new();
+        for (w, (r, t)) in whens.into_iter().zip(results) {
+            pairs.push((w, self.result_cast(r, t, common)?));
+        }
+        let otherwise = match else_bound {
+            Some((e, t)) => Some(self.result_cast(e, t, common)?.boxed()),
+            None => None,
+        };
+        let operand = match (op, op_expr) {
+            (_, Some(o)) => Some(o.boxed()),
+            (Some((o, _)), None) => Some(o.boxed()),
+            (None, None) => None,
+        };
+        Ok((Expr::Case { operand, whens: pairs, otherwise }, common))
+    }
+}
+
+fn lookup(scope: &Scope<'_>, qualifier: Option<&str>, name: &str) -> Result<Option<(usize, DataType)>> {
+    let mut found: Option<(usize, DataType)> = None;
+    for r in &scope.rels {
+        if qualifier.is_some_and(|q| q != r.name) {
+            continue;
+        }
+        if let Some(c) = r.table.column_index(name) {
+            let pos = r.offset + c;
+            if found.is_some() && !scope.hidden.contains(&pos) {
+                return Err(SqlError::ambiguous_column(name));
+            }
+            if found.is_none() {
+                found = Some((pos, r.table.columns[c].ty));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// A numeric literal (optionally negated) too wide for pgtier's 38-digit
+/// numeric, as a double; None for anything else or a literal that fits.
+fn wide_numeric_literal(e: &ast::Expr) -> Option<f64> {
+    match e {
+        ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } => wide_numeric_literal(expr).map(|f| -f),
+        ast::Expr::Nested(inner) => wide_numeric_literal(inner),
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(n, _) if value::parse_numeric(n).is_none() => n.parse::<f64>().ok().filter(|f| f.is_finite()),
+            _ => None,
+        },
+        _ => None,
+    }
+}

@@ -1,0 +1,266 @@
+//! FROM: stored tables, joins, and the items that are not stored tables:
+//! WITH queries, system relations, subqueries and table functions.
+
+use std::sync::Arc;
+
+use pgtier_engine::{DataType, TableSchema};
+use sqlparser::ast::{self, ObjectName};
+
+use super::function::function_name;
+use super::{Binder, ExprCtx, Rel, Scope, Ty, ident, parts};
+use crate::error::{Result, SqlError};
+use crate::expr::Expr;
+use crate::plan::{SelectPlan, SetTree, TableFunc, VirtualSource};
+use crate::types::{Elem, RegKind};
+use crate::value;
+
+/// A join as written; its condition is bound once every FROM item is known.
+pub(super) struct JoinSpec {
+    pub(super) left: bool,
+    pub(super) on: Option<ast::Expr>,
+    pub(super) using: Vec<String>,
+}
+
+/// A FROM item that is not a stored table: its name, row shape and source.
+struct VirtualRel {
+    name: String,
+    table: Arc<TableSchema>,
+    source: Arc<VirtualSource>,
+}
+
+impl Binder<'_> {
+    pub(super) fn bind_from(&mut self, from: &[ast::TableWithJoins], outer: Option<&'_ Scope<'_>>) -> Result<(Vec<Rel>, Vec<JoinSpec>)> {
+        let mut rels: Vec<Rel> = Vec::new();
+        let mut joins = Vec::new();
+        let mut offset = 0;
+        let _ = outer;
+        let mut add = |b: &mut Self, factor: &ast::TableFactor, rels: &mut Vec<Rel>| -> Result<()> {
+            if let Some(VirtualRel { name: rname, table, source }) = b.virtual_from(factor, rels, outer)? {
+                if rels.iter().any(|r| r.name == rname) {
+                    return Err(SqlError::new("42712", format!("table name \"{rname}\" specified more than once")));
+                }
+                let width = table.columns.len();
+                rels.push(Rel { name: rname, table, offset, source: Some(source) });
+                offset += width;
+                return Ok(());
+            }
+            let ast::TableFactor::Table { name, alias, args: None, with_hints, version: None, partitions, sample: None, index_hints, .. } = factor else {
+                return Err(SqlError::unsupported(match factor {
+                    ast::TableFactor::Derived { .. } => "subquery in FROM".to_owned(),
+                    other => format!("FROM item {other}"),
+                }));
+            };
+            if !with_hints.is_empty() || !partitions.is_empty() || !index_hints.is_empty() {
+                return Err(SqlError::unsupported("table hints"));
+            }
+            let table = b.table(name)?;
+            let rname = match alias {
+                Some(a) if !a.columns.is_empty() => return Err(SqlError::unsupported("column aliases in FROM")),
+                Some(a) => ident(&a.name),
+                None => table.name.clone(),
+            };
+            if rels.iter().any(|r| r.name == rname) {
+                return Err(SqlError::new("42712", format!("table name \"{rname}\" specified more than once")));
+            }
+            let width = table.columns.len();
+            rels.push(Rel { name: rname, table, offset, source: None });
+            offset += width;
+            Ok(())
+        };
+        for twj in from {
+            add(self, &twj.relation, &mut rels)?;
+            joins.push(JoinSpec { left: false, on: None, using: Vec::new() });
+            for j in &twj.joins {
+                let (left, constraint) = match &j.join_operator {
+                    ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (false, Some(c)),
+                    ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (true, Some(c)),
+                    ast::JoinOperator::CrossJoin(c) => (false, Some(c)),
+                    ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) => return Err(SqlError::unsupported("RIGHT JOIN")),
+                    ast::JoinOperator::FullOuter(_) => return Err(SqlError::unsupported("FULL JOIN")),
+                    other => return Err(SqlError::unsupported(format!("join {other:?}").chars().take(60).collect::<String>())),
+                };
+                add(self, &j.relation, &mut rels)?;
+                let mut spec = JoinSpec { left, on: None, using: Vec::new() };
+                match constraint {
+                    Some(ast::JoinConstraint::On(e)) => spec.on = Some(e.clone()),
+                    Some(ast::JoinConstraint::Using(cols)) => {
+                        spec.using = cols.iter().map(|c| c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default()).collect();
+                    }
+                    Some(ast::JoinConstraint::Natural) => return Err(SqlError::unsupported("NATURAL JOIN")),
+                    Some(ast::JoinConstraint::None) | None => {}
+                }
+                joins.push(spec);
+            }
+        }
+        Ok((rels, joins))
+    }
+
+    /// The WITH query an unqualified FROM name refers to, innermost first.
+    fn cte_index(&self, name: &ObjectName) -> Option<usize> {
+        let [part] = name.0.as_slice() else { return None };
+        let n = ident(part.as_ident()?);
+        self.ctes.iter().rposition(|c| c.name == n)
+    }
+
+    /// Binds WITH query `k` for one reference: its plan, name and declared
+    /// column names. Inside it, only the WITH queries before it are visible
+    /// (no recursion), and nothing of the referencing query.
+    fn bind_cte(&mut self, k: usize) -> Result<(SelectPlan, String, Vec<String>)> {
+        self.ctes[k].uses += 1;
+        let cte = self.ctes[k].cte.clone();
+        let later = self.ctes.split_off(k);
+        let correlated = self.correlated;
+        let plan = self.query(&cte.query, None);
+        self.correlated = correlated;
+        self.ctes.extend(later);
+        Ok((plan?, ident(&cte.alias.name), cte.alias.columns.iter().map(|c| ident(&c.name)).collect()))
+    }
+
+    /// A FROM item that is not a stored table, or None for a stored one.
+    fn virtual_from(
+        &mut self, factor: &ast::TableFactor, rels: &[Rel], outer: Option<&Scope<'_>>,
+    ) -> Result<Option<VirtualRel>> {
+        let (name, schema, source, alias) = match factor {
+            ast::TableFactor::Table { name, alias, args: None, .. } if self.cte_index(name).is_some() => {
+                let k = self.cte_index(name).unwrap_or_default();
+                let (plan, cte_name, columns) = self.bind_cte(k)?;
+                let mut cols: Vec<(String, DataType)> = plan.columns[..plan.visible].iter().map(|c| (c.name.clone(), c.ty.unwrap_or(DataType::Text))).collect();
+                if columns.len() > cols.len() {
+                    return Err(SqlError::new("42P10", format!("WITH query \"{cte_name}\" has {} columns available but {} columns specified", cols.len(), columns.len())));
+                }
+                for (c, new) in cols.iter_mut().zip(columns) {
+                    c.0 = new;
+                }
+                (cte_name.clone(), super::detached(&cte_name, cols), VirtualSource::Query(SetTree::Select(Box::new(plan))), alias)
+            }
+            ast::TableFactor::Table { name, alias, args: None, .. } => {
+                let Some(rel) = system_relation(name)? else { return Ok(None) };
+                (rel.def().name.to_owned(), rel.schema(), VirtualSource::System(rel), alias)
+            }
+            ast::TableFactor::Table { name, alias, args: Some(targs), with_ordinality, .. } => {
+                if targs.settings.is_some() {
+                    return Err(SqlError::unsupported("table function settings"));
+                }
+                let fname = function_name(name)?;
+                let mut exprs = Vec::new();
+                for a in &targs.args {
+                    let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) = a else {
+                        return Err(SqlError::unsupported(format!("argument form in {fname}()")));
+                    };
+                    exprs.push(e.clone());
+                }
+                let (schema, source) = self.function_from(&fname, &exprs, alias.as_ref(), *with_ordinality, rels, outer)?;
+                (fname, schema, source, alias)
+            }
+            ast::TableFactor::UNNEST { alias, array_exprs, with_offset: false, with_offset_alias: None, with_ordinality } => {
+                let (schema, source) = self.function_from("unnest", array_exprs, alias.as_ref(), *with_ordinality, rels, outer)?;
+                ("unnest".to_owned(), schema, source, alias)
+            }
+            ast::TableFactor::Derived { lateral, subquery, alias, .. } => {
+                if *lateral {
+                    return Err(SqlError::unsupported("LATERAL"));
+                }
+                let Some(a) = alias else {
+                    return Err(SqlError::syntax("subquery in FROM must have an alias").with_hint("For example, FROM (SELECT ...) [AS] foo."));
+                };
+                let plan = self.query(subquery, outer)?;
+                let cols = plan.columns[..plan.visible].iter().map(|c| (c.name.clone(), c.ty.unwrap_or(DataType::Text))).collect();
+                let n = ident(&a.name);
+                (n.clone(), super::detached(&n, cols), VirtualSource::Query(SetTree::Select(Box::new(plan))), alias)
+            }
+            _ => return Ok(None),
+        };
+        let mut schema = schema;
+        let mut rname = name;
+        if let Some(a) = alias {
+            rname = ident(&a.name);
+            if !a.columns.is_empty() {
+                if a.columns.len() > schema.columns.len() {
+                    return Err(SqlError::new("42P10", format!("table \"{rname}\" has {} columns available but {} columns specified", schema.columns.len(), a.columns.len())));
+                }
+                let mut cols: Vec<(String, DataType)> = schema.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
+                for (c, new) in cols.iter_mut().zip(&a.columns) {
+                    c.0 = ident(&new.name);
+                }
+                schema = super::detached(&rname, cols);
+            }
+        }
+        Ok(Some(VirtualRel { name: rname, table: schema, source: Arc::new(source) }))
+    }
+
+    /// A set-returning function in FROM; its arguments see the FROM items before it.
+    fn function_from(
+        &mut self, fname: &str, exprs: &[ast::Expr], alias: Option<&ast::TableAlias>, ordinality: bool, rels: &[Rel], outer: Option<&Scope<'_>>,
+    ) -> Result<(Arc<TableSchema>, VirtualSource)> {
+        let scope = Scope { rels: rels.to_vec(), hidden: Vec::new(), outer };
+        let mut args = Vec::new();
+        for e in exprs {
+            args.push(self.expr(e, &scope, &mut ExprCtx::plain("functions in FROM"))?);
+        }
+        let (func, args, ty) = self.table_function(fname, args)?;
+        let mut cols = vec![(fname.to_owned(), ty)];
+        if ordinality {
+            cols.push(("ordinality".to_owned(), DataType::Int8));
+        }
+        // A scalar function's one column takes the alias's name.
+        if let Some(a) = alias
+            && a.columns.is_empty() {
+                cols[0].0 = ident(&a.name);
+            }
+        Ok((super::detached(fname, cols), VirtualSource::Function { func, args, ordinality }))
+    }
+
+    fn table_function(&mut self, name: &str, args: Vec<(Expr, Ty)>) -> Result<(TableFunc, Vec<Expr>, DataType)> {
+        let sig = || {
+            let types: Vec<&str> = args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect();
+            format!("{name}({})", types.join(", "))
+        };
+        match (name, args.len()) {
+            ("generate_series", 2 | 3) => {
+                let int8 = args.iter().any(|(_, t)| *t == Some(DataType::Int8));
+                let ty = if int8 { DataType::Int8 } else { DataType::Int4 };
+                let mut out = Vec::new();
+                for (e, t) in args {
+                    out.push(match t {
+                        None => self.coerce(e, None, ty, name)?,
+                        Some(t) if value::is_integer(t) => e,
+                        Some(_) => return Err(SqlError::unsupported("generate_series over non-integers")),
+                    });
+                }
+                Ok((TableFunc::GenerateSeries, out, ty))
+            }
+            ("unnest", 1) => {
+                let s = sig();
+                let mut it = args.into_iter();
+                let Some((e, t)) = it.next() else { return Err(SqlError::undefined_function(&s)) };
+                let elem = t.and_then(Elem::of).ok_or_else(|| SqlError::undefined_function(&s))?;
+                let ty = if elem == Elem::Oid || elem == Elem::OidVector { DataType::Int8 } else { elem.element_type() };
+                Ok((TableFunc::Unnest(elem), vec![e], ty))
+            }
+            ("pg_partition_ancestors", 1) => {
+                let s = sig();
+                let (e, t) = args.into_iter().next().ok_or_else(|| SqlError::undefined_function(&s))?;
+                let e = match t {
+                    None => self.reg_cast(e, None, RegKind::Class)?.0,
+                    Some(t) if value::is_integer(t) || RegKind::of(t).is_some() => e,
+                    Some(_) => return Err(SqlError::undefined_function(&s)),
+                };
+                Ok((TableFunc::PartitionAncestors, vec![e], RegKind::Class.data_type()))
+            }
+            _ => Err(SqlError::undefined_function(&sig())),
+        }
+    }
+}
+
+/// The system relation a table name refers to, if any.
+pub(super) fn system_relation(name: &ObjectName) -> Result<Option<crate::catalog::SystemRel>> {
+    match parts(name)?.as_slice() {
+        [n] => crate::catalog::resolve(None, n),
+        [s, n] => match crate::catalog::resolve(Some(s), n)? {
+            Some(r) => Ok(Some(r)),
+            None if s == "pg_catalog" || s == "information_schema" => Err(SqlError::undefined_table(&format!("{s}.{n}"))),
+            None => Ok(None),
+        },
+        _ => Ok(None),
+    }
+}

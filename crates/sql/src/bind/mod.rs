@@ -1,0 +1,259 @@
+//! Binder: sqlparser AST → plan. Resolves names against the engine catalog,
+//! infers the types of literals and `$n` parameters from their context (as
+//! PostgreSQL does for `unknown`), inserts the implicit casts PostgreSQL
+//! would, and rejects what pgtier does not implement with 0A000 naming the
+//! construct. Access-path choice is in `planner`.
+//!
+//! Here: the `Binder` and its name scopes, and the statement dispatch.
+//! One file per statement kind (`ddl`, `select` with `from` and `setop`,
+//! `dml`) and per kind of expression (`expr`, `operator`, `function`,
+//! `aggregate`, `window`, `array`, `cast`); `coerce` holds PostgreSQL's
+//! implicit coercions and type names.
+
+mod aggregate;
+mod array;
+mod cast;
+mod coerce;
+mod ddl;
+mod dml;
+mod expr;
+mod from;
+mod function;
+mod operator;
+mod select;
+mod setop;
+mod window;
+
+use std::sync::Arc;
+
+use pgtier_engine::{Catalog, Column, DataType, IndexId, TableSchema};
+use sqlparser::ast::{self, Ident, ObjectName};
+
+use crate::error::{Result, SqlError};
+use crate::plan::{AggCall, Plan, Prepared, TxnCommand, VirtualSource, WindowCall};
+
+pub use coerce::map_type;
+
+/// Unresolved type: an untyped literal, NULL or a parameter not yet typed.
+pub type Ty = Option<DataType>;
+
+pub fn bind_statement(catalog: &Catalog, stmt: &ast::Statement) -> Result<Prepared> {
+    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new() };
+    let mut plan = b.statement(stmt)?;
+    if let Plan::Select(s) = &mut plan {
+        cast::finish_output(s);
+    }
+    let param_types = b.params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
+    Ok(Prepared { plan, param_types, deps: b.deps, indexes: b.indexes })
+}
+
+pub fn ident(i: &Ident) -> String {
+    if i.quote_style.is_some() { i.value.clone() } else { i.value.to_lowercase() }
+}
+
+/// Name parts as identifiers.
+fn parts(name: &ObjectName) -> Result<Vec<String>> {
+    name.0.iter().map(|p| p.as_ident().map(ident).ok_or_else(|| SqlError::unsupported(format!("name {name}")))).collect()
+}
+
+fn object_name(name: &ObjectName) -> Result<String> {
+    match parts(name)?.as_slice() {
+        [n] => Ok(n.clone()),
+        [schema, n] if schema == "public" => Ok(n.clone()),
+        [schema, _] => Err(SqlError::new("3F000", format!("schema \"{schema}\" does not exist"))),
+        _ => Err(SqlError::unsupported(format!("name {name}"))),
+    }
+}
+
+#[derive(Clone)]
+pub struct Rel {
+    pub name: String,
+    pub table: Arc<TableSchema>,
+    pub offset: usize,
+    /// Rows not stored in the engine (system catalog, subquery, table function).
+    pub source: Option<Arc<VirtualSource>>,
+}
+
+#[derive(Default)]
+pub struct Scope<'p> {
+    pub rels: Vec<Rel>,
+    /// Joined-row positions `*` skips (the right side of JOIN ... USING).
+    pub hidden: Vec<usize>,
+    pub outer: Option<&'p Scope<'p>>,
+}
+
+impl Scope<'_> {
+    fn width(&self) -> usize {
+        self.rels.last().map_or(0, |r| r.offset + r.table.columns.len())
+    }
+
+    /// Qualified name of a joined-row position, for error messages.
+    pub fn column_name(&self, pos: usize) -> String {
+        for r in &self.rels {
+            if pos >= r.offset && pos < r.offset + r.table.columns.len() {
+                return format!("{}.{}", r.name, r.table.columns[pos - r.offset].name);
+            }
+        }
+        format!("#{pos}")
+    }
+}
+
+/// Where an expression is bound: whether aggregates may appear.
+pub(crate) struct ExprCtx {
+    aggs: Option<Vec<AggCall>>,
+    /// Window functions met so far; None where none is allowed.
+    windows: Option<Vec<WindowCall>>,
+    /// Clause name for "aggregate functions are not allowed in WHERE".
+    clause: &'static str,
+    in_agg: bool,
+}
+
+impl ExprCtx {
+    pub(crate) fn plain(clause: &'static str) -> ExprCtx {
+        ExprCtx { aggs: None, windows: None, clause, in_agg: false }
+    }
+}
+
+pub(crate) struct Binder<'c> {
+    pub(crate) catalog: &'c Catalog,
+    pub(crate) params: Vec<Ty>,
+    pub(crate) deps: Vec<Arc<TableSchema>>,
+    pub(crate) indexes: Vec<IndexId>,
+    pub(crate) next_subquery: usize,
+    /// Set when a name resolved to the enclosing query (correlation).
+    pub(crate) correlated: bool,
+    /// WITH queries in scope, outermost first (a name finds the innermost).
+    pub(crate) ctes: Vec<CteDef>,
+}
+
+/// A WITH query. Each reference binds its query again, as a subquery in
+/// FROM would be (PostgreSQL inlines such a query when it is referenced
+/// once; when it is referenced more often the two agree unless it calls a
+/// volatile function, which is refused then).
+pub(crate) struct CteDef {
+    pub(crate) name: String,
+    pub(crate) cte: ast::Cte,
+    pub(crate) uses: usize,
+}
+
+/// A row shape from column names and types.
+fn detached(name: &str, columns: Vec<(String, DataType)>) -> Arc<TableSchema> {
+    Arc::new(TableSchema::detached(name, columns.into_iter().map(|(n, ty)| Column { name: n, ty, nullable: true, default: None, sequence: None, default_sql: None }).collect()))
+}
+
+fn missing_from(q: &str) -> SqlError {
+    SqlError::new("42P01", format!("missing FROM-clause entry for table \"{q}\""))
+}
+
+fn check_transaction_modes(modes: &[ast::TransactionMode]) -> Result<()> {
+    for m in modes {
+        match m {
+            ast::TransactionMode::IsolationLevel(ast::TransactionIsolationLevel::ReadCommitted)
+            | ast::TransactionMode::AccessMode(ast::TransactionAccessMode::ReadWrite) => {}
+            other => return Err(SqlError::unsupported(format!("transaction mode {other}"))),
+        }
+    }
+    Ok(())
+}
+
+fn setting_text(e: &ast::Expr) -> String {
+    match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+            other => other.to_string(),
+        },
+        ast::Expr::Identifier(i) => i.value.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn statement_kind(s: &ast::Statement) -> String {
+    let text = s.to_string();
+    let words: Vec<&str> = text.split_whitespace().take(2).collect();
+    words.join(" ")
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(60).collect()
+}
+
+impl<'c> Binder<'c> {
+    fn table(&mut self, name: &ObjectName) -> Result<Arc<TableSchema>> {
+        if let Some(rel) = from::system_relation(name)? {
+            return Err(SqlError::new("42501", format!("permission denied for table {}", rel.def().name)));
+        }
+        let n = object_name(name)?;
+        let t = self.catalog.table_by_name(&n).cloned().ok_or_else(|| SqlError::undefined_table(&n).at(sqlparser::ast::Spanned::span(name)))?;
+        if !self.deps.iter().any(|d| Arc::ptr_eq(d, &t)) {
+            self.deps.push(t.clone());
+        }
+        Ok(t)
+    }
+
+    fn statement(&mut self, stmt: &ast::Statement) -> Result<Plan> {
+        use ast::Statement as S;
+        match stmt {
+            S::Query(q) => Ok(Plan::Select(self.query(q, None)?)),
+            S::Insert(i) => self.insert(i),
+            S::Update(u) => self.update(u),
+            S::Delete(d) => self.delete(d),
+            S::CreateTable(c) => self.create_table(c),
+            S::CreateIndex(c) => self.create_index(c),
+            S::Truncate(t) => self.truncate(t),
+            S::CreateSequence { temporary, if_not_exists, name, data_type, sequence_options, owned_by } => {
+                if *temporary {
+                    return Err(SqlError::unsupported("CREATE TEMPORARY SEQUENCE"));
+                }
+                if owned_by.as_ref().is_some_and(|o| o.to_string().to_lowercase() != "none") {
+                    return Err(SqlError::unsupported("CREATE SEQUENCE ... OWNED BY"));
+                }
+                let ty = match data_type {
+                    None => DataType::Int8,
+                    Some(t) => map_type(t)?,
+                };
+                let options = self.sequence_options(ty, sequence_options)?;
+                Ok(Plan::CreateSequence { name: object_name(name)?, options, if_not_exists: *if_not_exists })
+            }
+            S::Drop { object_type, if_exists, names, cascade: _, restrict: _, purge: _, temporary: _, table: _ } => {
+                let names = names.iter().map(object_name).collect::<Result<Vec<_>>>()?;
+                match object_type {
+                    ast::ObjectType::Table => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: false }),
+                    ast::ObjectType::Sequence => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: true }),
+                    ast::ObjectType::Index => Ok(Plan::DropIndex { names, if_exists: *if_exists }),
+                    other => Err(SqlError::unsupported(format!("DROP {other}"))),
+                }
+            }
+            S::StartTransaction { modes, .. } => {
+                check_transaction_modes(modes)?;
+                Ok(Plan::Txn(TxnCommand::Begin))
+            }
+            S::Commit { chain: false, .. } => Ok(Plan::Txn(TxnCommand::Commit)),
+            S::Rollback { chain: false, savepoint: None } => Ok(Plan::Txn(TxnCommand::Rollback)),
+            S::Rollback { savepoint: Some(_), .. } | S::Savepoint { .. } | S::ReleaseSavepoint { .. } => Err(SqlError::unsupported("SAVEPOINT")),
+            S::Set(set) => self.set(set),
+            S::ShowVariable { variable } => {
+                let name = variable.iter().map(|i| i.value.to_lowercase()).collect::<Vec<_>>().join(" ");
+                Ok(Plan::Show { name })
+            }
+            other => Err(SqlError::unsupported(statement_kind(other))),
+        }
+    }
+
+    fn set(&mut self, set: &ast::Set) -> Result<Plan> {
+        match set {
+            ast::Set::SingleAssignment { scope: _, hivevar: false, variable, values } => {
+                // `SET "application_name"` names the same setting as `SET application_name`.
+                let name = variable.0.iter().map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident)).collect::<Vec<_>>().join(".");
+                let value = values.iter().map(setting_text).collect::<Vec<_>>().join(", ");
+                Ok(Plan::Set { name, value })
+            }
+            ast::Set::SetTimeZone { local: _, value } => Ok(Plan::Set { name: "timezone".into(), value: setting_text(value) }),
+            ast::Set::SetNames { charset_name, .. } => Ok(Plan::Set { name: "client_encoding".into(), value: charset_name.value.clone() }),
+            ast::Set::SetTransaction { modes, snapshot: None, session: _ } => {
+                check_transaction_modes(modes)?;
+                Ok(Plan::Noop { tag: "SET" })
+            }
+            other => Err(SqlError::unsupported(format!("{other}"))),
+        }
+    }
+}

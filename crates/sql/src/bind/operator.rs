@@ -1,0 +1,182 @@
+//! Operators: comparison, AND / OR, `||`, arithmetic, regular-expression
+//! matches and COLLATE.
+
+use pgtier_engine::DataType;
+use sqlparser::ast::{self, ObjectName};
+
+use super::array::is_array_ast;
+use super::{Binder, ExprCtx, Scope, Ty, parts};
+use crate::error::{Result, SqlError};
+use crate::expr::{CmpOp, Expr, Func, SysFunc};
+use crate::value::{self, ArithOp, Category, category, type_name};
+
+impl Binder<'_> {
+    /// Binds both sides of a comparison with a common type.
+    pub(super) fn comparable(&mut self, a: &ast::Expr, b: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx, op: &str) -> Result<(Expr, Expr)> {
+        let (x, xt) = self.expr(a, scope, ctx)?;
+        let (y, yt) = self.expr(b, scope, ctx)?;
+        self.unify_cmp(x, xt, y, yt, op)
+    }
+
+    pub(super) fn binary(&mut self, left: &ast::Expr, op: &ast::BinaryOperator, right: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        use ast::BinaryOperator as B;
+        let cmp = match op {
+            B::Eq => Some(CmpOp::Eq),
+            B::NotEq => Some(CmpOp::NotEq),
+            B::Lt => Some(CmpOp::Lt),
+            B::LtEq => Some(CmpOp::LtEq),
+            B::Gt => Some(CmpOp::Gt),
+            B::GtEq => Some(CmpOp::GtEq),
+            _ => None,
+        };
+        if let Some(c) = cmp {
+            let (x, y) = self.comparable(left, right, scope, ctx, c.symbol())?;
+            return Ok((Expr::Cmp(c, x.boxed(), y.boxed()), Some(DataType::Bool)));
+        }
+        let (x, xt) = self.expr(left, scope, ctx)?;
+        let (y, yt) = self.expr(right, scope, ctx)?;
+        match op {
+            B::And | B::Or => {
+                let name = if matches!(op, B::And) { "AND" } else { "OR" };
+                let x = self.boolean(x, xt, name)?;
+                let y = self.boolean(y, yt, name)?;
+                let mut parts = Vec::new();
+                for e in [x, y] {
+                    match (op, e) {
+                        (B::And, Expr::And(v)) | (B::Or, Expr::Or(v)) => parts.extend(v),
+                        (_, e) => parts.push(e),
+                    }
+                }
+                Ok((if matches!(op, B::And) { Expr::And(parts) } else { Expr::Or(parts) }, Some(DataType::Bool)))
+            }
+            B::StringConcat => {
+                let stringy = |t: Ty| t.is_none_or(|t| category(t) == Category::String);
+                if !stringy(xt) && !stringy(yt) {
+                    return Err(SqlError::undefined_operator(&format!("{} || {}", type_name(xt.unwrap_or(DataType::Text)), type_name(yt.unwrap_or(DataType::Text)))));
+                }
+                let x = match xt {
+                    None => self.coerce(x, None, DataType::Text, "||")?,
+                    Some(DataType::Char(_)) => Expr::BpcharTrim(x.boxed()),
+                    _ => x,
+                };
+                let y = match yt {
+                    None => self.coerce(y, None, DataType::Text, "||")?,
+                    Some(DataType::Char(_)) => Expr::BpcharTrim(y.boxed()),
+                    _ => y,
+                };
+                Ok((Expr::Concat(x.boxed(), y.boxed()), Some(DataType::Text)))
+            }
+            B::Plus | B::Minus | B::Multiply | B::Divide | B::Modulo => {
+                let aop = match op {
+                    B::Plus => ArithOp::Add,
+                    B::Minus => ArithOp::Sub,
+                    B::Multiply => ArithOp::Mul,
+                    B::Divide => ArithOp::Div,
+                    _ => ArithOp::Mod,
+                };
+                self.arith(aop, x, xt, y, yt)
+            }
+            other => Err(SqlError::unsupported(format!("operator {other}"))),
+        }
+    }
+
+    pub(super) fn arith(&mut self, op: ArithOp, x: Expr, xt: Ty, y: Expr, yt: Ty) -> Result<(Expr, Ty)> {
+        let (x, xt, y, yt) = match (xt, yt) {
+            (None, None) => return Err(SqlError::new("42725", format!("operator is not unique: unknown {} unknown", op.symbol()))),
+            (None, Some(t)) => {
+                let t2 = if t == DataType::Date { DataType::Int4 } else { t };
+                (self.coerce(x, None, t2, op.symbol())?, t2, y, t)
+            }
+            (Some(t), None) => {
+                let t2 = if t == DataType::Date && op != ArithOp::Sub { DataType::Int4 } else { t };
+                let t2 = if t == DataType::Date && op == ArithOp::Sub { DataType::Int4 } else { t2 };
+                let y = self.coerce(y, None, t2, op.symbol())?;
+                (x, t, y, t2)
+            }
+            (Some(a), Some(b)) => (x, a, y, b),
+        };
+        let bad = || SqlError::undefined_operator(&format!("{} {} {}", type_name(xt), op.symbol(), type_name(yt)));
+        let result = match (category(xt), category(yt)) {
+            (Category::Numeric, Category::Numeric) => {
+                let t = value::numeric_common(xt, yt);
+                if op == ArithOp::Mod && value::is_float(t) {
+                    return Err(bad());
+                }
+                t
+            }
+            (Category::DateTime, Category::Numeric) if xt == DataType::Date && value::is_integer(yt) && matches!(op, ArithOp::Add | ArithOp::Sub) => DataType::Date,
+            (Category::Numeric, Category::DateTime) if yt == DataType::Date && value::is_integer(xt) && op == ArithOp::Add => DataType::Date,
+            (Category::DateTime, Category::DateTime) if xt == DataType::Date && yt == DataType::Date && op == ArithOp::Sub => {
+                return Ok((Expr::Arith(op, x.boxed(), y.boxed(), DataType::Date), Some(DataType::Int4)));
+            }
+            _ => return Err(bad()),
+        };
+        // Floats compute in f64 after a cast of the integer/numeric side.
+        let (x, y) = if value::is_float(result) {
+            let f = |e: Expr, t: DataType| if value::is_float(t) { e } else { Expr::Cast(e.boxed(), DataType::Float8, false) };
+            (f(x, xt), f(y, yt))
+        } else {
+            (x, y)
+        };
+        if let (Expr::Const(a), Expr::Const(b)) = (&x, &y) {
+            return Ok((Expr::Const(value::arith(op, a, b, result)?), Some(result)));
+        }
+        Ok((Expr::Arith(op, x.boxed(), y.boxed(), result), Some(result)))
+    }
+
+    /// `~`, `~*`, `!~`, `!~*` (also as `OPERATOR(pg_catalog.~)`); None if `op` is not one.
+    pub(super) fn regex_op(&mut self, left: &ast::Expr, op: &ast::BinaryOperator, right: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Option<(Expr, Ty)>> {
+        use ast::BinaryOperator as B;
+        let (negated, case_insensitive) = match op {
+            B::StringConcat if is_array_ast(left) || is_array_ast(right) => return self.array_concat(left, right, scope, ctx).map(Some),
+            B::PGRegexMatch => (false, false),
+            B::PGRegexIMatch => (false, true),
+            B::PGRegexNotMatch => (true, false),
+            B::PGRegexNotIMatch => (true, true),
+            B::PGCustomBinaryOperator(parts) => {
+                let sym = match parts.as_slice() {
+                    [s] => s.as_str(),
+                    [schema, s] if schema.eq_ignore_ascii_case("pg_catalog") => s.as_str(),
+                    _ => return Err(SqlError::unsupported(format!("operator {op}"))),
+                };
+                let plain = match sym {
+                    "~" => return self.regex_op(left, &B::PGRegexMatch, right, scope, ctx),
+                    "~*" => return self.regex_op(left, &B::PGRegexIMatch, right, scope, ctx),
+                    "!~" => return self.regex_op(left, &B::PGRegexNotMatch, right, scope, ctx),
+                    "!~*" => return self.regex_op(left, &B::PGRegexNotIMatch, right, scope, ctx),
+                    "=" => B::Eq,
+                    "<>" | "!=" => B::NotEq,
+                    "<" => B::Lt,
+                    "<=" => B::LtEq,
+                    ">" => B::Gt,
+                    ">=" => B::GtEq,
+                    "~~" => {
+                        let e = ast::Expr::Like { negated: false, any: false, expr: Box::new(left.clone()), pattern: Box::new(right.clone()), escape_char: None };
+                        return self.expr(&e, scope, ctx).map(Some);
+                    }
+                    _ => return Err(SqlError::unsupported(format!("operator {op}"))),
+                };
+                let e = ast::Expr::BinaryOp { left: Box::new(left.clone()), op: plain, right: Box::new(right.clone()) };
+                return self.expr(&e, scope, ctx).map(Some);
+            }
+            _ => return Ok(None),
+        };
+        let (x, xt) = self.expr(left, scope, ctx)?;
+        let (p, pt) = self.expr(right, scope, ctx)?;
+        let sym = op.to_string();
+        let x = self.text_arg(x, xt, &sym)?;
+        let p = self.text_arg(p, pt, &sym)?;
+        Ok(Some((Expr::Func(Func::Sys(SysFunc::Regex { negated, case_insensitive }), vec![x, p]), Some(DataType::Bool))))
+    }
+
+    /// `x COLLATE name`: only the collations that compare as pgtier does.
+    pub(super) fn collate(&mut self, x: &ast::Expr, collation: &ObjectName, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        let name = parts(collation)?;
+        let last = name.last().map(String::as_str).unwrap_or("");
+        let schema_ok = name.len() == 1 || name[0] == "pg_catalog";
+        if !(schema_ok && matches!(last, "default" | "C" | "POSIX" | "c" | "posix")) {
+            return Err(SqlError::unsupported(format!("COLLATE {collation} (only \"default\", \"C\" and \"POSIX\")")));
+        }
+        self.expr(x, scope, ctx)
+    }
+}

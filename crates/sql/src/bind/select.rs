@@ -1,0 +1,484 @@
+//! SELECT: WITH, the select list, WHERE, GROUP BY / HAVING, ORDER BY,
+//! DISTINCT [ON], LIMIT / OFFSET and FOR UPDATE.
+
+use pgtier_engine::{DataType, Value};
+use sqlparser::ast;
+
+use super::aggregate::rewrite_post_agg;
+use super::function::function_name;
+use super::window::resolve_window_refs;
+use super::{Binder, CteDef, ExprCtx, Scope, ident, missing_from, object_name};
+use crate::error::{Result, SqlError};
+use crate::expr::{CmpOp, Expr};
+use crate::plan::{AggPlan, OutputColumn, SelectPlan, SortKey, WindowFunc};
+use crate::planner::{self, JoinRel};
+
+impl Binder<'_> {
+    pub(super) fn query(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
+        let Some(with) = &q.with else { return self.query_body(q, outer) };
+        if with.recursive {
+            return Err(SqlError::unsupported("WITH RECURSIVE"));
+        }
+        let base = self.ctes.len();
+        for cte in &with.cte_tables {
+            let name = ident(&cte.alias.name);
+            if self.ctes[base..].iter().any(|c| c.name == name) {
+                self.ctes.truncate(base);
+                return Err(SqlError::new("42712", format!("WITH query name \"{name}\" specified more than once")));
+            }
+            self.ctes.push(CteDef { name, cte: cte.clone(), uses: 0 });
+        }
+        let plan = self.query_body(q, outer);
+        let defs = self.ctes.split_off(base);
+        let plan = plan?;
+        for d in defs {
+            let text = d.cte.query.to_string().to_lowercase();
+            if d.uses > 1 && (text.contains("nextval") || text.contains("setval")) {
+                return Err(SqlError::unsupported(format!("WITH query \"{}\" that advances a sequence, referenced more than once", d.name)));
+            }
+        }
+        Ok(plan)
+    }
+
+    /// The query apart from its WITH clause.
+    fn query_body(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
+        if q.fetch.is_some() || q.for_clause.is_some() || q.settings.is_some() || q.format_clause.is_some() || !q.pipe_operators.is_empty() {
+            return Err(SqlError::unsupported("FETCH/FOR/SETTINGS clause"));
+        }
+        let select = match q.body.as_ref() {
+            ast::SetExpr::Select(s) => s,
+            ast::SetExpr::SetOperation { .. } | ast::SetExpr::Values(_) => return self.set_query(q, outer),
+            ast::SetExpr::Query(inner) if q.order_by.is_none() && q.limit_clause.is_none() && q.locks.is_empty() => return self.query(inner, outer),
+            _ => return Err(SqlError::unsupported("this query form")),
+        };
+        self.select(select, q, outer)
+    }
+
+    pub(super) fn select(&mut self, s: &ast::Select, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
+        if s.top.is_some() || s.into.is_some() || !s.lateral_views.is_empty() || s.prewhere.is_some() || !s.cluster_by.is_empty()
+            || !s.distribute_by.is_empty() || !s.sort_by.is_empty() || !s.named_window.is_empty() || s.qualify.is_some()
+            || !s.connect_by.is_empty()
+        {
+            return Err(SqlError::unsupported("this SELECT clause"));
+        }
+        if let Some(rewritten) = srf_select(s) {
+            return self.select(&rewritten, q, outer);
+        }
+        let (distinct, distinct_on_items) = match &s.distinct {
+            None | Some(ast::Distinct::All) => (false, None),
+            Some(ast::Distinct::Distinct) => (true, None),
+            Some(ast::Distinct::On(items)) => (false, Some(items)),
+        };
+        let (rels, joins) = self.bind_from(&s.from, outer)?;
+        let mut scope = Scope { rels, hidden: Vec::new(), outer };
+        // Join conditions: each sees the relations joined so far.
+        let mut join_rels = Vec::new();
+        for (level, spec) in joins.iter().enumerate() {
+            let mut on = Vec::new();
+            if let Some(e) = &spec.on {
+                let prefix = Scope { rels: scope.rels[..=level].to_vec(), hidden: Vec::new(), outer: scope.outer };
+                let (b, t) = self.expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions"))?;
+                on.push(self.boolean(b, t, "JOIN/ON")?);
+            }
+            for col in &spec.using {
+                let right = &scope.rels[level];
+                let rc = right.table.column_index(col).ok_or_else(|| {
+                    SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in right table"))
+                })?;
+                let left = scope.rels[..level].iter().find_map(|r| r.table.column_index(col).map(|c| r.offset + c)).ok_or_else(|| {
+                    SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in left table"))
+                })?;
+                on.push(Expr::Cmp(CmpOp::Eq, Expr::Column(left).boxed(), Expr::Column(right.offset + rc).boxed()));
+                scope.hidden.push(right.offset + rc);
+            }
+            join_rels.push(JoinRel { left: spec.left, on });
+        }
+        let mut where_conjuncts = Vec::new();
+        if let Some(w) = &s.selection {
+            let (b, t) = self.expr(w, &scope, &mut ExprCtx::plain("WHERE"))?;
+            let b = self.boolean(b, t, "WHERE")?;
+            flatten_and(b, &mut where_conjuncts);
+        }
+        // Projection, with aggregates collected.
+        let mut ctx = ExprCtx { aggs: Some(Vec::new()), windows: Some(Vec::new()), clause: "", in_agg: false };
+        let mut projection = Vec::new();
+        let mut columns = Vec::new();
+        let mut item_asts: Vec<Option<&ast::Expr>> = Vec::new();
+        for item in &s.projection {
+            match item {
+                ast::SelectItem::UnnamedExpr(e) => {
+                    let (b, t) = self.expr(e, &scope, &mut ctx)?;
+                    columns.push(OutputColumn { name: column_label(e), ty: t });
+                    projection.push(b);
+                    item_asts.push(Some(e));
+                }
+                ast::SelectItem::ExprWithAlias { expr, alias } => {
+                    let (b, t) = self.expr(expr, &scope, &mut ctx)?;
+                    columns.push(OutputColumn { name: ident(alias), ty: t });
+                    projection.push(b);
+                    item_asts.push(Some(expr));
+                }
+                ast::SelectItem::Wildcard(opts) => {
+                    check_wildcard(opts)?;
+                    if scope.rels.is_empty() {
+                        return Err(SqlError::new("42601", "SELECT * with no tables specified is not valid"));
+                    }
+                    for r in &scope.rels {
+                        for (i, c) in r.table.visible_columns().iter().enumerate() {
+                            if !scope.hidden.contains(&(r.offset + i)) {
+                                projection.push(Expr::Column(r.offset + i));
+                                columns.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
+                                item_asts.push(None);
+                            }
+                        }
+                    }
+                }
+                ast::SelectItem::ExprWithAliases { .. } => return Err(SqlError::unsupported("multiple aliases")),
+                ast::SelectItem::QualifiedWildcard(kind, opts) => {
+                    check_wildcard(opts)?;
+                    let ast::SelectItemQualifiedWildcardKind::ObjectName(name) = kind else {
+                        return Err(SqlError::unsupported("expression.*"));
+                    };
+                    let qual = object_name(name)?;
+                    let r = scope.rels.iter().find(|r| r.name == qual).ok_or_else(|| missing_from(&qual))?;
+                    for (i, c) in r.table.visible_columns().iter().enumerate() {
+                        projection.push(Expr::Column(r.offset + i));
+                        columns.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
+                        item_asts.push(None);
+                    }
+                }
+            }
+        }
+        // GROUP BY.
+        let mut group_by = Vec::new();
+        match &s.group_by {
+            ast::GroupByExpr::Expressions(exprs, mods) => {
+                if !mods.is_empty() {
+                    return Err(SqlError::unsupported("GROUP BY modifiers"));
+                }
+                for e in exprs {
+                    let bound = if let Some(pos) = ordinal(e) {
+                        let item = pos.checked_sub(1).and_then(|i| item_asts.get(i).copied().flatten()).ok_or_else(|| {
+                            SqlError::new("42P10", format!("GROUP BY position {pos} is not in select list"))
+                        })?;
+                        self.expr(item, &scope, &mut ExprCtx::plain("GROUP BY"))?.0
+                    } else {
+                        match self.expr(e, &scope, &mut ExprCtx::plain("GROUP BY")) {
+                            Ok((b, _)) => b,
+                            Err(err) if err.sqlstate == "42703" => {
+                                // GROUP BY may name an output column.
+                                let name = match e {
+                                    ast::Expr::Identifier(i) => ident(i),
+                                    _ => return Err(err),
+                                };
+                                let pos = columns.iter().position(|c| c.name == name).ok_or(err)?;
+                                let item = item_asts[pos].ok_or_else(|| SqlError::unsupported("GROUP BY on *"))?;
+                                self.expr(item, &scope, &mut ExprCtx::plain("GROUP BY"))?.0
+                            }
+                            Err(err) => return Err(err),
+                        }
+                    };
+                    group_by.push(bound);
+                }
+            }
+            ast::GroupByExpr::All(_) => return Err(SqlError::unsupported("GROUP BY ALL")),
+        }
+        let having = match &s.having {
+            Some(h) => {
+                let windows = ctx.windows.take();
+                ctx.clause = "HAVING";
+                let bound = self.expr(h, &scope, &mut ctx);
+                (ctx.windows, ctx.clause) = (windows, "");
+                let (b, t) = bound?;
+                Some(self.boolean(b, t, "HAVING")?)
+            }
+            None => None,
+        };
+        // ORDER BY.
+        let visible = projection.len();
+        let mut order_by = Vec::new();
+        if let Some(ob) = &q.order_by {
+            let ast::OrderByKind::Expressions(items) = &ob.kind else {
+                return Err(SqlError::unsupported("ORDER BY ALL"));
+            };
+            if ob.interpolate.is_some() {
+                return Err(SqlError::unsupported("INTERPOLATE"));
+            }
+            for item in items {
+                if item.with_fill.is_some() {
+                    return Err(SqlError::unsupported("WITH FILL"));
+                }
+                let desc = item.options.asc == Some(false);
+                let nulls_first = item.options.nulls_first.unwrap_or(desc);
+                let column = if let Some(pos) = ordinal(&item.expr) {
+                    if pos == 0 || pos > visible {
+                        return Err(SqlError::new("42P10", format!("ORDER BY position {pos} is not in select list")));
+                    }
+                    pos - 1
+                } else if let Some(pos) = output_name_match(&item.expr, &columns[..visible]) {
+                    pos
+                } else {
+                    let (b, t) = self.expr(&item.expr, &scope, &mut ctx)?;
+                    match projection.iter().position(|p| *p == b) {
+                        Some(p) => p,
+                        None => {
+                            if distinct {
+                                return Err(SqlError::new("42P10", "for SELECT DISTINCT, ORDER BY expressions must appear in select list"));
+                            }
+                            projection.push(b);
+                            columns.push(OutputColumn { name: "?column?".into(), ty: t });
+                            projection.len() - 1
+                        }
+                    }
+                };
+                order_by.push(SortKey { column, desc, nulls_first });
+            }
+        }
+        // DISTINCT ON: its expressions are read like ORDER BY's (positions,
+        // output names, expressions) and must lead the ORDER BY.
+        let mut distinct_on = Vec::new();
+        for e in distinct_on_items.into_iter().flatten() {
+            let column = if let Some(pos) = ordinal(e) {
+                if pos == 0 || pos > visible {
+                    return Err(SqlError::new("42P10", format!("SELECT DISTINCT ON position {pos} is not in select list")));
+                }
+                pos - 1
+            } else if let Some(pos) = output_name_match(e, &columns[..visible]) {
+                pos
+            } else {
+                let (b, t) = self.expr(e, &scope, &mut ctx)?;
+                match projection.iter().position(|p| *p == b) {
+                    Some(p) => p,
+                    None => {
+                        projection.push(b);
+                        columns.push(OutputColumn { name: "?column?".into(), ty: t });
+                        projection.len() - 1
+                    }
+                }
+            };
+            if !distinct_on.contains(&column) {
+                distinct_on.push(column);
+            }
+        }
+        let mut unmatched = distinct_on.clone();
+        for k in &order_by {
+            if unmatched.is_empty() {
+                break;
+            }
+            let Some(i) = unmatched.iter().position(|c| *c == k.column) else {
+                return Err(SqlError::new("42P10", "SELECT DISTINCT ON expressions must match initial ORDER BY expressions"));
+            };
+            unmatched.remove(i);
+        }
+        // Aggregation: rewrite everything above it onto the aggregate row.
+        let aggs = ctx.aggs.take().unwrap_or_default();
+        let mut windows = ctx.windows.take().unwrap_or_default();
+        let agg = if !aggs.is_empty() || !group_by.is_empty() || having.is_some() {
+            let rewrite = |e: Expr| rewrite_post_agg(e, &group_by, &scope);
+            let projection2 = projection.into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
+            projection = projection2;
+            for w in &mut windows {
+                let partition = std::mem::take(&mut w.partition).into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
+                w.partition = partition;
+                let order = std::mem::take(&mut w.order).into_iter().map(|(e, d, n)| rewrite(e).map(|e| (e, d, n))).collect::<Result<Vec<_>>>()?;
+                w.order = order;
+                match &mut w.func {
+                    WindowFunc::Agg(call) => {
+                        call.arg = call.arg.take().map(rewrite).transpose()?;
+                        call.filter = call.filter.take().map(rewrite).transpose()?;
+                    }
+                    WindowFunc::Ntile(e) | WindowFunc::FirstValue(e) | WindowFunc::LastValue(e) => *e = rewrite(std::mem::replace(e, Expr::Const(Value::Null)))?,
+                    WindowFunc::Shift { value, offset, default, .. } => {
+                        *value = rewrite(std::mem::replace(value, Expr::Const(Value::Null)))?;
+                        *offset = offset.take().map(rewrite).transpose()?;
+                        *default = default.take().map(rewrite).transpose()?;
+                    }
+                    WindowFunc::RowNumber | WindowFunc::Rank | WindowFunc::DenseRank | WindowFunc::PercentRank | WindowFunc::CumeDist => {}
+                }
+            }
+            let having = having.map(rewrite).transpose()?;
+            Some(AggPlan { group_by, aggs, having })
+        } else {
+            None
+        };
+        // Window values follow the input row's own columns.
+        if !windows.is_empty() {
+            let input_width = match &agg {
+                Some(a) => a.group_by.len() + a.aggs.len(),
+                None => scope.width(),
+            };
+            let to_column = |e: Expr| resolve_window_refs(e, input_width);
+            projection = projection.into_iter().map(to_column).collect::<Result<Vec<_>>>()?;
+        }
+        let limit_offset = self.limit_offset(q)?;
+        if !windows.is_empty() && !q.locks.is_empty() {
+            return Err(SqlError::new("0A000", "FOR UPDATE is not allowed with window functions"));
+        }
+        let for_update = self.locks(q, &scope, agg.is_some() || distinct || !distinct_on.is_empty())?;
+        let levels = planner::plan_levels(self.catalog, &scope.rels, join_rels, where_conjuncts.clone(), &mut self.indexes)?;
+        let (levels, final_filters) = levels;
+        Ok(SelectPlan {
+            levels,
+            width: scope.width(),
+            final_filters,
+            agg,
+            windows,
+            projection,
+            visible,
+            distinct,
+            distinct_on,
+            order_by,
+            limit: limit_offset.0,
+            offset: limit_offset.1,
+            for_update,
+            columns,
+            point_lookup: false,
+            projects_columns: false,
+            level_masks: Vec::new(),
+        }
+        .decide_point_lookup())
+    }
+
+    pub(super) fn limit_offset(&mut self, q: &ast::Query) -> Result<(Option<Expr>, Option<Expr>)> {
+        let scope = Scope::default();
+        let bind = |b: &mut Self, e: &ast::Expr, what: &'static str| -> Result<Option<Expr>> {
+            if matches!(e, ast::Expr::Value(v) if matches!(v.value, ast::Value::Null)) {
+                return Ok(None);
+            }
+            let (x, t) = b.expr(e, &scope, &mut ExprCtx::plain(what))?;
+            Ok(Some(b.coerce(x, t, DataType::Int8, what)?))
+        };
+        match &q.limit_clause {
+            None => Ok((None, None)),
+            Some(ast::LimitClause::LimitOffset { limit, offset, limit_by }) => {
+                if !limit_by.is_empty() {
+                    return Err(SqlError::unsupported("LIMIT BY"));
+                }
+                let l = match limit {
+                    Some(e) => bind(self, e, "LIMIT")?,
+                    None => None,
+                };
+                let o = match offset {
+                    Some(o) => bind(self, &o.value, "OFFSET")?,
+                    None => None,
+                };
+                Ok((l, o))
+            }
+            Some(ast::LimitClause::OffsetCommaLimit { .. }) => Err(SqlError::unsupported("LIMIT offset, count")),
+        }
+    }
+
+    fn locks(&mut self, q: &ast::Query, scope: &Scope<'_>, aggregated: bool) -> Result<bool> {
+        if q.locks.is_empty() {
+            return Ok(false);
+        }
+        for l in &q.locks {
+            if l.nonblock.is_some() {
+                return Err(SqlError::unsupported("NOWAIT / SKIP LOCKED"));
+            }
+            if !matches!(l.lock_type, ast::LockType::Update) {
+                return Err(SqlError::unsupported(format!("FOR {}", l.lock_type)));
+            }
+        }
+        if aggregated {
+            return Err(SqlError::new("0A000", "FOR UPDATE is not allowed with aggregate functions"));
+        }
+        if scope.rels.len() != 1 {
+            return Err(SqlError::unsupported("SELECT FOR UPDATE over more than one table"));
+        }
+        if scope.rels[0].source.is_some() {
+            return Err(SqlError::unsupported("FOR UPDATE on a system catalog, subquery or function"));
+        }
+        Ok(true)
+    }
+}
+
+pub(super) fn flatten_and(e: Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::And(parts) => parts.into_iter().for_each(|p| flatten_and(p, out)),
+        other => out.push(other),
+    }
+}
+
+pub(super) fn ordinal(e: &ast::Expr) -> Option<usize> {
+    match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(n, _) => n.parse().ok(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+pub(super) fn output_name_match(e: &ast::Expr, columns: &[OutputColumn]) -> Option<usize> {
+    let ast::Expr::Identifier(i) = e else { return None };
+    let n = ident(i);
+    let mut hits = columns.iter().enumerate().filter(|(_, c)| c.name == n);
+    let first = hits.next()?.0;
+    if hits.next().is_some() { None } else { Some(first) }
+}
+
+/// The name PostgreSQL gives an output column with no alias.
+pub(super) fn column_label(e: &ast::Expr) -> String {
+    match e {
+        ast::Expr::Identifier(i) => ident(i),
+        ast::Expr::CompoundIdentifier(parts) => parts.last().map(ident).unwrap_or_default(),
+        ast::Expr::Function(f) => f.name.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default(),
+        ast::Expr::Cast { expr, .. } => match expr.as_ref() {
+            ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_) => column_label(expr),
+            _ => "?column?".into(),
+        },
+        ast::Expr::Nested(inner) => column_label(inner),
+        ast::Expr::Case { .. } => "case".into(),
+        ast::Expr::Exists { .. } => "exists".into(),
+        ast::Expr::Substring { .. } => "substring".into(),
+        ast::Expr::Trim { .. } => "btrim".into(),
+        _ => "?column?".into(),
+    }
+}
+
+fn check_wildcard(opts: &ast::WildcardAdditionalOptions) -> Result<()> {
+    if opts.opt_ilike.is_some() || opts.opt_exclude.is_some() || opts.opt_except.is_some() || opts.opt_replace.is_some() || opts.opt_rename.is_some() {
+        return Err(SqlError::unsupported("wildcard options"));
+    }
+    Ok(())
+}
+
+/// `SELECT srf(args) [AS a]` without FROM, for the set-returning functions
+/// pgtier has, as `SELECT f AS a FROM srf(args) f`: the function's rows,
+/// possibly none (PostgreSQL's SRF-in-target-list for this simple case).
+fn srf_select(s: &ast::Select) -> Option<ast::Select> {
+    if !s.from.is_empty() || s.selection.is_some() || s.projection.len() != 1 {
+        return None;
+    }
+    let (e, alias) = match &s.projection[0] {
+        ast::SelectItem::UnnamedExpr(e) => (e, None),
+        ast::SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias.clone())),
+        _ => return None,
+    };
+    let ast::Expr::Function(f) = e else { return None };
+    let name = function_name(&f.name).ok()?;
+    if !matches!(name.as_str(), "pg_partition_ancestors" | "generate_series" | "unnest") {
+        return None;
+    }
+    let ast::FunctionArguments::List(list) = &f.args else { return None };
+    let fn_alias = ast::Ident::new("__srf");
+    let mut out = s.clone();
+    out.from = vec![ast::TableWithJoins {
+        relation: ast::TableFactor::Table {
+            name: f.name.clone(),
+            alias: Some(ast::TableAlias { explicit: true, name: fn_alias.clone(), columns: Vec::new(), at: None }),
+            args: Some(ast::TableFunctionArgs { args: list.args.clone(), settings: None }),
+            with_hints: Vec::new(),
+            version: None,
+            with_ordinality: false,
+            partitions: Vec::new(),
+            json_path: None,
+            sample: None,
+            index_hints: Vec::new(),
+        },
+        joins: Vec::new(),
+    }];
+    out.projection = vec![ast::SelectItem::ExprWithAlias { expr: ast::Expr::Identifier(fn_alias), alias: alias.unwrap_or_else(|| ast::Ident::new(name)) }];
+    Some(out)
+}

@@ -1,0 +1,169 @@
+//! Catalog objects as PostgreSQL prints them: identifiers, type names
+//! (`format_type`), index and constraint definitions (`pg_get_indexdef`,
+//! `pg_get_constraintdef`) and column defaults (`pg_get_expr`).
+
+use pgtier_engine::{Catalog, Column, DataType, IndexSchema, SequenceDefault, TableSchema, Value};
+
+use super::ConstraintRef;
+use super::pg_type::{TypeMatch, type_by_oid};
+use crate::value;
+
+/// A name as an SQL identifier, quoted when PostgreSQL would.
+pub fn quote_ident(s: &str) -> String {
+    let plain = s.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !is_reserved(s);
+    if plain { s.to_owned() } else { format!("\"{}\"", s.replace('"', "\"\"")) }
+}
+
+fn is_reserved(s: &str) -> bool {
+    const RESERVED: &[&str] = &[
+        "all", "analyse", "analyze", "and", "any", "array", "as", "asc", "asymmetric", "both", "case", "cast", "check", "collate", "column",
+        "constraint", "create", "current_catalog", "current_date", "current_role", "current_time", "current_timestamp", "current_user",
+        "default", "deferrable", "desc", "distinct", "do", "else", "end", "except", "false", "fetch", "for", "foreign", "from", "grant",
+        "group", "having", "in", "initially", "intersect", "into", "lateral", "leading", "limit", "localtime", "localtimestamp", "not",
+        "null", "offset", "on", "only", "or", "order", "placing", "primary", "references", "returning", "select", "session_user", "some",
+        "symmetric", "table", "then", "to", "trailing", "true", "union", "unique", "user", "using", "variadic", "when", "where", "window",
+        "with",
+    ];
+    RESERVED.contains(&s)
+}
+
+/// `format_type(oid, typmod)`; `typmod` None is SQL NULL.
+pub fn format_type(oid: i64, typmod: Option<i64>) -> String {
+    let Some(TypeMatch { base: row, is_array }) = type_by_oid(oid) else { return "???".into() };
+    let base_oid = row.oid;
+    let tm = typmod.filter(|m| *m >= 0);
+    let base = match base_oid {
+        16 => "boolean".to_owned(),
+        18 => "\"char\"".to_owned(),
+        20 => "bigint".to_owned(),
+        21 => "smallint".to_owned(),
+        23 => "integer".to_owned(),
+        700 => "real".to_owned(),
+        701 => "double precision".to_owned(),
+        1042 => match tm {
+            Some(m) => format!("character({})", m - 4),
+            None if typmod.is_none() || is_array => "character".to_owned(),
+            None => "bpchar".to_owned(),
+        },
+        1043 => match tm {
+            Some(m) => format!("character varying({})", m - 4),
+            None => "character varying".to_owned(),
+        },
+        1700 => match tm {
+            Some(m) => format!("numeric({},{})", ((m - 4) >> 16) & 0xffff, (m - 4) & 0xffff),
+            None => "numeric".to_owned(),
+        },
+        1114 => match tm {
+            Some(p) => format!("timestamp({p}) without time zone"),
+            None => "timestamp without time zone".to_owned(),
+        },
+        1184 => match tm {
+            Some(p) => format!("timestamp({p}) with time zone"),
+            None => "timestamp with time zone".to_owned(),
+        },
+        1083 => "time without time zone".to_owned(),
+        _ => row.name.to_owned(),
+    };
+    if is_array { format!("{base}[]") } else { base }
+}
+
+fn column_list(t: &TableSchema, cols: &[usize]) -> String {
+    cols.iter().map(|&c| quote_ident(&t.columns[c].name)).collect::<Vec<_>>().join(", ")
+}
+
+/// `pg_get_indexdef`: `CREATE UNIQUE INDEX t_pkey ON public.t USING btree (id)`.
+pub fn index_def(t: &TableSchema, i: &IndexSchema, qualified: bool) -> String {
+    format!(
+        "CREATE {}INDEX {} ON {}{} USING btree ({})",
+        if i.unique { "UNIQUE " } else { "" },
+        quote_ident(&i.name),
+        if qualified { "public." } else { "" },
+        quote_ident(&t.name),
+        column_list(t, &i.columns)
+    )
+}
+
+/// `pretty`: pg_get_constraintdef's second argument. A CHECK shows the
+/// expression as it was written, one pair of parentheses more when not
+/// pretty (PostgreSQL also parenthesizes each operator and shows implicit
+/// casts there; for `col > 0` the two agree).
+pub fn constraint_def(catalog: &Catalog, c: &ConstraintRef, pretty: bool) -> String {
+    match c {
+        ConstraintRef::Index(i) => {
+            let Some(t) = catalog.table(i.table) else { return String::new() };
+            format!("{} ({})", if i.primary { "PRIMARY KEY" } else { "UNIQUE" }, column_list(t, &i.columns))
+        }
+        ConstraintRef::Foreign(f) => {
+            let (Some(child), Some(parent)) = (catalog.table(f.child), catalog.table(f.parent)) else { return String::new() };
+            let action = match f.on_delete {
+                pgtier_engine::FkAction::NoAction => "",
+                pgtier_engine::FkAction::Cascade => " ON DELETE CASCADE",
+                pgtier_engine::FkAction::SetNull => " ON DELETE SET NULL",
+            };
+            format!("FOREIGN KEY ({}) REFERENCES {}({}){action}", column_list(child, &f.child_columns), quote_ident(&parent.name), column_list(parent, &f.parent_columns))
+        }
+        ConstraintRef::Check(t, k) => {
+            let sql = t.checks.get(*k).map_or("", |c| c.sql.as_str());
+            if pretty { format!("CHECK ({sql})") } else { format!("CHECK (({sql}))") }
+        }
+    }
+}
+
+/// A column default as PostgreSQL deparses it (pg_get_expr of adbin). The
+/// engine keeps the value coerced to the column type, so this shows the
+/// value as if it had been written as a literal of that type: integers
+/// and non-negative decimals bare, everything else quoted with a cast.
+pub fn default_expr(v: &Value, ty: DataType) -> String {
+    let quoted = |s: &str, t: &str| format!("'{}'::{t}", s.replace('\'', "''"));
+    match v {
+        Value::Null => format!("NULL::{}", ty.pg_name()),
+        Value::Bool(b) => (if *b { "true" } else { "false" }).to_owned(),
+        Value::Int2(_) | Value::Int4(_) | Value::Int8(_) => {
+            let x = v.as_i64().unwrap_or(0);
+            match (x >= 0, i32::try_from(x).is_ok()) {
+                (true, true) => x.to_string(),
+                (_, true) => quoted(&x.to_string(), "integer"),
+                (_, false) => quoted(&x.to_string(), "bigint"),
+            }
+        }
+        Value::Numeric(n) => {
+            let n = value::numeric_normalize(*n);
+            let s = n.to_string();
+            if n.mantissa >= 0 && (n.scale > 0 || i32::try_from(n.mantissa).is_ok()) {
+                s
+            } else if n.scale == 0 && i64::try_from(n.mantissa).is_ok() {
+                quoted(&s, if i32::try_from(n.mantissa).is_ok() { "integer" } else { "bigint" })
+            } else {
+                quoted(&s, "numeric")
+            }
+        }
+        Value::Float4(_) | Value::Float8(_) => {
+            let s = value::to_text(v);
+            if s.starts_with('-') || s.contains(['e', 'N', 'I']) { quoted(&s, "double precision") } else { s }
+        }
+        Value::Text(s) => {
+            let t = match ty {
+                DataType::Varchar(_) => "character varying",
+                DataType::Char(_) => "bpchar",
+                _ => "text",
+            };
+            let s = if matches!(ty, DataType::Char(_)) { value::bpchar_trim(s) } else { s };
+            quoted(s, t)
+        }
+        other => quoted(&value::to_text(other), ty.pg_name().split('(').next().unwrap_or("text")),
+    }
+}
+
+/// A column's default as `pg_get_expr(adbin)` prints it. Identity columns
+/// have none (their sequence is implied, as in PostgreSQL).
+pub fn column_default_text(catalog: &Catalog, col: &Column) -> Option<String> {
+    match col.sequence {
+        Some((seq, SequenceDefault::Serial | SequenceDefault::Nextval)) => {
+            catalog.table(seq).map(|s| format!("nextval('{}'::regclass)", quote_ident(&s.name).replace('\'', "''")))
+        }
+        Some(_) => None,
+        None => col.default_sql.clone().or_else(|| col.default.as_ref().map(|d| default_expr(d, col.ty))),
+    }
+}

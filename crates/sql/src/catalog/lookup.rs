@@ -1,0 +1,106 @@
+//! Catalog objects by name and by OID, as the `reg*` types convert them
+//! (`'t'::regclass`, `oid::regtype::text`).
+
+use std::collections::HashMap;
+
+use pgtier_engine::Catalog;
+
+use super::{
+    NS_INFORMATION_SCHEMA, NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC, OWNER_OID, RELATIONS, Schema, SystemRel, format_type, index_by_oid, index_oid,
+    namespace_name, quote_ident, table_by_oid, table_oid, type_by_name, type_by_oid,
+};
+use crate::error::{Result, SqlError};
+use crate::settings::search_path;
+use crate::types::RegKind;
+
+/// The name an oid of a `reg*` type prints as (the oid when nothing has it).
+pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: RegKind, oid: i64) -> String {
+    let name = match kind {
+        RegKind::Class => {
+            let visible = search_path(settings).iter().any(|s| s == "public");
+            let user = table_by_oid(catalog, oid).map(|t| t.name.clone()).or_else(|| index_by_oid(catalog, oid).map(|i| i.name.clone()));
+            match user {
+                Some(n) if visible => Some(quote_ident(&n)),
+                Some(n) => Some(format!("public.{}", quote_ident(&n))),
+                None => RELATIONS.iter().find(|r| r.oid == oid).map(|r| match r.schema {
+                    Schema::PgCatalog => r.name.to_owned(),
+                    Schema::InformationSchema => format!("information_schema.{}", r.name),
+                }),
+            }
+        }
+        RegKind::Type => type_by_oid(oid).map(|_| format_type(oid, None)),
+        RegKind::Namespace => namespace_name(oid).map(str::to_owned),
+        RegKind::Role => (oid == OWNER_OID).then(|| settings.get("session_authorization").cloned().unwrap_or_default()),
+    };
+    name.unwrap_or_else(|| oid.to_string())
+}
+
+/// Splits `schema.name` (either part possibly double-quoted).
+pub fn split_qualified(text: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = text.trim().chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                chars.next();
+                cur.push('"');
+            }
+            '"' => quoted = !quoted,
+            '.' if !quoted => parts.push(std::mem::take(&mut cur)),
+            c if quoted => cur.push(c),
+            c => cur.push(c.to_ascii_lowercase()),
+        }
+    }
+    parts.push(cur);
+    parts
+}
+
+/// `'name'::regclass` and friends: the object's OID, or PostgreSQL's error.
+pub fn reg_lookup(catalog: &Catalog, settings: &HashMap<String, String>, kind: RegKind, text: &str) -> Result<i64> {
+    let t = text.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
+        return t.parse::<i64>().map_err(|_| SqlError::invalid_text("oid", text));
+    }
+    match kind {
+        RegKind::Class => {
+            let parts = split_qualified(t);
+            let (schema, name) = match parts.as_slice() {
+                [n] => (None, n.as_str()),
+                [s, n] => (Some(s.as_str()), n.as_str()),
+                _ => return Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {text}"))),
+            };
+            let missing = || SqlError::new("42P01", format!("relation \"{t}\" does not exist"));
+            let system = |s: Schema| SystemRel::find(s, name).map(|r| r.def().oid);
+            let user = || {
+                catalog.table_by_name(name).map(|t| table_oid(t)).or_else(|| catalog.index_by_name(name).map(|i| index_oid(i)))
+            };
+            match schema {
+                Some("pg_catalog") => system(Schema::PgCatalog).ok_or_else(missing),
+                Some("information_schema") => system(Schema::InformationSchema).ok_or_else(missing),
+                Some("public") => user().ok_or_else(missing),
+                Some(s) => Err(SqlError::new("3F000", format!("schema \"{s}\" does not exist"))),
+                None => system(Schema::PgCatalog).or_else(user).ok_or_else(missing),
+            }
+        }
+        RegKind::Type => {
+            let lowered = t.to_lowercase();
+            type_by_name(&lowered).ok_or_else(|| SqlError::new("42704", format!("type \"{t}\" does not exist")))
+        }
+        RegKind::Namespace => {
+            let n = split_qualified(t).pop().unwrap_or_default();
+            [NS_PG_CATALOG, NS_PUBLIC, NS_INFORMATION_SCHEMA, NS_PG_TOAST]
+                .into_iter()
+                .find(|o| namespace_name(*o) == Some(n.as_str()))
+                .ok_or_else(|| SqlError::new("3F000", format!("schema \"{t}\" does not exist")))
+        }
+        RegKind::Role => {
+            if settings.get("session_authorization").is_some_and(|u| *u == t) {
+                Ok(OWNER_OID)
+            } else {
+                Err(SqlError::new("42704", format!("role \"{t}\" does not exist")))
+            }
+        }
+    }
+}

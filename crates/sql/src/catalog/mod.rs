@@ -1,0 +1,206 @@
+//! The system catalogs: the pg_catalog tables and views and the
+//! information_schema views drivers and psql read, generated from the engine
+//! catalog snapshot (and the session's settings) each time a statement
+//! reads them. Read-only; nothing here is stored. Also what the system
+//! functions need of them: OIDs, names, and objects as SQL text.
+//!
+//! OIDs: builtin types, namespaces and the system relations themselves use
+//! PostgreSQL's own; user objects get stable OIDs derived from engine ids
+//! (ranges below), so the same table keeps its OID for its lifetime.
+
+mod deparse;
+mod information_schema;
+mod lookup;
+mod pg_type;
+mod relations;
+mod rows;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pgtier_engine::{Catalog, Column, ForeignKey, IndexSchema, TableId, TableSchema};
+
+pub use deparse::{column_default_text, constraint_def, default_expr, format_type, index_def, quote_ident};
+pub use lookup::{reg_lookup, reg_name, split_qualified};
+pub use pg_type::{BUILTIN_TYPES, BuiltinType, ColumnTypeInfo, TypeMatch, column_type_info, type_by_name, type_by_oid};
+pub use relations::{RELATIONS, RelDef, SysColumn, T};
+pub use rows::rows;
+
+use crate::error::{Result, SqlError};
+
+/// What the system functions and relations read: the statement's catalog
+/// snapshot and the session's settings.
+pub struct SysCtx<'a> {
+    pub catalog: &'a Catalog,
+    pub settings: &'a mut HashMap<String, String>,
+}
+
+impl SysCtx<'_> {
+    /// The session's user (current_user, the owner of everything).
+    pub fn user(&self) -> String {
+        self.settings.get("session_authorization").cloned().unwrap_or_else(|| "postgres".into())
+    }
+
+    /// The database the session connected to.
+    pub fn database(&self) -> String {
+        self.settings.get("pgtier.database").cloned().unwrap_or_else(|| "postgres".into())
+    }
+}
+
+pub const NS_PG_CATALOG: i64 = 11;
+pub const NS_PUBLIC: i64 = 2200;
+pub const NS_INFORMATION_SCHEMA: i64 = 13_000;
+pub const NS_PG_TOAST: i64 = 99;
+/// The bootstrap superuser; it stands for the session's user.
+pub const OWNER_OID: i64 = 10;
+pub const DATABASE_OID: i64 = 5;
+/// PostgreSQL 15's owner of schema public.
+pub const DATABASE_OWNER_ROLE: i64 = 6171;
+pub const DEFAULT_COLLATION: i64 = 100;
+pub const HEAP_AM: i64 = 2;
+pub const BTREE_AM: i64 = 403;
+
+const USER_BASE: i64 = 16_384;
+const INDEX_BASE: i64 = USER_BASE + 1_000_000;
+const FK_BASE: i64 = USER_BASE + 2_000_000;
+const INDEX_CONSTRAINT_BASE: i64 = USER_BASE + 3_000_000;
+const ATTRDEF_BASE: i64 = USER_BASE + 4_000_000;
+/// CHECK constraints: table id * CHECKS_PER_TABLE + position.
+const CHECK_BASE: i64 = USER_BASE + 5_000_000;
+const CHECKS_PER_TABLE: i64 = 1_000;
+
+pub fn table_oid(t: &TableSchema) -> i64 {
+    relation_oid(t.id)
+}
+pub fn relation_oid(id: TableId) -> i64 {
+    USER_BASE + i64::from(id.0)
+}
+pub fn index_oid(i: &IndexSchema) -> i64 {
+    INDEX_BASE + i64::from(i.id.0)
+}
+fn fk_oid(f: &ForeignKey) -> i64 {
+    FK_BASE + i64::from(f.id.0)
+}
+fn index_constraint_oid(i: &IndexSchema) -> i64 {
+    INDEX_CONSTRAINT_BASE + i64::from(i.id.0)
+}
+fn attrdef_oid(t: &TableSchema, attnum: usize) -> i64 {
+    ATTRDEF_BASE + i64::from(t.id.0) * 1_600 + attnum as i64
+}
+
+/// A user table by OID.
+pub fn table_by_oid(catalog: &Catalog, oid: i64) -> Option<&Arc<TableSchema>> {
+    let id = u32::try_from(oid.checked_sub(USER_BASE)?).ok().filter(|_| oid < INDEX_BASE)?;
+    catalog.table(pgtier_engine::TableId(id))
+}
+pub fn index_by_oid(catalog: &Catalog, oid: i64) -> Option<&Arc<IndexSchema>> {
+    let id = u32::try_from(oid.checked_sub(INDEX_BASE)?).ok().filter(|_| oid < FK_BASE)?;
+    catalog.index(pgtier_engine::IndexId(id))
+}
+
+/// A constraint by OID: a foreign key, or the primary/unique index behind one.
+pub enum ConstraintRef {
+    Index(Arc<IndexSchema>),
+    Foreign(Arc<ForeignKey>),
+    /// A table's CHECK constraint, by position in `TableSchema::checks`.
+    Check(Arc<TableSchema>, usize),
+}
+
+fn check_oid(t: &TableSchema, k: usize) -> i64 {
+    CHECK_BASE + i64::from(t.id.0) * CHECKS_PER_TABLE + i64::try_from(k).unwrap_or(0)
+}
+
+/// The columns a CHECK constraint's text names (pg_constraint.conkey).
+pub fn check_columns(t: &TableSchema, sql: &str) -> Vec<usize> {
+    let dialect = sqlparser::dialect::PostgreSqlDialect {};
+    let tokens = sqlparser::tokenizer::Tokenizer::new(&dialect, sql).tokenize().unwrap_or_default();
+    let mut cols: Vec<usize> = tokens
+        .iter()
+        .filter_map(|tok| match tok {
+            sqlparser::tokenizer::Token::Word(w) => {
+                let name = if w.quote_style.is_some() { w.value.clone() } else { w.value.to_lowercase() };
+                t.column_index(&name).filter(|&c| !t.columns[c].is_hidden())
+            }
+            _ => None,
+        })
+        .collect();
+    cols.sort_unstable();
+    cols.dedup();
+    cols
+}
+
+pub fn constraint_by_oid(catalog: &Catalog, oid: i64) -> Option<ConstraintRef> {
+    if (FK_BASE..INDEX_CONSTRAINT_BASE).contains(&oid) {
+        let id = u32::try_from(oid - FK_BASE).ok()?;
+        return catalog.foreign_key(pgtier_engine::ForeignKeyId(id)).cloned().map(ConstraintRef::Foreign);
+    }
+    if (INDEX_CONSTRAINT_BASE..ATTRDEF_BASE).contains(&oid) {
+        let id = u32::try_from(oid - INDEX_CONSTRAINT_BASE).ok()?;
+        return catalog.index(pgtier_engine::IndexId(id)).filter(|i| i.unique).cloned().map(ConstraintRef::Index);
+    }
+    if oid >= CHECK_BASE {
+        let (table, k) = ((oid - CHECK_BASE) / CHECKS_PER_TABLE, (oid - CHECK_BASE) % CHECKS_PER_TABLE);
+        let t = catalog.table(pgtier_engine::TableId(u32::try_from(table).ok()?))?;
+        let k = usize::try_from(k).ok().filter(|&k| k < t.checks.len())?;
+        return Some(ConstraintRef::Check(Arc::clone(t), k));
+    }
+    None
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schema {
+    PgCatalog,
+    InformationSchema,
+}
+
+/// One system relation (an index into [`RELATIONS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SystemRel(pub usize);
+
+impl SystemRel {
+    pub fn def(self) -> &'static RelDef {
+        &RELATIONS[self.0]
+    }
+
+    pub fn find(schema: Schema, name: &str) -> Option<SystemRel> {
+        RELATIONS.iter().position(|r| r.schema == schema && r.name == name).map(SystemRel)
+    }
+
+    /// Its row shape.
+    pub fn schema(self) -> Arc<TableSchema> {
+        Arc::new(TableSchema::detached(self.def().name, self.schema_columns()))
+    }
+
+    pub fn schema_columns(self) -> Vec<Column> {
+        self.def().columns.iter().map(|c| Column { name: c.name.to_owned(), ty: c.ty.data_type(), nullable: true, default: None, sequence: None, default_sql: None }).collect()
+    }
+}
+
+pub fn namespace_oid(s: Schema) -> i64 {
+    match s {
+        Schema::PgCatalog => NS_PG_CATALOG,
+        Schema::InformationSchema => NS_INFORMATION_SCHEMA,
+    }
+}
+
+pub fn namespace_name(oid: i64) -> Option<&'static str> {
+    Some(match oid {
+        NS_PG_CATALOG => "pg_catalog",
+        NS_PUBLIC => "public",
+        NS_INFORMATION_SCHEMA => "information_schema",
+        NS_PG_TOAST => "pg_toast",
+        _ => return None,
+    })
+}
+
+/// A system relation by (optional) schema and name, as PostgreSQL resolves
+/// it: unqualified names look in pg_catalog first, information_schema only
+/// when named. Err for a schema that does not exist.
+pub fn resolve(schema: Option<&str>, name: &str) -> Result<Option<SystemRel>> {
+    Ok(match schema {
+        None | Some("pg_catalog") => SystemRel::find(Schema::PgCatalog, name),
+        Some("information_schema") => SystemRel::find(Schema::InformationSchema, name),
+        Some("public") => None,
+        Some(s) => return Err(SqlError::new("3F000", format!("schema \"{s}\" does not exist"))),
+    })
+}

@@ -1,0 +1,336 @@
+//! The rows of the pg_catalog relations.
+
+use std::sync::Arc;
+
+use pgtier_engine::{Catalog, Column, IndexSchema, SequenceDefault, TableSchema, Value};
+
+use super::pg_type::{BUILTIN_TYPES, ColumnTypeInfo, TypeMatch, column_type_info, type_rows};
+use super::relations::T;
+use super::{
+    BTREE_AM, DATABASE_OID, DATABASE_OWNER_ROLE, DEFAULT_COLLATION, HEAP_AM, INDEX_BASE, NS_INFORMATION_SCHEMA, NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC,
+    OWNER_OID, RELATIONS, Schema, SysCtx, SystemRel, attrdef_oid, check_columns, check_oid, column_default_text, fk_oid, index_constraint_oid,
+    index_def, index_oid, information_schema, namespace_oid, relation_oid, table_oid, type_by_oid,
+};
+use crate::settings::{FIXED_SETTINGS, READ_ONLY_SETTINGS, setting_display_name};
+use crate::types::{Elem, array_text};
+
+pub(super) fn text(s: &str) -> Value {
+    Value::Text(s.to_owned())
+}
+
+/// Only the user's tables, in id order (stable output).
+/// Tables (not sequences, which are engine tables too).
+pub(super) fn user_tables(catalog: &Catalog) -> Vec<&Arc<TableSchema>> {
+    catalog.tables().filter(|t| t.sequence.is_none()).collect()
+}
+
+pub(super) fn user_sequences(catalog: &Catalog) -> impl Iterator<Item = &Arc<TableSchema>> {
+    catalog.tables().filter(|t| t.sequence.is_some())
+}
+
+/// `pg_attribute.attidentity`: 'a' (ALWAYS), 'd' (BY DEFAULT) or ''.
+fn identity_code(col: &Column) -> &'static str {
+    match col.sequence {
+        Some((_, SequenceDefault::IdentityAlways)) => "a",
+        Some((_, SequenceDefault::IdentityByDefault)) => "d",
+        _ => "",
+    }
+}
+
+/// The columns PostgreSQL would show, with their positions: not the
+/// engine's hidden row id (`Column::is_hidden`), nor the key on it.
+pub(super) fn user_columns(t: &TableSchema) -> impl Iterator<Item = (usize, &Column)> {
+    t.columns.iter().enumerate().filter(|(_, c)| !c.is_hidden())
+}
+
+/// Indexes PostgreSQL would show (not the key on a hidden row id), by table.
+pub(super) fn table_indexes(catalog: &Catalog, t: &TableSchema) -> Vec<Arc<IndexSchema>> {
+    catalog.indexes_of(t.id).into_iter().filter(|i| !i.columns.iter().any(|&c| t.columns[c].is_hidden())).collect()
+}
+
+/// An index with the table it is on.
+pub(super) struct TableIndex {
+    pub(super) table: Arc<TableSchema>,
+    pub(super) index: Arc<IndexSchema>,
+}
+
+pub(super) fn all_indexes(catalog: &Catalog) -> Vec<TableIndex> {
+    let mut out = Vec::new();
+    for t in catalog.tables() {
+        for i in table_indexes(catalog, t) {
+            out.push(TableIndex { table: t.clone(), index: i });
+        }
+    }
+    out
+}
+
+fn int2vector(cols: &[usize]) -> Value {
+    let items: Vec<Value> = cols.iter().map(|c| Value::Int2(i16::try_from(c + 1).unwrap_or(i16::MAX))).collect();
+    Value::Text(array_text(Elem::Int2Vector, &items))
+}
+fn int2array(cols: &[usize]) -> Value {
+    let items: Vec<Value> = cols.iter().map(|c| Value::Int2(i16::try_from(c + 1).unwrap_or(i16::MAX))).collect();
+    Value::Text(array_text(Elem::Int2, &items))
+}
+
+pub(super) fn attnum(c: usize) -> i16 {
+    i16::try_from(c + 1).unwrap_or(i16::MAX)
+}
+
+
+/// Appends the rows of `rel` (flat, one value per column).
+pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+    let def = rel.def();
+    let start = out.len();
+    match def.schema {
+        Schema::PgCatalog => pg_catalog_rows(def.name, ctx, out),
+        Schema::InformationSchema => information_schema::rows(def.name, ctx, out),
+    }
+    debug_assert_eq!((out.len() - start) % def.columns.len(), 0, "{}: row width", def.name);
+}
+
+fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+    let catalog = ctx.catalog;
+    match name {
+        "pg_namespace" => {
+            for (oid, name) in [(NS_PG_CATALOG, "pg_catalog"), (NS_PUBLIC, "public"), (NS_INFORMATION_SCHEMA, "information_schema"), (NS_PG_TOAST, "pg_toast")] {
+                let owner = if oid == NS_PUBLIC { DATABASE_OWNER_ROLE } else { OWNER_OID };
+                out.extend([Value::Int8(oid), text(name), Value::Int8(owner), Value::Null]);
+            }
+        }
+        "pg_class" => class_rows(catalog, out),
+        "pg_attribute" => attribute_rows(catalog, out),
+        "pg_type" => type_rows(out),
+        "pg_index" => {
+            for TableIndex { table: t, index: i } in all_indexes(catalog) {
+                let n = i16::try_from(i.columns.len()).unwrap_or(i16::MAX);
+                let colls: Vec<Value> = i.columns.iter().map(|&c| Value::Int8(column_type_info(t.columns[c].ty).collation)).collect();
+                let zeros: Vec<Value> = i.columns.iter().map(|_| Value::Int8(0)).collect();
+                let opts: Vec<Value> = i.columns.iter().map(|_| Value::Int2(0)).collect();
+                out.extend([
+                    Value::Int8(index_oid(&i)), Value::Int8(table_oid(&t)), Value::Int2(n), Value::Int2(n), Value::Bool(i.unique), Value::Bool(false),
+                    Value::Bool(i.primary), Value::Bool(false), Value::Bool(true), Value::Bool(false), Value::Bool(true), Value::Bool(false),
+                    Value::Bool(true), Value::Bool(true), Value::Bool(false), int2vector(&i.columns),
+                    Value::Text(array_text(Elem::OidVector, &colls)), Value::Text(array_text(Elem::OidVector, &zeros)),
+                    Value::Text(array_text(Elem::Int2Vector, &opts)), Value::Null, Value::Null,
+                ]);
+            }
+        }
+        "pg_constraint" => constraint_rows(catalog, out),
+        "pg_sequence" => {
+            for s in user_sequences(catalog) {
+                let Some(o) = &s.sequence else { continue };
+                out.extend([
+                    Value::Int8(table_oid(s)), Value::Int8(column_type_info(o.data_type).type_oid), Value::Int8(o.start), Value::Int8(o.increment),
+                    Value::Int8(o.max), Value::Int8(o.min), Value::Int8(1), Value::Bool(o.cycle),
+                ]);
+            }
+        }
+        "pg_depend" => {
+            const PG_CLASS: i64 = 1259;
+            for t in user_tables(catalog) {
+                for (c, col) in user_columns(t) {
+                    if let Some((seq, how)) = col.sequence.filter(|(_, how)| how.owns()) {
+                        let deptype = if how == SequenceDefault::Serial { "a" } else { "i" };
+                        out.extend([
+                            Value::Int8(PG_CLASS), Value::Int8(relation_oid(seq)), Value::Int4(0), Value::Int8(PG_CLASS), Value::Int8(table_oid(t)),
+                            Value::Int4(i32::from(attnum(c))), text(deptype),
+                        ]);
+                    }
+                }
+            }
+        }
+        "pg_attrdef" => {
+            for t in user_tables(catalog) {
+                for (c, col) in user_columns(t) {
+                    if let Some(d) = column_default_text(catalog, col) {
+                        out.extend([Value::Int8(attrdef_oid(t, attnum(c).unsigned_abs().into())), Value::Int8(table_oid(t)), Value::Int2(attnum(c)), Value::Text(d)]);
+                    }
+                }
+            }
+        }
+        "pg_am" => {
+            out.extend([Value::Int8(HEAP_AM), text("heap"), text("heap_tableam_handler"), text("t")]);
+            out.extend([Value::Int8(BTREE_AM), text("btree"), text("bthandler"), text("i")]);
+            out.extend([Value::Int8(405), text("hash"), text("hashhandler"), text("i")]);
+        }
+        "pg_database" => {
+            out.extend([
+                Value::Int8(DATABASE_OID), Value::Text(ctx.database()), Value::Int8(OWNER_OID), Value::Int4(6), text("c"), Value::Bool(false), Value::Bool(true),
+                Value::Int4(-1), Value::Int8(0), Value::Int8(1), Value::Int8(1663), text("C"), text("C"), Value::Null, Value::Null, Value::Null,
+            ]);
+        }
+        "pg_roles" => {
+            out.extend([
+                Value::Text(ctx.user()), Value::Bool(true), Value::Bool(true), Value::Bool(true), Value::Bool(true), Value::Bool(true), Value::Bool(true),
+                Value::Int4(-1), text("********"), Value::Null, Value::Bool(true), Value::Null, Value::Int8(OWNER_OID),
+            ]);
+        }
+        "pg_user" => {
+            out.extend([
+                Value::Text(ctx.user()), Value::Int8(OWNER_OID), Value::Bool(true), Value::Bool(true), Value::Bool(true), Value::Bool(true), text("********"),
+                Value::Null, Value::Null,
+            ]);
+        }
+        "pg_authid" => {
+            out.extend([
+                Value::Int8(OWNER_OID), Value::Text(ctx.user()), Value::Bool(true), Value::Bool(true), Value::Bool(true), Value::Bool(true), Value::Bool(true),
+                Value::Bool(true), Value::Bool(true), Value::Int4(-1), Value::Null, Value::Null,
+            ]);
+        }
+        "pg_settings" => {
+            let mut names: Vec<String> = ctx.settings.keys().filter(|k| !k.starts_with("pgtier.")).cloned().collect();
+            // Fixed facts drivers read (pgJDBC: max_index_keys).
+            names.extend(FIXED_SETTINGS.iter().map(|(k, _)| (*k).to_owned()));
+            names.sort();
+            names.dedup();
+            for k in &names {
+                let fixed = FIXED_SETTINGS.iter().find(|(f, _)| f == k).map(|(_, v)| (*v).to_owned());
+                let v = ctx.settings.get(k).cloned().or_else(|| fixed.clone()).unwrap_or_default();
+                let ro = READ_ONLY_SETTINGS.contains(&k.as_str()) || fixed.is_some();
+                out.extend([
+                    text(setting_display_name(k)), Value::Text(v.clone()), Value::Null, text(""), text(""), Value::Null,
+                    text(if ro { "internal" } else { "user" }), text("string"), text("default"), Value::Null, Value::Null, Value::Null, Value::Text(v.clone()),
+                    Value::Text(v), Value::Null, Value::Null, Value::Bool(false),
+                ]);
+            }
+        }
+        "pg_collation" => {
+            for (oid, name, provider) in [(DEFAULT_COLLATION, "default", "d"), (950, "C", "c"), (951, "POSIX", "c")] {
+                let coll = if provider == "d" { Value::Null } else { text(name) };
+                out.extend([
+                    Value::Int8(oid), text(name), Value::Int8(NS_PG_CATALOG), Value::Int8(OWNER_OID), text(provider), Value::Bool(true), Value::Int4(-1),
+                    coll.clone(), coll, Value::Null, Value::Null,
+                ]);
+            }
+        }
+        "pg_tablespace" => {
+            for (oid, name) in [(1663, "pg_default"), (1664, "pg_global")] {
+                out.extend([Value::Int8(oid), text(name), Value::Int8(OWNER_OID), Value::Null, Value::Null]);
+            }
+        }
+        "pg_extension" => {
+            out.extend([Value::Int8(13_500), text("plpgsql"), Value::Int8(OWNER_OID), Value::Int8(NS_PG_CATALOG), Value::Bool(false), text("1.0"), Value::Null, Value::Null]);
+        }
+        "pg_tables" => {
+            for t in user_tables(catalog) {
+                out.extend([text("public"), text(&t.name), Value::Text(ctx.user()), Value::Null, Value::Bool(true), Value::Bool(false), Value::Bool(false), Value::Bool(false)]);
+            }
+        }
+        "pg_indexes" => {
+            for TableIndex { table: t, index: i } in all_indexes(catalog) {
+                out.extend([text("public"), text(&t.name), text(&i.name), Value::Null, Value::Text(index_def(&t, &i, true))]);
+            }
+        }
+        // Always empty: pgtier has no such objects (role memberships, descriptions, inheritance,
+        // policies, statistics objects, publications, triggers, enums, ranges,
+        // functions in pg_proc).
+        _ => {}
+    }
+}
+
+fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    let mut push = |oid: i64, name: &str, ns: i64, am: i64, kind: &str, natts: usize, has_index: bool, has_triggers: bool, checks: usize| {
+        out.extend([
+            Value::Int8(oid), text(name), Value::Int8(ns), Value::Int8(0), Value::Int8(0), Value::Int8(OWNER_OID), Value::Int8(am),
+            Value::Int8(if kind == "v" { 0 } else { oid }), Value::Int8(0), Value::Int4(0), Value::Float4(-1.0), Value::Int4(0), Value::Int8(0),
+            Value::Bool(has_index), Value::Bool(false), text("p"), text(kind), Value::Int2(i16::try_from(natts).unwrap_or(i16::MAX)), Value::Int2(i16::try_from(checks).unwrap_or(i16::MAX)),
+            Value::Bool(false), Value::Bool(has_triggers), Value::Bool(false), Value::Bool(false), Value::Bool(false), Value::Bool(true),
+            text(if kind == "i" || kind == "S" { "n" } else { "d" }), Value::Bool(false), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Null, Value::Null,
+            Value::Null,
+        ]);
+    };
+    for t in user_tables(catalog) {
+        // PostgreSQL enforces foreign keys with (internal) triggers on both tables.
+        let fk_triggers = !catalog.foreign_keys_of(t.id).is_empty() || !catalog.referencing(t.id).is_empty();
+        push(table_oid(t), &t.name, NS_PUBLIC, HEAP_AM, "r", user_columns(t).count(), !table_indexes(catalog, t).is_empty(), fk_triggers, t.checks.len());
+    }
+    for TableIndex { index: i, .. } in all_indexes(catalog) {
+        push(index_oid(&i), &i.name, NS_PUBLIC, BTREE_AM, "i", i.columns.len(), false, false, 0);
+    }
+    for s in user_sequences(catalog) {
+        push(table_oid(s), &s.name, NS_PUBLIC, 0, "S", user_columns(s).count(), false, false, 0);
+    }
+    for r in RELATIONS {
+        push(r.oid, r.name, namespace_oid(r.schema), if r.kind == "v" { 0 } else { HEAP_AM }, r.kind, r.columns.len(), false, false, 0);
+    }
+}
+
+fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    #[allow(clippy::too_many_arguments)]
+    let mut push = |rel: i64, name: &str, num: i16, info: ColumnTypeInfo, notnull: bool, hasdef: bool, ndims: i32, identity: &str| {
+        let ColumnTypeInfo { type_oid, typmod, len, byval, align, storage, collation } = info;
+        out.extend([
+            Value::Int8(rel), text(name), Value::Int8(type_oid), Value::Int4(-1), Value::Int2(len), Value::Int2(num), Value::Int4(ndims), Value::Int4(-1),
+            Value::Int4(typmod), Value::Bool(byval), text(align), text(storage), text(""), Value::Bool(notnull), Value::Bool(hasdef), Value::Bool(false),
+            text(identity), text(""), Value::Bool(false), Value::Bool(true), Value::Int4(0), Value::Int8(collation), Value::Null, Value::Null, Value::Null,
+            Value::Null,
+        ]);
+    };
+    for t in user_tables(catalog).into_iter().chain(user_sequences(catalog)) {
+        for (c, col) in user_columns(t) {
+            let hasdef = column_default_text(catalog, col).is_some();
+            push(table_oid(t), &col.name, attnum(c), column_type_info(col.ty), !col.nullable, hasdef, 0, identity_code(col));
+        }
+    }
+    for TableIndex { table: t, index: i } in all_indexes(catalog) {
+        for (k, &c) in i.columns.iter().enumerate() {
+            let col = &t.columns[c];
+            push(index_oid(&i), &col.name, attnum(k), column_type_info(col.ty), false, false, 0, "");
+        }
+    }
+    for r in RELATIONS {
+        for (k, col) in r.columns.iter().enumerate() {
+            let oid = col.ty.type_oid();
+            let TypeMatch { base, is_array } = type_by_oid(oid).unwrap_or(TypeMatch { base: &BUILTIN_TYPES[0], is_array: false });
+            let mut info = if is_array || matches!(col.ty, T::Arr(_)) {
+                ColumnTypeInfo { type_oid: oid, typmod: -1, len: -1, byval: false, align: if base.align == "d" { "d" } else { "i" }, storage: "x", collation: 0 }
+            } else {
+                ColumnTypeInfo { type_oid: oid, typmod: -1, len: base.len, byval: base.byval, align: base.align, storage: base.storage, collation: base.collation }
+            };
+            if matches!(col.ty, T::Name) {
+                info.collation = 950;
+            }
+            push(r.oid, col.name, attnum(k), info, false, false, i32::from(is_array), "");
+        }
+    }
+}
+
+fn constraint_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    for TableIndex { table: t, index: i } in all_indexes(catalog) {
+        if !i.unique {
+            continue;
+        }
+        out.extend([
+            Value::Int8(index_constraint_oid(&i)), text(&i.name), Value::Int8(NS_PUBLIC), text(if i.primary { "p" } else { "u" }), Value::Bool(false),
+            Value::Bool(false), Value::Bool(true), Value::Int8(table_oid(&t)), Value::Int8(0), Value::Int8(index_oid(&i)), Value::Int8(0),
+            Value::Int8(0), text(" "), text(" "), text(" "), Value::Bool(true), Value::Int4(0), Value::Bool(true), int2array(&i.columns), Value::Null,
+            Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
+        ]);
+    }
+    for t in user_tables(catalog) {
+        for f in catalog.foreign_keys_of(t.id) {
+            let Some(parent) = catalog.table(f.parent) else { continue };
+            let eq: Vec<Value> = f.child_columns.iter().map(|_| Value::Int8(0)).collect();
+            let eqs = Value::Text(array_text(Elem::Oid, &eq));
+            out.extend([
+                Value::Int8(fk_oid(&f)), text(&f.name), Value::Int8(NS_PUBLIC), text("f"), Value::Bool(false), Value::Bool(false), Value::Bool(true),
+                Value::Int8(table_oid(t)), Value::Int8(0), Value::Int8(INDEX_BASE + i64::from(f.parent_index.0)), Value::Int8(0),
+                Value::Int8(table_oid(parent)), text("a"), text(match f.on_delete {
+                    pgtier_engine::FkAction::NoAction => "a",
+                    pgtier_engine::FkAction::Cascade => "c",
+                    pgtier_engine::FkAction::SetNull => "n",
+                }), text("s"), Value::Bool(true), Value::Int4(0), Value::Bool(true),
+                int2array(&f.child_columns), int2array(&f.parent_columns), eqs.clone(), eqs.clone(), eqs, Value::Null, Value::Null, Value::Null,
+            ]);
+        }
+        for (k, c) in t.checks.iter().enumerate() {
+            out.extend([
+                Value::Int8(check_oid(t, k)), text(&c.name), Value::Int8(NS_PUBLIC), text("c"), Value::Bool(false), Value::Bool(false), Value::Bool(true),
+                Value::Int8(table_oid(t)), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Int8(0), text(" "), text(" "), text(" "),
+                Value::Bool(true), Value::Int4(0), Value::Bool(false), int2array(&check_columns(t, &c.sql)), Value::Null, Value::Null, Value::Null,
+                Value::Null, Value::Null, Value::Null, Value::Text(c.sql.clone()),
+            ]);
+        }
+    }
+}

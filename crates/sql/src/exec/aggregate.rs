@@ -1,0 +1,284 @@
+//! GROUP BY and aggregates: the group key, the accumulators and the hash
+//! aggregation (also the window aggregates' accumulators).
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use pgtier_engine::{DataType, Numeric, Value};
+
+use super::Exec;
+use crate::error::{Result, SqlError};
+use crate::expr::{Env, Expr};
+use crate::plan::{AggCall, AggFunc};
+use crate::types::{self, Elem};
+use crate::value;
+
+/// Group/DISTINCT key: values equal under SQL equality hash alike.
+#[derive(Clone, Debug)]
+pub(crate) struct GroupKey(pub(crate) Vec<Value>);
+
+impl PartialEq for GroupKey {
+    fn eq(&self, other: &GroupKey) -> bool {
+        self.0.len() == other.0.len()
+            && self.0.iter().zip(&other.0).all(|(a, b)| match (a.is_null(), b.is_null()) {
+                (true, true) => true,
+                (false, false) => value::compare(a, b) == Some(Ordering::Equal),
+                _ => false,
+            })
+    }
+}
+
+impl Eq for GroupKey {}
+
+impl Hash for GroupKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        for v in &self.0 {
+            match v {
+                Value::Null => 0u8.hash(h),
+                Value::Bool(b) => b.hash(h),
+                Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) => {
+                    let n = value::numeric_normalize(value::to_numeric(v).unwrap_or(Numeric::new(0, 0)));
+                    n.hash(h);
+                }
+                Value::Float4(_) | Value::Float8(_) => {
+                    let x = value::to_f64(v).unwrap_or(0.0);
+                    let x = if x == 0.0 { 0.0 } else if x.is_nan() { f64::NAN } else { x };
+                    x.to_bits().hash(h);
+                }
+                Value::Text(s) => s.hash(h),
+                Value::Bytea(b) => b.hash(h),
+                Value::Date(d) => (i64::from(*d) * 86_400_000_000).hash(h),
+                Value::Timestamp(t) | Value::TimestampTz(t) => t.hash(h),
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(super) enum Acc {
+    Count(i64),
+    SumInt(Option<i128>),
+    SumNum(Option<Numeric>),
+    SumFloat(Option<f64>),
+    AvgNum(Numeric, i64),
+    AvgFloat(f64, i64),
+    Extreme(Option<Value>),
+    Collect(Vec<Value>),
+}
+
+pub(super) fn new_acc(call: &AggCall, arg_ty_hint: Option<&Value>) -> Acc {
+    let _ = arg_ty_hint;
+    match call.func {
+        AggFunc::Count | AggFunc::CountStar => Acc::Count(0),
+        AggFunc::Sum => match call.ty {
+            DataType::Int8 => Acc::SumInt(None),
+            DataType::Float4 | DataType::Float8 => Acc::SumFloat(None),
+            _ => Acc::SumNum(None),
+        },
+        AggFunc::Avg => match call.ty {
+            DataType::Float8 => Acc::AvgFloat(0.0, 0),
+            _ => Acc::AvgNum(Numeric::new(0, 0), 0),
+        },
+        AggFunc::Min | AggFunc::Max => Acc::Extreme(None),
+        AggFunc::StringAgg | AggFunc::ArrayAgg => Acc::Collect(Vec::new()),
+    }
+}
+
+pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Result<()> {
+    let overflow = || SqlError::new("22003", "value overflows numeric format");
+    match (acc, v) {
+        (Acc::Count(n), None) if call.func == AggFunc::CountStar => *n += 1,
+        // array_agg keeps NULLs; string_agg's pair is never NULL.
+        (Acc::Collect(items), Some(v)) => items.push(v),
+        (_, None) => {}
+        (_, Some(Value::Null)) => {}
+        (Acc::Count(n), Some(_)) => *n += 1,
+        (Acc::SumInt(s), Some(v)) => *s = Some(s.unwrap_or(0).checked_add(i128::from(v.as_i64().unwrap_or(0))).ok_or_else(overflow)?),
+        (Acc::SumNum(s), Some(v)) => {
+            let n = value::to_numeric(&v).ok_or_else(overflow)?;
+            *s = Some(match s {
+                Some(prev) => value::numeric_arith(value::ArithOp::Add, *prev, n)?,
+                None => n,
+            });
+        }
+        (Acc::SumFloat(s), Some(v)) => *s = Some(s.unwrap_or(0.0) + value::to_f64(&v).unwrap_or(0.0)),
+        (Acc::AvgNum(s, c), Some(v)) => {
+            *s = value::numeric_arith(value::ArithOp::Add, *s, value::to_numeric(&v).ok_or_else(overflow)?)?;
+            *c += 1;
+        }
+        (Acc::AvgFloat(s, c), Some(v)) => {
+            *s += value::to_f64(&v).unwrap_or(0.0);
+            *c += 1;
+        }
+        (Acc::Extreme(cur), Some(v)) => {
+            let replace = match cur {
+                None => true,
+                Some(c) => {
+                    let o = value::compare(&v, c).unwrap_or(Ordering::Equal);
+                    if call.func == AggFunc::Min { o == Ordering::Less } else { o == Ordering::Greater }
+                }
+            };
+            if replace {
+                *cur = Some(v);
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
+    Ok(match acc {
+        Acc::Count(n) => Value::Int8(n),
+        Acc::Collect(items) => finish_collect(call, items)?,
+        Acc::SumInt(s) => match s {
+            Some(x) => Value::Int8(i64::try_from(x).map_err(|_| SqlError::out_of_range("bigint"))?),
+            None => Value::Null,
+        },
+        Acc::SumNum(s) => s.map_or(Value::Null, Value::Numeric),
+        #[allow(clippy::cast_possible_truncation)]
+        Acc::SumFloat(s) => match (s, call.ty) {
+            (None, _) => Value::Null,
+            (Some(x), DataType::Float4) => Value::Float4(x as f32),
+            (Some(x), _) => Value::Float8(x),
+        },
+        Acc::AvgNum(s, c) => {
+            if c == 0 {
+                Value::Null
+            } else {
+                Value::Numeric(value::numeric_div(s, Numeric::new(i128::from(c), 0))?)
+            }
+        }
+        #[allow(clippy::cast_precision_loss)]
+        Acc::AvgFloat(s, c) => {
+            if c == 0 {
+                Value::Null
+            } else {
+                Value::Float8(s / c as f64)
+            }
+        }
+        Acc::Extreme(v) => v.unwrap_or(Value::Null),
+    })
+}
+
+/// Hash aggregation: one output row per group (group values, then aggregates).
+pub(super) fn aggregate(ex: &mut Exec<'_>, env: &Env<'_>, group_by: &[Expr], aggs: &[AggCall], rows: &[Vec<Value>]) -> Result<Vec<Vec<Value>>> {
+    let mut acc = Aggregator::new(group_by, aggs);
+    for r in rows {
+        acc.add(ex, env, r)?;
+    }
+    acc.finish()
+}
+
+/// GROUP BY state fed one row at a time: groups in first-seen order, each
+/// with its accumulators (and, for DISTINCT aggregates, the values seen).
+pub(super) struct Aggregator<'p> {
+    group_by: &'p [Expr],
+    aggs: &'p [AggCall],
+    index: HashMap<GroupKey, usize>,
+    groups: Vec<AggGroup>,
+}
+
+struct AggGroup {
+    key: Vec<Value>,
+    accs: Vec<Acc>,
+    seen: Vec<std::collections::HashSet<GroupKey>>,
+}
+
+impl<'p> Aggregator<'p> {
+    pub(super) fn new(group_by: &'p [Expr], aggs: &'p [AggCall]) -> Aggregator<'p> {
+        let mut a = Aggregator { group_by, aggs, index: HashMap::new(), groups: Vec::new() };
+        if group_by.is_empty() {
+            // No GROUP BY: one group even over no rows (count(*) = 0).
+            a.groups.push(a.fresh(Vec::new()));
+            a.index.insert(GroupKey(Vec::new()), 0);
+        }
+        a
+    }
+
+    fn fresh(&self, key: Vec<Value>) -> AggGroup {
+        AggGroup {
+            key,
+            accs: self.aggs.iter().map(|a| new_acc(a, None)).collect(),
+            seen: self.aggs.iter().map(|_| std::collections::HashSet::new()).collect(),
+        }
+    }
+
+    pub(super) fn add(&mut self, ex: &mut Exec<'_>, env: &Env<'_>, r: &[Value]) -> Result<()> {
+        let gi = if self.group_by.is_empty() {
+            0
+        } else {
+            let mut key = Vec::with_capacity(self.group_by.len());
+            for g in self.group_by {
+                key.push(g.eval(env, ex, r)?);
+            }
+            let gk = GroupKey(key);
+            match self.index.get(&gk) {
+                Some(i) => *i,
+                None => {
+                    let g = self.fresh(gk.0.clone());
+                    self.groups.push(g);
+                    self.index.insert(gk, self.groups.len() - 1);
+                    self.groups.len() - 1
+                }
+            }
+        };
+        for (k, call) in self.aggs.iter().enumerate() {
+            if let Some(f) = &call.filter
+                && f.eval_bool(env, ex, r)? != Some(true)
+            {
+                continue;
+            }
+            let v = match &call.arg {
+                Some(e) => Some(e.eval(env, ex, r)?),
+                None => None,
+            };
+            if call.distinct
+                && let Some(x) = &v
+                && (x.is_null() || !self.groups[gi].seen[k].insert(GroupKey(vec![x.clone()])))
+            {
+                continue;
+            }
+            accumulate(&mut self.groups[gi].accs[k], call, v)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn finish(self) -> Result<Vec<Vec<Value>>> {
+        let mut out = Vec::with_capacity(self.groups.len());
+        for g in self.groups {
+            let mut row = g.key;
+            for (acc, call) in g.accs.into_iter().zip(self.aggs) {
+                row.push(finish(acc, call)?);
+            }
+            out.push(row);
+        }
+        Ok(out)
+    }
+}
+
+/// The result of string_agg / array_agg over the collected values.
+fn finish_collect(call: &AggCall, items: Vec<Value>) -> Result<Value> {
+    if items.is_empty() {
+        return Ok(Value::Null);
+    }
+    if call.func == AggFunc::ArrayAgg {
+        let elem = Elem::of(call.ty).ok_or_else(|| SqlError::new("XX000", "array_agg without an array type"))?;
+        return Ok(Value::Text(types::array_text(elem, &items)));
+    }
+    let mut out: Option<String> = None;
+    for pair in items {
+        let parts = types::parse_array(pair.as_str().unwrap_or("{}"), Elem::Text)?;
+        let (Some(Some(v)), Some(d)) = (parts.first(), parts.get(1)) else { continue };
+        match &mut out {
+            None => out = Some(v.clone()),
+            Some(s) => {
+                if let Some(d) = d {
+                    s.push_str(d);
+                }
+                s.push_str(v);
+            }
+        }
+    }
+    Ok(out.map_or(Value::Null, Value::Text))
+}

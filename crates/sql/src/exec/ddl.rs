@@ -1,0 +1,135 @@
+//! CREATE / DROP / TRUNCATE.
+
+use std::sync::Arc;
+
+use pgtier_engine::{EngineError, IndexDef, SequenceOptions, TableDef, TableSchema, Value};
+
+use super::Exec;
+use crate::error::{Result, SqlError, SqlNotice};
+use crate::plan::ColumnSequence;
+use crate::value::NUMERIC_ANY;
+
+impl Exec<'_> {
+    pub fn create_table(&mut self, def: &TableDef, if_not_exists: bool) -> Result<()> {
+        if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
+            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", def.name) });
+            return Ok(());
+        }
+        for c in &def.columns {
+            if c.ty == NUMERIC_ANY {
+                return Err(SqlError::unsupported("numeric column without precision"));
+            }
+        }
+        self.txn.create_table(def)?;
+        Ok(())
+    }
+
+    /// CREATE TABLE whose serial or identity columns need their sequences
+    /// made first (in the same transaction).
+    pub fn create_table_with_sequences(&mut self, def: &TableDef, sequences: &[ColumnSequence], if_not_exists: bool) -> Result<()> {
+        if !(if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some()) {
+            // A name already taken is the engine's 42P07.
+            for s in sequences {
+                self.txn.create_sequence(&s.name, s.options.clone())?;
+            }
+        }
+        self.create_table(def, if_not_exists)
+    }
+
+    pub fn create_sequence(&mut self, name: &str, options: &SequenceOptions, if_not_exists: bool) -> Result<()> {
+        let cat = self.txn.catalog();
+        if cat.table_by_name(name).is_some() || cat.index_by_name(name).is_some() {
+            if if_not_exists {
+                self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{name}\" already exists, skipping") });
+                return Ok(());
+            }
+            return Err(SqlError::new("42P07", format!("relation \"{name}\" already exists")));
+        }
+        self.txn.create_sequence(name, options.clone())?;
+        Ok(())
+    }
+
+    pub fn create_index(&mut self, def: &IndexDef, if_not_exists: bool) -> Result<()> {
+        if if_not_exists && self.txn.catalog().index_by_name(&def.name).is_some() {
+            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", def.name) });
+            return Ok(());
+        }
+        self.txn.create_index(def)?;
+        Ok(())
+    }
+
+    /// TRUNCATE: deletes every row this statement sees, table by table in
+    /// the planned order; RESTART IDENTITY sets each owned sequence back to
+    /// its start.
+    pub fn truncate(&mut self, tables: &[Arc<TableSchema>], restart_identity: bool) -> Result<()> {
+        let mut keys: Vec<Value> = Vec::new();
+        for t in tables {
+            keys.clear();
+            let pk = &t.primary_key;
+            self.txn.scan_table(t.id, |r| {
+                keys.extend(pk.iter().map(|&k| r.get(k).to_owned_value()));
+                Ok(true)
+            })?;
+            for key in keys.chunks(pk.len().max(1)) {
+                self.txn.delete(t.id, key)?;
+            }
+            if restart_identity {
+                for (seq, _) in t.columns.iter().filter_map(|c| c.sequence).filter(|(_, how)| how.owns()) {
+                    let start = self.txn.catalog().table(seq).and_then(|s| s.sequence.as_ref()).map(|o| o.start);
+                    if let Some(start) = start {
+                        self.txn.setval(seq, start, false)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// DROP TABLE, or DROP SEQUENCE when `sequences`: each name must be of
+    /// that kind (PostgreSQL's 42809 and its hint otherwise).
+    pub fn drop_tables(&mut self, names: &[String], if_exists: bool, sequences: bool) -> Result<()> {
+        let (kind, other, other_kind) = if sequences { ("sequence", "table", "TABLE") } else { ("table", "sequence", "SEQUENCE") };
+        let mut pending: Vec<String> = Vec::new();
+        for n in names {
+            if let Some(t) = self.txn.catalog().table_by_name(n) {
+                if t.sequence.is_some() != sequences {
+                    return Err(SqlError::new("42809", format!("\"{n}\" is not a {kind}")).with_hint(format!("Use DROP {other_kind} to remove a {other}.")));
+                }
+                pending.push(n.clone());
+            } else if if_exists {
+                self.notices.push(SqlNotice { sqlstate: "00000", message: format!("{kind} \"{n}\" does not exist, skipping") });
+            } else {
+                return Err(SqlError::new("42P01", format!("{kind} \"{n}\" does not exist")));
+            }
+        }
+        // Children first, so a statement dropping a parent with its children works.
+        while !pending.is_empty() {
+            let cat = self.txn.catalog();
+            let pick = pending.iter().position(|n| {
+                let Some(t) = cat.table_by_name(n) else { return true };
+                !cat.referencing(t.id).iter().any(|fk| fk.child != t.id && pending.iter().any(|p| cat.table_by_name(p).is_some_and(|pt| pt.id == fk.child)))
+            });
+            let name = pending.remove(pick.unwrap_or(0));
+            self.txn.drop_table(&name).map_err(drop_error)?;
+        }
+        Ok(())
+    }
+
+    pub fn drop_indexes(&mut self, names: &[String], if_exists: bool) -> Result<()> {
+        for n in names {
+            if self.txn.catalog().index_by_name(n).is_none() {
+                if if_exists {
+                    self.notices.push(SqlNotice { sqlstate: "00000", message: format!("index \"{n}\" does not exist, skipping") });
+                    continue;
+                }
+                return Err(SqlError::new("42704", format!("index \"{n}\" does not exist")));
+            }
+            self.txn.drop_index(n)?;
+        }
+        Ok(())
+    }
+}
+
+fn drop_error(e: EngineError) -> SqlError {
+    SqlError::from(e)
+}

@@ -1,0 +1,408 @@
+//! INSERT (with ON CONFLICT), UPDATE and DELETE, with READ COMMITTED's
+//! recheck of the WHERE on each row's latest version, CHECK constraints
+//! and RETURNING.
+
+use pgtier_engine::{IndexId, TableSchema, Value};
+
+use super::scan::exact_key;
+use super::{Exec, ResultBuf, assign_ref, set_len};
+use crate::error::{Result, SqlError};
+use crate::expr::{Env, Expr, NoSubqueries};
+use crate::plan::{Access, BoundCheck, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, UpdatePlan};
+use crate::value;
+
+impl Exec<'_> {
+    /// Rows of a DML target matching its WHERE (full rows).
+    fn dml_rows(&mut self, level: &Level, env: &Env<'_>) -> Result<Vec<Vec<Value>>> {
+        let mut cands = Vec::new();
+        self.fetch(level, env, &[], false, None, &mut cands)?;
+        let w = level.width();
+        let mut rows = Vec::new();
+        for c in cands.chunks(w) {
+            if self.passes(&level.filters, env, c)? {
+                rows.push(c.to_vec());
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Primary keys (flat, `pk_len` values each) of the rows of a DML
+    /// target matching its WHERE, appended to `keys`. Candidates are read
+    /// into a reused buffer: no allocation per row beyond text values.
+    fn matching_keys(&mut self, level: &Level, env: &Env<'_>, search_columns: &ColumnMask, keys: &mut Vec<Value>) -> Result<()> {
+        if level.filters.is_empty() && matches!(level.access, Access::IndexScan { .. } | Access::FullScan) {
+            // Every row the scan yields matches: take its key in place.
+            let pk = &level.table.primary_key;
+            return self.scan_level(level, env, &[], &mut |r| keys.extend(pk.iter().map(|&k| r.get(k).to_owned_value())));
+        }
+        let mut cands = std::mem::take(self.scratch);
+        cands.clear();
+        let r = self.fetch(level, env, &[], false, Some(search_columns), &mut cands).and_then(|()| {
+            for c in cands.chunks(level.width()) {
+                if self.passes(&level.filters, env, c)? {
+                    keys.extend(level.table.primary_key.iter().map(|&k| c[k].clone()));
+                }
+            }
+            Ok(())
+        });
+        *self.scratch = cands;
+        r
+    }
+
+    pub fn insert(&mut self, plan: &InsertPlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
+        out.reset(plan.returning.len());
+        let env = self.env(params, &[]);
+        let table = &plan.table;
+        let mut sources: Vec<Vec<Value>> = Vec::new();
+        match &plan.source {
+            InsertSource::Values(rows) => {
+                for r in rows {
+                    let mut vals = Vec::with_capacity(r.len());
+                    for e in r {
+                        vals.push(e.eval(&env, self, &[])?);
+                    }
+                    sources.push(vals);
+                }
+            }
+            InsertSource::Query(q) => {
+                for r in self.select_rows(q, params, &[])? {
+                    let mut vals = Vec::with_capacity(q.visible);
+                    for (k, v) in r.into_iter().take(q.visible).enumerate() {
+                        let col = &table.columns[plan.targets[k]];
+                        vals.push(value::cast(v, col.ty, false)?);
+                    }
+                    sources.push(vals);
+                }
+            }
+        }
+        let mut count = 0;
+        let defaults = table.default_row();
+        for vals in sources {
+            let mut full = defaults.clone();
+            for (k, v) in vals.into_iter().enumerate() {
+                full[plan.targets[k]] = v;
+            }
+            // Sequence defaults of the columns not listed, row by row.
+            for (c, e) in &plan.generated {
+                full[*c] = e.eval(&env, self, &[])?;
+            }
+            self.check_row(&plan.checks, &env, table, &full)?;
+            if let Some(oc) = &plan.on_conflict
+                && let Some(existing) = self.conflicting_row(table, &oc.arbiters, &full)? {
+                    match &oc.action {
+                        ConflictAction::Nothing => continue,
+                        ConflictAction::Update { assignments, filter } => {
+                            if let Some(new_row) = self.conflict_update(table, existing, &full, assignments, filter.as_ref(), &plan.checks, &env)? {
+                                count += 1;
+                                self.returning(&plan.returning, &env, &new_row, out)?;
+                            }
+                            continue;
+                        }
+                    }
+                }
+            self.txn.insert(table.id, &full)?;
+            count += 1;
+            if !plan.returning.is_empty() {
+                // RETURNING sees the row as stored (defaults, padding, rounding).
+                let key: Vec<Value> = table.primary_key.iter().map(|&c| full[c].clone()).collect();
+                let stored = if self.txn.get(table.id, &key, self.rowbuf)? { self.rowbuf.values() } else { full };
+                self.returning(&plan.returning, &env, &stored, out)?;
+            }
+        }
+        Ok(count)
+    }
+
+    /// PostgreSQL's CHECK rule: a row passes unless an expression is false
+    /// (NULL passes).
+    fn check_row(&mut self, checks: &[BoundCheck], env: &Env<'_>, table: &TableSchema, row: &[Value]) -> Result<()> {
+        for c in checks {
+            if c.expr.eval_bool(env, self, row)? == Some(false) {
+                return Err(check_violation(table, &c.name, row));
+            }
+        }
+        Ok(())
+    }
+
+    fn returning(&mut self, exprs: &[Expr], env: &Env<'_>, row: &[Value], out: &mut ResultBuf) -> Result<()> {
+        if exprs.is_empty() {
+            return Ok(());
+        }
+        let mut o = Vec::with_capacity(exprs.len());
+        for e in exprs {
+            o.push(e.eval(env, self, row)?);
+        }
+        out.push_row(&o);
+        Ok(())
+    }
+
+    /// The row that conflicts with `full` on one of the arbiter indexes.
+    fn conflicting_row(&mut self, table: &TableSchema, arbiters: &[IndexId], full: &[Value]) -> Result<Option<Vec<Value>>> {
+        for &id in arbiters {
+            let Some(index) = self.txn.catalog().index(id).cloned() else { continue };
+            let mut key = Vec::with_capacity(index.columns.len());
+            for &c in &index.columns {
+                match exact_key(full[c].clone(), table.columns[c].ty).or_else(|| value::cast(full[c].clone(), table.columns[c].ty, false).ok().filter(|v| !v.is_null())) {
+                    Some(v) => key.push(v),
+                    None => break,
+                }
+            }
+            if key.len() != index.columns.len() {
+                continue; // NULLs never conflict
+            }
+            if index.primary {
+                if self.txn.get(table.id, &key, self.rowbuf)? {
+                    return Ok(Some(self.rowbuf.values()));
+                }
+            } else {
+                let mut found = None;
+                self.txn.scan_prefix(id, &key, |r| {
+                    found = Some(r.values());
+                    Ok(false)
+                })?;
+                if found.is_some() {
+                    return Ok(found);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn conflict_update(
+        &mut self, table: &TableSchema, existing: Vec<Value>, excluded: &[Value], assignments: &[(usize, Expr)], filter: Option<&Expr>, checks: &[BoundCheck],
+        env: &Env<'_>,
+    ) -> Result<Option<Vec<Value>>> {
+        let mut both = existing.clone();
+        both.extend_from_slice(excluded);
+        if let Some(f) = filter
+            && f.eval_bool(env, self, &both)? != Some(true) {
+                return Ok(None);
+            }
+        let mut changes = Vec::with_capacity(assignments.len());
+        for (c, e) in assignments {
+            changes.push((*c, e.eval(env, self, &both)?));
+        }
+        let key: Vec<Value> = table.primary_key.iter().map(|&c| existing[c].clone()).collect();
+        let mut new_row = existing;
+        for (c, v) in &changes {
+            new_row[*c] = v.clone();
+        }
+        self.check_row(checks, env, table, &new_row)?;
+        if !self.txn.update(table.id, &key, &changes)? {
+            return Ok(None);
+        }
+        Ok(Some(new_row))
+    }
+
+    pub fn update(&mut self, plan: &UpdatePlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
+        out.reset(plan.returning.len());
+        let env = self.env(params, &[]);
+        let level = &plan.level;
+        let table = level.table.clone();
+        if plan.assignments_have_subqueries {
+            return self.update_with_subqueries(plan, &env, out);
+        }
+        let direct = matches!(level.access, Access::PkLookup { .. }) && level.exact_key && level.filters.is_empty();
+        let mut keys = std::mem::take(self.dml_keys);
+        keys.clear();
+        if direct {
+            let Access::PkLookup { key } = &level.access else { return Ok(0) };
+            if !self.eval_pk(&table, key, &env, &[])? {
+                *self.dml_keys = keys;
+                return Ok(0);
+            }
+            keys.extend_from_slice(self.keybuf);
+        } else if let Err(e) = self.matching_keys(level, &env, &plan.search_columns, &mut keys) {
+            *self.dml_keys = keys;
+            return Err(e);
+        }
+        let mut new_row = std::mem::take(self.dml_row);
+        let r = self.update_keys(plan, params, &env, &keys, &mut new_row, direct, out);
+        *self.dml_keys = keys;
+        *self.dml_row = new_row;
+        r
+    }
+
+    /// Updates the rows with primary keys `keys` (flat): locks each row's
+    /// latest version, rechecks the WHERE on it unless the key lookup was
+    /// exact (READ COMMITTED's re-check), computes the new values.
+    #[allow(clippy::too_many_arguments)]
+    fn update_keys(&mut self, plan: &UpdatePlan, params: &[Value], env: &Env<'_>, keys: &[Value], new_row: &mut Vec<Value>, direct: bool, out: &mut ResultBuf) -> Result<u64> {
+        let level = &plan.level;
+        let table = level.table.clone();
+        let recheck = !direct && !plan.filters_have_subqueries;
+        let mut count = 0;
+        for key in keys.chunks(table.primary_key.len().max(1)) {
+            let mut failure: Option<SqlError> = None;
+            let mut applied = false;
+            let now_micros = self.now_micros;
+            let updated = self.txn.update_with(table.id, key, |r| {
+                let env = Env { params, now_micros, outer: &[] };
+                // Slots are overwritten in place: text buffers are reused.
+                // Columns nothing reads are not decoded.
+                set_len(new_row, r.len());
+                for (c, slot) in new_row.iter_mut().enumerate() {
+                    if plan.eval_columns.reads(c) {
+                        assign_ref(slot, r.get(c));
+                    } else if !slot.is_null() {
+                        *slot = Value::Null;
+                    }
+                }
+                let outcome = (|| -> Result<Option<Vec<(usize, Value)>>> {
+                    if recheck {
+                        for f in level.filters.iter().chain(&level.key_checks) {
+                            if f.eval_bool(&env, &mut NoSubqueries, new_row)? != Some(true) {
+                                return Ok(None);
+                            }
+                        }
+                    }
+                    let mut changes = Vec::with_capacity(plan.assignments.len());
+                    for (c, e) in &plan.assignments {
+                        changes.push((*c, e.eval(&env, &mut NoSubqueries, new_row)?));
+                    }
+                    // The new row (RETURNING and the CHECKs read it).
+                    for (c, v) in &changes {
+                        new_row[*c] = v.clone();
+                    }
+                    for c in &plan.checks {
+                        if c.expr.eval_bool(&env, &mut NoSubqueries, new_row)? == Some(false) {
+                            return Err(check_violation(&table, &c.name, new_row));
+                        }
+                    }
+                    Ok(Some(changes))
+                })();
+                match outcome {
+                    Ok(Some(changes)) => {
+                        applied = true;
+                        Ok(Some(changes))
+                    }
+                    Ok(None) => {
+                        applied = false;
+                        Ok(None)
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        applied = false;
+                        Ok(None)
+                    }
+                }
+            });
+            let updated = updated?;
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            if updated && applied {
+                count += 1;
+                if !plan.returning.is_empty() {
+                    let key2: Vec<Value> = table.primary_key.iter().map(|&c| new_row[c].clone()).collect();
+                    let stored = if self.txn.get(table.id, &key2, self.rowbuf)? { self.rowbuf.values() } else { new_row.clone() };
+                    self.returning(&plan.returning, env, &stored, out)?;
+                }
+            }
+        }
+        Ok(count)
+    }
+
+    /// UPDATE whose new values need subqueries: evaluated outside the
+    /// engine's row callback (which may not call the engine), on the row
+    /// as the statement's snapshot saw it.
+    fn update_with_subqueries(&mut self, plan: &UpdatePlan, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
+        let table = plan.level.table.clone();
+        let mut count = 0;
+        for row in self.dml_rows(&plan.level, env)? {
+            let key: Vec<Value> = table.primary_key.iter().map(|&c| row[c].clone()).collect();
+            let mut changes = Vec::with_capacity(plan.assignments.len());
+            for (c, e) in &plan.assignments {
+                changes.push((*c, e.eval(env, self, &row)?));
+            }
+            let mut new_row = row;
+            for (c, v) in &changes {
+                new_row[*c] = v.clone();
+            }
+            self.check_row(&plan.checks, env, &table, &new_row)?;
+            if self.txn.update(table.id, &key, &changes)? {
+                count += 1;
+                self.returning(&plan.returning, env, &new_row, out)?;
+            }
+        }
+        Ok(count)
+    }
+
+    pub fn delete(&mut self, plan: &DeletePlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
+        out.reset(plan.returning.len());
+        let env = self.env(params, &[]);
+        let level = &plan.level;
+        let table = level.table.clone();
+        let direct = matches!(level.access, Access::PkLookup { .. }) && level.exact_key && level.filters.is_empty() && plan.returning.is_empty();
+        if direct {
+            let Access::PkLookup { key } = &level.access else { return Ok(0) };
+            if !self.eval_pk(&table, key, &env, &[])? {
+                return Ok(0);
+            }
+            return Ok(u64::from(self.txn.delete(table.id, self.keybuf)?));
+        }
+        if plan.returning.is_empty() {
+            // Only the keys are needed: no row copies per match.
+            let mut keys = std::mem::take(self.dml_keys);
+            keys.clear();
+            let r = self.matching_keys(level, &env, &plan.search_columns, &mut keys).and_then(|()| {
+                let mut count = 0;
+                for key in keys.chunks(table.primary_key.len().max(1)) {
+                    count += u64::from(self.delete_rechecked(level, &env, key)?);
+                }
+                Ok(count)
+            });
+            *self.dml_keys = keys;
+            return r;
+        }
+        let rows = self.dml_rows(level, &env)?;
+        let mut count = 0;
+        for r in rows {
+            let key: Vec<Value> = table.primary_key.iter().map(|&c| r[c].clone()).collect();
+            if self.delete_rechecked(level, &env, &key)? {
+                count += 1;
+                self.returning(&plan.returning, &env, &r, out)?;
+            }
+        }
+        Ok(count)
+    }
+
+    /// Deletes the row with primary key `key` if the WHERE still holds on
+    /// its latest version, after waiting for a concurrent writer (READ
+    /// COMMITTED's recheck, as UPDATE does). A WHERE with a subquery is not
+    /// rechecked (it cannot run inside the engine's row callback).
+    fn delete_rechecked(&mut self, level: &Level, env: &Env<'_>, key: &[Value]) -> Result<bool> {
+        let table_id = level.table.id;
+        if (level.filters.is_empty() && level.key_checks.is_empty()) || level.filters.iter().any(Expr::has_subquery) {
+            return Ok(self.txn.delete(table_id, key)?);
+        }
+        let mut failure = None;
+        let deleted = self.txn.delete_with(table_id, key, |r| {
+            let row = r.values();
+            for f in level.filters.iter().chain(&level.key_checks) {
+                match f.eval_bool(env, &mut NoSubqueries, &row) {
+                    Ok(Some(true)) => {}
+                    Ok(_) => return Ok(false),
+                    Err(e) => {
+                        failure = Some(e);
+                        return Ok(false);
+                    }
+                }
+            }
+            Ok(true)
+        })?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(deleted),
+        }
+    }
+}
+
+/// 23514 with PostgreSQL's detail: the new row's visible columns.
+fn check_violation(table: &TableSchema, name: &str, row: &[Value]) -> SqlError {
+    let shown: Vec<String> = row.iter().take(table.visible_columns().len()).map(|v| if v.is_null() { "null".to_owned() } else { value::to_text(v) }).collect();
+    let mut e = SqlError::new("23514", format!("new row for relation \"{}\" violates check constraint \"{name}\"", table.name))
+        .with_detail(format!("Failing row contains ({}).", shown.join(", ")));
+    e.constraint = Some(name.to_owned());
+    e
+}

@@ -1,0 +1,203 @@
+//! Executor: runs plans on an engine transaction.
+//!
+//! Rows of a level are copied out of the engine before the next level runs
+//! (the engine's scan callbacks may not call back into the engine), so a
+//! nested-loop join holds one materialized batch per level. The primary-key
+//! fast path reads straight into a reused [`RowBuf`] and writes the result
+//! into reused buffers: in steady state it allocates nothing but what the
+//! engine does.
+//!
+//! Here: [`Exec`], the result buffer and the row helpers the others share.
+//! `scan` reads a level (key lookup, index or full scan) and runs the join;
+//! `virtual_rows` produces the rows of system relations, subqueries, set
+//! operations and table functions; `select`, `dml` and `ddl` run their
+//! statements; `aggregate` and `window` compute GROUP BY and window
+//! functions; `sequence` holds nextval & co.
+
+mod aggregate;
+mod ddl;
+mod dml;
+mod scan;
+mod select;
+mod sequence;
+mod virtual_rows;
+mod window;
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+
+use pgtier_engine::{RowBuf, RowRef, Transaction, Value, ValueRef};
+
+pub use sequence::SessionSequences;
+
+use crate::catalog::SysCtx;
+use crate::error::{Result, SqlNotice};
+use crate::expr::{Env, Expr, SeqFunc, Subquery, SubqueryRunner};
+use crate::plan::ColumnMask;
+
+/// Result rows, flat (`width` values per row); reused across executions.
+#[derive(Debug, Default, Clone)]
+pub struct ResultBuf {
+    pub width: usize,
+    pub rows: usize,
+    pub values: Vec<Value>,
+}
+
+impl ResultBuf {
+    pub fn reset(&mut self, width: usize) {
+        self.width = width;
+        self.rows = 0;
+        self.values.clear();
+    }
+
+    pub fn push_row(&mut self, row: &[Value]) {
+        debug_assert_eq!(row.len(), self.width);
+        self.values.extend_from_slice(row);
+        self.rows += 1;
+    }
+
+    pub fn row(&self, i: usize) -> &[Value] {
+        &self.values[i * self.width..(i + 1) * self.width]
+    }
+}
+
+/// Overwrites `slot` with `v`, reusing a string's buffer (no allocation in
+/// steady state for text columns).
+pub fn assign_ref(slot: &mut Value, v: ValueRef<'_>) {
+    if let (Value::Text(s), ValueRef::Text(t)) = (&mut *slot, v) {
+        s.clear();
+        s.push_str(t);
+        return;
+    }
+    *slot = v.to_owned_value();
+}
+
+/// Writes the row's columns that `projection` (plain columns only) names
+/// into `values`, in place.
+fn assign_columns(values: &mut [Value], projection: &[Expr], r: &RowRef<'_>) {
+    for (slot, e) in values.iter_mut().zip(projection) {
+        if let Expr::Column(c) = e {
+            assign_ref(slot, r.get(*c));
+        }
+    }
+}
+
+fn set_len(buf: &mut Vec<Value>, n: usize) {
+    buf.truncate(n);
+    while buf.len() < n {
+        buf.push(Value::Null);
+    }
+}
+
+/// Appends the row's values; columns outside `mask` are appended as NULL
+/// without being decoded.
+fn read_row(r: &RowRef<'_>, mask: Option<&ColumnMask>, out: &mut Vec<Value>) {
+    match mask {
+        None => {
+            for c in 0..r.len() {
+                out.push(r.get(c).to_owned_value());
+            }
+        }
+        Some(m) => {
+            for c in 0..r.len() {
+                out.push(if m.reads(c) { r.get(c).to_owned_value() } else { Value::Null });
+            }
+        }
+    }
+}
+
+pub struct Exec<'a> {
+    pub txn: &'a mut Transaction,
+    pub now_micros: i64,
+    pub rowbuf: &'a mut RowBuf,
+    pub keybuf: &'a mut Vec<Value>,
+    pub scratch: &'a mut Vec<Value>,
+    /// DML buffers reused across executions: primary keys of the target rows
+    /// (flat) and the row image the UPDATE closure evaluates on.
+    pub dml_keys: &'a mut Vec<Value>,
+    pub dml_row: &'a mut Vec<Value>,
+    /// Emptied row buffers kept across executions for the join's candidate
+    /// rows and joined row: a query allocates none once they have grown.
+    pub row_pool: &'a mut Vec<Vec<Value>>,
+    /// Results of uncorrelated subqueries, by subquery id (this execution only).
+    pub sub_cache: HashMap<usize, Vec<Value>>,
+    /// The session's settings: current_setting/set_config and pg_settings read them.
+    pub settings: &'a mut HashMap<String, String>,
+    /// NOTICEs for the client (`... does not exist, skipping`).
+    pub notices: &'a mut Vec<SqlNotice>,
+    /// Set from another thread to cancel the running statement (57014).
+    pub cancel: Option<&'a AtomicBool>,
+    /// Rows visited since the cancel flag was last read.
+    pub rows_since_cancel_check: u32,
+    /// What `currval`/`lastval` return: this session's last `nextval`s.
+    pub sequences: &'a mut SessionSequences,
+}
+
+/// Rows between reads of the cancel flag: a long statement stops within
+/// microseconds, and the hot path pays a counter.
+const CANCEL_CHECK_ROWS: u32 = 1024;
+
+/// Counts one row of work against `since`; every [`CANCEL_CHECK_ROWS`]
+/// rows, true if `cancel` was raised (and lowers it: one cancel, one statement).
+#[inline]
+fn cancel_requested(cancel: Option<&AtomicBool>, since: &mut u32) -> bool {
+    *since += 1;
+    if *since < CANCEL_CHECK_ROWS {
+        return false;
+    }
+    *since = 0;
+    cancel.is_some_and(|flag| flag.swap(false, std::sync::atomic::Ordering::Relaxed))
+}
+
+impl SubqueryRunner for Exec<'_> {
+    fn run(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>> {
+        if !sub.correlated
+            && let Some(v) = self.sub_cache.get(&sub.id) {
+                return Ok(v.clone());
+            }
+        let rows = self.select_rows(&sub.plan, env.params, outer)?;
+        let firsts: Vec<Value> = rows.into_iter().map(|mut r| if r.is_empty() { Value::Null } else { r.swap_remove(0) }).collect();
+        if !sub.correlated {
+            self.sub_cache.insert(sub.id, firsts.clone());
+        }
+        Ok(firsts)
+    }
+
+    fn system(&mut self) -> Option<SysCtx<'_>> {
+        Some(SysCtx { catalog: self.txn.catalog(), settings: self.settings })
+    }
+
+    fn sequence(&mut self, call: SeqFunc, args: &[Value]) -> Result<Value> {
+        self.sequence_call(call, args)
+    }
+}
+
+impl Exec<'_> {
+    fn env<'e>(&self, params: &'e [Value], outer: &'e [Value]) -> Env<'e> {
+        Env { params, now_micros: self.now_micros, outer }
+    }
+
+    fn passes(&mut self, filters: &[Expr], env: &Env<'_>, row: &[Value]) -> Result<bool> {
+        for f in filters {
+            if f.eval_bool(env, self, row)? != Some(true) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// An empty buffer from [`Exec::row_pool`] (or a new one).
+    fn pooled_row(&mut self) -> Vec<Value> {
+        self.row_pool.pop().unwrap_or_default()
+    }
+
+    /// Gives a buffer back to [`Exec::row_pool`]; the pool stays small
+    /// (one buffer per join level in use at once).
+    fn return_row(&mut self, mut buf: Vec<Value>) {
+        const POOL_BUFFERS_MAX: usize = 16;
+        if self.row_pool.len() < POOL_BUFFERS_MAX {
+            buf.clear();
+            self.row_pool.push(buf);
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Reading a level: primary-key lookup, ordered-index scan, full scan or a
+//! virtual source, and the nested-loop join over the levels.
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+
+use pgtier_engine::{DataType, RowRef, TableSchema, Value};
+
+use super::{Exec, cancel_requested, read_row};
+use crate::error::{Result, SqlError};
+use crate::expr::{Env, Expr};
+use crate::plan::{Access, ColumnMask, Level, SelectPlan};
+use crate::value;
+
+/// Casts a key value to the key column's type; None when no stored value
+/// can equal it (NULL, out of range, or not exactly representable).
+pub(super) fn exact_key(v: Value, ty: DataType) -> Option<Value> {
+    if v.is_null() {
+        return None;
+    }
+    if matches!(ty, DataType::Char(_)) {
+        // char(n) keys are stored padded; compare through the padded form only
+        // when the value already is that form.
+        return match &v {
+            Value::Text(s) if u32::try_from(s.chars().count()).ok() == Some(match ty { DataType::Char(n) => n, _ => 0 }) => Some(v),
+            _ => None,
+        };
+    }
+    if v.is_of_type(ty) {
+        return Some(v);
+    }
+    if let (Value::Text(s), DataType::Varchar(n)) = (&v, ty) {
+        // Stored values are at most n characters: a longer one matches none.
+        return (s.chars().count() <= n as usize).then_some(v);
+    }
+    let cast = value::cast(v.clone(), ty, false).ok()?;
+    (value::compare(&v, &cast) == Some(Ordering::Equal)).then_some(cast)
+}
+
+impl Exec<'_> {
+    /// Evaluates the key expressions of a PkLookup into `keybuf`; false if
+    /// no row can match.
+    pub(super) fn eval_pk(&mut self, table: &TableSchema, key: &[Expr], env: &Env<'_>, row: &[Value]) -> Result<bool> {
+        let mut keys = std::mem::take(self.keybuf);
+        keys.clear();
+        let mut ok = true;
+        for (e, &col) in key.iter().zip(&table.primary_key) {
+            let v = e.eval(env, self, row)?;
+            match exact_key(v, table.columns[col].ty) {
+                Some(k) => keys.push(k),
+                None => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        *self.keybuf = keys;
+        Ok(ok)
+    }
+
+    /// Candidate rows of `level` for the current joined `row` (flat, table width each).
+    /// `mask`: decode only these columns (DML key search); None: all.
+    pub(super) fn fetch(&mut self, level: &Level, env: &Env<'_>, row: &[Value], for_update: bool, mask: Option<&ColumnMask>, out: &mut Vec<Value>) -> Result<()> {
+        let table = &level.table;
+        match &level.access {
+            Access::PkLookup { key } => {
+                if !self.eval_pk(table, key, env, row)? {
+                    return Ok(());
+                }
+                let found = if for_update {
+                    self.txn.get_for_update(table.id, self.keybuf, self.rowbuf)?
+                } else {
+                    self.txn.get(table.id, self.keybuf, self.rowbuf)?
+                };
+                if found
+                    && let Some(r) = self.rowbuf.row() {
+                        read_row(&r, mask, out);
+                    }
+            }
+            Access::IndexScan { .. } | Access::FullScan => self.scan_level(level, env, row, &mut |r| read_row(r, mask, out))?,
+            Access::Virtual(source) => self.virtual_rows(source, env, row, out)?,
+        }
+        Ok(())
+    }
+
+    /// Visits the rows an IndexScan or FullScan level yields at the
+    /// snapshot, before its filters; `row` is the joined row so far (the
+    /// index key may read earlier levels).
+    pub(super) fn scan_level(&mut self, level: &Level, env: &Env<'_>, row: &[Value], visit: &mut dyn FnMut(&RowRef<'_>)) -> Result<()> {
+        match &level.access {
+            Access::IndexScan { index, eq, lower, upper, key_types } => {
+                let mut prefix = self.pooled_row();
+                for (e, ty) in eq.iter().zip(key_types) {
+                    match exact_key(e.eval(env, self, row)?, *ty) {
+                        Some(v) => prefix.push(v),
+                        None => {
+                            self.return_row(prefix);
+                            return Ok(());
+                        }
+                    }
+                }
+                let range_ty = key_types.get(eq.len()).copied();
+                let bound = |b: &Option<(Expr, bool)>, this: &mut Self| -> Result<Option<(Vec<Value>, bool)>> {
+                    let (Some((e, inclusive)), Some(ty)) = (b, range_ty) else { return Ok(None) };
+                    let v = e.eval(env, this, row)?;
+                    if v.is_null() {
+                        return Ok(Some((Vec::new(), false)));
+                    }
+                    // An inexact or out-of-range bound is dropped: the filter rechecks.
+                    Ok(exact_key(v, ty).map(|k| {
+                        let mut p = prefix.clone();
+                        p.push(k);
+                        (p, *inclusive)
+                    }))
+                };
+                let lo = bound(lower, self)?;
+                let hi = bound(upper, self)?;
+                if matches!(&lo, Some((v, _)) if v.is_empty()) || matches!(&hi, Some((v, _)) if v.is_empty()) {
+                    self.return_row(prefix);
+                    return Ok(()); // comparison with NULL matches nothing
+                }
+                let lower_b = match &lo {
+                    Some((v, true)) => Bound::Included(v.as_slice()),
+                    Some((v, false)) => Bound::Excluded(v.as_slice()),
+                    None if prefix.is_empty() => Bound::Unbounded,
+                    None => Bound::Included(prefix.as_slice()),
+                };
+                let upper_b = match &hi {
+                    Some((v, true)) => Bound::Included(v.as_slice()),
+                    Some((v, false)) => Bound::Excluded(v.as_slice()),
+                    None if prefix.is_empty() => Bound::Unbounded,
+                    None => Bound::Included(prefix.as_slice()),
+                };
+                let (cancel, since) = (self.cancel, &mut self.rows_since_cancel_check);
+                let mut canceled = false;
+                self.txn.scan(*index, lower_b, upper_b, |r| {
+                    visit(&r);
+                    canceled = cancel_requested(cancel, since);
+                    Ok(!canceled)
+                })?;
+                self.return_row(prefix);
+                if canceled {
+                    return Err(SqlError::canceled());
+                }
+            }
+            Access::FullScan => {
+                let (cancel, since) = (self.cancel, &mut self.rows_since_cancel_check);
+                let mut canceled = false;
+                self.txn.scan_table(level.table.id, |r| {
+                    visit(&r);
+                    canceled = cancel_requested(cancel, since);
+                    Ok(!canceled)
+                })?;
+                if canceled {
+                    return Err(SqlError::canceled());
+                }
+            }
+            Access::PkLookup { .. } | Access::Virtual(_) => return Err(SqlError::new("XX000", "scan_level on a key lookup or virtual source")),
+        }
+        Ok(())
+    }
+
+    /// Runs the join pipeline, calling `sink` with each joined row.
+    /// Nested-loop join of `plan`'s levels from `l` on; each complete row
+    /// that passes the final filters goes to `sink` (collected, aggregated
+    /// or projected straight into the result: no row copies when streaming).
+    pub(super) fn join(&mut self, plan: &SelectPlan, l: usize, row: &mut Vec<Value>, env: &Env<'_>, sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>) -> Result<()> {
+        if l == plan.levels.len() {
+            if self.passes(&plan.final_filters, env, row)? {
+                sink(self, row)?;
+            }
+            return Ok(());
+        }
+        let level = &plan.levels[l];
+        let w = level.width();
+        let mut cands = self.pooled_row();
+        self.fetch(level, env, row, false, plan.level_masks.get(l), &mut cands)?;
+        let mut matched = false;
+        for cand in cands.chunks(w) {
+            if cancel_requested(self.cancel, &mut self.rows_since_cancel_check) {
+                self.return_row(cands);
+                return Err(SqlError::canceled());
+            }
+            row[level.offset..level.offset + w].clone_from_slice(cand);
+            if !self.passes(&level.filters, env, row)? {
+                continue;
+            }
+            matched = true;
+            if self.passes(&level.post_filters, env, row)? {
+                self.join(plan, l + 1, row, env, sink)?;
+            }
+        }
+        if level.left_join && !matched {
+            for v in &mut row[level.offset..level.offset + w] {
+                *v = Value::Null;
+            }
+            if self.passes(&level.post_filters, env, row)? {
+                self.join(plan, l + 1, row, env, sink)?;
+            }
+        }
+        self.return_row(cands);
+        Ok(())
+    }
+}

@@ -1,0 +1,337 @@
+//! The functions drivers and psql call on the system catalogs and the
+//! session (version(), current_setting, format_type, pg_get_indexdef, ...),
+//! the array helpers they need, regular-expression matches, the `reg*`
+//! input/output conversions and the sequence functions. Evaluated by
+//! [`eval`] with the catalog snapshot and settings from
+//! [`SubqueryRunner::system`].
+
+use std::collections::HashMap;
+
+use pgtier_engine::{Catalog, Value};
+
+use crate::expr::{CmpOp, Env, Expr, SubqueryRunner};
+use crate::catalog::{self as cat, RELATIONS, Schema, constraint_def, format_type, index_def, quote_ident, reg_lookup, reg_name};
+use crate::error::{Result, SqlError};
+use crate::settings::{READ_ONLY_SETTINGS, normalize_setting, search_path, setting_value};
+use crate::types::{self, Elem, RegKind};
+use crate::value;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SysFunc {
+    Version,
+    CurrentSetting,
+    SetConfig,
+    CurrentDatabase,
+    CurrentSchema,
+    CurrentSchemas,
+    CurrentUser,
+    BackendPid,
+    FormatType,
+    IndexDef,
+    ConstraintDef,
+    GetExpr,
+    UserById,
+    TableIsVisible,
+    TypeIsVisible,
+    /// obj_description, col_description, ...: pgtier keeps no comments.
+    NoDescription,
+    EncodingToChar,
+    /// has_*_privilege, pg_has_role: the one user owns everything.
+    HasPrivilege,
+    RelationIsPublishable,
+    /// Functions about objects pgtier never has (triggers, statistics
+    /// objects, views, sequences): NULL, as PostgreSQL answers for a
+    /// missing object.
+    NullResult,
+    IsInRecovery,
+    QuoteIdent,
+    /// An oid that prints as a name.
+    RegOut(RegKind),
+    /// Text to oid by name lookup; `to_regclass` (missing_ok) yields NULL.
+    RegIn(RegKind, bool),
+    ArrayToString(Elem),
+    ArrayUpper(Elem),
+    ArrayLower(Elem),
+    ArrayLength(Elem),
+    Cardinality(Elem),
+    Subscript(Elem),
+    MakeArray(Elem),
+    /// `array || array`.
+    ArrayConcat(Elem),
+    /// Between array/vector types (`int2vector::int2[]`).
+    ArrayCast(Elem, Elem),
+    /// `lhs op ANY (array)`.
+    Any(CmpOp, Elem),
+    Regex { negated: bool, case_insensitive: bool },
+    /// nextval, currval, setval, lastval: evaluated by the executor
+    /// ([`SubqueryRunner::sequence`]), which holds the transaction.
+    Sequence(SeqFunc),
+    /// `pg_get_serial_sequence(table, column)`.
+    SerialSequence,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeqFunc {
+    Nextval,
+    Currval,
+    /// `setval(seq, value [, is_called])`.
+    Setval,
+    Lastval,
+}
+
+/// Evaluates a system function.
+pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunner, row: &[Value]) -> Result<Value> {
+    let mut vals = Vec::with_capacity(args.len());
+    for a in args {
+        vals.push(a.eval(env, sq, row)?);
+    }
+    let strict = !matches!(
+        f,
+        SysFunc::CurrentSetting | SysFunc::ArrayToString(_) | SysFunc::MakeArray(_) | SysFunc::Any(..) | SysFunc::FormatType | SysFunc::ArrayConcat(_)
+    );
+    if strict && vals.iter().any(Value::is_null) {
+        return Ok(Value::Null);
+    }
+    let int = |k: usize| vals.get(k).and_then(Value::as_i64).unwrap_or(0);
+    let txt = |k: usize| vals.get(k).and_then(Value::as_str).unwrap_or("");
+    let boolean = |k: usize| matches!(vals.get(k), Some(Value::Bool(true)));
+    // Pure functions first: they need no catalog.
+    match f {
+        SysFunc::Sequence(call) => return sq.sequence(call, &vals),
+        SysFunc::Version => {
+            return Ok(Value::Text(format!(
+                "PostgreSQL 15.0 (pgtier {}) on {}-pc-{}-gnu, compiled by rustc, 64-bit",
+                env!("CARGO_PKG_VERSION"),
+                std::env::consts::ARCH,
+                std::env::consts::OS
+            )));
+        }
+        SysFunc::BackendPid => return Ok(Value::Int4(i32::try_from(std::process::id()).unwrap_or(0))),
+        SysFunc::FormatType => {
+            // A NULL typmod is allowed (and differs from -1 for bpchar).
+            return Ok(match &vals[0] {
+                Value::Null => Value::Null,
+                _ => Value::Text(format_type(int(0), vals[1].as_i64())),
+            });
+        }
+        SysFunc::GetExpr => return Ok(vals[0].clone()),
+        SysFunc::NoDescription | SysFunc::NullResult => return Ok(Value::Null),
+        SysFunc::EncodingToChar => {
+            return Ok(Value::Text(match int(0) {
+                0 => "SQL_ASCII",
+                6 => "UTF8",
+                _ => "",
+            }.to_owned()));
+        }
+        SysFunc::HasPrivilege => return Ok(Value::Bool(true)),
+        SysFunc::IsInRecovery => return Ok(Value::Bool(false)),
+        SysFunc::QuoteIdent => return Ok(Value::Text(quote_ident(txt(0)))),
+        SysFunc::TypeIsVisible => return Ok(if cat::type_by_oid(int(0)).is_some() { Value::Bool(true) } else { Value::Null }),
+        SysFunc::ArrayToString(e) => {
+            if vals[0].is_null() || vals[1].is_null() {
+                return Ok(Value::Null);
+            }
+            let null_as = vals.get(2).and_then(Value::as_str);
+            let mut out = String::new();
+            let mut first = true;
+            for v in types::array_values(txt(0), e)? {
+                let piece = match &v {
+                    Value::Null => match null_as {
+                        Some(s) => s.to_owned(),
+                        None => continue,
+                    },
+                    other => value::to_text(other),
+                };
+                if !first {
+                    out.push_str(txt(1));
+                }
+                first = false;
+                out.push_str(&piece);
+            }
+            return Ok(Value::Text(out));
+        }
+        SysFunc::ArrayUpper(e) | SysFunc::ArrayLower(e) | SysFunc::ArrayLength(e) | SysFunc::Cardinality(e) => {
+            let len = types::parse_array(txt(0), e)?.len();
+            let len = i32::try_from(len).unwrap_or(i32::MAX);
+            let dim_ok = matches!(f, SysFunc::Cardinality(_)) || int(1) == 1;
+            if !dim_ok || (len == 0 && !matches!(f, SysFunc::Cardinality(_))) {
+                return Ok(Value::Null);
+            }
+            let lower = if e.is_vector() { 0 } else { 1 };
+            return Ok(Value::Int4(match f {
+                SysFunc::ArrayUpper(_) => lower + len - 1,
+                SysFunc::ArrayLower(_) => lower,
+                _ => len,
+            }));
+        }
+        SysFunc::Subscript(e) => {
+            let items = types::array_values(txt(0), e)?;
+            let lower = if e.is_vector() { 0 } else { 1 };
+            let k = int(1) - lower;
+            return Ok(usize::try_from(k).ok().and_then(|k| items.get(k).cloned()).unwrap_or(Value::Null));
+        }
+        SysFunc::MakeArray(e) => return Ok(Value::Text(types::array_text(e, &vals))),
+        SysFunc::ArrayConcat(e) => {
+            return Ok(match (&vals[0], &vals[1]) {
+                (Value::Null, Value::Null) => Value::Null,
+                (Value::Null, other) | (other, Value::Null) => other.clone(),
+                (a, b) => {
+                    let mut items = types::array_values(a.as_str().unwrap_or(""), e)?;
+                    items.extend(types::array_values(b.as_str().unwrap_or(""), e)?);
+                    Value::Text(types::array_text(e, &items))
+                }
+            });
+        }
+        SysFunc::ArrayCast(from, to) => {
+            let items = types::array_values(txt(0), from)?;
+            let cast = items.into_iter().map(|v| value::cast(v, to.element_type(), true)).collect::<Result<Vec<_>>>()?;
+            return Ok(Value::Text(types::array_text(to, &cast)));
+        }
+        SysFunc::Any(op, e) => {
+            let (lhs, arr) = (&vals[0], &vals[1]);
+            if arr.is_null() {
+                return Ok(Value::Null);
+            }
+            let items = types::array_values(arr.as_str().unwrap_or(""), e)?;
+            if lhs.is_null() {
+                return Ok(if items.is_empty() { Value::Bool(false) } else { Value::Null });
+            }
+            let mut unknown = false;
+            for it in &items {
+                match value::compare(lhs, it) {
+                    Some(o) if op.holds(o) => return Ok(Value::Bool(true)),
+                    None => unknown = true,
+                    Some(_) => {}
+                }
+            }
+            return Ok(if unknown { Value::Null } else { Value::Bool(false) });
+        }
+        SysFunc::Regex { negated, case_insensitive } => return Ok(Value::Bool(regex_match(txt(0), txt(1), case_insensitive)? != negated)),
+        _ => {}
+    }
+    let Some(ctx) = sq.system() else {
+        return Err(SqlError::new("0A000", "system functions are not supported in this context"));
+    };
+    let catalog = ctx.catalog;
+    Ok(match f {
+        SysFunc::CurrentSetting => {
+            if vals[0].is_null() {
+                return Ok(Value::Null);
+            }
+            let key = txt(0).to_lowercase();
+            match setting_value(ctx.settings, &key) {
+                Some(v) => Value::Text(v),
+                None if boolean(1) => Value::Null,
+                None => return Err(SqlError::new("42704", format!("unrecognized configuration parameter \"{}\"", txt(0)))),
+            }
+        }
+        SysFunc::SetConfig => {
+            if boolean(2) {
+                return Err(SqlError::unsupported("set_config(..., is_local => true)"));
+            }
+            let key = txt(0).to_lowercase();
+            if !ctx.settings.contains_key(&key) {
+                return Err(SqlError::new("42704", format!("unrecognized configuration parameter \"{}\"", txt(0))));
+            }
+            if READ_ONLY_SETTINGS.contains(&key.as_str()) {
+                return Err(SqlError::new("55P02", format!("parameter \"{key}\" cannot be changed")));
+            }
+            let v = normalize_setting(&key, txt(1))?;
+            ctx.settings.insert(key, v.clone());
+            Value::Text(v)
+        }
+        SysFunc::CurrentDatabase => Value::Text(ctx.database()),
+        SysFunc::CurrentSchema => search_path(ctx.settings).into_iter().next().map_or(Value::Null, Value::Text),
+        SysFunc::CurrentSchemas => {
+            let mut names: Vec<Value> = Vec::new();
+            let explicit = search_path(ctx.settings);
+            if boolean(0) && !explicit.iter().any(|s| s == "pg_catalog") {
+                names.push(Value::Text("pg_catalog".into()));
+            }
+            names.extend(explicit.into_iter().map(Value::Text));
+            Value::Text(types::array_text(Elem::Text, &names))
+        }
+        SysFunc::CurrentUser => Value::Text(ctx.settings.get("session_authorization").cloned().unwrap_or_default()),
+        SysFunc::UserById => {
+            if int(0) == cat::OWNER_OID {
+                Value::Text(ctx.settings.get("session_authorization").cloned().unwrap_or_default())
+            } else if int(0) == cat::DATABASE_OWNER_ROLE {
+                Value::Text("pg_database_owner".into())
+            } else {
+                Value::Text(format!("unknown (OID={})", int(0)))
+            }
+        }
+        SysFunc::IndexDef => match cat::index_by_oid(catalog, int(0)) {
+            Some(i) => {
+                let Some(t) = catalog.table(i.table) else { return Ok(Value::Null) };
+                let col = if vals.len() > 1 { int(1) } else { 0 };
+                if col > 0 {
+                    let name = usize::try_from(col - 1).ok().and_then(|c| i.columns.get(c)).map(|&c| quote_ident(&t.columns[c].name));
+                    name.map_or(Value::Null, Value::Text)
+                } else {
+                    // The pretty form leaves out the schema of a visible table.
+                    Value::Text(index_def(t, i, !boolean(2)))
+                }
+            }
+            None => Value::Null,
+        },
+        SysFunc::ConstraintDef => match cat::constraint_by_oid(catalog, int(0)) {
+            Some(c) => Value::Text(constraint_def(catalog, &c, boolean(1))),
+            None => return Err(SqlError::new("XX000", format!("cache lookup failed for constraint {}", int(0)))),
+        },
+        SysFunc::TableIsVisible => {
+            let oid = int(0);
+            if cat::table_by_oid(catalog, oid).is_some() || cat::index_by_oid(catalog, oid).is_some() {
+                Value::Bool(search_path(ctx.settings).iter().any(|s| s == "public"))
+            } else if let Some(r) = RELATIONS.iter().find(|r| r.oid == oid) {
+                Value::Bool(r.schema == Schema::PgCatalog)
+            } else {
+                Value::Null
+            }
+        }
+        SysFunc::RelationIsPublishable => Value::Bool(cat::table_by_oid(catalog, int(0)).is_some()),
+        SysFunc::SerialSequence => serial_sequence(catalog, ctx.settings, txt(0), txt(1))?,
+        SysFunc::RegOut(kind) => Value::Text(reg_name(catalog, ctx.settings, kind, int(0))),
+        SysFunc::RegIn(kind, missing_ok) => match reg_lookup(catalog, ctx.settings, kind, txt(0)) {
+            Ok(oid) => Value::Int8(oid),
+            Err(_) if missing_ok => Value::Null,
+            Err(e) => return Err(e),
+        },
+        _ => Value::Null,
+    })
+}
+
+/// The sequence a serial or identity column owns, schema-qualified; NULL
+/// for other columns (PostgreSQL's pg_get_serial_sequence).
+fn serial_sequence(catalog: &Catalog, settings: &HashMap<String, String>, table: &str, column: &str) -> Result<Value> {
+    let oid = reg_lookup(catalog, settings, RegKind::Class, table)?;
+    let Some(t) = cat::table_by_oid(catalog, oid) else { return Ok(Value::Null) };
+    let col = t.columns.iter().filter(|c| !c.is_hidden()).find(|c| c.name == column.to_lowercase() || format!("\"{}\"", c.name) == column);
+    let Some(col) = col else {
+        return Err(SqlError::new("42703", format!("column \"{column}\" of relation \"{}\" does not exist", t.name)));
+    };
+    Ok(match col.sequence.filter(|(_, how)| how.owns()).and_then(|(seq, _)| catalog.table(seq)) {
+        Some(seq) => Value::Text(format!("public.{}", quote_ident(&seq.name))),
+        None => Value::Null,
+    })
+}
+
+thread_local! {
+    /// The last compiled pattern: a query matches one pattern against many rows.
+    static LAST_REGEX: std::cell::RefCell<Option<(String, bool, regex_lite::Regex)>> = const { std::cell::RefCell::new(None) };
+}
+
+fn regex_match(s: &str, pattern: &str, case_insensitive: bool) -> Result<bool> {
+    LAST_REGEX.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let hit = matches!(&*slot, Some((p, ci, _)) if p == pattern && *ci == case_insensitive);
+        if !hit {
+            let re = regex_lite::RegexBuilder::new(pattern)
+                .case_insensitive(case_insensitive)
+                .build()
+                .map_err(|e| SqlError::new("2201B", format!("invalid regular expression: {e}")))?;
+            *slot = Some((pattern.to_owned(), case_insensitive, re));
+        }
+        Ok(slot.as_ref().is_some_and(|(_, _, re)| re.is_match(s)))
+    })
+}
