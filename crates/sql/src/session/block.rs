@@ -73,9 +73,12 @@ pub enum Via {
 ///    fail the transaction, which is committed (and durable as the commit
 ///    mode says); a participant deals with its own failures there.
 ///
-/// At rollback (ROLLBACK, a failed block ending, an error that aborts the
-/// transaction, the session rolling back as it ends): `abort` on each
-/// participant, before the local rollback. It cannot fail either.
+/// When the transaction ends without committing (ROLLBACK, a failed block
+/// ending, an error outside a block, the session rolling back as it ends):
+/// `abort` on each participant, before the local rollback. It cannot fail
+/// either. An error inside a block rolls the local transaction back at
+/// once, but the participants' parts only when the block ends (the client
+/// still has to end it), as before participants existed.
 pub trait CommitParticipant: Any + Send {
     /// Commits this participant's part, before the local commit. An error
     /// aborts the whole transaction with that error.
@@ -84,8 +87,8 @@ pub trait CommitParticipant: Any + Send {
     /// The local commit succeeded.
     fn after_commit(&mut self) {}
 
-    /// The transaction is rolled back (or its local commit failed): undo
-    /// what can still be undone.
+    /// The transaction ended without committing (or its local commit
+    /// failed): undo what can still be undone.
     fn abort(&mut self);
 }
 
@@ -218,13 +221,14 @@ impl Connection {
     }
 
     /// The current statement failed: inside a block the block fails (only
-    /// COMMIT/ROLLBACK from now on); the transaction is rolled back.
+    /// COMMIT/ROLLBACK from now on); the transaction is rolled back, the
+    /// participants' parts with it only outside a block.
     pub(super) fn fail(&mut self) {
         match self.block {
             Block::None => self.rollback_txn(),
             Block::Active | Block::Failed => {
                 self.block = Block::Failed;
-                self.rollback_txn();
+                self.rollback_local();
             }
         }
     }
@@ -306,10 +310,14 @@ impl Connection {
     }
 
     /// Rolls back the open transaction, if any; participants first.
-    pub(super) fn rollback_txn(&mut self) {
+    fn rollback_txn(&mut self) {
         for p in &mut self.participants {
             p.abort();
         }
+        self.rollback_local();
+    }
+
+    fn rollback_local(&mut self) {
         if let Some(t) = self.txn.as_mut() {
             t.rollback_in_place();
         }
