@@ -77,8 +77,9 @@ pub enum Via {
 /// ending, an error outside a block, the session rolling back as it ends):
 /// `abort` on each participant, before the local rollback. It cannot fail
 /// either. An error inside a block rolls the local transaction back at
-/// once, but the participants' parts only when the block ends (the client
-/// still has to end it), as before participants existed.
+/// once, but the participants' parts only when the client ends the block:
+/// until then the block is the client's, and so is, say, passthrough's
+/// backend connection.
 pub trait CommitParticipant: Any + Send {
     /// Commits this participant's part, before the local commit. An error
     /// aborts the whole transaction with that error.
