@@ -530,13 +530,13 @@ impl Session {
     fn copy_target(&mut self, spec: &CopySpec) -> Result<(Vec<String>, PreparedStatement), SqlError> {
         let table = spec.table.as_deref().unwrap_or_default();
         let columns: Vec<String> = if spec.columns.is_empty() {
-            let probe = self.prepare_text(&format!("SELECT * FROM {table} LIMIT 0"))?;
+            let probe = self.conn.prepare_text(&format!("SELECT * FROM {table} LIMIT 0"))?;
             probe.result_columns().iter().map(|c| quote_ident(&c.name)).collect()
         } else {
             spec.columns.clone()
         };
         let placeholders: Vec<String> = (1..=columns.len()).map(|i| format!("${i}")).collect();
-        let insert = self.prepare_text(&format!("INSERT INTO {table} ({}) VALUES ({})", columns.join(", "), placeholders.join(", ")))?;
+        let insert = self.conn.prepare_text(&format!("INSERT INTO {table} ({}) VALUES ({})", columns.join(", "), placeholders.join(", ")))?;
         Ok((columns, insert))
     }
 
@@ -626,7 +626,7 @@ impl Session {
             (None, Some(t)) => format!("SELECT {} FROM {t}", spec.columns.join(", ")),
             (None, None) => return Err(SqlError::syntax("COPY needs a table or a query")),
         };
-        let ps = self.prepare_text(&query)?;
+        let ps = self.conn.prepare_text(&query)?;
         let columns = ps.result_columns();
         let types: Vec<Option<DataType>> = columns.iter().map(|c| c.ty).collect();
         let wire = &mut self.wire;

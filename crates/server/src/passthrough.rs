@@ -23,10 +23,12 @@
 //! Outside a transaction block each statement leases a connection and
 //! commits on PostgreSQL by itself. Inside one, the block's first
 //! passthrough statement leases a connection and opens a transaction on it
-//! ([`BlockLease`]); the block's later passthrough statements run there,
-//! and its end commits or rolls back PostgreSQL's part first, then pgtier's.
-//! A failing PostgreSQL COMMIT therefore rolls pgtier's part back too; the
-//! one window that is not atomic is pgtier's own commit failing after
+//! ([`BlockLease`]); the block's later passthrough statements run there.
+//! The lease is kept by [`BlockBackend`], the session Connection's commit
+//! participant (`pgtier_sql::session::CommitParticipant`): the Connection
+//! commits PostgreSQL's part before its own and rolls it back with its
+//! own. A failing PostgreSQL COMMIT therefore rolls pgtier's part back too;
+//! the one window that is not atomic is pgtier's own commit failing after
 //! PostgreSQL's succeeded (an I/O error on pgtier's log).
 
 use std::collections::HashSet;
@@ -38,7 +40,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use parking_lot::{Condvar, Mutex};
-use pgtier_sql::SqlError;
+use pgtier_sql::session::{CommitParticipant, Fallback, Stmt};
+use pgtier_sql::{Connection, Database, SqlError};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::data::{FieldDescription, RowDescription};
 use postgres::config::Host;
@@ -47,6 +50,7 @@ use postgres_protocol::message::frontend;
 use sqlparser::ast::{SetExpr, Statement};
 
 use crate::config::{PassthroughConfig, PassthroughMode};
+use crate::session::Session;
 use crate::wire::Wire;
 
 /// How long a session waits for a free backend connection.
@@ -448,6 +452,124 @@ impl BlockLease {
 impl Drop for BlockLease {
     fn drop(&mut self) {
         self.finish_rollback();
+    }
+}
+
+// ------------------------------------------------------------ in a session
+
+/// Makes `conn` pass statements through: the rule for statements its binder
+/// refuses, and the participant that ends a block's PostgreSQL transaction
+/// with the block.
+pub fn install(conn: &mut Connection, pool: &Pool) {
+    let db = conn.database().clone();
+    conn.set_fallback(Box::new(Rule { mode: pool.mode, db }));
+    conn.add_participant(Box::<BlockBackend>::default());
+}
+
+/// [`decide`] as the Connection's fallback.
+struct Rule {
+    mode: PassthroughMode,
+    db: Database,
+}
+
+impl Fallback for Rule {
+    fn adopt(&self, ast: &Statement, err: SqlError) -> Result<Box<dyn std::any::Any + Send + Sync>, SqlError> {
+        let catalog = self.db.catalog();
+        let remote = decide(self.mode, ast, err, |n| catalog.table_by_name(n).is_some())?;
+        Ok(Box::new(remote))
+    }
+}
+
+/// The passthrough statement `s` is (see [`install`]).
+pub fn remote(s: &Stmt) -> Result<&Remote, SqlError> {
+    s.foreign::<Remote>().ok_or_else(|| SqlError::new("XX000", "not a passthrough statement"))
+}
+
+/// PostgreSQL's part of the session's open transaction block: the
+/// connection its passthrough statements run on, with a transaction open.
+#[derive(Default)]
+pub struct BlockBackend {
+    block: Option<BlockLease>,
+}
+
+impl CommitParticipant for BlockBackend {
+    fn before_commit(&mut self) -> Result<(), SqlError> {
+        match self.block.take() {
+            Some(block) => block.commit(),
+            None => Ok(()),
+        }
+    }
+
+    fn abort(&mut self) {
+        if let Some(block) = self.block.take() {
+            block.rollback();
+        }
+    }
+}
+
+/// A backend connection a passthrough statement runs on.
+pub enum Backend {
+    /// Leased for this statement alone.
+    Statement(Lease),
+    /// The open block's, kept until the block ends.
+    Block(BlockLease),
+}
+
+impl Backend {
+    pub fn lease(&mut self) -> &mut Lease {
+        match self {
+            Backend::Statement(lease) => lease,
+            Backend::Block(block) => block.lease(),
+        }
+    }
+}
+
+impl Session {
+    /// The backend connection for a passthrough statement about to run:
+    /// inside a transaction block (explicit, a multi-statement Query, or the
+    /// implicit block of an extended-protocol batch) the block's own, leased
+    /// with a transaction opened on its first use; otherwise one for this
+    /// statement alone, which commits on PostgreSQL by itself.
+    pub(crate) fn backend(&mut self) -> Result<Backend, SqlError> {
+        let pool = self.remote.clone().ok_or_else(|| SqlError::new("0A000", "passthrough is off"))?;
+        let in_block = self.conn.in_transaction();
+        let held = self.conn.participant_mut::<BlockBackend>().and_then(|b| b.block.take());
+        if !in_block {
+            // The participant ends the connection with its block; one left
+            // over would otherwise commit with some later block.
+            if let Some(stale) = held {
+                debug_assert!(false, "a block's backend connection outlived its block");
+                stale.rollback();
+            }
+            return Ok(Backend::Statement(pool.lease()?));
+        }
+        match held {
+            Some(block) => Ok(Backend::Block(block)),
+            None => Ok(Backend::Block(BlockLease::begin(&pool)?)),
+        }
+    }
+
+    /// Keeps a block's backend connection for the block's next statements.
+    pub(crate) fn keep_backend(&mut self, backend: Backend) {
+        if let Backend::Block(block) = backend
+            && let Some(participant) = self.conn.participant_mut::<BlockBackend>()
+        {
+            participant.block = Some(block);
+        }
+    }
+
+    /// Parse of a passthrough statement: learns its parameter and result
+    /// types from PostgreSQL (once).
+    pub(crate) fn remote_describe(&mut self, r: &Remote, declared: &[u32]) -> Result<(), SqlError> {
+        if r.is_described() {
+            return Ok(());
+        }
+        // Inside a block on the block's own connection: a second lease
+        // could wait forever on a pool the open blocks hold.
+        let mut backend = self.backend()?;
+        let described = r.describe_on(backend.lease(), declared);
+        self.keep_backend(backend);
+        described
     }
 }
 

@@ -7,7 +7,6 @@
 use bytes::{BufMut, BytesMut};
 use pgtier_engine::{DataType, Numeric, Value};
 use pgtier_sql::SqlError;
-use pgtier_sql::system::{catalog, types as system_types};
 use pgtier_sql::value;
 
 // pg_type.h OIDs.
@@ -36,8 +35,8 @@ const NUMERIC_NEG: u16 = 0x4000;
 /// it: the catalog's facts (one mechanism with `pg_type`/`pg_attribute`),
 /// after the SQL layer's pseudo types (reg*, arrays) became their text form.
 fn wire_type(ty: DataType) -> (u32, i32, i16) {
-    let (oid, typmod, len, ..) = catalog::column_type_info(system_types::output_type(ty));
-    (u32::try_from(oid).unwrap_or(TEXT), typmod, len)
+    let info = pgtier_sql::catalog::column_type_info(pgtier_sql::types::output_type(ty));
+    (u32::try_from(info.type_oid).unwrap_or(TEXT), info.typmod, info.len)
 }
 
 pub fn oid(ty: DataType) -> u32 {

@@ -21,19 +21,3 @@ pub mod value;
 pub use error::{Result, SqlError, SqlNotice};
 pub use pgtier_engine::{DataType, Database, Value};
 pub use session::{Column, Connection, ExecResult, PreparedStatement, Row, Rows};
-
-/// The paths crates/server still imports the wire type facts from
-/// (`system::catalog::column_type_info`, `system::types::output_type`);
-/// remove once it reads [`catalog::column_type_info`] and [`types`].
-#[doc(hidden)]
-pub mod system {
-    pub use crate::types;
-
-    pub mod catalog {
-        /// (type oid, typmod, len) of [`crate::catalog::column_type_info`].
-        pub fn column_type_info(ty: pgtier_engine::DataType) -> (i64, i32, i16) {
-            let info = crate::catalog::column_type_info(ty);
-            (info.type_oid, info.typmod, info.len)
-        }
-    }
-}

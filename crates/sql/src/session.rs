@@ -1,6 +1,13 @@
-//! The embedded (direct mode) API: [`Connection`], [`PreparedStatement`],
-//! [`Rows`]. One connection per thread; many connections share one engine
+//! A session: [`Connection`], the embedded (direct mode) API and what the
+//! wire-protocol server runs each client's statements through. One
+//! connection per thread at a time; many connections share one engine
 //! [`Database`] (a cheap clone of an `Arc`).
+//!
+//! A connection owns all transaction-block and statement state, as a
+//! PostgreSQL backend does: blocks, explicit and implicit, and the aborted
+//! state (`session/block.rs`), named and cached statements and SQL-level
+//! PREPARE/EXECUTE/DEALLOCATE (`session/prepared.rs`), settings (SET/SHOW).
+//! Its server keeps protocol state only.
 //!
 //! Transaction state follows PostgreSQL: outside BEGIN each statement is its
 //! own transaction (autocommit); inside BEGIN an error aborts the block and
@@ -9,147 +16,34 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::Mutex;
-use pgtier_engine::{CommitInfo, CommitMode, Database, RowBuf, Transaction, Value};
+use pgtier_engine::{CommitMode, Database, RowBuf, Transaction, Value};
 use sqlparser::ast::Statement;
 
 use crate::bind::bind_statement;
 use crate::error::{Result, SqlError, SqlNotice};
 use crate::exec::{Exec, ResultBuf};
-use crate::plan::{OutputColumn, Plan, Prepared, TxnCommand};
+use crate::plan::{OutputColumn, Plan, Prepared};
 use crate::settings::{READ_ONLY_SETTINGS, default_settings, normalize_setting};
 use crate::value;
+
+mod block;
+mod prepared;
+mod rows;
+mod statement;
+
+pub use block::{CommitParticipant, TransactionStatus, Via};
+pub use prepared::{Fallback, Utility};
+use rows::Tag;
+pub use rows::{CommandTag, ExecResult, ResultRows, Row, Rows};
+pub use statement::{PreparedStatement, ResultColumns, Stmt, StmtKind};
 
 /// µs between 1970-01-01 and 2000-01-01 (PostgreSQL's epoch).
 const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
 
 pub type Column = OutputColumn;
-
-/// A parsed statement with its plan. Planned once; re-planned only when a
-/// table it uses changed (DDL), so executions skip parse/bind/plan.
-pub struct PreparedStatement {
-    /// Unique in the process (never 0): which parked result buffer is its.
-    id: u64,
-    sql: String,
-    ast: Option<Statement>,
-    prepared: Mutex<Arc<Prepared>>,
-}
-
-static NEXT_STATEMENT_ID: AtomicU64 = AtomicU64::new(1);
-
-impl PreparedStatement {
-    fn new(sql: String, ast: Option<Statement>, prepared: Prepared) -> PreparedStatement {
-        PreparedStatement { id: NEXT_STATEMENT_ID.fetch_add(1, Ordering::Relaxed), sql, ast, prepared: Mutex::new(Arc::new(prepared)) }
-    }
-}
-
-impl std::fmt::Debug for PreparedStatement {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PreparedStatement").field("sql", &self.sql).finish()
-    }
-}
-
-impl PreparedStatement {
-    pub fn sql(&self) -> &str {
-        &self.sql
-    }
-
-    /// Result columns (empty for statements without RETURNING).
-    pub fn columns(&self) -> Vec<Column> {
-        self.prepared.lock().columns().to_vec()
-    }
-
-    /// Resolved parameter types (`$1` first).
-    pub fn param_types(&self) -> Vec<pgtier_engine::DataType> {
-        self.prepared.lock().param_types.clone()
-    }
-}
-
-/// Rows returned by a query (owned).
-#[derive(Clone, Debug)]
-pub struct Rows {
-    columns: Arc<[Column]>,
-    buf: ResultBuf,
-}
-
-impl Rows {
-    pub fn columns(&self) -> &[Column] {
-        &self.columns
-    }
-    pub fn len(&self) -> usize {
-        self.buf.rows
-    }
-    pub fn is_empty(&self) -> bool {
-        self.buf.rows == 0
-    }
-    pub fn get(&self, i: usize) -> Option<Row<'_>> {
-        (i < self.buf.rows).then(|| Row { columns: &self.columns, values: self.buf.row(i) })
-    }
-    pub fn iter(&self) -> impl Iterator<Item = Row<'_>> {
-        (0..self.buf.rows).map(|i| Row { columns: &self.columns, values: self.buf.row(i) })
-    }
-}
-
-/// One result row: values by position or by column name.
-#[derive(Clone, Copy, Debug)]
-pub struct Row<'a> {
-    columns: &'a [Column],
-    values: &'a [Value],
-}
-
-impl<'a> Row<'a> {
-    pub fn len(&self) -> usize {
-        self.values.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-    pub fn get(&self, i: usize) -> Option<&'a Value> {
-        self.values.get(i)
-    }
-    /// First column with this name (as PostgreSQL drivers resolve names).
-    pub fn get_by_name(&self, name: &str) -> Option<&'a Value> {
-        self.columns.iter().position(|c| c.name == name).and_then(|i| self.values.get(i))
-    }
-    pub fn values(&self) -> &'a [Value] {
-        self.values
-    }
-    /// PostgreSQL's text form of column `i` (NULL as None).
-    pub fn text(&self, i: usize) -> Option<String> {
-        self.values.get(i).filter(|v| !v.is_null()).map(value::to_text)
-    }
-}
-
-/// Outcome of one statement.
-#[derive(Clone, Debug)]
-pub struct ExecResult {
-    /// PostgreSQL's command tag (`INSERT 0 1`, `SELECT 3`, `BEGIN`).
-    pub tag: String,
-    /// Rows inserted/updated/deleted, or returned by a SELECT.
-    pub rows_affected: u64,
-    /// Result rows for SELECT and DML with RETURNING.
-    pub rows: Option<Rows>,
-}
-
-/// A command tag, rendered only when asked for (no allocation per execution).
-#[derive(Clone, Copy, Debug)]
-enum Tag {
-    Plain(&'static str),
-    /// Followed by the row count (`UPDATE 3`).
-    Counted(&'static str),
-}
-
-impl Tag {
-    fn render(self, n: u64) -> String {
-        match self {
-            Tag::Plain(t) => t.to_owned(),
-            Tag::Counted(t) => format!("{t} {n}"),
-        }
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Block {
@@ -182,6 +76,18 @@ pub struct Connection {
     /// Raised by another thread to cancel the running statement (57014).
     cancel: Option<Arc<AtomicBool>>,
     sequences: crate::exec::SessionSequences,
+    /// Named statements: Parse with a name and SQL PREPARE (one namespace).
+    named: HashMap<String, Arc<Stmt>>,
+    /// Statements by SQL text (session/prepared.rs).
+    by_text: HashMap<String, Arc<Stmt>>,
+    /// Where statements the binder refuses may run instead.
+    fallback: Option<Box<dyn Fallback>>,
+    /// The open block is one the connection opened for a message run
+    /// (session/block.rs).
+    implicit: bool,
+    participants: Vec<Box<dyn CommitParticipant>>,
+    /// WARNINGs for transaction statements, for the server to send.
+    warnings: Vec<SqlNotice>,
 }
 
 /// Statements whose result buffers a connection keeps.
@@ -224,6 +130,12 @@ impl Connection {
             notices: Vec::new(),
             cancel: None,
             sequences: Default::default(),
+            named: HashMap::new(),
+            by_text: HashMap::new(),
+            fallback: None,
+            implicit: false,
+            participants: Vec::new(),
+            warnings: Vec::new(),
         }
         .with_commit_mode_setting()
     }
@@ -239,32 +151,6 @@ impl Connection {
         if self.db.default_commit_mode() == CommitMode::Async { "off" } else { "on" }
     }
 
-    /// Commits the open transaction, if any, in the mode the session's
-    /// `synchronous_commit` asks for at commit time, as PostgreSQL decides:
-    /// `off` acknowledges before the WAL is durable; any other value waits
-    /// for it. Read-only transactions log nothing and skip the lookup.
-    fn commit_txn(&mut self) -> Result<Option<CommitInfo>> {
-        let Some(t) = self.txn.as_mut().filter(|t| t.is_open()) else { return Ok(None) };
-        if !t.is_read_only() {
-            let asynchronous = self.settings.get("synchronous_commit").is_some_and(|v| v == "off");
-            t.set_commit_mode(if asynchronous { CommitMode::Async } else { CommitMode::Sync });
-        }
-        Ok(Some(t.commit_in_place()?))
-    }
-
-    /// The transaction statements run in, while one is open. The session
-    /// keeps its `Transaction` after commit or rollback and restarts it for
-    /// the next one (see `ensure_txn`).
-    fn open_txn(&self) -> Option<&Transaction> {
-        self.txn.as_ref().filter(|t| t.is_open())
-    }
-
-    fn rollback_txn(&mut self) {
-        if let Some(t) = self.txn.as_mut() {
-            t.rollback_in_place();
-        }
-    }
-
     /// A flag another thread raises to cancel the statement this session is
     /// running: it stops within about a thousand rows with 57014, as
     /// PostgreSQL answers a CancelRequest. The statement lowers the flag.
@@ -274,11 +160,6 @@ impl Connection {
 
     pub fn database(&self) -> &Database {
         &self.db
-    }
-
-    /// True inside BEGIN ... COMMIT/ROLLBACK.
-    pub fn in_transaction(&self) -> bool {
-        self.block != Block::None
     }
 
     /// Parses and plans `sql` (one statement, `$1..$n` parameters).
@@ -375,20 +256,6 @@ impl Connection {
         Ok(last)
     }
 
-    /// BEGIN.
-    pub fn begin(&mut self) -> Result<()> {
-        self.txn_command(&TxnCommand::Begin).map(|_| ())
-    }
-
-    /// COMMIT (a failed block is rolled back instead, as PostgreSQL does).
-    pub fn commit(&mut self) -> Result<()> {
-        self.txn_command(&TxnCommand::Commit).map(|_| ())
-    }
-
-    pub fn rollback(&mut self) -> Result<()> {
-        self.txn_command(&TxnCommand::Rollback).map(|_| ())
-    }
-
     /// The user and database this session reports (current_user,
     /// current_database(), pg_database); the server passes the startup
     /// packet's `user` and `database`.
@@ -406,57 +273,6 @@ impl Connection {
     /// A setting's current value (`SHOW name`).
     pub fn setting(&self, name: &str) -> Option<&str> {
         self.settings.get(&name.to_lowercase()).map(String::as_str)
-    }
-
-    fn fail(&mut self) {
-        match self.block {
-            Block::None => self.rollback_txn(),
-            Block::Active | Block::Failed => {
-                self.block = Block::Failed;
-                self.rollback_txn();
-            }
-        }
-    }
-
-    fn ensure_txn(&mut self) -> Result<()> {
-        if self.open_txn().is_none() {
-            match self.txn.as_mut() {
-                Some(t) => t.restart(self.db.default_commit_mode())?,
-                None => self.txn = Some(self.db.begin()?),
-            }
-            self.txn_start_micros = now_micros();
-        }
-        Ok(())
-    }
-
-    fn txn_command(&mut self, cmd: &TxnCommand) -> Result<(Tag, u64)> {
-        match cmd {
-            TxnCommand::Begin => {
-                if self.block == Block::Failed {
-                    return Err(SqlError::transaction_aborted());
-                }
-                if self.block == Block::None {
-                    self.ensure_txn()?;
-                    self.block = Block::Active;
-                }
-                Ok((Tag::Plain("BEGIN"), 0))
-            }
-            TxnCommand::Commit => {
-                let failed = self.block == Block::Failed;
-                self.block = Block::None;
-                if failed {
-                    self.rollback_txn();
-                    return Ok((Tag::Plain("ROLLBACK"), 0));
-                }
-                let rolled_back = self.commit_txn()?.is_some_and(|info| info.rolled_back);
-                Ok((Tag::Plain(if rolled_back { "ROLLBACK" } else { "COMMIT" }), 0))
-            }
-            TxnCommand::Rollback => {
-                self.block = Block::None;
-                self.rollback_txn();
-                Ok((Tag::Plain("ROLLBACK"), 0))
-            }
-        }
     }
 
     /// Makes `result` the buffer of statement `id`. Each statement writes
@@ -629,109 +445,11 @@ impl Connection {
 }
 
 // ------------------------------------------------------------------------
-// Wire-protocol server API (crates/server). Additive: the server needs each
-// statement's result as it runs (simple query with several statements), the
-// command tag without rendering a String, the block state for ReadyForQuery
-// and the column list of every statement that returns rows (incl. SHOW).
-
-/// What ReadyForQuery reports (`I`, `T`, `E`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TransactionStatus {
-    Idle,
-    InBlock,
-    /// An error inside BEGIN: only COMMIT/ROLLBACK are accepted.
-    Failed,
-}
-
-/// A statement's command tag (`UPDATE 3`), rendered by `Display` into the
-/// caller's buffer.
-#[derive(Clone, Copy, Debug)]
-pub struct CommandTag {
-    tag: Tag,
-    rows: u64,
-}
-
-impl CommandTag {
-    /// Rows inserted/updated/deleted or returned.
-    pub fn rows(&self) -> u64 {
-        self.rows
-    }
-}
-
-impl std::fmt::Display for CommandTag {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.tag {
-            Tag::Plain(t) => f.write_str(t),
-            Tag::Counted(t) => write!(f, "{t} {}", self.rows),
-        }
-    }
-}
-
-/// Result rows lent by [`Connection::execute_with`]: `rows` rows of `width`
-/// values each, row-major.
-#[derive(Clone, Copy, Debug)]
-pub struct ResultRows<'a> {
-    pub values: &'a [Value],
-    pub width: usize,
-    pub rows: usize,
-}
-
-impl PreparedStatement {
-    /// The columns of the rows this statement returns (SELECT, RETURNING,
-    /// SHOW); empty when it returns none.
-    pub fn result_columns(&self) -> Vec<Column> {
-        let p = self.prepared.lock();
-        match &p.plan {
-            Plan::Show { name } => vec![Column { name: name.clone(), ty: Some(pgtier_engine::DataType::Text) }],
-            _ => p.columns().to_vec(),
-        }
-    }
-
-    /// Identity of the current plan; changes when the statement is
-    /// re-planned (DDL on a table it uses), so callers can tell when what
-    /// they derived from the plan (result columns) must be read again.
-    pub fn plan_id(&self) -> usize {
-        Arc::as_ptr(&*self.prepared.lock()) as usize
-    }
-
-    /// True when execution answers with rows (RowDescription + DataRow).
-    pub fn returns_rows(&self) -> bool {
-        let p = self.prepared.lock();
-        matches!(p.plan, Plan::Select(_) | Plan::Show { .. }) || !p.columns().is_empty()
-    }
-}
+// Wire-protocol server API (crates/server): rows lent without copying them.
+// The statements the protocol names, transaction blocks and PREPARE are in
+// session/statement.rs, session/block.rs and session/prepared.rs.
 
 impl Connection {
-    /// Parses `sql` into its statements (the simple-query protocol runs them
-    /// one by one). A syntax error aborts an open block, as in PostgreSQL.
-    pub fn parse_statements(&mut self, sql: &str) -> Result<Vec<Statement>> {
-        match crate::parse::parse_sql(sql) {
-            Ok(stmts) => Ok(stmts),
-            Err(e) => {
-                self.fail();
-                Err(e.into())
-            }
-        }
-    }
-
-    /// Plans one parsed statement. In a failed block only COMMIT/ROLLBACK
-    /// are accepted (25P02 otherwise), as PostgreSQL's Parse does.
-    pub fn prepare_statement(&mut self, stmt: Statement) -> Result<PreparedStatement> {
-        self.try_prepare_statement(stmt).inspect_err(|_| self.fail())
-    }
-
-    /// As [`Connection::prepare_statement`], but a bind error leaves an open
-    /// block as it is: the caller decides whether it fails the block (the
-    /// server may send the statement to PostgreSQL instead).
-    pub fn try_prepare_statement(&mut self, stmt: Statement) -> Result<PreparedStatement> {
-        let ends_block = matches!(stmt, Statement::Rollback { .. } | Statement::Commit { .. });
-        if self.block == Block::Failed && !ends_block {
-            return Err(SqlError::transaction_aborted());
-        }
-        let p = self.bind(&stmt)?;
-        Ok(PreparedStatement::new(stmt.to_string(), Some(stmt), p))
-    }
-
     /// Runs `stmt` and lends its result rows to `rows` without copying them
     /// out; returns the command tag and what `rows` returned.
     pub fn execute_with<R>(
@@ -745,23 +463,5 @@ impl Connection {
         let end = (r.rows * r.width).min(r.values.len());
         let out = rows(ResultRows { values: &r.values[..end], width: r.width, rows: r.rows });
         Ok((CommandTag { tag, rows: n }, out))
-    }
-
-    /// The block state ReadyForQuery reports.
-    pub fn transaction_status(&self) -> TransactionStatus {
-        match self.block {
-            Block::None => TransactionStatus::Idle,
-            Block::Active => TransactionStatus::InBlock,
-            Block::Failed => TransactionStatus::Failed,
-        }
-    }
-}
-
-impl Connection {
-    /// An error raised outside the executor for the current statement (a
-    /// COPY row the server could not decode, a bad Bind parameter): the
-    /// open block fails as if the statement itself had, like PostgreSQL.
-    pub fn statement_failed(&mut self) {
-        self.fail();
     }
 }
