@@ -234,8 +234,17 @@ pub(crate) enum Latest {
     Absent,
     /// Another transaction holds the row's lock.
     Locked(u64),
-    /// Head version (committed, or our own) and its word; bytes copied out.
-    Head { head: VPtr, word: u64 },
+    /// Head version (committed, or our own); bytes copied out.
+    Head(LatestVersion),
+}
+
+/// A row's head version as a writer found it (committed, or its own) and
+/// the head's word at that moment: [`TableStore::install`] over it
+/// succeeds only if neither has changed since.
+#[derive(Clone, Copy)]
+pub(crate) struct LatestVersion {
+    pub(crate) head: VPtr,
+    pub(crate) word: u64,
 }
 
 pub(crate) enum InsertOutcome {
@@ -371,7 +380,7 @@ impl TableStore {
         }
         out.clear();
         out.extend_from_slice(head.row(layout));
-        Latest::Head { head, word }
+        Latest::Head(LatestVersion { head, word })
     }
 
     /// Visible rows of shard `shard` appended to `out` as `[u32 len][row]`.
@@ -395,13 +404,13 @@ impl TableStore {
     /// Installs a new version for `key` on top of `expected` (as returned by
     /// [`TableStore::latest`]), or overwrites it if it is our own. Returns
     /// None if the head changed meanwhile (the caller re-reads and retries).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn install(&self, hash: u64, key: &[u8], me: u64, expected: VPtr, expected_word: u64, row: &[u8], flags: u64, scratch: &mut Vec<u8>) -> Option<VPtr> {
+    pub(crate) fn install(&self, hash: u64, key: &[u8], me: u64, expected: LatestVersion, row: &[u8], flags: u64, scratch: &mut Vec<u8>) -> Option<VPtr> {
         assert_eq!(flags & !FLAGS_MASK, 0);
         let layout = self.layout();
         let mut map = self.primary.write(hash);
         let head = primary::find(&map, hash, key, &self.pk, layout, scratch)?;
-        if head != expected || head.word() != expected_word {
+        let expected_word = expected.word;
+        if head != expected.head || head.word() != expected_word {
             return None;
         }
         let word = UNCOMMITTED | flags | me;

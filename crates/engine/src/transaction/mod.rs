@@ -31,6 +31,7 @@ use pgtier_wal::Lsn;
 
 use crate::db::{CatalogState, CommitMode, DbInner};
 use crate::error::{EngineError, Result};
+use crate::key::hash_key;
 use crate::schema::{ForeignKey, IndexId, IndexSchema, TableId, TableSchema};
 use crate::table::{TableMeta, TableStore};
 use crate::types::Value;
@@ -387,13 +388,23 @@ fn undefined(table: TableId) -> EngineError {
     EngineError::UndefinedTable { name: format!("table id {}", table.0) }
 }
 
-fn check_key_arity(store: &TableStore, key: &[Value]) -> Result<()> {
+/// Encodes `key`, one value per primary-key column, as `store`'s primary
+/// key into `out` and returns its hash; None when no row can have that key
+/// (a value out of its column's range).
+#[inline]
+fn encode_pk(store: &TableStore, key: &[Value], out: &mut Vec<u8>) -> Result<Option<u64>> {
     if key.len() != store.schema.primary_key.len() {
-        return Err(EngineError::definition(
-            "42601",
-            format!("primary key of \"{}\" has {} columns, {} values given", store.schema.name, store.schema.primary_key.len(), key.len()),
-        ));
+        return Err(key_arity_error(store, key.len()));
     }
-    Ok(())
+    out.clear();
+    if !store.pk.encode_values(key, out) {
+        return Ok(None);
+    }
+    Ok(Some(hash_key(out)))
+}
+
+#[cold]
+fn key_arity_error(store: &TableStore, given: usize) -> EngineError {
+    EngineError::definition("42601", format!("primary key of \"{}\" has {} columns, {given} values given", store.schema.name, store.schema.primary_key.len()))
 }
 

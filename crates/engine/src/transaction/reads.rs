@@ -4,7 +4,7 @@
 
 use std::ops::Bound;
 
-use super::{Transaction, check_key_arity, undefined};
+use super::{Transaction, encode_pk, undefined};
 use crate::api::{RowBuf, RowRef};
 use crate::error::{EngineError, Result};
 use crate::key::hash_key;
@@ -28,12 +28,7 @@ impl Transaction {
 
     fn get_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         let Some(store) = self.cat.store(table) else { return Err(undefined(table)) };
-        check_key_arity(store, key)?;
-        self.s.key.clear();
-        if !store.pk.encode_values(key, &mut self.s.key) {
-            return Ok(false);
-        }
-        let hash = hash_key(&self.s.key);
+        let Some(hash) = encode_pk(store, key, &mut self.s.key)? else { return Ok(false) };
         let found = store.read_visible(hash, &self.s.key, self.id, self.snapshot, &mut self.s.scratch, &mut out.data);
         if found {
             out.set_schema(&store.schema);
@@ -49,14 +44,11 @@ impl Transaction {
             let e = Err(undefined(table));
             return self.check(e);
         };
-        if let Err(e) = check_key_arity(store, key) {
-            return self.check(Err(e));
-        }
-        self.s.key.clear();
-        if !store.pk.encode_values(key, &mut self.s.key) {
-            return Ok(None);
-        }
-        let hash = hash_key(&self.s.key);
+        let hash = match encode_pk(store, key, &mut self.s.key) {
+            Ok(Some(hash)) => hash,
+            Ok(None) => return Ok(None),
+            Err(e) => return self.check(Err(e)),
+        };
         let schema = &store.schema;
         Ok(store.with_visible(hash, &self.s.key, self.id, self.snapshot, &mut self.s.scratch, |row| f(RowRef::new(schema, row))))
     }

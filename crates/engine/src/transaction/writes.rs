@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::constraints::unique_violation;
-use super::{Held, Step, Transaction, WriteEntry, check_key_arity};
+use super::{Held, Step, Transaction, WriteEntry, encode_pk};
 use crate::api::{RowBuf, RowRef};
 use crate::error::{EngineError, Result};
 use crate::key::hash_key;
 use crate::schema::{TableId, TableSchema};
-use crate::table::{InsertOutcome, Latest, TableStore};
+use crate::table::{InsertOutcome, Latest, LatestVersion, TableStore};
 use crate::types::{Value, coerce};
 use crate::version::{DELETED, LOCK_ONLY, VPtr, is_deleted, is_uncommitted};
 
@@ -159,50 +159,31 @@ impl Transaction {
     pub(super) fn update_inner(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>) -> Result<bool> {
         let h = self.hold(table)?;
         let store = Arc::clone(&self.held[h].store);
-        check_key_arity(&store, key)?;
-        self.s.key.clear();
-        if !store.pk.encode_values(key, &mut self.s.key) {
-            return Ok(false);
-        }
-        let hash = hash_key(&self.s.key);
-        for _ in 0..INSTALL_RETRIES_MAX {
-            let (head, word) = match store.latest(hash, &self.s.key, self.id, &mut self.s.scratch, &mut self.s.base) {
-                Latest::Absent => return Ok(false),
-                Latest::Locked(owner) => {
-                    self.wait(owner)?;
-                    continue;
-                }
-                Latest::Head { head, word } => (head, word),
-            };
-            if is_deleted(word) {
-                return Ok(false);
+        let Some(hash) = encode_pk(&store, key, &mut self.s.key)? else { return Ok(false) };
+        self.on_latest(&store, hash, "row kept changing under an update", |t, at| {
+            let Some(changes) = f(RowRef::new(&store.schema, &t.s.base))? else { return Ok(Some(false)) };
+            apply_changes(&store.schema, &t.s.base, &changes, &mut t.s.row)?;
+            t.s.tmp.clear();
+            store.pk.encode_row(store.layout(), &t.s.row, &mut t.s.tmp);
+            if t.s.tmp != t.s.key {
+                return t.update_key(h, &store, hash, at).map(|()| Some(true));
             }
-            let Some(changes) = f(RowRef::new(&store.schema, &self.s.base))? else { return Ok(false) };
-            apply_changes(&store.schema, &self.s.base, &changes, &mut self.s.row)?;
-            self.s.tmp.clear();
-            store.pk.encode_row(store.layout(), &self.s.row, &mut self.s.tmp);
-            if self.s.tmp != self.s.key {
-                return self.update_key(h, &store, hash, head, word).map(|()| true);
-            }
-            let own = is_uncommitted(word);
-            let Some(new_head) = store.install(hash, &self.s.key, self.id, head, word, &self.s.row, 0, &mut self.s.scratch) else {
-                continue;
-            };
-            self.record_write(h, hash, own, new_head, true);
-            let meta = Arc::clone(&self.held[h].meta);
-            let (row, base) = (std::mem::take(&mut self.s.row), std::mem::take(&mut self.s.base));
-            let r = self.after_write(&store, &meta, &row, Some(&base), own, Some(&changes));
-            (self.s.row, self.s.base) = (row, base);
-            return r.map(|()| true);
-        }
-        Err(EngineError::LockTimeout { detail: "row kept changing under an update".into() })
+            let own = is_uncommitted(at.word);
+            let Some(new_head) = store.install(hash, &t.s.key, t.id, at, &t.s.row, 0, &mut t.s.scratch) else { return Ok(None) };
+            t.record_write(h, hash, own, new_head, true);
+            let meta = Arc::clone(&t.held[h].meta);
+            let (row, base) = (std::mem::take(&mut t.s.row), std::mem::take(&mut t.s.base));
+            let r = t.after_write(&store, &meta, &row, Some(&base), own, Some(&changes));
+            (t.s.row, t.s.base) = (row, base);
+            r.map(|()| Some(true))
+        })
     }
 
     /// UPDATE that changes the primary key: delete the old row, insert the new.
-    fn update_key(&mut self, h: usize, store: &Arc<TableStore>, hash: u64, head: VPtr, word: u64) -> Result<()> {
+    fn update_key(&mut self, h: usize, store: &Arc<TableStore>, hash: u64, at: LatestVersion) -> Result<()> {
         // The old key goes by an UPDATE: its children are refused, never
         // deleted or detached (ON DELETE actions are for DELETE only).
-        if !self.delete_installed(h, store, hash, head, word, false)? {
+        if !self.delete_installed(h, store, hash, at, false)? {
             return Err(EngineError::LockTimeout { detail: "row changed during a key update".into() });
         }
         self.insert_encoded(h, store)
@@ -227,38 +208,22 @@ impl Transaction {
     pub(super) fn delete_inner(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<bool> {
         let h = self.hold(table)?;
         let store = Arc::clone(&self.held[h].store);
-        check_key_arity(&store, key)?;
-        self.s.key.clear();
-        if !store.pk.encode_values(key, &mut self.s.key) {
-            return Ok(false);
-        }
-        let hash = hash_key(&self.s.key);
-        for _ in 0..INSTALL_RETRIES_MAX {
-            let (head, word) = match store.latest(hash, &self.s.key, self.id, &mut self.s.scratch, &mut self.s.base) {
-                Latest::Absent => return Ok(false),
-                Latest::Locked(owner) => {
-                    self.wait(owner)?;
-                    continue;
-                }
-                Latest::Head { head, word } => (head, word),
-            };
-            if is_deleted(word) || !f(RowRef::new(&store.schema, &self.s.base))? {
-                return Ok(false);
+        let Some(hash) = encode_pk(&store, key, &mut self.s.key)? else { return Ok(false) };
+        self.on_latest(&store, hash, "row kept changing under a delete", |t, at| {
+            if !f(RowRef::new(&store.schema, &t.s.base))? {
+                return Ok(Some(false));
             }
-            if self.delete_installed(h, &store, hash, head, word, true)? {
-                return Ok(true);
-            }
-        }
-        Err(EngineError::LockTimeout { detail: "row kept changing under a delete".into() })
+            Ok(t.delete_installed(h, &store, hash, at, true)?.then_some(true))
+        })
     }
 
-    /// Installs a tombstone over (`head`, `word`) whose image is in
-    /// `self.s.base`; false if the head changed meanwhile.
+    /// Installs a tombstone over `at`, whose image is in `self.s.base`;
+    /// false if the head changed meanwhile.
     /// `deleting`: a DELETE (ON DELETE actions apply), not the delete half
     /// of a primary-key UPDATE.
-    fn delete_installed(&mut self, h: usize, store: &Arc<TableStore>, hash: u64, head: VPtr, word: u64, deleting: bool) -> Result<bool> {
-        let own = is_uncommitted(word);
-        let Some(new_head) = store.install(hash, &self.s.key, self.id, head, word, &self.s.base, DELETED, &mut self.s.scratch) else {
+    fn delete_installed(&mut self, h: usize, store: &Arc<TableStore>, hash: u64, at: LatestVersion, deleting: bool) -> Result<bool> {
+        let own = is_uncommitted(at.word);
+        let Some(new_head) = store.install(hash, &self.s.key, self.id, at, &self.s.base, DELETED, &mut self.s.scratch) else {
             return Ok(false);
         };
         self.record_write(h, hash, own, new_head, true);
@@ -286,34 +251,49 @@ impl Transaction {
     fn lock_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         let h = self.hold(table)?;
         let store = Arc::clone(&self.held[h].store);
-        check_key_arity(&store, key)?;
-        self.s.key.clear();
-        if !store.pk.encode_values(key, &mut self.s.key) {
-            return Ok(false);
-        }
-        let hash = hash_key(&self.s.key);
+        let Some(hash) = encode_pk(&store, key, &mut self.s.key)? else { return Ok(false) };
+        // The latest image goes straight to the caller's buffer.
+        std::mem::swap(&mut self.s.base, &mut out.data);
+        let r = self.on_latest(&store, hash, "row kept changing under a lock", |t, at| {
+            out.set_schema(&store.schema);
+            if is_uncommitted(at.word) {
+                return Ok(Some(true)); // Already ours.
+            }
+            let Some(new_head) = store.install(hash, &t.s.key, t.id, at, &t.s.base, LOCK_ONLY, &mut t.s.scratch) else { return Ok(None) };
+            t.record_write(h, hash, false, new_head, true);
+            Ok(Some(true))
+        });
+        std::mem::swap(&mut self.s.base, &mut out.data);
+        r
+    }
+
+    /// The step every writer of an existing row (UPDATE, DELETE, SELECT FOR
+    /// UPDATE) starts with: locate the latest version of the row whose
+    /// primary key is in `self.s.key`, copying its image into `self.s.base`;
+    /// if another writer holds the row, wait for it to end and look again.
+    /// `act` gets the version and returns the answer, or None when it lost a
+    /// race (the head changed before its install), to run again on the
+    /// version located anew. False when there is no such row, or it is
+    /// deleted. `gave_up`: the 55P03 detail after too many lost races.
+    #[inline]
+    fn on_latest(&mut self, store: &TableStore, hash: u64, gave_up: &str, mut act: impl FnMut(&mut Transaction, LatestVersion) -> Result<Option<bool>>) -> Result<bool> {
         for _ in 0..INSTALL_RETRIES_MAX {
-            let (head, word) = match store.latest(hash, &self.s.key, self.id, &mut self.s.scratch, &mut out.data) {
+            let at = match store.latest(hash, &self.s.key, self.id, &mut self.s.scratch, &mut self.s.base) {
                 Latest::Absent => return Ok(false),
                 Latest::Locked(owner) => {
                     self.wait(owner)?;
                     continue;
                 }
-                Latest::Head { head, word } => (head, word),
+                Latest::Head(at) => at,
             };
-            if is_deleted(word) {
+            if is_deleted(at.word) {
                 return Ok(false);
             }
-            out.set_schema(&store.schema);
-            if is_uncommitted(word) {
-                return Ok(true); // Already ours.
-            }
-            if let Some(new_head) = store.install(hash, &self.s.key, self.id, head, word, &out.data, LOCK_ONLY, &mut self.s.scratch) {
-                self.record_write(h, hash, false, new_head, true);
-                return Ok(true);
+            if let Some(answer) = act(self, at)? {
+                return Ok(answer);
             }
         }
-        Err(EngineError::LockTimeout { detail: "row kept changing under a lock".into() })
+        Err(EngineError::LockTimeout { detail: gave_up.into() })
     }
 }
 
