@@ -30,6 +30,7 @@ use pgtier_wal::Lsn;
 use crate::codec::{Reader, Writer};
 use crate::db::{CheckpointInfo, DbInner};
 use crate::error::{EngineError, Result};
+use crate::primary::SHARD_COUNT;
 use crate::schema::{Catalog, Format, TableId};
 
 /// Written now: the catalog in format V2 (sequences).
@@ -61,7 +62,7 @@ pub(crate) fn checkpoint(db: &DbInner) -> Result<CheckpointInfo> {
     let mut block = Vec::with_capacity(BLOCK_BYTES_TARGET + 4096);
     for store in cat.live_stores() {
         let mut count = 0u32;
-        for shard in 0..store.primary.shards().len() {
+        for shard in 0..SHARD_COUNT {
             // Rows are copied under the shard lock; I/O happens after it is released.
             count += store.committed_rows_of_shard(shard, &mut block);
             if block.len() >= BLOCK_BYTES_TARGET {

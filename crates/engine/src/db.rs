@@ -430,18 +430,15 @@ impl DbInner {
         let mut freed = Vec::new();
         for store in cat.live_stores() {
             let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
-            for shard in store.primary.shards() {
+            for shard in 0..crate::primary::SHARD_COUNT {
                 keys.clear();
-                {
-                    let map = shard.map.read();
-                    for head in map.iter() {
-                        if head.prev().is_some() || crate::version::is_deleted(head.word()) {
-                            let mut k = Vec::new();
-                            store.pk_of(head.row(store.layout()), &mut k);
-                            keys.push((crate::key::hash_key(&k), k));
-                        }
+                store.primary.for_each_head_in(shard, |head| {
+                    if head.prev().is_some() || crate::version::is_deleted(head.word()) {
+                        let mut k = Vec::new();
+                        store.pk_of(head.row(store.layout()), &mut k);
+                        keys.push((crate::key::hash_key(&k), k));
                     }
-                }
+                });
                 for (hash, key) in &keys {
                     self.prune_row(store, *hash, key, horizon, &mut scratch, &mut freed);
                 }

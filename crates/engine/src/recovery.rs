@@ -477,11 +477,7 @@ fn build_metas(state: &CatalogState) -> Result<()> {
             meta.as_parent.push(FkLink { fk, other });
         }
         *store.meta.write() = Arc::new(meta);
-        let mut rows = 0i64;
-        for shard in store.primary.shards() {
-            rows += shard.map.read().len() as i64;
-        }
-        store.live_rows.store(rows, Ordering::Relaxed);
+        store.live_rows.store(store.primary.len() as i64, Ordering::Relaxed);
     }
     Ok(())
 }
@@ -497,22 +493,19 @@ fn build_index_bulk(store: &TableStore, schema: Arc<crate::schema::IndexSchema>)
     let mut long: Vec<Vec<u8>> = Vec::new();
     let mut pk = Vec::new();
     let mut entry = Vec::new();
-    for shard in store.primary.shards() {
-        let map = shard.map.read();
-        inline.reserve(map.len());
-        for head in map.iter() {
-            let row = head.row(layout);
-            store.pk_of(row, &mut pk);
-            istore.entry(layout, row, &pk, &mut entry);
-            if entry.len() <= INLINE_ENTRY_BYTES {
-                let mut k = [0u8; INLINE_ENTRY_BYTES];
-                k[..entry.len()].copy_from_slice(&entry);
-                inline.push((k, entry.len() as u8));
-            } else if entry.len() <= crate::ordered::ENTRY_BYTES_MAX {
-                long.push(entry.clone());
-            }
+    inline.reserve(store.primary.len());
+    store.primary.for_each_head(|head| {
+        let row = head.row(layout);
+        store.pk_of(row, &mut pk);
+        istore.entry(layout, row, &pk, &mut entry);
+        if entry.len() <= INLINE_ENTRY_BYTES {
+            let mut k = [0u8; INLINE_ENTRY_BYTES];
+            k[..entry.len()].copy_from_slice(&entry);
+            inline.push((k, entry.len() as u8));
+        } else if entry.len() <= crate::ordered::ENTRY_BYTES_MAX {
+            long.push(entry.clone());
         }
-    }
+    });
     // (zero-padded bytes, length) orders exactly like the byte strings: equal
     // padded arrays mean one is a prefix of the other, and the shorter sorts first.
     inline.sort_unstable();

@@ -299,13 +299,11 @@ impl TableStore {
         let layout = self.layout();
         let col = self.schema.columns.len() - 1;
         let mut max = 0i64;
-        for shard in self.primary.shards() {
-            for head in shard.map.read().iter() {
-                if let crate::types::ValueRef::Int8(id) = layout.get(head.row(layout), col) {
-                    max = max.max(id);
-                }
+        self.primary.for_each_head(|head| {
+            if let crate::types::ValueRef::Int8(id) = layout.get(head.row(layout), col) {
+                max = max.max(id);
             }
-        }
+        });
         self.next_rowid.store(max + 1, Ordering::Relaxed);
     }
 
@@ -386,16 +384,15 @@ impl TableStore {
     /// Visible rows of shard `shard` appended to `out` as `[u32 len][row]`.
     pub(crate) fn scan_shard(&self, shard: usize, me: u64, snapshot: u64, out: &mut Vec<u8>) -> usize {
         let layout = self.layout();
-        let map = self.primary.shards()[shard].map.read();
         let mut n = 0;
-        for head in map.iter() {
-            if let Some(v) = visible(*head, me, snapshot) {
+        self.primary.for_each_head_in(shard, |head| {
+            if let Some(v) = visible(head, me, snapshot) {
                 let row = v.row(layout);
                 out.extend_from_slice(&(row.len() as u32).to_le_bytes());
                 out.extend_from_slice(row);
                 n += 1;
             }
-        }
+        });
         n
     }
 
@@ -738,17 +735,17 @@ impl TableStore {
     /// `out` as `[u32 len][row]` (checkpoints); returns how many.
     pub(crate) fn committed_rows_of_shard(&self, shard: usize, out: &mut Vec<u8>) -> u32 {
         let layout = self.layout();
-        let map = self.primary.shards()[shard].map.read();
         let mut n = 0;
-        for head in map.iter() {
-            if let Some(v) = latest_committed(Some(*head))
-                && !is_deleted(v.word()) {
-                    let row = v.row(layout);
-                    out.extend_from_slice(&(row.len() as u32).to_le_bytes());
-                    out.extend_from_slice(row);
-                    n += 1;
-                }
-        }
+        self.primary.for_each_head_in(shard, |head| {
+            if let Some(v) = latest_committed(Some(head))
+                && !is_deleted(v.word())
+            {
+                let row = v.row(layout);
+                out.extend_from_slice(&(row.len() as u32).to_le_bytes());
+                out.extend_from_slice(row);
+                n += 1;
+            }
+        });
         n
     }
 }
@@ -786,17 +783,12 @@ impl Drop for TableStore {
     fn drop(&mut self) {
         // Free every version so large (non-slab) rows are returned too.
         let layout = self.schema.layout.clone();
-        for shard in self.primary.shards() {
-            let mut map = shard.map.write();
-            for head in map.drain() {
-                let mut cur = Some(head);
-                while let Some(v) = cur {
-                    cur = v.prev();
-                    // SAFETY: the table is unreachable; nobody else holds versions.
-                    unsafe { v.free(&self.slab, &layout) };
-                }
+        self.primary.drain(|head| {
+            for v in head.chain() {
+                // SAFETY: the table is unreachable; nobody else holds versions.
+                unsafe { v.free(&self.slab, &layout) };
             }
-        }
+        });
     }
 }
 

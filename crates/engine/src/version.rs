@@ -104,6 +104,12 @@ impl VPtr {
         NonNull::new(self.header().prev.load(Ordering::Acquire)).map(VPtr)
     }
 
+    /// This version and the older ones after it, newest first. Each one's
+    /// `prev` is read before it is yielded, so the caller may free it.
+    pub(crate) fn chain(self) -> Chain {
+        Chain(Some(self))
+    }
+
     pub(crate) fn set_prev(self, prev: Option<VPtr>) {
         self.header().prev.store(opt_raw(prev), Ordering::Release);
     }
@@ -131,6 +137,20 @@ impl VPtr {
         unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), current.as_ptr().cast_mut(), row.len()) };
     }
 
+}
+
+/// A row's versions from one on, newest first ([`VPtr::chain`]).
+pub(crate) struct Chain(Option<VPtr>);
+
+impl Iterator for Chain {
+    type Item = VPtr;
+
+    #[inline]
+    fn next(&mut self) -> Option<VPtr> {
+        let v = self.0?;
+        self.0 = v.prev();
+        Some(v)
+    }
 }
 
 fn opt_raw(p: Option<VPtr>) -> *mut Version {

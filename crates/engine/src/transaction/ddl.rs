@@ -221,31 +221,27 @@ fn build_index(store: &TableStore, schema: Arc<IndexSchema>, me: u64) -> Result<
     let mut entries: Vec<Vec<u8>> = Vec::new();
     let mut latest_keys: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut pk = Vec::new();
-    for shard in store.primary.shards() {
-        let map = shard.map.read();
-        for head in map.iter() {
-            store.pk_of(head.row(layout), &mut pk);
-            let mut cur = Some(*head);
-            let mut latest_seen = false;
-            while let Some(v) = cur {
-                let mut e = Vec::new();
-                istore.entry(layout, v.row(layout), &pk, &mut e);
-                if e.len() > ENTRY_BYTES_MAX {
-                    return Err(EngineError::ProgramLimitExceeded { message: format!("index row size {} exceeds maximum {ENTRY_BYTES_MAX} for index \"{}\"", e.len(), schema.name) });
-                }
-                let w = v.word();
-                if !latest_seen && !is_lock_only(w) && (!is_uncommitted(w) || ts_of(w) == me) {
-                    latest_seen = true;
-                    if !is_deleted(w) && schema.unique && !istore.spec.row_has_null(layout, v.row(layout)) {
-                        let (k, _) = istore.split(&e);
-                        latest_keys.push((k.to_vec(), v.row(layout).to_vec()));
-                    }
-                }
-                entries.push(e);
-                cur = v.prev();
+    store.primary.try_for_each_head(|head| {
+        store.pk_of(head.row(layout), &mut pk);
+        let mut latest_seen = false;
+        for v in head.chain() {
+            let mut e = Vec::new();
+            istore.entry(layout, v.row(layout), &pk, &mut e);
+            if e.len() > ENTRY_BYTES_MAX {
+                return Err(EngineError::ProgramLimitExceeded { message: format!("index row size {} exceeds maximum {ENTRY_BYTES_MAX} for index \"{}\"", e.len(), schema.name) });
             }
+            let w = v.word();
+            if !latest_seen && !is_lock_only(w) && (!is_uncommitted(w) || ts_of(w) == me) {
+                latest_seen = true;
+                if !is_deleted(w) && schema.unique && !istore.spec.row_has_null(layout, v.row(layout)) {
+                    let (k, _) = istore.split(&e);
+                    latest_keys.push((k.to_vec(), v.row(layout).to_vec()));
+                }
+            }
+            entries.push(e);
         }
-    }
+        Ok(())
+    })?;
     latest_keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     if let Some(pair) = latest_keys.windows(2).find(|w| w[0].0 == w[1].0) {
         return Err(EngineError::UniqueViolation {

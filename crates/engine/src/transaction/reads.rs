@@ -8,6 +8,7 @@ use super::{Transaction, encode_pk, undefined};
 use crate::api::{RowBuf, RowRef};
 use crate::error::{EngineError, Result};
 use crate::key::hash_key;
+use crate::primary::SHARD_COUNT;
 use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor_in_place};
 use crate::schema::{IndexId, TableId};
 use crate::table::{IndexStore, TableStore};
@@ -195,9 +196,8 @@ impl Transaction {
         };
         let mut visited = 0;
         let mut buf = std::mem::take(&mut self.s.batch);
-        let shards = store.primary.shards().len();
         let mut result = Ok(visited);
-        'outer: for shard in 0..shards {
+        'outer: for shard in 0..SHARD_COUNT {
             buf.clear();
             store.scan_shard(shard, self.id, self.snapshot, &mut buf);
             let mut at = 0;
