@@ -12,6 +12,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use pgtier_wal::{Lsn, Wal, WalConfig, WalStats};
 
 use crate::error::{EngineError, Result};
+use crate::ids::{CommitTs, Snapshot};
 use crate::schema::{Catalog, TableId};
 use crate::stream::ConsumerRegistry;
 use crate::table::TableStore;
@@ -92,14 +93,14 @@ impl CatalogState {
 }
 
 pub(crate) struct CommitState {
-    pub(crate) last_ts: u64,
+    pub(crate) last_ts: CommitTs,
     /// LSN of the last record appended (for checkpoint durability waits).
     pub(crate) last_lsn: Option<Lsn>,
 }
 
 /// Work for GC: rows a committed transaction wrote.
 pub(crate) struct GcItem {
-    pub(crate) commit_ts: u64,
+    pub(crate) commit_ts: CommitTs,
     pub(crate) rows: Vec<(TableId, u64, u32, u32)>,
     pub(crate) keys: Vec<u8>,
 }
@@ -399,7 +400,7 @@ impl DbInner {
             let item = {
                 let mut q = self.gc.lock();
                 match q.front() {
-                    Some(front) if front.commit_ts <= horizon => q.pop_front(),
+                    Some(front) if horizon.sees(front.commit_ts) => q.pop_front(),
                     _ => None,
                 }
             };
@@ -412,7 +413,7 @@ impl DbInner {
         }
     }
 
-    fn prune_row(&self, store: &TableStore, hash: u64, key: &[u8], horizon: u64, scratch: &mut Vec<u8>, freed: &mut Vec<Vec<u8>>) {
+    fn prune_row(&self, store: &TableStore, hash: u64, key: &[u8], horizon: Snapshot, scratch: &mut Vec<u8>, freed: &mut Vec<Vec<u8>>) {
         let meta = store.meta();
         freed.clear();
         let _pruning = self.pruning.read();
@@ -477,7 +478,7 @@ impl DbInner {
             last_checkpoint,
             checkpoint_age,
             checkpoints: c.checkpoints.load(Ordering::Relaxed),
-            visible_ts: self.txns.visible_ts.load(Ordering::Relaxed),
+            visible_ts: self.txns.visible().get(),
             active_transactions: self.txns.active_count(),
             gc_queue_len: self.gc.lock().len(),
             gc_versions_freed: c.gc_versions_freed.load(Ordering::Relaxed),

@@ -13,6 +13,7 @@ mod codec;
 mod db;
 mod error;
 mod heads;
+mod ids;
 mod key;
 mod ordered;
 mod pages;

@@ -18,6 +18,7 @@ use pgtier_wal::{Lsn, Wal};
 
 use crate::db::{CatalogState, CheckpointInfo, CommitState, Counters, DbInner, EngineConfig, RecoveryReport};
 use crate::error::{EngineError, Result};
+use crate::ids::CommitTs;
 use crate::key::hash_key;
 use crate::ordered::OrderedIndex;
 use crate::primary;
@@ -26,10 +27,11 @@ use crate::stream::ConsumerRegistry;
 use crate::table::{FkLink, IndexStore, TableMeta, TableStore};
 use crate::txn::TxnManager;
 use crate::version::VPtr;
-use crate::walrec::{OpRef, RowOp, TxnAssembler, decode_record};
+use crate::walrec::{AssembledTxn, OpRef, RowOp, TxnAssembler, decode_record};
 
-/// Commit ts of every version loaded at recovery (older than any snapshot).
-const RECOVERED_TS: u64 = 1;
+/// Word of every version loaded at recovery: committed (no flags) at a ts
+/// older than any snapshot.
+const RECOVERED_WORD: u64 = CommitTs::RECOVERED.get();
 
 pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
     let started = Instant::now();
@@ -73,7 +75,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
     }
     report.load_duration = started.elapsed();
     let replay_started = Instant::now();
-    let mut max_ts = RECOVERED_TS;
+    let mut max_ts = CommitTs::RECOVERED;
     replay(&wal, start_lsn, &mut state, &mut report, &mut max_ts)?;
     report.replay_duration = replay_started.elapsed();
     let index_started = Instant::now();
@@ -177,7 +179,7 @@ fn load_block(store: &TableStore, count: u32, payload: &[u8], key: &mut Vec<u8>)
         layout.validate_image(row)?;
         store.pk_of(row, key);
         let hash = hash_key(key);
-        let new = VPtr::alloc(&store.slab, RECOVERED_TS, None, row);
+        let new = VPtr::alloc(&store.slab, RECOVERED_WORD, None, row);
         primary::insert_new(&mut store.primary.write(hash), hash, &store.pk, layout, new);
         at += 4 + row.len();
     }
@@ -203,12 +205,12 @@ fn upsert_hashed(store: &TableStore, hash: u64, key: &[u8], row: &[u8], scratch:
             old.overwrite_row(layout, row);
             return;
         }
-        *slot = VPtr::alloc(&store.slab, RECOVERED_TS, None, row);
+        *slot = VPtr::alloc(&store.slab, RECOVERED_WORD, None, row);
         // SAFETY: unlinked above; recovery is the only user.
         unsafe { old.free(&store.slab, layout) };
         return;
     }
-    let new = VPtr::alloc(&store.slab, RECOVERED_TS, None, row);
+    let new = VPtr::alloc(&store.slab, RECOVERED_WORD, None, row);
     primary::insert_new(&mut map, hash, &store.pk, layout, new);
 }
 
@@ -243,7 +245,7 @@ struct ReplayBatch {
 /// row ops go to workers partitioned by primary-index shard, so each key's
 /// ops apply in log order while cache misses of different shards overlap
 /// (replay is memory-latency bound). DDL ops drain the workers first.
-fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut RecoveryReport, max_ts: &mut u64) -> Result<()> {
+fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut RecoveryReport, max_ts: &mut CommitTs) -> Result<()> {
     let workers = std::env::var("PGTIER_REPLAY_WORKERS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get)).clamp(1, 4);
     let failed: Mutex<Option<EngineError>> = Mutex::new(None);
     std::thread::scope(|scope| -> Result<()> {
@@ -284,7 +286,7 @@ fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut Reco
         };
         for item in wal.read_from(start_lsn)? {
             let (lsn, payload) = item?;
-            let Some((_, commit_ts, records)) = assembler.push(lsn, payload)? else { continue };
+            let Some(AssembledTxn { commit_ts, records, .. }) = assembler.push(lsn, payload)? else { continue };
             for rec in &records {
                 let (_, ops) = decode_record(rec)?;
                 report.wal_ops_replayed += ops.len() as u64;

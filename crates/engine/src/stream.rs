@@ -27,7 +27,7 @@ use crate::db::DbInner;
 use crate::error::{EngineError, Result};
 use crate::schema::{ForeignKey, IndexId, IndexSchema, TableId, TableSchema};
 use crate::types::Value;
-use crate::walrec::{OpRef, RowOp, TxnAssembler, decode_record};
+use crate::walrec::{AssembledTxn, OpRef, RowOp, TxnAssembler, decode_record};
 
 /// Where a newly registered consumer starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,7 +210,7 @@ impl CommitStream {
     }
 
     fn accept(&mut self, lsn: Lsn, payload: Vec<u8>) -> Result<Option<CommittedTxn>> {
-        let Some((first_lsn, commit_ts, records)) = self.assembler.push(lsn, payload)? else { return Ok(None) };
+        let Some(AssembledTxn { first_lsn, commit_ts, records }) = self.assembler.push(lsn, payload)? else { return Ok(None) };
         let mut changes = Vec::new();
         for rec in &records {
             let (_, ops) = decode_record(rec)?;
@@ -218,7 +218,7 @@ impl CommitStream {
                 changes.push(self.change(op)?);
             }
         }
-        Ok(Some(CommittedTxn { lsn: first_lsn, next_lsn: self.reader.position(), commit_ts, changes }))
+        Ok(Some(CommittedTxn { lsn: first_lsn, next_lsn: self.reader.position(), commit_ts: commit_ts.get(), changes }))
     }
 
     fn schema(&mut self, id: TableId) -> Result<Arc<TableSchema>> {

@@ -13,6 +13,7 @@ use super::{DdlOp, Status, Step, Transaction};
 use crate::api::CommitInfo;
 use crate::db::{CommitMode, GcItem};
 use crate::error::{EngineError, Result};
+use crate::ids::CommitTs;
 use crate::table::TableStore;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted};
 use crate::walrec::{RecordBuilder, RowOp};
@@ -113,8 +114,8 @@ impl Transaction {
                 self.db.counters.commits_sync.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.db.txns.visible_ts.fetch_max(commit_ts, Ordering::SeqCst);
-        Ok(CommitInfo { commit_ts: Some(commit_ts), lsn, rolled_back: false })
+        self.db.txns.publish(commit_ts);
+        Ok(CommitInfo { commit_ts: Some(commit_ts.get()), lsn, rolled_back: false })
     }
 
     fn build_records(&self, builder: &mut RecordBuilder, deltas: &mut [i64]) -> Result<()> {
@@ -148,10 +149,10 @@ impl Transaction {
     /// Under the commit lock: assign the commit ts, append the WAL records,
     /// stamp our versions, publish DDL. Short and allocation-free apart from
     /// the WAL's own buffer copy.
-    fn commit_critical(&mut self, builder: &mut RecordBuilder) -> Result<(u64, Option<Lsn>, Option<Lsn>)> {
+    fn commit_critical(&mut self, builder: &mut RecordBuilder) -> Result<(CommitTs, Option<Lsn>, Option<Lsn>)> {
         let has_records = !builder.is_empty();
         let mut c = self.db.commit.lock();
-        let commit_ts = c.last_ts + 1;
+        let commit_ts = c.last_ts.next();
         let prior_lsn = c.last_lsn;
         let mut lsn = None;
         if has_records {
@@ -178,7 +179,7 @@ impl Transaction {
         Ok((commit_ts, lsn, prior_lsn))
     }
 
-    fn gc_item(&mut self, commit_ts: u64) -> Option<GcItem> {
+    fn gc_item(&mut self, commit_ts: CommitTs) -> Option<GcItem> {
         if self.writes.is_empty() {
             return None;
         }
@@ -260,7 +261,7 @@ impl Transaction {
         if self.ddl_locked {
             self.ddl_locked = false;
             self.private_catalog = false;
-            let released = self.db.ddl_owner.compare_exchange(self.id, 0, Ordering::AcqRel, Ordering::Relaxed);
+            let released = self.db.ddl_owner.compare_exchange(self.id.get(), 0, Ordering::AcqRel, Ordering::Relaxed);
             assert!(released.is_ok(), "DDL lock owned by someone else");
         }
     }

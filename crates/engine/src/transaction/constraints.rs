@@ -10,6 +10,7 @@ use super::Transaction;
 use crate::api::RowRef;
 use crate::db::CatalogState;
 use crate::error::{EngineError, Result};
+use crate::ids::TxnId;
 use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor};
 use crate::schema::{IndexId, TableSchema};
 use crate::table::{Conflict, FkLink, IndexStore, TableMeta, TableStore, cols_equal, encode_cols_as};
@@ -121,7 +122,7 @@ impl Transaction {
         }
     }
 
-    fn parent_exists_unique(&mut self, parent: &TableStore, pindex: &IndexStore) -> std::result::Result<bool, u64> {
+    fn parent_exists_unique(&mut self, parent: &TableStore, pindex: &IndexStore) -> std::result::Result<bool, TxnId> {
         let prefix = self.s.probe.clone();
         let upper = prefix_successor(&prefix);
         let mut batch = Vec::new();

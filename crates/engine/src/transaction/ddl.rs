@@ -11,7 +11,8 @@ use crate::error::{EngineError, Result};
 use crate::ordered::{ENTRY_BYTES_MAX, OrderedIndex};
 use crate::schema::{ForeignKey, IndexDef, IndexId, IndexSchema, TableDef, TableId};
 use crate::table::{FkLink, IndexStore, TableMeta, TableStore};
-use crate::version::{is_deleted, is_lock_only, is_uncommitted, ts_of};
+use crate::ids::TxnId;
+use crate::version::{is_deleted, is_lock_only, is_uncommitted, owner_of};
 
 impl Transaction {
     // -------------------------------------------------------------------- DDL
@@ -21,7 +22,7 @@ impl Transaction {
             return Ok(());
         }
         let deadline = self.db.lock_deadline();
-        while self.db.ddl_owner.compare_exchange(0, self.id, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+        while self.db.ddl_owner.compare_exchange(0, self.id.get(), Ordering::AcqRel, Ordering::Relaxed).is_err() {
             if std::time::Instant::now() >= deadline {
                 return Err(EngineError::LockTimeout { detail: "while waiting for another transaction's DDL".into() });
             }
@@ -215,7 +216,7 @@ impl Transaction {
 /// Builds an index over the current rows: entries for every version (a
 /// concurrent reader's snapshot may need an old one), UNIQUE checked on
 /// each row's latest state.
-fn build_index(store: &TableStore, schema: Arc<IndexSchema>, me: u64) -> Result<IndexStore> {
+fn build_index(store: &TableStore, schema: Arc<IndexSchema>, me: TxnId) -> Result<IndexStore> {
     let istore = store.new_index_store(Arc::clone(&schema));
     let layout = store.layout();
     let mut entries: Vec<Vec<u8>> = Vec::new();
@@ -231,7 +232,7 @@ fn build_index(store: &TableStore, schema: Arc<IndexSchema>, me: u64) -> Result<
                 return Err(EngineError::ProgramLimitExceeded { message: format!("index row size {} exceeds maximum {ENTRY_BYTES_MAX} for index \"{}\"", e.len(), schema.name) });
             }
             let w = v.word();
-            if !latest_seen && !is_lock_only(w) && (!is_uncommitted(w) || ts_of(w) == me) {
+            if !latest_seen && !is_lock_only(w) && (!is_uncommitted(w) || owner_of(w) == me) {
                 latest_seen = true;
                 if !is_deleted(w) && schema.unique && !istore.spec.row_has_null(layout, v.row(layout)) {
                     let (k, _) = istore.split(&e);

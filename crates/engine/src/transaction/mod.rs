@@ -31,6 +31,7 @@ use pgtier_wal::Lsn;
 
 use crate::db::{CatalogState, CommitMode, DbInner};
 use crate::error::{EngineError, Result};
+use crate::ids::{Snapshot, TxnId};
 use crate::key::hash_key;
 use crate::schema::{ForeignKey, IndexId, IndexSchema, TableId, TableSchema};
 use crate::table::{TableMeta, TableStore};
@@ -120,8 +121,8 @@ thread_local! {
 
 pub struct Transaction {
     db: Arc<DbInner>,
-    id: u64,
-    snapshot: u64,
+    id: TxnId,
+    snapshot: Snapshot,
     mode: CommitMode,
     status: Status,
     in_statement: bool,
@@ -199,7 +200,7 @@ impl Transaction {
 
     /// This transaction's id (also the lock owner shown in 40P01 details).
     pub fn id(&self) -> u64 {
-        self.id
+        self.id.get()
     }
 
     pub fn commit_mode(&self) -> CommitMode {
@@ -252,7 +253,7 @@ impl Transaction {
 
     /// The commit ts this statement reads at.
     pub fn snapshot_ts(&self) -> u64 {
-        self.snapshot
+        self.snapshot.get()
     }
 
     fn check_active(&self) -> Result<()> {
@@ -311,7 +312,7 @@ impl Transaction {
         Ok(self.db.wal.wait_durable(lsn)?)
     }
 
-    fn wait(&self, owner: u64) -> Result<()> {
+    fn wait(&self, owner: TxnId) -> Result<()> {
         self.db.txns.wait_for(self.id, owner, self.db.lock_deadline())
     }
 
