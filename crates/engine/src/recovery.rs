@@ -9,23 +9,23 @@
 //! reflected in the checkpoint's catalog are skipped.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use parking_lot::{Condvar, Mutex, RwLock};
-use pgtier_wal::{Lsn, Wal};
+use parking_lot::Mutex;
+use pgtier_wal::{Lsn, Wal, WalConfig};
 
-use crate::db::{CatalogState, CheckpointInfo, CommitState, Counters, DbInner, EngineConfig, RecoveryReport};
+use crate::catalog::CatalogState;
+use crate::checkpoint::CheckpointInfo;
 use crate::error::{EngineError, Result};
 use crate::ids::CommitTs;
 use crate::key::hash_key;
 use crate::ordered::OrderedIndex;
 use crate::primary;
 use crate::schema::{Catalog, TableId};
-use crate::stream::ConsumerRegistry;
+use crate::stream::Consumers;
 use crate::table::{FkLink, IndexStore, TableMeta, TableStore};
-use crate::txn::TxnManager;
 use crate::version::VPtr;
 use crate::walrec::{AssembledTxn, OpRef, RowOp, TxnAssembler, decode_record};
 
@@ -33,10 +33,36 @@ use crate::walrec::{AssembledTxn, OpRef, RowOp, TxnAssembler, decode_record};
 /// older than any snapshot.
 const RECOVERED_WORD: u64 = CommitTs::RECOVERED.get();
 
-pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
+/// What `open` did.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    pub checkpoint_lsn: Option<Lsn>,
+    pub checkpoint_rows: u64,
+    pub wal_records_replayed: u64,
+    pub wal_ops_replayed: u64,
+    pub duration: Duration,
+    pub load_duration: Duration,
+    pub replay_duration: Duration,
+    pub index_build_duration: Duration,
+}
+
+/// The persistent state of a database directory, read back.
+pub(crate) struct Recovered {
+    pub(crate) wal: Wal,
+    /// Schemas and every table's rows, indexes built.
+    pub(crate) catalog: CatalogState,
+    /// The newest commit ts in the checkpoint and the WAL.
+    pub(crate) last_ts: CommitTs,
+    /// Checkpoint files found, oldest first.
+    pub(crate) checkpoints: Vec<CheckpointInfo>,
+    pub(crate) consumers: Consumers,
+    pub(crate) report: RecoveryReport,
+}
+
+pub(crate) fn open(dir: &Path, wal_config: &WalConfig) -> Result<Recovered> {
     let started = Instant::now();
     std::fs::create_dir_all(dir).map_err(|e| EngineError::io(format!("create {}", dir.display()), e))?;
-    let wal = Wal::open(&dir.join("wal"), config.wal.clone())?;
+    let wal = Wal::open(&dir.join("wal"), wal_config.clone())?;
     let mut report = RecoveryReport::default();
     let mut state = CatalogState::default();
     let mut start_lsn = Lsn(0);
@@ -54,7 +80,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
             start_lsn: lsn,
             rows: loaded.rows,
             bytes: loaded.data.len() as u64,
-            duration: std::time::Duration::ZERO,
+            duration: Duration::ZERO,
             completed_at: std::fs::metadata(&path).and_then(|m| m.modified()).unwrap_or(SystemTime::now()),
             path,
         });
@@ -66,7 +92,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
                 start_lsn: *older_lsn,
                 rows: 0,
                 bytes: 0,
-                duration: std::time::Duration::ZERO,
+                duration: Duration::ZERO,
                 completed_at: SystemTime::UNIX_EPOCH,
                 path: older_path.clone(),
             });
@@ -84,30 +110,9 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
         store.restore_rowid();
     }
     report.index_build_duration = index_started.elapsed();
-    let consumers = ConsumerRegistry::load(dir)?;
+    let consumers = Consumers::load(dir)?;
     report.duration = started.elapsed();
-    Ok(DbInner {
-        sequence_locks: Default::default(),
-        instance: crate::db::INSTANCES.fetch_add(1, Ordering::Relaxed),
-        dir: dir.to_path_buf(),
-        txns: TxnManager::new(config.max_transactions, max_ts),
-        config,
-        wal,
-        catalog: RwLock::new(Arc::new(state)),
-        catalog_version: AtomicU64::new(1),
-        commit: Mutex::new(CommitState { last_ts: max_ts, last_lsn: None }),
-        ddl_owner: AtomicU64::new(0),
-        gc: Mutex::new(std::collections::VecDeque::new()),
-        gc_overflowed: AtomicBool::new(false),
-        pruning: RwLock::new(()),
-        counters: Counters::default(),
-        checkpoints: Mutex::new(checkpoints),
-        checkpoint_serial: Mutex::new(()),
-        consumers: Mutex::new(consumers),
-        shutdown: Mutex::new(false),
-        shutdown_cv: Condvar::new(),
-        recovery: report,
-    })
+    Ok(Recovered { wal, catalog: state, last_ts: max_ts, checkpoints, consumers, report })
 }
 
 fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<CatalogState> {

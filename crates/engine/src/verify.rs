@@ -4,8 +4,9 @@ use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
-use crate::db::DbInner;
+use crate::catalog::CommittedCatalog;
 use crate::error::{EngineError, Result};
+use crate::gc::Gc;
 use crate::ordered::batch_entries;
 use crate::probe::ProbeTable;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted};
@@ -14,9 +15,9 @@ fn broken<T>(what: String) -> Result<T> {
     Err(EngineError::Corrupt(what))
 }
 
-pub(crate) fn verify(db: &DbInner) -> Result<Vec<(String, u64, Vec<usize>)>> {
-    let _no_prune_in_flight = db.pruning.write();
-    let cat = db.current_catalog();
+pub(crate) fn verify(catalog: &CommittedCatalog, gc: &Gc) -> Result<Vec<(String, u64, Vec<usize>)>> {
+    let _no_prune_in_flight = gc.exclude_pruning();
+    let cat = catalog.current();
     let mut out = Vec::new();
     for store in cat.live_stores() {
         let layout = store.layout();

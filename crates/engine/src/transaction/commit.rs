@@ -7,11 +7,13 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use parking_lot::{Mutex, MutexGuard};
 use pgtier_wal::Lsn;
 
 use super::{DdlOp, Status, Step, Transaction};
 use crate::api::CommitInfo;
-use crate::db::{CommitMode, GcItem};
+use crate::db::CommitMode;
+use crate::gc::{GcItem, GcRow};
 use crate::error::{EngineError, Result};
 use crate::ids::CommitTs;
 use crate::table::TableStore;
@@ -20,6 +22,34 @@ use crate::walrec::{RecordBuilder, RowOp};
 
 /// Queued GC items beyond which committers prune too.
 const GC_HELP_QUEUE_LEN: usize = 4096;
+
+/// The commit mutex and what it orders: commit ts and WAL appends are
+/// assigned in the same order under it, and stamping and DDL publication
+/// happen inside it. A checkpoint takes it for a moment to read a start
+/// LSN and catalog no commit is halfway past.
+pub(crate) struct CommitOrder(Mutex<CommitPoint>);
+
+pub(crate) struct CommitPoint {
+    pub(crate) last_ts: CommitTs,
+    /// LSN of the last record appended (for durability waits).
+    pub(crate) last_lsn: Option<Lsn>,
+}
+
+impl CommitOrder {
+    /// `last_ts`: the newest commit ts recovered.
+    pub(crate) fn new(last_ts: CommitTs) -> CommitOrder {
+        CommitOrder(Mutex::new(CommitPoint { last_ts, last_lsn: None }))
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, CommitPoint> {
+        self.0.lock()
+    }
+
+    /// LSN of the last record appended by a commit.
+    pub(crate) fn last_lsn(&self) -> Option<Lsn> {
+        self.0.lock().last_lsn
+    }
+}
 
 impl Transaction {
     // ------------------------------------------------------------ end of txn
@@ -95,8 +125,8 @@ impl Transaction {
         if let Some(item) = gc {
             // The background thread prunes every few ms; committers help
             // only when it falls behind, keeping the commit path short.
-            if self.db.push_gc(item) > GC_HELP_QUEUE_LEN {
-                self.db.gc_step(2);
+            if self.db.gc.push(item) > GC_HELP_QUEUE_LEN {
+                self.db.gc.step(&self.db.txns, &self.db.catalog, 2);
             }
         }
         self.db.counters.commits.fetch_add(1, Ordering::Relaxed);
@@ -168,8 +198,7 @@ impl Transaction {
             for store in &self.dropped {
                 store.dropped.store(true, Ordering::Release);
             }
-            *self.db.catalog.write() = Arc::clone(&self.cat);
-            self.db.catalog_version.fetch_add(1, Ordering::AcqRel);
+            self.db.catalog.publish(Arc::clone(&self.cat));
         }
         assert!(commit_ts > c.last_ts);
         c.last_ts = commit_ts;
@@ -189,7 +218,7 @@ impl Transaction {
             .writes
             .iter()
             .filter(|w| w.had_base || w.head.prev().is_some() || is_deleted(w.head.word()) || is_lock_only(w.head.word()))
-            .map(|w| (self.held[w.held as usize].store.schema.id, w.hash, w.key_off, w.key_len))
+            .map(|w| GcRow { table: self.held[w.held as usize].store.schema.id, hash: w.hash, key_off: w.key_off, key_len: w.key_len })
             .collect();
         if rows.is_empty() {
             return None;
@@ -240,8 +269,8 @@ impl Transaction {
             // no DDL commits in between): the private copy holds the
             // rolled-back DDL, and the next transaction on this thread
             // reuses whatever catalog this one ends with.
-            self.cat_version = self.db.catalog_version.load(Ordering::Acquire);
-            self.cat = self.db.current_catalog();
+            self.cat_version = self.db.catalog.version();
+            self.cat = self.db.catalog.current();
         }
         self.release_locks();
         self.db.txns.end(self.id);
@@ -261,8 +290,7 @@ impl Transaction {
         if self.ddl_locked {
             self.ddl_locked = false;
             self.private_catalog = false;
-            let released = self.db.ddl_owner.compare_exchange(self.id.get(), 0, Ordering::AcqRel, Ordering::Relaxed);
-            assert!(released.is_ok(), "DDL lock owned by someone else");
+            self.db.catalog.unlock_ddl(self.id);
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::Transaction;
 use crate::api::RowRef;
-use crate::db::CatalogState;
+use crate::catalog::CatalogState;
 use crate::error::{EngineError, Result};
 use crate::ids::TxnId;
 use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor};

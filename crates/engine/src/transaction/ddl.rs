@@ -3,7 +3,6 @@
 //! exclusive table lock and is restored on rollback.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use super::constraints::key_detail;
 use super::{DdlOp, Step, Transaction};
@@ -21,17 +20,11 @@ impl Transaction {
         if self.ddl_locked {
             return Ok(());
         }
-        let deadline = self.db.lock_deadline();
-        while self.db.ddl_owner.compare_exchange(0, self.id.get(), Ordering::AcqRel, Ordering::Relaxed).is_err() {
-            if std::time::Instant::now() >= deadline {
-                return Err(EngineError::LockTimeout { detail: "while waiting for another transaction's DDL".into() });
-            }
-            std::thread::sleep(std::time::Duration::from_micros(500));
-        }
+        self.db.catalog.lock_ddl(self.id, self.db.lock_deadline())?;
         self.ddl_locked = true;
         // Base the private catalog on the latest committed one: no other
         // DDL can commit while we hold the DDL lock.
-        self.cat = Arc::new((*self.db.current_catalog()).clone());
+        self.cat = Arc::new((*self.db.catalog.current()).clone());
         self.private_catalog = true;
         for held in &mut self.held {
             held.meta = held.store.meta();
@@ -43,7 +36,7 @@ impl Transaction {
         if self.exclusive.iter().any(|s| Arc::ptr_eq(s, store)) {
             return Ok(());
         }
-        if self.db.current_catalog().store(store.schema.id).is_none() {
+        if self.db.catalog.current().store(store.schema.id).is_none() {
             return Ok(()); // Created by this transaction: nobody else can see it.
         }
         let own_shared = u64::from(self.held.iter().any(|h| h.shared && Arc::ptr_eq(&h.store, store)));

@@ -23,13 +23,16 @@ mod ddl;
 mod reads;
 mod writes;
 
+pub(crate) use commit::CommitOrder;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use pgtier_wal::Lsn;
 
-use crate::db::{CatalogState, CommitMode, DbInner};
+use crate::catalog::CatalogState;
+use crate::db::{CommitMode, DbInner};
 use crate::error::{EngineError, Result};
 use crate::ids::{Snapshot, TxnId};
 use crate::key::hash_key;
@@ -156,11 +159,11 @@ impl Transaction {
         let (id, snapshot) = db.txns.begin()?;
         // Version first, then catalog: a cached catalog is reused only if
         // no DDL committed since it was taken.
-        let cat_version = db.catalog_version.load(Ordering::Acquire);
+        let cat_version = db.catalog.version();
         let mut r = RECYCLED.with(|c| c.borrow_mut().take()).unwrap_or_default();
         let cat = match r.cat.take() {
             Some((instance, version, cat)) if instance == db.instance && version == cat_version => cat,
-            _ => db.current_catalog(),
+            _ => db.catalog.current(),
         };
         Ok(Transaction {
             db,
@@ -274,9 +277,9 @@ impl Transaction {
     /// Takes the committed catalog if DDL committed since ours was taken.
     /// Called after the snapshot is taken (version first, then catalog).
     fn follow_committed_catalog(&mut self) {
-        let v = self.db.catalog_version.load(Ordering::Acquire);
+        let v = self.db.catalog.version();
         if v != self.cat_version {
-            self.cat = self.db.current_catalog();
+            self.cat = self.db.catalog.current();
             self.cat_version = v;
         }
     }

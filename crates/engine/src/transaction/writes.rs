@@ -33,7 +33,7 @@ impl Transaction {
         }
         let store = self.store(table)?;
         let own_exclusive = self.exclusive.iter().any(|s| Arc::ptr_eq(s, &store));
-        let created_here = self.private_catalog && self.db.current_catalog().store(table).is_none();
+        let created_here = self.private_catalog && self.db.catalog.current().store(table).is_none();
         let shared = !own_exclusive && !created_here;
         if shared {
             store.lock.lock_shared(self.db.lock_deadline(), &store.schema.name)?;
