@@ -236,14 +236,21 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<(Lsn, PathBuf)>> {
     Ok(out)
 }
 
+/// A block of one table's rows in a checkpoint read back.
+pub(crate) struct RowBlock {
+    pub(crate) table: TableId,
+    pub(crate) rows: u32,
+    /// Where its `[u32 len][row]`* lie in `LoadedCheckpoint::data`.
+    pub(crate) bytes: std::ops::Range<usize>,
+}
+
 /// A checkpoint read back: validated catalog and row blocks.
 pub(crate) struct LoadedCheckpoint {
     pub(crate) start_lsn: Lsn,
     pub(crate) catalog: Catalog,
     /// The file's bytes; blocks index into it.
     pub(crate) data: Vec<u8>,
-    /// Row blocks: (table, count, range of `[u32 len][row]`* in `data`).
-    pub(crate) blocks: Vec<(TableId, u32, std::ops::Range<usize>)>,
+    pub(crate) blocks: Vec<RowBlock>,
     pub(crate) rows: u64,
 }
 
@@ -301,7 +308,7 @@ pub(crate) fn load(path: &Path) -> Result<LoadedCheckpoint> {
         if crc32c::crc32c(&data[at..end]) != crc {
             return Err(corrupt("block checksum mismatch"));
         }
-        blocks.push((table, count, at + 13..end));
+        blocks.push(RowBlock { table, rows: count, bytes: at + 13..end });
         rows += u64::from(count);
         at = end + 4;
     }

@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use pgtier_wal::{Lsn, Wal, WalConfig};
+use pgtier_wal::{Wal, WalConfig};
 
 use crate::catalog::CommittedCatalog;
 use crate::checkpoint::{CheckpointInfo, Checkpoints};
@@ -33,9 +33,10 @@ use crate::recovery::RecoveryReport;
 use crate::schema::Catalog;
 use crate::sequence::SequenceLocks;
 use crate::stats::{Counters, DbStats};
-use crate::stream::Consumers;
+use crate::stream::{ConsumerPosition, Consumers};
 use crate::transaction::{CommitOrder, Transaction};
 use crate::txn::TxnManager;
+use crate::verify::TableCheck;
 
 /// When a commit is acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,8 +202,8 @@ impl Database {
     /// Checks storage invariants (tests, `pgtier admin check`): every live
     /// row has its entry in each ordered index, every entry's key is held
     /// by some version of its row, UNIQUE holds over live rows, row counts
-    /// match. Returns (live rows, index entries) per table. Run it quiesced.
-    pub fn verify(&self) -> Result<Vec<(String, u64, Vec<usize>)>> {
+    /// match. Returns live rows and index entries per table. Run it quiesced.
+    pub fn verify(&self) -> Result<Vec<TableCheck>> {
         crate::verify::verify(&self.inner.catalog, &self.inner.gc)
     }
 
@@ -246,7 +247,7 @@ impl Database {
     }
 
     /// Consumers and their acknowledged positions.
-    pub fn consumers(&self) -> Vec<(String, Lsn)> {
+    pub fn consumers(&self) -> Vec<ConsumerPosition> {
         self.inner.consumers.list()
     }
 }

@@ -49,8 +49,9 @@ pub use schema::{
     KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault, SequenceOptions, TableDef, TableId, TableSchema,
 };
 pub use stats::{DbStats, TableStats};
-pub use stream::{Change, CommitStream, CommittedTxn, RowChange, StreamStart};
+pub use stream::{Change, CommitStream, CommittedTxn, ConsumerPosition, RowChange, StreamStart};
 pub use transaction::Transaction;
 pub use types::{DataType, Numeric, Value, ValueRef, civil_from_days, coerce, days_from_civil};
+pub use verify::TableCheck;
 pub use wait_hook::set_wait_hook;
 pub use walrec::RowOp;

@@ -17,13 +17,13 @@ use parking_lot::Mutex;
 use pgtier_wal::{Lsn, Wal, WalConfig};
 
 use crate::catalog::CatalogState;
-use crate::checkpoint::CheckpointInfo;
+use crate::checkpoint::{CheckpointInfo, RowBlock};
 use crate::error::{EngineError, Result};
 use crate::ids::CommitTs;
 use crate::key::hash_key;
 use crate::ordered::OrderedIndex;
 use crate::primary;
-use crate::schema::{Catalog, TableId};
+use crate::schema::{Catalog, TableDdl, TableId};
 use crate::stream::Consumers;
 use crate::table::{FkLink, IndexStore, TableMeta, TableStore};
 use crate::version::VPtr;
@@ -121,10 +121,10 @@ fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<Catal
         state.set_store(table.id, Some(Arc::new(TableStore::new(Arc::clone(table)))));
     }
     let mut counts: Vec<(TableId, usize)> = Vec::new();
-    for (table, count, _) in &loaded.blocks {
-        match counts.iter_mut().find(|(t, _)| t == table) {
-            Some((_, c)) => *c += *count as usize,
-            None => counts.push((*table, *count as usize)),
+    for block in &loaded.blocks {
+        match counts.iter_mut().find(|(t, _)| *t == block.table) {
+            Some((_, c)) => *c += block.rows as usize,
+            None => counts.push((block.table, block.rows as usize)),
         }
     }
     for (table, rows) in counts {
@@ -134,17 +134,17 @@ fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<Catal
     }
     // Tables load in parallel (a table's blocks are contiguous); rows of a
     // checkpoint have distinct keys, so each is inserted without a probe.
-    let mut per_table: Vec<(Arc<TableStore>, Vec<BlockRef>)> = Vec::new();
-    for (table, count, range) in &loaded.blocks {
-        let Some(store) = state.store(*table) else {
-            return Err(EngineError::Corrupt(format!("checkpoint rows for unknown table {}", table.0)));
+    let mut per_table: Vec<(Arc<TableStore>, Vec<&RowBlock>)> = Vec::new();
+    for block in &loaded.blocks {
+        let Some(store) = state.store(block.table) else {
+            return Err(EngineError::Corrupt(format!("checkpoint rows for unknown table {}", block.table.0)));
         };
         match per_table.iter_mut().find(|(s, _)| Arc::ptr_eq(s, store)) {
-            Some((_, blocks)) => blocks.push((*count, range.clone())),
-            None => per_table.push((Arc::clone(store), vec![(*count, range.clone())])),
+            Some((_, blocks)) => blocks.push(block),
+            None => per_table.push((Arc::clone(store), vec![block])),
         }
     }
-    per_table.sort_by_key(|(_, blocks)| std::cmp::Reverse(blocks.iter().map(|b| b.1.len()).sum::<usize>()));
+    per_table.sort_by_key(|(_, blocks)| std::cmp::Reverse(blocks.iter().map(|b| b.bytes.len()).sum::<usize>()));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let failed: Mutex<Option<EngineError>> = Mutex::new(None);
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(per_table.len().max(1));
@@ -155,8 +155,8 @@ fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<Catal
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some((store, blocks)) = per_table.get(i) else { return };
-                    for (count, range) in blocks {
-                        if let Err(e) = load_block(store, *count, &loaded.data[range.clone()], &mut key) {
+                    for block in blocks {
+                        if let Err(e) = load_block(store, block.rows, &loaded.data[block.bytes.clone()], &mut key) {
                             *failed.lock() = Some(e);
                             return;
                         }
@@ -170,9 +170,6 @@ fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<Catal
     }
     Ok(state)
 }
-
-/// A checkpoint block: row count and byte range in the file.
-type BlockRef = (u32, std::ops::Range<usize>);
 
 fn load_block(store: &TableStore, count: u32, payload: &[u8], key: &mut Vec<u8>) -> Result<()> {
     let layout = store.layout();
@@ -413,12 +410,12 @@ fn apply(state: &mut CatalogState, op: OpRef<'_>, key: &mut Vec<u8>, scratch: &m
                 RowOp::Delete => remove(store, row, key, scratch),
             }
         }
-        OpRef::CreateTable((table, indexes, fks)) => {
+        OpRef::CreateTable(TableDdl { table, indexes, foreign_keys }) => {
             if state.catalog.table_ever(table.id).is_some() {
                 return Ok(());
             }
             let id = table.id;
-            catalog_mut(state).add_table(Arc::clone(&table), indexes, fks);
+            catalog_mut(state).add_table(Arc::clone(&table), indexes, foreign_keys);
             state.set_store(id, Some(Arc::new(TableStore::new(table))));
         }
         OpRef::DropTable(id) => {

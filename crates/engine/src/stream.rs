@@ -26,7 +26,7 @@ use crate::api::RowRef;
 use crate::codec::{Reader, Writer};
 use crate::db::DbInner;
 use crate::error::{EngineError, Result};
-use crate::schema::{ForeignKey, IndexId, IndexSchema, TableId, TableSchema};
+use crate::schema::{ForeignKey, IndexId, IndexSchema, TableDdl, TableId, TableSchema};
 use crate::types::Value;
 use crate::walrec::{AssembledTxn, OpRef, RowOp, TxnAssembler, decode_record};
 
@@ -77,6 +77,14 @@ pub struct CommittedTxn {
     pub next_lsn: Lsn,
     pub commit_ts: u64,
     pub changes: Vec<Change>,
+}
+
+/// A registered consumer ([`crate::Database::consumers`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerPosition {
+    pub name: String,
+    /// Where it resumes: after its last acknowledged transaction.
+    pub position: Lsn,
 }
 
 /// The registered consumers and their acknowledged positions, persisted in
@@ -142,8 +150,8 @@ impl Consumers {
         reg.save()
     }
 
-    pub(crate) fn list(&self) -> Vec<(String, Lsn)> {
-        self.0.lock().positions.iter().map(|(n, l)| (n.clone(), *l)).collect()
+    pub(crate) fn list(&self) -> Vec<ConsumerPosition> {
+        self.0.lock().positions.iter().map(|(name, position)| ConsumerPosition { name: name.clone(), position: *position }).collect()
     }
 
     /// The oldest position any consumer still needs (WAL retention).
@@ -282,7 +290,7 @@ impl CommitStream {
                 schema.layout().validate_image(row)?;
                 Change::Row(RowChange { op, table: schema, image: row.to_vec() })
             }
-            OpRef::CreateTable((table, indexes, foreign_keys)) => {
+            OpRef::CreateTable(TableDdl { table, indexes, foreign_keys }) => {
                 self.schemas.insert(table.id, Arc::clone(&table));
                 Change::CreateTable { table, indexes, foreign_keys }
             }

@@ -15,7 +15,17 @@ fn broken<T>(what: String) -> Result<T> {
     Err(EngineError::Corrupt(what))
 }
 
-pub(crate) fn verify(catalog: &CommittedCatalog, gc: &Gc) -> Result<Vec<(String, u64, Vec<usize>)>> {
+/// What [`crate::Database::verify`] found in one table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableCheck {
+    pub table: String,
+    /// Committed live rows.
+    pub rows: u64,
+    /// Entries of each ordered index (primary key first).
+    pub index_entries: Vec<usize>,
+}
+
+pub(crate) fn verify(catalog: &CommittedCatalog, gc: &Gc) -> Result<Vec<TableCheck>> {
     let _no_prune_in_flight = gc.exclude_pruning();
     let cat = catalog.current();
     let mut out = Vec::new();
@@ -104,7 +114,7 @@ pub(crate) fn verify(catalog: &CommittedCatalog, gc: &Gc) -> Result<Vec<(String,
             }
             entry_counts.push(entries.len());
         }
-        out.push((store.schema.name.clone(), rows, entry_counts));
+        out.push(TableCheck { table: store.schema.name.clone(), rows, index_entries: entry_counts });
     }
     Ok(out)
 }

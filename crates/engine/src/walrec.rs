@@ -17,15 +17,10 @@
 //! which never changes for a table id; replay is idempotent because every
 //! op carries the full image keyed by primary key.
 
-use std::sync::Arc;
-
 use crate::codec::{Reader, Writer};
-use crate::ids::CommitTs;
 use crate::error::{EngineError, Result};
-use crate::schema::{
-    Format, ForeignKey, IndexId, IndexSchema, TableId, TableSchema, decode_index_ddl, decode_table_ddl, encode_index_ddl,
-    encode_table_ddl,
-};
+use crate::ids::CommitTs;
+use crate::schema::{Format, IndexId, IndexSchema, TableDdl, TableId, decode_index_ddl, decode_table_ddl, encode_index_ddl, encode_table_ddl};
 
 pub(crate) const REC_TXN: u8 = 1;
 pub(crate) const REC_TXN_PART: u8 = 2;
@@ -136,9 +131,9 @@ impl RecordBuilder {
         Ok(())
     }
 
-    pub(crate) fn create_table(&mut self, t: &TableSchema, indexes: &[Arc<IndexSchema>], fks: &[Arc<ForeignKey>]) -> Result<()> {
+    pub(crate) fn create_table(&mut self, ddl: &TableDdl) -> Result<()> {
         let mut tmp = Vec::new();
-        encode_table_ddl(&mut Writer::new(&mut tmp), t, indexes, fks);
+        encode_table_ddl(&mut Writer::new(&mut tmp), ddl);
         self.room_for(1 + tmp.len())?;
         let mut w = self.buf();
         w.u8(OP_CREATE_TABLE_V2);
@@ -192,7 +187,7 @@ impl RecordBuilder {
 /// A decoded op; row images borrow from the record.
 pub(crate) enum OpRef<'a> {
     Row { op: RowOp, table: TableId, row: &'a [u8] },
-    CreateTable(crate::schema::TableDdl),
+    CreateTable(TableDdl),
     DropTable(TableId),
     CreateIndex(IndexSchema),
     DropIndex(IndexId),

@@ -35,6 +35,15 @@ pub(crate) struct CommitPoint {
     pub(crate) last_lsn: Option<Lsn>,
 }
 
+/// What the commit lock's critical section assigned.
+struct Committed {
+    commit_ts: CommitTs,
+    /// The transaction's last WAL record (None: it logged nothing).
+    lsn: Option<Lsn>,
+    /// The last record appended before it.
+    prior_lsn: Option<Lsn>,
+}
+
 impl CommitOrder {
     /// `last_ts`: the newest commit ts recovered.
     pub(crate) fn new(last_ts: CommitTs) -> CommitOrder {
@@ -103,7 +112,7 @@ impl Transaction {
             self.status = Status::Ended;
             return Err(e);
         }
-        let (commit_ts, lsn, prior_lsn) = match self.commit_critical(&mut builder) {
+        let Committed { commit_ts, lsn, prior_lsn } = match self.commit_critical(&mut builder) {
             Ok(v) => v,
             Err(e) => {
                 self.rollback_internal();
@@ -165,7 +174,7 @@ impl Transaction {
                     builder.row(op, store.schema.id, w.head.row(store.layout()))?;
                 }
                 Step::Ddl(j) => match &self.ddl[*j] {
-                    DdlOp::CreateTable(t, i, f) => builder.create_table(t, i, f)?,
+                    DdlOp::CreateTable(t) => builder.create_table(t)?,
                     DdlOp::DropTable(t) => builder.drop_table(*t)?,
                     DdlOp::CreateIndex(i) => builder.create_index(i)?,
                     DdlOp::DropIndex(i) => builder.drop_index(*i)?,
@@ -179,7 +188,7 @@ impl Transaction {
     /// Under the commit lock: assign the commit ts, append the WAL records,
     /// stamp our versions, publish DDL. Short and allocation-free apart from
     /// the WAL's own buffer copy.
-    fn commit_critical(&mut self, builder: &mut RecordBuilder) -> Result<(CommitTs, Option<Lsn>, Option<Lsn>)> {
+    fn commit_critical(&mut self, builder: &mut RecordBuilder) -> Result<Committed> {
         let has_records = !builder.is_empty();
         let mut c = self.db.commit.lock();
         let commit_ts = c.last_ts.next();
@@ -205,7 +214,7 @@ impl Transaction {
         if lsn.is_some() {
             c.last_lsn = lsn;
         }
-        Ok((commit_ts, lsn, prior_lsn))
+        Ok(Committed { commit_ts, lsn, prior_lsn })
     }
 
     fn gc_item(&mut self, commit_ts: CommitTs) -> Option<GcItem> {
@@ -259,8 +268,8 @@ impl Transaction {
         self.write_index = None;
         self.keys.clear();
         self.order.clear();
-        while let Some((store, meta)) = self.meta_undo.pop() {
-            *store.meta.write() = meta;
+        while let Some(undo) = self.meta_undo.pop() {
+            *undo.store.meta.write() = undo.old;
         }
         self.ddl.clear();
         self.dropped.clear();

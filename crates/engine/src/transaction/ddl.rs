@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use super::constraints::key_detail;
-use super::{DdlOp, Step, Transaction};
+use super::{DdlOp, MetaUndo, Step, Transaction};
 use crate::error::{EngineError, Result};
 use crate::ordered::{ENTRY_BYTES_MAX, OrderedIndex};
-use crate::schema::{ForeignKey, IndexDef, IndexId, IndexSchema, TableDef, TableId};
+use crate::schema::{ForeignKey, IndexDef, IndexId, IndexSchema, TableDdl, TableDef, TableId};
 use crate::table::{FkLink, IndexStore, TableMeta, TableStore};
 use crate::ids::TxnId;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted, owner_of};
@@ -48,7 +48,7 @@ impl Transaction {
     fn set_meta(&mut self, store: &Arc<TableStore>, meta: TableMeta) {
         let meta = Arc::new(meta);
         let old = std::mem::replace(&mut *store.meta.write(), Arc::clone(&meta));
-        self.meta_undo.push((Arc::clone(store), old));
+        self.meta_undo.push(MetaUndo { store: Arc::clone(store), old });
         for held in &mut self.held {
             if Arc::ptr_eq(&held.store, store) {
                 held.meta = Arc::clone(&meta);
@@ -96,7 +96,7 @@ impl Transaction {
         self.catalog_mut().add_table(Arc::clone(&table), indexes.clone(), fks.clone());
         Arc::make_mut(&mut self.cat).set_store(id, Some(store));
         self.order.push(Step::Ddl(self.ddl.len()));
-        self.ddl.push(DdlOp::CreateTable(table, indexes, fks));
+        self.ddl.push(DdlOp::CreateTable(TableDdl { table, indexes, foreign_keys: fks }));
         Ok(id)
     }
 

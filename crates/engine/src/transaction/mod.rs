@@ -36,7 +36,7 @@ use crate::db::{CommitMode, DbInner};
 use crate::error::{EngineError, Result};
 use crate::ids::{Snapshot, TxnId};
 use crate::key::hash_key;
-use crate::schema::{ForeignKey, IndexId, IndexSchema, TableId, TableSchema};
+use crate::schema::{IndexId, IndexSchema, TableDdl, TableId};
 use crate::table::{TableMeta, TableStore};
 use crate::types::Value;
 use crate::version::VPtr;
@@ -73,8 +73,14 @@ enum Step {
     Ddl(usize),
 }
 
+/// A table's metadata before this transaction's DDL replaced it.
+struct MetaUndo {
+    store: Arc<TableStore>,
+    old: Arc<TableMeta>,
+}
+
 enum DdlOp {
-    CreateTable(Arc<TableSchema>, Vec<Arc<IndexSchema>>, Vec<Arc<ForeignKey>>),
+    CreateTable(TableDdl),
     DropTable(TableId),
     CreateIndex(Arc<IndexSchema>),
     DropIndex(IndexId),
@@ -102,14 +108,21 @@ struct Scratch {
 /// the steady-state commit path does not allocate them again.
 #[derive(Default)]
 struct Recycled {
-    /// The committed catalog the last transaction on this thread used:
-    /// (database instance, catalog version, catalog). Reused while the
-    /// version is unchanged, sparing a shared lock and refcount per begin.
-    cat: Option<(u64, u64, Arc<CatalogState>)>,
+    /// The committed catalog the last transaction on this thread used.
+    /// Reused while its version is unchanged, sparing a shared lock and
+    /// refcount per begin.
+    cat: Option<CachedCatalog>,
     writes: Vec<WriteEntry>,
     order: Vec<Step>,
     held: Vec<Held>,
     s: Scratch,
+}
+
+struct CachedCatalog {
+    /// `DbInner::instance` of its database.
+    instance: u64,
+    version: u64,
+    state: Arc<CatalogState>,
 }
 
 /// Recycled buffers larger than this are dropped instead (bulk loads).
@@ -142,7 +155,7 @@ pub struct Transaction {
     ddl: Vec<DdlOp>,
     ddl_locked: bool,
     exclusive: Vec<Arc<TableStore>>,
-    meta_undo: Vec<(Arc<TableStore>, Arc<TableMeta>)>,
+    meta_undo: Vec<MetaUndo>,
     dropped: Vec<Arc<TableStore>>,
     /// A log position this transaction's result depends on without having
     /// written it (a sequence advanced in its own transaction): a `Sync`
@@ -162,7 +175,7 @@ impl Transaction {
         let cat_version = db.catalog.version();
         let mut r = RECYCLED.with(|c| c.borrow_mut().take()).unwrap_or_default();
         let cat = match r.cat.take() {
-            Some((instance, version, cat)) if instance == db.instance && version == cat_version => cat,
+            Some(c) if c.instance == db.instance && c.version == cat_version => c.state,
             _ => db.catalog.current(),
         };
         Ok(Transaction {
@@ -375,7 +388,7 @@ impl Transaction {
         }
         let cat = (!self.private_catalog).then(|| {
             let placeholder = NO_CATALOG.with(Arc::clone);
-            (self.db.instance, self.cat_version, std::mem::replace(&mut self.cat, placeholder))
+            CachedCatalog { instance: self.db.instance, version: self.cat_version, state: std::mem::replace(&mut self.cat, placeholder) }
         });
         let r = Recycled {
             cat,
