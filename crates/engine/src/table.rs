@@ -402,6 +402,7 @@ impl TableStore {
     /// Installs a new version for `key` on top of `expected` (as returned by
     /// [`TableStore::latest`]), or overwrites it if it is our own. Returns
     /// None if the head changed meanwhile (the caller re-reads and retries).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn install(&self, hash: u64, key: &[u8], me: TxnId, expected: LatestVersion, row: &[u8], flags: u64, scratch: &mut Vec<u8>) -> Option<VPtr> {
         assert_eq!(flags & !FLAGS_MASK, 0);
         let layout = self.layout();

@@ -107,6 +107,7 @@ impl VPtr {
 
     /// This version and the older ones after it, newest first. Each one's
     /// `prev` is read before it is yielded, so the caller may free it.
+    #[inline]
     pub(crate) fn chain(self) -> Chain {
         Chain(Some(self))
     }

@@ -13,8 +13,8 @@ use pgtier_wal::Lsn;
 use super::{DdlOp, Status, Step, Transaction};
 use crate::api::CommitInfo;
 use crate::db::CommitMode;
-use crate::gc::{GcItem, GcRow};
 use crate::error::{EngineError, Result};
+use crate::gc::{GcItem, GcRow};
 use crate::ids::CommitTs;
 use crate::table::TableStore;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted};
@@ -50,6 +50,7 @@ impl CommitOrder {
         CommitOrder(Mutex::new(CommitPoint { last_ts, last_lsn: None }))
     }
 
+    #[inline]
     pub(crate) fn lock(&self) -> MutexGuard<'_, CommitPoint> {
         self.0.lock()
     }
@@ -61,8 +62,6 @@ impl CommitOrder {
 }
 
 impl Transaction {
-    // ------------------------------------------------------------ end of txn
-
     /// Commits. In `Sync` mode returns once the WAL record is durable; in
     /// `Async` once it is in the WAL buffer. A failed transaction is rolled
     /// back instead (`rolled_back` in the result).

@@ -17,11 +17,11 @@ use crate::table::{Conflict, FkLink, IndexStore, TableMeta, TableStore, cols_equ
 use crate::types::Value;
 
 impl Transaction {
-    /// Index maintenance and constraint checks after installing `new_row`
-    /// (whose previous image was `old_row`, if any) for the key in `self.s.key`.
-    /// Index entries and foreign keys of a written row. `changed`: what an
-    /// UPDATE assigned (other columns are copies of `old_row`), so indexes
-    /// and foreign keys on none of its columns need no work.
+    /// Index entries and foreign keys of a written row: after installing
+    /// `new_row` (whose previous image was `old_row`, if any) for the key in
+    /// `self.s.key`. `changed`: what an UPDATE assigned (other columns are
+    /// copies of `old_row`), so indexes and foreign keys on none of its
+    /// columns need no work.
     pub(super) fn after_write(&mut self, store: &Arc<TableStore>, meta: &TableMeta, new_row: &[u8], old_row: Option<&[u8]>, old_was_own: bool, changed: Option<&[(usize, Value)]>) -> Result<()> {
         let layout = store.layout();
         let pk = std::mem::take(&mut self.s.key);
@@ -144,7 +144,6 @@ impl Transaction {
         Ok(false)
     }
 
-    /// FK, parent side (RESTRICT): no row may still reference `old_row`.
     /// FK, parent side: `old_row`'s key is going away (deleted, or changed
     /// when not `deleting`). Rows still referencing it are an error, or,
     /// for a delete under ON DELETE CASCADE / SET NULL, are deleted or

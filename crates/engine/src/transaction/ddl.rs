@@ -14,8 +14,6 @@ use crate::ids::TxnId;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted, owner_of};
 
 impl Transaction {
-    // -------------------------------------------------------------------- DDL
-
     fn acquire_ddl(&mut self) -> Result<()> {
         if self.ddl_locked {
             return Ok(());

@@ -18,8 +18,6 @@ use crate::types::Value;
 const SCAN_BATCH_ENTRIES: usize = 128;
 
 impl Transaction {
-    // ------------------------------------------------------------------ reads
-
     /// Reads the row with primary key `key` visible to this statement.
     pub fn get(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         self.prologue()?;

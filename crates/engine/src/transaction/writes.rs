@@ -25,8 +25,6 @@ const WRITE_INDEX_THRESHOLD: usize = 16;
 const INSTALL_RETRIES_MAX: usize = 10_000;
 
 impl Transaction {
-    // ----------------------------------------------------------------- writes
-
     fn hold(&mut self, table: TableId) -> Result<usize> {
         if let Some(i) = self.held.iter().position(|h| h.store.schema.id == table) {
             return Ok(i);
@@ -355,7 +353,6 @@ fn apply_changes(schema: &TableSchema, base: &[u8], changes: &[(usize, Value)], 
 }
 
 
-/// ("a, b", "1, x") for error details.
 /// PostgreSQL's DETAIL of a NOT NULL violation: the new row's user
 /// columns in text form, `null` for NULL.
 fn failing_row(schema: &TableSchema, value_text: impl Fn(usize) -> String) -> String {
