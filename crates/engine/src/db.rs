@@ -5,7 +5,7 @@
 //! | field | type (module) | touched by |
 //! |---|---|---|
 //! | `txns` | `TxnManager` (txn) | transactions, GC (horizon), stats |
-//! | `catalog` | `CommittedCatalog` (catalog) | transactions (DDL publishes), GC, checkpoint, verify, stream, stats |
+//! | `catalog` | `CommittedCatalog` (catalog) | transactions (DDL publishes), sequences, GC, checkpoint, verify, stream, stats |
 //! | `commit` | `CommitOrder` (transaction/commit) | commit, checkpoint, close |
 //! | `gc` | `Gc` (gc) | commit (queues work), background thread, vacuum, verify |
 //! | `checkpoints` | `Checkpoints` (checkpoint) | background thread, `checkpoint()`, close, stats |
@@ -94,7 +94,7 @@ pub(crate) struct DbInner {
     /// Unique per open database in this process (thread-local caches key on
     /// it; an address could be reused by the next database opened).
     pub(crate) instance: u64,
-    pub(crate) dir: PathBuf,
+    dir: PathBuf,
     pub(crate) config: EngineConfig,
     pub(crate) wal: Wal,
     pub(crate) txns: TxnManager,
