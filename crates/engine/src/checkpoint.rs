@@ -22,15 +22,19 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::time::{Instant, SystemTime};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
-use pgtier_wal::Lsn;
+use parking_lot::Mutex;
+use pgtier_wal::{Lsn, Wal};
 
+use crate::catalog::CommittedCatalog;
 use crate::codec::{Reader, Writer};
-use crate::db::{CheckpointInfo, DbInner};
 use crate::error::{EngineError, Result};
+use crate::primary::SHARD_COUNT;
 use crate::schema::{Catalog, Format, TableId};
+use crate::stream::Consumers;
+use crate::transaction::CommitOrder;
 
 /// Written now: the catalog in format V2 (sequences).
 const MAGIC: &[u8; 8] = b"PGTCKPT2";
@@ -42,14 +46,97 @@ const BLOCK_BYTES_TARGET: usize = 1 << 20;
 /// Checkpoint files kept (the WAL is kept from the oldest one's start).
 const CHECKPOINTS_KEPT: usize = 2;
 
-pub(crate) fn checkpoint(db: &DbInner) -> Result<CheckpointInfo> {
-    let _serial = db.checkpoint_serial.lock();
+/// Result of a checkpoint.
+#[derive(Clone, Debug)]
+pub struct CheckpointInfo {
+    /// Replay starts here; WAL before it is not needed by this checkpoint.
+    pub start_lsn: Lsn,
+    pub rows: u64,
+    pub bytes: u64,
+    pub duration: Duration,
+    pub completed_at: SystemTime,
+    pub path: PathBuf,
+}
+
+/// The checkpoint files kept, and the serialization of checkpoints.
+pub(crate) struct Checkpoints {
+    /// Retained checkpoint files, oldest first.
+    retained: Mutex<Vec<CheckpointInfo>>,
+    /// One checkpoint at a time.
+    serial: Mutex<()>,
+    /// Checkpoints written since open.
+    taken: AtomicU64,
+}
+
+impl Checkpoints {
+    /// `retained`: the files recovery found, oldest first.
+    pub(crate) fn new(retained: Vec<CheckpointInfo>) -> Checkpoints {
+        Checkpoints { retained: Mutex::new(retained), serial: Mutex::new(()), taken: AtomicU64::new(0) }
+    }
+
+    pub(crate) fn last(&self) -> Option<CheckpointInfo> {
+        self.retained.lock().last().cloned()
+    }
+
+    pub(crate) fn count(&self) -> u64 {
+        self.taken.load(Ordering::Relaxed)
+    }
+
+    /// True when `wal_bytes` of WAL were written since the last checkpoint,
+    /// or `interval` has passed and anything was written.
+    pub(crate) fn due(&self, wal: &Wal, interval: Option<Duration>, wal_bytes: u64) -> bool {
+        let last = self.retained.lock().last().map(|c| (c.start_lsn, c.completed_at));
+        let wal_end = wal.end().0;
+        match last {
+            None => wal_end > wal_bytes.min(64 << 20),
+            Some((start, at)) => {
+                let by_volume = wal_end.saturating_sub(start.0) > wal_bytes;
+                let by_time = interval.is_some_and(|i| at.elapsed().unwrap_or_default() >= i && wal_end > start.0 + 4096);
+                by_volume || by_time
+            }
+        }
+    }
+
+    /// Writes a checkpoint of the committed catalog's tables into `dir`,
+    /// then truncates `wal` below what the retained checkpoints and the
+    /// commit-stream `consumers` still need. `commit` is held only for a
+    /// moment, to take a start LSN no commit is halfway past.
+    pub(crate) fn take(&self, dir: &Path, wal: &Wal, commit: &CommitOrder, catalog: &CommittedCatalog, consumers: &Consumers) -> Result<CheckpointInfo> {
+        let _serial = self.serial.lock();
+        let info = write(dir, wal, commit, catalog)?;
+        self.retire_old(info.clone(), wal, consumers)?;
+        self.taken.fetch_add(1, Ordering::Relaxed);
+        Ok(info)
+    }
+
+    /// Keeps the newest checkpoints, deletes older files, truncates the WAL.
+    fn retire_old(&self, info: CheckpointInfo, wal: &Wal, consumers: &Consumers) -> Result<()> {
+        let mut kept = self.retained.lock();
+        // Nothing committed since the last checkpoint: the same file was
+        // rewritten, and must not be counted (and later deleted) twice.
+        kept.retain(|c| c.path != info.path);
+        kept.push(info);
+        while kept.len() > CHECKPOINTS_KEPT {
+            let old = kept.remove(0);
+            let _ = fs::remove_file(&old.path);
+        }
+        let oldest_needed = kept.first().map_or(Lsn(0), |c| c.start_lsn);
+        drop(kept);
+        let consumers_min = consumers.min_position();
+        let limit = consumers_min.map_or(oldest_needed, |c| c.min(oldest_needed));
+        wal.truncate_before(limit)?;
+        Ok(())
+    }
+}
+
+/// Steps 1 to 4 of the module docs: the file, durable under its name.
+fn write(dir: &Path, wal: &Wal, commit: &CommitOrder, catalog: &CommittedCatalog) -> Result<CheckpointInfo> {
     let started = Instant::now();
     let (start_lsn, cat) = {
-        let _c = db.commit.lock();
-        (db.wal.end(), db.current_catalog())
+        let _c = commit.lock();
+        (wal.end(), catalog.current())
     };
-    let tmp = db.dir.join("checkpoint.tmp");
+    let tmp = dir.join("checkpoint.tmp");
     let file = File::create(&tmp).map_err(|e| EngineError::io("create checkpoint.tmp", e))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let mut header = Vec::new();
@@ -61,7 +148,7 @@ pub(crate) fn checkpoint(db: &DbInner) -> Result<CheckpointInfo> {
     let mut block = Vec::with_capacity(BLOCK_BYTES_TARGET + 4096);
     for store in cat.live_stores() {
         let mut count = 0u32;
-        for shard in 0..store.primary.shards().len() {
+        for shard in 0..SHARD_COUNT {
             // Rows are copied under the shard lock; I/O happens after it is released.
             count += store.committed_rows_of_shard(shard, &mut block);
             if block.len() >= BLOCK_BYTES_TARGET {
@@ -85,27 +172,23 @@ pub(crate) fn checkpoint(db: &DbInner) -> Result<CheckpointInfo> {
     end.extend_from_slice(&crc.to_le_bytes());
     out.write_all(&end).map_err(|e| EngineError::io("write checkpoint", e))?;
     // Step 3: everything captured must be replayable from the WAL.
-    let last_lsn = db.commit.lock().last_lsn;
-    if let Some(lsn) = last_lsn {
-        db.wal.wait_durable(lsn)?;
+    if let Some(lsn) = commit.last_lsn() {
+        wal.wait_durable(lsn)?;
     }
     let file = out.into_inner().map_err(|e| EngineError::io("flush checkpoint", e.into_error()))?;
     file.sync_all().map_err(|e| EngineError::io("fsync checkpoint", e))?;
     drop(file);
-    let path = db.dir.join(format!("checkpoint-{:016x}.ckpt", start_lsn.0));
+    let path = dir.join(format!("checkpoint-{:016x}.ckpt", start_lsn.0));
     fs::rename(&tmp, &path).map_err(|e| EngineError::io("rename checkpoint", e))?;
-    sync_dir(&db.dir)?;
-    let info = CheckpointInfo {
+    sync_dir(dir)?;
+    Ok(CheckpointInfo {
         start_lsn,
         rows: rows_total,
         bytes: bytes_total,
         duration: started.elapsed(),
         completed_at: SystemTime::now(),
         path,
-    };
-    retire_old(db, info.clone())?;
-    db.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
-    Ok(info)
+    })
 }
 
 fn write_framed(out: &mut impl Write, body: &[u8], magic: &[u8; 8]) -> Result<()> {
@@ -136,25 +219,6 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     d.sync_all().map_err(|e| EngineError::io("fsync directory", e))
 }
 
-/// Keeps the newest checkpoints, deletes older files, truncates the WAL.
-fn retire_old(db: &DbInner, info: CheckpointInfo) -> Result<()> {
-    let mut kept = db.checkpoints.lock();
-    // Nothing committed since the last checkpoint: the same file was
-    // rewritten, and must not be counted (and later deleted) twice.
-    kept.retain(|c| c.path != info.path);
-    kept.push(info);
-    while kept.len() > CHECKPOINTS_KEPT {
-        let old = kept.remove(0);
-        let _ = fs::remove_file(&old.path);
-    }
-    let oldest_needed = kept.first().map_or(Lsn(0), |c| c.start_lsn);
-    drop(kept);
-    let consumers_min = db.consumers.lock().min_position();
-    let limit = consumers_min.map_or(oldest_needed, |c| c.min(oldest_needed));
-    db.wal.truncate_before(limit)?;
-    Ok(())
-}
-
 /// Checkpoint files in `dir`, newest first.
 pub(crate) fn list(dir: &Path) -> Result<Vec<(Lsn, PathBuf)>> {
     let mut out = Vec::new();
@@ -172,14 +236,21 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<(Lsn, PathBuf)>> {
     Ok(out)
 }
 
+/// A block of one table's rows in a checkpoint read back.
+pub(crate) struct RowBlock {
+    pub(crate) table: TableId,
+    pub(crate) rows: u32,
+    /// Where its `[u32 len][row]`* lie in `LoadedCheckpoint::data`.
+    pub(crate) bytes: std::ops::Range<usize>,
+}
+
 /// A checkpoint read back: validated catalog and row blocks.
 pub(crate) struct LoadedCheckpoint {
     pub(crate) start_lsn: Lsn,
     pub(crate) catalog: Catalog,
     /// The file's bytes; blocks index into it.
     pub(crate) data: Vec<u8>,
-    /// Row blocks: (table, count, range of `[u32 len][row]`* in `data`).
-    pub(crate) blocks: Vec<(TableId, u32, std::ops::Range<usize>)>,
+    pub(crate) blocks: Vec<RowBlock>,
     pub(crate) rows: u64,
 }
 
@@ -237,7 +308,7 @@ pub(crate) fn load(path: &Path) -> Result<LoadedCheckpoint> {
         if crc32c::crc32c(&data[at..end]) != crc {
             return Err(corrupt("block checksum mismatch"));
         }
-        blocks.push((table, count, at + 13..end));
+        blocks.push(RowBlock { table, rows: count, bytes: at + 13..end });
         rows += u64::from(count);
         at = end + 4;
     }

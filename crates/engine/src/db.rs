@@ -1,22 +1,42 @@
-//! The database: configuration, open/close, the commit path's shared state,
-//! version GC, the background maintenance thread and statistics.
+//! The database: configuration, open/close, and `DbInner`, which gathers
+//! the subsystems. Each subsystem's state is a struct owned by its module
+//! and handed to the code that needs it:
+//!
+//! | field | type (module) | touched by |
+//! |---|---|---|
+//! | `txns` | `TxnManager` (txn) | transactions, GC (horizon), stats |
+//! | `catalog` | `CommittedCatalog` (catalog) | transactions (DDL publishes), sequences, GC, checkpoint, verify, stream, stats |
+//! | `commit` | `CommitOrder` (transaction/commit) | commit, checkpoint, close |
+//! | `gc` | `Gc` (gc) | commit (queues work), background thread, vacuum, verify |
+//! | `checkpoints` | `Checkpoints` (checkpoint) | background thread, `checkpoint()`, close, stats |
+//! | `consumers` | `Consumers` (stream) | commit streams, checkpoint (WAL retention) |
+//! | `sequence_locks` | `SequenceLocks` (sequence) | `nextval`/`setval` |
+//! | `counters` | `Counters` (stats) | transactions, stats |
+//!
+//! Recovery builds the persistent part (`recovery::Recovered`) and `open`
+//! assembles the rest around it.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, RwLock};
-use pgtier_wal::{Lsn, Wal, WalConfig, WalStats};
+use parking_lot::{Condvar, Mutex};
+use pgtier_wal::{Wal, WalConfig};
 
+use crate::catalog::CommittedCatalog;
+use crate::checkpoint::{CheckpointInfo, Checkpoints};
 use crate::error::{EngineError, Result};
-use crate::schema::{Catalog, TableId};
-use crate::stream::ConsumerRegistry;
-use crate::table::TableStore;
-use crate::transaction::Transaction;
+use crate::gc::Gc;
+use crate::recovery::RecoveryReport;
+use crate::schema::Catalog;
+use crate::sequence::SequenceLocks;
+use crate::stats::{Counters, DbStats};
+use crate::stream::{ConsumerPosition, Consumers};
+use crate::transaction::{CommitOrder, Transaction};
 use crate::txn::TxnManager;
+use crate::verify::TableCheck;
 
 /// When a commit is acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,147 +87,57 @@ impl Default for EngineConfig {
     }
 }
 
-/// Committed catalog plus the storage of each live table.
-#[derive(Clone, Default)]
-pub(crate) struct CatalogState {
-    pub(crate) catalog: Arc<Catalog>,
-    /// Indexed by table id; None for ids of dropped tables.
-    pub(crate) stores: Vec<Option<Arc<TableStore>>>,
-}
-
-impl CatalogState {
-    pub(crate) fn store(&self, id: TableId) -> Option<&Arc<TableStore>> {
-        self.stores.get(id.0 as usize).and_then(Option::as_ref)
-    }
-    pub(crate) fn set_store(&mut self, id: TableId, store: Option<Arc<TableStore>>) {
-        let i = id.0 as usize;
-        if self.stores.len() <= i {
-            self.stores.resize(i + 1, None);
-        }
-        self.stores[i] = store;
-    }
-    pub(crate) fn live_stores(&self) -> impl Iterator<Item = &Arc<TableStore>> {
-        self.stores.iter().flatten()
-    }
-}
-
-pub(crate) struct CommitState {
-    pub(crate) last_ts: u64,
-    /// LSN of the last record appended (for checkpoint durability waits).
-    pub(crate) last_lsn: Option<Lsn>,
-}
-
-/// Work for GC: rows a committed transaction wrote.
-pub(crate) struct GcItem {
-    pub(crate) commit_ts: u64,
-    pub(crate) rows: Vec<(TableId, u64, u32, u32)>,
-    pub(crate) keys: Vec<u8>,
-}
-
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) commits: AtomicU64,
-    pub(crate) commits_sync: AtomicU64,
-    pub(crate) rollbacks: AtomicU64,
-    pub(crate) deadlocks: AtomicU64,
-    pub(crate) gc_versions_freed: AtomicU64,
-    pub(crate) gc_full_sweeps: AtomicU64,
-    pub(crate) checkpoints: AtomicU64,
-}
-
-/// Result of a checkpoint.
-#[derive(Clone, Debug)]
-pub struct CheckpointInfo {
-    /// Replay starts here; WAL before it is not needed by this checkpoint.
-    pub start_lsn: Lsn,
-    pub rows: u64,
-    pub bytes: u64,
-    pub duration: Duration,
-    pub completed_at: SystemTime,
-    pub path: PathBuf,
-}
-
 /// Source of [`DbInner::instance`] ids.
-pub(crate) static INSTANCES: AtomicU64 = AtomicU64::new(1);
+static INSTANCES: AtomicU64 = AtomicU64::new(1);
 
 pub(crate) struct DbInner {
     /// Unique per open database in this process (thread-local caches key on
     /// it; an address could be reused by the next database opened).
     pub(crate) instance: u64,
-    pub(crate) dir: PathBuf,
+    dir: PathBuf,
     pub(crate) config: EngineConfig,
     pub(crate) wal: Wal,
     pub(crate) txns: TxnManager,
-    pub(crate) catalog: RwLock<Arc<CatalogState>>,
-    pub(crate) catalog_version: AtomicU64,
-    pub(crate) commit: Mutex<CommitState>,
-    /// Transaction id holding the DDL lock (0: free). One DDL txn at a time.
-    pub(crate) ddl_owner: AtomicU64,
-    pub(crate) gc: Mutex<VecDeque<GcItem>>,
-    pub(crate) gc_overflowed: AtomicBool,
-    /// Held shared by each row prune, from freeing versions to removing
-    /// their index entries; `verify` holds it exclusively, so it never sees
-    /// the moment between (entries whose versions are already gone).
-    pub(crate) pruning: RwLock<()>,
+    pub(crate) catalog: CommittedCatalog,
+    pub(crate) commit: CommitOrder,
+    pub(crate) gc: Gc,
+    pub(crate) checkpoints: Checkpoints,
+    pub(crate) consumers: Consumers,
     /// Callers of one sequence take turns (sequence.rs).
-    pub(crate) sequence_locks: crate::sequence::SequenceLocks,
+    pub(crate) sequence_locks: SequenceLocks,
     pub(crate) counters: Counters,
-    /// Retained checkpoint files, oldest first.
-    pub(crate) checkpoints: Mutex<Vec<CheckpointInfo>>,
-    /// One checkpoint at a time.
-    pub(crate) checkpoint_serial: Mutex<()>,
-    pub(crate) consumers: Mutex<ConsumerRegistry>,
-    pub(crate) shutdown: Mutex<bool>,
-    pub(crate) shutdown_cv: Condvar,
+    shutdown: Shutdown,
     pub(crate) recovery: RecoveryReport,
 }
 
-/// What `open` did.
-#[derive(Clone, Debug, Default)]
-pub struct RecoveryReport {
-    pub checkpoint_lsn: Option<Lsn>,
-    pub checkpoint_rows: u64,
-    pub wal_records_replayed: u64,
-    pub wal_ops_replayed: u64,
-    pub duration: Duration,
-    pub load_duration: Duration,
-    pub replay_duration: Duration,
-    pub index_build_duration: Duration,
-}
+impl DbInner {
+    fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
+        let r = crate::recovery::open(dir, &config.wal)?;
+        Ok(DbInner {
+            instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
+            dir: dir.to_path_buf(),
+            txns: TxnManager::new(config.max_transactions, r.last_ts),
+            wal: r.wal,
+            catalog: CommittedCatalog::new(r.catalog),
+            commit: CommitOrder::new(r.last_ts),
+            gc: Gc::new(config.gc_queue_max),
+            checkpoints: Checkpoints::new(r.checkpoints),
+            consumers: r.consumers,
+            sequence_locks: SequenceLocks::default(),
+            counters: Counters::default(),
+            shutdown: Shutdown::default(),
+            recovery: r.report,
+            config,
+        })
+    }
 
-/// Per-table statistics.
-#[derive(Clone, Debug)]
-pub struct TableStats {
-    pub id: TableId,
-    pub name: String,
-    /// Committed live rows.
-    pub rows: u64,
-    /// Bytes reserved for row versions (slab chunks).
-    pub row_bytes: u64,
-    /// Bytes in live versions (including not-yet-collected old versions).
-    pub row_bytes_used: u64,
-    /// Primary hash slots plus ordered-index pages.
-    pub index_bytes: u64,
-}
+    pub(crate) fn checkpoint(&self) -> Result<CheckpointInfo> {
+        self.checkpoints.take(&self.dir, &self.wal, &self.commit, &self.catalog, &self.consumers)
+    }
 
-#[derive(Clone, Debug)]
-pub struct DbStats {
-    pub tables: Vec<TableStats>,
-    pub commits: u64,
-    pub commits_sync: u64,
-    pub rollbacks: u64,
-    pub deadlocks: u64,
-    pub wal_end: Lsn,
-    pub wal_durable_end: Lsn,
-    pub wal: WalStats,
-    pub last_checkpoint: Option<CheckpointInfo>,
-    pub checkpoint_age: Option<Duration>,
-    pub checkpoints: u64,
-    pub visible_ts: u64,
-    pub active_transactions: usize,
-    pub gc_queue_len: usize,
-    pub gc_versions_freed: u64,
-    pub recovery: RecoveryReport,
+    pub(crate) fn lock_deadline(&self) -> Instant {
+        Instant::now() + self.config.lock_timeout
+    }
 }
 
 /// An open database directory. Cheap to share (`Clone` is an `Arc`).
@@ -221,7 +151,7 @@ impl Database {
     /// Opens (or creates) the database in `dir`: latest valid checkpoint +
     /// WAL replay, then secondary indexes are rebuilt.
     pub fn open(dir: &Path, config: EngineConfig) -> Result<Database> {
-        let inner = Arc::new(crate::recovery::open(dir, config)?);
+        let inner = Arc::new(DbInner::open(dir, config)?);
         let background = if inner.config.background {
             let bg = Arc::clone(&inner);
             let handle = std::thread::Builder::new()
@@ -251,30 +181,30 @@ impl Database {
 
     /// The committed catalog (tables, columns, indexes, foreign keys).
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.inner.catalog.read().catalog.clone()
+        self.inner.catalog.catalog()
     }
 
     /// Writes a fuzzy checkpoint now (writers keep running) and truncates
     /// the WAL below what is still needed.
     pub fn checkpoint(&self) -> Result<CheckpointInfo> {
-        crate::checkpoint::checkpoint(&self.inner)
+        self.inner.checkpoint()
     }
 
     /// Collects superseded versions that no snapshot needs any more.
     pub fn vacuum(&self) {
-        self.inner.gc_full_sweep();
+        self.inner.gc.full_sweep(&self.inner.txns, &self.inner.catalog);
     }
 
     pub fn stats(&self) -> DbStats {
-        self.inner.stats()
+        crate::stats::collect(&self.inner)
     }
 
     /// Checks storage invariants (tests, `pgtier admin check`): every live
     /// row has its entry in each ordered index, every entry's key is held
     /// by some version of its row, UNIQUE holds over live rows, row counts
-    /// match. Returns (live rows, index entries) per table. Run it quiesced.
-    pub fn verify(&self) -> Result<Vec<(String, u64, Vec<usize>)>> {
-        crate::verify::verify(&self.inner)
+    /// match. Returns live rows and index entries per table. Run it quiesced.
+    pub fn verify(&self) -> Result<Vec<TableCheck>> {
+        crate::verify::verify(&self.inner.catalog, &self.inner.gc)
     }
 
     pub fn recovery_report(&self) -> RecoveryReport {
@@ -286,18 +216,16 @@ impl Database {
     pub fn close(self) -> Result<()> {
         self.stop_background();
         if self.inner.config.checkpoint_on_close {
-            crate::checkpoint::checkpoint(&self.inner)?;
+            self.inner.checkpoint()?;
         }
-        let end = self.inner.commit.lock().last_lsn;
-        if let Some(lsn) = end {
+        if let Some(lsn) = self.inner.commit.last_lsn() {
             self.inner.wal.wait_durable(lsn)?;
         }
         Ok(())
     }
 
     fn stop_background(&self) {
-        *self.inner.shutdown.lock() = true;
-        self.inner.shutdown_cv.notify_all();
+        self.inner.shutdown.request();
         if let Some(handle) = self.background.lock().take() {
             let _ = handle.join();
         }
@@ -305,11 +233,11 @@ impl Database {
 
     /// Registers a commit-stream consumer (see [`crate::CommitStream`]).
     pub fn register_consumer(&self, name: &str, start: crate::StreamStart) -> Result<()> {
-        crate::stream::register(&self.inner, name, start)
+        self.inner.consumers.register(&self.inner.wal, name, start)
     }
 
     pub fn unregister_consumer(&self, name: &str) -> Result<()> {
-        crate::stream::unregister(&self.inner, name)
+        self.inner.consumers.unregister(name)
     }
 
     /// Opens the stream of committed transactions for a registered consumer,
@@ -319,8 +247,8 @@ impl Database {
     }
 
     /// Consumers and their acknowledged positions.
-    pub fn consumers(&self) -> Vec<(String, Lsn)> {
-        self.inner.consumers.lock().list()
+    pub fn consumers(&self) -> Vec<ConsumerPosition> {
+        self.inner.consumers.list()
     }
 }
 
@@ -332,163 +260,39 @@ impl Drop for Database {
     }
 }
 
-fn background_loop(db: &DbInner) {
-    let gc_period = Duration::from_millis(5);
-    loop {
-        {
-            let mut stop = db.shutdown.lock();
-            if *stop {
-                return;
-            }
-            db.shutdown_cv.wait_for(&mut stop, gc_period);
-            if *stop {
-                return;
-            }
+/// Tells the background thread to stop, waking it from its nap.
+#[derive(Default)]
+struct Shutdown {
+    requested: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Shutdown {
+    fn request(&self) {
+        *self.requested.lock() = true;
+        self.wake.notify_all();
+    }
+
+    /// Naps up to `period`; true once a stop was requested.
+    fn nap(&self, period: Duration) -> bool {
+        let mut stop = self.requested.lock();
+        if *stop {
+            return true;
         }
-        db.gc_step(usize::MAX);
-        if db.gc_overflowed.swap(false, Ordering::AcqRel) {
-            db.gc_full_sweep();
-        }
-        if db.checkpoint_due() {
-            // A failed background checkpoint is retried next period; the
-            // previous checkpoint and the WAL it needs remain in place.
-            let _ = crate::checkpoint::checkpoint(db);
-        }
+        self.wake.wait_for(&mut stop, period);
+        *stop
     }
 }
 
-impl DbInner {
-    pub(crate) fn current_catalog(&self) -> Arc<CatalogState> {
-        self.catalog.read().clone()
-    }
-
-    fn checkpoint_due(&self) -> bool {
-        let last = self.checkpoints.lock().last().map(|c| (c.start_lsn, c.completed_at));
-        let wal_end = self.wal.end().0;
-        match last {
-            None => wal_end > self.config.checkpoint_wal_bytes.min(64 << 20),
-            Some((start, at)) => {
-                let by_volume = wal_end.saturating_sub(start.0) > self.config.checkpoint_wal_bytes;
-                let by_time = self
-                    .config
-                    .checkpoint_interval
-                    .is_some_and(|i| at.elapsed().unwrap_or_default() >= i && wal_end > start.0 + 4096);
-                by_volume || by_time
-            }
+fn background_loop(db: &DbInner) {
+    let gc_period = Duration::from_millis(5);
+    while !db.shutdown.nap(gc_period) {
+        db.gc.step(&db.txns, &db.catalog, usize::MAX);
+        db.gc.sweep_if_overflowed(&db.txns, &db.catalog);
+        if db.checkpoints.due(&db.wal, db.config.checkpoint_interval, db.config.checkpoint_wal_bytes) {
+            // A failed background checkpoint is retried next period; the
+            // previous checkpoint and the WAL it needs remain in place.
+            let _ = db.checkpoint();
         }
-    }
-
-    /// Queues GC work; returns the queue length.
-    pub(crate) fn push_gc(&self, item: GcItem) -> usize {
-        let mut q = self.gc.lock();
-        if q.len() >= self.config.gc_queue_max {
-            q.pop_front();
-            self.gc_overflowed.store(true, Ordering::Release);
-        }
-        q.push_back(item);
-        q.len()
-    }
-
-    /// Prunes rows of up to `items_max` queued commits the horizon passed.
-    pub(crate) fn gc_step(&self, items_max: usize) {
-        let horizon = self.txns.horizon();
-        let cat = self.current_catalog();
-        let mut scratch = Vec::new();
-        let mut freed = Vec::new();
-        for _ in 0..items_max {
-            let item = {
-                let mut q = self.gc.lock();
-                match q.front() {
-                    Some(front) if front.commit_ts <= horizon => q.pop_front(),
-                    _ => None,
-                }
-            };
-            let Some(item) = item else { return };
-            for &(table, hash, off, len) in &item.rows {
-                let Some(store) = cat.store(table) else { continue };
-                let key = &item.keys[off as usize..(off + len) as usize];
-                self.prune_row(store, hash, key, horizon, &mut scratch, &mut freed);
-            }
-        }
-    }
-
-    fn prune_row(&self, store: &TableStore, hash: u64, key: &[u8], horizon: u64, scratch: &mut Vec<u8>, freed: &mut Vec<Vec<u8>>) {
-        let meta = store.meta();
-        freed.clear();
-        let _pruning = self.pruning.read();
-        let n = store.prune(hash, key, horizon, scratch, &meta.indexes, freed);
-        self.counters.gc_versions_freed.fetch_add(n as u64, Ordering::Relaxed);
-        store.cleanup_entries(&meta, key, freed);
-    }
-
-    /// Prunes every row of every table (after GC queue overflow, or on demand).
-    pub(crate) fn gc_full_sweep(&self) {
-        self.counters.gc_full_sweeps.fetch_add(1, Ordering::Relaxed);
-        let horizon = self.txns.horizon();
-        let cat = self.current_catalog();
-        let mut scratch = Vec::new();
-        let mut freed = Vec::new();
-        for store in cat.live_stores() {
-            let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
-            for shard in store.primary.shards() {
-                keys.clear();
-                {
-                    let map = shard.map.read();
-                    for head in map.iter() {
-                        if head.prev().is_some() || crate::version::is_deleted(head.word()) {
-                            let mut k = Vec::new();
-                            store.pk_of(head.row(store.layout()), &mut k);
-                            keys.push((crate::key::hash_key(&k), k));
-                        }
-                    }
-                }
-                for (hash, key) in &keys {
-                    self.prune_row(store, *hash, key, horizon, &mut scratch, &mut freed);
-                }
-            }
-        }
-    }
-
-    pub(crate) fn stats(&self) -> DbStats {
-        let cat = self.current_catalog();
-        let tables = cat
-            .live_stores()
-            .map(|s| {
-                let (row_bytes, index_bytes) = s.bytes();
-                TableStats {
-                    id: s.schema.id,
-                    name: s.schema.name.clone(),
-                    rows: u64::try_from(s.live_rows.load(Ordering::Relaxed)).unwrap_or(0),
-                    row_bytes,
-                    row_bytes_used: s.slab.used_bytes(),
-                    index_bytes,
-                }
-            })
-            .collect();
-        let last_checkpoint = self.checkpoints.lock().last().cloned();
-        let checkpoint_age = last_checkpoint.as_ref().and_then(|c| c.completed_at.elapsed().ok());
-        let c = &self.counters;
-        DbStats {
-            tables,
-            commits: c.commits.load(Ordering::Relaxed),
-            commits_sync: c.commits_sync.load(Ordering::Relaxed),
-            rollbacks: c.rollbacks.load(Ordering::Relaxed),
-            deadlocks: c.deadlocks.load(Ordering::Relaxed),
-            wal_end: self.wal.end(),
-            wal_durable_end: self.wal.durable_end(),
-            wal: self.wal.stats(),
-            last_checkpoint,
-            checkpoint_age,
-            checkpoints: c.checkpoints.load(Ordering::Relaxed),
-            visible_ts: self.txns.visible_ts.load(Ordering::Relaxed),
-            active_transactions: self.txns.active_count(),
-            gc_queue_len: self.gc.lock().len(),
-            gc_versions_freed: c.gc_versions_freed.load(Ordering::Relaxed),
-            recovery: self.recovery.clone(),
-        }
-    }
-
-    pub(crate) fn lock_deadline(&self) -> Instant {
-        Instant::now() + self.config.lock_timeout
     }
 }

@@ -8,11 +8,14 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod api;
+mod catalog;
 mod checkpoint;
 mod codec;
 mod db;
 mod error;
+mod gc;
 mod heads;
+mod ids;
 mod key;
 mod ordered;
 mod pages;
@@ -23,6 +26,7 @@ mod row;
 mod schema;
 mod sequence;
 mod slab;
+mod stats;
 mod stream;
 mod table;
 mod transaction;
@@ -34,16 +38,20 @@ mod wait_hook;
 mod walrec;
 
 pub use api::{CommitInfo, RowBuf, RowRef};
-pub use db::{CheckpointInfo, CommitMode, Database, DbStats, EngineConfig, RecoveryReport, TableStats};
+pub use checkpoint::CheckpointInfo;
+pub use db::{CommitMode, Database, EngineConfig};
 pub use error::{EngineError, Result};
 pub use pgtier_wal::{Lsn, WalConfig, WalStats};
+pub use recovery::RecoveryReport;
 pub use row::ROW_BYTES_MAX;
 pub use schema::{
     COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKey, ForeignKeyDef, ForeignKeyId, IndexDef, IndexId, IndexSchema,
     KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault, SequenceOptions, TableDef, TableId, TableSchema,
 };
-pub use stream::{Change, CommitStream, CommittedTxn, RowChange, StreamStart};
+pub use stats::{DbStats, TableStats};
+pub use stream::{Change, CommitStream, CommittedTxn, ConsumerPosition, RowChange, StreamStart};
 pub use transaction::Transaction;
 pub use types::{DataType, Numeric, Value, ValueRef, civil_from_days, coerce, days_from_civil};
+pub use verify::TableCheck;
 pub use wait_hook::set_wait_hook;
 pub use walrec::RowOp;

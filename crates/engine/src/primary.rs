@@ -24,8 +24,8 @@ pub(crate) const SHARD_COUNT: usize = 256;
 const _: () = assert!(SHARD_COUNT.is_power_of_two());
 
 #[repr(align(64))]
-pub(crate) struct Shard {
-    pub(crate) map: RwLock<HeadTable>,
+struct Shard {
+    map: RwLock<HeadTable>,
 }
 
 pub(crate) struct PrimaryIndex {
@@ -59,8 +59,44 @@ impl PrimaryIndex {
         self.shards[Self::shard_of(hash)].map.write()
     }
 
-    pub(crate) fn shards(&self) -> &[Shard] {
-        &self.shards
+    /// Calls `f` with the head of every row in shard `shard`, under the
+    /// shard's read lock: `f` may walk the chain ([`VPtr::chain`]) and must
+    /// not call into the engine. Callers that work between shards with no
+    /// lock held (copying rows out, then I/O or pruning) go shard by shard.
+    #[inline]
+    pub(crate) fn for_each_head_in(&self, shard: usize, mut f: impl FnMut(VPtr)) {
+        for head in self.shards[shard].map.read().iter() {
+            f(*head);
+        }
+    }
+
+    /// [`PrimaryIndex::for_each_head_in`] over every shard in turn.
+    pub(crate) fn for_each_head(&self, mut f: impl FnMut(VPtr)) {
+        for shard in 0..SHARD_COUNT {
+            self.for_each_head_in(shard, &mut f);
+        }
+    }
+
+    /// [`PrimaryIndex::for_each_head`] that stops at `f`'s first error.
+    pub(crate) fn try_for_each_head<E>(&self, mut f: impl FnMut(VPtr) -> Result<(), E>) -> Result<(), E> {
+        for shard in self.shards.iter() {
+            for head in shard.map.read().iter() {
+                f(*head)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rows (chains) in all shards.
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.map.read().len()).sum()
+    }
+
+    /// Unlinks every row, calling `f` with each head; for dropping a table.
+    pub(crate) fn drain(&self, mut f: impl FnMut(VPtr)) {
+        for shard in self.shards.iter() {
+            shard.map.write().drain().for_each(&mut f);
+        }
     }
 
     pub(crate) fn slots_bytes(&self) -> u64 {

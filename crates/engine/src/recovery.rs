@@ -9,32 +9,60 @@
 //! reflected in the checkpoint's catalog are skipped.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use parking_lot::{Condvar, Mutex, RwLock};
-use pgtier_wal::{Lsn, Wal};
+use parking_lot::Mutex;
+use pgtier_wal::{Lsn, Wal, WalConfig};
 
-use crate::db::{CatalogState, CheckpointInfo, CommitState, Counters, DbInner, EngineConfig, RecoveryReport};
+use crate::catalog::CatalogState;
+use crate::checkpoint::{CheckpointInfo, RowBlock};
 use crate::error::{EngineError, Result};
+use crate::ids::CommitTs;
 use crate::key::hash_key;
 use crate::ordered::OrderedIndex;
 use crate::primary;
-use crate::schema::{Catalog, TableId};
-use crate::stream::ConsumerRegistry;
+use crate::schema::{Catalog, TableDdl, TableId};
+use crate::stream::Consumers;
 use crate::table::{FkLink, IndexStore, TableMeta, TableStore};
-use crate::txn::TxnManager;
 use crate::version::VPtr;
-use crate::walrec::{OpRef, RowOp, TxnAssembler, decode_record};
+use crate::walrec::{AssembledTxn, OpRef, RowOp, TxnAssembler, decode_record};
 
-/// Commit ts of every version loaded at recovery (older than any snapshot).
-const RECOVERED_TS: u64 = 1;
+/// Word of every version loaded at recovery: committed (no flags) at a ts
+/// older than any snapshot.
+const RECOVERED_WORD: u64 = CommitTs::RECOVERED.get();
 
-pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
+/// What `open` did.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    pub checkpoint_lsn: Option<Lsn>,
+    pub checkpoint_rows: u64,
+    pub wal_records_replayed: u64,
+    pub wal_ops_replayed: u64,
+    pub duration: Duration,
+    pub load_duration: Duration,
+    pub replay_duration: Duration,
+    pub index_build_duration: Duration,
+}
+
+/// The persistent state of a database directory, read back.
+pub(crate) struct Recovered {
+    pub(crate) wal: Wal,
+    /// Schemas and every table's rows, indexes built.
+    pub(crate) catalog: CatalogState,
+    /// The newest commit ts in the checkpoint and the WAL.
+    pub(crate) last_ts: CommitTs,
+    /// Checkpoint files found, oldest first.
+    pub(crate) checkpoints: Vec<CheckpointInfo>,
+    pub(crate) consumers: Consumers,
+    pub(crate) report: RecoveryReport,
+}
+
+pub(crate) fn open(dir: &Path, wal_config: &WalConfig) -> Result<Recovered> {
     let started = Instant::now();
     std::fs::create_dir_all(dir).map_err(|e| EngineError::io(format!("create {}", dir.display()), e))?;
-    let wal = Wal::open(&dir.join("wal"), config.wal.clone())?;
+    let wal = Wal::open(&dir.join("wal"), wal_config.clone())?;
     let mut report = RecoveryReport::default();
     let mut state = CatalogState::default();
     let mut start_lsn = Lsn(0);
@@ -52,7 +80,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
             start_lsn: lsn,
             rows: loaded.rows,
             bytes: loaded.data.len() as u64,
-            duration: std::time::Duration::ZERO,
+            duration: Duration::ZERO,
             completed_at: std::fs::metadata(&path).and_then(|m| m.modified()).unwrap_or(SystemTime::now()),
             path,
         });
@@ -64,7 +92,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
                 start_lsn: *older_lsn,
                 rows: 0,
                 bytes: 0,
-                duration: std::time::Duration::ZERO,
+                duration: Duration::ZERO,
                 completed_at: SystemTime::UNIX_EPOCH,
                 path: older_path.clone(),
             });
@@ -73,7 +101,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
     }
     report.load_duration = started.elapsed();
     let replay_started = Instant::now();
-    let mut max_ts = RECOVERED_TS;
+    let mut max_ts = CommitTs::RECOVERED;
     replay(&wal, start_lsn, &mut state, &mut report, &mut max_ts)?;
     report.replay_duration = replay_started.elapsed();
     let index_started = Instant::now();
@@ -82,30 +110,9 @@ pub(crate) fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
         store.restore_rowid();
     }
     report.index_build_duration = index_started.elapsed();
-    let consumers = ConsumerRegistry::load(dir)?;
+    let consumers = Consumers::load(dir)?;
     report.duration = started.elapsed();
-    Ok(DbInner {
-        sequence_locks: Default::default(),
-        instance: crate::db::INSTANCES.fetch_add(1, Ordering::Relaxed),
-        dir: dir.to_path_buf(),
-        txns: TxnManager::new(config.max_transactions, max_ts),
-        config,
-        wal,
-        catalog: RwLock::new(Arc::new(state)),
-        catalog_version: AtomicU64::new(1),
-        commit: Mutex::new(CommitState { last_ts: max_ts, last_lsn: None }),
-        ddl_owner: AtomicU64::new(0),
-        gc: Mutex::new(std::collections::VecDeque::new()),
-        gc_overflowed: AtomicBool::new(false),
-        pruning: RwLock::new(()),
-        counters: Counters::default(),
-        checkpoints: Mutex::new(checkpoints),
-        checkpoint_serial: Mutex::new(()),
-        consumers: Mutex::new(consumers),
-        shutdown: Mutex::new(false),
-        shutdown_cv: Condvar::new(),
-        recovery: report,
-    })
+    Ok(Recovered { wal, catalog: state, last_ts: max_ts, checkpoints, consumers, report })
 }
 
 fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<CatalogState> {
@@ -114,10 +121,10 @@ fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<Catal
         state.set_store(table.id, Some(Arc::new(TableStore::new(Arc::clone(table)))));
     }
     let mut counts: Vec<(TableId, usize)> = Vec::new();
-    for (table, count, _) in &loaded.blocks {
-        match counts.iter_mut().find(|(t, _)| t == table) {
-            Some((_, c)) => *c += *count as usize,
-            None => counts.push((*table, *count as usize)),
+    for block in &loaded.blocks {
+        match counts.iter_mut().find(|(t, _)| *t == block.table) {
+            Some((_, c)) => *c += block.rows as usize,
+            None => counts.push((block.table, block.rows as usize)),
         }
     }
     for (table, rows) in counts {
@@ -127,17 +134,17 @@ fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<Catal
     }
     // Tables load in parallel (a table's blocks are contiguous); rows of a
     // checkpoint have distinct keys, so each is inserted without a probe.
-    let mut per_table: Vec<(Arc<TableStore>, Vec<BlockRef>)> = Vec::new();
-    for (table, count, range) in &loaded.blocks {
-        let Some(store) = state.store(*table) else {
-            return Err(EngineError::Corrupt(format!("checkpoint rows for unknown table {}", table.0)));
+    let mut per_table: Vec<(Arc<TableStore>, Vec<&RowBlock>)> = Vec::new();
+    for block in &loaded.blocks {
+        let Some(store) = state.store(block.table) else {
+            return Err(EngineError::Corrupt(format!("checkpoint rows for unknown table {}", block.table.0)));
         };
         match per_table.iter_mut().find(|(s, _)| Arc::ptr_eq(s, store)) {
-            Some((_, blocks)) => blocks.push((*count, range.clone())),
-            None => per_table.push((Arc::clone(store), vec![(*count, range.clone())])),
+            Some((_, blocks)) => blocks.push(block),
+            None => per_table.push((Arc::clone(store), vec![block])),
         }
     }
-    per_table.sort_by_key(|(_, blocks)| std::cmp::Reverse(blocks.iter().map(|b| b.1.len()).sum::<usize>()));
+    per_table.sort_by_key(|(_, blocks)| std::cmp::Reverse(blocks.iter().map(|b| b.bytes.len()).sum::<usize>()));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let failed: Mutex<Option<EngineError>> = Mutex::new(None);
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(per_table.len().max(1));
@@ -148,8 +155,8 @@ fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<Catal
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some((store, blocks)) = per_table.get(i) else { return };
-                    for (count, range) in blocks {
-                        if let Err(e) = load_block(store, *count, &loaded.data[range.clone()], &mut key) {
+                    for block in blocks {
+                        if let Err(e) = load_block(store, block.rows, &loaded.data[block.bytes.clone()], &mut key) {
                             *failed.lock() = Some(e);
                             return;
                         }
@@ -164,9 +171,6 @@ fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<Catal
     Ok(state)
 }
 
-/// A checkpoint block: row count and byte range in the file.
-type BlockRef = (u32, std::ops::Range<usize>);
-
 fn load_block(store: &TableStore, count: u32, payload: &[u8], key: &mut Vec<u8>) -> Result<()> {
     let layout = store.layout();
     let mut at = 0;
@@ -177,7 +181,7 @@ fn load_block(store: &TableStore, count: u32, payload: &[u8], key: &mut Vec<u8>)
         layout.validate_image(row)?;
         store.pk_of(row, key);
         let hash = hash_key(key);
-        let new = VPtr::alloc(&store.slab, RECOVERED_TS, None, row);
+        let new = VPtr::alloc(&store.slab, RECOVERED_WORD, None, row);
         primary::insert_new(&mut store.primary.write(hash), hash, &store.pk, layout, new);
         at += 4 + row.len();
     }
@@ -203,12 +207,12 @@ fn upsert_hashed(store: &TableStore, hash: u64, key: &[u8], row: &[u8], scratch:
             old.overwrite_row(layout, row);
             return;
         }
-        *slot = VPtr::alloc(&store.slab, RECOVERED_TS, None, row);
+        *slot = VPtr::alloc(&store.slab, RECOVERED_WORD, None, row);
         // SAFETY: unlinked above; recovery is the only user.
         unsafe { old.free(&store.slab, layout) };
         return;
     }
-    let new = VPtr::alloc(&store.slab, RECOVERED_TS, None, row);
+    let new = VPtr::alloc(&store.slab, RECOVERED_WORD, None, row);
     primary::insert_new(&mut map, hash, &store.pk, layout, new);
 }
 
@@ -243,7 +247,7 @@ struct ReplayBatch {
 /// row ops go to workers partitioned by primary-index shard, so each key's
 /// ops apply in log order while cache misses of different shards overlap
 /// (replay is memory-latency bound). DDL ops drain the workers first.
-fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut RecoveryReport, max_ts: &mut u64) -> Result<()> {
+fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut RecoveryReport, max_ts: &mut CommitTs) -> Result<()> {
     let workers = std::env::var("PGTIER_REPLAY_WORKERS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get)).clamp(1, 4);
     let failed: Mutex<Option<EngineError>> = Mutex::new(None);
     std::thread::scope(|scope| -> Result<()> {
@@ -284,7 +288,7 @@ fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut Reco
         };
         for item in wal.read_from(start_lsn)? {
             let (lsn, payload) = item?;
-            let Some((_, commit_ts, records)) = assembler.push(lsn, payload)? else { continue };
+            let Some(AssembledTxn { commit_ts, records, .. }) = assembler.push(lsn, payload)? else { continue };
             for rec in &records {
                 let (_, ops) = decode_record(rec)?;
                 report.wal_ops_replayed += ops.len() as u64;
@@ -406,12 +410,12 @@ fn apply(state: &mut CatalogState, op: OpRef<'_>, key: &mut Vec<u8>, scratch: &m
                 RowOp::Delete => remove(store, row, key, scratch),
             }
         }
-        OpRef::CreateTable((table, indexes, fks)) => {
+        OpRef::CreateTable(TableDdl { table, indexes, foreign_keys }) => {
             if state.catalog.table_ever(table.id).is_some() {
                 return Ok(());
             }
             let id = table.id;
-            catalog_mut(state).add_table(Arc::clone(&table), indexes, fks);
+            catalog_mut(state).add_table(Arc::clone(&table), indexes, foreign_keys);
             state.set_store(id, Some(Arc::new(TableStore::new(table))));
         }
         OpRef::DropTable(id) => {
@@ -477,11 +481,7 @@ fn build_metas(state: &CatalogState) -> Result<()> {
             meta.as_parent.push(FkLink { fk, other });
         }
         *store.meta.write() = Arc::new(meta);
-        let mut rows = 0i64;
-        for shard in store.primary.shards() {
-            rows += shard.map.read().len() as i64;
-        }
-        store.live_rows.store(rows, Ordering::Relaxed);
+        store.live_rows.store(store.primary.len() as i64, Ordering::Relaxed);
     }
     Ok(())
 }
@@ -497,22 +497,19 @@ fn build_index_bulk(store: &TableStore, schema: Arc<crate::schema::IndexSchema>)
     let mut long: Vec<Vec<u8>> = Vec::new();
     let mut pk = Vec::new();
     let mut entry = Vec::new();
-    for shard in store.primary.shards() {
-        let map = shard.map.read();
-        inline.reserve(map.len());
-        for head in map.iter() {
-            let row = head.row(layout);
-            store.pk_of(row, &mut pk);
-            istore.entry(layout, row, &pk, &mut entry);
-            if entry.len() <= INLINE_ENTRY_BYTES {
-                let mut k = [0u8; INLINE_ENTRY_BYTES];
-                k[..entry.len()].copy_from_slice(&entry);
-                inline.push((k, entry.len() as u8));
-            } else if entry.len() <= crate::ordered::ENTRY_BYTES_MAX {
-                long.push(entry.clone());
-            }
+    inline.reserve(store.primary.len());
+    store.primary.for_each_head(|head| {
+        let row = head.row(layout);
+        store.pk_of(row, &mut pk);
+        istore.entry(layout, row, &pk, &mut entry);
+        if entry.len() <= INLINE_ENTRY_BYTES {
+            let mut k = [0u8; INLINE_ENTRY_BYTES];
+            k[..entry.len()].copy_from_slice(&entry);
+            inline.push((k, entry.len() as u8));
+        } else if entry.len() <= crate::ordered::ENTRY_BYTES_MAX {
+            long.push(entry.clone());
         }
-    }
+    });
     // (zero-padded bytes, length) orders exactly like the byte strings: equal
     // padded arrays mean one is a prefix of the other, and the shorter sorts first.
     inline.sort_unstable();

@@ -929,25 +929,30 @@ fn decode_usizes(r: &mut Reader<'_>) -> Result<Vec<usize>> {
     (0..n).map(|_| Ok(usize::from(r.u16()?))).collect()
 }
 
-pub(crate) fn encode_table_ddl(w: &mut Writer<'_>, t: &TableSchema, indexes: &[Arc<IndexSchema>], fks: &[Arc<ForeignKey>]) {
-    encode_table(w, t);
-    w.u32(len_u32(indexes.len()));
-    for i in indexes {
+/// A CREATE TABLE as logged: the table with its indexes and foreign keys.
+pub(crate) struct TableDdl {
+    pub(crate) table: Arc<TableSchema>,
+    pub(crate) indexes: Vec<Arc<IndexSchema>>,
+    pub(crate) foreign_keys: Vec<Arc<ForeignKey>>,
+}
+
+pub(crate) fn encode_table_ddl(w: &mut Writer<'_>, ddl: &TableDdl) {
+    encode_table(w, &ddl.table);
+    w.u32(len_u32(ddl.indexes.len()));
+    for i in &ddl.indexes {
         encode_index(w, i);
     }
-    w.u32(len_u32(fks.len()));
-    for f in fks {
+    w.u32(len_u32(ddl.foreign_keys.len()));
+    for f in &ddl.foreign_keys {
         encode_fk(w, f);
     }
 }
 
-pub(crate) type TableDdl = (Arc<TableSchema>, Vec<Arc<IndexSchema>>, Vec<Arc<ForeignKey>>);
-
 pub(crate) fn decode_table_ddl(r: &mut Reader<'_>, format: Format) -> Result<TableDdl> {
     let table = Arc::new(decode_table(r, format)?);
     let indexes = (0..r.u32()?).map(|_| decode_index(r).map(Arc::new)).collect::<Result<Vec<_>>>()?;
-    let fks = (0..r.u32()?).map(|_| decode_fk(r, format).map(Arc::new)).collect::<Result<Vec<_>>>()?;
-    Ok((table, indexes, fks))
+    let foreign_keys = (0..r.u32()?).map(|_| decode_fk(r, format).map(Arc::new)).collect::<Result<Vec<_>>>()?;
+    Ok(TableDdl { table, indexes, foreign_keys })
 }
 
 pub(crate) fn encode_index_ddl(w: &mut Writer<'_>, i: &IndexSchema) {

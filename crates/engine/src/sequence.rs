@@ -99,7 +99,7 @@ impl Transaction {
             return Err(EngineError::definition("42809", format!("\"{}\" is not a sequence", schema.name)));
         };
         let db = Arc::clone(self.db());
-        let committed = db.current_catalog().catalog.table(sequence).is_some();
+        let committed = db.catalog.catalog().table(sequence).is_some();
         if !committed {
             // Created by this transaction: nobody else can see it.
             return rewrite(self, &schema, &options, &mut f);

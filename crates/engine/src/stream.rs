@@ -19,15 +19,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pgtier_wal::{Lsn, WalReader};
+use parking_lot::Mutex;
+use pgtier_wal::{Lsn, Wal, WalReader};
 
 use crate::api::RowRef;
 use crate::codec::{Reader, Writer};
 use crate::db::DbInner;
 use crate::error::{EngineError, Result};
-use crate::schema::{ForeignKey, IndexId, IndexSchema, TableId, TableSchema};
+use crate::schema::{ForeignKey, IndexId, IndexSchema, TableDdl, TableId, TableSchema};
 use crate::types::Value;
-use crate::walrec::{OpRef, RowOp, TxnAssembler, decode_record};
+use crate::walrec::{AssembledTxn, OpRef, RowOp, TxnAssembler, decode_record};
 
 /// Where a newly registered consumer starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,13 +79,93 @@ pub struct CommittedTxn {
     pub changes: Vec<Change>,
 }
 
-pub(crate) struct ConsumerRegistry {
+/// A registered consumer ([`crate::Database::consumers`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerPosition {
+    pub name: String,
+    /// Where it resumes: after its last acknowledged transaction.
+    pub position: Lsn,
+}
+
+/// The registered consumers and their acknowledged positions, persisted in
+/// `consumers.dat`. The mutex is held across the file write (a leaf lock).
+pub(crate) struct Consumers(Mutex<ConsumerRegistry>);
+
+struct ConsumerRegistry {
     path: PathBuf,
     positions: BTreeMap<String, Lsn>,
 }
 
+impl Consumers {
+    pub(crate) fn load(dir: &Path) -> Result<Consumers> {
+        Ok(Consumers(Mutex::new(ConsumerRegistry::load(dir)?)))
+    }
+
+    /// Registers `name` (idempotent: a restarting consumer keeps its
+    /// position); `Now` is the end of `wal`.
+    pub(crate) fn register(&self, wal: &Wal, name: &str, start: StreamStart) -> Result<()> {
+        let mut reg = self.0.lock();
+        if reg.positions.contains_key(name) {
+            return Ok(());
+        }
+        let position = match start {
+            StreamStart::Now => wal.end(),
+            StreamStart::Oldest => Lsn(0),
+            StreamStart::At(lsn) => lsn,
+        };
+        reg.positions.insert(name.to_owned(), position);
+        reg.save()
+    }
+
+    pub(crate) fn unregister(&self, name: &str) -> Result<()> {
+        let mut reg = self.0.lock();
+        if reg.positions.remove(name).is_none() {
+            return Err(undefined_consumer(name));
+        }
+        reg.save()
+    }
+
+    /// Where `name` resumes: after its last acknowledged transaction.
+    pub(crate) fn position(&self, name: &str) -> Result<Lsn> {
+        self.0.lock().positions.get(name).copied().ok_or_else(|| undefined_consumer(name))
+    }
+
+    /// Persists `name`'s position `next_lsn`, which must not lie beyond
+    /// the durable end of `wal`; an older position than the one kept is
+    /// ignored.
+    pub(crate) fn ack(&self, wal: &Wal, name: &str, next_lsn: Lsn) -> Result<()> {
+        let mut reg = self.0.lock();
+        let Some(pos) = reg.positions.get_mut(name) else {
+            return Err(undefined_consumer(name));
+        };
+        if next_lsn <= *pos {
+            return Ok(());
+        }
+        if next_lsn > wal.durable_end() {
+            return Err(EngineError::ProgramLimitExceeded {
+                message: format!("cannot acknowledge {next_lsn:?}: beyond the durable end of the WAL"),
+            });
+        }
+        *pos = next_lsn;
+        reg.save()
+    }
+
+    pub(crate) fn list(&self) -> Vec<ConsumerPosition> {
+        self.0.lock().positions.iter().map(|(name, position)| ConsumerPosition { name: name.clone(), position: *position }).collect()
+    }
+
+    /// The oldest position any consumer still needs (WAL retention).
+    pub(crate) fn min_position(&self) -> Option<Lsn> {
+        self.0.lock().positions.values().min().copied()
+    }
+}
+
+fn undefined_consumer(name: &str) -> EngineError {
+    EngineError::UndefinedObject { what: "consumer", name: name.to_owned() }
+}
+
 impl ConsumerRegistry {
-    pub(crate) fn load(dir: &Path) -> Result<ConsumerRegistry> {
+    fn load(dir: &Path) -> Result<ConsumerRegistry> {
         let path = dir.join("consumers.dat");
         let mut positions = BTreeMap::new();
         match fs::read(&path) {
@@ -129,46 +210,12 @@ impl ConsumerRegistry {
         }
         Ok(())
     }
-
-    pub(crate) fn list(&self) -> Vec<(String, Lsn)> {
-        self.positions.iter().map(|(n, l)| (n.clone(), *l)).collect()
-    }
-
-    pub(crate) fn min_position(&self) -> Option<Lsn> {
-        self.positions.values().min().copied()
-    }
 }
 
-pub(crate) fn register(db: &DbInner, name: &str, start: StreamStart) -> Result<()> {
-    let mut reg = db.consumers.lock();
-    if reg.positions.contains_key(name) {
-        return Ok(()); // Idempotent: a restarting consumer keeps its position.
-    }
-    let position = match start {
-        StreamStart::Now => db.wal.end(),
-        StreamStart::Oldest => Lsn(0),
-        StreamStart::At(lsn) => lsn,
-    };
-    reg.positions.insert(name.to_owned(), position);
-    reg.save()
-}
-
-pub(crate) fn unregister(db: &DbInner, name: &str) -> Result<()> {
-    let mut reg = db.consumers.lock();
-    if reg.positions.remove(name).is_none() {
-        return Err(EngineError::UndefinedObject { what: "consumer", name: name.to_owned() });
-    }
-    reg.save()
-}
-
+/// Opens `name`'s cursor. The stream keeps the database alive and uses its
+/// WAL, committed catalog (schemas of the tables it meets) and consumers.
 pub(crate) fn open(db: Arc<DbInner>, name: &str) -> Result<CommitStream> {
-    let position = db
-        .consumers
-        .lock()
-        .positions
-        .get(name)
-        .copied()
-        .ok_or_else(|| EngineError::UndefinedObject { what: "consumer", name: name.to_owned() })?;
+    let position = db.consumers.position(name)?;
     let reader = db.wal.read_from(position)?;
     Ok(CommitStream { db, name: name.to_owned(), reader, assembler: TxnAssembler::default(), schemas: HashMap::new() })
 }
@@ -210,7 +257,7 @@ impl CommitStream {
     }
 
     fn accept(&mut self, lsn: Lsn, payload: Vec<u8>) -> Result<Option<CommittedTxn>> {
-        let Some((first_lsn, commit_ts, records)) = self.assembler.push(lsn, payload)? else { return Ok(None) };
+        let Some(AssembledTxn { first_lsn, commit_ts, records }) = self.assembler.push(lsn, payload)? else { return Ok(None) };
         let mut changes = Vec::new();
         for rec in &records {
             let (_, ops) = decode_record(rec)?;
@@ -218,7 +265,7 @@ impl CommitStream {
                 changes.push(self.change(op)?);
             }
         }
-        Ok(Some(CommittedTxn { lsn: first_lsn, next_lsn: self.reader.position(), commit_ts, changes }))
+        Ok(Some(CommittedTxn { lsn: first_lsn, next_lsn: self.reader.position(), commit_ts: commit_ts.get(), changes }))
     }
 
     fn schema(&mut self, id: TableId) -> Result<Arc<TableSchema>> {
@@ -227,8 +274,8 @@ impl CommitStream {
         }
         let s = self
             .db
-            .current_catalog()
             .catalog
+            .catalog()
             .table_ever(id)
             .cloned()
             .ok_or_else(|| EngineError::Corrupt(format!("commit stream: unknown table id {}", id.0)))?;
@@ -243,7 +290,7 @@ impl CommitStream {
                 schema.layout().validate_image(row)?;
                 Change::Row(RowChange { op, table: schema, image: row.to_vec() })
             }
-            OpRef::CreateTable((table, indexes, foreign_keys)) => {
+            OpRef::CreateTable(TableDdl { table, indexes, foreign_keys }) => {
                 self.schemas.insert(table.id, Arc::clone(&table));
                 Change::CreateTable { table, indexes, foreign_keys }
             }
@@ -257,20 +304,7 @@ impl CommitStream {
     /// is processed; persisted before returning. Batch acknowledgements: each
     /// one is an fsync.
     pub fn ack(&mut self, next_lsn: Lsn) -> Result<()> {
-        let mut reg = self.db.consumers.lock();
-        let Some(pos) = reg.positions.get_mut(&self.name) else {
-            return Err(EngineError::UndefinedObject { what: "consumer", name: self.name.clone() });
-        };
-        if next_lsn <= *pos {
-            return Ok(());
-        }
-        if next_lsn > self.db.wal.durable_end() {
-            return Err(EngineError::ProgramLimitExceeded {
-                message: format!("cannot acknowledge {next_lsn:?}: beyond the durable end of the WAL"),
-            });
-        }
-        *pos = next_lsn;
-        reg.save()
+        self.db.consumers.ack(&self.db.wal, &self.name, next_lsn)
     }
 
     pub fn name(&self) -> &str {

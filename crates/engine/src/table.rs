@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use parking_lot::RwLock;
 
 use crate::error::{EngineError, Result};
+use crate::ids::{CommitTs, Snapshot, TxnId};
 use crate::key::{KeySpec, encode_column, hash_key};
 use crate::ordered::{IndexWriter, OrderedIndex, batch_entries, prefix_successor};
 use crate::primary::{self, PrimaryIndex};
@@ -24,7 +25,7 @@ use crate::row::RowLayout;
 use crate::schema::{ForeignKey, IndexId, IndexSchema, TableSchema};
 use crate::slab::Slab;
 use crate::version::{
-    FLAGS_MASK, UNCOMMITTED, VPtr, is_deleted, is_lock_only, is_uncommitted, ts_of,
+    FLAGS_MASK, VPtr, commit_ts_of, committed_word, is_deleted, is_lock_only, is_uncommitted, locked_by_other, owner_of, uncommitted_word,
 };
 
 /// An ordered index's storage.
@@ -233,9 +234,18 @@ pub(crate) struct TableStore {
 pub(crate) enum Latest {
     Absent,
     /// Another transaction holds the row's lock.
-    Locked(u64),
-    /// Head version (committed, or our own) and its word; bytes copied out.
-    Head { head: VPtr, word: u64 },
+    Locked(TxnId),
+    /// Head version (committed, or our own); bytes copied out.
+    Head(LatestVersion),
+}
+
+/// A row's head version as a writer found it (committed, or its own) and
+/// the head's word at that moment: [`TableStore::install`] over it
+/// succeeds only if neither has changed since.
+#[derive(Clone, Copy)]
+pub(crate) struct LatestVersion {
+    pub(crate) head: VPtr,
+    pub(crate) word: u64,
 }
 
 pub(crate) enum InsertOutcome {
@@ -243,7 +253,7 @@ pub(crate) enum InsertOutcome {
     /// replaced (re-insert after our own delete), for index cleanup.
     Inserted { head: VPtr, replaced_tombstone: Option<Vec<u8>> },
     Duplicate,
-    WaitFor(u64),
+    WaitFor(TxnId),
 }
 
 /// Outcome of probing a row for a conflicting key (UNIQUE, FK children).
@@ -255,7 +265,7 @@ pub(crate) enum Conflict {
     /// One of our own uncommitted rows holds it.
     Mine,
     /// Another transaction may hold it: wait for it, then probe again.
-    WaitFor(u64),
+    WaitFor(TxnId),
 }
 
 impl TableStore {
@@ -290,13 +300,11 @@ impl TableStore {
         let layout = self.layout();
         let col = self.schema.columns.len() - 1;
         let mut max = 0i64;
-        for shard in self.primary.shards() {
-            for head in shard.map.read().iter() {
-                if let crate::types::ValueRef::Int8(id) = layout.get(head.row(layout), col) {
-                    max = max.max(id);
-                }
+        self.primary.for_each_head(|head| {
+            if let crate::types::ValueRef::Int8(id) = layout.get(head.row(layout), col) {
+                max = max.max(id);
             }
-        }
+        });
         self.next_rowid.store(max + 1, Ordering::Relaxed);
     }
 
@@ -323,7 +331,7 @@ impl TableStore {
     // ---------------------------------------------------------------- reads
 
     /// Copies the version of `key` visible to (`me`, `snapshot`) into `out`.
-    pub(crate) fn read_visible(&self, hash: u64, key: &[u8], me: u64, snapshot: u64, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
+    pub(crate) fn read_visible(&self, hash: u64, key: &[u8], me: TxnId, snapshot: Snapshot, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
         let layout = self.layout();
         let map = self.primary.read(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return false };
@@ -341,7 +349,7 @@ impl TableStore {
     /// tag matches `hash` and whose visible row `accept` takes; for lookups
     /// that know only a primary key's hash (the unique-index probe).
     /// `accept` runs under the shard read lock.
-    pub(crate) fn read_visible_where(&self, hash: u64, me: u64, snapshot: u64, out: &mut Vec<u8>, mut accept: impl FnMut(&[u8]) -> bool) -> bool {
+    pub(crate) fn read_visible_where(&self, hash: u64, me: TxnId, snapshot: Snapshot, out: &mut Vec<u8>, mut accept: impl FnMut(&[u8]) -> bool) -> bool {
         let layout = self.layout();
         let map = self.primary.read(hash);
         let found = map.find(hash, |head| visible(*head, me, snapshot).is_some_and(|v| accept(v.row(layout))));
@@ -353,7 +361,7 @@ impl TableStore {
 
     /// Runs `f` on the visible row of `key` without copying it out. `f` runs
     /// under the shard read lock: it must not call into the engine.
-    pub(crate) fn with_visible<R>(&self, hash: u64, key: &[u8], me: u64, snapshot: u64, scratch: &mut Vec<u8>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    pub(crate) fn with_visible<R>(&self, hash: u64, key: &[u8], me: TxnId, snapshot: Snapshot, scratch: &mut Vec<u8>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let layout = self.layout();
         let map = self.primary.read(hash);
         let head = primary::find(&map, hash, key, &self.pk, layout, scratch)?;
@@ -361,32 +369,31 @@ impl TableStore {
     }
 
     /// Latest state of `key` for a writer; copies the head row into `out`.
-    pub(crate) fn latest(&self, hash: u64, key: &[u8], me: u64, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> Latest {
+    pub(crate) fn latest(&self, hash: u64, key: &[u8], me: TxnId, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> Latest {
         let layout = self.layout();
         let map = self.primary.read(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return Latest::Absent };
         let word = head.word();
-        if is_uncommitted(word) && ts_of(word) != me {
-            return Latest::Locked(ts_of(word));
+        if let Some(owner) = locked_by_other(word, me) {
+            return Latest::Locked(owner);
         }
         out.clear();
         out.extend_from_slice(head.row(layout));
-        Latest::Head { head, word }
+        Latest::Head(LatestVersion { head, word })
     }
 
     /// Visible rows of shard `shard` appended to `out` as `[u32 len][row]`.
-    pub(crate) fn scan_shard(&self, shard: usize, me: u64, snapshot: u64, out: &mut Vec<u8>) -> usize {
+    pub(crate) fn scan_shard(&self, shard: usize, me: TxnId, snapshot: Snapshot, out: &mut Vec<u8>) -> usize {
         let layout = self.layout();
-        let map = self.primary.shards()[shard].map.read();
         let mut n = 0;
-        for head in map.iter() {
-            if let Some(v) = visible(*head, me, snapshot) {
+        self.primary.for_each_head_in(shard, |head| {
+            if let Some(v) = visible(head, me, snapshot) {
                 let row = v.row(layout);
                 out.extend_from_slice(&(row.len() as u32).to_le_bytes());
                 out.extend_from_slice(row);
                 n += 1;
             }
-        }
+        });
         n
     }
 
@@ -396,17 +403,18 @@ impl TableStore {
     /// [`TableStore::latest`]), or overwrites it if it is our own. Returns
     /// None if the head changed meanwhile (the caller re-reads and retries).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn install(&self, hash: u64, key: &[u8], me: u64, expected: VPtr, expected_word: u64, row: &[u8], flags: u64, scratch: &mut Vec<u8>) -> Option<VPtr> {
+    pub(crate) fn install(&self, hash: u64, key: &[u8], me: TxnId, expected: LatestVersion, row: &[u8], flags: u64, scratch: &mut Vec<u8>) -> Option<VPtr> {
         assert_eq!(flags & !FLAGS_MASK, 0);
         let layout = self.layout();
         let mut map = self.primary.write(hash);
         let head = primary::find(&map, hash, key, &self.pk, layout, scratch)?;
-        if head != expected || head.word() != expected_word {
+        let expected_word = expected.word;
+        if head != expected.head || head.word() != expected_word {
             return None;
         }
-        let word = UNCOMMITTED | flags | me;
+        let word = uncommitted_word(me, flags);
         if is_uncommitted(expected_word) {
-            assert_eq!(ts_of(expected_word), me, "install over another transaction's version");
+            assert_eq!(owner_of(expected_word), me, "install over another transaction's version");
             if head.row(layout).len() == row.len() {
                 head.overwrite_row(layout, row);
                 head.set_word(word);
@@ -424,18 +432,18 @@ impl TableStore {
     }
 
     /// Inserts a new row version for `key` (PK uniqueness is decided here).
-    pub(crate) fn insert(&self, hash: u64, key: &[u8], me: u64, row: &[u8], scratch: &mut Vec<u8>) -> InsertOutcome {
+    pub(crate) fn insert(&self, hash: u64, key: &[u8], me: TxnId, row: &[u8], scratch: &mut Vec<u8>) -> InsertOutcome {
         let layout = self.layout();
         let mut map = self.primary.write(hash);
-        let word = UNCOMMITTED | me;
+        let word = uncommitted_word(me, 0);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else {
             let new = VPtr::alloc(&self.slab, word, None, row);
             primary::insert_new(&mut map, hash, &self.pk, layout, new);
             return InsertOutcome::Inserted { head: new, replaced_tombstone: None };
         };
         let hw = head.word();
-        if is_uncommitted(hw) && ts_of(hw) != me {
-            return InsertOutcome::WaitFor(ts_of(hw));
+        if let Some(owner) = locked_by_other(hw, me) {
+            return InsertOutcome::WaitFor(owner);
         }
         if !is_deleted(hw) {
             return InsertOutcome::Duplicate;
@@ -456,14 +464,14 @@ impl TableStore {
 
     /// Discards our uncommitted head version of `key`; returns its bytes
     /// (for index cleanup).
-    pub(crate) fn rollback_row(&self, hash: u64, key: &[u8], me: u64, scratch: &mut Vec<u8>) -> Vec<u8> {
+    pub(crate) fn rollback_row(&self, hash: u64, key: &[u8], me: TxnId, scratch: &mut Vec<u8>) -> Vec<u8> {
         let layout = self.layout();
         let mut map = self.primary.write(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else {
             unreachable!("rollback of a row that is not in the primary index")
         };
         let w = head.word();
-        assert!(is_uncommitted(w) && ts_of(w) == me, "rollback of a version we do not own");
+        assert!(is_uncommitted(w) && owner_of(w) == me, "rollback of a version we do not own");
         let image = head.row(layout).to_vec();
         match head.prev() {
             Some(prev) => primary::replace(&mut map, hash, key, &self.pk, layout, prev, scratch),
@@ -483,7 +491,7 @@ impl TableStore {
     /// from the newest kept version's. An image that agrees with it on
     /// every indexed column (an UPDATE of other columns, the usual case)
     /// shares all its entries with a version that stays.
-    pub(crate) fn prune(&self, hash: u64, key: &[u8], horizon: u64, scratch: &mut Vec<u8>, indexes: &[Arc<IndexStore>], freed: &mut Vec<Vec<u8>>) -> usize {
+    pub(crate) fn prune(&self, hash: u64, key: &[u8], horizon: Snapshot, scratch: &mut Vec<u8>, indexes: &[Arc<IndexStore>], freed: &mut Vec<Vec<u8>>) -> usize {
         let layout = self.layout();
         let mut map = self.primary.write(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return 0 };
@@ -505,7 +513,7 @@ impl TableStore {
                 true
             } else if is_lock_only(w) {
                 false
-            } else if ts_of(w) > horizon {
+            } else if !horizon.sees(commit_ts_of(w)) {
                 true
             } else {
                 floor_found = true;
@@ -565,7 +573,7 @@ impl TableStore {
     /// Probes row `pk` for a live version satisfying `pred` (its key equals
     /// a key being inserted, or it references a parent being deleted),
     /// looking at the latest committed version and any uncommitted one.
-    pub(crate) fn probe(&self, pk: &[u8], me: u64, scratch: &mut Vec<u8>, mut pred: impl FnMut(&[u8]) -> bool) -> Conflict {
+    pub(crate) fn probe(&self, pk: &[u8], me: TxnId, scratch: &mut Vec<u8>, mut pred: impl FnMut(&[u8]) -> bool) -> Conflict {
         let layout = self.layout();
         let hash = hash_key(pk);
         let map = self.primary.read(hash);
@@ -573,7 +581,7 @@ impl TableStore {
         let w = head.word();
         let mut live_match = |v: VPtr| !is_deleted(v.word()) && pred(v.row(layout));
         if is_uncommitted(w) {
-            let owner = ts_of(w);
+            let owner = owner_of(w);
             if owner == me {
                 return if live_match(head) { Conflict::Mine } else { Conflict::None };
             }
@@ -593,15 +601,15 @@ impl TableStore {
 
     /// Does a parent row with primary key `pk` exist for a new reference?
     /// Ok(true) exists, Ok(false) missing, Err(owner) wait for owner.
-    pub(crate) fn parent_exists(&self, pk: &[u8], me: u64, scratch: &mut Vec<u8>) -> std::result::Result<bool, u64> {
+    pub(crate) fn parent_exists(&self, pk: &[u8], me: TxnId, scratch: &mut Vec<u8>) -> std::result::Result<bool, TxnId> {
         let layout = self.layout();
         let hash = hash_key(pk);
         let map = self.primary.read(hash);
         let Some(head) = primary::find(&map, hash, pk, &self.pk, layout, scratch) else { return Ok(false) };
         let w = head.word();
-        if is_uncommitted(w) && ts_of(w) != me {
+        if let Some(owner) = locked_by_other(w, me) {
             if is_deleted(w) {
-                return Err(ts_of(w));
+                return Err(owner);
             }
             // A non-key update by another transaction keeps the parent
             // either way; an uncommitted insert is not visible (23503).
@@ -681,7 +689,7 @@ impl TableStore {
 
     /// Checks UNIQUE for `entry` (= key ++ pk) and inserts it atomically with
     /// the check, under the index write lock.
-    pub(crate) fn unique_insert(&self, index: &IndexStore, entry: &[u8], pk: &[u8], me: u64) -> Conflict {
+    pub(crate) fn unique_insert(&self, index: &IndexStore, entry: &[u8], pk: &[u8], me: TxnId) -> Conflict {
         let (index_key, _) = index.split(entry);
         let layout = self.layout();
         let upper = prefix_successor(index_key);
@@ -719,27 +727,25 @@ impl TableStore {
     }
 
     /// Stamps a committed version (called under the commit lock).
-    pub(crate) fn stamp(v: VPtr, commit_ts: u64) {
-        let w = v.word();
-        debug_assert!(is_uncommitted(w));
-        v.set_word((w & FLAGS_MASK) | commit_ts);
+    pub(crate) fn stamp(v: VPtr, commit_ts: CommitTs) {
+        v.set_word(committed_word(v.word(), commit_ts));
     }
 
     /// Appends the newest committed image of every live row in `shard` to
     /// `out` as `[u32 len][row]` (checkpoints); returns how many.
     pub(crate) fn committed_rows_of_shard(&self, shard: usize, out: &mut Vec<u8>) -> u32 {
         let layout = self.layout();
-        let map = self.primary.shards()[shard].map.read();
         let mut n = 0;
-        for head in map.iter() {
-            if let Some(v) = latest_committed(Some(*head))
-                && !is_deleted(v.word()) {
-                    let row = v.row(layout);
-                    out.extend_from_slice(&(row.len() as u32).to_le_bytes());
-                    out.extend_from_slice(row);
-                    n += 1;
-                }
-        }
+        self.primary.for_each_head_in(shard, |head| {
+            if let Some(v) = latest_committed(Some(head))
+                && !is_deleted(v.word())
+            {
+                let row = v.row(layout);
+                out.extend_from_slice(&(row.len() as u32).to_le_bytes());
+                out.extend_from_slice(row);
+                n += 1;
+            }
+        });
         n
     }
 }
@@ -758,12 +764,12 @@ fn latest_committed(mut cur: Option<VPtr>) -> Option<VPtr> {
 
 /// The version visible to (`me`, `snapshot`), None if none or deleted.
 #[inline]
-fn visible(head: VPtr, me: u64, snapshot: u64) -> Option<VPtr> {
+fn visible(head: VPtr, me: TxnId, snapshot: Snapshot) -> Option<VPtr> {
     let mut cur = Some(head);
     while let Some(v) = cur {
         let w = v.word();
         if !is_lock_only(w) {
-            let mine_or_old = if is_uncommitted(w) { ts_of(w) == me } else { ts_of(w) <= snapshot };
+            let mine_or_old = if is_uncommitted(w) { owner_of(w) == me } else { snapshot.sees(commit_ts_of(w)) };
             if mine_or_old {
                 return if is_deleted(w) { None } else { Some(v) };
             }
@@ -777,17 +783,12 @@ impl Drop for TableStore {
     fn drop(&mut self) {
         // Free every version so large (non-slab) rows are returned too.
         let layout = self.schema.layout.clone();
-        for shard in self.primary.shards() {
-            let mut map = shard.map.write();
-            for head in map.drain() {
-                let mut cur = Some(head);
-                while let Some(v) = cur {
-                    cur = v.prev();
-                    // SAFETY: the table is unreachable; nobody else holds versions.
-                    unsafe { v.free(&self.slab, &layout) };
-                }
+        self.primary.drain(|head| {
+            for v in head.chain() {
+                // SAFETY: the table is unreachable; nobody else holds versions.
+                unsafe { v.free(&self.slab, &layout) };
             }
-        }
+        });
     }
 }
 

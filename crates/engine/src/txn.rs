@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{EngineError, Result};
+use crate::ids::{CommitTs, Snapshot, TxnId};
 
 pub(crate) const SLOT_BITS: u32 = 12;
 pub(crate) const SLOTS_MAX: usize = 1 << SLOT_BITS;
@@ -65,12 +66,13 @@ pub(crate) struct TxnManager {
     instance: u64,
     /// Commit ts up to which committed transactions are visible to new
     /// snapshots (sync mode: only once durable).
-    pub(crate) visible_ts: AtomicU64,
+    visible_ts: AtomicU64,
     horizon_ts: AtomicU64,
 }
 
 impl TxnManager {
-    pub(crate) fn new(max_transactions: usize, visible_ts: u64) -> TxnManager {
+    pub(crate) fn new(max_transactions: usize, visible_ts: CommitTs) -> TxnManager {
+        let visible_ts = visible_ts.get();
         assert!(max_transactions > 0 && max_transactions <= SLOTS_MAX, "max_transactions must be in 1..={SLOTS_MAX}");
         let slots = (0..max_transactions)
             .map(|_| TxnSlot {
@@ -96,7 +98,7 @@ impl TxnManager {
     /// A slot is claimed by a CAS on its id, starting at the slot this
     /// thread used last: no shared free list, so begin/end touch no cache
     /// line another core's transactions use.
-    pub(crate) fn begin(&self) -> Result<(u64, u64)> {
+    pub(crate) fn begin(&self) -> Result<(TxnId, Snapshot)> {
         let seq = self.next_sequence();
         let n = self.slots.len();
         let start = SLOT_HINT.with(std::cell::Cell::get) % n;
@@ -118,6 +120,7 @@ impl TxnManager {
         if self.slots_used.load(Ordering::SeqCst) <= slot {
             self.slots_used.fetch_max(slot + 1, Ordering::SeqCst);
         }
+        let id = TxnId::new(id);
         let snapshot = self.refresh_snapshot(id);
         Ok((id, snapshot))
     }
@@ -137,21 +140,32 @@ impl TxnManager {
     }
 
     /// New statement snapshot for the transaction `id` (see module docs).
-    pub(crate) fn refresh_snapshot(&self, id: u64) -> u64 {
+    pub(crate) fn refresh_snapshot(&self, id: TxnId) -> Snapshot {
         let s = self.slot(id);
         if s.snapshot.load(Ordering::Relaxed) == NO_SNAPSHOT {
             s.snapshot.store(self.horizon_ts.load(Ordering::SeqCst), Ordering::SeqCst);
         }
         let snapshot = self.visible_ts.load(Ordering::SeqCst);
         s.snapshot.store(snapshot, Ordering::SeqCst);
-        snapshot
+        Snapshot::new(snapshot)
+    }
+
+    /// Makes commits up to `ts` visible to new snapshots (never moves back).
+    #[inline]
+    pub(crate) fn publish(&self, ts: CommitTs) {
+        self.visible_ts.fetch_max(ts.get(), Ordering::SeqCst);
+    }
+
+    /// The newest commit ts new snapshots see.
+    pub(crate) fn visible(&self) -> CommitTs {
+        CommitTs::new(self.visible_ts.load(Ordering::Relaxed))
     }
 
     /// Ends `id`: wakes its waiters and frees the slot. Call only after its
     /// versions are stamped (commit) or unlinked (rollback).
-    pub(crate) fn end(&self, id: u64) {
+    pub(crate) fn end(&self, id: TxnId) {
         let s = self.slot(id);
-        assert_eq!(s.id.load(Ordering::Relaxed), id, "ending a transaction that does not own its slot");
+        assert_eq!(s.id.load(Ordering::Relaxed), id.get(), "ending a transaction that does not own its slot");
         s.snapshot.store(NO_SNAPSHOT, Ordering::SeqCst);
         s.waiting_for.store(0, Ordering::Relaxed);
         s.id.store(0, Ordering::SeqCst);
@@ -166,25 +180,25 @@ impl TxnManager {
         }
     }
 
-    fn slot(&self, id: u64) -> &TxnSlot {
-        &self.slots[(id & SLOT_MASK) as usize]
+    fn slot(&self, id: TxnId) -> &TxnSlot {
+        &self.slots[(id.get() & SLOT_MASK) as usize]
     }
 
     #[cfg(test)]
-    pub(crate) fn is_active(&self, id: u64) -> bool {
-        let idx = (id & SLOT_MASK) as usize;
-        idx < self.slots.len() && self.slots[idx].id.load(Ordering::Acquire) == id
+    pub(crate) fn is_active(&self, id: TxnId) -> bool {
+        let idx = (id.get() & SLOT_MASK) as usize;
+        idx < self.slots.len() && self.slots[idx].id.load(Ordering::Acquire) == id.get()
     }
 
     /// Oldest snapshot any transaction may still read at.
-    pub(crate) fn horizon(&self) -> u64 {
+    pub(crate) fn horizon(&self) -> Snapshot {
         let mut h = self.visible_ts.load(Ordering::SeqCst);
         let used = self.slots_used.load(Ordering::SeqCst);
         for s in &self.slots[..used] {
             h = h.min(s.snapshot.load(Ordering::SeqCst));
         }
         self.horizon_ts.fetch_max(h, Ordering::SeqCst);
-        h
+        Snapshot::new(h)
     }
 
     pub(crate) fn active_count(&self) -> usize {
@@ -193,17 +207,17 @@ impl TxnManager {
 
     /// Blocks `me` until transaction `target` ends. Fails with 40P01 when
     /// `me` is the youngest member of a wait-for cycle, 55P03 at `deadline`.
-    pub(crate) fn wait_for(&self, me: u64, target: u64, deadline: Instant) -> Result<()> {
+    pub(crate) fn wait_for(&self, me: TxnId, target: TxnId, deadline: Instant) -> Result<()> {
         assert_ne!(me, target, "a transaction never waits for itself");
         crate::wait_hook::before_wait();
         let mine = self.slot(me);
-        mine.waiting_for.store(target, Ordering::SeqCst);
+        mine.waiting_for.store(target.get(), Ordering::SeqCst);
         let result = self.wait_loop(me, target, deadline);
         mine.waiting_for.store(0, Ordering::SeqCst);
         result
     }
 
-    fn wait_loop(&self, me: u64, target: u64, deadline: Instant) -> Result<()> {
+    fn wait_loop(&self, me: TxnId, target: TxnId, deadline: Instant) -> Result<()> {
         let slot = self.slot(target);
         slot.waiters.fetch_add(1, Ordering::SeqCst);
         let result = self.wait_registered(slot, me, target, deadline);
@@ -211,14 +225,14 @@ impl TxnManager {
         result
     }
 
-    fn wait_registered(&self, slot: &TxnSlot, me: u64, target: u64, deadline: Instant) -> Result<()> {
+    fn wait_registered(&self, slot: &TxnSlot, me: TxnId, target: TxnId, deadline: Instant) -> Result<()> {
         loop {
             if let Some(cycle) = self.find_cycle(me, target)
                 && cycle.iter().max() == Some(&me) {
                     return Err(EngineError::Deadlock { detail: describe_cycle(&cycle) });
                 }
             let mut guard = slot.mutex.lock();
-            if slot.id.load(Ordering::SeqCst) != target {
+            if slot.id.load(Ordering::SeqCst) != target.get() {
                 return Ok(());
             }
             let now = Instant::now();
@@ -227,15 +241,16 @@ impl TxnManager {
             }
             let nap = DEADLOCK_RECHECK.min(deadline - now);
             slot.ended.wait_for(&mut guard, nap);
-            if slot.id.load(Ordering::SeqCst) != target {
+            if slot.id.load(Ordering::SeqCst) != target.get() {
                 return Ok(());
             }
         }
     }
 
     /// The wait-for path from `me` back to `me`, if there is one.
-    fn find_cycle(&self, me: u64, target: u64) -> Option<Vec<u64>> {
-        let mut path = vec![me];
+    fn find_cycle(&self, me: TxnId, target: TxnId) -> Option<Vec<TxnId>> {
+        let (me, target) = (me.get(), target.get());
+        let mut path = vec![TxnId::new(me)];
         let mut cur = target;
         for _ in 0..self.slots.len() {
             if cur == me {
@@ -256,14 +271,14 @@ impl TxnManager {
             if next == 0 || slot.id.load(Ordering::SeqCst) != cur {
                 return None;
             }
-            path.push(cur);
+            path.push(TxnId::new(cur));
             cur = next;
         }
         None
     }
 }
 
-fn describe_cycle(cycle: &[u64]) -> String {
+fn describe_cycle(cycle: &[TxnId]) -> String {
     let mut parts = Vec::with_capacity(cycle.len());
     for (i, t) in cycle.iter().enumerate() {
         let next = cycle[(i + 1) % cycle.len()];
@@ -279,10 +294,10 @@ mod tests {
 
     #[test]
     fn slots_are_bounded_and_reused() {
-        let m = TxnManager::new(2, 5);
+        let m = TxnManager::new(2, CommitTs::new(5));
         let (a, sa) = m.begin().unwrap();
         let (b, _) = m.begin().unwrap();
-        assert_eq!(sa, 5);
+        assert_eq!(sa, Snapshot::new(5));
         assert!(matches!(m.begin(), Err(EngineError::TooManyTransactions { .. })));
         m.end(a);
         let (c, _) = m.begin().unwrap();
@@ -292,20 +307,20 @@ mod tests {
 
     #[test]
     fn horizon_follows_oldest_snapshot() {
-        let m = TxnManager::new(4, 10);
+        let m = TxnManager::new(4, CommitTs::new(10));
         let (a, _) = m.begin().unwrap();
-        m.visible_ts.store(20, Ordering::SeqCst);
+        m.publish(CommitTs::new(20));
         let (b, sb) = m.begin().unwrap();
-        assert_eq!(sb, 20);
-        assert_eq!(m.horizon(), 10);
+        assert_eq!(sb, Snapshot::new(20));
+        assert_eq!(m.horizon(), Snapshot::new(10));
         m.end(a);
-        assert_eq!(m.horizon(), 20);
+        assert_eq!(m.horizon(), Snapshot::new(20));
         m.end(b);
     }
 
     #[test]
     fn deadlock_detected_for_youngest() {
-        let m = Arc::new(TxnManager::new(4, 1));
+        let m = Arc::new(TxnManager::new(4, CommitTs::new(1)));
         let (a, _) = m.begin().unwrap();
         let (b, _) = m.begin().unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -321,7 +336,7 @@ mod tests {
 
     #[test]
     fn wait_times_out() {
-        let m = TxnManager::new(4, 1);
+        let m = TxnManager::new(4, CommitTs::new(1));
         let (a, _) = m.begin().unwrap();
         let (b, _) = m.begin().unwrap();
         let r = m.wait_for(a, b, Instant::now() + Duration::from_millis(30));

@@ -4,52 +4,63 @@ use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
-use crate::db::DbInner;
+use crate::catalog::CommittedCatalog;
 use crate::error::{EngineError, Result};
+use crate::gc::Gc;
 use crate::ordered::batch_entries;
 use crate::probe::ProbeTable;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted};
 
-pub(crate) fn verify(db: &DbInner) -> Result<Vec<(String, u64, Vec<usize>)>> {
-    let _no_prune_in_flight = db.pruning.write();
-    let cat = db.current_catalog();
+fn broken<T>(what: String) -> Result<T> {
+    Err(EngineError::Corrupt(what))
+}
+
+/// What [`crate::Database::verify`] found in one table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableCheck {
+    pub table: String,
+    /// Committed live rows.
+    pub rows: u64,
+    /// Entries of each ordered index (primary key first).
+    pub index_entries: Vec<usize>,
+}
+
+pub(crate) fn verify(catalog: &CommittedCatalog, gc: &Gc) -> Result<Vec<TableCheck>> {
+    let _no_prune_in_flight = gc.exclude_pruning();
+    let cat = catalog.current();
     let mut out = Vec::new();
-    let broken = |what: String| Err(EngineError::Corrupt(what));
     for store in cat.live_stores() {
         let layout = store.layout();
         let meta = store.meta();
         let mut live: Vec<Vec<u8>> = Vec::new();
         let mut versions: HashSet<(usize, Vec<u8>)> = HashSet::new();
         let mut pk = Vec::new();
-        for shard in store.primary.shards() {
-            let map = shard.map.read();
-            for head in map.iter() {
-                store.pk_of(head.row(layout), &mut pk);
-                let mut cur = Some(*head);
-                let mut newest_committed = None;
-                while let Some(v) = cur {
-                    let w = v.word();
-                    if newest_committed.is_none() && !is_uncommitted(w) && !is_lock_only(w) {
-                        newest_committed = Some(v);
-                    }
-                    for (i, index) in meta.indexes.iter().enumerate() {
-                        let mut e = Vec::new();
-                        index.entry(layout, v.row(layout), &pk, &mut e);
-                        versions.insert((i, e));
-                    }
-                    let mut vpk = Vec::new();
-                    store.pk_of(v.row(layout), &mut vpk);
-                    if vpk != pk {
-                        return broken(format!("{}: version chain mixes primary keys", store.schema.name));
-                    }
-                    cur = v.prev();
+        store.primary.try_for_each_head(|head| {
+            store.pk_of(head.row(layout), &mut pk);
+            let mut newest_committed = None;
+            for v in head.chain() {
+                let w = v.word();
+                if newest_committed.is_none() && !is_uncommitted(w) && !is_lock_only(w) {
+                    newest_committed = Some(v);
                 }
-                if let Some(v) = newest_committed
-                    && !is_deleted(v.word()) {
-                        live.push(v.row(layout).to_vec());
-                    }
+                for (i, index) in meta.indexes.iter().enumerate() {
+                    let mut e = Vec::new();
+                    index.entry(layout, v.row(layout), &pk, &mut e);
+                    versions.insert((i, e));
+                }
+                let mut vpk = Vec::new();
+                store.pk_of(v.row(layout), &mut vpk);
+                if vpk != pk {
+                    return broken(format!("{}: version chain mixes primary keys", store.schema.name));
+                }
             }
-        }
+            if let Some(v) = newest_committed
+                && !is_deleted(v.word())
+            {
+                live.push(v.row(layout).to_vec());
+            }
+            Ok(())
+        })?;
         let rows = live.len() as u64;
         let counted = store.live_rows.load(Ordering::Relaxed);
         if counted != rows as i64 {
@@ -103,7 +114,7 @@ pub(crate) fn verify(db: &DbInner) -> Result<Vec<(String, u64, Vec<usize>)>> {
             }
             entry_counts.push(entries.len());
         }
-        out.push((store.schema.name.clone(), rows, entry_counts));
+        out.push(TableCheck { table: store.schema.name.clone(), rows, index_entries: entry_counts });
     }
     Ok(out)
 }

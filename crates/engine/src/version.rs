@@ -19,6 +19,7 @@
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
+use crate::ids::{CommitTs, TxnId};
 use crate::row::RowLayout;
 use crate::slab::Slab;
 
@@ -104,6 +105,13 @@ impl VPtr {
         NonNull::new(self.header().prev.load(Ordering::Acquire)).map(VPtr)
     }
 
+    /// This version and the older ones after it, newest first. Each one's
+    /// `prev` is read before it is yielded, so the caller may free it.
+    #[inline]
+    pub(crate) fn chain(self) -> Chain {
+        Chain(Some(self))
+    }
+
     pub(crate) fn set_prev(self, prev: Option<VPtr>) {
         self.header().prev.store(opt_raw(prev), Ordering::Release);
     }
@@ -133,6 +141,20 @@ impl VPtr {
 
 }
 
+/// A row's versions from one on, newest first ([`VPtr::chain`]).
+pub(crate) struct Chain(Option<VPtr>);
+
+impl Iterator for Chain {
+    type Item = VPtr;
+
+    #[inline]
+    fn next(&mut self) -> Option<VPtr> {
+        let v = self.0?;
+        self.0 = v.prev();
+        Some(v)
+    }
+}
+
 fn opt_raw(p: Option<VPtr>) -> *mut Version {
     p.map_or(std::ptr::null_mut(), |v| v.0.as_ptr())
 }
@@ -149,7 +171,38 @@ pub(crate) fn is_deleted(word: u64) -> bool {
 pub(crate) fn is_lock_only(word: u64) -> bool {
     word & LOCK_ONLY != 0
 }
+
+/// The word of a version `owner` wrote and has not committed yet.
 #[inline]
-pub(crate) fn ts_of(word: u64) -> u64 {
-    word & TS_MASK
+pub(crate) fn uncommitted_word(owner: TxnId, flags: u64) -> u64 {
+    debug_assert!(owner.get() & !TS_MASK == 0 && flags & !FLAGS_MASK == 0);
+    UNCOMMITTED | flags | owner.get()
+}
+
+/// `word` stamped with its commit ts (flags kept).
+#[inline]
+pub(crate) fn committed_word(word: u64, ts: CommitTs) -> u64 {
+    debug_assert!(is_uncommitted(word) && ts.get() & !TS_MASK == 0);
+    (word & FLAGS_MASK) | ts.get()
+}
+
+/// The transaction that wrote an uncommitted version.
+#[inline]
+pub(crate) fn owner_of(word: u64) -> TxnId {
+    debug_assert!(is_uncommitted(word));
+    TxnId::new(word & TS_MASK)
+}
+
+/// The commit ts of a committed version.
+#[inline]
+pub(crate) fn commit_ts_of(word: u64) -> CommitTs {
+    debug_assert!(!is_uncommitted(word));
+    CommitTs::new(word & TS_MASK)
+}
+
+/// The owner of `word` if it is uncommitted and not `me`'s: the
+/// transaction holding the row's write lock, for `me` to wait for.
+#[inline]
+pub(crate) fn locked_by_other(word: u64, me: TxnId) -> Option<TxnId> {
+    (is_uncommitted(word) && owner_of(word) != me).then(|| owner_of(word))
 }

@@ -17,14 +17,10 @@
 //! which never changes for a table id; replay is idempotent because every
 //! op carries the full image keyed by primary key.
 
-use std::sync::Arc;
-
 use crate::codec::{Reader, Writer};
 use crate::error::{EngineError, Result};
-use crate::schema::{
-    Format, ForeignKey, IndexId, IndexSchema, TableId, TableSchema, decode_index_ddl, decode_table_ddl, encode_index_ddl,
-    encode_table_ddl,
-};
+use crate::ids::CommitTs;
+use crate::schema::{Format, IndexId, IndexSchema, TableDdl, TableId, decode_index_ddl, decode_table_ddl, encode_index_ddl, encode_table_ddl};
 
 pub(crate) const REC_TXN: u8 = 1;
 pub(crate) const REC_TXN_PART: u8 = 2;
@@ -135,9 +131,9 @@ impl RecordBuilder {
         Ok(())
     }
 
-    pub(crate) fn create_table(&mut self, t: &TableSchema, indexes: &[Arc<IndexSchema>], fks: &[Arc<ForeignKey>]) -> Result<()> {
+    pub(crate) fn create_table(&mut self, ddl: &TableDdl) -> Result<()> {
         let mut tmp = Vec::new();
-        encode_table_ddl(&mut Writer::new(&mut tmp), t, indexes, fks);
+        encode_table_ddl(&mut Writer::new(&mut tmp), ddl);
         self.room_for(1 + tmp.len())?;
         let mut w = self.buf();
         w.u8(OP_CREATE_TABLE_V2);
@@ -181,9 +177,9 @@ impl RecordBuilder {
     }
 
     /// Writes the commit ts into every chunk (under the commit lock).
-    pub(crate) fn set_commit_ts(&mut self, commit_ts: u64) {
+    pub(crate) fn set_commit_ts(&mut self, commit_ts: CommitTs) {
         for c in &mut self.chunks {
-            c[TS_OFFSET..TS_OFFSET + 8].copy_from_slice(&commit_ts.to_le_bytes());
+            c[TS_OFFSET..TS_OFFSET + 8].copy_from_slice(&commit_ts.get().to_le_bytes());
         }
     }
 }
@@ -191,7 +187,7 @@ impl RecordBuilder {
 /// A decoded op; row images borrow from the record.
 pub(crate) enum OpRef<'a> {
     Row { op: RowOp, table: TableId, row: &'a [u8] },
-    CreateTable(crate::schema::TableDdl),
+    CreateTable(TableDdl),
     DropTable(TableId),
     CreateIndex(IndexSchema),
     DropIndex(IndexId),
@@ -246,8 +242,13 @@ pub(crate) fn decode_record(payload: &[u8]) -> Result<(RecordHeader, Vec<OpRef<'
     Ok((header, ops))
 }
 
-/// A whole transaction: first record's LSN, commit ts, its records.
-pub(crate) type AssembledTxn = (pgtier_wal::Lsn, u64, Vec<Vec<u8>>);
+/// A whole transaction as read back from the WAL.
+pub(crate) struct AssembledTxn {
+    /// LSN of its first record.
+    pub(crate) first_lsn: pgtier_wal::Lsn,
+    pub(crate) commit_ts: CommitTs,
+    pub(crate) records: Vec<Vec<u8>>,
+}
 
 /// Reassembles transactions that span several records. A run is returned
 /// only when its closing record arrives; a run cut by a crash (chunks with
@@ -259,7 +260,7 @@ pub(crate) struct TxnAssembler {
 }
 
 impl TxnAssembler {
-    /// Returns (first record's LSN, commit ts, records) for a complete transaction.
+    /// Returns a transaction once its last record has arrived.
     pub(crate) fn push(&mut self, lsn: pgtier_wal::Lsn, payload: Vec<u8>) -> Result<Option<AssembledTxn>> {
         let header = decode_header(&mut Reader::new(&payload))?;
         if header.chunk == 0 {
@@ -273,10 +274,10 @@ impl TxnAssembler {
             self.parts.push((lsn, payload));
             return Ok(None);
         }
-        let first = self.parts.first().map_or(lsn, |p| p.0);
+        let first_lsn = self.parts.first().map_or(lsn, |p| p.0);
         let mut records: Vec<Vec<u8>> = self.parts.drain(..).map(|p| p.1).collect();
         records.push(payload);
-        Ok(Some((first, header.commit_ts, records)))
+        Ok(Some(AssembledTxn { first_lsn, commit_ts: CommitTs::new(header.commit_ts), records }))
     }
 }
 
@@ -292,7 +293,7 @@ mod tests {
         }
         b.drop_table(TableId(9)).unwrap();
         b.finish();
-        b.set_commit_ts(42);
+        b.set_commit_ts(CommitTs::new(42));
         assert!(b.chunks.len() > 2);
         let mut total = 0;
         for (n, c) in b.chunks.iter().enumerate() {
@@ -312,7 +313,7 @@ mod tests {
         let build = |b: &mut RecordBuilder| {
             b.row(RowOp::Update, TableId(1), &[5u8; 40]).unwrap();
             b.finish();
-            b.set_commit_ts(7);
+            b.set_commit_ts(CommitTs::new(7));
         };
         let mut fresh = RecordBuilder::new(4096);
         build(&mut fresh);
@@ -322,7 +323,7 @@ mod tests {
             reused.row(RowOp::Insert, TableId(0), &[1u8; 100]).unwrap();
         }
         reused.finish();
-        reused.set_commit_ts(6);
+        reused.set_commit_ts(CommitTs::new(6));
         assert!(reused.chunks.len() > 2);
         reused.reset();
         assert!(reused.is_empty());

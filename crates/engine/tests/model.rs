@@ -198,9 +198,9 @@ proptest! {
 fn check_final(db: &Database, table: TableId, model: &BTreeMap<i32, Row>) -> Result<(), TestCaseError> {
     db.vacuum();
     let report = db.verify().unwrap();
-    let (_, rows, entries) = report.iter().find(|r| r.0 == "t").unwrap();
-    prop_assert_eq!(*rows as usize, model.len());
-    for e in entries {
+    let check = report.iter().find(|r| r.table == "t").unwrap();
+    prop_assert_eq!(check.rows as usize, model.len());
+    for e in &check.index_entries {
         prop_assert_eq!(*e, model.len(), "index entries == rows after vacuum");
     }
     let mut t = db.begin().unwrap();

@@ -1,0 +1,249 @@
+//! What follows a row write: index entries (UNIQUE checked atomically with
+//! the entry insert), and foreign keys from both sides (child: the parent
+//! must exist; parent: no child may still reference a key going away, or
+//! ON DELETE CASCADE / SET NULL acts on the children).
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::Transaction;
+use crate::api::RowRef;
+use crate::catalog::CatalogState;
+use crate::error::{EngineError, Result};
+use crate::ids::TxnId;
+use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor};
+use crate::schema::{IndexId, TableSchema};
+use crate::table::{Conflict, FkLink, IndexStore, TableMeta, TableStore, cols_equal, encode_cols_as};
+use crate::types::Value;
+
+impl Transaction {
+    /// Index entries and foreign keys of a written row: after installing
+    /// `new_row` (whose previous image was `old_row`, if any) for the key in
+    /// `self.s.key`. `changed`: what an UPDATE assigned (other columns are
+    /// copies of `old_row`), so indexes and foreign keys on none of its
+    /// columns need no work.
+    pub(super) fn after_write(&mut self, store: &Arc<TableStore>, meta: &TableMeta, new_row: &[u8], old_row: Option<&[u8]>, old_was_own: bool, changed: Option<&[(usize, Value)]>) -> Result<()> {
+        let layout = store.layout();
+        let pk = std::mem::take(&mut self.s.key);
+        let r = (|| {
+            // Our previous version was replaced in place: drop the entries
+            // only it had, before anything below can fail and abort (the
+            // rollback only knows the newest image).
+            if old_was_own
+                && let Some(old) = old_row {
+                    store.cleanup_entries(meta, &pk, &[old.to_vec()]);
+                }
+            let untouched = |cols: &[usize]| changed.is_some_and(|ch| !ch.iter().any(|(c, _)| cols.contains(c)));
+            for index in &meta.indexes {
+                if old_row.is_some() && untouched(&index.spec.columns) {
+                    continue;
+                }
+                index.entry(layout, new_row, &pk, &mut self.s.entry);
+                if let Some(old) = old_row {
+                    index.entry(layout, old, &pk, &mut self.s.tmp);
+                    if self.s.tmp == self.s.entry {
+                        continue;
+                    }
+                }
+                if self.s.entry.len() > ENTRY_BYTES_MAX {
+                    return Err(EngineError::ProgramLimitExceeded {
+                        message: format!("index row size {} exceeds maximum {ENTRY_BYTES_MAX} for index \"{}\"", self.s.entry.len(), index.schema.name),
+                    });
+                }
+                if index.schema.unique && !index.schema.primary && !index.spec.row_has_null(layout, new_row) {
+                    self.unique_insert(store, index, &pk, new_row)?;
+                } else {
+                    index.insert(&self.s.entry);
+                }
+            }
+            for link in &meta.as_child {
+                if old_row.is_some() && untouched(&link.fk.child_columns) {
+                    continue;
+                }
+                self.check_parent(store, link, new_row, old_row)?;
+            }
+            if let Some(old) = old_row {
+                for link in &meta.as_parent {
+                    if !untouched(&link.fk.parent_columns) && !cols_equal(layout, old, new_row, &link.fk.parent_columns) {
+                        self.check_children(store, link, old, false)?;
+                    }
+                }
+            }
+            Ok(())
+        })();
+        self.s.key = pk;
+        r
+    }
+
+    fn unique_insert(&mut self, store: &TableStore, index: &IndexStore, pk: &[u8], row: &[u8]) -> Result<()> {
+        loop {
+            match store.unique_insert(index, &self.s.entry, pk, self.id) {
+                Conflict::None => return Ok(()),
+                Conflict::Committed | Conflict::Mine => {
+                    return Err(unique_violation(&store.schema, &index.schema.columns, &self.cat, index.schema.id, row));
+                }
+                Conflict::WaitFor(owner) => self.wait(owner)?,
+            }
+        }
+    }
+
+    /// FK, child side: the referenced parent row must exist.
+    fn check_parent(&mut self, store: &TableStore, link: &FkLink, new_row: &[u8], old_row: Option<&[u8]>) -> Result<()> {
+        let fk = &link.fk;
+        let layout = store.layout();
+        if fk.child_columns.iter().any(|&c| layout.is_null(new_row, c)) {
+            return Ok(()); // MATCH SIMPLE: a NULL column means no reference.
+        }
+        if old_row.is_some_and(|old| cols_equal(layout, old, new_row, &fk.child_columns)) {
+            return Ok(());
+        }
+        let Some(parent) = link.other.upgrade() else { return Ok(()) };
+        let parent_meta = parent.meta();
+        loop {
+            let outcome = if fk.parent_index == parent.schema.primary_index {
+                encode_cols_as(&parent.pk, layout, new_row, &fk.child_columns, &mut self.s.probe);
+                parent.parent_exists(&self.s.probe, self.id, &mut self.s.scratch)
+            } else {
+                let Some(pindex) = parent_meta.index(fk.parent_index) else { return Ok(()) };
+                encode_cols_as(&pindex.spec, layout, new_row, &fk.child_columns, &mut self.s.probe);
+                self.parent_exists_unique(&parent, pindex)
+            };
+            match outcome {
+                Ok(true) => return Ok(()),
+                Ok(false) => {
+                    return Err(EngineError::ForeignKeyViolation {
+                        constraint: fk.name.clone(),
+                        message: format!("insert or update on table \"{}\" violates foreign key constraint \"{}\"", store.schema.name, fk.name),
+                        detail: key_detail(&store.schema, new_row, &fk.child_columns, format_args!("is not present in table \"{}\".", parent.schema.name)),
+                    });
+                }
+                Err(owner) => self.wait(owner)?,
+            }
+        }
+    }
+
+    fn parent_exists_unique(&mut self, parent: &TableStore, pindex: &IndexStore) -> std::result::Result<bool, TxnId> {
+        let prefix = self.s.probe.clone();
+        let upper = prefix_successor(&prefix);
+        let mut batch = Vec::new();
+        pindex.tree.scan(Bound::Included(&prefix), upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded), usize::MAX, &mut batch);
+        let mut tmp = Vec::new();
+        for entry in batch_entries(&batch) {
+            let (_, pk) = pindex.split(entry);
+            let pred = |row: &[u8]| {
+                tmp.clear();
+                pindex.spec.encode_row(parent.layout(), row, &mut tmp);
+                tmp == prefix
+            };
+            match parent.probe(pk, self.id, &mut self.s.scratch, pred) {
+                Conflict::Committed | Conflict::Mine => return Ok(true),
+                Conflict::WaitFor(owner) => return Err(owner),
+                Conflict::None => {}
+            }
+        }
+        Ok(false)
+    }
+
+    /// FK, parent side: `old_row`'s key is going away (deleted, or changed
+    /// when not `deleting`). Rows still referencing it are an error, or,
+    /// for a delete under ON DELETE CASCADE / SET NULL, are deleted or
+    /// have their referencing columns set to NULL (in this transaction;
+    /// their own references are followed the same way).
+    pub(super) fn check_children(&mut self, store: &TableStore, link: &FkLink, old_row: &[u8], deleting: bool) -> Result<()> {
+        const FK_ACTION_DEPTH_MAX: u32 = 256;
+        let fk = &link.fk;
+        let action = if deleting { fk.on_delete } else { crate::schema::FkAction::NoAction };
+        let layout = store.layout();
+        if fk.parent_columns.iter().any(|&c| layout.is_null(old_row, c)) {
+            return Ok(());
+        }
+        let Some(child) = link.other.upgrade() else { return Ok(()) };
+        let child_meta = child.meta();
+        let Some(cindex) = child_meta.index(fk.child_index).cloned() else { return Ok(()) };
+        encode_cols_as(&cindex.spec, layout, old_row, &fk.parent_columns, &mut self.s.probe);
+        let prefix = self.s.probe.clone();
+        let upper = prefix_successor(&prefix);
+        'retry: loop {
+            let mut batch = Vec::new();
+            cindex.tree.scan(Bound::Included(&prefix), upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded), usize::MAX, &mut batch);
+            let mut tmp = Vec::new();
+            for entry in batch_entries(&batch) {
+                let (_, child_pk) = cindex.split(entry);
+                let mut child_key: Vec<Value> = Vec::new();
+                let pred = |row: &[u8]| {
+                    encode_cols_as(&cindex.spec, child.layout(), row, &fk.child_columns, &mut tmp);
+                    let refers = tmp == prefix;
+                    if refers && action != crate::schema::FkAction::NoAction {
+                        let r = RowRef::new(&child.schema, row);
+                        child_key = child.schema.primary_key.iter().map(|&c| r.get(c).to_owned_value()).collect();
+                    }
+                    refers
+                };
+                match child.probe(child_pk, self.id, &mut self.s.scratch, pred) {
+                    Conflict::None => {}
+                    Conflict::Committed | Conflict::Mine if action != crate::schema::FkAction::NoAction => {
+                        if self.fk_action_depth >= FK_ACTION_DEPTH_MAX {
+                            return Err(EngineError::ProgramLimitExceeded {
+                                message: format!("foreign key actions nested deeper than {FK_ACTION_DEPTH_MAX} (constraint \"{}\")", fk.name),
+                            });
+                        }
+                        self.fk_action_depth += 1;
+                        let r = if action == crate::schema::FkAction::Cascade {
+                            self.delete_inner(child.schema.id, &child_key, |_| Ok(true)).map(|_| ())
+                        } else {
+                            let changes: Vec<(usize, Value)> = fk.child_columns.iter().map(|&c| (c, Value::Null)).collect();
+                            self.update_inner(child.schema.id, &child_key, |_| Ok(Some(changes.clone()))).map(|_| ())
+                        };
+                        self.fk_action_depth -= 1;
+                        r?;
+                    }
+                    Conflict::Committed | Conflict::Mine => {
+                        return Err(EngineError::ForeignKeyViolation {
+                            constraint: fk.name.clone(),
+                            message: format!(
+                                "update or delete on table \"{}\" violates foreign key constraint \"{}\" on table \"{}\"",
+                                store.schema.name, fk.name, child.schema.name
+                            ),
+                            detail: key_detail(&store.schema, old_row, &fk.parent_columns, format_args!("is still referenced from table \"{}\".", child.schema.name)),
+                        });
+                    }
+                    Conflict::WaitFor(owner) => {
+                        self.wait(owner)?;
+                        continue 'retry;
+                    }
+                }
+            }
+            return Ok(());
+        }
+    }
+}
+
+/// PostgreSQL's DETAIL for a key: `Key (a, b)=(1, x) <then>`, built in one
+/// string (a failing INSERT in TATP's mix pays for it every time).
+pub(super) fn key_detail(schema: &TableSchema, row: &[u8], cols: &[usize], then: std::fmt::Arguments<'_>) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(64);
+    s.push_str("Key (");
+    for (i, &c) in cols.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(&schema.columns[c].name);
+    }
+    s.push_str(")=(");
+    for (i, &c) in cols.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        let _ = write!(s, "{}", schema.layout().get(row, c));
+    }
+    s.push_str(") ");
+    let _ = s.write_fmt(then);
+    s
+}
+
+pub(super) fn unique_violation(schema: &TableSchema, cols: &[usize], cat: &CatalogState, index: IndexId, row: &[u8]) -> EngineError {
+    let constraint = cat.catalog.index(index).map_or_else(|| format!("{}_pkey", schema.name), |i| i.name.clone());
+    EngineError::UniqueViolation { constraint, detail: key_detail(schema, row, cols, format_args!("already exists.")) }
+}
+

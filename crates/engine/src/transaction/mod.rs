@@ -1,0 +1,427 @@
+//! Transactions: the typed API `sql`, `cache` and applications call.
+//!
+//! READ COMMITTED as in PostgreSQL: each statement reads at a snapshot taken
+//! when it starts (every API call is its own statement unless the caller
+//! brackets several with [`Transaction::begin_statement`]); writers lock the
+//! latest committed version (waiting for another writer to finish, then
+//! re-reading it, as PostgreSQL's update re-check does). Any error aborts the
+//! transaction (there are no savepoints): its changes are undone and its
+//! locks released at once, and later calls fail with 25P02 until it ends.
+//!
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | the `Transaction` value: begin/restart, statements and snapshots, error handling |
+//! | `reads` | point reads and scans at the statement snapshot |
+//! | `writes` | the write set; insert, update, delete, lock (writers work on the latest version) |
+//! | `constraints` | index maintenance, UNIQUE and foreign keys after a write |
+//! | `ddl` | CREATE/DROP TABLE and INDEX on a private catalog |
+//! | `commit` | commit (WAL, stamping, publication) and rollback |
+
+mod commit;
+mod constraints;
+mod ddl;
+mod reads;
+mod writes;
+
+pub(crate) use commit::CommitOrder;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use pgtier_wal::Lsn;
+
+use crate::catalog::CatalogState;
+use crate::db::{CommitMode, DbInner};
+use crate::error::{EngineError, Result};
+use crate::ids::{Snapshot, TxnId};
+use crate::key::hash_key;
+use crate::schema::{IndexId, IndexSchema, TableDdl, TableId};
+use crate::table::{TableMeta, TableStore};
+use crate::types::Value;
+use crate::version::VPtr;
+use crate::walrec::RecordBuilder;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Status {
+    Active,
+    /// An error aborted the transaction; already rolled back.
+    Failed,
+    Ended,
+}
+
+struct Held {
+    store: Arc<TableStore>,
+    meta: Arc<TableMeta>,
+    /// Holds a shared table lock (false for tables created in this txn).
+    shared: bool,
+}
+
+struct WriteEntry {
+    held: u32,
+    hash: u64,
+    key_off: u32,
+    key_len: u32,
+    /// Our uncommitted head version of the row.
+    head: VPtr,
+    /// The row existed (committed, live) before our first write.
+    had_base: bool,
+}
+
+enum Step {
+    Row(usize),
+    Ddl(usize),
+}
+
+/// A table's metadata before this transaction's DDL replaced it.
+struct MetaUndo {
+    store: Arc<TableStore>,
+    old: Arc<TableMeta>,
+}
+
+enum DdlOp {
+    CreateTable(TableDdl),
+    DropTable(TableId),
+    CreateIndex(Arc<IndexSchema>),
+    DropIndex(IndexId),
+}
+
+#[derive(Default)]
+struct Scratch {
+    key: Vec<u8>,
+    scratch: Vec<u8>,
+    row: Vec<u8>,
+    base: Vec<u8>,
+    entry: Vec<u8>,
+    tmp: Vec<u8>,
+    probe: Vec<u8>,
+    batch: Vec<u8>,
+    /// Encoded scan bounds (the lower one becomes the resume cursor).
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    /// The last commit's WAL record builder and live-row deltas, reused.
+    records: Option<RecordBuilder>,
+    deltas: Vec<i64>,
+}
+
+/// Buffers a finished transaction leaves to the next one on its thread, so
+/// the steady-state commit path does not allocate them again.
+#[derive(Default)]
+struct Recycled {
+    /// The committed catalog the last transaction on this thread used.
+    /// Reused while its version is unchanged, sparing a shared lock and
+    /// refcount per begin.
+    cat: Option<CachedCatalog>,
+    writes: Vec<WriteEntry>,
+    order: Vec<Step>,
+    held: Vec<Held>,
+    s: Scratch,
+}
+
+struct CachedCatalog {
+    /// `DbInner::instance` of its database.
+    instance: u64,
+    version: u64,
+    state: Arc<CatalogState>,
+}
+
+/// Recycled buffers larger than this are dropped instead (bulk loads).
+const RECYCLE_BYTES_MAX: usize = 256 << 10;
+
+thread_local! {
+    static RECYCLED: std::cell::RefCell<Option<Recycled>> = const { std::cell::RefCell::new(None) };
+    /// Placeholder left in a finished transaction's `cat` (thread-local, so
+    /// cloning it touches no shared cache line).
+    static NO_CATALOG: Arc<CatalogState> = Arc::new(CatalogState::default());
+}
+
+pub struct Transaction {
+    db: Arc<DbInner>,
+    id: TxnId,
+    snapshot: Snapshot,
+    mode: CommitMode,
+    status: Status,
+    in_statement: bool,
+    /// The snapshot was taken by `begin` and no statement has used it yet.
+    fresh_snapshot: bool,
+    cat: Arc<CatalogState>,
+    cat_version: u64,
+    private_catalog: bool,
+    held: Vec<Held>,
+    writes: Vec<WriteEntry>,
+    write_index: Option<HashMap<(u32, u64), u32>>,
+    keys: Vec<u8>,
+    order: Vec<Step>,
+    ddl: Vec<DdlOp>,
+    ddl_locked: bool,
+    exclusive: Vec<Arc<TableStore>>,
+    meta_undo: Vec<MetaUndo>,
+    dropped: Vec<Arc<TableStore>>,
+    /// A log position this transaction's result depends on without having
+    /// written it (a sequence advanced in its own transaction): a `Sync`
+    /// commit waits for it even when read-only.
+    observed_lsn: Option<Lsn>,
+    /// ON DELETE CASCADE / SET NULL actions in progress (nested): bounded,
+    /// so a long chain of references fails instead of exhausting the stack.
+    fk_action_depth: u32,
+    s: Scratch,
+}
+
+impl Transaction {
+    pub(crate) fn begin(db: Arc<DbInner>, mode: CommitMode) -> Result<Transaction> {
+        let (id, snapshot) = db.txns.begin()?;
+        // Version first, then catalog: a cached catalog is reused only if
+        // no DDL committed since it was taken.
+        let cat_version = db.catalog.version();
+        let mut r = RECYCLED.with(|c| c.borrow_mut().take()).unwrap_or_default();
+        let cat = match r.cat.take() {
+            Some(c) if c.instance == db.instance && c.version == cat_version => c.state,
+            _ => db.catalog.current(),
+        };
+        Ok(Transaction {
+            db,
+            id,
+            snapshot,
+            mode,
+            status: Status::Active,
+            in_statement: false,
+            fresh_snapshot: true,
+            cat,
+            cat_version,
+            private_catalog: false,
+            held: r.held,
+            writes: r.writes,
+            write_index: None,
+            keys: Vec::new(),
+            order: r.order,
+            ddl: Vec::new(),
+            ddl_locked: false,
+            exclusive: Vec::new(),
+            meta_undo: Vec::new(),
+            dropped: Vec::new(),
+            observed_lsn: None,
+            fk_action_depth: 0,
+            s: r.s,
+        })
+    }
+
+    pub(crate) fn db(&self) -> &Arc<DbInner> {
+        &self.db
+    }
+
+    /// See `observed_lsn`.
+    pub(crate) fn observe_lsn(&mut self, lsn: Lsn) {
+        self.observed_lsn = self.observed_lsn.max(Some(lsn));
+    }
+
+    /// This transaction's id (also the lock owner shown in 40P01 details).
+    pub fn id(&self) -> u64 {
+        self.id.get()
+    }
+
+    pub fn commit_mode(&self) -> CommitMode {
+        self.mode
+    }
+
+    /// Nothing written and no DDL so far: committing logs nothing, so the
+    /// commit mode does not matter.
+    pub fn is_read_only(&self) -> bool {
+        self.writes.is_empty() && self.ddl.is_empty()
+    }
+
+    /// Changes the commit mode (`SET LOCAL synchronous_commit` style).
+    pub fn set_commit_mode(&mut self, mode: CommitMode) {
+        self.mode = mode;
+    }
+
+    /// The catalog this transaction sees (its own uncommitted DDL included).
+    pub fn catalog(&self) -> &crate::schema::Catalog {
+        &self.cat.catalog
+    }
+
+    /// Starts a statement: takes a new snapshot that all calls until
+    /// [`Transaction::end_statement`] share (PostgreSQL statement snapshot).
+    pub fn begin_statement(&mut self) -> Result<()> {
+        self.check_active()?;
+        self.refresh();
+        self.in_statement = true;
+        Ok(())
+    }
+
+    /// [`Transaction::begin_statement`] for a statement issued right after
+    /// `begin` (autocommit): it reads at the snapshot `begin` took, which is
+    /// as fresh, sparing two more fenced stores. Only the first statement
+    /// may; later ones (and a first one issued after a pause, as after an
+    /// explicit BEGIN) need [`Transaction::begin_statement`].
+    pub fn begin_first_statement(&mut self) -> Result<()> {
+        self.check_active()?;
+        if !self.fresh_snapshot {
+            self.refresh();
+        }
+        self.in_statement = true;
+        Ok(())
+    }
+
+    pub fn end_statement(&mut self) {
+        self.in_statement = false;
+        self.fresh_snapshot = false;
+    }
+
+    /// The commit ts this statement reads at.
+    pub fn snapshot_ts(&self) -> u64 {
+        self.snapshot.get()
+    }
+
+    fn check_active(&self) -> Result<()> {
+        match self.status {
+            Status::Active => Ok(()),
+            Status::Failed | Status::Ended => Err(EngineError::TransactionAborted),
+        }
+    }
+
+    fn refresh(&mut self) {
+        self.fresh_snapshot = false;
+        self.snapshot = self.db.txns.refresh_snapshot(self.id);
+        if !self.private_catalog {
+            self.follow_committed_catalog();
+        }
+    }
+
+    /// Takes the committed catalog if DDL committed since ours was taken.
+    /// Called after the snapshot is taken (version first, then catalog).
+    fn follow_committed_catalog(&mut self) {
+        let v = self.db.catalog.version();
+        if v != self.cat_version {
+            self.cat = self.db.catalog.current();
+            self.cat_version = v;
+        }
+    }
+
+    fn prologue(&mut self) -> Result<()> {
+        self.check_active()?;
+        if !self.in_statement {
+            self.refresh();
+        }
+        Ok(())
+    }
+
+    /// Any error aborts the transaction, as in PostgreSQL.
+    fn check<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if matches!(e, EngineError::Deadlock { .. }) {
+                self.db.counters.deadlocks.fetch_add(1, Ordering::Relaxed);
+            }
+            if self.status == Status::Active {
+                self.rollback_internal();
+                self.status = Status::Failed;
+            }
+        }
+        r
+    }
+
+    /// Waits for the log up to `lsn` to be durable; the thread's wait hook
+    /// runs first if that means blocking.
+    fn wait_durable(&self, lsn: Lsn) -> Result<()> {
+        if self.db.wal.durable_end() <= lsn {
+            crate::wait_hook::before_wait();
+        }
+        Ok(self.db.wal.wait_durable(lsn)?)
+    }
+
+    fn wait(&self, owner: TxnId) -> Result<()> {
+        self.db.txns.wait_for(self.id, owner, self.db.lock_deadline())
+    }
+
+    fn store(&self, table: TableId) -> Result<Arc<TableStore>> {
+        self.cat.store(table).cloned().ok_or_else(|| EngineError::UndefinedTable { name: format!("table id {}", table.0) })
+    }
+
+    /// Begins a new transaction in this ended one, reusing its buffers and,
+    /// while no DDL has committed since, its catalog. An open transaction
+    /// is rolled back first.
+    pub fn restart(&mut self, mode: CommitMode) -> Result<()> {
+        self.rollback_in_place();
+        debug_assert!(self.held.is_empty() && self.exclusive.is_empty() && !self.ddl_locked);
+        let (id, snapshot) = self.db.txns.begin()?;
+        self.follow_committed_catalog();
+        self.id = id;
+        self.snapshot = snapshot;
+        self.mode = mode;
+        self.status = Status::Active;
+        self.in_statement = false;
+        self.fresh_snapshot = true;
+        self.private_catalog = false;
+        self.writes.clear();
+        self.order.clear();
+        self.write_index = None;
+        self.keys.clear();
+        self.ddl.clear();
+        self.meta_undo.clear();
+        self.dropped.clear();
+        self.observed_lsn = None;
+        Ok(())
+    }
+
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        if self.status == Status::Active {
+            self.rollback_internal();
+            self.status = Status::Ended;
+        }
+        self.recycle();
+    }
+}
+
+impl Transaction {
+    fn recycle(&mut self) {
+        assert!(self.held.is_empty(), "table locks outlive the transaction");
+        self.writes.clear();
+        self.order.clear();
+        let s = &self.s;
+        let bytes = s.key.capacity() + s.scratch.capacity() + s.row.capacity() + s.base.capacity() + s.entry.capacity()
+            + s.tmp.capacity() + s.probe.capacity() + s.batch.capacity() + s.lo.capacity() + s.hi.capacity()
+            + self.writes.capacity() * std::mem::size_of::<WriteEntry>();
+        if bytes > RECYCLE_BYTES_MAX {
+            return;
+        }
+        let cat = (!self.private_catalog).then(|| {
+            let placeholder = NO_CATALOG.with(Arc::clone);
+            CachedCatalog { instance: self.db.instance, version: self.cat_version, state: std::mem::replace(&mut self.cat, placeholder) }
+        });
+        let r = Recycled {
+            cat,
+            writes: std::mem::take(&mut self.writes),
+            order: std::mem::take(&mut self.order),
+            held: std::mem::take(&mut self.held),
+            s: std::mem::take(&mut self.s),
+        };
+        RECYCLED.with(|c| *c.borrow_mut() = Some(r));
+    }
+}
+
+fn undefined(table: TableId) -> EngineError {
+    EngineError::UndefinedTable { name: format!("table id {}", table.0) }
+}
+
+/// Encodes `key`, one value per primary-key column, as `store`'s primary
+/// key into `out` and returns its hash; None when no row can have that key
+/// (a value out of its column's range).
+#[inline]
+fn encode_pk(store: &TableStore, key: &[Value], out: &mut Vec<u8>) -> Result<Option<u64>> {
+    if key.len() != store.schema.primary_key.len() {
+        return Err(key_arity_error(store, key.len()));
+    }
+    out.clear();
+    if !store.pk.encode_values(key, out) {
+        return Ok(None);
+    }
+    Ok(Some(hash_key(out)))
+}
+
+#[cold]
+fn key_arity_error(store: &TableStore, given: usize) -> EngineError {
+    EngineError::definition("42601", format!("primary key of \"{}\" has {} columns, {given} values given", store.schema.name, store.schema.primary_key.len()))
+}
+

@@ -1,0 +1,301 @@
+//! Reads at the statement snapshot: point reads by primary key, index
+//! range scans (a unique index's whole-key equality through its probe),
+//! whole-table scans. Readers never wait.
+
+use std::ops::Bound;
+
+use super::{Transaction, encode_pk, undefined};
+use crate::api::{RowBuf, RowRef};
+use crate::error::{EngineError, Result};
+use crate::key::hash_key;
+use crate::primary::SHARD_COUNT;
+use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor_in_place};
+use crate::schema::{IndexId, TableId};
+use crate::table::{IndexStore, TableStore};
+use crate::types::Value;
+
+/// Entries copied per ordered-index lock acquisition during scans.
+const SCAN_BATCH_ENTRIES: usize = 128;
+
+impl Transaction {
+    /// Reads the row with primary key `key` visible to this statement.
+    pub fn get(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
+        self.prologue()?;
+        let r = self.get_inner(table, key, out);
+        self.check(r)
+    }
+
+    fn get_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
+        let Some(store) = self.cat.store(table) else { return Err(undefined(table)) };
+        let Some(hash) = encode_pk(store, key, &mut self.s.key)? else { return Ok(false) };
+        let found = store.read_visible(hash, &self.s.key, self.id, self.snapshot, &mut self.s.scratch, &mut out.data);
+        if found {
+            out.set_schema(&store.schema);
+        }
+        Ok(found)
+    }
+
+    /// Like [`Transaction::get`] without copying: `f` sees the row in place.
+    /// `f` runs under an internal read lock and must not call the engine.
+    pub fn get_with<R>(&mut self, table: TableId, key: &[Value], f: impl FnOnce(RowRef<'_>) -> R) -> Result<Option<R>> {
+        self.prologue()?;
+        let Some(store) = self.cat.store(table) else {
+            let e = Err(undefined(table));
+            return self.check(e);
+        };
+        let hash = match encode_pk(store, key, &mut self.s.key) {
+            Ok(Some(hash)) => hash,
+            Ok(None) => return Ok(None),
+            Err(e) => return self.check(Err(e)),
+        };
+        let schema = &store.schema;
+        Ok(store.with_visible(hash, &self.s.key, self.id, self.snapshot, &mut self.s.scratch, |row| f(RowRef::new(schema, row))))
+    }
+
+    /// Scans index `index` over `[lower, upper]` (bounds on leading key
+    /// columns; `Bound::Included(&[a])` on a composite key is a prefix
+    /// bound). Calls `f` with each visible row in key order until it
+    /// returns false; returns the number of rows visited.
+    pub fn scan(&mut self, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>, f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+        self.prologue()?;
+        let r = self.scan_inner(index, lower, upper, f);
+        self.check(r)
+    }
+
+    /// All rows whose leading key columns equal `prefix`.
+    pub fn scan_prefix(&mut self, index: IndexId, prefix: &[Value], f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+        self.scan(index, Bound::Included(prefix), Bound::Included(prefix), f)
+    }
+
+    fn scan_inner(&mut self, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>, mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+        let ischema = self.cat.catalog.index(index).cloned().ok_or_else(|| EngineError::UndefinedObject { what: "index", name: format!("id {}", index.0) })?;
+        let store = self.store(ischema.table)?;
+        let meta = store.meta();
+        let Some(istore) = meta.index(index).cloned() else {
+            return Err(EngineError::FeatureNotSupported(format!("range scan on hash-only index \"{}\"", ischema.name)));
+        };
+        let (mut lo, mut hi) = (std::mem::take(&mut self.s.lo), std::mem::take(&mut self.s.hi));
+        let (mut from, to) = encode_bounds(&istore, lower, upper, &mut lo, &mut hi)?;
+        if let Some(probe) = &istore.probe
+            && whole_key_equality(&istore, lower, upper)
+        {
+            // At most one visible row has this key: the probe finds it
+            // without walking the tree (see `probe`).
+            if let Some(r) = self.probe_equal(&store, &istore, probe, &lo, &mut f) {
+                (self.s.lo, self.s.hi) = (lo, hi);
+                return r;
+            }
+        }
+        let mut visited = 0u64;
+        loop {
+            self.s.batch.clear();
+            let n = istore.tree.scan(from.of(&lo), to.of(&hi), SCAN_BATCH_ENTRIES, &mut self.s.batch);
+            let batch = std::mem::take(&mut self.s.batch);
+            let mut last: &[u8] = &[];
+            let mut stop = false;
+            for entry in batch_entries(&batch) {
+                last = entry;
+                let (index_key, pk) = istore.split(entry);
+                let hash = hash_key(pk);
+                let found = store.read_visible(hash, pk, self.id, self.snapshot, &mut self.s.scratch, &mut self.s.row);
+                if !found {
+                    continue;
+                }
+                if !istore.schema.primary {
+                    // The entry may belong to another version of the row.
+                    self.s.tmp.clear();
+                    istore.spec.encode_row(store.layout(), &self.s.row, &mut self.s.tmp);
+                    if self.s.tmp.as_slice() != index_key {
+                        continue;
+                    }
+                }
+                visited += 1;
+                match f(RowRef::new(&store.schema, &self.s.row)) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        stop = true;
+                        break;
+                    }
+                    // The batch buffer is dropped on this error path.
+                    Err(e) => return Err(e),
+                }
+            }
+            if stop || n < SCAN_BATCH_ENTRIES {
+                self.s.batch = batch;
+                (self.s.lo, self.s.hi) = (lo, hi);
+                return Ok(visited);
+            }
+            // Resume after the last entry of this batch.
+            lo.clear();
+            lo.extend_from_slice(last);
+            from = BoundKind::Excluded;
+            self.s.batch = batch;
+        }
+    }
+
+    /// Visits the row of a unique secondary index whose whole key is `key`
+    /// (encoded), found through the index's probe. None: too many rows once
+    /// carried the key for the probe's bounded candidate list; scan the tree.
+    fn probe_equal(
+        &mut self,
+        store: &TableStore,
+        istore: &IndexStore,
+        probe: &parking_lot::RwLock<crate::probe::ProbeTable>,
+        key: &[u8],
+        f: &mut impl FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Option<Result<u64>> {
+        let mut candidates = [0u64; 8];
+        let mut n = 0;
+        let mut overflow = false;
+        probe.read().candidates(hash_key(key), |pk_hash| {
+            if candidates[..n].contains(&pk_hash) {
+                return;
+            }
+            if n == candidates.len() {
+                overflow = true;
+                return;
+            }
+            candidates[n] = pk_hash;
+            n += 1;
+        });
+        // Only a long history of one key moving between rows (within what
+        // old snapshots still see) gets here.
+        if overflow {
+            return None;
+        }
+        let layout = store.layout();
+        let mut tmp = std::mem::take(&mut self.s.tmp);
+        let mut row = std::mem::take(&mut self.s.row);
+        let mut visited = 0;
+        let mut result = Ok(());
+        for &pk_hash in &candidates[..n] {
+            let found = store.read_visible_where(pk_hash, self.id, self.snapshot, &mut row, |r| {
+                tmp.clear();
+                istore.spec.encode_row(layout, r, &mut tmp);
+                tmp.as_slice() == key
+            });
+            if found {
+                visited += 1;
+                result = f(RowRef::new(&store.schema, &row)).map(|_| ());
+                break;
+            }
+        }
+        (self.s.tmp, self.s.row) = (tmp, row);
+        Some(result.map(|()| visited))
+    }
+
+    /// Visits every visible row of `table` (no order). Rows are copied out
+    /// shard by shard, so `f` may call the engine.
+    pub fn scan_table(&mut self, table: TableId, mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+        self.prologue()?;
+        let store = match self.store(table) {
+            Ok(s) => s,
+            Err(e) => return self.check(Err(e)),
+        };
+        let mut visited = 0;
+        let mut buf = std::mem::take(&mut self.s.batch);
+        let mut result = Ok(visited);
+        'outer: for shard in 0..SHARD_COUNT {
+            buf.clear();
+            store.scan_shard(shard, self.id, self.snapshot, &mut buf);
+            let mut at = 0;
+            while at + 4 <= buf.len() {
+                let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;
+                let row = &buf[at + 4..at + 4 + len];
+                at += 4 + len;
+                visited += 1;
+                match f(RowRef::new(&store.schema, row)) {
+                    Ok(true) => {}
+                    Ok(false) => break 'outer,
+                    Err(e) => {
+                        result = Err(e);
+                        break 'outer;
+                    }
+                }
+            }
+        }
+        self.s.batch = buf;
+        let result = result.map(|_| visited);
+        self.check(result)
+    }
+}
+
+/// The kind of an encoded scan bound kept in a reused buffer.
+#[derive(Clone, Copy)]
+enum BoundKind {
+    Included,
+    Excluded,
+    Unbounded,
+}
+
+impl BoundKind {
+    fn of(self, key: &[u8]) -> Bound<&[u8]> {
+        match self {
+            BoundKind::Included => Bound::Included(key),
+            BoundKind::Excluded => Bound::Excluded(key),
+            BoundKind::Unbounded => Bound::Unbounded,
+        }
+    }
+}
+
+/// True when `[lower, upper]` asks for one whole key of `index`, none of
+/// whose values is NULL (NULL keys may repeat in a unique index).
+fn whole_key_equality(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Value]>) -> bool {
+    match (lower, upper) {
+        (Bound::Included(l), Bound::Included(u)) => {
+            l.len() == index.spec.columns.len() && (std::ptr::eq(l, u) || l == u) && !l.iter().any(Value::is_null)
+        }
+        _ => false,
+    }
+}
+
+/// Encodes a scan's bounds into `lo`/`hi` (reused across scans, so a
+/// point or prefix scan allocates nothing).
+fn encode_bounds(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Value]>, lo: &mut Vec<u8>, hi: &mut Vec<u8>) -> Result<(BoundKind, BoundKind)> {
+    let enc = |vals: &[Value], out: &mut Vec<u8>| -> Result<()> {
+        if vals.len() > index.spec.columns.len() {
+            return Err(EngineError::definition("42601", format!("index \"{}\" has {} columns", index.schema.name, index.spec.columns.len())));
+        }
+        out.clear();
+        if !index.spec.encode_values(vals, out) {
+            return Err(EngineError::OutOfRange { message: format!("scan bound out of range for index \"{}\"", index.schema.name) });
+        }
+        Ok(())
+    };
+    let from = match lower {
+        Bound::Included(v) => {
+            enc(v, lo)?;
+            BoundKind::Included
+        }
+        Bound::Excluded(v) => {
+            enc(v, lo)?;
+            if !prefix_successor_in_place(lo) {
+                // Nothing sorts after an all-0xFF prefix: an empty range.
+                lo.clear();
+                lo.resize(ENTRY_BYTES_MAX + 1, 0xFF);
+                return Ok((BoundKind::Excluded, BoundKind::Unbounded));
+            }
+            BoundKind::Included
+        }
+        Bound::Unbounded => BoundKind::Unbounded,
+    };
+    let to = match upper {
+        // An equality prefix (both bounds the same slice): encoded once.
+        Bound::Included(v) if matches!(lower, Bound::Included(l) if std::ptr::eq(l, v)) => {
+            hi.clear();
+            hi.extend_from_slice(lo);
+            if prefix_successor_in_place(hi) { BoundKind::Excluded } else { BoundKind::Unbounded }
+        }
+        Bound::Included(v) => {
+            enc(v, hi)?;
+            if prefix_successor_in_place(hi) { BoundKind::Excluded } else { BoundKind::Unbounded }
+        }
+        Bound::Excluded(v) => {
+            enc(v, hi)?;
+            BoundKind::Excluded
+        }
+        Bound::Unbounded => BoundKind::Unbounded,
+    };
+    Ok((from, to))
+}
+
