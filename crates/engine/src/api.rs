@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use pgtier_wal::Lsn;
 
+use crate::ids::CommitTs;
 use crate::schema::TableSchema;
 use crate::types::{Value, ValueRef};
 
@@ -123,7 +124,7 @@ impl RowBuf {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CommitInfo {
     /// Commit timestamp (order of commits); None for read-only transactions.
-    pub commit_ts: Option<u64>,
+    pub commit_ts: Option<CommitTs>,
     /// LSN of the transaction's (closing) WAL record, if it wrote one.
     pub lsn: Option<Lsn>,
     /// The transaction had failed earlier; COMMIT rolled it back (as

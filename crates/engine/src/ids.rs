@@ -2,7 +2,9 @@
 //! id cannot go where a commit timestamp is meant (redb's `TransactionId`
 //! is the model). Each is `#[repr(transparent)]` over a u64 and its methods
 //! are `#[inline]`: the types cost nothing at run time. The public API
-//! hands out plain u64s (`Transaction::id`, `CommitInfo::commit_ts`).
+//! hands them out too (`Transaction::id`, `CommitInfo::commit_ts`,
+//! `CommittedTxn::commit_ts`), so consumers of the commit stream keep the
+//! distinction; `get()` gives the number.
 //!
 //! Both a transaction id and a commit ts fit in a version's word below its
 //! flag bits (`version::TS_MASK`); which of the two a word holds depends on
@@ -14,7 +16,7 @@ use std::fmt;
 /// and never 0. An uncommitted version's word holds its owner's id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(transparent)]
-pub(crate) struct TxnId(u64);
+pub struct TxnId(u64);
 
 impl TxnId {
     #[inline]
@@ -23,7 +25,7 @@ impl TxnId {
     }
 
     #[inline]
-    pub(crate) const fn get(self) -> u64 {
+    pub const fn get(self) -> u64 {
         self.0
     }
 }
@@ -39,7 +41,7 @@ impl fmt::Display for TxnId {
 /// order (both are assigned under the commit lock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(transparent)]
-pub(crate) struct CommitTs(u64);
+pub struct CommitTs(u64);
 
 impl CommitTs {
     /// The ts of every version loaded at recovery: older than any snapshot.
@@ -51,7 +53,7 @@ impl CommitTs {
     }
 
     #[inline]
-    pub(crate) const fn get(self) -> u64 {
+    pub const fn get(self) -> u64 {
         self.0
     }
 
@@ -67,7 +69,7 @@ impl CommitTs {
 /// read at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(transparent)]
-pub(crate) struct Snapshot(u64);
+pub struct Snapshot(u64);
 
 impl Snapshot {
     #[inline]
@@ -76,7 +78,7 @@ impl Snapshot {
     }
 
     #[inline]
-    pub(crate) const fn get(self) -> u64 {
+    pub const fn get(self) -> u64 {
         self.0
     }
 
@@ -84,5 +86,17 @@ impl Snapshot {
     #[inline]
     pub(crate) const fn sees(self, ts: CommitTs) -> bool {
         ts.0 <= self.0
+    }
+}
+
+impl fmt::Display for CommitTs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for Snapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
     }
 }

@@ -41,6 +41,7 @@ pub use api::{CommitInfo, RowBuf, RowRef};
 pub use checkpoint::CheckpointInfo;
 pub use db::{CommitMode, Database, EngineConfig};
 pub use error::{EngineError, Result};
+pub use ids::{CommitTs, Snapshot, TxnId};
 pub use pgtier_wal::{Lsn, WalConfig, WalStats};
 pub use recovery::RecoveryReport;
 pub use row::ROW_BYTES_MAX;

@@ -8,6 +8,7 @@ use pgtier_wal::{Lsn, WalStats};
 
 use crate::checkpoint::CheckpointInfo;
 use crate::db::DbInner;
+use crate::ids::CommitTs;
 use crate::recovery::RecoveryReport;
 use crate::schema::TableId;
 
@@ -48,7 +49,7 @@ pub struct DbStats {
     pub last_checkpoint: Option<CheckpointInfo>,
     pub checkpoint_age: Option<Duration>,
     pub checkpoints: u64,
-    pub visible_ts: u64,
+    pub visible_ts: CommitTs,
     pub active_transactions: usize,
     pub gc_queue_len: usize,
     pub gc_versions_freed: u64,
@@ -86,7 +87,7 @@ pub(crate) fn collect(db: &DbInner) -> DbStats {
         last_checkpoint,
         checkpoint_age,
         checkpoints: db.checkpoints.count(),
-        visible_ts: db.txns.visible().get(),
+        visible_ts: db.txns.visible(),
         active_transactions: db.txns.active_count(),
         gc_queue_len: db.gc.queue_len(),
         gc_versions_freed: db.gc.versions_freed(),

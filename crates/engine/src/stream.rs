@@ -26,6 +26,7 @@ use crate::api::RowRef;
 use crate::codec::{Reader, Writer};
 use crate::db::DbInner;
 use crate::error::{EngineError, Result};
+use crate::ids::CommitTs;
 use crate::schema::{ForeignKey, IndexId, IndexSchema, TableDdl, TableId, TableSchema};
 use crate::types::Value;
 use crate::walrec::{AssembledTxn, OpRef, RowOp, TxnAssembler, decode_record};
@@ -75,7 +76,7 @@ pub struct CommittedTxn {
     pub lsn: Lsn,
     /// Position to acknowledge once it has been processed.
     pub next_lsn: Lsn,
-    pub commit_ts: u64,
+    pub commit_ts: CommitTs,
     pub changes: Vec<Change>,
 }
 
@@ -265,7 +266,7 @@ impl CommitStream {
                 changes.push(self.change(op)?);
             }
         }
-        Ok(Some(CommittedTxn { lsn: first_lsn, next_lsn: self.reader.position(), commit_ts: commit_ts.get(), changes }))
+        Ok(Some(CommittedTxn { lsn: first_lsn, next_lsn: self.reader.position(), commit_ts, changes }))
     }
 
     fn schema(&mut self, id: TableId) -> Result<Arc<TableSchema>> {

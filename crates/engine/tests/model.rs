@@ -290,7 +290,7 @@ proptest! {
                     if ok && commit {
                         let info = t.commit().unwrap();
                         if let Some(ts) = info.commit_ts {
-                            log.lock().unwrap().push((ts, done));
+                            log.lock().unwrap().push((ts.get(), done));
                         }
                     } else {
                         t.rollback();

@@ -153,7 +153,7 @@ impl Transaction {
             }
         }
         self.db.txns.publish(commit_ts);
-        Ok(CommitInfo { commit_ts: Some(commit_ts.get()), lsn, rolled_back: false })
+        Ok(CommitInfo { commit_ts: Some(commit_ts), lsn, rolled_back: false })
     }
 
     fn build_records(&self, builder: &mut RecordBuilder, deltas: &mut [i64]) -> Result<()> {

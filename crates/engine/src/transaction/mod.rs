@@ -215,8 +215,8 @@ impl Transaction {
     }
 
     /// This transaction's id (also the lock owner shown in 40P01 details).
-    pub fn id(&self) -> u64 {
-        self.id.get()
+    pub fn id(&self) -> TxnId {
+        self.id
     }
 
     pub fn commit_mode(&self) -> CommitMode {
@@ -268,8 +268,8 @@ impl Transaction {
     }
 
     /// The commit ts this statement reads at.
-    pub fn snapshot_ts(&self) -> u64 {
-        self.snapshot.get()
+    pub fn snapshot_ts(&self) -> Snapshot {
+        self.snapshot
     }
 
     fn check_active(&self) -> Result<()> {
