@@ -235,6 +235,10 @@ impl Connection {
         };
         let mut last = ExecResult { tag: String::new(), rows_affected: 0, rows: None };
         for stmt in stmts {
+            if matches!(stmt, Statement::Prepare { .. } | Statement::Execute { .. } | Statement::Deallocate { .. }) {
+                last = self.execute_utility(&stmt)?;
+                continue;
+            }
             let prepared = match self.bind(&stmt) {
                 Ok(p) => p,
                 Err(e) => {
@@ -247,13 +251,35 @@ impl Connection {
                 }
             };
             let ps = PreparedStatement::new(stmt.to_string(), Some(stmt), prepared);
-            let (tag, n) = self.run(&ps, &[])?;
-            let has_rows = matches!(ps.prepared.lock().plan, Plan::Select(_) | Plan::Show { .. })
-                || !ps.prepared.lock().columns().is_empty();
-            let rows = has_rows.then(|| Rows { columns: self.current_columns(&ps).into(), buf: self.result.clone() });
-            last = ExecResult { tag: tag.render(n), rows_affected: n, rows };
+            last = self.run_to_result(&ps, &[])?;
         }
         Ok(last)
+    }
+
+    /// SQL PREPARE, EXECUTE and DEALLOCATE in [`Connection::execute_sql`]:
+    /// the same named statements the wire protocol's Parse defines.
+    fn execute_utility(&mut self, ast: &Statement) -> Result<ExecResult> {
+        let utility = match self.utility(ast) {
+            Ok(u) => u,
+            Err(e) => {
+                self.fail();
+                return Err(e);
+            }
+        };
+        match utility {
+            Utility::Done(tag) => Ok(ExecResult { tag: tag.to_string(), rows_affected: 0, rows: None }),
+            Utility::Execute { stmt, params } => match stmt.kind() {
+                StmtKind::Sql(ps) => self.run_to_result(ps, &params),
+                _ => Err(SqlError::unsupported("EXECUTE of this statement")),
+            },
+        }
+    }
+
+    fn run_to_result(&mut self, ps: &PreparedStatement, params: &[Value]) -> Result<ExecResult> {
+        let (tag, n) = self.run(ps, params)?;
+        let has_rows = matches!(ps.prepared.lock().plan, Plan::Select(_) | Plan::Show { .. }) || !ps.prepared.lock().columns().is_empty();
+        let rows = has_rows.then(|| Rows { columns: self.current_columns(ps).into(), buf: self.result.clone() });
+        Ok(ExecResult { tag: tag.render(n), rows_affected: n, rows })
     }
 
     /// The user and database this session reports (current_user,

@@ -191,7 +191,7 @@ impl Connection {
                 if self.named.contains_key(&name) {
                     return Err(SqlError::new("42P05", format!("prepared statement \"{name}\" already exists")));
                 }
-                let declared = data_types.iter().map(|t| declared_oid(&t.to_string())).collect();
+                let declared = data_types.iter().map(declared_oid).collect();
                 let stmt = self.build_stmt(Some((**statement).clone()), declared)?;
                 self.named.insert(name, stmt);
                 done("PREPARE")
@@ -249,20 +249,14 @@ fn ident_name(i: &sqlparser::ast::Ident) -> String {
     if i.quote_style.is_some() { i.value.clone() } else { i.value.to_lowercase() }
 }
 
-/// The OID of a type named in PREPARE's list (0: infer it). The server
-/// decodes a Bind parameter by the OID declared for it.
-fn declared_oid(name: &str) -> u32 {
-    match name.to_lowercase().split('(').next().unwrap_or("").trim() {
-        "int" | "integer" | "int4" => 23,
-        "smallint" | "int2" => 21,
-        "bigint" | "int8" => 20,
-        "real" | "float4" => 700,
-        "double precision" | "float8" | "float" => 701,
-        "numeric" | "decimal" => 1700,
-        "boolean" | "bool" => 16,
-        "date" => 1082,
-        "timestamp" => 1114,
-        "bytea" => 17,
+/// The OID of a type named in PREPARE's list, as the catalog reports the
+/// type (one mechanism with `pg_type` and the wire's RowDescription); 0
+/// (infer it from the statement) for the SQL layer's pseudo types and names
+/// pgtier does not know. The server decodes a Bind parameter by the OID
+/// declared for it.
+fn declared_oid(t: &sqlparser::ast::DataType) -> u32 {
+    match crate::bind::map_type(t) {
+        Ok(ty) if !crate::types::is_pseudo(ty) => u32::try_from(crate::catalog::column_type_info(ty).type_oid).unwrap_or(0),
         _ => 0,
     }
 }
