@@ -245,11 +245,15 @@ impl<R: Read> CopyReader<R> {
             self.buffer.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
-            if needed > self.buffer.len() {
-                self.buffer.resize(needed.max(self.buffer.len() * 2), 0);
-            }
         }
-        while self.end - self.start < needed {
+        let needed_end = self.start + needed;
+        while self.end < needed_end {
+            if self.end == self.buffer.len() {
+                // Grow with the data that actually arrives, not with the
+                // length a (possibly corrupt) field claims.
+                let grown = (self.buffer.len() * 2).min(needed_end);
+                self.buffer.resize(grown, 0);
+            }
             match self.source.read(&mut self.buffer[self.end..]) {
                 Ok(0) => return Err(self.format_error(CopyFormatError::Truncated(inside))),
                 Ok(read) => {

@@ -96,7 +96,15 @@ pub fn write_float8(f: &mut dyn Write, value: f64) -> fmt::Result {
     if value.is_infinite() {
         return f.write_str(if value > 0.0 { "Infinity" } else { "-Infinity" });
     }
-    write_shortest(f, &format!("{value:e}"), 15)
+    let bits = value.to_bits();
+    let (mantissa, exponent) = (bits & ((1 << 52) - 1), ((bits >> 52) & 0x7ff) as i32);
+    let binary = Binary::new(mantissa, exponent, 52, 1075);
+    let digits = significant_digits(&format!("{value:e}"));
+    let text = (digits..=17)
+        .map(|digits| format!("{value:.*e}", digits - 1))
+        .find(|text| text.parse::<f64>() == Ok(value) && !binary.is_boundary(text))
+        .unwrap_or_else(|| format!("{value:.16e}"));
+    write_shortest(f, &text, 15)
 }
 
 /// float4out: as [`write_float8`] with the positional range -4..6.
@@ -107,7 +115,88 @@ pub fn write_float4(f: &mut dyn Write, value: f32) -> fmt::Result {
     if value.is_infinite() {
         return f.write_str(if value > 0.0 { "Infinity" } else { "-Infinity" });
     }
-    write_shortest(f, &format!("{value:e}"), 6)
+    let bits = value.to_bits();
+    let (mantissa, exponent) = (u64::from(bits & ((1 << 23) - 1)), ((bits >> 23) & 0xff) as i32);
+    let binary = Binary::new(mantissa, exponent, 23, 150);
+    let digits = significant_digits(&format!("{value:e}"));
+    let text = (digits..=9)
+        .map(|digits| format!("{value:.*e}", digits - 1))
+        .find(|text| text.parse::<f32>() == Ok(value) && !binary.is_boundary(text))
+        .unwrap_or_else(|| format!("{value:.8e}"));
+    write_shortest(f, &text, 6)
+}
+
+/// Digits in the mantissa of Rust's shortest `{:e}` form: where the search
+/// for PostgreSQL's form starts. Candidates are then formatted exactly at a
+/// given length (nearest, ties to even), as Ryu chooses among equally short ones.
+fn significant_digits(scientific: &str) -> usize {
+    let mantissa = scientific.split_once('e').map_or(scientific, |(mantissa, _)| mantissa);
+    mantissa.bytes().filter(u8::is_ascii_digit).count().max(1)
+}
+
+/// The two midpoints between a float and its neighbours, each as
+/// `odd * 2^exponent`. PostgreSQL builds Ryu without STRICTLY_SHORTEST
+/// (`acceptBounds = false`): a decimal exactly on a midpoint is refused even
+/// though it parses back to the value, where Rust's shortest form accepts it.
+struct Binary {
+    upper: (u128, i32),
+    lower: (u128, i32),
+}
+
+impl Binary {
+    fn new(mantissa: u64, biased_exponent: i32, mantissa_bits: u32, bias_and_bits: i32) -> Binary {
+        let (significand, exponent) = if biased_exponent == 0 {
+            (u128::from(mantissa), 1 - bias_and_bits)
+        } else {
+            (u128::from(mantissa) | (1 << mantissa_bits), biased_exponent - bias_and_bits)
+        };
+        // Below a power of two the neighbour is half as far (Ryu's mmShift).
+        let lower = if mantissa == 0 && biased_exponent > 1 {
+            (4 * significand - 1, exponent - 2)
+        } else {
+            ((2 * significand).saturating_sub(1), exponent - 1)
+        };
+        Binary {
+            upper: (2 * significand + 1, exponent - 1),
+            lower,
+        }
+    }
+
+    /// Whether the decimal `text` (`-d.ddde±x`) equals either midpoint exactly.
+    fn is_boundary(&self, text: &str) -> bool {
+        let Some((mantissa, exponent)) = text.trim_start_matches('-').split_once('e') else {
+            return false;
+        };
+        let Ok(exponent) = exponent.parse::<i32>() else {
+            return false;
+        };
+        let fraction_digits = mantissa.split_once('.').map_or(0, |(_, fraction)| fraction.len()) as i32;
+        let Ok(mut digits) = mantissa.replace('.', "").parse::<u128>() else {
+            return false;
+        };
+        if digits == 0 {
+            return false;
+        }
+        // value = digits * 10^power = odd * 2^twos * 5^fives.
+        let power = exponent - fraction_digits;
+        let (mut twos, mut fives) = (power, power);
+        while digits % 2 == 0 {
+            digits /= 2;
+            twos += 1;
+        }
+        while digits % 5 == 0 {
+            digits /= 5;
+            fives += 1;
+        }
+        // A midpoint is a dyadic rational: no 5 in a denominator.
+        if fives < 0 {
+            return false;
+        }
+        let Some(odd) = 5u128.checked_pow(fives as u32).and_then(|factor| factor.checked_mul(digits)) else {
+            return false;
+        };
+        (odd, twos) == self.upper || (odd, twos) == self.lower
+    }
 }
 
 /// Rewrites Rust's shortest `{:e}` form (`-1.2345e-5`) in PostgreSQL's layout.
@@ -191,5 +280,11 @@ mod tests {
         assert_eq!(float8(123456789012345.0), "123456789012345");
         assert_eq!(float8(1234567890123456.0), "1.234567890123456e+15");
         assert_eq!(float8(f64::MAX), "1.7976931348623157e+308");
+        let mut text = String::new();
+        write_float4(&mut text, -1_663_378.25).ok();
+        assert_eq!(text, "-1.6633782e+06", "tie between two shortest forms goes to even");
+        let mut text = String::new();
+        write_float4(&mut text, 804_147_968.0).ok();
+        assert_eq!(text, "8.0414797e+08", "8.04148e+08 lies on the boundary Ryu refuses");
     }
 }
