@@ -90,40 +90,72 @@ pub fn write_timestamp(f: &mut dyn Write, micros: i64, with_zone: bool) -> fmt::
 /// float8out: shortest digits that round-trip, in positional form when the
 /// decimal exponent is in -4..15, else `d.ddde+XX`.
 pub fn write_float8(f: &mut dyn Write, value: f64) -> fmt::Result {
-    if value.is_nan() {
-        return f.write_str("NaN");
-    }
-    if value.is_infinite() {
-        return f.write_str(if value > 0.0 { "Infinity" } else { "-Infinity" });
-    }
-    let bits = value.to_bits();
-    let (mantissa, exponent) = (bits & ((1 << 52) - 1), ((bits >> 52) & 0x7ff) as i32);
-    let binary = Binary::new(mantissa, exponent, 52, 1075);
-    let digits = significant_digits(&format!("{value:e}"));
-    let text = (digits..=17)
-        .map(|digits| format!("{value:.*e}", digits - 1))
-        .find(|text| text.parse::<f64>() == Ok(value) && !binary.is_boundary(text))
-        .unwrap_or_else(|| format!("{value:.16e}"));
-    write_shortest(f, &text, 15)
+    write_float(f, value)
 }
 
 /// float4out: as [`write_float8`] with the positional range -4..6.
 pub fn write_float4(f: &mut dyn Write, value: f32) -> fmt::Result {
+    write_float(f, value)
+}
+
+/// What [`write_float`] needs of f32 and f64.
+trait Float: Copy + PartialOrd + fmt::LowerExp + std::str::FromStr {
+    const ZERO: Self;
+    /// Enough digits to round-trip any value.
+    const DIGITS_MAX: usize;
+    /// Decimal exponents from -4 up to (not including) this print positionally.
+    const POSITIONAL_LIMIT: i32;
+    fn is_nan(self) -> bool;
+    fn is_infinite(self) -> bool;
+    fn binary(self) -> Binary;
+}
+
+impl Float for f64 {
+    const ZERO: f64 = 0.0;
+    const DIGITS_MAX: usize = 17;
+    const POSITIONAL_LIMIT: i32 = 15;
+    fn is_nan(self) -> bool {
+        f64::is_nan(self)
+    }
+    fn is_infinite(self) -> bool {
+        f64::is_infinite(self)
+    }
+    fn binary(self) -> Binary {
+        let bits = self.to_bits();
+        Binary::new(bits & ((1 << 52) - 1), ((bits >> 52) & 0x7ff) as i32, 52, 1075)
+    }
+}
+
+impl Float for f32 {
+    const ZERO: f32 = 0.0;
+    const DIGITS_MAX: usize = 9;
+    const POSITIONAL_LIMIT: i32 = 6;
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
+    fn is_infinite(self) -> bool {
+        f32::is_infinite(self)
+    }
+    fn binary(self) -> Binary {
+        let bits = self.to_bits();
+        Binary::new(u64::from(bits & ((1 << 23) - 1)), ((bits >> 23) & 0xff) as i32, 23, 150)
+    }
+}
+
+fn write_float<T: Float>(f: &mut dyn Write, value: T) -> fmt::Result {
     if value.is_nan() {
         return f.write_str("NaN");
     }
     if value.is_infinite() {
-        return f.write_str(if value > 0.0 { "Infinity" } else { "-Infinity" });
+        return f.write_str(if value > T::ZERO { "Infinity" } else { "-Infinity" });
     }
-    let bits = value.to_bits();
-    let (mantissa, exponent) = (u64::from(bits & ((1 << 23) - 1)), ((bits >> 23) & 0xff) as i32);
-    let binary = Binary::new(mantissa, exponent, 23, 150);
-    let digits = significant_digits(&format!("{value:e}"));
-    let text = (digits..=9)
+    let binary = value.binary();
+    let round_trips = |text: &String| text.parse::<T>().is_ok_and(|parsed| parsed == value);
+    let text = (significant_digits(&format!("{value:e}"))..=T::DIGITS_MAX)
         .map(|digits| format!("{value:.*e}", digits - 1))
-        .find(|text| text.parse::<f32>() == Ok(value) && !binary.is_boundary(text))
-        .unwrap_or_else(|| format!("{value:.8e}"));
-    write_shortest(f, &text, 6)
+        .find(|text| round_trips(text) && !binary.is_boundary(text))
+        .unwrap_or_else(|| format!("{value:.*e}", T::DIGITS_MAX - 1));
+    write_shortest(f, &text, T::POSITIONAL_LIMIT)
 }
 
 /// Digits in the mantissa of Rust's shortest `{:e}` form: where the search
@@ -281,7 +313,9 @@ mod tests {
         assert_eq!(float8(1234567890123456.0), "1.234567890123456e+15");
         assert_eq!(float8(f64::MAX), "1.7976931348623157e+308");
         let mut text = String::new();
-        write_float4(&mut text, -1_663_378.25).ok();
+        // Exactly halfway between the shortest candidates -1663378.2 and -1663378.3.
+        let tie: f32 = -1_663_378.0 - 0.25;
+        write_float4(&mut text, tie).ok();
         assert_eq!(text, "-1.6633782e+06", "tie between two shortest forms goes to even");
         let mut text = String::new();
         write_float4(&mut text, 804_147_968.0).ok();
