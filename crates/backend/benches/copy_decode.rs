@@ -77,7 +77,7 @@ fn main() {
     let kinds: Vec<ValueKind> = table
         .columns
         .iter()
-        .map(|column| ValueKind::for_type_oid(column.base_type_oid).unwrap())
+        .map(|column| column.value_kind().unwrap())
         .collect();
     let statement = table.copy_statement(None);
 

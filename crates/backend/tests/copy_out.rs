@@ -96,7 +96,7 @@ fn assert_copy_matches_text(client: &mut Client, table: &TableDef) -> u64 {
     let kinds: Vec<ValueKind> = table
         .columns
         .iter()
-        .map(|column| ValueKind::for_type_oid(column.base_type_oid).unwrap())
+        .map(|column| column.value_kind().unwrap())
         .collect();
     let statement = table.copy_statement(None);
     let mut reader = start_copy(client, &statement, &table.name.to_string(), kinds.len()).unwrap();
@@ -217,7 +217,7 @@ fn truncated_and_corrupted_streams_are_errors_not_panics() {
     let kinds: Vec<ValueKind> = table
         .columns
         .iter()
-        .map(|column| ValueKind::for_type_oid(column.base_type_oid).unwrap())
+        .map(|column| column.value_kind().unwrap())
         .collect();
     let stream = raw_copy(&mut client, &table);
     for chunk in [1, 3, 7, 4096] {

@@ -81,6 +81,14 @@ pub struct ColumnDef {
     pub generated: Option<String>,
 }
 
+impl ColumnDef {
+    /// How this column's binary COPY fields decode; None for types
+    /// [`crate::copy_out`] does not decode (domains decode as their base type).
+    pub fn value_kind(&self) -> Option<crate::copy_out::ValueKind> {
+        crate::copy_out::ValueKind::for_type_oid(self.base_type_oid)
+    }
+}
+
 /// The typmod of a column, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TypeModifier {
