@@ -289,6 +289,14 @@ fn errors_carry_postgres_sqlstates() {
     }
     // One bad name fails the whole import.
     assert_eq!(import_tables(&mut client, &["shop.customer", "missing"]).unwrap_err().sqlstate(), "42P01");
+
+    // Trust auth ignores the password, so it can be in the URL here: no error may show it.
+    let url = shared_cluster().unwrap().url_for_database("catalog_errors");
+    let mut with_password = connect(&url.replacen("postgres@", "postgres:sekrit-pw@", 1)).unwrap();
+    for name in ["missing", "shop.v", "a.b.c"] {
+        let error = import_error(&mut with_password, name);
+        assert!(!format!("{error} {error:?}").contains("sekrit"), "{error:?}");
+    }
 }
 
 #[test]

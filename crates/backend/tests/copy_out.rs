@@ -21,34 +21,35 @@ const SESSION: &str = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, MDY'; SET ext
                        SET bytea_output = 'hex'";
 
 const TYPED_DDL: &str = r#"
+CREATE DOMAIN posint AS integer CHECK (VALUE > 0);
 CREATE TABLE typed (
     id int PRIMARY KEY, b bool, i2 int2, i4 int4, i8 int8, f4 float4, f8 float8, n numeric,
     n2 numeric(12,2), t text, vc varchar(10), bp char(5), nm name, by bytea, d date,
-    ts timestamp, tstz timestamptz, u uuid, o oid, js json, jb jsonb);
+    ts timestamp, tstz timestamptz, u uuid, o oid, js json, jb jsonb, dom posint);
 INSERT INTO typed VALUES
  (1, true, -32768, -2147483648, -9223372036854775808, 1.5, 0.1, 0, 0, '', '', '', '', '\x', '2000-01-01',
-  '2000-01-01 00:00:00', '2000-01-01 00:00:00+00', '00000000-0000-0000-0000-000000000000', 0, '{}', '{}'),
+  '2000-01-01 00:00:00', '2000-01-01 00:00:00+00', '00000000-0000-0000-0000-000000000000', 0, '{}', '{}', NULL),
  (2, false, 32767, 2147483647, 9223372036854775807, '-0', 1e100, -0.001, -12345.67, 'héllo ✓ "q" \ back',
   'abc', 'ab', 'Name', '\x00ff10', '0044-03-15 BC', '0044-03-15 12:30:00.5 BC', '2024-06-01 12:00:00.123+02',
-  'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 4294967295, '{"a": [1, "x"]}', '{"b": [1, 2], "a": null}'),
+  'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 4294967295, '{"a": [1, "x"]}', '{"b": [1, 2], "a": null}', 7),
  (3, NULL, 0, 0, 0, 'NaN', 'NaN', 'NaN', NULL, NULL, NULL, NULL, NULL, NULL, 'infinity', 'infinity', 'infinity',
-  NULL, NULL, NULL, NULL),
+  NULL, NULL, NULL, NULL, NULL),
  (4, true, -1, -1, -1, 'Infinity', 'Infinity', 'Infinity', 9999999999.99, 'x', 'y', 'zzzzz', 'n', '\x7f',
-  '-infinity', '-infinity', '-infinity', NULL, 1, 'null', '"s"'),
+  '-infinity', '-infinity', '-infinity', NULL, 1, 'null', '"s"', NULL),
  (5, false, 1, 1, 1, '-Infinity', '-Infinity', '-Infinity', 0.01, ' lead', 'trail ', ' ', 'x', '\x',
-  '4713-01-01 BC', '4713-01-01 00:00:00 BC', '0100-02-28 23:59:59.999999+00 BC', NULL, 2, '1', '1'),
+  '4713-01-01 BC', '4713-01-01 00:00:00 BC', '0100-02-28 23:59:59.999999+00 BC', NULL, 2, '1', '1', NULL),
  (6, NULL, NULL, NULL, NULL, 1e-10, 5e-324, 123456789.123456789, -0.5, NULL, NULL, NULL, NULL, NULL,
-  '5874897-12-31', '294276-12-31 23:59:59.999999', '1999-12-31 23:59:59.999999+00', NULL, NULL, NULL, NULL),
+  '5874897-12-31', '294276-12-31 23:59:59.999999', '1999-12-31 23:59:59.999999+00', NULL, NULL, NULL, NULL, NULL),
  (7, NULL, NULL, NULL, NULL, 3.4028235e38, 1.7976931348623157e308, 1e-30, NULL, NULL, NULL, NULL, NULL, NULL,
-  '2024-02-29', '1970-01-01 00:00:00.000001', '2038-01-19 03:14:08+00', NULL, NULL, NULL, NULL),
+  '2024-02-29', '1970-01-01 00:00:00.000001', '2038-01-19 03:14:08+00', NULL, NULL, NULL, NULL, NULL),
  (8, NULL, NULL, NULL, NULL, 1.17549435e-38, -123456789012345.6, -99999999999999999999999.99, NULL, NULL,
-  NULL, NULL, NULL, NULL, '1999-12-31', '1900-02-28 10:00:00', NULL, NULL, NULL, NULL, NULL),
+  NULL, NULL, NULL, NULL, '1999-12-31', '1900-02-28 10:00:00', NULL, NULL, NULL, NULL, NULL, NULL),
  (9, NULL, NULL, NULL, NULL, 0.1, 1234567890123456, 100000000, NULL, NULL, NULL, NULL, NULL, NULL,
-  '0001-01-01', '0001-01-01 00:00:00 BC', NULL, NULL, NULL, NULL, NULL),
+  '0001-01-01', '0001-01-01 00:00:00 BC', NULL, NULL, NULL, NULL, NULL, NULL),
  (10, NULL, NULL, NULL, NULL, 1e6, 1e15, 0.00010, NULL, NULL, NULL, NULL, NULL, NULL,
-  '1600-03-01', '2000-02-29 12:00:00', NULL, NULL, NULL, NULL, NULL),
+  '1600-03-01', '2000-02-29 12:00:00', NULL, NULL, NULL, NULL, NULL, NULL),
  (11, NULL, NULL, NULL, NULL, 999999, 0.0001, 1e40, NULL, NULL, NULL, NULL, NULL, NULL,
-  NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 CREATE TABLE randomized (
     id int PRIMARY KEY, n numeric, n6 numeric(20,6), f8 float8, f4 float4, d date, ts timestamp, tstz timestamptz,
     f4_int float4, f8_int float8);
@@ -368,4 +369,30 @@ fn assert_usable(client: &mut Client) {
             Err(error) => panic!("connection unusable after cancel: {error}"),
         }
     }
+}
+
+#[test]
+fn rows_larger_than_the_buffer() {
+    let (mut client, _) = database(
+        "copy_large_rows",
+        "CREATE TABLE wide (id int, body text, blob bytea);
+         INSERT INTO wide SELECT g, repeat(chr(64 + g), g * 300000), decode(repeat('ab', g * 200000), 'hex')
+         FROM generate_series(1, 5) g;",
+    );
+    let statement = pgtier_backend::copy_out::copy_statement("public", "wide", &["id", "body", "blob"], None);
+    let mut reader = start_copy(&mut client, &statement, "wide", 3).unwrap();
+    let mut seen = 0;
+    while let Some(row) = reader.next_row().unwrap() {
+        let Value::Int4(id) = ValueKind::Int4.decode(row.field(0).unwrap()).unwrap() else {
+            panic!("not an int4")
+        };
+        let Value::Text(body) = ValueKind::Text.decode(row.field(1).unwrap()).unwrap() else {
+            panic!("not text")
+        };
+        assert_eq!(body.len(), id as usize * 300_000);
+        assert!(body.bytes().all(|byte| byte == 64 + id as u8));
+        assert_eq!(row.field(2).unwrap().len(), id as usize * 200_000);
+        seen += 1;
+    }
+    assert_eq!(seen, 5);
 }
