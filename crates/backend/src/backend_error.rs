@@ -88,11 +88,16 @@ impl BackendError {
     }
 
     /// Maps a `postgres` client error, keeping PostgreSQL's SQLSTATE, message,
-    /// detail and hint. A server-side cancel (57014) becomes [`BackendError::Cancelled`].
+    /// detail and hint. A cancel request's error (57014, "due to user request")
+    /// becomes [`BackendError::Cancelled`].
     pub fn from_postgres(what: impl Into<String>, error: &postgres::Error) -> BackendError {
         let what = what.into();
         match error.as_db_error() {
-            Some(db) if db.code().code() == "57014" => BackendError::Cancelled,
+            // 57014 also covers statement_timeout and lock_timeout, which
+            // must keep their own message.
+            Some(db) if db.code().code() == "57014" && db.message().ends_with("due to user request") => {
+                BackendError::Cancelled
+            }
             Some(db) => BackendError::Server {
                 what,
                 sqlstate: db.code().code().to_owned(),

@@ -396,3 +396,18 @@ fn rows_larger_than_the_buffer() {
     }
     assert_eq!(seen, 5);
 }
+
+#[test]
+fn statement_timeout_is_not_reported_as_a_cancel() {
+    let url = shared_cluster().unwrap().create_database("snapshot_timeout").unwrap();
+    let mut client = connect(&url).unwrap();
+    client.batch_execute("SET statement_timeout = '100ms'").unwrap();
+    let statement = "COPY (SELECT pg_sleep(10)) TO STDOUT (FORMAT binary)";
+    let error = match start_copy(&mut client, statement, "sleep", 1) {
+        Err(error) => error,
+        Ok(mut reader) => reader.next_row().err().unwrap(),
+    };
+    assert_eq!(error.sqlstate(), "57014");
+    assert!(!matches!(error, BackendError::Cancelled), "{error}");
+    assert!(error.to_string().contains("statement timeout"), "{error}");
+}

@@ -51,6 +51,8 @@ pub enum CopyFormatError {
     RowTooLarge { row: u64 },
     #[error("data after the end-of-data marker")]
     TrailingData,
+    #[error("header extension of {0} bytes")]
+    ExtensionTooLarge(usize),
 }
 
 /// Where a field of the current row lies in the buffer; `length < 0` is NULL.
@@ -210,7 +212,7 @@ impl<R: Read> CopyReader<R> {
         }
         let extension = be_u32(&header[15..19]) as usize;
         if extension > ROW_BYTES_MAX {
-            return Err(self.format_error(CopyFormatError::Truncated("the header extension")));
+            return Err(self.format_error(CopyFormatError::ExtensionTooLarge(extension)));
         }
         self.fill(FIXED + extension, "the header extension")?;
         self.start += FIXED + extension;
