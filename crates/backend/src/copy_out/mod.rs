@@ -158,7 +158,8 @@ impl<R: Read> CopyReader<R> {
     }
 
     /// The next row, or None after the end-of-data marker (the source must
-    /// end there).
+    /// end there). After an error the stream position is unspecified: drop
+    /// the reader (and, for a live COPY, let the connection finish or close).
     pub fn next_row(&mut self) -> Result<Option<CopyRow<'_>>, BackendError> {
         if self.finished {
             return Ok(None);
