@@ -136,7 +136,7 @@ fn source_io_error(error: &postgres::Error) -> Option<&io::Error> {
 
 /// "error connecting to server: Connection refused (os error 111)" rather than
 /// the bare top-level "error connecting to server".
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(current) = source {

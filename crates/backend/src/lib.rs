@@ -1,17 +1,23 @@
-//! PostgreSQL client side of pgtier, and the private PostgreSQL clusters that
+//! PostgreSQL client side of pgtier (catalog import, binary COPY, load
+//! snapshots), and the private PostgreSQL clusters that
 //! tests, benchmarks and demos run against. See README.md for what this crate
 //! guarantees (no orphaned servers, never PostgreSQL as root).
 
+mod backend_error;
 mod binaries;
+pub mod catalog;
 mod cluster;
 pub mod connect;
+pub mod copy_out;
 mod error;
 pub mod harness;
 pub mod managed;
 mod os_user;
 mod shared;
+pub mod snapshot;
 mod template;
 
+pub use backend_error::BackendError;
 pub use connect::{ConnectError, connect, redact_url};
 pub use error::{HarnessError, INSTALL_HINT};
 pub use harness::{ClusterOptions, PrivateCluster, find_server_binaries, shared_cluster};
