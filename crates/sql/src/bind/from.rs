@@ -33,7 +33,6 @@ impl Binder<'_> {
         let mut rels: Vec<Rel> = Vec::new();
         let mut joins = Vec::new();
         let mut offset = 0;
-        let _ = outer;
         let mut add = |b: &mut Self, factor: &ast::TableFactor, rels: &mut Vec<Rel>| -> Result<()> {
             if let Some(VirtualRel { name: rname, table, source }) = b.virtual_from(factor, rels, outer)? {
                 if rels.iter().any(|r| r.name == rname) {

@@ -67,8 +67,7 @@ pub(super) enum Acc {
     Collect(Vec<Value>),
 }
 
-pub(super) fn new_acc(call: &AggCall, arg_ty_hint: Option<&Value>) -> Acc {
-    let _ = arg_ty_hint;
+pub(super) fn new_acc(call: &AggCall) -> Acc {
     match call.func {
         AggFunc::Count | AggFunc::CountStar => Acc::Count(0),
         AggFunc::Sum => match call.ty {
@@ -199,7 +198,7 @@ impl<'p> Aggregator<'p> {
     fn fresh(&self, key: Vec<Value>) -> AggGroup {
         AggGroup {
             key,
-            accs: self.aggs.iter().map(|a| new_acc(a, None)).collect(),
+            accs: self.aggs.iter().map(new_acc).collect(),
             seen: self.aggs.iter().map(|_| std::collections::HashSet::new()).collect(),
         }
     }

@@ -206,9 +206,6 @@ impl Exec<'_> {
             }
             let latest = self.rowbuf.values();
             let mut keep = self.passes(&level.filters, env, &latest)? && self.passes(&level.key_checks, env, &latest)?;
-            if keep && !level.exact_key {
-                keep = true;
-            }
             if keep && let Access::PkLookup { key: kexprs } = &level.access {
                 // The key may have moved away from the looked-up value.
                 for (e, &c) in kexprs.iter().zip(&table.primary_key) {

@@ -61,7 +61,7 @@ impl Exec<'_> {
                     end += 1;
                 }
                 let mut acc = match &w.func {
-                    WindowFunc::Agg(call) => Some(new_acc(call, None)),
+                    WindowFunc::Agg(call) => Some(new_acc(call)),
                     _ => None,
                 };
                 // The value a lag/lead/first_value/last_value reads, for
