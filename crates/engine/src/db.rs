@@ -29,6 +29,7 @@ use crate::catalog::CommittedCatalog;
 use crate::checkpoint::{CheckpointInfo, Checkpoints};
 use crate::error::{EngineError, Result};
 use crate::gc::Gc;
+use crate::origin::Origin;
 use crate::recovery::RecoveryReport;
 use crate::schema::Catalog;
 use crate::sequence::SequenceLocks;
@@ -119,7 +120,7 @@ impl DbInner {
             txns: TxnManager::new(config.max_transactions, r.last_ts),
             wal: r.wal,
             catalog: CommittedCatalog::new(r.catalog),
-            commit: CommitOrder::new(r.last_ts),
+            commit: CommitOrder::new(r.last_ts, r.last_commit_time_us),
             gc: Gc::new(config.gc_queue_max),
             checkpoints: Checkpoints::new(r.checkpoints),
             consumers: r.consumers,
@@ -176,7 +177,14 @@ impl Database {
     }
 
     pub fn begin_with(&self, mode: CommitMode) -> Result<Transaction> {
-        Transaction::begin(Arc::clone(&self.inner), mode)
+        Transaction::begin(Arc::clone(&self.inner), mode, Origin::Application)
+    }
+
+    /// Begins a transaction whose commit is logged with `origin` (loads,
+    /// refreshes, evictions and autorefresh applies of the cache; see
+    /// [`Origin`] for what changes besides the label).
+    pub fn begin_with_origin(&self, mode: CommitMode, origin: Origin) -> Result<Transaction> {
+        Transaction::begin(Arc::clone(&self.inner), mode, origin)
     }
 
     /// The committed catalog (tables, columns, indexes, foreign keys).

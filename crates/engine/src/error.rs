@@ -47,6 +47,9 @@ pub enum EngineError {
     /// 25P02.
     #[error("current transaction is aborted, commands ignored until end of transaction block")]
     TransactionAborted,
+    /// 25001: [`crate::Transaction::set_origin`] after the transaction wrote.
+    #[error("transaction origin {origin} must be set before the transaction's first write")]
+    OriginAfterWrite { origin: &'static str },
     /// 25006: a write in a transaction begun read-only.
     #[error("cannot execute {what} in a read-only transaction")]
     ReadOnlyTransaction { what: &'static str },
@@ -96,6 +99,7 @@ impl EngineError {
             EngineError::Deadlock { .. } => "40P01",
             EngineError::LockTimeout { .. } => "55P03",
             EngineError::TransactionAborted => "25P02",
+            EngineError::OriginAfterWrite { .. } => "25001",
             EngineError::ReadOnlyTransaction { .. } => "25006",
             EngineError::TooManyTransactions { .. } => "53300",
             EngineError::ProgramLimitExceeded { .. } => "54000",

@@ -18,6 +18,7 @@ mod heads;
 mod ids;
 mod key;
 mod ordered;
+mod origin;
 mod pages;
 mod primary;
 mod probe;
@@ -43,6 +44,7 @@ pub use db::{CommitMode, Database, EngineConfig};
 pub use error::{EngineError, Result};
 pub use ids::{CommitTs, Snapshot, TxnId};
 pub use pgtier_wal::{Lsn, WalConfig, WalStats};
+pub use origin::Origin;
 pub use recovery::RecoveryReport;
 pub use row::ROW_BYTES_MAX;
 pub use schema::{

@@ -53,6 +53,9 @@ pub(crate) struct Recovered {
     pub(crate) catalog: CatalogState,
     /// The newest commit ts in the checkpoint and the WAL.
     pub(crate) last_ts: CommitTs,
+    /// The newest commit time replayed (0 if none): later commits are
+    /// stamped no earlier, even if the clock stepped back across the restart.
+    pub(crate) last_commit_time_us: u64,
     /// Checkpoint files found, oldest first.
     pub(crate) checkpoints: Vec<CheckpointInfo>,
     pub(crate) consumers: Consumers,
@@ -101,8 +104,8 @@ pub(crate) fn open(dir: &Path, wal_config: &WalConfig) -> Result<Recovered> {
     }
     report.load_duration = started.elapsed();
     let replay_started = Instant::now();
-    let mut max_ts = CommitTs::RECOVERED;
-    replay(&wal, start_lsn, &mut state, &mut report, &mut max_ts)?;
+    let mut last = Last { ts: CommitTs::RECOVERED, time_us: 0 };
+    replay(&wal, start_lsn, &mut state, &mut report, &mut last)?;
     report.replay_duration = replay_started.elapsed();
     let index_started = Instant::now();
     build_metas(&state)?;
@@ -112,7 +115,7 @@ pub(crate) fn open(dir: &Path, wal_config: &WalConfig) -> Result<Recovered> {
     report.index_build_duration = index_started.elapsed();
     let consumers = Consumers::load(dir)?;
     report.duration = started.elapsed();
-    Ok(Recovered { wal, catalog: state, last_ts: max_ts, checkpoints, consumers, report })
+    Ok(Recovered { wal, catalog: state, last_ts: last.ts, last_commit_time_us: last.time_us, checkpoints, consumers, report })
 }
 
 fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<CatalogState> {
@@ -230,6 +233,12 @@ fn remove_hashed(store: &TableStore, hash: u64, key: &[u8], scratch: &mut Vec<u8
     }
 }
 
+/// The newest commit ts and commit time replay met.
+struct Last {
+    ts: CommitTs,
+    time_us: u64,
+}
+
 /// Row ops per batch handed to a replay worker.
 const REPLAY_BATCH_OPS: usize = 512;
 /// Batches queued per worker (bounds replay memory).
@@ -247,7 +256,8 @@ struct ReplayBatch {
 /// row ops go to workers partitioned by primary-index shard, so each key's
 /// ops apply in log order while cache misses of different shards overlap
 /// (replay is memory-latency bound). DDL ops drain the workers first.
-fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut RecoveryReport, max_ts: &mut CommitTs) -> Result<()> {
+/// Every origin replays alike: an evicted row is gone, a loaded one there.
+fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut RecoveryReport, last: &mut Last) -> Result<()> {
     let workers = std::env::var("PGTIER_REPLAY_WORKERS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get)).clamp(1, 4);
     let failed: Mutex<Option<EngineError>> = Mutex::new(None);
     std::thread::scope(|scope| -> Result<()> {
@@ -288,7 +298,7 @@ fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut Reco
         };
         for item in wal.read_from(start_lsn)? {
             let (lsn, payload) = item?;
-            let Some(AssembledTxn { commit_ts, records, .. }) = assembler.push(lsn, payload)? else { continue };
+            let Some(AssembledTxn { commit_ts, commit_time_us, records, .. }) = assembler.push(lsn, payload)? else { continue };
             for rec in &records {
                 let (_, ops) = decode_record(rec)?;
                 report.wal_ops_replayed += ops.len() as u64;
@@ -332,7 +342,8 @@ fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut Reco
                 }
             }
             report.wal_records_replayed += records.len() as u64;
-            *max_ts = (*max_ts).max(commit_ts);
+            last.ts = last.ts.max(commit_ts);
+            last.time_us = last.time_us.max(commit_time_us);
         }
         flush(&mut pending, &senders, &snapshot);
         drop(senders);

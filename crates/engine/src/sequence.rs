@@ -106,7 +106,7 @@ impl Transaction {
         }
         let lock = db.sequence_locks.of(sequence);
         let _turn = lock.lock();
-        let mut own = Transaction::begin(Arc::clone(&db), CommitMode::Async)?;
+        let mut own = Transaction::begin(Arc::clone(&db), CommitMode::Async, crate::Origin::Application)?;
         let value = match rewrite(&mut own, &schema, &options, &mut f) {
             Ok(v) => v,
             Err(e) => {

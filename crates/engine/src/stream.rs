@@ -27,6 +27,7 @@ use crate::codec::{Reader, Writer};
 use crate::db::DbInner;
 use crate::error::{EngineError, Result};
 use crate::ids::CommitTs;
+use crate::origin::Origin;
 use crate::schema::{ForeignKey, IndexId, IndexSchema, TableDdl, TableId, TableSchema};
 use crate::types::Value;
 use crate::walrec::{AssembledTxn, OpRef, RowOp, TxnAssembler, decode_record};
@@ -77,7 +78,24 @@ pub struct CommittedTxn {
     /// Position to acknowledge once it has been processed.
     pub next_lsn: Lsn,
     pub commit_ts: CommitTs,
+    /// Who committed it: consumers filter on it (write-through propagates
+    /// only `Application`; an `Evict` transaction's deletes are not deletes
+    /// in PostgreSQL).
+    pub origin: Origin,
+    /// Wall-clock commit time, microseconds since the Unix epoch, taken
+    /// under the commit lock: non-decreasing in commit order (a clock
+    /// stepped back is clamped). 0 for transactions logged by a version
+    /// before commit times.
+    pub commit_time_us: u64,
     pub changes: Vec<Change>,
+}
+
+impl CommittedTxn {
+    /// How long ago it committed (zero if the clock is behind the commit
+    /// time): a consumer's lag behind the writer.
+    pub fn age(&self) -> Duration {
+        Duration::from_micros(crate::transaction::wall_clock_us().saturating_sub(self.commit_time_us))
+    }
 }
 
 /// A registered consumer ([`crate::Database::consumers`]).
@@ -258,7 +276,7 @@ impl CommitStream {
     }
 
     fn accept(&mut self, lsn: Lsn, payload: Vec<u8>) -> Result<Option<CommittedTxn>> {
-        let Some(AssembledTxn { first_lsn, commit_ts, records }) = self.assembler.push(lsn, payload)? else { return Ok(None) };
+        let Some(AssembledTxn { first_lsn, commit_ts, origin, commit_time_us, records }) = self.assembler.push(lsn, payload)? else { return Ok(None) };
         let mut changes = Vec::new();
         for rec in &records {
             let (_, ops) = decode_record(rec)?;
@@ -266,7 +284,7 @@ impl CommitStream {
                 changes.push(self.change(op)?);
             }
         }
-        Ok(Some(CommittedTxn { lsn: first_lsn, next_lsn: self.reader.position(), commit_ts, changes }))
+        Ok(Some(CommittedTxn { lsn: first_lsn, next_lsn: self.reader.position(), commit_ts, origin, commit_time_us, changes }))
     }
 
     fn schema(&mut self, id: TableId) -> Result<Arc<TableSchema>> {

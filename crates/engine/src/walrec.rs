@@ -6,13 +6,24 @@
 //! nothing.
 //!
 //! ```text
-//! record: [kind u8][commit_ts u64][chunk u32][op count u32] op*
+//! record: [kind u8][commit_ts u64][chunk u32][op count u32][commit_time_us u64] op*
+//!   kind: 0x10 | origin  closing (or only) record of a transaction
+//!         0x20 | origin  earlier record of a run
+//!         1, 2           the same before origins and commit times (no
+//!                        commit_time_us field): read as origin Application,
+//!                        commit time 0
 //! op:     INSERT|UPDATE [table u32][row bytes]     (full after-image)
 //!         DELETE        [table u32][row bytes]     (full before-image)
 //!         CREATE_TABLE  [table, indexes, fks]      DROP_TABLE [table u32]
 //!           (op 10: catalog format V1; op 14: V2, with sequences)
 //!         CREATE_INDEX  [index]                    DROP_INDEX [index u32]
 //! ```
+//! The origin rides in the kind byte, so origin and commit time cost 8
+//! bytes per record (records are 8-byte aligned in the log: 8 bytes framed
+//! too). `commit_time_us` is wall-clock time taken under the commit lock,
+//! never lower than the previous commit's. Every record of a run carries
+//! the same header (one layout, written when a chunk starts; 8 bytes are
+//! nothing in a part of up to `record_bytes_max`).
 //! Row images are the engine's row format (row.rs) for the table's schema,
 //! which never changes for a table id; replay is idempotent because every
 //! op carries the full image keyed by primary key.
@@ -20,13 +31,23 @@
 use crate::codec::{Reader, Writer};
 use crate::error::{EngineError, Result};
 use crate::ids::CommitTs;
+use crate::origin::Origin;
 use crate::schema::{Format, IndexId, IndexSchema, TableDdl, TableId, decode_index_ddl, decode_table_ddl, encode_index_ddl, encode_table_ddl};
 
-pub(crate) const REC_TXN: u8 = 1;
-pub(crate) const REC_TXN_PART: u8 = 2;
-const HEADER_BYTES: usize = 1 + 8 + 4 + 4;
+/// Closing record; the kind byte's low nibble is the origin.
+const REC_TXN: u8 = 0x10;
+/// Earlier record of a run; low nibble: the origin.
+const REC_TXN_PART: u8 = 0x20;
+const KIND_MASK: u8 = 0xf0;
+const ORIGIN_MASK: u8 = 0x0f;
+/// Kinds of the format before origins and commit times (header without
+/// `commit_time_us`), still read.
+const REC_TXN_V1: u8 = 1;
+const REC_TXN_PART_V1: u8 = 2;
+const HEADER_BYTES: usize = 1 + 8 + 4 + 4 + 8;
 const TS_OFFSET: usize = 1;
 const COUNT_OFFSET: usize = 13;
+const TIME_OFFSET: usize = 17;
 
 const OP_INSERT: u8 = 1;
 const OP_UPDATE: u8 = 2;
@@ -84,6 +105,8 @@ impl RecordBuilder {
         buf.extend_from_slice(&0u64.to_le_bytes());
         buf.extend_from_slice(&(self.chunks.len() as u32).to_le_bytes());
         buf.extend_from_slice(&0u32.to_le_bytes());
+        buf.extend_from_slice(&0u64.to_le_bytes());
+        debug_assert_eq!(buf.len(), HEADER_BYTES);
         self.chunks.push(buf);
         self.count = 0;
     }
@@ -97,9 +120,6 @@ impl RecordBuilder {
         let current = self.chunks.last().map_or(0, Vec::len);
         if current + bytes > self.record_bytes_max && self.count > 0 {
             self.finish_chunk();
-            if let Some(prev) = self.chunks.last_mut() {
-                prev[0] = REC_TXN_PART;
-            }
             self.start_chunk();
         }
         Ok(())
@@ -167,19 +187,27 @@ impl RecordBuilder {
         Ok(())
     }
 
-    /// Closes the last chunk; the records are ready for the commit ts.
-    pub(crate) fn finish(&mut self) {
+    /// Closes the last chunk and marks every chunk with `origin` and its
+    /// place in the run; the records are ready for [`RecordBuilder::seal`].
+    pub(crate) fn finish(&mut self, origin: Origin) {
         self.finish_chunk();
+        let last = self.chunks.len() - 1;
+        for (i, c) in self.chunks.iter_mut().enumerate() {
+            let kind = if i == last { REC_TXN } else { REC_TXN_PART };
+            c[0] = kind | origin as u8;
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
         self.chunks.len() == 1 && self.count == 0
     }
 
-    /// Writes the commit ts into every chunk (under the commit lock).
-    pub(crate) fn set_commit_ts(&mut self, commit_ts: CommitTs) {
+    /// Writes the commit ts and commit time into every chunk (under the
+    /// commit lock).
+    pub(crate) fn seal(&mut self, commit_ts: CommitTs, commit_time_us: u64) {
         for c in &mut self.chunks {
             c[TS_OFFSET..TS_OFFSET + 8].copy_from_slice(&commit_ts.get().to_le_bytes());
+            c[TIME_OFFSET..TIME_OFFSET + 8].copy_from_slice(&commit_time_us.to_le_bytes());
         }
     }
 }
@@ -194,18 +222,32 @@ pub(crate) enum OpRef<'a> {
 }
 
 pub(crate) struct RecordHeader {
-    pub(crate) kind: u8,
+    /// The closing (or only) record of its transaction.
+    pub(crate) last: bool,
+    pub(crate) origin: Origin,
     pub(crate) commit_ts: u64,
     pub(crate) chunk: u32,
     pub(crate) ops: u32,
+    /// Microseconds since the Unix epoch; 0 in records of the old format.
+    pub(crate) commit_time_us: u64,
 }
 
 pub(crate) fn decode_header(r: &mut Reader<'_>) -> Result<RecordHeader> {
-    let h = RecordHeader { kind: r.u8()?, commit_ts: r.u64()?, chunk: r.u32()?, ops: r.u32()? };
-    if h.kind != REC_TXN && h.kind != REC_TXN_PART {
-        return Err(EngineError::Corrupt(format!("unknown WAL record kind {}", h.kind)));
-    }
-    Ok(h)
+    let kind = r.u8()?;
+    let (commit_ts, chunk, ops) = (r.u64()?, r.u32()?, r.u32()?);
+    let (last, origin, commit_time_us) = match kind {
+        REC_TXN_V1 => (true, Origin::Application, 0),
+        REC_TXN_PART_V1 => (false, Origin::Application, 0),
+        _ => {
+            let last = match kind & KIND_MASK {
+                REC_TXN => true,
+                REC_TXN_PART => false,
+                _ => return Err(EngineError::Corrupt(format!("unknown WAL record kind {kind}"))),
+            };
+            (last, Origin::from_u8(kind & ORIGIN_MASK)?, r.u64()?)
+        }
+    };
+    Ok(RecordHeader { last, origin, commit_ts, chunk, ops, commit_time_us })
 }
 
 pub(crate) fn decode_op<'a>(r: &mut Reader<'a>) -> Result<OpRef<'a>> {
@@ -247,6 +289,8 @@ pub(crate) struct AssembledTxn {
     /// LSN of its first record.
     pub(crate) first_lsn: pgtier_wal::Lsn,
     pub(crate) commit_ts: CommitTs,
+    pub(crate) origin: Origin,
+    pub(crate) commit_time_us: u64,
     pub(crate) records: Vec<Vec<u8>>,
 }
 
@@ -257,6 +301,7 @@ pub(crate) struct AssembledTxn {
 pub(crate) struct TxnAssembler {
     parts: Vec<(pgtier_wal::Lsn, Vec<u8>)>,
     parts_ts: u64,
+    parts_origin: Origin,
 }
 
 impl TxnAssembler {
@@ -265,19 +310,26 @@ impl TxnAssembler {
         let header = decode_header(&mut Reader::new(&payload))?;
         if header.chunk == 0 {
             self.parts.clear();
-        } else if header.chunk as usize != self.parts.len() || header.commit_ts != self.parts_ts {
+        } else if header.chunk as usize != self.parts.len() || header.commit_ts != self.parts_ts || header.origin != self.parts_origin {
             self.parts.clear();
             return Ok(None); // continuation of a run we did not see start: torn
         }
         self.parts_ts = header.commit_ts;
-        if header.kind == REC_TXN_PART {
+        self.parts_origin = header.origin;
+        if !header.last {
             self.parts.push((lsn, payload));
             return Ok(None);
         }
         let first_lsn = self.parts.first().map_or(lsn, |p| p.0);
         let mut records: Vec<Vec<u8>> = self.parts.drain(..).map(|p| p.1).collect();
         records.push(payload);
-        Ok(Some(AssembledTxn { first_lsn, commit_ts: CommitTs::new(header.commit_ts), records }))
+        Ok(Some(AssembledTxn {
+            first_lsn,
+            commit_ts: CommitTs::new(header.commit_ts),
+            origin: header.origin,
+            commit_time_us: header.commit_time_us,
+            records,
+        }))
     }
 }
 
@@ -292,16 +344,16 @@ mod tests {
             b.row(RowOp::Insert, TableId(i % 3), &[7u8; 100]).unwrap();
         }
         b.drop_table(TableId(9)).unwrap();
-        b.finish();
-        b.set_commit_ts(CommitTs::new(42));
+        b.finish(Origin::Evict);
+        b.seal(CommitTs::new(42), 1_700_000_000_000_000);
         assert!(b.chunks.len() > 2);
         let mut total = 0;
         for (n, c) in b.chunks.iter().enumerate() {
             assert!(c.len() <= 4096);
             let (h, ops) = decode_record(c).unwrap();
-            assert_eq!(h.commit_ts, 42);
+            assert_eq!((h.commit_ts, h.origin, h.commit_time_us), (42, Origin::Evict, 1_700_000_000_000_000));
             assert_eq!(h.chunk as usize, n);
-            assert_eq!(h.kind == REC_TXN, n + 1 == b.chunks.len());
+            assert_eq!(h.last, n + 1 == b.chunks.len());
             total += ops.len();
         }
         assert_eq!(total, 101);
@@ -309,11 +361,65 @@ mod tests {
     }
 
     #[test]
+    fn the_assembler_hands_over_a_run_with_its_origin_and_time() {
+        let mut b = RecordBuilder::new(4096);
+        for _ in 0..100 {
+            b.row(RowOp::Delete, TableId(1), &[3u8; 100]).unwrap();
+        }
+        b.finish(Origin::Load);
+        b.seal(CommitTs::new(9), 123);
+        let mut a = TxnAssembler::default();
+        let n = b.chunks.len();
+        for (i, c) in b.chunks.iter().enumerate() {
+            let got = a.push(pgtier_wal::Lsn(i as u64 * 8192), c.clone()).unwrap();
+            if i + 1 < n {
+                assert!(got.is_none());
+                continue;
+            }
+            let t = got.unwrap();
+            assert_eq!((t.commit_ts, t.origin, t.commit_time_us, t.records.len()), (CommitTs::new(9), Origin::Load, 123, n));
+            assert_eq!(t.first_lsn, pgtier_wal::Lsn(0));
+        }
+    }
+
+    /// A record of the format before origins: 17-byte header, kind 1.
+    #[test]
+    fn old_records_read_as_application_at_time_zero() {
+        let mut rec = vec![REC_TXN_V1];
+        rec.extend_from_slice(&5u64.to_le_bytes());
+        rec.extend_from_slice(&0u32.to_le_bytes());
+        rec.extend_from_slice(&1u32.to_le_bytes());
+        rec.push(OP_DROP_TABLE);
+        rec.extend_from_slice(&7u32.to_le_bytes());
+        let (h, ops) = decode_record(&rec).unwrap();
+        assert!(h.last);
+        assert_eq!((h.commit_ts, h.origin, h.commit_time_us, ops.len()), (5, Origin::Application, 0, 1));
+        assert!(matches!(ops[0], OpRef::DropTable(TableId(7))));
+        let t = TxnAssembler::default().push(pgtier_wal::Lsn(0), rec).unwrap().unwrap();
+        assert_eq!((t.origin, t.commit_time_us), (Origin::Application, 0));
+        // Unknown kinds and origins are corruption, not guesses.
+        let mut bad = vec![0x30];
+        bad.extend_from_slice(&[0u8; 24]);
+        assert!(decode_header(&mut Reader::new(&bad)).is_err());
+        bad[0] = REC_TXN | 5;
+        assert!(decode_header(&mut Reader::new(&bad)).is_err());
+    }
+
+    /// Origin and commit time add 8 bytes to every record, framed too.
+    #[test]
+    fn header_overhead_is_eight_bytes() {
+        let mut b = RecordBuilder::new(4096);
+        b.row(RowOp::Update, TableId(1), &[5u8; 100]).unwrap();
+        b.finish(Origin::Application);
+        assert_eq!(b.chunks[0].len(), 17 + 8 + 1 + 4 + 4 + 100);
+    }
+
+    #[test]
     fn a_reset_builder_writes_what_a_new_one_does() {
         let build = |b: &mut RecordBuilder| {
             b.row(RowOp::Update, TableId(1), &[5u8; 40]).unwrap();
-            b.finish();
-            b.set_commit_ts(CommitTs::new(7));
+            b.finish(Origin::Refresh);
+            b.seal(CommitTs::new(7), 99);
         };
         let mut fresh = RecordBuilder::new(4096);
         build(&mut fresh);
@@ -322,8 +428,8 @@ mod tests {
         for _ in 0..100 {
             reused.row(RowOp::Insert, TableId(0), &[1u8; 100]).unwrap();
         }
-        reused.finish();
-        reused.set_commit_ts(CommitTs::new(6));
+        reused.finish(Origin::Load);
+        reused.seal(CommitTs::new(6), 98);
         assert!(reused.chunks.len() > 2);
         reused.reset();
         assert!(reused.is_empty());

@@ -1,11 +1,13 @@
 //! The end of a transaction. Commit: WAL records built outside the commit
-//! lock; under it the commit ts, the append, stamping and DDL publication;
+//! lock; under it the commit ts and commit time, the append, stamping and
+//! DDL publication;
 //! after it locks released, GC work queued, the ts published (in `Sync`
 //! mode once durable). Rollback: versions unlinked newest first, metadata
 //! restored, locks released.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, MutexGuard};
 use pgtier_wal::Lsn;
@@ -33,6 +35,10 @@ pub(crate) struct CommitPoint {
     pub(crate) last_ts: CommitTs,
     /// LSN of the last record appended (for durability waits).
     pub(crate) last_lsn: Option<Lsn>,
+    /// Commit time of the last logged commit (µs since the Unix epoch): a
+    /// clock stepped back is clamped to it, so commit times never decrease
+    /// along the log.
+    last_time_us: u64,
 }
 
 /// What the commit lock's critical section assigned.
@@ -45,9 +51,10 @@ struct Committed {
 }
 
 impl CommitOrder {
-    /// `last_ts`: the newest commit ts recovered.
-    pub(crate) fn new(last_ts: CommitTs) -> CommitOrder {
-        CommitOrder(Mutex::new(CommitPoint { last_ts, last_lsn: None }))
+    /// `last_ts`, `last_time_us`: the newest commit ts and commit time
+    /// recovered.
+    pub(crate) fn new(last_ts: CommitTs, last_time_us: u64) -> CommitOrder {
+        CommitOrder(Mutex::new(CommitPoint { last_ts, last_lsn: None, last_time_us }))
     }
 
     #[inline]
@@ -180,7 +187,7 @@ impl Transaction {
                 },
             }
         }
-        builder.finish();
+        builder.finish(self.origin);
         Ok(())
     }
 
@@ -194,7 +201,8 @@ impl Transaction {
         let prior_lsn = c.last_lsn;
         let mut lsn = None;
         if has_records {
-            builder.set_commit_ts(commit_ts);
+            c.last_time_us = c.last_time_us.max(wall_clock_us());
+            builder.seal(commit_ts, c.last_time_us);
             for chunk in &builder.chunks {
                 lsn = Some(self.db.wal.append(chunk)?);
             }
@@ -301,6 +309,13 @@ impl Transaction {
             self.db.catalog.unlock_ddl(self.id);
         }
     }
+}
+
+/// Microseconds since the Unix epoch: `clock_gettime(CLOCK_REALTIME)`,
+/// served by the vDSO without a system call. 0 for a clock before 1970.
+#[inline]
+pub(crate) fn wall_clock_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// The op a write-set entry contributes at commit.

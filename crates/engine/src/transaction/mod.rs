@@ -23,7 +23,7 @@ mod ddl;
 mod reads;
 mod writes;
 
-pub(crate) use commit::CommitOrder;
+pub(crate) use commit::{CommitOrder, wall_clock_us};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,6 +36,7 @@ use crate::db::{CommitMode, DbInner};
 use crate::error::{EngineError, Result};
 use crate::ids::{Snapshot, TxnId};
 use crate::key::hash_key;
+use crate::origin::Origin;
 use crate::schema::{IndexId, IndexSchema, TableDdl, TableId};
 use crate::table::{TableMeta, TableStore};
 use crate::types::Value;
@@ -140,6 +141,8 @@ pub struct Transaction {
     id: TxnId,
     snapshot: Snapshot,
     mode: CommitMode,
+    /// Logged with the commit; fixed once the transaction writes.
+    origin: Origin,
     status: Status,
     in_statement: bool,
     /// The snapshot was taken by `begin` and no statement has used it yet.
@@ -168,7 +171,7 @@ pub struct Transaction {
 }
 
 impl Transaction {
-    pub(crate) fn begin(db: Arc<DbInner>, mode: CommitMode) -> Result<Transaction> {
+    pub(crate) fn begin(db: Arc<DbInner>, mode: CommitMode, origin: Origin) -> Result<Transaction> {
         let (id, snapshot) = db.txns.begin()?;
         // Version first, then catalog: a cached catalog is reused only if
         // no DDL committed since it was taken.
@@ -183,6 +186,7 @@ impl Transaction {
             id,
             snapshot,
             mode,
+            origin,
             status: Status::Active,
             in_statement: false,
             fresh_snapshot: true,
@@ -232,6 +236,27 @@ impl Transaction {
     /// Changes the commit mode (`SET LOCAL synchronous_commit` style).
     pub fn set_commit_mode(&mut self, mode: CommitMode) {
         self.mode = mode;
+    }
+
+    /// The origin its commit is logged with (see [`Origin`]).
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// Sets the origin, before the first write or DDL only: the origin
+    /// also decides whether foreign keys are checked (see [`Origin`]), so
+    /// writes already made would not match it. After one it fails with
+    /// 25001 (as PostgreSQL refuses SET TRANSACTION ISOLATION LEVEL after
+    /// the first query) and, like any error, aborts the transaction. Reads
+    /// and `nextval` before it are fine.
+    pub fn set_origin(&mut self, origin: Origin) -> Result<()> {
+        self.check_active()?;
+        if !self.is_read_only() {
+            let e = EngineError::OriginAfterWrite { origin: origin.as_str() };
+            return self.check(Err(e));
+        }
+        self.origin = origin;
+        Ok(())
     }
 
     /// The catalog this transaction sees (its own uncommitted DDL included).
@@ -338,7 +363,7 @@ impl Transaction {
 
     /// Begins a new transaction in this ended one, reusing its buffers and,
     /// while no DDL has committed since, its catalog. An open transaction
-    /// is rolled back first.
+    /// is rolled back first. The origin is back to `Application`.
     pub fn restart(&mut self, mode: CommitMode) -> Result<()> {
         self.rollback_in_place();
         debug_assert!(self.held.is_empty() && self.exclusive.is_empty() && !self.ddl_locked);
@@ -347,6 +372,7 @@ impl Transaction {
         self.id = id;
         self.snapshot = snapshot;
         self.mode = mode;
+        self.origin = Origin::Application;
         self.status = Status::Active;
         self.in_statement = false;
         self.fresh_snapshot = true;

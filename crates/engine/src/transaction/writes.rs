@@ -218,7 +218,9 @@ impl Transaction {
     /// Installs a tombstone over `at`, whose image is in `self.s.base`;
     /// false if the head changed meanwhile.
     /// `deleting`: a DELETE (ON DELETE actions apply), not the delete half
-    /// of a primary-key UPDATE.
+    /// of a primary-key UPDATE. Children are not looked at unless the
+    /// origin enforces foreign keys (an evicted parent leaves PostgreSQL's
+    /// children alone; the cache evicts the cached ones itself).
     fn delete_installed(&mut self, h: usize, store: &Arc<TableStore>, hash: u64, at: LatestVersion, deleting: bool) -> Result<bool> {
         let own = is_uncommitted(at.word);
         let Some(new_head) = store.install(hash, &self.s.key, self.id, at, &self.s.base, DELETED, &mut self.s.scratch) else {
@@ -228,7 +230,8 @@ impl Transaction {
         let meta = Arc::clone(&self.held[h].meta);
         let base = std::mem::take(&mut self.s.base);
         let mut r = Ok(());
-        for link in &meta.as_parent {
+        let links = if self.origin.enforces_foreign_keys() { &meta.as_parent[..] } else { &[] };
+        for link in links {
             r = self.check_children(store, link, &base, deleting);
             if r.is_err() {
                 break;
