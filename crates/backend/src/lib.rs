@@ -3,6 +3,7 @@
 //! tests, benchmarks and demos run against. See README.md for what this crate
 //! guarantees (no orphaned servers, never PostgreSQL as root).
 
+pub mod backend_config;
 mod backend_error;
 mod binaries;
 pub mod catalog;
@@ -17,6 +18,7 @@ mod shared;
 pub mod snapshot;
 mod template;
 
+pub use backend_config::{BackendConfig, BackendConfigError, ConnectParams, SslMode};
 pub use backend_error::BackendError;
 pub use connect::{ConnectError, connect, redact_url};
 pub use error::{HarnessError, INSTALL_HINT};
