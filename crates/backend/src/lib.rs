@@ -20,6 +20,6 @@ mod template;
 
 pub use backend_config::{BackendConfig, BackendConfigError, ConnectParams, SslMode};
 pub use backend_error::BackendError;
-pub use connect::{ConnectError, connect, redact_url};
+pub use connect::{ConnectError, connect, connect_backend, redact_url};
 pub use error::{HarnessError, INSTALL_HINT};
 pub use harness::{ClusterOptions, PrivateCluster, find_server_binaries, shared_cluster};
