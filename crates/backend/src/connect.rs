@@ -72,6 +72,28 @@ pub fn connect(url: &str) -> Result<Client, ConnectError> {
     connect_config(&mut config, &redact_url(url))
 }
 
+/// Connects to the configured backend (`[backend]`, see
+/// [`ConnectParams`](crate::ConnectParams)) with the sync client. That
+/// client has no TLS here, so `sslmode` `disable` and `prefer` connect in
+/// plain text (libpq's `prefer` against a server without TLS), and
+/// `require`, `verify-ca` and `verify-full` are refused rather than
+/// silently downgraded.
+pub fn connect_backend(params: &crate::ConnectParams) -> Result<Client, ConnectError> {
+    use crate::SslMode;
+    if !matches!(params.sslmode, SslMode::Disable | SslMode::Prefer) {
+        return Err(ConnectError::Other {
+            url: params.shown.clone(),
+            reason: format!(
+                "sslmode \"{}\" needs TLS, which pgtier's catalog and COPY client does not have yet",
+                params.sslmode.name()
+            ),
+        });
+    }
+    let mut config = params.config.clone();
+    config.ssl_mode(postgres::config::SslMode::Disable);
+    connect_config(&mut config, &params.shown)
+}
+
 /// Like [`connect`] for an already-built `Config`; `shown_as` names the target
 /// in error messages and must not contain a password.
 pub fn connect_config(config: &mut Config, shown_as: &str) -> Result<Client, ConnectError> {

@@ -3,6 +3,7 @@
 //! tests, benchmarks and demos run against. See README.md for what this crate
 //! guarantees (no orphaned servers, never PostgreSQL as root).
 
+pub mod backend_config;
 mod backend_error;
 mod binaries;
 pub mod catalog;
@@ -17,7 +18,8 @@ mod shared;
 pub mod snapshot;
 mod template;
 
+pub use backend_config::{BackendConfig, BackendConfigError, ConnectParams, SslMode};
 pub use backend_error::BackendError;
-pub use connect::{ConnectError, connect, redact_url};
+pub use connect::{ConnectError, connect, connect_backend, redact_url};
 pub use error::{HarnessError, INSTALL_HINT};
 pub use harness::{ClusterOptions, PrivateCluster, find_server_binaries, shared_cluster};

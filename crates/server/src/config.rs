@@ -5,6 +5,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
+use pgtier_backend::{BackendConfig, ConnectParams};
 use serde::Deserialize;
 
 use crate::ServerError;
@@ -14,9 +15,6 @@ const MAX_CONNECTIONS_DEFAULT: usize = 100;
 /// Largest Query/Parse/Bind/CopyData message accepted; beyond it the
 /// connection gets 08P01 and is closed (PostgreSQL allows up to 1 GiB).
 const MAX_MESSAGE_BYTES_DEFAULT: usize = 64 << 20;
-/// Backend connections passthrough statements share; a session finding
-/// all busy waits (bounded), so this bounds pgtier's load on PostgreSQL.
-const PASSTHROUGH_POOL_SIZE_DEFAULT: usize = 4;
 /// More loops than CPUs only adds switching (one per CPU is the default).
 const EVENT_LOOPS_MAX: usize = 256;
 
@@ -39,6 +37,9 @@ pub struct ServerConfig {
     #[serde(default)]
     pub auth: AuthConfig,
     pub tls: Option<TlsConfig>,
+    /// The PostgreSQL pgtier is in front of (DESIGN.md §3): passthrough
+    /// and, later, loading, write-through and autorefresh connect to it.
+    pub backend: Option<BackendConfig>,
     #[serde(default)]
     pub passthrough: PassthroughConfig,
     /// Threads that serve plain-TCP sessions (event_loop.rs); 0: a thread
@@ -98,20 +99,15 @@ pub struct TlsConfig {
     pub key: PathBuf,
 }
 
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PassthroughConfig {
     #[serde(default)]
     pub mode: PassthroughMode,
+    /// Deprecated alias of `[backend] url`.
     pub backend_url: Option<String>,
-    #[serde(default = "default_pool_size")]
-    pub pool_size: usize,
-}
-
-impl Default for PassthroughConfig {
-    fn default() -> PassthroughConfig {
-        PassthroughConfig { mode: PassthroughMode::Off, backend_url: None, pool_size: PASSTHROUGH_POOL_SIZE_DEFAULT }
-    }
+    /// Deprecated alias of `[backend] pool_size`.
+    pub pool_size: Option<usize>,
 }
 
 impl std::fmt::Debug for PassthroughConfig {
@@ -143,10 +139,6 @@ fn default_max_message_bytes() -> usize {
     MAX_MESSAGE_BYTES_DEFAULT
 }
 
-fn default_pool_size() -> usize {
-    PASSTHROUGH_POOL_SIZE_DEFAULT
-}
-
 impl ServerConfig {
     /// A config for `data_dir` with every other setting at its default
     /// (loopback, SCRAM with no users yet).
@@ -159,6 +151,7 @@ impl ServerConfig {
             max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
             auth: AuthConfig::default(),
             tls: None,
+            backend: None,
             passthrough: PassthroughConfig::default(),
             event_loops: None,
         }
@@ -205,6 +198,9 @@ impl ServerConfig {
             rebase(&mut tls.cert);
             rebase(&mut tls.key);
         }
+        if let Some(backend) = &mut config.backend {
+            backend.password_file.iter_mut().chain(backend.sslrootcert.iter_mut()).for_each(rebase);
+        }
         Ok(config)
     }
 
@@ -249,18 +245,59 @@ impl ServerConfig {
                 return bad(format!("auth.users: user \"{}\" is listed twice", u.name));
             }
         }
-        match (self.passthrough.mode, &self.passthrough.backend_url) {
-            (PassthroughMode::Off, _) => {}
-            (_, None) => return bad("passthrough.mode is not \"off\" but passthrough.backend_url is missing".to_owned()),
-            (_, Some(url)) if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) => {
-                return bad("passthrough.backend_url must be a postgres:// URL".to_owned());
-            }
-            (_, Some(_)) if self.passthrough.pool_size == 0 => {
-                return bad("passthrough.pool_size must be at least 1".to_owned());
-            }
-            (_, Some(_)) => {}
+        let backend = self.backend_config()?;
+        let mode = self.passthrough.mode;
+        if mode != PassthroughMode::Off && backend.is_none() {
+            let name = if mode == PassthroughMode::All { "all" } else { "reads" };
+            return bad(format!("[passthrough] mode is \"{name}\" but no backend is configured; set [backend] url"));
         }
         Ok(addr)
+    }
+
+    /// `[backend]` with the deprecated `[passthrough]` keys merged in; None
+    /// when no backend URL is given anywhere.
+    pub fn backend_config(&self) -> Result<Option<BackendConfig>, ServerError> {
+        let old = &self.passthrough;
+        let mut merged = self.backend.clone().unwrap_or_default();
+        if let Some(url) = &old.backend_url {
+            if merged.url.is_some() {
+                return Err(ServerError::Config(
+                    "both [backend] url and the deprecated [passthrough] backend_url are set; keep [backend] url".to_owned(),
+                ));
+            }
+            merged.url = Some(url.clone());
+        }
+        if let Some(n) = old.pool_size {
+            if merged.pool_size.is_some() {
+                return Err(ServerError::Config(
+                    "both [backend] pool_size and the deprecated [passthrough] pool_size are set; keep [backend] pool_size".to_owned(),
+                ));
+            }
+            merged.pool_size = Some(n);
+        }
+        // A lone deprecated pool_size, with passthrough off, names no backend.
+        Ok((self.backend.is_some() || merged.url.is_some()).then_some(merged))
+    }
+
+    /// The backend's connection parameters, its password read from the file
+    /// or the environment; None when no backend is configured.
+    pub fn backend(&self) -> Result<Option<ConnectParams>, ServerError> {
+        match self.backend_config()? {
+            Some(b) => b.resolve().map(Some).map_err(|e| ServerError::Config(e.to_string())),
+            None => Ok(None),
+        }
+    }
+
+    /// One line per deprecated key in use, naming the key that replaces it.
+    pub fn deprecations(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.passthrough.backend_url.is_some() {
+            lines.push("[passthrough] backend_url is deprecated; use [backend] url".to_owned());
+        }
+        if self.passthrough.pool_size.is_some() {
+            lines.push("[passthrough] pool_size is deprecated; use [backend] pool_size".to_owned());
+        }
+        lines
     }
 }
 
@@ -286,5 +323,49 @@ mod tests {
         assert_eq!(parse("").event_loops(), 0, "sync is the default commit mode");
         assert_eq!(parse("commit_mode = \"sync\"\nevent_loops = 3").event_loops(), 3);
         assert_eq!(parse("commit_mode = \"async\"\nevent_loops = 0").event_loops(), 0);
+    }
+
+    /// The example parses as shipped and with its [backend] section
+    /// uncommented (one of the two password sources).
+    #[test]
+    fn the_example_config_parses() {
+        let text = include_str!("../pgtier.example.toml");
+        let shipped = ServerConfig::from_toml_str(text).unwrap();
+        assert!(shipped.backend.is_none() && shipped.deprecations().is_empty());
+        let mut in_backend = false;
+        let uncommented: String = text
+            .lines()
+            .map(|line| {
+                in_backend = match line {
+                    "# [backend]" => true,
+                    "" => false,
+                    _ => in_backend,
+                };
+                let live = in_backend && !line.starts_with("# password_env") && (line.starts_with("# [") || line.contains(" = "));
+                let line = if live { &line[2..] } else { line };
+                format!("{line}\n")
+            })
+            .collect();
+        let config = ServerConfig::from_toml_str(&uncommented).unwrap();
+        let backend = config.backend_config().unwrap().unwrap();
+        assert_eq!(backend.url.as_deref(), Some("postgresql://app@db-host:5432/app"));
+        assert_eq!((backend.sslmode, backend.pool_size), (Some(pgtier_backend::SslMode::VerifyFull), Some(4)));
+        assert!(backend.password_file.is_some() && backend.password_env.is_none());
+    }
+
+    #[test]
+    fn deprecated_passthrough_keys_are_aliases() {
+        let parse = |toml: &str| ServerConfig::from_toml_str(&format!("data_dir = \"d\"\n{toml}")).unwrap();
+        let old = parse("[passthrough]\nmode = \"all\"\nbackend_url = \"postgresql://u:pw@h/db\"\npool_size = 2\n");
+        let merged = old.backend_config().unwrap().unwrap();
+        assert_eq!((merged.url.as_deref(), merged.pool_size), (Some("postgresql://u:pw@h/db"), Some(2)));
+        assert_eq!(old.deprecations().len(), 2);
+        assert!(!format!("{old:?}").contains(":pw@"), "{old:?}");
+        let mixed = parse("[backend]\npassword_env = \"P\"\n[passthrough]\nbackend_url = \"postgresql://u@h/db\"\n");
+        let merged = mixed.backend_config().unwrap().unwrap();
+        assert_eq!((merged.url.as_deref(), merged.password_env.as_deref()), (Some("postgresql://u@h/db"), Some("P")));
+        // A lone old pool_size names no backend (it was allowed with passthrough off).
+        assert!(parse("[passthrough]\npool_size = 2\n").backend_config().unwrap().is_none());
+        assert!(parse("").backend_config().unwrap().is_none());
     }
 }

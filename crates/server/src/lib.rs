@@ -21,6 +21,7 @@ use std::sync::Arc;
 use pgtier_engine::{CommitMode, Database, EngineConfig};
 
 pub use config::{AuthConfig, AuthMethod, CommitModeName, PassthroughConfig, PassthroughMode, ServerConfig, TlsConfig, UserConfig};
+pub use pgtier_backend::{BackendConfig, SslMode};
 pub use server::{RunningServer, ShutdownHandle};
 
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +47,16 @@ pub enum ServerError {
 /// threads until [`RunningServer::shutdown`].
 pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let addr = config.validate()?;
+    for line in config.deprecations() {
+        eprintln!("pgtier: warning: {line}");
+    }
+    // Before listening: a password file or CA certificate that cannot be
+    // read is a startup error, not a first-query one.
+    let backend = config.backend()?;
+    let backend_tls = match &backend {
+        Some(params) => tls::backend_client(params)?,
+        None => None,
+    };
     let users = auth::Users::new(&config.auth.users)?;
     let tls = config.tls.as_ref().map(tls::load).transpose()?;
     // Bind before opening the engine: a port in use fails fast, without
@@ -64,6 +75,11 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
     let limits = (config.max_connections, config.max_message_bytes);
     let mut shared = server::Shared::new(db, users, config.auth.method, tls, limits);
-    shared.passthrough = passthrough::Pool::new(&config.passthrough)?.map(Arc::new);
+    shared.passthrough = match backend {
+        Some(params) if config.passthrough.mode != PassthroughMode::Off => {
+            Some(Arc::new(passthrough::Pool::new(config.passthrough.mode, params, backend_tls)))
+        }
+        _ => None,
+    };
     RunningServer::start(listener, Arc::new(shared), config.event_loops())
 }

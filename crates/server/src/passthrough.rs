@@ -14,7 +14,9 @@
 //! `postgres` always asks for binary results and hides the raw messages;
 //! with our own framing DataRow and CommandComplete are copied verbatim and
 //! no value is ever converted. `postgres_protocol` writes the frontend
-//! messages and does SCRAM; `postgres::Config` parses the URL.
+//! messages and does SCRAM; `postgres::Config` parses the URL; TLS is
+//! rustls (tls.rs). The backend and its password come from `[backend]`
+//! (`pgtier_backend::ConnectParams`).
 //!
 //! Connections are pooled (bounded by `pool_size`); a session that finds
 //! all of them busy waits up to [`POOL_WAIT`], then gets 53300. A
@@ -49,8 +51,9 @@ use postgres_protocol::authentication::sasl::{ChannelBinding, SCRAM_SHA_256, Scr
 use postgres_protocol::message::frontend;
 use sqlparser::ast::{SetExpr, Statement};
 
-use crate::config::{PassthroughConfig, PassthroughMode};
+use crate::config::PassthroughMode;
 use crate::session::Session;
+use crate::tls::{BackendTls, Negotiated};
 use crate::wire::Wire;
 
 /// How long a session waits for a free backend connection.
@@ -301,6 +304,10 @@ pub struct Pool {
     config: postgres::Config,
     /// The backend URL without its password, for messages.
     shown: String,
+    /// Where the password comes from, for the hint after a failed login.
+    password_source: Option<String>,
+    /// None: `sslmode = disable`.
+    tls: Option<BackendTls>,
     size: usize,
     state: Mutex<PoolState>,
     freed: Condvar,
@@ -315,14 +322,17 @@ struct PoolState {
 impl Pool {
     /// No connection is opened here: PostgreSQL being down must not stop
     /// pgtier from serving its own tables.
-    pub fn new(cfg: &PassthroughConfig) -> Result<Option<Pool>, crate::ServerError> {
-        let Some(url) = cfg.backend_url.as_deref().filter(|_| cfg.mode != PassthroughMode::Off) else {
-            return Ok(None);
-        };
-        let shown = pgtier_backend::redact_url(url);
-        let config: postgres::Config =
-            url.parse().map_err(|e| crate::ServerError::Config(format!("passthrough.backend_url {shown}: {e}")))?;
-        Ok(Some(Pool { mode: cfg.mode, config, shown, size: cfg.pool_size, state: Mutex::new(PoolState { idle: Vec::new(), open: 0 }), freed: Condvar::new() }))
+    pub fn new(mode: PassthroughMode, params: pgtier_backend::ConnectParams, tls: Option<BackendTls>) -> Pool {
+        Pool {
+            mode,
+            config: params.config,
+            shown: params.shown,
+            password_source: params.password_source,
+            tls,
+            size: params.pool_size,
+            state: Mutex::new(PoolState { idle: Vec::new(), open: 0 }),
+            freed: Condvar::new(),
+        }
     }
 
     /// A connection for one statement (it commits on PostgreSQL by itself).
@@ -338,11 +348,11 @@ impl Pool {
             if st.open < self.size {
                 st.open += 1;
                 drop(st);
-                return match Conn::open(&self.config, self.mode) {
+                return match Conn::open(&self.config, self.tls.as_ref(), self.mode) {
                     Ok(conn) => Ok(Lease { pool: Arc::clone(self), conn: Some(conn) }),
                     Err(e) => {
                         self.release(None);
-                        Err(SqlError::new("08001", format!("passthrough: cannot connect to PostgreSQL at {}: {e}", self.shown)))
+                        Err(self.connect_error(e))
                     }
                 };
             }
@@ -351,7 +361,26 @@ impl Pool {
                     "53300",
                     format!("passthrough: all {} connections to PostgreSQL are busy (waited {} s)", self.size, POOL_WAIT.as_secs()),
                 )
-                .with_hint("Raise [passthrough] pool_size."));
+                .with_hint("Raise [backend] pool_size."));
+            }
+        }
+    }
+
+    /// 08001 for the client (its statement could not reach PostgreSQL),
+    /// with PostgreSQL's own SQLSTATE and message when it refused the login.
+    fn connect_error(&self, e: OpenError) -> SqlError {
+        match e {
+            OpenError::Io(e) => SqlError::new("08001", format!("passthrough: cannot connect to PostgreSQL at {}: {e}", self.shown)),
+            OpenError::Refused(pg) => {
+                let err = SqlError::new(
+                    "08001",
+                    format!("passthrough: PostgreSQL at {} refused pgtier's connection: {} (SQLSTATE {})", self.shown, pg.message, pg.sqlstate),
+                );
+                match (&self.password_source, pg.sqlstate.starts_with("28")) {
+                    (Some(source), true) => err.with_hint(format!("pgtier logs in with the password from {source}; check it against the role in PostgreSQL.")),
+                    (None, true) => err.with_hint("Set [backend] password_file or password_env if PostgreSQL asks for a password."),
+                    _ => err,
+                }
             }
         }
     }
@@ -577,7 +606,22 @@ impl Session {
 
 enum Sock {
     Tcp(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
     Unix(UnixStream),
+}
+
+/// Why a backend connection could not be opened.
+enum OpenError {
+    Io(io::Error),
+    /// PostgreSQL's ErrorResponse during startup (a failed login, a
+    /// missing database, too many connections).
+    Refused(Box<SqlError>),
+}
+
+impl From<io::Error> for OpenError {
+    fn from(e: io::Error) -> OpenError {
+        OpenError::Io(e)
+    }
 }
 
 struct Conn {
@@ -586,40 +630,61 @@ struct Conn {
     wbuf: BytesMut,
 }
 
+/// The first of `host`'s addresses that accepts, as libpq tries them
+/// ("localhost" may resolve to ::1 first while PostgreSQL listens on
+/// 127.0.0.1 only).
+fn connect_tcp(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
+    let mut last = None;
+    for addr in (host, port).to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| bad(format!("host {host} has no address"))))
+}
+
 fn bad(m: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, m.into())
 }
 
 impl Conn {
-    fn open(config: &postgres::Config, mode: PassthroughMode) -> io::Result<Conn> {
+    fn open(config: &postgres::Config, tls: Option<&BackendTls>, mode: PassthroughMode) -> Result<Conn, OpenError> {
         let timeout = config.get_connect_timeout().copied().unwrap_or(CONNECT_TIMEOUT);
         let port = config.get_ports().first().copied().unwrap_or(5432);
         let sock = match config.get_hosts().first() {
             Some(Host::Tcp(h)) => {
-                let addr = (h.as_str(), port).to_socket_addrs()?.next().ok_or_else(|| bad(format!("host {h} has no address")))?;
-                let s = TcpStream::connect_timeout(&addr, timeout)?;
+                let s = connect_tcp(h, port, timeout)?;
                 s.set_nodelay(true)?;
                 s.set_read_timeout(Some(timeout))?;
-                Sock::Tcp(s)
+                match tls {
+                    None => Sock::Tcp(s),
+                    Some(tls) => match tls.negotiate(s, h)? {
+                        Negotiated::Plain(s) => Sock::Tcp(s),
+                        Negotiated::Tls(s) => Sock::Tls(s),
+                    },
+                }
             }
+            // As libpq: TLS is never used over a Unix socket.
             Some(Host::Unix(dir)) => {
                 let s = UnixStream::connect(dir.join(format!(".s.PGSQL.{port}")))?;
                 s.set_read_timeout(Some(timeout))?;
                 Sock::Unix(s)
             }
-            None => return Err(bad("the URL names no host")),
+            None => return Err(bad("the URL names no host").into()),
         };
         let mut conn = Conn { sock, rbuf: BytesMut::with_capacity(8192), wbuf: BytesMut::new() };
         conn.startup(config, mode)?;
         // Statements may run long; only connecting is bounded.
         match &conn.sock {
             Sock::Tcp(s) => s.set_read_timeout(None)?,
+            Sock::Tls(s) => s.sock.set_read_timeout(None)?,
             Sock::Unix(s) => s.set_read_timeout(None)?,
         }
         Ok(conn)
     }
 
-    fn startup(&mut self, config: &postgres::Config, mode: PassthroughMode) -> io::Result<()> {
+    fn startup(&mut self, config: &postgres::Config, mode: PassthroughMode) -> Result<(), OpenError> {
         let user = config.get_user().unwrap_or("postgres");
         let db = config.get_dbname().unwrap_or(user);
         // Text results must look like pgtier's own (its defaults); in
@@ -660,7 +725,7 @@ impl Conn {
                     10 => {
                         let offered = body.split(|b| *b == 0).any(|m| m == SCRAM_SHA_256.as_bytes());
                         if !offered {
-                            return Err(bad("PostgreSQL offers no SASL mechanism pgtier supports"));
+                            return Err(bad("PostgreSQL offers no SASL mechanism pgtier supports").into());
                         }
                         let s = ScramSha256::new(&password, ChannelBinding::unsupported());
                         frontend::sasl_initial_response(SCRAM_SHA_256, s.message(), &mut self.wbuf)?;
@@ -676,12 +741,9 @@ impl Conn {
                     12 => {
                         scram.as_mut().ok_or_else(|| bad("unexpected SASLFinal"))?.finish(&body)?;
                     }
-                    n => return Err(bad(format!("unsupported authentication request {n}"))),
+                    n => return Err(bad(format!("unsupported authentication request {n}")).into()),
                 },
-                b'E' => {
-                    let e = error_fields(&body);
-                    return Err(bad(format!("{} (SQLSTATE {})", e.message, e.sqlstate)));
-                }
+                b'E' => return Err(OpenError::Refused(Box::new(error_fields(&body)))),
                 b'Z' => return Ok(()),
                 // ParameterStatus, BackendKeyData, NoticeResponse.
                 _ => {}
@@ -692,6 +754,8 @@ impl Conn {
     fn send(&mut self) -> io::Result<()> {
         let r = match &mut self.sock {
             Sock::Tcp(s) => s.write_all(&self.wbuf),
+            // rustls buffers; flush sends the records.
+            Sock::Tls(s) => s.write_all(&self.wbuf).and_then(|()| s.flush()),
             Sock::Unix(s) => s.write_all(&self.wbuf),
         };
         self.wbuf.clear();
@@ -717,6 +781,7 @@ impl Conn {
             let mut chunk = [0u8; 8192];
             let n = match &mut self.sock {
                 Sock::Tcp(s) => s.read(&mut chunk)?,
+                Sock::Tls(s) => s.read(&mut chunk)?,
                 Sock::Unix(s) => s.read(&mut chunk)?,
             };
             if n == 0 {
@@ -797,6 +862,10 @@ impl Drop for Conn {
     fn drop(&mut self) {
         frontend::terminate(&mut self.wbuf);
         let _ = self.send();
+        if let Sock::Tls(s) = &mut self.sock {
+            s.conn.send_close_notify();
+            let _ = s.flush();
+        }
     }
 }
 

@@ -43,7 +43,7 @@ fn unsafe_configurations_are_refused_at_startup() {
     refuse(&format!("listen = \"0.0.0.0:0\"\n{base}[auth]\nmethod = \"trust\"\n"), "loopback");
     refuse(&format!("listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"scram-sha-256\"\n"), "auth.users");
     refuse(&format!("listen = \"127.0.0.1:0\"\nevent_loops = 100000\n{base}[auth]\nmethod = \"trust\"\n"), "event_loops");
-    refuse(&format!("listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"trust\"\n[passthrough]\nmode = \"reads\"\n"), "backend_url is missing");
+    refuse(&format!("listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"trust\"\n[passthrough]\nmode = \"reads\"\n"), "no backend is configured");
     refuse(&format!("listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"trust\"\n[passthrough]\nmode = \"all\"\nbackend_url = \"postgresql://x@h/db\"\npool_size = 0\n"), "pool_size");
     refuse(&format!("listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"trust\"\n[tls]\ncert = \"/nonexistent.crt\"\nkey = \"/nonexistent.key\"\n"), "nonexistent");
     refuse(&format!("listen = \"127.0.0.1:0\"\n{base}bogus = 1\n"), "bogus");

@@ -25,7 +25,7 @@ fn setup(name: &str, mode: &str) -> (TestServer, postgres::Client, String) {
     let url = cluster.create_database(&format!("pt_{name}_{}", std::process::id())).unwrap();
     let mut pg = pgtier_backend::connect(&url).unwrap();
     pg.batch_execute(&format!("{REMOTE_DDL}; {REMOTE_ROWS}")).unwrap();
-    let srv = common::start_with(&format!("[passthrough]\nmode = \"{mode}\"\nbackend_url = {url:?}\npool_size = 2\n"));
+    let srv = common::start_with(&format!("[backend]\nurl = {url:?}\npool_size = 2\n[passthrough]\nmode = \"{mode}\"\n"));
     (srv, pg, url)
 }
 
@@ -208,7 +208,7 @@ fn a_block_needs_one_backend_connection() {
     let url = cluster.create_database(&format!("pt_one_{}", std::process::id())).unwrap();
     let mut pg = pgtier_backend::connect(&url).unwrap();
     pg.batch_execute(&format!("{REMOTE_DDL}; {REMOTE_ROWS}")).unwrap();
-    let srv = common::start_with(&format!("[passthrough]\nmode = \"all\"\nbackend_url = {url:?}\npool_size = 1\n"));
+    let srv = common::start_with(&format!("[backend]\nurl = {url:?}\npool_size = 1\n[passthrough]\nmode = \"all\"\n"));
     let mut tier = srv.client();
     let started = std::time::Instant::now();
     let mut txn = tier.transaction().unwrap();
@@ -243,7 +243,7 @@ fn backend_down_is_a_clear_error_and_the_session_goes_on() {
     // A port nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let srv = common::start_with(&format!(
-        "[passthrough]\nmode = \"reads\"\nbackend_url = \"postgresql://someone:secret-pw@127.0.0.1:{port}/db?connect_timeout=2\"\n"
+        "[backend]\nurl = \"postgresql://someone:secret-pw@127.0.0.1:{port}/db?connect_timeout=2\"\n[passthrough]\nmode = \"reads\"\n"
     ));
     let mut tier = srv.client();
     for _ in 0..3 {
@@ -300,7 +300,7 @@ fn extended_protocol_text_and_binary_formats_and_row_limits() {
     let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
     let url = cluster.create_database(&format!("pt_raw_{}", std::process::id())).unwrap();
     pgtier_backend::connect(&url).unwrap().batch_execute(&format!("{REMOTE_DDL}; {REMOTE_ROWS}")).unwrap();
-    let srv = common::start_with(&format!("[passthrough]\nmode = \"reads\"\nbackend_url = {url:?}\n[auth]\nmethod = \"trust\"\n"));
+    let srv = common::start_with(&format!("[backend]\nurl = {url:?}\n[passthrough]\nmode = \"reads\"\n[auth]\nmethod = \"trust\"\n"));
     let parse = |sql: &str| {
         let mut b = cstr("");
         b.extend(cstr(sql));
