@@ -59,6 +59,8 @@ command -v mvn >/dev/null || apt_install maven
 command -v go >/dev/null || apt_install golang-go
 command -v node >/dev/null || apt_install nodejs
 command -v npm >/dev/null || apt_install npm
+# The server's TLS-to-backend test makes its CA and certificates with the openssl CLI.
+command -v openssl >/dev/null || apt_install openssl
 
 # --- Python: psycopg 3 in a venv ----------------------------------------------
 venv=$clients/python

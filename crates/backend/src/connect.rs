@@ -172,6 +172,11 @@ pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     text.replace('\n', " ")
 }
 
+/// What Debug output shows of an optional password: whether there is one.
+pub(crate) fn redact_password(password: &Option<String>) -> Option<&'static str> {
+    password.as_ref().map(|_| "<redacted>")
+}
+
 /// The URL with any password masked, for reports and messages.
 ///
 /// Handles `postgres://user:pw@host/db?password=pw` URLs and libpq

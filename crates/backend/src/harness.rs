@@ -25,6 +25,7 @@ use std::os::unix::process::CommandExt;
 
 pub use crate::binaries::{find_server_binaries, find_server_binaries_from};
 use crate::cluster::{self, Layout, StartConfig};
+use crate::connect::redact_password;
 pub use crate::error::HarnessError;
 pub use crate::shared::shared_cluster;
 use crate::os_user::RunAs;
@@ -44,7 +45,7 @@ const RAM_DIR_FREE_BYTES_MIN: u64 = 2 << 30;
 const ABANDONED_AGE_MIN: Duration = Duration::from_secs(15 * 60);
 
 /// `Default`: private temp dir, free port, no fsync, trust auth, no extra settings.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterOptions {
     /// None = private temp dir, removed on drop: in RAM (/dev/shm) when
     /// `fsync` is off and there is room, else in the temp dir;
@@ -60,6 +61,19 @@ pub struct ClusterOptions {
     pub password: Option<String>,
     /// Extra postgresql.conf settings, applied after (so overriding) ours.
     pub settings: Vec<(String, String)>,
+}
+
+/// By hand: the password is shown only as present or absent.
+impl std::fmt::Debug for ClusterOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterOptions")
+            .field("dir", &self.dir)
+            .field("port", &self.port)
+            .field("fsync", &self.fsync)
+            .field("password", &redact_password(&self.password))
+            .field("settings", &self.settings)
+            .finish()
+    }
 }
 
 impl ClusterOptions {
@@ -99,7 +113,6 @@ impl ClusterOptions {
 }
 
 /// A running private PostgreSQL server; see the module docs for its lifetime rules.
-#[derive(Debug)]
 pub struct PrivateCluster {
     layout: Layout,
     port: u16,
@@ -109,6 +122,18 @@ pub struct PrivateCluster {
     pid: u32,
     /// Some for a private temp dir, removed after shutdown.
     temp_root: Option<tempfile::TempDir>,
+}
+
+/// By hand: the password is shown only as present or absent.
+impl std::fmt::Debug for PrivateCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrivateCluster")
+            .field("layout", &self.layout)
+            .field("port", &self.port)
+            .field("password", &redact_password(&self.password))
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PrivateCluster {

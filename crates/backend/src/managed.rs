@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::binaries::find_server_binaries;
 use crate::cluster::{self, Layout, StartConfig};
+use crate::connect::redact_password;
 use crate::error::HarnessError;
 use crate::harness::ClusterOptions;
 use crate::os_user::RunAs;
@@ -28,7 +29,7 @@ const STATE_FILE: &str = "pgtier-backend.json";
 const PG_CTL_TIMEOUT_S: u32 = 120;
 const PORT_ATTEMPTS_MAX: u32 = 5;
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ManagedOptions {
     pub dir: PathBuf,
     /// None = the remembered port, else a free one (then remembered).
@@ -36,6 +37,18 @@ pub struct ManagedOptions {
     pub fsync: bool,
     /// None = the remembered password, if any.
     pub password: Option<String>,
+}
+
+/// By hand: the password is shown only as present or absent.
+impl std::fmt::Debug for ManagedOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagedOptions")
+            .field("dir", &self.dir)
+            .field("port", &self.port)
+            .field("fsync", &self.fsync)
+            .field("password", &redact_password(&self.password))
+            .finish()
+    }
 }
 
 impl ManagedOptions {
@@ -77,7 +90,7 @@ pub enum StopOutcome {
     NotRunning,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 struct State {
     port: u16,
     password: Option<String>,
@@ -344,5 +357,12 @@ mod tests {
         let text = "pg_ctl: server is running (PID: 4242)\n/usr/lib/postgresql/15/bin/postgres \"-D\" \"/x\"\n";
         assert_eq!(parse_status_pid(text), Some(4242));
         assert_eq!(parse_status_pid("pg_ctl: no server running"), None);
+    }
+
+    #[test]
+    fn debug_output_hides_the_password() {
+        let options = ManagedOptions { password: Some("s3cret".to_owned()), ..ManagedOptions::new("/x") };
+        let shown = format!("{options:?}");
+        assert!(!shown.contains("s3cret") && shown.contains("<redacted>"), "{shown}");
     }
 }

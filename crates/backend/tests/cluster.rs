@@ -165,6 +165,11 @@ fn password_cluster_accepts_the_right_password_only() {
     .unwrap();
     let url = cluster.url();
     assert!(url.starts_with("postgres://postgres:"), "{url}");
+    // Debug output (a test's assert message, a log line) never shows it.
+    let options = ClusterOptions { password: Some(password.to_owned()), ..ClusterOptions::default() };
+    for shown in [format!("{cluster:?}"), format!("{options:?}")] {
+        assert!(!shown.contains("s3cret") && shown.contains("<redacted>"), "password in Debug output: {shown}");
+    }
     let mut client = connect(&url).unwrap();
     let method: String = client
         .query_one("SELECT auth_method FROM pg_hba_file_rules WHERE type = 'host' LIMIT 1", &[])
