@@ -1,0 +1,90 @@
+//! `CacheError`: every failure of defining or loading a cache group, with
+//! the SQLSTATE (and hint) PostgreSQL would give for the same situation.
+
+use pgtier_backend::BackendError;
+use pgtier_engine::EngineError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// A table outside schema `public` (schemas come later).
+    #[error("table \"{table}\" is not in schema public; cache groups hold only tables of schema public for now")]
+    UnsupportedSchema { table: String },
+
+    /// The same table named twice in one group.
+    #[error("table \"{table}\" is named more than once in cache group \"{group}\"")]
+    DuplicateTable { group: String, table: String },
+
+    /// Instances and rows are keyed by the primary key.
+    #[error("table \"{table}\" has no primary key")]
+    NoPrimaryKey { table: String },
+
+    /// A non-root table with no foreign key to another table of the group,
+    /// or with several, or whose parents do not lead to the root.
+    #[error("table \"{table}\" {reason}")]
+    NotInTree { table: String, reason: String },
+
+    /// A column whose type the engine does not store.
+    #[error("column \"{column}\" of table \"{table}\" has type {type_name}, which cache groups do not support")]
+    UnsupportedType { table: String, column: String, type_name: String, hint: String },
+
+    /// The group needs at least its root.
+    #[error("cache group \"{group}\": {reason}")]
+    InvalidSpec { group: String, reason: String },
+
+    /// PostgreSQL's definition changed since the group was defined.
+    #[error("table \"{table}\" changed in PostgreSQL since cache group \"{group}\" was defined")]
+    DefinitionChanged { group: String, table: String },
+
+    /// A value PostgreSQL sent that the column's engine type cannot hold
+    /// (a numeric NaN, a value beyond numeric(38)).
+    #[error("table \"{table}\", column \"{column}\": {reason}")]
+    BadValue { table: String, column: String, reason: String },
+
+    /// Child rows that did not arrive in their root's order: a bug, or the
+    /// streams did not read one snapshot.
+    #[error("load of cache group \"{group}\": {reason}")]
+    StreamOrder { group: String, reason: String },
+
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl CacheError {
+    pub fn sqlstate(&self) -> &str {
+        match self {
+            CacheError::UnsupportedSchema { .. } | CacheError::UnsupportedType { .. } => "0A000",
+            CacheError::DuplicateTable { .. } => "42712",
+            CacheError::NoPrimaryKey { .. } => "42P16",
+            CacheError::NotInTree { .. } => "42830",
+            CacheError::InvalidSpec { .. } => "42P16",
+            CacheError::DefinitionChanged { .. } => "55000",
+            CacheError::BadValue { .. } => "22003",
+            CacheError::StreamOrder { .. } => "XX000",
+            CacheError::Backend(error) => error.sqlstate(),
+            CacheError::Engine(error) => error.sqlstate(),
+        }
+    }
+
+    /// PostgreSQL's HINT field, when there is something the user can do.
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            CacheError::UnsupportedSchema { .. } => "Move the table to schema public, or cache it later when other schemas are supported.".into(),
+            CacheError::DuplicateTable { .. } => "Name each table once.".into(),
+            CacheError::NoPrimaryKey { table } => {
+                format!("Add a primary key to \"{table}\" in PostgreSQL: cache instances and rows are located by it.")
+            }
+            CacheError::NotInTree { .. } => {
+                "Each table but the root must have exactly one foreign key to another table of the group, and following them must lead to the root.".into()
+            }
+            CacheError::UnsupportedType { hint, .. } => hint.clone(),
+            CacheError::DefinitionChanged { .. } => "Drop and define the cache group again.".into(),
+            CacheError::Engine(EngineError::UniqueViolation { .. }) => {
+                "The instance is already in the cache; unload it first (REFRESH is not available yet).".into()
+            }
+            _ => return None,
+        })
+    }
+}

@@ -1,0 +1,18 @@
+//! Cache groups: trees of PostgreSQL tables mirrored into the engine
+//! (DESIGN.md §3). `group` imports and validates a definition from the
+//! PostgreSQL catalog and turns it into engine tables; `load` copies whole
+//! cache instances (a root row with all its descendants) from one exported
+//! snapshot. See README.md for the guarantees.
+//!
+//! Knows nothing of SQL text beyond the queries it sends PostgreSQL, and
+//! nothing of the network protocol.
+
+mod error;
+mod group;
+mod load;
+mod types;
+
+pub use error::CacheError;
+pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
+pub use load::{LoadOptions, LoadProgress, LoadReport, load_group};
+pub use types::{engine_type, engine_value};

@@ -1,0 +1,362 @@
+//! LOAD: copies whole cache instances from one PostgreSQL snapshot.
+//!
+//! The leader exports a snapshot and keeps its transaction open until every
+//! worker has finished; each worker joins it with one connection per table.
+//! Per table a worker streams `COPY (SELECT root key, table columns FROM
+//! table JOIN parent ... JOIN (root WHERE predicate AND part) ORDER BY root
+//! key)`: every stream is ordered by the same root key, so rows of one
+//! instance are adjacent in each stream and a merge driven by the root
+//! stream only compares root keys for equality (no collation question).
+//!
+//! PARALLEL n: root rows are split into n disjoint parts by
+//! `(hashtextextended(ROW(root key)::text, 0) & i64::MAX) % n` — works for any
+//! key type and spreads skewed key ranges evenly; each part is one worker.
+//!
+//! Instances are committed with `Origin::Load` in batches of at most
+//! `batch_instances_max` instances or `batch_bytes_max` field bytes, and a
+//! batch only ever ends between instances: a cancel, an error or a crash
+//! leaves whole instances only. A key already present locally fails the
+//! load (23505, the engine's unique violation) — REFRESH will replace them;
+//! batches committed before the error stay.
+
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use pgtier_backend::BackendError;
+use pgtier_backend::catalog::import_tables_in;
+use pgtier_backend::copy_out::{CopyReader, quote_identifier, start_copy};
+use pgtier_backend::snapshot::{Cancel, ExportedSnapshot, join_snapshot};
+use pgtier_engine::{Database, Origin, TableId, Transaction, Value};
+use postgres::Client;
+
+use crate::error::CacheError;
+use crate::group::{CacheGroup, GroupTable};
+use crate::types::engine_value;
+
+/// How to load.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// SQL condition on the root table's columns (unqualified), used as given.
+    pub predicate: Option<String>,
+    /// Workers (each with its own connections); 0 counts as 1.
+    pub parallel: usize,
+    pub batch_instances_max: usize,
+    pub batch_bytes_max: usize,
+    /// Stops every stream; also tripped by the load itself when one worker fails.
+    pub cancel: Cancel,
+    pub progress: Arc<LoadProgress>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> LoadOptions {
+        LoadOptions {
+            predicate: None,
+            parallel: 1,
+            batch_instances_max: 1000,
+            batch_bytes_max: 8 << 20,
+            cancel: Cancel::new(),
+            progress: Arc::default(),
+        }
+    }
+}
+
+/// Committed so far; poll it from another thread while a load runs.
+#[derive(Debug, Default)]
+pub struct LoadProgress {
+    instances: AtomicU64,
+    rows: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl LoadProgress {
+    pub fn instances(&self) -> u64 {
+        self.instances.load(Ordering::Relaxed)
+    }
+    pub fn rows(&self) -> u64 {
+        self.rows.load(Ordering::Relaxed)
+    }
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// What a finished load committed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadReport {
+    pub instances: u64,
+    /// (table, rows) in group order, root first.
+    pub rows: Vec<(String, u64)>,
+    /// Bytes of field data read (COPY payload without framing).
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+#[derive(Default)]
+struct Totals {
+    instances: u64,
+    rows: Vec<u64>,
+    bytes: u64,
+}
+
+/// Loads the instances of `group` whose root matches `options.predicate`.
+/// The group's tables must exist in `db` ([`crate::create_group_tables`]).
+pub fn load_group(
+    db: &Database,
+    connect: impl Fn() -> Result<Client, BackendError> + Sync,
+    group: &CacheGroup,
+    options: &LoadOptions,
+) -> Result<LoadReport, CacheError> {
+    let started = Instant::now();
+    let parts = options.parallel.max(1);
+    let catalog = db.catalog();
+    let table_ids = group
+        .tables
+        .iter()
+        .map(|table| catalog.table_by_name(&table.def.name).map(|schema| schema.id))
+        .collect::<Option<Vec<TableId>>>()
+        .ok_or_else(|| CacheError::InvalidSpec { group: group.name.clone(), reason: "its tables do not exist in the cache; create them first".into() })?;
+    let mut leader = connect()?;
+    let mut snapshot = ExportedSnapshot::export(&mut leader)?;
+    check_definitions(snapshot.transaction(), group)?;
+    let snapshot_id = snapshot.id().to_owned();
+    let results: Vec<Result<Totals, CacheError>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..parts)
+            .map(|part| {
+                let queries: Vec<String> = (0..group.tables.len()).map(|table| stream_query(group, table, options.predicate.as_deref(), part, parts)).collect();
+                let (connect, table_ids, snapshot_id) = (&connect, &table_ids, &snapshot_id);
+                scope.spawn(move || worker(db, connect, group, table_ids, snapshot_id, &queries, options))
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|worker| worker.join().unwrap_or_else(|_| Err(CacheError::StreamOrder { group: group.name.clone(), reason: "a load worker panicked".into() })))
+            .collect()
+    });
+    snapshot.finish()?;
+    let mut report = LoadReport {
+        instances: 0,
+        rows: group.tables.iter().map(|table| (table.def.name.clone(), 0)).collect(),
+        bytes: 0,
+        seconds: 0.0,
+    };
+    // Prefer the error that stopped the load over the cancellations it caused.
+    let mut first_error = None;
+    for result in results {
+        match result {
+            Ok(totals) => {
+                report.instances += totals.instances;
+                report.bytes += totals.bytes;
+                report.rows.iter_mut().zip(&totals.rows).for_each(|(row, n)| row.1 += n);
+            }
+            Err(error) => {
+                let cancelled = matches!(error, CacheError::Backend(BackendError::Cancelled));
+                if first_error.is_none() || (!cancelled && matches!(first_error, Some(CacheError::Backend(BackendError::Cancelled)))) {
+                    first_error = Some(error);
+                }
+            }
+        }
+    }
+    if let Some(error) = first_error {
+        return Err(error);
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Refuses a load when PostgreSQL's tables are no longer what the group was defined from.
+fn check_definitions<C: postgres::GenericClient>(client: &mut C, group: &CacheGroup) -> Result<(), CacheError> {
+    let names: Vec<String> = group.tables.iter().map(|table| table.source.name.to_string()).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let now = import_tables_in(client, &refs)?;
+    for (table, current) in group.tables.iter().zip(&now) {
+        if table.source.oid != current.oid || table.source.fingerprint() != current.fingerprint() {
+            return Err(CacheError::DefinitionChanged { group: group.name.clone(), table: table.source.name.to_string() });
+        }
+    }
+    Ok(())
+}
+
+fn quoted(table: &GroupTable) -> String {
+    format!("{}.{}", quote_identifier(&table.source.name.schema), quote_identifier(&table.source.name.table))
+}
+
+fn column_list(alias: &str, columns: impl IntoIterator<Item = impl AsRef<str>>) -> Vec<String> {
+    columns.into_iter().map(|column| format!("{alias}.{}", quote_identifier(column.as_ref()))).collect()
+}
+
+/// The COPY of table `index` for one part: root key columns, then the table's columns.
+fn stream_query(group: &CacheGroup, index: usize, predicate: Option<&str>, part: usize, parts: usize) -> String {
+    let root = group.root();
+    let root_key = &root.def.primary_key;
+    let mut filters = Vec::new();
+    if let Some(predicate) = predicate {
+        filters.push(format!("({predicate})"));
+    }
+    if parts > 1 {
+        let key: Vec<String> = root_key.iter().map(|c| quote_identifier(c)).collect();
+        filters.push(format!("(hashtextextended(ROW({})::text, 0) & 9223372036854775807) % {parts} = {part}", key.join(", ")));
+    }
+    let filter = if filters.is_empty() { String::new() } else { format!(" WHERE {}", filters.join(" AND ")) };
+    let root_relation = format!("(SELECT * FROM {}{filter}) AS r", quoted(root));
+    let chain = group.chain(index);
+    let alias = |position: usize| if position == chain.len() - 1 { "r".to_owned() } else { format!("t{position}") };
+    let mut from = if index == 0 { root_relation.clone() } else { format!("{} AS t0", quoted(&group.tables[index])) };
+    for position in 1..chain.len() {
+        let child = &group.tables[chain[position - 1]];
+        let relation = if position == chain.len() - 1 { root_relation.clone() } else { format!("{} AS {}", quoted(&group.tables[chain[position]]), alias(position)) };
+        let Some((child_columns, parent_columns)) = &child.parent_key else { continue };
+        let on: Vec<String> = column_list(&alias(position - 1), child_columns)
+            .into_iter()
+            .zip(column_list(&alias(position), parent_columns))
+            .map(|(c, p)| format!("{c} = {p}"))
+            .collect();
+        from.push_str(&format!(" JOIN {relation} ON {}", on.join(" AND ")));
+    }
+    let key = column_list("r", root_key).join(", ");
+    let columns = column_list(&alias(0), group.tables[index].source.columns.iter().map(|c| c.name.as_str())).join(", ");
+    format!("COPY (SELECT {key}, {columns} FROM {from} ORDER BY {key}) TO STDOUT (FORMAT binary)")
+}
+
+fn worker(
+    db: &Database,
+    connect: &(impl Fn() -> Result<Client, BackendError> + Sync),
+    group: &CacheGroup,
+    table_ids: &[TableId],
+    snapshot_id: &str,
+    queries: &[String],
+    options: &LoadOptions,
+) -> Result<Totals, CacheError> {
+    let key_len = group.root().def.primary_key.len();
+    let mut clients = Vec::with_capacity(queries.len());
+    for _ in queries {
+        let client = connect()?;
+        options.cancel.register(client.cancel_token());
+        clients.push(client);
+    }
+    let mut transactions = Vec::with_capacity(clients.len());
+    for client in &mut clients {
+        transactions.push(join_snapshot(client, snapshot_id)?);
+    }
+    let mut readers = Vec::with_capacity(queries.len());
+    for ((transaction, query), table) in transactions.iter_mut().zip(queries).zip(&group.tables) {
+        let reader = start_copy(transaction, query, &table.def.name, key_len + table.types.len())?;
+        readers.push(reader.with_cancel(options.cancel.clone()));
+    }
+    let result = merge(db, group, table_ids, &mut readers, options);
+    if result.is_err() {
+        // Stop the other workers, and this worker's own COPYs before the
+        // connections drain them on drop.
+        options.cancel.cancel();
+    }
+    result
+}
+
+/// One row read from a stream: its root key (length-prefixed field bytes) and values.
+struct StreamRow {
+    key: Vec<u8>,
+    values: Vec<Value>,
+    bytes: u64,
+}
+
+fn read_row<R: Read>(reader: &mut CopyReader<R>, table: &GroupTable, key_len: usize) -> Result<Option<StreamRow>, CacheError> {
+    let Some(row) = reader.next_row()? else { return Ok(None) };
+    let mut key = Vec::new();
+    let mut bytes = 0u64;
+    for index in 0..key_len {
+        match row.field(index) {
+            Some(field) => {
+                key.extend_from_slice(&(field.len() as u32).to_le_bytes());
+                key.extend_from_slice(field);
+            }
+            None => key.extend_from_slice(&u32::MAX.to_le_bytes()),
+        }
+    }
+    let mut values = Vec::with_capacity(table.types.len());
+    for (column, (ty, kind)) in table.types.iter().zip(&table.kinds).enumerate() {
+        let Some(field) = row.field(key_len + column) else {
+            values.push(Value::Null);
+            continue;
+        };
+        bytes += field.len() as u64;
+        let name = &table.source.columns[column].name;
+        let decoded = kind.decode(field).map_err(|error| BackendError::Decode { what: table.def.name.clone(), column: name.clone(), error })?;
+        let value = engine_value(*ty, decoded).map_err(|reason| CacheError::BadValue { table: table.def.name.clone(), column: name.clone(), reason })?;
+        values.push(value);
+    }
+    Ok(Some(StreamRow { key, values, bytes }))
+}
+
+/// An engine transaction collecting whole instances.
+struct Batch {
+    txn: Transaction,
+    instances: u64,
+    rows: Vec<u64>,
+    bytes: u64,
+}
+
+impl Batch {
+    fn begin(db: &Database, tables: usize) -> Result<Batch, CacheError> {
+        Ok(Batch { txn: db.begin_with_origin(db.default_commit_mode(), Origin::Load)?, instances: 0, rows: vec![0; tables], bytes: 0 })
+    }
+
+    fn insert(&mut self, table_index: usize, table: TableId, row: &StreamRow) -> Result<(), CacheError> {
+        self.txn.insert(table, &row.values)?;
+        self.rows[table_index] += 1;
+        self.bytes += row.bytes;
+        Ok(())
+    }
+
+    fn commit(self, totals: &mut Totals, progress: &LoadProgress) -> Result<(), CacheError> {
+        self.txn.commit()?;
+        totals.instances += self.instances;
+        totals.bytes += self.bytes;
+        totals.rows.iter_mut().zip(&self.rows).for_each(|(total, n)| *total += n);
+        progress.instances.fetch_add(self.instances, Ordering::Relaxed);
+        progress.rows.fetch_add(self.rows.iter().sum(), Ordering::Relaxed);
+        progress.bytes.fetch_add(self.bytes, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Merges the streams (root first) into instances and commits them in batches.
+fn merge<R: Read>(db: &Database, group: &CacheGroup, table_ids: &[TableId], readers: &mut [CopyReader<R>], options: &LoadOptions) -> Result<Totals, CacheError> {
+    let key_len = group.root().def.primary_key.len();
+    let tables = group.tables.len();
+    let mut totals = Totals { rows: vec![0; tables], ..Totals::default() };
+    let mut pending: Vec<Option<StreamRow>> = (0..tables).map(|_| None).collect();
+    let mut batch = Batch::begin(db, tables)?;
+    while let Some(root) = read_row(&mut readers[0], &group.tables[0], key_len)? {
+        batch.insert(0, table_ids[0], &root)?;
+        for child in 1..tables {
+            loop {
+                if pending[child].is_none() {
+                    pending[child] = read_row(&mut readers[child], &group.tables[child], key_len)?;
+                }
+                match pending[child].take() {
+                    Some(row) if row.key == root.key => batch.insert(child, table_ids[child], &row)?,
+                    other => {
+                        pending[child] = other;
+                        break;
+                    }
+                }
+            }
+        }
+        batch.instances += 1;
+        if batch.instances as usize >= options.batch_instances_max || batch.bytes as usize >= options.batch_bytes_max {
+            batch.commit(&mut totals, &options.progress)?;
+            batch = Batch::begin(db, tables)?;
+        }
+    }
+    for child in 1..tables {
+        if pending[child].is_some() || read_row(&mut readers[child], &group.tables[child], key_len)?.is_some() {
+            return Err(CacheError::StreamOrder {
+                group: group.name.clone(),
+                reason: format!("rows of \"{}\" did not follow their root rows' order", group.tables[child].def.name),
+            });
+        }
+    }
+    batch.commit(&mut totals, &options.progress)?;
+    Ok(totals)
+}

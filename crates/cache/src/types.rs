@@ -1,0 +1,69 @@
+//! PostgreSQL column types → engine `DataType`s, and COPY values → engine
+//! `Value`s. Domains map by their base type (COPY sends the base type's
+//! binary form). What the engine cannot store exactly is refused at define
+//! time (0A000), never truncated at load time.
+
+use pgtier_backend::catalog::{ColumnDef, TypeModifier};
+use pgtier_backend::copy_out::{Value as PgValue, ValueKind};
+use pgtier_engine::{DataType, Numeric, Value};
+
+/// Largest numeric precision the engine holds (an i128 of decimal digits).
+const NUMERIC_PRECISION_MAX: u16 = 38;
+
+/// The engine type of a PostgreSQL column and the COPY decoder for it, or
+/// the hint that says why the column cannot be cached.
+pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> {
+    let length = match column.modifier {
+        TypeModifier::Length(n) => Some(n),
+        _ => None,
+    };
+    let ty = match column.base_type_oid {
+        16 => DataType::Bool,
+        21 => DataType::Int2,
+        23 => DataType::Int4,
+        20 => DataType::Int8,
+        700 => DataType::Float4,
+        701 => DataType::Float8,
+        1700 => match column.modifier {
+            TypeModifier::Numeric { precision, scale } if precision <= NUMERIC_PRECISION_MAX && (0..=precision as i16).contains(&scale) => {
+                DataType::Numeric { precision: precision as u8, scale: scale as u8 }
+            }
+            _ => return Err(format!("Declare the column numeric(p,s) with p <= {NUMERIC_PRECISION_MAX} and 0 <= s <= p; unconstrained numeric is not supported.")),
+        },
+        25 => DataType::Text,
+        1043 => length.map_or(DataType::Text, DataType::Varchar),
+        1042 => DataType::Char(length.unwrap_or(1)),
+        17 => DataType::Bytea,
+        1082 => DataType::Date,
+        1114 => DataType::Timestamp,
+        1184 => DataType::TimestampTz,
+        _ => {
+            return Err("Supported types: smallint, integer, bigint, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz.".into());
+        }
+    };
+    let kind = ValueKind::for_type_oid(column.base_type_oid).ok_or_else(|| format!("No binary decoder for type oid {}.", column.base_type_oid))?;
+    Ok((ty, kind))
+}
+
+/// The engine value of one decoded COPY field of a column of type `ty`.
+pub fn engine_value(ty: DataType, value: PgValue<'_>) -> Result<Value, String> {
+    Ok(match (ty, value) {
+        (DataType::Bool, PgValue::Bool(v)) => Value::Bool(v),
+        (DataType::Int2, PgValue::Int2(v)) => Value::Int2(v),
+        (DataType::Int4, PgValue::Int4(v)) => Value::Int4(v),
+        (DataType::Int8, PgValue::Int8(v)) => Value::Int8(v),
+        (DataType::Float4, PgValue::Float4(v)) => Value::Float4(v),
+        (DataType::Float8, PgValue::Float8(v)) => Value::Float8(v),
+        (DataType::Numeric { scale, .. }, PgValue::Numeric(n)) => {
+            let (mantissa, from_scale) = n.to_i128().map_err(|error| format!("numeric value {n} cannot be cached: {error}"))?;
+            let from_scale = u8::try_from(from_scale).map_err(|_| format!("numeric value {n} has too many fraction digits"))?;
+            Value::Numeric(Numeric::new(mantissa, from_scale).rescale(scale).ok_or_else(|| format!("numeric value {n} is out of range"))?)
+        }
+        (DataType::Text | DataType::Varchar(_) | DataType::Char(_), PgValue::Text(v)) => Value::Text(v.to_owned()),
+        (DataType::Bytea, PgValue::Bytea(v)) => Value::Bytea(v.to_vec()),
+        (DataType::Date, PgValue::Date(v)) => Value::Date(v),
+        (DataType::Timestamp, PgValue::Timestamp(v)) => Value::Timestamp(v),
+        (DataType::TimestampTz, PgValue::TimestampTz(v)) => Value::TimestampTz(v),
+        (ty, value) => return Err(format!("a {value:?} does not fit type {}", ty.pg_name())),
+    })
+}
