@@ -1,0 +1,117 @@
+//! TATP in a private PostgreSQL, a group over its four tables, and dumps of
+//! both sides to compare.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::sync::OnceLock;
+
+use pgtier_backend::connect::connect;
+use pgtier_backend::harness::shared_cluster;
+use pgtier_cache::{CacheGroup, GroupKind, GroupSpec, create_group_tables, define_group};
+use pgtier_engine::{Database, EngineConfig};
+use postgres::Client;
+
+pub const SUBSCRIBERS: u32 = 20_000;
+
+const TATP: &str = "
+CREATE TABLE subscriber (
+    s_id integer NOT NULL, sub_nbr varchar(15) NOT NULL,
+    bit_1 smallint, bit_2 smallint, bit_3 smallint, bit_4 smallint, bit_5 smallint,
+    bit_6 smallint, bit_7 smallint, bit_8 smallint, bit_9 smallint, bit_10 smallint,
+    hex_1 smallint, hex_2 smallint, hex_3 smallint, hex_4 smallint, hex_5 smallint,
+    hex_6 smallint, hex_7 smallint, hex_8 smallint, hex_9 smallint, hex_10 smallint,
+    byte2_1 smallint, byte2_2 smallint, byte2_3 smallint, byte2_4 smallint, byte2_5 smallint,
+    byte2_6 smallint, byte2_7 smallint, byte2_8 smallint, byte2_9 smallint, byte2_10 smallint,
+    msc_location bigint, vlr_location bigint,
+    CONSTRAINT subscriber_pkey PRIMARY KEY (s_id),
+    CONSTRAINT subscriber_sub_nbr_key UNIQUE (sub_nbr));
+CREATE TABLE access_info (
+    s_id integer NOT NULL, ai_type smallint NOT NULL,
+    data1 smallint, data2 smallint, data3 char(3), data4 char(5),
+    CONSTRAINT access_info_pkey PRIMARY KEY (s_id, ai_type),
+    CONSTRAINT access_info_s_id_fkey FOREIGN KEY (s_id) REFERENCES subscriber (s_id));
+CREATE TABLE special_facility (
+    s_id integer NOT NULL, sf_type smallint NOT NULL, is_active smallint NOT NULL,
+    error_cntrl smallint, data_a smallint, data_b char(5),
+    CONSTRAINT special_facility_pkey PRIMARY KEY (s_id, sf_type),
+    CONSTRAINT special_facility_s_id_fkey FOREIGN KEY (s_id) REFERENCES subscriber (s_id));
+CREATE TABLE call_forwarding (
+    s_id integer NOT NULL, sf_type smallint NOT NULL, start_time smallint NOT NULL,
+    end_time smallint, numberx varchar(15),
+    CONSTRAINT call_forwarding_pkey PRIMARY KEY (s_id, sf_type, start_time),
+    CONSTRAINT call_forwarding_s_id_sf_type_fkey FOREIGN KEY (s_id, sf_type)
+        REFERENCES special_facility (s_id, sf_type));
+";
+
+/// Subscribers with 1-4 access_info rows, 0-3 special facilities (none for
+/// every 7th) with 0-3 call_forwarding rows each; some NULLs.
+fn populate() -> String {
+    format!(
+        "INSERT INTO subscriber (s_id, sub_nbr, bit_1, hex_1, byte2_1, msc_location, vlr_location)
+           SELECT g, lpad(g::text, 15, '0'), g % 2, g % 16, g % 256, g * 7, CASE WHEN g % 3 = 0 THEN NULL ELSE g * 13 END
+           FROM generate_series(1, {SUBSCRIBERS}) g;
+         INSERT INTO access_info SELECT s, t, s % 256, t * 3, 'a' || t, CASE WHEN s % 5 = 0 THEN NULL ELSE 'bb' END
+           FROM generate_series(1, {SUBSCRIBERS}) s, generate_series(1, 4) t WHERE t <= s % 4 + 1;
+         INSERT INTO special_facility SELECT s, t, (s + t) % 2, t, s % 100, 'x'
+           FROM generate_series(1, {SUBSCRIBERS}) s, generate_series(1, 4) t WHERE t <= s % 4 AND s % 7 <> 0;
+         INSERT INTO call_forwarding SELECT s_id, sf_type, st, st + 8, 'n' || s_id
+           FROM special_facility, (VALUES (0), (8), (16)) v(st) WHERE st / 8 < (s_id + sf_type) % 4;
+         ANALYZE;"
+    )
+}
+
+/// The URL of a database holding TATP (created once per test binary).
+pub fn tatp_url() -> String {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        let url = shared_cluster().unwrap().create_database("cache_tatp").unwrap();
+        let mut client = connect(&url).unwrap();
+        client.batch_execute(TATP).unwrap();
+        client.batch_execute(&populate()).unwrap();
+        url
+    })
+    .clone()
+}
+
+pub fn tatp_spec() -> GroupSpec {
+    GroupSpec {
+        name: "tatp".into(),
+        root: "subscriber".into(),
+        children: vec!["access_info".into(), "special_facility".into(), "call_forwarding".into()],
+        kind: GroupKind::ReadOnly,
+    }
+}
+
+/// A fresh engine with the TATP group's tables created.
+pub fn engine_with_group(dir: &std::path::Path, url: &str) -> (Database, CacheGroup) {
+    let db = Database::open(dir, EngineConfig::default()).unwrap();
+    let group = define_group(&mut connect(url).unwrap(), &tatp_spec()).unwrap();
+    create_group_tables(&db, &group).unwrap();
+    (db, group)
+}
+
+/// Every row of `table` in the cache, as PostgreSQL's text output joined by '|', sorted.
+pub fn cache_dump(db: &Database, table: &str) -> Vec<String> {
+    let id = db.catalog().table_by_name(table).unwrap().id;
+    let mut t = db.begin().unwrap();
+    let mut lines = Vec::new();
+    t.scan_table(id, |row| {
+        lines.push(row.values().iter().map(ToString::to_string).collect::<Vec<_>>().join("|"));
+        Ok(true)
+    })
+    .unwrap();
+    t.commit().unwrap();
+    lines.sort();
+    lines
+}
+
+/// The rows of `table` (`format` keeps char(n)'s padding, unlike a cast to text) whose subscriber matches `predicate`, formatted like [`cache_dump`].
+pub fn postgres_dump(client: &mut Client, group: &CacheGroup, table: &str, predicate: &str) -> Vec<String> {
+    let source = &group.tables.iter().find(|t| t.def.name == table).unwrap().source;
+    let columns: Vec<String> = source.columns.iter().map(|c| format!("CASE WHEN {0} IS NULL THEN 'null' ELSE format('%s', {0}) END", c.name)).collect();
+    let sql = format!("SELECT concat_ws('|', {}) FROM {table} WHERE s_id IN (SELECT s_id FROM subscriber WHERE {predicate})", columns.join(", "));
+    let mut lines: Vec<String> = client.query(&sql, &[]).unwrap().iter().map(|row| row.get(0)).collect();
+    lines.sort();
+    lines
+}
+
+pub const TABLES: [&str; 4] = ["subscriber", "access_info", "special_facility", "call_forwarding"];
