@@ -1,0 +1,121 @@
+//! define_group against a real PostgreSQL: the TATP group's engine tables,
+//! and each refusal with its SQLSTATE and hint.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::{tatp_spec, tatp_url};
+use pgtier_backend::connect::connect;
+use pgtier_cache::{CacheError, GroupSpec, define_group};
+use pgtier_engine::{DataType, FkAction};
+
+/// Tables that break the rules, created once (concurrent CREATE IF NOT EXISTS can collide).
+fn url_with_extra_tables() -> String {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(create_extra_tables).clone()
+}
+
+fn create_extra_tables() -> String {
+    let url = tatp_url();
+    let mut client = connect(&url).unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS no_pk (s_id integer REFERENCES subscriber, note text);
+             CREATE TABLE IF NOT EXISTS unrelated (id integer PRIMARY KEY);
+             CREATE TABLE IF NOT EXISTS with_point (id integer PRIMARY KEY, s_id integer REFERENCES subscriber, location point);
+             CREATE TABLE IF NOT EXISTS with_numeric (id integer PRIMARY KEY, s_id integer REFERENCES subscriber, amount numeric);
+             CREATE TABLE IF NOT EXISTS two_parents (id integer PRIMARY KEY, s_id integer REFERENCES subscriber,
+                 s_id2 integer, ai smallint, FOREIGN KEY (s_id2, ai) REFERENCES access_info);
+             CREATE TABLE IF NOT EXISTS typed (id integer PRIMARY KEY, s_id integer NOT NULL REFERENCES subscriber ON DELETE CASCADE,
+                 n numeric(12,2), f real, d double precision, b boolean, t text, v varchar, y bytea, day date,
+                 ts timestamp, tz timestamptz);
+             CREATE SCHEMA IF NOT EXISTS other;
+             CREATE TABLE IF NOT EXISTS other.t (id integer PRIMARY KEY);",
+        )
+        .unwrap();
+    url
+}
+
+fn define(url: &str, root: &str, children: &[&str]) -> Result<pgtier_cache::CacheGroup, CacheError> {
+    let spec = GroupSpec { root: root.into(), children: children.iter().map(|c| (*c).to_owned()).collect(), ..tatp_spec() };
+    define_group(&mut connect(url).unwrap(), &spec)
+}
+
+#[track_caller]
+fn refused(url: &str, root: &str, children: &[&str], sqlstate: &str, words: &[&str]) {
+    let error = define(url, root, children).unwrap_err();
+    assert_eq!(error.sqlstate(), sqlstate, "{error}");
+    let message = error.to_string();
+    for word in words {
+        assert!(message.contains(word), "{message:?} lacks {word:?}");
+    }
+    if sqlstate != "42P01" {
+        assert!(error.hint().is_some(), "{error}");
+    }
+}
+
+#[test]
+fn tatp_group_becomes_engine_tables() {
+    let url = tatp_url();
+    // Children in any order: parents come first in the definition.
+    let group = define(&url, "subscriber", &["call_forwarding", "access_info", "special_facility"]).unwrap();
+    let names: Vec<&str> = group.tables.iter().map(|t| t.def.name.as_str()).collect();
+    assert_eq!(names, ["subscriber", "access_info", "special_facility", "call_forwarding"]);
+    let root = group.root();
+    assert_eq!(root.def.primary_key, ["s_id"]);
+    assert_eq!(root.def.unique, [(Some("subscriber_sub_nbr_key".to_owned()), vec!["sub_nbr".to_owned()])]);
+    assert_eq!(root.types[1], DataType::Varchar(15));
+    let cf = &group.tables[3];
+    assert_eq!(cf.def.primary_key, ["s_id", "sf_type", "start_time"]);
+    assert_eq!(cf.def.foreign_keys.len(), 1);
+    assert_eq!(cf.def.foreign_keys[0].parent_table, "special_facility");
+    assert_eq!(cf.def.foreign_keys[0].columns, ["s_id", "sf_type"]);
+    assert_eq!(group.chain(3), [3, 2, 0]);
+    assert_eq!(group.tables[1].types[4], DataType::Char(3));
+}
+
+#[test]
+fn every_supported_type_maps() {
+    let url = url_with_extra_tables();
+    let group = define(&url, "subscriber", &["typed"]).unwrap();
+    let typed = &group.tables[1];
+    assert_eq!(
+        typed.types,
+        [
+            DataType::Int4,
+            DataType::Int4,
+            DataType::Numeric { precision: 12, scale: 2 },
+            DataType::Float4,
+            DataType::Float8,
+            DataType::Bool,
+            DataType::Text,
+            DataType::Text,
+            DataType::Bytea,
+            DataType::Date,
+            DataType::Timestamp,
+            DataType::TimestampTz,
+        ]
+    );
+    assert!(!typed.def.columns[1].nullable);
+    assert_eq!(typed.def.foreign_keys[0].on_delete, FkAction::Cascade);
+}
+
+#[test]
+fn refusals_carry_sqlstate_and_hint() {
+    let url = url_with_extra_tables();
+    refused(&url, "subscriber", &["no_pk"], "42P16", &["no_pk", "primary key"]);
+    refused(&url, "no_pk", &[], "42P16", &["no_pk"]);
+    refused(&url, "subscriber", &["unrelated"], "42830", &["unrelated", "foreign key"]);
+    // call_forwarding's parent special_facility is not in the group.
+    refused(&url, "subscriber", &["call_forwarding"], "42830", &["call_forwarding"]);
+    refused(&url, "subscriber", &["access_info", "two_parents"], "42830", &["two_parents", "more than one"]);
+    refused(&url, "subscriber", &["with_point"], "0A000", &["location", "point"]);
+    refused(&url, "subscriber", &["with_numeric"], "0A000", &["amount", "numeric"]);
+    refused(&url, "subscriber", &["access_info", "public.access_info"], "42712", &["access_info"]);
+    refused(&url, "subscriber", &["other.t"], "0A000", &["other.t", "public"]);
+    refused(&url, "subscriber", &["missing"], "42P01", &["missing"]);
+    // A root whose children lead elsewhere: access_info as root, subscriber below it.
+    refused(&url, "access_info", &["subscriber"], "42830", &["subscriber"]);
+}
