@@ -5,14 +5,12 @@
 
 mod common;
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TABLES, cache_dump, engine_with_group, postgres_dump, tatp_url};
+use common::{TABLES, cache_dump, check_whole_instances, engine_with_group, postgres_dump, tatp_url};
 use pgtier_backend::connect::connect;
 use pgtier_cache::{LoadOptions, LoadProgress, load_group};
-use pgtier_engine::Database;
 
 fn load_and_compare(parallel: usize) {
     let url = tatp_url();
@@ -50,35 +48,6 @@ fn load_parallel_1_equals_postgres() {
 #[test]
 fn load_parallel_3_equals_postgres() {
     load_and_compare(3);
-}
-
-/// Every cached row's instance is whole: its subscriber is cached, and every
-/// cached subscriber has exactly PostgreSQL's children.
-fn check_whole_instances(db: &Database, url: &str) {
-    let key = |line: &String| line.split('|').next().unwrap().parse::<i32>().unwrap();
-    let subscribers: HashSet<i32> = cache_dump(db, "subscriber").iter().map(key).collect();
-    let mut client = connect(url).unwrap();
-    for table in &TABLES[1..] {
-        let mut cached: HashMap<i32, usize> = HashMap::new();
-        for line in cache_dump(db, table) {
-            *cached.entry(key(&line)).or_default() += 1;
-        }
-        assert!(cached.keys().all(|s| subscribers.contains(s)), "{table} row without its subscriber");
-        let expected: HashMap<i32, usize> = client
-            .query(&format!("SELECT s_id, count(*) FROM {table} GROUP BY s_id"), &[])
-            .unwrap()
-            .iter()
-            .map(|row| (row.get::<_, i32>(0), row.get::<_, i64>(1) as usize))
-            .collect();
-        for s in &subscribers {
-            assert_eq!(cached.get(s), expected.get(s), "{table} rows of subscriber {s}");
-        }
-    }
-    // call_forwarding rows have their special_facility.
-    let facilities: HashSet<String> = cache_dump(db, "special_facility").iter().map(|l| l.split('|').take(2).collect::<Vec<_>>().join("|")).collect();
-    for line in cache_dump(db, "call_forwarding") {
-        assert!(facilities.contains(&line.split('|').take(2).collect::<Vec<_>>().join("|")), "{line}");
-    }
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! both sides to compare.
 #![allow(clippy::unwrap_used, dead_code)]
 
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
 use pgtier_backend::connect::connect;
@@ -115,3 +116,33 @@ pub fn postgres_dump(client: &mut Client, group: &CacheGroup, table: &str, predi
 }
 
 pub const TABLES: [&str; 4] = ["subscriber", "access_info", "special_facility", "call_forwarding"];
+
+/// Every cached row's instance is whole: its subscriber is cached, and every
+/// cached subscriber has exactly PostgreSQL's children.
+pub fn check_whole_instances(db: &Database, url: &str) {
+    let key = |line: &String| line.split('|').next().unwrap().parse::<i32>().unwrap();
+    let subscribers: HashSet<i32> = cache_dump(db, "subscriber").iter().map(key).collect();
+    let mut client = connect(url).unwrap();
+    for table in &TABLES[1..] {
+        let mut cached: HashMap<i32, usize> = HashMap::new();
+        for line in cache_dump(db, table) {
+            *cached.entry(key(&line)).or_default() += 1;
+        }
+        assert!(cached.keys().all(|s| subscribers.contains(s)), "{table} row without its subscriber");
+        let expected: HashMap<i32, usize> = client
+            .query(&format!("SELECT s_id, count(*) FROM {table} GROUP BY s_id"), &[])
+            .unwrap()
+            .iter()
+            .map(|row| (row.get::<_, i32>(0), row.get::<_, i64>(1) as usize))
+            .collect();
+        for s in &subscribers {
+            assert_eq!(cached.get(s), expected.get(s), "{table} rows of subscriber {s}");
+        }
+    }
+    // call_forwarding rows have their special_facility.
+    let facilities: HashSet<String> = cache_dump(db, "special_facility").iter().map(|l| l.split('|').take(2).collect::<Vec<_>>().join("|")).collect();
+    for line in cache_dump(db, "call_forwarding") {
+        assert!(facilities.contains(&line.split('|').take(2).collect::<Vec<_>>().join("|")), "{line}");
+    }
+}
+
