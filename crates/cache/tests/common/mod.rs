@@ -13,7 +13,7 @@ use postgres::Client;
 
 pub const SUBSCRIBERS: u32 = 20_000;
 
-const TATP: &str = "
+pub const TATP: &str = "
 CREATE TABLE subscriber (
     s_id integer NOT NULL, sub_nbr varchar(15) NOT NULL,
     bit_1 smallint, bit_2 smallint, bit_3 smallint, bit_4 smallint, bit_5 smallint,
