@@ -228,6 +228,23 @@ fn worker(
     queries: &[String],
     options: &LoadOptions,
 ) -> Result<Totals, CacheError> {
+    let result = stream_part(db, connect, group, table_ids, snapshot_id, queries, options);
+    if result.is_err() && !options.cancel.is_cancelled() {
+        // A worker that could not even start stops the others too.
+        options.cancel.cancel();
+    }
+    result
+}
+
+fn stream_part(
+    db: &Database,
+    connect: &(impl Fn() -> Result<Client, BackendError> + Sync),
+    group: &CacheGroup,
+    table_ids: &[TableId],
+    snapshot_id: &str,
+    queries: &[String],
+    options: &LoadOptions,
+) -> Result<Totals, CacheError> {
     let key_len = group.root().def.primary_key.len();
     let mut clients = Vec::with_capacity(queries.len());
     for _ in queries {

@@ -6,9 +6,10 @@ mod common;
 
 use std::sync::OnceLock;
 
-use common::{tatp_spec, tatp_url};
+use common::{cache_dump, tatp_spec, tatp_url};
 use pgtier_backend::connect::connect;
-use pgtier_cache::{CacheError, GroupSpec, define_group};
+use pgtier_cache::{CacheError, GroupSpec, LoadOptions, create_group_tables, define_group, load_group};
+use pgtier_engine::{Database, EngineConfig};
 use pgtier_engine::{DataType, FkAction};
 
 /// Tables that break the rules, created once (concurrent CREATE IF NOT EXISTS can collide).
@@ -31,6 +32,11 @@ fn create_extra_tables() -> String {
              CREATE TABLE IF NOT EXISTS typed (id integer PRIMARY KEY, s_id integer NOT NULL REFERENCES subscriber ON DELETE CASCADE,
                  n numeric(12,2), f real, d double precision, b boolean, t text, v varchar, y bytea, day date,
                  ts timestamp, tz timestamptz);
+             INSERT INTO typed SELECT g, g, g * 1.25 - 1000, g / 3.0, -g / 7.0, g % 2 = 0, 'line ' || g, repeat('v', g % 5),
+                 decode(md5(g::text), 'hex'), date '2024-02-28' + g, timestamp '1999-12-31 23:59:59.5' + g * interval '1 hour 1.25 second',
+                 timestamptz '2020-01-01 00:00:00+00' - g * interval '1 day 7 minutes'
+               FROM generate_series(1, 300) g;
+             INSERT INTO typed (id, s_id) VALUES (301, 301);
              CREATE SCHEMA IF NOT EXISTS other;
              CREATE TABLE IF NOT EXISTS other.t (id integer PRIMARY KEY);",
         )
@@ -118,4 +124,24 @@ fn refusals_carry_sqlstate_and_hint() {
     refused(&url, "subscriber", &["missing"], "42P01", &["missing"]);
     // A root whose children lead elsewhere: access_info as root, subscriber below it.
     refused(&url, "access_info", &["subscriber"], "42830", &["subscriber"]);
+}
+
+#[test]
+fn every_supported_type_loads_as_postgres_prints_it() {
+    let url = url_with_extra_tables();
+    let group = define(&url, "subscriber", &["typed"]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
+    create_group_tables(&db, &group).unwrap();
+    let options = LoadOptions { predicate: Some("s_id <= 400".into()), parallel: 2, ..LoadOptions::default() };
+    let report = load_group(&db, || connect(&url).map_err(|e| panic!("{e}")), &group, &options).unwrap();
+    assert_eq!(report.rows[1], ("typed".to_owned(), 301));
+    let mut client = connect(&url).unwrap();
+    client.batch_execute("SET TimeZone = 'UTC'; SET extra_float_digits = 1").unwrap();
+    let expected = common::postgres_dump(&mut client, &group, "typed", "s_id <= 400");
+    let cached = cache_dump(&db, "typed");
+    assert_eq!(cached.len(), expected.len());
+    for (c, e) in cached.iter().zip(&expected) {
+        assert_eq!(c, e);
+    }
 }

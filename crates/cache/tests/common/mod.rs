@@ -108,7 +108,11 @@ pub fn cache_dump(db: &Database, table: &str) -> Vec<String> {
 /// The rows of `table` (`format` keeps char(n)'s padding, unlike a cast to text) whose subscriber matches `predicate`, formatted like [`cache_dump`].
 pub fn postgres_dump(client: &mut Client, group: &CacheGroup, table: &str, predicate: &str) -> Vec<String> {
     let source = &group.tables.iter().find(|t| t.def.name == table).unwrap().source;
-    let columns: Vec<String> = source.columns.iter().map(|c| format!("CASE WHEN {0} IS NULL THEN 'null' ELSE format('%s', {0}) END", c.name)).collect();
+    // The engine prints a float4 through f64 (its Display serves error
+    // details), so real columns are compared as their exact double value.
+    let expression = |c: &pgtier_backend::catalog::ColumnDef| if c.type_name == "real" { format!("{}::float8", c.name) } else { c.name.clone() };
+    let columns: Vec<String> =
+        source.columns.iter().map(|c| format!("CASE WHEN {0} IS NULL THEN 'null' ELSE format('%s', {0}) END", expression(c))).collect();
     let sql = format!("SELECT concat_ws('|', {}) FROM {table} WHERE s_id IN (SELECT s_id FROM subscriber WHERE {predicate})", columns.join(", "));
     let mut lines: Vec<String> = client.query(&sql, &[]).unwrap().iter().map(|row| row.get(0)).collect();
     lines.sort();
