@@ -126,7 +126,14 @@ pub fn load_group(
             .map(|part| {
                 let queries: Vec<String> = (0..group.tables.len()).map(|table| stream_query(group, table, options.predicate.as_deref(), part, parts)).collect();
                 let (connect, table_ids, snapshot_id) = (&connect, &table_ids, &snapshot_id);
-                scope.spawn(move || worker(db, connect, group, table_ids, snapshot_id, &queries, options))
+                scope.spawn(move || {
+                    let result = stream_part(db, connect, group, table_ids, snapshot_id, &queries, options);
+                    if result.is_err() && !options.cancel.is_cancelled() {
+                        // A worker that could not even start stops the others too.
+                        options.cancel.cancel();
+                    }
+                    result
+                })
             })
             .collect();
         workers
@@ -217,23 +224,6 @@ fn stream_query(group: &CacheGroup, index: usize, predicate: Option<&str>, part:
     let key = column_list("r", root_key).join(", ");
     let columns = column_list(&alias(0), group.tables[index].source.columns.iter().map(|c| c.name.as_str())).join(", ");
     format!("COPY (SELECT {key}, {columns} FROM {from} ORDER BY {key}) TO STDOUT (FORMAT binary)")
-}
-
-fn worker(
-    db: &Database,
-    connect: &(impl Fn() -> Result<Client, BackendError> + Sync),
-    group: &CacheGroup,
-    table_ids: &[TableId],
-    snapshot_id: &str,
-    queries: &[String],
-    options: &LoadOptions,
-) -> Result<Totals, CacheError> {
-    let result = stream_part(db, connect, group, table_ids, snapshot_id, queries, options);
-    if result.is_err() && !options.cancel.is_cancelled() {
-        // A worker that could not even start stops the others too.
-        options.cancel.cancel();
-    }
-    result
 }
 
 fn stream_part(
