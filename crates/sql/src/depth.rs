@@ -37,6 +37,12 @@ const RESERVED_BYTES: usize = 512 << 10;
 /// default 2 MB `max_stack_depth` refuses `+` chains of this length too.
 pub const MAX_EXPR_DEPTH: usize = 10_000;
 
+/// Nested calls (`f(f(...))`, a word before `(`) allowed: sqlparser
+/// backtracks over a function's arguments (`try_parse`), re-parsing each
+/// nested call twice, so parse time doubles with every level (40 levels
+/// did not finish in minutes). 16 levels parse in milliseconds.
+pub const MAX_CALL_NESTING: usize = 16;
+
 /// The deepest expression tree a statement may have on this thread now.
 pub fn depth_limit() -> usize {
     let remaining = stacker::remaining_stack().unwrap_or(2 << 20);
@@ -50,11 +56,13 @@ struct Frame {
     ops: usize,
     /// Depth of the deepest nested frame in the current segment.
     child: usize,
+    /// Opened by a word and `(`: a function call (or IN, VALUES, ...).
+    call: bool,
 }
 
 impl Frame {
     const fn new() -> Frame {
-        Frame { max: 0, ops: 0, child: 0 }
+        Frame { max: 0, ops: 0, child: 0, call: false }
     }
 
     fn end_segment(&mut self) {
@@ -70,11 +78,28 @@ impl Frame {
 }
 
 /// An upper bound of the expression depth of the statements `tokens`
-/// spell, computed with an explicit stack.
+/// spell, computed with an explicit stack; `usize::MAX` beyond
+/// `MAX_CALL_NESTING` nested calls.
 pub fn estimated_depth<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> usize {
     let mut stack: Vec<Frame> = vec![Frame::new()];
+    let mut previous_word = false;
+    let mut calls = 0;
     for t in tokens {
+        if matches!(t, Token::Whitespace(_)) {
+            continue;
+        }
+        let after_word = std::mem::replace(&mut previous_word, matches!(t, Token::Word(_)));
+        if matches!(t, Token::RParen) && stack.last().is_some_and(|f| f.call) {
+            calls -= 1;
+        }
         match t {
+            Token::LParen if after_word => {
+                calls += 1;
+                if calls > MAX_CALL_NESTING {
+                    return usize::MAX;
+                }
+                stack.push(Frame { call: true, ..Frame::new() });
+            }
             Token::LParen | Token::LBracket | Token::LBrace => stack.push(Frame::new()),
             Token::Word(w) if w.keyword == Keyword::CASE => stack.push(Frame::new()),
             Token::RParen | Token::RBracket | Token::RBrace => close(&mut stack),
@@ -161,5 +186,8 @@ mod tests {
         assert!(depth(&format!("SELECT {}1", "- ".repeat(100))) > 100);
         assert!(depth(&format!("SELECT 1{}", " || 'a'".repeat(5000))) > 5000);
         assert_eq!(depth("SELECT (1))) + 1 END"), 2);
+        assert_eq!(depth(&format!("SELECT {}1{}", "abs(".repeat(16), ")".repeat(16))), 17);
+        assert_eq!(depth(&format!("SELECT {}1{}", "abs(".repeat(17), ")".repeat(17))), usize::MAX);
+        assert_eq!(depth(&format!("SELECT {}", "abs(1) + ".repeat(100))), 102);
     }
 }
