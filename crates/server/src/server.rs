@@ -28,8 +28,13 @@ const ACCEPT_POLL_MS: i32 = 100;
 /// their "too many clients" answer; past this many more, new connections
 /// are closed at once (a bound on threads).
 const HANDSHAKE_SLACK: usize = 64;
-/// Session threads parse SQL recursively (sqlparser guards its depth).
-pub(crate) const SESSION_STACK_BYTES: usize = 4 << 20;
+/// Session and event-loop threads bind, plan and evaluate expression trees
+/// recursively; pgtier-sql refuses a statement deeper than the stack left
+/// allows (54001, crates/sql/src/depth.rs: 8 KiB a level after 512 KiB
+/// reserved, at most 10,000 levels). 32 MiB admits about 4,000 levels,
+/// more than PostgreSQL's 3,000-term `+` chains. Only the pages touched
+/// are committed, so an idle session costs no more than with a small stack.
+pub(crate) const SESSION_STACK_BYTES: usize = 32 << 20;
 
 struct SessionEntry {
     secret: i32,

@@ -142,3 +142,56 @@ fn the_fuzzed_server_still_serves() {
     exchange(srv, &valid_stream());
     still_serving(srv);
 }
+
+/// Deep and wide statements over the wire: each is answered or refused
+/// with 54001, and another session is served afterwards. A stack overflow
+/// aborts the process, so the server runs in a child process (this test
+/// binary re-run with `DEPTH_WIRE` set); before pgtier-sql bounded depth a
+/// 1,000-term `+` chain killed it.
+#[test]
+fn deep_statements_answer_or_54001_and_the_server_survives() {
+    if std::env::var("DEPTH_WIRE").is_ok() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "depth_wire_child", "--nocapture", "--test-threads=1"])
+        .env("DEPTH_WIRE", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("DEPTH_WIRE_DONE"), "child: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn depth_wire_child() {
+    if std::env::var("DEPTH_WIRE").is_err() {
+        return;
+    }
+    let srv = common::start_with("max_message_bytes = 16777216\n[auth]\nmethod = \"trust\"\n");
+    let chain = |n: usize, term: &str, op: &str| vec![term; n].join(op);
+    let nest = |n: usize, open: &str, inner: &str, close: &str| format!("{}{inner}{}", open.repeat(n), close.repeat(n));
+    let list = (0..200_000).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    // (statement, the SQLSTATEs expected: none for an answer)
+    let cases: Vec<(String, &[&str])> = vec![
+        (format!("SELECT {}", chain(1_000, "1", " + ")), &[]),
+        (format!("SELECT {}", chain(1_000, "'a'", " || ")), &[]),
+        (format!("SELECT 1 WHERE {}", chain(1_000, "true", " AND ")), &[]),
+        (format!("SELECT {}", chain(100_000, "1", " + ")), &["54001"]),
+        (format!("SELECT {}", chain(100_000, "'a'", " || ")), &["54001"]),
+        (format!("SELECT {}", chain(100_000, "false", " OR ")), &["54001"]),
+        (format!("SELECT {}", nest(10_000, "(", "1", ")")), &["54001"]),
+        (format!("SELECT {}", nest(10_000, "abs(", "1", ")")), &["54001"]),
+        (format!("SELECT {}", nest(10_000, "CASE WHEN true THEN ", "1", " END")), &["54001"]),
+        (format!("SELECT {}true", "NOT ".repeat(10_000)), &["54001"]),
+        (format!("SELECT {}1", "- ".repeat(10_000)), &["54001"]),
+        (format!("SELECT {}", nest(10_000, "(SELECT ", "1", ")")), &["54001"]),
+        (format!("SELECT 199999 IN ({list})"), &[]),
+    ];
+    for (sql, expected) in cases {
+        let reply = exchange(&srv, &[startup_packet("alice"), message(b'Q', &cstr(&sql)), message(b'X', &[])].concat());
+        assert_eq!(sqlstates(&reply), expected, "{}...", &sql[..60.min(sql.len())]);
+        still_serving(&srv);
+    }
+    println!("DEPTH_WIRE_DONE");
+}

@@ -157,7 +157,10 @@ impl From<sqlparser::parser::ParserError> for SqlError {
         let text = match e {
             sqlparser::parser::ParserError::TokenizerError(s) | sqlparser::parser::ParserError::ParserError(s) => s,
             sqlparser::parser::ParserError::RecursionLimitExceeded => {
-                return SqlError::new("54001", "stack depth limit exceeded");
+                // PostgreSQL's words; pgtier's limit is described in depth.rs.
+                return SqlError::new("54001", "stack depth limit exceeded").with_hint(
+                    "Increase the configuration parameter \"max_stack_depth\" (currently 2048kB), after ensuring the platform's stack depth limit is adequate.",
+                );
             }
         };
         syntax_error(&text)

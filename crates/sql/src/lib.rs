@@ -7,6 +7,7 @@
 
 pub mod bind;
 pub mod catalog;
+pub mod depth;
 pub mod error;
 pub mod exec;
 pub mod expr;

@@ -15,15 +15,27 @@ use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, Tokenizer};
 
+/// Statements of `sql`; `RecursionLimitExceeded` (54001) when an
+/// expression would be deeper than `depth::depth_limit()` (see depth.rs),
+/// decided on the tokens so that such a tree is never built.
 pub fn parse_sql(sql: &str) -> Result<Vec<Statement>, ParserError> {
-    let first = Parser::parse_sql(&PostgreSqlDialect {}, sql);
+    let first = parse_bounded(sql);
     if first.is_ok() {
         return first;
     }
     match reorder_sequence_options(sql) {
-        Some(fixed) => Parser::parse_sql(&PostgreSqlDialect {}, &fixed).or(first),
+        Some(fixed) => parse_bounded(&fixed).or(first),
         None => first,
     }
+}
+
+fn parse_bounded(sql: &str) -> Result<Vec<Statement>, ParserError> {
+    let dialect = PostgreSqlDialect {};
+    let tokens = Tokenizer::new(&dialect, sql).tokenize_with_location()?;
+    if crate::depth::estimated_depth(tokens.iter().map(|t| &t.token)) > crate::depth::depth_limit() {
+        return Err(ParserError::RecursionLimitExceeded);
+    }
+    Parser::new(&dialect).with_tokens_with_locations(tokens).parse_statements()
 }
 
 /// The order sqlparser parses sequence options in.
