@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Instant;
 
-use common::{TATP, tatp_spec};
+use common::{tatp_ddl, tatp_spec};
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
 use pgtier_cache::{LoadOptions, create_group_tables, define_group, load_group};
@@ -24,7 +24,7 @@ fn measure_load_rows_per_second() {
     let url = cluster.create_database("measure").unwrap();
     let mut client = connect(&url).unwrap();
     let started = Instant::now();
-    client.batch_execute(TATP).unwrap();
+    client.batch_execute(&tatp_ddl()).unwrap();
     client
         .batch_execute(&format!(
             "INSERT INTO subscriber (s_id, sub_nbr, bit_1, bit_2, hex_1, hex_2, byte2_1, byte2_2, msc_location, vlr_location)

@@ -13,35 +13,11 @@ use postgres::Client;
 
 pub const SUBSCRIBERS: u32 = 20_000;
 
-pub const TATP: &str = "
-CREATE TABLE subscriber (
-    s_id integer NOT NULL, sub_nbr varchar(15) NOT NULL,
-    bit_1 smallint, bit_2 smallint, bit_3 smallint, bit_4 smallint, bit_5 smallint,
-    bit_6 smallint, bit_7 smallint, bit_8 smallint, bit_9 smallint, bit_10 smallint,
-    hex_1 smallint, hex_2 smallint, hex_3 smallint, hex_4 smallint, hex_5 smallint,
-    hex_6 smallint, hex_7 smallint, hex_8 smallint, hex_9 smallint, hex_10 smallint,
-    byte2_1 smallint, byte2_2 smallint, byte2_3 smallint, byte2_4 smallint, byte2_5 smallint,
-    byte2_6 smallint, byte2_7 smallint, byte2_8 smallint, byte2_9 smallint, byte2_10 smallint,
-    msc_location bigint, vlr_location bigint,
-    CONSTRAINT subscriber_pkey PRIMARY KEY (s_id),
-    CONSTRAINT subscriber_sub_nbr_key UNIQUE (sub_nbr));
-CREATE TABLE access_info (
-    s_id integer NOT NULL, ai_type smallint NOT NULL,
-    data1 smallint, data2 smallint, data3 char(3), data4 char(5),
-    CONSTRAINT access_info_pkey PRIMARY KEY (s_id, ai_type),
-    CONSTRAINT access_info_s_id_fkey FOREIGN KEY (s_id) REFERENCES subscriber (s_id));
-CREATE TABLE special_facility (
-    s_id integer NOT NULL, sf_type smallint NOT NULL, is_active smallint NOT NULL,
-    error_cntrl smallint, data_a smallint, data_b char(5),
-    CONSTRAINT special_facility_pkey PRIMARY KEY (s_id, sf_type),
-    CONSTRAINT special_facility_s_id_fkey FOREIGN KEY (s_id) REFERENCES subscriber (s_id));
-CREATE TABLE call_forwarding (
-    s_id integer NOT NULL, sf_type smallint NOT NULL, start_time smallint NOT NULL,
-    end_time smallint, numberx varchar(15),
-    CONSTRAINT call_forwarding_pkey PRIMARY KEY (s_id, sf_type, start_time),
-    CONSTRAINT call_forwarding_s_id_sf_type_fkey FOREIGN KEY (s_id, sf_type)
-        REFERENCES special_facility (s_id, sf_type));
-";
+/// The TATP schema with its keys, as the benchmark kit creates it for a
+/// keyed target: one definition of the tables for every test and bench.
+pub fn tatp_ddl() -> String {
+    pgtier_bench::tatp::schema::create_tables(true)
+}
 
 /// Subscribers with 1-4 access_info rows, 0-3 special facilities (none for
 /// every 7th) with 0-3 call_forwarding rows each; some NULLs.
@@ -66,7 +42,7 @@ pub fn tatp_url() -> String {
     URL.get_or_init(|| {
         let url = shared_cluster().unwrap().create_database("cache_tatp").unwrap();
         let mut client = connect(&url).unwrap();
-        client.batch_execute(TATP).unwrap();
+        client.batch_execute(&tatp_ddl()).unwrap();
         client.batch_execute(&populate()).unwrap();
         url
     })
