@@ -235,7 +235,7 @@ impl Connection {
         };
         let mut last = ExecResult { tag: String::new(), rows_affected: 0, rows: None };
         for stmt in stmts {
-            if matches!(stmt, Statement::Prepare { .. } | Statement::Execute { .. } | Statement::Deallocate { .. }) {
+            if prepared::is_utility(&stmt) {
                 last = self.execute_utility(&stmt)?;
                 continue;
             }

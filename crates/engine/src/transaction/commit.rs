@@ -1,7 +1,7 @@
-//! The end of a transaction. Commit: WAL records built outside the commit
-//! lock; under it the commit ts and commit time, the append, stamping and
-//! DDL publication;
-//! after it locks released, GC work queued, the ts published (in `Sync`
+//! The end of a transaction. Commit: WAL records built and the clock read
+//! outside the commit lock; under it the commit ts, the commit time clamped
+//! to be non-decreasing, the append, stamping and DDL publication; after it
+//! locks released, GC work queued, the ts published (in `Sync`
 //! mode once durable). Rollback: versions unlinked newest first, metadata
 //! restored, locks released.
 
@@ -196,12 +196,15 @@ impl Transaction {
     /// the WAL's own buffer copy.
     fn commit_critical(&mut self, builder: &mut RecordBuilder) -> Result<Committed> {
         let has_records = !builder.is_empty();
+        // Read outside the lock (it only has to be clamped under it): the
+        // critical section stays as short as without commit times.
+        let now_us = if has_records { wall_clock_us() } else { 0 };
         let mut c = self.db.commit.lock();
         let commit_ts = c.last_ts.next();
         let prior_lsn = c.last_lsn;
         let mut lsn = None;
         if has_records {
-            c.last_time_us = c.last_time_us.max(wall_clock_us());
+            c.last_time_us = c.last_time_us.max(now_us);
             builder.seal(commit_ts, c.last_time_us);
             for chunk in &builder.chunks {
                 lsn = Some(self.db.wal.append(chunk)?);

@@ -122,7 +122,7 @@ impl Connection {
     pub fn build_stmt(&mut self, ast: Option<Statement>, declared: Vec<u32>) -> Result<Arc<Stmt>> {
         let Some(ast) = ast else { return Ok(Arc::new(Stmt::new(StmtKind::Empty, declared, TxnKind::None, false))) };
         let (txn, is_set) = classify(&ast);
-        if let Statement::Copy { .. } | Statement::Prepare { .. } | Statement::Execute { .. } | Statement::Deallocate { .. } = ast {
+        if matches!(ast, Statement::Copy { .. }) || is_utility(&ast) {
             if self.block == Block::Failed {
                 return Err(SqlError::transaction_aborted());
             }
@@ -242,6 +242,12 @@ impl Connection {
             other => Err(SqlError::unsupported(other.to_string())),
         }
     }
+}
+
+/// PREPARE, EXECUTE and DEALLOCATE: statements about the session's named
+/// statements, run by [`Connection::utility`], never bound.
+pub(super) fn is_utility(ast: &Statement) -> bool {
+    matches!(ast, Statement::Prepare { .. } | Statement::Execute { .. } | Statement::Deallocate { .. })
 }
 
 /// An SQL identifier as PostgreSQL folds it (unquoted: lower case).
