@@ -1,7 +1,7 @@
 //! `CacheError`: every failure of defining or loading a cache group, with
 //! the SQLSTATE (and hint) PostgreSQL would give for the same situation.
 
-use pgtier_backend::BackendError;
+use pgtier_backend::{BackendError, ConnectError};
 use pgtier_engine::EngineError;
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +45,39 @@ pub enum CacheError {
     #[error("load of cache group \"{group}\": {reason}")]
     StreamOrder { group: String, reason: String },
 
+    #[error("cache group \"{group}\" does not exist")]
+    UndefinedGroup { group: String },
+
+    #[error("cache group \"{group}\" already exists")]
+    DuplicateGroup { group: String },
+
+    /// A table of the new group is already cached by another group.
+    #[error("table \"{table}\" is already in cache group \"{other}\"")]
+    TableInOtherGroup { table: String, other: String },
+
+    /// A table of the new group exists in the cache as a local table.
+    #[error("relation \"{table}\" already exists in the cache")]
+    TableExists { table: String },
+
+    /// A WHERE on a table other than the root.
+    #[error("a cache group's WHERE condition may only be on its root table; \"{table}\" is not the root")]
+    PredicateNotOnRoot { table: String },
+
+    /// Something needs PostgreSQL but `[backend]` is not configured.
+    #[error("no PostgreSQL backend is configured")]
+    NoBackend,
+
+    /// A cache-group statement that does not parse.
+    #[error("syntax error in cache group statement: {reason}")]
+    Syntax { reason: String },
+
+    /// Not built yet.
+    #[error("{what} is not supported yet")]
+    NotYet { what: &'static str },
+
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+
     #[error(transparent)]
     Backend(#[from] BackendError),
 
@@ -63,6 +96,14 @@ impl CacheError {
             CacheError::DefinitionChanged { .. } => "55000",
             CacheError::BadValue { .. } => "22003",
             CacheError::StreamOrder { .. } => "XX000",
+            CacheError::UndefinedGroup { .. } => "42704",
+            CacheError::DuplicateGroup { .. } | CacheError::TableExists { .. } => "42P07",
+            CacheError::TableInOtherGroup { .. } => "42P07",
+            CacheError::PredicateNotOnRoot { .. } => "42P17",
+            CacheError::NoBackend => "08001",
+            CacheError::Syntax { .. } => "42601",
+            CacheError::NotYet { .. } => "0A000",
+            CacheError::Connect(error) => error.sqlstate(),
             CacheError::Backend(error) => error.sqlstate(),
             CacheError::Engine(error) => error.sqlstate(),
         }
@@ -80,6 +121,9 @@ impl CacheError {
                 "Each table but the root must have exactly one foreign key to another table of the group, and following them must lead to the root.".into()
             }
             CacheError::UnsupportedType { hint, .. } => hint.clone(),
+            CacheError::NoBackend => "Set [backend] url in the server's config file (or pass the backend to Cache::open).".into(),
+            CacheError::TableInOtherGroup { other, .. } => format!("Drop cache group \"{other}\" first, or leave the table out."),
+            CacheError::PredicateNotOnRoot { .. } => "Put the condition on the root table: instances are chosen by their root row.".into(),
             CacheError::DefinitionChanged { .. } => "Drop and define the cache group again.".into(),
             CacheError::Engine(EngineError::UniqueViolation { .. }) => {
                 "The instance is already in the cache; unload it first (REFRESH is not available yet).".into()

@@ -104,7 +104,7 @@ struct Totals {
 /// The group's tables must exist in `db` ([`crate::create_group_tables`]).
 pub fn load_group(
     db: &Database,
-    connect: impl Fn() -> Result<Client, BackendError> + Sync,
+    connect: impl Fn() -> Result<Client, CacheError> + Sync,
     group: &CacheGroup,
     options: &LoadOptions,
 ) -> Result<LoadReport, CacheError> {
@@ -228,7 +228,7 @@ fn stream_query(group: &CacheGroup, index: usize, predicate: Option<&str>, part:
 
 fn stream_part(
     db: &Database,
-    connect: &(impl Fn() -> Result<Client, BackendError> + Sync),
+    connect: &(impl Fn() -> Result<Client, CacheError> + Sync),
     group: &CacheGroup,
     table_ids: &[TableId],
     snapshot_id: &str,
