@@ -125,9 +125,6 @@ impl CacheError {
             CacheError::TableInOtherGroup { other, .. } => format!("Drop cache group \"{other}\" first, or leave the table out."),
             CacheError::PredicateNotOnRoot { .. } => "Put the condition on the root table: instances are chosen by their root row.".into(),
             CacheError::DefinitionChanged { .. } => "Drop and define the cache group again.".into(),
-            CacheError::Engine(EngineError::UniqueViolation { .. }) => {
-                "The instance is already in the cache; unload it first (REFRESH is not available yet).".into()
-            }
             _ => return None,
         })
     }

@@ -9,6 +9,7 @@
 
 mod error;
 mod group;
+mod instance;
 mod load;
 mod manager;
 mod statement;

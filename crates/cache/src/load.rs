@@ -15,9 +15,10 @@
 //! Instances are committed with `Origin::Load` in batches of at most
 //! `batch_instances_max` instances or `batch_bytes_max` field bytes, and a
 //! batch only ever ends between instances: a cancel, an error or a crash
-//! leaves whole instances only. A key already present locally fails the
-//! load (23505, the engine's unique violation) — REFRESH will replace them;
-//! batches committed before the error stay.
+//! leaves whole instances only. An instance whose root key is already
+//! cached is left as it is (LOAD) or replaced in the same batch (REFRESH);
+//! the caller may also exclude keys (instances with changes not yet
+//! propagated are never loaded over).
 
 use std::io::Read;
 use std::sync::Arc;
@@ -28,11 +29,13 @@ use pgtier_backend::BackendError;
 use pgtier_backend::catalog::import_tables_in;
 use pgtier_backend::copy_out::{CopyReader, quote_identifier, start_copy};
 use pgtier_backend::snapshot::{Cancel, ExportedSnapshot, join_snapshot};
+use parking_lot::Mutex;
 use pgtier_engine::{Database, Origin, TableId, Transaction, Value};
 use postgres::Client;
 
 use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupTable};
+use crate::instance::InstanceLayout;
 use crate::types::engine_value;
 
 /// How to load.
@@ -86,6 +89,9 @@ impl LoadProgress {
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoadReport {
     pub instances: u64,
+    /// Instances PostgreSQL sent that were left alone: already cached (LOAD)
+    /// or excluded by the caller.
+    pub skipped: u64,
     /// (table, rows) in group order, root first.
     pub rows: Vec<(String, u64)>,
     /// Bytes of field data read (COPY payload without framing).
@@ -93,9 +99,34 @@ pub struct LoadReport {
     pub seconds: f64,
 }
 
+/// What to do with an instance whose root key is already cached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Existing {
+    /// Leave the cached instance (LOAD).
+    Keep,
+    /// Delete the cached instance and insert PostgreSQL's in the same batch (REFRESH).
+    Replace,
+}
+
+/// How a load treats keys: what `load_group` does by default, what REFRESH asks for.
+pub(crate) struct Admission<'a> {
+    pub existing: Existing,
+    /// True for root keys that must not be touched (normalized to the key's types).
+    pub exclude: &'a (dyn Fn(&[Value]) -> bool + Sync),
+    /// Collects the root keys of instances PostgreSQL sent (REFRESH removes the cached ones it did not).
+    pub seen: Option<&'a Mutex<Vec<Vec<Value>>>>,
+}
+
+impl Default for Admission<'_> {
+    fn default() -> Self {
+        Admission { existing: Existing::Keep, exclude: &|_| false, seen: None }
+    }
+}
+
 #[derive(Default)]
 struct Totals {
     instances: u64,
+    skipped: u64,
     rows: Vec<u64>,
     bytes: u64,
 }
@@ -108,15 +139,20 @@ pub fn load_group(
     group: &CacheGroup,
     options: &LoadOptions,
 ) -> Result<LoadReport, CacheError> {
+    load_admitting(db, connect, group, options, &Admission::default())
+}
+
+pub(crate) fn load_admitting(
+    db: &Database,
+    connect: impl Fn() -> Result<Client, CacheError> + Sync,
+    group: &CacheGroup,
+    options: &LoadOptions,
+    admission: &Admission<'_>,
+) -> Result<LoadReport, CacheError> {
     let started = Instant::now();
     let parts = options.parallel.max(1);
     let catalog = db.catalog();
-    let table_ids = group
-        .tables
-        .iter()
-        .map(|table| catalog.table_by_name(&table.def.name).map(|schema| schema.id))
-        .collect::<Option<Vec<TableId>>>()
-        .ok_or_else(|| CacheError::InvalidSpec { group: group.name.clone(), reason: "its tables do not exist in the cache; create them first".into() })?;
+    let layout = InstanceLayout::resolve(&catalog, group)?;
     let mut leader = connect()?;
     let mut snapshot = ExportedSnapshot::export(&mut leader)?;
     check_definitions(snapshot.transaction(), group)?;
@@ -125,9 +161,9 @@ pub fn load_group(
         let workers: Vec<_> = (0..parts)
             .map(|part| {
                 let queries: Vec<String> = (0..group.tables.len()).map(|table| stream_query(group, table, options.predicate.as_deref(), part, parts)).collect();
-                let (connect, table_ids, snapshot_id) = (&connect, &table_ids, &snapshot_id);
+                let (connect, layout, snapshot_id) = (&connect, &layout, &snapshot_id);
                 scope.spawn(move || {
-                    let result = stream_part(db, connect, group, table_ids, snapshot_id, &queries, options);
+                    let result = stream_part(db, connect, group, layout, snapshot_id, &queries, options, admission);
                     if result.is_err() && !options.cancel.is_cancelled() {
                         // A worker that could not even start stops the others too.
                         options.cancel.cancel();
@@ -144,6 +180,7 @@ pub fn load_group(
     snapshot.finish()?;
     let mut report = LoadReport {
         instances: 0,
+        skipped: 0,
         rows: group.tables.iter().map(|table| (table.def.name.clone(), 0)).collect(),
         bytes: 0,
         seconds: 0.0,
@@ -154,6 +191,7 @@ pub fn load_group(
         match result {
             Ok(totals) => {
                 report.instances += totals.instances;
+                report.skipped += totals.skipped;
                 report.bytes += totals.bytes;
                 report.rows.iter_mut().zip(&totals.rows).for_each(|(row, n)| row.1 += n);
             }
@@ -230,10 +268,11 @@ fn stream_part(
     db: &Database,
     connect: &(impl Fn() -> Result<Client, CacheError> + Sync),
     group: &CacheGroup,
-    table_ids: &[TableId],
+    layout: &InstanceLayout,
     snapshot_id: &str,
     queries: &[String],
     options: &LoadOptions,
+    admission: &Admission<'_>,
 ) -> Result<Totals, CacheError> {
     let key_len = group.root().def.primary_key.len();
     let mut clients = Vec::with_capacity(queries.len());
@@ -251,7 +290,7 @@ fn stream_part(
         let reader = start_copy(transaction, query, &table.def.name, key_len + table.types.len())?;
         readers.push(reader.with_cancel(options.cancel.clone()));
     }
-    let result = merge(db, group, table_ids, &mut readers, options);
+    let result = merge(db, group, layout, &mut readers, options, admission);
     if result.is_err() {
         // Stop the other workers, and this worker's own COPYs before the
         // connections drain them on drop.
@@ -328,27 +367,60 @@ impl Batch {
 }
 
 /// Merges the streams (root first) into instances and commits them in batches.
-fn merge<R: Read>(db: &Database, group: &CacheGroup, table_ids: &[TableId], readers: &mut [CopyReader<R>], options: &LoadOptions) -> Result<Totals, CacheError> {
+fn merge<R: Read>(
+    db: &Database,
+    group: &CacheGroup,
+    layout: &InstanceLayout,
+    readers: &mut [CopyReader<R>],
+    options: &LoadOptions,
+    admission: &Admission<'_>,
+) -> Result<Totals, CacheError> {
     let key_len = group.root().def.primary_key.len();
     let tables = group.tables.len();
     let mut totals = Totals { rows: vec![0; tables], ..Totals::default() };
     let mut pending: Vec<Option<StreamRow>> = (0..tables).map(|_| None).collect();
     let mut batch = Batch::begin(db, tables)?;
     while let Some(root) = read_row(&mut readers[0], &group.tables[0], key_len)? {
-        batch.insert(0, table_ids[0], &root)?;
+        let key: Vec<Value> = layout.root().primary_key.iter().map(|&c| root.values[c].clone()).collect();
+        let admit = if (admission.exclude)(&key) {
+            false
+        } else {
+            match layout.read(&mut batch.txn, &key)? {
+                None => true,
+                Some(_) if admission.existing == Existing::Keep => false,
+                Some(cached) => {
+                    layout.delete(&mut batch.txn, &cached)?;
+                    true
+                }
+            }
+        };
+        if admit {
+            batch.insert(0, layout.tables[0].id, &root)?;
+        }
         for child in 1..tables {
             loop {
                 if pending[child].is_none() {
                     pending[child] = read_row(&mut readers[child], &group.tables[child], key_len)?;
                 }
                 match pending[child].take() {
-                    Some(row) if row.key == root.key => batch.insert(child, table_ids[child], &row)?,
+                    Some(row) if row.key == root.key => {
+                        if admit {
+                            batch.insert(child, layout.tables[child].id, &row)?;
+                        }
+                    }
                     other => {
                         pending[child] = other;
                         break;
                     }
                 }
             }
+        }
+        if let Some(seen) = admission.seen {
+            seen.lock().push(key);
+        }
+        if !admit {
+            totals.skipped += 1;
+            continue;
         }
         batch.instances += 1;
         if batch.instances as usize >= options.batch_instances_max || batch.bytes as usize >= options.batch_bytes_max {
