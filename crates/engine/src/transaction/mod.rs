@@ -85,6 +85,7 @@ enum DdlOp {
     DropTable(TableId),
     CreateIndex(Arc<IndexSchema>),
     DropIndex(IndexId),
+    SetAnnotation(TableId, Option<String>),
 }
 
 #[derive(Default)]
