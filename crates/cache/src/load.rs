@@ -161,9 +161,10 @@ pub(crate) fn load_admitting(
         let workers: Vec<_> = (0..parts)
             .map(|part| {
                 let queries: Vec<String> = (0..group.tables.len()).map(|table| stream_query(group, table, options.predicate.as_deref(), part, parts)).collect();
-                let (connect, layout, snapshot_id) = (&connect, &layout, &snapshot_id);
+                let job = Job { db, group, layout: &layout, options, admission };
+                let (connect, snapshot_id) = (&connect, &snapshot_id);
                 scope.spawn(move || {
-                    let result = stream_part(db, connect, group, layout, snapshot_id, &queries, options, admission);
+                    let result = stream_part(&job, connect, snapshot_id, &queries);
                     if result.is_err() && !options.cancel.is_cancelled() {
                         // A worker that could not even start stops the others too.
                         options.cancel.cancel();
@@ -233,17 +234,25 @@ fn column_list(alias: &str, columns: impl IntoIterator<Item = impl AsRef<str>>) 
 
 /// The COPY of table `index` for one part: root key columns, then the table's columns.
 fn stream_query(group: &CacheGroup, index: usize, predicate: Option<&str>, part: usize, parts: usize) -> String {
-    let root = group.root();
-    let root_key = &root.def.primary_key;
     let mut filters = Vec::new();
     if let Some(predicate) = predicate {
         filters.push(format!("({predicate})"));
     }
     if parts > 1 {
-        let key: Vec<String> = root_key.iter().map(|c| quote_identifier(c)).collect();
+        let key: Vec<String> = group.root().def.primary_key.iter().map(|c| quote_identifier(c)).collect();
         filters.push(format!("(hashtextextended(ROW({})::text, 0) & 9223372036854775807) % {parts} = {part}", key.join(", ")));
     }
-    let filter = if filters.is_empty() { String::new() } else { format!(" WHERE {}", filters.join(" AND ")) };
+    let filter = if filters.is_empty() { None } else { Some(filters.join(" AND ")) };
+    format!("COPY ({}) TO STDOUT (FORMAT binary)", instance_query(group, index, filter.as_deref()))
+}
+
+/// `SELECT root key, table columns FROM table JOIN parent ... JOIN (root
+/// WHERE root_filter) ORDER BY root key`: the rows of table `index` of the
+/// instances whose root matches `root_filter`.
+pub(crate) fn instance_query(group: &CacheGroup, index: usize, root_filter: Option<&str>) -> String {
+    let root = group.root();
+    let root_key = &root.def.primary_key;
+    let filter = root_filter.map(|filter| format!(" WHERE {filter}")).unwrap_or_default();
     let root_relation = format!("(SELECT * FROM {}{filter}) AS r", quoted(root));
     let chain = group.chain(index);
     let alias = |position: usize| if position == chain.len() - 1 { "r".to_owned() } else { format!("t{position}") };
@@ -261,19 +270,20 @@ fn stream_query(group: &CacheGroup, index: usize, predicate: Option<&str>, part:
     }
     let key = column_list("r", root_key).join(", ");
     let columns = column_list(&alias(0), group.tables[index].source.columns.iter().map(|c| c.name.as_str())).join(", ");
-    format!("COPY (SELECT {key}, {columns} FROM {from} ORDER BY {key}) TO STDOUT (FORMAT binary)")
+    format!("SELECT {key}, {columns} FROM {from} ORDER BY {key}")
 }
 
-fn stream_part(
-    db: &Database,
-    connect: &(impl Fn() -> Result<Client, CacheError> + Sync),
-    group: &CacheGroup,
-    layout: &InstanceLayout,
-    snapshot_id: &str,
-    queries: &[String],
-    options: &LoadOptions,
-    admission: &Admission<'_>,
-) -> Result<Totals, CacheError> {
+/// What every worker of one load shares.
+struct Job<'a> {
+    db: &'a Database,
+    group: &'a CacheGroup,
+    layout: &'a InstanceLayout,
+    options: &'a LoadOptions,
+    admission: &'a Admission<'a>,
+}
+
+fn stream_part(job: &Job<'_>, connect: &(impl Fn() -> Result<Client, CacheError> + Sync), snapshot_id: &str, queries: &[String]) -> Result<Totals, CacheError> {
+    let Job { db, group, layout, options, admission } = *job;
     let key_len = group.root().def.primary_key.len();
     let mut clients = Vec::with_capacity(queries.len());
     for _ in queries {
@@ -319,9 +329,18 @@ fn read_row<R: Read>(reader: &mut CopyReader<R>, table: &GroupTable, key_len: us
             None => key.extend_from_slice(&u32::MAX.to_le_bytes()),
         }
     }
+    let (values, field_bytes) = decode_values(table, |column| row.field(key_len + column))?;
+    bytes += field_bytes;
+    Ok(Some(StreamRow { key, values, bytes }))
+}
+
+/// A row of `table` from PostgreSQL's binary fields (`field(column)`, None
+/// for NULL) as engine values, with the field bytes read.
+pub(crate) fn decode_values<'f>(table: &GroupTable, field: impl Fn(usize) -> Option<&'f [u8]>) -> Result<(Vec<Value>, u64), CacheError> {
     let mut values = Vec::with_capacity(table.types.len());
+    let mut bytes = 0u64;
     for (column, (ty, kind)) in table.types.iter().zip(&table.kinds).enumerate() {
-        let Some(field) = row.field(key_len + column) else {
+        let Some(field) = field(column) else {
             values.push(Value::Null);
             continue;
         };
@@ -331,7 +350,7 @@ fn read_row<R: Read>(reader: &mut CopyReader<R>, table: &GroupTable, key_len: us
         let value = engine_value(*ty, decoded).map_err(|reason| CacheError::BadValue { table: table.def.name.clone(), column: name.clone(), reason })?;
         values.push(value);
     }
-    Ok(Some(StreamRow { key, values, bytes }))
+    Ok((values, bytes))
 }
 
 /// An engine transaction collecting whole instances.

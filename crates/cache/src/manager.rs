@@ -18,6 +18,7 @@ use postgres::Client;
 use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 use crate::instance::{InstanceLayout, key_text};
+use crate::persist;
 use crate::load::{Admission, Existing, LoadOptions, LoadReport, load_admitting};
 use crate::statement::{Aging, CreateGroup};
 
@@ -217,7 +218,11 @@ impl Cache {
     /// groups already defined keep answering, anything that needs
     /// PostgreSQL fails with 08001 and a hint to configure `[backend]`.
     pub fn open(db: Database, backend: Option<ConnectParams>, config: CacheConfig) -> Result<Arc<Cache>, CacheError> {
-        Ok(Arc::new(Cache { db, backend, config, groups: RwLock::new(BTreeMap::new()) }))
+        let mut groups = BTreeMap::new();
+        for (def, group) in persist::restore(&db.catalog())? {
+            groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group)));
+        }
+        Ok(Arc::new(Cache { db, backend, config, groups: RwLock::new(groups) }))
     }
 
     pub fn database(&self) -> &Database {
@@ -239,9 +244,22 @@ impl Cache {
             return Err(CacheError::DuplicateGroup { group: def.name.clone() });
         }
         let spec = GroupSpec { name: def.name.clone(), root: def.root.clone(), children: def.children.clone(), kind: def.kind };
-        let group = define_group(&mut self.connect()?, &spec)?;
+        let mut group = define_group(&mut self.connect()?, &spec)?;
+        persist::annotate(def, &mut group)?;
+        let mut groups = self.groups.write();
+        if groups.contains_key(&def.name) {
+            return Err(CacheError::DuplicateGroup { group: def.name.clone() });
+        }
+        for table in &group.tables {
+            if let Some(other) = groups.values().find(|entry| entry.group.tables.iter().any(|t| t.def.name == table.def.name)) {
+                return Err(CacheError::TableInOtherGroup { table: table.def.name.clone(), other: other.def.name.clone() });
+            }
+            if self.db.catalog().table_by_name(&table.def.name).is_some() {
+                return Err(CacheError::TableExists { table: table.def.name.clone() });
+            }
+        }
         create_group_tables(&self.db, &group)?;
-        self.groups.write().insert(def.name.clone(), Arc::new(GroupEntry::new(def.clone(), group)));
+        groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def.clone(), group)));
         Ok(())
     }
 

@@ -125,3 +125,35 @@ fn group_predicate_limits_every_load() {
     assert_eq!(tables[0].rows, 500);
     assert!(tables.iter().all(|t| t.memory_bytes > 0));
 }
+
+#[test]
+fn definitions_survive_restart() {
+    let url = fresh_tatp("cache_restart");
+    let mut client = connect(&url).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let cache = open_cache(dir.path(), &url);
+        cache.create_group(&tatp_group("g", false, Some("s_id % 3 = 0"))).unwrap();
+        cache.load("g", &LoadOptions { predicate: Some("s_id <= 600".into()), ..LoadOptions::default() }).unwrap();
+        // A table already cached by another group.
+        let error = cache.create_group(&tatp_group("other", false, None)).unwrap_err();
+        assert_eq!(error.sqlstate(), "42P07", "{error}");
+        assert!(error.hint().unwrap().contains("\"g\""));
+    }
+    // Reopened without a checkpoint (WAL replay), then after a checkpoint.
+    for round in 0..2 {
+        let cache = open_cache(dir.path(), &url);
+        let groups = cache.groups();
+        assert_eq!(groups.len(), 1, "round {round}");
+        assert_eq!(groups[0].root_predicate.as_deref(), Some("s_id % 3 = 0"));
+        assert_cache_equals(&cache, &mut client, "s_id <= 600 AND s_id % 3 = 0");
+        cache.database().checkpoint().unwrap();
+    }
+    let cache = open_cache(dir.path(), &url);
+    cache.load("g", &LoadOptions { predicate: Some("s_id <= 900".into()), ..LoadOptions::default() }).unwrap();
+    assert_cache_equals(&cache, &mut client, "s_id <= 900 AND s_id % 3 = 0");
+    cache.drop_group("g", false).unwrap();
+    drop(cache);
+    let cache = open_cache(dir.path(), &url);
+    assert!(cache.groups().is_empty());
+}
