@@ -44,6 +44,10 @@ pub enum EngineError {
     /// 55P03.
     #[error("canceling statement due to lock timeout")]
     LockTimeout { detail: String },
+    /// 55P03: a transaction that never waits for row locks (every origin
+    /// but `Application`) met one held by another transaction.
+    #[error("could not obtain lock on row in relation \"{relation}\"")]
+    LockNotAvailable { relation: String, detail: String },
     /// 25P02.
     #[error("current transaction is aborted, commands ignored until end of transaction block")]
     TransactionAborted,
@@ -97,7 +101,7 @@ impl EngineError {
             EngineError::UndefinedColumn { .. } => "42703",
             EngineError::InvalidDefinition { sqlstate, .. } => sqlstate,
             EngineError::Deadlock { .. } => "40P01",
-            EngineError::LockTimeout { .. } => "55P03",
+            EngineError::LockTimeout { .. } | EngineError::LockNotAvailable { .. } => "55P03",
             EngineError::TransactionAborted => "25P02",
             EngineError::OriginAfterWrite { .. } => "25001",
             EngineError::ReadOnlyTransaction { .. } => "25006",
@@ -119,7 +123,8 @@ impl EngineError {
             | EngineError::ForeignKeyViolation { detail, .. }
             | EngineError::NotNullViolation { detail, .. }
             | EngineError::Deadlock { detail }
-            | EngineError::LockTimeout { detail } => Some(detail),
+            | EngineError::LockTimeout { detail }
+            | EngineError::LockNotAvailable { detail, .. } => Some(detail),
             _ => None,
         }
     }
