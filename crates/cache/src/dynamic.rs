@@ -275,3 +275,30 @@ fn root_cached(db: &Database, layout: &InstanceLayout, key: &[Value]) -> Result<
     txn.rollback();
     Ok(found)
 }
+
+/// The miss hook installed on each table of a dynamic group.
+pub(crate) struct TableHook {
+    pub cache: std::sync::Weak<crate::Cache>,
+    pub group: String,
+    /// Positions of this table's columns holding the root key (root key order).
+    pub root_key_columns: Vec<usize>,
+}
+
+impl pgtier_engine::MissHook for TableHook {
+    fn on_miss(&self, db: &Database, miss: pgtier_engine::Miss<'_>) -> pgtier_engine::Result<bool> {
+        let Some(cache) = self.cache.upgrade() else { return Ok(false) };
+        let catalog = db.catalog();
+        let root_key = match miss {
+            pgtier_engine::Miss::Key { table, key } => {
+                let Some(schema) = catalog.table(table) else { return Ok(false) };
+                root_key_of(&self.root_key_columns, &schema.primary_key, key)
+            }
+            pgtier_engine::Miss::Prefix { index, prefix, .. } => {
+                let Some(index) = catalog.index(index) else { return Ok(false) };
+                root_key_of(&self.root_key_columns, &index.columns, prefix)
+            }
+        };
+        let Some(root_key) = root_key else { return Ok(false) };
+        cache.ensure_instance(&self.group, &root_key).map_err(|error| EngineError::hook(error.sqlstate(), error.to_string(), error.hint()))
+    }
+}

@@ -4,7 +4,7 @@
 //! parameters, the dynamic-load hook and the aging thread.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,7 @@ use pgtier_backend::{ConnectParams, connect_backend};
 use pgtier_engine::{Database, Origin, Value};
 use postgres::Client;
 
+use crate::dynamic::{Dynamic, TableHook, root_key_columns};
 use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 use crate::instance::{InstanceLayout, key_text};
@@ -206,7 +207,10 @@ pub(crate) fn quote_literal(text: &str) -> String {
 /// The cache groups of one database.
 #[allow(dead_code)] // config: read by aging (next step)
 pub struct Cache {
+    /// This cache, for the hooks it installs (they must not keep it alive).
+    this: Weak<Cache>,
     db: Database,
+    dynamic: Dynamic,
     backend: Option<ConnectParams>,
     config: CacheConfig,
     groups: RwLock<BTreeMap<String, Arc<GroupEntry>>>,
@@ -222,7 +226,44 @@ impl Cache {
         for (def, group) in persist::restore(&db.catalog())? {
             groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group)));
         }
-        Ok(Arc::new(Cache { db, backend, config, groups: RwLock::new(groups) }))
+        let dynamic = Dynamic::new(backend.clone());
+        let cache = Arc::new_cyclic(|this| Cache { this: this.clone(), db, dynamic, backend, config, groups: RwLock::new(groups) });
+        for entry in cache.groups.read().values() {
+            cache.install(entry);
+        }
+        Ok(cache)
+    }
+
+    /// Turns on the engine seams a group uses: the miss hook on every table
+    /// of a dynamic group that carries the root key.
+    fn install(&self, entry: &GroupEntry) {
+        if !entry.def.dynamic {
+            return;
+        }
+        let catalog = self.db.catalog();
+        for (table, root_key_columns) in entry.group.tables.iter().zip(root_key_columns(&entry.group)) {
+            let (Some(schema), Some(root_key_columns)) = (catalog.table_by_name(&table.def.name), root_key_columns) else { continue };
+            let hook = TableHook { cache: self.this.clone(), group: entry.def.name.clone(), root_key_columns };
+            self.db.set_miss_hook(schema.id, Some(Arc::new(hook)));
+        }
+    }
+
+    fn uninstall(&self, entry: &GroupEntry) {
+        let catalog = self.db.catalog();
+        for table in &entry.group.tables {
+            if let Some(schema) = catalog.table_by_name(&table.def.name) {
+                self.db.set_miss_hook(schema.id, None);
+            }
+        }
+    }
+
+    /// Makes sure the instance with root key `root_key` is cached when
+    /// PostgreSQL has it (what a miss on a dynamic group does; also usable
+    /// to prefetch). Ok(true) when this call loaded it.
+    pub fn ensure_instance(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
+        let entry = self.entry(group)?;
+        let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        self.dynamic.ensure(&self.db, &entry, &layout, root_key)
     }
 
     pub fn database(&self) -> &Database {
@@ -259,7 +300,9 @@ impl Cache {
             }
         }
         create_group_tables(&self.db, &group)?;
-        groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def.clone(), group)));
+        let entry = Arc::new(GroupEntry::new(def.clone(), group));
+        self.install(&entry);
+        groups.insert(def.name.clone(), entry);
         Ok(())
     }
 
@@ -270,6 +313,7 @@ impl Cache {
         let Some(entry) = groups.get(name).cloned() else {
             return if if_exists { Ok(()) } else { Err(CacheError::UndefinedGroup { group: name.to_owned() }) };
         };
+        self.uninstall(&entry);
         let mut txn = self.db.begin_with_origin(self.db.default_commit_mode(), Origin::Application)?;
         for table in entry.group.tables.iter().rev() {
             txn.drop_table(&table.def.name)?;
@@ -405,8 +449,18 @@ impl Cache {
         self.groups.read().values().find(|entry| entry.group.tables.iter().any(|t| t.def.name == table)).map(|entry| entry.def.name.clone())
     }
 
-    /// Stops the aging thread and uninstalls the hooks (also on drop).
-    pub fn shutdown(&self) {}
+    /// Uninstalls the engine hooks (also on drop); the groups stay defined.
+    pub fn shutdown(&self) {
+        for entry in self.groups.read().values() {
+            self.uninstall(entry);
+        }
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
 }
 
 fn combine(group: Option<&str>, statement: Option<&str>) -> Option<String> {
