@@ -7,6 +7,7 @@
 //! Knows nothing of SQL text beyond the queries it sends PostgreSQL, and
 //! nothing of the network protocol.
 
+mod aging;
 mod dynamic;
 mod error;
 mod group;
@@ -17,6 +18,7 @@ mod persist;
 mod statement;
 mod types;
 
+pub use aging::AgingReport;
 pub use error::CacheError;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 pub use load::{LoadOptions, LoadProgress, LoadReport, load_group};

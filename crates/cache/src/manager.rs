@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -12,9 +13,10 @@ use parking_lot::{Mutex, RwLock};
 use pgtier_backend::catalog::ColumnDef;
 use pgtier_backend::copy_out::quote_identifier;
 use pgtier_backend::{ConnectParams, connect_backend};
-use pgtier_engine::{Database, Origin, Value};
+use pgtier_engine::{DataType, Database, Origin, Value};
 use postgres::Client;
 
+use crate::aging::{self, AgerControl, AgingReport};
 use crate::dynamic::{Dynamic, TableHook, root_key_columns};
 use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
@@ -205,7 +207,6 @@ pub(crate) fn quote_literal(text: &str) -> String {
 }
 
 /// The cache groups of one database.
-#[allow(dead_code)] // config: read by aging (next step)
 pub struct Cache {
     /// This cache, for the hooks it installs (they must not keep it alive).
     this: Weak<Cache>,
@@ -214,6 +215,10 @@ pub struct Cache {
     backend: Option<ConnectParams>,
     config: CacheConfig,
     groups: RwLock<BTreeMap<String, Arc<GroupEntry>>>,
+    ager: Mutex<Option<JoinHandle<()>>>,
+    ager_control: Arc<AgerControl>,
+    /// One aging round at a time (the thread's and `age_now`'s).
+    aging_round: Mutex<()>,
 }
 
 impl Cache {
@@ -227,20 +232,51 @@ impl Cache {
             groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group)));
         }
         let dynamic = Dynamic::new(backend.clone());
-        let cache = Arc::new_cyclic(|this| Cache { this: this.clone(), db, dynamic, backend, config, groups: RwLock::new(groups) });
+        let cache = Arc::new_cyclic(|this| Cache {
+            this: this.clone(),
+            db,
+            dynamic,
+            backend,
+            config,
+            groups: RwLock::new(groups),
+            ager: Mutex::new(None),
+            ager_control: Arc::default(),
+            aging_round: Mutex::new(()),
+        });
         for entry in cache.groups.read().values() {
             cache.install(entry);
         }
+        let ager = aging::spawn(Arc::downgrade(&cache), cache.ager_control.clone(), cache.config.aging_interval)
+            .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start the aging thread: {error}") })?;
+        *cache.ager.lock() = Some(ager);
         Ok(cache)
     }
 
-    /// Turns on the engine seams a group uses: the miss hook on every table
-    /// of a dynamic group that carries the root key.
+    /// Runs one aging round now (the aging thread runs one every
+    /// `aging_interval`): expired instances and, above the high watermark,
+    /// least recently used ones go.
+    pub fn age_now(&self) -> Result<AgingReport, CacheError> {
+        let _round = self.aging_round.lock();
+        // A new epoch: reads from now on are newer than everything before.
+        self.db.advance_access_tick();
+        let groups: Vec<Arc<GroupEntry>> = self.groups.read().values().cloned().collect();
+        aging::age_round(&self.db, &groups, self.config.memory_budget, self.config.high_watermark, self.config.low_watermark)
+    }
+
+    /// Turns on the engine seams a group uses: access stamps for LRU aging,
+    /// the miss hook on every table of a dynamic group that carries the root key.
     fn install(&self, entry: &GroupEntry) {
+        let catalog = self.db.catalog();
+        if entry.def.aging == Aging::Lru {
+            for table in &entry.group.tables {
+                if let Some(schema) = catalog.table_by_name(&table.def.name) {
+                    self.db.set_access_tracking(schema.id, true);
+                }
+            }
+        }
         if !entry.def.dynamic {
             return;
         }
-        let catalog = self.db.catalog();
         for (table, root_key_columns) in entry.group.tables.iter().zip(root_key_columns(&entry.group)) {
             let (Some(schema), Some(root_key_columns)) = (catalog.table_by_name(&table.def.name), root_key_columns) else { continue };
             let hook = TableHook { cache: self.this.clone(), group: entry.def.name.clone(), root_key_columns };
@@ -253,6 +289,7 @@ impl Cache {
         for table in &entry.group.tables {
             if let Some(schema) = catalog.table_by_name(&table.def.name) {
                 self.db.set_miss_hook(schema.id, None);
+                self.db.set_access_tracking(schema.id, false);
             }
         }
     }
@@ -286,6 +323,7 @@ impl Cache {
         }
         let spec = GroupSpec { name: def.name.clone(), root: def.root.clone(), children: def.children.clone(), kind: def.kind };
         let mut group = define_group(&mut self.connect()?, &spec)?;
+        check_aging(def, &group)?;
         persist::annotate(def, &mut group)?;
         let mut groups = self.groups.write();
         if groups.contains_key(&def.name) {
@@ -441,7 +479,7 @@ impl Cache {
 
     /// Per engine table: (committed rows, bytes in memory).
     fn table_sizes(&self) -> HashMap<String, (u64, u64)> {
-        self.db.stats().tables.into_iter().map(|t| (t.name, (t.rows, t.row_bytes_used + t.index_bytes))).collect()
+        self.db.stats().tables.into_iter().map(|t| { let memory = self.db.table_memory(t.id); (t.name, (t.rows, memory)) }).collect()
     }
 
     /// The group whose table `table` is, if any.
@@ -460,6 +498,25 @@ impl Cache {
 impl Drop for Cache {
     fn drop(&mut self) {
         self.shutdown();
+        self.ager_control.stop();
+        if let Some(ager) = self.ager.lock().take()
+            && ager.thread().id() != std::thread::current().id()
+        {
+            // The last reference may be dropped by the aging thread itself
+            // (it holds one during a round): it exits on its own then.
+            let _ = ager.join();
+        }
+    }
+}
+
+/// `AGING USE column` names a date or timestamp column of the root.
+fn check_aging(def: &CreateGroup, group: &CacheGroup) -> Result<(), CacheError> {
+    let Aging::Time { column, .. } = &def.aging else { return Ok(()) };
+    let root = &group.root().def;
+    match root.columns.iter().find(|c| &c.name == column) {
+        None => Err(CacheError::AgingColumn { group: def.name.clone(), column: column.clone(), reason: format!("is not a column of the root table \"{}\"", root.name) }),
+        Some(c) if matches!(c.ty, DataType::Date | DataType::Timestamp | DataType::TimestampTz) => Ok(()),
+        Some(c) => Err(CacheError::AgingColumn { group: def.name.clone(), column: column.clone(), reason: format!("has type {}; aging by time needs a date or timestamp column", c.ty.pg_name()) }),
     }
 }
 
