@@ -8,6 +8,7 @@
 //! nothing of the network protocol.
 
 mod aging;
+mod awt;
 mod dynamic;
 mod error;
 mod group;
@@ -19,6 +20,7 @@ mod statement;
 mod types;
 
 pub use aging::AgingReport;
+pub use awt::{AwtConfig, AwtStatus};
 pub use error::CacheError;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 pub use load::{LoadOptions, LoadProgress, LoadReport, load_group};

@@ -13,10 +13,11 @@ use parking_lot::{Mutex, RwLock};
 use pgtier_backend::catalog::ColumnDef;
 use pgtier_backend::copy_out::quote_identifier;
 use pgtier_backend::{ConnectParams, connect_backend};
-use pgtier_engine::{DataType, Database, Origin, Value};
+use pgtier_engine::{DataType, Database, Origin, StreamStart, Value};
 use postgres::Client;
 
 use crate::aging::{self, AgerControl, AgingReport};
+use crate::awt::{self, Awt, AwtConfig, AwtStatus, TableMap, table_map};
 use crate::dynamic::{Dynamic, TableHook, root_key_columns};
 use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
@@ -127,18 +128,46 @@ pub(crate) struct GroupEntry {
     pub group: CacheGroup,
     pub counters: Counters,
     /// Root keys (`key_text`) of instances with changes not yet propagated
-    /// to PostgreSQL: never loaded over, refreshed, unloaded or evicted.
-    pub dirty: Mutex<HashSet<String>>,
+    /// to PostgreSQL, with the number of pending transactions on each: never
+    /// loaded over, refreshed, unloaded or evicted. [`WHOLE_GROUP`] stands
+    /// for a change whose instance could not be told.
+    pub dirty: Mutex<HashMap<String, u32>>,
+    /// Per table: the positions of the columns holding the root key.
+    pub root_key_columns: Vec<Option<Vec<usize>>>,
 }
+
+/// The dirty mark of a change whose root key a table does not carry.
+pub(crate) const WHOLE_GROUP: &str = "*";
 
 impl GroupEntry {
     fn new(def: CreateGroup, group: CacheGroup) -> GroupEntry {
-        GroupEntry { def, group, counters: Counters::default(), dirty: Mutex::new(HashSet::new()) }
+        let root_key_columns = root_key_columns(&group);
+        GroupEntry { def, group, counters: Counters::default(), dirty: Mutex::new(HashMap::new()), root_key_columns }
     }
 
     pub fn is_dirty(&self, key: &[Value]) -> bool {
         let dirty = self.dirty.lock();
-        !dirty.is_empty() && dirty.contains(&key_text(key))
+        !dirty.is_empty() && (dirty.contains_key(WHOLE_GROUP) || dirty.contains_key(&key_text(key)))
+    }
+
+    pub fn mark_dirty(&self, key: &str) {
+        *self.dirty.lock().entry(key.to_owned()).or_insert(0) += 1;
+    }
+
+    pub fn clear_dirty(&self, key: &str) {
+        let mut dirty = self.dirty.lock();
+        if let Some(count) = dirty.get_mut(key) {
+            *count -= 1;
+            if *count == 0 {
+                dirty.remove(key);
+            }
+        }
+    }
+
+    /// The root key a row of table `index` belongs to, when the table carries it.
+    pub fn root_key_of_row(&self, index: usize, row: &[Value]) -> Option<Vec<Value>> {
+        let columns = self.root_key_columns.get(index)?.as_ref()?;
+        columns.iter().map(|&c| row.get(c).cloned()).collect()
     }
 }
 
@@ -217,6 +246,10 @@ pub struct Cache {
     groups: RwLock<BTreeMap<String, Arc<GroupEntry>>>,
     ager: Mutex<Option<JoinHandle<()>>>,
     ager_control: Arc<AgerControl>,
+    /// Every group's tables by name (rebuilt when groups change).
+    tables_by_name: RwLock<Arc<TableMap>>,
+    awt: Mutex<Option<Awt>>,
+    awt_config: AwtConfig,
     /// One aging round at a time (the thread's and `age_now`'s).
     aging_round: Mutex<()>,
 }
@@ -241,15 +274,69 @@ impl Cache {
             groups: RwLock::new(groups),
             ager: Mutex::new(None),
             ager_control: Arc::default(),
+            tables_by_name: RwLock::new(Arc::default()),
+            awt: Mutex::new(None),
+            awt_config: AwtConfig::default(),
             aging_round: Mutex::new(()),
         });
         for entry in cache.groups.read().values() {
             cache.install(entry);
         }
+        cache.groups_changed()?;
         let ager = aging::spawn(Arc::downgrade(&cache), cache.ager_control.clone(), cache.config.aging_interval)
             .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start the aging thread: {error}") })?;
         *cache.ager.lock() = Some(ager);
         Ok(cache)
+    }
+
+    /// After groups were created or dropped: the table map, and AWT
+    /// propagation running exactly while an AWT group exists (its commit
+    /// stream consumer retains WAL until propagated; with no AWT group left it
+    /// is removed, so nothing pins WAL for nothing).
+    fn groups_changed(&self) -> Result<(), CacheError> {
+        let groups = self.groups.read();
+        *self.tables_by_name.write() = Arc::new(table_map(groups.values()));
+        let any_awt = groups.values().any(|entry| entry.def.kind == GroupKind::Awt);
+        drop(groups);
+        let mut awt = self.awt.lock();
+        match (any_awt, awt.is_some()) {
+            (true, false) if self.backend.is_some() => {
+                self.db.register_consumer(awt::CONSUMER, StreamStart::Now)?;
+                let started = Awt::start(self.this.clone(), self.awt_config.clone())
+                    .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start write-through: {error}") })?;
+                *awt = Some(started);
+            }
+            (false, true) => {
+                if let Some(running) = awt.take() {
+                    running.stop();
+                }
+                self.db.unregister_consumer(awt::CONSUMER)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The group and index of table `name`, if a group holds it.
+    pub(crate) fn awt_table(&self, name: &str) -> Option<(Arc<GroupEntry>, usize)> {
+        self.tables_by_name.read().get(name).cloned()
+    }
+
+    pub(crate) fn backend(&self) -> Option<&ConnectParams> {
+        self.backend.as_ref()
+    }
+
+    /// Write-through figures, when AWT propagation runs.
+    pub fn propagation(&self) -> Option<Arc<AwtStatus>> {
+        self.awt.lock().as_ref().map(|awt| awt.status.clone())
+    }
+
+    /// Waits until everything committed before this call has been
+    /// propagated (or was not for PostgreSQL); false after `timeout`.
+    pub fn wait_propagated(&self, timeout: Duration) -> bool {
+        let Some(status) = self.propagation() else { return true };
+        let end = self.db.stats().wal_durable_end.0;
+        awt::wait_position(&status, end, timeout)
     }
 
     /// Runs one aging round now (the aging thread runs one every
@@ -341,7 +428,8 @@ impl Cache {
         let entry = Arc::new(GroupEntry::new(def.clone(), group));
         self.install(&entry);
         groups.insert(def.name.clone(), entry);
-        Ok(())
+        drop(groups);
+        self.groups_changed()
     }
 
     /// DROP CACHE GROUP: drops the group's tables in the cache (one engine
@@ -358,7 +446,8 @@ impl Cache {
         }
         txn.commit()?;
         groups.remove(name);
-        Ok(())
+        drop(groups);
+        self.groups_changed()
     }
 
     /// LOAD CACHE GROUP: `options.predicate` is combined with the group's
@@ -498,6 +587,9 @@ impl Cache {
 impl Drop for Cache {
     fn drop(&mut self) {
         self.shutdown();
+        if let Some(awt) = self.awt.lock().take() {
+            awt.stop();
+        }
         self.ager_control.stop();
         if let Some(ager) = self.ager.lock().take()
             && ager.thread().id() != std::thread::current().id()
