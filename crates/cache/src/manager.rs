@@ -76,6 +76,23 @@ pub struct RefreshReport {
     pub seconds: f64,
 }
 
+/// A row of `pgtier_cache_propagation`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PropagationInfo {
+    pub connected: bool,
+    pub applied_txns: u64,
+    pub applied_statements: u64,
+    pub batches: u64,
+    /// Transactions PostgreSQL refused for good (in `pgtier.awt_errors`).
+    pub errors: u64,
+    pub retries: u64,
+    /// WAL committed locally and not yet processed by propagation.
+    pub backlog_bytes: u64,
+    /// How far behind PostgreSQL is, in milliseconds (0 when nothing is pending).
+    pub lag_ms: f64,
+    pub last_error: Option<String>,
+}
+
 /// A row of `pgtier_cache_groups`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupInfo {
@@ -329,6 +346,29 @@ impl Cache {
     /// Write-through figures, when AWT propagation runs.
     pub fn propagation(&self) -> Option<Arc<AwtStatus>> {
         self.awt.lock().as_ref().map(|awt| awt.status.clone())
+    }
+
+    /// A row of `pgtier_cache_propagation`: where write-through stands.
+    pub fn propagation_info(&self) -> Option<PropagationInfo> {
+        let status = self.propagation()?;
+        let stats = self.db.stats();
+        let position = status.position.load(Ordering::Relaxed);
+        let backlog_bytes = stats.wal_durable_end.0.saturating_sub(position);
+        let last_applied = status.last_applied_commit_us.load(Ordering::Relaxed);
+        let now_us = u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)).unwrap_or(0);
+        Some(PropagationInfo {
+            connected: status.connected.load(Ordering::Relaxed),
+            applied_txns: status.applied_txns.load(Ordering::Relaxed),
+            applied_statements: status.applied_statements.load(Ordering::Relaxed),
+            batches: status.batches.load(Ordering::Relaxed),
+            errors: status.errors.load(Ordering::Relaxed),
+            retries: status.retries.load(Ordering::Relaxed),
+            backlog_bytes,
+            // Nothing pending: no lag. Else the age of the last applied
+            // commit bounds how far behind PostgreSQL is.
+            lag_ms: if backlog_bytes == 0 || last_applied == 0 { 0.0 } else { now_us.saturating_sub(last_applied) as f64 / 1000.0 },
+            last_error: status.last_error.lock().clone(),
+        })
     }
 
     /// Waits until everything committed before this call has been
