@@ -23,7 +23,7 @@ pub use aging::AgingReport;
 pub use awt::{AwtConfig, AwtStatus};
 pub use error::CacheError;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
-pub use load::{LoadOptions, LoadProgress, LoadReport, load_group};
+pub use load::{LoadOptions, LoadProgress, LoadReport, VerifyTally, load_group};
 pub use manager::{Cache, CacheConfig, GroupInfo, GroupStats, PropagationInfo, RefreshReport, RootKey, TableInfo, UnloadReport};
 pub use pgtier_backend::snapshot::Cancel;
 pub use statement::{Aging, CacheStatement, CreateGroup, parse_cache_statement};

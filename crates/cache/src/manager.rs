@@ -23,7 +23,7 @@ use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 use crate::instance::{InstanceLayout, key_text};
 use crate::persist;
-use crate::load::{Admission, Existing, LoadOptions, LoadReport, load_admitting};
+use crate::load::{Admission, Existing, LoadOptions, LoadReport, VerifyTally, load_admitting};
 use crate::statement::{Aging, CreateGroup};
 
 /// Settings of the `[cache]` config section.
@@ -497,7 +497,7 @@ impl Cache {
         let mut options = options.clone();
         options.predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
         let exclude = |key: &[Value]| entry.is_dirty(key);
-        let admission = Admission { existing: Existing::Keep, exclude: &exclude, seen: None };
+        let admission = Admission { existing: Existing::Keep, verify: None, exclude: &exclude, seen: None };
         let report = self.load_from_backend(&entry, &options, &admission)?;
         entry.counters.loaded.fetch_add(report.instances, Ordering::Relaxed);
         Ok(report)
@@ -545,7 +545,7 @@ impl Cache {
         let cached: Vec<Vec<Value>> = cached_keys.iter().filter_map(|key| layout.normalize_root_key(key)).collect();
         let exclude = |key: &[Value]| entry.is_dirty(key);
         let seen = Mutex::new(Vec::new());
-        let admission = Admission { existing: Existing::Replace, exclude: &exclude, seen: Some(&seen) };
+        let admission = Admission { existing: Existing::Replace, verify: None, exclude: &exclude, seen: Some(&seen) };
         let mut report = RefreshReport::default();
         let mut options = options.clone();
         let predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
@@ -573,6 +573,32 @@ impl Cache {
         report.seconds = started.elapsed().as_secs_f64();
         entry.counters.refreshed.fetch_add(report.reloaded, Ordering::Relaxed);
         Ok(report)
+    }
+
+    /// Compares every cached instance of group `name` with PostgreSQL's
+    /// (values, read in one PostgreSQL snapshot; the cache at a snapshot per
+    /// instance): run it when propagation has drained and nothing writes.
+    pub fn verify(&self, name: &str) -> Result<VerifyTally, CacheError> {
+        let entry = self.entry(name)?;
+        let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        let cached = layout.root_keys(&self.db)?;
+        let tally = Mutex::new(VerifyTally::default());
+        let seen = Mutex::new(Vec::new());
+        let admission = Admission { existing: Existing::Keep, verify: Some(&tally), exclude: &|_| false, seen: Some(&seen) };
+        let mut options = LoadOptions { parallel: self.config.load_parallel, ..LoadOptions::default() };
+        if entry.def.dynamic {
+            for chunk in cached.chunks(REFRESH_KEYS_PER_QUERY) {
+                options.predicate = combine(entry.def.root_predicate.as_deref(), Some(&keys_predicate(entry.group.root(), chunk)));
+                self.load_from_backend(&entry, &options, &admission)?;
+            }
+        } else {
+            options.predicate = entry.def.root_predicate.clone();
+            self.load_from_backend(&entry, &options, &admission)?;
+        }
+        let seen: HashSet<String> = seen.into_inner().iter().map(|key| key_text(key)).collect();
+        let mut tally = tally.into_inner();
+        tally.only_in_cache = cached.iter().map(|key| key_text(key)).filter(|key| !seen.contains(key)).collect();
+        Ok(tally)
     }
 
     /// `pgtier_cache_groups`.

@@ -128,7 +128,19 @@ fn application_commits_reach_postgres_exactly_once_in_order() {
     workload(cache.database(), 3, 300, 2000);
     assert_same(&cache, &mut client, "s_id <= 2000");
     assert_eq!(counters(&mut client), before + 1200, "every increment applied exactly once");
+    let verified = cache.verify("awt").unwrap();
+    assert!(verified.is_clean(), "{verified:?}");
+    assert_eq!((verified.compared, verified.not_cached), (2000, u64::from(common::SUBSCRIBERS) - 2000));
+    // verify sees changes made behind the cache's back.
+    let forwarding_of_6 = cache_dump(cache.database(), "call_forwarding").iter().any(|line| line.starts_with("6|"));
+    client.batch_execute("UPDATE access_info SET data2 = data2 + 1 WHERE s_id = 5 AND ai_type = 1; DELETE FROM call_forwarding WHERE s_id = 6;").unwrap();
+    client.batch_execute("DELETE FROM call_forwarding WHERE s_id = 9; DELETE FROM special_facility WHERE s_id = 9; DELETE FROM access_info WHERE s_id = 9; DELETE FROM subscriber WHERE s_id = 9;").unwrap();
+    let verified = cache.verify("awt").unwrap();
+    assert_eq!(verified.differing, u64::from(forwarding_of_6) + 1, "{verified:?}");
+    assert!(verified.differences.iter().any(|(key, table, _)| key.contains("Int4(5)") && table == "access_info"), "{verified:?}");
+    assert_eq!(verified.only_in_cache, vec!["[Int4(9)]".to_owned()]);
 }
+
 
 #[test]
 fn a_refused_transaction_goes_to_the_error_table_and_the_rest_propagates() {
@@ -151,6 +163,8 @@ fn a_refused_transaction_goes_to_the_error_table_and_the_rest_propagates() {
     assert!(cache.wait_propagated(Duration::from_secs(60)));
     let status = cache.propagation().unwrap();
     assert_eq!(status.errors.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let verified = cache.verify("awt").unwrap();
+    assert_eq!((verified.compared, verified.differing), (500, 1), "{verified:?}");
     let row = client.query_one("SELECT sqlstate, statements FROM pgtier.awt_errors", &[]).unwrap();
     assert_eq!(row.get::<_, String>(0), "23514");
     assert!(row.get::<_, String>(1).contains("'-5'"), "{}", row.get::<_, String>(1));
