@@ -143,6 +143,7 @@ fn session(cache: &Weak<Cache>, config: &AwtConfig, status: &AwtStatus, stop: &A
     status.connected.store(true, Ordering::Relaxed);
     *status.last_error.lock() = None;
     let mut stream = db.stream(CONSUMER)?;
+    let mut acks = Acks::default();
     let mut batch = Batch::default();
     while !stop.load(Ordering::Relaxed) {
         let wait = match batch.started {
@@ -153,8 +154,8 @@ fn session(cache: &Weak<Cache>, config: &AwtConfig, status: &AwtStatus, stop: &A
         let Some(txn) = next else {
             if !batch.is_empty() {
                 flush(&mut client, &config.node, &mut batch, status)?;
-                stream.ack(Lsn(status.position.load(Ordering::Relaxed)))?;
             }
+            acks.maybe(&mut stream, status, false)?;
             continue;
         };
         if txn.lsn.0 < applied {
@@ -167,23 +168,43 @@ fn session(cache: &Weak<Cache>, config: &AwtConfig, status: &AwtStatus, stop: &A
         drop(strong);
         match pending {
             Some(pending) => batch.push(pending),
-            None if batch.is_empty() => {
-                // Nothing for PostgreSQL: the position moves without a round trip.
-                status.position.store(txn.next_lsn.0, Ordering::Relaxed);
-                stream.ack(txn.next_lsn)?;
-            }
+            // Nothing for PostgreSQL: the position moves without a round trip.
+            None if batch.is_empty() => status.position.store(txn.next_lsn.0, Ordering::Relaxed),
             None => batch.advance(txn.next_lsn),
         }
         if batch.bytes >= config.batch_bytes_max {
             flush(&mut client, &config.node, &mut batch, status)?;
-            stream.ack(Lsn(status.position.load(Ordering::Relaxed)))?;
         }
+        acks.maybe(&mut stream, status, false)?;
     }
     if !batch.is_empty() {
         flush(&mut client, &config.node, &mut batch, status)?;
-        stream.ack(Lsn(status.position.load(Ordering::Relaxed)))?;
     }
-    Ok(())
+    acks.maybe(&mut stream, status, true)
+}
+
+/// The local consumer position is written (a small file, fsync'd) at most
+/// every [`ACK_INTERVAL`]: it only bounds WAL retention and where a restart
+/// begins reading; PostgreSQL's progress row decides what is skipped.
+const ACK_INTERVAL: Duration = Duration::from_millis(200);
+
+#[derive(Default)]
+struct Acks {
+    last: Option<Instant>,
+    acked: u64,
+}
+
+impl Acks {
+    fn maybe(&mut self, stream: &mut pgtier_engine::CommitStream, status: &AwtStatus, force: bool) -> Result<(), CacheError> {
+        let position = status.position.load(Ordering::Relaxed);
+        let due = self.last.is_none_or(|last| last.elapsed() >= ACK_INTERVAL);
+        if position > self.acked && (due || force) {
+            stream.ack(Lsn(position))?;
+            self.acked = position;
+            self.last = Some(Instant::now());
+        }
+        Ok(())
+    }
 }
 
 /// One application transaction turned into SQL for PostgreSQL.
