@@ -88,7 +88,11 @@ fn workload(db: &Database, seed: u64, n: usize, keys: i32) {
                     }
                 }
             }
-            _ => {}
+            // A second instance in the same transaction (may span apply lanes).
+            _ => {
+                let other = rng.random_range(1..=keys);
+                txn.update_with(subscriber.id, &[Value::Int4(other)], |row| Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap_or(0) as i32 + 1))]))).unwrap();
+            }
         }
         txn.commit().unwrap();
     }
@@ -127,7 +131,9 @@ fn application_commits_reach_postgres_exactly_once_in_order() {
     let cache = open(dir.path(), &url);
     workload(cache.database(), 3, 300, 2000);
     assert_same(&cache, &mut client, "s_id <= 2000");
-    assert_eq!(counters(&mut client), before + 1200, "every increment applied exactly once");
+    // 1,200 transactions, a third of them incrementing two subscribers.
+    assert_eq!(counters(&mut client), before + 1600, "every increment applied exactly once");
+    assert!(cache.propagation().unwrap().spanning.load(std::sync::atomic::Ordering::Relaxed) > 0);
     let verified = cache.verify("awt").unwrap();
     assert!(verified.is_clean(), "{verified:?}");
     assert_eq!((verified.compared, verified.not_cached), (2000, u64::from(common::SUBSCRIBERS) - 2000));
@@ -150,33 +156,34 @@ fn a_refused_transaction_goes_to_the_error_table_and_the_rest_propagates() {
     let dir = tempfile::tempdir().unwrap();
     let cache = open(dir.path(), &url);
     cache.create_group(&awt_group()).unwrap();
-    cache.load("awt", &LoadOptions { predicate: Some("s_id <= 500".into()), ..LoadOptions::default() }).unwrap();
+    cache.load("awt", &LoadOptions { predicate: Some("s_id <= 600".into()), ..LoadOptions::default() }).unwrap();
     let db = cache.database().clone();
     let catalog = db.catalog();
     let subscriber = catalog.table_by_name("subscriber").unwrap();
     let vlr = subscriber.column_index("vlr_location").unwrap();
     workload(&db, 4, 50, 500);
     let mut txn = db.begin().unwrap();
-    txn.update(subscriber.id, &[Value::Int4(7)], &[(vlr, Value::Int4(-5))]).unwrap();
+    // Outside the workload's keys: any later update of the row would carry -5 again.
+    txn.update(subscriber.id, &[Value::Int4(550)], &[(vlr, Value::Int4(-5))]).unwrap();
     txn.commit().unwrap();
     workload(&db, 5, 50, 500);
     assert!(cache.wait_propagated(Duration::from_secs(60)));
     let status = cache.propagation().unwrap();
     assert_eq!(status.errors.load(std::sync::atomic::Ordering::Relaxed), 1);
     let verified = cache.verify("awt").unwrap();
-    assert_eq!((verified.compared, verified.differing), (500, 1), "{verified:?}");
+    assert_eq!((verified.compared, verified.differing), (600, 1), "{verified:?}");
     let row = client.query_one("SELECT sqlstate, statements FROM pgtier.awt_errors", &[]).unwrap();
     assert_eq!(row.get::<_, String>(0), "23514");
     assert!(row.get::<_, String>(1).contains("'-5'"), "{}", row.get::<_, String>(1));
-    // Everything else is PostgreSQL's: subscriber 7 differs only by the refused change.
+    // Everything else is PostgreSQL's: subscriber 550 differs only by the refused change.
     let group = check_group(&mut client);
     for table in TABLES {
-        let expected = postgres_dump(&mut client, &group, table, "s_id <= 500");
+        let expected = postgres_dump(&mut client, &group, table, "s_id <= 600");
         let cached = cache_dump(&db, table);
         let differing: Vec<_> = cached.iter().zip(&expected).filter(|(c, e)| c != e).collect();
         if table == "subscriber" {
             assert_eq!(differing.len(), 1, "{differing:?}");
-            assert!(differing[0].0.starts_with("7|"));
+            assert!(differing[0].0.starts_with("550|"));
         } else {
             assert!(differing.is_empty(), "{table}: {differing:?}");
         }
