@@ -20,7 +20,7 @@ mod statement;
 mod types;
 
 pub use aging::AgingReport;
-pub use awt::{AwtConfig, AwtStatus};
+pub use awt::{AwtConfig, AwtStatus, LagHistogram};
 pub use error::CacheError;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 pub use load::{LoadOptions, LoadProgress, LoadReport, VerifyTally, load_group};

@@ -39,11 +39,20 @@ pub struct CacheConfig {
     pub aging_interval: Duration,
     /// PARALLEL when LOAD/REFRESH does not say.
     pub load_parallel: usize,
+    /// AWT write-through: node name, apply connections, batching.
+    pub awt: AwtConfig,
 }
 
 impl Default for CacheConfig {
     fn default() -> CacheConfig {
-        CacheConfig { memory_budget: None, high_watermark: 0.9, low_watermark: 0.8, aging_interval: Duration::from_secs(1), load_parallel: 1 }
+        CacheConfig {
+            memory_budget: None,
+            high_watermark: 0.9,
+            low_watermark: 0.8,
+            aging_interval: Duration::from_secs(1),
+            load_parallel: 1,
+            awt: AwtConfig::default(),
+        }
     }
 }
 
@@ -90,6 +99,10 @@ pub struct PropagationInfo {
     pub backlog_bytes: u64,
     /// How far behind PostgreSQL is, in milliseconds (0 when nothing is pending).
     pub lag_ms: f64,
+    /// Commit in the cache to commit in PostgreSQL, over applied transactions.
+    pub lag_p50_ms: f64,
+    pub lag_p99_ms: f64,
+    pub lanes: u64,
     pub last_error: Option<String>,
 }
 
@@ -266,7 +279,6 @@ pub struct Cache {
     /// Every group's tables by name (rebuilt when groups change).
     tables_by_name: RwLock<Arc<TableMap>>,
     awt: Mutex<Option<Awt>>,
-    awt_config: AwtConfig,
     /// One aging round at a time (the thread's and `age_now`'s).
     aging_round: Mutex<()>,
 }
@@ -293,7 +305,6 @@ impl Cache {
             ager_control: Arc::default(),
             tables_by_name: RwLock::new(Arc::default()),
             awt: Mutex::new(None),
-            awt_config: AwtConfig::default(),
             aging_round: Mutex::new(()),
         });
         for entry in cache.groups.read().values() {
@@ -319,7 +330,7 @@ impl Cache {
         match (any_awt, awt.is_some()) {
             (true, false) if self.backend.is_some() => {
                 self.db.register_consumer(awt::CONSUMER, StreamStart::Now)?;
-                let started = Awt::start(self.this.clone(), self.awt_config.clone())
+                let started = Awt::start(self.this.clone(), self.config.awt.clone())
                     .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start write-through: {error}") })?;
                 *awt = Some(started);
             }
@@ -367,6 +378,9 @@ impl Cache {
             // Nothing pending: no lag. Else the age of the last applied
             // commit bounds how far behind PostgreSQL is.
             lag_ms: if backlog_bytes == 0 || last_applied == 0 { 0.0 } else { now_us.saturating_sub(last_applied) as f64 / 1000.0 },
+            lag_p50_ms: status.lag.quantile_us(0.5) / 1000.0,
+            lag_p99_ms: status.lag.quantile_us(0.99) / 1000.0,
+            lanes: status.lanes.load(Ordering::Relaxed),
             last_error: status.last_error.lock().clone(),
         })
     }
