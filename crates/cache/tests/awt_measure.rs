@@ -59,7 +59,7 @@ fn measure_awt_rate_and_lag() {
         let vlr = subscriber.column_index("vlr_location").unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(lanes as u64);
         let keys = i32::try_from(common::SUBSCRIBERS).unwrap();
-        let mut update = |rng: &mut rand::rngs::StdRng| {
+        let update = |rng: &mut rand::rngs::StdRng| {
             let mut txn = db.begin().unwrap();
             txn.update(subscriber.id, &[Value::Int4(rng.random_range(1..=keys))], &[(vlr, Value::Int4(rng.random_range(0..1_000_000)))]).unwrap();
             txn.commit().unwrap();
