@@ -46,6 +46,16 @@ impl Transaction {
         Ok(true)
     }
 
+    /// After a lookup of `key` found nothing (or a writer's recheck said
+    /// no): true to look once more. Asks only the first time (`asked`).
+    #[cold]
+    pub(super) fn retry_key(&mut self, asked: &mut bool, table: TableId, key: &[Value]) -> Result<bool> {
+        if std::mem::replace(asked, true) {
+            return Ok(false);
+        }
+        self.key_missed(table, key)
+    }
+
     /// For a lookup of primary key `key` in `table` that found nothing: asks
     /// the hook if the key has no live row at all (see
     /// `TableStore::absent_for_miss`). True: retry the lookup.
