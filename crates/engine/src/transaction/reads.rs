@@ -24,21 +24,7 @@ impl Transaction {
     /// hook, if it has one (transaction/miss.rs), and then looks again.
     pub fn get(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         self.prologue()?;
-        // One call site of each step, so they inline as before the hook.
-        let mut asked = false;
-        loop {
-            // Results are matched, not passed on: moving a whole
-            // `Result<_, EngineError>` costs a copy on every hit.
-            match self.get_inner(table, key, out) {
-                Ok(true) => return Ok(true),
-                Ok(false) => match self.retry_key(&mut asked, table, key) {
-                    Ok(true) => continue,
-                    Ok(false) => return Ok(false),
-                    Err(e) => return self.check(Err(e)),
-                },
-                Err(e) => return self.check(Err(e)),
-            }
-        }
+        self.retrying_key_miss(table, key, |t| t.get_inner(table, key, out))
     }
 
     fn get_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {

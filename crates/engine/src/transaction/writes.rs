@@ -160,20 +160,7 @@ impl Transaction {
     /// do `delete`, `delete_with` and `get_for_update`.
     pub fn update_with(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>) -> Result<bool> {
         self.prologue()?;
-        let mut asked = false;
-        loop {
-            // Results are matched, not passed on: moving a whole
-            // `Result<_, EngineError>` costs a copy on every hit.
-            match self.update_inner(table, key, &mut f) {
-                Ok(true) => return Ok(true),
-                Ok(false) => match self.retry_key(&mut asked, table, key) {
-                    Ok(true) => continue,
-                    Ok(false) => return Ok(false),
-                    Err(e) => return self.check(Err(e)),
-                },
-                Err(e) => return self.check(Err(e)),
-            }
-        }
+        self.retrying_key_miss(table, key, |t| t.update_inner(table, key, &mut f))
     }
 
     pub(super) fn update_inner(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>) -> Result<bool> {
@@ -219,20 +206,7 @@ impl Transaction {
     /// COMMITTED's recheck. False if there is no such row or `f` says no.
     pub fn delete_with(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<bool> {
         self.prologue()?;
-        let mut asked = false;
-        loop {
-            // Results are matched, not passed on: moving a whole
-            // `Result<_, EngineError>` costs a copy on every hit.
-            match self.delete_inner(table, key, &mut f) {
-                Ok(true) => return Ok(true),
-                Ok(false) => match self.retry_key(&mut asked, table, key) {
-                    Ok(true) => continue,
-                    Ok(false) => return Ok(false),
-                    Err(e) => return self.check(Err(e)),
-                },
-                Err(e) => return self.check(Err(e)),
-            }
-        }
+        self.retrying_key_miss(table, key, |t| t.delete_inner(table, key, &mut f))
     }
 
     pub(super) fn delete_inner(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<bool> {
@@ -277,20 +251,7 @@ impl Transaction {
     /// committed version; false if it does not exist.
     pub fn get_for_update(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         self.prologue()?;
-        let mut asked = false;
-        loop {
-            // Results are matched, not passed on: moving a whole
-            // `Result<_, EngineError>` costs a copy on every hit.
-            match self.lock_inner(table, key, out) {
-                Ok(true) => return Ok(true),
-                Ok(false) => match self.retry_key(&mut asked, table, key) {
-                    Ok(true) => continue,
-                    Ok(false) => return Ok(false),
-                    Err(e) => return self.check(Err(e)),
-                },
-                Err(e) => return self.check(Err(e)),
-            }
-        }
+        self.retrying_key_miss(table, key, |t| t.lock_inner(table, key, out))
     }
 
     fn lock_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
