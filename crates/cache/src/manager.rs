@@ -389,7 +389,9 @@ impl Cache {
     /// propagated (or was not for PostgreSQL); false after `timeout`.
     pub fn wait_propagated(&self, timeout: Duration) -> bool {
         let Some(status) = self.propagation() else { return true };
-        let end = self.db.stats().wal_durable_end.0;
+        // The written end, not the durable one: with asynchronous commits the
+        // last transactions become durable (and readable) a moment later.
+        let end = self.db.stats().wal_end.0;
         awt::wait_position(&status, end, timeout)
     }
 
