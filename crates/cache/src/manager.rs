@@ -72,6 +72,17 @@ pub struct UnloadReport {
     pub rows: u64,
     /// Instances left in place because they hold changes not yet propagated to PostgreSQL.
     pub skipped_dirty: u64,
+    /// Instances left in place because an application transaction held one of their rows.
+    pub skipped_locked: u64,
+}
+
+impl UnloadReport {
+    fn add(&mut self, other: &UnloadReport) {
+        self.instances += other.instances;
+        self.rows += other.rows;
+        self.skipped_dirty += other.skipped_dirty;
+        self.skipped_locked += other.skipped_locked;
+    }
 }
 
 /// What REFRESH did.
@@ -224,21 +235,42 @@ const REFRESH_KEYS_PER_QUERY: usize = 1000;
 pub(crate) fn remove_instances(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>]) -> Result<UnloadReport, CacheError> {
     let mut report = UnloadReport::default();
     for chunk in keys.chunks(REMOVE_BATCH) {
-        let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
-        for key in chunk {
-            let Some(key) = layout.normalize_root_key(key) else { continue };
-            if entry.is_dirty(&key) {
-                report.skipped_dirty += 1;
-                continue;
+        match remove_batch(db, entry, layout, chunk) {
+            Ok(done) => report.add(&done),
+            // A row an application transaction holds: evictions never wait
+            // (the engine's no-wait rule). Again one instance per
+            // transaction, leaving the held ones.
+            Err(CacheError::Engine(error)) if error.sqlstate() == "55P03" => {
+                for key in chunk {
+                    match remove_batch(db, entry, layout, std::slice::from_ref(key)) {
+                        Ok(done) => report.add(&done),
+                        Err(CacheError::Engine(error)) if error.sqlstate() == "55P03" => report.skipped_locked += 1,
+                        Err(error) => return Err(error),
+                    }
+                }
             }
-            if let Some(instance) = layout.read(&mut txn, &key)? {
-                layout.delete(&mut txn, &instance)?;
-                report.instances += 1;
-                report.rows += instance.row_count();
-            }
+            Err(error) => return Err(error),
         }
-        txn.commit()?;
     }
+    Ok(report)
+}
+
+fn remove_batch(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>]) -> Result<UnloadReport, CacheError> {
+    let mut report = UnloadReport::default();
+    let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
+    for key in keys {
+        let Some(key) = layout.normalize_root_key(key) else { continue };
+        if entry.is_dirty(&key) {
+            report.skipped_dirty += 1;
+            continue;
+        }
+        if let Some(instance) = layout.read(&mut txn, &key)? {
+            layout.delete(&mut txn, &instance)?;
+            report.instances += 1;
+            report.rows += instance.row_count();
+        }
+    }
+    txn.commit()?;
     Ok(report)
 }
 
