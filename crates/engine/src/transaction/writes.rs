@@ -13,6 +13,7 @@ use super::{Held, Step, Transaction, WriteEntry, encode_pk};
 use crate::api::{RowBuf, RowRef};
 use crate::error::{EngineError, Result};
 use crate::key::hash_key;
+use crate::origin::Origin;
 use crate::schema::{TableId, TableSchema};
 use crate::table::{InsertOutcome, Latest, LatestVersion, TableStore};
 use crate::types::{Value, coerce};
@@ -30,6 +31,12 @@ impl Transaction {
             return Ok(i);
         }
         let store = self.store(table)?;
+        if store.seams.has_write_guard()
+            && self.origin == Origin::Application
+            && let Some(guard) = store.seams.write_guard()
+        {
+            guard.check_write(&store.schema)?;
+        }
         let own_exclusive = self.exclusive.iter().any(|s| Arc::ptr_eq(s, &store));
         let created_here = self.private_catalog && self.db.catalog.current().store(table).is_none();
         let shared = !own_exclusive && !created_here;
