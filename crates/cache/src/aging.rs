@@ -88,14 +88,14 @@ struct Candidate {
 }
 
 /// One aging round over `groups` (what `Cache::age_now` runs).
-pub(crate) fn age_round(db: &Database, groups: &[Arc<GroupEntry>], budget: Option<u64>, high: f64, low: f64) -> Result<AgingReport, CacheError> {
+pub(crate) fn age_round(db: &Database, groups: &[Arc<GroupEntry>], dirty_known: &[bool], budget: Option<u64>, high: f64, low: f64) -> Result<AgingReport, CacheError> {
     let mut report = AgingReport::default();
     let catalog = db.catalog();
     let layouts = groups.iter().map(|entry| InstanceLayout::resolve(&catalog, &entry.group)).collect::<Result<Vec<_>, _>>()?;
-    for (entry, layout) in groups.iter().zip(&layouts) {
+    for ((entry, layout), &known) in groups.iter().zip(&layouts).zip(dirty_known) {
         if let Aging::Time { column, lifetime } = &entry.def.aging {
             let expired = expired_keys(db, entry, layout, column, *lifetime)?;
-            let removed = remove_instances(db, entry, layout, &expired)?;
+            let removed = remove_instances(db, entry, layout, &expired, known)?;
             entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
             report.expired += removed.instances;
             report.skipped_dirty += removed.skipped_dirty;
@@ -139,11 +139,11 @@ pub(crate) fn age_round(db: &Database, groups: &[Arc<GroupEntry>], budget: Optio
         report.freed_bytes += candidate.bytes;
         chosen[group].push(candidate.key);
     }
-    for ((entry, layout), keys) in groups.iter().zip(&layouts).zip(&chosen) {
+    for (((entry, layout), keys), &known) in groups.iter().zip(&layouts).zip(&chosen).zip(dirty_known) {
         if keys.is_empty() {
             continue;
         }
-        let removed = remove_instances(db, entry, layout, keys)?;
+        let removed = remove_instances(db, entry, layout, keys, known)?;
         entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
         report.evicted += removed.instances;
         report.skipped_dirty += removed.skipped_dirty;

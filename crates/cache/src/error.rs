@@ -75,6 +75,11 @@ pub enum CacheError {
     #[error("syntax error in cache group statement: {reason}")]
     Syntax { reason: String },
 
+    /// An AWT group's unpropagated changes cannot be told (write-through is
+    /// not running or far behind), so nothing may be loaded over the cache.
+    #[error("cache group \"{group}\": write-through to PostgreSQL is not keeping up, so rows cannot be loaded safely now")]
+    WriteThroughBehind { group: String },
+
     /// The dynamic load this lookup waited for (another session's) failed.
     #[error("dynamic load of cache group \"{group}\" failed: {reason}")]
     DynamicLoad { group: String, sqlstate: String, reason: String },
@@ -112,6 +117,7 @@ impl CacheError {
             CacheError::AgingColumn { reason, .. } => if reason.starts_with("is not") { "42703" } else { "42804" },
             CacheError::Syntax { .. } => "42601",
             CacheError::NotYet { .. } => "0A000",
+            CacheError::WriteThroughBehind { .. } => "55000",
             CacheError::DynamicLoad { sqlstate, .. } => sqlstate,
             CacheError::Connect(error) => error.sqlstate(),
             CacheError::Backend(error) => error.sqlstate(),
@@ -134,6 +140,9 @@ impl CacheError {
             CacheError::NoBackend => "Set [backend] url in the server's config file (or pass the backend to Cache::open).".into(),
             CacheError::TableInOtherGroup { other, .. } => format!("Drop cache group \"{other}\" first, or leave the table out."),
             CacheError::PredicateNotOnRoot { .. } => "Put the condition on the root table: instances are chosen by their root row.".into(),
+            CacheError::WriteThroughBehind { .. } => {
+                "Loading now could bring back rows changed in the cache but not yet in PostgreSQL. Check pgtier_cache_propagation (is PostgreSQL reachable?) and retry.".into()
+            }
             CacheError::DefinitionChanged { .. } => "Drop and define the cache group again.".into(),
             _ => return None,
         })

@@ -232,8 +232,14 @@ const REFRESH_KEYS_PER_QUERY: usize = 1000;
 
 /// Removes the cached instances of `keys` (absent ones are ignored) as
 /// `Origin::Evict`: the rows leave the cache, PostgreSQL never hears of it.
-pub(crate) fn remove_instances(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>]) -> Result<UnloadReport, CacheError> {
+/// `dirty_known` false: which instances hold unpropagated changes cannot be
+/// told now (write-through is not reading), so none is removed.
+pub(crate) fn remove_instances(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>], dirty_known: bool) -> Result<UnloadReport, CacheError> {
     let mut report = UnloadReport::default();
+    if !dirty_known {
+        report.skipped_dirty = keys.len() as u64;
+        return Ok(report);
+    }
     for chunk in keys.chunks(REMOVE_BATCH) {
         match remove_batch(db, entry, layout, chunk) {
             Ok(done) => report.add(&done),
@@ -386,6 +392,26 @@ impl Cache {
         self.db.consumers().into_iter().find(|c| c.name == awt::CONSUMER).map_or(pgtier_engine::Lsn(0), |c| c.position)
     }
 
+    /// Whether `entry`'s dirty marks cover every transaction committed so
+    /// far: always for groups that do not write through; for AWT groups once
+    /// write-through has read up to now (waiting briefly). False while it is
+    /// not running (no backend, PostgreSQL unreachable).
+    pub(crate) fn dirty_current(&self, entry: &GroupEntry) -> Result<bool, CacheError> {
+        if entry.def.kind != GroupKind::Awt {
+            return Ok(true);
+        }
+        let Some(status) = self.propagation() else { return Ok(false) };
+        awt::wait_read(&self.db, &status, Duration::from_secs(2))
+    }
+
+    /// Loads over cached data only when unpropagated changes are known.
+    fn require_dirty_current(&self, entry: &GroupEntry) -> Result<(), CacheError> {
+        if self.dirty_current(entry)? {
+            return Ok(());
+        }
+        Err(CacheError::WriteThroughBehind { group: entry.def.name.clone() })
+    }
+
     /// Bytes of WAL written that write-through has not yet processed.
     pub fn awt_backlog_bytes(&self) -> u64 {
         let position = match self.propagation() {
@@ -453,7 +479,8 @@ impl Cache {
         // A new epoch: reads from now on are newer than everything before.
         self.db.advance_access_tick();
         let groups: Vec<Arc<GroupEntry>> = self.groups.read().values().cloned().collect();
-        aging::age_round(&self.db, &groups, self.config.memory_budget, self.config.high_watermark, self.config.low_watermark)
+        let dirty_known = groups.iter().map(|entry| self.dirty_current(entry)).collect::<Result<Vec<bool>, _>>()?;
+        aging::age_round(&self.db, &groups, &dirty_known, self.config.memory_budget, self.config.high_watermark, self.config.low_watermark)
     }
 
     /// Turns on the engine seams a group uses: the write guard (READONLY:
@@ -505,6 +532,7 @@ impl Cache {
     /// to prefetch). Ok(true) when this call loaded it.
     pub fn ensure_instance(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
         let entry = self.entry(group)?;
+        self.require_dirty_current(&entry)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         self.dynamic.ensure(&self.db, &entry, &layout, root_key)
     }
@@ -575,6 +603,7 @@ impl Cache {
         let entry = self.entry(name)?;
         let mut options = options.clone();
         options.predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
+        self.require_dirty_current(&entry)?;
         let exclude = |key: &[Value]| entry.is_dirty(key);
         let admission = Admission { existing: Existing::Keep, verify: None, exclude: &exclude, seen: None };
         let report = self.load_from_backend(&entry, &options, &admission)?;
@@ -607,7 +636,7 @@ impl Cache {
                 &all
             }
         };
-        let report = remove_instances(&self.db, &entry, &layout, keys)?;
+        let report = remove_instances(&self.db, &entry, &layout, keys, self.dirty_current(&entry)?)?;
         entry.counters.unloaded.fetch_add(report.instances, Ordering::Relaxed);
         Ok(report)
     }
@@ -622,6 +651,7 @@ impl Cache {
         let entry = self.entry(name)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         let cached: Vec<Vec<Value>> = cached_keys.iter().filter_map(|key| layout.normalize_root_key(key)).collect();
+        self.require_dirty_current(&entry)?;
         let exclude = |key: &[Value]| entry.is_dirty(key);
         let seen = Mutex::new(Vec::new());
         let admission = Admission { existing: Existing::Replace, verify: None, exclude: &exclude, seen: Some(&seen) };
@@ -646,7 +676,7 @@ impl Cache {
         // Cached instances PostgreSQL did not send (deleted there, or no longer matching) go.
         let seen: HashSet<String> = seen.into_inner().iter().map(|key| key_text(key)).collect();
         let gone: Vec<Vec<Value>> = cached.into_iter().filter(|key| !seen.contains(&key_text(key))).collect();
-        let removed = remove_instances(&self.db, &entry, &layout, &gone)?;
+        let removed = remove_instances(&self.db, &entry, &layout, &gone, true)?;
         report.removed = removed.instances;
         report.skipped_dirty += removed.skipped_dirty;
         report.seconds = started.elapsed().as_secs_f64();

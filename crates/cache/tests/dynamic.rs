@@ -213,3 +213,59 @@ fn refresh_of_a_dynamic_group_reloads_only_cached_instances() {
         assert_eq!(cache_dump(&db, table), postgres_dump(&mut client, &group, table, "s_id <= 50"), "{table}");
     }
 }
+
+#[test]
+fn a_deleted_instance_is_not_loaded_back_before_postgres_has_the_delete() {
+    let url = common::fresh_tatp("cache_dynamic_deleted");
+    let dir = tempfile::tempdir().unwrap();
+    // Asynchronous commits: the delete reaches the WAL's durable end (and
+    // write-through) only at the next flush, the widest window there is.
+    let db = Database::open(dir.path(), EngineConfig { commit_mode: pgtier_engine::CommitMode::Async, ..EngineConfig::default() }).unwrap();
+    let params = BackendConfig { url: Some(url.clone()), ..BackendConfig::default() }.resolve().unwrap();
+    let cache = Cache::open(db, Some(params), CacheConfig::default()).unwrap();
+    cache
+        .create_group(&CreateGroup {
+            name: "dyn".into(),
+            kind: GroupKind::Awt,
+            dynamic: true,
+            root: "subscriber".into(),
+            root_predicate: None,
+            children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
+            aging: Aging::Lru,
+            keep: false,
+            memory_budget: None,
+        })
+        .unwrap();
+    let db = cache.database().clone();
+    let catalog = db.catalog();
+    let ids: Vec<_> = TABLES.iter().map(|t| catalog.table_by_name(t).unwrap()).collect();
+    for key in 100..140 {
+        // Read (loads the instance), delete it whole, read again at once.
+        let mut txn = db.begin().unwrap();
+        assert!(txn.get_with(ids[0].id, &[Value::Int4(key)], |_| ()).unwrap().is_some());
+        for table in ids.iter().rev() {
+            let mut keys = Vec::new();
+            let index = table.primary_index;
+            txn.scan_prefix(index, &[Value::Int4(key)], |row| {
+                keys.push(table.primary_key.iter().map(|&c| row.get(c).to_owned_value()).collect::<Vec<_>>());
+                Ok(true)
+            })
+            .unwrap();
+            for k in keys {
+                assert!(txn.delete(table.id, &k).unwrap());
+            }
+        }
+        txn.commit().unwrap();
+        let mut txn = db.begin().unwrap();
+        assert!(txn.get_with(ids[0].id, &[Value::Int4(key)], |_| ()).unwrap().is_none(), "subscriber {key} came back from PostgreSQL");
+        txn.commit().unwrap();
+    }
+    assert!(cache.wait_propagated(std::time::Duration::from_secs(30)));
+    let mut client = connect(&url).unwrap();
+    let left: i64 = client.query_one("SELECT count(*) FROM subscriber WHERE s_id BETWEEN 100 AND 139", &[]).unwrap().get(0);
+    assert_eq!(left, 0, "the deletes reached PostgreSQL");
+    // Once PostgreSQL has the delete, a miss asks it and finds nothing.
+    let mut txn = db.begin().unwrap();
+    assert!(txn.get_with(ids[0].id, &[Value::Int4(120)], |_| ()).unwrap().is_none());
+    txn.commit().unwrap();
+}

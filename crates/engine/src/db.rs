@@ -284,6 +284,15 @@ impl Database {
         self.inner.wal.end()
     }
 
+    /// Makes everything written to the WAL so far durable now (what a
+    /// synchronous commit waits for), so commit-stream consumers can read it
+    /// without waiting for the next asynchronous flush.
+    pub fn flush_wal(&self) -> Result<()> {
+        // The last byte written, not the end (wait_durable takes a record position).
+        let last = crate::Lsn(self.inner.wal.end().0.saturating_sub(1));
+        self.inner.wal.wait_durable(last).map_err(Into::into)
+    }
+
     pub fn stats(&self) -> DbStats {
         crate::stats::collect(&self.inner)
     }

@@ -333,6 +333,11 @@ impl CommitStream {
         &self.name
     }
 
+    /// Where reading stands: every transaction before it has been returned.
+    pub fn position(&self) -> Lsn {
+        self.reader.position()
+    }
+
     /// Transactions and bytes of durable WAL not yet read by this cursor.
     pub fn lag_bytes(&self) -> u64 {
         self.db.wal.durable_end().0.saturating_sub(self.reader.position().0)

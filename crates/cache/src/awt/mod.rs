@@ -82,6 +82,8 @@ pub struct AwtStatus {
     pub retries: AtomicU64,
     /// Stream position before which everything is applied (or was not for PostgreSQL).
     pub position: AtomicU64,
+    /// Stream position read so far (every transaction before it is marked dirty or applied).
+    pub read: AtomicU64,
     /// Commit time (µs since the Unix epoch) of the newest transaction applied.
     pub last_applied_commit_us: AtomicU64,
     pub connected: AtomicBool,
@@ -171,6 +173,7 @@ impl Awt {
     pub fn start(cache: Weak<Cache>, config: AwtConfig, acked: Lsn) -> std::io::Result<Awt> {
         let status = Arc::new(AwtStatus::default());
         status.position.store(acked.0, Ordering::Relaxed);
+        status.read.store(acked.0, Ordering::Relaxed);
         let stop = Arc::new(AtomicBool::new(false));
         let (thread_status, thread_stop) = (status.clone(), stop.clone());
         let thread = std::thread::Builder::new().name("pgtier-awt".into()).spawn(move || run(&cache, &config, &thread_status, &thread_stop))?;
@@ -279,6 +282,9 @@ fn dispatch(
     let mut idle_since = Instant::now();
     while !stop.load(Ordering::Relaxed) && !lanes.stopping() {
         let Some(txn) = stream.next(Duration::from_millis(20))? else {
+            // Nothing more to read: past records that are no transaction too.
+            read = read.max(stream.position());
+            status.read.store(read.0, Ordering::Release);
             let watermark = lanes.watermark(read);
             status.position.store(watermark.0, Ordering::Relaxed);
             acks.maybe(stream, status, false)?;
@@ -295,6 +301,7 @@ fn dispatch(
         let Some(strong) = cache.upgrade() else { break };
         let pending = statements(&strong, &txn);
         drop(strong);
+        status.read.store(read.0, Ordering::Release);
         if let Some(pending) = pending {
             let involved = lanes.lanes_of(&pending);
             if txn.lsn.0 < positions[involved[0]] {
@@ -320,6 +327,27 @@ fn dispatch(
         acks.maybe(stream, status, false)?;
     }
     Ok(())
+}
+
+/// Waits until propagation has read (marked dirty) every transaction
+/// committed before the call, flushing the WAL so asynchronous commits are
+/// readable at once; false after `timeout` (propagation stopped or far behind).
+pub(crate) fn wait_read(db: &pgtier_engine::Database, status: &AwtStatus, timeout: Duration) -> Result<bool, CacheError> {
+    let end = db.wal_end().0;
+    let caught_up = || status.connected.load(Ordering::Acquire) && status.read.load(Ordering::Acquire) >= end;
+    if caught_up() {
+        return Ok(true);
+    }
+    db.flush_wal()?;
+    let deadline = Instant::now() + timeout;
+    // Also covers a session still connecting (at start, after an outage).
+    while !caught_up() {
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    Ok(true)
 }
 
 /// The local consumer position is written (a small file, fsync'd) at most
