@@ -343,11 +343,10 @@ impl Parser<'_> {
 
     /// Whether the statement is ours (see [`parse_cache_statement`]).
     fn claims(&self) -> bool {
-        match (self.peek_word(0), self.peek_word(1)) {
-            (Some("create"), Some("dynamic" | "awt" | "swt" | "readonly" | "cache")) => true,
-            (Some("drop" | "load" | "unload" | "refresh"), Some("cache")) => true,
-            _ => false,
-        }
+        matches!(
+            (self.peek_word(0), self.peek_word(1)),
+            (Some("create"), Some("dynamic" | "awt" | "swt" | "readonly" | "cache")) | (Some("drop" | "load" | "unload" | "refresh"), Some("cache"))
+        )
     }
 
     /// What the next token is, for an error message.
