@@ -414,6 +414,7 @@ impl Connection {
             notices: &mut self.notices,
             cancel: self.cancel.as_deref(),
             rows_since_cancel_check: 0,
+            cache: self.cache.as_deref(),
             sequences: &mut self.sequences,
         };
         let out = &mut self.result;
