@@ -210,6 +210,9 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) -> Result<(), ServerE
     if let Some(loops) = shared.loops.get() {
         loops.stop();
     }
+    if let Some(cache) = &shared.cache {
+        cache.shutdown();
+    }
     shared.db.clone().close().map_err(|e| ServerError::Engine(e.to_string()))
 }
 
