@@ -71,6 +71,10 @@ pub enum CacheError {
     #[error("syntax error in cache group statement: {reason}")]
     Syntax { reason: String },
 
+    /// The dynamic load this lookup waited for (another session's) failed.
+    #[error("dynamic load of cache group \"{group}\" failed: {reason}")]
+    DynamicLoad { group: String, sqlstate: String, reason: String },
+
     /// Not built yet.
     #[error("{what} is not supported yet")]
     NotYet { what: &'static str },
@@ -103,6 +107,7 @@ impl CacheError {
             CacheError::NoBackend => "08001",
             CacheError::Syntax { .. } => "42601",
             CacheError::NotYet { .. } => "0A000",
+            CacheError::DynamicLoad { sqlstate, .. } => sqlstate,
             CacheError::Connect(error) => error.sqlstate(),
             CacheError::Backend(error) => error.sqlstate(),
             CacheError::Engine(error) => error.sqlstate(),
@@ -125,9 +130,6 @@ impl CacheError {
             CacheError::TableInOtherGroup { other, .. } => format!("Drop cache group \"{other}\" first, or leave the table out."),
             CacheError::PredicateNotOnRoot { .. } => "Put the condition on the root table: instances are chosen by their root row.".into(),
             CacheError::DefinitionChanged { .. } => "Drop and define the cache group again.".into(),
-            CacheError::Engine(EngineError::UniqueViolation { .. }) => {
-                "The instance is already in the cache; unload it first (REFRESH is not available yet).".into()
-            }
             _ => return None,
         })
     }

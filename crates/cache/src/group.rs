@@ -3,17 +3,18 @@
 //! the root (each other table has exactly one foreign key to a table of the
 //! group), and turned into engine `TableDef`s.
 
-use pgtier_backend::catalog::{self, ForeignKeyAction, QualifiedName, TableDef as PgTable};
+use pgtier_backend::catalog::{self, ForeignKeyAction, Identity, QualifiedName, TableDef as PgTable};
 use pgtier_backend::copy_out::ValueKind;
 use pgtier_engine::{ColumnDef, DataType, Database, FkAction, ForeignKeyDef, Origin, TableDef, TableId};
 use postgres::Client;
+use serde::{Deserialize, Serialize};
 
 use crate::error::CacheError;
 use crate::types::engine_type;
 
 /// How changes flow between the group and PostgreSQL (DESIGN.md §3); only
 /// recorded for now: propagation comes with its own issues.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GroupKind {
     ReadOnly,
     Awt,
@@ -89,7 +90,7 @@ pub fn define_group(client: &mut Client, spec: &GroupSpec) -> Result<CacheGroup,
     build_group(spec, imported)
 }
 
-fn build_group(spec: &GroupSpec, imported: Vec<PgTable>) -> Result<CacheGroup, CacheError> {
+pub(crate) fn build_group(spec: &GroupSpec, imported: Vec<PgTable>) -> Result<CacheGroup, CacheError> {
     if imported.is_empty() {
         return Err(CacheError::InvalidSpec { group: spec.name.clone(), reason: "a cache group needs a root table".into() });
     }
@@ -168,7 +169,14 @@ fn group_table(source: PgTable, parent: Option<usize>, parent_fk: Option<usize>)
             type_name: column.type_name.clone(),
             hint,
         })?;
-        let def = ColumnDef::new(column.name.clone(), ty);
+        let mut def = ColumnDef::new(column.name.clone(), ty);
+        if let Some(Identity::Always { sequence } | Identity::ByDefault { sequence } | Identity::Serial { sequence }) = &column.identity {
+            // Keys come from PostgreSQL's sequence, never from a second
+            // counter in the cache: the SQL layer refuses an INSERT that
+            // leaves this column to its default (0A000) until key ranges are
+            // reserved from the backend; values the application supplies work.
+            def.default_sql = Some(format!("nextval('{sequence}'::regclass)"));
+        }
         columns.push(if column.not_null { def.not_null() } else { def });
         types.push(ty);
         kinds.push(kind);

@@ -7,10 +7,13 @@
 //! Knows nothing of SQL text beyond the queries it sends PostgreSQL, and
 //! nothing of the network protocol.
 
+mod dynamic;
 mod error;
 mod group;
+mod instance;
 mod load;
 mod manager;
+mod persist;
 mod statement;
 mod types;
 

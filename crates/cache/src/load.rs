@@ -15,9 +15,10 @@
 //! Instances are committed with `Origin::Load` in batches of at most
 //! `batch_instances_max` instances or `batch_bytes_max` field bytes, and a
 //! batch only ever ends between instances: a cancel, an error or a crash
-//! leaves whole instances only. A key already present locally fails the
-//! load (23505, the engine's unique violation) — REFRESH will replace them;
-//! batches committed before the error stay.
+//! leaves whole instances only. An instance whose root key is already
+//! cached is left as it is (LOAD) or replaced in the same batch (REFRESH);
+//! the caller may also exclude keys (instances with changes not yet
+//! propagated are never loaded over).
 
 use std::io::Read;
 use std::sync::Arc;
@@ -28,11 +29,13 @@ use pgtier_backend::BackendError;
 use pgtier_backend::catalog::import_tables_in;
 use pgtier_backend::copy_out::{CopyReader, quote_identifier, start_copy};
 use pgtier_backend::snapshot::{Cancel, ExportedSnapshot, join_snapshot};
+use parking_lot::Mutex;
 use pgtier_engine::{Database, Origin, TableId, Transaction, Value};
 use postgres::Client;
 
 use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupTable};
+use crate::instance::InstanceLayout;
 use crate::types::engine_value;
 
 /// How to load.
@@ -86,6 +89,9 @@ impl LoadProgress {
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoadReport {
     pub instances: u64,
+    /// Instances PostgreSQL sent that were left alone: already cached (LOAD)
+    /// or excluded by the caller.
+    pub skipped: u64,
     /// (table, rows) in group order, root first.
     pub rows: Vec<(String, u64)>,
     /// Bytes of field data read (COPY payload without framing).
@@ -93,9 +99,34 @@ pub struct LoadReport {
     pub seconds: f64,
 }
 
+/// What to do with an instance whose root key is already cached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Existing {
+    /// Leave the cached instance (LOAD).
+    Keep,
+    /// Delete the cached instance and insert PostgreSQL's in the same batch (REFRESH).
+    Replace,
+}
+
+/// How a load treats keys: what `load_group` does by default, what REFRESH asks for.
+pub(crate) struct Admission<'a> {
+    pub existing: Existing,
+    /// True for root keys that must not be touched (normalized to the key's types).
+    pub exclude: &'a (dyn Fn(&[Value]) -> bool + Sync),
+    /// Collects the root keys of instances PostgreSQL sent (REFRESH removes the cached ones it did not).
+    pub seen: Option<&'a Mutex<Vec<Vec<Value>>>>,
+}
+
+impl Default for Admission<'_> {
+    fn default() -> Self {
+        Admission { existing: Existing::Keep, exclude: &|_| false, seen: None }
+    }
+}
+
 #[derive(Default)]
 struct Totals {
     instances: u64,
+    skipped: u64,
     rows: Vec<u64>,
     bytes: u64,
 }
@@ -108,15 +139,20 @@ pub fn load_group(
     group: &CacheGroup,
     options: &LoadOptions,
 ) -> Result<LoadReport, CacheError> {
+    load_admitting(db, connect, group, options, &Admission::default())
+}
+
+pub(crate) fn load_admitting(
+    db: &Database,
+    connect: impl Fn() -> Result<Client, CacheError> + Sync,
+    group: &CacheGroup,
+    options: &LoadOptions,
+    admission: &Admission<'_>,
+) -> Result<LoadReport, CacheError> {
     let started = Instant::now();
     let parts = options.parallel.max(1);
     let catalog = db.catalog();
-    let table_ids = group
-        .tables
-        .iter()
-        .map(|table| catalog.table_by_name(&table.def.name).map(|schema| schema.id))
-        .collect::<Option<Vec<TableId>>>()
-        .ok_or_else(|| CacheError::InvalidSpec { group: group.name.clone(), reason: "its tables do not exist in the cache; create them first".into() })?;
+    let layout = InstanceLayout::resolve(&catalog, group)?;
     let mut leader = connect()?;
     let mut snapshot = ExportedSnapshot::export(&mut leader)?;
     check_definitions(snapshot.transaction(), group)?;
@@ -125,9 +161,10 @@ pub fn load_group(
         let workers: Vec<_> = (0..parts)
             .map(|part| {
                 let queries: Vec<String> = (0..group.tables.len()).map(|table| stream_query(group, table, options.predicate.as_deref(), part, parts)).collect();
-                let (connect, table_ids, snapshot_id) = (&connect, &table_ids, &snapshot_id);
+                let job = Job { db, group, layout: &layout, options, admission };
+                let (connect, snapshot_id) = (&connect, &snapshot_id);
                 scope.spawn(move || {
-                    let result = stream_part(db, connect, group, table_ids, snapshot_id, &queries, options);
+                    let result = stream_part(&job, connect, snapshot_id, &queries);
                     if result.is_err() && !options.cancel.is_cancelled() {
                         // A worker that could not even start stops the others too.
                         options.cancel.cancel();
@@ -144,6 +181,7 @@ pub fn load_group(
     snapshot.finish()?;
     let mut report = LoadReport {
         instances: 0,
+        skipped: 0,
         rows: group.tables.iter().map(|table| (table.def.name.clone(), 0)).collect(),
         bytes: 0,
         seconds: 0.0,
@@ -154,6 +192,7 @@ pub fn load_group(
         match result {
             Ok(totals) => {
                 report.instances += totals.instances;
+                report.skipped += totals.skipped;
                 report.bytes += totals.bytes;
                 report.rows.iter_mut().zip(&totals.rows).for_each(|(row, n)| row.1 += n);
             }
@@ -195,17 +234,25 @@ fn column_list(alias: &str, columns: impl IntoIterator<Item = impl AsRef<str>>) 
 
 /// The COPY of table `index` for one part: root key columns, then the table's columns.
 fn stream_query(group: &CacheGroup, index: usize, predicate: Option<&str>, part: usize, parts: usize) -> String {
-    let root = group.root();
-    let root_key = &root.def.primary_key;
     let mut filters = Vec::new();
     if let Some(predicate) = predicate {
         filters.push(format!("({predicate})"));
     }
     if parts > 1 {
-        let key: Vec<String> = root_key.iter().map(|c| quote_identifier(c)).collect();
+        let key: Vec<String> = group.root().def.primary_key.iter().map(|c| quote_identifier(c)).collect();
         filters.push(format!("(hashtextextended(ROW({})::text, 0) & 9223372036854775807) % {parts} = {part}", key.join(", ")));
     }
-    let filter = if filters.is_empty() { String::new() } else { format!(" WHERE {}", filters.join(" AND ")) };
+    let filter = if filters.is_empty() { None } else { Some(filters.join(" AND ")) };
+    format!("COPY ({}) TO STDOUT (FORMAT binary)", instance_query(group, index, filter.as_deref()))
+}
+
+/// `SELECT root key, table columns FROM table JOIN parent ... JOIN (root
+/// WHERE root_filter) ORDER BY root key`: the rows of table `index` of the
+/// instances whose root matches `root_filter`.
+pub(crate) fn instance_query(group: &CacheGroup, index: usize, root_filter: Option<&str>) -> String {
+    let root = group.root();
+    let root_key = &root.def.primary_key;
+    let filter = root_filter.map(|filter| format!(" WHERE {filter}")).unwrap_or_default();
     let root_relation = format!("(SELECT * FROM {}{filter}) AS r", quoted(root));
     let chain = group.chain(index);
     let alias = |position: usize| if position == chain.len() - 1 { "r".to_owned() } else { format!("t{position}") };
@@ -223,18 +270,20 @@ fn stream_query(group: &CacheGroup, index: usize, predicate: Option<&str>, part:
     }
     let key = column_list("r", root_key).join(", ");
     let columns = column_list(&alias(0), group.tables[index].source.columns.iter().map(|c| c.name.as_str())).join(", ");
-    format!("COPY (SELECT {key}, {columns} FROM {from} ORDER BY {key}) TO STDOUT (FORMAT binary)")
+    format!("SELECT {key}, {columns} FROM {from} ORDER BY {key}")
 }
 
-fn stream_part(
-    db: &Database,
-    connect: &(impl Fn() -> Result<Client, CacheError> + Sync),
-    group: &CacheGroup,
-    table_ids: &[TableId],
-    snapshot_id: &str,
-    queries: &[String],
-    options: &LoadOptions,
-) -> Result<Totals, CacheError> {
+/// What every worker of one load shares.
+struct Job<'a> {
+    db: &'a Database,
+    group: &'a CacheGroup,
+    layout: &'a InstanceLayout,
+    options: &'a LoadOptions,
+    admission: &'a Admission<'a>,
+}
+
+fn stream_part(job: &Job<'_>, connect: &(impl Fn() -> Result<Client, CacheError> + Sync), snapshot_id: &str, queries: &[String]) -> Result<Totals, CacheError> {
+    let Job { db, group, layout, options, admission } = *job;
     let key_len = group.root().def.primary_key.len();
     let mut clients = Vec::with_capacity(queries.len());
     for _ in queries {
@@ -251,7 +300,7 @@ fn stream_part(
         let reader = start_copy(transaction, query, &table.def.name, key_len + table.types.len())?;
         readers.push(reader.with_cancel(options.cancel.clone()));
     }
-    let result = merge(db, group, table_ids, &mut readers, options);
+    let result = merge(db, group, layout, &mut readers, options, admission);
     if result.is_err() {
         // Stop the other workers, and this worker's own COPYs before the
         // connections drain them on drop.
@@ -280,9 +329,18 @@ fn read_row<R: Read>(reader: &mut CopyReader<R>, table: &GroupTable, key_len: us
             None => key.extend_from_slice(&u32::MAX.to_le_bytes()),
         }
     }
+    let (values, field_bytes) = decode_values(table, |column| row.field(key_len + column))?;
+    bytes += field_bytes;
+    Ok(Some(StreamRow { key, values, bytes }))
+}
+
+/// A row of `table` from PostgreSQL's binary fields (`field(column)`, None
+/// for NULL) as engine values, with the field bytes read.
+pub(crate) fn decode_values<'f>(table: &GroupTable, field: impl Fn(usize) -> Option<&'f [u8]>) -> Result<(Vec<Value>, u64), CacheError> {
     let mut values = Vec::with_capacity(table.types.len());
+    let mut bytes = 0u64;
     for (column, (ty, kind)) in table.types.iter().zip(&table.kinds).enumerate() {
-        let Some(field) = row.field(key_len + column) else {
+        let Some(field) = field(column) else {
             values.push(Value::Null);
             continue;
         };
@@ -292,7 +350,7 @@ fn read_row<R: Read>(reader: &mut CopyReader<R>, table: &GroupTable, key_len: us
         let value = engine_value(*ty, decoded).map_err(|reason| CacheError::BadValue { table: table.def.name.clone(), column: name.clone(), reason })?;
         values.push(value);
     }
-    Ok(Some(StreamRow { key, values, bytes }))
+    Ok((values, bytes))
 }
 
 /// An engine transaction collecting whole instances.
@@ -328,27 +386,60 @@ impl Batch {
 }
 
 /// Merges the streams (root first) into instances and commits them in batches.
-fn merge<R: Read>(db: &Database, group: &CacheGroup, table_ids: &[TableId], readers: &mut [CopyReader<R>], options: &LoadOptions) -> Result<Totals, CacheError> {
+fn merge<R: Read>(
+    db: &Database,
+    group: &CacheGroup,
+    layout: &InstanceLayout,
+    readers: &mut [CopyReader<R>],
+    options: &LoadOptions,
+    admission: &Admission<'_>,
+) -> Result<Totals, CacheError> {
     let key_len = group.root().def.primary_key.len();
     let tables = group.tables.len();
     let mut totals = Totals { rows: vec![0; tables], ..Totals::default() };
     let mut pending: Vec<Option<StreamRow>> = (0..tables).map(|_| None).collect();
     let mut batch = Batch::begin(db, tables)?;
     while let Some(root) = read_row(&mut readers[0], &group.tables[0], key_len)? {
-        batch.insert(0, table_ids[0], &root)?;
+        let key: Vec<Value> = layout.root().primary_key.iter().map(|&c| root.values[c].clone()).collect();
+        let admit = if (admission.exclude)(&key) {
+            false
+        } else {
+            match layout.read(&mut batch.txn, &key)? {
+                None => true,
+                Some(_) if admission.existing == Existing::Keep => false,
+                Some(cached) => {
+                    layout.delete(&mut batch.txn, &cached)?;
+                    true
+                }
+            }
+        };
+        if admit {
+            batch.insert(0, layout.tables[0].id, &root)?;
+        }
         for child in 1..tables {
             loop {
                 if pending[child].is_none() {
                     pending[child] = read_row(&mut readers[child], &group.tables[child], key_len)?;
                 }
                 match pending[child].take() {
-                    Some(row) if row.key == root.key => batch.insert(child, table_ids[child], &row)?,
+                    Some(row) if row.key == root.key => {
+                        if admit {
+                            batch.insert(child, layout.tables[child].id, &row)?;
+                        }
+                    }
                     other => {
                         pending[child] = other;
                         break;
                     }
                 }
             }
+        }
+        if let Some(seen) = admission.seen {
+            seen.lock().push(key);
+        }
+        if !admit {
+            totals.skipped += 1;
+            continue;
         }
         batch.instances += 1;
         if batch.instances as usize >= options.batch_instances_max || batch.bytes as usize >= options.batch_bytes_max {

@@ -3,18 +3,24 @@
 //! registry (durable in the engine catalog), the backend connection
 //! parameters, the dynamic-load hook and the aging thread.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
+use pgtier_backend::catalog::ColumnDef;
+use pgtier_backend::copy_out::quote_identifier;
 use pgtier_backend::{ConnectParams, connect_backend};
-use pgtier_engine::{Database, Value};
+use pgtier_engine::{Database, Origin, Value};
 use postgres::Client;
 
+use crate::dynamic::{Dynamic, TableHook, root_key_columns};
 use crate::error::CacheError;
-use crate::group::{CacheGroup, GroupKind, GroupSpec, create_group_tables, define_group};
-use crate::load::{LoadOptions, LoadReport, load_group};
+use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
+use crate::instance::{InstanceLayout, key_text};
+use crate::persist;
+use crate::load::{Admission, Existing, LoadOptions, LoadReport, load_admitting};
 use crate::statement::{Aging, CreateGroup};
 
 /// Settings of the `[cache]` config section.
@@ -114,15 +120,97 @@ pub struct GroupStats {
 }
 
 /// One group as the registry holds it.
-struct GroupEntry {
-    def: CreateGroup,
-    group: CacheGroup,
+pub(crate) struct GroupEntry {
+    pub def: CreateGroup,
+    pub group: CacheGroup,
+    pub counters: Counters,
+    /// Root keys (`key_text`) of instances with changes not yet propagated
+    /// to PostgreSQL: never loaded over, refreshed, unloaded or evicted.
+    pub dirty: Mutex<HashSet<String>>,
+}
+
+impl GroupEntry {
+    fn new(def: CreateGroup, group: CacheGroup) -> GroupEntry {
+        GroupEntry { def, group, counters: Counters::default(), dirty: Mutex::new(HashSet::new()) }
+    }
+
+    pub fn is_dirty(&self, key: &[Value]) -> bool {
+        let dirty = self.dirty.lock();
+        !dirty.is_empty() && dirty.contains(&key_text(key))
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub loaded: AtomicU64,
+    pub unloaded: AtomicU64,
+    pub refreshed: AtomicU64,
+    pub evicted: AtomicU64,
+    pub dynamic_loads: AtomicU64,
+    pub dynamic_absent: AtomicU64,
+    pub miss_count: AtomicU64,
+    pub miss_us_total: AtomicU64,
+    pub miss_us_max: AtomicU64,
+}
+
+/// Instances removed per engine transaction.
+const REMOVE_BATCH: usize = 256;
+/// Root keys per PostgreSQL query when a dynamic group is refreshed.
+const REFRESH_KEYS_PER_QUERY: usize = 1000;
+
+/// Removes the cached instances of `keys` (absent ones are ignored) as
+/// `Origin::Evict`: the rows leave the cache, PostgreSQL never hears of it.
+pub(crate) fn remove_instances(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>]) -> Result<UnloadReport, CacheError> {
+    let mut report = UnloadReport::default();
+    for chunk in keys.chunks(REMOVE_BATCH) {
+        let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
+        for key in chunk {
+            let Some(key) = layout.normalize_root_key(key) else { continue };
+            if entry.is_dirty(&key) {
+                report.skipped_dirty += 1;
+                continue;
+            }
+            if let Some(instance) = layout.read(&mut txn, &key)? {
+                layout.delete(&mut txn, &instance)?;
+                report.instances += 1;
+                report.rows += instance.row_count();
+            }
+        }
+        txn.commit()?;
+    }
+    Ok(report)
+}
+
+/// `(k1, k2) IN (('v1'::type1, 'v2'::type2), ...)` over the root key: text
+/// literals cast to the PostgreSQL column types, so every key type works.
+fn keys_predicate(root: &GroupTable, keys: &[Vec<Value>]) -> String {
+    let columns: Vec<&ColumnDef> = root.def.primary_key.iter().filter_map(|name| root.source.column(name)).collect();
+    let names: Vec<String> = columns.iter().map(|column| quote_identifier(&column.name)).collect();
+    let tuples: Vec<String> = keys
+        .iter()
+        .map(|key| {
+            let literals: Vec<String> = key.iter().zip(&columns).map(|(value, column)| format!("{}::{}", quote_literal(&value.to_string()), column.type_name)).collect();
+            format!("({})", literals.join(", "))
+        })
+        .collect();
+    if tuples.is_empty() {
+        return "false".into();
+    }
+    format!("({}) IN ({})", names.join(", "), tuples.join(", "))
+}
+
+/// A SQL string literal (standard_conforming_strings, PostgreSQL's default).
+pub(crate) fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
 }
 
 /// The cache groups of one database.
 #[allow(dead_code)] // config: read by aging (next step)
 pub struct Cache {
+    /// This cache, for the hooks it installs (they must not keep it alive).
+    this: Weak<Cache>,
     db: Database,
+    dynamic: Dynamic,
     backend: Option<ConnectParams>,
     config: CacheConfig,
     groups: RwLock<BTreeMap<String, Arc<GroupEntry>>>,
@@ -134,7 +222,48 @@ impl Cache {
     /// groups already defined keep answering, anything that needs
     /// PostgreSQL fails with 08001 and a hint to configure `[backend]`.
     pub fn open(db: Database, backend: Option<ConnectParams>, config: CacheConfig) -> Result<Arc<Cache>, CacheError> {
-        Ok(Arc::new(Cache { db, backend, config, groups: RwLock::new(BTreeMap::new()) }))
+        let mut groups = BTreeMap::new();
+        for (def, group) in persist::restore(&db.catalog())? {
+            groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group)));
+        }
+        let dynamic = Dynamic::new(backend.clone());
+        let cache = Arc::new_cyclic(|this| Cache { this: this.clone(), db, dynamic, backend, config, groups: RwLock::new(groups) });
+        for entry in cache.groups.read().values() {
+            cache.install(entry);
+        }
+        Ok(cache)
+    }
+
+    /// Turns on the engine seams a group uses: the miss hook on every table
+    /// of a dynamic group that carries the root key.
+    fn install(&self, entry: &GroupEntry) {
+        if !entry.def.dynamic {
+            return;
+        }
+        let catalog = self.db.catalog();
+        for (table, root_key_columns) in entry.group.tables.iter().zip(root_key_columns(&entry.group)) {
+            let (Some(schema), Some(root_key_columns)) = (catalog.table_by_name(&table.def.name), root_key_columns) else { continue };
+            let hook = TableHook { cache: self.this.clone(), group: entry.def.name.clone(), root_key_columns };
+            self.db.set_miss_hook(schema.id, Some(Arc::new(hook)));
+        }
+    }
+
+    fn uninstall(&self, entry: &GroupEntry) {
+        let catalog = self.db.catalog();
+        for table in &entry.group.tables {
+            if let Some(schema) = catalog.table_by_name(&table.def.name) {
+                self.db.set_miss_hook(schema.id, None);
+            }
+        }
+    }
+
+    /// Makes sure the instance with root key `root_key` is cached when
+    /// PostgreSQL has it (what a miss on a dynamic group does; also usable
+    /// to prefetch). Ok(true) when this call loaded it.
+    pub fn ensure_instance(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
+        let entry = self.entry(group)?;
+        let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        self.dynamic.ensure(&self.db, &entry, &layout, root_key)
     }
 
     pub fn database(&self) -> &Database {
@@ -156,25 +285,60 @@ impl Cache {
             return Err(CacheError::DuplicateGroup { group: def.name.clone() });
         }
         let spec = GroupSpec { name: def.name.clone(), root: def.root.clone(), children: def.children.clone(), kind: def.kind };
-        let group = define_group(&mut self.connect()?, &spec)?;
+        let mut group = define_group(&mut self.connect()?, &spec)?;
+        persist::annotate(def, &mut group)?;
+        let mut groups = self.groups.write();
+        if groups.contains_key(&def.name) {
+            return Err(CacheError::DuplicateGroup { group: def.name.clone() });
+        }
+        for table in &group.tables {
+            if let Some(other) = groups.values().find(|entry| entry.group.tables.iter().any(|t| t.def.name == table.def.name)) {
+                return Err(CacheError::TableInOtherGroup { table: table.def.name.clone(), other: other.def.name.clone() });
+            }
+            if self.db.catalog().table_by_name(&table.def.name).is_some() {
+                return Err(CacheError::TableExists { table: table.def.name.clone() });
+            }
+        }
         create_group_tables(&self.db, &group)?;
-        self.groups.write().insert(def.name.clone(), Arc::new(GroupEntry { def: def.clone(), group }));
+        let entry = Arc::new(GroupEntry::new(def.clone(), group));
+        self.install(&entry);
+        groups.insert(def.name.clone(), entry);
         Ok(())
     }
 
-    /// DROP CACHE GROUP: drops the group's tables in the cache; PostgreSQL is untouched.
+    /// DROP CACHE GROUP: drops the group's tables in the cache (one engine
+    /// transaction, children first); PostgreSQL is untouched.
     pub fn drop_group(&self, name: &str, if_exists: bool) -> Result<(), CacheError> {
-        let _ = (name, if_exists);
-        Err(CacheError::NotYet { what: "DROP CACHE GROUP" })
+        let mut groups = self.groups.write();
+        let Some(entry) = groups.get(name).cloned() else {
+            return if if_exists { Ok(()) } else { Err(CacheError::UndefinedGroup { group: name.to_owned() }) };
+        };
+        self.uninstall(&entry);
+        let mut txn = self.db.begin_with_origin(self.db.default_commit_mode(), Origin::Application)?;
+        for table in entry.group.tables.iter().rev() {
+            txn.drop_table(&table.def.name)?;
+        }
+        txn.commit()?;
+        groups.remove(name);
+        Ok(())
     }
 
-    /// LOAD CACHE GROUP: `options.predicate` is combined with the group's own.
+    /// LOAD CACHE GROUP: `options.predicate` is combined with the group's
+    /// own. Instances already cached are left as they are.
     pub fn load(&self, name: &str, options: &LoadOptions) -> Result<LoadReport, CacheError> {
         let entry = self.entry(name)?;
         let mut options = options.clone();
         options.predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
+        let exclude = |key: &[Value]| entry.is_dirty(key);
+        let admission = Admission { existing: Existing::Keep, exclude: &exclude, seen: None };
+        let report = self.load_from_backend(&entry, &options, &admission)?;
+        entry.counters.loaded.fetch_add(report.instances, Ordering::Relaxed);
+        Ok(report)
+    }
+
+    fn load_from_backend(&self, entry: &GroupEntry, options: &LoadOptions, admission: &Admission<'_>) -> Result<LoadReport, CacheError> {
         let backend = self.backend.clone().ok_or(CacheError::NoBackend)?;
-        load_group(&self.db, || Ok(connect_backend(&backend)?), &entry.group, &options)
+        load_admitting(&self.db, || Ok(connect_backend(&backend)?), &entry.group, options, admission)
     }
 
     /// The root table and key columns of group `name`.
@@ -187,8 +351,19 @@ impl Cache {
     /// UNLOAD CACHE GROUP: removes the instances with these root keys (all
     /// when None) from the cache only, as `Origin::Evict` (not deletes).
     pub fn unload(&self, name: &str, keys: Option<&[Vec<Value>]>) -> Result<UnloadReport, CacheError> {
-        let _ = (self.entry(name)?, keys);
-        Err(CacheError::NotYet { what: "UNLOAD CACHE GROUP" })
+        let entry = self.entry(name)?;
+        let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        let all;
+        let keys = match keys {
+            Some(keys) => keys,
+            None => {
+                all = layout.root_keys(&self.db)?;
+                &all
+            }
+        };
+        let report = remove_instances(&self.db, &entry, &layout, keys)?;
+        entry.counters.unloaded.fetch_add(report.instances, Ordering::Relaxed);
+        Ok(report)
     }
 
     /// REFRESH CACHE GROUP: reloads from PostgreSQL the instances matching
@@ -197,8 +372,40 @@ impl Cache {
     /// `cached_keys`: the root keys of cached instances matching the predicate
     /// (evaluated on the cache).
     pub fn refresh(&self, name: &str, cached_keys: &[Vec<Value>], options: &LoadOptions) -> Result<RefreshReport, CacheError> {
-        let _ = (self.entry(name)?, cached_keys, options);
-        Err(CacheError::NotYet { what: "REFRESH CACHE GROUP" })
+        let started = Instant::now();
+        let entry = self.entry(name)?;
+        let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        let cached: Vec<Vec<Value>> = cached_keys.iter().filter_map(|key| layout.normalize_root_key(key)).collect();
+        let exclude = |key: &[Value]| entry.is_dirty(key);
+        let seen = Mutex::new(Vec::new());
+        let admission = Admission { existing: Existing::Replace, exclude: &exclude, seen: Some(&seen) };
+        let mut report = RefreshReport::default();
+        let mut options = options.clone();
+        let predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
+        if entry.def.dynamic {
+            // Only instances already cached: PostgreSQL is asked for those keys, in chunks.
+            let root = entry.group.root();
+            for chunk in cached.chunks(REFRESH_KEYS_PER_QUERY) {
+                options.predicate = combine(predicate.as_deref(), Some(&keys_predicate(root, chunk)));
+                let loaded = self.load_from_backend(&entry, &options, &admission)?;
+                report.reloaded += loaded.instances;
+                report.skipped_dirty += loaded.skipped;
+            }
+        } else {
+            options.predicate = predicate;
+            let loaded = self.load_from_backend(&entry, &options, &admission)?;
+            report.reloaded += loaded.instances;
+            report.skipped_dirty += loaded.skipped;
+        }
+        // Cached instances PostgreSQL did not send (deleted there, or no longer matching) go.
+        let seen: HashSet<String> = seen.into_inner().iter().map(|key| key_text(key)).collect();
+        let gone: Vec<Vec<Value>> = cached.into_iter().filter(|key| !seen.contains(&key_text(key))).collect();
+        let removed = remove_instances(&self.db, &entry, &layout, &gone)?;
+        report.removed = removed.instances;
+        report.skipped_dirty += removed.skipped_dirty;
+        report.seconds = started.elapsed().as_secs_f64();
+        entry.counters.refreshed.fetch_add(report.reloaded, Ordering::Relaxed);
+        Ok(report)
     }
 
     /// `pgtier_cache_groups`.
@@ -208,16 +415,18 @@ impl Cache {
 
     /// `pgtier_cache_tables`.
     pub fn tables(&self) -> Vec<TableInfo> {
+        let sizes = self.table_sizes();
         let mut out = Vec::new();
         for entry in self.groups.read().values() {
             for table in &entry.group.tables {
+                let (rows, memory_bytes) = sizes.get(table.def.name.as_str()).copied().unwrap_or((0, 0));
                 out.push(TableInfo {
                     group: entry.def.name.clone(),
                     table: table.def.name.clone(),
                     source: table.source.name.to_string(),
                     parent: table.parent.map(|parent| entry.group.tables[parent].def.name.clone()),
-                    rows: 0,
-                    memory_bytes: 0,
+                    rows,
+                    memory_bytes,
                 });
             }
         }
@@ -226,7 +435,13 @@ impl Cache {
 
     /// `pgtier_cache_stats`.
     pub fn stats(&self) -> Vec<GroupStats> {
-        self.groups.read().keys().map(|name| GroupStats { group: name.clone(), ..GroupStats::default() }).collect()
+        let sizes = self.table_sizes();
+        self.groups.read().values().map(|entry| group_stats(entry, &sizes)).collect()
+    }
+
+    /// Per engine table: (committed rows, bytes in memory).
+    fn table_sizes(&self) -> HashMap<String, (u64, u64)> {
+        self.db.stats().tables.into_iter().map(|t| (t.name, (t.rows, t.row_bytes_used + t.index_bytes))).collect()
     }
 
     /// The group whose table `table` is, if any.
@@ -234,8 +449,18 @@ impl Cache {
         self.groups.read().values().find(|entry| entry.group.tables.iter().any(|t| t.def.name == table)).map(|entry| entry.def.name.clone())
     }
 
-    /// Stops the aging thread and uninstalls the hooks (also on drop).
-    pub fn shutdown(&self) {}
+    /// Uninstalls the engine hooks (also on drop); the groups stay defined.
+    pub fn shutdown(&self) {
+        for entry in self.groups.read().values() {
+            self.uninstall(entry);
+        }
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
 }
 
 fn combine(group: Option<&str>, statement: Option<&str>) -> Option<String> {
@@ -264,5 +489,25 @@ fn group_info(def: &CreateGroup, group: &CacheGroup) -> GroupInfo {
         },
         keep: def.keep,
         memory_budget: def.memory_budget,
+    }
+}
+
+fn group_stats(entry: &GroupEntry, sizes: &HashMap<String, (u64, u64)>) -> GroupStats {
+    let size = |name: &str| sizes.get(name).copied().unwrap_or((0, 0));
+    let counters = &entry.counters;
+    let misses = counters.miss_count.load(Ordering::Relaxed);
+    GroupStats {
+        group: entry.def.name.clone(),
+        instances: size(&entry.group.root().def.name).0,
+        rows: entry.group.tables.iter().map(|t| size(&t.def.name).0).sum(),
+        memory_bytes: entry.group.tables.iter().map(|t| size(&t.def.name).1).sum(),
+        loaded_instances: counters.loaded.load(Ordering::Relaxed),
+        unloaded_instances: counters.unloaded.load(Ordering::Relaxed),
+        refreshed_instances: counters.refreshed.load(Ordering::Relaxed),
+        evicted_instances: counters.evicted.load(Ordering::Relaxed),
+        dynamic_loads: counters.dynamic_loads.load(Ordering::Relaxed),
+        dynamic_absent: counters.dynamic_absent.load(Ordering::Relaxed),
+        miss_latency_avg_us: if misses == 0 { 0.0 } else { counters.miss_us_total.load(Ordering::Relaxed) as f64 / misses as f64 },
+        miss_latency_max_us: counters.miss_us_max.load(Ordering::Relaxed),
     }
 }

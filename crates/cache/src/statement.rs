@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::CacheError;
 use crate::group::GroupKind;
 
@@ -25,7 +27,7 @@ pub enum CacheStatement {
 
 /// `CREATE [DYNAMIC] {AWT|SWT|READONLY} CACHE GROUP name FROM root [WHERE predicate], child, ...
 ///  [AGING LRU | AGING USE column LIFETIME n {SECONDS|MINUTES|HOURS|DAYS}] [AGING OFF] [KEEP] [MEMORY 'size']`
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CreateGroup {
     pub name: String,
     pub kind: GroupKind,
@@ -42,7 +44,7 @@ pub struct CreateGroup {
     pub memory_budget: Option<u64>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Aging {
     /// Instances stay until unloaded (default for explicitly loaded groups).
     Off,

@@ -31,7 +31,8 @@ use crate::error::{EngineError, Result};
 use crate::gc::Gc;
 use crate::origin::Origin;
 use crate::recovery::RecoveryReport;
-use crate::schema::Catalog;
+use crate::schema::{Catalog, TableId};
+use crate::seams::MissHook;
 use crate::sequence::SequenceLocks;
 use crate::stats::{Counters, DbStats};
 use crate::stream::{ConsumerPosition, Consumers};
@@ -145,7 +146,10 @@ impl DbInner {
 #[derive(Clone)]
 pub struct Database {
     pub(crate) inner: Arc<DbInner>,
-    background: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// The background thread, stopped when the last handle that shares it
+    /// drops. None in handles lent to a miss hook (`Database::lent`): they
+    /// never stop it.
+    background: Option<Arc<Mutex<Option<JoinHandle<()>>>>>,
 }
 
 impl Database {
@@ -163,7 +167,24 @@ impl Database {
         } else {
             None
         };
-        Ok(Database { inner, background: Arc::new(Mutex::new(background)) })
+        Ok(Database { inner, background: Some(Arc::new(Mutex::new(background))) })
+    }
+
+    /// A handle on `inner` for a miss hook, built from inside a transaction
+    /// (which holds only `Arc<DbInner>`): the hook needs no strong
+    /// reference of its own, so no cycle database -> hook -> database.
+    pub(crate) fn lent(inner: Arc<DbInner>) -> Database {
+        Database { inner, background: None }
+    }
+
+    /// Installs (or removes, with None) the hook called when an
+    /// application transaction's read of `table` finds nothing (see
+    /// [`MissHook`]). Not persisted: install it after every open. Ignored
+    /// for a table that does not exist (committed).
+    pub fn set_miss_hook(&self, table: TableId, hook: Option<Arc<dyn MissHook>>) {
+        if let Some(store) = self.inner.catalog.current().store(table) {
+            store.seams.set_miss_hook(hook);
+        }
     }
 
     /// Begins a transaction with the database's default commit mode.
@@ -233,8 +254,9 @@ impl Database {
     }
 
     fn stop_background(&self) {
+        let Some(background) = &self.background else { return };
         self.inner.shutdown.request();
-        if let Some(handle) = self.background.lock().take() {
+        if let Some(handle) = background.lock().take() {
             let _ = handle.join();
         }
     }
@@ -262,7 +284,7 @@ impl Database {
 
 impl Drop for Database {
     fn drop(&mut self) {
-        if Arc::strong_count(&self.background) == 1 {
+        if self.background.as_ref().is_some_and(|b| Arc::strong_count(b) == 1) {
             self.stop_background();
         }
     }

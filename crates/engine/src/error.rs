@@ -44,6 +44,14 @@ pub enum EngineError {
     /// 55P03.
     #[error("canceling statement due to lock timeout")]
     LockTimeout { detail: String },
+    /// 55P03: a transaction that never waits for row locks (every origin
+    /// but `Application`) met one held by another transaction.
+    #[error("could not obtain lock on row in relation \"{relation}\"")]
+    LockNotAvailable { relation: String, detail: String },
+    /// A miss hook's failure (the cache's dynamic load), with the SQLSTATE
+    /// and hint it gave, passed to the statement unchanged.
+    #[error("{message}")]
+    Hook { sqlstate: &'static str, message: String, hint: Option<String> },
     /// 25P02.
     #[error("current transaction is aborted, commands ignored until end of transaction block")]
     TransactionAborted,
@@ -97,7 +105,8 @@ impl EngineError {
             EngineError::UndefinedColumn { .. } => "42703",
             EngineError::InvalidDefinition { sqlstate, .. } => sqlstate,
             EngineError::Deadlock { .. } => "40P01",
-            EngineError::LockTimeout { .. } => "55P03",
+            EngineError::LockTimeout { .. } | EngineError::LockNotAvailable { .. } => "55P03",
+            EngineError::Hook { sqlstate, .. } => sqlstate,
             EngineError::TransactionAborted => "25P02",
             EngineError::OriginAfterWrite { .. } => "25001",
             EngineError::ReadOnlyTransaction { .. } => "25006",
@@ -119,7 +128,23 @@ impl EngineError {
             | EngineError::ForeignKeyViolation { detail, .. }
             | EngineError::NotNullViolation { detail, .. }
             | EngineError::Deadlock { detail }
-            | EngineError::LockTimeout { detail } => Some(detail),
+            | EngineError::LockTimeout { detail }
+            | EngineError::LockNotAvailable { detail, .. } => Some(detail),
+            _ => None,
+        }
+    }
+
+    /// A miss hook's error. The SQLSTATE is interned: SQLSTATEs are five
+    /// characters from a fixed alphabet, so at most a few hundred distinct
+    /// ones are ever kept; anything else becomes XX000.
+    pub fn hook(sqlstate: &str, message: impl Into<String>, hint: Option<String>) -> EngineError {
+        EngineError::Hook { sqlstate: intern_sqlstate(sqlstate), message: message.into(), hint }
+    }
+
+    /// PostgreSQL's HINT field, when the error carries one.
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            EngineError::Hook { hint, .. } => hint.as_deref(),
             _ => None,
         }
     }
@@ -140,4 +165,18 @@ impl EngineError {
     pub(crate) fn definition(sqlstate: &'static str, message: impl Into<String>) -> EngineError {
         EngineError::InvalidDefinition { sqlstate, message: message.into() }
     }
+}
+
+fn intern_sqlstate(code: &str) -> &'static str {
+    static KNOWN: parking_lot::Mutex<Vec<&'static str>> = parking_lot::Mutex::new(Vec::new());
+    if code.len() != 5 || !code.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()) {
+        return "XX000";
+    }
+    let mut known = KNOWN.lock();
+    if let Some(found) = known.iter().find(|k| **k == code) {
+        return found;
+    }
+    let leaked: &'static str = Box::leak(code.to_owned().into_boxed_str());
+    known.push(leaked);
+    leaked
 }

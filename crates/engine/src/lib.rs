@@ -25,6 +25,7 @@ mod probe;
 mod recovery;
 mod row;
 mod schema;
+mod seams;
 mod sequence;
 mod slab;
 mod stats;
@@ -51,6 +52,7 @@ pub use schema::{
     COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKey, ForeignKeyDef, ForeignKeyId, IndexDef, IndexId, IndexSchema,
     KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault, SequenceOptions, TableDef, TableId, TableSchema,
 };
+pub use seams::{Miss, MissHook};
 pub use stats::{DbStats, TableStats};
 pub use stream::{Change, CommitStream, CommittedTxn, ConsumerPosition, RowChange, StreamStart};
 pub use transaction::Transaction;

@@ -441,6 +441,10 @@ fn apply(state: &mut CatalogState, op: OpRef<'_>, key: &mut Vec<u8>, scratch: &m
         OpRef::DropIndex(id) => {
             catalog_mut(state).remove_index(id);
         }
+        OpRef::SetAnnotation { table, annotation } => {
+            // Absent: dropped later in the log (or already in the checkpoint).
+            catalog_mut(state).set_annotation(table, annotation);
+        }
     }
     Ok(())
 }

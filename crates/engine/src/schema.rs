@@ -106,6 +106,11 @@ pub struct TableDef {
     /// Set for a sequence's relation (see [`SEQUENCE_COLUMNS`]).
     pub sequence: Option<SequenceOptions>,
     pub checks: Vec<CheckDef>,
+    /// Opaque text kept with the definition (logged, checkpointed,
+    /// recovered) and returned in [`TableSchema::annotation`]; the cache
+    /// stores its group definitions here. Changed later with
+    /// [`crate::Transaction::set_annotation`].
+    pub annotation: Option<String>,
 }
 
 /// A CHECK constraint: SQL text the SQL layer binds and enforces on every
@@ -127,6 +132,7 @@ impl TableDef {
             foreign_keys: Vec::new(),
             sequence: None,
             checks: Vec::new(),
+            annotation: None,
         }
     }
 }
@@ -265,9 +271,10 @@ impl Column {
     }
 }
 
-/// A resolved table. Immutable for the table's lifetime (no ALTER yet), so a
-/// row image plus its table id always decodes the same way.
-#[derive(Debug)]
+/// A resolved table. Its row shape is immutable for the table's lifetime
+/// (no ALTER yet), so a row image plus its table id always decodes the
+/// same way; only the annotation can change (a new `TableSchema` value).
+#[derive(Clone, Debug)]
 pub struct TableSchema {
     pub id: TableId,
     pub name: String,
@@ -280,6 +287,8 @@ pub struct TableSchema {
     pub sequence: Option<SequenceOptions>,
     /// CHECK constraints, by name.
     pub checks: Vec<CheckDef>,
+    /// See [`TableDef::annotation`].
+    pub annotation: Option<String>,
     pub(crate) layout: RowLayout,
 }
 
@@ -315,7 +324,7 @@ impl TableSchema {
     /// it never resolves in a catalog.
     pub fn detached(name: impl Into<String>, columns: Vec<Column>) -> TableSchema {
         let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
-        TableSchema { id: TableId(u32::MAX), name: name.into(), columns, primary_key: Vec::new(), primary_index: IndexId(u32::MAX), sequence: None, checks: Vec::new(), layout }
+        TableSchema { id: TableId(u32::MAX), name: name.into(), columns, primary_key: Vec::new(), primary_index: IndexId(u32::MAX), sequence: None, checks: Vec::new(), annotation: None, layout }
     }
 }
 
@@ -470,7 +479,17 @@ impl Catalog {
         if let Some(w) = checks.windows(2).find(|w| w[0].name == w[1].name) {
             return Err(EngineError::definition("42710", format!("constraint \"{}\" for relation \"{}\" already exists", w[0].name, def.name)));
         }
-        let table = TableSchema { id, name: def.name.clone(), columns, primary_key: pk, primary_index, sequence: def.sequence.clone(), checks, layout };
+        let table = TableSchema {
+            id,
+            name: def.name.clone(),
+            columns,
+            primary_key: pk,
+            primary_index,
+            sequence: def.sequence.clone(),
+            checks,
+            annotation: def.annotation.clone(),
+            layout,
+        };
         let mut fks = Vec::new();
         for (n, fk) in def.foreign_keys.iter().enumerate() {
             let planned = self.plan_foreign_key(&table, &indexes, fk, ForeignKeyId(self.next_fk_id + n as u32))?;
@@ -640,6 +659,15 @@ impl Catalog {
         Some(table)
     }
 
+    /// Replaces a live table's annotation; false if there is no such table.
+    pub(crate) fn set_annotation(&mut self, id: TableId, annotation: Option<String>) -> bool {
+        let Some(old) = self.tables.get(&id) else { return false };
+        let table = Arc::new(TableSchema { annotation, ..TableSchema::clone(old) });
+        self.history.insert(id, Arc::clone(&table));
+        self.tables.insert(id, table);
+        true
+    }
+
     pub(crate) fn remove_index(&mut self, id: IndexId) -> Option<Arc<IndexSchema>> {
         let index = self.indexes.remove(&id)?;
         self.index_names.remove(&index.name);
@@ -693,12 +721,14 @@ impl Catalog {
     }
 }
 
-/// Which layout encoded catalog items use. V1 (before sequences) is still
-/// read, from older checkpoints and WAL; everything new is written as V2.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which layout encoded catalog items use. V1 (before sequences) and V2
+/// (before table annotations) are still read, from older checkpoints and
+/// WAL; everything new is written as V3. Each version appends fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Format {
     V1,
     V2,
+    V3,
 }
 
 fn len_u32(n: usize) -> u32 {
@@ -813,6 +843,21 @@ fn encode_table(w: &mut Writer<'_>, t: &TableSchema) {
         w.str(&c.name);
         w.str(&c.sql);
     }
+    encode_annotation(w, t.annotation.as_deref());
+}
+
+pub(crate) fn encode_annotation(w: &mut Writer<'_>, annotation: Option<&str>) {
+    match annotation {
+        None => w.bool(false),
+        Some(a) => {
+            w.bool(true);
+            w.str(a);
+        }
+    }
+}
+
+pub(crate) fn decode_annotation(r: &mut Reader<'_>) -> Result<Option<String>> {
+    Ok(if r.bool()? { Some(r.str()?) } else { None })
 }
 
 fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
@@ -827,7 +872,7 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
         let default = if r.bool()? { Some(crate::row::decode_value(r)?) } else { None };
         let sequence = match format {
             Format::V1 => None,
-            Format::V2 => match r.u8()? {
+            Format::V2 | Format::V3 => match r.u8()? {
                 0 => None,
                 tag => {
                     let how = SequenceDefault::from_tag(tag).ok_or_else(|| EngineError::Corrupt(format!("unknown sequence default {tag}")))?;
@@ -836,14 +881,14 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
             },
         };
         let default_sql = match format {
-            Format::V2 if r.bool()? => Some(r.str()?),
+            Format::V2 | Format::V3 if r.bool()? => Some(r.str()?),
             _ => None,
         };
         columns.push(Column { name: cname, ty, nullable, default, sequence, default_sql });
     }
     let primary_key = decode_usizes(r)?;
     let primary_index = IndexId(r.u32()?);
-    let sequence = if format == Format::V2 && r.bool()? {
+    let sequence = if format >= Format::V2 && r.bool()? {
         let tag = r.u8()?;
         let data_type = DataType::from_tag(tag, 0, 0).ok_or_else(|| EngineError::Corrupt(format!("unknown sequence type tag {tag}")))?;
         let mut v = [0i64; 4];
@@ -856,16 +901,17 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
         None
     };
     let mut checks = Vec::new();
-    if format == Format::V2 {
+    if format >= Format::V2 {
         for _ in 0..r.u32()? {
             checks.push(CheckDef { name: r.str()?, sql: r.str()? });
         }
     }
+    let annotation = if format >= Format::V3 { decode_annotation(r)? } else { None };
     if primary_key.iter().any(|&c| c >= columns.len()) {
         return Err(EngineError::Corrupt(format!("table {name}: key column out of range")));
     }
     let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
-    Ok(TableSchema { id, name, columns, primary_key, primary_index, sequence, checks, layout })
+    Ok(TableSchema { id, name, columns, primary_key, primary_index, sequence, checks, annotation, layout })
 }
 
 fn encode_index(w: &mut Writer<'_>, i: &IndexSchema) {
@@ -907,7 +953,7 @@ fn decode_fk(r: &mut Reader<'_>, format: Format) -> Result<ForeignKey> {
     let (parent, parent_columns, parent_index, child_index) = (TableId(r.u32()?), decode_usizes(r)?, IndexId(r.u32()?), IndexId(r.u32()?));
     let on_delete = match format {
         Format::V1 => FkAction::NoAction,
-        Format::V2 => match r.u8()? {
+        Format::V2 | Format::V3 => match r.u8()? {
             0 => FkAction::NoAction,
             1 => FkAction::Cascade,
             2 => FkAction::SetNull,

@@ -68,6 +68,8 @@ pub enum Change {
     DropTable(TableId),
     CreateIndex(Arc<IndexSchema>),
     DropIndex(IndexId),
+    /// [`crate::Transaction::set_annotation`].
+    SetAnnotation { table: TableId, annotation: Option<String> },
 }
 
 /// One committed transaction.
@@ -316,6 +318,7 @@ impl CommitStream {
             OpRef::DropTable(id) => Change::DropTable(id),
             OpRef::CreateIndex(i) => Change::CreateIndex(Arc::new(i)),
             OpRef::DropIndex(i) => Change::DropIndex(i),
+            OpRef::SetAnnotation { table, annotation } => Change::SetAnnotation { table, annotation },
         })
     }
 

@@ -23,6 +23,7 @@ use crate::primary::{self, PrimaryIndex};
 use crate::probe::ProbeTable;
 use crate::row::RowLayout;
 use crate::schema::{ForeignKey, IndexId, IndexSchema, TableSchema};
+use crate::seams::TableSeams;
 use crate::slab::Slab;
 use crate::version::{
     FLAGS_MASK, VPtr, commit_ts_of, committed_word, is_deleted, is_lock_only, is_uncommitted, locked_by_other, owner_of, uncommitted_word,
@@ -218,6 +219,8 @@ fn nap(deadline: Instant, name: &str) -> Result<()> {
 
 pub(crate) struct TableStore {
     pub(crate) schema: Arc<TableSchema>,
+    /// Miss hook and access tracking (seams.rs); not persisted.
+    pub(crate) seams: TableSeams,
     pub(crate) pk: KeySpec,
     pub(crate) primary: PrimaryIndex,
     pub(crate) slab: Slab,
@@ -274,6 +277,7 @@ impl TableStore {
         let pk = KeySpec::new(&schema.primary_key, &schema.layout, &nullable, true);
         TableStore {
             schema,
+            seams: TableSeams::default(),
             pk,
             primary: PrimaryIndex::new(),
             slab: Slab::new(),
@@ -380,6 +384,21 @@ impl TableStore {
         out.clear();
         out.extend_from_slice(head.row(layout));
         Latest::Head(LatestVersion { head, word })
+    }
+
+    /// True when no transaction holds a live row for `key`: no chain, or
+    /// its latest committed version is a tombstone and nobody holds it.
+    /// A miss on a key some transaction is writing (our own delete, another's
+    /// uncommitted insert) or that committed after our snapshot is no
+    /// miss for the cache to resolve: the row is here, or about to be.
+    pub(crate) fn absent_for_miss(&self, hash: u64, key: &[u8], scratch: &mut Vec<u8>) -> bool {
+        let layout = self.layout();
+        let map = self.primary.read(hash);
+        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return true };
+        if is_uncommitted(head.word()) {
+            return false;
+        }
+        latest_committed(Some(head)).is_none_or(|v| is_deleted(v.word()))
     }
 
     /// Visible rows of shard `shard` appended to `out` as `[u32 len][row]`.

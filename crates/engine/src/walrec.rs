@@ -15,8 +15,10 @@
 //! op:     INSERT|UPDATE [table u32][row bytes]     (full after-image)
 //!         DELETE        [table u32][row bytes]     (full before-image)
 //!         CREATE_TABLE  [table, indexes, fks]      DROP_TABLE [table u32]
-//!           (op 10: catalog format V1; op 14: V2, with sequences)
+//!           (op 10: catalog format V1; op 14: V2, with sequences;
+//!            op 15: V3, with the table annotation)
 //!         CREATE_INDEX  [index]                    DROP_INDEX [index u32]
+//!         SET_ANNOTATION [table u32][present u8][text]   (op 16)
 //! ```
 //! The origin rides in the kind byte, so origin and commit time cost 8
 //! bytes per record (records are 8-byte aligned in the log: 8 bytes framed
@@ -32,7 +34,10 @@ use crate::codec::{Reader, Writer};
 use crate::error::{EngineError, Result};
 use crate::ids::CommitTs;
 use crate::origin::Origin;
-use crate::schema::{Format, IndexId, IndexSchema, TableDdl, TableId, decode_index_ddl, decode_table_ddl, encode_index_ddl, encode_table_ddl};
+use crate::schema::{
+    Format, IndexId, IndexSchema, TableDdl, TableId, decode_annotation, decode_index_ddl, decode_table_ddl, encode_annotation, encode_index_ddl,
+    encode_table_ddl,
+};
 
 /// Closing record; the kind byte's low nibble is the origin.
 const REC_TXN: u8 = 0x10;
@@ -58,6 +63,9 @@ const OP_CREATE_INDEX: u8 = 12;
 const OP_DROP_INDEX: u8 = 13;
 /// CREATE_TABLE in catalog format V2 (sequences); 10 keeps meaning V1.
 const OP_CREATE_TABLE_V2: u8 = 14;
+/// CREATE_TABLE in catalog format V3 (annotations), written now.
+const OP_CREATE_TABLE_V3: u8 = 15;
+const OP_SET_ANNOTATION: u8 = 16;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowOp {
@@ -156,7 +164,18 @@ impl RecordBuilder {
         encode_table_ddl(&mut Writer::new(&mut tmp), ddl);
         self.room_for(1 + tmp.len())?;
         let mut w = self.buf();
-        w.u8(OP_CREATE_TABLE_V2);
+        w.u8(OP_CREATE_TABLE_V3);
+        w.buf.extend_from_slice(&tmp);
+        Ok(())
+    }
+
+    pub(crate) fn set_annotation(&mut self, t: TableId, annotation: Option<&str>) -> Result<()> {
+        let mut tmp = Vec::new();
+        encode_annotation(&mut Writer::new(&mut tmp), annotation);
+        self.room_for(5 + tmp.len())?;
+        let mut w = self.buf();
+        w.u8(OP_SET_ANNOTATION);
+        w.u32(t.0);
         w.buf.extend_from_slice(&tmp);
         Ok(())
     }
@@ -219,6 +238,7 @@ pub(crate) enum OpRef<'a> {
     DropTable(TableId),
     CreateIndex(IndexSchema),
     DropIndex(IndexId),
+    SetAnnotation { table: TableId, annotation: Option<String> },
 }
 
 pub(crate) struct RecordHeader {
@@ -263,6 +283,8 @@ pub(crate) fn decode_op<'a>(r: &mut Reader<'a>) -> Result<OpRef<'a>> {
         }
         OP_CREATE_TABLE => OpRef::CreateTable(decode_table_ddl(r, Format::V1)?),
         OP_CREATE_TABLE_V2 => OpRef::CreateTable(decode_table_ddl(r, Format::V2)?),
+        OP_CREATE_TABLE_V3 => OpRef::CreateTable(decode_table_ddl(r, Format::V3)?),
+        OP_SET_ANNOTATION => OpRef::SetAnnotation { table: TableId(r.u32()?), annotation: decode_annotation(r)? },
         OP_DROP_TABLE => OpRef::DropTable(TableId(r.u32()?)),
         OP_CREATE_INDEX => OpRef::CreateIndex(decode_index_ddl(r)?),
         OP_DROP_INDEX => OpRef::DropIndex(IndexId(r.u32()?)),

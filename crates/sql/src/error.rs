@@ -145,6 +145,7 @@ impl From<EngineError> for SqlError {
         let mut out = SqlError::new(e.sqlstate(), e.to_string());
         out.detail = e.detail().map(str::to_owned);
         out.constraint = e.constraint().map(str::to_owned);
+        out.hint = e.hint().map(str::to_owned);
         if let EngineError::DatatypeMismatch { .. } = e {
             out.hint = Some("You will need to rewrite or cast the expression.".to_owned());
         }

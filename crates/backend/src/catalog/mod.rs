@@ -15,6 +15,7 @@ mod fingerprint;
 mod names;
 mod queries;
 
+use serde::{Deserialize, Serialize};
 use postgres::{Client, GenericClient, IsolationLevel};
 
 pub use names::QualifiedName;
@@ -22,7 +23,7 @@ pub use names::QualifiedName;
 use crate::backend_error::BackendError;
 
 /// One imported table.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TableDef {
     pub name: QualifiedName,
     pub oid: u32,
@@ -61,7 +62,7 @@ impl TableDef {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ColumnDef {
     pub attnum: i16,
     pub name: String,
@@ -90,7 +91,7 @@ impl ColumnDef {
 }
 
 /// The typmod of a column, decoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TypeModifier {
     None,
     /// numeric(precision, scale); scale may be negative since PostgreSQL 15.
@@ -104,7 +105,7 @@ pub enum TypeModifier {
 }
 
 /// Where a column's generated values come from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Identity {
     /// `GENERATED ALWAYS AS IDENTITY`, backed by `sequence` (`schema.name`).
     Always { sequence: String },
@@ -115,7 +116,7 @@ pub enum Identity {
 }
 
 /// A primary key or a usable unique key.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyDef {
     /// Constraint name, or index name for a unique index without a constraint.
     pub name: String,
@@ -128,7 +129,7 @@ pub struct KeyDef {
     pub nulls_not_distinct: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedIndex {
     pub name: String,
     pub reason: SkipReason,
@@ -136,7 +137,7 @@ pub struct SkippedIndex {
     pub definition: String,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SkipReason {
     /// Has a WHERE clause: unique only over some rows.
     Partial,
@@ -146,7 +147,7 @@ pub enum SkipReason {
     Invalid,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForeignKeyDef {
     pub name: String,
     pub columns: Vec<String>,
@@ -165,7 +166,7 @@ pub struct ForeignKeyDef {
     pub definition: String,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ForeignKeyAction {
     NoAction,
     Restrict,
@@ -174,7 +175,7 @@ pub enum ForeignKeyAction {
     SetDefault,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckDef {
     pub name: String,
     /// As `pg_get_constraintdef` prints it: `CHECK ((balance >= (0)::numeric))`.

@@ -3,6 +3,7 @@
 //! their case and may contain anything (`""` is a quote), names longer than
 //! 63 bytes are truncated, and the schema defaults to `public`.
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 use crate::backend_error::BackendError;
@@ -11,7 +12,7 @@ use crate::backend_error::BackendError;
 const IDENTIFIER_BYTES_MAX: usize = 63;
 
 /// A table name as stored in the catalog (already case-folded / unquoted).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct QualifiedName {
     pub schema: String,
     pub table: String,

@@ -39,14 +39,16 @@ fn populate() -> String {
 /// The URL of a database holding TATP (created once per test binary).
 pub fn tatp_url() -> String {
     static URL: OnceLock<String> = OnceLock::new();
-    URL.get_or_init(|| {
-        let url = shared_cluster().unwrap().create_database("cache_tatp").unwrap();
-        let mut client = connect(&url).unwrap();
-        client.batch_execute(&tatp_ddl()).unwrap();
-        client.batch_execute(&populate()).unwrap();
-        url
-    })
-    .clone()
+    URL.get_or_init(|| fresh_tatp("cache_tatp")).clone()
+}
+
+/// A new database `name` holding TATP, for a test that changes PostgreSQL's rows.
+pub fn fresh_tatp(name: &str) -> String {
+    let url = shared_cluster().unwrap().create_database(name).unwrap();
+    let mut client = connect(&url).unwrap();
+    client.batch_execute(&tatp_ddl()).unwrap();
+    client.batch_execute(&populate()).unwrap();
+    url
 }
 
 pub fn tatp_spec() -> GroupSpec {

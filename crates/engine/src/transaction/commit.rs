@@ -184,6 +184,7 @@ impl Transaction {
                     DdlOp::DropTable(t) => builder.drop_table(*t)?,
                     DdlOp::CreateIndex(i) => builder.create_index(i)?,
                     DdlOp::DropIndex(i) => builder.drop_index(*i)?,
+                    DdlOp::SetAnnotation(t, a) => builder.set_annotation(*t, a.as_deref())?,
                 },
             }
         }

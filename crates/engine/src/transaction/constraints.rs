@@ -14,7 +14,8 @@ use crate::catalog::CatalogState;
 use crate::error::{EngineError, Result};
 use crate::ids::TxnId;
 use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor};
-use crate::schema::{IndexId, TableSchema};
+use crate::schema::{ForeignKey, IndexId, TableSchema};
+use crate::seams::Miss;
 use crate::table::{Conflict, FkLink, IndexStore, TableMeta, TableStore, cols_equal, encode_cols_as};
 use crate::types::Value;
 
@@ -87,7 +88,7 @@ impl Transaction {
                 Conflict::Committed | Conflict::Mine => {
                     return Err(unique_violation(&store.schema, &index.schema.columns, &self.cat, index.schema.id, row));
                 }
-                Conflict::WaitFor(owner) => self.wait(owner)?,
+                Conflict::WaitFor(owner) => self.wait(owner, &store.schema.name)?,
             }
         }
     }
@@ -104,6 +105,7 @@ impl Transaction {
         }
         let Some(parent) = link.other.upgrade() else { return Ok(()) };
         let parent_meta = parent.meta();
+        let mut asked_hook = false;
         loop {
             let outcome = if fk.parent_index == parent.schema.primary_index {
                 encode_cols_as(&parent.pk, layout, new_row, &fk.child_columns, &mut self.s.probe);
@@ -115,6 +117,7 @@ impl Transaction {
             };
             match outcome {
                 Ok(true) => return Ok(()),
+                Ok(false) if !asked_hook && self.parent_missed(&parent, fk, new_row)? => asked_hook = true,
                 Ok(false) => {
                     return Err(EngineError::ForeignKeyViolation {
                         constraint: fk.name.clone(),
@@ -122,9 +125,26 @@ impl Transaction {
                         detail: key_detail(&store.schema, new_row, &fk.child_columns, format_args!("is not present in table \"{}\".", parent.schema.name)),
                     });
                 }
-                Err(owner) => self.wait(owner)?,
+                Err(owner) => self.wait(owner, &parent.schema.name)?,
             }
         }
+    }
+
+    /// The parent of a new reference is missing: asks the parent table's
+    /// miss hook (a `Key` miss when the foreign key references the primary
+    /// key, else a `Prefix` miss on the referenced UNIQUE index). True:
+    /// check again.
+    #[cold]
+    fn parent_missed(&mut self, parent: &TableStore, fk: &ForeignKey, new_row: &[u8]) -> Result<bool> {
+        let Some(hook) = self.miss_hook(parent) else { return Ok(false) };
+        let Some(child) = self.cat.store(fk.child).cloned() else { return Ok(false) };
+        let row = RowRef::new(&child.schema, new_row);
+        let values: Vec<Value> = fk.child_columns.iter().map(|&c| row.get(c).to_owned_value()).collect();
+        let table = parent.schema.id;
+        if fk.parent_index == parent.schema.primary_index {
+            return self.key_missed(table, &values);
+        }
+        self.resolve_miss(&*hook, Miss::Prefix { table, index: fk.parent_index, prefix: &values })
     }
 
     fn parent_exists_unique(&mut self, parent: &TableStore, pindex: &IndexStore) -> std::result::Result<bool, TxnId> {
@@ -213,7 +233,7 @@ impl Transaction {
                         });
                     }
                     Conflict::WaitFor(owner) => {
-                        self.wait(owner)?;
+                        self.wait(owner, &child.schema.name)?;
                         continue 'retry;
                     }
                 }

@@ -173,6 +173,26 @@ impl Transaction {
         Ok(id)
     }
 
+    /// Replaces the table's annotation ([`crate::TableDef::annotation`]):
+    /// DDL like the others (one DDL transaction at a time, visible to
+    /// others at commit, logged, undone by rollback). No table lock: rows
+    /// and their readers do not depend on it.
+    pub fn set_annotation(&mut self, table: TableId, annotation: Option<String>) -> Result<()> {
+        self.check_active()?;
+        let r = self.set_annotation_inner(table, annotation);
+        self.check(r)
+    }
+
+    fn set_annotation_inner(&mut self, table: TableId, annotation: Option<String>) -> Result<()> {
+        self.acquire_ddl()?;
+        if !self.catalog_mut().set_annotation(table, annotation.clone()) {
+            return Err(super::undefined(table));
+        }
+        self.order.push(Step::Ddl(self.ddl.len()));
+        self.ddl.push(DdlOp::SetAnnotation(table, annotation));
+        Ok(())
+    }
+
     /// DROP INDEX (not the primary key's, nor one a foreign key relies on).
     pub fn drop_index(&mut self, name: &str) -> Result<()> {
         self.check_active()?;

@@ -20,6 +20,7 @@
 mod commit;
 mod constraints;
 mod ddl;
+mod miss;
 mod reads;
 mod writes;
 
@@ -85,6 +86,7 @@ enum DdlOp {
     DropTable(TableId),
     CreateIndex(Arc<IndexSchema>),
     DropIndex(IndexId),
+    SetAnnotation(TableId, Option<String>),
 }
 
 #[derive(Default)]
@@ -353,7 +355,17 @@ impl Transaction {
         Ok(self.db.wal.wait_durable(lsn)?)
     }
 
-    fn wait(&self, owner: TxnId) -> Result<()> {
+    /// Waits for `owner`, which holds a row of `relation` we need. Only
+    /// application transactions wait: the cache's own (load, refresh,
+    /// evict, autorefresh) fail at once with 55P03. A miss hook's load runs
+    /// while the application transaction that missed keeps its locks; if
+    /// it waited for one of them (the application inserted the parent whose
+    /// child it then missed on), neither could go on, and the wait-for graph
+    /// would not see it (the application waits in the hook, not on a lock).
+    fn wait(&self, owner: TxnId, relation: &str) -> Result<()> {
+        if self.origin != Origin::Application {
+            return Err(EngineError::LockNotAvailable { relation: relation.to_owned(), detail: format!("row locked by transaction {owner}; {} transactions do not wait for row locks", self.origin) });
+        }
         self.db.txns.wait_for(self.id, owner, self.db.lock_deadline())
     }
 

@@ -11,6 +11,7 @@ use crate::key::hash_key;
 use crate::primary::SHARD_COUNT;
 use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor_in_place};
 use crate::schema::{IndexId, TableId};
+use crate::seams::Miss;
 use crate::table::{IndexStore, TableStore};
 use crate::types::Value;
 
@@ -19,10 +20,23 @@ const SCAN_BATCH_ENTRIES: usize = 128;
 
 impl Transaction {
     /// Reads the row with primary key `key` visible to this statement.
+    /// An application transaction that finds nothing asks the table's miss
+    /// hook, if it has one (transaction/miss.rs), and then looks again.
     pub fn get(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         self.prologue()?;
-        let r = self.get_inner(table, key, out);
+        let r = match self.get_inner(table, key, out) {
+            Ok(false) => self.get_missed(table, key, out),
+            r => r,
+        };
         self.check(r)
+    }
+
+    #[cold]
+    fn get_missed(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
+        if !self.key_missed(table, key)? {
+            return Ok(false);
+        }
+        self.get_inner(table, key, out)
     }
 
     fn get_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
@@ -39,27 +53,65 @@ impl Transaction {
     /// `f` runs under an internal read lock and must not call the engine.
     pub fn get_with<R>(&mut self, table: TableId, key: &[Value], f: impl FnOnce(RowRef<'_>) -> R) -> Result<Option<R>> {
         self.prologue()?;
-        let Some(store) = self.cat.store(table) else {
-            let e = Err(undefined(table));
-            return self.check(e);
+        let mut f = Some(f);
+        let r = match self.get_with_inner(table, key, &mut f) {
+            Ok(None) => self.get_with_missed(table, key, &mut f),
+            r => r,
         };
-        let hash = match encode_pk(store, key, &mut self.s.key) {
-            Ok(Some(hash)) => hash,
-            Ok(None) => return Ok(None),
-            Err(e) => return self.check(Err(e)),
-        };
+        if r.is_err() {
+            return self.check(r);
+        }
+        r
+    }
+
+    /// `f` is taken when it runs (the miss path may need it again).
+    #[inline]
+    fn get_with_inner<R, F: FnOnce(RowRef<'_>) -> R>(&mut self, table: TableId, key: &[Value], f: &mut Option<F>) -> Result<Option<R>> {
+        let Some(store) = self.cat.store(table) else { return Err(undefined(table)) };
+        let Some(hash) = encode_pk(store, key, &mut self.s.key)? else { return Ok(None) };
         let schema = &store.schema;
-        Ok(store.with_visible(hash, &self.s.key, self.id, self.snapshot, &mut self.s.scratch, |row| f(RowRef::new(schema, row))))
+        let found = store.with_visible(hash, &self.s.key, self.id, self.snapshot, &mut self.s.scratch, |row| f.take().map(|f| f(RowRef::new(schema, row))));
+        Ok(found.flatten())
+    }
+
+    #[cold]
+    fn get_with_missed<R, F: FnOnce(RowRef<'_>) -> R>(&mut self, table: TableId, key: &[Value], f: &mut Option<F>) -> Result<Option<R>> {
+        if !self.key_missed(table, key)? {
+            return Ok(None);
+        }
+        self.get_with_inner(table, key, f)
     }
 
     /// Scans index `index` over `[lower, upper]` (bounds on leading key
     /// columns; `Bound::Included(&[a])` on a composite key is a prefix
     /// bound). Calls `f` with each visible row in key order until it
     /// returns false; returns the number of rows visited.
-    pub fn scan(&mut self, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>, f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+    ///
+    /// An equality scan (both bounds `Included` of the same prefix) that
+    /// visits nothing in an application transaction asks the table's miss
+    /// hook, if it has one, and then scans again.
+    pub fn scan(&mut self, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>, mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
         self.prologue()?;
-        let r = self.scan_inner(index, lower, upper, f);
+        let r = match self.scan_inner(index, lower, upper, &mut f) {
+            Ok(0) => self.scan_missed(index, lower, upper, &mut f),
+            r => r,
+        };
         self.check(r)
+    }
+
+    #[cold]
+    fn scan_missed(&mut self, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>, f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+        let Some(table) = self.cat.catalog.index(index).map(|i| i.table) else { return Ok(0) };
+        let Some(store) = self.cat.store(table) else { return Ok(0) };
+        let Some(hook) = self.miss_hook(store) else { return Ok(0) };
+        let prefix = match (lower, upper) {
+            (Bound::Included(l), Bound::Included(u)) if std::ptr::eq(l, u) || l == u => l,
+            _ => return Ok(0),
+        };
+        if !self.resolve_miss(&*hook, Miss::Prefix { table, index, prefix })? {
+            return Ok(0);
+        }
+        self.scan_inner(index, lower, upper, f)
     }
 
     /// All rows whose leading key columns equal `prefix`.

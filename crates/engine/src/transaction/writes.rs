@@ -123,7 +123,7 @@ impl Transaction {
                 InsertOutcome::Duplicate => {
                     return Err(unique_violation(&store.schema, &store.schema.primary_key, &self.cat, store.schema.primary_index, &self.s.row));
                 }
-                InsertOutcome::WaitFor(owner) => self.wait(owner)?,
+                InsertOutcome::WaitFor(owner) => self.wait(owner, &store.schema.name)?,
             }
         };
         let over_own_delete = replaced_tombstone.is_some();
@@ -148,10 +148,27 @@ impl Transaction {
     /// writer to finish first) and calls `f` with it; `f` returns the column
     /// changes, or None to leave the row alone (its WHERE no longer holds).
     /// `f` may run more than once if the row changes under it.
-    pub fn update_with(&mut self, table: TableId, key: &[Value], f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>) -> Result<bool> {
+    ///
+    /// An application transaction that finds no row asks the table's miss
+    /// hook, if it has one (transaction/miss.rs), and then looks again; so
+    /// do `delete`, `delete_with` and `get_for_update`.
+    pub fn update_with(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>) -> Result<bool> {
         self.prologue()?;
-        let r = self.update_inner(table, key, f);
+        let r = match self.update_inner(table, key, &mut f) {
+            Ok(false) => self.write_missed(table, key, |t| t.update_inner(table, key, &mut f)),
+            r => r,
+        };
         self.check(r)
+    }
+
+    /// A write of an existing row that found none (or whose recheck said
+    /// no): `retry` once if the key had no live row and the hook loaded.
+    #[cold]
+    fn write_missed(&mut self, table: TableId, key: &[Value], retry: impl FnOnce(&mut Transaction) -> Result<bool>) -> Result<bool> {
+        if !self.key_missed(table, key)? {
+            return Ok(false);
+        }
+        retry(self)
     }
 
     pub(super) fn update_inner(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>) -> Result<bool> {
@@ -189,17 +206,18 @@ impl Transaction {
 
     /// Deletes the row with primary key `key`; false if no such row.
     pub fn delete(&mut self, table: TableId, key: &[Value]) -> Result<bool> {
-        self.prologue()?;
-        let r = self.delete_inner(table, key, |_| Ok(true));
-        self.check(r)
+        self.delete_with(table, key, |_| Ok(true))
     }
 
     /// DELETE of the row with primary key `key` if `f` holds on its latest
     /// version (after waiting for a writer that holds it): READ
     /// COMMITTED's recheck. False if there is no such row or `f` says no.
-    pub fn delete_with(&mut self, table: TableId, key: &[Value], f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<bool> {
+    pub fn delete_with(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<bool> {
         self.prologue()?;
-        let r = self.delete_inner(table, key, f);
+        let r = match self.delete_inner(table, key, &mut f) {
+            Ok(false) => self.write_missed(table, key, |t| t.delete_inner(table, key, &mut f)),
+            r => r,
+        };
         self.check(r)
     }
 
@@ -245,7 +263,10 @@ impl Transaction {
     /// committed version; false if it does not exist.
     pub fn get_for_update(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         self.prologue()?;
-        let r = self.lock_inner(table, key, out);
+        let r = match self.lock_inner(table, key, out) {
+            Ok(false) => self.write_missed(table, key, |t| t.lock_inner(table, key, out)),
+            r => r,
+        };
         self.check(r)
     }
 
@@ -282,7 +303,7 @@ impl Transaction {
             let at = match store.latest(hash, &self.s.key, self.id, &mut self.s.scratch, &mut self.s.base) {
                 Latest::Absent => return Ok(false),
                 Latest::Locked(owner) => {
-                    self.wait(owner)?;
+                    self.wait(owner, &store.schema.name)?;
                     continue;
                 }
                 Latest::Head(at) => at,

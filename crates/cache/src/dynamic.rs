@@ -1,0 +1,304 @@
+//! DYNAMIC groups: a lookup that misses in the cache loads the whole
+//! instance from PostgreSQL inside the statement.
+//!
+//! The engine calls its miss hook (installed per table of a dynamic group)
+//! when an application read by key or by an equality prefix finds nothing.
+//! Here the lookup is mapped to a root key — through the columns that carry
+//! the root key down the foreign keys (every TATP table has `s_id`) — and:
+//! - a root already cached means the row really does not exist: nothing to do;
+//! - an instance with changes not yet propagated is never loaded over;
+//! - otherwise the instance is read from PostgreSQL in one REPEATABLE READ
+//!   transaction (one prepared query per table, on a pooled connection) and
+//!   inserted as `Origin::Load` in one engine transaction;
+//! - concurrent misses on one key wait for the first one's load (one flight
+//!   per key), so an instance is fetched once;
+//! - a key PostgreSQL does not have either answers "no row", as PostgreSQL
+//!   would; nothing is remembered, so a row inserted there later is found.
+//!
+//! Lookups that do not determine the root key (by a column that is not on
+//! the root key's path) answer from what is cached, as TimesTen does.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+use pgtier_backend::{ConnectParams, connect_backend};
+use pgtier_engine::{Database, EngineError, Origin, Value};
+use postgres::types::{FromSql, ToSql, Type};
+use postgres::{Client, Statement};
+
+use crate::error::CacheError;
+use crate::group::CacheGroup;
+use crate::instance::{InstanceLayout, key_text};
+use crate::load::{decode_values, instance_query};
+use crate::manager::GroupEntry;
+
+/// For each table of a group: the positions of its columns that hold the
+/// root key (in root key order), when every root key column reaches it
+/// through the foreign keys; None otherwise.
+pub(crate) fn root_key_columns(group: &CacheGroup) -> Vec<Option<Vec<usize>>> {
+    let mut maps: Vec<Option<Vec<usize>>> = Vec::with_capacity(group.tables.len());
+    for table in &group.tables {
+        let position = |name: &str| table.def.columns.iter().position(|c| c.name == name);
+        let map = match (table.parent, &table.parent_key) {
+            (None, _) => table.def.primary_key.iter().map(|name| position(name)).collect(),
+            (Some(parent), Some((child_columns, parent_columns))) => maps[parent].as_ref().and_then(|parent_map| {
+                parent_map
+                    .iter()
+                    .map(|&at| {
+                        let parent_column = &group.tables[parent].def.columns[at].name;
+                        let i = parent_columns.iter().position(|c| c == parent_column)?;
+                        position(&child_columns[i])
+                    })
+                    .collect()
+            }),
+            (Some(_), None) => None,
+        };
+        maps.push(map);
+    }
+    maps
+}
+
+/// The root key carried by a lookup on a table whose root key columns are
+/// `map`: `columns` are the positions the lookup's `values` bind (the
+/// primary key's, or an index's leading ones).
+pub(crate) fn root_key_of(map: &[usize], columns: &[usize], values: &[Value]) -> Option<Vec<Value>> {
+    map.iter()
+        .map(|column| {
+            let at = columns.iter().take(values.len()).position(|c| c == column)?;
+            match &values[at] {
+                Value::Null => None,
+                value => Some(value.clone()),
+            }
+        })
+        .collect()
+}
+
+/// A PostgreSQL connection kept for dynamic loads, with its prepared queries.
+struct Pooled {
+    client: Client,
+    statements: HashMap<String, Statement>,
+}
+
+/// One load in progress; later misses on the key wait for its outcome.
+#[derive(Default)]
+struct Flight {
+    outcome: Mutex<Option<Result<bool, (String, String)>>>,
+    done: Condvar,
+}
+
+/// The dynamic-load machinery of one `Cache`.
+pub(crate) struct Dynamic {
+    backend: Option<ConnectParams>,
+    idle: Mutex<Vec<Pooled>>,
+    flights: Mutex<HashMap<String, Arc<Flight>>>,
+}
+
+/// A binary field as PostgreSQL sent it (the same bytes binary COPY sends).
+struct Raw<'a>(Option<&'a [u8]>);
+
+impl<'a> FromSql<'a> for Raw<'a> {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Raw<'a>, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Raw(Some(raw)))
+    }
+    fn from_sql_null(_: &Type) -> Result<Raw<'a>, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Raw(None))
+    }
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+impl Dynamic {
+    pub fn new(backend: Option<ConnectParams>) -> Dynamic {
+        Dynamic { backend, idle: Mutex::new(Vec::new()), flights: Mutex::new(HashMap::new()) }
+    }
+
+    /// Makes sure the instance of `root_key` is cached if PostgreSQL has it.
+    /// Ok(true): this call (or the flight it waited for) inserted it.
+    pub fn ensure(&self, db: &Database, entry: &GroupEntry, layout: &InstanceLayout, root_key: &[Value]) -> Result<bool, CacheError> {
+        let Some(key) = layout.normalize_root_key(root_key) else { return Ok(false) };
+        if root_cached(db, layout, &key)? || entry.is_dirty(&key) {
+            return Ok(false);
+        }
+        let flight_key = format!("{}\u{0}{}", entry.def.name, key_text(&key));
+        let (flight, leader) = {
+            let mut flights = self.flights.lock();
+            match flights.get(&flight_key) {
+                Some(flight) => (flight.clone(), false),
+                None => {
+                    let flight = Arc::new(Flight::default());
+                    flights.insert(flight_key.clone(), flight.clone());
+                    (flight, true)
+                }
+            }
+        };
+        if !leader {
+            let mut outcome = flight.outcome.lock();
+            while outcome.is_none() {
+                flight.done.wait(&mut outcome);
+            }
+            return match outcome.as_ref() {
+                Some(Ok(loaded)) => Ok(*loaded),
+                Some(Err((sqlstate, message))) => Err(CacheError::DynamicLoad { group: entry.def.name.clone(), sqlstate: sqlstate.clone(), reason: message.clone() }),
+                None => Ok(false),
+            };
+        }
+        let started = Instant::now();
+        let result = self.load_instance(db, entry, layout, &key);
+        let counters = &entry.counters;
+        match &result {
+            Ok(true) => {
+                counters.dynamic_loads.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(false) => {
+                counters.dynamic_absent.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {}
+        }
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        counters.miss_count.fetch_add(1, Ordering::Relaxed);
+        counters.miss_us_total.fetch_add(micros, Ordering::Relaxed);
+        counters.miss_us_max.fetch_max(micros, Ordering::Relaxed);
+        *flight.outcome.lock() = Some(result.as_ref().map(|loaded| *loaded).map_err(|error| (error.sqlstate().to_owned(), error.to_string())));
+        flight.done.notify_all();
+        self.flights.lock().remove(&flight_key);
+        result
+    }
+
+    fn load_instance(&self, db: &Database, entry: &GroupEntry, layout: &InstanceLayout, key: &[Value]) -> Result<bool, CacheError> {
+        let rows = self.fetch(&entry.group, entry.def.root_predicate.as_deref(), key)?;
+        if rows[0].is_empty() {
+            return Ok(false);
+        }
+        let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Load)?;
+        let inserted = (|| {
+            for (table, rows) in layout.tables.iter().zip(&rows) {
+                for row in rows {
+                    txn.insert(table.id, row)?;
+                }
+            }
+            Ok::<(), EngineError>(())
+        })();
+        match inserted {
+            Ok(()) => {
+                txn.commit()?;
+                Ok(true)
+            }
+            // Loaded meanwhile by another way in (LOAD): it is there now.
+            Err(EngineError::UniqueViolation { .. }) => Ok(true),
+            Err(error) if error.sqlstate() == "55P03" => Ok(false),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The rows of the instance of `key` in PostgreSQL, per group table, read
+    /// in one snapshot; the root's list is empty when PostgreSQL has no such
+    /// root (or it does not match the group's predicate).
+    fn fetch(&self, group: &CacheGroup, predicate: Option<&str>, key: &[Value]) -> Result<Vec<Vec<Vec<Value>>>, CacheError> {
+        let mut pooled = match self.idle.lock().pop() {
+            Some(pooled) => pooled,
+            None => {
+                let params = self.backend.as_ref().ok_or(CacheError::NoBackend)?;
+                Pooled { client: connect_backend(params)?, statements: HashMap::new() }
+            }
+        };
+        let texts: Vec<String> = key.iter().map(ToString::to_string).collect();
+        let params: Vec<&(dyn ToSql + Sync)> = texts.iter().map(|text| text as &(dyn ToSql + Sync)).collect();
+        let result = fetch_on(&mut pooled, group, predicate, &params);
+        if result.is_ok() {
+            let keep = self.backend.as_ref().map_or(1, |params| params.pool_size.max(1));
+            let mut idle = self.idle.lock();
+            if idle.len() < keep {
+                idle.push(pooled);
+            }
+        }
+        // A connection that failed is dropped: the next miss connects anew.
+        result
+    }
+}
+
+fn fetch_on(pooled: &mut Pooled, group: &CacheGroup, predicate: Option<&str>, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Vec<Vec<Value>>>, CacheError> {
+    let root = group.root();
+    let key_len = root.def.primary_key.len();
+    let key_columns: Vec<String> = root.def.primary_key.iter().map(|c| pgtier_backend::copy_out::quote_identifier(c)).collect();
+    let casts: Vec<String> = root
+        .def
+        .primary_key
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let type_name = root.source.column(name).map_or("text", |c| c.type_name.as_str());
+            format!("${}::text::{type_name}", i + 1)
+        })
+        .collect();
+    let mut filter = format!("({}) = ({})", key_columns.join(", "), casts.join(", "));
+    if let Some(predicate) = predicate {
+        filter = format!("({predicate}) AND {filter}");
+    }
+    let backend_error = |what: &str, error: postgres::Error| CacheError::Backend(pgtier_backend::BackendError::from_postgres(what, &error));
+    pooled.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").map_err(|e| backend_error("dynamic load", e))?;
+    let mut out = Vec::with_capacity(group.tables.len());
+    for (index, table) in group.tables.iter().enumerate() {
+        let sql = instance_query(group, index, Some(&filter));
+        let statement = match pooled.statements.get(&sql) {
+            Some(statement) => statement.clone(),
+            None => {
+                let statement = pooled.client.prepare(&sql).map_err(|e| backend_error("dynamic load", e))?;
+                pooled.statements.insert(sql, statement.clone());
+                statement
+            }
+        };
+        let rows = pooled.client.query(&statement, params).map_err(|e| backend_error("dynamic load", e))?;
+        let mut decoded = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let fields: Vec<Option<&[u8]>> = (0..row.len()).map(|i| row.try_get::<_, Raw<'_>>(i).map(|raw| raw.0).unwrap_or(None)).collect();
+            let (values, _) = decode_values(table, |column| fields.get(key_len + column).copied().flatten())?;
+            decoded.push(values);
+        }
+        out.push(decoded);
+        if index == 0 && out[0].is_empty() {
+            break;
+        }
+    }
+    out.resize_with(group.tables.len(), Vec::new);
+    pooled.client.batch_execute("COMMIT").map_err(|e| backend_error("dynamic load", e))?;
+    Ok(out)
+}
+
+/// The root row of `key` is cached (at a fresh snapshot).
+fn root_cached(db: &Database, layout: &InstanceLayout, key: &[Value]) -> Result<bool, CacheError> {
+    let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Load)?;
+    let found = txn.get_with(layout.root().id, key, |_| ())?.is_some();
+    txn.rollback();
+    Ok(found)
+}
+
+/// The miss hook installed on each table of a dynamic group.
+pub(crate) struct TableHook {
+    pub cache: std::sync::Weak<crate::Cache>,
+    pub group: String,
+    /// Positions of this table's columns holding the root key (root key order).
+    pub root_key_columns: Vec<usize>,
+}
+
+impl pgtier_engine::MissHook for TableHook {
+    fn on_miss(&self, db: &Database, miss: pgtier_engine::Miss<'_>) -> pgtier_engine::Result<bool> {
+        let Some(cache) = self.cache.upgrade() else { return Ok(false) };
+        let catalog = db.catalog();
+        let root_key = match miss {
+            pgtier_engine::Miss::Key { table, key } => {
+                let Some(schema) = catalog.table(table) else { return Ok(false) };
+                root_key_of(&self.root_key_columns, &schema.primary_key, key)
+            }
+            pgtier_engine::Miss::Prefix { index, prefix, .. } => {
+                let Some(index) = catalog.index(index) else { return Ok(false) };
+                root_key_of(&self.root_key_columns, &index.columns, prefix)
+            }
+        };
+        let Some(root_key) = root_key else { return Ok(false) };
+        cache.ensure_instance(&self.group, &root_key).map_err(|error| EngineError::hook(error.sqlstate(), error.to_string(), error.hint()))
+    }
+}

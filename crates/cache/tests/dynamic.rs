@@ -1,0 +1,150 @@
+//! DYNAMIC groups against a real PostgreSQL with TATP: application lookups
+//! that miss (by the root key, by a child's key prefix, by a child's full
+//! key) load the whole instance inside the statement; absent keys answer no
+//! row; concurrent misses on one key load it once. Every answer and the
+//! final cache are compared with PostgreSQL.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{SUBSCRIBERS, TABLES, cache_dump, check_whole_instances, postgres_dump, tatp_url};
+use pgtier_backend::BackendConfig;
+use pgtier_backend::connect::connect;
+use pgtier_cache::{Aging, Cache, CacheConfig, CreateGroup, GroupKind};
+use pgtier_engine::{Database, EngineConfig, Value};
+use rand::{Rng, SeedableRng};
+
+fn dynamic_cache(dir: &std::path::Path, url: &str) -> Arc<Cache> {
+    let db = Database::open(dir, EngineConfig::default()).unwrap();
+    let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
+    let cache = Cache::open(db, Some(params), CacheConfig::default()).unwrap();
+    cache
+        .create_group(&CreateGroup {
+            name: "dyn".into(),
+            kind: GroupKind::Awt,
+            dynamic: true,
+            root: "subscriber".into(),
+            root_predicate: None,
+            children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
+            aging: Aging::Lru,
+            keep: false,
+            memory_budget: None,
+        })
+        .unwrap();
+    cache
+}
+
+fn row_text(values: &[Value]) -> String {
+    values.iter().map(ToString::to_string).collect::<Vec<_>>().join("|")
+}
+
+#[test]
+fn misses_load_whole_instances_and_answer_as_postgres() {
+    let url = tatp_url();
+    let mut client = connect(&url).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dynamic_cache(dir.path(), &url);
+    let db = cache.database().clone();
+    let catalog = db.catalog();
+    let id = |name: &str| catalog.table_by_name(name).unwrap().id;
+    let (subscriber, access_info) = (id("subscriber"), id("access_info"));
+    let access_pk = catalog.table_by_name("access_info").unwrap().primary_index;
+    let group = pgtier_cache::define_group(&mut client, &pgtier_cache::GroupSpec {
+        name: "check".into(),
+        root: "subscriber".into(),
+        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
+        kind: GroupKind::Awt,
+    })
+    .unwrap();
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(14);
+    let mut present = Vec::new();
+    for round in 0..600 {
+        // Keys beyond SUBSCRIBERS are absent in PostgreSQL too.
+        let key = rng.random_range(1..=SUBSCRIBERS as i32 + SUBSCRIBERS as i32 / 4);
+        let mut txn = db.begin().unwrap();
+        let expected_root = postgres_dump(&mut client, &group, "subscriber", &format!("s_id = {key}"));
+        let expected_access = postgres_dump(&mut client, &group, "access_info", &format!("s_id = {key}"));
+        match round % 3 {
+            // By the root key.
+            0 => {
+                let got = txn.get_with(subscriber, &[Value::Int4(key)], |row| row_text(&row.values())).unwrap();
+                assert_eq!(got.into_iter().collect::<Vec<_>>(), expected_root, "subscriber {key}");
+            }
+            // By a child's key prefix (all access_info rows of the subscriber).
+            1 => {
+                let mut got = Vec::new();
+                txn.scan_prefix(access_pk, &[Value::Int4(key)], |row| {
+                    got.push(row_text(&row.values()));
+                    Ok(true)
+                })
+                .unwrap();
+                got.sort();
+                assert_eq!(got, expected_access, "access_info of {key}");
+            }
+            // By a child's full key (int8 for an int4 column: normalized).
+            _ => {
+                let got = txn.get_with(access_info, &[Value::Int4(key), Value::Int2(1)], |row| row_text(&row.values())).unwrap();
+                let expected: Vec<String> = expected_access.iter().filter(|line| line.split('|').nth(1) == Some("1")).cloned().collect();
+                assert_eq!(got.into_iter().collect::<Vec<_>>(), expected, "access_info ({key}, 1)");
+            }
+        }
+        txn.commit().unwrap();
+        if !expected_root.is_empty() {
+            present.push(key);
+        }
+    }
+    present.sort_unstable();
+    present.dedup();
+    // The cache holds exactly the instances looked up that PostgreSQL has, whole.
+    let list = present.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    for table in TABLES {
+        assert_eq!(cache_dump(&db, table), postgres_dump(&mut client, &group, table, &format!("s_id IN ({list})")), "{table}");
+    }
+    check_whole_instances(&db, &url);
+    let stats = &cache.stats()[0];
+    assert_eq!(stats.dynamic_loads, present.len() as u64);
+    assert!(stats.dynamic_absent > 0);
+    assert!(stats.miss_latency_avg_us > 0.0);
+}
+
+#[test]
+fn concurrent_misses_on_one_key_load_once() {
+    let url = tatp_url();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dynamic_cache(dir.path(), &url);
+    let db = cache.database().clone();
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    for key in [11, 12, 13] {
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                let db = db.clone();
+                scope.spawn(move || {
+                    let mut txn = db.begin().unwrap();
+                    assert!(txn.get_with(subscriber, &[Value::Int4(key)], |_| ()).unwrap().is_some());
+                    txn.commit().unwrap();
+                });
+            }
+        });
+    }
+    assert_eq!(cache.stats()[0].dynamic_loads, 3);
+    assert_eq!(cache_dump(&db, "subscriber").len(), 3);
+}
+
+#[test]
+fn cached_root_without_the_child_is_a_plain_miss() {
+    let url = tatp_url();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dynamic_cache(dir.path(), &url);
+    let db = cache.database().clone();
+    let access_info = db.catalog().table_by_name("access_info").unwrap().id;
+    // Subscriber 7 has access_info types 1..=4 at most (t <= s % 4 + 1 = 4); type 9 never exists.
+    let mut txn = db.begin().unwrap();
+    assert!(txn.get_with(access_info, &[Value::Int4(7), Value::Int2(9)], |_| ()).unwrap().is_none());
+    assert!(txn.get_with(access_info, &[Value::Int4(7), Value::Int2(9)], |_| ()).unwrap().is_none());
+    txn.commit().unwrap();
+    let stats = &cache.stats()[0];
+    assert_eq!((stats.dynamic_loads, stats.instances), (1, 1), "the first miss loads subscriber 7, the second finds it cached");
+}

@@ -1,0 +1,123 @@
+//! Seams for the cache: what the engine calls up through (a key miss the
+//! cache may resolve by loading rows) and the per-table switches the cache
+//! turns on (miss hook installed, access stamps recorded). The engine knows
+//! nothing of PostgreSQL; the cache installs implementations at every open
+//! (nothing here is persisted).
+//!
+//! Cost when off: every switch of a table is one byte (`flags`) next to the
+//! fields a lookup reads anyway, tested only where the feature would act
+//! (a lookup that found nothing; a read by an application transaction).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use parking_lot::RwLock;
+
+use crate::db::Database;
+use crate::error::Result;
+use crate::schema::{IndexId, TableId};
+use crate::types::Value;
+
+/// What an application read looked for and did not find.
+#[derive(Clone, Copy, Debug)]
+pub enum Miss<'a> {
+    /// A point read / write by primary key found no row (also a foreign
+    /// key's parent looked up by its primary key).
+    Key { table: TableId, key: &'a [Value] },
+    /// An equality scan on the leading columns of an index (lower == upper
+    /// == Included(prefix)) found no row (also a foreign key's parent
+    /// looked up through a UNIQUE index: `index` is that index).
+    Prefix { table: TableId, index: IndexId, prefix: &'a [Value] },
+}
+
+impl Miss<'_> {
+    pub fn table(&self) -> TableId {
+        match *self {
+            Miss::Key { table, .. } | Miss::Prefix { table, .. } => table,
+        }
+    }
+}
+
+/// Resolves misses of one table (the cache's dynamic load).
+pub trait MissHook: Send + Sync {
+    /// Called when an application read finds nothing. Ok(true): the hook
+    /// committed rows that may answer the lookup; the engine then retries
+    /// the lookup once at a fresh snapshot. An error fails the statement
+    /// (and, like any error, aborts the calling transaction).
+    ///
+    /// `db` is a handle on the same database for the hook's own
+    /// transactions, which must not have origin `Application` (the engine
+    /// never calls a hook for them, so a hook is never re-entered, and they
+    /// never wait for a row lock: see [`crate::Transaction`]). The calling
+    /// application transaction stays open meanwhile, holding its locks.
+    fn on_miss(&self, db: &Database, miss: Miss<'_>) -> Result<bool>;
+}
+
+const MISS_HOOK: u8 = 1;
+const TRACK_ACCESS: u8 = 2;
+
+/// One table's switches and its miss hook.
+#[derive(Default)]
+pub(crate) struct TableSeams {
+    flags: AtomicU8,
+    miss_hook: RwLock<Option<Arc<dyn MissHook>>>,
+}
+
+impl TableSeams {
+    #[inline]
+    pub(crate) fn has_miss_hook(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & MISS_HOOK != 0
+    }
+
+    #[inline]
+    pub(crate) fn tracks_access(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & TRACK_ACCESS != 0
+    }
+
+    pub(crate) fn miss_hook(&self) -> Option<Arc<dyn MissHook>> {
+        self.miss_hook.read().clone()
+    }
+
+    pub(crate) fn set_miss_hook(&self, hook: Option<Arc<dyn MissHook>>) {
+        let mut slot = self.miss_hook.write();
+        self.set_flag(MISS_HOOK, hook.is_some());
+        *slot = hook;
+    }
+
+    pub(crate) fn set_access_tracking(&self, on: bool) {
+        self.set_flag(TRACK_ACCESS, on);
+    }
+
+    fn set_flag(&self, flag: u8, on: bool) {
+        if on {
+            self.flags.fetch_or(flag, Ordering::Relaxed);
+        } else {
+            self.flags.fetch_and(!flag, Ordering::Relaxed);
+        }
+    }
+}
+
+thread_local! {
+    /// Set while this thread runs a miss hook (see `enter_hook`).
+    static IN_MISS_HOOK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (a hook call) marked as inside a miss hook; None if this thread
+/// is already inside one. That cannot happen through the engine's own rule
+/// (hooks run only for application transactions, and a hook's transactions
+/// have other origins); a hook that begins an application transaction and
+/// misses in it breaks the rule, and is not re-entered.
+pub(crate) fn enter_hook<R>(f: impl FnOnce() -> R) -> Option<R> {
+    if IN_MISS_HOOK.with(std::cell::Cell::get) {
+        return None;
+    }
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_MISS_HOOK.with(|c| c.set(false));
+        }
+    }
+    IN_MISS_HOOK.with(|c| c.set(true));
+    let _reset = Reset;
+    Some(f())
+}

@@ -1,0 +1,62 @@
+//! The miss path: an application transaction's lookup that found nothing
+//! asks the table's miss hook (seams.rs), and after the hook loaded rows
+//! retries once at a fresh snapshot.
+//!
+//! READ COMMITTED after a load: the statement continues as if it had
+//! started after the hook's commit (its snapshot is refreshed, for the
+//! retried lookup and whatever the statement reads after it), so it sees
+//! the loaded rows. Only lookups that found nothing take this path; a hit
+//! costs nothing more than before. The hook runs with no internal lock held;
+//! the calling transaction keeps its row and table locks meanwhile.
+
+use std::sync::Arc;
+
+use super::{Transaction, encode_pk};
+use crate::db::Database;
+use crate::error::Result;
+use crate::origin::Origin;
+use crate::schema::TableId;
+use crate::seams::{Miss, MissHook};
+use crate::table::TableStore;
+use crate::types::Value;
+
+impl Transaction {
+    /// The hook to ask about a miss on `store`: only application
+    /// transactions ask, and only tables with a hook have one.
+    #[inline]
+    pub(super) fn miss_hook(&self, store: &TableStore) -> Option<Arc<dyn MissHook>> {
+        if self.origin != Origin::Application || !store.seams.has_miss_hook() {
+            return None;
+        }
+        store.seams.miss_hook()
+    }
+
+    /// Calls `hook`; true when it loaded rows, and then the statement
+    /// snapshot has been refreshed for the one retry.
+    #[cold]
+    pub(super) fn resolve_miss(&mut self, hook: &dyn MissHook, miss: Miss<'_>) -> Result<bool> {
+        debug_assert_eq!(self.origin, Origin::Application, "only application transactions call miss hooks");
+        let db = Database::lent(Arc::clone(&self.db));
+        let Some(loaded) = crate::seams::enter_hook(|| hook.on_miss(&db, miss)) else { return Ok(false) };
+        if !loaded? {
+            return Ok(false);
+        }
+        self.snapshot = self.db.txns.refresh_snapshot(self.id);
+        self.fresh_snapshot = false;
+        Ok(true)
+    }
+
+    /// For a lookup of primary key `key` in `table` that found nothing: asks
+    /// the hook if the key has no live row at all (see
+    /// `TableStore::absent_for_miss`). True: retry the lookup.
+    #[cold]
+    pub(super) fn key_missed(&mut self, table: TableId, key: &[Value]) -> Result<bool> {
+        let Some(store) = self.cat.store(table).cloned() else { return Ok(false) };
+        let Some(hook) = self.miss_hook(&store) else { return Ok(false) };
+        let Some(hash) = encode_pk(&store, key, &mut self.s.probe)? else { return Ok(false) };
+        if !store.absent_for_miss(hash, &self.s.probe, &mut self.s.scratch) {
+            return Ok(false);
+        }
+        self.resolve_miss(&*hook, Miss::Key { table, key })
+    }
+}

@@ -1,0 +1,283 @@
+//! The miss hook (dynamic load): an application read that finds nothing
+//! asks the table's hook, which loads rows in a `Load` transaction; the
+//! statement then sees them. Non-application transactions never call it
+//! and never wait for row locks.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{create_parent_child, int, open, text};
+use pgtier_engine::{CommitMode, Database, EngineError, Miss, MissHook, Origin, Result, RowBuf, TableId, Value};
+
+/// Stands in for PostgreSQL: whole instances (parent id -> child ns).
+struct Loader {
+    parent: TableId,
+    child: TableId,
+    backend: Mutex<BTreeMap<i32, Vec<i16>>>,
+    calls: AtomicUsize,
+    misses: Mutex<Vec<String>>,
+    fail: AtomicBool,
+}
+
+impl Loader {
+    fn new(parent: TableId, child: TableId, instances: &[(i32, &[i16])]) -> Arc<Loader> {
+        Arc::new(Loader {
+            parent,
+            child,
+            backend: Mutex::new(instances.iter().map(|(p, c)| (*p, c.to_vec())).collect()),
+            calls: AtomicUsize::new(0),
+            misses: Mutex::new(Vec::new()),
+            fail: AtomicBool::new(false),
+        })
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    fn load(&self, db: &Database, pid: i32) -> Result<bool> {
+        let Some(children) = self.backend.lock().unwrap().get(&pid).cloned() else { return Ok(false) };
+        let mut t = db.begin_with_origin(CommitMode::Sync, Origin::Load)?;
+        // The hook's own reads miss too, and do not come back here (the
+        // tests count calls); an instance already here is not loaded again.
+        let mut row = RowBuf::new();
+        if t.get(self.parent, &[int(pid)], &mut row)? {
+            return Ok(false);
+        }
+        t.insert(self.parent, &[int(pid), text("loaded"), Value::Int8(pid.into())])?;
+        for n in children {
+            t.insert(self.child, &[int(pid), Value::Int2(n), text("c")])?;
+        }
+        t.commit()?;
+        Ok(true)
+    }
+}
+
+impl MissHook for Loader {
+    fn on_miss(&self, db: &Database, miss: Miss<'_>) -> Result<bool> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.misses.lock().unwrap().push(format!("{miss:?}"));
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(EngineError::FeatureNotSupported("loading from the backend".into()));
+        }
+        let pid = match miss {
+            Miss::Key { table, key } if table == self.parent => key[0].clone(),
+            Miss::Key { table, key } if table == self.child => key[0].clone(),
+            Miss::Prefix { table, prefix, .. } if table == self.child => prefix[0].clone(),
+            other => panic!("unexpected miss {other:?}"),
+        };
+        let Value::Int4(pid) = pid else { panic!("key {pid:?}") };
+        self.load(db, pid)
+    }
+}
+
+fn setup(instances: &[(i32, &[i16])]) -> (tempfile::TempDir, Database, Arc<Loader>) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, child) = create_parent_child(&db);
+    let loader = Loader::new(parent, child, instances);
+    db.set_miss_hook(parent, Some(loader.clone()));
+    db.set_miss_hook(child, Some(loader.clone()));
+    (dir, db, loader)
+}
+
+#[test]
+fn point_reads_see_what_the_hook_loaded() {
+    let (_dir, db, h) = setup(&[(1, &[1, 2]), (2, &[]), (3, &[5])]);
+    let mut t = db.begin().unwrap();
+    let mut row = RowBuf::new();
+    assert!(t.get(h.parent, &[int(1)], &mut row).unwrap());
+    assert_eq!(row.get(2).to_owned_value(), Value::Int8(1));
+    assert_eq!(h.calls(), 1);
+    // Loaded with its children: no further call.
+    assert!(t.get(h.child, &[int(1), Value::Int2(2)], &mut row).unwrap());
+    assert_eq!(h.calls(), 1);
+    // get_with through a child miss.
+    let note = t.get_with(h.child, &[int(3), Value::Int2(5)], |r| r.get(2).to_owned_value()).unwrap();
+    assert_eq!(note, Some(text("c")));
+    assert_eq!(h.calls(), 2);
+    // A key the backend does not have either: asked, answered "no".
+    assert!(!t.get(h.parent, &[int(99)], &mut row).unwrap());
+    assert!(t.get_with(h.parent, &[int(98)], |_| ()).unwrap().is_none());
+    assert_eq!(h.calls(), 4);
+    // A child key absent from a loaded instance: asked, nothing new.
+    assert!(!t.get(h.child, &[int(1), Value::Int2(9)], &mut row).unwrap());
+    assert_eq!(h.calls(), 5);
+    t.commit().unwrap();
+}
+
+#[test]
+fn prefix_scans_see_what_the_hook_loaded() {
+    let (_dir, db, h) = setup(&[(1, &[1, 2, 3]), (2, &[])]);
+    let child_pk = db.catalog().table(h.child).unwrap().primary_index;
+    let mut t = db.begin().unwrap();
+    let mut ns = Vec::new();
+    let n = t
+        .scan_prefix(child_pk, &[int(1)], |r| {
+            ns.push(r.get(1).to_owned_value());
+            Ok(true)
+        })
+        .unwrap();
+    assert_eq!(n, 3);
+    assert_eq!(ns, vec![Value::Int2(1), Value::Int2(2), Value::Int2(3)]);
+    assert_eq!(h.calls(), 1);
+    assert!(h.misses.lock().unwrap()[0].starts_with("Prefix"));
+    // Loaded, but empty: the hook is asked, the scan still finds nothing.
+    assert_eq!(t.scan_prefix(child_pk, &[int(2)], |_| Ok(true)).unwrap(), 0);
+    assert_eq!(h.calls(), 2);
+    // Not an equality scan: no call.
+    let lo = [int(50)];
+    let hi = [int(60)];
+    assert_eq!(t.scan(child_pk, std::ops::Bound::Included(&lo[..]), std::ops::Bound::Included(&hi[..]), |_| Ok(true)).unwrap(), 0);
+    assert_eq!(h.calls(), 2);
+    t.commit().unwrap();
+}
+
+#[test]
+fn writes_and_foreign_key_checks_see_what_the_hook_loaded() {
+    let (_dir, db, h) = setup(&[(1, &[1]), (2, &[1]), (3, &[]), (4, &[]), (5, &[])]);
+    let mut t = db.begin().unwrap();
+    assert!(t.update(h.parent, &[int(1)], &[(1, text("changed"))]).unwrap());
+    assert!(t.delete(h.child, &[int(2), Value::Int2(1)]).unwrap());
+    let mut row = RowBuf::new();
+    assert!(t.get_for_update(h.parent, &[int(3)], &mut row).unwrap());
+    assert!(t.delete_with(h.parent, &[int(4)], |r| Ok(r.get(0).to_owned_value() == int(4))).unwrap());
+    // FK: the parent of a new child is loaded by the check.
+    t.insert(h.child, &[int(5), Value::Int2(7), text("new")]).unwrap();
+    assert_eq!(h.calls(), 5);
+    // Without a parent anywhere: still 23503, after asking.
+    let e = t.insert(h.child, &[int(77), Value::Int2(1), text("x")]).unwrap_err();
+    assert_eq!(e.sqlstate(), "23503");
+    assert_eq!(h.calls(), 6);
+    drop(t);
+    let mut t = db.begin().unwrap();
+    assert!(t.get(h.parent, &[int(1)], &mut row).unwrap());
+    assert_eq!(row.get(1).to_owned_value(), text("loaded"), "the update rolled back with its transaction, the load did not");
+    t.commit().unwrap();
+}
+
+#[test]
+fn a_hook_that_loads_nothing_leaves_no_row() {
+    let (_dir, db, h) = setup(&[]);
+    let mut t = db.begin().unwrap();
+    let mut row = RowBuf::new();
+    assert!(!t.get(h.parent, &[int(1)], &mut row).unwrap());
+    assert!(!t.update(h.parent, &[int(1)], &[(1, text("x"))]).unwrap());
+    assert!(!t.delete(h.parent, &[int(1)]).unwrap());
+    assert!(!t.get_for_update(h.parent, &[int(1)], &mut row).unwrap());
+    assert_eq!(h.calls(), 4);
+    // A row this transaction deleted is no miss; nor one it inserted and reads.
+    t.insert(h.parent, &[int(10), text("p"), Value::Int8(0)]).unwrap();
+    assert!(t.delete(h.parent, &[int(10)]).unwrap());
+    assert!(!t.get(h.parent, &[int(10)], &mut row).unwrap());
+    assert!(!t.delete(h.parent, &[int(10)]).unwrap());
+    assert_eq!(h.calls(), 4);
+    t.commit().unwrap();
+    // Without a hook: nothing is asked.
+    db.set_miss_hook(h.parent, None);
+    let mut t = db.begin().unwrap();
+    assert!(!t.get(h.parent, &[int(2)], &mut row).unwrap());
+    assert_eq!(h.calls(), 4);
+}
+
+#[test]
+fn the_cache_own_transactions_never_call_the_hook() {
+    let (_dir, db, h) = setup(&[(1, &[1])]);
+    let child_pk = db.catalog().table(h.child).unwrap().primary_index;
+    for origin in [Origin::Load, Origin::Refresh, Origin::Evict, Origin::Autorefresh] {
+        let mut t = db.begin_with_origin(CommitMode::Sync, origin).unwrap();
+        let mut row = RowBuf::new();
+        assert!(!t.get(h.parent, &[int(1)], &mut row).unwrap());
+        assert!(t.get_with(h.parent, &[int(1)], |_| ()).unwrap().is_none());
+        assert_eq!(t.scan_prefix(child_pk, &[int(1)], |_| Ok(true)).unwrap(), 0);
+        assert!(!t.update(h.parent, &[int(1)], &[(1, text("x"))]).unwrap());
+        assert!(!t.delete(h.parent, &[int(1)]).unwrap());
+        t.commit().unwrap();
+    }
+    assert_eq!(h.calls(), 0);
+}
+
+#[test]
+fn a_load_never_waits_for_the_application_transaction_that_missed() {
+    let (_dir, db, h) = setup(&[(50, &[1])]);
+    let mut t = db.begin().unwrap();
+    // The application inserts a parent the backend also has, then misses on
+    // its child: the hook's load would wait for this very transaction.
+    t.insert(h.parent, &[int(50), text("mine"), Value::Int8(0)]).unwrap();
+    let started = Instant::now();
+    let mut row = RowBuf::new();
+    let e = t.get(h.child, &[int(50), Value::Int2(1)], &mut row).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5), "waited {:?}", started.elapsed());
+    assert_eq!(e.sqlstate(), "55P03");
+    assert!(e.to_string().contains("could not obtain lock on row in relation \"parent\""), "{e}");
+    assert_eq!(h.calls(), 1);
+    // The statement failed, so the transaction is aborted (rolled back).
+    assert_eq!(t.get(h.parent, &[int(50)], &mut row).unwrap_err().sqlstate(), "25P02");
+    drop(t);
+    // Nothing half-loaded either: the load rolled back whole; it works now.
+    let mut t = db.begin().unwrap();
+    assert!(t.get(h.child, &[int(50), Value::Int2(1)], &mut row).unwrap());
+    t.commit().unwrap();
+}
+
+#[test]
+fn non_application_transactions_fail_at_once_on_a_locked_row() {
+    let (_dir, db, h) = setup(&[]);
+    let mut seed = db.begin_with_origin(CommitMode::Sync, Origin::Load).unwrap();
+    seed.insert(h.parent, &[int(1), text("p"), Value::Int8(0)]).unwrap();
+    seed.commit().unwrap();
+    let mut app = db.begin().unwrap();
+    assert!(app.update(h.parent, &[int(1)], &[(1, text("app"))]).unwrap());
+    for origin in [Origin::Load, Origin::Refresh, Origin::Evict, Origin::Autorefresh] {
+        let mut t = db.begin_with_origin(CommitMode::Sync, origin).unwrap();
+        let started = Instant::now();
+        let e = t.delete(h.parent, &[int(1)]).unwrap_err();
+        assert_eq!(e.sqlstate(), "55P03", "{origin}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let mut t = db.begin_with_origin(CommitMode::Sync, origin).unwrap();
+        assert_eq!(t.insert(h.parent, &[int(1), text("p"), Value::Int8(0)]).unwrap_err().sqlstate(), "55P03");
+    }
+    app.commit().unwrap();
+}
+
+#[test]
+fn hook_errors_fail_the_statement() {
+    let (_dir, db, h) = setup(&[(1, &[])]);
+    h.fail.store(true, Ordering::SeqCst);
+    let mut t = db.begin().unwrap();
+    let mut row = RowBuf::new();
+    let e = t.get(h.parent, &[int(1)], &mut row).unwrap_err();
+    assert_eq!(e.sqlstate(), "0A000");
+    assert_eq!(t.get(h.parent, &[int(1)], &mut row).unwrap_err().sqlstate(), "25P02");
+    drop(t);
+    let child_pk = db.catalog().table(h.child).unwrap().primary_index;
+    let mut t = db.begin().unwrap();
+    assert_eq!(t.scan_prefix(child_pk, &[int(1)], |_| Ok(true)).unwrap_err().sqlstate(), "0A000");
+    let mut t = db.begin().unwrap();
+    assert_eq!(t.get_with(h.parent, &[int(1)], |_| ()).unwrap_err().sqlstate(), "0A000");
+    let mut t = db.begin().unwrap();
+    assert_eq!(t.insert(h.child, &[int(1), Value::Int2(1), text("x")]).unwrap_err().sqlstate(), "0A000");
+    assert_eq!(h.calls(), 4);
+}
+
+#[test]
+fn a_statement_snapshot_moves_past_the_load() {
+    let (_dir, db, h) = setup(&[(1, &[1])]);
+    let mut t = db.begin().unwrap();
+    t.begin_statement().unwrap();
+    let before = t.snapshot_ts();
+    let mut row = RowBuf::new();
+    assert!(t.get(h.parent, &[int(1)], &mut row).unwrap());
+    assert!(t.snapshot_ts() > before);
+    // The rest of the statement reads at the new snapshot: the child loaded
+    // with the parent is there without another call.
+    assert!(t.get(h.child, &[int(1), Value::Int2(1)], &mut row).unwrap());
+    assert_eq!(h.calls(), 1);
+    t.end_statement();
+    t.commit().unwrap();
+}
