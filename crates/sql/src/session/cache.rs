@@ -29,8 +29,15 @@ const VERBS: [&str; 5] = ["create", "drop", "load", "unload", "refresh"];
 
 impl From<CacheError> for SqlError {
     fn from(e: CacheError) -> SqlError {
-        let hint = e.hint();
         let sqlstate = cache_sqlstate(e.sqlstate());
+        let hint = e.hint().or_else(|| match &e {
+            // The message names the URL (never the password); the hint says where to fix it.
+            CacheError::Connect(_) if sqlstate.starts_with("28") => {
+                Some("Check [backend] password_file or password_env against the role in PostgreSQL.".to_owned())
+            }
+            CacheError::Connect(_) => Some("Check that PostgreSQL is running and that [backend] url names it.".to_owned()),
+            _ => None,
+        });
         let mut out = match e {
             // The engine's error keeps its detail and constraint.
             CacheError::Engine(engine) => SqlError::from(engine),
