@@ -65,3 +65,21 @@ fn a_cache_without_backend_answers_08001_and_the_rules_hold() {
     // Preparing one through the embedded API says how to run it instead.
     assert_eq!(conn.prepare("LOAD CACHE GROUP g").unwrap_err().sqlstate, "0A000");
 }
+
+#[test]
+fn backend_login_failures_keep_their_sqlstate_with_a_hint() {
+    use pgtier_backend::ConnectError;
+    let wrong_password = pgtier_cache::CacheError::Connect(ConnectError::AuthenticationFailed {
+        url: "postgresql://app@db/app".into(),
+        user: "app".into(),
+        sqlstate: "28P01".into(),
+        message: "password authentication failed for user \"app\"".into(),
+    });
+    let e = pgtier_sql::SqlError::from(wrong_password);
+    assert_eq!(e.sqlstate, "28P01");
+    assert!(e.hint.as_deref().unwrap_or("").contains("password_file"), "{e:?}");
+    let down = pgtier_cache::CacheError::Connect(ConnectError::Unreachable { url: "postgresql://app@db/app".into(), reason: "refused".into() });
+    let e = pgtier_sql::SqlError::from(down);
+    assert_eq!(e.sqlstate, "08001");
+    assert!(e.hint.as_deref().unwrap_or("").contains("[backend] url"), "{e:?}");
+}
