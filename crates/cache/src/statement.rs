@@ -433,12 +433,15 @@ impl Parser<'_> {
             }
             "unload" => {
                 let name = self.identifier("a cache group name")?;
-                let predicate = self.tail_predicate(false)?.0;
+                let (predicate, parallel) = self.tail_predicate()?;
+                if parallel.is_some() {
+                    return Err(syntax("UNLOAD CACHE GROUP takes no PARALLEL: it reads nothing from PostgreSQL"));
+                }
                 CacheStatement::Unload { name, predicate }
             }
             _ => {
                 let name = self.identifier("a cache group name")?;
-                let (predicate, parallel) = self.tail_predicate(true)?;
+                let (predicate, parallel) = self.tail_predicate()?;
                 if verb == "load" { CacheStatement::Load { name, predicate, parallel } } else { CacheStatement::Refresh { name, predicate, parallel } }
             }
         };
@@ -448,14 +451,14 @@ impl Parser<'_> {
 
     /// `[WHERE predicate] [PARALLEL n]` at the end of LOAD/REFRESH/UNLOAD:
     /// the predicate runs to the end, except a top-level `PARALLEL n` last.
-    fn tail_predicate(&mut self, parallel_allowed: bool) -> Result<(Option<String>, Option<usize>), CacheError> {
+    fn tail_predicate(&mut self) -> Result<(Option<String>, Option<usize>), CacheError> {
         let has_where = self.eat_word("where");
         let mut end = self.tokens.len();
         if self.tokens.last().map(|t| &t.kind) == Some(&Kind::Punct(';')) {
             end -= 1;
         }
         let mut parallel = None;
-        if parallel_allowed && end >= self.at + 2 {
+        if end >= self.at + 2 {
             let last_two = (&self.tokens[end - 2].kind, &self.tokens[end - 1].kind);
             if let (Kind::Word(w), Kind::Number(n)) = last_two
                 && w == "parallel"

@@ -143,6 +143,7 @@ fn malformed_statements_are_syntax_errors() {
         "LOAD CACHE GROUP g WHERE a = 'unterminated",
         "DROP CACHE GROUP IF g",
         "UNLOAD CACHE GROUP g; SELECT 1",
+        "UNLOAD CACHE GROUP g WHERE a = 1 PARALLEL 2",
     ] {
         let e = error(sql);
         assert!(matches!(e, CacheError::Syntax { .. }), "{sql}: {e:?}");

@@ -62,6 +62,19 @@ fn a_cache_without_backend_answers_08001_and_the_rules_hold() {
     assert_eq!(r.rows.unwrap().columns().len(), 3);
     let r = conn.execute_sql("SELECT miss_latency_avg_us, memory_budget, root_predicate FROM pgtier_cache_stats, pgtier_cache_groups").unwrap();
     assert!(r.rows.unwrap().is_empty());
+    // The catalogs describe them as psql's \d reads them.
+    let r = conn
+        .execute_sql(
+            "SELECT a.attname, a.atttypid FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+             WHERE c.relname = 'pgtier_cache_stats' AND a.attnum > 0 ORDER BY a.attnum",
+        )
+        .unwrap()
+        .rows
+        .unwrap();
+    let columns: Vec<(String, String)> = r.iter().map(|row| (row.text(0).unwrap(), row.text(1).unwrap())).collect();
+    assert_eq!(columns.len(), 12, "{columns:?}");
+    assert_eq!(columns[0], ("group".to_owned(), "25".to_owned()));
+    assert_eq!(columns[10], ("miss_latency_avg_us".to_owned(), "701".to_owned()));
     // Preparing one through the embedded API says how to run it instead.
     assert_eq!(conn.prepare("LOAD CACHE GROUP g").unwrap_err().sqlstate, "0A000");
 }
