@@ -59,13 +59,16 @@ fn every_verb_against_a_running_server() {
     assert_eq!(ok(&out), "LOAD CACHE GROUP 120\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("NOTICE: loaded 120 instances (subscriber 120, access_info 120 rows)"), "{stderr}");
+    // What the progress display polls (cache_cmd.rs show_progress), with a parameter.
+    let mut tier = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let row = tier.query_one("SELECT instances, \"rows\" FROM pgtier_cache_stats WHERE \"group\" = $1", &[&"tatp"]).unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (120, 240));
     let list = ok(&cache(&url, &["list"]));
     assert!(list.contains("tatp") && list.contains("READONLY") && list.contains("access_info"), "{list}");
     let stats = ok(&cache(&url, &["stats", "tatp"]));
     assert!(stats.contains("instances") && stats.contains("120"), "{stats}");
     assert_eq!(ok(&cache(&url, &["unload", "tatp", "--where", "s_id > 100"])), "UNLOAD CACHE GROUP 20\n");
     assert_eq!(ok(&cache(&url, &["refresh", "tatp", "--where", "s_id <= 10"])), "REFRESH CACHE GROUP 10\n");
-    let mut tier = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     assert_eq!(tier.query_one("SELECT count(*) FROM access_info", &[]).unwrap().get::<_, i64>(0), 100);
 
     // Errors: exit 1, SQLSTATE and hint on stderr.
