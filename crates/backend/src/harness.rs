@@ -242,6 +242,48 @@ impl PrivateCluster {
         self.shutdown()
     }
 
+    /// Stops the server as `pg_ctl stop -m immediate` does (SIGQUIT: no
+    /// shutdown checkpoint, crash recovery at the next start), keeping the
+    /// directory for [`Self::restart`]. Crash tests of the backend side.
+    pub fn stop_immediate(&mut self) -> Result<(), HarnessError> {
+        let Some(mut child) = self.child.take() else { return Ok(()) };
+        let Ok(raw_pid) = libc::pid_t::try_from(self.pid) else { return Ok(()) };
+        // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.
+        unsafe { libc::kill(raw_pid, libc::SIGQUIT) };
+        let deadline = Instant::now() + Duration::from_millis(SHUTDOWN_TIMEOUT_MS);
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                Ok(None) => {
+                    // SAFETY: as above.
+                    unsafe { libc::kill(raw_pid, libc::SIGKILL) };
+                    let _ = child.wait();
+                    return Ok(());
+                }
+                Err(error) => return Err(HarnessError::io("wait for", &self.layout.data_dir, error)),
+            }
+        }
+    }
+
+    /// Starts a server stopped by [`Self::stop_immediate`] again, on the
+    /// same directory and port (it runs crash recovery first).
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
+        if self.child.is_some() {
+            return Ok(());
+        }
+        let bin_dir = find_server_binaries()?;
+        let run_as = RunAs::from_env()?;
+        match spawn_and_wait(&bin_dir, &run_as, &self.layout, self.port) {
+            Ok(child) => {
+                self.pid = child.id();
+                self.child = Some(child);
+                Ok(())
+            }
+            Err(SpawnError::PortTaken { error } | SpawnError::Fatal { error }) => Err(error),
+        }
+    }
+
     /// Stops the server of a cluster that can no longer be dropped (one held
     /// in a static): signals by pid and reaps with waitpid, then removes the
     /// private directory. Used at process exit, so it reports nothing.

@@ -63,6 +63,10 @@ pub enum CacheError {
     #[error("a cache group's WHERE condition may only be on its root table; \"{table}\" is not the root")]
     PredicateNotOnRoot { table: String },
 
+    /// `AGING USE column` on a column that is missing or not a date/timestamp.
+    #[error("cache group \"{group}\": aging column \"{column}\" {reason}")]
+    AgingColumn { group: String, column: String, reason: String },
+
     /// Something needs PostgreSQL but `[backend]` is not configured.
     #[error("no PostgreSQL backend is configured")]
     NoBackend,
@@ -105,6 +109,7 @@ impl CacheError {
             CacheError::TableInOtherGroup { .. } => "42P07",
             CacheError::PredicateNotOnRoot { .. } => "42P17",
             CacheError::NoBackend => "08001",
+            CacheError::AgingColumn { reason, .. } => if reason.starts_with("is not") { "42703" } else { "42804" },
             CacheError::Syntax { .. } => "42601",
             CacheError::NotYet { .. } => "0A000",
             CacheError::DynamicLoad { sqlstate, .. } => sqlstate,

@@ -7,6 +7,8 @@
 //! Knows nothing of SQL text beyond the queries it sends PostgreSQL, and
 //! nothing of the network protocol.
 
+mod aging;
+mod awt;
 mod dynamic;
 mod error;
 mod group;
@@ -17,10 +19,12 @@ mod persist;
 mod statement;
 mod types;
 
+pub use aging::AgingReport;
+pub use awt::{AwtConfig, AwtStatus, LagHistogram};
 pub use error::CacheError;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
-pub use load::{LoadOptions, LoadProgress, LoadReport, load_group};
-pub use manager::{Cache, CacheConfig, GroupInfo, GroupStats, RefreshReport, RootKey, TableInfo, UnloadReport};
+pub use load::{LoadOptions, LoadProgress, LoadReport, VerifyTally, load_group};
+pub use manager::{Cache, CacheConfig, GroupInfo, GroupStats, PropagationInfo, RefreshReport, RootKey, TableInfo, UnloadReport};
 pub use pgtier_backend::snapshot::Cancel;
 pub use statement::{Aging, CacheStatement, CreateGroup, parse_cache_statement};
 pub use types::{engine_type, engine_value};

@@ -99,6 +99,57 @@ pub struct LoadReport {
     pub seconds: f64,
 }
 
+/// What a verification found (see `Cache::verify`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VerifyTally {
+    /// Cached instances compared with PostgreSQL's.
+    pub compared: u64,
+    /// Instances PostgreSQL has (for the predicate) that are not cached.
+    pub not_cached: u64,
+    /// Cached instances whose rows differ from PostgreSQL's.
+    pub differing: u64,
+    /// The first differences: (root key, table, what).
+    pub differences: Vec<(String, String, String)>,
+    /// Cached instances PostgreSQL does not have (for the predicate).
+    pub only_in_cache: Vec<String>,
+}
+
+/// Differences listed at most (the counts stay exact).
+const DIFFERENCES_MAX: usize = 100;
+
+impl VerifyTally {
+    fn compare(&mut self, group: &CacheGroup, key: &[Value], cached: Option<Vec<Vec<Vec<Value>>>>, remote: Vec<Vec<Vec<Value>>>) {
+        let Some(cached) = cached else {
+            self.not_cached += 1;
+            return;
+        };
+        self.compared += 1;
+        let mut differs = false;
+        for (index, (mut mine, mut theirs)) in cached.into_iter().zip(remote).enumerate() {
+            let order = |rows: &mut Vec<Vec<Value>>| rows.sort_by_cached_key(|row| format!("{row:?}"));
+            order(&mut mine);
+            order(&mut theirs);
+            differs |= mine != theirs;
+            if mine != theirs && self.differences.len() < DIFFERENCES_MAX {
+                let only_mine: Vec<&Vec<Value>> = mine.iter().filter(|row| !theirs.contains(row)).collect();
+                let only_theirs: Vec<&Vec<Value>> = theirs.iter().filter(|row| !mine.contains(row)).collect();
+                self.differences.push((
+                    crate::instance::key_text(key),
+                    group.tables[index].def.name.clone(),
+                    format!("cache only: {only_mine:?}; PostgreSQL only: {only_theirs:?}"),
+                ));
+            }
+        }
+        if differs {
+            self.differing += 1;
+        }
+    }
+
+    pub fn is_clean(&self) -> bool {
+        self.differing == 0 && self.only_in_cache.is_empty()
+    }
+}
+
 /// What to do with an instance whose root key is already cached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Existing {
@@ -108,9 +159,12 @@ pub(crate) enum Existing {
     Replace,
 }
 
-/// How a load treats keys: what `load_group` does by default, what REFRESH asks for.
+/// How a load treats keys: what `load_group` does by default, what REFRESH
+/// asks for; or, with `verify`, nothing is written and each instance
+/// PostgreSQL sends is compared with the cached one.
 pub(crate) struct Admission<'a> {
     pub existing: Existing,
+    pub verify: Option<&'a Mutex<VerifyTally>>,
     /// True for root keys that must not be touched (normalized to the key's types).
     pub exclude: &'a (dyn Fn(&[Value]) -> bool + Sync),
     /// Collects the root keys of instances PostgreSQL sent (REFRESH removes the cached ones it did not).
@@ -119,7 +173,7 @@ pub(crate) struct Admission<'a> {
 
 impl Default for Admission<'_> {
     fn default() -> Self {
-        Admission { existing: Existing::Keep, exclude: &|_| false, seen: None }
+        Admission { existing: Existing::Keep, verify: None, exclude: &|_| false, seen: None }
     }
 }
 
@@ -401,7 +455,12 @@ fn merge<R: Read>(
     let mut batch = Batch::begin(db, tables)?;
     while let Some(root) = read_row(&mut readers[0], &group.tables[0], key_len)? {
         let key: Vec<Value> = layout.root().primary_key.iter().map(|&c| root.values[c].clone()).collect();
-        let admit = if (admission.exclude)(&key) {
+        let mut remote: Option<Vec<Vec<Vec<Value>>>> = admission.verify.map(|_| {
+            let mut rows = vec![Vec::new(); tables];
+            rows[0].push(root.values.clone());
+            rows
+        });
+        let admit = if remote.is_some() || (admission.exclude)(&key) {
             false
         } else {
             match layout.read(&mut batch.txn, &key)? {
@@ -426,6 +485,9 @@ fn merge<R: Read>(
                         if admit {
                             batch.insert(child, layout.tables[child].id, &row)?;
                         }
+                        if let Some(remote) = &mut remote {
+                            remote[child].push(row.values);
+                        }
                     }
                     other => {
                         pending[child] = other;
@@ -433,6 +495,10 @@ fn merge<R: Read>(
                     }
                 }
             }
+        }
+        if let (Some(tally), Some(remote)) = (admission.verify, remote) {
+            let cached = layout.read(&mut batch.txn, &key)?;
+            tally.lock().compare(group, &key, cached.map(|c| c.rows), remote);
         }
         if let Some(seen) = admission.seen {
             seen.lock().push(key);

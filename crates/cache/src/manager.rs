@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -12,15 +13,17 @@ use parking_lot::{Mutex, RwLock};
 use pgtier_backend::catalog::ColumnDef;
 use pgtier_backend::copy_out::quote_identifier;
 use pgtier_backend::{ConnectParams, connect_backend};
-use pgtier_engine::{Database, Origin, Value};
+use pgtier_engine::{DataType, Database, Origin, StreamStart, Value};
 use postgres::Client;
 
+use crate::aging::{self, AgerControl, AgingReport};
+use crate::awt::{self, Awt, AwtConfig, AwtStatus, TableMap, table_map};
 use crate::dynamic::{Dynamic, TableHook, root_key_columns};
 use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 use crate::instance::{InstanceLayout, key_text};
 use crate::persist;
-use crate::load::{Admission, Existing, LoadOptions, LoadReport, load_admitting};
+use crate::load::{Admission, Existing, LoadOptions, LoadReport, VerifyTally, load_admitting};
 use crate::statement::{Aging, CreateGroup};
 
 /// Settings of the `[cache]` config section.
@@ -36,11 +39,20 @@ pub struct CacheConfig {
     pub aging_interval: Duration,
     /// PARALLEL when LOAD/REFRESH does not say.
     pub load_parallel: usize,
+    /// AWT write-through: node name, apply connections, batching.
+    pub awt: AwtConfig,
 }
 
 impl Default for CacheConfig {
     fn default() -> CacheConfig {
-        CacheConfig { memory_budget: None, high_watermark: 0.9, low_watermark: 0.8, aging_interval: Duration::from_secs(1), load_parallel: 1 }
+        CacheConfig {
+            memory_budget: None,
+            high_watermark: 0.9,
+            low_watermark: 0.8,
+            aging_interval: Duration::from_secs(1),
+            load_parallel: 1,
+            awt: AwtConfig::default(),
+        }
     }
 }
 
@@ -71,6 +83,27 @@ pub struct RefreshReport {
     pub removed: u64,
     pub skipped_dirty: u64,
     pub seconds: f64,
+}
+
+/// A row of `pgtier_cache_propagation`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PropagationInfo {
+    pub connected: bool,
+    pub applied_txns: u64,
+    pub applied_statements: u64,
+    pub batches: u64,
+    /// Transactions PostgreSQL refused for good (in `pgtier.awt_errors`).
+    pub errors: u64,
+    pub retries: u64,
+    /// WAL committed locally and not yet processed by propagation.
+    pub backlog_bytes: u64,
+    /// How far behind PostgreSQL is, in milliseconds (0 when nothing is pending).
+    pub lag_ms: f64,
+    /// Commit in the cache to commit in PostgreSQL, over applied transactions.
+    pub lag_p50_ms: f64,
+    pub lag_p99_ms: f64,
+    pub lanes: u64,
+    pub last_error: Option<String>,
 }
 
 /// A row of `pgtier_cache_groups`.
@@ -125,18 +158,46 @@ pub(crate) struct GroupEntry {
     pub group: CacheGroup,
     pub counters: Counters,
     /// Root keys (`key_text`) of instances with changes not yet propagated
-    /// to PostgreSQL: never loaded over, refreshed, unloaded or evicted.
-    pub dirty: Mutex<HashSet<String>>,
+    /// to PostgreSQL, with the number of pending transactions on each: never
+    /// loaded over, refreshed, unloaded or evicted. [`WHOLE_GROUP`] stands
+    /// for a change whose instance could not be told.
+    pub dirty: Mutex<HashMap<String, u32>>,
+    /// Per table: the positions of the columns holding the root key.
+    pub root_key_columns: Vec<Option<Vec<usize>>>,
 }
+
+/// The dirty mark of a change whose root key a table does not carry.
+pub(crate) const WHOLE_GROUP: &str = "*";
 
 impl GroupEntry {
     fn new(def: CreateGroup, group: CacheGroup) -> GroupEntry {
-        GroupEntry { def, group, counters: Counters::default(), dirty: Mutex::new(HashSet::new()) }
+        let root_key_columns = root_key_columns(&group);
+        GroupEntry { def, group, counters: Counters::default(), dirty: Mutex::new(HashMap::new()), root_key_columns }
     }
 
     pub fn is_dirty(&self, key: &[Value]) -> bool {
         let dirty = self.dirty.lock();
-        !dirty.is_empty() && dirty.contains(&key_text(key))
+        !dirty.is_empty() && (dirty.contains_key(WHOLE_GROUP) || dirty.contains_key(&key_text(key)))
+    }
+
+    pub fn mark_dirty(&self, key: &str) {
+        *self.dirty.lock().entry(key.to_owned()).or_insert(0) += 1;
+    }
+
+    pub fn clear_dirty(&self, key: &str) {
+        let mut dirty = self.dirty.lock();
+        if let Some(count) = dirty.get_mut(key) {
+            *count -= 1;
+            if *count == 0 {
+                dirty.remove(key);
+            }
+        }
+    }
+
+    /// The root key a row of table `index` belongs to, when the table carries it.
+    pub fn root_key_of_row(&self, index: usize, row: &[Value]) -> Option<Vec<Value>> {
+        let columns = self.root_key_columns.get(index)?.as_ref()?;
+        columns.iter().map(|&c| row.get(c).cloned()).collect()
     }
 }
 
@@ -205,7 +266,6 @@ pub(crate) fn quote_literal(text: &str) -> String {
 }
 
 /// The cache groups of one database.
-#[allow(dead_code)] // config: read by aging (next step)
 pub struct Cache {
     /// This cache, for the hooks it installs (they must not keep it alive).
     this: Weak<Cache>,
@@ -214,6 +274,13 @@ pub struct Cache {
     backend: Option<ConnectParams>,
     config: CacheConfig,
     groups: RwLock<BTreeMap<String, Arc<GroupEntry>>>,
+    ager: Mutex<Option<JoinHandle<()>>>,
+    ager_control: Arc<AgerControl>,
+    /// Every group's tables by name (rebuilt when groups change).
+    tables_by_name: RwLock<Arc<TableMap>>,
+    awt: Mutex<Option<Awt>>,
+    /// One aging round at a time (the thread's and `age_now`'s).
+    aging_round: Mutex<()>,
 }
 
 impl Cache {
@@ -227,20 +294,130 @@ impl Cache {
             groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group)));
         }
         let dynamic = Dynamic::new(backend.clone());
-        let cache = Arc::new_cyclic(|this| Cache { this: this.clone(), db, dynamic, backend, config, groups: RwLock::new(groups) });
+        let cache = Arc::new_cyclic(|this| Cache {
+            this: this.clone(),
+            db,
+            dynamic,
+            backend,
+            config,
+            groups: RwLock::new(groups),
+            ager: Mutex::new(None),
+            ager_control: Arc::default(),
+            tables_by_name: RwLock::new(Arc::default()),
+            awt: Mutex::new(None),
+            aging_round: Mutex::new(()),
+        });
         for entry in cache.groups.read().values() {
             cache.install(entry);
         }
+        cache.groups_changed()?;
+        let ager = aging::spawn(Arc::downgrade(&cache), cache.ager_control.clone(), cache.config.aging_interval)
+            .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start the aging thread: {error}") })?;
+        *cache.ager.lock() = Some(ager);
         Ok(cache)
     }
 
-    /// Turns on the engine seams a group uses: the miss hook on every table
-    /// of a dynamic group that carries the root key.
+    /// After groups were created or dropped: the table map, and AWT
+    /// propagation running exactly while an AWT group exists (its commit
+    /// stream consumer retains WAL until propagated; with no AWT group left it
+    /// is removed, so nothing pins WAL for nothing).
+    fn groups_changed(&self) -> Result<(), CacheError> {
+        let groups = self.groups.read();
+        *self.tables_by_name.write() = Arc::new(table_map(groups.values()));
+        let any_awt = groups.values().any(|entry| entry.def.kind == GroupKind::Awt);
+        drop(groups);
+        let mut awt = self.awt.lock();
+        match (any_awt, awt.is_some()) {
+            (true, false) if self.backend.is_some() => {
+                self.db.register_consumer(awt::CONSUMER, StreamStart::Now)?;
+                let started = Awt::start(self.this.clone(), self.config.awt.clone())
+                    .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start write-through: {error}") })?;
+                *awt = Some(started);
+            }
+            (false, true) => {
+                if let Some(running) = awt.take() {
+                    running.stop();
+                }
+                self.db.unregister_consumer(awt::CONSUMER)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The group and index of table `name`, if a group holds it.
+    pub(crate) fn awt_table(&self, name: &str) -> Option<(Arc<GroupEntry>, usize)> {
+        self.tables_by_name.read().get(name).cloned()
+    }
+
+    pub(crate) fn backend(&self) -> Option<&ConnectParams> {
+        self.backend.as_ref()
+    }
+
+    /// Write-through figures, when AWT propagation runs.
+    pub fn propagation(&self) -> Option<Arc<AwtStatus>> {
+        self.awt.lock().as_ref().map(|awt| awt.status.clone())
+    }
+
+    /// A row of `pgtier_cache_propagation`: where write-through stands.
+    pub fn propagation_info(&self) -> Option<PropagationInfo> {
+        let status = self.propagation()?;
+        let stats = self.db.stats();
+        let position = status.position.load(Ordering::Relaxed);
+        let backlog_bytes = stats.wal_durable_end.0.saturating_sub(position);
+        let last_applied = status.last_applied_commit_us.load(Ordering::Relaxed);
+        let now_us = u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)).unwrap_or(0);
+        Some(PropagationInfo {
+            connected: status.connected.load(Ordering::Relaxed),
+            applied_txns: status.applied_txns.load(Ordering::Relaxed),
+            applied_statements: status.applied_statements.load(Ordering::Relaxed),
+            batches: status.batches.load(Ordering::Relaxed),
+            errors: status.errors.load(Ordering::Relaxed),
+            retries: status.retries.load(Ordering::Relaxed),
+            backlog_bytes,
+            // Nothing pending: no lag. Else the age of the last applied
+            // commit bounds how far behind PostgreSQL is.
+            lag_ms: if backlog_bytes == 0 || last_applied == 0 { 0.0 } else { now_us.saturating_sub(last_applied) as f64 / 1000.0 },
+            lag_p50_ms: status.lag.quantile_us(0.5) / 1000.0,
+            lag_p99_ms: status.lag.quantile_us(0.99) / 1000.0,
+            lanes: status.lanes.load(Ordering::Relaxed),
+            last_error: status.last_error.lock().clone(),
+        })
+    }
+
+    /// Waits until everything committed before this call has been
+    /// propagated (or was not for PostgreSQL); false after `timeout`.
+    pub fn wait_propagated(&self, timeout: Duration) -> bool {
+        let Some(status) = self.propagation() else { return true };
+        let end = self.db.stats().wal_durable_end.0;
+        awt::wait_position(&status, end, timeout)
+    }
+
+    /// Runs one aging round now (the aging thread runs one every
+    /// `aging_interval`): expired instances and, above the high watermark,
+    /// least recently used ones go.
+    pub fn age_now(&self) -> Result<AgingReport, CacheError> {
+        let _round = self.aging_round.lock();
+        // A new epoch: reads from now on are newer than everything before.
+        self.db.advance_access_tick();
+        let groups: Vec<Arc<GroupEntry>> = self.groups.read().values().cloned().collect();
+        aging::age_round(&self.db, &groups, self.config.memory_budget, self.config.high_watermark, self.config.low_watermark)
+    }
+
+    /// Turns on the engine seams a group uses: access stamps for LRU aging,
+    /// the miss hook on every table of a dynamic group that carries the root key.
     fn install(&self, entry: &GroupEntry) {
+        let catalog = self.db.catalog();
+        if entry.def.aging == Aging::Lru {
+            for table in &entry.group.tables {
+                if let Some(schema) = catalog.table_by_name(&table.def.name) {
+                    self.db.set_access_tracking(schema.id, true);
+                }
+            }
+        }
         if !entry.def.dynamic {
             return;
         }
-        let catalog = self.db.catalog();
         for (table, root_key_columns) in entry.group.tables.iter().zip(root_key_columns(&entry.group)) {
             let (Some(schema), Some(root_key_columns)) = (catalog.table_by_name(&table.def.name), root_key_columns) else { continue };
             let hook = TableHook { cache: self.this.clone(), group: entry.def.name.clone(), root_key_columns };
@@ -253,6 +430,7 @@ impl Cache {
         for table in &entry.group.tables {
             if let Some(schema) = catalog.table_by_name(&table.def.name) {
                 self.db.set_miss_hook(schema.id, None);
+                self.db.set_access_tracking(schema.id, false);
             }
         }
     }
@@ -286,6 +464,7 @@ impl Cache {
         }
         let spec = GroupSpec { name: def.name.clone(), root: def.root.clone(), children: def.children.clone(), kind: def.kind };
         let mut group = define_group(&mut self.connect()?, &spec)?;
+        check_aging(def, &group)?;
         persist::annotate(def, &mut group)?;
         let mut groups = self.groups.write();
         if groups.contains_key(&def.name) {
@@ -303,7 +482,8 @@ impl Cache {
         let entry = Arc::new(GroupEntry::new(def.clone(), group));
         self.install(&entry);
         groups.insert(def.name.clone(), entry);
-        Ok(())
+        drop(groups);
+        self.groups_changed()
     }
 
     /// DROP CACHE GROUP: drops the group's tables in the cache (one engine
@@ -320,7 +500,8 @@ impl Cache {
         }
         txn.commit()?;
         groups.remove(name);
-        Ok(())
+        drop(groups);
+        self.groups_changed()
     }
 
     /// LOAD CACHE GROUP: `options.predicate` is combined with the group's
@@ -330,7 +511,7 @@ impl Cache {
         let mut options = options.clone();
         options.predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
         let exclude = |key: &[Value]| entry.is_dirty(key);
-        let admission = Admission { existing: Existing::Keep, exclude: &exclude, seen: None };
+        let admission = Admission { existing: Existing::Keep, verify: None, exclude: &exclude, seen: None };
         let report = self.load_from_backend(&entry, &options, &admission)?;
         entry.counters.loaded.fetch_add(report.instances, Ordering::Relaxed);
         Ok(report)
@@ -378,7 +559,7 @@ impl Cache {
         let cached: Vec<Vec<Value>> = cached_keys.iter().filter_map(|key| layout.normalize_root_key(key)).collect();
         let exclude = |key: &[Value]| entry.is_dirty(key);
         let seen = Mutex::new(Vec::new());
-        let admission = Admission { existing: Existing::Replace, exclude: &exclude, seen: Some(&seen) };
+        let admission = Admission { existing: Existing::Replace, verify: None, exclude: &exclude, seen: Some(&seen) };
         let mut report = RefreshReport::default();
         let mut options = options.clone();
         let predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
@@ -406,6 +587,32 @@ impl Cache {
         report.seconds = started.elapsed().as_secs_f64();
         entry.counters.refreshed.fetch_add(report.reloaded, Ordering::Relaxed);
         Ok(report)
+    }
+
+    /// Compares every cached instance of group `name` with PostgreSQL's
+    /// (values, read in one PostgreSQL snapshot; the cache at a snapshot per
+    /// instance): run it when propagation has drained and nothing writes.
+    pub fn verify(&self, name: &str) -> Result<VerifyTally, CacheError> {
+        let entry = self.entry(name)?;
+        let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        let cached = layout.root_keys(&self.db)?;
+        let tally = Mutex::new(VerifyTally::default());
+        let seen = Mutex::new(Vec::new());
+        let admission = Admission { existing: Existing::Keep, verify: Some(&tally), exclude: &|_| false, seen: Some(&seen) };
+        let mut options = LoadOptions { parallel: self.config.load_parallel, ..LoadOptions::default() };
+        if entry.def.dynamic {
+            for chunk in cached.chunks(REFRESH_KEYS_PER_QUERY) {
+                options.predicate = combine(entry.def.root_predicate.as_deref(), Some(&keys_predicate(entry.group.root(), chunk)));
+                self.load_from_backend(&entry, &options, &admission)?;
+            }
+        } else {
+            options.predicate = entry.def.root_predicate.clone();
+            self.load_from_backend(&entry, &options, &admission)?;
+        }
+        let seen: HashSet<String> = seen.into_inner().iter().map(|key| key_text(key)).collect();
+        let mut tally = tally.into_inner();
+        tally.only_in_cache = cached.iter().map(|key| key_text(key)).filter(|key| !seen.contains(key)).collect();
+        Ok(tally)
     }
 
     /// `pgtier_cache_groups`.
@@ -441,7 +648,7 @@ impl Cache {
 
     /// Per engine table: (committed rows, bytes in memory).
     fn table_sizes(&self) -> HashMap<String, (u64, u64)> {
-        self.db.stats().tables.into_iter().map(|t| (t.name, (t.rows, t.row_bytes_used + t.index_bytes))).collect()
+        self.db.stats().tables.into_iter().map(|t| { let memory = self.db.table_memory(t.id); (t.name, (t.rows, memory)) }).collect()
     }
 
     /// The group whose table `table` is, if any.
@@ -460,6 +667,28 @@ impl Cache {
 impl Drop for Cache {
     fn drop(&mut self) {
         self.shutdown();
+        if let Some(awt) = self.awt.lock().take() {
+            awt.stop();
+        }
+        self.ager_control.stop();
+        if let Some(ager) = self.ager.lock().take()
+            && ager.thread().id() != std::thread::current().id()
+        {
+            // The last reference may be dropped by the aging thread itself
+            // (it holds one during a round): it exits on its own then.
+            let _ = ager.join();
+        }
+    }
+}
+
+/// `AGING USE column` names a date or timestamp column of the root.
+fn check_aging(def: &CreateGroup, group: &CacheGroup) -> Result<(), CacheError> {
+    let Aging::Time { column, .. } = &def.aging else { return Ok(()) };
+    let root = &group.root().def;
+    match root.columns.iter().find(|c| &c.name == column) {
+        None => Err(CacheError::AgingColumn { group: def.name.clone(), column: column.clone(), reason: format!("is not a column of the root table \"{}\"", root.name) }),
+        Some(c) if matches!(c.ty, DataType::Date | DataType::Timestamp | DataType::TimestampTz) => Ok(()),
+        Some(c) => Err(CacheError::AgingColumn { group: def.name.clone(), column: column.clone(), reason: format!("has type {}; aging by time needs a date or timestamp column", c.ty.pg_name()) }),
     }
 }
 

@@ -148,3 +148,66 @@ fn cached_root_without_the_child_is_a_plain_miss() {
     let stats = &cache.stats()[0];
     assert_eq!((stats.dynamic_loads, stats.instances), (1, 1), "the first miss loads subscriber 7, the second finds it cached");
 }
+
+#[test]
+fn writes_that_miss_load_the_instance_first() {
+    let url = tatp_url();
+    let mut client = connect(&url).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dynamic_cache(dir.path(), &url);
+    let db = cache.database().clone();
+    let catalog = db.catalog();
+    let (subscriber, access_info) = (catalog.table_by_name("subscriber").unwrap().id, catalog.table_by_name("access_info").unwrap().id);
+    let msc = catalog.table_by_name("subscriber").unwrap().column_index("msc_location").unwrap();
+    let mut txn = db.begin().unwrap();
+    // An UPDATE by key of an instance not cached: loaded, then updated.
+    assert!(txn.update(subscriber, &[Value::Int4(21)], &[(msc, Value::Int4(-1))]).unwrap());
+    // An INSERT of a child whose parent is not cached: the foreign key check loads the parent's instance.
+    txn.insert(access_info, &[Value::Int4(22), Value::Int2(9), Value::Int2(1), Value::Int2(2), Value::Text("x".into()), Value::Text("y".into())]).unwrap();
+    txn.commit().unwrap();
+    let stats = &cache.stats()[0];
+    assert_eq!(stats.dynamic_loads, 2);
+    let group = pgtier_cache::define_group(&mut client, &pgtier_cache::GroupSpec {
+        name: "check".into(),
+        root: "subscriber".into(),
+        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
+        kind: GroupKind::Awt,
+    })
+    .unwrap();
+    // Subscriber 22's other rows are PostgreSQL's; 21's row carries the update.
+    let mut expected = postgres_dump(&mut client, &group, "access_info", "s_id IN (21, 22)");
+    expected.push("22|9|1|2|x  |y    ".into()); // char(3), char(5)
+    expected.sort();
+    assert_eq!(cache_dump(&db, "access_info"), expected);
+    let subscriber_21 = cache_dump(&db, "subscriber").into_iter().find(|l| l.starts_with("21|")).unwrap();
+    assert!(subscriber_21.contains("|-1|"), "{subscriber_21}");
+}
+
+#[test]
+fn refresh_of_a_dynamic_group_reloads_only_cached_instances() {
+    let url = common::fresh_tatp("cache_dynamic_refresh");
+    let mut client = connect(&url).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dynamic_cache(dir.path(), &url);
+    let db = cache.database().clone();
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    let mut txn = db.begin().unwrap();
+    for key in 1..=50 {
+        assert!(txn.get_with(subscriber, &[Value::Int4(key)], |_| ()).unwrap().is_some());
+    }
+    txn.commit().unwrap();
+    client.batch_execute("UPDATE subscriber SET vlr_location = -s_id WHERE s_id <= 100; UPDATE access_info SET data3 = 'r' WHERE s_id <= 100").unwrap();
+    let keys: Vec<Vec<Value>> = (1..=50).map(|k| vec![Value::Int4(k)]).collect();
+    let report = cache.refresh("dyn", &keys, &pgtier_cache::LoadOptions::default()).unwrap();
+    assert_eq!((report.reloaded, report.removed), (50, 0));
+    let group = pgtier_cache::define_group(&mut client, &pgtier_cache::GroupSpec {
+        name: "check".into(),
+        root: "subscriber".into(),
+        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
+        kind: GroupKind::Awt,
+    })
+    .unwrap();
+    for table in TABLES {
+        assert_eq!(cache_dump(&db, table), postgres_dump(&mut client, &group, table, "s_id <= 50"), "{table}");
+    }
+}

@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -105,6 +105,10 @@ pub(crate) struct DbInner {
     pub(crate) gc: Gc,
     pub(crate) checkpoints: Checkpoints,
     pub(crate) consumers: Consumers,
+    /// The coarse clock rows are stamped with on access (seams.rs):
+    /// advanced by whoever ages rows (`Database::advance_access_tick`);
+    /// starts at 1 so a stamp of 0 means never seen.
+    pub(crate) access_tick: AtomicU32,
     /// Callers of one sequence take turns (sequence.rs).
     pub(crate) sequence_locks: SequenceLocks,
     pub(crate) counters: Counters,
@@ -125,6 +129,7 @@ impl DbInner {
             gc: Gc::new(config.gc_queue_max),
             checkpoints: Checkpoints::new(r.checkpoints),
             consumers: r.consumers,
+            access_tick: AtomicU32::new(1),
             sequence_locks: SequenceLocks::default(),
             counters: Counters::default(),
             shutdown: Shutdown::default(),
@@ -185,6 +190,46 @@ impl Database {
         if let Some(store) = self.inner.catalog.current().store(table) {
             store.seams.set_miss_hook(hook);
         }
+    }
+
+    /// Turns access stamps on or off for `table`: while on, every row an
+    /// application transaction reads (get, get_with, scans, get_for_update,
+    /// update, delete) and every row inserted gets the current
+    /// [`Database::access_tick`] ([`crate::Transaction::row_meta`] reads it).
+    /// Not persisted; ignored for a table that does not exist.
+    pub fn set_access_tracking(&self, table: TableId, on: bool) {
+        if let Some(store) = self.inner.catalog.current().store(table) {
+            store.seams.set_access_tracking(on);
+        }
+    }
+
+    /// The access clock: a counter the caller advances (the cache's aging
+    /// loop, e.g. once a second), starting at 1 when the database opens.
+    /// A counter rather than a wall clock, so stamping a row costs a load,
+    /// not a clock read, and tests can step it.
+    pub fn access_tick(&self) -> u32 {
+        self.inner.access_tick.load(Ordering::Relaxed)
+    }
+
+    /// Advances [`Database::access_tick`] by one; returns the new tick.
+    pub fn advance_access_tick(&self) -> u32 {
+        self.inner.access_tick.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
+    }
+
+    /// Bytes `table` holds in memory now: its row versions (headers
+    /// included, as allocated) and its primary and secondary index entries;
+    /// not the free space of its structures. Kept as rows come and go, so
+    /// this reads counters, not rows. Deleted rows leave when GC prunes
+    /// them: once no snapshot older than the delete is open, within a GC
+    /// period (5 ms) of the commit, or at `vacuum()`. 0 for a table that
+    /// does not exist.
+    pub fn table_memory(&self, table: TableId) -> u64 {
+        self.inner.catalog.current().store(table).map_or(0, |s| s.memory_bytes())
+    }
+
+    /// [`Database::table_memory`] summed over every table.
+    pub fn memory_total(&self) -> u64 {
+        self.inner.catalog.current().live_stores().map(|s| s.memory_bytes()).sum()
     }
 
     /// Begins a transaction with the database's default commit mode.

@@ -189,11 +189,16 @@ struct Tree {
     fences: Vec<Box<[u8]>>,
     leaves: Vec<Leaf>,
     entries: usize,
+    /// Bytes of the entries with their slots ([`ENTRY_SLOT_BYTES`] each).
+    entry_bytes: usize,
 }
+
+/// Leaf bytes an entry costs besides its own: its u16 slot.
+pub(crate) const ENTRY_SLOT_BYTES: usize = 2;
 
 impl Tree {
     fn new() -> Tree {
-        Tree { prefixes: vec![[0; FENCE_PREFIX_BYTES]], fences: vec![Box::default()], leaves: vec![Leaf::new()], entries: 0 }
+        Tree { prefixes: vec![[0; FENCE_PREFIX_BYTES]], fences: vec![Box::default()], leaves: vec![Leaf::new()], entries: 0, entry_bytes: 0 }
     }
 
     /// Index of the leaf whose range holds `key`: the last fence <= key.
@@ -242,7 +247,7 @@ impl Tree {
         };
         if leaf.free_bytes() >= key.len() + 2 {
             leaf.insert_at(at, key);
-            self.entries += 1;
+            self.count(key, true);
             return true;
         }
         // On the rightmost leaf, inserts near the end are an ascending load
@@ -254,7 +259,7 @@ impl Tree {
             let mut right = right;
             right.insert_at(0, key);
             self.insert_leaf(li + 1, key.into(), right);
-            self.entries += 1;
+            self.count(key, true);
             return true;
         }
         let right_fence: Box<[u8]> = right.entry(0).into();
@@ -266,13 +271,24 @@ impl Tree {
         self.insert(key)
     }
 
+    fn count(&mut self, key: &[u8], added: bool) {
+        if added {
+            self.entries += 1;
+            self.entry_bytes += key.len() + ENTRY_SLOT_BYTES;
+        } else {
+            self.entries -= 1;
+            self.entry_bytes -= key.len() + ENTRY_SLOT_BYTES;
+        }
+    }
+
     fn remove(&mut self, key: &[u8]) -> bool {
         let li = self.leaf_index(key);
         let leaf = &mut self.leaves[li];
         let Ok(i) = leaf.search(key) else { return false };
         leaf.remove_at(i);
-        self.entries -= 1;
-        if leaf.n == 0 && li > 0 {
+        let emptied = leaf.n == 0;
+        self.count(key, false);
+        if emptied && li > 0 {
             self.prefixes.remove(li);
             self.fences.remove(li);
             self.leaves.remove(li);
@@ -356,7 +372,7 @@ impl OrderedIndex {
 
     /// Builds from strictly increasing keys (recovery, CREATE INDEX).
     pub(crate) fn from_sorted<'a>(keys: impl Iterator<Item = &'a [u8]>) -> OrderedIndex {
-        let mut tree = Tree { prefixes: Vec::new(), fences: Vec::new(), leaves: Vec::new(), entries: 0 };
+        let mut tree = Tree { prefixes: Vec::new(), fences: Vec::new(), leaves: Vec::new(), entries: 0, entry_bytes: 0 };
         let mut leaf = Leaf::new();
         let mut fence: Box<[u8]> = Box::default();
         let mut prev: Option<&[u8]> = None;
@@ -370,7 +386,7 @@ impl OrderedIndex {
             }
             let at = leaf.n;
             leaf.insert_at(at, key);
-            tree.entries += 1;
+            tree.count(key, true);
         }
         let at = tree.leaves.len();
         tree.insert_leaf(at, fence, leaf);
@@ -404,6 +420,13 @@ impl OrderedIndex {
 
     pub(crate) fn len(&self) -> usize {
         self.tree.read().entries
+    }
+
+    /// (entries, their bytes with slots): what the entries occupy, kept
+    /// as they come and go (free space in leaves is not counted).
+    pub(crate) fn usage(&self) -> (usize, usize) {
+        let tree = self.tree.read();
+        (tree.entries, tree.entry_bytes)
     }
 
     /// Calls `f` with every entry in order, under the read lock, without

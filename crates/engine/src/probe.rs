@@ -43,6 +43,9 @@ struct Bucket {
 
 const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 
+/// Bytes a pair occupies in a full bucket (memory accounting).
+pub(crate) const PAIR_BYTES: usize = std::mem::size_of::<Bucket>() / SLOTS;
+
 #[inline]
 fn stored(key_hash: u64) -> u32 {
     ((key_hash >> 32) as u32) | 2

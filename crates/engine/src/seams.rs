@@ -53,6 +53,17 @@ pub trait MissHook: Send + Sync {
     fn on_miss(&self, db: &Database, miss: Miss<'_>) -> Result<bool>;
 }
 
+/// A stored row's aging facts ([`crate::Transaction::row_meta`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowMeta {
+    /// Access tick of its last read by an application transaction while
+    /// its table tracked access (or of its insert then); 0: none seen.
+    pub last_access: u32,
+    /// Its share of [`Database::table_memory`]: its versions, its primary
+    /// hash slot, its index entries.
+    pub bytes: u64,
+}
+
 const MISS_HOOK: u8 = 1;
 const TRACK_ACCESS: u8 = 2;
 

@@ -101,6 +101,20 @@ impl IndexStore {
         }
     }
 
+    /// Bytes an entry of `entry_len` bytes costs: its leaf bytes and slot,
+    /// and its probe pair (unique secondary indexes).
+    pub(crate) fn entry_cost(&self, entry_len: usize) -> u64 {
+        let pair = if self.probe.is_some() { crate::probe::PAIR_BYTES } else { 0 };
+        (entry_len + crate::ordered::ENTRY_SLOT_BYTES + pair) as u64
+    }
+
+    /// What the entries occupy now (see [`OrderedIndex::usage`]).
+    pub(crate) fn bytes_in_use(&self) -> u64 {
+        let (entries, bytes) = self.tree.usage();
+        let pairs = if self.probe.is_some() { entries * crate::probe::PAIR_BYTES } else { 0 };
+        (bytes + pairs) as u64
+    }
+
     /// Memory held by the tree and the probe.
     pub(crate) fn bytes(&self) -> u64 {
         self.tree.bytes() + self.probe.as_ref().map_or(0, |p| p.read().bytes())
@@ -335,12 +349,18 @@ impl TableStore {
     // ---------------------------------------------------------------- reads
 
     /// Copies the version of `key` visible to (`me`, `snapshot`) into `out`.
-    pub(crate) fn read_visible(&self, hash: u64, key: &[u8], me: TxnId, snapshot: Snapshot, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
+    /// `tick`: stamp the row's access with it (0: don't; every reader below
+    /// takes it too).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn read_visible(&self, hash: u64, key: &[u8], me: TxnId, snapshot: Snapshot, tick: u32, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
         let layout = self.layout();
         let map = self.primary.read(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return false };
         match visible(head, me, snapshot) {
             Some(v) => {
+                if tick != 0 {
+                    head.touch(tick);
+                }
                 out.clear();
                 out.extend_from_slice(v.row(layout));
                 true
@@ -353,11 +373,14 @@ impl TableStore {
     /// tag matches `hash` and whose visible row `accept` takes; for lookups
     /// that know only a primary key's hash (the unique-index probe).
     /// `accept` runs under the shard read lock.
-    pub(crate) fn read_visible_where(&self, hash: u64, me: TxnId, snapshot: Snapshot, out: &mut Vec<u8>, mut accept: impl FnMut(&[u8]) -> bool) -> bool {
+    pub(crate) fn read_visible_where(&self, hash: u64, me: TxnId, snapshot: Snapshot, tick: u32, out: &mut Vec<u8>, mut accept: impl FnMut(&[u8]) -> bool) -> bool {
         let layout = self.layout();
         let map = self.primary.read(hash);
-        let found = map.find(hash, |head| visible(*head, me, snapshot).is_some_and(|v| accept(v.row(layout))));
-        let Some(v) = found.and_then(|head| visible(*head, me, snapshot)) else { return false };
+        let Some(&head) = map.find(hash, |head| visible(*head, me, snapshot).is_some_and(|v| accept(v.row(layout)))) else { return false };
+        let Some(v) = visible(head, me, snapshot) else { return false };
+        if tick != 0 {
+            head.touch(tick);
+        }
         out.clear();
         out.extend_from_slice(v.row(layout));
         true
@@ -365,21 +388,29 @@ impl TableStore {
 
     /// Runs `f` on the visible row of `key` without copying it out. `f` runs
     /// under the shard read lock: it must not call into the engine.
-    pub(crate) fn with_visible<R>(&self, hash: u64, key: &[u8], me: TxnId, snapshot: Snapshot, scratch: &mut Vec<u8>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn with_visible<R>(&self, hash: u64, key: &[u8], me: TxnId, snapshot: Snapshot, tick: u32, scratch: &mut Vec<u8>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let layout = self.layout();
         let map = self.primary.read(hash);
         let head = primary::find(&map, hash, key, &self.pk, layout, scratch)?;
-        visible(head, me, snapshot).map(|v| f(v.row(layout)))
+        let v = visible(head, me, snapshot)?;
+        if tick != 0 {
+            head.touch(tick);
+        }
+        Some(f(v.row(layout)))
     }
 
     /// Latest state of `key` for a writer; copies the head row into `out`.
-    pub(crate) fn latest(&self, hash: u64, key: &[u8], me: TxnId, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> Latest {
+    pub(crate) fn latest(&self, hash: u64, key: &[u8], me: TxnId, tick: u32, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> Latest {
         let layout = self.layout();
         let map = self.primary.read(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return Latest::Absent };
         let word = head.word();
         if let Some(owner) = locked_by_other(word, me) {
             return Latest::Locked(owner);
+        }
+        if tick != 0 && !is_deleted(word) {
+            head.touch(tick);
         }
         out.clear();
         out.extend_from_slice(head.row(layout));
@@ -402,11 +433,14 @@ impl TableStore {
     }
 
     /// Visible rows of shard `shard` appended to `out` as `[u32 len][row]`.
-    pub(crate) fn scan_shard(&self, shard: usize, me: TxnId, snapshot: Snapshot, out: &mut Vec<u8>) -> usize {
+    pub(crate) fn scan_shard(&self, shard: usize, me: TxnId, snapshot: Snapshot, tick: u32, out: &mut Vec<u8>) -> usize {
         let layout = self.layout();
         let mut n = 0;
         self.primary.for_each_head_in(shard, |head| {
             if let Some(v) = visible(head, me, snapshot) {
+                if tick != 0 {
+                    head.touch(tick);
+                }
                 let row = v.row(layout);
                 out.extend_from_slice(&(row.len() as u32).to_le_bytes());
                 out.extend_from_slice(row);
@@ -440,6 +474,7 @@ impl TableStore {
                 return Some(head);
             }
             let new = VPtr::alloc(&self.slab, word, head.prev(), row);
+            new.touch(head.access());
             primary::replace(&mut map, hash, key, &self.pk, layout, new, scratch);
             // SAFETY: our own uncommitted version, unlinked under the write lock.
             unsafe { head.free(&self.slab, layout) };
@@ -470,6 +505,7 @@ impl TableStore {
         if is_uncommitted(hw) {
             // Re-insert after our own delete: replace our tombstone.
             let new = VPtr::alloc(&self.slab, word, head.prev(), row);
+            new.touch(head.access());
             primary::replace(&mut map, hash, key, &self.pk, layout, new, scratch);
             let image = head.row(layout).to_vec();
             // SAFETY: our own uncommitted tombstone, unlinked under the write lock.
@@ -573,6 +609,8 @@ impl TableStore {
                     last.set_prev(None);
                 }
                 if first != head {
+                    // The row's stamp lives on its head: the new head keeps it.
+                    first.touch(first.access().max(head.access()));
                     primary::replace(&mut map, hash, key, &self.pk, layout, first, scratch);
                 }
             }
@@ -736,6 +774,46 @@ impl TableStore {
             index.insert_with(w, entry);
             Conflict::None
         })
+    }
+
+    /// Bytes the table's rows and index entries occupy now: every version
+    /// as allocated (header, stamp, row, rounding), a primary hash slot per
+    /// row, every ordered-index entry with its slot and probe pair. Kept
+    /// as rows come and go (the slab's count, the shards' and trees'
+    /// counters), so this reads a few hundred counters, never the rows.
+    /// Free space (empty hash slots, leaf slack, freed slab objects the
+    /// table keeps for reuse) is not counted: see `bytes` for that.
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        let heads = (self.primary.len() * crate::heads::HeadTable::SLOT_BYTES) as u64;
+        let entries: u64 = self.meta().indexes.iter().map(|i| i.bytes_in_use()).sum();
+        self.slab.used_bytes() + heads + entries
+    }
+
+    /// The row `key`'s last access stamp and its share of
+    /// [`TableStore::memory_bytes`]: its versions, its hash slot, its
+    /// distinct index entries. None when no version of it is stored.
+    pub(crate) fn row_meta(&self, hash: u64, key: &[u8], scratch: &mut Vec<u8>, entry: &mut Vec<u8>) -> Option<(u32, u64)> {
+        let meta = self.meta();
+        let layout = self.layout();
+        let map = self.primary.read(hash);
+        let head = primary::find(&map, hash, key, &self.pk, layout, scratch)?;
+        let mut bytes = crate::heads::HeadTable::SLOT_BYTES as u64;
+        let mut seen: Vec<Vec<u8>> = Vec::new();
+        for index in &meta.indexes {
+            seen.clear();
+            for v in head.chain() {
+                index.entry(layout, v.row(layout), key, entry);
+                if head.prev().is_some() {
+                    if seen.contains(entry) {
+                        continue;
+                    }
+                    seen.push(entry.clone());
+                }
+                bytes += index.entry_cost(entry.len());
+            }
+        }
+        bytes += head.chain().map(|v| v.alloc_bytes(layout)).sum::<u64>();
+        Some((head.access(), bytes))
     }
 
     /// Memory held by the table's rows and indexes.

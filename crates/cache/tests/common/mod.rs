@@ -45,10 +45,15 @@ pub fn tatp_url() -> String {
 /// A new database `name` holding TATP, for a test that changes PostgreSQL's rows.
 pub fn fresh_tatp(name: &str) -> String {
     let url = shared_cluster().unwrap().create_database(name).unwrap();
-    let mut client = connect(&url).unwrap();
+    populate_tatp(&url);
+    url
+}
+
+/// Creates and fills the TATP tables in the database at `url`.
+pub fn populate_tatp(url: &str) {
+    let mut client = connect(url).unwrap();
     client.batch_execute(&tatp_ddl()).unwrap();
     client.batch_execute(&populate()).unwrap();
-    url
 }
 
 pub fn tatp_spec() -> GroupSpec {

@@ -39,6 +39,7 @@ use crate::ids::{Snapshot, TxnId};
 use crate::key::hash_key;
 use crate::origin::Origin;
 use crate::schema::{IndexId, IndexSchema, TableDdl, TableId};
+use crate::seams::RowMeta;
 use crate::table::{TableMeta, TableStore};
 use crate::types::Value;
 use crate::version::VPtr;
@@ -367,6 +368,31 @@ impl Transaction {
             return Err(EngineError::LockNotAvailable { relation: relation.to_owned(), detail: format!("row locked by transaction {owner}; {} transactions do not wait for row locks", self.origin) });
         }
         self.db.txns.wait_for(self.id, owner, self.db.lock_deadline())
+    }
+
+    /// The tick to stamp the rows this transaction reads in `store` with,
+    /// 0 for none: only application transactions' reads of tables that
+    /// track access count (seams.rs).
+    #[inline]
+    fn touch_tick(&self, store: &TableStore) -> u32 {
+        if store.seams.tracks_access() && self.origin == Origin::Application { self.db.access_tick.load(Ordering::Relaxed) } else { 0 }
+    }
+
+    /// The row `key`'s last access stamp and its share of the table's
+    /// memory (`Database::table_memory`); None when no version of it is
+    /// stored (committed or not, visible or not: this reads storage, not
+    /// the snapshot, and stamps nothing).
+    pub fn row_meta(&mut self, table: TableId, key: &[Value]) -> Result<Option<RowMeta>> {
+        self.check_active()?;
+        let r = self.row_meta_inner(table, key);
+        self.check(r)
+    }
+
+    fn row_meta_inner(&mut self, table: TableId, key: &[Value]) -> Result<Option<RowMeta>> {
+        let store = self.store(table)?;
+        let Some(hash) = encode_pk(&store, key, &mut self.s.key)? else { return Ok(None) };
+        let meta = store.row_meta(hash, &self.s.key, &mut self.s.scratch, &mut self.s.entry);
+        Ok(meta.map(|(last_access, bytes)| RowMeta { last_access, bytes }))
     }
 
     fn store(&self, table: TableId) -> Result<Arc<TableStore>> {

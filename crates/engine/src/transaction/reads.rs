@@ -42,7 +42,8 @@ impl Transaction {
     fn get_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         let Some(store) = self.cat.store(table) else { return Err(undefined(table)) };
         let Some(hash) = encode_pk(store, key, &mut self.s.key)? else { return Ok(false) };
-        let found = store.read_visible(hash, &self.s.key, self.id, self.snapshot, &mut self.s.scratch, &mut out.data);
+        let tick = self.touch_tick(store);
+        let found = store.read_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, &mut out.data);
         if found {
             out.set_schema(&store.schema);
         }
@@ -70,7 +71,8 @@ impl Transaction {
         let Some(store) = self.cat.store(table) else { return Err(undefined(table)) };
         let Some(hash) = encode_pk(store, key, &mut self.s.key)? else { return Ok(None) };
         let schema = &store.schema;
-        let found = store.with_visible(hash, &self.s.key, self.id, self.snapshot, &mut self.s.scratch, |row| f.take().map(|f| f(RowRef::new(schema, row))));
+        let tick = self.touch_tick(store);
+        let found = store.with_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, |row| f.take().map(|f| f(RowRef::new(schema, row))));
         Ok(found.flatten())
     }
 
@@ -139,6 +141,7 @@ impl Transaction {
             }
         }
         let mut visited = 0u64;
+        let tick = self.touch_tick(&store);
         loop {
             self.s.batch.clear();
             let n = istore.tree.scan(from.of(&lo), to.of(&hi), SCAN_BATCH_ENTRIES, &mut self.s.batch);
@@ -149,7 +152,7 @@ impl Transaction {
                 last = entry;
                 let (index_key, pk) = istore.split(entry);
                 let hash = hash_key(pk);
-                let found = store.read_visible(hash, pk, self.id, self.snapshot, &mut self.s.scratch, &mut self.s.row);
+                let found = store.read_visible(hash, pk, self.id, self.snapshot, tick, &mut self.s.scratch, &mut self.s.row);
                 if !found {
                     continue;
                 }
@@ -220,8 +223,9 @@ impl Transaction {
         let mut row = std::mem::take(&mut self.s.row);
         let mut visited = 0;
         let mut result = Ok(());
+        let tick = self.touch_tick(store);
         for &pk_hash in &candidates[..n] {
-            let found = store.read_visible_where(pk_hash, self.id, self.snapshot, &mut row, |r| {
+            let found = store.read_visible_where(pk_hash, self.id, self.snapshot, tick, &mut row, |r| {
                 tmp.clear();
                 istore.spec.encode_row(layout, r, &mut tmp);
                 tmp.as_slice() == key
@@ -247,9 +251,10 @@ impl Transaction {
         let mut visited = 0;
         let mut buf = std::mem::take(&mut self.s.batch);
         let mut result = Ok(visited);
+        let tick = self.touch_tick(&store);
         'outer: for shard in 0..SHARD_COUNT {
             buf.clear();
-            store.scan_shard(shard, self.id, self.snapshot, &mut buf);
+            store.scan_shard(shard, self.id, self.snapshot, tick, &mut buf);
             let mut at = 0;
             while at + 4 <= buf.len() {
                 let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;

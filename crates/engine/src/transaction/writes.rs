@@ -119,7 +119,13 @@ impl Transaction {
         let hash = hash_key(&self.s.key);
         let (head, replaced_tombstone) = loop {
             match store.insert(hash, &self.s.key, self.id, &self.s.row, &mut self.s.scratch) {
-                InsertOutcome::Inserted { head, replaced_tombstone } => break (head, replaced_tombstone),
+                InsertOutcome::Inserted { head, replaced_tombstone } => {
+                    if store.seams.tracks_access() {
+                        // A new row (a load too) starts as just used.
+                        head.touch(self.db.access_tick.load(Ordering::Relaxed));
+                    }
+                    break (head, replaced_tombstone);
+                }
                 InsertOutcome::Duplicate => {
                     return Err(unique_violation(&store.schema, &store.schema.primary_key, &self.cat, store.schema.primary_index, &self.s.row));
                 }
@@ -299,8 +305,9 @@ impl Transaction {
     /// deleted. `gave_up`: the 55P03 detail after too many lost races.
     #[inline]
     fn on_latest(&mut self, store: &TableStore, hash: u64, gave_up: &str, mut act: impl FnMut(&mut Transaction, LatestVersion) -> Result<Option<bool>>) -> Result<bool> {
+        let tick = self.touch_tick(store);
         for _ in 0..INSTALL_RETRIES_MAX {
-            let at = match store.latest(hash, &self.s.key, self.id, &mut self.s.scratch, &mut self.s.base) {
+            let at = match store.latest(hash, &self.s.key, self.id, tick, &mut self.s.scratch, &mut self.s.base) {
                 Latest::Absent => return Ok(false),
                 Latest::Locked(owner) => {
                     self.wait(owner, &store.schema.name)?;

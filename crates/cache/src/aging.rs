@@ -1,0 +1,204 @@
+//! Aging: instances leave the cache when they get old (`AGING USE column
+//! LIFETIME n`, on the root row's date/timestamp) or when memory passes the
+//! budget (`AGING LRU`: least recently used instances first, until memory is
+//! below the low watermark). Whole instances only, as `Origin::Evict` (the
+//! rows leave the cache; PostgreSQL keeps them), never an instance with
+//! changes not yet propagated, never a group marked KEEP by the budget.
+//!
+//! Recency: the engine stamps every row an application reads with a coarse
+//! clock (`Database::access_tick`) on tables with access tracking on; an
+//! instance's recency is the newest stamp of its rows. Memory: the engine's
+//! per-table accounting (`Database::table_memory`), the same number
+//! `pgtier_cache_stats` shows. Evicted versions are freed by the engine's
+//! garbage collection; each round ends with a vacuum so the next round sees
+//! the memory actually freed.
+//!
+//! One background thread per `Cache`, waking every `aging_interval`; it holds
+//! only a weak reference, so dropping the cache stops it.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Condvar, Mutex};
+use pgtier_engine::{Database, Origin, Value};
+
+use crate::error::CacheError;
+use crate::instance::InstanceLayout;
+use crate::manager::{Cache, GroupEntry, remove_instances};
+use crate::statement::Aging;
+
+/// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
+const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
+
+/// What one aging round evicted.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AgingReport {
+    /// Instances whose root timestamp passed the lifetime.
+    pub expired: u64,
+    /// Instances evicted for memory.
+    pub evicted: u64,
+    /// Estimated bytes freed by the memory evictions.
+    pub freed_bytes: u64,
+    /// Instances that would have gone but hold unpropagated changes.
+    pub skipped_dirty: u64,
+}
+
+/// The aging thread's stop switch.
+#[derive(Default)]
+pub(crate) struct AgerControl {
+    stopped: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl AgerControl {
+    pub fn stop(&self) {
+        *self.stopped.lock() = true;
+        self.wake.notify_all();
+    }
+}
+
+pub(crate) fn spawn(cache: Weak<Cache>, control: Arc<AgerControl>, interval: Duration) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name("pgtier-aging".into()).spawn(move || {
+        loop {
+            {
+                let mut stopped = control.stopped.lock();
+                if !*stopped {
+                    control.wake.wait_for(&mut stopped, interval);
+                }
+                if *stopped {
+                    return;
+                }
+            }
+            let Some(cache) = cache.upgrade() else { return };
+            // A failed round (a lock conflict with an application writer,
+            // the database shutting down) is retried at the next tick.
+            let _ = cache.age_now();
+        }
+    })
+}
+
+/// One candidate for memory eviction.
+struct Candidate {
+    last_access: u32,
+    bytes: u64,
+    group: usize,
+    key: Vec<Value>,
+}
+
+/// One aging round over `groups` (what `Cache::age_now` runs).
+pub(crate) fn age_round(db: &Database, groups: &[Arc<GroupEntry>], budget: Option<u64>, high: f64, low: f64) -> Result<AgingReport, CacheError> {
+    let mut report = AgingReport::default();
+    let catalog = db.catalog();
+    let layouts = groups.iter().map(|entry| InstanceLayout::resolve(&catalog, &entry.group)).collect::<Result<Vec<_>, _>>()?;
+    for (entry, layout) in groups.iter().zip(&layouts) {
+        if let Aging::Time { column, lifetime } = &entry.def.aging {
+            let expired = expired_keys(db, entry, layout, column, *lifetime)?;
+            let removed = remove_instances(db, entry, layout, &expired)?;
+            entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
+            report.expired += removed.instances;
+            report.skipped_dirty += removed.skipped_dirty;
+        }
+    }
+    let memory: Vec<u64> = layouts.iter().map(|layout| layout.tables.iter().map(|t| db.table_memory(t.id)).sum()).collect();
+    // Bytes to free per group (its own budget), and overall (the global one).
+    let mut group_excess: Vec<u64> = groups
+        .iter()
+        .zip(&memory)
+        .map(|(entry, &used)| match entry.def.memory_budget {
+            Some(limit) if used as f64 > high * limit as f64 => used - (low * limit as f64) as u64,
+            _ => 0,
+        })
+        .collect();
+    let total: u64 = memory.iter().sum();
+    let mut global_excess = match budget {
+        Some(limit) if total as f64 > high * limit as f64 => total - (low * limit as f64) as u64,
+        _ => 0,
+    };
+    if global_excess == 0 && group_excess.iter().all(|&e| e == 0) {
+        return Ok(report);
+    }
+    let evictable = |index: usize| {
+        let entry = &groups[index];
+        entry.def.aging == Aging::Lru && !entry.def.keep && (global_excess > 0 || group_excess[index] > 0)
+    };
+    let mut candidates = Vec::new();
+    for index in (0..groups.len()).filter(|&i| evictable(i)) {
+        collect_candidates(db, &groups[index], &layouts[index], index, &mut candidates)?;
+    }
+    candidates.sort_by_key(|c| c.last_access);
+    let mut chosen: Vec<Vec<Vec<Value>>> = vec![Vec::new(); groups.len()];
+    for candidate in candidates {
+        let group = candidate.group;
+        if global_excess == 0 && group_excess[group] == 0 {
+            continue;
+        }
+        global_excess = global_excess.saturating_sub(candidate.bytes);
+        group_excess[group] = group_excess[group].saturating_sub(candidate.bytes);
+        report.freed_bytes += candidate.bytes;
+        chosen[group].push(candidate.key);
+    }
+    for ((entry, layout), keys) in groups.iter().zip(&layouts).zip(&chosen) {
+        if keys.is_empty() {
+            continue;
+        }
+        let removed = remove_instances(db, entry, layout, keys)?;
+        entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
+        report.evicted += removed.instances;
+        report.skipped_dirty += removed.skipped_dirty;
+    }
+    db.vacuum();
+    Ok(report)
+}
+
+/// Every cached instance of a group with its recency and size.
+fn collect_candidates(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, group: usize, out: &mut Vec<Candidate>) -> Result<(), CacheError> {
+    let keys = layout.root_keys(db)?;
+    let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
+    for key in keys {
+        if entry.is_dirty(&key) {
+            continue;
+        }
+        let Some(instance) = layout.read(&mut txn, &key)? else { continue };
+        let (mut last_access, mut bytes) = (0u32, 0u64);
+        for (table, rows) in layout.tables.iter().zip(&instance.rows) {
+            for row in rows {
+                let pk: Vec<Value> = table.primary_key.iter().map(|&c| row[c].clone()).collect();
+                if let Some(meta) = txn.row_meta(table.id, &pk)? {
+                    last_access = last_access.max(meta.last_access);
+                    bytes += meta.bytes;
+                }
+            }
+        }
+        out.push(Candidate { last_access, bytes, group, key });
+    }
+    txn.rollback();
+    Ok(())
+}
+
+/// Root keys of the instances whose root `column` is older than `lifetime`.
+fn expired_keys(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, column: &str, lifetime: Duration) -> Result<Vec<Vec<Value>>, CacheError> {
+    let root = &entry.group.root().def;
+    let Some(position) = root.columns.iter().position(|c| c.name == column) else {
+        return Err(CacheError::InvalidSpec { group: entry.def.name.clone(), reason: format!("aging column \"{column}\" is not a column of \"{}\"", root.name) });
+    };
+    let now_us = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)).unwrap_or(i64::MAX) - PG_EPOCH_OFFSET_US;
+    let cutoff_us = now_us.saturating_sub(i64::try_from(lifetime.as_micros()).unwrap_or(i64::MAX));
+    let key_columns = layout.root().primary_key.clone();
+    let mut keys = Vec::new();
+    let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
+    txn.scan_table(layout.root().id, |row| {
+        let old = match row.get(position).to_owned_value() {
+            Value::Timestamp(us) | Value::TimestampTz(us) => us < cutoff_us,
+            Value::Date(days) => i64::from(days) * 86_400_000_000 < cutoff_us,
+            _ => false,
+        };
+        if old {
+            keys.push(key_columns.iter().map(|&c| row.get(c).to_owned_value()).collect());
+        }
+        Ok(true)
+    })?;
+    txn.rollback();
+    Ok(keys)
+}

@@ -1,0 +1,239 @@
+//! What AWT sends PostgreSQL: a committed transaction's row changes as SQL
+//! statements, batches applied in one PostgreSQL transaction together with
+//! the progress rows of the lanes they advance, refused transactions into
+//! the error table, and the tables and session setup this needs.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use pgtier_backend::copy_out::quote_identifier;
+use pgtier_engine::{Change, CommittedTxn, Lsn, Origin, RowChange, RowOp, Value};
+use postgres::{Client, SimpleQueryMessage};
+
+use crate::error::CacheError;
+use crate::group::GroupKind;
+use crate::instance::key_text;
+use crate::manager::{Cache, GroupEntry, WHOLE_GROUP, quote_literal};
+
+/// One application transaction turned into SQL for PostgreSQL.
+pub(crate) struct PendingTxn {
+    pub lsn: Lsn,
+    pub next_lsn: Lsn,
+    pub commit_time_us: u64,
+    pub statements: Vec<String>,
+    /// (group, root key text) of every instance it changed; dirty until applied.
+    pub dirty: Vec<(Arc<GroupEntry>, String)>,
+}
+
+impl PendingTxn {
+    pub fn bytes(&self) -> usize {
+        self.statements.iter().map(String::len).sum()
+    }
+
+    /// Clears the dirty marks this transaction set (it reached PostgreSQL,
+    /// or the error table).
+    pub fn applied(&self) {
+        for (entry, key) in &self.dirty {
+            entry.clear_dirty(key);
+        }
+    }
+}
+
+/// The statements of `txn` for PostgreSQL, or None when it changes no AWT
+/// table. Marks the instances it touches dirty until it is applied.
+pub(crate) fn statements(cache: &Cache, txn: &CommittedTxn) -> Option<PendingTxn> {
+    if txn.origin != Origin::Application {
+        return None;
+    }
+    let mut pending = PendingTxn { lsn: txn.lsn, next_lsn: txn.next_lsn, commit_time_us: txn.commit_time_us, statements: Vec::new(), dirty: Vec::new() };
+    for change in &txn.changes {
+        let Change::Row(row) = change else { continue };
+        let Some((entry, index)) = cache.awt_table(&row.table.name) else { continue };
+        if entry.def.kind != GroupKind::Awt {
+            continue;
+        }
+        if let Some(statement) = row_statement(&entry, index, row) {
+            pending.statements.push(statement);
+        }
+        let key = entry.root_key_of_row(index, &row.row().values());
+        let key_text = key.map_or_else(|| WHOLE_GROUP.to_owned(), |key| key_text(&key));
+        entry.mark_dirty(&key_text);
+        pending.dirty.push((entry, key_text));
+    }
+    if pending.statements.is_empty() && pending.dirty.is_empty() {
+        return None;
+    }
+    Some(pending)
+}
+
+/// INSERT of the after-image, UPDATE of every non-key column by primary key,
+/// DELETE by primary key (a key change is a delete and an insert in the
+/// engine's log). Values as text literals PostgreSQL casts to the column type.
+fn row_statement(entry: &GroupEntry, index: usize, change: &RowChange) -> Option<String> {
+    let table = &entry.group.tables[index];
+    let name = format!("{}.{}", quote_identifier(&table.source.name.schema), quote_identifier(&table.source.name.table));
+    let row = change.row();
+    let schema = &change.table;
+    let literal = |column: usize| match row.get(column).to_owned_value() {
+        Value::Null => "NULL".to_owned(),
+        value => quote_literal(&value.to_string()),
+    };
+    let column = |c: usize| quote_identifier(&schema.columns[c].name);
+    let key_filter = || schema.primary_key.iter().map(|&c| format!("{} = {}", column(c), literal(c))).collect::<Vec<_>>().join(" AND ");
+    let columns: Vec<usize> = (0..schema.visible_columns().len()).collect();
+    Some(match change.op {
+        RowOp::Insert => format!(
+            "INSERT INTO {name} ({}) VALUES ({})",
+            columns.iter().map(|&c| column(c)).collect::<Vec<_>>().join(", "),
+            columns.iter().map(|&c| literal(c)).collect::<Vec<_>>().join(", ")
+        ),
+        RowOp::Update => {
+            let sets: Vec<String> = columns.iter().filter(|c| !schema.primary_key.contains(c)).map(|&c| format!("{} = {}", column(c), literal(c))).collect();
+            if sets.is_empty() {
+                return None;
+            }
+            format!("UPDATE {name} SET {} WHERE {}", sets.join(", "), key_filter())
+        }
+        RowOp::Delete => format!("DELETE FROM {name} WHERE {}", key_filter()),
+    })
+}
+
+pub(crate) enum Applied {
+    Yes,
+    /// PostgreSQL refused a statement (SQLSTATE, message) or a row count differed; rolled back.
+    Refused((String, String)),
+}
+
+/// Where a batch leaves each lane it advances: (lane, next position).
+pub(crate) type Progress = [(usize, Lsn)];
+
+fn progress_statements(node: &str, progress: &Progress, commit_time_us: Option<u64>) -> String {
+    let commit = commit_time_us.map_or_else(|| "NULL".to_owned(), |t| t.to_string());
+    let rows: Vec<String> = progress.iter().map(|(lane, lsn)| format!("({}, {lane}, {}, {commit}, now())", quote_literal(node), lsn.0)).collect();
+    format!(
+        "INSERT INTO pgtier.awt_progress (node, stream, next_lsn, commit_time_us, applied_at) VALUES {} \
+         ON CONFLICT (node, stream) DO UPDATE SET next_lsn = EXCLUDED.next_lsn, commit_time_us = EXCLUDED.commit_time_us, applied_at = now()",
+        rows.join(", ")
+    )
+}
+
+/// Applies `txns` and moves `progress` in one PostgreSQL transaction: one
+/// round trip with every statement, a check that each changed exactly one
+/// row, then COMMIT (or ROLLBACK and `Refused`).
+pub(crate) fn apply(client: &mut Client, node: &str, txns: &[&PendingTxn], progress: &Progress, commit_time_us: Option<u64>) -> Result<Applied, CacheError> {
+    let mut text = String::from("BEGIN;");
+    let mut expected = 0usize;
+    for txn in txns {
+        for statement in &txn.statements {
+            text.push_str(statement);
+            text.push(';');
+            expected += 1;
+        }
+    }
+    let _ = write!(text, "{};", progress_statements(node, progress, commit_time_us));
+    let messages = match client.simple_query(&text) {
+        Ok(messages) => messages,
+        Err(error) => {
+            let Some(db_error) = error.as_db_error() else { return Err(connection_error(&error)) };
+            let refused = (db_error.code().code().to_owned(), db_error.message().to_owned());
+            client.batch_execute("ROLLBACK").map_err(|e| connection_error(&e))?;
+            return Ok(Applied::Refused(refused));
+        }
+    };
+    let counts: Vec<u64> = messages.iter().filter_map(|m| if let SimpleQueryMessage::CommandComplete(n) = m { Some(*n) } else { None }).collect();
+    // BEGIN, one per statement, the progress rows.
+    let wrong = counts.len() != expected + 2 || counts[1..=expected].iter().any(|&n| n != 1);
+    if wrong {
+        client.batch_execute("ROLLBACK").map_err(|e| connection_error(&e))?;
+        let at = counts.iter().skip(1).position(|&n| n != 1).unwrap_or(0);
+        let reason = format!("statement {} of the transaction changed no row in PostgreSQL (the row is missing there, or a key differs)", at + 1);
+        return Ok(Applied::Refused(("P0002".into(), reason)));
+    }
+    client.batch_execute("COMMIT").map_err(|e| connection_error(&e))?;
+    Ok(Applied::Yes)
+}
+
+/// Applies a batch; when PostgreSQL refuses it, applies its transactions one
+/// by one and records each refused one in the error table (with the
+/// progress, so it is never retried). Returns the number refused.
+pub(crate) fn apply_isolating(client: &mut Client, node: &str, txns: &[&PendingTxn], progress: &Progress) -> Result<u64, CacheError> {
+    let Some(last) = txns.last() else { return Ok(0) };
+    if let Applied::Yes = apply(client, node, txns, progress, Some(last.commit_time_us))? {
+        return Ok(0);
+    }
+    let mut refused = 0;
+    for (i, txn) in txns.iter().enumerate() {
+        // The last transaction carries the batch's progress; earlier ones their own end.
+        let own: Vec<(usize, Lsn)> = if i + 1 == txns.len() { progress.to_vec() } else { progress.iter().map(|(lane, _)| (*lane, txn.next_lsn)).collect() };
+        if let Applied::Refused(error) = apply(client, node, &[txn], &own, Some(txn.commit_time_us))? {
+            record_error(client, node, txn, &own, &error)?;
+            refused += 1;
+        }
+    }
+    Ok(refused)
+}
+
+fn record_error(client: &mut Client, node: &str, txn: &PendingTxn, progress: &Progress, (sqlstate, message): &(String, String)) -> Result<(), CacheError> {
+    let text = format!(
+        "BEGIN; INSERT INTO pgtier.awt_errors (node, lsn, commit_time_us, sqlstate, message, statements) VALUES ({}, {}, {}, {}, {}, {}); {}; COMMIT;",
+        quote_literal(node),
+        txn.lsn.0,
+        txn.commit_time_us,
+        quote_literal(sqlstate),
+        quote_literal(message),
+        quote_literal(&txn.statements.join(";\n")),
+        progress_statements(node, progress, Some(txn.commit_time_us))
+    );
+    client.batch_execute(&text).map_err(|e| connection_error(&e))
+}
+
+/// Moves every lane of `lanes` to `next_lsn` (when nothing is pending), so a
+/// restart starts reading there, and lanes agree (their number may change).
+pub(crate) fn set_progress(client: &mut Client, node: &str, lanes: usize, next_lsn: Lsn) -> Result<(), CacheError> {
+    let progress: Vec<(usize, Lsn)> = (0..lanes).map(|lane| (lane, next_lsn)).collect();
+    client.batch_execute(&format!("{};", progress_statements(node, &progress, None))).map_err(|e| connection_error(&e))
+}
+
+pub(crate) fn connection_error(error: &postgres::Error) -> CacheError {
+    CacheError::Backend(pgtier_backend::BackendError::from_postgres("write-through", error))
+}
+
+/// The tables AWT writes to in PostgreSQL, and a replication origin on the
+/// session so pgtier's own changes can be told apart by logical decoding.
+/// `lane` None: the session's control connection (it creates the tables and
+/// applies transactions that span lanes). Each connection has its own origin:
+/// PostgreSQL lets one session at a time use an origin.
+pub(crate) fn setup(client: &mut Client, node: &str, lane: Option<usize>, create: bool) -> Result<(), CacheError> {
+    client.batch_execute("SET standard_conforming_strings = on; SET synchronous_commit = on;").map_err(|e| connection_error(&e))?;
+    if create {
+        client
+            .batch_execute(
+                "CREATE SCHEMA IF NOT EXISTS pgtier;
+                 CREATE TABLE IF NOT EXISTS pgtier.awt_progress (
+                     node text NOT NULL, stream int NOT NULL, next_lsn bigint NOT NULL, commit_time_us bigint,
+                     applied_at timestamptz NOT NULL, PRIMARY KEY (node, stream));
+                 CREATE TABLE IF NOT EXISTS pgtier.awt_errors (
+                     id bigserial PRIMARY KEY, node text NOT NULL, lsn bigint NOT NULL, commit_time_us bigint NOT NULL,
+                     sqlstate text NOT NULL, message text NOT NULL, statements text NOT NULL,
+                     recorded_at timestamptz NOT NULL DEFAULT now());",
+            )
+            .map_err(|e| connection_error(&e))?;
+    }
+    let origin = quote_literal(&format!("pgtier_{node}_{}", lane.map_or_else(|| "x".to_owned(), |lane| lane.to_string())));
+    // Needs superuser or a grant on the origin functions; without it pgtier's
+    // changes are not marked (autorefresh then cannot skip them).
+    let _ = client.batch_execute(&format!(
+        "SELECT pg_replication_origin_create({origin}) WHERE NOT EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = {origin});
+         SELECT pg_replication_origin_session_setup({origin});"
+    ));
+    Ok(())
+}
+
+/// This node's lanes and their positions, by lane number.
+pub(crate) fn read_progress(client: &mut Client, node: &str) -> Result<Vec<(usize, u64)>, CacheError> {
+    let rows = client.query("SELECT stream, next_lsn FROM pgtier.awt_progress WHERE node = $1 ORDER BY stream", &[&node]).map_err(|e| connection_error(&e))?;
+    Ok(rows
+        .iter()
+        .map(|row| (usize::try_from(row.get::<_, i32>(0)).unwrap_or(0), u64::try_from(row.get::<_, i64>(1)).unwrap_or(0)))
+        .collect())
+}

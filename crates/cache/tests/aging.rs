@@ -1,0 +1,161 @@
+//! Aging against a real PostgreSQL: LRU eviction keeps a dynamic group's
+//! memory under the budget while lookups keep answering as PostgreSQL does
+//! and recently used instances stay; KEEP groups are never evicted for
+//! memory; time-based aging drops instances whose root timestamp is older
+//! than the lifetime.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{TABLES, cache_dump, check_whole_instances, postgres_dump, tatp_url};
+use pgtier_backend::BackendConfig;
+use pgtier_backend::connect::connect;
+use pgtier_backend::harness::shared_cluster;
+use pgtier_cache::{Aging, Cache, CacheConfig, CreateGroup, GroupKind, LoadOptions};
+use pgtier_engine::{Database, EngineConfig, Value};
+
+fn open(dir: &std::path::Path, url: &str, budget: Option<u64>) -> Arc<Cache> {
+    let db = Database::open(dir, EngineConfig::default()).unwrap();
+    let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
+    // The test drives the rounds (age_now); the thread stays out of the way.
+    let config = CacheConfig { memory_budget: budget, aging_interval: Duration::from_secs(3600), ..CacheConfig::default() };
+    Cache::open(db, Some(params), config).unwrap()
+}
+
+fn tatp_group(name: &str, dynamic: bool, keep: bool) -> CreateGroup {
+    CreateGroup {
+        name: name.into(),
+        kind: GroupKind::ReadOnly,
+        dynamic,
+        root: "subscriber".into(),
+        root_predicate: None,
+        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
+        aging: Aging::Lru,
+        keep,
+        memory_budget: None,
+    }
+}
+
+/// Bytes one average TATP instance takes, measured on a scratch cache.
+fn instance_bytes(url: &str) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), url, None);
+    cache.create_group(&tatp_group("probe", false, false)).unwrap();
+    cache.load("probe", &LoadOptions { predicate: Some("s_id <= 1000".into()), ..LoadOptions::default() }).unwrap();
+    cache.stats()[0].memory_bytes / 1000
+}
+
+#[test]
+fn lru_keeps_memory_under_the_budget_and_the_hot_set_cached() {
+    let url = tatp_url();
+    let per_instance = instance_bytes(&url);
+    let budget = per_instance * 400;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url, Some(budget));
+    cache.create_group(&tatp_group("dyn", true, false)).unwrap();
+    let db = cache.database().clone();
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    let mut client = connect(&url).unwrap();
+    let group = pgtier_cache::define_group(&mut client, &pgtier_cache::GroupSpec {
+        name: "check".into(),
+        root: "subscriber".into(),
+        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
+        kind: GroupKind::ReadOnly,
+    })
+    .unwrap();
+    let hot: Vec<i32> = (1..=20).collect();
+    let mut peak = 0u64;
+    // 2,000 distinct cold keys: five times what the budget holds.
+    for cold_start in (1000..3000).step_by(100) {
+        let mut txn = db.begin().unwrap();
+        for key in hot.iter().copied().chain(cold_start..cold_start + 100) {
+            let got = txn.get_with(subscriber, &[Value::Int4(key)], |row| row.values().iter().map(ToString::to_string).collect::<Vec<_>>().join("|")).unwrap();
+            if key % 50 == 0 {
+                assert_eq!(got.into_iter().collect::<Vec<_>>(), postgres_dump(&mut client, &group, "subscriber", &format!("s_id = {key}")), "{key}");
+            }
+        }
+        txn.commit().unwrap();
+        let before = cache.stats()[0].memory_bytes;
+        peak = peak.max(before);
+        let report = cache.age_now().unwrap();
+        let after = cache.stats()[0].memory_bytes;
+        if before as f64 > 0.9 * budget as f64 {
+            assert!(report.evicted > 0, "{before} > 90% of {budget} and nothing evicted");
+        }
+        assert!(after <= budget, "memory {after} over the budget {budget} after a round ({report:?})");
+    }
+    // The hot instances were read in every batch: never evicted, loaded once each.
+    let cached: Vec<String> = cache_dump(&db, "subscriber");
+    for key in &hot {
+        assert!(cached.iter().any(|line| line.split('|').next() == Some(&key.to_string())), "hot subscriber {key} evicted");
+    }
+    let stats = &cache.stats()[0];
+    assert!(stats.evicted_instances > 1000, "{stats:?}");
+    assert_eq!(stats.dynamic_loads, 20 + 2000, "hot keys must load once: {stats:?}");
+    check_whole_instances(&db, &url);
+    assert!(peak > budget / 2);
+}
+
+#[test]
+fn keep_groups_stay_and_only_lru_groups_go() {
+    let url = tatp_url();
+    let per_instance = instance_bytes(&url);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url, Some(per_instance * 100));
+    let mut kept = tatp_group("kept", false, true);
+    kept.aging = Aging::Lru;
+    cache.create_group(&kept).unwrap();
+    cache.load("kept", &LoadOptions { predicate: Some("s_id <= 300".into()), ..LoadOptions::default() }).unwrap();
+    let report = cache.age_now().unwrap();
+    assert_eq!(report.evicted, 0);
+    assert_eq!(cache.stats()[0].instances, 300);
+}
+
+#[test]
+fn time_aging_drops_old_instances() {
+    let url = shared_cluster().unwrap().create_database("cache_time_aging").unwrap();
+    let mut client = connect(&url).unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE orders (id int PRIMARY KEY, created timestamptz NOT NULL, note text);
+             CREATE TABLE order_lines (order_id int REFERENCES orders, line int, qty int, PRIMARY KEY (order_id, line));
+             INSERT INTO orders SELECT g, now() - (g || ' hours')::interval - interval '30 minutes', 'o' || g FROM generate_series(1, 48) g;
+             INSERT INTO order_lines SELECT o, l, o * l FROM generate_series(1, 48) o, generate_series(1, 3) l;",
+        )
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url, None);
+    let mut def = CreateGroup {
+        name: "recent".into(),
+        kind: GroupKind::ReadOnly,
+        dynamic: false,
+        root: "orders".into(),
+        root_predicate: None,
+        children: vec!["order_lines".into()],
+        aging: Aging::Time { column: "note".into(), lifetime: Duration::from_secs(10 * 3600) },
+        keep: false,
+        memory_budget: None,
+    };
+    assert_eq!(cache.create_group(&def).unwrap_err().sqlstate(), "42804");
+    def.aging = Aging::Time { column: "nope".into(), lifetime: Duration::from_secs(10 * 3600) };
+    assert_eq!(cache.create_group(&def).unwrap_err().sqlstate(), "42703");
+    def.aging = Aging::Time { column: "created".into(), lifetime: Duration::from_secs(10 * 3600) };
+    cache.create_group(&def).unwrap();
+    cache.load("recent", &LoadOptions::default()).unwrap();
+    assert_eq!(cache.stats()[0].instances, 48);
+    let report = cache.age_now().unwrap();
+    assert_eq!(report.expired, 39, "orders 10..=48 are older than 10 hours");
+    let expected: Vec<String> = client
+        .query("SELECT id FROM orders WHERE created >= now() - interval '10 hours' ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<_, i32>(0).to_string())
+        .collect();
+    let mut cached: Vec<String> = cache_dump(cache.database(), "orders").iter().map(|l| l.split('|').next().unwrap().to_owned()).collect();
+    cached.sort_by_key(|id| id.parse::<i32>().unwrap());
+    assert_eq!(cached, expected);
+    assert_eq!(cache_dump(cache.database(), "order_lines").len(), 27);
+}

@@ -1,0 +1,191 @@
+//! AWT write-through against a real PostgreSQL with TATP: application
+//! transactions committed in the cache reach PostgreSQL in commit order,
+//! exactly once (counter increments add up), across a restart of the cache;
+//! a transaction PostgreSQL refuses for good lands in `pgtier.awt_errors`
+//! while later ones propagate; loads and evictions never go back.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{TABLES, cache_dump, fresh_tatp, postgres_dump};
+use pgtier_backend::BackendConfig;
+use pgtier_backend::connect::connect;
+use pgtier_cache::{Aging, Cache, CacheConfig, CacheGroup, CreateGroup, GroupKind, GroupSpec, LoadOptions};
+use pgtier_engine::{Database, EngineConfig, Value};
+use postgres::Client;
+use rand::{Rng, SeedableRng};
+
+fn open(dir: &std::path::Path, url: &str) -> Arc<Cache> {
+    let db = Database::open(dir, EngineConfig::default()).unwrap();
+    let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
+    Cache::open(db, Some(params), CacheConfig::default()).unwrap()
+}
+
+fn awt_group() -> CreateGroup {
+    CreateGroup {
+        name: "awt".into(),
+        kind: GroupKind::Awt,
+        dynamic: false,
+        root: "subscriber".into(),
+        root_predicate: None,
+        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
+        aging: Aging::Off,
+        keep: false,
+        memory_budget: None,
+    }
+}
+
+fn check_group(client: &mut Client) -> CacheGroup {
+    pgtier_cache::define_group(client, &GroupSpec { name: "check".into(), root: "subscriber".into(), children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(), kind: GroupKind::Awt })
+        .unwrap()
+}
+
+fn assert_same(cache: &Cache, client: &mut Client, predicate: &str) {
+    assert!(cache.wait_propagated(Duration::from_secs(60)), "propagation did not drain: {:?}", cache.propagation());
+    let group = check_group(client);
+    for table in TABLES {
+        let expected = postgres_dump(client, &group, table, predicate);
+        let cached = cache_dump(cache.database(), table);
+        assert_eq!(cached.len(), expected.len(), "{table}");
+        assert_eq!(cached.iter().zip(&expected).find(|(c, e)| c != e), None, "{table}");
+    }
+}
+
+/// `n` transactions: counter increments on random subscribers, call
+/// forwarding rows inserted and deleted, access_info rows updated.
+fn workload(db: &Database, seed: u64, n: usize, keys: i32) {
+    let catalog = db.catalog();
+    let subscriber = catalog.table_by_name("subscriber").unwrap();
+    let access = catalog.table_by_name("access_info").unwrap();
+    let forwarding = catalog.table_by_name("call_forwarding").unwrap();
+    let special = catalog.table_by_name("special_facility").unwrap();
+    let msc = subscriber.column_index("msc_location").unwrap();
+    let data1 = access.column_index("data1").unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    for i in 0..n {
+        let mut txn = db.begin().unwrap();
+        let s = rng.random_range(1..=keys);
+        txn.update_with(subscriber.id, &[Value::Int4(s)], |row| Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap_or(0) as i32 + 1))]))).unwrap();
+        match i % 3 {
+            0 => {
+                txn.update(access.id, &[Value::Int4(s), Value::Int2(1)], &[(data1, Value::Int2((i % 200) as i16))]).unwrap();
+            }
+            1 => {
+                // A call_forwarding row under one of s's special facilities (if any), start time 20.
+                let mut facility = None;
+                txn.scan_prefix(special.primary_index, &[Value::Int4(s)], |row| {
+                    facility = Some(row.get(1).to_owned_value());
+                    Ok(false)
+                })
+                .unwrap();
+                if let Some(sf_type) = facility {
+                    let key = [Value::Int4(s), sf_type.clone(), Value::Int2(20)];
+                    if !txn.delete(forwarding.id, &key).unwrap() {
+                        txn.insert(forwarding.id, &[Value::Int4(s), sf_type, Value::Int2(20), Value::Int2(23), Value::Text(format!("n{i}"))]).unwrap();
+                    }
+                }
+            }
+            // A second instance in the same transaction (may span apply lanes).
+            _ => {
+                let other = rng.random_range(1..=keys);
+                txn.update_with(subscriber.id, &[Value::Int4(other)], |row| Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap_or(0) as i32 + 1))]))).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+}
+
+fn counters(client: &mut Client) -> i64 {
+    client.query_one("SELECT sum(msc_location)::bigint FROM subscriber", &[]).unwrap().get(0)
+}
+
+#[test]
+fn application_commits_reach_postgres_exactly_once_in_order() {
+    let url = fresh_tatp("cache_awt");
+    let mut client = connect(&url).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let before = counters(&mut client);
+    {
+        let cache = open(dir.path(), &url);
+        cache.create_group(&awt_group()).unwrap();
+        cache.load("awt", &LoadOptions { predicate: Some("s_id <= 2000".into()), ..LoadOptions::default() }).unwrap();
+        // Loading propagated nothing.
+        assert!(cache.wait_propagated(Duration::from_secs(30)));
+        assert_eq!(cache.propagation().unwrap().applied_txns.load(std::sync::atomic::Ordering::Relaxed), 0);
+        workload(cache.database(), 1, 600, 2000);
+        assert_same(&cache, &mut client, "s_id <= 2000");
+        let status = cache.propagation().unwrap();
+        assert_eq!(status.applied_txns.load(std::sync::atomic::Ordering::Relaxed), 600);
+        assert_eq!(status.errors.load(std::sync::atomic::Ordering::Relaxed), 0);
+        // Unloading is not a delete in PostgreSQL.
+        cache.unload("awt", None).unwrap();
+        assert!(cache.wait_propagated(Duration::from_secs(30)));
+        assert_eq!(client.query_one("SELECT count(*) FROM subscriber WHERE s_id <= 2000", &[]).unwrap().get::<_, i64>(0), 2000);
+        cache.load("awt", &LoadOptions { predicate: Some("s_id <= 2000".into()), ..LoadOptions::default() }).unwrap();
+        workload(cache.database(), 2, 300, 2000);
+        // Dropped with transactions possibly not yet propagated: the next open resumes.
+    }
+    let cache = open(dir.path(), &url);
+    workload(cache.database(), 3, 300, 2000);
+    assert_same(&cache, &mut client, "s_id <= 2000");
+    // 1,200 transactions, a third of them incrementing two subscribers.
+    assert_eq!(counters(&mut client), before + 1600, "every increment applied exactly once");
+    assert!(cache.propagation().unwrap().spanning.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    let verified = cache.verify("awt").unwrap();
+    assert!(verified.is_clean(), "{verified:?}");
+    assert_eq!((verified.compared, verified.not_cached), (2000, u64::from(common::SUBSCRIBERS) - 2000));
+    // verify sees changes made behind the cache's back.
+    let forwarding_of_6 = cache_dump(cache.database(), "call_forwarding").iter().any(|line| line.starts_with("6|"));
+    client.batch_execute("UPDATE access_info SET data2 = data2 + 1 WHERE s_id = 5 AND ai_type = 1; DELETE FROM call_forwarding WHERE s_id = 6;").unwrap();
+    client.batch_execute("DELETE FROM call_forwarding WHERE s_id = 9; DELETE FROM special_facility WHERE s_id = 9; DELETE FROM access_info WHERE s_id = 9; DELETE FROM subscriber WHERE s_id = 9;").unwrap();
+    let verified = cache.verify("awt").unwrap();
+    assert_eq!(verified.differing, u64::from(forwarding_of_6) + 1, "{verified:?}");
+    assert!(verified.differences.iter().any(|(key, table, _)| key.contains("Int4(5)") && table == "access_info"), "{verified:?}");
+    assert_eq!(verified.only_in_cache, vec!["[Int4(9)]".to_owned()]);
+}
+
+
+#[test]
+fn a_refused_transaction_goes_to_the_error_table_and_the_rest_propagates() {
+    let url = fresh_tatp("cache_awt_poison");
+    let mut client = connect(&url).unwrap();
+    client.batch_execute("ALTER TABLE subscriber ADD CONSTRAINT vlr_not_negative CHECK (vlr_location >= 0) NOT VALID").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url);
+    cache.create_group(&awt_group()).unwrap();
+    cache.load("awt", &LoadOptions { predicate: Some("s_id <= 600".into()), ..LoadOptions::default() }).unwrap();
+    let db = cache.database().clone();
+    let catalog = db.catalog();
+    let subscriber = catalog.table_by_name("subscriber").unwrap();
+    let vlr = subscriber.column_index("vlr_location").unwrap();
+    workload(&db, 4, 50, 500);
+    let mut txn = db.begin().unwrap();
+    // Outside the workload's keys: any later update of the row would carry -5 again.
+    txn.update(subscriber.id, &[Value::Int4(550)], &[(vlr, Value::Int4(-5))]).unwrap();
+    txn.commit().unwrap();
+    workload(&db, 5, 50, 500);
+    assert!(cache.wait_propagated(Duration::from_secs(60)));
+    let status = cache.propagation().unwrap();
+    assert_eq!(status.errors.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let verified = cache.verify("awt").unwrap();
+    assert_eq!((verified.compared, verified.differing), (600, 1), "{verified:?}");
+    let row = client.query_one("SELECT sqlstate, statements FROM pgtier.awt_errors", &[]).unwrap();
+    assert_eq!(row.get::<_, String>(0), "23514");
+    assert!(row.get::<_, String>(1).contains("'-5'"), "{}", row.get::<_, String>(1));
+    // Everything else is PostgreSQL's: subscriber 550 differs only by the refused change.
+    let group = check_group(&mut client);
+    for table in TABLES {
+        let expected = postgres_dump(&mut client, &group, table, "s_id <= 600");
+        let cached = cache_dump(&db, table);
+        let differing: Vec<_> = cached.iter().zip(&expected).filter(|(c, e)| c != e).collect();
+        if table == "subscriber" {
+            assert_eq!(differing.len(), 1, "{differing:?}");
+            assert!(differing[0].0.starts_with("550|"));
+        } else {
+            assert!(differing.is_empty(), "{table}: {differing:?}");
+        }
+    }
+}
