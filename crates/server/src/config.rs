@@ -100,6 +100,8 @@ impl CacheSection {
             low_watermark: self.low_watermark,
             aging_interval: std::time::Duration::from_millis(self.aging_interval_ms),
             load_parallel: self.load_parallel,
+            // AWT settings have no [cache] keys yet: the cache's defaults.
+            ..pgtier_cache::CacheConfig::default()
         })
     }
 }

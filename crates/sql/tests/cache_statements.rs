@@ -19,7 +19,7 @@ fn without_a_cache_statements_fail_with_08001_and_views_are_empty() {
     let e = conn.execute_sql("LOAD CACHE GROUP g").unwrap_err();
     assert_eq!(e.sqlstate, "08001", "{e:?}");
     assert!(e.hint.as_deref().unwrap_or("").contains("[backend]"), "{e:?}");
-    for view in ["pgtier_cache_groups", "pgtier_cache_tables", "pgtier_cache_stats"] {
+    for view in ["pgtier_cache_groups", "pgtier_cache_tables", "pgtier_cache_stats", "pgtier_cache_propagation"] {
         let r = conn.execute_sql(&format!("SELECT * FROM {view}")).unwrap();
         assert_eq!(r.rows.unwrap().len(), 0, "{view}");
     }
@@ -62,6 +62,8 @@ fn a_cache_without_backend_answers_08001_and_the_rules_hold() {
     assert_eq!(r.rows.unwrap().columns().len(), 3);
     let r = conn.execute_sql("SELECT miss_latency_avg_us, memory_budget, root_predicate FROM pgtier_cache_stats, pgtier_cache_groups").unwrap();
     assert!(r.rows.unwrap().is_empty());
+    let r = conn.execute_sql("SELECT lag_ms, last_error FROM pgtier_cache_propagation WHERE NOT connected").unwrap();
+    assert!(r.rows.unwrap().is_empty(), "no AWT group: no propagation row");
     // The catalogs describe them as psql's \d reads them.
     let r = conn
         .execute_sql(

@@ -1,6 +1,7 @@
 //! The rows of pgtier's cache-group views, `pgtier_cache_groups`,
-//! `pgtier_cache_tables` and `pgtier_cache_stats`: one column per field of
-//! the cache's `GroupInfo`, `TableInfo` and `GroupStats`, read from the
+//! `pgtier_cache_tables`, `pgtier_cache_stats` and `pgtier_cache_propagation`:
+//! one column per field of the cache's `GroupInfo`, `TableInfo`, `GroupStats`
+//! and `PropagationInfo`, read from the
 //! attached cache each time a statement reads them; empty without one.
 
 use pgtier_cache::Cache;
@@ -38,6 +39,16 @@ pub(super) fn rows(name: &str, cache: Option<&Cache>, out: &mut Vec<Value>) {
                     text(&s.group), int8(s.instances), int8(s.rows), int8(s.memory_bytes), int8(s.loaded_instances), int8(s.unloaded_instances),
                     int8(s.refreshed_instances), int8(s.evicted_instances), int8(s.dynamic_loads), int8(s.dynamic_absent),
                     Value::Float8(s.miss_latency_avg_us), int8(s.miss_latency_max_us),
+                ]);
+            }
+        }
+        "pgtier_cache_propagation" => {
+            // One row while AWT propagation runs; none otherwise.
+            if let Some(p) = cache.propagation_info() {
+                out.extend([
+                    Value::Bool(p.connected), int8(p.applied_txns), int8(p.applied_statements), int8(p.batches), int8(p.errors), int8(p.retries),
+                    int8(p.backlog_bytes), Value::Float8(p.lag_ms), Value::Float8(p.lag_p50_ms), Value::Float8(p.lag_p99_ms), int8(p.lanes),
+                    opt_text(p.last_error.as_deref()),
                 ]);
             }
         }

@@ -508,7 +508,8 @@ pub static RELATIONS: &[RelDef] = &[
         ],
     },
     // pgtier's own views of its cache groups (catalog/cache_views.rs): one
-    // column per field of pgtier_cache's GroupInfo, TableInfo, GroupStats.
+    // column per field of pgtier_cache's GroupInfo, TableInfo, GroupStats,
+    // PropagationInfo.
     RelDef {
         schema: Schema::PgCatalog,
         name: "pgtier_cache_groups",
@@ -539,6 +540,17 @@ pub static RELATIONS: &[RelDef] = &[
             Col::new("loaded_instances", Int8), Col::new("unloaded_instances", Int8), Col::new("refreshed_instances", Int8),
             Col::new("evicted_instances", Int8), Col::new("dynamic_loads", Int8), Col::new("dynamic_absent", Int8),
             Col::new("miss_latency_avg_us", Float8), Col::new("miss_latency_max_us", Int8),
+        ],
+    },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pgtier_cache_propagation",
+        oid: 12_104,
+        kind: "v",
+        columns: &[
+            Col::new("connected", Bool), Col::new("applied_txns", Int8), Col::new("applied_statements", Int8), Col::new("batches", Int8),
+            Col::new("errors", Int8), Col::new("retries", Int8), Col::new("backlog_bytes", Int8), Col::new("lag_ms", Float8),
+            Col::new("lag_p50_ms", Float8), Col::new("lag_p99_ms", Float8), Col::new("lanes", Int8), Col::new("last_error", Text),
         ],
     },
 ];
