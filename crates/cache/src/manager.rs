@@ -13,7 +13,7 @@ use parking_lot::{Mutex, RwLock};
 use pgtier_backend::catalog::ColumnDef;
 use pgtier_backend::copy_out::quote_identifier;
 use pgtier_backend::{ConnectParams, connect_backend};
-use pgtier_engine::{DataType, Database, Origin, StreamStart, Value};
+use pgtier_engine::{DataType, Database, EngineError, Origin, StreamStart, Value};
 use postgres::Client;
 
 use crate::aging::{self, AgerControl, AgingReport};
@@ -72,6 +72,17 @@ pub struct UnloadReport {
     pub rows: u64,
     /// Instances left in place because they hold changes not yet propagated to PostgreSQL.
     pub skipped_dirty: u64,
+    /// Instances left in place because an application transaction held one of their rows.
+    pub skipped_locked: u64,
+}
+
+impl UnloadReport {
+    fn add(&mut self, other: &UnloadReport) {
+        self.instances += other.instances;
+        self.rows += other.rows;
+        self.skipped_dirty += other.skipped_dirty;
+        self.skipped_locked += other.skipped_locked;
+    }
 }
 
 /// What REFRESH did.
@@ -224,21 +235,42 @@ const REFRESH_KEYS_PER_QUERY: usize = 1000;
 pub(crate) fn remove_instances(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>]) -> Result<UnloadReport, CacheError> {
     let mut report = UnloadReport::default();
     for chunk in keys.chunks(REMOVE_BATCH) {
-        let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
-        for key in chunk {
-            let Some(key) = layout.normalize_root_key(key) else { continue };
-            if entry.is_dirty(&key) {
-                report.skipped_dirty += 1;
-                continue;
+        match remove_batch(db, entry, layout, chunk) {
+            Ok(done) => report.add(&done),
+            // A row an application transaction holds: evictions never wait
+            // (the engine's no-wait rule). Again one instance per
+            // transaction, leaving the held ones.
+            Err(CacheError::Engine(error)) if error.sqlstate() == "55P03" => {
+                for key in chunk {
+                    match remove_batch(db, entry, layout, std::slice::from_ref(key)) {
+                        Ok(done) => report.add(&done),
+                        Err(CacheError::Engine(error)) if error.sqlstate() == "55P03" => report.skipped_locked += 1,
+                        Err(error) => return Err(error),
+                    }
+                }
             }
-            if let Some(instance) = layout.read(&mut txn, &key)? {
-                layout.delete(&mut txn, &instance)?;
-                report.instances += 1;
-                report.rows += instance.row_count();
-            }
+            Err(error) => return Err(error),
         }
-        txn.commit()?;
     }
+    Ok(report)
+}
+
+fn remove_batch(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>]) -> Result<UnloadReport, CacheError> {
+    let mut report = UnloadReport::default();
+    let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
+    for key in keys {
+        let Some(key) = layout.normalize_root_key(key) else { continue };
+        if entry.is_dirty(&key) {
+            report.skipped_dirty += 1;
+            continue;
+        }
+        if let Some(instance) = layout.read(&mut txn, &key)? {
+            layout.delete(&mut txn, &instance)?;
+            report.instances += 1;
+            report.rows += instance.row_count();
+        }
+    }
+    txn.commit()?;
     Ok(report)
 }
 
@@ -326,23 +358,41 @@ impl Cache {
         *self.tables_by_name.write() = Arc::new(table_map(groups.values()));
         let any_awt = groups.values().any(|entry| entry.def.kind == GroupKind::Awt);
         drop(groups);
+        let registered = self.db.consumers().iter().any(|c| c.name == awt::CONSUMER);
         let mut awt = self.awt.lock();
-        match (any_awt, awt.is_some()) {
-            (true, false) if self.backend.is_some() => {
+        if any_awt {
+            // Registered even without a backend: the WAL waits for one.
+            if !registered {
                 self.db.register_consumer(awt::CONSUMER, StreamStart::Now)?;
-                let started = Awt::start(self.this.clone(), self.config.awt.clone())
+            }
+            if awt.is_none() && self.backend.is_some() {
+                let started = Awt::start(self.this.clone(), self.config.awt.clone(), self.awt_acked())
                     .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start write-through: {error}") })?;
                 *awt = Some(started);
             }
-            (false, true) => {
-                if let Some(running) = awt.take() {
-                    running.stop();
-                }
+        } else {
+            if let Some(running) = awt.take() {
+                running.stop();
+            }
+            if registered {
                 self.db.unregister_consumer(awt::CONSUMER)?;
             }
-            _ => {}
         }
         Ok(())
+    }
+
+    /// Where AWT's consumer stands in the WAL (stored position).
+    fn awt_acked(&self) -> pgtier_engine::Lsn {
+        self.db.consumers().into_iter().find(|c| c.name == awt::CONSUMER).map_or(pgtier_engine::Lsn(0), |c| c.position)
+    }
+
+    /// Bytes of WAL written that write-through has not yet processed.
+    pub fn awt_backlog_bytes(&self) -> u64 {
+        let position = match self.propagation() {
+            Some(status) => status.position.load(Ordering::Relaxed),
+            None => self.awt_acked().0,
+        };
+        self.db.wal_end().0.saturating_sub(position)
     }
 
     /// The group and index of table `name`, if a group holds it.
@@ -389,7 +439,9 @@ impl Cache {
     /// propagated (or was not for PostgreSQL); false after `timeout`.
     pub fn wait_propagated(&self, timeout: Duration) -> bool {
         let Some(status) = self.propagation() else { return true };
-        let end = self.db.stats().wal_durable_end.0;
+        // The written end, not the durable one: with asynchronous commits the
+        // last transactions become durable (and readable) a moment later.
+        let end = self.db.stats().wal_end.0;
         awt::wait_position(&status, end, timeout)
     }
 
@@ -404,10 +456,22 @@ impl Cache {
         aging::age_round(&self.db, &groups, self.config.memory_budget, self.config.high_watermark, self.config.low_watermark)
     }
 
-    /// Turns on the engine seams a group uses: access stamps for LRU aging,
-    /// the miss hook on every table of a dynamic group that carries the root key.
+    /// Turns on the engine seams a group uses: the write guard (READONLY:
+    /// no application writes; AWT: none past the retained-WAL bound), access
+    /// stamps for LRU aging, the miss hook on every table of a dynamic group
+    /// that carries the root key.
     fn install(&self, entry: &GroupEntry) {
         let catalog = self.db.catalog();
+        let guard: Option<Arc<dyn pgtier_engine::WriteGuard>> = match entry.def.kind {
+            GroupKind::ReadOnly => Some(Arc::new(ReadOnlyGuard { group: entry.def.name.clone() })),
+            GroupKind::Awt => Some(Arc::new(AwtGuard { cache: self.this.clone(), group: entry.def.name.clone(), bound: self.config.awt.retained_wal_max })),
+            GroupKind::Swt => None,
+        };
+        for table in &entry.group.tables {
+            if let Some(schema) = catalog.table_by_name(&table.def.name) {
+                self.db.set_write_guard(schema.id, guard.clone());
+            }
+        }
         if entry.def.aging == Aging::Lru {
             for table in &entry.group.tables {
                 if let Some(schema) = catalog.table_by_name(&table.def.name) {
@@ -430,6 +494,7 @@ impl Cache {
         for table in &entry.group.tables {
             if let Some(schema) = catalog.table_by_name(&table.def.name) {
                 self.db.set_miss_hook(schema.id, None);
+                self.db.set_write_guard(schema.id, None);
                 self.db.set_access_tracking(schema.id, false);
             }
         }
@@ -678,6 +743,56 @@ impl Drop for Cache {
             // (it holds one during a round): it exits on its own then.
             let _ = ager.join();
         }
+    }
+}
+
+/// READONLY groups change only from PostgreSQL (autorefresh): application
+/// writes fail as in a read-only transaction.
+struct ReadOnlyGuard {
+    group: String,
+}
+
+impl pgtier_engine::WriteGuard for ReadOnlyGuard {
+    fn check_write(&self, table: &pgtier_engine::TableSchema) -> pgtier_engine::Result<()> {
+        Err(EngineError::hook(
+            "25006",
+            format!("cannot change table \"{}\": it is cached by READONLY cache group \"{}\"", table.name, self.group),
+            Some("Change it in PostgreSQL: READONLY groups are kept current from there. Cache it in an AWT or SWT group to write through pgtier.".into()),
+        ))
+    }
+}
+
+/// AWT writes wait in the WAL until PostgreSQL has them; past
+/// `retained_wal_max` bytes of backlog new writes fail (never a silent drop,
+/// never an unbounded disk).
+struct AwtGuard {
+    cache: Weak<Cache>,
+    group: String,
+    bound: u64,
+}
+
+impl pgtier_engine::WriteGuard for AwtGuard {
+    fn check_write(&self, table: &pgtier_engine::TableSchema) -> pgtier_engine::Result<()> {
+        let Some(cache) = self.cache.upgrade() else { return Ok(()) };
+        let backlog = cache.awt_backlog_bytes();
+        if backlog <= self.bound {
+            return Ok(());
+        }
+        let reason = match cache.propagation() {
+            Some(status) => status.last_error.lock().clone().unwrap_or_else(|| "PostgreSQL is slower than the writes".into()),
+            None => "no [backend] is configured, so nothing propagates".into(),
+        };
+        Err(EngineError::hook(
+            "53400",
+            format!(
+                "cannot change table \"{}\" of AWT cache group \"{}\": write-through to PostgreSQL is {} MB behind, past the bound of {} MB",
+                table.name,
+                self.group,
+                backlog >> 20,
+                self.bound >> 20
+            ),
+            Some(format!("Writes resume by themselves once PostgreSQL catches up ({reason}); [cache] awt_retained_wal_max sets the bound.")),
+        ))
     }
 }
 

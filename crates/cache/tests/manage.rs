@@ -157,3 +157,47 @@ fn definitions_survive_restart() {
     let cache = open_cache(dir.path(), &url);
     assert!(cache.groups().is_empty());
 }
+
+#[test]
+fn unload_leaves_instances_an_application_transaction_holds() {
+    let url = common::tatp_url();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open_cache(dir.path(), &url);
+    cache.create_group(&CreateGroup { kind: GroupKind::Awt, ..tatp_group("g", false, None) }).unwrap();
+    cache.load("g", &LoadOptions { predicate: Some("s_id <= 600".into()), ..LoadOptions::default() }).unwrap();
+    let db = cache.database().clone();
+    let catalog = db.catalog();
+    let subscriber = catalog.table_by_name("subscriber").unwrap();
+    let msc = subscriber.column_index("msc_location").unwrap();
+    let mut holder = db.begin().unwrap();
+    assert!(holder.update(subscriber.id, &[Value::Int4(5)], &[(msc, Value::Int4(1))]).unwrap());
+    // Evictions never wait for the application: the held instance stays, the rest go.
+    let report = cache.unload("g", None).unwrap();
+    assert_eq!((report.instances, report.skipped_locked), (599, 1), "{report:?}");
+    holder.commit().unwrap();
+    assert_eq!(cache_dump(&db, "subscriber").len(), 1);
+    // Subscriber 5 has a change PostgreSQL has not confirmed yet, or had: once propagated it can go.
+    assert!(cache.wait_propagated(std::time::Duration::from_secs(30)));
+    assert_eq!(cache.unload("g", None).unwrap().instances, 1);
+}
+
+#[test]
+fn readonly_groups_refuse_application_writes() {
+    let url = common::tatp_url();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open_cache(dir.path(), &url);
+    cache.create_group(&tatp_group("ro", false, None)).unwrap();
+    cache.load("ro", &LoadOptions { predicate: Some("s_id <= 10".into()), ..LoadOptions::default() }).unwrap();
+    let db = cache.database().clone();
+    let catalog = db.catalog();
+    let subscriber = catalog.table_by_name("subscriber").unwrap();
+    let msc = subscriber.column_index("msc_location").unwrap();
+    let mut txn = db.begin().unwrap();
+    let error = txn.update(subscriber.id, &[Value::Int4(5)], &[(msc, Value::Int4(1))]).unwrap_err();
+    assert_eq!(error.sqlstate(), "25006", "{error}");
+    assert!(error.to_string().contains("READONLY cache group \"ro\""), "{error}");
+    assert!(error.hint().is_some());
+    txn.rollback();
+    // Unloading and loading still work (they are not application writes).
+    assert_eq!(cache.unload("ro", None).unwrap().instances, 10);
+}

@@ -85,6 +85,51 @@ fn point_read_in_place(bencher: divan::Bencher) {
     });
 }
 
+/// `point_read` with access stamps on (every read stamps its row; the tick
+/// moves every 1000 reads, so about one read in a thousand writes a stamp).
+#[divan::bench]
+fn point_read_tracked(bencher: divan::Bencher) {
+    let f = fixture();
+    f.db.set_access_tracking(f.table, true);
+    let mut t = f.db.begin().unwrap();
+    let mut row = RowBuf::new();
+    let mut i = 0i64;
+    let mut n = 0u32;
+    bencher.bench_local(|| {
+        i = (i + 7919) % ROWS;
+        n += 1;
+        if n.is_multiple_of(1000) {
+            f.db.advance_access_tick();
+        }
+        let key = [Value::Int8(i)];
+        assert!(t.get(f.table, &key, &mut row).unwrap());
+        row.get_i64(1)
+    });
+    f.db.set_access_tracking(f.table, false);
+}
+
+/// `point_read` of keys that are absent, on a table with a miss hook that
+/// finds nothing: the whole miss path (hook call, absence check).
+#[divan::bench]
+fn point_miss_hooked(bencher: divan::Bencher) {
+    struct Nothing;
+    impl pgtier_engine::MissHook for Nothing {
+        fn on_miss(&self, _: &Database, _: pgtier_engine::Miss<'_>) -> pgtier_engine::Result<bool> {
+            Ok(false)
+        }
+    }
+    let f = fixture();
+    f.db.set_miss_hook(f.table, Some(std::sync::Arc::new(Nothing)));
+    let mut t = f.db.begin().unwrap();
+    let mut row = RowBuf::new();
+    let mut i = 0i64;
+    bencher.bench_local(|| {
+        i = (i + 7919) % ROWS;
+        assert!(!t.get(f.table, &[Value::Int8(ROWS * 10 + i)], &mut row).unwrap());
+    });
+    f.db.set_miss_hook(f.table, None);
+}
+
 fn update_commit(bencher: divan::Bencher, mode: CommitMode) {
     let f = fixture();
     let mut i = 0i64;

@@ -192,6 +192,15 @@ impl Database {
         }
     }
 
+    /// Installs (Some) or removes (None) the [`WriteGuard`] of `table`. Not
+    /// persisted: install it after every open. Ignored for a table that does
+    /// not exist (committed).
+    pub fn set_write_guard(&self, table: TableId, guard: Option<Arc<dyn crate::WriteGuard>>) {
+        if let Some(store) = self.inner.catalog.current().store(table) {
+            store.seams.set_write_guard(guard);
+        }
+    }
+
     /// Turns access stamps on or off for `table`: while on, every row an
     /// application transaction reads (get, get_with, scans, get_for_update,
     /// update, delete) and every row inserted gets the current
@@ -267,6 +276,12 @@ impl Database {
     /// Collects superseded versions that no snapshot needs any more.
     pub fn vacuum(&self) {
         self.inner.gc.full_sweep(&self.inner.txns, &self.inner.catalog);
+    }
+
+    /// The end of the WAL written so far (cheap: no table walk, unlike
+    /// [`Database::stats`]); what a commit-stream consumer is behind of.
+    pub fn wal_end(&self) -> crate::Lsn {
+        self.inner.wal.end()
     }
 
     pub fn stats(&self) -> DbStats {

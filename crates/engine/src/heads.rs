@@ -141,7 +141,7 @@ impl HeadTable {
         None
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn find(&self, hash: u64, eq: impl FnMut(&VPtr) -> bool) -> Option<&VPtr> {
         let (b, i) = self.position(hash, eq)?;
         self.buckets[b].slots[i].as_ref()

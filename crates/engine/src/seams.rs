@@ -15,7 +15,7 @@ use parking_lot::RwLock;
 
 use crate::db::Database;
 use crate::error::Result;
-use crate::schema::{IndexId, TableId};
+use crate::schema::{IndexId, TableId, TableSchema};
 use crate::types::Value;
 
 /// What an application read looked for and did not find.
@@ -64,14 +64,26 @@ pub struct RowMeta {
     pub bytes: u64,
 }
 
+/// Decides whether application transactions may write a table now: the
+/// cache refuses writes to READONLY cache groups (25006), and to AWT groups
+/// while write-through is further behind than its retained-WAL bound (53400).
+pub trait WriteGuard: Send + Sync {
+    /// Called once per application transaction and table, before its first
+    /// write (insert, update, delete, SELECT FOR UPDATE) to the table; an
+    /// error fails that statement.
+    fn check_write(&self, table: &TableSchema) -> Result<()>;
+}
+
 const MISS_HOOK: u8 = 1;
 const TRACK_ACCESS: u8 = 2;
+const WRITE_GUARD: u8 = 4;
 
-/// One table's switches and its miss hook.
+/// One table's switches, its miss hook and its write guard.
 #[derive(Default)]
 pub(crate) struct TableSeams {
     flags: AtomicU8,
     miss_hook: RwLock<Option<Arc<dyn MissHook>>>,
+    write_guard: RwLock<Option<Arc<dyn WriteGuard>>>,
 }
 
 impl TableSeams {
@@ -93,6 +105,21 @@ impl TableSeams {
         let mut slot = self.miss_hook.write();
         self.set_flag(MISS_HOOK, hook.is_some());
         *slot = hook;
+    }
+
+    #[inline]
+    pub(crate) fn has_write_guard(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & WRITE_GUARD != 0
+    }
+
+    pub(crate) fn write_guard(&self) -> Option<Arc<dyn WriteGuard>> {
+        self.write_guard.read().clone()
+    }
+
+    pub(crate) fn set_write_guard(&self, guard: Option<Arc<dyn WriteGuard>>) {
+        let mut slot = self.write_guard.write();
+        self.set_flag(WRITE_GUARD, guard.is_some());
+        *slot = guard;
     }
 
     pub(crate) fn set_access_tracking(&self, on: bool) {

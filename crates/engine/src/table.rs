@@ -389,6 +389,7 @@ impl TableStore {
     /// Runs `f` on the visible row of `key` without copying it out. `f` runs
     /// under the shard read lock: it must not call into the engine.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn with_visible<R>(&self, hash: u64, key: &[u8], me: TxnId, snapshot: Snapshot, tick: u32, scratch: &mut Vec<u8>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let layout = self.layout();
         let map = self.primary.read(hash);

@@ -59,11 +59,13 @@ pub struct AwtConfig {
     pub batch_bytes_max: usize,
     /// How long a batch waits for more transactions after its first.
     pub batch_delay: Duration,
+    /// WAL (bytes) kept for write-through before new writes to AWT groups fail (53400).
+    pub retained_wal_max: u64,
 }
 
 impl Default for AwtConfig {
     fn default() -> AwtConfig {
-        AwtConfig { node: "pgtier".into(), apply_connections: 2, batch_bytes_max: 256 << 10, batch_delay: Duration::from_millis(2) }
+        AwtConfig { node: "pgtier".into(), apply_connections: 2, batch_bytes_max: 256 << 10, batch_delay: Duration::from_millis(2), retained_wal_max: 4 << 30 }
     }
 }
 
@@ -165,8 +167,10 @@ pub(crate) struct Awt {
 }
 
 impl Awt {
-    pub fn start(cache: Weak<Cache>, config: AwtConfig) -> std::io::Result<Awt> {
+    /// `acked`: the consumer's stored position (the backlog starts from there).
+    pub fn start(cache: Weak<Cache>, config: AwtConfig, acked: Lsn) -> std::io::Result<Awt> {
         let status = Arc::new(AwtStatus::default());
+        status.position.store(acked.0, Ordering::Relaxed);
         let stop = Arc::new(AtomicBool::new(false));
         let (thread_status, thread_stop) = (status.clone(), stop.clone());
         let thread = std::thread::Builder::new().name("pgtier-awt".into()).spawn(move || run(&cache, &config, &thread_status, &thread_stop))?;

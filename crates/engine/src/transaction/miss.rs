@@ -46,6 +46,38 @@ impl Transaction {
         Ok(true)
     }
 
+    /// Runs `attempt` (a lookup of primary key `key` in `table`; false: no
+    /// row) and, if it found nothing, asks the hook and runs it once more.
+    /// Errors abort the transaction. `attempt` has one call site, so it
+    /// inlines as it did before the hook, and its result is matched, not
+    /// passed on (moving a whole `Result<_, EngineError>` costs a copy on
+    /// every hit).
+    #[inline(always)]
+    pub(super) fn retrying_key_miss(&mut self, table: TableId, key: &[Value], mut attempt: impl FnMut(&mut Transaction) -> Result<bool>) -> Result<bool> {
+        let mut asked = false;
+        loop {
+            match attempt(self) {
+                Ok(true) => return Ok(true),
+                Ok(false) => match self.retry_key(&mut asked, table, key) {
+                    Ok(true) => continue,
+                    Ok(false) => return Ok(false),
+                    Err(e) => return self.check(Err(e)),
+                },
+                Err(e) => return self.check(Err(e)),
+            }
+        }
+    }
+
+    /// After a lookup of `key` found nothing (or a writer's recheck said
+    /// no): true to look once more. Asks only the first time (`asked`).
+    #[cold]
+    pub(super) fn retry_key(&mut self, asked: &mut bool, table: TableId, key: &[Value]) -> Result<bool> {
+        if std::mem::replace(asked, true) {
+            return Ok(false);
+        }
+        self.key_missed(table, key)
+    }
+
     /// For a lookup of primary key `key` in `table` that found nothing: asks
     /// the hook if the key has no live row at all (see
     /// `TableStore::absent_for_miss`). True: retry the lookup.

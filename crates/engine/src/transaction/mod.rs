@@ -8,13 +8,20 @@
 //! transaction (there are no savepoints): its changes are undone and its
 //! locks released at once, and later calls fail with 25P02 until it ends.
 //!
+//! Cache seams: an application transaction's lookup that finds nothing on a
+//! table with a miss hook asks the hook; if it loaded rows, the statement's
+//! snapshot is refreshed (READ COMMITTED: as if the statement started after
+//! the load) and the lookup runs once more (`miss`). Transactions of every
+//! other origin never wait for a row lock: 55P03 at once (see `wait`).
+//!
 //! | file | what |
 //! |---|---|
 //! | `mod.rs` | the `Transaction` value: begin/restart, statements and snapshots, error handling |
 //! | `reads` | point reads and scans at the statement snapshot |
 //! | `writes` | the write set; insert, update, delete, lock (writers work on the latest version) |
 //! | `constraints` | index maintenance, UNIQUE and foreign keys after a write |
-//! | `ddl` | CREATE/DROP TABLE and INDEX on a private catalog |
+//! | `ddl` | CREATE/DROP TABLE and INDEX, annotations, on a private catalog |
+//! | `miss` | the miss path: the table's hook, a fresh snapshot, one retry |
 //! | `commit` | commit (WAL, stamping, publication) and rollback |
 
 mod commit;

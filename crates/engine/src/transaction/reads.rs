@@ -24,19 +24,7 @@ impl Transaction {
     /// hook, if it has one (transaction/miss.rs), and then looks again.
     pub fn get(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         self.prologue()?;
-        let r = match self.get_inner(table, key, out) {
-            Ok(false) => self.get_missed(table, key, out),
-            r => r,
-        };
-        self.check(r)
-    }
-
-    #[cold]
-    fn get_missed(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
-        if !self.key_missed(table, key)? {
-            return Ok(false);
-        }
-        self.get_inner(table, key, out)
+        self.retrying_key_miss(table, key, |t| t.get_inner(table, key, out))
     }
 
     fn get_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
@@ -55,18 +43,41 @@ impl Transaction {
     pub fn get_with<R>(&mut self, table: TableId, key: &[Value], f: impl FnOnce(RowRef<'_>) -> R) -> Result<Option<R>> {
         self.prologue()?;
         let mut f = Some(f);
-        let r = match self.get_with_inner(table, key, &mut f) {
-            Ok(None) => self.get_with_missed(table, key, &mut f),
-            r => r,
+        // The hit path is spelled out here (not through `get_with_inner`),
+        // so it compiles as before the miss hook: no result moved around.
+        let Some(store) = self.cat.store(table) else {
+            let e = Err(undefined(table));
+            return self.check(e);
         };
+        let hash = match encode_pk(store, key, &mut self.s.key) {
+            Ok(Some(hash)) => hash,
+            Ok(None) => return Ok(None),
+            Err(e) => return self.check(Err(e)),
+        };
+        let schema = &store.schema;
+        let tick = self.touch_tick(store);
+        let found = store.with_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, |row| f.take().map(|f| f(RowRef::new(schema, row))));
+        if let Some(Some(v)) = found {
+            return Ok(Some(v));
+        }
+        self.get_with_missed(table, key, f)
+    }
+
+    #[cold]
+    fn get_with_missed<R, F: FnOnce(RowRef<'_>) -> R>(&mut self, table: TableId, key: &[Value], mut f: Option<F>) -> Result<Option<R>> {
+        match self.retry_key(&mut false, table, key) {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(e) => return self.check(Err(e)),
+        }
+        let r = self.get_with_inner(table, key, &mut f);
         if r.is_err() {
             return self.check(r);
         }
         r
     }
 
-    /// `f` is taken when it runs (the miss path may need it again).
-    #[inline]
+    /// `f` is taken when it runs.
     fn get_with_inner<R, F: FnOnce(RowRef<'_>) -> R>(&mut self, table: TableId, key: &[Value], f: &mut Option<F>) -> Result<Option<R>> {
         let Some(store) = self.cat.store(table) else { return Err(undefined(table)) };
         let Some(hash) = encode_pk(store, key, &mut self.s.key)? else { return Ok(None) };
@@ -74,14 +85,6 @@ impl Transaction {
         let tick = self.touch_tick(store);
         let found = store.with_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, |row| f.take().map(|f| f(RowRef::new(schema, row))));
         Ok(found.flatten())
-    }
-
-    #[cold]
-    fn get_with_missed<R, F: FnOnce(RowRef<'_>) -> R>(&mut self, table: TableId, key: &[Value], f: &mut Option<F>) -> Result<Option<R>> {
-        if !self.key_missed(table, key)? {
-            return Ok(None);
-        }
-        self.get_with_inner(table, key, f)
     }
 
     /// Scans index `index` over `[lower, upper]` (bounds on leading key
@@ -94,26 +97,35 @@ impl Transaction {
     /// hook, if it has one, and then scans again.
     pub fn scan(&mut self, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>, mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
         self.prologue()?;
-        let r = match self.scan_inner(index, lower, upper, &mut f) {
-            Ok(0) => self.scan_missed(index, lower, upper, &mut f),
-            r => r,
-        };
-        self.check(r)
+        let mut asked = false;
+        loop {
+            match self.scan_inner(index, lower, upper, &mut f) {
+                Ok(0) => match self.retry_scan(&mut asked, index, lower, upper) {
+                    Ok(true) => continue,
+                    Ok(false) => return Ok(0),
+                    Err(e) => return self.check(Err(e)),
+                },
+                Ok(n) => return Ok(n),
+                Err(e) => return self.check(Err(e)),
+            }
+        }
     }
 
+    /// After a scan visited nothing: true to scan once more (an equality
+    /// scan, the first time, and the table's hook loaded rows).
     #[cold]
-    fn scan_missed(&mut self, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>, f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
-        let Some(table) = self.cat.catalog.index(index).map(|i| i.table) else { return Ok(0) };
-        let Some(store) = self.cat.store(table) else { return Ok(0) };
-        let Some(hook) = self.miss_hook(store) else { return Ok(0) };
+    fn retry_scan(&mut self, asked: &mut bool, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>) -> Result<bool> {
+        if std::mem::replace(asked, true) {
+            return Ok(false);
+        }
+        let Some(table) = self.cat.catalog.index(index).map(|i| i.table) else { return Ok(false) };
+        let Some(store) = self.cat.store(table) else { return Ok(false) };
+        let Some(hook) = self.miss_hook(store) else { return Ok(false) };
         let prefix = match (lower, upper) {
             (Bound::Included(l), Bound::Included(u)) if std::ptr::eq(l, u) || l == u => l,
-            _ => return Ok(0),
+            _ => return Ok(false),
         };
-        if !self.resolve_miss(&*hook, Miss::Prefix { table, index, prefix })? {
-            return Ok(0);
-        }
-        self.scan_inner(index, lower, upper, f)
+        self.resolve_miss(&*hook, Miss::Prefix { table, index, prefix })
     }
 
     /// All rows whose leading key columns equal `prefix`.

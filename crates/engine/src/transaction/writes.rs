@@ -13,6 +13,7 @@ use super::{Held, Step, Transaction, WriteEntry, encode_pk};
 use crate::api::{RowBuf, RowRef};
 use crate::error::{EngineError, Result};
 use crate::key::hash_key;
+use crate::origin::Origin;
 use crate::schema::{TableId, TableSchema};
 use crate::table::{InsertOutcome, Latest, LatestVersion, TableStore};
 use crate::types::{Value, coerce};
@@ -30,6 +31,12 @@ impl Transaction {
             return Ok(i);
         }
         let store = self.store(table)?;
+        if store.seams.has_write_guard()
+            && self.origin == Origin::Application
+            && let Some(guard) = store.seams.write_guard()
+        {
+            guard.check_write(&store.schema)?;
+        }
         let own_exclusive = self.exclusive.iter().any(|s| Arc::ptr_eq(s, &store));
         let created_here = self.private_catalog && self.db.catalog.current().store(table).is_none();
         let shared = !own_exclusive && !created_here;
@@ -160,21 +167,7 @@ impl Transaction {
     /// do `delete`, `delete_with` and `get_for_update`.
     pub fn update_with(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>) -> Result<bool> {
         self.prologue()?;
-        let r = match self.update_inner(table, key, &mut f) {
-            Ok(false) => self.write_missed(table, key, |t| t.update_inner(table, key, &mut f)),
-            r => r,
-        };
-        self.check(r)
-    }
-
-    /// A write of an existing row that found none (or whose recheck said
-    /// no): `retry` once if the key had no live row and the hook loaded.
-    #[cold]
-    fn write_missed(&mut self, table: TableId, key: &[Value], retry: impl FnOnce(&mut Transaction) -> Result<bool>) -> Result<bool> {
-        if !self.key_missed(table, key)? {
-            return Ok(false);
-        }
-        retry(self)
+        self.retrying_key_miss(table, key, |t| t.update_inner(table, key, &mut f))
     }
 
     pub(super) fn update_inner(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>) -> Result<bool> {
@@ -220,11 +213,7 @@ impl Transaction {
     /// COMMITTED's recheck. False if there is no such row or `f` says no.
     pub fn delete_with(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<bool> {
         self.prologue()?;
-        let r = match self.delete_inner(table, key, &mut f) {
-            Ok(false) => self.write_missed(table, key, |t| t.delete_inner(table, key, &mut f)),
-            r => r,
-        };
-        self.check(r)
+        self.retrying_key_miss(table, key, |t| t.delete_inner(table, key, &mut f))
     }
 
     pub(super) fn delete_inner(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<bool> {
@@ -269,11 +258,7 @@ impl Transaction {
     /// committed version; false if it does not exist.
     pub fn get_for_update(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         self.prologue()?;
-        let r = match self.lock_inner(table, key, out) {
-            Ok(false) => self.write_missed(table, key, |t| t.lock_inner(table, key, out)),
-            r => r,
-        };
-        self.check(r)
+        self.retrying_key_miss(table, key, |t| t.lock_inner(table, key, out))
     }
 
     fn lock_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
