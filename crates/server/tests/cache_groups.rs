@@ -159,6 +159,10 @@ fn create_load_compare_views_errors_and_drop() {
     assert_eq!(code(&e), "25001", "{e}");
     assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 320");
 
+    // A READONLY group's tables refuse application writes, with the cache's hint.
+    let e = tier.batch_execute("UPDATE subscriber SET msc_location = 0 WHERE s_id = 1").unwrap_err();
+    assert_eq!(code(&e), "25006", "{e}");
+    assert!(!hint(&e).is_empty(), "{e:?}");
     // DROP CACHE GROUP: its tables go, plans that used them fail as for DROP TABLE.
     let plan = tier.prepare("SELECT count(*) FROM subscriber").unwrap();
     assert_eq!(tier.query_one(&plan, &[]).unwrap().get::<_, i64>(0), 320);
