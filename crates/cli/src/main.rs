@@ -4,6 +4,7 @@
 
 mod backend_cmd;
 mod bench_cmd;
+mod cache_cmd;
 mod compare_cmd;
 mod serve_cmd;
 
@@ -25,6 +26,8 @@ enum Command {
         #[command(subcommand)]
         command: backend_cmd::BackendCommand,
     },
+    /// Manage cache groups on a running pgtier server (create, drop, load, unload, refresh, list, stats).
+    Cache(cache_cmd::CacheArgs),
     /// Run benchmarks side by side against PostgreSQL and pgtier.
     Bench {
         #[command(subcommand)]
@@ -63,6 +66,7 @@ fn main() {
     let outcome = match cli.command {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Backend { command } => backend_cmd::run(command),
+        Command::Cache(args) => cache_cmd::run(args),
         Command::Bench { command } => match command {
             BenchCommand::Tatp(args) => bench_cmd::run(*args),
             BenchCommand::Compare(args) => compare_cmd::run(args),

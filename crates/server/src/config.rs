@@ -45,6 +45,65 @@ pub struct ServerConfig {
     /// Threads that serve plain-TCP sessions (event_loop.rs); 0: a thread
     /// per session. Default: one per CPU with `async` commits, 0 with `sync`.
     pub event_loops: Option<usize>,
+    /// Cache groups (DESIGN.md §3): memory budget, aging, load parallelism.
+    #[serde(default)]
+    pub cache: CacheSection,
+}
+
+/// `[cache]`: mapped to `pgtier_cache::CacheConfig` by [`CacheSection::to_cache_config`].
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheSection {
+    /// Memory all cache groups may use, in PostgreSQL's units ("512MB", "2GB").
+    pub memory_budget: String,
+    /// Aging starts evicting above this fraction of the budget ...
+    pub high_watermark: f64,
+    /// ... and stops below this one.
+    pub low_watermark: f64,
+    pub aging_interval_ms: u64,
+    /// PARALLEL for LOAD/REFRESH that do not say.
+    pub load_parallel: usize,
+}
+
+impl Default for CacheSection {
+    fn default() -> CacheSection {
+        CacheSection { memory_budget: "512MB".into(), high_watermark: 0.9, low_watermark: 0.8, aging_interval_ms: 1000, load_parallel: 1 }
+    }
+}
+
+impl CacheSection {
+    /// The cache's settings; a bad value is an error naming its key.
+    pub fn to_cache_config(&self) -> Result<pgtier_cache::CacheConfig, ServerError> {
+        let bad = |m: String| Err(ServerError::Config(format!("[cache] {m}")));
+        let budget = match pgtier_cache::CreateGroup::parse_memory_size(&self.memory_budget) {
+            Ok(0) => return bad("memory_budget must be more than 0".into()),
+            Ok(bytes) => bytes,
+            Err(e) => return bad(format!("memory_budget: {e}")),
+        };
+        for (key, value) in [("high_watermark", self.high_watermark), ("low_watermark", self.low_watermark)] {
+            if !(value > 0.0 && value <= 1.0) {
+                return bad(format!("{key} must be in (0, 1], not {value}"));
+            }
+        }
+        if self.low_watermark >= self.high_watermark {
+            return bad(format!("low_watermark ({}) must be below high_watermark ({})", self.low_watermark, self.high_watermark));
+        }
+        if self.aging_interval_ms == 0 {
+            return bad("aging_interval_ms must be at least 1".into());
+        }
+        if self.load_parallel == 0 {
+            return bad("load_parallel must be at least 1".into());
+        }
+        Ok(pgtier_cache::CacheConfig {
+            memory_budget: Some(budget),
+            high_watermark: self.high_watermark,
+            low_watermark: self.low_watermark,
+            aging_interval: std::time::Duration::from_millis(self.aging_interval_ms),
+            load_parallel: self.load_parallel,
+            // AWT settings have no [cache] keys yet: the cache's defaults.
+            ..pgtier_cache::CacheConfig::default()
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -154,6 +213,7 @@ impl ServerConfig {
             backend: None,
             passthrough: PassthroughConfig::default(),
             event_loops: None,
+            cache: CacheSection::default(),
         }
     }
 
@@ -245,6 +305,7 @@ impl ServerConfig {
                 return bad(format!("auth.users: user \"{}\" is listed twice", u.name));
             }
         }
+        self.cache.to_cache_config()?;
         let backend = self.backend_config()?;
         let mode = self.passthrough.mode;
         if mode != PassthroughMode::Off && backend.is_none() {
@@ -351,6 +412,28 @@ mod tests {
         assert_eq!(backend.url.as_deref(), Some("postgresql://app@db-host:5432/app"));
         assert_eq!((backend.sslmode, backend.pool_size), (Some(pgtier_backend::SslMode::VerifyFull), Some(4)));
         assert!(backend.password_file.is_some() && backend.password_env.is_none());
+    }
+
+    #[test]
+    fn the_cache_section_is_checked_key_by_key() {
+        let parse = |toml: &str| ServerConfig::from_toml_str(&format!("data_dir = \"d\"\n[cache]\n{toml}")).unwrap();
+        let config = parse("memory_budget = \"64MB\"\nload_parallel = 3").cache.to_cache_config().unwrap();
+        assert_eq!((config.memory_budget, config.load_parallel, config.high_watermark), (Some(64 << 20), 3, 0.9));
+        let default = ServerConfig::from_toml_str("data_dir = \"d\"").unwrap().cache.to_cache_config().unwrap();
+        assert_eq!((default.memory_budget, default.aging_interval.as_millis()), (Some(512 << 20), 1000));
+        for (toml, key) in [
+            ("memory_budget = \"lots\"", "memory_budget"),
+            ("memory_budget = \"0\"", "memory_budget"),
+            ("high_watermark = 1.5", "high_watermark"),
+            ("low_watermark = 0.0", "low_watermark"),
+            ("low_watermark = 0.95", "low_watermark"),
+            ("aging_interval_ms = 0", "aging_interval_ms"),
+            ("load_parallel = 0", "load_parallel"),
+        ] {
+            let e = parse(toml).cache.to_cache_config().unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains("[cache]"), "{toml}: {e}");
+        }
+        assert!(ServerConfig::from_toml_str("data_dir = \"d\"\n[cache]\nbudget = 1").is_err(), "unknown keys are refused");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use pgtier_engine::{CommitMode, Database, EngineConfig};
 
-pub use config::{AuthConfig, AuthMethod, CommitModeName, PassthroughConfig, PassthroughMode, ServerConfig, TlsConfig, UserConfig};
+pub use config::{AuthConfig, AuthMethod, CacheSection, CommitModeName, PassthroughConfig, PassthroughMode, ServerConfig, TlsConfig, UserConfig};
 pub use pgtier_backend::{BackendConfig, SslMode};
 pub use server::{RunningServer, ShutdownHandle};
 
@@ -74,7 +74,12 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let db = Database::open(&config.data_dir, engine)
         .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
     let limits = (config.max_connections, config.max_message_bytes);
-    let mut shared = server::Shared::new(db, users, config.auth.method, tls, limits);
+    let mut shared = server::Shared::new(db.clone(), users, config.auth.method, tls, limits);
+    // One cache for all sessions. Without [backend] it still opens: groups
+    // already defined keep answering; what needs PostgreSQL fails with 08001.
+    let cache = pgtier_cache::Cache::open(db.clone(), backend.clone(), config.cache.to_cache_config()?)
+        .map_err(|e| ServerError::Engine(format!("cache groups: {e}")))?;
+    shared.cache = Some(cache);
     shared.passthrough = match backend {
         Some(params) if config.passthrough.mode != PassthroughMode::Off => {
             Some(Arc::new(passthrough::Pool::new(config.passthrough.mode, params, backend_tls)))

@@ -53,6 +53,8 @@ pub struct Shared {
     /// Backend connections for statements on tables pgtier does not hold
     /// (None: passthrough off).
     pub passthrough: Option<Arc<crate::passthrough::Pool>>,
+    /// The cache groups every session's statements and views reach.
+    pub cache: Option<Arc<pgtier_cache::Cache>>,
     shutdown: AtomicBool,
     /// Authenticated (or authenticating) sessions, against max_connections.
     active: AtomicUsize,
@@ -86,6 +88,7 @@ impl Shared {
             max_connections,
             max_message_bytes,
             passthrough: None,
+            cache: None,
             shutdown: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),
@@ -206,6 +209,9 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) -> Result<(), ServerE
     drop(n);
     if let Some(loops) = shared.loops.get() {
         loops.stop();
+    }
+    if let Some(cache) = &shared.cache {
+        cache.shutdown();
     }
     shared.db.clone().close().map_err(|e| ServerError::Engine(e.to_string()))
 }

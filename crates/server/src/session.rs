@@ -84,6 +84,9 @@ impl Session {
         if let Some(pool) = &shared.passthrough {
             crate::passthrough::install(&mut conn, pool);
         }
+        if let Some(cache) = &shared.cache {
+            conn.attach_cache(Arc::clone(cache));
+        }
         Session {
             wire,
             conn,
@@ -309,6 +312,16 @@ impl Session {
             (result, _) => result?,
         };
         self.wire.command_complete(tag);
+        Ok(())
+    }
+
+    /// A cache-group statement. A LOAD may run for minutes: an event loop
+    /// hands its other sessions to a spare thread first.
+    fn cache_statement(&mut self, statement: &pgtier_cache::CacheStatement) -> Result<(), SqlError> {
+        crate::event_loop::before_wait();
+        let result = self.conn.execute_cache(statement);
+        self.forward_notices();
+        self.wire.command_complete(result?.tag);
         Ok(())
     }
 

@@ -30,6 +30,7 @@ use crate::settings::{READ_ONLY_SETTINGS, default_settings, normalize_setting};
 use crate::value;
 
 mod block;
+mod cache;
 mod prepared;
 mod rows;
 mod statement;
@@ -88,6 +89,8 @@ pub struct Connection {
     participants: Vec<Box<dyn CommitParticipant>>,
     /// WARNINGs for transaction statements, for the server to send.
     warnings: Vec<SqlNotice>,
+    /// Cache groups: their statements and the pgtier_cache_* views (session/cache.rs).
+    cache: Option<Arc<pgtier_cache::Cache>>,
 }
 
 /// Statements whose result buffers a connection keeps.
@@ -136,6 +139,7 @@ impl Connection {
             implicit: false,
             participants: Vec::new(),
             warnings: Vec::new(),
+            cache: None,
         }
         .with_commit_mode_setting()
     }
@@ -175,6 +179,10 @@ impl Connection {
     }
 
     fn prepare_inner(&mut self, sql: &str) -> Result<PreparedStatement> {
+        if let Some(statement) = cache::cache_statement_in(sql, false)? {
+            return Err(SqlError::unsupported(format!("preparing {}", statement.command()))
+                .with_hint("Run cache-group statements with Connection::execute_sql."));
+        }
         let ast = parse_one(sql)?;
         let prepared = match &ast {
             Some(stmt) => self.bind(stmt)?,
@@ -219,6 +227,11 @@ impl Connection {
     /// Runs one or more `;`-separated statements without parameters (the
     /// simple-query path); returns the last statement's result.
     pub fn execute_sql(&mut self, sql: &str) -> Result<ExecResult> {
+        if let Some(stmt) = self.cache_stmt(sql)?
+            && let StmtKind::Cache(statement) = stmt.kind()
+        {
+            return self.execute_cache(statement);
+        }
         if self.block == Block::Failed {
             let stmts = crate::parse::parse_sql(sql);
             let ends_block = matches!(stmts.as_deref(), Ok([Statement::Rollback { .. } | Statement::Commit { .. }]));
@@ -230,6 +243,7 @@ impl Connection {
             Ok(s) => s,
             Err(e) => {
                 self.fail();
+                cache::cache_statement_in(sql, true)?;
                 return Err(e.into());
             }
         };
@@ -400,6 +414,7 @@ impl Connection {
             notices: &mut self.notices,
             cancel: self.cancel.as_deref(),
             rows_since_cancel_check: 0,
+            cache: self.cache.as_deref(),
             sequences: &mut self.sequences,
         };
         let out = &mut self.result;

@@ -172,6 +172,7 @@ impl Session {
             }
             StmtKind::Copy(ast) => self.copy(ast, true),
             StmtKind::Utility(ast) => self.utility(ast),
+            StmtKind::Cache(statement) => self.cache_statement(statement),
             StmtKind::Foreign(_) => self.remote_execute(remote(&stmt)?, portal, max_rows),
             StmtKind::Sql(_) => {
                 // Whether the Sync that ends this run is already in: then

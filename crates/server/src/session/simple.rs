@@ -42,6 +42,9 @@ impl Session {
             self.wire.command_complete("CHECKPOINT");
             return Ok(());
         }
+        if let Some(s) = self.conn.cache_stmt(sql)? {
+            return self.simple_one(&s);
+        }
         let stmts = self.conn.parse_statements(sql)?;
         if stmts.is_empty() {
             self.wire.empty_query();
@@ -70,6 +73,7 @@ impl Session {
             }
             StmtKind::Copy(ast) => self.copy(ast, false),
             StmtKind::Utility(ast) => self.utility(ast),
+            StmtKind::Cache(statement) => self.cache_statement(statement),
             StmtKind::Foreign(_) => {
                 let r = remote(s)?;
                 let mut backend = self.backend()?;

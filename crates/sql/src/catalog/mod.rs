@@ -8,6 +8,7 @@
 //! PostgreSQL's own; user objects get stable OIDs derived from engine ids
 //! (ranges below), so the same table keeps its OID for its lifetime.
 
+mod cache_views;
 mod deparse;
 mod information_schema;
 mod lookup;
@@ -33,6 +34,8 @@ use crate::error::{Result, SqlError};
 pub struct SysCtx<'a> {
     pub catalog: &'a Catalog,
     pub settings: &'a mut HashMap<String, String>,
+    /// The session's cache groups (the pgtier_cache_* views); None: empty.
+    pub cache: Option<&'a pgtier_cache::Cache>,
 }
 
 impl SysCtx<'_> {

@@ -17,6 +17,7 @@ pub enum T {
     Int4,
     Int8,
     Float4,
+    Float8,
     Text,
     RegProc,
     Xid,
@@ -35,6 +36,7 @@ impl T {
             T::Int4 => DataType::Int4,
             T::Int8 => DataType::Int8,
             T::Float4 => DataType::Float4,
+            T::Float8 => DataType::Float8,
             T::Arr(e) => e.data_type(),
         }
     }
@@ -49,6 +51,7 @@ impl T {
             T::Int4 => 23,
             T::Int8 => 20,
             T::Float4 => 700,
+            T::Float8 => 701,
             T::Text => 25,
             T::RegProc => 24,
             T::Xid => 28,
@@ -502,6 +505,52 @@ pub static RELATIONS: &[RelDef] = &[
             Col::new("constraint_catalog", Name), Col::new("constraint_schema", Name), Col::new("constraint_name", Name),
             Col::new("table_catalog", Name), Col::new("table_schema", Name), Col::new("table_name", Name), Col::new("column_name", Name),
             Col::new("ordinal_position", Int4), Col::new("position_in_unique_constraint", Int4),
+        ],
+    },
+    // pgtier's own views of its cache groups (catalog/cache_views.rs): one
+    // column per field of pgtier_cache's GroupInfo, TableInfo, GroupStats,
+    // PropagationInfo.
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pgtier_cache_groups",
+        oid: 12_101,
+        kind: "v",
+        columns: &[
+            Col::new("name", Text), Col::new("kind", Text), Col::new("dynamic", Bool), Col::new("root_table", Text), Col::new("root_predicate", Text),
+            Col::new("aging", Text), Col::new("keep", Bool), Col::new("memory_budget", Int8),
+        ],
+    },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pgtier_cache_tables",
+        oid: 12_102,
+        kind: "v",
+        columns: &[
+            Col::new("group", Text), Col::new("table", Text), Col::new("source", Text), Col::new("parent", Text), Col::new("rows", Int8),
+            Col::new("memory_bytes", Int8),
+        ],
+    },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pgtier_cache_stats",
+        oid: 12_103,
+        kind: "v",
+        columns: &[
+            Col::new("group", Text), Col::new("instances", Int8), Col::new("rows", Int8), Col::new("memory_bytes", Int8),
+            Col::new("loaded_instances", Int8), Col::new("unloaded_instances", Int8), Col::new("refreshed_instances", Int8),
+            Col::new("evicted_instances", Int8), Col::new("dynamic_loads", Int8), Col::new("dynamic_absent", Int8),
+            Col::new("miss_latency_avg_us", Float8), Col::new("miss_latency_max_us", Int8),
+        ],
+    },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pgtier_cache_propagation",
+        oid: 12_104,
+        kind: "v",
+        columns: &[
+            Col::new("connected", Bool), Col::new("applied_txns", Int8), Col::new("applied_statements", Int8), Col::new("batches", Int8),
+            Col::new("errors", Int8), Col::new("retries", Int8), Col::new("backlog_bytes", Int8), Col::new("lag_ms", Float8),
+            Col::new("lag_p50_ms", Float8), Col::new("lag_p99_ms", Float8), Col::new("lanes", Int8), Col::new("last_error", Text),
         ],
     },
 ];

@@ -222,6 +222,9 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 out.extend([text("public"), text(&t.name), text(&i.name), Value::Null, Value::Text(index_def(&t, &i, true))]);
             }
         }
+        "pgtier_cache_groups" | "pgtier_cache_tables" | "pgtier_cache_stats" | "pgtier_cache_propagation" => {
+            super::cache_views::rows(name, ctx.cache, out);
+        }
         // Always empty: pgtier has no such objects (role memberships, descriptions, inheritance,
         // policies, statistics objects, publications, triggers, enums, ranges,
         // functions in pg_proc).

@@ -129,6 +129,8 @@ pub struct Exec<'a> {
     pub cancel: Option<&'a AtomicBool>,
     /// Rows visited since the cancel flag was last read.
     pub rows_since_cancel_check: u32,
+    /// The session's cache groups, for the pgtier_cache_* views.
+    pub cache: Option<&'a pgtier_cache::Cache>,
     /// What `currval`/`lastval` return: this session's last `nextval`s.
     pub sequences: &'a mut SessionSequences,
 }
@@ -164,7 +166,7 @@ impl SubqueryRunner for Exec<'_> {
     }
 
     fn system(&mut self) -> Option<SysCtx<'_>> {
-        Some(SysCtx { catalog: self.txn.catalog(), settings: self.settings })
+        Some(SysCtx { catalog: self.txn.catalog(), settings: self.settings, cache: self.cache })
     }
 
     fn sequence(&mut self, call: SeqFunc, args: &[Value]) -> Result<Value> {

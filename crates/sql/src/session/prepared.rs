@@ -56,6 +56,9 @@ impl Connection {
             Ok(stmts) => Ok(stmts),
             Err(e) => {
                 self.fail();
+                // A cache-group statement among others: refused as such
+                // (25001), not as the syntax error sqlparser sees.
+                super::cache::cache_statement_in(sql, true)?;
                 Err(e.into())
             }
         }
@@ -100,6 +103,12 @@ impl Connection {
             let s = s.clone();
             self.check_bindable(&s)?;
             return Ok(s);
+        }
+        if let Some(stmt) = self.cache_stmt(sql)? {
+            if self.block == Block::Failed {
+                return Err(SqlError::transaction_aborted());
+            }
+            return Ok(stmt);
         }
         let mut stmts = self.parse_statements(sql)?;
         if stmts.len() > 1 {

@@ -91,6 +91,9 @@ pub enum StmtKind {
     /// [`Fallback`](super::Fallback) took over (the server's passthrough);
     /// opaque here, the server runs it.
     Foreign(Box<dyn Any + Send + Sync>),
+    /// A cache-group statement (CREATE/DROP/LOAD/UNLOAD/REFRESH CACHE
+    /// GROUP): [`Connection::execute_cache`](super::Connection::execute_cache) runs it.
+    Cache(Box<pgtier_cache::CacheStatement>),
     /// An empty query string.
     Empty,
 }

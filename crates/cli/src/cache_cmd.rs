@@ -1,0 +1,293 @@
+//! `pgtier cache create|drop|load|unload|refresh|list|stats`: cache-group
+//! statements for scripts, sent to a running pgtier server as a client
+//! would send them (DESIGN.md §3; the server README, "Cache groups").
+//!
+//! `load` and `refresh` show a spinner with instances and rows/s, read by
+//! polling `pgtier_cache_stats` on a second connection (the statement's own
+//! connection is busy until it ends), then print the command tag and the
+//! server's NOTICEs. An error exits 1 with its SQLSTATE and hint.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow};
+use clap::{Args, Subcommand, ValueEnum};
+use comfy_table::{Table, presets};
+use indicatif::{ProgressBar, ProgressDrawTarget};
+use parking_lot::Mutex;
+use postgres::{Client, Config, NoTls, SimpleQueryMessage};
+
+/// Where `pgtier serve` listens by default (crates/server config.rs).
+const DEFAULT_URL: &str = "postgresql://127.0.0.1:5433/pgtier";
+/// How often the progress display reads `pgtier_cache_stats`.
+const PROGRESS_POLL: Duration = Duration::from_millis(250);
+
+#[derive(Args)]
+#[command(after_help = "Examples:
+  pgtier cache create tatp --root subscriber --child access_info --child special_facility --child call_forwarding
+  pgtier cache load tatp --where 's_id <= 100000' --parallel 4
+  pgtier cache stats tatp
+  pgtier cache refresh tatp --where 's_id <= 10'
+  pgtier cache unload tatp && pgtier cache drop tatp
+
+Exit status: 0 on success; 1 with the server's message, SQLSTATE and hint on an error.")]
+pub struct CacheArgs {
+    /// The pgtier server [default: $PGTIER_URL, else postgresql://$USER@127.0.0.1:5433/pgtier; password from the URL or $PGPASSWORD]
+    #[arg(long, env = "PGTIER_URL", hide_env_values = true, global = true)]
+    url: Option<String>,
+    #[command(subcommand)]
+    command: CacheCommand,
+}
+
+#[derive(Subcommand)]
+enum CacheCommand {
+    /// Define a cache group: its tables are imported from PostgreSQL (CREATE ... CACHE GROUP).
+    Create(CreateArgs),
+    /// Drop a cache group's tables from the cache; PostgreSQL is untouched (DROP CACHE GROUP).
+    Drop {
+        /// The cache group.
+        name: String,
+        /// No error when the group does not exist.
+        #[arg(long)]
+        if_exists: bool,
+    },
+    /// Load the instances whose root row matches --where from PostgreSQL (LOAD CACHE GROUP).
+    Load(LoadArgs),
+    /// Remove instances from the cache only (UNLOAD CACHE GROUP); without --where, all.
+    Unload {
+        /// The cache group.
+        name: String,
+        /// Condition on the root table's columns, evaluated on the cache.
+        #[arg(long = "where", value_name = "PREDICATE")]
+        predicate: Option<String>,
+    },
+    /// Read instances again from PostgreSQL (REFRESH CACHE GROUP).
+    Refresh(LoadArgs),
+    /// The cache groups and their tables.
+    List,
+    /// Instances, rows, memory and counters per cache group.
+    Stats {
+        /// Only this group.
+        name: Option<String>,
+    },
+}
+
+#[derive(Args)]
+struct CreateArgs {
+    /// The cache group's name.
+    name: String,
+    /// How changes flow: readonly (from PostgreSQL), awt (asynchronous write-through), swt (synchronous).
+    #[arg(long, value_enum, default_value_t = Kind::Readonly)]
+    kind: Kind,
+    /// Load a missing instance on a key lookup.
+    #[arg(long)]
+    dynamic: bool,
+    /// The root table, `[schema.]table`.
+    #[arg(long)]
+    root: String,
+    /// The condition every instance's root row satisfies.
+    #[arg(long = "where", value_name = "PREDICATE")]
+    predicate: Option<String>,
+    /// A child table (each references its parent in the group by foreign key); repeat for more.
+    #[arg(long = "child", value_name = "TABLE")]
+    children: Vec<String>,
+    /// Aging: `lru`, `off`, or `use COLUMN lifetime N days` [default: lru with --dynamic, else off]
+    #[arg(long)]
+    aging: Option<String>,
+    /// Never evict for the memory budget.
+    #[arg(long)]
+    keep: bool,
+    /// The group's own memory budget, PostgreSQL units (`64MB`).
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Kind {
+    Readonly,
+    Awt,
+    Swt,
+}
+
+#[derive(Args)]
+struct LoadArgs {
+    /// The cache group.
+    name: String,
+    /// Condition on the root table's columns (sent to PostgreSQL as given).
+    #[arg(long = "where", value_name = "PREDICATE")]
+    predicate: Option<String>,
+    /// Workers, each with its own PostgreSQL connections [default: the server's [cache] load_parallel]
+    #[arg(long, value_name = "N")]
+    parallel: Option<u32>,
+}
+
+pub fn run(args: CacheArgs) -> anyhow::Result<()> {
+    let config = client_config(args.url.as_deref())?;
+    match args.command {
+        CacheCommand::Create(create) => run_statement(&config, &create_sql(&create), "CREATE CACHE GROUP", false),
+        CacheCommand::Drop { name, if_exists } => {
+            let sql = format!("DROP CACHE GROUP {}{name}", if if_exists { "IF EXISTS " } else { "" });
+            run_statement(&config, &sql, "DROP CACHE GROUP", false)
+        }
+        CacheCommand::Load(load) => run_statement(&config, &load_sql("LOAD", &load), "LOAD CACHE GROUP", true),
+        CacheCommand::Refresh(load) => run_statement(&config, &load_sql("REFRESH", &load), "REFRESH CACHE GROUP", true),
+        CacheCommand::Unload { name, predicate } => {
+            let sql = format!("UNLOAD CACHE GROUP {name}{}", where_clause(predicate.as_deref()));
+            run_statement(&config, &sql, "UNLOAD CACHE GROUP", true)
+        }
+        CacheCommand::List => list(&config),
+        CacheCommand::Stats { name } => stats(&config, name.as_deref()),
+    }
+}
+
+/// The URL as postgres::Config, with a user ($USER) and password ($PGPASSWORD) when it names none.
+fn client_config(url: Option<&str>) -> anyhow::Result<Config> {
+    let url = url.unwrap_or(DEFAULT_URL);
+    let mut config: Config = url.parse().map_err(|e| anyhow!("invalid --url {}: {e}", pgtier_backend::redact_url(url)))?;
+    if config.get_user().is_none() {
+        config.user(&std::env::var("USER").unwrap_or_else(|_| "postgres".to_owned()));
+    }
+    if config.get_password().is_none()
+        && let Ok(password) = std::env::var("PGPASSWORD")
+    {
+        config.password(password);
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    config.application_name("pgtier-cache");
+    Ok(config)
+}
+
+fn connect(config: &Config, notices: Option<Arc<Mutex<Vec<String>>>>) -> anyhow::Result<Client> {
+    let mut config = config.clone();
+    if let Some(notices) = notices {
+        config.notice_callback(move |notice| notices.lock().push(format!("{}: {}", notice.severity(), notice.message())));
+    }
+    let shown = format!("{:?}:{:?}", config.get_hosts(), config.get_ports());
+    config.connect(NoTls).map_err(|e| describe(&e)).with_context(|| format!("connecting to pgtier at {shown}"))
+}
+
+/// One line: the message, its SQLSTATE and hint, as psql shows them.
+fn describe(error: &postgres::Error) -> anyhow::Error {
+    match error.as_db_error() {
+        Some(db) => {
+            let hint = db.hint().map(|h| format!("; HINT: {h}")).unwrap_or_default();
+            anyhow!("{} (SQLSTATE {}){hint}", db.message(), db.code().code())
+        }
+        None => anyhow!("{error}"),
+    }
+}
+
+fn where_clause(predicate: Option<&str>) -> String {
+    predicate.map(|p| format!(" WHERE {p}")).unwrap_or_default()
+}
+
+fn create_sql(c: &CreateArgs) -> String {
+    let kind = match c.kind {
+        Kind::Readonly => "READONLY",
+        Kind::Awt => "AWT",
+        Kind::Swt => "SWT",
+    };
+    let mut sql = format!("CREATE {}{kind} CACHE GROUP {} FROM {}{}", if c.dynamic { "DYNAMIC " } else { "" }, c.name, c.root, where_clause(c.predicate.as_deref()));
+    for child in &c.children {
+        sql.push_str(", ");
+        sql.push_str(child);
+    }
+    if let Some(aging) = &c.aging {
+        sql.push_str(&format!(" AGING {aging}"));
+    }
+    if c.keep {
+        sql.push_str(" KEEP");
+    }
+    if let Some(memory) = &c.memory {
+        sql.push_str(&format!(" MEMORY '{}'", memory.replace('\'', "''")));
+    }
+    sql
+}
+
+fn load_sql(verb: &str, l: &LoadArgs) -> String {
+    let parallel = l.parallel.map(|n| format!(" PARALLEL {n}")).unwrap_or_default();
+    format!("{verb} CACHE GROUP {}{}{parallel}", l.name, where_clause(l.predicate.as_deref()))
+}
+
+/// Sends `sql`, prints `tag` (with the instance count when `counted`) and the NOTICEs.
+fn run_statement(config: &Config, sql: &str, tag: &str, counted: bool) -> anyhow::Result<()> {
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let mut client = connect(config, Some(notices.clone()))?;
+    let group = sql.split_whitespace().nth(3).unwrap_or("").to_owned();
+    let watch = tag.starts_with("LOAD") || tag.starts_with("REFRESH");
+    let done = AtomicBool::new(false);
+    let result = std::thread::scope(|scope| {
+        if watch {
+            scope.spawn(|| show_progress(config, &group, &done));
+        }
+        let result = client.simple_query(sql);
+        done.store(true, Ordering::Release);
+        result
+    });
+    for notice in notices.lock().drain(..) {
+        eprintln!("{notice}");
+    }
+    let messages = result.map_err(|e| describe(&e))?;
+    let n = messages.iter().rev().find_map(|m| if let SimpleQueryMessage::CommandComplete(n) = m { Some(*n) } else { None });
+    match (counted, n) {
+        (true, Some(n)) => println!("{tag} {n}"),
+        _ => println!("{tag}"),
+    }
+    Ok(())
+}
+
+/// A spinner with the group's cached instances and rows/s until `done`;
+/// hidden when stderr is not a terminal. Polling errors only stop it.
+fn show_progress(config: &Config, group: &str, done: &AtomicBool) {
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    let Ok(mut client) = connect(config, None) else { return bar.finish_and_clear() };
+    let sql = "SELECT instances, \"rows\" FROM pgtier_cache_stats WHERE \"group\" = $1";
+    let read = |client: &mut Client| client.query_opt(sql, &[&group]).ok().flatten().map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1)));
+    let Some((first_instances, first_rows)) = read(&mut client) else { return bar.finish_and_clear() };
+    let started = Instant::now();
+    while !done.load(Ordering::Acquire) {
+        if let Some((instances, rows)) = read(&mut client) {
+            let seconds = started.elapsed().as_secs_f64().max(0.001);
+            let rate = (rows - first_rows) as f64 / seconds;
+            bar.set_message(format!("{group}: {} instances ({} new), {rate:.0} rows/s", instances, instances - first_instances));
+        }
+        std::thread::sleep(PROGRESS_POLL);
+    }
+    bar.finish_and_clear();
+}
+
+fn query_table(client: &mut Client, sql: &str) -> anyhow::Result<Table> {
+    let messages = client.simple_query(sql).map_err(|e| describe(&e))?;
+    let mut table = Table::new();
+    table.load_style(presets::UTF8_FULL_CONDENSED);
+    for message in messages {
+        match message {
+            SimpleQueryMessage::RowDescription(columns) => {
+                table.set_header(columns.iter().map(|c| c.name().to_owned()).collect::<Vec<_>>());
+            }
+            SimpleQueryMessage::Row(row) => {
+                table.add_row((0..row.len()).map(|i| row.get(i).unwrap_or("").to_owned()).collect::<Vec<_>>());
+            }
+            _ => {}
+        }
+    }
+    Ok(table)
+}
+
+fn list(config: &Config) -> anyhow::Result<()> {
+    let mut client = connect(config, None)?;
+    println!("{}", query_table(&mut client, "SELECT * FROM pgtier_cache_groups ORDER BY name")?);
+    println!("{}", query_table(&mut client, "SELECT * FROM pgtier_cache_tables ORDER BY \"group\", \"table\"")?);
+    Ok(())
+}
+
+fn stats(config: &Config, name: Option<&str>) -> anyhow::Result<()> {
+    let mut client = connect(config, None)?;
+    let filter = name.map(|n| format!(" WHERE \"group\" = '{}'", n.replace('\'', "''"))).unwrap_or_default();
+    println!("{}", query_table(&mut client, &format!("SELECT * FROM pgtier_cache_stats{filter} ORDER BY \"group\""))?);
+    Ok(())
+}

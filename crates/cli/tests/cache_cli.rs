@@ -1,0 +1,92 @@
+//! `pgtier cache ...` against a `pgtier serve` whose [backend] is a small
+//! TATP on the private PostgreSQL: every verb, its output, and an error's
+//! exit status with SQLSTATE and hint.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+
+struct Served(Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        // SAFETY: signals our own child process.
+        unsafe {
+            libc::kill(self.0.id() as i32, libc::SIGTERM);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(config: &std::path::Path) -> (Served, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pgtier")).args(["serve", "--config"]).arg(config).stderr(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr = first.strip_prefix("pgtier: listening on ").unwrap_or_else(|| panic!("{first}")).split(' ').next().unwrap().to_owned();
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    (Served(child), addr)
+}
+
+fn cache(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pgtier")).arg("cache").args(args).env("PGTIER_URL", url).output().unwrap()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn every_verb_against_a_running_server() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let backend = cluster.create_database(&format!("cli_cache_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    pg.batch_execute(&pgtier_bench::tatp::schema::create_tables(true)).unwrap();
+    pg.batch_execute(
+        "INSERT INTO subscriber (s_id, sub_nbr) SELECT g, lpad(g::text, 15, '0') FROM generate_series(1, 300) g;
+         INSERT INTO access_info (s_id, ai_type, data3) SELECT g, 1, 'abc' FROM generate_series(1, 300) g;",
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pgtier.toml");
+    let toml = format!("listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\n[auth]\nmethod = \"trust\"\n[backend]\nurl = {backend:?}\n[cache]\nload_parallel = 2\n");
+    std::fs::write(&config, toml).unwrap();
+    let (_served, addr) = serve(&config);
+    let url = format!("postgresql://app@{addr}/app");
+
+    assert_eq!(ok(&cache(&url, &["create", "tatp", "--root", "subscriber", "--child", "access_info"])), "CREATE CACHE GROUP\n");
+    let out = cache(&url, &["load", "tatp", "--where", "s_id <= 120", "--parallel", "2"]);
+    assert_eq!(ok(&out), "LOAD CACHE GROUP 120\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("NOTICE: loaded 120 instances (subscriber 120, access_info 120 rows)"), "{stderr}");
+    // What the progress display polls (cache_cmd.rs show_progress), with a parameter.
+    let mut tier = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let row = tier.query_one("SELECT instances, \"rows\" FROM pgtier_cache_stats WHERE \"group\" = $1", &[&"tatp"]).unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (120, 240));
+    let list = ok(&cache(&url, &["list"]));
+    assert!(list.contains("tatp") && list.contains("READONLY") && list.contains("access_info"), "{list}");
+    let stats = ok(&cache(&url, &["stats", "tatp"]));
+    assert!(stats.contains("instances") && stats.contains("120"), "{stats}");
+    assert_eq!(ok(&cache(&url, &["unload", "tatp", "--where", "s_id > 100"])), "UNLOAD CACHE GROUP 20\n");
+    assert_eq!(ok(&cache(&url, &["refresh", "tatp", "--where", "s_id <= 10"])), "REFRESH CACHE GROUP 10\n");
+    assert_eq!(tier.query_one("SELECT count(*) FROM access_info", &[]).unwrap().get::<_, i64>(0), 100);
+
+    // Errors: exit 1, SQLSTATE and hint on stderr.
+    let out = cache(&url, &["load", "nosuch"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cache group \"nosuch\" does not exist (SQLSTATE 42704)"), "{stderr}");
+    let out = cache(&url, &["create", "bad", "--root", "subscriber", "--child", "access_info", "--memory", "lots"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SQLSTATE 42601"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cache(&url, &["create", "nk", "--root", "access_info", "--child", "subscriber"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HINT"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    assert_eq!(ok(&cache(&url, &["drop", "tatp"])), "DROP CACHE GROUP\n");
+    assert_eq!(ok(&cache(&url, &["drop", "tatp", "--if-exists"])), "DROP CACHE GROUP\n");
+    // Nothing listening: a clear connection error, exit 1.
+    let out = cache("postgresql://app@127.0.0.1:1/app", &["list"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("connecting to pgtier"), "{}", String::from_utf8_lossy(&out.stderr));
+}

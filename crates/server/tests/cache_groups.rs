@@ -1,0 +1,311 @@
+//! Cache groups through the server against the private PostgreSQL with a
+//! small TATP: CREATE/LOAD in the simple and the extended protocol and in
+//! psql, every cached table compared with PostgreSQL's rows for the same
+//! predicate, the pgtier_cache_* views, errors with SQLSTATE and hint,
+//! DROP (and the plans that used its tables), cancel of a LOAD (whole
+//! instances only), UNLOAD/REFRESH round trips, PostgreSQL down, and the
+//! embedded `sql::Connection` path.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::{TestServer, text_rows};
+
+const SUBSCRIBERS: u32 = 2_000;
+
+/// The tables of the group, root first, with their primary keys (the dump order).
+const TABLES: [(&str, &str); 4] = [
+    ("subscriber", "s_id"),
+    ("access_info", "s_id, ai_type"),
+    ("special_facility", "s_id, sf_type"),
+    ("call_forwarding", "s_id, sf_type, start_time"),
+];
+
+const CREATE_TATP: &str = "CREATE READONLY CACHE GROUP tatp FROM subscriber, access_info, special_facility, call_forwarding";
+
+fn code(e: &postgres::Error) -> String {
+    e.code().map(|c| c.code().to_owned()).unwrap_or_else(|| format!("no SQLSTATE: {e}"))
+}
+
+fn hint(e: &postgres::Error) -> String {
+    e.as_db_error().and_then(|d| d.hint()).unwrap_or("").to_owned()
+}
+
+/// Subscribers with 1-4 access_info rows, 0-3 special facilities (none for
+/// every 7th) with 0-3 call_forwarding rows each; some NULLs and padded chars.
+fn populate(subscribers: u32) -> String {
+    format!(
+        "INSERT INTO subscriber (s_id, sub_nbr, bit_1, hex_1, byte2_1, msc_location, vlr_location)
+           SELECT g, lpad(g::text, 15, '0'), g % 2, g % 16, g % 256, g * 7, CASE WHEN g % 3 = 0 THEN NULL ELSE g * 13 END
+           FROM generate_series(1, {subscribers}) g;
+         INSERT INTO access_info SELECT s, t, s % 256, t * 3, 'a' || t, CASE WHEN s % 5 = 0 THEN NULL ELSE 'bb' END
+           FROM generate_series(1, {subscribers}) s, generate_series(1, 4) t WHERE t <= s % 4 + 1;
+         INSERT INTO special_facility SELECT s, t, (s + t) % 2, t, s % 100, 'x'
+           FROM generate_series(1, {subscribers}) s, generate_series(1, 4) t WHERE t <= s % 4 AND s % 7 <> 0;
+         INSERT INTO call_forwarding SELECT s_id, sf_type, st, st + 8, 'n' || s_id
+           FROM special_facility, (VALUES (0), (8), (16)) v(st) WHERE st / 8 < (s_id + sf_type) % 4;
+         CREATE TABLE nokey (a int, b text);
+         INSERT INTO nokey VALUES (1, 'x');
+         ANALYZE;"
+    )
+}
+
+/// A database with TATP on the private PostgreSQL (its URL and a client on
+/// it) and a pgtier server whose [backend] is that database.
+fn setup(name: &str, subscribers: u32) -> (TestServer, postgres::Client, String) {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let url = cluster.create_database(&format!("cg_{name}_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&url).unwrap();
+    pg.batch_execute(&pgtier_bench::tatp::schema::create_tables(true)).unwrap();
+    pg.batch_execute(&populate(subscribers)).unwrap();
+    let srv = common::start_with(&format!("[backend]\nurl = {url:?}\n[cache]\nmemory_budget = \"256MB\"\n"));
+    (srv, pg, url)
+}
+
+/// Every cached table equals PostgreSQL's rows of the instances whose
+/// subscriber matches `predicate` (ordered text dumps).
+fn assert_same_as_postgres(tier: &mut postgres::Client, pg: &mut postgres::Client, predicate: &str) {
+    for (table, key) in TABLES {
+        let cached = text_rows(tier, &format!("SELECT * FROM {table} ORDER BY {key}"));
+        let expected =
+            text_rows(pg, &format!("SELECT * FROM {table} WHERE s_id IN (SELECT s_id FROM subscriber WHERE {predicate}) ORDER BY {key}"));
+        assert!(!expected.is_empty() || predicate == "false", "{table}: nothing to compare for {predicate}");
+        assert_eq!(cached.len(), expected.len(), "{table} rows for {predicate}");
+        assert_eq!(cached, expected, "{table} for {predicate}");
+    }
+}
+
+fn count(c: &mut postgres::Client, sql: &str) -> i64 {
+    c.query_one(sql, &[]).unwrap().get(0)
+}
+
+/// Each cached subscriber has exactly PostgreSQL's children: no half instance.
+fn assert_whole_instances(tier: &mut postgres::Client, pg: &mut postgres::Client) {
+    for (table, _) in &TABLES[1..] {
+        let per_root = |c: &mut postgres::Client, sql: &str| -> HashMap<i32, i64> { c.query(sql, &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect() };
+        let cached = per_root(tier, &format!("SELECT s_id, count(*) FROM {table} GROUP BY s_id"));
+        let roots: Vec<i32> = tier.query("SELECT s_id FROM subscriber", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+        let expected = per_root(pg, &format!("SELECT s_id, count(*) FROM {table} GROUP BY s_id"));
+        assert!(cached.keys().all(|s| roots.contains(s)), "{table}: a row without its subscriber");
+        for s in &roots {
+            assert_eq!(cached.get(s), expected.get(s), "{table} rows of subscriber {s}");
+        }
+    }
+}
+
+#[test]
+fn create_load_compare_views_errors_and_drop() {
+    let (srv, mut pg, _) = setup("main", SUBSCRIBERS);
+    let mut tier = srv.client();
+    // Simple protocol: CREATE, then LOAD with its instance count.
+    tier.batch_execute(CREATE_TATP).unwrap();
+    let messages = tier.simple_query("LOAD CACHE GROUP tatp WHERE s_id <= 100").unwrap();
+    assert!(matches!(messages.last(), Some(postgres::SimpleQueryMessage::CommandComplete(100))), "{messages:?}");
+    assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 100");
+    // Extended protocol (Parse/Bind/Execute, as JDBC and psycopg send it).
+    assert_eq!(tier.execute("LOAD CACHE GROUP tatp WHERE s_id > 100 AND s_id <= 250 AND sub_nbr <> 'it''s' PARALLEL 2", &[]).unwrap(), 150);
+    assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 250");
+    let prepared = tier.prepare("LOAD CACHE GROUP tatp WHERE s_id <= 300").unwrap();
+    assert!(prepared.params().is_empty() && prepared.columns().is_empty());
+    assert_eq!(tier.execute(&prepared, &[]).unwrap(), 50, "instances already cached are left alone");
+    assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 300");
+
+    // psql: the command tag and the NOTICE with rows per table and speed.
+    let out = common::psql(&srv, "LOAD CACHE GROUP tatp WHERE s_id <= 320;\n", &["-v", "QUIET=0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("LOAD CACHE GROUP 20"), "{stdout}");
+    assert!(stderr.contains("NOTICE:  loaded 20 instances (subscriber 20, access_info ") && stderr.contains("rows/s"), "{stderr}");
+    assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 320");
+
+    // The views: one group, its four tables with PostgreSQL's row counts, stats.
+    let groups = text_rows(&mut tier, "SELECT name, kind, dynamic, root_table, root_predicate, aging, keep FROM pgtier_cache_groups");
+    let group_row: Vec<Option<String>> = ["tatp", "READONLY", "f", "subscriber"].iter().map(|s| Some((*s).to_owned())).chain([None, Some("OFF".into()), Some("f".into())]).collect();
+    assert_eq!(groups, vec![group_row]);
+    for (table, _) in TABLES {
+        let cached = count(&mut tier, &format!("SELECT \"rows\" FROM pgtier_cache_tables WHERE \"table\" = '{table}'"));
+        let expected = count(&mut pg, &format!("SELECT count(*) FROM {table} WHERE s_id <= 320"));
+        assert_eq!(cached, expected, "pgtier_cache_tables.rows of {table}");
+    }
+    let parent = text_rows(&mut tier, "SELECT t.\"table\", t.parent FROM pgtier_cache_tables t JOIN pgtier_cache_groups g ON g.name = t.\"group\" ORDER BY 1");
+    assert!(parent.contains(&vec![Some("call_forwarding".into()), Some("special_facility".into())]), "{parent:?}");
+    assert!(parent.contains(&vec![Some("subscriber".into()), None]), "{parent:?}");
+    assert_eq!(count(&mut tier, "SELECT instances FROM pgtier_cache_stats WHERE \"group\" = 'tatp'"), 320);
+    assert_eq!(count(&mut tier, "SELECT loaded_instances FROM pgtier_cache_stats"), 320);
+
+    // Errors carry PostgreSQL's SQLSTATE and a hint; the session goes on.
+    let e = tier.batch_execute("CREATE READONLY CACHE GROUP nk FROM nokey").unwrap_err();
+    assert_eq!(code(&e), "42P16", "{e}");
+    assert!(hint(&e).contains("primary key"), "{e:?}");
+    let e = tier.batch_execute("LOAD CACHE GROUP nosuch").unwrap_err();
+    assert_eq!(code(&e), "42704", "{e}");
+    let e = tier.execute("CREATE READONLY CACHE GROUP g2 FROM subscriber, access_info WHERE ai_type = 1", &[]).unwrap_err();
+    assert_eq!(code(&e), "42P17", "{e}");
+    assert!(!hint(&e).is_empty(), "{e:?}");
+    let e = tier.batch_execute("LOAD CACHE GROUP tatp WHERE").unwrap_err();
+    assert_eq!(code(&e), "42601", "{e}");
+    let e = tier.batch_execute("LOAD CACHE GROUP tatp WHERE nosuch > 1").unwrap_err();
+    assert_eq!(code(&e), "42703", "PostgreSQL's error for the predicate: {e}");
+    // Inside a block, and among other statements: 25001, as VACUUM.
+    let mut txn = tier.transaction().unwrap();
+    let e = txn.batch_execute("LOAD CACHE GROUP tatp").unwrap_err();
+    assert_eq!(code(&e), "25001", "{e}");
+    assert_eq!(e.as_db_error().unwrap().message(), "LOAD CACHE GROUP cannot run inside a transaction block");
+    txn.rollback().unwrap();
+    let e = tier.batch_execute("SELECT 1; LOAD CACHE GROUP tatp").unwrap_err();
+    assert_eq!(code(&e), "25001", "{e}");
+    assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 320");
+
+    // A READONLY group's tables refuse application writes, with the cache's hint.
+    let e = tier.batch_execute("UPDATE subscriber SET msc_location = 0 WHERE s_id = 1").unwrap_err();
+    assert_eq!(code(&e), "25006", "{e}");
+    assert!(!hint(&e).is_empty(), "{e:?}");
+    // DROP CACHE GROUP: its tables go, plans that used them fail as for DROP TABLE.
+    let plan = tier.prepare("SELECT count(*) FROM subscriber").unwrap();
+    assert_eq!(tier.query_one(&plan, &[]).unwrap().get::<_, i64>(0), 320);
+    tier.batch_execute("DROP CACHE GROUP tatp").unwrap();
+    let e = tier.query_one(&plan, &[]).unwrap_err();
+    assert_eq!(code(&e), "42P01", "{e}");
+    assert_eq!(code(&tier.batch_execute("SELECT * FROM access_info").unwrap_err()), "42P01");
+    assert_eq!(count(&mut tier, "SELECT count(*) FROM pgtier_cache_groups"), 0);
+    assert_eq!(code(&tier.batch_execute("DROP CACHE GROUP tatp").unwrap_err()), "42704");
+    tier.batch_execute("DROP CACHE GROUP IF EXISTS tatp").unwrap();
+    // PostgreSQL is untouched, and the group can be defined again.
+    assert_eq!(count(&mut pg, "SELECT count(*) FROM subscriber"), i64::from(SUBSCRIBERS));
+    tier.batch_execute(CREATE_TATP).unwrap();
+    assert_eq!(tier.execute("LOAD CACHE GROUP tatp WHERE s_id % 97 = 0", &[]).unwrap(), u64::from(SUBSCRIBERS / 97));
+    assert_same_as_postgres(&mut tier, &mut pg, "s_id % 97 = 0");
+}
+
+#[test]
+fn unload_and_refresh_round_trips() {
+    let (srv, mut pg, _) = setup("rt", SUBSCRIBERS);
+    let mut tier = srv.client();
+    tier.batch_execute(CREATE_TATP).unwrap();
+    assert_eq!(tier.execute("LOAD CACHE GROUP tatp WHERE s_id <= 400", &[]).unwrap(), 400);
+    // UNLOAD WHERE, evaluated on the cache; PostgreSQL untouched.
+    assert_eq!(tier.execute("UNLOAD CACHE GROUP tatp WHERE s_id > 300 OR s_id % 10 = 0", &[]).unwrap(), 130);
+    assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 300 AND s_id % 10 <> 0");
+    assert_eq!(count(&mut pg, "SELECT count(*) FROM subscriber"), i64::from(SUBSCRIBERS));
+    // REFRESH after PostgreSQL changed: changed rows, a deleted instance, a new child.
+    pg.batch_execute(
+        "UPDATE subscriber SET msc_location = -1 WHERE s_id <= 20;
+         UPDATE access_info SET data3 = 'zz' WHERE s_id = 21;
+         DELETE FROM call_forwarding WHERE s_id = 33; DELETE FROM special_facility WHERE s_id = 33;
+         DELETE FROM access_info WHERE s_id = 33; DELETE FROM subscriber WHERE s_id = 33;
+         INSERT INTO access_info VALUES (22, 4, 1, 1, 'new', 'new') ON CONFLICT DO NOTHING",
+    )
+    .unwrap();
+    // On a group that is not DYNAMIC, REFRESH WHERE reloads every instance
+    // PostgreSQL has for the predicate (TimesTen's rule): the unloaded
+    // multiples of 10 up to 50 come back, subscriber 33 goes.
+    let messages = tier.simple_query("REFRESH CACHE GROUP tatp WHERE s_id <= 50").unwrap();
+    assert!(matches!(messages.last(), Some(postgres::SimpleQueryMessage::CommandComplete(49))), "{messages:?}");
+    assert_same_as_postgres(&mut tier, &mut pg, "(s_id <= 300 AND s_id % 10 <> 0) OR s_id <= 50");
+    assert_eq!(count(&mut tier, "SELECT msc_location FROM subscriber WHERE s_id = 7"), -1);
+    assert_eq!(count(&mut tier, "SELECT count(*) FROM subscriber WHERE s_id = 33"), 0);
+    // REFRESH without WHERE: the whole group, as PostgreSQL has it now.
+    pg.batch_execute("UPDATE subscriber SET vlr_location = 7 WHERE s_id BETWEEN 100 AND 150").unwrap();
+    tier.batch_execute("REFRESH CACHE GROUP tatp").unwrap();
+    assert_same_as_postgres(&mut tier, &mut pg, "true");
+    // UNLOAD without WHERE: all of it.
+    tier.batch_execute("UNLOAD CACHE GROUP tatp").unwrap();
+    assert_same_as_postgres(&mut tier, &mut pg, "false");
+    assert_eq!(count(&mut pg, "SELECT count(*) FROM subscriber"), i64::from(SUBSCRIBERS) - 1);
+}
+
+/// A CancelRequest during a LOAD: 57014, and the instances committed before
+/// it are whole. `prompt`: also within seconds of the cancel.
+fn cancel_a_load(name: &str, prompt: bool) {
+    let (srv, mut pg, _) = setup(name, 3_000);
+    let mut tier = srv.client();
+    tier.batch_execute(CREATE_TATP).unwrap();
+    // About 2 ms a root row on every stream: the load runs for seconds.
+    let token = tier.cancel_token();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        token.cancel_query(postgres::NoTls).unwrap();
+    });
+    let started = std::time::Instant::now();
+    let e = tier.batch_execute("LOAD CACHE GROUP tatp WHERE pg_sleep(0.002)::text = ''").unwrap_err();
+    canceller.join().unwrap();
+    assert_eq!(code(&e), "57014", "{e}");
+    if prompt {
+        assert!(started.elapsed() < Duration::from_secs(5), "the cancel took {:?}", started.elapsed());
+    }
+    assert_whole_instances(&mut tier, &mut pg);
+    // The session and the group go on.
+    let cached = count(&mut tier, "SELECT count(*) FROM subscriber");
+    let loaded = tier.execute("LOAD CACHE GROUP tatp WHERE s_id <= 3000", &[]).unwrap();
+    assert_eq!(i64::try_from(loaded).unwrap() + cached, 3000);
+    assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 3000");
+}
+
+#[test]
+fn cancel_stops_a_load_with_57014_and_whole_instances_only() {
+    cancel_a_load("cancel", false);
+}
+
+/// Fails today: the load sends a table's COPY after the cancel went out
+/// (`Cancel::cancel` cancels the statements running at that moment; the
+/// worker then starts the next table's COPY, which runs its sort to the end
+/// before the reader sees the flag), so the LOAD ends only after ~20 s.
+#[test]
+#[ignore = "crates/cache load.rs: a COPY started after the cancel runs to completion (see the lead's report)"]
+fn cancel_stops_a_load_promptly() {
+    cancel_a_load("cancel_prompt", true);
+}
+
+#[test]
+fn postgres_down_is_08001_with_a_hint_and_the_server_goes_on() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let srv = common::start_with(&format!("[backend]\nurl = \"postgresql://someone:secret-pw@127.0.0.1:{port}/db?connect_timeout=2\"\n"));
+    let mut tier = srv.client();
+    for _ in 0..2 {
+        let e = tier.batch_execute(CREATE_TATP).unwrap_err();
+        assert_eq!(code(&e), "08001", "{e}");
+        assert!(!hint(&e).is_empty(), "{e:?}");
+        assert!(!e.as_db_error().unwrap().message().contains("secret-pw"), "password leaked: {e}");
+        let e = tier.execute(CREATE_TATP, &[]).unwrap_err();
+        assert_eq!(code(&e), "08001", "{e}");
+    }
+    assert_eq!(count(&mut tier, "SELECT count(*) FROM pgtier_cache_groups"), 0);
+    tier.batch_execute("CREATE TABLE here (id int PRIMARY KEY); INSERT INTO here VALUES (1)").unwrap();
+    assert_eq!(text_rows(&mut srv.client(), "SELECT id FROM here"), vec![vec![Some("1".into())]]);
+}
+
+#[test]
+fn the_embedded_connection_runs_cache_statements() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let url = cluster.create_database(&format!("cg_embedded_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&url).unwrap();
+    pg.batch_execute(&pgtier_bench::tatp::schema::create_tables(true)).unwrap();
+    pg.batch_execute(&populate(500)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = pgtier_engine::Database::open(dir.path(), pgtier_engine::EngineConfig::default()).unwrap();
+    let params = pgtier_backend::BackendConfig { url: Some(url), ..Default::default() }.resolve().unwrap();
+    let cache = pgtier_cache::Cache::open(db.clone(), Some(params), pgtier_cache::CacheConfig::default()).unwrap();
+    let mut conn = pgtier_sql::Connection::new(db);
+    conn.attach_cache(cache);
+    assert_eq!(conn.execute_sql(&format!("{CREATE_TATP};")).unwrap().tag, "CREATE CACHE GROUP");
+    let loaded = conn.execute_sql("/* embedded */ LOAD CACHE GROUP tatp WHERE s_id BETWEEN 10 AND 59").unwrap();
+    assert_eq!((loaded.tag.as_str(), loaded.rows_affected), ("LOAD CACHE GROUP 50", 50));
+    let notices = conn.take_notices();
+    assert!(notices.iter().any(|n| n.message.starts_with("loaded 50 instances")), "{notices:?}");
+    for (table, _) in TABLES {
+        let cached = conn.execute_sql(&format!("SELECT count(*) FROM {table}")).unwrap().rows.unwrap().get(0).unwrap().text(0).unwrap();
+        let expected = count(&mut pg, &format!("SELECT count(*) FROM {table} WHERE s_id BETWEEN 10 AND 59"));
+        assert_eq!(cached, expected.to_string(), "{table}");
+    }
+    let unloaded = conn.execute_sql("UNLOAD CACHE GROUP tatp WHERE s_id < 20").unwrap();
+    assert_eq!(unloaded.tag, "UNLOAD CACHE GROUP 10");
+    conn.execute_sql("BEGIN").unwrap();
+    assert_eq!(conn.execute_sql("DROP CACHE GROUP tatp").unwrap_err().sqlstate, "25001");
+    conn.execute_sql("ROLLBACK").unwrap();
+    assert_eq!(conn.execute_sql("DROP CACHE GROUP tatp").unwrap().tag, "DROP CACHE GROUP");
+    assert_eq!(conn.execute_sql("SELECT count(*) FROM subscriber").unwrap_err().sqlstate, "42P01");
+}
+

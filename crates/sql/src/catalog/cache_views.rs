@@ -1,0 +1,57 @@
+//! The rows of pgtier's cache-group views, `pgtier_cache_groups`,
+//! `pgtier_cache_tables`, `pgtier_cache_stats` and `pgtier_cache_propagation`:
+//! one column per field of the cache's `GroupInfo`, `TableInfo`, `GroupStats`
+//! and `PropagationInfo`, read from the
+//! attached cache each time a statement reads them; empty without one.
+
+use pgtier_cache::Cache;
+use pgtier_engine::Value;
+
+use super::rows::text;
+
+fn int8(n: u64) -> Value {
+    Value::Int8(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+fn opt_text(s: Option<&str>) -> Value {
+    s.map_or(Value::Null, text)
+}
+
+pub(super) fn rows(name: &str, cache: Option<&Cache>, out: &mut Vec<Value>) {
+    let Some(cache) = cache else { return };
+    match name {
+        "pgtier_cache_groups" => {
+            for g in cache.groups() {
+                out.extend([
+                    text(&g.name), text(g.kind), Value::Bool(g.dynamic), text(&g.root_table), opt_text(g.root_predicate.as_deref()), text(&g.aging),
+                    Value::Bool(g.keep), g.memory_budget.map_or(Value::Null, int8),
+                ]);
+            }
+        }
+        "pgtier_cache_tables" => {
+            for t in cache.tables() {
+                out.extend([text(&t.group), text(&t.table), text(&t.source), opt_text(t.parent.as_deref()), int8(t.rows), int8(t.memory_bytes)]);
+            }
+        }
+        "pgtier_cache_stats" => {
+            for s in cache.stats() {
+                out.extend([
+                    text(&s.group), int8(s.instances), int8(s.rows), int8(s.memory_bytes), int8(s.loaded_instances), int8(s.unloaded_instances),
+                    int8(s.refreshed_instances), int8(s.evicted_instances), int8(s.dynamic_loads), int8(s.dynamic_absent),
+                    Value::Float8(s.miss_latency_avg_us), int8(s.miss_latency_max_us),
+                ]);
+            }
+        }
+        "pgtier_cache_propagation" => {
+            // One row while AWT propagation runs; none otherwise.
+            if let Some(p) = cache.propagation_info() {
+                out.extend([
+                    Value::Bool(p.connected), int8(p.applied_txns), int8(p.applied_statements), int8(p.batches), int8(p.errors), int8(p.retries),
+                    int8(p.backlog_bytes), Value::Float8(p.lag_ms), Value::Float8(p.lag_p50_ms), Value::Float8(p.lag_p99_ms), int8(p.lanes),
+                    opt_text(p.last_error.as_deref()),
+                ]);
+            }
+        }
+        _ => {}
+    }
+}
