@@ -340,9 +340,11 @@ fn stream_part(job: &Job<'_>, connect: &(impl Fn() -> Result<Client, CacheError>
     let Job { db, group, layout, options, admission } = *job;
     let key_len = group.root().def.primary_key.len();
     let mut clients = Vec::with_capacity(queries.len());
+    let mut tokens = Vec::with_capacity(queries.len());
     for _ in queries {
         let client = connect()?;
         options.cancel.register(client.cancel_token());
+        tokens.push(client.cancel_token());
         clients.push(client);
     }
     let mut transactions = Vec::with_capacity(clients.len());
@@ -350,8 +352,16 @@ fn stream_part(job: &Job<'_>, connect: &(impl Fn() -> Result<Client, CacheError>
         transactions.push(join_snapshot(client, snapshot_id)?);
     }
     let mut readers = Vec::with_capacity(queries.len());
-    for ((transaction, query), table) in transactions.iter_mut().zip(queries).zip(&group.tables) {
+    for (((transaction, query), table), token) in transactions.iter_mut().zip(queries).zip(&group.tables).zip(&tokens) {
+        // A cancel cancels only the statements running at that moment: no
+        // COPY may start after it (its sort could run for long before the
+        // first row), and one that started while it happened is cancelled
+        // again (registering after a cancel cancels at once).
+        if options.cancel.is_cancelled() {
+            return Err(BackendError::Cancelled.into());
+        }
         let reader = start_copy(transaction, query, &table.def.name, key_len + table.types.len())?;
+        options.cancel.register(token.clone());
         readers.push(reader.with_cancel(options.cancel.clone()));
     }
     let result = merge(db, group, layout, &mut readers, options, admission);

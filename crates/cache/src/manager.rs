@@ -613,6 +613,12 @@ impl Cache {
 
     fn load_from_backend(&self, entry: &GroupEntry, options: &LoadOptions, admission: &Admission<'_>) -> Result<LoadReport, CacheError> {
         let backend = self.backend.clone().ok_or(CacheError::NoBackend)?;
+        // PARALLEL not given (0): the configured default.
+        let mut options = options.clone();
+        if options.parallel == 0 {
+            options.parallel = self.config.load_parallel.max(1);
+        }
+        let options = &options;
         load_admitting(&self.db, || Ok(connect_backend(&backend)?), &entry.group, options, admission)
     }
 
