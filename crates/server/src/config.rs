@@ -63,11 +63,30 @@ pub struct CacheSection {
     pub aging_interval_ms: u64,
     /// PARALLEL for LOAD/REFRESH that do not say.
     pub load_parallel: usize,
+    /// This pgtier's name in PostgreSQL's `pgtier.awt_progress` (one per pgtier sharing a PostgreSQL).
+    pub awt_node: String,
+    /// AWT apply lanes, each with its own PostgreSQL connection.
+    pub awt_apply_connections: usize,
+    /// WAL kept for write-through before writes to AWT groups fail (53400), in PostgreSQL's units.
+    pub awt_retained_wal_max: String,
+    /// How long an AWT batch waits for more transactions after its first.
+    pub awt_batch_delay_ms: u64,
 }
 
 impl Default for CacheSection {
     fn default() -> CacheSection {
-        CacheSection { memory_budget: "512MB".into(), high_watermark: 0.9, low_watermark: 0.8, aging_interval_ms: 1000, load_parallel: 1 }
+        let awt = pgtier_cache::AwtConfig::default();
+        CacheSection {
+            memory_budget: "512MB".into(),
+            high_watermark: 0.9,
+            low_watermark: 0.8,
+            aging_interval_ms: 1000,
+            load_parallel: 1,
+            awt_node: awt.node,
+            awt_apply_connections: awt.apply_connections,
+            awt_retained_wal_max: format!("{}GB", awt.retained_wal_max >> 30),
+            awt_batch_delay_ms: u64::try_from(awt.batch_delay.as_millis()).unwrap_or(2),
+        }
     }
 }
 
@@ -94,14 +113,33 @@ impl CacheSection {
         if self.load_parallel == 0 {
             return bad("load_parallel must be at least 1".into());
         }
+        if self.awt_node.is_empty() || self.awt_node.len() > 40 || !self.awt_node.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return bad(format!("awt_node {:?} must be 1 to 40 letters, digits or underscores", self.awt_node));
+        }
+        if !(1..=64).contains(&self.awt_apply_connections) {
+            return bad(format!("awt_apply_connections must be 1 to 64, not {}", self.awt_apply_connections));
+        }
+        let retained = match pgtier_cache::CreateGroup::parse_memory_size(&self.awt_retained_wal_max) {
+            Ok(bytes) if bytes >= 1 << 20 => bytes,
+            Ok(_) => return bad("awt_retained_wal_max must be at least 1MB".into()),
+            Err(e) => return bad(format!("awt_retained_wal_max: {e}")),
+        };
+        if self.awt_batch_delay_ms > 1000 {
+            return bad(format!("awt_batch_delay_ms must be at most 1000, not {}", self.awt_batch_delay_ms));
+        }
         Ok(pgtier_cache::CacheConfig {
             memory_budget: Some(budget),
             high_watermark: self.high_watermark,
             low_watermark: self.low_watermark,
             aging_interval: std::time::Duration::from_millis(self.aging_interval_ms),
             load_parallel: self.load_parallel,
-            // AWT settings have no [cache] keys yet: the cache's defaults.
-            ..pgtier_cache::CacheConfig::default()
+            awt: pgtier_cache::AwtConfig {
+                node: self.awt_node.clone(),
+                apply_connections: self.awt_apply_connections,
+                retained_wal_max: retained,
+                batch_delay: std::time::Duration::from_millis(self.awt_batch_delay_ms),
+                ..pgtier_cache::AwtConfig::default()
+            },
         })
     }
 }
@@ -429,6 +467,10 @@ mod tests {
             ("low_watermark = 0.95", "low_watermark"),
             ("aging_interval_ms = 0", "aging_interval_ms"),
             ("load_parallel = 0", "load_parallel"),
+            ("awt_apply_connections = 0", "awt_apply_connections"),
+            ("awt_node = \"a b\"", "awt_node"),
+            ("awt_retained_wal_max = \"10kB\"", "awt_retained_wal_max"),
+            ("awt_batch_delay_ms = 5000", "awt_batch_delay_ms"),
         ] {
             let e = parse(toml).cache.to_cache_config().unwrap_err().to_string();
             assert!(e.contains(key) && e.contains("[cache]"), "{toml}: {e}");
