@@ -307,3 +307,30 @@ fn the_embedded_connection_runs_cache_statements() {
     assert_eq!(conn.execute_sql("SELECT count(*) FROM subscriber").unwrap_err().sqlstate, "42P01");
 }
 
+
+/// A serial key of a cached AWT table comes from PostgreSQL's sequence, never
+/// from a counter of pgtier's: an INSERT that leaves it to its default is
+/// refused (0A000 with a hint); one that supplies it is written through.
+#[test]
+fn serial_keys_are_never_invented_by_the_cache() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let url = cluster.create_database(&format!("cg_serial_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&url).unwrap();
+    pg.batch_execute("CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL); INSERT INTO items (name) VALUES ('a'), ('b');").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = pgtier_engine::Database::open(dir.path(), pgtier_engine::EngineConfig::default()).unwrap();
+    let params = pgtier_backend::BackendConfig { url: Some(url), ..Default::default() }.resolve().unwrap();
+    let cache = pgtier_cache::Cache::open(db.clone(), Some(params), pgtier_cache::CacheConfig::default()).unwrap();
+    let mut conn = pgtier_sql::Connection::new(db);
+    conn.attach_cache(cache.clone());
+    conn.execute_sql("CREATE AWT CACHE GROUP items FROM items").unwrap();
+    conn.execute_sql("LOAD CACHE GROUP items").unwrap();
+    let error = conn.execute_sql("INSERT INTO items (name) VALUES ('c')").unwrap_err();
+    assert_eq!(error.sqlstate, "0A000", "{error:?}");
+    assert!(error.message.contains("sequence"), "{error:?}");
+    assert!(error.hint.is_some());
+    let next: i32 = pg.query_one("SELECT nextval('items_id_seq')::int", &[]).unwrap().get(0);
+    conn.execute_sql(&format!("INSERT INTO items (id, name) VALUES ({next}, 'c')")).unwrap();
+    assert!(cache.wait_propagated(std::time::Duration::from_secs(30)));
+    assert_eq!(count(&mut pg, "SELECT count(*) FROM items"), 3);
+}

@@ -332,6 +332,16 @@ fn column_default(col: &Column) -> Result<Expr> {
             DataType::TimestampTz if known => Ok(Expr::Func(Func::Now, Vec::new())),
             DataType::Timestamp if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp, false)),
             DataType::Date if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Date, false)),
+            // A cached table's serial/identity column: its values come from
+            // PostgreSQL's sequence, never from a second counter here.
+            _ if sql.starts_with("nextval(") => {
+                let mut e = SqlError::new(
+                    "0A000",
+                    format!("column \"{}\" takes its default from PostgreSQL's sequence ({sql}), which pgtier does not draw from yet", col.name),
+                );
+                e.hint = Some("Supply the column's value in the INSERT (for example from SELECT nextval(...) run on PostgreSQL).".into());
+                Err(e)
+            }
             _ => Err(SqlError::new("XX000", format!("column \"{}\" has a default this version cannot evaluate: {sql}", col.name))),
         };
     }
