@@ -26,5 +26,5 @@ pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_table
 pub use load::{LoadOptions, LoadProgress, LoadReport, VerifyTally, load_group};
 pub use manager::{Cache, CacheConfig, GroupInfo, GroupStats, PropagationInfo, RefreshReport, RootKey, TableInfo, UnloadReport};
 pub use pgtier_backend::snapshot::Cancel;
-pub use statement::{Aging, CacheStatement, CreateGroup, parse_cache_statement};
+pub use statement::{Aging, CACHE_VERBS, CacheStatement, CreateGroup, parse_cache_statement};
 pub use types::{engine_type, engine_value};

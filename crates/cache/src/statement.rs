@@ -23,6 +23,8 @@ pub enum CacheStatement {
     Unload { name: String, predicate: Option<String> },
     /// `REFRESH CACHE GROUP name [WHERE predicate] [PARALLEL n]`.
     Refresh { name: String, predicate: Option<String>, parallel: Option<usize> },
+    /// `VERIFY CACHE GROUP name`: every cached instance compared with PostgreSQL's.
+    Verify { name: String },
 }
 
 /// `CREATE [DYNAMIC] {AWT|SWT|READONLY} CACHE GROUP name FROM root [WHERE predicate], child, ...
@@ -110,6 +112,7 @@ impl CacheStatement {
             CacheStatement::Load { .. } => "LOAD CACHE GROUP",
             CacheStatement::Unload { .. } => "UNLOAD CACHE GROUP",
             CacheStatement::Refresh { .. } => "REFRESH CACHE GROUP",
+            CacheStatement::Verify { .. } => "VERIFY CACHE GROUP",
         }
     }
 
@@ -120,7 +123,8 @@ impl CacheStatement {
             CacheStatement::Drop { name, .. }
             | CacheStatement::Load { name, .. }
             | CacheStatement::Unload { name, .. }
-            | CacheStatement::Refresh { name, .. } => name,
+            | CacheStatement::Refresh { name, .. }
+            | CacheStatement::Verify { name } => name,
         }
     }
 }
@@ -308,6 +312,10 @@ fn number_len(text: &str) -> usize {
     len
 }
 
+/// The first words of a cache-group statement other than CREATE (followed
+/// by `CACHE GROUP`); callers may use them (with "create") as a cheap filter.
+pub const CACHE_VERBS: [&str; 5] = ["drop", "load", "unload", "refresh", "verify"];
+
 /// For a text that does not tokenize: does it start with one of our
 /// statements' words (so its error is ours to report)?
 fn starts_like_cache_statement(sql: &str) -> bool {
@@ -315,7 +323,7 @@ fn starts_like_cache_statement(sql: &str) -> bool {
     let word = |i: usize| words.get(i).map_or("", String::as_str);
     match word(0) {
         "create" => matches!(word(1), "dynamic" | "awt" | "swt" | "readonly" | "cache"),
-        "drop" | "load" | "unload" | "refresh" => word(1) == "cache",
+        verb if CACHE_VERBS.contains(&verb) => word(1) == "cache",
         _ => false,
     }
 }
@@ -347,7 +355,8 @@ impl Parser<'_> {
     fn claims(&self) -> bool {
         matches!(
             (self.peek_word(0), self.peek_word(1)),
-            (Some("create"), Some("dynamic" | "awt" | "swt" | "readonly" | "cache")) | (Some("drop" | "load" | "unload" | "refresh"), Some("cache"))
+            (Some("create"), Some("dynamic" | "awt" | "swt" | "readonly" | "cache"))
+        ) || matches!((self.peek_word(0), self.peek_word(1)), (Some(verb), Some("cache")) if CACHE_VERBS.contains(&verb)
         )
     }
 
@@ -431,6 +440,7 @@ impl Parser<'_> {
                 }
                 CacheStatement::Drop { name: self.identifier("a cache group name")?, if_exists }
             }
+            "verify" => CacheStatement::Verify { name: self.identifier("a cache group name")? },
             "unload" => {
                 let name = self.identifier("a cache group name")?;
                 let (predicate, parallel) = self.tail_predicate()?;

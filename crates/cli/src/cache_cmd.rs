@@ -1,4 +1,4 @@
-//! `pgtier cache create|drop|load|unload|refresh|list|stats`: cache-group
+//! `pgtier cache create|drop|load|unload|refresh|list|stats|verify`: cache-group
 //! statements for scripts, sent to a running pgtier server as a client
 //! would send them (DESIGN.md §3; the server README, "Cache groups").
 //!
@@ -71,6 +71,29 @@ enum CacheCommand {
         /// Only this group.
         name: Option<String>,
     },
+    /// Compare every cached instance with PostgreSQL's (VERIFY CACHE GROUP); exit 1 on a difference.
+    Verify {
+        /// The cache group.
+        name: String,
+    },
+}
+
+/// `pgtier verify GROUP`: the same as `pgtier cache verify GROUP`.
+#[derive(Args)]
+#[command(after_help = "Compares every cached instance of the group with PostgreSQL's rows (read in one snapshot).
+Run it when write-through has drained (pgtier_cache_propagation shows no backlog).
+
+Exit status: 0 when the cache equals PostgreSQL; 1 with the differences (SQLSTATE XX001) or another error.")]
+pub struct VerifyArgs {
+    /// The pgtier server [default: $PGTIER_URL, else postgresql://$USER@127.0.0.1:5433/pgtier; password from the URL or $PGPASSWORD]
+    #[arg(long, env = "PGTIER_URL", hide_env_values = true)]
+    url: Option<String>,
+    /// The cache group.
+    group: String,
+}
+
+pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
+    run(CacheArgs { url: args.url, command: CacheCommand::Verify { name: args.group } })
 }
 
 #[derive(Args)]
@@ -138,6 +161,7 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         }
         CacheCommand::List => list(&config),
         CacheCommand::Stats { name } => stats(&config, name.as_deref()),
+        CacheCommand::Verify { name } => run_statement(&config, &format!("VERIFY CACHE GROUP {name}"), "VERIFY CACHE GROUP", true),
     }
 }
 
@@ -173,8 +197,9 @@ fn connect(config: &Config, notices: Option<Arc<Mutex<Vec<String>>>>) -> anyhow:
 fn describe(error: &postgres::Error) -> anyhow::Error {
     match error.as_db_error() {
         Some(db) => {
-            let hint = db.hint().map(|h| format!("; HINT: {h}")).unwrap_or_default();
-            anyhow!("{} (SQLSTATE {}){hint}", db.message(), db.code().code())
+            let detail = db.detail().map(|d| format!("\nDETAIL: {d}")).unwrap_or_default();
+            let hint = db.hint().map(|h| format!("\nHINT: {h}")).unwrap_or_default();
+            anyhow!("{} (SQLSTATE {}){detail}{hint}", db.message(), db.code().code())
         }
         None => anyhow!("{error}"),
     }

@@ -26,8 +26,10 @@ enum Command {
         #[command(subcommand)]
         command: backend_cmd::BackendCommand,
     },
-    /// Manage cache groups on a running pgtier server (create, drop, load, unload, refresh, list, stats).
+    /// Manage cache groups on a running pgtier server (create, drop, load, unload, refresh, list, stats, verify).
     Cache(cache_cmd::CacheArgs),
+    /// Compare a cache group with PostgreSQL; exit 1 on a difference.
+    Verify(cache_cmd::VerifyArgs),
     /// Run benchmarks side by side against PostgreSQL and pgtier.
     Bench {
         #[command(subcommand)]
@@ -67,6 +69,7 @@ fn main() {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Backend { command } => backend_cmd::run(command),
         Command::Cache(args) => cache_cmd::run(args),
+        Command::Verify(args) => cache_cmd::verify(args),
         Command::Bench { command } => match command {
             BenchCommand::Tatp(args) => bench_cmd::run(*args),
             BenchCommand::Compare(args) => compare_cmd::run(args),

@@ -71,6 +71,14 @@ fn every_verb_against_a_running_server() {
     assert_eq!(ok(&cache(&url, &["refresh", "tatp", "--where", "s_id <= 10"])), "REFRESH CACHE GROUP 10\n");
     assert_eq!(tier.query_one("SELECT count(*) FROM access_info", &[]).unwrap().get::<_, i64>(0), 100);
 
+    // verify: clean, then a change made in PostgreSQL behind the cache's back (exit 1, XX001, the difference named).
+    assert_eq!(ok(&cache(&url, &["verify", "tatp"])), "VERIFY CACHE GROUP 100\n");
+    pg.batch_execute("UPDATE access_info SET data3 = 'zzz' WHERE s_id = 7").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pgtier")).args(["verify", "tatp"]).env("PGTIER_URL", &url).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("SQLSTATE XX001") && stderr.contains("1 of 100 cached instances differ") && stderr.contains("access_info"), "{stderr}");
+
     // Errors: exit 1, SQLSTATE and hint on stderr.
     let out = cache(&url, &["load", "nosuch"]);
     assert_eq!(out.status.code(), Some(1));

@@ -24,8 +24,6 @@ use crate::error::{Result, SqlError, SqlNotice};
 /// How often a running LOAD/REFRESH looks at the session's cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(20);
 
-/// The first words that can start a cache-group statement.
-const VERBS: [&str; 5] = ["create", "drop", "load", "unload", "refresh"];
 
 impl From<CacheError> for SqlError {
     fn from(e: CacheError) -> SqlError {
@@ -80,7 +78,8 @@ fn may_start_cache_statement(sql: &str) -> bool {
         }
     }
     let end = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
-    VERBS.iter().any(|v| rest[..end].eq_ignore_ascii_case(v))
+    let word = &rest[..end];
+    word.eq_ignore_ascii_case("create") || pgtier_cache::CACHE_VERBS.iter().any(|v| word.eq_ignore_ascii_case(v))
 }
 
 /// LOAD/REFRESH options; PARALLEL not given: 0, the cache's `load_parallel`.
@@ -204,6 +203,17 @@ impl Connection {
                 self.notice_speed(summary, options.progress.rows(), report.seconds);
                 (Tag::Counted("REFRESH CACHE GROUP"), report.reloaded)
             }
+            CacheStatement::Verify { name } => {
+                let tally = self.watch_cancel(&Cancel::new(), || cache.verify(name))?;
+                if !tally.is_clean() {
+                    return Err(verify_failed(name, &tally));
+                }
+                self.notices.push(SqlNotice {
+                    sqlstate: "00000",
+                    message: format!("{} cached instances equal PostgreSQL's ({} instances of the group are not cached)", tally.compared, tally.not_cached),
+                });
+                (Tag::Counted("VERIFY CACHE GROUP"), tally.compared)
+            }
         };
         Ok(ExecResult { tag: tag.render(n), rows_affected: n, rows: None })
     }
@@ -253,6 +263,25 @@ impl Connection {
     }
 }
 
+/// A cache that differs from PostgreSQL: XX001 (data_corrupted), with the
+/// first differences in DETAIL.
+fn verify_failed(group: &str, tally: &pgtier_cache::VerifyTally) -> SqlError {
+    let mut error = SqlError::new(
+        "XX001",
+        format!(
+            "cache group \"{group}\" differs from PostgreSQL: {} of {} cached instances differ, {} are cached but not in PostgreSQL",
+            tally.differing,
+            tally.compared,
+            tally.only_in_cache.len()
+        ),
+    );
+    let mut lines: Vec<String> = tally.differences.iter().take(20).map(|(key, table, what)| format!("{table} {key}: {what}")).collect();
+    lines.extend(tally.only_in_cache.iter().take(20).map(|key| format!("only in the cache: {key}")));
+    error.detail = Some(lines.join("\n"));
+    error.hint = Some("Changes made in PostgreSQL behind the cache's back, refused write-through transactions (pgtier.awt_errors) or writes still propagating (run it when pgtier_cache_propagation shows no backlog). REFRESH CACHE GROUP reloads from PostgreSQL.".into());
+    error
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,3 +316,4 @@ mod tests {
         assert!(e.hint.is_some());
     }
 }
+
