@@ -96,6 +96,35 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
     run(CacheArgs { url: args.url, command: CacheCommand::Verify { name: args.group } })
 }
 
+/// `pgtier status`: one screen of where the cache stands.
+#[derive(Args)]
+#[command(after_help = "Shows write-through (connected, lanes, applied, backlog, lag now and p50/p99, refused, reconnects,
+last error) and every cache group (instances, rows, memory, loads, evictions, dynamic loads, miss latency).")]
+pub struct StatusArgs {
+    /// The pgtier server [default: $PGTIER_URL, else postgresql://$USER@127.0.0.1:5433/pgtier; password from the URL or $PGPASSWORD]
+    #[arg(long, env = "PGTIER_URL", hide_env_values = true)]
+    url: Option<String>,
+}
+
+pub fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let config = client_config(args.url.as_deref())?;
+    let mut client = connect(&config, None)?;
+    let propagation = client.simple_query("SELECT * FROM pgtier_cache_propagation").map_err(|e| describe(&e))?;
+    let running = propagation.iter().any(|m| matches!(m, SimpleQueryMessage::Row(_)));
+    println!("Write-through (AWT)");
+    if running {
+        println!("{}", query_table(&mut client, "SELECT connected, lanes, applied_txns, backlog_bytes, round(lag_ms::numeric, 1) AS lag_ms, round(lag_p50_ms::numeric, 2) AS lag_p50_ms, round(lag_p99_ms::numeric, 2) AS lag_p99_ms, errors, retries FROM pgtier_cache_propagation")?);
+        if let Some(SimpleQueryMessage::Row(row)) = client.simple_query("SELECT last_error FROM pgtier_cache_propagation WHERE last_error IS NOT NULL").map_err(|e| describe(&e))?.first() {
+            println!("last error: {}", row.get(0).unwrap_or(""));
+        }
+    } else {
+        println!("  not running (no AWT cache group, or no [backend])");
+    }
+    println!("\nCache groups");
+    println!("{}", query_table(&mut client, "SELECT g.name, g.kind, g.dynamic, g.aging, s.instances, s.\"rows\", round(s.memory_bytes / 1048576.0, 1) AS memory_mb, s.loaded_instances, s.evicted_instances, s.dynamic_loads, round(s.miss_latency_avg_us::numeric) AS miss_us FROM pgtier_cache_groups g JOIN pgtier_cache_stats s ON s.\"group\" = g.name ORDER BY g.name")?);
+    Ok(())
+}
+
 #[derive(Args)]
 struct CreateArgs {
     /// The cache group's name.

@@ -30,6 +30,8 @@ enum Command {
     Cache(cache_cmd::CacheArgs),
     /// Compare a cache group with PostgreSQL; exit 1 on a difference.
     Verify(cache_cmd::VerifyArgs),
+    /// One screen of a running pgtier: write-through lag and backlog, cache groups.
+    Status(cache_cmd::StatusArgs),
     /// Run benchmarks side by side against PostgreSQL and pgtier.
     Bench {
         #[command(subcommand)]
@@ -70,6 +72,7 @@ fn main() {
         Command::Backend { command } => backend_cmd::run(command),
         Command::Cache(args) => cache_cmd::run(args),
         Command::Verify(args) => cache_cmd::verify(args),
+        Command::Status(args) => cache_cmd::status(args),
         Command::Bench { command } => match command {
             BenchCommand::Tatp(args) => bench_cmd::run(*args),
             BenchCommand::Compare(args) => compare_cmd::run(args),

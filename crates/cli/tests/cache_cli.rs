@@ -71,6 +71,24 @@ fn every_verb_against_a_running_server() {
     assert_eq!(ok(&cache(&url, &["refresh", "tatp", "--where", "s_id <= 10"])), "REFRESH CACHE GROUP 10\n");
     assert_eq!(tier.query_one("SELECT count(*) FROM access_info", &[]).unwrap().get::<_, i64>(0), 100);
 
+    let out = Command::new(env!("CARGO_BIN_EXE_pgtier")).arg("status").env("PGTIER_URL", &url).output().unwrap();
+    let screen = ok(&out);
+    assert!(screen.contains("not running") && screen.contains("Cache groups") && screen.contains("tatp") && screen.contains("READONLY"), "{screen}");
+    // With an AWT group, write-through runs and status shows it.
+    pg.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv VALUES (1, 1);").unwrap();
+    ok(&cache(&url, &["create", "kv", "--kind", "awt", "--root", "kv"]));
+    ok(&cache(&url, &["load", "kv"]));
+    tier.batch_execute("UPDATE kv SET v = 2 WHERE k = 1").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while pg.query_one("SELECT v FROM kv WHERE k = 1", &[]).unwrap().get::<_, i32>(0) != 2 {
+        assert!(std::time::Instant::now() < deadline, "the update never reached PostgreSQL");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_pgtier")).arg("status").env("PGTIER_URL", &url).output().unwrap();
+    let screen = ok(&out);
+    assert!(screen.contains("lag_p99_ms") && screen.contains("AWT") && !screen.contains("not running"), "{screen}");
+    ok(&cache(&url, &["drop", "kv"]));
+
     // verify: clean, then a change made in PostgreSQL behind the cache's back (exit 1, XX001, the difference named).
     assert_eq!(ok(&cache(&url, &["verify", "tatp"])), "VERIFY CACHE GROUP 100\n");
     pg.batch_execute("UPDATE access_info SET data3 = 'zzz' WHERE s_id = 7").unwrap();
