@@ -48,6 +48,15 @@ pub struct ServerConfig {
     /// Cache groups (DESIGN.md §3): memory budget, aging, load parallelism.
     #[serde(default)]
     pub cache: CacheSection,
+    #[serde(default)]
+    pub metrics: MetricsSection,
+}
+
+/// `[metrics]`: the Prometheus endpoint (`GET /metrics`); off unless `listen` is set.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    pub listen: Option<String>,
 }
 
 /// `[cache]`: mapped to `pgtier_cache::CacheConfig` by [`CacheSection::to_cache_config`].
@@ -252,6 +261,7 @@ impl ServerConfig {
             passthrough: PassthroughConfig::default(),
             event_loops: None,
             cache: CacheSection::default(),
+            metrics: MetricsSection::default(),
         }
     }
 
@@ -312,6 +322,12 @@ impl ServerConfig {
     }
 
     /// Every rule that does not need the network or the disk.
+    /// `[metrics] listen` as an address, when set.
+    pub fn metrics_addr(&self) -> Result<Option<SocketAddr>, ServerError> {
+        let Some(text) = &self.metrics.listen else { return Ok(None) };
+        text.parse().map(Some).map_err(|_| ServerError::Config(format!("[metrics] listen {text:?} is not an address like 127.0.0.1:9187")))
+    }
+
     pub(crate) fn validate(&self) -> Result<SocketAddr, ServerError> {
         let addr = self.listen_addr()?;
         let bad = |m: String| Err(ServerError::Config(m));

@@ -8,6 +8,7 @@ mod auth;
 pub mod config;
 mod copy;
 mod event_loop;
+mod metrics;
 mod passthrough;
 mod server;
 mod session;
@@ -62,6 +63,10 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     // Bind before opening the engine: a port in use fails fast, without
     // replaying the WAL first.
     let listener = TcpListener::bind(addr).map_err(|source| ServerError::Listen { addr, source })?;
+    let metrics_listener = match config.metrics_addr()? {
+        Some(addr) => Some(TcpListener::bind(addr).map_err(|source| ServerError::Listen { addr, source })?),
+        None => None,
+    };
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
     let engine = EngineConfig {
@@ -86,5 +91,10 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         }
         _ => None,
     };
-    RunningServer::start(listener, Arc::new(shared), config.event_loops())
+    shared.metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let shared = Arc::new(shared);
+    if let Some(metrics) = metrics_listener {
+        metrics::start(metrics, shared.clone())?;
+    }
+    RunningServer::start(listener, shared, config.event_loops())
 }

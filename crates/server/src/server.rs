@@ -55,9 +55,11 @@ pub struct Shared {
     pub passthrough: Option<Arc<crate::passthrough::Pool>>,
     /// The cache groups every session's statements and views reach.
     pub cache: Option<Arc<pgtier_cache::Cache>>,
+    /// Where `GET /metrics` answers (`[metrics] listen`).
+    pub metrics_addr: Option<SocketAddr>,
     shutdown: AtomicBool,
     /// Authenticated (or authenticating) sessions, against max_connections.
-    active: AtomicUsize,
+    pub(crate) active: AtomicUsize,
     sessions: Mutex<HashMap<i32, SessionEntry>>,
     /// Sessions alive (in a thread or an event loop); shutdown waits for 0.
     threads: Mutex<usize>,
@@ -89,6 +91,7 @@ impl Shared {
             max_message_bytes,
             passthrough: None,
             cache: None,
+            metrics_addr: None,
             shutdown: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),
@@ -119,7 +122,7 @@ impl Shared {
         self.shutdown.store(true, Ordering::Release);
     }
 
-    fn is_shutting_down(&self) -> bool {
+    pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutdown.load(Ordering::Acquire)
     }
 }
@@ -177,7 +180,7 @@ fn spawn_session(shared: &Arc<Shared>, tcp: TcpStream) {
 }
 
 /// Waits until the listener is readable or the poll interval passes.
-fn wait_readable(listener: &TcpListener) {
+pub(crate) fn wait_readable(listener: &TcpListener) {
     let mut fds = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd for the duration of the call.
     unsafe {
@@ -248,6 +251,11 @@ impl RunningServer {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where the Prometheus endpoint listens, when `[metrics] listen` is set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.shared.metrics_addr
     }
 
     /// The engine the sessions run on (for tests and admin tools).

@@ -334,3 +334,54 @@ fn serial_keys_are_never_invented_by_the_cache() {
     assert!(cache.wait_propagated(std::time::Duration::from_secs(30)));
     assert_eq!(count(&mut pg, "SELECT count(*) FROM items"), 3);
 }
+
+fn http(addr: std::net::SocketAddr, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    // The server may answer and close before a large request is all sent.
+    let _ = tcp.write_all(request.as_bytes());
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = tcp.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// `[metrics] listen`: GET /metrics has the engine's, the groups' and
+/// write-through's figures in Prometheus' text format; other requests get
+/// 404/405/431 and the endpoint goes on.
+#[test]
+fn metrics_endpoint_reports_groups_and_write_through() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let url = cluster.create_database(&format!("cg_metrics_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&url).unwrap();
+    pg.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv SELECT g, g FROM generate_series(1, 50) g;").unwrap();
+    let srv = common::start_with(&format!("[backend]\nurl = {url:?}\n[metrics]\nlisten = \"127.0.0.1:0\"\n"));
+    let metrics = srv.server.as_ref().unwrap().metrics_addr().expect("metrics address");
+    let mut tier = srv.client();
+    tier.batch_execute("CREATE AWT CACHE GROUP kv FROM kv").unwrap();
+    tier.batch_execute("LOAD CACHE GROUP kv").unwrap();
+    tier.batch_execute("UPDATE kv SET v = v + 1 WHERE k <= 10").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        let answer = http(metrics, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        if answer.contains("pgtier_awt_applied_transactions_total 1\n") {
+            break answer;
+        }
+        assert!(std::time::Instant::now() < deadline, "{answer}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for line in ["pgtier_cache_instances{group=\"kv\"} 50", "# TYPE pgtier_awt_backlog_bytes gauge", "pgtier_awt_connected 1", "pgtier_engine_commits_total "] {
+        assert!(body.contains(line), "{line} in {body}");
+    }
+    assert!(http(metrics, "GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    assert!(http(metrics, "POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+    let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
+    assert!(http(metrics, &huge).starts_with("HTTP/1.1 431"));
+    assert!(http(metrics, "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200"));
+}

@@ -1,0 +1,130 @@
+//! `[metrics] listen`: a Prometheus text endpoint (`GET /metrics`) with the
+//! engine's, the cache groups' and write-through's figures, for scrapers
+//! and dashboards. One small thread, one request at a time, bounded reads
+//! and timeouts: a slow or hostile client delays only the next scrape.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::server::{Shared, wait_readable};
+
+/// A request larger than this is answered 431 and closed.
+const REQUEST_BYTES_MAX: usize = 8 << 10;
+const IO_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub(crate) fn start(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
+    listener.set_nonblocking(true)?;
+    std::thread::Builder::new().name("pgtier-metrics".into()).spawn(move || {
+        while !shared.is_shutting_down() {
+            wait_readable(&listener);
+            if let Ok((tcp, _)) = listener.accept() {
+                let _ = answer(tcp, &shared);
+            }
+        }
+    })
+}
+
+fn answer(mut tcp: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    tcp.set_nonblocking(false)?;
+    tcp.set_read_timeout(Some(IO_TIMEOUT))?;
+    tcp.set_write_timeout(Some(IO_TIMEOUT))?;
+    let mut request = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tcp.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        request.extend_from_slice(&buf[..n]);
+        if request.len() > REQUEST_BYTES_MAX {
+            respond(&mut tcp, "431 Request Header Fields Too Large", "text/plain", "request too large\n")?;
+            // Closing with unread input would reset the connection, and the
+            // client could lose the answer: read a little more first.
+            tcp.shutdown(std::net::Shutdown::Write)?;
+            let mut drained = 0;
+            while drained < 16 * REQUEST_BYTES_MAX {
+                match tcp.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => drained += n,
+                }
+            }
+            return Ok(());
+        }
+    }
+    let line = request.split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut words = line.split(|&b| b == b' ');
+    match (words.next(), words.next()) {
+        (Some(b"GET"), Some(b"/metrics")) => respond(&mut tcp, "200 OK", "text/plain; version=0.0.4", &render(shared)),
+        (Some(b"GET"), Some(_)) => respond(&mut tcp, "404 Not Found", "text/plain", "pgtier serves /metrics\n"),
+        _ => respond(&mut tcp, "405 Method Not Allowed", "text/plain", "only GET\n"),
+    }
+}
+
+fn respond(tcp: &mut TcpStream, status: &str, content_type: &str, body: &str) -> std::io::Result<()> {
+    let head = format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+    tcp.write_all(head.as_bytes())?;
+    tcp.write_all(body.as_bytes())
+}
+
+/// A label value as the text format wants it.
+fn label(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+struct Out(String);
+
+impl Out {
+    fn metric(&mut self, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(self.0, "{name}{labels} {value}");
+        }
+    }
+
+    fn one(&mut self, name: &str, kind: &str, help: &str, value: f64) {
+        self.metric(name, kind, help, &[(String::new(), value)]);
+    }
+}
+
+fn render(shared: &Shared) -> String {
+    let mut out = Out(String::new());
+    let stats = shared.db.stats();
+    out.one("pgtier_sessions", "gauge", "Sessions connected.", shared.active.load(Ordering::Acquire) as f64);
+    out.one("pgtier_engine_commits_total", "counter", "Transactions committed.", stats.commits as f64);
+    out.one("pgtier_engine_rollbacks_total", "counter", "Transactions rolled back.", stats.rollbacks as f64);
+    out.one("pgtier_engine_wal_end_bytes", "counter", "WAL position written.", stats.wal_end.0 as f64);
+    out.one("pgtier_engine_memory_bytes", "gauge", "Bytes the tables hold in memory.", shared.db.memory_total() as f64);
+    let Some(cache) = &shared.cache else { return out.0 };
+    let groups = cache.stats();
+    let per_group = |f: &dyn Fn(&pgtier_cache::GroupStats) -> f64| -> Vec<(String, f64)> {
+        groups.iter().map(|g| (format!("{{group=\"{}\"}}", label(&g.group)), f(g))).collect()
+    };
+    out.metric("pgtier_cache_instances", "gauge", "Cache instances held.", &per_group(&|g| g.instances as f64));
+    out.metric("pgtier_cache_rows", "gauge", "Rows held.", &per_group(&|g| g.rows as f64));
+    out.metric("pgtier_cache_memory_bytes", "gauge", "Memory the group's tables hold.", &per_group(&|g| g.memory_bytes as f64));
+    out.metric("pgtier_cache_loaded_instances_total", "counter", "Instances loaded by LOAD.", &per_group(&|g| g.loaded_instances as f64));
+    out.metric("pgtier_cache_evicted_instances_total", "counter", "Instances evicted by aging.", &per_group(&|g| g.evicted_instances as f64));
+    out.metric("pgtier_cache_dynamic_loads_total", "counter", "Instances loaded on a miss.", &per_group(&|g| g.dynamic_loads as f64));
+    out.metric("pgtier_cache_dynamic_absent_total", "counter", "Misses PostgreSQL had no row for.", &per_group(&|g| g.dynamic_absent as f64));
+    out.metric("pgtier_cache_miss_latency_avg_us", "gauge", "Mean time of a miss, microseconds.", &per_group(&|g| g.miss_latency_avg_us));
+    if let Some(p) = cache.propagation_info() {
+        out.one("pgtier_awt_connected", "gauge", "1 while write-through is connected to PostgreSQL.", f64::from(u8::from(p.connected)));
+        out.one("pgtier_awt_applied_transactions_total", "counter", "Transactions applied to PostgreSQL.", p.applied_txns as f64);
+        out.one("pgtier_awt_refused_transactions_total", "counter", "Transactions PostgreSQL refused (pgtier.awt_errors).", p.errors as f64);
+        out.one("pgtier_awt_reconnects_total", "counter", "Write-through sessions ended by an error.", p.retries as f64);
+        out.one("pgtier_awt_backlog_bytes", "gauge", "WAL committed and not yet propagated.", p.backlog_bytes as f64);
+        out.one("pgtier_awt_lag_ms", "gauge", "How far behind PostgreSQL is, milliseconds.", p.lag_ms);
+        out.metric(
+            "pgtier_awt_commit_lag_ms",
+            "gauge",
+            "Commit in the cache to commit in PostgreSQL, quantiles over applied transactions.",
+            &[("{quantile=\"0.5\"}".into(), p.lag_p50_ms), ("{quantile=\"0.99\"}".into(), p.lag_p99_ms)],
+        );
+    }
+    out.0
+}
