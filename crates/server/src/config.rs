@@ -94,7 +94,7 @@ impl Default for CacheSection {
             awt_node: awt.node,
             awt_apply_connections: awt.apply_connections,
             awt_retained_wal_max: format!("{}GB", awt.retained_wal_max >> 30),
-            awt_batch_delay_ms: u64::try_from(awt.batch_delay.as_millis()).unwrap_or(2),
+            awt_batch_delay_ms: u64::try_from(awt.batch_delay.as_millis()).unwrap_or(0),
         }
     }
 }

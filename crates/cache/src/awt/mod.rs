@@ -57,7 +57,9 @@ pub struct AwtConfig {
     /// (propagation was idle); otherwise the stored number is kept.
     pub apply_connections: usize,
     pub batch_bytes_max: usize,
-    /// How long a batch waits for more transactions after its first.
+    /// How long a batch waits for more transactions after its first. Zero
+    /// by default: a lane batches what queued while its last batch was in
+    /// flight, so waiting only adds latency.
     pub batch_delay: Duration,
     /// WAL (bytes) kept for write-through before new writes to AWT groups fail (53400).
     pub retained_wal_max: u64,
@@ -65,7 +67,7 @@ pub struct AwtConfig {
 
 impl Default for AwtConfig {
     fn default() -> AwtConfig {
-        AwtConfig { node: "pgtier".into(), apply_connections: 2, batch_bytes_max: 256 << 10, batch_delay: Duration::from_millis(2), retained_wal_max: 4 << 30 }
+        AwtConfig { node: "pgtier".into(), apply_connections: 2, batch_bytes_max: 256 << 10, batch_delay: Duration::ZERO, retained_wal_max: 4 << 30 }
     }
 }
 
