@@ -144,9 +144,12 @@ pub fn engine_checksum(db: &Database, table: &str) -> Result<TableChecksum, DbEr
     Ok(sum)
 }
 
-/// [`TableChecksum`] of `table` in PostgreSQL, from `COPY table TO STDOUT`.
-pub fn postgres_checksum(client: &mut postgres::Client, table: &str) -> Result<TableChecksum, DbError> {
-    let mut reader = client.copy_out(&format!("COPY {table} TO STDOUT")).map_err(|e| db_error(&e))?;
+/// [`TableChecksum`] of `source` in PostgreSQL, from `COPY source TO
+/// STDOUT`: a table, or a parenthesized query over one (`(SELECT * FROM t
+/// WHERE ...)`) to digest some of its rows.
+pub fn postgres_checksum(client: &mut postgres::Client, source: &str) -> Result<TableChecksum, DbError> {
+    let table = source;
+    let mut reader = client.copy_out(&format!("COPY {source} TO STDOUT")).map_err(|e| db_error(&e))?;
     let mut sum = TableChecksum::default();
     let mut line = Vec::new();
     loop {
