@@ -14,9 +14,9 @@
 //! | `PGTIER_MEASURE_LOAD_PARALLEL` | `1,2,4` | (a) |
 //! | `PGTIER_MEASURE_SUBSCRIBERS` | 100,000 | (b), (c), (d) |
 //! | `PGTIER_MEASURE_SECONDS` | 20 | (b) per measure window |
-//! | `PGTIER_MEASURE_ROUNDS` | 2 | (b) A/B rounds per thread count |
+//! | `PGTIER_MEASURE_ROUNDS` | 3 | (b) A/B rounds per thread count |
 //! | `PGTIER_MEASURE_AB_MIN_RATIO` | 0.9 | (b) B/A throughput the issue demands |
-//! | `PGTIER_MEASURE_COMMIT` | `sync` | (b), (d) engine commit mode |
+//! | `PGTIER_MEASURE_COMMIT` | `async` (as `scripts/ab-tatp.sh`) | (b), (c), (d) engine commit mode |
 //! | `PGTIER_MEASURE_KEYS` | 10,000 | (c) keys looked up |
 //! | `PGTIER_MEASURE_BUDGET_SECONDS` | 60 | (d) run length |
 //! | `PGTIER_MEASURE_AGING_MS` | 250 | (d) aging interval |
@@ -68,8 +68,8 @@ fn env_f64(name: &str, default: f64) -> f64 {
 
 fn commit_mode() -> CommitMode {
     match std::env::var("PGTIER_MEASURE_COMMIT").as_deref() {
-        Ok("async") => CommitMode::Async,
-        Ok("sync") | Err(_) => CommitMode::Sync,
+        Ok("async") | Err(_) => CommitMode::Async,
+        Ok("sync") => CommitMode::Sync,
         Ok(other) => panic!("PGTIER_MEASURE_COMMIT={other}: sync or async"),
     }
 }
@@ -200,7 +200,7 @@ fn run(target: &dyn Target, workload: &dyn Workload, spec: &LoadSpec) -> Repetit
 fn b_direct_mode_local_vs_loaded_group() {
     let subscribers = env_u64("PGTIER_MEASURE_SUBSCRIBERS", 100_000);
     let measure = Duration::from_secs(env_u64("PGTIER_MEASURE_SECONDS", 20));
-    let rounds = env_u64("PGTIER_MEASURE_ROUNDS", 2);
+    let rounds = env_u64("PGTIER_MEASURE_ROUNDS", 3);
     let min_ratio = env_f64("PGTIER_MEASURE_AB_MIN_RATIO", 0.9);
     let mode = commit_mode();
     println!("(b) direct-mode A/B on {}, {subscribers} subscribers, commit {mode:?}, {} s windows", machine(), measure.as_secs());
