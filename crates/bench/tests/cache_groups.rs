@@ -43,7 +43,8 @@ use pgtier_bench::tatp::population::{PopulateOptions, populate};
 use pgtier_bench::tatp::random::SubscriberKeys;
 use pgtier_bench::tatp::schema::TABLES;
 use pgtier_bench::tatp::transactions::GET_SUBSCRIBER_DATA;
-use pgtier_bench::tatp::{TatpReadOnlyWorkload, TatpWorkload};
+use pgtier_bench::tatp::transactions::Mix;
+use pgtier_bench::tatp::{TatpMixWorkload, TatpWorkload};
 use pgtier_cache::{Aging, Cache, CacheConfig, GroupStats, LoadOptions};
 use pgtier_engine::CommitMode;
 use rand::rngs::StdRng;
@@ -470,7 +471,7 @@ fn d_memory_budget_under_tatp() {
     let dir = tempfile::tempdir().unwrap();
     let config = CacheConfig { memory_budget: Some(budget), aging_interval: aging, ..CacheConfig::default() };
     let (cache, target) = dynamic_group(dir.path(), &url, config.clone(), Aging::Lru);
-    let workload = TatpReadOnlyWorkload { keys: SubscriberKeys::new(1, subscribers, false) };
+    let workload = TatpMixWorkload { keys: SubscriberKeys::new(1, subscribers, false), mix: Mix::ReadOnly };
     let spec = LoadSpec { threads: 2, rate_per_s: None, ramp_up: Duration::ZERO, measure: Duration::from_secs(seconds), ramp_down: Duration::ZERO, seed: 77 };
     let stop = AtomicBool::new(false);
     let started = Instant::now();

@@ -29,22 +29,23 @@ impl Workload for TatpWorkload {
     fn open_client(
         &self,
         session: Box<dyn Session>,
-        _thread: u32,
+        thread: u32,
         seed: u64,
     ) -> Result<Box<dyn WorkloadClient>, DbError> {
-        Ok(Box::new(TatpClient::new(session, self.keys, seed)?))
+        TatpMixWorkload { keys: self.keys, mix: Mix::Standard }.open_client(session, thread, seed)
     }
 }
 
-/// TATP with only its read transactions ([`Mix::ReadOnly`]): what a cache
-/// group is measured with while its writes cannot reach PostgreSQL yet, so
-/// its answers stay comparable with PostgreSQL's.
+/// TATP drawing its transactions from `mix`: [`Mix::ReadOnly`] is what a
+/// cache group is measured with while its writes cannot reach PostgreSQL
+/// yet, so its answers stay comparable with PostgreSQL's.
 #[derive(Clone, Debug)]
-pub struct TatpReadOnlyWorkload {
+pub struct TatpMixWorkload {
     pub keys: SubscriberKeys,
+    pub mix: Mix,
 }
 
-impl Workload for TatpReadOnlyWorkload {
+impl Workload for TatpMixWorkload {
     fn transaction_names(&self) -> &[&'static str] {
         &TxnType::NAMES
     }
@@ -55,7 +56,7 @@ impl Workload for TatpReadOnlyWorkload {
         _thread: u32,
         seed: u64,
     ) -> Result<Box<dyn WorkloadClient>, DbError> {
-        Ok(Box::new(TatpClient::new(session, self.keys, seed)?.with_mix(Mix::ReadOnly)))
+        Ok(Box::new(TatpClient::new(session, self.keys, seed)?.with_mix(self.mix)))
     }
 }
 
