@@ -15,7 +15,8 @@
 //! | `PGTIER_MEASURE_SUBSCRIBERS` | 100,000 | (b), (c), (d) |
 //! | `PGTIER_MEASURE_SECONDS` | 20 | (b) per measure window |
 //! | `PGTIER_MEASURE_ROUNDS` | 3 | (b) A/B rounds per thread count |
-//! | `PGTIER_MEASURE_AB_MIN_RATIO` | 0.9 | (b) B/A throughput the issue demands |
+//! | `PGTIER_MEASURE_AB_LOAD_PARALLEL` | `1,2` | (b) one B side per PARALLEL of its load |
+//! | `PGTIER_MEASURE_AB_MIN_RATIO` | 0.9 | (b) median per-round B/A throughput the issue demands |
 //! | `PGTIER_MEASURE_COMMIT` | `async` (as `scripts/ab-tatp.sh`) | (b), (c), (d) engine commit mode |
 //! | `PGTIER_MEASURE_KEYS` | 10,000 | (c) keys looked up |
 //! | `PGTIER_MEASURE_BUDGET_SECONDS` | 60 | (d) run length |
@@ -286,20 +287,25 @@ fn b_direct_mode_local_vs_loaded_group() {
         }
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         for (i, (side, _, _)) in sides.iter().enumerate().skip(1) {
-            let ratio = mean(&rates[i]) / mean(&rates[0]);
-            // Paired by round: background load drifts slowly, so neighbours share it.
-            let paired: Vec<String> = rates[0].iter().zip(&rates[i]).map(|(a, b)| format!("{:.3}", b / a)).collect();
+            // Paired by round (background load drifts slowly, so neighbouring
+            // windows share it); the verdict is the median pair, so one window
+            // hit by another process's burst does not decide it.
+            let mut paired: Vec<f64> = rates[0].iter().zip(&rates[i]).map(|(a, b)| b / a).collect();
+            let shown: Vec<String> = paired.iter().map(|r| format!("{r:.3}")).collect();
+            paired.sort_by(f64::total_cmp);
+            let median = paired[paired.len() / 2];
             println!(
-                "  {threads} thread(s): A {:.0} txn/s, {side} {:.0} txn/s, {side}/A = {ratio:.3} (per round: {})",
+                "  {threads} thread(s): A {:.0} txn/s, {side} {:.0} txn/s; {side}/A of the means {:.3}, per round {}, median {median:.3}",
                 mean(&rates[0]),
                 mean(&rates[i]),
-                paired.join(", ")
+                mean(&rates[i]) / mean(&rates[0]),
+                shown.join(", ")
             );
-            ratios.push((threads, side.clone(), ratio));
+            ratios.push((threads, side.clone(), median));
         }
     }
     for (threads, side, ratio) in ratios {
-        assert!(ratio >= min_ratio, "{threads} thread(s): {side}/A = {ratio:.3} < {min_ratio} (the issue demands within 10 %)");
+        assert!(ratio >= min_ratio, "{threads} thread(s): median {side}/A = {ratio:.3} < {min_ratio} (the issue demands within 10 %)");
     }
 }
 
