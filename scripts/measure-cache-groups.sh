@@ -4,7 +4,7 @@
 # (b) TATP direct mode A/B (local population vs loaded group),
 # (c) dynamic-load latency, (d) memory budget under read-only TATP.
 # Each starts its own private PostgreSQL with the benchmark settings.
-# Usage: scripts/measure-cache-groups.sh [TEST_NAME_FILTER]; sizes and
+# Usage: scripts/measure-cache-groups.sh [TEST_NAME_FILTER...]; sizes and
 # windows through the PGTIER_MEASURE_* variables listed at the top of the
 # test file. Output: $OUT/cache_groups.log and $OUT/cache_memory_budget.csv
 # (OUT defaults to /tmp/pgtier-measure).
@@ -13,4 +13,4 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/pgtier-measure}; mkdir -p "$OUT"
 export PGTIER_MEASURE_OUT=$OUT
 { date -u; nproc; grep -m1 'model name' /proc/cpuinfo; uptime; } > "$OUT/cache_groups.log"
-cargo test --release -p pgtier-bench --test cache_groups -- --ignored --nocapture --test-threads 1 ${1:-} 2>&1 | tee -a "$OUT/cache_groups.log"
+cargo test --release -p pgtier-bench --test cache_groups -- --ignored --nocapture --test-threads 1 "$@" 2>&1 | tee -a "$OUT/cache_groups.log"

@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster, shared_cluster};
+use pgtier_bench::chart::{TimeSeries, draw_time_series};
 use pgtier_bench::driver::{LiveCounters, LoadSpec, RepetitionTally, Workload, run_repetition};
 use pgtier_bench::stats::LatencyHistogram;
 use pgtier_bench::target::{Session, Target, Value};
@@ -507,8 +508,10 @@ fn d_memory_budget_under_tatp() {
     std::fs::write(&csv, text).unwrap();
     println!("  curve ({} samples every 50 ms) in {}; once a second:", samples.len(), csv.display());
     let mut next_s = 0.0;
+    let mut per_second = Vec::new();
     for s in &samples {
         if s.at_s >= next_s {
+            per_second.push(*s);
             println!(
                 "    t={:>5.1} s  memory {:>6.1} MB ({:>5.1} % of budget)  instances {:>7}  loads {:>8}  evicted {:>8}",
                 s.at_s,
@@ -521,6 +524,22 @@ fn d_memory_budget_under_tatp() {
             next_s += 1.0;
         }
     }
+
+    let chart = TimeSeries {
+        title: "Cache memory under a budget: read-only TATP over a DYNAMIC LRU group".into(),
+        subtitle: vec![format!(
+            "{subscribers} subscribers, budget = {} instances, aging every {aging:?}, 2 threads; {}",
+            subscribers / 5,
+            machine()
+        )],
+        x_labels: per_second.iter().map(|s| format!("{:.0}", s.at_s)).collect(),
+        label_every: 5,
+        y_desc: "memory (MB)".into(),
+        series: vec![("memory_bytes", per_second.iter().map(|s| s.memory_bytes as f64 / 1e6).collect())],
+        reference_y: Some((budget as f64 / 1e6, "budget".into())),
+    };
+    let files = draw_time_series(&chart, &out_dir(), "cache_memory_budget").unwrap();
+    println!("  chart: {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
 
     // What one aging interval of misses can add: the most loads seen in any
     // window of one interval (plus one sample period), at twice the mean
