@@ -55,6 +55,55 @@ pub fn draw_run_charts(run: &RunResult, out_dir: &Path) -> Result<Vec<PathBuf>, 
     Ok(written)
 }
 
+/// A curve sampled over time outside a run (e.g. a cache's memory under
+/// its budget, once a second): one x slot per sample labelled every
+/// `label_every` samples, one line per series, an optional dashed guide
+/// (the budget). Writes `<dir>/<stem>.png` and `.svg`.
+pub struct TimeSeries<'a> {
+    pub title: String,
+    pub subtitle: Vec<String>,
+    /// One label per sample (e.g. seconds since start).
+    pub x_labels: Vec<String>,
+    pub label_every: usize,
+    pub y_desc: String,
+    pub series: Vec<(&'a str, Vec<f64>)>,
+    pub reference_y: Option<(f64, String)>,
+}
+
+pub fn draw_time_series(chart: &TimeSeries<'_>, dir: &Path, stem: &str) -> Result<Vec<PathBuf>, ChartError> {
+    if chart.series.iter().all(|(_, values)| values.is_empty()) {
+        return Err(ChartError::NoData(chart.title.clone()));
+    }
+    let every = chart.label_every.max(1);
+    let figure = LineFigure {
+        title: chart.title.clone(),
+        subtitle: chart.subtitle.clone(),
+        x_desc: "seconds".to_string(),
+        x_labels: chart.x_labels.iter().enumerate().map(|(i, l)| if i % every == 0 { l.clone() } else { String::new() }).collect(),
+        y_desc: chart.y_desc.clone(),
+        y_scale: YScale::Linear,
+        y_from_zero: true,
+        series: chart
+            .series
+            .iter()
+            .enumerate()
+            .map(|(i, (name, values))| LineSpec {
+                name: (*name).to_string(),
+                color: series_color(i),
+                emphasis: false,
+                dodge: 0.0,
+                values: values.iter().map(|v| usable(*v, false)).collect(),
+                spread: Vec::new(),
+                point_labels: Vec::new(),
+            })
+            .collect(),
+        reference_y: chart.reference_y.clone(),
+        legend_title: None,
+        footnotes: Vec::new(),
+    };
+    write_figure(&figure, dir, stem)
+}
+
 /// A run with its iterations in thread order and its transaction names in a
 /// fixed order, so every chart gives a transaction the same colour.
 struct RunView<'a> {

@@ -49,20 +49,16 @@ impl EmbeddedTarget {
     pub fn open(dir: &Path, mode: CommitMode) -> Result<EmbeddedTarget, DbError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| DbError::new(None, format!("creating {}: {e}", dir.display())))?;
-        let mut config = EngineConfig { commit_mode: mode, ..EngineConfig::default() };
-        // Recovery measurements ("checkpoint + N s of WAL") need the
-        // periodic checkpoints off: PGTIER_CHECKPOINT_WAL_MB=0 turns them
-        // off, another number sets the WAL volume between checkpoints.
-        if let Some(mb) = std::env::var("PGTIER_CHECKPOINT_WAL_MB").ok().and_then(|v| v.parse::<u64>().ok()) {
-            if mb == 0 {
-                config.checkpoint_wal_bytes = u64::MAX;
-                config.checkpoint_interval = None;
-            } else {
-                config.checkpoint_wal_bytes = mb << 20;
-            }
-        }
-        let db = Database::open(dir, config).map_err(engine_error)?;
+        let db = Database::open(dir, engine_config(mode)).map_err(engine_error)?;
         Ok(EmbeddedTarget { db, dir: dir.to_path_buf(), mode })
+    }
+
+    /// Drives a database opened elsewhere (e.g. under a `pgtier_cache::Cache`
+    /// whose groups were loaded from PostgreSQL); `dir` is where it lives,
+    /// for the report. Open it with [`engine_config`] so a run over it is
+    /// comparable with one over [`EmbeddedTarget::open`].
+    pub fn from_database(db: Database, dir: &Path, mode: CommitMode) -> EmbeddedTarget {
+        EmbeddedTarget { db, dir: dir.to_path_buf(), mode }
     }
 
     pub fn database(&self) -> &Database {
@@ -72,6 +68,23 @@ impl EmbeddedTarget {
     pub fn commit_mode(&self) -> CommitMode {
         self.mode
     }
+}
+
+/// The engine settings every embedded run uses: commits in `mode`.
+/// Recovery measurements ("checkpoint + N s of WAL") need the periodic
+/// checkpoints off: PGTIER_CHECKPOINT_WAL_MB=0 turns them off, another
+/// number sets the WAL volume between checkpoints.
+pub fn engine_config(mode: CommitMode) -> EngineConfig {
+    let mut config = EngineConfig { commit_mode: mode, ..EngineConfig::default() };
+    if let Some(mb) = std::env::var("PGTIER_CHECKPOINT_WAL_MB").ok().and_then(|v| v.parse::<u64>().ok()) {
+        if mb == 0 {
+            config.checkpoint_wal_bytes = u64::MAX;
+            config.checkpoint_interval = None;
+        } else {
+            config.checkpoint_wal_bytes = mb << 20;
+        }
+    }
+    config
 }
 
 fn mode_name(mode: CommitMode) -> &'static str {

@@ -13,7 +13,7 @@ pub mod transactions;
 use crate::driver::{Workload, WorkloadClient};
 use crate::target::{DbError, Session, Target, Value};
 use random::SubscriberKeys;
-use transactions::{TatpClient, TxnType};
+use transactions::{Mix, TatpClient, TxnType};
 
 /// The TATP workload for the driver: which subscribers to target, how.
 #[derive(Clone, Debug)]
@@ -29,10 +29,34 @@ impl Workload for TatpWorkload {
     fn open_client(
         &self,
         session: Box<dyn Session>,
+        thread: u32,
+        seed: u64,
+    ) -> Result<Box<dyn WorkloadClient>, DbError> {
+        TatpMixWorkload { keys: self.keys, mix: Mix::Standard }.open_client(session, thread, seed)
+    }
+}
+
+/// TATP drawing its transactions from `mix`: [`Mix::ReadOnly`] is what a
+/// cache group is measured with while its writes cannot reach PostgreSQL
+/// yet, so its answers stay comparable with PostgreSQL's.
+#[derive(Clone, Debug)]
+pub struct TatpMixWorkload {
+    pub keys: SubscriberKeys,
+    pub mix: Mix,
+}
+
+impl Workload for TatpMixWorkload {
+    fn transaction_names(&self) -> &[&'static str] {
+        &TxnType::NAMES
+    }
+
+    fn open_client(
+        &self,
+        session: Box<dyn Session>,
         _thread: u32,
         seed: u64,
     ) -> Result<Box<dyn WorkloadClient>, DbError> {
-        Ok(Box::new(TatpClient::new(session, self.keys, seed)?))
+        Ok(Box::new(TatpClient::new(session, self.keys, seed)?.with_mix(self.mix)))
     }
 }
 

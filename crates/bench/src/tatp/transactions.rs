@@ -73,6 +73,37 @@ impl TxnType {
     }
 }
 
+/// Which transactions a client draws.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mix {
+    /// The spec's "tatp_mix_R80W20" ([`TxnType::MIX_PERCENT`]).
+    #[default]
+    Standard,
+    /// Only the three read transactions, in their standard proportions
+    /// (35/10/35 of 80): for targets whose writes would make them diverge
+    /// from a reference copy (a cache group before write-through).
+    ReadOnly,
+}
+
+impl Mix {
+    /// Draws for [`TxnType::from_percentile`] come from `0..this`: the read
+    /// transactions lead the mix, so cutting the range at their total keeps
+    /// their proportions and the standard mix's draws unchanged.
+    fn percentiles(self) -> u32 {
+        match self {
+            Mix::Standard => 100,
+            Mix::ReadOnly => TxnType::MIX_PERCENT[..3].iter().sum(),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mix::Standard => "35/10/35/2/14/2/2 (GSD/GND/GAD/USD/UL/ICF/DCF)",
+            Mix::ReadOnly => "read-only 35/10/35 of 80 (GSD/GND/GAD)",
+        }
+    }
+}
+
 pub const GET_SUBSCRIBER_DATA: &str = "SELECT s_id, sub_nbr, \
      bit_1, bit_2, bit_3, bit_4, bit_5, bit_6, bit_7, bit_8, bit_9, bit_10, \
      hex_1, hex_2, hex_3, hex_4, hex_5, hex_6, hex_7, hex_8, hex_9, hex_10, \
@@ -182,6 +213,8 @@ pub struct TatpClient {
     out: Vec<Value>,
     /// Parameters kept across the statements of one transaction.
     second: Params,
+    /// [`Mix::percentiles`] of the client's mix.
+    percentiles: u32,
 }
 
 impl TatpClient {
@@ -195,7 +228,14 @@ impl TatpClient {
             params: Params::new(),
             out: Vec::with_capacity(34),
             second: Params::new(),
+            percentiles: Mix::Standard.percentiles(),
         })
+    }
+
+    /// Draws transactions from `mix` instead of the standard mix.
+    pub fn with_mix(mut self, mix: Mix) -> TatpClient {
+        self.percentiles = mix.percentiles();
+        self
     }
 
     /// Runs one transaction of `kind` with fresh random inputs.
@@ -319,7 +359,7 @@ impl TatpClient {
 
 impl WorkloadClient for TatpClient {
     fn run_next(&mut self) -> Result<(usize, Outcome), DbError> {
-        let kind = TxnType::from_percentile(self.rng.random_range(0..100));
+        let kind = TxnType::from_percentile(self.rng.random_range(0..self.percentiles));
         Ok((kind as usize, self.run(kind)?))
     }
 }
@@ -337,6 +377,16 @@ mod tests {
         }
         assert_eq!(counts, TxnType::MIX_PERCENT);
         assert_eq!(TxnType::MIX_PERCENT.iter().sum::<u32>(), 100);
+    }
+
+    #[test]
+    fn read_only_mix_draws_reads_in_their_proportions() {
+        let mut counts = [0u32; 7];
+        for p in 0..Mix::ReadOnly.percentiles() {
+            counts[TxnType::from_percentile(p) as usize] += 1;
+        }
+        assert_eq!(counts, [35, 10, 35, 0, 0, 0, 0]);
+        assert_eq!(Mix::Standard.percentiles(), 100);
     }
 
     #[test]
