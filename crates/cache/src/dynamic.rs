@@ -242,7 +242,7 @@ fn fetch_on(pooled: &mut Pooled, group: &CacheGroup, predicate: Option<&str>, pa
     pooled.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").map_err(|e| backend_error("dynamic load", e))?;
     let mut out = Vec::with_capacity(group.tables.len());
     for (index, table) in group.tables.iter().enumerate() {
-        let sql = instance_query(group, index, Some(&filter));
+        let sql = instance_query(group, index, Some(&filter), None);
         let statement = match pooled.statements.get(&sql) {
             Some(statement) => statement.clone(),
             None => {

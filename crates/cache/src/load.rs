@@ -204,17 +204,18 @@ pub(crate) fn load_admitting(
     admission: &Admission<'_>,
 ) -> Result<LoadReport, CacheError> {
     let started = Instant::now();
-    let parts = options.parallel.max(1);
     let catalog = db.catalog();
     let layout = InstanceLayout::resolve(&catalog, group)?;
     let mut leader = connect()?;
     let mut snapshot = ExportedSnapshot::export(&mut leader)?;
     check_definitions(snapshot.transaction(), group)?;
+    let split = plan_split(snapshot.transaction(), group, options.predicate.as_deref(), options.parallel.max(1))?;
+    let parts = split.parts();
     let snapshot_id = snapshot.id().to_owned();
     let results: Vec<Result<Totals, CacheError>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..parts)
             .map(|part| {
-                let queries: Vec<String> = (0..group.tables.len()).map(|table| stream_query(group, table, options.predicate.as_deref(), part, parts)).collect();
+                let queries: Vec<String> = (0..group.tables.len()).map(|table| stream_query(group, table, options.predicate.as_deref(), &split, part)).collect();
                 let job = Job { db, group, layout: &layout, options, admission };
                 let (connect, snapshot_id) = (&connect, &snapshot_id);
                 scope.spawn(move || {
@@ -286,24 +287,95 @@ fn column_list(alias: &str, columns: impl IntoIterator<Item = impl AsRef<str>>) 
     columns.into_iter().map(|column| format!("{alias}.{}", quote_identifier(column.as_ref()))).collect()
 }
 
+/// How PARALLEL n splits the root rows into parts.
+#[derive(Debug)]
+enum Split {
+    /// One part.
+    Whole,
+    /// By a hash of the root key: any key type; each part's COPY of a child
+    /// joins the whole child table, so PostgreSQL's work grows with n.
+    Hash(usize),
+    /// Key ranges `[low, high)` of a single integer root key, applied to the
+    /// root and to every table carrying the key, so each part reads only its
+    /// range through the indexes.
+    Ranges(Vec<(i64, i64)>),
+}
+
+impl Split {
+    fn parts(&self) -> usize {
+        match self {
+            Split::Whole => 1,
+            Split::Hash(n) => *n,
+            Split::Ranges(ranges) => ranges.len(),
+        }
+    }
+}
+
+/// Ranges when the root key is one integer column (the key's span under the
+/// predicate, cut evenly), else a hash split.
+fn plan_split<C: postgres::GenericClient>(client: &mut C, group: &CacheGroup, predicate: Option<&str>, parts: usize) -> Result<Split, CacheError> {
+    if parts <= 1 {
+        return Ok(Split::Whole);
+    }
+    let root = group.root();
+    let integer_key = match &root.def.primary_key[..] {
+        [key] => root.source.column(key).filter(|c| matches!(c.type_name.as_str(), "smallint" | "integer" | "bigint")).map(|c| c.name.clone()),
+        _ => None,
+    };
+    let Some(key) = integer_key else { return Ok(Split::Hash(parts)) };
+    let filter = predicate.map(|p| format!(" WHERE {p}")).unwrap_or_default();
+    let sql = format!("SELECT min({0})::int8, max({0})::int8 FROM {1}{filter}", quote_identifier(&key), quoted(root));
+    let row = client.query_one(sql.as_str(), &[]).map_err(|e| BackendError::from_postgres("planning the parts of a LOAD", &e))?;
+    let (Some(low), Some(high)) = (row.get::<_, Option<i64>>(0), row.get::<_, Option<i64>>(1)) else { return Ok(Split::Whole) };
+    let span = i128::from(high) - i128::from(low) + 1;
+    let parts_wide = i128::try_from(parts).unwrap_or(1);
+    let ranges = (0..parts_wide)
+        .map(|i| {
+            let start = i128::from(low) + span * i / parts_wide;
+            let end = i128::from(low) + span * (i + 1) / parts_wide;
+            (i64::try_from(start).unwrap_or(i64::MAX), i64::try_from(end).unwrap_or(i64::MAX))
+        })
+        .filter(|(start, end)| start < end)
+        .collect();
+    Ok(Split::Ranges(ranges))
+}
+
 /// The COPY of table `index` for one part: root key columns, then the table's columns.
-fn stream_query(group: &CacheGroup, index: usize, predicate: Option<&str>, part: usize, parts: usize) -> String {
+fn stream_query(group: &CacheGroup, index: usize, predicate: Option<&str>, split: &Split, part: usize) -> String {
     let mut filters = Vec::new();
     if let Some(predicate) = predicate {
         filters.push(format!("({predicate})"));
     }
-    if parts > 1 {
-        let key: Vec<String> = group.root().def.primary_key.iter().map(|c| quote_identifier(c)).collect();
-        filters.push(format!("(hashtextextended(ROW({})::text, 0) & 9223372036854775807) % {parts} = {part}", key.join(", ")));
+    let mut table_filter = None;
+    match split {
+        Split::Whole => {}
+        Split::Hash(parts) => {
+            let key: Vec<String> = group.root().def.primary_key.iter().map(|c| quote_identifier(c)).collect();
+            filters.push(format!("(hashtextextended(ROW({})::text, 0) & 9223372036854775807) % {parts} = {part}", key.join(", ")));
+        }
+        Split::Ranges(ranges) => {
+            let (low, high) = ranges[part];
+            let range = |column: &str| format!("{column} >= {low} AND {column} < {high}");
+            filters.push(range(&quote_identifier(&group.root().def.primary_key[0])));
+            // PostgreSQL carries equalities, not ranges, across a join: the
+            // child gets the range on its own copy of the key.
+            if index > 0
+                && let Some(Some(columns)) = crate::dynamic::root_key_columns(group).get(index)
+                && let [column] = columns[..]
+            {
+                table_filter = Some(range(&format!("t0.{}", quote_identifier(&group.tables[index].def.columns[column].name))));
+            }
+        }
     }
     let filter = if filters.is_empty() { None } else { Some(filters.join(" AND ")) };
-    format!("COPY ({}) TO STDOUT (FORMAT binary)", instance_query(group, index, filter.as_deref()))
+    format!("COPY ({}) TO STDOUT (FORMAT binary)", instance_query(group, index, filter.as_deref(), table_filter.as_deref()))
 }
 
 /// `SELECT root key, table columns FROM table JOIN parent ... JOIN (root
-/// WHERE root_filter) ORDER BY root key`: the rows of table `index` of the
-/// instances whose root matches `root_filter`.
-pub(crate) fn instance_query(group: &CacheGroup, index: usize, root_filter: Option<&str>) -> String {
+/// WHERE root_filter) [WHERE table_filter] ORDER BY root key`: the rows of
+/// table `index` (alias `t0` for a child) of the instances whose root
+/// matches `root_filter`.
+pub(crate) fn instance_query(group: &CacheGroup, index: usize, root_filter: Option<&str>, table_filter: Option<&str>) -> String {
     let root = group.root();
     let root_key = &root.def.primary_key;
     let filter = root_filter.map(|filter| format!(" WHERE {filter}")).unwrap_or_default();
@@ -324,7 +396,8 @@ pub(crate) fn instance_query(group: &CacheGroup, index: usize, root_filter: Opti
     }
     let key = column_list("r", root_key).join(", ");
     let columns = column_list(&alias(0), group.tables[index].source.columns.iter().map(|c| c.name.as_str())).join(", ");
-    format!("SELECT {key}, {columns} FROM {from} ORDER BY {key}")
+    let table_filter = table_filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
+    format!("SELECT {key}, {columns} FROM {from}{table_filter} ORDER BY {key}")
 }
 
 /// What every worker of one load shares.

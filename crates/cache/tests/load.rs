@@ -75,3 +75,46 @@ fn cancel_leaves_whole_instances() {
         check_whole_instances(&db, &url);
     }
 }
+
+/// PARALLEL splits an integer root key into ranges (each part reads its
+/// range through the indexes), any other key by a hash: both give exactly
+/// PostgreSQL's rows.
+#[test]
+fn parallel_parts_by_range_and_by_hash_equal_postgres() {
+    let url = pgtier_backend::harness::shared_cluster().unwrap().create_database("cache_load_split").unwrap();
+    let mut client = connect(&url).unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE tkey (k text PRIMARY KEY, n int);
+             CREATE TABLE tchild (k text REFERENCES tkey, i int, PRIMARY KEY (k, i));
+             INSERT INTO tkey SELECT 'key' || g, g FROM generate_series(1, 3000) g;
+             INSERT INTO tchild SELECT 'key' || g, i FROM generate_series(1, 3000) g, generate_series(1, 3) i WHERE i <= g % 4;",
+        )
+        .unwrap();
+    {
+        let (root, child, expected_rows) = ("tkey", "tchild", 3000u64);
+        for parallel in [1, 2, 3] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = pgtier_engine::Database::open(dir.path(), pgtier_engine::EngineConfig::default()).unwrap();
+            let spec = pgtier_cache::GroupSpec { name: "g".into(), root: root.into(), children: vec![child.into()], kind: pgtier_cache::GroupKind::ReadOnly };
+            let group = pgtier_cache::define_group(&mut client, &spec).unwrap();
+            pgtier_cache::create_group_tables(&db, &group).unwrap();
+            let options = LoadOptions { parallel, ..LoadOptions::default() };
+            let report = load_group(&db, || connect(&url).map_err(|e| panic!("{e}")), &group, &options).unwrap();
+            assert_eq!(report.instances, expected_rows, "PARALLEL {parallel}");
+            let children: i64 = client.query_one("SELECT count(*) FROM tchild", &[]).unwrap().get(0);
+            assert_eq!(report.rows[1].1, children as u64, "PARALLEL {parallel}");
+        }
+    }
+    // An integer key with a predicate whose range is narrow and uneven.
+    let tatp = tatp_url();
+    let dir = tempfile::tempdir().unwrap();
+    let (db, group) = engine_with_group(dir.path(), &tatp);
+    let predicate = "s_id BETWEEN 17 AND 29 OR s_id > 19990";
+    let options = LoadOptions { predicate: Some(predicate.into()), parallel: 4, ..LoadOptions::default() };
+    load_group(&db, || connect(&tatp).map_err(|e| panic!("{e}")), &group, &options).unwrap();
+    let mut tatp_client = connect(&tatp).unwrap();
+    for table in TABLES {
+        assert_eq!(cache_dump(&db, table), postgres_dump(&mut tatp_client, &group, table, predicate), "{table}");
+    }
+}
