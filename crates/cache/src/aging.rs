@@ -32,6 +32,9 @@ use crate::statement::Aging;
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
 const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 
+/// Instances evicted between two garbage collections.
+const EVICT_BATCH: usize = 512;
+
 /// What one aging round evicted.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AgingReport {
@@ -143,12 +146,17 @@ pub(crate) fn age_round(db: &Database, groups: &[Arc<GroupEntry>], dirty_known: 
         if keys.is_empty() {
             continue;
         }
-        let removed = remove_instances(db, entry, layout, keys, known)?;
-        entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
-        report.evicted += removed.instances;
-        report.skipped_dirty += removed.skipped_dirty;
+        // A delete is a new version until garbage collection frees the old
+        // ones: memory first grows by what is evicted. Collecting after every
+        // batch keeps that rise to one batch instead of the whole round.
+        for batch in keys.chunks(EVICT_BATCH) {
+            let removed = remove_instances(db, entry, layout, batch, known)?;
+            entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
+            report.evicted += removed.instances;
+            report.skipped_dirty += removed.skipped_dirty;
+            db.vacuum();
+        }
     }
-    db.vacuum();
     Ok(report)
 }
 
