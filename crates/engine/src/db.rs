@@ -109,6 +109,9 @@ pub(crate) struct DbInner {
     /// advanced by whoever ages rows (`Database::advance_access_tick`);
     /// starts at 1 so a stamp of 0 means never seen.
     pub(crate) access_tick: AtomicU32,
+    /// Just past the start of the newest `Origin::Application` commit's last
+    /// WAL record (see `Database::application_commit_end`).
+    pub(crate) application_commit_end: AtomicU64,
     /// Callers of one sequence take turns (sequence.rs).
     pub(crate) sequence_locks: SequenceLocks,
     pub(crate) counters: Counters,
@@ -119,6 +122,8 @@ pub(crate) struct DbInner {
 impl DbInner {
     fn open(dir: &Path, config: EngineConfig) -> Result<DbInner> {
         let r = crate::recovery::open(dir, &config.wal)?;
+        // Whatever the WAL holds at open may end with application commits.
+        let wal_end = r.wal.end().0;
         Ok(DbInner {
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             dir: dir.to_path_buf(),
@@ -130,6 +135,7 @@ impl DbInner {
             checkpoints: Checkpoints::new(r.checkpoints),
             consumers: r.consumers,
             access_tick: AtomicU32::new(1),
+            application_commit_end: AtomicU64::new(wal_end),
             sequence_locks: SequenceLocks::default(),
             counters: Counters::default(),
             shutdown: Shutdown::default(),
@@ -282,6 +288,14 @@ impl Database {
     /// [`Database::stats`]); what a commit-stream consumer is behind of.
     pub fn wal_end(&self) -> crate::Lsn {
         self.inner.wal.end()
+    }
+
+    /// A WAL position every application transaction committed so far lies
+    /// before (just past the start of the newest one's commit record; at
+    /// open, the WAL's end): a consumer that read up to it has seen every
+    /// application commit, whatever loads and evictions came after.
+    pub fn application_commit_end(&self) -> crate::Lsn {
+        crate::Lsn(self.inner.application_commit_end.load(Ordering::Acquire))
     }
 
     /// Makes everything written to the WAL so far durable now (what a

@@ -335,7 +335,9 @@ fn dispatch(
 /// committed before the call, flushing the WAL so asynchronous commits are
 /// readable at once; false after `timeout` (propagation stopped or far behind).
 pub(crate) fn wait_read(db: &pgtier_engine::Database, status: &AwtStatus, timeout: Duration) -> Result<bool, CacheError> {
-    let end = db.wal_end().0;
+    // Only application commits mark instances dirty: loads and evictions
+    // after the newest one need not be read (a run of misses flushes nothing).
+    let end = db.application_commit_end().0;
     let caught_up = || status.connected.load(Ordering::Acquire) && status.read.load(Ordering::Acquire) >= end;
     if caught_up() {
         return Ok(true);

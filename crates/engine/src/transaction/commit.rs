@@ -18,6 +18,7 @@ use crate::db::CommitMode;
 use crate::error::{EngineError, Result};
 use crate::gc::{GcItem, GcRow};
 use crate::ids::CommitTs;
+use crate::origin::Origin;
 use crate::table::TableStore;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted};
 use crate::walrec::{RecordBuilder, RowOp};
@@ -145,6 +146,11 @@ impl Transaction {
             }
         }
         self.db.counters.commits.fetch_add(1, Ordering::Relaxed);
+        if self.origin == Origin::Application
+            && let Some(lsn) = lsn
+        {
+            self.db.application_commit_end.fetch_max(lsn.0 + 1, Ordering::Release);
+        }
         // Sync: visible once durable. Async: at once. Commit ts and LSN are
         // assigned in the same order under the commit lock, so publishing a
         // ts also covers every earlier (now durable) commit. A transaction
