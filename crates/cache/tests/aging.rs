@@ -26,17 +26,7 @@ fn open(dir: &std::path::Path, url: &str, budget: Option<u64>) -> Arc<Cache> {
 }
 
 fn tatp_group(name: &str, dynamic: bool, keep: bool) -> CreateGroup {
-    CreateGroup {
-        name: name.into(),
-        kind: GroupKind::ReadOnly,
-        dynamic,
-        root: "subscriber".into(),
-        root_predicate: None,
-        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
-        aging: Aging::Lru,
-        keep,
-        memory_budget: None,
-    }
+    CreateGroup { aging: Aging::Lru, keep, ..common::tatp_group(name, GroupKind::ReadOnly, dynamic) }
 }
 
 /// Bytes one average TATP instance takes, measured on a scratch cache.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::{TABLES, cache_dump, fresh_tatp, postgres_dump};
 use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
-use pgtier_cache::{Aging, Cache, CacheConfig, CacheGroup, CreateGroup, GroupKind, GroupSpec, LoadOptions};
+use pgtier_cache::{Cache, CacheConfig, CacheGroup, CreateGroup, GroupKind, GroupSpec, LoadOptions};
 use pgtier_engine::{Database, EngineConfig, Value};
 use postgres::Client;
 use rand::{Rng, SeedableRng};
@@ -25,17 +25,7 @@ fn open(dir: &std::path::Path, url: &str) -> Arc<Cache> {
 }
 
 fn awt_group() -> CreateGroup {
-    CreateGroup {
-        name: "awt".into(),
-        kind: GroupKind::Awt,
-        dynamic: false,
-        root: "subscriber".into(),
-        root_predicate: None,
-        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
-        aging: Aging::Off,
-        keep: false,
-        memory_budget: None,
-    }
+    common::tatp_group("awt", GroupKind::Awt, false)
 }
 
 fn check_group(client: &mut Client) -> CacheGroup {

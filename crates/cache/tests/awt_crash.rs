@@ -17,7 +17,7 @@ use common::{TABLES, cache_dump, populate_tatp, postgres_dump};
 use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
-use pgtier_cache::{Aging, Cache, CacheConfig, CreateGroup, GroupKind, GroupSpec, LoadOptions};
+use pgtier_cache::{Cache, CacheConfig, GroupKind, GroupSpec, LoadOptions};
 use pgtier_engine::{Database, EngineConfig, Value};
 use rand::{Rng, SeedableRng};
 
@@ -76,17 +76,7 @@ fn kills_of_either_side_lose_and_repeat_nothing() {
     let before = {
         let cache = open(dir.path(), &url);
         cache
-            .create_group(&CreateGroup {
-                name: "awt".into(),
-                kind: GroupKind::Awt,
-                dynamic: false,
-                root: "subscriber".into(),
-                root_predicate: None,
-                children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
-                aging: Aging::Off,
-                keep: false,
-                memory_budget: None,
-            })
+            .create_group(&common::tatp_group("awt", GroupKind::Awt, false))
             .unwrap();
         cache.load("awt", &LoadOptions { predicate: Some(format!("s_id <= {KEYS}")), ..LoadOptions::default() }).unwrap();
         cache_sum(cache.database())

@@ -14,10 +14,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TABLES, populate_tatp};
+use common::populate_tatp;
 use pgtier_backend::BackendConfig;
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
-use pgtier_cache::{Aging, AwtConfig, Cache, CacheConfig, CreateGroup, GroupKind, LoadOptions};
+use pgtier_cache::{AwtConfig, Cache, CacheConfig, GroupKind, LoadOptions};
 use pgtier_engine::{CommitMode, Database, EngineConfig, Value};
 use rand::{Rng, SeedableRng};
 
@@ -42,17 +42,7 @@ fn measure_awt_rate_and_lag() {
         let config = CacheConfig { awt: AwtConfig { node: format!("measure{lanes}"), apply_connections: lanes, ..AwtConfig::default() }, ..CacheConfig::default() };
         let cache = Cache::open(db, Some(params), config).unwrap();
         cache
-            .create_group(&CreateGroup {
-                name: "awt".into(),
-                kind: GroupKind::Awt,
-                dynamic: false,
-                root: "subscriber".into(),
-                root_predicate: None,
-                children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
-                aging: Aging::Off,
-                keep: false,
-                memory_budget: None,
-            })
+            .create_group(&common::tatp_group("awt", GroupKind::Awt, false))
             .unwrap();
         cache.load("awt", &LoadOptions::default()).unwrap();
         let db = cache.database().clone();

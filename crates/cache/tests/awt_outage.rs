@@ -8,11 +8,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TABLES, populate_tatp};
+use common::populate_tatp;
 use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
-use pgtier_cache::{Aging, AwtConfig, Cache, CacheConfig, CreateGroup, GroupKind, LoadOptions};
+use pgtier_cache::{AwtConfig, Cache, CacheConfig, GroupKind, LoadOptions};
 use pgtier_engine::{Database, EngineConfig, Value};
 
 #[test]
@@ -26,17 +26,7 @@ fn writes_stop_at_the_bound_and_everything_arrives_after_the_outage() {
     let config = CacheConfig { awt: AwtConfig { retained_wal_max: 256 << 10, ..AwtConfig::default() }, ..CacheConfig::default() };
     let cache = Cache::open(db, Some(params), config).unwrap();
     cache
-        .create_group(&CreateGroup {
-            name: "awt".into(),
-            kind: GroupKind::Awt,
-            dynamic: false,
-            root: "subscriber".into(),
-            root_predicate: None,
-            children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
-            aging: Aging::Off,
-            keep: false,
-            memory_budget: None,
-        })
+        .create_group(&common::tatp_group("awt", GroupKind::Awt, false))
         .unwrap();
     cache.load("awt", &LoadOptions { predicate: Some("s_id <= 1000".into()), ..LoadOptions::default() }).unwrap();
     assert!(cache.wait_propagated(Duration::from_secs(30)));

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::{SUBSCRIBERS, TABLES, cache_dump, check_whole_instances, postgres_dump, tatp_url};
 use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
-use pgtier_cache::{Aging, Cache, CacheConfig, CreateGroup, GroupKind};
+use pgtier_cache::{Cache, CacheConfig, GroupKind};
 use pgtier_engine::{Database, EngineConfig, Value};
 use rand::{Rng, SeedableRng};
 
@@ -21,17 +21,7 @@ fn dynamic_cache(dir: &std::path::Path, url: &str) -> Arc<Cache> {
     let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
     let cache = Cache::open(db, Some(params), CacheConfig::default()).unwrap();
     cache
-        .create_group(&CreateGroup {
-            name: "dyn".into(),
-            kind: GroupKind::Awt,
-            dynamic: true,
-            root: "subscriber".into(),
-            root_predicate: None,
-            children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
-            aging: Aging::Lru,
-            keep: false,
-            memory_budget: None,
-        })
+        .create_group(&common::tatp_group("dyn", GroupKind::Awt, true))
         .unwrap();
     cache
 }
@@ -224,17 +214,7 @@ fn a_deleted_instance_is_not_loaded_back_before_postgres_has_the_delete() {
     let params = BackendConfig { url: Some(url.clone()), ..BackendConfig::default() }.resolve().unwrap();
     let cache = Cache::open(db, Some(params), CacheConfig::default()).unwrap();
     cache
-        .create_group(&CreateGroup {
-            name: "dyn".into(),
-            kind: GroupKind::Awt,
-            dynamic: true,
-            root: "subscriber".into(),
-            root_predicate: None,
-            children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
-            aging: Aging::Lru,
-            keep: false,
-            memory_budget: None,
-        })
+        .create_group(&common::tatp_group("dyn", GroupKind::Awt, true))
         .unwrap();
     let db = cache.database().clone();
     let catalog = db.catalog();

@@ -20,17 +20,7 @@ fn open_cache(dir: &std::path::Path, url: &str) -> std::sync::Arc<Cache> {
 }
 
 fn tatp_group(name: &str, dynamic: bool, root_predicate: Option<&str>) -> CreateGroup {
-    CreateGroup {
-        name: name.into(),
-        kind: GroupKind::ReadOnly,
-        dynamic,
-        root: "public.subscriber".into(),
-        root_predicate: root_predicate.map(str::to_owned),
-        children: vec!["access_info".into(), "special_facility".into(), "call_forwarding".into()],
-        aging: Aging::Off,
-        keep: false,
-        memory_budget: None,
-    }
+    CreateGroup { root: "public.subscriber".into(), root_predicate: root_predicate.map(str::to_owned), aging: Aging::Off, ..common::tatp_group(name, GroupKind::ReadOnly, dynamic) }
 }
 
 fn assert_cache_equals(cache: &Cache, client: &mut Client, predicate: &str) {

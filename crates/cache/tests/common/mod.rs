@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::shared_cluster;
-use pgtier_cache::{CacheGroup, GroupKind, GroupSpec, create_group_tables, define_group};
+use pgtier_cache::{Aging, CacheGroup, CreateGroup, GroupKind, GroupSpec, create_group_tables, define_group};
 use pgtier_engine::{Database, EngineConfig};
 use postgres::Client;
 
@@ -133,3 +133,20 @@ pub fn check_whole_instances(db: &Database, url: &str) {
     }
 }
 
+
+/// `CREATE [DYNAMIC] <kind> CACHE GROUP name FROM subscriber, access_info,
+/// special_facility, call_forwarding` (aging LRU when dynamic, else off);
+/// tests change fields with `..tatp_group(...)`.
+pub fn tatp_group(name: &str, kind: GroupKind, dynamic: bool) -> CreateGroup {
+    CreateGroup {
+        name: name.into(),
+        kind,
+        dynamic,
+        root: "subscriber".into(),
+        root_predicate: None,
+        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
+        aging: if dynamic { Aging::Lru } else { Aging::Off },
+        keep: false,
+        memory_budget: None,
+    }
+}
