@@ -66,6 +66,10 @@ fn writes_stop_at_the_bound_and_everything_arrives_after_the_outage() {
     assert_eq!(sum(&mut client), before + acknowledged, "every acknowledged commit arrived once");
     let verified = cache.verify("awt").unwrap();
     assert!(verified.is_clean(), "{verified:?}");
+    // Nothing is left marked as unpropagated (what the failed sessions had
+    // queued was unmarked and marked again when read anew): all can go.
+    let unloaded = cache.unload("awt", None).unwrap();
+    assert_eq!((unloaded.instances, unloaded.skipped_dirty), (1000, 0), "{unloaded:?}");
     println!("{acknowledged} commits during the outage before the bound; retries {}", cache.propagation_info().unwrap().retries);
     drop(cache);
     drop(client);

@@ -117,6 +117,17 @@ impl Lanes {
         }
     }
 
+    /// Forgets what is still queued (the session ended): its dirty marks are
+    /// removed, since the next session reads those transactions again and
+    /// marks them anew.
+    pub fn forget_pending(&self) {
+        for lane in &self.lanes {
+            for txn in lane.queue.lock().drain(..) {
+                txn.applied();
+            }
+        }
+    }
+
     pub fn shut(&self) {
         self.stop.store(true, Ordering::Relaxed);
         for lane in &self.lanes {

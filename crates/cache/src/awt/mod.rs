@@ -244,9 +244,13 @@ fn session(cache: &Weak<Cache>, config: &AwtConfig, status: &AwtStatus, stop: &A
     let positions = choose_lanes(config.apply_connections.max(1), &read_progress(&mut control, &config.node)?);
     let lanes = Lanes::new(positions.len());
     status.lanes.store(positions.len() as u64, Ordering::Relaxed);
-    status.connected.store(true, Ordering::Relaxed);
-    *status.last_error.lock() = None;
     let mut stream = db.stream(CONSUMER)?;
+    // Reading starts over from the stored position: what lies after it is
+    // marked dirty again as it is read, so "read up to" starts there too
+    // (before `connected` says the marks can be trusted).
+    status.read.store(stream.position().0, Ordering::Release);
+    status.connected.store(true, Ordering::Release);
+    *status.last_error.lock() = None;
     let outcome = std::thread::scope(|scope| {
         for index in 0..lanes.count() {
             let (lanes, params) = (&lanes, &params);
@@ -257,6 +261,8 @@ fn session(cache: &Weak<Cache>, config: &AwtConfig, status: &AwtStatus, stop: &A
         lanes.shut();
         outcome
     });
+    // What a failed session leaves queued is read again by the next one.
+    lanes.forget_pending();
     outcome?;
     if let Some(error) = lanes.failed.lock().take() {
         return Err(error);
@@ -279,7 +285,7 @@ fn dispatch(
     positions: &[u64],
 ) -> Result<(), CacheError> {
     let mut acks = Acks::default();
-    let mut read = Lsn(status.position.load(Ordering::Relaxed));
+    let mut read = stream.position();
     let mut equalized = positions.iter().copied().min().unwrap_or(0);
     let mut idle_since = Instant::now();
     while !stop.load(Ordering::Relaxed) && !lanes.stopping() {
