@@ -179,3 +179,36 @@ fn a_refused_transaction_goes_to_the_error_table_and_the_rest_propagates() {
         }
     }
 }
+
+/// A table changed in PostgreSQL behind the cache's back: the PREPARE of its
+/// statements fails, the transaction is applied as plain SQL, refused for
+/// good, recorded in the error table, and propagation goes on.
+#[test]
+fn a_table_changed_in_postgres_sends_its_changes_to_the_error_table() {
+    let url = pgtier_backend::harness::shared_cluster().unwrap().create_database("cache_awt_changed").unwrap();
+    let mut client = connect(&url).unwrap();
+    client.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int, w int); INSERT INTO kv SELECT g, g, g FROM generate_series(1, 10) g;").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url);
+    cache.create_group(&CreateGroup { root: "kv".into(), children: Vec::new(), ..awt_group() }).unwrap();
+    cache.load("awt", &LoadOptions::default()).unwrap();
+    let db = cache.database().clone();
+    let kv = db.catalog().table_by_name("kv").unwrap().id;
+    let update = |k: i32, v: i32| {
+        let mut txn = db.begin().unwrap();
+        txn.update(kv, &[Value::Int4(k)], &[(1, Value::Int4(v))]).unwrap();
+        txn.commit().unwrap();
+    };
+    update(1, 100);
+    assert!(cache.wait_propagated(Duration::from_secs(30)));
+    client.batch_execute("ALTER TABLE kv DROP COLUMN w").unwrap();
+    update(2, 200);
+    assert!(cache.wait_propagated(Duration::from_secs(30)));
+    let status = cache.propagation().unwrap();
+    assert_eq!(status.errors.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let row = client.query_one("SELECT sqlstate, statements FROM pgtier.awt_errors", &[]).unwrap();
+    assert_eq!(row.get::<_, String>(0), "42703");
+    assert!(row.get::<_, String>(1).starts_with("UPDATE \"public\".\"kv\""), "{}", row.get::<_, String>(1));
+    let values: Vec<(i32, i32)> = client.query("SELECT k, v FROM kv WHERE k <= 2 ORDER BY k", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(values, vec![(1, 100), (2, 2)]);
+}

@@ -15,7 +15,7 @@ use parking_lot::{Condvar, Mutex};
 use pgtier_backend::{ConnectParams, connect_backend};
 use pgtier_engine::Lsn;
 
-use super::sql::{PendingTxn, apply_isolating, setup};
+use super::sql::{Applier, PendingTxn, apply_isolating, setup};
 use super::{AwtConfig, AwtStatus};
 use crate::error::CacheError;
 use crate::manager::WHOLE_GROUP;
@@ -139,8 +139,8 @@ impl Lanes {
 /// A lane's apply loop: batches of its queue, each in one PostgreSQL
 /// transaction with the lane's progress row.
 pub(crate) fn worker(index: usize, lanes: &Lanes, params: &ConnectParams, config: &AwtConfig, status: &AwtStatus) {
-    let mut client = match connect_backend(params).map_err(CacheError::from).and_then(|mut client| setup(&mut client, &config.node, Some(index), false).map(|()| client)) {
-        Ok(client) => client,
+    let mut applier = match connect_backend(params).map_err(CacheError::from).and_then(|mut client| setup(&mut client, &config.node, Some(index), false).map(|()| client)) {
+        Ok(client) => Applier::new(client),
         Err(error) => return lanes.fail(error),
     };
     let lane = &lanes.lanes[index];
@@ -172,7 +172,7 @@ pub(crate) fn worker(index: usize, lanes: &Lanes, params: &ConnectParams, config
         };
         let Some(last) = batch.last() else { continue };
         let refs: Vec<&PendingTxn> = batch.iter().map(|txn| txn.as_ref()).collect();
-        match apply_isolating(&mut client, &config.node, &refs, &[(index, last.next_lsn)]) {
+        match apply_isolating(&mut applier, &config.node, &refs, &[(index, last.next_lsn)]) {
             Ok(refused) => {
                 status.errors.fetch_add(refused, Ordering::Relaxed);
                 status.record_applied(&refs);

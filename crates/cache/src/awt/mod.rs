@@ -40,7 +40,7 @@ use pgtier_backend::connect_backend;
 use pgtier_engine::{CommitStream, Lsn};
 
 use self::lanes::{Lanes, worker};
-use self::sql::{PendingTxn, apply_isolating, read_progress, set_progress, setup, statements};
+use self::sql::{Applier, PendingTxn, apply_isolating, read_progress, set_progress, setup, statements};
 use crate::error::CacheError;
 use crate::manager::{Cache, GroupEntry};
 
@@ -256,6 +256,7 @@ fn session(cache: &Weak<Cache>, config: &AwtConfig, status: &AwtStatus, stop: &A
             let (lanes, params) = (&lanes, &params);
             scope.spawn(move || worker(index, lanes, params, config, status));
         }
+        let mut control = Applier::new(control);
         let outcome = dispatch(cache, config, status, stop, &mut stream, &mut control, &lanes, &positions);
         // Lanes apply what they hold, then end (at once if they fail).
         lanes.shut();
@@ -280,7 +281,7 @@ fn dispatch(
     status: &AwtStatus,
     stop: &AtomicBool,
     stream: &mut CommitStream,
-    control: &mut postgres::Client,
+    control: &mut Applier,
     lanes: &Lanes,
     positions: &[u64],
 ) -> Result<(), CacheError> {
@@ -299,7 +300,7 @@ fn dispatch(
             // Idle for a while: every lane to the same position, so restarts
             // read little and a new lane count can take effect.
             if watermark.0 > equalized && idle_since.elapsed() > Duration::from_secs(1) && lanes.idle() {
-                set_progress(control, &config.node, lanes.count(), watermark)?;
+                set_progress(&mut control.client, &config.node, lanes.count(), watermark)?;
                 equalized = watermark.0;
             }
             continue;

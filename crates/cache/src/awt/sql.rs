@@ -15,19 +15,31 @@ use crate::group::GroupKind;
 use crate::instance::key_text;
 use crate::manager::{Cache, GroupEntry, WHOLE_GROUP, quote_literal};
 
+/// One row change for PostgreSQL: an EXECUTE of a statement prepared once
+/// per connection and shape (PostgreSQL then skips parsing and planning),
+/// and the same as plain SQL (for the error table, and for a connection
+/// where the PREPARE itself fails).
+pub(crate) struct RowStatement {
+    /// The prepared statement's name: one per table and operation.
+    pub name: String,
+    pub prepare: String,
+    pub execute: String,
+    pub plain: String,
+}
+
 /// One application transaction turned into SQL for PostgreSQL.
 pub(crate) struct PendingTxn {
     pub lsn: Lsn,
     pub next_lsn: Lsn,
     pub commit_time_us: u64,
-    pub statements: Vec<String>,
+    pub statements: Vec<RowStatement>,
     /// (group, root key text) of every instance it changed; dirty until applied.
     pub dirty: Vec<(Arc<GroupEntry>, String)>,
 }
 
 impl PendingTxn {
     pub fn bytes(&self) -> usize {
-        self.statements.iter().map(String::len).sum()
+        self.statements.iter().map(|s| s.execute.len()).sum()
     }
 
     /// Clears the dirty marks this transaction set (it reached PostgreSQL,
@@ -69,9 +81,9 @@ pub(crate) fn statements(cache: &Cache, txn: &CommittedTxn) -> Option<PendingTxn
 /// INSERT of the after-image, UPDATE of every non-key column by primary key,
 /// DELETE by primary key (a key change is a delete and an insert in the
 /// engine's log). Values as text literals PostgreSQL casts to the column type.
-fn row_statement(entry: &GroupEntry, index: usize, change: &RowChange) -> Option<String> {
+fn row_statement(entry: &GroupEntry, index: usize, change: &RowChange) -> Option<RowStatement> {
     let table = &entry.group.tables[index];
-    let name = format!("{}.{}", quote_identifier(&table.source.name.schema), quote_identifier(&table.source.name.table));
+    let relation = format!("{}.{}", quote_identifier(&table.source.name.schema), quote_identifier(&table.source.name.table));
     let row = change.row();
     let schema = &change.table;
     let literal = |column: usize| match row.get(column).to_owned_value() {
@@ -79,23 +91,87 @@ fn row_statement(entry: &GroupEntry, index: usize, change: &RowChange) -> Option
         value => quote_literal(&value.to_string()),
     };
     let column = |c: usize| quote_identifier(&schema.columns[c].name);
-    let key_filter = || schema.primary_key.iter().map(|&c| format!("{} = {}", column(c), literal(c))).collect::<Vec<_>>().join(" AND ");
     let columns: Vec<usize> = (0..schema.visible_columns().len()).collect();
-    Some(match change.op {
-        RowOp::Insert => format!(
-            "INSERT INTO {name} ({}) VALUES ({})",
-            columns.iter().map(|&c| column(c)).collect::<Vec<_>>().join(", "),
-            columns.iter().map(|&c| literal(c)).collect::<Vec<_>>().join(", ")
-        ),
-        RowOp::Update => {
-            let sets: Vec<String> = columns.iter().filter(|c| !schema.primary_key.contains(c)).map(|&c| format!("{} = {}", column(c), literal(c))).collect();
-            if sets.is_empty() {
-                return None;
+    // Parameter order: the columns the statement sets, then the key.
+    let (op, targets, keys): (&str, Vec<usize>, Vec<usize>) = match change.op {
+        RowOp::Insert => ("ins", columns.clone(), Vec::new()),
+        RowOp::Update => ("upd", columns.iter().copied().filter(|c| !schema.primary_key.contains(c)).collect(), schema.primary_key.clone()),
+        RowOp::Delete => ("del", Vec::new(), schema.primary_key.clone()),
+    };
+    if change.op == RowOp::Update && targets.is_empty() {
+        return None;
+    }
+    let shape = |value: &dyn Fn(usize, usize) -> String| -> String {
+        let filter = keys.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(targets.len() + i, c))).collect::<Vec<_>>().join(" AND ");
+        match change.op {
+            RowOp::Insert => format!(
+                "INSERT INTO {relation} ({}) VALUES ({})",
+                targets.iter().map(|&c| column(c)).collect::<Vec<_>>().join(", "),
+                targets.iter().enumerate().map(|(i, &c)| value(i, c)).collect::<Vec<_>>().join(", ")
+            ),
+            RowOp::Update => {
+                let sets = targets.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(i, c))).collect::<Vec<_>>().join(", ");
+                format!("UPDATE {relation} SET {sets} WHERE {filter}")
             }
-            format!("UPDATE {name} SET {} WHERE {}", sets.join(", "), key_filter())
+            RowOp::Delete => format!("DELETE FROM {relation} WHERE {filter}"),
         }
-        RowOp::Delete => format!("DELETE FROM {name} WHERE {}", key_filter()),
-    })
+    };
+    let plain = shape(&|_, c| literal(c));
+    let name = format!("pgtier_{op}_{:016x}", stable_hash(&relation));
+    let types: Vec<&str> = targets.iter().chain(&keys).map(|&c| table.source.columns.get(c).map_or("text", |col| col.type_name.as_str())).collect();
+    let prepare = format!("PREPARE {name} ({}) AS {}", types.join(", "), shape(&|i, _| format!("${}", i + 1)));
+    let execute = format!("EXECUTE {name}({})", targets.iter().chain(&keys).map(|&c| literal(c)).collect::<Vec<_>>().join(", "));
+    Some(RowStatement { name, prepare, execute, plain })
+}
+
+/// FNV-1a: the same name for the same table in every process (prepared
+/// statement names must fit PostgreSQL's 63 bytes, so not the table name).
+fn stable_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A PostgreSQL connection that applies, with the statements it has prepared.
+pub(crate) struct Applier {
+    pub client: Client,
+    prepared: std::collections::HashSet<String>,
+}
+
+impl Applier {
+    pub fn new(client: Client) -> Applier {
+        Applier { client, prepared: std::collections::HashSet::new() }
+    }
+
+    /// Prepares what `txns` need and this connection lacks. False when
+    /// PostgreSQL refuses a PREPARE (a table changed there): then the batch
+    /// goes as plain SQL, so the refusal is met per transaction.
+    fn prepare(&mut self, txns: &[&PendingTxn]) -> Result<bool, CacheError> {
+        let mut text = String::new();
+        let mut names = Vec::new();
+        for statement in txns.iter().flat_map(|t| &t.statements) {
+            if !self.prepared.contains(&statement.name) && !names.contains(&statement.name) {
+                text.push_str(&statement.prepare);
+                text.push(';');
+                names.push(statement.name.clone());
+            }
+        }
+        if names.is_empty() {
+            return Ok(true);
+        }
+        match self.client.batch_execute(&text) {
+            Ok(()) => {
+                self.prepared.extend(names);
+                Ok(true)
+            }
+            Err(error) if error.as_db_error().is_some() => {
+                // Some may have been prepared before the refused one: forget
+                // them all (DEALLOCATE ALL), so names and statements agree.
+                self.client.batch_execute("DEALLOCATE ALL").map_err(|e| connection_error(&e))?;
+                self.prepared.clear();
+                Ok(false)
+            }
+            Err(error) => Err(connection_error(&error)),
+        }
+    }
 }
 
 pub(crate) enum Applied {
@@ -120,12 +196,14 @@ fn progress_statements(node: &str, progress: &Progress, commit_time_us: Option<u
 /// Applies `txns` and moves `progress` in one PostgreSQL transaction: one
 /// round trip with every statement, a check that each changed exactly one
 /// row, then COMMIT (or ROLLBACK and `Refused`).
-pub(crate) fn apply(client: &mut Client, node: &str, txns: &[&PendingTxn], progress: &Progress, commit_time_us: Option<u64>) -> Result<Applied, CacheError> {
+pub(crate) fn apply(applier: &mut Applier, node: &str, txns: &[&PendingTxn], progress: &Progress, commit_time_us: Option<u64>) -> Result<Applied, CacheError> {
+    let prepared = applier.prepare(txns)?;
+    let client = &mut applier.client;
     let mut text = String::from("BEGIN;");
     let mut expected = 0usize;
     for txn in txns {
         for statement in &txn.statements {
-            text.push_str(statement);
+            text.push_str(if prepared { &statement.execute } else { &statement.plain });
             text.push(';');
             expected += 1;
         }
@@ -156,17 +234,17 @@ pub(crate) fn apply(client: &mut Client, node: &str, txns: &[&PendingTxn], progr
 /// Applies a batch; when PostgreSQL refuses it, applies its transactions one
 /// by one and records each refused one in the error table (with the
 /// progress, so it is never retried). Returns the number refused.
-pub(crate) fn apply_isolating(client: &mut Client, node: &str, txns: &[&PendingTxn], progress: &Progress) -> Result<u64, CacheError> {
+pub(crate) fn apply_isolating(applier: &mut Applier, node: &str, txns: &[&PendingTxn], progress: &Progress) -> Result<u64, CacheError> {
     let Some(last) = txns.last() else { return Ok(0) };
-    if let Applied::Yes = apply(client, node, txns, progress, Some(last.commit_time_us))? {
+    if let Applied::Yes = apply(applier, node, txns, progress, Some(last.commit_time_us))? {
         return Ok(0);
     }
     let mut refused = 0;
     for (i, txn) in txns.iter().enumerate() {
         // The last transaction carries the batch's progress; earlier ones their own end.
         let own: Vec<(usize, Lsn)> = if i + 1 == txns.len() { progress.to_vec() } else { progress.iter().map(|(lane, _)| (*lane, txn.next_lsn)).collect() };
-        if let Applied::Refused(error) = apply(client, node, &[txn], &own, Some(txn.commit_time_us))? {
-            record_error(client, node, txn, &own, &error)?;
+        if let Applied::Refused(error) = apply(applier, node, &[txn], &own, Some(txn.commit_time_us))? {
+            record_error(&mut applier.client, node, txn, &own, &error)?;
             refused += 1;
         }
     }
@@ -181,7 +259,7 @@ fn record_error(client: &mut Client, node: &str, txn: &PendingTxn, progress: &Pr
         txn.commit_time_us,
         quote_literal(sqlstate),
         quote_literal(message),
-        quote_literal(&txn.statements.join(";\n")),
+        quote_literal(&txn.statements.iter().map(|s| s.plain.as_str()).collect::<Vec<_>>().join(";\n")),
         progress_statements(node, progress, Some(txn.commit_time_us))
     );
     client.batch_execute(&text).map_err(|e| connection_error(&e))
