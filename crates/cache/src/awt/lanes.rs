@@ -6,7 +6,6 @@
 //! their progress rows in its PostgreSQL transaction (DESIGN.md §3).
 
 use std::collections::VecDeque;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -15,7 +14,7 @@ use parking_lot::{Condvar, Mutex};
 use pgtier_backend::{ConnectParams, connect_backend};
 use pgtier_engine::Lsn;
 
-use super::sql::{Applier, PendingTxn, apply_isolating, setup};
+use super::sql::{Applier, PendingTxn, apply_isolating, setup, stable_hash};
 use super::{AwtConfig, AwtStatus};
 use crate::error::CacheError;
 use crate::manager::WHOLE_GROUP;
@@ -59,10 +58,9 @@ impl Lanes {
             if key == WHOLE_GROUP {
                 return (0..self.count()).collect();
             }
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            entry.def.name.hash(&mut hasher);
-            key.hash(&mut hasher);
-            let lane = (hasher.finish() % self.count() as u64) as usize;
+            // A hash stable across processes and Rust versions: lanes must
+            // mean the same after a restart (their stored positions).
+            let lane = (stable_hash(&format!("{}\u{0}{key}", entry.def.name)) % self.count() as u64) as usize;
             if !lanes.contains(&lane) {
                 lanes.push(lane);
             }

@@ -322,14 +322,17 @@ fn dispatch(
                 // Spans lanes: once they applied everything before it, applied once for all.
                 lanes.drain(&involved);
                 if lanes.stopping() {
+                    // Read again (and marked again) by the next session.
+                    pending.applied();
                     break;
                 }
                 status.spanning.fetch_add(1, Ordering::Relaxed);
                 let progress: Vec<(usize, Lsn)> = involved.iter().map(|&lane| (lane, pending.next_lsn)).collect();
-                let refused = apply_isolating(control, &config.node, &[&pending], &progress)?;
-                status.errors.fetch_add(refused, Ordering::Relaxed);
-                status.record_applied(&[&pending]);
+                let outcome = apply_isolating(control, &config.node, &[&pending], &progress);
+                // Applied, refused for good, or to be read again: unmarked either way.
                 pending.applied();
+                status.errors.fetch_add(outcome?, Ordering::Relaxed);
+                status.record_applied(&[&pending]);
             }
         }
         status.position.store(lanes.watermark(read).0, Ordering::Relaxed);

@@ -124,9 +124,9 @@ fn row_statement(entry: &GroupEntry, index: usize, change: &RowChange) -> Option
     Some(RowStatement { name, prepare, execute, plain })
 }
 
-/// FNV-1a: the same name for the same table in every process (prepared
-/// statement names must fit PostgreSQL's 63 bytes, so not the table name).
-fn stable_hash(text: &str) -> u64 {
+/// FNV-1a: the same value in every process and Rust version (prepared
+/// statement names must fit PostgreSQL's 63 bytes; lanes must survive restarts).
+pub(crate) fn stable_hash(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
