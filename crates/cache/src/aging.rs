@@ -19,7 +19,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 use pgtier_engine::{Database, Origin, Value};
@@ -191,7 +191,7 @@ fn expired_keys(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, colu
     let Some(position) = root.columns.iter().position(|c| c.name == column) else {
         return Err(CacheError::InvalidSpec { group: entry.def.name.clone(), reason: format!("aging column \"{column}\" is not a column of \"{}\"", root.name) });
     };
-    let now_us = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)).unwrap_or(i64::MAX) - PG_EPOCH_OFFSET_US;
+    let now_us = i64::try_from(pgtier_engine::wall_clock_us()).unwrap_or(i64::MAX) - PG_EPOCH_OFFSET_US;
     let cutoff_us = now_us.saturating_sub(i64::try_from(lifetime.as_micros()).unwrap_or(i64::MAX));
     let key_columns = layout.root().primary_key.clone();
     let mut keys = Vec::new();

@@ -442,7 +442,7 @@ impl Cache {
         let position = status.position.load(Ordering::Relaxed);
         let backlog_bytes = stats.wal_durable_end.0.saturating_sub(position);
         let last_applied = status.last_applied_commit_us.load(Ordering::Relaxed);
-        let now_us = u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)).unwrap_or(0);
+        let now_us = pgtier_engine::wall_clock_us();
         Some(PropagationInfo {
             connected: status.connected.load(Ordering::Relaxed),
             applied_txns: status.applied_txns.load(Ordering::Relaxed),

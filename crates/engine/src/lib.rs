@@ -55,7 +55,7 @@ pub use schema::{
 pub use seams::{Miss, MissHook, RowMeta, WriteGuard};
 pub use stats::{DbStats, TableStats};
 pub use stream::{Change, CommitStream, CommittedTxn, ConsumerPosition, RowChange, StreamStart};
-pub use transaction::Transaction;
+pub use transaction::{Transaction, wall_clock_us};
 pub use types::{DataType, Numeric, Value, ValueRef, civil_from_days, coerce, days_from_civil};
 pub use verify::TableCheck;
 pub use wait_hook::set_wait_hook;

@@ -150,7 +150,7 @@ impl LagHistogram {
 
 impl AwtStatus {
     fn record_applied(&self, txns: &[&PendingTxn]) {
-        let now_us = u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)).unwrap_or(0);
+        let now_us = pgtier_engine::wall_clock_us();
         for txn in txns {
             self.lag.record(now_us.saturating_sub(txn.commit_time_us));
         }

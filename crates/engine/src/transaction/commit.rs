@@ -323,8 +323,10 @@ impl Transaction {
 
 /// Microseconds since the Unix epoch: `clock_gettime(CLOCK_REALTIME)`,
 /// served by the vDSO without a system call. 0 for a clock before 1970.
+/// The clock of `CommittedTxn::commit_time_us`: consumers measure their lag
+/// against it.
 #[inline]
-pub(crate) fn wall_clock_us() -> u64 {
+pub fn wall_clock_us() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 

@@ -31,7 +31,8 @@ mod miss;
 mod reads;
 mod writes;
 
-pub(crate) use commit::{CommitOrder, wall_clock_us};
+pub(crate) use commit::CommitOrder;
+pub use commit::wall_clock_us;
 
 use std::collections::HashMap;
 use std::sync::Arc;
