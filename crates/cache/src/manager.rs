@@ -17,7 +17,7 @@ use pgtier_engine::{DataType, Database, EngineError, Origin, StreamStart, Value}
 use postgres::Client;
 
 use crate::aging::{self, AgerControl, AgingReport};
-use crate::awt::{self, Awt, AwtConfig, AwtStatus, TableMap, table_map};
+use crate::awt::{self, Awt, AwtConfig, AwtStatus};
 use crate::dynamic::{Dynamic, TableHook, root_key_columns};
 use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
@@ -175,6 +175,19 @@ pub(crate) struct GroupEntry {
     pub dirty: Mutex<HashMap<String, u32>>,
     /// Per table: the positions of the columns holding the root key.
     pub root_key_columns: Vec<Option<Vec<usize>>>,
+}
+
+/// Table name → (its group, its index in the group), over every group.
+pub(crate) type TableMap = HashMap<String, (Arc<GroupEntry>, usize)>;
+
+pub(crate) fn table_map<'a>(groups: impl Iterator<Item = &'a Arc<GroupEntry>>) -> TableMap {
+    let mut map = HashMap::new();
+    for entry in groups {
+        for (index, table) in entry.group.tables.iter().enumerate() {
+            map.insert(table.def.name.clone(), (entry.clone(), index));
+        }
+    }
+    map
 }
 
 /// The dirty mark of a change whose root key a table does not carry.
@@ -422,7 +435,7 @@ impl Cache {
     }
 
     /// The group and index of table `name`, if a group holds it.
-    pub(crate) fn awt_table(&self, name: &str) -> Option<(Arc<GroupEntry>, usize)> {
+    pub(crate) fn table_of_group(&self, name: &str) -> Option<(Arc<GroupEntry>, usize)> {
         self.tables_by_name.read().get(name).cloned()
     }
 
@@ -749,12 +762,7 @@ impl Cache {
 
     /// Per engine table: (committed rows, bytes in memory).
     fn table_sizes(&self) -> HashMap<String, (u64, u64)> {
-        self.db.stats().tables.into_iter().map(|t| { let memory = self.db.table_memory(t.id); (t.name, (t.rows, memory)) }).collect()
-    }
-
-    /// The group whose table `table` is, if any.
-    pub fn group_of_table(&self, table: &str) -> Option<String> {
-        self.groups.read().values().find(|entry| entry.group.tables.iter().any(|t| t.def.name == table)).map(|entry| entry.def.name.clone())
+        self.db.stats().tables.into_iter().map(|t| (t.name, (t.rows, self.db.table_memory(t.id)))).collect()
     }
 
     /// Uninstalls the engine hooks (also on drop); the groups stay defined.

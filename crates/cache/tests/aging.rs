@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TABLES, cache_dump, check_whole_instances, postgres_dump, tatp_url};
+use common::{cache_dump, check_whole_instances, postgres_dump, tatp_url};
 use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::shared_cluster;
@@ -49,12 +49,7 @@ fn lru_keeps_memory_under_the_budget_and_the_hot_set_cached() {
     let db = cache.database().clone();
     let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
     let mut client = connect(&url).unwrap();
-    let group = pgtier_cache::define_group(&mut client, &pgtier_cache::GroupSpec {
-        name: "check".into(),
-        root: "subscriber".into(),
-        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
-        kind: GroupKind::ReadOnly,
-    })
+    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec())
     .unwrap();
     let hot: Vec<i32> = (1..=20).collect();
     let mut peak = 0u64;

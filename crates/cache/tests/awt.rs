@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::{TABLES, cache_dump, fresh_tatp, postgres_dump};
 use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
-use pgtier_cache::{Cache, CacheConfig, CacheGroup, CreateGroup, GroupKind, GroupSpec, LoadOptions};
+use pgtier_cache::{Cache, CacheConfig, CacheGroup, CreateGroup, GroupKind, LoadOptions};
 use pgtier_engine::{Database, EngineConfig, Value};
 use postgres::Client;
 use rand::{Rng, SeedableRng};
@@ -29,7 +29,7 @@ fn awt_group() -> CreateGroup {
 }
 
 fn check_group(client: &mut Client) -> CacheGroup {
-    pgtier_cache::define_group(client, &GroupSpec { name: "check".into(), root: "subscriber".into(), children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(), kind: GroupKind::Awt })
+    pgtier_cache::define_group(client, &common::tatp_spec())
         .unwrap()
 }
 

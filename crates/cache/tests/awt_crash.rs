@@ -17,7 +17,7 @@ use common::{TABLES, cache_dump, populate_tatp, postgres_dump};
 use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
-use pgtier_cache::{Cache, CacheConfig, GroupKind, GroupSpec, LoadOptions};
+use pgtier_cache::{Cache, CacheConfig, GroupKind, LoadOptions};
 use pgtier_engine::{Database, EngineConfig, Value};
 use rand::{Rng, SeedableRng};
 
@@ -128,7 +128,7 @@ fn kills_of_either_side_lose_and_repeat_nothing() {
     assert_eq!(remote, local, "PostgreSQL must hold every committed increment exactly once");
     assert!(local >= before + acknowledged as i64, "an acknowledged commit was lost: {local} < {before} + {acknowledged}");
     assert!(local <= before + acknowledged as i64 + 2 * rounds as i64, "more commits than the children made");
-    let group = pgtier_cache::define_group(&mut client, &GroupSpec { name: "c".into(), root: "subscriber".into(), children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(), kind: GroupKind::Awt }).unwrap();
+    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec()).unwrap();
     for table in TABLES {
         assert_eq!(cache_dump(cache.database(), table), postgres_dump(&mut client, &group, table, &format!("s_id <= {KEYS}")), "{table}");
     }

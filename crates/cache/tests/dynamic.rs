@@ -41,12 +41,7 @@ fn misses_load_whole_instances_and_answer_as_postgres() {
     let id = |name: &str| catalog.table_by_name(name).unwrap().id;
     let (subscriber, access_info) = (id("subscriber"), id("access_info"));
     let access_pk = catalog.table_by_name("access_info").unwrap().primary_index;
-    let group = pgtier_cache::define_group(&mut client, &pgtier_cache::GroupSpec {
-        name: "check".into(),
-        root: "subscriber".into(),
-        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
-        kind: GroupKind::Awt,
-    })
+    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec())
     .unwrap();
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(14);
@@ -157,12 +152,7 @@ fn writes_that_miss_load_the_instance_first() {
     txn.commit().unwrap();
     let stats = &cache.stats()[0];
     assert_eq!(stats.dynamic_loads, 2);
-    let group = pgtier_cache::define_group(&mut client, &pgtier_cache::GroupSpec {
-        name: "check".into(),
-        root: "subscriber".into(),
-        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
-        kind: GroupKind::Awt,
-    })
+    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec())
     .unwrap();
     // The group is AWT: both writes reach PostgreSQL, and the cache holds
     // exactly PostgreSQL's two instances.
@@ -192,12 +182,7 @@ fn refresh_of_a_dynamic_group_reloads_only_cached_instances() {
     let keys: Vec<Vec<Value>> = (1..=50).map(|k| vec![Value::Int4(k)]).collect();
     let report = cache.refresh("dyn", &keys, &pgtier_cache::LoadOptions::default()).unwrap();
     assert_eq!((report.reloaded, report.removed), (50, 0));
-    let group = pgtier_cache::define_group(&mut client, &pgtier_cache::GroupSpec {
-        name: "check".into(),
-        root: "subscriber".into(),
-        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
-        kind: GroupKind::Awt,
-    })
+    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec())
     .unwrap();
     for table in TABLES {
         assert_eq!(cache_dump(&db, table), postgres_dump(&mut client, &group, table, "s_id <= 50"), "{table}");

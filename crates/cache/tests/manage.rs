@@ -24,12 +24,7 @@ fn tatp_group(name: &str, dynamic: bool, root_predicate: Option<&str>) -> Create
 }
 
 fn assert_cache_equals(cache: &Cache, client: &mut Client, predicate: &str) {
-    let group = pgtier_cache::define_group(client, &pgtier_cache::GroupSpec {
-        name: "check".into(),
-        root: "subscriber".into(),
-        children: TABLES[1..].iter().map(|t| (*t).to_owned()).collect(),
-        kind: GroupKind::ReadOnly,
-    })
+    let group = pgtier_cache::define_group(client, &common::tatp_spec())
     .unwrap();
     for table in TABLES {
         let expected = postgres_dump(client, &group, table, predicate);

@@ -29,7 +29,6 @@
 mod lanes;
 mod sql;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -42,7 +41,7 @@ use pgtier_engine::{CommitStream, Lsn};
 use self::lanes::{Lanes, worker};
 use self::sql::{Applier, PendingTxn, apply_isolating, read_progress, set_progress, setup, statements};
 use crate::error::CacheError;
-use crate::manager::{Cache, GroupEntry};
+use crate::manager::Cache;
 
 /// The commit-stream consumer of AWT propagation.
 pub const CONSUMER: &str = "pgtier_awt";
@@ -399,17 +398,4 @@ pub(crate) fn wait_position(status: &AwtStatus, wal_end: u64, timeout: Duration)
         std::thread::sleep(Duration::from_millis(5));
     }
     true
-}
-
-/// Table name → (its group, its index in the group), over every group.
-pub(crate) type TableMap = HashMap<String, (Arc<GroupEntry>, usize)>;
-
-pub(crate) fn table_map<'a>(groups: impl Iterator<Item = &'a Arc<GroupEntry>>) -> TableMap {
-    let mut map = HashMap::new();
-    for entry in groups {
-        for (index, table) in entry.group.tables.iter().enumerate() {
-            map.insert(table.def.name.clone(), (entry.clone(), index));
-        }
-    }
-    map
 }

@@ -60,7 +60,7 @@ pub(crate) fn statements(cache: &Cache, txn: &CommittedTxn) -> Option<PendingTxn
     let mut pending = PendingTxn { lsn: txn.lsn, next_lsn: txn.next_lsn, commit_time_us: txn.commit_time_us, statements: Vec::new(), dirty: Vec::new() };
     for change in &txn.changes {
         let Change::Row(row) = change else { continue };
-        let Some((entry, index)) = cache.awt_table(&row.table.name) else { continue };
+        let Some((entry, index)) = cache.table_of_group(&row.table.name) else { continue };
         if entry.def.kind != GroupKind::Awt {
             continue;
         }
