@@ -207,6 +207,15 @@ impl Database {
         }
     }
 
+    /// Installs (Some) or removes (None) the [`crate::CommitParticipant`]
+    /// of `table`. Not persisted: install it after every open. Ignored for a
+    /// table that does not exist (committed).
+    pub fn set_commit_participant(&self, table: TableId, participant: Option<Arc<dyn crate::CommitParticipant>>) {
+        if let Some(store) = self.inner.catalog.current().store(table) {
+            store.seams.set_participant(participant);
+        }
+    }
+
     /// Turns access stamps on or off for `table`: while on, every row an
     /// application transaction reads (get, get_with, scans, get_for_update,
     /// update, delete) and every row inserted gets the current

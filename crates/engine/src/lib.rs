@@ -52,7 +52,7 @@ pub use schema::{
     COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKey, ForeignKeyDef, ForeignKeyId, IndexDef, IndexId, IndexSchema,
     KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault, SequenceOptions, TableDef, TableId, TableSchema,
 };
-pub use seams::{Miss, MissHook, RowMeta, WriteGuard};
+pub use seams::{CommitParticipant, Miss, MissHook, RowMeta, WriteGuard};
 pub use stats::{DbStats, TableStats};
 pub use stream::{Change, CommitStream, CommittedTxn, ConsumerPosition, RowChange, StreamStart};
 pub use transaction::{Transaction, wall_clock_us};

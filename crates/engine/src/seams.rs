@@ -1,6 +1,7 @@
 //! Seams for the cache: what the engine calls up through (a key miss the
-//! cache may resolve by loading rows) and the per-table switches the cache
-//! turns on (miss hook installed, access stamps recorded). The engine knows
+//! cache may resolve by loading rows; a commit another system must take
+//! first) and the per-table switches the cache turns on (miss hook
+//! installed, access stamps recorded, write guard, commit participant). The engine knows
 //! nothing of PostgreSQL; the cache installs implementations at every open
 //! (nothing here is persisted).
 //!
@@ -16,6 +17,8 @@ use parking_lot::RwLock;
 use crate::db::Database;
 use crate::error::Result;
 use crate::schema::{IndexId, TableId, TableSchema};
+use crate::stream::RowChange;
+use crate::transaction::Transaction;
 use crate::types::Value;
 
 /// What an application read looked for and did not find.
@@ -74,16 +77,42 @@ pub trait WriteGuard: Send + Sync {
     fn check_write(&self, table: &TableSchema) -> Result<()>;
 }
 
+/// Commits an application transaction's changes to its tables somewhere
+/// else before the engine commits them: SWT write-through, where
+/// PostgreSQL commits first and the cache after.
+pub trait CommitParticipant: Send + Sync {
+    /// Called once at the commit of an application transaction that changed
+    /// a table this participant is installed on: after its last statement,
+    /// before anything is logged, with its row locks held (so no other
+    /// writer can come between the two commits). `changes`: its final
+    /// changes to this participant's tables, in the order the rows were
+    /// first written. The participant may write its own bookkeeping rows
+    /// through `txn` (to tables without a participant); they commit with it.
+    ///
+    /// Ok(ticket): the participant committed; the engine commits now and
+    /// then calls [`CommitParticipant::finished`] with the ticket. Err: the
+    /// engine rolls the transaction back and its commit returns the error.
+    fn commit_first(&self, txn: &mut Transaction, changes: &[RowChange]) -> Result<u64>;
+
+    /// After the engine's own commit of a transaction this participant
+    /// committed first (rolled back already when `committed` is false: the
+    /// engine failed after the participant succeeded, and the two sides now
+    /// disagree until the participant repairs it).
+    fn finished(&self, ticket: u64, committed: bool);
+}
+
 const MISS_HOOK: u8 = 1;
 const TRACK_ACCESS: u8 = 2;
 const WRITE_GUARD: u8 = 4;
+const PARTICIPANT: u8 = 8;
 
-/// One table's switches, its miss hook and its write guard.
+/// One table's switches, its miss hook, write guard and commit participant.
 #[derive(Default)]
 pub(crate) struct TableSeams {
     flags: AtomicU8,
     miss_hook: RwLock<Option<Arc<dyn MissHook>>>,
     write_guard: RwLock<Option<Arc<dyn WriteGuard>>>,
+    participant: RwLock<Option<Arc<dyn CommitParticipant>>>,
 }
 
 impl TableSeams {
@@ -120,6 +149,21 @@ impl TableSeams {
         let mut slot = self.write_guard.write();
         self.set_flag(WRITE_GUARD, guard.is_some());
         *slot = guard;
+    }
+
+    #[inline]
+    pub(crate) fn has_participant(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & PARTICIPANT != 0
+    }
+
+    pub(crate) fn participant(&self) -> Option<Arc<dyn CommitParticipant>> {
+        self.participant.read().clone()
+    }
+
+    pub(crate) fn set_participant(&self, participant: Option<Arc<dyn CommitParticipant>>) {
+        let mut slot = self.participant.write();
+        self.set_flag(PARTICIPANT, participant.is_some());
+        *slot = participant;
     }
 
     pub(crate) fn set_access_tracking(&self, on: bool) {

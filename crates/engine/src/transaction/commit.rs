@@ -19,6 +19,8 @@ use crate::error::{EngineError, Result};
 use crate::gc::{GcItem, GcRow};
 use crate::ids::CommitTs;
 use crate::origin::Origin;
+use crate::seams::CommitParticipant;
+use crate::stream::RowChange;
 use crate::table::TableStore;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted};
 use crate::walrec::{RecordBuilder, RowOp};
@@ -101,6 +103,18 @@ impl Transaction {
             }
             return Ok(CommitInfo { commit_ts: None, lsn: None, rolled_back: false });
         }
+        let tickets = if self.origin == Origin::Application && self.held.iter().any(|h| h.store.seams.has_participant()) {
+            match self.commit_participants() {
+                Ok(tickets) => tickets,
+                Err(e) => {
+                    self.rollback_internal();
+                    self.status = Status::Ended;
+                    return Err(e);
+                }
+            }
+        } else {
+            Vec::new()
+        };
         // Scratch buffers move between transactions of any database on this
         // thread: reuse the builder only under the same record limit.
         let record_bytes_max = self.db.config.wal.record_bytes_max;
@@ -117,6 +131,7 @@ impl Transaction {
         if let Err(e) = self.build_records(&mut builder, &mut deltas) {
             self.rollback_internal();
             self.status = Status::Ended;
+            finish_participants(tickets, false);
             return Err(e);
         }
         let Committed { commit_ts, lsn, prior_lsn } = match self.commit_critical(&mut builder) {
@@ -124,9 +139,11 @@ impl Transaction {
             Err(e) => {
                 self.rollback_internal();
                 self.status = Status::Ended;
+                finish_participants(tickets, false);
                 return Err(e);
             }
         };
+        finish_participants(tickets, true);
         for (held, delta) in self.held.iter().zip(&deltas) {
             held.store.live_rows.fetch_add(*delta, Ordering::Relaxed);
         }
@@ -167,6 +184,38 @@ impl Transaction {
         }
         self.db.txns.publish(commit_ts);
         Ok(CommitInfo { commit_ts: Some(commit_ts), lsn, rolled_back: false })
+    }
+
+    /// Hands each commit participant its tables' final row changes (see
+    /// [`CommitParticipant::commit_first`]). On an error the participants
+    /// that had already committed are told the engine did not.
+    fn commit_participants(&mut self) -> Result<Vec<(Arc<dyn CommitParticipant>, u64)>> {
+        let mut calls: Vec<(Arc<dyn CommitParticipant>, Vec<RowChange>)> = Vec::new();
+        for step in &self.order {
+            let Step::Row(i) = step else { continue };
+            let w = &self.writes[*i];
+            let store = &self.held[w.held as usize].store;
+            if !store.seams.has_participant() {
+                continue;
+            }
+            let (Some(participant), Some(op)) = (store.seams.participant(), final_op(w.head.word(), w.had_base)) else { continue };
+            let change = RowChange { op, table: Arc::clone(&store.schema), image: w.head.row(store.layout()).to_vec() };
+            match calls.iter_mut().find(|(p, _)| Arc::ptr_eq(p, &participant)) {
+                Some((_, changes)) => changes.push(change),
+                None => calls.push((participant, vec![change])),
+            }
+        }
+        let mut tickets = Vec::with_capacity(calls.len());
+        for (participant, changes) in calls {
+            match participant.commit_first(self, &changes) {
+                Ok(ticket) => tickets.push((participant, ticket)),
+                Err(e) => {
+                    finish_participants(tickets, false);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(tickets)
     }
 
     fn build_records(&self, builder: &mut RecordBuilder, deltas: &mut [i64]) -> Result<()> {
@@ -318,6 +367,12 @@ impl Transaction {
             self.private_catalog = false;
             self.db.catalog.unlock_ddl(self.id);
         }
+    }
+}
+
+fn finish_participants(tickets: Vec<(Arc<dyn CommitParticipant>, u64)>, committed: bool) {
+    for (participant, ticket) in tickets {
+        participant.finished(ticket, committed);
     }
 }
 
