@@ -8,6 +8,7 @@
 //! nothing of the network protocol.
 
 mod aging;
+mod apply;
 mod awt;
 mod dynamic;
 mod error;
@@ -17,6 +18,7 @@ mod load;
 mod manager;
 mod persist;
 mod statement;
+mod swt;
 mod types;
 
 pub use aging::AgingReport;
@@ -27,4 +29,5 @@ pub use load::{LoadOptions, LoadProgress, LoadReport, VerifyTally, load_group};
 pub use manager::{Cache, CacheConfig, GroupInfo, GroupStats, PropagationInfo, RefreshReport, RootKey, TableInfo, UnloadReport};
 pub use pgtier_backend::snapshot::Cancel;
 pub use statement::{Aging, CACHE_VERBS, CacheStatement, CreateGroup, parse_cache_statement};
+pub use swt::{SLOTS_TABLE, SwtStatus};
 pub use types::{engine_type, engine_value};

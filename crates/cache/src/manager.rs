@@ -25,6 +25,7 @@ use crate::instance::{InstanceLayout, key_text};
 use crate::persist;
 use crate::load::{Admission, Existing, LoadOptions, LoadReport, VerifyTally, load_admitting};
 use crate::statement::{Aging, CreateGroup};
+use crate::swt::{Swt, SwtParticipant, SwtStatus};
 
 /// Settings of the `[cache]` config section.
 #[derive(Clone, Debug)]
@@ -330,6 +331,9 @@ pub struct Cache {
     /// Every group's tables by name (rebuilt when groups change).
     tables_by_name: RwLock<Arc<TableMap>>,
     awt: Mutex<Option<Awt>>,
+    /// SWT write-through: the commit participant of SWT tables.
+    swt: Arc<Swt>,
+    swt_participant: Arc<dyn pgtier_engine::CommitParticipant>,
     /// One aging round at a time (the thread's and `age_now`'s).
     aging_round: Mutex<()>,
 }
@@ -345,8 +349,12 @@ impl Cache {
             groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group)));
         }
         let dynamic = Dynamic::new(backend.clone());
-        let cache = Arc::new_cyclic(|this| Cache {
+        let cache = Arc::new_cyclic(|this: &Weak<Cache>| {
+            let swt = Arc::new(Swt::new(this.clone(), config.awt.node.clone()));
+            Cache {
             this: this.clone(),
+            swt_participant: Arc::new(SwtParticipant(swt.clone())),
+            swt,
             db,
             dynamic,
             backend,
@@ -357,6 +365,7 @@ impl Cache {
             tables_by_name: RwLock::new(Arc::default()),
             awt: Mutex::new(None),
             aging_round: Mutex::new(()),
+        }
         });
         for entry in cache.groups.read().values() {
             cache.install(entry);
@@ -376,7 +385,12 @@ impl Cache {
         let groups = self.groups.read();
         *self.tables_by_name.write() = Arc::new(table_map(groups.values()));
         let any_awt = groups.values().any(|entry| entry.def.kind == GroupKind::Awt);
+        let any_swt = groups.values().any(|entry| entry.def.kind == GroupKind::Swt);
         drop(groups);
+        if any_swt && self.backend.is_some() {
+            // Commits wait for the slots to be read and in-doubt ones resolved.
+            self.swt.resolve_in_background();
+        }
         let registered = self.db.consumers().iter().any(|c| c.name == awt::CONSUMER);
         let mut awt = self.awt.lock();
         if any_awt {
@@ -443,6 +457,11 @@ impl Cache {
         self.backend.as_ref()
     }
 
+    /// SWT write-through figures.
+    pub fn swt_status(&self) -> Arc<SwtStatus> {
+        self.swt.status.clone()
+    }
+
     /// Write-through figures, when AWT propagation runs.
     pub fn propagation(&self) -> Option<Arc<AwtStatus>> {
         self.awt.lock().as_ref().map(|awt| awt.status.clone())
@@ -507,9 +526,11 @@ impl Cache {
             GroupKind::Awt => Some(Arc::new(AwtGuard { cache: self.this.clone(), group: entry.def.name.clone(), bound: self.config.awt.retained_wal_max })),
             GroupKind::Swt => None,
         };
+        let participant = (entry.def.kind == GroupKind::Swt).then(|| self.swt_participant.clone());
         for table in &entry.group.tables {
             if let Some(schema) = catalog.table_by_name(&table.def.name) {
                 self.db.set_write_guard(schema.id, guard.clone());
+                self.db.set_commit_participant(schema.id, participant.clone());
             }
         }
         if entry.def.aging == Aging::Lru {
@@ -535,6 +556,7 @@ impl Cache {
             if let Some(schema) = catalog.table_by_name(&table.def.name) {
                 self.db.set_miss_hook(schema.id, None);
                 self.db.set_write_guard(schema.id, None);
+                self.db.set_commit_participant(schema.id, None);
                 self.db.set_access_tracking(schema.id, false);
             }
         }
@@ -559,7 +581,7 @@ impl Cache {
         Ok(connect_backend(params)?)
     }
 
-    fn entry(&self, name: &str) -> Result<Arc<GroupEntry>, CacheError> {
+    pub(crate) fn entry(&self, name: &str) -> Result<Arc<GroupEntry>, CacheError> {
         self.groups.read().get(name).cloned().ok_or_else(|| CacheError::UndefinedGroup { group: name.to_owned() })
     }
 
@@ -635,6 +657,12 @@ impl Cache {
         load_admitting(&self.db, || Ok(connect_backend(&backend)?), &entry.group, options, admission)
     }
 
+    /// The root keys of the instances of group `name` cached now.
+    pub(crate) fn cached_root_keys(&self, name: &str) -> Result<Vec<Vec<Value>>, CacheError> {
+        let entry = self.entry(name)?;
+        InstanceLayout::resolve(&self.db.catalog(), &entry.group)?.root_keys(&self.db)
+    }
+
     /// The root table and key columns of group `name`.
     pub fn root_key(&self, name: &str) -> Result<RootKey, CacheError> {
         let entry = self.entry(name)?;
@@ -671,34 +699,56 @@ impl Cache {
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         let cached: Vec<Vec<Value>> = cached_keys.iter().filter_map(|key| layout.normalize_root_key(key)).collect();
         self.require_dirty_current(&entry)?;
+        let predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
+        // A dynamic group refreshes only instances already cached.
+        let only = entry.def.dynamic.then_some(cached.as_slice());
+        let mut report = self.reload(&entry, &layout, predicate, only, &cached, options)?;
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    /// Reloads from PostgreSQL the instances with root keys `keys`, cached
+    /// or not, replacing cached ones, and removes those PostgreSQL no longer
+    /// has (SWT's in-doubt resolution: PostgreSQL holds the truth).
+    pub(crate) fn refresh_instances(&self, entry: &GroupEntry, keys: &[Vec<Value>]) -> Result<RefreshReport, CacheError> {
+        let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        let keys: Vec<Vec<Value>> = keys.iter().filter_map(|key| layout.normalize_root_key(key)).collect();
+        self.reload(entry, &layout, entry.def.root_predicate.clone(), Some(&keys), &keys, &LoadOptions::default())
+    }
+
+    /// Loads from PostgreSQL the instances matching `predicate` (only those
+    /// with root keys `only`, when given, asked for in chunks), replacing
+    /// cached ones but never one with unpropagated changes, then removes the
+    /// `cached` instances PostgreSQL did not send (deleted there, or no
+    /// longer matching).
+    fn reload(&self, entry: &GroupEntry, layout: &InstanceLayout, predicate: Option<String>, only: Option<&[Vec<Value>]>, cached: &[Vec<Value>], options: &LoadOptions) -> Result<RefreshReport, CacheError> {
         let exclude = |key: &[Value]| entry.is_dirty(key);
         let seen = Mutex::new(Vec::new());
         let admission = Admission { existing: Existing::Replace, verify: None, exclude: &exclude, seen: Some(&seen) };
         let mut report = RefreshReport::default();
         let mut options = options.clone();
-        let predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
-        if entry.def.dynamic {
-            // Only instances already cached: PostgreSQL is asked for those keys, in chunks.
-            let root = entry.group.root();
-            for chunk in cached.chunks(REFRESH_KEYS_PER_QUERY) {
-                options.predicate = combine(predicate.as_deref(), Some(&keys_predicate(root, chunk)));
-                let loaded = self.load_from_backend(&entry, &options, &admission)?;
+        match only {
+            Some(keys) => {
+                let root = entry.group.root();
+                for chunk in keys.chunks(REFRESH_KEYS_PER_QUERY) {
+                    options.predicate = combine(predicate.as_deref(), Some(&keys_predicate(root, chunk)));
+                    let loaded = self.load_from_backend(entry, &options, &admission)?;
+                    report.reloaded += loaded.instances;
+                    report.skipped_dirty += loaded.skipped;
+                }
+            }
+            None => {
+                options.predicate = predicate;
+                let loaded = self.load_from_backend(entry, &options, &admission)?;
                 report.reloaded += loaded.instances;
                 report.skipped_dirty += loaded.skipped;
             }
-        } else {
-            options.predicate = predicate;
-            let loaded = self.load_from_backend(&entry, &options, &admission)?;
-            report.reloaded += loaded.instances;
-            report.skipped_dirty += loaded.skipped;
         }
-        // Cached instances PostgreSQL did not send (deleted there, or no longer matching) go.
         let seen: HashSet<String> = seen.into_inner().iter().map(|key| key_text(key)).collect();
-        let gone: Vec<Vec<Value>> = cached.into_iter().filter(|key| !seen.contains(&key_text(key))).collect();
-        let removed = remove_instances(&self.db, &entry, &layout, &gone, true)?;
+        let gone: Vec<Vec<Value>> = cached.iter().filter(|key| !seen.contains(&key_text(key))).cloned().collect();
+        let removed = remove_instances(&self.db, entry, layout, &gone, true)?;
         report.removed = removed.instances;
         report.skipped_dirty += removed.skipped_dirty;
-        report.seconds = started.elapsed().as_secs_f64();
         entry.counters.refreshed.fetch_add(report.reloaded, Ordering::Relaxed);
         Ok(report)
     }

@@ -14,7 +14,8 @@ use parking_lot::{Condvar, Mutex};
 use pgtier_backend::{ConnectParams, connect_backend};
 use pgtier_engine::Lsn;
 
-use super::sql::{Applier, PendingTxn, apply_isolating, setup, stable_hash};
+use super::sql::{PendingTxn, apply_isolating, setup};
+use crate::apply::{Applier, stable_hash};
 use super::{AwtConfig, AwtStatus};
 use crate::error::CacheError;
 use crate::manager::WHOLE_GROUP;

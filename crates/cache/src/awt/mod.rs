@@ -39,7 +39,8 @@ use pgtier_backend::connect_backend;
 use pgtier_engine::{CommitStream, Lsn};
 
 use self::lanes::{Lanes, worker};
-use self::sql::{Applier, PendingTxn, apply_isolating, read_progress, set_progress, setup, statements};
+use self::sql::{PendingTxn, apply_isolating, read_progress, set_progress, setup, statements};
+use crate::apply::Applier;
 use crate::error::CacheError;
 use crate::manager::Cache;
 

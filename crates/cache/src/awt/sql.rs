@@ -3,29 +3,16 @@
 //! the progress rows of the lanes they advance, refused transactions into
 //! the error table, and the tables and session setup this needs.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
-use pgtier_backend::copy_out::quote_identifier;
-use pgtier_engine::{Change, CommittedTxn, Lsn, Origin, RowChange, RowOp, Value};
-use postgres::{Client, SimpleQueryMessage};
+use pgtier_engine::{Change, CommittedTxn, Lsn, Origin};
+use postgres::Client;
 
+use crate::apply::{Applied, Applier, Refusal, RowStatement, apply_checked, connection_error, row_statement, session_setup};
 use crate::error::CacheError;
 use crate::group::GroupKind;
 use crate::instance::key_text;
 use crate::manager::{Cache, GroupEntry, WHOLE_GROUP, quote_literal};
-
-/// One row change for PostgreSQL: an EXECUTE of a statement prepared once
-/// per connection and shape (PostgreSQL then skips parsing and planning),
-/// and the same as plain SQL (for the error table, and for a connection
-/// where the PREPARE itself fails).
-pub(crate) struct RowStatement {
-    /// The prepared statement's name: one per table and operation.
-    pub name: String,
-    pub prepare: String,
-    pub execute: String,
-    pub plain: String,
-}
 
 /// One application transaction turned into SQL for PostgreSQL.
 pub(crate) struct PendingTxn {
@@ -78,108 +65,6 @@ pub(crate) fn statements(cache: &Cache, txn: &CommittedTxn) -> Option<PendingTxn
     Some(pending)
 }
 
-/// INSERT of the after-image, UPDATE of every non-key column by primary key,
-/// DELETE by primary key (a key change is a delete and an insert in the
-/// engine's log). Values as text literals PostgreSQL casts to the column type.
-fn row_statement(entry: &GroupEntry, index: usize, change: &RowChange) -> Option<RowStatement> {
-    let table = &entry.group.tables[index];
-    let relation = format!("{}.{}", quote_identifier(&table.source.name.schema), quote_identifier(&table.source.name.table));
-    let row = change.row();
-    let schema = &change.table;
-    let literal = |column: usize| match row.get(column).to_owned_value() {
-        Value::Null => "NULL".to_owned(),
-        value => quote_literal(&value.to_string()),
-    };
-    let column = |c: usize| quote_identifier(&schema.columns[c].name);
-    let columns: Vec<usize> = (0..schema.visible_columns().len()).collect();
-    // Parameter order: the columns the statement sets, then the key.
-    let (op, targets, keys): (&str, Vec<usize>, Vec<usize>) = match change.op {
-        RowOp::Insert => ("ins", columns.clone(), Vec::new()),
-        RowOp::Update => ("upd", columns.iter().copied().filter(|c| !schema.primary_key.contains(c)).collect(), schema.primary_key.clone()),
-        RowOp::Delete => ("del", Vec::new(), schema.primary_key.clone()),
-    };
-    if change.op == RowOp::Update && targets.is_empty() {
-        return None;
-    }
-    let shape = |value: &dyn Fn(usize, usize) -> String| -> String {
-        let filter = keys.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(targets.len() + i, c))).collect::<Vec<_>>().join(" AND ");
-        match change.op {
-            RowOp::Insert => format!(
-                "INSERT INTO {relation} ({}) VALUES ({})",
-                targets.iter().map(|&c| column(c)).collect::<Vec<_>>().join(", "),
-                targets.iter().enumerate().map(|(i, &c)| value(i, c)).collect::<Vec<_>>().join(", ")
-            ),
-            RowOp::Update => {
-                let sets = targets.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(i, c))).collect::<Vec<_>>().join(", ");
-                format!("UPDATE {relation} SET {sets} WHERE {filter}")
-            }
-            RowOp::Delete => format!("DELETE FROM {relation} WHERE {filter}"),
-        }
-    };
-    let plain = shape(&|_, c| literal(c));
-    let name = format!("pgtier_{op}_{:016x}", stable_hash(&relation));
-    let types: Vec<&str> = targets.iter().chain(&keys).map(|&c| table.source.columns.get(c).map_or("text", |col| col.type_name.as_str())).collect();
-    let prepare = format!("PREPARE {name} ({}) AS {}", types.join(", "), shape(&|i, _| format!("${}", i + 1)));
-    let execute = format!("EXECUTE {name}({})", targets.iter().chain(&keys).map(|&c| literal(c)).collect::<Vec<_>>().join(", "));
-    Some(RowStatement { name, prepare, execute, plain })
-}
-
-/// FNV-1a: the same value in every process and Rust version (prepared
-/// statement names must fit PostgreSQL's 63 bytes; lanes must survive restarts).
-pub(crate) fn stable_hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// A PostgreSQL connection that applies, with the statements it has prepared.
-pub(crate) struct Applier {
-    pub client: Client,
-    prepared: std::collections::HashSet<String>,
-}
-
-impl Applier {
-    pub fn new(client: Client) -> Applier {
-        Applier { client, prepared: std::collections::HashSet::new() }
-    }
-
-    /// Prepares what `txns` need and this connection lacks. False when
-    /// PostgreSQL refuses a PREPARE (a table changed there): then the batch
-    /// goes as plain SQL, so the refusal is met per transaction.
-    fn prepare(&mut self, txns: &[&PendingTxn]) -> Result<bool, CacheError> {
-        let mut text = String::new();
-        let mut names = Vec::new();
-        for statement in txns.iter().flat_map(|t| &t.statements) {
-            if !self.prepared.contains(&statement.name) && !names.contains(&statement.name) {
-                text.push_str(&statement.prepare);
-                text.push(';');
-                names.push(statement.name.clone());
-            }
-        }
-        if names.is_empty() {
-            return Ok(true);
-        }
-        match self.client.batch_execute(&text) {
-            Ok(()) => {
-                self.prepared.extend(names);
-                Ok(true)
-            }
-            Err(error) if error.as_db_error().is_some() => {
-                // Some may have been prepared before the refused one: forget
-                // them all (DEALLOCATE ALL), so names and statements agree.
-                self.client.batch_execute("DEALLOCATE ALL").map_err(|e| connection_error(&e))?;
-                self.prepared.clear();
-                Ok(false)
-            }
-            Err(error) => Err(connection_error(&error)),
-        }
-    }
-}
-
-pub(crate) enum Applied {
-    Yes,
-    /// PostgreSQL refused a statement (SQLSTATE, message) or a row count differed; rolled back.
-    Refused((String, String)),
-}
-
 /// Where a batch leaves each lane it advances: (lane, next position).
 pub(crate) type Progress = [(usize, Lsn)];
 
@@ -193,42 +78,14 @@ fn progress_statements(node: &str, progress: &Progress, commit_time_us: Option<u
     )
 }
 
-/// Applies `txns` and moves `progress` in one PostgreSQL transaction: one
-/// round trip with every statement, a check that each changed exactly one
-/// row, then COMMIT (or ROLLBACK and `Refused`).
-pub(crate) fn apply(applier: &mut Applier, node: &str, txns: &[&PendingTxn], progress: &Progress, commit_time_us: Option<u64>) -> Result<Applied, CacheError> {
-    let prepared = applier.prepare(txns)?;
-    let client = &mut applier.client;
-    let mut text = String::from("BEGIN;");
-    let mut expected = 0usize;
-    for txn in txns {
-        for statement in &txn.statements {
-            text.push_str(if prepared { &statement.execute } else { &statement.plain });
-            text.push(';');
-            expected += 1;
-        }
+/// Applies `txns` and moves `progress` in one PostgreSQL transaction.
+fn apply(applier: &mut Applier, node: &str, txns: &[&PendingTxn], progress: &Progress, commit_time_us: Option<u64>) -> Result<Applied, CacheError> {
+    let statements: Vec<&RowStatement> = txns.iter().flat_map(|txn| &txn.statements).collect();
+    match apply_checked(applier, &statements, &progress_statements(node, progress, commit_time_us))? {
+        // The session ends; the next one reads the progress rows and knows.
+        Applied::Unknown(error) => Err(error),
+        applied => Ok(applied),
     }
-    let _ = write!(text, "{};", progress_statements(node, progress, commit_time_us));
-    let messages = match client.simple_query(&text) {
-        Ok(messages) => messages,
-        Err(error) => {
-            let Some(db_error) = error.as_db_error() else { return Err(connection_error(&error)) };
-            let refused = (db_error.code().code().to_owned(), db_error.message().to_owned());
-            client.batch_execute("ROLLBACK").map_err(|e| connection_error(&e))?;
-            return Ok(Applied::Refused(refused));
-        }
-    };
-    let counts: Vec<u64> = messages.iter().filter_map(|m| if let SimpleQueryMessage::CommandComplete(n) = m { Some(*n) } else { None }).collect();
-    // BEGIN, one per statement, the progress rows.
-    let wrong = counts.len() != expected + 2 || counts[1..=expected].iter().any(|&n| n != 1);
-    if wrong {
-        client.batch_execute("ROLLBACK").map_err(|e| connection_error(&e))?;
-        let at = counts.iter().skip(1).position(|&n| n != 1).unwrap_or(0);
-        let reason = format!("statement {} of the transaction changed no row in PostgreSQL (the row is missing there, or a key differs)", at + 1);
-        return Ok(Applied::Refused(("P0002".into(), reason)));
-    }
-    client.batch_execute("COMMIT").map_err(|e| connection_error(&e))?;
-    Ok(Applied::Yes)
 }
 
 /// Applies a batch; when PostgreSQL refuses it, applies its transactions one
@@ -251,7 +108,7 @@ pub(crate) fn apply_isolating(applier: &mut Applier, node: &str, txns: &[&Pendin
     Ok(refused)
 }
 
-fn record_error(client: &mut Client, node: &str, txn: &PendingTxn, progress: &Progress, (sqlstate, message): &(String, String)) -> Result<(), CacheError> {
+fn record_error(client: &mut Client, node: &str, txn: &PendingTxn, progress: &Progress, Refusal { sqlstate, message, .. }: &Refusal) -> Result<(), CacheError> {
     let text = format!(
         "BEGIN; INSERT INTO pgtier.awt_errors (node, lsn, commit_time_us, sqlstate, message, statements) VALUES ({}, {}, {}, {}, {}, {}); {}; COMMIT;",
         quote_literal(node),
@@ -272,17 +129,12 @@ pub(crate) fn set_progress(client: &mut Client, node: &str, lanes: usize, next_l
     client.batch_execute(&format!("{};", progress_statements(node, &progress, None))).map_err(|e| connection_error(&e))
 }
 
-pub(crate) fn connection_error(error: &postgres::Error) -> CacheError {
-    CacheError::Backend(pgtier_backend::BackendError::from_postgres("write-through", error))
-}
-
 /// The tables AWT writes to in PostgreSQL, and a replication origin on the
 /// session so pgtier's own changes can be told apart by logical decoding.
 /// `lane` None: the session's control connection (it creates the tables and
 /// applies transactions that span lanes). Each connection has its own origin:
 /// PostgreSQL lets one session at a time use an origin.
 pub(crate) fn setup(client: &mut Client, node: &str, lane: Option<usize>, create: bool) -> Result<(), CacheError> {
-    client.batch_execute("SET standard_conforming_strings = on; SET synchronous_commit = on;").map_err(|e| connection_error(&e))?;
     if create {
         client
             .batch_execute(
@@ -297,14 +149,7 @@ pub(crate) fn setup(client: &mut Client, node: &str, lane: Option<usize>, create
             )
             .map_err(|e| connection_error(&e))?;
     }
-    let origin = quote_literal(&format!("pgtier_{node}_{}", lane.map_or_else(|| "x".to_owned(), |lane| lane.to_string())));
-    // Needs superuser or a grant on the origin functions; without it pgtier's
-    // changes are not marked (autorefresh then cannot skip them).
-    let _ = client.batch_execute(&format!(
-        "SELECT pg_replication_origin_create({origin}) WHERE NOT EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = {origin});
-         SELECT pg_replication_origin_session_setup({origin});"
-    ));
-    Ok(())
+    session_setup(client, &format!("pgtier_{node}_{}", lane.map_or_else(|| "x".to_owned(), |lane| lane.to_string())))
 }
 
 /// This node's lanes and their positions, by lane number.

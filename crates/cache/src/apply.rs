@@ -1,0 +1,222 @@
+//! What pgtier sends PostgreSQL for its cached tables' row changes, shared
+//! by both write-through modes (AWT applies committed transactions in
+//! batches, SWT one transaction inside the cache's commit): a row change as
+//! an EXECUTE of a statement prepared once per connection and table shape,
+//! and one PostgreSQL transaction that runs them, checks that each changed
+//! exactly one row, and commits only then.
+
+use pgtier_backend::copy_out::quote_identifier;
+use pgtier_engine::{RowChange, RowOp, Value};
+use postgres::{Client, SimpleQueryMessage};
+
+use crate::error::CacheError;
+use crate::manager::{GroupEntry, quote_literal};
+
+/// One row change for PostgreSQL: an EXECUTE of a statement prepared once
+/// per connection and shape (PostgreSQL then skips parsing and planning),
+/// and the same as plain SQL (for the error table, and for a connection
+/// where the PREPARE itself fails).
+pub(crate) struct RowStatement {
+    /// The prepared statement's name: one per table and operation.
+    pub name: String,
+    pub prepare: String,
+    pub execute: String,
+    pub plain: String,
+}
+
+/// INSERT of the after-image, UPDATE of every non-key column by primary key,
+/// DELETE by primary key (a key change is a delete and an insert in the
+/// engine's log). Values as text literals PostgreSQL casts to the column type.
+pub(crate) fn row_statement(entry: &GroupEntry, index: usize, change: &RowChange) -> Option<RowStatement> {
+    let table = &entry.group.tables[index];
+    let relation = format!("{}.{}", quote_identifier(&table.source.name.schema), quote_identifier(&table.source.name.table));
+    let row = change.row();
+    let schema = &change.table;
+    let literal = |column: usize| match row.get(column).to_owned_value() {
+        Value::Null => "NULL".to_owned(),
+        value => quote_literal(&value.to_string()),
+    };
+    let column = |c: usize| quote_identifier(&schema.columns[c].name);
+    let columns: Vec<usize> = (0..schema.visible_columns().len()).collect();
+    // Parameter order: the columns the statement sets, then the key.
+    let (op, targets, keys): (&str, Vec<usize>, Vec<usize>) = match change.op {
+        RowOp::Insert => ("ins", columns.clone(), Vec::new()),
+        RowOp::Update => ("upd", columns.iter().copied().filter(|c| !schema.primary_key.contains(c)).collect(), schema.primary_key.clone()),
+        RowOp::Delete => ("del", Vec::new(), schema.primary_key.clone()),
+    };
+    if change.op == RowOp::Update && targets.is_empty() {
+        return None;
+    }
+    let shape = |value: &dyn Fn(usize, usize) -> String| -> String {
+        let filter = keys.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(targets.len() + i, c))).collect::<Vec<_>>().join(" AND ");
+        match change.op {
+            RowOp::Insert => format!(
+                "INSERT INTO {relation} ({}) VALUES ({})",
+                targets.iter().map(|&c| column(c)).collect::<Vec<_>>().join(", "),
+                targets.iter().enumerate().map(|(i, &c)| value(i, c)).collect::<Vec<_>>().join(", ")
+            ),
+            RowOp::Update => {
+                let sets = targets.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(i, c))).collect::<Vec<_>>().join(", ");
+                format!("UPDATE {relation} SET {sets} WHERE {filter}")
+            }
+            RowOp::Delete => format!("DELETE FROM {relation} WHERE {filter}"),
+        }
+    };
+    let plain = shape(&|_, c| literal(c));
+    let name = format!("pgtier_{op}_{:016x}", stable_hash(&relation));
+    let types: Vec<&str> = targets.iter().chain(&keys).map(|&c| table.source.columns.get(c).map_or("text", |col| col.type_name.as_str())).collect();
+    let prepare = format!("PREPARE {name} ({}) AS {}", types.join(", "), shape(&|i, _| format!("${}", i + 1)));
+    let execute = format!("EXECUTE {name}({})", targets.iter().chain(&keys).map(|&c| literal(c)).collect::<Vec<_>>().join(", "));
+    Some(RowStatement { name, prepare, execute, plain })
+}
+
+/// FNV-1a: the same value in every process and Rust version (prepared
+/// statement names must fit PostgreSQL's 63 bytes; lanes must survive restarts).
+pub(crate) fn stable_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A PostgreSQL connection that applies, with the statements it has prepared.
+pub(crate) struct Applier {
+    pub client: Client,
+    prepared: std::collections::HashSet<String>,
+}
+
+impl Applier {
+    pub fn new(client: Client) -> Applier {
+        Applier { client, prepared: std::collections::HashSet::new() }
+    }
+
+    /// Prepares what `statements` need and this connection lacks. False when
+    /// PostgreSQL refuses a PREPARE (a table changed there): then they go
+    /// as plain SQL, so the refusal is met statement by statement.
+    fn prepare(&mut self, statements: &[&RowStatement]) -> Result<bool, CacheError> {
+        let mut text = String::new();
+        let mut names = Vec::new();
+        for statement in statements {
+            if !self.prepared.contains(&statement.name) && !names.contains(&statement.name) {
+                text.push_str(&statement.prepare);
+                text.push(';');
+                names.push(statement.name.clone());
+            }
+        }
+        if names.is_empty() {
+            return Ok(true);
+        }
+        match self.client.batch_execute(&text) {
+            Ok(()) => {
+                self.prepared.extend(names);
+                Ok(true)
+            }
+            Err(error) if error.as_db_error().is_some() => {
+                // Some may have been prepared before the refused one: forget
+                // them all (DEALLOCATE ALL), so names and statements agree.
+                self.client.batch_execute("DEALLOCATE ALL").map_err(|e| connection_error(&e))?;
+                self.prepared.clear();
+                Ok(false)
+            }
+            Err(error) => Err(connection_error(&error)),
+        }
+    }
+}
+
+pub(crate) enum Applied {
+    Yes,
+    /// PostgreSQL refused a statement or a row count differed; rolled back.
+    Refused(Refusal),
+    /// The connection broke after COMMIT was sent: committed or not, only
+    /// PostgreSQL can tell (the caller's progress row says which).
+    Unknown(CacheError),
+}
+
+/// Why PostgreSQL did not take a transaction.
+#[derive(Clone, Debug)]
+pub(crate) struct Refusal {
+    pub sqlstate: String,
+    pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+    /// The row statement (index) that changed no row, when that was the reason.
+    pub statement: Option<usize>,
+}
+
+/// Runs `statements` and then `tail` (the caller's bookkeeping, e.g. the
+/// progress rows, one statement) in one PostgreSQL transaction: one round
+/// trip with all of them, a check that each row statement changed exactly
+/// one row, then COMMIT (or ROLLBACK and `Refused`). PostgreSQL's own
+/// errors come back as `Refused` with its SQLSTATE; a connection lost before
+/// COMMIT is an error (nothing committed), after it `Unknown`.
+pub(crate) fn apply_checked(applier: &mut Applier, statements: &[&RowStatement], tail: &str) -> Result<Applied, CacheError> {
+    let prepared = applier.prepare(statements)?;
+    let client = &mut applier.client;
+    let mut text = String::from("BEGIN;");
+    for statement in statements {
+        text.push_str(if prepared { &statement.execute } else { &statement.plain });
+        text.push(';');
+    }
+    text.push_str(tail);
+    text.push(';');
+    let messages = match client.simple_query(&text) {
+        Ok(messages) => messages,
+        Err(error) => {
+            if error.as_db_error().is_none() {
+                return Err(connection_error(&error));
+            }
+            let refused = refusal(&error, None);
+            client.batch_execute("ROLLBACK").map_err(|e| connection_error(&e))?;
+            return Ok(Applied::Refused(refused));
+        }
+    };
+    let counts: Vec<u64> = messages.iter().filter_map(|m| if let SimpleQueryMessage::CommandComplete(n) = m { Some(*n) } else { None }).collect();
+    // BEGIN, one per statement, the tail.
+    let expected = statements.len();
+    let wrong = counts.len() != expected + 2 || counts[1..=expected].iter().any(|&n| n != 1);
+    if wrong {
+        client.batch_execute("ROLLBACK").map_err(|e| connection_error(&e))?;
+        let at = counts.iter().skip(1).position(|&n| n != 1).unwrap_or(0);
+        let message = format!("statement {} of the transaction changed no row in PostgreSQL (the row is missing there, or a key differs)", at + 1);
+        return Ok(Applied::Refused(Refusal { sqlstate: "P0002".into(), message, detail: None, hint: None, statement: Some(at) }));
+    }
+    match client.batch_execute("COMMIT") {
+        Ok(()) => Ok(Applied::Yes),
+        // A deferred constraint, a serialization failure: refused at COMMIT.
+        Err(error) if error.as_db_error().is_some() => Ok(Applied::Refused(refusal(&error, None))),
+        // The reply was lost: PostgreSQL may or may not have committed.
+        Err(error) => Ok(Applied::Unknown(connection_error(&error))),
+    }
+}
+
+fn refusal(error: &postgres::Error, statement: Option<usize>) -> Refusal {
+    match error.as_db_error() {
+        Some(db) => Refusal {
+            sqlstate: db.code().code().to_owned(),
+            message: db.message().to_owned(),
+            detail: db.detail().map(str::to_owned),
+            hint: db.hint().map(str::to_owned),
+            statement,
+        },
+        None => Refusal { sqlstate: "08006".into(), message: error.to_string(), detail: None, hint: None, statement },
+    }
+}
+
+pub(crate) fn connection_error(error: &postgres::Error) -> CacheError {
+    CacheError::Backend(pgtier_backend::BackendError::from_postgres("write-through", error))
+}
+
+
+/// A write-through session: standard strings (the literals pgtier sends),
+/// synchronous commit (an acknowledged apply survives a PostgreSQL crash),
+/// and replication origin `origin`, so logical decoding can tell pgtier's
+/// own changes apart (autorefresh must not echo them back). One session at
+/// a time may use an origin, so every connection has its own name.
+pub(crate) fn session_setup(client: &mut Client, origin: &str) -> Result<(), CacheError> {
+    client.batch_execute("SET standard_conforming_strings = on; SET synchronous_commit = on;").map_err(|e| connection_error(&e))?;
+    let origin = quote_literal(origin);
+    // Needs superuser or a grant on the origin functions; without it pgtier's
+    // changes are not marked (autorefresh then cannot skip them).
+    let _ = client.batch_execute(&format!(
+        "SELECT pg_replication_origin_create({origin}) WHERE NOT EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = {origin});
+         SELECT pg_replication_origin_session_setup({origin});"
+    ));
+    Ok(())
+}

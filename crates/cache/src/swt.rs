@@ -1,0 +1,562 @@
+//! SWT write-through: an application transaction that changed tables of SWT
+//! groups commits in PostgreSQL first, inside the cache's commit, and in
+//! the cache only after PostgreSQL said yes; PostgreSQL's refusal rolls the
+//! cache transaction back with PostgreSQL's SQLSTATE and message.
+//!
+//! [`Swt`] is the engine's commit participant on every SWT table. At a
+//! commit (row locks held, so no other writer comes between the two
+//! commits) it takes an apply *slot* — a PostgreSQL connection with a
+//! number — and sends, in one PostgreSQL transaction, the transaction's
+//! row changes (the statements AWT uses) and the slot's row in
+//! `pgtier.swt_progress`: the slot's transaction counter plus the changed
+//! rows' images. The same counter goes into the slot's row of the local
+//! table [`SLOTS_TABLE`], written by the application transaction itself.
+//!
+//! The crash window (DESIGN.md §3): PostgreSQL committed, the cache not
+//! (pgtier killed, the local commit failed, or the connection broke while
+//! COMMIT was under way). Then PostgreSQL's counter for the slot is ahead
+//! of the local one, and its row says which rows that transaction changed.
+//! Resolution reloads those rows' instances from PostgreSQL — the system of
+//! record for SWT, and already holding every later change — and moves the
+//! local counter up. It runs at open and whenever a slot's outcome is
+//! unknown; SWT commits wait for it (and fail after a while with 57P03), so
+//! no transaction writes over a row whose newest image the cache lacks.
+//! Reads of those rows may show the older image until then, as they would
+//! have before the lost commit.
+//!
+//! A statement that changes no row in PostgreSQL (the row is missing there:
+//! changed behind pgtier's back) refuses the commit with P0002, and the
+//! instance is reloaded from PostgreSQL in the background so a retry works
+//! on PostgreSQL's rows.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use pgtier_backend::connect_backend;
+use pgtier_engine::{
+    ColumnDef, CommitParticipant, DataType, Database, EngineError, Origin, RowChange, RowOp, TableDef, Transaction, Value,
+};
+use postgres::Client;
+
+use crate::apply::{Applied, Applier, RowStatement, apply_checked, connection_error, row_statement, session_setup};
+use crate::awt::LagHistogram;
+use crate::error::CacheError;
+use crate::group::GroupKind;
+use crate::load::LoadOptions;
+use crate::manager::{Cache, quote_literal};
+
+/// Local table: per slot, the counter of the last SWT transaction committed in the cache.
+pub const SLOTS_TABLE: &str = "pgtier_swt_slots";
+
+/// How long a commit waits for in-doubt resolution before it fails (57P03).
+const READY_WAIT: Duration = Duration::from_secs(5);
+/// How long the outcome check after a lost COMMIT waits for the old session's lock.
+const OUTCOME_LOCK_TIMEOUT_MS: u32 = 5_000;
+
+/// SWT figures (`pgtier_cache_propagation`, `pgtier status`, `/metrics`).
+#[derive(Debug, Default)]
+pub struct SwtStatus {
+    /// Transactions committed in PostgreSQL and then in the cache.
+    pub commits: AtomicU64,
+    /// Commits PostgreSQL refused (rolled back in the cache with its error).
+    pub refused: AtomicU64,
+    /// Transactions found committed in PostgreSQL but not in the cache, and repaired.
+    pub in_doubt_resolved: AtomicU64,
+    /// Instances reloaded because PostgreSQL's rows differed from the cache's.
+    pub repairs: AtomicU64,
+    /// Time spent in PostgreSQL per commit (connect excluded).
+    pub latency: LagHistogram,
+    pub last_error: Mutex<Option<String>>,
+}
+
+/// One apply slot: a connection and its transaction counter.
+struct Slot {
+    id: i32,
+    txn_id: i64,
+    applier: Option<Applier>,
+}
+
+#[derive(Default)]
+struct Slots {
+    /// False until both sides' counters were read and every in-doubt slot resolved.
+    ready: bool,
+    idle: Vec<Slot>,
+    /// Slots whose last transaction may have committed in PostgreSQL only.
+    in_doubt: Vec<Slot>,
+    /// Slots of transactions committed in PostgreSQL, awaiting the cache's commit.
+    busy: HashMap<u64, Slot>,
+    next_slot: i32,
+    next_ticket: u64,
+}
+
+/// The commit participant of SWT tables (one per cache).
+pub(crate) struct Swt {
+    cache: Weak<Cache>,
+    node: String,
+    slots: Mutex<Slots>,
+    ready_changed: Condvar,
+    resolver_running: AtomicBool,
+    pub status: Arc<SwtStatus>,
+}
+
+impl Swt {
+    pub fn new(cache: Weak<Cache>, node: String) -> Swt {
+        Swt {
+            cache,
+            node,
+            slots: Mutex::new(Slots::default()),
+            ready_changed: Condvar::new(),
+            resolver_running: AtomicBool::new(false),
+            status: Arc::default(),
+        }
+    }
+
+    /// Starts resolution in the background unless it is done or running.
+    pub fn resolve_in_background(self: &Arc<Swt>) {
+        {
+            let slots = self.slots.lock();
+            if slots.ready && slots.in_doubt.is_empty() {
+                return;
+            }
+        }
+        if self.resolver_running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let swt = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new().name("pgtier-swt-resolve".into()).spawn(move || {
+            let mut backoff = Duration::from_millis(50);
+            loop {
+                let Some(strong) = swt.upgrade() else { return };
+                let Some(cache) = strong.cache.upgrade() else { return };
+                match strong.resolve(&cache) {
+                    Ok(()) => {
+                        strong.resolver_running.store(false, Ordering::Release);
+                        // A slot may have gone in doubt after the last look.
+                        let again = !strong.slots.lock().in_doubt.is_empty();
+                        if again && !strong.resolver_running.swap(true, Ordering::AcqRel) {
+                            continue;
+                        }
+                        return;
+                    }
+                    Err(error) => *strong.status.last_error.lock() = Some(error.to_string()),
+                }
+                drop((strong, cache));
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        });
+        if spawned.is_err() {
+            self.resolver_running.store(false, Ordering::Release);
+        }
+    }
+
+    /// Reads both sides' counters (first time), then repairs every slot
+    /// whose PostgreSQL counter is ahead of the cache's.
+    fn resolve(&self, cache: &Cache) -> Result<(), CacheError> {
+        let db = cache.database();
+        let mut client = connect_backend(cache.backend().ok_or(CacheError::NoBackend)?)?;
+        setup_tables(&mut client)?;
+        let remote = read_counters(&mut client, &self.node, None)?;
+        let first = !self.slots.lock().ready;
+        let mut pending: Vec<Slot> = if first {
+            ensure_slots_table(db)?;
+            let local = read_local_counters(db)?;
+            let ids: std::collections::BTreeSet<i32> = local.keys().chain(remote.keys()).copied().collect();
+            ids.into_iter().map(|id| Slot { id, txn_id: local.get(&id).copied().unwrap_or(0), applier: None }).collect()
+        } else {
+            std::mem::take(&mut self.slots.lock().in_doubt)
+        };
+        let mut failure = None;
+        let mut resolved = Vec::with_capacity(pending.len());
+        for mut slot in pending.drain(..) {
+            if failure.is_some() {
+                resolved.push(Err(slot));
+                continue;
+            }
+            let slot_remote = remote.get(&slot.id);
+            match self.repair_slot(cache, &mut slot, slot_remote) {
+                Ok(()) => resolved.push(Ok(slot)),
+                Err(error) => {
+                    failure = Some(error);
+                    resolved.push(Err(slot));
+                }
+            }
+        }
+        let mut slots = self.slots.lock();
+        for outcome in resolved {
+            match outcome {
+                Ok(slot) => {
+                    slots.next_slot = slots.next_slot.max(slot.id + 1);
+                    slots.idle.push(slot);
+                }
+                Err(slot) => {
+                    slots.next_slot = slots.next_slot.max(slot.id + 1);
+                    slots.in_doubt.push(slot);
+                }
+            }
+        }
+        if let Some(error) = failure {
+            if first {
+                // Not ready: both sides' counters are read again next time.
+                slots.idle.clear();
+                slots.in_doubt.clear();
+            }
+            return Err(error);
+        }
+        slots.ready = true;
+        self.ready_changed.notify_all();
+        Ok(())
+    }
+
+    /// Makes the cache agree with PostgreSQL for `slot`: when PostgreSQL's
+    /// counter is ahead, the rows its last transaction changed are reloaded
+    /// from PostgreSQL and the local counter moves up.
+    fn repair_slot(&self, cache: &Cache, slot: &mut Slot, remote: Option<&(i64, String)>) -> Result<(), CacheError> {
+        let Some((remote_id, changes)) = remote else { return Ok(()) };
+        if *remote_id <= slot.txn_id {
+            return Ok(());
+        }
+        refresh_changed(cache, changes)?;
+        let db = cache.database();
+        let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Refresh)?;
+        record_counter(&mut txn, slot.id, *remote_id)?;
+        txn.commit()?;
+        slot.txn_id = *remote_id;
+        self.status.in_doubt_resolved.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// An idle slot (a new one when none is), once resolution is done.
+    fn take_slot(self: &Arc<Swt>) -> Result<Slot, EngineError> {
+        let deadline = Instant::now() + READY_WAIT;
+        let mut slots = self.slots.lock();
+        while !slots.ready || !slots.in_doubt.is_empty() {
+            drop(slots);
+            self.resolve_in_background();
+            slots = self.slots.lock();
+            if slots.ready && slots.in_doubt.is_empty() {
+                break;
+            }
+            if self.ready_changed.wait_until(&mut slots, deadline.min(Instant::now() + Duration::from_millis(100))).timed_out() && Instant::now() >= deadline {
+                let reason = self.status.last_error.lock().clone().unwrap_or_else(|| "still resolving".into());
+                return Err(EngineError::hook(
+                    "57P03",
+                    format!("SWT write-through is resolving a transaction whose outcome in PostgreSQL is unknown: {reason}"),
+                    Some("pgtier reloads the rows it changed from PostgreSQL as soon as PostgreSQL answers; retry then.".into()),
+                ));
+            }
+        }
+        Ok(slots.idle.pop().unwrap_or_else(|| {
+            let id = slots.next_slot;
+            slots.next_slot += 1;
+            Slot { id, txn_id: 0, applier: None }
+        }))
+    }
+
+    fn put_idle(&self, slot: Slot) {
+        self.slots.lock().idle.push(slot);
+    }
+
+    fn connect(&self, cache: &Cache, slot: &mut Slot) -> Result<(), CacheError> {
+        if slot.applier.is_some() {
+            return Ok(());
+        }
+        let mut client = connect_backend(cache.backend().ok_or(CacheError::NoBackend)?)?;
+        session_setup(&mut client, &format!("pgtier_{}_s{}", self.node, slot.id))?;
+        slot.applier = Some(Applier::new(client));
+        Ok(())
+    }
+
+    /// After a lost COMMIT reply: PostgreSQL's counter for the slot says
+    /// whether `txn_id` committed. None when PostgreSQL cannot say now.
+    fn committed_remotely(&self, cache: &Cache, slot: i32, txn_id: i64) -> Option<bool> {
+        let mut client = connect_backend(cache.backend()?).ok()?;
+        // The old session may still hold the row: its outcome is final once it lets go.
+        client.batch_execute(&format!("SET lock_timeout = {OUTCOME_LOCK_TIMEOUT_MS}")).ok()?;
+        let mut txn = client.transaction().ok()?;
+        let counters = read_counters_in(&mut txn, &self.node, Some(slot)).ok()?;
+        let _ = txn.rollback();
+        Some(counters.get(&slot).is_some_and(|(remote, _)| *remote >= txn_id))
+    }
+
+    /// Reloads, in the background, the instances of changes PostgreSQL's
+    /// rows disagreed with (after the refusing transaction rolled back).
+    fn repair_later(self: &Arc<Swt>, changes: Vec<RowChange>) {
+        let swt = Arc::downgrade(self);
+        let _ = std::thread::Builder::new().name("pgtier-swt-repair".into()).spawn(move || {
+            let text = describe_changes(&changes);
+            for attempt in 0..20u64 {
+                std::thread::sleep(Duration::from_millis(20 * (attempt + 1)));
+                let Some(swt) = swt.upgrade() else { return };
+                let Some(cache) = swt.cache.upgrade() else { return };
+                match refresh_changed(&cache, &text) {
+                    Ok(()) => {
+                        swt.status.repairs.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    Err(error) => *swt.status.last_error.lock() = Some(format!("reloading rows PostgreSQL disagreed with: {error}")),
+                }
+            }
+        });
+    }
+
+    fn commit_in_postgres(self: &Arc<Swt>, cache: &Cache, txn: &mut Transaction, changes: &[RowChange]) -> Result<u64, EngineError> {
+        // The statements, and the change each one came from.
+        let mut statements: Vec<RowStatement> = Vec::with_capacity(changes.len());
+        let mut sources: Vec<&RowChange> = Vec::with_capacity(changes.len());
+        for change in changes {
+            let Some((entry, index)) = cache.table_of_group(&change.table.name) else { continue };
+            if entry.def.kind != GroupKind::Swt {
+                continue;
+            }
+            if let Some(statement) = row_statement(&entry, index, change) {
+                statements.push(statement);
+                sources.push(change);
+            }
+        }
+        if statements.is_empty() {
+            return Ok(NO_TICKET);
+        }
+        let mut slot = self.take_slot()?;
+        if let Err(error) = self.connect(cache, &mut slot) {
+            self.put_idle(slot);
+            return Err(engine_error(&error));
+        }
+        let txn_id = slot.txn_id + 1;
+        if let Err(error) = record_counter(txn, slot.id, txn_id) {
+            self.put_idle(slot);
+            return Err(engine_error(&error));
+        }
+        let tail = progress_statement(&self.node, slot.id, txn_id, &describe_changes(sources.iter().copied()));
+        let refs: Vec<&RowStatement> = statements.iter().collect();
+        let started = Instant::now();
+        let Some(applier) = slot.applier.as_mut() else { unreachable!("connected above") };
+        let outcome = apply_checked(applier, &refs, &tail);
+        self.status.latency.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+        match outcome {
+            Ok(Applied::Yes) => Ok(self.park(slot, txn_id)),
+            Ok(Applied::Refused(refusal)) => {
+                self.put_idle(slot);
+                self.status.refused.fetch_add(1, Ordering::Relaxed);
+                if let Some(culprit) = refusal.statement.and_then(|at| sources.get(at)) {
+                    self.repair_later(vec![(*culprit).clone()]);
+                }
+                let mut message = refusal.message;
+                if let Some(detail) = refusal.detail {
+                    let _ = write!(message, " ({detail})");
+                }
+                Err(EngineError::hook(&refusal.sqlstate, message, refusal.hint))
+            }
+            Ok(Applied::Unknown(error)) => {
+                slot.applier = None;
+                match self.committed_remotely(cache, slot.id, txn_id) {
+                    Some(true) => Ok(self.park(slot, txn_id)),
+                    Some(false) => {
+                        self.put_idle(slot);
+                        Err(engine_error(&error))
+                    }
+                    None => {
+                        self.slots.lock().in_doubt.push(slot);
+                        self.resolve_in_background();
+                        Err(EngineError::hook(
+                            "40003",
+                            format!("the connection to PostgreSQL broke while an SWT transaction committed there; whether it did is not known yet: {error}"),
+                            Some("pgtier reloads the rows it changed from PostgreSQL as soon as PostgreSQL answers; read them to see the outcome.".into()),
+                        ))
+                    }
+                }
+            }
+            Err(error) => {
+                slot.applier = None;
+                self.put_idle(slot);
+                Err(engine_error(&error))
+            }
+        }
+    }
+
+    /// Holds a slot whose transaction PostgreSQL committed until the cache's commit ends.
+    fn park(&self, mut slot: Slot, txn_id: i64) -> u64 {
+        slot.txn_id = txn_id;
+        self.status.commits.fetch_add(1, Ordering::Relaxed);
+        let mut slots = self.slots.lock();
+        slots.next_ticket += 1;
+        let ticket = slots.next_ticket;
+        slots.busy.insert(ticket, slot);
+        ticket
+    }
+}
+
+/// The ticket of a transaction that changed no SWT row PostgreSQL needs.
+const NO_TICKET: u64 = 0;
+
+/// The participant installed on SWT tables.
+pub(crate) struct SwtParticipant(pub Arc<Swt>);
+
+impl CommitParticipant for SwtParticipant {
+    fn commit_first(&self, txn: &mut Transaction, changes: &[RowChange]) -> pgtier_engine::Result<u64> {
+        let Some(cache) = self.0.cache.upgrade() else { return Err(EngineError::ShuttingDown) };
+        self.0.commit_in_postgres(&cache, txn, changes)
+    }
+
+    fn finished(&self, ticket: u64, committed: bool) {
+        if ticket == NO_TICKET {
+            return;
+        }
+        let swt = &self.0;
+        let mut slots = swt.slots.lock();
+        let Some(mut slot) = slots.busy.remove(&ticket) else { return };
+        if committed {
+            slots.idle.push(slot);
+            return;
+        }
+        // PostgreSQL has it, the cache does not: resolved like a crash.
+        slot.txn_id -= 1;
+        slots.in_doubt.push(slot);
+        drop(slots);
+        swt.resolve_in_background();
+    }
+}
+
+fn engine_error(error: &CacheError) -> EngineError {
+    EngineError::hook(error.sqlstate(), error.to_string(), error.hint())
+}
+
+/// The changed rows, for PostgreSQL's progress row: per line the table name
+/// and the row image, in hex (resolution needs only their root keys).
+fn describe_changes<'a>(changes: impl IntoIterator<Item = &'a RowChange>) -> String {
+    let mut text = String::new();
+    for change in changes {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        hex(&mut text, change.table.name.as_bytes());
+        text.push(':');
+        hex(&mut text, &change.image);
+    }
+    text
+}
+
+fn hex(out: &mut String, bytes: &[u8]) {
+    for byte in bytes {
+        let _ = write!(out, "{byte:02x}");
+    }
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+}
+
+/// Reloads from PostgreSQL the instances of the rows `described` lists
+/// (see [`describe_changes`]); a row whose root key cannot be told reloads its whole group.
+fn refresh_changed(cache: &Cache, described: &str) -> Result<(), CacheError> {
+    let catalog = cache.database().catalog();
+    let mut keys: BTreeMap<String, (Vec<Vec<Value>>, bool)> = BTreeMap::new();
+    for line in described.lines().filter(|line| !line.is_empty()) {
+        let damaged = || CacheError::StreamOrder { group: String::new(), reason: format!("pgtier.swt_progress holds a damaged change record: {line:.80}") };
+        let (name, image) = line.split_once(':').ok_or_else(damaged)?;
+        let name = String::from_utf8(unhex(name).ok_or_else(damaged)?).map_err(|_| damaged())?;
+        let image = unhex(image).ok_or_else(damaged)?;
+        let (Some(schema), Some((entry, index))) = (catalog.table_by_name(&name), cache.table_of_group(&name)) else { continue };
+        let change = RowChange::from_image(RowOp::Insert, Arc::clone(schema), image).map_err(CacheError::Engine)?;
+        let slot = keys.entry(entry.def.name.clone()).or_default();
+        match entry.root_key_of_row(index, &change.row().values()) {
+            Some(key) => slot.0.push(key),
+            None => slot.1 = true,
+        }
+    }
+    for (group, (keys, whole)) in keys {
+        if whole {
+            let cached = cache.cached_root_keys(&group)?;
+            cache.refresh(&group, &cached, &LoadOptions::default())?;
+        } else {
+            let entry = cache.entry(&group)?;
+            cache.refresh_instances(&entry, &keys)?;
+        }
+    }
+    Ok(())
+}
+
+fn progress_statement(node: &str, slot: i32, txn_id: i64, changes: &str) -> String {
+    format!(
+        "INSERT INTO pgtier.swt_progress (node, slot, txn_id, changes, committed_at) VALUES ({}, {slot}, {txn_id}, {}, now()) \
+         ON CONFLICT (node, slot) DO UPDATE SET txn_id = EXCLUDED.txn_id, changes = EXCLUDED.changes, committed_at = now()",
+        quote_literal(node),
+        quote_literal(changes)
+    )
+}
+
+fn setup_tables(client: &mut Client) -> Result<(), CacheError> {
+    client
+        .batch_execute(
+            "CREATE SCHEMA IF NOT EXISTS pgtier;
+             CREATE TABLE IF NOT EXISTS pgtier.swt_progress (
+                 node text NOT NULL, slot int NOT NULL, txn_id bigint NOT NULL, changes text NOT NULL,
+                 committed_at timestamptz NOT NULL, PRIMARY KEY (node, slot));",
+        )
+        .map_err(|e| connection_error(&e))
+}
+
+/// PostgreSQL's counters (and last changes) of this node's slots (one slot when given).
+fn read_counters(client: &mut Client, node: &str, slot: Option<i32>) -> Result<BTreeMap<i32, (i64, String)>, CacheError> {
+    let mut txn = client.transaction().map_err(|e| connection_error(&e))?;
+    let counters = read_counters_in(&mut txn, node, slot)?;
+    txn.commit().map_err(|e| connection_error(&e))?;
+    Ok(counters)
+}
+
+fn read_counters_in(txn: &mut postgres::Transaction<'_>, node: &str, slot: Option<i32>) -> Result<BTreeMap<i32, (i64, String)>, CacheError> {
+    let rows = match slot {
+        Some(slot) => txn.query("SELECT slot, txn_id, changes FROM pgtier.swt_progress WHERE node = $1 AND slot = $2 FOR UPDATE", &[&node, &slot]),
+        None => txn.query("SELECT slot, txn_id, changes FROM pgtier.swt_progress WHERE node = $1", &[&node]),
+    }
+    .map_err(|e| connection_error(&e))?;
+    Ok(rows.iter().map(|row| (row.get::<_, i32>(0), (row.get::<_, i64>(1), row.get::<_, String>(2)))).collect())
+}
+
+fn ensure_slots_table(db: &Database) -> Result<(), CacheError> {
+    if db.catalog().table_by_name(SLOTS_TABLE).is_some() {
+        return Ok(());
+    }
+    let mut txn = db.begin()?;
+    let def = TableDef::new(SLOTS_TABLE, vec![ColumnDef::new("slot", DataType::Int4), ColumnDef::new("txn_id", DataType::Int8).not_null()], &["slot"]);
+    match txn.create_table(&def) {
+        Ok(_) => Ok(txn.commit().map(|_| ())?),
+        // Created meanwhile by another resolver.
+        Err(EngineError::DuplicateTable { .. }) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn read_local_counters(db: &Database) -> Result<BTreeMap<i32, i64>, CacheError> {
+    let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Refresh)?;
+    let Some(table) = txn.catalog().table_by_name(SLOTS_TABLE).map(|t| t.id) else { return Ok(BTreeMap::new()) };
+    let mut counters = BTreeMap::new();
+    txn.scan_table(table, |row| {
+        if let (Value::Int4(slot), Value::Int8(txn_id)) = (row.get(0).to_owned_value(), row.get(1).to_owned_value()) {
+            counters.insert(slot, txn_id);
+        }
+        Ok(true)
+    })?;
+    txn.rollback();
+    Ok(counters)
+}
+
+/// Sets slot `slot`'s local counter in `txn`.
+fn record_counter(txn: &mut Transaction, slot: i32, txn_id: i64) -> Result<(), CacheError> {
+    let table = txn
+        .catalog()
+        .table_by_name(SLOTS_TABLE)
+        .map(|t| t.id)
+        .ok_or_else(|| CacheError::Engine(EngineError::UndefinedTable { name: SLOTS_TABLE.into() }))?;
+    if !txn.update(table, &[Value::Int4(slot)], &[(1, Value::Int8(txn_id))])? {
+        txn.insert(table, &[Value::Int4(slot), Value::Int8(txn_id)])?;
+    }
+    Ok(())
+}

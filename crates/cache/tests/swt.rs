@@ -1,0 +1,126 @@
+//! SWT write-through against a real PostgreSQL with TATP: a transaction on
+//! an SWT group is in PostgreSQL when its commit returns (nothing to wait
+//! for); PostgreSQL's refusal (a CHECK constraint only PostgreSQL has) rolls
+//! the cache transaction back with PostgreSQL's SQLSTATE and message; a row
+//! changed behind pgtier's back refuses the commit and is reloaded.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{TABLES, cache_dump, fresh_tatp, postgres_dump};
+use pgtier_backend::BackendConfig;
+use pgtier_backend::connect::connect;
+use pgtier_cache::{Cache, CacheConfig, GroupKind, LoadOptions};
+use pgtier_engine::{Database, EngineConfig, Value};
+use postgres::Client;
+
+fn open(dir: &std::path::Path, url: &str) -> Arc<Cache> {
+    let db = Database::open(dir, EngineConfig::default()).unwrap();
+    let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
+    Cache::open(db, Some(params), CacheConfig::default()).unwrap()
+}
+
+/// Cache == PostgreSQL for every table, right now (no propagation to wait for).
+fn assert_same_now(cache: &Cache, client: &mut Client, predicate: &str) {
+    let group = pgtier_cache::define_group(client, &common::tatp_spec()).unwrap();
+    for table in TABLES {
+        assert_eq!(cache_dump(cache.database(), table), postgres_dump(client, &group, table, predicate), "{table}");
+    }
+}
+
+fn vlr(client: &mut Client, s_id: i32) -> i32 {
+    client.query_one("SELECT vlr_location::int4 FROM subscriber WHERE s_id = $1", &[&s_id]).unwrap().get(0)
+}
+
+#[test]
+fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
+    let url = fresh_tatp("swt_basic");
+    let mut client = connect(&url).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url);
+    cache.create_group(&common::tatp_group("swt", GroupKind::Swt, false)).unwrap();
+    cache.load("swt", &LoadOptions::default()).unwrap();
+    let db = cache.database().clone();
+    let catalog = db.catalog();
+    let subscriber = catalog.table_by_name("subscriber").unwrap().clone();
+    let forwarding = catalog.table_by_name("call_forwarding").unwrap().clone();
+    let special = catalog.table_by_name("special_facility").unwrap().clone();
+    let vlr_column = subscriber.column_index("vlr_location").unwrap();
+
+    // Committed means in PostgreSQL: read at once on another connection.
+    for s in 1..=20 {
+        let mut txn = db.begin().unwrap();
+        txn.update(subscriber.id, &[Value::Int4(s)], &[(vlr_column, Value::Int4(1000 + s))]).unwrap();
+        txn.commit().unwrap();
+        assert_eq!(vlr(&mut client, s), 1000 + s);
+    }
+    // Inserts and deletes, several tables and instances in one transaction.
+    let mut facilities = Vec::new();
+    let mut txn = db.begin().unwrap();
+    for s in [3, 7] {
+        txn.scan_prefix(special.primary_index, &[Value::Int4(s)], |row| {
+            facilities.push((s, row.get(1).to_owned_value()));
+            Ok(true)
+        })
+        .unwrap();
+    }
+    assert!(!facilities.is_empty());
+    for (s, sf_type) in &facilities {
+        let key = [Value::Int4(*s), sf_type.clone(), Value::Int2(16)];
+        if !txn.delete(forwarding.id, &key).unwrap() {
+            txn.insert(forwarding.id, &[Value::Int4(*s), sf_type.clone(), Value::Int2(16), Value::Int2(20), Value::Text("swt".into())]).unwrap();
+        }
+    }
+    txn.commit().unwrap();
+    assert_same_now(&cache, &mut client, "true");
+    let status = cache.swt_status();
+    assert_eq!(status.commits.load(std::sync::atomic::Ordering::Relaxed), 21);
+
+    // A constraint only PostgreSQL has: the commit fails with its SQLSTATE and
+    // message, and the cache keeps the old row.
+    client.batch_execute("ALTER TABLE subscriber ADD CONSTRAINT vlr_not_negative CHECK (vlr_location >= 0) NOT VALID").unwrap();
+    let mut txn = db.begin().unwrap();
+    txn.update(subscriber.id, &[Value::Int4(5)], &[(vlr_column, Value::Int4(-1))]).unwrap();
+    txn.update(subscriber.id, &[Value::Int4(6)], &[(vlr_column, Value::Int4(66))]).unwrap();
+    let error = txn.commit().unwrap_err();
+    assert_eq!(error.sqlstate(), "23514", "{error}");
+    assert!(error.to_string().contains("vlr_not_negative"), "{error}");
+    let mut txn = db.begin().unwrap();
+    assert_eq!(txn.get_with(subscriber.id, &[Value::Int4(5)], |row| row.values()[vlr_column].clone()).unwrap(), Some(Value::Int8(1005)));
+    assert_eq!(txn.get_with(subscriber.id, &[Value::Int4(6)], |row| row.values()[vlr_column].clone()).unwrap(), Some(Value::Int8(1006)));
+    txn.commit().unwrap();
+    assert_eq!(vlr(&mut client, 6), 1006, "nothing of a refused transaction reaches PostgreSQL");
+    assert_same_now(&cache, &mut client, "true");
+    // (A definition that differs from the group's stops loads: put it back.)
+    client.batch_execute("ALTER TABLE subscriber DROP CONSTRAINT vlr_not_negative").unwrap();
+
+    // A row deleted in PostgreSQL behind pgtier's back: the update changes no
+    // row there, the commit fails, and the instance is reloaded from PostgreSQL.
+    client.batch_execute("DELETE FROM call_forwarding WHERE s_id = 9; DELETE FROM special_facility WHERE s_id = 9; DELETE FROM access_info WHERE s_id = 9; DELETE FROM subscriber WHERE s_id = 9").unwrap();
+    let mut txn = db.begin().unwrap();
+    txn.update(subscriber.id, &[Value::Int4(9)], &[(vlr_column, Value::Int4(99))]).unwrap();
+    let error = txn.commit().unwrap_err();
+    assert_eq!(error.sqlstate(), "P0002", "{error}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status.repairs.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        assert!(Instant::now() < deadline, "the diverged instance was not reloaded: {:?}", status.last_error.lock());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut txn = db.begin().unwrap();
+    assert!(txn.get_with(subscriber.id, &[Value::Int4(9)], |_| ()).unwrap().is_none(), "the instance PostgreSQL no longer has left the cache");
+    txn.commit().unwrap();
+    assert_same_now(&cache, &mut client, "true");
+
+    // Reopened: the counters agree, commits go on.
+    drop((cache, db, catalog));
+    let cache = open(dir.path(), &url);
+    let db = cache.database().clone();
+    let mut txn = db.begin().unwrap();
+    txn.update(subscriber.id, &[Value::Int4(1)], &[(vlr_column, Value::Int4(4242))]).unwrap();
+    txn.commit().unwrap();
+    assert_eq!(vlr(&mut client, 1), 4242);
+    assert_same_now(&cache, &mut client, "true");
+}
