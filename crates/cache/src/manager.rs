@@ -457,6 +457,13 @@ impl Cache {
         self.backend.as_ref()
     }
 
+    /// Waits until SWT groups take commits: both sides' transaction
+    /// counters read and every transaction whose outcome was in doubt
+    /// resolved from PostgreSQL (at open, after a crash); false after `timeout`.
+    pub fn wait_swt_resolved(&self, timeout: Duration) -> bool {
+        self.swt.wait_ready(timeout)
+    }
+
     /// SWT write-through figures.
     pub fn swt_status(&self) -> Arc<SwtStatus> {
         self.swt.status.clone()

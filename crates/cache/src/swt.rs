@@ -257,6 +257,24 @@ impl Swt {
         }))
     }
 
+    /// Waits until SWT commits can go (slots read, in-doubt ones resolved); false after `timeout`.
+    pub fn wait_ready(self: &Arc<Swt>, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                let slots = self.slots.lock();
+                if slots.ready && slots.in_doubt.is_empty() {
+                    return true;
+                }
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            self.resolve_in_background();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn put_idle(&self, slot: Slot) {
         self.slots.lock().idle.push(slot);
     }
@@ -338,7 +356,10 @@ impl Swt {
         let outcome = apply_checked(applier, &refs, &tail);
         self.status.latency.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
         match outcome {
-            Ok(Applied::Yes) => Ok(self.park(slot, txn_id)),
+            Ok(Applied::Yes) => {
+                crash_window_pause();
+                Ok(self.park(slot, txn_id))
+            }
             Ok(Applied::Refused(refusal)) => {
                 self.put_idle(slot);
                 self.status.refused.fetch_add(1, Ordering::Relaxed);
@@ -387,6 +408,17 @@ impl Swt {
         let ticket = slots.next_ticket;
         slots.busy.insert(ticket, slot);
         ticket
+    }
+}
+
+/// Test hook: `PGTIER_SWT_CRASH_WINDOW_US` holds every SWT commit that long
+/// between PostgreSQL's commit and the cache's, so the crash test
+/// (`tests/swt_crash.rs`) lands its kills in that window.
+fn crash_window_pause() {
+    static PAUSE: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    let pause = PAUSE.get_or_init(|| std::env::var("PGTIER_SWT_CRASH_WINDOW_US").ok().and_then(|v| v.parse().ok()).map(Duration::from_micros));
+    if let Some(pause) = pause {
+        std::thread::sleep(*pause);
     }
 }
 
