@@ -385,3 +385,35 @@ fn metrics_endpoint_reports_groups_and_write_through() {
     assert!(http(metrics, &huge).starts_with("HTTP/1.1 431"));
     assert!(http(metrics, "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200"));
 }
+
+/// SWT over the wire: an autocommit UPDATE and an explicit transaction are
+/// in PostgreSQL when their command returns; PostgreSQL's refusal (a CHECK
+/// only PostgreSQL has) comes back to the client with PostgreSQL's SQLSTATE,
+/// message and constraint, the cache rolled back; the session goes on.
+#[test]
+fn swt_commits_through_postgres_and_returns_its_errors() {
+    let (srv, mut pg, _url) = setup("swt", 200);
+    let mut tier = srv.client();
+    tier.batch_execute("CREATE SWT CACHE GROUP swt FROM subscriber WHERE s_id <= 100, access_info, special_facility, call_forwarding").unwrap();
+    tier.batch_execute("LOAD CACHE GROUP swt").unwrap();
+    tier.execute("UPDATE subscriber SET vlr_location = 4242 WHERE s_id = 7", &[]).unwrap();
+    assert_eq!(count(&mut pg, "SELECT vlr_location::bigint FROM subscriber WHERE s_id = 7"), 4242);
+    tier.batch_execute("BEGIN; UPDATE subscriber SET msc_location = 1 WHERE s_id = 8; DELETE FROM call_forwarding WHERE s_id = 9; COMMIT").unwrap();
+    assert_eq!(count(&mut pg, "SELECT msc_location::bigint FROM subscriber WHERE s_id = 8"), 1);
+    assert_eq!(count(&mut pg, "SELECT count(*) FROM call_forwarding WHERE s_id = 9"), 0);
+    assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 100");
+
+    pg.batch_execute("ALTER TABLE subscriber ADD CONSTRAINT msc_small CHECK (msc_location < 1000000) NOT VALID").unwrap();
+    let error = tier.execute("UPDATE subscriber SET msc_location = 5000000 WHERE s_id = 10", &[]).unwrap_err();
+    assert_eq!(code(&error), "23514", "{error}");
+    assert!(error.as_db_error().unwrap().message().contains("msc_small"), "{error}");
+    let mut txn = tier.transaction().unwrap();
+    txn.execute("UPDATE subscriber SET msc_location = 2 WHERE s_id = 11", &[]).unwrap();
+    txn.execute("UPDATE subscriber SET msc_location = 7000000 WHERE s_id = 12", &[]).unwrap();
+    assert_eq!(code(&txn.commit().unwrap_err()), "23514");
+    assert_eq!(count(&mut tier, "SELECT msc_location::bigint FROM subscriber WHERE s_id = 11"), 11 * 7, "the refused transaction left nothing in the cache");
+    assert_eq!(count(&mut pg, "SELECT msc_location::bigint FROM subscriber WHERE s_id = 11"), 11 * 7, "nor in PostgreSQL");
+    pg.batch_execute("ALTER TABLE subscriber DROP CONSTRAINT msc_small").unwrap();
+    tier.execute("UPDATE subscriber SET msc_location = 3 WHERE s_id = 11", &[]).unwrap();
+    assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 100");
+}
