@@ -55,6 +55,14 @@ impl RowChange {
     pub fn row(&self) -> RowRef<'_> {
         RowRef::new(&self.table, &self.image)
     }
+    /// A change from an image kept elsewhere (a commit participant's
+    /// record of what it committed): checked against `table`'s layout, so a
+    /// damaged image is an error, never a panic.
+    pub fn from_image(op: RowOp, table: Arc<TableSchema>, image: Vec<u8>) -> Result<RowChange> {
+        table.layout().validate_image(&image)?;
+        Ok(RowChange { op, table, image })
+    }
+
     pub fn key_values(&self) -> Vec<Value> {
         let r = self.row();
         self.table.primary_key.iter().map(|&c| r.get(c).to_owned_value()).collect()
