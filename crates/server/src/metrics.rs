@@ -126,5 +126,19 @@ fn render(shared: &Shared) -> String {
             &[("{quantile=\"0.5\"}".into(), p.lag_p50_ms), ("{quantile=\"0.99\"}".into(), p.lag_p99_ms)],
         );
     }
+    if cache.groups().iter().any(|g| g.kind == "SWT") {
+        let swt = cache.swt_status();
+        let load = |v: &std::sync::atomic::AtomicU64| v.load(std::sync::atomic::Ordering::Relaxed) as f64;
+        out.one("pgtier_swt_commits_total", "counter", "SWT transactions committed in PostgreSQL and then in the cache.", load(&swt.commits));
+        out.one("pgtier_swt_refused_total", "counter", "SWT commits PostgreSQL refused (rolled back in the cache).", load(&swt.refused));
+        out.one("pgtier_swt_in_doubt_resolved_total", "counter", "SWT transactions committed only in PostgreSQL (a crash between the commits), repaired from PostgreSQL.", load(&swt.in_doubt_resolved));
+        out.one("pgtier_swt_repairs_total", "counter", "Instances reloaded because PostgreSQL's rows differed from the cache's.", load(&swt.repairs));
+        out.metric(
+            "pgtier_swt_backend_commit_ms",
+            "gauge",
+            "Time an SWT commit spends in PostgreSQL, quantiles.",
+            &[("{quantile=\"0.5\"}".into(), swt.latency.quantile_us(0.5) / 1000.0), ("{quantile=\"0.99\"}".into(), swt.latency.quantile_us(0.99) / 1000.0)],
+        );
+    }
     out.0
 }
