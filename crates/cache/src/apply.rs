@@ -7,20 +7,25 @@
 
 use pgtier_backend::copy_out::quote_identifier;
 use pgtier_engine::{RowChange, RowOp, Value};
-use postgres::{Client, SimpleQueryMessage};
+use postgres::Client;
 
 use crate::error::CacheError;
 use crate::manager::{GroupEntry, quote_literal};
 
 /// One row change for PostgreSQL: an EXECUTE of a statement prepared once
 /// per connection and shape (PostgreSQL then skips parsing and planning),
-/// and the same as plain SQL (for the error table, and for a connection
-/// where the PREPARE itself fails).
+/// and the same as plain SQL (for a connection where the PREPARE itself
+/// fails). An UPDATE or DELETE checks in PostgreSQL that it changed exactly
+/// one row (`pgtier.expect_one` raises P0002 otherwise), so a whole
+/// transaction and its COMMIT go in one round trip.
 pub(crate) struct RowStatement {
     /// The prepared statement's name: one per table and operation.
     pub name: String,
     pub prepare: String,
     pub execute: String,
+    /// The checked statement with literal values.
+    pub checked_plain: String,
+    /// The bare statement with literal values, for people (the error table).
     pub plain: String,
 }
 
@@ -62,12 +67,18 @@ pub(crate) fn row_statement(entry: &GroupEntry, index: usize, change: &RowChange
             RowOp::Delete => format!("DELETE FROM {relation} WHERE {filter}"),
         }
     };
+    let what = quote_literal(&format!("{} of a row of {relation}", if change.op == RowOp::Update { "UPDATE" } else { "DELETE" }));
+    let checked = |body: String| match change.op {
+        RowOp::Insert => body,
+        RowOp::Update | RowOp::Delete => format!("WITH changed AS ({body} RETURNING 1) SELECT pgtier.expect_one(count(*), {what}) FROM changed"),
+    };
     let plain = shape(&|_, c| literal(c));
+    let checked_plain = checked(plain.clone());
     let name = format!("pgtier_{op}_{:016x}", stable_hash(&relation));
     let types: Vec<&str> = targets.iter().chain(&keys).map(|&c| table.source.columns.get(c).map_or("text", |col| col.type_name.as_str())).collect();
-    let prepare = format!("PREPARE {name} ({}) AS {}", types.join(", "), shape(&|i, _| format!("${}", i + 1)));
+    let prepare = format!("PREPARE {name} ({}) AS {}", types.join(", "), checked(shape(&|i, _| format!("${}", i + 1))));
     let execute = format!("EXECUTE {name}({})", targets.iter().chain(&keys).map(|&c| literal(c)).collect::<Vec<_>>().join(", "));
-    Some(RowStatement { name, prepare, execute, plain })
+    Some(RowStatement { name, prepare, execute, checked_plain, plain })
 }
 
 /// FNV-1a: the same value in every process and Rust version (prepared
@@ -122,10 +133,10 @@ impl Applier {
 
 pub(crate) enum Applied {
     Yes,
-    /// PostgreSQL refused a statement or a row count differed; rolled back.
+    /// PostgreSQL refused a statement (P0002: one changed no row); rolled back.
     Refused(Refusal),
-    /// The connection broke after COMMIT was sent: committed or not, only
-    /// PostgreSQL can tell (the caller's progress row says which).
+    /// The connection broke: committed or not, only PostgreSQL can tell
+    /// (the caller's progress row says which).
     Unknown(CacheError),
 }
 
@@ -136,66 +147,45 @@ pub(crate) struct Refusal {
     pub message: String,
     pub detail: Option<String>,
     pub hint: Option<String>,
-    /// The row statement (index) that changed no row, when that was the reason.
-    pub statement: Option<usize>,
 }
 
-/// Runs `statements` and then `tail` (the caller's bookkeeping, e.g. the
-/// progress rows, one statement) in one PostgreSQL transaction: one round
-/// trip with all of them, a check that each row statement changed exactly
-/// one row, then COMMIT (or ROLLBACK and `Refused`). PostgreSQL's own
-/// errors come back as `Refused` with its SQLSTATE; a connection lost before
-/// COMMIT is an error (nothing committed), after it `Unknown`.
+/// Runs `statements`, then `tail` (the caller's bookkeeping, e.g. the
+/// progress rows, one statement), then COMMIT, in one PostgreSQL
+/// transaction and one round trip. PostgreSQL stops at the first error
+/// (a constraint, a statement that changed no row): that comes back as
+/// `Refused` with its SQLSTATE, rolled back. A connection lost on the way
+/// is `Unknown`: only PostgreSQL can tell whether the COMMIT ran (the
+/// caller's progress row says).
 pub(crate) fn apply_checked(applier: &mut Applier, statements: &[&RowStatement], tail: &str) -> Result<Applied, CacheError> {
     let prepared = applier.prepare(statements)?;
     let client = &mut applier.client;
     let mut text = String::from("BEGIN;");
     for statement in statements {
-        text.push_str(if prepared { &statement.execute } else { &statement.plain });
+        text.push_str(if prepared { &statement.execute } else { &statement.checked_plain });
         text.push(';');
     }
     text.push_str(tail);
-    text.push(';');
-    let messages = match client.simple_query(&text) {
-        Ok(messages) => messages,
-        Err(error) => {
-            if error.as_db_error().is_none() {
-                return Err(connection_error(&error));
-            }
-            let refused = refusal(&error, None);
+    text.push_str(";COMMIT;");
+    match client.simple_query(&text) {
+        Ok(_) => Ok(Applied::Yes),
+        Err(error) if error.as_db_error().is_some() => {
+            // Aborted at the error (or ended by a refused COMMIT: then this is a no-op).
             client.batch_execute("ROLLBACK").map_err(|e| connection_error(&e))?;
-            return Ok(Applied::Refused(refused));
+            Ok(Applied::Refused(refusal(&error)))
         }
-    };
-    let counts: Vec<u64> = messages.iter().filter_map(|m| if let SimpleQueryMessage::CommandComplete(n) = m { Some(*n) } else { None }).collect();
-    // BEGIN, one per statement, the tail.
-    let expected = statements.len();
-    let wrong = counts.len() != expected + 2 || counts[1..=expected].iter().any(|&n| n != 1);
-    if wrong {
-        client.batch_execute("ROLLBACK").map_err(|e| connection_error(&e))?;
-        let at = counts.iter().skip(1).position(|&n| n != 1).unwrap_or(0);
-        let message = format!("statement {} of the transaction changed no row in PostgreSQL (the row is missing there, or a key differs)", at + 1);
-        return Ok(Applied::Refused(Refusal { sqlstate: "P0002".into(), message, detail: None, hint: None, statement: Some(at) }));
-    }
-    match client.batch_execute("COMMIT") {
-        Ok(()) => Ok(Applied::Yes),
-        // A deferred constraint, a serialization failure: refused at COMMIT.
-        Err(error) if error.as_db_error().is_some() => Ok(Applied::Refused(refusal(&error, None))),
-        // The reply was lost: PostgreSQL may or may not have committed.
         Err(error) => Ok(Applied::Unknown(connection_error(&error))),
     }
 }
 
-fn refusal(error: &postgres::Error, statement: Option<usize>) -> Refusal {
+fn refusal(error: &postgres::Error) -> Refusal {
     match error.as_db_error() {
         Some(db) => Refusal {
             sqlstate: db.code().code().to_owned(),
             message: db.message().to_owned(),
             detail: db.detail().map(str::to_owned),
             hint: db.hint().map(str::to_owned),
-            statement,
         },
-        None => Refusal { sqlstate: "08006".into(), message: error.to_string(), detail: None, hint: None, statement },
+        None => Refusal { sqlstate: "08006".into(), message: error.to_string(), detail: None, hint: None },
     }
 }
 
@@ -219,4 +209,36 @@ pub(crate) fn session_setup(client: &mut Client, origin: &str) -> Result<(), Cac
          SELECT pg_replication_origin_session_setup({origin});"
     ));
     Ok(())
+}
+
+/// Creates what write-through keeps in PostgreSQL, once per database: schema
+/// `pgtier`, AWT's progress and error tables, SWT's slot counters, and the
+/// row-count check. Under an advisory lock: sessions of both modes start at
+/// once, and concurrent CREATE ... IF NOT EXISTS can still collide.
+pub(crate) fn setup_schema(client: &mut Client) -> Result<(), CacheError> {
+    client
+        .batch_execute(
+            "BEGIN;
+             SELECT pg_advisory_xact_lock(hashtext('pgtier write-through schema'));
+             CREATE SCHEMA IF NOT EXISTS pgtier;
+             CREATE TABLE IF NOT EXISTS pgtier.awt_progress (
+                 node text NOT NULL, stream int NOT NULL, next_lsn bigint NOT NULL, commit_time_us bigint,
+                 applied_at timestamptz NOT NULL, PRIMARY KEY (node, stream));
+             CREATE TABLE IF NOT EXISTS pgtier.awt_errors (
+                 id bigserial PRIMARY KEY, node text NOT NULL, lsn bigint NOT NULL, commit_time_us bigint NOT NULL,
+                 sqlstate text NOT NULL, message text NOT NULL, statements text NOT NULL,
+                 recorded_at timestamptz NOT NULL DEFAULT now());
+             CREATE TABLE IF NOT EXISTS pgtier.swt_progress (
+                 node text NOT NULL, slot int NOT NULL, txn_id bigint NOT NULL, changes text NOT NULL,
+                 committed_at timestamptz NOT NULL, PRIMARY KEY (node, slot));
+             CREATE OR REPLACE FUNCTION pgtier.expect_one(changed bigint, what text) RETURNS void LANGUAGE plpgsql AS $f$
+             BEGIN
+                 IF changed <> 1 THEN
+                     RAISE EXCEPTION '% changed % rows in PostgreSQL instead of one', what, changed
+                         USING ERRCODE = 'P0002', HINT = 'The row is missing in PostgreSQL or its key differs there: it was changed behind the cache. REFRESH CACHE GROUP reloads it.';
+                 END IF;
+             END $f$;
+             COMMIT;",
+        )
+        .map_err(|e| connection_error(&e))
 }

@@ -42,7 +42,7 @@ use pgtier_engine::{
 };
 use postgres::Client;
 
-use crate::apply::{Applied, Applier, RowStatement, apply_checked, connection_error, row_statement, session_setup};
+use crate::apply::{Applied, Applier, RowStatement, apply_checked, connection_error, row_statement, session_setup, setup_schema};
 use crate::awt::LagHistogram;
 use crate::error::CacheError;
 use crate::group::GroupKind;
@@ -159,7 +159,7 @@ impl Swt {
     fn resolve(&self, cache: &Cache) -> Result<(), CacheError> {
         let db = cache.database();
         let mut client = connect_backend(cache.backend().ok_or(CacheError::NoBackend)?)?;
-        setup_tables(&mut client)?;
+        setup_schema(&mut client)?;
         let remote = read_counters(&mut client, &self.node, None)?;
         let first = !self.slots.lock().ready;
         let mut pending: Vec<Slot> = if first {
@@ -363,8 +363,9 @@ impl Swt {
             Ok(Applied::Refused(refusal)) => {
                 self.put_idle(slot);
                 self.status.refused.fetch_add(1, Ordering::Relaxed);
-                if let Some(culprit) = refusal.statement.and_then(|at| sources.get(at)) {
-                    self.repair_later(vec![(*culprit).clone()]);
+                if refusal.sqlstate == "P0002" {
+                    // A row differs from PostgreSQL's: reload what this transaction touched.
+                    self.repair_later(sources.iter().map(|change| (*change).clone()).collect());
                 }
                 let mut message = refusal.message;
                 if let Some(detail) = refusal.detail {
@@ -522,17 +523,6 @@ fn progress_statement(node: &str, slot: i32, txn_id: i64, changes: &str) -> Stri
         quote_literal(node),
         quote_literal(changes)
     )
-}
-
-fn setup_tables(client: &mut Client) -> Result<(), CacheError> {
-    client
-        .batch_execute(
-            "CREATE SCHEMA IF NOT EXISTS pgtier;
-             CREATE TABLE IF NOT EXISTS pgtier.swt_progress (
-                 node text NOT NULL, slot int NOT NULL, txn_id bigint NOT NULL, changes text NOT NULL,
-                 committed_at timestamptz NOT NULL, PRIMARY KEY (node, slot));",
-        )
-        .map_err(|e| connection_error(&e))
 }
 
 /// PostgreSQL's counters (and last changes) of this node's slots (one slot when given).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pgtier_engine::{Change, CommittedTxn, Lsn, Origin};
 use postgres::Client;
 
-use crate::apply::{Applied, Applier, Refusal, RowStatement, apply_checked, connection_error, row_statement, session_setup};
+use crate::apply::{Applied, Applier, Refusal, RowStatement, apply_checked, connection_error, row_statement, session_setup, setup_schema};
 use crate::error::CacheError;
 use crate::group::GroupKind;
 use crate::instance::key_text;
@@ -136,18 +136,7 @@ pub(crate) fn set_progress(client: &mut Client, node: &str, lanes: usize, next_l
 /// PostgreSQL lets one session at a time use an origin.
 pub(crate) fn setup(client: &mut Client, node: &str, lane: Option<usize>, create: bool) -> Result<(), CacheError> {
     if create {
-        client
-            .batch_execute(
-                "CREATE SCHEMA IF NOT EXISTS pgtier;
-                 CREATE TABLE IF NOT EXISTS pgtier.awt_progress (
-                     node text NOT NULL, stream int NOT NULL, next_lsn bigint NOT NULL, commit_time_us bigint,
-                     applied_at timestamptz NOT NULL, PRIMARY KEY (node, stream));
-                 CREATE TABLE IF NOT EXISTS pgtier.awt_errors (
-                     id bigserial PRIMARY KEY, node text NOT NULL, lsn bigint NOT NULL, commit_time_us bigint NOT NULL,
-                     sqlstate text NOT NULL, message text NOT NULL, statements text NOT NULL,
-                     recorded_at timestamptz NOT NULL DEFAULT now());",
-            )
-            .map_err(|e| connection_error(&e))?;
+        setup_schema(client)?;
     }
     session_setup(client, &format!("pgtier_{node}_{}", lane.map_or_else(|| "x".to_owned(), |lane| lane.to_string())))
 }
