@@ -228,9 +228,9 @@ pub(crate) fn setup_schema(client: &mut Client) -> Result<(), CacheError> {
                  id bigserial PRIMARY KEY, node text NOT NULL, lsn bigint NOT NULL, commit_time_us bigint NOT NULL,
                  sqlstate text NOT NULL, message text NOT NULL, statements text NOT NULL,
                  recorded_at timestamptz NOT NULL DEFAULT now());
-             CREATE TABLE IF NOT EXISTS pgtier.swt_progress (
+             CREATE TABLE IF NOT EXISTS pgtier.swt_log (
                  node text NOT NULL, slot int NOT NULL, txn_id bigint NOT NULL, changes text NOT NULL,
-                 committed_at timestamptz NOT NULL, PRIMARY KEY (node, slot));
+                 committed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (node, slot, txn_id));
              CREATE OR REPLACE FUNCTION pgtier.expect_one(changed bigint, what text) RETURNS void LANGUAGE plpgsql AS $f$
              BEGIN
                  IF changed <> 1 THEN

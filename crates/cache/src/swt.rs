@@ -6,30 +6,34 @@
 //! [`Swt`] is the engine's commit participant on every SWT table. At a
 //! commit (row locks held, so no other writer comes between the two
 //! commits) it takes an apply *slot* — a PostgreSQL connection with a
-//! number — and sends, in one PostgreSQL transaction, the transaction's
-//! row changes (the statements AWT uses) and the slot's row in
-//! `pgtier.swt_progress`: the slot's transaction counter plus the changed
-//! rows' images. The same counter goes into the slot's row of the local
+//! number — and sends, in one PostgreSQL transaction and one round trip,
+//! the transaction's row changes (the statements AWT uses) and a row of
+//! `pgtier.swt_log`: the slot's next transaction number and the changed
+//! rows' images. The same number goes into the slot's row of the local
 //! table [`SLOTS_TABLE`], written by the application transaction itself.
 //!
-//! The crash window (DESIGN.md §3): PostgreSQL committed, the cache not
-//! (pgtier killed, the local commit failed, or the connection broke while
-//! COMMIT was under way). Then PostgreSQL's counter for the slot is ahead
-//! of the local one, and its row says which rows that transaction changed.
-//! Resolution reloads those rows' instances from PostgreSQL — the system of
-//! record for SWT, and already holding every later change — and moves the
-//! local counter up. It runs at open and whenever a slot's outcome is
+//! PostgreSQL is the system of record here, so the cache's own commit need
+//! not wait for its WAL to reach the disk (it commits asynchronously): what a
+//! crash takes from the cache, PostgreSQL has. After a crash, or when the
+//! cache's commit failed after PostgreSQL's, or the connection broke while
+//! COMMIT was under way, the slot's log in PostgreSQL is ahead of the local
+//! number, and its rows say which rows those transactions changed.
+//! Resolution reloads those rows' instances from PostgreSQL — already holding
+//! every later change — and moves the local number up (DESIGN.md §3, "SWT
+//! crash window"). It runs at open and whenever a slot's outcome is
 //! unknown; SWT commits wait for it (and fail after a while with 57P03), so
 //! no transaction writes over a row whose newest image the cache lacks.
 //! Reads of those rows may show the older image until then, as they would
-//! have before the lost commit.
+//! have before the lost commit. Log rows are deleted, a batch at a time in a
+//! later commit of their slot, once the cache's commits they stand for are
+//! durable.
 //!
 //! A statement that changes no row in PostgreSQL (the row is missing there:
 //! changed behind pgtier's back) refuses the commit with P0002, and the
 //! instance is reloaded from PostgreSQL in the background so a retry works
 //! on PostgreSQL's rows.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -38,7 +42,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use pgtier_backend::connect_backend;
 use pgtier_engine::{
-    ColumnDef, CommitParticipant, DataType, Database, EngineError, Origin, RowChange, RowOp, TableDef, Transaction, Value,
+    ColumnDef, CommitMode, CommitParticipant, DataType, Database, EngineError, Origin, RowChange, RowOp, TableDef, Transaction, Value,
 };
 use postgres::Client;
 
@@ -73,12 +77,48 @@ pub struct SwtStatus {
     pub last_error: Mutex<Option<String>>,
 }
 
-/// One apply slot: a connection and its transaction counter.
+/// One apply slot: a connection and its transaction numbers.
 struct Slot {
     id: i32,
+    /// The last transaction committed in the cache (durable or not).
     txn_id: i64,
     applier: Option<Applier>,
+    /// Transactions committed in the cache whose WAL may not be durable
+    /// yet, with the WAL end after their commit: their log rows stay.
+    unconfirmed: VecDeque<(i64, u64)>,
+    /// Log rows up to this number are deleted (or being deleted).
+    pruned_to: i64,
 }
+
+impl Slot {
+    fn new(id: i32, txn_id: i64) -> Slot {
+        Slot { id, txn_id, applier: None, unconfirmed: VecDeque::new(), pruned_to: txn_id }
+    }
+
+    /// The statement deleting log rows whose cache commits are durable now
+    /// (every [`PRUNE_EVERY`] transactions), or None.
+    fn prune(&mut self, node: &str, durable_end: u64) -> Option<String> {
+        let mut durable = None;
+        while let Some(&(txn_id, wal_end)) = self.unconfirmed.front() {
+            if wal_end > durable_end {
+                break;
+            }
+            durable = Some(txn_id);
+            self.unconfirmed.pop_front();
+        }
+        let durable = durable?;
+        if durable < self.pruned_to + PRUNE_EVERY {
+            // Not yet: put the bound back for the next look.
+            self.unconfirmed.push_front((durable, 0));
+            return None;
+        }
+        self.pruned_to = durable;
+        Some(format!("DELETE FROM pgtier.swt_log WHERE node = {} AND slot = {} AND txn_id <= {durable}", quote_literal(node), self.id))
+    }
+}
+
+/// Log rows of a slot are deleted in batches of at least this many.
+const PRUNE_EVERY: i64 = 64;
 
 #[derive(Default)]
 struct Slots {
@@ -160,13 +200,13 @@ impl Swt {
         let db = cache.database();
         let mut client = connect_backend(cache.backend().ok_or(CacheError::NoBackend)?)?;
         setup_schema(&mut client)?;
-        let remote = read_counters(&mut client, &self.node, None)?;
+        let remote = read_log(&mut client, &self.node)?;
         let first = !self.slots.lock().ready;
         let mut pending: Vec<Slot> = if first {
             ensure_slots_table(db)?;
             let local = read_local_counters(db)?;
             let ids: std::collections::BTreeSet<i32> = local.keys().chain(remote.keys()).copied().collect();
-            ids.into_iter().map(|id| Slot { id, txn_id: local.get(&id).copied().unwrap_or(0), applier: None }).collect()
+            ids.into_iter().map(|id| Slot::new(id, local.get(&id).copied().unwrap_or(0))).collect()
         } else {
             std::mem::take(&mut self.slots.lock().in_doubt)
         };
@@ -212,21 +252,22 @@ impl Swt {
         Ok(())
     }
 
-    /// Makes the cache agree with PostgreSQL for `slot`: when PostgreSQL's
-    /// counter is ahead, the rows its last transaction changed are reloaded
-    /// from PostgreSQL and the local counter moves up.
-    fn repair_slot(&self, cache: &Cache, slot: &mut Slot, remote: Option<&(i64, String)>) -> Result<(), CacheError> {
-        let Some((remote_id, changes)) = remote else { return Ok(()) };
-        if *remote_id <= slot.txn_id {
-            return Ok(());
-        }
-        refresh_changed(cache, changes)?;
+    /// Makes the cache agree with PostgreSQL for `slot`: the rows changed by
+    /// the transactions PostgreSQL logged past the cache's number are
+    /// reloaded from PostgreSQL, and the local number moves up to its.
+    fn repair_slot(&self, cache: &Cache, slot: &mut Slot, remote: Option<&Vec<(i64, String)>>) -> Result<(), CacheError> {
+        let Some(log) = remote else { return Ok(()) };
+        let ahead: Vec<&(i64, String)> = log.iter().filter(|(txn_id, _)| *txn_id > slot.txn_id).collect();
+        let Some(&&(newest, _)) = ahead.last() else { return Ok(()) };
+        let changes: Vec<&str> = ahead.iter().map(|(_, changes)| changes.as_str()).collect();
+        refresh_changed(cache, &changes.join("\n"))?;
         let db = cache.database();
-        let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Refresh)?;
-        record_counter(&mut txn, slot.id, *remote_id)?;
+        let mut txn = db.begin_with_origin(CommitMode::Sync, Origin::Refresh)?;
+        record_counter(&mut txn, slot.id, newest)?;
         txn.commit()?;
-        slot.txn_id = *remote_id;
-        self.status.in_doubt_resolved.fetch_add(1, Ordering::Relaxed);
+        slot.txn_id = newest;
+        slot.pruned_to = slot.pruned_to.min(newest);
+        self.status.in_doubt_resolved.fetch_add(ahead.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -253,7 +294,7 @@ impl Swt {
         Ok(slots.idle.pop().unwrap_or_else(|| {
             let id = slots.next_slot;
             slots.next_slot += 1;
-            Slot { id, txn_id: 0, applier: None }
+            Slot::new(id, 0)
         }))
     }
 
@@ -289,16 +330,23 @@ impl Swt {
         Ok(())
     }
 
-    /// After a lost COMMIT reply: PostgreSQL's counter for the slot says
-    /// whether `txn_id` committed. None when PostgreSQL cannot say now.
+    /// After a lost reply: whether PostgreSQL committed transaction
+    /// `txn_id` of `slot`. None when PostgreSQL cannot say now. Probes by
+    /// inserting the same log key (rolled back): PostgreSQL makes the probe
+    /// wait while the old session still holds that key uncommitted, so the
+    /// answer is final.
     fn committed_remotely(&self, cache: &Cache, slot: i32, txn_id: i64) -> Option<bool> {
         let mut client = connect_backend(cache.backend()?).ok()?;
-        // The old session may still hold the row: its outcome is final once it lets go.
         client.batch_execute(&format!("SET lock_timeout = {OUTCOME_LOCK_TIMEOUT_MS}")).ok()?;
-        let mut txn = client.transaction().ok()?;
-        let counters = read_counters_in(&mut txn, &self.node, Some(slot)).ok()?;
-        let _ = txn.rollback();
-        Some(counters.get(&slot).is_some_and(|(remote, _)| *remote >= txn_id))
+        let mut probe = client.transaction().ok()?;
+        let inserted = probe
+            .execute(
+                "INSERT INTO pgtier.swt_log (node, slot, txn_id, changes) VALUES ($1, $2, $3, '') ON CONFLICT DO NOTHING",
+                &[&self.node, &slot, &txn_id],
+            )
+            .ok()?;
+        let _ = probe.rollback();
+        Some(inserted == 0)
     }
 
     /// Reloads, in the background, the instances of changes PostgreSQL's
@@ -349,7 +397,13 @@ impl Swt {
             self.put_idle(slot);
             return Err(engine_error(&error));
         }
-        let tail = progress_statement(&self.node, slot.id, txn_id, &describe_changes(sources.iter().copied()));
+        let mut tail = log_statement(&self.node, slot.id, txn_id, &describe_changes(sources.iter().copied()));
+        if let Some(prune) = slot.prune(&self.node, cache.database().wal_durable_end().0) {
+            tail.push(';');
+            tail.push_str(&prune);
+        }
+        // PostgreSQL holds it durably; what a crash takes from the cache is resolved from there.
+        txn.set_commit_mode(CommitMode::Async);
         let refs: Vec<&RowStatement> = statements.iter().collect();
         let started = Instant::now();
         let Some(applier) = slot.applier.as_mut() else { unreachable!("connected above") };
@@ -440,9 +494,11 @@ impl CommitParticipant for SwtParticipant {
             return;
         }
         let swt = &self.0;
+        let wal_end = swt.cache.upgrade().map_or(u64::MAX, |cache| cache.database().wal_end().0);
         let mut slots = swt.slots.lock();
         let Some(mut slot) = slots.busy.remove(&ticket) else { return };
         if committed {
+            slot.unconfirmed.push_back((slot.txn_id, wal_end));
             slots.idle.push(slot);
             return;
         }
@@ -492,7 +548,7 @@ fn refresh_changed(cache: &Cache, described: &str) -> Result<(), CacheError> {
     let catalog = cache.database().catalog();
     let mut keys: BTreeMap<String, (Vec<Vec<Value>>, bool)> = BTreeMap::new();
     for line in described.lines().filter(|line| !line.is_empty()) {
-        let damaged = || CacheError::StreamOrder { group: String::new(), reason: format!("pgtier.swt_progress holds a damaged change record: {line:.80}") };
+        let damaged = || CacheError::StreamOrder { group: String::new(), reason: format!("pgtier.swt_log holds a damaged change record: {line:.80}") };
         let (name, image) = line.split_once(':').ok_or_else(damaged)?;
         let name = String::from_utf8(unhex(name).ok_or_else(damaged)?).map_err(|_| damaged())?;
         let image = unhex(image).ok_or_else(damaged)?;
@@ -516,30 +572,20 @@ fn refresh_changed(cache: &Cache, described: &str) -> Result<(), CacheError> {
     Ok(())
 }
 
-fn progress_statement(node: &str, slot: i32, txn_id: i64, changes: &str) -> String {
-    format!(
-        "INSERT INTO pgtier.swt_progress (node, slot, txn_id, changes, committed_at) VALUES ({}, {slot}, {txn_id}, {}, now()) \
-         ON CONFLICT (node, slot) DO UPDATE SET txn_id = EXCLUDED.txn_id, changes = EXCLUDED.changes, committed_at = now()",
-        quote_literal(node),
-        quote_literal(changes)
-    )
+fn log_statement(node: &str, slot: i32, txn_id: i64, changes: &str) -> String {
+    format!("INSERT INTO pgtier.swt_log (node, slot, txn_id, changes) VALUES ({}, {slot}, {txn_id}, {})", quote_literal(node), quote_literal(changes))
 }
 
-/// PostgreSQL's counters (and last changes) of this node's slots (one slot when given).
-fn read_counters(client: &mut Client, node: &str, slot: Option<i32>) -> Result<BTreeMap<i32, (i64, String)>, CacheError> {
-    let mut txn = client.transaction().map_err(|e| connection_error(&e))?;
-    let counters = read_counters_in(&mut txn, node, slot)?;
-    txn.commit().map_err(|e| connection_error(&e))?;
-    Ok(counters)
-}
-
-fn read_counters_in(txn: &mut postgres::Transaction<'_>, node: &str, slot: Option<i32>) -> Result<BTreeMap<i32, (i64, String)>, CacheError> {
-    let rows = match slot {
-        Some(slot) => txn.query("SELECT slot, txn_id, changes FROM pgtier.swt_progress WHERE node = $1 AND slot = $2 FOR UPDATE", &[&node, &slot]),
-        None => txn.query("SELECT slot, txn_id, changes FROM pgtier.swt_progress WHERE node = $1", &[&node]),
+/// This node's SWT log in PostgreSQL: per slot, (transaction number, changes) in order.
+fn read_log(client: &mut Client, node: &str) -> Result<BTreeMap<i32, Vec<(i64, String)>>, CacheError> {
+    let rows = client
+        .query("SELECT slot, txn_id, changes FROM pgtier.swt_log WHERE node = $1 ORDER BY slot, txn_id", &[&node])
+        .map_err(|e| connection_error(&e))?;
+    let mut log: BTreeMap<i32, Vec<(i64, String)>> = BTreeMap::new();
+    for row in &rows {
+        log.entry(row.get::<_, i32>(0)).or_default().push((row.get::<_, i64>(1), row.get::<_, String>(2)));
     }
-    .map_err(|e| connection_error(&e))?;
-    Ok(rows.iter().map(|row| (row.get::<_, i32>(0), (row.get::<_, i64>(1), row.get::<_, String>(2)))).collect())
+    Ok(log)
 }
 
 fn ensure_slots_table(db: &Database) -> Result<(), CacheError> {

@@ -53,7 +53,7 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
     // Committed means in PostgreSQL: read at once on another connection.
     for s in 1..=20 {
         let mut txn = db.begin().unwrap();
-        txn.update(subscriber.id, &[Value::Int4(s)], &[(vlr_column, Value::Int4(1000 + s))]).unwrap();
+        txn.update(subscriber.id, &[Value::Int4(s)], &[(vlr_column, Value::Int8(i64::from(1000 + s)))]).unwrap();
         txn.commit().unwrap();
         assert_eq!(vlr(&mut client, s), 1000 + s);
     }
@@ -112,6 +112,16 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
     let mut txn = db.begin().unwrap();
     assert!(txn.get_with(subscriber.id, &[Value::Int4(9)], |_| ()).unwrap().is_none(), "the instance PostgreSQL no longer has left the cache");
     txn.commit().unwrap();
+    assert_same_now(&cache, &mut client, "true");
+
+    // The log PostgreSQL keeps for crash resolution is pruned once the cache's commits are durable.
+    for i in 0..300 {
+        let mut txn = db.begin().unwrap();
+        txn.update(subscriber.id, &[Value::Int4(1 + i % 50)], &[(vlr_column, Value::Int8(i64::from(i)))]).unwrap();
+        txn.commit().unwrap();
+    }
+    let logged: i64 = client.query_one("SELECT count(*) FROM pgtier.swt_log", &[]).unwrap().get(0);
+    assert!((1..200).contains(&logged), "{logged} log rows after 321 commits");
     assert_same_now(&cache, &mut client, "true");
 
     // Reopened: the counters agree, commits go on.

@@ -299,6 +299,12 @@ impl Database {
         self.inner.wal.end()
     }
 
+    /// The end of the WAL made durable so far (cheap): a commit whose record
+    /// lies before it survives a crash.
+    pub fn wal_durable_end(&self) -> crate::Lsn {
+        self.inner.wal.durable_end()
+    }
+
     /// A WAL position every application transaction committed so far lies
     /// before (just past the start of the newest one's commit record; at
     /// open, the WAL's end): a consumer that read up to it has seen every
