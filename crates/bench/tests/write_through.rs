@@ -341,13 +341,38 @@ fn print_propagation(what: &str, p: &Propagation) {
     );
 }
 
-/// The TPS of each window of `per` samples, with the window's end second.
-fn windows(samples: &[Sample], per: usize) -> Vec<(f64, f64, &Sample)> {
-    samples
-        .iter()
-        .step_by(per)
-        .zip(samples.iter().skip(per).step_by(per))
-        .map(|(a, b)| (b.at_s, (b.finished - a.finished) as f64 / (b.at_s - a.at_s), b))
+/// Prints one line per window of `per` samples: txn/s, write-through's
+/// applied txn/s, and where it stands at the window's end; returns each
+/// window's phase (before, down, after the outage; "(edge)" when it
+/// straddles one; "run" without an outage) and txn/s.
+fn print_windows(samples: &[Sample], per: usize, outage: Option<Outage>) -> Vec<(&'static str, f64)> {
+    let phase = |start_s: f64, end_s: f64| match outage {
+        None => "run",
+        Some(o) if end_s <= o.stopped_s => "before",
+        Some(o) if start_s >= o.stopped_s && end_s <= o.restarted_s => "down",
+        Some(o) if start_s >= o.restarted_s => "after",
+        Some(_) => "(edge)",
+    };
+    println!("  window (s)  | phase  |    txn/s | applied/s | connected | backlog (MB) | lag now (ms)");
+    let starts = samples.iter().step_by(per);
+    let ends = samples.iter().skip(per).step_by(per);
+    starts
+        .zip(ends)
+        .map(|(a, b)| {
+            let seconds = b.at_s - a.at_s;
+            let tps = (b.finished - a.finished) as f64 / seconds;
+            let applied = (b.propagation.applied_txns - a.propagation.applied_txns) as f64 / seconds;
+            let (p, name) = (&b.propagation, phase(a.at_s, b.at_s));
+            println!(
+                "  {:>4.0} - {:<4.0} | {name:<6} | {tps:>8.0} | {applied:>9.0} | {:>9} | {:>12.2} | {:>12.0}",
+                a.at_s,
+                b.at_s,
+                p.connected,
+                p.backlog_bytes as f64 / 1e6,
+                p.lag_ms
+            );
+            (name, tps)
+        })
         .collect()
 }
 
@@ -362,6 +387,7 @@ fn tatp_on_an_awt_group_then_verify() {
     let tier = start_tier(&pg_url, &s);
     let (tally, samples, _) = run_tatp(&tier, &s, &mut cluster);
     print_tally(&tally);
+    print_windows(&samples, s.window_samples, None);
     let at_end = &samples.last().unwrap().propagation;
     let backlog_max = samples.iter().map(|x| x.propagation.backlog_bytes).max().unwrap_or(0);
     let lag_max = samples.iter().map(|x| x.propagation.lag_ms).fold(0.0, f64::max);
@@ -390,47 +416,16 @@ fn outage_run(s: &Scenario, options: ClusterOptions, chart_stem: Option<&str>) {
     let outage = outage.expect("the outage happened within the run");
     print_tally(&tally);
 
-    let phase = |end_s: f64, start_s: f64| {
-        if end_s <= outage.stopped_s {
-            "before"
-        } else if start_s >= outage.stopped_s && end_s <= outage.restarted_s {
-            "down"
-        } else if start_s >= outage.restarted_s {
-            "after"
-        } else {
-            "(edge)"
-        }
-    };
-    let window_s = (SAMPLE * u32::try_from(s.window_samples).unwrap()).as_secs_f64();
-    println!("  window (s)  | phase  |    txn/s | connected | backlog (MB) | lag now (ms)");
-    let mut by_phase: [(f64, usize); 3] = [(0.0, 0); 3];
-    let mut down_windows = Vec::new();
-    for (end_s, tps, sample) in windows(&samples, s.window_samples) {
-        let p = &sample.propagation;
-        let name = phase(end_s, end_s - window_s);
-        println!(
-            "  {:>4.0} - {:<4.0} | {name:<6} | {tps:>8.0} | {:>9} | {:>12.2} | {:>12.0}",
-            end_s - window_s,
-            end_s,
-            p.connected,
-            p.backlog_bytes as f64 / 1e6,
-            p.lag_ms
-        );
-        if let Some(i) = ["before", "down", "after"].iter().position(|&n| n == name) {
-            by_phase[i].0 += tps;
-            by_phase[i].1 += 1;
-        }
-        if name == "down" {
-            down_windows.push(tps);
-        }
-    }
-    let mean = |(sum, n): (f64, usize)| if n == 0 { f64::NAN } else { sum / n as f64 };
-    let (before, down, after) = (mean(by_phase[0]), mean(by_phase[1]), mean(by_phase[2]));
+    let windows = print_windows(&samples, s.window_samples, Some(outage));
+    let in_phase = |name: &str| windows.iter().filter(|(p, _)| *p == name).map(|(_, tps)| *tps).collect::<Vec<f64>>();
+    let down_windows = in_phase("down");
+    let mean = |v: &[f64]| if v.is_empty() { f64::NAN } else { v.iter().sum::<f64>() / v.len() as f64 };
+    let (before, down, after) = (mean(&in_phase("before")), mean(&down_windows), mean(&in_phase("after")));
     println!("  mean txn/s per window: before {before:.0}, while PostgreSQL is down {down:.0} ({:.2} of before), after the restart {after:.0}", down / before);
 
     // The lag while down: the newest sample before the restart.
-    let last_down = samples.iter().filter(|x| x.at_s < outage.restarted_s).last().unwrap();
-    let before_stop = samples.iter().filter(|x| x.at_s <= outage.stopped_s).last().unwrap();
+    let last_down = samples.iter().rfind(|x| x.at_s < outage.restarted_s).unwrap();
+    let before_stop = samples.iter().rfind(|x| x.at_s <= outage.stopped_s).unwrap();
     println!(
         "  while down: backlog {:.2} MB -> {:.2} MB, lag now {:.0} ms -> {:.0} ms",
         before_stop.propagation.backlog_bytes as f64 / 1e6,
