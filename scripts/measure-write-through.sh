@@ -16,4 +16,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/pgtier-measure}; mkdir -p "$OUT"
 export PGTIER_MEASURE_OUT=$OUT
 { date -u; nproc; grep -m1 'model name' /proc/cpuinfo; uptime; } > "$OUT/write_through.log"
-cargo test --release -p pgtier-bench --test write_through -- --ignored --nocapture --test-threads 1 "$@" 2>&1 | tee -a "$OUT/write_through.log"
+# Built first, then run directly: the runs take minutes and must not hold
+# cargo's lock on a shared target directory.
+BIN=$(cargo test --release -p pgtier-bench --test write_through --no-run --message-format=json \
+  | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+"$BIN" --ignored --nocapture --test-threads 1 "$@" 2>&1 | tee -a "$OUT/write_through.log"
