@@ -28,12 +28,15 @@
 //! answered as PostgreSQL answers them ((c)).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use pgtier_backend::harness::{ClusterOptions, PrivateCluster, shared_cluster};
+use common::{SEED, benchmark_postgres, commit_mode, env_f64, env_u64, load_average, machine, out_dir, populate_postgres};
+use pgtier_backend::harness::{PrivateCluster, shared_cluster};
 use pgtier_bench::chart::{TimeSeries, draw_time_series};
 use pgtier_bench::driver::{LiveCounters, LoadSpec, RepetitionTally, Workload, run_repetition};
 use pgtier_bench::stats::LatencyHistogram;
@@ -53,33 +56,11 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand::seq::{IteratorRandom, SliceRandom};
 
-/// One population seed for PostgreSQL and the local engine: identical data.
-const SEED: u64 = 14;
 /// The access_info rows of one subscriber, in a stable order on both sides.
 const ACCESS_INFO_OF: &str = "SELECT s_id, ai_type, data1, data2, data3, data4 FROM access_info WHERE s_id = $1 ORDER BY ai_type";
 /// A grandchild: the call_forwarding rows of one subscriber.
 const CALL_FORWARDING_OF: &str =
     "SELECT s_id, sf_type, start_time, end_time, numberx FROM call_forwarding WHERE s_id = $1 ORDER BY sf_type, start_time";
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).map_or(default, |v| v.replace('_', "").parse().unwrap_or_else(|e| panic!("{name}={v}: {e}")))
-}
-
-fn env_f64(name: &str, default: f64) -> f64 {
-    std::env::var(name).map_or(default, |v| v.parse().unwrap_or_else(|e| panic!("{name}={v}: {e}")))
-}
-
-fn commit_mode() -> CommitMode {
-    match std::env::var("PGTIER_MEASURE_COMMIT").as_deref() {
-        Ok("async") | Err(_) => CommitMode::Async,
-        Ok("sync") => CommitMode::Sync,
-        Ok(other) => panic!("PGTIER_MEASURE_COMMIT={other}: sync or async"),
-    }
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map_or_else(|_| "?".into(), |l| l.split_whitespace().next().unwrap_or("?").to_owned())
-}
 
 /// CPU seconds so far of this process (the engine, the cache, the test) and
 /// of PostgreSQL (the postmaster and its reaped backends).
@@ -89,31 +70,6 @@ fn cpu_seconds(cluster: &PrivateCluster) -> (f64, f64) {
     let own = proc_ticks(std::process::id()).map_or(0, |t| t.own);
     let postgres = proc_ticks(cluster.postmaster_pid()).map_or(0, |t| t.own + t.children);
     (own as f64 / hz, postgres as f64 / hz)
-}
-
-fn machine() -> String {
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| info.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
-        .unwrap_or_default();
-    format!("{cores} cores ({cpu})")
-}
-
-/// A private PostgreSQL with the benchmark settings and TATP populated by
-/// the kit (`subscribers`, [`SEED`]). Returns the cluster (stops on drop) and the URL.
-fn benchmark_postgres(subscribers: u64) -> (PrivateCluster, String) {
-    let cluster = PrivateCluster::start(ClusterOptions::for_benchmark()).unwrap();
-    let url = cluster.create_database("tatp").unwrap();
-    populate_postgres(&url, subscribers);
-    (cluster, url)
-}
-
-fn populate_postgres(url: &str, subscribers: u64) {
-    let started = Instant::now();
-    let report = populate(&PgTarget::open(url).unwrap(), &PopulateOptions { subscribers, streams: 2, seed: SEED, progress: false }).unwrap();
-    let rows: u64 = report.tables.iter().map(|t| t.rows).sum();
-    println!("PostgreSQL: {subscribers} subscribers, {rows} rows populated in {:.1} s", started.elapsed().as_secs_f64());
 }
 
 /// Every TATP table's checksum in the engine equals PostgreSQL's.
@@ -454,12 +410,6 @@ fn sample(cache: &Cache, started: Instant) -> Sample {
         dynamic_loads: s.dynamic_loads,
         evicted: s.evicted_instances,
     }
-}
-
-fn out_dir() -> PathBuf {
-    let dir = std::env::var("PGTIER_MEASURE_OUT").map_or_else(|_| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 #[test]
