@@ -5,6 +5,8 @@
 //! and one PostgreSQL transaction that runs them, checks that each changed
 //! exactly one row, and commits only then.
 
+use std::sync::Arc;
+
 use pgtier_backend::copy_out::quote_identifier;
 use pgtier_engine::{RowChange, RowOp, Value};
 use postgres::Client;
@@ -13,72 +15,152 @@ use crate::error::CacheError;
 use crate::manager::{GroupEntry, quote_literal};
 
 /// One row change for PostgreSQL: an EXECUTE of a statement prepared once
-/// per connection and shape (PostgreSQL then skips parsing and planning),
-/// and the same as plain SQL (for a connection where the PREPARE itself
-/// fails). An UPDATE or DELETE checks in PostgreSQL that it changed exactly
-/// one row (`pgtier.expect_one` raises P0002 otherwise), so a whole
-/// transaction and its COMMIT go in one round trip.
+/// per connection and shape (PostgreSQL then skips parsing and planning).
+/// An UPDATE or DELETE checks in PostgreSQL that it changed exactly one row
+/// (`pgtier.expect_one` raises P0002 otherwise), so a whole transaction and
+/// its COMMIT go in one round trip. Only the EXECUTE is built per change
+/// (write-through builds one per row it propagates); the prepared text is
+/// built once per table and kind, the plain SQL only when needed (a
+/// connection where the PREPARE fails, the error table).
 pub(crate) struct RowStatement {
-    /// The prepared statement's name: one per table and operation.
-    pub name: String,
-    pub prepare: String,
+    shape: Arc<Shape>,
     pub execute: String,
+    entry: Arc<GroupEntry>,
+    index: usize,
+    change: RowChange,
+}
+
+/// The prepared statement for one kind of change to one table.
+pub(crate) struct Shape {
+    /// One per table and operation.
+    name: String,
+    prepare: String,
+}
+
+impl RowStatement {
+    pub fn name(&self) -> &str {
+        &self.shape.name
+    }
+
+    pub fn prepare(&self) -> &str {
+        &self.shape.prepare
+    }
+
     /// The checked statement with literal values.
-    pub checked_plain: String,
+    pub fn checked_plain(&self) -> String {
+        statement_text(&self.entry, self.index, &self.change, Values::Literals, true)
+    }
+
     /// The bare statement with literal values, for people (the error table).
-    pub plain: String,
+    pub fn plain(&self) -> String {
+        statement_text(&self.entry, self.index, &self.change, Values::Literals, false)
+    }
 }
 
 /// INSERT of the after-image, UPDATE of every non-key column by primary key,
 /// DELETE by primary key (a key change is a delete and an insert in the
-/// engine's log). Values as text literals PostgreSQL casts to the column type.
-pub(crate) fn row_statement(entry: &GroupEntry, index: usize, change: &RowChange) -> Option<RowStatement> {
-    let table = &entry.group.tables[index];
-    let relation = format!("{}.{}", quote_identifier(&table.source.name.schema), quote_identifier(&table.source.name.table));
-    let row = change.row();
-    let schema = &change.table;
-    let literal = |column: usize| match row.get(column).to_owned_value() {
-        Value::Null => "NULL".to_owned(),
-        value => quote_literal(&value.to_string()),
-    };
-    let column = |c: usize| quote_identifier(&schema.columns[c].name);
-    let columns: Vec<usize> = (0..schema.visible_columns().len()).collect();
-    // Parameter order: the columns the statement sets, then the key.
-    let (op, targets, keys): (&str, Vec<usize>, Vec<usize>) = match change.op {
-        RowOp::Insert => ("ins", columns.clone(), Vec::new()),
-        RowOp::Update => ("upd", columns.iter().copied().filter(|c| !schema.primary_key.contains(c)).collect(), schema.primary_key.clone()),
-        RowOp::Delete => ("del", Vec::new(), schema.primary_key.clone()),
-    };
+/// engine's log). Values as text literals PostgreSQL casts to the column
+/// type. None for an UPDATE that sets nothing (a table of key columns only).
+pub(crate) fn row_statement(entry: &Arc<GroupEntry>, index: usize, change: &RowChange) -> Option<RowStatement> {
+    let (targets, keys) = parameters(change);
     if change.op == RowOp::Update && targets.is_empty() {
         return None;
     }
-    let shape = |value: &dyn Fn(usize, usize) -> String| -> String {
-        let filter = keys.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(targets.len() + i, c))).collect::<Vec<_>>().join(" AND ");
-        match change.op {
-            RowOp::Insert => format!(
+    let shape = entry.shape(index, change.op, || {
+        let table = &entry.group.tables[index];
+        let relation = relation(entry, index);
+        let op = match change.op {
+            RowOp::Insert => "ins",
+            RowOp::Update => "upd",
+            RowOp::Delete => "del",
+        };
+        let name = format!("pgtier_{op}_{:016x}", stable_hash(&relation));
+        let types: Vec<&str> = targets.iter().chain(&keys).map(|&c| table.source.columns.get(c).map_or("text", |col| col.type_name.as_str())).collect();
+        let prepare = format!("PREPARE {name} ({}) AS {}", types.join(", "), statement_text(entry, index, change, Values::Parameters, true));
+        Shape { name, prepare }
+    });
+    let row = change.row();
+    let mut execute = String::with_capacity(shape.name.len() + 16 * (targets.len() + keys.len()));
+    execute.push_str("EXECUTE ");
+    execute.push_str(&shape.name);
+    execute.push('(');
+    for (i, &column) in targets.iter().chain(&keys).enumerate() {
+        if i > 0 {
+            execute.push_str(", ");
+        }
+        push_literal(&mut execute, &row.get(column).to_owned_value());
+    }
+    execute.push(')');
+    Some(RowStatement { shape, execute, entry: Arc::clone(entry), index, change: change.clone() })
+}
+
+/// The columns a change's statement sets, then its key columns (the parameter order).
+fn parameters(change: &RowChange) -> (Vec<usize>, Vec<usize>) {
+    let schema = &change.table;
+    let columns = 0..schema.visible_columns().len();
+    match change.op {
+        RowOp::Insert => (columns.collect(), Vec::new()),
+        RowOp::Update => (columns.filter(|c| !schema.primary_key.contains(c)).collect(), schema.primary_key.clone()),
+        RowOp::Delete => (Vec::new(), schema.primary_key.clone()),
+    }
+}
+
+fn relation(entry: &GroupEntry, index: usize) -> String {
+    let source = &entry.group.tables[index].source.name;
+    format!("{}.{}", quote_identifier(&source.schema), quote_identifier(&source.table))
+}
+
+fn push_literal(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("NULL"),
+        value => out.push_str(&quote_literal(&value.to_string())),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Values {
+    /// `$1`, `$2`, ... (the prepared form).
+    Parameters,
+    /// The change's values as literals.
+    Literals,
+}
+
+/// The statement of `change`; `checked`: an UPDATE/DELETE wrapped so that
+/// PostgreSQL raises P0002 unless it changed exactly one row.
+fn statement_text(entry: &GroupEntry, index: usize, change: &RowChange, values: Values, checked: bool) -> String {
+    let relation = relation(entry, index);
+    let schema = &change.table;
+    let row = change.row();
+    let (targets, keys) = parameters(change);
+    let value = |i: usize, c: usize| match values {
+        Values::Parameters => format!("${}", i + 1),
+        Values::Literals => {
+            let mut text = String::new();
+            push_literal(&mut text, &row.get(c).to_owned_value());
+            text
+        }
+    };
+    let column = |c: usize| quote_identifier(&schema.columns[c].name);
+    let filter = keys.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(targets.len() + i, c))).collect::<Vec<_>>().join(" AND ");
+    let body = match change.op {
+        RowOp::Insert => {
+            return format!(
                 "INSERT INTO {relation} ({}) VALUES ({})",
                 targets.iter().map(|&c| column(c)).collect::<Vec<_>>().join(", "),
                 targets.iter().enumerate().map(|(i, &c)| value(i, c)).collect::<Vec<_>>().join(", ")
-            ),
-            RowOp::Update => {
-                let sets = targets.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(i, c))).collect::<Vec<_>>().join(", ");
-                format!("UPDATE {relation} SET {sets} WHERE {filter}")
-            }
-            RowOp::Delete => format!("DELETE FROM {relation} WHERE {filter}"),
+            );
         }
+        RowOp::Update => {
+            let sets = targets.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(i, c))).collect::<Vec<_>>().join(", ");
+            format!("UPDATE {relation} SET {sets} WHERE {filter}")
+        }
+        RowOp::Delete => format!("DELETE FROM {relation} WHERE {filter}"),
     };
+    if !checked {
+        return body;
+    }
     let what = quote_literal(&format!("{} of a row of {relation}", if change.op == RowOp::Update { "UPDATE" } else { "DELETE" }));
-    let checked = |body: String| match change.op {
-        RowOp::Insert => body,
-        RowOp::Update | RowOp::Delete => format!("WITH changed AS ({body} RETURNING 1) SELECT pgtier.expect_one(count(*), {what}) FROM changed"),
-    };
-    let plain = shape(&|_, c| literal(c));
-    let checked_plain = checked(plain.clone());
-    let name = format!("pgtier_{op}_{:016x}", stable_hash(&relation));
-    let types: Vec<&str> = targets.iter().chain(&keys).map(|&c| table.source.columns.get(c).map_or("text", |col| col.type_name.as_str())).collect();
-    let prepare = format!("PREPARE {name} ({}) AS {}", types.join(", "), checked(shape(&|i, _| format!("${}", i + 1))));
-    let execute = format!("EXECUTE {name}({})", targets.iter().chain(&keys).map(|&c| literal(c)).collect::<Vec<_>>().join(", "));
-    Some(RowStatement { name, prepare, execute, checked_plain, plain })
+    format!("WITH changed AS ({body} RETURNING 1) SELECT pgtier.expect_one(count(*), {what}) FROM changed")
 }
 
 /// FNV-1a: the same value in every process and Rust version (prepared
@@ -105,10 +187,10 @@ impl Applier {
         let mut text = String::new();
         let mut names = Vec::new();
         for statement in statements {
-            if !self.prepared.contains(&statement.name) && !names.contains(&statement.name) {
-                text.push_str(&statement.prepare);
+            if !self.prepared.contains(statement.name()) && !names.iter().any(|n| n == statement.name()) {
+                text.push_str(statement.prepare());
                 text.push(';');
-                names.push(statement.name.clone());
+                names.push(statement.name().to_owned());
             }
         }
         if names.is_empty() {
@@ -161,7 +243,11 @@ pub(crate) fn apply_checked(applier: &mut Applier, statements: &[&RowStatement],
     let client = &mut applier.client;
     let mut text = String::from("BEGIN;");
     for statement in statements {
-        text.push_str(if prepared { &statement.execute } else { &statement.checked_plain });
+        if prepared {
+            text.push_str(&statement.execute);
+        } else {
+            text.push_str(&statement.checked_plain());
+        }
         text.push(';');
     }
     text.push_str(tail);

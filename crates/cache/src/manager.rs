@@ -17,6 +17,7 @@ use pgtier_engine::{DataType, Database, EngineError, Origin, StreamStart, Value}
 use postgres::Client;
 
 use crate::aging::{self, AgerControl, AgingReport};
+use crate::apply::Shape;
 use crate::awt::{self, Awt, AwtConfig, AwtStatus};
 use crate::dynamic::{Dynamic, TableHook, root_key_columns};
 use crate::error::CacheError;
@@ -176,6 +177,8 @@ pub(crate) struct GroupEntry {
     pub dirty: Mutex<HashMap<String, u32>>,
     /// Per table: the positions of the columns holding the root key.
     pub root_key_columns: Vec<Option<Vec<usize>>>,
+    /// Per table and operation (insert, update, delete): write-through's prepared statement.
+    shapes: Vec<[std::sync::OnceLock<Arc<Shape>>; 3]>,
 }
 
 /// Table name → (its group, its index in the group), over every group.
@@ -197,7 +200,18 @@ pub(crate) const WHOLE_GROUP: &str = "*";
 impl GroupEntry {
     fn new(def: CreateGroup, group: CacheGroup) -> GroupEntry {
         let root_key_columns = root_key_columns(&group);
-        GroupEntry { def, group, counters: Counters::default(), dirty: Mutex::new(HashMap::new()), root_key_columns }
+        let shapes = (0..group.tables.len()).map(|_| Default::default()).collect();
+        GroupEntry { def, group, counters: Counters::default(), dirty: Mutex::new(HashMap::new()), root_key_columns, shapes }
+    }
+
+    /// The prepared statement for `op` on table `index` (built once by `build`).
+    pub(crate) fn shape(&self, index: usize, op: pgtier_engine::RowOp, build: impl FnOnce() -> Shape) -> Arc<Shape> {
+        let at = match op {
+            pgtier_engine::RowOp::Insert => 0,
+            pgtier_engine::RowOp::Update => 1,
+            pgtier_engine::RowOp::Delete => 2,
+        };
+        self.shapes[index][at].get_or_init(|| Arc::new(build())).clone()
     }
 
     pub fn is_dirty(&self, key: &[Value]) -> bool {

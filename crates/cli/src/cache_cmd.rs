@@ -98,8 +98,8 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
 
 /// `pgtier status`: one screen of where the cache stands.
 #[derive(Args)]
-#[command(after_help = "Shows write-through (connected, lanes, applied, backlog, lag now and p50/p99, refused, reconnects,
-last error) and every cache group (instances, rows, memory, loads, evictions, dynamic loads, miss latency).")]
+#[command(after_help = "Shows write-through (AWT: connected, lanes, applied, backlog, lag now and p50/p99, refused, reconnects,
+last error; SWT: commits, refused, in-doubt resolved, repairs, time in PostgreSQL) and every cache group (instances, rows, memory, loads, evictions, dynamic loads, miss latency).")]
 pub struct StatusArgs {
     /// The pgtier server [default: $PGTIER_URL, else postgresql://$USER@127.0.0.1:5433/pgtier; password from the URL or $PGPASSWORD]
     #[arg(long, env = "PGTIER_URL", hide_env_values = true)]
@@ -119,6 +119,14 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
         }
     } else {
         println!("  not running (no AWT cache group, or no [backend])");
+    }
+    let swt = client.simple_query("SELECT * FROM pgtier_cache_swt").map_err(|e| describe(&e))?;
+    if swt.iter().any(|m| matches!(m, SimpleQueryMessage::Row(_))) {
+        println!("\nWrite-through (SWT)");
+        println!("{}", query_table(&mut client, "SELECT commits, refused, in_doubt_resolved, repairs, round(backend_p50_ms::numeric, 2) AS backend_p50_ms, round(backend_p99_ms::numeric, 2) AS backend_p99_ms FROM pgtier_cache_swt")?);
+        if let Some(SimpleQueryMessage::Row(row)) = client.simple_query("SELECT last_error FROM pgtier_cache_swt WHERE last_error IS NOT NULL").map_err(|e| describe(&e))?.first() {
+            println!("last error: {}", row.get(0).unwrap_or(""));
+        }
     }
     println!("\nCache groups");
     println!("{}", query_table(&mut client, "SELECT g.name, g.kind, g.dynamic, g.aging, s.instances, s.\"rows\", round(s.memory_bytes / 1048576.0, 1) AS memory_mb, s.loaded_instances, s.evicted_instances, s.dynamic_loads, round(s.miss_latency_avg_us::numeric) AS miss_us FROM pgtier_cache_groups g JOIN pgtier_cache_stats s ON s.\"group\" = g.name ORDER BY g.name")?);

@@ -416,4 +416,7 @@ fn swt_commits_through_postgres_and_returns_its_errors() {
     pg.batch_execute("ALTER TABLE subscriber DROP CONSTRAINT msc_small").unwrap();
     tier.execute("UPDATE subscriber SET msc_location = 3 WHERE s_id = 11", &[]).unwrap();
     assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 100");
+    // The figures `pgtier status` shows.
+    let row = tier.query_one("SELECT commits, refused, in_doubt_resolved FROM pgtier_cache_swt", &[]).unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, i64>(2)), (3, 2, 0));
 }

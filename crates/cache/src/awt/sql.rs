@@ -116,7 +116,7 @@ fn record_error(client: &mut Client, node: &str, txn: &PendingTxn, progress: &Pr
         txn.commit_time_us,
         quote_literal(sqlstate),
         quote_literal(message),
-        quote_literal(&txn.statements.iter().map(|s| s.plain.as_str()).collect::<Vec<_>>().join(";\n")),
+        quote_literal(&txn.statements.iter().map(RowStatement::plain).collect::<Vec<_>>().join(";\n")),
         progress_statements(node, progress, Some(txn.commit_time_us))
     );
     client.batch_execute(&text).map_err(|e| connection_error(&e))

@@ -1,7 +1,7 @@
 //! The rows of pgtier's cache-group views, `pgtier_cache_groups`,
-//! `pgtier_cache_tables`, `pgtier_cache_stats` and `pgtier_cache_propagation`:
-//! one column per field of the cache's `GroupInfo`, `TableInfo`, `GroupStats`
-//! and `PropagationInfo`, read from the
+//! `pgtier_cache_tables`, `pgtier_cache_stats`, `pgtier_cache_propagation`
+//! and `pgtier_cache_swt`: one column per field of the cache's `GroupInfo`,
+//! `TableInfo`, `GroupStats`, `PropagationInfo` and `SwtStatus`, read from the
 //! attached cache each time a statement reads them; empty without one.
 
 use pgtier_cache::Cache;
@@ -49,6 +49,18 @@ pub(super) fn rows(name: &str, cache: Option<&Cache>, out: &mut Vec<Value>) {
                     Value::Bool(p.connected), int8(p.applied_txns), int8(p.applied_statements), int8(p.batches), int8(p.errors), int8(p.retries),
                     int8(p.backlog_bytes), Value::Float8(p.lag_ms), Value::Float8(p.lag_p50_ms), Value::Float8(p.lag_p99_ms), int8(p.lanes),
                     opt_text(p.last_error.as_deref()),
+                ]);
+            }
+        }
+        "pgtier_cache_swt" => {
+            // One row while an SWT group exists.
+            if cache.groups().iter().any(|g| g.kind == "SWT") {
+                let s = cache.swt_status();
+                let load = |v: &std::sync::atomic::AtomicU64| int8(v.load(std::sync::atomic::Ordering::Relaxed));
+                out.extend([
+                    load(&s.commits), load(&s.refused), load(&s.in_doubt_resolved), load(&s.repairs),
+                    Value::Float8(s.latency.quantile_us(0.5) / 1000.0), Value::Float8(s.latency.quantile_us(0.99) / 1000.0),
+                    opt_text(s.last_error.lock().as_deref()),
                 ]);
             }
         }

@@ -553,4 +553,14 @@ pub static RELATIONS: &[RelDef] = &[
             Col::new("lag_p50_ms", Float8), Col::new("lag_p99_ms", Float8), Col::new("lanes", Int8), Col::new("last_error", Text),
         ],
     },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pgtier_cache_swt",
+        oid: 12_105,
+        kind: "v",
+        columns: &[
+            Col::new("commits", Int8), Col::new("refused", Int8), Col::new("in_doubt_resolved", Int8), Col::new("repairs", Int8),
+            Col::new("backend_p50_ms", Float8), Col::new("backend_p99_ms", Float8), Col::new("last_error", Text),
+        ],
+    },
 ];
