@@ -52,17 +52,15 @@ pub(super) fn rows(name: &str, cache: Option<&Cache>, out: &mut Vec<Value>) {
                 ]);
             }
         }
-        "pgtier_cache_swt" => {
-            // One row while an SWT group exists.
-            if cache.groups().iter().any(|g| g.kind == "SWT") {
-                let s = cache.swt_status();
-                let load = |v: &std::sync::atomic::AtomicU64| int8(v.load(std::sync::atomic::Ordering::Relaxed));
-                out.extend([
-                    load(&s.commits), load(&s.refused), load(&s.in_doubt_resolved), load(&s.repairs),
-                    Value::Float8(s.latency.quantile_us(0.5) / 1000.0), Value::Float8(s.latency.quantile_us(0.99) / 1000.0),
-                    opt_text(s.last_error.lock().as_deref()),
-                ]);
-            }
+        // One row while an SWT group exists.
+        "pgtier_cache_swt" if cache.groups().iter().any(|g| g.kind == "SWT") => {
+            let s = cache.swt_status();
+            let load = |v: &std::sync::atomic::AtomicU64| int8(v.load(std::sync::atomic::Ordering::Relaxed));
+            out.extend([
+                load(&s.commits), load(&s.refused), load(&s.in_doubt_resolved), load(&s.repairs),
+                Value::Float8(s.latency.quantile_us(0.5) / 1000.0), Value::Float8(s.latency.quantile_us(0.99) / 1000.0),
+                opt_text(s.last_error.lock().as_deref()),
+            ]);
         }
         _ => {}
     }
