@@ -24,7 +24,7 @@
 //! | `PGTIER_MEASURE_SUBSCRIBERS` | 100,000 | both |
 //! | `PGTIER_MEASURE_THREADS` | 16 | both: client sessions |
 //! | `PGTIER_MEASURE_COMMIT` | `async` | both: the server's `commit_mode` |
-//! | `PGTIER_MEASURE_APPLY_CONNECTIONS` | 2 (the default) | both: `[cache] awt_apply_connections` |
+//! | `PGTIER_MEASURE_APPLY_CONNECTIONS` | 4 (the default) | both: `[cache] awt_apply_connections` |
 //! | `PGTIER_MEASURE_WT_SECONDS` | 120 | (1) run length |
 //! | `PGTIER_MEASURE_OUTAGE_RUN_SECONDS` | 120 | (2) run length |
 //! | `PGTIER_MEASURE_OUTAGE_AT_SECONDS` | 30 | (2) when PostgreSQL stops |
@@ -84,7 +84,7 @@ impl Scenario {
             threads: u32::try_from(env_u64("PGTIER_MEASURE_THREADS", 16)).unwrap(),
             run: Duration::from_secs(env_u64(run_var, run_default_s)),
             commit: commit_mode(),
-            apply_connections: env_u64("PGTIER_MEASURE_APPLY_CONNECTIONS", 2),
+            apply_connections: env_u64("PGTIER_MEASURE_APPLY_CONNECTIONS", 4),
             retained_wal_max: std::env::var("PGTIER_MEASURE_RETAINED_WAL").unwrap_or_else(|_| "4GB".into()),
             outage: None,
             window_samples: 5,

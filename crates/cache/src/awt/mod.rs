@@ -67,7 +67,7 @@ pub struct AwtConfig {
 
 impl Default for AwtConfig {
     fn default() -> AwtConfig {
-        AwtConfig { node: "pgtier".into(), apply_connections: 2, batch_bytes_max: 256 << 10, batch_delay: Duration::ZERO, retained_wal_max: 4 << 30 }
+        AwtConfig { node: "pgtier".into(), apply_connections: 4, batch_bytes_max: 256 << 10, batch_delay: Duration::ZERO, retained_wal_max: 4 << 30 }
     }
 }
 
