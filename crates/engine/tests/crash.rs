@@ -155,6 +155,7 @@ fn child(dir: &Path, mode: CommitMode) {
 }
 
 #[test]
+#[ignore = "the child process of a test in this file (run by it with --ignored)"]
 fn crash_child_entry() {
     let Ok(dir) = std::env::var(ENV_DIR) else { return };
     let mode = if std::env::var(ENV_MODE).as_deref() == Ok("async") { CommitMode::Async } else { CommitMode::Sync };
@@ -175,7 +176,7 @@ struct Ack {
 fn run_child(dir: &Path, mode: &str, run_ms: u64) -> (Vec<Ack>, u128) {
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
-        .args(["--exact", "crash_child_entry", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "crash_child_entry", "--ignored", "--nocapture", "--test-threads=1"])
         .env(ENV_DIR, dir)
         .env(ENV_MODE, mode)
         .stdout(Stdio::piped())
@@ -345,7 +346,14 @@ fn crash_loop(mode: CommitMode, rounds: usize) {
     eprintln!(
         "crash[{mode_name}] SUMMARY: {rounds} kills, {total_acks} acknowledged commits, {total_lost} lost (max {max_lost} in a round, max window {max_window} ms), {unacked} committed-but-unacknowledged found whole"
     );
+    // Async commits reach the disk within the flush interval (10 ms here);
+    // the bound leaves room for a busy machine's scheduling, yet a WAL that
+    // stopped flushing loses whole runs (up to 400 ms) and fails it.
+    assert!(max_window <= ASYNC_LOSS_WINDOW_MAX_MS, "an acknowledged async commit {max_window} ms before the kill was lost (bound {ASYNC_LOSS_WINDOW_MAX_MS} ms)");
 }
+
+/// How long before a kill an acknowledged async commit may have been and still be lost.
+const ASYNC_LOSS_WINDOW_MAX_MS: u128 = 250;
 
 #[test]
 fn crash_sync_every_ack_survives() {

@@ -207,6 +207,7 @@ fn differential_corpus() {
         }
         let text = std::fs::read_to_string(path).unwrap();
         let records = parse(&text);
+        assert!(!records.is_empty(), "{name}.slt holds no record the runner understands");
         let url = cluster.create_database(&format!("slt_{n}_{}", std::process::id())).unwrap();
         let mut pg = pgtier_backend::connect(&url).unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -242,6 +243,7 @@ fn differential_corpus() {
         }
     }
     println!("slt: {total} records; PostgreSQL matches {pg_ok}; pgtier matches {tier_ok}");
+    assert!(total > 0, "no record ran (SLT_ONLY={only:?} matches no file in {})", corpus_dir().display());
     for f in &pg_failures {
         println!("{f}");
     }

@@ -221,6 +221,7 @@ const CHILD_ENV: &str = "PGTIER_WAL_KILL9_CHILD_DIR";
 /// threads forever and prints each acknowledged record. In a normal test run
 /// the variable is unset and this returns at once.
 #[test]
+#[ignore = "the child process of a test in this file (run by it with --ignored)"]
 fn kill9_child() {
     let Ok(dir) = std::env::var(CHILD_ENV) else { return };
     let wal = Arc::new(Wal::open(Path::new(&dir), small_config()).expect("child open"));
@@ -279,7 +280,7 @@ fn kill9_acknowledged_records_survive() {
         rng ^= rng << 17;
         let run_ms = 50 + rng % 250;
         let mut child = Command::new(&exe)
-            .args(["--exact", "kill9_child", "--nocapture", "--test-threads=1"])
+            .args(["--exact", "kill9_child", "--ignored", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
