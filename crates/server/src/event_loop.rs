@@ -344,7 +344,10 @@ fn serve_loop(shared: &Arc<Shared>, loops: &Arc<Loops>, lp: Arc<Loop>) {
             if let Some(mut adopted) = lp.take(idx) {
                 // A panic is a bug, but it must end only this session, not
                 // the loop's thread and with it the loop's other sessions.
-                let alive = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| adopted.session.serve_ready())).unwrap_or(false);
+                let alive = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| adopted.session.serve_ready())).unwrap_or_else(|_| {
+                    shared.session_panics.fetch_add(1, Ordering::Relaxed);
+                    false
+                });
                 lp.put_back(idx, adopted, alive, handed_off());
             }
             // Checked after put_back too: ending a session flushes its

@@ -95,6 +95,7 @@ fn render(shared: &Shared) -> String {
     let mut out = Out(String::new());
     let stats = shared.db.stats();
     out.one("pgtier_sessions", "gauge", "Sessions connected.", shared.active.load(Ordering::Acquire) as f64);
+    out.one("pgtier_session_panics_total", "counter", "Sessions ended by a panic (a bug: please report it; the server goes on).", shared.session_panics.load(Ordering::Relaxed) as f64);
     out.one("pgtier_engine_commits_total", "counter", "Transactions committed.", stats.commits as f64);
     out.one("pgtier_engine_rollbacks_total", "counter", "Transactions rolled back.", stats.rollbacks as f64);
     out.one("pgtier_engine_wal_end_bytes", "counter", "WAL position written.", stats.wal_end.0 as f64);

@@ -65,6 +65,8 @@ pub struct Shared {
     threads: Mutex<usize>,
     threads_done: Condvar,
     next_pid: AtomicI32,
+    /// Sessions ended by a panic (a bug; caught so only that session ends).
+    pub(crate) session_panics: std::sync::atomic::AtomicU64,
     /// The event loops plain-TCP sessions move to after their handshake
     /// (unset: a thread per session).
     pub(crate) loops: std::sync::OnceLock<Arc<crate::event_loop::Loops>>,
@@ -98,6 +100,7 @@ impl Shared {
             threads: Mutex::new(0),
             threads_done: Condvar::new(),
             next_pid: AtomicI32::new(1),
+            session_panics: std::sync::atomic::AtomicU64::new(0),
             loops: std::sync::OnceLock::new(),
         }
     }
@@ -171,7 +174,9 @@ fn spawn_session(shared: &Arc<Shared>, tcp: TcpStream) {
         // socket handle is closed and shutdown does not wait forever.
         let registered = Registered { shared: s.clone(), pid };
         // A panic is a bug, but it must end only this session.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::session::serve(&s, tcp, pid, secret, cancel, registered)));
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::session::serve(&s, tcp, pid, secret, cancel, registered))).is_err() {
+            s.session_panics.fetch_add(1, Ordering::Relaxed);
+        }
     });
     if spawned.is_err() {
         shared.sessions.lock().remove(&pid);
@@ -261,6 +266,11 @@ impl RunningServer {
     /// The engine the sessions run on (for tests and admin tools).
     pub fn database(&self) -> &Database {
         &self.shared.db
+    }
+
+    /// Sessions ended by a panic since start (each a bug; the server goes on).
+    pub fn session_panics(&self) -> u64 {
+        self.shared.session_panics.load(Ordering::Relaxed)
     }
 
     pub fn shutdown_handle(&self) -> ShutdownHandle {

@@ -112,6 +112,7 @@ proptest! {
         let srv = shared();
         let stream = if after_startup { [startup_packet("alice"), bytes].concat() } else { bytes };
         exchange(srv, &stream);
+        no_session_panicked(srv);
     }
 
     #[test]
@@ -127,7 +128,15 @@ proptest! {
         }
         stream.truncate(cut.index(stream.len()) + 1);
         exchange(srv, &stream);
+        no_session_panicked(srv);
     }
+}
+
+/// A caught panic ends only its session and looks like a close from outside:
+/// count them, and check another session is still served.
+fn no_session_panicked(srv: &common::TestServer) {
+    assert_eq!(srv.server.as_ref().unwrap().session_panics(), 0, "a session panicked (see the panic message above)");
+    still_serving(srv);
 }
 
 fn shared() -> &'static common::TestServer {
