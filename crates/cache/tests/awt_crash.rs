@@ -110,6 +110,7 @@ fn kills_of_either_side_lose_and_repeat_nothing() {
                 break;
             }
         }
+        assert!(last >= kill_at, "the child ended after {last} increments, before its kill: it failed (see its output above)");
         child.kill().unwrap();
         child.wait().unwrap();
         // Acknowledgements still in the pipe count too.

@@ -131,6 +131,7 @@ fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
                 break;
             }
         }
+        assert!(last >= kill_at, "the child ended after {last} increments, before its kill: it failed (see its output above)");
         // Somewhere in the next commit: its PostgreSQL round trip or the window after it.
         std::thread::sleep(Duration::from_micros(rng.random_range(0..8000)));
         child.kill().unwrap();

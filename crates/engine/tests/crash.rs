@@ -147,10 +147,14 @@ fn child(dir: &Path, mode: CommitMode) {
             })
         })
         .collect();
-    // Workers run until the parent kills the process.
-    drop(handles);
+    // Workers run until the parent kills the process; one that ends has
+    // failed (a panic, printed above): the process exits, and the parent,
+    // finding it gone before its kill, fails.
     loop {
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_millis(20));
+        if handles.iter().any(std::thread::JoinHandle::is_finished) {
+            std::process::exit(3);
+        }
     }
 }
 
@@ -170,6 +174,13 @@ struct Ack {
     amount: i64,
     commit_ts: u64,
     at_ms: u128,
+}
+
+/// A child that ended before its kill has failed (its own output says how).
+fn assert_child_alive(child: &mut std::process::Child) {
+    if let Some(status) = child.try_wait().unwrap() {
+        panic!("the child process ended before it was killed ({status}): it failed (see its output above)");
+    }
 }
 
 /// One round: run the child, kill it, return the acknowledged commits and the kill time.
@@ -216,6 +227,7 @@ fn run_child(dir: &Path, mode: &str, run_ms: u64) -> (Vec<Ack>, u128) {
     }
     assert!(started.load(Ordering::Acquire), "child never acknowledged a commit");
     std::thread::sleep(Duration::from_millis(run_ms));
+    assert_child_alive(&mut child);
     let killed_ms = now_ms();
     // SAFETY: plain kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };

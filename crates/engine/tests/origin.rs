@@ -430,6 +430,9 @@ fn run_crash_child(dir: &Path, step: i64, run_ms: u64) -> Vec<(i64, u64)> {
     }
     assert!(!acks.lock().unwrap().is_empty(), "child never acknowledged a commit");
     std::thread::sleep(Duration::from_millis(run_ms));
+    if let Some(status) = child.try_wait().unwrap() {
+        panic!("the child process ended before it was killed ({status}): it failed (see its output above)");
+    }
     // SAFETY: plain kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();

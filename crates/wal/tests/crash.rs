@@ -303,6 +303,9 @@ fn kill9_acknowledged_records_survive() {
             (lines, trunc)
         });
         std::thread::sleep(Duration::from_millis(run_ms));
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            panic!("the child process ended before it was killed ({status}): it failed (see its output above)");
+        }
         child.kill().expect("SIGKILL");
         child.wait().expect("wait");
         let (new, trunc) = reader.join().expect("reader");
