@@ -19,6 +19,7 @@ pub(crate) struct Counters {
     pub(crate) commits_sync: AtomicU64,
     pub(crate) rollbacks: AtomicU64,
     pub(crate) deadlocks: AtomicU64,
+    pub(crate) lock_waits: AtomicU64,
 }
 
 /// Per-table statistics.
@@ -43,6 +44,8 @@ pub struct DbStats {
     pub commits_sync: u64,
     pub rollbacks: u64,
     pub deadlocks: u64,
+    /// Row-lock waits begun (an application transaction found a row another holds).
+    pub lock_waits: u64,
     pub wal_end: Lsn,
     pub wal_durable_end: Lsn,
     pub wal: WalStats,
@@ -81,6 +84,7 @@ pub(crate) fn collect(db: &DbInner) -> DbStats {
         commits_sync: c.commits_sync.load(Ordering::Relaxed),
         rollbacks: c.rollbacks.load(Ordering::Relaxed),
         deadlocks: c.deadlocks.load(Ordering::Relaxed),
+        lock_waits: c.lock_waits.load(Ordering::Relaxed),
         wal_end: db.wal.end(),
         wal_durable_end: db.wal.durable_end(),
         wal: db.wal.stats(),

@@ -98,6 +98,7 @@ fn render(shared: &Shared) -> String {
     out.one("pgtier_session_panics_total", "counter", "Sessions ended by a panic (a bug: please report it; the server goes on).", shared.session_panics.load(Ordering::Relaxed) as f64);
     out.one("pgtier_engine_commits_total", "counter", "Transactions committed.", stats.commits as f64);
     out.one("pgtier_engine_rollbacks_total", "counter", "Transactions rolled back.", stats.rollbacks as f64);
+    out.one("pgtier_engine_lock_waits_total", "counter", "Row-lock waits begun.", stats.lock_waits as f64);
     out.one("pgtier_engine_wal_end_bytes", "counter", "WAL position written.", stats.wal_end.0 as f64);
     out.one("pgtier_engine_memory_bytes", "gauge", "Bytes the tables hold in memory.", shared.db.memory_total() as f64);
     let Some(cache) = &shared.cache else { return out.0 };

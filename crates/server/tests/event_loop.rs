@@ -50,6 +50,7 @@ fn lock_wait_on(srv: common::TestServer) {
     let mut holder = connect(&srv);
     holder.batch_execute("CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 0)").unwrap();
     holder.batch_execute("BEGIN; UPDATE t SET v = 1 WHERE id = 1").unwrap();
+    let waits_before = srv.server.as_ref().unwrap().database().stats().lock_waits;
     let mut waiter = connect(&srv);
     let (started_tx, started_rx) = mpsc::channel();
     let waiting = std::thread::spawn(move || {
@@ -57,8 +58,13 @@ fn lock_wait_on(srv: common::TestServer) {
         waiter.execute("UPDATE t SET v = v + 10 WHERE id = 1", &[]).map_err(|e| e.to_string())
     });
     started_rx.recv().unwrap();
-    // Let the waiter reach the lock (and block its thread on it).
-    std::thread::sleep(Duration::from_millis(200));
+    // The waiter reached the lock (and blocks its thread on it), however
+    // long a busy machine takes to get it there.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while srv.server.as_ref().unwrap().database().stats().lock_waits == waits_before {
+        assert!(std::time::Instant::now() < deadline, "the waiter never waited for the row lock");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let committed = within("COMMIT of the lock holder", move || {
         holder.batch_execute("COMMIT").unwrap();
         holder

@@ -103,6 +103,7 @@ fn a_row_that_left_the_where_while_waiting_is_skipped() {
     ] {
         mover.execute_sql("BEGIN").unwrap();
         mover.execute_sql(mover_sql).unwrap();
+        let waits_before = db.stats().lock_waits;
         let db2 = db.clone();
         let sql = waiter_sql.to_owned();
         let waiter = std::thread::spawn(move || {
@@ -110,8 +111,13 @@ fn a_row_that_left_the_where_while_waiting_is_skipped() {
             let r = c.execute_sql(&sql).unwrap();
             format!("{} {}", r.tag.split(' ').next().unwrap_or(""), r.rows_affected)
         });
-        // Let the waiter find the row at its snapshot and block on its lock.
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        // The waiter found the row at its snapshot and waits for its lock
+        // (however long a busy machine takes to get it there).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while db.stats().lock_waits == waits_before {
+            assert!(std::time::Instant::now() < deadline, "the waiter never waited for the row lock: {waiter_sql}");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         mover.execute_sql("COMMIT").unwrap();
         assert_eq!(waiter.join().unwrap(), expected, "{waiter_sql}");
     }

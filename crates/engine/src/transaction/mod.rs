@@ -375,6 +375,7 @@ impl Transaction {
         if self.origin != Origin::Application {
             return Err(EngineError::LockNotAvailable { relation: relation.to_owned(), detail: format!("row locked by transaction {owner}; {} transactions do not wait for row locks", self.origin) });
         }
+        self.db.counters.lock_waits.fetch_add(1, Ordering::Relaxed);
         self.db.txns.wait_for(self.id, owner, self.db.lock_deadline())
     }
 
