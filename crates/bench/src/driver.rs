@@ -185,6 +185,9 @@ pub enum DriverError {
 pub struct LiveCounters {
     /// Transactions finished since t0 (all phases).
     pub finished: AtomicU64,
+    /// Set by the caller to end the repetition early (Ctrl-C): workers stop
+    /// at their next transaction and the tally holds what was measured.
+    pub stop: AtomicBool,
 }
 
 /// Phase the run is in, for progress display.
@@ -235,7 +238,8 @@ pub fn run_repetition(
         shared.go.wait();
 
         let window = Window::new(t0, spec);
-        let (backend, sampler_error) = monitor(&window, &shared.stop, sampler.as_deref_mut(), on_tick, &handles);
+        let stops = Stops { run: &shared.stop, caller: &live.stop };
+        let (backend, sampler_error) = monitor(&window, &stops, sampler.as_deref_mut(), on_tick, &handles);
         let workers: Vec<_> = handles.into_iter().map(|h| h.join().map_err(|_| DriverError::Panicked)).collect();
         (workers, backend, sampler_error)
     });
@@ -344,11 +348,27 @@ fn sleep_until(deadline: Instant) {
     }
 }
 
+/// The run's own stop flag (a worker failed) and the caller's (Ctrl-C).
+struct Stops<'a> {
+    run: &'a AtomicBool,
+    caller: &'a AtomicBool,
+}
+
+impl Stops<'_> {
+    /// True once either is set; a caller's stop is passed on to the workers.
+    fn requested(&self) -> bool {
+        if self.caller.load(Ordering::Relaxed) {
+            self.run.store(true, Ordering::Relaxed);
+        }
+        self.run.load(Ordering::Relaxed)
+    }
+}
+
 /// The calling thread's part: progress ticks and backend sampling aligned
 /// with the measure window.
 fn monitor<T>(
     window: &Window,
-    stop: &AtomicBool,
+    stop: &Stops<'_>,
     mut sampler: Option<&mut (dyn BackendSampler + '_)>,
     on_tick: &mut dyn FnMut(Phase, Duration),
     workers: &[std::thread::ScopedJoinHandle<'_, T>],
@@ -360,7 +380,7 @@ fn monitor<T>(
     loop {
         let now = Instant::now();
         let done = workers.iter().all(|w| w.is_finished());
-        if done || stop.load(Ordering::Relaxed) {
+        if done || stop.requested() {
             if sampling {
                 // A failed run still gets its (partial) figures, and the
                 // sampler's connection is released.
@@ -384,7 +404,7 @@ fn monitor<T>(
                 Err(e) => error = Some(e),
             }
         }
-        if sampling && (now >= window.measure_end || stop.load(Ordering::Relaxed)) {
+        if sampling && (now >= window.measure_end || stop.requested()) {
             if let Some(s) = sampler.as_deref_mut() {
                 match s.finish() {
                     Ok(f) => figures = Some(f),
