@@ -162,7 +162,7 @@ impl PgTarget {
 }
 
 /// True for Unix-socket and loopback hosts; with several hosts, all must be.
-fn url_is_local(url: &str) -> bool {
+pub fn url_is_local(url: &str) -> bool {
     let Ok(config) = url.parse::<postgres::Config>() else { return false };
     let hosts = config.get_hosts();
     // No host at all means libpq's default: the local Unix socket.
