@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
-use pgtier_bench::demo::{self, DemoControl, DemoError, DemoOptions, DemoReport, WireServer};
+use pgtier_bench::demo::{self, DemoControl, DemoError, DemoOptions, DemoReport, StartWire, WireServer};
 use pgtier_engine::CommitMode;
 
 use crate::bench_cmd::{parse_thread_list, seconds};
@@ -167,7 +167,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             (Some(cluster), url)
         }
     };
-    let start_wire: &dyn Fn(&Path, &str, CommitMode) -> Result<Box<dyn WireServer>, String> = &start_server;
+    let start_wire: StartWire<'_> = &start_server;
     let control = DemoControl {
         backend_url: url,
         start_wire: if args.no_wire { None } else { Some(start_wire) },

@@ -109,6 +109,7 @@ fn backend(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> 
     points.push((None, "capped rate".into()));
     let mut cpu = Vec::new();
     let mut wal = Vec::new();
+    let mut waiting = Vec::new();
     for (sweep, capped, _) in SIDES {
         let figures: Vec<Option<crate::result::BackendFigures>> = points
             .iter()
@@ -120,15 +121,16 @@ fn backend(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> 
             .collect();
         cpu.push(figures.iter().map(|f| f.as_ref().and_then(|f| f.cpu_percent)).collect::<Vec<_>>());
         wal.push(figures.iter().map(|f| f.as_ref().map(|f| 100.0 * f.wal_wait_share)).collect::<Vec<_>>());
+        waiting.push(figures.iter().map(|f| f.as_ref().map(|f| f.wal_wait_sessions)).collect::<Vec<_>>());
     }
     groups.extend(points.iter().map(|p| p.1.clone()));
     if cpu.iter().chain(&wal).flatten().all(Option::is_none) {
         return Err(ChartError::NoData("no backend figures were sampled".into()));
     }
-    let panel = |heading: &str, y_desc: &str, values: Vec<Vec<Option<f64>>>| BarPanel {
+    let panel = |heading: &str, y_desc: &str, unit: &str, values: Vec<Vec<Option<f64>>>| BarPanel {
         heading: heading.into(),
         y_desc: y_desc.into(),
-        y_unit: "%".into(),
+        y_unit: unit.into(),
         values,
         group_notes: Vec::new(),
     };
@@ -138,8 +140,9 @@ fn backend(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> 
         series: SIDES.iter().enumerate().map(|(i, s)| (s.2.to_owned(), series_color(i))).collect(),
         groups,
         panels: vec![
-            panel("PostgreSQL server CPU (% of one core)", "CPU", cpu),
-            panel("Share of active backend time waiting on WAL write/fsync", "WAL-wait share", wal),
+            panel("PostgreSQL server CPU (% of one core)", "CPU", "%", cpu),
+            panel("Share of active backend time waiting on WAL write/fsync", "WAL-wait share", "%", wal),
+            panel("Backends waiting on WAL write/fsync, on average (s of commit wait per s)", "backends", "", waiting),
         ],
         footnotes: vec![(
             "Behind the cache, PostgreSQL's work is write-through applying the cache's commits in batches. \
@@ -222,7 +225,7 @@ fn search(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> {
     let figure = BarFigure {
         title: "Rate-cap search: offered rate vs AWT lag (pgtier direct, open loop)".into(),
         subtitle: subtitle(report),
-        series: vec![("achieved txn/s".into(), series_color(1)), ("lag slope (ms per s)".into(), series_color(3))],
+        series: vec![("achieved txn/s".into(), series_color(1)), ("largest AWT lag (ms)".into(), series_color(3))],
         groups,
         panels: vec![
             BarPanel {
@@ -233,10 +236,10 @@ fn search(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> {
                 group_notes: notes,
             },
             BarPanel {
-                heading: "Lag slope over the step (least squares)".into(),
-                y_desc: "lag slope".into(),
-                y_unit: "ms/s".into(),
-                values: vec![Vec::new(), report.search.iter().map(|s| Some(s.lag_slope_ms_per_s.max(0.0))).collect()],
+                heading: "Largest AWT lag during the step (the verdict is its slope, in the report's table)".into(),
+                y_desc: "lag".into(),
+                y_unit: "ms".into(),
+                values: vec![Vec::new(), report.search.iter().map(|s| Some(s.lag_max_ms)).collect()],
                 group_notes: Vec::new(),
             },
         ],

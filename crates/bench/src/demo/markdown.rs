@@ -116,7 +116,23 @@ fn headline(out: &mut String, r: &DemoReport) {
     let (b, d, w) = (backend_of(pg), backend_of(r.run(DIRECT_CAPPED)), backend_of(r.run(WIRE_CAPPED)));
     let cpu = |f: &Option<BackendFigures>| num(f.as_ref().and_then(|f| f.cpu_percent), 0);
     let wal = |f: &Option<BackendFigures>| num(f.as_ref().map(|f| 100.0 * f.wal_wait_share), 1);
-    let _ = writeln!(out, "\nPostgreSQL at that rate: server CPU {} % alone, {} % behind the cache in direct mode, {} % over the wire; share of active backend time waiting on WAL write/fsync {} % alone, {} % / {} % behind the cache.", cpu(&b), cpu(&d), cpu(&w), wal(&b), wal(&d), wal(&w));
+    let waiting = |f: &Option<BackendFigures>| num(f.as_ref().map(|f| f.wal_wait_sessions), 3);
+    let _ = writeln!(out, "\nPostgreSQL at that rate:\n");
+    let _ = writeln!(out, "| | alone | behind pgtier direct | behind pgtier wire |");
+    let _ = writeln!(out, "|---|---:|---:|---:|");
+    let _ = writeln!(out, "| server CPU (% of one core) | {} | {} | {} |", cpu(&b), cpu(&d), cpu(&w));
+    let _ = writeln!(out, "| share of active backend time in WAL write/fsync waits (%) | {} | {} | {} |", wal(&b), wal(&d), wal(&w));
+    let _ = writeln!(out, "| backends in WAL waits on average (s of commit wait per s) | {} | {} | {} |", waiting(&b), waiting(&d), waiting(&w));
+    let best = |label: &str| r.run(label).map(|run| run.iterations.iter().map(|i| i.mqth_mean).fold(0.0, f64::max));
+    let _ = writeln!(
+        out,
+        "\nUncapped (closed loop, best over the thread counts): PostgreSQL alone {} txn/s, pgtier direct {} txn/s, pgtier over the wire {} txn/s. \
+         PostgreSQL's latency at the capped rate includes open-loop queueing (the rate is {:.0} % of what it sustains closed loop); its closed-loop latencies per thread count are in the next section.",
+        num(best(BASELINE), 0),
+        num(best(DIRECT), 0),
+        num(best(WIRE), 0),
+        r.cap.as_ref().map_or(0.0, |c| 100.0 * c.rate_per_s / c.baseline_peak_per_s.max(1e-9)),
+    );
     match &r.verify {
         Some(v) => {
             let _ = writeln!(out, "\nVerify after the lag drained: **{}** ({} instances compared, {} differing).", if v.clean { "clean" } else { "NOT clean" }, v.compared, v.differing);
@@ -196,8 +212,8 @@ fn latency(out: &mut String, r: &DemoReport, files: &[String]) {
 fn backend(out: &mut String, r: &DemoReport, files: &[String]) {
     let _ = writeln!(out, "\n{}\n", SECTIONS[3]);
     let _ = writeln!(out, "PostgreSQL sampled during every measure window (figures 5-6 and 10-11): server CPU from /proc of its processes (% of one core), WAL-wait share = samples of active client backends in IO WALSync/WALWrite or LWLock WALWrite over all active samples (pg_stat_activity every 10 ms). Behind the cache, PostgreSQL's clients are the write-through apply connections.\n");
-    let _ = writeln!(out, "| run | threads | rate | PostgreSQL CPU % | WAL-wait share % | commits/s | WAL MB/s |");
-    let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---:|");
+    let _ = writeln!(out, "| run | threads | rate | PostgreSQL CPU % | WAL-wait share % | sessions in WAL wait | active sessions | commits/s | WAL MB/s |");
+    let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---:|---:|---:|");
     let mut any = false;
     for label in [BASELINE, DIRECT, WIRE, BASELINE_CAPPED, DIRECT_CAPPED, WIRE_CAPPED] {
         let Some(run) = r.run(label) else { continue };
@@ -206,19 +222,22 @@ fn backend(out: &mut String, r: &DemoReport, files: &[String]) {
             any = true;
             let _ = writeln!(
                 out,
-                "| {label} | {} | {} | {} | {:.1} | {:.0} | {:.2} |",
+                "| {label} | {} | {} | {} | {:.1} | {:.3} | {:.3} | {:.0} | {:.2} |",
                 it.threads,
                 run.config.rate_per_s.map_or_else(|| "closed loop".to_owned(), |x| format!("{x:.0}/s")),
                 num(b.cpu_percent, 0),
                 100.0 * b.wal_wait_share,
+                b.wal_wait_sessions,
+                b.active_sessions,
                 b.commits_per_s,
                 b.wal_bytes_per_s / 1e6
             );
         }
     }
     if !any {
-        let _ = writeln!(out, "| (no figures sampled) | | | | | | |");
+        let _ = writeln!(out, "| (no figures sampled) | | | | | | | | |");
     }
+    let _ = writeln!(out, "\nSessions in WAL wait = samples of client backends in those waits ÷ samples: seconds of commit wait per second of wall time, the absolute counterpart of the share (a share stays high when the few remaining sessions are the write-through's, which commit in batches).");
     image(out, files, "demo-backend", "backend CPU and WAL waits");
 }
 

@@ -102,6 +102,7 @@ struct State {
 pub(super) struct Monitor {
     state: Arc<Mutex<State>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    bar: ProgressBar,
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -128,9 +129,9 @@ impl Monitor {
         bar.set_style(
             ProgressStyle::with_template("{prefix:.bold} {bar:24} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-        let shared = state.clone();
-        let thread = std::thread::Builder::new().name("demo-monitor".into()).spawn(move || watch(&shared, &bar)).ok();
-        Monitor { state, thread: Mutex::new(thread) }
+        let (shared, drawn) = (state.clone(), bar.clone());
+        let thread = std::thread::Builder::new().name("demo-monitor".into()).spawn(move || watch(&shared, &drawn)).ok();
+        Monitor { state, thread: Mutex::new(thread), bar }
     }
 
     pub(super) fn begin(&self, index: usize) {
@@ -140,8 +141,13 @@ impl Monitor {
         s.detail.clear();
         let name = s.phases.get(index).map_or("", |p| p.0);
         let total = s.phases.len();
-        // A line per phase also where no progress bar is drawn (logs, CI).
-        eprintln!("pgtier demo: [{}/{total}] {name} (t+{:.0} s)", index + 1, s.started.elapsed().as_secs_f64());
+        // A line per phase, above the bar; also where no bar is drawn (logs, CI).
+        let line = format!("pgtier demo: [{}/{total}] {name} (t+{:.0} s)", index + 1, s.started.elapsed().as_secs_f64());
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
     }
 
     pub(super) fn end(&self, index: usize) {

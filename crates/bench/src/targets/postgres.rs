@@ -680,6 +680,8 @@ impl BackendSampler for PgSampler {
             wal_wait_share: if tally.active == 0 { 0.0 } else { tally.wal_waiting as f64 / tally.active as f64 },
             cpu_percent,
             samples: tally.samples,
+            active_sessions: if tally.samples == 0 { 0.0 } else { tally.active as f64 / tally.samples as f64 },
+            wal_wait_sessions: if tally.samples == 0 { 0.0 } else { tally.wal_waiting as f64 / tally.samples as f64 },
         })
     }
 }
