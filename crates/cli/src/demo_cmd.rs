@@ -41,8 +41,8 @@ pub struct DemoArgs {
     /// Most rate-search steps
     #[arg(long, value_name = "N", default_value_t = 8)]
     search_steps: u32,
-    /// The capped rate is at most this share of PostgreSQL's peak closed-loop throughput
-    #[arg(long, value_name = "F", default_value_t = 0.8)]
+    /// The capped rate is at most this share of PostgreSQL's best closed-loop throughput (open loop near 1 is mostly queueing)
+    #[arg(long, value_name = "F", default_value_t = 0.5)]
     cap_fraction: f64,
     /// A search step's lag is flat below this slope (ms of lag per second)
     #[arg(long, value_name = "MS", default_value_t = 20.0)]

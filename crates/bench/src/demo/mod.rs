@@ -49,6 +49,9 @@ pub use search::SearchStep;
 
 /// The cache group's name.
 pub const GROUP: &str = "tatp";
+/// A capped run's threads sustain at least this many times the rate closed
+/// loop (the rate is at most 80 % of their capacity).
+const HEADROOM: f64 = 1.25;
 
 /// Labels of the runs in [`DemoReport::runs`].
 pub const BASELINE: &str = "postgresql";
@@ -73,8 +76,8 @@ pub struct DemoOptions {
     /// Measure window of one rate-search step.
     pub search_step: Duration,
     pub search_steps_max: u32,
-    /// The capped rate is at most this fraction of PostgreSQL's peak
-    /// closed-loop throughput: at 100 % an open-loop queue grows without
+    /// The capped rate is at most this fraction of PostgreSQL's best
+    /// closed-loop throughput: near 100 % an open-loop queue grows without
     /// bound and the baseline's latency would be all queueing.
     pub cap_fraction: f64,
     /// A step's lag is flat when its least-squares slope stays below this.
@@ -165,7 +168,7 @@ pub struct LoadFigures {
 pub struct CapDecision {
     /// Highest searched rate whose lag stayed flat (None: none did).
     pub flat_max_per_s: Option<f64>,
-    /// PostgreSQL alone, closed-loop MQTh at the capped runs' thread count.
+    /// PostgreSQL alone, best closed-loop MQTh of the sweep.
     pub baseline_peak_per_s: f64,
     pub rate_per_s: f64,
     /// Which bound decided, in words.
@@ -480,8 +483,21 @@ impl Demo<'_, '_> {
     }
 
     /// One open-loop run at `rate` with the most threads of the sweep.
+    /// Threads of every capped run: the fewest of the sweep with which
+    /// PostgreSQL alone sustains at least [`HEADROOM`] times `rate` closed
+    /// loop, else the most. The same for all sides (same clients); no more
+    /// than PostgreSQL needs, since idle threads on two cores only add
+    /// scheduling noise to the cache's µs latencies.
+    fn capped_threads(&self, rate: f64) -> u32 {
+        let most = self.o.threads.iter().copied().max().unwrap_or(1);
+        let Some(run) = self.report.run(BASELINE) else { return most };
+        let mut sweep: Vec<(u32, f64)> = run.iterations.iter().map(|i| (i.threads, i.mqth_mean)).collect();
+        sweep.sort_by_key(|(t, _)| *t);
+        sweep.iter().find(|(_, mqth)| *mqth >= HEADROOM * rate).map_or(most, |(t, _)| *t)
+    }
+
     fn capped(&mut self, target: &dyn Target, label: &str, rate: f64, drain: Option<&dyn Drainer>) -> Result<(), DemoError> {
-        let threads = self.o.threads.iter().copied().max().unwrap_or(1);
+        let threads = self.capped_threads(rate);
         let run = self.new_run(target, label, Some(rate))?;
         self.report.runs.push(run);
         let spec = self.spec(threads, Some(rate), self.o.measure);
