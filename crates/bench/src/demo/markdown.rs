@@ -339,6 +339,10 @@ fn search(out: &mut String, r: &DemoReport, files: &[String]) {
             c.reason
         );
     }
+    if let Some(c) = r.cap.as_ref().filter(|c| !c.saturated.is_empty()) {
+        let tries: Vec<String> = c.saturated.iter().map(|(rate, avg)| format!("{rate:.0} txn/s (PostgreSQL average {avg:.0} µs)")).collect();
+        let _ = writeln!(out, "\nPostgreSQL alone saturated at {}: those capped runs were discarded and the rate lowered.", tries.join(", "));
+    }
     image(out, files, "demo-rate-search", "rate search steps");
 }
 

@@ -95,7 +95,7 @@ pub(super) fn run(demo: &mut Demo<'_, '_>, target: &dyn Target, cache: &Arc<Cach
             "no searched rate had a flat lag: half the lowest step".to_owned(),
         ),
     };
-    demo.report.cap = Some(CapDecision { flat_max_per_s: flat_max, baseline_peak_per_s: peak, rate_per_s: rate, reason });
+    demo.report.cap = Some(CapDecision { flat_max_per_s: flat_max, baseline_peak_per_s: peak, rate_per_s: rate, reason, saturated: Vec::new() });
     Ok(rate)
 }
 
