@@ -54,7 +54,10 @@ pub(super) fn slope(points: &[(f64, f64)]) -> f64 {
     if sxx > 0.0 { sxy / sxx } else { 0.0 }
 }
 
-pub(super) fn run(demo: &mut Demo<'_, '_>, target: &dyn Target, cache: &Arc<Cache>) -> Result<f64, DemoError> {
+/// Searches the highest flat rate and returns the rate the cache sides run
+/// at: PostgreSQL's capped rate `pg_rate`, or lower when write-through
+/// cannot keep up with it.
+pub(super) fn run(demo: &mut Demo<'_, '_>, target: &dyn Target, cache: &Arc<Cache>, pg_rate: f64) -> Result<f64, DemoError> {
     let peak = demo.report.run(BASELINE).map_or(0.0, |r| r.iterations.iter().map(|i| i.mqth_mean).fold(0.0, f64::max));
     let mut rate = (peak * FIRST_STEP_OF_PEAK).max(RATE_MIN);
     let (mut flat_max, mut too_high): (Option<f64>, Option<f64>) = (None, None);
@@ -80,22 +83,29 @@ pub(super) fn run(demo: &mut Demo<'_, '_>, target: &dyn Target, cache: &Arc<Cach
             break;
         }
     }
-    let bound = demo.o.cap_fraction * peak;
     let (rate, reason) = match flat_max {
-        Some(flat) if flat <= bound => (flat, "the highest rate whose AWT lag stayed flat".to_owned()),
+        Some(flat) if flat < pg_rate => (
+            flat,
+            "the highest rate whose AWT lag stayed flat, below PostgreSQL's capped rate: the cache side ran at fewer txn/s than PostgreSQL alone".to_owned(),
+        ),
         Some(_) => (
-            bound,
+            pg_rate,
             format!(
-                "{:.0} % of PostgreSQL's best closed-loop MQTh (write-through kept up with more; PostgreSQL alone, offered more in open loop, spends its latency queueing)",
-                100.0 * demo.o.cap_fraction
+                "the rate PostgreSQL alone ran at ({:.0} % of its best closed-loop MQTh{}); write-through kept up with more",
+                100.0 * demo.o.cap_fraction,
+                demo.report.cap.as_ref().map_or(String::new(), |c| if c.saturated.is_empty() { String::new() } else { format!(", lowered {} time(s) while it saturated", c.saturated.len()) })
             ),
         ),
         None => (
-            demo.report.search.iter().map(|s| s.offered_per_s).fold(f64::INFINITY, f64::min).min(bound).max(RATE_MIN) / STEP_FACTOR,
+            (demo.report.search.iter().map(|s| s.offered_per_s).fold(f64::INFINITY, f64::min) / STEP_FACTOR).min(pg_rate).max(RATE_MIN),
             "no searched rate had a flat lag: half the lowest step".to_owned(),
         ),
     };
-    demo.report.cap = Some(CapDecision { flat_max_per_s: flat_max, baseline_peak_per_s: peak, rate_per_s: rate, reason, saturated: Vec::new() });
+    let cap = demo.report.cap.get_or_insert_with(CapDecision::default);
+    cap.flat_max_per_s = flat_max;
+    cap.baseline_peak_per_s = peak;
+    cap.rate_per_s = rate;
+    cap.reason = reason;
     Ok(rate)
 }
 
