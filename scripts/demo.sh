@@ -6,7 +6,8 @@
 # the same sweep against pgtier in direct mode and over the wire, the
 # rate-cap search, both sides at the capped rate, verify, and the report
 # (results/demo/report.md, charts beside it). Ctrl-C stops cleanly and
-# leaves a partial report. About 10 minutes on 2 cores, building included.
+# leaves a partial report. About 11 minutes on 2 cores (6 to build from
+# scratch, 5 to run).
 #
 # Knobs (environment): SUBSCRIBERS (default 500000), CACHED_FRACTION (0.16),
 # THREADS (1,2,4,8), DURATION / RAMP_UP seconds per point (8 / 2),

@@ -123,8 +123,11 @@ fn demo_runs_end_to_end_and_verifies_clean() {
         }
         assert!(text.contains(&format!("({stem}.png)")), "report does not show {stem}");
     }
+    let capped_threads = report.run(demo::BASELINE_CAPPED).unwrap().iterations[0].threads;
     for side in ["direct", "wire"] {
-        let stem = format!("compare-postgresql-capped-vs-pgtier-{side}-capped-latency-2t");
+        let run = report.run(&format!("pgtier-{side}-capped")).unwrap();
+        assert_eq!(run.iterations[0].threads, capped_threads, "every side is offered the rate by the same clients");
+        let stem = format!("compare-postgresql-capped-vs-pgtier-{side}-capped-latency-{capped_threads}t");
         assert!(out.join(format!("{stem}.png")).exists() && text.contains(&stem), "{stem} missing");
     }
     assert!(!text.contains("Charts not drawn"), "{text}");
