@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# README command 1: the main job. Starts a private PostgreSQL tuned for
-# benchmarking (fsync on, synchronous_commit on), populates TATP, runs the
-# baseline thread sweep of reference study 000 against PostgreSQL alone, prints
-# the report and writes CSV, JSON and charts to results/.
+# README command 1: the main job, reference study 000 (HLR/TATP) end to end.
+# Builds pgtier (release), then `pgtier demo`: a private PostgreSQL (fsync on,
+# synchronous_commit on), TATP populated, the baseline thread sweep against
+# PostgreSQL alone, an AWT cache group over 16 % of the subscribers LOADed,
+# the same sweep against pgtier in direct mode and over the wire, the
+# rate-cap search, both sides at the capped rate, verify, and the report
+# (results/demo/report.md, charts beside it). Ctrl-C stops cleanly and
+# leaves a partial report. About 11 minutes on 2 cores (6 to build from
+# scratch, 5 to run).
 #
-# Knobs (environment): SUBSCRIBERS (default 1000000), THREADS (default
-# 1,2,4,8,16), DURATION / RAMP_UP seconds per point (default 10 / 3),
-# RESULTS dir (default results/).
+# Knobs (environment): SUBSCRIBERS (default 500000), CACHED_FRACTION (0.16),
+# THREADS (1,2,4,8), DURATION / RAMP_UP seconds per point (8 / 2),
+# RESULTS dir (results/demo), DEMO_ARGS (more `pgtier demo` flags, see
+# `pgtier demo --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SUBSCRIBERS="${SUBSCRIBERS:-1000000}"
-THREADS="${THREADS:-1,2,4,8,16}"
-DURATION="${DURATION:-10}"
-RAMP_UP="${RAMP_UP:-3}"
-RESULTS="${RESULTS:-results}"
-BACKEND_DIR="${BACKEND_DIR:-.pgtier/demo-backend}"
+SUBSCRIBERS="${SUBSCRIBERS:-500000}"
+CACHED_FRACTION="${CACHED_FRACTION:-0.16}"
+THREADS="${THREADS:-1,2,4,8}"
+DURATION="${DURATION:-8}"
+RAMP_UP="${RAMP_UP:-2}"
+RESULTS="${RESULTS:-results/demo}"
 
 bash scripts/ensure-postgres.sh
 
@@ -24,16 +30,7 @@ echo "==> building pgtier (release)"
 cargo build --release --locked -p pgtier
 PGTIER="$CARGO_TARGET_DIR/release/pgtier"
 
-echo "==> starting a private PostgreSQL in $BACKEND_DIR"
-URL="$("$PGTIER" backend start --dir "$BACKEND_DIR" | tail -n 1)"
-trap '"$PGTIER" backend stop --dir "$BACKEND_DIR" >/dev/null 2>&1 || true' EXIT
-
-mkdir -p "$RESULTS"
-echo "==> TATP baseline against PostgreSQL: $SUBSCRIBERS subscribers, threads $THREADS"
-"$PGTIER" bench tatp --url "$URL" --populate --subscribers "$SUBSCRIBERS" \
-  --threads "$THREADS" --duration "$DURATION" --ramp-up "$RAMP_UP" \
-  --label postgresql --json "$RESULTS/tatp-postgresql.json" \
-  --csv "$RESULTS/tatp-postgresql.csv" --charts "$RESULTS"
-
-echo "==> results in $RESULTS/:"
-ls -1 "$RESULTS"
+echo "==> pgtier demo: $SUBSCRIBERS subscribers, $CACHED_FRACTION cached, threads $THREADS"
+# shellcheck disable=SC2086 # DEMO_ARGS is a list of flags
+exec "$PGTIER" demo --subscribers "$SUBSCRIBERS" --cached-fraction "$CACHED_FRACTION" \
+  --threads "$THREADS" --duration "$DURATION" --ramp-up "$RAMP_UP" --out "$RESULTS" ${DEMO_ARGS:-}

@@ -14,7 +14,8 @@
 //!
 //! Open loop is honest about queueing (no coordinated omission): each worker
 //! follows its own Poisson schedule and a transaction's latency runs from its
-//! intended start, so when the server stalls, everything scheduled during the
+//! intended start (or, when the worker sat idle until then, from its
+//! wake-up), so when the server stalls, everything scheduled during the
 //! stall is charged the wait. A worker that falls behind keeps working through
 //! its backlog after `end` until every in-window transaction has run (bounded
 //! by [`BACKLOG_GRACE`]; anything left is reported as missed, never dropped
@@ -185,6 +186,9 @@ pub enum DriverError {
 pub struct LiveCounters {
     /// Transactions finished since t0 (all phases).
     pub finished: AtomicU64,
+    /// Set by the caller to end the repetition early (Ctrl-C): workers stop
+    /// at their next transaction and the tally holds what was measured.
+    pub stop: AtomicBool,
 }
 
 /// Phase the run is in, for progress display.
@@ -235,7 +239,8 @@ pub fn run_repetition(
         shared.go.wait();
 
         let window = Window::new(t0, spec);
-        let (backend, sampler_error) = monitor(&window, &shared.stop, sampler.as_deref_mut(), on_tick, &handles);
+        let stops = Stops { run: &shared.stop, caller: &live.stop };
+        let (backend, sampler_error) = monitor(&window, &stops, sampler.as_deref_mut(), on_tick, &handles);
         let workers: Vec<_> = handles.into_iter().map(|h| h.join().map_err(|_| DriverError::Panicked)).collect();
         (workers, backend, sampler_error)
     });
@@ -344,11 +349,27 @@ fn sleep_until(deadline: Instant) {
     }
 }
 
+/// The run's own stop flag (a worker failed) and the caller's (Ctrl-C).
+struct Stops<'a> {
+    run: &'a AtomicBool,
+    caller: &'a AtomicBool,
+}
+
+impl Stops<'_> {
+    /// True once either is set; a caller's stop is passed on to the workers.
+    fn requested(&self) -> bool {
+        if self.caller.load(Ordering::Relaxed) {
+            self.run.store(true, Ordering::Relaxed);
+        }
+        self.run.load(Ordering::Relaxed)
+    }
+}
+
 /// The calling thread's part: progress ticks and backend sampling aligned
 /// with the measure window.
 fn monitor<T>(
     window: &Window,
-    stop: &AtomicBool,
+    stop: &Stops<'_>,
     mut sampler: Option<&mut (dyn BackendSampler + '_)>,
     on_tick: &mut dyn FnMut(Phase, Duration),
     workers: &[std::thread::ScopedJoinHandle<'_, T>],
@@ -360,7 +381,7 @@ fn monitor<T>(
     loop {
         let now = Instant::now();
         let done = workers.iter().all(|w| w.is_finished());
-        if done || stop.load(Ordering::Relaxed) {
+        if done || stop.requested() {
             if sampling {
                 // A failed run still gets its (partial) figures, and the
                 // sampler's connection is released.
@@ -384,7 +405,7 @@ fn monitor<T>(
                 Err(e) => error = Some(e),
             }
         }
-        if sampling && (now >= window.measure_end || stop.load(Ordering::Relaxed)) {
+        if sampling && (now >= window.measure_end || stop.requested()) {
             if let Some(s) = sampler.as_deref_mut() {
                 match s.finish() {
                     Ok(f) => figures = Some(f),
@@ -558,14 +579,19 @@ fn open_loop(
             }
             return Ok(());
         }
+        let idle = Instant::now() < intended;
         sleep_until(intended);
         let start = Instant::now();
         let (kind, outcome) = client.run_next()?;
         let done = Instant::now();
         if in_window {
             // From the intended start: time spent queued behind a slow
-            // transaction is part of what the user would have waited.
-            record(tally, kind, outcome, done.saturating_duration_since(intended));
+            // transaction is part of what the user would have waited. A
+            // worker that was idle until then times from its wake-up: the
+            // sleep's overshoot (timer, scheduler: tens of µs on a VM) is
+            // the load generator's, and would swamp a µs transaction.
+            let from = if idle { start } else { intended };
+            record(tally, kind, outcome, done.saturating_duration_since(from));
             tally.schedule.intended += 1;
             tally.schedule.completed += 1;
             let lag_us = u64::try_from(start.saturating_duration_since(intended).as_micros()).unwrap_or(u64::MAX);

@@ -207,6 +207,8 @@ pub fn mean_backend(iteration: &Iteration) -> Option<BackendFigures> {
         wal_wait_share: mean(|b| b.wal_wait_share),
         cpu_percent: if cpu.len() == all.len() { Some(cpu.iter().sum::<f64>() / n) } else { None },
         samples: all.iter().map(|b| b.samples).sum(),
+        active_sessions: mean(|b| b.active_sessions),
+        wal_wait_sessions: mean(|b| b.wal_wait_sessions),
     })
 }
 
@@ -508,6 +510,8 @@ mod tests {
                 wal_wait_share: 0.25,
                 cpu_percent: Some(150.0),
                 samples: 1000,
+                active_sessions: 2.0,
+                wal_wait_sessions: 0.5,
             }),
             per_thread: vec![ThreadStats {
                 thread: 0,

@@ -55,6 +55,15 @@ pub struct BackendFigures {
     pub cpu_percent: Option<f64>,
     /// Number of wait-event samples taken.
     pub samples: u64,
+    /// Client backends active on average (Oracle's "average active
+    /// sessions"): active samples / samples.
+    #[serde(default)]
+    pub active_sessions: f64,
+    /// Client backends waiting on WAL write/flush on average: the absolute
+    /// counterpart of `wal_wait_share` (seconds of commit wait per second),
+    /// which a share hides when there are fewer sessions.
+    #[serde(default)]
+    pub wal_wait_sessions: f64,
 }
 
 /// Per-thread detail of one repetition.

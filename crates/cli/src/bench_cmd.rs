@@ -183,7 +183,7 @@ pub fn parse_thread_list(list: &str) -> anyhow::Result<Vec<u32>> {
     Ok(out)
 }
 
-fn seconds(name: &str, value: f64, allow_zero: bool) -> anyhow::Result<Duration> {
+pub fn seconds(name: &str, value: f64, allow_zero: bool) -> anyhow::Result<Duration> {
     let ok = value.is_finite() && value >= 0.0 && (allow_zero || value > 0.0) && value < 1e7;
     if !ok {
         let need = if allow_zero { "0 or more" } else { "more than 0" };

@@ -6,6 +6,7 @@ mod backend_cmd;
 mod bench_cmd;
 mod cache_cmd;
 mod compare_cmd;
+mod demo_cmd;
 mod serve_cmd;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +33,8 @@ enum Command {
     Verify(cache_cmd::VerifyArgs),
     /// One screen of a running pgtier: write-through lag and backlog, cache groups.
     Status(cache_cmd::StatusArgs),
+    /// Study 000 end to end: private PostgreSQL, TATP, baseline vs cache (direct and wire), rate cap, report.
+    Demo(Box<demo_cmd::DemoArgs>),
     /// Run benchmarks side by side against PostgreSQL and pgtier.
     Bench {
         #[command(subcommand)]
@@ -73,6 +76,7 @@ fn main() {
         Command::Cache(args) => cache_cmd::run(args),
         Command::Verify(args) => cache_cmd::verify(args),
         Command::Status(args) => cache_cmd::status(args),
+        Command::Demo(args) => demo_cmd::run(*args),
         Command::Bench { command } => match command {
             BenchCommand::Tatp(args) => bench_cmd::run(*args),
             BenchCommand::Compare(args) => compare_cmd::run(args),

@@ -80,9 +80,14 @@ where
     let line_px = i32::try_from(SUBTITLE_PX + 6).unwrap_or(22);
     area.draw_text(title, &title_style, (20, 14))?;
     let mut y = 14 + i32::try_from(TITLE_PX + 10).unwrap_or(36);
+    // Settings lines are long ("keys: … · durability: … · …"): wrapped to
+    // the canvas, never clipped at its right edge.
+    let max_width = area.dim_in_pixel().0.saturating_sub(40);
     for line in subtitle {
-        area.draw_text(line, &sub_style, (20, y))?;
-        y += line_px;
+        for part in wrap(area, line, &sub_style, max_width) {
+            area.draw_text(&part, &sub_style, (20, y))?;
+            y += line_px;
+        }
     }
     let (_, below) = area.split_vertically(y + 8);
     Ok(below)
@@ -134,11 +139,21 @@ fn wrap<DB: DrawingBackend>(
     let mut current = String::new();
     for word in text.split(' ') {
         let candidate = if current.is_empty() { word.to_string() } else { format!("{current} {word}") };
-        if fits(&candidate) || current.is_empty() {
+        if fits(&candidate) {
             current = candidate;
         } else {
-            lines.push(std::mem::take(&mut current));
-            current = word.to_string();
+            if !current.is_empty() {
+                lines.push(std::mem::take(&mut current));
+            }
+            // A word wider than the canvas (a long URL) is cut where it
+            // must be: clipped text says less than a broken word.
+            for c in word.chars() {
+                current.push(c);
+                if !fits(&current) && current.chars().count() > 1 {
+                    current.pop();
+                    lines.push(std::mem::replace(&mut current, c.to_string()));
+                }
+            }
         }
     }
     if !current.is_empty() {

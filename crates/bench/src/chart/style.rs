@@ -183,15 +183,25 @@ fn positive_extent(values: impl IntoIterator<Item = f64>) -> (Option<f64>, Optio
     (lo, hi)
 }
 
+/// Least share of a log axis's span between its floor and the smallest value.
+const LOG_FLOOR_GAP: f64 = 0.08;
+
 fn log_axis(lo: f64, hi: f64, headroom: f64, tight: bool) -> (std::ops::Range<f64>, Vec<f64>) {
     let (lo, hi) = if lo.is_finite() && hi.is_finite() { (lo, hi) } else { (1.0, 10.0) };
-    let (bottom, mut top) = if tight {
+    let (mut bottom, mut top) = if tight {
         (snap_125(lo.log10(), false), snap_125(hi.log10(), true))
     } else {
         (lo.log10().floor(), hi.log10().ceil())
     };
     if top <= bottom {
         top = bottom + 1.0;
+    }
+    // A value on the axis floor (1.01 µs on an axis from 1) would draw as a
+    // bar of no height: the floor steps down until the smallest value stands
+    // a visible part of the span above it.
+    let floor_gap_min = (top - bottom) * LOG_FLOOR_GAP;
+    while lo.log10() - bottom < floor_gap_min {
+        bottom = if tight { snap_125(bottom - 1e-9, false) } else { bottom - 1.0 };
     }
     // Ticks at 1, 2, 5 per decade while few decades are shown; beyond that
     // the intermediate ticks would crowd the axis.
@@ -314,9 +324,9 @@ mod tests {
         assert!(!ticks.is_empty());
         let (range, _) = YScale::Log.axis([0.0, -1.0, f64::INFINITY], false, 0.0);
         assert!(range.end > range.start);
+        // A single value sits above the floor (a bar from the floor shows).
         let (range, ticks) = YScale::Log.axis([100.0], false, 0.0);
-        assert_eq!(range.start, 2.0);
-        assert!(range.end >= 3.0);
+        assert!(range.start < 2.0 && range.end >= 3.0, "{range:?}");
         assert!(ticks.contains(&2.0));
         // Tight log axes stop at the nearest 1-2-5 value, decade axes do not.
         let (range, _) = YScale::Log.axis([90.0, 3300.0], false, 0.0);
@@ -325,6 +335,19 @@ mod tests {
         assert!(range.start == 1.0 && range.end == 4.0);
         let (range, _) = YScale::Linear.axis([5.0, 5.0], false, 0.0);
         assert!(range.start < 5.0 && range.end > 5.0);
+    }
+
+    #[test]
+    fn a_value_at_the_log_floor_stays_visible() {
+        for tight in [false, true] {
+            let (range, ticks) = YScale::Log.axis_with([1.01, 950.0], false, 0.0, tight);
+            let gap = 1.01f64.log10() - range.start;
+            assert!(gap >= 0.08 * (range.end - range.start) * 0.9, "tight {tight}: floor {} too close to 1.01", range.start);
+            assert!(ticks.iter().all(|t| *t >= range.start - 1e-9));
+        }
+        // Values well above the floor keep the floor where it was.
+        let (range, _) = YScale::Log.axis_with([3.0, 950.0], false, 0.0, false);
+        assert_eq!(range.start, 0.0);
     }
 
     #[test]

@@ -107,3 +107,37 @@ fn markup_in_labels_is_escaped_in_svg() {
     assert!(svgs[0].contains("pg&lt;15&gt; &amp; co") || svgs[0].contains("pg&lt;15> &amp; co"));
     assert!(svgs[1].contains("A&amp;B"));
 }
+
+/// The settings line under a thread-sweep chart's title used to run off the
+/// right edge: every subtitle piece must now fit the canvas. Measured with
+/// the embedded font at the subtitle size, as the renderer measures it.
+#[test]
+fn long_settings_lines_wrap_inside_the_canvas() {
+    use plotters::prelude::*;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut run = tatp_run("postgresql", 1.0, 2000.0);
+    run.config.durability =
+        "fsync=on, synchronous_commit=on, wal_sync_method=fdatasync, full_page_writes=on, wal_level=logical".to_owned();
+    run.config.target = format!("postgresql postgres://postgres@127.0.0.1:5432/{}", "tatp_database_".repeat(12));
+    let paths = draw_run_charts(&run, dir.path()).expect("charts drawn");
+    let svg = check_written(&paths).remove(0);
+    super::style::ensure_font().expect("font");
+    let width = 1400u32;
+    let (area, _) = {
+        let mut buffer = vec![0u8; (width * 10 * 3) as usize];
+        let root = BitMapBackend::with_buffer(&mut buffer, (width, 10)).into_drawing_area();
+        let style = TextStyle::from((super::style::FONT, super::style::SUBTITLE_PX).into_font());
+        let mut widths = Vec::new();
+        for piece in svg.split("<text").skip(1) {
+            let text = piece.split('>').nth(1).and_then(|t| t.split('<').next()).unwrap_or("").trim();
+            if text.contains("durability") || text.contains("tatp_database_") {
+                widths.push((text.to_owned(), root.estimate_text_size(text, &style).map(|(w, _)| w).unwrap_or(0)));
+            }
+        }
+        (widths, ())
+    };
+    assert!(area.len() >= 2, "the settings lines were not found or not wrapped: {area:?}");
+    for (text, w) in &area {
+        assert!(20 + w <= width, "'{text}' is {w} px wide, past the {width} px canvas");
+    }
+}

@@ -390,6 +390,8 @@ impl BackendSampler for EngineSampler {
             wal_wait_share: 0.0,
             cpu_percent: Some(100.0 * cpu_ticks as f64 / clock_ticks_per_s() / window_s),
             samples: 0,
+            active_sessions: 0.0,
+            wal_wait_sessions: 0.0,
         })
     }
 }

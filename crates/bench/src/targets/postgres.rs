@@ -162,7 +162,7 @@ impl PgTarget {
 }
 
 /// True for Unix-socket and loopback hosts; with several hosts, all must be.
-fn url_is_local(url: &str) -> bool {
+pub fn url_is_local(url: &str) -> bool {
     let Ok(config) = url.parse::<postgres::Config>() else { return false };
     let hosts = config.get_hosts();
     // No host at all means libpq's default: the local Unix socket.
@@ -680,6 +680,8 @@ impl BackendSampler for PgSampler {
             wal_wait_share: if tally.active == 0 { 0.0 } else { tally.wal_waiting as f64 / tally.active as f64 },
             cpu_percent,
             samples: tally.samples,
+            active_sessions: if tally.samples == 0 { 0.0 } else { tally.active as f64 / tally.samples as f64 },
+            wal_wait_sessions: if tally.samples == 0 { 0.0 } else { tally.wal_waiting as f64 / tally.samples as f64 },
         })
     }
 }
