@@ -7,22 +7,14 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::{TABLES, cache_dump, fresh_tatp, postgres_dump};
-use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
-use pgtier_cache::{Cache, CacheConfig, CacheGroup, CreateGroup, GroupKind, LoadOptions};
-use pgtier_engine::{Database, EngineConfig, Value};
+use pgtier_cache::{Cache, CacheGroup, CreateGroup, GroupKind, LoadOptions};
+use pgtier_engine::{Database, Value};
 use postgres::Client;
 use rand::{Rng, SeedableRng};
-
-fn open(dir: &std::path::Path, url: &str) -> Arc<Cache> {
-    let db = Database::open(dir, EngineConfig::default()).unwrap();
-    let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
-    Cache::open(db, Some(params), CacheConfig::default()).unwrap()
-}
 
 fn awt_group() -> CreateGroup {
     common::tatp_group("awt", GroupKind::Awt, false)
@@ -99,7 +91,7 @@ fn application_commits_reach_postgres_exactly_once_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let before = counters(&mut client);
     {
-        let cache = open(dir.path(), &url);
+        let cache = common::open_cache(dir.path(), &url);
         cache.create_group(&awt_group()).unwrap();
         cache.load("awt", &LoadOptions { predicate: Some("s_id <= 2000".into()), ..LoadOptions::default() }).unwrap();
         // Loading propagated nothing.
@@ -118,7 +110,7 @@ fn application_commits_reach_postgres_exactly_once_in_order() {
         workload(cache.database(), 2, 300, 2000);
         // Dropped with transactions possibly not yet propagated: the next open resumes.
     }
-    let cache = open(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     workload(cache.database(), 3, 300, 2000);
     assert_same(&cache, &mut client, "s_id <= 2000");
     // 1,200 transactions, a third of them incrementing two subscribers.
@@ -144,7 +136,7 @@ fn a_refused_transaction_goes_to_the_error_table_and_the_rest_propagates() {
     let mut client = connect(&url).unwrap();
     client.batch_execute("ALTER TABLE subscriber ADD CONSTRAINT vlr_not_negative CHECK (vlr_location >= 0) NOT VALID").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cache = open(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     cache.create_group(&awt_group()).unwrap();
     cache.load("awt", &LoadOptions { predicate: Some("s_id <= 600".into()), ..LoadOptions::default() }).unwrap();
     let db = cache.database().clone();
@@ -189,7 +181,7 @@ fn a_table_changed_in_postgres_sends_its_changes_to_the_error_table() {
     let mut client = connect(&url).unwrap();
     client.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int, w int); INSERT INTO kv SELECT g, g, g FROM generate_series(1, 10) g;").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cache = open(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     cache.create_group(&CreateGroup { root: "kv".into(), children: Vec::new(), ..awt_group() }).unwrap();
     cache.load("awt", &LoadOptions::default()).unwrap();
     let db = cache.database().clone();

@@ -14,23 +14,16 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{TABLES, cache_dump, populate_tatp, postgres_dump};
-use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
-use pgtier_cache::{Cache, CacheConfig, GroupKind, LoadOptions};
-use pgtier_engine::{Database, EngineConfig, Value};
+use pgtier_cache::{GroupKind, LoadOptions};
+use pgtier_engine::Value;
 use rand::{Rng, SeedableRng};
 
 const ENV_DIR: &str = "PGTIER_AWT_CRASH_DIR";
 const ENV_URL: &str = "PGTIER_AWT_CRASH_URL";
 const ENV_SEED: &str = "PGTIER_AWT_CRASH_SEED";
 const KEYS: i32 = 1000;
-
-fn open(dir: &Path, url: &str) -> std::sync::Arc<Cache> {
-    let db = Database::open(dir, EngineConfig::default()).unwrap();
-    let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
-    Cache::open(db, Some(params), CacheConfig::default()).unwrap()
-}
 
 /// Child: increments counters, printing the increments acknowledged so far,
 /// until killed. Every fifth transaction increments two subscribers (two
@@ -39,7 +32,7 @@ fn open(dir: &Path, url: &str) -> std::sync::Arc<Cache> {
 #[ignore = "the child process of a test in this file (run by it with --ignored)"]
 fn awt_crash_child_entry() {
     let (Ok(dir), Ok(url), Ok(seed)) = (std::env::var(ENV_DIR), std::env::var(ENV_URL), std::env::var(ENV_SEED)) else { return };
-    let cache = open(Path::new(&dir), &url);
+    let cache = common::open_cache(Path::new(&dir), &url);
     let db = cache.database().clone();
     let catalog = db.catalog();
     let subscriber = catalog.table_by_name("subscriber").unwrap();
@@ -62,11 +55,6 @@ fn awt_crash_child_entry() {
     }
 }
 
-fn cache_sum(db: &Database) -> i64 {
-    let msc = db.catalog().table_by_name("subscriber").unwrap().column_index("msc_location").unwrap();
-    cache_dump(db, "subscriber").iter().map(|line| line.split('|').nth(msc).unwrap().parse::<i64>().unwrap()).sum()
-}
-
 #[test]
 fn kills_of_either_side_lose_and_repeat_nothing() {
     let rounds: usize = std::env::var("PGTIER_AWT_KILL_ROUNDS").map_or(4, |v| v.parse().unwrap());
@@ -75,12 +63,12 @@ fn kills_of_either_side_lose_and_repeat_nothing() {
     populate_tatp(&url);
     let dir = tempfile::tempdir().unwrap();
     let before = {
-        let cache = open(dir.path(), &url);
+        let cache = common::open_cache(dir.path(), &url);
         cache
             .create_group(&common::tatp_group("awt", GroupKind::Awt, false))
             .unwrap();
         cache.load("awt", &LoadOptions { predicate: Some(format!("s_id <= {KEYS}")), ..LoadOptions::default() }).unwrap();
-        cache_sum(cache.database())
+        common::msc_sum(cache.database())
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(15);
     let mut acknowledged = 0u64;
@@ -122,10 +110,10 @@ fn kills_of_either_side_lose_and_repeat_nothing() {
         acknowledged += last;
         println!("round {round}: killed after {last} acknowledged increments (backend crash at {backend_crash_at:?})");
     }
-    let cache = open(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     let mut client = connect(&url).unwrap();
     assert!(cache.wait_propagated(Duration::from_secs(120)), "{:?}", cache.propagation());
-    let local = cache_sum(cache.database());
+    let local = common::msc_sum(cache.database());
     let remote: i64 = client.query_one(&format!("SELECT sum(msc_location)::bigint FROM subscriber WHERE s_id <= {KEYS}"), &[]).unwrap().get(0);
     assert_eq!(remote, local, "PostgreSQL must hold every committed increment exactly once");
     assert!(local >= before + acknowledged as i64, "an acknowledged commit was lost: {local} < {before} + {acknowledged}");

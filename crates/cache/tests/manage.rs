@@ -7,17 +7,10 @@
 mod common;
 
 use common::{TABLES, cache_dump, check_whole_instances, fresh_tatp, postgres_dump};
-use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
-use pgtier_cache::{Aging, Cache, CacheConfig, CreateGroup, GroupKind, LoadOptions};
-use pgtier_engine::{Database, EngineConfig, Value};
+use pgtier_cache::{Aging, Cache, CreateGroup, GroupKind, LoadOptions};
+use pgtier_engine::Value;
 use postgres::Client;
-
-fn open_cache(dir: &std::path::Path, url: &str) -> std::sync::Arc<Cache> {
-    let db = Database::open(dir, EngineConfig::default()).unwrap();
-    let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
-    Cache::open(db, Some(params), CacheConfig::default()).unwrap()
-}
 
 fn tatp_group(name: &str, dynamic: bool, root_predicate: Option<&str>) -> CreateGroup {
     CreateGroup { root: "public.subscriber".into(), root_predicate: root_predicate.map(str::to_owned), aging: Aging::Off, ..common::tatp_group(name, GroupKind::ReadOnly, dynamic) }
@@ -47,7 +40,7 @@ fn load_unload_refresh_drop_round_trip() {
     let url = fresh_tatp("cache_manage");
     let mut client = connect(&url).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cache = open_cache(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     cache.create_group(&tatp_group("g", false, None)).unwrap();
     assert_eq!(cache.create_group(&tatp_group("g", false, None)).unwrap_err().sqlstate(), "42P07");
 
@@ -100,7 +93,7 @@ fn group_predicate_limits_every_load() {
     let url = fresh_tatp("cache_predicate");
     let mut client = connect(&url).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cache = open_cache(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     cache.create_group(&tatp_group("even", false, Some("s_id % 2 = 0"))).unwrap();
     cache.load("even", &LoadOptions { predicate: Some("s_id <= 1000".into()), ..LoadOptions::default() }).unwrap();
     assert_cache_equals(&cache, &mut client, "s_id <= 1000 AND s_id % 2 = 0");
@@ -117,7 +110,7 @@ fn definitions_survive_restart() {
     let mut client = connect(&url).unwrap();
     let dir = tempfile::tempdir().unwrap();
     {
-        let cache = open_cache(dir.path(), &url);
+        let cache = common::open_cache(dir.path(), &url);
         cache.create_group(&tatp_group("g", false, Some("s_id % 3 = 0"))).unwrap();
         cache.load("g", &LoadOptions { predicate: Some("s_id <= 600".into()), ..LoadOptions::default() }).unwrap();
         // A table already cached by another group.
@@ -127,19 +120,19 @@ fn definitions_survive_restart() {
     }
     // Reopened without a checkpoint (WAL replay), then after a checkpoint.
     for round in 0..2 {
-        let cache = open_cache(dir.path(), &url);
+        let cache = common::open_cache(dir.path(), &url);
         let groups = cache.groups();
         assert_eq!(groups.len(), 1, "round {round}");
         assert_eq!(groups[0].root_predicate.as_deref(), Some("s_id % 3 = 0"));
         assert_cache_equals(&cache, &mut client, "s_id <= 600 AND s_id % 3 = 0");
         cache.database().checkpoint().unwrap();
     }
-    let cache = open_cache(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     cache.load("g", &LoadOptions { predicate: Some("s_id <= 900".into()), ..LoadOptions::default() }).unwrap();
     assert_cache_equals(&cache, &mut client, "s_id <= 900 AND s_id % 3 = 0");
     cache.drop_group("g", false).unwrap();
     drop(cache);
-    let cache = open_cache(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     assert!(cache.groups().is_empty());
 }
 
@@ -147,7 +140,7 @@ fn definitions_survive_restart() {
 fn unload_leaves_instances_an_application_transaction_holds() {
     let url = common::tatp_url();
     let dir = tempfile::tempdir().unwrap();
-    let cache = open_cache(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     cache.create_group(&CreateGroup { kind: GroupKind::Awt, ..tatp_group("g", false, None) }).unwrap();
     cache.load("g", &LoadOptions { predicate: Some("s_id <= 600".into()), ..LoadOptions::default() }).unwrap();
     let db = cache.database().clone();
@@ -170,7 +163,7 @@ fn unload_leaves_instances_an_application_transaction_holds() {
 fn readonly_groups_refuse_application_writes() {
     let url = common::tatp_url();
     let dir = tempfile::tempdir().unwrap();
-    let cache = open_cache(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     cache.create_group(&tatp_group("ro", false, None)).unwrap();
     cache.load("ro", &LoadOptions { predicate: Some("s_id <= 10".into()), ..LoadOptions::default() }).unwrap();
     let db = cache.database().clone();

@@ -7,21 +7,13 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{TABLES, cache_dump, fresh_tatp, postgres_dump};
-use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
-use pgtier_cache::{Cache, CacheConfig, GroupKind, LoadOptions};
-use pgtier_engine::{Database, EngineConfig, Value};
+use pgtier_cache::{Cache, GroupKind, LoadOptions};
+use pgtier_engine::Value;
 use postgres::Client;
-
-fn open(dir: &std::path::Path, url: &str) -> Arc<Cache> {
-    let db = Database::open(dir, EngineConfig::default()).unwrap();
-    let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
-    Cache::open(db, Some(params), CacheConfig::default()).unwrap()
-}
 
 /// Cache == PostgreSQL for every table, right now (no propagation to wait for).
 fn assert_same_now(cache: &Cache, client: &mut Client, predicate: &str) {
@@ -40,7 +32,7 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
     let url = fresh_tatp("swt_basic");
     let mut client = connect(&url).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cache = open(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     cache.create_group(&common::tatp_group("swt", GroupKind::Swt, false)).unwrap();
     cache.load("swt", &LoadOptions::default()).unwrap();
     let db = cache.database().clone();
@@ -126,7 +118,7 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
 
     // Reopened: the counters agree, commits go on.
     drop((cache, db, catalog));
-    let cache = open(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     let db = cache.database().clone();
     let mut txn = db.begin().unwrap();
     txn.update(subscriber.id, &[Value::Int4(1)], &[(vlr_column, Value::Int4(4242))]).unwrap();

@@ -16,23 +16,16 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{TABLES, cache_dump, populate_tatp, postgres_dump};
-use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
-use pgtier_cache::{Cache, CacheConfig, GroupKind, LoadOptions};
-use pgtier_engine::{Database, EngineConfig, Value};
+use pgtier_cache::{GroupKind, LoadOptions};
+use pgtier_engine::Value;
 use rand::{Rng, SeedableRng};
 
 const ENV_DIR: &str = "PGTIER_SWT_CRASH_DIR";
 const ENV_URL: &str = "PGTIER_SWT_CRASH_URL";
 const ENV_SEED: &str = "PGTIER_SWT_CRASH_SEED";
 const KEYS: i32 = 500;
-
-fn open(dir: &Path, url: &str) -> std::sync::Arc<Cache> {
-    let db = Database::open(dir, EngineConfig::default()).unwrap();
-    let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
-    Cache::open(db, Some(params), CacheConfig::default()).unwrap()
-}
 
 /// Child: increments counters until killed, printing `ACK n` (increments
 /// acknowledged so far) and `UNKNOWN k` for a commit whose outcome it was
@@ -42,7 +35,7 @@ fn open(dir: &Path, url: &str) -> std::sync::Arc<Cache> {
 #[ignore = "the child process of a test in this file (run by it with --ignored)"]
 fn swt_crash_child_entry() {
     let (Ok(dir), Ok(url), Ok(seed)) = (std::env::var(ENV_DIR), std::env::var(ENV_URL), std::env::var(ENV_SEED)) else { return };
-    let cache = open(Path::new(&dir), &url);
+    let cache = common::open_cache(Path::new(&dir), &url);
     assert!(cache.wait_swt_resolved(Duration::from_secs(60)));
     println!("RESOLVED {}", cache.swt_status().in_doubt_resolved.load(std::sync::atomic::Ordering::Relaxed));
     let db = cache.database().clone();
@@ -73,11 +66,6 @@ fn swt_crash_child_entry() {
     }
 }
 
-fn cache_sum(db: &Database) -> i64 {
-    let msc = db.catalog().table_by_name("subscriber").unwrap().column_index("msc_location").unwrap();
-    cache_dump(db, "subscriber").iter().map(|line| line.split('|').nth(msc).unwrap().parse::<i64>().unwrap()).sum()
-}
-
 #[test]
 fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
     let rounds: usize = std::env::var("PGTIER_SWT_KILL_ROUNDS").map_or(4, |v| v.parse().unwrap());
@@ -86,10 +74,10 @@ fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
     populate_tatp(&url);
     let dir = tempfile::tempdir().unwrap();
     let before = {
-        let cache = open(dir.path(), &url);
+        let cache = common::open_cache(dir.path(), &url);
         cache.create_group(&common::tatp_group("swt", GroupKind::Swt, false)).unwrap();
         cache.load("swt", &LoadOptions { predicate: Some(format!("s_id <= {KEYS}")), ..LoadOptions::default() }).unwrap();
-        cache_sum(cache.database())
+        common::msc_sum(cache.database())
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(16);
     let (mut acknowledged, mut unknown, mut resolved) = (0u64, 0u64, 0u64);
@@ -142,11 +130,11 @@ fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
         acknowledged += last;
         println!("round {round}: killed after {last} acknowledged increments (backend crash at {backend_crash_at:?}, unknown so far {unknown}, resolved so far {resolved})");
     }
-    let cache = open(dir.path(), &url);
+    let cache = common::open_cache(dir.path(), &url);
     assert!(cache.wait_swt_resolved(Duration::from_secs(60)), "in-doubt transactions not resolved: {:?}", cache.swt_status());
     resolved += cache.swt_status().in_doubt_resolved.load(std::sync::atomic::Ordering::Relaxed);
     let mut client = connect(&url).unwrap();
-    let local = cache_sum(cache.database());
+    let local = common::msc_sum(cache.database());
     let remote: i64 = client.query_one(&format!("SELECT sum(msc_location)::bigint FROM subscriber WHERE s_id <= {KEYS}"), &[]).unwrap().get(0);
     println!("increments: acknowledged {acknowledged}, outcome unknown {unknown}, in the cache {}, in-doubt transactions resolved at restarts {resolved}", local - before);
     assert_eq!(remote, local, "the cache must equal PostgreSQL after resolution");

@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::shared_cluster;
-use pgtier_cache::{Aging, CacheGroup, CreateGroup, GroupKind, GroupSpec, create_group_tables, define_group};
+use pgtier_backend::BackendConfig;
+use pgtier_cache::{Aging, Cache, CacheConfig, CacheGroup, CreateGroup, GroupKind, GroupSpec, create_group_tables, define_group};
 use pgtier_engine::{Database, EngineConfig};
 use postgres::Client;
 
@@ -149,4 +150,17 @@ pub fn tatp_group(name: &str, kind: GroupKind, dynamic: bool) -> CreateGroup {
         keep: false,
         memory_budget: None,
     }
+}
+
+/// A cache over the engine in `dir` with the backend at `url`, default settings.
+pub fn open_cache(dir: &std::path::Path, url: &str) -> std::sync::Arc<Cache> {
+    let db = Database::open(dir, EngineConfig::default()).unwrap();
+    let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
+    Cache::open(db, Some(params), CacheConfig::default()).unwrap()
+}
+
+/// The sum of `subscriber.msc_location` in the cache (the crash tests' counters).
+pub fn msc_sum(db: &Database) -> i64 {
+    let msc = db.catalog().table_by_name("subscriber").unwrap().column_index("msc_location").unwrap();
+    cache_dump(db, "subscriber").iter().map(|line| line.split('|').nth(msc).unwrap().parse::<i64>().unwrap()).sum()
 }
