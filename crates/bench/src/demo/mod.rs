@@ -379,7 +379,24 @@ impl Demo<'_, '_> {
         drop(direct);
         db.close().map_err(|e| failed(Phase::Capped)(DbError::new(Some(e.sqlstate()), e.to_string())))?;
         self.step(Phase::Wire, |d| d.wire(rate))?;
-        self.step(Phase::Verify, |d| d.verify())
+        self.step(Phase::Verify, |d| {
+            d.verify()?;
+            d.rebaseline(&pg, rate)
+        })
+    }
+
+    /// When write-through's flat maximum set the cap below the rate
+    /// PostgreSQL alone ran at, PostgreSQL runs once more at the cap, so
+    /// every side is compared at one throughput. Last, after verify: its
+    /// writes to the cached rows no longer meet a cache that is measured.
+    fn rebaseline(&mut self, pg: &dyn Target, rate: f64) -> Result<(), DemoError> {
+        let ran_at = self.report.run(BASELINE_CAPPED).and_then(|run| run.config.rate_per_s);
+        if ran_at.is_none_or(|ran_at| ran_at <= rate) {
+            return Ok(());
+        }
+        self.monitor.detail(format!("PostgreSQL alone again, at the capped {rate:.0} txn/s"));
+        self.report.runs.retain(|run| run.label != BASELINE_CAPPED);
+        self.capped(pg, BASELINE_CAPPED, rate, None)
     }
 
     /// Runs one phase: progress, timing, interruption check.
