@@ -204,3 +204,49 @@ fn a_table_changed_in_postgres_sends_its_changes_to_the_error_table() {
     let values: Vec<(i32, i32)> = client.query("SELECT k, v FROM kv WHERE k <= 2 ORDER BY k", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
     assert_eq!(values, vec![(1, 100), (2, 2)]);
 }
+
+/// Rows written in PostgreSQL behind the cache, then write-through traffic
+/// on the same instances: the root row PostgreSQL changed is overwritten by
+/// the cache's (the two agree again), but a child row only PostgreSQL has
+/// stays a difference that verify must report.
+#[test]
+fn verify_reports_rows_written_behind_the_cache_after_write_through_traffic() {
+    let url = fresh_tatp("cache_awt_behind");
+    let mut client = connect(&url).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = common::open_cache(dir.path(), &url);
+    cache.create_group(&awt_group()).unwrap();
+    cache.load("awt", &LoadOptions { predicate: Some("s_id <= 200".into()), ..LoadOptions::default() }).unwrap();
+    // Subscribers with a special facility, so a call_forwarding row can be added under it.
+    let targets: Vec<(i32, i16)> = client
+        .query("SELECT s_id, min(sf_type) FROM special_facility WHERE s_id <= 200 GROUP BY s_id ORDER BY s_id LIMIT 5", &[])
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert_eq!(targets.len(), 5);
+    for (s, sf) in &targets {
+        client
+            .execute("INSERT INTO call_forwarding VALUES ($1, $2, 23, 24, 'behind') ON CONFLICT DO NOTHING", &[s, sf])
+            .unwrap();
+        client.execute("UPDATE subscriber SET msc_location = -1 WHERE s_id = $1", &[s]).unwrap();
+    }
+    // The cache writes the same subscriber rows (and others); they propagate.
+    let db = cache.database().clone();
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().clone();
+    let msc = subscriber.column_index("msc_location").unwrap();
+    for s in 1..=200 {
+        let mut txn = db.begin().unwrap();
+        txn.update(subscriber.id, &[Value::Int4(s)], &[(msc, Value::Int8(i64::from(s) * 1000))]).unwrap();
+        txn.commit().unwrap();
+    }
+    assert!(cache.wait_propagated(Duration::from_secs(60)), "{:?}", cache.propagation());
+    let behind: i64 = client.query_one("SELECT count(*) FROM subscriber WHERE msc_location = -1", &[]).unwrap().get(0);
+    assert_eq!(behind, 0, "write-through overwrote the subscriber rows changed behind the cache");
+    let verified = cache.verify("awt").unwrap();
+    assert_eq!(verified.differing, 5, "only the PostgreSQL-only call_forwarding rows differ: {verified:?}");
+    for (s, _) in &targets {
+        let key = format!("Int4({s})");
+        assert!(verified.differences.iter().any(|(k, table, _)| k.contains(&key) && table == "call_forwarding"), "{s}: {verified:?}");
+    }
+}
