@@ -200,16 +200,29 @@ impl Swt {
         let db = cache.database();
         let mut client = connect_backend(cache.backend().ok_or(CacheError::NoBackend)?)?;
         setup_schema(&mut client)?;
-        let remote = read_log(&mut client, &self.node)?;
+        // The slots to look at are fixed before PostgreSQL's log is read, so
+        // the log covers whatever put them in doubt.
         let first = !self.slots.lock().ready;
         let mut pending: Vec<Slot> = if first {
             ensure_slots_table(db)?;
             let local = read_local_counters(db)?;
-            let ids: std::collections::BTreeSet<i32> = local.keys().chain(remote.keys()).copied().collect();
+            let ids: std::collections::BTreeSet<i32> = local.keys().chain(read_log(&mut client, &self.node)?.keys()).copied().collect();
             ids.into_iter().map(|id| Slot::new(id, local.get(&id).copied().unwrap_or(0))).collect()
         } else {
             std::mem::take(&mut self.slots.lock().in_doubt)
         };
+        // A session of an earlier connection (or process) may still be
+        // committing a slot's next transaction: wait until it is over.
+        for slot in &pending {
+            if let Err(error) = settle(&mut client, &self.node, slot.id, slot.txn_id + 1) {
+                if !first {
+                    // Still in doubt; a first look starts over from both sides' numbers.
+                    self.slots.lock().in_doubt.extend(pending);
+                }
+                return Err(error);
+            }
+        }
+        let remote = read_log(&mut client, &self.node)?;
         let mut failure = None;
         let mut resolved = Vec::with_capacity(pending.len());
         for mut slot in pending.drain(..) {
@@ -331,22 +344,10 @@ impl Swt {
     }
 
     /// After a lost reply: whether PostgreSQL committed transaction
-    /// `txn_id` of `slot`. None when PostgreSQL cannot say now. Probes by
-    /// inserting the same log key (rolled back): PostgreSQL makes the probe
-    /// wait while the old session still holds that key uncommitted, so the
-    /// answer is final.
+    /// `txn_id` of `slot`. None when PostgreSQL cannot say now.
     fn committed_remotely(&self, cache: &Cache, slot: i32, txn_id: i64) -> Option<bool> {
         let mut client = connect_backend(cache.backend()?).ok()?;
-        client.batch_execute(&format!("SET lock_timeout = {OUTCOME_LOCK_TIMEOUT_MS}")).ok()?;
-        let mut probe = client.transaction().ok()?;
-        let inserted = probe
-            .execute(
-                "INSERT INTO pgtier.swt_log (node, slot, txn_id, changes) VALUES ($1, $2, $3, '') ON CONFLICT DO NOTHING",
-                &[&self.node, &slot, &txn_id],
-            )
-            .ok()?;
-        let _ = probe.rollback();
-        Some(inserted == 0)
+        settle(&mut client, &self.node, slot, txn_id).ok()
     }
 
     /// Reloads, in the background, the instances of changes PostgreSQL's
@@ -413,6 +414,17 @@ impl Swt {
             Ok(Applied::Yes) => {
                 crash_window_pause();
                 Ok(self.park(slot, txn_id))
+            }
+            Ok(Applied::Refused(refusal)) if refusal.sqlstate == "23505" && refusal.message.contains("swt_log_pkey") => {
+                // PostgreSQL already holds this slot's next number: a commit
+                // the cache missed. Resolved like a crash; the client retries.
+                self.slots.lock().in_doubt.push(slot);
+                self.resolve_in_background();
+                Err(EngineError::hook(
+                    "40001",
+                    "could not serialize access: an earlier SWT transaction on this connection slot committed in PostgreSQL but not yet in the cache",
+                    Some("pgtier reloads its rows from PostgreSQL now; retry the transaction.".into()),
+                ))
             }
             Ok(Applied::Refused(refusal)) => {
                 self.put_idle(slot);
@@ -574,6 +586,20 @@ fn refresh_changed(cache: &Cache, described: &str) -> Result<(), CacheError> {
 
 fn log_statement(node: &str, slot: i32, txn_id: i64, changes: &str) -> String {
     format!("INSERT INTO pgtier.swt_log (node, slot, txn_id, changes) VALUES ({}, {slot}, {txn_id}, {})", quote_literal(node), quote_literal(changes))
+}
+
+/// Whether PostgreSQL holds transaction `txn_id` of `slot`, once no session
+/// is still committing it: probes by inserting the same log key (rolled
+/// back), which PostgreSQL makes wait while another session holds that key
+/// uncommitted (up to the lock timeout: then an error, and no answer).
+fn settle(client: &mut Client, node: &str, slot: i32, txn_id: i64) -> Result<bool, CacheError> {
+    let mut probe = client.transaction().map_err(|e| connection_error(&e))?;
+    probe.batch_execute(&format!("SET LOCAL lock_timeout = {OUTCOME_LOCK_TIMEOUT_MS}")).map_err(|e| connection_error(&e))?;
+    let inserted = probe
+        .execute("INSERT INTO pgtier.swt_log (node, slot, txn_id, changes) VALUES ($1, $2, $3, '') ON CONFLICT DO NOTHING", &[&node, &slot, &txn_id])
+        .map_err(|e| connection_error(&e))?;
+    probe.rollback().map_err(|e| connection_error(&e))?;
+    Ok(inserted == 0)
 }
 
 /// This node's SWT log in PostgreSQL: per slot, (transaction number, changes) in order.
