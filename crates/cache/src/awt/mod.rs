@@ -24,7 +24,9 @@
 //! connection ends the session; it reconnects with backoff (100 ms doubling
 //! to 5 s) and resumes from the progress rows. Local commits never wait.
 //!
-//! Not yet: the retained-WAL bound, SWT.
+//! Writes to AWT groups fail with 53400 while propagation is more than
+//! `retained_wal_max` behind (the write guard in `manager`). SWT, where
+//! PostgreSQL commits first, is `crate::swt`.
 
 mod lanes;
 mod sql;
