@@ -478,9 +478,10 @@ impl Cache {
         self.swt.wait_ready(timeout)
     }
 
-    /// SWT write-through figures.
-    pub fn swt_status(&self) -> Arc<SwtStatus> {
-        self.swt.status.clone()
+    /// SWT write-through figures, while an SWT group exists.
+    pub fn swt_status(&self) -> Option<Arc<SwtStatus>> {
+        let any_swt = self.groups.read().values().any(|entry| entry.def.kind == GroupKind::Swt);
+        any_swt.then(|| self.swt.status.clone())
     }
 
     /// Write-through figures, when AWT propagation runs.

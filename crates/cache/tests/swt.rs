@@ -68,7 +68,7 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
     }
     txn.commit().unwrap();
     assert_same_now(&cache, &mut client, "true");
-    let status = cache.swt_status();
+    let status = cache.swt_status().unwrap();
     assert_eq!(status.commits.load(std::sync::atomic::Ordering::Relaxed), 21);
 
     // A constraint only PostgreSQL has: the commit fails with its SQLSTATE and

@@ -37,7 +37,7 @@ fn swt_crash_child_entry() {
     let (Ok(dir), Ok(url), Ok(seed)) = (std::env::var(ENV_DIR), std::env::var(ENV_URL), std::env::var(ENV_SEED)) else { return };
     let cache = common::open_cache(Path::new(&dir), &url);
     assert!(cache.wait_swt_resolved(Duration::from_secs(60)));
-    println!("RESOLVED {}", cache.swt_status().in_doubt_resolved.load(std::sync::atomic::Ordering::Relaxed));
+    println!("RESOLVED {}", cache.swt_status().unwrap().in_doubt_resolved.load(std::sync::atomic::Ordering::Relaxed));
     let db = cache.database().clone();
     let catalog = db.catalog();
     let subscriber = catalog.table_by_name("subscriber").unwrap();
@@ -131,8 +131,8 @@ fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
         println!("round {round}: killed after {last} acknowledged increments (backend crash at {backend_crash_at:?}, unknown so far {unknown}, resolved so far {resolved})");
     }
     let cache = common::open_cache(dir.path(), &url);
-    assert!(cache.wait_swt_resolved(Duration::from_secs(60)), "in-doubt transactions not resolved: {:?}", cache.swt_status());
-    resolved += cache.swt_status().in_doubt_resolved.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(cache.wait_swt_resolved(Duration::from_secs(60)), "in-doubt transactions not resolved: {:?}", cache.swt_status().unwrap());
+    resolved += cache.swt_status().unwrap().in_doubt_resolved.load(std::sync::atomic::Ordering::Relaxed);
     let mut client = connect(&url).unwrap();
     let local = common::msc_sum(cache.database());
     let remote: i64 = client.query_one(&format!("SELECT sum(msc_location)::bigint FROM subscriber WHERE s_id <= {KEYS}"), &[]).unwrap().get(0);

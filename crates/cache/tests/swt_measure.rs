@@ -95,7 +95,7 @@ fn measure_swt_latency_against_postgres_alone() {
     let c = summary("UPDATE_SUBSCRIBER_DATA, PostgreSQL alone", pg_two);
     let d = summary("UPDATE_SUBSCRIBER_DATA, SWT (direct mode)", swt_two);
     println!("SWT / PostgreSQL average: UPDATE_LOCATION {:.2}, UPDATE_SUBSCRIBER_DATA {:.2}", b / a, d / c);
-    let status = cache.swt_status();
+    let status = cache.swt_status().unwrap();
     println!("SWT commits {}, refused {}", status.commits.load(std::sync::atomic::Ordering::Relaxed), status.refused.load(std::sync::atomic::Ordering::Relaxed));
     // Both sides agree after it all.
     let mut client = connect(&url).unwrap();

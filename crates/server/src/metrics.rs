@@ -128,8 +128,7 @@ fn render(shared: &Shared) -> String {
             &[("{quantile=\"0.5\"}".into(), p.lag_p50_ms), ("{quantile=\"0.99\"}".into(), p.lag_p99_ms)],
         );
     }
-    if cache.groups().iter().any(|g| g.kind == "SWT") {
-        let swt = cache.swt_status();
+    if let Some(swt) = cache.swt_status() {
         let load = |v: &std::sync::atomic::AtomicU64| v.load(std::sync::atomic::Ordering::Relaxed) as f64;
         out.one("pgtier_swt_commits_total", "counter", "SWT transactions committed in PostgreSQL and then in the cache.", load(&swt.commits));
         out.one("pgtier_swt_refused_total", "counter", "SWT commits PostgreSQL refused (rolled back in the cache).", load(&swt.refused));

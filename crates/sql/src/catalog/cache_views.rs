@@ -53,8 +53,8 @@ pub(super) fn rows(name: &str, cache: Option<&Cache>, out: &mut Vec<Value>) {
             }
         }
         // One row while an SWT group exists.
-        "pgtier_cache_swt" if cache.groups().iter().any(|g| g.kind == "SWT") => {
-            let s = cache.swt_status();
+        "pgtier_cache_swt" => {
+            let Some(s) = cache.swt_status() else { return };
             let load = |v: &std::sync::atomic::AtomicU64| int8(v.load(std::sync::atomic::Ordering::Relaxed));
             out.extend([
                 load(&s.commits), load(&s.refused), load(&s.in_doubt_resolved), load(&s.repairs),
