@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{TABLES, cache_dump, populate_tatp, postgres_dump};
+use common::populate_tatp;
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
 use pgtier_cache::{GroupKind, LoadOptions};
@@ -114,14 +114,11 @@ fn kills_of_either_side_lose_and_repeat_nothing() {
     let mut client = connect(&url).unwrap();
     assert!(cache.wait_propagated(Duration::from_secs(120)), "{:?}", cache.propagation());
     let local = common::msc_sum(cache.database());
-    let remote: i64 = client.query_one(&format!("SELECT sum(msc_location)::bigint FROM subscriber WHERE s_id <= {KEYS}"), &[]).unwrap().get(0);
+    let remote = common::postgres_msc_sum(&mut client, &format!("s_id <= {KEYS}"));
     assert_eq!(remote, local, "PostgreSQL must hold every committed increment exactly once");
     assert!(local >= before + acknowledged as i64, "an acknowledged commit was lost: {local} < {before} + {acknowledged}");
     assert!(local <= before + acknowledged as i64 + 2 * rounds as i64, "more commits than the children made");
-    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec()).unwrap();
-    for table in TABLES {
-        assert_eq!(cache_dump(cache.database(), table), postgres_dump(&mut client, &group, table, &format!("s_id <= {KEYS}")), "{table}");
-    }
+    common::assert_tables_equal(cache.database(), &mut client, &format!("s_id <= {KEYS}"));
     drop(cache);
     drop(client);
     cluster.stop().unwrap();

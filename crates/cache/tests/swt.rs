@@ -9,19 +9,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TABLES, cache_dump, fresh_tatp, postgres_dump};
+use common::fresh_tatp;
 use pgtier_backend::connect::connect;
-use pgtier_cache::{Cache, GroupKind, LoadOptions};
+use pgtier_cache::{GroupKind, LoadOptions};
 use pgtier_engine::Value;
 use postgres::Client;
-
-/// Cache == PostgreSQL for every table, right now (no propagation to wait for).
-fn assert_same_now(cache: &Cache, client: &mut Client, predicate: &str) {
-    let group = pgtier_cache::define_group(client, &common::tatp_spec()).unwrap();
-    for table in TABLES {
-        assert_eq!(cache_dump(cache.database(), table), postgres_dump(client, &group, table, predicate), "{table}");
-    }
-}
 
 fn vlr(client: &mut Client, s_id: i32) -> i32 {
     client.query_one("SELECT vlr_location::int4 FROM subscriber WHERE s_id = $1", &[&s_id]).unwrap().get(0)
@@ -67,7 +59,7 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
         }
     }
     txn.commit().unwrap();
-    assert_same_now(&cache, &mut client, "true");
+    common::assert_tables_equal(cache.database(), &mut client, "true");
     let status = cache.swt_status().unwrap();
     assert_eq!(status.commits.load(std::sync::atomic::Ordering::Relaxed), 21);
 
@@ -85,7 +77,7 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
     assert_eq!(txn.get_with(subscriber.id, &[Value::Int4(6)], |row| row.values()[vlr_column].clone()).unwrap(), Some(Value::Int8(1006)));
     txn.commit().unwrap();
     assert_eq!(vlr(&mut client, 6), 1006, "nothing of a refused transaction reaches PostgreSQL");
-    assert_same_now(&cache, &mut client, "true");
+    common::assert_tables_equal(cache.database(), &mut client, "true");
     // (A definition that differs from the group's stops loads: put it back.)
     client.batch_execute("ALTER TABLE subscriber DROP CONSTRAINT vlr_not_negative").unwrap();
 
@@ -104,7 +96,7 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
     let mut txn = db.begin().unwrap();
     assert!(txn.get_with(subscriber.id, &[Value::Int4(9)], |_| ()).unwrap().is_none(), "the instance PostgreSQL no longer has left the cache");
     txn.commit().unwrap();
-    assert_same_now(&cache, &mut client, "true");
+    common::assert_tables_equal(cache.database(), &mut client, "true");
 
     // The log PostgreSQL keeps for crash resolution is pruned once the cache's commits are durable.
     for i in 0..300 {
@@ -114,7 +106,7 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
     }
     let logged: i64 = client.query_one("SELECT count(*) FROM pgtier.swt_log", &[]).unwrap().get(0);
     assert!((1..200).contains(&logged), "{logged} log rows after 321 commits");
-    assert_same_now(&cache, &mut client, "true");
+    common::assert_tables_equal(cache.database(), &mut client, "true");
 
     // Reopened: the counters agree, commits go on.
     drop((cache, db, catalog));
@@ -124,5 +116,5 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
     txn.update(subscriber.id, &[Value::Int4(1)], &[(vlr_column, Value::Int4(4242))]).unwrap();
     txn.commit().unwrap();
     assert_eq!(vlr(&mut client, 1), 4242);
-    assert_same_now(&cache, &mut client, "true");
+    common::assert_tables_equal(cache.database(), &mut client, "true");
 }

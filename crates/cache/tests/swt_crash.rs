@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{TABLES, cache_dump, populate_tatp, postgres_dump};
+use common::populate_tatp;
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
 use pgtier_cache::{GroupKind, LoadOptions};
@@ -135,15 +135,12 @@ fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
     resolved += cache.swt_status().unwrap().in_doubt_resolved.load(std::sync::atomic::Ordering::Relaxed);
     let mut client = connect(&url).unwrap();
     let local = common::msc_sum(cache.database());
-    let remote: i64 = client.query_one(&format!("SELECT sum(msc_location)::bigint FROM subscriber WHERE s_id <= {KEYS}"), &[]).unwrap().get(0);
+    let remote = common::postgres_msc_sum(&mut client, &format!("s_id <= {KEYS}"));
     println!("increments: acknowledged {acknowledged}, outcome unknown {unknown}, in the cache {}, in-doubt transactions resolved at restarts {resolved}", local - before);
     assert_eq!(remote, local, "the cache must equal PostgreSQL after resolution");
     assert!(local >= before + acknowledged as i64, "an acknowledged commit was lost: {local} < {before} + {acknowledged}");
     assert!(local <= before + (acknowledged + unknown) as i64 + 2 * rounds as i64, "more commits than the children made");
-    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec()).unwrap();
-    for table in TABLES {
-        assert_eq!(cache_dump(cache.database(), table), postgres_dump(&mut client, &group, table, &format!("s_id <= {KEYS}")), "{table}");
-    }
+    common::assert_tables_equal(cache.database(), &mut client, &format!("s_id <= {KEYS}"));
     drop(cache);
     drop(client);
     cluster.stop().unwrap();

@@ -99,8 +99,5 @@ fn measure_swt_latency_against_postgres_alone() {
     println!("SWT commits {}, refused {}", status.commits.load(std::sync::atomic::Ordering::Relaxed), status.refused.load(std::sync::atomic::Ordering::Relaxed));
     // Both sides agree after it all.
     let mut client = connect(&url).unwrap();
-    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec()).unwrap();
-    for table in common::TABLES {
-        assert_eq!(common::cache_dump(&db, table), common::postgres_dump(&mut client, &group, table, "true"), "{table}");
-    }
+    common::assert_tables_equal(&db, &mut client, "true");
 }

@@ -164,3 +164,17 @@ pub fn msc_sum(db: &Database) -> i64 {
     let msc = db.catalog().table_by_name("subscriber").unwrap().column_index("msc_location").unwrap();
     cache_dump(db, "subscriber").iter().map(|line| line.split('|').nth(msc).unwrap().parse::<i64>().unwrap()).sum()
 }
+
+/// Every TATP table of the cache equals PostgreSQL's rows of the instances
+/// whose subscriber matches `predicate` (ordered dumps).
+pub fn assert_tables_equal(db: &Database, client: &mut Client, predicate: &str) {
+    let group = define_group(client, &tatp_spec()).unwrap();
+    for table in TABLES {
+        assert_eq!(cache_dump(db, table), postgres_dump(client, &group, table, predicate), "{table}");
+    }
+}
+
+/// The sum of `subscriber.msc_location` in PostgreSQL over `predicate`.
+pub fn postgres_msc_sum(client: &mut Client, predicate: &str) -> i64 {
+    client.query_one(&format!("SELECT sum(msc_location)::bigint FROM subscriber WHERE {predicate}"), &[]).unwrap().get(0)
+}
