@@ -86,34 +86,32 @@ struct Slot {
     /// Transactions committed in the cache whose WAL may not be durable
     /// yet, with the WAL end after their commit: their log rows stay.
     unconfirmed: VecDeque<(i64, u64)>,
+    /// The newest transaction whose cache commit is known durable.
+    durable: i64,
     /// Log rows up to this number are deleted (or being deleted).
     pruned_to: i64,
 }
 
 impl Slot {
     fn new(id: i32, txn_id: i64) -> Slot {
-        Slot { id, txn_id, applier: None, unconfirmed: VecDeque::new(), pruned_to: txn_id }
+        Slot { id, txn_id, applier: None, unconfirmed: VecDeque::new(), durable: txn_id, pruned_to: txn_id }
     }
 
     /// The statement deleting log rows whose cache commits are durable now
     /// (every [`PRUNE_EVERY`] transactions), or None.
     fn prune(&mut self, node: &str, durable_end: u64) -> Option<String> {
-        let mut durable = None;
         while let Some(&(txn_id, wal_end)) = self.unconfirmed.front() {
             if wal_end > durable_end {
                 break;
             }
-            durable = Some(txn_id);
+            self.durable = txn_id;
             self.unconfirmed.pop_front();
         }
-        let durable = durable?;
-        if durable < self.pruned_to + PRUNE_EVERY {
-            // Not yet: put the bound back for the next look.
-            self.unconfirmed.push_front((durable, 0));
+        if self.durable < self.pruned_to + PRUNE_EVERY {
             return None;
         }
-        self.pruned_to = durable;
-        Some(format!("DELETE FROM pgtier.swt_log WHERE node = {} AND slot = {} AND txn_id <= {durable}", quote_literal(node), self.id))
+        self.pruned_to = self.durable;
+        Some(format!("DELETE FROM pgtier.swt_log WHERE node = {} AND slot = {} AND txn_id <= {}", quote_literal(node), self.id, self.durable))
     }
 }
 
@@ -279,7 +277,6 @@ impl Swt {
         record_counter(&mut txn, slot.id, newest)?;
         txn.commit()?;
         slot.txn_id = newest;
-        slot.pruned_to = slot.pruned_to.min(newest);
         self.status.in_doubt_resolved.fetch_add(ahead.len() as u64, Ordering::Relaxed);
         Ok(())
     }
