@@ -67,6 +67,15 @@ pub enum BackendError {
     /// A snapshot id that does not look like one `pg_export_snapshot()` returns.
     #[error("invalid snapshot identifier: {id:?}")]
     InvalidSnapshot { id: String },
+
+    /// Not a name PostgreSQL accepts for a replication slot.
+    #[error("invalid replication slot name {name:?}: {reason}")]
+    InvalidSlotName { name: String, reason: &'static str },
+
+    /// The server sent bytes that break the protocol (a malformed or
+    /// truncated message, one that is not valid in this state).
+    #[error("{what}: protocol violation: {reason}")]
+    Protocol { what: String, reason: String },
 }
 
 impl BackendError {
@@ -84,6 +93,8 @@ impl BackendError {
             BackendError::Decode { .. } => "22P03",
             BackendError::Cancelled => "57014",
             BackendError::InvalidSnapshot { .. } => "22023",
+            BackendError::InvalidSlotName { .. } => "42602",
+            BackendError::Protocol { .. } => "08P01",
         }
     }
 

@@ -227,6 +227,12 @@ impl PrivateCluster {
         &self.layout.data_dir
     }
 
+    /// The directory of the server's Unix socket (`.s.PGSQL.PORT`), for
+    /// `host=DIR` connections.
+    pub fn socket_dir(&self) -> &Path {
+        &self.layout.socket_dir
+    }
+
     /// The server's log file (useful in test failure messages).
     pub fn log_file(&self) -> &Path {
         &self.layout.log_file

@@ -14,6 +14,7 @@ mod error;
 pub mod harness;
 pub mod managed;
 mod os_user;
+pub mod replication;
 mod shared;
 pub mod snapshot;
 mod template;
