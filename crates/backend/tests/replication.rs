@@ -496,3 +496,41 @@ fn decoder_survives_corrupted_real_messages() {
     }
     client.batch_execute("SELECT pg_drop_replication_slot('fuzz')").unwrap();
 }
+
+/// md5 and cleartext logins, by lines put in front of the harness's pg_hba.conf.
+#[test]
+fn md5_and_cleartext_logins() {
+    let cluster = PrivateCluster::start(ClusterOptions { password: Some("super pw".to_owned()), ..ClusterOptions::default() }).unwrap();
+    let mut client = connect(&cluster.url()).unwrap();
+    client
+        .batch_execute(
+            "SET password_encryption = 'md5';
+             CREATE ROLE md5user LOGIN REPLICATION PASSWORD 'md5 pw';
+             RESET password_encryption;
+             CREATE ROLE clearuser LOGIN REPLICATION PASSWORD 'clear pw';",
+        )
+        .unwrap();
+    let hba_path = cluster.data_dir().join("pg_hba.conf");
+    let hba = std::fs::read_to_string(&hba_path).unwrap();
+    let ours = "host all,replication md5user 127.0.0.1/32 md5\nhost all,replication clearuser 127.0.0.1/32 password\n";
+    std::fs::write(&hba_path, format!("{ours}{hba}")).unwrap();
+    client.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let methods: Vec<String> = client
+        .query("SELECT auth_method FROM pg_hba_file_rules WHERE 'md5user' = ANY(user_name) OR 'clearuser' = ANY(user_name)", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(methods, ["md5", "password"]);
+
+    let port = cluster.port();
+    for (user, password) in [("md5user", "md5%20pw"), ("clearuser", "clear%20pw")] {
+        let url = format!("postgres://{user}:{password}@127.0.0.1:{port}/postgres");
+        let mut connection = ReplicationConnection::connect(&params(&url)).unwrap();
+        let who = connection.simple_query("SELECT current_user").unwrap();
+        assert_eq!(who, [vec![Some(user.to_owned())]]);
+        let url = format!("postgres://{user}:nope@127.0.0.1:{port}/postgres");
+        let error = ReplicationConnection::connect(&params(&url)).err().unwrap();
+        assert_eq!(error.sqlstate(), "28P01", "{error}");
+    }
+}
