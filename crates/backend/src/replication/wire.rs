@@ -631,3 +631,97 @@ impl Wire {
         Ok(row)
     }
 }
+
+/// Framing over a socket pair: what the server's bytes look like when they
+/// arrive in pieces or lie about their length. (Behaviour against a real
+/// walsender is in tests/replication.rs.)
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn stream_over_pair() -> (ReplicationStream, UnixStream) {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let wire = Wire::new(Socket::Unix(ours), "test stream".to_owned()).unwrap();
+        (ReplicationStream { wire, backend_pid: 7, last_received: PgLsn(0) }, theirs)
+    }
+
+    fn message(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        out.extend(u32::try_from(body.len() + 4).unwrap().to_be_bytes());
+        out.extend(body);
+        out
+    }
+
+    fn xlogdata(wal_end: u64, payload: &[u8]) -> Vec<u8> {
+        let mut body = vec![b'w'];
+        body.extend(1u64.to_be_bytes());
+        body.extend(wal_end.to_be_bytes());
+        body.extend(0i64.to_be_bytes());
+        body.extend(payload);
+        message(b'd', &body)
+    }
+
+    #[test]
+    fn a_message_split_by_timeouts_completes_later() {
+        let (mut stream, mut server) = stream_over_pair();
+        let mut begin = vec![b'B'];
+        begin.extend(0x10u64.to_be_bytes());
+        begin.extend(5i64.to_be_bytes());
+        begin.extend(9u32.to_be_bytes());
+        let bytes = xlogdata(0x20, &begin);
+        server.write_all(&bytes[..7]).unwrap();
+        let began = Instant::now();
+        assert_eq!(stream.next_event(Duration::from_millis(100)).unwrap(), None);
+        assert!(began.elapsed() >= Duration::from_millis(100));
+        server.write_all(&bytes[7..]).unwrap();
+        let event = stream.next_event(Duration::from_secs(5)).unwrap();
+        assert_eq!(event, Some(ReplicationEvent::Begin { final_lsn: PgLsn(0x10), commit_time_us: 5, xid: 9 }));
+        assert_eq!(stream.last_received(), PgLsn(0x20));
+        assert_eq!(stream.next_event(Duration::ZERO).unwrap(), None);
+    }
+
+    #[test]
+    fn a_huge_length_is_refused_before_reading() {
+        let (mut stream, mut server) = stream_over_pair();
+        server.write_all(&[b'd', 0x7f, 0xff, 0xff, 0xff]).unwrap();
+        let error = stream.next_event(Duration::from_secs(5)).unwrap_err();
+        assert_eq!(error.sqlstate(), "08P01", "{error}");
+        assert!(stream.wire.input.capacity() <= 2 * READ_CHUNK_BYTES);
+    }
+
+    #[test]
+    fn errors_and_end_of_stream_are_reported() {
+        let (mut stream, mut server) = stream_over_pair();
+        server.write_all(&message(b'N', b"SNOTICE\0C00000\0Mhello\0\0")).unwrap();
+        server.write_all(&message(b'E', b"SFATAL\0C57P01\0Mterminating connection\0Dd\0Hh\0\0")).unwrap();
+        let error = stream.next_event(Duration::from_secs(5)).unwrap_err();
+        assert_eq!(error.sqlstate(), "57P01");
+        assert!(matches!(&error, BackendError::Server { message, detail: Some(d), hint: Some(h), .. }
+            if message == "terminating connection" && d == "d" && h == "h"), "{error:?}");
+        server.write_all(&xlogdata(1, b"Z")).unwrap();
+        assert_eq!(stream.next_event(Duration::from_secs(5)).unwrap_err().sqlstate(), "08P01");
+        drop(server);
+        assert_eq!(stream.next_event(Duration::from_secs(5)).unwrap_err().sqlstate(), "08006");
+    }
+
+    #[test]
+    fn status_updates_carry_the_positions() {
+        let (mut stream, mut server) = stream_over_pair();
+        stream.send_status(PgLsn(1), PgLsn(2), PgLsn(3)).unwrap();
+        let mut bytes = [0u8; 39];
+        server.read_exact(&mut bytes).unwrap();
+        assert_eq!(&bytes[..6], &[b'd', 0, 0, 0, 38, b'r']);
+        assert_eq!(&bytes[6..30], [1u64, 2, 3].map(u64::to_be_bytes).concat().as_slice());
+        let sent_us = i64::from_be_bytes(bytes[30..38].try_into().unwrap());
+        // Microseconds since 2000-01-01: after 2024, before 2100.
+        assert!((757_382_400_000_000..3_155_760_000_000_000).contains(&sent_us), "{sent_us}");
+        assert_eq!(bytes[38], 0);
+    }
+
+    #[test]
+    fn publication_names_are_quoted_twice() {
+        let names = ["p".to_owned(), "we\"ird'".to_owned()];
+        assert_eq!(publication_names_literal(&names), r#"'"p","we""ird''"'"#);
+    }
+}
