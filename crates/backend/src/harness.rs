@@ -252,10 +252,21 @@ impl PrivateCluster {
     /// shutdown checkpoint, crash recovery at the next start), keeping the
     /// directory for [`Self::restart`]. Crash tests of the backend side.
     pub fn stop_immediate(&mut self) -> Result<(), HarnessError> {
+        self.stop_with(libc::SIGQUIT)
+    }
+
+    /// `pg_ctl stop -m fast`: SIGINT, so PostgreSQL ends its sessions and
+    /// writes a shutdown checkpoint (no crash recovery at the next start);
+    /// start it again with [`Self::restart`].
+    pub fn stop_fast(&mut self) -> Result<(), HarnessError> {
+        self.stop_with(libc::SIGINT)
+    }
+
+    fn stop_with(&mut self, signal: libc::c_int) -> Result<(), HarnessError> {
         let Some(mut child) = self.child.take() else { return Ok(()) };
         let Ok(raw_pid) = libc::pid_t::try_from(self.pid) else { return Ok(()) };
         // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.
-        unsafe { libc::kill(raw_pid, libc::SIGQUIT) };
+        unsafe { libc::kill(raw_pid, signal) };
         let deadline = Instant::now() + Duration::from_millis(SHUTDOWN_TIMEOUT_MS);
         loop {
             match child.try_wait() {

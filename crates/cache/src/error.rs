@@ -84,6 +84,11 @@ pub enum CacheError {
     #[error("dynamic load of cache group \"{group}\" failed: {reason}")]
     DynamicLoad { group: String, sqlstate: String, reason: String },
 
+    /// Autorefresh (READONLY groups kept current by logical replication)
+    /// cannot start or had to stop.
+    #[error("{message}")]
+    Autorefresh { sqlstate: &'static str, message: String, hint: Option<String> },
+
     /// Not built yet.
     #[error("{what} is not supported yet")]
     NotYet { what: &'static str },
@@ -119,6 +124,7 @@ impl CacheError {
             CacheError::NotYet { .. } => "0A000",
             CacheError::WriteThroughBehind { .. } => "55000",
             CacheError::DynamicLoad { sqlstate, .. } => sqlstate,
+            CacheError::Autorefresh { sqlstate, .. } => sqlstate,
             CacheError::Connect(error) => error.sqlstate(),
             CacheError::Backend(error) => error.sqlstate(),
             CacheError::Engine(error) => error.sqlstate(),
@@ -144,6 +150,7 @@ impl CacheError {
                 "Loading now could bring back rows changed in the cache but not yet in PostgreSQL. Check pgtier_cache_propagation (is PostgreSQL reachable?) and retry.".into()
             }
             CacheError::DefinitionChanged { .. } => "Drop and define the cache group again.".into(),
+            CacheError::Autorefresh { hint, .. } => return hint.clone(),
             _ => return None,
         })
     }

@@ -9,6 +9,7 @@
 
 mod aging;
 mod apply;
+mod autorefresh;
 mod awt;
 mod dynamic;
 mod error;
@@ -22,6 +23,7 @@ mod swt;
 mod types;
 
 pub use aging::AgingReport;
+pub use autorefresh::{AutorefreshConfig, AutorefreshStatus, PROGRESS_TABLE as AUTOREFRESH_TABLE, PredicateCompiler, RowTest};
 pub use awt::{AwtConfig, AwtStatus, LagHistogram};
 pub use error::CacheError;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};

@@ -169,11 +169,14 @@ pub(crate) struct Admission<'a> {
     pub exclude: &'a (dyn Fn(&[Value]) -> bool + Sync),
     /// Collects the root keys of instances PostgreSQL sent (REFRESH removes the cached ones it did not).
     pub seen: Option<&'a Mutex<Vec<Vec<Value>>>>,
+    /// Read from this snapshot, exported elsewhere and kept open by its
+    /// exporter (autorefresh's replication slot), instead of exporting one.
+    pub snapshot: Option<&'a str>,
 }
 
 impl Default for Admission<'_> {
     fn default() -> Self {
-        Admission { existing: Existing::Keep, verify: None, exclude: &|_| false, seen: None }
+        Admission { existing: Existing::Keep, verify: None, exclude: &|_| false, seen: None, snapshot: None }
     }
 }
 
@@ -207,7 +210,10 @@ pub(crate) fn load_admitting(
     let catalog = db.catalog();
     let layout = InstanceLayout::resolve(&catalog, group)?;
     let mut leader = connect()?;
-    let mut snapshot = ExportedSnapshot::export(&mut leader)?;
+    let mut snapshot = match admission.snapshot {
+        Some(id) => Leader::Joined(join_snapshot(&mut leader, id)?, id.to_owned()),
+        None => Leader::Exported(ExportedSnapshot::export(&mut leader)?),
+    };
     check_definitions(snapshot.transaction(), group)?;
     let split = plan_split(snapshot.transaction(), group, options.predicate.as_deref(), options.parallel.max(1))?;
     let parts = split.parts();
@@ -264,6 +270,35 @@ pub(crate) fn load_admitting(
     }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The leader's transaction: its own exported snapshot, or one it joined.
+enum Leader<'c> {
+    Exported(ExportedSnapshot<'c>),
+    Joined(postgres::Transaction<'c>, String),
+}
+
+impl<'c> Leader<'c> {
+    fn transaction(&mut self) -> &mut postgres::Transaction<'c> {
+        match self {
+            Leader::Exported(snapshot) => snapshot.transaction(),
+            Leader::Joined(transaction, _) => transaction,
+        }
+    }
+
+    fn id(&self) -> &str {
+        match self {
+            Leader::Exported(snapshot) => snapshot.id(),
+            Leader::Joined(_, id) => id,
+        }
+    }
+
+    fn finish(self) -> Result<(), CacheError> {
+        match self {
+            Leader::Exported(snapshot) => Ok(snapshot.finish()?),
+            Leader::Joined(transaction, _) => transaction.commit().map_err(|e| CacheError::Backend(BackendError::from_postgres("ending the snapshot transaction", &e))),
+        }
+    }
 }
 
 /// Refuses a load when PostgreSQL's tables are no longer what the group was defined from.

@@ -17,6 +17,7 @@ use pgtier_engine::{DataType, Database, EngineError, Origin, StreamStart, Value}
 use postgres::Client;
 
 use crate::aging::{self, AgerControl, AgingReport};
+use crate::autorefresh::{self, AutorefreshConfig, AutorefreshStatus, PredicateCompiler, Worker};
 use crate::apply::Shape;
 use crate::awt::{self, Awt, AwtConfig, AwtStatus};
 use crate::dynamic::{Dynamic, TableHook, root_key_columns};
@@ -43,6 +44,8 @@ pub struct CacheConfig {
     pub load_parallel: usize,
     /// AWT write-through: node name, apply connections, batching.
     pub awt: AwtConfig,
+    /// READONLY groups' autorefresh: the slot's retained-WAL bound.
+    pub autorefresh: AutorefreshConfig,
 }
 
 impl Default for CacheConfig {
@@ -54,6 +57,7 @@ impl Default for CacheConfig {
             aging_interval: Duration::from_secs(1),
             load_parallel: 1,
             awt: AwtConfig::default(),
+            autorefresh: AutorefreshConfig::default(),
         }
     }
 }
@@ -350,6 +354,10 @@ pub struct Cache {
     swt_participant: Arc<dyn pgtier_engine::CommitParticipant>,
     /// One aging round at a time (the thread's and `age_now`'s).
     aging_round: Mutex<()>,
+    /// READONLY groups' autorefresh workers, by group.
+    autorefresh: Mutex<BTreeMap<String, Worker>>,
+    /// Evaluates groups' WHERE on rows from PostgreSQL (installed by the SQL layer).
+    predicate_compiler: RwLock<Option<Arc<dyn PredicateCompiler>>>,
 }
 
 impl Cache {
@@ -379,6 +387,8 @@ impl Cache {
             tables_by_name: RwLock::new(Arc::default()),
             awt: Mutex::new(None),
             aging_round: Mutex::new(()),
+            autorefresh: Mutex::new(BTreeMap::new()),
+            predicate_compiler: RwLock::new(None),
         }
         });
         for entry in cache.groups.read().values() {
@@ -388,7 +398,68 @@ impl Cache {
         let ager = aging::spawn(Arc::downgrade(&cache), cache.ager_control.clone(), cache.config.aging_interval)
             .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start the aging thread: {error}") })?;
         *cache.ager.lock() = Some(ager);
+        for group in autorefresh::restore(&cache.db, cache.backend.as_ref(), &cache.config.awt.node)? {
+            if let Ok(entry) = cache.entry(&group) {
+                cache.start_autorefresh(entry)?;
+            }
+        }
         Ok(cache)
+    }
+
+    pub(crate) fn weak(&self) -> Weak<Cache> {
+        self.this.clone()
+    }
+
+    /// Installs what evaluates a READONLY group's WHERE on rows arriving
+    /// from PostgreSQL (the SQL layer's; without it such groups cannot autorefresh).
+    pub fn set_predicate_compiler(&self, compiler: Arc<dyn PredicateCompiler>) {
+        *self.predicate_compiler.write() = Some(compiler);
+    }
+
+    pub(crate) fn predicate_compiler(&self) -> Option<Arc<dyn PredicateCompiler>> {
+        self.predicate_compiler.read().clone()
+    }
+
+    /// Starts the autorefresh worker of READONLY group `entry` (no-op
+    /// without a backend: it starts at the next open with one).
+    fn start_autorefresh(&self, entry: Arc<GroupEntry>) -> Result<(), CacheError> {
+        let Some(backend) = self.backend.clone() else { return Ok(()) };
+        let mut workers = self.autorefresh.lock();
+        if workers.contains_key(&entry.def.name) {
+            return Ok(());
+        }
+        let name = entry.def.name.clone();
+        let worker = autorefresh::spawn(self, entry, backend, &self.config.awt.node, self.config.autorefresh.clone())?;
+        workers.insert(name, worker);
+        Ok(())
+    }
+
+    /// Where each READONLY group's autorefresh stands (`pgtier_cache_autorefresh`).
+    pub fn autorefresh_status(&self) -> Vec<Arc<AutorefreshStatus>> {
+        self.autorefresh.lock().values().map(|worker| worker.status.clone()).collect()
+    }
+
+    /// Waits until group `name` holds every change PostgreSQL committed
+    /// before this call; false after `timeout` (or when it does not
+    /// autorefresh). The target is PostgreSQL's WAL insert position: with
+    /// `synchronous_commit = off` a commit may not be written yet.
+    pub fn wait_autorefreshed(&self, name: &str, timeout: Duration) -> Result<bool, CacheError> {
+        let Some(status) = self.autorefresh.lock().get(name).map(|w| w.status.clone()) else { return Ok(false) };
+        let mut client = self.connect()?;
+        let row = client
+            .query_one("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::int8", &[])
+            .map_err(|e| CacheError::Backend(pgtier_backend::BackendError::from_postgres("reading pg_current_wal_insert_lsn()", &e)))?;
+        let target = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
+        // A keepalive carries the position once nothing is in flight; ask for one.
+        client.batch_execute("SELECT pg_logical_emit_message(false, 'pgtier', '')").ok();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if status.applied_lsn.load(Ordering::Relaxed) >= target {
+                return Ok(true);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(false)
     }
 
     /// After groups were created or dropped: the table map, and AWT
@@ -631,9 +702,14 @@ impl Cache {
         create_group_tables(&self.db, &group)?;
         let entry = Arc::new(GroupEntry::new(def.clone(), group));
         self.install(&entry);
-        groups.insert(def.name.clone(), entry);
+        groups.insert(def.name.clone(), entry.clone());
         drop(groups);
-        self.groups_changed()
+        self.groups_changed()?;
+        if def.kind == GroupKind::ReadOnly && def.dynamic {
+            // Instances come on demand: follow PostgreSQL from now on.
+            self.start_autorefresh(entry)?;
+        }
+        Ok(())
     }
 
     /// DROP CACHE GROUP: drops the group's tables in the cache (one engine
@@ -644,6 +720,10 @@ impl Cache {
             return if if_exists { Ok(()) } else { Err(CacheError::UndefinedGroup { group: name.to_owned() }) };
         };
         self.uninstall(&entry);
+        if let Some(worker) = self.autorefresh.lock().remove(name) {
+            worker.stop();
+        }
+        autorefresh::drop_group(&self.db, self.backend.as_ref(), &self.config.awt.node, name)?;
         let mut txn = self.db.begin_with_origin(self.db.default_commit_mode(), Origin::Application)?;
         for table in entry.group.tables.iter().rev() {
             txn.drop_table(&table.def.name)?;
@@ -661,11 +741,25 @@ impl Cache {
         let mut options = options.clone();
         options.predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
         self.require_dirty_current(&entry)?;
-        let exclude = |key: &[Value]| entry.is_dirty(key);
-        let admission = Admission { existing: Existing::Keep, verify: None, exclude: &exclude, seen: None };
-        let report = self.load_from_backend(&entry, &options, &admission)?;
+        if entry.def.kind == GroupKind::ReadOnly && !self.autorefresh.lock().contains_key(name) && !autorefresh::has_progress(&self.db, name)? {
+            // The first LOAD of a READONLY group starts its autorefresh from
+            // the snapshot it loads.
+            let backend = self.backend.clone().ok_or(CacheError::NoBackend)?;
+            let report = autorefresh::initial_load(self, &entry, &backend, &self.config.awt.node, &options)?;
+            entry.counters.loaded.fetch_add(report.instances, Ordering::Relaxed);
+            self.start_autorefresh(entry)?;
+            return Ok(report);
+        }
+        let report = self.load_in_snapshot(&entry, &options, None)?;
         entry.counters.loaded.fetch_add(report.instances, Ordering::Relaxed);
         Ok(report)
+    }
+
+    /// LOAD's reading: from `snapshot` when given (exported elsewhere), else its own.
+    pub(crate) fn load_in_snapshot(&self, entry: &GroupEntry, options: &LoadOptions, snapshot: Option<&str>) -> Result<LoadReport, CacheError> {
+        let exclude = |key: &[Value]| entry.is_dirty(key);
+        let admission = Admission { existing: Existing::Keep, verify: None, exclude: &exclude, seen: None, snapshot };
+        self.load_from_backend(entry, options, &admission)
     }
 
     fn load_from_backend(&self, entry: &GroupEntry, options: &LoadOptions, admission: &Admission<'_>) -> Result<LoadReport, CacheError> {
@@ -724,7 +818,7 @@ impl Cache {
         let predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
         // A dynamic group refreshes only instances already cached.
         let only = entry.def.dynamic.then_some(cached.as_slice());
-        let mut report = self.reload(&entry, &layout, predicate, only, &cached, options)?;
+        let mut report = self.reload(&entry, &layout, predicate, only, &cached, options, None)?;
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
     }
@@ -735,7 +829,7 @@ impl Cache {
     pub(crate) fn refresh_instances(&self, entry: &GroupEntry, keys: &[Vec<Value>]) -> Result<RefreshReport, CacheError> {
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         let keys: Vec<Vec<Value>> = keys.iter().filter_map(|key| layout.normalize_root_key(key)).collect();
-        self.reload(entry, &layout, entry.def.root_predicate.clone(), Some(&keys), &keys, &LoadOptions::default())
+        self.reload(entry, &layout, entry.def.root_predicate.clone(), Some(&keys), &keys, &LoadOptions::default(), None)
     }
 
     /// Loads from PostgreSQL the instances matching `predicate` (only those
@@ -743,10 +837,11 @@ impl Cache {
     /// cached ones but never one with unpropagated changes, then removes the
     /// `cached` instances PostgreSQL did not send (deleted there, or no
     /// longer matching).
-    fn reload(&self, entry: &GroupEntry, layout: &InstanceLayout, predicate: Option<String>, only: Option<&[Vec<Value>]>, cached: &[Vec<Value>], options: &LoadOptions) -> Result<RefreshReport, CacheError> {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn reload(&self, entry: &GroupEntry, layout: &InstanceLayout, predicate: Option<String>, only: Option<&[Vec<Value>]>, cached: &[Vec<Value>], options: &LoadOptions, snapshot: Option<&str>) -> Result<RefreshReport, CacheError> {
         let exclude = |key: &[Value]| entry.is_dirty(key);
         let seen = Mutex::new(Vec::new());
-        let admission = Admission { existing: Existing::Replace, verify: None, exclude: &exclude, seen: Some(&seen) };
+        let admission = Admission { existing: Existing::Replace, verify: None, exclude: &exclude, seen: Some(&seen), snapshot };
         let mut report = RefreshReport::default();
         let mut options = options.clone();
         match only {
@@ -784,7 +879,7 @@ impl Cache {
         let cached = layout.root_keys(&self.db)?;
         let tally = Mutex::new(VerifyTally::default());
         let seen = Mutex::new(Vec::new());
-        let admission = Admission { existing: Existing::Keep, verify: Some(&tally), exclude: &|_| false, seen: Some(&seen) };
+        let admission = Admission { existing: Existing::Keep, verify: Some(&tally), exclude: &|_| false, seen: Some(&seen), snapshot: None };
         let mut options = LoadOptions { parallel: self.config.load_parallel, ..LoadOptions::default() };
         if entry.def.dynamic {
             for chunk in cached.chunks(REFRESH_KEYS_PER_QUERY) {
@@ -850,6 +945,9 @@ impl Drop for Cache {
         self.shutdown();
         if let Some(awt) = self.awt.lock().take() {
             awt.stop();
+        }
+        for (_, worker) in std::mem::take(&mut *self.autorefresh.lock()) {
+            worker.stop();
         }
         self.ager_control.stop();
         if let Some(ager) = self.ager.lock().take()

@@ -99,7 +99,8 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
 /// `pgtier status`: one screen of where the cache stands.
 #[derive(Args)]
 #[command(after_help = "Shows write-through (AWT: connected, lanes, applied, backlog, lag now and p50/p99, refused, reconnects,
-last error; SWT: commits, refused, in-doubt resolved, repairs, time in PostgreSQL) and every cache group (instances, rows, memory, loads, evictions, dynamic loads, miss latency).")]
+last error; SWT: commits, refused, in-doubt resolved, repairs, time in PostgreSQL; autorefresh of READONLY groups: state, applied,
+lag in bytes and ms with p50/p99, WAL retained by the slot, re-snapshots, errors) and every cache group (instances, rows, memory, loads, evictions, dynamic loads, miss latency).")]
 pub struct StatusArgs {
     /// The pgtier server [default: $PGTIER_URL, else postgresql://$USER@127.0.0.1:5433/pgtier; password from the URL or $PGPASSWORD]
     #[arg(long, env = "PGTIER_URL", hide_env_values = true)]
@@ -126,6 +127,16 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
         println!("{}", query_table(&mut client, "SELECT commits, refused, in_doubt_resolved, repairs, round(backend_p50_ms::numeric, 2) AS backend_p50_ms, round(backend_p99_ms::numeric, 2) AS backend_p99_ms FROM pgtier_cache_swt")?);
         if let Some(SimpleQueryMessage::Row(row)) = client.simple_query("SELECT last_error FROM pgtier_cache_swt WHERE last_error IS NOT NULL").map_err(|e| describe(&e))?.first() {
             println!("last error: {}", row.get(0).unwrap_or(""));
+        }
+    }
+    let autorefresh = client.simple_query("SELECT * FROM pgtier_cache_autorefresh").map_err(|e| describe(&e))?;
+    if autorefresh.iter().any(|m| matches!(m, SimpleQueryMessage::Row(_))) {
+        println!("\nAutorefresh (READONLY groups)");
+        println!("{}", query_table(&mut client, "SELECT \"group\", state, connected, applied_txns, applied_changes, lag_bytes, round(lag_ms::numeric, 1) AS lag_ms, round(lag_p50_ms::numeric, 2) AS lag_p50_ms, round(lag_p99_ms::numeric, 2) AS lag_p99_ms, retained_wal_bytes, resnapshots, errors FROM pgtier_cache_autorefresh ORDER BY 1")?);
+        for message in client.simple_query("SELECT \"group\", last_error FROM pgtier_cache_autorefresh WHERE last_error IS NOT NULL ORDER BY 1").map_err(|e| describe(&e))? {
+            if let SimpleQueryMessage::Row(row) = message {
+                println!("last error of {}: {}", row.get(0).unwrap_or(""), row.get(1).unwrap_or(""));
+            }
         }
     }
     println!("\nCache groups");

@@ -80,6 +80,9 @@ pub struct CacheSection {
     pub awt_retained_wal_max: String,
     /// How long an AWT batch waits for more transactions after its first.
     pub awt_batch_delay_ms: u64,
+    /// WAL a READONLY group's replication slot may keep PostgreSQL from
+    /// removing before the group loads again from a new slot, in PostgreSQL's units.
+    pub autorefresh_retained_wal_max: String,
 }
 
 impl Default for CacheSection {
@@ -95,6 +98,7 @@ impl Default for CacheSection {
             awt_apply_connections: awt.apply_connections,
             awt_retained_wal_max: format!("{}GB", awt.retained_wal_max >> 30),
             awt_batch_delay_ms: u64::try_from(awt.batch_delay.as_millis()).unwrap_or(0),
+            autorefresh_retained_wal_max: format!("{}GB", pgtier_cache::AutorefreshConfig::default().retained_wal_max >> 30),
         }
     }
 }
@@ -133,6 +137,11 @@ impl CacheSection {
             Ok(_) => return bad("awt_retained_wal_max must be at least 1MB".into()),
             Err(e) => return bad(format!("awt_retained_wal_max: {e}")),
         };
+        let autorefresh_retained = match pgtier_cache::CreateGroup::parse_memory_size(&self.autorefresh_retained_wal_max) {
+            Ok(bytes) if bytes >= 1 << 20 => bytes,
+            Ok(_) => return bad("autorefresh_retained_wal_max must be at least 1MB".into()),
+            Err(e) => return bad(format!("autorefresh_retained_wal_max: {e}")),
+        };
         if self.awt_batch_delay_ms > 1000 {
             return bad(format!("awt_batch_delay_ms must be at most 1000, not {}", self.awt_batch_delay_ms));
         }
@@ -149,6 +158,7 @@ impl CacheSection {
                 batch_delay: std::time::Duration::from_millis(self.awt_batch_delay_ms),
                 ..pgtier_cache::AwtConfig::default()
             },
+            autorefresh: pgtier_cache::AutorefreshConfig { retained_wal_max: autorefresh_retained },
         })
     }
 }

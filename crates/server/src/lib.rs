@@ -84,6 +84,8 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     // already defined keep answering; what needs PostgreSQL fails with 08001.
     let cache = pgtier_cache::Cache::open(db.clone(), backend.clone(), config.cache.to_cache_config()?)
         .map_err(|e| ServerError::Engine(format!("cache groups: {e}")))?;
+    // READONLY groups' WHERE, evaluated on rows autorefresh receives.
+    cache.set_predicate_compiler(Arc::new(pgtier_sql::cache_predicate::SqlPredicates::new(db.clone())));
     shared.cache = Some(cache);
     shared.passthrough = match backend {
         Some(params) if config.passthrough.mode != PassthroughMode::Off => {

@@ -141,5 +141,27 @@ fn render(shared: &Shared) -> String {
             &[("{quantile=\"0.5\"}".into(), swt.latency.quantile_us(0.5) / 1000.0), ("{quantile=\"0.99\"}".into(), swt.latency.quantile_us(0.99) / 1000.0)],
         );
     }
+    let autorefresh = cache.autorefresh_status();
+    if !autorefresh.is_empty() {
+        let load = |v: &std::sync::atomic::AtomicU64| v.load(std::sync::atomic::Ordering::Relaxed) as f64;
+        let per_group = |f: &dyn Fn(&pgtier_cache::AutorefreshStatus) -> f64| -> Vec<(String, f64)> {
+            autorefresh.iter().map(|s| (format!("{{group=\"{}\"}}", label(&s.group)), f(s))).collect()
+        };
+        out.metric("pgtier_autorefresh_applied_txns_total", "counter", "PostgreSQL transactions applied to READONLY groups.", &per_group(&|s| load(&s.applied_txns)));
+        out.metric("pgtier_autorefresh_applied_changes_total", "counter", "Row changes applied to READONLY groups.", &per_group(&|s| load(&s.applied_changes)));
+        out.metric("pgtier_autorefresh_lag_bytes", "gauge", "PostgreSQL WAL not yet looked through by the group's autorefresh.", &per_group(&|s| s.lag_bytes() as f64));
+        out.metric("pgtier_autorefresh_lag_ms", "gauge", "How far behind PostgreSQL the group is, milliseconds.", &per_group(&|s| s.lag_ms()));
+        out.metric("pgtier_autorefresh_retained_wal_bytes", "gauge", "WAL the group's replication slot keeps PostgreSQL from removing.", &per_group(&|s| load(&s.retained_wal_bytes)));
+        out.metric("pgtier_autorefresh_resnapshots_total", "counter", "Times a group loaded again from a new slot (invalidated, missing or past the bound).", &per_group(&|s| load(&s.resnapshots)));
+        out.metric("pgtier_autorefresh_errors_total", "counter", "Autorefresh sessions ended by an error.", &per_group(&|s| load(&s.errors)));
+        out.metric("pgtier_autorefresh_connected", "gauge", "1 while the group streams from PostgreSQL.", &per_group(&|s| if s.connected.load(std::sync::atomic::Ordering::Relaxed) { 1.0 } else { 0.0 }));
+        let mut quantiles = Vec::new();
+        for s in &autorefresh {
+            for q in [0.5, 0.99] {
+                quantiles.push((format!("{{group=\"{}\",quantile=\"{q}\"}}", label(&s.group)), s.lag.quantile_us(q) / 1000.0));
+            }
+        }
+        out.metric("pgtier_autorefresh_commit_lag_ms", "gauge", "Commit in PostgreSQL to commit in the cache, quantiles over applied transactions.", &quantiles);
+    }
     out.0
 }

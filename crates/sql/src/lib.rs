@@ -6,6 +6,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod bind;
+pub mod cache_predicate;
 pub mod catalog;
 pub mod depth;
 pub mod error;

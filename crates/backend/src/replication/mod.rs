@@ -99,6 +99,8 @@ pub enum TupleValue {
     /// A TOASTed value the change did not touch: the cache keeps its own copy.
     UnchangedToast,
     Text(String),
+    /// The type's binary send format (START_REPLICATION's `binary 'true'`).
+    Binary(Vec<u8>),
 }
 
 /// NAMEDATALEN - 1.

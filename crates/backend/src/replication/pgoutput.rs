@@ -152,7 +152,11 @@ fn tuple(reader: &mut Reader<'_>) -> Result<Vec<TupleValue>, PgOutputError> {
                 let text = std::str::from_utf8(bytes).map_err(|_| reader.error_at(at, "column value is not valid UTF-8"))?;
                 TupleValue::Text(text.to_owned())
             }
-            // Only with the `binary` option, which this client never asks for.
+            // With the `binary` option: the type's send format (what binary COPY sends).
+            b'b' => {
+                let length = reader.u32()?;
+                TupleValue::Binary(reader.bytes(u64::from(length))?.to_vec())
+            }
             tag => return Err(reader.error_at(at, format!("unexpected column kind {}", shown_tag(tag)))),
         });
     }

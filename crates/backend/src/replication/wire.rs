@@ -185,16 +185,25 @@ impl ReplicationConnection {
     /// `START_REPLICATION SLOT "slot" LOGICAL start (proto_version '1',
     /// publication_names '"p1","p2"', messages 'true')`; `PgLsn(0)` starts
     /// at the slot's `confirmed_flush_lsn`.
-    pub fn start_logical(
+    pub fn start_logical(self, slot: &str, start: PgLsn, publications: &[String]) -> Result<ReplicationStream, BackendError> {
+        self.start_logical_with(slot, start, publications, false)
+    }
+
+    /// [`Self::start_logical`]; `binary`: column values in their types'
+    /// binary send format ([`TupleValue::Binary`](super::TupleValue)), as
+    /// binary COPY sends them, so one decoder serves loads and the stream.
+    pub fn start_logical_with(
         mut self,
         slot: &str,
         start: PgLsn,
         publications: &[String],
+        binary: bool,
     ) -> Result<ReplicationStream, BackendError> {
         let quoted = quote_slot_name(slot)?;
         let sql = format!(
-            "START_REPLICATION SLOT {quoted} LOGICAL {start} (proto_version '1', publication_names {}, messages 'true')",
-            publication_names_literal(publications)
+            "START_REPLICATION SLOT {quoted} LOGICAL {start} (proto_version '1', publication_names {}, messages 'true'{})",
+            publication_names_literal(publications),
+            if binary { ", binary 'true'" } else { "" }
         );
         self.wire.what = format!("replication stream of slot \"{slot}\"");
         frontend::query(&sql, &mut self.wire.output).map_err(|e| self.wire.protocol(e.to_string()))?;

@@ -170,7 +170,12 @@ pub fn msc_sum(db: &Database) -> i64 {
 pub fn assert_tables_equal(db: &Database, client: &mut Client, predicate: &str) {
     let group = define_group(client, &tatp_spec()).unwrap();
     for table in TABLES {
-        assert_eq!(cache_dump(db, table), postgres_dump(client, &group, table, predicate), "{table}");
+        let (cached, expected) = (cache_dump(db, table), postgres_dump(client, &group, table, predicate));
+        if cached != expected {
+            let only_cached: Vec<&String> = cached.iter().filter(|l| expected.binary_search(l).is_err()).take(5).collect();
+            let only_postgres: Vec<&String> = expected.iter().filter(|l| cached.binary_search(l).is_err()).take(5).collect();
+            panic!("{table}: {} rows cached, {} in PostgreSQL; only cached (first 5): {only_cached:?}; only in PostgreSQL (first 5): {only_postgres:?}", cached.len(), expected.len());
+        }
     }
 }
 

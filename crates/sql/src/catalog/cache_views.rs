@@ -1,7 +1,8 @@
 //! The rows of pgtier's cache-group views, `pgtier_cache_groups`,
-//! `pgtier_cache_tables`, `pgtier_cache_stats`, `pgtier_cache_propagation`
-//! and `pgtier_cache_swt`: one column per field of the cache's `GroupInfo`,
-//! `TableInfo`, `GroupStats`, `PropagationInfo` and `SwtStatus`, read from the
+//! `pgtier_cache_tables`, `pgtier_cache_stats`, `pgtier_cache_propagation`,
+//! `pgtier_cache_swt` and `pgtier_cache_autorefresh`: one column per field of
+//! the cache's `GroupInfo`, `TableInfo`, `GroupStats`, `PropagationInfo`,
+//! `SwtStatus` and `AutorefreshStatus`, read from the
 //! attached cache each time a statement reads them; empty without one.
 
 use pgtier_cache::Cache;
@@ -61,6 +62,19 @@ pub(super) fn rows(name: &str, cache: Option<&Cache>, out: &mut Vec<Value>) {
                 Value::Float8(s.latency.quantile_us(0.5) / 1000.0), Value::Float8(s.latency.quantile_us(0.99) / 1000.0),
                 opt_text(s.last_error.lock().as_deref()),
             ]);
+        }
+        // One row per READONLY group that follows PostgreSQL.
+        "pgtier_cache_autorefresh" => {
+            let load = |v: &std::sync::atomic::AtomicU64| int8(v.load(std::sync::atomic::Ordering::Relaxed));
+            for s in cache.autorefresh_status() {
+                out.extend([
+                    text(&s.group), text(&s.slot), text(*s.state.lock()), Value::Bool(s.connected.load(std::sync::atomic::Ordering::Relaxed)),
+                    load(&s.applied_txns), load(&s.applied_changes), load(&s.skipped_changes), load(&s.own_txns_skipped),
+                    int8(s.lag_bytes()), Value::Float8(s.lag_ms()), Value::Float8(s.lag.quantile_us(0.5) / 1000.0),
+                    Value::Float8(s.lag.quantile_us(0.99) / 1000.0), load(&s.retained_wal_bytes), load(&s.resnapshots), load(&s.errors),
+                    opt_text(s.last_error.lock().as_deref()),
+                ]);
+            }
         }
         _ => {}
     }

@@ -563,4 +563,17 @@ pub static RELATIONS: &[RelDef] = &[
             Col::new("backend_p50_ms", Float8), Col::new("backend_p99_ms", Float8), Col::new("last_error", Text),
         ],
     },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pgtier_cache_autorefresh",
+        oid: 12_106,
+        kind: "v",
+        columns: &[
+            Col::new("group", Text), Col::new("slot", Text), Col::new("state", Text), Col::new("connected", Bool),
+            Col::new("applied_txns", Int8), Col::new("applied_changes", Int8), Col::new("skipped_changes", Int8),
+            Col::new("own_txns_skipped", Int8), Col::new("lag_bytes", Int8), Col::new("lag_ms", Float8),
+            Col::new("lag_p50_ms", Float8), Col::new("lag_p99_ms", Float8), Col::new("retained_wal_bytes", Int8),
+            Col::new("resnapshots", Int8), Col::new("errors", Int8), Col::new("last_error", Text),
+        ],
+    },
 ];
