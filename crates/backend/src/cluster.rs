@@ -163,10 +163,12 @@ impl Layout {
             ("unix_socket_permissions", "0700".to_owned()),
             ("logging_collector", "off".to_owned()),
             ("log_destination", "stderr".to_owned()),
-            // Autorefresh streams changes through logical replication slots.
+            // Autorefresh streams changes through logical replication
+            // slots, one per READONLY cache group: a test binary on the
+            // shared cluster defines dozens of groups.
             ("wal_level", "logical".to_owned()),
-            ("max_wal_senders", "10".to_owned()),
-            ("max_replication_slots", "10".to_owned()),
+            ("max_wal_senders", "64".to_owned()),
+            ("max_replication_slots", "64".to_owned()),
         ];
         if start.fsync {
             base.push(("fsync", "on".to_owned()));

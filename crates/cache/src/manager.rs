@@ -399,7 +399,9 @@ impl Cache {
             .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start the aging thread: {error}") })?;
         *cache.ager.lock() = Some(ager);
         for group in autorefresh::restore(&cache.db, cache.backend.as_ref(), &cache.config.awt.node)? {
-            if let Ok(entry) = cache.entry(&group) {
+            if let Ok(entry) = cache.entry(&group)
+                && entry.def.autorefresh
+            {
                 cache.start_autorefresh(entry)?;
             }
         }
@@ -705,7 +707,7 @@ impl Cache {
         groups.insert(def.name.clone(), entry.clone());
         drop(groups);
         self.groups_changed()?;
-        if def.kind == GroupKind::ReadOnly && def.dynamic {
+        if def.kind == GroupKind::ReadOnly && def.autorefresh && def.dynamic {
             // Instances come on demand: follow PostgreSQL from now on.
             self.start_autorefresh(entry)?;
         }
@@ -741,7 +743,7 @@ impl Cache {
         let mut options = options.clone();
         options.predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
         self.require_dirty_current(&entry)?;
-        if entry.def.kind == GroupKind::ReadOnly && !self.autorefresh.lock().contains_key(name) && !autorefresh::has_progress(&self.db, name)? {
+        if entry.def.kind == GroupKind::ReadOnly && entry.def.autorefresh && !self.autorefresh.lock().contains_key(name) && !autorefresh::has_progress(&self.db, name)? {
             // The first LOAD of a READONLY group starts its autorefresh from
             // the snapshot it loads.
             let backend = self.backend.clone().ok_or(CacheError::NoBackend)?;

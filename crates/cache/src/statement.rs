@@ -28,7 +28,8 @@ pub enum CacheStatement {
 }
 
 /// `CREATE [DYNAMIC] {AWT|SWT|READONLY} CACHE GROUP name FROM root [WHERE predicate], child, ...
-///  [AGING LRU | AGING USE column LIFETIME n {SECONDS|MINUTES|HOURS|DAYS}] [AGING OFF] [KEEP] [MEMORY 'size']`
+///  [AGING LRU | AGING USE column LIFETIME n {SECONDS|MINUTES|HOURS|DAYS}] [AGING OFF] [KEEP] [MEMORY 'size']
+///  [AUTOREFRESH {ON|OFF}]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CreateGroup {
     pub name: String,
@@ -44,6 +45,16 @@ pub struct CreateGroup {
     pub keep: bool,
     /// This group's own memory budget in bytes (the global one applies too).
     pub memory_budget: Option<u64>,
+    /// READONLY: kept current from PostgreSQL by logical replication (the
+    /// default); OFF: changes only by LOAD and REFRESH, and PostgreSQL needs
+    /// no `wal_level = logical`.
+    #[serde(default = "autorefresh_default")]
+    pub autorefresh: bool,
+}
+
+/// Groups stored before the AUTOREFRESH option existed follow PostgreSQL.
+fn autorefresh_default() -> bool {
+    true
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -337,7 +348,7 @@ struct Parser<'a> {
     at: usize,
 }
 
-const CREATE_OPTIONS: [&str; 3] = ["aging", "keep", "memory"];
+const CREATE_OPTIONS: [&str; 4] = ["aging", "keep", "memory", "autorefresh"];
 
 impl Parser<'_> {
     fn peek(&self) -> Option<&Kind> {
@@ -555,13 +566,14 @@ impl Parser<'_> {
             aging: if dynamic { Aging::Lru } else { Aging::Off },
             keep: false,
             memory_budget: None,
+            autorefresh: kind == GroupKind::ReadOnly,
         };
         self.create_options(&mut create)?;
         self.end()?;
         Ok(create)
     }
 
-    /// `[AGING ...] [KEEP] [MEMORY 'size']`, in any order, each at most once.
+    /// `[AGING ...] [KEEP] [MEMORY 'size'] [AUTOREFRESH {ON|OFF}]`, in any order, each at most once.
     fn create_options(&mut self, create: &mut CreateGroup) -> Result<(), CacheError> {
         let mut seen: Vec<String> = Vec::new();
         while let Some(option) = self.peek_word(0).filter(|w| CREATE_OPTIONS.contains(w)).map(str::to_owned) {
@@ -572,6 +584,18 @@ impl Parser<'_> {
             match option.as_str() {
                 "aging" => create.aging = self.aging()?,
                 "keep" => create.keep = true,
+                "autorefresh" => {
+                    if create.kind != GroupKind::ReadOnly {
+                        return Err(syntax("AUTOREFRESH applies to READONLY cache groups (AWT and SWT groups change through pgtier)"));
+                    }
+                    create.autorefresh = if self.eat_word("on") {
+                        true
+                    } else if self.eat_word("off") {
+                        false
+                    } else {
+                        return Err(self.expected("ON or OFF after AUTOREFRESH"));
+                    };
+                }
                 _ => {
                     let Some(Kind::Str(text)) = self.peek() else { return Err(self.expected("a quoted size such as '64MB'")) };
                     let size = unquote(text).ok_or_else(|| self.expected("a quoted size such as '64MB'"))?;
@@ -582,7 +606,7 @@ impl Parser<'_> {
             seen.push(option);
         }
         if self.tokens.get(self.at).is_some() && self.peek() != Some(&Kind::Punct(';')) {
-            return Err(self.expected("AGING, KEEP, MEMORY or the end of the statement"));
+            return Err(self.expected("AGING, KEEP, MEMORY, AUTOREFRESH or the end of the statement"));
         }
         Ok(())
     }

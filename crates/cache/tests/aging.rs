@@ -123,6 +123,7 @@ fn time_aging_drops_old_instances() {
         aging: Aging::Time { column: "note".into(), lifetime: Duration::from_secs(10 * 3600) },
         keep: false,
         memory_budget: None,
+        autorefresh: false,
     };
     assert_eq!(cache.create_group(&def).unwrap_err().sqlstate(), "42804");
     def.aging = Aging::Time { column: "nope".into(), lifetime: Duration::from_secs(10 * 3600) };

@@ -18,6 +18,11 @@ use postgres::Client;
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// The TATP group, READONLY with autorefresh (the statement's default).
+fn ar_group(name: &str, dynamic: bool) -> pgtier_cache::CreateGroup {
+    pgtier_cache::CreateGroup { autorefresh: true, ..tatp_group(name, GroupKind::ReadOnly, dynamic) }
+}
+
 fn status(cache: &Cache, group: &str) -> std::sync::Arc<AutorefreshStatus> {
     cache.autorefresh_status().into_iter().find(|s| s.group == group).unwrap_or_else(|| panic!("no autorefresh for {group}"))
 }
@@ -62,7 +67,7 @@ fn changes_made_in_postgres_reach_the_cache() {
     let url = fresh_tatp("ar_basic");
     let dir = tempfile::tempdir().unwrap();
     let cache = open_cache(dir.path(), &url);
-    cache.create_group(&tatp_group("tatp", GroupKind::ReadOnly, false)).unwrap();
+    cache.create_group(&ar_group("tatp", false)).unwrap();
     let loaded = cache.load("tatp", &LoadOptions::default()).unwrap();
     assert_eq!(loaded.instances, u64::from(common::SUBSCRIBERS));
     let mut client = connect(&url).unwrap();
@@ -107,7 +112,7 @@ fn a_dynamic_group_follows_only_the_instances_it_holds() {
     let url = fresh_tatp("ar_dynamic");
     let dir = tempfile::tempdir().unwrap();
     let cache = open_cache(dir.path(), &url);
-    cache.create_group(&tatp_group("dyn", GroupKind::ReadOnly, true)).unwrap();
+    cache.create_group(&ar_group("dyn", true)).unwrap();
     wait_until("the dynamic group to stream", || *status(&cache, "dyn").state.lock() == "streaming");
     for s in 1..=10 {
         assert!(cache.ensure_instance("dyn", &[Value::Int4(s)]).unwrap());
@@ -133,7 +138,7 @@ fn a_table_changed_in_postgres_stops_its_group_and_frees_the_slot() {
     let url = fresh_tatp("ar_schema");
     let dir = tempfile::tempdir().unwrap();
     let cache = open_cache(dir.path(), &url);
-    cache.create_group(&tatp_group("tatp", GroupKind::ReadOnly, false)).unwrap();
+    cache.create_group(&ar_group("tatp", false)).unwrap();
     cache.load("tatp", &LoadOptions { predicate: Some("s_id <= 100".into()), ..LoadOptions::default() }).unwrap();
     let mut client = connect(&url).unwrap();
     client.batch_execute("ALTER TABLE access_info ADD COLUMN extra int; UPDATE access_info SET extra = 1 WHERE s_id = 1").unwrap();
@@ -154,7 +159,7 @@ fn reopening_continues_from_the_slot_and_own_changes_never_come_back() {
     let mut client = connect(&url).unwrap();
     {
         let cache = open_cache(dir.path(), &url);
-        cache.create_group(&tatp_group("tatp", GroupKind::ReadOnly, false)).unwrap();
+        cache.create_group(&ar_group("tatp", false)).unwrap();
         cache.load("tatp", &LoadOptions { predicate: Some("s_id <= 2000".into()), ..LoadOptions::default() }).unwrap();
     }
     client.batch_execute("UPDATE subscriber SET msc_location = 5 WHERE s_id <= 100; DELETE FROM call_forwarding WHERE s_id <= 100").unwrap();
@@ -185,7 +190,7 @@ fn write_through_of_an_awt_group_never_comes_back_as_a_refresh() {
     client.batch_execute("CREATE TABLE account (id int PRIMARY KEY, balance bigint NOT NULL); INSERT INTO account SELECT g, 0 FROM generate_series(1, 100) g").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cache = open_cache(dir.path(), &url);
-    cache.create_group(&tatp_group("ro", GroupKind::ReadOnly, false)).unwrap();
+    cache.create_group(&ar_group("ro", false)).unwrap();
     cache.load("ro", &LoadOptions { predicate: Some("s_id <= 500".into()), ..LoadOptions::default() }).unwrap();
     let awt = pgtier_cache::CreateGroup { children: Vec::new(), root: "account".into(), ..tatp_group("acc", GroupKind::Awt, false) };
     cache.create_group(&awt).unwrap();
@@ -220,7 +225,7 @@ fn an_invalidated_slot_makes_the_group_load_again_once() {
     let dir = tempfile::tempdir().unwrap();
     {
         let cache = open_cache(dir.path(), &url);
-        cache.create_group(&tatp_group("tatp", GroupKind::ReadOnly, false)).unwrap();
+        cache.create_group(&ar_group("tatp", false)).unwrap();
         cache.load("tatp", &LoadOptions { predicate: Some("s_id <= 1000".into()), ..LoadOptions::default() }).unwrap();
     }
     let mut client = connect(&url).unwrap();
@@ -258,7 +263,7 @@ fn an_idle_group_does_not_pin_wal_while_other_databases_write() {
     let other_url = cluster.create_database("ar_other").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cache = open_cache(dir.path(), &url);
-    cache.create_group(&tatp_group("tatp", GroupKind::ReadOnly, false)).unwrap();
+    cache.create_group(&ar_group("tatp", false)).unwrap();
     cache.load("tatp", &LoadOptions { predicate: Some("s_id <= 100".into()), ..LoadOptions::default() }).unwrap();
     let mut other = connect(&other_url).unwrap();
     other.batch_execute("CREATE TABLE busy (id int, pad text)").unwrap();

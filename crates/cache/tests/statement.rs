@@ -73,6 +73,20 @@ fn create_defaults_follow_dynamic() {
 }
 
 #[test]
+fn autorefresh_is_on_for_readonly_groups_unless_turned_off() {
+    assert!(create("CREATE READONLY CACHE GROUP g FROM t").autorefresh);
+    assert!(!create("CREATE AWT CACHE GROUP g FROM t").autorefresh);
+    let off = create("CREATE READONLY CACHE GROUP g FROM t WHERE a > 1 AUTOREFRESH OFF KEEP");
+    assert!(!off.autorefresh && off.keep);
+    assert_eq!(off.root_predicate.as_deref(), Some("a > 1"));
+    assert!(create("CREATE DYNAMIC READONLY CACHE GROUP g FROM t AUTOREFRESH ON").autorefresh);
+    for bad in ["CREATE AWT CACHE GROUP g FROM t AUTOREFRESH OFF", "CREATE READONLY CACHE GROUP g FROM t AUTOREFRESH maybe", "CREATE READONLY CACHE GROUP g FROM t AUTOREFRESH OFF AUTOREFRESH ON"] {
+        let error = pgtier_cache::parse_cache_statement(bad).unwrap().unwrap_err();
+        assert_eq!(error.sqlstate(), "42601", "{bad}: {error}");
+    }
+}
+
+#[test]
 fn predicates_end_only_at_top_level_boundaries() {
     let cases = [
         // A comma inside parentheses, a function call, strings of every kind.

@@ -40,6 +40,7 @@ pub fn tatp_group(name: &str, dynamic: bool, aging: Aging) -> CreateGroup {
         aging,
         keep: false,
         memory_budget: None,
+        autorefresh: false,
     }
 }
 

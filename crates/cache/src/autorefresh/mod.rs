@@ -192,6 +192,14 @@ pub(crate) fn initial_load(cache: &Cache, entry: &GroupEntry, backend: &ConnectP
         let mut connection = ReplicationConnection::connect(backend)?;
         let created = slot::create_slot(&mut client, &mut connection, &name, true)?;
         let snapshot = created.snapshot.clone().ok_or_else(|| no_snapshot(&name))?;
+        // Instances cached before (AUTOREFRESH turned on for a loaded
+        // group, a LOAD that failed half-way) are read again from the same
+        // snapshot, so the stream's start holds for every cached row.
+        let layout = InstanceLayout::resolve(&db.catalog(), &entry.group)?;
+        let cached = layout.root_keys(db)?;
+        if !cached.is_empty() {
+            cache.reload(entry, &layout, entry.def.root_predicate.clone(), Some(&cached), &cached, &LoadOptions::default(), Some(&snapshot))?;
+        }
         let report = cache.load_in_snapshot(entry, options, Some(&snapshot))?;
         drop(connection);
         progress::store(db, &Progress { group: entry.def.name.clone(), slot: name.clone(), lsn: created.consistent_point.0, state: State::Streaming })?;

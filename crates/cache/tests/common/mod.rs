@@ -149,6 +149,8 @@ pub fn tatp_group(name: &str, kind: GroupKind, dynamic: bool) -> CreateGroup {
         aging: if dynamic { Aging::Lru } else { Aging::Off },
         keep: false,
         memory_budget: None,
+        // Tests of other things load and refresh by hand; autorefresh has its own tests.
+        autorefresh: false,
     }
 }
 
