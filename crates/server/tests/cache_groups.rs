@@ -420,3 +420,54 @@ fn swt_commits_through_postgres_and_returns_its_errors() {
     let row = tier.query_one("SELECT commits, refused, in_doubt_resolved FROM pgtier_cache_swt", &[]).unwrap();
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, i64>(2)), (3, 2, 0));
 }
+
+/// The rows of `doc` where `predicate`, as text, ordered by id.
+fn docs(c: &mut postgres::Client, predicate: &str) -> Vec<Vec<Option<String>>> {
+    text_rows(c, &format!("SELECT id, region, body, length(body), n FROM doc WHERE {predicate} ORDER BY id"))
+}
+
+/// A READONLY group with a WHERE follows PostgreSQL through the server:
+/// rows entering and leaving the WHERE, inserts outside it, TOASTed values
+/// PostgreSQL does not resend (unchanged), one of them on a row entering.
+#[test]
+fn a_readonly_group_with_a_where_follows_postgres() {
+    let (srv, mut pg, _) = setup("autorefresh", 10);
+    pg.batch_execute(
+        "CREATE TABLE doc (id int PRIMARY KEY, region int NOT NULL, body text, n int);
+         INSERT INTO doc SELECT g, g % 4, CASE WHEN g % 10 = 0 THEN (SELECT string_agg(md5(g::text || x::text), '') FROM generate_series(1, 700) x) ELSE 'short ' || g END, 0
+           FROM generate_series(1, 200) g;",
+    )
+    .unwrap();
+    let mut tier = srv.client();
+    tier.batch_execute("CREATE READONLY CACHE GROUP docs FROM doc WHERE region = 1").unwrap();
+    tier.batch_execute("LOAD CACHE GROUP docs").unwrap();
+    assert_eq!(docs(&mut tier, "true"), docs(&mut pg, "region = 1"));
+    for change in [
+        "UPDATE doc SET n = n + 1 WHERE id % 10 = 0 OR id = 1",
+        "UPDATE doc SET region = 1 WHERE id IN (2, 3)",
+        "UPDATE doc SET region = 2 WHERE id = 5",
+        "INSERT INTO doc VALUES (1001, 1, 'new', 0), (1002, 3, 'other', 0)",
+        "DELETE FROM doc WHERE id IN (9, 4)",
+        "UPDATE doc SET region = 1 WHERE id = 20",
+        "UPDATE doc SET body = body || 'x' WHERE id = 30",
+    ] {
+        pg.batch_execute(change).unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    // Each change above is one PostgreSQL transaction, applied as one.
+    while docs(&mut tier, "true") != docs(&mut pg, "region = 1") || count(&mut tier, "SELECT applied_txns FROM pgtier_cache_autorefresh") < 7 {
+        assert!(std::time::Instant::now() < deadline, "the cache did not catch up: {:?}", text_rows(&mut tier, "SELECT * FROM pgtier_cache_autorefresh"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The row that entered with an unchanged TOASTed body has it whole.
+    assert_eq!(docs(&mut tier, "id = 20"), docs(&mut pg, "id = 20"));
+    assert_eq!(docs(&mut tier, "id = 20")[0][3].as_deref(), Some("22400"));
+    let view = text_rows(&mut tier, "SELECT \"group\", slot, state, connected, applied_txns >= 7, skipped_changes >= 1, resnapshots, last_error FROM pgtier_cache_autorefresh");
+    let expected: Vec<Option<String>> = ["docs", "pgtier_pgtier_docs", "streaming", "t", "t", "t", "0"].iter().map(|s| Some((*s).to_owned())).chain([None]).collect();
+    assert_eq!(view, vec![expected]);
+    // Applications write READONLY tables in PostgreSQL, not here.
+    let e = tier.batch_execute("UPDATE doc SET n = 0").unwrap_err();
+    assert_eq!(code(&e), "25006", "{e}");
+    tier.batch_execute("DROP CACHE GROUP docs").unwrap();
+    assert_eq!(count(&mut pg, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pgtier_pgtier_docs'"), 0);
+}
