@@ -71,7 +71,7 @@ fn changes_made_in_postgres_reach_the_cache() {
     let loaded = cache.load("tatp", &LoadOptions::default()).unwrap();
     assert_eq!(loaded.instances, u64::from(common::SUBSCRIBERS));
     let mut client = connect(&url).unwrap();
-    assert!(slots(&mut client).contains(&"pgtier_pgtier_tatp".to_owned()), "{:?}", slots(&mut client));
+    assert!(slots(&mut client).contains(&"pgtier_pgtier_ar_basic_tatp".to_owned()), "{:?}", slots(&mut client));
     for change in CHANGES {
         client.batch_execute(change).unwrap();
     }
@@ -97,12 +97,12 @@ fn changes_made_in_postgres_reach_the_cache() {
     client.batch_execute("UPDATE subscriber SET msc_location = 77 WHERE s_id = 3").unwrap();
     cache.load("tatp", &LoadOptions::default()).unwrap();
     assert!(cache.wait_autorefreshed("tatp", WAIT).unwrap());
-    assert_eq!(slots(&mut client).iter().filter(|s| s.contains("tatp")).count(), 1);
+    assert_eq!(slots(&mut client).iter().filter(|s| s.contains("ar_basic_tatp")).count(), 1);
     assert_tables_equal(cache.database(), &mut client, "true");
 
     // DROP CACHE GROUP drops the slot and the publication.
     cache.drop_group("tatp", false).unwrap();
-    assert!(!slots(&mut client).iter().any(|s| s.contains("tatp")), "{:?}", slots(&mut client));
+    assert!(!slots(&mut client).iter().any(|s| s.contains("ar_basic_tatp")), "{:?}", slots(&mut client));
     let publications: i64 = client.query_one("SELECT count(*) FROM pg_publication WHERE pubname LIKE 'pgtier_%'", &[]).unwrap().get(0);
     assert_eq!(publications, 0);
 }
@@ -146,7 +146,7 @@ fn a_table_changed_in_postgres_stops_its_group_and_frees_the_slot() {
     wait_until("the group to stop", || *s.state.lock() == "stopped");
     let error = s.last_error.lock().clone().unwrap();
     assert!(error.contains("access_info") && error.contains("55000"), "{error}");
-    wait_until("the slot to be dropped", || !slots(&mut client).iter().any(|n| n.contains("tatp")));
+    wait_until("the slot to be dropped", || !slots(&mut client).iter().any(|n| n.contains("ar_schema_tatp")));
 }
 
 /// Changes made while pgtier is down arrive after it opens again, from
@@ -178,7 +178,7 @@ fn reopening_continues_from_the_slot_and_own_changes_never_come_back() {
     client.batch_execute("UPDATE subscriber SET msc_location = 1 * 7 WHERE s_id = 1").unwrap();
     assert!(cache.wait_autorefreshed("tatp", WAIT).unwrap());
     assert_tables_equal(cache.database(), &mut client, "s_id <= 2000");
-    assert_eq!(slots(&mut client).iter().filter(|n| n.contains("tatp")).count(), 1);
+    assert_eq!(slots(&mut client).iter().filter(|n| n.contains("ar_reopen_tatp")).count(), 1);
 }
 
 /// An AWT group and a READONLY group on one backend: the AWT group's writes
@@ -233,7 +233,7 @@ fn an_invalidated_slot_makes_the_group_load_again_once() {
     client.batch_execute("CREATE TABLE filler (id int, pad text)").unwrap();
     let deadline = Instant::now() + WAIT;
     loop {
-        let status: Option<String> = client.query_one("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'pgtier_pgtier_tatp'", &[]).unwrap().get(0);
+        let status: Option<String> = client.query_one("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'pgtier_pgtier_ar_lost_tatp'", &[]).unwrap().get(0);
         if status.as_deref() == Some("lost") {
             break;
         }
@@ -276,10 +276,10 @@ fn an_idle_group_does_not_pin_wal_while_other_databases_write() {
         // Checkpoints log the running transactions, which lets the slot's restart position move.
         other.batch_execute("CHECKPOINT").unwrap();
         std::thread::sleep(Duration::from_millis(200));
-        let retained: i64 = client.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = 'pgtier_pgtier_tatp'", &[]).unwrap().get(0);
+        let retained: i64 = client.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = 'pgtier_pgtier_ar_idle_tatp'", &[]).unwrap().get(0);
         worst = worst.max(retained);
     }
-    let retained: i64 = client.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = 'pgtier_pgtier_tatp'", &[]).unwrap().get(0);
+    let retained: i64 = client.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = 'pgtier_pgtier_ar_idle_tatp'", &[]).unwrap().get(0);
     println!("idle slot for {seconds} s while {} MB were written elsewhere: retained WAL now {} kB, at most {} kB", written >> 20, retained >> 10, worst >> 10);
     // Retained WAL stays bounded by a few checkpoints' worth, not by what was written.
     assert!(retained < 8 << 20, "an idle slot pins {retained} bytes");

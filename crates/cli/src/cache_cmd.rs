@@ -172,6 +172,10 @@ struct CreateArgs {
     /// The group's own memory budget, PostgreSQL units (`64MB`).
     #[arg(long, value_name = "SIZE")]
     memory: Option<String>,
+    /// A READONLY group that changes only by LOAD and REFRESH (no logical
+    /// replication from PostgreSQL, so no `wal_level = logical` needed).
+    #[arg(long)]
+    no_autorefresh: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -276,6 +280,9 @@ fn create_sql(c: &CreateArgs) -> String {
     }
     if let Some(memory) = &c.memory {
         sql.push_str(&format!(" MEMORY '{}'", memory.replace('\'', "''")));
+    }
+    if c.no_autorefresh {
+        sql.push_str(" AUTOREFRESH OFF");
     }
     sql
 }

@@ -54,6 +54,9 @@ const POLL: Duration = Duration::from_millis(100);
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 /// A status update at least this often (PostgreSQL's wal_sender_timeout is 60 s).
 const STATUS_INTERVAL: Duration = Duration::from_secs(5);
+/// Acknowledgements of progress at most this often (a keepalive asking
+/// for one is answered at once).
+const STATUS_MIN_GAP: Duration = Duration::from_millis(50);
 /// Tries of one transaction that meets a row held by an application (55P03).
 const APPLY_TRIES: u32 = 200;
 /// Changes buffered for one PostgreSQL transaction before it is refused (a
@@ -166,7 +169,7 @@ struct Ctx {
 /// Starts the worker of `entry` (its slot and progress row exist, or it
 /// creates them: a DYNAMIC group at CREATE).
 pub(crate) fn spawn(cache: &Cache, entry: Arc<GroupEntry>, backend: ConnectParams, node: &str, config: AutorefreshConfig) -> Result<Worker, CacheError> {
-    let slot = slot::object_name(node, &entry.def.name);
+    let slot = slot::slot_name(node, &slot::database_of(&backend), &entry.def.name);
     let status = Arc::new(AutorefreshStatus { group: entry.def.name.clone(), slot, ..AutorefreshStatus::default() });
     status.set_state("starting");
     let stop = Arc::new(AtomicBool::new(false));
@@ -183,10 +186,10 @@ pub(crate) fn spawn(cache: &Cache, entry: Arc<GroupEntry>, backend: ConnectParam
 /// ends). The caller starts the worker afterwards.
 pub(crate) fn initial_load(cache: &Cache, entry: &GroupEntry, backend: &ConnectParams, node: &str, options: &LoadOptions) -> Result<LoadReport, CacheError> {
     let db = cache.database();
-    let name = slot::object_name(node, &entry.def.name);
+    let name = slot::slot_name(node, &slot::database_of(backend), &entry.def.name);
     let mut client = connect_backend(backend)?;
     slot::check_wal_level(&mut client)?;
-    slot::ensure_publication(&mut client, &name, &entry.group)?;
+    slot::ensure_publication(&mut client, &slot::object_name(node, &entry.def.name), &entry.group)?;
     progress::store(db, &Progress { group: entry.def.name.clone(), slot: name.clone(), lsn: 0, state: State::Loading })?;
     let attempt = (|| {
         let mut connection = ReplicationConnection::connect(backend)?;
@@ -310,9 +313,10 @@ fn sleep_unless_stopped(ctx: &Ctx, pause: Duration) {
 fn session(ctx: &Ctx, forced: Option<&'static str>) -> Result<Exit, CacheError> {
     let group = &ctx.entry.def.name;
     let name = ctx.status.slot.clone();
+    let publication = slot::object_name(&ctx.node, group);
     let mut client = connect_backend(&ctx.backend)?;
     slot::check_wal_level(&mut client)?;
-    slot::ensure_publication(&mut client, &name, &ctx.entry.group)?;
+    slot::ensure_publication(&mut client, &publication, &ctx.entry.group)?;
     let mut predicate = match &ctx.entry.def.root_predicate {
         None => None,
         Some(text) => {
@@ -357,7 +361,7 @@ fn session(ctx: &Ctx, forced: Option<&'static str>) -> Result<Exit, CacheError> 
         wait_inactive(&mut client, &name)?;
     }
     let connection = ReplicationConnection::connect(&ctx.backend)?;
-    let mut stream = connection.start_logical_with(&name, PgLsn(row.lsn), std::slice::from_ref(&name), true)?;
+    let mut stream = connection.start_logical_with(&name, PgLsn(row.lsn), std::slice::from_ref(&publication), true)?;
     ctx.status.connected.store(true, Ordering::Relaxed);
     ctx.status.set_state("streaming");
     ctx.status.applied_lsn.fetch_max(row.lsn, Ordering::Relaxed);
@@ -504,7 +508,9 @@ impl Streamer<'_> {
                 Some(ReplicationEvent::Type { .. } | ReplicationEvent::Message { .. }) => {}
             }
             self.ack_durable();
-            if reply || self.last_status.elapsed() >= STATUS_INTERVAL || self.flushed > status.confirmed_lsn.load(Ordering::Relaxed) {
+            let since = self.last_status.elapsed();
+            let advanced = self.flushed > status.confirmed_lsn.load(Ordering::Relaxed);
+            if reply || since >= STATUS_INTERVAL || (advanced && since >= STATUS_MIN_GAP) {
                 let at = PgLsn(self.flushed);
                 stream.send_status(at, at, at)?;
                 status.confirmed_lsn.store(self.flushed, Ordering::Relaxed);

@@ -1,10 +1,13 @@
 //! The PostgreSQL side of autorefresh: the group's publication and
 //! replication slot, found, created, watched and dropped by name.
 //!
-//! Names are `pgtier_<node>_<group>` (lowercased, anything but `[a-z0-9_]`
-//! turned into `_`, and a hash of the original when that changed it or it
-//! was too long): a slot is this node's and this group's by its name alone,
-//! so one left behind by a crashed pgtier is found again, never duplicated.
+//! Names are `pgtier_<node>_<group>` for the publication (one database's
+//! object) and `pgtier_<node>_<database>_<group>` for the slot (slots are
+//! the whole server's: two databases may hold groups of one name),
+//! lowercased, anything but `[a-z0-9_]` turned into `_`, and a hash of the
+//! original when that changed it or it was too long. A slot is this node's
+//! and this group's by its name alone, so one left behind by a crashed
+//! pgtier is found again, never duplicated.
 
 use postgres::Client;
 
@@ -14,7 +17,18 @@ use pgtier_backend::replication::{CreatedSlot, PgLsn, ReplicationConnection};
 use crate::error::CacheError;
 use crate::group::CacheGroup;
 
-/// Slot and publication names of `group` on node `node`.
+/// The replication slot of `group` of node `node` in `database`.
+pub(crate) fn slot_name(node: &str, database: &str, group: &str) -> String {
+    object_name(node, &format!("{database}_{group}"))
+}
+
+/// The database a connection to `backend` opens (PostgreSQL's default: the user's name).
+pub(crate) fn database_of(backend: &pgtier_backend::ConnectParams) -> String {
+    backend.config.get_dbname().or(backend.config.get_user()).unwrap_or("postgres").to_owned()
+}
+
+/// The publication of `group` on node `node`; with `""`, the prefix of
+/// every name of the node (replication origins included).
 pub(crate) fn object_name(node: &str, group: &str) -> String {
     let raw = format!("pgtier_{node}_{group}");
     let mut name: String = raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c.to_ascii_lowercase() } else { '_' }).collect();
@@ -138,7 +152,7 @@ pub(crate) fn pg_error(what: &str, error: &postgres::Error) -> CacheError {
 
 #[cfg(test)]
 mod tests {
-    use super::object_name;
+    use super::{object_name, slot_name};
 
     #[test]
     fn names_are_valid_slot_names_and_distinct() {
@@ -147,6 +161,8 @@ mod tests {
         assert!(odd.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'), "{odd}");
         assert_ne!(odd, object_name("n1", "ref_data"));
         assert_ne!(object_name("n1", "A"), object_name("n1", "a"));
+        assert_ne!(slot_name("n1", "db1", "g"), slot_name("n1", "db2", "g"));
+        assert_eq!(slot_name("n1", "db1", "g"), "pgtier_n1_db1_g");
         let long = object_name("node", &"g".repeat(100));
         assert!(long.len() <= 63, "{long}");
     }
