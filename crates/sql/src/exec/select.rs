@@ -156,6 +156,7 @@ impl Exec<'_> {
         let input = if plan.windows.is_empty() { input } else { self.apply_windows(&plan.windows, &env, input)? };
         let mut rows = Vec::with_capacity(input.len());
         for r in &input {
+            self.interrupt.tick()?;
             let mut o = Vec::with_capacity(plan.projection.len());
             for e in &plan.projection {
                 o.push(e.eval(&env, self, r)?);
@@ -167,7 +168,15 @@ impl Exec<'_> {
             rows.retain(|r| seen.insert(GroupKey(r[..plan.visible].to_vec())));
         }
         if !plan.order_by.is_empty() {
+            // A sort cannot stop half-way: once interrupted, every comparison
+            // answers Equal, which ends it in a few linear passes.
+            let interrupt = &mut self.interrupt;
+            let mut stopped = Ok(());
             rows.sort_by(|a, b| {
+                if stopped.is_err() {
+                    return Ordering::Equal;
+                }
+                stopped = interrupt.tick();
                 for k in &plan.order_by {
                     let o = sort_key_cmp(&a[k.column], &b[k.column], k.desc, k.nulls_first);
                     if o != Ordering::Equal {
@@ -176,6 +185,7 @@ impl Exec<'_> {
                 }
                 Ordering::Equal
             });
+            stopped?;
         }
         if !plan.distinct_on.is_empty() {
             let mut seen = std::collections::HashSet::new();

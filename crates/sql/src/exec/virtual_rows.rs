@@ -44,7 +44,13 @@ impl Exec<'_> {
                             return Err(SqlError::new("54000", "generate_series: too many rows"));
                         }
                         let int8 = matches!(vals[0], Value::Int8(_)) || matches!(vals[1], Value::Int8(_));
-                        (0..n).map(|k| lo + k * step).map(|v| if int8 { Value::Int8(v) } else { Value::Int4(i32::try_from(v).unwrap_or(0)) }).collect()
+                        let mut items = Vec::new();
+                        for k in 0..n {
+                            self.interrupt.tick()?;
+                            let v = lo + k * step;
+                            items.push(if int8 { Value::Int8(v) } else { Value::Int4(i32::try_from(v).unwrap_or(0)) });
+                        }
+                        items
                     }
                     TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
                     TableFunc::PartitionAncestors => Vec::new(),
