@@ -179,7 +179,7 @@ pub(crate) fn format_ms(ms: u32) -> String {
         return "0".to_owned();
     }
     for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)] {
-        if ms % size == 0 {
+        if ms.is_multiple_of(size) {
             return format!("{}{unit}", ms / size);
         }
     }
