@@ -244,3 +244,24 @@ fn idle_in_transaction_timeout_matches_postgresql() {
         assert_eq!(idle_driver_script(srv.client(), srv.client()), expected, "event_loops = {loops}");
     }
 }
+
+#[test]
+fn statement_mem_fails_one_statement_and_harms_no_session() {
+    for loops in [0, 1] {
+        let srv = server(loops, "[settings]\n\"pgtier.statement_mem\" = \"1MB\"");
+        let mut c = srv.client();
+        let mut other = srv.client();
+        c.batch_execute("SET pgtier.statement_mem = 0; CREATE TABLE big (id int PRIMARY KEY, v text); INSERT INTO big SELECT g, 'row' FROM generate_series(1, 50000) g; SET pgtier.statement_mem TO DEFAULT").unwrap();
+        assert_eq!(c.query_one("SHOW pgtier.statement_mem", &[]).unwrap().get::<_, String>(0), "1MB");
+        for (sql, what) in [("SELECT id, v FROM big ORDER BY id DESC", "sort"), ("SELECT id, count(*) FROM big GROUP BY id", "hash aggregate"), ("SELECT * FROM big", "result")] {
+            let e = c.query(sql, &[]).expect_err(sql);
+            let db = e.as_db_error().expect("an ErrorResponse");
+            assert_eq!((db.code().code(), db.message()), ("53200", "out of memory"), "event_loops = {loops}: {sql}");
+            assert_eq!(db.detail(), Some(format!("The {what} of this statement needed more than pgtier.statement_mem (1MB).").as_str()));
+        }
+        // Both sessions go on; one that raises its bound runs the statement.
+        assert_eq!(c.query_one("SELECT count(*) FROM big", &[]).unwrap().get::<_, i64>(0), 50_000);
+        other.batch_execute("SET pgtier.statement_mem = '64MB'").unwrap();
+        assert_eq!(other.query("SELECT id, v FROM big ORDER BY id DESC", &[]).unwrap().len(), 50_000);
+    }
+}

@@ -430,6 +430,7 @@ impl Connection {
         // settings lookup); otherwise one clock read per statement.
         let deadline = self.settings.statement_timeout().map(|t| Instant::now() + t);
         txn.set_statement_deadline(deadline);
+        let mem_limit = self.settings.statement_mem_bytes();
         let mut ex = Exec {
             txn,
             now_micros: self.txn_start_micros,
@@ -442,7 +443,7 @@ impl Connection {
             sub_cache: HashMap::new(),
             settings: &mut self.settings,
             notices: &mut self.notices,
-            interrupt: Interrupt::new(self.cancel.as_deref(), deadline),
+            interrupt: Interrupt::new(self.cancel.as_deref(), deadline, mem_limit),
             cache: self.cache.as_deref(),
             sequences: &mut self.sequences,
         };
@@ -508,6 +509,8 @@ impl Connection {
         let key = match name {
             "transaction isolation level" => "transaction_isolation".to_owned(),
             "time zone" => "timezone".to_owned(),
+            // sqlparser splits `SHOW pgtier.statement_mem` into words.
+            other if other.contains(' ') && !self.settings.contains_key(other) => other.replace(' ', "."),
             other => other.to_owned(),
         };
         let Some(v) = self.settings.get(&key) else {

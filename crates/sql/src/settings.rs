@@ -38,6 +38,9 @@ pub(crate) fn default_settings() -> HashMap<String, String> {
         // them from the startup packet (`Connection::set_identity`).
         ("session_authorization", "postgres"),
         ("pgtier.database", "postgres"),
+        // What one statement may hold in sorts, hash aggregates and
+        // buffered results (exec::Interrupt::charge); 0: no bound.
+        ("pgtier.statement_mem", "1GB"),
     ];
     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
@@ -89,6 +92,7 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
             _ => return Err(invalid()),
         },
         "statement_timeout" | "lock_timeout" | "idle_in_transaction_session_timeout" => format_ms(parse_ms(key, value)?),
+        "pgtier.statement_mem" => format_kb(parse_kb(key, value)?),
         "transaction_isolation" | "default_transaction_isolation" => {
             if value.to_lowercase() != "read committed" {
                 return Err(SqlError::unsupported(format!("isolation level {value}")));
@@ -173,6 +177,48 @@ pub(crate) fn parse_ms(key: &str, value: &str) -> Result<u32> {
     Ok(ms as u32)
 }
 
+/// A memory setting's value in kB, read as PostgreSQL reads work_mem: an
+/// integer, an optional unit (`B`, `kB`, `MB`, `GB`, `TB`; none: kB),
+/// 0 .. 2147483647 kB.
+pub(crate) fn parse_kb(key: &str, value: &str) -> Result<u32> {
+    let invalid = || SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\""));
+    let v = value.trim();
+    let split = v.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(v.len());
+    let (number, unit) = (&v[..split], v[split..].trim());
+    let n: f64 = number.parse().map_err(|_| invalid())?;
+    let scale = match unit {
+        "" | "kB" => 1.0,
+        "B" => 1.0 / 1024.0,
+        "MB" => 1024.0,
+        "GB" => 1024.0 * 1024.0,
+        "TB" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(invalid().with_hint("Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".")),
+    };
+    let kb = (n * scale).round_ties_even();
+    if !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&kb) {
+        return Err(invalid().with_hint("Value exceeds integer range."));
+    }
+    if kb < 0.0 {
+        return Err(SqlError::new("22023", format!("{kb} kB is outside the valid range for parameter \"{key}\" (0 .. 2147483647)")));
+    }
+    // In range and rounded: the cast is exact.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Ok(kb as u32)
+}
+
+/// `kb` as SHOW prints it: in the largest unit that divides it exactly.
+pub(crate) fn format_kb(kb: u32) -> String {
+    if kb == 0 {
+        return "0".to_owned();
+    }
+    for (unit, size) in [("TB", 1 << 30), ("GB", 1 << 20), ("MB", 1 << 10)] {
+        if kb.is_multiple_of(size) {
+            return format!("{}{unit}", kb / size);
+        }
+    }
+    format!("{kb}kB")
+}
+
 /// `ms` as SHOW prints it: in the largest unit that divides it exactly.
 pub(crate) fn format_ms(ms: u32) -> String {
     if ms == 0 {
@@ -200,12 +246,17 @@ pub struct Settings {
     statement_timeout_ms: u32,
     /// idle_in_transaction_session_timeout in ms; 0: none.
     idle_in_transaction_timeout_ms: u32,
+    /// pgtier.statement_mem in kB; 0: no bound.
+    statement_mem_kb: u32,
     /// Inside a transaction block: each setting's value before the block's
     /// first change, whether a SET LOCAL changed it, and its last
     /// session-level value; COMMIT and ROLLBACK resolve them (`end_block`).
     block_undo: Vec<BlockUndo>,
     in_block: bool,
 }
+
+/// pgtier.statement_mem's default, 1GB (as in `default_settings`).
+const STATEMENT_MEM_DEFAULT_KB: u32 = 1 << 20;
 
 #[derive(Debug, Clone)]
 struct BlockUndo {
@@ -222,6 +273,7 @@ impl Default for Settings {
             defaults: HashMap::new(),
             statement_timeout_ms: 0,
             idle_in_transaction_timeout_ms: 0,
+            statement_mem_kb: STATEMENT_MEM_DEFAULT_KB,
             block_undo: Vec::new(),
             in_block: false,
         }
@@ -269,6 +321,7 @@ impl Settings {
         match key {
             "statement_timeout" => self.statement_timeout_ms = parse_ms(key, &value).unwrap_or(0),
             "idle_in_transaction_session_timeout" => self.idle_in_transaction_timeout_ms = parse_ms(key, &value).unwrap_or(0),
+            "pgtier.statement_mem" => self.statement_mem_kb = parse_kb(key, &value).unwrap_or(STATEMENT_MEM_DEFAULT_KB),
             _ => {}
         }
         self.values.insert(key.to_owned(), value);
@@ -315,6 +368,15 @@ impl Settings {
         (self.statement_timeout_ms != 0).then(|| std::time::Duration::from_millis(u64::from(self.statement_timeout_ms)))
     }
 
+    /// pgtier.statement_mem in bytes; usize::MAX when 0 (no bound).
+    #[inline]
+    pub(crate) fn statement_mem_bytes(&self) -> usize {
+        match self.statement_mem_kb {
+            0 => usize::MAX,
+            kb => (kb as usize).saturating_mul(1024),
+        }
+    }
+
     /// idle_in_transaction_session_timeout; None when 0 (off).
     pub(crate) fn idle_in_transaction_timeout(&self) -> Option<std::time::Duration> {
         (self.idle_in_transaction_timeout_ms != 0).then(|| std::time::Duration::from_millis(u64::from(self.idle_in_transaction_timeout_ms)))
@@ -336,6 +398,18 @@ mod tests {
             assert_eq!(e.sqlstate, "22023", "{bad}");
         }
         assert_eq!(parse_ms("statement_timeout", "-1").unwrap_err().message, "-1 ms is outside the valid range for parameter \"statement_timeout\" (0 .. 2147483647)");
+    }
+
+    #[test]
+    fn memory_settings_read_and_print_as_postgresql() {
+        let cases = [("1GB", "1GB"), ("1024", "1MB"), ("64kB", "64kB"), ("1536MB", "1536MB"), ("2048B", "2kB"), ("0", "0")];
+        for (input, shown) in cases {
+            assert_eq!(format_kb(parse_kb("pgtier.statement_mem", input).unwrap()), shown, "{input}");
+        }
+        for bad in ["lots", "1 GiB", "-1", "1gb"] {
+            assert_eq!(parse_kb("pgtier.statement_mem", bad).unwrap_err().sqlstate, "22023", "{bad}");
+        }
+        assert_eq!(format_kb(STATEMENT_MEM_DEFAULT_KB), default_settings()["pgtier.statement_mem"]);
     }
 
     #[test]

@@ -216,3 +216,39 @@ fn a_default_from_the_configuration_applies_and_set_default_returns_to_it() {
     assert_eq!(c.set_setting_default("statement_timeout", "soon").unwrap_err().sqlstate, "22023");
     assert_eq!(c.set_setting_default("no_such_setting", "1").unwrap_err().sqlstate, "42704");
 }
+
+/// A statement over pgtier.statement_mem fails with 53200 naming what held
+/// the memory; the session and another one go on.
+#[test]
+fn statement_mem_bounds_sorts_hash_aggregates_and_results() {
+    let (_dir, db) = open();
+    let mut c = with_rows(&db, 100_000);
+    assert_eq!(show(&mut c, "pgtier.statement_mem"), "1GB");
+    // Well within the default bound.
+    assert_eq!(count(&mut c, "SELECT count(*) FROM (SELECT id FROM t ORDER BY v DESC) s"), 100_000);
+    c.execute_sql("SET pgtier.statement_mem = '1MB'").unwrap();
+    assert_eq!(show(&mut c, "pgtier.statement_mem"), "1MB");
+    let cases = [
+        ("SELECT id, v FROM t ORDER BY v DESC", "sort"),
+        ("SELECT v, count(*) FROM t GROUP BY v", "hash aggregate"),
+        ("SELECT id, v FROM t", "result"),
+        ("SELECT a.id FROM t a, t b WHERE a.id < 100", "result"),
+        ("SELECT DISTINCT v FROM t", "DISTINCT"),
+        ("SELECT count(*) FROM generate_series(1, 10000000)", "generate_series"),
+    ];
+    for (sql, what) in cases {
+        let (e, _) = fails(&mut c, sql);
+        assert_eq!((e.sqlstate, e.message.as_str()), ("53200", "out of memory"), "{sql}");
+        assert_eq!(e.detail.as_deref(), Some(format!("The {what} of this statement needed more than pgtier.statement_mem (1MB).").as_str()), "{sql}");
+    }
+    // Small statements still run, and a correlated subquery's rows are
+    // released after each run rather than added up.
+    assert_eq!(count(&mut c, "SELECT count(*) FROM t WHERE id <= 10"), 10);
+    assert_eq!(count(&mut c, "SELECT count(*) FROM t a WHERE a.id <= 5000 AND a.v = (SELECT max(b.v) FROM t b WHERE b.id = a.id)"), 5000);
+    let mut other = Connection::new(db.clone());
+    assert_eq!(count(&mut other, "SELECT count(*) FROM (SELECT id FROM t ORDER BY v DESC) s"), 100_000);
+    c.execute_sql("SET pgtier.statement_mem = 0").unwrap();
+    assert_eq!(count(&mut c, "SELECT count(*) FROM (SELECT v FROM t GROUP BY v) s"), 100_000);
+    let e = c.execute_sql("SET pgtier.statement_mem = 'lots'").unwrap_err();
+    assert_eq!(e.sqlstate, "22023");
+}

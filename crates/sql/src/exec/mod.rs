@@ -145,16 +145,61 @@ const CANCEL_CHECK_ROWS: u32 = 1024;
 /// rows calls [`Interrupt::tick`] once a row: a counter, and every
 /// [`CANCEL_CHECK_ROWS`] rows one atomic swap and, with a deadline, one
 /// clock read.
+///
+/// It also keeps the statement's memory account (pgtier.statement_mem):
+/// what sorts, hash aggregates and buffered results hold, charged as they
+/// grow ([`Interrupt::charge`]), 53200 past the bound.
 pub struct Interrupt<'a> {
     pub cancel: Option<&'a AtomicBool>,
     pub deadline: Option<Instant>,
     /// Rows since the last look at the flag and the clock.
     pub since: u32,
+    /// Bytes charged and still held (approximate: [`value_bytes`]).
+    pub mem_used: usize,
+    /// pgtier.statement_mem in bytes (usize::MAX: no bound).
+    pub mem_limit: usize,
+}
+
+/// What a value costs the memory account: its slot and its heap part.
+#[inline]
+pub fn value_bytes(v: &Value) -> usize {
+    std::mem::size_of::<Value>()
+        + match v {
+            Value::Text(s) => s.len(),
+            Value::Bytea(b) => b.len(),
+            _ => 0,
+        }
+}
+
+/// What a row costs the memory account (its Vec and its values).
+#[inline]
+pub fn row_bytes(row: &[Value]) -> usize {
+    std::mem::size_of::<Vec<Value>>() + row.iter().map(value_bytes).sum::<usize>()
 }
 
 impl<'a> Interrupt<'a> {
-    pub fn new(cancel: Option<&'a AtomicBool>, deadline: Option<Instant>) -> Interrupt<'a> {
-        Interrupt { cancel, deadline, since: 0 }
+    pub fn new(cancel: Option<&'a AtomicBool>, deadline: Option<Instant>, mem_limit: usize) -> Interrupt<'a> {
+        Interrupt { cancel, deadline, since: 0, mem_used: 0, mem_limit }
+    }
+
+    /// Adds `bytes` that `what` (a sort, a hash aggregate, the result)
+    /// now holds; 53200 once the statement holds more than
+    /// pgtier.statement_mem. An add and a compare.
+    #[inline]
+    pub fn charge(&mut self, bytes: usize, what: &'static str) -> Result<()> {
+        self.mem_used = self.mem_used.saturating_add(bytes);
+        if self.mem_used > self.mem_limit {
+            return Err(self.out_of_memory(what));
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn out_of_memory(&self, what: &str) -> SqlError {
+        let limit = crate::settings::format_kb(u32::try_from(self.mem_limit / 1024).unwrap_or(u32::MAX));
+        SqlError::new("53200", "out of memory")
+            .with_detail(format!("The {what} of this statement needed more than pgtier.statement_mem ({limit})."))
+            .with_hint("Raise pgtier.statement_mem, or make the statement hold fewer rows.")
     }
 
     /// Counts one row of work; every [`CANCEL_CHECK_ROWS`] rows, the error

@@ -77,7 +77,11 @@ impl Exec<'_> {
                         read_row(&r, mask, out);
                     }
             }
-            Access::IndexScan { .. } | Access::FullScan => self.scan_level(level, env, row, &mut |r| read_row(r, mask, out))?,
+            // A level's candidates last one outer row: not charged.
+            Access::IndexScan { .. } | Access::FullScan => self.scan_level(level, env, row, &mut |r| {
+                read_row(r, mask, out);
+                0
+            })?,
             Access::Virtual(source) => self.virtual_rows(source, env, row, out)?,
         }
         Ok(())
@@ -85,8 +89,9 @@ impl Exec<'_> {
 
     /// Visits the rows an IndexScan or FullScan level yields at the
     /// snapshot, before its filters; `row` is the joined row so far (the
-    /// index key may read earlier levels).
-    pub(super) fn scan_level(&mut self, level: &Level, env: &Env<'_>, row: &[Value], visit: &mut dyn FnMut(&RowRef<'_>)) -> Result<()> {
+    /// index key may read earlier levels). `visit` returns the bytes it
+    /// kept for the rest of the statement (charged as result memory).
+    pub(super) fn scan_level(&mut self, level: &Level, env: &Env<'_>, row: &[Value], visit: &mut dyn FnMut(&RowRef<'_>) -> usize) -> Result<()> {
         match &level.access {
             Access::IndexScan { index, eq, lower, upper, key_types } => {
                 let mut prefix = self.pooled_row();
@@ -134,8 +139,8 @@ impl Exec<'_> {
                 let interrupt = &mut self.interrupt;
                 let mut stopped = Ok(());
                 self.txn.scan(*index, lower_b, upper_b, |r| {
-                    visit(&r);
-                    stopped = interrupt.tick();
+                    let kept = visit(&r);
+                    stopped = interrupt.charge(kept, "result").and_then(|()| interrupt.tick());
                     Ok(stopped.is_ok())
                 })?;
                 self.return_row(prefix);
@@ -145,8 +150,8 @@ impl Exec<'_> {
                 let interrupt = &mut self.interrupt;
                 let mut stopped = Ok(());
                 self.txn.scan_table(level.table.id, |r| {
-                    visit(&r);
-                    stopped = interrupt.tick();
+                    let kept = visit(&r);
+                    stopped = interrupt.charge(kept, "result").and_then(|()| interrupt.tick());
                     Ok(stopped.is_ok())
                 })?;
                 stopped?;

@@ -44,6 +44,11 @@ impl Exec<'_> {
                             return Err(SqlError::new("54000", "generate_series: too many rows"));
                         }
                         let int8 = matches!(vals[0], Value::Int8(_)) || matches!(vals[1], Value::Int8(_));
+                        // Charged before it is built (released with the
+                        // level's candidates, which last one outer row).
+                        let bytes = usize::try_from(n).unwrap_or(usize::MAX).saturating_mul(std::mem::size_of::<Value>());
+                        self.interrupt.charge(bytes, "generate_series")?;
+                        self.interrupt.mem_used -= bytes;
                         let mut items = Vec::new();
                         for k in 0..n {
                             self.interrupt.tick()?;
