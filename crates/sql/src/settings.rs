@@ -145,91 +145,89 @@ pub(crate) fn search_path(settings: &HashMap<String, String>) -> Vec<String> {
         .collect()
 }
 
-/// A time setting's value in milliseconds, read as PostgreSQL reads one
-/// (guc.c's parse_int with GUC_UNIT_MS): an integer or decimal number, an
-/// optional unit (`us`, `ms`, `s`, `min`, `h`, `d`; none: ms), rounded to
-/// the nearest ms, 0 .. 2147483647.
+/// A setting with a unit, as guc.c's parse_int reads one and SHOW prints
+/// it: its base unit (no unit written means it), and the units PostgreSQL
+/// accepts with their size in base units, largest first.
+struct Units {
+    base: &'static str,
+    units: &'static [(&'static str, f64)],
+    hint: &'static str,
+}
+
+const MS: Units = Units {
+    base: "ms",
+    units: &[("d", 86_400_000.0), ("h", 3_600_000.0), ("min", 60_000.0), ("s", 1000.0), ("ms", 1.0), ("us", 0.001)],
+    hint: "Valid units for this parameter are \"us\", \"ms\", \"s\", \"min\", \"h\", and \"d\".",
+};
+
+const KB: Units = Units {
+    base: "kB",
+    units: &[("TB", 1_073_741_824.0), ("GB", 1_048_576.0), ("MB", 1024.0), ("kB", 1.0), ("B", 1.0 / 1024.0)],
+    hint: "Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".",
+};
+
+impl Units {
+    /// A number (decimals allowed), an optional unit, rounded half to even
+    /// to the base unit (PostgreSQL's rint: '0.5ms' is 0), 0 .. 2147483647.
+    fn parse(&self, key: &str, value: &str) -> Result<u32> {
+        let invalid = || SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\""));
+        let v = value.trim();
+        let split = v.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(v.len());
+        let (number, unit) = (&v[..split], v[split..].trim());
+        let n: f64 = number.parse().map_err(|_| invalid())?;
+        let scale = match unit {
+            "" => 1.0,
+            u => match self.units.iter().find(|(name, _)| *name == u) {
+                Some((_, size)) => *size,
+                None => return Err(invalid().with_hint(self.hint)),
+            },
+        };
+        let x = (n * scale).round_ties_even();
+        if !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&x) {
+            return Err(invalid().with_hint("Value exceeds integer range."));
+        }
+        if x < 0.0 {
+            return Err(SqlError::new("22023", format!("{x} {} is outside the valid range for parameter \"{key}\" (0 .. 2147483647)", self.base)));
+        }
+        // In range and rounded: the cast is exact.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        Ok(x as u32)
+    }
+
+    /// `n` base units in the largest unit that divides it exactly.
+    fn format(&self, n: u32) -> String {
+        if n == 0 {
+            return "0".to_owned();
+        }
+        for (unit, size) in self.units {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let size = *size as u32;
+            if size >= 1 && n.is_multiple_of(size) {
+                return format!("{}{unit}", n / size);
+            }
+        }
+        format!("{n}{}", self.base)
+    }
+}
+
+/// A time setting's value in milliseconds (statement_timeout & co).
 pub(crate) fn parse_ms(key: &str, value: &str) -> Result<u32> {
-    let invalid = || SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\""));
-    let v = value.trim();
-    let split = v.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(v.len());
-    let (number, unit) = (&v[..split], v[split..].trim());
-    let n: f64 = number.parse().map_err(|_| invalid())?;
-    let scale = match unit {
-        "" | "ms" => 1.0,
-        "us" => 0.001,
-        "s" => 1000.0,
-        "min" => 60_000.0,
-        "h" => 3_600_000.0,
-        "d" => 86_400_000.0,
-        _ => return Err(invalid().with_hint("Valid units for this parameter are \"us\", \"ms\", \"s\", \"min\", \"h\", and \"d\".")),
-    };
-    // rint: halves to even, as PostgreSQL rounds ('0.5ms' is 0).
-    let ms = (n * scale).round_ties_even();
-    if !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&ms) {
-        return Err(invalid().with_hint("Value exceeds integer range."));
-    }
-    if ms < 0.0 {
-        return Err(SqlError::new("22023", format!("{ms} ms is outside the valid range for parameter \"{key}\" (0 .. 2147483647)")));
-    }
-    // In range and rounded: the cast is exact.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    Ok(ms as u32)
+    MS.parse(key, value)
 }
 
-/// A memory setting's value in kB, read as PostgreSQL reads work_mem: an
-/// integer, an optional unit (`B`, `kB`, `MB`, `GB`, `TB`; none: kB),
-/// 0 .. 2147483647 kB.
-pub(crate) fn parse_kb(key: &str, value: &str) -> Result<u32> {
-    let invalid = || SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\""));
-    let v = value.trim();
-    let split = v.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(v.len());
-    let (number, unit) = (&v[..split], v[split..].trim());
-    let n: f64 = number.parse().map_err(|_| invalid())?;
-    let scale = match unit {
-        "" | "kB" => 1.0,
-        "B" => 1.0 / 1024.0,
-        "MB" => 1024.0,
-        "GB" => 1024.0 * 1024.0,
-        "TB" => 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(invalid().with_hint("Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".")),
-    };
-    let kb = (n * scale).round_ties_even();
-    if !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&kb) {
-        return Err(invalid().with_hint("Value exceeds integer range."));
-    }
-    if kb < 0.0 {
-        return Err(SqlError::new("22023", format!("{kb} kB is outside the valid range for parameter \"{key}\" (0 .. 2147483647)")));
-    }
-    // In range and rounded: the cast is exact.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    Ok(kb as u32)
-}
-
-/// `kb` as SHOW prints it: in the largest unit that divides it exactly.
-pub(crate) fn format_kb(kb: u32) -> String {
-    if kb == 0 {
-        return "0".to_owned();
-    }
-    for (unit, size) in [("TB", 1 << 30), ("GB", 1 << 20), ("MB", 1 << 10)] {
-        if kb.is_multiple_of(size) {
-            return format!("{}{unit}", kb / size);
-        }
-    }
-    format!("{kb}kB")
-}
-
-/// `ms` as SHOW prints it: in the largest unit that divides it exactly.
+/// `ms` as SHOW prints it (`1500ms`, `1min`).
 pub(crate) fn format_ms(ms: u32) -> String {
-    if ms == 0 {
-        return "0".to_owned();
-    }
-    for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)] {
-        if ms.is_multiple_of(size) {
-            return format!("{}{unit}", ms / size);
-        }
-    }
-    format!("{ms}ms")
+    MS.format(ms)
+}
+
+/// A memory setting's value in kB, as work_mem is read.
+pub(crate) fn parse_kb(key: &str, value: &str) -> Result<u32> {
+    KB.parse(key, value)
+}
+
+/// `kb` as SHOW prints it (`64kB`, `1GB`).
+pub(crate) fn format_kb(kb: u32) -> String {
+    KB.format(kb)
 }
 
 /// A session's settings: the text of each (`SHOW`, `current_setting`,
