@@ -68,6 +68,7 @@ fn statement_timeout_stops_every_long_loop() {
     // Aggregation over groups, and a sort: both fed by a long join.
     assert_timed_out(&mut c, "SELECT a.id, count(*) FROM t a, t b, t c GROUP BY a.id");
     assert_timed_out(&mut c, "SELECT a.id FROM t a, t b, t c ORDER BY a.v + b.v DESC LIMIT 1");
+    assert_timed_out(&mut c, "SELECT row_number() OVER (ORDER BY a.v - b.v) FROM t a, t b, t c LIMIT 1");
     // The session goes on; a short statement is not affected.
     assert_eq!(count(&mut c, "SELECT count(*) FROM t"), 3000);
     c.execute_sql("SET statement_timeout = 0").unwrap();
