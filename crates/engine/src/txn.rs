@@ -366,4 +366,25 @@ mod tests {
         let r = m.wait_for(a, b, &WaitLimits::lock_only(Instant::now() + Duration::from_millis(30)));
         assert!(matches!(r, Err(EngineError::LockTimeout { .. })));
     }
+
+    #[test]
+    fn the_statement_deadline_or_its_cancel_flag_ends_a_wait_first() {
+        let m = TxnManager::new(4, CommitTs::new(1));
+        let (a, _) = m.begin().unwrap();
+        let (b, _) = m.begin().unwrap();
+        let lock_deadline = Instant::now() + Duration::from_secs(60);
+        let started = Instant::now();
+        let limits = WaitLimits { lock_deadline, statement_deadline: Some(Instant::now() + Duration::from_millis(30)), cancel: None };
+        assert!(matches!(m.wait_for(a, b, &limits), Err(EngineError::StatementTimeout)));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The lock timeout, when it comes first, stays 55P03.
+        let limits = WaitLimits { lock_deadline: Instant::now() + Duration::from_millis(30), statement_deadline: Some(lock_deadline), cancel: None };
+        assert!(matches!(m.wait_for(a, b, &limits), Err(EngineError::LockTimeout { .. })));
+        let flag = AtomicBool::new(true);
+        let limits = WaitLimits { lock_deadline, statement_deadline: None, cancel: Some(&flag) };
+        assert!(matches!(m.wait_for(a, b, &limits), Err(EngineError::Canceled)));
+        assert!(!flag.load(Ordering::Relaxed), "the wait lowered the flag it obeyed");
+        assert_eq!(EngineError::StatementTimeout.sqlstate(), "57014");
+        assert_eq!(EngineError::Canceled.to_string(), "canceling statement due to user request");
+    }
 }
