@@ -42,10 +42,30 @@ fn fill(c: &mut postgres::Client) {
 }
 
 /// Runs `sql`, which must fail within MARGIN; returns (SQLSTATE, message).
+/// A watchdog cancels it after MARGIN, so a limit that does not work fails
+/// the test instead of hanging it for hours.
 fn capped(c: &mut postgres::Client, sql: &str) -> (String, String) {
+    let token = c.cancel_token();
+    let done = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            while !done.load(Ordering::Acquire) {
+                if started.elapsed() > MARGIN {
+                    let _ = token.cancel_query(postgres::NoTls);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
     let started = Instant::now();
     let r = outcome(c.simple_query(sql));
-    assert!(started.elapsed() < MARGIN, "{sql}: ended after {:?}", started.elapsed());
+    let took = started.elapsed();
+    done.store(true, Ordering::Release);
+    watchdog.join().unwrap();
+    assert!(took < MARGIN, "{sql}: ended after {took:?}");
     r
 }
 

@@ -42,10 +42,31 @@ fn show(c: &mut Connection, name: &str) -> String {
 }
 
 /// Runs `sql`, which must fail; returns the error and how long it took.
+/// A watchdog cancels it after MARGIN, so a limit that does not work fails
+/// the test (wrong message, too slow) instead of hanging it for hours.
 fn fails(c: &mut Connection, sql: &str) -> (SqlError, Duration) {
+    let flag = Arc::new(AtomicBool::new(false));
+    c.set_cancel_flag(flag.clone());
+    let done = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            while !done.load(Ordering::Acquire) {
+                if started.elapsed() > MARGIN {
+                    flag.store(true, Ordering::Release);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
     let started = Instant::now();
-    let e = c.execute_sql(sql).expect_err(sql);
-    (e, started.elapsed())
+    let r = c.execute_sql(sql);
+    let took = started.elapsed();
+    done.store(true, Ordering::Release);
+    watchdog.join().unwrap();
+    (r.expect_err(sql), took)
 }
 
 fn assert_timed_out(c: &mut Connection, sql: &str) {
@@ -134,7 +155,9 @@ fn the_cancel_flag_stops_a_join_a_table_function_and_a_lock_wait() {
     ] {
         let done = Arc::new(AtomicBool::new(false));
         let canceler = keep_canceling(flag.clone(), done.clone());
-        let (e, took) = fails(&mut c, sql);
+        let started = Instant::now();
+        let e = c.execute_sql(sql).expect_err(sql);
+        let took = started.elapsed();
         done.store(true, Ordering::Release);
         canceler.join().unwrap();
         assert_eq!((e.sqlstate, e.message.as_str()), ("57014", CANCEL_MSG), "{sql}");
@@ -155,7 +178,9 @@ fn the_cancel_flag_stops_a_join_a_table_function_and_a_lock_wait() {
         }
         flag2.store(true, Ordering::Release);
     });
-    let (e, took) = fails(&mut c, "UPDATE t SET v = 2 WHERE id = 1");
+    let started = Instant::now();
+    let e = c.execute_sql("UPDATE t SET v = 2 WHERE id = 1").expect_err("canceled");
+    let took = started.elapsed();
     canceler.join().unwrap();
     assert_eq!((e.sqlstate, e.message.as_str()), ("57014", CANCEL_MSG));
     assert!(took < MARGIN, "lock wait stopped after {took:?}");
