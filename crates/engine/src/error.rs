@@ -44,6 +44,14 @@ pub enum EngineError {
     /// 55P03.
     #[error("canceling statement due to lock timeout")]
     LockTimeout { detail: String },
+    /// 57014: a lock wait outlived the statement's deadline
+    /// ([`crate::Transaction::set_statement_deadline`]).
+    #[error("canceling statement due to statement timeout")]
+    StatementTimeout,
+    /// 57014: the statement's cancel flag was raised while it waited for a
+    /// lock ([`crate::Transaction::set_cancel_flag`]).
+    #[error("canceling statement due to user request")]
+    Canceled,
     /// 55P03: a transaction that never waits for row locks (every origin
     /// but `Application`) met one held by another transaction.
     #[error("could not obtain lock on row in relation \"{relation}\"")]
@@ -106,6 +114,7 @@ impl EngineError {
             EngineError::InvalidDefinition { sqlstate, .. } => sqlstate,
             EngineError::Deadlock { .. } => "40P01",
             EngineError::LockTimeout { .. } | EngineError::LockNotAvailable { .. } => "55P03",
+            EngineError::StatementTimeout | EngineError::Canceled => "57014",
             EngineError::Hook { sqlstate, .. } => sqlstate,
             EngineError::TransactionAborted => "25P02",
             EngineError::OriginAfterWrite { .. } => "25001",

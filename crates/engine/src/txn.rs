@@ -14,7 +14,7 @@
 //! publishes that. Either the computation sees the slot, or it read
 //! `visible_ts` before the slot did (so its horizon is <= the snapshot).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -207,26 +207,30 @@ impl TxnManager {
 
     /// Blocks `me` until transaction `target` ends. Fails with 40P01 when
     /// `me` is the youngest member of a wait-for cycle, 55P03 at `deadline`.
-    pub(crate) fn wait_for(&self, me: TxnId, target: TxnId, deadline: Instant) -> Result<()> {
+    pub(crate) fn wait_for(&self, me: TxnId, target: TxnId, limits: &WaitLimits<'_>) -> Result<()> {
         assert_ne!(me, target, "a transaction never waits for itself");
         crate::wait_hook::before_wait();
         let mine = self.slot(me);
         mine.waiting_for.store(target.get(), Ordering::SeqCst);
-        let result = self.wait_loop(me, target, deadline);
+        let result = self.wait_loop(me, target, limits);
         mine.waiting_for.store(0, Ordering::SeqCst);
         result
     }
 
-    fn wait_loop(&self, me: TxnId, target: TxnId, deadline: Instant) -> Result<()> {
+    fn wait_loop(&self, me: TxnId, target: TxnId, limits: &WaitLimits<'_>) -> Result<()> {
         let slot = self.slot(target);
         slot.waiters.fetch_add(1, Ordering::SeqCst);
-        let result = self.wait_registered(slot, me, target, deadline);
+        let result = self.wait_registered(slot, me, target, limits);
         slot.waiters.fetch_sub(1, Ordering::SeqCst);
         result
     }
 
-    fn wait_registered(&self, slot: &TxnSlot, me: TxnId, target: TxnId, deadline: Instant) -> Result<()> {
+    fn wait_registered(&self, slot: &TxnSlot, me: TxnId, target: TxnId, limits: &WaitLimits<'_>) -> Result<()> {
+        let deadline = limits.statement_deadline.map_or(limits.lock_deadline, |s| s.min(limits.lock_deadline));
         loop {
+            if limits.cancel.is_some_and(|flag| flag.swap(false, Ordering::Relaxed)) {
+                return Err(EngineError::Canceled);
+            }
             if let Some(cycle) = self.find_cycle(me, target)
                 && cycle.iter().max() == Some(&me) {
                     return Err(EngineError::Deadlock { detail: describe_cycle(&cycle) });
@@ -237,6 +241,9 @@ impl TxnManager {
             }
             let now = Instant::now();
             if now >= deadline {
+                if limits.statement_deadline.is_some_and(|d| d <= limits.lock_deadline) {
+                    return Err(EngineError::StatementTimeout);
+                }
                 return Err(EngineError::LockTimeout { detail: format!("while waiting for transaction {target}") });
             }
             let nap = DEADLOCK_RECHECK.min(deadline - now);
@@ -275,6 +282,23 @@ impl TxnManager {
             cur = next;
         }
         None
+    }
+}
+
+/// What ends a lock wait besides the lock's release: the database's lock
+/// timeout (55P03), the waiting statement's own deadline (57014, its
+/// statement_timeout) and its cancel flag (57014, a cancel request), seen
+/// within [`DEADLOCK_RECHECK`].
+pub(crate) struct WaitLimits<'a> {
+    pub lock_deadline: Instant,
+    pub statement_deadline: Option<Instant>,
+    pub cancel: Option<&'a AtomicBool>,
+}
+
+impl WaitLimits<'_> {
+    #[cfg(test)]
+    fn lock_only(lock_deadline: Instant) -> WaitLimits<'static> {
+        WaitLimits { lock_deadline, statement_deadline: None, cancel: None }
     }
 }
 
@@ -325,9 +349,9 @@ mod tests {
         let (b, _) = m.begin().unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         let m2 = m.clone();
-        let waiter = std::thread::spawn(move || m2.wait_for(a, b, deadline));
+        let waiter = std::thread::spawn(move || m2.wait_for(a, b, &WaitLimits::lock_only(deadline)));
         std::thread::sleep(Duration::from_millis(30));
-        let r = m.wait_for(b, a, deadline);
+        let r = m.wait_for(b, a, &WaitLimits::lock_only(deadline));
         assert!(matches!(r, Err(EngineError::Deadlock { .. })), "{r:?}");
         m.end(b);
         assert!(waiter.join().unwrap().is_ok());
@@ -339,7 +363,28 @@ mod tests {
         let m = TxnManager::new(4, CommitTs::new(1));
         let (a, _) = m.begin().unwrap();
         let (b, _) = m.begin().unwrap();
-        let r = m.wait_for(a, b, Instant::now() + Duration::from_millis(30));
+        let r = m.wait_for(a, b, &WaitLimits::lock_only(Instant::now() + Duration::from_millis(30)));
         assert!(matches!(r, Err(EngineError::LockTimeout { .. })));
+    }
+
+    #[test]
+    fn the_statement_deadline_or_its_cancel_flag_ends_a_wait_first() {
+        let m = TxnManager::new(4, CommitTs::new(1));
+        let (a, _) = m.begin().unwrap();
+        let (b, _) = m.begin().unwrap();
+        let lock_deadline = Instant::now() + Duration::from_secs(60);
+        let started = Instant::now();
+        let limits = WaitLimits { lock_deadline, statement_deadline: Some(Instant::now() + Duration::from_millis(30)), cancel: None };
+        assert!(matches!(m.wait_for(a, b, &limits), Err(EngineError::StatementTimeout)));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The lock timeout, when it comes first, stays 55P03.
+        let limits = WaitLimits { lock_deadline: Instant::now() + Duration::from_millis(30), statement_deadline: Some(lock_deadline), cancel: None };
+        assert!(matches!(m.wait_for(a, b, &limits), Err(EngineError::LockTimeout { .. })));
+        let flag = AtomicBool::new(true);
+        let limits = WaitLimits { lock_deadline, statement_deadline: None, cancel: Some(&flag) };
+        assert!(matches!(m.wait_for(a, b, &limits), Err(EngineError::Canceled)));
+        assert!(!flag.load(Ordering::Relaxed), "the wait lowered the flag it obeyed");
+        assert_eq!(EngineError::StatementTimeout.sqlstate(), "57014");
+        assert_eq!(EngineError::Canceled.to_string(), "canceling statement due to user request");
     }
 }

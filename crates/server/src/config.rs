@@ -50,6 +50,31 @@ pub struct ServerConfig {
     pub cache: CacheSection,
     #[serde(default)]
     pub metrics: MetricsSection,
+    /// `[settings]`: session settings' defaults, as postgresql.conf gives
+    /// them (`statement_timeout = "5s"`, `idle_in_transaction_session_timeout
+    /// = 60000`): every session starts with them and `SET x TO DEFAULT`
+    /// returns to them. Checked at startup as `SET` checks a value.
+    #[serde(default)]
+    pub settings: std::collections::BTreeMap<String, SettingValue>,
+}
+
+/// A `[settings]` value: TOML text, integer or boolean, as SET takes it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum SettingValue {
+    Text(String),
+    Integer(i64),
+    Bool(bool),
+}
+
+impl SettingValue {
+    pub fn as_setting(&self) -> String {
+        match self {
+            SettingValue::Text(s) => s.clone(),
+            SettingValue::Integer(n) => n.to_string(),
+            SettingValue::Bool(b) => if *b { "on" } else { "off" }.to_owned(),
+        }
+    }
 }
 
 /// `[metrics]`: the Prometheus endpoint (`GET /metrics`); off unless `listen` is set.
@@ -272,7 +297,13 @@ impl ServerConfig {
             event_loops: None,
             cache: CacheSection::default(),
             metrics: MetricsSection::default(),
+            settings: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// `[settings]` as (name, value) pairs for `Connection::set_setting_default`.
+    pub fn setting_defaults(&self) -> Vec<(String, String)> {
+        self.settings.iter().map(|(k, v)| (k.to_lowercase(), v.as_setting())).collect()
     }
 
     /// `event_loops`, or its default. Loops win with async commits (TATP

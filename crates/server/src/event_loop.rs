@@ -31,7 +31,7 @@ use std::cell::RefCell;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -74,6 +74,9 @@ struct Loop {
     /// a thread that handed the loop off had left of its ready list.
     leftover: Mutex<Vec<usize>>,
     slots: Mutex<Vec<Slot>>,
+    /// The earliest idle_in_transaction_session_timeout of a parked session
+    /// (or earlier: a stale one only costs a scan); epoll_wait returns by then.
+    next_idle_check: Mutex<Option<Instant>>,
 }
 
 pub struct Loops {
@@ -124,7 +127,14 @@ impl Loop {
         }
         // SAFETY: as above.
         let wake = unsafe { OwnedFd::from_raw_fd(wake) };
-        let lp = Loop { epoll, wake, arriving: Mutex::new(Vec::new()), leftover: Mutex::new(Vec::new()), slots: Mutex::new(Vec::new()) };
+        let lp = Loop {
+            epoll,
+            wake,
+            arriving: Mutex::new(Vec::new()),
+            leftover: Mutex::new(Vec::new()),
+            slots: Mutex::new(Vec::new()),
+            next_idle_check: Mutex::new(None),
+        };
         lp.control(libc::EPOLL_CTL_ADD, lp.wake.as_raw_fd(), WAKE_TOKEN, true)?;
         Ok(lp)
     }
@@ -173,6 +183,14 @@ impl Loop {
     fn put_back(&self, idx: usize, adopted: Box<Adopted>, alive: bool, rearm: bool) {
         let fd = adopted.fd();
         if alive {
+            if let Some(d) = adopted.session.idle_deadline {
+                let mut next = self.next_idle_check.lock();
+                if next.is_none_or(|n| d < n) {
+                    *next = Some(d);
+                    // Another thread may be in epoll_wait with a later timeout.
+                    self.wake();
+                }
+            }
             self.slots.lock()[idx] = Slot::Parked(adopted);
             if rearm {
                 let _ = self.control(libc::EPOLL_CTL_MOD, fd, idx as u64, true);
@@ -185,6 +203,51 @@ impl Loop {
         let mut adopted = adopted;
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| adopted.session.finish()));
         drop(adopted);
+    }
+
+    /// epoll_wait's timeout: until the next idle-in-transaction deadline
+    /// (ms, rounded up), or -1 (none).
+    fn epoll_timeout_ms(&self) -> i32 {
+        match *self.next_idle_check.lock() {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                i32::try_from(left.as_millis() + 1).unwrap_or(i32::MAX)
+            }
+        }
+    }
+
+    /// Ends the parked sessions idle in a transaction block past their
+    /// deadline (FATAL 25P03; `put_back` rolls back and closes them).
+    fn expire_idle(&self) {
+        let now = Instant::now();
+        {
+            let mut next = self.next_idle_check.lock();
+            if next.is_none_or(|d| d > now) {
+                return;
+            }
+            *next = None;
+        }
+        let mut due = Vec::new();
+        let mut later: Option<Instant> = None;
+        for (idx, slot) in self.slots.lock().iter().enumerate() {
+            let Slot::Parked(a) = slot else { continue };
+            match a.session.idle_deadline {
+                Some(d) if d <= now => due.push(idx),
+                Some(d) => later = Some(later.map_or(d, |l| l.min(d))),
+                None => {}
+            }
+        }
+        if let Some(l) = later {
+            let mut next = self.next_idle_check.lock();
+            *next = Some(next.map_or(l, |n| n.min(l)));
+        }
+        for idx in due {
+            if let Some(mut adopted) = self.take(idx) {
+                adopted.session.end_idle_in_transaction();
+                self.put_back(idx, adopted, false, false);
+            }
+        }
     }
 
     /// Files the sessions handed to this loop; returns their slots and
@@ -320,11 +383,18 @@ fn serve_loop(shared: &Arc<Shared>, loops: &Arc<Loops>, lp: Arc<Loop>) {
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; EVENTS_MAX];
     'serving: loop {
         // SAFETY: the buffer holds EVENTS_MAX events and outlives the call.
-        let n = unsafe { libc::epoll_wait(lp.epoll.as_raw_fd(), events.as_mut_ptr(), EVENTS_MAX as i32, -1) };
+        let n = unsafe { libc::epoll_wait(lp.epoll.as_raw_fd(), events.as_mut_ptr(), EVENTS_MAX as i32, lp.epoll_timeout_ms()) };
         if n < 0 {
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
+            break 'serving;
+        }
+        lp.expire_idle();
+        if handed_off() {
+            // Ending a session flushed its FATAL, which may have waited.
+            lp.leftover.lock().extend(events[..n as usize].iter().map(|e| e.u64).filter(|&t| t != WAKE_TOKEN).map(|t| t as usize));
+            lp.wake();
             break 'serving;
         }
         let mut ready = Vec::with_capacity(n as usize);

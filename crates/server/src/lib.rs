@@ -80,6 +80,13 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
     let limits = (config.max_connections, config.max_message_bytes);
     let mut shared = server::Shared::new(db.clone(), users, config.auth.method, tls, limits);
+    // Checked as SET checks them, once, so a session never meets a bad one.
+    let mut probe = pgtier_sql::Connection::new(db.clone());
+    for (name, value) in config.setting_defaults() {
+        probe.set_setting_default(&name, &value).map_err(|e| ServerError::Config(format!("[settings] {name}: {}", e.message)))?;
+    }
+    drop(probe);
+    shared.setting_defaults = config.setting_defaults();
     // One cache for all sessions. Without [backend] it still opens: groups
     // already defined keep answering; what needs PostgreSQL fails with 08001.
     let cache = pgtier_cache::Cache::open(db.clone(), backend.clone(), config.cache.to_cache_config()?)

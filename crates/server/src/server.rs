@@ -57,6 +57,8 @@ pub struct Shared {
     pub cache: Option<Arc<pgtier_cache::Cache>>,
     /// Where `GET /metrics` answers (`[metrics] listen`).
     pub metrics_addr: Option<SocketAddr>,
+    /// `[settings]`: defaults every session starts with (checked at start).
+    pub setting_defaults: Vec<(String, String)>,
     shutdown: AtomicBool,
     /// Authenticated (or authenticating) sessions, against max_connections.
     pub(crate) active: AtomicUsize,
@@ -94,6 +96,7 @@ impl Shared {
             passthrough: None,
             cache: None,
             metrics_addr: None,
+            setting_defaults: Vec::new(),
             shutdown: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),

@@ -75,12 +75,26 @@ pub struct Session {
     /// read buffer (reused: no allocation per message).
     frame: Vec<u8>,
     pub(crate) remote: Option<Arc<crate::passthrough::Pool>>,
+    /// The last message answered was a Sync or Query (ReadyForQuery went
+    /// out): the client's turn, so idle_in_transaction_session_timeout
+    /// runs if a block is open (as PostgreSQL, not between Execute and Sync).
+    after_ready: bool,
+    /// When a parked session idle in a transaction block is ended (event
+    /// loops: event_loop.rs reads it); None: not parked so, or no timeout.
+    pub(crate) idle_deadline: Option<std::time::Instant>,
 }
+
+/// PostgreSQL's FATAL for idle_in_transaction_session_timeout.
+const IDLE_IN_TRANSACTION_MSG: &str = "terminating connection due to idle-in-transaction timeout";
 
 impl Session {
     fn new(shared: &Shared, wire: Wire, cancel: Arc<AtomicBool>) -> Session {
         let mut conn = Connection::new(shared.db.clone());
         conn.set_cancel_flag(Arc::clone(&cancel));
+        for (name, value) in &shared.setting_defaults {
+            // Checked at server start: cannot fail here.
+            let _ = conn.set_setting_default(name, value);
+        }
         if let Some(pool) = &shared.passthrough {
             crate::passthrough::install(&mut conn, pool);
         }
@@ -101,6 +115,8 @@ impl Session {
             scratch: String::new(),
             frame: Vec::new(),
             remote: shared.passthrough.clone(),
+            after_ready: false,
+            idle_deadline: None,
         }
     }
 
@@ -154,9 +170,27 @@ impl Session {
         self.run_until(false);
     }
 
+    /// How long the client may now stay silent before the session ends
+    /// with 25P03: idle_in_transaction_session_timeout, once ReadyForQuery
+    /// said `T` or `E`. None: no limit.
+    fn idle_timeout(&self) -> Option<std::time::Duration> {
+        if !self.after_ready || self.conn.transaction_status() == TransactionStatus::Idle {
+            return None;
+        }
+        self.conn.idle_in_transaction_timeout()
+    }
+
+    /// The session idled in a transaction block past its timeout: FATAL
+    /// 25P03 and the end (the caller's `finish` rolls the block back and
+    /// so releases its locks).
+    pub(crate) fn end_idle_in_transaction(&mut self) {
+        fatal(&mut self.wire, "25P03", IDLE_IN_TRANSACTION_MSG);
+    }
+
     /// Serves messages until the session ends (false) or, with `park`,
     /// until the next message has not arrived (true).
     fn run_until(&mut self, park: bool) -> bool {
+        self.idle_deadline = None;
         loop {
             if self.closing {
                 let _ = self.wire.flush();
@@ -165,11 +199,24 @@ impl Session {
             if self.wire.wbuf.len() >= WRITE_FLUSH_BYTES && self.wire.flush().is_err() {
                 return false;
             }
+            if !park && let Some(timeout) = self.idle_timeout() {
+                match self.wire.wait_for_client(timeout) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.end_idle_in_transaction();
+                        return false;
+                    }
+                    Err(_) => return false,
+                }
+            }
             // Only here, between messages, may a session stop for want of
             // input: reads inside a message or a COPY still wait.
             let tag = match self.wire.read_frame_between(park) {
                 Ok(t) => t,
-                Err(ReadError::WouldBlock) => return true,
+                Err(ReadError::WouldBlock) => {
+                    self.idle_deadline = self.idle_timeout().map(|t| std::time::Instant::now() + t);
+                    return true;
+                }
                 Err(ReadError::Closed) => return false,
                 Err(ReadError::Protocol(m)) => {
                     fatal(&mut self.wire, "08P01", &m);
@@ -178,6 +225,7 @@ impl Session {
             };
             // Bind, Execute and Sync, the messages of every prepared-statement
             // round trip, are read in place; the rest through pgwire.
+            self.after_ready = false;
             match tag {
                 b'S' => {
                     self.wire.consume_frame();
@@ -185,6 +233,7 @@ impl Session {
                     self.end_implicit_block();
                     let status = self.status_byte();
                     self.wire.ready_for_query(status);
+                    self.after_ready = true;
                     continue;
                 }
                 b'B' | b'E' => {
@@ -212,6 +261,7 @@ impl Session {
                     self.simple_query(&q.query);
                     let status = self.status_byte();
                     self.wire.ready_for_query(status);
+                    self.after_ready = true;
                 }
                 F::Flush(_) => {
                     if self.wire.flush().is_err() {

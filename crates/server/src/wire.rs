@@ -157,6 +157,39 @@ impl Wire {
         }
     }
 
+    /// Between messages on a session's own thread: flushes the answers,
+    /// then waits up to `timeout` for the client's next bytes. False: none
+    /// came (idle_in_transaction_session_timeout). A TLS session's bytes
+    /// already decrypted into rustls but not yet read are not seen, so
+    /// there it may report false for a client that pipelined.
+    pub fn wait_for_client(&mut self, timeout: std::time::Duration) -> io::Result<bool> {
+        if !self.rbuf.is_empty() {
+            return Ok(true);
+        }
+        self.flush()?;
+        let fd = match &self.stream {
+            Stream::Plain(t) => std::os::fd::AsRawFd::as_raw_fd(t),
+            Stream::Tls(t) => std::os::fd::AsRawFd::as_raw_fd(&t.sock),
+            Stream::Closed => return Err(closed()),
+        };
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            let ms = i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX);
+            let mut fds = libc::pollfd { fd, events: libc::POLLIN | libc::POLLRDHUP, revents: 0 };
+            // SAFETY: one valid pollfd for the duration of the call.
+            match unsafe { libc::poll(&mut fds, 1, ms) } {
+                n if n > 0 => return Ok(true),
+                0 => {}
+                _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+                _ => return Err(io::Error::last_os_error()),
+            }
+        }
+    }
+
     pub fn flush(&mut self) -> io::Result<()> {
         if self.wbuf.is_empty() {
             return Ok(());

@@ -138,6 +138,11 @@ impl SqlError {
     pub fn canceled() -> SqlError {
         SqlError::new("57014", "canceling statement due to user request")
     }
+
+    /// 57014: the statement ran past statement_timeout.
+    pub fn statement_timeout() -> SqlError {
+        SqlError::new("57014", "canceling statement due to statement timeout")
+    }
 }
 
 impl From<EngineError> for SqlError {

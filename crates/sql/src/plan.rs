@@ -442,7 +442,8 @@ pub enum Plan {
     Truncate { tables: Vec<Arc<TableSchema>>, restart_identity: bool },
     DropIndex { names: Vec<String>, if_exists: bool },
     Txn(TxnCommand),
-    Set { name: String, value: String },
+    /// `local`: SET LOCAL (until the transaction block ends).
+    Set { name: String, value: String, local: bool },
     Show { name: String },
     /// Accepted and ignored (e.g. SET TRANSACTION ISOLATION LEVEL READ COMMITTED).
     Noop { tag: &'static str },

@@ -17,16 +17,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use pgtier_engine::{CommitMode, Database, RowBuf, Transaction, Value};
 use sqlparser::ast::Statement;
 
 use crate::bind::bind_statement;
 use crate::error::{Result, SqlError, SqlNotice};
-use crate::exec::{Exec, ResultBuf};
+use crate::exec::{Exec, Interrupt, ResultBuf};
 use crate::plan::{OutputColumn, Plan, Prepared};
-use crate::settings::{READ_ONLY_SETTINGS, default_settings, normalize_setting};
+use crate::settings::{READ_ONLY_SETTINGS, Settings, normalize_setting};
 use crate::value;
 
 mod block;
@@ -60,7 +60,7 @@ pub struct Connection {
     txn: Option<Transaction>,
     block: Block,
     txn_start_micros: i64,
-    settings: HashMap<String, String>,
+    settings: Settings,
     params: Vec<Value>,
     rowbuf: RowBuf,
     keybuf: Vec<Value>,
@@ -119,7 +119,7 @@ impl Connection {
             txn: None,
             block: Block::None,
             txn_start_micros: 0,
-            settings: default_settings(),
+            settings: Settings::default(),
             params: Vec::new(),
             rowbuf: RowBuf::new(),
             keybuf: Vec::new(),
@@ -147,7 +147,7 @@ impl Connection {
     /// `synchronous_commit` starts as the database's commit mode says.
     fn with_commit_mode_setting(mut self) -> Connection {
         let default = self.default_synchronous_commit();
-        self.settings.insert("synchronous_commit".into(), default.into());
+        self.settings.set("synchronous_commit", default.into());
         self
     }
 
@@ -159,7 +159,33 @@ impl Connection {
     /// running: it stops within about a thousand rows with 57014, as
     /// PostgreSQL answers a CancelRequest. The statement lowers the flag.
     pub fn set_cancel_flag(&mut self, flag: Arc<AtomicBool>) {
+        if let Some(t) = self.txn.as_mut() {
+            t.set_cancel_flag(Arc::clone(&flag));
+        }
         self.cancel = Some(flag);
+    }
+
+    /// A setting's default for this session, as the server's configuration
+    /// gives it (statement_timeout, idle_in_transaction_session_timeout,
+    /// ...): the session starts with it and `SET name TO DEFAULT` returns
+    /// to it. Errors as `SET` would (42704, 22023, 55P02).
+    pub fn set_setting_default(&mut self, name: &str, value: &str) -> Result<()> {
+        let key = name.to_lowercase();
+        if !self.settings.contains_key(&key) {
+            return Err(SqlError::new("42704", format!("unrecognized configuration parameter \"{name}\"")));
+        }
+        if READ_ONLY_SETTINGS.contains(&key.as_str()) {
+            return Err(SqlError::new("55P02", format!("parameter \"{key}\" cannot be changed")));
+        }
+        let v = normalize_setting(&key, value)?;
+        self.settings.set_default(&key, v);
+        Ok(())
+    }
+
+    /// idle_in_transaction_session_timeout, for the server: a session idle
+    /// inside a transaction block longer than this is ended (25P03).
+    pub fn idle_in_transaction_timeout(&self) -> Option<std::time::Duration> {
+        self.settings.idle_in_transaction_timeout()
     }
 
     pub fn database(&self) -> &Database {
@@ -300,8 +326,8 @@ impl Connection {
     /// current_database(), pg_database); the server passes the startup
     /// packet's `user` and `database`.
     pub fn set_identity(&mut self, user: &str, database: &str) {
-        self.settings.insert("session_authorization".into(), user.to_owned());
-        self.settings.insert("pgtier.database".into(), database.to_owned());
+        self.settings.set("session_authorization", user.to_owned());
+        self.settings.set("pgtier.database", database.to_owned());
     }
 
     /// NOTICEs raised since the last call, oldest first (a server sends
@@ -364,7 +390,7 @@ impl Connection {
 
     fn run_inner(&mut self, stmt: &PreparedStatement, mut prepared: Arc<Prepared>, params: &[Value]) -> Result<(Tag, u64)> {
         match &prepared.plan {
-            Plan::Set { name, value } => return self.set(name, value),
+            Plan::Set { name, value, local } => return self.set(name, value, *local),
             Plan::Show { name } => return self.show(name),
             Plan::Noop { tag } => {
                 self.result.reset(0);
@@ -400,6 +426,11 @@ impl Connection {
         }
         let args: &[Value] = if all_fit { params } else { &pbuf };
         if began_now { txn.begin_first_statement()? } else { txn.begin_statement()? };
+        // One branch when statement_timeout is off (the typed field, not a
+        // settings lookup); otherwise one clock read per statement.
+        let deadline = self.settings.statement_timeout().map(|t| Instant::now() + t);
+        txn.set_statement_deadline(deadline);
+        let mem_limit = self.settings.statement_mem_bytes();
         let mut ex = Exec {
             txn,
             now_micros: self.txn_start_micros,
@@ -412,8 +443,7 @@ impl Connection {
             sub_cache: HashMap::new(),
             settings: &mut self.settings,
             notices: &mut self.notices,
-            cancel: self.cancel.as_deref(),
-            rows_since_cancel_check: 0,
+            interrupt: Interrupt::new(self.cancel.as_deref(), deadline, mem_limit),
             cache: self.cache.as_deref(),
             sequences: &mut self.sequences,
         };
@@ -448,7 +478,7 @@ impl Connection {
         r
     }
 
-    fn set(&mut self, name: &str, value: &str) -> Result<(Tag, u64)> {
+    fn set(&mut self, name: &str, value: &str, local: bool) -> Result<(Tag, u64)> {
         let key = name.to_lowercase();
         let key = if key == "time zone" { "timezone".to_owned() } else { key };
         let Some(current) = self.settings.get(&key) else {
@@ -461,11 +491,16 @@ impl Connection {
         let v = if value.eq_ignore_ascii_case("default") && key == "synchronous_commit" {
             self.default_synchronous_commit().to_owned()
         } else if value.eq_ignore_ascii_case("default") {
-            default_settings().remove(&key).unwrap_or_default()
+            self.settings.default_of(&key)
         } else {
             normalize_setting(&key, value)?
         };
-        self.settings.insert(key, v);
+        if local && self.block == Block::None {
+            // PostgreSQL checks the value, warns, and changes nothing.
+            self.warnings.push(SqlNotice { sqlstate: "25P01", message: "SET LOCAL can only be used in transaction blocks".into() });
+        } else {
+            self.settings.set_scoped(&key, v, local);
+        }
         self.result.reset(0);
         Ok((Tag::Plain("SET"), 0))
     }
@@ -474,6 +509,8 @@ impl Connection {
         let key = match name {
             "transaction isolation level" => "transaction_isolation".to_owned(),
             "time zone" => "timezone".to_owned(),
+            // sqlparser splits `SHOW pgtier.statement_mem` into words.
+            other if other.contains(' ') && !self.settings.contains_key(other) => other.replace(' ', "."),
             other => other.to_owned(),
         };
         let Some(v) = self.settings.get(&key) else {

@@ -38,6 +38,9 @@ pub(crate) fn default_settings() -> HashMap<String, String> {
         // them from the startup packet (`Connection::set_identity`).
         ("session_authorization", "postgres"),
         ("pgtier.database", "postgres"),
+        // What one statement may hold in sorts, hash aggregates and
+        // buffered results (exec::Interrupt::charge); 0: no bound.
+        ("pgtier.statement_mem", "1GB"),
     ];
     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
@@ -88,6 +91,8 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
             v @ ("local" | "remote_write" | "remote_apply") => v.to_owned(),
             _ => return Err(invalid()),
         },
+        "statement_timeout" | "lock_timeout" | "idle_in_transaction_session_timeout" => format_ms(parse_ms(key, value)?),
+        "pgtier.statement_mem" => format_kb(parse_kb(key, value)?),
         "transaction_isolation" | "default_transaction_isolation" => {
             if value.to_lowercase() != "read committed" {
                 return Err(SqlError::unsupported(format!("isolation level {value}")));
@@ -138,4 +143,291 @@ pub(crate) fn search_path(settings: &HashMap<String, String>) -> Vec<String> {
         .map(|s| s.trim().trim_matches('"').to_owned())
         .filter(|s| matches!(s.as_str(), "public" | "pg_catalog" | "information_schema"))
         .collect()
+}
+
+/// A setting with a unit, as guc.c's parse_int reads one and SHOW prints
+/// it: its base unit (no unit written means it), and the units PostgreSQL
+/// accepts with their size in base units, largest first.
+struct Units {
+    base: &'static str,
+    units: &'static [(&'static str, f64)],
+    hint: &'static str,
+}
+
+const MS: Units = Units {
+    base: "ms",
+    units: &[("d", 86_400_000.0), ("h", 3_600_000.0), ("min", 60_000.0), ("s", 1000.0), ("ms", 1.0), ("us", 0.001)],
+    hint: "Valid units for this parameter are \"us\", \"ms\", \"s\", \"min\", \"h\", and \"d\".",
+};
+
+const KB: Units = Units {
+    base: "kB",
+    units: &[("TB", 1_073_741_824.0), ("GB", 1_048_576.0), ("MB", 1024.0), ("kB", 1.0), ("B", 1.0 / 1024.0)],
+    hint: "Valid units for this parameter are \"B\", \"kB\", \"MB\", \"GB\", and \"TB\".",
+};
+
+impl Units {
+    /// A number (decimals allowed), an optional unit, rounded half to even
+    /// to the base unit (PostgreSQL's rint: '0.5ms' is 0), 0 .. 2147483647.
+    fn parse(&self, key: &str, value: &str) -> Result<u32> {
+        let invalid = || SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\""));
+        let v = value.trim();
+        let split = v.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(v.len());
+        let (number, unit) = (&v[..split], v[split..].trim());
+        let n: f64 = number.parse().map_err(|_| invalid())?;
+        let scale = match unit {
+            "" => 1.0,
+            u => match self.units.iter().find(|(name, _)| *name == u) {
+                Some((_, size)) => *size,
+                None => return Err(invalid().with_hint(self.hint)),
+            },
+        };
+        let x = (n * scale).round_ties_even();
+        if !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&x) {
+            return Err(invalid().with_hint("Value exceeds integer range."));
+        }
+        if x < 0.0 {
+            return Err(SqlError::new("22023", format!("{x} {} is outside the valid range for parameter \"{key}\" (0 .. 2147483647)", self.base)));
+        }
+        // In range and rounded: the cast is exact.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        Ok(x as u32)
+    }
+
+    /// `n` base units in the largest unit that divides it exactly.
+    fn format(&self, n: u32) -> String {
+        if n == 0 {
+            return "0".to_owned();
+        }
+        for (unit, size) in self.units {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let size = *size as u32;
+            if size >= 1 && n.is_multiple_of(size) {
+                return format!("{}{unit}", n / size);
+            }
+        }
+        format!("{n}{}", self.base)
+    }
+}
+
+/// A time setting's value in milliseconds (statement_timeout & co).
+pub(crate) fn parse_ms(key: &str, value: &str) -> Result<u32> {
+    MS.parse(key, value)
+}
+
+/// `ms` as SHOW prints it (`1500ms`, `1min`).
+pub(crate) fn format_ms(ms: u32) -> String {
+    MS.format(ms)
+}
+
+/// A memory setting's value in kB, as work_mem is read.
+pub(crate) fn parse_kb(key: &str, value: &str) -> Result<u32> {
+    KB.parse(key, value)
+}
+
+/// `kb` as SHOW prints it (`64kB`, `1GB`).
+pub(crate) fn format_kb(kb: u32) -> String {
+    KB.format(kb)
+}
+
+/// A session's settings: the text of each (`SHOW`, `current_setting`,
+/// `pg_settings`) and, kept in step by [`Settings::set`], the typed values
+/// statements read on every run (statement_timeout), so the executor never
+/// looks a setting up by name. Every write goes through `set`: readers get
+/// the map through `Deref`, never `DerefMut`.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    values: HashMap<String, String>,
+    /// Defaults the server's configuration gives (`SET x TO DEFAULT`, `RESET`).
+    defaults: HashMap<String, String>,
+    /// statement_timeout in ms; 0: none.
+    statement_timeout_ms: u32,
+    /// idle_in_transaction_session_timeout in ms; 0: none.
+    idle_in_transaction_timeout_ms: u32,
+    /// pgtier.statement_mem in kB; 0: no bound.
+    statement_mem_kb: u32,
+    /// Inside a transaction block: each setting's value before the block's
+    /// first change, whether a SET LOCAL changed it, and its last
+    /// session-level value; COMMIT and ROLLBACK resolve them (`end_block`).
+    block_undo: Vec<BlockUndo>,
+    in_block: bool,
+}
+
+/// pgtier.statement_mem's default, 1GB (as in `default_settings`).
+const STATEMENT_MEM_DEFAULT_KB: u32 = 1 << 20;
+
+#[derive(Debug, Clone)]
+struct BlockUndo {
+    key: String,
+    before: String,
+    local: bool,
+    session_value: Option<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            values: default_settings(),
+            defaults: HashMap::new(),
+            statement_timeout_ms: 0,
+            idle_in_transaction_timeout_ms: 0,
+            statement_mem_kb: STATEMENT_MEM_DEFAULT_KB,
+            block_undo: Vec::new(),
+            in_block: false,
+        }
+    }
+}
+
+impl std::ops::Deref for Settings {
+    type Target = HashMap<String, String>;
+    fn deref(&self) -> &HashMap<String, String> {
+        &self.values
+    }
+}
+
+impl Settings {
+    /// Sets `key` to an already normalized `value` for the session (inside
+    /// a block: undone if the block rolls back, as PostgreSQL does).
+    pub(crate) fn set(&mut self, key: &str, value: String) {
+        self.set_scoped(key, value, false);
+    }
+
+    /// SET LOCAL (`local`): the value lasts until the block ends. The
+    /// caller checks that a block is open (outside one PostgreSQL warns and
+    /// changes nothing).
+    pub(crate) fn set_scoped(&mut self, key: &str, value: String, local: bool) {
+        if self.in_block {
+            let i = match self.block_undo.iter().position(|u| u.key == key) {
+                Some(i) => i,
+                None => {
+                    let before = self.values.get(key).cloned().unwrap_or_default();
+                    self.block_undo.push(BlockUndo { key: key.to_owned(), before, local: false, session_value: None });
+                    self.block_undo.len() - 1
+                }
+            };
+            let undo = &mut self.block_undo[i];
+            if local {
+                undo.local = true;
+            } else {
+                undo.session_value = Some(value.clone());
+            }
+        }
+        self.store(key, value);
+    }
+
+    fn store(&mut self, key: &str, value: String) {
+        match key {
+            "statement_timeout" => self.statement_timeout_ms = parse_ms(key, &value).unwrap_or(0),
+            "idle_in_transaction_session_timeout" => self.idle_in_transaction_timeout_ms = parse_ms(key, &value).unwrap_or(0),
+            "pgtier.statement_mem" => self.statement_mem_kb = parse_kb(key, &value).unwrap_or(STATEMENT_MEM_DEFAULT_KB),
+            _ => {}
+        }
+        self.values.insert(key.to_owned(), value);
+    }
+
+    /// A transaction block starts: later changes are remembered until it ends.
+    pub(crate) fn begin_block(&mut self) {
+        self.in_block = true;
+    }
+
+    /// The block ends: a rollback restores every value it changed; a commit
+    /// keeps session-level SETs and ends SET LOCALs (the value reverts to
+    /// the block's last plain SET of it, or to the value before the block).
+    pub(crate) fn end_block(&mut self, committed: bool) {
+        self.in_block = false;
+        for u in std::mem::take(&mut self.block_undo) {
+            let value = match (committed, u.local) {
+                (true, false) => continue,
+                (true, true) => u.session_value.unwrap_or(u.before),
+                (false, _) => u.before,
+            };
+            self.store(&u.key, value);
+        }
+    }
+
+    /// The server configuration's default for `key` (normalized): the
+    /// session starts with it and `SET key TO DEFAULT` returns to it.
+    pub(crate) fn set_default(&mut self, key: &str, value: String) {
+        self.defaults.insert(key.to_owned(), value.clone());
+        self.store(key, value);
+    }
+
+    /// What `SET key TO DEFAULT` sets.
+    pub(crate) fn default_of(&self, key: &str) -> String {
+        match self.defaults.get(key) {
+            Some(v) => v.clone(),
+            None => default_settings().remove(key).unwrap_or_default(),
+        }
+    }
+
+    /// statement_timeout; None when 0 (off).
+    #[inline]
+    pub(crate) fn statement_timeout(&self) -> Option<std::time::Duration> {
+        (self.statement_timeout_ms != 0).then(|| std::time::Duration::from_millis(u64::from(self.statement_timeout_ms)))
+    }
+
+    /// pgtier.statement_mem in bytes; usize::MAX when 0 (no bound).
+    #[inline]
+    pub(crate) fn statement_mem_bytes(&self) -> usize {
+        match self.statement_mem_kb {
+            0 => usize::MAX,
+            kb => (kb as usize).saturating_mul(1024),
+        }
+    }
+
+    /// idle_in_transaction_session_timeout; None when 0 (off).
+    pub(crate) fn idle_in_transaction_timeout(&self) -> Option<std::time::Duration> {
+        (self.idle_in_transaction_timeout_ms != 0).then(|| std::time::Duration::from_millis(u64::from(self.idle_in_transaction_timeout_ms)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_settings_read_and_print_as_postgresql() {
+        let cases = [("5000", "5s"), ("1min", "1min"), ("1.5s", "1500ms"), ("100", "100ms"), ("3600000", "1h"), ("1000us", "1ms"), ("0.5ms", "0"), ("100 ms", "100ms"), ("0", "0"), ("86400000", "1d")];
+        for (input, shown) in cases {
+            assert_eq!(format_ms(parse_ms("statement_timeout", input).unwrap()), shown, "{input}");
+        }
+        for bad in ["abc", "5 fortnights", "-1", "3000000000", ""] {
+            let e = parse_ms("statement_timeout", bad).unwrap_err();
+            assert_eq!(e.sqlstate, "22023", "{bad}");
+        }
+        assert_eq!(parse_ms("statement_timeout", "-1").unwrap_err().message, "-1 ms is outside the valid range for parameter \"statement_timeout\" (0 .. 2147483647)");
+    }
+
+    #[test]
+    fn memory_settings_read_and_print_as_postgresql() {
+        let cases = [("1GB", "1GB"), ("1024", "1MB"), ("64kB", "64kB"), ("1536MB", "1536MB"), ("2048B", "2kB"), ("0", "0")];
+        for (input, shown) in cases {
+            assert_eq!(format_kb(parse_kb("pgtier.statement_mem", input).unwrap()), shown, "{input}");
+        }
+        for bad in ["lots", "1 GiB", "-1", "1gb"] {
+            assert_eq!(parse_kb("pgtier.statement_mem", bad).unwrap_err().sqlstate, "22023", "{bad}");
+        }
+        assert_eq!(format_kb(STATEMENT_MEM_DEFAULT_KB), default_settings()["pgtier.statement_mem"]);
+    }
+
+    #[test]
+    fn set_local_ends_with_the_block_and_rollback_undoes_set() {
+        let mut s = Settings::default();
+        s.set("statement_timeout", "1s".into());
+        s.begin_block();
+        s.set_scoped("statement_timeout", "50ms".into(), true);
+        assert_eq!(s.statement_timeout(), Some(std::time::Duration::from_millis(50)));
+        s.end_block(true);
+        assert_eq!(s.get("statement_timeout").map(String::as_str), Some("1s"));
+        assert_eq!(s.statement_timeout(), Some(std::time::Duration::from_secs(1)));
+        s.begin_block();
+        s.set("statement_timeout", "2s".into());
+        s.end_block(false);
+        assert_eq!(s.statement_timeout(), Some(std::time::Duration::from_secs(1)));
+        s.begin_block();
+        s.set_scoped("statement_timeout", "7ms".into(), true);
+        s.set("statement_timeout", "0".into());
+        s.end_block(true);
+        assert_eq!(s.statement_timeout(), None);
+    }
 }

@@ -36,7 +36,8 @@ pub use commit::wall_clock_us;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use pgtier_wal::Lsn;
 
@@ -44,6 +45,7 @@ use crate::catalog::CatalogState;
 use crate::db::{CommitMode, DbInner};
 use crate::error::{EngineError, Result};
 use crate::ids::{Snapshot, TxnId};
+use crate::txn::WaitLimits;
 use crate::key::hash_key;
 use crate::origin::Origin;
 use crate::schema::{IndexId, IndexSchema, TableDdl, TableId};
@@ -178,6 +180,12 @@ pub struct Transaction {
     /// ON DELETE CASCADE / SET NULL actions in progress (nested): bounded,
     /// so a long chain of references fails instead of exhausting the stack.
     fk_action_depth: u32,
+    /// Ends a lock wait of the running statement with 57014 (its
+    /// statement_timeout); set per statement by the SQL layer.
+    statement_deadline: Option<Instant>,
+    /// The session's cancel flag: a lock wait ends with 57014 when it is
+    /// raised. Kept across `restart`, so set once per session.
+    cancel: Option<Arc<AtomicBool>>,
     s: Scratch,
 }
 
@@ -216,6 +224,8 @@ impl Transaction {
             dropped: Vec::new(),
             observed_lsn: None,
             fk_action_depth: 0,
+            statement_deadline: None,
+            cancel: None,
             s: r.s,
         })
     }
@@ -376,7 +386,24 @@ impl Transaction {
             return Err(EngineError::LockNotAvailable { relation: relation.to_owned(), detail: format!("row locked by transaction {owner}; {} transactions do not wait for row locks", self.origin) });
         }
         self.db.counters.lock_waits.fetch_add(1, Ordering::Relaxed);
-        self.db.txns.wait_for(self.id, owner, self.db.lock_deadline())
+        let limits = WaitLimits { lock_deadline: self.db.lock_deadline(), statement_deadline: self.statement_deadline, cancel: self.cancel.as_deref() };
+        self.db.txns.wait_for(self.id, owner, &limits)
+    }
+
+    /// The running statement's deadline: a lock wait still going on then
+    /// ends with 57014 "canceling statement due to statement timeout", as
+    /// PostgreSQL's statement_timeout ends one. None: no limit but the
+    /// database's lock timeout.
+    #[inline]
+    pub fn set_statement_deadline(&mut self, deadline: Option<Instant>) {
+        self.statement_deadline = deadline;
+    }
+
+    /// A flag another thread raises to cancel the session's statement: a
+    /// lock wait ends with 57014 "canceling statement due to user request"
+    /// and lowers it. Kept across [`Transaction::restart`].
+    pub fn set_cancel_flag(&mut self, cancel: Arc<AtomicBool>) {
+        self.cancel = Some(cancel);
     }
 
     /// The tick to stamp the rows this transaction reads in `store` with,

@@ -241,14 +241,14 @@ impl<'c> Binder<'c> {
 
     fn set(&mut self, set: &ast::Set) -> Result<Plan> {
         match set {
-            ast::Set::SingleAssignment { scope: _, hivevar: false, variable, values } => {
+            ast::Set::SingleAssignment { scope, hivevar: false, variable, values } => {
                 // `SET "application_name"` names the same setting as `SET application_name`.
                 let name = variable.0.iter().map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident)).collect::<Vec<_>>().join(".");
                 let value = values.iter().map(setting_text).collect::<Vec<_>>().join(", ");
-                Ok(Plan::Set { name, value })
+                Ok(Plan::Set { name, value, local: matches!(scope, Some(ast::ContextModifier::Local)) })
             }
-            ast::Set::SetTimeZone { local: _, value } => Ok(Plan::Set { name: "timezone".into(), value: setting_text(value) }),
-            ast::Set::SetNames { charset_name, .. } => Ok(Plan::Set { name: "client_encoding".into(), value: charset_name.value.clone() }),
+            ast::Set::SetTimeZone { local, value } => Ok(Plan::Set { name: "timezone".into(), value: setting_text(value), local: *local }),
+            ast::Set::SetNames { charset_name, .. } => Ok(Plan::Set { name: "client_encoding".into(), value: charset_name.value.clone(), local: false }),
             ast::Set::SetTransaction { modes, snapshot: None, session: _ } => {
                 check_transaction_modes(modes)?;
                 Ok(Plan::Noop { tag: "SET" })

@@ -16,7 +16,6 @@ mod pg_type;
 mod relations;
 mod rows;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use pgtier_engine::{Catalog, Column, ForeignKey, IndexSchema, TableId, TableSchema};
@@ -33,7 +32,7 @@ use crate::error::{Result, SqlError};
 /// snapshot and the session's settings.
 pub struct SysCtx<'a> {
     pub catalog: &'a Catalog,
-    pub settings: &'a mut HashMap<String, String>,
+    pub settings: &'a mut crate::settings::Settings,
     /// The session's cache groups (the pgtier_cache_* views); None: empty.
     pub cache: Option<&'a pgtier_cache::Cache>,
 }

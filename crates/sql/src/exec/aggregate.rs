@@ -7,7 +7,7 @@ use std::hash::{Hash, Hasher};
 
 use pgtier_engine::{DataType, Numeric, Value};
 
-use super::Exec;
+use super::{Exec, row_bytes};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr};
 use crate::plan::{AggCall, AggFunc};
@@ -215,6 +215,8 @@ impl<'p> Aggregator<'p> {
             match self.index.get(&gk) {
                 Some(i) => *i,
                 None => {
+                    // The key twice (index and group) and a slot per aggregate.
+                    ex.interrupt.charge(2 * row_bytes(&gk.0) + self.aggs.len() * 64, "hash aggregate")?;
                     let g = self.fresh(gk.0.clone());
                     self.groups.push(g);
                     self.index.insert(gk, self.groups.len() - 1);

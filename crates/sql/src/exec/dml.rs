@@ -33,7 +33,10 @@ impl Exec<'_> {
         if level.filters.is_empty() && matches!(level.access, Access::IndexScan { .. } | Access::FullScan) {
             // Every row the scan yields matches: take its key in place.
             let pk = &level.table.primary_key;
-            return self.scan_level(level, env, &[], &mut |r| keys.extend(pk.iter().map(|&k| r.get(k).to_owned_value())));
+            return self.scan_level(level, env, &[], &mut |r| {
+                keys.extend(pk.iter().map(|&k| r.get(k).to_owned_value()));
+                0
+            });
         }
         let mut cands = std::mem::take(self.scratch);
         cands.clear();

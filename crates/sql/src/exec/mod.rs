@@ -25,13 +25,14 @@ mod window;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
 use pgtier_engine::{RowBuf, RowRef, Transaction, Value, ValueRef};
 
 pub use sequence::SessionSequences;
 
 use crate::catalog::SysCtx;
-use crate::error::{Result, SqlNotice};
+use crate::error::{Result, SqlError, SqlNotice};
 use crate::expr::{Env, Expr, SeqFunc, Subquery, SubqueryRunner};
 use crate::plan::ColumnMask;
 
@@ -122,33 +123,109 @@ pub struct Exec<'a> {
     /// Results of uncorrelated subqueries, by subquery id (this execution only).
     pub sub_cache: HashMap<usize, Vec<Value>>,
     /// The session's settings: current_setting/set_config and pg_settings read them.
-    pub settings: &'a mut HashMap<String, String>,
+    pub settings: &'a mut crate::settings::Settings,
     /// NOTICEs for the client (`... does not exist, skipping`).
     pub notices: &'a mut Vec<SqlNotice>,
-    /// Set from another thread to cancel the running statement (57014).
-    pub cancel: Option<&'a AtomicBool>,
-    /// Rows visited since the cancel flag was last read.
-    pub rows_since_cancel_check: u32,
+    /// What stops the statement early: a cancel request, statement_timeout.
+    pub interrupt: Interrupt<'a>,
     /// The session's cache groups, for the pgtier_cache_* views.
     pub cache: Option<&'a pgtier_cache::Cache>,
     /// What `currval`/`lastval` return: this session's last `nextval`s.
     pub sequences: &'a mut SessionSequences,
 }
 
-/// Rows between reads of the cancel flag: a long statement stops within
-/// microseconds, and the hot path pays a counter.
+/// Rows between reads of the cancel flag and the clock: a long statement
+/// stops within microseconds, and the hot path pays a counter.
 const CANCEL_CHECK_ROWS: u32 = 1024;
 
-/// Counts one row of work against `since`; every [`CANCEL_CHECK_ROWS`]
-/// rows, true if `cancel` was raised (and lowers it: one cancel, one statement).
+/// What ends a statement before it is done, as PostgreSQL's
+/// CHECK_FOR_INTERRUPTS does: the session's cancel flag (a CancelRequest,
+/// 57014 "due to user request") and the statement's deadline
+/// (statement_timeout, 57014 "due to statement timeout"). Every loop over
+/// rows calls [`Interrupt::tick`] once a row: a counter, and every
+/// [`CANCEL_CHECK_ROWS`] rows one atomic swap and, with a deadline, one
+/// clock read.
+///
+/// It also keeps the statement's memory account (pgtier.statement_mem):
+/// what sorts, hash aggregates and buffered results hold, charged as they
+/// grow ([`Interrupt::charge`]), 53200 past the bound.
+pub struct Interrupt<'a> {
+    pub cancel: Option<&'a AtomicBool>,
+    pub deadline: Option<Instant>,
+    /// Rows since the last look at the flag and the clock.
+    pub since: u32,
+    /// Bytes charged and still held (approximate: [`value_bytes`]).
+    pub mem_used: usize,
+    /// pgtier.statement_mem in bytes (usize::MAX: no bound).
+    pub mem_limit: usize,
+}
+
+/// What a value costs the memory account: its slot and its heap part.
 #[inline]
-fn cancel_requested(cancel: Option<&AtomicBool>, since: &mut u32) -> bool {
-    *since += 1;
-    if *since < CANCEL_CHECK_ROWS {
-        return false;
+pub fn value_bytes(v: &Value) -> usize {
+    std::mem::size_of::<Value>()
+        + match v {
+            Value::Text(s) => s.len(),
+            Value::Bytea(b) => b.len(),
+            _ => 0,
+        }
+}
+
+/// What a row costs the memory account (its Vec and its values).
+#[inline]
+pub fn row_bytes(row: &[Value]) -> usize {
+    std::mem::size_of::<Vec<Value>>() + row.iter().map(value_bytes).sum::<usize>()
+}
+
+impl<'a> Interrupt<'a> {
+    pub fn new(cancel: Option<&'a AtomicBool>, deadline: Option<Instant>, mem_limit: usize) -> Interrupt<'a> {
+        Interrupt { cancel, deadline, since: 0, mem_used: 0, mem_limit }
     }
-    *since = 0;
-    cancel.is_some_and(|flag| flag.swap(false, std::sync::atomic::Ordering::Relaxed))
+
+    /// Adds `bytes` that `what` (a sort, a hash aggregate, the result)
+    /// now holds; 53200 once the statement holds more than
+    /// pgtier.statement_mem. An add and a compare.
+    #[inline]
+    pub fn charge(&mut self, bytes: usize, what: &'static str) -> Result<()> {
+        self.mem_used = self.mem_used.saturating_add(bytes);
+        if self.mem_used > self.mem_limit {
+            return Err(self.out_of_memory(what));
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn out_of_memory(&self, what: &str) -> SqlError {
+        let limit = crate::settings::format_kb(u32::try_from(self.mem_limit / 1024).unwrap_or(u32::MAX));
+        SqlError::new("53200", "out of memory")
+            .with_detail(format!("The {what} of this statement needed more than pgtier.statement_mem ({limit})."))
+            .with_hint("Raise pgtier.statement_mem, or make the statement hold fewer rows.")
+    }
+
+    /// Counts one row of work; every [`CANCEL_CHECK_ROWS`] rows, the error
+    /// that ends the statement if one is due. A cancel lowers the flag:
+    /// one cancel, one statement.
+    #[inline]
+    pub fn tick(&mut self) -> Result<()> {
+        self.since += 1;
+        if self.since < CANCEL_CHECK_ROWS {
+            return Ok(());
+        }
+        self.check()
+    }
+
+    /// Looks at the flag and the clock now.
+    #[cold]
+    pub fn check(&mut self) -> Result<()> {
+        self.since = 0;
+        if self.cancel.is_some_and(|flag| flag.swap(false, std::sync::atomic::Ordering::Relaxed)) {
+            return Err(SqlError::canceled());
+        }
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(SqlError::statement_timeout());
+        }
+        Ok(())
+    }
 }
 
 impl SubqueryRunner for Exec<'_> {

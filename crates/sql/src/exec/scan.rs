@@ -6,7 +6,7 @@ use std::ops::Bound;
 
 use pgtier_engine::{DataType, RowRef, TableSchema, Value};
 
-use super::{Exec, cancel_requested, read_row};
+use super::{Exec, read_row};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr};
 use crate::plan::{Access, ColumnMask, Level, SelectPlan};
@@ -77,7 +77,11 @@ impl Exec<'_> {
                         read_row(&r, mask, out);
                     }
             }
-            Access::IndexScan { .. } | Access::FullScan => self.scan_level(level, env, row, &mut |r| read_row(r, mask, out))?,
+            // A level's candidates last one outer row: not charged.
+            Access::IndexScan { .. } | Access::FullScan => self.scan_level(level, env, row, &mut |r| {
+                read_row(r, mask, out);
+                0
+            })?,
             Access::Virtual(source) => self.virtual_rows(source, env, row, out)?,
         }
         Ok(())
@@ -85,8 +89,9 @@ impl Exec<'_> {
 
     /// Visits the rows an IndexScan or FullScan level yields at the
     /// snapshot, before its filters; `row` is the joined row so far (the
-    /// index key may read earlier levels).
-    pub(super) fn scan_level(&mut self, level: &Level, env: &Env<'_>, row: &[Value], visit: &mut dyn FnMut(&RowRef<'_>)) -> Result<()> {
+    /// index key may read earlier levels). `visit` returns the bytes it
+    /// kept for the rest of the statement (charged as result memory).
+    pub(super) fn scan_level(&mut self, level: &Level, env: &Env<'_>, row: &[Value], visit: &mut dyn FnMut(&RowRef<'_>) -> usize) -> Result<()> {
         match &level.access {
             Access::IndexScan { index, eq, lower, upper, key_types } => {
                 let mut prefix = self.pooled_row();
@@ -131,29 +136,25 @@ impl Exec<'_> {
                     None if prefix.is_empty() => Bound::Unbounded,
                     None => Bound::Included(prefix.as_slice()),
                 };
-                let (cancel, since) = (self.cancel, &mut self.rows_since_cancel_check);
-                let mut canceled = false;
+                let interrupt = &mut self.interrupt;
+                let mut stopped = Ok(());
                 self.txn.scan(*index, lower_b, upper_b, |r| {
-                    visit(&r);
-                    canceled = cancel_requested(cancel, since);
-                    Ok(!canceled)
+                    let kept = visit(&r);
+                    stopped = interrupt.charge(kept, "result").and_then(|()| interrupt.tick());
+                    Ok(stopped.is_ok())
                 })?;
                 self.return_row(prefix);
-                if canceled {
-                    return Err(SqlError::canceled());
-                }
+                stopped?;
             }
             Access::FullScan => {
-                let (cancel, since) = (self.cancel, &mut self.rows_since_cancel_check);
-                let mut canceled = false;
+                let interrupt = &mut self.interrupt;
+                let mut stopped = Ok(());
                 self.txn.scan_table(level.table.id, |r| {
-                    visit(&r);
-                    canceled = cancel_requested(cancel, since);
-                    Ok(!canceled)
+                    let kept = visit(&r);
+                    stopped = interrupt.charge(kept, "result").and_then(|()| interrupt.tick());
+                    Ok(stopped.is_ok())
                 })?;
-                if canceled {
-                    return Err(SqlError::canceled());
-                }
+                stopped?;
             }
             Access::PkLookup { .. } | Access::Virtual(_) => return Err(SqlError::new("XX000", "scan_level on a key lookup or virtual source")),
         }
@@ -177,9 +178,9 @@ impl Exec<'_> {
         self.fetch(level, env, row, false, plan.level_masks.get(l), &mut cands)?;
         let mut matched = false;
         for cand in cands.chunks(w) {
-            if cancel_requested(self.cancel, &mut self.rows_since_cancel_check) {
+            if let Err(e) = self.interrupt.tick() {
                 self.return_row(cands);
-                return Err(SqlError::canceled());
+                return Err(e);
             }
             row[level.offset..level.offset + w].clone_from_slice(cand);
             if !self.passes(&level.filters, env, row)? {

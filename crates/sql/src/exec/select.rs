@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use pgtier_engine::Value;
 
 use super::aggregate::{Aggregator, GroupKey, aggregate};
-use super::{Exec, ResultBuf, assign_columns, assign_ref, set_len};
+use super::{Exec, ResultBuf, assign_columns, assign_ref, row_bytes, set_len, value_bytes};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, NoSubqueries};
 use crate::plan::{Access, SelectPlan};
@@ -47,6 +47,7 @@ impl Exec<'_> {
                     values.resize(start + projection.len(), Value::Null);
                     assign_columns(&mut values[start..], projection, r);
                     *rows += 1;
+                    values[start..].iter().map(value_bytes).sum()
                 });
             }
             // Each joined row is projected into the result as it is found.
@@ -54,12 +55,13 @@ impl Exec<'_> {
             row.resize(plan.width, Value::Null);
             let projection = &plan.projection[..plan.visible];
             let r = self.join(plan, 0, &mut row, &env, &mut |ex, r| {
+                let start = out.values.len();
                 for e in projection {
                     let v = e.eval(&env, ex, r)?;
                     out.values.push(v);
                 }
                 out.rows += 1;
-                Ok(())
+                ex.interrupt.charge(out.values[start..].iter().map(value_bytes).sum(), "result")
             });
             self.return_row(row);
             return r;
@@ -113,8 +115,25 @@ impl Exec<'_> {
     }
 
     /// Full SELECT pipeline; rows carry every projection column (sort keys too).
+    /// What it holds is charged to the statement's memory account while it
+    /// runs and released when it returns (a correlated subquery runs once
+    /// per outer row and must not add up).
     pub fn select_rows(&mut self, plan: &SelectPlan, params: &[Value], outer: &[Value]) -> Result<Vec<Vec<Value>>> {
+        let held_before = self.interrupt.mem_used;
+        let rows = self.select_rows_charged(plan, params, outer);
+        self.interrupt.mem_used = held_before;
+        rows
+    }
+
+    fn select_rows_charged(&mut self, plan: &SelectPlan, params: &[Value], outer: &[Value]) -> Result<Vec<Vec<Value>>> {
         let env = self.env(params, outer);
+        let holding = if !plan.order_by.is_empty() {
+            "sort"
+        } else if plan.distinct || !plan.distinct_on.is_empty() {
+            "DISTINCT"
+        } else {
+            "result"
+        };
         let mut joined: Vec<Vec<Value>> = Vec::new();
         let mut row = vec![Value::Null; plan.width];
         let mut streamed_groups = None;
@@ -126,9 +145,9 @@ impl Exec<'_> {
                 self.join(plan, 0, &mut row, &env, &mut |ex, r| acc.add(ex, &env, r))?;
                 streamed_groups = Some(acc.finish()?);
             }
-            _ => self.join(plan, 0, &mut row, &env, &mut |_, r| {
+            _ => self.join(plan, 0, &mut row, &env, &mut |ex, r| {
                 joined.push(r.to_vec());
-                Ok(())
+                ex.interrupt.charge(row_bytes(r), holding)
             })?,
         }
         if plan.for_update {
@@ -156,10 +175,12 @@ impl Exec<'_> {
         let input = if plan.windows.is_empty() { input } else { self.apply_windows(&plan.windows, &env, input)? };
         let mut rows = Vec::with_capacity(input.len());
         for r in &input {
+            self.interrupt.tick()?;
             let mut o = Vec::with_capacity(plan.projection.len());
             for e in &plan.projection {
                 o.push(e.eval(&env, self, r)?);
             }
+            self.interrupt.charge(row_bytes(&o), holding)?;
             rows.push(o);
         }
         if plan.distinct {
@@ -167,7 +188,15 @@ impl Exec<'_> {
             rows.retain(|r| seen.insert(GroupKey(r[..plan.visible].to_vec())));
         }
         if !plan.order_by.is_empty() {
+            // A sort cannot stop half-way: once interrupted, every comparison
+            // answers Equal, which ends it in a few linear passes.
+            let interrupt = &mut self.interrupt;
+            let mut stopped = Ok(());
             rows.sort_by(|a, b| {
+                if stopped.is_err() {
+                    return Ordering::Equal;
+                }
+                stopped = interrupt.tick();
                 for k in &plan.order_by {
                     let o = sort_key_cmp(&a[k.column], &b[k.column], k.desc, k.nulls_first);
                     if o != Ordering::Equal {
@@ -176,6 +205,7 @@ impl Exec<'_> {
                 }
                 Ordering::Equal
             });
+            stopped?;
         }
         if !plan.distinct_on.is_empty() {
             let mut seen = std::collections::HashSet::new();

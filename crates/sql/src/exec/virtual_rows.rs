@@ -44,7 +44,18 @@ impl Exec<'_> {
                             return Err(SqlError::new("54000", "generate_series: too many rows"));
                         }
                         let int8 = matches!(vals[0], Value::Int8(_)) || matches!(vals[1], Value::Int8(_));
-                        (0..n).map(|k| lo + k * step).map(|v| if int8 { Value::Int8(v) } else { Value::Int4(i32::try_from(v).unwrap_or(0)) }).collect()
+                        // Charged before it is built (released with the
+                        // level's candidates, which last one outer row).
+                        let bytes = usize::try_from(n).unwrap_or(usize::MAX).saturating_mul(std::mem::size_of::<Value>());
+                        self.interrupt.charge(bytes, "generate_series")?;
+                        self.interrupt.mem_used -= bytes;
+                        let mut items = Vec::new();
+                        for k in 0..n {
+                            self.interrupt.tick()?;
+                            let v = lo + k * step;
+                            items.push(if int8 { Value::Int8(v) } else { Value::Int4(i32::try_from(v).unwrap_or(0)) });
+                        }
+                        items
                     }
                     TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
                     TableFunc::PartitionAncestors => Vec::new(),

@@ -44,7 +44,14 @@ impl Exec<'_> {
                 Ordering::Equal
             };
             let mut order: Vec<usize> = (0..n).collect();
+            // As ORDER BY's sort: once interrupted, Equal to the end.
+            let interrupt = &mut self.interrupt;
+            let mut stopped = Ok(());
             order.sort_by(|&a, &b| {
+                if stopped.is_err() {
+                    return Ordering::Equal;
+                }
+                stopped = interrupt.tick();
                 for (x, y) in keys[a].0.iter().zip(&keys[b].0) {
                     let o = sort_key_cmp(x, y, false, false);
                     if o != Ordering::Equal {
@@ -53,6 +60,7 @@ impl Exec<'_> {
                 }
                 order_cmp(a, b)
             });
+            stopped?;
             let mut out = vec![Value::Null; n];
             let mut start = 0;
             while start < n {

@@ -238,7 +238,14 @@ impl Connection {
         if self.open_txn().is_none() {
             match self.txn.as_mut() {
                 Some(t) => t.restart(self.db.default_commit_mode())?,
-                None => self.txn = Some(self.db.begin()?),
+                None => {
+                    let mut t = self.db.begin()?;
+                    // Once per session: the Transaction is restarted, not rebuilt.
+                    if let Some(flag) = &self.cancel {
+                        t.set_cancel_flag(std::sync::Arc::clone(flag));
+                    }
+                    self.txn = Some(t);
+                }
             }
             self.txn_start_micros = now_micros();
         }
@@ -254,6 +261,7 @@ impl Connection {
                 if self.block == Block::None {
                     self.ensure_txn()?;
                     self.block = Block::Active;
+                    self.settings.begin_block();
                 }
                 Ok((Tag::Plain("BEGIN"), 0))
             }
@@ -261,14 +269,19 @@ impl Connection {
                 let failed = self.block == Block::Failed;
                 self.block = Block::None;
                 if failed {
+                    self.settings.end_block(false);
                     self.rollback_txn();
                     return Ok((Tag::Plain("ROLLBACK"), 0));
                 }
-                let rolled_back = self.commit_txn()?.is_some_and(|info| info.rolled_back);
+                let committed = self.commit_txn();
+                let rolled_back = committed.as_ref().map_or(true, |info| info.as_ref().is_some_and(|i| i.rolled_back));
+                self.settings.end_block(!rolled_back);
+                committed?;
                 Ok((Tag::Plain(if rolled_back { "ROLLBACK" } else { "COMMIT" }), 0))
             }
             TxnCommand::Rollback => {
                 self.block = Block::None;
+                self.settings.end_block(false);
                 self.rollback_txn();
                 Ok((Tag::Plain("ROLLBACK"), 0))
             }

@@ -237,7 +237,7 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
                 return Err(SqlError::new("55P02", format!("parameter \"{key}\" cannot be changed")));
             }
             let v = normalize_setting(&key, txt(1))?;
-            ctx.settings.insert(key, v.clone());
+            ctx.settings.set(&key, v.clone());
             Value::Text(v)
         }
         SysFunc::CurrentDatabase => Value::Text(ctx.database()),
