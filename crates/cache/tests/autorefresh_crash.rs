@@ -50,14 +50,14 @@ fn change(client: &mut postgres::Client, rng: &mut rand::rngs::StdRng, next_subs
     for _ in 0..rng.random_range(1..=3) {
         match rng.random_range(0..10) {
             0..=3 => {
-                txn.execute("UPDATE subscriber SET msc_location = $2, vlr_location = CASE WHEN $2 % 5 = 0 THEN NULL ELSE $2 END WHERE s_id = $1", &[&s, &value])?;
+                txn.execute("UPDATE subscriber SET msc_location = $2::int8, vlr_location = CASE WHEN $2::int8 % 5 = 0 THEN NULL ELSE $2::int8 END WHERE s_id = $1", &[&s, &value])?;
             }
             4 => {
-                txn.execute("UPDATE access_info SET data1 = ($2 % 256)::smallint, data3 = 'w' WHERE s_id = $1", &[&s, &value])?;
+                txn.execute("UPDATE access_info SET data1 = ($2::int8 % 256)::smallint, data3 = 'w' WHERE s_id = $1", &[&s, &value])?;
             }
             5 | 6 => {
                 let start = (value % 3 * 8) as i16;
-                txn.execute("INSERT INTO call_forwarding SELECT s_id, sf_type, $2, $2 + 8, 'w' FROM special_facility WHERE s_id = $1 ON CONFLICT DO NOTHING", &[&s, &start])?;
+                txn.execute("INSERT INTO call_forwarding SELECT s_id, sf_type, $2::int2, ($2::int2 + 8)::int2, 'w' FROM special_facility WHERE s_id = $1 ON CONFLICT DO NOTHING", &[&s, &start])?;
             }
             7 => {
                 txn.execute("DELETE FROM call_forwarding WHERE s_id = $1", &[&s])?;
@@ -65,7 +65,7 @@ fn change(client: &mut postgres::Client, rng: &mut rand::rngs::StdRng, next_subs
             8 => {
                 // A whole new instance.
                 let id = next_subscriber.fetch_add(1, Ordering::Relaxed) as i32;
-                txn.execute("INSERT INTO subscriber (s_id, sub_nbr, bit_1, hex_1, byte2_1, msc_location, vlr_location) VALUES ($1, lpad($1::text, 15, '0'), 1, 1, 1, $2, NULL)", &[&id, &value])?;
+                txn.execute("INSERT INTO subscriber (s_id, sub_nbr, bit_1, hex_1, byte2_1, msc_location, vlr_location) VALUES ($1::int4, lpad(($1::int4)::text, 15, '0'), 1, 1, 1, $2::int8, NULL)", &[&id, &value])?;
                 txn.execute("INSERT INTO access_info VALUES ($1, 1, 1, 1, 'x', 'y')", &[&id])?;
                 txn.execute("INSERT INTO special_facility VALUES ($1, 1, 1, 0, 1, 'z')", &[&id])?;
                 txn.execute("INSERT INTO call_forwarding VALUES ($1, 1, 0, 8, 'n')", &[&id])?;
@@ -114,10 +114,11 @@ fn kills_of_pgtier_and_restarts_of_postgres_lose_and_duplicate_nothing() {
                     Ok(()) => {
                         committed.fetch_add(1, Ordering::Relaxed);
                     }
-                    Err(error) if error.is_closed() || error.code().is_none() || error.as_db_error().is_some_and(|e| e.code().code().starts_with("57")) => {
+                    // PostgreSQL going down or coming up: reconnect.
+                    Err(error) if error.is_closed() || error.code().is_none_or(|c| c.code().starts_with("57") || c.code().starts_with("08")) => {
                         client = None;
                     }
-                    Err(_) => {}
+                    Err(error) => panic!("the writer's transaction failed: {error:?}"),
                 }
                 std::thread::sleep(Duration::from_micros(500));
             }

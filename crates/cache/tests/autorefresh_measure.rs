@@ -73,15 +73,15 @@ fn steady_changes_reach_the_cache_with_low_lag() {
             let value = rng.random_range(0..1_000_000i64);
             changes += match rng.random_range(0..10) {
                 0..=5 => txn.execute("UPDATE subscriber SET msc_location = $2 WHERE s_id = $1", &[&s, &value]).unwrap(),
-                6 => txn.execute("UPDATE access_info SET data1 = ($2 % 256)::smallint WHERE s_id = $1", &[&s, &value]).unwrap(),
+                6 => txn.execute("UPDATE access_info SET data1 = ($2::int8 % 256)::smallint WHERE s_id = $1", &[&s, &value]).unwrap(),
                 7 => {
                     let start = (value % 3 * 8) as i16;
-                    txn.execute("INSERT INTO call_forwarding SELECT s_id, sf_type, $2, $2 + 8, 'w' FROM special_facility WHERE s_id = $1 ON CONFLICT DO NOTHING", &[&s, &start]).unwrap()
+                    txn.execute("INSERT INTO call_forwarding SELECT s_id, sf_type, $2::int2, ($2::int2 + 8)::int2, 'w' FROM special_facility WHERE s_id = $1 ON CONFLICT DO NOTHING", &[&s, &start]).unwrap()
                 }
                 8 => txn.execute("DELETE FROM call_forwarding WHERE s_id = $1", &[&s]).unwrap(),
                 _ => {
                     next_id += 1;
-                    txn.execute("INSERT INTO subscriber (s_id, sub_nbr, bit_1, hex_1, byte2_1, msc_location, vlr_location) VALUES ($1, 'n', 1, 1, 1, $2, NULL)", &[&next_id, &value]).unwrap()
+                    txn.execute("INSERT INTO subscriber (s_id, sub_nbr, bit_1, hex_1, byte2_1, msc_location, vlr_location) VALUES ($1, lpad(($1::int4)::text, 15, '0'), 1, 1, 1, $2, NULL)", &[&next_id, &value]).unwrap()
                         + txn.execute("INSERT INTO access_info VALUES ($1, 1, 1, 1, 'x', 'y')", &[&next_id]).unwrap()
                 }
             }
