@@ -557,6 +557,8 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::TimestampTz, Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(t),
         (T::TimestampTz, Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
+        // boolean's cast to text is booltext ('true'), not its output function ('t').
+        (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => cast(Value::Text(if b { "true" } else { "false" }.to_owned()), to, explicit)?,
         // Anything to a string type goes through its text output (PostgreSQL's I/O cast).
         (T::Text | T::Varchar(_) | T::Char(_), v) => {
             let mut s = String::new();
@@ -631,6 +633,17 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
                 "-infinity" | "-inf" => f64::NEG_INFINITY,
                 other => other.parse().map_err(|_| invalid())?,
             };
+            // float8in/float4in: a finite input that overflows to infinity, or
+            // a non-zero one that underflows to zero, is out of range.
+            let out_of_range = || SqlError::new("22003", format!("\"{t}\" is out of range for type {}", type_name(ty)));
+            let nonzero_input = t.bytes().take_while(|b| !matches!(b, b'e' | b'E')).any(|b| (b'1'..=b'9').contains(&b));
+            #[allow(clippy::cast_possible_truncation)]
+            let narrowed = if ty == DataType::Float4 { f64::from(x as f32) } else { x };
+            let overflow = (x.is_finite() && narrowed.is_infinite()) || (x.is_infinite() && !t.to_ascii_lowercase().contains("inf"));
+            let underflow = narrowed == 0.0 && nonzero_input;
+            if overflow || underflow {
+                return Err(out_of_range());
+            }
             #[allow(clippy::cast_possible_truncation)]
             if ty == DataType::Float4 { Value::Float4(x as f32) } else { Value::Float8(x) }
         }

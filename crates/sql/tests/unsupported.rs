@@ -28,6 +28,12 @@ fn refused_constructs_name_themselves() {
         ("CREATE TABLE bad_default (id int PRIMARY KEY, t text DEFAULT now())", "non-constant DEFAULT"),
         ("CREATE TABLE fk_upd (id int PRIMARY KEY, t int REFERENCES t ON UPDATE CASCADE)", "ON UPDATE"),
         ("CREATE TABLE fk_def (id int PRIMARY KEY, t int REFERENCES t ON DELETE SET DEFAULT)", "SET DEFAULT"),
+        // PostgreSQL resolves char(n) with varchar to character (blank-insensitive); as text they would differ.
+        ("SELECT 'a'::char(3) UNION SELECT 'a '::varchar(3)", "UNION of character and character varying"),
+        ("SELECT 1 WHERE 'a'::char(3) IN ('a '::varchar(3), 'b'::varchar(3))", "IN of character and character varying"),
+        // One two-dimensional array in PostgreSQL, not an array of arrays' text.
+        ("SELECT ARRAY[[1, 2], [3, 4]]", "multidimensional arrays"),
+        ("SELECT array_length(ARRAY[ARRAY[1, 2], ARRAY[3, 4]], 2)", "multidimensional arrays"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");

@@ -65,9 +65,19 @@ impl Binder<'_> {
 
     /// `ARRAY[a, b, ...]`.
     pub(super) fn array_constructor(&mut self, items: &[ast::Expr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        if items.is_empty() {
+            return Err(SqlError::new("42P18", "cannot determine type of empty array")
+                .with_hint("Explicitly cast to the desired type, for example ARRAY[]::integer[]."));
+        }
         let mut bound = Vec::new();
         for i in items {
-            bound.push(self.expr(i, scope, ctx)?);
+            let (e, t) = self.expr(i, scope, ctx)?;
+            // ARRAY[[1,2],[3,4]] is one two-dimensional array in PostgreSQL,
+            // not an array of arrays' text.
+            if matches!(i, ast::Expr::Array(_)) || t.is_some_and(|t| Elem::of(t).is_some()) {
+                return Err(SqlError::unsupported("multidimensional arrays"));
+            }
+            bound.push((e, t));
         }
         let types: Vec<Ty> = bound.iter().map(|b| b.1).collect();
         let common = common_type(&types, "ARRAY")?.unwrap_or(DataType::Text);

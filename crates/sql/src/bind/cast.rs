@@ -58,9 +58,14 @@ impl Binder<'_> {
             return Ok(Some(match target {
                 CastTarget::Reg(kind) => self.reg_cast(x, t, kind)?,
                 CastTarget::Oid => match t {
-                    Some(t) if RegKind::of(t).is_some() || value::is_integer(t) => (if t == DataType::Int8 || RegKind::of(t).is_some() { x } else { Expr::Cast(x.boxed(), DataType::Int8, true) }, Some(types::OID)),
-                    None => (self.coerce(x, None, types::OID, "::")?, Some(types::OID)),
-                    Some(t) if is_string(Some(t)) => (Expr::Cast(x.boxed(), types::OID, true), Some(types::OID)),
+                    Some(t) if RegKind::of(t).is_some() => (x, Some(types::OID)),
+                    Some(t) if value::is_integer(t) => (Expr::Func(Func::Sys(SysFunc::OidFromInt(t == DataType::Int8)), vec![x]), Some(types::OID)),
+                    None => match x {
+                        Expr::Const(Value::Text(s)) => (Expr::Const(Value::Int8(crate::expr::oid_in(&s)?)), Some(types::OID)),
+                        Expr::Const(Value::Null) => (x, Some(types::OID)),
+                        x => (Expr::Func(Func::Sys(SysFunc::OidIn), vec![self.coerce(x, None, DataType::Text, "::")?]), Some(types::OID)),
+                    },
+                    Some(t) if is_string(Some(t)) => (Expr::Func(Func::Sys(SysFunc::OidIn), vec![x]), Some(types::OID)),
                     Some(t) => return Err(cannot_cast(t, "oid")),
                 },
                 CastTarget::Name | CastTarget::Char | CastTarget::RegProc => {

@@ -172,6 +172,14 @@ pub(super) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
             Some(c) if c == *t => c,
             Some(c) => match (category(c), category(*t)) {
                 (Category::Numeric, Category::Numeric) => value::numeric_common(c, *t),
+                // text is the preferred string type. Without one, PostgreSQL
+                // resolves character(n) with varchar to character, compared
+                // blank-insensitively; answering as text would differ.
+                (Category::String, Category::String) if c == DataType::Text || *t == DataType::Text => DataType::Text,
+                (Category::String, Category::String) if matches!(c, DataType::Char(_)) || matches!(*t, DataType::Char(_)) => {
+                    return Err(SqlError::unsupported(format!("{construct} of {} and {}", type_name(c), type_name(*t)))
+                        .with_hint("PostgreSQL resolves them to character, compared without trailing blanks; cast both to text (or both to character) to say which you mean."));
+                }
                 (Category::String, Category::String) => DataType::Text,
                 // date < timestamp < timestamptz, PostgreSQL's preference.
                 (Category::DateTime, Category::DateTime) if c == DataType::TimestampTz || *t == DataType::TimestampTz => DataType::TimestampTz,

@@ -4,7 +4,7 @@
 use pgtier_engine::{DataType, Value};
 use sqlparser::ast;
 
-use super::cast::cast_target;
+use super::cast::{CastTarget, cast_target};
 use super::coerce::{common_type, map_type};
 use super::{Binder, ExprCtx, Scope, Ty, ident, missing_from, truncate};
 use crate::error::{Result, SqlError};
@@ -156,6 +156,12 @@ impl Binder<'_> {
                     return Err(SqlError::unsupported(format!("{kind:?}")));
                 }
                 let target = cast_target(data_type);
+                // ARRAY[] has no type of its own: only a cast gives it one.
+                if let (ast::Expr::Array(a), Some(CastTarget::Array(elem))) = (&**expr, target)
+                    && a.elem.is_empty()
+                {
+                    return Ok((Expr::Const(crate::types::array_input("{}", elem)?), Some(elem.data_type())));
+                }
                 let ty = match target {
                     Some(_) => DataType::Text,
                     None => map_type(data_type)?,
@@ -172,6 +178,12 @@ impl Binder<'_> {
                 if target.is_some() || t.is_some_and(crate::types::is_pseudo) {
                     return self.sys_cast(x, t, target, target.is_none().then_some(ty))?.ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
                 }
+                // char(n) to text or varchar drops its trailing blanks (rtrim1).
+                let x = match (t, x) {
+                    (Some(DataType::Char(_)), Expr::Const(Value::Text(s))) if matches!(ty, DataType::Text | DataType::Varchar(_)) => Expr::Const(Value::Text(value::bpchar_trim(&s).to_owned())),
+                    (Some(DataType::Char(_)), x) if matches!(ty, DataType::Text | DataType::Varchar(_)) => Expr::BpcharTrim(x.boxed()),
+                    (_, x) => x,
+                };
                 match (t, x) {
                     (None, Expr::Const(Value::Text(s))) if category(ty) == Category::String => Ok((Expr::Const(value::cast(Value::Text(s), ty, true)?), Some(ty))),
                     (None, Expr::Const(Value::Text(s))) => Ok((Expr::Const(value::parse_input(&s, ty)?), Some(ty))),

@@ -234,9 +234,11 @@ impl<'p> Aggregator<'p> {
                 Some(e) => Some(e.eval(env, ex, r)?),
                 None => None,
             };
+            // DISTINCT drops NULLs for the strict aggregates; array_agg
+            // keeps one, as PostgreSQL does.
             if call.distinct
                 && let Some(x) = &v
-                && (x.is_null() || !self.groups[gi].seen[k].insert(GroupKey(vec![x.clone()])))
+                && ((x.is_null() && call.func != AggFunc::ArrayAgg) || !self.groups[gi].seen[k].insert(GroupKey(vec![x.clone()])))
             {
                 continue;
             }
@@ -259,9 +261,22 @@ impl<'p> Aggregator<'p> {
 }
 
 /// The result of string_agg / array_agg over the collected values.
-fn finish_collect(call: &AggCall, items: Vec<Value>) -> Result<Value> {
+fn finish_collect(call: &AggCall, mut items: Vec<Value>) -> Result<Value> {
     if items.is_empty() {
         return Ok(Value::Null);
+    }
+    if call.distinct {
+        // PostgreSQL sorts a DISTINCT aggregate's input (NULL last); string_agg's
+        // items are (value, delimiter) pairs, ordered by the value.
+        if call.func == AggFunc::ArrayAgg {
+            items.sort_by(value::sort_cmp);
+        } else {
+            let first = |pair: &Value| types::parse_array(pair.as_str().unwrap_or("{}"), Elem::Text).ok().and_then(|p| p.into_iter().next().flatten());
+            items.sort_by(|a, b| match (first(a), first(b)) {
+                (Some(x), Some(y)) => x.cmp(&y),
+                (x, y) => y.is_none().cmp(&x.is_none()).reverse(),
+            });
+        }
     }
     if call.func == AggFunc::ArrayAgg {
         let elem = Elem::of(call.ty).ok_or_else(|| SqlError::new("XX000", "array_agg without an array type"))?;

@@ -49,6 +49,10 @@ pub enum SysFunc {
     RegOut(RegKind),
     /// Text to oid by name lookup; `to_regclass` (missing_ok) yields NULL.
     RegIn(RegKind, bool),
+    /// text → oid (oidin's range and wrap).
+    OidIn,
+    /// integer → oid; true for int8 (range-checked), false for int4/int2 (reinterpreted).
+    OidFromInt(bool),
     ArrayToString(Elem),
     ArrayUpper(Elem),
     ArrayLower(Elem),
@@ -207,6 +211,9 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             return Ok(if unknown { Value::Null } else { Value::Bool(false) });
         }
         SysFunc::Regex { negated, case_insensitive } => return Ok(Value::Bool(regex_match(txt(0), txt(1), case_insensitive)? != negated)),
+        SysFunc::OidIn if !vals[0].is_null() => return Ok(Value::Int8(oid_in(txt(0))?)),
+        SysFunc::OidFromInt(wide) if !vals[0].is_null() => return Ok(Value::Int8(oid_from_int(int(0), wide)?)),
+        SysFunc::OidIn | SysFunc::OidFromInt(_) => return Ok(Value::Null),
         _ => {}
     }
     let Some(ctx) = sq.system() else {
@@ -334,4 +341,24 @@ fn regex_match(s: &str, pattern: &str, case_insensitive: bool) -> Result<bool> {
         }
         Ok(slot.as_ref().is_some_and(|(_, _, re)| re.is_match(s)))
     })
+}
+
+/// oidin: an unsigned 32-bit number; negative input down to -2^31 wraps,
+/// as PostgreSQL's `'-1'::oid` is 4294967295.
+pub fn oid_in(text: &str) -> crate::error::Result<i64> {
+    let t = text.trim();
+    let n: i64 = t.parse().map_err(|_| SqlError::invalid_text("oid", text))?;
+    if !(i64::from(i32::MIN)..=i64::from(u32::MAX)).contains(&n) {
+        return Err(SqlError::new("22003", format!("value \"{text}\" is out of range for type oid")));
+    }
+    Ok(if n < 0 { n + (1i64 << 32) } else { n })
+}
+
+/// An integer cast to oid: int8 is range-checked (i8tooid), int4 and int2
+/// are reinterpreted as unsigned (a binary-coercible cast).
+fn oid_from_int(n: i64, wide: bool) -> crate::error::Result<i64> {
+    if wide {
+        return if (0..=i64::from(u32::MAX)).contains(&n) { Ok(n) } else { Err(SqlError::new("22003", "OID out of range")) };
+    }
+    Ok(if n < 0 { n + (1i64 << 32) } else { n })
 }
