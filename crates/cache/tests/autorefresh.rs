@@ -42,7 +42,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 /// Inserts, updates (a key change among them), deletes of whole instances
 /// and of children, and NULLs, made directly in PostgreSQL: one
 /// transaction per element.
-const CHANGES: [&str; 7] = [
+const CHANGES: [&str; 8] = [
     "UPDATE subscriber SET msc_location = msc_location + 1, vlr_location = NULL WHERE s_id % 97 = 0",
     "BEGIN;
      INSERT INTO subscriber (s_id, sub_nbr, bit_1, hex_1, byte2_1, msc_location, vlr_location) VALUES (30001, '000000000030001', 1, 2, 3, 4, 5);
@@ -60,6 +60,7 @@ const CHANGES: [&str; 7] = [
     "UPDATE access_info SET ai_type = ai_type + 10, data3 = NULL WHERE s_id = 5",
     "UPDATE special_facility SET data_b = 'z' WHERE s_id % 11 = 0",
     "UPDATE subscriber SET sub_nbr = 'renamed' WHERE s_id = 11",
+    "TRUNCATE call_forwarding",
 ];
 
 #[test]
@@ -284,4 +285,29 @@ fn an_idle_group_does_not_pin_wal_while_other_databases_write() {
     // Retained WAL stays bounded by a few checkpoints' worth, not by what was written.
     assert!(retained < 8 << 20, "an idle slot pins {retained} bytes");
     assert!(status(&cache, "tatp").retained_wal_bytes.load(Ordering::Relaxed) < 64 << 20);
+}
+
+/// A PostgreSQL that cannot decode its WAL: the first LOAD says how to fix
+/// it, and a group with AUTOREFRESH OFF loads as before.
+#[test]
+fn wal_level_other_than_logical_is_refused_with_the_fix() {
+    let settings = vec![("wal_level".to_owned(), "replica".to_owned())];
+    let cluster = PrivateCluster::start(ClusterOptions { settings, ..ClusterOptions::default() }).unwrap();
+    let url = cluster.create_database("ar_replica").unwrap();
+    populate_tatp(&url);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open_cache(dir.path(), &url);
+    cache.create_group(&ar_group("tatp", false)).unwrap();
+    let error = cache.load("tatp", &LoadOptions { predicate: Some("s_id <= 10".into()), ..LoadOptions::default() }).unwrap_err();
+    assert_eq!(error.sqlstate(), "55000", "{error}");
+    assert!(error.to_string().contains("wal_level = logical"), "{error}");
+    assert!(error.hint().unwrap().contains("ALTER SYSTEM SET wal_level = logical"), "{error:?}");
+    assert!(cache.autorefresh_status().is_empty());
+    drop(cache);
+    // The same tables in a group without autorefresh (a fresh cache: a table is in one group).
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open_cache(dir.path(), &url);
+    cache.create_group(&tatp_group("manual", GroupKind::ReadOnly, false)).unwrap();
+    assert_eq!(cache.load("manual", &LoadOptions { predicate: Some("s_id <= 10".into()), ..LoadOptions::default() }).unwrap().instances, 10);
+    assert!(cache.autorefresh_status().is_empty());
 }
