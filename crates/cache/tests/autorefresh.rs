@@ -311,3 +311,23 @@ fn wal_level_other_than_logical_is_refused_with_the_fix() {
     assert_eq!(cache.load("manual", &LoadOptions { predicate: Some("s_id <= 10".into()), ..LoadOptions::default() }).unwrap().instances, 10);
     assert!(cache.autorefresh_status().is_empty());
 }
+
+/// A value PostgreSQL holds and the cache cannot (a numeric NaN) stops the
+/// group with the reason instead of retrying the same transaction forever.
+#[test]
+fn a_value_the_cache_cannot_hold_stops_the_group() {
+    let url = fresh_tatp("ar_nan");
+    let mut client = connect(&url).unwrap();
+    client.batch_execute("CREATE TABLE price (id int PRIMARY KEY, amount numeric(10,2)); INSERT INTO price SELECT g, g * 1.5 FROM generate_series(1, 10) g").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open_cache(dir.path(), &url);
+    cache.create_group(&pgtier_cache::CreateGroup { root: "price".into(), children: Vec::new(), ..ar_group("prices", false) }).unwrap();
+    cache.load("prices", &LoadOptions::default()).unwrap();
+    client.batch_execute("UPDATE price SET amount = 'NaN' WHERE id = 3").unwrap();
+    let s = status(&cache, "prices");
+    wait_until("the group to stop", || *s.state.lock() == "stopped");
+    let error = s.last_error.lock().clone().unwrap();
+    assert!(error.contains("amount") && error.contains("22003"), "{error}");
+    assert_eq!(s.errors.load(Ordering::Relaxed), 1, "stopped at once, not retried");
+    wait_until("the slot to be dropped", || !slots(&mut client).iter().any(|n| n.contains("ar_nan_prices")));
+}

@@ -471,21 +471,36 @@ impl Streamer<'_> {
                     Ok(None) => {}
                     Err(error) => return Ok(Exit::Fatal(error)),
                 },
-                Some(ReplicationEvent::Insert { relation, new }) => self.push(relation, |table, mapping| {
-                    Ok(Some(Change::Write { table, update: false, old_key: None, new: decode_tuple(table_of(self.ctx, table), mapping, &new)? }))
-                })?,
-                Some(ReplicationEvent::Update { relation, old, new }) => self.push(relation, |table, mapping| {
-                    let def = table_of(self.ctx, table);
-                    let old_key = match &old {
-                        Some(old) => Some(key_values(self.ctx, table, &decode_tuple(def, mapping, old)?)),
-                        None => None,
-                    };
-                    Ok(Some(Change::Write { table, update: true, old_key, new: decode_tuple(def, mapping, &new)? }))
-                })?,
-                Some(ReplicationEvent::Delete { relation, old }) => self.push(relation, |table, mapping| {
-                    let old = decode_tuple(table_of(self.ctx, table), mapping, &old)?;
-                    Ok(Some(Change::Delete { table, key: key_values(self.ctx, table, &old) }))
-                })?,
+                Some(ReplicationEvent::Insert { relation, new }) => {
+                    let pushed = self.push(relation, |table, mapping| {
+                        Ok(Some(Change::Write { table, update: false, old_key: None, new: decode_tuple(table_of(self.ctx, table), mapping, &new)? }))
+                    });
+                    if let Err(error) = pushed {
+                        return value_error(error);
+                    }
+                }
+                Some(ReplicationEvent::Update { relation, old, new }) => {
+                    let pushed = self.push(relation, |table, mapping| {
+                        let def = table_of(self.ctx, table);
+                        let old_key = match &old {
+                            Some(old) => Some(key_values(self.ctx, table, &decode_tuple(def, mapping, old)?)),
+                            None => None,
+                        };
+                        Ok(Some(Change::Write { table, update: true, old_key, new: decode_tuple(def, mapping, &new)? }))
+                    });
+                    if let Err(error) = pushed {
+                        return value_error(error);
+                    }
+                }
+                Some(ReplicationEvent::Delete { relation, old }) => {
+                    let pushed = self.push(relation, |table, mapping| {
+                        let old = decode_tuple(table_of(self.ctx, table), mapping, &old)?;
+                        Ok(Some(Change::Delete { table, key: key_values(self.ctx, table, &old) }))
+                    });
+                    if let Err(error) = pushed {
+                        return value_error(error);
+                    }
+                }
                 Some(ReplicationEvent::Truncate { relations, .. }) => {
                     for relation in relations {
                         self.push(relation, |table, _| Ok(Some(Change::Truncate { table })))?;
@@ -622,6 +637,16 @@ impl Streamer<'_> {
             return Ok(Some(Exit::Resnapshot("the slot retains more WAL than autorefresh_retained_wal_max")));
         }
         Ok(None)
+    }
+}
+
+/// A value the cache cannot hold (a numeric NaN, bytes that do not decode)
+/// would fail the same way at every retry: the group stops, loudly,
+/// instead of looping; anything else is retried.
+fn value_error(error: CacheError) -> Result<Exit, CacheError> {
+    match error {
+        CacheError::BadValue { .. } | CacheError::Backend(pgtier_backend::BackendError::Decode { .. }) => Ok(Exit::Fatal(error)),
+        other => Err(other),
     }
 }
 
