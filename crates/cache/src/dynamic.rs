@@ -269,7 +269,7 @@ fn fetch_on(pooled: &mut Pooled, group: &CacheGroup, predicate: Option<&str>, pa
 }
 
 /// The root row of `key` is cached (at a fresh snapshot).
-fn root_cached(db: &Database, layout: &InstanceLayout, key: &[Value]) -> Result<bool, CacheError> {
+pub(crate) fn root_cached(db: &Database, layout: &InstanceLayout, key: &[Value]) -> Result<bool, CacheError> {
     let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Load)?;
     let found = txn.get_with(layout.root().id, key, |_| ())?.is_some();
     txn.rollback();
@@ -299,6 +299,13 @@ impl pgtier_engine::MissHook for TableHook {
             }
         };
         let Some(root_key) = root_key else { return Ok(false) };
-        cache.ensure_instance(&self.group, &root_key).map_err(|error| EngineError::hook(error.sqlstate(), error.to_string(), error.hint()))
+        let to_engine = |error: CacheError| EngineError::hook(error.sqlstate(), error.to_string(), error.hint());
+        if cache.ensure_instance(&self.group, &root_key).map_err(to_engine)? {
+            return Ok(true);
+        }
+        // Cached after this transaction's snapshot was taken (another
+        // session's load ended just before this miss): the engine looks
+        // again with a fresh snapshot only when told so.
+        cache.instance_cached(&self.group, &root_key).map_err(to_engine)
     }
 }

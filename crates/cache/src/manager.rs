@@ -667,6 +667,14 @@ impl Cache {
         self.dynamic.ensure(&self.db, &entry, &layout, root_key)
     }
 
+    /// Whether the instance of `root_key` of group `group` is cached now (a fresh snapshot).
+    pub(crate) fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
+        let entry = self.entry(group)?;
+        let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        let Some(key) = layout.normalize_root_key(root_key) else { return Ok(false) };
+        crate::dynamic::root_cached(&self.db, &layout, &key)
+    }
+
     pub fn database(&self) -> &Database {
         &self.db
     }
