@@ -105,16 +105,41 @@ impl Binder<'_> {
             "ltrim" => text_fn(Func::Ltrim, 1, 2, &[Text, Text], Text, self, bound),
             "rtrim" => text_fn(Func::Rtrim, 1, 2, &[Text, Text], Text, self, bound),
             "replace" => text_fn(Func::Replace, 3, 3, &[Text, Text, Text], Text, self, bound),
+            "repeat" => text_fn(Func::Repeat, 2, 2, &[Text, Int4], Text, self, bound),
+            "split_part" => text_fn(Func::SplitPart, 3, 3, &[Text, Text, Int4], Text, self, bound),
+            "left" => text_fn(Func::Left, 2, 2, &[Text, Int4], Text, self, bound),
+            "right" => text_fn(Func::Right, 2, 2, &[Text, Int4], Text, self, bound),
+            "initcap" => text_fn(Func::Initcap, 1, 1, &[Text], Text, self, bound),
+            "translate" => text_fn(Func::Translate, 3, 3, &[Text, Text, Text], Text, self, bound),
+            "starts_with" => text_fn(Func::StartsWith, 2, 2, &[Text, Text], DataType::Bool, self, bound),
+            "to_hex" => {
+                arity(1, 1)?;
+                let wide = bound[0].1 == Some(DataType::Int8);
+                text_fn(Func::ToHex(wide), 1, 1, &[if wide { DataType::Int8 } else { Int4 }], Text, self, bound)
+            }
+            "concat_ws" => {
+                if nargs < 2 {
+                    return Err(SqlError::undefined_function(&sig()));
+                }
+                let mut out = Vec::new();
+                for (e, t) in bound {
+                    out.push(match t {
+                        None => self.coerce(e, None, Text, name)?,
+                        _ => e,
+                    });
+                }
+                Ok((Expr::Func(Func::ConcatWs, out), Some(Text)))
+            }
             "position" | "strpos" => {
                 let swapped = if name == "strpos" { bound.into_iter().rev().collect() } else { bound };
                 text_fn(Func::Position, 2, 2, &[Text, Text], Int4, self, swapped)
             }
             "concat" => {
+                // Each argument's output text: char(n) keeps its padding here.
                 let mut out = Vec::new();
                 for (e, t) in bound {
                     out.push(match t {
                         None => self.coerce(e, None, Text, name)?,
-                        Some(DataType::Char(_)) => Expr::BpcharTrim(e.boxed()),
                         _ => e,
                     });
                 }

@@ -35,6 +35,16 @@ pub enum Func {
     Position,
     Greatest,
     Least,
+    Repeat,
+    SplitPart,
+    Left,
+    Right,
+    Initcap,
+    Translate,
+    StartsWith,
+    /// to_hex of an int4 (false) or int8 (true): two's complement of that width.
+    ToHex(bool),
+    ConcatWs,
     /// A system function ([`SysFunc`]).
     Sys(SysFunc),
 }
@@ -67,6 +77,19 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             }
             return Ok(Value::Text(s));
         }
+        // concat_ws skips NULL arguments; only a NULL separator makes it NULL.
+        Func::ConcatWs => {
+            let Some(sep) = vals.first().filter(|v| !v.is_null()) else { return Ok(Value::Null) };
+            let sep = text_arg(sep).unwrap_or("");
+            let mut s = String::new();
+            for (k, v) in vals[1..].iter().filter(|v| !v.is_null()).enumerate() {
+                if k > 0 {
+                    s.push_str(sep);
+                }
+                value::write_text(v, &mut s);
+            }
+            return Ok(Value::Text(s));
+        }
         Func::Greatest | Func::Least => {
             let mut best: Option<Value> = None;
             for v in vals.into_iter().filter(|v| !v.is_null()) {
@@ -91,8 +114,10 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
     let int = |i: usize| vals.get(i).and_then(Value::as_i64).unwrap_or(0);
     let s0 = vals.first().and_then(text_arg).unwrap_or("");
     Ok(match f {
-        Func::Lower => Value::Text(s0.to_lowercase()),
-        Func::Upper => Value::Text(s0.to_uppercase()),
+        // The C locale's case mapping (pgtier's collation, DESIGN.md §3):
+        // ASCII letters only, as PostgreSQL's lower/upper/initcap under C.
+        Func::Lower => Value::Text(s0.to_ascii_lowercase()),
+        Func::Upper => Value::Text(s0.to_ascii_uppercase()),
         Func::Length => Value::Int4(i32::try_from(s0.chars().count()).unwrap_or(i32::MAX)),
         Func::Substr => {
             let start = int(1);
@@ -188,6 +213,67 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             };
             value::arith(ArithOp::Mod, &vals[0], &vals[1], ty)?
         }
-        Func::Now | Func::Concat | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
+        Func::Repeat => {
+            let n = usize::try_from(int(1).max(0)).unwrap_or(0);
+            if s0.len().saturating_mul(n) > TEXT_BYTES_MAX {
+                return Err(SqlError::new("54000", "requested length too large"));
+            }
+            Value::Text(s0.repeat(n))
+        }
+        Func::SplitPart => split_part(s0, vals.get(1).and_then(text_arg).unwrap_or(""), int(2))?,
+        Func::Left | Func::Right => {
+            let chars: Vec<char> = s0.chars().collect();
+            let len = i64::try_from(chars.len()).unwrap_or(i64::MAX);
+            let n = int(1);
+            // A negative count keeps all but that many from the other end.
+            let keep = usize::try_from(if n >= 0 { n.min(len) } else { (len + n).max(0) }).unwrap_or(0);
+            let taken: String = if f == Func::Left { chars[..keep].iter().collect() } else { chars[chars.len() - keep..].iter().collect() };
+            Value::Text(taken)
+        }
+        Func::Initcap => {
+            // Words are runs of letters and digits; under the C locale only
+            // ASCII ones are (and change case).
+            let mut out = String::with_capacity(s0.len());
+            let mut in_word = false;
+            for c in s0.chars() {
+                out.push(if in_word { c.to_ascii_lowercase() } else { c.to_ascii_uppercase() });
+                in_word = c.is_ascii_alphanumeric();
+            }
+            Value::Text(out)
+        }
+        Func::Translate => {
+            let from: Vec<char> = vals.get(1).and_then(text_arg).unwrap_or("").chars().collect();
+            let to: Vec<char> = vals.get(2).and_then(text_arg).unwrap_or("").chars().collect();
+            let out: String = s0
+                .chars()
+                .filter_map(|c| match from.iter().position(|&x| x == c) {
+                    Some(i) => to.get(i).copied(),
+                    None => Some(c),
+                })
+                .collect();
+            Value::Text(out)
+        }
+        Func::StartsWith => Value::Bool(s0.starts_with(vals.get(1).and_then(text_arg).unwrap_or(""))),
+        #[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
+        Func::ToHex(wide) => Value::Text(if wide { format!("{:x}", int(0) as u64) } else { format!("{:x}", int(0) as i32 as u32) }),
+        Func::Now | Func::Concat | Func::ConcatWs | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
     })
+}
+
+/// The longest text value PostgreSQL builds (1 GB less its header).
+const TEXT_BYTES_MAX: usize = (1 << 30) - 5;
+
+/// split_part: field `n` of `s` split at `delimiter`, counted from the end
+/// when negative (PostgreSQL 14+); field 0 is an error.
+fn split_part(s: &str, delimiter: &str, n: i64) -> Result<Value> {
+    if n == 0 {
+        return Err(SqlError::new("22023", "field position must not be zero"));
+    }
+    if delimiter.is_empty() {
+        return Ok(Value::Text(if n == 1 || n == -1 { s.to_owned() } else { String::new() }));
+    }
+    let parts: Vec<&str> = s.split(delimiter).collect();
+    let len = i64::try_from(parts.len()).unwrap_or(i64::MAX);
+    let index = if n > 0 { n - 1 } else { len + n };
+    Ok(Value::Text(usize::try_from(index).ok().and_then(|i| parts.get(i)).map_or(String::new(), |p| (*p).to_owned())))
 }
