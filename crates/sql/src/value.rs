@@ -847,7 +847,12 @@ pub fn write_text(v: &Value, out: &mut String) {
         Value::Float8(x) => write_float(*x, false, out),
         Value::Date(d) => {
             let (y, m, dd) = civil_from_days(i64::from(*d));
-            let _ = write!(out, "{y:04}-{m:02}-{dd:02}");
+            // Astronomical year 0 is 1 BC: PostgreSQL has no year 0.
+            if y <= 0 {
+                let _ = write!(out, "{:04}-{m:02}-{dd:02} BC", 1 - y);
+            } else {
+                let _ = write!(out, "{y:04}-{m:02}-{dd:02}");
+            }
         }
         other => {
             let _ = write!(out, "{other}");

@@ -196,6 +196,10 @@ impl Binder<'_> {
                 }
             }
             E::Function(f) => self.function(f, scope, ctx),
+            E::Extract { field, expr, .. } => {
+                let (x, t) = self.expr(expr, scope, ctx)?;
+                self.extract(&field.to_string(), x, t, true)
+            }
             E::Substring { expr, substring_from, substring_for, .. } => {
                 let mut args = vec![(**expr).clone()];
                 args.push(substring_from.as_deref().cloned().unwrap_or(ast::Expr::value(ast::Value::Number("1".into(), false))));

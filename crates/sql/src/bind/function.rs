@@ -105,6 +105,57 @@ impl Binder<'_> {
             "ltrim" => text_fn(Func::Ltrim, 1, 2, &[Text, Text], Text, self, bound),
             "rtrim" => text_fn(Func::Rtrim, 1, 2, &[Text, Text], Text, self, bound),
             "replace" => text_fn(Func::Replace, 3, 3, &[Text, Text, Text], Text, self, bound),
+            "trunc" => {
+                arity(1, 2)?;
+                let numeric = match bound[0].1 {
+                    Some(DataType::Float4 | DataType::Float8) => false,
+                    Some(t) if value::category(t) == value::Category::Numeric => true,
+                    None => true,
+                    Some(_) => return Err(SqlError::undefined_function(&sig())),
+                };
+                if !numeric && nargs == 2 {
+                    return Err(SqlError::undefined_function(&sig()));
+                }
+                let want = if numeric { value::NUMERIC_ANY } else { DataType::Float8 };
+                let mut out = Vec::new();
+                for (k, (e, t)) in bound.into_iter().enumerate() {
+                    out.push(if k == 0 { self.result_cast(e, t, Some(want))? } else { self.result_cast(e, t, Some(Int4))? });
+                }
+                Ok((Expr::Func(Func::Trunc, out), Some(want)))
+            }
+            "width_bucket" => {
+                arity(4, 4)?;
+                let float = bound[..3].iter().any(|(_, t)| matches!(t, Some(DataType::Float4 | DataType::Float8)));
+                if bound.iter().any(|(_, t)| t.is_some_and(|t| value::category(t) != value::Category::Numeric)) {
+                    return Err(SqlError::undefined_function(&sig()));
+                }
+                let want = if float { DataType::Float8 } else { value::NUMERIC_ANY };
+                let mut out = Vec::new();
+                for (k, (e, t)) in bound.into_iter().enumerate() {
+                    out.push(self.result_cast(e, t, Some(if k < 3 { want } else { Int4 }))?);
+                }
+                Ok((Expr::Func(Func::WidthBucket, out), Some(Int4)))
+            }
+            "make_date" => {
+                arity(3, 3)?;
+                let mut out = Vec::new();
+                for (e, t) in bound {
+                    if t.is_some_and(|t| !value::is_integer(t)) {
+                        return Err(SqlError::undefined_function(&sig()));
+                    }
+                    out.push(self.result_cast(e, t, Some(Int4))?);
+                }
+                Ok((Expr::Func(Func::MakeDate, out), Some(DataType::Date)))
+            }
+            "date_part" => {
+                arity(2, 2)?;
+                let mut bound = bound.into_iter();
+                let (Some((field, _)), Some((x, t))) = (bound.next(), bound.next()) else { return Err(SqlError::undefined_function(&sig())) };
+                let Expr::Const(pgtier_engine::Value::Text(field)) = field else {
+                    return Err(SqlError::unsupported("date_part with a field that is not a constant"));
+                };
+                self.extract(&field, x, t, false)
+            }
             "repeat" => text_fn(Func::Repeat, 2, 2, &[Text, Int4], Text, self, bound),
             "split_part" => text_fn(Func::SplitPart, 3, 3, &[Text, Text, Int4], Text, self, bound),
             "left" => text_fn(Func::Left, 2, 2, &[Text, Int4], Text, self, bound),
@@ -249,6 +300,26 @@ impl Binder<'_> {
             None => self.coerce(e, t, to, name),
         };
         bind_function(name, bound, &mut coerce)
+    }
+
+    /// `EXTRACT(field FROM x)` (numeric) or `date_part('field', x)` (float8)
+    /// of a date or timestamp. timestamptz (its fields depend on TimeZone)
+    /// and the fields pgtier does not compute are refused with 0A000.
+    pub(super) fn extract(&mut self, field: &str, x: Expr, t: Ty, numeric: bool) -> Result<(Expr, Ty)> {
+        let what = if numeric { "EXTRACT" } else { "date_part" };
+        let f = crate::expr::DateField::parse(field).ok_or_else(|| SqlError::unsupported(format!("{what} of field \"{field}\"")))?;
+        let x = match t {
+            Some(DataType::Date | DataType::Timestamp) => x,
+            // An untyped literal fits several of PostgreSQL's candidates.
+            None => {
+                let name = if numeric { "extract" } else { "date_part" };
+                return Err(SqlError::new("42725", format!("function pg_catalog.{name}(unknown, unknown) is not unique"))
+                    .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
+            }
+            Some(DataType::TimestampTz) => return Err(SqlError::unsupported(format!("{what} from timestamp with time zone"))),
+            Some(other) => return Err(SqlError::undefined_function(&format!("{what}(unknown, {})", type_name(other)))),
+        };
+        Ok((Expr::Func(Func::Extract(f, numeric), vec![x]), Some(if numeric { NUMERIC_ANY } else { DataType::Float8 })))
     }
 
     /// `current_schema` written without parentheses.

@@ -45,8 +45,102 @@ pub enum Func {
     /// to_hex of an int4 (false) or int8 (true): two's complement of that width.
     ToHex(bool),
     ConcatWs,
+    /// trunc(numeric [, scale]) or trunc(float8).
+    Trunc,
+    WidthBucket,
+    MakeDate,
+    /// extract (numeric, true: PostgreSQL 14+) or date_part (float8, false) of a field.
+    Extract(DateField, bool),
     /// A system function ([`SysFunc`]).
     Sys(SysFunc),
+}
+
+/// A field extract/date_part takes from a date or timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DateField {
+    Year,
+    Quarter,
+    Month,
+    Day,
+    Dow,
+    IsoDow,
+    Doy,
+    Hour,
+    Minute,
+    Second,
+    Epoch,
+}
+
+impl DateField {
+    /// The field named `name` (PostgreSQL's spellings), or None for one pgtier does not take.
+    pub fn parse(name: &str) -> Option<DateField> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "year" | "years" | "y" | "yr" | "yrs" => DateField::Year,
+            "quarter" | "qtr" => DateField::Quarter,
+            "month" | "months" | "mon" | "mons" => DateField::Month,
+            "day" | "days" | "d" => DateField::Day,
+            "dow" => DateField::Dow,
+            "isodow" => DateField::IsoDow,
+            "doy" => DateField::Doy,
+            "hour" | "hours" | "h" | "hr" | "hrs" => DateField::Hour,
+            "minute" | "minutes" | "m" | "min" | "mins" => DateField::Minute,
+            "second" | "seconds" | "s" | "sec" | "secs" => DateField::Second,
+            "epoch" => DateField::Epoch,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            DateField::Year => "year",
+            DateField::Quarter => "quarter",
+            DateField::Month => "month",
+            DateField::Day => "day",
+            DateField::Dow => "dow",
+            DateField::IsoDow => "isodow",
+            DateField::Doy => "doy",
+            DateField::Hour => "hour",
+            DateField::Minute => "minute",
+            DateField::Second => "second",
+            DateField::Epoch => "epoch",
+        }
+    }
+}
+
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+/// 1970-01-01 in days since 2000-01-01 (PostgreSQL's epoch).
+const UNIX_EPOCH_DAYS: i64 = -10_957;
+
+/// `field` of a date (days since 2000-01-01) or a timestamp (µs since
+/// 2000-01-01) as an exact (mantissa, scale); the time fields of a date are
+/// PostgreSQL's 0A000.
+fn date_field(field: DateField, v: &Value) -> Result<(i128, u8)> {
+    let (days, micros, is_date) = match v {
+        Value::Date(d) => (i64::from(*d), 0, true),
+        Value::Timestamp(t) => (t.div_euclid(MICROS_PER_DAY), t.rem_euclid(MICROS_PER_DAY), false),
+        other => return Err(SqlError::undefined_function(&format!("extract({})", value::value_type_name(other)))),
+    };
+    let (year, month, day) = pgtier_engine::civil_from_days(days);
+    let whole = |n: i64| Ok((i128::from(n), 0));
+    match field {
+        // PostgreSQL's years have no year 0: astronomical 0 is 1 BC, shown as -1.
+        DateField::Year => whole(if year <= 0 { year - 1 } else { year }),
+        DateField::Quarter => whole(i64::from((month - 1) / 3 + 1)),
+        DateField::Month => whole(i64::from(month)),
+        DateField::Day => whole(i64::from(day)),
+        // 2000-01-01 was a Saturday (6).
+        DateField::Dow => whole((days + 6).rem_euclid(7)),
+        DateField::IsoDow => whole((days + 5).rem_euclid(7) + 1),
+        DateField::Doy => whole(days - pgtier_engine::days_from_civil(year, 1, 1) + 1),
+        DateField::Hour | DateField::Minute | DateField::Second if is_date => {
+            Err(SqlError::new("0A000", format!("unit \"{}\" not supported for type date", field.name())))
+        }
+        DateField::Hour => whole(micros / 3_600_000_000),
+        DateField::Minute => whole(micros / 60_000_000 % 60),
+        DateField::Second => Ok((i128::from(micros % 60_000_000), 6)),
+        DateField::Epoch if is_date => whole((days - UNIX_EPOCH_DAYS) * 86_400),
+        DateField::Epoch => Ok((i128::from(days - UNIX_EPOCH_DAYS) * i128::from(MICROS_PER_DAY) + i128::from(micros), 6)),
+    }
 }
 
 fn text_arg(v: &Value) -> Option<&str> {
@@ -256,6 +350,22 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         Func::StartsWith => Value::Bool(s0.starts_with(vals.get(1).and_then(text_arg).unwrap_or(""))),
         #[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
         Func::ToHex(wide) => Value::Text(if wide { format!("{:x}", int(0) as u64) } else { format!("{:x}", int(0) as i32 as u32) }),
+        Func::Trunc => match &vals[0] {
+            Value::Float8(x) => Value::Float8(x.trunc()),
+            Value::Numeric(n) => Value::Numeric(trunc_numeric(*n, if vals.len() > 1 { int(1) } else { 0 })?),
+            other => return Err(SqlError::undefined_function(&format!("trunc({})", value::value_type_name(other)))),
+        },
+        Func::WidthBucket => width_bucket(&vals[0], &vals[1], &vals[2], int(3))?,
+        Func::MakeDate => make_date(int(0), int(1), int(2))?,
+        Func::Extract(field, numeric) => {
+            let (mantissa, scale) = date_field(field, &vals[0])?;
+            if numeric {
+                Value::Numeric(Numeric::new(mantissa, scale))
+            } else {
+                #[allow(clippy::cast_precision_loss)]
+                Value::Float8(mantissa as f64 / 10f64.powi(i32::from(scale)))
+            }
+        }
         Func::Now | Func::Concat | Func::ConcatWs | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
     })
 }
@@ -276,4 +386,97 @@ fn split_part(s: &str, delimiter: &str, n: i64) -> Result<Value> {
     let len = i64::try_from(parts.len()).unwrap_or(i64::MAX);
     let index = if n > 0 { n - 1 } else { len + n };
     Ok(Value::Text(usize::try_from(index).ok().and_then(|i| parts.get(i)).map_or(String::new(), |p| (*p).to_owned())))
+}
+
+/// trunc(numeric, scale): toward zero at `scale` digits (negative: left of
+/// the point); the result keeps max(scale, 0) digits, as PostgreSQL's.
+fn trunc_numeric(n: Numeric, scale: i64) -> Result<Numeric> {
+    let overflow = || SqlError::new("22003", "value overflows numeric format");
+    let target = scale.clamp(-38, 38);
+    let from = i64::from(n.scale);
+    let mut mantissa = n.mantissa;
+    if target >= from {
+        let up = u32::try_from(target - from).map_err(|_| overflow())?;
+        mantissa = mantissa.checked_mul(10i128.checked_pow(up).ok_or_else(overflow)?).ok_or_else(overflow)?;
+        return Ok(Numeric::new(mantissa, u8::try_from(target).map_err(|_| overflow())?));
+    }
+    let down = u32::try_from(from - target).map_err(|_| overflow())?;
+    mantissa /= 10i128.checked_pow(down).ok_or_else(overflow)?;
+    if target < 0 {
+        let up = u32::try_from(-target).map_err(|_| overflow())?;
+        mantissa = mantissa.checked_mul(10i128.checked_pow(up).ok_or_else(overflow)?).ok_or_else(overflow)?;
+        return Ok(Numeric::new(mantissa, 0));
+    }
+    Ok(Numeric::new(mantissa, u8::try_from(target).map_err(|_| overflow())?))
+}
+
+/// width_bucket(operand, low, high, count), exact for numerics.
+fn width_bucket(operand: &Value, low: &Value, high: &Value, count: i64) -> Result<Value> {
+    let bad = |m: &str| SqlError::new("2201G", m.to_owned());
+    if count <= 0 {
+        return Err(bad("count must be greater than zero"));
+    }
+    let as_exact = |v: &Value| value::to_numeric(v);
+    let bucket = match (as_exact(operand), as_exact(low), as_exact(high)) {
+        (Some(x), Some(lo), Some(hi)) if ![operand, low, high].iter().any(|v| matches!(v, Value::Float4(_) | Value::Float8(_))) => {
+            // Scale all three to one scale, then integer arithmetic.
+            let scale = x.scale.max(lo.scale).max(hi.scale);
+            let at = |n: Numeric| n.rescale(scale).map(|r| r.mantissa).ok_or_else(|| SqlError::new("22003", "value overflows numeric format"));
+            let (x, lo, hi) = (at(x)?, at(lo)?, at(hi)?);
+            if lo == hi {
+                return Err(bad("lower bound cannot equal upper bound"));
+            }
+            let count = i128::from(count);
+            let (x, lo, hi) = if lo < hi { (x, lo, hi) } else { (-x, -lo, -hi) };
+            if x < lo {
+                0
+            } else if x >= hi {
+                count + 1
+            } else {
+                (x - lo).checked_mul(count).ok_or_else(|| SqlError::new("22003", "value overflows numeric format"))? / (hi - lo) + 1
+            }
+        }
+        _ => {
+            let f = |v: &Value| value::to_f64(v).unwrap_or(f64::NAN);
+            let (x, lo, hi) = (f(operand), f(low), f(high));
+            if x.is_nan() || lo.is_nan() || hi.is_nan() {
+                return Err(bad("operand, lower bound, and upper bound cannot be NaN"));
+            }
+            if lo == hi {
+                return Err(bad("lower bound cannot equal upper bound"));
+            }
+            #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+            let inside = |x: f64, lo: f64, hi: f64| ((count as f64) * (x - lo) / (hi - lo)).floor() as i128 + 1;
+            let count = i128::from(count);
+            if lo < hi {
+                if x < lo { 0 } else if x >= hi { count + 1 } else { inside(x, lo, hi) }
+            } else if x > lo {
+                0
+            } else if x <= hi {
+                count + 1
+            } else {
+                inside(lo - x, 0.0, lo - hi)
+            }
+        }
+    };
+    i32::try_from(bucket).map(Value::Int4).map_err(|_| SqlError::out_of_range("integer"))
+}
+
+/// make_date(year, month, day); a negative year is BC, year 0 does not exist.
+fn make_date(year: i64, month: i64, day: i64) -> Result<Value> {
+    let out_of_range = || SqlError::new("22008", format!("date field value out of range: {year}-{month:02}-{day:02}"));
+    if year == 0 {
+        return Err(out_of_range());
+    }
+    let astronomical = if year < 0 { year + 1 } else { year };
+    let (Ok(m), Ok(d)) = (u32::try_from(month), u32::try_from(day)) else { return Err(out_of_range()) };
+    if !(1..=12).contains(&m) || d == 0 || !(-4713..=5_874_897).contains(&year) {
+        return Err(out_of_range());
+    }
+    let days = pgtier_engine::days_from_civil(astronomical, m, d);
+    // A day past the month's end comes back as another date.
+    if pgtier_engine::civil_from_days(days) != (astronomical, m, d) {
+        return Err(out_of_range());
+    }
+    i32::try_from(days).map(Value::Date).map_err(|_| out_of_range())
 }
