@@ -146,7 +146,7 @@ fn a_table_changed_in_postgres_stops_its_group_and_frees_the_slot() {
     let s = status(&cache, "tatp");
     wait_until("the group to stop", || *s.state.lock() == "stopped");
     let error = s.last_error.lock().clone().unwrap();
-    assert!(error.contains("access_info") && error.contains("55000"), "{error}");
+    assert!(error.contains("access_info") && error.contains("55000") && error.contains("DROP CACHE GROUP tatp, then CREATE"), "{error}");
     wait_until("the slot to be dropped", || !slots(&mut client).iter().any(|n| n.contains("ar_schema_tatp")));
 }
 

@@ -132,7 +132,8 @@ impl AutorefreshStatus {
 
     fn fail(&self, error: &CacheError) {
         self.errors.fetch_add(1, Ordering::Relaxed);
-        *self.last_error.lock() = Some(format!("{error} (SQLSTATE {})", error.sqlstate()));
+        let hint = error.hint().map(|hint| format!(" {hint}")).unwrap_or_default();
+        *self.last_error.lock() = Some(format!("{error} (SQLSTATE {}).{hint}", error.sqlstate()));
     }
 }
 
