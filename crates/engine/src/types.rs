@@ -364,13 +364,16 @@ impl fmt::Display for ValueRef<'_> {
             }
             ValueRef::Date(days) => {
                 let (y, m, d) = civil_from_days(i64::from(*days));
-                write!(f, "{y:04}-{m:02}-{d:02}")
+                write!(f, "{:04}-{m:02}-{d:02}{}", display_year(y), era(y))
             }
-            ValueRef::Timestamp(micros) => write_timestamp(f, *micros),
+            ValueRef::Timestamp(micros) => {
+                let year = write_timestamp(f, *micros)?;
+                write!(f, "{}", era(year))
+            }
             // The session time zone is UTC (the only one pgtier accepts).
             ValueRef::TimestampTz(micros) => {
-                write_timestamp(f, *micros)?;
-                write!(f, "+00")
+                let year = write_timestamp(f, *micros)?;
+                write!(f, "+00{}", era(year))
             }
         }
     }
@@ -388,18 +391,28 @@ fn write_float(f: &mut fmt::Formatter<'_>, v: f64) -> fmt::Result {
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
-fn write_timestamp(f: &mut fmt::Formatter<'_>, micros: i64) -> fmt::Result {
+/// Writes date and time (no era); returns the astronomical year for the caller's era suffix.
+fn write_timestamp(f: &mut fmt::Formatter<'_>, micros: i64) -> Result<i64, fmt::Error> {
     let days = micros.div_euclid(MICROS_PER_DAY);
     let in_day = micros.rem_euclid(MICROS_PER_DAY);
     let (y, m, d) = civil_from_days(days);
     let secs = in_day / 1_000_000;
     let frac = in_day % 1_000_000;
-    write!(f, "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)?;
+    write!(f, "{:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", display_year(y), secs / 3600, secs / 60 % 60, secs % 60)?;
     if frac != 0 {
         let text = format!("{frac:06}");
         write!(f, ".{}", text.trim_end_matches('0'))?;
     }
-    Ok(())
+    Ok(y)
+}
+
+/// PostgreSQL has no year 0: astronomical year 0 is 1 BC, -1 is 2 BC.
+fn display_year(astronomical: i64) -> i64 {
+    if astronomical <= 0 { 1 - astronomical } else { astronomical }
+}
+
+fn era(astronomical: i64) -> &'static str {
+    if astronomical <= 0 { " BC" } else { "" }
 }
 
 /// Days since 2000-01-01 for a proleptic Gregorian date (H. Hinnant's algorithm).

@@ -9,7 +9,7 @@
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 
-use pgtier_engine::{DataType, Numeric, Value, civil_from_days, days_from_civil};
+use pgtier_engine::{DataType, Numeric, Value, days_from_civil};
 
 /// Digits an i128 numeric holds (the engine's limit for numeric(p,s)).
 pub const NUMERIC_PRECISION_MAX: u8 = 38;
@@ -845,15 +845,6 @@ pub fn write_text(v: &Value, out: &mut String) {
     match v {
         Value::Float4(x) => write_float(f64::from(*x), true, out),
         Value::Float8(x) => write_float(*x, false, out),
-        Value::Date(d) => {
-            let (y, m, dd) = civil_from_days(i64::from(*d));
-            // Astronomical year 0 is 1 BC: PostgreSQL has no year 0.
-            if y <= 0 {
-                let _ = write!(out, "{:04}-{m:02}-{dd:02} BC", 1 - y);
-            } else {
-                let _ = write!(out, "{y:04}-{m:02}-{dd:02}");
-            }
-        }
         other => {
             let _ = write!(out, "{other}");
         }
