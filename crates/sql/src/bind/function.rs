@@ -156,6 +156,21 @@ impl Binder<'_> {
                 };
                 self.extract(&field, x, t, false)
             }
+            "pg_size_pretty" => {
+                arity(1, 1)?;
+                match bound[0].1 {
+                    Some(DataType::Int8) => {}
+                    // PostgreSQL has a bigint and a numeric version, and picks neither for these.
+                    Some(DataType::Int2 | DataType::Int4) | None => {
+                        return Err(SqlError::new("42725", format!("function {} is not unique", sig()))
+                            .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
+                    }
+                    Some(t) if value::category(t) == value::Category::Numeric => return Err(SqlError::unsupported("pg_size_pretty(numeric)")),
+                    Some(_) => return Err(SqlError::undefined_function(&sig())),
+                }
+                let (e, t) = bound.into_iter().next().ok_or_else(|| SqlError::undefined_function(&sig()))?;
+                Ok((Expr::Func(Func::SizePretty, vec![self.result_cast(e, t, Some(DataType::Int8))?]), Some(Text)))
+            }
             "repeat" => text_fn(Func::Repeat, 2, 2, &[Text, Int4], Text, self, bound),
             "split_part" => text_fn(Func::SplitPart, 3, 3, &[Text, Text, Int4], Text, self, bound),
             "left" => text_fn(Func::Left, 2, 2, &[Text, Int4], Text, self, bound),

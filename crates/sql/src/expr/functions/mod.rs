@@ -49,6 +49,7 @@ pub enum Func {
     Trunc,
     WidthBucket,
     MakeDate,
+    SizePretty,
     /// extract (numeric, true: PostgreSQL 14+) or date_part (float8, false) of a field.
     Extract(DateField, bool),
     /// A system function ([`SysFunc`]).
@@ -356,6 +357,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             other => return Err(SqlError::undefined_function(&format!("trunc({})", value::value_type_name(other)))),
         },
         Func::WidthBucket => width_bucket(&vals[0], &vals[1], &vals[2], int(3))?,
+        Func::SizePretty => Value::Text(size_pretty(int(0))),
         Func::MakeDate => make_date(int(0), int(1), int(2))?,
         Func::Extract(field, numeric) => {
             let (mantissa, scale) = date_field(field, &vals[0])?;
@@ -479,4 +481,28 @@ fn make_date(year: i64, month: i64, day: i64) -> Result<Value> {
         return Err(out_of_range());
     }
     i32::try_from(days).map(Value::Date).map_err(|_| out_of_range())
+}
+
+/// pg_size_pretty(bigint), PostgreSQL 15's: bytes below 10 kB, then the
+/// largest unit keeping the number under 20 * 1024 - 1, halves rounded away from zero.
+fn size_pretty(mut size: i64) -> String {
+    // (name, limit, round, bits)
+    const UNITS: [(&str, i64, bool, u32); 6] =
+        [("bytes", 10 * 1024, false, 0), ("kB", 20 * 1024 - 1, true, 10), ("MB", 20 * 1024 - 1, true, 20), ("GB", 20 * 1024 - 1, true, 30), ("TB", 20 * 1024 - 1, true, 40), ("PB", 20 * 1024 - 1, true, 50)];
+    for (i, &(name, limit, round, bits)) in UNITS.iter().enumerate() {
+        let Some(&(_, _, next_round, next_bits)) = UNITS.get(i + 1) else {
+            return format!("{} {name}", if round { half_rounded(size) } else { size });
+        };
+        if size.unsigned_abs() < limit.unsigned_abs() {
+            return format!("{} {name}", if round { half_rounded(size) } else { size });
+        }
+        let shift = next_bits - bits - u32::from(next_round) + u32::from(round);
+        // C's division: toward zero, as PostgreSQL's.
+        size /= 1i64 << shift;
+    }
+    String::new()
+}
+
+fn half_rounded(x: i64) -> i64 {
+    (x + if x < 0 { -1 } else { 1 }) / 2
 }
