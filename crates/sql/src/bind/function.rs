@@ -147,6 +147,25 @@ impl Binder<'_> {
                 }
                 Ok((Expr::Func(Func::MakeDate, out), Some(DataType::Date)))
             }
+            "date_trunc" => {
+                arity(2, 2)?;
+                let mut bound = bound.into_iter();
+                let (Some((unit, _)), Some((x, t))) = (bound.next(), bound.next()) else { return Err(SqlError::undefined_function(&sig())) };
+                let Expr::Const(pgtier_engine::Value::Text(unit)) = unit else {
+                    return Err(SqlError::unsupported("date_trunc with a unit that is not a constant"));
+                };
+                let unit = crate::expr::TruncUnit::parse(&unit).ok_or_else(|| SqlError::unsupported(format!("date_trunc unit \"{unit}\"")))?;
+                // A date is truncated as the timestamptz of its midnight, as PostgreSQL casts it.
+                let (x, tz) = match t {
+                    Some(DataType::Timestamp) => (x, false),
+                    Some(DataType::TimestampTz) => (x, true),
+                    Some(DataType::Date) => (self.result_cast(x, t, Some(DataType::TimestampTz))?, true),
+                    None => return Err(SqlError::new("42725", format!("function {} is not unique", sig()))
+                        .with_hint("Could not choose a best candidate function. You might need to add explicit type casts.")),
+                    Some(_) => return Err(SqlError::undefined_function(&sig())),
+                };
+                Ok((Expr::Func(Func::DateTrunc(unit, tz), vec![x]), Some(if tz { DataType::TimestampTz } else { DataType::Timestamp })))
+            }
             "date_part" => {
                 arity(2, 2)?;
                 let mut bound = bound.into_iter();

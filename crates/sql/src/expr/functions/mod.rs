@@ -50,6 +50,8 @@ pub enum Func {
     WidthBucket,
     MakeDate,
     SizePretty,
+    /// date_trunc of a timestamp (false) or timestamptz (true) to a unit.
+    DateTrunc(TruncUnit, bool),
     /// extract (numeric, true: PostgreSQL 14+) or date_part (float8, false) of a field.
     Extract(DateField, bool),
     /// A system function ([`SysFunc`]).
@@ -105,6 +107,73 @@ impl DateField {
             DateField::Second => "second",
             DateField::Epoch => "epoch",
         }
+    }
+}
+
+/// A unit date_trunc takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TruncUnit {
+    Microseconds,
+    Milliseconds,
+    Second,
+    Minute,
+    Hour,
+    Day,
+    Week,
+    Month,
+    Quarter,
+    Year,
+    Decade,
+    Century,
+    Millennium,
+}
+
+impl TruncUnit {
+    pub fn parse(name: &str) -> Option<TruncUnit> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "microseconds" | "microsecond" | "us" | "usec" | "usecs" | "useconds" => TruncUnit::Microseconds,
+            "milliseconds" | "millisecond" | "ms" | "msec" | "msecs" | "mseconds" => TruncUnit::Milliseconds,
+            "second" | "seconds" | "s" | "sec" | "secs" => TruncUnit::Second,
+            "minute" | "minutes" | "m" | "min" | "mins" => TruncUnit::Minute,
+            "hour" | "hours" | "h" | "hr" | "hrs" => TruncUnit::Hour,
+            "day" | "days" | "d" => TruncUnit::Day,
+            "week" | "weeks" | "w" => TruncUnit::Week,
+            "month" | "months" | "mon" | "mons" => TruncUnit::Month,
+            "quarter" | "qtr" => TruncUnit::Quarter,
+            "year" | "years" | "y" | "yr" | "yrs" => TruncUnit::Year,
+            "decade" | "decades" => TruncUnit::Decade,
+            "century" | "centuries" => TruncUnit::Century,
+            "millennium" | "millennia" | "millenniums" => TruncUnit::Millennium,
+            _ => return None,
+        })
+    }
+}
+
+/// date_trunc of µs since 2000-01-01 (UTC: pgtier's only time zone).
+/// Years before 1 (their decades and centuries count differently) are 0A000.
+fn date_trunc(unit: TruncUnit, t: i64) -> Result<i64> {
+    let within_day = |step: i64| Ok(t - t.rem_euclid(step));
+    let days = t.div_euclid(MICROS_PER_DAY);
+    let (year, month, _) = pgtier_engine::civil_from_days(days);
+    let at = |y: i64, m: u32| Ok(pgtier_engine::days_from_civil(y, m, 1) * MICROS_PER_DAY);
+    if year <= 0 && matches!(unit, TruncUnit::Decade | TruncUnit::Century | TruncUnit::Millennium) {
+        return Err(SqlError::unsupported("date_trunc of a BC year to a decade, century or millennium"));
+    }
+    match unit {
+        TruncUnit::Microseconds => Ok(t),
+        TruncUnit::Milliseconds => within_day(1_000),
+        TruncUnit::Second => within_day(1_000_000),
+        TruncUnit::Minute => within_day(60_000_000),
+        TruncUnit::Hour => within_day(3_600_000_000),
+        TruncUnit::Day => within_day(MICROS_PER_DAY),
+        // ISO weeks start on Monday; 2000-01-01 was a Saturday.
+        TruncUnit::Week => Ok((days - (days + 5).rem_euclid(7)) * MICROS_PER_DAY),
+        TruncUnit::Month => at(year, month),
+        TruncUnit::Quarter => at(year, (month - 1) / 3 * 3 + 1),
+        TruncUnit::Year => at(year, 1),
+        TruncUnit::Decade => at(year - year % 10, 1),
+        TruncUnit::Century => at((year - 1) / 100 * 100 + 1, 1),
+        TruncUnit::Millennium => at((year - 1) / 1000 * 1000 + 1, 1),
     }
 }
 
@@ -358,6 +427,13 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         },
         Func::WidthBucket => width_bucket(&vals[0], &vals[1], &vals[2], int(3))?,
         Func::SizePretty => Value::Text(size_pretty(int(0))),
+        Func::DateTrunc(unit, tz) => match &vals[0] {
+            Value::Timestamp(t) | Value::TimestampTz(t) => {
+                let truncated = date_trunc(unit, *t)?;
+                if tz { Value::TimestampTz(truncated) } else { Value::Timestamp(truncated) }
+            }
+            other => return Err(SqlError::undefined_function(&format!("date_trunc(text, {})", value::value_type_name(other)))),
+        },
         Func::MakeDate => make_date(int(0), int(1), int(2))?,
         Func::Extract(field, numeric) => {
             let (mantissa, scale) = date_field(field, &vals[0])?;
