@@ -190,6 +190,14 @@ impl Binder<'_> {
                 let (e, t) = bound.into_iter().next().ok_or_else(|| SqlError::undefined_function(&sig()))?;
                 Ok((Expr::Func(Func::SizePretty, vec![self.result_cast(e, t, Some(DataType::Int8))?]), Some(Text)))
             }
+            "md5" => {
+                arity(1, 1)?;
+                if bound[0].1 == Some(DataType::Bytea) {
+                    let (e, _) = bound.into_iter().next().ok_or_else(|| SqlError::undefined_function(&sig()))?;
+                    return Ok((Expr::Func(Func::Md5, vec![e]), Some(Text)));
+                }
+                text_fn(Func::Md5, 1, 1, &[Text], Text, self, bound)
+            }
             "repeat" => text_fn(Func::Repeat, 2, 2, &[Text, Int4], Text, self, bound),
             "split_part" => text_fn(Func::SplitPart, 3, 3, &[Text, Text, Int4], Text, self, bound),
             "left" => text_fn(Func::Left, 2, 2, &[Text, Int4], Text, self, bound),

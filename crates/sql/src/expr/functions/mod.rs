@@ -50,6 +50,8 @@ pub enum Func {
     WidthBucket,
     MakeDate,
     SizePretty,
+    /// md5 of a text's UTF-8 or of a bytea, as 32 hex digits.
+    Md5,
     /// date_trunc of a timestamp (false) or timestamptz (true) to a unit.
     DateTrunc(TruncUnit, bool),
     /// extract (numeric, true: PostgreSQL 14+) or date_part (float8, false) of a field.
@@ -427,6 +429,14 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         },
         Func::WidthBucket => width_bucket(&vals[0], &vals[1], &vals[2], int(3))?,
         Func::SizePretty => Value::Text(size_pretty(int(0))),
+        Func::Md5 => {
+            use md5::Digest as _;
+            let digest = match &vals[0] {
+                Value::Bytea(b) => md5::Md5::digest(b),
+                _ => md5::Md5::digest(s0.as_bytes()),
+            };
+            Value::Text(digest.iter().map(|b| format!("{b:02x}")).collect())
+        }
         Func::DateTrunc(unit, tz) => match &vals[0] {
             Value::Timestamp(t) | Value::TimestampTz(t) => {
                 let truncated = date_trunc(unit, *t)?;
