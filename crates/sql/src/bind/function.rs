@@ -198,6 +198,24 @@ impl Binder<'_> {
                 }
                 text_fn(Func::Md5, 1, 1, &[Text], Text, self, bound)
             }
+            "power" | "pow" | "sqrt" => {
+                let (f, n) = if name == "sqrt" { (Func::Sqrt, 1) } else { (Func::Power, 2) };
+                arity(n, n)?;
+                let mut out = Vec::new();
+                for (e, t) in bound {
+                    match t {
+                        // PostgreSQL picks the numeric version for these, with its own precision rules.
+                        Some(DataType::Numeric { .. }) => return Err(SqlError::unsupported(format!("{name}(numeric)"))),
+                        Some(t) if value::category(t) != Category::Numeric => return Err(SqlError::undefined_function(&sig())),
+                        _ => out.push(self.result_cast(e, t, Some(DataType::Float8))?),
+                    }
+                }
+                Ok((Expr::Func(f, out), Some(DataType::Float8)))
+            }
+            "clock_timestamp" => {
+                arity(0, 0)?;
+                Ok((Expr::Func(Func::ClockTimestamp, Vec::new()), Some(DataType::TimestampTz)))
+            }
             "repeat" => text_fn(Func::Repeat, 2, 2, &[Text, Int4], Text, self, bound),
             "split_part" => text_fn(Func::SplitPart, 3, 3, &[Text, Text, Int4], Text, self, bound),
             "left" => text_fn(Func::Left, 2, 2, &[Text, Int4], Text, self, bound),

@@ -52,6 +52,11 @@ pub enum Func {
     SizePretty,
     /// md5 of a text's UTF-8 or of a bytea, as 32 hex digits.
     Md5,
+    /// power(float8, float8) and sqrt(float8) (the numeric versions are refused at bind).
+    Power,
+    Sqrt,
+    /// The wall clock now (it changes within a statement, unlike now()).
+    ClockTimestamp,
     /// date_trunc of a timestamp (false) or timestamptz (true) to a unit.
     DateTrunc(TruncUnit, bool),
     /// extract (numeric, true: PostgreSQL 14+) or date_part (float8, false) of a field.
@@ -179,6 +184,8 @@ fn date_trunc(unit: TruncUnit, t: i64) -> Result<i64> {
     }
 }
 
+/// 2000-01-01 (PostgreSQL's epoch) in Unix microseconds.
+const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 /// 1970-01-01 in days since 2000-01-01 (PostgreSQL's epoch).
 const UNIX_EPOCH_DAYS: i64 = -10_957;
@@ -228,6 +235,10 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
     }
     if f == Func::Now {
         return Ok(Value::TimestampTz(env.now_micros));
+    }
+    if f == Func::ClockTimestamp {
+        let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0);
+        return Ok(Value::TimestampTz(i64::try_from(unix).unwrap_or(i64::MAX) - PG_EPOCH_UNIX_MICROS));
     }
     let mut vals = Vec::with_capacity(args.len());
     for a in args {
@@ -429,6 +440,33 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         },
         Func::WidthBucket => width_bucket(&vals[0], &vals[1], &vals[2], int(3))?,
         Func::SizePretty => Value::Text(size_pretty(int(0))),
+        Func::Power | Func::Sqrt => {
+            let x = value::to_f64(&vals[0]).unwrap_or(f64::NAN);
+            let result = if f == Func::Sqrt {
+                if x < 0.0 {
+                    return Err(SqlError::new("2201F", "cannot take square root of a negative number"));
+                }
+                x.sqrt()
+            } else {
+                let y = value::to_f64(&vals[1]).unwrap_or(f64::NAN);
+                // dpow's errors: 0 to a negative power, a negative base to a fractional one.
+                if x == 0.0 && y < 0.0 {
+                    return Err(SqlError::new("2201F", "zero raised to a negative power is undefined"));
+                }
+                if x < 0.0 && y.fract() != 0.0 {
+                    return Err(SqlError::new("2201F", "a negative number raised to a non-integer power yields a complex result"));
+                }
+                x.powf(y)
+            };
+            let y_finite = f == Func::Sqrt || value::to_f64(&vals[1]).is_some_and(f64::is_finite);
+            if result.is_infinite() && x.is_finite() && y_finite {
+                return Err(SqlError::new("22003", "value out of range: overflow"));
+            }
+            if result == 0.0 && x != 0.0 {
+                return Err(SqlError::new("22003", "value out of range: underflow"));
+            }
+            Value::Float8(result)
+        }
         Func::Md5 => {
             use md5::Digest as _;
             let digest = match &vals[0] {
@@ -454,7 +492,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
                 Value::Float8(mantissa as f64 / 10f64.powi(i32::from(scale)))
             }
         }
-        Func::Now | Func::Concat | Func::ConcatWs | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
+        Func::Now | Func::ClockTimestamp | Func::Concat | Func::ConcatWs | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
     })
 }
 
