@@ -285,6 +285,9 @@ fn an_idle_group_does_not_pin_wal_while_other_databases_write() {
     // Retained WAL stays bounded by a few checkpoints' worth, not by what was written.
     assert!(retained < 8 << 20, "an idle slot pins {retained} bytes");
     assert!(status(&cache, "tatp").retained_wal_bytes.load(Ordering::Relaxed) < 64 << 20);
+    // Nothing of this group changed: it is not behind, whatever the other database wrote.
+    let lag_ms = status(&cache, "tatp").lag_ms();
+    assert!(lag_ms < 5_000.0, "an idle group reports {lag_ms} ms of lag");
 }
 
 /// A PostgreSQL that cannot decode its WAL: the first LOAD says how to fix

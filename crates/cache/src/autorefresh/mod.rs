@@ -102,6 +102,9 @@ pub struct AutorefreshStatus {
     pub retained_wal_bytes: AtomicU64,
     /// PostgreSQL commit time (Unix µs) of the last transaction applied.
     pub last_applied_commit_us: AtomicU64,
+    /// When (Unix µs) a keepalive last found nothing in flight: the cache
+    /// held everything PostgreSQL had sent by then.
+    pub caught_up_us: AtomicU64,
     /// PostgreSQL commit to cache commit, per applied transaction.
     pub lag: LagHistogram,
     pub last_error: Mutex<Option<String>>,
@@ -114,12 +117,14 @@ impl AutorefreshStatus {
     }
 
     /// How far behind PostgreSQL the cache is, in milliseconds: 0 when
-    /// caught up, else the age of the last applied commit.
+    /// caught up, else the time since it last was (the newer of the last
+    /// applied commit and the last keepalive that found nothing in flight;
+    /// an idle group whose database sees no changes is not behind).
     pub fn lag_ms(&self) -> f64 {
         if self.lag_bytes() == 0 {
             return 0.0;
         }
-        let last = self.last_applied_commit_us.load(Ordering::Relaxed);
+        let last = self.last_applied_commit_us.load(Ordering::Relaxed).max(self.caught_up_us.load(Ordering::Relaxed));
         if last == 0 {
             return 0.0;
         }
@@ -517,6 +522,7 @@ impl Streamer<'_> {
                     if self.pending.is_none() && self.acks.is_empty() {
                         // Nothing in flight: everything up to wal_end is looked through.
                         status.applied_lsn.fetch_max(wal_end.0, Ordering::Relaxed);
+                        status.caught_up_us.store(pgtier_engine::wall_clock_us(), Ordering::Relaxed);
                         self.flushed_to(wal_end.0);
                         reply = true;
                     }
