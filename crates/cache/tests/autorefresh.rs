@@ -269,8 +269,11 @@ fn an_idle_group_does_not_pin_wal_while_other_databases_write() {
     let mut other = connect(&other_url).unwrap();
     other.batch_execute("CREATE TABLE busy (id int, pad text)").unwrap();
     let mut client = connect(&url).unwrap();
+    // One change of the group before it idles: its commit time must not become its lag.
+    client.batch_execute("UPDATE subscriber SET msc_location = 1 WHERE s_id = 1").unwrap();
+    assert!(cache.wait_autorefreshed("tatp", WAIT).unwrap());
     let started = Instant::now();
-    let (mut written, mut worst) = (0u64, 0i64);
+    let (mut written, mut worst, mut worst_lag_ms) = (0u64, 0i64, 0f64);
     while started.elapsed() < Duration::from_secs(seconds) {
         other.batch_execute("INSERT INTO busy SELECT g, repeat('y', 200) FROM generate_series(1, 5000) g").unwrap();
         written += 5000 * 230;
@@ -279,15 +282,15 @@ fn an_idle_group_does_not_pin_wal_while_other_databases_write() {
         std::thread::sleep(Duration::from_millis(200));
         let retained: i64 = client.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = 'pgtier_pgtier_ar_idle_tatp'", &[]).unwrap().get(0);
         worst = worst.max(retained);
+        worst_lag_ms = worst_lag_ms.max(status(&cache, "tatp").lag_ms());
     }
     let retained: i64 = client.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = 'pgtier_pgtier_ar_idle_tatp'", &[]).unwrap().get(0);
     println!("idle slot for {seconds} s while {} MB were written elsewhere: retained WAL now {} kB, at most {} kB", written >> 20, retained >> 10, worst >> 10);
     // Retained WAL stays bounded by a few checkpoints' worth, not by what was written.
     assert!(retained < 8 << 20, "an idle slot pins {retained} bytes");
     assert!(status(&cache, "tatp").retained_wal_bytes.load(Ordering::Relaxed) < 64 << 20);
-    // Nothing of this group changed: it is not behind, whatever the other database wrote.
-    let lag_ms = status(&cache, "tatp").lag_ms();
-    assert!(lag_ms < 5_000.0, "an idle group reports {lag_ms} ms of lag");
+    // Nothing of this group changed: it is never far behind, whatever the other database wrote.
+    assert!(worst_lag_ms < 2_000.0, "an idle group reported {worst_lag_ms} ms of lag");
 }
 
 /// A PostgreSQL that cannot decode its WAL: the first LOAD says how to fix
