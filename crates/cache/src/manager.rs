@@ -358,6 +358,8 @@ pub struct Cache {
     autorefresh: Mutex<BTreeMap<String, Worker>>,
     /// Evaluates groups' WHERE on rows from PostgreSQL (installed by the SQL layer).
     predicate_compiler: RwLock<Option<Arc<dyn PredicateCompiler>>>,
+    /// Held through a READONLY group's first LOAD (slot, snapshot, load).
+    autorefresh_first_load: Mutex<()>,
 }
 
 impl Cache {
@@ -389,6 +391,7 @@ impl Cache {
             aging_round: Mutex::new(()),
             autorefresh: Mutex::new(BTreeMap::new()),
             predicate_compiler: RwLock::new(None),
+            autorefresh_first_load: Mutex::new(()),
         }
         });
         for entry in cache.groups.read().values() {
@@ -751,6 +754,8 @@ impl Cache {
         let mut options = options.clone();
         options.predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
         self.require_dirty_current(&entry)?;
+        // One first LOAD at a time: two would each make (and drop) the slot.
+        let first_load = self.autorefresh_first_load.lock();
         if entry.def.kind == GroupKind::ReadOnly && entry.def.autorefresh && !self.autorefresh.lock().contains_key(name) && !autorefresh::has_progress(&self.db, name)? {
             // The first LOAD of a READONLY group starts its autorefresh from
             // the snapshot it loads.
@@ -760,6 +765,7 @@ impl Cache {
             self.start_autorefresh(entry)?;
             return Ok(report);
         }
+        drop(first_load);
         let report = self.load_in_snapshot(&entry, &options, None)?;
         entry.counters.loaded.fetch_add(report.instances, Ordering::Relaxed);
         Ok(report)
