@@ -24,8 +24,6 @@ const MICROS_PER_DAY: i64 = 86_400_000_000;
 const MICROS_PER_SECOND: i64 = 1_000_000;
 /// PostgreSQL's NUMERIC_MIN_SIG_DIGITS: division keeps at least this many.
 const NUMERIC_MIN_SIG_DIGITS: i32 = 16;
-/// PostgreSQL's NUMERIC_MAX_DISPLAY_SCALE, capped by what an i128 holds.
-const NUMERIC_MAX_SCALE: i32 = 30;
 
 /// Type category (PostgreSQL's `typcategory`), which decides implicit casts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,19 +173,22 @@ fn nbase_weight_first_digit(n: Numeric) -> (i32, i128) {
     (weight, first)
 }
 
-/// PostgreSQL's `select_div_scale`.
-fn div_scale(a: Numeric, b: Numeric) -> u8 {
+/// PostgreSQL's `select_div_scale` (unbounded: the caller refuses a scale
+/// an i128 cannot carry rather than round to fewer digits than PostgreSQL).
+fn div_scale(a: Numeric, b: Numeric) -> i32 {
     let (w1, f1) = nbase_weight_first_digit(a);
     let (w2, f2) = nbase_weight_first_digit(b);
     let mut qweight = w1 - w2;
     if f1 <= f2 {
         qweight -= 1;
     }
-    let rscale = (NUMERIC_MIN_SIG_DIGITS - qweight * 4)
-        .max(i32::from(a.scale))
-        .max(i32::from(b.scale))
-        .clamp(0, NUMERIC_MAX_SCALE);
-    u8::try_from(rscale).unwrap_or(0)
+    (NUMERIC_MIN_SIG_DIGITS - qweight * 4).max(i32::from(a.scale)).max(i32::from(b.scale)).max(0)
+}
+
+/// A numeric result PostgreSQL would print with more digits than pgtier's
+/// 128-bit numeric holds: refused, never rounded to a different text.
+fn numeric_too_wide(what: &str) -> SqlError {
+    SqlError::unsupported(format!("{what} with more than 38 significant digits"))
 }
 
 /// `a / b` rounded half away from zero at `scale` digits.
@@ -214,7 +215,8 @@ fn numeric_div_at(a: Numeric, b: Numeric, scale: u8) -> Result<Numeric> {
 }
 
 pub fn numeric_div(a: Numeric, b: Numeric) -> Result<Numeric> {
-    numeric_div_at(a, b, div_scale(a, b))
+    let scale = u8::try_from(div_scale(a, b)).map_err(|_| numeric_too_wide("numeric division result"))?;
+    numeric_div_at(a, b, scale).map_err(|e| if e.sqlstate == "22003" { numeric_too_wide("numeric division result") } else { e })
 }
 
 /// Removes trailing fractional zeros (PostgreSQL keeps the display scale,
@@ -359,8 +361,24 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
                 }
                 ArithOp::Mod => return Err(SqlError::undefined_operator("double precision % double precision")),
             };
+            // float4 arithmetic rounds to single precision (exactly as if
+            // computed in it: f64 carries more than twice the bits), and its
+            // range checks apply to that result.
+            #[allow(clippy::cast_possible_truncation)]
+            let r = if ty == DataType::Float4 { f64::from(r as f32) } else { r };
             if r.is_infinite() && x.is_finite() && y.is_finite() {
                 return Err(SqlError::new("22003", "value out of range: overflow"));
+            }
+            // PostgreSQL's float_underflow_error: a product or quotient of
+            // non-zero finite operands that rounds to zero.
+            let underflow = r == 0.0
+                && match op {
+                    ArithOp::Mul => x != 0.0 && y != 0.0,
+                    ArithOp::Div => x != 0.0 && y.is_finite(),
+                    _ => false,
+                };
+            if underflow {
+                return Err(SqlError::new("22003", "value out of range: underflow"));
             }
             #[allow(clippy::cast_possible_truncation)]
             Ok(if ty == DataType::Float4 { Value::Float4(r as f32) } else { Value::Float8(r) })
@@ -370,18 +388,22 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
     }
 }
 
+/// PostgreSQL's date range in days since 2000-01-01: 4714-11-24 BC
+/// (Julian day 0) up to, not including, 5874898-01-01.
+const DATE_DAYS_MIN: i64 = -2_451_545;
+const DATE_DAYS_END: i64 = 2_147_483_494 - 2_451_545;
+
 fn date_arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value> {
-    let out_of_range = || SqlError::new("22008", "date out of range");
+    let date = |days: i64| {
+        if !(DATE_DAYS_MIN..DATE_DAYS_END).contains(&days) {
+            return Err(SqlError::new("22008", "date out of range"));
+        }
+        Ok(Value::Date(i32::try_from(days).map_err(|_| SqlError::new("22008", "date out of range"))?))
+    };
     match (op, a, b) {
-        (ArithOp::Add, Value::Date(d), n) | (ArithOp::Add, n, Value::Date(d)) => {
-            let days = i64::from(*d) + n.as_i64().unwrap_or(0);
-            Ok(Value::Date(i32::try_from(days).map_err(|_| out_of_range())?))
-        }
+        (ArithOp::Add, Value::Date(d), n) | (ArithOp::Add, n, Value::Date(d)) => date(i64::from(*d) + n.as_i64().unwrap_or(0)),
         (ArithOp::Sub, Value::Date(d), Value::Date(e)) => Ok(Value::Int4(d - e)),
-        (ArithOp::Sub, Value::Date(d), n) => {
-            let days = i64::from(*d) - n.as_i64().unwrap_or(0);
-            Ok(Value::Date(i32::try_from(days).map_err(|_| out_of_range())?))
-        }
+        (ArithOp::Sub, Value::Date(d), n) => date(i64::from(*d) - n.as_i64().unwrap_or(0)),
         _ => Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b)))),
     }
 }
@@ -397,11 +419,11 @@ pub fn numeric_arith(op: ArithOp, x: Numeric, y: Numeric) -> Result<Numeric> {
             let m = x.mantissa.checked_mul(y.mantissa).ok_or_else(numeric_overflow)?;
             let s = x.scale.checked_add(y.scale).ok_or_else(numeric_overflow)?;
             if s > NUMERIC_PRECISION_MAX {
-                // Keep within what an i128 can scale; PostgreSQL keeps more.
-                Numeric::new(m, s).rescale(NUMERIC_PRECISION_MAX).ok_or_else(numeric_overflow)?
-            } else {
-                Numeric::new(m, s)
+                // PostgreSQL keeps every digit of the scale; rounding would
+                // print a different value.
+                return Err(numeric_too_wide("numeric product"));
             }
+            Numeric::new(m, s)
         }
         ArithOp::Div => numeric_div(x, y)?,
         ArithOp::Mod => {
@@ -437,9 +459,9 @@ pub fn value_type_name(v: &Value) -> &'static str {
 /// round(numeric, s): half away from zero. Negative `s` rounds left of the point.
 pub fn round_numeric(n: Numeric, s: i64) -> Result<Numeric> {
     if s >= 0 {
-        let s = u8::try_from(s.min(i64::from(NUMERIC_MAX_SCALE))).unwrap_or(0);
+        let s = u8::try_from(s).map_err(|_| numeric_too_wide("round() result"))?;
         if s >= n.scale {
-            return Ok(n.rescale(s).unwrap_or(n));
+            return n.rescale(s).ok_or_else(|| numeric_too_wide("round() result"));
         }
         return n.rescale(s).ok_or_else(numeric_overflow);
     }
@@ -543,6 +565,9 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
             if y.is_infinite() && x.is_finite() {
                 return Err(SqlError::new("22003", "value out of range: overflow"));
             }
+            if y == 0.0 && x != 0.0 {
+                return Err(SqlError::new("22003", "value out of range: underflow"));
+            }
             Value::Float4(y)
         }
         (T::Bool, Value::Bool(b)) => Value::Bool(b),
@@ -557,6 +582,9 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::TimestampTz, Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(t),
         (T::TimestampTz, Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
+        // boolean's cast to a string type is booltext ('true'), not its
+        // output function ('t').
+        (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => cast(Value::Text(if b { "true" } else { "false" }.to_owned()), to, explicit)?,
         // Anything to a string type goes through its text output (PostgreSQL's I/O cast).
         (T::Text | T::Varchar(_) | T::Char(_), v) => {
             let mut s = String::new();
@@ -834,7 +862,12 @@ pub fn write_text(v: &Value, out: &mut String) {
         Value::Float8(x) => write_float(*x, false, out),
         Value::Date(d) => {
             let (y, m, dd) = civil_from_days(i64::from(*d));
-            let _ = write!(out, "{y:04}-{m:02}-{dd:02}");
+            // Year 0 is 1 BC: PostgreSQL counts BC years from 1 and says so.
+            if y <= 0 {
+                let _ = write!(out, "{:04}-{m:02}-{dd:02} BC", 1 - y);
+            } else {
+                let _ = write!(out, "{y:04}-{m:02}-{dd:02}");
+            }
         }
         other => {
             let _ = write!(out, "{other}");

@@ -47,6 +47,11 @@ impl Binder<'_> {
             Some(f) if f == to => Ok(e),
             Some(f) => {
                 check_assignable(f, to, column)?;
+                // char(n) to text or varchar drops the padding, as
+                // PostgreSQL's bpchar-to-text conversion does.
+                if matches!(f, DataType::Char(_)) && matches!(to, DataType::Text | DataType::Varchar(_)) {
+                    return Ok(Expr::Cast(Expr::BpcharTrim(e.boxed()).boxed(), to, false));
+                }
                 // Fold constants so a bad literal fails at prepare time, like PostgreSQL.
                 if let Expr::Const(v) = e {
                     return Ok(Expr::Const(value::cast(v, to, false)?));

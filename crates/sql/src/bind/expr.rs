@@ -146,7 +146,9 @@ impl Binder<'_> {
             E::Like { negated, any: false, expr, pattern, escape_char: None } | E::ILike { negated, any: false, expr, pattern, escape_char: None } => {
                 let (x, xt) = self.expr(expr, scope, ctx)?;
                 let (p, pt) = self.expr(pattern, scope, ctx)?;
-                let x = self.text_arg(x, xt, "~~")?;
+                // char(n) LIKE matches the padded value (PostgreSQL's
+                // bpcharlike); the pattern, a text argument, loses its padding.
+                let x = if matches!(xt, Some(DataType::Char(_))) { x } else { self.text_arg(x, xt, "~~")? };
                 let p = self.text_arg(p, pt, "~~")?;
                 Ok((Expr::Like { expr: x.boxed(), pattern: p.boxed(), negated: *negated, case_insensitive: matches!(e, E::ILike { .. }) }, Some(DataType::Bool)))
             }

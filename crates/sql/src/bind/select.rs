@@ -157,6 +157,9 @@ impl Binder<'_> {
                     return Err(SqlError::unsupported("GROUP BY modifiers"));
                 }
                 for e in exprs {
+                    if non_integer_constant(e) {
+                        return Err(SqlError::new("42601", "non-integer constant in GROUP BY"));
+                    }
                     let bound = if let Some(pos) = ordinal(e) {
                         let item = pos.checked_sub(1).and_then(|i| item_asts.get(i).copied().flatten()).ok_or_else(|| {
                             SqlError::new("42P10", format!("GROUP BY position {pos} is not in select list"))
@@ -407,6 +410,29 @@ pub(super) fn ordinal(e: &ast::Expr) -> Option<usize> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// A literal PostgreSQL's grammar keeps as a constant (A_Const) that is not
+/// an integer: a string, decimal, boolean or NULL, also negated or in
+/// parentheses. GROUP BY refuses it (an integer would be a position).
+fn non_integer_constant(e: &ast::Expr) -> bool {
+    match e {
+        ast::Expr::Nested(inner) => non_integer_constant(inner),
+        // The grammar folds a sign into a number, also `-(0.5)`.
+        ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus | ast::UnaryOperator::Plus, expr } => {
+            let mut inner = expr.as_ref();
+            while let ast::Expr::Nested(e) = inner {
+                inner = e;
+            }
+            matches!(inner, ast::Expr::Value(v) if matches!(&v.value, ast::Value::Number(n, _) if !n.bytes().all(|b| b.is_ascii_digit())))
+        }
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(n, _) => !n.bytes().all(|b| b.is_ascii_digit()),
+            ast::Value::SingleQuotedString(_) | ast::Value::Boolean(_) | ast::Value::Null => true,
+            _ => false,
+        },
+        _ => false,
     }
 }
 
