@@ -516,13 +516,17 @@ pub fn numeric_typmod(n: Numeric, precision: u8, scale: u8) -> Result<Numeric> {
     Ok(scaled)
 }
 
-fn float_to_numeric(x: f64) -> Result<Numeric> {
+/// float to numeric as PostgreSQL does it: through `%.*g` text with 15
+/// (float8) or 6 (float4) significant digits, and `%g` drops trailing
+/// zeros, so -977.5 becomes -977.5, not -977.500000000000.
+fn float_to_numeric(x: f64, digits: usize) -> Result<Numeric> {
     if !x.is_finite() {
         return Err(SqlError::unsupported("NaN or infinity in numeric"));
     }
-    // PostgreSQL converts float8 to numeric through its 15-significant-digit text form.
-    let text = format!("{x:.*e}", 14);
-    parse_numeric(&text).ok_or_else(numeric_overflow)
+    let text = format!("{x:.*e}", digits - 1);
+    let (mantissa, exp) = text.split_once('e').unwrap_or((&text, "0"));
+    let mantissa = if mantissa.contains('.') { mantissa.trim_end_matches('0').trim_end_matches('.') } else { mantissa };
+    parse_numeric(&format!("{mantissa}e{exp}")).ok_or_else(numeric_overflow)
 }
 
 // ---------------------------------------------------------------- casts
@@ -553,8 +557,8 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Numeric { precision, scale }, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_))) => {
             Value::Numeric(numeric_typmod(to_numeric(&v).ok_or_else(numeric_overflow)?, precision, scale)?)
         }
-        (T::Numeric { precision, scale }, Value::Float4(x)) => Value::Numeric(numeric_typmod(float_to_numeric(f64::from(x))?, precision, scale)?),
-        (T::Numeric { precision, scale }, Value::Float8(x)) => Value::Numeric(numeric_typmod(float_to_numeric(x)?, precision, scale)?),
+        (T::Numeric { precision, scale }, Value::Float4(x)) => Value::Numeric(numeric_typmod(float_to_numeric(f64::from(x), 6)?, precision, scale)?),
+        (T::Numeric { precision, scale }, Value::Float8(x)) => Value::Numeric(numeric_typmod(float_to_numeric(x, 15)?, precision, scale)?),
         (T::Float8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::Float4(_) | Value::Float8(_))) => {
             Value::Float8(to_f64(&v).unwrap_or(f64::NAN))
         }
@@ -869,11 +873,22 @@ pub fn write_text(v: &Value, out: &mut String) {
                 let _ = write!(out, "{y:04}-{m:02}-{dd:02}");
             }
         }
+        // The engine prints years as numbers (0 for 1 BC); PostgreSQL counts
+        // BC years from 1 and says so after the time (and zone).
+        Value::Timestamp(t) | Value::TimestampTz(t) if *t < AD_START_MICROS => {
+            let text = v.to_string();
+            let (y, _, _) = civil_from_days(t.div_euclid(MICROS_PER_DAY));
+            let year_len = format!("{y:04}").len();
+            let _ = write!(out, "{:04}{} BC", 1 - y, text.get(year_len..).unwrap_or(""));
+        }
         other => {
             let _ = write!(out, "{other}");
         }
     }
 }
+
+/// 0001-01-01 00:00:00 in microseconds since 2000-01-01.
+const AD_START_MICROS: i64 = -730_119 * MICROS_PER_DAY;
 
 pub fn to_text(v: &Value) -> String {
     let mut s = String::new();

@@ -174,6 +174,8 @@ impl Binder<'_> {
                 if target.is_some() || t.is_some_and(crate::types::is_pseudo) {
                     return self.sys_cast(x, t, target, target.is_none().then_some(ty))?.ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
                 }
+                // char(n) to text or varchar drops the padding (bpchar's rtrim).
+                let x = if matches!(t, Some(DataType::Char(_))) && matches!(ty, DataType::Text | DataType::Varchar(_)) { Expr::BpcharTrim(x.boxed()) } else { x };
                 match (t, x) {
                     (None, Expr::Const(Value::Text(s))) if category(ty) == Category::String => Ok((Expr::Const(value::cast(Value::Text(s), ty, true)?), Some(ty))),
                     (None, Expr::Const(Value::Text(s))) => Ok((Expr::Const(value::parse_input(&s, ty)?), Some(ty))),

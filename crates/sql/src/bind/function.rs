@@ -111,10 +111,11 @@ impl Binder<'_> {
             }
             "concat" => {
                 let mut out = Vec::new();
+                // concat() prints each argument with its output function:
+                // char(n) keeps its padding (concat('a'::char(3), 'x') is 'a  x').
                 for (e, t) in bound {
                     out.push(match t {
                         None => self.coerce(e, None, Text, name)?,
-                        Some(DataType::Char(_)) => Expr::BpcharTrim(e.boxed()),
                         _ => e,
                     });
                 }
@@ -159,6 +160,10 @@ impl Binder<'_> {
                 let digits = it.next();
                 let rt = match (t, &digits) {
                     (Some(DataType::Float4 | DataType::Float8) | None, None) => DataType::Float8,
+                    // An integer argument: PostgreSQL picks the double
+                    // precision version (float8 is the preferred type of the
+                    // numeric category); round(int, n) exists only for numeric.
+                    (Some(ty), None) if value::is_integer(ty) => DataType::Float8,
                     (Some(ty), _) if category(ty) == Category::Numeric && !(value::is_float(ty) && digits.is_some()) => NUMERIC_ANY,
                     _ => return Err(SqlError::undefined_function(&sig())),
                 };
