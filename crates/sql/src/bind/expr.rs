@@ -109,6 +109,12 @@ impl Binder<'_> {
                 let (b, _) = self.expr(x, scope, ctx)?;
                 Ok((Expr::IsNull(b.boxed(), matches!(e, E::IsNotNull(_))), Some(DataType::Bool)))
             }
+            // IS [NOT] UNKNOWN: IS [NOT] NULL of a boolean.
+            E::IsUnknown(x) | E::IsNotUnknown(x) => {
+                let (b, t) = self.expr(x, scope, ctx)?;
+                let b = self.boolean(b, t, "IS UNKNOWN")?;
+                Ok((Expr::IsNull(b.boxed(), matches!(e, E::IsNotUnknown(_))), Some(DataType::Bool)))
+            }
             E::IsTrue(x) | E::IsNotTrue(x) | E::IsFalse(x) | E::IsNotFalse(x) => {
                 let (b, t) = self.expr(x, scope, ctx)?;
                 let b = self.boolean(b, t, "IS TRUE")?;
