@@ -114,6 +114,13 @@ impl Binder<'_> {
                 }
                 if ca == Category::String {
                     let both_char = matches!((a, b), (DataType::Char(_), DataType::Char(_)));
+                    // char(n) against varchar compares as bpchar (varchar
+                    // converts to bpchar implicitly): trailing blanks of
+                    // both sides are insignificant. Against text, as text:
+                    // only char(n) loses its padding.
+                    if matches!((a, b), (DataType::Char(_), DataType::Varchar(_)) | (DataType::Varchar(_), DataType::Char(_))) {
+                        return Ok((Expr::BpcharTrim(x.boxed()), Expr::BpcharTrim(y.boxed())));
+                    }
                     let trim = |e: Expr, t: DataType| if matches!(t, DataType::Char(_)) && !both_char { Expr::BpcharTrim(e.boxed()) } else { e };
                     let (x, y) = (trim(x, a), trim(y, b));
                     if both_char && a != b {

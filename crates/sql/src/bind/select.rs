@@ -160,6 +160,9 @@ impl Binder<'_> {
                     if non_integer_constant(e) {
                         return Err(SqlError::new("42601", "non-integer constant in GROUP BY"));
                     }
+                    if let Some(n) = negative_integer(e) {
+                        return Err(SqlError::new("42P10", format!("GROUP BY position -{n} is not in select list")));
+                    }
                     let bound = if let Some(pos) = ordinal(e) {
                         let item = pos.checked_sub(1).and_then(|i| item_asts.get(i).copied().flatten()).ok_or_else(|| {
                             SqlError::new("42P10", format!("GROUP BY position {pos} is not in select list"))
@@ -433,6 +436,27 @@ fn non_integer_constant(e: &ast::Expr) -> bool {
             _ => false,
         },
         _ => false,
+    }
+}
+
+/// `-5` or `(-5)`: PostgreSQL's grammar folds the sign into the constant,
+/// so GROUP BY takes it as a position (and refuses it).
+fn negative_integer(e: &ast::Expr) -> Option<&str> {
+    let mut e = e;
+    while let ast::Expr::Nested(inner) = e {
+        e = inner;
+    }
+    let ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } = e else { return None };
+    let mut inner = expr.as_ref();
+    while let ast::Expr::Nested(i) = inner {
+        inner = i;
+    }
+    match inner {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(n, _) if n.bytes().all(|b| b.is_ascii_digit()) => Some(n.as_str()),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

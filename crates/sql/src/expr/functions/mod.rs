@@ -91,8 +91,10 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
     let int = |i: usize| vals.get(i).and_then(Value::as_i64).unwrap_or(0);
     let s0 = vals.first().and_then(text_arg).unwrap_or("");
     Ok(match f {
-        Func::Lower => Value::Text(s0.to_lowercase()),
-        Func::Upper => Value::Text(s0.to_uppercase()),
+        // The C locale's ctype, as pgtier's text order is C's: only ASCII
+        // letters change case (PostgreSQL under LC_CTYPE=C: upper('é') = 'é').
+        Func::Lower => Value::Text(s0.to_ascii_lowercase()),
+        Func::Upper => Value::Text(s0.to_ascii_uppercase()),
         Func::Length => Value::Int4(i32::try_from(s0.chars().count()).unwrap_or(i32::MAX)),
         Func::Substr => {
             let start = int(1);
@@ -191,3 +193,4 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         Func::Now | Func::Concat | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
     })
 }
+
