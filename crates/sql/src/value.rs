@@ -465,13 +465,17 @@ pub fn round_numeric(n: Numeric, s: i64) -> Result<Numeric> {
         }
         return n.rescale(s).ok_or_else(numeric_overflow);
     }
+    // Round once, from all the digits: rounding to an integer first would
+    // round twice (round(64.5, -1) is 60, not 70).
     let shift = u32::try_from(-s).unwrap_or(u32::MAX).min(38);
-    let at0 = n.rescale(0).ok_or_else(numeric_overflow)?;
+    let Some(divisor) = pow10(shift + u32::from(n.scale)) else {
+        // 10^shift is beyond any value this type holds: it rounds to 0.
+        return Ok(Numeric::new(0, 0));
+    };
+    let q = n.mantissa / divisor;
+    let r = n.mantissa % divisor;
+    let q = if r.unsigned_abs().checked_mul(2).is_none_or(|twice| twice >= divisor.unsigned_abs()) { if r < 0 { q - 1 } else { q + 1 } } else { q };
     let factor = pow10(shift).ok_or_else(numeric_overflow)?;
-    let rounded = Numeric::new(at0.mantissa, 0);
-    let q = rounded.mantissa / factor;
-    let r = rounded.mantissa % factor;
-    let q = if r.unsigned_abs() * 2 >= factor.unsigned_abs() { if r < 0 { q - 1 } else { q + 1 } } else { q };
     Ok(Numeric::new(q.checked_mul(factor).ok_or_else(numeric_overflow)?, 0))
 }
 
