@@ -417,43 +417,37 @@ pub(super) fn ordinal(e: &ast::Expr) -> Option<usize> {
 }
 
 /// A literal PostgreSQL's grammar keeps as a constant (A_Const) that is not
-/// an integer: a string, decimal, boolean or NULL, also negated or in
+/// an integer: a string, decimal, boolean or NULL, also signed or in
 /// parentheses. GROUP BY refuses it (an integer would be a position).
 fn non_integer_constant(e: &ast::Expr) -> bool {
-    match e {
-        ast::Expr::Nested(inner) => non_integer_constant(inner),
-        // The grammar folds a sign into a number, also `-(0.5)`.
-        ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus | ast::UnaryOperator::Plus, expr } => {
-            let mut inner = expr.as_ref();
-            while let ast::Expr::Nested(e) = inner {
-                inner = e;
-            }
-            matches!(inner, ast::Expr::Value(v) if matches!(&v.value, ast::Value::Number(n, _) if !n.bytes().all(|b| b.is_ascii_digit())))
-        }
-        ast::Expr::Value(v) => match &v.value {
-            ast::Value::Number(n, _) => !n.bytes().all(|b| b.is_ascii_digit()),
-            ast::Value::SingleQuotedString(_) | ast::Value::Boolean(_) | ast::Value::Null => true,
-            _ => false,
-        },
-        _ => false,
+    if let Some((_, n)) = signed_number(e) {
+        return !n.bytes().all(|b| b.is_ascii_digit());
     }
-}
-
-/// `-5` or `(-5)`: PostgreSQL's grammar folds the sign into the constant,
-/// so GROUP BY takes it as a position (and refuses it).
-fn negative_integer(e: &ast::Expr) -> Option<&str> {
     let mut e = e;
     while let ast::Expr::Nested(inner) = e {
         e = inner;
     }
-    let ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } = e else { return None };
-    let mut inner = expr.as_ref();
-    while let ast::Expr::Nested(i) = inner {
-        inner = i;
+    matches!(e, ast::Expr::Value(v) if matches!(&v.value, ast::Value::SingleQuotedString(_) | ast::Value::Boolean(_) | ast::Value::Null))
+}
+
+/// `-5`, `(-5)`, `-((-5))`: PostgreSQL's grammar folds signs into the
+/// constant, so GROUP BY takes a negative integer as a position (and
+/// refuses it).
+fn negative_integer(e: &ast::Expr) -> Option<&str> {
+    match signed_number(e) {
+        Some((true, n)) if n.bytes().all(|b| b.is_ascii_digit()) => Some(n),
+        _ => None,
     }
-    match inner {
+}
+
+/// A number under any parentheses and signs: (negative, digits).
+fn signed_number(e: &ast::Expr) -> Option<(bool, &str)> {
+    match e {
+        ast::Expr::Nested(inner) => signed_number(inner),
+        ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } => signed_number(expr).map(|(neg, n)| (!neg, n)),
+        ast::Expr::UnaryOp { op: ast::UnaryOperator::Plus, expr } => signed_number(expr),
         ast::Expr::Value(v) => match &v.value {
-            ast::Value::Number(n, _) if n.bytes().all(|b| b.is_ascii_digit()) => Some(n.as_str()),
+            ast::Value::Number(n, _) => Some((false, n.as_str())),
             _ => None,
         },
         _ => None,
