@@ -89,11 +89,13 @@ pub fn estimated_depth<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> usize
             continue;
         }
         let after_word = std::mem::replace(&mut previous_word, matches!(t, Token::Word(_)));
-        if matches!(t, Token::RParen) && stack.last().is_some_and(|f| f.call) {
+        if matches!(t, Token::RParen | Token::RBracket) && stack.last().is_some_and(|f| f.call) {
             calls -= 1;
         }
         match t {
-            Token::LParen if after_word => {
+            // `ARRAY[` backtracks in sqlparser as a call's `(` does: 60
+            // nested levels did not parse in minutes (found by tests/fuzz.rs).
+            Token::LParen | Token::LBracket if after_word => {
                 calls += 1;
                 if calls > MAX_CALL_NESTING {
                     return usize::MAX;

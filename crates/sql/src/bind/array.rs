@@ -70,6 +70,12 @@ impl Binder<'_> {
             bound.push(self.expr(i, scope, ctx)?);
         }
         let types: Vec<Ty> = bound.iter().map(|b| b.1).collect();
+        // ARRAY[ARRAY[...]] is a multidimensional array, which pgtier does
+        // not have: taken as an array of the inner arrays' text, each level
+        // doubled the quoting, so 60 levels built a string of 2^60 bytes.
+        if types.iter().any(|t| t.is_some_and(|t| Elem::of(t).is_some())) {
+            return Err(SqlError::unsupported("multidimensional arrays"));
+        }
         let common = common_type(&types, "ARRAY")?.unwrap_or(DataType::Text);
         let elem = Elem::for_element(common).ok_or_else(|| SqlError::unsupported(format!("arrays of {}", value::type_name(common))))?;
         let mut out = Vec::new();
