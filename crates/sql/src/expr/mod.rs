@@ -515,15 +515,14 @@ fn like_at(s: &[char], p: &[char]) -> bool {
                     pi += 1;
                     continue;
                 }
-                // An escaped character matches only itself; the backslash
-                // never matches a backslash of the text.
-                '\\' if pi + 1 < p.len() => {
-                    if p[pi + 1] == s[si] {
-                        si += 1;
-                        pi += 2;
-                        continue;
-                    }
+                '\\' if pi + 1 < p.len() && p[pi + 1] == s[si] => {
+                    si += 1;
+                    pi += 2;
+                    continue;
                 }
+                // An escaped character matches only itself: the backslash
+                // never matches a backslash of the text.
+                '\\' if pi + 1 < p.len() => {}
                 c if c == s[si] => {
                     si += 1;
                     pi += 1;
