@@ -894,6 +894,29 @@ pub fn write_text(v: &Value, out: &mut String) {
 /// 0001-01-01 00:00:00 in microseconds since 2000-01-01.
 const AD_START_MICROS: i64 = -730_119 * MICROS_PER_DAY;
 
+/// The shortest digits that read back as `y`, never a text that lies
+/// exactly halfway between `y` and a neighbour (it reads back as the even
+/// one): Rust's shortest form accepts such a text, PostgreSQL's Ryu does
+/// not (1022141568 is 1.02214157e+09, not 1.0221416e+09).
+fn float4_shortest(y: f32) -> String {
+    let shortest = format!("{y:e}");
+    if !y.is_finite() || y == 0.0 || !float4_halfway(&shortest, y) {
+        return shortest;
+    }
+    (1..9).map(|p| format!("{y:.p$e}")).find(|t| t.parse::<f32>() == Ok(y) && !float4_halfway(t, y)).unwrap_or(shortest)
+}
+
+fn float4_halfway(text: &str, y: f32) -> bool {
+    let Ok(v) = text.parse::<f64>() else { return false };
+    let bits = y.to_bits();
+    let here = f64::from(y);
+    // Neighbours' midpoints are exact in f64 (25 significant bits).
+    [bits.wrapping_add(1), bits.wrapping_sub(1)].iter().any(|&b| {
+        let n = f64::from(f32::from_bits(b));
+        n.is_finite() && v == (here + n) / 2.0
+    })
+}
+
 pub fn to_text(v: &Value) -> String {
     let mut s = String::new();
     write_text(v, &mut s);
@@ -917,7 +940,7 @@ fn write_float(x: f64, single: bool, out: &mut String) {
         return;
     }
     #[allow(clippy::cast_possible_truncation)]
-    let sci = if single { format!("{:e}", x as f32) } else { format!("{x:e}") };
+    let sci = if single { float4_shortest(x as f32) } else { format!("{x:e}") };
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let limit = if single { 6 } else { 15 };

@@ -310,11 +310,14 @@ fn normal_number(s: &str) -> String {
 }
 
 /// The statement may keep one of several equal values (DISTINCT, GROUP BY,
-/// UNION / INTERSECT / EXCEPT without ALL, min, max, GREATEST, LEAST).
+/// UNION without ALL, INTERSECT and EXCEPT with or without ALL (they match
+/// copies), min, max, GREATEST, LEAST).
 fn dedups(sql: &str) -> bool {
     // min / max / GREATEST / LEAST of equal values keep one of them too.
     ["DISTINCT ", " GROUP BY ", "min(", "max(", "GREATEST(", "LEAST("].iter().any(|w| sql.contains(w))
-        || [" UNION ", " INTERSECT ", " EXCEPT "].iter().any(|op| sql.contains(op) && !sql.contains(&format!("{op}ALL")))
+        || sql.contains(" INTERSECT ")
+        || sql.contains(" EXCEPT ")
+        || sql.contains(" UNION ") && !sql.contains(" UNION ALL ")
 }
 
 fn valid_sqlstate(s: &str) -> bool {
