@@ -566,10 +566,17 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Float8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::Float4(_) | Value::Float8(_))) => {
             Value::Float8(to_f64(&v).unwrap_or(f64::NAN))
         }
-        #[allow(clippy::cast_possible_truncation)]
+        #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
         (T::Float4, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::Float4(_) | Value::Float8(_))) => {
             let x = to_f64(&v).unwrap_or(f64::NAN);
-            let y = x as f32;
+            // Numeric and bigint round once, straight to single precision
+            // (numeric through its text, as PostgreSQL's float4in): through
+            // f64 they rounded twice (-47732.5626 gave -47732.563).
+            let y = match &v {
+                Value::Numeric(n) => n.to_string().parse::<f32>().unwrap_or(f32::NAN),
+                Value::Int8(i) => *i as f32,
+                _ => x as f32,
+            };
             if y.is_infinite() && x.is_finite() {
                 return Err(SqlError::new("22003", "value out of range: overflow"));
             }
@@ -743,9 +750,17 @@ fn parse_date(t: &str) -> Option<i32> {
     }
 }
 
+/// The last year PostgreSQL's date type holds.
+const DATE_YEAR_MAX: i64 = 5_874_897;
+
 fn parse_ymd(t: &str) -> Option<i32> {
     let mut parts = t.splitn(3, '-');
     let y: i64 = parts.next()?.parse().ok()?;
+    // Bounded before any arithmetic: a 19-digit year overflowed (a panic
+    // in debug builds; found by tests/fuzz.rs). Year 0 does not exist.
+    if !(1..=DATE_YEAR_MAX).contains(&y) {
+        return None;
+    }
     let m: u32 = parts.next()?.parse().ok()?;
     let d: u32 = parts.next()?.parse().ok()?;
     if !(1..=12).contains(&m) || d == 0 || d > days_in_month(y, m) {
@@ -894,16 +909,72 @@ pub fn write_text(v: &Value, out: &mut String) {
 /// 0001-01-01 00:00:00 in microseconds since 2000-01-01.
 const AD_START_MICROS: i64 = -730_119 * MICROS_PER_DAY;
 
-/// The shortest digits that read back as `y`, never a text that lies
-/// exactly halfway between `y` and a neighbour (it reads back as the even
-/// one): Rust's shortest form accepts such a text, PostgreSQL's Ryu does
-/// not (1022141568 is 1.02214157e+09, not 1.0221416e+09).
-fn float4_shortest(y: f32) -> String {
-    let shortest = format!("{y:e}");
-    if !y.is_finite() || y == 0.0 || !float4_halfway(&shortest, y) {
-        return shortest;
+/// PostgreSQL's (Ryu's) shortest text: the fewest digits that read back
+/// as the value, correctly rounded at that length (an exact tie goes to
+/// the even digit: 47732.5625 is 47732.562), and for float4 never a text
+/// that lies exactly halfway between two floats (it reads back as the even
+/// one; PostgreSQL prints 1022141568 as 1.02214157e+09). Rust's shortest
+/// form differs only there, so it gives the length to start from.
+fn float_shortest(x: f64, single: bool) -> String {
+    #[allow(clippy::cast_possible_truncation)]
+    let y = x as f32;
+    let rust = if single { format!("{y:e}") } else { format!("{x:e}") };
+    if !x.is_finite() || x == 0.0 {
+        return rust;
     }
-    (1..9).map(|p| format!("{y:.p$e}")).find(|t| t.parse::<f32>() == Ok(y) && !float4_halfway(t, y)).unwrap_or(shortest)
+    let digits = rust.split('e').next().unwrap_or("").bytes().filter(u8::is_ascii_digit).count().max(1);
+    let reads_back = |t: &String| if single { t.parse::<f32>() == Ok(y) && !float4_halfway(t, y) } else { t.parse::<f64>() == Ok(x) };
+    // Rust's fixed-precision form rounds exact ties up: round the exact
+    // digits here instead.
+    let exact = if single { format!("{y:.120e}") } else { format!("{x:.120e}") };
+    (digits..=17).map(|k| round_digits_even(&exact, k)).find(reads_back).unwrap_or(rust)
+}
+
+/// `exact` ("d.ddd...e<exp>") rounded to `k` significant digits, an exact
+/// tie to the even digit, in the same form.
+fn round_digits_even(exact: &str, k: usize) -> String {
+    let (mantissa, exp) = exact.split_once('e').unwrap_or((exact, "0"));
+    let mut exp: i32 = exp.parse().unwrap_or(0);
+    let digits: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).map(|b| b - b'0').collect();
+    let k = k.clamp(1, digits.len().max(1));
+    let mut head: Vec<u8> = digits.iter().take(k).copied().collect();
+    let rest = digits.get(k..).unwrap_or(&[]);
+    let up = match rest.first() {
+        Some(&d) if d > 5 => true,
+        Some(&5) => rest[1..].iter().any(|&d| d != 0) || head.last().is_some_and(|d| d % 2 == 1),
+        _ => false,
+    };
+    if up {
+        let mut i = head.len();
+        loop {
+            if i == 0 {
+                // 9.99 rounded up: 1.00 and the next power of ten.
+                head.insert(0, 1);
+                head.pop();
+                exp += 1;
+                break;
+            }
+            i -= 1;
+            if head[i] == 9 {
+                head[i] = 0;
+            } else {
+                head[i] += 1;
+                break;
+            }
+        }
+    }
+    let mut out = String::with_capacity(k + 8);
+    if mantissa.starts_with('-') {
+        out.push('-');
+    }
+    for (i, d) in head.iter().enumerate() {
+        if i == 1 {
+            out.push('.');
+        }
+        out.push(char::from(b'0' + d));
+    }
+    let _ = write!(out, "e{exp}");
+    out
 }
 
 fn float4_halfway(text: &str, y: f32) -> bool {
@@ -939,8 +1010,7 @@ fn write_float(x: f64, single: bool, out: &mut String) {
         out.push_str(if x.is_sign_negative() { "-0" } else { "0" });
         return;
     }
-    #[allow(clippy::cast_possible_truncation)]
-    let sci = if single { float4_shortest(x as f32) } else { format!("{x:e}") };
+    let sci = float_shortest(x, single);
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let limit = if single { 6 } else { 15 };
@@ -949,9 +1019,29 @@ fn write_float(x: f64, single: bool, out: &mut String) {
         let _ = write!(out, "{mantissa}e{sign}{:02}", exp.abs());
         return;
     }
-    #[allow(clippy::cast_possible_truncation)]
-    let plain = if single { format!("{}", x as f32) } else { format!("{x}") };
-    out.push_str(&plain);
+    // The same digits without the exponent.
+    let negative = mantissa.starts_with('-');
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let digits = digits.trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    if negative {
+        out.push('-');
+    }
+    if exp < 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', exp.unsigned_abs() as usize - 1));
+        out.push_str(digits);
+    } else {
+        let point = exp as usize + 1;
+        if digits.len() <= point {
+            out.push_str(digits);
+            out.extend(std::iter::repeat_n('0', point - digits.len()));
+        } else {
+            out.push_str(&digits[..point]);
+            out.push('.');
+            out.push_str(&digits[point..]);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -407,11 +407,9 @@ pub(super) fn flatten_and(e: Expr, out: &mut Vec<Expr>) {
 }
 
 pub(super) fn ordinal(e: &ast::Expr) -> Option<usize> {
-    match e {
-        ast::Expr::Value(v) => match &v.value {
-            ast::Value::Number(n, _) => n.parse().ok(),
-            _ => None,
-        },
+    // Signs fold into the constant: -(-2) is position 2.
+    match signed_number(e) {
+        Some((false, n)) => n.parse().ok(),
         _ => None,
     }
 }
