@@ -69,6 +69,9 @@ fn shapes() -> Vec<(String, String, Expect)> {
         // minutes) and, past the parser, doubled its quoting per level;
         // multidimensional arrays are 0A000 in pgtier.
         v.push((format!("array_{n}"), format!("SELECT {}", nest(n, "ARRAY[", "1", "]")), NoCrash));
+        // A syntax error inside nested CASEs made sqlparser backtrack for
+        // minutes at 60 levels.
+        v.push((format!("broken_case_{n}"), format!("SELECT {}", nest(n, "CASE WHEN true THEN ", "1 +", " END")), NoCrash));
     }
     let list = (0..200_000).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
     v.push(("in_list_200000".to_owned(), format!("SELECT 199999 IN ({list})"), Answer));

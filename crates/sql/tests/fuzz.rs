@@ -53,10 +53,16 @@
 //!    '123' in PostgreSQL, '123  ' in pgtier; `SELECT 'a'::char(3) ...
 //!    EXCEPT SELECT <varchar column> ...` gives 'a  ' in PostgreSQL, 'a' in
 //!    pgtier. The grammar casts string arms to text.
-//! 6. `x IN (c1, c2)` whose items are columns: PostgreSQL compares x with
-//!    each column by its own `=` (varchar against a char(n) column compares
-//!    as bpchar: ' ' = '     ' is true); pgtier resolves one type for the
-//!    list (text: false). The grammar casts string IN operands to text.
+//! 6. `x IN (e1, e2, ...)` whose items reference columns: PostgreSQL
+//!    compares x with each such item by its own `=` and gives a common type
+//!    only to the column-free items (transformAExprIn); pgtier resolves one
+//!    type for the whole list. So varchar `IN (char(n) column)` compares as
+//!    bpchar in PostgreSQL (' ' = '     ': true) and as text in pgtier
+//!    (false); and `n IN (round(n, 1), ceil(100))` (n numeric(20,4),
+//!    ceil(100) double precision) compares n = round(n, 1) as numeric in
+//!    PostgreSQL (-9999999999999999.9999: false) and everything as double
+//!    precision in pgtier (true). The grammar casts string IN operands to
+//!    text and gives numeric and float lists literals only.
 //! 7. `NOT EXISTS (...) IS NOT NULL`: PostgreSQL binds IS tighter than NOT
 //!    (NOT (EXISTS (...) IS NOT NULL): false); pgtier (sqlparser) reads
 //!    (NOT EXISTS (...)) IS NOT NULL: true, so every row. The grammar puts
@@ -65,6 +71,10 @@
 //!    `-(x)::text` is `-(x::text)`, 42883 "operator does not exist: - text",
 //!    and `-32768::smallint` is 22003; pgtier negates first and answers.
 //!    The grammar puts every cast's operand in parentheses.
+//! 9. `x IN (SELECT c ...)` with c a char(n) column and x text or varchar:
+//!    PostgreSQL compares as text, c without its padding (`'abc'::text IN
+//!    (SELECT c)` with c = 'abc' in char(5): true); pgtier compares with
+//!    the padding (false). The grammar casts both sides to text.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "fuzz/grammar.rs"]
