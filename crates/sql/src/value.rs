@@ -923,7 +923,8 @@ fn float_shortest(x: f64, single: bool) -> String {
         return rust;
     }
     let digits = rust.split('e').next().unwrap_or("").bytes().filter(u8::is_ascii_digit).count().max(1);
-    let reads_back = |t: &String| if single { t.parse::<f32>() == Ok(y) && !float4_halfway(t, y) } else { t.parse::<f64>() == Ok(x) };
+    let same = |t: &str| if single { t.parse::<f32>() == Ok(y) } else { t.parse::<f64>() == Ok(x) };
+    let reads_back = |t: &String| same(t) && !halfway(t, &same);
     // Rust's fixed-precision form rounds exact ties up: round the exact
     // digits here instead.
     let exact = if single { format!("{y:.120e}") } else { format!("{x:.120e}") };
@@ -977,15 +978,30 @@ fn round_digits_even(exact: &str, k: usize) -> String {
     out
 }
 
-fn float4_halfway(text: &str, y: f32) -> bool {
-    let Ok(v) = text.parse::<f64>() else { return false };
-    let bits = y.to_bits();
-    let here = f64::from(y);
-    // Neighbours' midpoints are exact in f64 (25 significant bits).
-    [bits.wrapping_add(1), bits.wrapping_sub(1)].iter().any(|&b| {
-        let n = f64::from(f32::from_bits(b));
-        n.is_finite() && v == (here + n) / 2.0
-    })
+/// `t` (a "d.ddde<exp>" text that reads back as the value) lies exactly
+/// halfway to a neighbour: nudged by a unit in its 40th digit, up or down
+/// in magnitude, it reads back as another value. (A text of at most 17
+/// digits that is not on the midpoint is far further than that from it.)
+fn halfway(t: &str, same: &dyn Fn(&str) -> bool) -> bool {
+    let (mantissa, exp) = t.split_once('e').unwrap_or((t, "0"));
+    let mantissa = if mantissa.contains('.') { mantissa.to_owned() } else { format!("{mantissa}.") };
+    let up = format!("{mantissa}{}1e{exp}", "0".repeat(40));
+    // Down: borrow from the last digit, then nines.
+    let mut down: Vec<u8> = mantissa.into_bytes();
+    let mut i = down.len();
+    while i > 0 {
+        i -= 1;
+        match down[i] {
+            b'0' => down[i] = b'9',
+            b'1'..=b'9' => {
+                down[i] -= 1;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let down = format!("{}{}e{exp}", String::from_utf8_lossy(&down), "9".repeat(40));
+    !same(&up) || !same(&down)
 }
 
 pub fn to_text(v: &Value) -> String {

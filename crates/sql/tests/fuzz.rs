@@ -75,6 +75,15 @@
 //!    PostgreSQL compares as text, c without its padding (`'abc'::text IN
 //!    (SELECT c)` with c = 'abc' in char(5): true); pgtier compares with
 //!    the padding (false). The grammar casts both sides to text.
+//! 10. `INSERT ... VALUES (k, ...), (k, ...) ON CONFLICT (k) DO UPDATE`:
+//!     PostgreSQL 21000 "ON CONFLICT DO UPDATE command cannot affect row a
+//!     second time"; pgtier updates the row twice. The grammar's ON CONFLICT
+//!     inserts one row.
+//! 11. `INSERT ... ON CONFLICT DO NOTHING` of a row that conflicts and
+//!     leaves a NOT NULL column NULL: PostgreSQL 23502 (NOT NULL is checked
+//!     before the arbiter index); pgtier skips the row (INSERT 0 0). The
+//!     grammar's ON CONFLICT names every column, is_active (the one NOT
+//!     NULL column outside a key) with a value.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "fuzz/grammar.rs"]
@@ -321,10 +330,11 @@ fn normal_number(s: &str) -> String {
 
 /// The statement may keep one of several equal values (DISTINCT, GROUP BY,
 /// UNION without ALL, INTERSECT and EXCEPT with or without ALL (they match
-/// copies), min, max, GREATEST, LEAST).
+/// copies), min, max, GREATEST, LEAST, LIMIT).
 fn dedups(sql: &str) -> bool {
     // min / max / GREATEST / LEAST of equal values keep one of them too.
-    ["DISTINCT ", " GROUP BY ", "min(", "max(", "GREATEST(", "LEAST("].iter().any(|w| sql.contains(w))
+    // So does LIMIT when ties straddle it.
+    ["DISTINCT ", " GROUP BY ", "min(", "max(", "GREATEST(", "LEAST(", " LIMIT "].iter().any(|w| sql.contains(w))
         || sql.contains(" INTERSECT ")
         || sql.contains(" EXCEPT ")
         || sql.contains(" UNION ") && !sql.contains(" UNION ALL ")
