@@ -89,11 +89,14 @@ pub fn estimated_depth<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> usize
             continue;
         }
         let after_word = std::mem::replace(&mut previous_word, matches!(t, Token::Word(_)));
-        if matches!(t, Token::RParen) && stack.last().is_some_and(|f| f.call) {
+        let closes = matches!(t, Token::RParen | Token::RBracket) || matches!(t, Token::Word(w) if w.keyword == Keyword::END);
+        if closes && stack.last().is_some_and(|f| f.call) {
             calls -= 1;
         }
         match t {
-            Token::LParen if after_word => {
+            // `ARRAY[` backtracks in sqlparser as a call's `(` does: 60
+            // nested levels did not parse in minutes (found by tests/fuzz.rs).
+            Token::LParen | Token::LBracket if after_word => {
                 calls += 1;
                 if calls > MAX_CALL_NESTING {
                     return usize::MAX;
@@ -101,7 +104,15 @@ pub fn estimated_depth<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> usize
                 stack.push(Frame { call: true, ..Frame::new() });
             }
             Token::LParen | Token::LBracket | Token::LBrace => stack.push(Frame::new()),
-            Token::Word(w) if w.keyword == Keyword::CASE => stack.push(Frame::new()),
+            // CASE too: with a syntax error inside, sqlparser's backtracking
+            // over 60 nested CASEs ran for minutes (found by tests/fuzz.rs).
+            Token::Word(w) if w.keyword == Keyword::CASE => {
+                calls += 1;
+                if calls > MAX_CALL_NESTING {
+                    return usize::MAX;
+                }
+                stack.push(Frame { call: true, ..Frame::new() });
+            }
             Token::RParen | Token::RBracket | Token::RBrace => close(&mut stack),
             Token::Word(w) if w.keyword == Keyword::END => close(&mut stack),
             Token::Comma | Token::SemiColon => top(&mut stack).end_segment(),

@@ -24,8 +24,6 @@ const MICROS_PER_DAY: i64 = 86_400_000_000;
 const MICROS_PER_SECOND: i64 = 1_000_000;
 /// PostgreSQL's NUMERIC_MIN_SIG_DIGITS: division keeps at least this many.
 const NUMERIC_MIN_SIG_DIGITS: i32 = 16;
-/// PostgreSQL's NUMERIC_MAX_DISPLAY_SCALE, capped by what an i128 holds.
-const NUMERIC_MAX_SCALE: i32 = 30;
 
 /// Type category (PostgreSQL's `typcategory`), which decides implicit casts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,19 +173,22 @@ fn nbase_weight_first_digit(n: Numeric) -> (i32, i128) {
     (weight, first)
 }
 
-/// PostgreSQL's `select_div_scale`.
-fn div_scale(a: Numeric, b: Numeric) -> u8 {
+/// PostgreSQL's `select_div_scale` (unbounded: the caller refuses a scale
+/// an i128 cannot carry rather than round to fewer digits than PostgreSQL).
+fn div_scale(a: Numeric, b: Numeric) -> i32 {
     let (w1, f1) = nbase_weight_first_digit(a);
     let (w2, f2) = nbase_weight_first_digit(b);
     let mut qweight = w1 - w2;
     if f1 <= f2 {
         qweight -= 1;
     }
-    let rscale = (NUMERIC_MIN_SIG_DIGITS - qweight * 4)
-        .max(i32::from(a.scale))
-        .max(i32::from(b.scale))
-        .clamp(0, NUMERIC_MAX_SCALE);
-    u8::try_from(rscale).unwrap_or(0)
+    (NUMERIC_MIN_SIG_DIGITS - qweight * 4).max(i32::from(a.scale)).max(i32::from(b.scale)).max(0)
+}
+
+/// A numeric result PostgreSQL would print with more digits than pgtier's
+/// 128-bit numeric holds: refused, never rounded to a different text.
+fn numeric_too_wide(what: &str) -> SqlError {
+    SqlError::unsupported(format!("{what} with more than 38 significant digits"))
 }
 
 /// `a / b` rounded half away from zero at `scale` digits.
@@ -214,7 +215,8 @@ fn numeric_div_at(a: Numeric, b: Numeric, scale: u8) -> Result<Numeric> {
 }
 
 pub fn numeric_div(a: Numeric, b: Numeric) -> Result<Numeric> {
-    numeric_div_at(a, b, div_scale(a, b))
+    let scale = u8::try_from(div_scale(a, b)).map_err(|_| numeric_too_wide("numeric division result"))?;
+    numeric_div_at(a, b, scale).map_err(|e| if e.sqlstate == "22003" { numeric_too_wide("numeric division result") } else { e })
 }
 
 /// Removes trailing fractional zeros (PostgreSQL keeps the display scale,
@@ -359,8 +361,24 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
                 }
                 ArithOp::Mod => return Err(SqlError::undefined_operator("double precision % double precision")),
             };
+            // float4 arithmetic rounds to single precision (exactly as if
+            // computed in it: f64 carries more than twice the bits), and its
+            // range checks apply to that result.
+            #[allow(clippy::cast_possible_truncation)]
+            let r = if ty == DataType::Float4 { f64::from(r as f32) } else { r };
             if r.is_infinite() && x.is_finite() && y.is_finite() {
                 return Err(SqlError::new("22003", "value out of range: overflow"));
+            }
+            // PostgreSQL's float_underflow_error: a product or quotient of
+            // non-zero finite operands that rounds to zero.
+            let underflow = r == 0.0
+                && match op {
+                    ArithOp::Mul => x != 0.0 && y != 0.0,
+                    ArithOp::Div => x != 0.0 && y.is_finite(),
+                    _ => false,
+                };
+            if underflow {
+                return Err(SqlError::new("22003", "value out of range: underflow"));
             }
             #[allow(clippy::cast_possible_truncation)]
             Ok(if ty == DataType::Float4 { Value::Float4(r as f32) } else { Value::Float8(r) })
@@ -370,18 +388,22 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
     }
 }
 
+/// PostgreSQL's date range in days since 2000-01-01: 4714-11-24 BC
+/// (Julian day 0) up to, not including, 5874898-01-01.
+const DATE_DAYS_MIN: i64 = -2_451_545;
+const DATE_DAYS_END: i64 = 2_147_483_494 - 2_451_545;
+
 fn date_arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value> {
-    let out_of_range = || SqlError::new("22008", "date out of range");
+    let date = |days: i64| {
+        if !(DATE_DAYS_MIN..DATE_DAYS_END).contains(&days) {
+            return Err(SqlError::new("22008", "date out of range"));
+        }
+        Ok(Value::Date(i32::try_from(days).map_err(|_| SqlError::new("22008", "date out of range"))?))
+    };
     match (op, a, b) {
-        (ArithOp::Add, Value::Date(d), n) | (ArithOp::Add, n, Value::Date(d)) => {
-            let days = i64::from(*d) + n.as_i64().unwrap_or(0);
-            Ok(Value::Date(i32::try_from(days).map_err(|_| out_of_range())?))
-        }
+        (ArithOp::Add, Value::Date(d), n) | (ArithOp::Add, n, Value::Date(d)) => date(i64::from(*d) + n.as_i64().unwrap_or(0)),
         (ArithOp::Sub, Value::Date(d), Value::Date(e)) => Ok(Value::Int4(d - e)),
-        (ArithOp::Sub, Value::Date(d), n) => {
-            let days = i64::from(*d) - n.as_i64().unwrap_or(0);
-            Ok(Value::Date(i32::try_from(days).map_err(|_| out_of_range())?))
-        }
+        (ArithOp::Sub, Value::Date(d), n) => date(i64::from(*d) - n.as_i64().unwrap_or(0)),
         _ => Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b)))),
     }
 }
@@ -397,11 +419,11 @@ pub fn numeric_arith(op: ArithOp, x: Numeric, y: Numeric) -> Result<Numeric> {
             let m = x.mantissa.checked_mul(y.mantissa).ok_or_else(numeric_overflow)?;
             let s = x.scale.checked_add(y.scale).ok_or_else(numeric_overflow)?;
             if s > NUMERIC_PRECISION_MAX {
-                // Keep within what an i128 can scale; PostgreSQL keeps more.
-                Numeric::new(m, s).rescale(NUMERIC_PRECISION_MAX).ok_or_else(numeric_overflow)?
-            } else {
-                Numeric::new(m, s)
+                // PostgreSQL keeps every digit of the scale; rounding would
+                // print a different value.
+                return Err(numeric_too_wide("numeric product"));
             }
+            Numeric::new(m, s)
         }
         ArithOp::Div => numeric_div(x, y)?,
         ArithOp::Mod => {
@@ -437,19 +459,23 @@ pub fn value_type_name(v: &Value) -> &'static str {
 /// round(numeric, s): half away from zero. Negative `s` rounds left of the point.
 pub fn round_numeric(n: Numeric, s: i64) -> Result<Numeric> {
     if s >= 0 {
-        let s = u8::try_from(s.min(i64::from(NUMERIC_MAX_SCALE))).unwrap_or(0);
+        let s = u8::try_from(s).map_err(|_| numeric_too_wide("round() result"))?;
         if s >= n.scale {
-            return Ok(n.rescale(s).unwrap_or(n));
+            return n.rescale(s).ok_or_else(|| numeric_too_wide("round() result"));
         }
         return n.rescale(s).ok_or_else(numeric_overflow);
     }
+    // Round once, from all the digits: rounding to an integer first would
+    // round twice (round(64.5, -1) is 60, not 70).
     let shift = u32::try_from(-s).unwrap_or(u32::MAX).min(38);
-    let at0 = n.rescale(0).ok_or_else(numeric_overflow)?;
+    let Some(divisor) = pow10(shift + u32::from(n.scale)) else {
+        // 10^shift is beyond any value this type holds: it rounds to 0.
+        return Ok(Numeric::new(0, 0));
+    };
+    let q = n.mantissa / divisor;
+    let r = n.mantissa % divisor;
+    let q = if r.unsigned_abs().checked_mul(2).is_none_or(|twice| twice >= divisor.unsigned_abs()) { if r < 0 { q - 1 } else { q + 1 } } else { q };
     let factor = pow10(shift).ok_or_else(numeric_overflow)?;
-    let rounded = Numeric::new(at0.mantissa, 0);
-    let q = rounded.mantissa / factor;
-    let r = rounded.mantissa % factor;
-    let q = if r.unsigned_abs() * 2 >= factor.unsigned_abs() { if r < 0 { q - 1 } else { q + 1 } } else { q };
     Ok(Numeric::new(q.checked_mul(factor).ok_or_else(numeric_overflow)?, 0))
 }
 
@@ -494,13 +520,17 @@ pub fn numeric_typmod(n: Numeric, precision: u8, scale: u8) -> Result<Numeric> {
     Ok(scaled)
 }
 
-fn float_to_numeric(x: f64) -> Result<Numeric> {
+/// float to numeric as PostgreSQL does it: through `%.*g` text with 15
+/// (float8) or 6 (float4) significant digits, and `%g` drops trailing
+/// zeros, so -977.5 becomes -977.5, not -977.500000000000.
+fn float_to_numeric(x: f64, digits: usize) -> Result<Numeric> {
     if !x.is_finite() {
         return Err(SqlError::unsupported("NaN or infinity in numeric"));
     }
-    // PostgreSQL converts float8 to numeric through its 15-significant-digit text form.
-    let text = format!("{x:.*e}", 14);
-    parse_numeric(&text).ok_or_else(numeric_overflow)
+    let text = format!("{x:.*e}", digits - 1);
+    let (mantissa, exp) = text.split_once('e').unwrap_or((&text, "0"));
+    let mantissa = if mantissa.contains('.') { mantissa.trim_end_matches('0').trim_end_matches('.') } else { mantissa };
+    parse_numeric(&format!("{mantissa}e{exp}")).ok_or_else(numeric_overflow)
 }
 
 // ---------------------------------------------------------------- casts
@@ -531,17 +561,27 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Numeric { precision, scale }, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_))) => {
             Value::Numeric(numeric_typmod(to_numeric(&v).ok_or_else(numeric_overflow)?, precision, scale)?)
         }
-        (T::Numeric { precision, scale }, Value::Float4(x)) => Value::Numeric(numeric_typmod(float_to_numeric(f64::from(x))?, precision, scale)?),
-        (T::Numeric { precision, scale }, Value::Float8(x)) => Value::Numeric(numeric_typmod(float_to_numeric(x)?, precision, scale)?),
+        (T::Numeric { precision, scale }, Value::Float4(x)) => Value::Numeric(numeric_typmod(float_to_numeric(f64::from(x), 6)?, precision, scale)?),
+        (T::Numeric { precision, scale }, Value::Float8(x)) => Value::Numeric(numeric_typmod(float_to_numeric(x, 15)?, precision, scale)?),
         (T::Float8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::Float4(_) | Value::Float8(_))) => {
             Value::Float8(to_f64(&v).unwrap_or(f64::NAN))
         }
-        #[allow(clippy::cast_possible_truncation)]
+        #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
         (T::Float4, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::Float4(_) | Value::Float8(_))) => {
             let x = to_f64(&v).unwrap_or(f64::NAN);
-            let y = x as f32;
+            // Numeric and bigint round once, straight to single precision
+            // (numeric through its text, as PostgreSQL's float4in): through
+            // f64 they rounded twice (-47732.5626 gave -47732.563).
+            let y = match &v {
+                Value::Numeric(n) => n.to_string().parse::<f32>().unwrap_or(f32::NAN),
+                Value::Int8(i) => *i as f32,
+                _ => x as f32,
+            };
             if y.is_infinite() && x.is_finite() {
                 return Err(SqlError::new("22003", "value out of range: overflow"));
+            }
+            if y == 0.0 && x != 0.0 {
+                return Err(SqlError::new("22003", "value out of range: underflow"));
             }
             Value::Float4(y)
         }
@@ -557,7 +597,8 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::TimestampTz, Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(t),
         (T::TimestampTz, Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
-        // boolean's cast to text is booltext ('true'), not its output function ('t').
+        // boolean's cast to a string type is booltext ('true'), not its
+        // output function ('t').
         (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => cast(Value::Text(if b { "true" } else { "false" }.to_owned()), to, explicit)?,
         // Anything to a string type goes through its text output (PostgreSQL's I/O cast).
         (T::Text | T::Varchar(_) | T::Char(_), v) => {
@@ -720,9 +761,17 @@ fn parse_date(t: &str) -> Option<i32> {
     }
 }
 
+/// The last year PostgreSQL's date type holds.
+const DATE_YEAR_MAX: i64 = 5_874_897;
+
 fn parse_ymd(t: &str) -> Option<i32> {
     let mut parts = t.splitn(3, '-');
     let y: i64 = parts.next()?.parse().ok()?;
+    // Bounded before any arithmetic: a 19-digit year overflowed (a panic
+    // in debug builds; found by tests/fuzz.rs). Year 0 does not exist.
+    if !(1..=DATE_YEAR_MAX).contains(&y) {
+        return None;
+    }
     let m: u32 = parts.next()?.parse().ok()?;
     let d: u32 = parts.next()?.parse().ok()?;
     if !(1..=12).contains(&m) || d == 0 || d > days_in_month(y, m) {
@@ -851,6 +900,101 @@ pub fn write_text(v: &Value, out: &mut String) {
     }
 }
 
+/// PostgreSQL's (Ryu's) shortest text: the fewest digits that read back
+/// as the value, correctly rounded at that length (an exact tie goes to
+/// the even digit: 47732.5625 is 47732.562), and for float4 never a text
+/// that lies exactly halfway between two floats (it reads back as the even
+/// one; PostgreSQL prints 1022141568 as 1.02214157e+09). Rust's shortest
+/// form differs only there, so it gives the length to start from.
+fn float_shortest(x: f64, single: bool) -> String {
+    #[allow(clippy::cast_possible_truncation)]
+    let y = x as f32;
+    let rust = if single { format!("{y:e}") } else { format!("{x:e}") };
+    if !x.is_finite() || x == 0.0 {
+        return rust;
+    }
+    let digits = rust.split('e').next().unwrap_or("").bytes().filter(u8::is_ascii_digit).count().max(1);
+    let same = |t: &str| if single { t.parse::<f32>() == Ok(y) } else { t.parse::<f64>() == Ok(x) };
+    let reads_back = |t: &String| same(t) && !halfway(t, &same);
+    // Rust's fixed-precision form rounds exact ties up: round the exact
+    // digits here instead.
+    let exact = if single { format!("{y:.120e}") } else { format!("{x:.120e}") };
+    (digits..=17).map(|k| round_digits_even(&exact, k)).find(reads_back).unwrap_or(rust)
+}
+
+/// `exact` ("d.ddd...e<exp>") rounded to `k` significant digits, an exact
+/// tie to the even digit, in the same form.
+fn round_digits_even(exact: &str, k: usize) -> String {
+    let (mantissa, exp) = exact.split_once('e').unwrap_or((exact, "0"));
+    let mut exp: i32 = exp.parse().unwrap_or(0);
+    let digits: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).map(|b| b - b'0').collect();
+    let k = k.clamp(1, digits.len().max(1));
+    let mut head: Vec<u8> = digits.iter().take(k).copied().collect();
+    let rest = digits.get(k..).unwrap_or(&[]);
+    let up = match rest.first() {
+        Some(&d) if d > 5 => true,
+        Some(&5) => rest[1..].iter().any(|&d| d != 0) || head.last().is_some_and(|d| d % 2 == 1),
+        _ => false,
+    };
+    if up {
+        let mut i = head.len();
+        loop {
+            if i == 0 {
+                // 9.99 rounded up: 1.00 and the next power of ten.
+                head.insert(0, 1);
+                head.pop();
+                exp += 1;
+                break;
+            }
+            i -= 1;
+            if head[i] == 9 {
+                head[i] = 0;
+            } else {
+                head[i] += 1;
+                break;
+            }
+        }
+    }
+    let mut out = String::with_capacity(k + 8);
+    if mantissa.starts_with('-') {
+        out.push('-');
+    }
+    for (i, d) in head.iter().enumerate() {
+        if i == 1 {
+            out.push('.');
+        }
+        out.push(char::from(b'0' + d));
+    }
+    let _ = write!(out, "e{exp}");
+    out
+}
+
+/// `t` (a "d.ddde<exp>" text that reads back as the value) lies exactly
+/// halfway to a neighbour: nudged by a unit in its 40th digit, up or down
+/// in magnitude, it reads back as another value. (A text of at most 17
+/// digits that is not on the midpoint is far further than that from it.)
+fn halfway(t: &str, same: &dyn Fn(&str) -> bool) -> bool {
+    let (mantissa, exp) = t.split_once('e').unwrap_or((t, "0"));
+    let mantissa = if mantissa.contains('.') { mantissa.to_owned() } else { format!("{mantissa}.") };
+    let up = format!("{mantissa}{}1e{exp}", "0".repeat(40));
+    // Down: borrow from the last digit, then nines.
+    let mut down: Vec<u8> = mantissa.into_bytes();
+    let mut i = down.len();
+    while i > 0 {
+        i -= 1;
+        match down[i] {
+            b'0' => down[i] = b'9',
+            b'1'..=b'9' => {
+                down[i] -= 1;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let down = format!("{}{}e{exp}", String::from_utf8_lossy(&down), "9".repeat(40));
+    !same(&up) || !same(&down)
+}
+
 pub fn to_text(v: &Value) -> String {
     let mut s = String::new();
     write_text(v, &mut s);
@@ -873,8 +1017,7 @@ fn write_float(x: f64, single: bool, out: &mut String) {
         out.push_str(if x.is_sign_negative() { "-0" } else { "0" });
         return;
     }
-    #[allow(clippy::cast_possible_truncation)]
-    let sci = if single { format!("{:e}", x as f32) } else { format!("{x:e}") };
+    let sci = float_shortest(x, single);
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let limit = if single { 6 } else { 15 };
@@ -883,9 +1026,29 @@ fn write_float(x: f64, single: bool, out: &mut String) {
         let _ = write!(out, "{mantissa}e{sign}{:02}", exp.abs());
         return;
     }
-    #[allow(clippy::cast_possible_truncation)]
-    let plain = if single { format!("{}", x as f32) } else { format!("{x}") };
-    out.push_str(&plain);
+    // The same digits without the exponent.
+    let negative = mantissa.starts_with('-');
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let digits = digits.trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    if negative {
+        out.push('-');
+    }
+    if exp < 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', exp.unsigned_abs() as usize - 1));
+        out.push_str(digits);
+    } else {
+        let point = exp as usize + 1;
+        if digits.len() <= point {
+            out.push_str(digits);
+            out.extend(std::iter::repeat_n('0', point - digits.len()));
+        } else {
+            out.push_str(&digits[..point]);
+            out.push('.');
+            out.push_str(&digits[point..]);
+        }
+    }
 }
 
 #[cfg(test)]

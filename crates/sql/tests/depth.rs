@@ -65,6 +65,13 @@ fn shapes() -> Vec<(String, String, Expect)> {
         v.push((format!("not_{n}"), format!("SELECT {}true", "NOT ".repeat(n)), swallowed));
         v.push((format!("minus_{n}"), format!("SELECT {}1", "- ".repeat(n)), must));
         v.push((format!("subquery_{n}"), format!("SELECT {}", nest(n, "(SELECT ", "1", ")")), must));
+        // Nested ARRAY[ parsed in time exponential in the depth (60 levels:
+        // minutes) and, past the parser, doubled its quoting per level;
+        // multidimensional arrays are 0A000 in pgtier.
+        v.push((format!("array_{n}"), format!("SELECT {}", nest(n, "ARRAY[", "1", "]")), NoCrash));
+        // A syntax error inside nested CASEs made sqlparser backtrack for
+        // minutes at 60 levels.
+        v.push((format!("broken_case_{n}"), format!("SELECT {}", nest(n, "CASE WHEN true THEN ", "1 +", " END")), NoCrash));
     }
     let list = (0..200_000).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
     v.push(("in_list_200000".to_owned(), format!("SELECT 199999 IN ({list})"), Answer));

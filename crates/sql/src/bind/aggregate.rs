@@ -76,7 +76,9 @@ impl Binder<'_> {
                     },
                     AggFunc::Min | AggFunc::Max => match t {
                         DataType::Bool | DataType::Bytea => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t)))),
-                        DataType::Char(_) | DataType::Varchar(_) => DataType::Text,
+                        // min(bpchar) is bpchar (its padding then goes with
+                        // the usual conversions); varchar has only min(text).
+                        DataType::Varchar(_) => DataType::Text,
                         DataType::Numeric { .. } => NUMERIC_ANY,
                         other => other,
                     },

@@ -47,6 +47,11 @@ impl Binder<'_> {
             Some(f) if f == to => Ok(e),
             Some(f) => {
                 check_assignable(f, to, column)?;
+                // char(n) to text or varchar drops the padding, as
+                // PostgreSQL's bpchar-to-text conversion does.
+                if matches!(f, DataType::Char(_)) && matches!(to, DataType::Text | DataType::Varchar(_)) {
+                    return Ok(Expr::Cast(Expr::BpcharTrim(e.boxed()).boxed(), to, false));
+                }
                 // Fold constants so a bad literal fails at prepare time, like PostgreSQL.
                 if let Expr::Const(v) = e {
                     return Ok(Expr::Const(value::cast(v, to, false)?));
@@ -109,6 +114,13 @@ impl Binder<'_> {
                 }
                 if ca == Category::String {
                     let both_char = matches!((a, b), (DataType::Char(_), DataType::Char(_)));
+                    // char(n) against varchar compares as bpchar (varchar
+                    // converts to bpchar implicitly): trailing blanks of
+                    // both sides are insignificant. Against text, as text:
+                    // only char(n) loses its padding.
+                    if matches!((a, b), (DataType::Char(_), DataType::Varchar(_)) | (DataType::Varchar(_), DataType::Char(_))) {
+                        return Ok((Expr::BpcharTrim(x.boxed()), Expr::BpcharTrim(y.boxed())));
+                    }
                     let trim = |e: Expr, t: DataType| if matches!(t, DataType::Char(_)) && !both_char { Expr::BpcharTrim(e.boxed()) } else { e };
                     let (x, y) = (trim(x, a), trim(y, b));
                     if both_char && a != b {

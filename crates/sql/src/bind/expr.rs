@@ -109,6 +109,12 @@ impl Binder<'_> {
                 let (b, _) = self.expr(x, scope, ctx)?;
                 Ok((Expr::IsNull(b.boxed(), matches!(e, E::IsNotNull(_))), Some(DataType::Bool)))
             }
+            // IS [NOT] UNKNOWN: IS [NOT] NULL of a boolean.
+            E::IsUnknown(x) | E::IsNotUnknown(x) => {
+                let (b, t) = self.expr(x, scope, ctx)?;
+                let b = self.boolean(b, t, "IS UNKNOWN")?;
+                Ok((Expr::IsNull(b.boxed(), matches!(e, E::IsNotUnknown(_))), Some(DataType::Bool)))
+            }
             E::IsTrue(x) | E::IsNotTrue(x) | E::IsFalse(x) | E::IsNotFalse(x) => {
                 let (b, t) = self.expr(x, scope, ctx)?;
                 let b = self.boolean(b, t, "IS TRUE")?;
@@ -146,7 +152,9 @@ impl Binder<'_> {
             E::Like { negated, any: false, expr, pattern, escape_char: None } | E::ILike { negated, any: false, expr, pattern, escape_char: None } => {
                 let (x, xt) = self.expr(expr, scope, ctx)?;
                 let (p, pt) = self.expr(pattern, scope, ctx)?;
-                let x = self.text_arg(x, xt, "~~")?;
+                // char(n) LIKE matches the padded value (PostgreSQL's
+                // bpcharlike); the pattern, a text argument, loses its padding.
+                let x = if matches!(xt, Some(DataType::Char(_))) { x } else { self.text_arg(x, xt, "~~")? };
                 let p = self.text_arg(p, pt, "~~")?;
                 Ok((Expr::Like { expr: x.boxed(), pattern: p.boxed(), negated: *negated, case_insensitive: matches!(e, E::ILike { .. }) }, Some(DataType::Bool)))
             }

@@ -107,8 +107,12 @@ impl Binder<'_> {
             "replace" => text_fn(Func::Replace, 3, 3, &[Text, Text, Text], Text, self, bound),
             "trunc" => {
                 arity(1, 2)?;
+                // One integer argument: PostgreSQL picks trunc(double precision),
+                // float8 being the numeric category's preferred type;
+                // trunc(x, n) exists only for numeric.
                 let numeric = match bound[0].1 {
                     Some(DataType::Float4 | DataType::Float8) => false,
+                    Some(t) if value::is_integer(t) => nargs == 2,
                     Some(t) if value::category(t) == value::Category::Numeric => true,
                     None => true,
                     Some(_) => return Err(SqlError::undefined_function(&sig())),
@@ -248,6 +252,8 @@ impl Binder<'_> {
             "concat" => {
                 // Each argument's output text: char(n) keeps its padding here.
                 let mut out = Vec::new();
+                // concat() prints each argument with its output function:
+                // char(n) keeps its padding (concat('a'::char(3), 'x') is 'a  x').
                 for (e, t) in bound {
                     out.push(match t {
                         None => self.coerce(e, None, Text, name)?,
@@ -295,6 +301,10 @@ impl Binder<'_> {
                 let digits = it.next();
                 let rt = match (t, &digits) {
                     (Some(DataType::Float4 | DataType::Float8) | None, None) => DataType::Float8,
+                    // An integer argument: PostgreSQL picks the double
+                    // precision version (float8 is the preferred type of the
+                    // numeric category); round(int, n) exists only for numeric.
+                    (Some(ty), None) if value::is_integer(ty) => DataType::Float8,
                     (Some(ty), _) if category(ty) == Category::Numeric && !(value::is_float(ty) && digits.is_some()) => NUMERIC_ANY,
                     _ => return Err(SqlError::undefined_function(&sig())),
                 };

@@ -157,6 +157,12 @@ impl Binder<'_> {
                     return Err(SqlError::unsupported("GROUP BY modifiers"));
                 }
                 for e in exprs {
+                    if non_integer_constant(e) {
+                        return Err(SqlError::new("42601", "non-integer constant in GROUP BY"));
+                    }
+                    if let Some(n) = negative_integer(e) {
+                        return Err(SqlError::new("42P10", format!("GROUP BY position -{n} is not in select list")));
+                    }
                     let bound = if let Some(pos) = ordinal(e) {
                         let item = pos.checked_sub(1).and_then(|i| item_asts.get(i).copied().flatten()).ok_or_else(|| {
                             SqlError::new("42P10", format!("GROUP BY position {pos} is not in select list"))
@@ -401,9 +407,45 @@ pub(super) fn flatten_and(e: Expr, out: &mut Vec<Expr>) {
 }
 
 pub(super) fn ordinal(e: &ast::Expr) -> Option<usize> {
+    // Signs fold into the constant: -(-2) is position 2.
+    match signed_number(e) {
+        Some((false, n)) => n.parse().ok(),
+        _ => None,
+    }
+}
+
+/// A literal PostgreSQL's grammar keeps as a constant (A_Const) that is not
+/// an integer: a string, decimal, boolean or NULL, also signed or in
+/// parentheses. GROUP BY refuses it (an integer would be a position).
+fn non_integer_constant(e: &ast::Expr) -> bool {
+    if let Some((_, n)) = signed_number(e) {
+        return !n.bytes().all(|b| b.is_ascii_digit());
+    }
+    let mut e = e;
+    while let ast::Expr::Nested(inner) = e {
+        e = inner;
+    }
+    matches!(e, ast::Expr::Value(v) if matches!(&v.value, ast::Value::SingleQuotedString(_) | ast::Value::Boolean(_) | ast::Value::Null))
+}
+
+/// `-5`, `(-5)`, `-((-5))`: PostgreSQL's grammar folds signs into the
+/// constant, so GROUP BY takes a negative integer as a position (and
+/// refuses it).
+fn negative_integer(e: &ast::Expr) -> Option<&str> {
+    match signed_number(e) {
+        Some((true, n)) if n.bytes().all(|b| b.is_ascii_digit()) => Some(n),
+        _ => None,
+    }
+}
+
+/// A number under any parentheses and signs: (negative, digits).
+fn signed_number(e: &ast::Expr) -> Option<(bool, &str)> {
     match e {
+        ast::Expr::Nested(inner) => signed_number(inner),
+        ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } => signed_number(expr).map(|(neg, n)| (!neg, n)),
+        ast::Expr::UnaryOp { op: ast::UnaryOperator::Plus, expr } => signed_number(expr),
         ast::Expr::Value(v) => match &v.value {
-            ast::Value::Number(n, _) => n.parse().ok(),
+            ast::Value::Number(n, _) => Some((false, n.as_str())),
             _ => None,
         },
         _ => None,

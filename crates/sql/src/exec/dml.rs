@@ -2,7 +2,7 @@
 //! recheck of the WHERE on each row's latest version, CHECK constraints
 //! and RETURNING.
 
-use pgtier_engine::{IndexId, TableSchema, Value};
+use pgtier_engine::{DataType, IndexId, TableSchema, Value};
 
 use super::scan::exact_key;
 use super::{Exec, ResultBuf, assign_ref, set_len};
@@ -72,6 +72,15 @@ impl Exec<'_> {
                     let mut vals = Vec::with_capacity(q.visible);
                     for (k, v) in r.into_iter().take(q.visible).enumerate() {
                         let col = &table.columns[plan.targets[k]];
+                        // char(n) into text or varchar loses its padding (the
+                        // same rule as `Binder::assign` for VALUES and SET).
+                        let v = match v {
+                            Value::Text(mut s) if matches!(q.columns[k].ty, Some(DataType::Char(_))) && matches!(col.ty, DataType::Text | DataType::Varchar(_)) => {
+                                s.truncate(value::bpchar_trim(&s).len());
+                                Value::Text(s)
+                            }
+                            v => v,
+                        };
                         vals.push(value::cast(v, col.ty, false)?);
                     }
                     sources.push(vals);

@@ -515,12 +515,14 @@ fn like_at(s: &[char], p: &[char]) -> bool {
                     pi += 1;
                     continue;
                 }
-                '\\' if pi + 1 < p.len()
-                    && p[pi + 1] == s[si] => {
-                        si += 1;
-                        pi += 2;
-                        continue;
-                    }
+                '\\' if pi + 1 < p.len() && p[pi + 1] == s[si] => {
+                    si += 1;
+                    pi += 2;
+                    continue;
+                }
+                // An escaped character matches only itself: the backslash
+                // never matches a backslash of the text.
+                '\\' if pi + 1 < p.len() => {}
                 c if c == s[si] => {
                     si += 1;
                     pi += 1;
@@ -553,6 +555,8 @@ mod tests {
         assert!(!like("hello", "h_lo").unwrap());
         assert!(like("50%", "50\\%").unwrap());
         assert!(!like("50x", "50\\%").unwrap());
+        assert!(!like("\\x00", "%\\_%").unwrap());
+        assert!(like("a_b", "%\\_%").unwrap());
         assert!(like("", "%").unwrap());
         assert!(like("abcabc", "%abc").unwrap());
     }
