@@ -697,6 +697,9 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             Value::Bytea(bytes.filter(|_| hex.len() % 2 == 0).ok_or_else(invalid)?)
         }
         DataType::Date => Value::Date(parse_date(t).ok_or_else(|| datetime_error("date", text))?),
+        DataType::Timestamp | DataType::TimestampTz if !zone_in_range(t) => {
+            return Err(SqlError::new("22009", format!("time zone displacement out of range: \"{text}\"")));
+        }
         DataType::Timestamp => Value::Timestamp(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?),
         DataType::TimestampTz => Value::TimestampTz(parse_timestamptz(t).ok_or_else(|| datetime_error("timestamp with time zone", text))?),
     })
@@ -809,6 +812,19 @@ fn parse_timestamptz(t: &str) -> Option<i64> {
         None => return Some(local),
     };
     local.checked_sub(zone_offset_seconds(time)?.checked_mul(MICROS_PER_SECOND)?)
+}
+
+/// Whether a numeric UTC offset the input ends with (if any) is one
+/// PostgreSQL accepts: timestamp input ignores the zone but still checks
+/// it (22009 "time zone displacement out of range").
+fn zone_in_range(t: &str) -> bool {
+    match t.find([' ', 'T']) {
+        Some(i) => {
+            let time = t[i + 1..].trim();
+            strip_zone(time).len() == time.trim_end().len() || zone_offset_seconds(time).is_some()
+        }
+        None => true,
+    }
 }
 
 /// The UTC offset a time of day ends with, in seconds (0 without one).
