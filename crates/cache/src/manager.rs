@@ -451,10 +451,7 @@ impl Cache {
     pub fn wait_autorefreshed(&self, name: &str, timeout: Duration) -> Result<bool, CacheError> {
         let Some(status) = self.autorefresh.lock().get(name).map(|w| w.status.clone()) else { return Ok(false) };
         let mut client = self.connect()?;
-        let row = client
-            .query_one("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::int8", &[])
-            .map_err(|e| CacheError::Backend(pgtier_backend::BackendError::from_postgres("reading pg_current_wal_insert_lsn()", &e)))?;
-        let target = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
+        let target = autorefresh::current_wal(&mut client)?.0;
         // A keepalive carries the position once nothing is in flight; ask for one.
         client.batch_execute("SELECT pg_logical_emit_message(false, 'pgtier', '')").ok();
         let deadline = Instant::now() + timeout;

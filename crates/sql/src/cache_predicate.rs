@@ -10,6 +10,7 @@
 use pgtier_cache::{PredicateCompiler, RowTest};
 use pgtier_engine::{Database, Value};
 
+use crate::catalog::quote_ident;
 use crate::session::{Connection, PreparedStatement};
 
 /// The compiler the server installs on its cache.
@@ -33,8 +34,8 @@ impl PredicateCompiler for SqlPredicates {
         let catalog = self.db.catalog();
         let schema = catalog.table_by_name(table).ok_or_else(|| format!("table \"{table}\" is not in the cache"))?;
         let params: Vec<String> = schema.columns.iter().enumerate().map(|(i, c)| format!("${}::{}", i + 1, c.ty.pg_name())).collect();
-        let names: Vec<String> = schema.columns.iter().map(|c| quote(&c.name)).collect();
-        let sql = format!("SELECT ({predicate}) FROM (VALUES ({})) AS {}({})", params.join(", "), quote(table), names.join(", "));
+        let names: Vec<String> = schema.columns.iter().map(|c| quote_ident(&c.name)).collect();
+        let sql = format!("SELECT ({predicate}) FROM (VALUES ({})) AS {}({})", params.join(", "), quote_ident(table), names.join(", "));
         let mut connection = Connection::new(self.db.clone());
         let statement = connection.prepare(&sql).map_err(|e| e.to_string())?;
         Ok(Box::new(CompiledPredicate { connection, statement }))
@@ -50,8 +51,4 @@ impl RowTest for CompiledPredicate {
         }
         result.map_err(|e| e.to_string())
     }
-}
-
-fn quote(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }

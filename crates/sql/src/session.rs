@@ -98,7 +98,8 @@ const PARKED_RESULTS_MAX: usize = 8;
 /// A buffer of more values than this is dropped rather than kept.
 const PARKED_VALUES_MAX: usize = 256;
 
-fn now_micros() -> i64 {
+/// Now, in microseconds since 2000-01-01 (PostgreSQL's epoch).
+pub(crate) fn now_micros() -> i64 {
     let since_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0);
     i64::try_from(since_unix).unwrap_or(i64::MAX) - PG_EPOCH_OFFSET_MICROS
 }

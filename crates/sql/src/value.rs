@@ -20,7 +20,7 @@ use crate::error::{Result, SqlError};
 /// (values keep whatever scale the computation gave them).
 pub const NUMERIC_ANY: DataType = DataType::Numeric { precision: 0, scale: 0 };
 
-const MICROS_PER_DAY: i64 = 86_400_000_000;
+pub(crate) const MICROS_PER_DAY: i64 = 86_400_000_000;
 const MICROS_PER_SECOND: i64 = 1_000_000;
 /// PostgreSQL's NUMERIC_MIN_SIG_DIGITS: division keeps at least this many.
 const NUMERIC_MIN_SIG_DIGITS: i32 = 16;

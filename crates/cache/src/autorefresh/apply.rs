@@ -56,6 +56,8 @@ pub(crate) struct Mapping {
     pub table: usize,
     /// Per relation column: its position in the cache's row.
     pub positions: Vec<usize>,
+    /// Positions of the primary key columns in the cache's row.
+    pub key: Vec<usize>,
 }
 
 /// Maps relation `relation` onto the group table with the same oid; a
@@ -94,7 +96,8 @@ pub(crate) fn map_relation(group: &CacheGroup, relation: &Relation) -> Result<Op
         }
         return Err(changed(format!("column \"{}\" is gone", missing.0.name)));
     }
-    Ok(Some(Mapping { table: index, positions }))
+    let key = table.def.primary_key.iter().filter_map(|name| table.def.columns.iter().position(|c| &c.name == name)).collect();
+    Ok(Some(Mapping { table: index, positions, key }))
 }
 
 /// A decoded tuple in the cache's column order (None: unchanged TOAST).
@@ -135,7 +138,7 @@ fn key_of(primary_key: &[usize], row: &[Value]) -> Vec<Value> {
 /// Per child table: the positions of its foreign key columns in the order
 /// of the parent's primary key, when the key references it (else None:
 /// the parent is not looked up, the row is taken as belonging).
-fn parent_lookups(group: &CacheGroup) -> Vec<Option<Vec<usize>>> {
+pub(crate) fn parent_lookups(group: &CacheGroup) -> Vec<Option<Vec<usize>>> {
     group
         .tables
         .iter()
@@ -174,6 +177,8 @@ pub(crate) struct TxnApplier<'a> {
     pub db: &'a Database,
     pub entry: &'a GroupEntry,
     pub layout: &'a InstanceLayout,
+    /// [`parent_lookups`] of the group.
+    pub parents: &'a [Option<Vec<usize>>],
     pub predicate: Option<&'a mut Box<dyn RowTest>>,
 }
 
@@ -183,10 +188,10 @@ impl TxnApplier<'_> {
     pub fn apply(&mut self, changes: &[Change], progress: &Progress, before_commit: impl FnOnce(&[Vec<Value>]) -> Result<(), CacheError>) -> Result<Outcome, CacheError> {
         let mut outcome = Outcome::default();
         let mut txn = self.db.begin_with_origin(CommitMode::Async, Origin::Autorefresh)?;
-        let parents = parent_lookups(&self.entry.group);
+        let parents = self.parents;
         for change in changes {
             match change {
-                Change::Write { table, update, old_key, new } => self.write(&mut txn, &parents, *table, *update, old_key.as_deref(), new, &mut outcome)?,
+                Change::Write { table, update, old_key, new } => self.write(&mut txn, parents, *table, *update, old_key.as_deref(), new, &mut outcome)?,
                 Change::Delete { table, key } => {
                     let id = self.layout.tables[*table].id;
                     if txn.delete(id, key)? {

@@ -37,8 +37,9 @@ use pgtier_engine::{Database, Value};
 
 pub use apply::{PredicateCompiler, RowTest};
 pub use progress::PROGRESS_TABLE;
+pub(crate) use slot::current_wal;
 
-use self::apply::{Change, Mapping, TxnApplier, decode_tuple, map_relation};
+use self::apply::{Change, Mapping, TxnApplier, decode_tuple, map_relation, parent_lookups};
 use self::progress::{Progress, State};
 use crate::awt::LagHistogram;
 use crate::error::CacheError;
@@ -371,7 +372,11 @@ fn session(ctx: &Ctx, forced: Option<&'static str>) -> Result<Exit, CacheError> 
     ctx.status.connected.store(true, Ordering::Relaxed);
     ctx.status.set_state("streaming");
     ctx.status.applied_lsn.fetch_max(row.lsn, Ordering::Relaxed);
-    let mut streamer = Streamer { ctx, client: &mut client, predicate: predicate.as_mut(), mappings: HashMap::new(), pending: None, acks: VecDeque::new(), flushed: row.lsn, last_status: Instant::now(), last_watch: Instant::now() - WATCH_INTERVAL };
+    // Table ids change only when the group's tables are created again (a
+    // new group, a new worker): resolved once per session.
+    let layout = InstanceLayout::resolve(&ctx.db.catalog(), &ctx.entry.group)?;
+    let parents = parent_lookups(&ctx.entry.group);
+    let mut streamer = Streamer { ctx, client: &mut client, predicate: predicate.as_mut(), layout, parents, mappings: HashMap::new(), pending: None, acks: VecDeque::new(), flushed: row.lsn, last_status: Instant::now(), last_watch: Instant::now() - WATCH_INTERVAL };
     let exit = streamer.stream(&mut stream, &mut row);
     let _ = stream.close();
     exit
@@ -430,7 +435,6 @@ fn resnapshot(ctx: &Ctx, client: &mut postgres::Client, name: &str) -> Result<Pr
 
 /// A PostgreSQL transaction being received.
 struct Pending {
-    commit_time_us: i64,
     /// Made by pgtier's own write-through: skipped.
     own: bool,
     changes: Vec<Change>,
@@ -440,6 +444,8 @@ struct Streamer<'a> {
     ctx: &'a Ctx,
     client: &'a mut postgres::Client,
     predicate: Option<&'a mut Box<dyn RowTest>>,
+    layout: InstanceLayout,
+    parents: Vec<Option<Vec<usize>>>,
     mappings: HashMap<u32, Mapping>,
     pending: Option<Pending>,
     /// Applied transactions not yet acknowledged: (PostgreSQL end position,
@@ -462,8 +468,8 @@ impl Streamer<'_> {
             let mut reply = false;
             match stream.next_event(POLL)? {
                 None => {}
-                Some(ReplicationEvent::Begin { commit_time_us, .. }) => {
-                    self.pending = Some(Pending { commit_time_us, own: false, changes: Vec::new() });
+                Some(ReplicationEvent::Begin { .. }) => {
+                    self.pending = Some(Pending { own: false, changes: Vec::new() });
                 }
                 Some(ReplicationEvent::Origin { name, .. }) => {
                     if let Some(pending) = &mut self.pending {
@@ -489,7 +495,7 @@ impl Streamer<'_> {
                     let pushed = self.push(relation, |table, mapping| {
                         let def = table_of(self.ctx, table);
                         let old_key = match &old {
-                            Some(old) => Some(key_values(self.ctx, table, &decode_tuple(def, mapping, old)?)),
+                            Some(old) => Some(key_values(mapping, &decode_tuple(def, mapping, old)?)),
                             None => None,
                         };
                         Ok(Some(Change::Write { table, update: true, old_key, new: decode_tuple(def, mapping, &new)? }))
@@ -501,7 +507,7 @@ impl Streamer<'_> {
                 Some(ReplicationEvent::Delete { relation, old }) => {
                     let pushed = self.push(relation, |table, mapping| {
                         let old = decode_tuple(table_of(self.ctx, table), mapping, &old)?;
-                        Ok(Some(Change::Delete { table, key: key_values(self.ctx, table, &old) }))
+                        Ok(Some(Change::Delete { table, key: key_values(mapping, &old) }))
                     });
                     if let Err(error) = pushed {
                         return value_error(error);
@@ -583,11 +589,10 @@ impl Streamer<'_> {
             self.acks.push_back((end_lsn, None));
             return Ok(None);
         }
-        let layout = InstanceLayout::resolve(&self.ctx.db.catalog(), &self.ctx.entry.group)?;
         let mut tries = 0;
         let ctx = self.ctx;
         let outcome = loop {
-            let mut applier = TxnApplier { db: &ctx.db, entry: &ctx.entry, layout: &layout, predicate: self.predicate.as_deref_mut() };
+            let mut applier = TxnApplier { db: &ctx.db, entry: &ctx.entry, layout: &self.layout, parents: &self.parents, predicate: self.predicate.as_deref_mut() };
             match applier.apply(&pending.changes, row, |keys| reload(ctx, keys)) {
                 Err(CacheError::Engine(error)) if error.sqlstate() == "55P03" && tries < APPLY_TRIES => {
                     // An application holds a row (SELECT FOR UPDATE): it ends soon.
@@ -604,7 +609,6 @@ impl Streamer<'_> {
         status.applied_changes.fetch_add(outcome.applied, Ordering::Relaxed);
         status.skipped_changes.fetch_add(outcome.skipped, Ordering::Relaxed);
         let commit_unix_us = u64::try_from(commit_time_us.saturating_add(PG_EPOCH_UNIX_US)).unwrap_or(0);
-        let _ = pending.commit_time_us;
         status.last_applied_commit_us.store(commit_unix_us, Ordering::Relaxed);
         status.lag.record(pgtier_engine::wall_clock_us().saturating_sub(commit_unix_us));
         self.acks.push_back((end_lsn, outcome.commit.and_then(|c| c.lsn)));
@@ -674,12 +678,6 @@ fn table_of(ctx: &Ctx, table: usize) -> &crate::group::GroupTable {
 }
 
 /// The primary key of a decoded row (key columns are always sent).
-fn key_values(ctx: &Ctx, table: usize, row: &[Option<Value>]) -> Vec<Value> {
-    ctx.entry.group.tables[table]
-        .def
-        .primary_key
-        .iter()
-        .filter_map(|name| ctx.entry.group.tables[table].def.columns.iter().position(|c| &c.name == name))
-        .map(|c| row[c].clone().unwrap_or(Value::Null))
-        .collect()
+fn key_values(mapping: &Mapping, row: &[Option<Value>]) -> Vec<Value> {
+    mapping.key.iter().map(|&c| row[c].clone().unwrap_or(Value::Null)).collect()
 }

@@ -9,7 +9,7 @@ use pgtier_engine::{DataType, Numeric, Value};
 
 use super::{Env, Expr, SubqueryRunner};
 use crate::error::{Result, SqlError};
-use crate::value::{self, ArithOp};
+use crate::value::{self, ArithOp, MICROS_PER_DAY};
 
 pub use system::{SeqFunc, SysFunc, oid_in};
 
@@ -184,9 +184,6 @@ fn date_trunc(unit: TruncUnit, t: i64) -> Result<i64> {
     }
 }
 
-/// 2000-01-01 (PostgreSQL's epoch) in Unix microseconds.
-const PG_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
-const MICROS_PER_DAY: i64 = 86_400_000_000;
 /// 1970-01-01 in days since 2000-01-01 (PostgreSQL's epoch).
 const UNIX_EPOCH_DAYS: i64 = -10_957;
 
@@ -237,8 +234,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         return Ok(Value::TimestampTz(env.now_micros));
     }
     if f == Func::ClockTimestamp {
-        let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0);
-        return Ok(Value::TimestampTz(i64::try_from(unix).unwrap_or(i64::MAX) - PG_EPOCH_UNIX_MICROS));
+        return Ok(Value::TimestampTz(crate::session::now_micros()));
     }
     let mut vals = Vec::with_capacity(args.len());
     for a in args {
