@@ -35,6 +35,12 @@ pub struct OpenLoopSummary {
     pub completed: u64,
     pub missed: u64,
     pub max_start_lag_us: u64,
+    /// The load generator's wakes more than `driver::LATE_WAKE` late (not
+    /// charged to the system: see `driver`).
+    #[serde(default)]
+    pub late_wakes: u64,
+    #[serde(default)]
+    pub max_wake_delay_us: u64,
 }
 
 /// Population figures when the run populated the database.
@@ -156,6 +162,8 @@ pub fn repetition_extra(tally: &RepetitionTally, repetition: u32) -> RepetitionE
                 completed: s.completed,
                 missed: s.missed,
                 max_start_lag_us: s.max_start_lag_us,
+                late_wakes: s.late_wakes,
+                max_wake_delay_us: s.max_wake_delay_us,
             }
         }),
     }

@@ -502,11 +502,15 @@ fn print_iteration(iteration: &pgtier_bench::result::Iteration, tallies: &[Repet
         }
         if let Some(s) = &t.schedule {
             println!(
-                "{prefix}open loop: {} intended in window, {} completed, {} missed; max start lag {:.1} ms",
+                "{prefix}open loop: {} intended in window, {} completed, {} missed; max start lag {:.1} ms; \
+                 load generator woke late (>{} µs, not charged) {} times, at most {:.1} ms",
                 s.intended,
                 s.completed,
                 s.missed,
-                s.max_start_lag_us as f64 / 1000.0
+                s.max_start_lag_us as f64 / 1000.0,
+                pgtier_bench::driver::LATE_WAKE.as_micros(),
+                s.late_wakes,
+                s.max_wake_delay_us as f64 / 1000.0
             );
         }
     }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
-use pgtier_bench::demo::{self, DemoControl, DemoError, DemoOptions, DemoReport, StartWire, WireServer};
+use pgtier_bench::demo::{self, AwtConfig, DemoControl, DemoError, DemoOptions, DemoReport, StartWire, WireServer};
 use pgtier_engine::CommitMode;
 
 use crate::bench_cmd::{parse_thread_list, seconds};
@@ -53,6 +53,12 @@ pub struct DemoArgs {
     /// Commit mode of the cache's engine: async (WAL flushed within ms, as TimesTen's default) or sync (after fsync)
     #[arg(long, value_enum, default_value_t = CommitArg::Async)]
     commit_mode: CommitArg,
+    /// Write-through apply lanes (PostgreSQL connections) of the AWT group
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    awt_lanes: usize,
+    /// How long an AWT batch collects transactions after its first, ms (study 000: TimesTen applies a batch once about 256 KB accumulated, a few ms behind)
+    #[arg(long, value_name = "MS", default_value_t = 10)]
+    awt_batch_delay: u64,
     /// Report, charts and demo.json go here
     #[arg(long, value_name = "DIR", default_value = "results/demo")]
     out: PathBuf,
@@ -93,6 +99,12 @@ fn options(args: &DemoArgs) -> anyhow::Result<DemoOptions> {
     }
     let cached = args.cached_subscribers.unwrap_or_else(|| ((args.subscribers as f64 * args.cached_fraction).round() as u64).max(1));
     let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    if !(1..=64).contains(&args.awt_lanes) {
+        bail!("invalid --awt-lanes {}: must be 1 to 64", args.awt_lanes);
+    }
+    if args.awt_batch_delay > 1000 {
+        bail!("invalid --awt-batch-delay {}: must be at most 1000 ms", args.awt_batch_delay);
+    }
     Ok(DemoOptions {
         subscribers: args.subscribers,
         cached_subscribers: cached,
@@ -108,6 +120,11 @@ fn options(args: &DemoArgs) -> anyhow::Result<DemoOptions> {
         commit_mode: match args.commit_mode {
             CommitArg::Sync => CommitMode::Sync,
             CommitArg::Async => CommitMode::Async,
+        },
+        awt: AwtConfig {
+            apply_connections: args.awt_lanes,
+            batch_delay: std::time::Duration::from_millis(args.awt_batch_delay),
+            ..AwtConfig::default()
         },
         load_parallel: cpus.min(4),
         populate_streams: cpus + 1,
@@ -130,7 +147,7 @@ impl WireServer for InProcessServer {
     }
 }
 
-fn start_server(dir: &Path, backend: &str, mode: CommitMode) -> Result<Box<dyn WireServer>, String> {
+fn start_server(dir: &Path, backend: &str, mode: CommitMode, awt: &AwtConfig) -> Result<Box<dyn WireServer>, String> {
     let mode = match mode {
         CommitMode::Sync => "sync",
         CommitMode::Async => "async",
@@ -138,8 +155,11 @@ fn start_server(dir: &Path, backend: &str, mode: CommitMode) -> Result<Box<dyn W
     // Loopback only, trust: the demo's own sessions are the only clients.
     let toml = format!(
         "listen = \"127.0.0.1:0\"\ndata_dir = {dir:?}\ncommit_mode = \"{mode}\"\nmax_connections = 1000\n\
-         [auth]\nmethod = \"trust\"\n[backend]\nurl = {backend:?}\n[cache]\nmemory_budget = \"64GB\"\n",
-        dir = dir.display().to_string()
+         [auth]\nmethod = \"trust\"\n[backend]\nurl = {backend:?}\n[cache]\nmemory_budget = \"64GB\"\n\
+         awt_apply_connections = {lanes}\nawt_batch_delay_ms = {delay}\n",
+        dir = dir.display().to_string(),
+        lanes = awt.apply_connections,
+        delay = awt.batch_delay.as_millis(),
     );
     let config = pgtier_server::ServerConfig::from_toml_str(&toml).map_err(|e| e.to_string())?;
     let server = pgtier_server::start(config).map_err(|e| e.to_string())?;

@@ -107,7 +107,7 @@ fn headline(out: &mut String, r: &DemoReport) {
     let (pg_ms, direct_ms, wire_ms) =
         (pg.and_then(mean_latency_us), r.run(DIRECT_CAPPED).and_then(mean_latency_us), r.run(WIRE_CAPPED).and_then(mean_latency_us));
     let rate = r.cap.as_ref().map(|c| c.rate_per_s);
-    let _ = writeln!(out, "At the same offered rate ({} txn/s, open loop, latency from each transaction's intended start):\n", num(rate, 0));
+    let _ = writeln!(out, "At the same offered rate ({} txn/s, open loop, latency from each transaction's intended start, or from the load generator's wake-up when that was late):\n", num(rate, 0));
     let _ = writeln!(out, "| | average response time (µs, all transactions) | vs PostgreSQL alone |");
     let _ = writeln!(out, "|---|---:|---:|");
     let _ = writeln!(out, "| PostgreSQL alone | {} | 1× |", num(pg_ms, 1));
@@ -225,6 +225,16 @@ fn latency(out: &mut String, r: &DemoReport, files: &[String]) {
             );
         }
         let _ = writeln!(out, "\nGeometric mean over transactions: average {}×, p90 {}×.", num(point.geomean(|t| t.avg_ratio), 1), num(point.geomean(|t| t.p90_ratio), 1));
+        for run in [BASELINE_CAPPED, label] {
+            if let Some((_, late, max_us)) = r.late_wakes.iter().find(|(l, _, _)| l == run) {
+                let _ = writeln!(
+                    out,
+                    "\n{run}: the load generator woke more than {} µs late {late} times (at most {:.1} ms); not charged to the system measured (crates/bench README).",
+                    crate::driver::LATE_WAKE.as_micros(),
+                    *max_us as f64 / 1000.0
+                );
+            }
+        }
         let stem = format!("compare-{BASELINE_CAPPED}-vs-{label}-latency-{}t", point.threads);
         image(out, files, &stem, &format!("latency at the capped rate, {name}"));
     }

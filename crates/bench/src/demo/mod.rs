@@ -28,6 +28,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use pgtier_cache::{Aging, Cache, CacheConfig, LoadOptions};
+/// The demo's write-through settings are the cache's own.
+pub use pgtier_cache::AwtConfig;
 use pgtier_engine::CommitMode;
 use serde::{Deserialize, Serialize};
 
@@ -91,6 +93,8 @@ pub struct DemoOptions {
     /// Longest wait for write-through to catch up between runs.
     pub drain_timeout: Duration,
     pub commit_mode: CommitMode,
+    /// Write-through's lanes and batching (the rest stays default).
+    pub awt: AwtConfig,
     pub load_parallel: usize,
     pub populate_streams: usize,
     pub seed: u64,
@@ -108,8 +112,8 @@ pub trait WireServer {
     fn stop(self: Box<Self>) -> Result<(), String>;
 }
 
-/// Starts a [`WireServer`] on (engine directory, PostgreSQL URL, commit mode).
-pub type StartWire<'a> = &'a dyn Fn(&Path, &str, CommitMode) -> Result<Box<dyn WireServer>, String>;
+/// Starts a [`WireServer`] on (engine directory, PostgreSQL URL, commit mode, write-through settings).
+pub type StartWire<'a> = &'a dyn Fn(&Path, &str, CommitMode, &AwtConfig) -> Result<Box<dyn WireServer>, String>;
 
 /// What the caller hands the demo besides its options.
 pub struct DemoControl<'a> {
@@ -225,6 +229,11 @@ pub struct DemoReport {
     pub cap: Option<CapDecision>,
     pub lag: Vec<LagSample>,
     pub drains: Vec<Drain>,
+    /// Open-loop runs: (label, wakes of the load generator more than
+    /// `driver::LATE_WAKE` late, the largest in µs). Not charged to the
+    /// system measured; shown so a reader sees how often it happened.
+    #[serde(default)]
+    pub late_wakes: Vec<(String, u64, u64)>,
     pub verify: Option<VerifyFigures>,
     /// (phase, wall seconds), in order.
     pub phases: Vec<(String, f64)>,
@@ -447,13 +456,17 @@ impl Demo<'_, '_> {
     }
 
     /// The AWT group over the cached subscribers, created and LOADed.
+    fn cache_config(&self) -> CacheConfig {
+        CacheConfig { load_parallel: self.o.load_parallel, awt: self.o.awt.clone(), ..CacheConfig::default() }
+    }
+
     fn load(&mut self) -> Result<Direct, DemoError> {
         let dir = &self.o.work_dir;
         if dir.exists() {
             std::fs::remove_dir_all(dir)
                 .map_err(|e| self.fail()(DbError::new(None, format!("emptying {}: {e}", dir.display()))))?;
         }
-        let config = CacheConfig { load_parallel: self.o.load_parallel, ..CacheConfig::default() };
+        let config = self.cache_config();
         let (cache, target) = open_cache(dir, self.o.commit_mode, &self.control.backend_url, config).map_err(self.fail())?;
         let mut group = tatp_group(GROUP, false, Aging::Off);
         group.root_predicate = Some(format!("s_id <= {}", self.o.cached_subscribers));
@@ -650,6 +663,9 @@ impl Demo<'_, '_> {
         if let Some(run) = self.report.run_mut(label) {
             run.iterations.push(iteration);
         }
+        if let Some(schedule) = &tally.schedule {
+            self.report.late_wakes.push((label.to_owned(), schedule.late_wakes, schedule.max_wake_delay_us));
+        }
     }
 
     /// Waits for write-through to catch up, so the next run starts with
@@ -672,7 +688,7 @@ impl Demo<'_, '_> {
             self.report.wire_skipped = Some("no server was started (library use without a wire launcher)".to_owned());
             return Ok(());
         };
-        let server = start(&self.o.work_dir, &self.control.backend_url, self.o.commit_mode)
+        let server = start(&self.o.work_dir, &self.control.backend_url, self.o.commit_mode, &self.o.awt)
             .map_err(|e| self.fail()(DbError::new(Some("08006"), format!("starting the pgtier server: {e}"))))?;
         let result = self.wire_runs(&server.url(), rate);
         self.monitor.set_lag_source(None);
@@ -693,7 +709,7 @@ impl Demo<'_, '_> {
     /// Reopens the engine directory, waits for the last writes to reach
     /// PostgreSQL and compares every cached instance with PostgreSQL's.
     fn verify(&mut self) -> Result<(), DemoError> {
-        let config = CacheConfig { load_parallel: self.o.load_parallel, ..CacheConfig::default() };
+        let config = self.cache_config();
         let (cache, target) =
             open_cache(&self.o.work_dir, self.o.commit_mode, &self.control.backend_url, config).map_err(self.fail())?;
         self.monitor.detail("waiting for write-through to drain".to_owned());
@@ -799,6 +815,10 @@ fn settings(o: &DemoOptions) -> Vec<(String, String)> {
         ("rate search".into(), format!("up to {} steps of {}, flat = lag slope < {} ms/s", o.search_steps_max, secs(o.search_step), o.lag_slope_max_ms_per_s)),
         ("rate cap bound".into(), format!("{:.0} % of PostgreSQL's peak closed-loop MQTh", 100.0 * o.cap_fraction)),
         ("pgtier commit mode".into(), format!("{:?}", o.commit_mode).to_lowercase()),
+        (
+            "write-through (AWT)".into(),
+            format!("{} apply lane(s), a batch collects for {} ms after its first transaction", o.awt.apply_connections, o.awt.batch_delay.as_millis()),
+        ),
         ("LOAD parallel".into(), o.load_parallel.to_string()),
         ("seed".into(), o.seed.to_string()),
     ]
