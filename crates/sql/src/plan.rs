@@ -89,6 +89,12 @@ pub struct Level {
     pub key_checks: Vec<Expr>,
     /// Left join only: WHERE predicates applied after NULL-extension.
     pub post_filters: Vec<Expr>,
+    /// FullScan only: equalities `column = expr` (column of this table,
+    /// expr over earlier levels, the enclosing row or parameters) that let
+    /// the executor find candidates in a hash table of the level's rows
+    /// when the level is scanned more than once (exec/hash_join.rs). They
+    /// stay in `filters`: the table only narrows the candidates.
+    pub hash_keys: Vec<(usize, Expr)>,
 }
 
 impl PartialEq for Level {
@@ -101,6 +107,7 @@ impl PartialEq for Level {
             && self.filters == o.filters
             && self.key_checks == o.key_checks
             && self.post_filters == o.post_filters
+            && self.hash_keys == o.hash_keys
     }
 }
 

@@ -5,6 +5,9 @@
 //! predicate is attached to the first level where every column it reads is
 //! bound, and an equality `col = expr` whose `expr` reads only earlier levels
 //! becomes a key for that level, which makes the join an index nested loop.
+//! Without an index for it, such equalities become the level's hash keys:
+//! a level scanned again and again (the inner side of a join, a correlated
+//! subquery) is then read once into a hash table (a hash join).
 
 use pgtier_engine::{Catalog, IndexId};
 use pgtier_engine::DataType;
@@ -70,6 +73,7 @@ pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjunc
     for (l, rel) in rels.iter().enumerate() {
         let mut level_filters = std::mem::take(&mut filters[l]);
         let (access, exact, key_checks) = choose_access(catalog, rels, l, rel, &mut level_filters, used);
+        let hash_keys = if matches!(access, Access::FullScan) { hash_keys(rels, l, rel, &level_filters) } else { Vec::new() };
         levels.push(Level {
             table: rel.table.clone(),
             offset: rel.offset,
@@ -79,6 +83,7 @@ pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjunc
             filters: level_filters,
             key_checks,
             post_filters: std::mem::take(&mut post[l]),
+            hash_keys,
         });
     }
     Ok((levels, finals))
@@ -114,6 +119,21 @@ fn key_preds(rels: &[Rel], l: usize, rel: &Rel, filters: &[Expr]) -> Vec<KeyPred
         }
     }
     out
+}
+
+/// The equalities a FullScan level can probe a hash table with. The
+/// probe side is evaluated once per probe instead of once per candidate,
+/// so only expressions that cannot fail or change between evaluations
+/// qualify (columns, the enclosing row, parameters, constants); and only
+/// column types whose equal values have one representation (not floats:
+/// -0 = 0), see `exec::hash_join::push_key`.
+fn hash_keys(rels: &[Rel], l: usize, rel: &Rel, filters: &[Expr]) -> Vec<(usize, Expr)> {
+    let plain = |e: &Expr| matches!(e, Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_));
+    key_preds(rels, l, rel, filters)
+        .into_iter()
+        .filter(|p| p.op == CmpOp::Eq && plain(&p.expr) && !matches!(rel.table.columns[p.column].ty, DataType::Float4 | DataType::Float8))
+        .map(|p| (p.column, p.expr))
+        .collect()
 }
 
 /// The level's access path and whether its key is exact (PkLookup), plus

@@ -24,7 +24,7 @@ use sqlparser::ast::Statement;
 
 use crate::bind::bind_statement;
 use crate::error::{Result, SqlError, SqlNotice};
-use crate::exec::{Exec, Interrupt, ResultBuf};
+use crate::exec::{Exec, Interrupt, LevelHashes, ResultBuf};
 use crate::plan::{OutputColumn, Plan, Prepared};
 use crate::settings::{READ_ONLY_SETTINGS, Settings, normalize_setting};
 use crate::value;
@@ -447,6 +447,8 @@ impl Connection {
             interrupt: Interrupt::new(self.cancel.as_deref(), deadline, mem_limit),
             cache: self.cache.as_deref(),
             sequences: &mut self.sequences,
+            hash_joins: matches!(&prepared.plan, Plan::Select(s) if !s.for_update),
+            level_hashes: LevelHashes::default(),
         };
         let out = &mut self.result;
         let r = match &prepared.plan {

@@ -55,6 +55,7 @@ impl Binder<'_> {
             filters: Vec::new(),
             key_checks: Vec::new(),
             post_filters: Vec::new(),
+            hash_keys: Vec::new(),
         };
         Ok(SelectPlan {
             levels: vec![level],

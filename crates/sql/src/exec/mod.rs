@@ -9,7 +9,8 @@
 //!
 //! Here: [`Exec`], the result buffer and the row helpers the others share.
 //! `scan` reads a level (key lookup, index or full scan) and runs the join;
-//! `virtual_rows` produces the rows of system relations, subqueries, set
+//! `hash_join` finds a repeatedly scanned level's candidates in a hash
+//! table; `virtual_rows` produces the rows of system relations, subqueries, set
 //! operations and table functions; `select`, `dml` and `ddl` run their
 //! statements; `aggregate` and `window` compute GROUP BY and window
 //! functions; `sequence` holds nextval & co.
@@ -17,6 +18,7 @@
 mod aggregate;
 mod ddl;
 mod dml;
+mod hash_join;
 mod scan;
 mod select;
 mod sequence;
@@ -29,6 +31,7 @@ use std::time::Instant;
 
 use pgtier_engine::{RowBuf, RowRef, Transaction, Value, ValueRef};
 
+pub use hash_join::LevelHashes;
 pub use sequence::SessionSequences;
 
 use crate::catalog::SysCtx;
@@ -132,6 +135,11 @@ pub struct Exec<'a> {
     pub cache: Option<&'a pgtier_cache::Cache>,
     /// What `currval`/`lastval` return: this session's last `nextval`s.
     pub sequences: &'a mut SessionSequences,
+    /// The statement only reads (a SELECT without FOR UPDATE), so a level
+    /// may be read once into a hash table (`hash_join`).
+    pub hash_joins: bool,
+    /// Levels with hash keys seen by this execution, by address.
+    pub level_hashes: LevelHashes,
 }
 
 /// Rows between reads of the cancel flag and the clock: a long statement
@@ -240,6 +248,14 @@ impl SubqueryRunner for Exec<'_> {
             self.sub_cache.insert(sub.id, firsts.clone());
         }
         Ok(firsts)
+    }
+
+    fn run_in(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value], x: &Value) -> Result<Option<bool>> {
+        if sub.correlated {
+            let rows = self.run(sub, env, outer)?;
+            return Ok(crate::expr::in_rows(x, &rows, sub.negated));
+        }
+        self.in_uncorrelated(sub, env, x)
     }
 
     fn system(&mut self) -> Option<SysCtx<'_>> {

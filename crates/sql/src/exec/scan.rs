@@ -175,7 +175,10 @@ impl Exec<'_> {
         let level = &plan.levels[l];
         let w = level.width();
         let mut cands = self.pooled_row();
-        self.fetch(level, env, row, false, plan.level_masks.get(l), &mut cands)?;
+        let hashed = self.hash_joins && !level.hash_keys.is_empty() && self.hashed_candidates(level, env, row, plan.level_masks.get(l), &mut cands)?;
+        if !hashed {
+            self.fetch(level, env, row, false, plan.level_masks.get(l), &mut cands)?;
+        }
         let mut matched = false;
         for cand in cands.chunks(w) {
             if let Err(e) = self.interrupt.tick() {

@@ -147,6 +147,13 @@ pub trait SubqueryRunner {
         None
     }
 
+    /// `x [NOT] IN (sub)` (`sub.negated`) for the enclosing row `outer`.
+    /// The executor answers an uncorrelated one from a hash set.
+    fn run_in(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value], x: &Value) -> Result<Option<bool>> {
+        let rows = self.run(sub, env, outer)?;
+        Ok(in_rows(x, &rows, sub.negated))
+    }
+
     /// nextval/currval/setval/lastval with their evaluated arguments (the
     /// sequence as a regclass oid first); the executor implements it.
     fn sequence(&mut self, call: SeqFunc, _args: &[Value]) -> Result<Value> {
@@ -457,28 +464,34 @@ impl Expr {
                 }
                 SubqueryKind::In(lhs) => {
                     let x = lhs.eval(env, sq, row)?;
-                    let rows = sq.run(s, env, row)?;
-                    if rows.is_empty() {
-                        return Ok(Some(s.negated));
-                    }
-                    if x.is_null() {
-                        return Ok(None);
-                    }
-                    let mut unknown = false;
-                    for y in &rows {
-                        match value::compare(&x, y) {
-                            Some(Ordering::Equal) => return Ok(Some(!s.negated)),
-                            None => unknown = true,
-                            Some(_) => {}
-                        }
-                    }
-                    if unknown { None } else { Some(s.negated) }
+                    sq.run_in(s, env, row, &x)?
                 }
                 SubqueryKind::Scalar | SubqueryKind::Array(_) => as_bool(self.eval(env, sq, row)?),
             },
             other => as_bool(other.eval(env, sq, row)?),
         })
     }
+}
+
+/// `x [NOT] IN rows` with SQL's three values: empty is false (true
+/// negated) whatever x is; otherwise an equal row is true, and without one
+/// any comparison with NULL makes it NULL.
+pub fn in_rows(x: &Value, rows: &[Value], negated: bool) -> Option<bool> {
+    if rows.is_empty() {
+        return Some(negated);
+    }
+    if x.is_null() {
+        return None;
+    }
+    let mut unknown = false;
+    for y in rows {
+        match value::compare(x, y) {
+            Some(Ordering::Equal) => return Some(!negated),
+            None => unknown = true,
+            Some(_) => {}
+        }
+    }
+    if unknown { None } else { Some(negated) }
 }
 
 fn as_bool(v: Value) -> Option<bool> {

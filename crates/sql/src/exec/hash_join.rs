@@ -1,0 +1,289 @@
+//! Hash lookups for a level that is scanned again and again: the inner side
+//! of a join without a usable index, or the table of a correlated subquery;
+//! and for the values of an uncorrelated `x IN (subquery)` ([`InSet`]).
+//!
+//! A level with hash keys (`Level::hash_keys`, chosen by the planner) is
+//! scanned as usual the first time a statement reaches it. The second time,
+//! its rows are read once more into a [`LevelHash`] (the statement's
+//! snapshot: the same rows every scan would see) and every later probe
+//! evaluates the key expressions and takes the rows of one bucket. The
+//! candidates still go through all of the level's filters, the keys' own
+//! equalities included, so the table only has to find a superset of the
+//! matching rows: equal values must encode equally ([`push_key`]), and a
+//! probe value converts to the column's type as a primary-key lookup's
+//! does (`exact_key`: a value no stored one can equal finds nothing).
+//!
+//! Only SELECT statements use it (`Exec::hash_joins`): a statement that
+//! writes could change the level's table between probes. The table is
+//! charged to pgtier.statement_mem; one that does not fit is dropped and
+//! the level keeps its nested loop (slower, never an error the nested loop
+//! would not raise).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use pgtier_engine::Value;
+
+use super::scan::exact_key;
+use super::{Exec, read_row, row_bytes};
+use crate::error::Result;
+use crate::expr::{Env, in_rows};
+use crate::plan::{ColumnMask, Level};
+
+/// Scans of a level before its rows are hashed: one scan is cheaper than
+/// building a table from it, so a level read once (the outer side of a
+/// join) never pays for one.
+const SCANS_BEFORE_HASHING: u32 = 1;
+
+/// Per execution: what it knows about each level with hash keys, by the
+/// level's address (plans outlive the execution, so it is stable), and the
+/// value sets of uncorrelated IN subqueries, by subquery id.
+#[derive(Default)]
+pub struct LevelHashes(HashMap<usize, LevelHashState>, HashMap<usize, Arc<InSet>>);
+
+impl Exec<'_> {
+    /// `x [NOT] IN (sub)` for an uncorrelated `sub`: its values are read
+    /// once per execution into an [`InSet`].
+    pub(super) fn in_uncorrelated(&mut self, sub: &crate::expr::Subquery, env: &Env<'_>, x: &Value) -> Result<Option<bool>> {
+        let set = match self.level_hashes.1.get(&sub.id) {
+            Some(set) => Arc::clone(set),
+            None => {
+                let values = crate::expr::SubqueryRunner::run(self, sub, env, &[])?;
+                let bytes: usize = values.iter().map(super::value_bytes).sum();
+                self.interrupt.charge(bytes, "IN subquery")?;
+                let set = Arc::new(InSet::new(values));
+                self.level_hashes.1.insert(sub.id, Arc::clone(&set));
+                set
+            }
+        };
+        Ok(set.contains(x, sub.negated))
+    }
+}
+
+/// What a statement knows about one level with hash keys.
+enum LevelHashState {
+    /// Scanned this many times without a table.
+    Scanned(u32),
+    Hashed(Arc<LevelHash>),
+    /// Too large for pgtier.statement_mem: nested loop from here on.
+    NestedLoop,
+}
+
+/// A level's rows (flat, `width` values each, columns outside the level's
+/// mask NULL) and, by encoded key, the rows with that key.
+struct LevelHash {
+    width: usize,
+    rows: Vec<Value>,
+    buckets: HashMap<Vec<u8>, Vec<u32>>,
+}
+
+/// Appends `v`'s key encoding; false for NULL (equal to nothing). Values
+/// of one column type encode equally exactly when they are equal: integers
+/// widen to 8 bytes, a numeric drops trailing zeros of its fraction (1.50 =
+/// 1.5), text is length-prefixed. Floats are never keys (planner).
+pub(super) fn push_key(v: &Value, out: &mut Vec<u8>) -> bool {
+    match v {
+        Value::Null => return false,
+        Value::Bool(b) => out.push(u8::from(*b)),
+        Value::Int2(i) => out.extend_from_slice(&i64::from(*i).to_le_bytes()),
+        Value::Int4(i) | Value::Date(i) => out.extend_from_slice(&i64::from(*i).to_le_bytes()),
+        Value::Int8(i) | Value::Timestamp(i) | Value::TimestampTz(i) => out.extend_from_slice(&i.to_le_bytes()),
+        Value::Numeric(n) => {
+            let (mut mantissa, mut scale) = (n.mantissa, n.scale);
+            while scale > 0 && mantissa % 10 == 0 {
+                mantissa /= 10;
+                scale -= 1;
+            }
+            out.extend_from_slice(&mantissa.to_le_bytes());
+            out.push(scale);
+        }
+        Value::Text(s) => {
+            out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            out.extend_from_slice(s.as_bytes());
+        }
+        Value::Bytea(b) => {
+            out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+        Value::Float4(f) => out.extend_from_slice(&f.to_bits().to_le_bytes()),
+        Value::Float8(f) => out.extend_from_slice(&f.to_bits().to_le_bytes()),
+    }
+    true
+}
+
+impl Exec<'_> {
+    /// The candidates of `level` for the joined `row` from its hash table,
+    /// appended to `out`; false when the level is to be scanned instead
+    /// (too few scans yet, or its table did not fit).
+    pub(super) fn hashed_candidates(&mut self, level: &Level, env: &Env<'_>, row: &[Value], mask: Option<&ColumnMask>, out: &mut Vec<Value>) -> Result<bool> {
+        let id = std::ptr::from_ref(level) as usize;
+        let table = match self.level_hashes.0.get_mut(&id) {
+            None => {
+                self.level_hashes.0.insert(id, LevelHashState::Scanned(1));
+                return Ok(false);
+            }
+            Some(LevelHashState::NestedLoop) => return Ok(false),
+            Some(LevelHashState::Scanned(n)) if *n < SCANS_BEFORE_HASHING => {
+                *n += 1;
+                return Ok(false);
+            }
+            Some(LevelHashState::Hashed(table)) => Arc::clone(table),
+            Some(LevelHashState::Scanned(_)) => {
+                let state = self.build_level_hash(level, env, mask)?;
+                let table = match &state {
+                    LevelHashState::Hashed(table) => Some(Arc::clone(table)),
+                    _ => None,
+                };
+                self.level_hashes.0.insert(id, state);
+                match table {
+                    Some(table) => table,
+                    None => return Ok(false),
+                }
+            }
+        };
+        let mut key = Vec::new();
+        for (column, e) in &level.hash_keys {
+            let v = e.eval(env, self, row)?;
+            let Some(v) = exact_key(v, level.table.columns[*column].ty) else { return Ok(true) };
+            if !push_key(&v, &mut key) {
+                return Ok(true);
+            }
+        }
+        if let Some(rows) = table.buckets.get(&key) {
+            for &i in rows {
+                let start = i as usize * table.width;
+                out.extend_from_slice(&table.rows[start..start + table.width]);
+            }
+        }
+        Ok(true)
+    }
+
+    fn build_level_hash(&mut self, level: &Level, env: &Env<'_>, mask: Option<&ColumnMask>) -> Result<LevelHashState> {
+        let width = level.width();
+        let mut rows: Vec<Value> = Vec::new();
+        // The scan's charge per row is 0: the whole table is charged below,
+        // where not fitting means a nested loop rather than an error.
+        self.scan_level(level, env, &[], &mut |r| {
+            read_row(r, mask, &mut rows);
+            0
+        })?;
+        let count = rows.len() / width.max(1);
+        let bytes: usize = rows.chunks(width.max(1)).map(row_bytes).sum();
+        if self.interrupt.charge(bytes, "hash join").is_err() {
+            self.interrupt.mem_used = self.interrupt.mem_used.saturating_sub(bytes);
+            return Ok(LevelHashState::NestedLoop);
+        }
+        let mut buckets: HashMap<Vec<u8>, Vec<u32>> = HashMap::with_capacity(count);
+        let mut key = Vec::new();
+        'rows: for i in 0..count {
+            key.clear();
+            let r = &rows[i * width..(i + 1) * width];
+            for (column, _) in &level.hash_keys {
+                if !push_key(&r[*column], &mut key) {
+                    continue 'rows;
+                }
+            }
+            let Ok(index) = u32::try_from(i) else { return Ok(LevelHashState::NestedLoop) };
+            buckets.entry(key.clone()).or_default().push(index);
+        }
+        Ok(LevelHashState::Hashed(Arc::new(LevelHash { width, rows, buckets })))
+    }
+}
+
+/// The values an uncorrelated `x IN (subquery)` compares with, and when
+/// they all compare alike (`InClass`), a hash set of them: one probe per
+/// row instead of a pass over every value.
+pub(super) struct InSet {
+    values: Vec<Value>,
+    has_null: bool,
+    /// The class every non-NULL value belongs to, with the set of their
+    /// keys; None: mixed or unhashable (numeric, floats), compared one by one.
+    hashed: Option<(InClass, HashSet<Vec<u8>>)>,
+}
+
+/// Values `value::compare` orders by one representation, so equal values
+/// encode equally (integers widen; dates, timestamps and timestamptz
+/// compare as microseconds).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum InClass {
+    Integer,
+    Text,
+    Bool,
+    DateTime,
+    Bytea,
+}
+
+fn in_key(v: &Value, out: &mut Vec<u8>) -> Option<InClass> {
+    out.clear();
+    Some(match v {
+        Value::Int2(_) | Value::Int4(_) | Value::Int8(_) => {
+            out.extend_from_slice(&v.as_i64()?.to_le_bytes());
+            InClass::Integer
+        }
+        Value::Text(s) => {
+            out.extend_from_slice(s.as_bytes());
+            InClass::Text
+        }
+        Value::Bool(b) => {
+            out.push(u8::from(*b));
+            InClass::Bool
+        }
+        Value::Date(d) => {
+            out.extend_from_slice(&i64::from(*d).checked_mul(86_400_000_000)?.to_le_bytes());
+            InClass::DateTime
+        }
+        Value::Timestamp(t) | Value::TimestampTz(t) => {
+            out.extend_from_slice(&t.to_le_bytes());
+            InClass::DateTime
+        }
+        Value::Bytea(b) => {
+            out.extend_from_slice(b);
+            InClass::Bytea
+        }
+        Value::Null | Value::Numeric(_) | Value::Float4(_) | Value::Float8(_) => return None,
+    })
+}
+
+impl InSet {
+    pub(super) fn new(values: Vec<Value>) -> InSet {
+        let has_null = values.iter().any(Value::is_null);
+        let mut class = None;
+        let mut keys = HashSet::with_capacity(values.len());
+        let mut key = Vec::new();
+        let mut hashable = true;
+        for v in values.iter().filter(|v| !v.is_null()) {
+            match in_key(v, &mut key) {
+                Some(c) if class.is_none_or(|k| k == c) => {
+                    class = Some(c);
+                    keys.insert(key.clone());
+                }
+                _ => {
+                    hashable = false;
+                    break;
+                }
+            }
+        }
+        let hashed = if hashable { class.map(|c| (c, keys)) } else { None };
+        InSet { values, has_null, hashed }
+    }
+
+    /// `x [NOT] IN` these values, as `expr::in_rows` answers it.
+    pub(super) fn contains(&self, x: &Value, negated: bool) -> Option<bool> {
+        if self.values.is_empty() {
+            return Some(negated);
+        }
+        let mut key = Vec::new();
+        match &self.hashed {
+            Some((class, keys)) if in_key(x, &mut key) == Some(*class) => {
+                if keys.contains(&key) {
+                    Some(!negated)
+                } else if self.has_null {
+                    None
+                } else {
+                    Some(negated)
+                }
+            }
+            _ => in_rows(x, &self.values, negated),
+        }
+    }
+}
