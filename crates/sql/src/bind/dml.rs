@@ -182,10 +182,33 @@ impl Binder<'_> {
 
     fn assignments(&mut self, list: &[ast::Assignment], table: &Arc<TableSchema>, scope: &Scope<'_>) -> Result<Vec<(usize, Expr)>> {
         let mut out: Vec<(usize, Expr)> = Vec::new();
+        // `SET (a, b) = (x, y)` / `= ROW(x, y)` is `SET a = x, b = y`.
+        let mut pairs: Vec<(&ast::ObjectName, &ast::Expr)> = Vec::new();
         for a in list {
-            let ast::AssignmentTarget::ColumnName(name) = &a.target else {
-                return Err(SqlError::unsupported("multiple-column assignment"));
-            };
+            match &a.target {
+                ast::AssignmentTarget::ColumnName(name) => pairs.push((name, &a.value)),
+                ast::AssignmentTarget::Tuple(names) => {
+                    let values: &[ast::Expr] = match &a.value {
+                        ast::Expr::Tuple(values) => values,
+                        ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("row") => match &f.args {
+                            ast::FunctionArguments::List(l) if l.duplicate_treatment.is_none() && l.clauses.is_empty() => {
+                                return self.row_assignments(names, &l.args, list, table, scope);
+                            }
+                            _ => return Err(SqlError::syntax("syntax error at or near \"(\"")),
+                        },
+                        ast::Expr::Subquery(_) => return Err(SqlError::unsupported("multiple-column assignment from a subquery")),
+                        _ => {
+                            return Err(SqlError::new("0A000", "source for a multiple-column UPDATE item must be a sub-SELECT or ROW() expression"));
+                        }
+                    };
+                    if values.len() != names.len() {
+                        return Err(SqlError::new("42601", "number of columns does not match number of values"));
+                    }
+                    pairs.extend(names.iter().zip(values));
+                }
+            }
+        }
+        for (name, value) in pairs {
             let n = name.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default();
             let pos = table.column_index(&n).ok_or_else(|| {
                 SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", table.name))
@@ -195,18 +218,46 @@ impl Binder<'_> {
                 return Err(SqlError::new("42601", format!("multiple assignments to same column \"{n}\"")));
             }
             let col = &table.columns[pos];
-            let e = if is_default_keyword(&a.value) {
+            let e = if is_default_keyword(value) {
                 column_default(col)?
             } else if col.sequence.is_some_and(|(_, how)| how == SequenceDefault::IdentityAlways) {
                 return Err(SqlError::new("428C9", format!("column \"{n}\" can only be updated to DEFAULT"))
                     .with_detail(format!("Column \"{n}\" is an identity column defined as GENERATED ALWAYS.")));
             } else {
-                let (b, t) = self.expr(&a.value, scope, &mut ExprCtx::plain("UPDATE"))?;
+                let (b, t) = self.expr(value, scope, &mut ExprCtx::plain("UPDATE"))?;
                 self.assign(b, t, col.ty, &col.name)?
             };
             out.push((pos, e));
         }
         Ok(out)
+    }
+
+    /// `SET (a, b) = ROW(x, y)`: the ROW's arguments as a value list.
+    fn row_assignments(
+        &mut self,
+        names: &[ast::ObjectName],
+        args: &[ast::FunctionArg],
+        list: &[ast::Assignment],
+        table: &Arc<TableSchema>,
+        scope: &Scope<'_>,
+    ) -> Result<Vec<(usize, Expr)>> {
+        let values: Vec<ast::Expr> = args
+            .iter()
+            .map(|arg| match arg {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e.clone()),
+                _ => Err(SqlError::syntax("syntax error in ROW()")),
+            })
+            .collect::<Result<_>>()?;
+        let rewritten: Vec<ast::Assignment> = list
+            .iter()
+            .map(|a| match &a.target {
+                ast::AssignmentTarget::Tuple(n) if n == names => {
+                    ast::Assignment { target: a.target.clone(), value: ast::Expr::Tuple(values.clone()) }
+                }
+                _ => a.clone(),
+            })
+            .collect();
+        self.assignments(&rewritten, table, scope)
     }
 
     fn single_table(&mut self, twj: &ast::TableWithJoins) -> Result<Rel> {
