@@ -33,11 +33,9 @@
 //! a dedup kept; see `Differential::judge`.
 //!
 //! KNOWN DEFECTS: wrong answers and invalid input pgtier accepts, left out
-//! of the grammar (tests/fuzz/grammar.rs says where) until they are fixed:
-//! 1. Chained non-associative comparisons (`a < b >= c`, `a IS DISTINCT
-//!    FROM b IS NOT NULL`): PostgreSQL 42601 syntax error; pgtier
-//!    (sqlparser) accepts them, evaluated left to right. The grammar puts
-//!    every comparison, IS, BETWEEN, IN and LIKE in parentheses.
+//! of the grammar (tests/fuzz/grammar.rs says where) until they are fixed
+//! (numbered as first listed; the fixed ones are regression records in
+//! tests/slt/29_fuzz_defects.slt, and the grammar makes them again):
 //! 2. `FROM a, b JOIN c ON a.x = c.y` (ON naming a relation before the
 //!    comma): PostgreSQL 42P01 "invalid reference to FROM-clause entry for
 //!    table "a""; pgtier accepts. The grammar's ON names only its JOIN chain.
@@ -64,14 +62,6 @@
 //!    PostgreSQL (-9999999999999999.9999: false) and everything as double
 //!    precision in pgtier (true). The grammar casts string IN operands to
 //!    text and gives numeric and float lists literals only.
-//! 7. `NOT EXISTS (...) IS NOT NULL`: PostgreSQL binds IS tighter than NOT
-//!    (NOT (EXISTS (...) IS NOT NULL): false); pgtier (sqlparser) reads
-//!    (NOT EXISTS (...)) IS NOT NULL: true, so every row. The grammar puts
-//!    EXISTS in parentheses.
-//! 8. A unary minus before `::`: PostgreSQL binds `::` tighter, so
-//!    `-(x)::text` is `-(x::text)`, 42883 "operator does not exist: - text",
-//!    and `-32768::smallint` is 22003; pgtier negates first and answers.
-//!    The grammar puts every cast's operand in parentheses.
 //! 9. `x IN (SELECT c ...)` with c a char(n) column and x text or varchar:
 //!    PostgreSQL compares as text, c without its padding (`'abc'::text IN
 //!    (SELECT c)` with c = 'abc' in char(5): true); pgtier compares with
