@@ -39,12 +39,6 @@
 //! 2. `FROM a, b JOIN c ON a.x = c.y` (ON naming a relation before the
 //!    comma): PostgreSQL 42P01 "invalid reference to FROM-clause entry for
 //!    table "a""; pgtier accepts. The grammar's ON names only its JOIN chain.
-//! 3. `boolean::smallint`, `boolean::bigint`: PostgreSQL 42846 "cannot cast
-//!    type boolean to bigint"; pgtier accepts. The grammar casts boolean to
-//!    integer only.
-//! 4. bigint where PostgreSQL has only int4 signatures: `date + bigint`,
-//!    `substr(text, bigint)`: PostgreSQL 42883; pgtier accepts. The grammar
-//!    gives these int4 columns or small literals.
 //! 5. The common type of char(n) with text or an unknown literal (CASE,
 //!    COALESCE, NULLIF, GREATEST, LEAST, UNION / INTERSECT / EXCEPT):
 //!    PostgreSQL keeps bpchar (text converts to bpchar implicitly, so the

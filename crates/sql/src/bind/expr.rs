@@ -186,6 +186,9 @@ impl Binder<'_> {
                 if target.is_some() || t.is_some_and(crate::types::is_pseudo) {
                     return self.sys_cast(x, t, target, target.is_none().then_some(ty))?.ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
                 }
+                if let Some(from) = t {
+                    super::cast::check_cast(from, ty)?;
+                }
                 // char(n) to text or varchar drops its trailing blanks (rtrim1).
                 let x = match (t, x) {
                     (Some(DataType::Char(_)), Expr::Const(Value::Text(s))) if matches!(ty, DataType::Text | DataType::Varchar(_)) => Expr::Const(Value::Text(value::bpchar_trim(&s).to_owned())),
