@@ -60,15 +60,6 @@
 //!    PostgreSQL compares as text, c without its padding (`'abc'::text IN
 //!    (SELECT c)` with c = 'abc' in char(5): true); pgtier compares with
 //!    the padding (false). The grammar casts both sides to text.
-//! 10. `INSERT ... VALUES (k, ...), (k, ...) ON CONFLICT (k) DO UPDATE`:
-//!     PostgreSQL 21000 "ON CONFLICT DO UPDATE command cannot affect row a
-//!     second time"; pgtier updates the row twice. The grammar's ON CONFLICT
-//!     inserts one row.
-//! 11. `INSERT ... ON CONFLICT DO NOTHING` of a row that conflicts and
-//!     leaves a NOT NULL column NULL: PostgreSQL 23502 (NOT NULL is checked
-//!     before the arbiter index); pgtier skips the row (INSERT 0 0). The
-//!     grammar's ON CONFLICT names every column, is_active (the one NOT
-//!     NULL column outside a key) with a value.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "fuzz/grammar.rs"]
