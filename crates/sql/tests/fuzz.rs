@@ -36,9 +36,6 @@
 //! of the grammar (tests/fuzz/grammar.rs says where) until they are fixed
 //! (numbered as first listed; the fixed ones are regression records in
 //! tests/slt/29_fuzz_defects.slt, and the grammar makes them again):
-//! 2. `FROM a, b JOIN c ON a.x = c.y` (ON naming a relation before the
-//!    comma): PostgreSQL 42P01 "invalid reference to FROM-clause entry for
-//!    table "a""; pgtier accepts. The grammar's ON names only its JOIN chain.
 //! 5. The common type of char(n) with text or an unknown literal (CASE,
 //!    COALESCE, NULLIF, GREATEST, LEAST, UNION / INTERSECT / EXCEPT):
 //!    PostgreSQL keeps bpchar (text converts to bpchar implicitly, so the

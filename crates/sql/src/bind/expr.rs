@@ -81,7 +81,11 @@ impl Binder<'_> {
                 match op {
                     ast::UnaryOperator::Not => Ok((Expr::Not(self.boolean(x, t, "NOT")?.boxed()), Some(DataType::Bool))),
                     ast::UnaryOperator::Minus => {
-                        if let (Expr::Const(v), Some(_)) = (&x, t) {
+                        // Folded only once the type has a `-` (a NULL
+                        // text constant has none either).
+                        if let (Expr::Const(v), Some(ty)) = (&x, t)
+                            && category(ty) == Category::Numeric
+                        {
                             return Ok((Expr::Const(value::negate(v)?), t));
                         }
                         match t {
