@@ -53,10 +53,6 @@
 //!    PostgreSQL (-9999999999999999.9999: false) and everything as double
 //!    precision in pgtier (true). The grammar casts string IN operands to
 //!    text and gives numeric and float lists literals only.
-//! 9. `x IN (SELECT c ...)` with c a char(n) column and x text or varchar:
-//!    PostgreSQL compares as text, c without its padding (`'abc'::text IN
-//!    (SELECT c)` with c = 'abc' in char(5): true); pgtier compares with
-//!    the padding (false). The grammar casts both sides to text.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "fuzz/grammar.rs"]

@@ -261,13 +261,24 @@ impl Binder<'_> {
                     return Err(SqlError::syntax("subquery has too many columns"));
                 }
                 let st = plan.columns[0].ty;
+                // `x = c` resolves as a comparison does (unify_cmp): char(n)
+                // with varchar or another char(m) as bpchar (both sides
+                // without trailing blanks), char(n) with text as text.
+                if let (Some(a), Some(b)) = (xt, st)
+                    && matches!((a, b), (DataType::Char(_), DataType::Varchar(_)) | (DataType::Varchar(_), DataType::Char(_)) | (DataType::Char(_), DataType::Char(_)))
+                    && a != b
+                {
+                    let lhs = Expr::BpcharTrim(x.boxed()).boxed();
+                    return Ok((self.sub_expr(SubqueryKind::In { lhs, trim_rows: true }, *negated, correlated, plan), Some(DataType::Bool)));
+                }
                 let common = common_type(&[xt, st], "IN")?;
                 let x = self.coerce_common(x, xt, common)?;
                 if let (Some(c), Some(s)) = (common, st)
                     && category(c) != category(s) {
                         return Err(SqlError::undefined_operator(&format!("{} = {}", type_name(c), type_name(s))));
                     }
-                Ok((self.sub_expr(SubqueryKind::In(x.boxed()), *negated, correlated, plan), Some(DataType::Bool)))
+                let trim_rows = matches!(st, Some(DataType::Char(_))) && common == Some(DataType::Text);
+                Ok((self.sub_expr(SubqueryKind::In { lhs: x.boxed(), trim_rows }, *negated, correlated, plan), Some(DataType::Bool)))
             }
             other => Err(SqlError::unsupported(format!("expression {}", truncate(&other.to_string())))),
         }

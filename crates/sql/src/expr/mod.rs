@@ -70,8 +70,10 @@ impl CmpOp {
 pub enum SubqueryKind {
     Exists,
     Scalar,
-    /// `lhs [NOT] IN (subquery)`.
-    In(Box<Expr>),
+    /// `lhs [NOT] IN (subquery)`; `trim_rows`: the subquery's values are
+    /// char(n) compared as text (without trailing blanks), as PostgreSQL's
+    /// `text = bpchar` resolves to `text = text`.
+    In { lhs: Box<Expr>, trim_rows: bool },
     /// `ARRAY(subquery)`: the first column's values as an array.
     Array(Elem),
 }
@@ -208,7 +210,7 @@ impl Expr {
                 }
             }
             Expr::Subquery(s) => {
-                if let SubqueryKind::In(lhs) = &s.kind {
+                if let SubqueryKind::In { lhs, .. } = &s.kind {
                     lhs.walk(f);
                 }
             }
@@ -252,8 +254,8 @@ impl Expr {
                 otherwise: otherwise.map(|o| b(o, f)).transpose()?,
             },
             Expr::Subquery(mut s) => {
-                if let SubqueryKind::In(lhs) = s.kind {
-                    s.kind = SubqueryKind::In(b(lhs, f)?);
+                if let SubqueryKind::In { lhs, trim_rows } = s.kind {
+                    s.kind = SubqueryKind::In { lhs: b(lhs, f)?, trim_rows };
                 }
                 Expr::Subquery(s)
             }
@@ -455,7 +457,7 @@ impl Expr {
                     let rows = sq.run(s, env, row)?;
                     Some(rows.is_empty() == s.negated)
                 }
-                SubqueryKind::In(lhs) => {
+                SubqueryKind::In { lhs, trim_rows } => {
                     let x = lhs.eval(env, sq, row)?;
                     let rows = sq.run(s, env, row)?;
                     if rows.is_empty() {
@@ -466,7 +468,11 @@ impl Expr {
                     }
                     let mut unknown = false;
                     for y in &rows {
-                        match value::compare(&x, y) {
+                        let cmp = match (y, *trim_rows) {
+                            (Value::Text(padded), true) => value::compare(&x, &Value::Text(value::bpchar_trim(padded).to_owned())),
+                            _ => value::compare(&x, y),
+                        };
+                        match cmp {
                             Some(Ordering::Equal) => return Ok(Some(!s.negated)),
                             None => unknown = true,
                             Some(_) => {}

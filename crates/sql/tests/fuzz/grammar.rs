@@ -1047,10 +1047,11 @@ impl<'a> Gen<'a> {
         scope.extend(rels.iter().map(|r| Rel { alias: r.alias.clone(), table: r.table }));
         let cond = self.expr(rng, Ty::Bool, &scope, d - 1);
         let not = if rng.chance(35) { "NOT " } else { "" };
-        // String operands as text: pgtier compares a char(n) column of the
-        // subquery with its padding (KNOWN DEFECTS 9).
-        let x = text_arm(ty, self.expr(rng, ty, rels, d - 1));
-        let col = text_arm(ty, col);
+        // String operands as text half the time: char(n) against text
+        // compares as text, against varchar or char(m) as bpchar.
+        let x = self.expr(rng, ty, rels, d - 1);
+        let x = if rng.chance(50) { text_arm(ty, x) } else { x };
+        let col = if rng.chance(50) { text_arm(ty, col) } else { col };
         format!("({x} {not}IN (SELECT {col} FROM {} {alias} WHERE {cond}))", table.name)
     }
 
