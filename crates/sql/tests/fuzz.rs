@@ -43,16 +43,6 @@
 //!    '123' in PostgreSQL, '123  ' in pgtier; `SELECT 'a'::char(3) ...
 //!    EXCEPT SELECT <varchar column> ...` gives 'a  ' in PostgreSQL, 'a' in
 //!    pgtier. The grammar casts string arms to text.
-//! 6. `x IN (e1, e2, ...)` whose items reference columns: PostgreSQL
-//!    compares x with each such item by its own `=` and gives a common type
-//!    only to the column-free items (transformAExprIn); pgtier resolves one
-//!    type for the whole list. So varchar `IN (char(n) column)` compares as
-//!    bpchar in PostgreSQL (' ' = '     ': true) and as text in pgtier
-//!    (false); and `n IN (round(n, 1), ceil(100))` (n numeric(20,4),
-//!    ceil(100) double precision) compares n = round(n, 1) as numeric in
-//!    PostgreSQL (-9999999999999999.9999: false) and everything as double
-//!    precision in pgtier (true). The grammar casts string IN operands to
-//!    text and gives numeric and float lists literals only.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "fuzz/grammar.rs"]

@@ -145,6 +145,9 @@ impl Binder<'_> {
                     items.push(b);
                     types.push(t);
                 }
+                if items.iter().any(has_vars) {
+                    return self.in_list_with_vars(x, xt, items, &types[1..], *negated);
+                }
                 let common = common_type(&types, "IN")?;
                 let x = self.coerce_common(x, xt, common)?;
                 let mut out = Vec::new();
@@ -284,6 +287,35 @@ impl Binder<'_> {
         }
     }
 
+    /// `x IN (...)` whose items reference the query's columns, as
+    /// PostgreSQL's transformAExprIn: the column-free items (two or more,
+    /// with a common type with x) are one `IN` of that type; every other
+    /// item is compared with x by its own `=` (as `x = item` alone would
+    /// resolve), and the comparisons are ORed (NOT IN: negated).
+    fn in_list_with_vars(&mut self, x: Expr, xt: Ty, items: Vec<Expr>, types: &[Ty], negated: bool) -> Result<(Expr, Ty)> {
+        let constant: Vec<usize> = (0..items.len()).filter(|&k| !has_vars(&items[k])).collect();
+        let mut group_types = vec![xt];
+        group_types.extend(constant.iter().map(|&k| types[k]));
+        let common = if constant.len() > 1 { common_type(&group_types, "IN").ok() } else { None };
+        let mut arms = Vec::new();
+        let mut grouped = Vec::new();
+        for (k, item) in items.into_iter().enumerate() {
+            match common {
+                Some(c) if constant.contains(&k) => grouped.push(self.coerce_common(item, types[k], c)?),
+                _ => {
+                    let (a, b) = self.unify_cmp(x.clone(), xt, item, types[k], "=")?;
+                    arms.push(Expr::Cmp(CmpOp::Eq, a.boxed(), b.boxed()));
+                }
+            }
+        }
+        if let Some(c) = common {
+            let x = self.coerce_common(x, xt, c)?;
+            arms.push(Expr::InList { expr: x.boxed(), list: grouped, negated: false });
+        }
+        let any = Expr::Or(arms);
+        Ok((if negated { Expr::Not(any.boxed()) } else { any }, Some(DataType::Bool)))
+    }
+
     pub(super) fn sub_expr(&mut self, kind: SubqueryKind, negated: bool, correlated: bool, plan: SelectPlan) -> Expr {
         let id = self.next_subquery;
         self.next_subquery += 1;
@@ -401,4 +433,17 @@ fn wide_numeric_literal(e: &ast::Expr) -> Option<f64> {
         },
         _ => None,
     }
+}
+
+/// Whether `e` reads a column of the query's own rows (PostgreSQL's
+/// contain_vars_of_level 0): a column, an aggregate or window result, or
+/// a correlated subquery (pgtier's correlate only one level out).
+fn has_vars(e: &Expr) -> bool {
+    let mut found = false;
+    e.walk(&mut |n| {
+        if matches!(n, Expr::Column(_) | Expr::AggRef(_) | Expr::WindowRef(_)) || matches!(n, Expr::Subquery(s) if s.correlated) {
+            found = true;
+        }
+    });
+    found
 }

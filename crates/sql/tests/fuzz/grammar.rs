@@ -986,15 +986,19 @@ impl<'a> Gen<'a> {
             11 => {
                 let ty = *rng.pick(&[Ty::Int, Ty::Num, Ty::Text, Ty::Float]);
                 let not = if rng.chance(40) { "NOT " } else { "" };
-                // String items as text: PostgreSQL compares x with each
-                // column of the list by its own operator (KNOWN DEFECTS in
-                // tests/fuzz.rs).
-                // Numeric and float items without columns: PostgreSQL gives
-                // only column-free items a common type (KNOWN DEFECTS 6).
+                // PostgreSQL compares x with each item that references a
+                // column by its own `=`, and gives only the column-free
+                // items a common type. String items are a bare column
+                // sometimes, else text: the common type of char(n) with
+                // text differs (KNOWN DEFECTS 5).
                 let list: Vec<String> = (0..1 + rng.below(4))
                     .map(|_| match ty {
-                        Ty::Num | Ty::Float => literal(rng, ty),
-                        _ => text_arm(ty, self.expr(rng, ty, rels, d.min(1))),
+                        Ty::Num | Ty::Float if rng.chance(60) => literal(rng, ty),
+                        Ty::Num | Ty::Float => self.expr(rng, ty, rels, d.min(1)),
+                        _ => match self.column(rng, ty, rels) {
+                            Some(c) if rng.chance(30) => c,
+                            _ => text_arm(ty, self.expr(rng, ty, rels, d.min(1))),
+                        },
                     })
                     .collect();
                 let e = format!("{} {not}IN ({})", text_arm(ty, self.expr(rng, ty, rels, d)), list.join(", "));
