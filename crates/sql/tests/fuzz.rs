@@ -32,17 +32,16 @@
 //! differently (-0 and 0, numeric scales) in ORDER BY ties or as the value
 //! a dedup kept; see `Differential::judge`.
 //!
-//! KNOWN DEFECTS: wrong answers and invalid input pgtier accepts, left out
-//! of the grammar (tests/fuzz/grammar.rs says where) until they are fixed
-//! (numbered as first listed; the fixed ones are regression records in
-//! tests/slt/29_fuzz_defects.slt, and the grammar makes them again):
-//! 5. The common type of char(n) with text or an unknown literal (CASE,
-//!    COALESCE, NULLIF, GREATEST, LEAST, UNION / INTERSECT / EXCEPT):
-//!    PostgreSQL keeps bpchar (text converts to bpchar implicitly, so the
-//!    first candidate stays): `GREATEST(data_b, '123')` (data_b char(5)) is
-//!    '123' in PostgreSQL, '123  ' in pgtier; `SELECT 'a'::char(3) ...
-//!    EXCEPT SELECT <varchar column> ...` gives 'a  ' in PostgreSQL, 'a' in
-//!    pgtier. The grammar casts string arms to text.
+//! KNOWN DEFECTS: none. The wrong answers and accepted invalid input the
+//! grammar used to avoid (chained comparisons, NOT EXISTS ... IS, a unary
+//! minus before `::`, ON naming a FROM item before the comma, casts
+//! PostgreSQL lacks, bigint for int4 parameters, char(n)'s common type with
+//! text, IN lists and IN subqueries with char(n), ON CONFLICT affecting a
+//! row twice or hiding a NOT NULL violation) are fixed, or refused with
+//! 0A000 where pgtier has no type for PostgreSQL's answer (a first
+//! character(n) with text or a literal: bpchar without a length); the
+//! grammar makes them again and tests/slt/29_fuzz_defects.slt holds their
+//! regression records.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "fuzz/grammar.rs"]

@@ -5,7 +5,7 @@ use pgtier_engine::{DataType, Value};
 use sqlparser::ast;
 
 use super::cast::{CastTarget, cast_target};
-use super::coerce::{common_type, map_type};
+use super::coerce::{common_type, is_untyped_value, map_type, refuse_padded_literals};
 use super::{Binder, ExprCtx, Scope, Ty, ident, missing_from, truncate};
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr, Subquery, SubqueryKind};
@@ -145,7 +145,9 @@ impl Binder<'_> {
                     items.push(b);
                     types.push(t);
                 }
-                if items.iter().any(has_vars) {
+                // One item, or items reading columns: PostgreSQL compares
+                // item by item (transformAExprIn).
+                if items.len() == 1 || items.iter().any(has_vars) {
                     return self.in_list_with_vars(x, xt, items, &types[1..], *negated);
                 }
                 let common = common_type(&types, "IN")?;
@@ -274,6 +276,11 @@ impl Binder<'_> {
                     let lhs = Expr::BpcharTrim(x.boxed()).boxed();
                     return Ok((self.sub_expr(SubqueryKind::In { lhs, trim_rows: true }, *negated, correlated, plan), Some(DataType::Bool)));
                 }
+                // char(n) with text: as text, the char side without its padding.
+                if let (Some(DataType::Char(_)), Some(DataType::Text)) = (xt, st) {
+                    let lhs = Expr::BpcharTrim(x.boxed()).boxed();
+                    return Ok((self.sub_expr(SubqueryKind::In { lhs, trim_rows: false }, *negated, correlated, plan), Some(DataType::Bool)));
+                }
                 let common = common_type(&[xt, st], "IN")?;
                 let x = self.coerce_common(x, xt, common)?;
                 if let (Some(c), Some(s)) = (common, st)
@@ -287,8 +294,8 @@ impl Binder<'_> {
         }
     }
 
-    /// `x IN (...)` whose items reference the query's columns, as
-    /// PostgreSQL's transformAExprIn: the column-free items (two or more,
+    /// `x IN (...)` of one item or with items that reference the query's
+    /// columns, as PostgreSQL's transformAExprIn: the column-free items (two or more,
     /// with a common type with x) are one `IN` of that type; every other
     /// item is compared with x by its own `=` (as `x = item` alone would
     /// resolve), and the comparisons are ORed (NOT IN: negated).
@@ -312,7 +319,7 @@ impl Binder<'_> {
             let x = self.coerce_common(x, xt, c)?;
             arms.push(Expr::InList { expr: x.boxed(), list: grouped, negated: false });
         }
-        let any = Expr::Or(arms);
+        let any = if arms.len() == 1 { arms.remove(0) } else { Expr::Or(arms) };
         Ok((if negated { Expr::Not(any.boxed()) } else { any }, Some(DataType::Bool)))
     }
 
@@ -380,10 +387,15 @@ impl Binder<'_> {
             Some(e) => Some(self.expr(e, scope, ctx)?),
             None => None,
         };
-        let mut types: Vec<Ty> = results.iter().map(|r| r.1).collect();
-        if let Some((_, t)) = &else_bound {
-            types.push(*t);
+        // PostgreSQL resolves the ELSE result's type first
+        // (transformCaseExpr), then the THEN results'.
+        let mut types: Vec<Ty> = else_bound.iter().map(|(_, t)| *t).collect();
+        types.extend(results.iter().map(|r| r.1));
+        let mut untyped: Vec<bool> = results.iter().map(|(e, t)| is_untyped_value(e, *t)).collect();
+        if let Some((e, t)) = &else_bound {
+            untyped.push(is_untyped_value(e, *t));
         }
+        refuse_padded_literals(&types, &untyped, "CASE")?;
         let common = common_type(&types, "CASE")?.or(Some(DataType::Text));
         let mut pairs = Vec::new();
         for (w, (r, t)) in whens.into_iter().zip(results) {

@@ -5,7 +5,7 @@ use pgtier_engine::DataType;
 use sqlparser::ast::{self, ObjectName};
 
 use super::aggregate::aggregate_named;
-use super::coerce::common_type;
+use super::coerce::{common_type, is_untyped_value, refuse_padded_literals};
 use super::{Binder, ExprCtx, Scope, Ty, parts, truncate};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SeqFunc, SysFunc};
@@ -340,6 +340,8 @@ impl Binder<'_> {
                     return Err(SqlError::syntax(format!("syntax error at or near \")\" in {name}()")));
                 }
                 let types: Vec<Ty> = bound.iter().map(|b| b.1).collect();
+                let untyped: Vec<bool> = bound.iter().map(|(e, t)| is_untyped_value(e, *t)).collect();
+                refuse_padded_literals(&types, &untyped, &name.to_uppercase())?;
                 let common = common_type(&types, &name.to_uppercase())?.or(Some(Text));
                 let mut out = Vec::new();
                 for (e, t) in bound {
