@@ -116,11 +116,11 @@ impl Exec<'_> {
                         ConflictAction::Nothing => continue,
                         ConflictAction::Update { assignments, filter } => {
                             let keys = self.arbiter_keys(table, &oc.arbiters, &existing);
-                            if let Some(t) = &mut touched {
-                                if keys.iter().any(|k| t.contains(k)) {
-                                    return Err(SqlError::new("21000", "ON CONFLICT DO UPDATE command cannot affect row a second time")
-                                        .with_hint("Ensure that no rows proposed for insertion within the same command have duplicate constrained values."));
-                                }
+                            if let Some(t) = &touched
+                                && keys.iter().any(|k| t.contains(k))
+                            {
+                                return Err(SqlError::new("21000", "ON CONFLICT DO UPDATE command cannot affect row a second time")
+                                    .with_hint("Ensure that no rows proposed for insertion within the same command have duplicate constrained values."));
                             }
                             if let Some(new_row) = self.conflict_update(table, existing, &full, assignments, filter.as_ref(), &plan.checks, &env)? {
                                 if let Some(t) = &mut touched {
