@@ -9,6 +9,7 @@ pub mod bind;
 pub mod cache_predicate;
 pub mod catalog;
 pub mod depth;
+pub mod dialect;
 pub mod error;
 pub mod exec;
 pub mod expr;

@@ -11,6 +11,8 @@
 
 use sqlparser::ast::Statement;
 use sqlparser::dialect::PostgreSqlDialect;
+
+use crate::dialect::PgDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -30,7 +32,7 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>, ParserError> {
 }
 
 fn parse_bounded(sql: &str) -> Result<Vec<Statement>, ParserError> {
-    let dialect = PostgreSqlDialect {};
+    let dialect = PgDialect::default();
     let tokens = Tokenizer::new(&dialect, sql).tokenize_with_location()?;
     if crate::depth::estimated_depth(tokens.iter().map(|t| &t.token)) > crate::depth::depth_limit() {
         return Err(ParserError::RecursionLimitExceeded);

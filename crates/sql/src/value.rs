@@ -47,6 +47,12 @@ pub fn category(ty: DataType) -> Category {
     }
 }
 
+/// The integer types that convert implicitly to `integer`: an `integer`
+/// parameter of a function or operator takes smallint, not bigint (42883).
+pub fn is_int4_implicit(ty: DataType) -> bool {
+    matches!(ty, DataType::Int2 | DataType::Int4)
+}
+
 pub fn is_integer(ty: DataType) -> bool {
     matches!(ty, DataType::Int2 | DataType::Int4 | DataType::Int8)
 }

@@ -32,59 +32,16 @@
 //! differently (-0 and 0, numeric scales) in ORDER BY ties or as the value
 //! a dedup kept; see `Differential::judge`.
 //!
-//! KNOWN DEFECTS: wrong answers and invalid input pgtier accepts, left out
-//! of the grammar (tests/fuzz/grammar.rs says where) until they are fixed:
-//! 1. Chained non-associative comparisons (`a < b >= c`, `a IS DISTINCT
-//!    FROM b IS NOT NULL`): PostgreSQL 42601 syntax error; pgtier
-//!    (sqlparser) accepts them, evaluated left to right. The grammar puts
-//!    every comparison, IS, BETWEEN, IN and LIKE in parentheses.
-//! 2. `FROM a, b JOIN c ON a.x = c.y` (ON naming a relation before the
-//!    comma): PostgreSQL 42P01 "invalid reference to FROM-clause entry for
-//!    table "a""; pgtier accepts. The grammar's ON names only its JOIN chain.
-//! 3. `boolean::smallint`, `boolean::bigint`: PostgreSQL 42846 "cannot cast
-//!    type boolean to bigint"; pgtier accepts. The grammar casts boolean to
-//!    integer only.
-//! 4. bigint where PostgreSQL has only int4 signatures: `date + bigint`,
-//!    `substr(text, bigint)`: PostgreSQL 42883; pgtier accepts. The grammar
-//!    gives these int4 columns or small literals.
-//! 5. The common type of char(n) with text or an unknown literal (CASE,
-//!    COALESCE, NULLIF, GREATEST, LEAST, UNION / INTERSECT / EXCEPT):
-//!    PostgreSQL keeps bpchar (text converts to bpchar implicitly, so the
-//!    first candidate stays): `GREATEST(data_b, '123')` (data_b char(5)) is
-//!    '123' in PostgreSQL, '123  ' in pgtier; `SELECT 'a'::char(3) ...
-//!    EXCEPT SELECT <varchar column> ...` gives 'a  ' in PostgreSQL, 'a' in
-//!    pgtier. The grammar casts string arms to text.
-//! 6. `x IN (e1, e2, ...)` whose items reference columns: PostgreSQL
-//!    compares x with each such item by its own `=` and gives a common type
-//!    only to the column-free items (transformAExprIn); pgtier resolves one
-//!    type for the whole list. So varchar `IN (char(n) column)` compares as
-//!    bpchar in PostgreSQL (' ' = '     ': true) and as text in pgtier
-//!    (false); and `n IN (round(n, 1), ceil(100))` (n numeric(20,4),
-//!    ceil(100) double precision) compares n = round(n, 1) as numeric in
-//!    PostgreSQL (-9999999999999999.9999: false) and everything as double
-//!    precision in pgtier (true). The grammar casts string IN operands to
-//!    text and gives numeric and float lists literals only.
-//! 7. `NOT EXISTS (...) IS NOT NULL`: PostgreSQL binds IS tighter than NOT
-//!    (NOT (EXISTS (...) IS NOT NULL): false); pgtier (sqlparser) reads
-//!    (NOT EXISTS (...)) IS NOT NULL: true, so every row. The grammar puts
-//!    EXISTS in parentheses.
-//! 8. A unary minus before `::`: PostgreSQL binds `::` tighter, so
-//!    `-(x)::text` is `-(x::text)`, 42883 "operator does not exist: - text",
-//!    and `-32768::smallint` is 22003; pgtier negates first and answers.
-//!    The grammar puts every cast's operand in parentheses.
-//! 9. `x IN (SELECT c ...)` with c a char(n) column and x text or varchar:
-//!    PostgreSQL compares as text, c without its padding (`'abc'::text IN
-//!    (SELECT c)` with c = 'abc' in char(5): true); pgtier compares with
-//!    the padding (false). The grammar casts both sides to text.
-//! 10. `INSERT ... VALUES (k, ...), (k, ...) ON CONFLICT (k) DO UPDATE`:
-//!     PostgreSQL 21000 "ON CONFLICT DO UPDATE command cannot affect row a
-//!     second time"; pgtier updates the row twice. The grammar's ON CONFLICT
-//!     inserts one row.
-//! 11. `INSERT ... ON CONFLICT DO NOTHING` of a row that conflicts and
-//!     leaves a NOT NULL column NULL: PostgreSQL 23502 (NOT NULL is checked
-//!     before the arbiter index); pgtier skips the row (INSERT 0 0). The
-//!     grammar's ON CONFLICT names every column, is_active (the one NOT
-//!     NULL column outside a key) with a value.
+//! KNOWN DEFECTS: none. The wrong answers and accepted invalid input the
+//! grammar used to avoid (chained comparisons, NOT EXISTS ... IS, a unary
+//! minus before `::`, ON naming a FROM item before the comma, casts
+//! PostgreSQL lacks, bigint for int4 parameters, char(n)'s common type with
+//! text, IN lists and IN subqueries with char(n), ON CONFLICT affecting a
+//! row twice or hiding a NOT NULL violation) are fixed, or refused with
+//! 0A000 where pgtier has no type for PostgreSQL's answer (a first
+//! character(n) with text or a literal: bpchar without a length); the
+//! grammar makes them again and tests/slt/29_fuzz_defects.slt holds their
+//! regression records.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "fuzz/grammar.rs"]

@@ -31,6 +31,12 @@ fn refused_constructs_name_themselves() {
         // PostgreSQL resolves char(n) with varchar to character (blank-insensitive); as text they would differ.
         ("SELECT 'a'::char(3) UNION SELECT 'a '::varchar(3)", "UNION of character and character varying"),
         ("SELECT 1 WHERE 'a'::char(3) IN ('a '::varchar(3), 'b'::varchar(3))", "IN of character and character varying"),
+        // A first character(n) makes the result bpchar without a length: each value keeps its own padding.
+        ("SELECT 'a'::char(3) UNION SELECT 'zz'::text", "UNION of character and text"),
+        ("SELECT COALESCE('a'::char(3), 'b')", "COALESCE of character and unknown"),
+        // CASE resolves its ELSE first.
+        ("SELECT CASE WHEN true THEN 'a'::text ELSE 'b'::char(3) END", "CASE of character and text"),
+        ("SELECT GREATEST('a'::char(3), 'b'::varchar(4))", "GREATEST of character and character varying"),
         // One two-dimensional array in PostgreSQL, not an array of arrays' text.
         ("SELECT ARRAY[[1, 2], [3, 4]]", "multidimensional arrays"),
         ("SELECT array_length(ARRAY[ARRAY[1, 2], ARRAY[3, 4]], 2)", "multidimensional arrays"),

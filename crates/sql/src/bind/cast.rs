@@ -158,6 +158,28 @@ fn is_string(t: Ty) -> bool {
     t.is_some_and(|t| category(t) == Category::String && Elem::of(t).is_none())
 }
 
+/// Whether PostgreSQL has an explicit cast from `from` to `to`, for the
+/// types `value::cast` converts: decided when binding, as PostgreSQL does,
+/// so `b::bigint` fails on a boolean column of no rows (or only NULLs)
+/// too. Kept equal to what `value::cast` refuses (the test below).
+pub(super) fn cast_exists(from: DataType, to: DataType) -> bool {
+    use Category as C;
+    match (category(from), category(to)) {
+        (a, b) if a == b => true,
+        // I/O conversion: any type to a string type and back.
+        (C::String, _) | (_, C::String) => true,
+        // int4(boolean) and bool(integer) only.
+        (C::Bool, C::Numeric) => to == DataType::Int4,
+        (C::Numeric, C::Bool) => from == DataType::Int4,
+        _ => false,
+    }
+}
+
+/// 42846 `cannot cast type x to y` unless `cast_exists`.
+pub(super) fn check_cast(from: DataType, to: DataType) -> Result<()> {
+    if cast_exists(from, to) { Ok(()) } else { Err(cannot_cast(from, value::type_name(to))) }
+}
+
 fn cannot_cast(from: DataType, to: &str) -> SqlError {
     SqlError::new("42846", format!("cannot cast type {} to {to}", value::type_name(from)))
 }
@@ -183,5 +205,39 @@ pub(super) fn finish_output(plan: &mut SelectPlan) {
             plan.projection[k] = Expr::Func(Func::Sys(SysFunc::RegOut(kind)), vec![e]);
         }
         plan.columns[k].ty = Some(types::output_type(t));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cast_exists` says no exactly where `value::cast` refuses a non-NULL
+    /// value with 42846.
+    #[test]
+    fn cast_exists_agrees_with_value_cast() {
+        use DataType as T;
+        let types = [T::Bool, T::Int2, T::Int4, T::Int8, T::Numeric { precision: 0, scale: 0 }, T::Float4, T::Float8, T::Text, T::Varchar(5), T::Char(3), T::Bytea, T::Date, T::Timestamp, T::TimestampTz];
+        let sample = |t: DataType| match t {
+            T::Bool => Value::Bool(true),
+            T::Int2 => Value::Int2(1),
+            T::Int4 => Value::Int4(1),
+            T::Int8 => Value::Int8(1),
+            T::Float4 => Value::Float4(1.0),
+            T::Float8 => Value::Float8(1.0),
+            T::Bytea => Value::Bytea(vec![1]),
+            T::Date => Value::Date(1),
+            T::Timestamp => Value::Timestamp(1),
+            T::TimestampTz => Value::TimestampTz(1),
+            T::Numeric { .. } => value::cast(Value::Int4(1), t, true).unwrap(),
+            T::Text | T::Varchar(_) | T::Char(_) => Value::Text("1".into()),
+        };
+        for from in types {
+            for to in types {
+                let refused = matches!(value::cast(sample(from), to, true), Err(e) if e.sqlstate == "42846");
+                assert_eq!(cast_exists(from, to), !refused, "{from:?} -> {to:?}");
+            }
+        }
+        assert!(!cast_exists(T::Bool, T::Int8) && !cast_exists(T::Int2, T::Bool) && cast_exists(T::Bool, T::Int4));
     }
 }

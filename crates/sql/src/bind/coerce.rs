@@ -184,14 +184,13 @@ pub(super) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
             Some(c) if c == *t => c,
             Some(c) => match (category(c), category(*t)) {
                 (Category::Numeric, Category::Numeric) => value::numeric_common(c, *t),
-                // text is the preferred string type. Without one, PostgreSQL
-                // resolves character(n) with varchar to character, compared
-                // blank-insensitively; answering as text would differ.
-                (Category::String, Category::String) if c == DataType::Text || *t == DataType::Text => DataType::Text,
-                (Category::String, Category::String) if matches!(c, DataType::Char(_)) || matches!(*t, DataType::Char(_)) => {
-                    return Err(SqlError::unsupported(format!("{construct} of {} and {}", type_name(c), type_name(*t)))
-                        .with_hint("PostgreSQL resolves them to character, compared without trailing blanks; cast both to text (or both to character) to say which you mean."));
-                }
+                // The string types convert to each other implicitly, so
+                // PostgreSQL keeps the first: text or varchar after it
+                // answer as text (char(n) loses its padding), but a first
+                // character(n) makes the result bpchar, compared without
+                // trailing blanks and printing each value's own padding,
+                // which pgtier has no type for.
+                (Category::String, Category::String) if matches!(c, DataType::Char(_)) => return Err(bpchar_common(construct, type_name(*t))),
                 (Category::String, Category::String) => DataType::Text,
                 // date < timestamp < timestamptz, PostgreSQL's preference.
                 (Category::DateTime, Category::DateTime) if c == DataType::TimestampTz || *t == DataType::TimestampTz => DataType::TimestampTz,
@@ -203,6 +202,28 @@ pub(super) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
         });
     }
     Ok(common)
+}
+
+fn bpchar_common(construct: &str, other: &str) -> SqlError {
+    SqlError::unsupported(format!("{construct} of character and {other}"))
+        .with_hint("PostgreSQL resolves them to character without a length, compared without trailing blanks; cast both to text (or both to character) to say which you mean.")
+}
+
+/// A literal string or a parameter among character(n) values: PostgreSQL
+/// gives them bpchar without a length, so the literal keeps its length
+/// ('x', not 'x    ' as pgtier's character(n) would pad it). `literal[k]`:
+/// item k is a non-NULL unknown-typed literal or a parameter.
+pub(super) fn refuse_padded_literals(types: &[Ty], literal: &[bool], construct: &str) -> Result<()> {
+    if types.iter().any(|t| matches!(t, Some(DataType::Char(_)))) && literal.iter().any(|l| *l) {
+        return Err(bpchar_common(construct, "unknown"));
+    }
+    Ok(())
+}
+
+/// Whether `e` (of type `t`) takes its type from its context: a string
+/// literal or a parameter, not NULL.
+pub(super) fn is_untyped_value(e: &Expr, t: Ty) -> bool {
+    t.is_none() && !matches!(e, Expr::Const(Value::Null))
 }
 
 /// SQL type name → engine type.

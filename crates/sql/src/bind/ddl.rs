@@ -260,7 +260,7 @@ impl Binder<'_> {
     pub(super) fn table_checks(&mut self, table: &Arc<TableSchema>) -> Result<Vec<BoundCheck>> {
         let mut out = Vec::with_capacity(table.checks.len());
         for c in &table.checks {
-            let e = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {}).try_with_sql(&c.sql).and_then(|mut p| p.parse_expr())?;
+            let e = sqlparser::parser::Parser::new(&crate::dialect::PgDialect::default()).try_with_sql(&c.sql).and_then(|mut p| p.parse_expr())?;
             out.push(BoundCheck { name: c.name.clone(), expr: self.check_expr(table, &e)? });
         }
         Ok(out)

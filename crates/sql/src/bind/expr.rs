@@ -5,7 +5,7 @@ use pgtier_engine::{DataType, Value};
 use sqlparser::ast;
 
 use super::cast::{CastTarget, cast_target};
-use super::coerce::{common_type, map_type};
+use super::coerce::{common_type, is_untyped_value, map_type, refuse_padded_literals};
 use super::{Binder, ExprCtx, Scope, Ty, ident, missing_from, truncate};
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr, Subquery, SubqueryKind};
@@ -81,7 +81,11 @@ impl Binder<'_> {
                 match op {
                     ast::UnaryOperator::Not => Ok((Expr::Not(self.boolean(x, t, "NOT")?.boxed()), Some(DataType::Bool))),
                     ast::UnaryOperator::Minus => {
-                        if let (Expr::Const(v), Some(_)) = (&x, t) {
+                        // Folded only once the type has a `-` (a NULL
+                        // text constant has none either).
+                        if let (Expr::Const(v), Some(ty)) = (&x, t)
+                            && category(ty) == Category::Numeric
+                        {
                             return Ok((Expr::Const(value::negate(v)?), t));
                         }
                         match t {
@@ -141,6 +145,11 @@ impl Binder<'_> {
                     items.push(b);
                     types.push(t);
                 }
+                // One item, or items reading columns: PostgreSQL compares
+                // item by item (transformAExprIn).
+                if items.len() == 1 || items.iter().any(has_vars) {
+                    return self.in_list_with_vars(x, xt, items, &types[1..], *negated);
+                }
                 let common = common_type(&types, "IN")?;
                 let x = self.coerce_common(x, xt, common)?;
                 let mut out = Vec::new();
@@ -185,6 +194,9 @@ impl Binder<'_> {
                 let (x, t) = self.expr(expr, scope, ctx)?;
                 if target.is_some() || t.is_some_and(crate::types::is_pseudo) {
                     return self.sys_cast(x, t, target, target.is_none().then_some(ty))?.ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
+                }
+                if let Some(from) = t {
+                    super::cast::check_cast(from, ty)?;
                 }
                 // char(n) to text or varchar drops its trailing blanks (rtrim1).
                 let x = match (t, x) {
@@ -254,16 +266,61 @@ impl Binder<'_> {
                     return Err(SqlError::syntax("subquery has too many columns"));
                 }
                 let st = plan.columns[0].ty;
+                // `x = c` resolves as a comparison does (unify_cmp): char(n)
+                // with varchar or another char(m) as bpchar (both sides
+                // without trailing blanks), char(n) with text as text.
+                if let (Some(a), Some(b)) = (xt, st)
+                    && matches!((a, b), (DataType::Char(_), DataType::Varchar(_)) | (DataType::Varchar(_), DataType::Char(_)) | (DataType::Char(_), DataType::Char(_)))
+                    && a != b
+                {
+                    let lhs = Expr::BpcharTrim(x.boxed()).boxed();
+                    return Ok((self.sub_expr(SubqueryKind::In { lhs, trim_rows: true }, *negated, correlated, plan), Some(DataType::Bool)));
+                }
+                // char(n) with text: as text, the char side without its padding.
+                if let (Some(DataType::Char(_)), Some(DataType::Text)) = (xt, st) {
+                    let lhs = Expr::BpcharTrim(x.boxed()).boxed();
+                    return Ok((self.sub_expr(SubqueryKind::In { lhs, trim_rows: false }, *negated, correlated, plan), Some(DataType::Bool)));
+                }
                 let common = common_type(&[xt, st], "IN")?;
                 let x = self.coerce_common(x, xt, common)?;
                 if let (Some(c), Some(s)) = (common, st)
                     && category(c) != category(s) {
                         return Err(SqlError::undefined_operator(&format!("{} = {}", type_name(c), type_name(s))));
                     }
-                Ok((self.sub_expr(SubqueryKind::In(x.boxed()), *negated, correlated, plan), Some(DataType::Bool)))
+                let trim_rows = matches!(st, Some(DataType::Char(_))) && common == Some(DataType::Text);
+                Ok((self.sub_expr(SubqueryKind::In { lhs: x.boxed(), trim_rows }, *negated, correlated, plan), Some(DataType::Bool)))
             }
             other => Err(SqlError::unsupported(format!("expression {}", truncate(&other.to_string())))),
         }
+    }
+
+    /// `x IN (...)` of one item or with items that reference the query's
+    /// columns, as PostgreSQL's transformAExprIn: the column-free items (two or more,
+    /// with a common type with x) are one `IN` of that type; every other
+    /// item is compared with x by its own `=` (as `x = item` alone would
+    /// resolve), and the comparisons are ORed (NOT IN: negated).
+    fn in_list_with_vars(&mut self, x: Expr, xt: Ty, items: Vec<Expr>, types: &[Ty], negated: bool) -> Result<(Expr, Ty)> {
+        let constant: Vec<usize> = (0..items.len()).filter(|&k| !has_vars(&items[k])).collect();
+        let mut group_types = vec![xt];
+        group_types.extend(constant.iter().map(|&k| types[k]));
+        let common = if constant.len() > 1 { common_type(&group_types, "IN").ok() } else { None };
+        let mut arms = Vec::new();
+        let mut grouped = Vec::new();
+        for (k, item) in items.into_iter().enumerate() {
+            match common {
+                Some(c) if constant.contains(&k) => grouped.push(self.coerce_common(item, types[k], c)?),
+                _ => {
+                    let (a, b) = self.unify_cmp(x.clone(), xt, item, types[k], "=")?;
+                    arms.push(Expr::Cmp(CmpOp::Eq, a.boxed(), b.boxed()));
+                }
+            }
+        }
+        if let Some(c) = common {
+            let x = self.coerce_common(x, xt, c)?;
+            arms.push(Expr::InList { expr: x.boxed(), list: grouped, negated: false });
+        }
+        let any = if arms.len() == 1 { arms.remove(0) } else { Expr::Or(arms) };
+        Ok((if negated { Expr::Not(any.boxed()) } else { any }, Some(DataType::Bool)))
     }
 
     pub(super) fn sub_expr(&mut self, kind: SubqueryKind, negated: bool, correlated: bool, plan: SelectPlan) -> Expr {
@@ -330,10 +387,15 @@ impl Binder<'_> {
             Some(e) => Some(self.expr(e, scope, ctx)?),
             None => None,
         };
-        let mut types: Vec<Ty> = results.iter().map(|r| r.1).collect();
-        if let Some((_, t)) = &else_bound {
-            types.push(*t);
+        // PostgreSQL resolves the ELSE result's type first
+        // (transformCaseExpr), then the THEN results'.
+        let mut types: Vec<Ty> = else_bound.iter().map(|(_, t)| *t).collect();
+        types.extend(results.iter().map(|r| r.1));
+        let mut untyped: Vec<bool> = results.iter().map(|(e, t)| is_untyped_value(e, *t)).collect();
+        if let Some((e, t)) = &else_bound {
+            untyped.push(is_untyped_value(e, *t));
         }
+        refuse_padded_literals(&types, &untyped, "CASE")?;
         let common = common_type(&types, "CASE")?.or(Some(DataType::Text));
         let mut pairs = Vec::new();
         for (w, (r, t)) in whens.into_iter().zip(results) {
@@ -383,4 +445,17 @@ fn wide_numeric_literal(e: &ast::Expr) -> Option<f64> {
         },
         _ => None,
     }
+}
+
+/// Whether `e` reads a column of the query's own rows (PostgreSQL's
+/// contain_vars_of_level 0): a column, an aggregate or window result, or
+/// a correlated subquery (pgtier's correlate only one level out).
+fn has_vars(e: &Expr) -> bool {
+    let mut found = false;
+    e.walk(&mut |n| {
+        if matches!(n, Expr::Column(_) | Expr::AggRef(_) | Expr::WindowRef(_)) || matches!(n, Expr::Subquery(s) if s.correlated) {
+            found = true;
+        }
+    });
+    found
 }

@@ -16,6 +16,9 @@ use crate::value;
 
 /// A join as written; its condition is bound once every FROM item is known.
 pub(super) struct JoinSpec {
+    /// The first relation of its JOIN chain (the FROM item after the last
+    /// comma): ON and USING see only the chain, as in PostgreSQL.
+    pub(super) chain: usize,
     pub(super) left: bool,
     pub(super) on: Option<ast::Expr>,
     pub(super) using: Vec<String>,
@@ -67,8 +70,9 @@ impl Binder<'_> {
             Ok(())
         };
         for twj in from {
+            let chain = rels.len();
             add(self, &twj.relation, &mut rels)?;
-            joins.push(JoinSpec { left: false, on: None, using: Vec::new() });
+            joins.push(JoinSpec { chain, left: false, on: None, using: Vec::new() });
             for j in &twj.joins {
                 let (left, constraint) = match &j.join_operator {
                     ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (false, Some(c)),
@@ -79,7 +83,7 @@ impl Binder<'_> {
                     other => return Err(SqlError::unsupported(format!("join {other:?}").chars().take(60).collect::<String>())),
                 };
                 add(self, &j.relation, &mut rels)?;
-                let mut spec = JoinSpec { left, on: None, using: Vec::new() };
+                let mut spec = JoinSpec { chain, left, on: None, using: Vec::new() };
                 match constraint {
                     Some(ast::JoinConstraint::On(e)) => spec.on = Some(e.clone()),
                     Some(ast::JoinConstraint::Using(cols)) => {

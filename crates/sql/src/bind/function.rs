@@ -5,7 +5,7 @@ use pgtier_engine::DataType;
 use sqlparser::ast::{self, ObjectName};
 
 use super::aggregate::aggregate_named;
-use super::coerce::common_type;
+use super::coerce::{common_type, is_untyped_value, refuse_padded_literals};
 use super::{Binder, ExprCtx, Scope, Ty, parts, truncate};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SeqFunc, SysFunc};
@@ -61,6 +61,18 @@ impl Binder<'_> {
         self.scalar_function(&name, &args, scope, ctx)
     }
 
+    /// An argument for an `integer` parameter: smallint or integer (cast),
+    /// an unknown literal or parameter (typed integer); bigint and the
+    /// other types have no implicit cast to integer, so no such function
+    /// (42883 with the call's signature `sig`).
+    fn int4_param(&mut self, e: Expr, t: Ty, sig: &str) -> Result<Expr> {
+        match t {
+            None => self.coerce(e, None, DataType::Int4, "integer argument"),
+            Some(t) if value::is_int4_implicit(t) => self.result_cast(e, Some(t), Some(DataType::Int4)),
+            Some(_) => Err(SqlError::undefined_function(sig)),
+        }
+    }
+
     pub(super) fn scalar_function(&mut self, name: &str, args: &[ast::Expr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
         let mut bound = Vec::new();
         for a in args {
@@ -84,7 +96,7 @@ impl Binder<'_> {
                     b.text_arg(e, t, name).map_err(|_| SqlError::undefined_function(&sig()))?
                 } else {
                     match t {
-                        Some(tt) if value::is_integer(tt) => e,
+                        Some(tt) if value::is_integer(tt) && (want == DataType::Int8 || value::is_int4_implicit(tt)) => e,
                         None => b.coerce(e, None, want, name)?,
                         Some(_) => return Err(SqlError::undefined_function(&sig())),
                     }
@@ -123,7 +135,7 @@ impl Binder<'_> {
                 let want = if numeric { value::NUMERIC_ANY } else { DataType::Float8 };
                 let mut out = Vec::new();
                 for (k, (e, t)) in bound.into_iter().enumerate() {
-                    out.push(if k == 0 { self.result_cast(e, t, Some(want))? } else { self.result_cast(e, t, Some(Int4))? });
+                    out.push(if k == 0 { self.result_cast(e, t, Some(want))? } else { self.int4_param(e, t, &sig())? });
                 }
                 Ok((Expr::Func(Func::Trunc, out), Some(want)))
             }
@@ -136,7 +148,7 @@ impl Binder<'_> {
                 let want = if float { DataType::Float8 } else { value::NUMERIC_ANY };
                 let mut out = Vec::new();
                 for (k, (e, t)) in bound.into_iter().enumerate() {
-                    out.push(self.result_cast(e, t, Some(if k < 3 { want } else { Int4 }))?);
+                    out.push(if k < 3 { self.result_cast(e, t, Some(want))? } else { self.int4_param(e, t, &sig())? });
                 }
                 Ok((Expr::Func(Func::WidthBucket, out), Some(Int4)))
             }
@@ -144,10 +156,7 @@ impl Binder<'_> {
                 arity(3, 3)?;
                 let mut out = Vec::new();
                 for (e, t) in bound {
-                    if t.is_some_and(|t| !value::is_integer(t)) {
-                        return Err(SqlError::undefined_function(&sig()));
-                    }
-                    out.push(self.result_cast(e, t, Some(Int4))?);
+                    out.push(self.int4_param(e, t, &sig())?);
                 }
                 Ok((Expr::Func(Func::MakeDate, out), Some(DataType::Date)))
             }
@@ -315,11 +324,7 @@ impl Binder<'_> {
                 };
                 let mut args = vec![e];
                 if let Some((d, dt)) = digits {
-                    match dt {
-                        Some(t) if value::is_integer(t) => args.push(d),
-                        None => args.push(self.coerce(d, None, Int4, name)?),
-                        Some(_) => return Err(SqlError::undefined_function(&sig())),
-                    }
+                    args.push(self.int4_param(d, dt, &sig())?);
                 }
                 Ok((Expr::Func(f, args), Some(rt)))
             }
@@ -335,6 +340,8 @@ impl Binder<'_> {
                     return Err(SqlError::syntax(format!("syntax error at or near \")\" in {name}()")));
                 }
                 let types: Vec<Ty> = bound.iter().map(|b| b.1).collect();
+                let untyped: Vec<bool> = bound.iter().map(|(e, t)| is_untyped_value(e, *t)).collect();
+                refuse_padded_literals(&types, &untyped, &name.to_uppercase())?;
                 let common = common_type(&types, &name.to_uppercase())?.or(Some(Text));
                 let mut out = Vec::new();
                 for (e, t) in bound {

@@ -104,8 +104,9 @@ impl Binder<'_> {
                 }
                 t
             }
-            (Category::DateTime, Category::Numeric) if xt == DataType::Date && value::is_integer(yt) && matches!(op, ArithOp::Add | ArithOp::Sub) => DataType::Date,
-            (Category::Numeric, Category::DateTime) if yt == DataType::Date && value::is_integer(xt) && op == ArithOp::Add => DataType::Date,
+            // date ± integer only: bigint is not implicitly integer.
+            (Category::DateTime, Category::Numeric) if xt == DataType::Date && value::is_int4_implicit(yt) && matches!(op, ArithOp::Add | ArithOp::Sub) => DataType::Date,
+            (Category::Numeric, Category::DateTime) if yt == DataType::Date && value::is_int4_implicit(xt) && op == ArithOp::Add => DataType::Date,
             (Category::DateTime, Category::DateTime) if xt == DataType::Date && yt == DataType::Date && op == ArithOp::Sub => {
                 return Ok((Expr::Arith(op, x.boxed(), y.boxed(), DataType::Date), Some(DataType::Int4)));
             }

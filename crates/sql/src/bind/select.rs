@@ -7,7 +7,7 @@ use sqlparser::ast;
 use super::aggregate::rewrite_post_agg;
 use super::function::function_name;
 use super::window::resolve_window_refs;
-use super::{Binder, CteDef, ExprCtx, Scope, ident, missing_from, object_name};
+use super::{Binder, CteDef, ExprCtx, Rel, Scope, ident, missing_from, object_name};
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr};
 use crate::plan::{AggPlan, OutputColumn, SelectPlan, SortKey, WindowFunc};
@@ -71,13 +71,14 @@ impl Binder<'_> {
         };
         let (rels, joins) = self.bind_from(&s.from, outer)?;
         let mut scope = Scope { rels, hidden: Vec::new(), outer };
-        // Join conditions: each sees the relations joined so far.
+        // Join conditions: each sees the relations of its chain joined so
+        // far (not those before a comma: 42P01 as in PostgreSQL).
         let mut join_rels = Vec::new();
         for (level, spec) in joins.iter().enumerate() {
             let mut on = Vec::new();
             if let Some(e) = &spec.on {
-                let prefix = Scope { rels: scope.rels[..=level].to_vec(), hidden: Vec::new(), outer: scope.outer };
-                let (b, t) = self.expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions"))?;
+                let prefix = Scope { rels: scope.rels[spec.chain..=level].to_vec(), hidden: Vec::new(), outer: scope.outer };
+                let (b, t) = self.expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions")).map_err(|err| invalid_reference(err, &scope.rels[..spec.chain]))?;
                 on.push(self.boolean(b, t, "JOIN/ON")?);
             }
             for col in &spec.using {
@@ -85,7 +86,7 @@ impl Binder<'_> {
                 let rc = right.table.column_index(col).ok_or_else(|| {
                     SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in right table"))
                 })?;
-                let left = scope.rels[..level].iter().find_map(|r| r.table.column_index(col).map(|c| r.offset + c)).ok_or_else(|| {
+                let left = scope.rels[spec.chain..level].iter().find_map(|r| r.table.column_index(col).map(|c| r.offset + c)).ok_or_else(|| {
                     SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in left table"))
                 })?;
                 on.push(Expr::Cmp(CmpOp::Eq, Expr::Column(left).boxed(), Expr::Column(right.offset + rc).boxed()));
@@ -523,4 +524,15 @@ fn srf_select(s: &ast::Select) -> Option<ast::Select> {
     }];
     out.projection = vec![ast::SelectItem::ExprWithAlias { expr: ast::Expr::Identifier(fn_alias), alias: alias.unwrap_or_else(|| ast::Ident::new(name)) }];
     Some(out)
+}
+
+/// PostgreSQL's words for a name in ON that is a FROM item before the
+/// comma: not missing, out of reach.
+fn invalid_reference(mut err: SqlError, before_comma: &[Rel]) -> SqlError {
+    let Some(name) = err.message.strip_prefix("missing FROM-clause entry for table \"").and_then(|m| m.strip_suffix('"')).map(str::to_owned) else { return err };
+    if before_comma.iter().any(|r| r.name == name) {
+        err.message = format!("invalid reference to FROM-clause entry for table \"{name}\"");
+        err.hint = Some(format!("There is an entry for table \"{name}\", but it cannot be referenced from this part of the query."));
+    }
+    err
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use pgtier_engine::{DataType, Value};
 use sqlparser::ast;
 
-use super::coerce::common_type;
+use super::coerce::{common_type, is_untyped_value, refuse_padded_literals};
 use super::select::{ordinal, output_name_match};
 use super::{Binder, ExprCtx, Scope, Ty};
 use crate::error::{Result, SqlError};
@@ -20,6 +20,10 @@ impl Binder<'_> {
         let mut types = Vec::with_capacity(width);
         for k in 0..width {
             let col: Vec<Ty> = leaves.iter().map(|l| l[k].ty).collect();
+            // An arm's untyped column may be a literal (not told from NULL
+            // here): with character(n), refused as a literal would be.
+            let untyped: Vec<bool> = col.iter().map(Option::is_none).collect();
+            refuse_padded_literals(&col, &untyped, "UNION")?;
             types.push(common_type(&col, "UNION")?.unwrap_or(DataType::Text));
         }
         self.cast_leaves(&mut tree, &types, &mut leaves.iter())?;
@@ -124,6 +128,8 @@ impl Binder<'_> {
                 }
                 let mut cols = Vec::new();
                 for (k, ts) in types.iter().enumerate() {
+                    let untyped: Vec<bool> = rows.iter().zip(ts).map(|(r, t)| is_untyped_value(&r[k], *t)).collect();
+                    refuse_padded_literals(ts, &untyped, "VALUES")?;
                     let common = common_type(ts, "VALUES")?.or(Some(DataType::Text));
                     for (r, t) in rows.iter_mut().zip(ts) {
                         let e = std::mem::replace(&mut r[k], Expr::Const(Value::Null));

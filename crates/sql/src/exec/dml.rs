@@ -2,6 +2,8 @@
 //! recheck of the WHERE on each row's latest version, CHECK constraints
 //! and RETURNING.
 
+use std::collections::HashSet;
+
 use pgtier_engine::{DataType, IndexId, TableSchema, Value};
 
 use super::scan::exact_key;
@@ -89,6 +91,9 @@ impl Exec<'_> {
         }
         let mut count = 0;
         let defaults = table.default_row();
+        // DO UPDATE: the arbiter keys of the rows this statement inserted
+        // or updated; a later row conflicting with one of them is 21000.
+        let mut touched: Option<HashSet<String>> = plan.on_conflict.as_ref().filter(|oc| matches!(oc.action, ConflictAction::Update { .. })).map(|_| HashSet::new());
         for vals in sources {
             let mut full = defaults.clone();
             for (k, v) in vals.into_iter().enumerate() {
@@ -98,13 +103,29 @@ impl Exec<'_> {
             for (c, e) in &plan.generated {
                 full[*c] = e.eval(&env, self, &[])?;
             }
+            // PostgreSQL checks NOT NULL before CHECK and before looking
+            // for a conflict (ExecConstraints): DO NOTHING does not hide
+            // a NULL. Without either, the engine's insert checks it.
+            if plan.on_conflict.is_some() || !plan.checks.is_empty() {
+                check_not_null(table, &full)?;
+            }
             self.check_row(&plan.checks, &env, table, &full)?;
             if let Some(oc) = &plan.on_conflict
                 && let Some(existing) = self.conflicting_row(table, &oc.arbiters, &full)? {
                     match &oc.action {
                         ConflictAction::Nothing => continue,
                         ConflictAction::Update { assignments, filter } => {
+                            let keys = self.arbiter_keys(table, &oc.arbiters, &existing);
+                            if let Some(t) = &touched
+                                && keys.iter().any(|k| t.contains(k))
+                            {
+                                return Err(SqlError::new("21000", "ON CONFLICT DO UPDATE command cannot affect row a second time")
+                                    .with_hint("Ensure that no rows proposed for insertion within the same command have duplicate constrained values."));
+                            }
                             if let Some(new_row) = self.conflict_update(table, existing, &full, assignments, filter.as_ref(), &plan.checks, &env)? {
+                                if let Some(t) = &mut touched {
+                                    t.extend(self.arbiter_keys(table, &oc.arbiters, &new_row));
+                                }
                                 count += 1;
                                 self.returning(&plan.returning, &env, &new_row, out)?;
                             }
@@ -113,6 +134,9 @@ impl Exec<'_> {
                     }
                 }
             self.txn.insert(table.id, &full)?;
+            if let (Some(t), Some(oc)) = (&mut touched, &plan.on_conflict) {
+                t.extend(self.arbiter_keys(table, &oc.arbiters, &full));
+            }
             count += 1;
             if !plan.returning.is_empty() {
                 // RETURNING sees the row as stored (defaults, padding, rounding).
@@ -151,16 +175,9 @@ impl Exec<'_> {
     fn conflicting_row(&mut self, table: &TableSchema, arbiters: &[IndexId], full: &[Value]) -> Result<Option<Vec<Value>>> {
         for &id in arbiters {
             let Some(index) = self.txn.catalog().index(id).cloned() else { continue };
-            let mut key = Vec::with_capacity(index.columns.len());
-            for &c in &index.columns {
-                match exact_key(full[c].clone(), table.columns[c].ty).or_else(|| value::cast(full[c].clone(), table.columns[c].ty, false).ok().filter(|v| !v.is_null())) {
-                    Some(v) => key.push(v),
-                    None => break,
-                }
-            }
-            if key.len() != index.columns.len() {
+            let Some(key) = index_key(table, &index.columns, full) else {
                 continue; // NULLs never conflict
-            }
+            };
             if index.primary {
                 if self.txn.get(table.id, &key, self.rowbuf)? {
                     return Ok(Some(self.rowbuf.values()));
@@ -177,6 +194,25 @@ impl Exec<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// `row`'s key on each arbiter index (as text, with the index's
+    /// position): a unique index holds one row per key, so equal keys name
+    /// the same row.
+    fn arbiter_keys(&self, table: &TableSchema, arbiters: &[IndexId], row: &[Value]) -> Vec<String> {
+        let mut out = Vec::with_capacity(arbiters.len());
+        for (k, &id) in arbiters.iter().enumerate() {
+            let Some(index) = self.txn.catalog().index(id) else { continue };
+            if let Some(key) = index_key(table, &index.columns, row) {
+                let mut text = k.to_string();
+                for v in &key {
+                    text.push('\0');
+                    text.push_str(&value::to_text(v));
+                }
+                out.push(text);
+            }
+        }
+        out
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -411,6 +447,30 @@ impl Exec<'_> {
 }
 
 /// 23514 with PostgreSQL's detail: the new row's visible columns.
+/// `row`'s values on `columns` as the index stores them; None with a NULL.
+fn index_key(table: &TableSchema, columns: &[usize], row: &[Value]) -> Option<Vec<Value>> {
+    columns
+        .iter()
+        .map(|&c| exact_key(row[c].clone(), table.columns[c].ty).or_else(|| value::cast(row[c].clone(), table.columns[c].ty, false).ok().filter(|v| !v.is_null())))
+        .collect()
+}
+
+/// 23502 for a NULL in a NOT NULL column, as the engine words it.
+fn check_not_null(table: &TableSchema, row: &[Value]) -> Result<()> {
+    let visible = table.visible_columns().len();
+    match table.columns.iter().take(visible).zip(row).find(|(c, v)| !c.nullable && v.is_null()) {
+        None => Ok(()),
+        Some((c, _)) => {
+            let shown: Vec<String> = row.iter().take(visible).map(|v| if v.is_null() { "null".to_owned() } else { value::to_text(v) }).collect();
+            Err(SqlError::from(pgtier_engine::EngineError::NotNullViolation {
+                table: table.name.clone(),
+                column: c.name.clone(),
+                detail: format!("Failing row contains ({}).", shown.join(", ")),
+            }))
+        }
+    }
+}
+
 fn check_violation(table: &TableSchema, name: &str, row: &[Value]) -> SqlError {
     let shown: Vec<String> = row.iter().take(table.visible_columns().len()).map(|v| if v.is_null() { "null".to_owned() } else { value::to_text(v) }).collect();
     let mut e = SqlError::new("23514", format!("new row for relation \"{}\" violates check constraint \"{name}\"", table.name))

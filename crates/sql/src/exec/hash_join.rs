@@ -48,7 +48,15 @@ impl Exec<'_> {
         let set = match self.level_hashes.1.get(&sub.id) {
             Some(set) => Arc::clone(set),
             None => {
-                let values = crate::expr::SubqueryRunner::run(self, sub, env, &[])?;
+                let mut values = crate::expr::SubqueryRunner::run(self, sub, env, &[])?;
+                if sub.trims_rows() {
+                    for v in &mut values {
+                        if let Value::Text(padded) = v {
+                            let trimmed = crate::value::bpchar_trim(padded).len();
+                            padded.truncate(trimmed);
+                        }
+                    }
+                }
                 let bytes: usize = values.iter().map(super::value_bytes).sum();
                 self.interrupt.charge(bytes, "IN subquery")?;
                 let set = Arc::new(InSet::new(values));
@@ -283,7 +291,7 @@ impl InSet {
                     Some(negated)
                 }
             }
-            _ => in_rows(x, &self.values, negated),
+            _ => in_rows(x, &self.values, negated, false),
         }
     }
 }

@@ -253,7 +253,7 @@ impl SubqueryRunner for Exec<'_> {
     fn run_in(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value], x: &Value) -> Result<Option<bool>> {
         if sub.correlated {
             let rows = self.run(sub, env, outer)?;
-            return Ok(crate::expr::in_rows(x, &rows, sub.negated));
+            return Ok(crate::expr::in_rows(x, &rows, sub.negated, sub.trims_rows()));
         }
         self.in_uncorrelated(sub, env, x)
     }

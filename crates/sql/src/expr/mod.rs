@@ -70,8 +70,10 @@ impl CmpOp {
 pub enum SubqueryKind {
     Exists,
     Scalar,
-    /// `lhs [NOT] IN (subquery)`.
-    In(Box<Expr>),
+    /// `lhs [NOT] IN (subquery)`; `trim_rows`: the subquery's values are
+    /// char(n) compared as text (without trailing blanks), as PostgreSQL's
+    /// `text = bpchar` resolves to `text = text`.
+    In { lhs: Box<Expr>, trim_rows: bool },
     /// `ARRAY(subquery)`: the first column's values as an array.
     Array(Elem),
 }
@@ -85,6 +87,13 @@ pub struct Subquery {
     /// Reads columns of the enclosing row (so it cannot be cached).
     pub correlated: bool,
     pub plan: Box<SubPlan>,
+}
+
+impl Subquery {
+    /// An IN subquery whose char(n) values compare without their padding.
+    pub fn trims_rows(&self) -> bool {
+        matches!(self.kind, SubqueryKind::In { trim_rows: true, .. })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -151,7 +160,7 @@ pub trait SubqueryRunner {
     /// The executor answers an uncorrelated one from a hash set.
     fn run_in(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value], x: &Value) -> Result<Option<bool>> {
         let rows = self.run(sub, env, outer)?;
-        Ok(in_rows(x, &rows, sub.negated))
+        Ok(in_rows(x, &rows, sub.negated, sub.trims_rows()))
     }
 
     /// nextval/currval/setval/lastval with their evaluated arguments (the
@@ -215,7 +224,7 @@ impl Expr {
                 }
             }
             Expr::Subquery(s) => {
-                if let SubqueryKind::In(lhs) = &s.kind {
+                if let SubqueryKind::In { lhs, .. } = &s.kind {
                     lhs.walk(f);
                 }
             }
@@ -259,8 +268,8 @@ impl Expr {
                 otherwise: otherwise.map(|o| b(o, f)).transpose()?,
             },
             Expr::Subquery(mut s) => {
-                if let SubqueryKind::In(lhs) = s.kind {
-                    s.kind = SubqueryKind::In(b(lhs, f)?);
+                if let SubqueryKind::In { lhs, trim_rows } = s.kind {
+                    s.kind = SubqueryKind::In { lhs: b(lhs, f)?, trim_rows };
                 }
                 Expr::Subquery(s)
             }
@@ -462,7 +471,7 @@ impl Expr {
                     let rows = sq.run(s, env, row)?;
                     Some(rows.is_empty() == s.negated)
                 }
-                SubqueryKind::In(lhs) => {
+                SubqueryKind::In { lhs, .. } => {
                     let x = lhs.eval(env, sq, row)?;
                     sq.run_in(s, env, row, &x)?
                 }
@@ -476,7 +485,9 @@ impl Expr {
 /// `x [NOT] IN rows` with SQL's three values: empty is false (true
 /// negated) whatever x is; otherwise an equal row is true, and without one
 /// any comparison with NULL makes it NULL.
-pub fn in_rows(x: &Value, rows: &[Value], negated: bool) -> Option<bool> {
+/// `trim`: the rows are char(n) values compared without their padding
+/// (`SubqueryKind::In::trim_rows`).
+pub fn in_rows(x: &Value, rows: &[Value], negated: bool, trim: bool) -> Option<bool> {
     if rows.is_empty() {
         return Some(negated);
     }
@@ -485,7 +496,11 @@ pub fn in_rows(x: &Value, rows: &[Value], negated: bool) -> Option<bool> {
     }
     let mut unknown = false;
     for y in rows {
-        match value::compare(x, y) {
+        let cmp = match (y, trim) {
+            (Value::Text(padded), true) => value::compare(x, &Value::Text(value::bpchar_trim(padded).to_owned())),
+            _ => value::compare(x, y),
+        };
+        match cmp {
             Some(Ordering::Equal) => return Some(!negated),
             None => unknown = true,
             Some(_) => {}
