@@ -57,6 +57,8 @@ pub enum Func {
     Sqrt,
     /// The wall clock now (it changes within a statement, unlike now()).
     ClockTimestamp,
+    /// random(): uniform in [0, 1), a new value at every call.
+    Random,
     /// date_trunc of a timestamp (false) or timestamptz (true) to a unit.
     DateTrunc(TruncUnit, bool),
     /// extract (numeric, true: PostgreSQL 14+) or date_part (float8, false) of a field.
@@ -235,6 +237,9 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
     }
     if f == Func::ClockTimestamp {
         return Ok(Value::TimestampTz(crate::session::now_micros()));
+    }
+    if f == Func::Random {
+        return Ok(Value::Float8(random_unit()));
     }
     let mut vals = Vec::with_capacity(args.len());
     for a in args {
@@ -488,7 +493,30 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
                 Value::Float8(mantissa as f64 / 10f64.powi(i32::from(scale)))
             }
         }
-        Func::Now | Func::ClockTimestamp | Func::Concat | Func::ConcatWs | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
+        Func::Now | Func::ClockTimestamp | Func::Random | Func::Concat | Func::ConcatWs | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
+    })
+}
+
+/// A uniform double in [0, 1) from a per-thread xorshift64* generator
+/// seeded from the clock and the thread: random() is not for secrets (nor
+/// is PostgreSQL's), and setseed() is not supported.
+fn random_unit() -> f64 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+            let here = &nanos as *const u64 as u64;
+            (nanos ^ here.rotate_left(32)) | 1
+        });
+    }
+    STATE.with(|state| {
+        let mut x = state.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        state.set(x);
+        // The top 53 bits of the output, scaled: exactly representable, < 1.
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
     })
 }
 
