@@ -1,0 +1,269 @@
+//! Savepoints: version and index undo by ROLLBACK TO, RELEASE, the aborted
+//! state, locks, refusals, and what commit logs (checked after a reopen).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{create_parent_child, int, open, text};
+use pgtier_engine::{CommitMode, Database, IndexDef, Origin, RowBuf, TableId, Transaction, Value};
+
+/// parent rows as (id, name, v), by id.
+fn rows(t: &mut Transaction, table: TableId) -> Vec<Vec<Value>> {
+    let mut out = Vec::new();
+    t.scan_table(table, |r| {
+        out.push(r.values());
+        Ok(true)
+    })
+    .unwrap();
+    out.sort_by_key(|r| format!("{r:?}"));
+    out
+}
+
+fn p(id: i32, name: &str, v: i64) -> Vec<Value> {
+    vec![int(id), text(name), Value::Int8(v)]
+}
+
+fn unique_name(db: &Database) {
+    let mut t = db.begin().unwrap();
+    t.create_index(&IndexDef { name: "parent_name".into(), table: "parent".into(), columns: vec!["name".into()], unique: true }).unwrap();
+    t.commit().unwrap();
+}
+
+#[test]
+fn rollback_to_undoes_changes_before_and_after_the_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    unique_name(&db);
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &p(1, "a", 1)).unwrap();
+    t.insert(parent, &p(2, "b", 2)).unwrap();
+    t.commit().unwrap();
+
+    let mut t = db.begin().unwrap();
+    // Changed before the mark (committed row 1, new row 3), then after it.
+    t.update(parent, &[int(1)], &[(2, Value::Int8(10))]).unwrap();
+    t.insert(parent, &p(3, "c", 3)).unwrap();
+    let sp = t.savepoint().unwrap();
+    assert_eq!(sp, 0);
+    for v in 11..14 {
+        t.update(parent, &[int(1)], &[(2, Value::Int8(v))]).unwrap();
+    }
+    t.update(parent, &[int(3)], &[(1, text("c-longer-name"))]).unwrap();
+    t.delete(parent, &[int(2)]).unwrap();
+    t.insert(parent, &p(4, "d", 4)).unwrap();
+    t.delete(parent, &[int(3)]).unwrap();
+    t.insert(parent, &p(3, "c3", 33)).unwrap();
+    assert_eq!(rows(&mut t, parent), vec![p(1, "a", 13), p(3, "c3", 33), p(4, "d", 4)]);
+    t.rollback_to_savepoint(sp).unwrap();
+    let before = vec![p(1, "a", 10), p(2, "b", 2), p(3, "c", 3)];
+    assert_eq!(rows(&mut t, parent), before);
+    // The savepoint stays: change again, roll back again.
+    t.update(parent, &[int(3)], &[(2, Value::Int8(30))]).unwrap();
+    t.insert(parent, &p(5, "e", 5)).unwrap();
+    t.rollback_to_savepoint(sp).unwrap();
+    assert_eq!(rows(&mut t, parent), before);
+    // Unique keys of the undone versions are free, those of the restored ones taken.
+    t.insert(parent, &p(6, "d", 6)).unwrap();
+    assert_eq!(t.savepoint().unwrap(), 1);
+    let e = t.insert(parent, &p(7, "c", 7)).unwrap_err();
+    assert_eq!(e.sqlstate(), "23505");
+    t.rollback_to_savepoint(1).unwrap();
+    t.update(parent, &[int(1)], &[(2, Value::Int8(100))]).unwrap();
+    t.commit().unwrap();
+    let expected = vec![p(1, "a", 100), p(2, "b", 2), p(3, "c", 3), p(6, "d", 6)];
+    let mut t = db.begin().unwrap();
+    assert_eq!(rows(&mut t, parent), expected);
+    t.commit().unwrap();
+    db.vacuum();
+    db.verify().unwrap();
+    drop(db);
+
+    // Commit logged only what survived.
+    let db = open(dir.path());
+    db.verify().unwrap();
+    let mut t = db.begin().unwrap();
+    assert_eq!(rows(&mut t, parent), expected);
+    let mut row = RowBuf::new();
+    assert!(!t.get(parent, &[int(4)], &mut row).unwrap());
+    t.commit().unwrap();
+}
+
+#[test]
+fn unique_key_moves_within_a_savepoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    unique_name(&db);
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &p(1, "a", 1)).unwrap();
+    t.savepoint().unwrap();
+    // Row 1 gives up "a", row 2 takes it, both after the mark.
+    t.update(parent, &[int(1)], &[(1, text("z"))]).unwrap();
+    t.insert(parent, &p(2, "a", 2)).unwrap();
+
+    // Another transaction's probe sees the stacked-over version of row 1 ("a")
+    // and row 2: a load (which never waits) fails with 55P03 on either key.
+    let mut other = db.begin_with_origin(CommitMode::Sync, Origin::Load).unwrap();
+    assert_eq!(other.insert(parent, &p(9, "a", 9)).unwrap_err().sqlstate(), "55P03");
+    other.rollback();
+
+    t.rollback_to_savepoint(0).unwrap();
+    assert_eq!(rows(&mut t, parent), vec![p(1, "a", 1)]);
+    assert_eq!(t.insert(parent, &p(3, "a", 3)).unwrap_err().sqlstate(), "23505");
+    t.rollback_to_savepoint(0).unwrap();
+    t.insert(parent, &p(3, "z", 3)).unwrap();
+    t.commit().unwrap();
+    db.verify().unwrap();
+    let mut t = db.begin().unwrap();
+    assert_eq!(rows(&mut t, parent), vec![p(1, "a", 1), p(3, "z", 3)]);
+    t.commit().unwrap();
+}
+
+#[test]
+fn nested_release_and_rollback() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &p(1, "a", 0)).unwrap();
+    let s0 = t.savepoint().unwrap();
+    t.update(parent, &[int(1)], &[(2, Value::Int8(1))]).unwrap();
+    let s1 = t.savepoint().unwrap();
+    t.update(parent, &[int(1)], &[(2, Value::Int8(2))]).unwrap();
+    t.insert(parent, &p(2, "b", 0)).unwrap();
+    let s2 = t.savepoint().unwrap();
+    t.update(parent, &[int(1)], &[(2, Value::Int8(3))]).unwrap();
+    assert_eq!(t.savepoint_depth(), 3);
+    // RELEASE s1 forgets s2 too; the changes stay.
+    t.release_savepoint(s1).unwrap();
+    assert_eq!(t.savepoint_depth(), 1);
+    assert_eq!(t.rollback_to_savepoint(s2).unwrap_err().sqlstate(), "3B001");
+    t.update(parent, &[int(1)], &[(2, Value::Int8(4))]).unwrap();
+    assert_eq!(rows(&mut t, parent), vec![p(1, "a", 4), p(2, "b", 0)]);
+    t.rollback_to_savepoint(s0).unwrap();
+    assert_eq!(rows(&mut t, parent), vec![p(1, "a", 0)]);
+    // Release everything, write, then a new savepoint still stacks.
+    t.update(parent, &[int(1)], &[(2, Value::Int8(5))]).unwrap();
+    t.release_savepoint(s0).unwrap();
+    t.update(parent, &[int(1)], &[(2, Value::Int8(6))]).unwrap();
+    let s = t.savepoint().unwrap();
+    t.delete(parent, &[int(1)]).unwrap();
+    t.rollback_to_savepoint(s).unwrap();
+    assert_eq!(rows(&mut t, parent), vec![p(1, "a", 6)]);
+    t.commit().unwrap();
+    db.vacuum();
+    db.verify().unwrap();
+}
+
+#[test]
+fn error_aborts_until_rollback_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, child) = create_parent_child(&db);
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &p(1, "a", 0)).unwrap();
+    t.savepoint().unwrap();
+    t.insert(child, &[int(1), Value::Int2(1), text("x")]).unwrap();
+    assert_eq!(t.insert(parent, &p(1, "dup", 0)).unwrap_err().sqlstate(), "23505");
+    assert_eq!(t.insert(parent, &p(2, "b", 0)).unwrap_err().sqlstate(), "25P02");
+    assert_eq!(t.release_savepoint(0).unwrap_err().sqlstate(), "25P02");
+    t.rollback_to_savepoint(0).unwrap();
+    // The child went with the savepoint: the parent may go now.
+    t.delete(parent, &[int(1)]).unwrap();
+    t.insert(parent, &p(1, "again", 0)).unwrap();
+    t.commit().unwrap();
+    let mut t = db.begin().unwrap();
+    assert_eq!(rows(&mut t, parent), vec![p(1, "again", 0)]);
+    assert!(rows(&mut t, child).is_empty());
+    t.commit().unwrap();
+
+    // An error without a savepoint still undoes everything at once, and
+    // an aborted transaction with savepoints commits as a rollback.
+    let mut t = db.begin().unwrap();
+    t.update(parent, &[int(1)], &[(2, Value::Int8(7))]).unwrap();
+    t.savepoint().unwrap();
+    t.statement_failed();
+    assert_eq!(t.update(parent, &[int(1)], &[(2, Value::Int8(8))]).unwrap_err().sqlstate(), "25P02");
+    assert!(t.commit().unwrap().rolled_back);
+    db.verify().unwrap();
+    let mut t = db.begin().unwrap();
+    assert_eq!(rows(&mut t, parent), vec![p(1, "again", 0)]);
+    t.commit().unwrap();
+}
+
+#[test]
+fn rollback_to_releases_row_locks_taken_after_the_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    let mut t = db.begin().unwrap();
+    for i in 1..=3 {
+        t.insert(parent, &p(i, &format!("n{i}"), 0)).unwrap();
+    }
+    t.commit().unwrap();
+
+    let mut t = db.begin().unwrap();
+    t.update(parent, &[int(1)], &[(2, Value::Int8(1))]).unwrap();
+    t.savepoint().unwrap();
+    t.update(parent, &[int(1)], &[(2, Value::Int8(2))]).unwrap();
+    t.update(parent, &[int(2)], &[(2, Value::Int8(2))]).unwrap();
+    let mut row = RowBuf::new();
+    assert!(t.get_for_update(parent, &[int(3)], &mut row).unwrap());
+    t.rollback_to_savepoint(0).unwrap();
+
+    // Rows 2 and 3 are free again, row 1 (locked before the mark) is not:
+    // the cache's transactions never wait, so 55P03 tells which is which.
+    let mut other = db.begin_with_origin(CommitMode::Sync, Origin::Load).unwrap();
+    let start = Instant::now();
+    assert!(other.update(parent, &[int(2)], &[(2, Value::Int8(20))]).unwrap());
+    assert!(other.delete(parent, &[int(3)]).unwrap());
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(other.update(parent, &[int(1)], &[(2, Value::Int8(10))]).unwrap_err().sqlstate(), "55P03");
+    other.rollback();
+    let mut other = db.begin_with_origin(CommitMode::Sync, Origin::Load).unwrap();
+    assert!(other.update(parent, &[int(2)], &[(2, Value::Int8(20))]).unwrap());
+    assert!(other.delete(parent, &[int(3)]).unwrap());
+    other.commit().unwrap();
+    t.commit().unwrap();
+    let mut t = db.begin().unwrap();
+    assert_eq!(rows(&mut t, parent), vec![p(1, "n1", 1), p(2, "n2", 20)]);
+    t.commit().unwrap();
+    db.verify().unwrap();
+}
+
+#[test]
+fn rollback_to_across_ddl_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &p(1, "a", 0)).unwrap();
+    t.savepoint().unwrap();
+    t.insert(parent, &p(2, "b", 0)).unwrap();
+    t.savepoint().unwrap();
+    t.create_index(&IndexDef { name: "pv".into(), table: "parent".into(), columns: vec!["v".into()], unique: false }).unwrap();
+    let e = t.rollback_to_savepoint(1).unwrap_err();
+    assert_eq!(e.sqlstate(), "0A000", "{e}");
+    assert_eq!(t.insert(parent, &p(3, "c", 0)).unwrap_err().sqlstate(), "25P02");
+    assert_eq!(t.rollback_to_savepoint(0).unwrap_err().sqlstate(), "0A000");
+    assert!(t.commit().unwrap().rolled_back);
+    assert!(db.catalog().index_by_name("pv").is_none());
+
+    // DDL released into the transaction and no rollback across it: fine.
+    let mut t = db.begin().unwrap();
+    t.savepoint().unwrap();
+    t.create_index(&IndexDef { name: "pv".into(), table: "parent".into(), columns: vec!["v".into()], unique: false }).unwrap();
+    t.release_savepoint(0).unwrap();
+    let s = t.savepoint().unwrap();
+    t.insert(parent, &p(2, "b", 0)).unwrap();
+    t.rollback_to_savepoint(s).unwrap();
+    t.commit().unwrap();
+    assert!(db.catalog().index_by_name("pv").is_some());
+    db.verify().unwrap();
+    let mut t = db.begin().unwrap();
+    assert!(rows(&mut t, parent).is_empty(), "the refused transaction rolled back, the second inserted nothing");
+    t.commit().unwrap();
+}
