@@ -267,3 +267,35 @@ fn rollback_to_across_ddl_is_refused() {
     assert!(rows(&mut t, parent).is_empty(), "the refused transaction rolled back, the second inserted nothing");
     t.commit().unwrap();
 }
+
+#[test]
+fn rollback_to_wakes_a_waiting_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    let mut t = db.begin().unwrap();
+    t.insert(parent, &p(1, "a", 0)).unwrap();
+    t.commit().unwrap();
+
+    let mut t = db.begin().unwrap();
+    t.savepoint().unwrap();
+    t.update(parent, &[int(1)], &[(2, Value::Int8(1))]).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let db2 = db.clone();
+    let waiter = std::thread::spawn(move || {
+        let mut other = db2.begin().unwrap();
+        let updated = other.update(parent, &[int(1)], &[(2, Value::Int8(2))]).unwrap();
+        other.commit().unwrap();
+        tx.send(updated).unwrap();
+    });
+    // The other writer waits for the row while we hold it.
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err());
+    t.rollback_to_savepoint(0).unwrap();
+    // ... and goes on as soon as ROLLBACK TO unlocks it, before we end.
+    assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    waiter.join().unwrap();
+    let mut row = RowBuf::new();
+    assert!(t.get(parent, &[int(1)], &mut row).unwrap());
+    assert_eq!(row.values(), p(1, "a", 2));
+    t.commit().unwrap();
+}

@@ -265,7 +265,9 @@ impl Connection {
         }
         if self.block == Block::Failed {
             let stmts = crate::parse::parse_sql(sql);
-            let ends_block = matches!(stmts.as_deref(), Ok([Statement::Rollback { .. } | Statement::Commit { .. }]));
+            // ROLLBACK TO may be followed by more (psycopg sends "ROLLBACK
+            // TO SAVEPOINT x; RELEASE x"): each is checked as it runs.
+            let ends_block = matches!(stmts.as_deref(), Ok([Statement::Rollback { .. } | Statement::Commit { .. }, ..]));
             if !ends_block {
                 return Err(SqlError::transaction_aborted());
             }

@@ -14,10 +14,10 @@
 //! Other transactions' UNIQUE probes see every own version
 //! (`TableStore::probe`): they wait for a key that could come back.
 //!
-//! After ROLLBACK TO, rows locked after the mark are unlocked and tables
-//! first written after it are unlocked; a transaction already waiting for
-//! one of those rows keeps waiting until this one ends (the wait is on the
-//! transaction, `txn.rs`): a difference in locking only.
+//! After ROLLBACK TO, rows locked after the mark are unlocked (as in
+//! PostgreSQL) and so are tables first written after it; transactions
+//! waiting for this one are woken to look at their row again
+//! (`TxnManager::released_rows`).
 //!
 //! DDL after a savepoint is not undone: ROLLBACK TO across it is refused
 //! with 0A000 (the transaction stays aborted: ROLLBACK, or ROLLBACK TO an
@@ -149,6 +149,7 @@ impl Transaction {
         self.savepoints.truncate(depth + 1);
         self.sp_current = m.id;
         self.status = Status::Active;
+        self.db.txns.released_rows(self.id);
         Ok(())
     }
 
