@@ -5,8 +5,10 @@
 //! brackets several with [`Transaction::begin_statement`]); writers lock the
 //! latest committed version (waiting for another writer to finish, then
 //! re-reading it, as PostgreSQL's update re-check does). Any error aborts the
-//! transaction (there are no savepoints): its changes are undone and its
-//! locks released at once, and later calls fail with 25P02 until it ends.
+//! transaction: later calls fail with 25P02 until it ends. Without
+//! savepoints its changes are undone and its locks released at once; with
+//! them they stay until ROLLBACK TO one of them, which undoes what came
+//! after it and makes the transaction active again (`savepoint`).
 //!
 //! Cache seams: an application transaction's lookup that finds nothing on a
 //! table with a miss hook asks the hook; if it loaded rows, the statement's
@@ -23,6 +25,7 @@
 //! | `ddl` | CREATE/DROP TABLE and INDEX, annotations, on a private catalog |
 //! | `miss` | the miss path: the table's hook, a fresh snapshot, one retry |
 //! | `commit` | commit (WAL, stamping, publication) and rollback |
+//! | `savepoint` | SAVEPOINT, ROLLBACK TO, RELEASE: marks of the undo state |
 
 mod commit;
 mod constraints;
