@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::{create_parent_child, int, open, text};
 use pgtier_engine::{CommitMode, Database, IndexDef, Origin, RowBuf, TableId, Transaction, Value};
 
-/// parent rows as (id, name, v), by id.
+/// A table's rows visible to `t`, by their first (int) column.
 fn rows(t: &mut Transaction, table: TableId) -> Vec<Vec<Value>> {
     let mut out = Vec::new();
     t.scan_table(table, |r| {
@@ -17,7 +17,7 @@ fn rows(t: &mut Transaction, table: TableId) -> Vec<Vec<Value>> {
         Ok(true)
     })
     .unwrap();
-    out.sort_by_key(|r| format!("{r:?}"));
+    out.sort_by_key(|r| (if let Some(Value::Int4(i)) = r.first() { *i } else { 0 }, format!("{r:?}")));
     out
 }
 
@@ -297,5 +297,139 @@ fn rollback_to_wakes_a_waiting_writer() {
     let mut row = RowBuf::new();
     assert!(t.get(parent, &[int(1)], &mut row).unwrap());
     assert_eq!(row.values(), p(1, "a", 2));
+    t.commit().unwrap();
+}
+
+/// Random inserts, updates (key and non-key, unique column included),
+/// deletes, savepoints, ROLLBACK TO and RELEASE against a model: the
+/// transaction's view after every step, the committed rows after each
+/// commit and after a reopen, storage invariants (`verify`) throughout.
+#[test]
+fn random_savepoint_histories_match_a_model() {
+    use std::collections::BTreeMap;
+    type Rows = BTreeMap<i32, (String, i64)>;
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    unique_name(&db);
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rnd = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let as_rows = |m: &Rows| m.iter().map(|(id, (name, v))| p(*id, name, *v)).collect::<Vec<_>>();
+    let mut committed = Rows::new();
+    for round in 0..60 {
+        let mut t = db.begin().unwrap();
+        let mut cur = committed.clone();
+        let mut marks: Vec<Rows> = Vec::new();
+        let mut aborted = false;
+        for step in 0..60 {
+            let op = rnd(10);
+            let id = rnd(12) as i32;
+            let name = format!("n{}", rnd(14));
+            let ctx = format!("round {round} step {step} op {op} id {id} name {name}");
+            if aborted && op != 0 {
+                let e = if op == 1 && !marks.is_empty() { t.release_savepoint(0) } else { t.delete(parent, &[int(id)]).map(|_| ()) };
+                assert_eq!(e.unwrap_err().sqlstate(), "25P02", "{ctx}");
+                continue;
+            }
+            let result = match op {
+                0 | 1 if marks.is_empty() => continue,
+                0 => {
+                    let depth = rnd(marks.len() as u64) as usize;
+                    t.rollback_to_savepoint(depth).unwrap();
+                    marks.truncate(depth + 1);
+                    cur = marks[depth].clone();
+                    aborted = false;
+                    Ok(())
+                }
+                1 => {
+                    let depth = rnd(marks.len() as u64) as usize;
+                    t.release_savepoint(depth).unwrap();
+                    marks.truncate(depth);
+                    Ok(())
+                }
+                2 => {
+                    assert_eq!(t.savepoint().unwrap(), marks.len());
+                    marks.push(cur.clone());
+                    Ok(())
+                }
+                3 | 4 => {
+                    let r = t.insert(parent, &p(id, &name, step));
+                    let clash = cur.contains_key(&id) || cur.values().any(|(n, _)| *n == name);
+                    if r.is_ok() {
+                        cur.insert(id, (name.clone(), step));
+                    }
+                    assert_eq!(r.is_err(), clash, "{ctx}: {r:?}");
+                    r.map(|_| ())
+                }
+                5 | 6 => {
+                    let r = t.update(parent, &[int(id)], &[(2, Value::Int8(step * 100))]);
+                    assert_eq!(r.as_ref().unwrap(), &cur.contains_key(&id), "{ctx}");
+                    if let Some(row) = cur.get_mut(&id) {
+                        row.1 = step * 100;
+                    }
+                    r.map(|_| ())
+                }
+                7 => {
+                    let r = t.update(parent, &[int(id)], &[(1, text(&name))]);
+                    let clash = cur.contains_key(&id) && cur.iter().any(|(k, (n, _))| *k != id && *n == name);
+                    assert_eq!(r.is_err(), clash, "{ctx}: {r:?}");
+                    if r.is_ok()
+                        && let Some(row) = cur.get_mut(&id)
+                    {
+                        row.0 = name.clone();
+                    }
+                    r.map(|_| ())
+                }
+                8 => {
+                    // A primary-key update: delete + insert in the engine.
+                    let to = id + 1;
+                    let r = t.update(parent, &[int(id)], &[(0, int(to))]);
+                    let clash = cur.contains_key(&id) && cur.contains_key(&to);
+                    assert_eq!(r.is_err(), clash, "{ctx}: {r:?}");
+                    if r.is_ok()
+                        && let Some(row) = cur.remove(&id)
+                    {
+                        cur.insert(to, row);
+                    }
+                    r.map(|_| ())
+                }
+                _ => {
+                    let r = t.delete(parent, &[int(id)]);
+                    assert_eq!(r.as_ref().unwrap(), &cur.remove(&id).is_some(), "{ctx}");
+                    r.map(|_| ())
+                }
+            };
+            if result.is_err() {
+                if marks.is_empty() {
+                    break; // Rolled back at once.
+                }
+                aborted = true;
+                continue;
+            }
+            assert_eq!(rows(&mut t, parent), as_rows(&cur), "{ctx}");
+        }
+        let rolled_back = t.commit().unwrap().rolled_back;
+        if !rolled_back && !aborted {
+            committed = cur;
+        }
+        db.verify().unwrap();
+        let mut t = db.begin().unwrap();
+        assert_eq!(rows(&mut t, parent), as_rows(&committed), "after round {round}");
+        t.commit().unwrap();
+        if round % 20 == 19 {
+            db.vacuum();
+            db.verify().unwrap();
+            drop(db);
+            db = open(dir.path());
+            db.verify().unwrap();
+        }
+    }
+    let mut t = db.begin().unwrap();
+    assert_eq!(rows(&mut t, parent), as_rows(&committed));
     t.commit().unwrap();
 }
