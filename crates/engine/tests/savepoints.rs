@@ -25,22 +25,26 @@ fn p(id: i32, name: &str, v: i64) -> Vec<Value> {
     vec![int(id), text(name), Value::Int8(v)]
 }
 
-fn unique_name(db: &Database) {
+/// A database with parent and child (common.rs), `parent.name` UNIQUE
+/// when `unique_name`, and `rows` committed into parent.
+fn setup(unique_name: bool, rows: &[Vec<Value>]) -> (tempfile::TempDir, Database, TableId, TableId) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, child) = create_parent_child(&db);
     let mut t = db.begin().unwrap();
-    t.create_index(&IndexDef { name: "parent_name".into(), table: "parent".into(), columns: vec!["name".into()], unique: true }).unwrap();
+    if unique_name {
+        t.create_index(&IndexDef { name: "parent_name".into(), table: "parent".into(), columns: vec!["name".into()], unique: true }).unwrap();
+    }
+    for r in rows {
+        t.insert(parent, r).unwrap();
+    }
     t.commit().unwrap();
+    (dir, db, parent, child)
 }
 
 #[test]
 fn rollback_to_undoes_changes_before_and_after_the_mark() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
-    let (parent, _) = create_parent_child(&db);
-    unique_name(&db);
-    let mut t = db.begin().unwrap();
-    t.insert(parent, &p(1, "a", 1)).unwrap();
-    t.insert(parent, &p(2, "b", 2)).unwrap();
-    t.commit().unwrap();
+    let (dir, db, parent, _) = setup(true, &[p(1, "a", 1), p(2, "b", 2)]);
 
     let mut t = db.begin().unwrap();
     // Changed before the mark (committed row 1, new row 3), then after it.
@@ -93,10 +97,7 @@ fn rollback_to_undoes_changes_before_and_after_the_mark() {
 
 #[test]
 fn unique_key_moves_within_a_savepoint() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
-    let (parent, _) = create_parent_child(&db);
-    unique_name(&db);
+    let (_dir, db, parent, _) = setup(true, &[]);
     let mut t = db.begin().unwrap();
     t.insert(parent, &p(1, "a", 1)).unwrap();
     t.savepoint().unwrap();
@@ -124,9 +125,7 @@ fn unique_key_moves_within_a_savepoint() {
 
 #[test]
 fn nested_release_and_rollback() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
-    let (parent, _) = create_parent_child(&db);
+    let (_dir, db, parent, _) = setup(false, &[]);
     let mut t = db.begin().unwrap();
     t.insert(parent, &p(1, "a", 0)).unwrap();
     let s0 = t.savepoint().unwrap();
@@ -160,9 +159,7 @@ fn nested_release_and_rollback() {
 
 #[test]
 fn error_aborts_until_rollback_to() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
-    let (parent, child) = create_parent_child(&db);
+    let (_dir, db, parent, child) = setup(false, &[]);
     let mut t = db.begin().unwrap();
     t.insert(parent, &p(1, "a", 0)).unwrap();
     t.savepoint().unwrap();
@@ -196,14 +193,7 @@ fn error_aborts_until_rollback_to() {
 
 #[test]
 fn rollback_to_releases_row_locks_taken_after_the_mark() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
-    let (parent, _) = create_parent_child(&db);
-    let mut t = db.begin().unwrap();
-    for i in 1..=3 {
-        t.insert(parent, &p(i, &format!("n{i}"), 0)).unwrap();
-    }
-    t.commit().unwrap();
+    let (_dir, db, parent, _) = setup(false, &[p(1, "n1", 0), p(2, "n2", 0), p(3, "n3", 0)]);
 
     let mut t = db.begin().unwrap();
     t.update(parent, &[int(1)], &[(2, Value::Int8(1))]).unwrap();
@@ -236,9 +226,7 @@ fn rollback_to_releases_row_locks_taken_after_the_mark() {
 
 #[test]
 fn rollback_to_across_ddl_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
-    let (parent, _) = create_parent_child(&db);
+    let (_dir, db, parent, _) = setup(false, &[]);
     let mut t = db.begin().unwrap();
     t.insert(parent, &p(1, "a", 0)).unwrap();
     t.savepoint().unwrap();
@@ -270,13 +258,7 @@ fn rollback_to_across_ddl_is_refused() {
 
 #[test]
 fn rollback_to_wakes_a_waiting_writer() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = open(dir.path());
-    let (parent, _) = create_parent_child(&db);
-    let mut t = db.begin().unwrap();
-    t.insert(parent, &p(1, "a", 0)).unwrap();
-    t.commit().unwrap();
-
+    let (_dir, db, parent, _) = setup(false, &[p(1, "a", 0)]);
     let mut t = db.begin().unwrap();
     t.savepoint().unwrap();
     t.update(parent, &[int(1)], &[(2, Value::Int8(1))]).unwrap();
@@ -308,10 +290,7 @@ fn rollback_to_wakes_a_waiting_writer() {
 fn random_savepoint_histories_match_a_model() {
     use std::collections::BTreeMap;
     type Rows = BTreeMap<i32, (String, i64)>;
-    let dir = tempfile::tempdir().unwrap();
-    let mut db = open(dir.path());
-    let (parent, _) = create_parent_child(&db);
-    unique_name(&db);
+    let (dir, mut db, parent, _) = setup(true, &[]);
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut rnd = move |n: u64| {
         seed ^= seed << 13;
