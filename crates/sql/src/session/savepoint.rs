@@ -2,7 +2,8 @@
 //! xact.c answers them. The engine keeps the marks (by depth); the session
 //! keeps their names (a repeated name hides the older one until it goes)
 //! and the settings as they were at each savepoint: ROLLBACK TO restores
-//! SET and SET LOCAL made after it, as PostgreSQL's GUC nesting does.
+//! SET, SET LOCAL and set_config() made after it, as PostgreSQL's GUC
+//! nesting does (the copy shares the settings' maps until one is written).
 
 use pgtier_engine::Transaction;
 
