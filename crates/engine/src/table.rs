@@ -454,10 +454,12 @@ impl TableStore {
     // --------------------------------------------------------------- writes
 
     /// Installs a new version for `key` on top of `expected` (as returned by
-    /// [`TableStore::latest`]), or overwrites it if it is our own. Returns
-    /// None if the head changed meanwhile (the caller re-reads and retries).
+    /// [`TableStore::latest`]), or overwrites it if it is our own, unless
+    /// `stack` (our own version predates a savepoint: it must survive for
+    /// ROLLBACK TO). Returns None if the head changed meanwhile (the caller
+    /// re-reads and retries).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn install(&self, hash: u64, key: &[u8], me: TxnId, expected: LatestVersion, row: &[u8], flags: u64, scratch: &mut Vec<u8>) -> Option<VPtr> {
+    pub(crate) fn install(&self, hash: u64, key: &[u8], me: TxnId, expected: LatestVersion, row: &[u8], flags: u64, stack: bool, scratch: &mut Vec<u8>) -> Option<VPtr> {
         assert_eq!(flags & !FLAGS_MASK, 0);
         let layout = self.layout();
         let mut map = self.primary.write(hash);
@@ -469,6 +471,8 @@ impl TableStore {
         let word = uncommitted_word(me, flags);
         if is_uncommitted(expected_word) {
             assert_eq!(owner_of(expected_word), me, "install over another transaction's version");
+        }
+        if is_uncommitted(expected_word) && !stack {
             if head.row(layout).len() == row.len() {
                 head.overwrite_row(layout, row);
                 head.set_word(word);
@@ -482,12 +486,16 @@ impl TableStore {
             return Some(new);
         }
         let new = VPtr::alloc(&self.slab, word, Some(head), row);
+        if stack {
+            new.touch(head.access());
+        }
         primary::replace(&mut map, hash, key, &self.pk, layout, new, scratch);
         Some(new)
     }
 
     /// Inserts a new row version for `key` (PK uniqueness is decided here).
-    pub(crate) fn insert(&self, hash: u64, key: &[u8], me: TxnId, row: &[u8], scratch: &mut Vec<u8>) -> InsertOutcome {
+    /// `stack`: as for [`TableStore::install`], over our own tombstone.
+    pub(crate) fn insert(&self, hash: u64, key: &[u8], me: TxnId, row: &[u8], stack: bool, scratch: &mut Vec<u8>) -> InsertOutcome {
         let layout = self.layout();
         let mut map = self.primary.write(hash);
         let word = uncommitted_word(me, 0);
@@ -503,7 +511,7 @@ impl TableStore {
         if !is_deleted(hw) {
             return InsertOutcome::Duplicate;
         }
-        if is_uncommitted(hw) {
+        if is_uncommitted(hw) && !stack {
             // Re-insert after our own delete: replace our tombstone.
             let new = VPtr::alloc(&self.slab, word, head.prev(), row);
             new.touch(head.access());
@@ -518,26 +526,35 @@ impl TableStore {
         InsertOutcome::Inserted { head: new, replaced_tombstone: None }
     }
 
-    /// Discards our uncommitted head version of `key`; returns its bytes
-    /// (for index cleanup).
-    pub(crate) fn rollback_row(&self, hash: u64, key: &[u8], me: TxnId, scratch: &mut Vec<u8>) -> Vec<u8> {
+    /// Discards our uncommitted versions of `key` from the head down to
+    /// `stop` (exclusive; None: all of them, the row as before our first
+    /// write), appending their images to `images` (for index cleanup).
+    /// Without savepoints a row has one own version; a write after a
+    /// savepoint may have stacked more (transaction/savepoint.rs).
+    pub(crate) fn rollback_row(&self, hash: u64, key: &[u8], me: TxnId, stop: Option<VPtr>, scratch: &mut Vec<u8>, images: &mut Vec<Vec<u8>>) {
         let layout = self.layout();
         let mut map = self.primary.write(hash);
-        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else {
+        let Some(mut head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else {
             unreachable!("rollback of a row that is not in the primary index")
         };
-        let w = head.word();
-        assert!(is_uncommitted(w) && owner_of(w) == me, "rollback of a version we do not own");
-        let image = head.row(layout).to_vec();
-        match head.prev() {
-            Some(prev) => primary::replace(&mut map, hash, key, &self.pk, layout, prev, scratch),
-            None => {
-                primary::remove(&mut map, hash, key, &self.pk, layout, scratch);
+        loop {
+            let w = head.word();
+            assert!(is_uncommitted(w) && owner_of(w) == me, "rollback of a version we do not own");
+            images.push(head.row(layout).to_vec());
+            let prev = head.prev();
+            match prev {
+                Some(prev) => primary::replace(&mut map, hash, key, &self.pk, layout, prev, scratch),
+                None => {
+                    primary::remove(&mut map, hash, key, &self.pk, layout, scratch);
+                }
+            }
+            // SAFETY: our own uncommitted version, unlinked under the write lock.
+            unsafe { head.free(&self.slab, layout) };
+            match prev {
+                Some(p) if Some(p) != stop && is_uncommitted(p.word()) && owner_of(p.word()) == me => head = p,
+                _ => break,
             }
         }
-        // SAFETY: our own uncommitted version, unlinked under the write lock.
-        unsafe { head.free(&self.slab, layout) };
-        image
     }
 
     /// Frees versions no snapshot at or after `horizon` can see; removes the
@@ -643,10 +660,18 @@ impl TableStore {
             if owner == me {
                 return if live_match(head) { Conflict::Mine } else { Conflict::None };
             }
-            if live_match(head) {
-                return Conflict::WaitFor(owner);
+            // Every version the owner made counts: one a later write of its
+            // stacked over comes back if it rolls back to a savepoint.
+            let mut cur = Some(head);
+            while let Some(v) = cur
+                && is_uncommitted(v.word())
+            {
+                if live_match(v) {
+                    return Conflict::WaitFor(owner);
+                }
+                cur = v.prev();
             }
-            return match latest_committed(head.prev()) {
+            return match latest_committed(cur) {
                 Some(v) if live_match(v) => Conflict::WaitFor(owner),
                 _ => Conflict::None,
             };

@@ -38,6 +38,9 @@ pub(crate) struct TxnSlot {
     /// Transactions blocked in `wait_for` on this slot's transaction: `end`
     /// takes the mutex and wakes them only when there are any.
     waiters: AtomicU32,
+    /// Bumped when the transaction unlocks rows without ending (ROLLBACK
+    /// TO a savepoint): its waiters look at their row again.
+    released: AtomicU64,
     mutex: Mutex<()>,
     ended: Condvar,
 }
@@ -80,6 +83,7 @@ impl TxnManager {
                 snapshot: AtomicU64::new(NO_SNAPSHOT),
                 waiting_for: AtomicU64::new(0),
                 waiters: AtomicU32::new(0),
+                released: AtomicU64::new(0),
                 mutex: Mutex::new(()),
                 ended: Condvar::new(),
             })
@@ -180,6 +184,20 @@ impl TxnManager {
         }
     }
 
+    /// `id` (still running) unlocked some rows: wakes its waiters, which
+    /// return from `wait_for` to look at their row again (a waiter whose
+    /// row is still locked waits anew). One that read its row just before
+    /// and registers just after keeps waiting for `id` to end: locking
+    /// only, as before savepoints.
+    pub(crate) fn released_rows(&self, id: TxnId) {
+        let s = self.slot(id);
+        s.released.fetch_add(1, Ordering::SeqCst);
+        if s.waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = s.mutex.lock();
+            s.ended.notify_all();
+        }
+    }
+
     fn slot(&self, id: TxnId) -> &TxnSlot {
         &self.slots[(id.get() & SLOT_MASK) as usize]
     }
@@ -227,6 +245,7 @@ impl TxnManager {
 
     fn wait_registered(&self, slot: &TxnSlot, me: TxnId, target: TxnId, limits: &WaitLimits<'_>) -> Result<()> {
         let deadline = limits.statement_deadline.map_or(limits.lock_deadline, |s| s.min(limits.lock_deadline));
+        let released = slot.released.load(Ordering::SeqCst);
         loop {
             if limits.cancel.is_some_and(|flag| flag.swap(false, Ordering::Relaxed)) {
                 return Err(EngineError::Canceled);
@@ -247,8 +266,11 @@ impl TxnManager {
                 return Err(EngineError::LockTimeout { detail: format!("while waiting for transaction {target}") });
             }
             let nap = DEADLOCK_RECHECK.min(deadline - now);
+            if slot.released.load(Ordering::SeqCst) != released {
+                return Ok(());
+            }
             slot.ended.wait_for(&mut guard, nap);
-            if slot.id.load(Ordering::SeqCst) != target.get() {
+            if slot.id.load(Ordering::SeqCst) != target.get() || slot.released.load(Ordering::SeqCst) != released {
                 return Ok(());
             }
         }

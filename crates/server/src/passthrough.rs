@@ -534,6 +534,15 @@ impl CommitParticipant for BlockBackend {
             block.rollback();
         }
     }
+
+    /// PostgreSQL's part would not follow a ROLLBACK TO: refused once the
+    /// block has one (see also `Session::backend`).
+    fn savepoint(&mut self, command: &str) -> Result<(), SqlError> {
+        if self.block.is_some() {
+            return Err(SqlError::unsupported(format!("{command} in a transaction block with passthrough statements")));
+        }
+        Ok(())
+    }
 }
 
 /// A backend connection a passthrough statement runs on.
@@ -574,6 +583,8 @@ impl Session {
         }
         match held {
             Some(block) => Ok(Backend::Block(block)),
+            // PostgreSQL's part would not follow a later ROLLBACK TO.
+            None if self.conn.savepoint_depth() > 0 => Err(SqlError::unsupported("a passthrough statement after SAVEPOINT")),
             None => Ok(Backend::Block(BlockLease::begin(&pool)?)),
         }
     }

@@ -63,6 +63,10 @@ fn psycopg() {
             "binary params: D12.35|",
             "aborted block binary: error 25P02",
             "after aborted block: ids=[1, 2, 3, 5]",
+            "inner transaction: error 23505, status INTRANS",
+            "failed inner: status INERROR",
+            "after rollback to: status INTRANS",
+            "after nested: \"outer\" ids=[1, 2, 3, 5, 8]",
             "done",
         ],
     );

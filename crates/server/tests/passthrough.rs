@@ -368,3 +368,27 @@ fn extended_protocol_text_and_binary_formats_and_row_limits() {
     let tags: Vec<String> = msgs.iter().filter(|m| m.0 == b'C').map(|m| String::from_utf8_lossy(&m.1).trim_end_matches('\0').to_owned()).collect();
     assert_eq!(tags, vec!["SELECT 1", "SELECT 3"]);
 }
+
+/// PostgreSQL's part of a block would not follow a ROLLBACK TO: savepoints
+/// in a block with passthrough statements, and passthrough statements
+/// after a SAVEPOINT, are refused (0A000); the block fails as on any error.
+#[test]
+fn savepoints_and_passthrough_do_not_mix() {
+    let (srv, _pg, _) = setup("savepoint", "all");
+    let mut tier = srv.client();
+    tier.batch_execute("CREATE TABLE loc (id int PRIMARY KEY)").unwrap();
+    tier.batch_execute("BEGIN; INSERT INTO loc VALUES (1)").unwrap();
+    assert_eq!(count(&mut tier, "SELECT count(*) FROM remote_t"), 3);
+    let e = tier.simple_query("SAVEPOINT a").unwrap_err();
+    assert_eq!(code(&e), "0A000", "{e}");
+    tier.batch_execute("ROLLBACK").unwrap();
+
+    tier.batch_execute("BEGIN; SAVEPOINT a; INSERT INTO loc VALUES (2)").unwrap();
+    let e = tier.simple_query("SELECT count(*) FROM remote_t").unwrap_err();
+    assert_eq!(code(&e), "0A000", "{e}");
+    // The local part rolls back to the savepoint; without a passthrough
+    // statement in the block, savepoints work.
+    tier.batch_execute("ROLLBACK TO a; INSERT INTO loc VALUES (3); COMMIT").unwrap();
+    assert_eq!(count(&mut tier, "SELECT count(*) FROM loc"), 1);
+    assert_eq!(count(&mut tier, "SELECT count(*) FROM loc WHERE id = 3"), 1);
+}

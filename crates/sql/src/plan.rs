@@ -423,6 +423,12 @@ pub enum TxnCommand {
     Begin,
     Commit,
     Rollback,
+    /// SAVEPOINT name (names folded as identifiers are).
+    Savepoint(String),
+    /// ROLLBACK TO [SAVEPOINT] name.
+    RollbackTo(String),
+    /// RELEASE [SAVEPOINT] name.
+    Release(String),
 }
 
 /// A sequence CREATE TABLE makes for a serial or identity column.

@@ -33,6 +33,7 @@ mod block;
 mod cache;
 mod prepared;
 mod rows;
+mod savepoint;
 mod statement;
 
 pub use block::{CommitParticipant, TransactionStatus, Via};
@@ -91,6 +92,8 @@ pub struct Connection {
     warnings: Vec<SqlNotice>,
     /// Cache groups: their statements and the pgtier_cache_* views (session/cache.rs).
     cache: Option<Arc<pgtier_cache::Cache>>,
+    /// The block's savepoints, outermost first (session/savepoint.rs).
+    savepoints: Vec<savepoint::Named>,
 }
 
 /// Statements whose result buffers a connection keeps.
@@ -118,6 +121,7 @@ impl Connection {
         Connection {
             db,
             txn: None,
+            savepoints: Vec::new(),
             block: Block::None,
             txn_start_micros: 0,
             settings: Settings::default(),
@@ -261,7 +265,9 @@ impl Connection {
         }
         if self.block == Block::Failed {
             let stmts = crate::parse::parse_sql(sql);
-            let ends_block = matches!(stmts.as_deref(), Ok([Statement::Rollback { .. } | Statement::Commit { .. }]));
+            // ROLLBACK TO may be followed by more (psycopg sends "ROLLBACK
+            // TO SAVEPOINT x; RELEASE x"): each is checked as it runs.
+            let ends_block = matches!(stmts.as_deref(), Ok([Statement::Rollback { .. } | Statement::Commit { .. }, ..]));
             if !ends_block {
                 return Err(SqlError::transaction_aborted());
             }

@@ -5,6 +5,7 @@
 //! so neither reaches into the other.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::error::{Result, SqlError};
 
@@ -237,9 +238,11 @@ pub(crate) fn format_kb(kb: u32) -> String {
 /// the map through `Deref`, never `DerefMut`.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    values: HashMap<String, String>,
+    /// Shared until written (`Arc::make_mut`): a SAVEPOINT keeps a copy of
+    /// the settings (session/savepoint.rs) for the cost of two refcounts.
+    values: Arc<HashMap<String, String>>,
     /// Defaults the server's configuration gives (`SET x TO DEFAULT`, `RESET`).
-    defaults: HashMap<String, String>,
+    defaults: Arc<HashMap<String, String>>,
     /// statement_timeout in ms; 0: none.
     statement_timeout_ms: u32,
     /// idle_in_transaction_session_timeout in ms; 0: none.
@@ -267,8 +270,8 @@ struct BlockUndo {
 impl Default for Settings {
     fn default() -> Settings {
         Settings {
-            values: default_settings(),
-            defaults: HashMap::new(),
+            values: Arc::new(default_settings()),
+            defaults: Arc::default(),
             statement_timeout_ms: 0,
             idle_in_transaction_timeout_ms: 0,
             statement_mem_kb: STATEMENT_MEM_DEFAULT_KB,
@@ -322,7 +325,7 @@ impl Settings {
             "pgtier.statement_mem" => self.statement_mem_kb = parse_kb(key, &value).unwrap_or(STATEMENT_MEM_DEFAULT_KB),
             _ => {}
         }
-        self.values.insert(key.to_owned(), value);
+        Arc::make_mut(&mut self.values).insert(key.to_owned(), value);
     }
 
     /// A transaction block starts: later changes are remembered until it ends.
@@ -348,7 +351,7 @@ impl Settings {
     /// The server configuration's default for `key` (normalized): the
     /// session starts with it and `SET key TO DEFAULT` returns to it.
     pub(crate) fn set_default(&mut self, key: &str, value: String) {
-        self.defaults.insert(key.to_owned(), value.clone());
+        Arc::make_mut(&mut self.defaults).insert(key.to_owned(), value.clone());
         self.store(key, value);
     }
 

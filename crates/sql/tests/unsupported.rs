@@ -46,3 +46,38 @@ fn refused_constructs_name_themselves() {
         assert!(e.message.contains(names), "{sql}: {}", e.message);
     }
 }
+
+/// DDL after a savepoint is not undone by ROLLBACK TO: refused (0A000),
+/// the block stays failed, ROLLBACK undoes everything. So is ROLLBACK TO
+/// across nextval of a sequence the transaction created (a value must
+/// never be given back).
+#[test]
+fn rollback_to_across_ddl_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
+    conn.execute_sql("CREATE TABLE t (id int PRIMARY KEY, v int)").unwrap();
+    for ddl in ["CREATE TABLE t2 (id int PRIMARY KEY)", "CREATE INDEX t_v ON t (v)", "DROP TABLE t"] {
+        conn.execute_sql("BEGIN").unwrap();
+        conn.execute_sql("INSERT INTO t VALUES (1, 1)").unwrap();
+        conn.execute_sql("SAVEPOINT a").unwrap();
+        conn.execute_sql(ddl).unwrap();
+        let e = conn.execute_sql("ROLLBACK TO a").unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{ddl}: {e:?}");
+        assert!(e.message.contains("ROLLBACK TO SAVEPOINT across DDL"), "{}", e.message);
+        assert_eq!(conn.execute_sql("SELECT 1").unwrap_err().sqlstate, "25P02");
+        assert_eq!(conn.execute_sql("ROLLBACK TO a").unwrap_err().sqlstate, "0A000");
+        assert_eq!(conn.execute_sql("COMMIT").unwrap().tag, "ROLLBACK");
+        assert_eq!(conn.execute_sql("SELECT count(*) FROM t").unwrap().rows_affected, 1);
+        assert!(conn.execute_sql("SELECT * FROM t").unwrap().rows.unwrap().is_empty(), "{ddl}");
+        assert!(conn.execute_sql("SELECT * FROM t2").is_err());
+    }
+    conn.execute_sql("BEGIN").unwrap();
+    conn.execute_sql("CREATE SEQUENCE q").unwrap();
+    conn.execute_sql("SAVEPOINT a").unwrap();
+    conn.execute_sql("SELECT nextval('q')").unwrap();
+    let e = conn.execute_sql("ROLLBACK TO a").unwrap_err();
+    assert_eq!(e.sqlstate, "0A000");
+    assert!(e.message.contains("nextval"), "{}", e.message);
+    conn.execute_sql("ROLLBACK").unwrap();
+}

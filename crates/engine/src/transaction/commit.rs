@@ -86,6 +86,11 @@ impl Transaction {
     pub fn commit_in_place(&mut self) -> Result<CommitInfo> {
         match self.status {
             Status::Active => {}
+            Status::Aborted => {
+                self.rollback_internal();
+                self.status = Status::Ended;
+                return Ok(CommitInfo { commit_ts: None, lsn: None, rolled_back: true });
+            }
             Status::Failed => {
                 self.status = Status::Ended;
                 return Ok(CommitInfo { commit_ts: None, lsn: None, rolled_back: true });
@@ -198,7 +203,7 @@ impl Transaction {
             if !store.seams.has_participant() {
                 continue;
             }
-            let (Some(participant), Some(op)) = (store.seams.participant(), final_op(w.head.word(), w.had_base)) else { continue };
+            let (Some(participant), Some(op)) = (store.seams.participant(), final_op(w.head.word(), w.had_base())) else { continue };
             let change = RowChange { op, table: Arc::clone(&store.schema), image: w.head.row(store.layout()).to_vec() };
             match calls.iter_mut().find(|(p, _)| Arc::ptr_eq(p, &participant)) {
                 Some((_, changes)) => changes.push(change),
@@ -225,7 +230,7 @@ impl Transaction {
                     let w = &self.writes[*i];
                     let store = &self.held[w.held as usize].store;
                     let word = w.head.word();
-                    let op = final_op(word, w.had_base);
+                    let op = final_op(word, w.had_base());
                     let Some(op) = op else { continue };
                     deltas[w.held as usize] += match op {
                         RowOp::Insert => 1,
@@ -269,6 +274,12 @@ impl Transaction {
         for w in &self.writes {
             TableStore::stamp(w.head, commit_ts);
         }
+        // Own versions a write after a savepoint stacked a newer one over
+        // (empty without savepoints): stamped too, never visible to anyone
+        // (the newer one has the same ts), pruned by GC.
+        for u in &self.sp_undo {
+            TableStore::stamp(u.head, commit_ts);
+        }
         if !self.ddl.is_empty() {
             for store in &self.dropped {
                 store.dropped.store(true, Ordering::Release);
@@ -292,7 +303,7 @@ impl Transaction {
         let rows: Vec<_> = self
             .writes
             .iter()
-            .filter(|w| w.had_base || w.head.prev().is_some() || is_deleted(w.head.word()) || is_lock_only(w.head.word()))
+            .filter(|w| w.had_base() || w.head.prev().is_some() || is_deleted(w.head.word()) || is_lock_only(w.head.word()))
             .map(|w| GcRow { table: self.held[w.held as usize].store.schema.id, hash: w.hash, key_off: w.key_off, key_len: w.key_len })
             .collect();
         if rows.is_empty() {
@@ -310,7 +321,7 @@ impl Transaction {
     /// [`Transaction::rollback`] that leaves this value ended, for
     /// [`Transaction::restart`].
     pub fn rollback_in_place(&mut self) {
-        if self.status == Status::Active {
+        if matches!(self.status, Status::Active | Status::Aborted) {
             self.rollback_internal();
         }
         self.status = Status::Ended;
@@ -323,13 +334,11 @@ impl Transaction {
     }
 
     pub(super) fn rollback_internal(&mut self) {
+        let mut images = Vec::new();
         for i in (0..self.writes.len()).rev() {
-            let w = &self.writes[i];
-            let held = &self.held[w.held as usize];
-            let key = &self.keys[w.key_off as usize..(w.key_off + w.key_len) as usize];
-            let image = held.store.rollback_row(w.hash, key, self.id, &mut self.s.scratch);
-            held.store.cleanup_entries(&held.meta, key, &[image]);
+            self.undo_row(i, None, &mut images);
         }
+        self.clear_savepoints();
         self.writes.clear();
         self.write_index = None;
         self.keys.clear();

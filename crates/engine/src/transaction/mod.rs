@@ -5,8 +5,10 @@
 //! brackets several with [`Transaction::begin_statement`]); writers lock the
 //! latest committed version (waiting for another writer to finish, then
 //! re-reading it, as PostgreSQL's update re-check does). Any error aborts the
-//! transaction (there are no savepoints): its changes are undone and its
-//! locks released at once, and later calls fail with 25P02 until it ends.
+//! transaction: later calls fail with 25P02 until it ends. Without
+//! savepoints its changes are undone and its locks released at once; with
+//! them they stay until ROLLBACK TO one of them, which undoes what came
+//! after it and makes the transaction active again (`savepoint`).
 //!
 //! Cache seams: an application transaction's lookup that finds nothing on a
 //! table with a miss hook asks the hook; if it loaded rows, the statement's
@@ -23,12 +25,14 @@
 //! | `ddl` | CREATE/DROP TABLE and INDEX, annotations, on a private catalog |
 //! | `miss` | the miss path: the table's hook, a fresh snapshot, one retry |
 //! | `commit` | commit (WAL, stamping, publication) and rollback |
+//! | `savepoint` | SAVEPOINT, ROLLBACK TO, RELEASE: marks of the undo state |
 
 mod commit;
 mod constraints;
 mod ddl;
 mod miss;
 mod reads;
+mod savepoint;
 mod writes;
 
 pub(crate) use commit::CommitOrder;
@@ -58,6 +62,10 @@ use crate::walrec::RecordBuilder;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Status {
     Active,
+    /// An error aborted the transaction while savepoints were defined: its
+    /// changes stay in place until ROLLBACK TO one of them (back to
+    /// `Active`) or the end of the transaction (savepoint.rs).
+    Aborted,
     /// An error aborted the transaction; already rolled back.
     Failed,
     Ended,
@@ -77,8 +85,32 @@ struct WriteEntry {
     key_len: u32,
     /// Our uncommitted head version of the row.
     head: VPtr,
-    /// The row existed (committed, live) before our first write.
-    had_base: bool,
+    /// Bit 31: the row existed (committed, live) before our first write.
+    /// Bits 0..31: the id of the innermost savepoint when `head` was made
+    /// (0: none); a write over an own version made before the innermost
+    /// savepoint stacks a new version instead of overwriting it
+    /// (savepoint.rs). Packed so the entry stays 32 bytes.
+    bits: u32,
+}
+
+const HAD_BASE: u32 = 1 << 31;
+
+impl WriteEntry {
+    #[inline]
+    fn had_base(&self) -> bool {
+        self.bits & HAD_BASE != 0
+    }
+
+    /// See `bits`.
+    #[inline]
+    fn sp(&self) -> u32 {
+        self.bits & !HAD_BASE
+    }
+
+    #[inline]
+    fn set_sp(&mut self, sp: u32) {
+        self.bits = (self.bits & HAD_BASE) | sp;
+    }
 }
 
 enum Step {
@@ -177,6 +209,15 @@ pub struct Transaction {
     /// written it (a sequence advanced in its own transaction): a `Sync`
     /// commit waits for it even when read-only.
     observed_lsn: Option<Lsn>,
+    /// Savepoints, outermost first (savepoint.rs).
+    savepoints: Vec<savepoint::Mark>,
+    /// The id of the innermost savepoint (0: none); see `WriteEntry::bits`.
+    sp_current: u32,
+    /// The last savepoint id handed out in this transaction.
+    sp_last: u32,
+    /// Own versions a later write stacked a version over, with what
+    /// rollback to a savepoint restores (savepoint.rs).
+    sp_undo: Vec<savepoint::Undo>,
     /// ON DELETE CASCADE / SET NULL actions in progress (nested): bounded,
     /// so a long chain of references fails instead of exhausting the stack.
     fk_action_depth: u32,
@@ -223,6 +264,10 @@ impl Transaction {
             meta_undo: Vec::new(),
             dropped: Vec::new(),
             observed_lsn: None,
+            savepoints: Vec::new(),
+            sp_current: 0,
+            sp_last: 0,
+            sp_undo: Vec::new(),
             fk_action_depth: 0,
             statement_deadline: None,
             cancel: None,
@@ -321,7 +366,7 @@ impl Transaction {
     fn check_active(&self) -> Result<()> {
         match self.status {
             Status::Active => Ok(()),
-            Status::Failed | Status::Ended => Err(EngineError::TransactionAborted),
+            Status::Aborted | Status::Failed | Status::Ended => Err(EngineError::TransactionAborted),
         }
     }
 
@@ -357,12 +402,29 @@ impl Transaction {
             if matches!(e, EngineError::Deadlock { .. }) {
                 self.db.counters.deadlocks.fetch_add(1, Ordering::Relaxed);
             }
-            if self.status == Status::Active {
-                self.rollback_internal();
-                self.status = Status::Failed;
-            }
+            self.fail();
         }
         r
+    }
+
+    /// The statement failed: without savepoints the transaction is undone
+    /// at once; with them its changes wait for ROLLBACK TO (or the end).
+    fn fail(&mut self) {
+        if self.status == Status::Active {
+            if self.savepoints.is_empty() {
+                self.rollback_internal();
+                self.status = Status::Failed;
+            } else {
+                self.status = Status::Aborted;
+            }
+        }
+    }
+
+    /// A statement failed outside the engine (an SQL-level error inside a
+    /// transaction block): the transaction aborts as after an engine
+    /// error (later calls: 25P02). See [`Transaction::rollback_to_savepoint`].
+    pub fn statement_failed(&mut self) {
+        self.fail();
     }
 
     /// Waits for the log up to `lsn` to be durable; the thread's wait hook
@@ -459,6 +521,7 @@ impl Transaction {
         self.meta_undo.clear();
         self.dropped.clear();
         self.observed_lsn = None;
+        self.clear_savepoints();
         Ok(())
     }
 
@@ -466,7 +529,7 @@ impl Transaction {
 
 impl Drop for Transaction {
     fn drop(&mut self) {
-        if self.status == Status::Active {
+        if matches!(self.status, Status::Active | Status::Aborted) {
             self.rollback_internal();
             self.status = Status::Ended;
         }

@@ -68,21 +68,35 @@ impl Transaction {
         (0..self.writes.len()).find(|&i| matches(i))
     }
 
+    /// A write over our own version of the row in `self.s.key` stacks a
+    /// new version (instead of overwriting it) when that version was made
+    /// before the innermost savepoint: ROLLBACK TO brings it back. One
+    /// predictable branch without savepoints.
+    #[inline]
+    fn must_stack(&self, held: usize, hash: u64) -> bool {
+        self.sp_current != 0 && self.find_write(held, hash, &self.s.key).is_some_and(|i| self.writes[i].sp() < self.sp_current)
+    }
+
     fn record_write(&mut self, held: usize, hash: u64, own_before: bool, head: VPtr, had_base: bool) {
         if own_before {
             let key = std::mem::take(&mut self.s.key);
             let found = self.find_write(held, hash, &key);
             self.s.key = key;
-            match found {
-                Some(i) => self.writes[i].head = head,
-                None => unreachable!("own version without a write-set entry"),
+            let Some(i) = found else { unreachable!("own version without a write-set entry") };
+            let w = &mut self.writes[i];
+            if w.sp() < self.sp_current {
+                // `must_stack` said so: the version stacked over is kept.
+                self.sp_undo.push(super::savepoint::Undo { entry: i as u32, head: w.head, sp: w.sp() });
+                w.set_sp(self.sp_current);
             }
+            w.head = head;
             return;
         }
         let key_off = self.keys.len() as u32;
         self.keys.extend_from_slice(&self.s.key);
         let idx = self.writes.len();
-        self.writes.push(WriteEntry { held: held as u32, hash, key_off, key_len: self.s.key.len() as u32, head, had_base });
+        let bits = if had_base { super::HAD_BASE | self.sp_current } else { self.sp_current };
+        self.writes.push(WriteEntry { held: held as u32, hash, key_off, key_len: self.s.key.len() as u32, head, bits });
         self.order.push(Step::Row(idx));
         if self.writes.len() > WRITE_INDEX_THRESHOLD {
             let map = self.write_index.get_or_insert_with(|| {
@@ -124,8 +138,9 @@ impl Transaction {
         let meta = Arc::clone(&self.held[h].meta);
         store.pk_of(&self.s.row, &mut self.s.key);
         let hash = hash_key(&self.s.key);
+        let stack = self.must_stack(h, hash);
         let (head, replaced_tombstone) = loop {
-            match store.insert(hash, &self.s.key, self.id, &self.s.row, &mut self.s.scratch) {
+            match store.insert(hash, &self.s.key, self.id, &self.s.row, stack, &mut self.s.scratch) {
                 InsertOutcome::Inserted { head, replaced_tombstone } => {
                     if store.seams.tracks_access() {
                         // A new row (a load too) starts as just used.
@@ -139,7 +154,8 @@ impl Transaction {
                 InsertOutcome::WaitFor(owner) => self.wait(owner, &store.schema.name)?,
             }
         };
-        let over_own_delete = replaced_tombstone.is_some();
+        // Stacking happens only over our own version (here a tombstone).
+        let over_own_delete = replaced_tombstone.is_some() || stack;
         self.record_write(h, hash, over_own_delete, head, false);
         if let Some(tombstone) = replaced_tombstone {
             // Entries only the replaced tombstone had; the new version is a
@@ -183,11 +199,13 @@ impl Transaction {
                 return t.update_key(h, &store, hash, at).map(|()| Some(true));
             }
             let own = is_uncommitted(at.word);
-            let Some(new_head) = store.install(hash, &t.s.key, t.id, at, &t.s.row, 0, &mut t.s.scratch) else { return Ok(None) };
+            let stack = own && t.must_stack(h, hash);
+            let Some(new_head) = store.install(hash, &t.s.key, t.id, at, &t.s.row, 0, stack, &mut t.s.scratch) else { return Ok(None) };
             t.record_write(h, hash, own, new_head, true);
             let meta = Arc::clone(&t.held[h].meta);
             let (row, base) = (std::mem::take(&mut t.s.row), std::mem::take(&mut t.s.base));
-            let r = t.after_write(&store, &meta, &row, Some(&base), own, Some(&changes));
+            // A stacked-over version keeps its index entries (it may come back).
+            let r = t.after_write(&store, &meta, &row, Some(&base), own && !stack, Some(&changes));
             (t.s.row, t.s.base) = (row, base);
             r.map(|()| Some(true))
         })
@@ -236,7 +254,8 @@ impl Transaction {
     /// children alone; the cache evicts the cached ones itself).
     fn delete_installed(&mut self, h: usize, store: &Arc<TableStore>, hash: u64, at: LatestVersion, deleting: bool) -> Result<bool> {
         let own = is_uncommitted(at.word);
-        let Some(new_head) = store.install(hash, &self.s.key, self.id, at, &self.s.base, DELETED, &mut self.s.scratch) else {
+        let stack = own && self.must_stack(h, hash);
+        let Some(new_head) = store.install(hash, &self.s.key, self.id, at, &self.s.base, DELETED, stack, &mut self.s.scratch) else {
             return Ok(false);
         };
         self.record_write(h, hash, own, new_head, true);
@@ -272,7 +291,7 @@ impl Transaction {
             if is_uncommitted(at.word) {
                 return Ok(Some(true)); // Already ours.
             }
-            let Some(new_head) = store.install(hash, &t.s.key, t.id, at, &t.s.base, LOCK_ONLY, &mut t.s.scratch) else { return Ok(None) };
+            let Some(new_head) = store.install(hash, &t.s.key, t.id, at, &t.s.base, LOCK_ONLY, false, &mut t.s.scratch) else { return Ok(None) };
             t.record_write(h, hash, false, new_head, true);
             Ok(Some(true))
         });

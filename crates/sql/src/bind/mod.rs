@@ -229,7 +229,9 @@ impl<'c> Binder<'c> {
             }
             S::Commit { chain: false, .. } => Ok(Plan::Txn(TxnCommand::Commit)),
             S::Rollback { chain: false, savepoint: None } => Ok(Plan::Txn(TxnCommand::Rollback)),
-            S::Rollback { savepoint: Some(_), .. } | S::Savepoint { .. } | S::ReleaseSavepoint { .. } => Err(SqlError::unsupported("SAVEPOINT")),
+            S::Rollback { chain: false, savepoint: Some(name) } => Ok(Plan::Txn(TxnCommand::RollbackTo(ident(name)))),
+            S::Savepoint { name } => Ok(Plan::Txn(TxnCommand::Savepoint(ident(name)))),
+            S::ReleaseSavepoint { name } => Ok(Plan::Txn(TxnCommand::Release(ident(name)))),
             S::Set(set) => self.set(set),
             S::ShowVariable { variable } => {
                 let name = variable.iter().map(|i| i.value.to_lowercase()).collect::<Vec<_>>().join(" ");

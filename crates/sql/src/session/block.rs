@@ -91,6 +91,14 @@ pub trait CommitParticipant: Any + Send {
     /// The transaction ended without committing (or its local commit
     /// failed): undo what can still be undone.
     fn abort(&mut self);
+
+    /// SAVEPOINT, ROLLBACK TO SAVEPOINT or RELEASE SAVEPOINT (`command`)
+    /// in the open block, before pgtier runs it. A participant whose part
+    /// could not follow it refuses with an error (the statement fails).
+    fn savepoint(&mut self, command: &str) -> Result<()> {
+        let _ = command;
+        Ok(())
+    }
 }
 
 impl Connection {
@@ -152,7 +160,7 @@ impl Connection {
     /// ROLLBACK (PostgreSQL's rule, simplified). The end of the message
     /// ends it ([`Connection::end_implicit_block`]).
     pub fn begin_implicit_query(&mut self, stmts: &[Statement]) -> Result<()> {
-        if self.block != Block::None || stmts.iter().any(|s| classify(s).0 != TxnKind::None) {
+        if self.block != Block::None || stmts.iter().any(|s| matches!(classify(s).0, TxnKind::Begin | TxnKind::End(_))) {
             return Ok(());
         }
         self.begin()?;
@@ -199,7 +207,7 @@ impl Connection {
             // PostgreSQL (a driver's batch is atomic). A lone Execute
             // followed by Sync needs no block: autocommit does the same
             // with less work.
-            TxnKind::None => {
+            TxnKind::None | TxnKind::RollbackTo => {
                 if !self.implicit && self.block == Block::None && !sync_next {
                     self.begin()?;
                     self.implicit = true;
@@ -222,14 +230,19 @@ impl Connection {
     }
 
     /// The current statement failed: inside a block the block fails (only
-    /// COMMIT/ROLLBACK from now on); the transaction is rolled back, the
-    /// participants' parts with it only outside a block.
+    /// COMMIT/ROLLBACK, and ROLLBACK TO a savepoint, from now on); the
+    /// transaction is rolled back, the participants' parts with it only
+    /// outside a block. With savepoints its changes stay until ROLLBACK TO
+    /// or the end of the block (session/savepoint.rs).
     pub(super) fn fail(&mut self) {
         match self.block {
             Block::None => self.rollback_txn(),
             Block::Active | Block::Failed => {
                 self.block = Block::Failed;
-                self.rollback_local();
+                match self.txn.as_mut() {
+                    Some(t) if t.savepoint_depth() > 0 => t.statement_failed(),
+                    _ => self.rollback_local(),
+                }
             }
         }
     }
@@ -285,6 +298,7 @@ impl Connection {
                 self.rollback_txn();
                 Ok((Tag::Plain("ROLLBACK"), 0))
             }
+            TxnCommand::Savepoint(_) | TxnCommand::RollbackTo(_) | TxnCommand::Release(_) => self.savepoint_command(cmd),
         }
     }
 

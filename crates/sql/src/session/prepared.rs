@@ -184,7 +184,7 @@ impl Connection {
     /// In a failed block only COMMIT and ROLLBACK may be bound or run
     /// (25P02 otherwise), as PostgreSQL's Bind answers.
     pub fn check_bindable(&self, stmt: &Stmt) -> Result<()> {
-        if self.block == Block::Failed && !stmt.txn.ends_block() {
+        if self.block == Block::Failed && !stmt.txn.accepted_when_failed() {
             return Err(SqlError::transaction_aborted());
         }
         Ok(())

@@ -104,14 +104,17 @@ pub enum StmtKind {
 pub(crate) enum TxnKind {
     None,
     Begin,
-    /// COMMIT (true) / ROLLBACK (false): the only statements a failed block
-    /// accepts.
+    /// COMMIT (true) / ROLLBACK (false): end the block.
     End(bool),
+    /// ROLLBACK TO a savepoint: inside a block, and the one statement
+    /// besides COMMIT and ROLLBACK a failed block accepts.
+    RollbackTo,
 }
 
 impl TxnKind {
-    pub(crate) fn ends_block(self) -> bool {
-        matches!(self, TxnKind::End(_))
+    /// Accepted in a failed block (25P02 for anything else).
+    pub(crate) fn accepted_when_failed(self) -> bool {
+        matches!(self, TxnKind::End(_) | TxnKind::RollbackTo)
     }
 }
 
@@ -120,6 +123,7 @@ pub(crate) fn classify(stmt: &Statement) -> (TxnKind, bool) {
     match stmt {
         Statement::StartTransaction { .. } => (TxnKind::Begin, false),
         Statement::Commit { .. } => (TxnKind::End(true), false),
+        Statement::Rollback { savepoint: Some(_), .. } => (TxnKind::RollbackTo, false),
         Statement::Rollback { .. } => (TxnKind::End(false), false),
         Statement::Set(_) => (TxnKind::None, true),
         _ => (TxnKind::None, false),

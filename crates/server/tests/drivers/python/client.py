@@ -214,6 +214,31 @@ def main():
     out(f"after aborted block: ids={[r[0] for r in conn.execute(f'SELECT id FROM {TABLE} ORDER BY id')]}")
     out(f"transaction status: {conn.info.transaction_status.name}")
 
+    # Nested transactions: psycopg's conn.transaction() inside another is a
+    # SAVEPOINT; a failing inner block is rolled back to it alone.
+    with conn.transaction():
+        conn.execute(f"UPDATE {TABLE} SET c_text = %s WHERE id = %s", ("outer", 1), prepare=True)
+        try:
+            with conn.transaction():
+                conn.execute(f"UPDATE {TABLE} SET c_text = %s WHERE id = %s", ("inner", 1), prepare=True)
+                conn.execute(f"INSERT INTO {TABLE} (id) VALUES (%s)", (8,))
+                with conn.transaction():
+                    conn.execute(f"INSERT INTO {TABLE} (id) VALUES (%s)", (9,))
+                conn.execute(f"INSERT INTO {TABLE} (id) VALUES (%s)", (1,))
+        except psycopg.Error as error:
+            out(f"inner transaction: error {error.sqlstate}, status {conn.info.transaction_status.name}")
+        with conn.transaction():
+            conn.execute(f"INSERT INTO {TABLE} (id) VALUES (%s)", (8,))
+        conn.execute("SAVEPOINT manual")
+        conn.execute(f"DELETE FROM {TABLE} WHERE id = %s", (8,))
+        expect_error("after savepoint", conn, f"INSERT INTO {TABLE} (id) VALUES (%s)", (2,))
+        out(f"failed inner: status {conn.info.transaction_status.name}")
+        conn.execute("ROLLBACK TO SAVEPOINT manual")
+        out(f"after rollback to: status {conn.info.transaction_status.name}")
+    out(f"after nested: {render_row(conn.execute(f'SELECT c_text FROM {TABLE} WHERE id = 1').fetchone())} "
+        f"ids={[r[0] for r in conn.execute(f'SELECT id FROM {TABLE} ORDER BY id')]}")
+    conn.execute(f"DELETE FROM {TABLE} WHERE id = 8")
+
     # timestamptz: an instant in, the same instant out (shown in UTC, the session's zone).
     instant = datetime.datetime(2024, 2, 29, 13, 45, 56, 123456, tzinfo=datetime.timezone(datetime.timedelta(hours=5)))
     for binary in (False, True):
