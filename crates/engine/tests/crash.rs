@@ -32,7 +32,7 @@ const ENV_MODE: &str = "PGTIER_CRASH_MODE";
 fn config(mode: CommitMode, background: bool) -> EngineConfig {
     EngineConfig {
         commit_mode: mode,
-        wal: WalConfig { segment_bytes: 1 << 20, async_flush_interval: Duration::from_millis(10), record_bytes_max: 256 << 10 },
+        wal: WalConfig { segment_bytes: 1 << 20, async_flush_interval: Duration::from_millis(10), record_bytes_max: 256 << 10, ..WalConfig::default() },
         lock_timeout: Duration::from_secs(5),
         checkpoint_interval: Some(Duration::from_millis(150)),
         checkpoint_wal_bytes: 512 << 10,

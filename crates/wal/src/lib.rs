@@ -66,6 +66,14 @@ pub struct WalConfig {
     pub async_flush_interval: Duration,
     /// Largest record accepted.
     pub record_bytes_max: usize,
+    /// Under group commit (4 or more committers already waiting), how many
+    /// times a committer yields the CPU, re-checking, before it parks
+    /// (`waiters.rs`). Where every runnable thread is a committer this
+    /// spares most futex wake-ups (64 committers: 230-240k commits/s with
+    /// 20, 134-146k with 0). Where committers share the CPU with other
+    /// work (the server's sessions with their clients), a yield can wait
+    /// for a whole round of those threads: the server sets 0.
+    pub commit_yields: usize,
 }
 
 impl Default for WalConfig {
@@ -74,6 +82,7 @@ impl Default for WalConfig {
             segment_bytes: 64 << 20,
             async_flush_interval: Duration::from_millis(10),
             record_bytes_max: 16 << 20,
+            commit_yields: 20,
         }
     }
 }

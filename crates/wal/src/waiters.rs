@@ -17,7 +17,7 @@
 //! `wait`), so pops ≥ returned threads and `pending` always drains.
 //!
 //! Under group commit (at least `SPIN_MIN_WAITERS` already registered) a
-//! waiter first yields the CPU a few times (`SPIN_YIELDS`) and re-checks: on
+//! waiter first yields the CPU a few times (`WalConfig::commit_yields`) and re-checks: on
 //! 2 cores with 64 committers the fsync in flight usually completes
 //! meanwhile, and a committer that sees it skips the park and the futex wake
 //! (a sleep, an IPI and two context switches). Measured with
@@ -45,9 +45,8 @@ struct Waiter {
 
 /// Threads each woken waiter (and the writer) unparks.
 const WAKE_FANOUT: usize = 8;
-/// sched_yield calls a waiter makes before it parks...
-const SPIN_YIELDS: usize = 20;
-/// ...when at least this many others are registered already.
+/// A waiter yields (`WalConfig::commit_yields` times) before it parks
+/// only when at least this many others are registered already.
 const SPIN_MIN_WAITERS: usize = 4;
 
 pub(crate) struct Waiters {
@@ -60,6 +59,8 @@ pub(crate) struct Waiters {
     /// Bound: more waiters than this means a leak (a waiter that never
     /// deregistered), which would make every wake-up slower.
     waiters_max: usize,
+    /// sched_yield calls before parking under group commit.
+    yields: usize,
 }
 
 pub(crate) enum WaitOutcome {
@@ -69,8 +70,8 @@ pub(crate) enum WaitOutcome {
 }
 
 impl Waiters {
-    pub fn new(waiters_max: usize) -> Waiters {
-        Waiters { list: Mutex::new(Vec::new()), registered: AtomicUsize::new(0), pending: Mutex::new(Vec::new()), next_id: AtomicU64::new(0), waiters_max }
+    pub fn new(waiters_max: usize, yields: usize) -> Waiters {
+        Waiters { list: Mutex::new(Vec::new()), registered: AtomicUsize::new(0), pending: Mutex::new(Vec::new()), next_id: AtomicU64::new(0), waiters_max, yields }
     }
 
     /// Blocks until `durable_end > after_lsn`, `poisoned`, or `deadline`.
@@ -95,7 +96,7 @@ impl Waiters {
         // a waiter that sees it needs no futex wake. A lone committer parks
         // at once: yielding only delayed it (measured: p50 155 -> 200 µs).
         if self.registered.load(Ordering::Relaxed) >= SPIN_MIN_WAITERS {
-            for _ in 0..SPIN_YIELDS {
+            for _ in 0..self.yields {
                 if let Some(outcome) = check() {
                     return outcome;
                 }

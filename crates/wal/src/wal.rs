@@ -202,7 +202,7 @@ impl Wal {
             buffer_bytes_max: options.buffer_bytes_max,
             state: Mutex::new(state),
             writer_cv: Condvar::new(),
-            waiters: Waiters::new(WAITERS_MAX),
+            waiters: Waiters::new(WAITERS_MAX, config.commit_yields),
             space_cv: Condvar::new(),
             prealloc_cv: Condvar::new(),
             durable_end_lsn: AtomicU64::new(rec.end_lsn),

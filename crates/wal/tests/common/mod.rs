@@ -18,6 +18,7 @@ pub fn small_config() -> WalConfig {
         segment_bytes: SEGMENT_BYTES,
         async_flush_interval: Duration::from_millis(2),
         record_bytes_max: 16 << 10,
+        ..WalConfig::default()
     }
 }
 
