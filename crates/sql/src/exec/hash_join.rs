@@ -17,7 +17,9 @@
 //! writes could change the level's table between probes. The table is
 //! charged to pgtier.statement_mem; one that does not fit is dropped and
 //! the level keeps its nested loop (slower, never an error the nested loop
-//! would not raise).
+//! would not raise). An IN set is charged the same way but has no cheaper
+//! plan to fall back to: past the bound it is 53200, as for any other
+//! result the statement buffers.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
