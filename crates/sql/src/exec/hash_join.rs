@@ -39,18 +39,23 @@ const SCANS_BEFORE_HASHING: u32 = 1;
 
 /// Per execution: what it knows about each level with hash keys, by the
 /// level's address (plans outlive the execution, so it is stable), and the
-/// value sets of uncorrelated IN subqueries, by subquery id.
+/// value sets of uncorrelated IN subqueries, by subquery id. Vectors
+/// searched linearly: a statement has a handful of either, and a statement
+/// with none (every point lookup) pays nothing to create them.
 #[derive(Default)]
-pub struct LevelHashes(HashMap<usize, LevelHashState>, HashMap<usize, Arc<InSet>>);
+pub struct LevelHashes {
+    levels: Vec<(usize, LevelHashState)>,
+    in_sets: Vec<(usize, Arc<InSet>)>,
+}
 
 impl Exec<'_> {
     /// `x [NOT] IN (sub)` for an uncorrelated `sub`: its values are read
     /// once per execution into an [`InSet`].
     pub(super) fn in_uncorrelated(&mut self, sub: &crate::expr::Subquery, env: &Env<'_>, x: &Value) -> Result<Option<bool>> {
-        let set = match self.level_hashes.1.get(&sub.id) {
-            Some(set) => Arc::clone(set),
+        let set = match self.level_hashes.in_sets.iter().find(|(id, _)| *id == sub.id) {
+            Some((_, set)) => Arc::clone(set),
             None => {
-                let mut values = crate::expr::SubqueryRunner::run(self, sub, env, &[])?;
+                let mut values = self.subquery_values(sub, env, &[])?;
                 if sub.trims_rows() {
                     for v in &mut values {
                         if let Value::Text(padded) = v {
@@ -62,7 +67,7 @@ impl Exec<'_> {
                 let bytes: usize = values.iter().map(super::value_bytes).sum();
                 self.interrupt.charge(bytes, "IN subquery")?;
                 let set = Arc::new(InSet::new(values));
-                self.level_hashes.1.insert(sub.id, Arc::clone(&set));
+                self.level_hashes.in_sets.push((sub.id, Arc::clone(&set)));
                 set
             }
         };
@@ -87,17 +92,31 @@ struct LevelHash {
     buckets: HashMap<Vec<u8>, Vec<u32>>,
 }
 
-/// Appends `v`'s key encoding; false for NULL (equal to nothing). Values
-/// of one column type encode equally exactly when they are equal: integers
-/// widen to 8 bytes, a numeric drops trailing zeros of its fraction (1.50 =
-/// 1.5), text is length-prefixed. Floats are never keys (planner).
-pub(super) fn push_key(v: &Value, out: &mut Vec<u8>) -> bool {
-    match v {
-        Value::Null => return false,
-        Value::Bool(b) => out.push(u8::from(*b)),
-        Value::Int2(i) => out.extend_from_slice(&i64::from(*i).to_le_bytes()),
-        Value::Int4(i) | Value::Date(i) => out.extend_from_slice(&i64::from(*i).to_le_bytes()),
-        Value::Int8(i) | Value::Timestamp(i) | Value::TimestampTz(i) => out.extend_from_slice(&i.to_le_bytes()),
+/// Values `value::compare` finds equal exactly when their encodings by
+/// [`push_key`] are equal, provided both are of one class.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeyClass {
+    Integer,
+    Numeric,
+    Text,
+    Bool,
+    DateTime,
+    Bytea,
+}
+
+/// Appends `v`'s key encoding and says its class; None for NULL (equal to
+/// nothing) and floats (-0 = 0 with other bits: never keys). Integers
+/// widen to 8 bytes; a numeric drops trailing zeros of its fraction (1.50
+/// = 1.5); dates, timestamps and timestamptz are microseconds (they
+/// compare so, and a date is its midnight); text and bytea are
+/// length-prefixed, so keys of several columns do not run together.
+fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
+    Some(match v {
+        Value::Null | Value::Float4(_) | Value::Float8(_) => return None,
+        Value::Int2(_) | Value::Int4(_) | Value::Int8(_) => {
+            out.extend_from_slice(&v.as_i64()?.to_le_bytes());
+            KeyClass::Integer
+        }
         Value::Numeric(n) => {
             let (mut mantissa, mut scale) = (n.mantissa, n.scale);
             while scale > 0 && mantissa % 10 == 0 {
@@ -106,19 +125,31 @@ pub(super) fn push_key(v: &Value, out: &mut Vec<u8>) -> bool {
             }
             out.extend_from_slice(&mantissa.to_le_bytes());
             out.push(scale);
+            KeyClass::Numeric
         }
         Value::Text(s) => {
             out.extend_from_slice(&(s.len() as u64).to_le_bytes());
             out.extend_from_slice(s.as_bytes());
+            KeyClass::Text
+        }
+        Value::Bool(b) => {
+            out.push(u8::from(*b));
+            KeyClass::Bool
+        }
+        Value::Date(d) => {
+            out.extend_from_slice(&(i128::from(*d) * 86_400_000_000).to_le_bytes());
+            KeyClass::DateTime
+        }
+        Value::Timestamp(t) | Value::TimestampTz(t) => {
+            out.extend_from_slice(&i128::from(*t).to_le_bytes());
+            KeyClass::DateTime
         }
         Value::Bytea(b) => {
             out.extend_from_slice(&(b.len() as u64).to_le_bytes());
             out.extend_from_slice(b);
+            KeyClass::Bytea
         }
-        Value::Float4(f) => out.extend_from_slice(&f.to_bits().to_le_bytes()),
-        Value::Float8(f) => out.extend_from_slice(&f.to_bits().to_le_bytes()),
-    }
-    true
+    })
 }
 
 impl Exec<'_> {
@@ -127,9 +158,9 @@ impl Exec<'_> {
     /// (too few scans yet, or its table did not fit).
     pub(super) fn hashed_candidates(&mut self, level: &Level, env: &Env<'_>, row: &[Value], mask: Option<&ColumnMask>, out: &mut Vec<Value>) -> Result<bool> {
         let id = std::ptr::from_ref(level) as usize;
-        let table = match self.level_hashes.0.get_mut(&id) {
+        let table = match self.level_hashes.levels.iter_mut().find(|(at, _)| *at == id).map(|(_, state)| state) {
             None => {
-                self.level_hashes.0.insert(id, LevelHashState::Scanned(1));
+                self.level_hashes.levels.push((id, LevelHashState::Scanned(1)));
                 return Ok(false);
             }
             Some(LevelHashState::NestedLoop) => return Ok(false),
@@ -144,7 +175,9 @@ impl Exec<'_> {
                     LevelHashState::Hashed(table) => Some(Arc::clone(table)),
                     _ => None,
                 };
-                self.level_hashes.0.insert(id, state);
+                if let Some(slot) = self.level_hashes.levels.iter_mut().find(|(at, _)| *at == id) {
+                    slot.1 = state;
+                }
                 match table {
                     Some(table) => table,
                     None => return Ok(false),
@@ -155,7 +188,7 @@ impl Exec<'_> {
         for (column, e) in &level.hash_keys {
             let v = e.eval(env, self, row)?;
             let Some(v) = exact_key(v, level.table.columns[*column].ty) else { return Ok(true) };
-            if !push_key(&v, &mut key) {
+            if push_key(&v, &mut key).is_none() {
                 return Ok(true);
             }
         }
@@ -189,7 +222,7 @@ impl Exec<'_> {
             key.clear();
             let r = &rows[i * width..(i + 1) * width];
             for (column, _) in &level.hash_keys {
-                if !push_key(&r[*column], &mut key) {
+                if push_key(&r[*column], &mut key).is_none() {
                     continue 'rows;
                 }
             }
@@ -201,57 +234,14 @@ impl Exec<'_> {
 }
 
 /// The values an uncorrelated `x IN (subquery)` compares with, and when
-/// they all compare alike (`InClass`), a hash set of them: one probe per
-/// row instead of a pass over every value.
+/// they all are of one [`KeyClass`], a hash set of them: one probe per row
+/// instead of a pass over every value.
 pub(super) struct InSet {
     values: Vec<Value>,
     has_null: bool,
     /// The class every non-NULL value belongs to, with the set of their
-    /// keys; None: mixed or unhashable (numeric, floats), compared one by one.
-    hashed: Option<(InClass, HashSet<Vec<u8>>)>,
-}
-
-/// Values `value::compare` orders by one representation, so equal values
-/// encode equally (integers widen; dates, timestamps and timestamptz
-/// compare as microseconds).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum InClass {
-    Integer,
-    Text,
-    Bool,
-    DateTime,
-    Bytea,
-}
-
-fn in_key(v: &Value, out: &mut Vec<u8>) -> Option<InClass> {
-    out.clear();
-    Some(match v {
-        Value::Int2(_) | Value::Int4(_) | Value::Int8(_) => {
-            out.extend_from_slice(&v.as_i64()?.to_le_bytes());
-            InClass::Integer
-        }
-        Value::Text(s) => {
-            out.extend_from_slice(s.as_bytes());
-            InClass::Text
-        }
-        Value::Bool(b) => {
-            out.push(u8::from(*b));
-            InClass::Bool
-        }
-        Value::Date(d) => {
-            out.extend_from_slice(&i64::from(*d).checked_mul(86_400_000_000)?.to_le_bytes());
-            InClass::DateTime
-        }
-        Value::Timestamp(t) | Value::TimestampTz(t) => {
-            out.extend_from_slice(&t.to_le_bytes());
-            InClass::DateTime
-        }
-        Value::Bytea(b) => {
-            out.extend_from_slice(b);
-            InClass::Bytea
-        }
-        Value::Null | Value::Numeric(_) | Value::Float4(_) | Value::Float8(_) => return None,
-    })
+    /// keys; None: mixed classes or floats, compared one by one.
+    hashed: Option<(KeyClass, HashSet<Vec<u8>>)>,
 }
 
 impl InSet {
@@ -262,7 +252,8 @@ impl InSet {
         let mut key = Vec::new();
         let mut hashable = true;
         for v in values.iter().filter(|v| !v.is_null()) {
-            match in_key(v, &mut key) {
+            key.clear();
+            match push_key(v, &mut key) {
                 Some(c) if class.is_none_or(|k| k == c) => {
                     class = Some(c);
                     keys.insert(key.clone());
@@ -284,7 +275,7 @@ impl InSet {
         }
         let mut key = Vec::new();
         match &self.hashed {
-            Some((class, keys)) if in_key(x, &mut key) == Some(*class) => {
+            Some((class, keys)) if push_key(x, &mut key) == Some(*class) => {
                 if keys.contains(&key) {
                     Some(!negated)
                 } else if self.has_null {

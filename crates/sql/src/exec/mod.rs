@@ -242,8 +242,7 @@ impl SubqueryRunner for Exec<'_> {
             && let Some(v) = self.sub_cache.get(&sub.id) {
                 return Ok(v.clone());
             }
-        let rows = self.select_rows(&sub.plan, env.params, outer)?;
-        let firsts: Vec<Value> = rows.into_iter().map(|mut r| if r.is_empty() { Value::Null } else { r.swap_remove(0) }).collect();
+        let firsts = self.subquery_values(sub, env, outer)?;
         if !sub.correlated {
             self.sub_cache.insert(sub.id, firsts.clone());
         }
@@ -268,6 +267,12 @@ impl SubqueryRunner for Exec<'_> {
 }
 
 impl Exec<'_> {
+    /// The first column of `sub`'s rows for the enclosing row `outer`, not cached.
+    fn subquery_values(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>> {
+        let rows = self.select_rows(&sub.plan, env.params, outer)?;
+        Ok(rows.into_iter().map(|mut r| if r.is_empty() { Value::Null } else { r.swap_remove(0) }).collect())
+    }
+
     fn env<'e>(&self, params: &'e [Value], outer: &'e [Value]) -> Env<'e> {
         Env { params, now_micros: self.now_micros, outer }
     }
