@@ -188,14 +188,9 @@ impl Binder<'_> {
             match &a.target {
                 ast::AssignmentTarget::ColumnName(name) => pairs.push((name, &a.value)),
                 ast::AssignmentTarget::Tuple(names) => {
-                    let values: &[ast::Expr] = match &a.value {
-                        ast::Expr::Tuple(values) => values,
-                        ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("row") => match &f.args {
-                            ast::FunctionArguments::List(l) if l.duplicate_treatment.is_none() && l.clauses.is_empty() => {
-                                return self.row_assignments(names, &l.args, list, table, scope);
-                            }
-                            _ => return Err(SqlError::syntax("syntax error at or near \"(\"")),
-                        },
+                    let values: Vec<&ast::Expr> = match &a.value {
+                        ast::Expr::Tuple(values) => values.iter().collect(),
+                        ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("row") => row_arguments(f)?,
                         ast::Expr::Subquery(_) => return Err(SqlError::unsupported("multiple-column assignment from a subquery")),
                         _ => {
                             return Err(SqlError::new("0A000", "source for a multiple-column UPDATE item must be a sub-SELECT or ROW() expression"));
@@ -230,34 +225,6 @@ impl Binder<'_> {
             out.push((pos, e));
         }
         Ok(out)
-    }
-
-    /// `SET (a, b) = ROW(x, y)`: the ROW's arguments as a value list.
-    fn row_assignments(
-        &mut self,
-        names: &[ast::ObjectName],
-        args: &[ast::FunctionArg],
-        list: &[ast::Assignment],
-        table: &Arc<TableSchema>,
-        scope: &Scope<'_>,
-    ) -> Result<Vec<(usize, Expr)>> {
-        let values: Vec<ast::Expr> = args
-            .iter()
-            .map(|arg| match arg {
-                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e.clone()),
-                _ => Err(SqlError::syntax("syntax error in ROW()")),
-            })
-            .collect::<Result<_>>()?;
-        let rewritten: Vec<ast::Assignment> = list
-            .iter()
-            .map(|a| match &a.target {
-                ast::AssignmentTarget::Tuple(n) if n == names => {
-                    ast::Assignment { target: a.target.clone(), value: ast::Expr::Tuple(values.clone()) }
-                }
-                _ => a.clone(),
-            })
-            .collect();
-        self.assignments(&rewritten, table, scope)
     }
 
     fn single_table(&mut self, twj: &ast::TableWithJoins) -> Result<Rel> {
@@ -428,4 +395,19 @@ fn system_column_guard(col: &pgtier_engine::Column) -> Result<()> {
         return Err(SqlError::new("0A000", format!("cannot assign to system column \"{}\"", col.name)));
     }
     Ok(())
+}
+
+/// `ROW(x, y)`'s arguments (plain expressions only).
+fn row_arguments(f: &ast::Function) -> Result<Vec<&ast::Expr>> {
+    let ast::FunctionArguments::List(l) = &f.args else { return Err(SqlError::syntax("syntax error at or near \"(\"")) };
+    if l.duplicate_treatment.is_some() || !l.clauses.is_empty() {
+        return Err(SqlError::syntax("syntax error at or near \"(\""));
+    }
+    l.args
+        .iter()
+        .map(|arg| match arg {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
+            _ => Err(SqlError::syntax("syntax error in ROW()")),
+        })
+        .collect()
 }
