@@ -199,6 +199,7 @@ fn latency(out: &mut String, r: &DemoReport, files: &[String]) {
         num(base.config.rate_per_s, 0),
         base.iterations[0].threads
     );
+    late_wakes(out, r, BASELINE_CAPPED);
     for (label, name) in [(DIRECT_CAPPED, "direct"), (WIRE_CAPPED, "wire")] {
         let Some(cand) = r.run(label).filter(|c| !c.iterations.is_empty()) else { continue };
         let cmp = compare(base, cand);
@@ -225,18 +226,21 @@ fn latency(out: &mut String, r: &DemoReport, files: &[String]) {
             );
         }
         let _ = writeln!(out, "\nGeometric mean over transactions: average {}×, p90 {}×.", num(point.geomean(|t| t.avg_ratio), 1), num(point.geomean(|t| t.p90_ratio), 1));
-        for run in [BASELINE_CAPPED, label] {
-            if let Some((_, late, max_us)) = r.late_wakes.iter().find(|(l, _, _)| l == run) {
-                let _ = writeln!(
-                    out,
-                    "\n{run}: the load generator woke more than {} µs late {late} times (at most {:.1} ms); not charged to the system measured (crates/bench README).",
-                    crate::driver::LATE_WAKE.as_micros(),
-                    *max_us as f64 / 1000.0
-                );
-            }
-        }
+        late_wakes(out, r, label);
         let stem = format!("compare-{BASELINE_CAPPED}-vs-{label}-latency-{}t", point.threads);
         image(out, files, &stem, &format!("latency at the capped rate, {name}"));
+    }
+}
+
+/// How often the load generator of capped run `run` woke late (not charged).
+fn late_wakes(out: &mut String, r: &DemoReport, run: &str) {
+    if let Some((_, late, max_us)) = r.late_wakes.iter().find(|(l, _, _)| l == run) {
+        let _ = writeln!(
+            out,
+            "\n{run}: the load generator woke more than {} µs late {late} times (at most {:.1} ms); not charged to the system measured (crates/bench README).\n",
+            crate::driver::LATE_WAKE.as_micros(),
+            *max_us as f64 / 1000.0
+        );
     }
 }
 
