@@ -16,11 +16,18 @@ use support::clients::{Client, assert_complete, assert_same};
 const SQLSTATES: [&str; 6] = ["23505", "42P01", "22012", "23502", "25P02", "42601"];
 
 fn differential(client: Client, expected: &[&str]) {
+    let mut expected_all: Vec<&str> = expected.to_vec();
+    expected_all.extend(SQLSTATES);
+    same_as_postgres(client, &expected_all);
+}
+
+/// PostgreSQL's transcript (with every `expected` line and exit 0) must
+/// equal pgtier's.
+fn same_as_postgres(client: Client, expected: &[&str]) {
     client.prepare();
     let postgres = support::start_postgres();
     let pg_transcript = client.run(&support::postgres_endpoint(&postgres));
     let mut expected_all: Vec<&str> = expected.to_vec();
-    expected_all.extend(SQLSTATES);
     expected_all.push("exit: 0");
     assert_complete(client.name(), "PostgreSQL", &pg_transcript, &expected_all);
 
@@ -67,6 +74,29 @@ fn psycopg() {
             "failed inner: status INERROR",
             "after rollback to: status INTRANS",
             "after nested: \"outer\" ids=[1, 2, 3, 5, 8]",
+            "done",
+        ],
+    );
+}
+
+/// SQLAlchemy 2's ORM on psycopg 3: create_all (the dialect's catalog
+/// probes), batched INSERT ... RETURNING (insertmanyvalues), relationship
+/// loading, joins, aggregates, bulk UPDATE/DELETE, cascades, begin_nested.
+#[test]
+fn sqlalchemy_orm() {
+    same_as_postgres(
+        Client::SqlAlchemy,
+        &[
+            "create_all again: ok",
+            "ids: [1, 2, 3, 4, 5, 6]",
+            "joinedload: c1:[]; c2:[1]; c3:[1, 2]; c4:[]; c5:[1]; c6:[1, 2]",
+            "bulk update rowcount: 2",
+            "after cascade delete: customers=5 orders=5 lines=7",
+            "nested duplicate: 23505",
+            "after nested: ['c1', 'c2', 'c3', 'c4', 'c6', 'inner', 'outer']",
+            "fk violation: 23503",
+            "division: 22012",
+            "drop_all: ok",
             "done",
         ],
     );

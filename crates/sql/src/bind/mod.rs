@@ -74,6 +74,22 @@ pub struct Rel {
     pub source: Option<Arc<VirtualSource>>,
 }
 
+impl Rel {
+    /// The schema a `schema.table.column` reference must name for this
+    /// FROM item: stored tables live in `public`, system relations in their
+    /// catalog schema; subqueries and functions have none.
+    fn schema_name(&self) -> Option<&'static str> {
+        match self.source.as_deref() {
+            None => Some("public"),
+            Some(VirtualSource::System(sys)) => Some(match sys.def().schema {
+                crate::catalog::Schema::PgCatalog => "pg_catalog",
+                crate::catalog::Schema::InformationSchema => "information_schema",
+            }),
+            Some(_) => None,
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Scope<'p> {
     pub rels: Vec<Rel>,
