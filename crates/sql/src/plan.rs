@@ -44,6 +44,12 @@ pub enum VirtualSource {
     /// A set-returning function in FROM; its arguments may read the
     /// relations before it (PostgreSQL's implicit LATERAL).
     Function { func: TableFunc, args: Vec<Expr>, ordinality: bool },
+    /// WITH RECURSIVE: the non-recursive term's rows, then rounds of the
+    /// recursive term, each reading the previous round's rows as work
+    /// table `slot`, until a round adds none (UNION drops rows seen before).
+    Recursive { slot: usize, anchor: SetTree, step: SetTree, all: bool },
+    /// The rows of the previous round of recursive query `slot`.
+    WorkTable(usize),
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -343,7 +343,9 @@ impl Binder<'_> {
 
     pub(super) fn subquery(&mut self, q: &ast::Query, scope: &Scope<'_>) -> Result<(SelectPlan, bool)> {
         let saved = std::mem::replace(&mut self.correlated, false);
+        self.sublink_depth += 1;
         let plan = self.query(q, Some(scope));
+        self.sublink_depth -= 1;
         let correlated = std::mem::replace(&mut self.correlated, saved);
         Ok((plan?, correlated))
     }
