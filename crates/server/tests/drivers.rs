@@ -131,6 +131,8 @@ fn pgx() {
             "text columns: id:23/size=4/mod=-1/fmt=0",
             "text row: int32:1|int16:32767|int64:9223372036854775800|numeric:123456789.125|float32:0.2|",
             "text aborted block: error 25P02",
+            "load types: pg_catalog._int4 oid=1007",
+            "load types: _numeric oid=1231",
             "done",
         ],
     );
