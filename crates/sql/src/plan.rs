@@ -74,6 +74,9 @@ pub enum TableFunc {
     /// pgtier has no partitioning: like PostgreSQL for a relation that is
     /// not a partition, no rows.
     PartitionAncestors,
+    /// `information_schema._pg_expandarray(array)`: (x, n) per element,
+    /// n counting from 1 (what pgJDBC's metadata queries read index keys with).
+    ExpandArray(Elem),
 }
 
 #[derive(Clone, Debug)]

@@ -366,9 +366,17 @@ fn nextval_default(e: &ast::Expr) -> Option<String> {
 
 fn index_columns(cols: &[ast::IndexColumn]) -> Result<Vec<String>> {
     cols.iter()
-        .map(|c| match &c.column.expr {
-            ast::Expr::Identifier(i) => Ok(ident(i)),
-            other => Err(SqlError::unsupported(format!("index on expression {other}"))),
+        .map(|c| {
+            // Indexes keep ascending order only: a DESC or NULLS FIRST key
+            // would be reported by the catalogs (pg_index.indoption,
+            // pg_get_indexdef) as something pgtier did not build.
+            if c.column.options.asc == Some(false) || c.column.options.nulls_first == Some(true) || c.operator_class.is_some() {
+                return Err(SqlError::unsupported(format!("index key order or operator class ({c})")));
+            }
+            match &c.column.expr {
+                ast::Expr::Identifier(i) => Ok(ident(i)),
+                other => Err(SqlError::unsupported(format!("index on expression {other}"))),
+            }
         })
         .collect()
 }

@@ -8,8 +8,9 @@ use super::cast::{CastTarget, cast_target};
 use super::coerce::{common_type, is_untyped_value, map_type, refuse_padded_literals};
 use super::{Binder, ExprCtx, Scope, Ty, ident, missing_from, truncate};
 use crate::error::{Result, SqlError};
-use crate::expr::{CmpOp, Expr, Subquery, SubqueryKind};
-use crate::plan::SelectPlan;
+use crate::expr::{CmpOp, Expr, Func, Subquery, SubqueryKind, SysFunc};
+use crate::plan::{SelectPlan, TableFunc, VirtualSource};
+use crate::types;
 use crate::value::{self, Category, NUMERIC_ANY, category, type_name};
 
 impl Binder<'_> {
@@ -47,10 +48,23 @@ impl Binder<'_> {
         }
     }
 
+    /// `(row).field` on a `_pg_expandarray` row (fields x and n).
+    pub(super) fn record_field(&mut self, root: &ast::Expr, field: &ast::Ident, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Option<(Expr, Ty)>> {
+        let (row, ty) = self.expr(root, scope, ctx)?;
+        let Some(elem) = ty.and_then(types::expand_record_elem) else { return Ok(None) };
+        let (k, field_ty) = match ident(field).as_str() {
+            "x" => (0, elem.element_type()),
+            "n" => (1, DataType::Int4),
+            other => return Err(SqlError::new("42703", format!("could not identify column \"{other}\" in record data type"))),
+        };
+        Ok(Some((Expr::Func(Func::Sys(SysFunc::RecordField(elem, k)), vec![row]), Some(field_ty))))
+    }
+
     pub(super) fn expr(&mut self, e: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
         use ast::Expr as E;
         match e {
             E::Identifier(i) => match self.resolve_column(None, &ident(i), scope) {
+                Err(err) if err.sqlstate == "42703" && let Some(row) = whole_row(scope, &ident(i)) => Ok(row),
                 Err(err) if err.sqlstate == "42703" && i.quote_style.is_none() => self.keyword_function(&ident(i))?.ok_or_else(|| err.at(i.span)),
                 Err(err) => Err(err.at(i.span)),
                 other => other,
@@ -472,4 +486,13 @@ fn has_vars(e: &Expr) -> bool {
         }
     });
     found
+}
+
+/// A FROM item named alone, as PostgreSQL reads a whole row: only the rows
+/// of `_pg_expandarray` (pgJDBC's metadata queries), as their `(x,n)` record.
+fn whole_row(scope: &Scope<'_>, name: &str) -> Option<(Expr, Ty)> {
+    let rel = scope.rels.iter().find(|r| r.name == name)?;
+    let Some(VirtualSource::Function { func: TableFunc::ExpandArray(elem), .. }) = rel.source.as_deref() else { return None };
+    let row = Expr::Func(Func::Sys(SysFunc::ExpandRecord(*elem)), vec![Expr::Column(rel.offset), Expr::Column(rel.offset + 1)]);
+    Some((row, Some(types::expand_record_type(*elem))))
 }

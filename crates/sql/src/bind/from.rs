@@ -192,6 +192,16 @@ impl Binder<'_> {
         for e in exprs {
             args.push(self.expr(e, &scope, &mut ExprCtx::plain("functions in FROM"))?);
         }
+        if fname == super::function::EXPAND_ARRAY {
+            let s = format!("{fname}({})", args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", "));
+            let [(e, t)] = <[(Expr, Ty); 1]>::try_from(args).map_err(|_| SqlError::undefined_function(&s))?;
+            let elem = t.and_then(Elem::of).filter(|e| value::is_integer(e.element_type())).ok_or_else(|| SqlError::undefined_function(&s))?;
+            let mut cols = vec![("x".to_owned(), elem.element_type()), ("n".to_owned(), DataType::Int4)];
+            if ordinality {
+                cols.push(("ordinality".to_owned(), DataType::Int8));
+            }
+            return Ok((super::detached("_pg_expandarray", cols), VirtualSource::Function { func: TableFunc::ExpandArray(elem), args: vec![e], ordinality }));
+        }
         let (func, args, ty) = self.table_function(fname, args)?;
         let mut cols = vec![(fname.to_owned(), ty)];
         if ordinality {

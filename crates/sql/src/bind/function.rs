@@ -427,10 +427,15 @@ pub(super) fn function_name(name: &ObjectName) -> Result<String> {
     match parts(name)?.as_slice() {
         [n] => Ok(n.clone()),
         [s, n] if s == "pg_catalog" || s == "public" => Ok(n.clone()),
+        // Not on the search path in PostgreSQL either: only by this name.
+        [s, n] if s == "information_schema" && n == "_pg_expandarray" => Ok(EXPAND_ARRAY.to_owned()),
         [s, _] => Err(SqlError::new("3F000", format!("schema \"{s}\" does not exist"))),
         _ => Err(SqlError::unsupported(format!("name {name}"))),
     }
 }
+
+/// `information_schema._pg_expandarray`, as [`function_name`] gives it.
+pub(super) const EXPAND_ARRAY: &str = "information_schema._pg_expandarray";
 
 /// Binds a system function call; None if `name` is not one.
 fn bind_function(

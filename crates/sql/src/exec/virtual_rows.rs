@@ -69,6 +69,16 @@ impl Exec<'_> {
                     }
                     TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
                     TableFunc::PartitionAncestors => Vec::new(),
+                    TableFunc::ExpandArray(elem) => {
+                        for (k, v) in types::array_values(vals[0].as_str().unwrap_or(""), *elem)?.into_iter().enumerate() {
+                            out.push(v);
+                            out.push(Value::Int4(i32::try_from(k + 1).unwrap_or(i32::MAX)));
+                            if *ordinality {
+                                out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
+                            }
+                        }
+                        return Ok(());
+                    }
                 };
                 for (k, v) in items.into_iter().enumerate() {
                     out.push(v);

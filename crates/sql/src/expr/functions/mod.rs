@@ -11,7 +11,7 @@ use super::{Env, Expr, SubqueryRunner};
 use crate::error::{Result, SqlError};
 use crate::value::{self, ArithOp, MICROS_PER_DAY};
 
-pub use system::{SeqFunc, SysFunc, oid_in};
+pub use system::{BitOp, SeqFunc, SysFunc, oid_in};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Func {

@@ -2,6 +2,7 @@ package pgtier.drivers;
 
 import java.math.BigDecimal;
 import java.sql.Connection;
+import java.sql.DatabaseMetaData;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -430,8 +431,9 @@ public final class Client {
                     + " generated=" + rs.getString("IS_GENERATEDCOLUMN"));
             }
         }
-        // getPrimaryKeys and getIndexInfo: what ORMs and schema tools call
-        // (information_schema._pg_expandarray over pg_index.indkey).
+        // getPrimaryKeys, getIndexInfo and getBestRowIdentifier: what ORMs
+        // and schema tools call (information_schema._pg_expandarray over
+        // pg_index.indkey, pg_get_indexdef per column).
         try (ResultSet rs = conn.getMetaData().getPrimaryKeys(null, "public", "drv_java_keys")) {
             while (rs.next()) {
                 out("getPrimaryKeys: " + rs.getString("TABLE_NAME") + " " + rs.getString("COLUMN_NAME") + " seq=" + rs.getInt("KEY_SEQ")
@@ -442,6 +444,11 @@ public final class Client {
             while (rs.next()) {
                 out("getIndexInfo: " + rs.getString("INDEX_NAME") + " unique=" + !rs.getBoolean("NON_UNIQUE") + " pos=" + rs.getInt("ORDINAL_POSITION")
                     + " column=" + rs.getString("COLUMN_NAME") + " type=" + rs.getInt("TYPE") + " asc=" + rs.getString("ASC_OR_DESC"));
+            }
+        }
+        try (ResultSet rs = conn.getMetaData().getBestRowIdentifier(null, "public", "drv_java_keys", DatabaseMetaData.bestRowSession, false)) {
+            while (rs.next()) {
+                out("getBestRowIdentifier: " + rs.getString("COLUMN_NAME") + " " + rs.getString("TYPE_NAME") + " type=" + rs.getInt("DATA_TYPE"));
             }
         }
         try (Statement st = conn.createStatement()) {
