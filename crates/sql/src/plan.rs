@@ -474,6 +474,8 @@ pub enum Plan {
     /// `sequences`: those of serial and identity columns, created first.
     CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<ColumnSequence> },
     CreateIndex { def: IndexDef, if_not_exists: bool },
+    /// CREATE TABLE AS / SELECT INTO: the table, then `query`'s rows in it.
+    CreateTableAs { def: TableDef, query: Box<SelectPlan>, if_not_exists: bool },
     CreateSequence { name: String, options: SequenceOptions, if_not_exists: bool },
     /// DROP TABLE, or DROP SEQUENCE when `sequences`.
     DropTable { names: Vec<String>, if_exists: bool, sequences: bool },

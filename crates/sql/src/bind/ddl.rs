@@ -28,8 +28,8 @@ impl Binder<'_> {
         if c.temporary {
             return Err(SqlError::unsupported("CREATE TEMPORARY TABLE"));
         }
-        if c.query.is_some() {
-            return Err(SqlError::unsupported("CREATE TABLE AS"));
+        if let Some(q) = &c.query {
+            return self.create_table_as(c, q);
         }
         if c.like.is_some() || c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() {
             return Err(SqlError::unsupported("CREATE TABLE with LIKE/INHERITS/PARTITION"));
@@ -304,6 +304,43 @@ impl Binder<'_> {
         let cast = self.assign(bound, bty, ty, column)?;
         let env = crate::expr::Env { params: &[], now_micros: 0, outer: &[] };
         cast.eval(&env, &mut crate::expr::NoSubqueries, &[])
+    }
+
+    /// CREATE TABLE name [(column, ...)] AS query: the query's column
+    /// names and types (an unknown-typed one becomes text, as in
+    /// PostgreSQL), no keys, defaults or constraints; filled with its rows.
+    fn create_table_as(&mut self, c: &ast::CreateTable, q: &ast::Query) -> Result<Plan> {
+        if c.like.is_some() || c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() || !c.constraints.is_empty() {
+            return Err(SqlError::unsupported("CREATE TABLE AS with LIKE/INHERITS/PARTITION/constraints"));
+        }
+        if c.columns.iter().any(|col| col.data_type != ast::DataType::Unspecified || !col.options.is_empty()) {
+            return Err(SqlError::syntax("CREATE TABLE AS takes column names only"));
+        }
+        let names: Vec<String> = c.columns.iter().map(|col| ident(&col.name)).collect();
+        self.table_as(object_name(&c.name)?, &names, q, c.if_not_exists)
+    }
+
+    /// CREATE TABLE AS and SELECT INTO: a table of `query`'s columns (named
+    /// `names` first) and the plan that fills it.
+    pub(super) fn table_as(&mut self, name: String, names: &[String], q: &ast::Query, if_not_exists: bool) -> Result<Plan> {
+        let query = self.query(q, None)?;
+        let out = &query.columns[..query.visible];
+        if names.len() > out.len() {
+            return Err(SqlError::syntax("too many column names were specified"));
+        }
+        let mut columns: Vec<ColumnDef> = Vec::with_capacity(out.len());
+        for (k, oc) in out.iter().enumerate() {
+            let cname = names.get(k).cloned().unwrap_or_else(|| oc.name.clone());
+            if columns.iter().any(|c| c.name == cname) {
+                return Err(SqlError::new("42701", format!("column \"{cname}\" specified more than once")));
+            }
+            let ty = oc.ty.unwrap_or(DataType::Text);
+            if crate::types::is_pseudo(ty) {
+                return Err(SqlError::unsupported(format!("a table column of type {}", type_name(ty))));
+            }
+            columns.push(ColumnDef::new(cname, ty));
+        }
+        Ok(Plan::CreateTableAs { def: TableDef::new(name, columns, &[]), query: Box::new(query), if_not_exists })
     }
 
     pub(super) fn create_index(&mut self, c: &ast::CreateIndex) -> Result<Plan> {

@@ -219,7 +219,10 @@ impl<'c> Binder<'c> {
     fn statement(&mut self, stmt: &ast::Statement) -> Result<Plan> {
         use ast::Statement as S;
         match stmt {
-            S::Query(q) => Ok(Plan::Select(self.query(q, None)?)),
+            S::Query(q) => match q.body.as_ref() {
+                ast::SetExpr::Select(s) if s.into.is_some() => self.select_into(q, s),
+                _ => Ok(Plan::Select(self.query(q, None)?)),
+            },
             S::Insert(i) => self.insert(i),
             S::Update(u) => self.update(u),
             S::Delete(d) => self.delete(d),

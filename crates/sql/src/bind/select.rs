@@ -37,6 +37,19 @@ impl Binder<'_> {
         Ok(plan)
     }
 
+    /// SELECT ... INTO name FROM ...: CREATE TABLE name AS the query without INTO.
+    pub(super) fn select_into(&mut self, q: &ast::Query, s: &ast::Select) -> Result<crate::plan::Plan> {
+        let Some(into) = &s.into else { return Err(SqlError::new("XX000", "SELECT INTO without INTO")) };
+        if into.temporary || into.unlogged {
+            return Err(SqlError::unsupported("SELECT INTO TEMPORARY/UNLOGGED"));
+        }
+        let mut plain = s.clone();
+        plain.into = None;
+        let mut query = q.clone();
+        query.body = Box::new(ast::SetExpr::Select(Box::new(plain)));
+        self.table_as(object_name(&into.name)?, &[], &query, false)
+    }
+
     /// The query apart from its WITH clause.
     fn query_body(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
         if q.fetch.is_some() || q.for_clause.is_some() || q.settings.is_some() || q.format_clause.is_some() || !q.pipe_operators.is_empty() {
