@@ -46,7 +46,7 @@ impl Binder<'_> {
         let mut plain = s.clone();
         plain.into = None;
         let mut query = q.clone();
-        query.body = Box::new(ast::SetExpr::Select(Box::new(plain)));
+        *query.body = ast::SetExpr::Select(Box::new(plain));
         self.table_as(object_name(&into.name)?, &[], &query, false)
     }
 
