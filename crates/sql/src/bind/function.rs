@@ -65,7 +65,7 @@ impl Binder<'_> {
     /// an unknown literal or parameter (typed integer); bigint and the
     /// other types have no implicit cast to integer, so no such function
     /// (42883 with the call's signature `sig`).
-    fn int4_param(&mut self, e: Expr, t: Ty, sig: &str) -> Result<Expr> {
+    pub(super) fn int4_param(&mut self, e: Expr, t: Ty, sig: &str) -> Result<Expr> {
         match t {
             None => self.coerce(e, None, DataType::Int4, "integer argument"),
             Some(t) if value::is_int4_implicit(t) => self.result_cast(e, Some(t), Some(DataType::Int4)),
@@ -214,11 +214,14 @@ impl Binder<'_> {
             "power" | "pow" | "sqrt" => {
                 let (f, n) = if name == "sqrt" { (Func::Sqrt, 1) } else { (Func::Power, 2) };
                 arity(n, n)?;
+                // A float argument picks the float8 version (float8 does not
+                // cast to numeric implicitly); else a numeric one picks the
+                // numeric version, with its own precision rules (refused).
+                let any_float = bound.iter().any(|(_, t)| t.is_some_and(value::is_float));
                 let mut out = Vec::new();
                 for (e, t) in bound {
                     match t {
-                        // PostgreSQL picks the numeric version for these, with its own precision rules.
-                        Some(DataType::Numeric { .. }) => return Err(SqlError::unsupported(format!("{name}(numeric)"))),
+                        Some(DataType::Numeric { .. }) if !any_float => return Err(SqlError::unsupported(format!("{name}(numeric)"))),
                         Some(t) if value::category(t) != Category::Numeric => return Err(SqlError::undefined_function(&sig())),
                         _ => out.push(self.result_cast(e, t, Some(DataType::Float8))?),
                     }
@@ -242,6 +245,11 @@ impl Binder<'_> {
             "starts_with" => text_fn(Func::StartsWith, 2, 2, &[Text, Text], DataType::Bool, self, bound),
             "to_hex" => {
                 arity(1, 1)?;
+                // smallint and unknown fit to_hex(integer) and to_hex(bigint) alike.
+                if matches!(bound[0].1, None | Some(DataType::Int2)) {
+                    return Err(SqlError::new("42725", format!("function {} is not unique", sig()))
+                        .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
+                }
                 let wide = bound[0].1 == Some(DataType::Int8);
                 text_fn(Func::ToHex(wide), 1, 1, &[if wide { DataType::Int8 } else { Int4 }], Text, self, bound)
             }
@@ -263,7 +271,8 @@ impl Binder<'_> {
                 text_fn(Func::Position, 2, 2, &[Text, Text], Int4, self, swapped)
             }
             "concat" => {
-                // Each argument's output text: char(n) keeps its padding here.
+                // VARIADIC "any": at least one argument.
+                arity(1, usize::MAX)?;
                 let mut out = Vec::new();
                 // concat() prints each argument with its output function:
                 // char(n) keeps its padding (concat('a'::char(3), 'x') is 'a  x').
@@ -366,6 +375,13 @@ impl Binder<'_> {
                 let t = xt.or(yt).or(Some(Text));
                 Ok((Expr::NullIf(x.boxed(), y.boxed()), t))
             }
+            "reverse" => text_fn(Func::Reverse, 1, 1, &[Text], Text, self, bound),
+            "chr" => text_fn(Func::Chr, 1, 1, &[Int4], Text, self, bound),
+            "ascii" => text_fn(Func::Ascii, 1, 1, &[Text], Int4, self, bound),
+            "regexp_replace" => text_fn(Func::RegexpReplace, 3, 4, &[Text; 4], Text, self, bound),
+            "regexp_match" => text_fn(Func::RegexpMatch, 2, 3, &[Text; 3], super::builtin::text_array(), self, bound),
+            "regexp_like" => text_fn(Func::RegexpLike, 2, 3, &[Text; 3], DataType::Bool, self, bound),
+            _ if super::builtin::MORE_FUNCTIONS.contains(&name) => self.more_function(name, bound, &sig_text),
             _ => self.sys_function(name, bound)?.ok_or_else(|| SqlError::undefined_function(&sig())),
         }
     }
