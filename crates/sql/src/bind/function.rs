@@ -167,7 +167,8 @@ impl Binder<'_> {
                 let Expr::Const(pgtier_engine::Value::Text(unit)) = unit else {
                     return Err(SqlError::unsupported("date_trunc with a unit that is not a constant"));
                 };
-                let unit = crate::expr::TruncUnit::parse(&unit).ok_or_else(|| SqlError::unsupported(format!("date_trunc unit \"{unit}\"")))?;
+                let unit = crate::expr::TruncUnit::parse(&unit)
+                    .ok_or_else(|| SqlError::new("22023", format!("unit \"{}\" not recognized for type timestamp without time zone", unit.to_lowercase())))?;
                 // A date is truncated as the timestamptz of its midnight, as PostgreSQL casts it.
                 let (x, tz) = match t {
                     Some(DataType::Timestamp) => (x, false),
@@ -399,22 +400,28 @@ impl Binder<'_> {
         bind_function(name, bound, &mut coerce)
     }
 
-    /// `EXTRACT(field FROM x)` (numeric) or `date_part('field', x)` (float8)
-    /// of a date or timestamp. timestamptz (its fields depend on TimeZone)
-    /// and the fields pgtier does not compute are refused with 0A000.
+    /// `EXTRACT(field FROM x)` (numeric) or `date_part('field', x)`
+    /// (float8) of a date, timestamp or timestamptz. date_part of a date is
+    /// PostgreSQL's SQL function over its timestamp (so its hour is 0).
     pub(super) fn extract(&mut self, field: &str, x: Expr, t: Ty, numeric: bool) -> Result<(Expr, Ty)> {
-        let what = if numeric { "EXTRACT" } else { "date_part" };
-        let f = crate::expr::DateField::parse(field).ok_or_else(|| SqlError::unsupported(format!("{what} of field \"{field}\"")))?;
-        let x = match t {
-            Some(DataType::Date | DataType::Timestamp) => x,
+        let field = field.trim_matches('\'');
+        let (x, t) = match t {
+            Some(DataType::Date) if !numeric => (self.result_cast(x, t, Some(DataType::Timestamp))?, Some(DataType::Timestamp)),
+            Some(DataType::Date | DataType::Timestamp | DataType::TimestampTz) => (x, t),
             // An untyped literal fits several of PostgreSQL's candidates.
             None => {
                 let name = if numeric { "extract" } else { "date_part" };
                 return Err(SqlError::new("42725", format!("function pg_catalog.{name}(unknown, unknown) is not unique"))
                     .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
             }
-            Some(DataType::TimestampTz) => return Err(SqlError::unsupported(format!("{what} from timestamp with time zone"))),
-            Some(other) => return Err(SqlError::undefined_function(&format!("{what}(unknown, {})", type_name(other)))),
+            Some(other) => {
+                let what = if numeric { "extract" } else { "date_part" };
+                return Err(SqlError::undefined_function(&format!("{what}(unknown, {})", type_name(other))));
+            }
+        };
+        let Some(f) = crate::expr::DateField::parse(field) else {
+            let ty = t.map_or_else(|| "unknown".to_owned(), value::full_type_name);
+            return Err(SqlError::new("22023", format!("unit \"{}\" not recognized for type {ty}", field.to_lowercase())));
         };
         Ok((Expr::Func(Func::Extract(f, numeric), vec![x]), Some(if numeric { NUMERIC_ANY } else { DataType::Float8 })))
     }

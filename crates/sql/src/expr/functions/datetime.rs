@@ -326,9 +326,20 @@ const PATTERNS: [&str; 42] = [
     "a.m.", "p.m.",
 ];
 
-/// PostgreSQL's patterns that begin with one of [`PATTERNS`] and mean
-/// something else: refused rather than read as the shorter one.
-const LONGER: [&str; 10] = ["SSSSS", "SSSS", "sssss", "ssss", "DDD", "ddd", "YYY", "yyy", "Y,YYY", "y,yyy"];
+/// PostgreSQL's template patterns (formatting.c's DCH keywords), to
+/// refuse the ones pgtier does not implement rather than print their
+/// letters; text matching none of them is copied.
+const PG_PATTERNS: [&str; 114] = [
+    "A.D.", "A.M.", "AD", "AM", "B.C.", "BC", "CC", "DAY", "DDD", "DD", "DY", "Day", "Dy", "D", "FF1", "FF2", "FF3", "FF4", "FF5", "FF6", "FX",
+    "HH24", "HH12", "HH", "IDDD", "ID", "IW", "IYYY", "IYY", "IY", "I", "J", "MI", "MM", "MONTH", "MON", "MS", "Month", "Mon", "OF", "P.M.",
+    "PM", "Q", "RM", "SSSSS", "SSSS", "SS", "TZH", "TZM", "TZ", "US", "WW", "W", "Y,YYY", "YYYY", "YYY", "YY", "Y", "a.d.", "a.m.", "ad",
+    "am", "b.c.", "bc", "cc", "day", "ddd", "dd", "dy", "d", "ff1", "ff2", "ff3", "ff4", "ff5", "ff6", "fx", "hh24", "hh12", "hh", "iddd",
+    "id", "iw", "iyyy", "iyy", "iy", "i", "j", "mi", "mm", "month", "mon", "ms", "of", "p.m.", "pm", "q", "rm", "sssss", "ssss", "ss", "tz",
+    "tzh", "tzm", "us", "ww", "w", "y,yyy", "yyyy", "yyy", "yy", "y", "TM", "tm",
+];
+
+/// Suffixes PostgreSQL reads after a pattern (ordinal, spelled out).
+const SUFFIXES: [&str; 4] = ["TH", "th", "SP", "sp"];
 
 enum Piece<'a> {
     Pattern(&'a str, bool),
@@ -372,18 +383,21 @@ fn template(fmt: &str) -> Result<Vec<Piece<'static>>> {
             continue;
         }
         let ours = PATTERNS.iter().find(|p| rest.starts_with(**p));
-        if let Some(p) = LONGER.iter().find(|p| rest.starts_with(**p)).filter(|l| ours.is_none_or(|o| l.len() > o.len())) {
+        let theirs = PG_PATTERNS.iter().filter(|p| rest.starts_with(**p)).max_by_key(|p| p.len());
+        if let Some(p) = theirs.filter(|l| ours.is_none_or(|o| l.len() > o.len())) {
             return Err(SqlError::unsupported(format!("template pattern \"{p}\"")));
         }
         if let Some(p) = ours {
             out.push(Piece::Pattern(p, fill));
             fill = false;
             rest = &rest[p.len()..];
+            if let Some(suffix) = SUFFIXES.iter().find(|x| rest.starts_with(**x)) {
+                return Err(SqlError::unsupported(format!("template pattern suffix \"{suffix}\"")));
+            }
             continue;
         }
-        if c.is_ascii_alphabetic() {
-            return Err(SqlError::unsupported(format!("template pattern at \"{}\"", rest.chars().take(4).collect::<String>())));
-        }
+        // FM before text that is no pattern applies to nothing.
+        fill = false;
         out.push(Piece::Literal(c));
         rest = &rest[c.len_utf8()..];
     }
@@ -425,8 +439,8 @@ pub(super) fn to_char(micros: i64, fmt: &str) -> Result<String> {
         };
         let shown = if year <= 0 { 1 - year } else { year };
         match p.to_ascii_uppercase().as_str() {
-            "YYYY" => num(&mut out, shown, if year >= 0 { 4 } else { 5 }),
-            "YY" => num(&mut out, shown % 100, if year >= 0 { 2 } else { 3 }),
+            "YYYY" => num(&mut out, shown, 4),
+            "YY" => num(&mut out, shown % 100, 2),
             "MM" => num(&mut out, i64::from(month), 2),
             "DD" => num(&mut out, i64::from(day), 2),
             "HH24" => num(&mut out, hour, 2),
@@ -467,8 +481,8 @@ struct Parsed {
     min: i64,
     sec: i64,
     micros: i64,
-    /// Some(true) for the 12-hour clock (HH, HH12, AM/PM), Some(false) for HH24.
-    twelve: Option<bool>,
+    /// The 12-hour clock (HH, HH12 or AM/PM seen; HH24 sets no clock).
+    twelve: bool,
     pm: bool,
 }
 
@@ -481,14 +495,6 @@ fn set_field(slot: &mut i64, value: i64, pattern: &str) -> Result<()> {
         return Err(bad_format(format!("conflicting values for \"{pattern}\" field in formatting string")));
     }
     *slot = value;
-    Ok(())
-}
-
-fn set_clock(p: &mut Parsed, twelve: bool) -> Result<()> {
-    if p.twelve.is_some_and(|t| t != twelve) {
-        return Err(bad_format("invalid combination of date conventions".to_owned()));
-    }
-    p.twelve = Some(twelve);
     Ok(())
 }
 
@@ -591,12 +597,9 @@ pub(super) fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
             }
             "MM" => set_field(&mut p.month, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
             "DD" => set_field(&mut p.day, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
-            "HH24" => {
-                set_clock(&mut p, false)?;
-                set_field(&mut p.hour, read_int(&mut s, 2, slurp, pat)?.0, pat)?;
-            }
+            "HH24" => set_field(&mut p.hour, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
             "HH12" | "HH" => {
-                set_clock(&mut p, true)?;
+                p.twelve = true;
                 set_field(&mut p.hour, read_int(&mut s, 2, slurp, pat)?.0, pat)?;
             }
             "MI" => set_field(&mut p.min, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
@@ -611,8 +614,8 @@ pub(super) fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
             "AM" | "PM" | "A.M." | "P.M." => {
                 let dotted = pat.contains('.');
                 let names: &[&str] = if dotted { &["A.M.", "P.M."] } else { &["AM", "PM"] };
-                let k = read_name_exact(&mut s, names, pat)?;
-                set_clock(&mut p, true)?;
+                let k = read_name(&mut s, names, false, pat)?;
+                p.twelve = true;
                 p.pm = k == 1;
             }
             "MONTH" | "MON" => {
@@ -626,9 +629,9 @@ pub(super) fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
             _ => return Err(SqlError::unsupported(format!("template pattern \"{pat}\" in to_timestamp"))),
         }
     }
-    if p.twelve == Some(true) {
+    if p.twelve {
         if !(1..=12).contains(&p.hour) {
-            return Err(SqlError::new("22008", format!("hour \"{}\" is invalid for the 12-hour clock", p.hour))
+            return Err(bad_format(format!("hour \"{}\" is invalid for the 12-hour clock", p.hour))
                 .with_hint("Use the 24-hour clock, or give an hour between 1 and 12."));
         }
         p.hour = match (p.pm, p.hour) {
@@ -653,9 +656,4 @@ pub(super) fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
         return Err(out_of_range());
     }
     Ok(days * MICROS_PER_DAY + ((p.hour * 60 + p.min) * 60 + p.sec) * 1_000_000 + p.micros)
-}
-
-/// AM/PM markers: upper or lower case, exactly as written.
-fn read_name_exact(s: &mut &str, names: &[&str], pattern: &str) -> Result<usize> {
-    read_name(s, names, false, pattern)
 }

@@ -105,6 +105,11 @@ pub enum Func {
     Sys(SysFunc),
 }
 
+/// The second argument's text ("" if it is not text).
+fn s1(vals: &[Value]) -> &str {
+    vals.get(1).and_then(text_arg).unwrap_or("")
+}
+
 fn text_arg(v: &Value) -> Option<&str> {
     match v {
         Value::Text(s) => Some(s),
@@ -397,7 +402,9 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         Func::Gcd | Func::Lcm => math::gcd_lcm(f == Func::Lcm, &vals[0], &vals[1])?,
         Func::Pi => Value::Float8(std::f64::consts::PI),
         Func::ToChar => match &vals[0] {
-            Value::Timestamp(t) | Value::TimestampTz(t) => Value::Text(datetime::to_char(*t, vals.get(1).and_then(text_arg).unwrap_or(""))?),
+            // An empty template gives NULL, as PostgreSQL's.
+            _ if s1(&vals).is_empty() => Value::Null,
+            Value::Timestamp(t) | Value::TimestampTz(t) => Value::Text(datetime::to_char(*t, s1(&vals))?),
             other => return Err(SqlError::undefined_function(&format!("to_char({}, text)", value::value_type_name(other)))),
         },
         Func::ToTimestampEpoch => Value::TimestampTz(datetime::to_timestamp_epoch(value::to_f64(&vals[0]).unwrap_or(f64::NAN))?),
