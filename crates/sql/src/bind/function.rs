@@ -379,7 +379,13 @@ impl Binder<'_> {
             "reverse" => text_fn(Func::Reverse, 1, 1, &[Text], Text, self, bound),
             "chr" => text_fn(Func::Chr, 1, 1, &[Int4], Text, self, bound),
             "ascii" => text_fn(Func::Ascii, 1, 1, &[Text], Int4, self, bound),
-            "regexp_replace" => text_fn(Func::RegexpReplace, 3, 4, &[Text; 4], Text, self, bound),
+            "regexp_replace" => {
+                // PostgreSQL 15's forms with a start position (and an occurrence).
+                if nargs > 4 || (nargs == 4 && bound[3].1.is_some_and(value::is_integer)) {
+                    return Err(SqlError::unsupported("regexp_replace with a start position"));
+                }
+                text_fn(Func::RegexpReplace, 3, 4, &[Text; 4], Text, self, bound)
+            }
             "regexp_match" => text_fn(Func::RegexpMatch, 2, 3, &[Text; 3], super::builtin::text_array(), self, bound),
             "regexp_like" => text_fn(Func::RegexpLike, 2, 3, &[Text; 3], DataType::Bool, self, bound),
             _ if super::builtin::MORE_FUNCTIONS.contains(&name) => self.more_function(name, bound, &sig_text),
