@@ -16,6 +16,8 @@ pub const NUMERIC_PRECISION_MAX: u8 = 38;
 
 use crate::error::{Result, SqlError};
 
+mod era;
+
 /// `numeric` without a declared precision, as expression results are typed
 /// (values keep whatever scale the computation gave them).
 pub const NUMERIC_ANY: DataType = DataType::Numeric { precision: 0, scale: 0 };
@@ -761,9 +763,9 @@ pub fn parse_numeric(text: &str) -> Option<Numeric> {
 /// A date, or a timestamp whose time part PostgreSQL's date input discards
 /// (`'1970-01-01 00:00:00Z'::date`, as pgx's simple protocol sends).
 fn parse_date(t: &str) -> Option<i32> {
-    let (t, bc) = split_era(t);
+    let (t, bc) = era::split_era(t);
     if bc {
-        return parse_date(t).and_then(|d| bc_date(d));
+        return parse_date(t).and_then(era::bc_date);
     }
     match t.find([' ', 'T']) {
         Some(i) => {
@@ -772,29 +774,6 @@ fn parse_date(t: &str) -> Option<i32> {
         }
         None => parse_ymd(t),
     }
-}
-
-/// Input without its era suffix (` BC` / ` AD`); true for BC.
-fn split_era(t: &str) -> (&str, bool) {
-    let t = t.trim_end();
-    let cut = t.len().saturating_sub(3);
-    match (t.get(cut..), t.get(..cut)) {
-        (Some(era), Some(rest)) if era.eq_ignore_ascii_case(" bc") => (rest.trim_end(), true),
-        (Some(era), Some(rest)) if era.eq_ignore_ascii_case(" ad") => (rest.trim_end(), false),
-        _ => (t, false),
-    }
-}
-
-/// The same month and day in year `1 - y` (year y BC is astronomical 1 - y),
-/// for a date parsed as AD; None where that day does not exist (29 February).
-fn bc_date(days: i32) -> Option<i32> {
-    let (y, m, d) = pgtier_engine::civil_from_days(i64::from(days));
-    let year = 1 - y;
-    // PostgreSQL's oldest date: 4714-11-24 BC.
-    if d > days_in_month(year, m) || year < -4713 || (year == -4713 && (m, d) < (11, 24)) {
-        return None;
-    }
-    i32::try_from(days_from_civil(year, m, d)).ok()
 }
 
 /// The last year PostgreSQL's date type holds.
@@ -826,13 +805,13 @@ fn days_in_month(y: i64, m: u32) -> u32 {
 }
 
 fn parse_timestamp(t: &str) -> Option<i64> {
-    let (t, bc) = split_era(t);
+    let (t, bc) = era::split_era(t);
     let (date, time) = match t.find([' ', 'T']) {
         Some(i) => (&t[..i], t[i + 1..].trim()),
         None => (t, ""),
     };
     let days = parse_ymd(date)?;
-    let days = i64::from(if bc { bc_date(days)? } else { days });
+    let days = i64::from(if bc { era::bc_date(days)? } else { days });
     let micros = if time.is_empty() { 0 } else { parse_time_of_day(time)? };
     days.checked_mul(MICROS_PER_DAY)?.checked_add(micros)
 }

@@ -51,7 +51,9 @@ pub(super) fn float_fn(f: Func, x: f64) -> Result<f64> {
 }
 
 /// glibc's cbrt (sysdeps/ieee754/dbl-64/s_cbrt.c): a polynomial guess
-/// on the mantissa, one Halley step, the exponent's third.
+/// on the mantissa, one Halley step, the exponent's third. The constants
+/// are glibc's as written (each rounds to the same double).
+#[allow(clippy::excessive_precision)]
 fn glibc_cbrt(x: f64) -> f64 {
     const CBRT2: f64 = 1.259_921_049_894_873_164_8;
     const SQR_CBRT2: f64 = 1.587_401_051_968_199_474_8;
@@ -132,12 +134,10 @@ pub(super) fn gcd_lcm(lcm: bool, a: &Value, b: &Value) -> Result<Value> {
             let (Some(a), Some(b)) = (value::to_numeric(a), value::to_numeric(b)) else { return Ok(Value::Null) };
             let (x, y, s) = common_scale(a, b)?;
             let g = gcd_u128(x.unsigned_abs(), y.unsigned_abs());
-            let m = if !lcm {
-                g
-            } else if g == 0 {
-                0
-            } else {
-                (x.unsigned_abs() / g).checked_mul(y.unsigned_abs()).ok_or_else(numeric_overflow)?
+            let m = match (lcm, x.unsigned_abs().checked_div(g)) {
+                (false, _) => g,
+                (true, None) => 0,
+                (true, Some(q)) => q.checked_mul(y.unsigned_abs()).ok_or_else(numeric_overflow)?,
             };
             Ok(Value::Numeric(Numeric::new(i128::try_from(m).map_err(|_| numeric_overflow())?, s)))
         }
@@ -145,12 +145,10 @@ pub(super) fn gcd_lcm(lcm: bool, a: &Value, b: &Value) -> Result<Value> {
             let wide = matches!(a, Value::Int8(_)) || matches!(b, Value::Int8(_));
             let (x, y) = (a.as_i64().unwrap_or(0), b.as_i64().unwrap_or(0));
             let g = gcd_u128(u128::from(x.unsigned_abs()), u128::from(y.unsigned_abs()));
-            let m = if !lcm {
-                g
-            } else if g == 0 {
-                0
-            } else {
-                (u128::from(x.unsigned_abs()) / g) * u128::from(y.unsigned_abs())
+            let m = match (lcm, u128::from(x.unsigned_abs()).checked_div(g)) {
+                (false, _) => g,
+                (true, None) => 0,
+                (true, Some(q)) => q * u128::from(y.unsigned_abs()),
             };
             // The one result that does not fit is the type's minimum's absolute value.
             if wide {

@@ -331,6 +331,10 @@ fn bracket(chars: &[char], mut i: usize, ci: bool, out: &mut String) -> Result<u
     Ok(i)
 }
 
+/// Byte ranges of a match's groups (group 0 the whole match); None for a
+/// group that did not take part.
+type Spans = Vec<Option<(usize, usize)>>;
+
 /// A compiled pattern: the leftmost-first engine (start, captures) and the
 /// lazy DFA finding the longest end.
 pub(super) struct Compiled {
@@ -374,7 +378,7 @@ impl Compiled {
 
     /// The captures of the match starting at or after `from` (group 0 the
     /// whole match), each None when its group did not take part.
-    fn captures(&self, s: &str, from: usize) -> Result<Option<Vec<Option<(usize, usize)>>>> {
+    fn captures(&self, s: &str, from: usize) -> Result<Option<Spans>> {
         if self.groups > 0 && self.captures_unsafe {
             return Err(SqlError::unsupported("capture groups with alternation or a quantified group in a regular expression"));
         }
