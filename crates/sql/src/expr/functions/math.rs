@@ -50,6 +50,66 @@ pub(super) fn float_fn(f: Func, x: f64) -> Result<f64> {
     Ok(r)
 }
 
+/// power(float8, float8), PostgreSQL's dpow: NaN and infinities decided
+/// here, not by pow() (POSIX's answers), and its SQLSTATEs.
+pub(super) fn dpow(x: f64, y: f64) -> Result<f64> {
+    let invalid = |m: &str| SqlError::new("2201F", m.to_owned());
+    if x.is_nan() {
+        return Ok(if y.is_nan() || y != 0.0 { f64::NAN } else { 1.0 });
+    }
+    if y.is_nan() {
+        return Ok(if x == 1.0 { 1.0 } else { f64::NAN });
+    }
+    if x == 0.0 && y < 0.0 {
+        return Err(invalid("zero raised to a negative power is undefined"));
+    }
+    if x < 0.0 && y.floor() != y {
+        return Err(invalid("a negative number raised to a non-integer power yields a complex result"));
+    }
+    let above_one = x.abs() > 1.0;
+    if y.is_infinite() {
+        return Ok(match (x.abs() == 1.0, y > 0.0) {
+            (true, _) => 1.0,
+            (false, true) => if above_one { y } else { 0.0 },
+            (false, false) => if above_one { 0.0 } else { -y },
+        });
+    }
+    if x.is_infinite() {
+        if y == 0.0 {
+            return Ok(1.0);
+        }
+        if x > 0.0 {
+            return Ok(if y > 0.0 { x } else { 0.0 });
+        }
+        // The sign follows whether y is an odd integer (it is an integer: checked above).
+        let odd = (y / 2.0).floor() != y / 2.0;
+        return Ok(match (y > 0.0, odd) {
+            (true, true) => x,
+            (true, false) => -x,
+            (false, true) => -0.0,
+            (false, false) => 0.0,
+        });
+    }
+    let r = x.powf(y);
+    if r.is_nan() {
+        // Only old libms get here (|y| > 2^63); PostgreSQL's fallback.
+        if x == 0.0 {
+            return Ok(0.0);
+        }
+        if x.abs() == 1.0 {
+            return Ok(1.0);
+        }
+        return Err(if (y >= 0.0) == above_one { overflow() } else { underflow() });
+    }
+    if r.is_infinite() {
+        return Err(overflow());
+    }
+    if r == 0.0 && x != 0.0 {
+        return Err(underflow());
+    }
+    Ok(r)
+}
+
 /// glibc's cbrt (sysdeps/ieee754/dbl-64/s_cbrt.c): a polynomial guess
 /// on the mantissa, one Halley step, the exponent's third. The constants
 /// are glibc's as written (each rounds to the same double).
