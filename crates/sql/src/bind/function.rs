@@ -219,6 +219,11 @@ impl Binder<'_> {
                 // cast to numeric implicitly); else a numeric one picks the
                 // numeric version, with its own precision rules (refused).
                 let any_float = bound.iter().any(|(_, t)| t.is_some_and(value::is_float));
+                if let (Func::Sqrt, Some((e, Some(t @ DataType::Numeric { .. })))) = (f, bound.first())
+                    && RegKind::of(*t).is_none()
+                {
+                    return Ok((Expr::Func(Func::Sqrt, vec![e.clone()]), Some(NUMERIC_ANY)));
+                }
                 let mut out = Vec::new();
                 for (e, t) in bound {
                     match t {

@@ -50,6 +50,30 @@ pub(super) fn float_fn(f: Func, x: f64) -> Result<f64> {
     Ok(r)
 }
 
+/// sqrt(numeric), PostgreSQL's numeric_sqrt: at least 16 significant
+/// digits and the input's scale, rounded half away from zero. Beyond the
+/// 38 digits pgtier's numeric holds: 0A000.
+pub(super) fn numeric_sqrt(n: Numeric) -> Result<Numeric> {
+    if n.mantissa < 0 {
+        return Err(SqlError::new("2201F", "cannot take square root of a negative number"));
+    }
+    let too_wide = || SqlError::unsupported("sqrt(numeric) with more than 38 digits");
+    let m = n.mantissa.unsigned_abs();
+    let digits = if m == 0 { 1 } else { i64::from(m.ilog10()) + 1 };
+    // PostgreSQL's weight counts base-10000 digits.
+    let weight = if m == 0 { 0 } else { (digits - 1 - i64::from(n.scale)).div_euclid(4) };
+    let rscale = (16 - (2 * weight + 1)).max(i64::from(n.scale)).clamp(0, 1000);
+    let up = u32::try_from(2 * (rscale + 1) - i64::from(n.scale)).map_err(|_| too_wide())?;
+    let wide = m.checked_mul(10u128.checked_pow(up).ok_or_else(too_wide)?).ok_or_else(too_wide)?;
+    // One digit past rscale, then rounded: the true root is never exactly half.
+    let root = (wide.isqrt() + 5) / 10;
+    let scale = u8::try_from(rscale).map_err(|_| too_wide())?;
+    if root.checked_ilog10().unwrap_or(0) >= 38 {
+        return Err(too_wide());
+    }
+    Ok(Numeric::new(i128::try_from(root).map_err(|_| too_wide())?, scale))
+}
+
 /// power(float8, float8), PostgreSQL's dpow: NaN and infinities decided
 /// here, not by pow() (POSIX's answers), and its SQLSTATEs.
 pub(super) fn dpow(x: f64, y: f64) -> Result<f64> {

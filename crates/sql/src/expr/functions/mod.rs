@@ -332,6 +332,9 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         Func::WidthBucket => width_bucket(&vals[0], &vals[1], &vals[2], int(3))?,
         Func::SizePretty => Value::Text(size_pretty(int(0))),
         Func::Sqrt => {
+            if let Value::Numeric(n) = &vals[0] {
+                return Ok(Value::Numeric(math::numeric_sqrt(*n)?));
+            }
             let x = value::to_f64(&vals[0]).unwrap_or(f64::NAN);
             if x < 0.0 {
                 return Err(SqlError::new("2201F", "cannot take square root of a negative number"));
