@@ -167,7 +167,7 @@ impl Binder<'_> {
                 let Expr::Const(pgtier_engine::Value::Text(unit)) = unit else {
                     return Err(SqlError::unsupported("date_trunc with a unit that is not a constant"));
                 };
-                let unit = crate::expr::TruncUnit::parse(&unit)
+                let unit = crate::expr::DateField::parse_trunc(&unit)
                     .ok_or_else(|| SqlError::new("22023", format!("unit \"{}\" not recognized for type timestamp without time zone", unit.to_lowercase())))?;
                 // A date is truncated as the timestamptz of its midnight, as PostgreSQL casts it.
                 let (x, tz) = match t {

@@ -97,6 +97,18 @@ impl DateField {
         }
     }
 
+    /// The field named `name` if date_trunc takes it: PostgreSQL looks up
+    /// date_trunc's units in the same table as extract's fields.
+    pub fn parse_trunc(name: &str) -> Option<DateField> {
+        DateField::parse(name).filter(|f| {
+            !matches!(
+                f,
+                DateField::IsoYear | DateField::Dow | DateField::IsoDow | DateField::Doy | DateField::Julian | DateField::Epoch
+                    | DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute
+            )
+        })
+    }
+
     /// Fields of the time of day (and zone), which a date does not have.
     fn is_time(self) -> bool {
         matches!(
@@ -111,70 +123,32 @@ impl DateField {
     }
 }
 
-/// A unit date_trunc takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TruncUnit {
-    Microseconds,
-    Milliseconds,
-    Second,
-    Minute,
-    Hour,
-    Day,
-    Week,
-    Month,
-    Quarter,
-    Year,
-    Decade,
-    Century,
-    Millennium,
-}
-
-impl TruncUnit {
-    pub fn parse(name: &str) -> Option<TruncUnit> {
-        Some(match unit_key(name).as_str() {
-            "microsecon" | "us" | "usec" | "usecs" | "usecond" | "useconds" => TruncUnit::Microseconds,
-            "millisecon" | "ms" | "msec" | "msecs" | "msecond" | "mseconds" => TruncUnit::Milliseconds,
-            "second" | "seconds" | "s" | "sec" | "secs" => TruncUnit::Second,
-            "minute" | "minutes" | "m" | "min" | "mins" => TruncUnit::Minute,
-            "hour" | "hours" | "h" | "hr" | "hrs" => TruncUnit::Hour,
-            "day" | "days" | "d" => TruncUnit::Day,
-            "week" | "weeks" | "w" => TruncUnit::Week,
-            "month" | "months" | "mon" | "mons" => TruncUnit::Month,
-            "quarter" | "qtr" => TruncUnit::Quarter,
-            "year" | "years" | "y" | "yr" | "yrs" => TruncUnit::Year,
-            "decade" | "decades" | "dec" | "decs" => TruncUnit::Decade,
-            "century" | "centuries" | "c" | "cent" => TruncUnit::Century,
-            "millennium" | "millennia" | "mil" | "mils" => TruncUnit::Millennium,
-            _ => return None,
-        })
-    }
-}
-
 /// date_trunc of µs since 2000-01-01 (UTC: pgtier's only time zone).
 /// Years before 1 (their decades and centuries count differently) are 0A000.
-pub(super) fn date_trunc(unit: TruncUnit, t: i64) -> Result<i64> {
+pub(super) fn date_trunc(unit: DateField, t: i64) -> Result<i64> {
     let within_day = |step: i64| Ok(t - t.rem_euclid(step));
     let days = t.div_euclid(MICROS_PER_DAY);
     let (year, month, _) = pgtier_engine::civil_from_days(days);
     let at = |y: i64, m: u32| Ok(pgtier_engine::days_from_civil(y, m, 1) * MICROS_PER_DAY);
-    if year <= 0 && matches!(unit, TruncUnit::Decade | TruncUnit::Century | TruncUnit::Millennium) {
+    if year <= 0 && matches!(unit, DateField::Decade | DateField::Century | DateField::Millennium) {
         return Err(SqlError::unsupported("date_trunc of a BC year to a decade, century or millennium"));
     }
     match unit {
-        TruncUnit::Microseconds => Ok(t),
-        TruncUnit::Milliseconds => within_day(1_000),
-        TruncUnit::Second => within_day(1_000_000),
-        TruncUnit::Minute => within_day(60_000_000),
-        TruncUnit::Hour => within_day(3_600_000_000),
-        TruncUnit::Day => within_day(MICROS_PER_DAY),
+        DateField::Microseconds => Ok(t),
+        DateField::Milliseconds => within_day(1_000),
+        DateField::Second => within_day(1_000_000),
+        DateField::Minute => within_day(60_000_000),
+        DateField::Hour => within_day(3_600_000_000),
+        DateField::Day => within_day(MICROS_PER_DAY),
         // ISO weeks start on Monday; 2000-01-01 was a Saturday.
-        TruncUnit::Week => Ok((days - (days + 5).rem_euclid(7)) * MICROS_PER_DAY),
-        TruncUnit::Month => at(year, month),
-        TruncUnit::Quarter => at(year, (month - 1) / 3 * 3 + 1),
-        TruncUnit::Year => at(year, 1),
-        TruncUnit::Decade => at(year - year % 10, 1),
-        TruncUnit::Century => at((year - 1) / 100 * 100 + 1, 1),
-        TruncUnit::Millennium => at((year - 1) / 1000 * 1000 + 1, 1),
+        DateField::Week => Ok((days - (days + 5).rem_euclid(7)) * MICROS_PER_DAY),
+        DateField::Month => at(year, month),
+        DateField::Quarter => at(year, (month - 1) / 3 * 3 + 1),
+        DateField::Year => at(year, 1),
+        DateField::Decade => at(year - year % 10, 1),
+        DateField::Century => at((year - 1) / 100 * 100 + 1, 1),
+        DateField::Millennium => at((year - 1) / 1000 * 1000 + 1, 1),
+        other => Err(SqlError::new("22023", format!("unit \"{}\" not recognized for type timestamp without time zone", other.name()))),
     }
 }
 

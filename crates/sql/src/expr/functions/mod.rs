@@ -16,7 +16,7 @@ use crate::types::{Elem, array_text};
 use crate::error::{Result, SqlError};
 use crate::value::{self, ArithOp, MICROS_PER_DAY};
 
-pub use datetime::{DateField, TruncUnit};
+pub use datetime::DateField;
 pub use system::{SeqFunc, SysFunc, oid_in};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,7 +66,7 @@ pub enum Func {
     /// random(): uniform in [0, 1), a new value at every call.
     Random,
     /// date_trunc of a timestamp (false) or timestamptz (true) to a unit.
-    DateTrunc(TruncUnit, bool),
+    DateTrunc(DateField, bool),
     /// extract (numeric, true: PostgreSQL 14+) or date_part (float8, false) of a field.
     Extract(DateField, bool),
     Reverse,
