@@ -35,6 +35,8 @@ const REFUSED: &[(&str, &str)] = &[
     ("SELECT regexp_split_to_array('a b', ' ')", "regexp_split_to_array"),
     ("SELECT regexp_count('abab', 'b')", "regexp_count"),
     ("SELECT regexp_replace('abc', 'b', 'x', 2)", "start position"),
+    ("SELECT substring('foobar' FROM '%#\"o_b#\"%' FOR '#')", "FOR escape"),
+    ("SELECT substring('a' FROM '((a))+')", "quantified group"),
     // format(): a width taken from an argument.
     ("SELECT format('%*s', 5, 'x')", "width taken from an argument"),
     // Numeric versions with PostgreSQL's own precision rules.

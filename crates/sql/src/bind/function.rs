@@ -110,6 +110,18 @@ impl Binder<'_> {
             "lower" => text_fn(Func::Lower, 1, 1, &[Text], Text, self, bound),
             "upper" => text_fn(Func::Upper, 1, 1, &[Text], Text, self, bound),
             "length" | "char_length" | "character_length" => text_fn(Func::Length, 1, 1, &[Text], Int4, self, bound),
+            "substring" if bound.get(1).is_some_and(|(_, t)| t.is_none_or(|t| category(t) == Category::String)) => {
+                // substring(text, text): a POSIX regular expression (an unknown
+                // literal prefers the string category); with a third text
+                // argument, SQL's SIMILAR TO form.
+                if nargs == 3 && bound[2].1.is_none_or(|t| category(t) == Category::String) {
+                    return Err(SqlError::unsupported("substring(string FROM pattern FOR escape)"));
+                }
+                if nargs == 3 {
+                    return text_fn(Func::Substr, 3, 3, &[Text, Int4, Int4], Text, self, bound);
+                }
+                text_fn(Func::RegexpSubstring, 2, 2, &[Text, Text], Text, self, bound)
+            }
             "substr" | "substring" => text_fn(Func::Substr, 2, 3, &[Text, Int4, Int4], Text, self, bound),
             "lpad" => text_fn(Func::Lpad, 2, 3, &[Text, Int4, Text], Text, self, bound),
             "rpad" => text_fn(Func::Rpad, 2, 3, &[Text, Int4, Text], Text, self, bound),

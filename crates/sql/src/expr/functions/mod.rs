@@ -80,6 +80,8 @@ pub enum Func {
     RegexpMatch,
     /// regexp_like(s, pattern [, flags]).
     RegexpLike,
+    /// substring(s FROM pattern): the first group's match, or the whole match.
+    RegexpSubstring,
     /// cbrt, exp, ln, log10 of a float8.
     Cbrt,
     Exp,
@@ -376,6 +378,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
                 None => Value::Null,
             }
         }
+        Func::RegexpSubstring => regex::substring(s0, s1(&vals))?.map_or(Value::Null, Value::Text),
         Func::RegexpLike => {
             let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
             Value::Bool(regex::regexp_like(s0, text(1), text(2))?)

@@ -517,6 +517,17 @@ pub fn regexp_like(s: &str, pattern: &str, flag_text: &str) -> Result<bool> {
     is_match(s, pattern, ci)
 }
 
+/// substring(s FROM pattern): the text the first parenthesized group
+/// matched (None if it took no part), or the whole match without groups;
+/// None without a match.
+pub fn substring(s: &str, pattern: &str) -> Result<Option<String>> {
+    let re = compiled(pattern, false)?;
+    if re.groups == 0 {
+        return Ok(re.find(s, 0)?.map(|(a, b)| s[a..b].to_owned()));
+    }
+    Ok(re.captures(s, 0)?.and_then(|spans| spans.get(1).copied().flatten()).map(|(a, b)| s[a..b].to_owned()))
+}
+
 /// regexp_match(s, pattern [, flags]): the first match's captures (or the
 /// whole match without groups) as text[] items; None without a match.
 pub fn regexp_match(s: &str, pattern: &str, flag_text: &str) -> Result<Option<Vec<Option<String>>>> {
