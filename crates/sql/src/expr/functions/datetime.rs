@@ -317,7 +317,10 @@ const SUFFIXES: [&str; 4] = ["TH", "th", "SP", "sp"];
 
 enum Piece<'a> {
     Pattern(&'a str, bool),
+    /// Template text outside quotes: a space or separator matches any one in to_timestamp's input.
     Literal(char),
+    /// Quoted template text: in to_timestamp's input it skips one character, whatever it is.
+    Quoted(char),
 }
 
 /// A template as patterns (with their FM flag) and literal characters.
@@ -333,14 +336,14 @@ fn template(fmt: &str) -> Result<Vec<Piece<'static>>> {
                 match ch {
                     '\\' => {
                         if let Some((_, esc)) = chars.next() {
-                            out.push(Piece::Literal(esc));
+                            out.push(Piece::Quoted(esc));
                         }
                     }
                     '"' => {
                         end = k + 2;
                         break;
                     }
-                    other => out.push(Piece::Literal(other)),
+                    other => out.push(Piece::Quoted(other)),
                 }
             }
             rest = &rest[end.min(rest.len())..];
@@ -402,7 +405,7 @@ pub(super) fn to_char(micros: i64, fmt: &str) -> Result<String> {
     let mut out = String::new();
     for piece in template(fmt)? {
         let (p, fill) = match piece {
-            Piece::Literal(c) => {
+            Piece::Literal(c) | Piece::Quoted(c) => {
                 out.push(c);
                 continue;
             }
@@ -545,7 +548,7 @@ pub(super) fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
                 }
                 continue;
             }
-            Piece::Literal(_) => {
+            Piece::Literal(_) | Piece::Quoted(_) => {
                 // Any other template character consumes one input character.
                 if extra_skip > 0 {
                     extra_skip -= 1;
@@ -560,13 +563,21 @@ pub(super) fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
             || match pieces.get(k + 1) {
                 None => true,
                 Some(Piece::Pattern(next, _)) => !matches!(next.to_ascii_uppercase().as_str(), "YYYY" | "YY" | "MM" | "DD" | "HH24" | "HH12" | "HH" | "MI" | "SS" | "MS" | "US"),
-                Some(Piece::Literal(c)) => !c.is_ascii_digit(),
+                Some(Piece::Literal(c) | Piece::Quoted(c)) => !c.is_ascii_digit(),
             };
         match pat.to_ascii_uppercase().as_str() {
             "YYYY" => set_field(&mut p.year, read_int(&mut s, 4, slurp, pat)?.0, pat)?,
             "YY" => {
-                let (y, _) = read_int(&mut s, 2, slurp, pat)?;
-                let y = if y < 70 { y + 2000 } else if y < 100 { y + 1900 } else { y };
+                let (y, digits) = read_int(&mut s, 2, slurp, pat)?;
+                // PostgreSQL's adjust_partial_year_to_2020, for fewer than 4 digits.
+                let y = match y {
+                    _ if digits >= 4 => y,
+                    0..70 => y + 2000,
+                    70..100 => y + 1900,
+                    100..520 => y + 2000,
+                    520..1000 => y + 1000,
+                    _ => y,
+                };
                 set_field(&mut p.year, y, pat)?;
             }
             "MM" => set_field(&mut p.month, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
@@ -602,6 +613,10 @@ pub(super) fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
             }
             _ => return Err(SqlError::unsupported(format!("template pattern \"{pat}\" in to_timestamp"))),
         }
+        // Spaces after a field are skipped; they count as skipped extra.
+        let trimmed = s.trim_start_matches(|c: char| c.is_ascii_whitespace());
+        extra_skip = i64::try_from(s.len() - trimmed.len()).unwrap_or(0);
+        s = trimmed;
     }
     if p.twelve {
         if !(1..=12).contains(&p.hour) {
