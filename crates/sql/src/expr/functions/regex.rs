@@ -339,8 +339,9 @@ type Spans = Vec<Option<(usize, usize)>>;
 /// lazy DFA finding the longest end.
 pub(super) struct Compiled {
     re: Regex,
-    longest: DFA,
-    cache: RefCell<DfaCache>,
+    rust: String,
+    /// Built on first use: `~` never needs it.
+    longest: std::cell::OnceCell<(DFA, RefCell<DfaCache>)>,
     groups: usize,
     captures_unsafe: bool,
 }
@@ -353,9 +354,7 @@ impl Compiled {
     fn new(pattern: &str, ci: bool) -> Result<Compiled> {
         let t = translate(pattern, ci)?;
         let re = Regex::builder().syntax(syntax_config()).build(&t.rust).map_err(invalid)?;
-        let longest = DFA::builder().configure(DFA::config().match_kind(MatchKind::All)).syntax(syntax_config()).build(&t.rust).map_err(invalid)?;
-        let cache = RefCell::new(longest.create_cache());
-        Ok(Compiled { re, longest, cache, groups: t.groups, captures_unsafe: t.captures_unsafe })
+        Ok(Compiled { re, rust: t.rust, longest: std::cell::OnceCell::new(), groups: t.groups, captures_unsafe: t.captures_unsafe })
     }
 
     /// The first match at or after byte `from`: (start, end) with
@@ -367,9 +366,15 @@ impl Compiled {
     }
 
     fn longest_end(&self, s: &str, start: usize) -> Result<usize> {
-        let mut cache = self.cache.borrow_mut();
+        if self.longest.get().is_none() {
+            let dfa = DFA::builder().configure(DFA::config().match_kind(MatchKind::All)).syntax(syntax_config()).build(&self.rust).map_err(invalid)?;
+            let cache = RefCell::new(dfa.create_cache());
+            let _ = self.longest.set((dfa, cache));
+        }
+        let Some((dfa, cache)) = self.longest.get() else { return Err(SqlError::new("XX000", "regular expression not compiled")) };
+        let mut cache = cache.borrow_mut();
         let input = Input::new(s).range(start..).anchored(Anchored::Yes);
-        match self.longest.try_search_fwd(&mut cache, &input) {
+        match dfa.try_search_fwd(&mut cache, &input) {
             Ok(Some(h)) => Ok(h.offset()),
             Ok(None) => Err(SqlError::new("XX000", "regular expression engines disagree on a match")),
             Err(_) => Err(SqlError::unsupported("a regular expression this complex")),
