@@ -455,6 +455,7 @@ impl Connection {
             sequences: &mut self.sequences,
             hash_joins: matches!(&prepared.plan, Plan::Select(s) if !s.for_update),
             level_hashes: LevelHashes::default(),
+            work_tables: Vec::new(),
         };
         let out = &mut self.result;
         let r = match &prepared.plan {

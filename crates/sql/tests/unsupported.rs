@@ -20,7 +20,7 @@ fn refused_constructs_name_themselves() {
         ("SELECT count(DISTINCT v) OVER () FROM t", "DISTINCT"),
         ("CREATE SEQUENCE o OWNED BY t.id", "OWNED BY"),
         ("CREATE TEMPORARY SEQUENCE tmp", "TEMPORARY SEQUENCE"),
-        ("WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r", "WITH RECURSIVE"),
+        ("WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL (SELECT n + 1 FROM r WHERE n < 3 UNION SELECT 7)) SELECT * FROM r", "recursive term other than one SELECT"),
         // PostgreSQL evaluates such a query once; pgtier would twice.
         ("WITH v AS (SELECT nextval('s') AS n) SELECT * FROM v a, v b", "advances a sequence"),
         ("WITH d AS (DELETE FROM t RETURNING id) SELECT * FROM d", "query form"),

@@ -57,7 +57,19 @@ impl Binder<'_> {
             },
             E::CompoundIdentifier(parts) => match parts.as_slice() {
                 [q, c] => self.resolve_column(Some(&ident(q)), &ident(c), scope).map_err(|err| err.at(q.span)),
-                [s, q, c] if ident(s) == "public" => self.resolve_column(Some(&ident(q)), &ident(c), scope).map_err(|err| err.at(s.span)),
+                [s, q, c] => {
+                    // `schema.table.column` (ORMs qualify catalog columns so):
+                    // the innermost FROM item named `table` must come from
+                    // that schema.
+                    let (schema, table) = (ident(s), ident(q));
+                    let named = std::iter::successors(Some(scope), |sc| sc.outer).find_map(|sc| sc.rels.iter().find(|r| r.name == table));
+                    match named {
+                        Some(rel) if rel.schema_name() == Some(schema.as_str()) => {
+                            self.resolve_column(Some(&table), &ident(c), scope).map_err(|err| err.at(s.span))
+                        }
+                        _ => Err(missing_from(&table).at(s.span)),
+                    }
+                }
                 _ => Err(SqlError::unsupported(format!("name {e}"))),
             },
             E::Value(v) => self.literal(&v.value),
@@ -332,7 +344,9 @@ impl Binder<'_> {
 
     pub(super) fn subquery(&mut self, q: &ast::Query, scope: &Scope<'_>) -> Result<(SelectPlan, bool)> {
         let saved = std::mem::replace(&mut self.correlated, false);
+        self.sublink_depth += 1;
         let plan = self.query(q, Some(scope));
+        self.sublink_depth -= 1;
         let correlated = std::mem::replace(&mut self.correlated, saved);
         Ok((plan?, correlated))
     }

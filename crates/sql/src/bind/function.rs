@@ -18,13 +18,17 @@ impl Binder<'_> {
             return Err(SqlError::unsupported(format!("function call {}", truncate(&f.to_string()))));
         }
         let name = function_name(&f.name)?;
+        let mut order_by: &[ast::OrderByExpr] = &[];
         let (args, distinct, star) = match &f.args {
             ast::FunctionArguments::None => (Vec::new(), false, false),
             ast::FunctionArguments::Subquery(q) if name == "array" => return self.array_subquery(q, scope),
             ast::FunctionArguments::Subquery(_) => return Err(SqlError::unsupported("subquery as function argument")),
             ast::FunctionArguments::List(list) => {
-                if !list.clauses.is_empty() {
-                    return Err(SqlError::unsupported(format!("clauses in {name}()")));
+                for clause in &list.clauses {
+                    match clause {
+                        ast::FunctionArgumentClause::OrderBy(items) if order_by.is_empty() => order_by = items,
+                        _ => return Err(SqlError::unsupported(format!("clauses in {name}()"))),
+                    }
                 }
                 let distinct = matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct));
                 let mut args = Vec::new();
@@ -49,11 +53,17 @@ impl Binder<'_> {
                 Some(self.boolean(b, t, "FILTER")?)
             }
         };
+        if !order_by.is_empty() && aggregate_named(&name, star).is_none() {
+            return Err(SqlError::new("42809", format!("ORDER BY specified, but {name} is not an aggregate function")));
+        }
         if let Some(over) = &f.over {
+            if !order_by.is_empty() {
+                return Err(SqlError::unsupported("aggregate ORDER BY is not implemented for window functions"));
+            }
             return self.window_function(over, &name, &args, star, distinct, filter, scope, ctx);
         }
         if let Some(func) = aggregate_named(&name, star) {
-            return self.aggregate(func, &name, &args, distinct, filter, scope, ctx);
+            return self.aggregate(func, &name, &args, distinct, filter, order_by, scope, ctx);
         }
         if star || distinct {
             return Err(SqlError::syntax(format!("{name}(*) or DISTINCT used with a non-aggregate function")));

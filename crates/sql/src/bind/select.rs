@@ -16,9 +16,6 @@ use crate::planner::{self, JoinRel};
 impl Binder<'_> {
     pub(super) fn query(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
         let Some(with) = &q.with else { return self.query_body(q, outer) };
-        if with.recursive {
-            return Err(SqlError::unsupported("WITH RECURSIVE"));
-        }
         let base = self.ctes.len();
         for cte in &with.cte_tables {
             let name = ident(&cte.alias.name);
@@ -26,7 +23,7 @@ impl Binder<'_> {
                 self.ctes.truncate(base);
                 return Err(SqlError::new("42712", format!("WITH query name \"{name}\" specified more than once")));
             }
-            self.ctes.push(CteDef { name, cte: cte.clone(), uses: 0 });
+            self.ctes.push(CteDef { name, cte: cte.clone(), uses: 0, recursive: with.recursive, self_ref: super::recursive::SelfRef::Hidden });
         }
         let plan = self.query_body(q, outer);
         let defs = self.ctes.split_off(base);

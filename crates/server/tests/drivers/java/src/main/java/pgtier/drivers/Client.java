@@ -396,6 +396,7 @@ public final class Client {
         try (Statement st = conn.createStatement()) {
             st.execute("DROP TABLE IF EXISTS drv_java_keys");
             st.execute("CREATE TABLE drv_java_keys (id serial PRIMARY KEY, g bigint GENERATED ALWAYS AS IDENTITY, v text)");
+            st.execute("CREATE UNIQUE INDEX drv_java_keys_v_g ON drv_java_keys (v, g)");
         }
         conn.setAutoCommit(false);
         try (PreparedStatement ps = conn.prepareStatement("INSERT INTO drv_java_keys (v) VALUES (?)", Statement.RETURN_GENERATED_KEYS)) {
@@ -427,6 +428,20 @@ public final class Client {
                     + " type=" + rs.getInt("DATA_TYPE") + " size=" + rs.getInt("COLUMN_SIZE") + " nullable=" + rs.getInt("NULLABLE")
                     + " default=" + rs.getString("COLUMN_DEF") + " autoincrement=" + rs.getString("IS_AUTOINCREMENT")
                     + " generated=" + rs.getString("IS_GENERATEDCOLUMN"));
+            }
+        }
+        // getPrimaryKeys and getIndexInfo: what ORMs and schema tools call
+        // (information_schema._pg_expandarray over pg_index.indkey).
+        try (ResultSet rs = conn.getMetaData().getPrimaryKeys(null, "public", "drv_java_keys")) {
+            while (rs.next()) {
+                out("getPrimaryKeys: " + rs.getString("TABLE_NAME") + " " + rs.getString("COLUMN_NAME") + " seq=" + rs.getInt("KEY_SEQ")
+                    + " name=" + rs.getString("PK_NAME"));
+            }
+        }
+        try (ResultSet rs = conn.getMetaData().getIndexInfo(null, "public", "drv_java_keys", false, false)) {
+            while (rs.next()) {
+                out("getIndexInfo: " + rs.getString("INDEX_NAME") + " unique=" + !rs.getBoolean("NON_UNIQUE") + " pos=" + rs.getInt("ORDINAL_POSITION")
+                    + " column=" + rs.getString("COLUMN_NAME") + " type=" + rs.getInt("TYPE") + " asc=" + rs.getString("ASC_OR_DESC"));
             }
         }
         try (Statement st = conn.createStatement()) {
