@@ -252,7 +252,8 @@ impl Binder<'_> {
                 if let Some(f) = substring_for {
                     args.push((**f).clone());
                 }
-                self.scalar_function("substr", &args, scope, ctx)
+                // substring(x FROM pattern) is a regular expression when the pattern is text.
+                self.scalar_function("substring", &args, scope, ctx)
             }
             E::Trim { expr, trim_where, trim_what, trim_characters: None } => {
                 let name = match trim_where {

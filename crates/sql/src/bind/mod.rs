@@ -12,6 +12,7 @@
 
 mod aggregate;
 mod array;
+mod builtin;
 mod cast;
 mod coerce;
 mod ddl;

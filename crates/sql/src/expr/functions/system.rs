@@ -263,7 +263,12 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             }
             return Ok(if unknown { Value::Null } else { Value::Bool(false) });
         }
-        SysFunc::Regex { negated, case_insensitive } => return Ok(Value::Bool(regex_match(txt(0), txt(1), case_insensitive)? != negated)),
+        SysFunc::Regex { negated, case_insensitive } => {
+            if vals[0].is_null() || vals[1].is_null() {
+                return Ok(Value::Null);
+            }
+            return Ok(Value::Bool(super::regex::is_match(txt(0), txt(1), case_insensitive)? != negated));
+        }
         SysFunc::OidIn if !vals[0].is_null() => return Ok(Value::Int8(oid_in(txt(0))?)),
         SysFunc::OidFromInt(wide) if !vals[0].is_null() => return Ok(Value::Int8(oid_from_int(int(0), wide)?)),
         SysFunc::OidIn | SysFunc::OidFromInt(_) => return Ok(Value::Null),
@@ -373,26 +378,6 @@ fn serial_sequence(catalog: &Catalog, settings: &HashMap<String, String>, table:
     Ok(match col.sequence.filter(|(_, how)| how.owns()).and_then(|(seq, _)| catalog.table(seq)) {
         Some(seq) => Value::Text(format!("public.{}", quote_ident(&seq.name))),
         None => Value::Null,
-    })
-}
-
-thread_local! {
-    /// The last compiled pattern: a query matches one pattern against many rows.
-    static LAST_REGEX: std::cell::RefCell<Option<(String, bool, regex_lite::Regex)>> = const { std::cell::RefCell::new(None) };
-}
-
-fn regex_match(s: &str, pattern: &str, case_insensitive: bool) -> Result<bool> {
-    LAST_REGEX.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let hit = matches!(&*slot, Some((p, ci, _)) if p == pattern && *ci == case_insensitive);
-        if !hit {
-            let re = regex_lite::RegexBuilder::new(pattern)
-                .case_insensitive(case_insensitive)
-                .build()
-                .map_err(|e| SqlError::new("2201B", format!("invalid regular expression: {e}")))?;
-            *slot = Some((pattern.to_owned(), case_insensitive, re));
-        }
-        Ok(slot.as_ref().is_some_and(|(_, _, re)| re.is_match(s)))
     })
 }
 
