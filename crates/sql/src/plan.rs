@@ -474,6 +474,9 @@ pub enum Plan {
     /// `sequences`: those of serial and identity columns, created first.
     CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<ColumnSequence> },
     CreateIndex { def: IndexDef, if_not_exists: bool },
+    /// EXPLAIN: the plan's text (`crate::explain`), one row per line, in a
+    /// `QUERY PLAN` column.
+    Explain { lines: Vec<String>, columns: Vec<OutputColumn> },
     /// CREATE TABLE AS / SELECT INTO: the table, then `query`'s rows in it.
     CreateTableAs { def: TableDef, query: Box<SelectPlan>, if_not_exists: bool },
     CreateSequence { name: String, options: SequenceOptions, if_not_exists: bool },
@@ -516,6 +519,7 @@ impl Prepared {
             Plan::Insert(i) => &i.columns,
             Plan::Update(u) => &u.columns,
             Plan::Delete(d) => &d.columns,
+            Plan::Explain { columns, .. } => columns,
             _ => &[],
         }
     }

@@ -399,6 +399,13 @@ impl Connection {
         match &prepared.plan {
             Plan::Set { name, value, local } => return self.set(name, value, *local),
             Plan::Show { name } => return self.show(name),
+            Plan::Explain { lines, .. } => {
+                self.result.reset(1);
+                for line in lines {
+                    self.result.push_row(&[Value::Text(line.clone())]);
+                }
+                return Ok((Tag::Plain("EXPLAIN"), lines.len() as u64));
+            }
             Plan::Noop { tag } => {
                 self.result.reset(0);
                 return Ok((Tag::Plain(tag), 0));
@@ -477,7 +484,7 @@ impl Connection {
                 ex.drop_tables(names, *if_exists, *sequences).map(|()| (Tag::Plain(tag), 0))
             }
             Plan::DropIndex { names, if_exists } => ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0)),
-            Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Noop { .. } => Ok((Tag::Plain(""), 0)),
+            Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Explain { .. } | Plan::Noop { .. } => Ok((Tag::Plain(""), 0)),
         };
         if !matches!(prepared.plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_)) {
             out.reset(0);

@@ -224,6 +224,18 @@ impl<'c> Binder<'c> {
                 ast::SetExpr::Select(s) if s.into.is_some() => self.select_into(q, s),
                 _ => Ok(Plan::Select(self.query(q, None)?)),
             },
+            S::Explain { analyze, format, options, statement, .. } => {
+                // Options that only change what is printed (COSTS, VERBOSE, ...)
+                // are accepted: pgtier prints no costs either way.
+                let analyzed = *analyze || options.iter().flatten().any(|o| ident(&o.name) == "analyze" && !matches!(&o.arg, Some(ast::Expr::Value(v)) if v.value == ast::Value::Boolean(false)));
+                let formatted = format.is_some() || options.iter().flatten().any(|o| ident(&o.name) == "format" && o.arg.as_ref().is_some_and(|a| a.to_string().to_lowercase() != "text"));
+                if analyzed || formatted {
+                    return Err(SqlError::unsupported("EXPLAIN ANALYZE and formats other than text"));
+                }
+                let inner = self.statement(statement)?;
+                let lines = crate::explain::explain(&inner, self.catalog).ok_or_else(|| SqlError::unsupported("EXPLAIN of this statement"))?;
+                Ok(Plan::Explain { lines, columns: vec![crate::plan::OutputColumn { name: "QUERY PLAN".into(), ty: Some(DataType::Text) }] })
+            }
             S::Insert(i) => self.insert(i),
             S::Update(u) => self.update(u),
             S::Delete(d) => self.delete(d),
