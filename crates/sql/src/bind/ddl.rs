@@ -31,6 +31,9 @@ impl Binder<'_> {
         if let Some(q) = &c.query {
             return self.create_table_as(c, q);
         }
+        if let Some(ast::CreateTableLikeKind::Parenthesized(like)) = &c.like {
+            return self.create_table_like(c, like);
+        }
         if c.like.is_some() || c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() {
             return Err(SqlError::unsupported("CREATE TABLE with LIKE/INHERITS/PARTITION"));
         }
@@ -318,6 +321,37 @@ impl Binder<'_> {
         }
         let names: Vec<String> = c.columns.iter().map(|col| ident(&col.name)).collect();
         self.table_as(object_name(&c.name)?, &names, q, c.if_not_exists)
+    }
+
+    /// CREATE TABLE name (LIKE source [INCLUDING | EXCLUDING DEFAULTS]):
+    /// source's column names, types and NOT NULL constraints, as PostgreSQL
+    /// copies them by default; with INCLUDING DEFAULTS its constant and
+    /// now() defaults too. Keys, CHECKs, indexes and identity are not
+    /// copied (PostgreSQL's INCLUDING options for them do not parse here).
+    fn create_table_like(&mut self, c: &ast::CreateTable, like: &ast::CreateTableLike) -> Result<Plan> {
+        if c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() || !c.constraints.is_empty() || !c.columns.is_empty() {
+            return Err(SqlError::unsupported("CREATE TABLE (LIKE ...) with other table elements"));
+        }
+        let source = self.table(&like.name)?;
+        if source.sequence.is_some() {
+            return Err(SqlError::unsupported("CREATE TABLE (LIKE a sequence)"));
+        }
+        let defaults = like.defaults == Some(ast::CreateTableLikeDefaults::Including);
+        let mut columns = Vec::new();
+        for col in source.visible_columns() {
+            let mut cd = ColumnDef::new(col.name.clone(), col.ty);
+            cd.nullable = col.nullable;
+            if defaults {
+                if col.sequence.is_some() {
+                    return Err(SqlError::unsupported("INCLUDING DEFAULTS of a column whose default is a sequence"));
+                }
+                cd.default = col.default.clone();
+                cd.default_sql = col.default_sql.clone();
+            }
+            columns.push(cd);
+        }
+        let def = TableDef::new(object_name(&c.name)?, columns, &[]);
+        Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences: Vec::new() })
     }
 
     /// CREATE TABLE AS and SELECT INTO: a table of `query`'s columns (named
