@@ -37,8 +37,9 @@ pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> 
         1082 => DataType::Date,
         1114 => DataType::Timestamp,
         1184 => DataType::TimestampTz,
+        2950 => DataType::Uuid,
         _ => {
-            return Err("Supported types: smallint, integer, bigint, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz.".into());
+            return Err("Supported types: smallint, integer, bigint, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, uuid.".into());
         }
     };
     let kind = ValueKind::for_type_oid(column.base_type_oid).ok_or_else(|| format!("No binary decoder for type oid {}.", column.base_type_oid))?;
@@ -64,6 +65,7 @@ pub fn engine_value(ty: DataType, value: PgValue<'_>) -> Result<Value, String> {
         (DataType::Date, PgValue::Date(v)) => Value::Date(v),
         (DataType::Timestamp, PgValue::Timestamp(v)) => Value::Timestamp(v),
         (DataType::TimestampTz, PgValue::TimestampTz(v)) => Value::TimestampTz(v),
+        (DataType::Uuid, PgValue::Uuid(v)) => Value::Uuid(v),
         (ty, value) => return Err(format!("a {value:?} does not fit type {}", ty.pg_name())),
     })
 }

@@ -4,6 +4,7 @@
 //! prefix is exactly the encoding of its leading columns (prefix scans).
 //!
 //! - integers, date, timestamp, numeric: big-endian with the sign bit flipped
+//! - uuid: its 16 bytes as they are (PostgreSQL compares uuids by memcmp)
 //! - float: IEEE bits flipped so order is numeric; -0 = 0; NaN sorts last
 //! - text/bytea: bytes with 0x00 escaped as 0x00 0xFF, terminated by 0x00 0x00
 //! - nullable columns (secondary indexes only) get a tag byte: 0x01 value, 0x02 NULL
@@ -37,6 +38,8 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         ValueRef::Float8(v) => out.extend_from_slice(&float8_key(v).to_be_bytes()),
         ValueRef::Text(s) => escape_bytes(out, s.as_bytes()),
         ValueRef::Bytea(b) => escape_bytes(out, b),
+        // Byte order is uuid_cmp's order (memcmp).
+        ValueRef::Uuid(u) => out.extend_from_slice(&u),
     }
     let _ = ty;
 }
@@ -206,6 +209,7 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
         (DataType::Date, Value::Date(d)) => ValueRef::Date(*d),
         (DataType::Timestamp, Value::Timestamp(t)) => ValueRef::Timestamp(*t),
         (DataType::TimestampTz, Value::TimestampTz(t)) => ValueRef::TimestampTz(*t),
+        (DataType::Uuid, Value::Uuid(u)) => ValueRef::Uuid(*u),
         _ => return false,
     };
     encode_column(out, converted, ty, tagged);
@@ -267,6 +271,13 @@ mod tests {
         fn float_order_preserved(a in -1e30f64..1e30, b in -1e30f64..1e30) {
             let (ka, kb) = (enc(&Value::Float8(a), DataType::Float8, false), enc(&Value::Float8(b), DataType::Float8, false));
             prop_assert_eq!(a.partial_cmp(&b), Some(ka.cmp(&kb)));
+        }
+
+        #[test]
+        fn uuid_order_is_memcmp(a: [u8; 16], b: [u8; 16]) {
+            let (ka, kb) = (enc(&Value::Uuid(a), DataType::Uuid, true), enc(&Value::Uuid(b), DataType::Uuid, true));
+            prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
+            prop_assert_eq!(column_len(&ka, DataType::Uuid, true), ka.len());
         }
 
         #[test]

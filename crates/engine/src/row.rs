@@ -119,6 +119,7 @@ impl RowLayout {
             DataType::Float4 => ValueRef::Float4(f32::from_le_bytes(arr(fixed(4)))),
             DataType::Float8 => ValueRef::Float8(f64::from_le_bytes(arr(fixed(8)))),
             DataType::Numeric { scale, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), scale)),
+            DataType::Uuid => ValueRef::Uuid(arr(fixed(16))),
             DataType::Text | DataType::Varchar(_) | DataType::Char(_) => {
                 // Written only from `&str` by `encode`, so always UTF-8.
                 ValueRef::Text(std::str::from_utf8(self.var_bytes(data, col)).unwrap_or(""))
@@ -244,6 +245,7 @@ fn write_fixed(out: &mut [u8], value: &Value) {
         Value::Float4(v) => put(&v.to_le_bytes()),
         Value::Float8(v) => put(&v.to_le_bytes()),
         Value::Numeric(n) => put(&n.mantissa.to_le_bytes()),
+        Value::Uuid(u) => put(u),
     }
 }
 
@@ -300,6 +302,10 @@ pub(crate) fn encode_value(w: &mut Writer<'_>, v: &Value) {
             w.u8(12);
             w.u64(t.cast_unsigned());
         }
+        Value::Uuid(u) => {
+            w.u8(13);
+            w.bytes(u);
+        }
     }
 }
 
@@ -324,6 +330,13 @@ pub(crate) fn decode_value(r: &mut Reader<'_>) -> Result<Value> {
         10 => Value::Date(r.u32()?.cast_signed()),
         11 => Value::Timestamp(r.u64()?.cast_signed()),
         12 => Value::TimestampTz(r.u64()?.cast_signed()),
+        13 => {
+            let raw = r.bytes()?;
+            if raw.len() != 16 {
+                return Err(EngineError::Corrupt("uuid width".into()));
+            }
+            Value::Uuid(arr(raw))
+        }
         tag => return Err(EngineError::Corrupt(format!("unknown value tag {tag}"))),
     })
 }
@@ -367,6 +380,22 @@ mod tests {
         }
         // 1 flag + 1 bitmap + 4 + 2 + 16 + 8 + 1 fixed, 3 var offsets x 2, 6+3+3 var bytes.
         assert_eq!(buf.len(), 1 + 1 + 31 + 6 + 12);
+    }
+
+    #[test]
+    fn uuid_round_trips_in_rows_and_defaults() {
+        let l = RowLayout::new(&[DataType::Uuid, DataType::Int4, DataType::Uuid]);
+        let u = Value::Uuid(core::array::from_fn(|i| u8::try_from(i * 17).unwrap()));
+        let values = vec![u.clone(), Value::Int4(3), Value::Null];
+        let mut buf = Vec::new();
+        assert!(l.encode(&values, &mut buf).is_ok());
+        assert_eq!(buf.len(), 1 + 1 + 16 + 4 + 16);
+        for (col, v) in values.iter().enumerate() {
+            assert_eq!(l.get(&buf, col).to_owned_value(), *v, "column {col}");
+        }
+        let mut bytes = Vec::new();
+        encode_value(&mut Writer::new(&mut bytes), &u);
+        assert_eq!(decode_value(&mut Reader::new(&bytes)).unwrap(), u);
     }
 
     #[test]

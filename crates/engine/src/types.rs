@@ -35,6 +35,9 @@ pub enum DataType {
     /// since 2000-01-01 (PostgreSQL's representation); shown in the
     /// session's time zone, which pgtier keeps at UTC.
     TimestampTz,
+    /// 16 bytes in network order (RFC 4122 layout), ordered by memcmp as
+    /// PostgreSQL's uuid_cmp orders them.
+    Uuid,
 }
 
 impl DataType {
@@ -45,7 +48,7 @@ impl DataType {
             DataType::Int2 => Some(2),
             DataType::Int4 | DataType::Float4 | DataType::Date => Some(4),
             DataType::Int8 | DataType::Float8 | DataType::Timestamp | DataType::TimestampTz => Some(8),
-            DataType::Numeric { .. } => Some(16),
+            DataType::Numeric { .. } | DataType::Uuid => Some(16),
             DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea => None,
         }
     }
@@ -67,6 +70,7 @@ impl DataType {
             DataType::Date => "date".into(),
             DataType::Timestamp => "timestamp without time zone".into(),
             DataType::TimestampTz => "timestamp with time zone".into(),
+            DataType::Uuid => "uuid".into(),
         }
     }
 
@@ -114,6 +118,7 @@ impl DataType {
             DataType::Date => (12, 0, 0),
             DataType::Timestamp => (13, 0, 0),
             DataType::TimestampTz => (14, 0, 0),
+            DataType::Uuid => (15, 0, 0),
         }
     }
 
@@ -134,6 +139,7 @@ impl DataType {
             12 => DataType::Date,
             13 => DataType::Timestamp,
             14 => DataType::TimestampTz,
+            15 => DataType::Uuid,
             _ => return None,
         })
     }
@@ -217,6 +223,7 @@ pub enum Value {
     Timestamp(i64),
     /// Microseconds since 2000-01-01 00:00:00 UTC.
     TimestampTz(i64),
+    Uuid([u8; 16]),
 }
 
 /// A value borrowed from a stored row: reading a column never allocates.
@@ -235,6 +242,7 @@ pub enum ValueRef<'a> {
     Date(i32),
     Timestamp(i64),
     TimestampTz(i64),
+    Uuid([u8; 16]),
 }
 
 impl ValueRef<'_> {
@@ -253,6 +261,7 @@ impl ValueRef<'_> {
             ValueRef::Date(v) => Value::Date(v),
             ValueRef::Timestamp(v) => Value::Timestamp(v),
             ValueRef::TimestampTz(v) => Value::TimestampTz(v),
+            ValueRef::Uuid(v) => Value::Uuid(v),
         }
     }
 }
@@ -273,6 +282,7 @@ impl Value {
             Value::Date(v) => ValueRef::Date(*v),
             Value::Timestamp(v) => ValueRef::Timestamp(*v),
             Value::TimestampTz(v) => ValueRef::TimestampTz(*v),
+            Value::Uuid(v) => ValueRef::Uuid(*v),
         }
     }
 
@@ -298,6 +308,7 @@ impl Value {
                 | (Value::Date(_), DataType::Date)
                 | (Value::Timestamp(_), DataType::Timestamp)
                 | (Value::TimestampTz(_), DataType::TimestampTz)
+                | (Value::Uuid(_), DataType::Uuid)
         )
     }
 
@@ -335,6 +346,7 @@ impl Value {
             Value::Date(_) => "date",
             Value::Timestamp(_) => "timestamp without time zone",
             Value::TimestampTz(_) => "timestamp with time zone",
+            Value::Uuid(_) => "uuid",
         }
     }
 }
@@ -374,6 +386,15 @@ impl fmt::Display for ValueRef<'_> {
             ValueRef::TimestampTz(micros) => {
                 let year = write_timestamp(f, *micros)?;
                 write!(f, "+00{}", era(year))
+            }
+            ValueRef::Uuid(bytes) => {
+                for (i, b) in bytes.iter().enumerate() {
+                    if matches!(i, 4 | 6 | 8 | 10) {
+                        f.write_str("-")?;
+                    }
+                    write!(f, "{b:02x}")?;
+                }
+                Ok(())
             }
         }
     }
@@ -493,6 +514,7 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
         (DataType::Timestamp, Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
         (DataType::TimestampTz, Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(t),
         (DataType::TimestampTz, Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
+        (DataType::Uuid, Value::Uuid(u)) => Value::Uuid(u),
         (_, other) => return Err(mismatch(&other)),
     })
 }
@@ -587,5 +609,7 @@ mod tests {
         assert_eq!(Value::Date(-1).to_string(), "1999-12-31");
         assert_eq!(Value::Bool(true).to_string(), "t");
         assert_eq!(Value::Bytea(vec![1, 171]).to_string(), "\\x01ab");
+        let u: [u8; 16] = [0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38, 0x0a, 0x11];
+        assert_eq!(Value::Uuid(u).to_string(), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
     }
 }

@@ -26,6 +26,7 @@ pub const DATE: u32 = 1082;
 pub const TIMESTAMP: u32 = 1114;
 pub const TIMESTAMPTZ: u32 = 1184;
 pub const NUMERIC: u32 = 1700;
+pub const UUID: u32 = 2950;
 
 /// Numeric binary sign words (numeric.c).
 const NUMERIC_POS: u16 = 0x0000;
@@ -67,6 +68,7 @@ pub fn declared_type(oid: u32) -> Option<DataType> {
         DATE => DataType::Date,
         TIMESTAMP => DataType::Timestamp,
         TIMESTAMPTZ => DataType::TimestampTz,
+        UUID => DataType::Uuid,
         NUMERIC => DataType::Numeric { precision: 38, scale: 0 },
         _ => return None,
     })
@@ -135,6 +137,7 @@ pub fn decode_binary(bytes: &[u8], ty: DataType, what: Origin) -> Result<Value, 
         DataType::Timestamp => Value::Timestamp(i64::from_be_bytes(fixed(bytes, what)?)),
         DataType::TimestampTz => Value::TimestampTz(i64::from_be_bytes(fixed(bytes, what)?)),
         DataType::Bytea => Value::Bytea(bytes.to_vec()),
+        DataType::Uuid => Value::Uuid(fixed(bytes, what)?),
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => {
             let s = std::str::from_utf8(bytes).map_err(|_| invalid_utf8())?;
             // The type's typmod (length) is applied by the cast that follows.
@@ -260,6 +263,7 @@ pub fn encode_binary(v: &Value, ty: Option<DataType>, out: &mut BytesMut) {
         (Value::Bytea(b), _) => out.put_slice(b),
         (Value::Date(d), _) => out.put_i32(*d),
         (Value::Timestamp(t) | Value::TimestampTz(t), _) => out.put_i64(*t),
+        (Value::Uuid(u), _) => out.put_slice(u),
         (Value::Null, _) => {}
     }
 }

@@ -19,6 +19,7 @@ pub mod planner;
 pub mod session;
 pub mod settings;
 pub mod types;
+pub mod uuid;
 pub mod value;
 
 pub use error::{Result, SqlError, SqlNotice};

@@ -33,6 +33,8 @@ pub enum Category {
     String,
     DateTime,
     Bytea,
+    /// uuid ('U' in PostgreSQL, but nothing else of pgtier's is).
+    Uuid,
 }
 
 pub fn category(ty: DataType) -> Category {
@@ -44,6 +46,7 @@ pub fn category(ty: DataType) -> Category {
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => Category::String,
         DataType::Date | DataType::Timestamp | DataType::TimestampTz => Category::DateTime,
         DataType::Bytea => Category::Bytea,
+        DataType::Uuid => Category::Uuid,
     }
 }
 
@@ -78,6 +81,7 @@ pub fn type_name(ty: DataType) -> &'static str {
         DataType::Date => "date",
         DataType::Timestamp => "timestamp without time zone",
         DataType::TimestampTz => "timestamp with time zone",
+        DataType::Uuid => "uuid",
     }
 }
 
@@ -266,6 +270,7 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         // by their microseconds (a date is its midnight).
         (V::Date(_) | V::Timestamp(_) | V::TimestampTz(_), V::Date(_) | V::Timestamp(_) | V::TimestampTz(_)) => datetime_micros(a)?.cmp(&datetime_micros(b)?),
         (V::Bytea(x), V::Bytea(y)) => x.cmp(y),
+        (V::Uuid(x), V::Uuid(y)) => x.cmp(y),
         (V::Float4(_) | V::Float8(_), _) | (_, V::Float4(_) | V::Float8(_)) => float_cmp(to_f64(a)?, to_f64(b)?),
         _ => numeric_cmp(to_numeric(a)?, to_numeric(b)?),
     })
@@ -603,6 +608,7 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::TimestampTz, Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(t),
         (T::TimestampTz, Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
+        (T::Uuid, Value::Uuid(u)) => Value::Uuid(u),
         // boolean's cast to a string type is booltext ('true'), not its
         // output function ('t').
         (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => cast(Value::Text(if b { "true" } else { "false" }.to_owned()), to, explicit)?,
@@ -708,6 +714,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         }
         DataType::Timestamp => Value::Timestamp(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?),
         DataType::TimestampTz => Value::TimestampTz(parse_timestamptz(t).ok_or_else(|| datetime_error("timestamp with time zone", text))?),
+        DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
     })
 }
 

@@ -75,7 +75,7 @@ impl Binder<'_> {
                         other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
                     },
                     AggFunc::Min | AggFunc::Max => match t {
-                        DataType::Bool | DataType::Bytea => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t)))),
+                        DataType::Bool | DataType::Bytea | DataType::Uuid => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t)))),
                         // min(bpchar) is bpchar (its padding then goes with
                         // the usual conversions); varchar has only min(text).
                         DataType::Varchar(_) => DataType::Text,

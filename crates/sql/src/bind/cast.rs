@@ -217,7 +217,7 @@ mod tests {
     #[test]
     fn cast_exists_agrees_with_value_cast() {
         use DataType as T;
-        let types = [T::Bool, T::Int2, T::Int4, T::Int8, T::Numeric { precision: 0, scale: 0 }, T::Float4, T::Float8, T::Text, T::Varchar(5), T::Char(3), T::Bytea, T::Date, T::Timestamp, T::TimestampTz];
+        let types = [T::Bool, T::Int2, T::Int4, T::Int8, T::Numeric { precision: 0, scale: 0 }, T::Float4, T::Float8, T::Text, T::Varchar(5), T::Char(3), T::Bytea, T::Date, T::Timestamp, T::TimestampTz, T::Uuid];
         let sample = |t: DataType| match t {
             T::Bool => Value::Bool(true),
             T::Int2 => Value::Int2(1),
@@ -229,6 +229,7 @@ mod tests {
             T::Date => Value::Date(1),
             T::Timestamp => Value::Timestamp(1),
             T::TimestampTz => Value::TimestampTz(1),
+            T::Uuid => Value::Uuid([7; 16]),
             T::Numeric { .. } => value::cast(Value::Int4(1), t, true).unwrap(),
             T::Text | T::Varchar(_) | T::Char(_) => Value::Text("1".into()),
         };

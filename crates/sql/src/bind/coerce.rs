@@ -267,6 +267,7 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
         D::Bool | D::Boolean => DataType::Bool,
         D::Bytea => DataType::Bytea,
         D::Date => DataType::Date,
+        D::Uuid => DataType::Uuid,
         D::Timestamp(None, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Timestamp,
         D::Timestamp(None, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => DataType::TimestampTz,
         // psql and drivers write builtin types qualified (`pg_catalog.text`).
@@ -282,6 +283,7 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             "date" => DataType::Date,
             "timestamp" => DataType::Timestamp,
             "timestamptz" => DataType::TimestampTz,
+            "uuid" => DataType::Uuid,
             "bpchar" => DataType::Char(1),
             other => return Err(SqlError::new("42704", format!("type \"{other}\" does not exist"))),
         },

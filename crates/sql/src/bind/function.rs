@@ -233,6 +233,10 @@ impl Binder<'_> {
                 arity(0, 0)?;
                 Ok((Expr::Func(Func::Random, Vec::new()), Some(DataType::Float8)))
             }
+            "gen_random_uuid" => {
+                arity(0, 0)?;
+                Ok((Expr::Func(Func::GenRandomUuid, Vec::new()), Some(DataType::Uuid)))
+            }
             "repeat" => text_fn(Func::Repeat, 2, 2, &[Text, Int4], Text, self, bound),
             "split_part" => text_fn(Func::SplitPart, 3, 3, &[Text, Text, Int4], Text, self, bound),
             "left" => text_fn(Func::Left, 2, 2, &[Text, Int4], Text, self, bound),

@@ -212,5 +212,6 @@ pub fn column_type_info(ty: DataType) -> ColumnTypeInfo {
         DataType::Date => info(1082, -1, 4, true, "i", "p", 0),
         DataType::Timestamp => info(1114, -1, 8, true, "d", "p", 0),
         DataType::TimestampTz => info(1184, -1, 8, true, "d", "p", 0),
+        DataType::Uuid => info(2950, -1, 16, false, "c", "p", 0),
     }
 }

@@ -102,6 +102,7 @@ enum KeyClass {
     Bool,
     DateTime,
     Bytea,
+    Uuid,
 }
 
 /// Appends `v`'s key encoding and says its class; None for NULL (equal to
@@ -148,6 +149,10 @@ fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
             out.extend_from_slice(&(b.len() as u64).to_le_bytes());
             out.extend_from_slice(b);
             KeyClass::Bytea
+        }
+        Value::Uuid(u) => {
+            out.extend_from_slice(u);
+            KeyClass::Uuid
         }
     })
 }

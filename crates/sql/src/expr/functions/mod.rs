@@ -59,6 +59,8 @@ pub enum Func {
     ClockTimestamp,
     /// random(): uniform in [0, 1), a new value at every call.
     Random,
+    /// gen_random_uuid(): a version 4 uuid, a new one at every call.
+    GenRandomUuid,
     /// date_trunc of a timestamp (false) or timestamptz (true) to a unit.
     DateTrunc(TruncUnit, bool),
     /// extract (numeric, true: PostgreSQL 14+) or date_part (float8, false) of a field.
@@ -240,6 +242,9 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
     }
     if f == Func::Random {
         return Ok(Value::Float8(random_unit()));
+    }
+    if f == Func::GenRandomUuid {
+        return Ok(Value::Uuid(crate::uuid::random_v4()?));
     }
     let mut vals = Vec::with_capacity(args.len());
     for a in args {
@@ -493,7 +498,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
                 Value::Float8(mantissa as f64 / 10f64.powi(i32::from(scale)))
             }
         }
-        Func::Now | Func::ClockTimestamp | Func::Random | Func::Concat | Func::ConcatWs | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
+        Func::Now | Func::ClockTimestamp | Func::Random | Func::GenRandomUuid | Func::Concat | Func::ConcatWs | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
     })
 }
 
