@@ -37,8 +37,10 @@ fn create_extra_tables() -> String {
                  timestamptz '2020-01-01 00:00:00+00' - g * interval '1 day 7 minutes'
                FROM generate_series(1, 300) g;
              INSERT INTO typed (id, s_id) VALUES (301, 301);
-             CREATE TABLE IF NOT EXISTS with_uuid (id uuid PRIMARY KEY, s_id integer NOT NULL REFERENCES subscriber, other uuid UNIQUE, note text);
-             INSERT INTO with_uuid SELECT md5(g::text)::uuid, g, CASE WHEN g % 3 = 0 THEN NULL ELSE md5('o' || g)::uuid END, 'n' || g
+             CREATE TABLE IF NOT EXISTS with_uuid (id uuid PRIMARY KEY, s_id integer NOT NULL REFERENCES subscriber, other uuid UNIQUE, note text,
+                 at time(3), ts timestamp(1));
+             INSERT INTO with_uuid SELECT md5(g::text)::uuid, g, CASE WHEN g % 3 = 0 THEN NULL ELSE md5('o' || g)::uuid END, 'n' || g,
+                 time '00:00' + g * interval '5 minutes 1.2345 seconds', timestamp '1999-12-31 23:00' + g * interval '17 seconds'
                FROM generate_series(1, 250) g ON CONFLICT DO NOTHING;
              CREATE SCHEMA IF NOT EXISTS other;
              CREATE TABLE IF NOT EXISTS other.t (id integer PRIMARY KEY);",
@@ -103,8 +105,8 @@ fn every_supported_type_maps() {
             DataType::Text,
             DataType::Bytea,
             DataType::Date,
-            DataType::Timestamp,
-            DataType::TimestampTz,
+            DataType::Timestamp(None),
+            DataType::TimestampTz(None),
         ]
     );
     assert!(!typed.def.columns[1].nullable);
@@ -150,11 +152,11 @@ fn every_supported_type_loads_as_postgres_prints_it() {
 }
 
 #[test]
-fn uuid_columns_cache_and_load_as_postgres_has_them() {
+fn uuid_and_time_columns_cache_and_load_as_postgres_has_them() {
     let url = url_with_extra_tables();
     let group = define(&url, "subscriber", &["with_uuid"]).unwrap();
     let table = &group.tables[1];
-    assert_eq!(table.types, [DataType::Uuid, DataType::Int4, DataType::Uuid, DataType::Text]);
+    assert_eq!(table.types, [DataType::Uuid, DataType::Int4, DataType::Uuid, DataType::Text, DataType::Time(Some(3)), DataType::Timestamp(Some(1))]);
     assert_eq!(table.def.primary_key, ["id"]);
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), EngineConfig::default()).unwrap();

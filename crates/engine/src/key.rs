@@ -3,7 +3,7 @@
 //! Every column encoding is self-delimiting, so a composite key's encoded
 //! prefix is exactly the encoding of its leading columns (prefix scans).
 //!
-//! - integers, date, timestamp, numeric: big-endian with the sign bit flipped
+//! - integers, date, timestamp, time, numeric: big-endian with the sign bit flipped
 //! - uuid: its 16 bytes as they are (PostgreSQL compares uuids by memcmp)
 //! - float: IEEE bits flipped so order is numeric; -0 = 0; NaN sorts last
 //! - text/bytea: bytes with 0x00 escaped as 0x00 0xFF, terminated by 0x00 0x00
@@ -32,7 +32,7 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         ValueRef::Bool(v) => out.push(u8::from(v)),
         ValueRef::Int2(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000).to_be_bytes()),
         ValueRef::Int4(v) | ValueRef::Date(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000_0000).to_be_bytes()),
-        ValueRef::Int8(v) | ValueRef::Timestamp(v) | ValueRef::TimestampTz(v) => out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes()),
+        ValueRef::Int8(v) | ValueRef::Timestamp(v) | ValueRef::TimestampTz(v) | ValueRef::Time(v) => out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes()),
         ValueRef::Numeric(n) => out.extend_from_slice(&(n.mantissa.cast_unsigned() ^ (1 << 127)).to_be_bytes()),
         ValueRef::Float4(v) => out.extend_from_slice(&float4_key(v).to_be_bytes()),
         ValueRef::Float8(v) => out.extend_from_slice(&float8_key(v).to_be_bytes()),
@@ -207,8 +207,9 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
         (DataType::Bytea, Value::Bytea(b)) => ValueRef::Bytea(b),
         (DataType::Bool, Value::Bool(b)) => ValueRef::Bool(*b),
         (DataType::Date, Value::Date(d)) => ValueRef::Date(*d),
-        (DataType::Timestamp, Value::Timestamp(t)) => ValueRef::Timestamp(*t),
-        (DataType::TimestampTz, Value::TimestampTz(t)) => ValueRef::TimestampTz(*t),
+        (DataType::Timestamp(_), Value::Timestamp(t)) => ValueRef::Timestamp(*t),
+        (DataType::TimestampTz(_), Value::TimestampTz(t)) => ValueRef::TimestampTz(*t),
+        (DataType::Time(_), Value::Time(t)) => ValueRef::Time(*t),
         (DataType::Uuid, Value::Uuid(u)) => ValueRef::Uuid(*u),
         _ => return false,
     };

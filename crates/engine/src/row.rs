@@ -114,8 +114,9 @@ impl RowLayout {
             DataType::Int4 => ValueRef::Int4(i32::from_le_bytes(arr(fixed(4)))),
             DataType::Int8 => ValueRef::Int8(i64::from_le_bytes(arr(fixed(8)))),
             DataType::Date => ValueRef::Date(i32::from_le_bytes(arr(fixed(4)))),
-            DataType::Timestamp => ValueRef::Timestamp(i64::from_le_bytes(arr(fixed(8)))),
-            DataType::TimestampTz => ValueRef::TimestampTz(i64::from_le_bytes(arr(fixed(8)))),
+            DataType::Timestamp(_) => ValueRef::Timestamp(i64::from_le_bytes(arr(fixed(8)))),
+            DataType::TimestampTz(_) => ValueRef::TimestampTz(i64::from_le_bytes(arr(fixed(8)))),
+            DataType::Time(_) => ValueRef::Time(i64::from_le_bytes(arr(fixed(8)))),
             DataType::Float4 => ValueRef::Float4(f32::from_le_bytes(arr(fixed(4)))),
             DataType::Float8 => ValueRef::Float8(f64::from_le_bytes(arr(fixed(8)))),
             DataType::Numeric { scale, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), scale)),
@@ -241,7 +242,7 @@ fn write_fixed(out: &mut [u8], value: &Value) {
         Value::Bool(v) => put(&[u8::from(*v)]),
         Value::Int2(v) => put(&v.to_le_bytes()),
         Value::Int4(v) | Value::Date(v) => put(&v.to_le_bytes()),
-        Value::Int8(v) | Value::Timestamp(v) | Value::TimestampTz(v) => put(&v.to_le_bytes()),
+        Value::Int8(v) | Value::Timestamp(v) | Value::TimestampTz(v) | Value::Time(v) => put(&v.to_le_bytes()),
         Value::Float4(v) => put(&v.to_le_bytes()),
         Value::Float8(v) => put(&v.to_le_bytes()),
         Value::Numeric(n) => put(&n.mantissa.to_le_bytes()),
@@ -306,6 +307,10 @@ pub(crate) fn encode_value(w: &mut Writer<'_>, v: &Value) {
             w.u8(13);
             w.bytes(u);
         }
+        Value::Time(t) => {
+            w.u8(14);
+            w.u64(t.cast_unsigned());
+        }
     }
 }
 
@@ -337,6 +342,7 @@ pub(crate) fn decode_value(r: &mut Reader<'_>) -> Result<Value> {
             }
             Value::Uuid(arr(raw))
         }
+        14 => Value::Time(r.u64()?.cast_signed()),
         tag => return Err(EngineError::Corrupt(format!("unknown value tag {tag}"))),
     })
 }

@@ -23,6 +23,7 @@ pub const UNKNOWN: u32 = 705;
 pub const BPCHAR: u32 = 1042;
 pub const VARCHAR: u32 = 1043;
 pub const DATE: u32 = 1082;
+pub const TIME: u32 = 1083;
 pub const TIMESTAMP: u32 = 1114;
 pub const TIMESTAMPTZ: u32 = 1184;
 pub const NUMERIC: u32 = 1700;
@@ -66,8 +67,9 @@ pub fn declared_type(oid: u32) -> Option<DataType> {
         FLOAT8 => DataType::Float8,
         BYTEA => DataType::Bytea,
         DATE => DataType::Date,
-        TIMESTAMP => DataType::Timestamp,
-        TIMESTAMPTZ => DataType::TimestampTz,
+        TIMESTAMP => DataType::Timestamp(None),
+        TIMESTAMPTZ => DataType::TimestampTz(None),
+        TIME => DataType::Time(None),
         UUID => DataType::Uuid,
         NUMERIC => DataType::Numeric { precision: 38, scale: 0 },
         _ => return None,
@@ -134,8 +136,9 @@ pub fn decode_binary(bytes: &[u8], ty: DataType, what: Origin) -> Result<Value, 
         DataType::Float4 => Value::Float4(f32::from_be_bytes(fixed(bytes, what)?)),
         DataType::Float8 => Value::Float8(f64::from_be_bytes(fixed(bytes, what)?)),
         DataType::Date => Value::Date(i32::from_be_bytes(fixed(bytes, what)?)),
-        DataType::Timestamp => Value::Timestamp(i64::from_be_bytes(fixed(bytes, what)?)),
-        DataType::TimestampTz => Value::TimestampTz(i64::from_be_bytes(fixed(bytes, what)?)),
+        DataType::Timestamp(_) => Value::Timestamp(i64::from_be_bytes(fixed(bytes, what)?)),
+        DataType::TimestampTz(_) => Value::TimestampTz(i64::from_be_bytes(fixed(bytes, what)?)),
+        DataType::Time(_) => Value::Time(i64::from_be_bytes(fixed(bytes, what)?)),
         DataType::Bytea => Value::Bytea(bytes.to_vec()),
         DataType::Uuid => Value::Uuid(fixed(bytes, what)?),
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => {
@@ -262,7 +265,7 @@ pub fn encode_binary(v: &Value, ty: Option<DataType>, out: &mut BytesMut) {
         (Value::Text(s), _) => out.put_slice(s.as_bytes()),
         (Value::Bytea(b), _) => out.put_slice(b),
         (Value::Date(d), _) => out.put_i32(*d),
-        (Value::Timestamp(t) | Value::TimestampTz(t), _) => out.put_i64(*t),
+        (Value::Timestamp(t) | Value::TimestampTz(t) | Value::Time(t), _) => out.put_i64(*t),
         (Value::Uuid(u), _) => out.put_slice(u),
         (Value::Null, _) => {}
     }

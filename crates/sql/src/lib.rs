@@ -18,6 +18,7 @@ pub mod plan;
 pub mod planner;
 pub mod session;
 pub mod settings;
+pub mod time;
 pub mod types;
 pub mod uuid;
 pub mod value;

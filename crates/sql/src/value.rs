@@ -9,7 +9,7 @@
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 
-use pgtier_engine::{DataType, Numeric, Value, days_from_civil};
+use pgtier_engine::{DataType, Numeric, Value, days_from_civil, round_to_precision};
 
 /// Digits an i128 numeric holds (the engine's limit for numeric(p,s)).
 pub const NUMERIC_PRECISION_MAX: u8 = 38;
@@ -35,6 +35,8 @@ pub enum Category {
     Bytea,
     /// uuid ('U' in PostgreSQL, but nothing else of pgtier's is).
     Uuid,
+    /// time: 'D' in PostgreSQL, but it converts to no other date/time type.
+    Time,
 }
 
 pub fn category(ty: DataType) -> Category {
@@ -44,7 +46,8 @@ pub fn category(ty: DataType) -> Category {
             Category::Numeric
         }
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => Category::String,
-        DataType::Date | DataType::Timestamp | DataType::TimestampTz => Category::DateTime,
+        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) => Category::DateTime,
+        DataType::Time(_) => Category::Time,
         DataType::Bytea => Category::Bytea,
         DataType::Uuid => Category::Uuid,
     }
@@ -79,8 +82,9 @@ pub fn type_name(ty: DataType) -> &'static str {
         DataType::Char(_) => "character",
         DataType::Bytea => "bytea",
         DataType::Date => "date",
-        DataType::Timestamp => "timestamp without time zone",
-        DataType::TimestampTz => "timestamp with time zone",
+        DataType::Timestamp(_) => "timestamp without time zone",
+        DataType::TimestampTz(_) => "timestamp with time zone",
+        DataType::Time(_) => "time without time zone",
         DataType::Uuid => "uuid",
     }
 }
@@ -271,6 +275,7 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Date(_) | V::Timestamp(_) | V::TimestampTz(_), V::Date(_) | V::Timestamp(_) | V::TimestampTz(_)) => datetime_micros(a)?.cmp(&datetime_micros(b)?),
         (V::Bytea(x), V::Bytea(y)) => x.cmp(y),
         (V::Uuid(x), V::Uuid(y)) => x.cmp(y),
+        (V::Time(x), V::Time(y)) => x.cmp(y),
         (V::Float4(_) | V::Float8(_), _) | (_, V::Float4(_) | V::Float8(_)) => float_cmp(to_f64(a)?, to_f64(b)?),
         _ => numeric_cmp(to_numeric(a)?, to_numeric(b)?),
     })
@@ -395,6 +400,7 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
             Ok(if ty == DataType::Float4 { Value::Float4(r as f32) } else { Value::Float8(r) })
         }
         DataType::Date => date_arith(op, a, b),
+        DataType::Timestamp(_) => crate::time::date_plus_time(a, b),
         _ => Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b)))),
     }
 }
@@ -603,10 +609,13 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Char(n), Value::Text(s)) => Value::Text(fit_char(s, n, explicit)?),
         (T::Date, Value::Date(d)) => Value::Date(d),
         (T::Date, Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?),
-        (T::Timestamp, Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Timestamp(t),
-        (T::Timestamp, Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
-        (T::TimestampTz, Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(t),
-        (T::TimestampTz, Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
+        (T::Timestamp(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Timestamp(round_to_precision(t, p)),
+        (T::Timestamp(_), Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
+        (T::TimestampTz(p), Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(round_to_precision(t, p)),
+        (T::TimestampTz(_), Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
+        (T::Time(p), Value::Time(t)) => Value::Time(round_to_precision(t, p)),
+        // The time of day in the session's zone (UTC); rounding may reach 24:00:00.
+        (T::Time(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Time(round_to_precision(t.rem_euclid(MICROS_PER_DAY), p)),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
         (T::Uuid, Value::Uuid(u)) => Value::Uuid(u),
         // boolean's cast to a string type is booltext ('true'), not its
@@ -709,11 +718,12 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             Value::Bytea(bytes.filter(|_| hex.len() % 2 == 0).ok_or_else(invalid)?)
         }
         DataType::Date => Value::Date(parse_date(t).ok_or_else(|| datetime_error("date", text))?),
-        DataType::Timestamp | DataType::TimestampTz if !zone_in_range(t) => {
+        DataType::Timestamp(_) | DataType::TimestampTz(_) if !zone_in_range(t) => {
             return Err(SqlError::new("22009", format!("time zone displacement out of range: \"{text}\"")));
         }
-        DataType::Timestamp => Value::Timestamp(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?),
-        DataType::TimestampTz => Value::TimestampTz(parse_timestamptz(t).ok_or_else(|| datetime_error("timestamp with time zone", text))?),
+        DataType::Timestamp(p) => Value::Timestamp(round_to_precision(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?, p)),
+        DataType::TimestampTz(p) => Value::TimestampTz(round_to_precision(parse_timestamptz(t).ok_or_else(|| datetime_error("timestamp with time zone", text))?, p)),
+        DataType::Time(p) => Value::Time(crate::time::parse(text, p)?),
         DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
     })
 }
@@ -881,11 +891,7 @@ fn parse_time_of_day(time: &str) -> Option<i64> {
     if it.next().is_some() || h > 24 || mi > 59 || s > 60 || !frac.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let mut f = 0i64;
-    for (i, b) in frac.bytes().take(6).enumerate() {
-        f += i64::from(b - b'0') * 10i64.pow(5 - u32::try_from(i).ok()?);
-    }
-    Some(((h * 60 + mi) * 60 + s) * MICROS_PER_SECOND + f)
+    Some(((h * 60 + mi) * 60 + s) * MICROS_PER_SECOND + crate::time::fraction_micros(frac))
 }
 
 /// Is the rest after `yyyy-mm-dd` shaped like a time (so a parse failure

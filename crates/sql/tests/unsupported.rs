@@ -40,6 +40,16 @@ fn refused_constructs_name_themselves() {
         // One two-dimensional array in PostgreSQL, not an array of arrays' text.
         ("SELECT ARRAY[[1, 2], [3, 4]]", "multidimensional arrays"),
         ("SELECT array_length(ARRAY[ARRAY[1, 2], ARRAY[3, 4]], 2)", "multidimensional arrays"),
+        // PostgreSQL answers an interval, a type pgtier does not have.
+        ("SELECT time '02:00' - time '01:00'", "time - time"),
+        ("SELECT extract(hour FROM time '01:02')", "EXTRACT from time"),
+        ("SELECT date_part('minute', time '01:02')", "date_part from time"),
+        ("SELECT '01:02'::time with time zone", "time with time zone"),
+        ("CREATE TABLE ttz (id int PRIMARY KEY, t timetz)", "time with time zone"),
+        // 'now' is the statement's current time of day in PostgreSQL.
+        ("SELECT 'now'::time", "'now'"),
+        // A volatile DEFAULT is evaluated per row in PostgreSQL.
+        ("CREATE TABLE ug (id uuid PRIMARY KEY DEFAULT gen_random_uuid())", "non-constant DEFAULT"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");

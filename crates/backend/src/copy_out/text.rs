@@ -62,9 +62,22 @@ pub fn write_timestamp(f: &mut dyn Write, micros: i64, with_zone: bool) -> fmt::
     let days = micros.div_euclid(USECS_PER_DAY);
     let time = micros.rem_euclid(USECS_PER_DAY);
     let bc = write_ymd(f, days + POSTGRES_EPOCH_JDATE)?;
+    f.write_char(' ')?;
+    write_time(f, time)?;
+    if with_zone {
+        f.write_str("+00")?;
+    }
+    if bc {
+        f.write_str(" BC")?;
+    }
+    Ok(())
+}
+
+/// time_out: `13:45:01.5`, `24:00:00`.
+pub fn write_time(f: &mut dyn Write, time: i64) -> fmt::Result {
     let seconds = time / 1_000_000;
     let fraction = time % 1_000_000;
-    write!(f, " {:02}:{:02}:{:02}", seconds / 3600, seconds / 60 % 60, seconds % 60)?;
+    write!(f, "{:02}:{:02}:{:02}", seconds / 3600, seconds / 60 % 60, seconds % 60)?;
     if fraction != 0 {
         let mut digits = [0u8; 6];
         let mut rest = fraction;
@@ -77,12 +90,6 @@ pub fn write_timestamp(f: &mut dyn Write, micros: i64, with_zone: bool) -> fmt::
         for &digit in &digits[..used] {
             f.write_char(char::from(digit))?;
         }
-    }
-    if with_zone {
-        f.write_str("+00")?;
-    }
-    if bc {
-        f.write_str(" BC")?;
     }
     Ok(())
 }

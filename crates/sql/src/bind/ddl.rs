@@ -297,7 +297,9 @@ impl Binder<'_> {
         let scope = Scope::default();
         let (bound, bty) = self.expr(e, &scope, &mut ExprCtx::plain("DEFAULT expressions"))?;
         let mut constant = true;
-        bound.walk(&mut |x| constant &= !matches!(x, Expr::Func(Func::Now, _) | Expr::Param(_) | Expr::Column(_) | Expr::Subquery(_)));
+        // Volatile functions give a new value per row in PostgreSQL, never one frozen here.
+        let volatile = |f: &Func| matches!(f, Func::Now | Func::ClockTimestamp | Func::Random | Func::GenRandomUuid);
+        bound.walk(&mut |x| constant &= !matches!(x, Expr::Func(f, _) if volatile(f)) && !matches!(x, Expr::Param(_) | Expr::Column(_) | Expr::Subquery(_)));
         if !constant {
             return Err(SqlError::unsupported("non-constant DEFAULT"));
         }
@@ -339,7 +341,7 @@ fn now_default(e: &ast::Expr, ty: DataType) -> Option<&'static str> {
     };
     let [part] = f.name.0.as_slice() else { return None };
     let name = part.as_ident()?.value.to_lowercase();
-    if !empty || f.over.is_some() || !matches!(ty, DataType::Timestamp | DataType::TimestampTz | DataType::Date) {
+    if !empty || f.over.is_some() || !matches!(ty, DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Date) {
         return None;
     }
     NOW_DEFAULTS.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)

@@ -170,14 +170,14 @@ impl Binder<'_> {
                 let unit = crate::expr::TruncUnit::parse(&unit).ok_or_else(|| SqlError::unsupported(format!("date_trunc unit \"{unit}\"")))?;
                 // A date is truncated as the timestamptz of its midnight, as PostgreSQL casts it.
                 let (x, tz) = match t {
-                    Some(DataType::Timestamp) => (x, false),
-                    Some(DataType::TimestampTz) => (x, true),
-                    Some(DataType::Date) => (self.result_cast(x, t, Some(DataType::TimestampTz))?, true),
+                    Some(DataType::Timestamp(_)) => (x, false),
+                    Some(DataType::TimestampTz(_)) => (x, true),
+                    Some(DataType::Date) => (self.result_cast(x, t, Some(DataType::TimestampTz(None)))?, true),
                     None => return Err(SqlError::new("42725", format!("function {} is not unique", sig()))
                         .with_hint("Could not choose a best candidate function. You might need to add explicit type casts.")),
                     Some(_) => return Err(SqlError::undefined_function(&sig())),
                 };
-                Ok((Expr::Func(Func::DateTrunc(unit, tz), vec![x]), Some(if tz { DataType::TimestampTz } else { DataType::Timestamp })))
+                Ok((Expr::Func(Func::DateTrunc(unit, tz), vec![x]), Some(if tz { DataType::TimestampTz(None) } else { DataType::Timestamp(None) })))
             }
             "date_part" => {
                 arity(2, 2)?;
@@ -227,7 +227,7 @@ impl Binder<'_> {
             }
             "clock_timestamp" => {
                 arity(0, 0)?;
-                Ok((Expr::Func(Func::ClockTimestamp, Vec::new()), Some(DataType::TimestampTz)))
+                Ok((Expr::Func(Func::ClockTimestamp, Vec::new()), Some(DataType::TimestampTz(None))))
             }
             "random" => {
                 arity(0, 0)?;
@@ -281,11 +281,11 @@ impl Binder<'_> {
             }
             "now" | "current_timestamp" | "transaction_timestamp" => {
                 arity(0, 0)?;
-                Ok((Expr::Func(Func::Now, Vec::new()), Some(DataType::TimestampTz)))
+                Ok((Expr::Func(Func::Now, Vec::new()), Some(DataType::TimestampTz(None))))
             }
             "localtimestamp" => {
                 arity(0, 0)?;
-                Ok((Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp, false), Some(DataType::Timestamp)))
+                Ok((Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp(None), false), Some(DataType::Timestamp(None))))
             }
             "current_date" => {
                 arity(0, 0)?;
@@ -394,14 +394,15 @@ impl Binder<'_> {
         let what = if numeric { "EXTRACT" } else { "date_part" };
         let f = crate::expr::DateField::parse(field).ok_or_else(|| SqlError::unsupported(format!("{what} of field \"{field}\"")))?;
         let x = match t {
-            Some(DataType::Date | DataType::Timestamp) => x,
+            Some(DataType::Date | DataType::Timestamp(_)) => x,
             // An untyped literal fits several of PostgreSQL's candidates.
             None => {
                 let name = if numeric { "extract" } else { "date_part" };
                 return Err(SqlError::new("42725", format!("function pg_catalog.{name}(unknown, unknown) is not unique"))
                     .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
             }
-            Some(DataType::TimestampTz) => return Err(SqlError::unsupported(format!("{what} from timestamp with time zone"))),
+            Some(DataType::TimestampTz(_)) => return Err(SqlError::unsupported(format!("{what} from timestamp with time zone"))),
+            Some(DataType::Time(_)) => return Err(SqlError::unsupported(format!("{what} from time"))),
             Some(other) => return Err(SqlError::undefined_function(&format!("{what}(unknown, {})", type_name(other)))),
         };
         Ok((Expr::Func(Func::Extract(f, numeric), vec![x]), Some(if numeric { NUMERIC_ANY } else { DataType::Float8 })))

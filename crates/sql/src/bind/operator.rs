@@ -107,6 +107,14 @@ impl Binder<'_> {
             // date ± integer only: bigint is not implicitly integer.
             (Category::DateTime, Category::Numeric) if xt == DataType::Date && value::is_int4_implicit(yt) && matches!(op, ArithOp::Add | ArithOp::Sub) => DataType::Date,
             (Category::Numeric, Category::DateTime) if yt == DataType::Date && value::is_int4_implicit(xt) && op == ArithOp::Add => DataType::Date,
+            (Category::DateTime, Category::Time) | (Category::Time, Category::DateTime) if (xt == DataType::Date || yt == DataType::Date) && op == ArithOp::Add => {
+                DataType::Timestamp(None)
+            }
+            (Category::Time, Category::Time) if op == ArithOp::Sub => return Err(SqlError::unsupported("time - time (pgtier has no interval type)")),
+            // PostgreSQL finds several candidates (time + interval, date + time).
+            (Category::Time, Category::Time) if op == ArithOp::Add => {
+                return Err(SqlError::new("42725", format!("operator is not unique: {} + {}", type_name(xt), type_name(yt))));
+            }
             (Category::DateTime, Category::DateTime) if xt == DataType::Date && yt == DataType::Date && op == ArithOp::Sub => {
                 return Ok((Expr::Arith(op, x.boxed(), y.boxed(), DataType::Date), Some(DataType::Int4)));
             }

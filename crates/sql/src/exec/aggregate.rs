@@ -51,6 +51,7 @@ impl Hash for GroupKey {
                 Value::Date(d) => (i64::from(*d) * 86_400_000_000).hash(h),
                 Value::Timestamp(t) | Value::TimestampTz(t) => t.hash(h),
                 Value::Uuid(u) => u.hash(h),
+                Value::Time(t) => t.hash(h),
             }
         }
     }

@@ -103,6 +103,7 @@ enum KeyClass {
     DateTime,
     Bytea,
     Uuid,
+    Time,
 }
 
 /// Appends `v`'s key encoding and says its class; None for NULL (equal to
@@ -153,6 +154,10 @@ fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
         Value::Uuid(u) => {
             out.extend_from_slice(u);
             KeyClass::Uuid
+        }
+        Value::Time(t) => {
+            out.extend_from_slice(&t.to_le_bytes());
+            KeyClass::Time
         }
     })
 }
