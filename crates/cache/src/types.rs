@@ -43,8 +43,11 @@ pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> 
         1184 => DataType::TimestampTz(precision),
         1083 => DataType::Time(precision),
         2950 => DataType::Uuid,
+        // interval(p) and interval fields round and truncate what is stored.
+        1186 if column.modifier == TypeModifier::None => DataType::Interval,
+        1186 => return Err("Declare the column interval without fields or a precision.".into()),
         _ => {
-            return Err("Supported types: smallint, integer, bigint, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, time, uuid.".into());
+            return Err("Supported types: smallint, integer, bigint, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, time, interval, uuid.".into());
         }
     };
     let kind = ValueKind::for_type_oid(column.base_type_oid).ok_or_else(|| format!("No binary decoder for type oid {}.", column.base_type_oid))?;
@@ -71,6 +74,7 @@ pub fn engine_value(ty: DataType, value: PgValue<'_>) -> Result<Value, String> {
         (DataType::Timestamp(_), PgValue::Timestamp(v)) => Value::Timestamp(v),
         (DataType::TimestampTz(_), PgValue::TimestampTz(v)) => Value::TimestampTz(v),
         (DataType::Time(_), PgValue::Time(v)) => Value::Time(v),
+        (DataType::Interval, PgValue::Interval { months, days, micros }) => Value::Interval(pgtier_engine::Interval { months, days, micros }),
         (DataType::Uuid, PgValue::Uuid(v)) => Value::Uuid(v),
         (ty, value) => return Err(format!("a {value:?} does not fit type {}", ty.pg_name())),
     })

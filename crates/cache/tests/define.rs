@@ -38,9 +38,11 @@ fn create_extra_tables() -> String {
                FROM generate_series(1, 300) g;
              INSERT INTO typed (id, s_id) VALUES (301, 301);
              CREATE TABLE IF NOT EXISTS with_uuid (id uuid PRIMARY KEY, s_id integer NOT NULL REFERENCES subscriber, other uuid UNIQUE, note text,
-                 at time(3), ts timestamp(1));
+                 at time(3), ts timestamp(1), span interval);
+             CREATE TABLE IF NOT EXISTS with_interval_fields (id integer PRIMARY KEY, s_id integer REFERENCES subscriber, d interval(2));
              INSERT INTO with_uuid SELECT md5(g::text)::uuid, g, CASE WHEN g % 3 = 0 THEN NULL ELSE md5('o' || g)::uuid END, 'n' || g,
-                 time '00:00' + g * interval '5 minutes 1.2345 seconds', timestamp '1999-12-31 23:00' + g * interval '17 seconds'
+                 time '00:00' + g * interval '5 minutes 1.2345 seconds', timestamp '1999-12-31 23:00' + g * interval '17 seconds',
+                 CASE WHEN g % 5 = 0 THEN NULL ELSE (g - 100) * interval '1 mon 1 day 00:00:01.5' END
                FROM generate_series(1, 250) g ON CONFLICT DO NOTHING;
              CREATE SCHEMA IF NOT EXISTS other;
              CREATE TABLE IF NOT EXISTS other.t (id integer PRIMARY KEY);",
@@ -124,6 +126,7 @@ fn refusals_carry_sqlstate_and_hint() {
     refused(&url, "subscriber", &["access_info", "two_parents"], "42830", &["two_parents", "more than one"]);
     refused(&url, "subscriber", &["with_point"], "0A000", &["location", "point"]);
     refused(&url, "subscriber", &["with_numeric"], "0A000", &["amount", "numeric"]);
+    refused(&url, "subscriber", &["with_interval_fields"], "0A000", &["d", "interval"]);
     refused(&url, "subscriber", &["access_info", "public.access_info"], "42712", &["access_info"]);
     refused(&url, "subscriber", &["other.t"], "0A000", &["other.t", "public"]);
     refused(&url, "subscriber", &["missing"], "42P01", &["missing"]);
@@ -152,11 +155,11 @@ fn every_supported_type_loads_as_postgres_prints_it() {
 }
 
 #[test]
-fn uuid_and_time_columns_cache_and_load_as_postgres_has_them() {
+fn uuid_time_and_interval_columns_cache_and_load_as_postgres_has_them() {
     let url = url_with_extra_tables();
     let group = define(&url, "subscriber", &["with_uuid"]).unwrap();
     let table = &group.tables[1];
-    assert_eq!(table.types, [DataType::Uuid, DataType::Int4, DataType::Uuid, DataType::Text, DataType::Time(Some(3)), DataType::Timestamp(Some(1))]);
+    assert_eq!(table.types, [DataType::Uuid, DataType::Int4, DataType::Uuid, DataType::Text, DataType::Time(Some(3)), DataType::Timestamp(Some(1)), DataType::Interval]);
     assert_eq!(table.def.primary_key, ["id"]);
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), EngineConfig::default()).unwrap();

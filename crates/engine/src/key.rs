@@ -5,6 +5,7 @@
 //!
 //! - integers, date, timestamp, time, numeric: big-endian with the sign bit flipped
 //! - uuid: its 16 bytes as they are (PostgreSQL compares uuids by memcmp)
+//! - interval: its span (30-day months, 24-hour days) as an i128, sign flipped
 //! - float: IEEE bits flipped so order is numeric; -0 = 0; NaN sorts last
 //! - text/bytea: bytes with 0x00 escaped as 0x00 0xFF, terminated by 0x00 0x00
 //! - nullable columns (secondary indexes only) get a tag byte: 0x01 value, 0x02 NULL
@@ -40,6 +41,8 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         ValueRef::Bytea(b) => escape_bytes(out, b),
         // Byte order is uuid_cmp's order (memcmp).
         ValueRef::Uuid(u) => out.extend_from_slice(&u),
+        // Intervals PostgreSQL finds equal ('1 day', '24 hours') share a key.
+        ValueRef::Interval(v) => out.extend_from_slice(&(v.span().cast_unsigned() ^ (1 << 127)).to_be_bytes()),
     }
     let _ = ty;
 }
@@ -211,6 +214,7 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
         (DataType::TimestampTz(_), Value::TimestampTz(t)) => ValueRef::TimestampTz(*t),
         (DataType::Time(_), Value::Time(t)) => ValueRef::Time(*t),
         (DataType::Uuid, Value::Uuid(u)) => ValueRef::Uuid(*u),
+        (DataType::Interval, Value::Interval(v)) => ValueRef::Interval(*v),
         _ => return false,
     };
     encode_column(out, converted, ty, tagged);
@@ -279,6 +283,14 @@ mod tests {
             let (ka, kb) = (enc(&Value::Uuid(a), DataType::Uuid, true), enc(&Value::Uuid(b), DataType::Uuid, true));
             prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
             prop_assert_eq!(column_len(&ka, DataType::Uuid, true), ka.len());
+        }
+
+        #[test]
+        fn interval_order_is_span_order(a: (i32, i32, i64), b: (i32, i32, i64)) {
+            let iv = |(months, days, micros): (i32, i32, i64)| crate::types::Interval { months, days, micros };
+            let (x, y) = (iv(a), iv(b));
+            let (kx, ky) = (enc(&Value::Interval(x), DataType::Interval, false), enc(&Value::Interval(y), DataType::Interval, false));
+            prop_assert_eq!(x.span().cmp(&y.span()), kx.cmp(&ky));
         }
 
         #[test]

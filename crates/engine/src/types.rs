@@ -43,6 +43,8 @@ pub enum DataType {
     TimestampTz(Option<u8>),
     /// `time [(p)] without time zone`.
     Time(Option<u8>),
+    /// `interval`: months, days and microseconds, kept apart as PostgreSQL does.
+    Interval,
     /// 16 bytes in network order (RFC 4122 layout), ordered by memcmp as
     /// PostgreSQL's uuid_cmp orders them.
     Uuid,
@@ -56,7 +58,7 @@ impl DataType {
             DataType::Int2 => Some(2),
             DataType::Int4 | DataType::Float4 | DataType::Date => Some(4),
             DataType::Int8 | DataType::Float8 | DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) => Some(8),
-            DataType::Numeric { .. } | DataType::Uuid => Some(16),
+            DataType::Numeric { .. } | DataType::Uuid | DataType::Interval => Some(16),
             DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea => None,
         }
     }
@@ -80,6 +82,7 @@ impl DataType {
             DataType::TimestampTz(p) => format!("timestamp{} with time zone", precision_suffix(p)),
             DataType::Time(p) => format!("time{} without time zone", precision_suffix(p)),
             DataType::Uuid => "uuid".into(),
+            DataType::Interval => "interval".into(),
         }
     }
 
@@ -133,6 +136,7 @@ impl DataType {
             DataType::TimestampTz(p) => (14, p.map_or(0, |p| u32::from(p) + 1), 0),
             DataType::Uuid => (15, 0, 0),
             DataType::Time(p) => (16, p.map_or(0, |p| u32::from(p) + 1), 0),
+            DataType::Interval => (17, 0, 0),
         }
     }
 
@@ -156,6 +160,7 @@ impl DataType {
             14 => DataType::TimestampTz(precision(a)?),
             15 => DataType::Uuid,
             16 => DataType::Time(precision(a)?),
+            17 => DataType::Interval,
             _ => return None,
         })
     }
@@ -220,6 +225,23 @@ impl fmt::Display for Numeric {
     }
 }
 
+/// An `interval`: PostgreSQL's three fields, none carried into another
+/// (1 month is not 30 days when added to a date), but compared as if a
+/// month were 30 days and a day 24 hours (interval_cmp).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Interval {
+    pub months: i32,
+    pub days: i32,
+    pub micros: i64,
+}
+
+impl Interval {
+    /// The value interval_cmp orders by: microseconds with 30-day months.
+    pub fn span(self) -> i128 {
+        (i128::from(self.months) * 30 + i128::from(self.days)) * i128::from(MICROS_PER_DAY) + i128::from(self.micros)
+    }
+}
+
 /// An owned SQL value. `Null` is untyped, as in SQL.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
@@ -242,6 +264,7 @@ pub enum Value {
     Uuid([u8; 16]),
     /// Microseconds since midnight, 0 ..= 86_400_000_000.
     Time(i64),
+    Interval(Interval),
 }
 
 /// A value borrowed from a stored row: reading a column never allocates.
@@ -262,6 +285,7 @@ pub enum ValueRef<'a> {
     TimestampTz(i64),
     Uuid([u8; 16]),
     Time(i64),
+    Interval(Interval),
 }
 
 impl ValueRef<'_> {
@@ -282,6 +306,7 @@ impl ValueRef<'_> {
             ValueRef::TimestampTz(v) => Value::TimestampTz(v),
             ValueRef::Uuid(v) => Value::Uuid(v),
             ValueRef::Time(v) => Value::Time(v),
+            ValueRef::Interval(v) => Value::Interval(v),
         }
     }
 }
@@ -304,6 +329,7 @@ impl Value {
             Value::TimestampTz(v) => ValueRef::TimestampTz(*v),
             Value::Uuid(v) => ValueRef::Uuid(*v),
             Value::Time(v) => ValueRef::Time(*v),
+            Value::Interval(v) => ValueRef::Interval(*v),
         }
     }
 
@@ -331,6 +357,7 @@ impl Value {
                 | (Value::TimestampTz(_), DataType::TimestampTz(None))
                 | (Value::Time(_), DataType::Time(None))
                 | (Value::Uuid(_), DataType::Uuid)
+                | (Value::Interval(_), DataType::Interval)
         )
     }
 
@@ -370,6 +397,7 @@ impl Value {
             Value::TimestampTz(_) => "timestamp with time zone",
             Value::Uuid(_) => "uuid",
             Value::Time(_) => "time without time zone",
+            Value::Interval(_) => "interval",
         }
     }
 }
@@ -415,6 +443,7 @@ impl fmt::Display for ValueRef<'_> {
                 write!(f, "{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)?;
                 write_fraction(f, micros % 1_000_000)
             }
+            ValueRef::Interval(v) => write_interval(f, *v),
             ValueRef::Uuid(bytes) => {
                 for (i, b) in bytes.iter().enumerate() {
                     if matches!(i, 4 | 6 | 8 | 10) {
@@ -457,6 +486,30 @@ fn write_fraction(f: &mut fmt::Formatter<'_>, frac: i64) -> fmt::Result {
     if frac != 0 {
         let text = format!("{frac:06}");
         write!(f, ".{}", text.trim_end_matches('0'))?;
+    }
+    Ok(())
+}
+
+/// interval_out in IntervalStyle `postgres`: `1 year 2 mons -3 days +04:05:06.5`.
+fn write_interval(f: &mut fmt::Formatter<'_>, v: Interval) -> fmt::Result {
+    let (year, mon) = (v.months / 12, v.months % 12);
+    let mut is_zero = true;
+    let mut is_before = false;
+    for (value, unit) in [(year, "year"), (mon, "mon"), (v.days, "day")] {
+        if value != 0 {
+            let sep = if is_zero { "" } else { " " };
+            let plus = if is_before && value > 0 { "+" } else { "" };
+            write!(f, "{sep}{plus}{value} {unit}{}", if value == 1 { "" } else { "s" })?;
+            is_before = value < 0;
+            is_zero = false;
+        }
+    }
+    if is_zero || v.micros != 0 {
+        let abs = v.micros.unsigned_abs();
+        let secs = abs / 1_000_000;
+        let sign = if v.micros < 0 { "-" } else if is_before { "+" } else { "" };
+        write!(f, "{}{sign}{:02}:{:02}:{:02}", if is_zero { "" } else { " " }, secs / 3600, secs / 60 % 60, secs % 60)?;
+        write_fraction(f, i64::try_from(abs % 1_000_000).unwrap_or(0))?;
     }
     Ok(())
 }
@@ -568,6 +621,7 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
         (DataType::TimestampTz(_), Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
         (DataType::Time(p), Value::Time(t)) => Value::Time(round_to_precision(t, p)),
         (DataType::Uuid, Value::Uuid(u)) => Value::Uuid(u),
+        (DataType::Interval, Value::Interval(v)) => Value::Interval(v),
         (_, other) => return Err(mismatch(&other)),
     })
 }
@@ -692,5 +746,11 @@ mod tests {
         assert_eq!(Value::Uuid(u).to_string(), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
         assert_eq!(Value::Time(86_400_000_000).to_string(), "24:00:00");
         assert_eq!(Value::Time(3_723_040_000).to_string(), "01:02:03.04");
+        let iv = |months, days, micros| Value::Interval(Interval { months, days, micros }).to_string();
+        assert_eq!(iv(0, 0, 0), "00:00:00");
+        assert_eq!(iv(14, 3, 14_706_500_000), "1 year 2 mons 3 days 04:05:06.5");
+        assert_eq!(iv(0, -1, 7_200_000_000), "-1 days +02:00:00");
+        assert_eq!(iv(1, 1, -1_000_000), "1 mon 1 day -00:00:01");
+        assert_eq!(iv(-13, 0, 0), "-1 years -1 mons");
     }
 }

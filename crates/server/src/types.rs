@@ -28,6 +28,7 @@ pub const TIMESTAMP: u32 = 1114;
 pub const TIMESTAMPTZ: u32 = 1184;
 pub const NUMERIC: u32 = 1700;
 pub const UUID: u32 = 2950;
+pub const INTERVAL: u32 = 1186;
 
 /// Numeric binary sign words (numeric.c).
 const NUMERIC_POS: u16 = 0x0000;
@@ -71,6 +72,7 @@ pub fn declared_type(oid: u32) -> Option<DataType> {
         TIMESTAMPTZ => DataType::TimestampTz(None),
         TIME => DataType::Time(None),
         UUID => DataType::Uuid,
+        INTERVAL => DataType::Interval,
         NUMERIC => DataType::Numeric { precision: 38, scale: 0 },
         _ => return None,
     })
@@ -141,6 +143,17 @@ pub fn decode_binary(bytes: &[u8], ty: DataType, what: Origin) -> Result<Value, 
         DataType::Time(_) => Value::Time(i64::from_be_bytes(fixed(bytes, what)?)),
         DataType::Bytea => Value::Bytea(bytes.to_vec()),
         DataType::Uuid => Value::Uuid(fixed(bytes, what)?),
+        // interval_recv: microseconds, days, months.
+        DataType::Interval => {
+            let b: [u8; 16] = fixed(bytes, what)?;
+            let (micros, rest) = b.split_at(8);
+            let (days, months) = rest.split_at(4);
+            Value::Interval(pgtier_engine::Interval {
+                micros: i64::from_be_bytes(fixed(micros, what)?),
+                days: i32::from_be_bytes(fixed(days, what)?),
+                months: i32::from_be_bytes(fixed(months, what)?),
+            })
+        }
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => {
             let s = std::str::from_utf8(bytes).map_err(|_| invalid_utf8())?;
             // The type's typmod (length) is applied by the cast that follows.
@@ -267,6 +280,11 @@ pub fn encode_binary(v: &Value, ty: Option<DataType>, out: &mut BytesMut) {
         (Value::Date(d), _) => out.put_i32(*d),
         (Value::Timestamp(t) | Value::TimestampTz(t) | Value::Time(t), _) => out.put_i64(*t),
         (Value::Uuid(u), _) => out.put_slice(u),
+        (Value::Interval(v), _) => {
+            out.put_i64(v.micros);
+            out.put_i32(v.days);
+            out.put_i32(v.months);
+        }
         (Value::Null, _) => {}
     }
 }

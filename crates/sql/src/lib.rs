@@ -13,6 +13,7 @@ pub mod dialect;
 pub mod error;
 pub mod exec;
 pub mod expr;
+pub mod interval;
 pub mod parse;
 pub mod plan;
 pub mod planner;

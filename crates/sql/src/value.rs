@@ -37,6 +37,7 @@ pub enum Category {
     Uuid,
     /// time: 'D' in PostgreSQL, but it converts to no other date/time type.
     Time,
+    Interval,
 }
 
 pub fn category(ty: DataType) -> Category {
@@ -48,6 +49,7 @@ pub fn category(ty: DataType) -> Category {
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => Category::String,
         DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) => Category::DateTime,
         DataType::Time(_) => Category::Time,
+        DataType::Interval => Category::Interval,
         DataType::Bytea => Category::Bytea,
         DataType::Uuid => Category::Uuid,
     }
@@ -85,6 +87,7 @@ pub fn type_name(ty: DataType) -> &'static str {
         DataType::Timestamp(_) => "timestamp without time zone",
         DataType::TimestampTz(_) => "timestamp with time zone",
         DataType::Time(_) => "time without time zone",
+        DataType::Interval => "interval",
         DataType::Uuid => "uuid",
     }
 }
@@ -276,6 +279,7 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Bytea(x), V::Bytea(y)) => x.cmp(y),
         (V::Uuid(x), V::Uuid(y)) => x.cmp(y),
         (V::Time(x), V::Time(y)) => x.cmp(y),
+        (V::Interval(x), V::Interval(y)) => x.span().cmp(&y.span()),
         (V::Float4(_) | V::Float8(_), _) | (_, V::Float4(_) | V::Float8(_)) => float_cmp(to_f64(a)?, to_f64(b)?),
         _ => numeric_cmp(to_numeric(a)?, to_numeric(b)?),
     })
@@ -400,7 +404,7 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
             Ok(if ty == DataType::Float4 { Value::Float4(r as f32) } else { Value::Float8(r) })
         }
         DataType::Date => date_arith(op, a, b),
-        DataType::Timestamp(_) => crate::time::date_plus_time(a, b),
+        DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) | DataType::Interval => crate::interval::arith(op, a, b, ty),
         _ => Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b)))),
     }
 }
@@ -462,6 +466,7 @@ pub fn negate(v: &Value) -> Result<Value> {
         Value::Numeric(n) => Value::Numeric(Numeric::new(-n.mantissa, n.scale)),
         Value::Float4(x) => Value::Float4(-x),
         Value::Float8(x) => Value::Float8(-x),
+        Value::Interval(v) => Value::Interval(crate::interval::negate(*v)?),
         other => return Err(SqlError::undefined_operator(&format!("- {}", value_type_name(other)))),
     })
 }
@@ -616,6 +621,7 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Time(p), Value::Time(t)) => Value::Time(round_to_precision(t, p)),
         // The time of day in the session's zone (UTC); rounding may reach 24:00:00.
         (T::Time(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Time(round_to_precision(t.rem_euclid(MICROS_PER_DAY), p)),
+        (T::Interval | T::Time(_), v @ (Value::Interval(_) | Value::Time(_))) => crate::interval::cast(v, to),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
         (T::Uuid, Value::Uuid(u)) => Value::Uuid(u),
         // boolean's cast to a string type is booltext ('true'), not its
@@ -724,6 +730,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         DataType::Timestamp(p) => Value::Timestamp(round_to_precision(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?, p)),
         DataType::TimestampTz(p) => Value::TimestampTz(round_to_precision(parse_timestamptz(t).ok_or_else(|| datetime_error("timestamp with time zone", text))?, p)),
         DataType::Time(p) => Value::Time(crate::time::parse(text, p)?),
+        DataType::Interval => Value::Interval(crate::interval::parse(text)?),
         DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
     })
 }

@@ -25,6 +25,8 @@ pub enum ValueKind {
     TimestampTz,
     /// time without time zone: microseconds since midnight.
     Time,
+    /// interval: microseconds, days, months.
+    Interval,
     Uuid,
     Oid,
 }
@@ -47,6 +49,7 @@ impl ValueKind {
             1114 => ValueKind::Timestamp,
             1184 => ValueKind::TimestampTz,
             1083 => ValueKind::Time,
+            1186 => ValueKind::Interval,
             2950 => ValueKind::Uuid,
             26 => ValueKind::Oid,
             _ => return None,
@@ -77,6 +80,16 @@ impl ValueKind {
             ValueKind::Timestamp => Value::Timestamp(i64::from_be_bytes(fixed(bytes, "timestamp")?)),
             ValueKind::TimestampTz => Value::TimestampTz(i64::from_be_bytes(fixed(bytes, "timestamptz")?)),
             ValueKind::Time => Value::Time(i64::from_be_bytes(fixed(bytes, "time")?)),
+            ValueKind::Interval => {
+                let raw: [u8; 16] = fixed(bytes, "interval")?;
+                let (micros, rest) = raw.split_at(8);
+                let (days, months) = rest.split_at(4);
+                Value::Interval {
+                    months: i32::from_be_bytes(fixed(months, "interval")?),
+                    days: i32::from_be_bytes(fixed(days, "interval")?),
+                    micros: i64::from_be_bytes(fixed(micros, "interval")?),
+                }
+            }
             ValueKind::Uuid => Value::Uuid(fixed(bytes, "uuid")?),
             ValueKind::Oid => Value::Oid(u32::from_be_bytes(fixed(bytes, "oid")?)),
         })
@@ -117,6 +130,7 @@ pub enum Value<'a> {
     Timestamp(i64),
     TimestampTz(i64),
     Time(i64),
+    Interval { months: i32, days: i32, micros: i64 },
     Uuid([u8; 16]),
     Oid(u32),
 }
@@ -140,6 +154,7 @@ impl fmt::Display for Value<'_> {
             Value::Timestamp(micros) => super::text::write_timestamp(f, *micros, false),
             Value::TimestampTz(micros) => super::text::write_timestamp(f, *micros, true),
             Value::Time(micros) => super::text::write_time(f, *micros),
+            Value::Interval { months, days, micros } => super::text::write_interval(f, *months, *days, *micros),
             Value::Uuid(bytes) => {
                 for (index, byte) in bytes.iter().enumerate() {
                     if matches!(index, 4 | 6 | 8 | 10) {

@@ -170,6 +170,7 @@ pub(super) fn check_assignable(from: DataType, to: DataType, column: &str) -> Re
         (_, Category::String) => true,
         // timestamp and timestamptz assign to time (their time of day).
         (Category::DateTime, Category::Time) => from != DataType::Date,
+        (Category::Time, Category::Interval) | (Category::Interval, Category::Time) => true,
         _ => false,
     };
     if ok {
@@ -283,6 +284,8 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
         D::Timestamp(p, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => DataType::TimestampTz(time_precision(*p)),
         D::Time(p, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Time(time_precision(*p)),
         D::Time(..) => return Err(SqlError::unsupported("type time with time zone")),
+        D::Interval { fields: None, precision: None } => DataType::Interval,
+        D::Interval { .. } => return Err(SqlError::unsupported("interval with fields or a precision")),
         // psql and drivers write builtin types qualified (`pg_catalog.text`).
         D::Custom(name, mods) if mods.is_empty() => match name.to_string().to_lowercase().trim_start_matches("pg_catalog.") {
             "int" | "int4" | "integer" => DataType::Int4,
@@ -297,6 +300,7 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             "timestamp" => DataType::Timestamp(None),
             "timestamptz" => DataType::TimestampTz(None),
             "time" => DataType::Time(None),
+            "interval" => DataType::Interval,
             "timetz" => return Err(SqlError::unsupported("type time with time zone")),
             "uuid" => DataType::Uuid,
             "bpchar" => DataType::Char(1),

@@ -403,6 +403,7 @@ impl Binder<'_> {
             }
             Some(DataType::TimestampTz(_)) => return Err(SqlError::unsupported(format!("{what} from timestamp with time zone"))),
             Some(DataType::Time(_)) => return Err(SqlError::unsupported(format!("{what} from time"))),
+            Some(DataType::Interval) => return Err(SqlError::unsupported(format!("{what} from interval"))),
             Some(other) => return Err(SqlError::undefined_function(&format!("{what}(unknown, {})", type_name(other)))),
         };
         Ok((Expr::Func(Func::Extract(f, numeric), vec![x]), Some(if numeric { NUMERIC_ANY } else { DataType::Float8 })))

@@ -52,6 +52,7 @@ impl Hash for GroupKey {
                 Value::Timestamp(t) | Value::TimestampTz(t) => t.hash(h),
                 Value::Uuid(u) => u.hash(h),
                 Value::Time(t) => t.hash(h),
+                Value::Interval(v) => v.span().hash(h),
             }
         }
     }

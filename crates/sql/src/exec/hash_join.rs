@@ -104,6 +104,7 @@ enum KeyClass {
     Bytea,
     Uuid,
     Time,
+    Interval,
 }
 
 /// Appends `v`'s key encoding and says its class; None for NULL (equal to
@@ -158,6 +159,11 @@ fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
         Value::Time(t) => {
             out.extend_from_slice(&t.to_le_bytes());
             KeyClass::Time
+        }
+        // '1 day' = '24 hours': equal intervals share their span.
+        Value::Interval(v) => {
+            out.extend_from_slice(&v.span().to_le_bytes());
+            KeyClass::Interval
         }
     })
 }
