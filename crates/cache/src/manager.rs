@@ -1029,7 +1029,7 @@ fn check_aging(def: &CreateGroup, group: &CacheGroup) -> Result<(), CacheError> 
     let root = &group.root().def;
     match root.columns.iter().find(|c| &c.name == column) {
         None => Err(CacheError::AgingColumn { group: def.name.clone(), column: column.clone(), reason: format!("is not a column of the root table \"{}\"", root.name) }),
-        Some(c) if matches!(c.ty, DataType::Date | DataType::Timestamp | DataType::TimestampTz) => Ok(()),
+        Some(c) if matches!(c.ty, DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_)) => Ok(()),
         Some(c) => Err(CacheError::AgingColumn { group: def.name.clone(), column: column.clone(), reason: format!("has type {}; aging by time needs a date or timestamp column", c.ty.pg_name()) }),
     }
 }

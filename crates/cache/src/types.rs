@@ -17,6 +17,10 @@ pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> 
         TypeModifier::Length(n) => Some(n),
         _ => None,
     };
+    let precision = match column.modifier {
+        TypeModifier::Precision(p) => Some(p),
+        _ => None,
+    };
     let ty = match column.base_type_oid {
         16 => DataType::Bool,
         21 => DataType::Int2,
@@ -35,10 +39,15 @@ pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> 
         1042 => DataType::Char(length.unwrap_or(1)),
         17 => DataType::Bytea,
         1082 => DataType::Date,
-        1114 => DataType::Timestamp,
-        1184 => DataType::TimestampTz,
+        1114 => DataType::Timestamp(precision),
+        1184 => DataType::TimestampTz(precision),
+        1083 => DataType::Time(precision),
+        2950 => DataType::Uuid,
+        // interval(p) and interval fields round and truncate what is stored.
+        1186 if column.modifier == TypeModifier::None => DataType::Interval,
+        1186 => return Err("Declare the column interval without fields or a precision.".into()),
         _ => {
-            return Err("Supported types: smallint, integer, bigint, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz.".into());
+            return Err("Supported types: smallint, integer, bigint, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, time, interval, uuid.".into());
         }
     };
     let kind = ValueKind::for_type_oid(column.base_type_oid).ok_or_else(|| format!("No binary decoder for type oid {}.", column.base_type_oid))?;
@@ -62,8 +71,11 @@ pub fn engine_value(ty: DataType, value: PgValue<'_>) -> Result<Value, String> {
         (DataType::Text | DataType::Varchar(_) | DataType::Char(_), PgValue::Text(v)) => Value::Text(v.to_owned()),
         (DataType::Bytea, PgValue::Bytea(v)) => Value::Bytea(v.to_vec()),
         (DataType::Date, PgValue::Date(v)) => Value::Date(v),
-        (DataType::Timestamp, PgValue::Timestamp(v)) => Value::Timestamp(v),
-        (DataType::TimestampTz, PgValue::TimestampTz(v)) => Value::TimestampTz(v),
+        (DataType::Timestamp(_), PgValue::Timestamp(v)) => Value::Timestamp(v),
+        (DataType::TimestampTz(_), PgValue::TimestampTz(v)) => Value::TimestampTz(v),
+        (DataType::Time(_), PgValue::Time(v)) => Value::Time(v),
+        (DataType::Interval, PgValue::Interval { months, days, micros }) => Value::Interval(pgtier_engine::Interval { months, days, micros }),
+        (DataType::Uuid, PgValue::Uuid(v)) => Value::Uuid(v),
         (ty, value) => return Err(format!("a {value:?} does not fit type {}", ty.pg_name())),
     })
 }

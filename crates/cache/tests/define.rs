@@ -37,6 +37,13 @@ fn create_extra_tables() -> String {
                  timestamptz '2020-01-01 00:00:00+00' - g * interval '1 day 7 minutes'
                FROM generate_series(1, 300) g;
              INSERT INTO typed (id, s_id) VALUES (301, 301);
+             CREATE TABLE IF NOT EXISTS with_uuid (id uuid PRIMARY KEY, s_id integer NOT NULL REFERENCES subscriber, other uuid UNIQUE, note text,
+                 at time(3), ts timestamp(1), span interval);
+             CREATE TABLE IF NOT EXISTS with_interval_fields (id integer PRIMARY KEY, s_id integer REFERENCES subscriber, d interval(2));
+             INSERT INTO with_uuid SELECT md5(g::text)::uuid, g, CASE WHEN g % 3 = 0 THEN NULL ELSE md5('o' || g)::uuid END, 'n' || g,
+                 time '00:00' + g * interval '5 minutes 1.2345 seconds', timestamp '1999-12-31 23:00' + g * interval '17 seconds',
+                 CASE WHEN g % 5 = 0 THEN NULL ELSE (g - 100) * interval '1 mon 1 day 00:00:01.5' END
+               FROM generate_series(1, 250) g ON CONFLICT DO NOTHING;
              CREATE SCHEMA IF NOT EXISTS other;
              CREATE TABLE IF NOT EXISTS other.t (id integer PRIMARY KEY);",
         )
@@ -100,8 +107,8 @@ fn every_supported_type_maps() {
             DataType::Text,
             DataType::Bytea,
             DataType::Date,
-            DataType::Timestamp,
-            DataType::TimestampTz,
+            DataType::Timestamp(None),
+            DataType::TimestampTz(None),
         ]
     );
     assert!(!typed.def.columns[1].nullable);
@@ -119,6 +126,7 @@ fn refusals_carry_sqlstate_and_hint() {
     refused(&url, "subscriber", &["access_info", "two_parents"], "42830", &["two_parents", "more than one"]);
     refused(&url, "subscriber", &["with_point"], "0A000", &["location", "point"]);
     refused(&url, "subscriber", &["with_numeric"], "0A000", &["amount", "numeric"]);
+    refused(&url, "subscriber", &["with_interval_fields"], "0A000", &["d", "interval"]);
     refused(&url, "subscriber", &["access_info", "public.access_info"], "42712", &["access_info"]);
     refused(&url, "subscriber", &["other.t"], "0A000", &["other.t", "public"]);
     refused(&url, "subscriber", &["missing"], "42P01", &["missing"]);
@@ -144,4 +152,41 @@ fn every_supported_type_loads_as_postgres_prints_it() {
     for (c, e) in cached.iter().zip(&expected) {
         assert_eq!(c, e);
     }
+}
+
+#[test]
+fn uuid_time_and_interval_columns_cache_and_load_as_postgres_has_them() {
+    let url = url_with_extra_tables();
+    let group = define(&url, "subscriber", &["with_uuid"]).unwrap();
+    let table = &group.tables[1];
+    assert_eq!(table.types, [DataType::Uuid, DataType::Int4, DataType::Uuid, DataType::Text, DataType::Time(Some(3)), DataType::Timestamp(Some(1)), DataType::Interval]);
+    assert_eq!(table.def.primary_key, ["id"]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
+    create_group_tables(&db, &group).unwrap();
+    let options = LoadOptions { predicate: Some("s_id <= 200".into()), parallel: 2, ..LoadOptions::default() };
+    let report = load_group(&db, || connect(&url).map_err(|e| panic!("{e}")), &group, &options).unwrap();
+    assert_eq!(report.rows[1], ("with_uuid".to_owned(), 200));
+    let mut client = connect(&url).unwrap();
+    let expected = common::postgres_dump(&mut client, &group, "with_uuid", "s_id <= 200");
+    assert_eq!(expected.len(), 200);
+    assert_eq!(cache_dump(&db, "with_uuid"), expected);
+    // The uuid primary key finds each row PostgreSQL has under it.
+    let id = db.catalog().table_by_name("with_uuid").unwrap().id;
+    let mut t = db.begin().unwrap();
+    let mut buf = pgtier_engine::RowBuf::new();
+    let rows = client.query("SELECT replace(id::text, '-', ''), s_id FROM with_uuid WHERE s_id IN (7, 150, 201)", &[]).unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        let hex: String = row.get(0);
+        let key: [u8; 16] = std::array::from_fn(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap());
+        let s_id: i32 = row.get(1);
+        // s_id 201 is outside the loaded predicate: not cached.
+        assert_eq!(t.get(id, &[pgtier_engine::Value::Uuid(key)], &mut buf).unwrap(), s_id <= 200, "{hex}");
+        if s_id <= 200 {
+            assert_eq!(buf.get(1), pgtier_engine::ValueRef::Int4(s_id));
+        }
+    }
+    t.commit().unwrap();
+    db.verify().unwrap();
 }

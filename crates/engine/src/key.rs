@@ -3,7 +3,9 @@
 //! Every column encoding is self-delimiting, so a composite key's encoded
 //! prefix is exactly the encoding of its leading columns (prefix scans).
 //!
-//! - integers, date, timestamp, numeric: big-endian with the sign bit flipped
+//! - integers, date, timestamp, time, numeric: big-endian with the sign bit flipped
+//! - uuid: its 16 bytes as they are (PostgreSQL compares uuids by memcmp)
+//! - interval: its span (30-day months, 24-hour days) as an i128, sign flipped
 //! - float: IEEE bits flipped so order is numeric; -0 = 0; NaN sorts last
 //! - text/bytea: bytes with 0x00 escaped as 0x00 0xFF, terminated by 0x00 0x00
 //! - nullable columns (secondary indexes only) get a tag byte: 0x01 value, 0x02 NULL
@@ -31,12 +33,16 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         ValueRef::Bool(v) => out.push(u8::from(v)),
         ValueRef::Int2(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000).to_be_bytes()),
         ValueRef::Int4(v) | ValueRef::Date(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000_0000).to_be_bytes()),
-        ValueRef::Int8(v) | ValueRef::Timestamp(v) | ValueRef::TimestampTz(v) => out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes()),
+        ValueRef::Int8(v) | ValueRef::Timestamp(v) | ValueRef::TimestampTz(v) | ValueRef::Time(v) => out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes()),
         ValueRef::Numeric(n) => out.extend_from_slice(&(n.mantissa.cast_unsigned() ^ (1 << 127)).to_be_bytes()),
         ValueRef::Float4(v) => out.extend_from_slice(&float4_key(v).to_be_bytes()),
         ValueRef::Float8(v) => out.extend_from_slice(&float8_key(v).to_be_bytes()),
         ValueRef::Text(s) => escape_bytes(out, s.as_bytes()),
         ValueRef::Bytea(b) => escape_bytes(out, b),
+        // Byte order is uuid_cmp's order (memcmp).
+        ValueRef::Uuid(u) => out.extend_from_slice(&u),
+        // Intervals PostgreSQL finds equal ('1 day', '24 hours') share a key.
+        ValueRef::Interval(v) => out.extend_from_slice(&(v.span().cast_unsigned() ^ (1 << 127)).to_be_bytes()),
     }
     let _ = ty;
 }
@@ -204,8 +210,11 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
         (DataType::Bytea, Value::Bytea(b)) => ValueRef::Bytea(b),
         (DataType::Bool, Value::Bool(b)) => ValueRef::Bool(*b),
         (DataType::Date, Value::Date(d)) => ValueRef::Date(*d),
-        (DataType::Timestamp, Value::Timestamp(t)) => ValueRef::Timestamp(*t),
-        (DataType::TimestampTz, Value::TimestampTz(t)) => ValueRef::TimestampTz(*t),
+        (DataType::Timestamp(_), Value::Timestamp(t)) => ValueRef::Timestamp(*t),
+        (DataType::TimestampTz(_), Value::TimestampTz(t)) => ValueRef::TimestampTz(*t),
+        (DataType::Time(_), Value::Time(t)) => ValueRef::Time(*t),
+        (DataType::Uuid, Value::Uuid(u)) => ValueRef::Uuid(*u),
+        (DataType::Interval, Value::Interval(v)) => ValueRef::Interval(*v),
         _ => return false,
     };
     encode_column(out, converted, ty, tagged);
@@ -267,6 +276,21 @@ mod tests {
         fn float_order_preserved(a in -1e30f64..1e30, b in -1e30f64..1e30) {
             let (ka, kb) = (enc(&Value::Float8(a), DataType::Float8, false), enc(&Value::Float8(b), DataType::Float8, false));
             prop_assert_eq!(a.partial_cmp(&b), Some(ka.cmp(&kb)));
+        }
+
+        #[test]
+        fn uuid_order_is_memcmp(a: [u8; 16], b: [u8; 16]) {
+            let (ka, kb) = (enc(&Value::Uuid(a), DataType::Uuid, true), enc(&Value::Uuid(b), DataType::Uuid, true));
+            prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
+            prop_assert_eq!(column_len(&ka, DataType::Uuid, true), ka.len());
+        }
+
+        #[test]
+        fn interval_order_is_span_order(a: (i32, i32, i64), b: (i32, i32, i64)) {
+            let iv = |(months, days, micros): (i32, i32, i64)| crate::types::Interval { months, days, micros };
+            let (x, y) = (iv(a), iv(b));
+            let (kx, ky) = (enc(&Value::Interval(x), DataType::Interval, false), enc(&Value::Interval(y), DataType::Interval, false));
+            prop_assert_eq!(x.span().cmp(&y.span()), kx.cmp(&ky));
         }
 
         #[test]

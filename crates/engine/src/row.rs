@@ -13,7 +13,7 @@
 
 use crate::codec::{Reader, Writer};
 use crate::error::{EngineError, Result};
-use crate::types::{DataType, Numeric, Value, ValueRef};
+use crate::types::{DataType, Interval, Numeric, Value, ValueRef};
 
 const FLAG_WIDE: u8 = 1;
 
@@ -114,11 +114,21 @@ impl RowLayout {
             DataType::Int4 => ValueRef::Int4(i32::from_le_bytes(arr(fixed(4)))),
             DataType::Int8 => ValueRef::Int8(i64::from_le_bytes(arr(fixed(8)))),
             DataType::Date => ValueRef::Date(i32::from_le_bytes(arr(fixed(4)))),
-            DataType::Timestamp => ValueRef::Timestamp(i64::from_le_bytes(arr(fixed(8)))),
-            DataType::TimestampTz => ValueRef::TimestampTz(i64::from_le_bytes(arr(fixed(8)))),
+            DataType::Timestamp(_) => ValueRef::Timestamp(i64::from_le_bytes(arr(fixed(8)))),
+            DataType::TimestampTz(_) => ValueRef::TimestampTz(i64::from_le_bytes(arr(fixed(8)))),
+            DataType::Time(_) => ValueRef::Time(i64::from_le_bytes(arr(fixed(8)))),
             DataType::Float4 => ValueRef::Float4(f32::from_le_bytes(arr(fixed(4)))),
             DataType::Float8 => ValueRef::Float8(f64::from_le_bytes(arr(fixed(8)))),
             DataType::Numeric { scale, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), scale)),
+            DataType::Uuid => ValueRef::Uuid(arr(fixed(16))),
+            DataType::Interval => {
+                let b: [u8; 16] = arr(fixed(16));
+                ValueRef::Interval(Interval {
+                    micros: i64::from_le_bytes(arr(&b[..8])),
+                    days: i32::from_le_bytes(arr(&b[8..12])),
+                    months: i32::from_le_bytes(arr(&b[12..])),
+                })
+            }
             DataType::Text | DataType::Varchar(_) | DataType::Char(_) => {
                 // Written only from `&str` by `encode`, so always UTF-8.
                 ValueRef::Text(std::str::from_utf8(self.var_bytes(data, col)).unwrap_or(""))
@@ -240,10 +250,18 @@ fn write_fixed(out: &mut [u8], value: &Value) {
         Value::Bool(v) => put(&[u8::from(*v)]),
         Value::Int2(v) => put(&v.to_le_bytes()),
         Value::Int4(v) | Value::Date(v) => put(&v.to_le_bytes()),
-        Value::Int8(v) | Value::Timestamp(v) | Value::TimestampTz(v) => put(&v.to_le_bytes()),
+        Value::Int8(v) | Value::Timestamp(v) | Value::TimestampTz(v) | Value::Time(v) => put(&v.to_le_bytes()),
         Value::Float4(v) => put(&v.to_le_bytes()),
         Value::Float8(v) => put(&v.to_le_bytes()),
         Value::Numeric(n) => put(&n.mantissa.to_le_bytes()),
+        Value::Uuid(u) => put(u),
+        Value::Interval(v) => {
+            let mut b = [0u8; 16];
+            b[..8].copy_from_slice(&v.micros.to_le_bytes());
+            b[8..12].copy_from_slice(&v.days.to_le_bytes());
+            b[12..].copy_from_slice(&v.months.to_le_bytes());
+            put(&b);
+        }
     }
 }
 
@@ -300,6 +318,20 @@ pub(crate) fn encode_value(w: &mut Writer<'_>, v: &Value) {
             w.u8(12);
             w.u64(t.cast_unsigned());
         }
+        Value::Uuid(u) => {
+            w.u8(13);
+            w.bytes(u);
+        }
+        Value::Time(t) => {
+            w.u8(14);
+            w.u64(t.cast_unsigned());
+        }
+        Value::Interval(v) => {
+            w.u8(15);
+            w.u64(v.micros.cast_unsigned());
+            w.u32(v.days.cast_unsigned());
+            w.u32(v.months.cast_unsigned());
+        }
     }
 }
 
@@ -324,6 +356,15 @@ pub(crate) fn decode_value(r: &mut Reader<'_>) -> Result<Value> {
         10 => Value::Date(r.u32()?.cast_signed()),
         11 => Value::Timestamp(r.u64()?.cast_signed()),
         12 => Value::TimestampTz(r.u64()?.cast_signed()),
+        13 => {
+            let raw = r.bytes()?;
+            if raw.len() != 16 {
+                return Err(EngineError::Corrupt("uuid width".into()));
+            }
+            Value::Uuid(arr(raw))
+        }
+        14 => Value::Time(r.u64()?.cast_signed()),
+        15 => Value::Interval(Interval { micros: r.u64()?.cast_signed(), days: r.u32()?.cast_signed(), months: r.u32()?.cast_signed() }),
         tag => return Err(EngineError::Corrupt(format!("unknown value tag {tag}"))),
     })
 }
@@ -367,6 +408,26 @@ mod tests {
         }
         // 1 flag + 1 bitmap + 4 + 2 + 16 + 8 + 1 fixed, 3 var offsets x 2, 6+3+3 var bytes.
         assert_eq!(buf.len(), 1 + 1 + 31 + 6 + 12);
+    }
+
+    #[test]
+    fn new_types_round_trip_in_rows_and_defaults() {
+        let l = RowLayout::new(&[DataType::Uuid, DataType::Int4, DataType::Uuid, DataType::Interval, DataType::Time(Some(2))]);
+        let u = Value::Uuid(core::array::from_fn(|i| u8::try_from(i * 17).unwrap()));
+        let iv = Value::Interval(Interval { months: -14, days: 3, micros: i64::MIN + 7 });
+        let values = vec![u.clone(), Value::Int4(3), Value::Null, iv.clone(), Value::Time(86_400_000_000)];
+        let mut buf = Vec::new();
+        assert!(l.encode(&values, &mut buf).is_ok());
+        assert_eq!(buf.len(), 1 + 1 + 16 + 4 + 16 + 16 + 8);
+        for (col, v) in values.iter().enumerate() {
+            assert_eq!(l.get(&buf, col).to_owned_value(), *v, "column {col}");
+        }
+        let mut bytes = Vec::new();
+        encode_value(&mut Writer::new(&mut bytes), &u);
+        assert_eq!(decode_value(&mut Reader::new(&bytes)).unwrap(), u);
+        let mut bytes = Vec::new();
+        encode_value(&mut Writer::new(&mut bytes), &iv);
+        assert_eq!(decode_value(&mut Reader::new(&bytes)).unwrap(), iv);
     }
 
     #[test]

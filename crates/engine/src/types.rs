@@ -2,6 +2,9 @@
 //!
 //! Representations follow PostgreSQL's: `date` is days since 2000-01-01,
 //! `timestamp` (without time zone) is microseconds since 2000-01-01 00:00:00,
+//! `time` is microseconds since midnight (24:00:00 included), and the
+//! precision of `time(p)`/`timestamp(p)` is part of the type (the typmod),
+//! applied by rounding half away from zero as PostgreSQL does,
 //! `numeric(p,s)` is an exact i128 scaled by 10^s (p <= 38), `char(n)` is
 //! blank-padded to n characters, text compares bytewise (the `C` collation).
 
@@ -13,6 +16,8 @@ use crate::error::{EngineError, Result};
 pub const NUMERIC_PRECISION_MAX: u8 = 38;
 /// Largest declared length of varchar(n)/char(n) (PostgreSQL's limit).
 pub const CHAR_LENGTH_MAX: u32 = 10_485_760;
+/// Largest fractional-second precision of time(p) and timestamp(p).
+pub const TIME_PRECISION_MAX: u8 = 6;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DataType {
@@ -30,11 +35,19 @@ pub enum DataType {
     Char(u32),
     Bytea,
     Date,
-    Timestamp,
-    /// `timestamp with time zone`: an instant, stored as UTC microseconds
-    /// since 2000-01-01 (PostgreSQL's representation); shown in the
-    /// session's time zone, which pgtier keeps at UTC.
-    TimestampTz,
+    /// `timestamp [(p)]`; None: no typmod (all six fraction digits).
+    Timestamp(Option<u8>),
+    /// `timestamp with time zone [(p)]`: an instant, stored as UTC
+    /// microseconds since 2000-01-01 (PostgreSQL's representation); shown
+    /// in the session's time zone, which pgtier keeps at UTC.
+    TimestampTz(Option<u8>),
+    /// `time [(p)] without time zone`.
+    Time(Option<u8>),
+    /// `interval`: months, days and microseconds, kept apart as PostgreSQL does.
+    Interval,
+    /// 16 bytes in network order (RFC 4122 layout), ordered by memcmp as
+    /// PostgreSQL's uuid_cmp orders them.
+    Uuid,
 }
 
 impl DataType {
@@ -44,8 +57,8 @@ impl DataType {
             DataType::Bool => Some(1),
             DataType::Int2 => Some(2),
             DataType::Int4 | DataType::Float4 | DataType::Date => Some(4),
-            DataType::Int8 | DataType::Float8 | DataType::Timestamp | DataType::TimestampTz => Some(8),
-            DataType::Numeric { .. } => Some(16),
+            DataType::Int8 | DataType::Float8 | DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) => Some(8),
+            DataType::Numeric { .. } | DataType::Uuid | DataType::Interval => Some(16),
             DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea => None,
         }
     }
@@ -65,8 +78,11 @@ impl DataType {
             DataType::Char(n) => format!("character({n})"),
             DataType::Bytea => "bytea".into(),
             DataType::Date => "date".into(),
-            DataType::Timestamp => "timestamp without time zone".into(),
-            DataType::TimestampTz => "timestamp with time zone".into(),
+            DataType::Timestamp(p) => format!("timestamp{} without time zone", precision_suffix(p)),
+            DataType::TimestampTz(p) => format!("timestamp{} with time zone", precision_suffix(p)),
+            DataType::Time(p) => format!("time{} without time zone", precision_suffix(p)),
+            DataType::Uuid => "uuid".into(),
+            DataType::Interval => "interval".into(),
         }
     }
 
@@ -93,6 +109,9 @@ impl DataType {
                         format!("length for type {} must be between 1 and {CHAR_LENGTH_MAX}", self.pg_name()),
                     ));
                 }
+            DataType::Timestamp(Some(p)) | DataType::TimestampTz(Some(p)) | DataType::Time(Some(p)) if p > TIME_PRECISION_MAX => {
+                return Err(EngineError::definition("22023", format!("precision {p} of type {} must be between 0 and {TIME_PRECISION_MAX}", self.pg_name())));
+            }
             _ => {}
         }
         Ok(())
@@ -112,13 +131,18 @@ impl DataType {
             DataType::Char(n) => (10, n, 0),
             DataType::Bytea => (11, 0, 0),
             DataType::Date => (12, 0, 0),
-            DataType::Timestamp => (13, 0, 0),
-            DataType::TimestampTz => (14, 0, 0),
+            // 0: no typmod (the tag's meaning before precisions existed).
+            DataType::Timestamp(p) => (13, p.map_or(0, |p| u32::from(p) + 1), 0),
+            DataType::TimestampTz(p) => (14, p.map_or(0, |p| u32::from(p) + 1), 0),
+            DataType::Uuid => (15, 0, 0),
+            DataType::Time(p) => (16, p.map_or(0, |p| u32::from(p) + 1), 0),
+            DataType::Interval => (17, 0, 0),
         }
     }
 
     pub(crate) fn from_tag(tag: u8, a: u32, b: u32) -> Option<DataType> {
         let narrow = |v: u32| u8::try_from(v).ok();
+        let precision = |v: u32| if v == 0 { Some(None) } else { narrow(v - 1).map(Some) };
         Some(match tag {
             1 => DataType::Bool,
             2 => DataType::Int2,
@@ -132,8 +156,11 @@ impl DataType {
             10 => DataType::Char(a),
             11 => DataType::Bytea,
             12 => DataType::Date,
-            13 => DataType::Timestamp,
-            14 => DataType::TimestampTz,
+            13 => DataType::Timestamp(precision(a)?),
+            14 => DataType::TimestampTz(precision(a)?),
+            15 => DataType::Uuid,
+            16 => DataType::Time(precision(a)?),
+            17 => DataType::Interval,
             _ => return None,
         })
     }
@@ -198,6 +225,23 @@ impl fmt::Display for Numeric {
     }
 }
 
+/// An `interval`: PostgreSQL's three fields, none carried into another
+/// (1 month is not 30 days when added to a date), but compared as if a
+/// month were 30 days and a day 24 hours (interval_cmp).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Interval {
+    pub months: i32,
+    pub days: i32,
+    pub micros: i64,
+}
+
+impl Interval {
+    /// The value interval_cmp orders by: microseconds with 30-day months.
+    pub fn span(self) -> i128 {
+        (i128::from(self.months) * 30 + i128::from(self.days)) * i128::from(MICROS_PER_DAY) + i128::from(self.micros)
+    }
+}
+
 /// An owned SQL value. `Null` is untyped, as in SQL.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
@@ -217,6 +261,10 @@ pub enum Value {
     Timestamp(i64),
     /// Microseconds since 2000-01-01 00:00:00 UTC.
     TimestampTz(i64),
+    Uuid([u8; 16]),
+    /// Microseconds since midnight, 0 ..= 86_400_000_000.
+    Time(i64),
+    Interval(Interval),
 }
 
 /// A value borrowed from a stored row: reading a column never allocates.
@@ -235,6 +283,9 @@ pub enum ValueRef<'a> {
     Date(i32),
     Timestamp(i64),
     TimestampTz(i64),
+    Uuid([u8; 16]),
+    Time(i64),
+    Interval(Interval),
 }
 
 impl ValueRef<'_> {
@@ -253,6 +304,9 @@ impl ValueRef<'_> {
             ValueRef::Date(v) => Value::Date(v),
             ValueRef::Timestamp(v) => Value::Timestamp(v),
             ValueRef::TimestampTz(v) => Value::TimestampTz(v),
+            ValueRef::Uuid(v) => Value::Uuid(v),
+            ValueRef::Time(v) => Value::Time(v),
+            ValueRef::Interval(v) => Value::Interval(v),
         }
     }
 }
@@ -273,6 +327,9 @@ impl Value {
             Value::Date(v) => ValueRef::Date(*v),
             Value::Timestamp(v) => ValueRef::Timestamp(*v),
             Value::TimestampTz(v) => ValueRef::TimestampTz(*v),
+            Value::Uuid(v) => ValueRef::Uuid(*v),
+            Value::Time(v) => ValueRef::Time(*v),
+            Value::Interval(v) => ValueRef::Interval(*v),
         }
     }
 
@@ -281,8 +338,8 @@ impl Value {
     }
 
     /// Already a value of `ty` as stored (NULL fits any type): no coercion
-    /// or cast needed. Length-checked types (varchar(n), char(n)) and
-    /// numeric(p, s) always go through coercion.
+    /// or cast needed. Length-checked types (varchar(n), char(n)),
+    /// numeric(p, s) and time/timestamp(p) always go through coercion.
     pub fn is_of_type(&self, ty: DataType) -> bool {
         matches!(
             (self, ty),
@@ -296,8 +353,11 @@ impl Value {
                 | (Value::Text(_), DataType::Text)
                 | (Value::Bytea(_), DataType::Bytea)
                 | (Value::Date(_), DataType::Date)
-                | (Value::Timestamp(_), DataType::Timestamp)
-                | (Value::TimestampTz(_), DataType::TimestampTz)
+                | (Value::Timestamp(_), DataType::Timestamp(None))
+                | (Value::TimestampTz(_), DataType::TimestampTz(None))
+                | (Value::Time(_), DataType::Time(None))
+                | (Value::Uuid(_), DataType::Uuid)
+                | (Value::Interval(_), DataType::Interval)
         )
     }
 
@@ -335,6 +395,9 @@ impl Value {
             Value::Date(_) => "date",
             Value::Timestamp(_) => "timestamp without time zone",
             Value::TimestampTz(_) => "timestamp with time zone",
+            Value::Uuid(_) => "uuid",
+            Value::Time(_) => "time without time zone",
+            Value::Interval(_) => "interval",
         }
     }
 }
@@ -375,6 +438,21 @@ impl fmt::Display for ValueRef<'_> {
                 let year = write_timestamp(f, *micros)?;
                 write!(f, "+00{}", era(year))
             }
+            ValueRef::Time(micros) => {
+                let secs = micros / 1_000_000;
+                write!(f, "{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)?;
+                write_fraction(f, micros % 1_000_000)
+            }
+            ValueRef::Interval(v) => write_interval(f, *v),
+            ValueRef::Uuid(bytes) => {
+                for (i, b) in bytes.iter().enumerate() {
+                    if matches!(i, 4 | 6 | 8 | 10) {
+                        f.write_str("-")?;
+                    }
+                    write!(f, "{b:02x}")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -399,11 +477,59 @@ fn write_timestamp(f: &mut fmt::Formatter<'_>, micros: i64) -> Result<i64, fmt::
     let secs = in_day / 1_000_000;
     let frac = in_day % 1_000_000;
     write!(f, "{:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", display_year(y), secs / 3600, secs / 60 % 60, secs % 60)?;
+    write_fraction(f, frac)?;
+    Ok(y)
+}
+
+/// `.ffffff` without trailing zeros; nothing for a whole second.
+fn write_fraction(f: &mut fmt::Formatter<'_>, frac: i64) -> fmt::Result {
     if frac != 0 {
         let text = format!("{frac:06}");
         write!(f, ".{}", text.trim_end_matches('0'))?;
     }
-    Ok(y)
+    Ok(())
+}
+
+/// interval_out in IntervalStyle `postgres`: `1 year 2 mons -3 days +04:05:06.5`.
+fn write_interval(f: &mut fmt::Formatter<'_>, v: Interval) -> fmt::Result {
+    let (year, mon) = (v.months / 12, v.months % 12);
+    let mut is_zero = true;
+    let mut is_before = false;
+    for (value, unit) in [(year, "year"), (mon, "mon"), (v.days, "day")] {
+        if value != 0 {
+            let sep = if is_zero { "" } else { " " };
+            let plus = if is_before && value > 0 { "+" } else { "" };
+            write!(f, "{sep}{plus}{value} {unit}{}", if value == 1 { "" } else { "s" })?;
+            is_before = value < 0;
+            is_zero = false;
+        }
+    }
+    if is_zero || v.micros != 0 {
+        let abs = v.micros.unsigned_abs();
+        let secs = abs / 1_000_000;
+        let sign = if v.micros < 0 { "-" } else if is_before { "+" } else { "" };
+        write!(f, "{}{sign}{:02}:{:02}:{:02}", if is_zero { "" } else { " " }, secs / 3600, secs / 60 % 60, secs % 60)?;
+        write_fraction(f, i64::try_from(abs % 1_000_000).unwrap_or(0))?;
+    }
+    Ok(())
+}
+
+fn precision_suffix(p: Option<u8>) -> String {
+    p.map_or(String::new(), |p| format!("({p})"))
+}
+
+/// Rounds microseconds to `precision` fraction digits, half away from
+/// zero (PostgreSQL's AdjustTimestampForTypmod and AdjustTimeForTypmod);
+/// None keeps all six.
+pub fn round_to_precision(micros: i64, precision: Option<u8>) -> i64 {
+    let Some(p) = precision.filter(|p| *p < TIME_PRECISION_MAX) else { return micros };
+    let scale = 10i64.pow(u32::from(TIME_PRECISION_MAX - p));
+    let half = scale / 2;
+    if micros >= 0 {
+        micros.saturating_add(half) / scale * scale
+    } else {
+        -(micros.saturating_neg().saturating_add(half) / scale * scale)
+    }
 }
 
 /// PostgreSQL has no year 0: astronomical year 0 is 1 BC, -1 is 2 BC.
@@ -489,10 +615,13 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
         (DataType::Bytea, Value::Bytea(b)) => Value::Bytea(b),
         (DataType::Date, Value::Date(d)) => Value::Date(d),
         // Between local time and an instant: the session's zone is UTC.
-        (DataType::Timestamp, Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Timestamp(t),
-        (DataType::Timestamp, Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
-        (DataType::TimestampTz, Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(t),
-        (DataType::TimestampTz, Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
+        (DataType::Timestamp(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Timestamp(round_to_precision(t, p)),
+        (DataType::Timestamp(_), Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
+        (DataType::TimestampTz(p), Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(round_to_precision(t, p)),
+        (DataType::TimestampTz(_), Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
+        (DataType::Time(p), Value::Time(t)) => Value::Time(round_to_precision(t, p)),
+        (DataType::Uuid, Value::Uuid(u)) => Value::Uuid(u),
+        (DataType::Interval, Value::Interval(v)) => Value::Interval(v),
         (_, other) => return Err(mismatch(&other)),
     })
 }
@@ -580,6 +709,32 @@ mod tests {
     }
 
     #[test]
+    fn precision_rounds_half_away_from_zero() {
+        assert_eq!(round_to_precision(1_500_000, Some(0)), 2_000_000);
+        assert_eq!(round_to_precision(-1_500_000, Some(0)), -2_000_000);
+        assert_eq!(round_to_precision(-500_000, Some(0)), -1_000_000);
+        assert_eq!(round_to_precision(123_456, Some(2)), 120_000);
+        assert_eq!(round_to_precision(125_000, Some(2)), 130_000);
+        assert_eq!(round_to_precision(123_456, Some(6)), 123_456);
+        assert_eq!(round_to_precision(123_456, None), 123_456);
+        assert_eq!(round_to_precision(i64::MAX, Some(0)) % 1_000_000, 0);
+        let v = coerce(Value::Time(86_399_999_999), DataType::Time(Some(3)), "c").ok();
+        assert_eq!(v, Some(Value::Time(86_400_000_000)));
+        assert!(!Value::Time(1).is_of_type(DataType::Time(Some(3))));
+    }
+
+    #[test]
+    fn type_tags_round_trip_with_precision() {
+        for ty in [DataType::Timestamp(None), DataType::Timestamp(Some(0)), DataType::TimestampTz(Some(6)), DataType::Time(None), DataType::Time(Some(2)), DataType::Uuid] {
+            let (tag, a, b) = ty.tag();
+            assert_eq!(DataType::from_tag(tag, a, b), Some(ty));
+        }
+        assert_eq!(DataType::from_tag(13, 0, 0), Some(DataType::Timestamp(None)));
+        assert!(DataType::Time(Some(7)).validate().is_err());
+        assert_eq!(DataType::TimestampTz(Some(3)).pg_name(), "timestamp(3) with time zone");
+    }
+
+    #[test]
     fn display_like_postgres() {
         assert_eq!(Value::Timestamp(0).to_string(), "2000-01-01 00:00:00");
         assert_eq!(Value::Timestamp(1_500_000).to_string(), "2000-01-01 00:00:01.5");
@@ -587,5 +742,15 @@ mod tests {
         assert_eq!(Value::Date(-1).to_string(), "1999-12-31");
         assert_eq!(Value::Bool(true).to_string(), "t");
         assert_eq!(Value::Bytea(vec![1, 171]).to_string(), "\\x01ab");
+        let u: [u8; 16] = [0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38, 0x0a, 0x11];
+        assert_eq!(Value::Uuid(u).to_string(), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+        assert_eq!(Value::Time(86_400_000_000).to_string(), "24:00:00");
+        assert_eq!(Value::Time(3_723_040_000).to_string(), "01:02:03.04");
+        let iv = |months, days, micros| Value::Interval(Interval { months, days, micros }).to_string();
+        assert_eq!(iv(0, 0, 0), "00:00:00");
+        assert_eq!(iv(14, 3, 14_706_500_000), "1 year 2 mons 3 days 04:05:06.5");
+        assert_eq!(iv(0, -1, 7_200_000_000), "-1 days +02:00:00");
+        assert_eq!(iv(1, 1, -1_000_000), "1 mon 1 day -00:00:01");
+        assert_eq!(iv(-13, 0, 0), "-1 years -1 mons");
     }
 }

@@ -93,7 +93,7 @@ fn owned_sequences_go_with_their_table_and_used_ones_stay() {
     id.sequence = Some(("t_id_seq".into(), SequenceDefault::Serial));
     let mut other = ColumnDef::new("other", DataType::Int4);
     other.sequence = Some(("shared".into(), SequenceDefault::Nextval));
-    let mut at = ColumnDef::new("at", DataType::Timestamp);
+    let mut at = ColumnDef::new("at", DataType::Timestamp(None));
     at.default_sql = Some("now()".into());
     let mut def = TableDef::new("t", vec![id, other, at], &["id"]);
     def.checks = vec![CheckDef { name: "t_other_check".into(), sql: "other > 0".into() }, CheckDef { name: "a_check".into(), sql: "id > 0".into() }];

@@ -23,9 +23,12 @@ pub const UNKNOWN: u32 = 705;
 pub const BPCHAR: u32 = 1042;
 pub const VARCHAR: u32 = 1043;
 pub const DATE: u32 = 1082;
+pub const TIME: u32 = 1083;
 pub const TIMESTAMP: u32 = 1114;
 pub const TIMESTAMPTZ: u32 = 1184;
 pub const NUMERIC: u32 = 1700;
+pub const UUID: u32 = 2950;
+pub const INTERVAL: u32 = 1186;
 
 /// Numeric binary sign words (numeric.c).
 const NUMERIC_POS: u16 = 0x0000;
@@ -65,8 +68,11 @@ pub fn declared_type(oid: u32) -> Option<DataType> {
         FLOAT8 => DataType::Float8,
         BYTEA => DataType::Bytea,
         DATE => DataType::Date,
-        TIMESTAMP => DataType::Timestamp,
-        TIMESTAMPTZ => DataType::TimestampTz,
+        TIMESTAMP => DataType::Timestamp(None),
+        TIMESTAMPTZ => DataType::TimestampTz(None),
+        TIME => DataType::Time(None),
+        UUID => DataType::Uuid,
+        INTERVAL => DataType::Interval,
         NUMERIC => DataType::Numeric { precision: 38, scale: 0 },
         _ => return None,
     })
@@ -132,9 +138,22 @@ pub fn decode_binary(bytes: &[u8], ty: DataType, what: Origin) -> Result<Value, 
         DataType::Float4 => Value::Float4(f32::from_be_bytes(fixed(bytes, what)?)),
         DataType::Float8 => Value::Float8(f64::from_be_bytes(fixed(bytes, what)?)),
         DataType::Date => Value::Date(i32::from_be_bytes(fixed(bytes, what)?)),
-        DataType::Timestamp => Value::Timestamp(i64::from_be_bytes(fixed(bytes, what)?)),
-        DataType::TimestampTz => Value::TimestampTz(i64::from_be_bytes(fixed(bytes, what)?)),
+        DataType::Timestamp(_) => Value::Timestamp(i64::from_be_bytes(fixed(bytes, what)?)),
+        DataType::TimestampTz(_) => Value::TimestampTz(i64::from_be_bytes(fixed(bytes, what)?)),
+        DataType::Time(_) => Value::Time(i64::from_be_bytes(fixed(bytes, what)?)),
         DataType::Bytea => Value::Bytea(bytes.to_vec()),
+        DataType::Uuid => Value::Uuid(fixed(bytes, what)?),
+        // interval_recv: microseconds, days, months.
+        DataType::Interval => {
+            let b: [u8; 16] = fixed(bytes, what)?;
+            let (micros, rest) = b.split_at(8);
+            let (days, months) = rest.split_at(4);
+            Value::Interval(pgtier_engine::Interval {
+                micros: i64::from_be_bytes(fixed(micros, what)?),
+                days: i32::from_be_bytes(fixed(days, what)?),
+                months: i32::from_be_bytes(fixed(months, what)?),
+            })
+        }
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => {
             let s = std::str::from_utf8(bytes).map_err(|_| invalid_utf8())?;
             // The type's typmod (length) is applied by the cast that follows.
@@ -259,7 +278,13 @@ pub fn encode_binary(v: &Value, ty: Option<DataType>, out: &mut BytesMut) {
         (Value::Text(s), _) => out.put_slice(s.as_bytes()),
         (Value::Bytea(b), _) => out.put_slice(b),
         (Value::Date(d), _) => out.put_i32(*d),
-        (Value::Timestamp(t) | Value::TimestampTz(t), _) => out.put_i64(*t),
+        (Value::Timestamp(t) | Value::TimestampTz(t) | Value::Time(t), _) => out.put_i64(*t),
+        (Value::Uuid(u), _) => out.put_slice(u),
+        (Value::Interval(v), _) => {
+            out.put_i64(v.micros);
+            out.put_i32(v.days);
+            out.put_i32(v.months);
+        }
         (Value::Null, _) => {}
     }
 }

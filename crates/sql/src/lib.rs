@@ -14,12 +14,15 @@ pub mod error;
 pub mod exec;
 pub mod explain;
 pub mod expr;
+pub mod interval;
 pub mod parse;
 pub mod plan;
 pub mod planner;
 pub mod session;
 pub mod settings;
+pub mod time;
 pub mod types;
+pub mod uuid;
 pub mod value;
 
 pub use error::{Result, SqlError, SqlNotice};

@@ -9,21 +9,24 @@
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 
-use pgtier_engine::{DataType, Numeric, Value, days_from_civil};
+use pgtier_engine::{DataType, Numeric, Value, round_to_precision};
 
 /// Digits an i128 numeric holds (the engine's limit for numeric(p,s)).
 pub const NUMERIC_PRECISION_MAX: u8 = 38;
 
 use crate::error::{Result, SqlError};
 
+mod datetime_in;
 mod era;
+
+use datetime_in::{days_in_month, parse_date, parse_timestamp, parse_timestamptz, time_shape_ok, zone_in_range};
 
 /// `numeric` without a declared precision, as expression results are typed
 /// (values keep whatever scale the computation gave them).
 pub const NUMERIC_ANY: DataType = DataType::Numeric { precision: 0, scale: 0 };
 
 pub(crate) const MICROS_PER_DAY: i64 = 86_400_000_000;
-const MICROS_PER_SECOND: i64 = 1_000_000;
+pub(crate) const MICROS_PER_SECOND: i64 = 1_000_000;
 /// PostgreSQL's NUMERIC_MIN_SIG_DIGITS: division keeps at least this many.
 const NUMERIC_MIN_SIG_DIGITS: i32 = 16;
 
@@ -35,6 +38,11 @@ pub enum Category {
     String,
     DateTime,
     Bytea,
+    /// uuid ('U' in PostgreSQL, but nothing else of pgtier's is).
+    Uuid,
+    /// time: 'D' in PostgreSQL, but it converts to no other date/time type.
+    Time,
+    Interval,
 }
 
 pub fn category(ty: DataType) -> Category {
@@ -44,8 +52,11 @@ pub fn category(ty: DataType) -> Category {
             Category::Numeric
         }
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => Category::String,
-        DataType::Date | DataType::Timestamp | DataType::TimestampTz => Category::DateTime,
+        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) => Category::DateTime,
+        DataType::Time(_) => Category::Time,
+        DataType::Interval => Category::Interval,
         DataType::Bytea => Category::Bytea,
+        DataType::Uuid => Category::Uuid,
     }
 }
 
@@ -78,8 +89,11 @@ pub fn type_name(ty: DataType) -> &'static str {
         DataType::Char(_) => "character",
         DataType::Bytea => "bytea",
         DataType::Date => "date",
-        DataType::Timestamp => "timestamp without time zone",
-        DataType::TimestampTz => "timestamp with time zone",
+        DataType::Timestamp(_) => "timestamp without time zone",
+        DataType::TimestampTz(_) => "timestamp with time zone",
+        DataType::Time(_) => "time without time zone",
+        DataType::Interval => "interval",
+        DataType::Uuid => "uuid",
     }
 }
 
@@ -268,6 +282,9 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         // by their microseconds (a date is its midnight).
         (V::Date(_) | V::Timestamp(_) | V::TimestampTz(_), V::Date(_) | V::Timestamp(_) | V::TimestampTz(_)) => datetime_micros(a)?.cmp(&datetime_micros(b)?),
         (V::Bytea(x), V::Bytea(y)) => x.cmp(y),
+        (V::Uuid(x), V::Uuid(y)) => x.cmp(y),
+        (V::Time(x), V::Time(y)) => x.cmp(y),
+        (V::Interval(x), V::Interval(y)) => x.span().cmp(&y.span()),
         (V::Float4(_) | V::Float8(_), _) | (_, V::Float4(_) | V::Float8(_)) => float_cmp(to_f64(a)?, to_f64(b)?),
         _ => numeric_cmp(to_numeric(a)?, to_numeric(b)?),
     })
@@ -392,6 +409,7 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
             Ok(if ty == DataType::Float4 { Value::Float4(r as f32) } else { Value::Float8(r) })
         }
         DataType::Date => date_arith(op, a, b),
+        DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) | DataType::Interval => crate::interval::arith(op, a, b, ty),
         _ => Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b)))),
     }
 }
@@ -453,6 +471,7 @@ pub fn negate(v: &Value) -> Result<Value> {
         Value::Numeric(n) => Value::Numeric(Numeric::new(-n.mantissa, n.scale)),
         Value::Float4(x) => Value::Float4(-x),
         Value::Float8(x) => Value::Float8(-x),
+        Value::Interval(v) => Value::Interval(crate::interval::negate(*v)?),
         other => return Err(SqlError::undefined_operator(&format!("- {}", value_type_name(other)))),
     })
 }
@@ -600,11 +619,16 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Char(n), Value::Text(s)) => Value::Text(fit_char(s, n, explicit)?),
         (T::Date, Value::Date(d)) => Value::Date(d),
         (T::Date, Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?),
-        (T::Timestamp, Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Timestamp(t),
-        (T::Timestamp, Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
-        (T::TimestampTz, Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(t),
-        (T::TimestampTz, Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
+        (T::Timestamp(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Timestamp(round_to_precision(t, p)),
+        (T::Timestamp(_), Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
+        (T::TimestampTz(p), Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(round_to_precision(t, p)),
+        (T::TimestampTz(_), Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
+        (T::Time(p), Value::Time(t)) => Value::Time(round_to_precision(t, p)),
+        // The time of day in the session's zone (UTC); rounding may reach 24:00:00.
+        (T::Time(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Time(round_to_precision(t.rem_euclid(MICROS_PER_DAY), p)),
+        (T::Interval | T::Time(_), v @ (Value::Interval(_) | Value::Time(_))) => crate::interval::cast(v, to),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
+        (T::Uuid, Value::Uuid(u)) => Value::Uuid(u),
         // boolean's cast to a string type is booltext ('true'), not its
         // output function ('t').
         (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => cast(Value::Text(if b { "true" } else { "false" }.to_owned()), to, explicit)?,
@@ -705,11 +729,14 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             Value::Bytea(bytes.filter(|_| hex.len() % 2 == 0).ok_or_else(invalid)?)
         }
         DataType::Date => Value::Date(parse_date(t).ok_or_else(|| datetime_error("date", text))?),
-        DataType::Timestamp | DataType::TimestampTz if !zone_in_range(t) => {
+        DataType::Timestamp(_) | DataType::TimestampTz(_) if !zone_in_range(t) => {
             return Err(SqlError::new("22009", format!("time zone displacement out of range: \"{text}\"")));
         }
-        DataType::Timestamp => Value::Timestamp(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?),
-        DataType::TimestampTz => Value::TimestampTz(parse_timestamptz(t).ok_or_else(|| datetime_error("timestamp with time zone", text))?),
+        DataType::Timestamp(p) => Value::Timestamp(round_to_precision(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?, p)),
+        DataType::TimestampTz(p) => Value::TimestampTz(round_to_precision(parse_timestamptz(t).ok_or_else(|| datetime_error("timestamp with time zone", text))?, p)),
+        DataType::Time(p) => Value::Time(crate::time::parse(text, p)?),
+        DataType::Interval => Value::Interval(crate::interval::parse(text)?),
+        DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
     })
 }
 
@@ -758,163 +785,6 @@ pub fn parse_numeric(text: &str) -> Option<Numeric> {
     }
     let n = Numeric::new(if neg { -m } else { m }, u8::try_from(scale).ok()?);
     Some(n)
-}
-
-/// A date, or a timestamp whose time part PostgreSQL's date input discards
-/// (`'1970-01-01 00:00:00Z'::date`, as pgx's simple protocol sends).
-fn parse_date(t: &str) -> Option<i32> {
-    let (t, bc) = era::split_era(t);
-    if bc {
-        return parse_date(t).and_then(era::bc_date);
-    }
-    match t.find([' ', 'T']) {
-        Some(i) => {
-            parse_time_of_day(t[i + 1..].trim())?;
-            parse_ymd(&t[..i])
-        }
-        None => parse_ymd(t),
-    }
-}
-
-/// The last year PostgreSQL's date type holds.
-const DATE_YEAR_MAX: i64 = 5_874_897;
-
-fn parse_ymd(t: &str) -> Option<i32> {
-    let mut parts = t.splitn(3, '-');
-    let y: i64 = parts.next()?.parse().ok()?;
-    // Bounded before any arithmetic: a 19-digit year overflowed (a panic
-    // in debug builds; found by tests/fuzz.rs). Year 0 does not exist.
-    if !(1..=DATE_YEAR_MAX).contains(&y) {
-        return None;
-    }
-    let m: u32 = parts.next()?.parse().ok()?;
-    let d: u32 = parts.next()?.parse().ok()?;
-    if !(1..=12).contains(&m) || d == 0 || d > days_in_month(y, m) {
-        return None;
-    }
-    i32::try_from(days_from_civil(y, m, d)).ok()
-}
-
-fn days_in_month(y: i64, m: u32) -> u32 {
-    match m {
-        4 | 6 | 9 | 11 => 30,
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        _ => 31,
-    }
-}
-
-fn parse_timestamp(t: &str) -> Option<i64> {
-    let (t, bc) = era::split_era(t);
-    let (date, time) = match t.find([' ', 'T']) {
-        Some(i) => (&t[..i], t[i + 1..].trim()),
-        None => (t, ""),
-    };
-    let days = parse_ymd(date)?;
-    let days = i64::from(if bc { era::bc_date(days)? } else { days });
-    let micros = if time.is_empty() { 0 } else { parse_time_of_day(time)? };
-    days.checked_mul(MICROS_PER_DAY)?.checked_add(micros)
-}
-
-/// A timestamp with an optional UTC offset (`Z`, `+hh`, `+hhmm`,
-/// `-hh:mm[:ss]`); without one the session's zone (UTC) applies.
-/// Microseconds since 2000-01-01 UTC.
-fn parse_timestamptz(t: &str) -> Option<i64> {
-    let local = parse_timestamp(t)?;
-    let (_, time) = match t.find([' ', 'T']) {
-        Some(i) => (&t[..i], t[i + 1..].trim()),
-        None => return Some(local),
-    };
-    local.checked_sub(zone_offset_seconds(time)?.checked_mul(MICROS_PER_SECOND)?)
-}
-
-/// Whether a numeric UTC offset the input ends with (if any) is one
-/// PostgreSQL accepts: timestamp input ignores the zone but still checks
-/// it (22009 "time zone displacement out of range").
-fn zone_in_range(t: &str) -> bool {
-    match t.find([' ', 'T']) {
-        Some(i) => {
-            let time = t[i + 1..].trim();
-            strip_zone(time).len() == time.trim_end().len() || zone_offset_seconds(time).is_some()
-        }
-        None => true,
-    }
-}
-
-/// The UTC offset a time of day ends with, in seconds (0 without one).
-fn zone_offset_seconds(time: &str) -> Option<i64> {
-    let time = time.trim_end();
-    let body = strip_zone(time);
-    if body.len() == time.len() || time.ends_with(['Z', 'z']) {
-        return Some(0);
-    }
-    let zone = time[body.len()..].trim_start();
-    let sign = if zone.starts_with('-') { -1 } else { 1 };
-    let digits = &zone[1..];
-    let parts: Vec<&str> = if digits.contains(':') {
-        digits.split(':').collect()
-    } else if digits.len() == 4 {
-        vec![&digits[..2], &digits[2..]]
-    } else {
-        vec![digits]
-    };
-    let mut secs = 0i64;
-    for (k, p) in parts.iter().enumerate() {
-        let v: i64 = p.parse().ok()?;
-        if k > 2 || (k == 0 && v > 15) || (k > 0 && v > 59) {
-            return None;
-        }
-        secs += v * [3600, 60, 1][k];
-    }
-    Some(sign * secs)
-}
-
-/// `hh:mm[:ss[.ffffff]]` with an optional zone (`Z`, `+hh`, `-hh:mm`),
-/// which `timestamp without time zone` input ignores as PostgreSQL does;
-/// microseconds since midnight.
-fn parse_time_of_day(time: &str) -> Option<i64> {
-    let time = strip_zone(time);
-    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-    let mut it = hms.split(':');
-    let h: i64 = it.next()?.parse().ok()?;
-    let mi: i64 = it.next()?.parse().ok()?;
-    let s: i64 = it.next().map_or(Some(0), |x| x.parse().ok())?;
-    if it.next().is_some() || h > 24 || mi > 59 || s > 60 || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let mut f = 0i64;
-    for (i, b) in frac.bytes().take(6).enumerate() {
-        f += i64::from(b - b'0') * 10i64.pow(5 - u32::try_from(i).ok()?);
-    }
-    Some(((h * 60 + mi) * 60 + s) * MICROS_PER_SECOND + f)
-}
-
-/// Is the rest after `yyyy-mm-dd` shaped like a time (so a parse failure
-/// is a field out of range, 22008, not bad syntax, 22007)?
-fn time_shape_ok(rest: &str) -> bool {
-    let Some(time) = rest.strip_prefix([' ', 'T']) else { return rest.is_empty() };
-    let time = time.trim();
-    let body = strip_zone(time);
-    if body.len() == time.len() && time.ends_with(['+', '-', ':']) {
-        return false;
-    }
-    let (hms, frac) = body.split_once('.').unwrap_or((body, ""));
-    let parts: Vec<&str> = hms.split(':').collect();
-    (2..=3).contains(&parts.len())
-        && parts.iter().all(|p| !p.is_empty() && p.len() <= 2 && p.bytes().all(|b| b.is_ascii_digit()))
-        && frac.bytes().all(|b| b.is_ascii_digit())
-}
-
-fn strip_zone(time: &str) -> &str {
-    let time = time.trim_end();
-    if let Some(t) = time.strip_suffix(['Z', 'z']) {
-        return t.trim_end();
-    }
-    // A sign after the seconds starts an offset: +hh, +hhmm, +hh:mm.
-    match time.rfind(['+', '-']) {
-        Some(i) if i > 0 && time[i + 1..].bytes().all(|b| b.is_ascii_digit() || b == b':') && !time[i + 1..].is_empty() => time[..i].trim_end(),
-        _ => time,
-    }
 }
 
 // ---------------------------------------------------------------- output

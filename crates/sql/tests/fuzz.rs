@@ -764,8 +764,8 @@ fn param(rng: &mut Rng, t: &DataType) -> Value {
         DataType::Float8 => Value::Float8(f64::from_bits(rng.next_u64())),
         DataType::Bytea => Value::Bytea(vec![0, 255, 39]),
         DataType::Date => Value::Date(rng.next_u64() as i32),
-        DataType::Timestamp => Value::Timestamp(rng.next_u64() as i64),
-        DataType::TimestampTz => Value::TimestampTz(rng.next_u64() as i64),
+        DataType::Timestamp(_) => Value::Timestamp(rng.next_u64() as i64),
+        DataType::TimestampTz(_) => Value::TimestampTz(rng.next_u64() as i64),
         DataType::Numeric { .. } => Value::Int8(rng.next_u64() as i64),
         _ => Value::Text(rng.pick(&["", "x", "12", "NaN", "2000-01-01", "\u{0}", "é"]).to_string()),
     }

@@ -23,6 +23,10 @@ pub enum ValueKind {
     Date,
     Timestamp,
     TimestampTz,
+    /// time without time zone: microseconds since midnight.
+    Time,
+    /// interval: microseconds, days, months.
+    Interval,
     Uuid,
     Oid,
 }
@@ -44,6 +48,8 @@ impl ValueKind {
             1082 => ValueKind::Date,
             1114 => ValueKind::Timestamp,
             1184 => ValueKind::TimestampTz,
+            1083 => ValueKind::Time,
+            1186 => ValueKind::Interval,
             2950 => ValueKind::Uuid,
             26 => ValueKind::Oid,
             _ => return None,
@@ -73,6 +79,17 @@ impl ValueKind {
             ValueKind::Date => Value::Date(i32::from_be_bytes(fixed(bytes, "date")?)),
             ValueKind::Timestamp => Value::Timestamp(i64::from_be_bytes(fixed(bytes, "timestamp")?)),
             ValueKind::TimestampTz => Value::TimestampTz(i64::from_be_bytes(fixed(bytes, "timestamptz")?)),
+            ValueKind::Time => Value::Time(i64::from_be_bytes(fixed(bytes, "time")?)),
+            ValueKind::Interval => {
+                let raw: [u8; 16] = fixed(bytes, "interval")?;
+                let (micros, rest) = raw.split_at(8);
+                let (days, months) = rest.split_at(4);
+                Value::Interval {
+                    months: i32::from_be_bytes(fixed(months, "interval")?),
+                    days: i32::from_be_bytes(fixed(days, "interval")?),
+                    micros: i64::from_be_bytes(fixed(micros, "interval")?),
+                }
+            }
             ValueKind::Uuid => Value::Uuid(fixed(bytes, "uuid")?),
             ValueKind::Oid => Value::Oid(u32::from_be_bytes(fixed(bytes, "oid")?)),
         })
@@ -112,6 +129,8 @@ pub enum Value<'a> {
     Date(i32),
     Timestamp(i64),
     TimestampTz(i64),
+    Time(i64),
+    Interval { months: i32, days: i32, micros: i64 },
     Uuid([u8; 16]),
     Oid(u32),
 }
@@ -134,6 +153,8 @@ impl fmt::Display for Value<'_> {
             Value::Date(days) => super::text::write_date(f, *days),
             Value::Timestamp(micros) => super::text::write_timestamp(f, *micros, false),
             Value::TimestampTz(micros) => super::text::write_timestamp(f, *micros, true),
+            Value::Time(micros) => super::text::write_time(f, *micros),
+            Value::Interval { months, days, micros } => super::text::write_interval(f, *months, *days, *micros),
             Value::Uuid(bytes) => {
                 for (index, byte) in bytes.iter().enumerate() {
                     if matches!(index, 4 | 6 | 8 | 10) {

@@ -62,9 +62,43 @@ pub fn write_timestamp(f: &mut dyn Write, micros: i64, with_zone: bool) -> fmt::
     let days = micros.div_euclid(USECS_PER_DAY);
     let time = micros.rem_euclid(USECS_PER_DAY);
     let bc = write_ymd(f, days + POSTGRES_EPOCH_JDATE)?;
+    f.write_char(' ')?;
+    write_time(f, time)?;
+    if with_zone {
+        f.write_str("+00")?;
+    }
+    if bc {
+        f.write_str(" BC")?;
+    }
+    Ok(())
+}
+
+/// interval_out (IntervalStyle postgres): `1 year 2 mons -3 days +04:05:06.5`.
+pub fn write_interval(f: &mut dyn Write, months: i32, days: i32, micros: i64) -> fmt::Result {
+    let mut is_zero = true;
+    let mut is_before = false;
+    for (value, unit) in [(months / 12, "year"), (months % 12, "mon"), (days, "day")] {
+        if value != 0 {
+            let plus = if is_before && value > 0 { "+" } else { "" };
+            write!(f, "{}{plus}{value} {unit}{}", if is_zero { "" } else { " " }, if value == 1 { "" } else { "s" })?;
+            is_before = value < 0;
+            is_zero = false;
+        }
+    }
+    if is_zero || micros != 0 {
+        let sign = if micros < 0 { "-" } else if is_before { "+" } else { "" };
+        write!(f, "{}{sign}", if is_zero { "" } else { " " })?;
+        // write_time prints any number of hours (an interval's may pass 24).
+        write_time(f, i64::try_from(micros.unsigned_abs()).unwrap_or(i64::MAX))?;
+    }
+    Ok(())
+}
+
+/// time_out: `13:45:01.5`, `24:00:00`.
+pub fn write_time(f: &mut dyn Write, time: i64) -> fmt::Result {
     let seconds = time / 1_000_000;
     let fraction = time % 1_000_000;
-    write!(f, " {:02}:{:02}:{:02}", seconds / 3600, seconds / 60 % 60, seconds % 60)?;
+    write!(f, "{:02}:{:02}:{:02}", seconds / 3600, seconds / 60 % 60, seconds % 60)?;
     if fraction != 0 {
         let mut digits = [0u8; 6];
         let mut rest = fraction;
@@ -77,12 +111,6 @@ pub fn write_timestamp(f: &mut dyn Write, micros: i64, with_zone: bool) -> fmt::
         for &digit in &digits[..used] {
             f.write_char(char::from(digit))?;
         }
-    }
-    if with_zone {
-        f.write_str("+00")?;
-    }
-    if bc {
-        f.write_str(" BC")?;
     }
     Ok(())
 }

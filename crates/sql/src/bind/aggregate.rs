@@ -66,6 +66,7 @@ impl Binder<'_> {
                         .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
                         .data_type(),
                     AggFunc::Count | AggFunc::CountStar => DataType::Int8,
+                    AggFunc::Sum | AggFunc::Avg if t == DataType::Interval => return Err(SqlError::unsupported(format!("{name}(interval)"))),
                     AggFunc::Sum => match t {
                         DataType::Int2 | DataType::Int4 => DataType::Int8,
                         DataType::Int8 | DataType::Numeric { .. } => NUMERIC_ANY,
@@ -79,7 +80,7 @@ impl Binder<'_> {
                         other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
                     },
                     AggFunc::Min | AggFunc::Max => match t {
-                        DataType::Bool | DataType::Bytea => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t)))),
+                        DataType::Bool | DataType::Bytea | DataType::Uuid => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t)))),
                         // min(bpchar) is bpchar (its padding then goes with
                         // the usual conversions); varchar has only min(text).
                         DataType::Varchar(_) => DataType::Text,

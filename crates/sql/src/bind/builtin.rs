@@ -168,9 +168,9 @@ impl Binder<'_> {
                 let mut it = bound.into_iter();
                 let (Some((x, t)), Some((fmt, ft))) = (it.next(), it.next()) else { return Err(undefined()) };
                 let x = match t {
-                    Some(DataType::Timestamp | DataType::TimestampTz) => x,
+                    Some(DataType::Timestamp(_) | DataType::TimestampTz(_)) => x,
                     // A date goes to timestamptz, the date/time category's preferred type.
-                    Some(DataType::Date) => self.result_cast(x, t, Some(DataType::TimestampTz))?,
+                    Some(DataType::Date) => self.result_cast(x, t, Some(DataType::TimestampTz(None)))?,
                     None => return Err(not_unique(sig)),
                     Some(t) if category(t) == Category::Numeric => return Err(SqlError::unsupported("to_char of a number")),
                     Some(_) => return Err(undefined()),
@@ -184,7 +184,7 @@ impl Binder<'_> {
                     return Err(undefined());
                 }
                 let e = self.result_cast(e, t, Some(DataType::Float8))?;
-                (Expr::Func(Func::ToTimestampEpoch, vec![e]), Some(DataType::TimestampTz))
+                (Expr::Func(Func::ToTimestampEpoch, vec![e]), Some(DataType::TimestampTz(None)))
             }
             "to_timestamp" | "to_date" => {
                 arity(2, 2)?;
@@ -193,7 +193,7 @@ impl Binder<'_> {
                     out.push(self.text_arg(e, t, name).map_err(|_| undefined())?);
                 }
                 let date = name == "to_date";
-                (Expr::Func(Func::ToTimestamp(date), out), Some(if date { DataType::Date } else { DataType::TimestampTz }))
+                (Expr::Func(Func::ToTimestamp(date), out), Some(if date { DataType::Date } else { DataType::TimestampTz(None) }))
             }
             "make_timestamp" | "make_timestamptz" => {
                 let tz = name == "make_timestamptz";
@@ -211,7 +211,7 @@ impl Binder<'_> {
                         return Err(undefined());
                     });
                 }
-                (Expr::Func(Func::MakeTimestamp(tz), out), Some(if tz { DataType::TimestampTz } else { DataType::Timestamp }))
+                (Expr::Func(Func::MakeTimestamp(tz), out), Some(if tz { DataType::TimestampTz(None) } else { DataType::Timestamp(None) }))
             }
             "regexp_matches" | "regexp_split_to_table" => return Err(SqlError::unsupported(format!("set-returning function {name}()"))),
             _ => return Err(SqlError::unsupported(format!("{name}()"))),

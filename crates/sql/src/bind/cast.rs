@@ -168,6 +168,10 @@ pub(super) fn cast_exists(from: DataType, to: DataType) -> bool {
         (a, b) if a == b => true,
         // I/O conversion: any type to a string type and back.
         (C::String, _) | (_, C::String) => true,
+        // timestamp and timestamptz to time (their time of day), not date.
+        (C::DateTime, C::Time) => from != DataType::Date,
+        // time to interval and back (interval_time: the clock part).
+        (C::Time, C::Interval) | (C::Interval, C::Time) => true,
         // int4(boolean) and bool(integer) only.
         (C::Bool, C::Numeric) => to == DataType::Int4,
         (C::Numeric, C::Bool) => from == DataType::Int4,
@@ -217,7 +221,7 @@ mod tests {
     #[test]
     fn cast_exists_agrees_with_value_cast() {
         use DataType as T;
-        let types = [T::Bool, T::Int2, T::Int4, T::Int8, T::Numeric { precision: 0, scale: 0 }, T::Float4, T::Float8, T::Text, T::Varchar(5), T::Char(3), T::Bytea, T::Date, T::Timestamp, T::TimestampTz];
+        let types = [T::Bool, T::Int2, T::Int4, T::Int8, T::Numeric { precision: 0, scale: 0 }, T::Float4, T::Float8, T::Text, T::Varchar(5), T::Char(3), T::Bytea, T::Date, T::Timestamp(None), T::TimestampTz(Some(3)), T::Uuid, T::Time(None), T::Interval];
         let sample = |t: DataType| match t {
             T::Bool => Value::Bool(true),
             T::Int2 => Value::Int2(1),
@@ -227,8 +231,11 @@ mod tests {
             T::Float8 => Value::Float8(1.0),
             T::Bytea => Value::Bytea(vec![1]),
             T::Date => Value::Date(1),
-            T::Timestamp => Value::Timestamp(1),
-            T::TimestampTz => Value::TimestampTz(1),
+            T::Timestamp(_) => Value::Timestamp(1),
+            T::TimestampTz(_) => Value::TimestampTz(1),
+            T::Time(_) => Value::Time(1),
+            T::Interval => Value::Interval(pgtier_engine::Interval { months: 1, days: 2, micros: 3 }),
+            T::Uuid => Value::Uuid([7; 16]),
             T::Numeric { .. } => value::cast(Value::Int4(1), t, true).unwrap(),
             T::Text | T::Varchar(_) | T::Char(_) => Value::Text("1".into()),
         };

@@ -13,6 +13,14 @@ impl Binder<'_> {
     /// Gives an expression of type `from` the type `to` where PostgreSQL
     /// would coerce implicitly (unknown literals, parameters, numeric widening).
     pub(super) fn coerce(&mut self, e: Expr, from: Ty, to: DataType, what: &str) -> Result<Expr> {
+        // An operator's or function's argument type has no typmod: a
+        // literal compared with a timestamp(2) column keeps all its digits.
+        let to = match to {
+            DataType::Timestamp(_) if from.is_none() => DataType::Timestamp(None),
+            DataType::TimestampTz(_) if from.is_none() => DataType::TimestampTz(None),
+            DataType::Time(_) if from.is_none() => DataType::Time(None),
+            other => other,
+        };
         match (from, &e) {
             (None, Expr::Param(i)) => {
                 self.params[*i] = Some(to);
@@ -22,7 +30,7 @@ impl Binder<'_> {
             (None, Expr::Const(_)) => Ok(e),
             (None, _) => Ok(Expr::Cast(e.boxed(), to, false)),
             (Some(f), _) if f == to => Ok(e),
-            (Some(f), _) if category(f) == category(to) || (f == DataType::Date && to == DataType::Timestamp) => {
+            (Some(f), _) if category(f) == category(to) || (f == DataType::Date && matches!(to, DataType::Timestamp(_))) => {
                 if category(f) == Category::String && to == DataType::Text {
                     return Ok(if matches!(f, DataType::Char(_)) { Expr::BpcharTrim(e.boxed()) } else { e });
                 }
@@ -160,6 +168,9 @@ pub(super) fn check_assignable(from: DataType, to: DataType, column: &str) -> Re
         (a, b) if a == b => true,
         // Any type converts to a string type by its text output on assignment.
         (_, Category::String) => true,
+        // timestamp and timestamptz assign to time (their time of day).
+        (Category::DateTime, Category::Time) => from != DataType::Date,
+        (Category::Time, Category::Interval) | (Category::Interval, Category::Time) => true,
         _ => false,
     };
     if ok {
@@ -197,8 +208,9 @@ pub(super) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
                 (Category::String, Category::String) if matches!(c, DataType::Char(_)) => return Err(bpchar_common(construct, type_name(*t))),
                 (Category::String, Category::String) => DataType::Text,
                 // date < timestamp < timestamptz, PostgreSQL's preference.
-                (Category::DateTime, Category::DateTime) if c == DataType::TimestampTz || *t == DataType::TimestampTz => DataType::TimestampTz,
-                (Category::DateTime, Category::DateTime) => DataType::Timestamp,
+                (Category::DateTime, Category::DateTime) if matches!(c, DataType::TimestampTz(_)) || matches!(t, DataType::TimestampTz(_)) => DataType::TimestampTz(None),
+                (Category::DateTime, Category::DateTime) => DataType::Timestamp(None),
+                (Category::Time, Category::Time) => DataType::Time(None),
                 _ => {
                     return Err(SqlError::datatype_mismatch(format!("{construct} types {} and {} cannot be matched", type_name(c), type_name(*t))));
                 }
@@ -271,8 +283,13 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
         D::Bool | D::Boolean => DataType::Bool,
         D::Bytea => DataType::Bytea,
         D::Date => DataType::Date,
-        D::Timestamp(None, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Timestamp,
-        D::Timestamp(None, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => DataType::TimestampTz,
+        D::Uuid => DataType::Uuid,
+        D::Timestamp(p, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Timestamp(time_precision(*p)),
+        D::Timestamp(p, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => DataType::TimestampTz(time_precision(*p)),
+        D::Time(p, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Time(time_precision(*p)),
+        D::Time(..) => return Err(SqlError::unsupported("type time with time zone")),
+        D::Interval { fields: None, precision: None } => DataType::Interval,
+        D::Interval { .. } => return Err(SqlError::unsupported("interval with fields or a precision")),
         // psql and drivers write builtin types qualified (`pg_catalog.text`).
         D::Custom(name, mods) if mods.is_empty() => match name.to_string().to_lowercase().trim_start_matches("pg_catalog.") {
             "int" | "int4" | "integer" => DataType::Int4,
@@ -284,13 +301,22 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             "text" | "varchar" => DataType::Text,
             "bytea" => DataType::Bytea,
             "date" => DataType::Date,
-            "timestamp" => DataType::Timestamp,
-            "timestamptz" => DataType::TimestampTz,
+            "timestamp" => DataType::Timestamp(None),
+            "timestamptz" => DataType::TimestampTz(None),
+            "time" => DataType::Time(None),
+            "interval" => DataType::Interval,
+            "timetz" => return Err(SqlError::unsupported("type time with time zone")),
+            "uuid" => DataType::Uuid,
             "bpchar" => DataType::Char(1),
             other => return Err(SqlError::new("42704", format!("type \"{other}\" does not exist"))),
         },
         other => return Err(SqlError::unsupported(format!("type {other}"))),
     })
+}
+
+/// PostgreSQL reduces a precision above 6 to 6 (with a warning).
+fn time_precision(p: Option<u64>) -> Option<u8> {
+    p.map(|p| u8::try_from(p).map_or(pgtier_engine::TIME_PRECISION_MAX, |p| p.min(pgtier_engine::TIME_PRECISION_MAX)))
 }
 
 fn narrow(v: u64) -> Result<u8> {

@@ -72,7 +72,7 @@ impl Binder<'_> {
                     ast::ColumnOption::Default(_) if cd.sequence.is_some() => {
                         return Err(SqlError::syntax(format!("multiple default values specified for column \"{cname}\" of table \"{name}\"")));
                     }
-                    ast::ColumnOption::Default(e) => match (nextval_default(e), now_default(e, ty)) {
+                    ast::ColumnOption::Default(e) => match (nextval_default(e), now_default(e, ty).or_else(|| uuid_default(e, ty))) {
                         (Some(seq), _) => cd.sequence = Some((seq, SequenceDefault::Nextval)),
                         (None, Some(text)) => cd.default_sql = Some(text.to_owned()),
                         (None, None) => cd.default = Some(self.constant_default(e, ty, &cname)?),
@@ -300,7 +300,9 @@ impl Binder<'_> {
         let scope = Scope::default();
         let (bound, bty) = self.expr(e, &scope, &mut ExprCtx::plain("DEFAULT expressions"))?;
         let mut constant = true;
-        bound.walk(&mut |x| constant &= !matches!(x, Expr::Func(Func::Now, _) | Expr::Param(_) | Expr::Column(_) | Expr::Subquery(_)));
+        // Volatile functions give a new value per row in PostgreSQL, never one frozen here.
+        let volatile = |f: &Func| matches!(f, Func::Now | Func::ClockTimestamp | Func::Random | Func::GenRandomUuid);
+        bound.walk(&mut |x| constant &= !matches!(x, Expr::Func(f, _) if volatile(f)) && !matches!(x, Expr::Param(_) | Expr::Column(_) | Expr::Subquery(_)));
         if !constant {
             return Err(SqlError::unsupported("non-constant DEFAULT"));
         }
@@ -410,11 +412,28 @@ fn now_default(e: &ast::Expr, ty: DataType) -> Option<&'static str> {
     };
     let [part] = f.name.0.as_slice() else { return None };
     let name = part.as_ident()?.value.to_lowercase();
-    if !empty || f.over.is_some() || !matches!(ty, DataType::Timestamp | DataType::TimestampTz | DataType::Date) {
+    if !empty || f.over.is_some() || !matches!(ty, DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Date) {
         return None;
     }
     NOW_DEFAULTS.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
 }
+
+/// `DEFAULT gen_random_uuid()` on a uuid column: a new uuid per row, kept
+/// as the text PostgreSQL prints for it.
+fn uuid_default(e: &ast::Expr, ty: DataType) -> Option<&'static str> {
+    let ast::Expr::Function(f) = e else { return None };
+    let empty = match &f.args {
+        ast::FunctionArguments::None => true,
+        ast::FunctionArguments::List(l) => l.args.is_empty(),
+        ast::FunctionArguments::Subquery(_) => false,
+    };
+    let name = f.name.0.last().and_then(|p| p.as_ident()).map(ident)?;
+    let qualified_ok = f.name.0.len() == 1 || (f.name.0.len() == 2 && f.name.0[0].as_ident().is_some_and(|s| ident(s) == "pg_catalog"));
+    (ty == DataType::Uuid && empty && f.over.is_none() && qualified_ok && name == "gen_random_uuid").then_some(UUID_DEFAULT)
+}
+
+/// The catalog text of a `DEFAULT gen_random_uuid()`.
+pub(super) const UUID_DEFAULT: &str = "gen_random_uuid()";
 
 /// `DEFAULT nextval('name')` (the name possibly cast to regclass and
 /// schema-qualified): the sequence's name.

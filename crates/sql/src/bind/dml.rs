@@ -347,9 +347,10 @@ fn column_default(col: &Column) -> Result<Expr> {
     if let Some(sql) = &col.default_sql {
         let known = NOW_DEFAULTS.iter().any(|(_, text)| text == sql);
         return match col.ty {
-            DataType::TimestampTz if known => Ok(Expr::Func(Func::Now, Vec::new())),
-            DataType::Timestamp if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp, false)),
+            DataType::TimestampTz(_) if known => Ok(Expr::Func(Func::Now, Vec::new())),
+            DataType::Timestamp(_) if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp(None), false)),
             DataType::Date if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Date, false)),
+            DataType::Uuid if sql == super::ddl::UUID_DEFAULT => Ok(Expr::Func(Func::GenRandomUuid, Vec::new())),
             // A cached table's serial/identity column: its values come from
             // PostgreSQL's sequence, never from a second counter here.
             _ if sql.starts_with("nextval(") => {

@@ -95,6 +95,14 @@ impl Binder<'_> {
                 };
                 Ok((Expr::Const(value::parse_input(&text, ty)?), Some(ty)))
             }
+            E::Interval(iv) => {
+                let ast::Expr::Value(v) = iv.value.as_ref() else { return Err(SqlError::unsupported("INTERVAL of an expression")) };
+                let ast::Value::SingleQuotedString(text) = &v.value else { return Err(SqlError::unsupported("INTERVAL of a non-string literal")) };
+                if iv.leading_field.is_some() || iv.last_field.is_some() || iv.leading_precision.is_some() || iv.fractional_seconds_precision.is_some() {
+                    return Err(SqlError::unsupported("interval with fields or a precision"));
+                }
+                Ok((Expr::Const(value::parse_input(text, DataType::Interval)?), Some(DataType::Interval)))
+            }
             E::Nested(inner) => self.expr(inner, scope, ctx),
             E::UnaryOp { op: ast::UnaryOperator::Minus, expr } if matches!(expr.as_ref(), E::Value(v) if matches!(v.value, ast::Value::Number(..))) => {
                 // PostgreSQL folds the sign into the literal: -2147483648 is an integer.
@@ -110,12 +118,12 @@ impl Binder<'_> {
                         // Folded only once the type has a `-` (a NULL
                         // text constant has none either).
                         if let (Expr::Const(v), Some(ty)) = (&x, t)
-                            && category(ty) == Category::Numeric
+                            && matches!(category(ty), Category::Numeric | Category::Interval)
                         {
                             return Ok((Expr::Const(value::negate(v)?), t));
                         }
                         match t {
-                            Some(ty) if category(ty) == Category::Numeric => Ok((Expr::Neg(x.boxed()), t)),
+                            Some(ty) if matches!(category(ty), Category::Numeric | Category::Interval) => Ok((Expr::Neg(x.boxed()), t)),
                             None => {
                                 let x = self.coerce(x, None, DataType::Float8, "-")?;
                                 Ok((Expr::Neg(x.boxed()), Some(DataType::Float8)))

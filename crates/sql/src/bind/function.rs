@@ -193,14 +193,14 @@ impl Binder<'_> {
                     .ok_or_else(|| SqlError::new("22023", format!("unit \"{}\" not recognized for type timestamp without time zone", unit.to_lowercase())))?;
                 // A date is truncated as the timestamptz of its midnight, as PostgreSQL casts it.
                 let (x, tz) = match t {
-                    Some(DataType::Timestamp) => (x, false),
-                    Some(DataType::TimestampTz) => (x, true),
-                    Some(DataType::Date) => (self.result_cast(x, t, Some(DataType::TimestampTz))?, true),
+                    Some(DataType::Timestamp(_)) => (x, false),
+                    Some(DataType::TimestampTz(_)) => (x, true),
+                    Some(DataType::Date) => (self.result_cast(x, t, Some(DataType::TimestampTz(None)))?, true),
                     None => return Err(SqlError::new("42725", format!("function {} is not unique", sig()))
                         .with_hint("Could not choose a best candidate function. You might need to add explicit type casts.")),
                     Some(_) => return Err(SqlError::undefined_function(&sig())),
                 };
-                Ok((Expr::Func(Func::DateTrunc(unit, tz), vec![x]), Some(if tz { DataType::TimestampTz } else { DataType::Timestamp })))
+                Ok((Expr::Func(Func::DateTrunc(unit, tz), vec![x]), Some(if tz { DataType::TimestampTz(None) } else { DataType::Timestamp(None) })))
             }
             "date_part" => {
                 arity(2, 2)?;
@@ -258,11 +258,15 @@ impl Binder<'_> {
             }
             "clock_timestamp" => {
                 arity(0, 0)?;
-                Ok((Expr::Func(Func::ClockTimestamp, Vec::new()), Some(DataType::TimestampTz)))
+                Ok((Expr::Func(Func::ClockTimestamp, Vec::new()), Some(DataType::TimestampTz(None))))
             }
             "random" => {
                 arity(0, 0)?;
                 Ok((Expr::Func(Func::Random, Vec::new()), Some(DataType::Float8)))
+            }
+            "gen_random_uuid" => {
+                arity(0, 0)?;
+                Ok((Expr::Func(Func::GenRandomUuid, Vec::new()), Some(DataType::Uuid)))
             }
             "repeat" => text_fn(Func::Repeat, 2, 2, &[Text, Int4], Text, self, bound),
             "split_part" => text_fn(Func::SplitPart, 3, 3, &[Text, Text, Int4], Text, self, bound),
@@ -314,11 +318,11 @@ impl Binder<'_> {
             }
             "now" | "current_timestamp" | "transaction_timestamp" => {
                 arity(0, 0)?;
-                Ok((Expr::Func(Func::Now, Vec::new()), Some(DataType::TimestampTz)))
+                Ok((Expr::Func(Func::Now, Vec::new()), Some(DataType::TimestampTz(None))))
             }
             "localtimestamp" => {
                 arity(0, 0)?;
-                Ok((Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp, false), Some(DataType::Timestamp)))
+                Ok((Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp(None), false), Some(DataType::Timestamp(None))))
             }
             "current_date" => {
                 arity(0, 0)?;
@@ -439,13 +443,17 @@ impl Binder<'_> {
     pub(super) fn extract(&mut self, field: &str, x: Expr, t: Ty, numeric: bool) -> Result<(Expr, Ty)> {
         let field = field.trim_matches('\'');
         let (x, t) = match t {
-            Some(DataType::Date) if !numeric => (self.result_cast(x, t, Some(DataType::Timestamp))?, Some(DataType::Timestamp)),
-            Some(DataType::Date | DataType::Timestamp | DataType::TimestampTz) => (x, t),
+            Some(DataType::Date) if !numeric => (self.result_cast(x, t, Some(DataType::Timestamp(None)))?, Some(DataType::Timestamp(None))),
+            Some(DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_)) => (x, t),
             // An untyped literal fits several of PostgreSQL's candidates.
             None => {
                 let name = if numeric { "extract" } else { "date_part" };
                 return Err(SqlError::new("42725", format!("function pg_catalog.{name}(unknown, unknown) is not unique"))
                     .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
+            }
+            Some(DataType::Time(_) | DataType::Interval) => {
+                let what = if numeric { "EXTRACT" } else { "date_part" };
+                return Err(SqlError::unsupported(format!("{what} from {}", type_name(t.unwrap_or(DataType::Interval)))));
             }
             Some(other) => {
                 let what = if numeric { "extract" } else { "date_part" };

@@ -111,12 +111,12 @@ impl Binder<'_> {
         let (x, xt, y, yt) = match (xt, yt) {
             (None, None) => return Err(SqlError::new("42725", format!("operator is not unique: unknown {} unknown", op.symbol()))),
             (None, Some(t)) => {
-                let t2 = if t == DataType::Date { DataType::Int4 } else { t };
+                let t2 = if t == DataType::Date { DataType::Int4 } else { untyped_addend(op, t) };
                 (self.coerce(x, None, t2, op.symbol())?, t2, y, t)
             }
             (Some(t), None) => {
                 let t2 = if t == DataType::Date && op != ArithOp::Sub { DataType::Int4 } else { t };
-                let t2 = if t == DataType::Date && op == ArithOp::Sub { DataType::Int4 } else { t2 };
+                let t2 = if t == DataType::Date && op == ArithOp::Sub { DataType::Int4 } else { untyped_addend(op, t2) };
                 let y = self.coerce(y, None, t2, op.symbol())?;
                 (x, t, y, t2)
             }
@@ -134,9 +134,27 @@ impl Binder<'_> {
             // date ± integer only: bigint is not implicitly integer.
             (Category::DateTime, Category::Numeric) if xt == DataType::Date && value::is_int4_implicit(yt) && matches!(op, ArithOp::Add | ArithOp::Sub) => DataType::Date,
             (Category::Numeric, Category::DateTime) if yt == DataType::Date && value::is_int4_implicit(xt) && op == ArithOp::Add => DataType::Date,
+            (Category::DateTime, Category::Time) | (Category::Time, Category::DateTime) if (xt == DataType::Date || yt == DataType::Date) && op == ArithOp::Add => {
+                DataType::Timestamp(None)
+            }
+            (Category::Time, Category::Time) | (Category::Interval, Category::Interval) if op == ArithOp::Sub => DataType::Interval,
+            (Category::Interval, Category::Interval) if op == ArithOp::Add => DataType::Interval,
+            (Category::DateTime, Category::Interval) if matches!(op, ArithOp::Add | ArithOp::Sub) => instant_type(xt),
+            (Category::Interval, Category::DateTime) if op == ArithOp::Add => instant_type(yt),
+            (Category::Time, Category::Interval) if matches!(op, ArithOp::Add | ArithOp::Sub) => DataType::Time(None),
+            (Category::Interval, Category::Time) if op == ArithOp::Add => DataType::Time(None),
+            (Category::Interval, Category::Numeric) | (Category::Numeric, Category::Interval) if matches!(op, ArithOp::Mul | ArithOp::Div) => {
+                return Err(SqlError::unsupported("interval multiplied or divided by a number"));
+            }
+            // PostgreSQL finds several candidates (time + interval, date + time).
+            (Category::Time, Category::Time) if op == ArithOp::Add => {
+                return Err(SqlError::new("42725", format!("operator is not unique: {} + {}", type_name(xt), type_name(yt))));
+            }
             (Category::DateTime, Category::DateTime) if xt == DataType::Date && yt == DataType::Date && op == ArithOp::Sub => {
                 return Ok((Expr::Arith(op, x.boxed(), y.boxed(), DataType::Date), Some(DataType::Int4)));
             }
+            // timestamp - timestamp (a date as its midnight): whole days and the rest.
+            (Category::DateTime, Category::DateTime) if op == ArithOp::Sub => DataType::Interval,
             _ => return Err(bad()),
         };
         // Floats compute in f64 after a cast of the integer/numeric side.
@@ -207,4 +225,15 @@ impl Binder<'_> {
         }
         self.expr(x, scope, ctx)
     }
+}
+
+/// A timestamp or time plus an untyped literal: PostgreSQL has no
+/// timestamp + timestamp, so the literal is an interval.
+fn untyped_addend(op: ArithOp, t: DataType) -> DataType {
+    if op == ArithOp::Add && matches!(t, DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_)) { DataType::Interval } else { t }
+}
+
+/// date/timestamp ± interval is a timestamp; timestamptz ± interval a timestamptz.
+fn instant_type(t: DataType) -> DataType {
+    if matches!(t, DataType::TimestampTz(_)) { DataType::TimestampTz(None) } else { DataType::Timestamp(None) }
 }

@@ -50,6 +50,8 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 DataType::Numeric { .. } => "numeric".to_owned(),
                 DataType::Varchar(_) => "character varying".to_owned(),
                 DataType::Char(_) => "character".to_owned(),
+                // The name without the precision (datetime_precision has it).
+                DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) => crate::value::type_name(col.ty).to_owned(),
                 other => other.pg_name(),
             };
             let int = |v: Option<i64>| v.map_or(Value::Null, |x| Value::Int4(i32::try_from(x).unwrap_or(i32::MAX)));
@@ -70,7 +72,7 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             };
             let dt_prec = match col.ty {
                 DataType::Date => Some(0),
-                DataType::Timestamp | DataType::TimestampTz => Some(6),
+                DataType::Timestamp(p) | DataType::TimestampTz(p) | DataType::Time(p) => Some(p.map_or(6, i64::from)),
                 _ => None,
             };
             let position = i64::try_from(c + 1).unwrap_or(i64::MAX);

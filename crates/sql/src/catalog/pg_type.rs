@@ -210,7 +210,10 @@ pub fn column_type_info(ty: DataType) -> ColumnTypeInfo {
         DataType::Char(n) => info(1042, text_mod(n), -1, false, "i", "x", DEFAULT_COLLATION),
         DataType::Bytea => info(17, -1, -1, false, "i", "x", 0),
         DataType::Date => info(1082, -1, 4, true, "i", "p", 0),
-        DataType::Timestamp => info(1114, -1, 8, true, "d", "p", 0),
-        DataType::TimestampTz => info(1184, -1, 8, true, "d", "p", 0),
+        DataType::Timestamp(p) => info(1114, p.map_or(-1, i32::from), 8, true, "d", "p", 0),
+        DataType::TimestampTz(p) => info(1184, p.map_or(-1, i32::from), 8, true, "d", "p", 0),
+        DataType::Time(p) => info(1083, p.map_or(-1, i32::from), 8, true, "d", "p", 0),
+        DataType::Uuid => info(2950, -1, 16, false, "c", "p", 0),
+        DataType::Interval => info(1186, -1, 16, false, "d", "p", 0),
     }
 }

@@ -50,6 +50,9 @@ impl Hash for GroupKey {
                 Value::Bytea(b) => b.hash(h),
                 Value::Date(d) => (i64::from(*d) * 86_400_000_000).hash(h),
                 Value::Timestamp(t) | Value::TimestampTz(t) => t.hash(h),
+                Value::Uuid(u) => u.hash(h),
+                Value::Time(t) => t.hash(h),
+                Value::Interval(v) => v.span().hash(h),
             }
         }
     }

@@ -102,6 +102,9 @@ enum KeyClass {
     Bool,
     DateTime,
     Bytea,
+    Uuid,
+    Time,
+    Interval,
 }
 
 /// Appends `v`'s key encoding and says its class; None for NULL (equal to
@@ -148,6 +151,19 @@ fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
             out.extend_from_slice(&(b.len() as u64).to_le_bytes());
             out.extend_from_slice(b);
             KeyClass::Bytea
+        }
+        Value::Uuid(u) => {
+            out.extend_from_slice(u);
+            KeyClass::Uuid
+        }
+        Value::Time(t) => {
+            out.extend_from_slice(&t.to_le_bytes());
+            KeyClass::Time
+        }
+        // '1 day' = '24 hours': equal intervals share their span.
+        Value::Interval(v) => {
+            out.extend_from_slice(&v.span().to_le_bytes());
+            KeyClass::Interval
         }
     })
 }

@@ -65,6 +65,8 @@ pub enum Func {
     ClockTimestamp,
     /// random(): uniform in [0, 1), a new value at every call.
     Random,
+    /// gen_random_uuid(): a version 4 uuid, a new one at every call.
+    GenRandomUuid,
     /// date_trunc of a timestamp (false) or timestamptz (true) to a unit.
     DateTrunc(DateField, bool),
     /// extract (numeric, true: PostgreSQL 14+) or date_part (float8, false) of a field.
@@ -131,6 +133,9 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
     }
     if f == Func::Random {
         return Ok(Value::Float8(random_unit()));
+    }
+    if f == Func::GenRandomUuid {
+        return Ok(Value::Uuid(crate::uuid::random_v4()?));
     }
     let mut vals = Vec::with_capacity(args.len());
     for a in args {
@@ -403,7 +408,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             let t = datetime::make_timestamp(int(0), int(1), int(2), int(3), int(4), value::to_f64(&vals[5]).unwrap_or(f64::NAN))?;
             if tz { Value::TimestampTz(t) } else { Value::Timestamp(t) }
         }
-        Func::Now | Func::ClockTimestamp | Func::Random | Func::Concat | Func::ConcatWs | Func::Format | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
+        Func::Now | Func::ClockTimestamp | Func::Random | Func::GenRandomUuid | Func::Concat | Func::ConcatWs | Func::Format | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
     })
 }
 

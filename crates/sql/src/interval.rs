@@ -1,0 +1,386 @@
+//! `interval`: PostgreSQL's input in the `postgres` style (quantity-unit
+//! pairs, a clock field, `@`, `ago`), and its arithmetic with intervals,
+//! dates, timestamps and times. The value is the engine's
+//! [`Interval`] (months, days, microseconds); output lives with it.
+
+use pgtier_engine::{DataType, Interval, Value, civil_from_days, days_from_civil, round_to_precision};
+
+use crate::error::{Result, SqlError};
+use crate::time::{TIMESTAMP_END, TIMESTAMP_MIN};
+use crate::value::{ArithOp, MICROS_PER_DAY, MICROS_PER_SECOND};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Microsecond,
+    Millisecond,
+    Second,
+    Minute,
+    Hour,
+    Day,
+    Week,
+    Month,
+    Year,
+    Decade,
+    Century,
+    Millennium,
+}
+
+/// The unit names and abbreviations of datetime.c's deltatktbl.
+fn unit(word: &str) -> Option<Unit> {
+    Some(match word {
+        "us" | "usec" | "usecs" | "usecond" | "useconds" | "microsecon" | "microsecond" | "microseconds" => Unit::Microsecond,
+        "ms" | "msec" | "msecs" | "msecond" | "mseconds" | "millisecon" | "millisecond" | "milliseconds" => Unit::Millisecond,
+        "s" | "sec" | "secs" | "second" | "seconds" => Unit::Second,
+        "m" | "min" | "mins" | "minute" | "minutes" => Unit::Minute,
+        "h" | "hr" | "hrs" | "hour" | "hours" => Unit::Hour,
+        "d" | "day" | "days" => Unit::Day,
+        "w" | "week" | "weeks" => Unit::Week,
+        "mon" | "mons" | "month" | "months" => Unit::Month,
+        "y" | "yr" | "yrs" | "year" | "years" => Unit::Year,
+        "dec" | "decs" | "decade" | "decades" => Unit::Decade,
+        "c" | "cent" | "century" | "centuries" => Unit::Century,
+        "mil" | "mils" | "millennium" | "millennia" => Unit::Millennium,
+        _ => return None,
+    })
+}
+
+/// Why an interval text is refused.
+enum Bad {
+    Syntax,
+    Range,
+    /// A form PostgreSQL takes that pgtier does not read (ISO 8601, SQL standard).
+    Form,
+}
+
+/// interval_in (IntervalStyle-independent `postgres` forms).
+pub fn parse(text: &str) -> Result<Interval> {
+    decode(text).map_err(|bad| match bad {
+        Bad::Syntax => SqlError::new("22007", format!("invalid input syntax for type interval: \"{text}\"")),
+        Bad::Range => SqlError::new("22015", format!("interval field value out of range: \"{text}\"")),
+        Bad::Form => SqlError::unsupported(format!("interval input \"{text}\" (ISO 8601 and SQL-standard forms)")),
+    })
+}
+
+#[derive(Default)]
+struct Fields {
+    months: i64,
+    days: i64,
+    micros: i64,
+}
+
+fn decode(text: &str) -> std::result::Result<Interval, Bad> {
+    let t = text.trim();
+    if t.starts_with(['P', 'p']) {
+        return Err(Bad::Form);
+    }
+    let tokens = tokenize(t)?;
+    if tokens.is_empty() {
+        return Err(Bad::Syntax);
+    }
+    let mut f = Fields::default();
+    let mut ago = false;
+    // The unit for the number to the left, and whether a word named it
+    // (rather than a clock field implying days).
+    let mut pending: Option<(Unit, bool)> = None;
+    let mut seen: Vec<Unit> = Vec::new();
+    let claim = |u: Unit, seen: &mut Vec<Unit>| if seen.contains(&u) { Err(Bad::Syntax) } else { seen.push(u); Ok(()) };
+    // Right to left, as DecodeInterval: a unit names the number before it.
+    for (i, tok) in tokens.iter().enumerate().rev() {
+        if tok.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            let word = tok.to_ascii_lowercase();
+            if word == "ago" {
+                if i != tokens.len() - 1 || ago {
+                    return Err(Bad::Syntax);
+                }
+                ago = true;
+                continue;
+            }
+            if pending.is_some_and(|(_, word)| word) {
+                return Err(Bad::Syntax);
+            }
+            pending = Some((unit(&word).ok_or(Bad::Syntax)?, true));
+        } else if tok.contains(':') {
+            if pending.is_some() {
+                return Err(Bad::Syntax);
+            }
+            for u in [Unit::Hour, Unit::Minute, Unit::Second] {
+                claim(u, &mut seen)?;
+            }
+            f.micros = f.micros.checked_add(clock(tok)?).ok_or(Bad::Range)?;
+            // A number before a clock field is days ('1 12:00').
+            pending = Some((Unit::Day, false));
+        } else {
+            let u = pending.take().map_or(Unit::Second, |(u, _)| u);
+            claim(u, &mut seen)?;
+            quantity(tok, u, &mut f)?;
+        }
+    }
+    if pending.is_some_and(|(_, word)| word) {
+        return Err(Bad::Syntax);
+    }
+    let sign = if ago { -1 } else { 1 };
+    let narrow = |v: i64| i32::try_from(v * sign).map_err(|_| Bad::Range);
+    Ok(Interval { months: narrow(f.months)?, days: narrow(f.days)?, micros: f.micros.checked_mul(sign).ok_or(Bad::Range)? })
+}
+
+/// Numbers (with sign, point and colons) and words; `@` first is noise.
+fn tokenize(t: &str) -> std::result::Result<Vec<&str>, Bad> {
+    let t = t.strip_prefix('@').unwrap_or(t);
+    let bytes = t.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        let start = i;
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_alphabetic() {
+            while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
+                i += 1;
+            }
+        } else if c.is_ascii_digit() || matches!(c, b'+' | b'-' | b'.') {
+            i += 1;
+            while i < bytes.len() && (bytes[i].is_ascii_digit() || matches!(bytes[i], b'.' | b':')) {
+                i += 1;
+            }
+            // 1-2 (years-months) and the like: the SQL-standard forms.
+            if i < bytes.len() && matches!(bytes[i], b'-' | b'/') {
+                return Err(Bad::Form);
+            }
+        } else {
+            return Err(Bad::Syntax);
+        }
+        out.push(&t[start..i]);
+    }
+    Ok(out)
+}
+
+/// `[+-]int[.frac]` times a unit, the fraction carried down as
+/// PostgreSQL 15 does (AdjustFractYears / AdjustFractDays /
+/// AdjustFractMicroseconds).
+fn quantity(tok: &str, u: Unit, f: &mut Fields) -> std::result::Result<(), Bad> {
+    let (negative, body) = match tok.as_bytes().first() {
+        Some(b'-') => (true, &tok[1..]),
+        Some(b'+') => (false, &tok[1..]),
+        _ => (false, tok),
+    };
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    if (int.is_empty() && frac.is_empty()) || !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Bad::Syntax);
+    }
+    let sign = if negative { -1 } else { 1 };
+    let val: i64 = if int.is_empty() { 0 } else { int.parse::<i64>().map_err(|_| Bad::Range)? * sign };
+    let fval: f64 = if frac.is_empty() { 0.0 } else { format!("0.{frac}").parse::<f64>().map_err(|_| Bad::Syntax)? };
+    let fval = if negative { -fval } else { fval };
+    let add = |slot: &mut i64, v: i64| -> std::result::Result<(), Bad> {
+        *slot = slot.checked_add(v).ok_or(Bad::Range)?;
+        Ok(())
+    };
+    let micros_of = |scale: i64| -> std::result::Result<i64, Bad> { val.checked_mul(scale).and_then(|m| m.checked_add(fract_micros(fval, scale))).ok_or(Bad::Range) };
+    match u {
+        Unit::Microsecond => add(&mut f.micros, micros_of(1)?)?,
+        Unit::Millisecond => add(&mut f.micros, micros_of(1_000)?)?,
+        Unit::Second => add(&mut f.micros, micros_of(MICROS_PER_SECOND)?)?,
+        Unit::Minute => add(&mut f.micros, micros_of(60 * MICROS_PER_SECOND)?)?,
+        Unit::Hour => add(&mut f.micros, micros_of(3_600 * MICROS_PER_SECOND)?)?,
+        Unit::Day => {
+            add(&mut f.days, val)?;
+            add(&mut f.micros, fract_micros(fval, MICROS_PER_DAY))?;
+        }
+        Unit::Week => {
+            add(&mut f.days, val.checked_mul(7).ok_or(Bad::Range)?)?;
+            fract_days(fval, 7.0, f)?;
+        }
+        Unit::Month => {
+            add(&mut f.months, val)?;
+            fract_days(fval, 30.0, f)?;
+        }
+        Unit::Year | Unit::Decade | Unit::Century | Unit::Millennium => {
+            let years = match u {
+                Unit::Year => 1,
+                Unit::Decade => 10,
+                Unit::Century => 100,
+                _ => 1_000,
+            };
+            add(&mut f.months, val.checked_mul(12 * years).ok_or(Bad::Range)?)?;
+            #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+            add(&mut f.months, (fval * (12 * years) as f64).round_ties_even() as i64)?;
+        }
+    }
+    Ok(())
+}
+
+/// AdjustFractMicroseconds: the fraction's microseconds, a half or less dropped.
+fn fract_micros(frac: f64, scale: i64) -> i64 {
+    #[allow(clippy::cast_precision_loss)]
+    let x = frac * scale as f64;
+    #[allow(clippy::cast_possible_truncation)]
+    let whole = x as i64;
+    #[allow(clippy::cast_precision_loss)]
+    let rest = x - whole as f64;
+    whole + i64::from(rest > 0.5) - i64::from(rest < -0.5)
+}
+
+/// AdjustFractDays: whole days, the rest as microseconds.
+fn fract_days(frac: f64, scale: f64, f: &mut Fields) -> std::result::Result<(), Bad> {
+    let x = frac * scale;
+    #[allow(clippy::cast_possible_truncation)]
+    let days = x as i64;
+    #[allow(clippy::cast_precision_loss)]
+    let rest = x - days as f64;
+    f.days = f.days.checked_add(days).ok_or(Bad::Range)?;
+    f.micros = f.micros.checked_add(fract_micros(rest, MICROS_PER_DAY)).ok_or(Bad::Range)?;
+    Ok(())
+}
+
+/// `[+-]h:m[:s[.f]]`; hours unbounded, minutes and seconds below 60.
+fn clock(tok: &str) -> std::result::Result<i64, Bad> {
+    let (negative, body) = match tok.as_bytes().first() {
+        Some(b'-') => (true, &tok[1..]),
+        Some(b'+') => (false, &tok[1..]),
+        _ => (false, tok),
+    };
+    let (hms, frac) = body.split_once('.').unwrap_or((body, ""));
+    let parts: Vec<&str> = hms.split(':').collect();
+    let num = |p: &str| -> std::result::Result<i64, Bad> {
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Bad::Syntax);
+        }
+        p.parse().map_err(|_| Bad::Range)
+    };
+    if !frac.bytes().all(|b| b.is_ascii_digit()) || parts.len() > 3 || (parts.len() < 3 && !frac.is_empty()) {
+        return Err(Bad::Syntax);
+    }
+    let (h, m) = (num(parts[0])?, num(parts[1])?);
+    let s = if parts.len() == 3 { num(parts[2])? } else { 0 };
+    if m > 59 || s > 59 {
+        return Err(Bad::Range);
+    }
+    let micros = h
+        .checked_mul(3_600 * MICROS_PER_SECOND)
+        .and_then(|x| x.checked_add((m * 60 + s) * MICROS_PER_SECOND + crate::time::fraction_micros(frac)))
+        .ok_or(Bad::Range)?;
+    Ok(if negative { -micros } else { micros })
+}
+
+fn out_of_range(what: &str) -> SqlError {
+    SqlError::new("22008", format!("{what} out of range"))
+}
+
+fn interval_add(a: Interval, b: Interval) -> Result<Interval> {
+    let err = || out_of_range("interval");
+    Ok(Interval {
+        months: a.months.checked_add(b.months).ok_or_else(err)?,
+        days: a.days.checked_add(b.days).ok_or_else(err)?,
+        micros: a.micros.checked_add(b.micros).ok_or_else(err)?,
+    })
+}
+
+pub fn negate(v: Interval) -> Result<Interval> {
+    let err = || out_of_range("interval");
+    Ok(Interval { months: v.months.checked_neg().ok_or_else(err)?, days: v.days.checked_neg().ok_or_else(err)?, micros: v.micros.checked_neg().ok_or_else(err)? })
+}
+
+/// timestamp_pl_interval: months (the day clamped to the month's end),
+/// then days, then microseconds.
+fn timestamp_plus(ts: i64, v: Interval) -> Result<i64> {
+    let err = || out_of_range("timestamp");
+    let mut ts = ts;
+    if v.months != 0 {
+        let (y, m, d) = civil_from_days(ts.div_euclid(MICROS_PER_DAY));
+        let month0 = y * 12 + i64::from(m) - 1 + i64::from(v.months);
+        let (y, m) = (month0.div_euclid(12), u32::try_from(month0.rem_euclid(12) + 1).unwrap_or(1));
+        let last = (28..=31).rev().find(|&dd| civil_from_days(days_from_civil(y, m, dd)).1 == m).unwrap_or(28);
+        ts = days_from_civil(y, m, d.min(last)).checked_mul(MICROS_PER_DAY).ok_or_else(err)? + ts.rem_euclid(MICROS_PER_DAY);
+    }
+    ts = ts.checked_add(i64::from(v.days).checked_mul(MICROS_PER_DAY).ok_or_else(err)?).ok_or_else(err)?;
+    ts = ts.checked_add(v.micros).ok_or_else(err)?;
+    if (TIMESTAMP_MIN..TIMESTAMP_END).contains(&ts) { Ok(ts) } else { Err(err()) }
+}
+
+fn instant(v: &Value) -> Option<i64> {
+    match v {
+        Value::Date(d) => Some(i64::from(*d) * MICROS_PER_DAY),
+        Value::Timestamp(t) | Value::TimestampTz(t) => Some(*t),
+        _ => None,
+    }
+}
+
+/// The date/time arithmetic the binder typed `ty`: interval ± interval,
+/// date/timestamp/timestamptz ± interval, time ± interval, timestamp −
+/// timestamp and time − time (intervals), date + time.
+pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
+    let undefined = || SqlError::undefined_operator(&format!("{} {} {}", a.type_name(), op.symbol(), b.type_name()));
+    let signed = |v: Interval| if op == ArithOp::Sub { negate(v) } else { Ok(v) };
+    Ok(match (ty, a, b) {
+        (DataType::Timestamp(_), Value::Date(_), Value::Time(_)) | (DataType::Timestamp(_), Value::Time(_), Value::Date(_)) => crate::time::date_plus_time(a, b)?,
+        (DataType::Interval, Value::Interval(x), Value::Interval(y)) => Value::Interval(interval_add(*x, signed(*y)?)?),
+        (DataType::Interval, Value::Time(x), Value::Time(y)) if op == ArithOp::Sub => Value::Interval(Interval { months: 0, days: 0, micros: x - y }),
+        (DataType::Interval, x, y) if op == ArithOp::Sub => {
+            // timestamp_mi then interval_justify_hours: whole days apart.
+            let diff = instant(x).ok_or_else(undefined)?.checked_sub(instant(y).ok_or_else(undefined)?).ok_or_else(|| out_of_range("interval"))?;
+            let days = i32::try_from(diff / MICROS_PER_DAY).map_err(|_| out_of_range("interval"))?;
+            Value::Interval(Interval { months: 0, days, micros: diff % MICROS_PER_DAY })
+        }
+        (DataType::Time(_), Value::Time(t), Value::Interval(v)) | (DataType::Time(_), Value::Interval(v), Value::Time(t)) => {
+            Value::Time(t.checked_add(signed(*v)?.micros).ok_or_else(|| out_of_range("time"))?.rem_euclid(MICROS_PER_DAY))
+        }
+        (DataType::Timestamp(_) | DataType::TimestampTz(_), x, Value::Interval(v)) | (DataType::Timestamp(_) | DataType::TimestampTz(_), Value::Interval(v), x) => {
+            let ts = timestamp_plus(instant(x).ok_or_else(undefined)?, signed(*v)?)?;
+            if matches!(ty, DataType::TimestampTz(_)) { Value::TimestampTz(ts) } else { Value::Timestamp(ts) }
+        }
+        _ => return Err(undefined()),
+    })
+}
+
+/// time ↔ interval (interval_time takes the clock part modulo a day).
+pub fn cast(v: Value, to: DataType) -> Value {
+    match (to, v) {
+        (DataType::Interval, Value::Time(t)) => Value::Interval(Interval { months: 0, days: 0, micros: t }),
+        (DataType::Time(p), Value::Interval(iv)) => Value::Time(round_to_precision(iv.micros.rem_euclid(MICROS_PER_DAY), p)),
+        (_, v) => v,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iv(text: &str) -> (i32, i32, i64) {
+        let v = parse(text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+        (v.months, v.days, v.micros)
+    }
+
+    #[test]
+    fn postgres_style_input() {
+        let h = 3_600_000_000;
+        assert_eq!(iv("1 year 2 months 3 days 04:05:06"), (14, 3, 4 * h + 5 * 60_000_000 + 6_000_000));
+        assert_eq!(iv("@ 1 day 2 hours ago"), (0, -1, -2 * h));
+        assert_eq!(iv("1.5 days"), (0, 1, 12 * h));
+        assert_eq!(iv("1.5 weeks"), (0, 10, 12 * h));
+        assert_eq!(iv("-1 days +02:00"), (0, -1, 2 * h));
+        assert_eq!(iv("10"), (0, 0, 10_000_000));
+        assert_eq!(iv("1 12:00"), (0, 1, 12 * h));
+        assert_eq!(iv("100:00:00"), (0, 0, 100 * h));
+        assert_eq!(iv("2 mons 1.5 years"), (20, 0, 0));
+        assert_eq!(iv("1d2h3m"), (0, 1, 2 * h + 3 * 60_000_000));
+        assert_eq!(iv("1 day 12:00:00"), (0, 1, 12 * h));
+    }
+
+    #[test]
+    fn refusals() {
+        for (text, state) in [("", "22007"), ("1 fortnight", "22007"), ("1 day 2 days", "22007"), ("day", "22007"), ("P1Y", "0A000"), ("1-2", "0A000"), ("99999999999 years", "22015")] {
+            assert_eq!(parse(text).err().map(|e| e.sqlstate), Some(state), "{text}");
+        }
+    }
+
+    #[test]
+    fn month_arithmetic_clamps_to_the_month_end() {
+        let jan31 = days_from_civil(2024, 1, 31) * MICROS_PER_DAY;
+        let feb29 = days_from_civil(2024, 2, 29) * MICROS_PER_DAY;
+        assert_eq!(timestamp_plus(jan31, Interval { months: 1, days: 0, micros: 0 }).ok(), Some(feb29));
+        assert_eq!(timestamp_plus(feb29, Interval { months: -12, days: 1, micros: 0 }).ok(), Some(days_from_civil(2023, 3, 1) * MICROS_PER_DAY));
+    }
+}
