@@ -407,6 +407,11 @@ pub struct UpdatePlan {
     pub returning: Vec<Expr>,
     pub columns: Vec<OutputColumn>,
     pub checks: Vec<BoundCheck>,
+    /// `UPDATE ... FROM`: the target joined to the FROM items. Assignments,
+    /// RETURNING and `join.recheck` are then over the joined row (the
+    /// target's columns first, so the CHECKs read it unchanged); `level`
+    /// is the join's first level.
+    pub from: Option<Box<DmlJoin>>,
 }
 
 #[derive(Clone, Debug)]
@@ -416,6 +421,27 @@ pub struct DeletePlan {
     pub search_columns: ColumnMask,
     pub returning: Vec<Expr>,
     pub columns: Vec<OutputColumn>,
+    /// `DELETE ... USING`: as [`UpdatePlan::from`].
+    pub from: Option<Box<DmlJoin>>,
+}
+
+/// The target of an UPDATE ... FROM / DELETE ... USING (level 0, offset 0)
+/// joined to the other relations: a SELECT pipeline without projection,
+/// run to completion before the first write (so its levels may be hashed
+/// and a self-join reads the statement's snapshot, as PostgreSQL's does).
+/// Each target row takes part once, with its first joined row in join
+/// order; PostgreSQL leaves which one unspecified.
+#[derive(Clone, Debug)]
+pub struct DmlJoin {
+    pub join: SelectPlan,
+    /// The join's predicates that read the target's columns (the key
+    /// equalities of primary-key lookups included), rechecked on the
+    /// target row's latest version with the other relations' rows as
+    /// found (READ COMMITTED, as PostgreSQL's EvalPlanQual). Empty when
+    /// one has a subquery (it cannot run inside the engine's row callback).
+    pub recheck: Vec<Expr>,
+    /// Some predicate could not be rechecked: the row is written as found.
+    pub recheck_skipped: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

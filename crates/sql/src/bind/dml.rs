@@ -180,7 +180,7 @@ impl Binder<'_> {
         Ok(OnConflict { arbiters, action })
     }
 
-    fn assignments(&mut self, list: &[ast::Assignment], table: &Arc<TableSchema>, scope: &Scope<'_>) -> Result<Vec<(usize, Expr)>> {
+    pub(super) fn assignments(&mut self, list: &[ast::Assignment], table: &Arc<TableSchema>, scope: &Scope<'_>) -> Result<Vec<(usize, Expr)>> {
         let mut out: Vec<(usize, Expr)> = Vec::new();
         // `SET (a, b) = (x, y)` / `= ROW(x, y)` is `SET a = x, b = y`.
         let mut pairs: Vec<(&ast::ObjectName, &ast::Expr)> = Vec::new();
@@ -227,7 +227,7 @@ impl Binder<'_> {
         Ok(out)
     }
 
-    fn single_table(&mut self, twj: &ast::TableWithJoins) -> Result<Rel> {
+    pub(super) fn single_table(&mut self, twj: &ast::TableWithJoins) -> Result<Rel> {
         if !twj.joins.is_empty() {
             return Err(SqlError::unsupported("joins in UPDATE/DELETE"));
         }
@@ -240,8 +240,13 @@ impl Binder<'_> {
     }
 
     pub(super) fn update(&mut self, u: &ast::Update) -> Result<Plan> {
-        if u.from.is_some() || u.or.is_some() || !u.order_by.is_empty() || u.limit.is_some() || u.output.is_some() {
-            return Err(SqlError::unsupported("UPDATE with FROM/ORDER BY/LIMIT"));
+        if u.or.is_some() || !u.order_by.is_empty() || u.limit.is_some() || u.output.is_some() {
+            return Err(SqlError::unsupported("UPDATE with ORDER BY/LIMIT"));
+        }
+        match &u.from {
+            None => {}
+            Some(ast::UpdateTableFromKind::AfterSet(from)) => return self.update_from(u, from),
+            Some(ast::UpdateTableFromKind::BeforeSet(_)) => return Err(SqlError::syntax("syntax error at or near \"FROM\"")),
         }
         let rel = self.single_table(&u.table)?;
         let table = rel.table.clone();
@@ -262,12 +267,12 @@ impl Binder<'_> {
         };
         let assignments_have_subqueries = assignments.iter().any(|(_, e)| e.has_subquery());
         let filters_have_subqueries = level.filters.iter().any(Expr::has_subquery);
-        Ok(Plan::Update(UpdatePlan { level, search_columns, eval_columns, assignments_have_subqueries, filters_have_subqueries, assignments, returning, columns, checks }))
+        Ok(Plan::Update(UpdatePlan { level, search_columns, eval_columns, assignments_have_subqueries, filters_have_subqueries, assignments, returning, columns, checks, from: None }))
     }
 
     pub(super) fn delete(&mut self, d: &ast::Delete) -> Result<Plan> {
-        if d.using.is_some() || !d.order_by.is_empty() || d.limit.is_some() || !d.tables.is_empty() || d.output.is_some() {
-            return Err(SqlError::unsupported("DELETE with USING/ORDER BY/LIMIT"));
+        if !d.order_by.is_empty() || d.limit.is_some() || !d.tables.is_empty() || d.output.is_some() {
+            return Err(SqlError::unsupported("DELETE with ORDER BY/LIMIT"));
         }
         let from = match &d.from {
             ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => v,
@@ -277,11 +282,14 @@ impl Binder<'_> {
         };
         let rel = self.single_table(twj)?;
         writable(&rel.table)?;
+        if let Some(using) = &d.using {
+            return self.delete_using(d, rel, using);
+        }
         let scope = Scope { rels: vec![rel], hidden: Vec::new(), outer: None };
         let level = self.dml_level(&scope, d.selection.as_ref())?;
         let (returning, columns) = self.returning_in(d.returning.as_deref(), &scope)?;
         let search_columns = ColumnMask::reading(level.width(), &level.filters, &level.table.primary_key);
-        Ok(Plan::Delete(DeletePlan { level, search_columns, returning, columns }))
+        Ok(Plan::Delete(DeletePlan { level, search_columns, returning, columns, from: None }))
     }
 
     fn dml_level(&mut self, scope: &Scope<'_>, selection: Option<&ast::Expr>) -> Result<Level> {
@@ -306,7 +314,7 @@ impl Binder<'_> {
         self.returning_in(items, &scope)
     }
 
-    fn returning_in(&mut self, items: Option<&[ast::SelectItem]>, scope: &Scope<'_>) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
+    pub(super) fn returning_in(&mut self, items: Option<&[ast::SelectItem]>, scope: &Scope<'_>) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
         let mut exprs = Vec::new();
         let mut cols = Vec::new();
         for item in items.unwrap_or(&[]) {
@@ -323,10 +331,20 @@ impl Binder<'_> {
                 }
                 ast::SelectItem::ExprWithAliases { .. } => return Err(SqlError::unsupported("multiple aliases")),
                 ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..) => {
-                    let r = &scope.rels[0];
-                    for (i, c) in r.table.visible_columns().iter().enumerate() {
-                        exprs.push(Expr::Column(i));
-                        cols.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
+                    // `*`: every relation (UPDATE ... FROM's too); `r.*`: that one.
+                    let rels: Vec<&Rel> = match item {
+                        ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
+                            let q = object_name(name)?;
+                            vec![scope.rels.iter().find(|r| r.name == q).ok_or_else(|| super::missing_from(&q))?]
+                        }
+                        ast::SelectItem::QualifiedWildcard(..) => return Err(SqlError::unsupported("this RETURNING item")),
+                        _ => scope.rels.iter().collect(),
+                    };
+                    for r in rels {
+                        for (i, c) in r.table.visible_columns().iter().enumerate().filter(|(i, _)| !scope.hidden.contains(&(r.offset + i))) {
+                            exprs.push(Expr::Column(r.offset + i));
+                            cols.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
+                        }
                     }
                 }
             }
@@ -367,7 +385,7 @@ fn column_default(col: &Column) -> Result<Expr> {
 }
 
 /// INSERT, UPDATE and DELETE never change a sequence's row directly.
-fn writable(table: &TableSchema) -> Result<()> {
+pub(super) fn writable(table: &TableSchema) -> Result<()> {
     if table.sequence.is_some() {
         return Err(SqlError::new("42809", format!("cannot change sequence \"{}\"", table.name)));
     }

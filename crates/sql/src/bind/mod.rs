@@ -16,6 +16,7 @@ mod cast;
 mod coerce;
 mod ddl;
 mod dml;
+mod dml_from;
 mod expr;
 mod from;
 mod function;

@@ -71,29 +71,7 @@ impl Binder<'_> {
         };
         let (rels, joins) = self.bind_from(&s.from, outer)?;
         let mut scope = Scope { rels, hidden: Vec::new(), outer };
-        // Join conditions: each sees the relations of its chain joined so
-        // far (not those before a comma: 42P01 as in PostgreSQL).
-        let mut join_rels = Vec::new();
-        for (level, spec) in joins.iter().enumerate() {
-            let mut on = Vec::new();
-            if let Some(e) = &spec.on {
-                let prefix = Scope { rels: scope.rels[spec.chain..=level].to_vec(), hidden: Vec::new(), outer: scope.outer };
-                let (b, t) = self.expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions")).map_err(|err| invalid_reference(err, &scope.rels[..spec.chain]))?;
-                on.push(self.boolean(b, t, "JOIN/ON")?);
-            }
-            for col in &spec.using {
-                let right = &scope.rels[level];
-                let rc = right.table.column_index(col).ok_or_else(|| {
-                    SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in right table"))
-                })?;
-                let left = scope.rels[spec.chain..level].iter().find_map(|r| r.table.column_index(col).map(|c| r.offset + c)).ok_or_else(|| {
-                    SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in left table"))
-                })?;
-                on.push(Expr::Cmp(CmpOp::Eq, Expr::Column(left).boxed(), Expr::Column(right.offset + rc).boxed()));
-                scope.hidden.push(right.offset + rc);
-            }
-            join_rels.push(JoinRel { left: spec.left, on });
-        }
+        let join_rels = self.join_conditions(&joins, &mut scope)?;
         let mut where_conjuncts = Vec::new();
         if let Some(w) = &s.selection {
             let (b, t) = self.expr(w, &scope, &mut ExprCtx::plain("WHERE"))?;
@@ -344,6 +322,35 @@ impl Binder<'_> {
             level_masks: Vec::new(),
         }
         .decide_point_lookup())
+    }
+
+    /// The join conditions of `joins` (from [`Binder::bind_from`]), one
+    /// [`JoinRel`] per relation of `scope`; USING hides the right side's
+    /// columns from `*`. Each condition sees the relations of its chain
+    /// joined so far (not those before a comma: 42P01 as in PostgreSQL).
+    pub(super) fn join_conditions(&mut self, joins: &[super::from::JoinSpec], scope: &mut Scope<'_>) -> Result<Vec<JoinRel>> {
+        let mut join_rels = Vec::new();
+        for (level, spec) in joins.iter().enumerate() {
+            let mut on = Vec::new();
+            if let Some(e) = &spec.on {
+                let prefix = Scope { rels: scope.rels[spec.chain..=level].to_vec(), hidden: Vec::new(), outer: scope.outer };
+                let (b, t) = self.expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions")).map_err(|err| invalid_reference(err, &scope.rels[..spec.chain]))?;
+                on.push(self.boolean(b, t, "JOIN/ON")?);
+            }
+            for col in &spec.using {
+                let right = &scope.rels[level];
+                let rc = right.table.column_index(col).ok_or_else(|| {
+                    SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in right table"))
+                })?;
+                let left = scope.rels[spec.chain..level].iter().find_map(|r| r.table.column_index(col).map(|c| r.offset + c)).ok_or_else(|| {
+                    SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in left table"))
+                })?;
+                on.push(Expr::Cmp(CmpOp::Eq, Expr::Column(left).boxed(), Expr::Column(right.offset + rc).boxed()));
+                scope.hidden.push(right.offset + rc);
+            }
+            join_rels.push(JoinRel { left: spec.left, on });
+        }
+        Ok(join_rels)
     }
 
     pub(super) fn limit_offset(&mut self, q: &ast::Query) -> Result<(Option<Expr>, Option<Expr>)> {

@@ -18,6 +18,7 @@
 mod aggregate;
 mod ddl;
 mod dml;
+mod dml_join;
 mod hash_join;
 mod scan;
 mod select;
