@@ -444,6 +444,44 @@ pub struct DmlJoin {
     pub recheck_skipped: bool,
 }
 
+/// MERGE (PostgreSQL 15): the source joined to the target by a left
+/// join on the ON condition (source first, at offset 0; the target after
+/// it, at `target_offset`), run to completion before the first write as
+/// [`DmlJoin`]'s is; then each joined row in join order takes the first
+/// WHEN clause of its kind whose condition holds.
+#[derive(Clone, Debug)]
+pub struct MergePlan {
+    pub table: Arc<TableSchema>,
+    pub join: SelectPlan,
+    pub target_offset: usize,
+    /// The ON condition over the joined row: rechecked with the clause's
+    /// condition on the target row's latest version before it is written
+    /// (None when either has a subquery: not rechecked).
+    pub on: Option<Expr>,
+    pub matched: Vec<MergeWhen>,
+    pub not_matched: Vec<MergeWhen>,
+    pub checks: Vec<BoundCheck>,
+}
+
+#[derive(Clone, Debug)]
+pub struct MergeWhen {
+    /// `AND condition`, over the joined row.
+    pub condition: Option<Expr>,
+    pub action: MergeAction,
+}
+
+#[derive(Clone, Debug)]
+pub enum MergeAction {
+    /// Target column positions and new values over the joined row.
+    Update(Vec<(usize, Expr)>),
+    Delete,
+    /// The new row's values over the joined row (the source's columns),
+    /// by target column: the listed columns and those whose default is
+    /// computed per row; the rest take `TableSchema::default_row`.
+    Insert(Vec<(usize, Expr)>),
+    Nothing,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum TxnCommand {
     Begin,
@@ -470,6 +508,7 @@ pub enum Plan {
     Insert(InsertPlan),
     Update(UpdatePlan),
     Delete(DeletePlan),
+    Merge(Box<MergePlan>),
     /// `sequences`: those of serial and identity columns, created first.
     CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<ColumnSequence> },
     CreateIndex { def: IndexDef, if_not_exists: bool },

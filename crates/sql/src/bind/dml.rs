@@ -34,25 +34,7 @@ impl Binder<'_> {
         };
         let table = self.table(tname)?;
         writable(&table)?;
-        let targets: Vec<usize> = if i.columns.is_empty() {
-            (0..table.visible_columns().len()).collect()
-        } else {
-            i.columns
-                .iter()
-                .map(|c| {
-                    let n = c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default();
-                    table.column_index(&n).ok_or_else(|| {
-                        SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", table.name))
-                    })
-                })
-                .collect::<Result<_>>()?
-        };
-        for (k, t) in targets.iter().enumerate() {
-            system_column_guard(&table.columns[*t])?;
-            if targets[..k].contains(t) {
-                return Err(SqlError::new("42701", format!("column \"{}\" specified more than once", table.columns[*t].name)));
-            }
-        }
+        let targets = insert_targets(&table, &i.columns)?;
         let source = match &i.source {
             None => InsertSource::Values(vec![Vec::new()]).with_defaults(&table, &targets, true)?,
             Some(q) => match q.body.as_ref() {
@@ -60,27 +42,7 @@ impl Binder<'_> {
                     let scope = Scope::default();
                     let mut rows = Vec::new();
                     for row in &values.rows {
-                        if row.len() > targets.len() {
-                            return Err(SqlError::syntax("INSERT has more expressions than target columns"));
-                        }
-                        if row.len() < targets.len() && !i.columns.is_empty() {
-                            return Err(SqlError::syntax("INSERT has more target columns than expressions"));
-                        }
-                        let mut out = Vec::new();
-                        for (k, e) in row.iter().enumerate() {
-                            let col = &table.columns[targets[k]];
-                            if is_default_keyword(e) {
-                                out.push(column_default(col)?);
-                                continue;
-                            }
-                            always_identity_guard(col)?;
-                            let (b, t) = self.expr(e, &scope, &mut ExprCtx::plain("VALUES"))?;
-                            out.push(self.assign(b, t, col.ty, &col.name)?);
-                        }
-                        // Trailing target columns without a value get their default.
-                        for &t in &targets[row.len()..] {
-                            out.push(column_default(&table.columns[t])?);
-                        }
+                        let out = self.values_row(&table, &targets, row, !i.columns.is_empty(), &scope)?;
                         rows.push(out);
                     }
                     InsertSource::Values(rows)
@@ -107,12 +69,37 @@ impl Binder<'_> {
             Some(_) => return Err(SqlError::unsupported("ON DUPLICATE KEY UPDATE")),
         };
         let (returning, columns) = self.returning(i.returning.as_deref(), &table)?;
-        let generated = (0..table.columns.len())
-            .filter(|c| (table.columns[*c].sequence.is_some() || table.columns[*c].default_sql.is_some()) && !targets.contains(c))
-            .map(|c| column_default(&table.columns[c]).map(|e| (c, e)))
-            .collect::<Result<_>>()?;
+        let generated = generated_defaults(&table, &targets)?;
         let checks = self.table_checks(&table)?;
         Ok(Plan::Insert(InsertPlan { table, targets, source, on_conflict, returning, columns, generated, checks }))
+    }
+
+    /// One VALUES row of an INSERT (or MERGE's INSERT) over `scope`: a
+    /// value per target column, cast to its type; DEFAULT and missing
+    /// trailing values are the column's default.
+    pub(super) fn values_row(&mut self, table: &TableSchema, targets: &[usize], row: &[ast::Expr], explicit_columns: bool, scope: &Scope<'_>) -> Result<Vec<Expr>> {
+        if row.len() > targets.len() {
+            return Err(SqlError::syntax("INSERT has more expressions than target columns"));
+        }
+        if row.len() < targets.len() && explicit_columns {
+            return Err(SqlError::syntax("INSERT has more target columns than expressions"));
+        }
+        let mut out = Vec::new();
+        for (k, e) in row.iter().enumerate() {
+            let col = &table.columns[targets[k]];
+            if is_default_keyword(e) {
+                out.push(column_default(col)?);
+                continue;
+            }
+            always_identity_guard(col)?;
+            let (b, t) = self.expr(e, scope, &mut ExprCtx::plain("VALUES"))?;
+            out.push(self.assign(b, t, col.ty, &col.name)?);
+        }
+        // Trailing target columns without a value get their default.
+        for &t in &targets[row.len()..] {
+            out.push(column_default(&table.columns[t])?);
+        }
+        Ok(out)
     }
 
     fn on_conflict(&mut self, oc: &ast::OnConflict, table: &Arc<TableSchema>) -> Result<OnConflict> {
@@ -353,10 +340,42 @@ impl Binder<'_> {
     }
 }
 
+/// The target columns of an INSERT: the listed ones, or all visible
+/// columns in order.
+pub(super) fn insert_targets(table: &TableSchema, columns: &[ast::ObjectName]) -> Result<Vec<usize>> {
+    let targets: Vec<usize> = if columns.is_empty() {
+        (0..table.visible_columns().len()).collect()
+    } else {
+        columns
+            .iter()
+            .map(|c| {
+                let n = c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default();
+                table.column_index(&n).ok_or_else(|| SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", table.name)))
+            })
+            .collect::<Result<_>>()?
+    };
+    for (k, t) in targets.iter().enumerate() {
+        system_column_guard(&table.columns[*t])?;
+        if targets[..k].contains(t) {
+            return Err(SqlError::new("42701", format!("column \"{}\" specified more than once", table.columns[*t].name)));
+        }
+    }
+    Ok(targets)
+}
+
+/// The columns outside `targets` whose default is computed per row
+/// (sequences, now()), with that default.
+pub(super) fn generated_defaults(table: &TableSchema, targets: &[usize]) -> Result<Vec<(usize, Expr)>> {
+    (0..table.columns.len())
+        .filter(|c| (table.columns[*c].sequence.is_some() || table.columns[*c].default_sql.is_some()) && !targets.contains(c))
+        .map(|c| column_default(&table.columns[c]).map(|e| (c, e)))
+        .collect()
+}
+
 /// A column's DEFAULT as an expression: its constant, the next value of
 /// its sequence (serial, identity, `DEFAULT nextval('s')`), or the
 /// transaction's start time (`DEFAULT now()` and its synonyms).
-fn column_default(col: &Column) -> Result<Expr> {
+pub(super) fn column_default(col: &Column) -> Result<Expr> {
     if let Some((seq, _)) = col.sequence {
         let oid = crate::catalog::relation_oid(seq);
         let next = Expr::Func(Func::Sys(SysFunc::Sequence(SeqFunc::Nextval)), vec![Expr::Const(Value::Int8(oid))]);

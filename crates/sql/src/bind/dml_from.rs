@@ -57,27 +57,32 @@ impl Binder<'_> {
         }
         let (levels, final_filters) = planner::plan_levels(self.catalog, &scope.rels, join_rels, conjuncts, &mut self.indexes)?;
         let (recheck, recheck_skipped) = recheck_predicates(&levels, &final_filters);
-        let join = SelectPlan {
-            levels,
-            width: scope.width(),
-            final_filters,
-            agg: None,
-            windows: Vec::new(),
-            projection: Vec::new(),
-            visible: 0,
-            distinct: false,
-            distinct_on: Vec::new(),
-            order_by: Vec::new(),
-            limit: None,
-            offset: None,
-            for_update: false,
-            columns: Vec::new(),
-            point_lookup: false,
-            projects_columns: false,
-            // Empty: every column decoded (the new row and RETURNING read them).
-            level_masks: Vec::new(),
-        };
+        let join = join_pipeline(levels, scope.width(), final_filters);
         Ok((scope, DmlJoin { join, recheck, recheck_skipped }))
+    }
+}
+
+/// A SELECT pipeline that only joins: DML reads its joined rows.
+pub(super) fn join_pipeline(levels: Vec<Level>, width: usize, final_filters: Vec<Expr>) -> SelectPlan {
+    SelectPlan {
+        levels,
+        width,
+        final_filters,
+        agg: None,
+        windows: Vec::new(),
+        projection: Vec::new(),
+        visible: 0,
+        distinct: false,
+        distinct_on: Vec::new(),
+        order_by: Vec::new(),
+        limit: None,
+        offset: None,
+        for_update: false,
+        columns: Vec::new(),
+        point_lookup: false,
+        projects_columns: false,
+        // Empty: every column decoded (new rows and RETURNING read them).
+        level_masks: Vec::new(),
     }
 }
 

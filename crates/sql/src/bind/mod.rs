@@ -17,6 +17,7 @@ mod coerce;
 mod ddl;
 mod dml;
 mod dml_from;
+mod merge;
 mod expr;
 mod from;
 mod function;
@@ -198,6 +199,7 @@ impl<'c> Binder<'c> {
             S::Insert(i) => self.insert(i),
             S::Update(u) => self.update(u),
             S::Delete(d) => self.delete(d),
+            S::Merge(m) => self.merge(m),
             S::CreateTable(c) => self.create_table(c),
             S::CreateIndex(c) => self.create_index(c),
             S::Truncate(t) => self.truncate(t),

@@ -535,7 +535,7 @@ fn srf_select(s: &ast::Select) -> Option<ast::Select> {
 
 /// PostgreSQL's words for a name in ON that is a FROM item before the
 /// comma: not missing, out of reach.
-fn invalid_reference(mut err: SqlError, before_comma: &[Rel]) -> SqlError {
+pub(super) fn invalid_reference(mut err: SqlError, before_comma: &[Rel]) -> SqlError {
     let Some(name) = err.message.strip_prefix("missing FROM-clause entry for table \"").and_then(|m| m.strip_suffix('"')).map(str::to_owned) else { return err };
     if before_comma.iter().any(|r| r.name == name) {
         err.message = format!("invalid reference to FROM-clause entry for table \"{name}\"");

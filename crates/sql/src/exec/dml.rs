@@ -462,7 +462,7 @@ fn index_key(table: &TableSchema, columns: &[usize], row: &[Value]) -> Option<Ve
 }
 
 /// 23502 for a NULL in a NOT NULL column, as the engine words it.
-fn check_not_null(table: &TableSchema, row: &[Value]) -> Result<()> {
+pub(super) fn check_not_null(table: &TableSchema, row: &[Value]) -> Result<()> {
     let visible = table.visible_columns().len();
     match table.columns.iter().take(visible).zip(row).find(|(c, v)| !c.nullable && v.is_null()) {
         None => Ok(()),

@@ -103,7 +103,7 @@ impl Exec<'_> {
                 assign_ref(slot, r.get(c));
             }
             let outcome = (|| -> Result<Option<Vec<(usize, Value)>>> {
-                if !recheck(&join.recheck, env, joined)? {
+                if !holds(&join.recheck, env, joined)? {
                     return Ok(None);
                 }
                 let mut changes = Vec::with_capacity(plan.assignments.len());
@@ -153,7 +153,7 @@ impl Exec<'_> {
                 for (c, slot) in joined.iter_mut().enumerate().take(r.len()) {
                     assign_ref(slot, r.get(c));
                 }
-                match recheck(&join.recheck, env, &joined) {
+                match holds(&join.recheck, env, &joined) {
                     Ok(keep) => Ok(keep),
                     Err(e) => {
                         failure = Some(e);
@@ -173,8 +173,9 @@ impl Exec<'_> {
     }
 }
 
-/// Whether every predicate is true on `row` (none reads a subquery).
-fn recheck(predicates: &[Expr], env: &Env<'_>, row: &[Value]) -> Result<bool> {
+/// Whether every predicate is true on `row` (none reads a subquery: this
+/// runs in the engine's row callback).
+pub(super) fn holds<'e>(predicates: impl IntoIterator<Item = &'e Expr>, env: &Env<'_>, row: &[Value]) -> Result<bool> {
     for p in predicates {
         if p.eval_bool(env, &mut NoSubqueries, row)? != Some(true) {
             return Ok(false);

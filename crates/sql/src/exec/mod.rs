@@ -20,6 +20,7 @@ mod ddl;
 mod dml;
 mod dml_join;
 mod hash_join;
+mod merge;
 mod scan;
 mod select;
 mod sequence;
