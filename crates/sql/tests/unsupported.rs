@@ -40,6 +40,12 @@ fn refused_constructs_name_themselves() {
         // One two-dimensional array in PostgreSQL, not an array of arrays' text.
         ("SELECT ARRAY[[1, 2], [3, 4]]", "multidimensional arrays"),
         ("SELECT array_length(ARRAY[ARRAY[1, 2], ARRAY[3, 4]], 2)", "multidimensional arrays"),
+        // UPDATE ... FROM, DELETE ... USING and MERGE's source are FROM items: the same refusals.
+        ("UPDATE t SET v = 1 FROM t a FULL JOIN t b ON true WHERE t.id = a.id", "FULL JOIN"),
+        ("DELETE FROM t USING t a RIGHT JOIN t b ON true WHERE t.id = a.id", "RIGHT JOIN"),
+        ("DELETE FROM t USING LATERAL (SELECT t.v) x", "LATERAL"),
+        ("MERGE INTO t USING LATERAL (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE", "LATERAL"),
+        ("MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET (v) = (SELECT 2)", "multiple-column assignment from a subquery"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");

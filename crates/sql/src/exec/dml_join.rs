@@ -14,7 +14,7 @@ use super::dml::check_violation;
 use super::{Exec, ResultBuf, assign_ref, row_bytes};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr, NoSubqueries};
-use crate::plan::{DeletePlan, DmlJoin, UpdatePlan};
+use crate::plan::{BoundCheck, DeletePlan, DmlJoin, UpdatePlan};
 use crate::value;
 
 impl Exec<'_> {
@@ -45,22 +45,14 @@ impl Exec<'_> {
     pub(super) fn update_join(&mut self, plan: &UpdatePlan, join: &DmlJoin, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
         let rows = self.target_join_rows(join, env)?;
         let table = plan.level.table.clone();
+        let target = JoinedTarget { table: &table, offset: 0, checks: &plan.checks, recheck: join.recheck.iter().collect() };
         let mut count = 0;
         let mut key = Vec::with_capacity(table.primary_key.len());
         for found in rows.chunks(join.join.width.max(1)) {
             key.clear();
             key.extend(table.primary_key.iter().map(|&c| found[c].clone()));
             let mut joined = found.to_vec();
-            let updated = if plan.assignments_have_subqueries {
-                // Subqueries cannot run in the engine's row callback: the
-                // new values are computed on the row as the join found it.
-                let changes = self.assigned(plan, env, &mut joined)?;
-                self.check_row(&plan.checks, env, &table, &joined[..table.columns.len()])?;
-                self.txn.update(table.id, &key, &changes)?
-            } else {
-                self.update_rechecked(plan, join, env, &table, &key, &mut joined)?
-            };
-            if !updated {
+            if !self.update_joined(&target, &plan.assignments, env, &key, &mut joined)? {
                 continue;
             }
             count += 1;
@@ -80,41 +72,63 @@ impl Exec<'_> {
         Ok(count)
     }
 
-    /// The assignments evaluated on `joined`, which then holds the new row.
-    fn assigned(&mut self, plan: &UpdatePlan, env: &Env<'_>, joined: &mut [Value]) -> Result<Vec<(usize, Value)>> {
-        let mut changes = Vec::with_capacity(plan.assignments.len());
-        for (c, e) in &plan.assignments {
-            changes.push((*c, e.eval(env, self, joined)?));
+    pub(super) fn delete_join(&mut self, plan: &DeletePlan, join: &DmlJoin, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
+        let rows = self.target_join_rows(join, env)?;
+        let table = plan.level.table.clone();
+        let target = JoinedTarget { table: &table, offset: 0, checks: &[], recheck: join.recheck.iter().collect() };
+        let mut count = 0;
+        let mut key = Vec::with_capacity(table.primary_key.len());
+        for found in rows.chunks(join.join.width.max(1)) {
+            key.clear();
+            key.extend(table.primary_key.iter().map(|&c| found[c].clone()));
+            let mut joined = found.to_vec();
+            if self.delete_joined(&target, env, &key, &mut joined)? {
+                count += 1;
+                self.returning(&plan.returning, env, &joined, out)?;
+            }
         }
-        for (c, v) in &changes {
-            joined[*c] = v.clone();
-        }
-        Ok(changes)
+        Ok(count)
     }
 
-    /// Updates the target row `key` if the join's predicates still hold on
-    /// its latest version; `joined` then holds the new joined row.
-    fn update_rechecked(&mut self, plan: &UpdatePlan, join: &DmlJoin, env: &Env<'_>, table: &TableSchema, key: &[Value], joined: &mut [Value]) -> Result<bool> {
+    /// Updates the target row `key` of the joined row `joined` (as the
+    /// join found it) if `target.recheck` still holds on its latest
+    /// version; `joined` then holds the new joined row. New values that
+    /// need a subquery cannot be computed in the engine's row callback:
+    /// they are computed on the row as found, without the recheck.
+    pub(super) fn update_joined(&mut self, target: &JoinedTarget<'_>, assignments: &[(usize, Expr)], env: &Env<'_>, key: &[Value], joined: &mut [Value]) -> Result<bool> {
+        let (table, to) = (target.table, target.offset);
+        let tw = table.columns.len();
+        if assignments.iter().any(|(_, e)| e.has_subquery()) {
+            let mut changes = Vec::with_capacity(assignments.len());
+            for (c, e) in assignments {
+                changes.push((*c, e.eval(env, self, joined)?));
+            }
+            for (c, v) in &changes {
+                joined[to + c] = v.clone();
+            }
+            self.check_row(target.checks, env, table, &joined[to..to + tw])?;
+            return Ok(self.txn.update(table.id, key, &changes)?);
+        }
         let mut failure: Option<SqlError> = None;
         let mut applied = false;
         let updated = self.txn.update_with(table.id, key, |r| {
             applied = false;
-            for (c, slot) in joined.iter_mut().enumerate().take(r.len()) {
+            for (c, slot) in joined[to..].iter_mut().enumerate().take(r.len()) {
                 assign_ref(slot, r.get(c));
             }
             let outcome = (|| -> Result<Option<Vec<(usize, Value)>>> {
-                if !holds(&join.recheck, env, joined)? {
+                if !holds(target.recheck.iter().copied(), env, joined)? {
                     return Ok(None);
                 }
-                let mut changes = Vec::with_capacity(plan.assignments.len());
-                for (c, e) in &plan.assignments {
+                let mut changes = Vec::with_capacity(assignments.len());
+                for (c, e) in assignments {
                     changes.push((*c, e.eval(env, &mut NoSubqueries, joined)?));
                 }
                 for (c, v) in &changes {
-                    joined[*c] = v.clone();
+                    joined[to + c] = v.clone();
                 }
-                let new_row = &joined[..table.columns.len()];
-                for c in &plan.checks {
+                let new_row = &joined[to..to + tw];
+                for c in target.checks {
                     if c.expr.eval_bool(env, &mut NoSubqueries, new_row)? == Some(false) {
                         return Err(check_violation(table, &c.name, new_row));
                     }
@@ -138,44 +152,44 @@ impl Exec<'_> {
         }
     }
 
-    pub(super) fn delete_join(&mut self, plan: &DeletePlan, join: &DmlJoin, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
-        let rows = self.target_join_rows(join, env)?;
-        let table = plan.level.table.clone();
-        let mut count = 0;
-        let mut key = Vec::with_capacity(table.primary_key.len());
-        for found in rows.chunks(join.join.width.max(1)) {
-            key.clear();
-            key.extend(table.primary_key.iter().map(|&c| found[c].clone()));
-            let mut joined = found.to_vec();
-            let mut failure = None;
-            // The latest version is what is deleted (and returned).
-            let deleted = self.txn.delete_with(table.id, &key, |r| {
-                for (c, slot) in joined.iter_mut().enumerate().take(r.len()) {
-                    assign_ref(slot, r.get(c));
-                }
-                match holds(&join.recheck, env, &joined) {
-                    Ok(keep) => Ok(keep),
-                    Err(e) => {
-                        failure = Some(e);
-                        Ok(false)
-                    }
-                }
-            })?;
-            if let Some(e) = failure {
-                return Err(e);
+    /// Deletes the target row `key` if `target.recheck` still holds on its
+    /// latest version, which `joined` then holds (what is deleted is what
+    /// RETURNING shows).
+    pub(super) fn delete_joined(&mut self, target: &JoinedTarget<'_>, env: &Env<'_>, key: &[Value], joined: &mut [Value]) -> Result<bool> {
+        let to = target.offset;
+        let mut failure = None;
+        let deleted = self.txn.delete_with(target.table.id, key, |r| {
+            for (c, slot) in joined[to..].iter_mut().enumerate().take(r.len()) {
+                assign_ref(slot, r.get(c));
             }
-            if deleted {
-                count += 1;
-                self.returning(&plan.returning, env, &joined, out)?;
+            match holds(target.recheck.iter().copied(), env, joined) {
+                Ok(keep) => Ok(keep),
+                Err(e) => {
+                    failure = Some(e);
+                    Ok(false)
+                }
             }
+        })?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(deleted),
         }
-        Ok(count)
     }
+}
+
+/// The target of a joined write: its table, where its columns start in
+/// the joined row, its CHECKs, and what to recheck on its latest version
+/// (over the joined row; none may read a subquery).
+pub(super) struct JoinedTarget<'p> {
+    pub table: &'p TableSchema,
+    pub offset: usize,
+    pub checks: &'p [BoundCheck],
+    pub recheck: Vec<&'p Expr>,
 }
 
 /// Whether every predicate is true on `row` (none reads a subquery: this
 /// runs in the engine's row callback).
-pub(super) fn holds<'e>(predicates: impl IntoIterator<Item = &'e Expr>, env: &Env<'_>, row: &[Value]) -> Result<bool> {
+fn holds<'e>(predicates: impl IntoIterator<Item = &'e Expr>, env: &Env<'_>, row: &[Value]) -> Result<bool> {
     for p in predicates {
         if p.eval_bool(env, &mut NoSubqueries, row)? != Some(true) {
             return Ok(false);

@@ -15,11 +15,11 @@ use std::collections::HashSet;
 
 use pgtier_engine::Value;
 
-use super::dml::{check_not_null, check_violation};
-use super::dml_join::holds;
-use super::{Exec, ResultBuf, assign_ref, row_bytes};
+use super::dml::check_not_null;
+use super::dml_join::JoinedTarget;
+use super::{Exec, ResultBuf, row_bytes};
 use crate::error::{Result, SqlError};
-use crate::expr::{Env, Expr, NoSubqueries};
+use crate::expr::Env;
 use crate::plan::{MergeAction, MergePlan, MergeWhen};
 use crate::value;
 
@@ -92,85 +92,15 @@ impl Exec<'_> {
     }
 
     /// The MATCHED action UPDATE or DELETE on the target row `key`;
-    /// whether the row was written.
+    /// whether the row was written. ON and the clause's condition are
+    /// rechecked on the row's latest version.
     fn merge_write(&mut self, plan: &MergePlan, when: &MergeWhen, env: &Env<'_>, found: &[Value], key: &[Value]) -> Result<bool> {
-        let table = plan.table.clone();
-        let to = plan.target_offset;
-        let tw = table.columns.len();
+        let recheck = plan.on.iter().chain(when.condition.iter().filter(|c| !c.has_subquery())).collect();
+        let target = JoinedTarget { table: &plan.table, offset: plan.target_offset, checks: &plan.checks, recheck };
         let mut joined = found.to_vec();
-        if let MergeAction::Update(assignments) = &when.action
-            && assignments.iter().any(|(_, e)| e.has_subquery())
-        {
-            // Subqueries cannot run in the engine's row callback: computed
-            // on the row as the join found it.
-            let mut changes = Vec::with_capacity(assignments.len());
-            for (c, e) in assignments {
-                changes.push((*c, e.eval(env, self, &joined)?));
-            }
-            for (c, v) in &changes {
-                joined[to + c] = v.clone();
-            }
-            self.check_row(&plan.checks, env, &table, &joined[to..to + tw])?;
-            return Ok(self.txn.update(table.id, key, &changes)?);
-        }
-        let recheck: Vec<&Expr> = plan.on.iter().chain(when.condition.iter().filter(|c| !c.has_subquery())).collect();
-        let mut failure: Option<SqlError> = None;
-        let written = match &when.action {
-            MergeAction::Update(assignments) => {
-                let mut applied = false;
-                let updated = self.txn.update_with(table.id, key, |r| {
-                    applied = false;
-                    for (c, slot) in joined[to..].iter_mut().enumerate().take(r.len()) {
-                        assign_ref(slot, r.get(c));
-                    }
-                    let outcome = (|| -> Result<Option<Vec<(usize, Value)>>> {
-                        if !holds(recheck.iter().copied(), env, &joined)? {
-                            return Ok(None);
-                        }
-                        let mut changes = Vec::with_capacity(assignments.len());
-                        for (c, e) in assignments {
-                            changes.push((*c, e.eval(env, &mut NoSubqueries, &joined)?));
-                        }
-                        for (c, v) in &changes {
-                            joined[to + c] = v.clone();
-                        }
-                        let new_row = &joined[to..to + tw];
-                        for c in &plan.checks {
-                            if c.expr.eval_bool(env, &mut NoSubqueries, new_row)? == Some(false) {
-                                return Err(check_violation(&table, &c.name, new_row));
-                            }
-                        }
-                        Ok(Some(changes))
-                    })();
-                    match outcome {
-                        Ok(changes) => {
-                            applied = changes.is_some();
-                            Ok(changes)
-                        }
-                        Err(e) => {
-                            failure = Some(e);
-                            Ok(None)
-                        }
-                    }
-                })?;
-                updated && applied
-            }
-            _ => self.txn.delete_with(table.id, key, |r| {
-                for (c, slot) in joined[to..].iter_mut().enumerate().take(r.len()) {
-                    assign_ref(slot, r.get(c));
-                }
-                match holds(recheck.iter().copied(), env, &joined) {
-                    Ok(keep) => Ok(keep),
-                    Err(e) => {
-                        failure = Some(e);
-                        Ok(false)
-                    }
-                }
-            })?,
-        };
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(written),
+        match &when.action {
+            MergeAction::Update(assignments) => self.update_joined(&target, assignments, env, key, &mut joined),
+            _ => self.delete_joined(&target, env, key, &mut joined),
         }
     }
 }
