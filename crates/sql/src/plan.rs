@@ -409,8 +409,8 @@ pub struct UpdatePlan {
     pub checks: Vec<BoundCheck>,
     /// `UPDATE ... FROM`: the target joined to the FROM items. Assignments,
     /// RETURNING and `join.recheck` are then over the joined row (the
-    /// target's columns first, so the CHECKs read it unchanged); `level`
-    /// is the join's first level.
+    /// CHECKs over the target's part of it); `level` is the target's level
+    /// of the join.
     pub from: Option<Box<DmlJoin>>,
 }
 
@@ -425,15 +425,19 @@ pub struct DeletePlan {
     pub from: Option<Box<DmlJoin>>,
 }
 
-/// The target of an UPDATE ... FROM / DELETE ... USING (level 0, offset 0)
-/// joined to the other relations: a SELECT pipeline without projection,
-/// run to completion before the first write (so its levels may be hashed
-/// and a self-join reads the statement's snapshot, as PostgreSQL's does).
-/// Each target row takes part once, with its first joined row in join
-/// order; PostgreSQL leaves which one unspecified.
+/// The target of an UPDATE ... FROM / DELETE ... USING joined to the
+/// other relations: a SELECT pipeline without projection, run to
+/// completion before the first write (so its levels may be hashed and a
+/// self-join reads the statement's snapshot, as PostgreSQL's does). Each
+/// target row takes part once, with its first joined row in join order;
+/// PostgreSQL leaves which one unspecified.
 #[derive(Clone, Debug)]
 pub struct DmlJoin {
     pub join: SelectPlan,
+    /// The target's level: 0, or the last one (after a subquery or VALUES
+    /// list, which is then evaluated once); its offset is where the
+    /// target's columns start in the joined row.
+    pub target_level: usize,
     /// The join's predicates that read the target's columns (the key
     /// equalities of primary-key lookups included), rechecked on the
     /// target row's latest version with the other relations' rows as

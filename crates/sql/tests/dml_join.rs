@@ -1,11 +1,14 @@
 //! UPDATE ... FROM and DELETE ... USING at size: 10,000 target rows joined
-//! on an unindexed equality to 10,000 source rows, on pgtier (direct mode)
-//! and on the private PostgreSQL. The final tables must be equal; the
-//! times are printed for a human (`-- --nocapture`), never asserted.
-//! A nested loop would compare 10^8 pairs; the join's inner level is
-//! hashed instead (exec/hash_join.rs), as PostgreSQL hashes it.
+//! to 10,000 source rows (a table on an unindexed equality, a subquery, a
+//! VALUES list by primary key), on pgtier (direct mode) and on the private
+//! PostgreSQL. Counts and the final tables must be equal; the times are
+//! printed for a human (`-- --nocapture`), never asserted. A nested loop
+//! would compare 10^8 pairs: the inner level is hashed or found by key
+//! instead (exec/hash_join.rs), and a subquery or VALUES source is the
+//! outer level, evaluated once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use pgtier_engine::{CommitMode, Database, EngineConfig};
@@ -22,33 +25,46 @@ fn setup() -> Vec<String> {
     ]
 }
 
-const UPDATE: &str = "UPDATE big_t t SET v = s.nv FROM big_s s WHERE s.k = t.k";
-const DELETE: &str = "DELETE FROM big_t t USING big_s s WHERE s.k = t.k AND s.nv % 2 = 0";
+/// (what, statement, rows it affects)
+fn statements() -> Vec<(&'static str, String, u64)> {
+    let mut values = String::new();
+    for id in 1..=ROWS {
+        let _ = write!(values, "{}({id}, {})", if id == 1 { "" } else { ", " }, id * 7);
+    }
+    vec![
+        ("UPDATE ... FROM table", "UPDATE big_t t SET v = s.nv FROM big_s s WHERE s.k = t.k".into(), u64::from(ROWS)),
+        ("DELETE ... USING table", "DELETE FROM big_t t USING big_s s WHERE s.k = t.k AND s.nv % 2 = 0".into(), u64::from(ROWS / 2)),
+        (
+            "UPDATE ... FROM subquery",
+            format!("UPDATE big_t t SET v = d.nv FROM (SELECT g AS k, g * 5 AS nv FROM generate_series(1, {ROWS}) g) d WHERE d.k = t.k"),
+            u64::from(ROWS / 2),
+        ),
+        ("UPDATE ... FROM VALUES by key", format!("UPDATE big_t t SET v = t.v + d.nv FROM (VALUES {values}) AS d(id, nv) WHERE d.id = t.id"), u64::from(ROWS / 2)),
+    ]
+}
+
 const CHECK: &str = "SELECT count(*)::text, sum(v)::text, sum(v * id::bigint)::text FROM big_t";
 
-fn pgtier_run() -> (Vec<String>, Duration, Duration) {
+fn pgtier_run() -> (Vec<String>, Vec<Duration>) {
     let dir = tempfile::tempdir().unwrap();
     let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
     let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
     for s in setup() {
         conn.execute_sql(&s).unwrap();
     }
-    let start = Instant::now();
-    let n = conn.execute_sql(UPDATE).unwrap().rows_affected;
-    let update = start.elapsed();
-    assert_eq!(n, u64::from(ROWS));
-    let after_update = conn.execute_sql(CHECK).unwrap().rows.unwrap();
-    let after_update: String = (0..3).map(|k| after_update.iter().next().unwrap().text(k).unwrap().to_string()).collect::<Vec<_>>().join(" ");
-    let start = Instant::now();
-    let n = conn.execute_sql(DELETE).unwrap().rows_affected;
-    let delete = start.elapsed();
-    assert_eq!(n, u64::from(ROWS / 2));
-    let after_delete = conn.execute_sql(CHECK).unwrap().rows.unwrap();
-    let after_delete: String = (0..3).map(|k| after_delete.iter().next().unwrap().text(k).unwrap().to_string()).collect::<Vec<_>>().join(" ");
-    (vec![after_update, after_delete], update, delete)
+    let (mut states, mut times) = (Vec::new(), Vec::new());
+    for (what, sql, n) in statements() {
+        let start = Instant::now();
+        assert_eq!(conn.execute_sql(&sql).unwrap().rows_affected, n, "{what}");
+        times.push(start.elapsed());
+        let rows = conn.execute_sql(CHECK).unwrap().rows.unwrap();
+        let row = rows.iter().next().unwrap();
+        states.push((0..3).map(|k| row.text(k).unwrap()).collect::<Vec<_>>().join(" "));
+    }
+    (states, times)
 }
 
-fn postgres_run() -> (Vec<String>, Duration, Duration) {
+fn postgres_run() -> (Vec<String>, Vec<Duration>) {
     let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
     let url = cluster.create_database(&format!("dml_join_{}", std::process::id())).unwrap();
     let mut pg = pgtier_backend::connect(&url).unwrap();
@@ -56,26 +72,23 @@ fn postgres_run() -> (Vec<String>, Duration, Duration) {
         pg.batch_execute(&s).unwrap();
     }
     pg.batch_execute("ANALYZE big_t; ANALYZE big_s").unwrap();
-    let check = |pg: &mut postgres::Client| {
+    let (mut states, mut times) = (Vec::new(), Vec::new());
+    for (what, sql, n) in statements() {
+        let start = Instant::now();
+        assert_eq!(pg.execute(sql.as_str(), &[]).unwrap(), n, "{what}");
+        times.push(start.elapsed());
         let row = pg.query_one(CHECK, &[]).unwrap();
-        (0..3).map(|k| row.get::<_, String>(k)).collect::<Vec<_>>().join(" ")
-    };
-    let start = Instant::now();
-    assert_eq!(pg.execute(UPDATE, &[]).unwrap(), u64::from(ROWS));
-    let update = start.elapsed();
-    let after_update = check(&mut pg);
-    let start = Instant::now();
-    assert_eq!(pg.execute(DELETE, &[]).unwrap(), u64::from(ROWS / 2));
-    let delete = start.elapsed();
-    let after_delete = check(&mut pg);
-    (vec![after_update, after_delete], update, delete)
+        states.push((0..3).map(|k| row.get::<_, String>(k)).collect::<Vec<_>>().join(" "));
+    }
+    (states, times)
 }
 
 #[test]
 fn ten_thousand_by_ten_thousand_matches_postgres() {
-    let (tier, tier_update, tier_delete) = pgtier_run();
-    let (pg, pg_update, pg_delete) = postgres_run();
+    let (tier, tier_times) = pgtier_run();
+    let (pg, pg_times) = postgres_run();
     assert_eq!(tier, pg);
-    println!("UPDATE ... FROM 10k x 10k: pgtier {tier_update:?}, PostgreSQL {pg_update:?}");
-    println!("DELETE ... USING 10k x 10k (5k deleted): pgtier {tier_delete:?}, PostgreSQL {pg_delete:?}");
+    for (((what, _, _), t), p) in statements().iter().zip(&tier_times).zip(&pg_times) {
+        println!("{what}, 10k x 10k: pgtier {t:?}, PostgreSQL {p:?}");
+    }
 }

@@ -1,5 +1,5 @@
-//! UPDATE ... FROM and DELETE ... USING: the join of the target (level 0)
-//! with the other relations runs to completion first, through the SELECT
+//! UPDATE ... FROM and DELETE ... USING: the join of the target with the
+//! other relations runs to completion first, through the SELECT
 //! pipeline (`Exec::join`, with hash joins: nothing is written yet, so a
 //! hashed level cannot go stale and a self-join reads the statement's
 //! snapshot); then each target row found is written once, through the
@@ -7,6 +7,8 @@
 //! `delete_with`: locks, constraints, FK actions and the cache's
 //! write-through are theirs), after rechecking the join's predicates on
 //! the row's latest version (READ COMMITTED).
+
+use std::collections::HashSet;
 
 use pgtier_engine::{TableSchema, Value};
 
@@ -19,19 +21,26 @@ use crate::value;
 
 impl Exec<'_> {
     /// The joined rows (flat, `join.join.width` values each), one per
-    /// target row: its first in join order. The target is the outer level,
-    /// so a target row's joined rows come one after another.
+    /// target row: its first in join order. With the target as the outer
+    /// level a target row's joined rows come one after another; as the
+    /// inner one, the keys seen are remembered.
     fn target_join_rows(&mut self, join: &DmlJoin, env: &Env<'_>) -> Result<Vec<Value>> {
         let plan = &join.join;
         let width = plan.width;
-        let pk = &plan.levels[0].table.primary_key;
+        let target = &plan.levels[join.target_level];
+        let (to, pk) = (target.offset, &target.table.primary_key);
+        let mut seen: HashSet<String> = HashSet::new();
         let mut rows: Vec<Value> = Vec::new();
         let mut row = vec![Value::Null; width];
         let hash_joins = std::mem::replace(&mut self.hash_joins, true);
         let r = self.join(plan, 0, &mut row, env, &mut |ex, r| {
-            if let Some(last) = rows.len().checked_sub(width).map(|start| &rows[start..])
-                && pk.iter().all(|&c| value::compare(&last[c], &r[c]) == Some(std::cmp::Ordering::Equal))
-            {
+            if join.target_level == 0 {
+                if let Some(last) = rows.len().checked_sub(width).map(|start| &rows[start..])
+                    && pk.iter().all(|&c| value::compare(&last[c], &r[c]) == Some(std::cmp::Ordering::Equal))
+                {
+                    return Ok(());
+                }
+            } else if !seen.insert(key_text(pk.iter().map(|&c| &r[to + c]))) {
                 return Ok(());
             }
             rows.extend_from_slice(r);
@@ -45,12 +54,13 @@ impl Exec<'_> {
     pub(super) fn update_join(&mut self, plan: &UpdatePlan, join: &DmlJoin, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
         let rows = self.target_join_rows(join, env)?;
         let table = plan.level.table.clone();
-        let target = JoinedTarget { table: &table, offset: 0, checks: &plan.checks, recheck: join.recheck.iter().collect() };
+        let to = plan.level.offset;
+        let target = JoinedTarget { table: &table, offset: to, checks: &plan.checks, recheck: join.recheck.iter().collect() };
         let mut count = 0;
         let mut key = Vec::with_capacity(table.primary_key.len());
         for found in rows.chunks(join.join.width.max(1)) {
             key.clear();
-            key.extend(table.primary_key.iter().map(|&c| found[c].clone()));
+            key.extend(table.primary_key.iter().map(|&c| found[to + c].clone()));
             let mut joined = found.to_vec();
             if !self.update_joined(&target, &plan.assignments, env, &key, &mut joined)? {
                 continue;
@@ -58,11 +68,11 @@ impl Exec<'_> {
             count += 1;
             if !plan.returning.is_empty() {
                 // RETURNING sees the row as stored (padding, rounding).
-                let new_key: Vec<Value> = table.primary_key.iter().map(|&c| joined[c].clone()).collect();
+                let new_key: Vec<Value> = table.primary_key.iter().map(|&c| joined[to + c].clone()).collect();
                 if self.txn.get(table.id, &new_key, self.rowbuf)?
                     && let Some(r) = self.rowbuf.row()
                 {
-                    for (c, slot) in joined.iter_mut().enumerate().take(r.len()) {
+                    for (c, slot) in joined[to..].iter_mut().enumerate().take(r.len()) {
                         assign_ref(slot, r.get(c));
                     }
                 }
@@ -75,12 +85,13 @@ impl Exec<'_> {
     pub(super) fn delete_join(&mut self, plan: &DeletePlan, join: &DmlJoin, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
         let rows = self.target_join_rows(join, env)?;
         let table = plan.level.table.clone();
-        let target = JoinedTarget { table: &table, offset: 0, checks: &[], recheck: join.recheck.iter().collect() };
+        let to = plan.level.offset;
+        let target = JoinedTarget { table: &table, offset: to, checks: &[], recheck: join.recheck.iter().collect() };
         let mut count = 0;
         let mut key = Vec::with_capacity(table.primary_key.len());
         for found in rows.chunks(join.join.width.max(1)) {
             key.clear();
-            key.extend(table.primary_key.iter().map(|&c| found[c].clone()));
+            key.extend(table.primary_key.iter().map(|&c| found[to + c].clone()));
             let mut joined = found.to_vec();
             if self.delete_joined(&target, env, &key, &mut joined)? {
                 count += 1;
@@ -196,4 +207,15 @@ fn holds<'e>(predicates: impl IntoIterator<Item = &'e Expr>, env: &Env<'_>, row:
         }
     }
     Ok(true)
+}
+
+/// A target row's key as one string (values as text, NUL-separated): one
+/// row per key, so equal strings name the same row.
+pub(super) fn key_text<'v>(key: impl IntoIterator<Item = &'v Value>) -> String {
+    let mut text = String::new();
+    for v in key {
+        text.push_str(&value::to_text(v));
+        text.push('\0');
+    }
+    text
 }

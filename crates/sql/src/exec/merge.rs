@@ -16,12 +16,11 @@ use std::collections::HashSet;
 use pgtier_engine::Value;
 
 use super::dml::check_not_null;
-use super::dml_join::JoinedTarget;
+use super::dml_join::{JoinedTarget, key_text};
 use super::{Exec, ResultBuf, row_bytes};
 use crate::error::{Result, SqlError};
 use crate::expr::Env;
 use crate::plan::{MergeAction, MergePlan, MergeWhen};
-use crate::value;
 
 impl Exec<'_> {
     pub fn merge(&mut self, plan: &MergePlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
@@ -103,15 +102,4 @@ impl Exec<'_> {
             _ => self.delete_joined(&target, env, key, &mut joined),
         }
     }
-}
-
-/// A target row's key as one string (values as text, NUL-separated): one
-/// row per key, so equal strings name the same row.
-fn key_text(key: &[Value]) -> String {
-    let mut text = String::new();
-    for v in key {
-        text.push_str(&value::to_text(v));
-        text.push('\0');
-    }
-    text
 }
