@@ -19,6 +19,10 @@
 //! - UPDATE of primary-key or UNIQUE columns: PostgreSQL checks
 //!   uniqueness row by row in heap order, so whether `SET k = k + 1` fails
 //!   depends on the physical order of rows.
+//! - UPDATE ... FROM whose new values or RETURNING read the FROM row: a
+//!   target row joined to several takes one of them, which PostgreSQL
+//!   leaves unspecified (the values read the target; RETURNING `*` is the
+//!   target's `alias.*`). The FROM / USING table and the WHERE are free.
 
 use std::fmt::Write as _;
 
@@ -735,11 +739,13 @@ impl<'a> Gen<'a> {
     fn update(&mut self, rng: &mut Rng) -> Case {
         let table = if rng.chance(40) { self.table("types") } else { rng.pick(self.tables) };
         let rel = self.rel(table);
-        let rels = [rel];
+        let mut rels = vec![rel];
         let settable: Vec<&Col> = table.cols.iter().filter(|c| !c.key).collect();
         let n = 1 + rng.below(2.min(settable.len()));
         let mut sets = Vec::new();
         let mut used = Vec::new();
+        // New values read the target only: a target row joined to several
+        // FROM rows takes one of them, which PostgreSQL leaves unspecified.
         for _ in 0..n {
             let c = *rng.pick(&settable);
             if used.contains(&c.name) {
@@ -749,23 +755,62 @@ impl<'a> Gen<'a> {
             sets.push(format!("{} = {}", c.name, self.expr(rng, c.ty, &rels, 2)));
         }
         let mut sql = format!("UPDATE {} {} SET {}", table.name, rels[0].alias, sets.join(", "));
-        if rng.chance(85) {
-            let _ = write!(sql, " WHERE {}", self.expr(rng, Ty::Bool, &rels, 2));
+        let joined = self.joined_dml(rng, &mut sql, &mut rels, " FROM");
+        if joined.is_some() || rng.chance(85) {
+            self.dml_where(rng, &mut sql, &rels, joined.clone());
         }
         returning(rng, &mut sql, table);
+        if joined.is_some() && sql.ends_with(" RETURNING *") {
+            // `*` would add the FROM row, unspecified when several join.
+            sql.truncate(sql.len() - 1);
+            let _ = write!(sql, "{}.*", rels[0].alias);
+        }
         Case::Write { sql, table: table.name.to_owned() }
     }
 
     fn delete(&mut self, rng: &mut Rng) -> Case {
         let table = if rng.chance(40) { self.table("types") } else { rng.pick(self.tables) };
         let rel = self.rel(table);
-        let rels = [rel];
+        let mut rels = vec![rel];
         let mut sql = format!("DELETE FROM {} {}", table.name, rels[0].alias);
-        if rng.chance(90) {
-            let _ = write!(sql, " WHERE {}", self.expr(rng, Ty::Bool, &rels, 2));
+        let joined = self.joined_dml(rng, &mut sql, &mut rels, " USING");
+        if joined.is_some() || rng.chance(90) {
+            self.dml_where(rng, &mut sql, &rels, joined.clone());
         }
         returning(rng, &mut sql, table);
+        if joined.is_some() && sql.ends_with(" RETURNING *") {
+            // `*` would add the FROM row, unspecified when several join.
+            sql.truncate(sql.len() - 1);
+            let _ = write!(sql, "{}.*", rels[0].alias);
+        }
         Case::Write { sql, table: table.name.to_owned() }
+    }
+
+    /// Sometimes `FROM` / `USING` another table (`keyword`), added to
+    /// `rels`; the join's equality for the WHERE, if it has one.
+    fn joined_dml(&mut self, rng: &mut Rng, sql: &mut String, rels: &mut Vec<Rel<'a>>, keyword: &str) -> Option<Option<String>> {
+        if !rng.chance(30) {
+            return None;
+        }
+        let (other, on) = self.join_target(rng, rels);
+        let rel = self.rel(other);
+        let _ = write!(sql, "{keyword} {} {}", other.name, rel.alias);
+        let on = on.map(|(l, r)| format!("{l} = {}.{r}", rel.alias));
+        rels.push(rel);
+        Some(on)
+    }
+
+    /// ` WHERE` a condition over `rels`, after the join's equality.
+    fn dml_where(&mut self, rng: &mut Rng, sql: &mut String, rels: &[Rel<'a>], joined: Option<Option<String>>) {
+        let cond = self.expr(rng, Ty::Bool, rels, 2);
+        match joined.flatten() {
+            Some(on) => {
+                let _ = write!(sql, " WHERE {on} AND ({cond})");
+            }
+            None => {
+                let _ = write!(sql, " WHERE {cond}");
+            }
+        }
     }
 
     // ---- expressions ---------------------------------------------------
