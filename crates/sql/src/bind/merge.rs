@@ -26,6 +26,13 @@ impl Binder<'_> {
         if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
             return Err(SqlError::syntax("syntax error at or near \"(\""));
         }
+        // A clause after an unconditional one of its kind never runs: a
+        // parse-time error in PostgreSQL, before anything is bound.
+        for (k, clause) in m.clauses.iter().enumerate() {
+            if m.clauses[..k].iter().any(|c| c.clause_kind == clause.clause_kind && c.predicate.is_none()) {
+                return Err(SqlError::syntax("unreachable WHEN clause specified after unconditional WHEN clause"));
+            }
+        }
         let table = self.table(name)?;
         writable(&table)?;
         let target_name = alias.as_ref().map_or_else(|| table.name.clone(), |a| ident(&a.name));

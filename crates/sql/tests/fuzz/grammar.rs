@@ -443,7 +443,8 @@ impl<'a> Gen<'a> {
             }
             77..=84 => self.insert(rng),
             85..=92 => self.update(rng),
-            _ => self.delete(rng),
+            93..=96 => self.delete(rng),
+            _ => self.merge(rng),
         }
     }
 
@@ -782,6 +783,54 @@ impl<'a> Gen<'a> {
             // `*` would add the FROM row, unspecified when several join.
             sql.truncate(sql.len() - 1);
             let _ = write!(sql, "{}.*", rels[0].alias);
+        }
+        Case::Write { sql, table: table.name.to_owned() }
+    }
+
+    /// MERGE (PostgreSQL 15's): a source table joined along a key or on
+    /// a condition, one to three WHEN clauses. Deterministic whatever the
+    /// join order: a target row that two source rows would change is
+    /// 21000 either way, and an UPDATE reads the one source row it acts on.
+    fn merge(&mut self, rng: &mut Rng) -> Case {
+        let table = if rng.chance(30) { self.table("types") } else { rng.pick(self.tables) };
+        let target = self.rel(table);
+        let (source_table, on) = self.join_target(rng, std::slice::from_ref(&target));
+        let source = self.rel(source_table);
+        let on = match on {
+            Some((l, r)) => format!("{l} = {}.{r}", source.alias),
+            None => self.expr(rng, Ty::Bool, &[Rel { alias: target.alias.clone(), table }, Rel { alias: source.alias.clone(), table: source_table }], 1),
+        };
+        let mut sql = format!("MERGE INTO {} {} USING {} {} ON {on}", table.name, target.alias, source_table.name, source.alias);
+        let rels = [target, source];
+        for _ in 0..1 + rng.below(3) {
+            if rng.chance(55) {
+                sql.push_str(" WHEN MATCHED");
+                if rng.chance(40) {
+                    let _ = write!(sql, " AND {}", self.expr(rng, Ty::Bool, &rels, 1));
+                }
+                let settable: Vec<&Col> = table.cols.iter().filter(|c| !c.key).collect();
+                match rng.below(3) {
+                    0 if !settable.is_empty() => {
+                        let c = *rng.pick(&settable);
+                        let _ = write!(sql, " THEN UPDATE SET {} = {}", c.name, self.expr(rng, c.ty, &rels, 2));
+                    }
+                    1 => sql.push_str(" THEN DELETE"),
+                    _ => sql.push_str(" THEN DO NOTHING"),
+                }
+            } else {
+                sql.push_str(" WHEN NOT MATCHED");
+                let source_only = &rels[1..];
+                if rng.chance(40) {
+                    let _ = write!(sql, " AND {}", self.expr(rng, Ty::Bool, source_only, 1));
+                }
+                if rng.chance(70) {
+                    let values: Vec<String> = table.cols.iter().map(|c| self.expr(rng, c.ty, source_only, 1)).collect();
+                    let names: Vec<&str> = table.cols.iter().map(|c| c.name).collect();
+                    let _ = write!(sql, " THEN INSERT ({}) VALUES ({})", names.join(", "), values.join(", "));
+                } else {
+                    sql.push_str(" THEN DO NOTHING");
+                }
+            }
         }
         Case::Write { sql, table: table.name.to_owned() }
     }
