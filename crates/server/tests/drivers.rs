@@ -16,11 +16,18 @@ use support::clients::{Client, assert_complete, assert_same};
 const SQLSTATES: [&str; 6] = ["23505", "42P01", "22012", "23502", "25P02", "42601"];
 
 fn differential(client: Client, expected: &[&str]) {
+    let mut expected_all: Vec<&str> = expected.to_vec();
+    expected_all.extend(SQLSTATES);
+    same_as_postgres(client, &expected_all);
+}
+
+/// PostgreSQL's transcript (with every `expected` line and exit 0) must
+/// equal pgtier's.
+fn same_as_postgres(client: Client, expected: &[&str]) {
     client.prepare();
     let postgres = support::start_postgres();
     let pg_transcript = client.run(&support::postgres_endpoint(&postgres));
     let mut expected_all: Vec<&str> = expected.to_vec();
-    expected_all.extend(SQLSTATES);
     expected_all.push("exit: 0");
     assert_complete(client.name(), "PostgreSQL", &pg_transcript, &expected_all);
 
@@ -72,6 +79,29 @@ fn psycopg() {
     );
 }
 
+/// SQLAlchemy 2's ORM on psycopg 3: create_all (the dialect's catalog
+/// probes), batched INSERT ... RETURNING (insertmanyvalues), relationship
+/// loading, joins, aggregates, bulk UPDATE/DELETE, cascades, begin_nested.
+#[test]
+fn sqlalchemy_orm() {
+    same_as_postgres(
+        Client::SqlAlchemy,
+        &[
+            "create_all again: ok",
+            "ids: [1, 2, 3, 4, 5, 6]",
+            "joinedload: c1:[]; c2:[1]; c3:[1, 2]; c4:[]; c5:[1]; c6:[1, 2]",
+            "bulk update rowcount: 2",
+            "after cascade delete: customers=5 orders=5 lines=7",
+            "nested duplicate: 23505",
+            "after nested: ['c1', 'c2', 'c3', 'c4', 'c6', 'inner', 'outer']",
+            "fk violation: 23503",
+            "division: 22012",
+            "drop_all: ok",
+            "done",
+        ],
+    );
+}
+
 #[test]
 fn pgjdbc() {
     differential(
@@ -83,6 +113,9 @@ fn pgjdbc() {
             "binary row 2: Integer:1|Integer:32767|Long:9223372036854775800|BigDecimal:123456789.125|Float:0.2|",
             "binary aborted block: error 25P02",
             "binary after aborted block: ids=[1, 2, 3, 5]",
+            "getPrimaryKeys: drv_java_keys id seq=1 name=drv_java_keys_pkey",
+            "getIndexInfo: drv_java_keys_v_g unique=true pos=2 column=g type=3 asc=A",
+            "getBestRowIdentifier: id int4 type=4",
             "drop table: ok",
             "done",
         ],
@@ -101,6 +134,8 @@ fn pgx() {
             "text columns: id:23/size=4/mod=-1/fmt=0",
             "text row: int32:1|int16:32767|int64:9223372036854775800|numeric:123456789.125|float32:0.2|",
             "text aborted block: error 25P02",
+            "load types: pg_catalog._int4 oid=1007",
+            "load types: _numeric oid=1231",
             "done",
         ],
     );

@@ -12,6 +12,7 @@ pub mod depth;
 pub mod dialect;
 pub mod error;
 pub mod exec;
+pub mod explain;
 pub mod expr;
 pub mod parse;
 pub mod plan;

@@ -44,6 +44,12 @@ pub enum VirtualSource {
     /// A set-returning function in FROM; its arguments may read the
     /// relations before it (PostgreSQL's implicit LATERAL).
     Function { func: TableFunc, args: Vec<Expr>, ordinality: bool },
+    /// WITH RECURSIVE: the non-recursive term's rows, then rounds of the
+    /// recursive term, each reading the previous round's rows as work
+    /// table `slot`, until a round adds none (UNION drops rows seen before).
+    Recursive { slot: usize, anchor: SetTree, step: SetTree, all: bool },
+    /// The rows of the previous round of recursive query `slot`.
+    WorkTable(usize),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -68,6 +74,9 @@ pub enum TableFunc {
     /// pgtier has no partitioning: like PostgreSQL for a relation that is
     /// not a partition, no rows.
     PartitionAncestors,
+    /// `information_schema._pg_expandarray(array)`: (x, n) per element,
+    /// n counting from 1 (what pgJDBC's metadata queries read index keys with).
+    ExpandArray(Elem),
 }
 
 #[derive(Clone, Debug)]
@@ -138,6 +147,9 @@ pub struct AggCall {
     pub distinct: bool,
     /// `FILTER (WHERE ...)`: rows for which it is not true are skipped.
     pub filter: Option<Expr>,
+    /// `array_agg(x ORDER BY ...)`: the order its input is collected in
+    /// (only order-sensitive aggregates keep it).
+    pub order_by: Vec<AggOrder>,
     /// Result type.
     pub ty: DataType,
 }
@@ -183,6 +195,21 @@ pub struct AggPlan {
     pub aggs: Vec<AggCall>,
     /// Over the aggregate row (groups, then aggregates).
     pub having: Option<Expr>,
+}
+
+impl AggCall {
+    /// Every expression it evaluates on an input row.
+    pub fn exprs(&self) -> impl Iterator<Item = &Expr> {
+        self.arg.iter().chain(&self.filter).chain(self.order_by.iter().map(|o| &o.key))
+    }
+}
+
+/// One key of an aggregate's ORDER BY, evaluated on the input row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AggOrder {
+    pub key: Expr,
+    pub desc: bool,
+    pub nulls_first: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -275,7 +302,7 @@ impl SelectPlan {
         match &self.agg {
             Some(agg) => {
                 exprs.extend(&agg.group_by);
-                exprs.extend(agg.aggs.iter().flat_map(|a| a.arg.iter().chain(&a.filter)));
+                exprs.extend(agg.aggs.iter().flat_map(AggCall::exprs));
                 if agg.having.as_ref().is_some_and(Expr::has_subquery) || self.projection.iter().any(Expr::has_subquery) {
                     return Vec::new();
                 }
@@ -285,7 +312,7 @@ impl SelectPlan {
                 for w in &self.windows {
                     exprs.extend(w.partition.iter().chain(w.order.iter().map(|(e, _, _)| e)));
                     match &w.func {
-                        WindowFunc::Agg(call) => exprs.extend(call.arg.iter().chain(&call.filter)),
+                        WindowFunc::Agg(call) => exprs.extend(call.exprs()),
                         WindowFunc::Ntile(e) | WindowFunc::FirstValue(e) | WindowFunc::LastValue(e) => exprs.push(e),
                         WindowFunc::Shift { value, offset, default, .. } => {
                             exprs.push(value);
@@ -516,6 +543,11 @@ pub enum Plan {
     /// `sequences`: those of serial and identity columns, created first.
     CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<ColumnSequence> },
     CreateIndex { def: IndexDef, if_not_exists: bool },
+    /// EXPLAIN: the plan's text (`crate::explain`), one row per line, in a
+    /// `QUERY PLAN` column.
+    Explain { lines: Vec<String>, columns: Vec<OutputColumn> },
+    /// CREATE TABLE AS / SELECT INTO: the table, then `query`'s rows in it.
+    CreateTableAs { def: TableDef, query: Box<SelectPlan>, if_not_exists: bool },
     CreateSequence { name: String, options: SequenceOptions, if_not_exists: bool },
     /// DROP TABLE, or DROP SEQUENCE when `sequences`.
     DropTable { names: Vec<String>, if_exists: bool, sequences: bool },
@@ -556,6 +588,7 @@ impl Prepared {
             Plan::Insert(i) => &i.columns,
             Plan::Update(u) => &u.columns,
             Plan::Delete(d) => &d.columns,
+            Plan::Explain { columns, .. } => columns,
             _ => &[],
         }
     }

@@ -399,6 +399,13 @@ impl Connection {
         match &prepared.plan {
             Plan::Set { name, value, local } => return self.set(name, value, *local),
             Plan::Show { name } => return self.show(name),
+            Plan::Explain { lines, .. } => {
+                self.result.reset(1);
+                for line in lines {
+                    self.result.push_row(&[Value::Text(line.clone())]);
+                }
+                return Ok((Tag::Plain("EXPLAIN"), lines.len() as u64));
+            }
             Plan::Noop { tag } => {
                 self.result.reset(0);
                 return Ok((Tag::Plain(tag), 0));
@@ -455,6 +462,7 @@ impl Connection {
             sequences: &mut self.sequences,
             hash_joins: matches!(&prepared.plan, Plan::Select(s) if !s.for_update),
             level_hashes: LevelHashes::default(),
+            work_tables: Vec::new(),
         };
         let out = &mut self.result;
         let r = match &prepared.plan {
@@ -470,13 +478,14 @@ impl Connection {
                 ex.create_sequence(name, options, *if_not_exists).map(|()| (Tag::Plain("CREATE SEQUENCE"), 0))
             }
             Plan::CreateIndex { def, if_not_exists } => ex.create_index(def, *if_not_exists).map(|()| (Tag::Plain("CREATE INDEX"), 0)),
+            Plan::CreateTableAs { def, query, if_not_exists } => ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)),
             Plan::Truncate { tables, restart_identity } => ex.truncate(tables, *restart_identity).map(|()| (Tag::Plain("TRUNCATE TABLE"), 0)),
             Plan::DropTable { names, if_exists, sequences } => {
                 let tag = if *sequences { "DROP SEQUENCE" } else { "DROP TABLE" };
                 ex.drop_tables(names, *if_exists, *sequences).map(|()| (Tag::Plain(tag), 0))
             }
             Plan::DropIndex { names, if_exists } => ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0)),
-            Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Noop { .. } => Ok((Tag::Plain(""), 0)),
+            Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Explain { .. } | Plan::Noop { .. } => Ok((Tag::Plain(""), 0)),
         };
         if !matches!(prepared.plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_)) {
             out.reset(0);

@@ -96,7 +96,7 @@ impl Elem {
 
     pub fn of(ty: DataType) -> Option<Elem> {
         match ty {
-            DataType::Varchar(n) if n >= ARRAY_TAG_BASE => ELEMS.get(usize::try_from(n - ARRAY_TAG_BASE).ok()?).copied(),
+            DataType::Varchar(n) if (ARRAY_TAG_BASE..EXPAND_RECORD_TAG_BASE).contains(&n) => ELEMS.get(usize::try_from(n - ARRAY_TAG_BASE).ok()?).copied(),
             _ => None,
         }
     }
@@ -150,7 +150,24 @@ impl Elem {
 
 /// True for the SQL-layer-only types, which must not reach storage.
 pub fn is_pseudo(ty: DataType) -> bool {
-    RegKind::of(ty).is_some() || Elem::of(ty).is_some()
+    RegKind::of(ty).is_some() || Elem::of(ty).is_some() || expand_record_elem(ty).is_some()
+}
+
+/// Tags of the row type `information_schema._pg_expandarray` returns over
+/// an array of integers: `(x elem, n int4)`, carried as its text form
+/// `(x,n)` like arrays (`SysFunc::ExpandRecord`, `SysFunc::RecordField`).
+const EXPAND_RECORD_TAG_BASE: u32 = ARRAY_TAG_BASE + 32;
+
+pub fn expand_record_type(elem: Elem) -> DataType {
+    let i = ELEMS.iter().position(|e| *e == elem).unwrap_or(0);
+    DataType::Varchar(EXPAND_RECORD_TAG_BASE + u32::try_from(i).unwrap_or(0))
+}
+
+pub fn expand_record_elem(ty: DataType) -> Option<Elem> {
+    match ty {
+        DataType::Varchar(n) if n >= EXPAND_RECORD_TAG_BASE => ELEMS.get(usize::try_from(n - EXPAND_RECORD_TAG_BASE).ok()?).copied(),
+        _ => None,
+    }
 }
 
 /// What a client sees for a column of type `ty`: reg* columns are turned

@@ -16,6 +16,8 @@ pub const NUMERIC_PRECISION_MAX: u8 = 38;
 
 use crate::error::{Result, SqlError};
 
+mod era;
+
 /// `numeric` without a declared precision, as expression results are typed
 /// (values keep whatever scale the computation gave them).
 pub const NUMERIC_ANY: DataType = DataType::Numeric { precision: 0, scale: 0 };
@@ -761,6 +763,10 @@ pub fn parse_numeric(text: &str) -> Option<Numeric> {
 /// A date, or a timestamp whose time part PostgreSQL's date input discards
 /// (`'1970-01-01 00:00:00Z'::date`, as pgx's simple protocol sends).
 fn parse_date(t: &str) -> Option<i32> {
+    let (t, bc) = era::split_era(t);
+    if bc {
+        return parse_date(t).and_then(era::bc_date);
+    }
     match t.find([' ', 'T']) {
         Some(i) => {
             parse_time_of_day(t[i + 1..].trim())?;
@@ -799,11 +805,13 @@ fn days_in_month(y: i64, m: u32) -> u32 {
 }
 
 fn parse_timestamp(t: &str) -> Option<i64> {
+    let (t, bc) = era::split_era(t);
     let (date, time) = match t.find([' ', 'T']) {
         Some(i) => (&t[..i], t[i + 1..].trim()),
         None => (t, ""),
     };
-    let days = i64::from(parse_ymd(date)?);
+    let days = parse_ymd(date)?;
+    let days = i64::from(if bc { era::bc_date(days)? } else { days });
     let micros = if time.is_empty() { 0 } else { parse_time_of_day(time)? };
     days.checked_mul(MICROS_PER_DAY)?.checked_add(micros)
 }

@@ -261,6 +261,9 @@ fn statement_mem_bounds_sorts_hash_aggregates_and_results() {
         ("SELECT a.id FROM t a, t b WHERE a.id < 100", "result"),
         ("SELECT DISTINCT v FROM t", "DISTINCT"),
         ("SELECT count(*) FROM generate_series(1, 10000000)", "generate_series"),
+        // A recursion that never stops ends at the bound, not in a crash.
+        ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r", "WITH RECURSIVE query"),
+        ("WITH RECURSIVE r(n, s) AS (SELECT 1, 'x' UNION SELECT n + 1, s FROM r) SELECT count(*) FROM r", "WITH RECURSIVE query"),
     ];
     for (sql, what) in cases {
         let (e, _) = fails(&mut c, sql);

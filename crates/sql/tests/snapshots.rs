@@ -61,7 +61,7 @@ fn the_next_transaction_starts_clean() {
 
     a.execute_sql("BEGIN").unwrap();
     a.execute_sql("CREATE TABLE gone (id int PRIMARY KEY)").unwrap();
-    a.execute_sql("CREATE INDEX t_desc ON t (id DESC)").unwrap();
+    a.execute_sql("CREATE INDEX t_id ON t (id)").unwrap();
     a.execute_sql("INSERT INTO t VALUES (1)").unwrap();
     a.execute_sql("ROLLBACK").unwrap();
     let e = a.execute_sql("SELECT * FROM gone").unwrap_err();

@@ -20,7 +20,12 @@ fn refused_constructs_name_themselves() {
         ("SELECT count(DISTINCT v) OVER () FROM t", "DISTINCT"),
         ("CREATE SEQUENCE o OWNED BY t.id", "OWNED BY"),
         ("CREATE TEMPORARY SEQUENCE tmp", "TEMPORARY SEQUENCE"),
-        ("WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r", "WITH RECURSIVE"),
+        ("WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL (SELECT n + 1 FROM r WHERE n < 3 UNION SELECT 7)) SELECT * FROM r", "recursive term other than one SELECT"),
+        ("CREATE INDEX t_v_desc ON t (v DESC)", "index key order"),
+        ("CREATE INDEX t_v_nf ON t (v NULLS FIRST)", "index key order"),
+        // PostgreSQL aggregates before it expands a select-list set-returning function.
+        ("SELECT count(*), (information_schema._pg_expandarray(ARRAY[1, 2])).n", "aggregated query"),
+        ("SELECT information_schema._pg_expandarray(ARRAY[1, 2]), information_schema._pg_expandarray(ARRAY[3])", "several different set-returning functions"),
         // PostgreSQL evaluates such a query once; pgtier would twice.
         ("WITH v AS (SELECT nextval('s') AS n) SELECT * FROM v a, v b", "advances a sequence"),
         ("WITH d AS (DELETE FROM t RETURNING id) SELECT * FROM d", "query form"),

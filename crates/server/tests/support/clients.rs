@@ -173,11 +173,13 @@ fn run_build(command: Command, what: &str) {
     assert!(code == 0, "{what} failed (exit {code}); {ENSURE_HINT}\n{stdout}{stderr}");
 }
 
-/// The five client programs.
+/// The five driver programs, and the ORM program on psycopg.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Client {
     Psql,
     Python,
+    /// SQLAlchemy 2's ORM on psycopg 3 (python/orm.py, in the same venv).
+    SqlAlchemy,
     Java,
     Go,
     Node,
@@ -188,6 +190,7 @@ impl Client {
         match self {
             Client::Psql => "psql",
             Client::Python => "python",
+            Client::SqlAlchemy => "sqlalchemy",
             Client::Java => "java",
             Client::Go => "go",
             Client::Node => "node",
@@ -203,6 +206,13 @@ impl Client {
             }
             Client::Python => {
                 require_path(&python_venv().join("bin/python"), "the Python venv with psycopg");
+            }
+            Client::SqlAlchemy => {
+                let python = python_venv().join("bin/python");
+                require_path(&python, "the Python venv with psycopg and SQLAlchemy");
+                let mut probe = Command::new(python);
+                probe.args(["-c", "import sqlalchemy"]);
+                run_build(probe, "import sqlalchemy");
             }
             Client::Node => {
                 require_program("node");
@@ -241,6 +251,11 @@ impl Client {
                 command.arg(drivers_dir().join("python/client.py"));
                 self.run_program(command, endpoint)
             }
+            Client::SqlAlchemy => {
+                let mut command = Command::new(python_venv().join("bin/python"));
+                command.arg(drivers_dir().join("python/orm.py"));
+                self.run_program(command, endpoint)
+            }
             Client::Java => {
                 let out = build_dir().join("java");
                 let classpath = std::fs::read_to_string(out.join("classpath.txt")).expect("classpath.txt");
@@ -270,7 +285,8 @@ impl Client {
 
     fn run_program(self, mut command: Command, endpoint: &Endpoint) -> Transcript {
         endpoint.apply(&mut command);
-        command.current_dir(drivers_dir().join(self.name()));
+        let dir = if self == Client::SqlAlchemy { "python" } else { self.name() };
+        command.current_dir(drivers_dir().join(dir));
         let (code, stdout, stderr) = run_bounded(command, false, CLIENT_TIMEOUT_MS, self.name());
         finish(code, stdout, stderr)
     }

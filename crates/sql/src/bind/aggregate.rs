@@ -6,17 +6,21 @@ use sqlparser::ast;
 use super::{Binder, ExprCtx, Scope, Ty};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SysFunc};
-use crate::plan::{AggCall, AggFunc};
+use crate::plan::{AggCall, AggFunc, AggOrder};
 use crate::types::Elem;
 use crate::value::{NUMERIC_ANY, type_name};
 
 impl Binder<'_> {
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn aggregate(&mut self, func: AggFunc, name: &str, args: &[ast::Expr], distinct: bool, filter: Option<Expr>, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    pub(super) fn aggregate(
+        &mut self, func: AggFunc, name: &str, args: &[ast::Expr], distinct: bool, filter: Option<Expr>, order_by: &[ast::OrderByExpr], scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
         if ctx.aggs.is_none() {
             return Err(SqlError::new("42803", format!("aggregate functions are not allowed in {}", ctx.clause)));
         }
-        let call = AggCall { filter, ..self.agg_call(func, name, args, distinct, scope, ctx)? };
+        let mut call = AggCall { filter, ..self.agg_call(func, name, args, distinct, scope, ctx)? };
+        call.order_by = self.agg_order(&call, args, order_by, scope, ctx)?;
         let aggs = ctx.aggs.as_mut().ok_or_else(|| SqlError::new("XX000", "aggregate context lost"))?;
         let idx = match aggs.iter().position(|c| *c == call) {
             Some(i) => i,
@@ -87,7 +91,39 @@ impl Binder<'_> {
             }
             _ => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
         };
-        Ok(AggCall { func, arg, distinct, filter: None, ty })
+        Ok(AggCall { func, arg, distinct, filter: None, order_by: Vec::new(), ty })
+    }
+
+    /// An aggregate's ORDER BY, kept where the order changes the result
+    /// (array_agg, string_agg) and dropped where it cannot (count, min,
+    /// max, exact sums); a float sum or average depends on the order of its
+    /// additions, so there it is refused rather than ignored.
+    fn agg_order(&mut self, call: &AggCall, args: &[ast::Expr], order_by: &[ast::OrderByExpr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Vec<AggOrder>> {
+        if order_by.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut keys = Vec::with_capacity(order_by.len());
+        for item in order_by {
+            if item.with_fill.is_some() {
+                return Err(SqlError::unsupported("WITH FILL"));
+            }
+            if call.distinct && args.first().is_none_or(|a| *a != item.expr) {
+                return Err(SqlError::new("42P10", "in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list"));
+            }
+            ctx.in_agg = true;
+            let bound = self.expr(&item.expr, scope, ctx);
+            ctx.in_agg = false;
+            let (key, _) = bound?;
+            let desc = item.options.asc == Some(false);
+            keys.push(AggOrder { key, desc, nulls_first: item.options.nulls_first.unwrap_or(desc) });
+        }
+        match call.func {
+            AggFunc::ArrayAgg | AggFunc::StringAgg => Ok(keys),
+            AggFunc::Sum | AggFunc::Avg if matches!(call.ty, DataType::Float4 | DataType::Float8) => {
+                Err(SqlError::unsupported("ORDER BY in a floating-point sum or avg"))
+            }
+            _ => Ok(Vec::new()),
+        }
     }
 }
 

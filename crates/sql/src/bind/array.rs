@@ -105,6 +105,14 @@ impl Binder<'_> {
 
     /// `arr[i]`.
     pub(super) fn subscript(&mut self, root: &ast::Expr, chain: &[ast::AccessExpr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        if let [ast::AccessExpr::Dot(ast::Expr::Identifier(field))] = chain {
+            return self.record_field(root, field, scope, ctx)?.ok_or_else(|| SqlError::unsupported("this field access"));
+        }
+        // `t.col[i]`: the parser reads the qualified name as an access chain.
+        if let (ast::Expr::Identifier(table), [ast::AccessExpr::Dot(ast::Expr::Identifier(column)), index @ ast::AccessExpr::Subscript(_)]) = (root, chain) {
+            let qualified = ast::Expr::CompoundIdentifier(vec![table.clone(), column.clone()]);
+            return self.subscript(&qualified, std::slice::from_ref(index), scope, ctx);
+        }
         let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] = chain else {
             return Err(SqlError::unsupported("this field access or array slice"));
         };

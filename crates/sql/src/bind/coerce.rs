@@ -183,6 +183,10 @@ pub(super) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
             None => *t,
             Some(c) if c == *t => c,
             Some(c) => match (category(c), category(*t)) {
+                // select_common_type: float8 (the preferred type) if present,
+                // else real, which the exact types convert to implicitly (unlike
+                // an operator's float8 for real with numeric).
+                (Category::Numeric, Category::Numeric) if c != DataType::Float8 && *t != DataType::Float8 && (c == DataType::Float4 || *t == DataType::Float4) => DataType::Float4,
                 (Category::Numeric, Category::Numeric) => value::numeric_common(c, *t),
                 // The string types convert to each other implicitly, so
                 // PostgreSQL keeps the first: text or varchar after it

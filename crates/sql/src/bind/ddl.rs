@@ -28,8 +28,11 @@ impl Binder<'_> {
         if c.temporary {
             return Err(SqlError::unsupported("CREATE TEMPORARY TABLE"));
         }
-        if c.query.is_some() {
-            return Err(SqlError::unsupported("CREATE TABLE AS"));
+        if let Some(q) = &c.query {
+            return self.create_table_as(c, q);
+        }
+        if let Some(ast::CreateTableLikeKind::Parenthesized(like)) = &c.like {
+            return self.create_table_like(c, like);
         }
         if c.like.is_some() || c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() {
             return Err(SqlError::unsupported("CREATE TABLE with LIKE/INHERITS/PARTITION"));
@@ -306,6 +309,74 @@ impl Binder<'_> {
         cast.eval(&env, &mut crate::expr::NoSubqueries, &[])
     }
 
+    /// CREATE TABLE name [(column, ...)] AS query: the query's column
+    /// names and types (an unknown-typed one becomes text, as in
+    /// PostgreSQL), no keys, defaults or constraints; filled with its rows.
+    fn create_table_as(&mut self, c: &ast::CreateTable, q: &ast::Query) -> Result<Plan> {
+        if c.like.is_some() || c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() || !c.constraints.is_empty() {
+            return Err(SqlError::unsupported("CREATE TABLE AS with LIKE/INHERITS/PARTITION/constraints"));
+        }
+        if c.columns.iter().any(|col| col.data_type != ast::DataType::Unspecified || !col.options.is_empty()) {
+            return Err(SqlError::syntax("CREATE TABLE AS takes column names only"));
+        }
+        let names: Vec<String> = c.columns.iter().map(|col| ident(&col.name)).collect();
+        self.table_as(object_name(&c.name)?, &names, q, c.if_not_exists)
+    }
+
+    /// CREATE TABLE name (LIKE source [INCLUDING | EXCLUDING DEFAULTS]):
+    /// source's column names, types and NOT NULL constraints, as PostgreSQL
+    /// copies them by default; with INCLUDING DEFAULTS its constant and
+    /// now() defaults too. Keys, CHECKs, indexes and identity are not
+    /// copied (PostgreSQL's INCLUDING options for them do not parse here).
+    fn create_table_like(&mut self, c: &ast::CreateTable, like: &ast::CreateTableLike) -> Result<Plan> {
+        if c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() || !c.constraints.is_empty() || !c.columns.is_empty() {
+            return Err(SqlError::unsupported("CREATE TABLE (LIKE ...) with other table elements"));
+        }
+        let source = self.table(&like.name)?;
+        if source.sequence.is_some() {
+            return Err(SqlError::unsupported("CREATE TABLE (LIKE a sequence)"));
+        }
+        let defaults = like.defaults == Some(ast::CreateTableLikeDefaults::Including);
+        let mut columns = Vec::new();
+        for col in source.visible_columns() {
+            let mut cd = ColumnDef::new(col.name.clone(), col.ty);
+            cd.nullable = col.nullable;
+            if defaults {
+                if col.sequence.is_some() {
+                    return Err(SqlError::unsupported("INCLUDING DEFAULTS of a column whose default is a sequence"));
+                }
+                cd.default = col.default.clone();
+                cd.default_sql = col.default_sql.clone();
+            }
+            columns.push(cd);
+        }
+        let def = TableDef::new(object_name(&c.name)?, columns, &[]);
+        Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences: Vec::new() })
+    }
+
+    /// CREATE TABLE AS and SELECT INTO: a table of `query`'s columns (named
+    /// `names` first) and the plan that fills it.
+    pub(super) fn table_as(&mut self, name: String, names: &[String], q: &ast::Query, if_not_exists: bool) -> Result<Plan> {
+        let query = self.query(q, None)?;
+        let out = &query.columns[..query.visible];
+        if names.len() > out.len() {
+            return Err(SqlError::syntax("too many column names were specified"));
+        }
+        let mut columns: Vec<ColumnDef> = Vec::with_capacity(out.len());
+        for (k, oc) in out.iter().enumerate() {
+            let cname = names.get(k).cloned().unwrap_or_else(|| oc.name.clone());
+            if columns.iter().any(|c| c.name == cname) {
+                return Err(SqlError::new("42701", format!("column \"{cname}\" specified more than once")));
+            }
+            let ty = oc.ty.unwrap_or(DataType::Text);
+            if crate::types::is_pseudo(ty) {
+                return Err(SqlError::unsupported(format!("a table column of type {}", type_name(ty))));
+            }
+            columns.push(ColumnDef::new(cname, ty));
+        }
+        Ok(Plan::CreateTableAs { def: TableDef::new(name, columns, &[]), query: Box::new(query), if_not_exists })
+    }
+
     pub(super) fn create_index(&mut self, c: &ast::CreateIndex) -> Result<Plan> {
         if c.predicate.is_some() || !c.include.is_empty() || !c.with.is_empty() || c.concurrently {
             return Err(SqlError::unsupported("CREATE INDEX with INCLUDE/WHERE/WITH/CONCURRENTLY"));
@@ -366,9 +437,17 @@ fn nextval_default(e: &ast::Expr) -> Option<String> {
 
 fn index_columns(cols: &[ast::IndexColumn]) -> Result<Vec<String>> {
     cols.iter()
-        .map(|c| match &c.column.expr {
-            ast::Expr::Identifier(i) => Ok(ident(i)),
-            other => Err(SqlError::unsupported(format!("index on expression {other}"))),
+        .map(|c| {
+            // Indexes keep ascending order only: a DESC or NULLS FIRST key
+            // would be reported by the catalogs (pg_index.indoption,
+            // pg_get_indexdef) as something pgtier did not build.
+            if c.column.options.asc == Some(false) || c.column.options.nulls_first == Some(true) || c.operator_class.is_some() {
+                return Err(SqlError::unsupported(format!("index key order or operator class ({c})")));
+            }
+            match &c.column.expr {
+                ast::Expr::Identifier(i) => Ok(ident(i)),
+                other => Err(SqlError::unsupported(format!("index on expression {other}"))),
+            }
         })
         .collect()
 }

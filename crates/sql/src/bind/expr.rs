@@ -8,8 +8,9 @@ use super::cast::{CastTarget, cast_target};
 use super::coerce::{common_type, is_untyped_value, map_type, refuse_padded_literals};
 use super::{Binder, ExprCtx, Scope, Ty, ident, missing_from, truncate};
 use crate::error::{Result, SqlError};
-use crate::expr::{CmpOp, Expr, Subquery, SubqueryKind};
-use crate::plan::SelectPlan;
+use crate::expr::{CmpOp, Expr, Func, Subquery, SubqueryKind, SysFunc};
+use crate::plan::{SelectPlan, TableFunc, VirtualSource};
+use crate::types;
 use crate::value::{self, Category, NUMERIC_ANY, category, type_name};
 
 impl Binder<'_> {
@@ -47,17 +48,42 @@ impl Binder<'_> {
         }
     }
 
+    /// `(row).field` on a `_pg_expandarray` row (fields x and n).
+    pub(super) fn record_field(&mut self, root: &ast::Expr, field: &ast::Ident, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Option<(Expr, Ty)>> {
+        let (row, ty) = self.expr(root, scope, ctx)?;
+        let Some(elem) = ty.and_then(types::expand_record_elem) else { return Ok(None) };
+        let (k, field_ty) = match ident(field).as_str() {
+            "x" => (0, elem.element_type()),
+            "n" => (1, DataType::Int4),
+            other => return Err(SqlError::new("42703", format!("could not identify column \"{other}\" in record data type"))),
+        };
+        Ok(Some((Expr::Func(Func::Sys(SysFunc::RecordField(elem, k)), vec![row]), Some(field_ty))))
+    }
+
     pub(super) fn expr(&mut self, e: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
         use ast::Expr as E;
         match e {
             E::Identifier(i) => match self.resolve_column(None, &ident(i), scope) {
+                Err(err) if err.sqlstate == "42703" && let Some(row) = whole_row(scope, &ident(i)) => Ok(row),
                 Err(err) if err.sqlstate == "42703" && i.quote_style.is_none() => self.keyword_function(&ident(i))?.ok_or_else(|| err.at(i.span)),
                 Err(err) => Err(err.at(i.span)),
                 other => other,
             },
             E::CompoundIdentifier(parts) => match parts.as_slice() {
                 [q, c] => self.resolve_column(Some(&ident(q)), &ident(c), scope).map_err(|err| err.at(q.span)),
-                [s, q, c] if ident(s) == "public" => self.resolve_column(Some(&ident(q)), &ident(c), scope).map_err(|err| err.at(s.span)),
+                [s, q, c] => {
+                    // `schema.table.column` (ORMs qualify catalog columns so):
+                    // the innermost FROM item named `table` must come from
+                    // that schema.
+                    let (schema, table) = (ident(s), ident(q));
+                    let named = std::iter::successors(Some(scope), |sc| sc.outer).find_map(|sc| sc.rels.iter().find(|r| r.name == table));
+                    match named {
+                        Some(rel) if rel.schema_name() == Some(schema.as_str()) => {
+                            self.resolve_column(Some(&table), &ident(c), scope).map_err(|err| err.at(s.span))
+                        }
+                        _ => Err(missing_from(&table).at(s.span)),
+                    }
+                }
                 _ => Err(SqlError::unsupported(format!("name {e}"))),
             },
             E::Value(v) => self.literal(&v.value),
@@ -226,7 +252,8 @@ impl Binder<'_> {
                 if let Some(f) = substring_for {
                     args.push((**f).clone());
                 }
-                self.scalar_function("substr", &args, scope, ctx)
+                // substring(x FROM pattern) is a regular expression when the pattern is text.
+                self.scalar_function("substring", &args, scope, ctx)
             }
             E::Trim { expr, trim_where, trim_what, trim_characters: None } => {
                 let name = match trim_where {
@@ -331,7 +358,9 @@ impl Binder<'_> {
 
     pub(super) fn subquery(&mut self, q: &ast::Query, scope: &Scope<'_>) -> Result<(SelectPlan, bool)> {
         let saved = std::mem::replace(&mut self.correlated, false);
+        self.sublink_depth += 1;
         let plan = self.query(q, Some(scope));
+        self.sublink_depth -= 1;
         let correlated = std::mem::replace(&mut self.correlated, saved);
         Ok((plan?, correlated))
     }
@@ -458,4 +487,13 @@ fn has_vars(e: &Expr) -> bool {
         }
     });
     found
+}
+
+/// A FROM item named alone, as PostgreSQL reads a whole row: only the rows
+/// of `_pg_expandarray` (pgJDBC's metadata queries), as their `(x,n)` record.
+fn whole_row(scope: &Scope<'_>, name: &str) -> Option<(Expr, Ty)> {
+    let rel = scope.rels.iter().find(|r| r.name == name)?;
+    let Some(VirtualSource::Function { func: TableFunc::ExpandArray(elem), .. }) = rel.source.as_deref() else { return None };
+    let row = Expr::Func(Func::Sys(SysFunc::ExpandRecord(*elem)), vec![Expr::Column(rel.offset), Expr::Column(rel.offset + 1)]);
+    Some((row, Some(types::expand_record_type(*elem))))
 }

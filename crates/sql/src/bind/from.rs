@@ -121,7 +121,7 @@ impl Binder<'_> {
     /// Binds WITH query `k` for one reference: its plan, name and declared
     /// column names. Inside it, only the WITH queries before it are visible
     /// (no recursion), and nothing of the referencing query.
-    fn bind_cte(&mut self, k: usize) -> Result<(SelectPlan, String, Vec<String>)> {
+    pub(super) fn bind_cte(&mut self, k: usize) -> Result<(SelectPlan, String, Vec<String>)> {
         self.ctes[k].uses += 1;
         let cte = self.ctes[k].cte.clone();
         let later = self.ctes.split_off(k);
@@ -137,17 +137,9 @@ impl Binder<'_> {
         &mut self, factor: &ast::TableFactor, rels: &[Rel], outer: Option<&Scope<'_>>,
     ) -> Result<Option<VirtualRel>> {
         let (name, schema, source, alias) = match factor {
-            ast::TableFactor::Table { name, alias, args: None, .. } if self.cte_index(name).is_some() => {
-                let k = self.cte_index(name).unwrap_or_default();
-                let (plan, cte_name, columns) = self.bind_cte(k)?;
-                let mut cols: Vec<(String, DataType)> = plan.columns[..plan.visible].iter().map(|c| (c.name.clone(), c.ty.unwrap_or(DataType::Text))).collect();
-                if columns.len() > cols.len() {
-                    return Err(SqlError::new("42P10", format!("WITH query \"{cte_name}\" has {} columns available but {} columns specified", cols.len(), columns.len())));
-                }
-                for (c, new) in cols.iter_mut().zip(columns) {
-                    c.0 = new;
-                }
-                (cte_name.clone(), super::detached(&cte_name, cols), VirtualSource::Query(SetTree::Select(Box::new(plan))), alias)
+            ast::TableFactor::Table { name, alias, args: None, .. } if let Some(k) = self.cte_index(name) => {
+                let (cte_name, schema, source) = self.cte_source(k)?;
+                (cte_name, schema, source, alias)
             }
             ast::TableFactor::Table { name, alias, args: None, .. } => {
                 let Some(rel) = system_relation(name)? else { return Ok(None) };
@@ -212,6 +204,16 @@ impl Binder<'_> {
         let mut args = Vec::new();
         for e in exprs {
             args.push(self.expr(e, &scope, &mut ExprCtx::plain("functions in FROM"))?);
+        }
+        if fname == super::function::EXPAND_ARRAY {
+            let s = format!("{fname}({})", args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", "));
+            let [(e, t)] = <[(Expr, Ty); 1]>::try_from(args).map_err(|_| SqlError::undefined_function(&s))?;
+            let elem = t.and_then(Elem::of).filter(|e| value::is_integer(e.element_type())).ok_or_else(|| SqlError::undefined_function(&s))?;
+            let mut cols = vec![("x".to_owned(), elem.element_type()), ("n".to_owned(), DataType::Int4)];
+            if ordinality {
+                cols.push(("ordinality".to_owned(), DataType::Int8));
+            }
+            return Ok((super::detached("_pg_expandarray", cols), VirtualSource::Function { func: TableFunc::ExpandArray(elem), args: vec![e], ordinality }));
         }
         let (func, args, ty) = self.table_function(fname, args)?;
         let mut cols = vec![(fname.to_owned(), ty)];

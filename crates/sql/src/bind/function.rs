@@ -18,13 +18,17 @@ impl Binder<'_> {
             return Err(SqlError::unsupported(format!("function call {}", truncate(&f.to_string()))));
         }
         let name = function_name(&f.name)?;
+        let mut order_by: &[ast::OrderByExpr] = &[];
         let (args, distinct, star) = match &f.args {
             ast::FunctionArguments::None => (Vec::new(), false, false),
             ast::FunctionArguments::Subquery(q) if name == "array" => return self.array_subquery(q, scope),
             ast::FunctionArguments::Subquery(_) => return Err(SqlError::unsupported("subquery as function argument")),
             ast::FunctionArguments::List(list) => {
-                if !list.clauses.is_empty() {
-                    return Err(SqlError::unsupported(format!("clauses in {name}()")));
+                for clause in &list.clauses {
+                    match clause {
+                        ast::FunctionArgumentClause::OrderBy(items) if order_by.is_empty() => order_by = items,
+                        _ => return Err(SqlError::unsupported(format!("clauses in {name}()"))),
+                    }
                 }
                 let distinct = matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct));
                 let mut args = Vec::new();
@@ -49,11 +53,17 @@ impl Binder<'_> {
                 Some(self.boolean(b, t, "FILTER")?)
             }
         };
+        if !order_by.is_empty() && aggregate_named(&name, star).is_none() {
+            return Err(SqlError::new("42809", format!("ORDER BY specified, but {name} is not an aggregate function")));
+        }
         if let Some(over) = &f.over {
+            if !order_by.is_empty() {
+                return Err(SqlError::unsupported("aggregate ORDER BY is not implemented for window functions"));
+            }
             return self.window_function(over, &name, &args, star, distinct, filter, scope, ctx);
         }
         if let Some(func) = aggregate_named(&name, star) {
-            return self.aggregate(func, &name, &args, distinct, filter, scope, ctx);
+            return self.aggregate(func, &name, &args, distinct, filter, order_by, scope, ctx);
         }
         if star || distinct {
             return Err(SqlError::syntax(format!("{name}(*) or DISTINCT used with a non-aggregate function")));
@@ -65,7 +75,7 @@ impl Binder<'_> {
     /// an unknown literal or parameter (typed integer); bigint and the
     /// other types have no implicit cast to integer, so no such function
     /// (42883 with the call's signature `sig`).
-    fn int4_param(&mut self, e: Expr, t: Ty, sig: &str) -> Result<Expr> {
+    pub(super) fn int4_param(&mut self, e: Expr, t: Ty, sig: &str) -> Result<Expr> {
         match t {
             None => self.coerce(e, None, DataType::Int4, "integer argument"),
             Some(t) if value::is_int4_implicit(t) => self.result_cast(e, Some(t), Some(DataType::Int4)),
@@ -110,6 +120,18 @@ impl Binder<'_> {
             "lower" => text_fn(Func::Lower, 1, 1, &[Text], Text, self, bound),
             "upper" => text_fn(Func::Upper, 1, 1, &[Text], Text, self, bound),
             "length" | "char_length" | "character_length" => text_fn(Func::Length, 1, 1, &[Text], Int4, self, bound),
+            "substring" if bound.get(1).is_some_and(|(_, t)| t.is_none_or(|t| category(t) == Category::String)) => {
+                // substring(text, text): a POSIX regular expression (an unknown
+                // literal prefers the string category); with a third text
+                // argument, SQL's SIMILAR TO form.
+                if nargs == 3 && bound[2].1.is_none_or(|t| category(t) == Category::String) {
+                    return Err(SqlError::unsupported("substring(string FROM pattern FOR escape)"));
+                }
+                if nargs == 3 {
+                    return text_fn(Func::Substr, 3, 3, &[Text, Int4, Int4], Text, self, bound);
+                }
+                text_fn(Func::RegexpSubstring, 2, 2, &[Text, Text], Text, self, bound)
+            }
             "substr" | "substring" => text_fn(Func::Substr, 2, 3, &[Text, Int4, Int4], Text, self, bound),
             "lpad" => text_fn(Func::Lpad, 2, 3, &[Text, Int4, Text], Text, self, bound),
             "rpad" => text_fn(Func::Rpad, 2, 3, &[Text, Int4, Text], Text, self, bound),
@@ -167,7 +189,8 @@ impl Binder<'_> {
                 let Expr::Const(pgtier_engine::Value::Text(unit)) = unit else {
                     return Err(SqlError::unsupported("date_trunc with a unit that is not a constant"));
                 };
-                let unit = crate::expr::TruncUnit::parse(&unit).ok_or_else(|| SqlError::unsupported(format!("date_trunc unit \"{unit}\"")))?;
+                let unit = crate::expr::DateField::parse_trunc(&unit)
+                    .ok_or_else(|| SqlError::new("22023", format!("unit \"{}\" not recognized for type timestamp without time zone", unit.to_lowercase())))?;
                 // A date is truncated as the timestamptz of its midnight, as PostgreSQL casts it.
                 let (x, tz) = match t {
                     Some(DataType::Timestamp) => (x, false),
@@ -214,11 +237,19 @@ impl Binder<'_> {
             "power" | "pow" | "sqrt" => {
                 let (f, n) = if name == "sqrt" { (Func::Sqrt, 1) } else { (Func::Power, 2) };
                 arity(n, n)?;
+                // A float argument picks the float8 version (float8 does not
+                // cast to numeric implicitly); else a numeric one picks the
+                // numeric version, with its own precision rules (refused).
+                let any_float = bound.iter().any(|(_, t)| t.is_some_and(value::is_float));
+                if let (Func::Sqrt, Some((e, Some(t @ DataType::Numeric { .. })))) = (f, bound.first())
+                    && RegKind::of(*t).is_none()
+                {
+                    return Ok((Expr::Func(Func::Sqrt, vec![e.clone()]), Some(NUMERIC_ANY)));
+                }
                 let mut out = Vec::new();
                 for (e, t) in bound {
                     match t {
-                        // PostgreSQL picks the numeric version for these, with its own precision rules.
-                        Some(DataType::Numeric { .. }) => return Err(SqlError::unsupported(format!("{name}(numeric)"))),
+                        Some(DataType::Numeric { .. }) if !any_float => return Err(SqlError::unsupported(format!("{name}(numeric)"))),
                         Some(t) if value::category(t) != Category::Numeric => return Err(SqlError::undefined_function(&sig())),
                         _ => out.push(self.result_cast(e, t, Some(DataType::Float8))?),
                     }
@@ -242,6 +273,11 @@ impl Binder<'_> {
             "starts_with" => text_fn(Func::StartsWith, 2, 2, &[Text, Text], DataType::Bool, self, bound),
             "to_hex" => {
                 arity(1, 1)?;
+                // smallint and unknown fit to_hex(integer) and to_hex(bigint) alike.
+                if matches!(bound[0].1, None | Some(DataType::Int2)) {
+                    return Err(SqlError::new("42725", format!("function {} is not unique", sig()))
+                        .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
+                }
                 let wide = bound[0].1 == Some(DataType::Int8);
                 text_fn(Func::ToHex(wide), 1, 1, &[if wide { DataType::Int8 } else { Int4 }], Text, self, bound)
             }
@@ -263,7 +299,8 @@ impl Binder<'_> {
                 text_fn(Func::Position, 2, 2, &[Text, Text], Int4, self, swapped)
             }
             "concat" => {
-                // Each argument's output text: char(n) keeps its padding here.
+                // VARIADIC "any": at least one argument.
+                arity(1, usize::MAX)?;
                 let mut out = Vec::new();
                 // concat() prints each argument with its output function:
                 // char(n) keeps its padding (concat('a'::char(3), 'x') is 'a  x').
@@ -366,6 +403,19 @@ impl Binder<'_> {
                 let t = xt.or(yt).or(Some(Text));
                 Ok((Expr::NullIf(x.boxed(), y.boxed()), t))
             }
+            "reverse" => text_fn(Func::Reverse, 1, 1, &[Text], Text, self, bound),
+            "chr" => text_fn(Func::Chr, 1, 1, &[Int4], Text, self, bound),
+            "ascii" => text_fn(Func::Ascii, 1, 1, &[Text], Int4, self, bound),
+            "regexp_replace" => {
+                // PostgreSQL 15's forms with a start position (and an occurrence).
+                if nargs > 4 || (nargs == 4 && bound[3].1.is_some_and(value::is_integer)) {
+                    return Err(SqlError::unsupported("regexp_replace with a start position"));
+                }
+                text_fn(Func::RegexpReplace, 3, 4, &[Text; 4], Text, self, bound)
+            }
+            "regexp_match" => text_fn(Func::RegexpMatch, 2, 3, &[Text; 3], super::builtin::text_array(), self, bound),
+            "regexp_like" => text_fn(Func::RegexpLike, 2, 3, &[Text; 3], DataType::Bool, self, bound),
+            _ if super::builtin::MORE_FUNCTIONS.contains(&name) => self.more_function(name, bound, &sig_text),
             _ => self.sys_function(name, bound)?.ok_or_else(|| SqlError::undefined_function(&sig())),
         }
     }
@@ -383,22 +433,28 @@ impl Binder<'_> {
         bind_function(name, bound, &mut coerce)
     }
 
-    /// `EXTRACT(field FROM x)` (numeric) or `date_part('field', x)` (float8)
-    /// of a date or timestamp. timestamptz (its fields depend on TimeZone)
-    /// and the fields pgtier does not compute are refused with 0A000.
+    /// `EXTRACT(field FROM x)` (numeric) or `date_part('field', x)`
+    /// (float8) of a date, timestamp or timestamptz. date_part of a date is
+    /// PostgreSQL's SQL function over its timestamp (so its hour is 0).
     pub(super) fn extract(&mut self, field: &str, x: Expr, t: Ty, numeric: bool) -> Result<(Expr, Ty)> {
-        let what = if numeric { "EXTRACT" } else { "date_part" };
-        let f = crate::expr::DateField::parse(field).ok_or_else(|| SqlError::unsupported(format!("{what} of field \"{field}\"")))?;
-        let x = match t {
-            Some(DataType::Date | DataType::Timestamp) => x,
+        let field = field.trim_matches('\'');
+        let (x, t) = match t {
+            Some(DataType::Date) if !numeric => (self.result_cast(x, t, Some(DataType::Timestamp))?, Some(DataType::Timestamp)),
+            Some(DataType::Date | DataType::Timestamp | DataType::TimestampTz) => (x, t),
             // An untyped literal fits several of PostgreSQL's candidates.
             None => {
                 let name = if numeric { "extract" } else { "date_part" };
                 return Err(SqlError::new("42725", format!("function pg_catalog.{name}(unknown, unknown) is not unique"))
                     .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
             }
-            Some(DataType::TimestampTz) => return Err(SqlError::unsupported(format!("{what} from timestamp with time zone"))),
-            Some(other) => return Err(SqlError::undefined_function(&format!("{what}(unknown, {})", type_name(other)))),
+            Some(other) => {
+                let what = if numeric { "extract" } else { "date_part" };
+                return Err(SqlError::undefined_function(&format!("{what}(unknown, {})", type_name(other))));
+            }
+        };
+        let Some(f) = crate::expr::DateField::parse(field) else {
+            let ty = t.map_or_else(|| "unknown".to_owned(), value::full_type_name);
+            return Err(SqlError::new("22023", format!("unit \"{}\" not recognized for type {ty}", field.to_lowercase())));
         };
         Ok((Expr::Func(Func::Extract(f, numeric), vec![x]), Some(if numeric { NUMERIC_ANY } else { DataType::Float8 })))
     }
@@ -417,10 +473,15 @@ pub(super) fn function_name(name: &ObjectName) -> Result<String> {
     match parts(name)?.as_slice() {
         [n] => Ok(n.clone()),
         [s, n] if s == "pg_catalog" || s == "public" => Ok(n.clone()),
+        // Not on the search path in PostgreSQL either: only by this name.
+        [s, n] if s == "information_schema" && n == "_pg_expandarray" => Ok(EXPAND_ARRAY.to_owned()),
         [s, _] => Err(SqlError::new("3F000", format!("schema \"{s}\" does not exist"))),
         _ => Err(SqlError::unsupported(format!("name {name}"))),
     }
 }
+
+/// `information_schema._pg_expandarray`, as [`function_name`] gives it.
+pub(super) const EXPAND_ARRAY: &str = "information_schema._pg_expandarray";
 
 /// Binds a system function call; None if `name` is not one.
 fn bind_function(

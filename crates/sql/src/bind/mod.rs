@@ -12,6 +12,7 @@
 
 mod aggregate;
 mod array;
+mod builtin;
 mod cast;
 mod coerce;
 mod ddl;
@@ -22,6 +23,7 @@ mod expr;
 mod from;
 mod function;
 mod operator;
+mod recursive;
 mod select;
 mod setop;
 mod window;
@@ -40,7 +42,7 @@ pub use coerce::map_type;
 pub type Ty = Option<DataType>;
 
 pub fn bind_statement(catalog: &Catalog, stmt: &ast::Statement) -> Result<Prepared> {
-    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new() };
+    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0 };
     let mut plan = b.statement(stmt)?;
     if let Plan::Select(s) = &mut plan {
         cast::finish_output(s);
@@ -74,6 +76,22 @@ pub struct Rel {
     pub offset: usize,
     /// Rows not stored in the engine (system catalog, subquery, table function).
     pub source: Option<Arc<VirtualSource>>,
+}
+
+impl Rel {
+    /// The schema a `schema.table.column` reference must name for this
+    /// FROM item: stored tables live in `public`, system relations in their
+    /// catalog schema; subqueries and functions have none.
+    fn schema_name(&self) -> Option<&'static str> {
+        match self.source.as_deref() {
+            None => Some("public"),
+            Some(VirtualSource::System(sys)) => Some(match sys.def().schema {
+                crate::catalog::Schema::PgCatalog => "pg_catalog",
+                crate::catalog::Schema::InformationSchema => "information_schema",
+            }),
+            Some(_) => None,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -126,6 +144,11 @@ pub(crate) struct Binder<'c> {
     pub(crate) correlated: bool,
     /// WITH queries in scope, outermost first (a name finds the innermost).
     pub(crate) ctes: Vec<CteDef>,
+    /// How many subqueries in expressions the binder is inside: a
+    /// recursive reference must not be in one (FROM subqueries are fine).
+    pub(crate) sublink_depth: usize,
+    /// Work tables handed out to WITH RECURSIVE queries of this statement.
+    pub(crate) work_tables: usize,
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in
@@ -136,6 +159,10 @@ pub(crate) struct CteDef {
     pub(crate) name: String,
     pub(crate) cte: ast::Cte,
     pub(crate) uses: usize,
+    /// Declared in WITH RECURSIVE.
+    pub(crate) recursive: bool,
+    /// What naming it means while its own definition is bound.
+    pub(crate) self_ref: recursive::SelfRef,
 }
 
 /// A row shape from column names and types.
@@ -195,7 +222,22 @@ impl<'c> Binder<'c> {
     fn statement(&mut self, stmt: &ast::Statement) -> Result<Plan> {
         use ast::Statement as S;
         match stmt {
-            S::Query(q) => Ok(Plan::Select(self.query(q, None)?)),
+            S::Query(q) => match q.body.as_ref() {
+                ast::SetExpr::Select(s) if s.into.is_some() => self.select_into(q, s),
+                _ => Ok(Plan::Select(self.query(q, None)?)),
+            },
+            S::Explain { analyze, format, options, statement, .. } => {
+                // Options that only change what is printed (COSTS, VERBOSE, ...)
+                // are accepted: pgtier prints no costs either way.
+                let analyzed = *analyze || options.iter().flatten().any(|o| ident(&o.name) == "analyze" && !matches!(&o.arg, Some(ast::Expr::Value(v)) if v.value == ast::Value::Boolean(false)));
+                let formatted = format.is_some() || options.iter().flatten().any(|o| ident(&o.name) == "format" && o.arg.as_ref().is_some_and(|a| a.to_string().to_lowercase() != "text"));
+                if analyzed || formatted {
+                    return Err(SqlError::unsupported("EXPLAIN ANALYZE and formats other than text"));
+                }
+                let inner = self.statement(statement)?;
+                let lines = crate::explain::explain(&inner, self.catalog).ok_or_else(|| SqlError::unsupported("EXPLAIN of this statement"))?;
+                Ok(Plan::Explain { lines, columns: vec![crate::plan::OutputColumn { name: "QUERY PLAN".into(), ty: Some(DataType::Text) }] })
+            }
             S::Insert(i) => self.insert(i),
             S::Update(u) => self.update(u),
             S::Delete(d) => self.delete(d),

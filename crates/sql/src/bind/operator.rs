@@ -7,7 +7,7 @@ use sqlparser::ast::{self, ObjectName};
 use super::array::is_array_ast;
 use super::{Binder, ExprCtx, Scope, Ty, parts};
 use crate::error::{Result, SqlError};
-use crate::expr::{CmpOp, Expr, Func, SysFunc};
+use crate::expr::{BitOp, CmpOp, Expr, Func, SysFunc};
 use crate::value::{self, ArithOp, Category, category, type_name};
 
 impl Binder<'_> {
@@ -76,8 +76,35 @@ impl Binder<'_> {
                 };
                 self.arith(aop, x, xt, y, yt)
             }
+            B::BitwiseAnd | B::BitwiseOr | B::PGBitwiseXor => {
+                let bop = match op {
+                    B::BitwiseAnd => BitOp::And,
+                    B::BitwiseOr => BitOp::Or,
+                    _ => BitOp::Xor,
+                };
+                self.bitwise(bop, x, xt, y, yt)
+            }
             other => Err(SqlError::unsupported(format!("operator {other}"))),
         }
+    }
+
+    /// `&`, `|`, `#` on integers (PostgreSQL has them for int2, int4 and
+    /// int8 alike; a narrower side is widened, an unknown one takes the
+    /// other's type).
+    fn bitwise(&mut self, op: BitOp, x: Expr, xt: Ty, y: Expr, yt: Ty) -> Result<(Expr, Ty)> {
+        let ty = match (xt, yt) {
+            (None, None) => DataType::Int4,
+            (Some(t), None) | (None, Some(t)) => t,
+            (Some(a), Some(b)) if value::is_integer(a) && value::is_integer(b) => value::numeric_common(a, b),
+            (Some(a), Some(b)) => return Err(SqlError::undefined_operator(&format!("{} {} {}", type_name(a), op.symbol(), type_name(b)))),
+        };
+        if !value::is_integer(ty) {
+            let name = |t: Ty| t.map_or("unknown", type_name);
+            return Err(SqlError::undefined_operator(&format!("{} {} {}", name(xt), op.symbol(), name(yt))));
+        }
+        let x = self.coerce(x, xt, ty, op.symbol())?;
+        let y = self.coerce(y, yt, ty, op.symbol())?;
+        Ok((Expr::Func(Func::Sys(SysFunc::Bit(op, ty)), vec![x, y]), Some(ty)))
     }
 
     pub(super) fn arith(&mut self, op: ArithOp, x: Expr, xt: Ty, y: Expr, yt: Ty) -> Result<(Expr, Ty)> {

@@ -16,9 +16,6 @@ use crate::planner::{self, JoinRel};
 impl Binder<'_> {
     pub(super) fn query(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
         let Some(with) = &q.with else { return self.query_body(q, outer) };
-        if with.recursive {
-            return Err(SqlError::unsupported("WITH RECURSIVE"));
-        }
         let base = self.ctes.len();
         for cte in &with.cte_tables {
             let name = ident(&cte.alias.name);
@@ -26,7 +23,7 @@ impl Binder<'_> {
                 self.ctes.truncate(base);
                 return Err(SqlError::new("42712", format!("WITH query name \"{name}\" specified more than once")));
             }
-            self.ctes.push(CteDef { name, cte: cte.clone(), uses: 0 });
+            self.ctes.push(CteDef { name, cte: cte.clone(), uses: 0, recursive: with.recursive, self_ref: super::recursive::SelfRef::Hidden });
         }
         let plan = self.query_body(q, outer);
         let defs = self.ctes.split_off(base);
@@ -38,6 +35,19 @@ impl Binder<'_> {
             }
         }
         Ok(plan)
+    }
+
+    /// SELECT ... INTO name FROM ...: CREATE TABLE name AS the query without INTO.
+    pub(super) fn select_into(&mut self, q: &ast::Query, s: &ast::Select) -> Result<crate::plan::Plan> {
+        let Some(into) = &s.into else { return Err(SqlError::new("XX000", "SELECT INTO without INTO")) };
+        if into.temporary || into.unlogged {
+            return Err(SqlError::unsupported("SELECT INTO TEMPORARY/UNLOGGED"));
+        }
+        let mut plain = s.clone();
+        plain.into = None;
+        let mut query = q.clone();
+        *query.body = ast::SetExpr::Select(Box::new(plain));
+        self.table_as(object_name(&into.name)?, &[], &query, false)
     }
 
     /// The query apart from its WITH clause.
@@ -63,6 +73,17 @@ impl Binder<'_> {
         }
         if let Some(rewritten) = srf_select(s) {
             return self.select(&rewritten, q, outer);
+        }
+        if let Some(rewritten) = expand_array_items(s)? {
+            // PostgreSQL aggregates before it expands the set-returning call
+            // (the rewrite would aggregate its rows: refused, whether that
+            // binds or fails on the rewritten item).
+            let aggregated = || SqlError::unsupported("a set-returning function in the select list of an aggregated query");
+            return match self.select(&rewritten, q, outer) {
+                Ok(plan) if plan.agg.is_some() || !plan.windows.is_empty() => Err(aggregated()),
+                Err(e) if e.message.contains(EXPAND_ITEM) => Err(aggregated()),
+                other => other,
+            };
         }
         let (distinct, distinct_on_items) = match &s.distinct {
             None | Some(ast::Distinct::All) => (false, None),
@@ -531,6 +552,73 @@ fn srf_select(s: &ast::Select) -> Option<ast::Select> {
     }];
     out.projection = vec![ast::SelectItem::ExprWithAlias { expr: ast::Expr::Identifier(fn_alias), alias: alias.unwrap_or_else(|| ast::Ident::new(name)) }];
     Some(out)
+}
+
+/// The FROM item `_pg_expandarray` calls in the select list become.
+const EXPAND_ITEM: &str = "__pg_expandarray";
+
+/// `information_schema._pg_expandarray(a)` and `(...(a)).x` / `.n` as
+/// select items (pgJDBC's getPrimaryKeys, getIndexInfo). PostgreSQL runs a
+/// set-returning function in the select list once per row of FROM; one
+/// such call, however often written, is therefore FROM joined with the
+/// function's rows: `FROM ..., _pg_expandarray(a) AS __pg_expandarray`,
+/// each call then being that item's whole row. Aggregates and windows,
+/// which PostgreSQL computes before the expansion, are refused with it
+/// (checked on the bound plan, in `select`).
+fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
+    let is_call = |e: &ast::Expr| match e {
+        ast::Expr::Function(f) => function_name(&f.name).is_ok_and(|n| n == super::function::EXPAND_ARRAY),
+        _ => false,
+    };
+    let call_of = |e: &ast::Expr| -> Option<(ast::Expr, Option<ast::Ident>)> {
+        match e {
+            _ if is_call(e) => Some((e.clone(), None)),
+            ast::Expr::CompoundFieldAccess { root, access_chain } => match (root.as_ref(), access_chain.as_slice()) {
+                (ast::Expr::Nested(inner), [ast::AccessExpr::Dot(ast::Expr::Identifier(field))]) if is_call(inner) => Some((inner.as_ref().clone(), Some(field.clone()))),
+                _ => None,
+            },
+            _ => None,
+        }
+    };
+    let mut call: Option<ast::Expr> = None;
+    let mut out = s.clone();
+    for item in &mut out.projection {
+        let (expr, alias) = match item {
+            ast::SelectItem::UnnamedExpr(e) => (e.clone(), None),
+            ast::SelectItem::ExprWithAlias { expr, alias } => (expr.clone(), Some(alias.clone())),
+            _ => continue,
+        };
+        let Some((found, field)) = call_of(&expr) else { continue };
+        if call.as_ref().is_some_and(|c| *c != found) {
+            return Err(SqlError::unsupported("several different set-returning functions in the select list"));
+        }
+        call = Some(found);
+        let row = ast::Expr::Identifier(ast::Ident::new(EXPAND_ITEM));
+        let name = field.as_ref().map_or_else(|| ast::Ident::new("_pg_expandarray"), Clone::clone);
+        let replaced = match field {
+            None => row,
+            Some(f) => ast::Expr::CompoundFieldAccess { root: Box::new(ast::Expr::Nested(Box::new(row))), access_chain: vec![ast::AccessExpr::Dot(ast::Expr::Identifier(f))] },
+        };
+        *item = ast::SelectItem::ExprWithAlias { expr: replaced, alias: alias.unwrap_or(name) };
+    }
+    let Some(ast::Expr::Function(f)) = call else { return Ok(None) };
+    let ast::FunctionArguments::List(list) = &f.args else { return Err(SqlError::unsupported("_pg_expandarray without arguments")) };
+    out.from.push(ast::TableWithJoins {
+        relation: ast::TableFactor::Table {
+            name: f.name.clone(),
+            alias: Some(ast::TableAlias { explicit: true, name: ast::Ident::new(EXPAND_ITEM), columns: Vec::new(), at: None }),
+            args: Some(ast::TableFunctionArgs { args: list.args.clone(), settings: None }),
+            with_hints: Vec::new(),
+            version: None,
+            with_ordinality: false,
+            partitions: Vec::new(),
+            json_path: None,
+            sample: None,
+            index_hints: Vec::new(),
+        },
+        joins: Vec::new(),
+    });
+    Ok(Some(out))
 }
 
 /// PostgreSQL's words for a name in ON that is a FROM item before the

@@ -12,6 +12,22 @@ use crate::error::{Result, SqlError};
 use crate::expr::Expr;
 use crate::plan::{Access, Level, OutputColumn, SelectPlan, SetOp, SetTree, SortKey, VirtualSource};
 
+/// `body` as a query of its own: no WITH, ORDER BY, LIMIT or locking.
+pub(super) fn bare_query(body: ast::SetExpr) -> ast::Query {
+    ast::Query {
+        with: None,
+        body: Box::new(body),
+        order_by: None,
+        limit_clause: None,
+        fetch: None,
+        locks: Vec::new(),
+        for_clause: None,
+        settings: None,
+        format_clause: None,
+        pipe_operators: Vec::new(),
+    }
+}
+
 impl Binder<'_> {
     /// A query whose body is a set operation or VALUES.
     pub(super) fn set_query(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
@@ -86,18 +102,7 @@ impl Binder<'_> {
     fn set_tree(&mut self, body: &ast::SetExpr, outer: Option<&Scope<'_>>) -> Result<(SetTree, Vec<Vec<OutputColumn>>)> {
         match body {
             ast::SetExpr::Select(s) => {
-                let q = ast::Query {
-                    with: None,
-                    body: Box::new(ast::SetExpr::Select(s.clone())),
-                    order_by: None,
-                    limit_clause: None,
-                    fetch: None,
-                    locks: Vec::new(),
-                    for_clause: None,
-                    settings: None,
-                    format_clause: None,
-                    pipe_operators: Vec::new(),
-                };
+                let q = bare_query(ast::SetExpr::Select(s.clone()));
                 let plan = self.select(s, &q, outer)?;
                 let cols = plan.columns[..plan.visible].to_vec();
                 Ok((SetTree::Select(Box::new(plan)), vec![cols]))
@@ -171,7 +176,7 @@ impl Binder<'_> {
 
     /// Casts each leaf's columns to the set's column types (`leaves` in
     /// the order [`Self::set_tree`] returned them).
-    fn cast_leaves(&mut self, tree: &mut SetTree, types: &[DataType], leaves: &mut std::slice::Iter<'_, Vec<OutputColumn>>) -> Result<()> {
+    pub(super) fn cast_leaves(&mut self, tree: &mut SetTree, types: &[DataType], leaves: &mut std::slice::Iter<'_, Vec<OutputColumn>>) -> Result<()> {
         match tree {
             SetTree::Op { left, right, .. } => {
                 self.cast_leaves(left, types, leaves)?;

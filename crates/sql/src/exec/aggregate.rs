@@ -65,6 +65,8 @@ pub(super) enum Acc {
     AvgFloat(f64, i64),
     Extreme(Option<Value>),
     Collect(Vec<Value>),
+    /// array_agg/string_agg with ORDER BY: each value with its sort keys.
+    Sorted(Vec<(Vec<Value>, Value)>),
 }
 
 pub(super) fn new_acc(call: &AggCall) -> Acc {
@@ -80,6 +82,7 @@ pub(super) fn new_acc(call: &AggCall) -> Acc {
             _ => Acc::AvgNum(Numeric::new(0, 0), 0),
         },
         AggFunc::Min | AggFunc::Max => Acc::Extreme(None),
+        AggFunc::StringAgg | AggFunc::ArrayAgg if !call.order_by.is_empty() => Acc::Sorted(Vec::new()),
         AggFunc::StringAgg | AggFunc::ArrayAgg => Acc::Collect(Vec::new()),
     }
 }
@@ -90,6 +93,7 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
         (Acc::Count(n), None) if call.func == AggFunc::CountStar => *n += 1,
         // array_agg keeps NULLs; string_agg's pair is never NULL.
         (Acc::Collect(items), Some(v)) => items.push(v),
+        (Acc::Sorted(_), _) => return Err(SqlError::new("XX000", "an ordered aggregate's value without its sort keys")),
         (_, None) => {}
         (_, Some(Value::Null)) => {}
         (Acc::Count(n), Some(_)) => *n += 1,
@@ -130,6 +134,21 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
     Ok(match acc {
         Acc::Count(n) => Value::Int8(n),
         Acc::Collect(items) => finish_collect(call, items)?,
+        Acc::Sorted(mut keyed) => {
+            // Stable: rows with equal keys keep their input order.
+            keyed.sort_by(|(a, _), (b, _)| {
+                for (o, (x, y)) in call.order_by.iter().zip(a.iter().zip(b)) {
+                    let ord = super::select::sort_key_cmp(x, y, o.desc, o.nulls_first);
+                    if ord != Ordering::Equal {
+                        return ord;
+                    }
+                }
+                Ordering::Equal
+            });
+            let mut ordered = AggCall { distinct: false, ..call.clone() };
+            ordered.order_by.clear();
+            finish_collect(&ordered, keyed.into_iter().map(|(_, v)| v).collect())?
+        }
         Acc::SumInt(s) => match s {
             Some(x) => Value::Int8(i64::try_from(x).map_err(|_| SqlError::out_of_range("bigint"))?),
             None => Value::Null,
@@ -240,6 +259,16 @@ impl<'p> Aggregator<'p> {
                 && let Some(x) = &v
                 && ((x.is_null() && call.func != AggFunc::ArrayAgg) || !self.groups[gi].seen[k].insert(GroupKey(vec![x.clone()])))
             {
+                continue;
+            }
+            if let (Acc::Sorted(items), Some(v)) = (&mut self.groups[gi].accs[k], &v) {
+                let v = v.clone();
+                let mut keys = Vec::with_capacity(call.order_by.len());
+                for o in &call.order_by {
+                    keys.push(o.key.eval(env, ex, r)?);
+                }
+                ex.interrupt.charge(row_bytes(&keys) + super::value_bytes(&v), "hash aggregate")?;
+                items.push((keys, v));
                 continue;
             }
             accumulate(&mut self.groups[gi].accs[k], call, v)?;

@@ -6,7 +6,7 @@ use pgtier_engine::{EngineError, IndexDef, SequenceOptions, TableDef, TableSchem
 
 use super::Exec;
 use crate::error::{Result, SqlError, SqlNotice};
-use crate::plan::ColumnSequence;
+use crate::plan::{ColumnSequence, SelectPlan};
 use crate::value::NUMERIC_ANY;
 
 impl Exec<'_> {
@@ -22,6 +22,31 @@ impl Exec<'_> {
         }
         self.txn.create_table(def)?;
         Ok(())
+    }
+
+    /// CREATE TABLE AS: the query runs first (it cannot read the table it
+    /// fills), then the table is made and its rows inserted; all in the
+    /// statement's transaction, so a failure leaves neither. Returns the
+    /// rows inserted.
+    pub fn create_table_as(&mut self, def: &TableDef, query: &SelectPlan, if_not_exists: bool, params: &[Value]) -> Result<u64> {
+        if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
+            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", def.name) });
+            return Ok(0);
+        }
+        let rows = self.select_rows(query, params, &[])?;
+        self.create_table(def, false)?;
+        let table = Arc::clone(self.txn.catalog().table_by_name(&def.name).ok_or_else(|| SqlError::new("XX000", "the table just created is missing"))?);
+        let blank = table.default_row();
+        let mut count = 0;
+        for r in rows {
+            let mut full = blank.clone();
+            for (k, v) in r.into_iter().take(query.visible).enumerate() {
+                full[k] = v;
+            }
+            self.txn.insert(table.id, &full)?;
+            count += 1;
+        }
+        Ok(count)
     }
 
     /// CREATE TABLE whose serial or identity columns need their sequences

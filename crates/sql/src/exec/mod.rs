@@ -143,6 +143,8 @@ pub struct Exec<'a> {
     pub hash_joins: bool,
     /// Levels with hash keys seen by this execution, by address.
     pub level_hashes: LevelHashes,
+    /// The rows of the round in progress of each WITH RECURSIVE query, by slot.
+    pub work_tables: Vec<Vec<Vec<Value>>>,
 }
 
 /// Rows between reads of the cancel flag and the clock: a long statement

@@ -26,6 +26,16 @@ impl Exec<'_> {
                     out.extend(r);
                 }
             }
+            VirtualSource::Recursive { slot, anchor, step, all } => {
+                for r in self.recursive_rows(*slot, anchor, step, *all, env)? {
+                    out.extend(r);
+                }
+            }
+            VirtualSource::WorkTable(slot) => {
+                for r in self.work_tables.get(*slot).map_or(&[][..], Vec::as_slice) {
+                    out.extend(r.iter().cloned());
+                }
+            }
             VirtualSource::Function { func, args, ordinality } => {
                 let mut vals = Vec::with_capacity(args.len());
                 for a in args {
@@ -59,6 +69,16 @@ impl Exec<'_> {
                     }
                     TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
                     TableFunc::PartitionAncestors => Vec::new(),
+                    TableFunc::ExpandArray(elem) => {
+                        for (k, v) in types::array_values(vals[0].as_str().unwrap_or(""), *elem)?.into_iter().enumerate() {
+                            out.push(v);
+                            out.push(Value::Int4(i32::try_from(k + 1).unwrap_or(i32::MAX)));
+                            if *ordinality {
+                                out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
+                            }
+                        }
+                        return Ok(());
+                    }
                 };
                 for (k, v) in items.into_iter().enumerate() {
                     out.push(v);
@@ -69,6 +89,46 @@ impl Exec<'_> {
             }
         }
         Ok(())
+    }
+
+    /// WITH RECURSIVE, evaluated as PostgreSQL does (iteratively, not
+    /// recursively): every round is charged to pgtier.statement_mem, so a
+    /// query that never stops ends with 53200 (or statement_timeout).
+    fn recursive_rows(&mut self, slot: usize, anchor: &SetTree, step: &SetTree, all: bool, env: &Env<'_>) -> Result<Vec<Vec<Value>>> {
+        let held = self.interrupt.mem_used;
+        let mut seen = HashSet::new();
+        let keep = |rows: Vec<Vec<Value>>, seen: &mut HashSet<GroupKey>| -> Vec<Vec<Value>> {
+            if all { rows } else { rows.into_iter().filter(|r| seen.insert(GroupKey(r.clone()))).collect() }
+        };
+        let mut result = keep(self.set_rows(anchor, env)?, &mut seen);
+        if self.work_tables.len() <= slot {
+            self.work_tables.resize_with(slot + 1, Vec::new);
+        }
+        let mut round_start = 0;
+        let outcome = loop {
+            let round = result[round_start..].to_vec();
+            if round.is_empty() {
+                break Ok(());
+            }
+            let bytes: usize = round.iter().map(|r| super::row_bytes(r)).sum();
+            // The rows kept (and, for UNION, their copies in `seen`).
+            if let Err(e) = self.interrupt.charge(if all { bytes } else { bytes * 2 }, "WITH RECURSIVE query") {
+                break Err(e);
+            }
+            self.work_tables[slot] = round;
+            let next = match self.set_rows(step, env).and_then(|rows| self.interrupt.check().map(|()| rows)) {
+                Ok(rows) => keep(rows, &mut seen),
+                // The round's rows crossed the bound the recursion holds most of.
+                Err(e) if e.sqlstate == "53200" => break Err(self.interrupt.out_of_memory("WITH RECURSIVE query")),
+                Err(e) => break Err(e),
+            };
+            round_start = result.len();
+            result.extend(next);
+        };
+        self.work_tables[slot] = Vec::new();
+        // Like a table function's rows: held while the level's candidates last.
+        self.interrupt.mem_used = held;
+        outcome.map(|()| result)
     }
 
     fn set_rows(&mut self, tree: &SetTree, env: &Env<'_>) -> Result<Vec<Vec<Value>>> {

@@ -13,7 +13,7 @@ use pgtier_engine::{DataType, Value};
 
 mod functions;
 
-pub use functions::{DateField, Func, SeqFunc, SysFunc, TruncUnit, oid_in};
+pub use functions::{BitOp, DateField, Func, SeqFunc, SysFunc, oid_in};
 
 use crate::catalog::SysCtx;
 use crate::error::{Result, SqlError};

@@ -353,6 +353,20 @@ func main() {
 	step("text reads", func() error { return reads(ctx, text, "text") })
 	step("text errors", func() error { return errorCases(ctx, text, "text") })
 
+	// LoadTypes: pgx's one query (WITH RECURSIVE over pg_type, pg_class,
+	// pg_attribute, pg_range) that registers derived types such as arrays.
+	step("load types", func() error {
+		types, err := binary.LoadTypes(ctx, []string{"_int4", "_text", "_numeric", "pg_catalog._bool"})
+		if err != nil {
+			return err
+		}
+		for _, t := range types {
+			out("load types: %s oid=%d", t.Name, t.OID)
+		}
+		binary.TypeMap().RegisterTypes(types)
+		return nil
+	})
+
 	step("drop", func() error {
 		_, err := binary.Exec(ctx, "DROP TABLE "+table)
 		if err == nil {

@@ -1,6 +1,10 @@
 //! Function calls: the builtin scalar functions (lower, substr, round,
 //! now, ...) here, the system functions in [`system`].
 
+mod datetime;
+mod math;
+mod regex;
+mod strings;
 mod system;
 
 use std::cmp::Ordering;
@@ -8,10 +12,12 @@ use std::cmp::Ordering;
 use pgtier_engine::{DataType, Numeric, Value};
 
 use super::{Env, Expr, SubqueryRunner};
+use crate::types::{Elem, array_text};
 use crate::error::{Result, SqlError};
 use crate::value::{self, ArithOp, MICROS_PER_DAY};
 
-pub use system::{SeqFunc, SysFunc, oid_in};
+pub use datetime::DateField;
+pub use system::{BitOp, SeqFunc, SysFunc, oid_in};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Func {
@@ -60,165 +66,50 @@ pub enum Func {
     /// random(): uniform in [0, 1), a new value at every call.
     Random,
     /// date_trunc of a timestamp (false) or timestamptz (true) to a unit.
-    DateTrunc(TruncUnit, bool),
+    DateTrunc(DateField, bool),
     /// extract (numeric, true: PostgreSQL 14+) or date_part (float8, false) of a field.
     Extract(DateField, bool),
+    Reverse,
+    Chr,
+    Ascii,
+    /// format(template, args...): not strict (a NULL argument prints empty).
+    Format,
+    /// regexp_replace(s, pattern, replacement [, flags]).
+    RegexpReplace,
+    /// regexp_match(s, pattern [, flags]): text[].
+    RegexpMatch,
+    /// regexp_like(s, pattern [, flags]).
+    RegexpLike,
+    /// substring(s FROM pattern): the first group's match, or the whole match.
+    RegexpSubstring,
+    /// cbrt, exp, ln, log10 of a float8.
+    Cbrt,
+    Exp,
+    Ln,
+    Log10,
+    /// sign of a float8 or numeric.
+    Sign,
+    /// div(numeric, numeric).
+    Div,
+    /// gcd / lcm of int4, int8 or numeric.
+    Gcd,
+    Lcm,
+    Pi,
+    /// to_char(timestamp | timestamptz, template).
+    ToChar,
+    /// to_timestamp(double precision).
+    ToTimestampEpoch,
+    /// to_timestamp(text, template) (false) or to_date (true).
+    ToTimestamp(bool),
+    /// make_timestamp (false) or make_timestamptz (true).
+    MakeTimestamp(bool),
     /// A system function ([`SysFunc`]).
     Sys(SysFunc),
 }
 
-/// A field extract/date_part takes from a date or timestamp.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DateField {
-    Year,
-    Quarter,
-    Month,
-    Day,
-    Dow,
-    IsoDow,
-    Doy,
-    Hour,
-    Minute,
-    Second,
-    Epoch,
-}
-
-impl DateField {
-    /// The field named `name` (PostgreSQL's spellings), or None for one pgtier does not take.
-    pub fn parse(name: &str) -> Option<DateField> {
-        Some(match name.to_ascii_lowercase().as_str() {
-            "year" | "years" | "y" | "yr" | "yrs" => DateField::Year,
-            "quarter" | "qtr" => DateField::Quarter,
-            "month" | "months" | "mon" | "mons" => DateField::Month,
-            "day" | "days" | "d" => DateField::Day,
-            "dow" => DateField::Dow,
-            "isodow" => DateField::IsoDow,
-            "doy" => DateField::Doy,
-            "hour" | "hours" | "h" | "hr" | "hrs" => DateField::Hour,
-            "minute" | "minutes" | "m" | "min" | "mins" => DateField::Minute,
-            "second" | "seconds" | "s" | "sec" | "secs" => DateField::Second,
-            "epoch" => DateField::Epoch,
-            _ => return None,
-        })
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            DateField::Year => "year",
-            DateField::Quarter => "quarter",
-            DateField::Month => "month",
-            DateField::Day => "day",
-            DateField::Dow => "dow",
-            DateField::IsoDow => "isodow",
-            DateField::Doy => "doy",
-            DateField::Hour => "hour",
-            DateField::Minute => "minute",
-            DateField::Second => "second",
-            DateField::Epoch => "epoch",
-        }
-    }
-}
-
-/// A unit date_trunc takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TruncUnit {
-    Microseconds,
-    Milliseconds,
-    Second,
-    Minute,
-    Hour,
-    Day,
-    Week,
-    Month,
-    Quarter,
-    Year,
-    Decade,
-    Century,
-    Millennium,
-}
-
-impl TruncUnit {
-    pub fn parse(name: &str) -> Option<TruncUnit> {
-        Some(match name.to_ascii_lowercase().as_str() {
-            "microseconds" | "microsecond" | "us" | "usec" | "usecs" | "useconds" => TruncUnit::Microseconds,
-            "milliseconds" | "millisecond" | "ms" | "msec" | "msecs" | "mseconds" => TruncUnit::Milliseconds,
-            "second" | "seconds" | "s" | "sec" | "secs" => TruncUnit::Second,
-            "minute" | "minutes" | "m" | "min" | "mins" => TruncUnit::Minute,
-            "hour" | "hours" | "h" | "hr" | "hrs" => TruncUnit::Hour,
-            "day" | "days" | "d" => TruncUnit::Day,
-            "week" | "weeks" | "w" => TruncUnit::Week,
-            "month" | "months" | "mon" | "mons" => TruncUnit::Month,
-            "quarter" | "qtr" => TruncUnit::Quarter,
-            "year" | "years" | "y" | "yr" | "yrs" => TruncUnit::Year,
-            "decade" | "decades" => TruncUnit::Decade,
-            "century" | "centuries" => TruncUnit::Century,
-            "millennium" | "millennia" | "millenniums" => TruncUnit::Millennium,
-            _ => return None,
-        })
-    }
-}
-
-/// date_trunc of µs since 2000-01-01 (UTC: pgtier's only time zone).
-/// Years before 1 (their decades and centuries count differently) are 0A000.
-fn date_trunc(unit: TruncUnit, t: i64) -> Result<i64> {
-    let within_day = |step: i64| Ok(t - t.rem_euclid(step));
-    let days = t.div_euclid(MICROS_PER_DAY);
-    let (year, month, _) = pgtier_engine::civil_from_days(days);
-    let at = |y: i64, m: u32| Ok(pgtier_engine::days_from_civil(y, m, 1) * MICROS_PER_DAY);
-    if year <= 0 && matches!(unit, TruncUnit::Decade | TruncUnit::Century | TruncUnit::Millennium) {
-        return Err(SqlError::unsupported("date_trunc of a BC year to a decade, century or millennium"));
-    }
-    match unit {
-        TruncUnit::Microseconds => Ok(t),
-        TruncUnit::Milliseconds => within_day(1_000),
-        TruncUnit::Second => within_day(1_000_000),
-        TruncUnit::Minute => within_day(60_000_000),
-        TruncUnit::Hour => within_day(3_600_000_000),
-        TruncUnit::Day => within_day(MICROS_PER_DAY),
-        // ISO weeks start on Monday; 2000-01-01 was a Saturday.
-        TruncUnit::Week => Ok((days - (days + 5).rem_euclid(7)) * MICROS_PER_DAY),
-        TruncUnit::Month => at(year, month),
-        TruncUnit::Quarter => at(year, (month - 1) / 3 * 3 + 1),
-        TruncUnit::Year => at(year, 1),
-        TruncUnit::Decade => at(year - year % 10, 1),
-        TruncUnit::Century => at((year - 1) / 100 * 100 + 1, 1),
-        TruncUnit::Millennium => at((year - 1) / 1000 * 1000 + 1, 1),
-    }
-}
-
-/// 1970-01-01 in days since 2000-01-01 (PostgreSQL's epoch).
-const UNIX_EPOCH_DAYS: i64 = -10_957;
-
-/// `field` of a date (days since 2000-01-01) or a timestamp (µs since
-/// 2000-01-01) as an exact (mantissa, scale); the time fields of a date are
-/// PostgreSQL's 0A000.
-fn date_field(field: DateField, v: &Value) -> Result<(i128, u8)> {
-    let (days, micros, is_date) = match v {
-        Value::Date(d) => (i64::from(*d), 0, true),
-        Value::Timestamp(t) => (t.div_euclid(MICROS_PER_DAY), t.rem_euclid(MICROS_PER_DAY), false),
-        other => return Err(SqlError::undefined_function(&format!("extract({})", value::value_type_name(other)))),
-    };
-    let (year, month, day) = pgtier_engine::civil_from_days(days);
-    let whole = |n: i64| Ok((i128::from(n), 0));
-    match field {
-        // PostgreSQL's years have no year 0: astronomical 0 is 1 BC, shown as -1.
-        DateField::Year => whole(if year <= 0 { year - 1 } else { year }),
-        DateField::Quarter => whole(i64::from((month - 1) / 3 + 1)),
-        DateField::Month => whole(i64::from(month)),
-        DateField::Day => whole(i64::from(day)),
-        // 2000-01-01 was a Saturday (6).
-        DateField::Dow => whole((days + 6).rem_euclid(7)),
-        DateField::IsoDow => whole((days + 5).rem_euclid(7) + 1),
-        DateField::Doy => whole(days - pgtier_engine::days_from_civil(year, 1, 1) + 1),
-        DateField::Hour | DateField::Minute | DateField::Second if is_date => {
-            Err(SqlError::new("0A000", format!("unit \"{}\" not supported for type date", field.name())))
-        }
-        DateField::Hour => whole(micros / 3_600_000_000),
-        DateField::Minute => whole(micros / 60_000_000 % 60),
-        DateField::Second => Ok((i128::from(micros % 60_000_000), 6)),
-        DateField::Epoch if is_date => whole((days - UNIX_EPOCH_DAYS) * 86_400),
-        DateField::Epoch => Ok((i128::from(days - UNIX_EPOCH_DAYS) * i128::from(MICROS_PER_DAY) + i128::from(micros), 6)),
-    }
+/// The second argument's text ("" if it is not text).
+fn s1(vals: &[Value]) -> &str {
+    vals.get(1).and_then(text_arg).unwrap_or("")
 }
 
 fn text_arg(v: &Value) -> Option<&str> {
@@ -268,6 +159,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             }
             return Ok(Value::Text(s));
         }
+        Func::Format => return strings::format(&vals),
         Func::Greatest | Func::Least => {
             let mut best: Option<Value> = None;
             for v in vals.into_iter().filter(|v| !v.is_null()) {
@@ -441,33 +333,17 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         },
         Func::WidthBucket => width_bucket(&vals[0], &vals[1], &vals[2], int(3))?,
         Func::SizePretty => Value::Text(size_pretty(int(0))),
-        Func::Power | Func::Sqrt => {
+        Func::Sqrt => {
+            if let Value::Numeric(n) = &vals[0] {
+                return Ok(Value::Numeric(math::numeric_sqrt(*n)?));
+            }
             let x = value::to_f64(&vals[0]).unwrap_or(f64::NAN);
-            let result = if f == Func::Sqrt {
-                if x < 0.0 {
-                    return Err(SqlError::new("2201F", "cannot take square root of a negative number"));
-                }
-                x.sqrt()
-            } else {
-                let y = value::to_f64(&vals[1]).unwrap_or(f64::NAN);
-                // dpow's errors: 0 to a negative power, a negative base to a fractional one.
-                if x == 0.0 && y < 0.0 {
-                    return Err(SqlError::new("2201F", "zero raised to a negative power is undefined"));
-                }
-                if x < 0.0 && y.fract() != 0.0 {
-                    return Err(SqlError::new("2201F", "a negative number raised to a non-integer power yields a complex result"));
-                }
-                x.powf(y)
-            };
-            let y_finite = f == Func::Sqrt || value::to_f64(&vals[1]).is_some_and(f64::is_finite);
-            if result.is_infinite() && x.is_finite() && y_finite {
-                return Err(SqlError::new("22003", "value out of range: overflow"));
+            if x < 0.0 {
+                return Err(SqlError::new("2201F", "cannot take square root of a negative number"));
             }
-            if result == 0.0 && x != 0.0 {
-                return Err(SqlError::new("22003", "value out of range: underflow"));
-            }
-            Value::Float8(result)
+            Value::Float8(x.sqrt())
         }
+        Func::Power => Value::Float8(math::dpow(value::to_f64(&vals[0]).unwrap_or(f64::NAN), value::to_f64(&vals[1]).unwrap_or(f64::NAN))?),
         Func::Md5 => {
             use md5::Digest as _;
             let digest = match &vals[0] {
@@ -478,22 +354,56 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         }
         Func::DateTrunc(unit, tz) => match &vals[0] {
             Value::Timestamp(t) | Value::TimestampTz(t) => {
-                let truncated = date_trunc(unit, *t)?;
+                let truncated = datetime::date_trunc(unit, *t)?;
                 if tz { Value::TimestampTz(truncated) } else { Value::Timestamp(truncated) }
             }
             other => return Err(SqlError::undefined_function(&format!("date_trunc(text, {})", value::value_type_name(other)))),
         },
-        Func::MakeDate => make_date(int(0), int(1), int(2))?,
-        Func::Extract(field, numeric) => {
-            let (mantissa, scale) = date_field(field, &vals[0])?;
-            if numeric {
-                Value::Numeric(Numeric::new(mantissa, scale))
-            } else {
-                #[allow(clippy::cast_precision_loss)]
-                Value::Float8(mantissa as f64 / 10f64.powi(i32::from(scale)))
+        Func::MakeDate => datetime::make_date(int(0), int(1), int(2))?,
+        Func::Extract(field, numeric) => datetime::extract(field, &vals[0], numeric)?,
+        Func::Reverse => Value::Text(s0.chars().rev().collect()),
+        Func::Chr => strings::chr(int(0))?,
+        Func::Ascii => strings::ascii(s0),
+        Func::RegexpReplace => {
+            let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
+            Value::Text(regex::regexp_replace(s0, text(1), text(2), text(3))?)
+        }
+        Func::RegexpMatch => {
+            let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
+            match regex::regexp_match(s0, text(1), text(2))? {
+                Some(items) => {
+                    let items: Vec<Value> = items.into_iter().map(|i| i.map_or(Value::Null, Value::Text)).collect();
+                    Value::Text(array_text(Elem::Text, &items))
+                }
+                None => Value::Null,
             }
         }
-        Func::Now | Func::ClockTimestamp | Func::Random | Func::Concat | Func::ConcatWs | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
+        Func::RegexpSubstring => regex::substring(s0, s1(&vals))?.map_or(Value::Null, Value::Text),
+        Func::RegexpLike => {
+            let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
+            Value::Bool(regex::regexp_like(s0, text(1), text(2))?)
+        }
+        Func::Cbrt | Func::Exp | Func::Ln | Func::Log10 => Value::Float8(math::float_fn(f, value::to_f64(&vals[0]).unwrap_or(f64::NAN))?),
+        Func::Sign => math::sign(&vals[0]),
+        Func::Div => math::div(&vals[0], &vals[1])?,
+        Func::Gcd | Func::Lcm => math::gcd_lcm(f == Func::Lcm, &vals[0], &vals[1])?,
+        Func::Pi => Value::Float8(std::f64::consts::PI),
+        Func::ToChar => match &vals[0] {
+            // An empty template gives NULL, as PostgreSQL's.
+            _ if s1(&vals).is_empty() => Value::Null,
+            Value::Timestamp(t) | Value::TimestampTz(t) => Value::Text(datetime::to_char(*t, s1(&vals))?),
+            other => return Err(SqlError::undefined_function(&format!("to_char({}, text)", value::value_type_name(other)))),
+        },
+        Func::ToTimestampEpoch => Value::TimestampTz(datetime::to_timestamp_epoch(value::to_f64(&vals[0]).unwrap_or(f64::NAN))?),
+        Func::ToTimestamp(date) => {
+            let t = datetime::parse_with_template(s0, vals.get(1).and_then(text_arg).unwrap_or(""))?;
+            if date { Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?) } else { Value::TimestampTz(t) }
+        }
+        Func::MakeTimestamp(tz) => {
+            let t = datetime::make_timestamp(int(0), int(1), int(2), int(3), int(4), value::to_f64(&vals[5]).unwrap_or(f64::NAN))?;
+            if tz { Value::TimestampTz(t) } else { Value::Timestamp(t) }
+        }
+        Func::Now | Func::ClockTimestamp | Func::Random | Func::Concat | Func::ConcatWs | Func::Format | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
     })
 }
 
@@ -610,25 +520,6 @@ fn width_bucket(operand: &Value, low: &Value, high: &Value, count: i64) -> Resul
         }
     };
     i32::try_from(bucket).map(Value::Int4).map_err(|_| SqlError::out_of_range("integer"))
-}
-
-/// make_date(year, month, day); a negative year is BC, year 0 does not exist.
-fn make_date(year: i64, month: i64, day: i64) -> Result<Value> {
-    let out_of_range = || SqlError::new("22008", format!("date field value out of range: {year}-{month:02}-{day:02}"));
-    if year == 0 {
-        return Err(out_of_range());
-    }
-    let astronomical = if year < 0 { year + 1 } else { year };
-    let (Ok(m), Ok(d)) = (u32::try_from(month), u32::try_from(day)) else { return Err(out_of_range()) };
-    if !(1..=12).contains(&m) || d == 0 || !(-4713..=5_874_897).contains(&year) {
-        return Err(out_of_range());
-    }
-    let days = pgtier_engine::days_from_civil(astronomical, m, d);
-    // A day past the month's end comes back as another date.
-    if pgtier_engine::civil_from_days(days) != (astronomical, m, d) {
-        return Err(out_of_range());
-    }
-    i32::try_from(days).map(Value::Date).map_err(|_| out_of_range())
 }
 
 /// pg_size_pretty(bigint), PostgreSQL 15's: bytes below 10 kB, then the

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use pgtier_engine::{Catalog, Value};
+use pgtier_engine::{Catalog, DataType, Value};
 
 use crate::expr::{CmpOp, Env, Expr, SubqueryRunner};
 use crate::catalog::{self as cat, RELATIONS, Schema, constraint_def, format_type, index_def, quote_ident, reg_lookup, reg_name};
@@ -59,6 +59,12 @@ pub enum SysFunc {
     ArrayLength(Elem),
     Cardinality(Elem),
     Subscript(Elem),
+    /// `&`, `|`, `#` on integers of the given type.
+    Bit(BitOp, DataType),
+    /// The `(x,n)` row of `_pg_expandarray` over an array of `Elem`.
+    ExpandRecord(Elem),
+    /// Field `k` (0: x, 1: n) of such a row.
+    RecordField(Elem, usize),
     MakeArray(Elem),
     /// `array || array`.
     ArrayConcat(Elem),
@@ -72,6 +78,23 @@ pub enum SysFunc {
     Sequence(SeqFunc),
     /// `pg_get_serial_sequence(table, column)`.
     SerialSequence,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BitOp {
+    And,
+    Or,
+    Xor,
+}
+
+impl BitOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BitOp::And => "&",
+            BitOp::Or => "|",
+            BitOp::Xor => "#",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +115,7 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
     let strict = !matches!(
         f,
         SysFunc::CurrentSetting | SysFunc::ArrayToString(_) | SysFunc::MakeArray(_) | SysFunc::Any(..) | SysFunc::FormatType | SysFunc::ArrayConcat(_)
+            | SysFunc::ExpandRecord(_)
     );
     if strict && vals.iter().any(Value::is_null) {
         return Ok(Value::Null);
@@ -175,6 +199,35 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             return Ok(usize::try_from(k).ok().and_then(|k| items.get(k).cloned()).unwrap_or(Value::Null));
         }
         SysFunc::MakeArray(e) => return Ok(Value::Text(types::array_text(e, &vals))),
+        SysFunc::Bit(op, ty) => {
+            let (x, y) = (int(0), int(1));
+            let r = match op {
+                BitOp::And => x & y,
+                BitOp::Or => x | y,
+                BitOp::Xor => x ^ y,
+            };
+            // In range: both operands are of `ty`.
+            #[allow(clippy::cast_possible_truncation)]
+            return Ok(match ty {
+                DataType::Int2 => Value::Int2(r as i16),
+                DataType::Int4 => Value::Int4(r as i32),
+                _ => Value::Int8(r),
+            });
+        }
+        // Integer fields only: their text needs no quoting in a row's form.
+        SysFunc::ExpandRecord(_) => {
+            let field = |v: &Value| if v.is_null() { String::new() } else { value::to_text(v) };
+            return Ok(Value::Text(format!("({},{})", field(&vals[0]), field(&vals[1]))));
+        }
+        SysFunc::RecordField(e, k) => {
+            let Some(row) = vals[0].as_str() else { return Ok(Value::Null) };
+            let inner = row.strip_prefix('(').and_then(|r| r.strip_suffix(')')).unwrap_or("");
+            let ty = if k == 0 { e.element_type() } else { DataType::Int4 };
+            return match inner.split(',').nth(k) {
+                None | Some("") => Ok(Value::Null),
+                Some(text) => value::parse_input(text, ty),
+            };
+        }
         SysFunc::ArrayConcat(e) => {
             return Ok(match (&vals[0], &vals[1]) {
                 (Value::Null, Value::Null) => Value::Null,
@@ -210,7 +263,12 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             }
             return Ok(if unknown { Value::Null } else { Value::Bool(false) });
         }
-        SysFunc::Regex { negated, case_insensitive } => return Ok(Value::Bool(regex_match(txt(0), txt(1), case_insensitive)? != negated)),
+        SysFunc::Regex { negated, case_insensitive } => {
+            if vals[0].is_null() || vals[1].is_null() {
+                return Ok(Value::Null);
+            }
+            return Ok(Value::Bool(super::regex::is_match(txt(0), txt(1), case_insensitive)? != negated));
+        }
         SysFunc::OidIn if !vals[0].is_null() => return Ok(Value::Int8(oid_in(txt(0))?)),
         SysFunc::OidFromInt(wide) if !vals[0].is_null() => return Ok(Value::Int8(oid_from_int(int(0), wide)?)),
         SysFunc::OidIn | SysFunc::OidFromInt(_) => return Ok(Value::Null),
@@ -320,26 +378,6 @@ fn serial_sequence(catalog: &Catalog, settings: &HashMap<String, String>, table:
     Ok(match col.sequence.filter(|(_, how)| how.owns()).and_then(|(seq, _)| catalog.table(seq)) {
         Some(seq) => Value::Text(format!("public.{}", quote_ident(&seq.name))),
         None => Value::Null,
-    })
-}
-
-thread_local! {
-    /// The last compiled pattern: a query matches one pattern against many rows.
-    static LAST_REGEX: std::cell::RefCell<Option<(String, bool, regex_lite::Regex)>> = const { std::cell::RefCell::new(None) };
-}
-
-fn regex_match(s: &str, pattern: &str, case_insensitive: bool) -> Result<bool> {
-    LAST_REGEX.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let hit = matches!(&*slot, Some((p, ci, _)) if p == pattern && *ci == case_insensitive);
-        if !hit {
-            let re = regex_lite::RegexBuilder::new(pattern)
-                .case_insensitive(case_insensitive)
-                .build()
-                .map_err(|e| SqlError::new("2201B", format!("invalid regular expression: {e}")))?;
-            *slot = Some((pattern.to_owned(), case_insensitive, re));
-        }
-        Ok(slot.as_ref().is_some_and(|(_, _, re)| re.is_match(s)))
     })
 }
 

@@ -2,6 +2,7 @@ package pgtier.drivers;
 
 import java.math.BigDecimal;
 import java.sql.Connection;
+import java.sql.DatabaseMetaData;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -396,6 +397,7 @@ public final class Client {
         try (Statement st = conn.createStatement()) {
             st.execute("DROP TABLE IF EXISTS drv_java_keys");
             st.execute("CREATE TABLE drv_java_keys (id serial PRIMARY KEY, g bigint GENERATED ALWAYS AS IDENTITY, v text)");
+            st.execute("CREATE UNIQUE INDEX drv_java_keys_v_g ON drv_java_keys (v, g)");
         }
         conn.setAutoCommit(false);
         try (PreparedStatement ps = conn.prepareStatement("INSERT INTO drv_java_keys (v) VALUES (?)", Statement.RETURN_GENERATED_KEYS)) {
@@ -427,6 +429,26 @@ public final class Client {
                     + " type=" + rs.getInt("DATA_TYPE") + " size=" + rs.getInt("COLUMN_SIZE") + " nullable=" + rs.getInt("NULLABLE")
                     + " default=" + rs.getString("COLUMN_DEF") + " autoincrement=" + rs.getString("IS_AUTOINCREMENT")
                     + " generated=" + rs.getString("IS_GENERATEDCOLUMN"));
+            }
+        }
+        // getPrimaryKeys, getIndexInfo and getBestRowIdentifier: what ORMs
+        // and schema tools call (information_schema._pg_expandarray over
+        // pg_index.indkey, pg_get_indexdef per column).
+        try (ResultSet rs = conn.getMetaData().getPrimaryKeys(null, "public", "drv_java_keys")) {
+            while (rs.next()) {
+                out("getPrimaryKeys: " + rs.getString("TABLE_NAME") + " " + rs.getString("COLUMN_NAME") + " seq=" + rs.getInt("KEY_SEQ")
+                    + " name=" + rs.getString("PK_NAME"));
+            }
+        }
+        try (ResultSet rs = conn.getMetaData().getIndexInfo(null, "public", "drv_java_keys", false, false)) {
+            while (rs.next()) {
+                out("getIndexInfo: " + rs.getString("INDEX_NAME") + " unique=" + !rs.getBoolean("NON_UNIQUE") + " pos=" + rs.getInt("ORDINAL_POSITION")
+                    + " column=" + rs.getString("COLUMN_NAME") + " type=" + rs.getInt("TYPE") + " asc=" + rs.getString("ASC_OR_DESC"));
+            }
+        }
+        try (ResultSet rs = conn.getMetaData().getBestRowIdentifier(null, "public", "drv_java_keys", DatabaseMetaData.bestRowSession, false)) {
+            while (rs.next()) {
+                out("getBestRowIdentifier: " + rs.getString("COLUMN_NAME") + " " + rs.getString("TYPE_NAME") + " type=" + rs.getInt("DATA_TYPE"));
             }
         }
         try (Statement st = conn.createStatement()) {

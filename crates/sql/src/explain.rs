@@ -1,0 +1,201 @@
+//! EXPLAIN: pgtier's own plan as indented text, one row per line.
+//!
+//! The tree is what the executor runs, in PostgreSQL's shape and node
+//! names where the two mean the same thing (Seq Scan, Index Scan, Hash
+//! Join, Nested Loop, HashAggregate, Sort, Limit), and pgtier's own where
+//! they do not (Primary Key Lookup, System Relation). There are no cost or
+//! row estimates: pgtier's planner chooses by rules, not costs, and
+//! printing invented numbers would not be honest. Conditions are counted,
+//! not printed.
+
+use pgtier_engine::Catalog;
+
+use crate::plan::{Access, InsertSource, Level, Plan, SelectPlan, SetOp, SetTree, TableFunc, VirtualSource};
+
+/// The lines of `plan`'s EXPLAIN; None for a statement EXPLAIN does not take.
+pub fn explain(plan: &Plan, catalog: &Catalog) -> Option<Vec<String>> {
+    let mut out = Lines { lines: Vec::new(), catalog };
+    match plan {
+        Plan::Select(s) => out.select(s, 0),
+        Plan::Insert(i) => {
+            out.node(0, format!("Insert on {}", i.table.name));
+            if let Some(oc) = &i.on_conflict {
+                out.detail(0, format!("Conflict Arbiter Indexes: {}", oc.arbiters.len()));
+            }
+            match &i.source {
+                InsertSource::Values(rows) => out.node(1, format!("Values Scan ({} rows)", rows.len())),
+                InsertSource::Query(q) => out.select(q, 1),
+            }
+        }
+        Plan::Update(u) => {
+            out.node(0, format!("Update on {}", u.level.table.name));
+            out.level(&u.level, 1);
+        }
+        Plan::Delete(d) => {
+            out.node(0, format!("Delete on {}", d.level.table.name));
+            out.level(&d.level, 1);
+        }
+        _ => return None,
+    }
+    Some(out.lines)
+}
+
+struct Lines<'c> {
+    lines: Vec<String>,
+    catalog: &'c Catalog,
+}
+
+impl Lines<'_> {
+    /// A node at `depth`: the root flush left, children under `->`, as psql shows them.
+    fn node(&mut self, depth: usize, text: String) {
+        if depth == 0 {
+            self.lines.push(text);
+        } else {
+            self.lines.push(format!("{}->  {text}", " ".repeat(depth * 6 - 4)));
+        }
+    }
+
+    /// A property line of the node at `depth`.
+    fn detail(&mut self, depth: usize, text: String) {
+        let indent = if depth == 0 { 2 } else { depth * 6 + 2 };
+        self.lines.push(format!("{}{text}", " ".repeat(indent)));
+    }
+
+    fn select(&mut self, s: &SelectPlan, mut depth: usize) {
+        if s.limit.is_some() || s.offset.is_some() {
+            self.node(depth, "Limit".into());
+            depth += 1;
+        }
+        if s.distinct || !s.distinct_on.is_empty() {
+            self.node(depth, "Unique".into());
+            depth += 1;
+        }
+        if !s.order_by.is_empty() {
+            self.node(depth, "Sort".into());
+            self.detail(depth, format!("Sort Keys: {}", s.order_by.len()));
+            depth += 1;
+        }
+        if !s.windows.is_empty() {
+            self.node(depth, "WindowAgg".into());
+            self.detail(depth, format!("Window Functions: {}", s.windows.len()));
+            depth += 1;
+        }
+        if let Some(agg) = &s.agg {
+            self.node(depth, if agg.group_by.is_empty() { "Aggregate".into() } else { "HashAggregate".into() });
+            if !agg.group_by.is_empty() {
+                self.detail(depth, format!("Group Keys: {}", agg.group_by.len()));
+            }
+            self.detail(depth, format!("Aggregates: {}", agg.aggs.len()));
+            if agg.having.is_some() {
+                self.detail(depth, "Filter: HAVING".into());
+            }
+            depth += 1;
+        }
+        if !s.final_filters.is_empty() {
+            self.node(depth, "Filter".into());
+            self.detail(depth, format!("Conditions on the joined row: {}", s.final_filters.len()));
+            depth += 1;
+        }
+        if s.for_update {
+            self.node(depth, "LockRows".into());
+            depth += 1;
+        }
+        self.join(&s.levels, depth);
+    }
+
+    /// Levels joined left to right: the last one is the inner side of the
+    /// join over all before it.
+    fn join(&mut self, levels: &[Level], depth: usize) {
+        match levels {
+            [] => self.node(depth, "Result".into()),
+            [only] => self.level(only, depth),
+            [outer @ .., inner] => {
+                let kind = if inner.hash_keys.is_empty() { "Nested Loop" } else { "Hash Join" };
+                self.node(depth, if inner.left_join { format!("{kind} Left Join") } else { kind.to_owned() });
+                if !inner.hash_keys.is_empty() {
+                    self.detail(depth, format!("Hash Keys: {}", inner.hash_keys.len()));
+                }
+                self.join(outer, depth + 1);
+                self.level(inner, depth + 1);
+            }
+        }
+    }
+
+    fn level(&mut self, level: &Level, depth: usize) {
+        let table = &level.table.name;
+        let text = match &level.access {
+            Access::PkLookup { .. } => format!("Primary Key Lookup on {table}"),
+            Access::IndexScan { index, eq, lower, upper, .. } => {
+                let name = self.catalog.index(*index).map_or_else(|| format!("index {index:?}"), |i| i.name.clone());
+                let range = match (lower.is_some(), upper.is_some()) {
+                    (false, false) => String::new(),
+                    _ => " and a range".to_owned(),
+                };
+                format!("Index Scan using {name} on {table} (equality on {} columns{range})", eq.len())
+            }
+            Access::FullScan => format!("Seq Scan on {table}"),
+            Access::Virtual(source) => return self.virtual_source(source, table, level, depth),
+        };
+        self.node(depth, text);
+        self.filters(level, depth);
+    }
+
+    fn filters(&mut self, level: &Level, depth: usize) {
+        let n = level.filters.len() + level.post_filters.len();
+        if n > 0 {
+            self.detail(depth, format!("Filter: {n} conditions"));
+        }
+    }
+
+    fn virtual_source(&mut self, source: &VirtualSource, name: &str, level: &Level, depth: usize) {
+        match source {
+            VirtualSource::System(rel) => {
+                self.node(depth, format!("System Relation {}", rel.def().name));
+                self.filters(level, depth);
+            }
+            VirtualSource::Function { func, .. } => {
+                let f = match func {
+                    TableFunc::GenerateSeries => "generate_series",
+                    TableFunc::Unnest(_) => "unnest",
+                    TableFunc::PartitionAncestors => "pg_partition_ancestors",
+                    TableFunc::ExpandArray(_) => "_pg_expandarray",
+                };
+                self.node(depth, format!("Function Scan on {f}"));
+                self.filters(level, depth);
+            }
+            VirtualSource::Query(tree) => {
+                self.node(depth, format!("Subquery Scan on {name}"));
+                self.filters(level, depth);
+                self.set_tree(tree, depth + 1);
+            }
+            VirtualSource::Recursive { anchor, step, all, .. } => {
+                self.node(depth, format!("CTE Scan on {name}"));
+                self.filters(level, depth);
+                self.node(depth + 1, if *all { "Recursive Union All".into() } else { "Recursive Union".into() });
+                self.set_tree(anchor, depth + 2);
+                self.set_tree(step, depth + 2);
+            }
+            VirtualSource::WorkTable(_) => {
+                self.node(depth, format!("WorkTable Scan on {name}"));
+                self.filters(level, depth);
+            }
+        }
+    }
+
+    fn set_tree(&mut self, tree: &SetTree, depth: usize) {
+        match tree {
+            SetTree::Select(plan) => self.select(plan, depth),
+            SetTree::Values(rows) => self.node(depth, format!("Values Scan ({} rows)", rows.len())),
+            SetTree::Op { op, all, left, right } => {
+                let name = match op {
+                    SetOp::Union => "Union",
+                    SetOp::Intersect => "Intersect",
+                    SetOp::Except => "Except",
+                };
+                self.node(depth, if *all { format!("{name} All") } else { name.to_owned() });
+                self.set_tree(left, depth + 1);
+                self.set_tree(right, depth + 1);
+            }
+        }
+    }
+}

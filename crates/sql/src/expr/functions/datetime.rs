@@ -1,0 +1,648 @@
+//! Date and time functions on date, timestamp and timestamptz (UTC:
+//! pgtier's only time zone): date_trunc, extract / date_part, make_date,
+//! make_timestamp, to_char, to_timestamp, to_date.
+
+use pgtier_engine::{Numeric, Value};
+
+use crate::error::{Result, SqlError};
+use crate::value::{self, MICROS_PER_DAY};
+
+/// A field extract/date_part takes from a date or timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DateField {
+    Microseconds,
+    Milliseconds,
+    Second,
+    Minute,
+    Hour,
+    Day,
+    Week,
+    Month,
+    Quarter,
+    Year,
+    Decade,
+    Century,
+    Millennium,
+    IsoYear,
+    Dow,
+    IsoDow,
+    Doy,
+    Julian,
+    Epoch,
+    Timezone,
+    TimezoneHour,
+    TimezoneMinute,
+}
+
+/// A unit name as PostgreSQL looks it up: lower case, cut to its token
+/// length (10), so `microseconds` is `microsecon`.
+fn unit_key(name: &str) -> String {
+    name.to_ascii_lowercase().chars().take(10).collect()
+}
+
+impl DateField {
+    /// The field named `name` (PostgreSQL's spellings), or None for one PostgreSQL does not know (22023).
+    pub fn parse(name: &str) -> Option<DateField> {
+        Some(match unit_key(name).as_str() {
+            "microsecon" | "us" | "usec" | "usecond" | "useconds" | "usecs" => DateField::Microseconds,
+            "millisecon" | "ms" | "msec" | "msecond" | "mseconds" | "msecs" => DateField::Milliseconds,
+            "second" | "seconds" | "s" | "sec" | "secs" => DateField::Second,
+            "minute" | "minutes" | "m" | "min" | "mins" => DateField::Minute,
+            "hour" | "hours" | "h" | "hr" | "hrs" => DateField::Hour,
+            "day" | "days" | "d" => DateField::Day,
+            "week" | "weeks" | "w" => DateField::Week,
+            "month" | "months" | "mon" | "mons" => DateField::Month,
+            "quarter" | "qtr" => DateField::Quarter,
+            "year" | "years" | "y" | "yr" | "yrs" => DateField::Year,
+            "decade" | "decades" | "dec" | "decs" => DateField::Decade,
+            "century" | "centuries" | "c" | "cent" => DateField::Century,
+            "millennium" | "millennia" | "mil" | "mils" => DateField::Millennium,
+            "isoyear" => DateField::IsoYear,
+            "dow" => DateField::Dow,
+            "isodow" => DateField::IsoDow,
+            "doy" => DateField::Doy,
+            "julian" | "j" | "jd" => DateField::Julian,
+            "epoch" => DateField::Epoch,
+            "timezone" => DateField::Timezone,
+            "timezone_h" => DateField::TimezoneHour,
+            "timezone_m" => DateField::TimezoneMinute,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            DateField::Microseconds => "microseconds",
+            DateField::Milliseconds => "milliseconds",
+            DateField::Second => "second",
+            DateField::Minute => "minute",
+            DateField::Hour => "hour",
+            DateField::Day => "day",
+            DateField::Week => "week",
+            DateField::Month => "month",
+            DateField::Quarter => "quarter",
+            DateField::Year => "year",
+            DateField::Decade => "decade",
+            DateField::Century => "century",
+            DateField::Millennium => "millennium",
+            DateField::IsoYear => "isoyear",
+            DateField::Dow => "dow",
+            DateField::IsoDow => "isodow",
+            DateField::Doy => "doy",
+            DateField::Julian => "julian",
+            DateField::Epoch => "epoch",
+            DateField::Timezone => "timezone",
+            DateField::TimezoneHour => "timezone_hour",
+            DateField::TimezoneMinute => "timezone_minute",
+        }
+    }
+
+    /// The field named `name` if date_trunc takes it: PostgreSQL looks up
+    /// date_trunc's units in the same table as extract's fields.
+    pub fn parse_trunc(name: &str) -> Option<DateField> {
+        DateField::parse(name).filter(|f| {
+            !matches!(
+                f,
+                DateField::IsoYear | DateField::Dow | DateField::IsoDow | DateField::Doy | DateField::Julian | DateField::Epoch
+                    | DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute
+            )
+        })
+    }
+
+    /// Fields of the time of day (and zone), which a date does not have.
+    fn is_time(self) -> bool {
+        matches!(
+            self,
+            DateField::Microseconds | DateField::Milliseconds | DateField::Second | DateField::Minute | DateField::Hour
+                | DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute
+        )
+    }
+
+    fn is_zone(self) -> bool {
+        matches!(self, DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute)
+    }
+}
+
+/// date_trunc of µs since 2000-01-01 (UTC: pgtier's only time zone).
+/// Years before 1 (their decades and centuries count differently) are 0A000.
+pub(super) fn date_trunc(unit: DateField, t: i64) -> Result<i64> {
+    let within_day = |step: i64| Ok(t - t.rem_euclid(step));
+    let days = t.div_euclid(MICROS_PER_DAY);
+    let (year, month, _) = pgtier_engine::civil_from_days(days);
+    let at = |y: i64, m: u32| Ok(pgtier_engine::days_from_civil(y, m, 1) * MICROS_PER_DAY);
+    if year <= 0 && matches!(unit, DateField::Decade | DateField::Century | DateField::Millennium) {
+        return Err(SqlError::unsupported("date_trunc of a BC year to a decade, century or millennium"));
+    }
+    match unit {
+        DateField::Microseconds => Ok(t),
+        DateField::Milliseconds => within_day(1_000),
+        DateField::Second => within_day(1_000_000),
+        DateField::Minute => within_day(60_000_000),
+        DateField::Hour => within_day(3_600_000_000),
+        DateField::Day => within_day(MICROS_PER_DAY),
+        // ISO weeks start on Monday; 2000-01-01 was a Saturday.
+        DateField::Week => Ok((days - (days + 5).rem_euclid(7)) * MICROS_PER_DAY),
+        DateField::Month => at(year, month),
+        DateField::Quarter => at(year, (month - 1) / 3 * 3 + 1),
+        DateField::Year => at(year, 1),
+        DateField::Decade => at(year - year % 10, 1),
+        DateField::Century => at((year - 1) / 100 * 100 + 1, 1),
+        DateField::Millennium => at((year - 1) / 1000 * 1000 + 1, 1),
+        other => Err(SqlError::new("22023", format!("unit \"{}\" not recognized for type timestamp without time zone", other.name()))),
+    }
+}
+
+/// 1970-01-01 in days since 2000-01-01 (PostgreSQL's epoch).
+pub(super) const UNIX_EPOCH_DAYS: i64 = -10_957;
+/// The Julian day number of 2000-01-01.
+const JULIAN_2000: i64 = 2_451_545;
+
+/// ISO 8601 (year, week) of a day.
+fn iso_week(days: i64) -> (i64, i64) {
+    let isodow = (days + 5).rem_euclid(7) + 1;
+    let thursday = days - (isodow - 1) + 3;
+    let (year, _, _) = pgtier_engine::civil_from_days(thursday);
+    (year, (thursday - pgtier_engine::days_from_civil(year, 1, 1)) / 7 + 1)
+}
+
+/// PostgreSQL shows astronomical year 0 as 1 BC (-1).
+fn shown_year(year: i64) -> i64 {
+    if year <= 0 { year - 1 } else { year }
+}
+
+/// extract (numeric, PostgreSQL 14+) or date_part (float8) of `field`
+/// from a date, timestamp or timestamptz (in UTC). date_part of a date
+/// is bound as of its timestamp, as PostgreSQL's SQL-language version is.
+pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Value> {
+    let (days, micros, type_name) = match v {
+        Value::Date(d) => (i64::from(*d), 0, "date"),
+        Value::Timestamp(t) => (t.div_euclid(MICROS_PER_DAY), t.rem_euclid(MICROS_PER_DAY), "timestamp without time zone"),
+        Value::TimestampTz(t) => (t.div_euclid(MICROS_PER_DAY), t.rem_euclid(MICROS_PER_DAY), "timestamp with time zone"),
+        other => return Err(SqlError::undefined_function(&format!("extract({})", value::value_type_name(other)))),
+    };
+    let is_date = matches!(v, Value::Date(_));
+    if (is_date && field.is_time()) || (matches!(v, Value::Timestamp(_)) && field.is_zone()) {
+        return Err(SqlError::new("0A000", format!("unit \"{}\" not supported for type {type_name}", field.name())));
+    }
+    let (year, month, day) = pgtier_engine::civil_from_days(days);
+    let in_minute = micros % 60_000_000;
+    // (mantissa, scale) exact; the float where PostgreSQL computes it otherwise.
+    let (mantissa, scale, float): (i128, u8, Option<f64>) = match field {
+        DateField::Microseconds => (i128::from(in_minute), 0, None),
+        #[allow(clippy::cast_precision_loss)]
+        DateField::Milliseconds => (i128::from(in_minute), 3, Some((in_minute / 1_000_000) as f64 * 1000.0 + (in_minute % 1_000_000) as f64 / 1000.0)),
+        #[allow(clippy::cast_precision_loss)]
+        DateField::Second => (i128::from(in_minute), 6, Some((in_minute / 1_000_000) as f64 + (in_minute % 1_000_000) as f64 / 1_000_000.0)),
+        DateField::Minute => (i128::from(micros / 60_000_000 % 60), 0, None),
+        DateField::Hour => (i128::from(micros / 3_600_000_000), 0, None),
+        DateField::Day => (i128::from(day), 0, None),
+        DateField::Week => (i128::from(iso_week(days).1), 0, None),
+        DateField::Month => (i128::from(month), 0, None),
+        DateField::Quarter => (i128::from((month - 1) / 3 + 1), 0, None),
+        DateField::Year => (i128::from(shown_year(year)), 0, None),
+        DateField::Decade => (i128::from(if year >= 0 { year / 10 } else { -((8 - (year - 1)) / 10) }), 0, None),
+        DateField::Century => (i128::from(if year > 0 { (year + 99) / 100 } else { -((99 - (year - 1)) / 100) }), 0, None),
+        DateField::Millennium => (i128::from(if year > 0 { (year + 999) / 1000 } else { -((999 - (year - 1)) / 1000) }), 0, None),
+        DateField::IsoYear => (i128::from(shown_year(iso_week(days).0)), 0, None),
+        DateField::Dow => (i128::from((days + 6).rem_euclid(7)), 0, None),
+        DateField::IsoDow => (i128::from((days + 5).rem_euclid(7) + 1), 0, None),
+        DateField::Doy => (i128::from(days - pgtier_engine::days_from_civil(year, 1, 1) + 1), 0, None),
+        DateField::Julian if micros == 0 => (i128::from(days + JULIAN_2000), 0, None),
+        DateField::Julian => {
+            #[allow(clippy::cast_precision_loss)]
+            let float = (days + JULIAN_2000) as f64 + ((micros / 1_000_000) as f64 + (micros % 1_000_000) as f64 / 1_000_000.0) / 86_400.0;
+            if !numeric {
+                return Ok(Value::Float8(float));
+            }
+            // date2j + µs / (86400 * 10^6) with numeric division's scale.
+            let frac = value::arith(
+                value::ArithOp::Div,
+                &Value::Numeric(Numeric::new(i128::from(micros), 0)),
+                &Value::Numeric(Numeric::new(i128::from(MICROS_PER_DAY), 0)),
+                value::NUMERIC_ANY,
+            )?;
+            return value::arith(value::ArithOp::Add, &Value::Numeric(Numeric::new(i128::from(days + JULIAN_2000), 0)), &frac, value::NUMERIC_ANY);
+        }
+        DateField::Epoch if is_date => (i128::from((days - UNIX_EPOCH_DAYS) * 86_400), 0, None),
+        DateField::Epoch => (i128::from(days - UNIX_EPOCH_DAYS) * i128::from(MICROS_PER_DAY) + i128::from(micros), 6, None),
+        DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute => (0, 0, None),
+    };
+    if numeric {
+        return Ok(Value::Numeric(Numeric::new(mantissa, scale)));
+    }
+    #[allow(clippy::cast_precision_loss)]
+    Ok(Value::Float8(float.unwrap_or(mantissa as f64 / 10f64.powi(i32::from(scale)))))
+}
+
+/// make_date(year, month, day); a negative year is BC, year 0 does not exist.
+pub(super) fn make_date(year: i64, month: i64, day: i64) -> Result<Value> {
+    let out_of_range = || SqlError::new("22008", format!("date field value out of range: {year}-{month:02}-{day:02}"));
+    if year == 0 {
+        return Err(out_of_range());
+    }
+    let astronomical = if year < 0 { year + 1 } else { year };
+    let (Ok(m), Ok(d)) = (u32::try_from(month), u32::try_from(day)) else { return Err(out_of_range()) };
+    if !(1..=12).contains(&m) || d == 0 || !(-4713..=5_874_897).contains(&year) {
+        return Err(out_of_range());
+    }
+    let days = pgtier_engine::days_from_civil(astronomical, m, d);
+    // A day past the month's end comes back as another date.
+    if pgtier_engine::civil_from_days(days) != (astronomical, m, d) {
+        return Err(out_of_range());
+    }
+    i32::try_from(days).map(Value::Date).map_err(|_| out_of_range())
+}
+
+
+fn time_out_of_range(hour: i64, min: i64, sec: f64) -> SqlError {
+    SqlError::new("22008", format!("time field value out of range: {hour}:{min:02}:{sec:02}"))
+}
+
+/// make_timestamp(year, month, day, hour, min, sec) as µs since
+/// 2000-01-01 (make_timestamptz: the same instant in UTC).
+pub(super) fn make_timestamp(year: i64, month: i64, day: i64, hour: i64, min: i64, sec: f64) -> Result<i64> {
+    let Value::Date(days) = make_date(year, month, day)? else { return Err(SqlError::new("22008", "date out of range")) };
+    if hour < 0 || !(0..60).contains(&min) || !(0.0..=60.0).contains(&sec) || hour > 24 || (hour == 24 && (min > 0 || sec > 0.0)) {
+        return Err(time_out_of_range(hour, min, sec));
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    let frac = (sec * 1_000_000.0).round_ties_even() as i64;
+    Ok(i64::from(days) * MICROS_PER_DAY + (hour * 60 + min) * 60_000_000 + frac)
+}
+
+/// to_timestamp(double precision): seconds since 1970-01-01 UTC.
+pub(super) fn to_timestamp_epoch(seconds: f64) -> Result<i64> {
+    if seconds.is_nan() {
+        return Err(SqlError::new("22008", "timestamp cannot be NaN"));
+    }
+    if seconds.is_infinite() {
+        return Err(SqlError::unsupported("to_timestamp of infinity"));
+    }
+    // PostgreSQL's range: 4714-11-24 BC (Julian day 0) to 294277-01-01.
+    #[allow(clippy::cast_precision_loss)]
+    let (lo, hi) = ((-2_440_588.0) * 86_400.0, (109_203_528.0 - 2_440_588.0) * 86_400.0);
+    if seconds < lo || seconds >= hi {
+        return Err(SqlError::new("22008", format!("timestamp out of range: \"{seconds}\"")));
+    }
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+    let micros = ((seconds - (-UNIX_EPOCH_DAYS * 86_400) as f64) * 1_000_000.0).round_ties_even() as i64;
+    Ok(micros)
+}
+
+const MONTHS: [&str; 12] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+
+/// The template patterns pgtier implements, longest first where one is
+/// a prefix of another.
+const PATTERNS: [&str; 42] = [
+    "HH24", "hh24", "HH12", "hh12", "HH", "hh", "YYYY", "yyyy", "YY", "yy", "MONTH", "Month", "month", "MON", "Mon", "mon", "MM", "mm",
+    "DAY", "Day", "day", "DY", "Dy", "dy", "DD", "dd", "MI", "mi", "SS", "ss", "MS", "ms", "US", "us", "AM", "PM", "am", "pm", "A.M.", "P.M.",
+    "a.m.", "p.m.",
+];
+
+/// PostgreSQL's template patterns (formatting.c's DCH keywords), to
+/// refuse the ones pgtier does not implement rather than print their
+/// letters; text matching none of them is copied.
+const PG_PATTERNS: [&str; 114] = [
+    "A.D.", "A.M.", "AD", "AM", "B.C.", "BC", "CC", "DAY", "DDD", "DD", "DY", "Day", "Dy", "D", "FF1", "FF2", "FF3", "FF4", "FF5", "FF6", "FX",
+    "HH24", "HH12", "HH", "IDDD", "ID", "IW", "IYYY", "IYY", "IY", "I", "J", "MI", "MM", "MONTH", "MON", "MS", "Month", "Mon", "OF", "P.M.",
+    "PM", "Q", "RM", "SSSSS", "SSSS", "SS", "TZH", "TZM", "TZ", "US", "WW", "W", "Y,YYY", "YYYY", "YYY", "YY", "Y", "a.d.", "a.m.", "ad",
+    "am", "b.c.", "bc", "cc", "day", "ddd", "dd", "dy", "d", "ff1", "ff2", "ff3", "ff4", "ff5", "ff6", "fx", "hh24", "hh12", "hh", "iddd",
+    "id", "iw", "iyyy", "iyy", "iy", "i", "j", "mi", "mm", "month", "mon", "ms", "of", "p.m.", "pm", "q", "rm", "sssss", "ssss", "ss", "tz",
+    "tzh", "tzm", "us", "ww", "w", "y,yyy", "yyyy", "yyy", "yy", "y", "TM", "tm",
+];
+
+/// Suffixes PostgreSQL reads after a pattern (ordinal, spelled out).
+const SUFFIXES: [&str; 4] = ["TH", "th", "SP", "sp"];
+
+enum Piece<'a> {
+    Pattern(&'a str, bool),
+    /// Template text outside quotes: a space or separator matches any one in to_timestamp's input.
+    Literal(char),
+    /// Quoted template text: in to_timestamp's input it skips one character, whatever it is.
+    Quoted(char),
+}
+
+/// A template as patterns (with their FM flag) and literal characters.
+fn template(fmt: &str) -> Result<Vec<Piece<'static>>> {
+    let mut out = Vec::new();
+    let mut rest = fmt;
+    let mut fill = false;
+    while let Some(c) = rest.chars().next() {
+        if c == '"' {
+            let mut chars = rest[1..].char_indices();
+            let mut end = rest.len();
+            while let Some((k, ch)) = chars.next() {
+                match ch {
+                    '\\' => {
+                        if let Some((_, esc)) = chars.next() {
+                            out.push(Piece::Quoted(esc));
+                        }
+                    }
+                    '"' => {
+                        end = k + 2;
+                        break;
+                    }
+                    other => out.push(Piece::Quoted(other)),
+                }
+            }
+            rest = &rest[end.min(rest.len())..];
+            continue;
+        }
+        if c == '\\' && rest[1..].starts_with('"') {
+            out.push(Piece::Literal('"'));
+            rest = &rest[2..];
+            continue;
+        }
+        if rest.starts_with("FM") || rest.starts_with("fm") {
+            fill = true;
+            rest = &rest[2..];
+            continue;
+        }
+        let ours = PATTERNS.iter().find(|p| rest.starts_with(**p));
+        let theirs = PG_PATTERNS.iter().filter(|p| rest.starts_with(**p)).max_by_key(|p| p.len());
+        if let Some(p) = theirs.filter(|l| ours.is_none_or(|o| l.len() > o.len())) {
+            return Err(SqlError::unsupported(format!("template pattern \"{p}\"")));
+        }
+        if let Some(p) = ours {
+            out.push(Piece::Pattern(p, fill));
+            fill = false;
+            rest = &rest[p.len()..];
+            if let Some(suffix) = SUFFIXES.iter().find(|x| rest.starts_with(**x)) {
+                return Err(SqlError::unsupported(format!("template pattern suffix \"{suffix}\"")));
+            }
+            continue;
+        }
+        // FM before text that is no pattern applies to nothing.
+        fill = false;
+        out.push(Piece::Literal(c));
+        rest = &rest[c.len_utf8()..];
+    }
+    Ok(out)
+}
+
+/// A name in the case of its pattern (`MONTH`, `Month`, `month`).
+fn cased(name: &str, pattern: &str) -> String {
+    let second = pattern.chars().nth(1).unwrap_or('a');
+    if pattern.starts_with(|c: char| c.is_ascii_lowercase()) {
+        name.to_ascii_lowercase()
+    } else if second.is_ascii_uppercase() {
+        name.to_ascii_uppercase()
+    } else {
+        name.to_owned()
+    }
+}
+
+/// to_char(timestamp, template) for µs since 2000-01-01 (timestamptz:
+/// in UTC; a date is its midnight).
+pub(super) fn to_char(micros: i64, fmt: &str) -> Result<String> {
+    let days = micros.div_euclid(MICROS_PER_DAY);
+    let in_day = micros.rem_euclid(MICROS_PER_DAY);
+    let (year, month, day) = pgtier_engine::civil_from_days(days);
+    let hour = in_day / 3_600_000_000;
+    let dow = usize::try_from((days + 6).rem_euclid(7)).unwrap_or(0);
+    let month_name = MONTHS[usize::try_from(month - 1).unwrap_or(0)];
+    let mut out = String::new();
+    for piece in template(fmt)? {
+        let (p, fill) = match piece {
+            Piece::Literal(c) | Piece::Quoted(c) => {
+                out.push(c);
+                continue;
+            }
+            Piece::Pattern(p, fill) => (p, fill),
+        };
+        let num = |out: &mut String, n: i64, width: usize| {
+            let _ = std::fmt::Write::write_fmt(out, format_args!("{:0w$}", n, w = if fill { 0 } else { width }));
+        };
+        let shown = if year <= 0 { 1 - year } else { year };
+        match p.to_ascii_uppercase().as_str() {
+            "YYYY" => num(&mut out, shown, 4),
+            "YY" => num(&mut out, shown % 100, 2),
+            "MM" => num(&mut out, i64::from(month), 2),
+            "DD" => num(&mut out, i64::from(day), 2),
+            "HH24" => num(&mut out, hour, 2),
+            "HH12" | "HH" => num(&mut out, if hour % 12 == 0 { 12 } else { hour % 12 }, 2),
+            "MI" => num(&mut out, in_day / 60_000_000 % 60, 2),
+            "SS" => num(&mut out, in_day / 1_000_000 % 60, 2),
+            "MS" => num(&mut out, in_day / 1000 % 1000, 3),
+            "US" => num(&mut out, in_day % 1_000_000, 6),
+            "AM" | "PM" | "A.M." | "P.M." => {
+                let text = match (hour >= 12, p.contains('.')) {
+                    (false, false) => "AM",
+                    (true, false) => "PM",
+                    (false, true) => "A.M.",
+                    (true, true) => "P.M.",
+                };
+                out.push_str(&if p.starts_with(|c: char| c.is_ascii_lowercase()) { text.to_ascii_lowercase() } else { text.to_owned() });
+            }
+            "MONTH" | "DAY" => {
+                let name = cased(if p.eq_ignore_ascii_case("month") { month_name } else { DAYS[dow] }, p);
+                let _ = std::fmt::Write::write_fmt(&mut out, format_args!("{:<w$}", name, w = if fill { 0 } else { 9 }));
+            }
+            "MON" => out.push_str(&cased(&month_name[..3], p)),
+            "DY" => out.push_str(&cased(&DAYS[dow][..3], p)),
+            _ => return Err(SqlError::unsupported(format!("template pattern \"{p}\""))),
+        }
+    }
+    Ok(out)
+}
+
+/// The fields to_timestamp / to_date read; 0 is unset, as in PostgreSQL's
+/// from_char (so a field given twice must agree unless one is 0).
+#[derive(Default)]
+struct Parsed {
+    year: i64,
+    month: i64,
+    day: i64,
+    hour: i64,
+    min: i64,
+    sec: i64,
+    micros: i64,
+    /// The 12-hour clock (HH, HH12 or AM/PM seen; HH24 sets no clock).
+    twelve: bool,
+    pm: bool,
+}
+
+fn bad_format(msg: String) -> SqlError {
+    SqlError::new("22007", msg)
+}
+
+fn set_field(slot: &mut i64, value: i64, pattern: &str) -> Result<()> {
+    if *slot != 0 && *slot != value {
+        return Err(bad_format(format!("conflicting values for \"{pattern}\" field in formatting string")));
+    }
+    *slot = value;
+    Ok(())
+}
+
+fn is_separator(c: char) -> bool {
+    c.is_ascii() && c > ' ' && c < '\u{7F}' && !c.is_ascii_alphanumeric()
+}
+
+/// Reads an integer field of `len` characters (all its digits when in
+/// fill mode or before a non-digit): (value, digits read).
+fn read_int(s: &mut &str, len: usize, slurp: bool, pattern: &str) -> Result<(i64, usize)> {
+    *s = s.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    let invalid = |text: &str| bad_format(format!("invalid value \"{text}\" for \"{pattern}\""));
+    let (text, rest) = if slurp {
+        let sign = usize::from(s.starts_with(['+', '-']));
+        let end = s[sign..].find(|c: char| !c.is_ascii_digit()).map_or(s.len(), |e| e + sign);
+        (&s[..end], &s[end..])
+    } else {
+        let end = s.char_indices().nth(len).map_or(s.len(), |(k, _)| k);
+        if s[..end].chars().count() < len {
+            return Err(bad_format(format!("source string too short for \"{pattern}\" formatting field")));
+        }
+        let digits = s[..end].find(|c: char| !c.is_ascii_digit()).unwrap_or(end);
+        if digits > 0 && digits < len {
+            return Err(invalid(&s[..end]));
+        }
+        (&s[..digits], &s[digits..])
+    };
+    if text.is_empty() || text == "+" || text == "-" {
+        return Err(invalid(&s.chars().take(len.max(1)).collect::<String>()));
+    }
+    let n: i64 = text.parse().ok().filter(|n| i32::try_from(*n).is_ok()).ok_or_else(|| {
+        SqlError::new("22008", format!("value for \"{pattern}\" in source string is out of range"))
+    })?;
+    *s = rest;
+    Ok((n, text.trim_start_matches(['+', '-']).len()))
+}
+
+/// Reads one of `names` (case-insensitively, `len` letters of each or all):
+/// its index.
+fn read_name(s: &mut &str, names: &[&str], abbrev: bool, pattern: &str) -> Result<usize> {
+    for (k, name) in names.iter().enumerate() {
+        let want = if abbrev { &name[..3] } else { name };
+        if s.len() >= want.len() && s.is_char_boundary(want.len()) && s[..want.len()].eq_ignore_ascii_case(want) {
+            *s = &s[want.len()..];
+            return Ok(k);
+        }
+    }
+    Err(bad_format(format!("invalid value \"{}\" for \"{pattern}\"", s.chars().take(if abbrev { 3 } else { 9 }).collect::<String>())))
+}
+
+/// to_timestamp(text, template) / to_date: µs since 2000-01-01 (UTC).
+pub(super) fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
+    let pieces = template(fmt)?;
+    let mut p = Parsed::default();
+    let mut s = input;
+    let mut extra_skip = 0i64;
+    for (k, piece) in pieces.iter().enumerate() {
+        if s.is_empty() {
+            break;
+        }
+        // Spaces before a field (and at the start) are skipped.
+        if k == 0 || matches!(piece, Piece::Pattern(..)) {
+            let trimmed = s.trim_start_matches(|c: char| c.is_ascii_whitespace());
+            extra_skip += i64::try_from(s.len() - trimmed.len()).unwrap_or(0);
+            s = trimmed;
+        }
+        let (pat, fill) = match piece {
+            Piece::Literal(c) if *c == ' ' || is_separator(*c) => {
+                // A separator in the template matches one separator or space, or nothing.
+                extra_skip -= 1;
+                if s.starts_with(|c: char| c.is_ascii_whitespace() || is_separator(c)) {
+                    s = &s[1..];
+                    extra_skip += 1;
+                }
+                continue;
+            }
+            Piece::Literal(_) | Piece::Quoted(_) => {
+                // Any other template character consumes one input character.
+                if extra_skip > 0 {
+                    extra_skip -= 1;
+                } else if let Some(c) = s.chars().next() {
+                    s = &s[c.len_utf8()..];
+                }
+                continue;
+            }
+            Piece::Pattern(pat, fill) => (*pat, *fill),
+        };
+        let slurp = fill
+            || match pieces.get(k + 1) {
+                None => true,
+                Some(Piece::Pattern(next, _)) => !matches!(next.to_ascii_uppercase().as_str(), "YYYY" | "YY" | "MM" | "DD" | "HH24" | "HH12" | "HH" | "MI" | "SS" | "MS" | "US"),
+                Some(Piece::Literal(c) | Piece::Quoted(c)) => !c.is_ascii_digit(),
+            };
+        match pat.to_ascii_uppercase().as_str() {
+            "YYYY" => set_field(&mut p.year, read_int(&mut s, 4, slurp, pat)?.0, pat)?,
+            "YY" => {
+                let (y, digits) = read_int(&mut s, 2, slurp, pat)?;
+                // PostgreSQL's adjust_partial_year_to_2020, for fewer than 4 digits.
+                let y = match y {
+                    _ if digits >= 4 => y,
+                    0..70 => y + 2000,
+                    70..100 => y + 1900,
+                    100..520 => y + 2000,
+                    520..1000 => y + 1000,
+                    _ => y,
+                };
+                set_field(&mut p.year, y, pat)?;
+            }
+            "MM" => set_field(&mut p.month, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
+            "DD" => set_field(&mut p.day, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
+            "HH24" => set_field(&mut p.hour, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
+            "HH12" | "HH" => {
+                p.twelve = true;
+                set_field(&mut p.hour, read_int(&mut s, 2, slurp, pat)?.0, pat)?;
+            }
+            "MI" => set_field(&mut p.min, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
+            "SS" => set_field(&mut p.sec, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
+            "MS" | "US" => {
+                let width = if pat.eq_ignore_ascii_case("MS") { 3 } else { 6 };
+                let (n, digits) = read_int(&mut s, width, slurp, pat)?;
+                // The digits are a fraction: "5" is 500 ms.
+                let scaled = n * 10i64.pow(u32::try_from(width.saturating_sub(digits)).unwrap_or(0));
+                set_field(&mut p.micros, if width == 3 { scaled * 1000 } else { scaled }, pat)?;
+            }
+            "AM" | "PM" | "A.M." | "P.M." => {
+                let dotted = pat.contains('.');
+                let names: &[&str] = if dotted { &["A.M.", "P.M."] } else { &["AM", "PM"] };
+                let k = read_name(&mut s, names, false, pat)?;
+                p.twelve = true;
+                p.pm = k == 1;
+            }
+            "MONTH" | "MON" => {
+                let k = read_name(&mut s, &MONTHS, pat.len() == 3, pat)?;
+                set_field(&mut p.month, i64::try_from(k + 1).unwrap_or(1), pat)?;
+            }
+            "DAY" | "DY" => {
+                // Read and checked; the date comes from the other fields.
+                read_name(&mut s, &DAYS, pat.len() == 2, pat)?;
+            }
+            _ => return Err(SqlError::unsupported(format!("template pattern \"{pat}\" in to_timestamp"))),
+        }
+        // Spaces after a field are skipped; they count as skipped extra.
+        let trimmed = s.trim_start_matches(|c: char| c.is_ascii_whitespace());
+        extra_skip = i64::try_from(s.len() - trimmed.len()).unwrap_or(0);
+        s = trimmed;
+    }
+    if p.twelve {
+        if !(1..=12).contains(&p.hour) {
+            return Err(bad_format(format!("hour \"{}\" is invalid for the 12-hour clock", p.hour))
+                .with_hint("Use the 24-hour clock, or give an hour between 1 and 12."));
+        }
+        p.hour = match (p.pm, p.hour) {
+            (true, h) if h < 12 => h + 12,
+            (false, 12) => 0,
+            (_, h) => h,
+        };
+    }
+    let out_of_range = || SqlError::new("22008", format!("date/time field value out of range: \"{input}\""));
+    // Unset year, month and day are PostgreSQL's defaults: 1 BC, January, the 1st.
+    let year = if p.year > 0 { p.year } else if p.year < 0 { p.year + 1 } else { 0 };
+    let (month, day) = (if p.month == 0 { 1 } else { p.month }, if p.day == 0 { 1 } else { p.day });
+    let (Ok(m), Ok(d)) = (u32::try_from(month), u32::try_from(day)) else { return Err(out_of_range()) };
+    if !(1..=12).contains(&m) || d == 0 {
+        return Err(out_of_range());
+    }
+    let days = pgtier_engine::days_from_civil(year, m, d);
+    if pgtier_engine::civil_from_days(days) != (year, m, d) {
+        return Err(out_of_range());
+    }
+    if !(0..24).contains(&p.hour) || !(0..60).contains(&p.min) || !(0..60).contains(&p.sec) {
+        return Err(out_of_range());
+    }
+    Ok(days * MICROS_PER_DAY + ((p.hour * 60 + p.min) * 60 + p.sec) * 1_000_000 + p.micros)
+}

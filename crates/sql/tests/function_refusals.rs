@@ -1,0 +1,86 @@
+//! Function calls PostgreSQL answers and pgtier refuses: each must be
+//! 0A000 naming what is not implemented (never a different answer), and
+//! PostgreSQL must really answer it (else the case belongs in the
+//! differential corpus, tests/slt). Run against the private PostgreSQL.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use pgtier_engine::{CommitMode, Database, EngineConfig};
+use pgtier_sql::Connection;
+
+/// (statement, words the refusal names)
+const REFUSED: &[(&str, &str)] = &[
+    // Regular expressions: ARE constructs without an exact Rust counterpart.
+    (r"SELECT 'aa' ~ '(a)\1'", "backreferences"),
+    ("SELECT 'ab' ~ 'a(?=b)'", "lookaround"),
+    ("SELECT 'ab' ~ 'a(?!c)'", "lookaround"),
+    ("SELECT 'ab' ~ 'a+?'", "non-greedy"),
+    ("SELECT 'ab' ~ 'a{1,2}?'", "non-greedy"),
+    ("SELECT 'ab' ~ '(?i)A'", "embedded options"),
+    ("SELECT 'ab' ~ '***=a'", "director"),
+    ("SELECT 'ab' ~ '***:a'", "director"),
+    (r"SELECT 'x' ~ '\x78'", r"escape \x"),
+    (r"SELECT 'x y' ~ '\mx'", r"escape \m"),
+    ("SELECT 'a' ~ '[[.a.]]'", "collating elements"),
+    ("SELECT 'a' ~ '[[=a=]]'", "collating elements"),
+    ("SELECT 'a' ~* '[[:upper:]]'", "[:upper:]"),
+    ("SELECT 'a{' ~ 'a{'", "bound"),
+    ("SELECT regexp_replace('foo', 'o', 'x', 'n')", "option \"n\""),
+    ("SELECT regexp_replace('foo', 'o', 'x', 'x')", "option \"x\""),
+    (r"SELECT regexp_replace('foo', '(o)\1', 'x')", "backreferences"),
+    // Rust's first alternative and PostgreSQL's longest match would capture differently.
+    (r"SELECT regexp_replace('abcd', '(a|ab)(c|bcd)', '\1')", "alternation"),
+    ("SELECT regexp_match('abc', '(x)?b')", "quantified group"),
+    ("SELECT regexp_match('abcd', '(a|ab)(c|bcd)')", "alternation"),
+    ("SELECT regexp_matches('abc', 'b')", "regexp_matches"),
+    ("SELECT regexp_split_to_array('a b', ' ')", "regexp_split_to_array"),
+    ("SELECT regexp_count('abab', 'b')", "regexp_count"),
+    ("SELECT regexp_replace('abc', 'b', 'x', 2)", "start position"),
+    ("SELECT substring('foobar' FROM '%#\"o_b#\"%' FOR '#')", "FOR escape"),
+    ("SELECT substring('a' FROM '((a))+')", "quantified group"),
+    // format(): a width taken from an argument.
+    ("SELECT format('%*s', 5, 'x')", "width taken from an argument"),
+    // Numeric versions with PostgreSQL's own precision rules.
+    ("SELECT sqrt(1.000000000000000000000000000000)", "sqrt(numeric) with more than 38 digits"),
+    ("SELECT power(2, 0.5)", "power(numeric)"),
+    ("SELECT exp(1.0)", "exp(numeric)"),
+    ("SELECT ln(2.5)", "ln(numeric)"),
+    ("SELECT log(100.0)", "log(numeric)"),
+    ("SELECT log10(1000.0)", "log10(numeric)"),
+    ("SELECT log(2, 8)", "log(numeric, numeric)"),
+    // to_char / to_timestamp templates beyond the common ones.
+    ("SELECT to_char(timestamp '2024-01-01', 'DDD')", "\"DDD\""),
+    ("SELECT to_char(timestamp '2024-01-01', 'SSSS')", "\"SSSS\""),
+    ("SELECT to_char(timestamp '2024-01-01', 'Q')", "\"Q\""),
+    ("SELECT to_char(timestamp '2024-01-01', 'IYYY-IW')", "\"IYYY\""),
+    ("SELECT to_char(timestamp '2024-01-01', 'YYYYth')", "suffix \"th\""),
+    ("SELECT to_char(timestamp '2024-01-01', 'TMMonth')", "\"TM\""),
+    ("SELECT to_char(timestamp '2024-01-01', 'YYYY BC')", "\"BC\""),
+    ("SELECT to_char(timestamptz '2024-01-01', 'TZ')", "\"TZ\""),
+    ("SELECT to_char(timestamp '2024-01-01 10:00', 'J')", "\"J\""),
+    ("SELECT to_char(timestamp '2024-01-01', '\"x\" W')", "\"W\""),
+    ("SELECT to_char(1234, '9999')", "to_char of a number"),
+    ("SELECT to_timestamp('2005 527', 'IYYY IDDD')", "\"IYYY\""),
+    ("SELECT to_timestamp('1997 AD 11 16', 'YYYY BC MM DD')", "\"BC\""),
+    ("SELECT to_date('1 4 1902', 'Q MM YYYY')", "\"Q\""),
+    ("SELECT to_timestamp('97/Feb/16', 'FXYY:Mon:DD')", "\"FX\""),
+    ("SELECT to_timestamp('Infinity'::float8)", "infinity"),
+    ("SELECT make_timestamptz(2024, 1, 1, 0, 0, 0, 'UTC')", "time zone"),
+];
+
+#[test]
+fn refused_functions_name_themselves_and_postgres_answers() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let url = cluster.create_database(&format!("function_refusals_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&url).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
+    for (sql, names) in REFUSED {
+        if let Err(e) = pg.simple_query(sql) {
+            panic!("PostgreSQL refuses {sql} ({e}): it belongs in tests/slt");
+        }
+        let e = conn.execute_sql(sql).expect_err(sql);
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains(names), "{sql}: {}", e.message);
+    }
+}
