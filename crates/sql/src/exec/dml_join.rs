@@ -52,51 +52,56 @@ impl Exec<'_> {
     }
 
     pub(super) fn update_join(&mut self, plan: &UpdatePlan, join: &DmlJoin, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
-        let rows = self.target_join_rows(join, env)?;
         let table = plan.level.table.clone();
-        let to = plan.level.offset;
-        let target = JoinedTarget { table: &table, offset: to, checks: &plan.checks, recheck: join.recheck.iter().collect() };
-        let mut count = 0;
-        let mut key = Vec::with_capacity(table.primary_key.len());
-        for found in rows.chunks(join.join.width.max(1)) {
-            key.clear();
-            key.extend(table.primary_key.iter().map(|&c| found[to + c].clone()));
-            let mut joined = found.to_vec();
-            if !self.update_joined(&target, &plan.assignments, env, &key, &mut joined)? {
-                continue;
+        let target = JoinedTarget { table: &table, offset: plan.level.offset, checks: &plan.checks, recheck: join.recheck.iter().collect() };
+        self.each_target_row(join, &target, env, |ex, key, joined| {
+            if !ex.update_joined(&target, &plan.assignments, env, key, joined)? {
+                return Ok(false);
             }
-            count += 1;
             if !plan.returning.is_empty() {
                 // RETURNING sees the row as stored (padding, rounding).
+                let to = target.offset;
                 let new_key: Vec<Value> = table.primary_key.iter().map(|&c| joined[to + c].clone()).collect();
-                if self.txn.get(table.id, &new_key, self.rowbuf)?
-                    && let Some(r) = self.rowbuf.row()
+                if ex.txn.get(table.id, &new_key, ex.rowbuf)?
+                    && let Some(r) = ex.rowbuf.row()
                 {
                     for (c, slot) in joined[to..].iter_mut().enumerate().take(r.len()) {
                         assign_ref(slot, r.get(c));
                     }
                 }
-                self.returning(&plan.returning, env, &joined, out)?;
+                ex.returning(&plan.returning, env, joined, out)?;
             }
-        }
-        Ok(count)
+            Ok(true)
+        })
     }
 
     pub(super) fn delete_join(&mut self, plan: &DeletePlan, join: &DmlJoin, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
-        let rows = self.target_join_rows(join, env)?;
         let table = plan.level.table.clone();
-        let to = plan.level.offset;
-        let target = JoinedTarget { table: &table, offset: to, checks: &[], recheck: join.recheck.iter().collect() };
+        let target = JoinedTarget { table: &table, offset: plan.level.offset, checks: &[], recheck: join.recheck.iter().collect() };
+        self.each_target_row(join, &target, env, |ex, key, joined| {
+            if !ex.delete_joined(&target, env, key, joined)? {
+                return Ok(false);
+            }
+            ex.returning(&plan.returning, env, joined, out)?;
+            Ok(true)
+        })
+    }
+
+    /// Runs the join, then `write` on each target row found (its key and
+    /// a copy of its joined row); the number of rows `write` wrote.
+    fn each_target_row<W>(&mut self, join: &DmlJoin, target: &JoinedTarget<'_>, env: &Env<'_>, mut write: W) -> Result<u64>
+    where
+        W: FnMut(&mut Self, &[Value], &mut [Value]) -> Result<bool>,
+    {
+        let rows = self.target_join_rows(join, env)?;
+        let pk = &target.table.primary_key;
         let mut count = 0;
-        let mut key = Vec::with_capacity(table.primary_key.len());
+        let mut key = Vec::with_capacity(pk.len());
         for found in rows.chunks(join.join.width.max(1)) {
             key.clear();
-            key.extend(table.primary_key.iter().map(|&c| found[to + c].clone()));
+            key.extend(pk.iter().map(|&c| found[target.offset + c].clone()));
             let mut joined = found.to_vec();
-            if self.delete_joined(&target, env, &key, &mut joined)? {
-                count += 1;
-                self.returning(&plan.returning, env, &joined, out)?;
-            }
+            count += u64::from(write(self, &key, &mut joined)?);
         }
         Ok(count)
     }
