@@ -24,7 +24,8 @@
 //!   DEFAULT VALUES | DO NOTHING`. sqlparser's AST has no node for the
 //!   two forms, so they are spelled with ones no PostgreSQL text can
 //!   produce: DO NOTHING is an UPDATE without assignments, DEFAULT VALUES
-//!   is `MergeInsertKind::Row` (BigQuery's `INSERT ROW`).
+//!   is `MergeInsertKind::Row` (BigQuery's `INSERT ROW`). `OVERRIDING ...
+//!   VALUE` is refused (0A000: pgtier has no OVERRIDING).
 //!
 //! Everything else is `PostgreSqlDialect`'s: `dialect()` answers its type
 //! (sqlparser tests `dialect_of!(PostgreSqlDialect)` in many places) and
@@ -129,6 +130,9 @@ fn parse_merge(parser: &mut Parser) -> Result<Statement, ParserError> {
         } else if !matched && parser.parse_keyword(Keyword::INSERT) {
             let insert_token = AttachedToken(parser.get_current_token().clone());
             let columns = parser.parse_parenthesized_qualified_column_list(IsOptional::Optional, false)?;
+            if matches!(&parser.peek_token_ref().token, Token::Word(w) if w.value.eq_ignore_ascii_case("overriding")) {
+                return Err(ParserError::ParserError(format!("{}OVERRIDING in MERGE's INSERT", crate::error::UNSUPPORTED_PARSE)));
+            }
             let kind = if parser.parse_keywords(&[Keyword::DEFAULT, Keyword::VALUES]) {
                 MergeInsertKind::Row
             } else {

@@ -51,6 +51,7 @@ fn refused_constructs_name_themselves() {
         ("DELETE FROM t USING LATERAL (SELECT t.v) x", "LATERAL"),
         ("MERGE INTO t USING LATERAL (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE", "LATERAL"),
         ("MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET (v) = (SELECT 2)", "multiple-column assignment from a subquery"),
+        ("MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id) OVERRIDING USER VALUE VALUES (s.id)", "OVERRIDING in MERGE's INSERT"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
