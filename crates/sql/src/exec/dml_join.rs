@@ -8,6 +8,7 @@
 //! write-through are theirs), after rechecking the join's predicates on
 //! the row's latest version (READ COMMITTED).
 
+use std::cell::Cell;
 use std::collections::HashSet;
 
 use pgtier_engine::{TableSchema, Value};
@@ -53,7 +54,7 @@ impl Exec<'_> {
 
     pub(super) fn update_join(&mut self, plan: &UpdatePlan, join: &DmlJoin, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
         let table = plan.level.table.clone();
-        let target = JoinedTarget { table: &table, offset: plan.level.offset, checks: &plan.checks, recheck: join.recheck.iter().collect() };
+        let target = JoinedTarget::new(&table, plan.level.offset, &plan.checks, join.recheck.iter().collect());
         self.each_target_row(join, &target, env, |ex, key, joined| {
             if !ex.update_joined(&target, &plan.assignments, env, key, joined)? {
                 return Ok(false);
@@ -77,7 +78,7 @@ impl Exec<'_> {
 
     pub(super) fn delete_join(&mut self, plan: &DeletePlan, join: &DmlJoin, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
         let table = plan.level.table.clone();
-        let target = JoinedTarget { table: &table, offset: plan.level.offset, checks: &[], recheck: join.recheck.iter().collect() };
+        let target = JoinedTarget::new(&table, plan.level.offset, &[], join.recheck.iter().collect());
         self.each_target_row(join, &target, env, |ex, key, joined| {
             if !ex.delete_joined(&target, env, key, joined)? {
                 return Ok(false);
@@ -127,13 +128,16 @@ impl Exec<'_> {
         }
         let mut failure: Option<SqlError> = None;
         let mut applied = false;
+        target.lost.set(true);
         let updated = self.txn.update_with(table.id, key, |r| {
             applied = false;
             for (c, slot) in joined[to..].iter_mut().enumerate().take(r.len()) {
                 assign_ref(slot, r.get(c));
             }
             let outcome = (|| -> Result<Option<Vec<(usize, Value)>>> {
-                if !holds(target.recheck.iter().copied(), env, joined)? {
+                let (join_predicates, others) = target.recheck.split_at(target.joins.min(target.recheck.len()));
+                target.lost.set(!holds(join_predicates.iter().copied(), env, joined)?);
+                if target.lost.get() || !holds(others.iter().copied(), env, joined)? {
                     return Ok(None);
                 }
                 let mut changes = Vec::with_capacity(assignments.len());
@@ -174,11 +178,17 @@ impl Exec<'_> {
     pub(super) fn delete_joined(&mut self, target: &JoinedTarget<'_>, env: &Env<'_>, key: &[Value], joined: &mut [Value]) -> Result<bool> {
         let to = target.offset;
         let mut failure = None;
+        target.lost.set(true);
         let deleted = self.txn.delete_with(target.table.id, key, |r| {
             for (c, slot) in joined[to..].iter_mut().enumerate().take(r.len()) {
                 assign_ref(slot, r.get(c));
             }
-            match holds(target.recheck.iter().copied(), env, joined) {
+            let (join_predicates, others) = target.recheck.split_at(target.joins.min(target.recheck.len()));
+            let keep = holds(join_predicates.iter().copied(), env, joined).and_then(|on| {
+                target.lost.set(!on);
+                Ok(on && holds(others.iter().copied(), env, joined)?)
+            });
+            match keep {
                 Ok(keep) => Ok(keep),
                 Err(e) => {
                     failure = Some(e);
@@ -195,12 +205,25 @@ impl Exec<'_> {
 
 /// The target of a joined write: its table, where its columns start in
 /// the joined row, its CHECKs, and what to recheck on its latest version
-/// (over the joined row; none may read a subquery).
+/// (over the joined row; none may read a subquery): first the `joins`
+/// predicates that join it, then the others.
 pub(super) struct JoinedTarget<'p> {
     pub table: &'p TableSchema,
     pub offset: usize,
     pub checks: &'p [BoundCheck],
     pub recheck: Vec<&'p Expr>,
+    pub joins: usize,
+    /// Set by the last write that was not made because the row is gone
+    /// or no longer joins (MERGE then tries its NOT MATCHED clauses).
+    pub lost: Cell<bool>,
+}
+
+impl<'p> JoinedTarget<'p> {
+    /// A target whose every rechecked predicate is a join predicate.
+    pub(super) fn new(table: &'p TableSchema, offset: usize, checks: &'p [BoundCheck], recheck: Vec<&'p Expr>) -> JoinedTarget<'p> {
+        let joins = recheck.len();
+        JoinedTarget { table, offset, checks, recheck, joins, lost: Cell::new(false) }
+    }
 }
 
 /// Whether every predicate is true on `row` (none reads a subquery: this
