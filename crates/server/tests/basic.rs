@@ -136,3 +136,58 @@ fn executes_before_sync_are_one_implicit_transaction() {
     raw(&srv, &[parse, insert("1"), insert("2"), insert("3"), message(b'S', &[])]);
     assert_eq!(c.query_one("SELECT count(*) FROM b", &[]).unwrap().get::<_, i64>(0), 3);
 }
+
+/// The CommandComplete tags in a backend byte stream.
+fn command_tags(stream: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 5 <= stream.len() {
+        let len = i32::from_be_bytes(stream[i + 1..i + 5].try_into().unwrap()) as usize;
+        if len < 4 || i + 1 + len > stream.len() {
+            break;
+        }
+        if stream[i] == b'C' {
+            out.push(String::from_utf8_lossy(&stream[i + 5..i + len]).into_owned());
+        }
+        i += 1 + len;
+    }
+    out
+}
+
+/// MERGE's tag is `MERGE n` (rows inserted, updated and deleted), as
+/// PostgreSQL 15 sends it, and UPDATE ... FROM / DELETE ... USING keep
+/// theirs; the counts match PostgreSQL's over the extended protocol too.
+#[test]
+fn merge_and_joined_dml_command_tags() {
+    use common::{cstr, message};
+    let setup = "CREATE TABLE mt (id int PRIMARY KEY, v int); CREATE TABLE ms (id int, v int); \
+                 INSERT INTO mt VALUES (1, 1), (2, 2); INSERT INTO ms VALUES (1, 10), (3, 30)";
+    let statements = [
+        "MERGE INTO mt USING ms ON mt.id = ms.id WHEN MATCHED THEN UPDATE SET v = ms.v WHEN NOT MATCHED THEN INSERT VALUES (ms.id, ms.v)",
+        "MERGE INTO mt USING ms ON mt.id = ms.id WHEN MATCHED AND ms.v > 10 THEN DELETE WHEN MATCHED THEN DO NOTHING",
+        "UPDATE mt SET v = ms.v + 1 FROM ms WHERE ms.id = mt.id",
+        "DELETE FROM mt USING ms WHERE ms.id = mt.id AND ms.v = 10",
+    ];
+    let srv = common::start_with("[auth]\nmethod = \"trust\"\n");
+    let mut msgs = vec![message(b'Q', &cstr(setup))];
+    msgs.extend(statements.iter().map(|s| message(b'Q', &cstr(s))));
+    let tags = command_tags(&raw(&srv, &msgs));
+    assert_eq!(tags[tags.len() - 4..], ["MERGE 2", "MERGE 1", "UPDATE 1", "DELETE 1"]);
+
+    let mut pg = common::postgres("merge_tags");
+    let mut tier = postgres::Config::new();
+    tier.host("127.0.0.1").port(srv.addr.port()).user("alice").dbname("pgtier");
+    let mut tier = tier.connect(postgres::NoTls).unwrap();
+    for c in [&mut pg, &mut tier] {
+        c.batch_execute("DROP TABLE IF EXISTS mt; DROP TABLE IF EXISTS ms").unwrap();
+        c.batch_execute(setup).unwrap();
+    }
+    let merge = "MERGE INTO mt USING (SELECT $1::int AS id, $2::int AS v) s ON mt.id = s.id \
+                 WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.v)";
+    for (id, v) in [(1, 5), (7, 70), (7, 71)] {
+        let want = pg.execute(merge, &[&id, &v]).unwrap();
+        assert_eq!(tier.execute(merge, &[&id, &v]).unwrap(), want);
+    }
+    let rows = |c: &mut postgres::Client| common::text_rows(c, "SELECT id, v FROM mt ORDER BY id");
+    assert_eq!(rows(&mut tier), rows(&mut pg));
+}

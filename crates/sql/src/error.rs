@@ -158,9 +158,18 @@ impl From<EngineError> for SqlError {
     }
 }
 
+/// How a dialect hook (dialect.rs) refuses a construct PostgreSQL's
+/// grammar has and pgtier does not: a parser error with this prefix is
+/// 0A000 naming what follows, not a syntax error.
+pub(crate) const UNSUPPORTED_PARSE: &str = "pgtier does not support: ";
+
 impl From<sqlparser::parser::ParserError> for SqlError {
     fn from(e: sqlparser::parser::ParserError) -> SqlError {
         let text = match e {
+            sqlparser::parser::ParserError::ParserError(s) if s.starts_with(UNSUPPORTED_PARSE) => {
+                let what = s[UNSUPPORTED_PARSE.len()..].split(" at Line: ").next().unwrap_or_default();
+                return SqlError::unsupported(what);
+            }
             sqlparser::parser::ParserError::TokenizerError(s) | sqlparser::parser::ParserError::ParserError(s) => s,
             sqlparser::parser::ParserError::RecursionLimitExceeded => {
                 // PostgreSQL's words; pgtier's limit is described in depth.rs.

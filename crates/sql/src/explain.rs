@@ -29,11 +29,22 @@ pub fn explain(plan: &Plan, catalog: &Catalog) -> Option<Vec<String>> {
         }
         Plan::Update(u) => {
             out.node(0, format!("Update on {}", u.level.table.name));
-            out.level(&u.level, 1);
+            match &u.from {
+                Some(j) => out.select(&j.join, 1),
+                None => out.level(&u.level, 1),
+            }
         }
         Plan::Delete(d) => {
             out.node(0, format!("Delete on {}", d.level.table.name));
-            out.level(&d.level, 1);
+            match &d.from {
+                Some(j) => out.select(&j.join, 1),
+                None => out.level(&d.level, 1),
+            }
+        }
+        Plan::Merge(m) => {
+            out.node(0, format!("Merge on {}", m.table.name));
+            out.detail(0, format!("WHEN MATCHED clauses: {}, WHEN NOT MATCHED clauses: {}", m.matched.len(), m.not_matched.len()));
+            out.select(&m.join, 1);
         }
         _ => return None,
     }

@@ -300,12 +300,14 @@ fn timestamp_plus(ts: i64, v: Interval) -> Result<i64> {
     if (TIMESTAMP_MIN..TIMESTAMP_END).contains(&ts) { Ok(ts) } else { Err(err()) }
 }
 
-fn instant(v: &Value) -> Option<i64> {
-    match v {
-        Value::Date(d) => Some(i64::from(*d) * MICROS_PER_DAY),
+/// A date (as its midnight: 22008 past the timestamp range), timestamp or
+/// timestamptz as microseconds; None for other values.
+fn instant(v: &Value) -> Result<Option<i64>> {
+    Ok(match v {
+        Value::Date(d) => Some(crate::value::date_micros(*d)?),
         Value::Timestamp(t) | Value::TimestampTz(t) => Some(*t),
         _ => None,
-    }
+    })
 }
 
 /// The date/time arithmetic the binder typed `ty`: interval ± interval,
@@ -320,7 +322,7 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
         (DataType::Interval, Value::Time(x), Value::Time(y)) if op == ArithOp::Sub => Value::Interval(Interval { months: 0, days: 0, micros: x - y }),
         (DataType::Interval, x, y) if op == ArithOp::Sub => {
             // timestamp_mi then interval_justify_hours: whole days apart.
-            let diff = instant(x).ok_or_else(undefined)?.checked_sub(instant(y).ok_or_else(undefined)?).ok_or_else(|| out_of_range("interval"))?;
+            let diff = instant(x)?.ok_or_else(undefined)?.checked_sub(instant(y)?.ok_or_else(undefined)?).ok_or_else(|| out_of_range("interval"))?;
             let days = i32::try_from(diff / MICROS_PER_DAY).map_err(|_| out_of_range("interval"))?;
             Value::Interval(Interval { months: 0, days, micros: diff % MICROS_PER_DAY })
         }
@@ -328,7 +330,7 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
             Value::Time(t.checked_add(signed(*v)?.micros).ok_or_else(|| out_of_range("time"))?.rem_euclid(MICROS_PER_DAY))
         }
         (DataType::Timestamp(_) | DataType::TimestampTz(_), x, Value::Interval(v)) | (DataType::Timestamp(_) | DataType::TimestampTz(_), Value::Interval(v), x) => {
-            let ts = timestamp_plus(instant(x).ok_or_else(undefined)?, signed(*v)?)?;
+            let ts = timestamp_plus(instant(x)?.ok_or_else(undefined)?, signed(*v)?)?;
             if matches!(ty, DataType::TimestampTz(_)) { Value::TimestampTz(ts) } else { Value::Timestamp(ts) }
         }
         _ => return Err(undefined()),

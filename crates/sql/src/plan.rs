@@ -434,6 +434,11 @@ pub struct UpdatePlan {
     pub returning: Vec<Expr>,
     pub columns: Vec<OutputColumn>,
     pub checks: Vec<BoundCheck>,
+    /// `UPDATE ... FROM`: the target joined to the FROM items. Assignments,
+    /// RETURNING and `join.recheck` are then over the joined row (the
+    /// CHECKs over the target's part of it); `level` is the target's level
+    /// of the join.
+    pub from: Option<Box<DmlJoin>>,
 }
 
 #[derive(Clone, Debug)]
@@ -443,6 +448,69 @@ pub struct DeletePlan {
     pub search_columns: ColumnMask,
     pub returning: Vec<Expr>,
     pub columns: Vec<OutputColumn>,
+    /// `DELETE ... USING`: as [`UpdatePlan::from`].
+    pub from: Option<Box<DmlJoin>>,
+}
+
+/// The target of an UPDATE ... FROM / DELETE ... USING joined to the
+/// other relations: a SELECT pipeline without projection, run to
+/// completion before the first write (so its levels may be hashed and a
+/// self-join reads the statement's snapshot, as PostgreSQL's does). Each
+/// target row takes part once, with its first joined row in join order;
+/// PostgreSQL leaves which one unspecified.
+#[derive(Clone, Debug)]
+pub struct DmlJoin {
+    pub join: SelectPlan,
+    /// The target's level: 0, or the last one (after a subquery or VALUES
+    /// list, which is then evaluated once); its offset is where the
+    /// target's columns start in the joined row.
+    pub target_level: usize,
+    /// The join's predicates that read the target's columns (the key
+    /// equalities of primary-key lookups included), rechecked on the
+    /// target row's latest version with the other relations' rows as
+    /// found (READ COMMITTED, as PostgreSQL's EvalPlanQual). Empty when
+    /// one has a subquery (it cannot run inside the engine's row callback).
+    pub recheck: Vec<Expr>,
+    /// Some predicate could not be rechecked: the row is written as found.
+    pub recheck_skipped: bool,
+}
+
+/// MERGE (PostgreSQL 15): the source joined to the target by a left
+/// join on the ON condition (source first, at offset 0; the target after
+/// it, at `target_offset`), run to completion before the first write as
+/// [`DmlJoin`]'s is; then each joined row in join order takes the first
+/// WHEN clause of its kind whose condition holds.
+#[derive(Clone, Debug)]
+pub struct MergePlan {
+    pub table: Arc<TableSchema>,
+    pub join: SelectPlan,
+    pub target_offset: usize,
+    /// The ON condition over the joined row: rechecked with the clause's
+    /// condition on the target row's latest version before it is written
+    /// (None when either has a subquery: not rechecked).
+    pub on: Option<Expr>,
+    pub matched: Vec<MergeWhen>,
+    pub not_matched: Vec<MergeWhen>,
+    pub checks: Vec<BoundCheck>,
+}
+
+#[derive(Clone, Debug)]
+pub struct MergeWhen {
+    /// `AND condition`, over the joined row.
+    pub condition: Option<Expr>,
+    pub action: MergeAction,
+}
+
+#[derive(Clone, Debug)]
+pub enum MergeAction {
+    /// Target column positions and new values over the joined row.
+    Update(Vec<(usize, Expr)>),
+    Delete,
+    /// The new row's values over the joined row (the source's columns),
+    /// by target column: the listed columns and those whose default is
+    /// computed per row; the rest take `TableSchema::default_row`.
+    Insert(Vec<(usize, Expr)>),
+    Nothing,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -471,6 +539,7 @@ pub enum Plan {
     Insert(InsertPlan),
     Update(UpdatePlan),
     Delete(DeletePlan),
+    Merge(Box<MergePlan>),
     /// `sequences`: those of serial and identity columns, created first.
     CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<ColumnSequence> },
     CreateIndex { def: IndexDef, if_not_exists: bool },

@@ -470,6 +470,7 @@ impl Connection {
             Plan::Insert(i) => ex.insert(i, args, out).map(|n| (Tag::Counted("INSERT 0"), n)),
             Plan::Update(u) => ex.update(u, args, out).map(|n| (Tag::Counted("UPDATE"), n)),
             Plan::Delete(d) => ex.delete(d, args, out).map(|n| (Tag::Counted("DELETE"), n)),
+            Plan::Merge(m) => ex.merge(m, args, out).map(|n| (Tag::Counted("MERGE"), n)),
             Plan::CreateTable { def, if_not_exists, sequences } => {
                 ex.create_table_with_sequences(def, sequences, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0))
             }

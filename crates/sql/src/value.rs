@@ -290,6 +290,16 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     })
 }
 
+/// Midnight of date `d` as a timestamp: 22008 for a date past the
+/// timestamp range (PostgreSQL's dates reach 5874897 AD, its timestamps
+/// 294276 AD).
+pub fn date_micros(d: i32) -> Result<i64> {
+    i64::from(d)
+        .checked_mul(MICROS_PER_DAY)
+        .filter(|t| (crate::time::TIMESTAMP_MIN..crate::time::TIMESTAMP_END).contains(t))
+        .ok_or_else(|| SqlError::new("22008", "date out of range for timestamp"))
+}
+
 /// A date, timestamp or timestamptz as microseconds since 2000-01-01.
 fn datetime_micros(v: &Value) -> Option<i64> {
     match v {
@@ -620,9 +630,9 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Date, Value::Date(d)) => Value::Date(d),
         (T::Date, Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?),
         (T::Timestamp(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Timestamp(round_to_precision(t, p)),
-        (T::Timestamp(_), Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
+        (T::Timestamp(_), Value::Date(d)) => Value::Timestamp(date_micros(d)?),
         (T::TimestampTz(p), Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(round_to_precision(t, p)),
-        (T::TimestampTz(_), Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
+        (T::TimestampTz(_), Value::Date(d)) => Value::TimestampTz(date_micros(d)?),
         (T::Time(p), Value::Time(t)) => Value::Time(round_to_precision(t, p)),
         // The time of day in the session's zone (UTC); rounding may reach 24:00:00.
         (T::Time(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Time(round_to_precision(t.rem_euclid(MICROS_PER_DAY), p)),

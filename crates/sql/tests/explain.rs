@@ -71,6 +71,15 @@ fn writes_and_refusals() {
     assert_eq!(plan(&mut c, "INSERT INTO a VALUES (1, 2, 'x'), (2, 3, 'y')"), ["Insert on a", "  ->  Values Scan (2 rows)"]);
     assert_eq!(plan(&mut c, "UPDATE a SET v = 'z' WHERE id = 1"), ["Update on a", "  ->  Primary Key Lookup on a"]);
     assert_eq!(plan(&mut c, "DELETE FROM b WHERE w > 5"), ["Delete on b", "  ->  Seq Scan on b", "        Filter: 1 conditions"]);
+    // Joined writes show their join; the target here is the outer level.
+    assert_eq!(
+        plan(&mut c, "UPDATE a SET v = 'z' FROM b WHERE b.a_id = a.id"),
+        ["Update on a", "  ->  Hash Join", "        Hash Keys: 1", "        ->  Seq Scan on a", "        ->  Seq Scan on b", "              Filter: 1 conditions"]
+    );
+    assert_eq!(
+        plan(&mut c, "MERGE INTO a USING b ON a.id = b.a_id WHEN MATCHED THEN DELETE")[..2],
+        ["Merge on a", "  WHEN MATCHED clauses: 1, WHEN NOT MATCHED clauses: 0"]
+    );
     // EXPLAIN does not run the statement.
     assert_eq!(c.execute_sql("SELECT count(*) FROM a").unwrap().rows.unwrap().get(0).unwrap().text(0).as_deref(), Some("0"));
     for refused in ["EXPLAIN ANALYZE SELECT 1", "EXPLAIN (FORMAT JSON) SELECT 1", "EXPLAIN CREATE TABLE c (id int PRIMARY KEY)"] {

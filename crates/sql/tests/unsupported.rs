@@ -64,6 +64,13 @@ fn refused_constructs_name_themselves() {
         // A volatile DEFAULT is evaluated per row in PostgreSQL.
         ("CREATE TABLE ug (id int PRIMARY KEY, r float8 DEFAULT random())", "non-constant DEFAULT"),
         ("CREATE TABLE ug (id int PRIMARY KEY, u text DEFAULT gen_random_uuid())", "non-constant DEFAULT"),
+        // UPDATE ... FROM, DELETE ... USING and MERGE's source are FROM items: the same refusals.
+        ("UPDATE t SET v = 1 FROM t a FULL JOIN t b ON true WHERE t.id = a.id", "FULL JOIN"),
+        ("DELETE FROM t USING t a RIGHT JOIN t b ON true WHERE t.id = a.id", "RIGHT JOIN"),
+        ("DELETE FROM t USING LATERAL (SELECT t.v) x", "LATERAL"),
+        ("MERGE INTO t USING LATERAL (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE", "LATERAL"),
+        ("MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET (v) = (SELECT 2)", "multiple-column assignment from a subquery"),
+        ("MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id) OVERRIDING USER VALUE VALUES (s.id)", "OVERRIDING in MERGE's INSERT"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");

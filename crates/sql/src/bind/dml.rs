@@ -34,25 +34,7 @@ impl Binder<'_> {
         };
         let table = self.table(tname)?;
         writable(&table)?;
-        let targets: Vec<usize> = if i.columns.is_empty() {
-            (0..table.visible_columns().len()).collect()
-        } else {
-            i.columns
-                .iter()
-                .map(|c| {
-                    let n = c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default();
-                    table.column_index(&n).ok_or_else(|| {
-                        SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", table.name))
-                    })
-                })
-                .collect::<Result<_>>()?
-        };
-        for (k, t) in targets.iter().enumerate() {
-            system_column_guard(&table.columns[*t])?;
-            if targets[..k].contains(t) {
-                return Err(SqlError::new("42701", format!("column \"{}\" specified more than once", table.columns[*t].name)));
-            }
-        }
+        let targets = insert_targets(&table, &i.columns)?;
         let source = match &i.source {
             None => InsertSource::Values(vec![Vec::new()]).with_defaults(&table, &targets, true)?,
             Some(q) => match q.body.as_ref() {
@@ -60,27 +42,7 @@ impl Binder<'_> {
                     let scope = Scope::default();
                     let mut rows = Vec::new();
                     for row in &values.rows {
-                        if row.len() > targets.len() {
-                            return Err(SqlError::syntax("INSERT has more expressions than target columns"));
-                        }
-                        if row.len() < targets.len() && !i.columns.is_empty() {
-                            return Err(SqlError::syntax("INSERT has more target columns than expressions"));
-                        }
-                        let mut out = Vec::new();
-                        for (k, e) in row.iter().enumerate() {
-                            let col = &table.columns[targets[k]];
-                            if is_default_keyword(e) {
-                                out.push(column_default(col)?);
-                                continue;
-                            }
-                            always_identity_guard(col)?;
-                            let (b, t) = self.expr(e, &scope, &mut ExprCtx::plain("VALUES"))?;
-                            out.push(self.assign(b, t, col.ty, &col.name)?);
-                        }
-                        // Trailing target columns without a value get their default.
-                        for &t in &targets[row.len()..] {
-                            out.push(column_default(&table.columns[t])?);
-                        }
+                        let out = self.values_row(&table, &targets, row, !i.columns.is_empty(), &scope)?;
                         rows.push(out);
                     }
                     InsertSource::Values(rows)
@@ -107,12 +69,37 @@ impl Binder<'_> {
             Some(_) => return Err(SqlError::unsupported("ON DUPLICATE KEY UPDATE")),
         };
         let (returning, columns) = self.returning(i.returning.as_deref(), &table)?;
-        let generated = (0..table.columns.len())
-            .filter(|c| (table.columns[*c].sequence.is_some() || table.columns[*c].default_sql.is_some()) && !targets.contains(c))
-            .map(|c| column_default(&table.columns[c]).map(|e| (c, e)))
-            .collect::<Result<_>>()?;
+        let generated = generated_defaults(&table, &targets)?;
         let checks = self.table_checks(&table)?;
         Ok(Plan::Insert(InsertPlan { table, targets, source, on_conflict, returning, columns, generated, checks }))
+    }
+
+    /// One VALUES row of an INSERT (or MERGE's INSERT) over `scope`: a
+    /// value per target column, cast to its type; DEFAULT and missing
+    /// trailing values are the column's default.
+    pub(super) fn values_row(&mut self, table: &TableSchema, targets: &[usize], row: &[ast::Expr], explicit_columns: bool, scope: &Scope<'_>) -> Result<Vec<Expr>> {
+        if row.len() > targets.len() {
+            return Err(SqlError::syntax("INSERT has more expressions than target columns"));
+        }
+        if row.len() < targets.len() && explicit_columns {
+            return Err(SqlError::syntax("INSERT has more target columns than expressions"));
+        }
+        let mut out = Vec::new();
+        for (k, e) in row.iter().enumerate() {
+            let col = &table.columns[targets[k]];
+            if is_default_keyword(e) {
+                out.push(column_default(col)?);
+                continue;
+            }
+            always_identity_guard(col)?;
+            let (b, t) = self.expr(e, scope, &mut ExprCtx::plain("VALUES"))?;
+            out.push(self.assign(b, t, col.ty, &col.name)?);
+        }
+        // Trailing target columns without a value get their default.
+        for &t in &targets[row.len()..] {
+            out.push(column_default(&table.columns[t])?);
+        }
+        Ok(out)
     }
 
     fn on_conflict(&mut self, oc: &ast::OnConflict, table: &Arc<TableSchema>) -> Result<OnConflict> {
@@ -180,7 +167,7 @@ impl Binder<'_> {
         Ok(OnConflict { arbiters, action })
     }
 
-    fn assignments(&mut self, list: &[ast::Assignment], table: &Arc<TableSchema>, scope: &Scope<'_>) -> Result<Vec<(usize, Expr)>> {
+    pub(super) fn assignments(&mut self, list: &[ast::Assignment], table: &Arc<TableSchema>, scope: &Scope<'_>) -> Result<Vec<(usize, Expr)>> {
         let mut out: Vec<(usize, Expr)> = Vec::new();
         // `SET (a, b) = (x, y)` / `= ROW(x, y)` is `SET a = x, b = y`.
         let mut pairs: Vec<(&ast::ObjectName, &ast::Expr)> = Vec::new();
@@ -227,7 +214,7 @@ impl Binder<'_> {
         Ok(out)
     }
 
-    fn single_table(&mut self, twj: &ast::TableWithJoins) -> Result<Rel> {
+    pub(super) fn single_table(&mut self, twj: &ast::TableWithJoins) -> Result<Rel> {
         if !twj.joins.is_empty() {
             return Err(SqlError::unsupported("joins in UPDATE/DELETE"));
         }
@@ -240,8 +227,13 @@ impl Binder<'_> {
     }
 
     pub(super) fn update(&mut self, u: &ast::Update) -> Result<Plan> {
-        if u.from.is_some() || u.or.is_some() || !u.order_by.is_empty() || u.limit.is_some() || u.output.is_some() {
-            return Err(SqlError::unsupported("UPDATE with FROM/ORDER BY/LIMIT"));
+        if u.or.is_some() || !u.order_by.is_empty() || u.limit.is_some() || u.output.is_some() {
+            return Err(SqlError::unsupported("UPDATE with ORDER BY/LIMIT"));
+        }
+        match &u.from {
+            None => {}
+            Some(ast::UpdateTableFromKind::AfterSet(from)) => return self.update_from(u, from),
+            Some(ast::UpdateTableFromKind::BeforeSet(_)) => return Err(SqlError::syntax("syntax error at or near \"FROM\"")),
         }
         let rel = self.single_table(&u.table)?;
         let table = rel.table.clone();
@@ -262,12 +254,12 @@ impl Binder<'_> {
         };
         let assignments_have_subqueries = assignments.iter().any(|(_, e)| e.has_subquery());
         let filters_have_subqueries = level.filters.iter().any(Expr::has_subquery);
-        Ok(Plan::Update(UpdatePlan { level, search_columns, eval_columns, assignments_have_subqueries, filters_have_subqueries, assignments, returning, columns, checks }))
+        Ok(Plan::Update(UpdatePlan { level, search_columns, eval_columns, assignments_have_subqueries, filters_have_subqueries, assignments, returning, columns, checks, from: None }))
     }
 
     pub(super) fn delete(&mut self, d: &ast::Delete) -> Result<Plan> {
-        if d.using.is_some() || !d.order_by.is_empty() || d.limit.is_some() || !d.tables.is_empty() || d.output.is_some() {
-            return Err(SqlError::unsupported("DELETE with USING/ORDER BY/LIMIT"));
+        if !d.order_by.is_empty() || d.limit.is_some() || !d.tables.is_empty() || d.output.is_some() {
+            return Err(SqlError::unsupported("DELETE with ORDER BY/LIMIT"));
         }
         let from = match &d.from {
             ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => v,
@@ -277,11 +269,14 @@ impl Binder<'_> {
         };
         let rel = self.single_table(twj)?;
         writable(&rel.table)?;
+        if let Some(using) = &d.using {
+            return self.delete_using(d, rel, using);
+        }
         let scope = Scope { rels: vec![rel], hidden: Vec::new(), outer: None };
         let level = self.dml_level(&scope, d.selection.as_ref())?;
         let (returning, columns) = self.returning_in(d.returning.as_deref(), &scope)?;
         let search_columns = ColumnMask::reading(level.width(), &level.filters, &level.table.primary_key);
-        Ok(Plan::Delete(DeletePlan { level, search_columns, returning, columns }))
+        Ok(Plan::Delete(DeletePlan { level, search_columns, returning, columns, from: None }))
     }
 
     fn dml_level(&mut self, scope: &Scope<'_>, selection: Option<&ast::Expr>) -> Result<Level> {
@@ -306,7 +301,7 @@ impl Binder<'_> {
         self.returning_in(items, &scope)
     }
 
-    fn returning_in(&mut self, items: Option<&[ast::SelectItem]>, scope: &Scope<'_>) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
+    pub(super) fn returning_in(&mut self, items: Option<&[ast::SelectItem]>, scope: &Scope<'_>) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
         let mut exprs = Vec::new();
         let mut cols = Vec::new();
         for item in items.unwrap_or(&[]) {
@@ -323,10 +318,20 @@ impl Binder<'_> {
                 }
                 ast::SelectItem::ExprWithAliases { .. } => return Err(SqlError::unsupported("multiple aliases")),
                 ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..) => {
-                    let r = &scope.rels[0];
-                    for (i, c) in r.table.visible_columns().iter().enumerate() {
-                        exprs.push(Expr::Column(i));
-                        cols.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
+                    // `*`: every relation (UPDATE ... FROM's too); `r.*`: that one.
+                    let rels: Vec<&Rel> = match item {
+                        ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
+                            let q = object_name(name)?;
+                            vec![scope.rels.iter().find(|r| r.name == q).ok_or_else(|| super::missing_from(&q))?]
+                        }
+                        ast::SelectItem::QualifiedWildcard(..) => return Err(SqlError::unsupported("this RETURNING item")),
+                        _ => scope.rels.iter().collect(),
+                    };
+                    for r in rels {
+                        for (i, c) in r.table.visible_columns().iter().enumerate().filter(|(i, _)| !scope.hidden.contains(&(r.offset + i))) {
+                            exprs.push(Expr::Column(r.offset + i));
+                            cols.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
+                        }
                     }
                 }
             }
@@ -335,10 +340,42 @@ impl Binder<'_> {
     }
 }
 
+/// The target columns of an INSERT: the listed ones, or all visible
+/// columns in order.
+pub(super) fn insert_targets(table: &TableSchema, columns: &[ast::ObjectName]) -> Result<Vec<usize>> {
+    let targets: Vec<usize> = if columns.is_empty() {
+        (0..table.visible_columns().len()).collect()
+    } else {
+        columns
+            .iter()
+            .map(|c| {
+                let n = c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default();
+                table.column_index(&n).ok_or_else(|| SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", table.name)))
+            })
+            .collect::<Result<_>>()?
+    };
+    for (k, t) in targets.iter().enumerate() {
+        system_column_guard(&table.columns[*t])?;
+        if targets[..k].contains(t) {
+            return Err(SqlError::new("42701", format!("column \"{}\" specified more than once", table.columns[*t].name)));
+        }
+    }
+    Ok(targets)
+}
+
+/// The columns outside `targets` whose default is computed per row
+/// (sequences, now()), with that default.
+pub(super) fn generated_defaults(table: &TableSchema, targets: &[usize]) -> Result<Vec<(usize, Expr)>> {
+    (0..table.columns.len())
+        .filter(|c| (table.columns[*c].sequence.is_some() || table.columns[*c].default_sql.is_some()) && !targets.contains(c))
+        .map(|c| column_default(&table.columns[c]).map(|e| (c, e)))
+        .collect()
+}
+
 /// A column's DEFAULT as an expression: its constant, the next value of
 /// its sequence (serial, identity, `DEFAULT nextval('s')`), or the
 /// transaction's start time (`DEFAULT now()` and its synonyms).
-fn column_default(col: &Column) -> Result<Expr> {
+pub(super) fn column_default(col: &Column) -> Result<Expr> {
     if let Some((seq, _)) = col.sequence {
         let oid = crate::catalog::relation_oid(seq);
         let next = Expr::Func(Func::Sys(SysFunc::Sequence(SeqFunc::Nextval)), vec![Expr::Const(Value::Int8(oid))]);
@@ -368,7 +405,7 @@ fn column_default(col: &Column) -> Result<Expr> {
 }
 
 /// INSERT, UPDATE and DELETE never change a sequence's row directly.
-fn writable(table: &TableSchema) -> Result<()> {
+pub(super) fn writable(table: &TableSchema) -> Result<()> {
     if table.sequence.is_some() {
         return Err(SqlError::new("42809", format!("cannot change sequence \"{}\"", table.name)));
     }

@@ -33,9 +33,22 @@ struct VirtualRel {
 
 impl Binder<'_> {
     pub(super) fn bind_from(&mut self, from: &[ast::TableWithJoins], outer: Option<&'_ Scope<'_>>) -> Result<(Vec<Rel>, Vec<JoinSpec>)> {
+        self.bind_from_after(None, from, outer)
+    }
+
+    /// [`Binder::bind_from`] after a DML target (`UPDATE t ... FROM`,
+    /// `DELETE FROM t USING`): the target is the first relation (offset 0,
+    /// joined to nothing), so a FROM item of the same name is 42712 and
+    /// one with another alias is a self-join, as in PostgreSQL.
+    pub(super) fn bind_from_after(&mut self, target: Option<Rel>, from: &[ast::TableWithJoins], outer: Option<&'_ Scope<'_>>) -> Result<(Vec<Rel>, Vec<JoinSpec>)> {
         let mut rels: Vec<Rel> = Vec::new();
         let mut joins = Vec::new();
         let mut offset = 0;
+        if let Some(t) = target {
+            offset = t.table.columns.len();
+            rels.push(t);
+            joins.push(JoinSpec { chain: 0, left: false, on: None, using: Vec::new() });
+        }
         let mut add = |b: &mut Self, factor: &ast::TableFactor, rels: &mut Vec<Rel>| -> Result<()> {
             if let Some(VirtualRel { name: rname, table, source }) = b.virtual_from(factor, rels, outer)? {
                 if rels.iter().any(|r| r.name == rname) {

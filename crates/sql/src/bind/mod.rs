@@ -17,6 +17,8 @@ mod cast;
 mod coerce;
 mod ddl;
 mod dml;
+mod dml_from;
+mod merge;
 mod expr;
 mod from;
 mod function;
@@ -239,6 +241,7 @@ impl<'c> Binder<'c> {
             S::Insert(i) => self.insert(i),
             S::Update(u) => self.update(u),
             S::Delete(d) => self.delete(d),
+            S::Merge(m) => self.merge(m),
             S::CreateTable(c) => self.create_table(c),
             S::CreateIndex(c) => self.create_index(c),
             S::Truncate(t) => self.truncate(t),

@@ -92,29 +92,7 @@ impl Binder<'_> {
         };
         let (rels, joins) = self.bind_from(&s.from, outer)?;
         let mut scope = Scope { rels, hidden: Vec::new(), outer };
-        // Join conditions: each sees the relations of its chain joined so
-        // far (not those before a comma: 42P01 as in PostgreSQL).
-        let mut join_rels = Vec::new();
-        for (level, spec) in joins.iter().enumerate() {
-            let mut on = Vec::new();
-            if let Some(e) = &spec.on {
-                let prefix = Scope { rels: scope.rels[spec.chain..=level].to_vec(), hidden: Vec::new(), outer: scope.outer };
-                let (b, t) = self.expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions")).map_err(|err| invalid_reference(err, &scope.rels[..spec.chain]))?;
-                on.push(self.boolean(b, t, "JOIN/ON")?);
-            }
-            for col in &spec.using {
-                let right = &scope.rels[level];
-                let rc = right.table.column_index(col).ok_or_else(|| {
-                    SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in right table"))
-                })?;
-                let left = scope.rels[spec.chain..level].iter().find_map(|r| r.table.column_index(col).map(|c| r.offset + c)).ok_or_else(|| {
-                    SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in left table"))
-                })?;
-                on.push(Expr::Cmp(CmpOp::Eq, Expr::Column(left).boxed(), Expr::Column(right.offset + rc).boxed()));
-                scope.hidden.push(right.offset + rc);
-            }
-            join_rels.push(JoinRel { left: spec.left, on });
-        }
+        let join_rels = self.join_conditions(&joins, &mut scope)?;
         let mut where_conjuncts = Vec::new();
         if let Some(w) = &s.selection {
             let (b, t) = self.expr(w, &scope, &mut ExprCtx::plain("WHERE"))?;
@@ -367,6 +345,35 @@ impl Binder<'_> {
         .decide_point_lookup())
     }
 
+    /// The join conditions of `joins` (from [`Binder::bind_from`]), one
+    /// [`JoinRel`] per relation of `scope`; USING hides the right side's
+    /// columns from `*`. Each condition sees the relations of its chain
+    /// joined so far (not those before a comma: 42P01 as in PostgreSQL).
+    pub(super) fn join_conditions(&mut self, joins: &[super::from::JoinSpec], scope: &mut Scope<'_>) -> Result<Vec<JoinRel>> {
+        let mut join_rels = Vec::new();
+        for (level, spec) in joins.iter().enumerate() {
+            let mut on = Vec::new();
+            if let Some(e) = &spec.on {
+                let prefix = Scope { rels: scope.rels[spec.chain..=level].to_vec(), hidden: Vec::new(), outer: scope.outer };
+                let (b, t) = self.expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions")).map_err(|err| invalid_reference(err, &scope.rels[..spec.chain]))?;
+                on.push(self.boolean(b, t, "JOIN/ON")?);
+            }
+            for col in &spec.using {
+                let right = &scope.rels[level];
+                let rc = right.table.column_index(col).ok_or_else(|| {
+                    SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in right table"))
+                })?;
+                let left = scope.rels[spec.chain..level].iter().find_map(|r| r.table.column_index(col).map(|c| r.offset + c)).ok_or_else(|| {
+                    SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in left table"))
+                })?;
+                on.push(Expr::Cmp(CmpOp::Eq, Expr::Column(left).boxed(), Expr::Column(right.offset + rc).boxed()));
+                scope.hidden.push(right.offset + rc);
+            }
+            join_rels.push(JoinRel { left: spec.left, on });
+        }
+        Ok(join_rels)
+    }
+
     pub(super) fn limit_offset(&mut self, q: &ast::Query) -> Result<(Option<Expr>, Option<Expr>)> {
         let scope = Scope::default();
         let bind = |b: &mut Self, e: &ast::Expr, what: &'static str| -> Result<Option<Expr>> {
@@ -616,7 +623,7 @@ fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
 
 /// PostgreSQL's words for a name in ON that is a FROM item before the
 /// comma: not missing, out of reach.
-fn invalid_reference(mut err: SqlError, before_comma: &[Rel]) -> SqlError {
+pub(super) fn invalid_reference(mut err: SqlError, before_comma: &[Rel]) -> SqlError {
     let Some(name) = err.message.strip_prefix("missing FROM-clause entry for table \"").and_then(|m| m.strip_suffix('"')).map(str::to_owned) else { return err };
     if before_comma.iter().any(|r| r.name == name) {
         err.message = format!("invalid reference to FROM-clause entry for table \"{name}\"");

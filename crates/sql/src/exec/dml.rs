@@ -150,7 +150,7 @@ impl Exec<'_> {
 
     /// PostgreSQL's CHECK rule: a row passes unless an expression is false
     /// (NULL passes).
-    fn check_row(&mut self, checks: &[BoundCheck], env: &Env<'_>, table: &TableSchema, row: &[Value]) -> Result<()> {
+    pub(super) fn check_row(&mut self, checks: &[BoundCheck], env: &Env<'_>, table: &TableSchema, row: &[Value]) -> Result<()> {
         for c in checks {
             if c.expr.eval_bool(env, self, row)? == Some(false) {
                 return Err(check_violation(table, &c.name, row));
@@ -159,7 +159,7 @@ impl Exec<'_> {
         Ok(())
     }
 
-    fn returning(&mut self, exprs: &[Expr], env: &Env<'_>, row: &[Value], out: &mut ResultBuf) -> Result<()> {
+    pub(super) fn returning(&mut self, exprs: &[Expr], env: &Env<'_>, row: &[Value], out: &mut ResultBuf) -> Result<()> {
         if exprs.is_empty() {
             return Ok(());
         }
@@ -245,6 +245,9 @@ impl Exec<'_> {
     pub fn update(&mut self, plan: &UpdatePlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
         out.reset(plan.returning.len());
         let env = self.env(params, &[]);
+        if let Some(join) = &plan.from {
+            return self.update_join(plan, join, &env, out);
+        }
         let level = &plan.level;
         let table = level.table.clone();
         if plan.assignments_have_subqueries {
@@ -379,6 +382,9 @@ impl Exec<'_> {
     pub fn delete(&mut self, plan: &DeletePlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
         out.reset(plan.returning.len());
         let env = self.env(params, &[]);
+        if let Some(join) = &plan.from {
+            return self.delete_join(plan, join, &env, out);
+        }
         let level = &plan.level;
         let table = level.table.clone();
         let direct = matches!(level.access, Access::PkLookup { .. }) && level.exact_key && level.filters.is_empty() && plan.returning.is_empty();
@@ -456,7 +462,7 @@ fn index_key(table: &TableSchema, columns: &[usize], row: &[Value]) -> Option<Ve
 }
 
 /// 23502 for a NULL in a NOT NULL column, as the engine words it.
-fn check_not_null(table: &TableSchema, row: &[Value]) -> Result<()> {
+pub(super) fn check_not_null(table: &TableSchema, row: &[Value]) -> Result<()> {
     let visible = table.visible_columns().len();
     match table.columns.iter().take(visible).zip(row).find(|(c, v)| !c.nullable && v.is_null()) {
         None => Ok(()),
@@ -471,7 +477,7 @@ fn check_not_null(table: &TableSchema, row: &[Value]) -> Result<()> {
     }
 }
 
-fn check_violation(table: &TableSchema, name: &str, row: &[Value]) -> SqlError {
+pub(super) fn check_violation(table: &TableSchema, name: &str, row: &[Value]) -> SqlError {
     let shown: Vec<String> = row.iter().take(table.visible_columns().len()).map(|v| if v.is_null() { "null".to_owned() } else { value::to_text(v) }).collect();
     let mut e = SqlError::new("23514", format!("new row for relation \"{}\" violates check constraint \"{name}\"", table.name))
         .with_detail(format!("Failing row contains ({}).", shown.join(", ")));

@@ -13,8 +13,10 @@
 //! probe value converts to the column's type as a primary-key lookup's
 //! does (`exact_key`: a value no stored one can equal finds nothing).
 //!
-//! Only SELECT statements use it (`Exec::hash_joins`): a statement that
-//! writes could change the level's table between probes. The table is
+//! Only reads use it (`Exec::hash_joins`): SELECT, and the join of UPDATE
+//! ... FROM / DELETE ... USING / MERGE, which runs to completion before
+//! their first write; a statement that writes between probes could change
+//! the level's table. The table is
 //! charged to pgtier.statement_mem; one that does not fit is dropped and
 //! the level keeps its nested loop (slower, never an error the nested loop
 //! would not raise). An IN set is charged the same way but has no cheaper

@@ -18,7 +18,9 @@
 mod aggregate;
 mod ddl;
 mod dml;
+mod dml_join;
 mod hash_join;
+mod merge;
 mod scan;
 mod select;
 mod sequence;
@@ -135,7 +137,8 @@ pub struct Exec<'a> {
     pub cache: Option<&'a pgtier_cache::Cache>,
     /// What `currval`/`lastval` return: this session's last `nextval`s.
     pub sequences: &'a mut SessionSequences,
-    /// The statement only reads (a SELECT without FOR UPDATE), so a level
+    /// The statement only reads (a SELECT without FOR UPDATE, or the join
+    /// phase of UPDATE ... FROM / DELETE ... USING / MERGE), so a level
     /// may be read once into a hash table (`hash_join`).
     pub hash_joins: bool,
     /// Levels with hash keys seen by this execution, by address.

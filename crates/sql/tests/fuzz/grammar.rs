@@ -19,6 +19,10 @@
 //! - UPDATE of primary-key or UNIQUE columns: PostgreSQL checks
 //!   uniqueness row by row in heap order, so whether `SET k = k + 1` fails
 //!   depends on the physical order of rows.
+//! - UPDATE ... FROM whose new values or RETURNING read the FROM row: a
+//!   target row joined to several takes one of them, which PostgreSQL
+//!   leaves unspecified (the values read the target; RETURNING `*` is the
+//!   target's `alias.*`). The FROM / USING table and the WHERE are free.
 
 use std::fmt::Write as _;
 
@@ -439,7 +443,8 @@ impl<'a> Gen<'a> {
             }
             77..=84 => self.insert(rng),
             85..=92 => self.update(rng),
-            _ => self.delete(rng),
+            93..=96 => self.delete(rng),
+            _ => self.merge(rng),
         }
     }
 
@@ -735,11 +740,13 @@ impl<'a> Gen<'a> {
     fn update(&mut self, rng: &mut Rng) -> Case {
         let table = if rng.chance(40) { self.table("types") } else { rng.pick(self.tables) };
         let rel = self.rel(table);
-        let rels = [rel];
+        let mut rels = vec![rel];
         let settable: Vec<&Col> = table.cols.iter().filter(|c| !c.key).collect();
         let n = 1 + rng.below(2.min(settable.len()));
         let mut sets = Vec::new();
         let mut used = Vec::new();
+        // New values read the target only: a target row joined to several
+        // FROM rows takes one of them, which PostgreSQL leaves unspecified.
         for _ in 0..n {
             let c = *rng.pick(&settable);
             if used.contains(&c.name) {
@@ -749,23 +756,110 @@ impl<'a> Gen<'a> {
             sets.push(format!("{} = {}", c.name, self.expr(rng, c.ty, &rels, 2)));
         }
         let mut sql = format!("UPDATE {} {} SET {}", table.name, rels[0].alias, sets.join(", "));
-        if rng.chance(85) {
-            let _ = write!(sql, " WHERE {}", self.expr(rng, Ty::Bool, &rels, 2));
+        let joined = self.joined_dml(rng, &mut sql, &mut rels, " FROM");
+        if joined.is_some() || rng.chance(85) {
+            self.dml_where(rng, &mut sql, &rels, joined.clone());
         }
         returning(rng, &mut sql, table);
+        if joined.is_some() && sql.ends_with(" RETURNING *") {
+            // `*` would add the FROM row, unspecified when several join.
+            sql.truncate(sql.len() - 1);
+            let _ = write!(sql, "{}.*", rels[0].alias);
+        }
         Case::Write { sql, table: table.name.to_owned() }
     }
 
     fn delete(&mut self, rng: &mut Rng) -> Case {
         let table = if rng.chance(40) { self.table("types") } else { rng.pick(self.tables) };
         let rel = self.rel(table);
-        let rels = [rel];
+        let mut rels = vec![rel];
         let mut sql = format!("DELETE FROM {} {}", table.name, rels[0].alias);
-        if rng.chance(90) {
-            let _ = write!(sql, " WHERE {}", self.expr(rng, Ty::Bool, &rels, 2));
+        let joined = self.joined_dml(rng, &mut sql, &mut rels, " USING");
+        if joined.is_some() || rng.chance(90) {
+            self.dml_where(rng, &mut sql, &rels, joined.clone());
         }
         returning(rng, &mut sql, table);
+        if joined.is_some() && sql.ends_with(" RETURNING *") {
+            // `*` would add the FROM row, unspecified when several join.
+            sql.truncate(sql.len() - 1);
+            let _ = write!(sql, "{}.*", rels[0].alias);
+        }
         Case::Write { sql, table: table.name.to_owned() }
+    }
+
+    /// MERGE (PostgreSQL 15's): a source table joined along a key or on
+    /// a condition, one to three WHEN clauses. Deterministic whatever the
+    /// join order: a target row that two source rows would change is
+    /// 21000 either way, and an UPDATE reads the one source row it acts on.
+    fn merge(&mut self, rng: &mut Rng) -> Case {
+        let table = if rng.chance(30) { self.table("types") } else { rng.pick(self.tables) };
+        let target = self.rel(table);
+        let (source_table, on) = self.join_target(rng, std::slice::from_ref(&target));
+        let source = self.rel(source_table);
+        let on = match on {
+            Some((l, r)) => format!("{l} = {}.{r}", source.alias),
+            None => self.expr(rng, Ty::Bool, &[Rel { alias: target.alias.clone(), table }, Rel { alias: source.alias.clone(), table: source_table }], 1),
+        };
+        let mut sql = format!("MERGE INTO {} {} USING {} {} ON {on}", table.name, target.alias, source_table.name, source.alias);
+        let rels = [target, source];
+        for _ in 0..1 + rng.below(3) {
+            if rng.chance(55) {
+                sql.push_str(" WHEN MATCHED");
+                if rng.chance(40) {
+                    let _ = write!(sql, " AND {}", self.expr(rng, Ty::Bool, &rels, 1));
+                }
+                let settable: Vec<&Col> = table.cols.iter().filter(|c| !c.key).collect();
+                match rng.below(3) {
+                    0 if !settable.is_empty() => {
+                        let c = *rng.pick(&settable);
+                        let _ = write!(sql, " THEN UPDATE SET {} = {}", c.name, self.expr(rng, c.ty, &rels, 2));
+                    }
+                    1 => sql.push_str(" THEN DELETE"),
+                    _ => sql.push_str(" THEN DO NOTHING"),
+                }
+            } else {
+                sql.push_str(" WHEN NOT MATCHED");
+                let source_only = &rels[1..];
+                if rng.chance(40) {
+                    let _ = write!(sql, " AND {}", self.expr(rng, Ty::Bool, source_only, 1));
+                }
+                if rng.chance(70) {
+                    let values: Vec<String> = table.cols.iter().map(|c| self.expr(rng, c.ty, source_only, 1)).collect();
+                    let names: Vec<&str> = table.cols.iter().map(|c| c.name).collect();
+                    let _ = write!(sql, " THEN INSERT ({}) VALUES ({})", names.join(", "), values.join(", "));
+                } else {
+                    sql.push_str(" THEN DO NOTHING");
+                }
+            }
+        }
+        Case::Write { sql, table: table.name.to_owned() }
+    }
+
+    /// Sometimes `FROM` / `USING` another table (`keyword`), added to
+    /// `rels`; the join's equality for the WHERE, if it has one.
+    fn joined_dml(&mut self, rng: &mut Rng, sql: &mut String, rels: &mut Vec<Rel<'a>>, keyword: &str) -> Option<Option<String>> {
+        if !rng.chance(30) {
+            return None;
+        }
+        let (other, on) = self.join_target(rng, rels);
+        let rel = self.rel(other);
+        let _ = write!(sql, "{keyword} {} {}", other.name, rel.alias);
+        let on = on.map(|(l, r)| format!("{l} = {}.{r}", rel.alias));
+        rels.push(rel);
+        Some(on)
+    }
+
+    /// ` WHERE` a condition over `rels`, after the join's equality.
+    fn dml_where(&mut self, rng: &mut Rng, sql: &mut String, rels: &[Rel<'a>], joined: Option<Option<String>>) {
+        let cond = self.expr(rng, Ty::Bool, rels, 2);
+        match joined.flatten() {
+            Some(on) => {
+                let _ = write!(sql, " WHERE {on} AND ({cond})");
+            }
+            None => {
+                let _ = write!(sql, " WHERE {cond}");
+            }
+        }
     }
 
     // ---- expressions ---------------------------------------------------
