@@ -42,8 +42,8 @@ pub struct ServerConfig {
     pub backend: Option<BackendConfig>,
     #[serde(default)]
     pub passthrough: PassthroughConfig,
-    /// Threads that serve plain-TCP sessions (event_loop.rs); 0: a thread
-    /// per session. Default: one per CPU with `async` commits, 0 with `sync`.
+    /// Threads that serve plain-TCP sessions (event_loop.rs); 0 (the
+    /// default): a thread per session.
     pub event_loops: Option<usize>,
     /// Cache groups (DESIGN.md §3): memory budget, aging, load parallelism.
     #[serde(default)]
@@ -306,15 +306,15 @@ impl ServerConfig {
         self.settings.iter().map(|(k, v)| (k.to_lowercase(), v.as_setting())).collect()
     }
 
-    /// `event_loops`, or its default. Loops win with async commits (TATP
-    /// over 16 connections: +10-18 % throughput) but lose with sync ones,
-    /// where every commit waits for an fsync and so hands its loop to
-    /// another thread (16.8k against 37.1k TPS), hence the default 0 there.
+    /// `event_loops`, or its default, 0: a thread per session. Loops gain
+    /// up to 10-18 % throughput at saturation with async commits but lose
+    /// the latency tail (a preempted loop thread holds up all its
+    /// sessions: TATP p99 0.75x PostgreSQL's at saturation and 2.1x lower
+    /// at 10k txn/s, against 2.0-2.3x and 3.1-4.0x lower with a thread per
+    /// session; server README, "Threads"), and with sync commits every
+    /// commit hands its loop to another thread (16.8k against 37.1k TPS).
     pub fn event_loops(&self) -> usize {
-        self.event_loops.unwrap_or_else(|| match self.commit_mode {
-            CommitModeName::Async => std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
-            CommitModeName::Sync => 0,
-        })
+        self.event_loops.unwrap_or(0)
     }
 
     pub fn from_toml_str(text: &str) -> Result<ServerConfig, ServerError> {
@@ -471,12 +471,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn event_loops_default_to_one_per_cpu_with_async_commits_only() {
+    fn event_loops_default_to_a_thread_per_session() {
         let parse = |toml: &str| ServerConfig::from_toml_str(&format!("data_dir = \"d\"\n{toml}")).unwrap();
-        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        assert_eq!(parse("commit_mode = \"async\"").event_loops(), cpus);
+        assert_eq!(parse("commit_mode = \"async\"").event_loops(), 0);
         assert_eq!(parse("commit_mode = \"sync\"").event_loops(), 0);
-        assert_eq!(parse("").event_loops(), 0, "sync is the default commit mode");
+        assert_eq!(parse("").event_loops(), 0);
+        assert_eq!(parse("commit_mode = \"async\"\nevent_loops = 2").event_loops(), 2);
         assert_eq!(parse("commit_mode = \"sync\"\nevent_loops = 3").event_loops(), 3);
         assert_eq!(parse("commit_mode = \"async\"\nevent_loops = 0").event_loops(), 0);
     }
