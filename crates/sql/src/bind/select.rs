@@ -580,6 +580,10 @@ fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
             _ => None,
         }
     };
+    // Most SELECTs have no such call: they are not copied.
+    if !s.projection.iter().any(|item| matches!(item, ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } if call_of(e).is_some())) {
+        return Ok(None);
+    }
     let mut call: Option<ast::Expr> = None;
     let mut out = s.clone();
     for item in &mut out.projection {
