@@ -535,21 +535,7 @@ fn srf_select(s: &ast::Select) -> Option<ast::Select> {
     let ast::FunctionArguments::List(list) = &f.args else { return None };
     let fn_alias = ast::Ident::new("__srf");
     let mut out = s.clone();
-    out.from = vec![ast::TableWithJoins {
-        relation: ast::TableFactor::Table {
-            name: f.name.clone(),
-            alias: Some(ast::TableAlias { explicit: true, name: fn_alias.clone(), columns: Vec::new(), at: None }),
-            args: Some(ast::TableFunctionArgs { args: list.args.clone(), settings: None }),
-            with_hints: Vec::new(),
-            version: None,
-            with_ordinality: false,
-            partitions: Vec::new(),
-            json_path: None,
-            sample: None,
-            index_hints: Vec::new(),
-        },
-        joins: Vec::new(),
-    }];
+    out.from = vec![function_item(&f.name, &list.args, &fn_alias)];
     out.projection = vec![ast::SelectItem::ExprWithAlias { expr: ast::Expr::Identifier(fn_alias), alias: alias.unwrap_or_else(|| ast::Ident::new(name)) }];
     Some(out)
 }
@@ -607,11 +593,17 @@ fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
     }
     let Some(ast::Expr::Function(f)) = call else { return Ok(None) };
     let ast::FunctionArguments::List(list) = &f.args else { return Err(SqlError::unsupported("_pg_expandarray without arguments")) };
-    out.from.push(ast::TableWithJoins {
+    out.from.push(function_item(&f.name, &list.args, &ast::Ident::new(EXPAND_ITEM)));
+    Ok(Some(out))
+}
+
+/// `FROM name(args) AS alias`: a select-list set-returning call moved to FROM.
+fn function_item(name: &ast::ObjectName, args: &[ast::FunctionArg], alias: &ast::Ident) -> ast::TableWithJoins {
+    ast::TableWithJoins {
         relation: ast::TableFactor::Table {
-            name: f.name.clone(),
-            alias: Some(ast::TableAlias { explicit: true, name: ast::Ident::new(EXPAND_ITEM), columns: Vec::new(), at: None }),
-            args: Some(ast::TableFunctionArgs { args: list.args.clone(), settings: None }),
+            name: name.clone(),
+            alias: Some(ast::TableAlias { explicit: true, name: alias.clone(), columns: Vec::new(), at: None }),
+            args: Some(ast::TableFunctionArgs { args: args.to_vec(), settings: None }),
             with_hints: Vec::new(),
             version: None,
             with_ordinality: false,
@@ -621,8 +613,7 @@ fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
             index_hints: Vec::new(),
         },
         joins: Vec::new(),
-    });
-    Ok(Some(out))
+    }
 }
 
 /// PostgreSQL's words for a name in ON that is a FROM item before the
