@@ -6,9 +6,9 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 
-use common::text_rows;
+use common::{copy_out, text_rows};
 
 const DDL: &str = "CREATE TABLE c (id int PRIMARY KEY, name text, amount numeric(10,2), day date, ts timestamp, flag boolean, blob bytea, r real)";
 const TEXT_DATA: &str = "1\tplain\t1.50\t2024-01-02\t2024-01-02 03:04:05\tt\t\\\\x00ff\t1.25\n\
@@ -23,12 +23,6 @@ fn copy_in(c: &mut impl postgres::GenericClient, sql: &str, data: &[u8]) -> Resu
     let mut w = c.copy_in(sql)?;
     w.write_all(data).unwrap();
     w.finish()
-}
-
-fn copy_out(c: &mut postgres::Client, sql: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    c.copy_out(sql).unwrap().read_to_end(&mut out).unwrap();
-    out
 }
 
 #[test]

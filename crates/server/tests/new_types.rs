@@ -7,9 +7,9 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 
-use common::{Raw, binary_rows, text_rows};
+use common::{Raw, binary_rows, copy_out, text_rows};
 
 const DDL: &str = "CREATE TABLE nt (id int PRIMARY KEY, u uuid, k uuid UNIQUE, t time, tp time(2), ts timestamp(3), tz timestamptz(0), iv interval)";
 
@@ -91,12 +91,6 @@ fn binary_and_text_parameters_store_what_postgres_stores() {
     let copies = "SELECT * FROM nt WHERE id >= 100 ORDER BY id";
     assert_eq!(binary_rows(&mut tier, copies), binary_rows(&mut pg, copies));
     assert_eq!(text_rows(&mut tier, copies), text_rows(&mut pg, copies));
-}
-
-fn copy_out(c: &mut postgres::Client, sql: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    c.copy_out(sql).unwrap().read_to_end(&mut out).unwrap();
-    out
 }
 
 #[test]

@@ -97,6 +97,13 @@ pub fn binary_rows(c: &mut postgres::Client, sql: &str) -> Vec<Vec<Option<Raw>>>
     c.query(sql, &[]).unwrap().iter().map(|r| (0..r.len()).map(|i| r.get::<_, Option<Raw>>(i)).collect()).collect()
 }
 
+/// The bytes of `COPY ... TO STDOUT`.
+pub fn copy_out(c: &mut postgres::Client, sql: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut c.copy_out(sql).unwrap(), &mut out).unwrap();
+    out
+}
+
 /// Every row in text form through the simple protocol.
 pub fn text_rows(c: &mut postgres::Client, sql: &str) -> Vec<Vec<Option<String>>> {
     c.simple_query(sql)

@@ -404,32 +404,34 @@ fn multiple_pk(table: &str) -> SqlError {
 /// `DEFAULT now()` (or a synonym) on a timestamp or date column: the text
 /// the catalog keeps for it.
 fn now_default(e: &ast::Expr, ty: DataType) -> Option<&'static str> {
-    let ast::Expr::Function(f) = e else { return None };
-    let empty = match &f.args {
-        ast::FunctionArguments::None => true,
-        ast::FunctionArguments::List(l) => l.args.is_empty(),
-        ast::FunctionArguments::Subquery(_) => false,
-    };
+    let f = call_without_arguments(e)?;
     let [part] = f.name.0.as_slice() else { return None };
     let name = part.as_ident()?.value.to_lowercase();
-    if !empty || f.over.is_some() || !matches!(ty, DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Date) {
+    if !matches!(ty, DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Date) {
         return None;
     }
     NOW_DEFAULTS.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
 }
 
-/// `DEFAULT gen_random_uuid()` on a uuid column: a new uuid per row, kept
-/// as the text PostgreSQL prints for it.
-fn uuid_default(e: &ast::Expr, ty: DataType) -> Option<&'static str> {
+/// `e` as a plain call with no arguments (`f()`, no OVER), the form of the
+/// volatile defaults kept as text.
+fn call_without_arguments(e: &ast::Expr) -> Option<&ast::Function> {
     let ast::Expr::Function(f) = e else { return None };
     let empty = match &f.args {
         ast::FunctionArguments::None => true,
         ast::FunctionArguments::List(l) => l.args.is_empty(),
         ast::FunctionArguments::Subquery(_) => false,
     };
+    (empty && f.over.is_none()).then_some(f)
+}
+
+/// `DEFAULT gen_random_uuid()` on a uuid column: a new uuid per row, kept
+/// as the text PostgreSQL prints for it.
+fn uuid_default(e: &ast::Expr, ty: DataType) -> Option<&'static str> {
+    let f = call_without_arguments(e)?;
     let name = f.name.0.last().and_then(|p| p.as_ident()).map(ident)?;
     let qualified_ok = f.name.0.len() == 1 || (f.name.0.len() == 2 && f.name.0[0].as_ident().is_some_and(|s| ident(s) == "pg_catalog"));
-    (ty == DataType::Uuid && empty && f.over.is_none() && qualified_ok && name == "gen_random_uuid").then_some(UUID_DEFAULT)
+    (ty == DataType::Uuid && qualified_ok && name == "gen_random_uuid").then_some(UUID_DEFAULT)
 }
 
 /// The catalog text of a `DEFAULT gen_random_uuid()`.
