@@ -32,13 +32,26 @@ impl Binder<'_> {
                 }
                 let distinct = matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct));
                 let mut args = Vec::new();
+                let mut named = Vec::new();
                 let mut star = false;
                 for a in &list.args {
                     match a {
-                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => args.push(e.clone()),
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) if named.is_empty() => args.push(e.clone()),
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(_)) => {
+                            return Err(SqlError::syntax("positional argument cannot follow named argument"));
+                        }
                         ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard) => star = true,
+                        ast::FunctionArg::Named { name: arg_name, arg: ast::FunctionArgExpr::Expr(e), .. } if name == "make_interval" => {
+                            named.push((arg_name.value.clone(), e.clone()));
+                        }
+                        ast::FunctionArg::ExprNamed { name: ast::Expr::Identifier(arg_name), arg: ast::FunctionArgExpr::Expr(e), .. } if name == "make_interval" => {
+                            named.push((arg_name.value.clone(), e.clone()));
+                        }
                         _ => return Err(SqlError::unsupported(format!("argument form in {name}()"))),
                     }
+                }
+                if name == "make_interval" {
+                    args = super::interval_fns::make_interval_args(args, named)?;
                 }
                 (args, distinct, star)
             }
@@ -174,6 +187,7 @@ impl Binder<'_> {
                 }
                 Ok((Expr::Func(Func::WidthBucket, out), Some(Int4)))
             }
+            "age" | "make_interval" | "justify_days" | "justify_hours" | "justify_interval" => self.interval_function(name, bound, &sig()),
             "make_date" => {
                 arity(3, 3)?;
                 let mut out = Vec::new();
@@ -451,10 +465,7 @@ impl Binder<'_> {
                 return Err(SqlError::new("42725", format!("function pg_catalog.{name}(unknown, unknown) is not unique"))
                     .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
             }
-            Some(DataType::Time(_) | DataType::Interval) => {
-                let what = if numeric { "EXTRACT" } else { "date_part" };
-                return Err(SqlError::unsupported(format!("{what} from {}", type_name(t.unwrap_or(DataType::Interval)))));
-            }
+            Some(DataType::Time(_) | DataType::Interval) => (x, t),
             Some(other) => {
                 let what = if numeric { "extract" } else { "date_part" };
                 return Err(SqlError::undefined_function(&format!("{what}(unknown, {})", type_name(other))));

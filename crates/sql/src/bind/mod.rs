@@ -22,6 +22,7 @@ mod merge;
 mod expr;
 mod from;
 mod function;
+mod interval_fns;
 mod operator;
 mod recursive;
 mod select;

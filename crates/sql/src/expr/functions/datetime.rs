@@ -70,7 +70,7 @@ impl DateField {
         })
     }
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             DateField::Microseconds => "microseconds",
             DateField::Milliseconds => "milliseconds",

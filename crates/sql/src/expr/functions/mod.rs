@@ -2,6 +2,7 @@
 //! now, ...) here, the system functions in [`system`].
 
 mod datetime;
+mod interval_fns;
 mod math;
 mod regex;
 mod strings;
@@ -105,6 +106,13 @@ pub enum Func {
     ToTimestamp(bool),
     /// make_timestamp (false) or make_timestamptz (true).
     MakeTimestamp(bool),
+    /// age(timestamp, timestamp) (either kind: the fields are UTC's).
+    Age,
+    /// make_interval(years, months, weeks, days, hours, mins, secs).
+    MakeInterval,
+    JustifyDays,
+    JustifyHours,
+    JustifyInterval,
     /// A system function ([`SysFunc`]).
     Sys(SysFunc),
 }
@@ -365,7 +373,23 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             other => return Err(SqlError::undefined_function(&format!("date_trunc(text, {})", value::value_type_name(other)))),
         },
         Func::MakeDate => datetime::make_date(int(0), int(1), int(2))?,
-        Func::Extract(field, numeric) => datetime::extract(field, &vals[0], numeric)?,
+        Func::Extract(field, numeric) => match &vals[0] {
+            v @ (Value::Interval(_) | Value::Time(_)) => interval_fns::extract(field, v, numeric)?,
+            v => datetime::extract(field, v, numeric)?,
+        },
+        Func::Age => match (&vals[0], &vals[1]) {
+            (Value::Timestamp(a) | Value::TimestampTz(a), Value::Timestamp(b) | Value::TimestampTz(b)) => Value::Interval(interval_fns::age(*a, *b)?),
+            (a, b) => return Err(SqlError::undefined_function(&format!("age({}, {})", value::value_type_name(a), value::value_type_name(b)))),
+        },
+        Func::MakeInterval => Value::Interval(interval_fns::make_interval(int(0), int(1), int(2), int(3), int(4), int(5), value::to_f64(&vals[6]).unwrap_or(f64::NAN))?),
+        Func::JustifyDays | Func::JustifyHours | Func::JustifyInterval => {
+            let Value::Interval(v) = vals[0] else { return Err(SqlError::undefined_function(&format!("justify({})", value::value_type_name(&vals[0])))) };
+            Value::Interval(match f {
+                Func::JustifyDays => interval_fns::justify_days(v)?,
+                Func::JustifyHours => interval_fns::justify_hours(v)?,
+                _ => interval_fns::justify_interval(v)?,
+            })
+        }
         Func::Reverse => Value::Text(s0.chars().rev().collect()),
         Func::Chr => strings::chr(int(0))?,
         Func::Ascii => strings::ascii(s0),
