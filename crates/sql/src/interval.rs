@@ -287,6 +287,10 @@ pub fn negate(v: Interval) -> Result<Interval> {
 /// then days, then microseconds.
 fn timestamp_plus(ts: i64, v: Interval) -> Result<i64> {
     let err = || out_of_range("timestamp");
+    // An infinity plus any interval stays itself (timestamp_pl_interval).
+    if crate::value::is_infinite_micros(ts) {
+        return Ok(ts);
+    }
     let mut ts = ts;
     if v.months != 0 {
         let (y, m, d) = civil_from_days(ts.div_euclid(MICROS_PER_DAY));
@@ -370,7 +374,11 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
         (DataType::Interval, Value::Time(x), Value::Time(y)) if op == ArithOp::Sub => Value::Interval(Interval { months: 0, days: 0, micros: x - y }),
         (DataType::Interval, x, y) if op == ArithOp::Sub => {
             // timestamp_mi then interval_justify_hours: whole days apart.
-            let diff = instant(x)?.ok_or_else(undefined)?.checked_sub(instant(y)?.ok_or_else(undefined)?).ok_or_else(|| out_of_range("interval"))?;
+            let (x, y) = (instant(x)?.ok_or_else(undefined)?, instant(y)?.ok_or_else(undefined)?);
+            if crate::value::is_infinite_micros(x) || crate::value::is_infinite_micros(y) {
+                return Err(SqlError::new("22008", "cannot subtract infinite timestamps"));
+            }
+            let diff = x.checked_sub(y).ok_or_else(|| out_of_range("interval"))?;
             let days = i32::try_from(diff / MICROS_PER_DAY).map_err(|_| out_of_range("interval"))?;
             Value::Interval(Interval { months: 0, days, micros: diff % MICROS_PER_DAY })
         }

@@ -50,6 +50,15 @@ fn refused_constructs_name_themselves() {
         ("SELECT '1-2'::interval", "SQL-standard"),
         ("SELECT interval '1' day", "interval with fields"),
         ("SELECT '1 day'::interval(3)", "interval with fields or a precision"),
+        // The input words for the current date and time.
+        ("SELECT 'today'::date", "'today' as a date input value"),
+        ("SELECT 'now'::timestamp", "'now' as a timestamp without time zone input value"),
+        ("SELECT 'tomorrow'::timestamptz", "'tomorrow' as a timestamp with time zone input value"),
+        // PostgreSQL's numeric has infinities; pgtier's does not.
+        ("SELECT extract(year FROM 'infinity'::timestamp)", "numeric infinity"),
+        ("SELECT extract(epoch FROM '-infinity'::date)", "numeric infinity"),
+        // PostgreSQL 15 answers with the fields of i64's ends.
+        ("SELECT age('infinity'::timestamp, '2000-01-01'::timestamp)", "age of an infinite timestamp"),
         // Nor time with time zone.
         ("SELECT '01:02'::time with time zone", "time with time zone"),
         ("CREATE TABLE ttz (id int PRIMARY KEY, t timetz)", "time with time zone"),

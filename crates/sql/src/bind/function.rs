@@ -188,6 +188,19 @@ impl Binder<'_> {
                 Ok((Expr::Func(Func::WidthBucket, out), Some(Int4)))
             }
             "age" | "make_interval" | "justify_days" | "justify_hours" | "justify_interval" => self.interval_function(name, bound, &sig()),
+            "isfinite" => {
+                arity(1, 1)?;
+                let (e, t) = bound.into_iter().next().ok_or_else(|| SqlError::undefined_function(&sig()))?;
+                match t {
+                    Some(DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Interval) => {}
+                    None => {
+                        return Err(SqlError::new("42725", format!("function {} is not unique", sig()))
+                            .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
+                    }
+                    Some(_) => return Err(SqlError::undefined_function(&sig())),
+                }
+                Ok((Expr::Func(Func::IsFinite, vec![e]), Some(DataType::Bool)))
+            }
             "make_date" => {
                 arity(3, 3)?;
                 let mut out = Vec::new();

@@ -50,7 +50,7 @@ impl Hash for GroupKey {
                 Value::Bytea(b) => b.hash(h),
                 // As the timestamp it equals (past that range none does,
                 // and wrapping only shares a hash).
-                Value::Date(d) => i64::from(*d).wrapping_mul(86_400_000_000).hash(h),
+                Value::Date(d) => value::date_micros(*d).unwrap_or_else(|_| i64::from(*d).wrapping_mul(86_400_000_000)).hash(h),
                 Value::Timestamp(t) | Value::TimestampTz(t) => t.hash(h),
                 Value::Uuid(u) => u.hash(h),
                 Value::Time(t) => t.hash(h),
