@@ -97,9 +97,12 @@ impl Binder<'_> {
     }
 
     pub(super) fn scalar_function(&mut self, name: &str, args: &[ast::Expr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
-        let mut bound = Vec::new();
+        let mut bound: Vec<(Expr, Ty)> = Vec::new();
         for a in args {
-            bound.push(self.expr(a, scope, ctx)?);
+            // PostgreSQL drops COALESCE's arguments after a non-null
+            // constant without simplifying them.
+            let decided = name == "coalesce" && bound.iter().any(|(e, _)| matches!(e, Expr::Const(v) if !v.is_null()));
+            bound.push(self.lazily(decided, |b| b.expr(a, scope, ctx))?);
         }
         let sig_text = {
             let types: Vec<&str> = bound.iter().map(|(_, t)| t.map_or("unknown", type_name)).collect();

@@ -43,7 +43,7 @@ pub use coerce::map_type;
 pub type Ty = Option<DataType>;
 
 pub fn bind_statement(catalog: &Catalog, stmt: &ast::Statement) -> Result<Prepared> {
-    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0 };
+    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false };
     let mut plan = b.statement(stmt)?;
     if let Plan::Select(s) = &mut plan {
         cast::finish_output(s);
@@ -150,6 +150,12 @@ pub(crate) struct Binder<'c> {
     pub(crate) sublink_depth: usize,
     /// Work tables handed out to WITH RECURSIVE queries of this statement.
     pub(crate) work_tables: usize,
+    /// Inside an expression PostgreSQL's planner drops without simplifying
+    /// it (a COALESCE argument after a non-null constant, a CASE arm after
+    /// a true or with a false condition, AND after false, OR after true):
+    /// a constant that fails to fold stays unfolded there, so its error
+    /// comes only if it is evaluated, which it never is ([`Binder::lazily`]).
+    pub(crate) lazy_folding: bool,
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in

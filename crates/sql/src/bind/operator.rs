@@ -5,6 +5,7 @@ use pgtier_engine::DataType;
 use sqlparser::ast::{self, ObjectName};
 
 use super::array::is_array_ast;
+use super::coerce::constant_truth;
 use super::{Binder, ExprCtx, Scope, Ty, parts};
 use crate::error::{Result, SqlError};
 use crate::expr::{BitOp, CmpOp, Expr, Func, SysFunc};
@@ -34,7 +35,14 @@ impl Binder<'_> {
             return Ok((Expr::Cmp(c, x.boxed(), y.boxed()), Some(DataType::Bool)));
         }
         let (x, xt) = self.expr(left, scope, ctx)?;
-        let (y, yt) = self.expr(right, scope, ctx)?;
+        // PostgreSQL stops simplifying an AND at a false constant, an OR at
+        // a true one (simplify_and_arguments).
+        let decided = match op {
+            B::And => constant_truth(&x) == Some(Some(false)),
+            B::Or => constant_truth(&x) == Some(Some(true)),
+            _ => false,
+        };
+        let (y, yt) = self.lazily(decided, |b| b.expr(right, scope, ctx))?;
         match op {
             B::And | B::Or => {
                 let name = if matches!(op, B::And) { "AND" } else { "OR" };
@@ -172,7 +180,8 @@ impl Binder<'_> {
             (x, y)
         };
         if let (Expr::Const(a), Expr::Const(b)) = (&x, &y) {
-            return Ok((Expr::Const(value::arith(op, a, b, result)?), Some(result)));
+            let folded = value::arith(op, a, b, result);
+            return Ok((self.folded(folded, || Expr::Arith(op, x.boxed(), y.boxed(), result))?, Some(result)));
         }
         Ok((Expr::Arith(op, x.boxed(), y.boxed(), result), Some(result)))
     }
@@ -180,7 +189,8 @@ impl Binder<'_> {
     /// `interval * float8` (either order: `v` is the interval) or `interval / float8`.
     fn interval_scaled(&mut self, op: ArithOp, v: Expr, factor: Expr) -> Result<(Expr, Ty)> {
         if let (Expr::Const(a), Expr::Const(b)) = (&v, &factor) {
-            return Ok((Expr::Const(value::arith(op, a, b, DataType::Interval)?), Some(DataType::Interval)));
+            let folded = value::arith(op, a, b, DataType::Interval);
+            return Ok((self.folded(folded, || Expr::Arith(op, v.boxed(), factor.boxed(), DataType::Interval))?, Some(DataType::Interval)));
         }
         Ok((Expr::Arith(op, v.boxed(), factor.boxed(), DataType::Interval), Some(DataType::Interval)))
     }
