@@ -411,10 +411,14 @@ mod tests {
                 let theirs = Parser::parse_sql(&PostgreSqlDialect {}, &sql);
                 // MERGE is this dialect's own (PostgreSQL 15's grammar):
                 // DO NOTHING and DEFAULT VALUES only here, RETURNING only there.
-                let merge = sql.trim_start().to_uppercase().starts_with("MERGE");
+                let upper = sql.trim_start().to_uppercase();
+                let merge = upper.starts_with("MERGE");
+                // So are CREATE TABLE AS's column-name list and WITH [NO] DATA.
+                let create_as = upper.starts_with("CREATE") && upper.contains(" AS ");
                 match (Parser::parse_sql(&PgDialect::default(), &sql), theirs) {
                     (Ok(ours), Ok(theirs)) => assert_eq!(to_text(&ours), to_text(&theirs), "{sql}"),
                     (Ok(_), Err(_)) | (Err(_), Ok(_)) if merge => {}
+                    (Ok(_), Err(_)) if create_as => {}
                     (Err(e), Ok(_)) => assert!(e.to_string().contains("non-associative"), "{sql}: {e}"),
                     (Ok(_), Err(e)) => panic!("{sql}: only PostgreSqlDialect refuses it: {e}"),
                     (Err(_), Err(_)) => {}
