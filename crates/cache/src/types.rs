@@ -32,7 +32,9 @@ pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> 
             TypeModifier::Numeric { precision, scale } if precision <= NUMERIC_PRECISION_MAX && (0..=precision as i16).contains(&scale) => {
                 DataType::Numeric { precision: precision as u8, scale: scale as u8 }
             }
-            _ => return Err(format!("Declare the column numeric(p,s) with p <= {NUMERIC_PRECISION_MAX} and 0 <= s <= p; unconstrained numeric is not supported.")),
+            // Each value keeps its scale; one an i128 cannot hold fails the load.
+            TypeModifier::None => pgtier_engine::NUMERIC_UNCONSTRAINED,
+            _ => return Err(format!("Declare the column numeric, or numeric(p,s) with p <= {NUMERIC_PRECISION_MAX} and 0 <= s <= p.")),
         },
         25 => DataType::Text,
         1043 => length.map_or(DataType::Text, DataType::Varchar),
@@ -47,7 +49,7 @@ pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> 
         1186 if column.modifier == TypeModifier::None => DataType::Interval,
         1186 => return Err("Declare the column interval without fields or a precision.".into()),
         _ => {
-            return Err("Supported types: smallint, integer, bigint, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, time, interval, uuid.".into());
+            return Err("Supported types: smallint, integer, bigint, numeric, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, time, interval, uuid.".into());
         }
     };
     let kind = ValueKind::for_type_oid(column.base_type_oid).ok_or_else(|| format!("No binary decoder for type oid {}.", column.base_type_oid))?;
@@ -63,10 +65,16 @@ pub fn engine_value(ty: DataType, value: PgValue<'_>) -> Result<Value, String> {
         (DataType::Int8, PgValue::Int8(v)) => Value::Int8(v),
         (DataType::Float4, PgValue::Float4(v)) => Value::Float4(v),
         (DataType::Float8, PgValue::Float8(v)) => Value::Float8(v),
-        (DataType::Numeric { scale, .. }, PgValue::Numeric(n)) => {
+        (DataType::Numeric { precision, scale }, PgValue::Numeric(n)) => {
             let (mantissa, from_scale) = n.to_i128().map_err(|error| format!("numeric value {n} cannot be cached: {error}"))?;
             let from_scale = u8::try_from(from_scale).map_err(|_| format!("numeric value {n} has too many fraction digits"))?;
-            Value::Numeric(Numeric::new(mantissa, from_scale).rescale(scale).ok_or_else(|| format!("numeric value {n} is out of range"))?)
+            let value = Numeric::new(mantissa, from_scale);
+            // Unconstrained numeric keeps the value's own scale (1.50 stays 1.50).
+            if precision == 0 {
+                Value::Numeric(value)
+            } else {
+                Value::Numeric(value.rescale(scale).ok_or_else(|| format!("numeric value {n} is out of range"))?)
+            }
         }
         (DataType::Text | DataType::Varchar(_) | DataType::Char(_), PgValue::Text(v)) => Value::Text(v.to_owned()),
         (DataType::Bytea, PgValue::Bytea(v)) => Value::Bytea(v.to_vec()),

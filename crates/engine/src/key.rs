@@ -3,7 +3,8 @@
 //! Every column encoding is self-delimiting, so a composite key's encoded
 //! prefix is exactly the encoding of its leading columns (prefix scans).
 //!
-//! - integers, date, timestamp, time, numeric: big-endian with the sign bit flipped
+//! - integers, date, timestamp, time, numeric(p,s): big-endian with the sign bit flipped
+//! - unconstrained numeric: sign byte, exponent and digits (`decimal_key`), scale-free
 //! - uuid: its 16 bytes as they are (PostgreSQL compares uuids by memcmp)
 //! - interval: its span (30-day months, 24-hour days) as an i128, sign flipped
 //! - float: IEEE bits flipped so order is numeric; -0 = 0; NaN sorts last
@@ -34,6 +35,8 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         ValueRef::Int2(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000).to_be_bytes()),
         ValueRef::Int4(v) | ValueRef::Date(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000_0000).to_be_bytes()),
         ValueRef::Int8(v) | ValueRef::Timestamp(v) | ValueRef::TimestampTz(v) | ValueRef::Time(v) => out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes()),
+        // Unconstrained numeric: values of any scale, ordered as decimals.
+        ValueRef::Numeric(n) if matches!(ty, DataType::Numeric { precision: 0, .. }) => decimal_key(out, n),
         ValueRef::Numeric(n) => out.extend_from_slice(&(n.mantissa.cast_unsigned() ^ (1 << 127)).to_be_bytes()),
         ValueRef::Float4(v) => out.extend_from_slice(&float4_key(v).to_be_bytes()),
         ValueRef::Float8(v) => out.extend_from_slice(&float8_key(v).to_be_bytes()),
@@ -44,7 +47,45 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         // Intervals PostgreSQL finds equal ('1 day', '24 hours') share a key.
         ValueRef::Interval(v) => out.extend_from_slice(&(v.span().cast_unsigned() ^ (1 << 127)).to_be_bytes()),
     }
-    let _ = ty;
+}
+
+/// Length of a [`decimal_key`] at the start of `bytes`: the zero byte, or
+/// sign, exponent, digits and the terminator (0x00, inverted 0xFF).
+fn decimal_key_len(bytes: &[u8]) -> usize {
+    match bytes.first() {
+        None => 0,
+        Some(0x02) => 1,
+        Some(&sign) => {
+            let end = if sign == 0x03 { 0x00 } else { 0xFF };
+            bytes.iter().skip(3).position(|&b| b == end).map_or(bytes.len(), |k| 3 + k + 1)
+        }
+    }
+}
+
+/// A decimal's memcomparable key: a sign byte (negative 0x01, zero 0x02,
+/// positive 0x03), then for non-zero values the exponent E and the digits
+/// D of `0.D × 10^E` (no leading or trailing zeros, so 1.5 and 1.50 share
+/// a key), each digit as 1..=10 and a 0x00 terminator; negative values
+/// with those bytes inverted, so larger magnitudes sort first.
+fn decimal_key(out: &mut Vec<u8>, n: crate::types::Numeric) {
+    if n.mantissa == 0 {
+        out.push(0x02);
+        return;
+    }
+    let digits = n.mantissa.unsigned_abs().to_string();
+    let significant = digits.trim_end_matches('0');
+    // Digits before the point: the digit count less the scale.
+    let exponent = i16::try_from(digits.len()).unwrap_or(i16::MAX) - i16::from(n.scale);
+    let negative = n.mantissa < 0;
+    let flip = |b: u8| if negative { !b } else { b };
+    out.push(if negative { 0x01 } else { 0x03 });
+    for b in (exponent.cast_unsigned() ^ 0x8000).to_be_bytes() {
+        out.push(flip(b));
+    }
+    for d in significant.bytes() {
+        out.push(flip(d - b'0' + 1));
+    }
+    out.push(flip(0x00));
 }
 
 fn float4_key(v: f32) -> u32 {
@@ -77,6 +118,9 @@ pub(crate) fn column_len(bytes: &[u8], ty: DataType, tagged: bool) -> usize {
             return 1;
         }
         at = 1;
+    }
+    if matches!(ty, DataType::Numeric { precision: 0, .. }) {
+        return at + decimal_key_len(&bytes[at..]);
     }
     match ty.fixed_width_bytes() {
         Some(w) => at + w,
@@ -168,6 +212,9 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
             None => return false,
         },
         (DataType::Int8, _) if int.is_some() => ValueRef::Int8(int.unwrap_or_default()),
+        // Unconstrained numeric holds any value's scale: every probe is exact.
+        (DataType::Numeric { precision: 0, .. }, Value::Numeric(n)) => ValueRef::Numeric(*n),
+        (DataType::Numeric { precision: 0, .. }, _) if int.is_some() => ValueRef::Numeric(crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0)),
         (DataType::Numeric { scale, .. }, Value::Numeric(n)) => match n.rescale(scale) {
             Some(r) if r.rescale(n.scale) == Some(*n) => ValueRef::Numeric(r),
             _ => return false,

@@ -57,7 +57,7 @@ pub use stats::{DbStats, TableStats};
 pub use stream::{Change, CommitStream, CommittedTxn, ConsumerPosition, RowChange, StreamStart};
 pub use transaction::{Transaction, wall_clock_us};
 pub use types::{
-    DATE_INFINITY, DATE_NEG_INFINITY, DataType, Interval, Numeric, TIME_PRECISION_MAX, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, ValueRef, civil_from_days, coerce,
+    DATE_INFINITY, DATE_NEG_INFINITY, DataType, Interval, NUMERIC_UNCONSTRAINED, Numeric, TIME_PRECISION_MAX, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, ValueRef, civil_from_days, coerce,
     days_from_civil, round_to_precision,
 };
 pub use verify::TableCheck;

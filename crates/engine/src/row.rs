@@ -119,6 +119,7 @@ impl RowLayout {
             DataType::Time(_) => ValueRef::Time(i64::from_le_bytes(arr(fixed(8)))),
             DataType::Float4 => ValueRef::Float4(f32::from_le_bytes(arr(fixed(4)))),
             DataType::Float8 => ValueRef::Float8(f64::from_le_bytes(arr(fixed(8)))),
+            DataType::Numeric { precision: 0, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), data[off + 16])),
             DataType::Numeric { scale, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), scale)),
             DataType::Uuid => ValueRef::Uuid(arr(fixed(16))),
             DataType::Interval => {
@@ -174,7 +175,8 @@ impl RowLayout {
                 }
                 continue;
             }
-            write_fixed(&mut out[slot..], value);
+            let slot_width = self.types[col].fixed_width_bytes().unwrap_or(0);
+            write_fixed(&mut out[slot..slot + slot_width], value);
         }
         debug_assert_eq!(out.len(), total);
         debug_assert_eq!(self.row_len(out), total);
@@ -196,7 +198,7 @@ impl RowLayout {
             row[1 + col / 8] |= 1 << (col % 8);
         } else {
             row[1 + col / 8] &= !(1 << (col % 8));
-            write_fixed(&mut row[off..], value);
+            write_fixed(&mut row[off..off + width], value);
         }
     }
 
@@ -243,7 +245,12 @@ fn var_payload(v: &Value) -> &[u8] {
     }
 }
 
+/// Writes a fixed-width value into its slot (`out` is exactly the slot).
 fn write_fixed(out: &mut [u8], value: &Value) {
+    // Unconstrained numeric's slot has the value's scale after the mantissa.
+    if let (Value::Numeric(n), 17) = (value, out.len()) {
+        out[16] = n.scale;
+    }
     let mut put = |bytes: &[u8]| out[..bytes.len()].copy_from_slice(bytes);
     match value {
         Value::Null | Value::Text(_) | Value::Bytea(_) => {}

@@ -16,6 +16,8 @@ use crate::error::{EngineError, Result};
 
 /// Largest precision `numeric(p,s)` accepts: an i128 holds 38 decimal digits.
 pub const NUMERIC_PRECISION_MAX: u8 = 38;
+/// `numeric` without a typmod.
+pub const NUMERIC_UNCONSTRAINED: DataType = DataType::Numeric { precision: 0, scale: 0 };
 /// Largest declared length of varchar(n)/char(n) (PostgreSQL's limit).
 pub const CHAR_LENGTH_MAX: u32 = 10_485_760;
 /// Largest fractional-second precision of time(p) and timestamp(p).
@@ -36,6 +38,9 @@ pub enum DataType {
     Int4,
     Int8,
     /// Exact decimal; `precision` total digits, `scale` digits after the point.
+    /// Precision 0 (scale 0) is unconstrained `numeric`: each value keeps its
+    /// own scale, as PostgreSQL's does, within what an i128 mantissa holds
+    /// ([`NUMERIC_UNCONSTRAINED`]).
     Numeric { precision: u8, scale: u8 },
     Float4,
     Float8,
@@ -68,6 +73,8 @@ impl DataType {
             DataType::Int2 => Some(2),
             DataType::Int4 | DataType::Float4 | DataType::Date => Some(4),
             DataType::Int8 | DataType::Float8 | DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) => Some(8),
+            // The mantissa, and for unconstrained numeric the value's own scale.
+            DataType::Numeric { precision: 0, .. } => Some(17),
             DataType::Numeric { .. } | DataType::Uuid | DataType::Interval => Some(16),
             DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea => None,
         }
@@ -80,6 +87,7 @@ impl DataType {
             DataType::Int2 => "smallint".into(),
             DataType::Int4 => "integer".into(),
             DataType::Int8 => "bigint".into(),
+            DataType::Numeric { precision: 0, .. } => "numeric".into(),
             DataType::Numeric { precision, scale } => format!("numeric({precision},{scale})"),
             DataType::Float4 => "real".into(),
             DataType::Float8 => "double precision".into(),
@@ -98,6 +106,7 @@ impl DataType {
 
     pub(crate) fn validate(self) -> Result<()> {
         match self {
+            DataType::Numeric { precision: 0, scale: 0 } => {}
             DataType::Numeric { precision, scale } => {
                 if precision == 0 || precision > NUMERIC_PRECISION_MAX {
                     return Err(EngineError::definition(
@@ -610,7 +619,8 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
                 }
                 other => return Err(mismatch(&other)),
             };
-            Value::Numeric(coerce_numeric(n, precision, scale)?)
+            // Unconstrained: the value as it is (its scale kept).
+            if precision == 0 { Value::Numeric(n) } else { Value::Numeric(coerce_numeric(n, precision, scale)?) }
         }
         (DataType::Float4, v) => Value::Float4(match v {
             Value::Float4(x) => x,

@@ -7,18 +7,12 @@ use pgtier_engine::{EngineError, IndexDef, SequenceOptions, TableDef, TableSchem
 use super::Exec;
 use crate::error::{Result, SqlError, SqlNotice};
 use crate::plan::{ColumnSequence, SelectPlan};
-use crate::value::NUMERIC_ANY;
 
 impl Exec<'_> {
     pub fn create_table(&mut self, def: &TableDef, if_not_exists: bool) -> Result<()> {
         if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
             self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", def.name) });
             return Ok(());
-        }
-        for c in &def.columns {
-            if c.ty == NUMERIC_ANY {
-                return Err(SqlError::unsupported("numeric column without precision"));
-            }
         }
         self.txn.create_table(def)?;
         Ok(())
