@@ -137,6 +137,24 @@ impl TableDef {
     }
 }
 
+/// ALTER TABLE: a table's whole new definition. The table is rewritten
+/// under a new [`TableId`] (a row image's shape never changes for an id,
+/// so the WAL, checkpoints and the commit stream decode old and new rows
+/// alike); foreign keys of other tables that reference it follow it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlterTableDef {
+    /// The new definition (its name differs from the old one after RENAME TO).
+    pub def: TableDef,
+    /// Secondary indexes to keep or add (their `table` is ignored): indexes
+    /// the definition implies (primary key, UNIQUE, a foreign key's
+    /// `<fk>_idx`) are made from `def` and must not be listed.
+    pub indexes: Vec<IndexDef>,
+    /// For each column of `def`, the old column (position among the old
+    /// table's columns) it continues, None for a new one: how other
+    /// tables' foreign keys find the columns they reference.
+    pub sources: Vec<Option<usize>>,
+}
+
 /// `CREATE [UNIQUE] INDEX name ON table (columns)`. Indexes are ordered.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IndexDef {
@@ -609,6 +627,69 @@ impl Catalog {
         Ok(ForeignKey { id, name, child: child.id, child_columns, parent: parent_id, parent_columns, parent_index, child_index: IndexId(u32::MAX), on_delete: fk.on_delete })
     }
 
+    /// Plans ALTER TABLE's new table on a catalog the old one is already
+    /// removed from (the altering transaction's private copy): the table
+    /// of `alter.def` with its implied indexes, then `alter.indexes`, and
+    /// `referencing` (other tables' foreign keys to the old table) pointed
+    /// at the new one, with the same ids.
+    pub(crate) fn plan_alter_table(&self, alter: &AlterTableDef, referencing: &[Arc<ForeignKey>]) -> Result<(TableSchema, Vec<IndexSchema>, Vec<ForeignKey>)> {
+        if alter.sources.len() != alter.def.columns.len() {
+            return Err(EngineError::definition("42601", "ALTER TABLE: one source per new column expected"));
+        }
+        let (table, mut indexes, mut fks) = self.plan_create_table(&alter.def)?;
+        let mut next = indexes.iter().map(|i| i.id.0 + 1).max().unwrap_or(self.next_index_id);
+        for d in &alter.indexes {
+            if self.relation_name_taken(&d.name) || indexes.iter().any(|i| i.name == d.name) {
+                return Err(EngineError::DuplicateTable { name: d.name.clone() });
+            }
+            let columns = resolve_columns(&table.name, &table.columns, &d.columns)?;
+            indexes.push(IndexSchema { id: IndexId(next), name: d.name.clone(), table: table.id, columns, unique: d.unique, primary: false, ordered: true });
+            next += 1;
+        }
+        for fk in referencing {
+            let child = self.table(fk.child).ok_or_else(|| EngineError::Corrupt(format!("foreign key {} of a missing table", fk.name)))?;
+            let requires = || {
+                EngineError::definition(
+                    "2BP01",
+                    format!("cannot alter table {} because constraint {} on table {} requires its referenced key", table.name, fk.name, child.name),
+                )
+            };
+            let parent_columns = fk
+                .parent_columns
+                .iter()
+                .map(|&old| alter.sources.iter().position(|s| *s == Some(old)).ok_or_else(requires))
+                .collect::<Result<Vec<usize>>>()?;
+            for (&c, &p) in fk.child_columns.iter().zip(&parent_columns) {
+                if !key_types_compatible(child.columns[c].ty, table.columns[p].ty) {
+                    return Err(EngineError::definition(
+                        "42804",
+                        format!(
+                            "foreign key constraint \"{}\" cannot be implemented: key columns \"{}\" and \"{}\" are of incompatible types: {} and {}",
+                            fk.name,
+                            child.columns[c].name,
+                            table.columns[p].name,
+                            child.columns[c].ty.pg_name(),
+                            table.columns[p].ty.pg_name()
+                        ),
+                    ));
+                }
+            }
+            let parent_index = indexes.iter().find(|i| i.unique && i.columns == parent_columns).map(|i| i.id).ok_or_else(requires)?;
+            fks.push(ForeignKey {
+                id: fk.id,
+                name: fk.name.clone(),
+                child: fk.child,
+                child_columns: fk.child_columns.clone(),
+                parent: table.id,
+                parent_columns,
+                parent_index,
+                child_index: fk.child_index,
+                on_delete: fk.on_delete,
+            });
+        }
+        Ok((table, indexes, fks))
+    }
+
     pub(crate) fn plan_create_index(&self, def: &IndexDef) -> Result<IndexSchema> {
         if self.relation_name_taken(&def.name) {
             return Err(EngineError::DuplicateTable { name: def.name.clone() });
@@ -626,6 +707,9 @@ impl Catalog {
         })
     }
 
+    /// Adds a table with its indexes and foreign keys. A foreign key of
+    /// another table that is listed (ALTER TABLE re-pointing it at this
+    /// table) replaces the one with its id.
     pub(crate) fn add_table(&mut self, table: Arc<TableSchema>, indexes: Vec<Arc<IndexSchema>>, fks: Vec<Arc<ForeignKey>>) {
         assert!(!self.tables.contains_key(&table.id), "table id reused");
         self.next_table_id = self.next_table_id.max(table.id.0 + 1);
