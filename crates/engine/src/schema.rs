@@ -153,6 +153,9 @@ pub struct AlterTableDef {
     /// table's columns) it continues, None for a new one: how other
     /// tables' foreign keys find the columns they reference.
     pub sources: Vec<Option<usize>>,
+    /// The primary key index's name when not `<table>_pkey` (PostgreSQL
+    /// keeps it across RENAME TO; ADD CONSTRAINT name PRIMARY KEY sets it).
+    pub primary_key_name: Option<String>,
 }
 
 /// `CREATE [UNIQUE] INDEX name ON table (columns)`. Indexes are ordered.
@@ -637,14 +640,22 @@ impl Catalog {
             return Err(EngineError::definition("42601", "ALTER TABLE: one source per new column expected"));
         }
         let (table, mut indexes, mut fks) = self.plan_create_table(&alter.def)?;
-        let mut next = indexes.iter().map(|i| i.id.0 + 1).max().unwrap_or(self.next_index_id);
-        for d in &alter.indexes {
+        if let Some(name) = &alter.primary_key_name
+            && let Some(pk) = indexes.iter_mut().find(|i| i.primary && !table.has_rowid())
+            && pk.name != *name
+        {
+            if self.relation_name_taken(name) {
+                return Err(EngineError::DuplicateTable { name: name.clone() });
+            }
+            pk.name.clone_from(name);
+        }
+        let first = indexes.iter().map(|i| i.id.0 + 1).max().unwrap_or(self.next_index_id);
+        for (next, d) in (first..).zip(&alter.indexes) {
             if self.relation_name_taken(&d.name) || indexes.iter().any(|i| i.name == d.name) {
                 return Err(EngineError::DuplicateTable { name: d.name.clone() });
             }
             let columns = resolve_columns(&table.name, &table.columns, &d.columns)?;
             indexes.push(IndexSchema { id: IndexId(next), name: d.name.clone(), table: table.id, columns, unique: d.unique, primary: false, ordered: true });
-            next += 1;
         }
         for fk in referencing {
             let child = self.table(fk.child).ok_or_else(|| EngineError::Corrupt(format!("foreign key {} of a missing table", fk.name)))?;

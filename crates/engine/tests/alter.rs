@@ -48,7 +48,7 @@ fn altered_def() -> AlterTableDef {
         &["id"],
     );
     def.unique.push((None, vec!["aa".into()]));
-    AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(0), Some(1), None] }
+    AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(0), Some(1), None], primary_key_name: None }
 }
 
 /// The rows of `table` as (id, aa, c), read at a fresh snapshot.
@@ -168,7 +168,7 @@ fn foreign_keys_of_other_tables_follow_the_altered_parent() {
         &["id"],
     );
     def.primary_key_ordered = true;
-    let alter = AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(0), Some(1), Some(2), None] };
+    let alter = AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(0), Some(1), Some(2), None], primary_key_name: None };
     let mut t = db.begin().unwrap();
     let row = vec![Value::Int4(1), Value::Text("p".into()), Value::Int8(0), Value::Null];
     let parent2 = t.alter_table(parent, &alter, vec![row]).unwrap();
@@ -184,7 +184,7 @@ fn foreign_keys_of_other_tables_follow_the_altered_parent() {
     t.rollback();
     // Dropping the referenced column is refused.
     let def = TableDef::new("parent", vec![ColumnDef::new("name", DataType::Text)], &[]);
-    let alter = AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(1)] };
+    let alter = AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(1)], primary_key_name: None };
     let mut t = db.begin().unwrap();
     assert_eq!(t.alter_table(parent2, &alter, Vec::new()).unwrap_err().sqlstate(), "2BP01");
     t.rollback();
