@@ -156,6 +156,8 @@ pub struct AlterTableDef {
     /// The primary key index's name when not `<table>_pkey` (PostgreSQL
     /// keeps it across RENAME TO; ADD CONSTRAINT name PRIMARY KEY sets it).
     pub primary_key_name: Option<String>,
+    /// The new table's [`TableSchema::dropped_attnums`].
+    pub dropped_attnums: Vec<u16>,
 }
 
 /// `CREATE [UNIQUE] INDEX name ON table (columns)`. Indexes are ordered.
@@ -293,8 +295,9 @@ impl Column {
 }
 
 /// A resolved table. Its row shape is immutable for the table's lifetime
-/// (no ALTER yet), so a row image plus its table id always decodes the
-/// same way; only the annotation can change (a new `TableSchema` value).
+/// (ALTER TABLE makes a new table id), so a row image plus its table id
+/// always decodes the same way; only the annotation can change (a new
+/// `TableSchema` value).
 #[derive(Clone, Debug)]
 pub struct TableSchema {
     pub id: TableId,
@@ -310,10 +313,26 @@ pub struct TableSchema {
     pub checks: Vec<CheckDef>,
     /// See [`TableDef::annotation`].
     pub annotation: Option<String>,
+    /// Attribute numbers (1-based) of columns ALTER TABLE dropped, sorted:
+    /// PostgreSQL never reuses them, and clients see the gaps
+    /// (`information_schema.columns.ordinal_position`, `pg_attribute`).
+    pub dropped_attnums: Vec<u16>,
     pub(crate) layout: RowLayout,
 }
 
 impl TableSchema {
+    /// PostgreSQL's attribute number of column `column`: its position
+    /// counted past the attribute numbers of dropped columns.
+    pub fn attnum(&self, column: usize) -> i16 {
+        let mut n = column + 1;
+        for &d in &self.dropped_attnums {
+            if usize::from(d) <= n {
+                n += 1;
+            }
+        }
+        i16::try_from(n).unwrap_or(i16::MAX)
+    }
+
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)
     }
@@ -345,7 +364,7 @@ impl TableSchema {
     /// it never resolves in a catalog.
     pub fn detached(name: impl Into<String>, columns: Vec<Column>) -> TableSchema {
         let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
-        TableSchema { id: TableId(u32::MAX), name: name.into(), columns, primary_key: Vec::new(), primary_index: IndexId(u32::MAX), sequence: None, checks: Vec::new(), annotation: None, layout }
+        TableSchema { id: TableId(u32::MAX), name: name.into(), columns, primary_key: Vec::new(), primary_index: IndexId(u32::MAX), sequence: None, checks: Vec::new(), annotation: None, dropped_attnums: Vec::new(), layout }
     }
 }
 
@@ -509,6 +528,7 @@ impl Catalog {
             sequence: def.sequence.clone(),
             checks,
             annotation: def.annotation.clone(),
+            dropped_attnums: Vec::new(),
             layout,
         };
         let mut fks = Vec::new();
@@ -639,7 +659,9 @@ impl Catalog {
         if alter.sources.len() != alter.def.columns.len() {
             return Err(EngineError::definition("42601", "ALTER TABLE: one source per new column expected"));
         }
-        let (table, mut indexes, mut fks) = self.plan_create_table(&alter.def)?;
+        let (mut table, mut indexes, mut fks) = self.plan_create_table(&alter.def)?;
+        table.dropped_attnums.clone_from(&alter.dropped_attnums);
+        table.dropped_attnums.sort_unstable();
         if let Some(name) = &alter.primary_key_name
             && let Some(pk) = indexes.iter_mut().find(|i| i.primary && !table.has_rowid())
             && pk.name != *name
@@ -816,14 +838,16 @@ impl Catalog {
     }
 }
 
-/// Which layout encoded catalog items use. V1 (before sequences) and V2
-/// (before table annotations) are still read, from older checkpoints and
-/// WAL; everything new is written as V3. Each version appends fields.
+/// Which layout encoded catalog items use. V1 (before sequences), V2
+/// (before table annotations) and V3 (before dropped attribute numbers)
+/// are still read, from older checkpoints and WAL; everything new is
+/// written as V4. Each version appends fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Format {
     V1,
     V2,
     V3,
+    V4,
 }
 
 fn len_u32(n: usize) -> u32 {
@@ -939,6 +963,8 @@ fn encode_table(w: &mut Writer<'_>, t: &TableSchema) {
         w.str(&c.sql);
     }
     encode_annotation(w, t.annotation.as_deref());
+    let dropped: Vec<usize> = t.dropped_attnums.iter().map(|&a| usize::from(a)).collect();
+    encode_usizes(w, &dropped);
 }
 
 pub(crate) fn encode_annotation(w: &mut Writer<'_>, annotation: Option<&str>) {
@@ -967,7 +993,7 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
         let default = if r.bool()? { Some(crate::row::decode_value(r)?) } else { None };
         let sequence = match format {
             Format::V1 => None,
-            Format::V2 | Format::V3 => match r.u8()? {
+            Format::V2 | Format::V3 | Format::V4 => match r.u8()? {
                 0 => None,
                 tag => {
                     let how = SequenceDefault::from_tag(tag).ok_or_else(|| EngineError::Corrupt(format!("unknown sequence default {tag}")))?;
@@ -976,7 +1002,7 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
             },
         };
         let default_sql = match format {
-            Format::V2 | Format::V3 if r.bool()? => Some(r.str()?),
+            Format::V2 | Format::V3 | Format::V4 if r.bool()? => Some(r.str()?),
             _ => None,
         };
         columns.push(Column { name: cname, ty, nullable, default, sequence, default_sql });
@@ -1006,7 +1032,8 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
         return Err(EngineError::Corrupt(format!("table {name}: key column out of range")));
     }
     let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
-    Ok(TableSchema { id, name, columns, primary_key, primary_index, sequence, checks, annotation, layout })
+    let dropped_attnums = if format >= Format::V4 { decode_usizes(r)?.into_iter().map(|a| u16::try_from(a).unwrap_or(u16::MAX)).collect() } else { Vec::new() };
+    Ok(TableSchema { id, name, columns, primary_key, primary_index, sequence, checks, annotation, dropped_attnums, layout })
 }
 
 fn encode_index(w: &mut Writer<'_>, i: &IndexSchema) {
@@ -1048,7 +1075,7 @@ fn decode_fk(r: &mut Reader<'_>, format: Format) -> Result<ForeignKey> {
     let (parent, parent_columns, parent_index, child_index) = (TableId(r.u32()?), decode_usizes(r)?, IndexId(r.u32()?), IndexId(r.u32()?));
     let on_delete = match format {
         Format::V1 => FkAction::NoAction,
-        Format::V2 | Format::V3 => match r.u8()? {
+        Format::V2 | Format::V3 | Format::V4 => match r.u8()? {
             0 => FkAction::NoAction,
             1 => FkAction::Cascade,
             2 => FkAction::SetNull,

@@ -48,7 +48,8 @@ fn altered_def() -> AlterTableDef {
         &["id"],
     );
     def.unique.push((None, vec!["aa".into()]));
-    AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(0), Some(1), None], primary_key_name: None }
+    // b (attribute 3) is dropped: c takes attribute 4, as in PostgreSQL.
+    AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(0), Some(1), None], primary_key_name: None, dropped_attnums: vec![3] }
 }
 
 /// The rows of `table` as (id, aa, c), read at a fresh snapshot.
@@ -168,7 +169,7 @@ fn foreign_keys_of_other_tables_follow_the_altered_parent() {
         &["id"],
     );
     def.primary_key_ordered = true;
-    let alter = AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(0), Some(1), Some(2), None], primary_key_name: None };
+    let alter = AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(0), Some(1), Some(2), None], primary_key_name: None, dropped_attnums: Vec::new() };
     let mut t = db.begin().unwrap();
     let row = vec![Value::Int4(1), Value::Text("p".into()), Value::Int8(0), Value::Null];
     let parent2 = t.alter_table(parent, &alter, vec![row]).unwrap();
@@ -184,7 +185,7 @@ fn foreign_keys_of_other_tables_follow_the_altered_parent() {
     t.rollback();
     // Dropping the referenced column is refused.
     let def = TableDef::new("parent", vec![ColumnDef::new("name", DataType::Text)], &[]);
-    let alter = AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(1)], primary_key_name: None };
+    let alter = AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(1)], primary_key_name: None, dropped_attnums: Vec::new() };
     let mut t = db.begin().unwrap();
     assert_eq!(t.alter_table(parent2, &alter, Vec::new()).unwrap_err().sqlstate(), "2BP01");
     t.rollback();
@@ -256,7 +257,9 @@ fn a_committed_alter_survives_a_kill() {
         let cat = db.catalog();
         assert!(cat.table(old).is_none() && cat.table_by_name("t").is_none(), "the old definition is gone");
         assert!(cat.table_by_name("t3").is_none(), "the uncommitted ALTER left nothing");
-        assert_eq!(cat.table_by_name("t2").unwrap().id, new);
+        let t2 = cat.table_by_name("t2").unwrap();
+        assert_eq!(t2.id, new);
+        assert_eq!((t2.attnum(1), t2.attnum(2)), (2, 4), "dropped attribute numbers are kept");
         assert_eq!(rows_of(db, new), expected);
         db.verify().unwrap();
     };

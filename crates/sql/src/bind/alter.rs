@@ -40,6 +40,9 @@ struct Work {
     notices: Vec<SqlNotice>,
     /// The primary key's index name (`<table>_pkey` as created).
     pkey_name: Option<String>,
+    /// The old table's dropped attribute numbers plus those of the old
+    /// columns dropped now.
+    dropped_attnums: Vec<u16>,
 }
 
 impl Work {
@@ -96,6 +99,7 @@ impl Work {
             drop_sequences: Vec::new(),
             notices: Vec::new(),
             pkey_name,
+            dropped_attnums: old.dropped_attnums.clone(),
         })
     }
 
@@ -351,6 +355,9 @@ impl Binder<'_> {
         {
             w.drop_sequences.push(seq.clone());
         }
+        if let Some(src) = w.sources[i] {
+            w.dropped_attnums.push(w.old.attnum(src).unsigned_abs());
+        }
         w.def.columns.remove(i);
         w.sources.remove(i);
         w.fill.remove(i);
@@ -505,7 +512,7 @@ impl Binder<'_> {
         for i in &mut w.indexes {
             i.table.clone_from(&w.def.name);
         }
-        let alter = AlterTableDef { def: w.def, indexes: w.indexes, sources: w.sources, primary_key_name: w.pkey_name };
+        let alter = AlterTableDef { def: w.def, indexes: w.indexes, sources: w.sources, primary_key_name: w.pkey_name, dropped_attnums: w.dropped_attnums };
         Ok(Plan::AlterTable(Box::new(AlterPlan {
             table: Some(w.old),
             alter,
@@ -592,7 +599,7 @@ impl AlterPlan {
     pub(crate) fn skipped(notice: SqlNotice) -> AlterPlan {
         AlterPlan {
             table: None,
-            alter: AlterTableDef { def: TableDef::new(String::new(), Vec::new(), &[]), indexes: Vec::new(), sources: Vec::new(), primary_key_name: None },
+            alter: AlterTableDef { def: TableDef::new(String::new(), Vec::new(), &[]), indexes: Vec::new(), sources: Vec::new(), primary_key_name: None, dropped_attnums: Vec::new() },
             fill: Vec::new(),
             checks: Vec::new(),
             drop_sequences: Vec::new(),
