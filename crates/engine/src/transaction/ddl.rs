@@ -145,21 +145,7 @@ impl Transaction {
         }
         let store = self.store(table.id)?;
         self.lock_exclusive(&store)?;
-        for fk in self.cat.catalog.foreign_keys_of(table.id) {
-            if fk.parent == table.id {
-                continue;
-            }
-            let parent = self.store(fk.parent)?;
-            self.lock_exclusive(&parent)?;
-            let mut pmeta = (*parent.meta()).clone();
-            pmeta.as_parent.retain(|l| l.fk.id != fk.id);
-            self.set_meta(&parent, pmeta);
-        }
-        self.catalog_mut().remove_table(table.id);
-        Arc::make_mut(&mut self.cat).set_store(table.id, None);
-        self.dropped.push(store);
-        self.order.push(Step::Ddl(self.ddl.len()));
-        self.ddl.push(DdlOp::DropTable(table.id));
+        self.remove_table(table.id, store)?;
         // Sequences of serial and identity columns go with their table.
         for (seq, _) in table.columns.iter().filter_map(|c| c.sequence).filter(|(_, how)| how.owns()) {
             if let Some(seq_name) = self.cat.catalog.table(seq).map(|t| t.name.clone()) {
@@ -223,6 +209,16 @@ impl Transaction {
         let store = self.store(table)?;
         self.lock_exclusive(&store)?;
         let referencing: Vec<Arc<ForeignKey>> = self.cat.catalog.referencing(table).into_iter().filter(|fk| fk.child != table).collect();
+        self.remove_table(table, store)?;
+        let (new, indexes, fks) = self.cat.catalog.plan_alter_table(alter, &referencing)?;
+        self.install_table(new, indexes, fks)
+    }
+
+    /// Takes a table (locked exclusively) out of the private catalog and
+    /// logs its drop: its parents forget its foreign keys, its storage is
+    /// freed at commit. Foreign keys of other tables to it stay (DROP TABLE
+    /// refused them; ALTER TABLE re-points them).
+    fn remove_table(&mut self, table: TableId, store: Arc<TableStore>) -> Result<()> {
         for fk in self.cat.catalog.foreign_keys_of(table) {
             if fk.parent == table {
                 continue;
@@ -238,8 +234,7 @@ impl Transaction {
         self.dropped.push(store);
         self.order.push(Step::Ddl(self.ddl.len()));
         self.ddl.push(DdlOp::DropTable(table));
-        let (new, indexes, fks) = self.cat.catalog.plan_alter_table(alter, &referencing)?;
-        self.install_table(new, indexes, fks)
+        Ok(())
     }
 
     /// CREATE [UNIQUE] INDEX; builds it from the table's current rows.

@@ -348,7 +348,7 @@ impl Binder<'_> {
         w.def.unique.retain(|(_, cols)| !cols.contains(&cname));
         w.indexes.retain(|ix| !ix.columns.contains(&cname));
         let table = w.def.name.clone();
-        w.def.foreign_keys.retain(|f| !f.columns.contains(&cname) && !(f.parent_table == table && f.parent_columns.contains(&cname)));
+        w.def.foreign_keys.retain(|f| !(f.columns.contains(&cname) || f.parent_table == table && f.parent_columns.contains(&cname)));
         w.def.checks.retain(|c| !mentions(&c.sql, &cname));
         if let Some((seq, how)) = &w.def.columns[i].sequence
             && how.owns()
