@@ -298,6 +298,19 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             push(r.oid, col.name, attnum(k), info, false, false, i32::from(is_array), "");
         }
     }
+    // A column ALTER TABLE dropped stays as PostgreSQL leaves it: its
+    // number, a placeholder name, no type, attisdropped (clients filter it).
+    for t in user_tables(catalog) {
+        for &num in &t.dropped_attnums {
+            let num = i16::try_from(num).unwrap_or(i16::MAX);
+            out.extend([
+                Value::Int8(table_oid(t)), Value::Text(format!("........pg.dropped.{num}........")), Value::Int8(0), Value::Int4(0), Value::Int2(-1),
+                Value::Int2(num), Value::Int4(0), Value::Int4(-1), Value::Int4(-1), Value::Bool(false), text("i"), text("x"), text(""), Value::Bool(false),
+                Value::Bool(false), Value::Bool(false), text(""), text(""), Value::Bool(true), Value::Bool(true), Value::Int4(0), Value::Int8(0), Value::Null,
+                Value::Null, Value::Null, Value::Null,
+            ]);
+        }
+    }
 }
 
 fn constraint_rows(catalog: &Catalog, out: &mut Vec<Value>) {
