@@ -533,6 +533,8 @@ pub enum TxnCommand {
 /// included); the engine rewrites the table with the rows (`exec::alter`).
 #[derive(Clone, Debug)]
 pub struct AlterPlan {
+    /// Other tables altered first (their foreign keys dropped by CASCADE).
+    pub before: Vec<AlterPlan>,
     /// None: ALTER TABLE IF EXISTS of a missing table (only the notice).
     pub table: Option<Arc<TableSchema>>,
     pub alter: AlterTableDef,

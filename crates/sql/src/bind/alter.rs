@@ -4,7 +4,8 @@
 //! row, evaluated by `exec::alter`); the engine rewrites the table under a
 //! new id (`Transaction::alter_table`). PostgreSQL's rules: DROP COLUMN
 //! takes the table's own indexes and constraints on the column with it,
-//! and needs CASCADE for another table's foreign key (refused here);
+//! and needs CASCADE for another table's foreign key (then that table is
+//! altered first, without the foreign key);
 //! ALTER COLUMN TYPE converts by assignment casts or USING.
 
 use std::sync::Arc;
@@ -43,6 +44,8 @@ struct Work {
     /// The old table's dropped attribute numbers plus those of the old
     /// columns dropped now.
     dropped_attnums: Vec<u16>,
+    /// Other tables' foreign keys CASCADE drops: (table, constraint name).
+    cascade_fks: Vec<(Arc<TableSchema>, String)>,
 }
 
 impl Work {
@@ -100,6 +103,7 @@ impl Work {
             notices: Vec::new(),
             pkey_name,
             dropped_attnums: old.dropped_attnums.clone(),
+            cascade_fks: Vec::new(),
         })
     }
 
@@ -325,18 +329,17 @@ impl Binder<'_> {
     fn drop_column(&mut self, w: &mut Work, i: usize, cascade: bool) -> Result<()> {
         let cname = w.def.columns[i].name.clone();
         if let Some(src) = w.sources[i] {
-            for fk in self.catalog.referencing(w.old.id) {
-                if fk.child == w.old.id || !fk.parent_columns.contains(&src) {
-                    continue;
-                }
-                if cascade {
-                    return Err(SqlError::unsupported("DROP COLUMN ... CASCADE of a column another table's foreign key references"));
-                }
+            let deps: Vec<Arc<pgtier_engine::ForeignKey>> =
+                self.catalog.referencing(w.old.id).into_iter().filter(|fk| fk.child != w.old.id && fk.parent_columns.contains(&src)).collect();
+            if let Some(fk) = deps.first()
+                && !cascade
+            {
                 let child = self.catalog.table(fk.child).map_or_else(String::new, |t| t.name.clone());
                 return Err(SqlError::new("2BP01", format!("cannot drop column {cname} of table {} because other objects depend on it", w.def.name))
                     .with_detail(format!("constraint {} on table {child} depends on column {cname} of table {}", fk.name, w.def.name))
                     .with_hint("Use DROP ... CASCADE to drop the dependent objects too."));
             }
+            self.cascade(w, &deps);
         }
         if w.columns_left() == 1 {
             return Err(SqlError::unsupported("a table without columns"));
@@ -461,22 +464,30 @@ impl Binder<'_> {
     fn drop_constraint(&mut self, w: &mut Work, name: &str, if_exists: bool, cascade: bool) -> Result<()> {
         let referenced = |catalog: &Catalog, columns: &[String]| {
             let old_cols: Vec<usize> = columns.iter().filter_map(|c| w.column(c).and_then(|i| w.sources[i])).collect();
-            catalog.referencing(w.old.id).into_iter().find(|fk| fk.child != w.old.id && fk.parent_columns == old_cols)
+            catalog.referencing(w.old.id).into_iter().filter(|fk| fk.child != w.old.id && fk.parent_columns == old_cols).collect::<Vec<_>>()
         };
         let depends = |fk_name: &str| {
             let e = SqlError::new("2BP01", format!("cannot drop constraint {name} on table {} because other objects depend on it", w.def.name));
             e.with_hint("Use DROP ... CASCADE to drop the dependent objects too.").with_detail(format!("constraint {fk_name} depends on index {name}"))
         };
         if w.pkey_name.as_deref() == Some(name) {
-            if let Some(fk) = referenced(self.catalog, &w.def.primary_key) {
-                return Err(if cascade { SqlError::unsupported("DROP CONSTRAINT ... CASCADE of a key other tables reference") } else { depends(&fk.name) });
+            let deps = referenced(self.catalog, &w.def.primary_key);
+            if let Some(fk) = deps.first()
+                && !cascade
+            {
+                return Err(depends(&fk.name));
             }
+            self.cascade(w, &deps);
             w.def.primary_key.clear();
             w.pkey_name = None;
         } else if let Some(k) = w.def.unique.iter().position(|(n, _)| n.as_deref() == Some(name)) {
-            if let Some(fk) = referenced(self.catalog, &w.def.unique[k].1) {
-                return Err(if cascade { SqlError::unsupported("DROP CONSTRAINT ... CASCADE of a key other tables reference") } else { depends(&fk.name) });
+            let deps = referenced(self.catalog, &w.def.unique[k].1);
+            if let Some(fk) = deps.first()
+                && !cascade
+            {
+                return Err(depends(&fk.name));
             }
+            self.cascade(w, &deps);
             w.def.unique.remove(k);
         } else if let Some(k) = w.def.foreign_keys.iter().position(|f| f.name.as_deref() == Some(name)) {
             w.def.foreign_keys.remove(k);
@@ -490,7 +501,38 @@ impl Binder<'_> {
         Ok(())
     }
 
+    /// CASCADE: other tables' foreign keys `deps` go first (PostgreSQL's
+    /// "drop cascades to constraint ..." notice).
+    fn cascade(&mut self, w: &mut Work, deps: &[Arc<pgtier_engine::ForeignKey>]) {
+        for fk in deps {
+            let Some(child) = self.catalog.table(fk.child).cloned() else { continue };
+            w.notices.push(SqlNotice { sqlstate: "00000", message: format!("drop cascades to constraint {} on table {}", fk.name, child.name) });
+            if !self.deps.iter().any(|d| Arc::ptr_eq(d, &child)) {
+                self.deps.push(Arc::clone(&child));
+            }
+            w.cascade_fks.push((child, fk.name.clone()));
+        }
+    }
+
+    /// The ALTERs of other tables that drop the foreign keys CASCADE takes
+    /// with it, one per table.
+    fn cascaded(&mut self, w: &mut Work) -> Result<Vec<AlterPlan>> {
+        let mut out = Vec::new();
+        let mut pending = std::mem::take(&mut w.cascade_fks);
+        while let Some((child, _)) = pending.first().cloned() {
+            let names: Vec<String> = pending.iter().filter(|(t, _)| t.id == child.id).map(|(_, n)| n.clone()).collect();
+            pending.retain(|(t, _)| t.id != child.id);
+            let mut cw = self.work(&child)?;
+            cw.def.foreign_keys.retain(|f| !f.name.as_ref().is_some_and(|n| names.contains(n)));
+            if let Plan::AlterTable(p) = self.finish_alter(cw, "ALTER TABLE")? {
+                out.push(*p);
+            }
+        }
+        Ok(out)
+    }
+
     fn finish_alter(&mut self, mut w: Work, tag: &'static str) -> Result<Plan> {
+        let before = self.cascaded(&mut w)?;
         let pending = std::mem::take(&mut w.pending_checks);
         let existing = w.def.checks.clone();
         let added = self.name_checks(&w.def, pending, &existing)?;
@@ -514,6 +556,7 @@ impl Binder<'_> {
         }
         let alter = AlterTableDef { def: w.def, indexes: w.indexes, sources: w.sources, primary_key_name: w.pkey_name, dropped_attnums: w.dropped_attnums };
         Ok(Plan::AlterTable(Box::new(AlterPlan {
+            before,
             table: Some(w.old),
             alter,
             fill,
@@ -598,6 +641,7 @@ impl AlterPlan {
     /// ALTER TABLE IF EXISTS of a table that does not exist.
     pub(crate) fn skipped(notice: SqlNotice) -> AlterPlan {
         AlterPlan {
+            before: Vec::new(),
             table: None,
             alter: AlterTableDef { def: TableDef::new(String::new(), Vec::new(), &[]), indexes: Vec::new(), sources: Vec::new(), primary_key_name: None, dropped_attnums: Vec::new() },
             fill: Vec::new(),

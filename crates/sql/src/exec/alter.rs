@@ -16,6 +16,9 @@ impl Exec<'_> {
     pub fn alter_table(&mut self, p: &AlterPlan) -> Result<()> {
         self.notices.extend(p.notices.iter().cloned());
         let Some(old) = &p.table else { return Ok(()) };
+        for b in &p.before {
+            self.alter_table(b)?;
+        }
         self.txn.lock_table_exclusive(old.id)?;
         let width = old.columns.len();
         let mut old_rows: Vec<Vec<Value>> = Vec::new();
