@@ -24,6 +24,7 @@ fn refused_alterations_name_themselves() {
     conn.execute_sql("CREATE TABLE p (id int PRIMARY KEY, v int)").unwrap();
     conn.execute_sql("CREATE TABLE c (id int PRIMARY KEY, pid int REFERENCES p)").unwrap();
     conn.execute_sql("CREATE TABLE one (only_col int)").unwrap();
+    conn.execute_sql("CREATE SEQUENCE s").unwrap();
     for (sql, names) in [
         ("ALTER TABLE p ADD COLUMN s serial", "serial or identity"),
         ("ALTER TABLE p ENABLE ROW LEVEL SECURITY", "ROW LEVEL SECURITY"),
@@ -31,6 +32,7 @@ fn refused_alterations_name_themselves() {
         ("ALTER TABLE one DROP COLUMN only_col", "without columns"),
         ("ALTER TABLE p ALTER COLUMN v ADD GENERATED ALWAYS AS IDENTITY", "ADD GENERATED"),
         ("ALTER INDEX p_pkey RENAME TO p_key2", "primary key"),
+        ("ALTER TABLE s RENAME TO s2", "renaming a sequence"),
         ("ALTER TABLE p RENAME CONSTRAINT p_pkey TO p_key2", "primary key"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();

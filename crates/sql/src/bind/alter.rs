@@ -142,6 +142,11 @@ impl Binder<'_> {
             // PostgreSQL's grammar has RENAME as a statement of its own.
             return Err(SqlError::syntax("syntax error: RENAME cannot be combined with other ALTER TABLE subcommands"));
         }
+        if table.sequence.is_some() && renames {
+            // PostgreSQL renames a sequence with ALTER TABLE too; pgtier's
+            // column defaults hold sequences by id under a fixed name.
+            return Err(SqlError::unsupported("renaming a sequence"));
+        }
         let mut w = self.work(&table)?;
         for op in &a.operations {
             self.alter_op(&mut w, op)?;
