@@ -36,8 +36,10 @@ use crate::schema::{Catalog, Format, TableId};
 use crate::stream::Consumers;
 use crate::transaction::CommitOrder;
 
-/// Written now: the catalog in format V3 (table annotations).
-const MAGIC: &[u8; 8] = b"PGTCKPT3";
+/// Written now: the catalog in format V4 (dropped attribute numbers).
+const MAGIC: &[u8; 8] = b"PGTCKPT4";
+/// Still read: files from before ALTER TABLE (catalog format V3).
+const MAGIC_V3: &[u8; 8] = b"PGTCKPT3";
 /// Still read: files from before annotations (catalog format V2).
 const MAGIC_V2: &[u8; 8] = b"PGTCKPT2";
 /// Still read: files from before sequences (catalog format V1).
@@ -264,7 +266,8 @@ pub(crate) fn load(path: &Path) -> Result<LoadedCheckpoint> {
         .map_err(|e| EngineError::io(format!("read {}", path.display()), e))?;
     let corrupt = |what: &str| EngineError::Corrupt(format!("checkpoint {}: {what}", path.display()));
     let format = match data.get(..8) {
-        Some(m) if data.len() >= 16 && m == MAGIC => Format::V3,
+        Some(m) if data.len() >= 16 && m == MAGIC => Format::V4,
+        Some(m) if data.len() >= 16 && m == MAGIC_V3 => Format::V3,
         Some(m) if data.len() >= 16 && m == MAGIC_V2 => Format::V2,
         Some(m) if data.len() >= 16 && m == MAGIC_V1 => Format::V1,
         _ => return Err(corrupt("bad magic")),

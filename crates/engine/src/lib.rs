@@ -49,7 +49,7 @@ pub use origin::Origin;
 pub use recovery::RecoveryReport;
 pub use row::ROW_BYTES_MAX;
 pub use schema::{
-    COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKey, ForeignKeyDef, ForeignKeyId, IndexDef, IndexId, IndexSchema,
+    AlterTableDef, COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKey, ForeignKeyDef, ForeignKeyId, IndexDef, IndexId, IndexSchema,
     KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault, SequenceOptions, TableDef, TableId, TableSchema,
 };
 pub use seams::{CommitParticipant, Miss, MissHook, RowMeta, WriteGuard};

@@ -137,6 +137,29 @@ impl TableDef {
     }
 }
 
+/// ALTER TABLE: a table's whole new definition. The table is rewritten
+/// under a new [`TableId`] (a row image's shape never changes for an id,
+/// so the WAL, checkpoints and the commit stream decode old and new rows
+/// alike); foreign keys of other tables that reference it follow it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlterTableDef {
+    /// The new definition (its name differs from the old one after RENAME TO).
+    pub def: TableDef,
+    /// Secondary indexes to keep or add (their `table` is ignored): indexes
+    /// the definition implies (primary key, UNIQUE, a foreign key's
+    /// `<fk>_idx`) are made from `def` and must not be listed.
+    pub indexes: Vec<IndexDef>,
+    /// For each column of `def`, the old column (position among the old
+    /// table's columns) it continues, None for a new one: how other
+    /// tables' foreign keys find the columns they reference.
+    pub sources: Vec<Option<usize>>,
+    /// The primary key index's name when not `<table>_pkey` (PostgreSQL
+    /// keeps it across RENAME TO; ADD CONSTRAINT name PRIMARY KEY sets it).
+    pub primary_key_name: Option<String>,
+    /// The new table's [`TableSchema::dropped_attnums`].
+    pub dropped_attnums: Vec<u16>,
+}
+
 /// `CREATE [UNIQUE] INDEX name ON table (columns)`. Indexes are ordered.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IndexDef {
@@ -272,8 +295,9 @@ impl Column {
 }
 
 /// A resolved table. Its row shape is immutable for the table's lifetime
-/// (no ALTER yet), so a row image plus its table id always decodes the
-/// same way; only the annotation can change (a new `TableSchema` value).
+/// (ALTER TABLE makes a new table id), so a row image plus its table id
+/// always decodes the same way; only the annotation can change (a new
+/// `TableSchema` value).
 #[derive(Clone, Debug)]
 pub struct TableSchema {
     pub id: TableId,
@@ -289,10 +313,26 @@ pub struct TableSchema {
     pub checks: Vec<CheckDef>,
     /// See [`TableDef::annotation`].
     pub annotation: Option<String>,
+    /// Attribute numbers (1-based) of columns ALTER TABLE dropped, sorted:
+    /// PostgreSQL never reuses them, and clients see the gaps
+    /// (`information_schema.columns.ordinal_position`, `pg_attribute`).
+    pub dropped_attnums: Vec<u16>,
     pub(crate) layout: RowLayout,
 }
 
 impl TableSchema {
+    /// PostgreSQL's attribute number of column `column`: its position
+    /// counted past the attribute numbers of dropped columns.
+    pub fn attnum(&self, column: usize) -> i16 {
+        let mut n = column + 1;
+        for &d in &self.dropped_attnums {
+            if usize::from(d) <= n {
+                n += 1;
+            }
+        }
+        i16::try_from(n).unwrap_or(i16::MAX)
+    }
+
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)
     }
@@ -324,7 +364,7 @@ impl TableSchema {
     /// it never resolves in a catalog.
     pub fn detached(name: impl Into<String>, columns: Vec<Column>) -> TableSchema {
         let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
-        TableSchema { id: TableId(u32::MAX), name: name.into(), columns, primary_key: Vec::new(), primary_index: IndexId(u32::MAX), sequence: None, checks: Vec::new(), annotation: None, layout }
+        TableSchema { id: TableId(u32::MAX), name: name.into(), columns, primary_key: Vec::new(), primary_index: IndexId(u32::MAX), sequence: None, checks: Vec::new(), annotation: None, dropped_attnums: Vec::new(), layout }
     }
 }
 
@@ -488,6 +528,7 @@ impl Catalog {
             sequence: def.sequence.clone(),
             checks,
             annotation: def.annotation.clone(),
+            dropped_attnums: Vec::new(),
             layout,
         };
         let mut fks = Vec::new();
@@ -609,6 +650,79 @@ impl Catalog {
         Ok(ForeignKey { id, name, child: child.id, child_columns, parent: parent_id, parent_columns, parent_index, child_index: IndexId(u32::MAX), on_delete: fk.on_delete })
     }
 
+    /// Plans ALTER TABLE's new table on a catalog the old one is already
+    /// removed from (the altering transaction's private copy): the table
+    /// of `alter.def` with its implied indexes, then `alter.indexes`, and
+    /// `referencing` (other tables' foreign keys to the old table) pointed
+    /// at the new one, with the same ids.
+    pub(crate) fn plan_alter_table(&self, alter: &AlterTableDef, referencing: &[Arc<ForeignKey>]) -> Result<(TableSchema, Vec<IndexSchema>, Vec<ForeignKey>)> {
+        if alter.sources.len() != alter.def.columns.len() {
+            return Err(EngineError::definition("42601", "ALTER TABLE: one source per new column expected"));
+        }
+        let (mut table, mut indexes, mut fks) = self.plan_create_table(&alter.def)?;
+        table.dropped_attnums.clone_from(&alter.dropped_attnums);
+        table.dropped_attnums.sort_unstable();
+        if let Some(name) = &alter.primary_key_name
+            && let Some(pk) = indexes.iter_mut().find(|i| i.primary && !table.has_rowid())
+            && pk.name != *name
+        {
+            if self.relation_name_taken(name) {
+                return Err(EngineError::DuplicateTable { name: name.clone() });
+            }
+            pk.name.clone_from(name);
+        }
+        let first = indexes.iter().map(|i| i.id.0 + 1).max().unwrap_or(self.next_index_id);
+        for (next, d) in (first..).zip(&alter.indexes) {
+            if self.relation_name_taken(&d.name) || indexes.iter().any(|i| i.name == d.name) {
+                return Err(EngineError::DuplicateTable { name: d.name.clone() });
+            }
+            let columns = resolve_columns(&table.name, &table.columns, &d.columns)?;
+            indexes.push(IndexSchema { id: IndexId(next), name: d.name.clone(), table: table.id, columns, unique: d.unique, primary: false, ordered: true });
+        }
+        for fk in referencing {
+            let child = self.table(fk.child).ok_or_else(|| EngineError::Corrupt(format!("foreign key {} of a missing table", fk.name)))?;
+            let requires = || {
+                EngineError::definition(
+                    "2BP01",
+                    format!("cannot alter table {} because constraint {} on table {} requires its referenced key", table.name, fk.name, child.name),
+                )
+            };
+            let parent_columns = fk
+                .parent_columns
+                .iter()
+                .map(|&old| alter.sources.iter().position(|s| *s == Some(old)).ok_or_else(requires))
+                .collect::<Result<Vec<usize>>>()?;
+            for (&c, &p) in fk.child_columns.iter().zip(&parent_columns) {
+                if !key_types_compatible(child.columns[c].ty, table.columns[p].ty) {
+                    return Err(EngineError::definition(
+                        "42804",
+                        format!(
+                            "foreign key constraint \"{}\" cannot be implemented: key columns \"{}\" and \"{}\" are of incompatible types: {} and {}",
+                            fk.name,
+                            child.columns[c].name,
+                            table.columns[p].name,
+                            child.columns[c].ty.pg_name(),
+                            table.columns[p].ty.pg_name()
+                        ),
+                    ));
+                }
+            }
+            let parent_index = indexes.iter().find(|i| i.unique && i.columns == parent_columns).map(|i| i.id).ok_or_else(requires)?;
+            fks.push(ForeignKey {
+                id: fk.id,
+                name: fk.name.clone(),
+                child: fk.child,
+                child_columns: fk.child_columns.clone(),
+                parent: table.id,
+                parent_columns,
+                parent_index,
+                child_index: fk.child_index,
+                on_delete: fk.on_delete,
+            });
+        }
+        Ok((table, indexes, fks))
+    }
+
     pub(crate) fn plan_create_index(&self, def: &IndexDef) -> Result<IndexSchema> {
         if self.relation_name_taken(&def.name) {
             return Err(EngineError::DuplicateTable { name: def.name.clone() });
@@ -626,6 +740,9 @@ impl Catalog {
         })
     }
 
+    /// Adds a table with its indexes and foreign keys. A foreign key of
+    /// another table that is listed (ALTER TABLE re-pointing it at this
+    /// table) replaces the one with its id.
     pub(crate) fn add_table(&mut self, table: Arc<TableSchema>, indexes: Vec<Arc<IndexSchema>>, fks: Vec<Arc<ForeignKey>>) {
         assert!(!self.tables.contains_key(&table.id), "table id reused");
         self.next_table_id = self.next_table_id.max(table.id.0 + 1);
@@ -721,14 +838,16 @@ impl Catalog {
     }
 }
 
-/// Which layout encoded catalog items use. V1 (before sequences) and V2
-/// (before table annotations) are still read, from older checkpoints and
-/// WAL; everything new is written as V3. Each version appends fields.
+/// Which layout encoded catalog items use. V1 (before sequences), V2
+/// (before table annotations) and V3 (before dropped attribute numbers)
+/// are still read, from older checkpoints and WAL; everything new is
+/// written as V4. Each version appends fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Format {
     V1,
     V2,
     V3,
+    V4,
 }
 
 fn len_u32(n: usize) -> u32 {
@@ -844,6 +963,8 @@ fn encode_table(w: &mut Writer<'_>, t: &TableSchema) {
         w.str(&c.sql);
     }
     encode_annotation(w, t.annotation.as_deref());
+    let dropped: Vec<usize> = t.dropped_attnums.iter().map(|&a| usize::from(a)).collect();
+    encode_usizes(w, &dropped);
 }
 
 pub(crate) fn encode_annotation(w: &mut Writer<'_>, annotation: Option<&str>) {
@@ -872,7 +993,7 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
         let default = if r.bool()? { Some(crate::row::decode_value(r)?) } else { None };
         let sequence = match format {
             Format::V1 => None,
-            Format::V2 | Format::V3 => match r.u8()? {
+            Format::V2 | Format::V3 | Format::V4 => match r.u8()? {
                 0 => None,
                 tag => {
                     let how = SequenceDefault::from_tag(tag).ok_or_else(|| EngineError::Corrupt(format!("unknown sequence default {tag}")))?;
@@ -881,7 +1002,7 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
             },
         };
         let default_sql = match format {
-            Format::V2 | Format::V3 if r.bool()? => Some(r.str()?),
+            Format::V2 | Format::V3 | Format::V4 if r.bool()? => Some(r.str()?),
             _ => None,
         };
         columns.push(Column { name: cname, ty, nullable, default, sequence, default_sql });
@@ -911,7 +1032,8 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
         return Err(EngineError::Corrupt(format!("table {name}: key column out of range")));
     }
     let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
-    Ok(TableSchema { id, name, columns, primary_key, primary_index, sequence, checks, annotation, layout })
+    let dropped_attnums = if format >= Format::V4 { decode_usizes(r)?.into_iter().map(|a| u16::try_from(a).unwrap_or(u16::MAX)).collect() } else { Vec::new() };
+    Ok(TableSchema { id, name, columns, primary_key, primary_index, sequence, checks, annotation, dropped_attnums, layout })
 }
 
 fn encode_index(w: &mut Writer<'_>, i: &IndexSchema) {
@@ -953,7 +1075,7 @@ fn decode_fk(r: &mut Reader<'_>, format: Format) -> Result<ForeignKey> {
     let (parent, parent_columns, parent_index, child_index) = (TableId(r.u32()?), decode_usizes(r)?, IndexId(r.u32()?), IndexId(r.u32()?));
     let on_delete = match format {
         Format::V1 => FkAction::NoAction,
-        Format::V2 | Format::V3 => match r.u8()? {
+        Format::V2 | Format::V3 | Format::V4 => match r.u8()? {
             0 => FkAction::NoAction,
             1 => FkAction::Cascade,
             2 => FkAction::SetNull,

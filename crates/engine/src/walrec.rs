@@ -16,7 +16,8 @@
 //!         DELETE        [table u32][row bytes]     (full before-image)
 //!         CREATE_TABLE  [table, indexes, fks]      DROP_TABLE [table u32]
 //!           (op 10: catalog format V1; op 14: V2, with sequences;
-//!            op 15: V3, with the table annotation)
+//!            op 15: V3, with the table annotation;
+//!            op 17: V4, with dropped attribute numbers)
 //!         CREATE_INDEX  [index]                    DROP_INDEX [index u32]
 //!         SET_ANNOTATION [table u32][present u8][text]   (op 16)
 //! ```
@@ -63,9 +64,11 @@ const OP_CREATE_INDEX: u8 = 12;
 const OP_DROP_INDEX: u8 = 13;
 /// CREATE_TABLE in catalog format V2 (sequences); 10 keeps meaning V1.
 const OP_CREATE_TABLE_V2: u8 = 14;
-/// CREATE_TABLE in catalog format V3 (annotations), written now.
+/// CREATE_TABLE in catalog format V3 (annotations).
 const OP_CREATE_TABLE_V3: u8 = 15;
 const OP_SET_ANNOTATION: u8 = 16;
+/// CREATE_TABLE in catalog format V4 (dropped attribute numbers), written now.
+const OP_CREATE_TABLE_V4: u8 = 17;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowOp {
@@ -164,7 +167,7 @@ impl RecordBuilder {
         encode_table_ddl(&mut Writer::new(&mut tmp), ddl);
         self.room_for(1 + tmp.len())?;
         let mut w = self.buf();
-        w.u8(OP_CREATE_TABLE_V3);
+        w.u8(OP_CREATE_TABLE_V4);
         w.buf.extend_from_slice(&tmp);
         Ok(())
     }
@@ -284,6 +287,7 @@ pub(crate) fn decode_op<'a>(r: &mut Reader<'a>) -> Result<OpRef<'a>> {
         OP_CREATE_TABLE => OpRef::CreateTable(decode_table_ddl(r, Format::V1)?),
         OP_CREATE_TABLE_V2 => OpRef::CreateTable(decode_table_ddl(r, Format::V2)?),
         OP_CREATE_TABLE_V3 => OpRef::CreateTable(decode_table_ddl(r, Format::V3)?),
+        OP_CREATE_TABLE_V4 => OpRef::CreateTable(decode_table_ddl(r, Format::V4)?),
         OP_SET_ANNOTATION => OpRef::SetAnnotation { table: TableId(r.u32()?), annotation: decode_annotation(r)? },
         OP_DROP_TABLE => OpRef::DropTable(TableId(r.u32()?)),
         OP_CREATE_INDEX => OpRef::CreateIndex(decode_index_ddl(r)?),

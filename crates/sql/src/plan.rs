@@ -14,7 +14,9 @@
 
 use std::sync::Arc;
 
-use pgtier_engine::{Catalog, IndexDef, IndexId, SequenceOptions, TableDef, TableId, TableSchema};
+use pgtier_engine::{AlterTableDef, Catalog, IndexDef, IndexId, SequenceOptions, TableDef, TableId, TableSchema};
+
+use crate::error::SqlNotice;
 use pgtier_engine::{DataType, Value};
 
 use crate::expr::Expr;
@@ -526,6 +528,27 @@ pub enum TxnCommand {
     Release(String),
 }
 
+/// ALTER TABLE: the table's new definition and, per new column, its value
+/// computed from an old row (one value per old column, hidden row id
+/// included); the engine rewrites the table with the rows (`exec::alter`).
+#[derive(Clone, Debug)]
+pub struct AlterPlan {
+    /// Other tables altered first (their foreign keys dropped by CASCADE).
+    pub before: Vec<AlterPlan>,
+    /// None: ALTER TABLE IF EXISTS of a missing table (only the notice).
+    pub table: Option<Arc<TableSchema>>,
+    pub alter: AlterTableDef,
+    pub fill: Vec<Expr>,
+    /// The new definition's CHECK constraints, over a new row: existing
+    /// rows are validated against them.
+    pub checks: Vec<BoundCheck>,
+    /// Owned sequences of dropped columns, dropped after the table.
+    pub drop_sequences: Vec<String>,
+    pub notices: Vec<SqlNotice>,
+    /// The command tag (ALTER TABLE or ALTER INDEX).
+    pub tag: &'static str,
+}
+
 /// A sequence CREATE TABLE makes for a serial or identity column.
 #[derive(Clone, Debug)]
 pub struct ColumnSequence {
@@ -555,6 +578,8 @@ pub enum Plan {
     /// `restart_identity` resets their serial and identity sequences.
     Truncate { tables: Vec<Arc<TableSchema>>, restart_identity: bool },
     DropIndex { names: Vec<String>, if_exists: bool },
+    /// ALTER TABLE, ALTER INDEX ... RENAME TO.
+    AlterTable(Box<AlterPlan>),
     Txn(TxnCommand),
     /// `local`: SET LOCAL (until the transaction block ends).
     Set { name: String, value: String, local: bool },

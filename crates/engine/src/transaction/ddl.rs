@@ -8,7 +8,8 @@ use super::constraints::key_detail;
 use super::{DdlOp, MetaUndo, Step, Transaction};
 use crate::error::{EngineError, Result};
 use crate::ordered::{ENTRY_BYTES_MAX, OrderedIndex};
-use crate::schema::{ForeignKey, IndexDef, IndexId, IndexSchema, TableDdl, TableDef, TableId};
+use crate::schema::{AlterTableDef, ForeignKey, IndexDef, IndexId, IndexSchema, TableDdl, TableDef, TableId, TableSchema};
+use crate::types::Value;
 use crate::table::{FkLink, IndexStore, TableMeta, TableStore};
 use crate::ids::TxnId;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted, owner_of};
@@ -68,6 +69,13 @@ impl Transaction {
     fn create_table_inner(&mut self, def: &TableDef) -> Result<TableId> {
         self.acquire_ddl()?;
         let (table, indexes, fks) = self.cat.catalog.plan_create_table(def)?;
+        self.install_table(table, indexes, fks)
+    }
+
+    /// Makes a planned table's storage, links its foreign keys (a parent's
+    /// or, after ALTER TABLE, a child's metadata changes under its
+    /// exclusive lock), adds it to the private catalog and logs it.
+    fn install_table(&mut self, table: TableSchema, indexes: Vec<IndexSchema>, fks: Vec<ForeignKey>) -> Result<TableId> {
         let table = Arc::new(table);
         let indexes: Vec<Arc<IndexSchema>> = indexes.into_iter().map(Arc::new).collect();
         let fks: Vec<Arc<ForeignKey>> = fks.into_iter().map(Arc::new).collect();
@@ -77,9 +85,20 @@ impl Transaction {
             meta.indexes.push(Arc::new(store.new_index_store(Arc::clone(index))));
         }
         for fk in &fks {
-            if fk.parent == table.id {
+            if fk.parent == table.id && fk.child == table.id {
                 meta.as_child.push(FkLink { fk: Arc::clone(fk), other: Arc::downgrade(&store) });
                 meta.as_parent.push(FkLink { fk: Arc::clone(fk), other: Arc::downgrade(&store) });
+                continue;
+            }
+            if fk.child != table.id {
+                // Another table's foreign key, re-pointed by ALTER TABLE.
+                let child = self.store(fk.child)?;
+                self.lock_exclusive(&child)?;
+                let mut cmeta = (*child.meta()).clone();
+                cmeta.as_child.retain(|l| l.fk.id != fk.id);
+                cmeta.as_child.push(FkLink { fk: Arc::clone(fk), other: Arc::downgrade(&store) });
+                self.set_meta(&child, cmeta);
+                meta.as_parent.push(FkLink { fk: Arc::clone(fk), other: Arc::downgrade(&child) });
                 continue;
             }
             let parent = self.store(fk.parent)?;
@@ -126,8 +145,82 @@ impl Transaction {
         }
         let store = self.store(table.id)?;
         self.lock_exclusive(&store)?;
-        for fk in self.cat.catalog.foreign_keys_of(table.id) {
-            if fk.parent == table.id {
+        self.remove_table(table.id, store)?;
+        // Sequences of serial and identity columns go with their table.
+        for (seq, _) in table.columns.iter().filter_map(|c| c.sequence).filter(|(_, how)| how.owns()) {
+            if let Some(seq_name) = self.cat.catalog.table(seq).map(|t| t.name.clone()) {
+                self.drop_table_inner(&seq_name)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// ALTER TABLE: replaces `table`'s definition with `alter` and fills the
+    /// new table with `rows` (one value per column of the new definition,
+    /// NULL for a hidden row id), all in this transaction: the old table is
+    /// dropped and the new one created under a new id with the same
+    /// machinery as DROP/CREATE TABLE (logged as those ops plus the rows,
+    /// replayed, checkpointed and streamed as they are), so others see the
+    /// old definition until commit and rollback leaves no trace. Rows are
+    /// inserted through the ordinary write path: NOT NULL, UNIQUE, primary
+    /// key and (application origin) foreign keys are checked on them.
+    /// Other tables' foreign keys to `table` follow it (2BP01 when the key
+    /// they reference is gone); owned sequences stay (the caller drops the
+    /// ones it no longer uses). Returns the new id.
+    pub fn alter_table(&mut self, table: TableId, alter: &AlterTableDef, rows: impl IntoIterator<Item = Vec<Value>>) -> Result<TableId> {
+        self.check_active()?;
+        let r = self.alter_table_inner(table, alter);
+        let id = self.check(r)?;
+        for row in rows {
+            // An error here has already aborted the transaction.
+            self.insert(id, &row)?;
+        }
+        Ok(id)
+    }
+
+    /// Takes the DDL lock and `table`'s exclusive lock (waiting for its
+    /// writers to end), then a fresh statement snapshot: the rows read next
+    /// are all the table will hold until this transaction ends. ALTER TABLE
+    /// reads the rows it rewrites after this; reading them before could
+    /// miss a write committed meanwhile.
+    pub fn lock_table_exclusive(&mut self, table: TableId) -> Result<()> {
+        self.check_active()?;
+        let r = self.lock_table_exclusive_inner(table);
+        self.check(r)
+    }
+
+    fn lock_table_exclusive_inner(&mut self, table: TableId) -> Result<()> {
+        self.acquire_ddl()?;
+        let store = self.store(table)?;
+        self.lock_exclusive(&store)?;
+        self.refresh();
+        Ok(())
+    }
+
+    fn alter_table_inner(&mut self, table: TableId, alter: &AlterTableDef) -> Result<TableId> {
+        self.acquire_ddl()?;
+        let old = self.cat.catalog.table(table).cloned().ok_or_else(|| super::undefined(table))?;
+        if old.sequence.is_some() {
+            return Err(EngineError::definition("42809", format!("\"{}\" is not a table", old.name)));
+        }
+        if alter.sources.iter().flatten().any(|&c| c >= old.visible_columns().len()) {
+            return Err(EngineError::definition("42601", "ALTER TABLE: a source column out of range"));
+        }
+        let store = self.store(table)?;
+        self.lock_exclusive(&store)?;
+        let referencing: Vec<Arc<ForeignKey>> = self.cat.catalog.referencing(table).into_iter().filter(|fk| fk.child != table).collect();
+        self.remove_table(table, store)?;
+        let (new, indexes, fks) = self.cat.catalog.plan_alter_table(alter, &referencing)?;
+        self.install_table(new, indexes, fks)
+    }
+
+    /// Takes a table (locked exclusively) out of the private catalog and
+    /// logs its drop: its parents forget its foreign keys, its storage is
+    /// freed at commit. Foreign keys of other tables to it stay (DROP TABLE
+    /// refused them; ALTER TABLE re-points them).
+    fn remove_table(&mut self, table: TableId, store: Arc<TableStore>) -> Result<()> {
+        for fk in self.cat.catalog.foreign_keys_of(table) {
+            if fk.parent == table {
                 continue;
             }
             let parent = self.store(fk.parent)?;
@@ -136,17 +229,11 @@ impl Transaction {
             pmeta.as_parent.retain(|l| l.fk.id != fk.id);
             self.set_meta(&parent, pmeta);
         }
-        self.catalog_mut().remove_table(table.id);
-        Arc::make_mut(&mut self.cat).set_store(table.id, None);
+        self.catalog_mut().remove_table(table);
+        Arc::make_mut(&mut self.cat).set_store(table, None);
         self.dropped.push(store);
         self.order.push(Step::Ddl(self.ddl.len()));
-        self.ddl.push(DdlOp::DropTable(table.id));
-        // Sequences of serial and identity columns go with their table.
-        for (seq, _) in table.columns.iter().filter_map(|c| c.sequence).filter(|(_, how)| how.owns()) {
-            if let Some(seq_name) = self.cat.catalog.table(seq).map(|t| t.name.clone()) {
-                self.drop_table_inner(&seq_name)?;
-            }
-        }
+        self.ddl.push(DdlOp::DropTable(table));
         Ok(())
     }
 

@@ -41,6 +41,28 @@ impl Binder<'_> {
         let mut def = TableDef::new(name.clone(), Vec::new(), &[]);
         let mut sequences: Vec<ColumnSequence> = Vec::new();
         let mut pending_checks: Vec<(Option<String>, ast::Expr)> = Vec::new();
+        for col in &c.columns {
+            let cd = self.column_def(col, &mut def, &mut sequences, &mut pending_checks)?;
+            def.columns.push(cd);
+        }
+        for constraint in &c.constraints {
+            self.table_constraint(constraint, &mut def, &mut pending_checks)?;
+        }
+        def.checks = self.name_checks(&def, pending_checks, &[])?;
+        Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences })
+    }
+
+    /// One column of CREATE TABLE or ALTER TABLE ADD COLUMN, for table
+    /// `def`: its definition, plus what it adds to the table (a serial or
+    /// identity column's sequence, PRIMARY KEY, UNIQUE, REFERENCES, CHECK).
+    pub(super) fn column_def(
+        &mut self,
+        col: &ast::ColumnDef,
+        def: &mut TableDef,
+        sequences: &mut Vec<ColumnSequence>,
+        pending_checks: &mut Vec<(Option<String>, ast::Expr)>,
+    ) -> Result<ColumnDef> {
+        let name = def.name.clone();
         // PostgreSQL's name for a column's own sequence, made unique among
         // the relations that exist and those this statement makes.
         let sequence_name = |catalog: &Catalog, sequences: &[ColumnSequence], column: &str| {
@@ -48,87 +70,95 @@ impl Binder<'_> {
             let taken = |n: &str| catalog.table_by_name(n).is_some() || catalog.index_by_name(n).is_some() || sequences.iter().any(|s| s.name == n) || n == name;
             (0..).map(|k| if k == 0 { base.clone() } else { format!("{base}{k}") }).find(|n| !taken(n)).unwrap_or(base)
         };
-        for col in &c.columns {
-            let cname = ident(&col.name);
-            let serial = serial_type(&col.data_type);
-            let ty = match serial {
-                Some(t) => t,
-                None => map_type(&col.data_type)?,
-            };
-            let mut cd = ColumnDef::new(cname.clone(), ty);
-            if let Some(t) = serial {
-                let seq = sequence_name(self.catalog, &sequences, &cname);
-                sequences.push(ColumnSequence { name: seq.clone(), options: SequenceOptions::new(t, 1, None, None, None, false)? });
-                cd.nullable = false;
-                cd.sequence = Some((seq, SequenceDefault::Serial));
-            }
-            for opt in &col.options {
-                match &opt.option {
-                    ast::ColumnOption::Null if cd.sequence.is_some() => {
-                        return Err(SqlError::syntax(format!("conflicting NULL/NOT NULL declarations for column \"{cname}\" of table \"{name}\"")));
-                    }
-                    ast::ColumnOption::Null => cd.nullable = true,
-                    ast::ColumnOption::NotNull => cd.nullable = false,
-                    ast::ColumnOption::Default(_) if cd.sequence.is_some() => {
-                        return Err(SqlError::syntax(format!("multiple default values specified for column \"{cname}\" of table \"{name}\"")));
-                    }
-                    ast::ColumnOption::Default(e) => match (nextval_default(e), now_default(e, ty).or_else(|| uuid_default(e, ty))) {
-                        (Some(seq), _) => cd.sequence = Some((seq, SequenceDefault::Nextval)),
-                        (None, Some(text)) => cd.default_sql = Some(text.to_owned()),
-                        (None, None) => cd.default = Some(self.constant_default(e, ty, &cname)?),
-                    },
-                    ast::ColumnOption::Generated { generated_as, sequence_options, generation_expr: None, .. } => {
-                        let how = match generated_as {
-                            ast::GeneratedAs::Always => SequenceDefault::IdentityAlways,
-                            ast::GeneratedAs::ByDefault => SequenceDefault::IdentityByDefault,
-                            ast::GeneratedAs::ExpStored => return Err(SqlError::unsupported("generated columns")),
-                        };
-                        if cd.sequence.is_some() || cd.default.is_some() {
-                            return Err(SqlError::syntax(format!("multiple identity specifications for column \"{cname}\" of table \"{name}\"")));
-                        }
-                        if !matches!(ty, DataType::Int2 | DataType::Int4 | DataType::Int8) {
-                            return Err(SqlError::new("22023", "identity column type must be smallint, integer, or bigint"));
-                        }
-                        let seq = sequence_name(self.catalog, &sequences, &cname);
-                        let options = self.sequence_options(ty, sequence_options.as_deref().unwrap_or(&[]))?;
-                        sequences.push(ColumnSequence { name: seq.clone(), options });
-                        cd.nullable = false;
-                        cd.sequence = Some((seq, how));
-                    }
-                    ast::ColumnOption::Generated { .. } => return Err(SqlError::unsupported("generated columns")),
-                    ast::ColumnOption::PrimaryKey(_) => {
-                        if !def.primary_key.is_empty() {
-                            return Err(multiple_pk(&name));
-                        }
-                        def.primary_key = vec![cname.clone()];
-                    }
-                    ast::ColumnOption::Unique(u) => def.unique.push((u.name.as_ref().map(ident), vec![cname.clone()])),
-                    ast::ColumnOption::ForeignKey(fk) => def.foreign_keys.push(self.foreign_key(fk, vec![cname.clone()])?),
-                    ast::ColumnOption::Check(c) => pending_checks.push((c.name.as_ref().map(ident), (*c.expr).clone())),
-                    other => return Err(SqlError::unsupported(format!("column option {other}"))),
-                }
-            }
-            def.columns.push(cd);
+        let cname = ident(&col.name);
+        let serial = serial_type(&col.data_type);
+        let ty = match serial {
+            Some(t) => t,
+            None => map_type(&col.data_type)?,
+        };
+        let mut cd = ColumnDef::new(cname.clone(), ty);
+        if let Some(t) = serial {
+            let seq = sequence_name(self.catalog, sequences, &cname);
+            sequences.push(ColumnSequence { name: seq.clone(), options: SequenceOptions::new(t, 1, None, None, None, false)? });
+            cd.nullable = false;
+            cd.sequence = Some((seq, SequenceDefault::Serial));
         }
-        for constraint in &c.constraints {
-            match constraint {
-                ast::TableConstraint::PrimaryKey(pk) => {
+        for opt in &col.options {
+            match &opt.option {
+                ast::ColumnOption::Null if cd.sequence.is_some() => {
+                    return Err(SqlError::syntax(format!("conflicting NULL/NOT NULL declarations for column \"{cname}\" of table \"{name}\"")));
+                }
+                ast::ColumnOption::Null => cd.nullable = true,
+                ast::ColumnOption::NotNull => cd.nullable = false,
+                ast::ColumnOption::Default(_) if cd.sequence.is_some() => {
+                    return Err(SqlError::syntax(format!("multiple default values specified for column \"{cname}\" of table \"{name}\"")));
+                }
+                ast::ColumnOption::Default(e) => self.set_column_default(&mut cd, e)?,
+                ast::ColumnOption::Generated { generated_as, sequence_options, generation_expr: None, .. } => {
+                    let how = match generated_as {
+                        ast::GeneratedAs::Always => SequenceDefault::IdentityAlways,
+                        ast::GeneratedAs::ByDefault => SequenceDefault::IdentityByDefault,
+                        ast::GeneratedAs::ExpStored => return Err(SqlError::unsupported("generated columns")),
+                    };
+                    if cd.sequence.is_some() || cd.default.is_some() {
+                        return Err(SqlError::syntax(format!("multiple identity specifications for column \"{cname}\" of table \"{name}\"")));
+                    }
+                    if !matches!(ty, DataType::Int2 | DataType::Int4 | DataType::Int8) {
+                        return Err(SqlError::new("22023", "identity column type must be smallint, integer, or bigint"));
+                    }
+                    let seq = sequence_name(self.catalog, sequences, &cname);
+                    let options = self.sequence_options(ty, sequence_options.as_deref().unwrap_or(&[]))?;
+                    sequences.push(ColumnSequence { name: seq.clone(), options });
+                    cd.nullable = false;
+                    cd.sequence = Some((seq, how));
+                }
+                ast::ColumnOption::Generated { .. } => return Err(SqlError::unsupported("generated columns")),
+                ast::ColumnOption::PrimaryKey(_) => {
                     if !def.primary_key.is_empty() {
                         return Err(multiple_pk(&name));
                     }
-                    def.primary_key = index_columns(&pk.columns)?;
+                    def.primary_key = vec![cname.clone()];
                 }
-                ast::TableConstraint::Unique(u) => def.unique.push((u.name.as_ref().map(ident), index_columns(&u.columns)?)),
-                ast::TableConstraint::ForeignKey(fk) => {
-                    let cols = fk.columns.iter().map(ident).collect();
-                    def.foreign_keys.push(self.foreign_key(fk, cols)?);
-                }
-                ast::TableConstraint::Check(c) => pending_checks.push((c.name.as_ref().map(ident), (*c.expr).clone())),
-                other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
+                ast::ColumnOption::Unique(u) => def.unique.push((u.name.as_ref().map(ident), vec![cname.clone()])),
+                ast::ColumnOption::ForeignKey(fk) => def.foreign_keys.push(self.foreign_key(fk, vec![cname.clone()])?),
+                ast::ColumnOption::Check(c) => pending_checks.push((c.name.as_ref().map(ident), (*c.expr).clone())),
+                other => return Err(SqlError::unsupported(format!("column option {other}"))),
             }
         }
-        def.checks = self.name_checks(&def, pending_checks)?;
-        Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences })
+        Ok(cd)
+    }
+
+    /// `DEFAULT e` of column `cd` (replacing any default it had): a
+    /// sequence's `nextval`, a per-row `now()` or `gen_random_uuid()`, or
+    /// a constant.
+    pub(super) fn set_column_default(&mut self, cd: &mut ColumnDef, e: &ast::Expr) -> Result<()> {
+        let (default, sequence, default_sql) = match (nextval_default(e), now_default(e, cd.ty).or_else(|| uuid_default(e, cd.ty))) {
+            (Some(seq), _) => (None, Some((seq, SequenceDefault::Nextval)), None),
+            (None, Some(text)) => (None, None, Some(text.to_owned())),
+            (None, None) => (Some(self.constant_default(e, cd.ty, &cd.name.clone())?), None, None),
+        };
+        (cd.default, cd.sequence, cd.default_sql) = (default, sequence, default_sql);
+        Ok(())
+    }
+
+    /// A table constraint of CREATE TABLE or ALTER TABLE ADD, added to `def`.
+    pub(super) fn table_constraint(&mut self, constraint: &ast::TableConstraint, def: &mut TableDef, pending_checks: &mut Vec<(Option<String>, ast::Expr)>) -> Result<()> {
+        match constraint {
+            ast::TableConstraint::PrimaryKey(pk) => {
+                if !def.primary_key.is_empty() {
+                    return Err(multiple_pk(&def.name));
+                }
+                def.primary_key = index_columns(&pk.columns)?;
+            }
+            ast::TableConstraint::Unique(u) => def.unique.push((u.name.as_ref().map(ident), index_columns(&u.columns)?)),
+            ast::TableConstraint::ForeignKey(fk) => {
+                let cols = fk.columns.iter().map(ident).collect();
+                def.foreign_keys.push(self.foreign_key(fk, cols)?);
+            }
+            ast::TableConstraint::Check(c) => pending_checks.push((c.name.as_ref().map(ident), (*c.expr).clone())),
+            other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
+        }
+        Ok(())
     }
 
     fn foreign_key(&mut self, fk: &ast::ForeignKeyConstraint, columns: Vec<String>) -> Result<ForeignKeyDef> {
@@ -201,7 +231,7 @@ impl Binder<'_> {
     /// Unnamed ones get PostgreSQL's names: `<table>_<column>_check` when
     /// the expression reads one column, else `<table>_check`, with a
     /// number added until the name is free.
-    fn name_checks(&mut self, def: &TableDef, pending: Vec<(Option<String>, ast::Expr)>) -> Result<Vec<CheckDef>> {
+    pub(super) fn name_checks(&mut self, def: &TableDef, pending: Vec<(Option<String>, ast::Expr)>, existing: &[CheckDef]) -> Result<Vec<CheckDef>> {
         let columns: Vec<Column> = def
             .columns
             .iter()
@@ -226,7 +256,7 @@ impl Binder<'_> {
                         [c] => format!("{}_{}_check", def.name, shape.columns[*c].name),
                         _ => format!("{}_check", def.name),
                     };
-                    (0..).map(|k| if k == 0 { base.clone() } else { format!("{base}{k}") }).find(|n| !out.iter().any(|c| &c.name == n)).unwrap_or(base)
+                    (0..).map(|k| if k == 0 { base.clone() } else { format!("{base}{k}") }).find(|n| !out.iter().chain(existing).any(|c| &c.name == n)).unwrap_or(base)
                 }
             };
             out.push(CheckDef { name, sql: e.to_string() });
@@ -235,7 +265,7 @@ impl Binder<'_> {
     }
 
     /// A CHECK expression bound over `table`'s row.
-    fn check_expr(&mut self, table: &Arc<TableSchema>, e: &ast::Expr) -> Result<Expr> {
+    pub(super) fn check_expr(&mut self, table: &Arc<TableSchema>, e: &ast::Expr) -> Result<Expr> {
         // Refused before any name in it is looked up, as PostgreSQL does.
         let text = e.to_string();
         let tokens = sqlparser::tokenizer::Tokenizer::new(&sqlparser::dialect::PostgreSqlDialect {}, &text).tokenize().unwrap_or_default();
@@ -456,7 +486,7 @@ fn nextval_default(e: &ast::Expr) -> Option<String> {
     crate::catalog::split_qualified(name).pop().filter(|n| !n.is_empty())
 }
 
-fn index_columns(cols: &[ast::IndexColumn]) -> Result<Vec<String>> {
+pub(super) fn index_columns(cols: &[ast::IndexColumn]) -> Result<Vec<String>> {
     cols.iter()
         .map(|c| {
             // Indexes keep ascending order only: a DESC or NULLS FIRST key

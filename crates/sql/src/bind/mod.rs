@@ -11,6 +11,7 @@
 //! implicit coercions and type names.
 
 mod aggregate;
+mod alter;
 mod array;
 mod builtin;
 mod cast;
@@ -251,6 +252,8 @@ impl<'c> Binder<'c> {
             S::Merge(m) => self.merge(m),
             S::CreateTable(c) => self.create_table(c),
             S::CreateIndex(c) => self.create_index(c),
+            S::AlterTable(a) => self.alter_table(a),
+            S::AlterIndex { name, operation } => self.alter_index(name, operation),
             S::Truncate(t) => self.truncate(t),
             S::CreateSequence { temporary, if_not_exists, name, data_type, sequence_options, owned_by } => {
                 if *temporary {

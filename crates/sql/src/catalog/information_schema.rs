@@ -75,7 +75,7 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 DataType::Timestamp(p) | DataType::TimestampTz(p) | DataType::Time(p) => Some(p.map_or(6, i64::from)),
                 _ => None,
             };
-            let position = i64::try_from(c + 1).unwrap_or(i64::MAX);
+            let position = i64::from(t.attnum(c));
             out.extend([
                 Value::Text(db.clone()), text("public"), text(&t.name), text(&col.name), int(Some(position)),
                 column_default_text(ctx.catalog, col).map_or(Value::Null, Value::Text),
@@ -151,7 +151,7 @@ fn info_table_constraints(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         for (c, col) in user_columns(t) {
             if !col.nullable {
                 out.extend([
-                    Value::Text(db.clone()), text("public"), Value::Text(format!("{NS_PUBLIC}_{}_{}_not_null", table_oid(t), c + 1)), Value::Text(db.clone()),
+                    Value::Text(db.clone()), text("public"), Value::Text(format!("{NS_PUBLIC}_{}_{}_not_null", table_oid(t), t.attnum(c))), Value::Text(db.clone()),
                     text("public"), text(&t.name), text("CHECK"), text("NO"), text("NO"), text("YES"), Value::Null,
                 ]);
             }

@@ -64,12 +64,13 @@ pub(super) fn all_indexes(catalog: &Catalog) -> Vec<TableIndex> {
     out
 }
 
-fn int2vector(cols: &[usize]) -> Value {
-    let items: Vec<Value> = cols.iter().map(|c| Value::Int2(i16::try_from(c + 1).unwrap_or(i16::MAX))).collect();
+/// `t`'s attribute numbers of `cols` (gaps of dropped columns counted).
+fn int2vector(t: &TableSchema, cols: &[usize]) -> Value {
+    let items: Vec<Value> = cols.iter().map(|&c| Value::Int2(t.attnum(c))).collect();
     Value::Text(array_text(Elem::Int2Vector, &items))
 }
-fn int2array(cols: &[usize]) -> Value {
-    let items: Vec<Value> = cols.iter().map(|c| Value::Int2(i16::try_from(c + 1).unwrap_or(i16::MAX))).collect();
+fn int2array(t: &TableSchema, cols: &[usize]) -> Value {
+    let items: Vec<Value> = cols.iter().map(|&c| Value::Int2(t.attnum(c))).collect();
     Value::Text(array_text(Elem::Int2, &items))
 }
 
@@ -110,7 +111,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 out.extend([
                     Value::Int8(index_oid(&i)), Value::Int8(table_oid(&t)), Value::Int2(n), Value::Int2(n), Value::Bool(i.unique), Value::Bool(false),
                     Value::Bool(i.primary), Value::Bool(false), Value::Bool(true), Value::Bool(false), Value::Bool(true), Value::Bool(false),
-                    Value::Bool(true), Value::Bool(true), Value::Bool(false), int2vector(&i.columns),
+                    Value::Bool(true), Value::Bool(true), Value::Bool(false), int2vector(&t, &i.columns),
                     Value::Text(array_text(Elem::OidVector, &colls)), Value::Text(array_text(Elem::OidVector, &zeros)),
                     Value::Text(array_text(Elem::Int2Vector, &opts)), Value::Null, Value::Null,
                 ]);
@@ -134,7 +135,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                         let deptype = if how == SequenceDefault::Serial { "a" } else { "i" };
                         out.extend([
                             Value::Int8(PG_CLASS), Value::Int8(relation_oid(seq)), Value::Int4(0), Value::Int8(PG_CLASS), Value::Int8(table_oid(t)),
-                            Value::Int4(i32::from(attnum(c))), text(deptype),
+                            Value::Int4(i32::from(t.attnum(c))), text(deptype),
                         ]);
                     }
                 }
@@ -144,7 +145,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             for t in user_tables(catalog) {
                 for (c, col) in user_columns(t) {
                     if let Some(d) = column_default_text(catalog, col) {
-                        out.extend([Value::Int8(attrdef_oid(t, attnum(c).unsigned_abs().into())), Value::Int8(table_oid(t)), Value::Int2(attnum(c)), Value::Text(d)]);
+                        out.extend([Value::Int8(attrdef_oid(t, t.attnum(c).unsigned_abs().into())), Value::Int8(table_oid(t)), Value::Int2(t.attnum(c)), Value::Text(d)]);
                     }
                 }
             }
@@ -273,7 +274,7 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     for t in user_tables(catalog).into_iter().chain(user_sequences(catalog)) {
         for (c, col) in user_columns(t) {
             let hasdef = column_default_text(catalog, col).is_some();
-            push(table_oid(t), &col.name, attnum(c), column_type_info(col.ty), !col.nullable, hasdef, 0, identity_code(col));
+            push(table_oid(t), &col.name, t.attnum(c), column_type_info(col.ty), !col.nullable, hasdef, 0, identity_code(col));
         }
     }
     for TableIndex { table: t, index: i } in all_indexes(catalog) {
@@ -297,6 +298,19 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             push(r.oid, col.name, attnum(k), info, false, false, i32::from(is_array), "");
         }
     }
+    // A column ALTER TABLE dropped stays as PostgreSQL leaves it: its
+    // number, a placeholder name, no type, attisdropped (clients filter it).
+    for t in user_tables(catalog) {
+        for &num in &t.dropped_attnums {
+            let num = i16::try_from(num).unwrap_or(i16::MAX);
+            out.extend([
+                Value::Int8(table_oid(t)), Value::Text(format!("........pg.dropped.{num}........")), Value::Int8(0), Value::Int4(0), Value::Int2(-1),
+                Value::Int2(num), Value::Int4(0), Value::Int4(-1), Value::Int4(-1), Value::Bool(false), text("i"), text("x"), text(""), Value::Bool(false),
+                Value::Bool(false), Value::Bool(false), text(""), text(""), Value::Bool(true), Value::Bool(true), Value::Int4(0), Value::Int8(0), Value::Null,
+                Value::Null, Value::Null, Value::Null,
+            ]);
+        }
+    }
 }
 
 fn constraint_rows(catalog: &Catalog, out: &mut Vec<Value>) {
@@ -307,7 +321,7 @@ fn constraint_rows(catalog: &Catalog, out: &mut Vec<Value>) {
         out.extend([
             Value::Int8(index_constraint_oid(&i)), text(&i.name), Value::Int8(NS_PUBLIC), text(if i.primary { "p" } else { "u" }), Value::Bool(false),
             Value::Bool(false), Value::Bool(true), Value::Int8(table_oid(&t)), Value::Int8(0), Value::Int8(index_oid(&i)), Value::Int8(0),
-            Value::Int8(0), text(" "), text(" "), text(" "), Value::Bool(true), Value::Int4(0), Value::Bool(true), int2array(&i.columns), Value::Null,
+            Value::Int8(0), text(" "), text(" "), text(" "), Value::Bool(true), Value::Int4(0), Value::Bool(true), int2array(&t, &i.columns), Value::Null,
             Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
         ]);
     }
@@ -324,14 +338,14 @@ fn constraint_rows(catalog: &Catalog, out: &mut Vec<Value>) {
                     pgtier_engine::FkAction::Cascade => "c",
                     pgtier_engine::FkAction::SetNull => "n",
                 }), text("s"), Value::Bool(true), Value::Int4(0), Value::Bool(true),
-                int2array(&f.child_columns), int2array(&f.parent_columns), eqs.clone(), eqs.clone(), eqs, Value::Null, Value::Null, Value::Null,
+                int2array(t, &f.child_columns), int2array(parent, &f.parent_columns), eqs.clone(), eqs.clone(), eqs, Value::Null, Value::Null, Value::Null,
             ]);
         }
         for (k, c) in t.checks.iter().enumerate() {
             out.extend([
                 Value::Int8(check_oid(t, k)), text(&c.name), Value::Int8(NS_PUBLIC), text("c"), Value::Bool(false), Value::Bool(false), Value::Bool(true),
                 Value::Int8(table_oid(t)), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Int8(0), text(" "), text(" "), text(" "),
-                Value::Bool(true), Value::Int4(0), Value::Bool(false), int2array(&check_columns(t, &c.sql)), Value::Null, Value::Null, Value::Null,
+                Value::Bool(true), Value::Int4(0), Value::Bool(false), int2array(t, &check_columns(t, &c.sql)), Value::Null, Value::Null, Value::Null,
                 Value::Null, Value::Null, Value::Null, Value::Text(c.sql.clone()),
             ]);
         }

@@ -16,6 +16,7 @@
 //! functions; `sequence` holds nextval & co.
 
 mod aggregate;
+mod alter;
 mod ddl;
 mod dml;
 mod dml_join;
