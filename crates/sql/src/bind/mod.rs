@@ -26,6 +26,7 @@ mod operator;
 mod recursive;
 mod select;
 mod setop;
+mod view;
 mod window;
 
 use std::sync::Arc;
@@ -42,7 +43,7 @@ pub use coerce::map_type;
 pub type Ty = Option<DataType>;
 
 pub fn bind_statement(catalog: &Catalog, stmt: &ast::Statement) -> Result<Prepared> {
-    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0 };
+    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, view_depth: 0 };
     let mut plan = b.statement(stmt)?;
     if let Plan::Select(s) = &mut plan {
         cast::finish_output(s);
@@ -149,6 +150,8 @@ pub(crate) struct Binder<'c> {
     pub(crate) sublink_depth: usize,
     /// Work tables handed out to WITH RECURSIVE queries of this statement.
     pub(crate) work_tables: usize,
+    /// Views being expanded around the query now bound.
+    pub(crate) view_depth: usize,
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in
@@ -207,7 +210,19 @@ fn truncate(s: &str) -> String {
 }
 
 impl<'c> Binder<'c> {
+    /// A stored table to write or change: not a view (pgtier does not
+    /// write through views, PostgreSQL's automatically updatable ones
+    /// included).
     fn table(&mut self, name: &ObjectName) -> Result<Arc<TableSchema>> {
+        let t = self.relation(name)?;
+        if crate::catalog::is_view(&t) {
+            return Err(SqlError::unsupported(format!("writing to view \"{}\"", t.name)));
+        }
+        Ok(t)
+    }
+
+    /// A stored table or view by name.
+    fn relation(&mut self, name: &ObjectName) -> Result<Arc<TableSchema>> {
         if let Some(rel) = from::system_relation(name)? {
             return Err(SqlError::new("42501", format!("permission denied for table {}", rel.def().name)));
         }
@@ -259,11 +274,14 @@ impl<'c> Binder<'c> {
                 let options = self.sequence_options(ty, sequence_options)?;
                 Ok(Plan::CreateSequence { name: object_name(name)?, options, if_not_exists: *if_not_exists })
             }
-            S::Drop { object_type, if_exists, names, cascade: _, restrict: _, purge: _, temporary: _, table: _ } => {
+            S::CreateView(cv) => self.create_view(cv),
+            S::Drop { object_type, if_exists, names, cascade, restrict: _, purge: _, temporary: _, table: _ } => {
                 let names = names.iter().map(object_name).collect::<Result<Vec<_>>>()?;
+                let cascade = *cascade;
                 match object_type {
-                    ast::ObjectType::Table => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: false }),
-                    ast::ObjectType::Sequence => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: true }),
+                    ast::ObjectType::Table => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: false, cascade }),
+                    ast::ObjectType::Sequence => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: true, cascade }),
+                    ast::ObjectType::View => Ok(Plan::DropView { names, if_exists: *if_exists, cascade }),
                     ast::ObjectType::Index => Ok(Plan::DropIndex { names, if_exists: *if_exists }),
                     other => Err(SqlError::unsupported(format!("DROP {other}"))),
                 }

@@ -112,11 +112,14 @@ impl Exec<'_> {
 
     /// DROP TABLE, or DROP SEQUENCE when `sequences`: each name must be of
     /// that kind (PostgreSQL's 42809 and its hint otherwise).
-    pub fn drop_tables(&mut self, names: &[String], if_exists: bool, sequences: bool) -> Result<()> {
+    pub fn drop_tables(&mut self, names: &[String], if_exists: bool, sequences: bool, cascade: bool) -> Result<()> {
         let (kind, other, other_kind) = if sequences { ("sequence", "table", "TABLE") } else { ("table", "sequence", "SEQUENCE") };
         let mut pending: Vec<String> = Vec::new();
         for n in names {
             if let Some(t) = self.txn.catalog().table_by_name(n) {
+                if crate::catalog::is_view(t) {
+                    return Err(SqlError::new("42809", format!("\"{n}\" is not a {kind}")).with_hint("Use DROP VIEW to remove a view."));
+                }
                 if t.sequence.is_some() != sequences {
                     return Err(SqlError::new("42809", format!("\"{n}\" is not a {kind}")).with_hint(format!("Use DROP {other_kind} to remove a {other}.")));
                 }
@@ -126,6 +129,9 @@ impl Exec<'_> {
             } else {
                 return Err(SqlError::new("42P01", format!("{kind} \"{n}\" does not exist")));
             }
+        }
+        for v in self.views_to_drop(&pending, kind, cascade)? {
+            self.txn.drop_table(&v)?;
         }
         // Children first, so a statement dropping a parent with its children works.
         while !pending.is_empty() {
@@ -142,6 +148,10 @@ impl Exec<'_> {
 
     pub fn drop_indexes(&mut self, names: &[String], if_exists: bool) -> Result<()> {
         for n in names {
+            if let Some(t) = self.txn.catalog().table_by_name(n) {
+                let kind = if crate::catalog::is_view(t) { "VIEW" } else if t.sequence.is_some() { "SEQUENCE" } else { "TABLE" };
+                return Err(SqlError::new("42809", format!("\"{n}\" is not an index")).with_hint(format!("Use DROP {kind} to remove a {}.", kind.to_lowercase())));
+            }
             if self.txn.catalog().index_by_name(n).is_none() {
                 if if_exists {
                     self.notices.push(SqlNotice { sqlstate: "00000", message: format!("index \"{n}\" does not exist, skipping") });

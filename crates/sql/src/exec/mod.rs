@@ -24,6 +24,7 @@ mod merge;
 mod scan;
 mod select;
 mod sequence;
+mod view;
 mod virtual_rows;
 mod window;
 

@@ -28,6 +28,10 @@ pub enum SysFunc {
     BackendPid,
     FormatType,
     IndexDef,
+    /// pg_get_viewdef(oid [, pretty]): NULL for what is not a view.
+    ViewDef,
+    /// pg_get_viewdef(name [, pretty]).
+    ViewDefByName,
     ConstraintDef,
     GetExpr,
     UserById,
@@ -340,6 +344,17 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             }
             None => Value::Null,
         },
+        SysFunc::ViewDef => match cat::table_by_oid(catalog, int(0)).filter(|t| cat::is_view(t)) {
+            Some(v) => Value::Text(cat::view_definition(catalog, v, vals.len() > 1 && boolean(1))?),
+            None => Value::Null,
+        },
+        SysFunc::ViewDefByName => {
+            let oid = reg_lookup(catalog, ctx.settings, RegKind::Class, txt(0))?;
+            match cat::table_by_oid(catalog, oid).filter(|t| cat::is_view(t)) {
+                Some(v) => Value::Text(cat::view_definition(catalog, v, vals.len() > 1 && boolean(1))?),
+                None => Value::Null,
+            }
+        }
         SysFunc::ConstraintDef => match cat::constraint_by_oid(catalog, int(0)) {
             Some(c) => Value::Text(constraint_def(catalog, &c, boolean(1))),
             None => return Err(SqlError::new("XX000", format!("cache lookup failed for constraint {}", int(0)))),
