@@ -79,6 +79,8 @@ enum Kind {
     Bool,
     /// A quoted literal whose type comes from the other operand.
     Unknown,
+    /// varchar(n): text operators see it through an implicit cast.
+    Varchar,
     Other,
 }
 
@@ -87,6 +89,7 @@ fn kind_of(ty: DataType) -> Kind {
         DataType::Int2 | DataType::Int4 | DataType::Int8 => Kind::Int,
         DataType::Numeric { .. } => Kind::Numeric,
         DataType::Text => Kind::Text,
+        DataType::Varchar(_) => Kind::Varchar,
         DataType::Bool => Kind::Bool,
         _ => Kind::Other,
     }
@@ -111,6 +114,8 @@ enum Node {
     Not,
     /// IS [NOT] NULL.
     NullTest,
+    /// `x = ANY (ARRAY[...])`: parenthesised under anything.
+    ArrayOp,
 }
 
 struct Deparser<'c> {
@@ -332,6 +337,16 @@ impl Deparser<'_> {
         Ok(Printed { text: format!("{}.{}", quote_ident(&rel), quote_ident(name)), kind: kind_of(ty), node: Node::Simple })
     }
 
+    /// The type of a plain column reference.
+    fn column_type(&self, e: &E) -> Option<DataType> {
+        let (qual, name) = match strip_nested(e) {
+            E::Identifier(i) => (None, ident(i)),
+            E::CompoundIdentifier(p) if p.len() == 2 => (Some(ident(&p[0])), ident(&p[1])),
+            _ => return None,
+        };
+        self.rels.iter().filter(|r| qual.as_deref().is_none_or(|q| q == r.refname)).find_map(|r| r.columns.iter().find(|(c, _)| *c == name).map(|(_, ty)| *ty))
+    }
+
     fn expr(&mut self, e: &E) -> Result<Printed> {
         let simple = |text: String, kind: Kind| Printed { text, kind, node: Node::Simple };
         match e {
@@ -410,6 +425,42 @@ impl Deparser<'_> {
                 Ok(Printed { text, kind: Kind::Bool, node: Node::NullTest })
             }
             E::Function(f) => self.function(f),
+            E::Cast { kind: ast::CastKind::DoubleColon | ast::CastKind::Cast, expr, data_type, format: None, .. } => {
+                let a = self.expr(expr)?;
+                let (name, kind) = cast_target(data_type).ok_or_else(|| refuse(format!("a cast to {data_type}")))?;
+                // A literal is folded into a constant of the type, a cast to
+                // the operand's own type disappears: neither is printed here.
+                let same = match (a.kind, self.column_type(expr)) {
+                    (Kind::Int, Some(ty)) => crate::value::type_name(ty) == name,
+                    (Kind::Int, None) => true,
+                    (k, _) => k == kind,
+                };
+                if same || a.node != Node::Simple || matches!(a.kind, Kind::Unknown | Kind::Bool | Kind::Other) || a.text.starts_with(|c: char| c.is_ascii_digit() || c == '\'') {
+                    return Err(refuse(format!("the cast {}", truncate(&e.to_string()))));
+                }
+                let text = if self.pretty { format!("{}::{name}", a.text) } else { format!("({})::{name}", a.text) };
+                Ok(simple(text, kind))
+            }
+            E::InList { expr, list, negated } => {
+                let a = self.expr(expr)?;
+                let mut items = Vec::new();
+                for x in list {
+                    let p = self.expr(x)?;
+                    if p.kind != Kind::Int || a.kind != Kind::Int || p.node != Node::Simple {
+                        return Err(refuse("IN of a list that is not of integers"));
+                    }
+                    items.push(p.text);
+                }
+                let op = if *negated { "<> ALL" } else { "= ANY" };
+                let body = format!("{} {op} (ARRAY[{}])", a.text, items.join(", "));
+                Ok(Printed { text: if self.pretty { body } else { format!("({body})") }, kind: Kind::Bool, node: Node::ArrayOp })
+            }
+            E::Between { expr, negated: false, low, high } => {
+                let (a, lo, hi) = (self.expr(expr)?, self.expr(low)?, self.expr(high)?);
+                let a2 = Printed { text: a.text.clone(), kind: a.kind, node: a.node };
+                let (ge, le) = (self.operator(">=", a, lo)?, self.operator("<=", a2, hi)?);
+                self.bool_expr(Node::And, vec![ge, le])
+            }
             other => Err(refuse(format!("the expression {}", truncate(&other.to_string())))),
         }
     }
@@ -442,6 +493,16 @@ impl Deparser<'_> {
         // An unknown literal takes the other side's type; PostgreSQL then
         // labels it (`'x'::text`). Only text is printed here: other types
         // fold the literal into a constant of their own form.
+        // varchar meets text operators through an implicit cast PostgreSQL prints.
+        let pretty = self.pretty;
+        let to_text = |p: &mut Printed| {
+            if p.kind == Kind::Varchar && p.node == Node::Simple {
+                p.text = if pretty { format!("{}::text", p.text) } else { format!("({})::text", p.text) };
+                p.kind = Kind::Text;
+            }
+        };
+        to_text(&mut l);
+        to_text(&mut r);
         let label = |p: &mut Printed, other: Kind| -> Result<()> {
             if p.kind == Kind::Unknown {
                 if other != Kind::Text {
@@ -526,9 +587,24 @@ fn simple_under(node: Node, parent: Node, left: Option<bool>) -> bool {
             matches!(parent, Node::And | Node::Or | Node::Not)
         }
         Node::NullTest => matches!(parent, Node::And | Node::Or | Node::Not),
+        Node::ArrayOp => false,
         Node::Not | Node::And => matches!(parent, Node::And | Node::Or),
         Node::Or => parent == Node::Or,
     }
+}
+
+/// The name PostgreSQL prints for a cast's target type and its kind, for
+/// the types whose casts print plainly.
+fn cast_target(t: &ast::DataType) -> Option<(&'static str, Kind)> {
+    use ast::DataType as D;
+    Some(match t {
+        D::Int(None) | D::Integer(None) | D::Int4(None) => ("integer", Kind::Int),
+        D::BigInt(None) | D::Int8(None) => ("bigint", Kind::Int),
+        D::SmallInt(None) | D::Int2(None) => ("smallint", Kind::Int),
+        D::Text => ("text", Kind::Text),
+        D::Numeric(ast::ExactNumberInfo::None) | D::Decimal(ast::ExactNumberInfo::None) => ("numeric", Kind::Numeric),
+        _ => return None,
+    })
 }
 
 fn strip_nested(e: &E) -> &E {
