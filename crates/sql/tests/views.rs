@@ -100,3 +100,22 @@ fn a_cycle_of_views_is_42p17() {
     assert_eq!(sqlstate(&mut c, "SELECT * FROM v1"), "42P17");
     assert_eq!(sqlstate(&mut c, "SELECT * FROM v2"), "42P17");
 }
+
+/// `*` is fixed at CREATE, as in PostgreSQL: the stored query names the
+/// columns, so a column added to the table later (ALTER TABLE) would not
+/// change the view's shape.
+#[test]
+fn a_star_is_stored_as_the_columns_it_stood_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = open(dir.path());
+    rows(&mut c, "CREATE TABLE t (a int, \"B\" text)");
+    rows(&mut c, "CREATE TABLE u (k int)");
+    rows(&mut c, "CREATE VIEW v AS SELECT *, 1 AS one FROM t JOIN u x ON x.k = t.a");
+    rows(&mut c, "CREATE VIEW w AS SELECT x.* FROM u x");
+    let stored = |c: &Connection, name: &str| c.database().catalog().table_by_name(name).and_then(|t| t.annotation.clone()).unwrap();
+    let v = stored(&c, "v");
+    assert!(v.ends_with("SELECT \"t\".\"a\", \"t\".\"B\", \"x\".\"k\", 1 AS one FROM t JOIN u x ON x.k = t.a"), "{v}");
+    let w = stored(&c, "w");
+    assert!(w.ends_with("SELECT \"x\".\"k\" FROM u x"), "{w}");
+    assert_eq!(rows(&mut c, "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'v'::regclass"), ["a,B,k,one"]);
+}

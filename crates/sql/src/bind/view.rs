@@ -73,9 +73,65 @@ impl Binder<'_> {
         deps.retain(|d| *d != name);
         deps.sort_unstable();
         deps.dedup();
+        let mut query = (*cv.query).clone();
+        self.expand_stars(&mut query);
         let mut def = TableDef::new(name, columns, &[]);
-        def.annotation = Some(ViewDef { query: cv.query.to_string(), deps, numeric_any }.encode());
+        def.annotation = Some(ViewDef { query: query.to_string(), deps, numeric_any }.encode());
         Ok(Plan::CreateView { def, replace: cv.or_replace })
+    }
+
+    /// Writes the select list's `*` and `t.*` out as the columns they stand
+    /// for now, as PostgreSQL fixes a view's columns at CREATE: a column
+    /// added to a table later is not the view's. Only for a FROM list of
+    /// stored tables and views joined with ON (what `*` means there is
+    /// plain); other queries are stored as written.
+    fn expand_stars(&self, q: &mut ast::Query) {
+        if q.with.is_some() {
+            return;
+        }
+        let ast::SetExpr::Select(s) = q.body.as_mut() else { return };
+        let mut rels: Vec<(String, Vec<String>)> = Vec::new();
+        for twj in &s.from {
+            let factors = std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation));
+            for (k, f) in factors.enumerate() {
+                if k > 0 && !matches!(&twj.joins[k - 1].join_operator, ast::JoinOperator::Join(ast::JoinConstraint::On(_)) | ast::JoinOperator::Inner(ast::JoinConstraint::On(_)) | ast::JoinOperator::Left(ast::JoinConstraint::On(_)) | ast::JoinOperator::LeftOuter(ast::JoinConstraint::On(_)) | ast::JoinOperator::CrossJoin(ast::JoinConstraint::None)) {
+                    return;
+                }
+                let ast::TableFactor::Table { name, alias, args: None, .. } = f else { return };
+                let Ok(p) = parts(name) else { return };
+                let tname = match p.as_slice() {
+                    [n] => n.clone(),
+                    [sch, n] if sch == "public" => n.clone(),
+                    _ => return,
+                };
+                let Some(t) = self.catalog.table_by_name(&tname) else { return };
+                if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
+                    return;
+                }
+                let refname = alias.as_ref().map_or(tname, |a| ident(&a.name));
+                rels.push((refname, t.visible_columns().iter().map(|c| c.name.clone()).collect()));
+            }
+        }
+        let column = |rel: &str, col: &str| {
+            ast::SelectItem::UnnamedExpr(ast::Expr::CompoundIdentifier(vec![ast::Ident::with_quote('"', rel), ast::Ident::with_quote('"', col)]))
+        };
+        let mut items = Vec::with_capacity(s.projection.len());
+        for item in std::mem::take(&mut s.projection) {
+            match &item {
+                ast::SelectItem::Wildcard(o) if *o == ast::WildcardAdditionalOptions::default() => {
+                    items.extend(rels.iter().flat_map(|(r, cols)| cols.iter().map(|c| column(r, c))));
+                }
+                ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(n), o) if *o == ast::WildcardAdditionalOptions::default() => {
+                    let q = n.0.last().and_then(|p| p.as_ident()).map(ident);
+                    match rels.iter().find(|(r, _)| Some(r) == q.as_ref()) {
+                        Some((r, cols)) if n.0.len() == 1 => items.extend(cols.iter().map(|c| column(r, c))),
+                        _ => items.push(item),
+                    }
+                }
+                _ => items.push(item),
+            }
+        }
+        s.projection = items;
     }
 
     /// The view `name` names, if it names one (unqualified or in public).
