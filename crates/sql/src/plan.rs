@@ -555,6 +555,10 @@ pub enum Plan {
     /// CREATE [OR REPLACE] VIEW: `def` is the view's engine table (its
     /// columns, its query in the annotation; see catalog/views.rs).
     CreateView { def: TableDef, replace: bool },
+    /// CREATE SCHEMA [IF NOT EXISTS] name [AUTHORIZATION role].
+    CreateSchema { name: String, owner: Option<String>, if_not_exists: bool },
+    /// DROP SCHEMA [IF EXISTS] names (they hold nothing: CASCADE or not).
+    DropSchema { names: Vec<String>, if_exists: bool },
     /// DROP VIEW; `cascade` drops the views that use them too.
     DropView { names: Vec<String>, if_exists: bool, cascade: bool },
     /// TRUNCATE: tables in deletion order (referencing tables first);

@@ -484,6 +484,8 @@ impl Connection {
                 let tag = if *sequences { "DROP SEQUENCE" } else { "DROP TABLE" };
                 ex.drop_tables(names, *if_exists, *sequences, *cascade).map(|()| (Tag::Plain(tag), 0))
             }
+            Plan::CreateSchema { name, owner, if_not_exists } => ex.create_schema(name, owner.as_deref(), *if_not_exists).map(|()| (Tag::Plain("CREATE SCHEMA"), 0)),
+            Plan::DropSchema { names, if_exists } => ex.drop_schemas(names, *if_exists).map(|()| (Tag::Plain("DROP SCHEMA"), 0)),
             Plan::CreateView { def, replace } => ex.create_view(def, *replace).map(|()| (Tag::Plain("CREATE VIEW"), 0)),
             Plan::DropView { names, if_exists, cascade } => ex.drop_views(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP VIEW"), 0)),
             Plan::DropIndex { names, if_exists } => ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0)),

@@ -24,6 +24,7 @@ mod from;
 mod function;
 mod operator;
 mod recursive;
+mod schema;
 mod select;
 mod setop;
 mod view;
@@ -44,12 +45,24 @@ pub type Ty = Option<DataType>;
 
 pub fn bind_statement(catalog: &Catalog, stmt: &ast::Statement) -> Result<Prepared> {
     let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, view_depth: 0 };
-    let mut plan = b.statement(stmt)?;
+    let mut plan = b.statement(stmt).map_err(|e| in_user_schema(catalog, e))?;
     if let Plan::Select(s) = &mut plan {
         cast::finish_output(s);
     }
     let param_types = b.params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
     Ok(Prepared { plan, param_types, deps: b.deps, indexes: b.indexes })
+}
+
+/// Names are resolved in public alone (and pg_catalog / information_schema
+/// for the system relations), so a name in a schema of CREATE SCHEMA's is
+/// first "schema does not exist"; such a schema exists and holds nothing
+/// pgtier can put there: 0A000 says so.
+fn in_user_schema(catalog: &Catalog, e: SqlError) -> SqlError {
+    let schema = (e.sqlstate == "3F000").then(|| e.message.strip_prefix("schema \"").and_then(|m| m.strip_suffix("\" does not exist"))).flatten();
+    match schema {
+        Some(s) if crate::catalog::user_schema_named(catalog, s).is_some() => SqlError::unsupported(format!("relations in schema \"{s}\" (pgtier keeps them in public)")),
+        _ => e,
+    }
 }
 
 pub fn ident(i: &Ident) -> String {
@@ -275,6 +288,8 @@ impl<'c> Binder<'c> {
                 Ok(Plan::CreateSequence { name: object_name(name)?, options, if_not_exists: *if_not_exists })
             }
             S::CreateView(cv) => self.create_view(cv),
+            S::CreateSchema { schema_name, if_not_exists, with: None, options: None, default_collate_spec: None, clone: None } => self.create_schema(schema_name, *if_not_exists),
+            S::Drop { object_type: ast::ObjectType::Schema, if_exists, names, .. } => Ok(Plan::DropSchema { names: schema::drop_schema_names(names)?, if_exists: *if_exists }),
             S::Drop { object_type, if_exists, names, cascade, restrict: _, purge: _, temporary: _, table: _ } => {
                 let names = names.iter().map(object_name).collect::<Result<Vec<_>>>()?;
                 let cascade = *cascade;
@@ -282,6 +297,7 @@ impl<'c> Binder<'c> {
                     ast::ObjectType::Table => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: false, cascade }),
                     ast::ObjectType::Sequence => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: true, cascade }),
                     ast::ObjectType::View => Ok(Plan::DropView { names, if_exists: *if_exists, cascade }),
+                    ast::ObjectType::Schema => unreachable!("handled above"),
                     ast::ObjectType::Index => Ok(Plan::DropIndex { names, if_exists: *if_exists }),
                     other => Err(SqlError::unsupported(format!("DROP {other}"))),
                 }
@@ -296,6 +312,11 @@ impl<'c> Binder<'c> {
             S::Savepoint { name } => Ok(Plan::Txn(TxnCommand::Savepoint(ident(name)))),
             S::ReleaseSavepoint { name } => Ok(Plan::Txn(TxnCommand::Release(ident(name)))),
             S::Set(set) => self.set(set),
+            // RESET x is SET x TO DEFAULT.
+            S::Reset(ast::ResetStatement { reset: ast::Reset::ConfigurationParameter(name) }) => {
+                let name = name.0.iter().map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident)).collect::<Vec<_>>().join(".");
+                Ok(Plan::Set { name, value: "DEFAULT".into(), local: false })
+            }
             S::ShowVariable { variable } => {
                 let name = variable.iter().map(|i| i.value.to_lowercase()).collect::<Vec<_>>().join(" ");
                 Ok(Plan::Show { name })

@@ -17,6 +17,9 @@ pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             for (name, owner) in [("information_schema", ctx.user()), ("pg_catalog", ctx.user()), ("pg_toast", ctx.user()), ("public", "pg_database_owner".to_owned())] {
                 out.extend([Value::Text(ctx.database()), text(name), Value::Text(owner), Value::Null, Value::Null, Value::Null, Value::Null]);
             }
+            for s in super::schemas::user_schemas(ctx.catalog) {
+                out.extend([Value::Text(ctx.database()), Value::Text(s.name), Value::Text(s.owner), Value::Null, Value::Null, Value::Null, Value::Null]);
+            }
         }
         "tables" => {
             let db = ctx.database();

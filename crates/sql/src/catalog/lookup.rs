@@ -29,7 +29,9 @@ pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: Reg
             }
         }
         RegKind::Type => type_by_oid(oid).map(|_| format_type(oid, None)),
-        RegKind::Namespace => namespace_name(oid).map(str::to_owned),
+        RegKind::Namespace => namespace_name(oid)
+            .map(str::to_owned)
+            .or_else(|| super::schemas::user_schemas(catalog).into_iter().find(|s| s.oid == oid).map(|s| quote_ident(&s.name))),
         RegKind::Role => (oid == OWNER_OID).then(|| settings.get("session_authorization").cloned().unwrap_or_default()),
     };
     name.unwrap_or_else(|| oid.to_string())
@@ -93,6 +95,7 @@ pub fn reg_lookup(catalog: &Catalog, settings: &HashMap<String, String>, kind: R
             [NS_PG_CATALOG, NS_PUBLIC, NS_INFORMATION_SCHEMA, NS_PG_TOAST]
                 .into_iter()
                 .find(|o| namespace_name(*o) == Some(n.as_str()))
+                .or_else(|| super::schemas::user_schema_named(catalog, &n).map(|s| s.oid))
                 .ok_or_else(|| SqlError::new("3F000", format!("schema \"{t}\" does not exist")))
         }
         RegKind::Role => {

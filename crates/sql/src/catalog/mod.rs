@@ -15,6 +15,7 @@ mod lookup;
 mod pg_type;
 mod relations;
 mod rows;
+mod schemas;
 mod viewdef;
 mod views;
 
@@ -27,6 +28,7 @@ pub use lookup::{reg_lookup, reg_name, split_qualified};
 pub use pg_type::{BUILTIN_TYPES, BuiltinType, ColumnTypeInfo, TypeMatch, column_type_info, type_by_name, type_by_oid};
 pub use relations::{RELATIONS, RelDef, SysColumn, T};
 pub use rows::rows;
+pub use schemas::{UserSchema, is_schema, schema_annotation, schema_table_name, user_schema_named, user_schemas};
 pub use viewdef::{is_auto_updatable, view_definition};
 pub use views::{NUMERIC_ANY_STAND_IN, VIEW_MAGIC, ViewDef, column_types, dependent_views, is_view, view_def, views};
 

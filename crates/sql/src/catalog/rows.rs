@@ -22,7 +22,7 @@ pub(super) fn text(s: &str) -> Value {
 /// Only the user's tables, in id order (stable output).
 /// Tables (not sequences, which are engine tables too).
 pub(super) fn user_tables(catalog: &Catalog) -> Vec<&Arc<TableSchema>> {
-    catalog.tables().filter(|t| t.sequence.is_none() && !is_view(t)).collect()
+    catalog.tables().filter(|t| t.sequence.is_none() && !is_view(t) && !super::schemas::is_schema(t)).collect()
 }
 
 /// Views (engine tables too, see `views.rs`), in id order.
@@ -102,6 +102,9 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             for (oid, name) in [(NS_PG_CATALOG, "pg_catalog"), (NS_PUBLIC, "public"), (NS_INFORMATION_SCHEMA, "information_schema"), (NS_PG_TOAST, "pg_toast")] {
                 let owner = if oid == NS_PUBLIC { DATABASE_OWNER_ROLE } else { OWNER_OID };
                 out.extend([Value::Int8(oid), text(name), Value::Int8(owner), Value::Null]);
+            }
+            for s in super::schemas::user_schemas(catalog) {
+                out.extend([Value::Int8(s.oid), Value::Text(s.name), Value::Int8(OWNER_OID), Value::Null]);
             }
         }
         "pg_class" => class_rows(catalog, out),

@@ -22,6 +22,7 @@ mod dml_join;
 mod hash_join;
 mod merge;
 mod scan;
+mod schema;
 mod select;
 mod sequence;
 mod view;

@@ -12,7 +12,7 @@ use pgtier_engine::{Catalog, DataType, Value};
 use crate::expr::{CmpOp, Env, Expr, SubqueryRunner};
 use crate::catalog::{self as cat, RELATIONS, Schema, constraint_def, format_type, index_def, quote_ident, reg_lookup, reg_name};
 use crate::error::{Result, SqlError};
-use crate::settings::{READ_ONLY_SETTINGS, normalize_setting, search_path, setting_value};
+use crate::settings::{READ_ONLY_SETTINGS, normalize_setting, search_path, search_path_with, setting_value};
 use crate::types::{self, Elem, RegKind};
 use crate::value;
 
@@ -310,10 +310,10 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             Value::Text(v)
         }
         SysFunc::CurrentDatabase => Value::Text(ctx.database()),
-        SysFunc::CurrentSchema => search_path(ctx.settings).into_iter().next().map_or(Value::Null, Value::Text),
+        SysFunc::CurrentSchema => search_path_with(ctx.settings, |s| cat::user_schema_named(catalog, s).is_some()).into_iter().next().map_or(Value::Null, Value::Text),
         SysFunc::CurrentSchemas => {
             let mut names: Vec<Value> = Vec::new();
-            let explicit = search_path(ctx.settings);
+            let explicit = search_path_with(ctx.settings, |s| cat::user_schema_named(catalog, s).is_some());
             if boolean(0) && !explicit.iter().any(|s| s == "pg_catalog") {
                 names.push(Value::Text("pg_catalog".into()));
             }
