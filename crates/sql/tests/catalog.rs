@@ -22,6 +22,8 @@ const SCHEMA: &[&str] = &[
     // Views: listed by \d and \dv, described by \d and \d+ (with the definition).
     "CREATE VIEW pv AS SELECT id, name, id * 2 AS dbl FROM p WHERE id > 1",
     "CREATE VIEW \"Mixed View\" (k) AS SELECT \"Key\" FROM \"Mixed Case\"",
+    // A schema: listed by \dn.
+    "CREATE SCHEMA other_schema",
 ];
 
 type Rows = Vec<Vec<Option<String>>>;

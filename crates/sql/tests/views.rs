@@ -1,8 +1,11 @@
-//! Views beyond the differential corpus (tests/slt/50_views.slt): they
-//! survive a restart (replayed from the WAL, and from a checkpoint), a
-//! rolled-back one does not; writes through a view are refused with 0A000
-//! (PostgreSQL's automatically updatable views are not done); a cycle made
-//! with CREATE OR REPLACE is PostgreSQL's 42P17, not a stack overflow.
+//! Views and schemas beyond the differential corpus (tests/slt/50_views.slt,
+//! 51_schemas.slt): they survive a restart (replayed from the WAL, and from a
+//! checkpoint), a rolled-back one does not; writes through a view are
+//! refused with 0A000 (PostgreSQL's automatically updatable views are not
+//! done); a cycle made with CREATE OR REPLACE is PostgreSQL's 42P17, not a
+//! stack overflow; relations in a schema of CREATE SCHEMA's, or created
+//! while one leads the search path, are refused with 0A000 (pgtier keeps
+//! every relation in public), never made somewhere else.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -118,4 +121,60 @@ fn a_star_is_stored_as_the_columns_it_stood_for() {
     let w = stored(&c, "w");
     assert!(w.ends_with("SELECT \"x\".\"k\" FROM u x"), "{w}");
     assert_eq!(rows(&mut c, "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'v'::regclass"), ["a,B,k,one"]);
+}
+
+const LIST: &str = "SELECT string_agg(nspname, ',' ORDER BY nspname) FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'";
+
+#[test]
+fn schemas_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut c = open(dir.path());
+        rows(&mut c, "CREATE SCHEMA kept");
+        rows(&mut c, "CREATE SCHEMA gone");
+        rows(&mut c, "DROP SCHEMA gone");
+        rows(&mut c, "BEGIN");
+        rows(&mut c, "CREATE SCHEMA never");
+        rows(&mut c, "ROLLBACK");
+        assert_eq!(rows(&mut c, LIST), ["kept,public"]);
+        c.database().checkpoint().unwrap();
+        rows(&mut c, "CREATE SCHEMA after_checkpoint");
+    }
+    let mut c = open(dir.path());
+    assert_eq!(rows(&mut c, LIST), ["after_checkpoint,kept,public"]);
+    assert_eq!(sqlstate(&mut c, "CREATE SCHEMA kept"), "42P06");
+    // Schemas are not relations: nothing of them shows in pg_class or the table lists.
+    assert_eq!(rows(&mut c, "SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace"), ["0"]);
+    assert_eq!(rows(&mut c, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"), ["0"]);
+    rows(&mut c, "DROP SCHEMA kept, after_checkpoint");
+    drop(c);
+    let mut c = open(dir.path());
+    assert_eq!(rows(&mut c, LIST), ["public"]);
+}
+
+#[test]
+fn relations_in_a_schema_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = open(dir.path());
+    rows(&mut c, "CREATE SCHEMA s");
+    rows(&mut c, "CREATE TABLE t (a int)");
+    for sql in [
+        "CREATE TABLE s.t (a int)",
+        "CREATE VIEW s.v AS SELECT 1 AS one",
+        "CREATE SEQUENCE s.q",
+        "SELECT * FROM s.t",
+        "INSERT INTO s.t VALUES (1)",
+        "DROP TABLE s.t",
+    ] {
+        assert_eq!(sqlstate(&mut c, sql), "0A000", "{sql}");
+    }
+    rows(&mut c, "SET search_path = s, public");
+    for sql in ["CREATE TABLE u (a int)", "CREATE VIEW v AS SELECT 1 AS one", "CREATE SEQUENCE q", "CREATE TABLE u AS SELECT 1 AS one"] {
+        assert_eq!(sqlstate(&mut c, sql), "0A000", "{sql}");
+    }
+    // Reading an unqualified name still finds public's table, as PostgreSQL does with s empty.
+    assert_eq!(rows(&mut c, "SELECT count(*) FROM t"), ["0"]);
+    rows(&mut c, "RESET search_path");
+    rows(&mut c, "CREATE TABLE u (a int)");
+    assert_eq!(sqlstate(&mut c, "SELECT 'schema s' FROM pg_namespace WHERE nspname = 's'"), "00000");
 }
