@@ -82,6 +82,8 @@ pub fn reg_lookup(catalog: &Catalog, settings: &HashMap<String, String>, kind: R
                 Some("pg_catalog") => system(Schema::PgCatalog).ok_or_else(missing),
                 Some("information_schema") => system(Schema::InformationSchema).ok_or_else(missing),
                 Some("public") => user().ok_or_else(missing),
+                // A schema of CREATE SCHEMA's holds no relation.
+                Some(s) if super::schemas::user_schema_named(catalog, s).is_some() => Err(missing()),
                 Some(s) => Err(SqlError::new("3F000", format!("schema \"{s}\" does not exist"))),
                 None => system(Schema::PgCatalog).or_else(user).ok_or_else(missing),
             }
