@@ -56,7 +56,10 @@ pub use seams::{CommitParticipant, Miss, MissHook, RowMeta, WriteGuard};
 pub use stats::{DbStats, TableStats};
 pub use stream::{Change, CommitStream, CommittedTxn, ConsumerPosition, RowChange, StreamStart};
 pub use transaction::{Transaction, wall_clock_us};
-pub use types::{DataType, Interval, Numeric, TIME_PRECISION_MAX, Value, ValueRef, civil_from_days, coerce, days_from_civil, round_to_precision};
+pub use types::{
+    DATE_INFINITY, DATE_NEG_INFINITY, DataType, Interval, Numeric, TIME_PRECISION_MAX, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, ValueRef, civil_from_days, coerce,
+    days_from_civil, round_to_precision,
+};
 pub use verify::TableCheck;
 pub use wait_hook::set_wait_hook;
 pub use walrec::RowOp;

@@ -2,6 +2,8 @@
 //!
 //! Representations follow PostgreSQL's: `date` is days since 2000-01-01,
 //! `timestamp` (without time zone) is microseconds since 2000-01-01 00:00:00,
+//! their `infinity` and `-infinity` the ends of i32 / i64 (as PostgreSQL's
+//! binary format carries them, so a cached table holds them unchanged),
 //! `time` is microseconds since midnight (24:00:00 included), and the
 //! precision of `time(p)`/`timestamp(p)` is part of the type (the typmod),
 //! applied by rounding half away from zero as PostgreSQL does,
@@ -18,6 +20,14 @@ pub const NUMERIC_PRECISION_MAX: u8 = 38;
 pub const CHAR_LENGTH_MAX: u32 = 10_485_760;
 /// Largest fractional-second precision of time(p) and timestamp(p).
 pub const TIME_PRECISION_MAX: u8 = 6;
+/// `'-infinity'::date` and `'infinity'::date`: PostgreSQL's DATEVAL_NOBEGIN
+/// and DATEVAL_NOEND, the ends of i32 (what its binary format carries).
+pub const DATE_NEG_INFINITY: i32 = i32::MIN;
+pub const DATE_INFINITY: i32 = i32::MAX;
+/// `'-infinity'` and `'infinity'` of timestamp and timestamptz:
+/// DT_NOBEGIN and DT_NOEND, the ends of i64.
+pub const TIMESTAMP_NEG_INFINITY: i64 = i64::MIN;
+pub const TIMESTAMP_INFINITY: i64 = i64::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DataType {
@@ -425,6 +435,10 @@ impl fmt::Display for ValueRef<'_> {
                 write!(f, "\\x")?;
                 v.iter().try_for_each(|b| write!(f, "{b:02x}"))
             }
+            ValueRef::Date(DATE_INFINITY) | ValueRef::Timestamp(TIMESTAMP_INFINITY) | ValueRef::TimestampTz(TIMESTAMP_INFINITY) => f.write_str("infinity"),
+            ValueRef::Date(DATE_NEG_INFINITY) | ValueRef::Timestamp(TIMESTAMP_NEG_INFINITY) | ValueRef::TimestampTz(TIMESTAMP_NEG_INFINITY) => {
+                f.write_str("-infinity")
+            }
             ValueRef::Date(days) => {
                 let (y, m, d) = civil_from_days(i64::from(*days));
                 write!(f, "{:04}-{m:02}-{d:02}{}", display_year(y), era(y))
@@ -523,6 +537,10 @@ fn precision_suffix(p: Option<u8>) -> String {
 /// None keeps all six.
 pub fn round_to_precision(micros: i64, precision: Option<u8>) -> i64 {
     let Some(p) = precision.filter(|p| *p < TIME_PRECISION_MAX) else { return micros };
+    // The infinities stay what they are (AdjustTimestampForTypmod).
+    if micros == TIMESTAMP_INFINITY || micros == TIMESTAMP_NEG_INFINITY {
+        return micros;
+    }
     let scale = 10i64.pow(u32::from(TIME_PRECISION_MAX - p));
     let half = scale / 2;
     if micros >= 0 {
@@ -717,7 +735,10 @@ mod tests {
         assert_eq!(round_to_precision(125_000, Some(2)), 130_000);
         assert_eq!(round_to_precision(123_456, Some(6)), 123_456);
         assert_eq!(round_to_precision(123_456, None), 123_456);
-        assert_eq!(round_to_precision(i64::MAX, Some(0)) % 1_000_000, 0);
+        assert_eq!(round_to_precision(i64::MAX - 1, Some(0)) % 1_000_000, 0);
+        // The infinities are not rounded.
+        assert_eq!(round_to_precision(TIMESTAMP_INFINITY, Some(0)), TIMESTAMP_INFINITY);
+        assert_eq!(round_to_precision(TIMESTAMP_NEG_INFINITY, Some(2)), TIMESTAMP_NEG_INFINITY);
         let v = coerce(Value::Time(86_399_999_999), DataType::Time(Some(3)), "c").ok();
         assert_eq!(v, Some(Value::Time(86_400_000_000)));
         assert!(!Value::Time(1).is_of_type(DataType::Time(Some(3))));

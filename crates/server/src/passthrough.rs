@@ -69,7 +69,7 @@ const MAX_BACKEND_MESSAGE: usize = 1 << 30;
 pub enum Class {
     /// SELECT without FOR UPDATE/SHARE.
     Read,
-    /// INSERT / UPDATE / DELETE, or SELECT ... FOR UPDATE.
+    /// INSERT / UPDATE / DELETE / MERGE, or SELECT ... FOR UPDATE.
     Write,
     /// CREATE / DROP / ALTER / TRUNCATE / ...: never passed through.
     Ddl,
@@ -86,7 +86,7 @@ pub fn classify(ast: &Statement) -> Class {
             _ if !q.locks.is_empty() => Class::Write,
             _ => Class::Read,
         },
-        S::Insert(_) | S::Update(_) | S::Delete(_) => Class::Write,
+        S::Insert(_) | S::Update(_) | S::Delete(_) | S::Merge(_) => Class::Write,
         S::CreateTable(_)
         | S::CreateView { .. }
         | S::CreateIndex(_)
@@ -174,14 +174,14 @@ pub fn decide(mode: PassthroughMode, ast: &Statement, err: SqlError, held: impl 
                 "25006",
                 format!("cannot write to a table pgtier does not hold: passthrough mode is \"reads\" ({})", err.message),
             )
-            .with_hint("Set [passthrough] mode = \"all\" to send INSERT, UPDATE and DELETE to PostgreSQL."));
+            .with_hint("Set [passthrough] mode = \"all\" to send INSERT, UPDATE, DELETE and MERGE to PostgreSQL."));
         }
         Class::Ddl => {
             return Err(SqlError::new("0A000", format!("DDL is not passed through to PostgreSQL ({})", err.message))
                 .with_hint("Run DDL for PostgreSQL's tables on PostgreSQL directly."));
         }
         Class::Other => {
-            return Err(err.with_hint("Only SELECT, INSERT, UPDATE and DELETE are passed through to PostgreSQL."));
+            return Err(err.with_hint("Only SELECT, INSERT, UPDATE, DELETE and MERGE are passed through to PostgreSQL."));
         }
     }
     let sql = ast.to_string();
@@ -993,6 +993,7 @@ mod tests {
         assert_eq!(classify(&ast("SELECT * INTO x FROM t")), Class::Ddl);
         assert_eq!(classify(&ast("INSERT INTO t VALUES (1)")), Class::Write);
         assert_eq!(classify(&ast("DELETE FROM t")), Class::Write);
+        assert_eq!(classify(&ast("MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE")), Class::Write);
         assert_eq!(classify(&ast("DROP TABLE t")), Class::Ddl);
         assert_eq!(classify(&ast("ALTER TABLE t ADD COLUMN c int")), Class::Ddl);
         assert_eq!(classify(&ast("TRUNCATE t")), Class::Ddl);

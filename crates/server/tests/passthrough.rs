@@ -79,7 +79,13 @@ fn rust_decimal_free_numeric() -> common::Raw {
 fn reads_mode_refuses_writes_and_ddl_never_passes() {
     let (srv, mut pg, _) = setup("refuse", "reads");
     let mut tier = srv.client();
-    for sql in ["INSERT INTO remote_t VALUES (9, 'x', 0, NULL)", "UPDATE remote_t SET name = 'x'", "DELETE FROM remote_t", "SELECT * FROM remote_t FOR UPDATE"] {
+    for sql in [
+        "INSERT INTO remote_t VALUES (9, 'x', 0, NULL)",
+        "UPDATE remote_t SET name = 'x'",
+        "DELETE FROM remote_t",
+        "SELECT * FROM remote_t FOR UPDATE",
+        "MERGE INTO remote_t t USING (VALUES (1)) AS s(id) ON t.id = s.id WHEN MATCHED THEN DELETE",
+    ] {
         let e = tier.simple_query(sql).unwrap_err();
         assert_eq!(code(&e), "25006", "{sql}: {e}");
         let e = tier.execute(sql, &[]).unwrap_err();
@@ -111,12 +117,17 @@ fn all_mode_writes_reach_postgres() {
     let msgs = tier.simple_query("UPDATE remote_t SET name = upper(name) WHERE id <= 2").unwrap();
     assert!(matches!(msgs.last(), Some(postgres::SimpleQueryMessage::CommandComplete(2))));
     assert_eq!(tier.execute("DELETE FROM remote_t WHERE id = 3", &[]).unwrap(), 1);
+    // MERGE is a write like the others (it was refused as "other").
+    let merge = "MERGE INTO remote_t t USING (VALUES (2, 'two again'), (11, 'eleven')) AS s(id, name) ON t.id = s.id \
+                 WHEN MATCHED THEN UPDATE SET name = s.name WHEN NOT MATCHED THEN INSERT (id, name) VALUES (s.id, s.name)";
+    assert_eq!(tier.execute(merge, &[]).unwrap(), 2);
     assert_eq!(
         text_rows(&mut pg, "SELECT id, name FROM remote_t ORDER BY id"),
         vec![
             vec![Some("1".into()), Some("ONE".into())],
-            vec![Some("2".into()), Some("TWO".into())],
+            vec![Some("2".into()), Some("two again".into())],
             vec![Some("10".into()), Some("ten".into())],
+            vec![Some("11".into()), Some("eleven".into())],
         ]
     );
     // PostgreSQL's constraint errors come back as they are.

@@ -269,7 +269,7 @@ fn out_of_range(what: &str) -> SqlError {
     SqlError::new("22008", format!("{what} out of range"))
 }
 
-fn interval_add(a: Interval, b: Interval) -> Result<Interval> {
+pub fn add(a: Interval, b: Interval) -> Result<Interval> {
     let err = || out_of_range("interval");
     Ok(Interval {
         months: a.months.checked_add(b.months).ok_or_else(err)?,
@@ -287,6 +287,10 @@ pub fn negate(v: Interval) -> Result<Interval> {
 /// then days, then microseconds.
 fn timestamp_plus(ts: i64, v: Interval) -> Result<i64> {
     let err = || out_of_range("timestamp");
+    // An infinity plus any interval stays itself (timestamp_pl_interval).
+    if crate::value::is_infinite_micros(ts) {
+        return Ok(ts);
+    }
     let mut ts = ts;
     if v.months != 0 {
         let (y, m, d) = civil_from_days(ts.div_euclid(MICROS_PER_DAY));
@@ -298,6 +302,50 @@ fn timestamp_plus(ts: i64, v: Interval) -> Result<i64> {
     ts = ts.checked_add(i64::from(v.days).checked_mul(MICROS_PER_DAY).ok_or_else(err)?).ok_or_else(err)?;
     ts = ts.checked_add(v.micros).ok_or_else(err)?;
     if (TIMESTAMP_MIN..TIMESTAMP_END).contains(&ts) { Ok(ts) } else { Err(err()) }
+}
+
+/// interval_mul / interval_div: each field times the factor, the whole
+/// months and days kept, their fractions cascaded down (a month is 30
+/// days, a day 86,400 s) but never up, in PostgreSQL's floating-point
+/// steps so the rounding is the same.
+pub fn scale(v: Interval, factor: f64, divide: bool) -> Result<Interval> {
+    const DAYS_PER_MONTH: f64 = 30.0;
+    const SECS_PER_DAY: f64 = 86_400.0;
+    // TSROUND: rounds to microsecond precision to absorb binary noise.
+    let ts_round = |x: f64| (x * 1e6).round_ties_even() / 1e6;
+    if divide && factor == 0.0 {
+        return Err(SqlError::new("22012", "division by zero"));
+    }
+    let times = |x: f64| if divide { x / factor } else { x * factor };
+    let err = || out_of_range("interval");
+    let whole32 = |x: f64| if (f64::from(i32::MIN)..-f64::from(i32::MIN)).contains(&x) { Ok(x.trunc()) } else { Err(err()) };
+    let month_product = times(f64::from(v.months));
+    let day_product = times(f64::from(v.days));
+    let months = whole32(month_product)?;
+    let mut days = whole32(day_product)?;
+    let month_remainder_days = ts_round((month_product - months) * DAYS_PER_MONTH);
+    let mut sec_remainder = ts_round((day_product - days + month_remainder_days - month_remainder_days.trunc()) * SECS_PER_DAY);
+    if sec_remainder.abs() >= SECS_PER_DAY {
+        let carried = (sec_remainder / SECS_PER_DAY).trunc();
+        days = whole32(days + carried)?;
+        sec_remainder -= carried * SECS_PER_DAY;
+    }
+    days = whole32(days + month_remainder_days.trunc())?;
+    #[allow(clippy::cast_precision_loss)]
+    let micros = (times(v.micros as f64) + sec_remainder * 1e6).round_ties_even();
+    if !f64_fits_i64(micros) {
+        return Err(err());
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    Ok(Interval { months: months as i32, days: days as i32, micros: micros as i64 })
+}
+
+/// Whether a float is in i64's range (NaN is not), so `as i64` is exact
+/// for a whole one.
+#[allow(clippy::cast_precision_loss)]
+pub(crate) fn f64_fits_i64(x: f64) -> bool {
+    // -2^63 and 2^63 are exact doubles.
+    (i64::MIN as f64..-(i64::MIN as f64)).contains(&x)
 }
 
 /// A date (as its midnight: 22008 past the timestamp range), timestamp or
@@ -318,11 +366,19 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
     let signed = |v: Interval| if op == ArithOp::Sub { negate(v) } else { Ok(v) };
     Ok(match (ty, a, b) {
         (DataType::Timestamp(_), Value::Date(_), Value::Time(_)) | (DataType::Timestamp(_), Value::Time(_), Value::Date(_)) => crate::time::date_plus_time(a, b)?,
-        (DataType::Interval, Value::Interval(x), Value::Interval(y)) => Value::Interval(interval_add(*x, signed(*y)?)?),
+        (DataType::Interval, Value::Interval(x), Value::Interval(y)) => Value::Interval(add(*x, signed(*y)?)?),
+        (DataType::Interval, Value::Interval(v), n) | (DataType::Interval, n, Value::Interval(v)) if op == ArithOp::Mul => {
+            Value::Interval(scale(*v, crate::value::to_f64(n).ok_or_else(undefined)?, false)?)
+        }
+        (DataType::Interval, Value::Interval(v), n) if op == ArithOp::Div => Value::Interval(scale(*v, crate::value::to_f64(n).ok_or_else(undefined)?, true)?),
         (DataType::Interval, Value::Time(x), Value::Time(y)) if op == ArithOp::Sub => Value::Interval(Interval { months: 0, days: 0, micros: x - y }),
         (DataType::Interval, x, y) if op == ArithOp::Sub => {
             // timestamp_mi then interval_justify_hours: whole days apart.
-            let diff = instant(x)?.ok_or_else(undefined)?.checked_sub(instant(y)?.ok_or_else(undefined)?).ok_or_else(|| out_of_range("interval"))?;
+            let (x, y) = (instant(x)?.ok_or_else(undefined)?, instant(y)?.ok_or_else(undefined)?);
+            if crate::value::is_infinite_micros(x) || crate::value::is_infinite_micros(y) {
+                return Err(SqlError::new("22008", "cannot subtract infinite timestamps"));
+            }
+            let diff = x.checked_sub(y).ok_or_else(|| out_of_range("interval"))?;
             let days = i32::try_from(diff / MICROS_PER_DAY).map_err(|_| out_of_range("interval"))?;
             Value::Interval(Interval { months: 0, days, micros: diff % MICROS_PER_DAY })
         }

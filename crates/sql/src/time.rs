@@ -149,6 +149,10 @@ pub fn date_plus_time(a: &Value, b: &Value) -> Result<Value> {
     let ((Value::Date(d), Value::Time(t)) | (Value::Time(t), Value::Date(d))) = (a, b) else {
         return Err(SqlError::undefined_operator(&format!("{} + {}", a.type_name(), b.type_name())));
     };
+    // An infinite date stays infinite (date_pl_time via date2timestamp).
+    if crate::value::is_infinite_date(*d) {
+        return Ok(Value::Timestamp(crate::value::date_micros(*d)?));
+    }
     let micros = i64::from(*d).checked_mul(MICROS_PER_DAY).and_then(|m| m.checked_add(*t));
     match micros {
         Some(m) if (TIMESTAMP_MIN..TIMESTAMP_END).contains(&m) => Ok(Value::Timestamp(m)),

@@ -9,7 +9,7 @@
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 
-use pgtier_engine::{DataType, Numeric, Value, round_to_precision};
+use pgtier_engine::{DATE_INFINITY, DATE_NEG_INFINITY, DataType, Numeric, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, round_to_precision};
 
 /// Digits an i128 numeric holds (the engine's limit for numeric(p,s)).
 pub const NUMERIC_PRECISION_MAX: u8 = 38;
@@ -294,6 +294,11 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
 /// timestamp range (PostgreSQL's dates reach 5874897 AD, its timestamps
 /// 294276 AD).
 pub fn date_micros(d: i32) -> Result<i64> {
+    match d {
+        DATE_INFINITY => return Ok(TIMESTAMP_INFINITY),
+        DATE_NEG_INFINITY => return Ok(TIMESTAMP_NEG_INFINITY),
+        _ => {}
+    }
     i64::from(d)
         .checked_mul(MICROS_PER_DAY)
         .filter(|t| (crate::time::TIMESTAMP_MIN..crate::time::TIMESTAMP_END).contains(t))
@@ -303,6 +308,8 @@ pub fn date_micros(d: i32) -> Result<i64> {
 /// A date, timestamp or timestamptz as microseconds since 2000-01-01.
 fn datetime_micros(v: &Value) -> Option<i64> {
     match v {
+        Value::Date(DATE_INFINITY) => Some(TIMESTAMP_INFINITY),
+        Value::Date(DATE_NEG_INFINITY) => Some(TIMESTAMP_NEG_INFINITY),
         Value::Date(d) => i64::from(*d).checked_mul(MICROS_PER_DAY),
         Value::Timestamp(t) | Value::TimestampTz(t) => Some(*t),
         _ => None,
@@ -429,6 +436,16 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
 const DATE_DAYS_MIN: i64 = -2_451_545;
 const DATE_DAYS_END: i64 = 2_147_483_494 - 2_451_545;
 
+/// Whether a timestamp is one of the infinities.
+pub fn is_infinite_micros(t: i64) -> bool {
+    t == TIMESTAMP_INFINITY || t == TIMESTAMP_NEG_INFINITY
+}
+
+/// Whether a date is one of the infinities.
+pub fn is_infinite_date(d: i32) -> bool {
+    d == DATE_INFINITY || d == DATE_NEG_INFINITY
+}
+
 fn date_arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value> {
     let date = |days: i64| {
         if !(DATE_DAYS_MIN..DATE_DAYS_END).contains(&days) {
@@ -437,6 +454,9 @@ fn date_arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value> {
         Ok(Value::Date(i32::try_from(days).map_err(|_| SqlError::new("22008", "date out of range"))?))
     };
     match (op, a, b) {
+        (ArithOp::Sub, Value::Date(d), Value::Date(e)) if is_infinite_date(*d) || is_infinite_date(*e) => Err(SqlError::new("22008", "cannot subtract infinite dates")),
+        // An infinity plus or minus days stays itself (date_pli, date_mii).
+        (ArithOp::Add | ArithOp::Sub, Value::Date(d), _) | (ArithOp::Add, _, Value::Date(d)) if is_infinite_date(*d) => Ok(Value::Date(*d)),
         (ArithOp::Add, Value::Date(d), n) | (ArithOp::Add, n, Value::Date(d)) => date(i64::from(*d) + n.as_i64().unwrap_or(0)),
         (ArithOp::Sub, Value::Date(d), Value::Date(e)) => Ok(Value::Int4(d - e)),
         (ArithOp::Sub, Value::Date(d), n) => date(i64::from(*d) - n.as_i64().unwrap_or(0)),
@@ -628,12 +648,16 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Varchar(n), Value::Text(s)) => Value::Text(fit_varchar(s, n, explicit)?),
         (T::Char(n), Value::Text(s)) => Value::Text(fit_char(s, n, explicit)?),
         (T::Date, Value::Date(d)) => Value::Date(d),
+        (T::Date, Value::Timestamp(TIMESTAMP_INFINITY) | Value::TimestampTz(TIMESTAMP_INFINITY)) => Value::Date(DATE_INFINITY),
+        (T::Date, Value::Timestamp(TIMESTAMP_NEG_INFINITY) | Value::TimestampTz(TIMESTAMP_NEG_INFINITY)) => Value::Date(DATE_NEG_INFINITY),
         (T::Date, Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?),
         (T::Timestamp(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Timestamp(round_to_precision(t, p)),
         (T::Timestamp(_), Value::Date(d)) => Value::Timestamp(date_micros(d)?),
         (T::TimestampTz(p), Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(round_to_precision(t, p)),
         (T::TimestampTz(_), Value::Date(d)) => Value::TimestampTz(date_micros(d)?),
         (T::Time(p), Value::Time(t)) => Value::Time(round_to_precision(t, p)),
+        // An infinity has no time of day (timestamp_time).
+        (T::Time(_), Value::Timestamp(t) | Value::TimestampTz(t)) if is_infinite_micros(t) => Value::Null,
         // The time of day in the session's zone (UTC); rounding may reach 24:00:00.
         (T::Time(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Time(round_to_precision(t.rem_euclid(MICROS_PER_DAY), p)),
         (T::Interval | T::Time(_), v @ (Value::Interval(_) | Value::Time(_))) => crate::interval::cast(v, to),
@@ -738,6 +762,10 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             let bytes: Option<Vec<u8>> = (0..hex.len() / 2).map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()).collect();
             Value::Bytea(bytes.filter(|_| hex.len() % 2 == 0).ok_or_else(invalid)?)
         }
+        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if datetime_in::is_relative_word(t) => {
+            return Err(SqlError::unsupported(format!("'{}' as a {} input value (it means the current date or time)", t.trim(), type_name(ty))));
+        }
+        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if let Some(special) = datetime_in::special(t) => special_datetime(special, ty),
         DataType::Date => Value::Date(parse_date(t).ok_or_else(|| datetime_error("date", text))?),
         DataType::Timestamp(_) | DataType::TimestampTz(_) if !zone_in_range(t) => {
             return Err(SqlError::new("22009", format!("time zone displacement out of range: \"{text}\"")));
@@ -748,6 +776,26 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         DataType::Interval => Value::Interval(crate::interval::parse(text)?),
         DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
     })
+}
+
+/// The value of a special input (`infinity`, `-infinity`, `epoch`) as a
+/// date, timestamp or timestamptz (`ty`).
+fn special_datetime(special: datetime_in::Special, ty: DataType) -> Value {
+    use datetime_in::Special;
+    const EPOCH_DAYS: i32 = -10_957;
+    match (special, ty) {
+        (Special::Infinity, DataType::Date) => Value::Date(DATE_INFINITY),
+        (Special::NegInfinity, DataType::Date) => Value::Date(DATE_NEG_INFINITY),
+        (Special::Epoch, DataType::Date) => Value::Date(EPOCH_DAYS),
+        (special, ty) => {
+            let micros = match special {
+                Special::Infinity => TIMESTAMP_INFINITY,
+                Special::NegInfinity => TIMESTAMP_NEG_INFINITY,
+                Special::Epoch => i64::from(EPOCH_DAYS) * MICROS_PER_DAY,
+            };
+            if matches!(ty, DataType::TimestampTz(_)) { Value::TimestampTz(micros) } else { Value::Timestamp(micros) }
+        }
+    }
 }
 
 /// A well-formed date with an impossible field is 22008, anything else 22P02.

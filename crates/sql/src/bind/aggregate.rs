@@ -66,7 +66,7 @@ impl Binder<'_> {
                         .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
                         .data_type(),
                     AggFunc::Count | AggFunc::CountStar => DataType::Int8,
-                    AggFunc::Sum | AggFunc::Avg if t == DataType::Interval => return Err(SqlError::unsupported(format!("{name}(interval)"))),
+                    AggFunc::Sum | AggFunc::Avg if t == DataType::Interval => DataType::Interval,
                     AggFunc::Sum => match t {
                         DataType::Int2 | DataType::Int4 => DataType::Int8,
                         DataType::Int8 | DataType::Numeric { .. } => NUMERIC_ANY,

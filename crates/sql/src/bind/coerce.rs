@@ -62,7 +62,7 @@ impl Binder<'_> {
                 }
                 // Fold constants so a bad literal fails at prepare time, like PostgreSQL.
                 if let Expr::Const(v) = e {
-                    return Ok(Expr::Const(value::cast(v, to, false)?));
+                    return self.folded(value::cast(v.clone(), to, false), || Expr::Cast(Expr::Const(v).boxed(), to, false));
                 }
                 Ok(Expr::Cast(e.boxed(), to, false))
             }
@@ -323,4 +323,44 @@ fn narrow(v: u64) -> Result<u8> {
     u8::try_from(v).ok().filter(|p| *p <= crate::value::NUMERIC_PRECISION_MAX).ok_or_else(|| {
         SqlError::unsupported(format!("numeric precision {v} (at most {})", crate::value::NUMERIC_PRECISION_MAX))
     })
+}
+
+impl Binder<'_> {
+    /// A constant folded at bind time: its value, or its error; in a
+    /// position PostgreSQL never simplifies ([`Binder::lazy_folding`]),
+    /// the unfolded expression instead of the error.
+    pub(super) fn folded(&self, value: Result<Value>, unfolded: impl FnOnce() -> Expr) -> Result<Expr> {
+        match value {
+            Ok(v) => Ok(Expr::Const(v)),
+            Err(_) if self.lazy_folding => Ok(unfolded()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Binds with `lazy_folding` set when `lazy` (it stays set inside
+    /// already lazy expressions), restored afterwards.
+    pub(super) fn lazily<T>(&mut self, lazy: bool, bind: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        let outer = self.lazy_folding;
+        self.lazy_folding = outer || lazy;
+        let result = bind(self);
+        self.lazy_folding = outer;
+        result
+    }
+}
+
+/// The truth of a condition PostgreSQL's planner folds to a constant
+/// (a boolean or NULL constant, a comparison of two constants, NOT of
+/// one): Some(Some(b)), Some(None) for NULL; None when it is not constant.
+pub(super) fn constant_truth(e: &Expr) -> Option<Option<bool>> {
+    match e {
+        Expr::Const(Value::Bool(b)) => Some(Some(*b)),
+        Expr::Const(Value::Null) => Some(None),
+        Expr::Not(inner) => constant_truth(inner).map(|t| t.map(|b| !b)),
+        Expr::Cmp(op, a, b) => match (a.as_ref(), b.as_ref()) {
+            (Expr::Const(x), Expr::Const(y)) if x.is_null() || y.is_null() => Some(None),
+            (Expr::Const(x), Expr::Const(y)) => value::compare(x, y).map(|o| Some(op.holds(o))),
+            _ => None,
+        },
+        _ => None,
+    }
 }

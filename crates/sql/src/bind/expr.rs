@@ -5,7 +5,7 @@ use pgtier_engine::{DataType, Value};
 use sqlparser::ast;
 
 use super::cast::{CastTarget, cast_target};
-use super::coerce::{common_type, is_untyped_value, map_type, refuse_padded_literals};
+use super::coerce::{common_type, constant_truth, is_untyped_value, map_type, refuse_padded_literals};
 use super::{Binder, ExprCtx, Scope, Ty, ident, missing_from, truncate};
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr, Func, Subquery, SubqueryKind, SysFunc};
@@ -120,7 +120,7 @@ impl Binder<'_> {
                         if let (Expr::Const(v), Some(ty)) = (&x, t)
                             && matches!(category(ty), Category::Numeric | Category::Interval)
                         {
-                            return Ok((Expr::Const(value::negate(v)?), t));
+                            return Ok((self.folded(value::negate(v), || Expr::Neg(x.clone().boxed()))?, t));
                         }
                         match t {
                             Some(ty) if matches!(category(ty), Category::Numeric | Category::Interval) => Ok((Expr::Neg(x.boxed()), t)),
@@ -245,7 +245,7 @@ impl Binder<'_> {
                         self.params[i] = Some(ty);
                         Ok((Expr::Param(i), Some(ty)))
                     }
-                    (_, Expr::Const(v)) => Ok((Expr::Const(value::cast(v, ty, true)?), Some(ty))),
+                    (_, Expr::Const(v)) => Ok((self.folded(value::cast(v.clone(), ty, true), || Expr::Cast(Expr::Const(v).boxed(), ty, true))?, Some(ty))),
                     (_, x) => Ok((Expr::Cast(x.boxed(), ty, true), Some(ty))),
                 }
             }
@@ -404,24 +404,31 @@ impl Binder<'_> {
             None => None,
         };
         let mut op_expr = None;
+        // PostgreSQL drops, unsimplified, the arms after a constant true
+        // condition and the result of a constant false (or NULL) one.
+        let mut decided = false;
         for cw in conditions {
             let cond = match &op {
                 Some((ox, ot)) => {
-                    let (w, wt) = self.expr(&cw.condition, scope, ctx)?;
+                    let (w, wt) = self.lazily(decided, |b| b.expr(&cw.condition, scope, ctx))?;
                     let (o2, w2) = self.unify_cmp(ox.clone(), *ot, w, wt, "=")?;
                     op_expr = Some(o2);
                     w2
                 }
                 None => {
-                    let (w, wt) = self.expr(&cw.condition, scope, ctx)?;
+                    let (w, wt) = self.lazily(decided, |b| b.expr(&cw.condition, scope, ctx))?;
                     self.boolean(w, wt, "CASE/WHEN")?
                 }
             };
+            let truth = if op.is_none() { constant_truth(&cond) } else { None };
+            let never = matches!(truth, Some(Some(false) | None));
+            let always = truth == Some(Some(true));
             whens.push(cond);
-            results.push(self.expr(&cw.result, scope, ctx)?);
+            results.push(self.lazily(decided || never, |b| b.expr(&cw.result, scope, ctx))?);
+            decided |= always;
         }
         let else_bound = match otherwise {
-            Some(e) => Some(self.expr(e, scope, ctx)?),
+            Some(e) => Some(self.lazily(decided, |b| b.expr(e, scope, ctx))?),
             None => None,
         };
         // PostgreSQL resolves the ELSE result's type first

@@ -32,13 +32,26 @@ impl Binder<'_> {
                 }
                 let distinct = matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct));
                 let mut args = Vec::new();
+                let mut named = Vec::new();
                 let mut star = false;
                 for a in &list.args {
                     match a {
-                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => args.push(e.clone()),
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) if named.is_empty() => args.push(e.clone()),
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(_)) => {
+                            return Err(SqlError::syntax("positional argument cannot follow named argument"));
+                        }
                         ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard) => star = true,
+                        ast::FunctionArg::Named { name: arg_name, arg: ast::FunctionArgExpr::Expr(e), .. } if name == "make_interval" => {
+                            named.push((arg_name.value.clone(), e.clone()));
+                        }
+                        ast::FunctionArg::ExprNamed { name: ast::Expr::Identifier(arg_name), arg: ast::FunctionArgExpr::Expr(e), .. } if name == "make_interval" => {
+                            named.push((arg_name.value.clone(), e.clone()));
+                        }
                         _ => return Err(SqlError::unsupported(format!("argument form in {name}()"))),
                     }
+                }
+                if name == "make_interval" {
+                    args = super::interval_fns::make_interval_args(args, named)?;
                 }
                 (args, distinct, star)
             }
@@ -84,9 +97,12 @@ impl Binder<'_> {
     }
 
     pub(super) fn scalar_function(&mut self, name: &str, args: &[ast::Expr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
-        let mut bound = Vec::new();
+        let mut bound: Vec<(Expr, Ty)> = Vec::new();
         for a in args {
-            bound.push(self.expr(a, scope, ctx)?);
+            // PostgreSQL drops COALESCE's arguments after a non-null
+            // constant without simplifying them.
+            let decided = name == "coalesce" && bound.iter().any(|(e, _)| matches!(e, Expr::Const(v) if !v.is_null()));
+            bound.push(self.lazily(decided, |b| b.expr(a, scope, ctx))?);
         }
         let sig_text = {
             let types: Vec<&str> = bound.iter().map(|(_, t)| t.map_or("unknown", type_name)).collect();
@@ -173,6 +189,20 @@ impl Binder<'_> {
                     out.push(if k < 3 { self.result_cast(e, t, Some(want))? } else { self.int4_param(e, t, &sig())? });
                 }
                 Ok((Expr::Func(Func::WidthBucket, out), Some(Int4)))
+            }
+            "age" | "make_interval" | "justify_days" | "justify_hours" | "justify_interval" => self.interval_function(name, bound, &sig()),
+            "isfinite" => {
+                arity(1, 1)?;
+                let (e, t) = bound.into_iter().next().ok_or_else(|| SqlError::undefined_function(&sig()))?;
+                match t {
+                    Some(DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Interval) => {}
+                    None => {
+                        return Err(SqlError::new("42725", format!("function {} is not unique", sig()))
+                            .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
+                    }
+                    Some(_) => return Err(SqlError::undefined_function(&sig())),
+                }
+                Ok((Expr::Func(Func::IsFinite, vec![e]), Some(DataType::Bool)))
             }
             "make_date" => {
                 arity(3, 3)?;
@@ -451,10 +481,7 @@ impl Binder<'_> {
                 return Err(SqlError::new("42725", format!("function pg_catalog.{name}(unknown, unknown) is not unique"))
                     .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
             }
-            Some(DataType::Time(_) | DataType::Interval) => {
-                let what = if numeric { "EXTRACT" } else { "date_part" };
-                return Err(SqlError::unsupported(format!("{what} from {}", type_name(t.unwrap_or(DataType::Interval)))));
-            }
+            Some(DataType::Time(_) | DataType::Interval) => (x, t),
             Some(other) => {
                 let what = if numeric { "extract" } else { "date_part" };
                 return Err(SqlError::undefined_function(&format!("{what}(unknown, {})", type_name(other))));

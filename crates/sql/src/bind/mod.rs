@@ -22,6 +22,7 @@ mod merge;
 mod expr;
 mod from;
 mod function;
+mod interval_fns;
 mod operator;
 mod recursive;
 mod schema;
@@ -44,7 +45,7 @@ pub use coerce::map_type;
 pub type Ty = Option<DataType>;
 
 pub fn bind_statement(catalog: &Catalog, stmt: &ast::Statement) -> Result<Prepared> {
-    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, view_depth: 0 };
+    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false, view_depth: 0 };
     let mut plan = b.statement(stmt).map_err(|e| in_user_schema(catalog, e))?;
     if let Plan::Select(s) = &mut plan {
         cast::finish_output(s);
@@ -163,6 +164,12 @@ pub(crate) struct Binder<'c> {
     pub(crate) sublink_depth: usize,
     /// Work tables handed out to WITH RECURSIVE queries of this statement.
     pub(crate) work_tables: usize,
+    /// Inside an expression PostgreSQL's planner drops without simplifying
+    /// it (a COALESCE argument after a non-null constant, a CASE arm after
+    /// a true or with a false condition, AND after false, OR after true):
+    /// a constant that fails to fold stays unfolded there, so its error
+    /// comes only if it is evaluated, which it never is ([`Binder::lazily`]).
+    pub(crate) lazy_folding: bool,
     /// Views being expanded around the query now bound.
     pub(crate) view_depth: usize,
 }

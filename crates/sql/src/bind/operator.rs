@@ -5,6 +5,7 @@ use pgtier_engine::DataType;
 use sqlparser::ast::{self, ObjectName};
 
 use super::array::is_array_ast;
+use super::coerce::constant_truth;
 use super::{Binder, ExprCtx, Scope, Ty, parts};
 use crate::error::{Result, SqlError};
 use crate::expr::{BitOp, CmpOp, Expr, Func, SysFunc};
@@ -34,7 +35,14 @@ impl Binder<'_> {
             return Ok((Expr::Cmp(c, x.boxed(), y.boxed()), Some(DataType::Bool)));
         }
         let (x, xt) = self.expr(left, scope, ctx)?;
-        let (y, yt) = self.expr(right, scope, ctx)?;
+        // PostgreSQL stops simplifying an AND at a false constant, an OR at
+        // a true one (simplify_and_arguments).
+        let decided = match op {
+            B::And => constant_truth(&x) == Some(Some(false)),
+            B::Or => constant_truth(&x) == Some(Some(true)),
+            _ => false,
+        };
+        let (y, yt) = self.lazily(decided, |b| b.expr(right, scope, ctx))?;
         match op {
             B::And | B::Or => {
                 let name = if matches!(op, B::And) { "AND" } else { "OR" };
@@ -143,8 +151,15 @@ impl Binder<'_> {
             (Category::Interval, Category::DateTime) if op == ArithOp::Add => instant_type(yt),
             (Category::Time, Category::Interval) if matches!(op, ArithOp::Add | ArithOp::Sub) => DataType::Time(None),
             (Category::Interval, Category::Time) if op == ArithOp::Add => DataType::Time(None),
-            (Category::Interval, Category::Numeric) | (Category::Numeric, Category::Interval) if matches!(op, ArithOp::Mul | ArithOp::Div) => {
-                return Err(SqlError::unsupported("interval multiplied or divided by a number"));
+            // interval * float8, float8 * interval, interval / float8: the
+            // number is cast to float8 as PostgreSQL's implicit casts do.
+            (Category::Interval, Category::Numeric) if matches!(op, ArithOp::Mul | ArithOp::Div) => {
+                let y = if value::is_float(yt) { y } else { Expr::Cast(y.boxed(), DataType::Float8, false) };
+                return self.interval_scaled(op, x, y);
+            }
+            (Category::Numeric, Category::Interval) if op == ArithOp::Mul => {
+                let x = if value::is_float(xt) { x } else { Expr::Cast(x.boxed(), DataType::Float8, false) };
+                return self.interval_scaled(op, y, x);
             }
             // PostgreSQL finds several candidates (time + interval, date + time).
             (Category::Time, Category::Time) if op == ArithOp::Add => {
@@ -165,9 +180,19 @@ impl Binder<'_> {
             (x, y)
         };
         if let (Expr::Const(a), Expr::Const(b)) = (&x, &y) {
-            return Ok((Expr::Const(value::arith(op, a, b, result)?), Some(result)));
+            let folded = value::arith(op, a, b, result);
+            return Ok((self.folded(folded, || Expr::Arith(op, x.boxed(), y.boxed(), result))?, Some(result)));
         }
         Ok((Expr::Arith(op, x.boxed(), y.boxed(), result), Some(result)))
+    }
+
+    /// `interval * float8` (either order: `v` is the interval) or `interval / float8`.
+    fn interval_scaled(&mut self, op: ArithOp, v: Expr, factor: Expr) -> Result<(Expr, Ty)> {
+        if let (Expr::Const(a), Expr::Const(b)) = (&v, &factor) {
+            let folded = value::arith(op, a, b, DataType::Interval);
+            return Ok((self.folded(folded, || Expr::Arith(op, v.boxed(), factor.boxed(), DataType::Interval))?, Some(DataType::Interval)));
+        }
+        Ok((Expr::Arith(op, v.boxed(), factor.boxed(), DataType::Interval), Some(DataType::Interval)))
     }
 
     /// `~`, `~*`, `!~`, `!~*` (also as `OPERATOR(pg_catalog.~)`); None if `op` is not one.
@@ -230,7 +255,12 @@ impl Binder<'_> {
 /// A timestamp or time plus an untyped literal: PostgreSQL has no
 /// timestamp + timestamp, so the literal is an interval.
 fn untyped_addend(op: ArithOp, t: DataType) -> DataType {
-    if op == ArithOp::Add && matches!(t, DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_)) { DataType::Interval } else { t }
+    match (op, t) {
+        (ArithOp::Add, DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_)) => DataType::Interval,
+        // interval's only * and / take a float8.
+        (ArithOp::Mul | ArithOp::Div, DataType::Interval) => DataType::Float8,
+        _ => t,
+    }
 }
 
 /// date/timestamp ± interval is a timestamp; timestamptz ± interval a timestamptz.

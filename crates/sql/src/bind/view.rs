@@ -167,9 +167,12 @@ impl Binder<'_> {
         };
         let ctes = std::mem::take(&mut self.ctes);
         let correlated = self.correlated;
+        // The view's query is bound as a statement of its own.
+        let lazy = std::mem::replace(&mut self.lazy_folding, false);
         self.view_depth += 1;
         let plan = self.query(&q, None);
         self.view_depth -= 1;
+        self.lazy_folding = lazy;
         self.ctes = ctes;
         self.correlated = correlated;
         let plan = plan?;

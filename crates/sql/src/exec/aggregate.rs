@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
-use pgtier_engine::{DataType, Numeric, Value};
+use pgtier_engine::{DataType, Interval, Numeric, Value};
 
 use super::{Exec, row_bytes};
 use crate::error::{Result, SqlError};
@@ -50,7 +50,7 @@ impl Hash for GroupKey {
                 Value::Bytea(b) => b.hash(h),
                 // As the timestamp it equals (past that range none does,
                 // and wrapping only shares a hash).
-                Value::Date(d) => i64::from(*d).wrapping_mul(86_400_000_000).hash(h),
+                Value::Date(d) => value::date_micros(*d).unwrap_or_else(|_| i64::from(*d).wrapping_mul(86_400_000_000)).hash(h),
                 Value::Timestamp(t) | Value::TimestampTz(t) => t.hash(h),
                 Value::Uuid(u) => u.hash(h),
                 Value::Time(t) => t.hash(h),
@@ -68,6 +68,9 @@ pub(super) enum Acc {
     SumFloat(Option<f64>),
     AvgNum(Numeric, i64),
     AvgFloat(f64, i64),
+    /// sum(interval) (no count) and avg(interval): PostgreSQL's interval
+    /// sum, field by field, and its count.
+    SumInterval(Option<Interval>, i64),
     Extreme(Option<Value>),
     Collect(Vec<Value>),
     /// array_agg/string_agg with ORDER BY: each value with its sort keys.
@@ -77,6 +80,7 @@ pub(super) enum Acc {
 pub(super) fn new_acc(call: &AggCall) -> Acc {
     match call.func {
         AggFunc::Count | AggFunc::CountStar => Acc::Count(0),
+        AggFunc::Sum | AggFunc::Avg if call.ty == DataType::Interval => Acc::SumInterval(None, 0),
         AggFunc::Sum => match call.ty {
             DataType::Int8 => Acc::SumInt(None),
             DataType::Float4 | DataType::Float8 => Acc::SumFloat(None),
@@ -115,6 +119,14 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
             *s = value::numeric_arith(value::ArithOp::Add, *s, value::to_numeric(&v).ok_or_else(overflow)?)?;
             *c += 1;
         }
+        (Acc::SumInterval(s, c), Some(Value::Interval(v))) => {
+            *s = Some(match s {
+                Some(prev) => crate::interval::add(*prev, v)?,
+                None => v,
+            });
+            *c += 1;
+        }
+        (Acc::SumInterval(..), Some(other)) => return Err(SqlError::new("XX000", format!("an interval sum given {}", other.type_name()))),
         (Acc::AvgFloat(s, c), Some(v)) => {
             *s += value::to_f64(&v).unwrap_or(0.0);
             *c += 1;
@@ -181,6 +193,11 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
             }
         }
         Acc::Extreme(v) => v.unwrap_or(Value::Null),
+        Acc::SumInterval(None, _) => Value::Null,
+        Acc::SumInterval(Some(s), _) if call.func == AggFunc::Sum => Value::Interval(s),
+        // interval_avg: the sum divided by the count as a float8.
+        #[allow(clippy::cast_precision_loss)]
+        Acc::SumInterval(Some(s), c) => Value::Interval(crate::interval::scale(s, c as f64, true)?),
     })
 }
 

@@ -141,8 +141,10 @@ fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
             out.push(u8::from(*b));
             KeyClass::Bool
         }
+        // An infinite date is the infinite timestamp it equals.
         Value::Date(d) => {
-            out.extend_from_slice(&(i128::from(*d) * 86_400_000_000).to_le_bytes());
+            let micros = crate::value::date_micros(*d).map_or(i128::from(*d) * 86_400_000_000, i128::from);
+            out.extend_from_slice(&micros.to_le_bytes());
             KeyClass::DateTime
         }
         Value::Timestamp(t) | Value::TimestampTz(t) => {

@@ -6,6 +6,34 @@ use pgtier_engine::days_from_civil;
 
 use super::{MICROS_PER_DAY, MICROS_PER_SECOND, era};
 
+/// The special inputs of date, timestamp and timestamptz that name no
+/// calendar day PostgreSQL would parse: the infinities and `epoch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Special {
+    Infinity,
+    NegInfinity,
+    /// 1970-01-01 (00:00:00 UTC).
+    Epoch,
+}
+
+/// `t` (trimmed, any case) as a special input, if it is one.
+pub(super) fn special(t: &str) -> Option<Special> {
+    let word = t.trim().to_ascii_lowercase();
+    Some(match word.as_str() {
+        "infinity" => Special::Infinity,
+        "-infinity" => Special::NegInfinity,
+        "epoch" => Special::Epoch,
+        _ => return None,
+    })
+}
+
+/// The special inputs that mean the current date or time (`now`, `today`,
+/// `tomorrow`, `yesterday`), which pgtier does not take as input values.
+pub(super) fn is_relative_word(t: &str) -> bool {
+    let word = t.trim().to_ascii_lowercase();
+    matches!(word.as_str(), "now" | "today" | "tomorrow" | "yesterday")
+}
+
 /// A date, or a timestamp whose time part PostgreSQL's date input discards
 /// (`'1970-01-01 00:00:00Z'::date`, as pgx's simple protocol sends).
 pub(super) fn parse_date(t: &str) -> Option<i32> {

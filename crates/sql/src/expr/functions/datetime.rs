@@ -70,7 +70,7 @@ impl DateField {
         })
     }
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             DateField::Microseconds => "microseconds",
             DateField::Milliseconds => "milliseconds",
@@ -276,7 +276,7 @@ pub(super) fn to_timestamp_epoch(seconds: f64) -> Result<i64> {
         return Err(SqlError::new("22008", "timestamp cannot be NaN"));
     }
     if seconds.is_infinite() {
-        return Err(SqlError::unsupported("to_timestamp of infinity"));
+        return Ok(if seconds > 0.0 { pgtier_engine::TIMESTAMP_INFINITY } else { pgtier_engine::TIMESTAMP_NEG_INFINITY });
     }
     // PostgreSQL's range: 4714-11-24 BC (Julian day 0) to 294277-01-01.
     #[allow(clippy::cast_precision_loss)]

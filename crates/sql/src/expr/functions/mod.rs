@@ -2,6 +2,8 @@
 //! now, ...) here, the system functions in [`system`].
 
 mod datetime;
+mod infinity;
+mod interval_fns;
 mod math;
 mod regex;
 mod strings;
@@ -105,6 +107,15 @@ pub enum Func {
     ToTimestamp(bool),
     /// make_timestamp (false) or make_timestamptz (true).
     MakeTimestamp(bool),
+    /// age(timestamp, timestamp) (either kind: the fields are UTC's).
+    Age,
+    /// make_interval(years, months, weeks, days, hours, mins, secs).
+    MakeInterval,
+    JustifyDays,
+    JustifyHours,
+    JustifyInterval,
+    /// isfinite(date | timestamp | timestamptz | interval).
+    IsFinite,
     /// A system function ([`SysFunc`]).
     Sys(SysFunc),
 }
@@ -357,6 +368,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             };
             Value::Text(digest.iter().map(|b| format!("{b:02x}")).collect())
         }
+        Func::DateTrunc(_, _) if infinity::is_infinite(&vals[0]) => vals[0].clone(),
         Func::DateTrunc(unit, tz) => match &vals[0] {
             Value::Timestamp(t) | Value::TimestampTz(t) => {
                 let truncated = datetime::date_trunc(unit, *t)?;
@@ -365,7 +377,27 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             other => return Err(SqlError::undefined_function(&format!("date_trunc(text, {})", value::value_type_name(other)))),
         },
         Func::MakeDate => datetime::make_date(int(0), int(1), int(2))?,
-        Func::Extract(field, numeric) => datetime::extract(field, &vals[0], numeric)?,
+        Func::Extract(field, numeric) => match &vals[0] {
+            v @ (Value::Interval(_) | Value::Time(_)) => interval_fns::extract(field, v, numeric)?,
+            v if infinity::is_infinite(v) => infinity::extract(field, v, numeric)?,
+            v => datetime::extract(field, v, numeric)?,
+        },
+        // PostgreSQL 15 answers with the fields of i64's ends (292277 years ...).
+        Func::Age if vals.iter().any(infinity::is_infinite) => return Err(SqlError::unsupported("age of an infinite timestamp")),
+        Func::Age => match (&vals[0], &vals[1]) {
+            (Value::Timestamp(a) | Value::TimestampTz(a), Value::Timestamp(b) | Value::TimestampTz(b)) => Value::Interval(interval_fns::age(*a, *b)?),
+            (a, b) => return Err(SqlError::undefined_function(&format!("age({}, {})", value::value_type_name(a), value::value_type_name(b)))),
+        },
+        Func::IsFinite => Value::Bool(!infinity::is_infinite(&vals[0])),
+        Func::MakeInterval => Value::Interval(interval_fns::make_interval(int(0), int(1), int(2), int(3), int(4), int(5), value::to_f64(&vals[6]).unwrap_or(f64::NAN))?),
+        Func::JustifyDays | Func::JustifyHours | Func::JustifyInterval => {
+            let Value::Interval(v) = vals[0] else { return Err(SqlError::undefined_function(&format!("justify({})", value::value_type_name(&vals[0])))) };
+            Value::Interval(match f {
+                Func::JustifyDays => interval_fns::justify_days(v)?,
+                Func::JustifyHours => interval_fns::justify_hours(v)?,
+                _ => interval_fns::justify_interval(v)?,
+            })
+        }
         Func::Reverse => Value::Text(s0.chars().rev().collect()),
         Func::Chr => strings::chr(int(0))?,
         Func::Ascii => strings::ascii(s0),
@@ -394,8 +426,8 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         Func::Gcd | Func::Lcm => math::gcd_lcm(f == Func::Lcm, &vals[0], &vals[1])?,
         Func::Pi => Value::Float8(std::f64::consts::PI),
         Func::ToChar => match &vals[0] {
-            // An empty template gives NULL, as PostgreSQL's.
-            _ if s1(&vals).is_empty() => Value::Null,
+            // An empty template gives NULL, as PostgreSQL's; so does an infinity.
+            v if s1(&vals).is_empty() || infinity::is_infinite(v) => Value::Null,
             Value::Timestamp(t) | Value::TimestampTz(t) => Value::Text(datetime::to_char(*t, s1(&vals))?),
             other => return Err(SqlError::undefined_function(&format!("to_char({}, text)", value::value_type_name(other)))),
         },

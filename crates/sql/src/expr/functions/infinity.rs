@@ -1,0 +1,47 @@
+//! The infinite dates and timestamps (`'infinity'`, `'-infinity'`) in the
+//! date/time functions: PostgreSQL answers a field that keeps growing
+//! (year, epoch, ...) with an infinity, one that cycles (month, hour,
+//! ...) with NULL (NonFiniteTimestampTzPart, extract_date). pgtier's
+//! numeric has no infinity, so `EXTRACT` (numeric) of a growing field is
+//! refused rather than answered differently; `date_part` (float8) has one.
+
+use pgtier_engine::{DATE_NEG_INFINITY, TIMESTAMP_NEG_INFINITY, Value};
+
+use super::datetime::DateField;
+use crate::error::{Result, SqlError};
+use crate::value::{is_infinite_date, is_infinite_micros};
+
+/// Whether `v` is an infinite date, timestamp or timestamptz.
+pub(super) fn is_infinite(v: &Value) -> bool {
+    match v {
+        Value::Date(d) => is_infinite_date(*d),
+        Value::Timestamp(t) | Value::TimestampTz(t) => is_infinite_micros(*t),
+        _ => false,
+    }
+}
+
+/// extract (numeric) / date_part (float8) of `field` from an infinite `v`.
+pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Value> {
+    let negative = matches!(v, Value::Date(DATE_NEG_INFINITY) | Value::Timestamp(TIMESTAMP_NEG_INFINITY) | Value::TimestampTz(TIMESTAMP_NEG_INFINITY));
+    let type_name = v.type_name();
+    let growing = matches!(
+        field,
+        DateField::Year | DateField::Decade | DateField::Century | DateField::Millennium | DateField::Julian | DateField::IsoYear | DateField::Epoch
+    );
+    if growing {
+        if numeric {
+            return Err(SqlError::unsupported(format!("EXTRACT({} FROM infinite {type_name}) (numeric infinity)", field.name())));
+        }
+        return Ok(Value::Float8(if negative { f64::NEG_INFINITY } else { f64::INFINITY }));
+    }
+    // A date has no time of day or zone, infinite or not.
+    let time_field = matches!(
+        field,
+        DateField::Microseconds | DateField::Milliseconds | DateField::Second | DateField::Minute | DateField::Hour
+            | DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute
+    );
+    if matches!(v, Value::Date(_)) && time_field {
+        return Err(SqlError::unsupported(format!("unit \"{}\" not supported for type {type_name}", field.name())));
+    }
+    Ok(Value::Null)
+}
