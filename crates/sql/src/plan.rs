@@ -572,8 +572,18 @@ pub enum Plan {
     /// CREATE TABLE AS / SELECT INTO: the table, then `query`'s rows in it.
     CreateTableAs { def: TableDef, query: Box<SelectPlan>, if_not_exists: bool },
     CreateSequence { name: String, options: SequenceOptions, if_not_exists: bool },
-    /// DROP TABLE, or DROP SEQUENCE when `sequences`.
-    DropTable { names: Vec<String>, if_exists: bool, sequences: bool },
+    /// DROP TABLE, or DROP SEQUENCE when `sequences`; `cascade` drops the
+    /// views that use them too.
+    DropTable { names: Vec<String>, if_exists: bool, sequences: bool, cascade: bool },
+    /// CREATE [OR REPLACE] VIEW: `def` is the view's engine table (its
+    /// columns, its query in the annotation; see catalog/views.rs).
+    CreateView { def: TableDef, replace: bool },
+    /// CREATE SCHEMA [IF NOT EXISTS] name [AUTHORIZATION role].
+    CreateSchema { name: String, owner: Option<String>, if_not_exists: bool },
+    /// DROP SCHEMA [IF EXISTS] names (they hold nothing: CASCADE or not).
+    DropSchema { names: Vec<String>, if_exists: bool },
+    /// DROP VIEW; `cascade` drops the views that use them too.
+    DropView { names: Vec<String>, if_exists: bool, cascade: bool },
     /// TRUNCATE: tables in deletion order (referencing tables first);
     /// `restart_identity` resets their serial and identity sequences.
     Truncate { tables: Vec<Arc<TableSchema>>, restart_identity: bool },

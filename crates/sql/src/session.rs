@@ -480,10 +480,14 @@ impl Connection {
             Plan::CreateIndex { def, if_not_exists } => ex.create_index(def, *if_not_exists).map(|()| (Tag::Plain("CREATE INDEX"), 0)),
             Plan::CreateTableAs { def, query, if_not_exists } => ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)),
             Plan::Truncate { tables, restart_identity } => ex.truncate(tables, *restart_identity).map(|()| (Tag::Plain("TRUNCATE TABLE"), 0)),
-            Plan::DropTable { names, if_exists, sequences } => {
+            Plan::DropTable { names, if_exists, sequences, cascade } => {
                 let tag = if *sequences { "DROP SEQUENCE" } else { "DROP TABLE" };
-                ex.drop_tables(names, *if_exists, *sequences).map(|()| (Tag::Plain(tag), 0))
+                ex.drop_tables(names, *if_exists, *sequences, *cascade).map(|()| (Tag::Plain(tag), 0))
             }
+            Plan::CreateSchema { name, owner, if_not_exists } => ex.create_schema(name, owner.as_deref(), *if_not_exists).map(|()| (Tag::Plain("CREATE SCHEMA"), 0)),
+            Plan::DropSchema { names, if_exists } => ex.drop_schemas(names, *if_exists).map(|()| (Tag::Plain("DROP SCHEMA"), 0)),
+            Plan::CreateView { def, replace } => ex.create_view(def, *replace).map(|()| (Tag::Plain("CREATE VIEW"), 0)),
+            Plan::DropView { names, if_exists, cascade } => ex.drop_views(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP VIEW"), 0)),
             Plan::DropIndex { names, if_exists } => ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0)),
             Plan::AlterTable(a) => ex.alter_table(a).map(|()| (Tag::Plain(a.tag), 0)),
             Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Explain { .. } | Plan::Noop { .. } => Ok((Tag::Plain(""), 0)),

@@ -139,10 +139,16 @@ pub fn setting_display_name(key: &str) -> &str {
 
 /// Schemas of the search path that exist (`$user` never does here).
 pub(crate) fn search_path(settings: &HashMap<String, String>) -> Vec<String> {
+    search_path_with(settings, |_| false)
+}
+
+/// [`search_path`] where `made(name)` tells whether CREATE SCHEMA made a
+/// schema of that name.
+pub(crate) fn search_path_with(settings: &HashMap<String, String>, made: impl Fn(&str) -> bool) -> Vec<String> {
     let path = settings.get("search_path").cloned().unwrap_or_default();
     path.split(',')
         .map(|s| s.trim().trim_matches('"').to_owned())
-        .filter(|s| matches!(s.as_str(), "public" | "pg_catalog" | "information_schema"))
+        .filter(|s| matches!(s.as_str(), "public" | "pg_catalog" | "information_schema") || made(s))
         .collect()
 }
 

@@ -172,10 +172,14 @@ impl Binder<'_> {
             Some(ast::ReferentialAction::SetNull) => FkAction::SetNull,
             Some(ast::ReferentialAction::SetDefault) => return Err(SqlError::unsupported("ON DELETE SET DEFAULT")),
         };
+        let parent_table = object_name(&fk.foreign_table)?;
+        if self.catalog.table_by_name(&parent_table).is_some_and(|t| crate::catalog::is_view(t)) {
+            return Err(SqlError::new("42809", format!("referenced relation \"{parent_table}\" is not a table")));
+        }
         Ok(ForeignKeyDef {
             name: fk.name.as_ref().map(ident),
             columns,
-            parent_table: object_name(&fk.foreign_table)?,
+            parent_table,
             parent_columns: fk.referred_columns.iter().map(ident).collect(),
             on_delete,
         })
@@ -193,8 +197,8 @@ impl Binder<'_> {
         }
         let mut tables: Vec<Arc<TableSchema>> = Vec::new();
         for target in &t.table_names {
-            let table = self.table(&target.name)?;
-            if table.sequence.is_some() {
+            let table = self.relation(&target.name)?;
+            if table.sequence.is_some() || crate::catalog::is_view(&table) {
                 return Err(SqlError::new("42809", format!("\"{}\" is not a table", table.name)));
             }
             if !tables.iter().any(|x| x.id == table.id) {
@@ -364,7 +368,7 @@ impl Binder<'_> {
         if c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() || !c.constraints.is_empty() || !c.columns.is_empty() {
             return Err(SqlError::unsupported("CREATE TABLE (LIKE ...) with other table elements"));
         }
-        let source = self.table(&like.name)?;
+        let source = self.relation(&like.name)?;
         if source.sequence.is_some() {
             return Err(SqlError::unsupported("CREATE TABLE (LIKE a sequence)"));
         }
@@ -418,6 +422,9 @@ impl Binder<'_> {
                 return Err(SqlError::unsupported(format!("index method {using}")));
             }
         let table = object_name(&c.table_name)?;
+        if self.catalog.table_by_name(&table).is_some_and(|t| crate::catalog::is_view(t)) {
+            return Err(SqlError::new("42809", format!("cannot create index on relation \"{table}\"")).with_detail("This operation is not supported for views."));
+        }
         let columns = index_columns(&c.columns)?;
         let name = match &c.name {
             Some(n) => object_name(n)?,

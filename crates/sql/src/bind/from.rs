@@ -141,10 +141,14 @@ impl Binder<'_> {
                 let (cte_name, schema, source) = self.cte_source(k)?;
                 (cte_name, schema, source, alias)
             }
-            ast::TableFactor::Table { name, alias, args: None, .. } => {
-                let Some(rel) = system_relation(name)? else { return Ok(None) };
-                (rel.def().name.to_owned(), rel.schema(), VirtualSource::System(rel), alias)
-            }
+            ast::TableFactor::Table { name, alias, args: None, .. } => match system_relation(name)? {
+                Some(rel) => (rel.def().name.to_owned(), rel.schema(), VirtualSource::System(rel), alias),
+                None => {
+                    let Some(v) = self.view_named(name)? else { return Ok(None) };
+                    let (schema, source) = self.expand_view(&v)?;
+                    (v.name.clone(), schema, source, alias)
+                }
+            },
             ast::TableFactor::Table { name, alias, args: Some(targs), with_ordinality, .. } => {
                 if targs.settings.is_some() {
                     return Err(SqlError::unsupported("table function settings"));

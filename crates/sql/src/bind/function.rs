@@ -559,7 +559,10 @@ fn bind_function(
         }
         ("has_column_privilege", 3 | 4) => (SysFunc::HasPrivilege, vec![Text; n], Bool),
         ("pg_relation_is_publishable", 1) => (SysFunc::RelationIsPublishable, vec![Int8], Bool),
-        ("pg_get_statisticsobjdef_columns" | "pg_get_triggerdef" | "pg_get_viewdef" | "pg_get_partkeydef" | "pg_get_ruledef", 1 | 2) => {
+        // pg_get_viewdef(text) names the view; an untyped literal picks it, as in PostgreSQL.
+        ("pg_get_viewdef", 1 | 2) if matches!(args[0].1, None | Some(Text)) => (SysFunc::ViewDefByName, vec![Text, Bool][..n].to_vec(), Text),
+        ("pg_get_viewdef", 1 | 2) => (SysFunc::ViewDef, vec![Int8, Bool][..n].to_vec(), Text),
+        ("pg_get_statisticsobjdef_columns" | "pg_get_triggerdef" | "pg_get_partkeydef" | "pg_get_ruledef", 1 | 2) => {
             (SysFunc::NullResult, vec![Int8; n], Text)
         }
         ("pg_get_serial_sequence", 2) => (SysFunc::SerialSequence, vec![Text, Text], Text),

@@ -26,8 +26,10 @@ mod function;
 mod interval_fns;
 mod operator;
 mod recursive;
+mod schema;
 mod select;
 mod setop;
+mod view;
 mod window;
 
 use std::sync::Arc;
@@ -44,13 +46,25 @@ pub use coerce::map_type;
 pub type Ty = Option<DataType>;
 
 pub fn bind_statement(catalog: &Catalog, stmt: &ast::Statement) -> Result<Prepared> {
-    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false };
-    let mut plan = b.statement(stmt)?;
+    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false, view_depth: 0 };
+    let mut plan = b.statement(stmt).map_err(|e| in_user_schema(catalog, e))?;
     if let Plan::Select(s) = &mut plan {
         cast::finish_output(s);
     }
     let param_types = b.params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
     Ok(Prepared { plan, param_types, deps: b.deps, indexes: b.indexes })
+}
+
+/// Names are resolved in public alone (and pg_catalog / information_schema
+/// for the system relations), so a name in a schema of CREATE SCHEMA's is
+/// first "schema does not exist"; such a schema exists and holds nothing
+/// pgtier can put there: 0A000 says so.
+fn in_user_schema(catalog: &Catalog, e: SqlError) -> SqlError {
+    let schema = (e.sqlstate == "3F000").then(|| e.message.strip_prefix("schema \"").and_then(|m| m.strip_suffix("\" does not exist"))).flatten();
+    match schema {
+        Some(s) if crate::catalog::user_schema_named(catalog, s).is_some() => SqlError::unsupported(format!("relations in schema \"{s}\" (pgtier keeps them in public)")),
+        _ => e,
+    }
 }
 
 pub fn ident(i: &Ident) -> String {
@@ -157,6 +171,8 @@ pub(crate) struct Binder<'c> {
     /// a constant that fails to fold stays unfolded there, so its error
     /// comes only if it is evaluated, which it never is ([`Binder::lazily`]).
     pub(crate) lazy_folding: bool,
+    /// Views being expanded around the query now bound.
+    pub(crate) view_depth: usize,
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in
@@ -215,7 +231,19 @@ fn truncate(s: &str) -> String {
 }
 
 impl<'c> Binder<'c> {
+    /// A stored table to write or change: not a view (pgtier does not
+    /// write through views, PostgreSQL's automatically updatable ones
+    /// included).
     fn table(&mut self, name: &ObjectName) -> Result<Arc<TableSchema>> {
+        let t = self.relation(name)?;
+        if crate::catalog::is_view(&t) {
+            return Err(SqlError::unsupported(format!("writing to view \"{}\"", t.name)));
+        }
+        Ok(t)
+    }
+
+    /// A stored table or view by name.
+    fn relation(&mut self, name: &ObjectName) -> Result<Arc<TableSchema>> {
         if let Some(rel) = from::system_relation(name)? {
             return Err(SqlError::new("42501", format!("permission denied for table {}", rel.def().name)));
         }
@@ -269,11 +297,17 @@ impl<'c> Binder<'c> {
                 let options = self.sequence_options(ty, sequence_options)?;
                 Ok(Plan::CreateSequence { name: object_name(name)?, options, if_not_exists: *if_not_exists })
             }
-            S::Drop { object_type, if_exists, names, cascade: _, restrict: _, purge: _, temporary: _, table: _ } => {
+            S::CreateView(cv) => self.create_view(cv),
+            S::CreateSchema { schema_name, if_not_exists, with: None, options: None, default_collate_spec: None, clone: None } => self.create_schema(schema_name, *if_not_exists),
+            S::Drop { object_type: ast::ObjectType::Schema, if_exists, names, .. } => Ok(Plan::DropSchema { names: schema::drop_schema_names(names)?, if_exists: *if_exists }),
+            S::Drop { object_type, if_exists, names, cascade, restrict: _, purge: _, temporary: _, table: _ } => {
                 let names = names.iter().map(object_name).collect::<Result<Vec<_>>>()?;
+                let cascade = *cascade;
                 match object_type {
-                    ast::ObjectType::Table => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: false }),
-                    ast::ObjectType::Sequence => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: true }),
+                    ast::ObjectType::Table => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: false, cascade }),
+                    ast::ObjectType::Sequence => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: true, cascade }),
+                    ast::ObjectType::View => Ok(Plan::DropView { names, if_exists: *if_exists, cascade }),
+                    ast::ObjectType::Schema => unreachable!("handled above"),
                     ast::ObjectType::Index => Ok(Plan::DropIndex { names, if_exists: *if_exists }),
                     other => Err(SqlError::unsupported(format!("DROP {other}"))),
                 }
@@ -288,6 +322,11 @@ impl<'c> Binder<'c> {
             S::Savepoint { name } => Ok(Plan::Txn(TxnCommand::Savepoint(ident(name)))),
             S::ReleaseSavepoint { name } => Ok(Plan::Txn(TxnCommand::Release(ident(name)))),
             S::Set(set) => self.set(set),
+            // RESET x is SET x TO DEFAULT.
+            S::Reset(ast::ResetStatement { reset: ast::Reset::ConfigurationParameter(name) }) => {
+                let name = name.0.iter().map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident)).collect::<Vec<_>>().join(".");
+                Ok(Plan::Set { name, value: "DEFAULT".into(), local: false })
+            }
             S::ShowVariable { variable } => {
                 let name = variable.iter().map(|i| i.value.to_lowercase()).collect::<Vec<_>>().join(" ");
                 Ok(Plan::Show { name })

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use pgtier_engine::{Catalog, Column, DataType, ForeignKey, SequenceDefault, TableSchema, Value};
 
 use super::pg_type::{TypeMatch, column_type_info};
-use super::rows::{TableIndex, all_indexes, text, user_columns, user_tables};
+use super::rows::{TableIndex, all_indexes, text, user_columns, user_tables, user_views};
+use super::views::is_view;
+use super::{is_auto_updatable, view_definition};
 use super::{BUILTIN_TYPES, NS_PUBLIC, RELATIONS, Schema, SysCtx, column_default_text, table_oid, type_by_oid};
 
 /// Appends the rows of information_schema view `name`.
@@ -14,6 +16,9 @@ pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         "schemata" => {
             for (name, owner) in [("information_schema", ctx.user()), ("pg_catalog", ctx.user()), ("pg_toast", ctx.user()), ("public", "pg_database_owner".to_owned())] {
                 out.extend([Value::Text(ctx.database()), text(name), Value::Text(owner), Value::Null, Value::Null, Value::Null, Value::Null]);
+            }
+            for s in super::schemas::user_schemas(ctx.catalog) {
+                out.extend([Value::Text(ctx.database()), Value::Text(s.name), Value::Text(s.owner), Value::Null, Value::Null, Value::Null, Value::Null]);
             }
         }
         "tables" => {
@@ -24,12 +29,29 @@ pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                     text("YES"), text("NO"), Value::Null,
                 ]);
             }
+            for v in user_views(ctx.catalog) {
+                let insertable = if is_auto_updatable(ctx.catalog, v) { "YES" } else { "NO" };
+                out.extend([
+                    Value::Text(db.clone()), text("public"), text(&v.name), text("VIEW"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
+                    text(insertable), text("NO"), Value::Null,
+                ]);
+            }
             for r in RELATIONS {
                 let schema = if r.schema == Schema::PgCatalog { "pg_catalog" } else { "information_schema" };
                 let ty = if r.kind == "v" { "VIEW" } else { "BASE TABLE" };
                 out.extend([
                     Value::Text(db.clone()), text(schema), text(r.name), text(ty), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
                     text(if r.kind == "v" { "NO" } else { "YES" }), text("NO"), Value::Null,
+                ]);
+            }
+        }
+        "views" => {
+            for v in user_views(ctx.catalog) {
+                let def = view_definition(ctx.catalog, v, false).map_or(Value::Null, Value::Text);
+                let updatable = if is_auto_updatable(ctx.catalog, v) { "YES" } else { "NO" };
+                out.extend([
+                    Value::Text(ctx.database()), text("public"), text(&v.name), def, text("NONE"), text(updatable), text(updatable), text("NO"), text("NO"),
+                    text("NO"),
                 ]);
             }
         }
@@ -42,8 +64,17 @@ pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
 
 fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let db = ctx.database();
-    for t in user_tables(ctx.catalog) {
+    for t in user_tables(ctx.catalog).into_iter().chain(user_views(ctx.catalog)) {
+        let updatable = !is_view(t) || is_auto_updatable(ctx.catalog, t);
+        let numeric_any = super::views::view_def(t).map(|d| d.numeric_any).unwrap_or_default();
         for (c, col) in user_columns(t) {
+            let fixed;
+            let col = if numeric_any.contains(&c) {
+                fixed = Column { ty: crate::value::NUMERIC_ANY, ..col.clone() };
+                &fixed
+            } else {
+                col
+            };
             let typ = column_type_info(col.ty).type_oid;
             let TypeMatch { base: row, .. } = type_by_oid(typ).unwrap_or(TypeMatch { base: &BUILTIN_TYPES[0], is_array: false });
             let data_type = match col.ty {
@@ -85,7 +116,7 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 text(row.name), Value::Null, Value::Null, Value::Null, Value::Null, Value::Text(position.to_string()), text("NO"),
             ]);
             out.extend(identity_info(ctx.catalog, col));
-            out.extend([text("NEVER"), Value::Null, text("YES")]);
+            out.extend([text("NEVER"), Value::Null, text(if updatable { "YES" } else { "NO" })]);
         }
     }
 }

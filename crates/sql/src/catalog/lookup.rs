@@ -29,7 +29,9 @@ pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: Reg
             }
         }
         RegKind::Type => type_by_oid(oid).map(|_| format_type(oid, None)),
-        RegKind::Namespace => namespace_name(oid).map(str::to_owned),
+        RegKind::Namespace => namespace_name(oid)
+            .map(str::to_owned)
+            .or_else(|| super::schemas::user_schemas(catalog).into_iter().find(|s| s.oid == oid).map(|s| quote_ident(&s.name))),
         RegKind::Role => (oid == OWNER_OID).then(|| settings.get("session_authorization").cloned().unwrap_or_default()),
     };
     name.unwrap_or_else(|| oid.to_string())
@@ -80,6 +82,8 @@ pub fn reg_lookup(catalog: &Catalog, settings: &HashMap<String, String>, kind: R
                 Some("pg_catalog") => system(Schema::PgCatalog).ok_or_else(missing),
                 Some("information_schema") => system(Schema::InformationSchema).ok_or_else(missing),
                 Some("public") => user().ok_or_else(missing),
+                // A schema of CREATE SCHEMA's holds no relation.
+                Some(s) if super::schemas::user_schema_named(catalog, s).is_some() => Err(missing()),
                 Some(s) => Err(SqlError::new("3F000", format!("schema \"{s}\" does not exist"))),
                 None => system(Schema::PgCatalog).or_else(user).ok_or_else(missing),
             }
@@ -93,6 +97,7 @@ pub fn reg_lookup(catalog: &Catalog, settings: &HashMap<String, String>, kind: R
             [NS_PG_CATALOG, NS_PUBLIC, NS_INFORMATION_SCHEMA, NS_PG_TOAST]
                 .into_iter()
                 .find(|o| namespace_name(*o) == Some(n.as_str()))
+                .or_else(|| super::schemas::user_schema_named(catalog, &n).map(|s| s.oid))
                 .ok_or_else(|| SqlError::new("3F000", format!("schema \"{t}\" does not exist")))
         }
         RegKind::Role => {

@@ -15,6 +15,9 @@ mod lookup;
 mod pg_type;
 mod relations;
 mod rows;
+mod schemas;
+mod viewdef;
+mod views;
 
 use std::sync::Arc;
 
@@ -25,6 +28,9 @@ pub use lookup::{reg_lookup, reg_name, split_qualified};
 pub use pg_type::{BUILTIN_TYPES, BuiltinType, ColumnTypeInfo, TypeMatch, column_type_info, type_by_name, type_by_oid};
 pub use relations::{RELATIONS, RelDef, SysColumn, T};
 pub use rows::rows;
+pub use schemas::{UserSchema, is_schema, schema_annotation, schema_table_name, user_schema_named, user_schemas};
+pub use viewdef::{is_auto_updatable, view_definition};
+pub use views::{NUMERIC_ANY_STAND_IN, VIEW_MAGIC, ViewDef, column_types, dependent_views, is_view, view_def, views};
 
 use crate::error::{Result, SqlError};
 
@@ -70,6 +76,10 @@ const ATTRDEF_BASE: i64 = USER_BASE + 4_000_000;
 /// CHECK constraints: table id * CHECKS_PER_TABLE + position.
 const CHECK_BASE: i64 = USER_BASE + 5_000_000;
 const CHECKS_PER_TABLE: i64 = 1_000;
+/// A view's `_RETURN` rule (pg_rewrite): the view's table id. Only
+/// pg_rewrite shows these; nothing resolves them (pg_get_ruledef is NULL),
+/// so their overlap with CHECK OIDs of tables past id 1000 is harmless.
+const REWRITE_BASE: i64 = USER_BASE + 6_000_000;
 
 pub fn table_oid(t: &TableSchema) -> i64 {
     relation_oid(t.id)
@@ -85,6 +95,9 @@ fn fk_oid(f: &ForeignKey) -> i64 {
 }
 fn index_constraint_oid(i: &IndexSchema) -> i64 {
     INDEX_CONSTRAINT_BASE + i64::from(i.id.0)
+}
+fn rewrite_oid(v: &TableSchema) -> i64 {
+    REWRITE_BASE + i64::from(v.id.0)
 }
 fn attrdef_oid(t: &TableSchema, attnum: usize) -> i64 {
     ATTRDEF_BASE + i64::from(t.id.0) * 1_600 + attnum as i64

@@ -374,6 +374,16 @@ pub static RELATIONS: &[RelDef] = &[
     },
     RelDef {
         schema: Schema::PgCatalog,
+        name: "pg_rewrite",
+        oid: 2618,
+        kind: "r",
+        columns: &[
+            Col::new("oid", Oid), Col::new("rulename", Name), Col::new("ev_class", Oid), Col::new("ev_type", Char), Col::new("ev_enabled", Char),
+            Col::new("is_instead", Bool), Col::new("ev_qual", Tree), Col::new("ev_action", Tree),
+        ],
+    },
+    RelDef {
+        schema: Schema::PgCatalog,
         name: "pg_trigger",
         oid: 2620,
         kind: "r",
@@ -439,6 +449,24 @@ pub static RELATIONS: &[RelDef] = &[
         columns: &[
             Col::new("schemaname", Name), Col::new("tablename", Name), Col::new("indexname", Name), Col::new("tablespace", Name),
             Col::new("indexdef", Text),
+        ],
+    },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pg_views",
+        oid: 12_006,
+        kind: "v",
+        columns: &[Col::new("schemaname", Name), Col::new("viewname", Name), Col::new("viewowner", Name), Col::new("definition", Text)],
+    },
+    RelDef {
+        schema: Schema::InformationSchema,
+        name: "views",
+        oid: 13_006,
+        kind: "v",
+        columns: &[
+            Col::new("table_catalog", Name), Col::new("table_schema", Name), Col::new("table_name", Name), Col::new("view_definition", Text),
+            Col::new("check_option", Text), Col::new("is_updatable", Text), Col::new("is_insertable_into", Text),
+            Col::new("is_trigger_updatable", Text), Col::new("is_trigger_deletable", Text), Col::new("is_trigger_insertable_into", Text),
         ],
     },
     RelDef {

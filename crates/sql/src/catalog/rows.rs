@@ -11,6 +11,7 @@ use super::{
     OWNER_OID, RELATIONS, Schema, SysCtx, SystemRel, attrdef_oid, check_columns, check_oid, column_default_text, fk_oid, index_constraint_oid,
     index_def, index_oid, information_schema, namespace_oid, relation_oid, table_oid, type_by_oid,
 };
+use super::views::is_view;
 use crate::settings::{FIXED_SETTINGS, READ_ONLY_SETTINGS, setting_display_name};
 use crate::types::{Elem, array_text};
 
@@ -21,7 +22,12 @@ pub(super) fn text(s: &str) -> Value {
 /// Only the user's tables, in id order (stable output).
 /// Tables (not sequences, which are engine tables too).
 pub(super) fn user_tables(catalog: &Catalog) -> Vec<&Arc<TableSchema>> {
-    catalog.tables().filter(|t| t.sequence.is_none()).collect()
+    catalog.tables().filter(|t| t.sequence.is_none() && !is_view(t) && !super::schemas::is_schema(t)).collect()
+}
+
+/// Views (engine tables too, see `views.rs`), in id order.
+pub(super) fn user_views(catalog: &Catalog) -> Vec<&Arc<TableSchema>> {
+    super::views::views(catalog).collect()
 }
 
 pub(super) fn user_sequences(catalog: &Catalog) -> impl Iterator<Item = &Arc<TableSchema>> {
@@ -97,6 +103,9 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             for (oid, name) in [(NS_PG_CATALOG, "pg_catalog"), (NS_PUBLIC, "public"), (NS_INFORMATION_SCHEMA, "information_schema"), (NS_PG_TOAST, "pg_toast")] {
                 let owner = if oid == NS_PUBLIC { DATABASE_OWNER_ROLE } else { OWNER_OID };
                 out.extend([Value::Int8(oid), text(name), Value::Int8(owner), Value::Null]);
+            }
+            for s in super::schemas::user_schemas(catalog) {
+                out.extend([Value::Int8(s.oid), Value::Text(s.name), Value::Int8(OWNER_OID), Value::Null]);
             }
         }
         "pg_class" => class_rows(catalog, out),
@@ -218,6 +227,21 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 out.extend([text("public"), text(&t.name), Value::Text(ctx.user()), Value::Null, Value::Bool(true), Value::Bool(false), Value::Bool(false), Value::Bool(false)]);
             }
         }
+        // Each view's one rule, as PostgreSQL keeps it (the query itself is not shown as a node tree).
+        "pg_rewrite" => {
+            for v in user_views(catalog) {
+                out.extend([
+                    Value::Int8(super::rewrite_oid(v)), text("_RETURN"), Value::Int8(table_oid(v)), text("1"), text("O"), Value::Bool(true), text("<>"),
+                    Value::Null,
+                ]);
+            }
+        }
+        "pg_views" => {
+            for v in user_views(catalog) {
+                let def = super::view_definition(catalog, v, false).map_or(Value::Null, Value::Text);
+                out.extend([text("public"), text(&v.name), Value::Text(ctx.user()), def]);
+            }
+        }
         "pg_indexes" => {
             for TableIndex { table: t, index: i } in all_indexes(catalog) {
                 out.extend([text("public"), text(&t.name), text(&i.name), Value::Null, Value::Text(index_def(&t, &i, true))]);
@@ -239,8 +263,8 @@ fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             Value::Int8(oid), text(name), Value::Int8(ns), Value::Int8(0), Value::Int8(0), Value::Int8(OWNER_OID), Value::Int8(am),
             Value::Int8(if kind == "v" { 0 } else { oid }), Value::Int8(0), Value::Int4(0), Value::Float4(-1.0), Value::Int4(0), Value::Int8(0),
             Value::Bool(has_index), Value::Bool(false), text("p"), text(kind), Value::Int2(i16::try_from(natts).unwrap_or(i16::MAX)), Value::Int2(i16::try_from(checks).unwrap_or(i16::MAX)),
-            Value::Bool(false), Value::Bool(has_triggers), Value::Bool(false), Value::Bool(false), Value::Bool(false), Value::Bool(true),
-            text(if kind == "i" || kind == "S" { "n" } else { "d" }), Value::Bool(false), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Null, Value::Null,
+            Value::Bool(kind == "v"), Value::Bool(has_triggers), Value::Bool(false), Value::Bool(false), Value::Bool(false), Value::Bool(true),
+            text(if kind == "i" || kind == "S" || kind == "v" { "n" } else { "d" }), Value::Bool(false), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Null, Value::Null,
             Value::Null,
         ]);
     };
@@ -254,6 +278,9 @@ fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     }
     for s in user_sequences(catalog) {
         push(table_oid(s), &s.name, NS_PUBLIC, 0, "S", user_columns(s).count(), false, false, 0);
+    }
+    for v in user_views(catalog) {
+        push(table_oid(v), &v.name, NS_PUBLIC, 0, "v", user_columns(v).count(), false, false, 0);
     }
     for r in RELATIONS {
         push(r.oid, r.name, namespace_oid(r.schema), if r.kind == "v" { 0 } else { HEAP_AM }, r.kind, r.columns.len(), false, false, 0);
@@ -271,10 +298,12 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             Value::Null,
         ]);
     };
-    for t in user_tables(catalog).into_iter().chain(user_sequences(catalog)) {
+    for t in user_tables(catalog).into_iter().chain(user_sequences(catalog)).chain(user_views(catalog)) {
+        let numeric_any = super::views::view_def(t).map(|d| d.numeric_any).unwrap_or_default();
         for (c, col) in user_columns(t) {
             let hasdef = column_default_text(catalog, col).is_some();
-            push(table_oid(t), &col.name, t.attnum(c), column_type_info(col.ty), !col.nullable, hasdef, 0, identity_code(col));
+            let ty = if numeric_any.contains(&c) { crate::value::NUMERIC_ANY } else { col.ty };
+            push(table_oid(t), &col.name, t.attnum(c), column_type_info(ty), !col.nullable, hasdef, 0, identity_code(col));
         }
     }
     for TableIndex { table: t, index: i } in all_indexes(catalog) {

@@ -10,6 +10,7 @@ use crate::plan::{ColumnSequence, SelectPlan};
 
 impl Exec<'_> {
     pub fn create_table(&mut self, def: &TableDef, if_not_exists: bool) -> Result<()> {
+        self.check_creation_schema(&def.name)?;
         if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
             self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", def.name) });
             return Ok(());
@@ -46,6 +47,7 @@ impl Exec<'_> {
     /// CREATE TABLE whose serial or identity columns need their sequences
     /// made first (in the same transaction).
     pub fn create_table_with_sequences(&mut self, def: &TableDef, sequences: &[ColumnSequence], if_not_exists: bool) -> Result<()> {
+        self.check_creation_schema(&def.name)?;
         if !(if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some()) {
             // A name already taken is the engine's 42P07.
             for s in sequences {
@@ -56,6 +58,7 @@ impl Exec<'_> {
     }
 
     pub fn create_sequence(&mut self, name: &str, options: &SequenceOptions, if_not_exists: bool) -> Result<()> {
+        self.check_creation_schema(name)?;
         let cat = self.txn.catalog();
         if cat.table_by_name(name).is_some() || cat.index_by_name(name).is_some() {
             if if_not_exists {
@@ -106,11 +109,14 @@ impl Exec<'_> {
 
     /// DROP TABLE, or DROP SEQUENCE when `sequences`: each name must be of
     /// that kind (PostgreSQL's 42809 and its hint otherwise).
-    pub fn drop_tables(&mut self, names: &[String], if_exists: bool, sequences: bool) -> Result<()> {
+    pub fn drop_tables(&mut self, names: &[String], if_exists: bool, sequences: bool, cascade: bool) -> Result<()> {
         let (kind, other, other_kind) = if sequences { ("sequence", "table", "TABLE") } else { ("table", "sequence", "SEQUENCE") };
         let mut pending: Vec<String> = Vec::new();
         for n in names {
             if let Some(t) = self.txn.catalog().table_by_name(n) {
+                if crate::catalog::is_view(t) {
+                    return Err(SqlError::new("42809", format!("\"{n}\" is not a {kind}")).with_hint("Use DROP VIEW to remove a view."));
+                }
                 if t.sequence.is_some() != sequences {
                     return Err(SqlError::new("42809", format!("\"{n}\" is not a {kind}")).with_hint(format!("Use DROP {other_kind} to remove a {other}.")));
                 }
@@ -120,6 +126,9 @@ impl Exec<'_> {
             } else {
                 return Err(SqlError::new("42P01", format!("{kind} \"{n}\" does not exist")));
             }
+        }
+        for v in self.views_to_drop(&pending, kind, cascade)? {
+            self.txn.drop_table(&v)?;
         }
         // Children first, so a statement dropping a parent with its children works.
         while !pending.is_empty() {
@@ -136,6 +145,10 @@ impl Exec<'_> {
 
     pub fn drop_indexes(&mut self, names: &[String], if_exists: bool) -> Result<()> {
         for n in names {
+            if let Some(t) = self.txn.catalog().table_by_name(n) {
+                let kind = if crate::catalog::is_view(t) { "VIEW" } else if t.sequence.is_some() { "SEQUENCE" } else { "TABLE" };
+                return Err(SqlError::new("42809", format!("\"{n}\" is not an index")).with_hint(format!("Use DROP {kind} to remove a {}.", kind.to_lowercase())));
+            }
             if self.txn.catalog().index_by_name(n).is_none() {
                 if if_exists {
                     self.notices.push(SqlNotice { sqlstate: "00000", message: format!("index \"{n}\" does not exist, skipping") });

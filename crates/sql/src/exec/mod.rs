@@ -23,8 +23,10 @@ mod dml_join;
 mod hash_join;
 mod merge;
 mod scan;
+mod schema;
 mod select;
 mod sequence;
+mod view;
 mod virtual_rows;
 mod window;
 

@@ -12,7 +12,7 @@ use pgtier_engine::{Catalog, DataType, Value};
 use crate::expr::{CmpOp, Env, Expr, SubqueryRunner};
 use crate::catalog::{self as cat, RELATIONS, Schema, constraint_def, format_type, index_def, quote_ident, reg_lookup, reg_name};
 use crate::error::{Result, SqlError};
-use crate::settings::{READ_ONLY_SETTINGS, normalize_setting, search_path, setting_value};
+use crate::settings::{READ_ONLY_SETTINGS, normalize_setting, search_path, search_path_with, setting_value};
 use crate::types::{self, Elem, RegKind};
 use crate::value;
 
@@ -28,6 +28,10 @@ pub enum SysFunc {
     BackendPid,
     FormatType,
     IndexDef,
+    /// pg_get_viewdef(oid [, pretty]): NULL for what is not a view.
+    ViewDef,
+    /// pg_get_viewdef(name [, pretty]).
+    ViewDefByName,
     ConstraintDef,
     GetExpr,
     UserById,
@@ -306,10 +310,10 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             Value::Text(v)
         }
         SysFunc::CurrentDatabase => Value::Text(ctx.database()),
-        SysFunc::CurrentSchema => search_path(ctx.settings).into_iter().next().map_or(Value::Null, Value::Text),
+        SysFunc::CurrentSchema => search_path_with(ctx.settings, |s| cat::user_schema_named(catalog, s).is_some()).into_iter().next().map_or(Value::Null, Value::Text),
         SysFunc::CurrentSchemas => {
             let mut names: Vec<Value> = Vec::new();
-            let explicit = search_path(ctx.settings);
+            let explicit = search_path_with(ctx.settings, |s| cat::user_schema_named(catalog, s).is_some());
             if boolean(0) && !explicit.iter().any(|s| s == "pg_catalog") {
                 names.push(Value::Text("pg_catalog".into()));
             }
@@ -340,6 +344,17 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             }
             None => Value::Null,
         },
+        SysFunc::ViewDef => match cat::table_by_oid(catalog, int(0)).filter(|t| cat::is_view(t)) {
+            Some(v) => Value::Text(cat::view_definition(catalog, v, vals.len() > 1 && boolean(1))?),
+            None => Value::Null,
+        },
+        SysFunc::ViewDefByName => {
+            let oid = reg_lookup(catalog, ctx.settings, RegKind::Class, txt(0))?;
+            match cat::table_by_oid(catalog, oid).filter(|t| cat::is_view(t)) {
+                Some(v) => Value::Text(cat::view_definition(catalog, v, vals.len() > 1 && boolean(1))?),
+                None => Value::Null,
+            }
+        }
         SysFunc::ConstraintDef => match cat::constraint_by_oid(catalog, int(0)) {
             Some(c) => Value::Text(constraint_def(catalog, &c, boolean(1))),
             None => return Err(SqlError::new("XX000", format!("cache lookup failed for constraint {}", int(0)))),
