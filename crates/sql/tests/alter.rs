@@ -25,7 +25,14 @@ fn refused_alterations_name_themselves() {
     conn.execute_sql("CREATE TABLE c (id int PRIMARY KEY, pid int REFERENCES p)").unwrap();
     conn.execute_sql("CREATE TABLE one (only_col int)").unwrap();
     conn.execute_sql("CREATE SEQUENCE s").unwrap();
+    conn.execute_sql("CREATE TABLE under_view (id int PRIMARY KEY, v int)").unwrap();
+    conn.execute_sql("CREATE VIEW over_it AS SELECT id, v FROM under_view").unwrap();
     for (sql, names) in [
+        // A view keeps its query's text, so the columns it reads must stay
+        // (PostgreSQL follows a rename, and refuses drops and type changes).
+        ("ALTER TABLE under_view ALTER COLUMN v TYPE bigint", "view \"over_it\" depends on it"),
+        ("ALTER TABLE under_view RENAME COLUMN v TO w", "view \"over_it\" depends on it"),
+        ("ALTER TABLE over_it RENAME TO over_that", "ALTER of view"),
         ("ALTER TABLE p ADD COLUMN s serial", "serial or identity"),
         ("ALTER TABLE p ENABLE ROW LEVEL SECURITY", "ROW LEVEL SECURITY"),
         ("ALTER TABLE p ADD CONSTRAINT v_pos CHECK (v > 0) NOT VALID", "NOT VALID"),

@@ -181,6 +181,14 @@ impl Binder<'_> {
         if table.sequence.is_some() {
             return Err(SqlError::new("42809", format!("\"{}\" is not a table", table.name)));
         }
+        if crate::catalog::is_view(table) {
+            return Err(SqlError::unsupported(format!("ALTER of view \"{}\" (drop and create it again)", table.name)));
+        }
+        // A view keeps its query's text: a renamed, dropped or retyped
+        // column would leave it reading something else or nothing.
+        if let Some(view) = crate::catalog::dependent_views(self.catalog, &table.name).first() {
+            return Err(SqlError::unsupported(format!("ALTER TABLE \"{}\" while view \"{}\" depends on it", table.name, view.name)));
+        }
         if table.annotation.is_some() {
             return Err(SqlError::new(
                 "55000",
