@@ -32,7 +32,7 @@ fn refused_alterations_name_themselves() {
         // (PostgreSQL follows a rename, and refuses drops and type changes).
         ("ALTER TABLE under_view ALTER COLUMN v TYPE bigint", "view \"over_it\" depends on it"),
         ("ALTER TABLE under_view RENAME COLUMN v TO w", "view \"over_it\" depends on it"),
-        ("ALTER TABLE over_it RENAME TO over_that", "ALTER of view"),
+        ("ALTER TABLE over_it RENAME TO over_that", "view \"over_it\""),
         ("ALTER TABLE p ADD COLUMN s serial", "serial or identity"),
         ("ALTER TABLE p ENABLE ROW LEVEL SECURITY", "ROW LEVEL SECURITY"),
         ("ALTER TABLE p ADD CONSTRAINT v_pos CHECK (v > 0) NOT VALID", "NOT VALID"),
