@@ -86,17 +86,18 @@ pub(super) fn attnum(c: usize) -> i16 {
 
 
 /// Appends the rows of `rel` (flat, one value per column).
-pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) -> crate::error::Result<()> {
     let def = rel.def();
     let start = out.len();
     match def.schema {
-        Schema::PgCatalog => pg_catalog_rows(def.name, ctx, out),
-        Schema::InformationSchema => information_schema::rows(def.name, ctx, out),
+        Schema::PgCatalog => pg_catalog_rows(def.name, ctx, out)?,
+        Schema::InformationSchema => information_schema::rows(def.name, ctx, out)?,
     }
     debug_assert_eq!((out.len() - start) % def.columns.len(), 0, "{}: row width", def.name);
+    Ok(())
 }
 
-fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) -> crate::error::Result<()> {
     let catalog = ctx.catalog;
     match name {
         "pg_namespace" => {
@@ -238,7 +239,8 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         }
         "pg_views" => {
             for v in user_views(catalog) {
-                let def = super::view_definition(catalog, v, false).map_or(Value::Null, Value::Text);
+                // A definition pgtier cannot print as PostgreSQL does is an error, never NULL.
+                let def = Value::Text(super::view_definition(catalog, v, false)?);
                 out.extend([text("public"), text(&v.name), Value::Text(ctx.user()), def]);
             }
         }
@@ -255,6 +257,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         // functions in pg_proc).
         _ => {}
     }
+    Ok(())
 }
 
 fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
