@@ -11,7 +11,7 @@ use super::{is_auto_updatable, view_definition};
 use super::{BUILTIN_TYPES, NS_PUBLIC, RELATIONS, Schema, SysCtx, column_default_text, table_oid, type_by_oid};
 
 /// Appends the rows of information_schema view `name`.
-pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) -> crate::error::Result<()> {
+pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     match name {
         "schemata" => {
             for (name, owner) in [("information_schema", ctx.user()), ("pg_catalog", ctx.user()), ("pg_toast", ctx.user()), ("public", "pg_database_owner".to_owned())] {
@@ -47,8 +47,7 @@ pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) -> crate:
         }
         "views" => {
             for v in user_views(ctx.catalog) {
-                // A definition pgtier cannot print as PostgreSQL does is an error, never NULL.
-                let def = Value::Text(view_definition(ctx.catalog, v, false)?);
+                let def = view_definition(ctx.catalog, v, false).map_or(Value::Null, Value::Text);
                 let updatable = if is_auto_updatable(ctx.catalog, v) { "YES" } else { "NO" };
                 out.extend([
                     Value::Text(ctx.database()), text("public"), text(&v.name), def, text("NONE"), text(updatable), text(updatable), text("NO"), text("NO"),
@@ -61,7 +60,6 @@ pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) -> crate:
         "key_column_usage" => info_key_columns(ctx, out),
         _ => {}
     }
-    Ok(())
 }
 
 fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {

@@ -86,18 +86,17 @@ pub(super) fn attnum(c: usize) -> i16 {
 
 
 /// Appends the rows of `rel` (flat, one value per column).
-pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) -> crate::error::Result<()> {
+pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let def = rel.def();
     let start = out.len();
     match def.schema {
-        Schema::PgCatalog => pg_catalog_rows(def.name, ctx, out)?,
-        Schema::InformationSchema => information_schema::rows(def.name, ctx, out)?,
+        Schema::PgCatalog => pg_catalog_rows(def.name, ctx, out),
+        Schema::InformationSchema => information_schema::rows(def.name, ctx, out),
     }
     debug_assert_eq!((out.len() - start) % def.columns.len(), 0, "{}: row width", def.name);
-    Ok(())
 }
 
-fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) -> crate::error::Result<()> {
+fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let catalog = ctx.catalog;
     match name {
         "pg_namespace" => {
@@ -239,8 +238,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) -> crate:
         }
         "pg_views" => {
             for v in user_views(catalog) {
-                // A definition pgtier cannot print as PostgreSQL does is an error, never NULL.
-                let def = Value::Text(super::view_definition(catalog, v, false)?);
+                let def = super::view_definition(catalog, v, false).map_or(Value::Null, Value::Text);
                 out.extend([text("public"), text(&v.name), Value::Text(ctx.user()), def]);
             }
         }
@@ -257,7 +255,6 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) -> crate:
         // functions in pg_proc).
         _ => {}
     }
-    Ok(())
 }
 
 fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {

@@ -19,7 +19,7 @@ impl Exec<'_> {
         match source {
             VirtualSource::System(rel) => {
                 let Some(ctx) = self.system() else { return Ok(()) };
-                catalog::rows(*rel, &ctx, out)?;
+                catalog::rows(*rel, &ctx, out);
             }
             VirtualSource::Query(tree) => {
                 for r in self.set_rows(tree, env)? {
