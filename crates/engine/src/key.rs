@@ -8,6 +8,7 @@
 //! - interval: its span (30-day months, 24-hour days) as an i128, sign flipped
 //! - float: IEEE bits flipped so order is numeric; -0 = 0; NaN sorts last
 //! - text/bytea: bytes with 0x00 escaped as 0x00 0xFF, terminated by 0x00 0x00
+//! - jsonb: [`crate::json::sort_key`] (jsonb_cmp's order as bytes), escaped as text is
 //! - nullable columns (secondary indexes only) get a tag byte: 0x01 value, 0x02 NULL
 
 use crate::row::RowLayout;
@@ -43,6 +44,10 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         ValueRef::Uuid(u) => out.extend_from_slice(&u),
         // Intervals PostgreSQL finds equal ('1 day', '24 hours') share a key.
         ValueRef::Interval(v) => out.extend_from_slice(&(v.span().cast_unsigned() ^ (1 << 127)).to_be_bytes()),
+        // Values PostgreSQL finds equal ('1.0', '1') share a key.
+        ValueRef::Jsonb(s) => escape_bytes(out, &crate::json::sort_key(s)),
+        // json has no equality: no index accepts it (checked when defining).
+        ValueRef::Json(s) => escape_bytes(out, s.as_bytes()),
     }
     let _ = ty;
 }
@@ -215,6 +220,7 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
         (DataType::Time(_), Value::Time(t)) => ValueRef::Time(*t),
         (DataType::Uuid, Value::Uuid(u)) => ValueRef::Uuid(*u),
         (DataType::Interval, Value::Interval(v)) => ValueRef::Interval(*v),
+        (DataType::Jsonb, Value::Jsonb(s)) => ValueRef::Jsonb(s),
         _ => return false,
     };
     encode_column(out, converted, ty, tagged);

@@ -22,6 +22,7 @@ mod merge;
 mod expr;
 mod from;
 mod function;
+mod json;
 mod operator;
 mod recursive;
 mod select;
