@@ -121,7 +121,7 @@ fn scalar_cast(v: &Value, to: DataType) -> Result<Value> {
     let refuse = |kind: &str| SqlError::new("22023", format!("cannot cast jsonb {kind} to type {target}"));
     match (&t, to) {
         (Json::Bool(b), DataType::Bool) => Ok(Value::Bool(*b)),
-        (Json::Number(n), DataType::Bool) => Err(refuse(if n.is_empty() { "number" } else { "numeric" })),
+        (Json::Number(_), DataType::Bool) => Err(refuse("numeric")),
         (Json::Number(n), _) => {
             let num = value::parse_input(n, value::NUMERIC_ANY).map_err(|_| SqlError::unsupported(format!("jsonb number {n} beyond 38 digits")))?;
             value::cast(num, to, true)
@@ -600,7 +600,7 @@ impl JsonText for Value {
 }
 
 fn build_object(vals: &[Value], jsonb: bool) -> Result<Value> {
-    if vals.len() % 2 != 0 {
+    if !vals.len().is_multiple_of(2) {
         return Err(SqlError::new("22023", "argument list must have even number of elements")
             .with_hint(format!("The arguments of {}_build_object() must consist of alternating keys and values.", type_label(jsonb))));
     }
@@ -679,8 +679,8 @@ pub fn srf_rows(f: JsonSrf, doc: &Value) -> Result<Vec<Vec<Value>>> {
             }
             match tree(doc)? {
                 Json::Array(items) => Ok(items.iter().map(|v| vec![result(Some(v), true, text)]).collect()),
-                Json::Object(_) => Err(SqlError::new("22023", format!("cannot extract elements from an object"))),
-                _ => Err(SqlError::new("22023", format!("cannot extract elements from a scalar"))),
+                Json::Object(_) => Err(SqlError::new("22023", "cannot extract elements from an object")),
+                _ => Err(SqlError::new("22023", "cannot extract elements from a scalar")),
             }
         }
         JsonSrf::ObjectKeys { jsonb } => {
@@ -717,18 +717,8 @@ pub enum JsonAgg {
 /// The aggregate's value over the collected arguments (not empty).
 pub fn finish_agg(agg: JsonAgg, items: &[Value]) -> Result<Value> {
     match agg {
-        JsonAgg::Agg { jsonb: true } => Ok(jsonb_value(Json::Array(items.iter().map(from_value).collect::<Result<_>>()?))),
-        JsonAgg::Agg { jsonb: false } => {
-            let mut out = String::from("[");
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_json_text(v, &mut out);
-            }
-            out.push(']');
-            Ok(Value::Json(out))
-        }
+        // json_agg's layout is json_build_array's (`[1, 2]`).
+        JsonAgg::Agg { jsonb } => build_array(items, jsonb),
         JsonAgg::ObjectAgg { jsonb } => {
             let mut pairs = Vec::with_capacity(items.len());
             for pair in items {
