@@ -407,6 +407,10 @@ fn delete_value(j: Json, what: &Value) -> Result<Json> {
 fn delete_path(j: Json, path: &[Option<String>]) -> Result<Json> {
     let Some((first, rest)) = path.split_first() else { return Ok(j) };
     let Some(first) = first else { return Err(SqlError::new("22004", "path element at position 1 is null")) };
+    // jsonb_delete_path returns an empty container as it is, path or not.
+    if matches!(&j, Json::Array(v) if v.is_empty()) || matches!(&j, Json::Object(v) if v.is_empty()) {
+        return Ok(j);
+    }
     Ok(match j {
         Json::Object(pairs) => Json::Object(if rest.is_empty() {
             pairs.into_iter().filter(|(k, _)| k != first).collect()
