@@ -600,7 +600,10 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
     if v.is_null() {
         return Ok(Value::Null);
     }
-    if let Some(converted) = crate::json::cast(&v, to) {
+    // One compare of each side's tag for every other cast.
+    if (matches!(to, T::Json | T::Jsonb) || matches!(v, Value::Json(_) | Value::Jsonb(_)))
+        && let Some(converted) = crate::json::cast(&v, to)
+    {
         return converted;
     }
     Ok(match (to, v) {
