@@ -45,11 +45,13 @@ pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> 
         1184 => DataType::TimestampTz(precision),
         1083 => DataType::Time(precision),
         2950 => DataType::Uuid,
+        114 => DataType::Json,
+        3802 => DataType::Jsonb,
         // interval(p) and interval fields round and truncate what is stored.
         1186 if column.modifier == TypeModifier::None => DataType::Interval,
         1186 => return Err("Declare the column interval without fields or a precision.".into()),
         _ => {
-            return Err("Supported types: smallint, integer, bigint, numeric, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, time, interval, uuid.".into());
+            return Err("Supported types: smallint, integer, bigint, numeric, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, time, interval, uuid, json, jsonb.".into());
         }
     };
     let kind = ValueKind::for_type_oid(column.base_type_oid).ok_or_else(|| format!("No binary decoder for type oid {}.", column.base_type_oid))?;
@@ -84,6 +86,12 @@ pub fn engine_value(ty: DataType, value: PgValue<'_>) -> Result<Value, String> {
         (DataType::Time(_), PgValue::Time(v)) => Value::Time(v),
         (DataType::Interval, PgValue::Interval { months, days, micros }) => Value::Interval(pgtier_engine::Interval { months, days, micros }),
         (DataType::Uuid, PgValue::Uuid(v)) => Value::Uuid(v),
+        (DataType::Json, PgValue::Text(v)) => Value::Json(v.to_owned()),
+        // jsonb_send's text is jsonb_out's, already the canonical form;
+        // canonicalized again so keys and comparisons never see another.
+        (DataType::Jsonb, PgValue::Text(v)) => {
+            Value::Jsonb(pgtier_engine::json::canonical(v).map_err(|e| format!("jsonb value cannot be cached: {}", e.detail))?)
+        }
         (ty, value) => return Err(format!("a {value:?} does not fit type {}", ty.pg_name())),
     })
 }

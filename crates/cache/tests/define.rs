@@ -49,6 +49,10 @@ fn create_extra_tables() -> String {
                  time '00:00' + g * interval '5 minutes 1.2345 seconds', timestamp '1999-12-31 23:00' + g * interval '17 seconds',
                  CASE WHEN g % 5 = 0 THEN NULL ELSE (g - 100) * interval '1 mon 1 day 00:00:01.5' END
                FROM generate_series(1, 250) g ON CONFLICT DO NOTHING;
+             CREATE TABLE IF NOT EXISTS with_json (id integer PRIMARY KEY, s_id integer NOT NULL REFERENCES subscriber, j json, b jsonb UNIQUE);
+             INSERT INTO with_json SELECT g, g, CASE WHEN g % 4 = 0 THEN NULL ELSE format('{\"n\" : %s,  \"s\": \"v\\u00e9%s\", \"a\": [1.50, 1e2]}', g, g)::json END,
+                 CASE WHEN g % 5 = 0 THEN NULL ELSE format('{\"n\": %s, \"n\": %s.0, \"list\": [%s, \"x\", null, true], \"e\": {}}', g, g, g * 1.25)::jsonb END
+               FROM generate_series(1, 120) g ON CONFLICT DO NOTHING;
              CREATE SCHEMA IF NOT EXISTS other;
              CREATE TABLE IF NOT EXISTS other.t (id integer PRIMARY KEY);",
         )
@@ -219,4 +223,45 @@ fn unconstrained_numeric_loads_and_a_value_beyond_its_digits_stops_the_load() {
     create_group_tables(&db, &big).unwrap();
     let err = load_group(&db, || connect(&url).map_err(|e| panic!("{e}")), &big, &options).unwrap_err();
     assert!(err.to_string().contains("numeric"), "{err}");
+}
+
+#[test]
+fn json_and_jsonb_columns_cache_and_load_as_postgres_has_them() {
+    let url = url_with_extra_tables();
+    let group = define(&url, "subscriber", &["with_json"]).unwrap();
+    let table = &group.tables[1];
+    assert_eq!(table.types, [DataType::Int4, DataType::Int4, DataType::Json, DataType::Jsonb]);
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
+    create_group_tables(&db, &group).unwrap();
+    let options = LoadOptions { predicate: Some("s_id <= 100".into()), parallel: 2, ..LoadOptions::default() };
+    let report = load_group(&db, || connect(&url).map_err(|e| panic!("{e}")), &group, &options).unwrap();
+    assert_eq!(report.rows[1], ("with_json".to_owned(), 100));
+    let mut client = connect(&url).unwrap();
+    // json as it was written, jsonb as jsonb_out prints it.
+    let expected = common::postgres_dump(&mut client, &group, "with_json", "s_id <= 100");
+    assert_eq!(expected.len(), 100);
+    assert_eq!(cache_dump(&db, "with_json"), expected);
+    // The jsonb UNIQUE index finds each value PostgreSQL has, by value.
+    let id = db.catalog().table_by_name("with_json").unwrap().id;
+    let index = db.catalog().indexes_of(id).into_iter().find(|i| i.unique && !i.primary).unwrap().id;
+    let mut t = db.begin().unwrap();
+    let rows = client.query("SELECT b::text, id FROM with_json WHERE id IN (1, 7, 101)", &[]).unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        let b: String = row.get(0);
+        let id_value: i32 = row.get(1);
+        // Written with another spelling of the same value: found all the same.
+        let respelled = b.replacen("\"list\": [", "\"list\" : [ ", 1).replace(".25,", ".250,");
+        let mut hits = Vec::new();
+        t.scan_prefix(index, &[pgtier_engine::Value::Jsonb(pgtier_engine::json::canonical(&respelled).unwrap())], |r| {
+            hits.push((r.get(0).to_owned_value(), r.get(3).to_owned_value()));
+            Ok(true)
+        })
+        .unwrap();
+        let want = if id_value <= 100 { vec![(pgtier_engine::Value::Int4(id_value), pgtier_engine::Value::Jsonb(b.clone()))] } else { Vec::new() };
+        assert_eq!(hits, want, "{b}");
+    }
+    t.commit().unwrap();
+    db.verify().unwrap();
 }

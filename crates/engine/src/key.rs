@@ -9,6 +9,7 @@
 //! - interval: its span (30-day months, 24-hour days) as an i128, sign flipped
 //! - float: IEEE bits flipped so order is numeric; -0 = 0; NaN sorts last
 //! - text/bytea: bytes with 0x00 escaped as 0x00 0xFF, terminated by 0x00 0x00
+//! - jsonb: [`crate::json::sort_key`] (jsonb_cmp's order as bytes), escaped as text is
 //! - nullable columns (secondary indexes only) get a tag byte: 0x01 value, 0x02 NULL
 
 use crate::row::RowLayout;
@@ -46,6 +47,10 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         ValueRef::Uuid(u) => out.extend_from_slice(&u),
         // Intervals PostgreSQL finds equal ('1 day', '24 hours') share a key.
         ValueRef::Interval(v) => out.extend_from_slice(&(v.span().cast_unsigned() ^ (1 << 127)).to_be_bytes()),
+        // Values PostgreSQL finds equal ('1.0', '1') share a key.
+        ValueRef::Jsonb(s) => escape_bytes(out, &crate::json::sort_key(s)),
+        // json has no equality: no index accepts it (checked when defining).
+        ValueRef::Json(s) => escape_bytes(out, s.as_bytes()),
     }
 }
 
@@ -262,6 +267,7 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
         (DataType::Time(_), Value::Time(t)) => ValueRef::Time(*t),
         (DataType::Uuid, Value::Uuid(u)) => ValueRef::Uuid(*u),
         (DataType::Interval, Value::Interval(v)) => ValueRef::Interval(*v),
+        (DataType::Jsonb, Value::Jsonb(s)) => ValueRef::Jsonb(s),
         _ => return false,
     };
     encode_column(out, converted, ty, tagged);
@@ -333,6 +339,21 @@ mod tests {
         }
 
         #[test]
+        fn jsonb_key_order_is_jsonb_cmp(a in json_value(), b in json_value(), x: i32) {
+            use crate::json::Json;
+            let canon = |j: &Json| j.clone().into_jsonb().to_jsonb_text();
+            let (ta, tb) = (canon(&a), canon(&b));
+            let key = |t: &str| enc(&Value::Jsonb(t.to_owned()), DataType::Jsonb, true);
+            let (ka, kb) = (key(&ta), key(&tb));
+            prop_assert_eq!(reference_cmp(&a.clone().into_jsonb(), &b.clone().into_jsonb(), true), ka.cmp(&kb), "{} vs {}", ta, tb);
+            prop_assert_eq!(column_len(&ka, DataType::Jsonb, true), ka.len());
+            // Self-delimiting inside a composite key.
+            let mut both = ka.clone();
+            encode_column(&mut both, ValueRef::Int4(x), DataType::Int4, false);
+            prop_assert_eq!(column_len(&both, DataType::Jsonb, true), ka.len());
+        }
+
+        #[test]
         fn interval_order_is_span_order(a: (i32, i32, i64), b: (i32, i32, i64)) {
             let iv = |(months, days, micros): (i32, i32, i64)| crate::types::Interval { months, days, micros };
             let (x, y) = (iv(a), iv(b));
@@ -372,5 +393,77 @@ mod tests {
         assert_eq!(probe, enc(&Value::Text("ab  ".into()), DataType::Char(4), false));
         let mut probe = Vec::new();
         assert!(!encode_lookup(&mut probe, &Value::Int8(70_000), DataType::Int2, false));
+    }
+
+    /// Small JSON values whose numbers come in several spellings of equal values.
+    fn json_value() -> impl Strategy<Value = crate::json::Json> {
+        use crate::json::Json;
+        let number = (-30i64..30, 0u32..3, 0u32..2).prop_map(|(m, scale, pad)| {
+            let text = if scale == 0 { m.to_string() } else { format!("{}{}.{:0>w$}", if m < 0 { "-" } else { "" }, m.abs() / 10i64.pow(scale), m.abs() % 10i64.pow(scale), w = scale as usize) };
+            let text = if pad == 1 && scale > 0 { format!("{text}0") } else { text };
+            Json::Number(crate::json::numeric_text(&text).unwrap())
+        });
+        let leaf = prop_oneof![
+            Just(Json::Null),
+            any::<bool>().prop_map(Json::Bool),
+            number,
+            "[ab]{0,3}".prop_map(Json::String),
+        ];
+        leaf.prop_recursive(3, 12, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Json::Array),
+                prop::collection::vec(("[ab]{0,2}", inner), 0..3).prop_map(Json::Object),
+            ]
+        })
+    }
+
+    /// PostgreSQL's compareJsonbContainers, written directly on trees.
+    fn reference_cmp(a: &crate::json::Json, b: &crate::json::Json, top: bool) -> std::cmp::Ordering {
+        use crate::json::Json;
+        use std::cmp::Ordering;
+        let rank = |j: &Json| match j {
+            Json::Null => 0,
+            Json::String(_) => 1,
+            Json::Number(_) => 2,
+            Json::Bool(_) => 3,
+            Json::Array(_) => 4,
+            Json::Object(_) => 5,
+        };
+        let scalar = |j: &Json| !matches!(j, Json::Array(_) | Json::Object(_));
+        if top && (scalar(a) || scalar(b)) {
+            // A raw scalar is a one-element array marked raw.
+            let wrap = |j: &Json| if scalar(j) { (vec![j.clone()], true) } else if let Json::Array(v) = j { (v.clone(), false) } else { (Vec::new(), false) };
+            if matches!(a, Json::Object(_)) || matches!(b, Json::Object(_)) {
+                // Top level: a raw scalar is an array (rank 4).
+                let top_rank = |j: &Json| if scalar(j) { 4 } else { rank(j) };
+                return top_rank(a).cmp(&top_rank(b));
+            }
+            let ((va, ra), (vb, rb)) = (wrap(a), wrap(b));
+            let mut res = if ra != rb { if ra { Ordering::Less } else { Ordering::Greater } } else { Ordering::Equal };
+            if va.len() != vb.len() {
+                res = va.len().cmp(&vb.len());
+            }
+            if res != Ordering::Equal {
+                return res;
+            }
+            return va.iter().zip(&vb).map(|(x, y)| reference_cmp(x, y, false)).find(|o| *o != Ordering::Equal).unwrap_or(Ordering::Equal);
+        }
+        match (a, b) {
+            (Json::Number(x), Json::Number(y)) => x.parse::<f64>().unwrap().partial_cmp(&y.parse::<f64>().unwrap()).unwrap(),
+            (Json::String(x), Json::String(y)) => x.as_bytes().cmp(y.as_bytes()),
+            (Json::Bool(x), Json::Bool(y)) => x.cmp(y),
+            (Json::Null, Json::Null) => Ordering::Equal,
+            (Json::Array(x), Json::Array(y)) => x.len().cmp(&y.len()).then_with(|| {
+                x.iter().zip(y).map(|(p, q)| reference_cmp(p, q, false)).find(|o| *o != Ordering::Equal).unwrap_or(Ordering::Equal)
+            }),
+            (Json::Object(x), Json::Object(y)) => x.len().cmp(&y.len()).then_with(|| {
+                x.iter()
+                    .zip(y)
+                    .map(|((kx, vx), (ky, vy))| kx.as_bytes().cmp(ky.as_bytes()).then_with(|| reference_cmp(vx, vy, false)))
+                    .find(|o| *o != Ordering::Equal)
+                    .unwrap_or(Ordering::Equal)
+            }),
+            _ => rank(a).cmp(&rank(b)),
+        }
     }
 }

@@ -16,6 +16,7 @@ mod error;
 mod gc;
 mod heads;
 mod ids;
+pub mod json;
 mod key;
 mod ordered;
 mod origin;

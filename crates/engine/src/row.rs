@@ -135,6 +135,8 @@ impl RowLayout {
                 ValueRef::Text(std::str::from_utf8(self.var_bytes(data, col)).unwrap_or(""))
             }
             DataType::Bytea => ValueRef::Bytea(self.var_bytes(data, col)),
+            DataType::Json => ValueRef::Json(std::str::from_utf8(self.var_bytes(data, col)).unwrap_or("")),
+            DataType::Jsonb => ValueRef::Jsonb(std::str::from_utf8(self.var_bytes(data, col)).unwrap_or("")),
         }
     }
 
@@ -221,7 +223,7 @@ impl RowLayout {
             prev = end;
         }
         for col in 0..self.types.len() {
-            if matches!(self.types[col], DataType::Text | DataType::Varchar(_) | DataType::Char(_))
+            if matches!(self.types[col], DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Json | DataType::Jsonb)
                 && std::str::from_utf8(self.var_bytes(data, col)).is_err()
             {
                 return Err(bad());
@@ -239,7 +241,7 @@ fn arr<const N: usize>(s: &[u8]) -> [u8; N] {
 
 fn var_payload(v: &Value) -> &[u8] {
     match v {
-        Value::Text(s) => s.as_bytes(),
+        Value::Text(s) | Value::Json(s) | Value::Jsonb(s) => s.as_bytes(),
         Value::Bytea(b) => b,
         _ => &[],
     }
@@ -253,7 +255,7 @@ fn write_fixed(out: &mut [u8], value: &Value) {
     }
     let mut put = |bytes: &[u8]| out[..bytes.len()].copy_from_slice(bytes);
     match value {
-        Value::Null | Value::Text(_) | Value::Bytea(_) => {}
+        Value::Null | Value::Text(_) | Value::Bytea(_) | Value::Json(_) | Value::Jsonb(_) => {}
         Value::Bool(v) => put(&[u8::from(*v)]),
         Value::Int2(v) => put(&v.to_le_bytes()),
         Value::Int4(v) | Value::Date(v) => put(&v.to_le_bytes()),
@@ -339,6 +341,14 @@ pub(crate) fn encode_value(w: &mut Writer<'_>, v: &Value) {
             w.u32(v.days.cast_unsigned());
             w.u32(v.months.cast_unsigned());
         }
+        Value::Json(s) => {
+            w.u8(16);
+            w.str(s);
+        }
+        Value::Jsonb(s) => {
+            w.u8(17);
+            w.str(s);
+        }
     }
 }
 
@@ -372,6 +382,8 @@ pub(crate) fn decode_value(r: &mut Reader<'_>) -> Result<Value> {
         }
         14 => Value::Time(r.u64()?.cast_signed()),
         15 => Value::Interval(Interval { micros: r.u64()?.cast_signed(), days: r.u32()?.cast_signed(), months: r.u32()?.cast_signed() }),
+        16 => Value::Json(r.str()?),
+        17 => Value::Jsonb(r.str()?),
         tag => return Err(EngineError::Corrupt(format!("unknown value tag {tag}"))),
     })
 }

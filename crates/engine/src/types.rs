@@ -63,6 +63,11 @@ pub enum DataType {
     /// 16 bytes in network order (RFC 4122 layout), ordered by memcmp as
     /// PostgreSQL's uuid_cmp orders them.
     Uuid,
+    /// `json`: the input text as written, after validation.
+    Json,
+    /// `jsonb`: the canonical text jsonb_out prints (crate::json); ordered
+    /// and compared as PostgreSQL's jsonb_cmp.
+    Jsonb,
 }
 
 impl DataType {
@@ -76,7 +81,7 @@ impl DataType {
             // The mantissa, and for unconstrained numeric the value's own scale.
             DataType::Numeric { precision: 0, .. } => Some(17),
             DataType::Numeric { .. } | DataType::Uuid | DataType::Interval => Some(16),
-            DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea => None,
+            DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea | DataType::Json | DataType::Jsonb => None,
         }
     }
 
@@ -101,6 +106,8 @@ impl DataType {
             DataType::Time(p) => format!("time{} without time zone", precision_suffix(p)),
             DataType::Uuid => "uuid".into(),
             DataType::Interval => "interval".into(),
+            DataType::Json => "json".into(),
+            DataType::Jsonb => "jsonb".into(),
         }
     }
 
@@ -156,6 +163,8 @@ impl DataType {
             DataType::Uuid => (15, 0, 0),
             DataType::Time(p) => (16, p.map_or(0, |p| u32::from(p) + 1), 0),
             DataType::Interval => (17, 0, 0),
+            DataType::Json => (18, 0, 0),
+            DataType::Jsonb => (19, 0, 0),
         }
     }
 
@@ -180,6 +189,8 @@ impl DataType {
             15 => DataType::Uuid,
             16 => DataType::Time(precision(a)?),
             17 => DataType::Interval,
+            18 => DataType::Json,
+            19 => DataType::Jsonb,
             _ => return None,
         })
     }
@@ -284,6 +295,10 @@ pub enum Value {
     /// Microseconds since midnight, 0 ..= 86_400_000_000.
     Time(i64),
     Interval(Interval),
+    /// json text as written.
+    Json(String),
+    /// jsonb's canonical text.
+    Jsonb(String),
 }
 
 /// A value borrowed from a stored row: reading a column never allocates.
@@ -305,6 +320,8 @@ pub enum ValueRef<'a> {
     Uuid([u8; 16]),
     Time(i64),
     Interval(Interval),
+    Json(&'a str),
+    Jsonb(&'a str),
 }
 
 impl ValueRef<'_> {
@@ -326,6 +343,8 @@ impl ValueRef<'_> {
             ValueRef::Uuid(v) => Value::Uuid(v),
             ValueRef::Time(v) => Value::Time(v),
             ValueRef::Interval(v) => Value::Interval(v),
+            ValueRef::Json(v) => Value::Json(v.to_owned()),
+            ValueRef::Jsonb(v) => Value::Jsonb(v.to_owned()),
         }
     }
 }
@@ -349,6 +368,8 @@ impl Value {
             Value::Uuid(v) => ValueRef::Uuid(*v),
             Value::Time(v) => ValueRef::Time(*v),
             Value::Interval(v) => ValueRef::Interval(*v),
+            Value::Json(v) => ValueRef::Json(v),
+            Value::Jsonb(v) => ValueRef::Jsonb(v),
         }
     }
 
@@ -377,6 +398,8 @@ impl Value {
                 | (Value::Time(_), DataType::Time(None))
                 | (Value::Uuid(_), DataType::Uuid)
                 | (Value::Interval(_), DataType::Interval)
+                | (Value::Json(_), DataType::Json)
+                | (Value::Jsonb(_), DataType::Jsonb)
         )
     }
 
@@ -417,6 +440,8 @@ impl Value {
             Value::Uuid(_) => "uuid",
             Value::Time(_) => "time without time zone",
             Value::Interval(_) => "interval",
+            Value::Json(_) => "json",
+            Value::Jsonb(_) => "jsonb",
         }
     }
 }
@@ -439,7 +464,7 @@ impl fmt::Display for ValueRef<'_> {
             ValueRef::Numeric(v) => write!(f, "{v}"),
             ValueRef::Float4(v) => write_float(f, f64::from(*v)),
             ValueRef::Float8(v) => write_float(f, *v),
-            ValueRef::Text(v) => write!(f, "{v}"),
+            ValueRef::Text(v) | ValueRef::Json(v) | ValueRef::Jsonb(v) => write!(f, "{v}"),
             ValueRef::Bytea(v) => {
                 write!(f, "\\x")?;
                 v.iter().try_for_each(|b| write!(f, "{b:02x}"))
@@ -650,6 +675,8 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
         (DataType::Time(p), Value::Time(t)) => Value::Time(round_to_precision(t, p)),
         (DataType::Uuid, Value::Uuid(u)) => Value::Uuid(u),
         (DataType::Interval, Value::Interval(v)) => Value::Interval(v),
+        (DataType::Json, Value::Json(v)) => Value::Json(v),
+        (DataType::Jsonb, Value::Jsonb(v)) => Value::Jsonb(v),
         (_, other) => return Err(mismatch(&other)),
     })
 }
@@ -756,7 +783,7 @@ mod tests {
 
     #[test]
     fn type_tags_round_trip_with_precision() {
-        for ty in [DataType::Timestamp(None), DataType::Timestamp(Some(0)), DataType::TimestampTz(Some(6)), DataType::Time(None), DataType::Time(Some(2)), DataType::Uuid] {
+        for ty in [DataType::Timestamp(None), DataType::Timestamp(Some(0)), DataType::TimestampTz(Some(6)), DataType::Time(None), DataType::Time(Some(2)), DataType::Uuid, DataType::Json, DataType::Jsonb] {
             let (tag, a, b) = ty.tag();
             assert_eq!(DataType::from_tag(tag, a, b), Some(ty));
         }

@@ -29,6 +29,8 @@ pub const TIMESTAMPTZ: u32 = 1184;
 pub const NUMERIC: u32 = 1700;
 pub const UUID: u32 = 2950;
 pub const INTERVAL: u32 = 1186;
+pub const JSON: u32 = 114;
+pub const JSONB: u32 = 3802;
 
 /// Numeric binary sign words (numeric.c).
 const NUMERIC_POS: u16 = 0x0000;
@@ -73,6 +75,8 @@ pub fn declared_type(oid: u32) -> Option<DataType> {
         TIME => DataType::Time(None),
         UUID => DataType::Uuid,
         INTERVAL => DataType::Interval,
+        JSON => DataType::Json,
+        JSONB => DataType::Jsonb,
         NUMERIC => DataType::Numeric { precision: 38, scale: 0 },
         _ => return None,
     })
@@ -160,6 +164,13 @@ pub fn decode_binary(bytes: &[u8], ty: DataType, what: Origin) -> Result<Value, 
             Value::Text(s.to_owned())
         }
         DataType::Numeric { .. } => Value::Numeric(decode_numeric(bytes, what)?),
+        // json_recv: the text; jsonb_recv: a version byte (1), then the text.
+        DataType::Json => value::parse_input(std::str::from_utf8(bytes).map_err(|_| invalid_utf8())?, DataType::Json)?,
+        DataType::Jsonb => match bytes.split_first() {
+            Some((1, text)) => value::parse_input(std::str::from_utf8(text).map_err(|_| invalid_utf8())?, DataType::Jsonb)?,
+            Some((v, _)) => return Err(SqlError::new("XX000", format!("unsupported jsonb version number {v}"))),
+            None => return Err(binary_error(what)),
+        },
     })
 }
 
@@ -275,7 +286,11 @@ pub fn encode_binary(v: &Value, ty: Option<DataType>, out: &mut BytesMut) {
         (Value::Float8(x), Some(DataType::Float4)) => out.put_f32(*x as f32),
         (Value::Float8(x), _) => out.put_f64(*x),
         (Value::Numeric(n), _) => encode_numeric(*n, out),
-        (Value::Text(s), _) => out.put_slice(s.as_bytes()),
+        (Value::Text(s) | Value::Json(s), _) => out.put_slice(s.as_bytes()),
+        (Value::Jsonb(s), _) => {
+            out.put_u8(1);
+            out.put_slice(s.as_bytes());
+        }
         (Value::Bytea(b), _) => out.put_slice(b),
         (Value::Date(d), _) => out.put_i32(*d),
         (Value::Timestamp(t) | Value::TimestampTz(t) | Value::Time(t), _) => out.put_i64(*t),
@@ -297,7 +312,7 @@ fn int(v: &Value) -> i64 {
 /// PostgreSQL's text output of `v` (`scratch` is reused between calls).
 pub fn encode_text(v: &Value, out: &mut BytesMut, scratch: &mut String) {
     match v {
-        Value::Text(s) => out.put_slice(s.as_bytes()),
+        Value::Text(s) | Value::Json(s) | Value::Jsonb(s) => out.put_slice(s.as_bytes()),
         Value::Int4(x) => put_int(out, i64::from(*x)),
         Value::Int8(x) => put_int(out, *x),
         Value::Int2(x) => put_int(out, i64::from(*x)),

@@ -26,14 +26,7 @@ const SELECT: &str = "SELECT * FROM nt ORDER BY id";
 const INSERT: &str = "INSERT INTO nt VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
 fn both(name: &str) -> (common::TestServer, postgres::Client, postgres::Client) {
-    let srv = common::start();
-    let mut tier = srv.client();
-    let mut pg = common::postgres(name);
-    for c in [&mut tier, &mut pg] {
-        c.batch_execute(DDL).unwrap();
-        c.batch_execute(ROWS).unwrap();
-    }
-    (srv, tier, pg)
+    common::both(name, &[DDL, ROWS])
 }
 
 #[test]

@@ -170,6 +170,7 @@ impl Lines<'_> {
                     TableFunc::Unnest(_) => "unnest",
                     TableFunc::PartitionAncestors => "pg_partition_ancestors",
                     TableFunc::ExpandArray(_) => "_pg_expandarray",
+                    TableFunc::Json(_) => name,
                 };
                 self.node(depth, format!("Function Scan on {f}"));
                 self.filters(level, depth);

@@ -15,6 +15,7 @@ pub mod exec;
 pub mod explain;
 pub mod expr;
 pub mod interval;
+mod json;
 pub mod parse;
 pub mod plan;
 pub mod planner;

@@ -79,6 +79,9 @@ pub enum TableFunc {
     /// `information_schema._pg_expandarray(array)`: (x, n) per element,
     /// n counting from 1 (what pgJDBC's metadata queries read index keys with).
     ExpandArray(Elem),
+    /// jsonb_each, jsonb_array_elements, jsonb_object_keys and their
+    /// _text / json_ variants.
+    Json(crate::json::JsonSrf),
 }
 
 #[derive(Clone, Debug)]
@@ -140,6 +143,8 @@ pub enum AggFunc {
     StringAgg,
     /// array_agg(x): the result type is the array type.
     ArrayAgg,
+    /// json_agg, jsonb_agg, json_object_agg, jsonb_object_agg.
+    Json(crate::json::JsonAgg),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -297,7 +302,13 @@ impl SelectPlan {
                     exprs.extend(eq);
                     exprs.extend(lower.iter().chain(upper).map(|(e, _)| e));
                 }
-                Access::FullScan | Access::Virtual(_) => {}
+                // A function in FROM reads the columns of the items before it.
+                Access::Virtual(source) => {
+                    if let VirtualSource::Function { args, .. } = source.as_ref() {
+                        exprs.extend(args);
+                    }
+                }
+                Access::FullScan => {}
             }
         }
         exprs.extend(&self.final_filters);

@@ -43,6 +43,10 @@ pub enum Category {
     /// time: 'D' in PostgreSQL, but it converts to no other date/time type.
     Time,
     Interval,
+    /// json and jsonb ('U' in PostgreSQL): kept apart, neither converts
+    /// implicitly to anything.
+    Json,
+    Jsonb,
 }
 
 pub fn category(ty: DataType) -> Category {
@@ -57,6 +61,8 @@ pub fn category(ty: DataType) -> Category {
         DataType::Interval => Category::Interval,
         DataType::Bytea => Category::Bytea,
         DataType::Uuid => Category::Uuid,
+        DataType::Json => Category::Json,
+        DataType::Jsonb => Category::Jsonb,
     }
 }
 
@@ -94,6 +100,8 @@ pub fn type_name(ty: DataType) -> &'static str {
         DataType::Time(_) => "time without time zone",
         DataType::Interval => "interval",
         DataType::Uuid => "uuid",
+        DataType::Json => "json",
+        DataType::Jsonb => "jsonb",
     }
 }
 
@@ -285,6 +293,9 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Uuid(x), V::Uuid(y)) => x.cmp(y),
         (V::Time(x), V::Time(y)) => x.cmp(y),
         (V::Interval(x), V::Interval(y)) => x.span().cmp(&y.span()),
+        (V::Jsonb(x), V::Jsonb(y)) => pgtier_engine::json::compare(x, y),
+        // json has no comparison (the binder refuses it); sorts stay total.
+        (V::Json(x), V::Json(y)) => x.cmp(y),
         (V::Float4(_) | V::Float8(_), _) | (_, V::Float4(_) | V::Float8(_)) => float_cmp(to_f64(a)?, to_f64(b)?),
         _ => numeric_cmp(to_numeric(a)?, to_numeric(b)?),
     })
@@ -609,6 +620,12 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
     if v.is_null() {
         return Ok(Value::Null);
     }
+    // One compare of each side's tag for every other cast.
+    if (matches!(to, T::Json | T::Jsonb) || matches!(v, Value::Json(_) | Value::Jsonb(_)))
+        && let Some(converted) = crate::json::cast(&v, to)
+    {
+        return converted;
+    }
     Ok(match (to, v) {
         (T::Int2 | T::Int4 | T::Int8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_))) => int_result(v.as_i64().unwrap_or(0), to)?,
         (T::Int2 | T::Int4 | T::Int8, Value::Numeric(n)) => numeric_to_int(n, to)?,
@@ -775,6 +792,8 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         DataType::Time(p) => Value::Time(crate::time::parse(text, p)?),
         DataType::Interval => Value::Interval(crate::interval::parse(text)?),
         DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
+        DataType::Json => crate::json::input(text, false)?,
+        DataType::Jsonb => crate::json::input(text, true)?,
     })
 }
 

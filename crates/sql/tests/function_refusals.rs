@@ -64,6 +64,14 @@ const REFUSED: &[(&str, &str)] = &[
     ("SELECT to_date('1 4 1902', 'Q MM YYYY')", "\"Q\""),
     ("SELECT to_timestamp('97/Feb/16', 'FXYY:Mon:DD')", "\"FX\""),
     ("SELECT make_timestamptz(2024, 1, 1, 0, 0, 0, 'UTC')", "time zone"),
+    // json functions pgtier does not have, and set-returning json
+    // functions in a select list with FROM.
+    ("SELECT json_object('{a,1,b,2}')", "json_object"),
+    ("SELECT jsonb_path_query_first('{\"a\":1}', '$.a')", "jsonb_path_query_first"),
+    ("SELECT jsonb_insert('[1]', '{0}', '2')", "jsonb_insert"),
+    ("SELECT array_to_json('{1,2}'::int[])", "array_to_json"),
+    ("SELECT jsonb_array_elements(j) FROM (SELECT '[1,2]'::jsonb AS j) t", "jsonb_array_elements"),
+    ("SELECT '99999999999999999999999999999999999999999'::jsonb::numeric", "38 digits"),
 ];
 
 #[test]

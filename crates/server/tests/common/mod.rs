@@ -61,6 +61,20 @@ impl Drop for TestServer {
     }
 }
 
+/// A pgtier server and a PostgreSQL database, both given `setup` (DDL
+/// and rows): (server, pgtier client, PostgreSQL client).
+pub fn both(name: &str, setup: &[&str]) -> (TestServer, postgres::Client, postgres::Client) {
+    let srv = start();
+    let mut tier = srv.client();
+    let mut pg = postgres(name);
+    for c in [&mut tier, &mut pg] {
+        for sql in setup {
+            c.batch_execute(sql).unwrap();
+        }
+    }
+    (srv, tier, pg)
+}
+
 /// A fresh database on the shared private PostgreSQL (the oracle).
 pub fn postgres(name: &str) -> postgres::Client {
     let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");

@@ -7,6 +7,7 @@ use super::{Binder, ExprCtx, Scope, Ty};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SysFunc};
 use crate::plan::{AggCall, AggFunc, AggOrder};
+use crate::json::{JsonAgg, JsonFunc};
 use crate::types::Elem;
 use crate::value::{NUMERIC_ANY, type_name};
 
@@ -50,6 +51,17 @@ impl Binder<'_> {
                 (Some(Expr::Func(Func::Sys(SysFunc::MakeArray(Elem::Text)), vec![x, d])), DataType::Text)
             }
             (AggFunc::StringAgg, _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
+            (AggFunc::Json(JsonAgg::ObjectAgg { jsonb }), [k, v]) => {
+                ctx.in_agg = true;
+                let bound = self.expr(k, scope, ctx).and_then(|bk| Ok((bk, self.expr(v, scope, ctx)?)));
+                ctx.in_agg = false;
+                let ((k, kt), (v, vt)) = bound?;
+                let k = if kt.is_none() { self.coerce(k, None, DataType::Text, name)? } else { k };
+                let v = if vt.is_none() { self.coerce(v, None, DataType::Text, name)? } else { v };
+                let ty = if jsonb { DataType::Jsonb } else { DataType::Json };
+                (Some(Expr::Func(Func::Json(JsonFunc::BuildArray { jsonb: false }), vec![k, v])), ty)
+            }
+            (AggFunc::Json(JsonAgg::ObjectAgg { .. }), _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
             (_, [a]) => {
                 ctx.in_agg = true;
                 let bound = self.expr(a, scope, ctx);
@@ -58,10 +70,19 @@ impl Binder<'_> {
                 let t = match t {
                     Some(t) => t,
                     None if func == AggFunc::Count => DataType::Text,
+                    None if matches!(func, AggFunc::Json(_)) => {
+                        return Err(SqlError::datatype_mismatch("could not determine polymorphic type because input has type unknown".to_owned()));
+                    }
                     None => return Err(SqlError::new("42725", format!("function {name}(unknown) is not unique"))),
                 };
                 let result = match func {
                     AggFunc::StringAgg => DataType::Text,
+                    AggFunc::Json(JsonAgg::Agg { jsonb }) | AggFunc::Json(JsonAgg::ObjectAgg { jsonb }) => {
+                        if crate::types::is_pseudo(t) {
+                            return Err(SqlError::unsupported(format!("{name} of an array or a system type")));
+                        }
+                        if jsonb { DataType::Jsonb } else { DataType::Json }
+                    }
                     AggFunc::ArrayAgg => Elem::for_element(t)
                         .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
                         .data_type(),
@@ -119,7 +140,7 @@ impl Binder<'_> {
             keys.push(AggOrder { key, desc, nulls_first: item.options.nulls_first.unwrap_or(desc) });
         }
         match call.func {
-            AggFunc::ArrayAgg | AggFunc::StringAgg => Ok(keys),
+            AggFunc::ArrayAgg | AggFunc::StringAgg | AggFunc::Json(_) => Ok(keys),
             AggFunc::Sum | AggFunc::Avg if matches!(call.ty, DataType::Float4 | DataType::Float8) => {
                 Err(SqlError::unsupported("ORDER BY in a floating-point sum or avg"))
             }
@@ -139,6 +160,10 @@ pub(super) fn aggregate_named(name: &str, star: bool) -> Option<AggFunc> {
         "max" => AggFunc::Max,
         "string_agg" => AggFunc::StringAgg,
         "array_agg" => AggFunc::ArrayAgg,
+        "json_agg" => AggFunc::Json(JsonAgg::Agg { jsonb: false }),
+        "jsonb_agg" => AggFunc::Json(JsonAgg::Agg { jsonb: true }),
+        "json_object_agg" => AggFunc::Json(JsonAgg::ObjectAgg { jsonb: false }),
+        "jsonb_object_agg" => AggFunc::Json(JsonAgg::ObjectAgg { jsonb: true }),
         _ => return None,
     })
 }

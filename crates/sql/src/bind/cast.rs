@@ -175,6 +175,8 @@ pub(super) fn cast_exists(from: DataType, to: DataType) -> bool {
         // int4(boolean) and bool(integer) only.
         (C::Bool, C::Numeric) => to == DataType::Int4,
         (C::Numeric, C::Bool) => from == DataType::Int4,
+        // json <-> jsonb; jsonb to boolean and the numbers (a scalar of that kind).
+        (C::Json, C::Jsonb) | (C::Jsonb, C::Json) | (C::Jsonb, C::Numeric | C::Bool) => true,
         _ => false,
     }
 }
@@ -221,7 +223,7 @@ mod tests {
     #[test]
     fn cast_exists_agrees_with_value_cast() {
         use DataType as T;
-        let types = [T::Bool, T::Int2, T::Int4, T::Int8, T::Numeric { precision: 0, scale: 0 }, T::Float4, T::Float8, T::Text, T::Varchar(5), T::Char(3), T::Bytea, T::Date, T::Timestamp(None), T::TimestampTz(Some(3)), T::Uuid, T::Time(None), T::Interval];
+        let types = [T::Bool, T::Int2, T::Int4, T::Int8, T::Numeric { precision: 0, scale: 0 }, T::Float4, T::Float8, T::Text, T::Varchar(5), T::Char(3), T::Bytea, T::Date, T::Timestamp(None), T::TimestampTz(Some(3)), T::Uuid, T::Time(None), T::Interval, T::Json, T::Jsonb];
         let sample = |t: DataType| match t {
             T::Bool => Value::Bool(true),
             T::Int2 => Value::Int2(1),
@@ -236,6 +238,8 @@ mod tests {
             T::Time(_) => Value::Time(1),
             T::Interval => Value::Interval(pgtier_engine::Interval { months: 1, days: 2, micros: 3 }),
             T::Uuid => Value::Uuid([7; 16]),
+            T::Json => Value::Json("1".into()),
+            T::Jsonb => Value::Jsonb("1".into()),
             T::Numeric { .. } => value::cast(Value::Int4(1), t, true).unwrap(),
             T::Text | T::Varchar(_) | T::Char(_) => Value::Text("1".into()),
         };

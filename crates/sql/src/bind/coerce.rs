@@ -102,6 +102,9 @@ impl Binder<'_> {
     }
 
     pub(super) fn unify_cmp(&mut self, x: Expr, xt: Ty, y: Expr, yt: Ty, op: &str) -> Result<(Expr, Expr)> {
+        if let (Some(DataType::Json), None) | (None, Some(DataType::Json)) = (xt, yt) {
+            return Err(SqlError::undefined_operator(&format!("{} {op} {}", xt.map_or("unknown", type_name), yt.map_or("unknown", type_name))));
+        }
         match (xt, yt) {
             (None, None) => {
                 let x = self.coerce(x, None, DataType::Text, op)?;
@@ -116,6 +119,10 @@ impl Binder<'_> {
             (Some(a), Some(b)) => {
                 let ca = category(a);
                 let cb = category(b);
+                // json has no comparison operators (PostgreSQL: none at all).
+                if ca == Category::Json || cb == Category::Json {
+                    return Err(SqlError::undefined_operator(&format!("{} {op} {}", type_name(a), type_name(b))));
+                }
                 let ok = ca == cb || (ca == Category::DateTime && cb == Category::DateTime);
                 if !ok {
                     return Err(SqlError::undefined_operator(&format!("{} {op} {}", type_name(a), type_name(b))));
@@ -284,6 +291,8 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
         D::Bytea => DataType::Bytea,
         D::Date => DataType::Date,
         D::Uuid => DataType::Uuid,
+        D::JSON => DataType::Json,
+        D::JSONB => DataType::Jsonb,
         D::Timestamp(p, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Timestamp(time_precision(*p)),
         D::Timestamp(p, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => DataType::TimestampTz(time_precision(*p)),
         D::Time(p, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Time(time_precision(*p)),
@@ -306,7 +315,9 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             "time" => DataType::Time(None),
             "interval" => DataType::Interval,
             "timetz" => return Err(SqlError::unsupported("type time with time zone")),
-            "uuid" => DataType::Uuid,
+"uuid" => DataType::Uuid,
+            "json" => DataType::Json,
+            "jsonb" => DataType::Jsonb,
             "bpchar" => DataType::Char(1),
             other => return Err(SqlError::new("42704", format!("type \"{other}\" does not exist"))),
         },

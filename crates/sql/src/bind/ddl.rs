@@ -49,6 +49,13 @@ impl Binder<'_> {
             self.table_constraint(constraint, &mut def, &mut pending_checks)?;
         }
         def.checks = self.name_checks(&def, pending_checks, &[])?;
+        for key in std::iter::once(&def.primary_key).chain(def.unique.iter().map(|(_, cols)| cols)) {
+            for col in key {
+                if let Some(c) = def.columns.iter().find(|c| c.name == *col) {
+                    no_btree_class(c.ty)?;
+                }
+            }
+        }
         Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences })
     }
 
@@ -426,12 +433,28 @@ impl Binder<'_> {
             return Err(SqlError::new("42809", format!("cannot create index on relation \"{table}\"")).with_detail("This operation is not supported for views."));
         }
         let columns = index_columns(&c.columns)?;
+        if let Ok(schema) = self.table(&c.table_name) {
+            for col in &columns {
+                if let Some(c) = schema.columns.iter().find(|c| c.name == *col) {
+                    no_btree_class(c.ty)?;
+                }
+            }
+        }
         let name = match &c.name {
             Some(n) => object_name(n)?,
             None => format!("{table}_{}_idx", columns.join("_")),
         };
         Ok(Plan::CreateIndex { def: IndexDef { name, table, columns, unique: c.unique }, if_not_exists: c.if_not_exists })
     }
+}
+
+/// json has no equality, so no btree operator class: no key or index on it.
+fn no_btree_class(ty: DataType) -> Result<()> {
+    if ty == DataType::Json {
+        return Err(SqlError::new("42704", "data type json has no default operator class for access method \"btree\"")
+            .with_hint("You must specify an operator class for the index or define a default operator class for the data type."));
+    }
+    Ok(())
 }
 
 fn multiple_pk(table: &str) -> SqlError {

@@ -137,7 +137,10 @@ impl Binder<'_> {
             }
             E::BinaryOp { left, op, right } => match self.regex_op(left, op, right, scope, ctx)? {
                 Some(done) => Ok(done),
-                None => self.binary(left, op, right, scope, ctx),
+                None => match self.json_op(left, op, right, scope, ctx)? {
+                    Some(done) => Ok(done),
+                    None => self.binary(left, op, right, scope, ctx),
+                },
             },
             E::AnyOp { left, compare_op, right, .. } => self.sys_any(left, compare_op, right, scope, ctx),
             E::Collate { expr, collation } => self.collate(expr, collation, scope, ctx),

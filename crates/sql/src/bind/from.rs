@@ -219,6 +219,24 @@ impl Binder<'_> {
             }
             return Ok((super::detached("_pg_expandarray", cols), VirtualSource::Function { func: TableFunc::ExpandArray(elem), args: vec![e], ordinality }));
         }
+        if let Some(srf) = super::json::json_srf(fname) {
+            let sig = format!("{fname}({})", args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", "));
+            let [(e, t)] = <[(Expr, Ty); 1]>::try_from(args).map_err(|_| SqlError::undefined_function(&sig))?;
+            let e = self.json_srf_arg(srf, e, t, &sig)?;
+            let mut cols: Vec<(String, DataType)> = srf.columns().into_iter().map(|(n, t)| (if n.is_empty() { fname.to_owned() } else { n.to_owned() }, t)).collect();
+            if ordinality {
+                cols.push(("ordinality".to_owned(), DataType::Int8));
+            }
+            // A scalar function's column takes the alias's name; the
+            // others have named OUT columns (jsonb_array_elements' value).
+            if let Some(a) = alias
+                && a.columns.is_empty()
+                && matches!(srf, crate::json::JsonSrf::ObjectKeys { .. })
+            {
+                cols[0].0 = ident(&a.name);
+            }
+            return Ok((super::detached(fname, cols), VirtualSource::Function { func: TableFunc::Json(srf), args: vec![e], ordinality }));
+        }
         let (func, args, ty) = self.table_function(fname, args)?;
         let mut cols = vec![(fname.to_owned(), ty)];
         if ordinality {

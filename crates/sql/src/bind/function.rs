@@ -450,6 +450,10 @@ impl Binder<'_> {
             "regexp_match" => text_fn(Func::RegexpMatch, 2, 3, &[Text; 3], super::builtin::text_array(), self, bound),
             "regexp_like" => text_fn(Func::RegexpLike, 2, 3, &[Text; 3], DataType::Bool, self, bound),
             _ if super::builtin::MORE_FUNCTIONS.contains(&name) => self.more_function(name, bound, &sig_text),
+            _ if super::json::is_unsupported_json_function(name) => {
+                let s = sig();
+                self.json_function(name, bound, &s)?.ok_or_else(|| SqlError::unsupported(format!("function {name}")))
+            }
             _ => self.sys_function(name, bound)?.ok_or_else(|| SqlError::undefined_function(&sig())),
         }
     }

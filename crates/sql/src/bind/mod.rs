@@ -24,6 +24,7 @@ mod expr;
 mod from;
 mod function;
 mod interval_fns;
+mod json;
 mod operator;
 mod recursive;
 mod schema;

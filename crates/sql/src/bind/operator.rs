@@ -43,6 +43,14 @@ impl Binder<'_> {
             _ => false,
         };
         let (y, yt) = self.lazily(decided, |b| b.expr(right, scope, ctx))?;
+        let (x, y) = if (xt == Some(DataType::Jsonb) || yt == Some(DataType::Jsonb)) && matches!(op, B::StringConcat | B::Minus) {
+            match self.jsonb_binary(op, x.clone(), xt, y.clone(), yt)? {
+                Some(done) => return Ok(done),
+                None => (x, y),
+            }
+        } else {
+            (x, y)
+        };
         match op {
             B::And | B::Or => {
                 let name = if matches!(op, B::And) { "AND" } else { "OR" };

@@ -167,10 +167,10 @@ impl Binder<'_> {
                         let item = pos.checked_sub(1).and_then(|i| item_asts.get(i).copied().flatten()).ok_or_else(|| {
                             SqlError::new("42P10", format!("GROUP BY position {pos} is not in select list"))
                         })?;
-                        self.expr(item, &scope, &mut ExprCtx::plain("GROUP BY"))?.0
+                        self.expr(item, &scope, &mut ExprCtx::plain("GROUP BY"))?
                     } else {
                         match self.expr(e, &scope, &mut ExprCtx::plain("GROUP BY")) {
-                            Ok((b, _)) => b,
+                            Ok(bt) => bt,
                             Err(err) if err.sqlstate == "42703" => {
                                 // GROUP BY may name an output column.
                                 let name = match e {
@@ -179,12 +179,15 @@ impl Binder<'_> {
                                 };
                                 let pos = columns.iter().position(|c| c.name == name).ok_or(err)?;
                                 let item = item_asts[pos].ok_or_else(|| SqlError::unsupported("GROUP BY on *"))?;
-                                self.expr(item, &scope, &mut ExprCtx::plain("GROUP BY"))?.0
+                                self.expr(item, &scope, &mut ExprCtx::plain("GROUP BY"))?
                             }
                             Err(err) => return Err(err),
                         }
                     };
-                    group_by.push(bound);
+                    if bound.1 == Some(DataType::Json) {
+                        return Err(json_no_operator("equality"));
+                    }
+                    group_by.push(bound.0);
                 }
             }
             ast::GroupByExpr::All(_) => return Err(SqlError::unsupported("GROUP BY ALL")),
@@ -319,6 +322,13 @@ impl Binder<'_> {
         let limit_offset = self.limit_offset(q)?;
         if !windows.is_empty() && !q.locks.is_empty() {
             return Err(SqlError::new("0A000", "FOR UPDATE is not allowed with window functions"));
+        }
+        // json has no equality or ordering operator.
+        if order_by.iter().any(|k| columns[k.column].ty == Some(DataType::Json)) {
+            return Err(json_no_operator("ordering"));
+        }
+        if (distinct && columns[..visible].iter().any(|c| c.ty == Some(DataType::Json))) || distinct_on.iter().any(|&c| columns[c].ty == Some(DataType::Json)) {
+            return Err(json_no_operator("equality"));
         }
         let for_update = self.locks(q, &scope, agg.is_some() || distinct || !distinct_on.is_empty())?;
         let levels = planner::plan_levels(self.catalog, &scope.rels, join_rels, where_conjuncts.clone(), &mut self.indexes)?;
@@ -508,6 +518,10 @@ pub(super) fn column_label(e: &ast::Expr) -> String {
     }
 }
 
+fn json_no_operator(kind: &str) -> SqlError {
+    SqlError::new("42883", format!("could not identify an {kind} operator for type json"))
+}
+
 fn check_wildcard(opts: &ast::WildcardAdditionalOptions) -> Result<()> {
     if opts.opt_ilike.is_some() || opts.opt_exclude.is_some() || opts.opt_except.is_some() || opts.opt_replace.is_some() || opts.opt_rename.is_some() {
         return Err(SqlError::unsupported("wildcard options"));
@@ -529,14 +543,21 @@ fn srf_select(s: &ast::Select) -> Option<ast::Select> {
     };
     let ast::Expr::Function(f) = e else { return None };
     let name = function_name(&f.name).ok()?;
-    if !matches!(name.as_str(), "pg_partition_ancestors" | "generate_series" | "unnest") {
+    let one_column_json = super::json::json_srf(&name).is_some_and(|f| f.columns().len() == 1);
+    if !matches!(name.as_str(), "pg_partition_ancestors" | "generate_series" | "unnest") && !one_column_json {
         return None;
     }
     let ast::FunctionArguments::List(list) = &f.args else { return None };
     let fn_alias = ast::Ident::new("__srf");
     let mut out = s.clone();
     out.from = vec![function_item(&f.name, &list.args, &fn_alias)];
-    out.projection = vec![ast::SelectItem::ExprWithAlias { expr: ast::Expr::Identifier(fn_alias), alias: alias.unwrap_or_else(|| ast::Ident::new(name)) }];
+    // jsonb_array_elements[_text] name their column `value`.
+    let column = if one_column_json && !name.ends_with("object_keys") {
+        ast::Expr::CompoundIdentifier(vec![fn_alias, ast::Ident::new("value")])
+    } else {
+        ast::Expr::Identifier(fn_alias)
+    };
+    out.projection = vec![ast::SelectItem::ExprWithAlias { expr: column, alias: alias.unwrap_or_else(|| ast::Ident::new(name)) }];
     Some(out)
 }
 

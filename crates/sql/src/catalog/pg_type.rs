@@ -214,6 +214,8 @@ pub fn column_type_info(ty: DataType) -> ColumnTypeInfo {
         DataType::TimestampTz(p) => info(1184, p.map_or(-1, i32::from), 8, true, "d", "p", 0),
         DataType::Time(p) => info(1083, p.map_or(-1, i32::from), 8, true, "d", "p", 0),
         DataType::Uuid => info(2950, -1, 16, false, "c", "p", 0),
+        DataType::Json => info(114, -1, -1, false, "i", "x", 0),
+        DataType::Jsonb => info(3802, -1, -1, false, "i", "x", 0),
         DataType::Interval => info(1186, -1, 16, false, "d", "p", 0),
     }
 }

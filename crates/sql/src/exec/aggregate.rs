@@ -55,6 +55,9 @@ impl Hash for GroupKey {
                 Value::Uuid(u) => u.hash(h),
                 Value::Time(t) => t.hash(h),
                 Value::Interval(v) => v.span().hash(h),
+                // Equal jsonb values ('1.0', '1') share their sort key.
+                Value::Jsonb(s) => pgtier_engine::json::sort_key(s).hash(h),
+                Value::Json(s) => s.hash(h),
             }
         }
     }
@@ -91,8 +94,8 @@ pub(super) fn new_acc(call: &AggCall) -> Acc {
             _ => Acc::AvgNum(Numeric::new(0, 0), 0),
         },
         AggFunc::Min | AggFunc::Max => Acc::Extreme(None),
-        AggFunc::StringAgg | AggFunc::ArrayAgg if !call.order_by.is_empty() => Acc::Sorted(Vec::new()),
-        AggFunc::StringAgg | AggFunc::ArrayAgg => Acc::Collect(Vec::new()),
+        AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) if !call.order_by.is_empty() => Acc::Sorted(Vec::new()),
+        AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) => Acc::Collect(Vec::new()),
     }
 }
 
@@ -279,7 +282,7 @@ impl<'p> Aggregator<'p> {
             // keeps one, as PostgreSQL does.
             if call.distinct
                 && let Some(x) = &v
-                && ((x.is_null() && call.func != AggFunc::ArrayAgg) || !self.groups[gi].seen[k].insert(GroupKey(vec![x.clone()])))
+                && ((x.is_null() && !matches!(call.func, AggFunc::ArrayAgg | AggFunc::Json(_))) || !self.groups[gi].seen[k].insert(GroupKey(vec![x.clone()])))
             {
                 continue;
             }
@@ -319,7 +322,7 @@ fn finish_collect(call: &AggCall, mut items: Vec<Value>) -> Result<Value> {
     if call.distinct {
         // PostgreSQL sorts a DISTINCT aggregate's input (NULL last); string_agg's
         // items are (value, delimiter) pairs, ordered by the value.
-        if call.func == AggFunc::ArrayAgg {
+        if matches!(call.func, AggFunc::ArrayAgg | AggFunc::Json(_)) {
             items.sort_by(value::sort_cmp);
         } else {
             let first = |pair: &Value| types::parse_array(pair.as_str().unwrap_or("{}"), Elem::Text).ok().and_then(|p| p.into_iter().next().flatten());
@@ -328,6 +331,9 @@ fn finish_collect(call: &AggCall, mut items: Vec<Value>) -> Result<Value> {
                 (x, y) => y.is_none().cmp(&x.is_none()).reverse(),
             });
         }
+    }
+    if let AggFunc::Json(agg) = call.func {
+        return crate::json::finish_agg(agg, &items);
     }
     if call.func == AggFunc::ArrayAgg {
         let elem = Elem::of(call.ty).ok_or_else(|| SqlError::new("XX000", "array_agg without an array type"))?;

@@ -107,6 +107,7 @@ enum KeyClass {
     Uuid,
     Time,
     Interval,
+    Jsonb,
 }
 
 /// Appends `v`'s key encoding and says its class; None for NULL (equal to
@@ -117,7 +118,7 @@ enum KeyClass {
 /// length-prefixed, so keys of several columns do not run together.
 fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
     Some(match v {
-        Value::Null | Value::Float4(_) | Value::Float8(_) => return None,
+        Value::Null | Value::Float4(_) | Value::Float8(_) | Value::Json(_) => return None,
         Value::Int2(_) | Value::Int4(_) | Value::Int8(_) => {
             out.extend_from_slice(&v.as_i64()?.to_le_bytes());
             KeyClass::Integer
@@ -168,6 +169,12 @@ fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
         Value::Interval(v) => {
             out.extend_from_slice(&v.span().to_le_bytes());
             KeyClass::Interval
+        }
+        Value::Jsonb(s) => {
+            let key = pgtier_engine::json::sort_key(s);
+            out.extend_from_slice(&(key.len() as u64).to_le_bytes());
+            out.extend_from_slice(&key);
+            KeyClass::Jsonb
         }
     })
 }

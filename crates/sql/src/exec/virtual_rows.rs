@@ -69,6 +69,20 @@ impl Exec<'_> {
                     }
                     TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
                     TableFunc::PartitionAncestors => Vec::new(),
+                    TableFunc::Json(srf) => {
+                        let rows = crate::json::srf_rows(*srf, &vals[0])?;
+                        let bytes: usize = rows.iter().map(|r| super::row_bytes(r)).sum();
+                        self.interrupt.charge(bytes, "json function")?;
+                        self.interrupt.mem_used -= bytes;
+                        for (k, r) in rows.into_iter().enumerate() {
+                            self.interrupt.tick()?;
+                            out.extend(r);
+                            if *ordinality {
+                                out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
+                            }
+                        }
+                        return Ok(());
+                    }
                     TableFunc::ExpandArray(elem) => {
                         for (k, v) in types::array_values(vals[0].as_str().unwrap_or(""), *elem)?.into_iter().enumerate() {
                             out.push(v);

@@ -118,6 +118,8 @@ pub enum Func {
     IsFinite,
     /// A system function ([`SysFunc`]).
     Sys(SysFunc),
+    /// A json / jsonb operator or function (crate::json).
+    Json(crate::json::JsonFunc),
 }
 
 /// The second argument's text ("" if it is not text).
@@ -144,6 +146,13 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
     }
     if f == Func::Random {
         return Ok(Value::Float8(random_unit()));
+    }
+    if let Func::Json(j) = f {
+        let mut vals = Vec::with_capacity(args.len());
+        for a in args {
+            vals.push(a.eval(env, sq, row)?);
+        }
+        return crate::json::eval(j, &vals);
     }
     if f == Func::GenRandomUuid {
         return Ok(Value::Uuid(crate::uuid::random_v4()?));
@@ -440,7 +449,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             let t = datetime::make_timestamp(int(0), int(1), int(2), int(3), int(4), value::to_f64(&vals[5]).unwrap_or(f64::NAN))?;
             if tz { Value::TimestampTz(t) } else { Value::Timestamp(t) }
         }
-        Func::Now | Func::ClockTimestamp | Func::Random | Func::GenRandomUuid | Func::Concat | Func::ConcatWs | Func::Format | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
+        Func::Now | Func::ClockTimestamp | Func::Random | Func::GenRandomUuid | Func::Json(_) | Func::Concat | Func::ConcatWs | Func::Format | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
     })
 }
 

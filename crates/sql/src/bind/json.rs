@@ -1,0 +1,267 @@
+//! json and jsonb operators and functions: operand types resolved as
+//! PostgreSQL resolves them (an unknown literal takes the json side's type,
+//! `->` takes text or integer, paths are text[]); evaluation is
+//! crate::json.
+
+use pgtier_engine::{DataType, Value};
+use sqlparser::ast;
+
+use super::{Binder, ExprCtx, Scope, Ty};
+use crate::error::{Result, SqlError};
+use crate::expr::{Expr, Func};
+use crate::json::{JsonFunc, JsonSrf, TEXT_ARRAY_MARK};
+use crate::types::{self, Elem};
+use crate::value::{self, Category, category, type_name};
+
+fn name_of(t: Ty) -> &'static str {
+    t.map_or("unknown", type_name)
+}
+
+/// Names PostgreSQL has for json that pgtier does not: 0A000 naming them
+/// rather than "function does not exist".
+pub(super) fn is_unsupported_json_function(name: &str) -> bool {
+    name.starts_with("json") || name.starts_with("to_json") || matches!(name, "row_to_json" | "array_to_json")
+}
+
+/// The set-returning json function `name`, if it is one.
+pub(super) fn json_srf(name: &str) -> Option<JsonSrf> {
+    let (jsonb, base) = name.strip_prefix("jsonb_").map(|b| (true, b)).or_else(|| name.strip_prefix("json_").map(|b| (false, b)))?;
+    Some(match base {
+        "each" => JsonSrf::Each { jsonb, text: false },
+        "each_text" => JsonSrf::Each { jsonb, text: true },
+        "array_elements" => JsonSrf::ArrayElements { jsonb, text: false },
+        "array_elements_text" => JsonSrf::ArrayElements { jsonb, text: true },
+        "object_keys" => JsonSrf::ObjectKeys { jsonb },
+        _ => return None,
+    })
+}
+
+impl Binder<'_> {
+    /// The argument of a set-returning json function.
+    pub(super) fn json_srf_arg(&mut self, srf: JsonSrf, e: Expr, t: Ty, sig: &str) -> Result<Expr> {
+        let jsonb = match srf {
+            JsonSrf::Each { jsonb, .. } | JsonSrf::ArrayElements { jsonb, .. } | JsonSrf::ObjectKeys { jsonb } => jsonb,
+        };
+        self.json_arg(e, t, if jsonb { DataType::Jsonb } else { DataType::Json }, sig)
+    }
+
+    /// The json operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`,
+    /// `?|`, `?&`, `#-`); None for other operators.
+    pub(super) fn json_op(&mut self, left: &ast::Expr, op: &ast::BinaryOperator, right: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Option<(Expr, Ty)>> {
+        use ast::BinaryOperator as B;
+        if !matches!(
+            op,
+            B::Arrow | B::LongArrow | B::HashArrow | B::HashLongArrow | B::AtArrow | B::ArrowAt | B::Question | B::QuestionAnd | B::QuestionPipe | B::HashMinus
+        ) {
+            return Ok(None);
+        }
+        let (x, xt) = self.expr(left, scope, ctx)?;
+        let (y, yt) = self.expr(right, scope, ctx)?;
+        let sym = op.to_string();
+        let undefined = || SqlError::undefined_operator(&format!("{} {sym} {}", name_of(xt), name_of(yt)));
+        // `<@` is `@>` with the operands swapped.
+        let (x, xt, y, yt) = if matches!(op, B::ArrowAt) { (y, yt, x, xt) } else { (x, xt, y, yt) };
+        let jsonb = match xt {
+            Some(DataType::Jsonb) => true,
+            Some(DataType::Json) if matches!(op, B::Arrow | B::LongArrow | B::HashArrow | B::HashLongArrow) => false,
+            None if matches!(op, B::AtArrow | B::ArrowAt) && yt == Some(DataType::Jsonb) => true,
+            None if matches!(op, B::Arrow | B::LongArrow | B::HashArrow | B::HashLongArrow) => {
+                return Err(SqlError::new("42725", format!("operator is not unique: unknown {sym} {}", name_of(yt)))
+                    .with_hint("Could not choose a best candidate operator. You might need to add explicit type casts."));
+            }
+            _ => return Err(undefined()),
+        };
+        let json_t = if jsonb { DataType::Jsonb } else { DataType::Json };
+        let x = if xt.is_none() { self.coerce(x, None, json_t, &sym)? } else { x };
+        let text = matches!(op, B::LongArrow | B::HashLongArrow);
+        let (f, y, rt) = match op {
+            B::Arrow | B::LongArrow => {
+                let y = match yt {
+                    None => self.coerce(y, None, DataType::Text, &sym)?,
+                    Some(t) if category(t) == Category::String && Elem::of(t).is_none() => self.text_arg(y, yt, &sym)?,
+                    Some(t) if value::is_int4_implicit(t) => y,
+                    Some(_) => return Err(undefined()),
+                };
+                (JsonFunc::Get { jsonb, text }, y, if text { DataType::Text } else { json_t })
+            }
+            B::HashArrow | B::HashLongArrow => (JsonFunc::GetPath { jsonb, text }, self.text_array_arg(y, yt, &undefined)?, if text { DataType::Text } else { json_t }),
+            B::AtArrow | B::ArrowAt => {
+                let y = match yt {
+                    None => self.coerce(y, None, DataType::Jsonb, &sym)?,
+                    Some(DataType::Jsonb) => y,
+                    Some(_) => return Err(undefined()),
+                };
+                (JsonFunc::Contains, y, DataType::Bool)
+            }
+            B::Question => (JsonFunc::Exists, self.text_scalar_arg(y, yt, &undefined)?, DataType::Bool),
+            B::QuestionPipe | B::QuestionAnd => {
+                let f = if matches!(op, B::QuestionPipe) { JsonFunc::ExistsAny } else { JsonFunc::ExistsAll };
+                (f, self.text_array_arg(y, yt, &undefined)?, DataType::Bool)
+            }
+            _ => (JsonFunc::DeletePath, self.text_array_arg(y, yt, &undefined)?, DataType::Jsonb),
+        };
+        Ok(Some((Expr::Func(Func::Json(f), vec![x, y]), Some(rt))))
+    }
+
+    fn text_scalar_arg(&mut self, y: Expr, yt: Ty, undefined: &dyn Fn() -> SqlError) -> Result<Expr> {
+        match yt {
+            None => self.coerce(y, None, DataType::Text, "?"),
+            Some(t) if category(t) == Category::String && Elem::of(t).is_none() => self.text_arg(y, yt, "?"),
+            Some(_) => Err(undefined()),
+        }
+    }
+
+    /// A text[] operand: an array literal, a text[] value.
+    fn text_array_arg(&mut self, y: Expr, yt: Ty, undefined: &dyn Fn() -> SqlError) -> Result<Expr> {
+        match (yt, y) {
+            (None, Expr::Const(Value::Text(s))) => Ok(Expr::Const(types::array_input(&s, Elem::Text)?)),
+            (None, Expr::Const(Value::Null)) => Ok(Expr::Const(Value::Null)),
+            (None, Expr::Param(i)) => {
+                self.params[i] = Some(Elem::Text.data_type());
+                Ok(Expr::Param(i))
+            }
+            (Some(t), y) if Elem::of(t) == Some(Elem::Text) => Ok(y),
+            _ => Err(undefined()),
+        }
+    }
+
+    /// jsonb `||` and `-` (called with both operands bound, one of them jsonb).
+    pub(super) fn jsonb_binary(&mut self, op: &ast::BinaryOperator, x: Expr, xt: Ty, y: Expr, yt: Ty) -> Result<Option<(Expr, Ty)>> {
+        use ast::BinaryOperator as B;
+        let sym = op.to_string();
+        let undefined = || SqlError::undefined_operator(&format!("{} {sym} {}", name_of(xt), name_of(yt)));
+        match op {
+            B::StringConcat => {
+                // jsonb || text is anynonarray || text: string concatenation.
+                if [xt, yt].iter().any(|t| t.is_some_and(|t| category(t) == Category::String)) {
+                    return Ok(None);
+                }
+                let mut out = Vec::new();
+                for (e, t) in [(x, xt), (y, yt)] {
+                    out.push(match t {
+                        None => self.coerce(e, None, DataType::Jsonb, &sym)?,
+                        Some(DataType::Jsonb) => e,
+                        Some(_) => return Err(undefined()),
+                    });
+                }
+                Ok(Some((Expr::Func(Func::Json(JsonFunc::Concat), out), Some(DataType::Jsonb))))
+            }
+            B::Minus if xt == Some(DataType::Jsonb) => {
+                let y = match yt {
+                    None => self.coerce(y, None, DataType::Text, &sym)?,
+                    Some(t) if Elem::of(t) == Some(Elem::Text) => {
+                        Expr::Concat(Expr::Const(Value::Text(TEXT_ARRAY_MARK.to_owned())).boxed(), y.boxed())
+                    }
+                    Some(t) if category(t) == Category::String && Elem::of(t).is_none() => self.text_arg(y, yt, &sym)?,
+                    Some(t) if value::is_int4_implicit(t) => y,
+                    Some(_) => return Err(undefined()),
+                };
+                Ok(Some((Expr::Func(Func::Json(JsonFunc::Delete), vec![x, y]), Some(DataType::Jsonb))))
+            }
+            _ => Err(undefined()),
+        }
+    }
+
+    /// An argument that must be `want` (json or jsonb): an unknown literal
+    /// is read as one; no other type converts implicitly.
+    fn json_arg(&mut self, e: Expr, t: Ty, want: DataType, sig: &str) -> Result<Expr> {
+        match t {
+            None => self.coerce(e, None, want, sig),
+            Some(t) if t == want => Ok(e),
+            Some(_) => Err(SqlError::undefined_function(sig)),
+        }
+    }
+
+    /// The json functions; None when `name` is not one.
+    pub(super) fn json_function(&mut self, name: &str, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<Option<(Expr, Ty)>> {
+        let (jsonb, base) = if let Some(b) = name.strip_prefix("jsonb_") {
+            (true, b)
+        } else if let Some(b) = name.strip_prefix("json_") {
+            (false, b)
+        } else {
+            match name {
+                "to_jsonb" => (true, "to"),
+                "to_json" => (false, "to"),
+                _ => return Ok(None),
+            }
+        };
+        let json_t = if jsonb { DataType::Jsonb } else { DataType::Json };
+        let n = bound.len();
+        let arity = |lo: usize, hi: usize| if n < lo || n > hi { Err(SqlError::undefined_function(sig)) } else { Ok(()) };
+        let one = |b: &mut Self, bound: Vec<(Expr, Ty)>| -> Result<Vec<Expr>> {
+            let mut out = Vec::new();
+            for (e, t) in bound {
+                out.push(b.json_arg(e, t, json_t, sig)?);
+            }
+            Ok(out)
+        };
+        let (f, args, rt) = match base {
+            "to" => {
+                arity(1, 1)?;
+                let (e, t) = bound.into_iter().next().ok_or_else(|| SqlError::undefined_function(sig))?;
+                if t.is_none() {
+                    return Err(SqlError::datatype_mismatch("could not determine polymorphic type because input has type unknown".to_owned()));
+                }
+                if t.is_some_and(types::is_pseudo) {
+                    return Err(SqlError::unsupported(format!("{name} of an array or a system type")));
+                }
+                (JsonFunc::To { jsonb }, vec![e], json_t)
+            }
+            "build_object" | "build_array" => {
+                let mut out = Vec::new();
+                for (e, t) in bound {
+                    if t.is_some_and(types::is_pseudo) {
+                        return Err(SqlError::unsupported(format!("{name} of an array or a system type")));
+                    }
+                    out.push(if t.is_none() { self.coerce(e, None, DataType::Text, name)? } else { e });
+                }
+                let f = if base == "build_object" { JsonFunc::BuildObject { jsonb } } else { JsonFunc::BuildArray { jsonb } };
+                (f, out, json_t)
+            }
+            "typeof" => {
+                arity(1, 1)?;
+                (JsonFunc::Typeof { jsonb }, one(self, bound)?, DataType::Text)
+            }
+            "array_length" => {
+                arity(1, 1)?;
+                (JsonFunc::ArrayLength { jsonb }, one(self, bound)?, DataType::Int4)
+            }
+            "strip_nulls" => {
+                arity(1, 1)?;
+                (JsonFunc::StripNulls { jsonb }, one(self, bound)?, json_t)
+            }
+            "pretty" if jsonb => {
+                arity(1, 1)?;
+                (JsonFunc::Pretty, one(self, bound)?, DataType::Text)
+            }
+            "extract_path" | "extract_path_text" => {
+                arity(1, usize::MAX)?;
+                let text = base.ends_with("_text");
+                let mut it = bound.into_iter();
+                let (e, t) = it.next().ok_or_else(|| SqlError::undefined_function(sig))?;
+                let mut out = vec![self.json_arg(e, t, json_t, sig)?];
+                for (e, t) in it {
+                    out.push(self.text_arg(e, t, name).map_err(|_| SqlError::undefined_function(sig))?);
+                }
+                (JsonFunc::ExtractPath { jsonb, text }, out, if text { DataType::Text } else { json_t })
+            }
+            "set" if jsonb => {
+                arity(3, 4)?;
+                let mut out = Vec::new();
+                for (k, (e, t)) in bound.into_iter().enumerate() {
+                    out.push(match k {
+                        1 => self.text_array_arg(e, t, &|| SqlError::undefined_function(sig))?,
+                        3 => self.boolean(e, t, name).map_err(|_| SqlError::undefined_function(sig))?,
+                        _ => self.json_arg(e, t, DataType::Jsonb, sig)?,
+                    });
+                }
+                (JsonFunc::Set, out, DataType::Jsonb)
+            }
+            "each" | "each_text" | "array_elements" | "array_elements_text" | "object_keys" => {
+                return Err(SqlError::unsupported(format!("{name} in this position (set-returning json functions are supported in FROM and alone in a select list without FROM)")));
+            }
+            _ => return Err(SqlError::unsupported(format!("function {name}"))),
+        };
+        Ok(Some((Expr::Func(Func::Json(f), args), Some(rt))))
+    }
+}
