@@ -48,6 +48,43 @@ pub enum DataType {
     /// 16 bytes in network order (RFC 4122 layout), ordered by memcmp as
     /// PostgreSQL's uuid_cmp orders them.
     Uuid,
+    /// A one-dimensional array (lower bound 1) of a scalar type; stored in
+    /// the self-describing form of [`crate::array`], ordered as
+    /// PostgreSQL's array_cmp (element by element, NULL elements last,
+    /// then the shorter array first).
+    Array(ElemType),
+}
+
+/// The element type of [`DataType::Array`]: a scalar type packed as its
+/// catalog tag, so `DataType` stays `Copy` and 8 bytes wide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ElemType {
+    tag: u8,
+    /// The tag's first argument in the low 24 bits (a length fits:
+    /// CHAR_LENGTH_MAX < 2^24), the second (a numeric scale) above.
+    arg: u32,
+}
+
+impl ElemType {
+    /// None for an array type (arrays of arrays are multidimensional).
+    pub fn of(ty: DataType) -> Option<ElemType> {
+        let (tag, a, b) = ty.tag();
+        if matches!(ty, DataType::Array(_)) || a >= 1 << 24 || b >= 1 << 8 {
+            return None;
+        }
+        Some(ElemType { tag, arg: a | (b << 24) })
+    }
+
+    pub fn get(self) -> DataType {
+        // Built only by `of` (or checked by `from_parts`), so always valid.
+        DataType::from_tag(self.tag, self.arg & 0x00FF_FFFF, self.arg >> 24).unwrap_or(DataType::Text)
+    }
+
+    fn from_parts(tag: u32, arg: u32) -> Option<ElemType> {
+        let tag = u8::try_from(tag).ok()?;
+        let ty = DataType::from_tag(tag, arg & 0x00FF_FFFF, arg >> 24)?;
+        ElemType::of(ty)
+    }
 }
 
 impl DataType {
@@ -59,7 +96,7 @@ impl DataType {
             DataType::Int4 | DataType::Float4 | DataType::Date => Some(4),
             DataType::Int8 | DataType::Float8 | DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) => Some(8),
             DataType::Numeric { .. } | DataType::Uuid | DataType::Interval => Some(16),
-            DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea => None,
+            DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea | DataType::Array(_) => None,
         }
     }
 
@@ -83,11 +120,13 @@ impl DataType {
             DataType::Time(p) => format!("time{} without time zone", precision_suffix(p)),
             DataType::Uuid => "uuid".into(),
             DataType::Interval => "interval".into(),
+            DataType::Array(e) => format!("{}[]", e.get().pg_name()),
         }
     }
 
     pub(crate) fn validate(self) -> Result<()> {
         match self {
+            DataType::Array(e) => return e.get().validate(),
             DataType::Numeric { precision, scale } => {
                 if precision == 0 || precision > NUMERIC_PRECISION_MAX {
                     return Err(EngineError::definition(
@@ -137,6 +176,7 @@ impl DataType {
             DataType::Uuid => (15, 0, 0),
             DataType::Time(p) => (16, p.map_or(0, |p| u32::from(p) + 1), 0),
             DataType::Interval => (17, 0, 0),
+            DataType::Array(e) => (18, u32::from(e.tag), e.arg),
         }
     }
 
@@ -161,6 +201,7 @@ impl DataType {
             15 => DataType::Uuid,
             16 => DataType::Time(precision(a)?),
             17 => DataType::Interval,
+            18 => DataType::Array(ElemType::from_parts(a, b)?),
             _ => return None,
         })
     }
@@ -265,6 +306,8 @@ pub enum Value {
     /// Microseconds since midnight, 0 ..= 86_400_000_000.
     Time(i64),
     Interval(Interval),
+    /// A one-dimensional array's elements (NULL elements as `Null`).
+    Array(Vec<Value>),
 }
 
 /// A value borrowed from a stored row: reading a column never allocates.
@@ -286,6 +329,30 @@ pub enum ValueRef<'a> {
     Uuid([u8; 16]),
     Time(i64),
     Interval(Interval),
+    Array(ArrayRef<'a>),
+}
+
+/// An array borrowed from a stored row (its encoded bytes) or from a `Value`.
+#[derive(Clone, Copy, Debug)]
+pub enum ArrayRef<'a> {
+    Stored(&'a [u8]),
+    Values(&'a [Value]),
+}
+
+impl ArrayRef<'_> {
+    pub fn to_vec(self) -> Vec<Value> {
+        match self {
+            // Written only by `array::encode`.
+            ArrayRef::Stored(bytes) => crate::array::decode(bytes).unwrap_or_default(),
+            ArrayRef::Values(items) => items.to_vec(),
+        }
+    }
+}
+
+impl PartialEq for ArrayRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_vec() == other.to_vec()
+    }
 }
 
 impl ValueRef<'_> {
@@ -307,6 +374,7 @@ impl ValueRef<'_> {
             ValueRef::Uuid(v) => Value::Uuid(v),
             ValueRef::Time(v) => Value::Time(v),
             ValueRef::Interval(v) => Value::Interval(v),
+            ValueRef::Array(a) => Value::Array(a.to_vec()),
         }
     }
 }
@@ -330,6 +398,7 @@ impl Value {
             Value::Uuid(v) => ValueRef::Uuid(*v),
             Value::Time(v) => ValueRef::Time(*v),
             Value::Interval(v) => ValueRef::Interval(*v),
+            Value::Array(items) => ValueRef::Array(ArrayRef::Values(items)),
         }
     }
 
@@ -398,6 +467,7 @@ impl Value {
             Value::Uuid(_) => "uuid",
             Value::Time(_) => "time without time zone",
             Value::Interval(_) => "interval",
+            Value::Array(_) => "array",
         }
     }
 }
@@ -444,6 +514,16 @@ impl fmt::Display for ValueRef<'_> {
                 write_fraction(f, micros % 1_000_000)
             }
             ValueRef::Interval(v) => write_interval(f, *v),
+            ValueRef::Array(a) => {
+                f.write_str("{")?;
+                for (i, v) in a.to_vec().iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    if v.is_null() { f.write_str("NULL")? } else { write!(f, "{v}")? }
+                }
+                f.write_str("}")
+            }
             ValueRef::Uuid(bytes) => {
                 for (i, b) in bytes.iter().enumerate() {
                     if matches!(i, 4 | 6 | 8 | 10) {
@@ -622,6 +702,9 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
         (DataType::Time(p), Value::Time(t)) => Value::Time(round_to_precision(t, p)),
         (DataType::Uuid, Value::Uuid(u)) => Value::Uuid(u),
         (DataType::Interval, Value::Interval(v)) => Value::Interval(v),
+        (DataType::Array(e), Value::Array(items)) => {
+            Value::Array(items.into_iter().map(|v| coerce(v, e.get(), column)).collect::<Result<Vec<_>>>()?)
+        }
         (_, other) => return Err(mismatch(&other)),
     })
 }

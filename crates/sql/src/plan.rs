@@ -77,6 +77,9 @@ pub enum TableFunc {
     /// `information_schema._pg_expandarray(array)`: (x, n) per element,
     /// n counting from 1 (what pgJDBC's metadata queries read index keys with).
     ExpandArray(Elem),
+    /// `unnest(a [, b ...])` of real arrays: row k holds every array's
+    /// element k (NULL past an array's end), as many rows as the longest.
+    UnnestArrays(usize),
 }
 
 #[derive(Clone, Debug)]
@@ -295,7 +298,13 @@ impl SelectPlan {
                     exprs.extend(eq);
                     exprs.extend(lower.iter().chain(upper).map(|(e, _)| e));
                 }
-                Access::FullScan | Access::Virtual(_) => {}
+                // A function in FROM reads the levels before it (`unnest(t.a)`).
+                Access::Virtual(source) => {
+                    if let VirtualSource::Function { args, .. } = source.as_ref() {
+                        exprs.extend(args);
+                    }
+                }
+                Access::FullScan => {}
             }
         }
         exprs.extend(&self.final_filters);

@@ -43,6 +43,8 @@ pub enum Category {
     /// time: 'D' in PostgreSQL, but it converts to no other date/time type.
     Time,
     Interval,
+    /// 'A': one-dimensional arrays (`crate::array`).
+    Array,
 }
 
 pub fn category(ty: DataType) -> Category {
@@ -57,6 +59,7 @@ pub fn category(ty: DataType) -> Category {
         DataType::Interval => Category::Interval,
         DataType::Bytea => Category::Bytea,
         DataType::Uuid => Category::Uuid,
+        DataType::Array(_) => Category::Array,
     }
 }
 
@@ -94,6 +97,7 @@ pub fn type_name(ty: DataType) -> &'static str {
         DataType::Time(_) => "time without time zone",
         DataType::Interval => "interval",
         DataType::Uuid => "uuid",
+        DataType::Array(e) => crate::array::type_name(e.get()),
     }
 }
 
@@ -285,6 +289,7 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Uuid(x), V::Uuid(y)) => x.cmp(y),
         (V::Time(x), V::Time(y)) => x.cmp(y),
         (V::Interval(x), V::Interval(y)) => x.span().cmp(&y.span()),
+        (V::Array(x), V::Array(y)) => crate::array::compare(x, y),
         (V::Float4(_) | V::Float8(_), _) | (_, V::Float4(_) | V::Float8(_)) => float_cmp(to_f64(a)?, to_f64(b)?),
         _ => numeric_cmp(to_numeric(a)?, to_numeric(b)?),
     })
@@ -639,6 +644,7 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Interval | T::Time(_), v @ (Value::Interval(_) | Value::Time(_))) => crate::interval::cast(v, to),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
         (T::Uuid, Value::Uuid(u)) => Value::Uuid(u),
+        (T::Array(e), Value::Array(items)) => crate::array::cast(items, e.get(), explicit)?,
         // boolean's cast to a string type is booltext ('true'), not its
         // output function ('t').
         (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => cast(Value::Text(if b { "true" } else { "false" }.to_owned()), to, explicit)?,
@@ -747,6 +753,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         DataType::Time(p) => Value::Time(crate::time::parse(text, p)?),
         DataType::Interval => Value::Interval(crate::interval::parse(text)?),
         DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
+        DataType::Array(e) => crate::array::array_in(text, e.get())?,
     })
 }
 
@@ -804,6 +811,7 @@ pub fn write_text(v: &Value, out: &mut String) {
     match v {
         Value::Float4(x) => write_float(f64::from(*x), true, out),
         Value::Float8(x) => write_float(*x, false, out),
+        Value::Array(items) => crate::array::write_array(items, out),
         other => {
             let _ = write!(out, "{other}");
         }

@@ -62,9 +62,10 @@ impl Binder<'_> {
                 };
                 let result = match func {
                     AggFunc::StringAgg => DataType::Text,
-                    AggFunc::ArrayAgg => Elem::for_element(t)
-                        .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
-                        .data_type(),
+                    AggFunc::ArrayAgg => match crate::array::array_type(t) {
+                        Some(a) => a,
+                        None => Elem::for_element(t).ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?.data_type(),
+                    },
                     AggFunc::Count | AggFunc::CountStar => DataType::Int8,
                     AggFunc::Sum | AggFunc::Avg if t == DataType::Interval => return Err(SqlError::unsupported(format!("{name}(interval)"))),
                     AggFunc::Sum => match t {

@@ -12,6 +12,7 @@
 
 mod aggregate;
 mod array;
+mod array_func;
 mod builtin;
 mod cast;
 mod coerce;

@@ -215,5 +215,11 @@ pub fn column_type_info(ty: DataType) -> ColumnTypeInfo {
         DataType::Time(p) => info(1083, p.map_or(-1, i32::from), 8, true, "d", "p", 0),
         DataType::Uuid => info(2950, -1, 16, false, "c", "p", 0),
         DataType::Interval => info(1186, -1, 16, false, "d", "p", 0),
+        // atttypmod of an array column is its element's (varchar(10)[]: 14).
+        DataType::Array(e) => {
+            let elem = column_type_info(e.get());
+            let oid = type_by_oid(elem.type_oid).map_or(0, |m| m.base.array_oid);
+            info(oid, elem.typmod, -1, false, if elem.align == "d" { "d" } else { "i" }, "x", elem.collation)
+        }
     }
 }

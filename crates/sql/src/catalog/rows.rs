@@ -273,7 +273,8 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     for t in user_tables(catalog).into_iter().chain(user_sequences(catalog)) {
         for (c, col) in user_columns(t) {
             let hasdef = column_default_text(catalog, col).is_some();
-            push(table_oid(t), &col.name, attnum(c), column_type_info(col.ty), !col.nullable, hasdef, 0, identity_code(col));
+            let ndims = i32::from(matches!(col.ty, pgtier_engine::DataType::Array(_)));
+            push(table_oid(t), &col.name, attnum(c), column_type_info(col.ty), !col.nullable, hasdef, ndims, identity_code(col));
         }
     }
     for TableIndex { table: t, index: i } in all_indexes(catalog) {
