@@ -57,7 +57,7 @@ pub use seams::{CommitParticipant, Miss, MissHook, RowMeta, WriteGuard};
 pub use stats::{DbStats, TableStats};
 pub use stream::{Change, CommitStream, CommittedTxn, ConsumerPosition, RowChange, StreamStart};
 pub use transaction::{Transaction, wall_clock_us};
-pub use types::{ArrayRef, DataType, ElemType, Interval, Numeric, TIME_PRECISION_MAX, Value, ValueRef, civil_from_days, coerce, days_from_civil, round_to_precision};
+pub use types::{ArrayRef, DataType, ElemType, Interval, write_array_element, Numeric, TIME_PRECISION_MAX, Value, ValueRef, civil_from_days, coerce, days_from_civil, round_to_precision};
 pub use verify::TableCheck;
 pub use wait_hook::set_wait_hook;
 pub use walrec::RowOp;

@@ -520,7 +520,7 @@ impl fmt::Display for ValueRef<'_> {
                     if i > 0 {
                         f.write_str(",")?;
                     }
-                    if v.is_null() { f.write_str("NULL")? } else { write!(f, "{v}")? }
+                    if v.is_null() { f.write_str("NULL")? } else { write_array_element(&v.to_string(), f)? }
                 }
                 f.write_str("}")
             }
@@ -535,6 +535,26 @@ impl fmt::Display for ValueRef<'_> {
             }
         }
     }
+}
+
+/// An element's text as array_out writes it: quoted (with `"` and `\`
+/// escaped) when it is empty, `NULL`, or holds a delimiter, brace, quote,
+/// backslash or array_isspace white space.
+pub fn write_array_element(s: &str, out: &mut dyn fmt::Write) -> fmt::Result {
+    let needs = s.is_empty()
+        || s.eq_ignore_ascii_case("null")
+        || s.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\' | ' ' | '\t' | '\n' | '\r' | '\x0B' | '\x0C'));
+    if !needs {
+        return out.write_str(s);
+    }
+    out.write_char('"')?;
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.write_char('\\')?;
+        }
+        out.write_char(c)?;
+    }
+    out.write_char('"')
 }
 
 fn write_float(f: &mut fmt::Formatter<'_>, v: f64) -> fmt::Result {

@@ -200,19 +200,8 @@ pub fn write_array(items: &[Value], out: &mut String) {
 /// escaped) when it is empty, `NULL`, or holds a delimiter, brace, quote,
 /// backslash or white space.
 pub fn quote_element(s: &str, out: &mut String) {
-    let needs = s.is_empty() || s.eq_ignore_ascii_case("null") || s.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || is_space(c));
-    if !needs {
-        out.push_str(s);
-        return;
-    }
-    out.push('"');
-    for c in s.chars() {
-        if c == '"' || c == '\\' {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out.push('"');
+    // Writing to a String cannot fail.
+    let _ = pgtier_engine::write_array_element(s, out);
 }
 
 /// array_cmp: element by element (NULL elements after values, two NULLs
