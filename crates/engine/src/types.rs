@@ -56,34 +56,46 @@ pub enum DataType {
 }
 
 /// The element type of [`DataType::Array`]: a scalar type packed as its
-/// catalog tag, so `DataType` stays `Copy` and 8 bytes wide.
+/// catalog tag in 4 unaligned bytes, so `DataType` stays `Copy` and 8
+/// bytes wide (the size every column, plan node and key spec carries).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ElemType {
     tag: u8,
-    /// The tag's first argument in the low 24 bits (a length fits:
-    /// CHAR_LENGTH_MAX < 2^24), the second (a numeric scale) above.
-    arg: u32,
+    /// 24 bits, little-endian: the tag's first argument (a length fits:
+    /// CHAR_LENGTH_MAX < 2^24), or for numeric precision | scale << 8.
+    arg: [u8; 3],
 }
 
 impl ElemType {
     /// None for an array type (arrays of arrays are multidimensional).
     pub fn of(ty: DataType) -> Option<ElemType> {
         let (tag, a, b) = ty.tag();
-        if matches!(ty, DataType::Array(_)) || a >= 1 << 24 || b >= 1 << 8 {
+        let packed = if b == 0 { a } else if a < 1 << 8 && b < 1 << 8 { a | (b << 8) } else { return None };
+        if matches!(ty, DataType::Array(_)) || packed >= 1 << 24 {
             return None;
         }
-        Some(ElemType { tag, arg: a | (b << 24) })
+        let [x, y, z, _] = packed.to_le_bytes();
+        Some(ElemType { tag, arg: [x, y, z] })
     }
 
     pub fn get(self) -> DataType {
         // Built only by `of` (or checked by `from_parts`), so always valid.
-        DataType::from_tag(self.tag, self.arg & 0x00FF_FFFF, self.arg >> 24).unwrap_or(DataType::Text)
+        Self::unpack(self.tag, self.packed()).unwrap_or(DataType::Text)
     }
 
-    fn from_parts(tag: u32, arg: u32) -> Option<ElemType> {
-        let tag = u8::try_from(tag).ok()?;
-        let ty = DataType::from_tag(tag, arg & 0x00FF_FFFF, arg >> 24)?;
-        ElemType::of(ty)
+    fn packed(self) -> u32 {
+        let [x, y, z] = self.arg;
+        u32::from_le_bytes([x, y, z, 0])
+    }
+
+    fn unpack(tag: u8, packed: u32) -> Option<DataType> {
+        // Only numeric (tag 5) has two arguments.
+        let (a, b) = if tag == 5 { (packed & 0xFF, packed >> 8) } else { (packed, 0) };
+        DataType::from_tag(tag, a, b)
+    }
+
+    fn from_parts(tag: u32, packed: u32) -> Option<ElemType> {
+        ElemType::of(Self::unpack(u8::try_from(tag).ok()?, packed)?)
     }
 }
 
@@ -176,7 +188,7 @@ impl DataType {
             DataType::Uuid => (15, 0, 0),
             DataType::Time(p) => (16, p.map_or(0, |p| u32::from(p) + 1), 0),
             DataType::Interval => (17, 0, 0),
-            DataType::Array(e) => (18, u32::from(e.tag), e.arg),
+            DataType::Array(e) => (18, u32::from(e.tag), e.packed()),
         }
     }
 
@@ -824,6 +836,19 @@ mod tests {
         let v = coerce(Value::Time(86_399_999_999), DataType::Time(Some(3)), "c").ok();
         assert_eq!(v, Some(Value::Time(86_400_000_000)));
         assert!(!Value::Time(1).is_of_type(DataType::Time(Some(3))));
+    }
+
+    #[test]
+    fn array_types_round_trip_and_stay_small() {
+        assert_eq!(std::mem::size_of::<DataType>(), 8);
+        for elem in [DataType::Int4, DataType::Numeric { precision: 38, scale: 38 }, DataType::Numeric { precision: 5, scale: 0 }, DataType::Varchar(CHAR_LENGTH_MAX), DataType::Char(1), DataType::Timestamp(Some(0)), DataType::TimestampTz(None), DataType::Interval, DataType::Uuid] {
+            let ty = DataType::Array(ElemType::of(elem).unwrap());
+            assert_eq!(crate::types::ElemType::of(elem).unwrap().get(), elem);
+            let (tag, a, b) = ty.tag();
+            assert_eq!(DataType::from_tag(tag, a, b), Some(ty));
+        }
+        assert_eq!(ElemType::of(DataType::Array(ElemType::of(DataType::Int4).unwrap())), None);
+        assert_eq!(DataType::Array(ElemType::of(DataType::Varchar(10)).unwrap()).pg_name(), "character varying(10)[]");
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub(super) fn is_array_call(name: &str, args: &[(Expr, Ty)]) -> bool {
 impl Binder<'_> {
     /// `e` as a value of `to` (an element or array type); `sig` names the
     /// call for 42883.
-    fn to_type(&mut self, e: Expr, t: Ty, to: DataType, sig: &str) -> Result<Expr> {
+    fn as_type(&mut self, e: Expr, t: Ty, to: DataType, sig: &str) -> Result<Expr> {
         match t {
             None => self.coerce(e, None, to, sig),
             Some(f) if f == to => Ok(e),
@@ -65,8 +65,8 @@ impl Binder<'_> {
             ArrayFunc::Append => (arr, elem),
             _ => (elem, arr),
         };
-        let x = self.to_type(x, xt, xw, &sig).map_err(|_| bad())?;
-        let y = self.to_type(y, yt, yw, &sig).map_err(|_| bad())?;
+        let x = self.as_type(x, xt, xw, &sig).map_err(|_| bad())?;
+        let y = self.as_type(y, yt, yw, &sig).map_err(|_| bad())?;
         Ok((Expr::Func(Func::Array(f), vec![x, y]), Some(arr)))
     }
 
@@ -93,8 +93,8 @@ impl Binder<'_> {
         }
         let elem = self.common_elem(&[xt, yt], &[], &sig).map_err(|_| bad())?;
         let arr = array_type(elem).ok_or_else(bad)?;
-        let x = self.to_type(x, xt, arr, &sig).map_err(|_| bad())?;
-        let y = self.to_type(y, yt, arr, &sig).map_err(|_| bad())?;
+        let x = self.as_type(x, xt, arr, &sig).map_err(|_| bad())?;
+        let y = self.as_type(y, yt, arr, &sig).map_err(|_| bad())?;
         Ok(Some((Expr::Func(Func::Array(f), vec![x, y]), Some(DataType::Bool))))
     }
 
@@ -139,8 +139,8 @@ impl Binder<'_> {
         let mut out = Vec::with_capacity(n);
         for ((e, t), s) in args.into_iter().zip(&shape) {
             out.push(match s {
-                Arg::Arr => self.to_type(e, t, arr, sig)?,
-                Arg::Elem => self.to_type(e, t, elem, sig)?,
+                Arg::Arr => self.as_type(e, t, arr, sig)?,
+                Arg::Elem => self.as_type(e, t, elem, sig)?,
                 Arg::Fixed(Text) => self.text_arg(e, t, name).map_err(|_| bad())?,
                 Arg::Fixed(w) => match t {
                     None => self.coerce(e, None, *w, name)?,
