@@ -80,6 +80,8 @@ fn refused_constructs_name_themselves() {
         ("SELECT ARRAY(SELECT ARRAY[1])", "multidimensional arrays"),
         ("SELECT '[0:1]={1,2}'::int[]", "arrays with explicit bounds"),
         ("SELECT 1 > ALL('{1}'::oid[])", "ALL over a system catalog array"),
+        ("SELECT unnest(ARRAY[v]) AS u, count(*) FROM t GROUP BY 1", "set-returning function in the select list of an aggregated query"),
+        ("SELECT unnest(ARRAY[v]), unnest(ARRAY[id]) FROM t", "several different set-returning functions"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
