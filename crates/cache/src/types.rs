@@ -21,6 +21,11 @@ pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> 
         TypeModifier::Precision(p) => Some(p),
         _ => None,
     };
+    if let Some(element) = column.element() {
+        let (elem, _) = engine_type(&element)?;
+        let ty = pgtier_engine::ElemType::of(elem).map(DataType::Array).ok_or("Arrays of arrays are not supported.")?;
+        return Ok((ty, ValueKind::Array));
+    }
     let ty = match column.base_type_oid {
         16 => DataType::Bool,
         21 => DataType::Int2,
@@ -51,7 +56,7 @@ pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> 
         1186 if column.modifier == TypeModifier::None => DataType::Interval,
         1186 => return Err("Declare the column interval without fields or a precision.".into()),
         _ => {
-            return Err("Supported types: smallint, integer, bigint, numeric, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, time, interval, uuid, json, jsonb.".into());
+            return Err("Supported types: smallint, integer, bigint, numeric, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, time, interval, uuid, json, jsonb, and one-dimensional arrays of them.".into());
         }
     };
     let kind = ValueKind::for_type_oid(column.base_type_oid).ok_or_else(|| format!("No binary decoder for type oid {}.", column.base_type_oid))?;
@@ -91,6 +96,9 @@ pub fn engine_value(ty: DataType, value: PgValue<'_>) -> Result<Value, String> {
         // canonicalized again so keys and comparisons never see another.
         (DataType::Jsonb, PgValue::Text(v)) => {
             Value::Jsonb(pgtier_engine::json::canonical(v).map_err(|e| format!("jsonb value cannot be cached: {}", e.detail))?)
+        }
+        (DataType::Array(e), PgValue::Array(array)) => {
+            Value::Array(array.values().map(|v| v.map_or(Ok(Value::Null), |v| engine_value(e.get(), v))).collect::<Result<Vec<_>, String>>()?)
         }
         (ty, value) => return Err(format!("a {value:?} does not fit type {}", ty.pg_name())),
     })

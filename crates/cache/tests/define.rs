@@ -49,6 +49,13 @@ fn create_extra_tables() -> String {
                  time '00:00' + g * interval '5 minutes 1.2345 seconds', timestamp '1999-12-31 23:00' + g * interval '17 seconds',
                  CASE WHEN g % 5 = 0 THEN NULL ELSE (g - 100) * interval '1 mon 1 day 00:00:01.5' END
                FROM generate_series(1, 250) g ON CONFLICT DO NOTHING;
+             CREATE TABLE IF NOT EXISTS with_arrays (id integer PRIMARY KEY, s_id integer NOT NULL REFERENCES subscriber, ints int4[],
+                 bigs int8[], names text[], tags varchar(8)[], days date[], amounts numeric(8,2)[], flags bool[], ids uuid[], spans interval[]);
+             INSERT INTO with_arrays SELECT g, g, CASE WHEN g % 7 = 0 THEN NULL ELSE ARRAY[g, -g, NULL] END, ARRAY[g::bigint * 1000000000000],
+                 CASE WHEN g % 4 = 0 THEN '{}' ELSE ARRAY['n' || g, 'with space', '', 'NULL', NULL, 'q' || chr(34) || g || chr(92)] END,
+                 ARRAY[repeat('t', g % 9)], ARRAY[date '2024-02-28' + g], ARRAY[g * 1.25, NULL], ARRAY[g % 2 = 0],
+                 ARRAY[md5(g::text)::uuid], ARRAY[g * interval '1 day 00:00:01.5']
+               FROM generate_series(1, 120) g ON CONFLICT DO NOTHING;
              CREATE TABLE IF NOT EXISTS with_json (id integer PRIMARY KEY, s_id integer NOT NULL REFERENCES subscriber, j json, b jsonb UNIQUE);
              INSERT INTO with_json SELECT g, g, CASE WHEN g % 4 = 0 THEN NULL ELSE format('{\"n\" : %s,  \"s\": \"v\\u00e9%s\", \"a\": [1.50, 1e2]}', g, g)::json END,
                  CASE WHEN g % 5 = 0 THEN NULL ELSE format('{\"n\": %s, \"n\": %s.0, \"list\": [%s, \"x\", null, true], \"e\": {}}', g, g, g * 1.25)::jsonb END
@@ -263,5 +270,40 @@ fn json_and_jsonb_columns_cache_and_load_as_postgres_has_them() {
         assert_eq!(hits, want, "{b}");
     }
     t.commit().unwrap();
+    db.verify().unwrap();
+}
+
+#[test]
+fn array_columns_cache_and_load_as_postgres_has_them() {
+    let url = url_with_extra_tables();
+    let group = define(&url, "subscriber", &["with_arrays"]).unwrap();
+    let table = &group.tables[1];
+    let array = |e: DataType| DataType::Array(pgtier_engine::ElemType::of(e).unwrap());
+    assert_eq!(
+        table.types,
+        [
+            DataType::Int4,
+            DataType::Int4,
+            array(DataType::Int4),
+            array(DataType::Int8),
+            array(DataType::Text),
+            array(DataType::Varchar(8)),
+            array(DataType::Date),
+            array(DataType::Numeric { precision: 8, scale: 2 }),
+            array(DataType::Bool),
+            array(DataType::Uuid),
+            array(DataType::Interval),
+        ]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
+    create_group_tables(&db, &group).unwrap();
+    let options = LoadOptions { predicate: Some("s_id <= 100".into()), parallel: 2, ..LoadOptions::default() };
+    let report = load_group(&db, || connect(&url).map_err(|e| panic!("{e}")), &group, &options).unwrap();
+    assert_eq!(report.rows[1], ("with_arrays".to_owned(), 100));
+    let mut client = connect(&url).unwrap();
+    let expected = common::postgres_dump(&mut client, &group, "with_arrays", "s_id <= 100");
+    assert_eq!(expected.len(), 100);
+    assert_eq!(cache_dump(&db, "with_arrays"), expected);
     db.verify().unwrap();
 }

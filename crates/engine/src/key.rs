@@ -11,6 +11,8 @@
 //! - text/bytea: bytes with 0x00 escaped as 0x00 0xFF, terminated by 0x00 0x00
 //! - jsonb: [`crate::json::sort_key`] (jsonb_cmp's order as bytes), escaped as text is
 //! - nullable columns (secondary indexes only) get a tag byte: 0x01 value, 0x02 NULL
+//! - array: each element tagged as a nullable column (NULL elements sort
+//!   after values, as in array_cmp), then 0x00 (a prefix sorts first)
 
 use crate::row::RowLayout;
 use crate::types::{DataType, Value, ValueRef};
@@ -51,6 +53,16 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         ValueRef::Jsonb(s) => escape_bytes(out, &crate::json::sort_key(s)),
         // json has no equality: no index accepts it (checked when defining).
         ValueRef::Json(s) => escape_bytes(out, s.as_bytes()),
+        ValueRef::Array(a) => {
+            let elem = match ty {
+                DataType::Array(e) => e.get(),
+                _ => DataType::Text,
+            };
+            for v in a.to_vec() {
+                encode_column(out, v.as_ref(), elem, true);
+            }
+            out.push(ARRAY_END);
+        }
     }
 }
 
@@ -93,6 +105,8 @@ fn decimal_key(out: &mut Vec<u8>, n: crate::types::Numeric) {
     out.push(flip(0x00));
 }
 
+const ARRAY_END: u8 = 0x00;
+
 fn float4_key(v: f32) -> u32 {
     let v = if v == 0.0 { 0.0 } else if v.is_nan() { f32::NAN } else { v };
     let bits = v.to_bits();
@@ -126,6 +140,12 @@ pub(crate) fn column_len(bytes: &[u8], ty: DataType, tagged: bool) -> usize {
     }
     if matches!(ty, DataType::Numeric { precision: 0, .. }) {
         return at + decimal_key_len(&bytes[at..]);
+    }
+    if let DataType::Array(e) = ty {
+        while at < bytes.len() && bytes[at] != ARRAY_END {
+            at += column_len(&bytes[at..], e.get(), true);
+        }
+        return (at + 1).min(bytes.len());
     }
     match ty.fixed_width_bytes() {
         Some(w) => at + w,
@@ -268,6 +288,18 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
         (DataType::Uuid, Value::Uuid(u)) => ValueRef::Uuid(*u),
         (DataType::Interval, Value::Interval(v)) => ValueRef::Interval(*v),
         (DataType::Jsonb, Value::Jsonb(s)) => ValueRef::Jsonb(s),
+        (DataType::Array(e), Value::Array(items)) => {
+            if tagged {
+                out.push(TAG_VALUE);
+            }
+            for v in items {
+                if !encode_lookup(out, v, e.get(), true) {
+                    return false;
+                }
+            }
+            out.push(ARRAY_END);
+            return true;
+        }
         _ => return false,
     };
     encode_column(out, converted, ty, tagged);
@@ -316,6 +348,20 @@ mod tests {
         fn int_order_preserved(a: i64, b: i64) {
             let (ka, kb) = (enc(&Value::Int8(a), DataType::Int8, false), enc(&Value::Int8(b), DataType::Int8, false));
             prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
+        }
+
+        #[test]
+        fn array_order_is_array_cmp(a: Vec<Option<i32>>, b: Vec<Option<i32>>, s in "[a\\x00b]{0,3}") {
+            // array_cmp: element by element, NULL after any value, then the shorter first.
+            let cmp_key = |x: &Vec<Option<i32>>| x.iter().map(|e| e.map_or((1, 0), |v| (0, v))).collect::<Vec<_>>();
+            let arr = |x: &Vec<Option<i32>>| Value::Array(x.iter().map(|e| e.map_or(Value::Null, Value::Int4)).collect());
+            let ty = DataType::Array(crate::types::ElemType::of(DataType::Int4).unwrap());
+            let (ka, kb) = (enc(&arr(&a), ty, false), enc(&arr(&b), ty, false));
+            prop_assert_eq!(cmp_key(&a).cmp(&cmp_key(&b)), ka.cmp(&kb));
+            prop_assert_eq!(column_len(&ka, ty, false), ka.len());
+            let texts = DataType::Array(crate::types::ElemType::of(DataType::Text).unwrap());
+            let kt = enc(&Value::Array(vec![Value::Text(s.clone()), Value::Null, Value::Text(s)]), texts, true);
+            prop_assert_eq!(column_len(&kt, texts, true), kt.len());
         }
 
         #[test]

@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod api;
+mod array;
 mod catalog;
 mod checkpoint;
 mod codec;
@@ -58,8 +59,8 @@ pub use stats::{DbStats, TableStats};
 pub use stream::{Change, CommitStream, CommittedTxn, ConsumerPosition, RowChange, StreamStart};
 pub use transaction::{Transaction, wall_clock_us};
 pub use types::{
-    DATE_INFINITY, DATE_NEG_INFINITY, DataType, Interval, NUMERIC_UNCONSTRAINED, Numeric, TIME_PRECISION_MAX, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, ValueRef, civil_from_days, coerce,
-    days_from_civil, round_to_precision,
+    ArrayRef, DATE_INFINITY, DATE_NEG_INFINITY, DataType, ElemType, Interval, NUMERIC_UNCONSTRAINED, Numeric, TIME_PRECISION_MAX, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, ValueRef,
+    civil_from_days, coerce, days_from_civil, round_to_precision, write_array_element,
 };
 pub use verify::TableCheck;
 pub use wait_hook::set_wait_hook;

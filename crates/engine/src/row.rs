@@ -13,7 +13,7 @@
 
 use crate::codec::{Reader, Writer};
 use crate::error::{EngineError, Result};
-use crate::types::{DataType, Interval, Numeric, Value, ValueRef};
+use crate::types::{ArrayRef, DataType, Interval, Numeric, Value, ValueRef};
 
 const FLAG_WIDE: u8 = 1;
 
@@ -137,6 +137,7 @@ impl RowLayout {
             DataType::Bytea => ValueRef::Bytea(self.var_bytes(data, col)),
             DataType::Json => ValueRef::Json(std::str::from_utf8(self.var_bytes(data, col)).unwrap_or("")),
             DataType::Jsonb => ValueRef::Jsonb(std::str::from_utf8(self.var_bytes(data, col)).unwrap_or("")),
+            DataType::Array(_) => ValueRef::Array(ArrayRef::Stored(self.var_bytes(data, col))),
         }
     }
 
@@ -149,7 +150,7 @@ impl RowLayout {
             .iter()
             .zip(&self.types)
             .filter(|(_, t)| t.fixed_width_bytes().is_none())
-            .map(|(v, _)| var_payload(v.borrow()).len())
+            .map(|(v, _)| var_len(v.borrow()))
             .sum();
         let width = if var_total <= usize::from(u16::MAX) { 2 } else { 4 };
         let total = self.var_base(width) + var_total;
@@ -166,9 +167,9 @@ impl RowLayout {
             }
             let slot = self.slots[col] as usize;
             if self.types[col].fixed_width_bytes().is_none() {
-                let payload = var_payload(value);
-                out.extend_from_slice(payload);
-                var_end += payload.len();
+                let before = out.len();
+                write_var(value, out);
+                var_end += out.len() - before;
                 let at = self.fixed_end + slot * width;
                 if width == 2 {
                     out[at..at + 2].copy_from_slice(&u16::try_from(var_end).unwrap_or(u16::MAX).to_le_bytes());
@@ -228,6 +229,9 @@ impl RowLayout {
             {
                 return Err(bad());
             }
+            if matches!(self.types[col], DataType::Array(_)) && !self.is_null(data, col) && crate::array::decode(self.var_bytes(data, col)).is_err() {
+                return Err(bad());
+            }
         }
         Ok(())
     }
@@ -239,11 +243,26 @@ fn arr<const N: usize>(s: &[u8]) -> [u8; N] {
     out
 }
 
-fn var_payload(v: &Value) -> &[u8] {
+fn var_len(v: &Value) -> usize {
     match v {
-        Value::Text(s) | Value::Json(s) | Value::Jsonb(s) => s.as_bytes(),
-        Value::Bytea(b) => b,
-        _ => &[],
+        Value::Text(s) | Value::Json(s) | Value::Jsonb(s) => s.len(),
+        Value::Bytea(b) => b.len(),
+        // Encoded twice per write (length, then bytes); arrays are never on the PK-lookup path.
+        Value::Array(items) => {
+            let mut out = Vec::new();
+            crate::array::encode(items, &mut out);
+            out.len()
+        }
+        _ => 0,
+    }
+}
+
+fn write_var(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Text(s) | Value::Json(s) | Value::Jsonb(s) => out.extend_from_slice(s.as_bytes()),
+        Value::Bytea(b) => out.extend_from_slice(b),
+        Value::Array(items) => crate::array::encode(items, out),
+        _ => {}
     }
 }
 
@@ -255,7 +274,7 @@ fn write_fixed(out: &mut [u8], value: &Value) {
     }
     let mut put = |bytes: &[u8]| out[..bytes.len()].copy_from_slice(bytes);
     match value {
-        Value::Null | Value::Text(_) | Value::Bytea(_) | Value::Json(_) | Value::Jsonb(_) => {}
+        Value::Null | Value::Text(_) | Value::Bytea(_) | Value::Json(_) | Value::Jsonb(_) | Value::Array(_) => {}
         Value::Bool(v) => put(&[u8::from(*v)]),
         Value::Int2(v) => put(&v.to_le_bytes()),
         Value::Int4(v) | Value::Date(v) => put(&v.to_le_bytes()),
@@ -349,6 +368,12 @@ pub(crate) fn encode_value(w: &mut Writer<'_>, v: &Value) {
             w.u8(17);
             w.str(s);
         }
+        Value::Array(items) => {
+            w.u8(18);
+            let mut body = Vec::new();
+            crate::array::encode(items, &mut body);
+            w.bytes(&body);
+        }
     }
 }
 
@@ -384,6 +409,7 @@ pub(crate) fn decode_value(r: &mut Reader<'_>) -> Result<Value> {
         15 => Value::Interval(Interval { micros: r.u64()?.cast_signed(), days: r.u32()?.cast_signed(), months: r.u32()?.cast_signed() }),
         16 => Value::Json(r.str()?),
         17 => Value::Jsonb(r.str()?),
+        18 => Value::Array(crate::array::decode(r.bytes()?)?),
         tag => return Err(EngineError::Corrupt(format!("unknown value tag {tag}"))),
     })
 }

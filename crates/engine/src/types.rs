@@ -68,6 +68,55 @@ pub enum DataType {
     /// `jsonb`: the canonical text jsonb_out prints (crate::json); ordered
     /// and compared as PostgreSQL's jsonb_cmp.
     Jsonb,
+    /// A one-dimensional array (lower bound 1) of a scalar type; stored in
+    /// the self-describing form of [`crate::array`], ordered as
+    /// PostgreSQL's array_cmp (element by element, NULL elements last,
+    /// then the shorter array first).
+    Array(ElemType),
+}
+
+/// The element type of [`DataType::Array`]: a scalar type packed as its
+/// catalog tag in 4 unaligned bytes, so `DataType` stays `Copy` and 8
+/// bytes wide (the size every column, plan node and key spec carries).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ElemType {
+    tag: u8,
+    /// 24 bits, little-endian: the tag's first argument (a length fits:
+    /// CHAR_LENGTH_MAX < 2^24), or for numeric precision | scale << 8.
+    arg: [u8; 3],
+}
+
+impl ElemType {
+    /// None for an array type (arrays of arrays are multidimensional).
+    pub fn of(ty: DataType) -> Option<ElemType> {
+        let (tag, a, b) = ty.tag();
+        let packed = if b == 0 { a } else if a < 1 << 8 && b < 1 << 8 { a | (b << 8) } else { return None };
+        if matches!(ty, DataType::Array(_)) || packed >= 1 << 24 {
+            return None;
+        }
+        let [x, y, z, _] = packed.to_le_bytes();
+        Some(ElemType { tag, arg: [x, y, z] })
+    }
+
+    pub fn get(self) -> DataType {
+        // Built only by `of` (or checked by `from_parts`), so always valid.
+        Self::unpack(self.tag, self.packed()).unwrap_or(DataType::Text)
+    }
+
+    fn packed(self) -> u32 {
+        let [x, y, z] = self.arg;
+        u32::from_le_bytes([x, y, z, 0])
+    }
+
+    fn unpack(tag: u8, packed: u32) -> Option<DataType> {
+        // Only numeric (tag 5) has two arguments.
+        let (a, b) = if tag == 5 { (packed & 0xFF, packed >> 8) } else { (packed, 0) };
+        DataType::from_tag(tag, a, b)
+    }
+
+    fn from_parts(tag: u32, packed: u32) -> Option<ElemType> {
+        ElemType::of(Self::unpack(u8::try_from(tag).ok()?, packed)?)
+    }
 }
 
 impl DataType {
@@ -81,7 +130,7 @@ impl DataType {
             // The mantissa, and for unconstrained numeric the value's own scale.
             DataType::Numeric { precision: 0, .. } => Some(17),
             DataType::Numeric { .. } | DataType::Uuid | DataType::Interval => Some(16),
-            DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea | DataType::Json | DataType::Jsonb => None,
+            DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea | DataType::Json | DataType::Jsonb | DataType::Array(_) => None,
         }
     }
 
@@ -108,12 +157,14 @@ impl DataType {
             DataType::Interval => "interval".into(),
             DataType::Json => "json".into(),
             DataType::Jsonb => "jsonb".into(),
+            DataType::Array(e) => format!("{}[]", e.get().pg_name()),
         }
     }
 
     pub(crate) fn validate(self) -> Result<()> {
         match self {
             DataType::Numeric { precision: 0, scale: 0 } => {}
+            DataType::Array(e) => return e.get().validate(),
             DataType::Numeric { precision, scale } => {
                 if precision == 0 || precision > NUMERIC_PRECISION_MAX {
                     return Err(EngineError::definition(
@@ -165,6 +216,7 @@ impl DataType {
             DataType::Interval => (17, 0, 0),
             DataType::Json => (18, 0, 0),
             DataType::Jsonb => (19, 0, 0),
+            DataType::Array(e) => (20, u32::from(e.tag), e.packed()),
         }
     }
 
@@ -191,6 +243,7 @@ impl DataType {
             17 => DataType::Interval,
             18 => DataType::Json,
             19 => DataType::Jsonb,
+            20 => DataType::Array(ElemType::from_parts(a, b)?),
             _ => return None,
         })
     }
@@ -299,6 +352,8 @@ pub enum Value {
     Json(String),
     /// jsonb's canonical text.
     Jsonb(String),
+    /// A one-dimensional array's elements (NULL elements as `Null`).
+    Array(Vec<Value>),
 }
 
 /// A value borrowed from a stored row: reading a column never allocates.
@@ -322,6 +377,30 @@ pub enum ValueRef<'a> {
     Interval(Interval),
     Json(&'a str),
     Jsonb(&'a str),
+    Array(ArrayRef<'a>),
+}
+
+/// An array borrowed from a stored row (its encoded bytes) or from a `Value`.
+#[derive(Clone, Copy, Debug)]
+pub enum ArrayRef<'a> {
+    Stored(&'a [u8]),
+    Values(&'a [Value]),
+}
+
+impl ArrayRef<'_> {
+    pub fn to_vec(self) -> Vec<Value> {
+        match self {
+            // Written only by `array::encode`.
+            ArrayRef::Stored(bytes) => crate::array::decode(bytes).unwrap_or_default(),
+            ArrayRef::Values(items) => items.to_vec(),
+        }
+    }
+}
+
+impl PartialEq for ArrayRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_vec() == other.to_vec()
+    }
 }
 
 impl ValueRef<'_> {
@@ -345,6 +424,7 @@ impl ValueRef<'_> {
             ValueRef::Interval(v) => Value::Interval(v),
             ValueRef::Json(v) => Value::Json(v.to_owned()),
             ValueRef::Jsonb(v) => Value::Jsonb(v.to_owned()),
+            ValueRef::Array(a) => Value::Array(a.to_vec()),
         }
     }
 }
@@ -370,6 +450,7 @@ impl Value {
             Value::Interval(v) => ValueRef::Interval(*v),
             Value::Json(v) => ValueRef::Json(v),
             Value::Jsonb(v) => ValueRef::Jsonb(v),
+            Value::Array(items) => ValueRef::Array(ArrayRef::Values(items)),
         }
     }
 
@@ -442,6 +523,7 @@ impl Value {
             Value::Interval(_) => "interval",
             Value::Json(_) => "json",
             Value::Jsonb(_) => "jsonb",
+            Value::Array(_) => "array",
         }
     }
 }
@@ -492,6 +574,16 @@ impl fmt::Display for ValueRef<'_> {
                 write_fraction(f, micros % 1_000_000)
             }
             ValueRef::Interval(v) => write_interval(f, *v),
+            ValueRef::Array(a) => {
+                f.write_str("{")?;
+                for (i, v) in a.to_vec().iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    if v.is_null() { f.write_str("NULL")? } else { write_array_element(&v.to_string(), f)? }
+                }
+                f.write_str("}")
+            }
             ValueRef::Uuid(bytes) => {
                 for (i, b) in bytes.iter().enumerate() {
                     if matches!(i, 4 | 6 | 8 | 10) {
@@ -503,6 +595,26 @@ impl fmt::Display for ValueRef<'_> {
             }
         }
     }
+}
+
+/// An element's text as array_out writes it: quoted (with `"` and `\`
+/// escaped) when it is empty, `NULL`, or holds a delimiter, brace, quote,
+/// backslash or array_isspace white space.
+pub fn write_array_element(s: &str, out: &mut dyn fmt::Write) -> fmt::Result {
+    let needs = s.is_empty()
+        || s.eq_ignore_ascii_case("null")
+        || s.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\' | ' ' | '\t' | '\n' | '\r' | '\x0B' | '\x0C'));
+    if !needs {
+        return out.write_str(s);
+    }
+    out.write_char('"')?;
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.write_char('\\')?;
+        }
+        out.write_char(c)?;
+    }
+    out.write_char('"')
 }
 
 fn write_float(f: &mut fmt::Formatter<'_>, v: f64) -> fmt::Result {
@@ -677,6 +789,9 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
         (DataType::Interval, Value::Interval(v)) => Value::Interval(v),
         (DataType::Json, Value::Json(v)) => Value::Json(v),
         (DataType::Jsonb, Value::Jsonb(v)) => Value::Jsonb(v),
+        (DataType::Array(e), Value::Array(items)) => {
+            Value::Array(items.into_iter().map(|v| coerce(v, e.get(), column)).collect::<Result<Vec<_>>>()?)
+        }
         (_, other) => return Err(mismatch(&other)),
     })
 }
@@ -779,6 +894,19 @@ mod tests {
         let v = coerce(Value::Time(86_399_999_999), DataType::Time(Some(3)), "c").ok();
         assert_eq!(v, Some(Value::Time(86_400_000_000)));
         assert!(!Value::Time(1).is_of_type(DataType::Time(Some(3))));
+    }
+
+    #[test]
+    fn array_types_round_trip_and_stay_small() {
+        assert_eq!(std::mem::size_of::<DataType>(), 8);
+        for elem in [DataType::Int4, DataType::Numeric { precision: 38, scale: 38 }, DataType::Numeric { precision: 5, scale: 0 }, DataType::Varchar(CHAR_LENGTH_MAX), DataType::Char(1), DataType::Timestamp(Some(0)), DataType::TimestampTz(None), DataType::Interval, DataType::Uuid] {
+            let ty = DataType::Array(ElemType::of(elem).unwrap());
+            assert_eq!(crate::types::ElemType::of(elem).unwrap().get(), elem);
+            let (tag, a, b) = ty.tag();
+            assert_eq!(DataType::from_tag(tag, a, b), Some(ty));
+        }
+        assert_eq!(ElemType::of(DataType::Array(ElemType::of(DataType::Int4).unwrap())), None);
+        assert_eq!(DataType::Array(ElemType::of(DataType::Varchar(10)).unwrap()).pg_name(), "character varying(10)[]");
     }
 
     #[test]

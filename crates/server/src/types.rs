@@ -78,7 +78,17 @@ pub fn declared_type(oid: u32) -> Option<DataType> {
         JSON => DataType::Json,
         JSONB => DataType::Jsonb,
         NUMERIC => DataType::Numeric { precision: 38, scale: 0 },
-        _ => return None,
+        // The array types of the above (and of text, varchar, bpchar).
+        _ => {
+            let m = pgtier_sql::catalog::type_by_oid(i64::from(oid)).filter(|m| m.is_array)?;
+            let elem = match u32::try_from(m.base.oid).ok()? {
+                TEXT | VARCHAR => DataType::Text,
+                BPCHAR => DataType::Char(1),
+                NUMERIC => pgtier_sql::value::NUMERIC_ANY,
+                other => declared_type(other)?,
+            };
+            pgtier_sql::array::array_type(elem)?
+        }
     })
 }
 
@@ -171,7 +181,81 @@ pub fn decode_binary(bytes: &[u8], ty: DataType, what: Origin) -> Result<Value, 
             Some((v, _)) => return Err(SqlError::new("XX000", format!("unsupported jsonb version number {v}"))),
             None => return Err(binary_error(what)),
         },
+        DataType::Array(e) => decode_array(bytes, e.get(), what)?,
     })
+}
+
+/// array_recv of a one-dimensional array with lower bound 1: ndim, flags,
+/// element type, (length, lower bound) per dimension, then each element
+/// as a length (-1: NULL) and its binary form.
+fn decode_array(bytes: &[u8], elem: DataType, what: Origin) -> Result<Value, SqlError> {
+    let word = |at: &mut usize| -> Result<i32, SqlError> {
+        let w = bytes.get(*at..*at + 4).ok_or_else(|| binary_error(what))?;
+        *at += 4;
+        Ok(i32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+    };
+    let mut at = 0;
+    let ndim = word(&mut at)?;
+    let flags = word(&mut at)?;
+    let elem_oid = word(&mut at)?;
+    if !(0..=1).contains(&flags) {
+        return Err(SqlError::new("22P03", "invalid array flags"));
+    }
+    let expected = oid(elem);
+    if u32::try_from(elem_oid).ok() != Some(expected) {
+        return Err(SqlError::new("42804", format!("binary data has array element type {elem_oid} instead of expected {expected}")));
+    }
+    let n = match ndim {
+        0 => 0,
+        1 => {
+            let (len, lower) = (word(&mut at)?, word(&mut at)?);
+            if lower != 1 {
+                return Err(SqlError::unsupported("arrays with a lower bound other than 1"));
+            }
+            usize::try_from(len).map_err(|_| binary_error(what))?
+        }
+        n if n < 0 => return Err(SqlError::new("22P03", format!("invalid number of dimensions: {n}"))),
+        _ => return Err(pgtier_sql::array::multidimensional()),
+    };
+    let mut items = Vec::with_capacity(n.min(bytes.len() / 4));
+    for _ in 0..n {
+        let len = word(&mut at)?;
+        if len < 0 {
+            items.push(Value::Null);
+            continue;
+        }
+        let len = usize::try_from(len).map_err(|_| binary_error(what))?;
+        let body = bytes.get(at..at + len).ok_or_else(|| binary_error(what))?;
+        at += len;
+        items.push(decode_binary(body, elem, what)?);
+    }
+    if at != bytes.len() {
+        return Err(binary_error(what));
+    }
+    Ok(Value::Array(items))
+}
+
+/// array_send (see [`decode_array`]).
+fn encode_array(items: &[Value], elem: Option<DataType>, out: &mut BytesMut) {
+    let elem_oid = elem.map_or(TEXT, oid);
+    out.put_i32(i32::from(!items.is_empty()));
+    out.put_i32(i32::from(items.iter().any(Value::is_null)));
+    out.put_u32(elem_oid);
+    if !items.is_empty() {
+        out.put_i32(i32::try_from(items.len()).unwrap_or(i32::MAX));
+        out.put_i32(1);
+    }
+    for v in items {
+        if v.is_null() {
+            out.put_i32(-1);
+            continue;
+        }
+        let at = out.len();
+        out.put_i32(0);
+        encode_binary(v, elem, out);
+        let len = i32::try_from(out.len() - at - 4).unwrap_or(i32::MAX);
+        out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+    }
 }
 
 /// numeric_recv: ndigits, weight, sign, dscale, then base-10000 digits.
@@ -300,6 +384,7 @@ pub fn encode_binary(v: &Value, ty: Option<DataType>, out: &mut BytesMut) {
             out.put_i32(v.days);
             out.put_i32(v.months);
         }
+        (Value::Array(items), _) => encode_array(items, ty.and_then(pgtier_sql::array::elem_type), out),
         (Value::Null, _) => {}
     }
 }

@@ -167,7 +167,7 @@ impl Lines<'_> {
             VirtualSource::Function { func, .. } => {
                 let f = match func {
                     TableFunc::GenerateSeries => "generate_series",
-                    TableFunc::Unnest(_) => "unnest",
+                    TableFunc::Unnest(_) | TableFunc::UnnestArrays(_) => "unnest",
                     TableFunc::PartitionAncestors => "pg_partition_ancestors",
                     TableFunc::ExpandArray(_) => "_pg_expandarray",
                     TableFunc::Json(_) => name,

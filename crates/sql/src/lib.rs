@@ -5,6 +5,7 @@
 //! See README.md for what is supported and the invariants.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod array;
 pub mod bind;
 pub mod cache_predicate;
 pub mod catalog;

@@ -82,6 +82,9 @@ pub enum TableFunc {
     /// jsonb_each, jsonb_array_elements, jsonb_object_keys and their
     /// _text / json_ variants.
     Json(crate::json::JsonSrf),
+    /// `unnest(a [, b ...])` of real arrays: row k holds every array's
+    /// element k (NULL past an array's end), as many rows as the longest.
+    UnnestArrays(usize),
 }
 
 #[derive(Clone, Debug)]

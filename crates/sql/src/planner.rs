@@ -131,7 +131,7 @@ fn hash_keys(rels: &[Rel], l: usize, rel: &Rel, filters: &[Expr]) -> Vec<(usize,
     let plain = |e: &Expr| matches!(e, Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_));
     key_preds(rels, l, rel, filters)
         .into_iter()
-        .filter(|p| p.op == CmpOp::Eq && plain(&p.expr) && !matches!(rel.table.columns[p.column].ty, DataType::Float4 | DataType::Float8))
+        .filter(|p| p.op == CmpOp::Eq && plain(&p.expr) && !matches!(rel.table.columns[p.column].ty, DataType::Float4 | DataType::Float8 | DataType::Array(_)))
         .map(|p| (p.column, p.expr))
         .collect()
 }

@@ -21,7 +21,7 @@
 
 use pgtier_engine::{DataType, Value};
 
-use crate::error::{Result, SqlError};
+use crate::error::Result;
 
 pub const OID: DataType = DataType::Int8;
 
@@ -195,7 +195,7 @@ pub fn array_text(elem: Elem, items: &[Value]) -> String {
         }
         match v {
             Value::Null => out.push_str("NULL"),
-            Value::Text(s) => quote_element(s, &mut out),
+            Value::Text(s) => crate::array::quote_element(s, &mut out),
             other => crate::value::write_text(other, &mut out),
         }
     }
@@ -203,77 +203,12 @@ pub fn array_text(elem: Elem, items: &[Value]) -> String {
     out
 }
 
-fn quote_element(s: &str, out: &mut String) {
-    let needs = s.is_empty()
-        || s.eq_ignore_ascii_case("null")
-        || s.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace());
-    if !needs {
-        out.push_str(s);
-        return;
-    }
-    out.push('"');
-    for c in s.chars() {
-        if c == '"' || c == '\\' {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out.push('"');
-}
-
 /// Elements of an array's text form (NULL elements as None), as text.
 pub fn parse_array(text: &str, elem: Elem) -> Result<Vec<Option<String>>> {
-    let malformed = || SqlError::new("22P02", format!("malformed array literal: \"{text}\""));
-    let t = text.trim();
     if elem.is_vector() {
-        return Ok(t.split_whitespace().map(|s| Some(s.to_owned())).collect());
+        return Ok(text.split_whitespace().map(|s| Some(s.to_owned())).collect());
     }
-    let inner = t.strip_prefix('{').and_then(|r| r.strip_suffix('}')).ok_or_else(malformed)?;
-    let mut out = Vec::new();
-    if inner.trim().is_empty() {
-        return Ok(out);
-    }
-    let mut chars = inner.chars().peekable();
-    loop {
-        while chars.peek().is_some_and(|c| c.is_whitespace()) {
-            chars.next();
-        }
-        let mut item = String::new();
-        let quoted = chars.peek() == Some(&'"');
-        if quoted {
-            chars.next();
-            loop {
-                match chars.next() {
-                    Some('\\') => item.push(chars.next().ok_or_else(malformed)?),
-                    Some('"') => break,
-                    Some(c) => item.push(c),
-                    None => return Err(malformed()),
-                }
-            }
-            while chars.peek().is_some_and(|c| c.is_whitespace()) {
-                chars.next();
-            }
-        } else {
-            while let Some(&c) = chars.peek() {
-                if c == ',' {
-                    break;
-                }
-                if c == '{' || c == '}' || c == '"' {
-                    return Err(SqlError::unsupported("multidimensional arrays"));
-                }
-                item.push(c);
-                chars.next();
-            }
-            item = item.trim_end().to_owned();
-        }
-        out.push(if !quoted && item.eq_ignore_ascii_case("null") { None } else { Some(item) });
-        match chars.next() {
-            Some(',') => continue,
-            None => break,
-            Some(_) => return Err(malformed()),
-        }
-    }
-    Ok(out)
+    crate::array::split(text)
 }
 
 /// Elements as values of the element type.

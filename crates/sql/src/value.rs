@@ -47,6 +47,8 @@ pub enum Category {
     /// implicitly to anything.
     Json,
     Jsonb,
+    /// 'A': one-dimensional arrays (`crate::array`).
+    Array,
 }
 
 pub fn category(ty: DataType) -> Category {
@@ -63,6 +65,7 @@ pub fn category(ty: DataType) -> Category {
         DataType::Uuid => Category::Uuid,
         DataType::Json => Category::Json,
         DataType::Jsonb => Category::Jsonb,
+        DataType::Array(_) => Category::Array,
     }
 }
 
@@ -102,6 +105,7 @@ pub fn type_name(ty: DataType) -> &'static str {
         DataType::Uuid => "uuid",
         DataType::Json => "json",
         DataType::Jsonb => "jsonb",
+        DataType::Array(e) => crate::array::type_name(e.get()),
     }
 }
 
@@ -296,6 +300,7 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Jsonb(x), V::Jsonb(y)) => pgtier_engine::json::compare(x, y),
         // json has no comparison (the binder refuses it); sorts stay total.
         (V::Json(x), V::Json(y)) => x.cmp(y),
+        (V::Array(x), V::Array(y)) => crate::array::compare(x, y),
         (V::Float4(_) | V::Float8(_), _) | (_, V::Float4(_) | V::Float8(_)) => float_cmp(to_f64(a)?, to_f64(b)?),
         _ => numeric_cmp(to_numeric(a)?, to_numeric(b)?),
     })
@@ -680,6 +685,7 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Interval | T::Time(_), v @ (Value::Interval(_) | Value::Time(_))) => crate::interval::cast(v, to),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
         (T::Uuid, Value::Uuid(u)) => Value::Uuid(u),
+        (T::Array(e), Value::Array(items)) => crate::array::cast(items, e.get(), explicit)?,
         // boolean's cast to a string type is booltext ('true'), not its
         // output function ('t').
         (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => cast(Value::Text(if b { "true" } else { "false" }.to_owned()), to, explicit)?,
@@ -794,6 +800,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
         DataType::Json => crate::json::input(text, false)?,
         DataType::Jsonb => crate::json::input(text, true)?,
+        DataType::Array(e) => crate::array::array_in(text, e.get())?,
     })
 }
 
@@ -871,6 +878,7 @@ pub fn write_text(v: &Value, out: &mut String) {
     match v {
         Value::Float4(x) => write_float(f64::from(*x), true, out),
         Value::Float8(x) => write_float(*x, false, out),
+        Value::Array(items) => crate::array::write_array(items, out),
         other => {
             let _ = write!(out, "{other}");
         }

@@ -74,6 +74,17 @@ fn refused_constructs_name_themselves() {
         ("MERGE INTO t USING LATERAL (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE", "LATERAL"),
         ("MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET (v) = (SELECT 2)", "multiple-column assignment from a subquery"),
         ("MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id) OVERRIDING USER VALUE VALUES (s.id)", "OVERRIDING in MERGE's INSERT"),
+        // Arrays: one dimension, lower bound 1 (PostgreSQL has more of both).
+        ("SELECT '{{1,2},{3,4}}'::int[]", "multidimensional arrays"),
+        ("SELECT ARRAY[[1,2],[3,4]]", "multidimensional arrays"),
+        ("SELECT ARRAY[ARRAY[1],ARRAY[2]]", "multidimensional arrays"),
+        ("SELECT (ARRAY[1,2])[1][1]", "multidimensional arrays"),
+        ("SELECT array_agg(a) FROM (SELECT ARRAY[1] AS a) s", "array_agg of integer[]"),
+        ("SELECT ARRAY(SELECT ARRAY[1])", "multidimensional arrays"),
+        ("SELECT '[0:1]={1,2}'::int[]", "arrays with explicit bounds"),
+        ("SELECT 1 > ALL('{1}'::oid[])", "ALL over a system catalog array"),
+        ("SELECT unnest(ARRAY[v]) AS u, count(*) FROM t GROUP BY 1", "set-returning function in the select list of an aggregated query"),
+        ("SELECT unnest(ARRAY[v]), unnest(ARRAY[id]) FROM t", "several different set-returning functions"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");

@@ -88,6 +88,18 @@ impl ColumnDef {
     pub fn value_kind(&self) -> Option<crate::copy_out::ValueKind> {
         crate::copy_out::ValueKind::for_type_oid(self.base_type_oid)
     }
+
+    /// For a column of one of the array types `copy_out` decodes, the
+    /// column its elements would be (the typmod is the element's).
+    pub fn element(&self) -> Option<ColumnDef> {
+        let (_, element_oid) = crate::copy_out::ARRAY_TYPES.iter().find(|(array, _)| *array == self.base_type_oid)?;
+        Some(ColumnDef {
+            type_oid: *element_oid,
+            base_type_oid: *element_oid,
+            modifier: queries::decode_typmod(*element_oid, self.typmod),
+            ..self.clone()
+        })
+    }
 }
 
 /// The typmod of a column, decoded.

@@ -29,7 +29,17 @@ pub enum ValueKind {
     Interval,
     Uuid,
     Oid,
+    /// A one-dimensional array of one of the kinds above (array_send; the
+    /// element type's oid is in the value).
+    Array,
 }
+
+/// The array type oids of the element kinds above (pg_type.typarray), as
+/// (array oid, element oid).
+pub const ARRAY_TYPES: &[(u32, u32)] = &[
+    (1000, 16), (1005, 21), (1007, 23), (1016, 20), (1021, 700), (1022, 701), (1231, 1700), (1009, 25), (1015, 1043), (1014, 1042),
+    (1001, 17), (1182, 1082), (1115, 1114), (1185, 1184), (1183, 1083), (1187, 1186), (2951, 2950),
+];
 
 impl ValueKind {
     /// The kind for a built-in type oid; None for types this module does not decode.
@@ -52,6 +62,7 @@ impl ValueKind {
             1186 => ValueKind::Interval,
             2950 => ValueKind::Uuid,
             26 => ValueKind::Oid,
+            oid if ARRAY_TYPES.iter().any(|(array, _)| *array == oid) => ValueKind::Array,
             _ => return None,
         })
     }
@@ -92,7 +103,73 @@ impl ValueKind {
             }
             ValueKind::Uuid => Value::Uuid(fixed(bytes, "uuid")?),
             ValueKind::Oid => Value::Oid(u32::from_be_bytes(fixed(bytes, "oid")?)),
+            ValueKind::Array => {
+                // Checked whole here, so walking it later cannot fail.
+                let array = Array::parse(bytes)?;
+                for element in array.elements() {
+                    if let Some(field) = element? {
+                        array.kind.decode(field)?;
+                    }
+                }
+                Value::Array(array)
+            }
         })
+    }
+}
+
+/// A one-dimensional array as array_send writes it: ndim, has-null flag,
+/// element type oid, (length, lower bound) when ndim is 1, then each
+/// element as an i32 length (-1: NULL) and its binary form.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Array<'a> {
+    pub kind: ValueKind,
+    pub len: usize,
+    body: &'a [u8],
+}
+
+impl<'a> Array<'a> {
+    fn parse(bytes: &'a [u8]) -> Result<Array<'a>, DecodeError> {
+        let word = |at: usize| -> Result<i32, DecodeError> {
+            let w = bytes.get(at..at + 4).ok_or(DecodeError::Invalid("array header"))?;
+            Ok(i32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+        };
+        let (ndim, element_oid) = (word(0)?, word(8)?);
+        let kind = u32::try_from(element_oid)
+            .ok()
+            .and_then(ValueKind::for_type_oid)
+            .filter(|k| *k != ValueKind::Array)
+            .ok_or(DecodeError::Invalid("array element type"))?;
+        match ndim {
+            0 => Ok(Array { kind, len: 0, body: &[] }),
+            // Other lower bounds and more dimensions have no engine value.
+            1 if word(16)? == 1 => {
+                let len = usize::try_from(word(12)?).map_err(|_| DecodeError::Invalid("array length"))?;
+                Ok(Array { kind, len, body: &bytes[20..] })
+            }
+            _ => Err(DecodeError::Invalid("array (only one dimension with lower bound 1)")),
+        }
+    }
+
+    /// Each element's bytes (None: NULL).
+    pub fn elements(&self) -> impl Iterator<Item = Result<Option<&'a [u8]>, DecodeError>> + '_ {
+        let mut at = 0;
+        (0..self.len).map(move |_| {
+            let w = self.body.get(at..at + 4).ok_or(DecodeError::Invalid("array element"))?;
+            at += 4;
+            let len = i32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+            if len < 0 {
+                return Ok(None);
+            }
+            let len = usize::try_from(len).map_err(|_| DecodeError::Invalid("array element"))?;
+            let field = self.body.get(at..at + len).ok_or(DecodeError::Invalid("array element"))?;
+            at += len;
+            Ok(Some(field))
+        })
+    }
+
+    /// The elements decoded (a decoded `Value::Array` was checked: no errors).
+    pub fn values(&self) -> impl Iterator<Item = Option<Value<'a>>> + '_ {
+        self.elements().map(|e| e.ok().flatten().and_then(|field| self.kind.decode(field).ok()))
     }
 }
 
@@ -133,6 +210,7 @@ pub enum Value<'a> {
     Interval { months: i32, days: i32, micros: i64 },
     Uuid([u8; 16]),
     Oid(u32),
+    Array(Array<'a>),
 }
 
 impl fmt::Display for Value<'_> {
@@ -165,6 +243,37 @@ impl fmt::Display for Value<'_> {
                 Ok(())
             }
             Value::Oid(value) => write!(f, "{value}"),
+            // array_out: elements quoted when empty, NULL, or holding a
+            // delimiter, brace, quote, backslash or white space.
+            Value::Array(array) => {
+                f.write_str("{")?;
+                for (index, element) in array.values().enumerate() {
+                    if index > 0 {
+                        f.write_str(",")?;
+                    }
+                    let Some(element) = element else {
+                        f.write_str("NULL")?;
+                        continue;
+                    };
+                    let text = element.to_string();
+                    let quote = text.is_empty()
+                        || text.eq_ignore_ascii_case("null")
+                        || text.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\' | ' ' | '\t' | '\n' | '\r' | '\x0B' | '\x0C'));
+                    if !quote {
+                        f.write_str(&text)?;
+                        continue;
+                    }
+                    f.write_str("\"")?;
+                    for c in text.chars() {
+                        if c == '"' || c == '\\' {
+                            f.write_str("\\")?;
+                        }
+                        write!(f, "{c}")?;
+                    }
+                    f.write_str("\"")?;
+                }
+                f.write_str("}")
+            }
         }
     }
 }

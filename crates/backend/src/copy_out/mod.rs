@@ -17,7 +17,7 @@ mod text;
 
 use std::io::{ErrorKind, Read};
 
-pub use decode::{DecodeError, Numeric, NumericError, NumericSign, Value, ValueKind};
+pub use decode::{ARRAY_TYPES, Array, DecodeError, Numeric, NumericError, NumericSign, Value, ValueKind};
 pub use text::{write_date, write_float4, write_float8, write_timestamp};
 
 use crate::backend_error::BackendError;

@@ -83,9 +83,10 @@ impl Binder<'_> {
                         }
                         if jsonb { DataType::Jsonb } else { DataType::Json }
                     }
-                    AggFunc::ArrayAgg => Elem::for_element(t)
-                        .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
-                        .data_type(),
+                    AggFunc::ArrayAgg => match crate::array::array_type(t) {
+                        Some(a) => a,
+                        None => Elem::for_element(t).ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?.data_type(),
+                    },
                     AggFunc::Count | AggFunc::CountStar => DataType::Int8,
                     AggFunc::Sum | AggFunc::Avg if t == DataType::Interval => DataType::Interval,
                     AggFunc::Sum => match t {

@@ -1,5 +1,12 @@
-//! Arrays: `op ANY (array)`, `ARRAY[...]`, `ARRAY(subquery)`, subscripts
-//! and `||` on arrays.
+//! Arrays: `op ANY/ALL (array)`, `ARRAY[...]`, `ARRAY(subquery)`,
+//! subscripts and slices, `||`, `@>` `<@` `&&` on arrays.
+//!
+//! Two kinds of array meet here: real arrays (`DataType::Array`, what
+//! users write and store) and the system catalogs' text-form arrays
+//! (`types::Elem`: int2vector, oidvector, oid[], name[] columns). Each
+//! construct picks the path of its operand's type; an untyped literal or
+//! parameter becomes a real array unless the other operand is a catalog
+//! type (an oid, a reg* value).
 
 use pgtier_engine::{DataType, Value};
 use sqlparser::ast;
@@ -9,13 +16,14 @@ use super::coerce::common_type;
 use super::function::function_name;
 use super::{Binder, ExprCtx, Scope, Ty};
 use crate::error::{Result, SqlError};
-use crate::expr::{CmpOp, Expr, Func, SubqueryKind, SysFunc};
+use crate::array::{array_type, elem_type, multidimensional};
+use crate::expr::{ArrayFunc, CmpOp, Expr, Func, SubqueryKind, SysFunc};
 use crate::types::{self, Elem, RegKind};
 use crate::value::{self, category};
 
 impl Binder<'_> {
-    /// `lhs op ANY (array or subquery)`.
-    pub(super) fn sys_any(&mut self, left: &ast::Expr, op: &ast::BinaryOperator, right: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    /// `lhs op ANY (array or subquery)`, or ALL when `all`.
+    pub(super) fn sys_any(&mut self, left: &ast::Expr, op: &ast::BinaryOperator, right: &ast::Expr, all: bool, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
         let cmp = match op {
             ast::BinaryOperator::Eq => CmpOp::Eq,
             ast::BinaryOperator::NotEq => CmpOp::NotEq,
@@ -25,15 +33,24 @@ impl Binder<'_> {
             ast::BinaryOperator::GtEq => CmpOp::GtEq,
             other => return Err(SqlError::unsupported(format!("operator {other} ANY"))),
         };
+        let word = if all { "ALL" } else { "ANY" };
         if let ast::Expr::Subquery(q) = right {
-            if cmp != CmpOp::Eq {
-                return Err(SqlError::unsupported(format!("{} ANY (subquery)", cmp.symbol())));
+            // `= ANY` is IN, `<> ALL` is NOT IN.
+            if cmp != (if all { CmpOp::NotEq } else { CmpOp::Eq }) {
+                return Err(SqlError::unsupported(format!("{} {word} (subquery)", cmp.symbol())));
             }
-            let e = ast::Expr::InSubquery { expr: Box::new(left.clone()), subquery: q.clone(), negated: false };
+            let e = ast::Expr::InSubquery { expr: Box::new(left.clone()), subquery: q.clone(), negated: all };
             return self.expr(&e, scope, ctx);
         }
         let (x, xt) = self.expr(left, scope, ctx)?;
         let (a, at) = self.expr(right, scope, ctx)?;
+        let catalog_side = at.is_some_and(|t| Elem::of(t).is_some()) || (at.is_none() && xt.is_some_and(|t| array_type(t).is_none()));
+        if !catalog_side {
+            return self.real_any(cmp, all, x, xt, a, at);
+        }
+        if all {
+            return Err(SqlError::unsupported("ALL over a system catalog array"));
+        }
         let elem = match at {
             Some(t) => Elem::of(t).ok_or_else(|| SqlError::new("42809", "op ANY/ALL (array) requires array on right side"))?,
             None => match xt.and_then(Elem::for_element) {
@@ -63,6 +80,26 @@ impl Binder<'_> {
         }
     }
 
+    /// `x op ANY/ALL (a)` over a real array; an untyped array takes the
+    /// array type of `x`'s (text[] when both are untyped).
+    fn real_any(&mut self, cmp: CmpOp, all: bool, x: Expr, xt: Ty, a: Expr, at: Ty) -> Result<(Expr, Ty)> {
+        let word = if all { "ALL" } else { "ANY" };
+        let arr_ty = match at {
+            Some(t @ DataType::Array(_)) => t,
+            Some(_) => return Err(SqlError::new("42809", "op ANY/ALL (array) requires array on right side")),
+            None => array_type(xt.unwrap_or(DataType::Text)).ok_or_else(|| SqlError::unsupported(format!("{word} over an array of this type")))?,
+        };
+        let elem = elem_type(arr_ty).unwrap_or(DataType::Text);
+        let a = if at.is_none() { self.coerce(a, None, arr_ty, word)? } else { a };
+        let x = match xt {
+            None => self.coerce(x, None, elem, word)?,
+            Some(DataType::Char(_)) if !matches!(elem, DataType::Char(_)) => Expr::BpcharTrim(x.boxed()),
+            Some(t) if comparable(t, elem) => x,
+            Some(t) => return Err(SqlError::undefined_operator(&format!("{} {} {}", value::type_name(t), cmp.symbol(), value::type_name(arr_ty)))),
+        };
+        Ok((Expr::Func(Func::Array(ArrayFunc::Any(cmp, all)), vec![x, a]), Some(DataType::Bool)))
+    }
+
     /// `ARRAY[a, b, ...]`.
     pub(super) fn array_constructor(&mut self, items: &[ast::Expr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
         if items.is_empty() {
@@ -76,13 +113,26 @@ impl Binder<'_> {
             // which pgtier does not have. Taken as an array of the inner
             // arrays' text, each level doubled the quoting (60 levels built a
             // string of 2^60 bytes).
-            if matches!(i, ast::Expr::Array(_)) || t.is_some_and(|t| Elem::of(t).is_some()) {
-                return Err(SqlError::unsupported("multidimensional arrays"));
+            if matches!(i, ast::Expr::Array(_)) || t.is_some_and(|t| Elem::of(t).is_some() || matches!(t, DataType::Array(_))) {
+                return Err(multidimensional());
             }
             bound.push((e, t));
         }
         let types: Vec<Ty> = bound.iter().map(|b| b.1).collect();
         let common = common_type(&types, "ARRAY")?.unwrap_or(DataType::Text);
+        if let Some(arr_ty) = array_type(common) {
+            let mut out = Vec::new();
+            for (e, t) in bound {
+                out.push(self.result_cast(e, t, Some(common))?);
+            }
+            // A constant array is one value (an IN list's or a literal's).
+            if out.iter().all(|e| matches!(e, Expr::Const(_))) {
+                let items = out.into_iter().map(|e| if let Expr::Const(v) = e { v } else { Value::Null }).collect::<Vec<_>>();
+                let items = items.into_iter().map(|v| if v.is_null() { Ok(v) } else { value::cast(v, common, false) }).collect::<Result<Vec<_>>>()?;
+                return Ok((Expr::Const(Value::Array(items)), Some(arr_ty)));
+            }
+            return Ok((Expr::Func(Func::Array(ArrayFunc::Make), out), Some(arr_ty)));
+        }
         let elem = Elem::for_element(common).ok_or_else(|| SqlError::unsupported(format!("arrays of {}", value::type_name(common))))?;
         let mut out = Vec::new();
         for (e, t) in bound {
@@ -98,6 +148,12 @@ impl Binder<'_> {
             return Err(SqlError::syntax("subquery must return only one column"));
         }
         let t = plan.columns[0].ty.unwrap_or(DataType::Text);
+        if matches!(t, DataType::Array(_)) {
+            return Err(multidimensional());
+        }
+        if let Some(arr_ty) = array_type(t) {
+            return Ok((self.sub_expr(SubqueryKind::ArrayValue, false, correlated, plan), Some(arr_ty)));
+        }
         let elem = if RegKind::of(t).is_some() { Some(Elem::Oid) } else { Elem::for_element(t) };
         let elem = elem.ok_or_else(|| SqlError::unsupported(format!("ARRAY() of {}", value::type_name(t))))?;
         Ok((self.sub_expr(SubqueryKind::Array(elem), false, correlated, plan), Some(elem.data_type())))
@@ -113,10 +169,13 @@ impl Binder<'_> {
             let qualified = ast::Expr::CompoundIdentifier(vec![table.clone(), column.clone()]);
             return self.subscript(&qualified, std::slice::from_ref(index), scope, ctx);
         }
+        let (a, at) = self.expr(root, scope, ctx)?;
+        if let Some(elem) = at.and_then(elem_type) {
+            return self.real_subscript(a, at, elem, chain, scope, ctx);
+        }
         let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] = chain else {
             return Err(SqlError::unsupported("this field access or array slice"));
         };
-        let (a, at) = self.expr(root, scope, ctx)?;
         let elem = at.and_then(Elem::of).ok_or_else(|| SqlError::new("42804", "cannot subscript type because it does not support subscripting"))?;
         let (i, it) = self.expr(index, scope, ctx)?;
         let i = match it {
@@ -127,10 +186,47 @@ impl Binder<'_> {
         Ok((Expr::Func(Func::Sys(SysFunc::Subscript(elem)), vec![a, i]), Some(elem.element_type())))
     }
 
+    /// `a[i]`, `a[i:j]` on a real array (one subscript: one dimension).
+    fn real_subscript(&mut self, a: Expr, at: Ty, elem: DataType, chain: &[ast::AccessExpr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        let [ast::AccessExpr::Subscript(sub)] = chain else {
+            return Err(match chain.first() {
+                Some(ast::AccessExpr::Subscript(_)) => multidimensional(),
+                _ => SqlError::unsupported("field access on an array"),
+            });
+        };
+        let mut args = vec![a];
+        let mut bound = |b: &mut Self, e: &ast::Expr, args: &mut Vec<Expr>| -> Result<()> {
+            let (i, it) = b.expr(e, scope, ctx)?;
+            args.push(match it {
+                None => b.coerce(i, None, DataType::Int4, "subscript")?,
+                Some(t) if value::is_int4_implicit(t) => i,
+                Some(t) if value::category(t) == value::Category::Numeric => Expr::Cast(i.boxed(), DataType::Int4, false),
+                Some(_) => return Err(SqlError::new("42804", "array subscript must have type integer")),
+            });
+            Ok(())
+        };
+        match sub {
+            ast::Subscript::Index { index } => {
+                bound(self, index, &mut args)?;
+                Ok((Expr::Func(Func::Array(ArrayFunc::Subscript), args), Some(elem)))
+            }
+            ast::Subscript::Slice { lower_bound, upper_bound, stride: None } => {
+                for e in [lower_bound, upper_bound].into_iter().flatten() {
+                    bound(self, e, &mut args)?;
+                }
+                Ok((Expr::Func(Func::Array(ArrayFunc::Slice(lower_bound.is_some(), upper_bound.is_some())), args), at))
+            }
+            ast::Subscript::Slice { .. } => Err(SqlError::syntax("syntax error at or near \":\"")),
+        }
+    }
+
     /// `array || array` (either side may be NULL, as in PostgreSQL).
     pub(super) fn array_concat(&mut self, left: &ast::Expr, right: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
         let (x, xt) = self.expr(left, scope, ctx)?;
         let (y, yt) = self.expr(right, scope, ctx)?;
+        if crate::array::is_array(xt) || crate::array::is_array(yt) || (xt.is_none() && yt.is_none()) {
+            return self.real_concat(x, xt, y, yt);
+        }
         let elem = xt.and_then(Elem::of).or_else(|| yt.and_then(Elem::of)).ok_or_else(|| SqlError::unsupported("|| on arrays of unknown type"))?;
         let x = if xt.is_none() { self.array_literal(x, elem)? } else { x };
         let y = if yt.is_none() { self.array_literal(y, elem)? } else { y };
@@ -148,8 +244,14 @@ pub(super) fn is_array_ast(e: &ast::Expr) -> bool {
     match e {
         ast::Expr::Array(_) => true,
         ast::Expr::Function(f) => function_name(&f.name).is_ok_and(|n| n == "array") && matches!(f.args, ast::FunctionArguments::Subquery(_)),
-        ast::Expr::Cast { data_type, .. } => matches!(cast_target(data_type), Some(CastTarget::Array(_))),
+        ast::Expr::Cast { data_type, .. } => matches!(cast_target(data_type), Some(CastTarget::Array(_))) || matches!(data_type, ast::DataType::Array(_)),
         ast::Expr::Nested(inner) => is_array_ast(inner),
         _ => false,
     }
+}
+
+/// Element types `=` (and the other comparisons) accept together.
+pub(super) fn comparable(a: DataType, b: DataType) -> bool {
+    let (ca, cb) = (category(a), category(b));
+    ca == cb && (ca != value::Category::Array || matches!((elem_type(a), elem_type(b)), (Some(x), Some(y)) if comparable(x, y)))
 }

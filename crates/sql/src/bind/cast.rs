@@ -6,7 +6,6 @@ use std::sync::Arc;
 use pgtier_engine::{DataType, Value};
 use sqlparser::ast;
 
-use super::coerce::map_type;
 use super::{Binder, Ty};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SysFunc};
@@ -110,6 +109,10 @@ impl Binder<'_> {
             return Err(cannot_cast(from, value::type_name(to)));
         }
         if Elem::of(from).is_some() {
+            // A catalog array (its text form) to a real array: array_in.
+            if matches!(to, DataType::Array(_)) {
+                return Ok(Some((Expr::Cast(x.boxed(), to, true), Some(to))));
+            }
             if category(to) == Category::String {
                 return Ok(Some((if to == DataType::Text { x } else { Expr::Cast(x.boxed(), to, true) }, Some(to))));
             }
@@ -145,8 +148,8 @@ pub(super) fn cast_target(t: &ast::DataType) -> Option<CastTarget> {
                 Some(CastTarget::Oid | CastTarget::Reg(_)) => Elem::Oid,
                 Some(CastTarget::Name) => Elem::Text,
                 Some(CastTarget::Char) => Elem::Char,
-                Some(_) => return None,
-                None => Elem::for_element(map_type(inner).ok()?)?,
+                // Arrays of the scalar types are real types (`map_type`).
+                Some(_) | None => return None,
             };
             Some(CastTarget::Array(elem))
         }
@@ -165,6 +168,11 @@ fn is_string(t: Ty) -> bool {
 pub(super) fn cast_exists(from: DataType, to: DataType) -> bool {
     use Category as C;
     match (category(from), category(to)) {
+        // array_coerce: element by element.
+        (C::Array, C::Array) => match (crate::array::elem_type(from), crate::array::elem_type(to)) {
+            (Some(f), Some(t)) => cast_exists(f, t),
+            _ => false,
+        },
         (a, b) if a == b => true,
         // I/O conversion: any type to a string type and back.
         (C::String, _) | (_, C::String) => true,
@@ -224,7 +232,15 @@ mod tests {
     fn cast_exists_agrees_with_value_cast() {
         use DataType as T;
         let types = [T::Bool, T::Int2, T::Int4, T::Int8, T::Numeric { precision: 0, scale: 0 }, T::Float4, T::Float8, T::Text, T::Varchar(5), T::Char(3), T::Bytea, T::Date, T::Timestamp(None), T::TimestampTz(Some(3)), T::Uuid, T::Time(None), T::Interval, T::Json, T::Jsonb];
+        let arrays = [T::Int4, T::Text, T::Date].map(|e| crate::array::array_type(e).unwrap());
+        let types: Vec<DataType> = types.into_iter().chain(arrays).collect();
+        let scalar = |t: DataType| match t {
+            T::Int4 => Value::Int4(1),
+            T::Date => Value::Date(1),
+            _ => Value::Text("1".into()),
+        };
         let sample = |t: DataType| match t {
+            T::Array(e) => Value::Array(vec![scalar(e.get())]),
             T::Bool => Value::Bool(true),
             T::Int2 => Value::Int2(1),
             T::Int4 => Value::Int4(1),
@@ -243,8 +259,8 @@ mod tests {
             T::Numeric { .. } => value::cast(Value::Int4(1), t, true).unwrap(),
             T::Text | T::Varchar(_) | T::Char(_) => Value::Text("1".into()),
         };
-        for from in types {
-            for to in types {
+        for &from in &types {
+            for &to in &types {
                 let refused = matches!(value::cast(sample(from), to, true), Err(e) if e.sqlstate == "42846");
                 assert_eq!(cast_exists(from, to), !refused, "{from:?} -> {to:?}");
             }

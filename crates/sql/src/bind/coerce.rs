@@ -124,7 +124,9 @@ impl Binder<'_> {
                     return Err(SqlError::undefined_operator(&format!("{} {op} {}", type_name(a), type_name(b))));
                 }
                 let ok = ca == cb || (ca == Category::DateTime && cb == Category::DateTime);
-                if !ok {
+                // Arrays compare when their elements do (array_eq, array_cmp).
+                let elems_ok = ca != Category::Array || crate::array::same_array_type(a, b);
+                if !ok || !elems_ok {
                     return Err(SqlError::undefined_operator(&format!("{} {op} {}", type_name(a), type_name(b))));
                 }
                 if ca == Category::String {
@@ -172,6 +174,11 @@ impl Binder<'_> {
 /// Assignment casts PostgreSQL allows into a column of type `to`.
 pub(super) fn check_assignable(from: DataType, to: DataType, column: &str) -> Result<()> {
     let ok = match (category(from), category(to)) {
+        // Element by element (array_coerce), as the element types assign.
+        (Category::Array, Category::Array) => match (crate::array::elem_type(from), crate::array::elem_type(to)) {
+            (Some(f), Some(t)) => check_assignable(f, t, column).is_ok(),
+            _ => false,
+        },
         (a, b) if a == b => true,
         // Any type converts to a string type by its text output on assignment.
         (_, Category::String) => true,
@@ -218,6 +225,13 @@ pub(super) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
                 (Category::DateTime, Category::DateTime) if matches!(c, DataType::TimestampTz(_)) || matches!(t, DataType::TimestampTz(_)) => DataType::TimestampTz(None),
                 (Category::DateTime, Category::DateTime) => DataType::Timestamp(None),
                 (Category::Time, Category::Time) => DataType::Time(None),
+                (Category::Array, Category::Array) => {
+                    let elems = [crate::array::elem_type(c), crate::array::elem_type(*t)];
+                    match common_type(&elems, construct)?.and_then(crate::array::array_type) {
+                        Some(a) => a,
+                        None => return Err(SqlError::datatype_mismatch(format!("{construct} types {} and {} cannot be matched", type_name(c), type_name(*t)))),
+                    }
+                }
                 _ => {
                     return Err(SqlError::datatype_mismatch(format!("{construct} types {} and {} cannot be matched", type_name(c), type_name(*t))));
                 }
@@ -299,6 +313,21 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
         D::Time(..) => return Err(SqlError::unsupported("type time with time zone")),
         D::Interval { fields: None, precision: None } => DataType::Interval,
         D::Interval { .. } => return Err(SqlError::unsupported("interval with fields or a precision")),
+        // `int[]`, `int[][]` (PostgreSQL does not enforce dimensions: both are int[]), `int[3]`.
+        D::Array(ast::ArrayElemTypeDef::SquareBracket(inner, _) | ast::ArrayElemTypeDef::AngleBracket(inner)) => {
+            let elem = map_type(inner)?;
+            if matches!(elem, DataType::Array(_)) {
+                return Ok(elem);
+            }
+            crate::array::array_type(elem).ok_or_else(|| SqlError::unsupported(format!("arrays of {}", crate::value::type_name(elem))))?
+        }
+        // The array types' own names (`_int4`), as drivers write them.
+        D::Custom(name, mods) if mods.is_empty() && name.to_string().trim_start_matches("pg_catalog.").starts_with('_') => {
+            let inner = name.to_string().to_lowercase();
+            let elem_name = inner.trim_start_matches("pg_catalog.").trim_start_matches('_');
+            let elem = map_type(&D::Custom(ast::ObjectName::from(vec![ast::Ident::new(elem_name)]), Vec::new()))?;
+            crate::array::array_type(elem).ok_or_else(|| SqlError::new("42704", format!("type \"{inner}\" does not exist")))?
+        }
         // psql and drivers write builtin types qualified (`pg_catalog.text`).
         D::Custom(name, mods) if mods.is_empty() => match name.to_string().to_lowercase().trim_start_matches("pg_catalog.") {
             "int" | "int4" | "integer" => DataType::Int4,
@@ -319,6 +348,7 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             "json" => DataType::Json,
             "jsonb" => DataType::Jsonb,
             "bpchar" => DataType::Char(1),
+            "numeric" | "decimal" => crate::value::NUMERIC_ANY,
             other => return Err(SqlError::new("42704", format!("type \"{other}\" does not exist"))),
         },
         other => return Err(SqlError::unsupported(format!("type {other}"))),

@@ -142,7 +142,8 @@ impl Binder<'_> {
                     None => self.binary(left, op, right, scope, ctx),
                 },
             },
-            E::AnyOp { left, compare_op, right, .. } => self.sys_any(left, compare_op, right, scope, ctx),
+            E::AnyOp { left, compare_op, right, .. } => self.sys_any(left, compare_op, right, false, scope, ctx),
+            E::AllOp { left, compare_op, right } => self.sys_any(left, compare_op, right, true, scope, ctx),
             E::Collate { expr, collation } => self.collate(expr, collation, scope, ctx),
             E::Array(a) => self.array_constructor(&a.elem, scope, ctx),
             E::CompoundFieldAccess { root, access_chain } => self.subscript(root, access_chain, scope, ctx),
@@ -215,6 +216,14 @@ impl Binder<'_> {
                     && a.elem.is_empty()
                 {
                     return Ok((Expr::Const(crate::types::array_input("{}", elem)?), Some(elem.data_type())));
+                }
+                if let (ast::Expr::Array(a), None) = (&**expr, target)
+                    && a.elem.is_empty()
+                {
+                    let ty = map_type(data_type)?;
+                    if matches!(ty, DataType::Array(_)) {
+                        return Ok((Expr::Const(Value::Array(Vec::new())), Some(ty)));
+                    }
                 }
                 let ty = match target {
                     Some(_) => DataType::Text,

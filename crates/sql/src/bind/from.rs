@@ -212,7 +212,9 @@ impl Binder<'_> {
         if fname == super::function::EXPAND_ARRAY {
             let s = format!("{fname}({})", args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", "));
             let [(e, t)] = <[(Expr, Ty); 1]>::try_from(args).map_err(|_| SqlError::undefined_function(&s))?;
-            let elem = t.and_then(Elem::of).filter(|e| value::is_integer(e.element_type())).ok_or_else(|| SqlError::undefined_function(&s))?;
+            // A catalog array (int2vector, oid[]) or a real one (ARRAY[1, 2]).
+            let elem = t.and_then(|t| Elem::of(t).or_else(|| crate::array::elem_type(t).and_then(Elem::for_element)));
+            let elem = elem.filter(|e| value::is_integer(e.element_type())).ok_or_else(|| SqlError::undefined_function(&s))?;
             let mut cols = vec![("x".to_owned(), elem.element_type()), ("n".to_owned(), DataType::Int4)];
             if ordinality {
                 cols.push(("ordinality".to_owned(), DataType::Int8));
@@ -236,6 +238,27 @@ impl Binder<'_> {
                 cols[0].0 = ident(&a.name);
             }
             return Ok((super::detached(fname, cols), VirtualSource::Function { func: TableFunc::Json(srf), args: vec![e], ordinality }));
+        }
+        if fname == "unnest" && args.iter().any(|(_, t)| crate::array::is_array(*t)) {
+            let s = format!("{fname}({})", args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", "));
+            let n = args.len();
+            let mut cols = Vec::new();
+            let mut exprs = Vec::new();
+            for (e, t) in args {
+                let elem = t.and_then(crate::array::elem_type).ok_or_else(|| SqlError::undefined_function(&s))?;
+                cols.push((fname.to_owned(), elem));
+                exprs.push(e);
+            }
+            if let Some(a) = alias
+                && a.columns.is_empty()
+                && n == 1
+            {
+                cols[0].0 = ident(&a.name);
+            }
+            if ordinality {
+                cols.push(("ordinality".to_owned(), DataType::Int8));
+            }
+            return Ok((super::detached(fname, cols), VirtualSource::Function { func: TableFunc::UnnestArrays(n), args: exprs, ordinality }));
         }
         let (func, args, ty) = self.table_function(fname, args)?;
         let mut cols = vec![(fname.to_owned(), ty)];

@@ -108,6 +108,9 @@ impl Binder<'_> {
             let types: Vec<&str> = bound.iter().map(|(_, t)| t.map_or("unknown", type_name)).collect();
             format!("{name}({})", types.join(", "))
         };
+        if super::array_func::is_array_call(name, &bound) {
+            return self.array_function(name, bound, &sig_text);
+        }
         let sig = || sig_text.clone();
         let nargs = bound.len();
         let arity = |lo: usize, hi: usize| -> Result<()> {

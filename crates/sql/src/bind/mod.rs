@@ -13,6 +13,7 @@
 mod aggregate;
 mod alter;
 mod array;
+mod array_func;
 mod builtin;
 mod cast;
 mod coerce;

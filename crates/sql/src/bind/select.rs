@@ -571,10 +571,12 @@ const EXPAND_ITEM: &str = "__pg_expandarray";
 /// function's rows: `FROM ..., _pg_expandarray(a) AS __pg_expandarray`,
 /// each call then being that item's whole row. Aggregates and windows,
 /// which PostgreSQL computes before the expansion, are refused with it
-/// (checked on the bound plan, in `select`).
+/// (checked on the bound plan, in `select`). `unnest(a)` in the select
+/// list of a query with FROM is moved the same way (without FROM,
+/// `srf_select` has it).
 fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
     let is_call = |e: &ast::Expr| match e {
-        ast::Expr::Function(f) => function_name(&f.name).is_ok_and(|n| n == super::function::EXPAND_ARRAY),
+        ast::Expr::Function(f) => function_name(&f.name).is_ok_and(|n| n == super::function::EXPAND_ARRAY || (n == "unnest" && !s.from.is_empty())),
         _ => false,
     };
     let call_of = |e: &ast::Expr| -> Option<(ast::Expr, Option<ast::Ident>)> {
@@ -603,9 +605,11 @@ fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
         if call.as_ref().is_some_and(|c| *c != found) {
             return Err(SqlError::unsupported("several different set-returning functions in the select list"));
         }
+        let called = if let ast::Expr::Function(f) = &found { function_name(&f.name).unwrap_or_default() } else { String::new() };
         call = Some(found);
         let row = ast::Expr::Identifier(ast::Ident::new(EXPAND_ITEM));
-        let name = field.as_ref().map_or_else(|| ast::Ident::new("_pg_expandarray"), Clone::clone);
+        let default_name = if called == "unnest" { "unnest" } else { "_pg_expandarray" };
+        let name = field.as_ref().map_or_else(|| ast::Ident::new(default_name), Clone::clone);
         let replaced = match field {
             None => row,
             Some(f) => ast::Expr::CompoundFieldAccess { root: Box::new(ast::Expr::Nested(Box::new(row))), access_chain: vec![ast::AccessExpr::Dot(ast::Expr::Identifier(f))] },

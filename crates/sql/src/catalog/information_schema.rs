@@ -76,8 +76,10 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 col
             };
             let typ = column_type_info(col.ty).type_oid;
-            let TypeMatch { base: row, .. } = type_by_oid(typ).unwrap_or(TypeMatch { base: &BUILTIN_TYPES[0], is_array: false });
+            let TypeMatch { base: row, is_array } = type_by_oid(typ).unwrap_or(TypeMatch { base: &BUILTIN_TYPES[0], is_array: false });
+            let udt_name = if is_array { format!("_{}", row.name) } else { row.name.to_owned() };
             let data_type = match col.ty {
+                DataType::Array(_) => "ARRAY".to_owned(),
                 DataType::Numeric { .. } => "numeric".to_owned(),
                 DataType::Varchar(_) => "character varying".to_owned(),
                 DataType::Char(_) => "character".to_owned(),
@@ -113,7 +115,7 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 text(if col.nullable { "YES" } else { "NO" }), Value::Text(data_type), int(char_len), int(octet_len), int(prec), int(radix), int(scale),
                 int(dt_prec), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
                 Value::Null, Value::Null, Value::Null, Value::Null, Value::Text(db.clone()), text("pg_catalog"),
-                text(row.name), Value::Null, Value::Null, Value::Null, Value::Null, Value::Text(position.to_string()), text("NO"),
+                Value::Text(udt_name), Value::Null, Value::Null, Value::Null, Value::Null, Value::Text(position.to_string()), text("NO"),
             ]);
             out.extend(identity_info(ctx.catalog, col));
             out.extend([text("NEVER"), Value::Null, text(if updatable { "YES" } else { "NO" })]);

@@ -217,5 +217,11 @@ pub fn column_type_info(ty: DataType) -> ColumnTypeInfo {
         DataType::Json => info(114, -1, -1, false, "i", "x", 0),
         DataType::Jsonb => info(3802, -1, -1, false, "i", "x", 0),
         DataType::Interval => info(1186, -1, 16, false, "d", "p", 0),
+        // atttypmod of an array column is its element's (varchar(10)[]: 14).
+        DataType::Array(e) => {
+            let elem = column_type_info(e.get());
+            let oid = type_by_oid(elem.type_oid).map_or(0, |m| m.base.array_oid);
+            info(oid, elem.typmod, -1, false, if elem.align == "d" { "d" } else { "i" }, "x", elem.collation)
+        }
     }
 }

@@ -303,7 +303,8 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
         for (c, col) in user_columns(t) {
             let hasdef = column_default_text(catalog, col).is_some();
             let ty = if numeric_any.contains(&c) { crate::value::NUMERIC_ANY } else { col.ty };
-            push(table_oid(t), &col.name, t.attnum(c), column_type_info(ty), !col.nullable, hasdef, 0, identity_code(col));
+            let ndims = i32::from(matches!(col.ty, pgtier_engine::DataType::Array(_)));
+            push(table_oid(t), &col.name, t.attnum(c), column_type_info(ty), !col.nullable, hasdef, ndims, identity_code(col));
         }
     }
     for TableIndex { table: t, index: i } in all_indexes(catalog) {

@@ -34,30 +34,41 @@ impl Eq for GroupKey {}
 impl Hash for GroupKey {
     fn hash<H: Hasher>(&self, h: &mut H) {
         for v in &self.0 {
-            match v {
-                Value::Null => 0u8.hash(h),
-                Value::Bool(b) => b.hash(h),
-                Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) => {
-                    let n = value::numeric_normalize(value::to_numeric(v).unwrap_or(Numeric::new(0, 0)));
-                    n.hash(h);
-                }
-                Value::Float4(_) | Value::Float8(_) => {
-                    let x = value::to_f64(v).unwrap_or(0.0);
-                    let x = if x == 0.0 { 0.0 } else if x.is_nan() { f64::NAN } else { x };
-                    x.to_bits().hash(h);
-                }
-                Value::Text(s) => s.hash(h),
-                Value::Bytea(b) => b.hash(h),
-                // As the timestamp it equals (past that range none does,
-                // and wrapping only shares a hash).
-                Value::Date(d) => value::date_micros(*d).unwrap_or_else(|_| i64::from(*d).wrapping_mul(86_400_000_000)).hash(h),
-                Value::Timestamp(t) | Value::TimestampTz(t) => t.hash(h),
-                Value::Uuid(u) => u.hash(h),
-                Value::Time(t) => t.hash(h),
-                Value::Interval(v) => v.span().hash(h),
-                // Equal jsonb values ('1.0', '1') share their sort key.
-                Value::Jsonb(s) => pgtier_engine::json::sort_key(s).hash(h),
-                Value::Json(s) => s.hash(h),
+            hash_value(v, h);
+        }
+    }
+}
+
+/// Values `value::compare` finds equal hash alike.
+fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
+    match v {
+        Value::Null => 0u8.hash(h),
+        Value::Bool(b) => b.hash(h),
+        Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) => {
+            let n = value::numeric_normalize(value::to_numeric(v).unwrap_or(Numeric::new(0, 0)));
+            n.hash(h);
+        }
+        Value::Float4(_) | Value::Float8(_) => {
+            let x = value::to_f64(v).unwrap_or(0.0);
+            let x = if x == 0.0 { 0.0 } else if x.is_nan() { f64::NAN } else { x };
+            x.to_bits().hash(h);
+        }
+        Value::Text(s) => s.hash(h),
+        Value::Bytea(b) => b.hash(h),
+        // As the timestamp it equals (past that range none does,
+        // and wrapping only shares a hash).
+        Value::Date(d) => value::date_micros(*d).unwrap_or_else(|_| i64::from(*d).wrapping_mul(86_400_000_000)).hash(h),
+        Value::Timestamp(t) | Value::TimestampTz(t) => t.hash(h),
+        Value::Uuid(u) => u.hash(h),
+        Value::Time(t) => t.hash(h),
+        Value::Interval(v) => v.span().hash(h),
+        // Equal jsonb values ('1.0', '1') share their sort key.
+        Value::Jsonb(s) => pgtier_engine::json::sort_key(s).hash(h),
+        Value::Json(s) => s.hash(h),
+        Value::Array(items) => {
+            items.len().hash(h);
+            for item in items {
+                hash_value(item, h);
             }
         }
     }
@@ -334,6 +345,9 @@ fn finish_collect(call: &AggCall, mut items: Vec<Value>) -> Result<Value> {
     }
     if let AggFunc::Json(agg) = call.func {
         return crate::json::finish_agg(agg, &items);
+    }
+    if call.func == AggFunc::ArrayAgg && matches!(call.ty, pgtier_engine::DataType::Array(_)) {
+        return Ok(Value::Array(items));
     }
     if call.func == AggFunc::ArrayAgg {
         let elem = Elem::of(call.ty).ok_or_else(|| SqlError::new("XX000", "array_agg without an array type"))?;

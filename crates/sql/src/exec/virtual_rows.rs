@@ -41,6 +41,19 @@ impl Exec<'_> {
                 for a in args {
                     vals.push(a.eval(env, self, row)?);
                 }
+                if let TableFunc::UnnestArrays(_) = func {
+                    // A NULL array is an empty one here.
+                    let arrays: Vec<&[Value]> = vals.iter().map(|v| if let Value::Array(a) = v { a.as_slice() } else { &[] }).collect();
+                    let rows = arrays.iter().map(|a| a.len()).max().unwrap_or(0);
+                    for k in 0..rows {
+                        self.interrupt.tick()?;
+                        out.extend(arrays.iter().map(|a| a.get(k).cloned().unwrap_or(Value::Null)));
+                        if *ordinality {
+                            out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
+                        }
+                    }
+                    return Ok(());
+                }
                 let items: Vec<Value> = match func {
                     _ if vals.iter().any(Value::is_null) => Vec::new(),
                     TableFunc::GenerateSeries => {
@@ -68,7 +81,7 @@ impl Exec<'_> {
                         items
                     }
                     TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
-                    TableFunc::PartitionAncestors => Vec::new(),
+                    TableFunc::PartitionAncestors | TableFunc::UnnestArrays(_) => Vec::new(),
                     TableFunc::Json(srf) => {
                         let rows = crate::json::srf_rows(*srf, &vals[0])?;
                         let bytes: usize = rows.iter().map(|r| super::row_bytes(r)).sum();
@@ -84,7 +97,11 @@ impl Exec<'_> {
                         return Ok(());
                     }
                     TableFunc::ExpandArray(elem) => {
-                        for (k, v) in types::array_values(vals[0].as_str().unwrap_or(""), *elem)?.into_iter().enumerate() {
+                        let items = match &vals[0] {
+                            Value::Array(items) => items.clone(),
+                            other => types::array_values(other.as_str().unwrap_or(""), *elem)?,
+                        };
+                        for (k, v) in items.into_iter().enumerate() {
                             out.push(v);
                             out.push(Value::Int4(i32::try_from(k + 1).unwrap_or(i32::MAX)));
                             if *ordinality {

@@ -13,7 +13,7 @@ use pgtier_engine::{DataType, Value};
 
 mod functions;
 
-pub use functions::{BitOp, DateField, Func, SeqFunc, SysFunc, oid_in};
+pub use functions::{ArrayFunc, BitOp, DateField, Func, SeqFunc, SysFunc, oid_in};
 
 use crate::catalog::SysCtx;
 use crate::error::{Result, SqlError};
@@ -74,8 +74,10 @@ pub enum SubqueryKind {
     /// char(n) compared as text (without trailing blanks), as PostgreSQL's
     /// `text = bpchar` resolves to `text = text`.
     In { lhs: Box<Expr>, trim_rows: bool },
-    /// `ARRAY(subquery)`: the first column's values as an array.
+    /// `ARRAY(subquery)`: the first column's values as a catalog (text-form) array.
     Array(Elem),
+    /// `ARRAY(subquery)` as a real array value.
+    ArrayValue,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -372,6 +374,7 @@ impl Expr {
                     rows.into_iter().next().unwrap_or(Value::Null)
                 }
                 SubqueryKind::Array(elem) => Value::Text(crate::types::array_text(*elem, &sq.run(s, env, row)?)),
+                SubqueryKind::ArrayValue => Value::Array(sq.run(s, env, row)?),
                 _ => match self.eval_bool(env, sq, row)? {
                     Some(b) => Value::Bool(b),
                     None => Value::Null,
@@ -475,7 +478,7 @@ impl Expr {
                     let x = lhs.eval(env, sq, row)?;
                     sq.run_in(s, env, row, &x)?
                 }
-                SubqueryKind::Scalar | SubqueryKind::Array(_) => as_bool(self.eval(env, sq, row)?),
+                SubqueryKind::Scalar | SubqueryKind::Array(_) | SubqueryKind::ArrayValue => as_bool(self.eval(env, sq, row)?),
             },
             other => as_bool(other.eval(env, sq, row)?),
         })

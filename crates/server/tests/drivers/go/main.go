@@ -352,6 +352,7 @@ func main() {
 	defer text.Close(ctx)
 	step("text reads", func() error { return reads(ctx, text, "text") })
 	step("text errors", func() error { return errorCases(ctx, text, "text") })
+	step("arrays", func() error { return errors.Join(arrays(ctx, binary, "binary"), arrays(ctx, text, "text")) })
 
 	// LoadTypes: pgx's one query (WITH RECURSIVE over pg_type, pg_class,
 	// pg_attribute, pg_range) that registers derived types such as arrays.

@@ -271,6 +271,7 @@ async function main() {
   await step(client, 'setup', () => setup(client));
   await step(client, 'reads', () => reads(client));
   await step(client, 'errors', () => errors(client));
+  await step(client, 'arrays', () => require('./arrays')(client, out));
   await step(client, 'drop', async () => {
     await client.query(`DROP TABLE ${TABLE}`);
     out('drop table: ok');

@@ -270,6 +270,7 @@ def main():
         out(f"check constraint name: {error.diag.constraint_name}")
     conn.execute("DROP TABLE drv_python_check")
 
+    __import__("arrays").run(conn, out, render)
     conn.execute(f"DROP TABLE {TABLE}")
     out("drop table: ok")
     conn.close()

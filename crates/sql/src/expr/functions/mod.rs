@@ -1,6 +1,7 @@
 //! Function calls: the builtin scalar functions (lower, substr, round,
 //! now, ...) here, the system functions in [`system`].
 
+mod array;
 mod datetime;
 mod infinity;
 mod interval_fns;
@@ -18,6 +19,7 @@ use crate::types::{Elem, array_text};
 use crate::error::{Result, SqlError};
 use crate::value::{self, ArithOp, MICROS_PER_DAY};
 
+pub use array::ArrayFunc;
 pub use datetime::DateField;
 pub use system::{BitOp, SeqFunc, SysFunc, oid_in};
 
@@ -120,6 +122,8 @@ pub enum Func {
     Sys(SysFunc),
     /// A json / jsonb operator or function (crate::json).
     Json(crate::json::JsonFunc),
+    /// An array function or operator ([`ArrayFunc`]).
+    Array(ArrayFunc),
 }
 
 /// The second argument's text ("" if it is not text).
@@ -137,6 +141,10 @@ fn text_arg(v: &Value) -> Option<&str> {
 pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunner, row: &[Value]) -> Result<Value> {
     if let Func::Sys(s) = f {
         return system::eval(s, args, env, sq, row);
+    }
+    if let Func::Array(a) = f {
+        let vals = args.iter().map(|e| e.eval(env, sq, row)).collect::<Result<Vec<_>>>()?;
+        return array::eval(a, vals);
     }
     if f == Func::Now {
         return Ok(Value::TimestampTz(env.now_micros));
@@ -449,7 +457,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             let t = datetime::make_timestamp(int(0), int(1), int(2), int(3), int(4), value::to_f64(&vals[5]).unwrap_or(f64::NAN))?;
             if tz { Value::TimestampTz(t) } else { Value::Timestamp(t) }
         }
-        Func::Now | Func::ClockTimestamp | Func::Random | Func::GenRandomUuid | Func::Json(_) | Func::Concat | Func::ConcatWs | Func::Format | Func::Greatest | Func::Least | Func::Sys(_) => Value::Null,
+        Func::Now | Func::ClockTimestamp | Func::Random | Func::GenRandomUuid | Func::Json(_) | Func::Concat | Func::ConcatWs | Func::Format | Func::Greatest | Func::Least | Func::Sys(_) | Func::Array(_) => Value::Null,
     })
 }
 

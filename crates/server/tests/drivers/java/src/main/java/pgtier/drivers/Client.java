@@ -470,6 +470,7 @@ public final class Client {
             try (Connection binary = connect(env("PGPASSWORD"), true)) {
                 step("binary reads", () -> reads(binary, "binary"));
                 step("binary errors", () -> errors(binary, "binary"));
+                step("arrays", () -> ArrayChecks.run(text, binary));
             }
             step("generated keys", () -> generatedKeys(text));
             step("drop", () -> {
