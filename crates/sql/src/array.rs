@@ -64,6 +64,8 @@ pub fn type_name(elem: DataType) -> &'static str {
         DataType::Time(_) => "time without time zone[]",
         DataType::Interval => "interval[]",
         DataType::Uuid => "uuid[]",
+        DataType::Json => "json[]",
+        DataType::Jsonb => "jsonb[]",
         DataType::Array(_) => "anyarray",
     }
 }

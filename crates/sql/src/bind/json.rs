@@ -57,6 +57,10 @@ impl Binder<'_> {
         }
         let (x, xt) = self.expr(left, scope, ctx)?;
         let (y, yt) = self.expr(right, scope, ctx)?;
+        // `@>` and `<@` of arrays are the array operators.
+        if matches!(op, B::AtArrow | B::ArrowAt) && (crate::array::is_array(xt) || crate::array::is_array(yt)) {
+            return self.array_set_op(op, x, xt, y, yt)?.ok_or_else(|| SqlError::unsupported(format!("operator {op}"))).map(Some);
+        }
         let sym = op.to_string();
         let undefined = || SqlError::undefined_operator(&format!("{} {sym} {}", name_of(xt), name_of(yt)));
         // `<@` is `@>` with the operands swapped.
@@ -121,6 +125,8 @@ impl Binder<'_> {
                 Ok(Expr::Param(i))
             }
             (Some(t), y) if Elem::of(t) == Some(Elem::Text) => Ok(y),
+            // A real text[] (ARRAY['a'], '{a}'::text[]) as the text form the json functions read.
+            (Some(t), y) if is_text_array(t) => Ok(Expr::Cast(y.boxed(), DataType::Text, false)),
             _ => Err(undefined()),
         }
     }
@@ -151,6 +157,10 @@ impl Binder<'_> {
                     None => self.coerce(y, None, DataType::Text, &sym)?,
                     Some(t) if Elem::of(t) == Some(Elem::Text) => {
                         Expr::Concat(Expr::Const(Value::Text(TEXT_ARRAY_MARK.to_owned())).boxed(), y.boxed())
+                    }
+                    Some(t) if is_text_array(t) => {
+                        let text = Expr::Cast(y.boxed(), DataType::Text, false);
+                        Expr::Concat(Expr::Const(Value::Text(TEXT_ARRAY_MARK.to_owned())).boxed(), text.boxed())
                     }
                     Some(t) if category(t) == Category::String && Elem::of(t).is_none() => self.text_arg(y, yt, &sym)?,
                     Some(t) if value::is_int4_implicit(t) => y,
@@ -264,4 +274,9 @@ impl Binder<'_> {
         };
         Ok(Some((Expr::Func(Func::Json(f), args), Some(rt))))
     }
+}
+
+/// A real array of text or varchar (the `text[]` the json operators take).
+fn is_text_array(t: DataType) -> bool {
+    matches!(crate::array::elem_type(t), Some(DataType::Text | DataType::Varchar(_)))
 }
