@@ -14,6 +14,8 @@ from decimal import Decimal
 import psycopg
 from psycopg import sql
 
+import driver_types
+
 TABLE = "drv_python"
 
 COLUMNS = (
@@ -269,6 +271,8 @@ def main():
     except psycopg.Error as error:
         out(f"check constraint name: {error.diag.constraint_name}")
     conn.execute("DROP TABLE drv_python_check")
+
+    driver_types.run(conn, out, render_row)
 
     conn.execute(f"DROP TABLE {TABLE}")
     out("drop table: ok")
