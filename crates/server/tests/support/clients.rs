@@ -311,13 +311,27 @@ fn node_modules() -> PathBuf {
     clients_dir().join("node/node_modules")
 }
 
+/// The program's source files (`*.ext` in `dir`), sorted: each section of
+/// a program lives in its own file, and a change to any of them rebuilds it.
+fn sources(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("driver program sources")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect();
+    files.sort();
+    files
+}
+
 fn build_java() {
     let mvn = require_program("mvn");
     require_program("java");
     let source = drivers_dir().join("java");
     let out = build_dir().join("java");
     std::fs::create_dir_all(&out).expect("java build dir");
-    let key = hash_files(&[source.join("pom.xml"), source.join("src/main/java/pgtier/drivers/Client.java")]);
+    let mut files = vec![source.join("pom.xml")];
+    files.extend(sources(&source.join("src/main/java/pgtier/drivers"), "java"));
+    let key = hash_files(&files);
     build_once(&out.join("stamp"), &key, || {
         let mut command = Command::new(mvn);
         command
@@ -335,7 +349,9 @@ fn build_go() {
     let source = drivers_dir().join("go");
     let out = build_dir().join("go");
     std::fs::create_dir_all(&out).expect("go build dir");
-    let key = hash_files(&[source.join("go.mod"), source.join("go.sum"), source.join("main.go")]);
+    let mut files = vec![source.join("go.mod"), source.join("go.sum")];
+    files.extend(sources(&source, "go"));
+    let key = hash_files(&files);
     build_once(&out.join("stamp"), &key, || {
         let mut command = Command::new(go);
         go_env(&mut command);

@@ -130,7 +130,7 @@ final class TypePaths {
         ps.setInt(1, id);
         ps.setObject(2, "2024-02-29", java.sql.Types.DATE);
         ps.setObject(3, "2024-03-31 02:30:15.123456", java.sql.Types.TIMESTAMP);
-        ps.setObject(4, "2024-03-31 02:30:00 Europe/Berlin", java.sql.Types.TIMESTAMP_WITH_TIMEZONE);
+        ps.setObject(4, "2024-03-31 02:30:00 Europe/Berlin", java.sql.Types.OTHER);
         ps.setObject(5, "23:59:59.999999", java.sql.Types.TIME);
         ps.setObject(6, "99999999999999.999999", java.sql.Types.NUMERIC);
         ps.setObject(7, UUID.fromString("ffffffff-ffff-ffff-ffff-ffffffffffff"));
