@@ -323,10 +323,11 @@ impl Zone {
 
     /// The UTC instant of local time `local` in this zone (DetermineTimeZoneOffset).
     pub fn from_local(&self, local: i64) -> i64 {
-        let Zone::Named(_) = self else { return local - i64::from(self.offset_at(local)) * MICROS_PER_SECOND };
+        // Saturating throughout: main's ±infinity timestamps are i64 bounds.
+        let Zone::Named(_) = self else { return local.saturating_sub(i64::from(self.offset_at(local)) * MICROS_PER_SECOND) };
         let o1 = i64::from(self.offset_at(local.saturating_sub(MICROS_PER_DAY))) * MICROS_PER_SECOND;
         let o2 = i64::from(self.offset_at(local.saturating_add(MICROS_PER_DAY))) * MICROS_PER_SECOND;
-        let (u1, u2) = (local - o1, local - o2);
+        let (u1, u2) = (local.saturating_sub(o1), local.saturating_sub(o2));
         if o1 == o2 {
             return u1;
         }
@@ -342,7 +343,7 @@ impl Zone {
 
     /// The local time in this zone of the instant `utc`.
     pub fn to_local(&self, utc: i64) -> i64 {
-        utc + i64::from(self.offset_at(utc)) * MICROS_PER_SECOND
+        utc.saturating_add(i64::from(self.offset_at(utc)) * MICROS_PER_SECOND)
     }
 }
 
@@ -393,7 +394,7 @@ pub fn write_datetime(v: &Value, out: &mut String) -> bool {
             Value::Timestamp(t) => write_timestamp(c, *t, None, out),
             Value::TimestampTz(t) => {
                 let east = c.zone.offset_at(*t);
-                let local = *t + i64::from(east) * MICROS_PER_SECOND;
+                let local = t.saturating_add(i64::from(east) * MICROS_PER_SECOND);
                 let abbrev = if c.style == Style::Iso { String::new() } else { c.zone.abbreviation_at(*t) };
                 write_timestamp(c, local, Some((east, abbrev)), out);
             }

@@ -159,7 +159,7 @@ pub(super) fn date_trunc_tz(unit: DateField, t: i64) -> Result<i64> {
     let local = crate::tz::to_local(t);
     let truncated = date_trunc(unit, local)?;
     if matches!(unit, DateField::Microseconds | DateField::Milliseconds | DateField::Second | DateField::Minute | DateField::Hour) {
-        Ok(truncated - (local - t))
+        Ok(truncated.saturating_sub(local.saturating_sub(t)))
     } else {
         Ok(crate::tz::from_local(truncated))
     }
