@@ -191,6 +191,9 @@ impl Session {
     /// until the next message has not arrived (true).
     fn run_until(&mut self, park: bool) -> bool {
         self.idle_deadline = None;
+        // Bind parameters, COPY data and DataRow text are read and written
+        // in the session's TimeZone and DateStyle, outside any statement.
+        self.conn.enter();
         loop {
             if self.closing {
                 let _ = self.wire.flush();

@@ -122,6 +122,22 @@ fn pgjdbc() {
     );
 }
 
+/// pgJDBC's type paths (TypePaths.java) in a JVM whose zone is
+/// Europe/Berlin: pgJDBC sends that zone at startup and writes java.sql
+/// dates and timestamps with its offsets.
+#[test]
+fn pgjdbc_berlin() {
+    same_as_postgres(
+        Client::JavaBerlin,
+        &[
+            "text types: session zone Europe/Berlin",
+            "text types batch rewritten: 3 rows",
+            "binary types batch: 3 rows",
+            "done",
+        ],
+    );
+}
+
 #[test]
 fn pgx() {
     differential(

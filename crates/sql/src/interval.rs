@@ -348,6 +348,18 @@ pub(crate) fn f64_fits_i64(x: f64) -> bool {
     (i64::MIN as f64..-(i64::MIN as f64)).contains(&x)
 }
 
+/// timestamptz_pl_interval: months and days move the local time in the
+/// session's zone (a day across a DST change is 23 or 25 hours), the rest
+/// is added to the instant.
+fn timestamptz_plus(t: i64, v: Interval) -> Result<i64> {
+    // An infinity stays itself; it has no local time to move.
+    if crate::tz::session_is_utc() || (v.months == 0 && v.days == 0) || crate::value::is_infinite_micros(t) {
+        return timestamp_plus(t, v);
+    }
+    let local = timestamp_plus(crate::tz::to_local(t), Interval { months: v.months, days: v.days, micros: 0 })?;
+    timestamp_plus(crate::tz::from_local(local), Interval { months: 0, days: 0, micros: v.micros })
+}
+
 /// A date (as its midnight: 22008 past the timestamp range), timestamp or
 /// timestamptz as microseconds; None for other values.
 fn instant(v: &Value) -> Result<Option<i64>> {
@@ -385,9 +397,12 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
         (DataType::Time(_), Value::Time(t), Value::Interval(v)) | (DataType::Time(_), Value::Interval(v), Value::Time(t)) => {
             Value::Time(t.checked_add(signed(*v)?.micros).ok_or_else(|| out_of_range("time"))?.rem_euclid(MICROS_PER_DAY))
         }
+        (DataType::TimestampTz(_), Value::TimestampTz(t), Value::Interval(v)) | (DataType::TimestampTz(_), Value::Interval(v), Value::TimestampTz(t)) => {
+            Value::TimestampTz(timestamptz_plus(*t, signed(*v)?)?)
+        }
         (DataType::Timestamp(_) | DataType::TimestampTz(_), x, Value::Interval(v)) | (DataType::Timestamp(_) | DataType::TimestampTz(_), Value::Interval(v), x) => {
             let ts = timestamp_plus(instant(x)?.ok_or_else(undefined)?, signed(*v)?)?;
-            if matches!(ty, DataType::TimestampTz(_)) { Value::TimestampTz(ts) } else { Value::Timestamp(ts) }
+            if matches!(ty, DataType::TimestampTz(_)) { Value::TimestampTz(crate::tz::from_local(ts)) } else { Value::Timestamp(ts) }
         }
         _ => return Err(undefined()),
     })

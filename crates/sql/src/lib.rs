@@ -24,6 +24,7 @@ pub mod session;
 pub mod settings;
 pub mod time;
 pub mod types;
+pub mod tz;
 pub mod uuid;
 pub mod value;
 

@@ -197,6 +197,15 @@ impl Connection {
         &self.db
     }
 
+    /// Makes this session's TimeZone and DateStyle the ones the date/time
+    /// code of this thread reads (tz.rs): the server calls it before it
+    /// reads a session's messages (parameters and COPY data are parsed,
+    /// result rows formatted, outside any statement).
+    #[inline]
+    pub fn enter(&self) {
+        crate::tz::install(self.settings.datetime());
+    }
+
     /// Parses and plans `sql` (one statement, `$1..$n` parameters).
     pub fn prepare(&mut self, sql: &str) -> Result<PreparedStatement> {
         if self.block == Block::Failed {
@@ -223,6 +232,7 @@ impl Connection {
     }
 
     fn bind(&self, stmt: &Statement) -> Result<Prepared> {
+        self.enter();
         match self.open_txn() {
             Some(t) => bind_statement(t.catalog(), stmt),
             None => bind_statement(&self.db.catalog(), stmt),
@@ -396,6 +406,7 @@ impl Connection {
     }
 
     fn run_inner(&mut self, stmt: &PreparedStatement, mut prepared: Arc<Prepared>, params: &[Value]) -> Result<(Tag, u64)> {
+        self.enter();
         match &prepared.plan {
             Plan::Set { name, value, local } => return self.set(name, value, *local),
             Plan::Show { name } => return self.show(name),
@@ -511,14 +522,22 @@ impl Connection {
         if READ_ONLY_SETTINGS.contains(&key.as_str()) {
             return Err(SqlError::new("55P02", format!("parameter \"{key}\" cannot be changed")));
         }
-        let _ = current;
         let v = if value.eq_ignore_ascii_case("default") && key == "synchronous_commit" {
             self.default_synchronous_commit().to_owned()
         } else if value.eq_ignore_ascii_case("default") {
             self.settings.default_of(&key)
+        } else if key == "datestyle" {
+            crate::tz::normalize_datestyle(value, current)?
+        } else if key == "timezone" && value.eq_ignore_ascii_case("local") {
+            self.settings.default_of(&key)
         } else {
             normalize_setting(&key, value)?
         };
+        if matches!(key.as_str(), "timezone" | "datestyle") {
+            // Literals were read in the old zone or style when the cached
+            // statements were planned (PostgreSQL parses a simple query anew).
+            self.by_text.clear();
+        }
         if local && self.block == Block::None {
             // PostgreSQL checks the value, warns, and changes nothing.
             self.warnings.push(SqlNotice { sqlstate: "25P01", message: "SET LOCAL can only be used in transaction blocks".into() });

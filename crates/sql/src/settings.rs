@@ -61,12 +61,7 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
             }
             "UTF8".to_owned()
         }
-        "datestyle" => {
-            let parts: Vec<String> = value.split(',').map(|p| p.trim().to_uppercase()).collect();
-            let style = if parts.iter().any(|p| p == "ISO") { "ISO" } else { return Err(SqlError::unsupported(format!("DateStyle {value}"))) };
-            let order = parts.iter().find(|p| ["MDY", "DMY", "YMD"].contains(&p.as_str())).cloned().unwrap_or_else(|| "MDY".to_owned());
-            format!("{style}, {order}")
-        }
+        "datestyle" => crate::tz::normalize_datestyle(value, "ISO, MDY")?,
         "extra_float_digits" => {
             let n: i32 = value.trim().parse().map_err(|_| SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\"")))?;
             if !(-15..=3).contains(&n) {
@@ -74,13 +69,7 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
             }
             n.to_string()
         }
-        "timezone" => {
-            let v = value.trim();
-            if !(v.eq_ignore_ascii_case("utc") || v.eq_ignore_ascii_case("gmt") || v == "0" || v.eq_ignore_ascii_case("etc/utc")) {
-                return Err(SqlError::unsupported(format!("TimeZone {value} (only UTC)")));
-            }
-            if v.eq_ignore_ascii_case("utc") { "UTC".to_owned() } else { v.to_owned() }
-        }
+        "timezone" => crate::tz::setting_zone(value).map(|(_, shown)| shown).ok_or_else(|| SqlError::new("22023", format!("invalid value for parameter \"TimeZone\": \"{value}\"")))?,
         "standard_conforming_strings" => match value.to_lowercase().as_str() {
             "on" | "true" | "1" => "on".to_owned(),
             "off" | "false" | "0" => return Err(SqlError::unsupported("standard_conforming_strings = off")),
@@ -260,6 +249,9 @@ pub struct Settings {
     /// session-level value; COMMIT and ROLLBACK resolve them (`end_block`).
     block_undo: Vec<BlockUndo>,
     in_block: bool,
+    /// TimeZone and DateStyle as the date/time code reads them (tz.rs);
+    /// None for UTC with `ISO, MDY`.
+    datetime: Option<Arc<crate::tz::DtCtx>>,
 }
 
 /// pgtier.statement_mem's default, 1GB (as in `default_settings`).
@@ -283,6 +275,7 @@ impl Default for Settings {
             statement_mem_kb: STATEMENT_MEM_DEFAULT_KB,
             block_undo: Vec::new(),
             in_block: false,
+            datetime: None,
         }
     }
 }
@@ -331,7 +324,13 @@ impl Settings {
             "pgtier.statement_mem" => self.statement_mem_kb = parse_kb(key, &value).unwrap_or(STATEMENT_MEM_DEFAULT_KB),
             _ => {}
         }
+        let datetime = matches!(key, "timezone" | "datestyle");
         Arc::make_mut(&mut self.values).insert(key.to_owned(), value);
+        if datetime {
+            let text = |k: &str| self.values.get(k).map_or("", String::as_str);
+            self.datetime = crate::tz::context(text("timezone"), text("datestyle"));
+            crate::tz::install(self.datetime.as_ref());
+        }
     }
 
     /// A transaction block starts: later changes are remembered until it ends.
@@ -367,6 +366,13 @@ impl Settings {
             Some(v) => v.clone(),
             None => default_settings().remove(key).unwrap_or_default(),
         }
+    }
+
+    /// The session's TimeZone and DateStyle for the date/time code: made
+    /// this thread's by `tz::install` before the session runs anything.
+    #[inline]
+    pub(crate) fn datetime(&self) -> Option<&Arc<crate::tz::DtCtx>> {
+        self.datetime.as_ref()
     }
 
     /// statement_timeout; None when 0 (off).

@@ -290,8 +290,10 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Text(x), V::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
         (V::Bool(x), V::Bool(y)) => x.cmp(y),
         (V::Date(x), V::Date(y)) => x.cmp(y),
-        // The session's zone is UTC, so local times and instants compare
-        // by their microseconds (a date is its midnight).
+        // A local time against an instant is the instant of that local
+        // time in the session's zone (a date is its midnight).
+        (V::TimestampTz(x), V::Date(_) | V::Timestamp(_)) => x.cmp(&crate::tz::from_local(datetime_micros(b)?)),
+        (V::Date(_) | V::Timestamp(_), V::TimestampTz(y)) => crate::tz::from_local(datetime_micros(a)?).cmp(y),
         (V::Date(_) | V::Timestamp(_) | V::TimestampTz(_), V::Date(_) | V::Timestamp(_) | V::TimestampTz(_)) => datetime_micros(a)?.cmp(&datetime_micros(b)?),
         (V::Bytea(x), V::Bytea(y)) => x.cmp(y),
         (V::Uuid(x), V::Uuid(y)) => x.cmp(y),
@@ -455,6 +457,15 @@ const DATE_DAYS_END: i64 = 2_147_483_494 - 2_451_545;
 /// Whether a timestamp is one of the infinities.
 pub fn is_infinite_micros(t: i64) -> bool {
     t == TIMESTAMP_INFINITY || t == TIMESTAMP_NEG_INFINITY
+}
+
+/// Whether a date, timestamp or timestamptz is one of the infinities.
+fn is_infinite_datetime(v: &Value) -> bool {
+    match v {
+        Value::Date(d) => is_infinite_date(*d),
+        Value::Timestamp(t) | Value::TimestampTz(t) => is_infinite_micros(*t),
+        _ => false,
+    }
 }
 
 /// Whether a date is one of the infinities.
@@ -672,16 +683,24 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Date, Value::Date(d)) => Value::Date(d),
         (T::Date, Value::Timestamp(TIMESTAMP_INFINITY) | Value::TimestampTz(TIMESTAMP_INFINITY)) => Value::Date(DATE_INFINITY),
         (T::Date, Value::Timestamp(TIMESTAMP_NEG_INFINITY) | Value::TimestampTz(TIMESTAMP_NEG_INFINITY)) => Value::Date(DATE_NEG_INFINITY),
-        (T::Date, Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?),
-        (T::Timestamp(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Timestamp(round_to_precision(t, p)),
+        // An infinity is one in every zone.
+        (T::Timestamp(_), Value::Timestamp(t) | Value::TimestampTz(t)) if is_infinite_micros(t) => Value::Timestamp(t),
+        (T::TimestampTz(_), Value::Timestamp(t) | Value::TimestampTz(t)) if is_infinite_micros(t) => Value::TimestampTz(t),
+        // Between instants and local times through the session's zone.
+        (T::Date, Value::TimestampTz(t)) => cast(Value::Timestamp(crate::tz::to_local(t)), to, explicit)?,
+        (T::Date, Value::Timestamp(t)) => Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?),
+        (T::Timestamp(p), Value::Timestamp(t)) => Value::Timestamp(round_to_precision(t, p)),
+        (T::Timestamp(p), Value::TimestampTz(t)) => Value::Timestamp(round_to_precision(crate::tz::to_local(t), p)),
         (T::Timestamp(_), Value::Date(d)) => Value::Timestamp(date_micros(d)?),
-        (T::TimestampTz(p), Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(round_to_precision(t, p)),
-        (T::TimestampTz(_), Value::Date(d)) => Value::TimestampTz(date_micros(d)?),
+        (T::TimestampTz(p), Value::TimestampTz(t)) => Value::TimestampTz(round_to_precision(t, p)),
+        (T::TimestampTz(p), Value::Timestamp(t)) => Value::TimestampTz(round_to_precision(crate::tz::from_local(t), p)),
+        (T::TimestampTz(_), Value::Date(d)) => Value::TimestampTz(crate::tz::from_local(date_micros(d)?)),
         (T::Time(p), Value::Time(t)) => Value::Time(round_to_precision(t, p)),
         // An infinity has no time of day (timestamp_time).
         (T::Time(_), Value::Timestamp(t) | Value::TimestampTz(t)) if is_infinite_micros(t) => Value::Null,
-        // The time of day in the session's zone (UTC); rounding may reach 24:00:00.
-        (T::Time(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Time(round_to_precision(t.rem_euclid(MICROS_PER_DAY), p)),
+        // The time of day (in the session's zone); rounding may reach 24:00:00.
+        (T::Time(p), Value::Timestamp(t)) => Value::Time(round_to_precision(t.rem_euclid(MICROS_PER_DAY), p)),
+        (T::Time(p), Value::TimestampTz(t)) => Value::Time(round_to_precision(crate::tz::to_local(t).rem_euclid(MICROS_PER_DAY), p)),
         (T::Interval | T::Time(_), v @ (Value::Interval(_) | Value::Time(_))) => crate::interval::cast(v, to),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
         (T::Uuid, Value::Uuid(u)) => Value::Uuid(u),
@@ -832,7 +851,12 @@ fn datetime_error(type_name: &str, text: &str) -> SqlError {
         && t.as_bytes()[7] == b'-'
         && t[..4].bytes().all(|b| b.is_ascii_digit())
         && t.get(10..).is_some_and(time_shape_ok);
-    if shape_ok {
+    // `13/12/1999` in MDY: well formed, a field out of range.
+    let date = t.split([' ', 'T']).next().unwrap_or("");
+    let numeric_date = date.split(['/', '.', '-']).count() == 3
+        && date.split(['/', '.', '-']).all(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
+        && time_shape_ok(&t[date.len()..]);
+    if shape_ok || numeric_date {
         SqlError::new("22008", format!("date/time field value out of range: \"{text}\""))
     } else {
         // Date/time syntax errors are 22007, not 22P02 as for numbers.
@@ -879,6 +903,9 @@ pub fn write_text(v: &Value, out: &mut String) {
         Value::Float4(x) => write_float(f64::from(*x), true, out),
         Value::Float8(x) => write_float(*x, false, out),
         Value::Array(items) => crate::array::write_array(items, out),
+        // The session's DateStyle and zone (tz.rs); the engine's form is
+        // ISO in UTC, and the infinities print as the engine prints them.
+        Value::Date(_) | Value::Timestamp(_) | Value::TimestampTz(_) if !is_infinite_datetime(v) && crate::tz::write_datetime(v, out) => {}
         other => {
             let _ = write!(out, "{other}");
         }

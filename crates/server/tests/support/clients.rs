@@ -181,6 +181,8 @@ pub enum Client {
     /// SQLAlchemy 2's ORM on psycopg 3 (python/orm.py, in the same venv).
     SqlAlchemy,
     Java,
+    /// pgJDBC's type paths again, in a JVM whose zone is Europe/Berlin.
+    JavaBerlin,
     Go,
     Node,
 }
@@ -192,6 +194,7 @@ impl Client {
             Client::Python => "python",
             Client::SqlAlchemy => "sqlalchemy",
             Client::Java => "java",
+            Client::JavaBerlin => "java-berlin",
             Client::Go => "go",
             Client::Node => "node",
         }
@@ -218,7 +221,7 @@ impl Client {
                 require_program("node");
                 require_path(&node_modules().join("pg/package.json"), "node-postgres (npm package pg)");
             }
-            Client::Java => build_java(),
+            Client::Java | Client::JavaBerlin => build_java(),
             Client::Go => build_go(),
         }
     }
@@ -256,16 +259,20 @@ impl Client {
                 command.arg(drivers_dir().join("python/orm.py"));
                 self.run_program(command, endpoint)
             }
-            Client::Java => {
+            Client::Java | Client::JavaBerlin => {
                 let out = build_dir().join("java");
                 let classpath = std::fs::read_to_string(out.join("classpath.txt")).expect("classpath.txt");
                 let mut command = Command::new(require_program("java"));
+                let berlin = self == Client::JavaBerlin;
                 command
-                    .arg("-Duser.timezone=UTC")
+                    .arg(if berlin { "-Duser.timezone=Europe/Berlin" } else { "-Duser.timezone=UTC" })
                     .arg("-XX:TieredStopAtLevel=1")
                     .arg("-cp")
                     .arg(format!("{}:{}", out.join("classes").display(), classpath.trim()))
                     .arg("pgtier.drivers.Client");
+                if berlin {
+                    command.arg("types");
+                }
                 self.run_program(command, endpoint)
             }
             Client::Go => {
@@ -285,7 +292,11 @@ impl Client {
 
     fn run_program(self, mut command: Command, endpoint: &Endpoint) -> Transcript {
         endpoint.apply(&mut command);
-        let dir = if self == Client::SqlAlchemy { "python" } else { self.name() };
+        let dir = match self {
+            Client::SqlAlchemy => "python",
+            Client::JavaBerlin => "java",
+            _ => self.name(),
+        };
         command.current_dir(drivers_dir().join(dir));
         let (code, stdout, stderr) = run_bounded(command, false, CLIENT_TIMEOUT_MS, self.name());
         finish(code, stdout, stderr)
@@ -300,13 +311,27 @@ fn node_modules() -> PathBuf {
     clients_dir().join("node/node_modules")
 }
 
+/// The program's source files (`*.ext` in `dir`), sorted: each section of
+/// a program lives in its own file, and a change to any of them rebuilds it.
+fn sources(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("driver program sources")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect();
+    files.sort();
+    files
+}
+
 fn build_java() {
     let mvn = require_program("mvn");
     require_program("java");
     let source = drivers_dir().join("java");
     let out = build_dir().join("java");
     std::fs::create_dir_all(&out).expect("java build dir");
-    let key = hash_files(&[source.join("pom.xml"), source.join("src/main/java/pgtier/drivers/Client.java")]);
+    let mut files = vec![source.join("pom.xml")];
+    files.extend(sources(&source.join("src/main/java/pgtier/drivers"), "java"));
+    let key = hash_files(&files);
     build_once(&out.join("stamp"), &key, || {
         let mut command = Command::new(mvn);
         command
@@ -324,7 +349,9 @@ fn build_go() {
     let source = drivers_dir().join("go");
     let out = build_dir().join("go");
     std::fs::create_dir_all(&out).expect("go build dir");
-    let key = hash_files(&[source.join("go.mod"), source.join("go.sum"), source.join("main.go")]);
+    let mut files = vec![source.join("go.mod"), source.join("go.sum")];
+    files.extend(sources(&source, "go"));
+    let key = hash_files(&files);
     build_once(&out.join("stamp"), &key, || {
         let mut command = Command::new(go);
         go_env(&mut command);

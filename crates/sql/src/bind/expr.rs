@@ -262,6 +262,21 @@ impl Binder<'_> {
                 }
             }
             E::Function(f) => self.function(f, scope, ctx),
+            E::AtTimeZone { timestamp, time_zone } => {
+                let (x, t) = self.expr(timestamp, scope, ctx)?;
+                let (z, zt) = self.expr(time_zone, scope, ctx)?;
+                // timezone(zone, timestamptz) is the preferred candidate for
+                // an unknown literal or a date, as PostgreSQL resolves it.
+                let to_instant = matches!(t, Some(DataType::Timestamp(_)));
+                let x = match t {
+                    Some(DataType::Timestamp(_) | DataType::TimestampTz(_)) => x,
+                    None | Some(DataType::Date) => self.result_cast(x, t, Some(DataType::TimestampTz(None)))?,
+                    Some(other) => return Err(SqlError::undefined_function(&format!("timezone(unknown, {})", value::type_name(other)))),
+                };
+                let z = if zt == Some(DataType::Interval) { z } else { self.text_arg(z, zt, "timezone")? };
+                let ty = if to_instant { DataType::TimestampTz(None) } else { DataType::Timestamp(None) };
+                Ok((Expr::Func(crate::expr::Func::AtTimeZone(to_instant), vec![z, x]), Some(ty)))
+            }
             E::Extract { field, expr, .. } => {
                 let (x, t) = self.expr(expr, scope, ctx)?;
                 self.extract(&field.to_string(), x, t, true)

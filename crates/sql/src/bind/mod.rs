@@ -36,7 +36,7 @@ mod window;
 
 use std::sync::Arc;
 
-use pgtier_engine::{Catalog, Column, DataType, IndexId, TableSchema};
+use pgtier_engine::{Catalog, Column, DataType, IndexId, TableSchema, Value};
 use sqlparser::ast::{self, Ident, ObjectName};
 
 use crate::error::{Result, SqlError};
@@ -345,7 +345,23 @@ impl<'c> Binder<'c> {
                 let value = values.iter().map(setting_text).collect::<Vec<_>>().join(", ");
                 Ok(Plan::Set { name, value, local: matches!(scope, Some(ast::ContextModifier::Local)) })
             }
-            ast::Set::SetTimeZone { local, value } => Ok(Plan::Set { name: "timezone".into(), value: setting_text(value), local: *local }),
+            ast::Set::SetTimeZone { local, value } => {
+                // SET TIME ZONE INTERVAL '+05:30' HOUR TO MINUTE: a fixed
+                // offset, which PostgreSQL shows as the POSIX `<+05:30>-05:30`.
+                let value = match value {
+                    ast::Expr::Interval(iv) => {
+                        let v = crate::value::parse_input(&setting_text(&iv.value), DataType::Interval)?;
+                        let Value::Interval(v) = v else { return Err(SqlError::new("22023", "invalid interval time zone")) };
+                        if v.months != 0 || v.days != 0 {
+                            return Err(SqlError::new("22023", "invalid interval value for time zone: day not allowed"));
+                        }
+                        let east = i32::try_from(v.micros / 1_000_000).map_err(|_| SqlError::new("22023", "invalid interval value for time zone"))?;
+                        crate::tz::fixed_setting(east).1
+                    }
+                    other => setting_text(other),
+                };
+                Ok(Plan::Set { name: "timezone".into(), value, local: *local })
+            }
             ast::Set::SetNames { charset_name, .. } => Ok(Plan::Set { name: "client_encoding".into(), value: charset_name.value.clone(), local: false }),
             ast::Set::SetTransaction { modes, snapshot: None, session: _ } => {
                 check_transaction_modes(modes)?;

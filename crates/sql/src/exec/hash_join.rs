@@ -102,7 +102,11 @@ enum KeyClass {
     Numeric,
     Text,
     Bool,
+    /// date and timestamp: local times.
     DateTime,
+    /// timestamptz: an instant, equal to a local time only through the
+    /// session's zone, so never in one class with them.
+    Instant,
     Bytea,
     Uuid,
     Time,
@@ -114,7 +118,8 @@ enum KeyClass {
 /// nothing) and floats (-0 = 0 with other bits: never keys). Integers
 /// widen to 8 bytes; a numeric drops trailing zeros of its fraction (1.50
 /// = 1.5); dates, timestamps and timestamptz are microseconds (they
-/// compare so, and a date is its midnight); text and bytea are
+/// compare so, and a date is its midnight; timestamptz in a class of its
+/// own); text and bytea are
 /// length-prefixed, so keys of several columns do not run together.
 fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
     Some(match v {
@@ -149,9 +154,13 @@ fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
             out.extend_from_slice(&micros.to_le_bytes());
             KeyClass::DateTime
         }
-        Value::Timestamp(t) | Value::TimestampTz(t) => {
+        Value::Timestamp(t) => {
             out.extend_from_slice(&i128::from(*t).to_le_bytes());
             KeyClass::DateTime
+        }
+        Value::TimestampTz(t) => {
+            out.extend_from_slice(&i128::from(*t).to_le_bytes());
+            KeyClass::Instant
         }
         Value::Bytea(b) => {
             out.extend_from_slice(&(b.len() as u64).to_le_bytes());

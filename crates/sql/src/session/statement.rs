@@ -58,7 +58,15 @@ impl PreparedStatement {
     pub fn result_columns(&self) -> Vec<Column> {
         let p = self.prepared.lock();
         match &p.plan {
-            Plan::Show { name } => vec![Column { name: name.clone(), ty: Some(DataType::Text) }],
+            // PostgreSQL names the column after the setting as it spells it (`TimeZone`).
+            Plan::Show { name } => {
+                let key = match name.as_str() {
+                    "time zone" => "timezone",
+                    "transaction isolation level" => "transaction_isolation",
+                    other => other,
+                };
+                vec![Column { name: crate::settings::setting_display_name(key).to_owned(), ty: Some(DataType::Text) }]
+            }
             _ => p.columns().to_vec(),
         }
     }

@@ -37,37 +37,147 @@ pub(super) fn is_relative_word(t: &str) -> bool {
 /// A date, or a timestamp whose time part PostgreSQL's date input discards
 /// (`'1970-01-01 00:00:00Z'::date`, as pgx's simple protocol sends).
 pub(super) fn parse_date(t: &str) -> Option<i32> {
-    let (t, bc) = era::split_era(t);
-    if bc {
-        return parse_date(t).and_then(era::bc_date);
+    let p = split(t)?;
+    if !p.time.is_empty() {
+        parse_time_of_day(&p.time)?;
     }
-    match t.find([' ', 'T']) {
-        Some(i) => {
-            parse_time_of_day(t[i + 1..].trim())?;
-            parse_ymd(&t[..i])
+    p.days()
+}
+
+/// A date/time text split as PostgreSQL's ParseDateTime sees it: the date
+/// fields, the time of day (with a numeric offset), a zone name, the era.
+struct Parts<'a> {
+    date: String,
+    time: String,
+    zone: Option<&'a str>,
+    bc: bool,
+}
+
+/// Day and month names are fields of the date, never zones.
+fn is_date_word(w: &str) -> bool {
+    month_number(w).is_some() || day_name(w)
+}
+
+fn day_name(w: &str) -> bool {
+    let w = w.to_ascii_lowercase();
+    w.len() >= 3 && ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"].iter().any(|d| d.starts_with(&w) || w == d[..3])
+}
+
+fn month_number(w: &str) -> Option<u32> {
+    const NAMES: [&str; 12] = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
+    let w = w.to_ascii_lowercase();
+    if w.len() < 3 {
+        return None;
+    }
+    let k = NAMES.iter().position(|n| n.starts_with(&w) || (w == "sept" && *n == "september"))?;
+    u32::try_from(k + 1).ok()
+}
+
+fn split(t: &str) -> Option<Parts<'_>> {
+    let (mut t, bc) = era::split_era(t);
+    let mut zone = None;
+    if let Some(i) = t.rfind(char::is_whitespace) {
+        let last = &t[i + 1..];
+        if last.starts_with(|c: char| c.is_ascii_alphabetic()) && !is_date_word(last) {
+            zone = Some(last);
+            t = t[..i].trim_end();
         }
-        None => parse_ymd(t),
+    }
+    let tokens: Vec<&str> = t.split_whitespace().collect();
+    if tokens.len() <= 1 {
+        // ISO 8601's `T` between the date and the time.
+        let at = t.char_indices().skip(1).find(|&(k, c)| (c == 'T' || c == 't') && t[..k].ends_with(|d: char| d.is_ascii_digit())).map(|(k, _)| k);
+        return Some(match at {
+            Some(k) => Parts { date: t[..k].to_owned(), time: t[k + 1..].to_owned(), zone, bc },
+            None => Parts { date: t.to_owned(), time: String::new(), zone, bc },
+        });
+    }
+    let mut date = Vec::new();
+    let mut time = String::new();
+    let mut offset = None;
+    for (k, tok) in tokens.iter().enumerate() {
+        if tok.contains(':') && time.is_empty() && !tok.starts_with(['+', '-']) {
+            time.push_str(tok);
+        } else if k > 0 && offset.is_none() && tok.len() > 1 && tok.starts_with(['+', '-']) && tok[1..].bytes().all(|b| b.is_ascii_digit() || b == b':') {
+            // An offset written apart: `10:00:00 +01`, `Feb 10 17:32:01 1997 -0800`.
+            offset = Some(*tok);
+        } else {
+            date.push(*tok);
+        }
+    }
+    if let Some(o) = offset {
+        if time.is_empty() {
+            time.push_str("00:00");
+        }
+        time.push(' ');
+        time.push_str(o);
+    }
+    Some(Parts { date: date.join(" "), time, zone, bc })
+}
+
+impl Parts<'_> {
+    fn days(&self) -> Option<i32> {
+        if let Some(z) = self.zone {
+            crate::tz::lookup(z)?;
+        }
+        let days = parse_date_fields(&self.date)?;
+        if self.bc { era::bc_date(days) } else { Some(days) }
+    }
+
+    fn local(&self) -> Option<i64> {
+        let days = i64::from(self.days()?);
+        let micros = if self.time.is_empty() { 0 } else { parse_time_of_day(&self.time)? };
+        days.checked_mul(MICROS_PER_DAY)?.checked_add(micros)
     }
 }
 
-/// The last year PostgreSQL's date type holds.
-const DATE_YEAR_MAX: i64 = 5_874_897;
-
-pub(super) fn parse_ymd(t: &str) -> Option<i32> {
-    let mut parts = t.splitn(3, '-');
-    let y: i64 = parts.next()?.parse().ok()?;
-    // Bounded before any arithmetic: a 19-digit year overflowed (a panic
-    // in debug builds; found by tests/fuzz.rs). Year 0 does not exist.
-    if !(1..=DATE_YEAR_MAX).contains(&y) {
+/// The date fields in any order PostgreSQL reads: `y-m-d`, DateStyle's
+/// order for `a/b/c`, `a-b-c` and `a.b.c` when the first is no year,
+/// month names (`Jan 15 2024`, `15-Jan-2024`), day names ignored, two-digit
+/// years in 1970..2069.
+fn parse_date_fields(date: &str) -> Option<i32> {
+    let fields: Vec<&str> = date.split([' ', '/', '-', '.', ',']).filter(|f| !f.is_empty() && !day_name(f)).collect();
+    let numbers: Vec<&str> = fields.iter().copied().filter(|f| f.bytes().all(|b| b.is_ascii_digit())).collect();
+    let month_names: Vec<u32> = fields.iter().filter_map(|f| month_number(f)).collect();
+    if numbers.len() + month_names.len() != fields.len() {
         return None;
     }
-    let m: u32 = parts.next()?.parse().ok()?;
-    let d: u32 = parts.next()?.parse().ok()?;
-    if !(1..=12).contains(&m) || d == 0 || d > days_in_month(y, m) {
+    let year = |f: &str| -> Option<i64> {
+        let y: i64 = f.parse().ok()?;
+        Some(if f.len() <= 2 { if y < 70 { 2000 + y } else { 1900 + y } } else { y })
+    };
+    let num = |f: &str| f.parse::<u32>().ok();
+    let (y, m, d) = match (numbers.as_slice(), month_names.as_slice()) {
+        ([ymd], []) if ymd.len() == 8 => (ymd[..4].parse().ok()?, num(&ymd[4..6])?, num(&ymd[6..])?),
+        ([a, b, c], []) => {
+            if a.len() >= 3 {
+                (year(a)?, num(b)?, num(c)?)
+            } else {
+                match crate::tz::order() {
+                    crate::tz::Order::Mdy => (year(c)?, num(a)?, num(b)?),
+                    crate::tz::Order::Dmy => (year(c)?, num(b)?, num(a)?),
+                    crate::tz::Order::Ymd => (year(a)?, num(b)?, num(c)?),
+                }
+            }
+        }
+        ([a, b], [m]) => {
+            let year_first = a.len() >= 3 || (crate::tz::order() == crate::tz::Order::Ymd && b.len() <= 2);
+            if year_first { (year(a)?, *m, num(b)?) } else { (year(b)?, *m, num(a)?) }
+        }
+        _ => return None,
+    };
+    ymd_days(y, m, d)
+}
+
+fn ymd_days(y: i64, m: u32, d: u32) -> Option<i32> {
+    if !(1..=DATE_YEAR_MAX).contains(&y) || !(1..=12).contains(&m) || d == 0 || d > days_in_month(y, m) {
         return None;
     }
     i32::try_from(days_from_civil(y, m, d)).ok()
 }
+
+/// The last year PostgreSQL's date type holds.
+const DATE_YEAR_MAX: i64 = 5_874_897;
 
 pub(super) fn days_in_month(y: i64, m: u32) -> u32 {
     match m {
@@ -79,26 +189,22 @@ pub(super) fn days_in_month(y: i64, m: u32) -> u32 {
 }
 
 pub(super) fn parse_timestamp(t: &str) -> Option<i64> {
-    let (t, bc) = era::split_era(t);
-    let (date, time) = match t.find([' ', 'T']) {
-        Some(i) => (&t[..i], t[i + 1..].trim()),
-        None => (t, ""),
-    };
-    let days = parse_ymd(date)?;
-    let days = i64::from(if bc { era::bc_date(days)? } else { days });
-    let micros = if time.is_empty() { 0 } else { parse_time_of_day(time)? };
-    days.checked_mul(MICROS_PER_DAY)?.checked_add(micros)
+    split(t)?.local()
 }
 
-/// A timestamp with an optional UTC offset (`Z`, `+hh`, `+hhmm`,
-/// `-hh:mm[:ss]`); without one the session's zone (UTC) applies.
-/// Microseconds since 2000-01-01 UTC.
+/// A timestamp with a UTC offset (`Z`, `+hh`, `+hhmm`, `-hh:mm[:ss]`) or a
+/// zone (`America/New_York`, `EST`); without one the session's zone
+/// applies. Microseconds since 2000-01-01 UTC.
 pub(super) fn parse_timestamptz(t: &str) -> Option<i64> {
-    let local = parse_timestamp(t)?;
-    let (_, time) = match t.find([' ', 'T']) {
-        Some(i) => (&t[..i], t[i + 1..].trim()),
-        None => return Some(local),
-    };
+    let p = split(t)?;
+    let local = p.local()?;
+    if let Some(name) = p.zone {
+        return Some(crate::tz::lookup(name)?.from_local(local));
+    }
+    let time = p.time.trim_end();
+    if time.is_empty() || strip_zone(time).len() == time.len() {
+        return Some(crate::tz::from_local(local));
+    }
     local.checked_sub(zone_offset_seconds(time)?.checked_mul(MICROS_PER_SECOND)?)
 }
 

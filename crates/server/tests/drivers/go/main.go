@@ -343,6 +343,7 @@ func main() {
 	step("setup", func() error { return setup(ctx, binary) })
 	step("binary reads", func() error { return reads(ctx, binary, "binary") })
 	step("binary errors", func() error { return errorCases(ctx, binary, "binary") })
+	step("binary types", func() error { return typePaths(ctx, binary, "binary") })
 
 	text, err := connect(ctx, mustEnv("PGPASSWORD"), pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
@@ -353,6 +354,7 @@ func main() {
 	step("text reads", func() error { return reads(ctx, text, "text") })
 	step("text errors", func() error { return errorCases(ctx, text, "text") })
 	step("arrays", func() error { return errors.Join(arrays(ctx, binary, "binary"), arrays(ctx, text, "text")) })
+	step("text types", func() error { return typePaths(ctx, text, "text") })
 
 	// LoadTypes: pgx's one query (WITH RECURSIVE over pg_type, pg_class,
 	// pg_attribute, pg_range) that registers derived types such as arrays.

@@ -9,6 +9,7 @@
 // from PostgreSQL and from pgtier must be equal (crates/server/tests/drivers.rs).
 
 const { Client } = require('pg');
+const { typePaths } = require('./types');
 
 const TABLE = 'drv_node';
 const COLUMNS = 'id, c_int2, c_int8, c_numeric, c_real, c_double, c_text, c_varchar, c_char, c_bool, c_date, c_ts, c_bytea';
@@ -272,6 +273,7 @@ async function main() {
   await step(client, 'reads', () => reads(client));
   await step(client, 'errors', () => errors(client));
   await step(client, 'arrays', () => require('./arrays')(client, out));
+  await step(client, 'types', () => typePaths(client, out, render));
   await step(client, 'drop', async () => {
     await client.query(`DROP TABLE ${TABLE}`);
     out('drop table: ok');

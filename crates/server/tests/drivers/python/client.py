@@ -14,6 +14,8 @@ from decimal import Decimal
 import psycopg
 from psycopg import sql
 
+import driver_types
+
 TABLE = "drv_python"
 
 COLUMNS = (
@@ -271,6 +273,8 @@ def main():
     conn.execute("DROP TABLE drv_python_check")
 
     __import__("arrays").run(conn, out, render)
+    driver_types.run(conn, out, render_row)
+
     conn.execute(f"DROP TABLE {TABLE}")
     out("drop table: ok")
     conn.close()

@@ -1,5 +1,5 @@
-//! Date and time functions on date, timestamp and timestamptz (UTC:
-//! pgtier's only time zone): date_trunc, extract / date_part, make_date,
+//! Date and time functions on date, timestamp and timestamptz (the last in
+//! the session's zone, tz.rs): date_trunc, extract / date_part, make_date,
 //! make_timestamp, to_char, to_timestamp, to_date.
 
 use pgtier_engine::{Numeric, Value};
@@ -152,6 +152,19 @@ pub(super) fn date_trunc(unit: DateField, t: i64) -> Result<i64> {
     }
 }
 
+/// date_trunc of a timestamptz in the session's zone (timestamptz_trunc):
+/// units of a day and more start at that local midnight's instant; smaller
+/// ones keep the value's own offset.
+pub(super) fn date_trunc_tz(unit: DateField, t: i64) -> Result<i64> {
+    let local = crate::tz::to_local(t);
+    let truncated = date_trunc(unit, local)?;
+    if matches!(unit, DateField::Microseconds | DateField::Milliseconds | DateField::Second | DateField::Minute | DateField::Hour) {
+        Ok(truncated.saturating_sub(local.saturating_sub(t)))
+    } else {
+        Ok(crate::tz::from_local(truncated))
+    }
+}
+
 /// 1970-01-01 in days since 2000-01-01 (PostgreSQL's epoch).
 pub(super) const UNIX_EPOCH_DAYS: i64 = -10_957;
 /// The Julian day number of 2000-01-01.
@@ -177,7 +190,10 @@ pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Valu
     let (days, micros, type_name) = match v {
         Value::Date(d) => (i64::from(*d), 0, "date"),
         Value::Timestamp(t) => (t.div_euclid(MICROS_PER_DAY), t.rem_euclid(MICROS_PER_DAY), "timestamp without time zone"),
-        Value::TimestampTz(t) => (t.div_euclid(MICROS_PER_DAY), t.rem_euclid(MICROS_PER_DAY), "timestamp with time zone"),
+        Value::TimestampTz(t) => {
+            let local = crate::tz::to_local(*t);
+            (local.div_euclid(MICROS_PER_DAY), local.rem_euclid(MICROS_PER_DAY), "timestamp with time zone")
+        }
         other => return Err(SqlError::undefined_function(&format!("extract({})", value::value_type_name(other)))),
     };
     let is_date = matches!(v, Value::Date(_));
@@ -224,8 +240,23 @@ pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Valu
             return value::arith(value::ArithOp::Add, &Value::Numeric(Numeric::new(i128::from(days + JULIAN_2000), 0)), &frac, value::NUMERIC_ANY);
         }
         DateField::Epoch if is_date => (i128::from((days - UNIX_EPOCH_DAYS) * 86_400), 0, None),
-        DateField::Epoch => (i128::from(days - UNIX_EPOCH_DAYS) * i128::from(MICROS_PER_DAY) + i128::from(micros), 6, None),
-        DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute => (0, 0, None),
+        // The epoch of an instant, not of its local time.
+        DateField::Epoch => match v {
+            Value::TimestampTz(t) => (i128::from(*t) + i128::from(-UNIX_EPOCH_DAYS) * i128::from(MICROS_PER_DAY), 6, None),
+            _ => (i128::from(days - UNIX_EPOCH_DAYS) * i128::from(MICROS_PER_DAY) + i128::from(micros), 6, None),
+        },
+        DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute => {
+            let east = match v {
+                Value::TimestampTz(t) => i64::from(crate::tz::offset_at(*t)),
+                _ => 0,
+            };
+            let n = match field {
+                DateField::Timezone => east,
+                DateField::TimezoneHour => east / 3600,
+                _ => east / 60 % 60,
+            };
+            (i128::from(n), 0, None)
+        }
     };
     if numeric {
         return Ok(Value::Numeric(Numeric::new(mantissa, scale)));

@@ -118,6 +118,9 @@ pub enum Func {
     JustifyInterval,
     /// isfinite(date | timestamp | timestamptz | interval).
     IsFinite,
+    /// `x AT TIME ZONE zone` (timezone(zone, x)): of a timestamp, its instant
+    /// in that zone (true); of a timestamptz, its local time there (false).
+    AtTimeZone(bool),
     /// A system function ([`SysFunc`]).
     Sys(SysFunc),
     /// A json / jsonb operator or function (crate::json).
@@ -387,10 +390,11 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         }
         Func::DateTrunc(_, _) if infinity::is_infinite(&vals[0]) => vals[0].clone(),
         Func::DateTrunc(unit, tz) => match &vals[0] {
-            Value::Timestamp(t) | Value::TimestampTz(t) => {
+            Value::Timestamp(t) => {
                 let truncated = datetime::date_trunc(unit, *t)?;
                 if tz { Value::TimestampTz(truncated) } else { Value::Timestamp(truncated) }
             }
+            Value::TimestampTz(t) => Value::TimestampTz(datetime::date_trunc_tz(unit, *t)?),
             other => return Err(SqlError::undefined_function(&format!("date_trunc(text, {})", value::value_type_name(other)))),
         },
         Func::MakeDate => datetime::make_date(int(0), int(1), int(2))?,
@@ -445,17 +449,32 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         Func::ToChar => match &vals[0] {
             // An empty template gives NULL, as PostgreSQL's; so does an infinity.
             v if s1(&vals).is_empty() || infinity::is_infinite(v) => Value::Null,
-            Value::Timestamp(t) | Value::TimestampTz(t) => Value::Text(datetime::to_char(*t, s1(&vals))?),
+            Value::Timestamp(t) => Value::Text(datetime::to_char(*t, s1(&vals))?),
+            Value::TimestampTz(t) => Value::Text(datetime::to_char(crate::tz::to_local(*t), s1(&vals))?),
             other => return Err(SqlError::undefined_function(&format!("to_char({}, text)", value::value_type_name(other)))),
         },
         Func::ToTimestampEpoch => Value::TimestampTz(datetime::to_timestamp_epoch(value::to_f64(&vals[0]).unwrap_or(f64::NAN))?),
         Func::ToTimestamp(date) => {
             let t = datetime::parse_with_template(s0, vals.get(1).and_then(text_arg).unwrap_or(""))?;
-            if date { Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?) } else { Value::TimestampTz(t) }
+            if date { Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?) } else { Value::TimestampTz(crate::tz::from_local(t)) }
         }
         Func::MakeTimestamp(tz) => {
             let t = datetime::make_timestamp(int(0), int(1), int(2), int(3), int(4), value::to_f64(&vals[5]).unwrap_or(f64::NAN))?;
-            if tz { Value::TimestampTz(t) } else { Value::Timestamp(t) }
+            if tz { Value::TimestampTz(crate::tz::from_local(t)) } else { Value::Timestamp(t) }
+        }
+        Func::AtTimeZone(to_instant) => {
+            let zone = match &vals[0] {
+                Value::Interval(iv) if iv.months == 0 && iv.days == 0 => {
+                    crate::tz::fixed_setting(i32::try_from(iv.micros / 1_000_000).map_err(|_| SqlError::new("22023", "interval time zone out of range"))?).0
+                }
+                Value::Interval(iv) => return Err(SqlError::new("22023", format!("interval time zone \"{}\" must not include months or days", Value::Interval(*iv)))),
+                _ => crate::tz::zone_arg(s0)?,
+            };
+            match &vals[1] {
+                Value::Timestamp(t) if to_instant => Value::TimestampTz(zone.from_local(*t)),
+                Value::TimestampTz(t) => Value::Timestamp(zone.to_local(*t)),
+                other => return Err(SqlError::undefined_function(&format!("timezone(text, {})", value::value_type_name(other)))),
+            }
         }
         Func::Now | Func::ClockTimestamp | Func::Random | Func::GenRandomUuid | Func::Json(_) | Func::Concat | Func::ConcatWs | Func::Format | Func::Greatest | Func::Least | Func::Sys(_) | Func::Array(_) => Value::Null,
     })

@@ -458,6 +458,13 @@ public final class Client {
 
     public static void main(String[] args) throws Exception {
         out("driver pgJDBC " + org.postgresql.util.DriverInfo.DRIVER_VERSION);
+        if (args.length > 0 && args[0].equals("types")) {
+            // The type paths alone, run again in a JVM whose zone is not UTC.
+            step("text types", () -> TypePaths.run("text", false));
+            step("binary types", () -> TypePaths.run("binary", true));
+            out("done");
+            return;
+        }
         try (Connection bad = connect(env("PGPASSWORD") + "-wrong", false)) {
             out("wrong password: CONNECTED");
         } catch (SQLException e) {
@@ -473,6 +480,8 @@ public final class Client {
                 step("arrays", () -> ArrayChecks.run(text, binary));
             }
             step("generated keys", () -> generatedKeys(text));
+            step("text types", () -> TypePaths.run("text", false));
+            step("binary types", () -> TypePaths.run("binary", true));
             step("drop", () -> {
                 try (Statement st = text.createStatement()) {
                     st.execute("DROP TABLE " + TABLE);
