@@ -401,6 +401,13 @@ impl RowParser {
             self.buf.advance(19 + ext);
             self.binary_header_seen = true;
         }
+        // The end of the data where a tuple would start ends it, with or
+        // without the -1 trailer, as PostgreSQL's CopyReadBinaryTupleHeader
+        // takes it (pgx's CopyFrom sends no trailer).
+        if self.buf.is_empty() && last {
+            self.done = true;
+            return Ok(false);
+        }
         if self.buf.len() < 2 {
             return if last { Err(bad_copy_data("unexpected EOF in COPY data")) } else { Ok(false) };
         }

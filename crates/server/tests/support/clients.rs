@@ -234,7 +234,7 @@ impl Client {
                 let dir = drivers_dir().join("psql");
                 let mut text = String::new();
                 let mut stderr = String::new();
-                for (script, stop) in [("main.sql", "1"), ("describe.sql", "1"), ("errors.sql", "0")] {
+                for (script, stop) in [("main.sql", "1"), ("describe.sql", "1"), ("errors.sql", "0"), ("tatp_types.sql", "1")] {
                     let mut command = Command::new(pg_program("psql"));
                     command
                         .current_dir(&dir)

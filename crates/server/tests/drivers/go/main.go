@@ -355,6 +355,8 @@ func main() {
 	step("text errors", func() error { return errorCases(ctx, text, "text") })
 	step("arrays", func() error { return errors.Join(arrays(ctx, binary, "binary"), arrays(ctx, text, "text")) })
 	step("text types", func() error { return typePaths(ctx, text, "text") })
+	step("binary tatp types", func() error { return tatpTypes(ctx, binary, "binary") })
+	step("text tatp types", func() error { return tatpTypes(ctx, text, "text") })
 
 	// LoadTypes: pgx's one query (WITH RECURSIVE over pg_type, pg_class,
 	// pg_attribute, pg_range) that registers derived types such as arrays.

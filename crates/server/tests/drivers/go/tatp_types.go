@@ -38,7 +38,7 @@ func tatpTypes(ctx context.Context, conn *pgx.Conn, form string) error {
 	}
 	out("tatp %s copy text: %s", form, tag)
 	var dump bytes.Buffer
-	if _, err := conn.PgConn().CopyTo(ctx, &dump, "COPY "+text+" TO STDOUT (FORMAT binary)"); err != nil {
+	if _, err := conn.PgConn().CopyTo(ctx, &dump, "COPY (SELECT * FROM "+text+" ORDER BY s_id) TO STDOUT (FORMAT binary)"); err != nil {
 		return err
 	}
 	out("tatp %s binary copy out: %d bytes md5 %x", form, dump.Len(), md5.Sum(dump.Bytes()))

@@ -274,6 +274,7 @@ async function main() {
   await step(client, 'errors', () => errors(client));
   await step(client, 'arrays', () => require('./arrays')(client, out));
   await step(client, 'types', () => typePaths(client, out, render));
+  await step(client, 'tatp types', () => require('./tatp_types').run(client, out));
   await step(client, 'drop', async () => {
     await client.query(`DROP TABLE ${TABLE}`);
     out('drop table: ok');

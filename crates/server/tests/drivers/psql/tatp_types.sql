@@ -5,7 +5,7 @@ CREATE TABLE tatp_ext_psql (s_id integer PRIMARY KEY, sub_uuid uuid NOT NULL UNI
     call_window interval, last_seen timestamptz, balance numeric(12,2), vlr_location bigint);
 CREATE TABLE tatp_ext_psql_b (LIKE tatp_ext_psql);
 \copy tatp_ext_psql from '../tatp_ext.tsv'
-\copy tatp_ext_psql to 'tatp_ext_psql.bin' with (format binary)
+\copy (SELECT * FROM tatp_ext_psql ORDER BY s_id) to 'tatp_ext_psql.bin' with (format binary)
 \copy tatp_ext_psql_b from 'tatp_ext_psql.bin' with (format binary)
 \! rm -f tatp_ext_psql.bin
 SELECT * FROM tatp_ext_psql ORDER BY s_id;

@@ -274,6 +274,7 @@ def main():
 
     __import__("arrays").run(conn, out, render)
     driver_types.run(conn, out, render_row)
+    __import__("tatp_types").run(conn, out)
 
     conn.execute(f"DROP TABLE {TABLE}")
     out("drop table: ok")

@@ -30,7 +30,7 @@ def run(conn, out):
             copy.write(data)
         out(f"tatp copy text: {cur.rowcount}")
         dump = bytearray()
-        with cur.copy(f"COPY {text} TO STDOUT (FORMAT binary)") as copy:
+        with cur.copy(f"COPY (SELECT * FROM {text} ORDER BY s_id) TO STDOUT (FORMAT binary)") as copy:
             for chunk in copy:
                 dump += chunk
         out(f"tatp binary copy out: {len(dump)} bytes md5 {hashlib.md5(dump).hexdigest()}")

@@ -482,6 +482,10 @@ public final class Client {
             step("generated keys", () -> generatedKeys(text));
             step("text types", () -> TypePaths.run("text", false));
             step("binary types", () -> TypePaths.run("binary", true));
+            TatpTypes.runReporting(text, "text");
+            try (Connection binary = connect(env("PGPASSWORD"), true)) {
+                TatpTypes.runReporting(binary, "binary");
+            }
             step("drop", () -> {
                 try (Statement st = text.createStatement()) {
                     st.execute("DROP TABLE " + TABLE);

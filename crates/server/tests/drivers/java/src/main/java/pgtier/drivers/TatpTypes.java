@@ -36,7 +36,7 @@ final class TatpTypes {
         }
         Client.out("tatp " + form + " copy text: " + copy.copyIn("COPY " + text + " FROM STDIN", new ByteArrayInputStream(data)));
         ByteArrayOutputStream dump = new ByteArrayOutputStream();
-        long out = copy.copyOut("COPY " + text + " TO STDOUT (FORMAT binary)", dump);
+        long out = copy.copyOut("COPY (SELECT * FROM " + text + " ORDER BY s_id) TO STDOUT (FORMAT binary)", dump);
         byte[] bytes = dump.toByteArray();
         String md5 = HexFormat.of().formatHex(MessageDigest.getInstance("MD5").digest(bytes));
         Client.out("tatp " + form + " binary copy out: " + out + " rows " + bytes.length + " bytes md5 " + md5);
