@@ -109,7 +109,7 @@ pub enum Func {
     ToTimestamp(bool),
     /// make_timestamp (false) or make_timestamptz (true).
     MakeTimestamp(bool),
-    /// age(timestamp, timestamp) (either kind: the fields are UTC's).
+    /// age(timestamp, timestamp) or age(timestamptz, timestamptz) (fields in the session's zone).
     Age,
     /// make_interval(years, months, weeks, days, hours, mins, secs).
     MakeInterval,
@@ -406,6 +406,8 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         // PostgreSQL 15 answers with the fields of i64's ends (292277 years ...).
         Func::Age if vals.iter().any(infinity::is_infinite) => return Err(SqlError::unsupported("age of an infinite timestamp")),
         Func::Age => match (&vals[0], &vals[1]) {
+            // timestamptz_age takes both fields in the session's zone.
+            (Value::TimestampTz(a), Value::TimestampTz(b)) => Value::Interval(interval_fns::age(crate::tz::to_local(*a), crate::tz::to_local(*b))?),
             (Value::Timestamp(a) | Value::TimestampTz(a), Value::Timestamp(b) | Value::TimestampTz(b)) => Value::Interval(interval_fns::age(*a, *b)?),
             (a, b) => return Err(SqlError::undefined_function(&format!("age({}, {})", value::value_type_name(a), value::value_type_name(b)))),
         },
