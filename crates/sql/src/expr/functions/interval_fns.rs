@@ -215,32 +215,32 @@ pub(super) fn make_interval(years: i64, months: i64, weeks: i64, days: i64, hour
     })
 }
 
+/// Borrows one `unit` of `small` from `big` when their signs differ, so
+/// both end with the same sign (the justify functions' last step).
+fn agree_in_sign(big: &mut i64, small: &mut i64, unit: i64) {
+    if *big > 0 && *small < 0 {
+        *small += unit;
+        *big -= 1;
+    } else if *big < 0 && *small > 0 {
+        *small -= unit;
+        *big += 1;
+    }
+}
+
 /// justify_hours: whole days out of the clock part, signs made to agree.
 pub(super) fn justify_hours(v: Interval) -> Result<Interval> {
     let mut days = i64::from(v.days) + v.micros / MICROS_PER_DAY;
     let mut micros = v.micros % MICROS_PER_DAY;
-    if days > 0 && micros < 0 {
-        micros += MICROS_PER_DAY;
-        days -= 1;
-    } else if days < 0 && micros > 0 {
-        micros -= MICROS_PER_DAY;
-        days += 1;
-    }
+    agree_in_sign(&mut days, &mut micros, MICROS_PER_DAY);
     Ok(Interval { months: v.months, days: i32::try_from(days).map_err(|_| out_of_range())?, micros })
 }
 
 /// justify_days: whole 30-day months out of the days, signs made to agree.
 pub(super) fn justify_days(v: Interval) -> Result<Interval> {
     let mut months = i64::from(v.months) + i64::from(v.days / 30);
-    let mut days = v.days % 30;
-    if months > 0 && days < 0 {
-        days += 30;
-        months -= 1;
-    } else if months < 0 && days > 0 {
-        days -= 30;
-        months += 1;
-    }
-    Ok(Interval { months: i32::try_from(months).map_err(|_| out_of_range())?, days, micros: v.micros })
+    let mut days = i64::from(v.days % 30);
+    agree_in_sign(&mut months, &mut days, 30);
+    Ok(Interval { months: i32::try_from(months).map_err(|_| out_of_range())?, days: i32::try_from(days).map_err(|_| out_of_range())?, micros: v.micros })
 }
 
 /// justify_interval: hours into days, days into 30-day months, then one
@@ -264,13 +264,7 @@ pub(super) fn justify_interval(v: Interval) -> Result<Interval> {
         days -= 30;
         months += 1;
     }
-    if days > 0 && micros < 0 {
-        micros += MICROS_PER_DAY;
-        days -= 1;
-    } else if days < 0 && micros > 0 {
-        micros -= MICROS_PER_DAY;
-        days += 1;
-    }
+    agree_in_sign(&mut days, &mut micros, MICROS_PER_DAY);
     let whole = |x: i64| i32::try_from(x).map_err(|_| out_of_range());
     Ok(Interval { months: whole(months)?, days: whole(days)?, micros })
 }
