@@ -8,9 +8,7 @@
 
 mod common;
 
-use std::io::Write;
-
-use common::{Raw, binary_rows, copy_out, text_rows};
+use common::{Raw, binary_rows, text_rows};
 use postgres_types::Type;
 
 const DDL: &str = "CREATE TABLE arr (id int PRIMARY KEY, big bigint, name text, i2 int2[], i4 int4[], i8 int8[], n numeric(10,2)[], \
@@ -130,19 +128,5 @@ fn binary_array_parameters_store_what_postgres_stores() {
 #[test]
 fn copy_binary_and_text_round_trip_like_postgres() {
     let (_srv, mut tier, mut pg) = both("arr_copy");
-    let binary = "COPY (SELECT * FROM arr ORDER BY id) TO STDOUT (FORMAT binary)";
-    let text = "COPY (SELECT * FROM arr ORDER BY id) TO STDOUT";
-    let pg_binary = copy_out(&mut pg, binary);
-    assert_eq!(copy_out(&mut tier, binary), pg_binary);
-    let pg_text = copy_out(&mut pg, text);
-    assert_eq!(String::from_utf8_lossy(&copy_out(&mut tier, text)), String::from_utf8_lossy(&pg_text));
-    for c in [&mut tier, &mut pg] {
-        for (format, data) in [("(FORMAT binary)", &pg_binary), ("", &pg_text)] {
-            c.batch_execute("DELETE FROM arr").unwrap();
-            let mut w = c.copy_in(&format!("COPY arr FROM STDIN {format}")).unwrap();
-            w.write_all(data).unwrap();
-            assert_eq!(w.finish().unwrap(), 3);
-            assert_eq!(copy_out(c, binary), pg_binary);
-        }
-    }
+    common::copy_round_trip(&mut tier, &mut pg, "arr", 3);
 }

@@ -8,9 +8,7 @@
 
 mod common;
 
-use std::io::Write;
-
-use common::{Raw, binary_rows, copy_out, text_rows};
+use common::{Raw, binary_rows, text_rows};
 
 const DDL: &str = "CREATE TABLE js (id int PRIMARY KEY, j json, b jsonb, k jsonb UNIQUE)";
 
@@ -83,19 +81,5 @@ fn binary_and_text_parameters_store_what_postgres_stores() {
 #[test]
 fn copy_binary_and_text_round_trip_like_postgres() {
     let (_srv, mut tier, mut pg) = both("js_copy");
-    let binary = "COPY (SELECT * FROM js ORDER BY id) TO STDOUT (FORMAT binary)";
-    let text = "COPY (SELECT * FROM js ORDER BY id) TO STDOUT";
-    let pg_binary = copy_out(&mut pg, binary);
-    assert_eq!(copy_out(&mut tier, binary), pg_binary);
-    let pg_text = copy_out(&mut pg, text);
-    assert_eq!(copy_out(&mut tier, text), pg_text);
-    for c in [&mut tier, &mut pg] {
-        for (format, data) in [("(FORMAT binary)", &pg_binary), ("", &pg_text)] {
-            c.batch_execute("DELETE FROM js").unwrap();
-            let mut w = c.copy_in(&format!("COPY js FROM STDIN {format}")).unwrap();
-            w.write_all(data).unwrap();
-            assert_eq!(w.finish().unwrap(), 5);
-            assert_eq!(copy_out(c, binary), pg_binary);
-        }
-    }
+    common::copy_round_trip(&mut tier, &mut pg, "js", 5);
 }

@@ -7,9 +7,7 @@
 
 mod common;
 
-use std::io::Write;
-
-use common::{Raw, binary_rows, copy_out, text_rows};
+use common::{Raw, binary_rows, text_rows};
 
 const DDL: &str = "CREATE TABLE nt (id int PRIMARY KEY, u uuid, k uuid UNIQUE, t time, tp time(2), ts timestamp(3), tz timestamptz(0), iv interval)";
 
@@ -89,20 +87,5 @@ fn binary_and_text_parameters_store_what_postgres_stores() {
 #[test]
 fn copy_binary_and_text_round_trip_like_postgres() {
     let (_srv, mut tier, mut pg) = both("nt_copy");
-    let binary = "COPY (SELECT * FROM nt ORDER BY id) TO STDOUT (FORMAT binary)";
-    let text = "COPY (SELECT * FROM nt ORDER BY id) TO STDOUT";
-    let pg_binary = copy_out(&mut pg, binary);
-    assert_eq!(copy_out(&mut tier, binary), pg_binary);
-    let pg_text = copy_out(&mut pg, text);
-    assert_eq!(copy_out(&mut tier, text), pg_text);
-    // PostgreSQL's COPY output loads into empty tables on both sides.
-    for c in [&mut tier, &mut pg] {
-        for (format, data) in [("(FORMAT binary)", &pg_binary), ("", &pg_text)] {
-            c.batch_execute("DELETE FROM nt").unwrap();
-            let mut w = c.copy_in(&format!("COPY nt FROM STDIN {format}")).unwrap();
-            w.write_all(data).unwrap();
-            assert_eq!(w.finish().unwrap(), 4);
-            assert_eq!(copy_out(c, binary), pg_binary);
-        }
-    }
+    common::copy_round_trip(&mut tier, &mut pg, "nt", 4);
 }

@@ -460,7 +460,7 @@ pub fn is_infinite_micros(t: i64) -> bool {
 }
 
 /// Whether a date, timestamp or timestamptz is one of the infinities.
-fn is_infinite_datetime(v: &Value) -> bool {
+pub fn is_infinite_datetime(v: &Value) -> bool {
     match v {
         Value::Date(d) => is_infinite_date(*d),
         Value::Timestamp(t) | Value::TimestampTz(t) => is_infinite_micros(*t),

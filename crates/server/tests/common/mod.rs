@@ -118,6 +118,28 @@ pub fn copy_out(c: &mut postgres::Client, sql: &str) -> Vec<u8> {
     out
 }
 
+/// `table` COPYed out of pgtier and PostgreSQL, in binary and in text
+/// (ordered by `id`), byte for byte alike; then PostgreSQL's output loaded
+/// into the emptied table on each side (`rows` rows) copies out unchanged.
+pub fn copy_round_trip(tier: &mut postgres::Client, pg: &mut postgres::Client, table: &str, rows: u64) {
+    let binary = format!("COPY (SELECT * FROM {table} ORDER BY id) TO STDOUT (FORMAT binary)");
+    let text = format!("COPY (SELECT * FROM {table} ORDER BY id) TO STDOUT");
+    let pg_binary = copy_out(pg, &binary);
+    assert_eq!(copy_out(tier, &binary), pg_binary);
+    let pg_text = copy_out(pg, &text);
+    let tier_text = copy_out(tier, &text);
+    assert_eq!(tier_text, pg_text, "{}", String::from_utf8_lossy(&tier_text));
+    for c in [tier, pg] {
+        for (format, data) in [("(FORMAT binary)", &pg_binary), ("", &pg_text)] {
+            c.batch_execute(&format!("DELETE FROM {table}")).unwrap();
+            let mut w = c.copy_in(&format!("COPY {table} FROM STDIN {format}")).unwrap();
+            std::io::Write::write_all(&mut w, data).unwrap();
+            assert_eq!(w.finish().unwrap(), rows);
+            assert_eq!(copy_out(c, &binary), pg_binary);
+        }
+    }
+}
+
 /// Every row in text form through the simple protocol.
 pub fn text_rows(c: &mut postgres::Client, sql: &str) -> Vec<Vec<Option<String>>> {
     c.simple_query(sql)

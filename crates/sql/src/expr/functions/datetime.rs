@@ -110,7 +110,7 @@ impl DateField {
     }
 
     /// Fields of the time of day (and zone), which a date does not have.
-    fn is_time(self) -> bool {
+    pub(super) fn is_time(self) -> bool {
         matches!(
             self,
             DateField::Microseconds | DateField::Milliseconds | DateField::Second | DateField::Minute | DateField::Hour

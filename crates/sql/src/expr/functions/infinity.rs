@@ -9,16 +9,6 @@ use pgtier_engine::{DATE_NEG_INFINITY, TIMESTAMP_NEG_INFINITY, Value};
 
 use super::datetime::DateField;
 use crate::error::{Result, SqlError};
-use crate::value::{is_infinite_date, is_infinite_micros};
-
-/// Whether `v` is an infinite date, timestamp or timestamptz.
-pub(super) fn is_infinite(v: &Value) -> bool {
-    match v {
-        Value::Date(d) => is_infinite_date(*d),
-        Value::Timestamp(t) | Value::TimestampTz(t) => is_infinite_micros(*t),
-        _ => false,
-    }
-}
 
 /// extract (numeric) / date_part (float8) of `field` from an infinite `v`.
 pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Value> {
@@ -35,12 +25,7 @@ pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Valu
         return Ok(Value::Float8(if negative { f64::NEG_INFINITY } else { f64::INFINITY }));
     }
     // A date has no time of day or zone, infinite or not.
-    let time_field = matches!(
-        field,
-        DateField::Microseconds | DateField::Milliseconds | DateField::Second | DateField::Minute | DateField::Hour
-            | DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute
-    );
-    if matches!(v, Value::Date(_)) && time_field {
+    if matches!(v, Value::Date(_)) && field.is_time() {
         return Err(SqlError::unsupported(format!("unit \"{}\" not supported for type {type_name}", field.name())));
     }
     Ok(Value::Null)

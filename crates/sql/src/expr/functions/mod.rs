@@ -388,7 +388,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             };
             Value::Text(digest.iter().map(|b| format!("{b:02x}")).collect())
         }
-        Func::DateTrunc(_, _) if infinity::is_infinite(&vals[0]) => vals[0].clone(),
+        Func::DateTrunc(_, _) if value::is_infinite_datetime(&vals[0]) => vals[0].clone(),
         Func::DateTrunc(unit, tz) => match &vals[0] {
             Value::Timestamp(t) => {
                 let truncated = datetime::date_trunc(unit, *t)?;
@@ -400,18 +400,18 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         Func::MakeDate => datetime::make_date(int(0), int(1), int(2))?,
         Func::Extract(field, numeric) => match &vals[0] {
             v @ (Value::Interval(_) | Value::Time(_)) => interval_fns::extract(field, v, numeric)?,
-            v if infinity::is_infinite(v) => infinity::extract(field, v, numeric)?,
+            v if value::is_infinite_datetime(v) => infinity::extract(field, v, numeric)?,
             v => datetime::extract(field, v, numeric)?,
         },
         // PostgreSQL 15 answers with the fields of i64's ends (292277 years ...).
-        Func::Age if vals.iter().any(infinity::is_infinite) => return Err(SqlError::unsupported("age of an infinite timestamp")),
+        Func::Age if vals.iter().any(value::is_infinite_datetime) => return Err(SqlError::unsupported("age of an infinite timestamp")),
         Func::Age => match (&vals[0], &vals[1]) {
             // timestamptz_age takes both fields in the session's zone.
             (Value::TimestampTz(a), Value::TimestampTz(b)) => Value::Interval(interval_fns::age(crate::tz::to_local(*a), crate::tz::to_local(*b))?),
             (Value::Timestamp(a) | Value::TimestampTz(a), Value::Timestamp(b) | Value::TimestampTz(b)) => Value::Interval(interval_fns::age(*a, *b)?),
             (a, b) => return Err(SqlError::undefined_function(&format!("age({}, {})", value::value_type_name(a), value::value_type_name(b)))),
         },
-        Func::IsFinite => Value::Bool(!infinity::is_infinite(&vals[0])),
+        Func::IsFinite => Value::Bool(!value::is_infinite_datetime(&vals[0])),
         Func::MakeInterval => Value::Interval(interval_fns::make_interval(int(0), int(1), int(2), int(3), int(4), int(5), value::to_f64(&vals[6]).unwrap_or(f64::NAN))?),
         Func::JustifyDays | Func::JustifyHours | Func::JustifyInterval => {
             let Value::Interval(v) = vals[0] else { return Err(SqlError::undefined_function(&format!("justify({})", value::value_type_name(&vals[0])))) };
@@ -450,7 +450,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         Func::Pi => Value::Float8(std::f64::consts::PI),
         Func::ToChar => match &vals[0] {
             // An empty template gives NULL, as PostgreSQL's; so does an infinity.
-            v if s1(&vals).is_empty() || infinity::is_infinite(v) => Value::Null,
+            v if s1(&vals).is_empty() || value::is_infinite_datetime(v) => Value::Null,
             Value::Timestamp(t) => Value::Text(datetime::to_char(*t, s1(&vals))?),
             Value::TimestampTz(t) => Value::Text(datetime::to_char(crate::tz::to_local(*t), s1(&vals))?),
             other => return Err(SqlError::undefined_function(&format!("to_char({}, text)", value::value_type_name(other)))),
