@@ -8,6 +8,7 @@
 pub mod array;
 pub mod bind;
 pub mod cache_predicate;
+mod clock;
 pub mod catalog;
 pub mod depth;
 pub mod dialect;

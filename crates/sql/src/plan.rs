@@ -142,6 +142,10 @@ pub enum AggFunc {
     Avg,
     Min,
     Max,
+    /// bool_and / every: false below true, so min over booleans.
+    BoolAnd,
+    /// bool_or: max over booleans.
+    BoolOr,
     /// string_agg(text, delimiter): the argument is the pair as a text array.
     StringAgg,
     /// array_agg(x): the result type is the array type.
@@ -621,6 +625,9 @@ pub struct Prepared {
     /// Tables the plan read the schema of; it is stale once any changed.
     pub deps: Vec<Arc<TableSchema>>,
     pub indexes: Vec<IndexId>,
+    /// Date/time input read the transaction clock while binding (`'now'`):
+    /// the plan holds that instant, so it is not cached by text.
+    pub reads_clock: bool,
 }
 
 impl Prepared {

@@ -61,6 +61,11 @@ pub struct Connection {
     txn: Option<Transaction>,
     block: Block,
     txn_start_micros: i64,
+    /// The start of the transaction a statement bound outside one will run
+    /// in, fixed when its date/time input read the clock (`'now'`); taken
+    /// by [`Connection::ensure_txn`], dropped at the end of the message run
+    /// or when the statement fails.
+    pending_txn_start: Option<i64>,
     settings: Settings,
     params: Vec<Value>,
     rowbuf: RowBuf,
@@ -124,6 +129,7 @@ impl Connection {
             savepoints: Vec::new(),
             block: Block::None,
             txn_start_micros: 0,
+            pending_txn_start: None,
             settings: Settings::default(),
             params: Vec::new(),
             rowbuf: RowBuf::new(),
@@ -226,17 +232,53 @@ impl Connection {
         let ast = parse_one(sql)?;
         let prepared = match &ast {
             Some(stmt) => self.bind(stmt)?,
-            None => Prepared { plan: Plan::Noop { tag: "" }, param_types: Vec::new(), deps: Vec::new(), indexes: Vec::new() },
+            None => Prepared { plan: Plan::Noop { tag: "" }, param_types: Vec::new(), deps: Vec::new(), indexes: Vec::new(), reads_clock: false },
         };
+        // An embedded prepare is PostgreSQL's Parse and Sync: a `'now'` in
+        // it is frozen at this instant, and the statement's executions run
+        // in transactions of their own.
+        self.pending_txn_start = None;
         Ok(PreparedStatement::new(sql.to_owned(), ast, prepared))
     }
 
-    fn bind(&self, stmt: &Statement) -> Result<Prepared> {
+    /// Runs `f` (the server's Bind decoding parameters) with the
+    /// transaction clock armed as for a bind: a text parameter `'now'` is
+    /// the start of the transaction the portal runs in.
+    pub fn with_transaction_clock<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        let (out, reading) = crate::clock::armed(self.clock_start(), f);
+        self.clock_was_read(reading);
+        out
+    }
+
+    /// What the transaction clock is armed with: the open transaction's
+    /// start, else the one a statement bound before it fixed, else none
+    /// (the first read takes the time).
+    fn clock_start(&self) -> Option<i64> {
+        self.open_txn().map(|_| self.txn_start_micros).or(self.pending_txn_start)
+    }
+
+    /// After an armed section: a time read outside a transaction is the
+    /// start of the next one ([`Connection::ensure_txn`]).
+    fn clock_was_read(&mut self, reading: crate::clock::Reading) {
+        if self.open_txn().is_none() && reading.read.is_some() {
+            self.pending_txn_start = reading.read;
+        }
+    }
+
+    /// Binds and plans `stmt`, with the transaction clock (crate::clock)
+    /// armed: date/time input words read the open transaction's start, or
+    /// outside one the start of the transaction the statement will run in
+    /// (kept in `pending_txn_start` for [`Connection::ensure_txn`]).
+    fn bind(&mut self, stmt: &Statement) -> Result<Prepared> {
         self.enter();
-        match self.open_txn() {
+        let (bound, reading) = crate::clock::armed(self.clock_start(), || match self.open_txn() {
             Some(t) => bind_statement(t.catalog(), stmt),
             None => bind_statement(&self.db.catalog(), stmt),
-        }
+        });
+        self.clock_was_read(reading);
+        let mut prepared = bound?;
+        prepared.reads_clock = reading.read.is_some();
+        Ok(prepared)
     }
 
     /// Runs a statement; returns rows affected (or returned).
@@ -429,7 +471,10 @@ impl Connection {
         if !prepared.is_current(txn.catalog()) {
             // A table it uses changed: plan again from the saved statement.
             let Some(ast) = &stmt.ast else { return Err(SqlError::new("XX000", "statement has no text to re-plan")) };
-            let fresh = Arc::new(bind_statement(txn.catalog(), ast)?);
+            // PostgreSQL analyses an invalidated statement again, in the
+            // transaction that runs it: a 'now' in it reads that one.
+            let (fresh, _) = crate::clock::armed(Some(self.txn_start_micros), || bind_statement(txn.catalog(), ast));
+            let fresh = Arc::new(fresh?);
             *stmt.prepared.lock() = fresh.clone();
             prepared = fresh;
         }
@@ -445,9 +490,15 @@ impl Connection {
         let mut pbuf = std::mem::take(&mut self.params);
         pbuf.clear();
         if !all_fit {
-            for (v, ty) in params.iter().zip(&prepared.param_types) {
-                pbuf.push(if value::fits_unchanged(v, *ty) { v.clone() } else { value::cast(v.clone(), *ty, false)? });
-            }
+            // A text parameter 'now' is the transaction's start, as at
+            // PostgreSQL's Bind.
+            let (converted, _) = crate::clock::armed(Some(self.txn_start_micros), || {
+                params.iter().zip(&prepared.param_types).try_for_each(|(v, ty)| {
+                    pbuf.push(if value::fits_unchanged(v, *ty) { v.clone() } else { value::cast(v.clone(), *ty, false)? });
+                    Ok::<(), SqlError>(())
+                })
+            });
+            converted?;
         }
         let args: &[Value] = if all_fit { params } else { &pbuf };
         if began_now { txn.begin_first_statement()? } else { txn.begin_statement()? };

@@ -15,7 +15,9 @@ pub(crate) const TIMESTAMP_END: i64 = 9_223_371_331_200_000_000;
 /// time_in, then the column's precision (AdjustTimeForTypmod).
 pub fn parse(text: &str, precision: Option<u8>) -> Result<i64> {
     if text.trim().eq_ignore_ascii_case("now") {
-        return Err(SqlError::unsupported("'now' as a time (the current time of day)"));
+        // The session-local time of day of the transaction's start.
+        let start = crate::clock::transaction_start().ok_or_else(|| SqlError::unsupported("'now' as a time input value here (only a statement's own constants and parameters read the transaction's start)"))?;
+        return Ok(round_to_precision(crate::tz::to_local(start).rem_euclid(MICROS_PER_DAY), precision));
     }
     let micros = parse_time(text.trim()).map_err(|bad| bad.error(text))?;
     Ok(round_to_precision(micros, precision))

@@ -804,8 +804,8 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             let bytes: Option<Vec<u8>> = (0..hex.len() / 2).map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()).collect();
             Value::Bytea(bytes.filter(|_| hex.len() % 2 == 0).ok_or_else(invalid)?)
         }
-        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if datetime_in::is_relative_word(t) => {
-            return Err(SqlError::unsupported(format!("'{}' as a {} input value (it means the current date or time)", t.trim(), type_name(ty))));
+        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if let Some((word, alone)) = datetime_in::relative_word(t) => {
+            return relative_datetime(t, word, alone, ty);
         }
         DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if let Some(special) = datetime_in::special(t) => special_datetime(special, ty),
         DataType::Date => Value::Date(parse_date(t).ok_or_else(|| datetime_error("date", text))?),
@@ -821,6 +821,35 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         DataType::Jsonb => crate::json::input(text, true)?,
         DataType::Array(e) => crate::array::array_in(text, e.get())?,
     })
+}
+
+/// `now`, `today`, `tomorrow` or `yesterday` (`word`; `alone`: the only
+/// field of `t`) as a date, timestamp or timestamptz, read from the
+/// transaction clock as PostgreSQL's DecodeDateTime reads
+/// GetCurrentTransactionStartTimestamp. A day word among other fields
+/// (`tomorrow 10:00`, `today BC`) stands for its ISO date; a combination
+/// the parsers then refuse, or `now` with company, is 0A000: PostgreSQL
+/// accepts some of them (`epoch today`), so an invalid-syntax error could
+/// be wrong.
+fn relative_datetime(t: &str, word: datetime_in::Relative, alone: bool, ty: DataType) -> Result<Value> {
+    let refuse = || SqlError::unsupported(format!("'{}' as a {} input value", t.trim(), type_name(ty)));
+    let start = crate::clock::transaction_start()
+        .ok_or_else(|| SqlError::unsupported(format!("'{}' as a {} input value here (only a statement's own constants and parameters read the transaction's start)", t.trim(), type_name(ty))))?;
+    let local = crate::tz::to_local(start);
+    match (word, alone) {
+        (datetime_in::Relative::Now, true) => Ok(match ty {
+            DataType::Date => Value::Date(i32::try_from(local.div_euclid(MICROS_PER_DAY)).map_err(|_| refuse())?),
+            DataType::Timestamp(p) => Value::Timestamp(round_to_precision(local, p)),
+            DataType::TimestampTz(p) => Value::TimestampTz(round_to_precision(start, p)),
+            _ => return Err(refuse()),
+        }),
+        (datetime_in::Relative::Now, false) => Err(refuse()),
+        (datetime_in::Relative::Day(offset), _) => {
+            let days = local.div_euclid(MICROS_PER_DAY) + i64::from(offset);
+            let text = datetime_in::with_day_word_replaced(t, days);
+            parse_input(&text, ty).map_err(|_| refuse())
+        }
+    }
 }
 
 /// The value of a special input (`infinity`, `-infinity`, `epoch`) as a

@@ -50,10 +50,13 @@ fn refused_constructs_name_themselves() {
         ("SELECT '1-2'::interval", "SQL-standard"),
         ("SELECT interval '1' day", "interval with fields"),
         ("SELECT '1 day'::interval(3)", "interval with fields or a precision"),
-        // The input words for the current date and time.
-        ("SELECT 'today'::date", "'today' as a date input value"),
-        ("SELECT 'now'::timestamp", "'now' as a timestamp without time zone input value"),
-        ("SELECT 'tomorrow'::timestamptz", "'tomorrow' as a timestamp with time zone input value"),
+        // The input words for the current date and time in combinations
+        // PostgreSQL's field decoder accepts and pgtier's parsers do not.
+        ("SELECT 'epoch today'::date", "'epoch today' as a date input value"),
+        ("SELECT 'now 10:00'::timestamp", "'now 10:00' as a timestamp without time zone input value"),
+        // PostgreSQL freezes them at CREATE; pgtier binds the text at each use.
+        ("CREATE VIEW v_now AS SELECT 'now'::timestamptz AS t", "'now' as a timestamp with time zone input value here"),
+        ("CREATE TABLE t_now (t timestamptz CHECK (t < 'tomorrow'))", "'tomorrow' as a timestamp with time zone input value here"),
         // PostgreSQL's numeric has infinities; pgtier's does not.
         ("SELECT extract(year FROM 'infinity'::timestamp)", "numeric infinity"),
         ("SELECT extract(epoch FROM '-infinity'::date)", "numeric infinity"),
@@ -62,8 +65,7 @@ fn refused_constructs_name_themselves() {
         // Nor time with time zone.
         ("SELECT '01:02'::time with time zone", "time with time zone"),
         ("CREATE TABLE ttz (id int PRIMARY KEY, t timetz)", "time with time zone"),
-        // 'now' is the statement's current time of day in PostgreSQL.
-        ("SELECT 'now'::time", "'now'"),
+        ("SELECT current_time", "current_time (time with time zone)"),
         // A volatile DEFAULT is evaluated per row in PostgreSQL.
         ("CREATE TABLE ug (id int PRIMARY KEY, r float8 DEFAULT random())", "non-constant DEFAULT"),
         ("CREATE TABLE ug (id int PRIMARY KEY, u text DEFAULT gen_random_uuid())", "non-constant DEFAULT"),

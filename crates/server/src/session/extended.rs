@@ -87,7 +87,9 @@ impl Session {
             }
             Some(_) => Portal::default(),
         };
-        let result = fill_portal(&mut portal, &stmt, m);
+        // A text parameter 'now' reads the transaction clock, as at
+        // PostgreSQL's Bind.
+        let result = self.conn.with_transaction_clock(|| fill_portal(&mut portal, &stmt, m));
         portal.stmt = Some(stmt);
         portal.pending = None;
         match &m.portal_name {

@@ -67,6 +67,11 @@ impl Binder<'_> {
                 let bound = self.expr(a, scope, ctx);
                 ctx.in_agg = false;
                 let (x, t) = bound?;
+                // bool_and / bool_or take boolean only; 't' is one.
+                let (x, t) = match (func, t) {
+                    (AggFunc::BoolAnd | AggFunc::BoolOr, None) => (self.coerce(x, None, DataType::Bool, name)?, Some(DataType::Bool)),
+                    other => (x, other.1),
+                };
                 let t = match t {
                     Some(t) => t,
                     None if func == AggFunc::Count => DataType::Text,
@@ -101,6 +106,8 @@ impl Binder<'_> {
                         DataType::Float4 | DataType::Float8 => DataType::Float8,
                         other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
                     },
+                    AggFunc::BoolAnd | AggFunc::BoolOr if t == DataType::Bool => DataType::Bool,
+                    AggFunc::BoolAnd | AggFunc::BoolOr => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t)))),
                     AggFunc::Min | AggFunc::Max => match t {
                         DataType::Bool | DataType::Bytea | DataType::Uuid => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t)))),
                         // min(bpchar) is bpchar (its padding then goes with
@@ -159,6 +166,8 @@ pub(super) fn aggregate_named(name: &str, star: bool) -> Option<AggFunc> {
         "avg" => AggFunc::Avg,
         "min" => AggFunc::Min,
         "max" => AggFunc::Max,
+        "bool_and" | "every" => AggFunc::BoolAnd,
+        "bool_or" => AggFunc::BoolOr,
         "string_agg" => AggFunc::StringAgg,
         "array_agg" => AggFunc::ArrayAgg,
         "json_agg" => AggFunc::Json(JsonAgg::Agg { jsonb: false }),

@@ -285,7 +285,9 @@ impl Binder<'_> {
         }
         let scope = Scope { rels: vec![Rel { name: table.name.clone(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), outer: None };
         let params_before = self.params.len();
-        let (b, t) = self.expr(e, &scope, &mut ExprCtx::plain("check constraints"))?;
+        // A 'now' in it is frozen at CREATE in PostgreSQL; pgtier binds the
+        // text at each write.
+        let (b, t) = crate::clock::refused(|| self.expr(e, &scope, &mut ExprCtx::plain("check constraints")))?;
         if b.has_subquery() {
             return Err(SqlError::unsupported("subqueries and nextval() in check constraints"));
         }

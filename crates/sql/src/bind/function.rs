@@ -349,14 +349,24 @@ impl Binder<'_> {
                 }
                 Ok((Expr::Func(Func::Concat, out), Some(Text)))
             }
-            "now" | "current_timestamp" | "transaction_timestamp" => {
+            "now" | "transaction_timestamp" => {
                 arity(0, 0)?;
                 Ok((Expr::Func(Func::Now, Vec::new()), Some(DataType::TimestampTz(None))))
             }
-            "localtimestamp" => {
-                arity(0, 0)?;
-                Ok((Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp(None), false), Some(DataType::Timestamp(None))))
+            // The SQL forms take an optional precision (a literal).
+            "current_timestamp" | "localtimestamp" | "localtime" => {
+                arity(0, 1)?;
+                let p = clock_precision(name, &bound)?;
+                let ty = match name {
+                    "current_timestamp" => DataType::TimestampTz(p),
+                    "localtimestamp" => DataType::Timestamp(p),
+                    _ => DataType::Time(p),
+                };
+                let now = Expr::Func(Func::Now, Vec::new());
+                let e = if ty == DataType::TimestampTz(None) { now } else { Expr::Cast(now.boxed(), ty, false) };
+                Ok((e, Some(ty)))
             }
+            "current_time" => Err(SqlError::unsupported("current_time (time with time zone)")),
             "current_date" => {
                 arity(0, 0)?;
                 Ok((Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Date, false), Some(DataType::Date)))
@@ -631,4 +641,16 @@ fn bind_function(
         });
     }
     Ok(Some((Expr::Func(Func::Sys(f), out), Some(ret))))
+}
+
+/// The precision of `current_timestamp(p)`, `localtimestamp(p)` or
+/// `localtime(p)` (`bound`: the call's arguments): PostgreSQL's grammar
+/// takes an unsigned integer literal there (anything else is a syntax
+/// error) and reduces one above 6 to 6.
+fn clock_precision(name: &str, bound: &[(Expr, Ty)]) -> Result<Option<u8>> {
+    let [(arg, _)] = bound else { return Ok(None) };
+    match arg {
+        Expr::Const(v) if v.as_i64().is_some_and(|p| p >= 0) => Ok(Some(u8::try_from(v.as_i64().unwrap_or(6).min(6)).unwrap_or(6))),
+        _ => Err(SqlError::syntax(format!("{name} takes an unsigned integer literal as its precision"))),
+    }
 }

@@ -54,7 +54,7 @@ pub fn bind_statement(catalog: &Catalog, stmt: &ast::Statement) -> Result<Prepar
         cast::finish_output(s);
     }
     let param_types = b.params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
-    Ok(Prepared { plan, param_types, deps: b.deps, indexes: b.indexes })
+    Ok(Prepared { plan, param_types, deps: b.deps, indexes: b.indexes, reads_clock: false })
 }
 
 /// Names are resolved in public alone (and pg_catalog / information_schema

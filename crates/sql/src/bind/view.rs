@@ -42,7 +42,9 @@ impl Binder<'_> {
         let name = object_name(&cv.name)?;
         let params_before = self.params.len();
         let deps_before = self.deps.len();
-        let plan = self.query(&cv.query, None)?;
+        // A 'now' in the query is frozen at CREATE VIEW in PostgreSQL;
+        // pgtier binds the text at each use.
+        let plan = crate::clock::refused(|| self.query(&cv.query, None))?;
         if self.params.len() > params_before {
             return Err(SqlError::new("42P02", format!("there is no parameter ${}", params_before + 1)));
         }

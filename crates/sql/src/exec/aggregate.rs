@@ -104,7 +104,7 @@ pub(super) fn new_acc(call: &AggCall) -> Acc {
             DataType::Float8 => Acc::AvgFloat(0.0, 0),
             _ => Acc::AvgNum(Numeric::new(0, 0), 0),
         },
-        AggFunc::Min | AggFunc::Max => Acc::Extreme(None),
+        AggFunc::Min | AggFunc::Max | AggFunc::BoolAnd | AggFunc::BoolOr => Acc::Extreme(None),
         AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) if !call.order_by.is_empty() => Acc::Sorted(Vec::new()),
         AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) => Acc::Collect(Vec::new()),
     }
@@ -150,7 +150,7 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
                 None => true,
                 Some(c) => {
                     let o = value::compare(&v, c).unwrap_or(Ordering::Equal);
-                    if call.func == AggFunc::Min { o == Ordering::Less } else { o == Ordering::Greater }
+                    if matches!(call.func, AggFunc::Min | AggFunc::BoolAnd) { o == Ordering::Less } else { o == Ordering::Greater }
                 }
             };
             if replace {

@@ -173,6 +173,7 @@ impl Connection {
     /// back after an error. A failing commit is returned (the server
     /// reports it before ReadyForQuery); the block is over either way.
     pub fn end_implicit_block(&mut self) -> Result<()> {
+        self.pending_txn_start = None;
         if !std::mem::take(&mut self.implicit) {
             return Ok(());
         }
@@ -235,6 +236,7 @@ impl Connection {
     /// outside a block. With savepoints its changes stay until ROLLBACK TO
     /// or the end of the block (session/savepoint.rs).
     pub(super) fn fail(&mut self) {
+        self.pending_txn_start = None;
         match self.block {
             Block::None => self.rollback_txn(),
             Block::Active | Block::Failed => {
@@ -260,7 +262,7 @@ impl Connection {
                     self.txn = Some(t);
                 }
             }
-            self.txn_start_micros = now_micros();
+            self.txn_start_micros = self.pending_txn_start.take().unwrap_or_else(now_micros);
         }
         Ok(())
     }

@@ -116,7 +116,11 @@ impl Connection {
             return Err(SqlError::syntax("cannot insert multiple commands into a prepared statement"));
         }
         let stmt = self.build_stmt(stmts.pop(), declared.to_vec())?;
-        if matches!(stmt.kind(), StmtKind::Sql(_)) {
+        // A plan holding the transaction clock's instant ('now') is bound
+        // again for each run of the text, as PostgreSQL parses it again.
+        if let StmtKind::Sql(ps) = stmt.kind()
+            && !ps.prepared.lock().reads_clock
+        {
             if self.by_text.len() >= TEXT_CACHE_MAX {
                 self.by_text.clear();
             }

@@ -27,11 +27,49 @@ pub(super) fn special(t: &str) -> Option<Special> {
     })
 }
 
-/// The special inputs that mean the current date or time (`now`, `today`,
-/// `tomorrow`, `yesterday`), which pgtier does not take as input values.
-pub(super) fn is_relative_word(t: &str) -> bool {
-    let word = t.trim().to_ascii_lowercase();
-    matches!(word.as_str(), "now" | "today" | "tomorrow" | "yesterday")
+/// A special input that means the current date or time: the transaction's
+/// start (`now`), or the day of it in the session's zone, one day later or
+/// earlier (`today`, `tomorrow`, `yesterday`: the day offset).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Relative {
+    Now,
+    Day(i32),
+}
+
+/// The relative word among the whitespace-separated fields of `t`, and
+/// whether it is the only field. Several (`today tomorrow`) count as one
+/// with company, which the caller refuses.
+pub(super) fn relative_word(t: &str) -> Option<(Relative, bool)> {
+    let mut found = None;
+    let mut fields = 0;
+    for field in t.split_whitespace() {
+        fields += 1;
+        let word = match field.to_ascii_lowercase().as_str() {
+            "now" => Relative::Now,
+            "today" => Relative::Day(0),
+            "tomorrow" => Relative::Day(1),
+            "yesterday" => Relative::Day(-1),
+            _ => continue,
+        };
+        if found.is_some() {
+            return Some((word, false));
+        }
+        found = Some(word);
+    }
+    found.map(|w| (w, fields == 1))
+}
+
+/// `t` with its day word replaced by the ISO date of `days` (since
+/// 2000-01-01), put first where the date/time parsers look for it:
+/// `10:00 tomorrow` as `2026-11-25 10:00`.
+pub(super) fn with_day_word_replaced(t: &str, days: i64) -> String {
+    let (y, m, d) = pgtier_engine::civil_from_days(days);
+    let mut out = format!("{y:04}-{m:02}-{d:02}");
+    for field in t.split_whitespace().filter(|f| !matches!(f.to_ascii_lowercase().as_str(), "today" | "tomorrow" | "yesterday")) {
+        out.push(' ');
+        out.push_str(field);
+    }
+    out
 }
 
 /// A date, or a timestamp whose time part PostgreSQL's date input discards
@@ -78,7 +116,7 @@ fn split(t: &str) -> Option<Parts<'_>> {
     let mut zone = None;
     if let Some(i) = t.rfind(char::is_whitespace) {
         let last = &t[i + 1..];
-        if last.starts_with(|c: char| c.is_ascii_alphabetic()) && !is_date_word(last) {
+        if last.starts_with(|c: char| c.is_ascii_alphabetic()) && !is_date_word(last) && !last.eq_ignore_ascii_case("allballs") {
             zone = Some(last);
             t = t[..i].trim_end();
         }
@@ -96,7 +134,8 @@ fn split(t: &str) -> Option<Parts<'_>> {
     let mut time = String::new();
     let mut offset = None;
     for (k, tok) in tokens.iter().enumerate() {
-        if tok.contains(':') && time.is_empty() && !tok.starts_with(['+', '-']) {
+        // `allballs` is 00:00:00 (PostgreSQL's name for it).
+        if (tok.contains(':') || tok.eq_ignore_ascii_case("allballs")) && time.is_empty() && !tok.starts_with(['+', '-']) {
             time.push_str(tok);
         } else if k > 0 && offset.is_none() && tok.len() > 1 && tok.starts_with(['+', '-']) && tok[1..].bytes().all(|b| b.is_ascii_digit() || b == b':') {
             // An offset written apart: `10:00:00 +01`, `Feb 10 17:32:01 1997 -0800`.
@@ -253,6 +292,9 @@ pub(super) fn zone_offset_seconds(time: &str) -> Option<i64> {
 /// which `timestamp without time zone` input ignores as PostgreSQL does;
 /// microseconds since midnight.
 pub(super) fn parse_time_of_day(time: &str) -> Option<i64> {
+    if time.trim().eq_ignore_ascii_case("allballs") {
+        return Some(0);
+    }
     let time = strip_zone(time);
     let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
     let mut it = hms.split(':');

@@ -73,4 +73,13 @@ SELECT count(*), min(c_date), max(c_ts), sum(c_int2), length(c_text) AS len
 SELECT 12.345::numeric(10,2) AS n, E'x\ty'::text AS t, '\x0102'::bytea AS b,
        '2001-02-03 04:05:06.000007'::timestamp AS ts, false AS flag, 1.5::real AS r, -0.25::float8 AS d;
 DROP TABLE drv_psql;
+-- The input word 'now' is the transaction's start: each run of the same
+-- text reads its own (the server caches plans by text, not these).
+CREATE TABLE drv_now (k int, t timestamptz);
+INSERT INTO drv_now VALUES (1, 'now');
+SELECT count(*) FROM generate_series(1, 20000);
+INSERT INTO drv_now VALUES (1, 'now');
+SELECT count(*), count(DISTINCT t), bool_and(t < now()) FROM drv_now;
+SELECT 'now'::timestamptz = now() AS same, 'today'::date = current_date AS today;
+DROP TABLE drv_now;
 \echo 'done'

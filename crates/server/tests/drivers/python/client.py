@@ -272,6 +272,21 @@ def main():
         out(f"check constraint name: {error.diag.constraint_name}")
     conn.execute("DROP TABLE drv_python_check")
 
+    # The input word 'now' through the extended protocol: each autocommitted
+    # run of the same text reads its own transaction's start, while a
+    # statement prepared on the server keeps the instant of its Parse.
+    conn.execute("CREATE TABLE drv_python_now (k int, t timestamptz)")
+    for _ in range(2):
+        conn.execute("INSERT INTO drv_python_now VALUES (%s, 'now')", (1,))
+        conn.execute("INSERT INTO drv_python_now VALUES (%s, 'now')", (2,), prepare=True)
+        conn.execute("SELECT count(*) FROM generate_series(1, 20000)")
+    cur = conn.execute("SELECT k, count(*), count(DISTINCT t), bool_and(t < now()) FROM drv_python_now GROUP BY k ORDER BY k")
+    out(f"'now' per run / prepared: {[render_row(r) for r in cur]}")
+    with conn.transaction():
+        cur = conn.execute("SELECT %s::timestamptz = now(), 'now'::timestamptz = now(), 'today'::date = current_date", ("now",))
+        out(f"'now' in a block: {render_row(cur.fetchone())}")
+    conn.execute("DROP TABLE drv_python_now")
+
     __import__("arrays").run(conn, out, render)
     driver_types.run(conn, out, render_row)
     __import__("tatp_types").run(conn, out)

@@ -1,0 +1,101 @@
+//! The transaction clock that date/time input reads for `now`, `today`,
+//! `tomorrow` and `yesterday`.
+//!
+//! PostgreSQL converts a literal such as `'now'::timestamptz` when it
+//! analyses the statement, inside the statement's transaction, so the value
+//! is that transaction's start (`'now'::timestamptz = now()` is true) and a
+//! prepared statement keeps the value of its Parse. Value input has no
+//! session at hand, so the connection arms this clock around a bind
+//! ([`armed`]) with its open transaction's start, or with none: the first
+//! read then takes the time, and the connection starts the transaction the
+//! statement runs in at that same instant.
+//!
+//! Outside an armed section (a cast evaluated while rows are read, COPY
+//! input) and in a view's query or a CHECK ([`refused`]) a read fails: the
+//! value input refuses the word (0A000) rather than use a time that is not
+//! the one PostgreSQL would.
+
+use std::cell::Cell;
+
+#[derive(Clone, Copy)]
+enum State {
+    /// No bind or parameter conversion in progress.
+    Off,
+    /// Armed with this transaction start (µs since 2000-01-01).
+    At(i64),
+    /// Armed outside a transaction: the first read fixes the time.
+    Unset,
+    /// Binding an expression PostgreSQL stores with its constants folded
+    /// (a view's query, a CHECK), which pgtier keeps as text and binds at
+    /// each use: a read would give the using transaction's time instead
+    /// of the creating one's, so it fails.
+    Refused,
+}
+
+thread_local! {
+    static CLOCK: Cell<State> = const { Cell::new(State::Off) };
+    /// A read happened since the clock was armed.
+    static READ: Cell<bool> = const { Cell::new(false) };
+}
+
+/// What [`armed`] observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reading {
+    /// The time a read returned, if there was one.
+    pub read: Option<i64>,
+}
+
+/// Runs `f` (a bind, a parameter conversion) with the clock at
+/// `txn_start`, or unset when no transaction is open.
+pub(crate) fn armed<R>(txn_start: Option<i64>, f: impl FnOnce() -> R) -> (R, Reading) {
+    if !matches!(CLOCK.get(), State::Off) {
+        // Already armed (a bind inside a bind): the outer section decides.
+        return (f(), Reading { read: None });
+    }
+    /// Disarms on the way out, a panic included, so no later statement
+    /// reads this one's time.
+    struct Disarm;
+    impl Drop for Disarm {
+        fn drop(&mut self) {
+            CLOCK.set(State::Off);
+            READ.set(false);
+        }
+    }
+    let _disarm = Disarm;
+    CLOCK.set(txn_start.map_or(State::Unset, State::At));
+    READ.set(false);
+    let out = f();
+    let read = match (READ.get(), CLOCK.get()) {
+        (true, State::At(t)) => Some(t),
+        _ => None,
+    };
+    (out, Reading { read })
+}
+
+/// Runs `f` (binding a view's query or a CHECK) with reads refused.
+pub(crate) fn refused<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(State);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CLOCK.set(self.0);
+        }
+    }
+    let _restore = Restore(CLOCK.replace(State::Refused));
+    f()
+}
+
+/// The transaction start the statement being bound sees; None outside an
+/// armed section or where reads are refused.
+pub(crate) fn transaction_start() -> Option<i64> {
+    let t = match CLOCK.get() {
+        State::Off | State::Refused => return None,
+        State::At(t) => t,
+        State::Unset => {
+            let t = crate::session::now_micros();
+            CLOCK.set(State::At(t));
+            t
+        }
+    };
+    READ.set(true);
+    Some(t)
+}
