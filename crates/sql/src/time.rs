@@ -46,6 +46,7 @@ fn parse_time(t: &str) -> std::result::Result<i64, Bad> {
         return Ok(0);
     }
     let mut words: Vec<&str> = t.split_ascii_whitespace().collect();
+    let mut dated = false;
     // A leading yyyy-mm-dd (or yyyy-mm-ddThh:mm...) date.
     if let Some(first) = words.first().copied() {
         let date_len = first.find(['T', 't']).unwrap_or(first.len());
@@ -53,6 +54,7 @@ fn parse_time(t: &str) -> std::result::Result<i64, Bad> {
             if !first[..10].bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() }) {
                 return Err(Bad::Syntax);
             }
+            dated = true;
             match &first[date_len..] {
                 "" => {
                     words.remove(0);
@@ -63,12 +65,22 @@ fn parse_time(t: &str) -> std::result::Result<i64, Bad> {
     }
     let clock = words.first().copied().ok_or(Bad::Syntax)?;
     let clock = clock.strip_prefix(['T', 't']).unwrap_or(clock);
-    let mut pm = None;
+    // A meridian glued to the clock: 5:32PM.
+    let glued = clock.len().checked_sub(2).filter(|&i| clock.is_char_boundary(i) && clock[..i].contains(':')).and_then(|i| match clock[i..].to_ascii_lowercase().as_str() {
+        "am" => Some((i, false)),
+        "pm" => Some((i, true)),
+        _ => None,
+    });
+    let (clock, mut pm) = match glued {
+        Some((i, is_pm)) => (&clock[..i], Some(is_pm)),
+        None => (clock, None),
+    };
     for w in &words[1..] {
         match w.to_ascii_lowercase().as_str() {
             "am" | "a.m." => pm = Some(false),
             "pm" | "p.m." => pm = Some(true),
-            zone if is_zone(zone) => {}
+            // A zone with daylight-saving rules needs the date to apply.
+            zone if is_zone(zone) && (dated || !matches!(crate::tz::lookup(zone), Some(crate::tz::Zone::Named(_)))) => {}
             _ => return Err(Bad::Syntax),
         }
     }
@@ -138,7 +150,7 @@ pub(crate) fn fraction_micros(frac: &str) -> i64 {
 /// UTC offsets and zone abbreviations time_in skips for time without
 /// time zone (the ones pgtier knows; others are a syntax error).
 fn is_zone(z: &str) -> bool {
-    if matches!(z, "z" | "utc" | "gmt" | "zulu") {
+    if matches!(z, "z" | "utc" | "gmt" | "zulu") || crate::tz::lookup(z).is_some() {
         return true;
     }
     let Some(digits) = z.strip_prefix(['+', '-']) else { return false };

@@ -808,6 +808,9 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             return relative_datetime(t, word, alone, ty);
         }
         DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if let Some(special) = datetime_in::special(t) => special_datetime(special, ty),
+        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if let Some(zone) = datetime_in::unrecognized_zone(t) => {
+            return Err(SqlError::new("22023", format!("time zone \"{zone}\" not recognized")));
+        }
         DataType::Date => Value::Date(parse_date(t).ok_or_else(|| datetime_error("date", text))?),
         DataType::Timestamp(_) | DataType::TimestampTz(_) if !zone_in_range(t) => {
             return Err(SqlError::new("22009", format!("time zone displacement out of range: \"{text}\"")));

@@ -76,10 +76,18 @@ pub(super) fn with_day_word_replaced(t: &str, days: i64) -> String {
 /// (`'1970-01-01 00:00:00Z'::date`, as pgx's simple protocol sends).
 pub(super) fn parse_date(t: &str) -> Option<i32> {
     let p = split(t)?;
-    if !p.time.is_empty() {
-        parse_time_of_day(&p.time)?;
+    if !p.time.is_empty() || p.meridian.is_some() {
+        p.local()?;
     }
     p.days()
+}
+
+/// The zone name of `t` when it names no zone PostgreSQL knows and is
+/// written as a path (`America/Does_not_exist`), which PostgreSQL reports
+/// as such (22023) rather than as bad syntax; lower-cased as it prints it.
+pub(super) fn unrecognized_zone(t: &str) -> Option<String> {
+    let zone = split(t)?.zone?;
+    (zone.contains('/') && crate::tz::lookup(zone).is_none()).then(|| zone.to_ascii_lowercase())
 }
 
 /// A date/time text split as PostgreSQL's ParseDateTime sees it: the date
@@ -89,6 +97,45 @@ struct Parts<'a> {
     time: String,
     zone: Option<&'a str>,
     bc: bool,
+    /// `am` (false) or `pm` (true), written apart or on the time.
+    meridian: Option<bool>,
+}
+
+/// `am` / `pm` (any case) as the meridian: Some(true) for pm.
+fn meridian(w: &str) -> Option<bool> {
+    match w.to_ascii_lowercase().as_str() {
+        "am" => Some(false),
+        "pm" => Some(true),
+        _ => None,
+    }
+}
+
+/// A time written without colons, as PostgreSQL's DecodeNumberField reads
+/// one after a date: `hhmmss[.f]` or `hhmm`, an offset possibly attached
+/// (`040506+08`); returned with colons (`04:05:06+08`).
+fn compact_time(tok: &str) -> Option<String> {
+    let end = tok.find(['+', '-']).unwrap_or(tok.len());
+    let (number, offset) = tok.split_at(end);
+    let (digits, frac) = number.split_once('.').map_or((number, None), |(d, f)| (d, Some(f)));
+    if !digits.bytes().all(|b| b.is_ascii_digit()) || frac.is_some_and(|f| !f.bytes().all(|b| b.is_ascii_digit())) {
+        return None;
+    }
+    let mut out = match digits.len() {
+        6 => format!("{}:{}:{}", &digits[..2], &digits[2..4], &digits[4..]),
+        4 if frac.is_none() => format!("{}:{}", &digits[..2], &digits[2..]),
+        _ => return None,
+    };
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(f);
+    }
+    out.push_str(offset);
+    Some(out)
+}
+
+/// `J` and a Julian day number (any case).
+fn is_julian(w: &str) -> bool {
+    w.len() > 1 && w.starts_with(['J', 'j']) && w[1..].bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Day and month names are fields of the date, never zones.
@@ -116,7 +163,7 @@ fn split(t: &str) -> Option<Parts<'_>> {
     let mut zone = None;
     if let Some(i) = t.rfind(char::is_whitespace) {
         let last = &t[i + 1..];
-        if last.starts_with(|c: char| c.is_ascii_alphabetic()) && !is_date_word(last) && !last.eq_ignore_ascii_case("allballs") {
+        if last.starts_with(|c: char| c.is_ascii_alphabetic()) && !is_date_word(last) && !last.eq_ignore_ascii_case("allballs") && meridian(last).is_none() && !is_julian(last) {
             zone = Some(last);
             t = t[..i].trim_end();
         }
@@ -126,17 +173,44 @@ fn split(t: &str) -> Option<Parts<'_>> {
         // ISO 8601's `T` between the date and the time.
         let at = t.char_indices().skip(1).find(|&(k, c)| (c == 'T' || c == 't') && t[..k].ends_with(|d: char| d.is_ascii_digit())).map(|(k, _)| k);
         return Some(match at {
-            Some(k) => Parts { date: t[..k].to_owned(), time: t[k + 1..].to_owned(), zone, bc },
-            None => Parts { date: t.to_owned(), time: String::new(), zone, bc },
+            Some(k) => {
+                let time = &t[k + 1..];
+                let time = if time.contains(':') { time.to_owned() } else { compact_time(time).unwrap_or_else(|| time.to_owned()) };
+                Parts { date: t[..k].to_owned(), time, zone, bc, meridian: None }
+            }
+            None => Parts { date: t.to_owned(), time: String::new(), zone, bc, meridian: None },
         });
     }
     let mut date = Vec::new();
     let mut time = String::new();
     let mut offset = None;
+    let mut am_pm = None;
     for (k, tok) in tokens.iter().enumerate() {
-        // `allballs` is 00:00:00 (PostgreSQL's name for it).
-        if (tok.contains(':') || tok.eq_ignore_ascii_case("allballs")) && time.is_empty() && !tok.starts_with(['+', '-']) {
+        // After the time PostgreSQL takes no separated date (`10:00
+        // 1997-02-10`), nor after a meridian.
+        let separated_date = tok[1..].contains(['-', '/', '.']) && (tok.starts_with(|c: char| c.is_ascii_digit()) || tok.split(['-', '/', '.']).next().is_some_and(is_date_word));
+        if (!time.is_empty() && separated_date) || (am_pm.is_some() && (separated_date || is_date_word(tok))) {
+            return None;
+        }
+        let lower = tok.to_ascii_lowercase();
+        let glued_meridian = lower.strip_suffix("am").or_else(|| lower.strip_suffix("pm")).filter(|rest| rest.contains(':'));
+        if let Some(m) = meridian(tok) {
+            am_pm = Some(m);
+        } else if let Some(rest) = glued_meridian
+            && time.is_empty()
+        {
+            // `5:32PM`
+            time.push_str(&tok[..rest.len()]);
+            am_pm = meridian(&tok[rest.len()..]);
+        } else if (tok.contains(':') || tok.eq_ignore_ascii_case("allballs")) && time.is_empty() && !tok.starts_with(['+', '-']) {
+            // `allballs` is 00:00:00 (PostgreSQL's name for it).
             time.push_str(tok);
+        } else if let Some(compact) = compact_time(tok).filter(|_| k > 0 && time.is_empty() && parse_date_fields(&date.join(" ")).is_some()) {
+            // `19970210 173201`, `Feb 10 1997 1732`: after a whole date.
+            time.push_str(&compact);
+        } else if zone.is_none() && tok.starts_with(|c: char| c.is_ascii_alphabetic()) && !is_date_word(tok) && !is_julian(tok) && crate::tz::lookup(tok).is_some() {
+            // A zone in mid-text: `Feb 10 17:32:01 PST 1997`.
+            zone = Some(*tok);
         } else if k > 0 && offset.is_none() && tok.len() > 1 && tok.starts_with(['+', '-']) && tok[1..].bytes().all(|b| b.is_ascii_digit() || b == b':') {
             // An offset written apart: `10:00:00 +01`, `Feb 10 17:32:01 1997 -0800`.
             offset = Some(*tok);
@@ -151,7 +225,7 @@ fn split(t: &str) -> Option<Parts<'_>> {
         time.push(' ');
         time.push_str(o);
     }
-    Some(Parts { date: date.join(" "), time, zone, bc })
+    Some(Parts { date: date.join(" "), time, zone, bc, meridian: am_pm })
 }
 
 impl Parts<'_> {
@@ -165,7 +239,17 @@ impl Parts<'_> {
 
     fn local(&self) -> Option<i64> {
         let days = i64::from(self.days()?);
-        let micros = if self.time.is_empty() { 0 } else { parse_time_of_day(&self.time)? };
+        let mut micros = if self.time.is_empty() { 0 } else { parse_time_of_day(&self.time)? };
+        if let Some(pm) = self.meridian {
+            // 12 am is midnight, 12 pm noon; an hour above 12 has no meridian.
+            const HOUR: i64 = 3600 * MICROS_PER_SECOND;
+            match micros / HOUR {
+                13.. => return None,
+                12 if !pm => micros -= 12 * HOUR,
+                h if pm && h < 12 => micros += 12 * HOUR,
+                _ => {}
+            }
+        }
         days.checked_mul(MICROS_PER_DAY)?.checked_add(micros)
     }
 }
@@ -175,6 +259,24 @@ impl Parts<'_> {
 /// month names (`Jan 15 2024`, `15-Jan-2024`), day names ignored, two-digit
 /// years in 1970..2069.
 fn parse_date_fields(date: &str) -> Option<i32> {
+    if is_julian(date.trim()) {
+        // A Julian day number: J2451545 is 2000-01-01.
+        const JULIAN_2000: i64 = 2_451_545;
+        let jd: i64 = date.trim()[1..].parse().ok()?;
+        return i32::try_from(jd - JULIAN_2000).ok();
+    }
+    if let Some((y, doy)) = date.trim().split_once('.')
+        && y.len() == 4
+        && doy.len() == 3
+        && y.bytes().chain(doy.bytes()).all(|b| b.is_ascii_digit())
+    {
+        // `yyyy.ddd`: the day of the year (366 of a common year runs on).
+        let (y, doy): (i64, i64) = (y.parse().ok()?, doy.parse().ok()?);
+        if !(1..=366).contains(&doy) || y == 0 {
+            return None;
+        }
+        return i32::try_from(days_from_civil(y, 1, 1) + doy - 1).ok();
+    }
     let fields: Vec<&str> = date.split([' ', '/', '-', '.', ',']).filter(|f| !f.is_empty() && !day_name(f)).collect();
     let numbers: Vec<&str> = fields.iter().copied().filter(|f| f.bytes().all(|b| b.is_ascii_digit())).collect();
     let month_names: Vec<u32> = fields.iter().filter_map(|f| month_number(f)).collect();
