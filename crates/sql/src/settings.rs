@@ -29,6 +29,7 @@ pub(crate) fn default_settings() -> HashMap<String, String> {
         ("statement_timeout", "0"),
         ("synchronous_commit", "on"),
         ("timezone", "UTC"),
+        ("timezone_abbreviations", "Default"),
         ("transaction_isolation", "read committed"),
         ("transaction_read_only", "off"),
         ("lock_timeout", "0"),
@@ -83,6 +84,21 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
         },
         "statement_timeout" | "lock_timeout" | "idle_in_transaction_session_timeout" => format_ms(parse_ms(key, value)?),
         "pgtier.statement_mem" => format_kb(parse_kb(key, value)?),
+        "bytea_output" => match value.trim().to_lowercase().as_str() {
+            v @ ("hex" | "escape") => v.to_owned(),
+            _ => return Err(invalid().with_hint("Available values: escape, hex.")),
+        },
+        // Only PostgreSQL's default output styles are implemented; another
+        // would print values differently from PostgreSQL.
+        "intervalstyle" => match value.trim().to_lowercase().as_str() {
+            "postgres" => "postgres".to_owned(),
+            v @ ("postgres_verbose" | "sql_standard" | "iso_8601") => return Err(SqlError::unsupported(format!("IntervalStyle {v}"))),
+            _ => return Err(invalid().with_hint("Available values: postgres, postgres_verbose, sql_standard, iso_8601.")),
+        },
+        "timezone_abbreviations" => match value.trim() {
+            "Default" => "Default".to_owned(),
+            other => return Err(SqlError::unsupported(format!("timezone_abbreviations {other} (only Default's abbreviations are known)"))),
+        },
         "transaction_isolation" | "default_transaction_isolation" => {
             if value.to_lowercase() != "read committed" {
                 return Err(SqlError::unsupported(format!("isolation level {value}")));
@@ -324,11 +340,11 @@ impl Settings {
             "pgtier.statement_mem" => self.statement_mem_kb = parse_kb(key, &value).unwrap_or(STATEMENT_MEM_DEFAULT_KB),
             _ => {}
         }
-        let datetime = matches!(key, "timezone" | "datestyle");
+        let datetime = matches!(key, "timezone" | "datestyle" | "extra_float_digits" | "bytea_output");
         Arc::make_mut(&mut self.values).insert(key.to_owned(), value);
         if datetime {
             let text = |k: &str| self.values.get(k).map_or("", String::as_str);
-            self.datetime = crate::tz::context(text("timezone"), text("datestyle"));
+            self.datetime = crate::tz::context(text("timezone"), text("datestyle"), text("extra_float_digits"), text("bytea_output"));
             crate::tz::install(self.datetime.as_ref());
         }
     }

@@ -53,12 +53,17 @@ pub enum Order {
     Ymd,
 }
 
-/// What a session's date/time values depend on.
+/// What a session's date/time values depend on, and the other settings
+/// that change how values print (one thread-local for all of them).
 #[derive(Debug, Clone)]
 pub struct DtCtx {
     pub zone: Zone,
     pub style: Style,
     pub order: Order,
+    /// extra_float_digits; at 1 and above floats print shortest-exact.
+    pub float_digits: i32,
+    /// bytea_output = escape.
+    pub bytea_escape: bool,
 }
 
 thread_local! {
@@ -84,15 +89,28 @@ fn with<R>(f: impl FnOnce(Option<&DtCtx>) -> R) -> R {
     CTX.with(|c| f(c.borrow().as_deref()))
 }
 
-/// The context for `timezone` and `datestyle` as the settings hold them
-/// (both already normalized); None for UTC with `ISO, MDY`.
-pub fn context(timezone: &str, datestyle: &str) -> Option<Arc<DtCtx>> {
+/// The context for `timezone`, `datestyle`, `extra_float_digits` and
+/// `bytea_output` as the settings hold them (already normalized); None
+/// for the defaults (UTC, `ISO, MDY`, shortest floats, hex).
+pub fn context(timezone: &str, datestyle: &str, extra_float_digits: &str, bytea_output: &str) -> Option<Arc<DtCtx>> {
     let (style, order) = parse_datestyle_shown(datestyle);
-    if timezone == "UTC" && style == Style::Iso && order == Order::Mdy {
+    let float_digits = extra_float_digits.parse().unwrap_or(1);
+    let bytea_escape = bytea_output == "escape";
+    if timezone == "UTC" && style == Style::Iso && order == Order::Mdy && float_digits >= 1 && !bytea_escape {
         return None;
     }
     let zone = setting_zone(timezone).map_or(Zone::Fixed { east_secs: 0, abbrev: "UTC".to_owned() }, |(z, _)| z);
-    Some(Arc::new(DtCtx { zone, style, order }))
+    Some(Arc::new(DtCtx { zone, style, order, float_digits, bytea_escape }))
+}
+
+/// The session's extra_float_digits (1 when it is the default).
+pub fn float_digits() -> i32 {
+    with(|c| c.map_or(1, |c| c.float_digits))
+}
+
+/// Does the session print bytea in the escape format?
+pub fn bytea_escape() -> bool {
+    with(|c| c.is_some_and(|c| c.bytea_escape))
 }
 
 fn parse_datestyle_shown(text: &str) -> (Style, Order) {

@@ -799,8 +799,9 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         DataType::Text => Value::Text(text.to_owned()),
         DataType::Varchar(n) => Value::Text(fit_varchar(text.to_owned(), n, false)?),
         DataType::Char(n) => Value::Text(fit_char(text.to_owned(), n, false)?),
+        DataType::Bytea if !text.starts_with("\\x") => Value::Bytea(bytea_escape_in(text).ok_or_else(invalid)?),
         DataType::Bytea => {
-            let hex = t.strip_prefix("\\x").ok_or_else(|| SqlError::unsupported("bytea escape format"))?;
+            let hex = t.strip_prefix("\\x").ok_or_else(invalid)?;
             let bytes: Option<Vec<u8>> = (0..hex.len() / 2).map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()).collect();
             Value::Bytea(bytes.filter(|_| hex.len() % 2 == 0).ok_or_else(invalid)?)
         }
@@ -929,11 +930,12 @@ pub fn parse_numeric(text: &str) -> Option<Numeric> {
 
 // ---------------------------------------------------------------- output
 
-/// PostgreSQL's text output of `v` (extra_float_digits = 1: shortest exact).
+/// PostgreSQL's text output of `v` in the session's settings (tz.rs).
 pub fn write_text(v: &Value, out: &mut String) {
     match v {
         Value::Float4(x) => write_float(f64::from(*x), true, out),
         Value::Float8(x) => write_float(*x, false, out),
+        Value::Bytea(b) if crate::tz::bytea_escape() => write_bytea_escape(b, out),
         Value::Array(items) => crate::array::write_array(items, out),
         // The session's DateStyle and zone (tz.rs); the engine's form is
         // ISO in UTC, and the infinities print as the engine prints them.
@@ -1062,9 +1064,69 @@ pub fn to_text(v: &Value) -> String {
     s
 }
 
+/// byteain's escape format: a byte per character, `\\\\` for a backslash,
+/// `\\ooo` (octal, first digit 0-3) for any byte; another backslash is
+/// invalid.
+fn bytea_escape_in(text: &str) -> Option<Vec<u8>> {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+        } else if b.get(i + 1) == Some(&b'\\') {
+            out.push(b'\\');
+            i += 2;
+        } else {
+            let octal = b.get(i + 1..i + 4)?;
+            if !(b'0'..=b'3').contains(&octal[0]) || !octal[1..].iter().all(|d| (b'0'..=b'7').contains(d)) {
+                return None;
+            }
+            out.push(octal.iter().fold(0u8, |acc, d| (acc << 3) | (d - b'0')));
+            i += 4;
+        }
+    }
+    Some(out)
+}
+
+/// byteaout's escape format: printable ASCII as itself, a backslash
+/// doubled, every other byte as a backslash and three octal digits.
+fn write_bytea_escape(bytes: &[u8], out: &mut String) {
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => {
+                let _ = write!(out, "\\{b:03o}");
+            }
+        }
+    }
+}
+
+/// float8out/float4out with extra_float_digits <= 0: `%.*g` with the
+/// type's digits (15 or 6) plus extra_float_digits, at least 1.
+fn write_float_rounded(x: f64, single: bool, extra: i32, out: &mut String) {
+    let precision = usize::try_from((if single { 6 } else { 15 } + extra).max(1)).unwrap_or(1);
+    let sci = format!("{x:.*e}", precision - 1);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let strip = |s: &str| -> String {
+        if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_owned() } else { s.to_owned() }
+    };
+    if exp < -4 || exp >= i32::try_from(precision).unwrap_or(i32::MAX) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        let _ = write!(out, "{}e{sign}{:02}", strip(mantissa), exp.abs());
+    } else {
+        let decimals = usize::try_from(i32::try_from(precision).unwrap_or(0) - 1 - exp).unwrap_or(0);
+        out.push_str(&strip(&format!("{x:.decimals$}")));
+    }
+}
+
 /// Shortest round-trip digits, in the layout of PostgreSQL's float output:
 /// scientific notation when the decimal exponent is < -4 or >= the type's
-/// digit count (15 for float8, 6 for float4).
+/// digit count (15 for float8, 6 for float4). With extra_float_digits <= 0,
+/// PostgreSQL's rounded form instead.
 fn write_float(x: f64, single: bool, out: &mut String) {
     if x.is_nan() {
         out.push_str("NaN");
@@ -1076,6 +1138,11 @@ fn write_float(x: f64, single: bool, out: &mut String) {
     }
     if x == 0.0 {
         out.push_str(if x.is_sign_negative() { "-0" } else { "0" });
+        return;
+    }
+    let extra = crate::tz::float_digits();
+    if extra <= 0 {
+        write_float_rounded(x, single, extra, out);
         return;
     }
     let sci = float_shortest(x, single);

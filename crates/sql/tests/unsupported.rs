@@ -66,6 +66,12 @@ fn refused_constructs_name_themselves() {
         ("SELECT '01:02'::time with time zone", "time with time zone"),
         ("CREATE TABLE ttz (id int PRIMARY KEY, t timetz)", "time with time zone"),
         ("SELECT current_time", "current_time (time with time zone)"),
+        // PostgreSQL's result is character without a length: 'a' unpadded.
+        ("SELECT NULLIF('a', 'b'::char(5))::bytea", "NULLIF of character and unknown"),
+        // Output styles PostgreSQL has and pgtier does not: refused, not ignored.
+        ("SET IntervalStyle = 'sql_standard'", "IntervalStyle sql_standard"),
+        ("SET intervalstyle TO iso_8601", "IntervalStyle iso_8601"),
+        ("SET timezone_abbreviations = 'Australia'", "timezone_abbreviations Australia"),
         // A volatile DEFAULT is evaluated per row in PostgreSQL.
         ("CREATE TABLE ug (id int PRIMARY KEY, r float8 DEFAULT random())", "non-constant DEFAULT"),
         ("CREATE TABLE ug (id int PRIMARY KEY, u text DEFAULT gen_random_uuid())", "non-constant DEFAULT"),

@@ -138,6 +138,10 @@ impl Binder<'_> {
         match name {
             "lower" => text_fn(Func::Lower, 1, 1, &[Text], Text, self, bound),
             "upper" => text_fn(Func::Upper, 1, 1, &[Text], Text, self, bound),
+            "length" | "octet_length" if matches!(bound.as_slice(), [(_, Some(DataType::Bytea))]) => {
+                Ok((Expr::Func(Func::OctetLength, bound.into_iter().map(|(e, _)| e).collect()), Some(Int4)))
+            }
+            "octet_length" => text_fn(Func::OctetLength, 1, 1, &[Text], Int4, self, bound),
             "length" | "char_length" | "character_length" => text_fn(Func::Length, 1, 1, &[Text], Int4, self, bound),
             "substring" if bound.get(1).is_some_and(|(_, t)| t.is_none_or(|t| category(t) == Category::String)) => {
                 // substring(text, text): a POSIX regular expression (an unknown
@@ -446,6 +450,9 @@ impl Binder<'_> {
                 arity(2, 2)?;
                 let mut it = bound.into_iter();
                 let (Some((x, xt)), Some((y, yt))) = (it.next(), it.next()) else { return Err(SqlError::undefined_function(&sig())) };
+                // NULLIF('a', c) returns 'a' as character without a length
+                // (unpadded); pgtier's character carries c's length.
+                refuse_padded_literals(&[yt], &[is_untyped_value(&x, xt)], "NULLIF")?;
                 let (x, y) = self.unify_cmp(x, xt, y, yt, "=")?;
                 let t = xt.or(yt).or(Some(Text));
                 Ok((Expr::NullIf(x.boxed(), y.boxed()), t))

@@ -71,6 +71,11 @@ impl Binder<'_> {
                 }
                 Ok((if matches!(op, B::And) { Expr::And(parts) } else { Expr::Or(parts) }, Some(DataType::Bool)))
             }
+            B::StringConcat if matches!((xt, yt), (Some(DataType::Bytea), Some(DataType::Bytea) | None) | (None, Some(DataType::Bytea))) => {
+                let x = self.coerce(x, xt, DataType::Bytea, "||")?;
+                let y = self.coerce(y, yt, DataType::Bytea, "||")?;
+                Ok((Expr::Func(crate::expr::Func::ByteaConcat, vec![x, y]), Some(DataType::Bytea)))
+            }
             B::StringConcat => {
                 let stringy = |t: Ty| t.is_none_or(|t| category(t) == Category::String);
                 if !stringy(xt) && !stringy(yt) {

@@ -188,7 +188,7 @@ fn split(t: &str) -> Option<Parts<'_>> {
     for (k, tok) in tokens.iter().enumerate() {
         // After the time PostgreSQL takes no separated date (`10:00
         // 1997-02-10`), nor after a meridian.
-        let separated_date = tok[1..].contains(['-', '/', '.']) && (tok.starts_with(|c: char| c.is_ascii_digit()) || tok.split(['-', '/', '.']).next().is_some_and(is_date_word));
+        let separated_date = tok.get(1..).is_some_and(|rest| rest.contains(['-', '/', '.'])) && (tok.starts_with(|c: char| c.is_ascii_digit()) || tok.split(['-', '/', '.']).next().is_some_and(is_date_word));
         if (!time.is_empty() && separated_date) || (am_pm.is_some() && (separated_date || is_date_word(tok))) {
             return None;
         }

@@ -28,6 +28,10 @@ pub enum Func {
     Lower,
     Upper,
     Length,
+    /// octet_length(text | bytea), length(bytea): bytes.
+    OctetLength,
+    /// bytea || bytea.
+    ByteaConcat,
     Substr,
     Lpad,
     Rpad,
@@ -225,6 +229,14 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         Func::Lower => Value::Text(s0.to_ascii_lowercase()),
         Func::Upper => Value::Text(s0.to_ascii_uppercase()),
         Func::Length => Value::Int4(i32::try_from(s0.chars().count()).unwrap_or(i32::MAX)),
+        Func::ByteaConcat => match (&vals[0], &vals[1]) {
+            (Value::Bytea(a), Value::Bytea(b)) => Value::Bytea([a.as_slice(), b.as_slice()].concat()),
+            _ => return Err(SqlError::new("XX000", "bytea || given another type")),
+        },
+        Func::OctetLength => Value::Int4(i32::try_from(match &vals[0] {
+            Value::Bytea(b) => b.len(),
+            _ => s0.len(),
+        }).unwrap_or(i32::MAX)),
         Func::Substr => {
             let start = int(1);
             let (from, to) = if vals.len() > 2 {
