@@ -475,6 +475,12 @@ impl Connection {
             // transaction that runs it: a 'now' in it reads that one.
             let (fresh, _) = crate::clock::armed(Some(self.txn_start_micros), || bind_statement(txn.catalog(), ast));
             let fresh = Arc::new(fresh?);
+            // A client described the statement's rows when it prepared
+            // it: PostgreSQL refuses a new shape rather than send rows the
+            // description does not match.
+            if fresh.columns() != prepared.columns() {
+                return Err(SqlError::new("0A000", "cached plan must not change result type"));
+            }
             *stmt.prepared.lock() = fresh.clone();
             prepared = fresh;
         }

@@ -91,7 +91,7 @@ impl Connection {
 
     /// The statement cached for this text, if any.
     pub fn cached_stmt(&self, sql: &str) -> Option<Arc<Stmt>> {
-        self.by_text.get(sql).cloned()
+        self.by_text.get(sql).filter(|s| self.text_plan_current(s)).cloned()
     }
 
     /// Parses and plans `sql` (one statement; `declared` parameter OIDs, 0:
@@ -99,6 +99,7 @@ impl Connection {
     pub fn prepare_stmt(&mut self, sql: &str, declared: &[u32]) -> Result<Arc<Stmt>> {
         if let Some(s) = self.by_text.get(sql)
             && s.declared() == declared
+            && self.text_plan_current(s)
         {
             let s = s.clone();
             self.check_bindable(&s)?;
@@ -163,6 +164,20 @@ impl Connection {
                 self.fail();
                 Err(e)
             }
+        }
+    }
+
+    /// Whether a statement cached by text still plans against the current
+    /// catalog. PostgreSQL parses a text again each time it arrives, so a
+    /// stale one is planned afresh here (a new statement, new columns)
+    /// rather than re-planned in place at run time, where a changed result
+    /// shape is an error for the statements clients named.
+    fn text_plan_current(&self, s: &Stmt) -> bool {
+        let StmtKind::Sql(ps) = s.kind() else { return true };
+        let prepared = ps.prepared.lock().clone();
+        match self.open_txn() {
+            Some(t) => prepared.is_current(t.catalog()),
+            None => prepared.is_current(&self.db.catalog()),
         }
     }
 

@@ -82,4 +82,12 @@ INSERT INTO drv_now VALUES (1, 'now');
 SELECT count(*), count(DISTINCT t), bool_and(t < now()) FROM drv_now;
 SELECT 'now'::timestamptz = now() AS same, 'today'::date = current_date AS today;
 DROP TABLE drv_now;
+-- The same text after an ALTER changed its result: planned afresh, as
+-- PostgreSQL parses every Query message again.
+CREATE TABLE drv_shape (id int PRIMARY KEY, a int);
+INSERT INTO drv_shape VALUES (1, 10);
+SELECT * FROM drv_shape;
+ALTER TABLE drv_shape ADD COLUMN b text DEFAULT 'x';
+SELECT * FROM drv_shape;
+DROP TABLE drv_shape;
 \echo 'done'

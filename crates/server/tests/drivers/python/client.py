@@ -287,6 +287,20 @@ def main():
         out(f"'now' in a block: {render_row(cur.fetchone())}")
     conn.execute("DROP TABLE drv_python_now")
 
+    # Statements prepared before an ALTER changed their result: psycopg
+    # deallocates its own after DDL and prepares them again (the new shape);
+    # an SQL PREPARE it does not know of is what PostgreSQL says it is then.
+    conn.execute("CREATE TABLE drv_python_shape (id int PRIMARY KEY, a int)")
+    conn.execute("INSERT INTO drv_python_shape VALUES (1, 10)")
+    conn.execute("PREPARE drv_shape_q AS SELECT * FROM drv_python_shape WHERE id = $1")
+    for _ in range(2):
+        conn.execute("SELECT * FROM drv_python_shape WHERE id = %s", (1,), prepare=True)
+    conn.execute("ALTER TABLE drv_python_shape ADD COLUMN b text DEFAULT 'x'")
+    cur = conn.execute("SELECT * FROM drv_python_shape WHERE id = %s", (1,), prepare=True)
+    out(f"prepared after alter: {[d.name for d in cur.description]} {render_row(cur.fetchone())}")
+    expect_error("sql prepare after alter", conn, "EXECUTE drv_shape_q(1)")
+    conn.execute("DROP TABLE drv_python_shape")
+
     __import__("arrays").run(conn, out, render)
     driver_types.run(conn, out, render_row)
     __import__("tatp_types").run(conn, out)
