@@ -49,7 +49,7 @@ pub use ids::{CommitTs, Snapshot, TxnId};
 pub use pgtier_wal::{Lsn, WalConfig, WalStats};
 pub use origin::Origin;
 pub use recovery::RecoveryReport;
-pub use row::ROW_BYTES_MAX;
+pub use row::{ROW_BYTES_MAX, decode_values, encode_values};
 pub use schema::{
     AlterTableDef, COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKey, ForeignKeyDef, ForeignKeyId, IndexDef, IndexId, IndexSchema,
     KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault, SequenceOptions, TableDef, TableId, TableSchema,

@@ -414,6 +414,24 @@ pub(crate) fn decode_value(r: &mut Reader<'_>) -> Result<Value> {
     })
 }
 
+/// `values` in the self-describing encoding, appended to `out`: how the
+/// SQL executor writes rows it spills to a temporary file.
+pub fn encode_values(values: &[Value], out: &mut Vec<u8>) {
+    let mut w = Writer::new(out);
+    for v in values {
+        encode_value(&mut w, v);
+    }
+}
+
+/// The values [`encode_values`] wrote into `bytes`, appended to `out`.
+pub fn decode_values(bytes: &[u8], out: &mut Vec<Value>) -> Result<()> {
+    let mut r = Reader::new(bytes);
+    while !r.is_empty() {
+        out.push(decode_value(&mut r)?);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

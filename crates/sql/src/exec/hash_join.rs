@@ -29,6 +29,7 @@ use std::sync::Arc;
 use pgtier_engine::Value;
 
 use super::scan::exact_key;
+use super::spill::{SortedSpill, SpillBuilder};
 use super::{Exec, read_row, row_bytes};
 use crate::error::Result;
 use crate::expr::{Env, in_rows};
@@ -82,7 +83,10 @@ enum LevelHashState {
     /// Scanned this many times without a table.
     Scanned(u32),
     Hashed(Arc<LevelHash>),
-    /// Too large for pgtier.statement_mem: nested loop from here on.
+    /// Too large for pgtier.statement_mem: sorted by key in a temporary
+    /// file (spill.rs).
+    Spilled(Arc<SortedSpill>),
+    /// Not even the spill's index fits: nested loop from here on.
     NestedLoop,
 }
 
@@ -205,18 +209,20 @@ impl Exec<'_> {
                 *n += 1;
                 return Ok(false);
             }
-            Some(LevelHashState::Hashed(table)) => Arc::clone(table),
+            Some(LevelHashState::Hashed(table)) => Lookup::Hash(Arc::clone(table)),
+            Some(LevelHashState::Spilled(spill)) => Lookup::Spill(Arc::clone(spill)),
             Some(LevelHashState::Scanned(_)) => {
                 let state = self.build_level_hash(level, env, mask)?;
-                let table = match &state {
-                    LevelHashState::Hashed(table) => Some(Arc::clone(table)),
+                let lookup = match &state {
+                    LevelHashState::Hashed(table) => Some(Lookup::Hash(Arc::clone(table))),
+                    LevelHashState::Spilled(spill) => Some(Lookup::Spill(Arc::clone(spill))),
                     _ => None,
                 };
                 if let Some(slot) = self.level_hashes.levels.iter_mut().find(|(at, _)| *at == id) {
                     slot.1 = state;
                 }
-                match table {
-                    Some(table) => table,
+                match lookup {
+                    Some(lookup) => lookup,
                     None => return Ok(false),
                 }
             }
@@ -229,24 +235,58 @@ impl Exec<'_> {
                 return Ok(true);
             }
         }
-        if let Some(rows) = table.buckets.get(&key) {
-            for &i in rows {
-                let start = i as usize * table.width;
-                out.extend_from_slice(&table.rows[start..start + table.width]);
+        match table {
+            Lookup::Hash(table) => {
+                if let Some(rows) = table.buckets.get(&key) {
+                    for &i in rows {
+                        let start = i as usize * table.width;
+                        out.extend_from_slice(&table.rows[start..start + table.width]);
+                    }
+                }
             }
+            Lookup::Spill(spill) => spill.candidates(&key, out)?,
         }
         Ok(true)
     }
 
+    /// Reads `level` into a hash table, or, once its rows outgrow what is
+    /// left of pgtier.statement_mem, into a sorted spill file (spill.rs);
+    /// memory never holds more than the budget either way.
     fn build_level_hash(&mut self, level: &Level, env: &Env<'_>, mask: Option<&ColumnMask>) -> Result<LevelHashState> {
         let width = level.width();
+        let budget = self.interrupt.mem_limit.saturating_sub(self.interrupt.mem_used);
         let mut rows: Vec<Value> = Vec::new();
-        // The scan's charge per row is 0: the whole table is charged below,
-        // where not fitting means a nested loop rather than an error.
+        let mut bytes = 0usize;
+        let mut spill: Option<SpillBuilder> = None;
+        let mut failed: Option<crate::error::SqlError> = None;
+        // The scan's charge per row is 0: the rows are accounted here,
+        // where not fitting means a spill rather than an error.
         self.scan_level(level, env, &[], &mut |r| {
+            if failed.is_some() {
+                return 0;
+            }
+            let start = rows.len();
             read_row(r, mask, &mut rows);
+            bytes += row_bytes(&rows[start..]);
+            if bytes > budget / 2 || spill.is_some() {
+                if let Err(e) = spill_rows(&mut spill, &mut rows, level, width, budget) {
+                    failed = Some(e);
+                }
+                bytes = 0;
+            }
             0
         })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if let Some(builder) = spill {
+            let sorted = builder.finish(width)?;
+            if self.interrupt.charge(sorted.index_bytes(), "sort-based join").is_err() {
+                self.interrupt.mem_used = self.interrupt.mem_used.saturating_sub(sorted.index_bytes());
+                return Ok(LevelHashState::NestedLoop);
+            }
+            return Ok(LevelHashState::Spilled(Arc::new(sorted)));
+        }
         let count = rows.len() / width.max(1);
         let bytes: usize = rows.chunks(width.max(1)).map(row_bytes).sum();
         if self.interrupt.charge(bytes, "hash join").is_err() {
@@ -268,6 +308,34 @@ impl Exec<'_> {
         }
         Ok(LevelHashState::Hashed(Arc::new(LevelHash { width, rows, buckets })))
     }
+}
+
+/// Where a level's candidates come from once it is read.
+enum Lookup {
+    Hash(Arc<LevelHash>),
+    Spill(Arc<SortedSpill>),
+}
+
+/// Moves the rows collected in `rows` into the spill (created on first
+/// use with `budget`), each under its hash key; a row with a NULL key
+/// matches nothing and is dropped, as from a hash table.
+fn spill_rows(spill: &mut Option<SpillBuilder>, rows: &mut Vec<Value>, level: &Level, width: usize, budget: usize) -> Result<()> {
+    let builder = match spill {
+        Some(b) => b,
+        None => spill.insert(SpillBuilder::new(budget / 2)?),
+    };
+    let mut key = Vec::new();
+    'rows: for r in rows.chunks(width.max(1)) {
+        key.clear();
+        for (column, _) in &level.hash_keys {
+            if push_key(&r[*column], &mut key).is_none() {
+                continue 'rows;
+            }
+        }
+        builder.push(key.clone(), r)?;
+    }
+    rows.clear();
+    Ok(())
 }
 
 /// The values an uncorrelated `x IN (subquery)` compares with, and when

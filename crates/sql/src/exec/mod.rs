@@ -26,6 +26,7 @@ mod scan;
 mod schema;
 mod select;
 mod sequence;
+mod spill;
 mod view;
 mod virtual_rows;
 mod window;
