@@ -125,6 +125,8 @@ impl Lines<'_> {
                 self.node(depth, if inner.left_join { format!("{kind} Left Join") } else { kind.to_owned() });
                 if !inner.hash_keys.is_empty() {
                     self.detail(depth, format!("Hash Keys: {}", inner.hash_keys.len()));
+                    // Decided while running (exec/hash_join.rs, spill.rs).
+                    self.detail(depth, "Past pgtier.statement_mem: sorted by key in a temporary file".to_owned());
                 }
                 self.join(outer, depth + 1);
                 self.level(inner, depth + 1);

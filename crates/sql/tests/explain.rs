@@ -42,7 +42,7 @@ fn joins_aggregates_sorts_and_limits() {
     // (the join condition is still checked on each match).
     assert_eq!(
         plan(&mut c, "SELECT a.v, b.w FROM a JOIN b ON b.a_id = a.id"),
-        ["Hash Join", "  Hash Keys: 1", "  ->  Seq Scan on a", "  ->  Seq Scan on b", "        Filter: 1 conditions"]
+        ["Hash Join", "  Hash Keys: 1", "  Past pgtier.statement_mem: sorted by key in a temporary file", "  ->  Seq Scan on a", "  ->  Seq Scan on b", "        Filter: 1 conditions"]
     );
     // Its primary key: a lookup per outer row.
     assert_eq!(
@@ -74,7 +74,7 @@ fn writes_and_refusals() {
     // Joined writes show their join; the target here is the outer level.
     assert_eq!(
         plan(&mut c, "UPDATE a SET v = 'z' FROM b WHERE b.a_id = a.id"),
-        ["Update on a", "  ->  Hash Join", "        Hash Keys: 1", "        ->  Seq Scan on a", "        ->  Seq Scan on b", "              Filter: 1 conditions"]
+        ["Update on a", "  ->  Hash Join", "        Hash Keys: 1", "        Past pgtier.statement_mem: sorted by key in a temporary file", "        ->  Seq Scan on a", "        ->  Seq Scan on b", "              Filter: 1 conditions"]
     );
     assert_eq!(
         plan(&mut c, "MERGE INTO a USING b ON a.id = b.a_id WHEN MATCHED THEN DELETE")[..2],
