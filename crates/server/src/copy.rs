@@ -610,7 +610,8 @@ impl Session {
                 }
             };
             while parser.next(spec, last)? {
-                parser.values(spec, col_types, names, &mut values)?;
+                // A field 'now' is the transaction's start, as in PostgreSQL.
+                self.conn.with_transaction_clock(|| parser.values(spec, col_types, names, &mut values))?;
                 self.conn.execute(insert, &values)?;
                 loaded += 1;
                 if loaded.is_multiple_of(CANCEL_CHECK_ROWS) && self.cancel.swap(false, Ordering::Relaxed) {

@@ -10,10 +10,11 @@
 //! read then takes the time, and the connection starts the transaction the
 //! statement runs in at that same instant.
 //!
-//! Outside an armed section (a cast evaluated while rows are read, COPY
-//! input) and in a view's query or a CHECK ([`refused`]) a read fails: the
-//! value input refuses the word (0A000) rather than use a time that is not
-//! the one PostgreSQL would.
+//! The server arms it too for Bind's parameters and COPY FROM's fields
+//! (`Connection::with_transaction_clock`). Outside an armed section (a
+//! cast of a column evaluated while rows are read) and in a view's query
+//! or a CHECK ([`refused`]) a read fails: the value input refuses the word
+//! (0A000) rather than use a time that is not the one PostgreSQL would.
 
 use std::cell::Cell;
 

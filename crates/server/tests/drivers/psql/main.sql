@@ -81,6 +81,13 @@ SELECT count(*) FROM generate_series(1, 20000);
 INSERT INTO drv_now VALUES (1, 'now');
 SELECT count(*), count(DISTINCT t), bool_and(t < now()) FROM drv_now;
 SELECT 'now'::timestamptz = now() AS same, 'today'::date = current_date AS today;
+BEGIN;
+COPY drv_now FROM STDIN;
+3	now
+3	today
+\.
+SELECT count(*) FILTER (WHERE t = now()) AS now, count(*) FILTER (WHERE t = date_trunc('day', now())) AS today FROM drv_now WHERE k = 3;
+COMMIT;
 DROP TABLE drv_now;
 -- The same text after an ALTER changed its result: planned afresh, as
 -- PostgreSQL parses every Query message again.
