@@ -599,7 +599,7 @@ pub enum Plan {
     /// CREATE SCHEMA [IF NOT EXISTS] name [AUTHORIZATION role].
     CreateSchema { name: String, owner: Option<String>, if_not_exists: bool },
     /// DROP SCHEMA [IF EXISTS] names (they hold nothing: CASCADE or not).
-    DropSchema { names: Vec<String>, if_exists: bool },
+    DropSchema { names: Vec<String>, if_exists: bool, cascade: bool },
     /// DROP VIEW; `cascade` drops the views that use them too.
     DropView { names: Vec<String>, if_exists: bool, cascade: bool },
     /// TRUNCATE: tables in deletion order (referencing tables first);
@@ -628,9 +628,19 @@ pub struct Prepared {
     /// Date/time input read the transaction clock while binding (`'now'`):
     /// the plan holds that instant, so it is not cached by text.
     pub reads_clock: bool,
+    /// The search_path setting the names were resolved under (None: no
+    /// name depends on it); under another path the plan is bound again,
+    /// as PostgreSQL re-plans a cached plan when search_path changes.
+    pub search_path: Option<Arc<str>>,
 }
 
 impl Prepared {
+    /// True when the plan's names were resolved under search path `raw`.
+    #[inline]
+    pub fn bound_under(&self, raw: &Arc<str>) -> bool {
+        self.search_path.as_ref().is_none_or(|p| Arc::ptr_eq(p, raw) || **p == **raw)
+    }
+
     /// True while every table and index the plan uses is unchanged.
     pub fn is_current(&self, catalog: &Catalog) -> bool {
         self.deps.iter().all(|t| catalog.table(t.id).is_some_and(|c| Arc::ptr_eq(c, t)))

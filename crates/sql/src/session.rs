@@ -232,7 +232,7 @@ impl Connection {
         let ast = parse_one(sql)?;
         let prepared = match &ast {
             Some(stmt) => self.bind(stmt)?,
-            None => Prepared { plan: Plan::Noop { tag: "" }, param_types: Vec::new(), deps: Vec::new(), indexes: Vec::new(), reads_clock: false },
+            None => Prepared { plan: Plan::Noop { tag: "" }, param_types: Vec::new(), deps: Vec::new(), indexes: Vec::new(), reads_clock: false, search_path: None },
         };
         // An embedded prepare is PostgreSQL's Parse and Sync: a `'now'` in
         // it is frozen at this instant, and the statement's executions run
@@ -272,8 +272,11 @@ impl Connection {
     fn bind(&mut self, stmt: &Statement) -> Result<Prepared> {
         self.enter();
         let (bound, reading) = crate::clock::armed(self.clock_start(), || match self.open_txn() {
-            Some(t) => bind_statement(t.catalog(), stmt),
-            None => bind_statement(&self.db.catalog(), stmt),
+            Some(t) => bind_statement(t.catalog(), &path_for(&self.settings, t.catalog()), stmt),
+            None => {
+                let catalog = self.db.catalog();
+                bind_statement(&catalog, &path_for(&self.settings, &catalog), stmt)
+            }
         });
         self.clock_was_read(reading);
         let mut prepared = bound?;
@@ -468,12 +471,13 @@ impl Connection {
         let began_now = self.open_txn().is_none();
         self.ensure_txn()?;
         let Some(txn) = self.txn.as_mut() else { return Err(SqlError::new("XX000", "no transaction")) };
-        if !prepared.is_current(txn.catalog()) {
-            // A table it uses changed: plan again from the saved statement.
+        if !prepared.is_current(txn.catalog()) || !prepared.bound_under(self.settings.search_path_raw()) {
+            // A table it uses changed, or the search path did: plan again
+            // from the saved statement.
             let Some(ast) = &stmt.ast else { return Err(SqlError::new("XX000", "statement has no text to re-plan")) };
             // PostgreSQL analyses an invalidated statement again, in the
             // transaction that runs it: a 'now' in it reads that one.
-            let (fresh, _) = crate::clock::armed(Some(self.txn_start_micros), || bind_statement(txn.catalog(), ast));
+            let (fresh, _) = crate::clock::armed(Some(self.txn_start_micros), || bind_statement(txn.catalog(), &path_for(&self.settings, txn.catalog()), ast));
             let fresh = Arc::new(fresh?);
             *stmt.prepared.lock() = fresh.clone();
             prepared = fresh;
@@ -547,7 +551,7 @@ impl Connection {
                 ex.drop_tables(names, *if_exists, *sequences, *cascade).map(|()| (Tag::Plain(tag), 0))
             }
             Plan::CreateSchema { name, owner, if_not_exists } => ex.create_schema(name, owner.as_deref(), *if_not_exists).map(|()| (Tag::Plain("CREATE SCHEMA"), 0)),
-            Plan::DropSchema { names, if_exists } => ex.drop_schemas(names, *if_exists).map(|()| (Tag::Plain("DROP SCHEMA"), 0)),
+            Plan::DropSchema { names, if_exists, cascade } => ex.drop_schemas(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP SCHEMA"), 0)),
             Plan::CreateView { def, replace } => ex.create_view(def, *replace).map(|()| (Tag::Plain("CREATE VIEW"), 0)),
             Plan::DropView { names, if_exists, cascade } => ex.drop_views(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP VIEW"), 0)),
             Plan::DropIndex { names, if_exists } => ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0)),
@@ -636,4 +640,10 @@ impl Connection {
         let out = rows(ResultRows { values: &r.values[..end], width: r.width, rows: r.rows });
         Ok((CommandTag { tag, rows: n }, out))
     }
+}
+
+/// The search path names are resolved under, from the session's settings.
+fn path_for(settings: &crate::settings::Settings, catalog: &pgtier_engine::Catalog) -> crate::names::SearchPath {
+    let user = settings.get("session_authorization").map_or("", String::as_str);
+    crate::names::SearchPath::new(Arc::clone(settings.search_path_raw()), user, catalog)
 }

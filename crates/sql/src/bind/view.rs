@@ -7,7 +7,7 @@ use std::sync::Arc;
 use pgtier_engine::{ColumnDef, DataType, TableDef, TableSchema};
 use sqlparser::ast::{self, ObjectName};
 
-use super::{Binder, ident, object_name, parts};
+use super::{Binder, ident};
 use crate::catalog::{ViewDef, is_view, view_def};
 use crate::error::{Result, SqlError};
 use crate::plan::{Plan, SetTree, VirtualSource};
@@ -39,7 +39,7 @@ impl Binder<'_> {
         if cv.columns.iter().any(|c| c.data_type.is_some() || c.options.is_some()) {
             return Err(SqlError::syntax("syntax error in the CREATE VIEW column list"));
         }
-        let name = object_name(&cv.name)?;
+        let name = self.new_relation_key(&cv.name)?;
         let params_before = self.params.len();
         let deps_before = self.deps.len();
         // A 'now' in the query is frozen at CREATE VIEW in PostgreSQL;
@@ -100,13 +100,9 @@ impl Binder<'_> {
                     return;
                 }
                 let ast::TableFactor::Table { name, alias, args: None, .. } = f else { return };
-                let Ok(p) = parts(name) else { return };
-                let tname = match p.as_slice() {
-                    [n] => n.clone(),
-                    [sch, n] if sch == "public" => n.clone(),
-                    _ => return,
-                };
-                let Some(t) = self.catalog.table_by_name(&tname) else { return };
+                let Ok(Some(key)) = self.stored_relation(name) else { return };
+                let Some(t) = self.catalog.table_by_name(&key) else { return };
+                let tname = crate::names::short(&key).to_owned();
                 if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
                     return;
                 }
@@ -136,15 +132,12 @@ impl Binder<'_> {
         s.projection = items;
     }
 
-    /// The view `name` names, if it names one (unqualified or in public).
+    /// The view `name` names, if it names one.
     pub(super) fn view_named(&self, name: &ObjectName) -> Result<Option<Arc<TableSchema>>> {
-        let p = parts(name)?;
-        let n = match p.as_slice() {
-            [n] => n,
-            [s, n] if s == "public" => n,
-            _ => return Ok(None),
-        };
-        Ok(self.catalog.table_by_name(n).filter(|t| is_view(t)).cloned())
+        Ok(match self.target(name)? {
+            Some(crate::names::Target::Stored(k)) => self.catalog.table_by_name(&k).filter(|t| is_view(t)).cloned(),
+            _ => None,
+        })
     }
 
     /// A view in FROM: its query bound as a subquery named after the view,
