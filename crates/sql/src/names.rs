@@ -69,7 +69,12 @@ pub struct SearchPath {
     /// it changes (plan::Prepared::search_path).
     pub raw: Arc<str>,
     pub schemas: Vec<String>,
+    /// The session user `$user` stands for.
+    pub user: String,
 }
+
+/// search_path's default: the path view queries are bound under.
+pub const DEFAULT_PATH: &str = "\"$user\", public";
 
 impl SearchPath {
     pub fn new(raw: Arc<str>, user: &str, catalog: &Catalog) -> SearchPath {
@@ -81,7 +86,12 @@ impl SearchPath {
                 schemas.push(name);
             }
         }
-        SearchPath { raw, schemas }
+        SearchPath { raw, schemas, user: user.to_owned() }
+    }
+
+    /// The default path for the same user and catalog; None when this is it.
+    pub fn default_path(&self, catalog: &Catalog) -> Option<SearchPath> {
+        (*self.raw != *DEFAULT_PATH).then(|| SearchPath::new(Arc::from(DEFAULT_PATH), &self.user, catalog))
     }
 
     /// The schemas an unqualified relation name is looked up in: pg_catalog

@@ -49,7 +49,9 @@ pub use coerce::map_type;
 pub type Ty = Option<DataType>;
 
 pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statement) -> Result<Prepared> {
-    let mut b = Binder { catalog, path, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false, view_depth: 0 };
+    let default_path = path.default_path(catalog);
+    let view_path = default_path.as_ref().unwrap_or(path);
+    let mut b = Binder { catalog, path, view_path, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false, view_depth: 0 };
     let mut plan = b.statement(stmt)?;
     if let Plan::Select(s) = &mut plan {
         cast::finish_output(s);
@@ -136,6 +138,10 @@ pub(crate) struct Binder<'c> {
     pub(crate) catalog: &'c Catalog,
     /// Where unqualified relation names are looked up (crate::names).
     pub(crate) path: &'c SearchPath,
+    /// The default search path: a view's query is bound under it, whatever
+    /// the session's path (CREATE VIEW refuses a query it would read
+    /// differently), as PostgreSQL keeps a view's relations resolved.
+    pub(crate) view_path: &'c SearchPath,
     pub(crate) params: Vec<Ty>,
     pub(crate) deps: Vec<Arc<TableSchema>>,
     pub(crate) indexes: Vec<IndexId>,

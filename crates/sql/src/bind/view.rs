@@ -48,6 +48,7 @@ impl Binder<'_> {
         if self.params.len() > params_before {
             return Err(SqlError::new("42P02", format!("there is no parameter ${}", params_before + 1)));
         }
+        self.same_under_view_path(&cv.query, deps_before)?;
         let out = &plan.columns[..plan.visible];
         if cv.columns.len() > out.len() {
             return Err(SqlError::syntax("CREATE VIEW specifies more column names than columns"));
@@ -165,7 +166,9 @@ impl Binder<'_> {
         // The view's query is bound as a statement of its own.
         let lazy = std::mem::replace(&mut self.lazy_folding, false);
         self.view_depth += 1;
+        let path = std::mem::replace(&mut self.path, self.view_path);
         let plan = self.query(&q, None);
+        self.path = path;
         self.view_depth -= 1;
         self.lazy_folding = lazy;
         self.ctes = ctes;
@@ -178,5 +181,37 @@ impl Binder<'_> {
         }
         let cols = names.iter().zip(out).map(|(c, oc)| (c.name.clone(), oc.ty.unwrap_or(DataType::Text))).collect();
         Ok((super::detached(&v.name, cols), VirtualSource::Query(SetTree::Select(Box::new(plan)))))
+    }
+}
+
+impl Binder<'_> {
+    /// A view's query is bound under the default search path when read
+    /// (`expand_view`): one whose relations the session's path resolves
+    /// otherwise is refused rather than read from other tables later.
+    fn same_under_view_path(&mut self, q: &ast::Query, deps_before: usize) -> Result<()> {
+        if std::ptr::eq(self.path, self.view_path) {
+            return Ok(());
+        }
+        let ids = |deps: &[Arc<TableSchema>]| {
+            let mut v: Vec<_> = deps.iter().map(|t| t.id).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let now = ids(&self.deps[deps_before..]);
+        let saved = (std::mem::take(&mut self.deps), std::mem::take(&mut self.indexes), self.params.len(), self.next_subquery, self.work_tables);
+        let path = std::mem::replace(&mut self.path, self.view_path);
+        let again = self.query(q, None);
+        self.path = path;
+        let later = ids(&self.deps);
+        self.deps = saved.0;
+        self.indexes = saved.1;
+        self.params.truncate(saved.2);
+        self.next_subquery = saved.3;
+        self.work_tables = saved.4;
+        if again.is_err() || now != later {
+            return Err(SqlError::unsupported("a view whose relations the search_path resolves otherwise than the default \"$user\", public does"));
+        }
+        Ok(())
     }
 }
