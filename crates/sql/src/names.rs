@@ -20,6 +20,10 @@ use crate::error::{Result, SqlError};
 
 pub const PUBLIC: &str = "public";
 
+/// The setting (hidden, read-only) that names the session's temporary
+/// schema, so the `reg*` conversions resolve as the binder does.
+pub const TEMP_SCHEMA_SETTING: &str = "pgtier.temp_schema";
+
 /// The engine's name for relation `name` of schema `schema`.
 pub fn stored(schema: &str, name: &str) -> String {
     if schema == PUBLIC { name.to_owned() } else { format!("{schema}.{name}") }
@@ -71,39 +75,58 @@ pub struct SearchPath {
     pub schemas: Vec<String>,
     /// The session user `$user` stands for.
     pub user: String,
+    /// The session's temporary schema (`pg_temp_N`), whether or not it
+    /// exists yet: CREATE TEMP TABLE makes it.
+    pub temp: String,
+    /// It exists: it is searched first for relations unless `pg_temp` is
+    /// placed in the path.
+    temp_exists: bool,
 }
 
 /// search_path's default: the path view queries are bound under.
 pub const DEFAULT_PATH: &str = "\"$user\", public";
 
 impl SearchPath {
-    pub fn new(raw: Arc<str>, user: &str, catalog: &Catalog) -> SearchPath {
+    pub fn new(raw: Arc<str>, user: &str, temp: &str, catalog: &Catalog) -> SearchPath {
         let mut schemas: Vec<String> = Vec::new();
         for part in split_path(&raw) {
-            let name = if part == "$user" { user.to_owned() } else { part };
+            let name = match part.as_str() {
+                "$user" => user.to_owned(),
+                "pg_temp" => temp.to_owned(),
+                _ => part,
+            };
             let exists = matches!(name.as_str(), PUBLIC | "pg_catalog" | "information_schema") || user_schema_named(catalog, &name).is_some();
             if exists && !schemas.contains(&name) {
                 schemas.push(name);
             }
         }
-        SearchPath { raw, schemas, user: user.to_owned() }
+        let temp_exists = user_schema_named(catalog, temp).is_some();
+        SearchPath { raw, schemas, user: user.to_owned(), temp: temp.to_owned(), temp_exists }
     }
 
     /// The default path for the same user and catalog; None when this is it.
     pub fn default_path(&self, catalog: &Catalog) -> Option<SearchPath> {
-        (*self.raw != *DEFAULT_PATH).then(|| SearchPath::new(Arc::from(DEFAULT_PATH), &self.user, catalog))
+        (*self.raw != *DEFAULT_PATH).then(|| SearchPath::new(Arc::from(DEFAULT_PATH), &self.user, &self.temp, catalog))
     }
 
     /// The schemas an unqualified relation name is looked up in: pg_catalog
     /// first unless the path places it.
     pub fn lookup_order(&self) -> impl Iterator<Item = &str> {
+        let temp = (self.temp_exists && !self.schemas.contains(&self.temp)).then_some(self.temp.as_str());
         let implicit = (!self.schemas.iter().any(|s| s == "pg_catalog")).then_some("pg_catalog");
-        implicit.into_iter().chain(self.schemas.iter().map(String::as_str))
+        temp.into_iter().chain(implicit).chain(self.schemas.iter().map(String::as_str))
     }
 
-    /// Where CREATE puts an unqualified relation: the path's first schema.
+    /// Where CREATE puts an unqualified relation: the path's first schema
+    /// (the temporary one only for CREATE TEMP).
     pub fn creation_schema(&self) -> Result<&str> {
-        self.schemas.first().map(String::as_str).ok_or_else(|| SqlError::new("3F000", "no schema has been selected to create in"))
+        self.schemas.iter().map(String::as_str).find(|s| *s != self.temp).ok_or_else(|| SqlError::new("3F000", "no schema has been selected to create in"))
+    }
+
+    /// The schema a written schema name means: `pg_temp` is the session's
+    /// temporary schema.
+    fn schema_named<'a>(&'a self, written: &'a str) -> &'a str {
+        if written == "pg_temp" { &self.temp } else { written }
     }
 }
 
@@ -145,7 +168,11 @@ pub fn resolve(catalog: &Catalog, path: &SearchPath, parts: &[String], exists: i
     match parts {
         [name] => Ok(path.lookup_order().find_map(|s| in_schema(s, name))),
         [schema, name] => {
+            let schema = path.schema_named(schema);
             schema_exists(catalog, schema)?;
+            if is_temp_schema(schema) && schema != path.temp {
+                return Err(SqlError::unsupported("accessing temporary tables of other sessions"));
+            }
             Ok(in_schema(schema, name))
         }
         _ => Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {}", parts.join(".")))),
@@ -157,8 +184,12 @@ pub fn resolve(catalog: &Catalog, path: &SearchPath, parts: &[String], exists: i
 pub fn creation_target(catalog: &Catalog, path: &SearchPath, parts: &[String]) -> Result<String> {
     let (schema, name) = match parts {
         [name] => (path.creation_schema()?, name),
+        [schema, name] if path.schema_named(schema) == path.temp => return temp_target(path, &[name.clone()]),
         [schema, name] => {
             schema_exists(catalog, schema)?;
+            if is_temp_schema(schema) {
+                return Err(SqlError::unsupported("creating relations in temporary schemas of other sessions"));
+            }
             (schema.as_str(), name)
         }
         _ => return Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {}", parts.join(".")))),
@@ -168,6 +199,25 @@ pub fn creation_target(catalog: &Catalog, path: &SearchPath, parts: &[String]) -
         return Err(SqlError::new("42501", format!("permission denied to create \"{schema}.{name}\"")).with_detail("System catalog modifications are currently disallowed."));
     }
     Ok(stored(schema, name))
+}
+
+/// The stored name of a new temporary relation written `parts`: in the
+/// session's temporary schema (made by the executor on first use).
+pub fn temp_target(path: &SearchPath, parts: &[String]) -> Result<String> {
+    match parts {
+        [name] => {
+            check_new(name)?;
+            Ok(stored(&path.temp, name))
+        }
+        [schema, name] if path.schema_named(schema) == path.temp => temp_target(path, &[name.clone()]),
+        [_, _] => Err(SqlError::new("42P16", "cannot create temporary relation in non-temporary schema")),
+        _ => Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {}", parts.join(".")))),
+    }
+}
+
+/// True for a schema holding some session's temporary relations.
+pub fn is_temp_schema(schema: &str) -> bool {
+    schema.starts_with("pg_temp_")
 }
 
 fn schema_exists(catalog: &Catalog, schema: &str) -> Result<()> {
@@ -218,9 +268,42 @@ impl crate::bind::Binder<'_> {
         })
     }
 
-    /// The stored name a relation created as `name` gets.
+    /// The stored name a relation created as `name` gets (in the
+    /// temporary schema while a CREATE TEMP TABLE is bound).
     pub(crate) fn new_relation_key(&self, name: &sqlparser::ast::ObjectName) -> Result<String> {
+        if self.creating_temp {
+            return temp_target(self.path, &crate::bind::parts(name)?);
+        }
         creation_target(self.catalog, self.path, &crate::bind::parts(name)?)
+    }
+
+    /// The stored name a temporary relation created as `name` gets.
+    pub(crate) fn new_temp_key(&self, name: &sqlparser::ast::ObjectName) -> Result<String> {
+        temp_target(self.path, &crate::bind::parts(name)?)
+    }
+
+    /// CREATE TEMP TABLE: the CREATE TABLE (or AS) bound with its name in
+    /// the session's temporary schema, and its ON COMMIT action.
+    pub(crate) fn create_temp_table(&mut self, c: &sqlparser::ast::CreateTable) -> Result<crate::plan::Plan> {
+        use crate::plan::{OnCommit, Plan};
+        let on_commit = match c.on_commit {
+            None | Some(sqlparser::ast::OnCommit::PreserveRows) => OnCommit::PreserveRows,
+            Some(sqlparser::ast::OnCommit::DeleteRows) => OnCommit::DeleteRows,
+            Some(sqlparser::ast::OnCommit::Drop) => OnCommit::Drop,
+        };
+        let mut plain = c.clone();
+        plain.temporary = false;
+        plain.on_commit = None;
+        self.creating_temp = true;
+        let create = self.create_table(&plain);
+        self.creating_temp = false;
+        let create = create?;
+        if let Plan::CreateTable { def, .. } | Plan::CreateTableAs { def, .. } = &create
+            && def.foreign_keys.iter().any(|fk| !is_temp_schema(split(&fk.parent_table).0))
+        {
+            return Err(SqlError::new("42P16", "constraints on temporary tables may reference only temporary tables"));
+        }
+        Ok(Plan::CreateTemp { create: Box::new(create), on_commit })
     }
 
     /// A new index, sequence or constraint-named relation belonging to

@@ -589,6 +589,9 @@ pub enum Plan {
     Explain { lines: Vec<String>, columns: Vec<OutputColumn> },
     /// CREATE TABLE AS / SELECT INTO: the table, then `query`'s rows in it.
     CreateTableAs { def: TableDef, query: Box<SelectPlan>, if_not_exists: bool },
+    /// CREATE TEMP TABLE: `create` (a CreateTable or CreateTableAs of a
+    /// name in the session's temporary schema) and what COMMIT does to it.
+    CreateTemp { create: Box<Plan>, on_commit: OnCommit },
     CreateSequence { name: String, options: SequenceOptions, if_not_exists: bool },
     /// DROP TABLE, or DROP SEQUENCE when `sequences`; `cascade` drops the
     /// views that use them too.
@@ -614,6 +617,14 @@ pub enum Plan {
     Show { name: String },
     /// Accepted and ignored (e.g. SET TRANSACTION ISOLATION LEVEL READ COMMITTED).
     Noop { tag: &'static str },
+}
+
+/// What COMMIT does to a temporary table (CREATE TEMP TABLE ... ON COMMIT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnCommit {
+    PreserveRows,
+    DeleteRows,
+    Drop,
 }
 
 /// A plan plus what it was planned against.

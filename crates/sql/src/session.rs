@@ -35,6 +35,7 @@ mod prepared;
 mod rows;
 mod savepoint;
 mod statement;
+mod temp;
 
 pub use block::{CommitParticipant, TransactionStatus, Via};
 pub use prepared::{Fallback, Utility};
@@ -99,6 +100,8 @@ pub struct Connection {
     cache: Option<Arc<pgtier_cache::Cache>>,
     /// The block's savepoints, outermost first (session/savepoint.rs).
     savepoints: Vec<savepoint::Named>,
+    /// Temporary tables: the session's schema and ON COMMIT actions (session/temp.rs).
+    temp: temp::Temp,
 }
 
 /// Statements whose result buffers a connection keeps.
@@ -151,7 +154,9 @@ impl Connection {
             participants: Vec::new(),
             warnings: Vec::new(),
             cache: None,
+            temp: temp::Temp::new(),
         }
+        .with_temp_schema()
         .with_commit_mode_setting()
     }
 
@@ -545,6 +550,22 @@ impl Connection {
             }
             Plan::CreateIndex { def, if_not_exists } => ex.create_index(def, *if_not_exists).map(|()| (Tag::Plain("CREATE INDEX"), 0)),
             Plan::CreateTableAs { def, query, if_not_exists } => ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)),
+            Plan::CreateTemp { create, on_commit } => {
+                let (r, name) = match create.as_ref() {
+                    Plan::CreateTable { def, if_not_exists, sequences } => {
+                        (ex.create_table_with_sequences(def, sequences, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0)), &def.name)
+                    }
+                    Plan::CreateTableAs { def, query, if_not_exists } => (ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)), &def.name),
+                    _ => (Err(SqlError::new("XX000", "CREATE TEMP of another statement")), &String::new()),
+                };
+                if r.is_ok()
+                    && *on_commit != crate::plan::OnCommit::PreserveRows
+                    && let Some(t) = ex.txn.catalog().table_by_name(name)
+                {
+                    self.temp.on_commit.push((t.id, *on_commit));
+                }
+                r
+            }
             Plan::Truncate { tables, restart_identity } => ex.truncate(tables, *restart_identity).map(|()| (Tag::Plain("TRUNCATE TABLE"), 0)),
             Plan::DropTable { names, if_exists, sequences, cascade } => {
                 let tag = if *sequences { "DROP SEQUENCE" } else { "DROP TABLE" };
@@ -645,5 +666,6 @@ impl Connection {
 /// The search path names are resolved under, from the session's settings.
 fn path_for(settings: &crate::settings::Settings, catalog: &pgtier_engine::Catalog) -> crate::names::SearchPath {
     let user = settings.get("session_authorization").map_or("", String::as_str);
-    crate::names::SearchPath::new(Arc::clone(settings.search_path_raw()), user, catalog)
+    let temp = settings.get(crate::names::TEMP_SCHEMA_SETTING).map_or("", String::as_str);
+    crate::names::SearchPath::new(Arc::clone(settings.search_path_raw()), user, temp, catalog)
 }

@@ -48,7 +48,7 @@ pub(crate) fn default_settings() -> HashMap<String, String> {
 }
 
 /// Settings a session may not change (55P02); all others it may.
-pub(crate) const READ_ONLY_SETTINGS: [&str; 5] = ["server_version", "server_encoding", "integer_datetimes", "is_superuser", "max_identifier_length"];
+pub(crate) const READ_ONLY_SETTINGS: [&str; 6] = ["server_version", "server_encoding", "integer_datetimes", "is_superuser", "max_identifier_length", crate::names::TEMP_SCHEMA_SETTING];
 
 /// `value` for `key` as the session keeps it, or PostgreSQL's error for a
 /// value it refuses.

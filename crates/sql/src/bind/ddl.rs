@@ -24,9 +24,12 @@ pub(super) const NOW_DEFAULTS: [(&str, &str); 5] = [
 ];
 
 impl Binder<'_> {
-    pub(super) fn create_table(&mut self, c: &ast::CreateTable) -> Result<Plan> {
+    pub(crate) fn create_table(&mut self, c: &ast::CreateTable) -> Result<Plan> {
         if c.temporary {
-            return Err(SqlError::unsupported("CREATE TEMPORARY TABLE"));
+            return self.create_temp_table(c);
+        }
+        if c.on_commit.is_some() {
+            return Err(SqlError::new("42P16", "ON COMMIT can only be used on temporary tables"));
         }
         if let Some(q) = &c.query {
             return self.create_table_as(c, q);

@@ -51,7 +51,7 @@ pub type Ty = Option<DataType>;
 pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statement) -> Result<Prepared> {
     let default_path = path.default_path(catalog);
     let view_path = default_path.as_ref().unwrap_or(path);
-    let mut b = Binder { catalog, path, view_path, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false, view_depth: 0 };
+    let mut b = Binder { catalog, path, view_path, creating_temp: false, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false, view_depth: 0 };
     let mut plan = b.statement(stmt)?;
     if let Plan::Select(s) = &mut plan {
         cast::finish_output(s);
@@ -142,6 +142,8 @@ pub(crate) struct Binder<'c> {
     /// the session's path (CREATE VIEW refuses a query it would read
     /// differently), as PostgreSQL keeps a view's relations resolved.
     pub(crate) view_path: &'c SearchPath,
+    /// Binding CREATE TEMP TABLE: new relations go to the temporary schema.
+    pub(crate) creating_temp: bool,
     pub(crate) params: Vec<Ty>,
     pub(crate) deps: Vec<Arc<TableSchema>>,
     pub(crate) indexes: Vec<IndexId>,

@@ -40,13 +40,17 @@ impl Binder<'_> {
     /// SELECT ... INTO name FROM ...: CREATE TABLE name AS the query without INTO.
     pub(super) fn select_into(&mut self, q: &ast::Query, s: &ast::Select) -> Result<crate::plan::Plan> {
         let Some(into) = &s.into else { return Err(SqlError::new("XX000", "SELECT INTO without INTO")) };
-        if into.temporary || into.unlogged {
-            return Err(SqlError::unsupported("SELECT INTO TEMPORARY/UNLOGGED"));
+        if into.unlogged {
+            return Err(SqlError::unsupported("SELECT INTO UNLOGGED"));
         }
         let mut plain = s.clone();
         plain.into = None;
         let mut query = q.clone();
         *query.body = ast::SetExpr::Select(Box::new(plain));
+        if into.temporary {
+            let create = self.table_as(self.new_temp_key(&into.name)?, &[], &query, false)?;
+            return Ok(crate::plan::Plan::CreateTemp { create: Box::new(create), on_commit: crate::plan::OnCommit::PreserveRows });
+        }
         self.table_as(self.new_relation_key(&into.name)?, &[], &query, false)
     }
 

@@ -38,7 +38,8 @@ pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: Reg
 fn path_of(catalog: &Catalog, settings: &HashMap<String, String>) -> crate::names::SearchPath {
     let raw = settings.get("search_path").map_or("\"$user\", public", String::as_str);
     let user = settings.get("session_authorization").map_or("", String::as_str);
-    crate::names::SearchPath::new(std::sync::Arc::from(raw), user, catalog)
+    let temp = settings.get(crate::names::TEMP_SCHEMA_SETTING).map_or("", String::as_str);
+    crate::names::SearchPath::new(std::sync::Arc::from(raw), user, temp, catalog)
 }
 
 /// Splits `schema.name` (either part possibly double-quoted).

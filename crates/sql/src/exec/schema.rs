@@ -97,3 +97,15 @@ impl Exec<'_> {
         Ok(())
     }
 }
+
+impl Exec<'_> {
+    /// A temporary relation's schema (`pg_temp_N`), made on first use in
+    /// the creating transaction.
+    pub(super) fn ensure_temp_schema(&mut self, name: &str) -> Result<()> {
+        let schema = crate::names::split(name).0;
+        if crate::names::is_temp_schema(schema) && user_schema_named(self.txn.catalog(), schema).is_none() {
+            self.create_schema(schema, None, false)?;
+        }
+        Ok(())
+    }
+}
