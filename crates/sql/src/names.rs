@@ -184,7 +184,7 @@ pub fn resolve(catalog: &Catalog, path: &SearchPath, parts: &[String], exists: i
 pub fn creation_target(catalog: &Catalog, path: &SearchPath, parts: &[String]) -> Result<String> {
     let (schema, name) = match parts {
         [name] => (path.creation_schema()?, name),
-        [schema, name] if path.schema_named(schema) == path.temp => return temp_target(path, &[name.clone()]),
+        [schema, name] if path.schema_named(schema) == path.temp => return temp_target(path, std::slice::from_ref(name)),
         [schema, name] => {
             schema_exists(catalog, schema)?;
             if is_temp_schema(schema) {
@@ -209,7 +209,7 @@ pub fn temp_target(path: &SearchPath, parts: &[String]) -> Result<String> {
             check_new(name)?;
             Ok(stored(&path.temp, name))
         }
-        [schema, name] if path.schema_named(schema) == path.temp => temp_target(path, &[name.clone()]),
+        [schema, name] if path.schema_named(schema) == path.temp => temp_target(path, std::slice::from_ref(name)),
         [_, _] => Err(SqlError::new("42P16", "cannot create temporary relation in non-temporary schema")),
         _ => Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {}", parts.join(".")))),
     }

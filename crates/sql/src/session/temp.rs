@@ -9,6 +9,7 @@
 //!   it, so a new session never inherits an old schema;
 //! - only the owning session resolves names in it (names::resolve refuses
 //!   another session's temporary schema, 0A000).
+//!
 //! ON COMMIT DELETE ROWS / DROP run inside the committing transaction,
 //! before the engine commits (`on_commit`); a session without such tables
 //! pays one branch on an empty list.
