@@ -59,6 +59,9 @@ impl Binder<'_> {
                 }
             }
         }
+        if !self.creating_temp && def.foreign_keys.iter().any(|fk| crate::names::is_temp_schema(crate::names::split(&fk.parent_table).0)) {
+            return Err(SqlError::new("42P16", "constraints on permanent tables may reference only permanent tables"));
+        }
         Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences })
     }
 
