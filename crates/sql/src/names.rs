@@ -53,7 +53,7 @@ pub fn namespace_oid(catalog: &Catalog, stored: &str) -> i64 {
 pub fn display(stored: &str, path: &SearchPath) -> String {
     let (schema, name) = split(stored);
     let q = crate::catalog::quote_ident(name);
-    if path.schemas.iter().any(|s| s == schema) { q } else { format!("{}.{q}", crate::catalog::quote_ident(schema)) }
+    if path.schemas.iter().any(|s| s == schema) || (schema == path.temp && path.temp_exists) { q } else { format!("{}.{q}", crate::catalog::quote_ident(schema)) }
 }
 
 /// Refuses a relation or schema name pgtier could not store unambiguously.

@@ -26,7 +26,7 @@ pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             let db = ctx.database();
             for t in user_tables(ctx.catalog) {
                 out.extend([
-                    Value::Text(db.clone()), text(split(&t.name).0), text(short(&t.name)), text("BASE TABLE"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
+                    Value::Text(db.clone()), text(split(&t.name).0), text(short(&t.name)), text(if crate::names::is_temp_schema(split(&t.name).0) { "LOCAL TEMPORARY" } else { "BASE TABLE" }), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
                     text("YES"), text("NO"), Value::Null,
                 ]);
             }

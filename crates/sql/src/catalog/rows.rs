@@ -261,9 +261,9 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
 fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     let mut push = |oid: i64, name: &str, ns: i64, am: i64, kind: &str, natts: usize, has_index: bool, has_triggers: bool, checks: usize| {
         out.extend([
-            Value::Int8(oid), text(name), Value::Int8(ns), Value::Int8(0), Value::Int8(0), Value::Int8(OWNER_OID), Value::Int8(am),
+            Value::Int8(oid), text(short(name)), Value::Int8(ns), Value::Int8(0), Value::Int8(0), Value::Int8(OWNER_OID), Value::Int8(am),
             Value::Int8(if kind == "v" { 0 } else { oid }), Value::Int8(0), Value::Int4(0), Value::Float4(-1.0), Value::Int4(0), Value::Int8(0),
-            Value::Bool(has_index), Value::Bool(false), text("p"), text(kind), Value::Int2(i16::try_from(natts).unwrap_or(i16::MAX)), Value::Int2(i16::try_from(checks).unwrap_or(i16::MAX)),
+            Value::Bool(has_index), Value::Bool(false), text(if crate::names::is_temp_schema(split(name).0) { "t" } else { "p" }), text(kind), Value::Int2(i16::try_from(natts).unwrap_or(i16::MAX)), Value::Int2(i16::try_from(checks).unwrap_or(i16::MAX)),
             Value::Bool(kind == "v"), Value::Bool(has_triggers), Value::Bool(false), Value::Bool(false), Value::Bool(false), Value::Bool(true),
             text(if kind == "i" || kind == "S" || kind == "v" { "n" } else { "d" }), Value::Bool(false), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Null, Value::Null,
             Value::Null,
@@ -272,16 +272,16 @@ fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     for t in user_tables(catalog) {
         // PostgreSQL enforces foreign keys with (internal) triggers on both tables.
         let fk_triggers = !catalog.foreign_keys_of(t.id).is_empty() || !catalog.referencing(t.id).is_empty();
-        push(table_oid(t), short(&t.name), namespace_oid_of(catalog, &t.name), HEAP_AM, "r", user_columns(t).count(), !table_indexes(catalog, t).is_empty(), fk_triggers, t.checks.len());
+        push(table_oid(t), &t.name, namespace_oid_of(catalog, &t.name), HEAP_AM, "r", user_columns(t).count(), !table_indexes(catalog, t).is_empty(), fk_triggers, t.checks.len());
     }
     for TableIndex { index: i, .. } in all_indexes(catalog) {
-        push(index_oid(&i), short(&i.name), namespace_oid_of(catalog, &i.name), BTREE_AM, "i", i.columns.len(), false, false, 0);
+        push(index_oid(&i), &i.name, namespace_oid_of(catalog, &i.name), BTREE_AM, "i", i.columns.len(), false, false, 0);
     }
     for s in user_sequences(catalog) {
-        push(table_oid(s), short(&s.name), namespace_oid_of(catalog, &s.name), 0, "S", user_columns(s).count(), false, false, 0);
+        push(table_oid(s), &s.name, namespace_oid_of(catalog, &s.name), 0, "S", user_columns(s).count(), false, false, 0);
     }
     for v in user_views(catalog) {
-        push(table_oid(v), short(&v.name), namespace_oid_of(catalog, &v.name), 0, "v", user_columns(v).count(), false, false, 0);
+        push(table_oid(v), &v.name, namespace_oid_of(catalog, &v.name), 0, "v", user_columns(v).count(), false, false, 0);
     }
     for r in RELATIONS {
         push(r.oid, r.name, namespace_oid(r.schema), if r.kind == "v" { 0 } else { HEAP_AM }, r.kind, r.columns.len(), false, false, 0);
