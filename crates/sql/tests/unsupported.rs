@@ -170,3 +170,21 @@ fn schema_constructs_are_refused() {
     conn.execute_sql("RESET search_path").unwrap();
     assert_eq!(conn.execute_sql("SELECT * FROM s.v3").unwrap().rows_affected, 0);
 }
+
+/// Errors the engine raises name relations and constraints of a schema
+/// without it, as PostgreSQL's do (the stored name is `s.t`).
+#[test]
+fn engine_errors_name_schema_relations_unqualified() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
+    for sql in ["CREATE SCHEMA s", "CREATE TABLE s.t (id int PRIMARY KEY, v int NOT NULL)", "INSERT INTO s.t VALUES (1, 1)"] {
+        conn.execute_sql(sql).unwrap();
+    }
+    let e = conn.execute_sql("INSERT INTO s.t VALUES (1, 2)").unwrap_err();
+    assert_eq!((e.sqlstate, e.message.as_str(), e.constraint.as_deref()), ("23505", "duplicate key value violates unique constraint \"t_pkey\"", Some("t_pkey")));
+    let e = conn.execute_sql("INSERT INTO s.t VALUES (2, NULL)").unwrap_err();
+    assert_eq!((e.sqlstate, e.message.as_str()), ("23502", "null value in column \"v\" of relation \"t\" violates not-null constraint"));
+    let e = conn.execute_sql("CREATE TABLE s.t (a int)").unwrap_err();
+    assert_eq!((e.sqlstate, e.message.as_str()), ("42P07", "relation \"t\" already exists"));
+}
