@@ -214,6 +214,21 @@ fn syntax_error(text: &str) -> SqlError {
     e
 }
 
+/// `text` with each double-quoted stored name (`"s.t"`) shown without its
+/// schema (`"t"`).
+fn unqualified_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut parts = text.split('"');
+    if let Some(first) = parts.next() {
+        out.push_str(first);
+    }
+    for (k, part) in parts.enumerate() {
+        out.push('"');
+        out.push_str(if k % 2 == 0 { crate::names::short(part) } else { part });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,19 +244,4 @@ mod tests {
         let e: SqlError = Parser::parse_sql(&PostgreSqlDialect {}, "SELECT (1").unwrap_err().into();
         assert_eq!(e.message, "syntax error at end of input");
     }
-}
-
-/// `text` with each double-quoted stored name (`"s.t"`) shown without its
-/// schema (`"t"`).
-fn unqualified_quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut parts = text.split('"');
-    if let Some(first) = parts.next() {
-        out.push_str(first);
-    }
-    for (k, part) in parts.enumerate() {
-        out.push('"');
-        out.push_str(if k % 2 == 0 { crate::names::short(part) } else { part });
-    }
-    out
 }
