@@ -81,6 +81,9 @@ pub struct SearchPath {
     /// It exists: it is searched first for relations unless `pg_temp` is
     /// placed in the path.
     temp_exists: bool,
+    /// `pg_temp` leads the path: unqualified CREATEs make temporary
+    /// relations, as PostgreSQL's creation namespace is then the temporary one.
+    temp_first: bool,
 }
 
 /// search_path's default: the path view queries are bound under.
@@ -89,7 +92,9 @@ pub const DEFAULT_PATH: &str = "\"$user\", public";
 impl SearchPath {
     pub fn new(raw: Arc<str>, user: &str, temp: &str, catalog: &Catalog) -> SearchPath {
         let mut schemas: Vec<String> = Vec::new();
-        for part in split_path(&raw) {
+        let parts = split_path(&raw);
+        let temp_first = parts.first().is_some_and(|p| p == "pg_temp");
+        for part in parts {
             let name = match part.as_str() {
                 "$user" => user.to_owned(),
                 "pg_temp" => temp.to_owned(),
@@ -101,7 +106,7 @@ impl SearchPath {
             }
         }
         let temp_exists = user_schema_named(catalog, temp).is_some();
-        SearchPath { raw, schemas, user: user.to_owned(), temp: temp.to_owned(), temp_exists }
+        SearchPath { raw, schemas, user: user.to_owned(), temp: temp.to_owned(), temp_exists, temp_first }
     }
 
     /// The default path for the same user and catalog; None when this is it.
@@ -120,6 +125,9 @@ impl SearchPath {
     /// Where CREATE puts an unqualified relation: the path's first schema
     /// (the temporary one only for CREATE TEMP).
     pub fn creation_schema(&self) -> Result<&str> {
+        if self.temp_first {
+            return Ok(&self.temp);
+        }
         self.schemas.iter().map(String::as_str).find(|s| *s != self.temp).ok_or_else(|| SqlError::new("3F000", "no schema has been selected to create in"))
     }
 

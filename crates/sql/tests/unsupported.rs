@@ -165,6 +165,10 @@ fn schema_constructs_are_refused() {
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
         assert!(e.message.contains("search_path"), "{sql}: {}", e.message);
     }
+    conn.execute_sql("CREATE TEMP TABLE tt (a int)").unwrap();
+    let e = conn.execute_sql("CREATE VIEW over_temp AS SELECT a FROM tt").unwrap_err();
+    assert_eq!(e.sqlstate, "0A000", "{e:?}");
+    assert!(e.message.contains("view of temporary tables"), "{}", e.message);
     // Qualified names read the same under every path: accepted.
     conn.execute_sql("CREATE VIEW v3 AS SELECT b FROM s.t").unwrap();
     conn.execute_sql("RESET search_path").unwrap();

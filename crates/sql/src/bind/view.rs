@@ -49,6 +49,11 @@ impl Binder<'_> {
             return Err(SqlError::new("42P02", format!("there is no parameter ${}", params_before + 1)));
         }
         self.same_under_view_path(&cv.query, deps_before)?;
+        if !crate::names::is_temp_schema(crate::names::split(&name).0)
+            && self.deps[deps_before..].iter().any(|t| crate::names::is_temp_schema(crate::names::split(&t.name).0))
+        {
+            return Err(SqlError::unsupported("a view of temporary tables outside the temporary schema (PostgreSQL makes such a view temporary)"));
+        }
         let out = &plan.columns[..plan.visible];
         if cv.columns.len() > out.len() {
             return Err(SqlError::syntax("CREATE VIEW specifies more column names than columns"));

@@ -58,6 +58,7 @@ impl Exec<'_> {
     }
 
     pub fn create_sequence(&mut self, name: &str, options: &SequenceOptions, if_not_exists: bool) -> Result<()> {
+        self.ensure_temp_schema(name)?;
         let cat = self.txn.catalog();
         if cat.table_by_name(name).is_some() || cat.index_by_name(name).is_some() {
             if if_not_exists {
