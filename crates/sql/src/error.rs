@@ -148,8 +148,20 @@ impl SqlError {
 impl From<EngineError> for SqlError {
     fn from(e: EngineError) -> SqlError {
         let mut out = SqlError::new(e.sqlstate(), e.to_string());
+        // The engine names relations and constraints by their stored names
+        // (crate::names): PostgreSQL's messages name them without schema.
+        if matches!(
+            e,
+            EngineError::UniqueViolation { .. }
+                | EngineError::ForeignKeyViolation { .. }
+                | EngineError::NotNullViolation { .. }
+                | EngineError::DuplicateTable { .. }
+                | EngineError::LockNotAvailable { .. }
+        ) {
+            out.message = unqualified_quoted(&out.message);
+        }
         out.detail = e.detail().map(str::to_owned);
-        out.constraint = e.constraint().map(str::to_owned);
+        out.constraint = e.constraint().map(|c| crate::names::short(c).to_owned());
         out.hint = e.hint().map(str::to_owned);
         if let EngineError::DatatypeMismatch { .. } = e {
             out.hint = Some("You will need to rewrite or cast the expression.".to_owned());
@@ -200,6 +212,21 @@ fn syntax_error(text: &str) -> SqlError {
         e.set_location(line, column);
     }
     e
+}
+
+/// `text` with each double-quoted stored name (`"s.t"`) shown without its
+/// schema (`"t"`).
+fn unqualified_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut parts = text.split('"');
+    if let Some(first) = parts.next() {
+        out.push_str(first);
+    }
+    for (k, part) in parts.enumerate() {
+        out.push('"');
+        out.push_str(if k % 2 == 0 { crate::names::short(part) } else { part });
+    }
+    out
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod exec;
 pub mod explain;
 pub mod expr;
 pub mod interval;
+pub mod names;
 mod json;
 pub mod parse;
 pub mod plan;

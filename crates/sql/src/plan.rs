@@ -589,6 +589,9 @@ pub enum Plan {
     Explain { lines: Vec<String>, columns: Vec<OutputColumn> },
     /// CREATE TABLE AS / SELECT INTO: the table, then `query`'s rows in it.
     CreateTableAs { def: TableDef, query: Box<SelectPlan>, if_not_exists: bool },
+    /// CREATE TEMP TABLE: `create` (a CreateTable or CreateTableAs of a
+    /// name in the session's temporary schema) and what COMMIT does to it.
+    CreateTemp { create: Box<Plan>, on_commit: OnCommit },
     CreateSequence { name: String, options: SequenceOptions, if_not_exists: bool },
     /// DROP TABLE, or DROP SEQUENCE when `sequences`; `cascade` drops the
     /// views that use them too.
@@ -599,7 +602,7 @@ pub enum Plan {
     /// CREATE SCHEMA [IF NOT EXISTS] name [AUTHORIZATION role].
     CreateSchema { name: String, owner: Option<String>, if_not_exists: bool },
     /// DROP SCHEMA [IF EXISTS] names (they hold nothing: CASCADE or not).
-    DropSchema { names: Vec<String>, if_exists: bool },
+    DropSchema { names: Vec<String>, if_exists: bool, cascade: bool },
     /// DROP VIEW; `cascade` drops the views that use them too.
     DropView { names: Vec<String>, if_exists: bool, cascade: bool },
     /// TRUNCATE: tables in deletion order (referencing tables first);
@@ -616,6 +619,14 @@ pub enum Plan {
     Noop { tag: &'static str },
 }
 
+/// What COMMIT does to a temporary table (CREATE TEMP TABLE ... ON COMMIT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnCommit {
+    PreserveRows,
+    DeleteRows,
+    Drop,
+}
+
 /// A plan plus what it was planned against.
 #[derive(Debug)]
 pub struct Prepared {
@@ -628,9 +639,19 @@ pub struct Prepared {
     /// Date/time input read the transaction clock while binding (`'now'`):
     /// the plan holds that instant, so it is not cached by text.
     pub reads_clock: bool,
+    /// The search_path setting the names were resolved under (None: no
+    /// name depends on it); under another path the plan is bound again,
+    /// as PostgreSQL re-plans a cached plan when search_path changes.
+    pub search_path: Option<Arc<str>>,
 }
 
 impl Prepared {
+    /// True when the plan's names were resolved under search path `raw`.
+    #[inline]
+    pub fn bound_under(&self, raw: &Arc<str>) -> bool {
+        self.search_path.as_ref().is_none_or(|p| Arc::ptr_eq(p, raw) || **p == **raw)
+    }
+
     /// True while every table and index the plan uses is unchanged.
     pub fn is_current(&self, catalog: &Catalog) -> bool {
         self.deps.iter().all(|t| catalog.table(t.id).is_some_and(|c| Arc::ptr_eq(c, t)))

@@ -35,6 +35,7 @@ mod prepared;
 mod rows;
 mod savepoint;
 mod statement;
+mod temp;
 
 pub use block::{CommitParticipant, TransactionStatus, Via};
 pub use prepared::{Fallback, Utility};
@@ -99,6 +100,8 @@ pub struct Connection {
     cache: Option<Arc<pgtier_cache::Cache>>,
     /// The block's savepoints, outermost first (session/savepoint.rs).
     savepoints: Vec<savepoint::Named>,
+    /// Temporary tables: the session's schema and ON COMMIT actions (session/temp.rs).
+    temp: temp::Temp,
 }
 
 /// Statements whose result buffers a connection keeps.
@@ -151,7 +154,9 @@ impl Connection {
             participants: Vec::new(),
             warnings: Vec::new(),
             cache: None,
+            temp: temp::Temp::new(),
         }
+        .with_temp_schema()
         .with_commit_mode_setting()
     }
 
@@ -232,7 +237,7 @@ impl Connection {
         let ast = parse_one(sql)?;
         let prepared = match &ast {
             Some(stmt) => self.bind(stmt)?,
-            None => Prepared { plan: Plan::Noop { tag: "" }, param_types: Vec::new(), deps: Vec::new(), indexes: Vec::new(), reads_clock: false },
+            None => Prepared { plan: Plan::Noop { tag: "" }, param_types: Vec::new(), deps: Vec::new(), indexes: Vec::new(), reads_clock: false, search_path: None },
         };
         // An embedded prepare is PostgreSQL's Parse and Sync: a `'now'` in
         // it is frozen at this instant, and the statement's executions run
@@ -272,8 +277,11 @@ impl Connection {
     fn bind(&mut self, stmt: &Statement) -> Result<Prepared> {
         self.enter();
         let (bound, reading) = crate::clock::armed(self.clock_start(), || match self.open_txn() {
-            Some(t) => bind_statement(t.catalog(), stmt),
-            None => bind_statement(&self.db.catalog(), stmt),
+            Some(t) => bind_statement(t.catalog(), &path_for(&self.settings, t.catalog()), stmt),
+            None => {
+                let catalog = self.db.catalog();
+                bind_statement(&catalog, &path_for(&self.settings, &catalog), stmt)
+            }
         });
         self.clock_was_read(reading);
         let mut prepared = bound?;
@@ -468,12 +476,13 @@ impl Connection {
         let began_now = self.open_txn().is_none();
         self.ensure_txn()?;
         let Some(txn) = self.txn.as_mut() else { return Err(SqlError::new("XX000", "no transaction")) };
-        if !prepared.is_current(txn.catalog()) {
-            // A table it uses changed: plan again from the saved statement.
+        if !prepared.is_current(txn.catalog()) || !prepared.bound_under(self.settings.search_path_raw()) {
+            // A table it uses changed, or the search path did: plan again
+            // from the saved statement.
             let Some(ast) = &stmt.ast else { return Err(SqlError::new("XX000", "statement has no text to re-plan")) };
             // PostgreSQL analyses an invalidated statement again, in the
             // transaction that runs it: a 'now' in it reads that one.
-            let (fresh, _) = crate::clock::armed(Some(self.txn_start_micros), || bind_statement(txn.catalog(), ast));
+            let (fresh, _) = crate::clock::armed(Some(self.txn_start_micros), || bind_statement(txn.catalog(), &path_for(&self.settings, txn.catalog()), ast));
             let fresh = Arc::new(fresh?);
             // A client described the statement's rows when it prepared
             // it: PostgreSQL refuses a new shape rather than send rows the
@@ -547,13 +556,29 @@ impl Connection {
             }
             Plan::CreateIndex { def, if_not_exists } => ex.create_index(def, *if_not_exists).map(|()| (Tag::Plain("CREATE INDEX"), 0)),
             Plan::CreateTableAs { def, query, if_not_exists } => ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)),
+            Plan::CreateTemp { create, on_commit } => {
+                let (r, name) = match create.as_ref() {
+                    Plan::CreateTable { def, if_not_exists, sequences } => {
+                        (ex.create_table_with_sequences(def, sequences, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0)), &def.name)
+                    }
+                    Plan::CreateTableAs { def, query, if_not_exists } => (ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)), &def.name),
+                    _ => (Err(SqlError::new("XX000", "CREATE TEMP of another statement")), &String::new()),
+                };
+                if r.is_ok()
+                    && *on_commit != crate::plan::OnCommit::PreserveRows
+                    && let Some(t) = ex.txn.catalog().table_by_name(name)
+                {
+                    self.temp.on_commit.push((t.id, *on_commit));
+                }
+                r
+            }
             Plan::Truncate { tables, restart_identity } => ex.truncate(tables, *restart_identity).map(|()| (Tag::Plain("TRUNCATE TABLE"), 0)),
             Plan::DropTable { names, if_exists, sequences, cascade } => {
                 let tag = if *sequences { "DROP SEQUENCE" } else { "DROP TABLE" };
                 ex.drop_tables(names, *if_exists, *sequences, *cascade).map(|()| (Tag::Plain(tag), 0))
             }
             Plan::CreateSchema { name, owner, if_not_exists } => ex.create_schema(name, owner.as_deref(), *if_not_exists).map(|()| (Tag::Plain("CREATE SCHEMA"), 0)),
-            Plan::DropSchema { names, if_exists } => ex.drop_schemas(names, *if_exists).map(|()| (Tag::Plain("DROP SCHEMA"), 0)),
+            Plan::DropSchema { names, if_exists, cascade } => ex.drop_schemas(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP SCHEMA"), 0)),
             Plan::CreateView { def, replace } => ex.create_view(def, *replace).map(|()| (Tag::Plain("CREATE VIEW"), 0)),
             Plan::DropView { names, if_exists, cascade } => ex.drop_views(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP VIEW"), 0)),
             Plan::DropIndex { names, if_exists } => ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0)),
@@ -642,4 +667,11 @@ impl Connection {
         let out = rows(ResultRows { values: &r.values[..end], width: r.width, rows: r.rows });
         Ok((CommandTag { tag, rows: n }, out))
     }
+}
+
+/// The search path names are resolved under, from the session's settings.
+fn path_for(settings: &crate::settings::Settings, catalog: &pgtier_engine::Catalog) -> crate::names::SearchPath {
+    let user = settings.get("session_authorization").map_or("", String::as_str);
+    let temp = settings.get(crate::names::TEMP_SCHEMA_SETTING).map_or("", String::as_str);
+    crate::names::SearchPath::new(Arc::clone(settings.search_path_raw()), user, temp, catalog)
 }

@@ -48,7 +48,7 @@ pub(crate) fn default_settings() -> HashMap<String, String> {
 }
 
 /// Settings a session may not change (55P02); all others it may.
-pub(crate) const READ_ONLY_SETTINGS: [&str; 5] = ["server_version", "server_encoding", "integer_datetimes", "is_superuser", "max_identifier_length"];
+pub(crate) const READ_ONLY_SETTINGS: [&str; 6] = ["server_version", "server_encoding", "integer_datetimes", "is_superuser", "max_identifier_length", crate::names::TEMP_SCHEMA_SETTING];
 
 /// `value` for `key` as the session keeps it, or PostgreSQL's error for a
 /// value it refuses.
@@ -142,17 +142,14 @@ pub fn setting_display_name(key: &str) -> &str {
     }
 }
 
-/// Schemas of the search path that exist (`$user` never does here).
-pub(crate) fn search_path(settings: &HashMap<String, String>) -> Vec<String> {
-    search_path_with(settings, |_| false)
-}
-
-/// [`search_path`] where `made(name)` tells whether CREATE SCHEMA made a
+/// Schemas of the search path that exist, where `made(name)` tells whether CREATE SCHEMA made a
 /// schema of that name.
 pub(crate) fn search_path_with(settings: &HashMap<String, String>, made: impl Fn(&str) -> bool) -> Vec<String> {
     let path = settings.get("search_path").cloned().unwrap_or_default();
-    path.split(',')
-        .map(|s| s.trim().trim_matches('"').to_owned())
+    let user = settings.get("session_authorization").map_or("", String::as_str);
+    crate::names::split_path(&path)
+        .into_iter()
+        .map(|s| if s == "$user" { user.to_owned() } else { s })
         .filter(|s| matches!(s.as_str(), "public" | "pg_catalog" | "information_schema") || made(s))
         .collect()
 }
@@ -268,6 +265,9 @@ pub struct Settings {
     /// TimeZone and DateStyle as the date/time code reads them (tz.rs);
     /// None for UTC with `ISO, MDY`.
     datetime: Option<Arc<crate::tz::DtCtx>>,
+    /// search_path's value, shared with the plans bound under it
+    /// (plan::Prepared::search_path): comparing is a pointer test.
+    search_path: Arc<str>,
 }
 
 /// pgtier.statement_mem's default, 1GB (as in `default_settings`).
@@ -292,6 +292,7 @@ impl Default for Settings {
             block_undo: Vec::new(),
             in_block: false,
             datetime: None,
+            search_path: Arc::from(default_settings().remove("search_path").unwrap_or_default().as_str()),
         }
     }
 }
@@ -338,6 +339,7 @@ impl Settings {
             "statement_timeout" => self.statement_timeout_ms = parse_ms(key, &value).unwrap_or(0),
             "idle_in_transaction_session_timeout" => self.idle_in_transaction_timeout_ms = parse_ms(key, &value).unwrap_or(0),
             "pgtier.statement_mem" => self.statement_mem_kb = parse_kb(key, &value).unwrap_or(STATEMENT_MEM_DEFAULT_KB),
+            "search_path" if *self.search_path != *value => self.search_path = Arc::from(value.as_str()),
             _ => {}
         }
         let datetime = matches!(key, "timezone" | "datestyle" | "extra_float_digits" | "bytea_output");
@@ -382,6 +384,12 @@ impl Settings {
             Some(v) => v.clone(),
             None => default_settings().remove(key).unwrap_or_default(),
         }
+    }
+
+    /// search_path's value, as plans record it.
+    #[inline]
+    pub(crate) fn search_path_raw(&self) -> &Arc<str> {
+        &self.search_path
     }
 
     /// The session's TimeZone and DateStyle for the date/time code: made

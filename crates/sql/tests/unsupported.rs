@@ -134,3 +134,61 @@ fn rollback_to_across_ddl_is_refused() {
     assert!(e.message.contains("nextval"), "{}", e.message);
     conn.execute_sql("ROLLBACK").unwrap();
 }
+
+/// Names pgtier cannot store beside schema-qualified ones, and views whose
+/// relations the session's search_path would resolve differently from the
+/// default path they are read under (crates/sql/src/names.rs).
+#[test]
+fn schema_constructs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
+    for sql in ["CREATE SCHEMA s", "CREATE TABLE t (a int)", "CREATE TABLE s.t (b int)", "CREATE TABLE s.only_s (c int)"] {
+        conn.execute_sql(sql).unwrap();
+    }
+    for (sql, names) in [
+        ("CREATE TABLE \"a.b\" (a int)", "containing \".\""),
+        ("CREATE TABLE s.\"a.b\" (a int)", "containing \".\""),
+        ("CREATE SCHEMA \"x.y\"", "containing \".\""),
+        ("CREATE INDEX \"i.j\" ON s.t (b)", "containing \".\""),
+        ("CREATE TEMPORARY SEQUENCE tmp", "TEMPORARY SEQUENCE"),
+        ("CREATE TEMPORARY VIEW tv AS SELECT 1 AS one", "TEMPORARY VIEW"),
+        ("SELECT 1 AS a INTO UNLOGGED u2", "UNLOGGED"),
+    ] {
+        let e = conn.execute_sql(sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains(names), "{sql}: {}", e.message);
+    }
+    conn.execute_sql("SET search_path = s, public").unwrap();
+    for sql in ["CREATE VIEW v1 AS SELECT b FROM t", "CREATE VIEW v2 AS SELECT c FROM only_s"] {
+        let e = conn.execute_sql(sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains("search_path"), "{sql}: {}", e.message);
+    }
+    conn.execute_sql("CREATE TEMP TABLE tt (a int)").unwrap();
+    let e = conn.execute_sql("CREATE VIEW over_temp AS SELECT a FROM tt").unwrap_err();
+    assert_eq!(e.sqlstate, "0A000", "{e:?}");
+    assert!(e.message.contains("view of temporary tables"), "{}", e.message);
+    // Qualified names read the same under every path: accepted.
+    conn.execute_sql("CREATE VIEW v3 AS SELECT b FROM s.t").unwrap();
+    conn.execute_sql("RESET search_path").unwrap();
+    assert_eq!(conn.execute_sql("SELECT * FROM s.v3").unwrap().rows_affected, 0);
+}
+
+/// Errors the engine raises name relations and constraints of a schema
+/// without it, as PostgreSQL's do (the stored name is `s.t`).
+#[test]
+fn engine_errors_name_schema_relations_unqualified() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
+    for sql in ["CREATE SCHEMA s", "CREATE TABLE s.t (id int PRIMARY KEY, v int NOT NULL)", "INSERT INTO s.t VALUES (1, 1)"] {
+        conn.execute_sql(sql).unwrap();
+    }
+    let e = conn.execute_sql("INSERT INTO s.t VALUES (1, 2)").unwrap_err();
+    assert_eq!((e.sqlstate, e.message.as_str(), e.constraint.as_deref()), ("23505", "duplicate key value violates unique constraint \"t_pkey\"", Some("t_pkey")));
+    let e = conn.execute_sql("INSERT INTO s.t VALUES (2, NULL)").unwrap_err();
+    assert_eq!((e.sqlstate, e.message.as_str()), ("23502", "null value in column \"v\" of relation \"t\" violates not-null constraint"));
+    let e = conn.execute_sql("CREATE TABLE s.t (a int)").unwrap_err();
+    assert_eq!((e.sqlstate, e.message.as_str()), ("42P07", "relation \"t\" already exists"));
+}

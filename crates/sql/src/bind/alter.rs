@@ -15,7 +15,7 @@ use sqlparser::ast;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
 use super::coerce::{check_assignable, map_type};
-use super::{Binder, ExprCtx, Rel, Scope, ident, object_name};
+use super::{Binder, ExprCtx, Rel, Scope, ident};
 use crate::catalog::quote_ident;
 use crate::error::{Result, SqlError, SqlNotice};
 use crate::expr::Expr;
@@ -129,8 +129,8 @@ impl Binder<'_> {
         if a.location.is_some() || a.on_cluster.is_some() || a.table_type.is_some() {
             return Err(SqlError::unsupported("this ALTER TABLE form"));
         }
-        let name = object_name(&a.name)?;
-        if self.catalog.table_by_name(&name).is_none() && a.if_exists {
+        if self.stored_relation(&a.name)?.is_none() && a.if_exists {
+            let name = super::parts(&a.name)?.pop().unwrap_or_default();
             let notice = SqlNotice { sqlstate: "00000", message: format!("relation \"{name}\" does not exist, skipping") };
             return Ok(Plan::AlterTable(Box::new(AlterPlan::skipped(notice))));
         }
@@ -158,8 +158,8 @@ impl Binder<'_> {
     /// index renamed (a UNIQUE constraint's name changes with its index).
     pub(super) fn alter_index(&mut self, name: &ast::ObjectName, op: &ast::AlterIndexOperation) -> Result<Plan> {
         let ast::AlterIndexOperation::RenameIndex { index_name } = op;
-        let name = object_name(name)?;
-        let new = object_name(index_name)?;
+        let name = self.relation_key(name)?;
+        let new = self.beside(&name, index_name)?;
         let index = self.catalog.index_by_name(&name).cloned().ok_or_else(|| SqlError::new("42P01", format!("relation \"{name}\" does not exist")))?;
         let table = self.catalog.table(index.table).cloned().ok_or_else(|| SqlError::new("XX000", "an index's table is missing"))?;
         if !self.deps.iter().any(|d| Arc::ptr_eq(d, &table)) {
@@ -258,7 +258,7 @@ impl Binder<'_> {
                 rename_column(w, i, &new);
             }
             Op::RenameTable { table_name: ast::RenameTableNameKind::To(n) | ast::RenameTableNameKind::As(n) } => {
-                let new = object_name(n)?;
+                let new = self.beside(&w.def.name, n)?;
                 self.relation_name_free(&new)?;
                 let old = std::mem::replace(&mut w.def.name, new.clone());
                 for fk in &mut w.def.foreign_keys {
@@ -435,7 +435,7 @@ impl Binder<'_> {
         let cast_hint = format!("You might need to specify \"USING {}::{}\".", quote_ident(&cname), value::full_type_name(to));
         let converted = match using {
             Some(e) => {
-                let scope = Scope { rels: vec![Rel { name: w.old.name.clone(), table: Arc::clone(&w.old), offset: 0, source: None }], hidden: Vec::new(), outer: None };
+                let scope = Scope { rels: vec![Rel { name: crate::names::short(&w.old.name).to_owned(), table: Arc::clone(&w.old), offset: 0, source: None }], hidden: Vec::new(), outer: None };
                 let (bound, ty) = self.expr(e, &scope, &mut ExprCtx::plain("transform expressions"))?;
                 if bound.has_subquery() {
                     return Err(SqlError::unsupported("cannot use subquery in transform expression"));

@@ -32,7 +32,7 @@ impl Binder<'_> {
         match (&x, t) {
             (Expr::Const(Value::Text(s)), None) | (Expr::Const(Value::Text(s)), Some(DataType::Text | DataType::Varchar(_))) if kind != RegKind::Role => {
                 let settings = std::collections::HashMap::new();
-                let oid = crate::catalog::reg_lookup(self.catalog, &settings, kind, s)?;
+                let oid = crate::catalog::reg_lookup_in(self.catalog, self.path, &settings, kind, s)?;
                 // The plan depends on the table it named: re-plan when it goes.
                 if let Some(t) = crate::catalog::table_by_oid(self.catalog, oid)
                     && !self.deps.iter().any(|d| Arc::ptr_eq(d, t)) {

@@ -7,7 +7,7 @@ use pgtier_engine::{Catalog, CheckDef, Column, ColumnDef, DataType, FkAction, Fo
 use sqlparser::ast;
 
 use super::coerce::map_type;
-use super::{Binder, ExprCtx, Rel, Scope, ident, object_name};
+use super::{Binder, ExprCtx, Rel, Scope, ident};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func};
 use crate::plan::{BoundCheck, ColumnSequence, Plan};
@@ -24,9 +24,12 @@ pub(super) const NOW_DEFAULTS: [(&str, &str); 5] = [
 ];
 
 impl Binder<'_> {
-    pub(super) fn create_table(&mut self, c: &ast::CreateTable) -> Result<Plan> {
+    pub(crate) fn create_table(&mut self, c: &ast::CreateTable) -> Result<Plan> {
         if c.temporary {
-            return Err(SqlError::unsupported("CREATE TEMPORARY TABLE"));
+            return self.create_temp_table(c);
+        }
+        if c.on_commit.is_some() {
+            return Err(SqlError::new("42P16", "ON COMMIT can only be used on temporary tables"));
         }
         if let Some(q) = &c.query {
             return self.create_table_as(c, q);
@@ -37,7 +40,7 @@ impl Binder<'_> {
         if c.like.is_some() || c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() {
             return Err(SqlError::unsupported("CREATE TABLE with LIKE/INHERITS/PARTITION"));
         }
-        let name = object_name(&c.name)?;
+        let name = self.new_relation_key(&c.name)?;
         let mut def = TableDef::new(name.clone(), Vec::new(), &[]);
         let mut sequences: Vec<ColumnSequence> = Vec::new();
         let mut pending_checks: Vec<(Option<String>, ast::Expr)> = Vec::new();
@@ -55,6 +58,9 @@ impl Binder<'_> {
                     no_btree_class(c.ty)?;
                 }
             }
+        }
+        if !self.creating_temp && def.foreign_keys.iter().any(|fk| crate::names::is_temp_schema(crate::names::split(&fk.parent_table).0)) {
+            return Err(SqlError::new("42P16", "constraints on permanent tables may reference only permanent tables"));
         }
         Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences })
     }
@@ -126,7 +132,7 @@ impl Binder<'_> {
                     }
                     def.primary_key = vec![cname.clone()];
                 }
-                ast::ColumnOption::Unique(u) => def.unique.push((u.name.as_ref().map(ident), vec![cname.clone()])),
+                ast::ColumnOption::Unique(u) => def.unique.push((u.name.as_ref().map(|n| crate::names::stored(crate::names::split(&def.name).0, &ident(n))), vec![cname.clone()])),
                 ast::ColumnOption::ForeignKey(fk) => def.foreign_keys.push(self.foreign_key(fk, vec![cname.clone()])?),
                 ast::ColumnOption::Check(c) => pending_checks.push((c.name.as_ref().map(ident), (*c.expr).clone())),
                 other => return Err(SqlError::unsupported(format!("column option {other}"))),
@@ -157,7 +163,7 @@ impl Binder<'_> {
                 }
                 def.primary_key = index_columns(&pk.columns)?;
             }
-            ast::TableConstraint::Unique(u) => def.unique.push((u.name.as_ref().map(ident), index_columns(&u.columns)?)),
+            ast::TableConstraint::Unique(u) => def.unique.push((u.name.as_ref().map(|n| crate::names::stored(crate::names::split(&def.name).0, &ident(n))), index_columns(&u.columns)?)),
             ast::TableConstraint::ForeignKey(fk) => {
                 let cols = fk.columns.iter().map(ident).collect();
                 def.foreign_keys.push(self.foreign_key(fk, cols)?);
@@ -179,7 +185,7 @@ impl Binder<'_> {
             Some(ast::ReferentialAction::SetNull) => FkAction::SetNull,
             Some(ast::ReferentialAction::SetDefault) => return Err(SqlError::unsupported("ON DELETE SET DEFAULT")),
         };
-        let parent_table = object_name(&fk.foreign_table)?;
+        let parent_table = self.relation_key(&fk.foreign_table)?;
         if self.catalog.table_by_name(&parent_table).is_some_and(|t| crate::catalog::is_view(t)) {
             return Err(SqlError::new("42809", format!("referenced relation \"{parent_table}\" is not a table")));
         }
@@ -283,7 +289,7 @@ impl Binder<'_> {
         if tokens.iter().any(|t| matches!(t, sqlparser::tokenizer::Token::Word(w) if w.keyword == sqlparser::keywords::Keyword::SELECT)) {
             return Err(SqlError::unsupported("cannot use subquery in check constraint"));
         }
-        let scope = Scope { rels: vec![Rel { name: table.name.clone(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), outer: None };
+        let scope = Scope { rels: vec![Rel { name: crate::names::short(&table.name).to_owned(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), outer: None };
         let params_before = self.params.len();
         // A 'now' in it is frozen at CREATE in PostgreSQL; pgtier binds the
         // text at each write.
@@ -365,7 +371,7 @@ impl Binder<'_> {
             return Err(SqlError::syntax("CREATE TABLE AS takes column names only"));
         }
         let names: Vec<String> = c.columns.iter().map(|col| ident(&col.name)).collect();
-        self.table_as(object_name(&c.name)?, &names, q, c.if_not_exists)
+        self.table_as(self.new_relation_key(&c.name)?, &names, q, c.if_not_exists)
     }
 
     /// CREATE TABLE name (LIKE source [INCLUDING | EXCLUDING DEFAULTS]):
@@ -395,7 +401,7 @@ impl Binder<'_> {
             }
             columns.push(cd);
         }
-        let def = TableDef::new(object_name(&c.name)?, columns, &[]);
+        let def = TableDef::new(self.new_relation_key(&c.name)?, columns, &[]);
         Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences: Vec::new() })
     }
 
@@ -430,7 +436,7 @@ impl Binder<'_> {
             && using.to_string().to_lowercase() != "btree" {
                 return Err(SqlError::unsupported(format!("index method {using}")));
             }
-        let table = object_name(&c.table_name)?;
+        let table = self.relation_key(&c.table_name)?;
         if self.catalog.table_by_name(&table).is_some_and(|t| crate::catalog::is_view(t)) {
             return Err(SqlError::new("42809", format!("cannot create index on relation \"{table}\"")).with_detail("This operation is not supported for views."));
         }
@@ -443,7 +449,7 @@ impl Binder<'_> {
             }
         }
         let name = match &c.name {
-            Some(n) => object_name(n)?,
+            Some(n) => self.beside(&table, n)?,
             None => format!("{table}_{}_idx", columns.join("_")),
         };
         Ok(Plan::CreateIndex { def: IndexDef { name, table, columns, unique: c.unique }, if_not_exists: c.if_not_exists })

@@ -8,7 +8,7 @@ use sqlparser::ast;
 use super::coerce::check_assignable;
 use super::ddl::NOW_DEFAULTS;
 use super::select::{column_label, flatten_and};
-use super::{Binder, ExprCtx, Rel, Scope, ident, object_name};
+use super::{Binder, ExprCtx, Rel, Scope, ident};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SeqFunc, SysFunc};
 use crate::plan::{ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, OnConflict, OutputColumn, Plan, UpdatePlan};
@@ -129,8 +129,8 @@ impl Binder<'_> {
                 found
             }
             Some(ast::ConflictTarget::OnConstraint(name)) => {
-                let n = object_name(name)?;
-                let idx = unique.iter().find(|i| i.name == n).ok_or_else(|| {
+                let n = super::parts(name)?.pop().unwrap_or_default();
+                let idx = unique.iter().find(|i| crate::names::short(&i.name) == n).ok_or_else(|| {
                     SqlError::new("42704", format!("constraint \"{n}\" for table \"{}\" does not exist", table.name))
                 })?;
                 vec![idx.id]
@@ -147,7 +147,7 @@ impl Binder<'_> {
                 let width = table.columns.len();
                 let scope = Scope {
                     rels: vec![
-                        Rel { name: table.name.clone(), table: table.clone(), offset: 0, source: None },
+                        Rel { name: crate::names::short(&table.name).to_owned(), table: table.clone(), offset: 0, source: None },
                         Rel { name: "excluded".into(), table: table.clone(), offset: width, source: None },
                     ],
                     hidden: Vec::new(),
@@ -222,7 +222,7 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("this UPDATE/DELETE target"));
         };
         let table = self.table(name)?;
-        let rname = alias.as_ref().map_or_else(|| table.name.clone(), |a| ident(&a.name));
+        let rname = alias.as_ref().map_or_else(|| crate::names::short(&table.name).to_owned(), |a| ident(&a.name));
         Ok(Rel { name: rname, table, offset: 0, source: None })
     }
 
@@ -297,7 +297,7 @@ impl Binder<'_> {
     }
 
     fn returning(&mut self, items: Option<&[ast::SelectItem]>, table: &Arc<TableSchema>) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
-        let scope = Scope { rels: vec![Rel { name: table.name.clone(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), outer: None };
+        let scope = Scope { rels: vec![Rel { name: crate::names::short(&table.name).to_owned(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), outer: None };
         self.returning_in(items, &scope)
     }
 
@@ -321,8 +321,7 @@ impl Binder<'_> {
                     // `*`: every relation (UPDATE ... FROM's too); `r.*`: that one.
                     let rels: Vec<&Rel> = match item {
                         ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
-                            let q = object_name(name)?;
-                            vec![scope.rels.iter().find(|r| r.name == q).ok_or_else(|| super::missing_from(&q))?]
+                            vec![scope.qualified(name)?]
                         }
                         ast::SelectItem::QualifiedWildcard(..) => return Err(SqlError::unsupported("this RETURNING item")),
                         _ => scope.rels.iter().collect(),

@@ -76,6 +76,14 @@ impl Binder<'_> {
                     // the innermost FROM item named `table` must come from
                     // that schema.
                     let (schema, table) = (ident(s), ident(q));
+                    // Two FROM items may share a reference name when they
+                    // are different relations of different schemas.
+                    if let Some(r) = scope.rels.iter().find(|r| r.name == table && r.schema_name() == Some(schema.as_str())) {
+                        let col = ident(c);
+                        if let Some(k) = r.table.visible_columns().iter().position(|x| x.name == col) {
+                            return Ok((Expr::Column(r.offset + k), Some(r.table.visible_columns()[k].ty)));
+                        }
+                    }
                     let named = std::iter::successors(Some(scope), |sc| sc.outer).find_map(|sc| sc.rels.iter().find(|r| r.name == table));
                     match named {
                         Some(rel) if rel.schema_name() == Some(schema.as_str()) => {

@@ -7,7 +7,7 @@ use pgtier_engine::{DataType, TableSchema};
 use sqlparser::ast::{self, ObjectName};
 
 use super::function::function_name;
-use super::{Binder, ExprCtx, Rel, Scope, Ty, ident, parts};
+use super::{Binder, ExprCtx, Rel, Scope, Ty, ident};
 use crate::error::{Result, SqlError};
 use crate::expr::Expr;
 use crate::plan::{SelectPlan, SetTree, TableFunc, VirtualSource};
@@ -72,9 +72,12 @@ impl Binder<'_> {
             let rname = match alias {
                 Some(a) if !a.columns.is_empty() => return Err(SqlError::unsupported("column aliases in FROM")),
                 Some(a) => ident(&a.name),
-                None => table.name.clone(),
+                None => crate::names::short(&table.name).to_owned(),
             };
-            if rels.iter().any(|r| r.name == rname) {
+            // PostgreSQL lets two unaliased relations of different schemas
+            // share a reference name (`public.t, s.t`).
+            let clash = |r: &Rel| r.name == rname && !(alias.is_none() && r.source.is_none() && r.table.id != table.id && r.name == crate::names::short(&r.table.name));
+            if rels.iter().any(clash) {
                 return Err(SqlError::new("42712", format!("table name \"{rname}\" specified more than once")));
             }
             let width = table.columns.len();
@@ -141,12 +144,12 @@ impl Binder<'_> {
                 let (cte_name, schema, source) = self.cte_source(k)?;
                 (cte_name, schema, source, alias)
             }
-            ast::TableFactor::Table { name, alias, args: None, .. } => match system_relation(name)? {
-                Some(rel) => (rel.def().name.to_owned(), rel.schema(), VirtualSource::System(rel), alias),
-                None => {
+            ast::TableFactor::Table { name, alias, args: None, .. } => match self.target(name)? {
+                Some(crate::names::Target::System(rel)) => (rel.def().name.to_owned(), rel.schema(), VirtualSource::System(rel), alias),
+                _ => {
                     let Some(v) = self.view_named(name)? else { return Ok(None) };
                     let (schema, source) = self.expand_view(&v)?;
-                    (v.name.clone(), schema, source, alias)
+                    (crate::names::short(&v.name).to_owned(), schema, source, alias)
                 }
             },
             ast::TableFactor::Table { name, alias, args: Some(targs), with_ordinality, .. } => {
@@ -312,18 +315,5 @@ impl Binder<'_> {
             }
             _ => Err(SqlError::undefined_function(&sig())),
         }
-    }
-}
-
-/// The system relation a table name refers to, if any.
-pub(super) fn system_relation(name: &ObjectName) -> Result<Option<crate::catalog::SystemRel>> {
-    match parts(name)?.as_slice() {
-        [n] => crate::catalog::resolve(None, n),
-        [s, n] => match crate::catalog::resolve(Some(s), n)? {
-            Some(r) => Ok(Some(r)),
-            None if s == "pg_catalog" || s == "information_schema" => Err(SqlError::undefined_table(&format!("{s}.{n}"))),
-            None => Ok(None),
-        },
-        _ => Ok(None),
     }
 }

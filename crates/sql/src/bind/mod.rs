@@ -40,6 +40,7 @@ use pgtier_engine::{Catalog, Column, DataType, IndexId, TableSchema, Value};
 use sqlparser::ast::{self, Ident, ObjectName};
 
 use crate::error::{Result, SqlError};
+use crate::names::{SearchPath, Target};
 use crate::plan::{AggCall, Plan, Prepared, TxnCommand, VirtualSource, WindowCall};
 
 pub use coerce::map_type;
@@ -47,26 +48,16 @@ pub use coerce::map_type;
 /// Unresolved type: an untyped literal, NULL or a parameter not yet typed.
 pub type Ty = Option<DataType>;
 
-pub fn bind_statement(catalog: &Catalog, stmt: &ast::Statement) -> Result<Prepared> {
-    let mut b = Binder { catalog, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false, view_depth: 0 };
-    let mut plan = b.statement(stmt).map_err(|e| in_user_schema(catalog, e))?;
+pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statement) -> Result<Prepared> {
+    let default_path = path.default_path(catalog);
+    let view_path = default_path.as_ref().unwrap_or(path);
+    let mut b = Binder { catalog, path, view_path, creating_temp: false, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false, view_depth: 0 };
+    let mut plan = b.statement(stmt)?;
     if let Plan::Select(s) = &mut plan {
         cast::finish_output(s);
     }
     let param_types = b.params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
-    Ok(Prepared { plan, param_types, deps: b.deps, indexes: b.indexes, reads_clock: false })
-}
-
-/// Names are resolved in public alone (and pg_catalog / information_schema
-/// for the system relations), so a name in a schema of CREATE SCHEMA's is
-/// first "schema does not exist"; such a schema exists and holds nothing
-/// pgtier can put there: 0A000 says so.
-fn in_user_schema(catalog: &Catalog, e: SqlError) -> SqlError {
-    let schema = (e.sqlstate == "3F000").then(|| e.message.strip_prefix("schema \"").and_then(|m| m.strip_suffix("\" does not exist"))).flatten();
-    match schema {
-        Some(s) if crate::catalog::user_schema_named(catalog, s).is_some() => SqlError::unsupported(format!("relations in schema \"{s}\" (pgtier keeps them in public)")),
-        _ => e,
-    }
+    Ok(Prepared { plan, param_types, deps: b.deps, indexes: b.indexes, reads_clock: false, search_path: Some(path.raw.clone()) })
 }
 
 pub fn ident(i: &Ident) -> String {
@@ -74,17 +65,8 @@ pub fn ident(i: &Ident) -> String {
 }
 
 /// Name parts as identifiers.
-fn parts(name: &ObjectName) -> Result<Vec<String>> {
+pub(crate) fn parts(name: &ObjectName) -> Result<Vec<String>> {
     name.0.iter().map(|p| p.as_ident().map(ident).ok_or_else(|| SqlError::unsupported(format!("name {name}")))).collect()
-}
-
-fn object_name(name: &ObjectName) -> Result<String> {
-    match parts(name)?.as_slice() {
-        [n] => Ok(n.clone()),
-        [schema, n] if schema == "public" => Ok(n.clone()),
-        [schema, _] => Err(SqlError::new("3F000", format!("schema \"{schema}\" does not exist"))),
-        _ => Err(SqlError::unsupported(format!("name {name}"))),
-    }
 }
 
 #[derive(Clone)]
@@ -100,9 +82,9 @@ impl Rel {
     /// The schema a `schema.table.column` reference must name for this
     /// FROM item: stored tables live in `public`, system relations in their
     /// catalog schema; subqueries and functions have none.
-    fn schema_name(&self) -> Option<&'static str> {
+    pub(crate) fn schema_name(&self) -> Option<&str> {
         match self.source.as_deref() {
-            None => Some("public"),
+            None => Some(crate::names::split(&self.table.name).0),
             Some(VirtualSource::System(sys)) => Some(match sys.def().schema {
                 crate::catalog::Schema::PgCatalog => "pg_catalog",
                 crate::catalog::Schema::InformationSchema => "information_schema",
@@ -154,6 +136,14 @@ impl ExprCtx {
 
 pub(crate) struct Binder<'c> {
     pub(crate) catalog: &'c Catalog,
+    /// Where unqualified relation names are looked up (crate::names).
+    pub(crate) path: &'c SearchPath,
+    /// The default search path: a view's query is bound under it, whatever
+    /// the session's path (CREATE VIEW refuses a query it would read
+    /// differently), as PostgreSQL keeps a view's relations resolved.
+    pub(crate) view_path: &'c SearchPath,
+    /// Binding CREATE TEMP TABLE: new relations go to the temporary schema.
+    pub(crate) creating_temp: bool,
     pub(crate) params: Vec<Ty>,
     pub(crate) deps: Vec<Arc<TableSchema>>,
     pub(crate) indexes: Vec<IndexId>,
@@ -246,11 +236,12 @@ impl<'c> Binder<'c> {
 
     /// A stored table or view by name.
     fn relation(&mut self, name: &ObjectName) -> Result<Arc<TableSchema>> {
-        if let Some(rel) = from::system_relation(name)? {
-            return Err(SqlError::new("42501", format!("permission denied for table {}", rel.def().name)));
-        }
-        let n = object_name(name)?;
-        let t = self.catalog.table_by_name(&n).cloned().ok_or_else(|| SqlError::undefined_table(&n).at(sqlparser::ast::Spanned::span(name)))?;
+        let t = match self.target(name)? {
+            Some(Target::System(rel)) => return Err(SqlError::new("42501", format!("permission denied for table {}", rel.def().name))),
+            Some(Target::Stored(k)) => self.catalog.table_by_name(&k).cloned(),
+            None => None,
+        };
+        let t = t.ok_or_else(|| SqlError::undefined_table(&parts(name).map(|p| p.join(".")).unwrap_or_default()).at(sqlparser::ast::Spanned::span(name)))?;
         if !self.deps.iter().any(|d| Arc::ptr_eq(d, &t)) {
             self.deps.push(t.clone());
         }
@@ -297,13 +288,13 @@ impl<'c> Binder<'c> {
                     Some(t) => map_type(t)?,
                 };
                 let options = self.sequence_options(ty, sequence_options)?;
-                Ok(Plan::CreateSequence { name: object_name(name)?, options, if_not_exists: *if_not_exists })
+                Ok(Plan::CreateSequence { name: self.new_relation_key(name)?, options, if_not_exists: *if_not_exists })
             }
             S::CreateView(cv) => self.create_view(cv),
             S::CreateSchema { schema_name, if_not_exists, with: None, options: None, default_collate_spec: None, clone: None } => self.create_schema(schema_name, *if_not_exists),
-            S::Drop { object_type: ast::ObjectType::Schema, if_exists, names, .. } => Ok(Plan::DropSchema { names: schema::drop_schema_names(names)?, if_exists: *if_exists }),
+            S::Drop { object_type: ast::ObjectType::Schema, if_exists, names, cascade, .. } => Ok(Plan::DropSchema { names: schema::drop_schema_names(names)?, if_exists: *if_exists, cascade: *cascade }),
             S::Drop { object_type, if_exists, names, cascade, restrict: _, purge: _, temporary: _, table: _ } => {
-                let names = names.iter().map(object_name).collect::<Result<Vec<_>>>()?;
+                let names = names.iter().map(|n| self.relation_key(n)).collect::<Result<Vec<_>>>()?;
                 let cascade = *cascade;
                 match object_type {
                     ast::ObjectType::Table => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: false, cascade }),

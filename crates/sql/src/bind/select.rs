@@ -7,7 +7,7 @@ use sqlparser::ast;
 use super::aggregate::rewrite_post_agg;
 use super::function::function_name;
 use super::window::resolve_window_refs;
-use super::{Binder, CteDef, ExprCtx, Rel, Scope, ident, missing_from, object_name};
+use super::{Binder, CteDef, ExprCtx, Rel, Scope, ident};
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr};
 use crate::plan::{AggPlan, OutputColumn, SelectPlan, SortKey, WindowFunc};
@@ -40,14 +40,18 @@ impl Binder<'_> {
     /// SELECT ... INTO name FROM ...: CREATE TABLE name AS the query without INTO.
     pub(super) fn select_into(&mut self, q: &ast::Query, s: &ast::Select) -> Result<crate::plan::Plan> {
         let Some(into) = &s.into else { return Err(SqlError::new("XX000", "SELECT INTO without INTO")) };
-        if into.temporary || into.unlogged {
-            return Err(SqlError::unsupported("SELECT INTO TEMPORARY/UNLOGGED"));
+        if into.unlogged {
+            return Err(SqlError::unsupported("SELECT INTO UNLOGGED"));
         }
         let mut plain = s.clone();
         plain.into = None;
         let mut query = q.clone();
         *query.body = ast::SetExpr::Select(Box::new(plain));
-        self.table_as(object_name(&into.name)?, &[], &query, false)
+        if into.temporary {
+            let create = self.table_as(self.new_temp_key(&into.name)?, &[], &query, false)?;
+            return Ok(crate::plan::Plan::CreateTemp { create: Box::new(create), on_commit: crate::plan::OnCommit::PreserveRows });
+        }
+        self.table_as(self.new_relation_key(&into.name)?, &[], &query, false)
     }
 
     /// The query apart from its WITH clause.
@@ -139,8 +143,7 @@ impl Binder<'_> {
                     let ast::SelectItemQualifiedWildcardKind::ObjectName(name) = kind else {
                         return Err(SqlError::unsupported("expression.*"));
                     };
-                    let qual = object_name(name)?;
-                    let r = scope.rels.iter().find(|r| r.name == qual).ok_or_else(|| missing_from(&qual))?;
+                    let r = scope.qualified(name)?;
                     for (i, c) in r.table.visible_columns().iter().enumerate() {
                         projection.push(Expr::Column(r.offset + i));
                         columns.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });

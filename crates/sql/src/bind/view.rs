@@ -7,7 +7,7 @@ use std::sync::Arc;
 use pgtier_engine::{ColumnDef, DataType, TableDef, TableSchema};
 use sqlparser::ast::{self, ObjectName};
 
-use super::{Binder, ident, object_name, parts};
+use super::{Binder, ident};
 use crate::catalog::{ViewDef, is_view, view_def};
 use crate::error::{Result, SqlError};
 use crate::plan::{Plan, SetTree, VirtualSource};
@@ -39,7 +39,7 @@ impl Binder<'_> {
         if cv.columns.iter().any(|c| c.data_type.is_some() || c.options.is_some()) {
             return Err(SqlError::syntax("syntax error in the CREATE VIEW column list"));
         }
-        let name = object_name(&cv.name)?;
+        let name = self.new_relation_key(&cv.name)?;
         let params_before = self.params.len();
         let deps_before = self.deps.len();
         // A 'now' in the query is frozen at CREATE VIEW in PostgreSQL;
@@ -47,6 +47,12 @@ impl Binder<'_> {
         let plan = crate::clock::refused(|| self.query(&cv.query, None))?;
         if self.params.len() > params_before {
             return Err(SqlError::new("42P02", format!("there is no parameter ${}", params_before + 1)));
+        }
+        self.same_under_view_path(&cv.query, deps_before)?;
+        if !crate::names::is_temp_schema(crate::names::split(&name).0)
+            && self.deps[deps_before..].iter().any(|t| crate::names::is_temp_schema(crate::names::split(&t.name).0))
+        {
+            return Err(SqlError::unsupported("a view of temporary tables outside the temporary schema (PostgreSQL makes such a view temporary)"));
         }
         let out = &plan.columns[..plan.visible];
         if cv.columns.len() > out.len() {
@@ -100,13 +106,9 @@ impl Binder<'_> {
                     return;
                 }
                 let ast::TableFactor::Table { name, alias, args: None, .. } = f else { return };
-                let Ok(p) = parts(name) else { return };
-                let tname = match p.as_slice() {
-                    [n] => n.clone(),
-                    [sch, n] if sch == "public" => n.clone(),
-                    _ => return,
-                };
-                let Some(t) = self.catalog.table_by_name(&tname) else { return };
+                let Ok(Some(key)) = self.stored_relation(name) else { return };
+                let Some(t) = self.catalog.table_by_name(&key) else { return };
+                let tname = crate::names::short(&key).to_owned();
                 if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
                     return;
                 }
@@ -136,15 +138,12 @@ impl Binder<'_> {
         s.projection = items;
     }
 
-    /// The view `name` names, if it names one (unqualified or in public).
+    /// The view `name` names, if it names one.
     pub(super) fn view_named(&self, name: &ObjectName) -> Result<Option<Arc<TableSchema>>> {
-        let p = parts(name)?;
-        let n = match p.as_slice() {
-            [n] => n,
-            [s, n] if s == "public" => n,
-            _ => return Ok(None),
-        };
-        Ok(self.catalog.table_by_name(n).filter(|t| is_view(t)).cloned())
+        Ok(match self.target(name)? {
+            Some(crate::names::Target::Stored(k)) => self.catalog.table_by_name(&k).filter(|t| is_view(t)).cloned(),
+            _ => None,
+        })
     }
 
     /// A view in FROM: its query bound as a subquery named after the view,
@@ -172,7 +171,9 @@ impl Binder<'_> {
         // The view's query is bound as a statement of its own.
         let lazy = std::mem::replace(&mut self.lazy_folding, false);
         self.view_depth += 1;
+        let path = std::mem::replace(&mut self.path, self.view_path);
         let plan = self.query(&q, None);
+        self.path = path;
         self.view_depth -= 1;
         self.lazy_folding = lazy;
         self.ctes = ctes;
@@ -185,5 +186,37 @@ impl Binder<'_> {
         }
         let cols = names.iter().zip(out).map(|(c, oc)| (c.name.clone(), oc.ty.unwrap_or(DataType::Text))).collect();
         Ok((super::detached(&v.name, cols), VirtualSource::Query(SetTree::Select(Box::new(plan)))))
+    }
+}
+
+impl Binder<'_> {
+    /// A view's query is bound under the default search path when read
+    /// (`expand_view`): one whose relations the session's path resolves
+    /// otherwise is refused rather than read from other tables later.
+    fn same_under_view_path(&mut self, q: &ast::Query, deps_before: usize) -> Result<()> {
+        if std::ptr::eq(self.path, self.view_path) {
+            return Ok(());
+        }
+        let ids = |deps: &[Arc<TableSchema>]| {
+            let mut v: Vec<_> = deps.iter().map(|t| t.id).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let now = ids(&self.deps[deps_before..]);
+        let saved = (std::mem::take(&mut self.deps), std::mem::take(&mut self.indexes), self.params.len(), self.next_subquery, self.work_tables);
+        let path = std::mem::replace(&mut self.path, self.view_path);
+        let again = self.query(q, None);
+        self.path = path;
+        let later = ids(&self.deps);
+        self.deps = saved.0;
+        self.indexes = saved.1;
+        self.params.truncate(saved.2);
+        self.next_subquery = saved.3;
+        self.work_tables = saved.4;
+        if again.is_err() || now != later {
+            return Err(SqlError::unsupported("a view whose relations the search_path resolves otherwise than the default \"$user\", public does"));
+        }
+        Ok(())
     }
 }

@@ -81,9 +81,12 @@ pub fn index_def(t: &TableSchema, i: &IndexSchema, qualified: bool) -> String {
     format!(
         "CREATE {}INDEX {} ON {}{} USING btree ({})",
         if i.unique { "UNIQUE " } else { "" },
-        quote_ident(&i.name),
-        if qualified { "public." } else { "" },
-        quote_ident(&t.name),
+        quote_ident(crate::names::short(&i.name)),
+        match crate::names::split(&t.name).0 {
+            s if qualified || s != crate::names::PUBLIC => format!("{}.", quote_ident(s)),
+            _ => String::new(),
+        },
+        quote_ident(crate::names::short(&t.name)),
         column_list(t, &i.columns)
     )
 }

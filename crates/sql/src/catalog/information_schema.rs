@@ -8,7 +8,8 @@ use super::pg_type::{TypeMatch, column_type_info};
 use super::rows::{TableIndex, all_indexes, text, user_columns, user_tables, user_views};
 use super::views::is_view;
 use super::{is_auto_updatable, view_definition};
-use super::{BUILTIN_TYPES, NS_PUBLIC, RELATIONS, Schema, SysCtx, column_default_text, table_oid, type_by_oid};
+use crate::names::{namespace_oid, short, split};
+use super::{BUILTIN_TYPES, RELATIONS, Schema, SysCtx, column_default_text, table_oid, type_by_oid};
 
 /// Appends the rows of information_schema view `name`.
 pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
@@ -25,14 +26,14 @@ pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             let db = ctx.database();
             for t in user_tables(ctx.catalog) {
                 out.extend([
-                    Value::Text(db.clone()), text("public"), text(&t.name), text("BASE TABLE"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
+                    Value::Text(db.clone()), text(split(&t.name).0), text(short(&t.name)), text(if crate::names::is_temp_schema(split(&t.name).0) { "LOCAL TEMPORARY" } else { "BASE TABLE" }), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
                     text("YES"), text("NO"), Value::Null,
                 ]);
             }
             for v in user_views(ctx.catalog) {
                 let insertable = if is_auto_updatable(ctx.catalog, v) { "YES" } else { "NO" };
                 out.extend([
-                    Value::Text(db.clone()), text("public"), text(&v.name), text("VIEW"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
+                    Value::Text(db.clone()), text(split(&v.name).0), text(short(&v.name)), text("VIEW"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
                     text(insertable), text("NO"), Value::Null,
                 ]);
             }
@@ -50,7 +51,7 @@ pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 let def = view_definition(ctx.catalog, v, false).map_or(Value::Null, Value::Text);
                 let updatable = if is_auto_updatable(ctx.catalog, v) { "YES" } else { "NO" };
                 out.extend([
-                    Value::Text(ctx.database()), text("public"), text(&v.name), def, text("NONE"), text(updatable), text(updatable), text("NO"), text("NO"),
+                    Value::Text(ctx.database()), text(split(&v.name).0), text(short(&v.name)), def, text("NONE"), text(updatable), text(updatable), text("NO"), text("NO"),
                     text("NO"),
                 ]);
             }
@@ -110,7 +111,7 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             };
             let position = i64::from(t.attnum(c));
             out.extend([
-                Value::Text(db.clone()), text("public"), text(&t.name), text(&col.name), int(Some(position)),
+                Value::Text(db.clone()), text(split(&t.name).0), text(short(&t.name)), text(&col.name), int(Some(position)),
                 column_default_text(ctx.catalog, col).map_or(Value::Null, Value::Text),
                 text(if col.nullable { "YES" } else { "NO" }), Value::Text(data_type), int(char_len), int(octet_len), int(prec), int(radix), int(scale),
                 int(dt_prec), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
@@ -166,14 +167,14 @@ fn info_table_constraints(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let db = ctx.database();
     for InfoConstraint { name, table: t, kind: ty, .. } in info_constraints(ctx.catalog) {
         out.extend([
-            Value::Text(db.clone()), text("public"), Value::Text(name), Value::Text(db.clone()), text("public"), text(&t.name), text(ty), text("NO"),
+            Value::Text(db.clone()), text(split(&t.name).0), Value::Text(short(&name).to_owned()), Value::Text(db.clone()), text(split(&t.name).0), text(short(&t.name)), text(ty), text("NO"),
             text("NO"), text("YES"), if ty == "FOREIGN KEY" { Value::Null } else { text("YES") },
         ]);
     }
     for t in user_tables(ctx.catalog) {
         for c in &t.checks {
             out.extend([
-                Value::Text(db.clone()), text("public"), text(&c.name), Value::Text(db.clone()), text("public"), text(&t.name), text("CHECK"), text("NO"),
+                Value::Text(db.clone()), text(split(&t.name).0), text(short(&c.name)), Value::Text(db.clone()), text(split(&t.name).0), text(short(&t.name)), text("CHECK"), text("NO"),
                 text("NO"), text("YES"), Value::Null,
             ]);
         }
@@ -184,8 +185,8 @@ fn info_table_constraints(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         for (c, col) in user_columns(t) {
             if !col.nullable {
                 out.extend([
-                    Value::Text(db.clone()), text("public"), Value::Text(format!("{NS_PUBLIC}_{}_{}_not_null", table_oid(t), t.attnum(c))), Value::Text(db.clone()),
-                    text("public"), text(&t.name), text("CHECK"), text("NO"), text("NO"), text("YES"), Value::Null,
+                    Value::Text(db.clone()), text(split(&t.name).0), Value::Text(format!("{}_{}_{}_not_null", namespace_oid(ctx.catalog, &t.name), table_oid(t), t.attnum(c))), Value::Text(db.clone()),
+                    text(split(&t.name).0), text(short(&t.name)), text("CHECK"), text("NO"), text("NO"), text("YES"), Value::Null,
                 ]);
             }
         }
@@ -204,7 +205,7 @@ fn info_key_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 parent_index.columns.iter().position(|x| x == pc).map(|p| Value::Int4(i32::try_from(p + 1).unwrap_or(i32::MAX)))
             });
             out.extend([
-                Value::Text(db.clone()), text("public"), Value::Text(name.clone()), Value::Text(db.clone()), text("public"), text(&t.name),
+                Value::Text(db.clone()), text(split(&t.name).0), Value::Text(short(&name).to_owned()), Value::Text(db.clone()), text(split(&t.name).0), text(short(&t.name)),
                 text(&t.columns[c].name), Value::Int4(i32::try_from(k + 1).unwrap_or(i32::MAX)), in_unique.unwrap_or(Value::Null),
             ]);
         }

@@ -6,22 +6,19 @@ use std::collections::HashMap;
 use pgtier_engine::Catalog;
 
 use super::{
-    NS_INFORMATION_SCHEMA, NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC, OWNER_OID, RELATIONS, Schema, SystemRel, format_type, index_by_oid, index_oid,
+    NS_INFORMATION_SCHEMA, NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC, OWNER_OID, RELATIONS, Schema, format_type, index_by_oid, index_oid,
     namespace_name, quote_ident, table_by_oid, table_oid, type_by_name, type_by_oid,
 };
 use crate::error::{Result, SqlError};
-use crate::settings::search_path;
 use crate::types::RegKind;
 
 /// The name an oid of a `reg*` type prints as (the oid when nothing has it).
 pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: RegKind, oid: i64) -> String {
     let name = match kind {
         RegKind::Class => {
-            let visible = search_path(settings).iter().any(|s| s == "public");
             let user = table_by_oid(catalog, oid).map(|t| t.name.clone()).or_else(|| index_by_oid(catalog, oid).map(|i| i.name.clone()));
             match user {
-                Some(n) if visible => Some(quote_ident(&n)),
-                Some(n) => Some(format!("public.{}", quote_ident(&n))),
+                Some(n) => Some(crate::names::display(&n, &path_of(catalog, settings))),
                 None => RELATIONS.iter().find(|r| r.oid == oid).map(|r| match r.schema {
                     Schema::PgCatalog => r.name.to_owned(),
                     Schema::InformationSchema => format!("information_schema.{}", r.name),
@@ -35,6 +32,14 @@ pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: Reg
         RegKind::Role => (oid == OWNER_OID).then(|| settings.get("session_authorization").cloned().unwrap_or_default()),
     };
     name.unwrap_or_else(|| oid.to_string())
+}
+
+/// The session's search path as the `reg*` conversions resolve with it.
+fn path_of(catalog: &Catalog, settings: &HashMap<String, String>) -> crate::names::SearchPath {
+    let raw = settings.get("search_path").map_or("\"$user\", public", String::as_str);
+    let user = settings.get("session_authorization").map_or("", String::as_str);
+    let temp = settings.get(crate::names::TEMP_SCHEMA_SETTING).map_or("", String::as_str);
+    crate::names::SearchPath::new(std::sync::Arc::from(raw), user, temp, catalog)
 }
 
 /// Splits `schema.name` (either part possibly double-quoted).
@@ -61,6 +66,11 @@ pub fn split_qualified(text: &str) -> Vec<String> {
 
 /// `'name'::regclass` and friends: the object's OID, or PostgreSQL's error.
 pub fn reg_lookup(catalog: &Catalog, settings: &HashMap<String, String>, kind: RegKind, text: &str) -> Result<i64> {
+    reg_lookup_in(catalog, &path_of(catalog, settings), settings, kind, text)
+}
+
+/// [`reg_lookup`] with relation names resolved through `path`.
+pub fn reg_lookup_in(catalog: &Catalog, path: &crate::names::SearchPath, settings: &HashMap<String, String>, kind: RegKind, text: &str) -> Result<i64> {
     let t = text.trim();
     if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
         return t.parse::<i64>().map_err(|_| SqlError::invalid_text("oid", text));
@@ -74,18 +84,14 @@ pub fn reg_lookup(catalog: &Catalog, settings: &HashMap<String, String>, kind: R
                 _ => return Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {text}"))),
             };
             let missing = || SqlError::new("42P01", format!("relation \"{t}\" does not exist"));
-            let system = |s: Schema| SystemRel::find(s, name).map(|r| r.def().oid);
-            let user = || {
-                catalog.table_by_name(name).map(|t| table_oid(t)).or_else(|| catalog.index_by_name(name).map(|i| index_oid(i)))
-            };
-            match schema {
-                Some("pg_catalog") => system(Schema::PgCatalog).ok_or_else(missing),
-                Some("information_schema") => system(Schema::InformationSchema).ok_or_else(missing),
-                Some("public") => user().ok_or_else(missing),
-                // A schema of CREATE SCHEMA's holds no relation.
-                Some(s) if super::schemas::user_schema_named(catalog, s).is_some() => Err(missing()),
-                Some(s) => Err(SqlError::new("3F000", format!("schema \"{s}\" does not exist"))),
-                None => system(Schema::PgCatalog).or_else(user).ok_or_else(missing),
+            let written: Vec<String> = schema.into_iter().chain([name]).map(str::to_owned).collect();
+            let exists = |k: &str| catalog.table_by_name(k).is_some() || catalog.index_by_name(k).is_some();
+            match crate::names::resolve(catalog, path, &written, exists)? {
+                Some(crate::names::Target::System(r)) => Ok(r.def().oid),
+                Some(crate::names::Target::Stored(k)) => {
+                    catalog.table_by_name(&k).map(|t| table_oid(t)).or_else(|| catalog.index_by_name(&k).map(|i| index_oid(i))).ok_or_else(missing)
+                }
+                None => Err(missing()),
             }
         }
         RegKind::Type => {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use pgtier_engine::{Catalog, Column, ForeignKey, IndexSchema, TableId, TableSchema};
 
 pub use deparse::{column_default_text, constraint_def, default_expr, format_type, index_def, quote_ident};
-pub use lookup::{reg_lookup, reg_name, split_qualified};
+pub use lookup::{reg_lookup, reg_lookup_in, reg_name, split_qualified};
 pub use pg_type::{BUILTIN_TYPES, BuiltinType, ColumnTypeInfo, TypeMatch, column_type_info, type_by_name, type_by_oid};
 pub use relations::{RELATIONS, RelDef, SysColumn, T};
 pub use rows::rows;

@@ -6,6 +6,7 @@ use pgtier_engine::{Catalog, Column, IndexSchema, SequenceDefault, TableSchema, 
 
 use super::pg_type::{BUILTIN_TYPES, ColumnTypeInfo, TypeMatch, column_type_info, type_rows};
 use super::relations::T;
+use crate::names::{namespace_oid as namespace_oid_of, short, split};
 use super::{
     BTREE_AM, DATABASE_OID, DATABASE_OWNER_ROLE, DEFAULT_COLLATION, HEAP_AM, INDEX_BASE, NS_INFORMATION_SCHEMA, NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC,
     OWNER_OID, RELATIONS, Schema, SysCtx, SystemRel, attrdef_oid, check_columns, check_oid, column_default_text, fk_oid, index_constraint_oid,
@@ -224,7 +225,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         }
         "pg_tables" => {
             for t in user_tables(catalog) {
-                out.extend([text("public"), text(&t.name), Value::Text(ctx.user()), Value::Null, Value::Bool(true), Value::Bool(false), Value::Bool(false), Value::Bool(false)]);
+                out.extend([text(split(&t.name).0), text(short(&t.name)), Value::Text(ctx.user()), Value::Null, Value::Bool(true), Value::Bool(false), Value::Bool(false), Value::Bool(false)]);
             }
         }
         // Each view's one rule, as PostgreSQL keeps it (the query itself is not shown as a node tree).
@@ -239,12 +240,12 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         "pg_views" => {
             for v in user_views(catalog) {
                 let def = super::view_definition(catalog, v, false).map_or(Value::Null, Value::Text);
-                out.extend([text("public"), text(&v.name), Value::Text(ctx.user()), def]);
+                out.extend([text(split(&v.name).0), text(short(&v.name)), Value::Text(ctx.user()), def]);
             }
         }
         "pg_indexes" => {
             for TableIndex { table: t, index: i } in all_indexes(catalog) {
-                out.extend([text("public"), text(&t.name), text(&i.name), Value::Null, Value::Text(index_def(&t, &i, true))]);
+                out.extend([text(split(&t.name).0), text(short(&t.name)), text(short(&i.name)), Value::Null, Value::Text(index_def(&t, &i, true))]);
             }
         }
         "pgtier_cache_groups" | "pgtier_cache_tables" | "pgtier_cache_stats" | "pgtier_cache_propagation" | "pgtier_cache_swt" | "pgtier_cache_autorefresh" => {
@@ -260,9 +261,9 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
 fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     let mut push = |oid: i64, name: &str, ns: i64, am: i64, kind: &str, natts: usize, has_index: bool, has_triggers: bool, checks: usize| {
         out.extend([
-            Value::Int8(oid), text(name), Value::Int8(ns), Value::Int8(0), Value::Int8(0), Value::Int8(OWNER_OID), Value::Int8(am),
+            Value::Int8(oid), text(short(name)), Value::Int8(ns), Value::Int8(0), Value::Int8(0), Value::Int8(OWNER_OID), Value::Int8(am),
             Value::Int8(if kind == "v" { 0 } else { oid }), Value::Int8(0), Value::Int4(0), Value::Float4(-1.0), Value::Int4(0), Value::Int8(0),
-            Value::Bool(has_index), Value::Bool(false), text("p"), text(kind), Value::Int2(i16::try_from(natts).unwrap_or(i16::MAX)), Value::Int2(i16::try_from(checks).unwrap_or(i16::MAX)),
+            Value::Bool(has_index), Value::Bool(false), text(if crate::names::is_temp_schema(split(name).0) { "t" } else { "p" }), text(kind), Value::Int2(i16::try_from(natts).unwrap_or(i16::MAX)), Value::Int2(i16::try_from(checks).unwrap_or(i16::MAX)),
             Value::Bool(kind == "v"), Value::Bool(has_triggers), Value::Bool(false), Value::Bool(false), Value::Bool(false), Value::Bool(true),
             text(if kind == "i" || kind == "S" || kind == "v" { "n" } else { "d" }), Value::Bool(false), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Null, Value::Null,
             Value::Null,
@@ -271,16 +272,16 @@ fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     for t in user_tables(catalog) {
         // PostgreSQL enforces foreign keys with (internal) triggers on both tables.
         let fk_triggers = !catalog.foreign_keys_of(t.id).is_empty() || !catalog.referencing(t.id).is_empty();
-        push(table_oid(t), &t.name, NS_PUBLIC, HEAP_AM, "r", user_columns(t).count(), !table_indexes(catalog, t).is_empty(), fk_triggers, t.checks.len());
+        push(table_oid(t), &t.name, namespace_oid_of(catalog, &t.name), HEAP_AM, "r", user_columns(t).count(), !table_indexes(catalog, t).is_empty(), fk_triggers, t.checks.len());
     }
     for TableIndex { index: i, .. } in all_indexes(catalog) {
-        push(index_oid(&i), &i.name, NS_PUBLIC, BTREE_AM, "i", i.columns.len(), false, false, 0);
+        push(index_oid(&i), &i.name, namespace_oid_of(catalog, &i.name), BTREE_AM, "i", i.columns.len(), false, false, 0);
     }
     for s in user_sequences(catalog) {
-        push(table_oid(s), &s.name, NS_PUBLIC, 0, "S", user_columns(s).count(), false, false, 0);
+        push(table_oid(s), &s.name, namespace_oid_of(catalog, &s.name), 0, "S", user_columns(s).count(), false, false, 0);
     }
     for v in user_views(catalog) {
-        push(table_oid(v), &v.name, NS_PUBLIC, 0, "v", user_columns(v).count(), false, false, 0);
+        push(table_oid(v), &v.name, namespace_oid_of(catalog, &v.name), 0, "v", user_columns(v).count(), false, false, 0);
     }
     for r in RELATIONS {
         push(r.oid, r.name, namespace_oid(r.schema), if r.kind == "v" { 0 } else { HEAP_AM }, r.kind, r.columns.len(), false, false, 0);
@@ -349,7 +350,7 @@ fn constraint_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             continue;
         }
         out.extend([
-            Value::Int8(index_constraint_oid(&i)), text(&i.name), Value::Int8(NS_PUBLIC), text(if i.primary { "p" } else { "u" }), Value::Bool(false),
+            Value::Int8(index_constraint_oid(&i)), text(short(&i.name)), Value::Int8(namespace_oid_of(catalog, &t.name)), text(if i.primary { "p" } else { "u" }), Value::Bool(false),
             Value::Bool(false), Value::Bool(true), Value::Int8(table_oid(&t)), Value::Int8(0), Value::Int8(index_oid(&i)), Value::Int8(0),
             Value::Int8(0), text(" "), text(" "), text(" "), Value::Bool(true), Value::Int4(0), Value::Bool(true), int2array(&t, &i.columns), Value::Null,
             Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
@@ -361,7 +362,7 @@ fn constraint_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             let eq: Vec<Value> = f.child_columns.iter().map(|_| Value::Int8(0)).collect();
             let eqs = Value::Text(array_text(Elem::Oid, &eq));
             out.extend([
-                Value::Int8(fk_oid(&f)), text(&f.name), Value::Int8(NS_PUBLIC), text("f"), Value::Bool(false), Value::Bool(false), Value::Bool(true),
+                Value::Int8(fk_oid(&f)), text(short(&f.name)), Value::Int8(namespace_oid_of(catalog, &t.name)), text("f"), Value::Bool(false), Value::Bool(false), Value::Bool(true),
                 Value::Int8(table_oid(t)), Value::Int8(0), Value::Int8(INDEX_BASE + i64::from(f.parent_index.0)), Value::Int8(0),
                 Value::Int8(table_oid(parent)), text("a"), text(match f.on_delete {
                     pgtier_engine::FkAction::NoAction => "a",
@@ -373,7 +374,7 @@ fn constraint_rows(catalog: &Catalog, out: &mut Vec<Value>) {
         }
         for (k, c) in t.checks.iter().enumerate() {
             out.extend([
-                Value::Int8(check_oid(t, k)), text(&c.name), Value::Int8(NS_PUBLIC), text("c"), Value::Bool(false), Value::Bool(false), Value::Bool(true),
+                Value::Int8(check_oid(t, k)), text(short(&c.name)), Value::Int8(namespace_oid_of(catalog, &t.name)), text("c"), Value::Bool(false), Value::Bool(false), Value::Bool(true),
                 Value::Int8(table_oid(t)), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Int8(0), text(" "), text(" "), text(" "),
                 Value::Bool(true), Value::Int4(0), Value::Bool(false), int2array(t, &check_columns(t, &c.sql)), Value::Null, Value::Null, Value::Null,
                 Value::Null, Value::Null, Value::Null, Value::Text(c.sql.clone()),

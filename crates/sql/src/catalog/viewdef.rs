@@ -43,7 +43,12 @@ pub fn is_auto_updatable(catalog: &Catalog, v: &TableSchema) -> bool {
         return false;
     }
     let ast::TableFactor::Table { name, args: None, .. } = &twj.relation else { return false };
-    let Some(t) = name.0.last().and_then(|p| p.as_ident()).and_then(|i| catalog.table_by_name(&ident(i))) else { return false };
+    let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(ident).collect();
+    let key = match parts.as_slice() {
+        [s, n] => crate::names::stored(s, n),
+        _ => parts.last().cloned().unwrap_or_default(),
+    };
+    let Some(t) = catalog.table_by_name(&key) else { return false };
     if is_view(t) && !is_auto_updatable(catalog, t) {
         return false;
     }
@@ -301,12 +306,18 @@ impl Deparser<'_> {
     fn relation_item(&mut self, f: &ast::TableFactor, out: &mut String) -> Result<()> {
         let ast::TableFactor::Table { name, alias, args: None, .. } = f else { return Err(refuse("this FROM item")) };
         let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(ident).collect();
-        let tname = match parts.as_slice() {
-            [n] => n.clone(),
-            [s, n] if s == "public" => n.clone(),
-            _ => return Err(refuse("a relation of another schema")),
+        let (key, tname) = match parts.as_slice() {
+            [n] => (n.clone(), n.clone()),
+            [s, n] => (crate::names::stored(s, n), n.clone()),
+            _ => return Err(refuse("a relation name of three parts")),
         };
-        let t = self.catalog.table_by_name(&tname).ok_or_else(|| refuse("a relation that no longer exists"))?;
+        let t = self.catalog.table_by_name(&key).ok_or_else(|| refuse("a relation that no longer exists"))?;
+        if let (schema, _) = crate::names::split(&key)
+            && schema != crate::names::PUBLIC
+        {
+            out.push_str(&quote_ident(schema));
+            out.push('.');
+        }
         out.push_str(&quote_ident(&tname));
         let refname = match alias {
             Some(a) if !a.columns.is_empty() => return Err(refuse("column aliases in FROM")),

@@ -10,7 +10,7 @@ use crate::plan::{ColumnSequence, SelectPlan};
 
 impl Exec<'_> {
     pub fn create_table(&mut self, def: &TableDef, if_not_exists: bool) -> Result<()> {
-        self.check_creation_schema(&def.name)?;
+        self.ensure_temp_schema(&def.name)?;
         if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
             self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", def.name) });
             return Ok(());
@@ -47,7 +47,7 @@ impl Exec<'_> {
     /// CREATE TABLE whose serial or identity columns need their sequences
     /// made first (in the same transaction).
     pub fn create_table_with_sequences(&mut self, def: &TableDef, sequences: &[ColumnSequence], if_not_exists: bool) -> Result<()> {
-        self.check_creation_schema(&def.name)?;
+        self.ensure_temp_schema(&def.name)?;
         if !(if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some()) {
             // A name already taken is the engine's 42P07.
             for s in sequences {
@@ -58,7 +58,7 @@ impl Exec<'_> {
     }
 
     pub fn create_sequence(&mut self, name: &str, options: &SequenceOptions, if_not_exists: bool) -> Result<()> {
-        self.check_creation_schema(name)?;
+        self.ensure_temp_schema(name)?;
         let cat = self.txn.catalog();
         if cat.table_by_name(name).is_some() || cat.index_by_name(name).is_some() {
             if if_not_exists {

@@ -10,7 +10,7 @@ use crate::value::{NUMERIC_ANY, type_name};
 
 impl Exec<'_> {
     pub fn create_view(&mut self, def: &TableDef, replace: bool) -> Result<()> {
-        self.check_creation_schema(&def.name)?;
+        self.ensure_temp_schema(&def.name)?;
         let cat = self.txn.catalog();
         let Some(old) = cat.table_by_name(&def.name).cloned() else {
             if cat.index_by_name(&def.name).is_some() {

@@ -320,6 +320,12 @@ impl Connection {
         if self.open_txn().is_none() {
             return Ok(None);
         }
+        if !self.temp.on_commit.is_empty()
+            && let Err(e) = self.on_commit()
+        {
+            self.rollback_txn();
+            return Err(e);
+        }
         if let Err(e) = self.participants.iter_mut().try_for_each(|p| p.before_commit()) {
             self.rollback_txn();
             return Err(e);

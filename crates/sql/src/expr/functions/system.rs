@@ -12,7 +12,7 @@ use pgtier_engine::{Catalog, DataType, Value};
 use crate::expr::{CmpOp, Env, Expr, SubqueryRunner};
 use crate::catalog::{self as cat, RELATIONS, Schema, constraint_def, format_type, index_def, quote_ident, reg_lookup, reg_name};
 use crate::error::{Result, SqlError};
-use crate::settings::{READ_ONLY_SETTINGS, normalize_setting, search_path, search_path_with, setting_value};
+use crate::settings::{READ_ONLY_SETTINGS, normalize_setting, search_path_with, setting_value};
 use crate::types::{self, Elem, RegKind};
 use crate::value;
 
@@ -361,8 +361,11 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
         },
         SysFunc::TableIsVisible => {
             let oid = int(0);
-            if cat::table_by_oid(catalog, oid).is_some() || cat::index_by_oid(catalog, oid).is_some() {
-                Value::Bool(search_path(ctx.settings).iter().any(|s| s == "public"))
+            let stored = cat::table_by_oid(catalog, oid).map(|t| t.name.clone()).or_else(|| cat::index_by_oid(catalog, oid).map(|i| i.name.clone()));
+            if let Some(n) = stored {
+                // Visible: its unqualified name finds it through the path.
+                let unqualified = quote_ident(crate::names::short(&n));
+                Value::Bool(reg_lookup(catalog, ctx.settings, RegKind::Class, &unqualified).is_ok_and(|o| o == oid))
             } else if let Some(r) = RELATIONS.iter().find(|r| r.oid == oid) {
                 Value::Bool(r.schema == Schema::PgCatalog)
             } else {
@@ -391,7 +394,10 @@ fn serial_sequence(catalog: &Catalog, settings: &HashMap<String, String>, table:
         return Err(SqlError::new("42703", format!("column \"{column}\" of relation \"{}\" does not exist", t.name)));
     };
     Ok(match col.sequence.filter(|(_, how)| how.owns()).and_then(|(seq, _)| catalog.table(seq)) {
-        Some(seq) => Value::Text(format!("public.{}", quote_ident(&seq.name))),
+        Some(seq) => {
+            let (schema, name) = crate::names::split(&seq.name);
+            Value::Text(format!("{}.{}", quote_ident(schema), quote_ident(name)))
+        }
         None => Value::Null,
     })
 }
