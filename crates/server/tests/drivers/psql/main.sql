@@ -97,4 +97,17 @@ SELECT * FROM drv_shape;
 ALTER TABLE drv_shape ADD COLUMN b text DEFAULT 'x';
 SELECT * FROM drv_shape;
 DROP TABLE drv_shape;
+-- The same text under another search_path names another table.
+CREATE SCHEMA drv_s;
+CREATE TABLE drv_sp (a int);
+CREATE TABLE drv_s.drv_sp (a int, b text);
+INSERT INTO drv_sp VALUES (1);
+INSERT INTO drv_s.drv_sp VALUES (2, 'in drv_s');
+SELECT * FROM drv_sp;
+SET search_path = drv_s, public;
+SELECT * FROM drv_sp;
+RESET search_path;
+SELECT * FROM drv_sp;
+DROP SCHEMA drv_s CASCADE;
+DROP TABLE drv_sp;
 \echo 'done'
