@@ -501,21 +501,7 @@ pub(super) fn output_name_match(e: &ast::Expr, columns: &[OutputColumn]) -> Opti
 
 /// The name PostgreSQL gives an output column with no alias.
 pub(super) fn column_label(e: &ast::Expr) -> String {
-    match e {
-        ast::Expr::Identifier(i) => ident(i),
-        ast::Expr::CompoundIdentifier(parts) => parts.last().map(ident).unwrap_or_default(),
-        ast::Expr::Function(f) => f.name.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default(),
-        ast::Expr::Cast { expr, .. } => match expr.as_ref() {
-            ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_) => column_label(expr),
-            _ => "?column?".into(),
-        },
-        ast::Expr::Nested(inner) => column_label(inner),
-        ast::Expr::Case { .. } => "case".into(),
-        ast::Expr::Exists { .. } => "exists".into(),
-        ast::Expr::Substring { .. } => "substring".into(),
-        ast::Expr::Trim { .. } => "btrim".into(),
-        _ => "?column?".into(),
-    }
+    super::colname::figure_colname(e)
 }
 
 fn json_no_operator(kind: &str) -> SqlError {

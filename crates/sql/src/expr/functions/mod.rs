@@ -589,6 +589,10 @@ fn width_bucket(operand: &Value, low: &Value, high: &Value, count: i64) -> Resul
             if x.is_nan() || lo.is_nan() || hi.is_nan() {
                 return Err(bad("operand, lower bound, and upper bound cannot be NaN"));
             }
+            // An infinite operand is allowed; infinite bounds are not (width_bucket_float8).
+            if lo.is_infinite() || hi.is_infinite() {
+                return Err(bad("lower and upper bounds must be finite"));
+            }
             if lo == hi {
                 return Err(bad("lower bound cannot equal upper bound"));
             }
