@@ -18,6 +18,7 @@ use crate::error::{Result, SqlError};
 
 mod datetime_in;
 mod era;
+mod numeric_in;
 
 use datetime_in::{days_in_month, parse_date, parse_timestamp, parse_timestamptz, time_shape_ok, zone_in_range};
 
@@ -772,7 +773,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             int_result(v, ty).map_err(|_| out_of_range())?
         }
         DataType::Numeric { precision, scale } => {
-            let n = parse_numeric(t).ok_or_else(invalid)?;
+            let n = parse_numeric(t).ok_or_else(|| numeric_in::refusal(t).unwrap_or_else(invalid))?;
             Value::Numeric(numeric_typmod(n, precision, scale)?)
         }
         DataType::Float4 | DataType::Float8 => {
