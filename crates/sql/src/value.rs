@@ -17,6 +17,7 @@ pub const NUMERIC_PRECISION_MAX: u8 = 38;
 use crate::error::{Result, SqlError};
 
 mod datetime_in;
+mod bytea_in;
 mod era;
 mod numeric_in;
 
@@ -801,11 +802,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         DataType::Varchar(n) => Value::Text(fit_varchar(text.to_owned(), n, false)?),
         DataType::Char(n) => Value::Text(fit_char(text.to_owned(), n, false)?),
         DataType::Bytea if !text.starts_with("\\x") => Value::Bytea(bytea_escape_in(text).ok_or_else(invalid)?),
-        DataType::Bytea => {
-            let hex = t.strip_prefix("\\x").ok_or_else(invalid)?;
-            let bytes: Option<Vec<u8>> = (0..hex.len() / 2).map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()).collect();
-            Value::Bytea(bytes.filter(|_| hex.len() % 2 == 0).ok_or_else(invalid)?)
-        }
+        DataType::Bytea => Value::Bytea(bytea_in::hex(text.strip_prefix("\\x").ok_or_else(invalid)?)?),
         DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if let Some((word, alone)) = datetime_in::relative_word(t) => {
             return relative_datetime(t, word, alone, ty);
         }
