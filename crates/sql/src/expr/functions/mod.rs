@@ -92,6 +92,12 @@ pub enum Func {
     RegexpLike,
     /// substring(s FROM pattern): the first group's match, or the whole match.
     RegexpSubstring,
+    /// regexp_count(s, pattern [, start [, flags]]).
+    RegexpCount,
+    /// regexp_instr(s, pattern [, start [, n [, endoption [, flags [, subexpr]]]]]).
+    RegexpInstr,
+    /// regexp_substr(s, pattern [, start [, n [, flags [, subexpr]]]]).
+    RegexpSubstr,
     /// cbrt, exp, ln, log10 of a float8.
     Cbrt,
     Exp,
@@ -454,6 +460,16 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         Func::RegexpLike => {
             let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
             Value::Bool(regex::regexp_like(s0, text(1), text(2))?)
+        }
+        Func::RegexpCount | Func::RegexpInstr | Func::RegexpSubstr => {
+            let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
+            let int_or = |k: usize, default: i64| vals.get(k).and_then(Value::as_i64).unwrap_or(default);
+            let int4 = |n: i64| Value::Int4(i32::try_from(n).unwrap_or(i32::MAX));
+            match f {
+                Func::RegexpCount => int4(regex::regexp_count(s0, text(1), int_or(2, 1), text(3))?),
+                Func::RegexpInstr => int4(regex::regexp_instr(s0, text(1), int_or(2, 1), int_or(3, 1), int_or(4, 0), text(5), int_or(6, 0))?),
+                _ => regex::regexp_substr(s0, text(1), int_or(2, 1), int_or(3, 1), text(4), int_or(5, 0))?.map_or(Value::Null, Value::Text),
+            }
         }
         Func::Cbrt | Func::Exp | Func::Ln | Func::Log10 => Value::Float8(math::float_fn(f, value::to_f64(&vals[0]).unwrap_or(f64::NAN))?),
         Func::Sign => math::sign(&vals[0]),

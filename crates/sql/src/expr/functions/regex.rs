@@ -548,6 +548,97 @@ pub fn regexp_match(s: &str, pattern: &str, flag_text: &str) -> Result<Option<Ve
     Ok(re.captures(s, 0)?.map(|spans| spans[1..].iter().map(|sp| sp.map(|(a, b)| s[a..b].to_owned())).collect()))
 }
 
+/// The matches regexp_count/instr/substr see (setup_regexp_matches with
+/// 'g' implied): from character `start` (1-based; 22023 below 1), each
+/// match's whole span, or with `groups` its groups' spans; an empty match
+/// moves the next search one character on. Also the spans per match.
+fn positional_matches(fname: &str, s: &str, pattern: &str, start: i64, flag_text: &str, groups: bool) -> Result<(Vec<Option<(usize, usize)>>, usize)> {
+    if start <= 0 {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
+    }
+    let (global, ci) = flags(flag_text)?;
+    if global {
+        return Err(SqlError::new("22023", format!("{fname}() does not support the \"global\" option")));
+    }
+    let re = compiled(pattern, ci)?;
+    let groups = groups && re.groups > 0;
+    let per_match = if groups { re.groups } else { 1 };
+    let mut spans = Vec::new();
+    let skip = usize::try_from(start - 1).unwrap_or(usize::MAX);
+    let Some(mut from) = s.char_indices().map(|(i, _)| i).chain(std::iter::once(s.len())).nth(skip) else { return Ok((spans, per_match)) };
+    loop {
+        let found = if groups { re.captures(s, from)? } else { re.find(s, from)?.map(|m| vec![Some(m)]) };
+        let Some(found) = found else { break };
+        let Some((so, eo)) = found.first().copied().flatten() else { break };
+        if groups { spans.extend_from_slice(&found[1..]) } else { spans.push(Some((so, eo))) }
+        from = eo;
+        if so == eo {
+            match s[eo..].chars().next() {
+                Some(c) => from += c.len_utf8(),
+                None => break,
+            }
+        }
+    }
+    Ok((spans, per_match))
+}
+
+fn check_n(name: &str, n: i64, negative_only: bool) -> Result<()> {
+    if n < 0 || (n == 0 && !negative_only) {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"{name}\": {n}")));
+    }
+    Ok(())
+}
+
+/// The span regexp_instr / regexp_substr select: match `n`, group `subexpr` (0: the whole match).
+fn select(spans: &[Option<(usize, usize)>], per_match: usize, n: i64, subexpr: i64) -> Option<(usize, usize)> {
+    let n = usize::try_from(n - 1).ok()?;
+    let sub = usize::try_from(subexpr).ok()?;
+    if sub > per_match {
+        return None;
+    }
+    spans.get(n.checked_mul(per_match)? + sub.saturating_sub(1)).copied().flatten()
+}
+
+/// regexp_count(s, pattern [, start [, flags]]).
+pub fn regexp_count(s: &str, pattern: &str, start: i64, flag_text: &str) -> Result<i64> {
+    let (spans, _) = positional_matches("regexp_count", s, pattern, start, flag_text, false)?;
+    Ok(i64::try_from(spans.len()).unwrap_or(i64::MAX))
+}
+
+/// regexp_instr(s, pattern [, start [, n [, endoption [, flags [, subexpr]]]]]):
+/// the character position (1-based) where match `n` (or its group) starts,
+/// or just after it ends (endoption 1); 0 when there is none.
+pub fn regexp_instr(s: &str, pattern: &str, start: i64, n: i64, endoption: i64, flag_text: &str, subexpr: i64) -> Result<i64> {
+    if start <= 0 {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
+    }
+    check_n("n", n, false)?;
+    if endoption != 0 && endoption != 1 {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"endoption\": {endoption}")));
+    }
+    check_n("subexpr", subexpr, true)?;
+    let (spans, per_match) = positional_matches("regexp_instr", s, pattern, start, flag_text, subexpr > 0)?;
+    Ok(match select(&spans, per_match, n, subexpr) {
+        Some((so, eo)) => {
+            let at = if endoption == 1 { eo } else { so };
+            i64::try_from(s[..at].chars().count()).unwrap_or(i64::MAX) + 1
+        }
+        None => 0,
+    })
+}
+
+/// regexp_substr(s, pattern [, start [, n [, flags [, subexpr]]]]): the
+/// text of match `n` (or its group), None when there is none.
+pub fn regexp_substr(s: &str, pattern: &str, start: i64, n: i64, flag_text: &str, subexpr: i64) -> Result<Option<String>> {
+    if start <= 0 {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
+    }
+    check_n("n", n, false)?;
+    check_n("subexpr", subexpr, true)?;
+    let (spans, per_match) = positional_matches("regexp_substr", s, pattern, start, flag_text, subexpr > 0)?;
+    Ok(select(&spans, per_match, n, subexpr).map(|(so, eo)| s[so..eo].to_owned()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
