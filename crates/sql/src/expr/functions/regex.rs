@@ -552,7 +552,7 @@ pub fn regexp_match(s: &str, pattern: &str, flag_text: &str) -> Result<Option<Ve
 /// 'g' implied): from character `start` (1-based; 22023 below 1), each
 /// match's whole span, or with `groups` its groups' spans; an empty match
 /// moves the next search one character on. Also the spans per match.
-fn positional_matches(fname: &str, s: &str, pattern: &str, start: i64, flag_text: &str, groups: bool) -> Result<(Vec<Option<(usize, usize)>>, usize)> {
+fn positional_matches(fname: &str, s: &str, pattern: &str, start: i64, flag_text: &str, groups: bool) -> Result<(Spans, usize)> {
     if start <= 0 {
         return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
     }
