@@ -788,15 +788,17 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             // a non-zero one that underflows to zero, is out of range.
             let out_of_range = || SqlError::new("22003", format!("\"{t}\" is out of range for type {}", type_name(ty)));
             let nonzero_input = t.bytes().take_while(|b| !matches!(b, b'e' | b'E')).any(|b| (b'1'..=b'9').contains(&b));
+            // float4in rounds the text once, to single precision (strtof):
+            // through double first, some inputs land one unit off.
             #[allow(clippy::cast_possible_truncation)]
-            let narrowed = if ty == DataType::Float4 { f64::from(x as f32) } else { x };
+            let single = if x.is_finite() { t.to_ascii_lowercase().parse::<f32>().unwrap_or(x as f32) } else { x as f32 };
+            let narrowed = if ty == DataType::Float4 { f64::from(single) } else { x };
             let overflow = (x.is_finite() && narrowed.is_infinite()) || (x.is_infinite() && !t.to_ascii_lowercase().contains("inf"));
             let underflow = narrowed == 0.0 && nonzero_input;
             if overflow || underflow {
                 return Err(out_of_range());
             }
-            #[allow(clippy::cast_possible_truncation)]
-            if ty == DataType::Float4 { Value::Float4(x as f32) } else { Value::Float8(x) }
+            if ty == DataType::Float4 { Value::Float4(single) } else { Value::Float8(x) }
         }
         DataType::Text => Value::Text(text.to_owned()),
         DataType::Varchar(n) => Value::Text(fit_varchar(text.to_owned(), n, false)?),

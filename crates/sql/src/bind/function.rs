@@ -472,6 +472,7 @@ impl Binder<'_> {
             "regexp_count" => text_fn(Func::RegexpCount, 2, 4, &[Text, Text, Int4, Text], Int4, self, bound),
             "regexp_instr" => text_fn(Func::RegexpInstr, 2, 7, &[Text, Text, Int4, Int4, Int4, Text, Int4], Int4, self, bound),
             "regexp_substr" => text_fn(Func::RegexpSubstr, 2, 6, &[Text, Text, Int4, Int4, Text, Int4], Text, self, bound),
+            _ if super::numeric_fns::NUMERIC_FUNCTIONS.contains(&name) => self.numeric_function(name, bound, &sig_text),
             _ if super::builtin::MORE_FUNCTIONS.contains(&name) => self.more_function(name, bound, &sig_text),
             _ if super::json::is_unsupported_json_function(name) => {
                 let s = sig();

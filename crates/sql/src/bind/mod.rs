@@ -22,6 +22,7 @@ mod ddl;
 mod dml;
 mod dml_from;
 mod merge;
+mod numeric_fns;
 mod expr;
 mod from;
 mod function;

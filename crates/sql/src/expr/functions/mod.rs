@@ -92,6 +92,12 @@ pub enum Func {
     RegexpLike,
     /// substring(s FROM pattern): the first group's match, or the whole match.
     RegexpSubstring,
+    /// scale, min_scale, trim_scale of a numeric; float4send / float8send (bytea).
+    Scale,
+    MinScale,
+    TrimScale,
+    Float4Send,
+    Float8Send,
     /// regexp_count(s, pattern [, start [, flags]]).
     RegexpCount,
     /// regexp_instr(s, pattern [, start [, n [, endoption [, flags [, subexpr]]]]]).
@@ -461,6 +467,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
             Value::Bool(regex::regexp_like(s0, text(1), text(2))?)
         }
+        Func::Scale | Func::MinScale | Func::TrimScale | Func::Float4Send | Func::Float8Send => math::scale_or_send(f, &vals[0])?,
         Func::RegexpCount | Func::RegexpInstr | Func::RegexpSubstr => {
             let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
             let int_or = |k: usize, default: i64| vals.get(k).and_then(Value::as_i64).unwrap_or(default);
