@@ -415,12 +415,9 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
                 ArithOp::Add => x + y,
                 ArithOp::Sub => x - y,
                 ArithOp::Mul => x * y,
-                ArithOp::Div => {
-                    if y == 0.0 {
-                        return Err(SqlError::division_by_zero());
-                    }
-                    x / y
-                }
+                // float8div: NaN divided by zero is NaN, not an error.
+                ArithOp::Div if y == 0.0 && !x.is_nan() => return Err(SqlError::division_by_zero()),
+                ArithOp::Div => x / y,
                 ArithOp::Mod => return Err(SqlError::undefined_operator("double precision % double precision")),
             };
             // float4 arithmetic rounds to single precision (exactly as if
