@@ -1,4 +1,5 @@
-//! scale, min_scale and trim_scale of a numeric, float4send and float8send:
+//! scale, min_scale and trim_scale of a numeric, float4send and float8send,
+//! sinh / cosh / tanh (libm's, as PostgreSQL calls them):
 //! small functions PostgreSQL 15's numeric.sql, float4.sql and float8.sql
 //! read results through. Arguments convert as PostgreSQL's implicit casts
 //! allow (integers and unknown literals to numeric or the float type; a
@@ -12,7 +13,7 @@ use crate::expr::{Expr, Func};
 use crate::value::{self, NUMERIC_ANY};
 
 /// The functions [`Binder::numeric_function`] binds.
-pub(super) const NUMERIC_FUNCTIONS: [&str; 5] = ["scale", "min_scale", "trim_scale", "float4send", "float8send"];
+pub(super) const NUMERIC_FUNCTIONS: [&str; 8] = ["scale", "min_scale", "trim_scale", "float4send", "float8send", "sinh", "cosh", "tanh"];
 
 impl Binder<'_> {
     pub(super) fn numeric_function(&mut self, name: &str, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<(Expr, Ty)> {
@@ -23,7 +24,10 @@ impl Binder<'_> {
             "min_scale" => (NUMERIC_ANY, Func::MinScale, DataType::Int4),
             "trim_scale" => (NUMERIC_ANY, Func::TrimScale, NUMERIC_ANY),
             "float4send" => (DataType::Float4, Func::Float4Send, DataType::Bytea),
-            _ => (DataType::Float8, Func::Float8Send, DataType::Bytea),
+            "float8send" => (DataType::Float8, Func::Float8Send, DataType::Bytea),
+            "sinh" => (DataType::Float8, Func::Sinh, DataType::Float8),
+            "cosh" => (DataType::Float8, Func::Cosh, DataType::Float8),
+            _ => (DataType::Float8, Func::Tanh, DataType::Float8),
         };
         let implicit = match t {
             None => true,

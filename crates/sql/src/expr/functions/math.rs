@@ -244,7 +244,7 @@ pub(super) fn gcd_lcm(lcm: bool, a: &Value, b: &Value) -> Result<Value> {
     }
 }
 
-/// scale / min_scale / trim_scale / float4send / float8send of a non-NULL value.
+/// scale / min_scale / trim_scale / float4send / float8send / sinh / cosh / tanh of a non-NULL value.
 pub(super) fn scale_or_send(f: Func, v: &Value) -> Result<Value> {
     let digits = |n: i32| Value::Int4(n);
     Ok(match (f, v) {
@@ -256,6 +256,22 @@ pub(super) fn scale_or_send(f: Func, v: &Value) -> Result<Value> {
         }
         (Func::Float4Send, Value::Float4(x)) => Value::Bytea(x.to_be_bytes().to_vec()),
         (Func::Float8Send, Value::Float8(x)) => Value::Bytea(x.to_be_bytes().to_vec()),
+        // dsinh: an overflow is the infinity of the argument's sign (libm's already is).
+        (Func::Sinh, Value::Float8(x)) => Value::Float8(x.sinh()),
+        (Func::Cosh, Value::Float8(x)) => {
+            let r = x.cosh();
+            if r == 0.0 {
+                return Err(SqlError::new("22003", "value out of range: underflow"));
+            }
+            Value::Float8(r)
+        }
+        (Func::Tanh, Value::Float8(x)) => {
+            let r = x.tanh();
+            if r.is_infinite() {
+                return Err(SqlError::new("22003", "value out of range: overflow"));
+            }
+            Value::Float8(r)
+        }
         _ => return Err(SqlError::new("XX000", "numeric function given another type")),
     })
 }

@@ -98,6 +98,10 @@ pub enum Func {
     TrimScale,
     Float4Send,
     Float8Send,
+    /// sinh, cosh, tanh of a float8.
+    Sinh,
+    Cosh,
+    Tanh,
     /// regexp_count(s, pattern [, start [, flags]]).
     RegexpCount,
     /// regexp_instr(s, pattern [, start [, n [, endoption [, flags [, subexpr]]]]]).
@@ -467,7 +471,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
             Value::Bool(regex::regexp_like(s0, text(1), text(2))?)
         }
-        Func::Scale | Func::MinScale | Func::TrimScale | Func::Float4Send | Func::Float8Send => math::scale_or_send(f, &vals[0])?,
+        Func::Scale | Func::MinScale | Func::TrimScale | Func::Float4Send | Func::Float8Send | Func::Sinh | Func::Cosh | Func::Tanh => math::scale_or_send(f, &vals[0])?,
         Func::RegexpCount | Func::RegexpInstr | Func::RegexpSubstr => {
             let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
             let int_or = |k: usize, default: i64| vals.get(k).and_then(Value::as_i64).unwrap_or(default);
