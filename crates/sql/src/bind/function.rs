@@ -463,7 +463,7 @@ impl Binder<'_> {
             "regexp_replace" => {
                 // PostgreSQL 15's forms with a start position (and an occurrence).
                 if nargs > 4 || (nargs == 4 && bound[3].1.is_some_and(value::is_integer)) {
-                    return Err(SqlError::unsupported("regexp_replace with a start position"));
+                    return text_fn(Func::RegexpReplaceAt, 4, 6, &[Text, Text, Text, Int4, Int4, Text], Text, self, bound);
                 }
                 text_fn(Func::RegexpReplace, 3, 4, &[Text; 4], Text, self, bound)
             }

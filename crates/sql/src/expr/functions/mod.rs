@@ -102,6 +102,8 @@ pub enum Func {
     Sinh,
     Cosh,
     Tanh,
+    /// regexp_replace(s, pattern, replacement, start [, n [, flags]]).
+    RegexpReplaceAt,
     /// regexp_count(s, pattern [, start [, flags]]).
     RegexpCount,
     /// regexp_instr(s, pattern [, start [, n [, endoption [, flags [, subexpr]]]]]).
@@ -472,6 +474,11 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             Value::Bool(regex::regexp_like(s0, text(1), text(2))?)
         }
         Func::Scale | Func::MinScale | Func::TrimScale | Func::Float4Send | Func::Float8Send | Func::Sinh | Func::Cosh | Func::Tanh => math::scale_or_send(f, &vals[0])?,
+        Func::RegexpReplaceAt => {
+            let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
+            let n = vals.get(4).and_then(Value::as_i64);
+            Value::Text(regex::regexp_replace_at(s0, text(1), text(2), int(3), n, text(5))?)
+        }
         Func::RegexpCount | Func::RegexpInstr | Func::RegexpSubstr => {
             let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
             let int_or = |k: usize, default: i64| vals.get(k).and_then(Value::as_i64).unwrap_or(default);

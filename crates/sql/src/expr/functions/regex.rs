@@ -448,11 +448,36 @@ fn flags(text: &str) -> Result<(bool, bool)> {
 /// regexp_replace(s, pattern, replacement [, flags]): `\1`..`\9` and `\&`
 /// in the replacement insert captures, `\\` a backslash.
 pub fn regexp_replace(s: &str, pattern: &str, replacement: &str, flag_text: &str) -> Result<String> {
-    let (global, ci) = flags(flag_text)?;
+    let (global, _) = flags(flag_text)?;
+    replace_from(s, pattern, replacement, 0, if global { 0 } else { 1 }, flag_text)
+}
+
+/// regexp_replace(s, pattern, replacement, start [, n [, flags]]): from
+/// character `start` on, match `n` only (0: every match); without `n`, the
+/// 'g' flag decides (textregexreplace_extended).
+pub fn regexp_replace_at(s: &str, pattern: &str, replacement: &str, start: i64, n: Option<i64>, flag_text: &str) -> Result<String> {
+    if start <= 0 {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
+    }
+    if let Some(n) = n.filter(|n| *n < 0) {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"n\": {n}")));
+    }
+    let (global, _) = flags(flag_text)?;
+    let n = n.unwrap_or(if global { 0 } else { 1 });
+    let skip = usize::try_from(start - 1).unwrap_or(usize::MAX);
+    match s.char_indices().map(|(i, _)| i).chain(std::iter::once(s.len())).nth(skip) {
+        Some(from) => replace_from(s, pattern, replacement, from, n, flag_text),
+        None => Ok(s.to_owned()),
+    }
+}
+
+/// replace_text_regexp: from byte `from`, replace match `n` (0: all).
+fn replace_from(s: &str, pattern: &str, replacement: &str, mut from: usize, n: i64, flag_text: &str) -> Result<String> {
+    let (_, ci) = flags(flag_text)?;
     let re = compiled(pattern, ci)?;
     let uses_groups = replacement.as_bytes().windows(2).any(|w| w[0] == b'\\' && (b'1'..=b'9').contains(&w[1]));
     let mut out = String::with_capacity(s.len());
-    let (mut copied, mut from) = (0, 0);
+    let (mut copied, mut seen) = (0, 0);
     while from <= s.len() {
         let spans = if uses_groups {
             match re.captures(s, from)? {
@@ -466,11 +491,14 @@ pub fn regexp_replace(s: &str, pattern: &str, replacement: &str, flag_text: &str
             }
         };
         let Some(Some((start, end))) = spans.first().copied() else { break };
-        out.push_str(&s[copied..start]);
-        substitute(s, replacement, &spans, &mut out);
-        copied = end;
-        if !global {
-            break;
+        seen += 1;
+        if n == 0 || seen == n {
+            out.push_str(&s[copied..start]);
+            substitute(s, replacement, &spans, &mut out);
+            copied = end;
+            if n > 0 {
+                break;
+            }
         }
         from = end;
         if start == end {
