@@ -469,6 +469,7 @@ impl Binder<'_> {
             }
             "regexp_match" => text_fn(Func::RegexpMatch, 2, 3, &[Text; 3], super::builtin::text_array(), self, bound),
             "regexp_like" => text_fn(Func::RegexpLike, 2, 3, &[Text; 3], DataType::Bool, self, bound),
+            "regexp_split_to_array" => text_fn(Func::RegexpSplitToArray, 2, 3, &[Text; 3], super::builtin::text_array(), self, bound),
             "regexp_count" => text_fn(Func::RegexpCount, 2, 4, &[Text, Text, Int4, Text], Int4, self, bound),
             "regexp_instr" => text_fn(Func::RegexpInstr, 2, 7, &[Text, Text, Int4, Int4, Int4, Text, Int4], Int4, self, bound),
             "regexp_substr" => text_fn(Func::RegexpSubstr, 2, 6, &[Text, Text, Int4, Int4, Text, Int4], Text, self, bound),

@@ -104,6 +104,8 @@ pub enum Func {
     Tanh,
     /// regexp_replace(s, pattern, replacement, start [, n [, flags]]).
     RegexpReplaceAt,
+    /// regexp_split_to_array(s, pattern [, flags]): text[].
+    RegexpSplitToArray,
     /// regexp_count(s, pattern [, start [, flags]]).
     RegexpCount,
     /// regexp_instr(s, pattern [, start [, n [, endoption [, flags [, subexpr]]]]]).
@@ -469,6 +471,11 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             }
         }
         Func::RegexpSubstring => regex::substring(s0, s1(&vals))?.map_or(Value::Null, Value::Text),
+        Func::RegexpSplitToArray => {
+            let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
+            let items: Vec<Value> = regex::regexp_split(s0, text(1), text(2))?.into_iter().map(Value::Text).collect();
+            Value::Text(array_text(Elem::Text, &items))
+        }
         Func::RegexpLike => {
             let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
             Value::Bool(regex::regexp_like(s0, text(1), text(2))?)

@@ -627,6 +627,35 @@ fn select(spans: &[Option<(usize, usize)>], per_match: usize, n: i64, subexpr: i
     spans.get(n.checked_mul(per_match)? + sub.saturating_sub(1)).copied().flatten()
 }
 
+/// regexp_split_to_array(s, pattern [, flags]): the text between matches
+/// (setup_regexp_matches ignoring degenerate ones: an empty match at the
+/// end, or one ending where the previous match ended, does not split).
+pub fn regexp_split(s: &str, pattern: &str, flag_text: &str) -> Result<Vec<String>> {
+    let (global, ci) = flags(flag_text)?;
+    if global {
+        return Err(SqlError::new("22023", "regexp_split_to_array() does not support the \"global\" option"));
+    }
+    let re = compiled(pattern, ci)?;
+    let (mut pieces, mut piece_start, mut prev_end, mut from) = (Vec::new(), 0, 0, 0);
+    while from <= s.len() {
+        let Some((so, eo)) = re.find(s, from)? else { break };
+        if so < s.len() && eo > prev_end {
+            pieces.push(s[piece_start..so].to_owned());
+            piece_start = eo;
+        }
+        prev_end = eo;
+        from = eo;
+        if so == eo {
+            match s[eo..].chars().next() {
+                Some(c) => from += c.len_utf8(),
+                None => break,
+            }
+        }
+    }
+    pieces.push(s[piece_start..].to_owned());
+    Ok(pieces)
+}
+
 /// regexp_count(s, pattern [, start [, flags]]).
 pub fn regexp_count(s: &str, pattern: &str, start: i64, flag_text: &str) -> Result<i64> {
     let (spans, _) = positional_matches("regexp_count", s, pattern, start, flag_text, false)?;
