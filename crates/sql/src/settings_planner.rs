@@ -120,8 +120,9 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<String> {
     }
 }
 
-/// guc.c's parse_bool: on/off, true/false, yes/no, 1/0 and unique prefixes.
-fn parse_bool(value: &str) -> Option<bool> {
+/// guc.c's parse_bool (also boolin's, after trimming): on/off, true/false,
+/// yes/no, 1/0 and unique prefixes.
+pub(crate) fn parse_bool(value: &str) -> Option<bool> {
     let v = value.trim().to_lowercase();
     if v.is_empty() {
         return None;

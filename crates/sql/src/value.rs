@@ -759,11 +759,8 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
     let t = text.trim();
     let invalid = || SqlError::invalid_text(type_name(ty), text);
     Ok(match ty {
-        DataType::Bool => match t.to_ascii_lowercase().as_str() {
-            "t" | "true" | "yes" | "y" | "on" | "1" => Value::Bool(true),
-            "f" | "false" | "no" | "n" | "off" | "0" => Value::Bool(false),
-            _ => return Err(SqlError::invalid_text("boolean", text)),
-        },
+        // boolin: parse_bool's words and their unique prefixes ('of' is off).
+        DataType::Bool => Value::Bool(crate::settings_planner::parse_bool(t).ok_or_else(|| SqlError::invalid_text("boolean", text))?),
         DataType::Int2 | DataType::Int4 | DataType::Int8 => {
             let v: i128 = t.parse().map_err(|_| invalid())?;
             let out_of_range = || SqlError::new("22003", format!("value \"{text}\" is out of range for type {}", type_name(ty)));

@@ -331,6 +331,12 @@ impl Binder<'_> {
             return Err(json_no_operator("equality"));
         }
         let for_update = self.locks(q, &scope, agg.is_some() || distinct || !distinct_on.is_empty())?;
+        // HAVING without aggregates or GROUP BY is one group whatever the
+        // input (is_degenerate_grouping): PostgreSQL never evaluates WHERE
+        // then, so a 1/0 there raises nothing.
+        if agg.as_ref().is_some_and(|a| a.aggs.is_empty() && a.group_by.is_empty()) {
+            where_conjuncts.clear();
+        }
         let levels = planner::plan_levels(self.catalog, &scope.rels, join_rels, where_conjuncts.clone(), &mut self.indexes)?;
         let (levels, final_filters) = levels;
         Ok(SelectPlan {
