@@ -24,6 +24,7 @@ pub mod plan;
 pub mod planner;
 pub mod session;
 pub mod settings;
+mod settings_planner;
 pub mod time;
 pub mod types;
 pub mod tz;

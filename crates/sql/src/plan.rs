@@ -613,7 +613,8 @@ pub enum Plan {
     AlterTable(Box<AlterPlan>),
     Txn(TxnCommand),
     /// `local`: SET LOCAL (until the transaction block ends).
-    Set { name: String, value: String, local: bool },
+    /// `reset`: spelled RESET, which PostgreSQL tags RESET (the same as SET ... TO DEFAULT otherwise).
+    Set { name: String, value: String, local: bool, reset: bool },
     Show { name: String },
     /// Accepted and ignored (e.g. SET TRANSACTION ISOLATION LEVEL READ COMMITTED).
     Noop { tag: &'static str },

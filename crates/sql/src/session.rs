@@ -458,7 +458,7 @@ impl Connection {
     fn run_inner(&mut self, stmt: &PreparedStatement, mut prepared: Arc<Prepared>, params: &[Value]) -> Result<(Tag, u64)> {
         self.enter();
         match &prepared.plan {
-            Plan::Set { name, value, local } => return self.set(name, value, *local),
+            Plan::Set { name, value, local, reset } => return self.set(name, value, *local).map(|r| if *reset { (Tag::Plain("RESET"), r.1) } else { r }),
             Plan::Show { name } => return self.show(name),
             Plan::Explain { lines, .. } => {
                 self.result.reset(1);

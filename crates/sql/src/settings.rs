@@ -44,7 +44,7 @@ pub(crate) fn default_settings() -> HashMap<String, String> {
         // buffered results (exec::Interrupt::charge); 0: no bound.
         ("pgtier.statement_mem", "1GB"),
     ];
-    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    pairs.iter().copied().chain(crate::settings_planner::defaults()).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
 }
 
 /// Settings a session may not change (55P02); all others it may.
@@ -105,7 +105,10 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
             }
             "read committed".to_owned()
         }
-        _ => value.to_owned(),
+        _ => match crate::settings_planner::normalize(key, value) {
+            Some(checked) => checked?,
+            None => value.to_owned(),
+        },
     })
 }
 

@@ -17,7 +17,9 @@ pub const NUMERIC_PRECISION_MAX: u8 = 38;
 use crate::error::{Result, SqlError};
 
 mod datetime_in;
+mod bytea_in;
 mod era;
+mod numeric_in;
 
 use datetime_in::{days_in_month, parse_date, parse_timestamp, parse_timestamptz, time_shape_ok, zone_in_range};
 
@@ -413,12 +415,9 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
                 ArithOp::Add => x + y,
                 ArithOp::Sub => x - y,
                 ArithOp::Mul => x * y,
-                ArithOp::Div => {
-                    if y == 0.0 {
-                        return Err(SqlError::division_by_zero());
-                    }
-                    x / y
-                }
+                // float8div: NaN divided by zero is NaN, not an error.
+                ArithOp::Div if y == 0.0 && !x.is_nan() => return Err(SqlError::division_by_zero()),
+                ArithOp::Div => x / y,
                 ArithOp::Mod => return Err(SqlError::undefined_operator("double precision % double precision")),
             };
             // float4 arithmetic rounds to single precision (exactly as if
@@ -760,11 +759,8 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
     let t = text.trim();
     let invalid = || SqlError::invalid_text(type_name(ty), text);
     Ok(match ty {
-        DataType::Bool => match t.to_ascii_lowercase().as_str() {
-            "t" | "true" | "yes" | "y" | "on" | "1" => Value::Bool(true),
-            "f" | "false" | "no" | "n" | "off" | "0" => Value::Bool(false),
-            _ => return Err(SqlError::invalid_text("boolean", text)),
-        },
+        // boolin: parse_bool's words and their unique prefixes ('of' is off).
+        DataType::Bool => Value::Bool(crate::settings_planner::parse_bool(t).ok_or_else(|| SqlError::invalid_text("boolean", text))?),
         DataType::Int2 | DataType::Int4 | DataType::Int8 => {
             let v: i128 = t.parse().map_err(|_| invalid())?;
             let out_of_range = || SqlError::new("22003", format!("value \"{text}\" is out of range for type {}", type_name(ty)));
@@ -772,7 +768,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             int_result(v, ty).map_err(|_| out_of_range())?
         }
         DataType::Numeric { precision, scale } => {
-            let n = parse_numeric(t).ok_or_else(invalid)?;
+            let n = parse_numeric(t).ok_or_else(|| numeric_in::refusal(t).unwrap_or_else(invalid))?;
             Value::Numeric(numeric_typmod(n, precision, scale)?)
         }
         DataType::Float4 | DataType::Float8 => {
@@ -786,25 +782,23 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             // a non-zero one that underflows to zero, is out of range.
             let out_of_range = || SqlError::new("22003", format!("\"{t}\" is out of range for type {}", type_name(ty)));
             let nonzero_input = t.bytes().take_while(|b| !matches!(b, b'e' | b'E')).any(|b| (b'1'..=b'9').contains(&b));
+            // float4in rounds the text once, to single precision (strtof):
+            // through double first, some inputs land one unit off.
             #[allow(clippy::cast_possible_truncation)]
-            let narrowed = if ty == DataType::Float4 { f64::from(x as f32) } else { x };
+            let single = if x.is_finite() { t.to_ascii_lowercase().parse::<f32>().unwrap_or(x as f32) } else { x as f32 };
+            let narrowed = if ty == DataType::Float4 { f64::from(single) } else { x };
             let overflow = (x.is_finite() && narrowed.is_infinite()) || (x.is_infinite() && !t.to_ascii_lowercase().contains("inf"));
             let underflow = narrowed == 0.0 && nonzero_input;
             if overflow || underflow {
                 return Err(out_of_range());
             }
-            #[allow(clippy::cast_possible_truncation)]
-            if ty == DataType::Float4 { Value::Float4(x as f32) } else { Value::Float8(x) }
+            if ty == DataType::Float4 { Value::Float4(single) } else { Value::Float8(x) }
         }
         DataType::Text => Value::Text(text.to_owned()),
         DataType::Varchar(n) => Value::Text(fit_varchar(text.to_owned(), n, false)?),
         DataType::Char(n) => Value::Text(fit_char(text.to_owned(), n, false)?),
         DataType::Bytea if !text.starts_with("\\x") => Value::Bytea(bytea_escape_in(text).ok_or_else(invalid)?),
-        DataType::Bytea => {
-            let hex = t.strip_prefix("\\x").ok_or_else(invalid)?;
-            let bytes: Option<Vec<u8>> = (0..hex.len() / 2).map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()).collect();
-            Value::Bytea(bytes.filter(|_| hex.len() % 2 == 0).ok_or_else(invalid)?)
-        }
+        DataType::Bytea => Value::Bytea(bytea_in::hex(text.strip_prefix("\\x").ok_or_else(invalid)?)?),
         DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if let Some((word, alone)) = datetime_in::relative_word(t) => {
             return relative_datetime(t, word, alone, ty);
         }

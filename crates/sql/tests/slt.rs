@@ -8,7 +8,9 @@
 //!   query <column letters> [rowsort|nosort]  ... `----`  expected rows
 //! A row is its values joined by single spaces; NULL is `NULL`, the empty
 //! string `(empty)`. `rowsort` compares rows sorted (for queries without
-//! ORDER BY). `SLT_COMPLETE=1` rewrites the expected parts from PostgreSQL.
+//! ORDER BY). `colnames`: the first expected line is the result's column
+//! names, joined by single spaces (clients read rows by them).
+//! `SLT_COMPLETE=1` rewrites the expected parts from PostgreSQL.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
@@ -22,7 +24,7 @@ enum Expect {
     Ok,
     Count(u64),
     Error(String),
-    Rows { sort: bool, rows: Vec<String> },
+    Rows { sort: bool, names: bool, rows: Vec<String> },
 }
 
 #[derive(Clone, Debug)]
@@ -35,7 +37,7 @@ struct Record {
 
 #[derive(Debug, PartialEq)]
 enum Outcome {
-    Ok { count: u64, rows: Option<Vec<String>> },
+    Ok { count: u64, names: Vec<String>, rows: Option<Vec<String>> },
     Error { sqlstate: String, message: String },
 }
 
@@ -64,6 +66,7 @@ fn parse(text: &str) -> Vec<Record> {
             (Some("statement"), Some("error")) => Expect::Error(header.splitn(3, ' ').nth(2).unwrap_or("").trim().to_owned()),
             (Some("query"), Some(_)) => {
                 let sort = header.split_whitespace().any(|w| w == "rowsort");
+                let names = header.split_whitespace().any(|w| w == "colnames");
                 let mut rows = Vec::new();
                 if i < lines.len() && lines[i].trim_end() == "----" {
                     i += 1;
@@ -72,7 +75,7 @@ fn parse(text: &str) -> Vec<Record> {
                         i += 1;
                     }
                 }
-                Expect::Rows { sort, rows }
+                Expect::Rows { sort, names, rows }
             }
             _ => panic!("line {line}: unknown record header {header:?}"),
         };
@@ -94,20 +97,22 @@ fn run_pg(client: &mut postgres::Client, sql: &str) -> Outcome {
         Ok(msgs) => {
             let mut rows: Option<Vec<String>> = None;
             let mut count = 0;
+            let mut names = Vec::new();
             for m in msgs {
                 match m {
                     postgres::SimpleQueryMessage::Row(r) => {
                         let line: Vec<String> = (0..r.len()).map(|k| cell(r.get(k))).collect();
                         rows.get_or_insert_with(Vec::new).push(line.join(" "));
                     }
-                    postgres::SimpleQueryMessage::RowDescription(_) => {
+                    postgres::SimpleQueryMessage::RowDescription(cols) => {
+                        names = cols.iter().map(|c| c.name().to_owned()).collect();
                         rows.get_or_insert_with(Vec::new);
                     }
                     postgres::SimpleQueryMessage::CommandComplete(n) => count = n,
                     _ => {}
                 }
             }
-            Outcome::Ok { count, rows }
+            Outcome::Ok { count, names, rows }
         }
         Err(e) => match e.as_db_error() {
             Some(db) => Outcome::Error { sqlstate: db.code().code().to_owned(), message: db.message().to_owned() },
@@ -120,8 +125,9 @@ fn run_pgtier(conn: &mut Connection, sql: &str) -> Outcome {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| conn.execute_sql(sql)));
     match r {
         Ok(Ok(res)) => {
+            let names = res.rows.as_ref().map(|rows| rows.columns().iter().map(|c| c.name.clone()).collect()).unwrap_or_default();
             let rows = res.rows.map(|rows| rows.iter().map(|row| (0..row.len()).map(|k| cell(row.text(k).as_deref())).collect::<Vec<_>>().join(" ")).collect());
-            Outcome::Ok { count: res.rows_affected, rows }
+            Outcome::Ok { count: res.rows_affected, names, rows }
         }
         Ok(Err(e)) => Outcome::Error { sqlstate: e.sqlstate.to_owned(), message: e.message },
         Err(_) => Outcome::Error { sqlstate: "PANIC".into(), message: "pgtier panicked".into() },
@@ -134,13 +140,18 @@ fn check(expect: &Expect, got: &Outcome) -> Option<String> {
         (Expect::Ok, Outcome::Ok { .. }) => None,
         (Expect::Count(n), Outcome::Ok { count, .. }) if n == count => None,
         (Expect::Error(pat), Outcome::Error { sqlstate, message }) if pat.is_empty() || pat == sqlstate || message.contains(pat.as_str()) => None,
-        (Expect::Rows { sort, rows }, Outcome::Ok { rows: Some(got), .. }) => {
+        (Expect::Rows { sort, names, rows }, Outcome::Ok { rows: Some(got), names: got_names, .. }) => {
             // Trailing blanks (char(n) padding) are not significant in a row line.
-            let trim = |v: &Vec<String>| v.iter().map(|r| r.trim_end().to_owned()).collect::<Vec<_>>();
-            let (mut want, mut have) = (trim(rows), trim(got));
+            let trim = |v: &[String]| v.iter().map(|r| r.trim_end().to_owned()).collect::<Vec<_>>();
+            let header = usize::from(*names && !rows.is_empty());
+            let (mut want, mut have) = (trim(&rows[header..]), trim(got));
             if *sort {
                 want.sort();
                 have.sort();
+            }
+            if *names {
+                want.insert(0, rows.first().cloned().unwrap_or_default());
+                have.insert(0, got_names.join(" "));
             }
             if want == have { None } else { Some(format!("expected rows {want:?}\n      got {have:?}")) }
         }
@@ -156,10 +167,13 @@ fn completed(rec: &Record, got: &Outcome) -> String {
             let _ = writeln!(s, "statement count {count}");
             let _ = writeln!(s, "{}", rec.sql);
         }
-        (Expect::Rows { sort, .. }, Outcome::Ok { rows: Some(rows), .. }) => {
+        (Expect::Rows { sort, names, .. }, Outcome::Ok { rows: Some(rows), names: got_names, .. }) => {
             let _ = writeln!(s, "{}", rec.header);
             let _ = writeln!(s, "{}", rec.sql);
             let _ = writeln!(s, "----");
+            if *names {
+                let _ = writeln!(s, "{}", got_names.join(" "));
+            }
             let mut rows = rows.clone();
             if *sort {
                 rows.sort();
@@ -257,7 +271,10 @@ fn differential_corpus() {
 /// In completion mode, pgtier is compared with what PostgreSQL just did.
 fn expect_from(original: &Expect, pg: &Outcome) -> Expect {
     match (original, pg) {
-        (Expect::Rows { sort, .. }, Outcome::Ok { rows: Some(rows), .. }) => Expect::Rows { sort: *sort, rows: rows.clone() },
+        (Expect::Rows { sort, names, .. }, Outcome::Ok { rows: Some(rows), names: got_names, .. }) => {
+            let header = names.then(|| got_names.join(" "));
+            Expect::Rows { sort: *sort, names: *names, rows: header.into_iter().chain(rows.iter().cloned()).collect() }
+        }
         (_, Outcome::Ok { count, .. }) if matches!(original, Expect::Count(_)) => Expect::Count(*count),
         (_, Outcome::Error { sqlstate, .. }) => Expect::Error(sqlstate.clone()),
         (e, _) => e.clone(),

@@ -22,6 +22,11 @@ impl Binder<'_> {
         }
         let mut call = AggCall { filter, ..self.agg_call(func, name, args, distinct, scope, ctx)? };
         call.order_by = self.agg_order(&call, args, order_by, scope, ctx)?;
+        if outer_level(&call) {
+            // PostgreSQL evaluates such an aggregate in the outer query, once
+            // over the outer rows; computed here it would count the inner ones.
+            return Err(SqlError::unsupported("an aggregate whose arguments refer only to an outer query's columns"));
+        }
         let aggs = ctx.aggs.as_mut().ok_or_else(|| SqlError::new("XX000", "aggregate context lost"))?;
         let idx = match aggs.iter().position(|c| *c == call) {
             Some(i) => i,
@@ -192,4 +197,19 @@ pub(super) fn rewrite_post_agg(e: Expr, groups: &[Expr], scope: &Scope<'_>) -> R
         Expr::Subquery(s) if s.correlated => Err(SqlError::unsupported("correlated subquery above GROUP BY")),
         other => other.map_children(&mut |c| rewrite_post_agg(c, groups, scope)),
     }
+}
+
+/// Whether the aggregate belongs to an outer query (check_agg_arguments):
+/// its arguments, FILTER and ORDER BY name outer columns and none of this level's.
+fn outer_level(call: &AggCall) -> bool {
+    let (mut outer, mut local) = (false, false);
+    let mut visit = |e: &Expr| {
+        e.walk(&mut |x| match x {
+            Expr::Outer(_) => outer = true,
+            Expr::Column(_) => local = true,
+            _ => {}
+        });
+    };
+    call.arg.iter().chain(call.filter.iter()).chain(call.order_by.iter().map(|o| &o.key)).for_each(&mut visit);
+    outer && !local
 }

@@ -455,7 +455,13 @@ impl Binder<'_> {
                     self.boolean(w, wt, "CASE/WHEN")?
                 }
             };
-            let truth = if op.is_none() { constant_truth(&cond) } else { None };
+            // A constant operand is substituted into each WHEN's comparison
+            // before folding (eval_const_expressions' case_val), so
+            // `CASE 1 WHEN 0 THEN 1/0 ...` drops that arm as the searched form does.
+            let truth = match &op_expr {
+                Some(o) if op.is_some() => constant_truth(&Expr::Cmp(CmpOp::Eq, o.clone().boxed(), cond.clone().boxed())),
+                _ => constant_truth(&cond),
+            };
             let never = matches!(truth, Some(Some(false) | None));
             let always = truth == Some(Some(true));
             whens.push(cond);

@@ -463,12 +463,17 @@ impl Binder<'_> {
             "regexp_replace" => {
                 // PostgreSQL 15's forms with a start position (and an occurrence).
                 if nargs > 4 || (nargs == 4 && bound[3].1.is_some_and(value::is_integer)) {
-                    return Err(SqlError::unsupported("regexp_replace with a start position"));
+                    return text_fn(Func::RegexpReplaceAt, 4, 6, &[Text, Text, Text, Int4, Int4, Text], Text, self, bound);
                 }
                 text_fn(Func::RegexpReplace, 3, 4, &[Text; 4], Text, self, bound)
             }
             "regexp_match" => text_fn(Func::RegexpMatch, 2, 3, &[Text; 3], super::builtin::text_array(), self, bound),
             "regexp_like" => text_fn(Func::RegexpLike, 2, 3, &[Text; 3], DataType::Bool, self, bound),
+            "regexp_split_to_array" => text_fn(Func::RegexpSplitToArray, 2, 3, &[Text; 3], super::builtin::text_array(), self, bound),
+            "regexp_count" => text_fn(Func::RegexpCount, 2, 4, &[Text, Text, Int4, Text], Int4, self, bound),
+            "regexp_instr" => text_fn(Func::RegexpInstr, 2, 7, &[Text, Text, Int4, Int4, Int4, Text, Int4], Int4, self, bound),
+            "regexp_substr" => text_fn(Func::RegexpSubstr, 2, 6, &[Text, Text, Int4, Int4, Text, Int4], Text, self, bound),
+            _ if super::numeric_fns::NUMERIC_FUNCTIONS.contains(&name) => self.numeric_function(name, bound, &sig_text),
             _ if super::builtin::MORE_FUNCTIONS.contains(&name) => self.more_function(name, bound, &sig_text),
             _ if super::json::is_unsupported_json_function(name) => {
                 let s = sig();

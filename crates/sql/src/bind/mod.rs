@@ -17,10 +17,12 @@ mod array_func;
 mod builtin;
 mod cast;
 mod coerce;
+mod colname;
 mod ddl;
 mod dml;
 mod dml_from;
 mod merge;
+mod numeric_fns;
 mod expr;
 mod from;
 mod function;
@@ -318,7 +320,7 @@ impl<'c> Binder<'c> {
             // RESET x is SET x TO DEFAULT.
             S::Reset(ast::ResetStatement { reset: ast::Reset::ConfigurationParameter(name) }) => {
                 let name = name.0.iter().map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident)).collect::<Vec<_>>().join(".");
-                Ok(Plan::Set { name, value: "DEFAULT".into(), local: false })
+                Ok(Plan::Set { name, value: "DEFAULT".into(), local: false, reset: true })
             }
             S::ShowVariable { variable } => {
                 let name = variable.iter().map(|i| i.value.to_lowercase()).collect::<Vec<_>>().join(" ");
@@ -334,7 +336,7 @@ impl<'c> Binder<'c> {
                 // `SET "application_name"` names the same setting as `SET application_name`.
                 let name = variable.0.iter().map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident)).collect::<Vec<_>>().join(".");
                 let value = values.iter().map(setting_text).collect::<Vec<_>>().join(", ");
-                Ok(Plan::Set { name, value, local: matches!(scope, Some(ast::ContextModifier::Local)) })
+                Ok(Plan::Set { name, value, local: matches!(scope, Some(ast::ContextModifier::Local)), reset: false })
             }
             ast::Set::SetTimeZone { local, value } => {
                 // SET TIME ZONE INTERVAL '+05:30' HOUR TO MINUTE: a fixed
@@ -351,9 +353,9 @@ impl<'c> Binder<'c> {
                     }
                     other => setting_text(other),
                 };
-                Ok(Plan::Set { name: "timezone".into(), value, local: *local })
+                Ok(Plan::Set { name: "timezone".into(), value, local: *local, reset: false })
             }
-            ast::Set::SetNames { charset_name, .. } => Ok(Plan::Set { name: "client_encoding".into(), value: charset_name.value.clone(), local: false }),
+            ast::Set::SetNames { charset_name, .. } => Ok(Plan::Set { name: "client_encoding".into(), value: charset_name.value.clone(), local: false, reset: false }),
             ast::Set::SetTransaction { modes, snapshot: None, session: _ } => {
                 check_transaction_modes(modes)?;
                 Ok(Plan::Noop { tag: "SET" })

@@ -334,6 +334,12 @@ impl Binder<'_> {
             return Err(json_no_operator("equality"));
         }
         let for_update = self.locks(q, &scope, agg.is_some() || distinct || !distinct_on.is_empty())?;
+        // HAVING without aggregates or GROUP BY is one group whatever the
+        // input (is_degenerate_grouping): PostgreSQL never evaluates WHERE
+        // then, so a 1/0 there raises nothing.
+        if agg.as_ref().is_some_and(|a| a.aggs.is_empty() && a.group_by.is_empty()) {
+            where_conjuncts.clear();
+        }
         let levels = planner::plan_levels(self.catalog, &scope.rels, join_rels, where_conjuncts.clone(), &mut self.indexes)?;
         let (levels, final_filters) = levels;
         Ok(SelectPlan {
@@ -504,21 +510,7 @@ pub(super) fn output_name_match(e: &ast::Expr, columns: &[OutputColumn]) -> Opti
 
 /// The name PostgreSQL gives an output column with no alias.
 pub(super) fn column_label(e: &ast::Expr) -> String {
-    match e {
-        ast::Expr::Identifier(i) => ident(i),
-        ast::Expr::CompoundIdentifier(parts) => parts.last().map(ident).unwrap_or_default(),
-        ast::Expr::Function(f) => f.name.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default(),
-        ast::Expr::Cast { expr, .. } => match expr.as_ref() {
-            ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_) => column_label(expr),
-            _ => "?column?".into(),
-        },
-        ast::Expr::Nested(inner) => column_label(inner),
-        ast::Expr::Case { .. } => "case".into(),
-        ast::Expr::Exists { .. } => "exists".into(),
-        ast::Expr::Substring { .. } => "substring".into(),
-        ast::Expr::Trim { .. } => "btrim".into(),
-        _ => "?column?".into(),
-    }
+    super::colname::figure_colname(e)
 }
 
 fn json_no_operator(kind: &str) -> SqlError {

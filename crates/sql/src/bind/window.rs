@@ -54,7 +54,7 @@ impl Binder<'_> {
                     WindowFunc::Ntile(self.coerce(n, t, DataType::Int4, name)?)
                 }
                 ("lag" | "lead", None) if (1..=3).contains(&args.len()) => {
-                    let (value, vt) = self.expr(&args[0], scope, ctx)?;
+                    let (mut value, mut vt) = self.expr(&args[0], scope, ctx)?;
                     let offset = match args.get(1) {
                         Some(a) => {
                             let (o, t) = self.expr(a, scope, ctx)?;
@@ -64,8 +64,13 @@ impl Binder<'_> {
                     };
                     let default = match args.get(2) {
                         Some(a) => {
+                            // lag(anycompatible, integer, anycompatible): value and
+                            // default take their common type (lag(int, 1, 0.7) is numeric).
                             let (d, t) = self.expr(a, scope, ctx)?;
-                            Some(self.result_cast(d, t, vt)?)
+                            let common = super::coerce::common_type(&[vt, t], name)?;
+                            value = self.result_cast(value, vt, common)?;
+                            vt = common;
+                            Some(self.result_cast(d, t, common)?)
                         }
                         None => None,
                     };

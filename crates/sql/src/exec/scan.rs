@@ -174,6 +174,11 @@ impl Exec<'_> {
         }
         let level = &plan.levels[l];
         let w = level.width();
+        if w == 0 {
+            // Candidates are kept flat, w values a row: rows of no columns
+            // (`SELECT FROM ... UNION ...` as a source) have no count here.
+            return Err(SqlError::unsupported("a subquery, set operation or table with no columns as a FROM item"));
+        }
         let mut cands = self.pooled_row();
         let hashed = self.hash_joins && !level.hash_keys.is_empty() && self.hashed_candidates(level, env, row, plan.level_masks.get(l), &mut cands)?;
         if !hashed {

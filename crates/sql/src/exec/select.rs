@@ -253,6 +253,8 @@ impl Exec<'_> {
 
 fn count_arg(v: Value, what: &str) -> Result<usize> {
     match v {
+        // LIMIT NULL is no limit, OFFSET NULL no offset (limit_needed / ExecLimit).
+        Value::Null if what == "OFFSET" => Ok(0),
         Value::Null => Ok(usize::MAX),
         v => {
             let n = v.as_i64().unwrap_or(0);

@@ -244,6 +244,47 @@ pub(super) fn gcd_lcm(lcm: bool, a: &Value, b: &Value) -> Result<Value> {
     }
 }
 
+/// scale / min_scale / trim_scale / float4send / float8send / sinh / cosh / tanh of a non-NULL value.
+pub(super) fn scale_or_send(f: Func, v: &Value) -> Result<Value> {
+    let digits = |n: i32| Value::Int4(n);
+    Ok(match (f, v) {
+        (Func::Scale, Value::Numeric(n)) => digits(i32::from(n.scale)),
+        (Func::MinScale, Value::Numeric(n)) => digits(i32::from(trimmed(n.mantissa, n.scale).1)),
+        (Func::TrimScale, Value::Numeric(n)) => {
+            let (m, s) = trimmed(n.mantissa, n.scale);
+            Value::Numeric(pgtier_engine::Numeric::new(m, s))
+        }
+        (Func::Float4Send, Value::Float4(x)) => Value::Bytea(x.to_be_bytes().to_vec()),
+        (Func::Float8Send, Value::Float8(x)) => Value::Bytea(x.to_be_bytes().to_vec()),
+        // dsinh: an overflow is the infinity of the argument's sign (libm's already is).
+        (Func::Sinh, Value::Float8(x)) => Value::Float8(x.sinh()),
+        (Func::Cosh, Value::Float8(x)) => {
+            let r = x.cosh();
+            if r == 0.0 {
+                return Err(SqlError::new("22003", "value out of range: underflow"));
+            }
+            Value::Float8(r)
+        }
+        (Func::Tanh, Value::Float8(x)) => {
+            let r = x.tanh();
+            if r.is_infinite() {
+                return Err(SqlError::new("22003", "value out of range: overflow"));
+            }
+            Value::Float8(r)
+        }
+        _ => return Err(SqlError::new("XX000", "numeric function given another type")),
+    })
+}
+
+/// The value without trailing fractional zeros: (mantissa, scale).
+fn trimmed(mut m: i128, mut scale: u8) -> (i128, u8) {
+    while scale > 0 && m % 10 == 0 {
+        m /= 10;
+        scale -= 1;
+    }
+    (m, scale)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,6 +92,26 @@ pub enum Func {
     RegexpLike,
     /// substring(s FROM pattern): the first group's match, or the whole match.
     RegexpSubstring,
+    /// scale, min_scale, trim_scale of a numeric; float4send / float8send (bytea).
+    Scale,
+    MinScale,
+    TrimScale,
+    Float4Send,
+    Float8Send,
+    /// sinh, cosh, tanh of a float8.
+    Sinh,
+    Cosh,
+    Tanh,
+    /// regexp_replace(s, pattern, replacement, start [, n [, flags]]).
+    RegexpReplaceAt,
+    /// regexp_split_to_array(s, pattern [, flags]): text[].
+    RegexpSplitToArray,
+    /// regexp_count(s, pattern [, start [, flags]]).
+    RegexpCount,
+    /// regexp_instr(s, pattern [, start [, n [, endoption [, flags [, subexpr]]]]]).
+    RegexpInstr,
+    /// regexp_substr(s, pattern [, start [, n [, flags [, subexpr]]]]).
+    RegexpSubstr,
     /// cbrt, exp, ln, log10 of a float8.
     Cbrt,
     Exp,
@@ -451,9 +471,30 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             }
         }
         Func::RegexpSubstring => regex::substring(s0, s1(&vals))?.map_or(Value::Null, Value::Text),
+        Func::RegexpSplitToArray => {
+            let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
+            let items: Vec<Value> = regex::regexp_split(s0, text(1), text(2))?.into_iter().map(Value::Text).collect();
+            Value::Text(array_text(Elem::Text, &items))
+        }
         Func::RegexpLike => {
             let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
             Value::Bool(regex::regexp_like(s0, text(1), text(2))?)
+        }
+        Func::Scale | Func::MinScale | Func::TrimScale | Func::Float4Send | Func::Float8Send | Func::Sinh | Func::Cosh | Func::Tanh => math::scale_or_send(f, &vals[0])?,
+        Func::RegexpReplaceAt => {
+            let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
+            let n = vals.get(4).and_then(Value::as_i64);
+            Value::Text(regex::regexp_replace_at(s0, text(1), text(2), int(3), n, text(5))?)
+        }
+        Func::RegexpCount | Func::RegexpInstr | Func::RegexpSubstr => {
+            let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
+            let int_or = |k: usize, default: i64| vals.get(k).and_then(Value::as_i64).unwrap_or(default);
+            let int4 = |n: i64| Value::Int4(i32::try_from(n).unwrap_or(i32::MAX));
+            match f {
+                Func::RegexpCount => int4(regex::regexp_count(s0, text(1), int_or(2, 1), text(3))?),
+                Func::RegexpInstr => int4(regex::regexp_instr(s0, text(1), int_or(2, 1), int_or(3, 1), int_or(4, 0), text(5), int_or(6, 0))?),
+                _ => regex::regexp_substr(s0, text(1), int_or(2, 1), int_or(3, 1), text(4), int_or(5, 0))?.map_or(Value::Null, Value::Text),
+            }
         }
         Func::Cbrt | Func::Exp | Func::Ln | Func::Log10 => Value::Float8(math::float_fn(f, value::to_f64(&vals[0]).unwrap_or(f64::NAN))?),
         Func::Sign => math::sign(&vals[0]),
@@ -588,6 +629,10 @@ fn width_bucket(operand: &Value, low: &Value, high: &Value, count: i64) -> Resul
             let (x, lo, hi) = (f(operand), f(low), f(high));
             if x.is_nan() || lo.is_nan() || hi.is_nan() {
                 return Err(bad("operand, lower bound, and upper bound cannot be NaN"));
+            }
+            // An infinite operand is allowed; infinite bounds are not (width_bucket_float8).
+            if lo.is_infinite() || hi.is_infinite() {
+                return Err(bad("lower and upper bounds must be finite"));
             }
             if lo == hi {
                 return Err(bad("lower bound cannot equal upper bound"));

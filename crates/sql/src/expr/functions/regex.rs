@@ -448,11 +448,36 @@ fn flags(text: &str) -> Result<(bool, bool)> {
 /// regexp_replace(s, pattern, replacement [, flags]): `\1`..`\9` and `\&`
 /// in the replacement insert captures, `\\` a backslash.
 pub fn regexp_replace(s: &str, pattern: &str, replacement: &str, flag_text: &str) -> Result<String> {
-    let (global, ci) = flags(flag_text)?;
+    let (global, _) = flags(flag_text)?;
+    replace_from(s, pattern, replacement, 0, if global { 0 } else { 1 }, flag_text)
+}
+
+/// regexp_replace(s, pattern, replacement, start [, n [, flags]]): from
+/// character `start` on, match `n` only (0: every match); without `n`, the
+/// 'g' flag decides (textregexreplace_extended).
+pub fn regexp_replace_at(s: &str, pattern: &str, replacement: &str, start: i64, n: Option<i64>, flag_text: &str) -> Result<String> {
+    if start <= 0 {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
+    }
+    if let Some(n) = n.filter(|n| *n < 0) {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"n\": {n}")));
+    }
+    let (global, _) = flags(flag_text)?;
+    let n = n.unwrap_or(if global { 0 } else { 1 });
+    let skip = usize::try_from(start - 1).unwrap_or(usize::MAX);
+    match s.char_indices().map(|(i, _)| i).chain(std::iter::once(s.len())).nth(skip) {
+        Some(from) => replace_from(s, pattern, replacement, from, n, flag_text),
+        None => Ok(s.to_owned()),
+    }
+}
+
+/// replace_text_regexp: from byte `from`, replace match `n` (0: all).
+fn replace_from(s: &str, pattern: &str, replacement: &str, mut from: usize, n: i64, flag_text: &str) -> Result<String> {
+    let (_, ci) = flags(flag_text)?;
     let re = compiled(pattern, ci)?;
     let uses_groups = replacement.as_bytes().windows(2).any(|w| w[0] == b'\\' && (b'1'..=b'9').contains(&w[1]));
     let mut out = String::with_capacity(s.len());
-    let (mut copied, mut from) = (0, 0);
+    let (mut copied, mut seen) = (0, 0);
     while from <= s.len() {
         let spans = if uses_groups {
             match re.captures(s, from)? {
@@ -466,11 +491,14 @@ pub fn regexp_replace(s: &str, pattern: &str, replacement: &str, flag_text: &str
             }
         };
         let Some(Some((start, end))) = spans.first().copied() else { break };
-        out.push_str(&s[copied..start]);
-        substitute(s, replacement, &spans, &mut out);
-        copied = end;
-        if !global {
-            break;
+        seen += 1;
+        if n == 0 || seen == n {
+            out.push_str(&s[copied..start]);
+            substitute(s, replacement, &spans, &mut out);
+            copied = end;
+            if n > 0 {
+                break;
+            }
         }
         from = end;
         if start == end {
@@ -546,6 +574,126 @@ pub fn regexp_match(s: &str, pattern: &str, flag_text: &str) -> Result<Option<Ve
         return Ok(re.find(s, 0)?.map(|(a, b)| vec![Some(s[a..b].to_owned())]));
     }
     Ok(re.captures(s, 0)?.map(|spans| spans[1..].iter().map(|sp| sp.map(|(a, b)| s[a..b].to_owned())).collect()))
+}
+
+/// The matches regexp_count/instr/substr see (setup_regexp_matches with
+/// 'g' implied): from character `start` (1-based; 22023 below 1), each
+/// match's whole span, or with `groups` its groups' spans; an empty match
+/// moves the next search one character on. Also the spans per match.
+fn positional_matches(fname: &str, s: &str, pattern: &str, start: i64, flag_text: &str, groups: bool) -> Result<(Spans, usize)> {
+    if start <= 0 {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
+    }
+    let (global, ci) = flags(flag_text)?;
+    if global {
+        return Err(SqlError::new("22023", format!("{fname}() does not support the \"global\" option")));
+    }
+    let re = compiled(pattern, ci)?;
+    let groups = groups && re.groups > 0;
+    let per_match = if groups { re.groups } else { 1 };
+    let mut spans = Vec::new();
+    let skip = usize::try_from(start - 1).unwrap_or(usize::MAX);
+    let Some(mut from) = s.char_indices().map(|(i, _)| i).chain(std::iter::once(s.len())).nth(skip) else { return Ok((spans, per_match)) };
+    loop {
+        let found = if groups { re.captures(s, from)? } else { re.find(s, from)?.map(|m| vec![Some(m)]) };
+        let Some(found) = found else { break };
+        let Some((so, eo)) = found.first().copied().flatten() else { break };
+        if groups { spans.extend_from_slice(&found[1..]) } else { spans.push(Some((so, eo))) }
+        from = eo;
+        if so == eo {
+            match s[eo..].chars().next() {
+                Some(c) => from += c.len_utf8(),
+                None => break,
+            }
+        }
+    }
+    Ok((spans, per_match))
+}
+
+fn check_n(name: &str, n: i64, negative_only: bool) -> Result<()> {
+    if n < 0 || (n == 0 && !negative_only) {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"{name}\": {n}")));
+    }
+    Ok(())
+}
+
+/// The span regexp_instr / regexp_substr select: match `n`, group `subexpr` (0: the whole match).
+fn select(spans: &[Option<(usize, usize)>], per_match: usize, n: i64, subexpr: i64) -> Option<(usize, usize)> {
+    let n = usize::try_from(n - 1).ok()?;
+    let sub = usize::try_from(subexpr).ok()?;
+    if sub > per_match {
+        return None;
+    }
+    spans.get(n.checked_mul(per_match)? + sub.saturating_sub(1)).copied().flatten()
+}
+
+/// regexp_split_to_array(s, pattern [, flags]): the text between matches
+/// (setup_regexp_matches ignoring degenerate ones: an empty match at the
+/// end, or one ending where the previous match ended, does not split).
+pub fn regexp_split(s: &str, pattern: &str, flag_text: &str) -> Result<Vec<String>> {
+    let (global, ci) = flags(flag_text)?;
+    if global {
+        return Err(SqlError::new("22023", "regexp_split_to_array() does not support the \"global\" option"));
+    }
+    let re = compiled(pattern, ci)?;
+    let (mut pieces, mut piece_start, mut prev_end, mut from) = (Vec::new(), 0, 0, 0);
+    while from <= s.len() {
+        let Some((so, eo)) = re.find(s, from)? else { break };
+        if so < s.len() && eo > prev_end {
+            pieces.push(s[piece_start..so].to_owned());
+            piece_start = eo;
+        }
+        prev_end = eo;
+        from = eo;
+        if so == eo {
+            match s[eo..].chars().next() {
+                Some(c) => from += c.len_utf8(),
+                None => break,
+            }
+        }
+    }
+    pieces.push(s[piece_start..].to_owned());
+    Ok(pieces)
+}
+
+/// regexp_count(s, pattern [, start [, flags]]).
+pub fn regexp_count(s: &str, pattern: &str, start: i64, flag_text: &str) -> Result<i64> {
+    let (spans, _) = positional_matches("regexp_count", s, pattern, start, flag_text, false)?;
+    Ok(i64::try_from(spans.len()).unwrap_or(i64::MAX))
+}
+
+/// regexp_instr(s, pattern [, start [, n [, endoption [, flags [, subexpr]]]]]):
+/// the character position (1-based) where match `n` (or its group) starts,
+/// or just after it ends (endoption 1); 0 when there is none.
+pub fn regexp_instr(s: &str, pattern: &str, start: i64, n: i64, endoption: i64, flag_text: &str, subexpr: i64) -> Result<i64> {
+    if start <= 0 {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
+    }
+    check_n("n", n, false)?;
+    if endoption != 0 && endoption != 1 {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"endoption\": {endoption}")));
+    }
+    check_n("subexpr", subexpr, true)?;
+    let (spans, per_match) = positional_matches("regexp_instr", s, pattern, start, flag_text, subexpr > 0)?;
+    Ok(match select(&spans, per_match, n, subexpr) {
+        Some((so, eo)) => {
+            let at = if endoption == 1 { eo } else { so };
+            i64::try_from(s[..at].chars().count()).unwrap_or(i64::MAX) + 1
+        }
+        None => 0,
+    })
+}
+
+/// regexp_substr(s, pattern [, start [, n [, flags [, subexpr]]]]): the
+/// text of match `n` (or its group), None when there is none.
+pub fn regexp_substr(s: &str, pattern: &str, start: i64, n: i64, flag_text: &str, subexpr: i64) -> Result<Option<String>> {
+    if start <= 0 {
+        return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
+    }
+    check_n("n", n, false)?;
+    check_n("subexpr", subexpr, true)?;
+    let (spans, per_match) = positional_matches("regexp_substr", s, pattern, start, flag_text, subexpr > 0)?;
+    Ok(select(&spans, per_match, n, subexpr).map(|(so, eo)| s[so..eo].to_owned()))
 }
 
 #[cfg(test)]
