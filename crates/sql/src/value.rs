@@ -7,7 +7,6 @@
 //! so `int4 + int4` overflows exactly where PostgreSQL's does.
 
 use std::cmp::Ordering;
-use std::fmt::Write as _;
 
 use pgtier_engine::{DATE_INFINITY, DATE_NEG_INFINITY, DataType, Numeric, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, round_to_precision};
 
@@ -797,7 +796,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         DataType::Text => Value::Text(text.to_owned()),
         DataType::Varchar(n) => Value::Text(fit_varchar(text.to_owned(), n, false)?),
         DataType::Char(n) => Value::Text(fit_char(text.to_owned(), n, false)?),
-        DataType::Bytea if !text.starts_with("\\x") => Value::Bytea(bytea_escape_in(text).ok_or_else(invalid)?),
+        DataType::Bytea if !text.starts_with("\\x") => Value::Bytea(bytea_in::escape(text).ok_or_else(invalid)?),
         DataType::Bytea => Value::Bytea(bytea_in::hex(text.strip_prefix("\\x").ok_or_else(invalid)?)?),
         DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if let Some((word, alone)) = datetime_in::relative_word(t) => {
             return relative_datetime(t, word, alone, ty);
@@ -922,259 +921,12 @@ pub fn parse_numeric(text: &str) -> Option<Numeric> {
     Some(n)
 }
 
-// ---------------------------------------------------------------- output
-
-/// PostgreSQL's text output of `v` in the session's settings (tz.rs).
-pub fn write_text(v: &Value, out: &mut String) {
-    match v {
-        Value::Float4(x) => write_float(f64::from(*x), true, out),
-        Value::Float8(x) => write_float(*x, false, out),
-        Value::Bytea(b) if crate::tz::bytea_escape() => write_bytea_escape(b, out),
-        Value::Array(items) => crate::array::write_array(items, out),
-        // The session's DateStyle and zone (tz.rs); the engine's form is
-        // ISO in UTC, and the infinities print as the engine prints them.
-        Value::Date(_) | Value::Timestamp(_) | Value::TimestampTz(_) if !is_infinite_datetime(v) && crate::tz::write_datetime(v, out) => {}
-        other => {
-            let _ = write!(out, "{other}");
-        }
-    }
-}
-
-/// PostgreSQL's (Ryu's) shortest text: the fewest digits that read back
-/// as the value, correctly rounded at that length (an exact tie goes to
-/// the even digit: 47732.5625 is 47732.562), and for float4 never a text
-/// that lies exactly halfway between two floats (it reads back as the even
-/// one; PostgreSQL prints 1022141568 as 1.02214157e+09). Rust's shortest
-/// form differs only there, so it gives the length to start from.
-fn float_shortest(x: f64, single: bool) -> String {
-    #[allow(clippy::cast_possible_truncation)]
-    let y = x as f32;
-    let rust = if single { format!("{y:e}") } else { format!("{x:e}") };
-    if !x.is_finite() || x == 0.0 {
-        return rust;
-    }
-    let digits = rust.split('e').next().unwrap_or("").bytes().filter(u8::is_ascii_digit).count().max(1);
-    let same = |t: &str| if single { t.parse::<f32>() == Ok(y) } else { t.parse::<f64>() == Ok(x) };
-    let reads_back = |t: &String| same(t) && !halfway(t, &same);
-    // Rust's fixed-precision form rounds exact ties up: round the exact
-    // digits here instead.
-    let exact = if single { format!("{y:.120e}") } else { format!("{x:.120e}") };
-    // Of the texts with the fewest digits that read back, the nearest to
-    // the exact value (Ryu, PostgreSQL's float8out). The nearest k-digit
-    // text may not read back while the one on the other side does
-    // (6.3108872417680944e-30 is x, and so is 6.310887241768095e-30, which
-    // is shorter): try both neighbours at each length.
-    for k in digits..=17 {
-        let nearest = round_digits(&exact, k, None);
-        if reads_back(&nearest) {
-            return nearest;
-        }
-        let other = [round_digits(&exact, k, Some(false)), round_digits(&exact, k, Some(true))].into_iter().find(|t| *t != nearest);
-        if let Some(other) = other.filter(reads_back) {
-            return other;
-        }
-    }
-    rust
-}
-
-/// `exact` ("d.ddd...e<exp>") rounded to `k` significant digits, in the
-/// same form: to the nearest, an exact tie to the even digit (`force`
-/// None), or down / up in magnitude (`Some(false)` / `Some(true)`).
-fn round_digits(exact: &str, k: usize, force: Option<bool>) -> String {
-    let (mantissa, exp) = exact.split_once('e').unwrap_or((exact, "0"));
-    let mut exp: i32 = exp.parse().unwrap_or(0);
-    let digits: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).map(|b| b - b'0').collect();
-    let k = k.clamp(1, digits.len().max(1));
-    let mut head: Vec<u8> = digits.iter().take(k).copied().collect();
-    let rest = digits.get(k..).unwrap_or(&[]);
-    let up = match (force, rest.first()) {
-        (Some(up), _) => up && rest.iter().any(|&d| d != 0),
-        (None, Some(&d)) if d > 5 => true,
-        (None, Some(&5)) => rest[1..].iter().any(|&d| d != 0) || head.last().is_some_and(|d| d % 2 == 1),
-        (None, _) => false,
-    };
-    if up {
-        let mut i = head.len();
-        loop {
-            if i == 0 {
-                // 9.99 rounded up: 1.00 and the next power of ten.
-                head.insert(0, 1);
-                head.pop();
-                exp += 1;
-                break;
-            }
-            i -= 1;
-            if head[i] == 9 {
-                head[i] = 0;
-            } else {
-                head[i] += 1;
-                break;
-            }
-        }
-    }
-    let mut out = String::with_capacity(k + 8);
-    if mantissa.starts_with('-') {
-        out.push('-');
-    }
-    for (i, d) in head.iter().enumerate() {
-        if i == 1 {
-            out.push('.');
-        }
-        out.push(char::from(b'0' + d));
-    }
-    let _ = write!(out, "e{exp}");
-    out
-}
-
-/// `t` (a "d.ddde<exp>" text that reads back as the value) lies exactly
-/// halfway to a neighbour: nudged by a unit in its 40th digit, up or down
-/// in magnitude, it reads back as another value. (A text of at most 17
-/// digits that is not on the midpoint is far further than that from it.)
-fn halfway(t: &str, same: &dyn Fn(&str) -> bool) -> bool {
-    let (mantissa, exp) = t.split_once('e').unwrap_or((t, "0"));
-    let mantissa = if mantissa.contains('.') { mantissa.to_owned() } else { format!("{mantissa}.") };
-    let up = format!("{mantissa}{}1e{exp}", "0".repeat(40));
-    // Down: borrow from the last digit, then nines.
-    let mut down: Vec<u8> = mantissa.into_bytes();
-    let mut i = down.len();
-    while i > 0 {
-        i -= 1;
-        match down[i] {
-            b'0' => down[i] = b'9',
-            b'1'..=b'9' => {
-                down[i] -= 1;
-                break;
-            }
-            _ => {}
-        }
-    }
-    let down = format!("{}{}e{exp}", String::from_utf8_lossy(&down), "9".repeat(40));
-    !same(&up) || !same(&down)
-}
-
-pub fn to_text(v: &Value) -> String {
-    let mut s = String::new();
-    write_text(v, &mut s);
-    s
-}
-
-/// byteain's escape format: a byte per character, `\\\\` for a backslash,
-/// `\\ooo` (octal, first digit 0-3) for any byte; another backslash is
-/// invalid.
-fn bytea_escape_in(text: &str) -> Option<Vec<u8>> {
-    let b = text.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'\\' {
-            out.push(b[i]);
-            i += 1;
-        } else if b.get(i + 1) == Some(&b'\\') {
-            out.push(b'\\');
-            i += 2;
-        } else {
-            let octal = b.get(i + 1..i + 4)?;
-            if !(b'0'..=b'3').contains(&octal[0]) || !octal[1..].iter().all(|d| (b'0'..=b'7').contains(d)) {
-                return None;
-            }
-            out.push(octal.iter().fold(0u8, |acc, d| (acc << 3) | (d - b'0')));
-            i += 4;
-        }
-    }
-    Some(out)
-}
-
-/// byteaout's escape format: printable ASCII as itself, a backslash
-/// doubled, every other byte as a backslash and three octal digits.
-fn write_bytea_escape(bytes: &[u8], out: &mut String) {
-    for &b in bytes {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            0x20..=0x7e => out.push(char::from(b)),
-            _ => {
-                let _ = write!(out, "\\{b:03o}");
-            }
-        }
-    }
-}
-
-/// float8out/float4out with extra_float_digits <= 0: `%.*g` with the
-/// type's digits (15 or 6) plus extra_float_digits, at least 1.
-fn write_float_rounded(x: f64, single: bool, extra: i32, out: &mut String) {
-    let precision = usize::try_from((if single { 6 } else { 15 } + extra).max(1)).unwrap_or(1);
-    let sci = format!("{x:.*e}", precision - 1);
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let strip = |s: &str| -> String {
-        if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_owned() } else { s.to_owned() }
-    };
-    if exp < -4 || exp >= i32::try_from(precision).unwrap_or(i32::MAX) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        let _ = write!(out, "{}e{sign}{:02}", strip(mantissa), exp.abs());
-    } else {
-        let decimals = usize::try_from(i32::try_from(precision).unwrap_or(0) - 1 - exp).unwrap_or(0);
-        out.push_str(&strip(&format!("{x:.decimals$}")));
-    }
-}
-
-/// Shortest round-trip digits, in the layout of PostgreSQL's float output:
-/// scientific notation when the decimal exponent is < -4 or >= the type's
-/// digit count (15 for float8, 6 for float4). With extra_float_digits <= 0,
-/// PostgreSQL's rounded form instead.
-fn write_float(x: f64, single: bool, out: &mut String) {
-    if x.is_nan() {
-        out.push_str("NaN");
-        return;
-    }
-    if x.is_infinite() {
-        out.push_str(if x > 0.0 { "Infinity" } else { "-Infinity" });
-        return;
-    }
-    if x == 0.0 {
-        out.push_str(if x.is_sign_negative() { "-0" } else { "0" });
-        return;
-    }
-    let extra = crate::tz::float_digits();
-    if extra <= 0 {
-        write_float_rounded(x, single, extra, out);
-        return;
-    }
-    let sci = float_shortest(x, single);
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let limit = if single { 6 } else { 15 };
-    if exp < -4 || exp >= limit {
-        let sign = if exp < 0 { '-' } else { '+' };
-        let _ = write!(out, "{mantissa}e{sign}{:02}", exp.abs());
-        return;
-    }
-    // The same digits without the exponent.
-    let negative = mantissa.starts_with('-');
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let digits = digits.trim_end_matches('0');
-    let digits = if digits.is_empty() { "0" } else { digits };
-    if negative {
-        out.push('-');
-    }
-    if exp < 0 {
-        out.push_str("0.");
-        out.extend(std::iter::repeat_n('0', exp.unsigned_abs() as usize - 1));
-        out.push_str(digits);
-    } else {
-        let point = exp as usize + 1;
-        if digits.len() <= point {
-            out.push_str(digits);
-            out.extend(std::iter::repeat_n('0', point - digits.len()));
-        } else {
-            out.push_str(&digits[..point]);
-            out.push('.');
-            out.push_str(&digits[point..]);
-        }
-    }
-}
+mod output;
+pub use output::{to_text, write_text};
 
 #[cfg(test)]
 mod tests {
+    use super::output::{float_shortest, halfway, write_float};
     use super::*;
 
     #[test]

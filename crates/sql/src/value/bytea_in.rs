@@ -23,6 +23,32 @@ fn digit(c: char) -> Result<u8> {
     c.to_digit(16).and_then(|d| u8::try_from(d).ok()).ok_or_else(|| SqlError::new("22023", format!("invalid hexadecimal digit: \"{c}\"")))
 }
 
+/// byteain's escape format: a byte per character, `\\\\` for a backslash,
+/// `\\ooo` (octal, first digit 0-3) for any byte; another backslash is
+/// invalid.
+pub(super) fn escape(text: &str) -> Option<Vec<u8>> {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+        } else if b.get(i + 1) == Some(&b'\\') {
+            out.push(b'\\');
+            i += 2;
+        } else {
+            let octal = b.get(i + 1..i + 4)?;
+            if !(b'0'..=b'3').contains(&octal[0]) || !octal[1..].iter().all(|d| (b'0'..=b'7').contains(d)) {
+                return None;
+            }
+            out.push(octal.iter().fold(0u8, |acc, d| (acc << 3) | (d - b'0')));
+            i += 4;
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::hex;
