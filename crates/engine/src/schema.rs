@@ -413,9 +413,27 @@ pub struct Catalog {
     next_table_id: u32,
     next_index_id: u32,
     next_fk_id: u32,
+    /// Changes whenever a table or index is added or removed (a value no
+    /// other catalog of this process has had): a plan that resolved names
+    /// against this catalog knows whether they may resolve otherwise now.
+    names_stamp: u64,
 }
 
+/// The source of [`Catalog::names_stamp`] values, unique in the process,
+/// so catalogs of different transactions never share one by accident.
+static NAMES_STAMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl Catalog {
+    /// Equal for two catalogs only when one is the other's unchanged copy
+    /// as far as table and index names go (see the field).
+    pub fn names_stamp(&self) -> u64 {
+        self.names_stamp
+    }
+
+    fn names_changed(&mut self) {
+        self.names_stamp = NAMES_STAMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    }
+
     pub fn table(&self, id: TableId) -> Option<&Arc<TableSchema>> {
         self.tables.get(&id)
     }
@@ -747,6 +765,7 @@ impl Catalog {
         assert!(!self.tables.contains_key(&table.id), "table id reused");
         self.next_table_id = self.next_table_id.max(table.id.0 + 1);
         self.table_names.insert(table.name.clone(), table.id);
+        self.names_changed();
         self.history.insert(table.id, table.clone());
         self.tables.insert(table.id, table);
         for index in indexes {
@@ -762,12 +781,14 @@ impl Catalog {
         assert!(!self.indexes.contains_key(&index.id), "index id reused");
         self.next_index_id = self.next_index_id.max(index.id.0 + 1);
         self.index_names.insert(index.name.clone(), index.id);
+        self.names_changed();
         self.indexes.insert(index.id, index);
     }
 
     pub(crate) fn remove_table(&mut self, id: TableId) -> Option<Arc<TableSchema>> {
         let table = self.tables.remove(&id)?;
         self.table_names.remove(&table.name);
+        self.names_changed();
         let dead: Vec<IndexId> = self.indexes.values().filter(|i| i.table == id).map(|i| i.id).collect();
         for index in dead {
             self.remove_index(index);
@@ -788,6 +809,7 @@ impl Catalog {
     pub(crate) fn remove_index(&mut self, id: IndexId) -> Option<Arc<IndexSchema>> {
         let index = self.indexes.remove(&id)?;
         self.index_names.remove(&index.name);
+        self.names_changed();
         Some(index)
     }
 
@@ -814,6 +836,7 @@ impl Catalog {
 
     pub(crate) fn decode(r: &mut Reader<'_>, format: Format) -> Result<Catalog> {
         let mut catalog = Catalog { next_table_id: r.u32()?, next_index_id: r.u32()?, next_fk_id: r.u32()?, ..Catalog::default() };
+        catalog.names_changed();
         let (next_table, next_index, next_fk) = (catalog.next_table_id, catalog.next_index_id, catalog.next_fk_id);
         for _ in 0..r.u32()? {
             let table = Arc::new(decode_table(r, format)?);

@@ -644,6 +644,10 @@ pub struct Prepared {
     /// name depends on it); under another path the plan is bound again,
     /// as PostgreSQL re-plans a cached plan when search_path changes.
     pub search_path: Option<Arc<str>>,
+    /// `Catalog::names_stamp` of the catalog the names were resolved in: a
+    /// statement cached by text is bound afresh once tables or indexes came
+    /// or went (a new temporary table may shadow the one it read).
+    pub names_stamp: u64,
 }
 
 impl Prepared {

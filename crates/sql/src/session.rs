@@ -237,7 +237,7 @@ impl Connection {
         let ast = parse_one(sql)?;
         let prepared = match &ast {
             Some(stmt) => self.bind(stmt)?,
-            None => Prepared { plan: Plan::Noop { tag: "" }, param_types: Vec::new(), deps: Vec::new(), indexes: Vec::new(), reads_clock: false, search_path: None },
+            None => Prepared { plan: Plan::Noop { tag: "" }, param_types: Vec::new(), deps: Vec::new(), indexes: Vec::new(), reads_clock: false, search_path: None, names_stamp: 0 },
         };
         // An embedded prepare is PostgreSQL's Parse and Sync: a `'now'` in
         // it is frozen at this instant, and the statement's executions run

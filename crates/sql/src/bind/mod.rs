@@ -59,7 +59,7 @@ pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statemen
         cast::finish_output(s);
     }
     let param_types = b.params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
-    Ok(Prepared { plan, param_types, deps: b.deps, indexes: b.indexes, reads_clock: false, search_path: Some(path.raw.clone()) })
+    Ok(Prepared { plan, param_types, deps: b.deps, indexes: b.indexes, reads_clock: false, search_path: Some(path.raw.clone()), names_stamp: catalog.names_stamp() })
 }
 
 pub fn ident(i: &Ident) -> String {

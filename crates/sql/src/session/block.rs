@@ -336,6 +336,9 @@ impl Connection {
             t.set_commit_mode(if asynchronous { CommitMode::Async } else { CommitMode::Sync });
         }
         let committed = t.commit_in_place();
+        if committed.is_ok() {
+            self.temp.committed = self.temp.on_commit.len();
+        }
         for p in &mut self.participants {
             match &committed {
                 Ok(info) if !info.rolled_back => p.after_commit(),
@@ -357,5 +360,6 @@ impl Connection {
         if let Some(t) = self.txn.as_mut() {
             t.rollback_in_place();
         }
+        self.temp.on_commit.truncate(self.temp.committed);
     }
 }

@@ -167,20 +167,23 @@ impl Connection {
         }
     }
 
-    /// Whether a statement cached by text still plans against the current
-    /// catalog and search_path. PostgreSQL parses a text again each time it
-    /// arrives, so a stale one is planned afresh here (a new statement, new
-    /// columns) rather than re-planned in place at run time, where a changed
-    /// result shape is an error for the statements clients named.
+    /// Whether a statement cached by text would be bound the same way now:
+    /// same search_path, no table or index added or removed since (its
+    /// names could resolve to another relation), every relation it uses
+    /// unchanged. PostgreSQL parses a text again each time it arrives, so
+    /// a stale one is planned afresh here (a new statement, new columns)
+    /// rather than re-planned in place at run time, where a changed result
+    /// shape is an error for the statements clients named.
     fn text_plan_current(&self, s: &Stmt) -> bool {
         let StmtKind::Sql(ps) = s.kind() else { return true };
         let prepared = ps.prepared.lock().clone();
         if !prepared.bound_under(self.settings.search_path_raw()) {
             return false;
         }
+        let current = |catalog: &pgtier_engine::Catalog| catalog.names_stamp() == prepared.names_stamp && prepared.is_current(catalog);
         match self.open_txn() {
-            Some(t) => prepared.is_current(t.catalog()),
-            None => prepared.is_current(&self.db.catalog()),
+            Some(t) => current(t.catalog()),
+            None => current(&self.db.catalog()),
         }
     }
 

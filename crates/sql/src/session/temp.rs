@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use pgtier_engine::{TableId, Value};
 
 use super::Connection;
-use crate::error::Result;
+use crate::error::{Result, SqlError};
 use crate::plan::OnCommit;
 
 /// The next session's schema number; seeded from the clock so that
@@ -34,6 +34,10 @@ pub(crate) struct Temp {
     /// Tables with ON COMMIT DELETE ROWS or DROP, by id (a dropped one is
     /// forgotten at the next commit).
     pub(crate) on_commit: Vec<(TableId, OnCommit)>,
+    /// How many of `on_commit` belong to committed transactions: a
+    /// rollback forgets the rest, since the engine reuses the ids of the
+    /// tables a rolled-back transaction created.
+    pub(crate) committed: usize,
 }
 
 impl Temp {
@@ -44,7 +48,7 @@ impl Temp {
         }
         let schema = format!("pg_temp_{}", NEXT.fetch_add(1, Ordering::Relaxed));
         LIVE.lock().push(schema.clone());
-        Temp { schema, on_commit: Vec::new() }
+        Temp { schema, on_commit: Vec::new(), committed: 0 }
     }
 }
 
@@ -89,6 +93,18 @@ impl Connection {
     /// ON COMMIT DELETE ROWS / DROP, in the committing transaction.
     pub(super) fn on_commit(&mut self) -> Result<()> {
         let Some(txn) = self.txn.as_mut() else { return Ok(()) };
+        // heap_truncate_check_FKs: a table emptied at commit may only be
+        // referenced by tables emptied with it.
+        let emptied: Vec<TableId> = self.temp.on_commit.iter().filter(|(_, a)| !matches!(a, OnCommit::Drop)).map(|(id, _)| *id).collect();
+        for &id in &emptied {
+            for fk in txn.catalog().referencing(id) {
+                if !emptied.contains(&fk.child) {
+                    let name = |t: TableId| txn.catalog().table(t).map_or_else(String::new, |t| crate::names::short(&t.name).to_owned());
+                    return Err(SqlError::new("0A000", "unsupported ON COMMIT and foreign key combination")
+                        .with_detail(format!("Table \"{}\" references \"{}\", but they do not have the same ON COMMIT setting.", name(fk.child), name(id))));
+                }
+            }
+        }
         let mut keys: Vec<Value> = Vec::new();
         let mut kept = Vec::new();
         for (id, action) in std::mem::take(&mut self.temp.on_commit) {

@@ -110,4 +110,15 @@ RESET search_path;
 SELECT * FROM drv_sp;
 DROP SCHEMA drv_s CASCADE;
 DROP TABLE drv_sp;
+-- A temporary table shadows a permanent one of its name: the same texts
+-- read and drop whichever the name means at the time.
+CREATE TABLE drv_tt (col int);
+INSERT INTO drv_tt VALUES (1);
+SELECT * FROM drv_tt;
+CREATE TEMP TABLE drv_tt (tcol numeric);
+INSERT INTO drv_tt VALUES (2.5);
+SELECT * FROM drv_tt;
+DROP TABLE drv_tt;
+SELECT * FROM drv_tt;
+DROP TABLE drv_tt;
 \echo 'done'
