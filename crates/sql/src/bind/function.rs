@@ -353,6 +353,18 @@ impl Binder<'_> {
                 }
                 Ok((Expr::Func(Func::Concat, out), Some(Text)))
             }
+            // void in PostgreSQL; pgtier's pseudo types go out as text,
+            // an empty one here.
+            "pg_sleep" => {
+                arity(1, 1)?;
+                let (e, t) = bound.into_iter().next().ok_or_else(|| SqlError::undefined_function(&sig()))?;
+                let e = match t {
+                    None => self.coerce(e, None, DataType::Float8, name)?,
+                    Some(t) if value::category(t) == value::Category::Numeric => self.result_cast(e, Some(t), Some(DataType::Float8))?,
+                    Some(_) => return Err(SqlError::undefined_function(&sig())),
+                };
+                Ok((Expr::Func(Func::PgSleep, vec![e]), Some(Text)))
+            }
             "now" | "transaction_timestamp" => {
                 arity(0, 0)?;
                 Ok((Expr::Func(Func::Now, Vec::new()), Some(DataType::TimestampTz(None))))

@@ -246,6 +246,10 @@ impl<'a> Interrupt<'a> {
 }
 
 impl SubqueryRunner for Exec<'_> {
+    fn check_interrupt(&mut self) -> Result<()> {
+        self.interrupt.check()
+    }
+
     fn run(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>> {
         if !sub.correlated
             && let Some(v) = self.sub_cache.get(&sub.id) {

@@ -151,6 +151,12 @@ pub trait SubqueryRunner {
     /// Rows of `sub` (first column only) evaluated with `outer` as the enclosing row.
     fn run(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>>;
 
+    /// The error that ends the statement now (a cancel, statement_timeout)
+    /// if one is due: pg_sleep looks while it waits.
+    fn check_interrupt(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     /// The catalog snapshot and session settings, for the system functions
     /// (pg_get_indexdef, current_setting, ...); None where there are none
     /// (constant folding at bind time).

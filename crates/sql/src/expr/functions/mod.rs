@@ -32,6 +32,8 @@ pub enum Func {
     OctetLength,
     /// bytea || bytea.
     ByteaConcat,
+    /// pg_sleep(float8): void, printed as an empty text.
+    PgSleep,
     Substr,
     Lpad,
     Rpad,
@@ -158,6 +160,25 @@ fn s1(vals: &[Value]) -> &str {
     vals.get(1).and_then(text_arg).unwrap_or("")
 }
 
+/// pg_sleep: waits `secs` (nothing for a negative or NaN value) in short
+/// slices, so a cancel or statement_timeout ends it as promptly as in
+/// PostgreSQL.
+fn sleep_interruptibly(secs: f64, sq: &mut dyn SubqueryRunner) -> Result<()> {
+    const SLICE: std::time::Duration = std::time::Duration::from_millis(10);
+    if secs.is_nan() || secs <= 0.0 {
+        return Ok(());
+    }
+    let until = std::time::Instant::now() + std::time::Duration::try_from_secs_f64(secs).unwrap_or(std::time::Duration::MAX / 4);
+    loop {
+        sq.check_interrupt()?;
+        let now = std::time::Instant::now();
+        if now >= until {
+            return Ok(());
+        }
+        std::thread::sleep(SLICE.min(until - now));
+    }
+}
+
 fn text_arg(v: &Value) -> Option<&str> {
     match v {
         Value::Text(s) => Some(s),
@@ -181,6 +202,15 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
     }
     if f == Func::Random {
         return Ok(Value::Float8(random_unit()));
+    }
+    if f == Func::PgSleep {
+        let secs = match args.first().map(|e| e.eval(env, sq, row)).transpose()? {
+            Some(Value::Float8(x)) => x,
+            // Strict: NULL in, NULL out, no wait.
+            _ => return Ok(Value::Null),
+        };
+        sleep_interruptibly(secs, sq)?;
+        return Ok(Value::Text(String::new()));
     }
     if let Func::Json(j) = f {
         let mut vals = Vec::with_capacity(args.len());
@@ -531,7 +561,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
                 other => return Err(SqlError::undefined_function(&format!("timezone(text, {})", value::value_type_name(other)))),
             }
         }
-        Func::Now | Func::ClockTimestamp | Func::Random | Func::GenRandomUuid | Func::Json(_) | Func::Concat | Func::ConcatWs | Func::Format | Func::Greatest | Func::Least | Func::Sys(_) | Func::Array(_) => Value::Null,
+        Func::Now | Func::ClockTimestamp | Func::Random | Func::PgSleep | Func::GenRandomUuid | Func::Json(_) | Func::Concat | Func::ConcatWs | Func::Format | Func::Greatest | Func::Least | Func::Sys(_) | Func::Array(_) => Value::Null,
     })
 }
 
