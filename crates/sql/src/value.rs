@@ -809,8 +809,8 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         DataType::Timestamp(_) | DataType::TimestampTz(_) if !zone_in_range(t) => {
             return Err(SqlError::new("22009", format!("time zone displacement out of range: \"{text}\"")));
         }
-        DataType::Timestamp(p) => Value::Timestamp(round_to_precision(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?, p)),
-        DataType::TimestampTz(p) => Value::TimestampTz(round_to_precision(parse_timestamptz(t).ok_or_else(|| datetime_error("timestamp with time zone", text))?, p)),
+        DataType::Timestamp(p) => Value::Timestamp(timestamp_in_range(round_to_precision(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?, p), text)?),
+        DataType::TimestampTz(p) => Value::TimestampTz(timestamp_in_range(round_to_precision(parse_timestamptz(t).ok_or_else(|| datetime_error("timestamp with time zone", text))?, p), text)?),
         DataType::Time(p) => Value::Time(crate::time::parse(text, p)?),
         DataType::Interval => Value::Interval(crate::interval::parse(text)?),
         DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
@@ -818,6 +818,16 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         DataType::Jsonb => crate::json::input(text, true)?,
         DataType::Array(e) => crate::array::array_in(text, e.get())?,
     })
+}
+
+/// timestamp_in's range check: 4714-11-24 BC up to 294277-01-01
+/// (exclusive), after rounding; 22008 naming the input otherwise.
+fn timestamp_in_range(micros: i64, text: &str) -> Result<i64> {
+    if (crate::time::TIMESTAMP_MIN..crate::time::TIMESTAMP_END).contains(&micros) {
+        Ok(micros)
+    } else {
+        Err(SqlError::new("22008", format!("timestamp out of range: \"{text}\"")))
+    }
 }
 
 /// `now`, `today`, `tomorrow` or `yesterday` (`word`; `alone`: the only
