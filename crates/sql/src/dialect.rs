@@ -170,6 +170,23 @@ fn parse_merge(parser: &mut Parser) -> Result<Statement, ParserError> {
     }))
 }
 
+/// `INTERVAL (p) 'literal'` as an interval literal with its fractional
+/// seconds precision.
+fn parse_interval_with_precision(parser: &mut Parser) -> Result<Expr, ParserError> {
+    parser.expect_keyword_is(Keyword::INTERVAL)?;
+    parser.expect_token(&Token::LParen)?;
+    let precision = parser.parse_literal_uint()?;
+    parser.expect_token(&Token::RParen)?;
+    let value = parser.parse_value()?;
+    Ok(Expr::Interval(sqlparser::ast::Interval {
+        value: Box::new(Expr::Value(value)),
+        leading_field: None,
+        leading_precision: None,
+        last_field: None,
+        fractional_seconds_precision: Some(precision),
+    }))
+}
+
 impl Dialect for PgDialect {
     fn dialect(&self) -> std::any::TypeId {
         self.0.dialect()
@@ -195,6 +212,13 @@ impl Dialect for PgDialect {
     }
 
     fn parse_prefix(&self, parser: &mut Parser) -> Option<Result<Expr, ParserError>> {
+        // `interval(p) '...'`: sqlparser drops the precision, so the
+        // literal would keep digits PostgreSQL rounds away.
+        if matches!(&parser.peek_token_ref().token, Token::Word(w) if w.keyword == Keyword::INTERVAL)
+            && matches!(parser.peek_nth_token_ref(1).token, Token::LParen)
+        {
+            return parser.maybe_parse(parse_interval_with_precision).transpose();
+        }
         let op = match &parser.peek_token_ref().token {
             Token::Minus => UnaryOperator::Minus,
             Token::Plus => UnaryOperator::Plus,

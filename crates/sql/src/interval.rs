@@ -269,6 +269,21 @@ fn out_of_range(what: &str) -> SqlError {
     SqlError::new("22008", format!("{what} out of range"))
 }
 
+/// AdjustIntervalForTypmod's precision: the time part rounded to `p`
+/// fractional digits of a second, half away from zero; above 6 nothing
+/// changes (PostgreSQL warns and uses 6).
+pub fn round_seconds(v: Interval, p: u64) -> Result<Interval> {
+    if p >= 6 {
+        return Ok(v);
+    }
+    let scale = 10_i64.pow(6 - u32::try_from(p).unwrap_or(6));
+    let half = scale / 2;
+    let overflow = || SqlError::new("22008", "interval out of range");
+    let magnitude = v.micros.unsigned_abs().checked_add(half.unsigned_abs()).ok_or_else(overflow)? / scale.unsigned_abs() * scale.unsigned_abs();
+    let micros = i64::try_from(magnitude).map_err(|_| overflow())?;
+    Ok(Interval { micros: if v.micros < 0 { -micros } else { micros }, ..v })
+}
+
 pub fn add(a: Interval, b: Interval) -> Result<Interval> {
     let err = || out_of_range("interval");
     Ok(Interval {

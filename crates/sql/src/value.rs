@@ -293,8 +293,8 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Date(x), V::Date(y)) => x.cmp(y),
         // A local time against an instant is the instant of that local
         // time in the session's zone (a date is its midnight).
-        (V::TimestampTz(x), V::Date(_) | V::Timestamp(_)) => x.cmp(&crate::tz::from_local(datetime_micros(b)?)),
-        (V::Date(_) | V::Timestamp(_), V::TimestampTz(y)) => crate::tz::from_local(datetime_micros(a)?).cmp(y),
+        (V::TimestampTz(_), V::Date(_) | V::Timestamp(_)) => datetime_micros(a)?.cmp(&instant_of_local(datetime_micros(b)?)),
+        (V::Date(_) | V::Timestamp(_), V::TimestampTz(_)) => instant_of_local(datetime_micros(a)?).cmp(&datetime_micros(b)?),
         (V::Date(_) | V::Timestamp(_) | V::TimestampTz(_), V::Date(_) | V::Timestamp(_) | V::TimestampTz(_)) => datetime_micros(a)?.cmp(&datetime_micros(b)?),
         (V::Bytea(x), V::Bytea(y)) => x.cmp(y),
         (V::Uuid(x), V::Uuid(y)) => x.cmp(y),
@@ -324,14 +324,29 @@ pub fn date_micros(d: i32) -> Result<i64> {
         .ok_or_else(|| SqlError::new("22008", "date out of range for timestamp"))
 }
 
-/// A date, timestamp or timestamptz as microseconds since 2000-01-01.
-fn datetime_micros(v: &Value) -> Option<i64> {
+/// A date, timestamp or timestamptz as microseconds since 2000-01-01, in
+/// i128 so a date past the timestamp range still orders (PostgreSQL's
+/// date_cmp_timestamp: above every finite timestamp, below infinity); the
+/// infinities are the ends of i128.
+fn datetime_micros(v: &Value) -> Option<i128> {
     match v {
-        Value::Date(DATE_INFINITY) => Some(TIMESTAMP_INFINITY),
-        Value::Date(DATE_NEG_INFINITY) => Some(TIMESTAMP_NEG_INFINITY),
-        Value::Date(d) => i64::from(*d).checked_mul(MICROS_PER_DAY),
-        Value::Timestamp(t) | Value::TimestampTz(t) => Some(*t),
+        Value::Date(DATE_INFINITY) => Some(i128::MAX),
+        Value::Date(DATE_NEG_INFINITY) => Some(i128::MIN),
+        Value::Date(d) => Some(i128::from(*d) * i128::from(MICROS_PER_DAY)),
+        Value::Timestamp(TIMESTAMP_INFINITY) | Value::TimestampTz(TIMESTAMP_INFINITY) => Some(i128::MAX),
+        Value::Timestamp(TIMESTAMP_NEG_INFINITY) | Value::TimestampTz(TIMESTAMP_NEG_INFINITY) => Some(i128::MIN),
+        Value::Timestamp(t) | Value::TimestampTz(t) => Some(i128::from(*t)),
         _ => None,
+    }
+}
+
+/// The instant of a local time (from [`datetime_micros`]) in the session's
+/// zone; the infinities and dates past the timestamp range stay as they
+/// are (no zone moves them across a finite timestamp).
+fn instant_of_local(local: i128) -> i128 {
+    match i64::try_from(local) {
+        Ok(t) if (crate::time::TIMESTAMP_MIN..crate::time::TIMESTAMP_END).contains(&t) => i128::from(crate::tz::from_local(t)),
+        _ => local,
     }
 }
 

@@ -106,10 +106,15 @@ impl Binder<'_> {
             E::Interval(iv) => {
                 let ast::Expr::Value(v) = iv.value.as_ref() else { return Err(SqlError::unsupported("INTERVAL of an expression")) };
                 let ast::Value::SingleQuotedString(text) = &v.value else { return Err(SqlError::unsupported("INTERVAL of a non-string literal")) };
-                if iv.leading_field.is_some() || iv.last_field.is_some() || iv.leading_precision.is_some() || iv.fractional_seconds_precision.is_some() {
+                if iv.leading_field.is_some() || iv.last_field.is_some() || iv.leading_precision.is_some() {
                     return Err(SqlError::unsupported("interval with fields or a precision"));
                 }
-                Ok((Expr::Const(value::parse_input(text, DataType::Interval)?), Some(DataType::Interval)))
+                let v = value::parse_input(text, DataType::Interval)?;
+                let v = match (iv.fractional_seconds_precision, v) {
+                    (Some(p), Value::Interval(i)) => Value::Interval(crate::interval::round_seconds(i, p)?),
+                    (_, v) => v,
+                };
+                Ok((Expr::Const(v), Some(DataType::Interval)))
             }
             E::Nested(inner) => self.expr(inner, scope, ctx),
             E::UnaryOp { op: ast::UnaryOperator::Minus, expr } if matches!(expr.as_ref(), E::Value(v) if matches!(v.value, ast::Value::Number(..))) => {

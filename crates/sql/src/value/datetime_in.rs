@@ -205,7 +205,7 @@ fn split(t: &str) -> Option<Parts<'_>> {
         } else if (tok.contains(':') || tok.eq_ignore_ascii_case("allballs")) && time.is_empty() && !tok.starts_with(['+', '-']) {
             // `allballs` is 00:00:00 (PostgreSQL's name for it).
             time.push_str(tok);
-        } else if let Some(compact) = compact_time(tok).filter(|_| k > 0 && time.is_empty() && parse_date_fields(&date.join(" ")).is_some()) {
+        } else if let Some(compact) = compact_time(tok).filter(|_| k > 0 && time.is_empty() && parse_date_fields(&date.join(" "), false).is_some()) {
             // `19970210 173201`, `Feb 10 1997 1732`: after a whole date.
             time.push_str(&compact);
         } else if zone.is_none() && tok.starts_with(|c: char| c.is_ascii_alphabetic()) && !is_date_word(tok) && !is_julian(tok) && crate::tz::lookup(tok).is_some() {
@@ -233,7 +233,7 @@ impl Parts<'_> {
         if let Some(z) = self.zone {
             crate::tz::lookup(z)?;
         }
-        let days = parse_date_fields(&self.date)?;
+        let days = parse_date_fields(&self.date, self.bc)?;
         if self.bc { era::bc_date(days) } else { Some(days) }
     }
 
@@ -258,7 +258,7 @@ impl Parts<'_> {
 /// order for `a/b/c`, `a-b-c` and `a.b.c` when the first is no year,
 /// month names (`Jan 15 2024`, `15-Jan-2024`), day names ignored, two-digit
 /// years in 1970..2069.
-fn parse_date_fields(date: &str) -> Option<i32> {
+fn parse_date_fields(date: &str, bc: bool) -> Option<i32> {
     if is_julian(date.trim()) {
         // A Julian day number: J2451545 is 2000-01-01.
         const JULIAN_2000: i64 = 2_451_545;
@@ -283,9 +283,11 @@ fn parse_date_fields(date: &str) -> Option<i32> {
     if numbers.len() + month_names.len() != fields.len() {
         return None;
     }
+    // A two-digit year is 1970..2069, except with BC (DecodeDate's
+    // is2digits adjustment skips BC years).
     let year = |f: &str| -> Option<i64> {
         let y: i64 = f.parse().ok()?;
-        Some(if f.len() <= 2 { if y < 70 { 2000 + y } else { 1900 + y } } else { y })
+        Some(if f.len() <= 2 && !bc { if y < 70 { 2000 + y } else { 1900 + y } } else { y })
     };
     let num = |f: &str| f.parse::<u32>().ok();
     let (y, m, d) = match (numbers.as_slice(), month_names.as_slice()) {
