@@ -365,10 +365,20 @@ impl Zone {
     }
 }
 
-/// jiff covers years -9999..=9999; beyond, the offset at its bound applies.
+/// jiff covers years -9999..=9999: a later instant is moved back by whole
+/// 400-year cycles; an earlier one takes the offset at jiff's bound (the
+/// zone's first, as PostgreSQL's table has it).
 fn jiff_instant(utc: i64) -> jiff::Timestamp {
-    let unix = utc.saturating_add(UNIX_TO_PG_MICROS);
-    let t = unix.clamp(jiff::Timestamp::MIN.as_microsecond(), jiff::Timestamp::MAX.as_microsecond());
+    // 400 Gregorian years: the calendar (weekdays, leap days) repeats, so
+    // a zone's POSIX rule, which PostgreSQL applies to every year past its
+    // table, gives the same offset.
+    const CYCLE_MICROS: i64 = 146_097 * 86_400 * 1_000_000;
+    let max = jiff::Timestamp::MAX.as_microsecond();
+    let mut unix = utc.saturating_add(UNIX_TO_PG_MICROS);
+    if unix > max {
+        unix -= ((unix - max) / CYCLE_MICROS + 1) * CYCLE_MICROS;
+    }
+    let t = unix.clamp(jiff::Timestamp::MIN.as_microsecond(), max);
     jiff::Timestamp::from_microsecond(t).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
 }
 
