@@ -259,6 +259,11 @@ impl Parts<'_> {
 /// month names (`Jan 15 2024`, `15-Jan-2024`), day names ignored, two-digit
 /// years in 1970..2069.
 fn parse_date_fields(date: &str, bc: bool) -> Option<i32> {
+    // A month name may lead or sit inside a `-`/`/`-joined field, never end
+    // it: PostgreSQL's DecodeDate refuses `1999-08-Jan` and `1999/08/Jan`.
+    if date.split_whitespace().any(|field| field.contains(['-', '/']) && field.rsplit(['-', '/']).next().is_some_and(|last| last.starts_with(|c: char| c.is_ascii_alphabetic()))) {
+        return None;
+    }
     if is_julian(date.trim()) {
         // A Julian day number: J2451545 is 2000-01-01.
         const JULIAN_2000: i64 = 2_451_545;
