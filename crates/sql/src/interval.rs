@@ -103,7 +103,8 @@ fn decode(text: &str) -> std::result::Result<Interval, Bad> {
             if pending.is_some() {
                 return Err(Bad::Syntax);
             }
-            for u in [Unit::Hour, Unit::Minute, Unit::Second] {
+            // DTK_TIME_M: the clock takes the sub-second units too.
+            for u in [Unit::Hour, Unit::Minute, Unit::Second, Unit::Millisecond, Unit::Microsecond] {
                 claim(u, &mut seen)?;
             }
             f.micros = f.micros.checked_add(clock(tok)?).ok_or(Bad::Range)?;
@@ -112,6 +113,13 @@ fn decode(text: &str) -> std::result::Result<Interval, Bad> {
         } else {
             let u = pending.take().map_or(Unit::Second, |(u, _)| u);
             claim(u, &mut seen)?;
+            // Seconds with a fraction take milli- and microseconds as
+            // well (DTK_ALL_SECS_M): '5.5 seconds 3 milliseconds' is
+            // invalid.
+            if u == Unit::Second && tok.split_once('.').is_some_and(|(_, frac)| frac.bytes().any(|b| b != b'0')) {
+                claim(Unit::Millisecond, &mut seen)?;
+                claim(Unit::Microsecond, &mut seen)?;
+            }
             quantity(tok, u, &mut f)?;
         }
     }
