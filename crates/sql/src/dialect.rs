@@ -446,12 +446,14 @@ mod tests {
                 let merge = upper.starts_with("MERGE");
                 // So are CREATE TABLE AS's column-name list and WITH [NO] DATA.
                 let create_as = upper.starts_with("CREATE") && upper.contains(" AS ");
-                // And RESET TIME ZONE.
-                let reset_time_zone = upper.starts_with("RESET TIME ZONE");
+                // And RESET TIME ZONE, and interval(p) 'literal' (sqlparser
+                // drops the precision).
+                let own_form = upper.starts_with("RESET TIME ZONE") || upper.contains("INTERVAL(");
                 match (Parser::parse_sql(&PgDialect::default(), &sql), theirs) {
-                    (Ok(ours), Ok(theirs)) => assert_eq!(to_text(&ours), to_text(&theirs), "{sql}"),
+                    (Ok(ours), Ok(theirs)) if !own_form => assert_eq!(to_text(&ours), to_text(&theirs), "{sql}"),
+                    (Ok(_), Ok(_)) => {}
                     (Ok(_), Err(_)) | (Err(_), Ok(_)) if merge => {}
-                    (Ok(_), Err(_)) if create_as || reset_time_zone => {}
+                    (Ok(_), Err(_)) if create_as || own_form => {}
                     (Err(e), Ok(_)) => assert!(e.to_string().contains("non-associative"), "{sql}: {e}"),
                     (Ok(_), Err(e)) => panic!("{sql}: only PostgreSqlDialect refuses it: {e}"),
                     (Err(_), Err(_)) => {}

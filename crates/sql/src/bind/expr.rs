@@ -106,11 +106,14 @@ impl Binder<'_> {
             E::Interval(iv) => {
                 let ast::Expr::Value(v) = iv.value.as_ref() else { return Err(SqlError::unsupported("INTERVAL of an expression")) };
                 let ast::Value::SingleQuotedString(text) = &v.value else { return Err(SqlError::unsupported("INTERVAL of a non-string literal")) };
-                if iv.leading_field.is_some() || iv.last_field.is_some() || iv.leading_precision.is_some() {
+                if iv.leading_field.is_some() || iv.last_field.is_some() {
                     return Err(SqlError::unsupported("interval with fields or a precision"));
                 }
+                // `interval(p) '...'` (the dialect's form), which prints as
+                // `INTERVAL '...' (p)` and reads back as a leading precision
+                // without a field (a view's stored query).
                 let v = value::parse_input(text, DataType::Interval)?;
-                let v = match (iv.fractional_seconds_precision, v) {
+                let v = match (iv.fractional_seconds_precision.or(iv.leading_precision), v) {
                     (Some(p), Value::Interval(i)) => Value::Interval(crate::interval::round_seconds(i, p)?),
                     (_, v) => v,
                 };
