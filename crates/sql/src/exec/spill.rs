@@ -6,7 +6,8 @@
 //!
 //! Memory stays bounded: the rows are sorted in batches of at most the
 //! budget, each written as a run, and the runs merged into one sorted
-//! file; only the index (one key per [`BLOCK_BYTES`]) stays in memory, and
+//! file, at most 16 at a time (a fixed amount of read buffers however
+//! many runs a small budget makes); only the index (one key per [`BLOCK_BYTES`]) stays in memory, and
 //! is charged to the statement. The file is unlinked from its creation
 //! (`tempfile::tempfile`), so neither a finished statement nor a crash
 //! leaves anything behind, and reads of recent blocks come from the page
@@ -29,7 +30,7 @@ use crate::error::{Result, SqlError};
 const BLOCK_BYTES: u64 = 8 * 1024;
 
 /// How many bytes a positional reader fetches at once.
-const READ_CHUNK: usize = 64 * 1024;
+const READ_CHUNK: usize = 16 * 1024;
 
 fn io_error(e: &std::io::Error) -> SqlError {
     SqlError::new("58030", format!("could not use a temporary file for a join: {e}"))
@@ -84,29 +85,59 @@ impl SpillBuilder {
     /// number of values of each row.
     pub(super) fn finish(mut self, width: usize) -> Result<SortedSpill> {
         self.write_run()?;
-        let runs_file = self.file.into_inner().map_err(|e| io_error(e.error()))?;
+        let mut file = self.file.into_inner().map_err(|e| io_error(e.error()))?;
+        let mut runs = self.runs;
+        // Merge passes of at most MERGE_FAN_IN runs each, so the readers'
+        // buffers stay a fixed amount however many runs a small budget made.
+        while runs.len() > MERGE_FAN_IN {
+            let mut out = BufWriter::new(tempfile::tempfile().map_err(|e| io_error(&e))?);
+            let mut merged = Vec::with_capacity(runs.len().div_ceil(MERGE_FAN_IN));
+            let mut written = 0;
+            for group in runs.chunks(MERGE_FAN_IN) {
+                let start = written;
+                merge_runs(&file, group, |key, row| {
+                    written += write_record(&mut out, key, row)?;
+                    Ok(())
+                })?;
+                merged.push((start, written - start));
+            }
+            file = out.into_inner().map_err(|e| io_error(e.error()))?;
+            runs = merged;
+        }
         let mut out = BufWriter::new(tempfile::tempfile().map_err(|e| io_error(&e))?);
-        let mut readers: Vec<RecordReader<'_>> = self.runs.iter().map(|&(at, len)| RecordReader::new(&runs_file, at, at + len)).collect();
-        let mut heads: Vec<Option<(Vec<u8>, Vec<u8>)>> = readers.iter_mut().map(RecordReader::next).collect::<Result<_>>()?;
         let mut index: Vec<(Vec<u8>, u64)> = Vec::new();
         let mut written = 0u64;
         let mut next_block = 0u64;
-        // A k-way merge by linear choice: the runs are few (the table's
-        // size over the budget), and ties go to the earlier run, so rows of
-        // one key keep their scan order.
-        while let Some(k) = heads.iter().enumerate().filter_map(|(k, h)| h.as_ref().map(|h| (k, &h.0))).min_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0))).map(|(k, _)| k) {
-            let Some((key, row)) = heads[k].take() else { break };
+        merge_runs(&file, &runs, |key, row| {
             if written >= next_block {
-                index.push((key.clone(), written));
+                index.push((key.to_vec(), written));
                 next_block = written + BLOCK_BYTES;
             }
-            written += write_record(&mut out, &key, &row)?;
-            heads[k] = readers[k].next()?;
-        }
+            written += write_record(&mut out, key, row)?;
+            Ok(())
+        })?;
         let mut file = out.into_inner().map_err(|e| io_error(e.error()))?;
         file.seek(SeekFrom::Start(0)).map_err(|e| io_error(&e))?;
         Ok(SortedSpill { file, index, len: written, width })
     }
+}
+
+/// Runs merged in one pass.
+const MERGE_FAN_IN: usize = 16;
+
+/// Hands the records of `runs` (offset, length in `file`) to `emit` in key
+/// order: a k-way merge by linear choice over at most [`MERGE_FAN_IN`]
+/// runs; ties go to the earlier run, so rows of one key keep their scan
+/// order.
+fn merge_runs(file: &File, runs: &[(u64, u64)], mut emit: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+    let mut readers: Vec<RecordReader<'_>> = runs.iter().map(|&(at, len)| RecordReader::new(file, at, at + len)).collect();
+    let mut heads: Vec<Option<(Vec<u8>, Vec<u8>)>> = readers.iter_mut().map(RecordReader::next).collect::<Result<_>>()?;
+    while let Some(k) = heads.iter().enumerate().filter_map(|(k, h)| h.as_ref().map(|h| (k, &h.0))).min_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0))).map(|(k, _)| k) {
+        let Some((key, row)) = heads[k].take() else { break };
+        emit(&key, &row)?;
+        heads[k] = readers[k].next()?;
+    }
+    Ok(())
 }
 
 fn write_record(out: &mut impl Write, key: &[u8], row: &[u8]) -> Result<u64> {
@@ -264,7 +295,7 @@ mod tests {
             builder.push(key.clone(), &row).unwrap();
             expected.entry(key).or_default().extend(row);
         }
-        assert!(builder.runs.len() > 10, "the test must merge many runs, got {}", builder.runs.len());
+        assert!(builder.runs.len() > 2 * MERGE_FAN_IN, "the test must take several merge passes, got {} runs", builder.runs.len());
         let spill = builder.finish(2).unwrap();
         assert!(spill.index.len() > 10);
         for (key, rows) in &expected {
