@@ -39,19 +39,13 @@ thread_local! {
     static READ: Cell<bool> = const { Cell::new(false) };
 }
 
-/// What [`armed`] observed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Reading {
-    /// The time a read returned, if there was one.
-    pub read: Option<i64>,
-}
-
 /// Runs `f` (a bind, a parameter conversion) with the clock at
-/// `txn_start`, or unset when no transaction is open.
-pub(crate) fn armed<R>(txn_start: Option<i64>, f: impl FnOnce() -> R) -> (R, Reading) {
+/// `txn_start`, or unset when no transaction is open; also returns the time
+/// a read gave, if `f` read the clock.
+pub(crate) fn armed<R>(txn_start: Option<i64>, f: impl FnOnce() -> R) -> (R, Option<i64>) {
     if !matches!(CLOCK.get(), State::Off) {
         // Already armed (a bind inside a bind): the outer section decides.
-        return (f(), Reading { read: None });
+        return (f(), None);
     }
     /// Disarms on the way out, a panic included, so no later statement
     /// reads this one's time.
@@ -70,7 +64,7 @@ pub(crate) fn armed<R>(txn_start: Option<i64>, f: impl FnOnce() -> R) -> (R, Rea
         (true, State::At(t)) => Some(t),
         _ => None,
     };
-    (out, Reading { read })
+    (out, read)
 }
 
 /// Runs `f` (binding a view's query or a CHECK) with reads refused.

@@ -250,8 +250,8 @@ impl Connection {
     /// transaction clock armed as for a bind: a text parameter `'now'` is
     /// the start of the transaction the portal runs in.
     pub fn with_transaction_clock<R>(&mut self, f: impl FnOnce() -> R) -> R {
-        let (out, reading) = crate::clock::armed(self.clock_start(), f);
-        self.clock_was_read(reading);
+        let (out, read) = crate::clock::armed(self.clock_start(), f);
+        self.clock_was_read(read);
         out
     }
 
@@ -264,9 +264,9 @@ impl Connection {
 
     /// After an armed section: a time read outside a transaction is the
     /// start of the next one ([`Connection::ensure_txn`]).
-    fn clock_was_read(&mut self, reading: crate::clock::Reading) {
-        if self.open_txn().is_none() && reading.read.is_some() {
-            self.pending_txn_start = reading.read;
+    fn clock_was_read(&mut self, read: Option<i64>) {
+        if self.open_txn().is_none() && read.is_some() {
+            self.pending_txn_start = read;
         }
     }
 
@@ -276,16 +276,16 @@ impl Connection {
     /// (kept in `pending_txn_start` for [`Connection::ensure_txn`]).
     fn bind(&mut self, stmt: &Statement) -> Result<Prepared> {
         self.enter();
-        let (bound, reading) = crate::clock::armed(self.clock_start(), || match self.open_txn() {
+        let (bound, read) = crate::clock::armed(self.clock_start(), || match self.open_txn() {
             Some(t) => bind_statement(t.catalog(), &path_for(&self.settings, t.catalog()), stmt),
             None => {
                 let catalog = self.db.catalog();
                 bind_statement(&catalog, &path_for(&self.settings, &catalog), stmt)
             }
         });
-        self.clock_was_read(reading);
+        self.clock_was_read(read);
         let mut prepared = bound?;
-        prepared.reads_clock = reading.read.is_some();
+        prepared.reads_clock = read.is_some();
         Ok(prepared)
     }
 

@@ -44,12 +44,10 @@ pub(super) fn relative_word(t: &str) -> Option<(Relative, bool)> {
     let mut fields = 0;
     for field in t.split_whitespace() {
         fields += 1;
-        let word = match field.to_ascii_lowercase().as_str() {
-            "now" => Relative::Now,
-            "today" => Relative::Day(0),
-            "tomorrow" => Relative::Day(1),
-            "yesterday" => Relative::Day(-1),
-            _ => continue,
+        let word = match day_offset(field) {
+            Some(offset) => Relative::Day(offset),
+            None if field.eq_ignore_ascii_case("now") => Relative::Now,
+            None => continue,
         };
         if found.is_some() {
             return Some((word, false));
@@ -59,13 +57,23 @@ pub(super) fn relative_word(t: &str) -> Option<(Relative, bool)> {
     found.map(|w| (w, fields == 1))
 }
 
+/// The day a day word names, relative to today.
+fn day_offset(field: &str) -> Option<i32> {
+    match field.to_ascii_lowercase().as_str() {
+        "today" => Some(0),
+        "tomorrow" => Some(1),
+        "yesterday" => Some(-1),
+        _ => None,
+    }
+}
+
 /// `t` with its day word replaced by the ISO date of `days` (since
 /// 2000-01-01), put first where the date/time parsers look for it:
 /// `10:00 tomorrow` as `2026-11-25 10:00`.
 pub(super) fn with_day_word_replaced(t: &str, days: i64) -> String {
     let (y, m, d) = pgtier_engine::civil_from_days(days);
     let mut out = format!("{y:04}-{m:02}-{d:02}");
-    for field in t.split_whitespace().filter(|f| !matches!(f.to_ascii_lowercase().as_str(), "today" | "tomorrow" | "yesterday")) {
+    for field in t.split_whitespace().filter(|f| day_offset(f).is_none()) {
         out.push(' ');
         out.push_str(field);
     }
