@@ -540,6 +540,7 @@ impl Connection {
             hash_joins: matches!(&prepared.plan, Plan::Select(s) if !s.for_update),
             level_hashes: LevelHashes::default(),
             work_tables: Vec::new(),
+            join_stop: false,
         };
         let out = &mut self.result;
         let r = match &prepared.plan {

@@ -3,28 +3,36 @@
 //! and for the values of an uncorrelated `x IN (subquery)` ([`InSet`]).
 //!
 //! A level with hash keys (`Level::hash_keys`, chosen by the planner) is
-//! scanned as usual the first time a statement reaches it. The second time,
-//! its rows are read once more into a [`LevelHash`] (the statement's
-//! snapshot: the same rows every scan would see) and every later probe
-//! evaluates the key expressions and takes the rows of one bucket. The
-//! candidates still go through all of the level's filters, the keys' own
-//! equalities included, so the table only has to find a superset of the
-//! matching rows: equal values must encode equally ([`push_key`]), and a
-//! probe value converts to the column's type as a primary-key lookup's
-//! does (`exact_key`: a value no stored one can equal finds nothing).
+//! scanned as usual the first time a statement reaches it; a full scan's
+//! rows are kept. The second time, those rows (or, when the first read
+//! was not a full scan, the level read once more: the statement's
+//! snapshot, the same rows every scan would see) become a [`LevelHash`],
+//! and every later probe evaluates the key expressions and walks the
+//! rows of one chain. The candidates still go through all of the level's
+//! filters, the keys' own equalities included, so the table only has to
+//! find a superset of the matching rows: equal values must encode
+//! equally ([`push_key`]), and a probe value converts to the column's
+//! type as a primary-key lookup's does (`exact_key`: a value no stored
+//! one can equal finds nothing). That is also why rows are chained by a
+//! 64-bit hash of their key and no key is stored: rows whose keys only
+//! share the hash come along and fail the filters.
 //!
 //! Only reads use it (`Exec::hash_joins`): SELECT, and the join of UPDATE
 //! ... FROM / DELETE ... USING / MERGE, which runs to completion before
 //! their first write; a statement that writes between probes could change
 //! the level's table. The table is
-//! charged to pgtier.statement_mem; one that does not fit is dropped and
-//! the level keeps its nested loop (slower, never an error the nested loop
+//! charged to pgtier.statement_mem; one that does not fit is sorted into
+//! a temporary file (spill.rs), and one whose sorted index does not fit
+//! either keeps the nested loop (slower, never an error the nested loop
 //! would not raise). An IN set is charged the same way but has no cheaper
 //! plan to fall back to: past the bound it is 53200, as for any other
 //! result the statement buffers.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 use std::sync::Arc;
+
+use foldhash::fast::RandomState;
 
 use pgtier_engine::Value;
 
@@ -33,12 +41,7 @@ use super::spill::{SortedSpill, SpillBuilder};
 use super::{Exec, read_row, row_bytes};
 use crate::error::Result;
 use crate::expr::{Env, in_rows};
-use crate::plan::{ColumnMask, Level};
-
-/// Scans of a level before its rows are hashed: one scan is cheaper than
-/// building a table from it, so a level read once (the outer side of a
-/// join) never pays for one.
-const SCANS_BEFORE_HASHING: u32 = 1;
+use crate::plan::{Access, ColumnMask, Level};
 
 /// Per execution: what it knows about each level with hash keys, by the
 /// level's address (plans outlive the execution, so it is stable), and the
@@ -49,6 +52,8 @@ const SCANS_BEFORE_HASHING: u32 = 1;
 pub struct LevelHashes {
     levels: Vec<(usize, LevelHashState)>,
     in_sets: Vec<(usize, Arc<InSet>)>,
+    /// A probe's encoded key, reused from probe to probe.
+    key: Vec<u8>,
 }
 
 impl Exec<'_> {
@@ -80,8 +85,11 @@ impl Exec<'_> {
 
 /// What a statement knows about one level with hash keys.
 enum LevelHashState {
-    /// Scanned this many times without a table.
-    Scanned(u32),
+    /// Read once, as a nested loop would: a table costs more than one
+    /// scan, so a level read once (the outer side of a join) never pays
+    /// for one. Holds that scan's rows when it was a full scan (the rows a
+    /// table is built from) and [`Exec::keep_first_scan`] got them.
+    ScannedOnce(Option<Vec<Value>>),
     Hashed(Arc<LevelHash>),
     /// Too large for pgtier.statement_mem: sorted by key in a temporary
     /// file (spill.rs).
@@ -90,12 +98,71 @@ enum LevelHashState {
     NestedLoop,
 }
 
+/// The end of a [`LevelHash`] chain.
+pub(super) const CHAIN_END: u32 = u32::MAX;
+
 /// A level's rows (flat, `width` values each, columns outside the level's
-/// mask NULL) and, by encoded key, the rows with that key.
-struct LevelHash {
+/// mask NULL), chained by the hash of their encoded key. A row with a NULL
+/// key is in no chain: it equals nothing.
+pub(super) struct LevelHash {
     width: usize,
     rows: Vec<Value>,
-    buckets: HashMap<Vec<u8>, Vec<u32>>,
+    hasher: RandomState,
+    /// By key hash: the first and the last row of its chain. Chains keep
+    /// scan order, so candidates come in the order a scan gives them.
+    chains: HashMap<u64, (u32, u32), RandomState>,
+    /// Per row: the next row of its chain, or [`CHAIN_END`].
+    next: Vec<u32>,
+}
+
+impl LevelHash {
+    /// Chains `rows`; None when they are too many to number with u32.
+    fn new(rows: Vec<Value>, width: usize, level: &Level) -> Option<LevelHash> {
+        let count = rows.len() / width.max(1);
+        let hasher = RandomState::default();
+        let mut chains: HashMap<u64, (u32, u32), RandomState> = HashMap::with_capacity_and_hasher(count, RandomState::default());
+        let mut next = vec![CHAIN_END; count];
+        let mut key = Vec::new();
+        'rows: for i in 0..count {
+            key.clear();
+            let r = &rows[i * width..(i + 1) * width];
+            for (column, _) in &level.hash_keys {
+                if push_key(&r[*column], &mut key).is_none() {
+                    continue 'rows;
+                }
+            }
+            let index = u32::try_from(i).ok().filter(|&i| i != CHAIN_END)?;
+            chains
+                .entry(hasher.hash_one(key.as_slice()))
+                .and_modify(|(_, last)| {
+                    next[*last as usize] = index;
+                    *last = index;
+                })
+                .or_insert((index, index));
+        }
+        Some(LevelHash { width, rows, hasher, chains, next })
+    }
+
+    /// The first row of the chain of `key` (an encoding by [`push_key`]).
+    fn first(&self, key: &[u8]) -> u32 {
+        self.chains.get(&self.hasher.hash_one(key)).map_or(CHAIN_END, |&(first, _)| first)
+    }
+
+    /// Row `at` of a chain and the chain's next row.
+    pub(super) fn row(&self, at: u32) -> (&[Value], u32) {
+        let start = at as usize * self.width;
+        (&self.rows[start..start + self.width], self.next[at as usize])
+    }
+}
+
+/// Where a probe's candidates are.
+pub(super) enum Probe {
+    /// Nowhere yet: the level is to be read as a nested loop does.
+    Scan,
+    /// In the caller's buffer (from a spill, or none at all).
+    Buffered,
+    /// The chain of the table starting at this row ([`LevelHash::row`]).
+    Chain(Arc<LevelHash>, u32),
 }
 
 /// Values `value::compare` finds equal exactly when their encodings by
@@ -194,25 +261,22 @@ fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
 }
 
 impl Exec<'_> {
-    /// The candidates of `level` for the joined `row` from its hash table,
-    /// appended to `out`; false when the level is to be scanned instead
-    /// (too few scans yet, or its table did not fit).
-    pub(super) fn hashed_candidates(&mut self, level: &Level, env: &Env<'_>, row: &[Value], mask: Option<&ColumnMask>, out: &mut Vec<Value>) -> Result<bool> {
+    /// Where the candidates of `level` for the joined `row` are: in its
+    /// hash table, in `out` (a spill's), or not yet read (too few scans
+    /// yet, or its table did not fit).
+    pub(super) fn hashed_candidates(&mut self, level: &Level, env: &Env<'_>, row: &[Value], mask: Option<&ColumnMask>, out: &mut Vec<Value>) -> Result<Probe> {
         let id = std::ptr::from_ref(level) as usize;
         let table = match self.level_hashes.levels.iter_mut().find(|(at, _)| *at == id).map(|(_, state)| state) {
             None => {
-                self.level_hashes.levels.push((id, LevelHashState::Scanned(1)));
-                return Ok(false);
+                self.level_hashes.levels.push((id, LevelHashState::ScannedOnce(None)));
+                return Ok(Probe::Scan);
             }
-            Some(LevelHashState::NestedLoop) => return Ok(false),
-            Some(LevelHashState::Scanned(n)) if *n < SCANS_BEFORE_HASHING => {
-                *n += 1;
-                return Ok(false);
-            }
+            Some(LevelHashState::NestedLoop) => return Ok(Probe::Scan),
             Some(LevelHashState::Hashed(table)) => Lookup::Hash(Arc::clone(table)),
             Some(LevelHashState::Spilled(spill)) => Lookup::Spill(Arc::clone(spill)),
-            Some(LevelHashState::Scanned(_)) => {
-                let state = self.build_level_hash(level, env, mask)?;
+            Some(LevelHashState::ScannedOnce(first)) => {
+                let first = first.take();
+                let state = self.build_level_hash(level, env, mask, first)?;
                 let lookup = match &state {
                     LevelHashState::Hashed(table) => Some(Lookup::Hash(Arc::clone(table))),
                     LevelHashState::Spilled(spill) => Some(Lookup::Spill(Arc::clone(spill))),
@@ -223,38 +287,86 @@ impl Exec<'_> {
                 }
                 match lookup {
                     Some(lookup) => lookup,
-                    None => return Ok(false),
+                    None => return Ok(Probe::Scan),
                 }
             }
         };
-        let mut key = Vec::new();
+        let mut key = std::mem::take(&mut self.level_hashes.key);
+        key.clear();
+        let found = self.probe_key(level, env, row, &mut key);
+        let probe = match (found, table) {
+            (Err(e), _) => Err(e),
+            (Ok(false), _) => Ok(Probe::Buffered),
+            (Ok(true), Lookup::Hash(table)) => {
+                let first = table.first(&key);
+                Ok(if first == CHAIN_END { Probe::Buffered } else { Probe::Chain(table, first) })
+            }
+            (Ok(true), Lookup::Spill(spill)) => spill.candidates(&key, out).map(|()| Probe::Buffered),
+        };
+        self.level_hashes.key = key;
+        probe
+    }
+
+    /// Encodes the probe's key for `row` into `key`; false when no stored
+    /// row can match it (a NULL, or a value no stored one equals).
+    fn probe_key(&mut self, level: &Level, env: &Env<'_>, row: &[Value], key: &mut Vec<u8>) -> Result<bool> {
         for (column, e) in &level.hash_keys {
             let v = e.eval(env, self, row)?;
-            let Some(v) = exact_key(v, level.table.columns[*column].ty) else { return Ok(true) };
-            if push_key(&v, &mut key).is_none() {
-                return Ok(true);
+            let Some(v) = exact_key(v, level.table.columns[*column].ty) else { return Ok(false) };
+            if push_key(&v, key).is_none() {
+                return Ok(false);
             }
-        }
-        match table {
-            Lookup::Hash(table) => {
-                if let Some(rows) = table.buckets.get(&key) {
-                    for &i in rows {
-                        let start = i as usize * table.width;
-                        out.extend_from_slice(&table.rows[start..start + table.width]);
-                    }
-                }
-            }
-            Lookup::Spill(spill) => spill.candidates(&key, out)?,
         }
         Ok(true)
     }
 
-    /// Reads `level` into a hash table, or, once its rows outgrow what is
-    /// left of pgtier.statement_mem, into a sorted spill file (spill.rs);
-    /// memory never holds more than the budget either way.
-    fn build_level_hash(&mut self, level: &Level, env: &Env<'_>, mask: Option<&ColumnMask>) -> Result<LevelHashState> {
+    /// Keeps the rows of a level's first read when it was a full scan,
+    /// for its table to be built from at the second; otherwise gives the
+    /// buffer back to the pool.
+    pub(super) fn keep_first_scan(&mut self, level: &Level, rows: Vec<Value>) {
+        let id = std::ptr::from_ref(level) as usize;
+        if matches!(level.access, Access::FullScan)
+            && let Some((_, LevelHashState::ScannedOnce(slot @ None))) = self.level_hashes.levels.iter_mut().find(|(at, _)| *at == id)
+        {
+            *slot = Some(rows);
+            return;
+        }
+        self.return_row(rows);
+    }
+
+    /// Builds `level`'s table from its first scan's rows, or reads it
+    /// again; once its rows outgrow what is left of pgtier.statement_mem,
+    /// into a sorted spill file (spill.rs) instead. Memory never holds
+    /// more than the budget either way.
+    fn build_level_hash(&mut self, level: &Level, env: &Env<'_>, mask: Option<&ColumnMask>, first: Option<Vec<Value>>) -> Result<LevelHashState> {
         let width = level.width();
         let budget = self.interrupt.mem_limit.saturating_sub(self.interrupt.mem_used);
+        let kept = first.and_then(|rows| {
+            let bytes: usize = rows.chunks(width.max(1)).map(row_bytes).sum();
+            (bytes <= budget / 2).then_some(rows)
+        });
+        let rows = match kept {
+            Some(rows) => rows,
+            None => match self.read_level(level, env, mask, budget)? {
+                Ok(rows) => rows,
+                Err(spilled) => return Ok(spilled),
+            },
+        };
+        let bytes: usize = rows.chunks(width.max(1)).map(row_bytes).sum();
+        if self.interrupt.charge(bytes, "hash join").is_err() {
+            self.interrupt.mem_used = self.interrupt.mem_used.saturating_sub(bytes);
+            return Ok(LevelHashState::NestedLoop);
+        }
+        Ok(match LevelHash::new(rows, width, level) {
+            Some(table) => LevelHashState::Hashed(Arc::new(table)),
+            None => LevelHashState::NestedLoop,
+        })
+    }
+
+    /// Reads `level`'s rows for its table: Ok(rows) when they fit in half
+    /// the budget, else the sorted spill (or nested loop) they went to.
+    fn read_level(&mut self, level: &Level, env: &Env<'_>, mask: Option<&ColumnMask>, budget: usize) -> Result<std::result::Result<Vec<Value>, LevelHashState>> {
+        let width = level.width();
         let mut rows: Vec<Value> = Vec::new();
         let mut bytes = 0usize;
         let mut spill: Option<SpillBuilder> = None;
@@ -279,34 +391,13 @@ impl Exec<'_> {
         if let Some(e) = failed {
             return Err(e);
         }
-        if let Some(builder) = spill {
-            let sorted = builder.finish(width)?;
-            if self.interrupt.charge(sorted.index_bytes(), "sort-based join").is_err() {
-                self.interrupt.mem_used = self.interrupt.mem_used.saturating_sub(sorted.index_bytes());
-                return Ok(LevelHashState::NestedLoop);
-            }
-            return Ok(LevelHashState::Spilled(Arc::new(sorted)));
+        let Some(builder) = spill else { return Ok(Ok(rows)) };
+        let sorted = builder.finish(width)?;
+        if self.interrupt.charge(sorted.index_bytes(), "sort-based join").is_err() {
+            self.interrupt.mem_used = self.interrupt.mem_used.saturating_sub(sorted.index_bytes());
+            return Ok(Err(LevelHashState::NestedLoop));
         }
-        let count = rows.len() / width.max(1);
-        let bytes: usize = rows.chunks(width.max(1)).map(row_bytes).sum();
-        if self.interrupt.charge(bytes, "hash join").is_err() {
-            self.interrupt.mem_used = self.interrupt.mem_used.saturating_sub(bytes);
-            return Ok(LevelHashState::NestedLoop);
-        }
-        let mut buckets: HashMap<Vec<u8>, Vec<u32>> = HashMap::with_capacity(count);
-        let mut key = Vec::new();
-        'rows: for i in 0..count {
-            key.clear();
-            let r = &rows[i * width..(i + 1) * width];
-            for (column, _) in &level.hash_keys {
-                if push_key(&r[*column], &mut key).is_none() {
-                    continue 'rows;
-                }
-            }
-            let Ok(index) = u32::try_from(i) else { return Ok(LevelHashState::NestedLoop) };
-            buckets.entry(key.clone()).or_default().push(index);
-        }
-        Ok(LevelHashState::Hashed(Arc::new(LevelHash { width, rows, buckets })))
+        Ok(Err(LevelHashState::Spilled(Arc::new(sorted))))
     }
 }
 

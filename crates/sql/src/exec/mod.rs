@@ -149,6 +149,10 @@ pub struct Exec<'a> {
     pub level_hashes: LevelHashes,
     /// The rows of the round in progress of each WITH RECURSIVE query, by slot.
     pub work_tables: Vec<Vec<Vec<Value>>>,
+    /// Set by a join's sink that has seen enough rows (EXISTS needs one):
+    /// the join in progress returns without reading further candidates.
+    /// Whoever sets it clears it once that join has returned.
+    pub join_stop: bool,
 }
 
 /// Rows between reads of the cancel flag and the clock: a long statement
@@ -260,6 +264,31 @@ impl SubqueryRunner for Exec<'_> {
             self.sub_cache.insert(sub.id, firsts.clone());
         }
         Ok(firsts)
+    }
+
+    /// A correlated EXISTS stops at its first row. Its select list, sort
+    /// and DISTINCT are not evaluated, as PostgreSQL drops them
+    /// (simplify_EXISTS_query); one whose row count depends on more than
+    /// the join (aggregates, windows, LIMIT/OFFSET, FOR UPDATE) runs whole.
+    fn exists(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<bool> {
+        let plan = &sub.plan;
+        if !sub.correlated || plan.agg.is_some() || !plan.windows.is_empty() || plan.limit.is_some() || plan.offset.is_some() || plan.for_update {
+            return Ok(!self.run(sub, env, outer)?.is_empty());
+        }
+        let held_before = self.interrupt.mem_used;
+        let env = self.env(env.params, outer);
+        let mut row = self.pooled_row();
+        row.resize(plan.width, Value::Null);
+        let mut found = false;
+        let joined = self.join(plan, 0, &mut row, &env, &mut |ex, _| {
+            found = true;
+            ex.join_stop = true;
+            Ok(())
+        });
+        self.join_stop = false;
+        self.interrupt.mem_used = held_before;
+        self.return_row(row);
+        joined.map(|()| found)
     }
 
     fn run_in(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value], x: &Value) -> Result<Option<bool>> {

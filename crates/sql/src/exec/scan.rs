@@ -6,6 +6,7 @@ use std::ops::Bound;
 
 use pgtier_engine::{DataType, RowRef, TableSchema, Value};
 
+use super::hash_join::{CHAIN_END, Probe};
 use super::{Exec, read_row};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr};
@@ -180,26 +181,52 @@ impl Exec<'_> {
             return Err(SqlError::unsupported("a subquery, set operation or table with no columns as a FROM item"));
         }
         let mut cands = self.pooled_row();
-        let hashed = self.hash_joins && !level.hash_keys.is_empty() && self.hashed_candidates(level, env, row, plan.level_masks.get(l), &mut cands)?;
-        if !hashed {
-            self.fetch(level, env, row, false, plan.level_masks.get(l), &mut cands)?;
-        }
+        let probe = if self.hash_joins && !level.hash_keys.is_empty() {
+            match self.hashed_candidates(level, env, row, plan.level_masks.get(l), &mut cands) {
+                Ok(probe) => probe,
+                Err(e) => {
+                    self.return_row(cands);
+                    return Err(e);
+                }
+            }
+        } else {
+            Probe::Scan
+        };
         let mut matched = false;
-        for cand in cands.chunks(w) {
-            if let Err(e) = self.interrupt.tick() {
-                self.return_row(cands);
-                return Err(e);
+        let walked = match probe {
+            Probe::Chain(table, first) => {
+                // Straight from the table: no copy of the chain first.
+                let mut at = first;
+                let mut walked = Ok(());
+                while at != CHAIN_END && walked.is_ok() && !self.join_stop {
+                    let (cand, next) = table.row(at);
+                    walked = self.join_candidate(plan, l, cand, row, env, sink).map(|m| matched |= m);
+                    at = next;
+                }
+                walked
             }
-            row[level.offset..level.offset + w].clone_from_slice(cand);
-            if !self.passes(&level.filters, env, row)? {
-                continue;
+            Probe::Scan | Probe::Buffered => {
+                let fetched = if matches!(probe, Probe::Scan) { self.fetch(level, env, row, false, plan.level_masks.get(l), &mut cands) } else { Ok(()) };
+                let walked = fetched.and_then(|()| {
+                    for cand in cands.chunks(w) {
+                        matched |= self.join_candidate(plan, l, cand, row, env, sink)?;
+                        if self.join_stop {
+                            break;
+                        }
+                    }
+                    Ok(())
+                });
+                if walked.is_ok() && matches!(probe, Probe::Scan) && !level.hash_keys.is_empty() && self.hash_joins {
+                    self.keep_first_scan(level, std::mem::take(&mut cands));
+                }
+                walked
             }
-            matched = true;
-            if self.passes(&level.post_filters, env, row)? {
-                self.join(plan, l + 1, row, env, sink)?;
-            }
+        };
+        if let Err(e) = walked {
+            self.return_row(cands);
+            return Err(e);
         }
-        if level.left_join && !matched {
+        if level.left_join && !matched && !self.join_stop {
             for v in &mut row[level.offset..level.offset + w] {
                 *v = Value::Null;
             }
@@ -209,5 +236,21 @@ impl Exec<'_> {
         }
         self.return_row(cands);
         Ok(())
+    }
+
+    /// One candidate of level `l` in the joined `row`: through the level's
+    /// filters, then on to the next level. Says whether it matched the
+    /// level's filters (a LEFT JOIN's miss is then not NULL-extended).
+    fn join_candidate(&mut self, plan: &SelectPlan, l: usize, cand: &[Value], row: &mut Vec<Value>, env: &Env<'_>, sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>) -> Result<bool> {
+        let level = &plan.levels[l];
+        self.interrupt.tick()?;
+        row[level.offset..level.offset + cand.len()].clone_from_slice(cand);
+        if !self.passes(&level.filters, env, row)? {
+            return Ok(false);
+        }
+        if self.passes(&level.post_filters, env, row)? {
+            self.join(plan, l + 1, row, env, sink)?;
+        }
+        Ok(true)
     }
 }

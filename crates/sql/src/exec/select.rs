@@ -134,6 +134,23 @@ impl Exec<'_> {
         } else {
             "result"
         };
+        // Evaluated before any row is read, as ExecLimit does: a negative
+        // LIMIT fails before the scan does.
+        let offset = match &plan.offset {
+            Some(e) => count_arg(e.eval(&env, self, &[])?, "OFFSET")?,
+            None => 0,
+        };
+        let limit = match &plan.limit {
+            Some(e) => Some(count_arg(e.eval(&env, self, &[])?, "LIMIT")?),
+            None => None,
+        };
+        // With nothing between the join and LIMIT that needs every row (a
+        // sort, DISTINCT, an aggregate, a window, row locks), the join stops
+        // at OFFSET + LIMIT rows: later rows are never read nor projected
+        // (no nextval for them), as PostgreSQL's Limit pulls no more.
+        let row_cap = limit
+            .filter(|_| plan.agg.is_none() && plan.windows.is_empty() && !plan.distinct && plan.distinct_on.is_empty() && plan.order_by.is_empty() && !plan.for_update)
+            .map(|l| l.saturating_add(offset));
         let mut joined: Vec<Vec<Value>> = Vec::new();
         let mut row = vec![Value::Null; plan.width];
         let mut streamed_groups = None;
@@ -145,10 +162,16 @@ impl Exec<'_> {
                 self.join(plan, 0, &mut row, &env, &mut |ex, r| acc.add(ex, &env, r))?;
                 streamed_groups = Some(acc.finish()?);
             }
-            _ => self.join(plan, 0, &mut row, &env, &mut |ex, r| {
-                joined.push(r.to_vec());
-                ex.interrupt.charge(row_bytes(r), holding)
-            })?,
+            _ if row_cap == Some(0) => {}
+            _ => {
+                let joined_all = self.join(plan, 0, &mut row, &env, &mut |ex, r| {
+                    joined.push(r.to_vec());
+                    ex.join_stop = row_cap.is_some_and(|cap| joined.len() >= cap);
+                    ex.interrupt.charge(row_bytes(r), holding)
+                });
+                self.join_stop = false;
+                joined_all?;
+            }
         }
         if plan.for_update {
             joined = self.lock_rows(plan, &env, joined)?;
@@ -211,14 +234,6 @@ impl Exec<'_> {
             let mut seen = std::collections::HashSet::new();
             rows.retain(|r| seen.insert(GroupKey(plan.distinct_on.iter().map(|&c| r[c].clone()).collect())));
         }
-        let offset = match &plan.offset {
-            Some(e) => count_arg(e.eval(&env, self, &[])?, "OFFSET")?,
-            None => 0,
-        };
-        let limit = match &plan.limit {
-            Some(e) => Some(count_arg(e.eval(&env, self, &[])?, "LIMIT")?),
-            None => None,
-        };
         let rows: Vec<Vec<Value>> = rows.into_iter().skip(offset).take(limit.unwrap_or(usize::MAX)).collect();
         Ok(rows)
     }

@@ -164,6 +164,12 @@ pub trait SubqueryRunner {
         None
     }
 
+    /// Whether `sub` has a row for the enclosing row `outer` (EXISTS);
+    /// the executor stops at the first.
+    fn exists(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<bool> {
+        Ok(!self.run(sub, env, outer)?.is_empty())
+    }
+
     /// `x [NOT] IN (sub)` (`sub.negated`) for the enclosing row `outer`.
     /// The executor answers an uncorrelated one from a hash set.
     fn run_in(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value], x: &Value) -> Result<Option<bool>> {
@@ -476,10 +482,7 @@ impl Expr {
                 if unknown { None } else { Some(*negated) }
             }
             Expr::Subquery(s) => match &s.kind {
-                SubqueryKind::Exists => {
-                    let rows = sq.run(s, env, row)?;
-                    Some(rows.is_empty() == s.negated)
-                }
+                SubqueryKind::Exists => Some(sq.exists(s, env, row)? != s.negated),
                 SubqueryKind::In { lhs, .. } => {
                     let x = lhs.eval(env, sq, row)?;
                     sq.run_in(s, env, row, &x)?
