@@ -75,6 +75,9 @@ fn refused_constructs_name_themselves() {
         // A volatile DEFAULT is evaluated per row in PostgreSQL.
         ("CREATE TABLE ug (id int PRIMARY KEY, r float8 DEFAULT random())", "non-constant DEFAULT"),
         ("CREATE TABLE ug (id int PRIMARY KEY, u text DEFAULT gen_random_uuid())", "non-constant DEFAULT"),
+        // The merged column is the left one converted to the common type; pgtier would answer in the left type.
+        ("SELECT * FROM t JOIN (SELECT 1::bigint AS id) b USING (id)", "JOIN USING of columns of different types"),
+        ("SELECT * FROM (SELECT 'a'::varchar(5) AS v) a NATURAL JOIN (SELECT 'a'::text AS v) b", "JOIN USING of columns of different types"),
         // UPDATE ... FROM, DELETE ... USING and MERGE's source are FROM items: the same refusals.
         ("UPDATE t SET v = 1 FROM t a FULL JOIN t b ON true WHERE t.id = a.id", "FULL JOIN"),
         ("DELETE FROM t USING t a RIGHT JOIN t b ON true WHERE t.id = a.id", "RIGHT JOIN"),

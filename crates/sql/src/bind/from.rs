@@ -22,6 +22,8 @@ pub(super) struct JoinSpec {
     pub(super) left: bool,
     pub(super) on: Option<ast::Expr>,
     pub(super) using: Vec<String>,
+    /// NATURAL: USING the columns both sides name.
+    pub(super) natural: bool,
 }
 
 /// A FROM item that is not a stored table: its name, row shape and source.
@@ -47,7 +49,7 @@ impl Binder<'_> {
         if let Some(t) = target {
             offset = t.table.columns.len();
             rels.push(t);
-            joins.push(JoinSpec { chain: 0, left: false, on: None, using: Vec::new() });
+            joins.push(JoinSpec { chain: 0, left: false, on: None, using: Vec::new(), natural: false });
         }
         let mut add = |b: &mut Self, factor: &ast::TableFactor, rels: &mut Vec<Rel>| -> Result<()> {
             if let Some(VirtualRel { name: rname, table, source }) = b.virtual_from(factor, rels, outer)? {
@@ -88,7 +90,7 @@ impl Binder<'_> {
         for twj in from {
             let chain = rels.len();
             add(self, &twj.relation, &mut rels)?;
-            joins.push(JoinSpec { chain, left: false, on: None, using: Vec::new() });
+            joins.push(JoinSpec { chain, left: false, on: None, using: Vec::new(), natural: false });
             for j in &twj.joins {
                 let (left, constraint) = match &j.join_operator {
                     ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (false, Some(c)),
@@ -99,13 +101,13 @@ impl Binder<'_> {
                     other => return Err(SqlError::unsupported(format!("join {other:?}").chars().take(60).collect::<String>())),
                 };
                 add(self, &j.relation, &mut rels)?;
-                let mut spec = JoinSpec { chain, left, on: None, using: Vec::new() };
+                let mut spec = JoinSpec { chain, left, on: None, using: Vec::new(), natural: false };
                 match constraint {
                     Some(ast::JoinConstraint::On(e)) => spec.on = Some(e.clone()),
                     Some(ast::JoinConstraint::Using(cols)) => {
                         spec.using = cols.iter().map(|c| c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default()).collect();
                     }
-                    Some(ast::JoinConstraint::Natural) => return Err(SqlError::unsupported("NATURAL JOIN")),
+                    Some(ast::JoinConstraint::Natural) => spec.natural = true,
                     Some(ast::JoinConstraint::None) | None => {}
                 }
                 joins.push(spec);
@@ -207,7 +209,7 @@ impl Binder<'_> {
     fn function_from(
         &mut self, fname: &str, exprs: &[ast::Expr], alias: Option<&ast::TableAlias>, ordinality: bool, rels: &[Rel], outer: Option<&Scope<'_>>,
     ) -> Result<(Arc<TableSchema>, VirtualSource)> {
-        let scope = Scope { rels: rels.to_vec(), hidden: Vec::new(), outer };
+        let scope = Scope { rels: rels.to_vec(), hidden: Vec::new(), star: Vec::new(), outer };
         let mut args = Vec::new();
         for e in exprs {
             args.push(self.expr(e, &scope, &mut ExprCtx::plain("functions in FROM"))?);

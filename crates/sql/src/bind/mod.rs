@@ -101,12 +101,30 @@ pub struct Scope<'p> {
     pub rels: Vec<Rel>,
     /// Joined-row positions `*` skips (the right side of JOIN ... USING).
     pub hidden: Vec<usize>,
+    /// The positions `*` lists, in its order, once JOIN ... USING or
+    /// NATURAL reordered them (merged columns first); empty: every
+    /// relation's visible columns in turn, less `hidden`.
+    pub star: Vec<usize>,
     pub outer: Option<&'p Scope<'p>>,
 }
 
 impl Scope<'_> {
     fn width(&self) -> usize {
         self.rels.last().map_or(0, |r| r.offset + r.table.columns.len())
+    }
+
+    /// The joined-row positions `*` stands for, in PostgreSQL's order.
+    pub fn star_positions(&self) -> Vec<usize> {
+        if !self.star.is_empty() {
+            return self.star.clone();
+        }
+        self.rels.iter().flat_map(|r| (0..r.table.visible_columns().len()).map(|i| r.offset + i)).filter(|p| !self.hidden.contains(p)).collect()
+    }
+
+    /// The column at a joined-row position.
+    pub fn column_at(&self, pos: usize) -> Option<&pgtier_engine::Column> {
+        let r = self.rels.iter().find(|r| pos >= r.offset && pos < r.offset + r.table.columns.len())?;
+        r.table.columns.get(pos - r.offset)
     }
 
     /// Qualified name of a joined-row position, for error messages.

@@ -95,7 +95,7 @@ impl Binder<'_> {
             Some(ast::Distinct::On(items)) => (false, Some(items)),
         };
         let (rels, joins) = self.bind_from(&s.from, outer)?;
-        let mut scope = Scope { rels, hidden: Vec::new(), outer };
+        let mut scope = Scope { rels, hidden: Vec::new(), star: Vec::new(), outer };
         let join_rels = self.join_conditions(&joins, &mut scope)?;
         let mut where_conjuncts = Vec::new();
         if let Some(w) = &s.selection {
@@ -127,14 +127,11 @@ impl Binder<'_> {
                     if scope.rels.is_empty() {
                         return Err(SqlError::new("42601", "SELECT * with no tables specified is not valid"));
                     }
-                    for r in &scope.rels {
-                        for (i, c) in r.table.visible_columns().iter().enumerate() {
-                            if !scope.hidden.contains(&(r.offset + i)) {
-                                projection.push(Expr::Column(r.offset + i));
-                                columns.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
-                                item_asts.push(None);
-                            }
-                        }
+                    for pos in scope.star_positions() {
+                        let c = scope.column_at(pos).ok_or_else(|| SqlError::new("XX000", "`*` position outside the joined row"))?;
+                        columns.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
+                        projection.push(Expr::Column(pos));
+                        item_asts.push(None);
                     }
                 }
                 ast::SelectItem::ExprWithAliases { .. } => return Err(SqlError::unsupported("multiple aliases")),
@@ -365,32 +362,96 @@ impl Binder<'_> {
     }
 
     /// The join conditions of `joins` (from [`Binder::bind_from`]), one
-    /// [`JoinRel`] per relation of `scope`; USING hides the right side's
-    /// columns from `*`. Each condition sees the relations of its chain
-    /// joined so far (not those before a comma: 42P01 as in PostgreSQL).
+    /// [`JoinRel`] per relation of `scope`. Each condition sees the
+    /// relations of its chain joined so far (not those before a comma:
+    /// 42P01 as in PostgreSQL). USING and NATURAL merge each named column
+    /// pair into the left one: `*` lists the merged columns first, then the
+    /// rest of the left side, then of the right (`Scope::star`), and an
+    /// unqualified name finds the left column (the right one is `hidden`).
     pub(super) fn join_conditions(&mut self, joins: &[super::from::JoinSpec], scope: &mut Scope<'_>) -> Result<Vec<JoinRel>> {
         let mut join_rels = Vec::new();
+        // `*`'s order so far; the current chain's columns from `chain_start`.
+        let mut star: Vec<usize> = Vec::new();
+        let mut chain_start = 0;
+        let mut merged_any = false;
         for (level, spec) in joins.iter().enumerate() {
+            let right = &scope.rels[level];
+            let right_cols: Vec<usize> = (0..right.table.visible_columns().len()).map(|i| right.offset + i).collect();
+            if spec.chain == level {
+                chain_start = star.len();
+            }
             let mut on = Vec::new();
             if let Some(e) = &spec.on {
-                let prefix = Scope { rels: scope.rels[spec.chain..=level].to_vec(), hidden: Vec::new(), outer: scope.outer };
+                let prefix = Scope { rels: scope.rels[spec.chain..=level].to_vec(), hidden: Vec::new(), star: Vec::new(), outer: scope.outer };
                 let (b, t) = self.expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions")).map_err(|err| invalid_reference(err, &scope.rels[..spec.chain]))?;
                 on.push(self.boolean(b, t, "JOIN/ON")?);
             }
-            for col in &spec.using {
-                let right = &scope.rels[level];
-                let rc = right.table.column_index(col).ok_or_else(|| {
-                    SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in right table"))
-                })?;
-                let left = scope.rels[spec.chain..level].iter().find_map(|r| r.table.column_index(col).map(|c| r.offset + c)).ok_or_else(|| {
-                    SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in left table"))
-                })?;
-                on.push(Expr::Cmp(CmpOp::Eq, Expr::Column(left).boxed(), Expr::Column(right.offset + rc).boxed()));
-                scope.hidden.push(right.offset + rc);
+            let name_at = |pos: usize| scope.column_at(pos).map_or("", |c| c.name.as_str());
+            let using: Vec<String> = if spec.natural {
+                // The common names, in the left side's order.
+                star[chain_start..].iter().map(|&p| name_at(p).to_owned()).filter(|n| right_cols.iter().any(|&p| name_at(p) == n)).collect()
+            } else {
+                spec.using.clone()
+            };
+            let mut merged_left = Vec::new();
+            let mut merged_right = Vec::new();
+            for col in &using {
+                let on_right: Vec<usize> = right_cols.iter().copied().filter(|&p| name_at(p) == col).collect();
+                let on_left: Vec<usize> = star[chain_start..].iter().copied().filter(|&p| name_at(p) == col).collect();
+                let (&[rpos], &[lpos]) = (on_right.as_slice(), on_left.as_slice()) else {
+                    return Err(match (on_left.len(), on_right.len()) {
+                        (0, _) => SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in left table")),
+                        (1, 0) => SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in right table")),
+                        (1, _) => SqlError::new("42702", format!("common column name \"{col}\" appears more than once in right table")),
+                        _ => SqlError::new("42702", format!("common column name \"{col}\" appears more than once in left table")),
+                    });
+                };
+                if merged_left.contains(&lpos) {
+                    return Err(SqlError::new("42701", format!("column name \"{col}\" appears more than once in USING clause")));
+                }
+                self.check_merged_type(scope, lpos, rpos)?;
+                on.push(Expr::Cmp(CmpOp::Eq, Expr::Column(lpos).boxed(), Expr::Column(rpos).boxed()));
+                merged_left.push(lpos);
+                merged_right.push(rpos);
             }
+            scope.hidden.extend_from_slice(&merged_right);
+            if !merged_left.is_empty() {
+                merged_any = true;
+                let rest: Vec<usize> = star[chain_start..].iter().copied().filter(|p| !merged_left.contains(p)).collect();
+                star.truncate(chain_start);
+                star.extend(merged_left);
+                star.extend(rest);
+            }
+            star.extend(right_cols.into_iter().filter(|p| !merged_right.contains(p)));
             join_rels.push(JoinRel { left: spec.left, on });
         }
+        if merged_any {
+            scope.star = star;
+        }
         Ok(join_rels)
+    }
+
+    /// A merged USING column is the left one converted to the pair's
+    /// common type; pgtier has no expression for it, so a pair whose common
+    /// type is not the left column's own (int with bigint, varchar with
+    /// text) is refused rather than answered in the left column's type.
+    fn check_merged_type(&self, scope: &Scope<'_>, left: usize, right: usize) -> Result<()> {
+        let (Some(l), Some(r)) = (scope.column_at(left), scope.column_at(right)) else { return Ok(()) };
+        let same_base = |a: DataType, b: DataType| std::mem::discriminant(&a) == std::mem::discriminant(&b) && (!matches!(a, DataType::Array(_)) || a == b);
+        if same_base(l.ty, r.ty) {
+            return Ok(());
+        }
+        let common = super::coerce::common_type(&[Some(l.ty), Some(r.ty)], "JOIN/USING")?;
+        if common.is_some_and(|c| same_base(c, l.ty)) {
+            return Ok(());
+        }
+        Err(SqlError::unsupported(format!(
+            "JOIN USING of columns of different types ({} {} and {} {})",
+            scope.column_name(left),
+            crate::value::type_name(l.ty),
+            scope.column_name(right),
+            crate::value::type_name(r.ty)
+        )))
     }
 
     pub(super) fn limit_offset(&mut self, q: &ast::Query) -> Result<(Option<Expr>, Option<Expr>)> {
