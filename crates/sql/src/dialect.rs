@@ -33,6 +33,13 @@
 //!   the query under `SELECT * FROM (...) LIMIT 0` (the same columns, no
 //!   rows). Any other CREATE is sqlparser's.
 //!
+//! - `CREATE [TEMP] TABLE [IF NOT EXISTS] name (LIKE source options)` with
+//!   an INCLUDING / EXCLUDING option other than DEFAULTS: sqlparser takes
+//!   DEFAULTS only. The options, applied in order (`INCLUDING ALL
+//!   EXCLUDING INDEXES`), become a bit set ([`like_options`]) in a
+//!   TBLPROPERTIES entry whose key no text can spell (an unquoted
+//!   identifier with spaces).
+//!
 //! Everything else is `PostgreSqlDialect`'s: `dialect()` answers its type
 //! (sqlparser tests `dialect_of!(PostgreSqlDialect)` in many places) and
 //! every method `PostgreSqlDialect` overrides is forwarded; the test below
@@ -195,6 +202,9 @@ impl Dialect for PgDialect {
     fn parse_statement(&self, parser: &mut Parser) -> Option<Result<Statement, ParserError>> {
         if parser.peek_keyword(Keyword::CREATE) {
             // Not one of its forms: rewound, and left to sqlparser.
+            if let Some(like) = parser.maybe_parse(parse_create_table_like).transpose() {
+                return Some(like);
+            }
             return parser.maybe_parse(parse_create_table_as).transpose();
         }
         // RESET TIME ZONE (SET TIME ZONE's RESET), which sqlparser lacks.
@@ -414,6 +424,86 @@ fn parse_create_table_as(parser: &mut Parser) -> Result<Statement, ParserError> 
     Ok(Statement::CreateTable(create.build()))
 }
 
+/// The options of `CREATE TABLE (LIKE ...)`, as bits of the set
+/// [`parse_create_table_like`] records and [`like_options`] reads.
+pub mod like_option {
+    pub const COMMENTS: u32 = 1;
+    pub const COMPRESSION: u32 = 1 << 1;
+    pub const CONSTRAINTS: u32 = 1 << 2;
+    pub const DEFAULTS: u32 = 1 << 3;
+    pub const GENERATED: u32 = 1 << 4;
+    pub const IDENTITY: u32 = 1 << 5;
+    pub const INDEXES: u32 = 1 << 6;
+    pub const STATISTICS: u32 = 1 << 7;
+    pub const STORAGE: u32 = 1 << 8;
+    pub const ALL: u32 = (1 << 9) - 1;
+    pub(super) const NAMES: [(&str, u32); 10] = [
+        ("COMMENTS", COMMENTS),
+        ("COMPRESSION", COMPRESSION),
+        ("CONSTRAINTS", CONSTRAINTS),
+        ("DEFAULTS", DEFAULTS),
+        ("GENERATED", GENERATED),
+        ("IDENTITY", IDENTITY),
+        ("INDEXES", INDEXES),
+        ("STATISTICS", STATISTICS),
+        ("STORAGE", STORAGE),
+        ("ALL", ALL),
+    ];
+}
+
+/// The TBLPROPERTIES key carrying `CREATE TABLE (LIKE ...)`'s options.
+const LIKE_OPTIONS_KEY: &str = "pgtier like options";
+
+/// The option set of a `CREATE TABLE (LIKE ...)` this dialect parsed;
+/// None for one sqlparser parsed (DEFAULTS only, in its own field).
+pub fn like_options(c: &sqlparser::ast::CreateTable) -> Option<u32> {
+    let sqlparser::ast::CreateTableOptions::TableProperties(props) = &c.table_options else { return None };
+    props.iter().find_map(|p| match p {
+        sqlparser::ast::SqlOption::KeyValue { key, value: Expr::Value(v) } if key.value == LIKE_OPTIONS_KEY && key.quote_style.is_none() => match &v.value {
+            sqlparser::ast::Value::Number(n, _) => n.parse().ok(),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// `CREATE [TEMP | TEMPORARY] TABLE [IF NOT EXISTS] name (LIKE source
+/// {INCLUDING | EXCLUDING} option ...)` when an option other than
+/// DEFAULTS is named; an error otherwise (rewound: sqlparser's).
+fn parse_create_table_like(parser: &mut Parser) -> Result<Statement, ParserError> {
+    parser.expect_keyword_is(Keyword::CREATE)?;
+    let temporary = parser.parse_one_of_keywords(&[Keyword::TEMP, Keyword::TEMPORARY]).is_some();
+    parser.expect_keyword_is(Keyword::TABLE)?;
+    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = parser.parse_object_name(false)?;
+    parser.expect_token(&Token::LParen)?;
+    parser.expect_keyword_is(Keyword::LIKE)?;
+    let source = parser.parse_object_name(false)?;
+    let mut options = 0u32;
+    let mut beyond_defaults = false;
+    while let Some(kw) = parser.parse_one_of_keywords(&[Keyword::INCLUDING, Keyword::EXCLUDING]) {
+        let word = parser.parse_identifier()?.value.to_uppercase();
+        let bits = like_option::NAMES.iter().find(|(n, _)| *n == word).map(|&(_, b)| b).ok_or_else(|| ParserError::ParserError(format!("syntax error at or near \"{word}\"")))?;
+        beyond_defaults |= bits != like_option::DEFAULTS;
+        if kw == Keyword::INCLUDING {
+            options |= bits;
+        } else {
+            options &= !bits;
+        }
+    }
+    parser.expect_token(&Token::RParen)?;
+    if !beyond_defaults {
+        return Err(ParserError::ParserError("a CREATE TABLE (LIKE ...) sqlparser parses".into()));
+    }
+    let defaults = Some(if options & like_option::DEFAULTS != 0 { sqlparser::ast::CreateTableLikeDefaults::Including } else { sqlparser::ast::CreateTableLikeDefaults::Excluding });
+    let like = sqlparser::ast::CreateTableLikeKind::Parenthesized(sqlparser::ast::CreateTableLike { name: source, defaults });
+    let key = sqlparser::ast::Ident::new(LIKE_OPTIONS_KEY);
+    let value = Expr::value(sqlparser::ast::Value::Number(options.to_string(), false));
+    let props = sqlparser::ast::CreateTableOptions::TableProperties(vec![sqlparser::ast::SqlOption::KeyValue { key, value }]);
+    let create = CreateTableBuilder::new(name).temporary(temporary).if_not_exists(if_not_exists).like(Some(like)).table_options(props);
+    Ok(Statement::CreateTable(create.build()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,7 +538,7 @@ mod tests {
                 let create_as = upper.starts_with("CREATE") && upper.contains(" AS ");
                 // And RESET TIME ZONE, and interval(p) 'literal' (sqlparser
                 // drops the precision).
-                let own_form = upper.starts_with("RESET TIME ZONE") || upper.contains("INTERVAL(");
+                let own_form = upper.starts_with("RESET TIME ZONE") || upper.contains("INTERVAL(") || (upper.contains("(LIKE ") && upper.contains("CLUDING "));
                 match (Parser::parse_sql(&PgDialect::default(), &sql), theirs) {
                     (Ok(ours), Ok(theirs)) if !own_form => assert_eq!(to_text(&ours), to_text(&theirs), "{sql}"),
                     (Ok(_), Ok(_)) => {}

@@ -582,7 +582,8 @@ pub enum Plan {
     Delete(DeletePlan),
     Merge(Box<MergePlan>),
     /// `sequences`: those of serial and identity columns, created first.
-    CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<ColumnSequence> },
+    /// `indexes`: made with the table (CREATE TABLE (LIKE ... INCLUDING INDEXES)).
+    CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<ColumnSequence>, indexes: Vec<IndexDef> },
     CreateIndex { def: IndexDef, if_not_exists: bool },
     /// EXPLAIN: the plan's text (`crate::explain`), one row per line, in a
     /// `QUERY PLAN` column.

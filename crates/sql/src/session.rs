@@ -549,8 +549,8 @@ impl Connection {
             Plan::Update(u) => ex.update(u, args, out).map(|n| (Tag::Counted("UPDATE"), n)),
             Plan::Delete(d) => ex.delete(d, args, out).map(|n| (Tag::Counted("DELETE"), n)),
             Plan::Merge(m) => ex.merge(m, args, out).map(|n| (Tag::Counted("MERGE"), n)),
-            Plan::CreateTable { def, if_not_exists, sequences } => {
-                ex.create_table_with_sequences(def, sequences, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0))
+            Plan::CreateTable { def, if_not_exists, sequences, indexes } => {
+                ex.create_table_with_sequences(def, sequences, indexes, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0))
             }
             Plan::CreateSequence { name, options, if_not_exists } => {
                 ex.create_sequence(name, options, *if_not_exists).map(|()| (Tag::Plain("CREATE SEQUENCE"), 0))
@@ -559,8 +559,8 @@ impl Connection {
             Plan::CreateTableAs { def, query, if_not_exists } => ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)),
             Plan::CreateTemp { create, on_commit } => {
                 let (r, name) = match create.as_ref() {
-                    Plan::CreateTable { def, if_not_exists, sequences } => {
-                        (ex.create_table_with_sequences(def, sequences, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0)), &def.name)
+                    Plan::CreateTable { def, if_not_exists, sequences, indexes } => {
+                        (ex.create_table_with_sequences(def, sequences, indexes, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0)), &def.name)
                     }
                     Plan::CreateTableAs { def, query, if_not_exists } => (ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)), &def.name),
                     _ => (Err(SqlError::new("XX000", "CREATE TEMP of another statement")), &String::new()),

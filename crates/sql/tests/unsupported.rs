@@ -13,7 +13,10 @@ fn refused_constructs_name_themselves() {
     let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
     conn.execute_sql("CREATE TABLE t (id int PRIMARY KEY, v int)").unwrap();
     conn.execute_sql("CREATE SEQUENCE s").unwrap();
+    conn.execute_sql("CREATE TABLE ident (id int GENERATED ALWAYS AS IDENTITY)").unwrap();
     for (sql, names) in [
+        // PostgreSQL gives the copy an identity sequence of its own.
+        ("CREATE TABLE ident_copy (LIKE ident INCLUDING IDENTITY)", "INCLUDING IDENTITY"),
         ("SELECT sum(v) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t", "window frame"),
         ("SELECT row_number() OVER w FROM t WINDOW w AS (ORDER BY id)", "SELECT clause"),
         ("SELECT nth_value(v, 2) OVER (ORDER BY id) FROM t", "window function nth_value()"),

@@ -62,7 +62,7 @@ impl Binder<'_> {
         if !self.creating_temp && def.foreign_keys.iter().any(|fk| crate::names::is_temp_schema(crate::names::split(&fk.parent_table).0)) {
             return Err(SqlError::new("42P16", "constraints on permanent tables may reference only permanent tables"));
         }
-        Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences })
+        Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences, indexes: Vec::new() })
     }
 
     /// One column of CREATE TABLE or ALTER TABLE ADD COLUMN, for table
@@ -374,12 +374,21 @@ impl Binder<'_> {
         self.table_as(self.new_relation_key(&c.name)?, &names, q, c.if_not_exists)
     }
 
-    /// CREATE TABLE name (LIKE source [INCLUDING | EXCLUDING DEFAULTS]):
+    /// CREATE TABLE name (LIKE source [{INCLUDING | EXCLUDING} option ...]):
     /// source's column names, types and NOT NULL constraints, as PostgreSQL
-    /// copies them by default; with INCLUDING DEFAULTS its constant and
-    /// now() defaults too. Keys, CHECKs, indexes and identity are not
-    /// copied (PostgreSQL's INCLUDING options for them do not parse here).
+    /// copies them always, and what the options add:
+    /// - DEFAULTS: constant and now() defaults, and a serial's or
+    ///   nextval's default as `nextval` of the same sequence (which the
+    ///   new table does not own);
+    /// - CONSTRAINTS: the CHECK constraints, under their names;
+    /// - INDEXES: the primary key, the unique constraints and the indexes,
+    ///   named by PostgreSQL's default rules for the new table;
+    /// - IDENTITY of an identity column is refused (0A000: PostgreSQL makes
+    ///   the new table its own sequence); without it the column is plain.
+    /// - COMMENTS, COMPRESSION, GENERATED, STATISTICS and STORAGE copy
+    ///   nothing pgtier has.
     fn create_table_like(&mut self, c: &ast::CreateTable, like: &ast::CreateTableLike) -> Result<Plan> {
+        use crate::dialect::like_option;
         if c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() || !c.constraints.is_empty() || !c.columns.is_empty() {
             return Err(SqlError::unsupported("CREATE TABLE (LIKE ...) with other table elements"));
         }
@@ -388,21 +397,55 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("CREATE TABLE (LIKE a sequence)"));
         }
         let defaults = like.defaults == Some(ast::CreateTableLikeDefaults::Including);
+        let options = crate::dialect::like_options(c).unwrap_or(if defaults { like_option::DEFAULTS } else { 0 });
+        let name = self.new_relation_key(&c.name)?;
+        let is_identity = |kind: SequenceDefault| matches!(kind, SequenceDefault::IdentityAlways | SequenceDefault::IdentityByDefault);
         let mut columns = Vec::new();
         for col in source.visible_columns() {
             let mut cd = ColumnDef::new(col.name.clone(), col.ty);
             cd.nullable = col.nullable;
-            if defaults {
-                if col.sequence.is_some() {
-                    return Err(SqlError::unsupported("INCLUDING DEFAULTS of a column whose default is a sequence"));
+            match col.sequence {
+                Some((seq_id, kind)) if !is_identity(kind) && options & like_option::DEFAULTS != 0 => {
+                    let seq = self.catalog.table(seq_id).ok_or_else(|| SqlError::new("XX000", "a default's sequence is gone"))?;
+                    cd.sequence = Some((seq.name.clone(), SequenceDefault::Nextval));
+                    cd.default_sql = col.default_sql.clone();
                 }
-                cd.default = col.default.clone();
-                cd.default_sql = col.default_sql.clone();
+                Some((_, kind)) if is_identity(kind) && options & like_option::IDENTITY != 0 => return Err(SqlError::unsupported("INCLUDING IDENTITY of an identity column")),
+                Some(_) => {}
+                None if options & like_option::DEFAULTS != 0 => {
+                    cd.default = col.default.clone();
+                    cd.default_sql = col.default_sql.clone();
+                }
+                None => {}
             }
             columns.push(cd);
         }
-        let def = TableDef::new(self.new_relation_key(&c.name)?, columns, &[]);
-        Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences: Vec::new() })
+        let mut def = TableDef::new(name.clone(), columns, &[]);
+        if options & like_option::CONSTRAINTS != 0 {
+            def.checks = source.checks.clone();
+        }
+        let mut indexes = Vec::new();
+        if options & like_option::INDEXES != 0 {
+            let column_names = |cols: &[usize]| -> Vec<String> { cols.iter().filter_map(|&i| source.columns.get(i)).map(|c| c.name.clone()).collect() };
+            if !source.has_rowid() {
+                def.primary_key = column_names(&source.primary_key);
+            }
+            for index in self.catalog.indexes_of(source.id) {
+                if index.primary {
+                    continue;
+                }
+                let cols = column_names(&index.columns);
+                // A unique constraint's index is `<table>_<columns>_key`; a
+                // CREATE [UNIQUE] INDEX's is copied as an index.
+                if index.unique && index.name.ends_with("_key") {
+                    def.unique.push((None, cols));
+                } else {
+                    let index_name = format!("{name}_{}_idx", cols.join("_"));
+                    indexes.push(IndexDef { name: index_name, table: name.clone(), columns: cols, unique: index.unique });
+                }
+            }
+        }
+        Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences: Vec::new(), indexes })
     }
 
     /// CREATE TABLE AS and SELECT INTO: a table of `query`'s columns (named

@@ -46,15 +46,20 @@ impl Exec<'_> {
 
     /// CREATE TABLE whose serial or identity columns need their sequences
     /// made first (in the same transaction).
-    pub fn create_table_with_sequences(&mut self, def: &TableDef, sequences: &[ColumnSequence], if_not_exists: bool) -> Result<()> {
+    pub fn create_table_with_sequences(&mut self, def: &TableDef, sequences: &[ColumnSequence], indexes: &[IndexDef], if_not_exists: bool) -> Result<()> {
         self.ensure_temp_schema(&def.name)?;
-        if !(if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some()) {
-            // A name already taken is the engine's 42P07.
-            for s in sequences {
-                self.txn.create_sequence(&s.name, s.options.clone())?;
-            }
+        if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
+            return self.create_table(def, if_not_exists);
         }
-        self.create_table(def, if_not_exists)
+        // A name already taken is the engine's 42P07.
+        for s in sequences {
+            self.txn.create_sequence(&s.name, s.options.clone())?;
+        }
+        self.create_table(def, if_not_exists)?;
+        for index in indexes {
+            self.create_index(index, false)?;
+        }
+        Ok(())
     }
 
     pub fn create_sequence(&mut self, name: &str, options: &SequenceOptions, if_not_exists: bool) -> Result<()> {
