@@ -1,7 +1,9 @@
 //! Access-path choice: which predicates each FROM relation can use to find
 //! its rows through the primary key or an ordered index.
 //!
-//! Relations are joined in the order written (left-deep nested loops); a
+//! Relations are joined in the order written (left-deep nested loops),
+//! except that `a RIGHT JOIN b` reads b first and then a as a LEFT JOIN
+//! ([`execution_order`]); each level keeps its place in the joined row. A
 //! predicate is attached to the first level where every column it reads is
 //! bound, and an equality `col = expr` whose `expr` reads only earlier levels
 //! becomes a key for that level, which makes the join an index nested loop.
@@ -20,11 +22,35 @@ use crate::plan::{Access, Level};
 /// A relation's join kind and its ON predicates (bound over the joined row).
 pub struct JoinRel {
     pub left: bool,
+    /// RIGHT JOIN to the relation before it, which starts its FROM item
+    /// (the binder refuses a RIGHT JOIN after another join).
+    pub right: bool,
     pub on: Vec<Expr>,
 }
 
+/// The level holding joined-row position `pos`: levels need not be in
+/// row order ([`execution_order`]).
 fn level_of(rels: &[Rel], pos: usize) -> usize {
-    rels.iter().rposition(|r| r.offset <= pos).unwrap_or(0)
+    rels.iter().position(|r| pos >= r.offset && pos < r.offset + r.table.columns.len()).unwrap_or(0)
+}
+
+/// The relations in the order the levels read them: `a RIGHT JOIN b ON c`
+/// is `b LEFT JOIN a ON c`, so b's level comes first and a's is the
+/// NULL-extended one.
+fn execution_order(rels: &[Rel], joins: Vec<JoinRel>) -> (Vec<Rel>, Vec<JoinRel>) {
+    let mut rels = rels.to_vec();
+    let mut joins = joins;
+    for l in 1..joins.len().min(rels.len()) {
+        if !joins[l].right {
+            continue;
+        }
+        debug_assert!(!joins[l - 1].left && joins[l - 1].on.is_empty(), "RIGHT JOIN after a join");
+        rels.swap(l - 1, l);
+        let on = std::mem::take(&mut joins[l].on);
+        joins[l - 1] = JoinRel { left: false, right: false, on: Vec::new() };
+        joins[l] = JoinRel { left: true, right: false, on };
+    }
+    (rels, joins)
 }
 
 /// Highest level whose columns `e` reads (None: reads no column).
@@ -41,6 +67,8 @@ fn max_level(rels: &[Rel], e: &Expr) -> Option<usize> {
 
 /// Plans the levels; returns them and the predicates left for the complete row.
 pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjuncts: Vec<Expr>, used: &mut Vec<IndexId>) -> Result<(Vec<Level>, Vec<Expr>)> {
+    let (rels, joins) = execution_order(rels, joins);
+    let rels = rels.as_slice();
     let n = rels.len();
     let mut filters: Vec<Vec<Expr>> = (0..n).map(|_| Vec::new()).collect();
     let mut post: Vec<Vec<Expr>> = (0..n).map(|_| Vec::new()).collect();

@@ -81,6 +81,9 @@ fn refused_constructs_name_themselves() {
         // The merged column is the left one converted to the common type; pgtier would answer in the left type.
         ("SELECT * FROM t JOIN (SELECT 1::bigint AS id) b USING (id)", "JOIN USING of columns of different types"),
         ("SELECT * FROM (SELECT 'a'::varchar(5) AS v) a NATURAL JOIN (SELECT 'a'::text AS v) b", "JOIN USING of columns of different types"),
+        // A RIGHT JOIN runs as the LEFT JOIN of its sides swapped, which needs a left side of one relation.
+        ("SELECT * FROM t a JOIN t b ON true RIGHT JOIN t c ON c.id = a.id", "RIGHT JOIN whose left side is itself a join"),
+        ("SELECT * FROM t RIGHT JOIN generate_series(1, 3) g ON g = t.id", "RIGHT JOIN to a function"),
         // UPDATE ... FROM, DELETE ... USING and MERGE's source are FROM items: the same refusals.
         ("UPDATE t SET v = 1 FROM t a FULL JOIN t b ON true WHERE t.id = a.id", "FULL JOIN"),
         ("DELETE FROM t USING t a RIGHT JOIN t b ON true WHERE t.id = a.id", "RIGHT JOIN"),

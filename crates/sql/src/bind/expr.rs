@@ -507,23 +507,29 @@ impl Binder<'_> {
     }
 }
 
+/// The column `name` (of relation `qualifier`) in `scope`. A column
+/// `hidden` by JOIN ... USING is never ambiguous with the merged one and
+/// is found only qualified (or when nothing else has the name).
 fn lookup(scope: &Scope<'_>, qualifier: Option<&str>, name: &str) -> Result<Option<(usize, DataType)>> {
-    let mut found: Option<(usize, DataType)> = None;
+    let mut visible: Option<(usize, DataType)> = None;
+    let mut hidden: Option<(usize, DataType)> = None;
     for r in &scope.rels {
         if qualifier.is_some_and(|q| q != r.name) {
             continue;
         }
         if let Some(c) = r.table.column_index(name) {
             let pos = r.offset + c;
-            if found.is_some() && !scope.hidden.contains(&pos) {
+            let found = Some((pos, r.table.columns[c].ty));
+            if scope.hidden.contains(&pos) {
+                hidden = hidden.or(found);
+            } else if visible.is_some() {
                 return Err(SqlError::ambiguous_column(name));
-            }
-            if found.is_none() {
-                found = Some((pos, r.table.columns[c].ty));
+            } else {
+                visible = found;
             }
         }
     }
-    Ok(found)
+    Ok(visible.or(hidden))
 }
 
 /// A numeric literal (optionally negated) too wide for pgtier's 38-digit

@@ -24,6 +24,8 @@ pub(super) struct JoinSpec {
     pub(super) using: Vec<String>,
     /// NATURAL: USING the columns both sides name.
     pub(super) natural: bool,
+    /// RIGHT JOIN (its left side is the chain's one relation).
+    pub(super) right: bool,
 }
 
 /// A FROM item that is not a stored table: its name, row shape and source.
@@ -46,10 +48,11 @@ impl Binder<'_> {
         let mut rels: Vec<Rel> = Vec::new();
         let mut joins = Vec::new();
         let mut offset = 0;
+        let has_target = target.is_some();
         if let Some(t) = target {
             offset = t.table.columns.len();
             rels.push(t);
-            joins.push(JoinSpec { chain: 0, left: false, on: None, using: Vec::new(), natural: false });
+            joins.push(JoinSpec { chain: 0, left: false, on: None, using: Vec::new(), natural: false, right: false });
         }
         let mut add = |b: &mut Self, factor: &ast::TableFactor, rels: &mut Vec<Rel>| -> Result<()> {
             if let Some(VirtualRel { name: rname, table, source }) = b.virtual_from(factor, rels, outer)? {
@@ -90,18 +93,28 @@ impl Binder<'_> {
         for twj in from {
             let chain = rels.len();
             add(self, &twj.relation, &mut rels)?;
-            joins.push(JoinSpec { chain, left: false, on: None, using: Vec::new(), natural: false });
+            joins.push(JoinSpec { chain, left: false, on: None, using: Vec::new(), natural: false, right: false });
             for j in &twj.joins {
-                let (left, constraint) = match &j.join_operator {
-                    ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (false, Some(c)),
-                    ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (true, Some(c)),
-                    ast::JoinOperator::CrossJoin(c) => (false, Some(c)),
-                    ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) => return Err(SqlError::unsupported("RIGHT JOIN")),
+                let (left, right, constraint) = match &j.join_operator {
+                    ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (false, false, Some(c)),
+                    ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (true, false, Some(c)),
+                    ast::JoinOperator::CrossJoin(c) => (false, false, Some(c)),
+                    // Run as the LEFT JOIN of its sides swapped (planner::execution_order),
+                    // which a left side of several relations or a DML target would not be.
+                    ast::JoinOperator::Right(c) | ast::JoinOperator::RightOuter(c) if rels.len() == chain + 1 && !has_target => (false, true, Some(c)),
+                    ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) if rels.len() > chain + 1 => {
+                        return Err(SqlError::unsupported("RIGHT JOIN whose left side is itself a join"));
+                    }
+                    ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) => return Err(SqlError::unsupported("RIGHT JOIN in UPDATE ... FROM, DELETE ... USING or MERGE")),
                     ast::JoinOperator::FullOuter(_) => return Err(SqlError::unsupported("FULL JOIN")),
                     other => return Err(SqlError::unsupported(format!("join {other:?}").chars().take(60).collect::<String>())),
                 };
                 add(self, &j.relation, &mut rels)?;
-                let mut spec = JoinSpec { chain, left, on: None, using: Vec::new(), natural: false };
+                if right && rels.last().and_then(|r| r.source.as_deref()).is_some_and(|s| matches!(s, VirtualSource::Function { .. })) {
+                    // Its arguments may read the left side, which is read after it.
+                    return Err(SqlError::unsupported("RIGHT JOIN to a function in FROM"));
+                }
+                let mut spec = JoinSpec { chain, left, on: None, using: Vec::new(), natural: false, right };
                 match constraint {
                     Some(ast::JoinConstraint::On(e)) => spec.on = Some(e.clone()),
                     Some(ast::JoinConstraint::Using(cols)) => {

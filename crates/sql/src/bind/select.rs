@@ -395,6 +395,8 @@ impl Binder<'_> {
             };
             let mut merged_left = Vec::new();
             let mut merged_right = Vec::new();
+            let mut merged = Vec::new();
+            let mut hide = Vec::new();
             for col in &using {
                 let on_right: Vec<usize> = right_cols.iter().copied().filter(|&p| name_at(p) == col).collect();
                 let on_left: Vec<usize> = star[chain_start..].iter().copied().filter(|&p| name_at(p) == col).collect();
@@ -409,21 +411,25 @@ impl Binder<'_> {
                 if merged_left.contains(&lpos) {
                     return Err(SqlError::new("42701", format!("column name \"{col}\" appears more than once in USING clause")));
                 }
-                self.check_merged_type(scope, lpos, rpos)?;
+                // A RIGHT JOIN's merged column is the right one: the left may be NULL.
+                let (kept, other) = if spec.right { (rpos, lpos) } else { (lpos, rpos) };
+                self.check_merged_type(scope, kept, other)?;
                 on.push(Expr::Cmp(CmpOp::Eq, Expr::Column(lpos).boxed(), Expr::Column(rpos).boxed()));
                 merged_left.push(lpos);
                 merged_right.push(rpos);
+                merged.push(kept);
+                hide.push(other);
             }
-            scope.hidden.extend_from_slice(&merged_right);
-            if !merged_left.is_empty() {
+            scope.hidden.extend(hide);
+            if !merged.is_empty() {
                 merged_any = true;
                 let rest: Vec<usize> = star[chain_start..].iter().copied().filter(|p| !merged_left.contains(p)).collect();
                 star.truncate(chain_start);
-                star.extend(merged_left);
+                star.extend(merged);
                 star.extend(rest);
             }
             star.extend(right_cols.into_iter().filter(|p| !merged_right.contains(p)));
-            join_rels.push(JoinRel { left: spec.left, on });
+            join_rels.push(JoinRel { left: spec.left, right: spec.right, on });
         }
         if merged_any {
             scope.star = star;
@@ -431,12 +437,13 @@ impl Binder<'_> {
         Ok(join_rels)
     }
 
-    /// A merged USING column is the left one converted to the pair's
-    /// common type; pgtier has no expression for it, so a pair whose common
-    /// type is not the left column's own (int with bigint, varchar with
-    /// text) is refused rather than answered in the left column's type.
-    fn check_merged_type(&self, scope: &Scope<'_>, left: usize, right: usize) -> Result<()> {
-        let (Some(l), Some(r)) = (scope.column_at(left), scope.column_at(right)) else { return Ok(()) };
+    /// A merged USING column is the `kept` one (the left, or a RIGHT
+    /// JOIN's right) converted to the pair's common type; pgtier has no
+    /// expression for it, so a pair whose common type is not the kept
+    /// column's own (int with bigint, varchar with text) is refused rather
+    /// than answered in the kept column's type.
+    fn check_merged_type(&self, scope: &Scope<'_>, kept: usize, other: usize) -> Result<()> {
+        let (Some(l), Some(r)) = (scope.column_at(kept), scope.column_at(other)) else { return Ok(()) };
         let same_base = |a: DataType, b: DataType| std::mem::discriminant(&a) == std::mem::discriminant(&b) && (!matches!(a, DataType::Array(_)) || a == b);
         if same_base(l.ty, r.ty) {
             return Ok(());
@@ -447,9 +454,9 @@ impl Binder<'_> {
         }
         Err(SqlError::unsupported(format!(
             "JOIN USING of columns of different types ({} {} and {} {})",
-            scope.column_name(left),
+            scope.column_name(kept),
             crate::value::type_name(l.ty),
-            scope.column_name(right),
+            scope.column_name(other),
             crate::value::type_name(r.ty)
         )))
     }
