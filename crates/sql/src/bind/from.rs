@@ -73,12 +73,14 @@ impl Binder<'_> {
             if !with_hints.is_empty() || !partitions.is_empty() || !index_hints.is_empty() {
                 return Err(SqlError::unsupported("table hints"));
             }
-            let table = b.table(name)?;
+            let mut table = b.table(name)?;
             let rname = match alias {
-                Some(a) if !a.columns.is_empty() => return Err(SqlError::unsupported("column aliases in FROM")),
                 Some(a) => ident(&a.name),
                 None => crate::names::short(&table.name).to_owned(),
             };
+            if let Some(a) = alias.as_ref().filter(|a| !a.columns.is_empty()) {
+                table = with_column_aliases(&table, &rname, &a.columns)?;
+            }
             // PostgreSQL lets two unaliased relations of different schemas
             // share a reference name (`public.t, s.t`).
             let clash = |r: &Rel| r.name == rname && !(alias.is_none() && r.source.is_none() && r.table.id != table.id && r.name == crate::names::short(&r.table.name));
@@ -331,4 +333,20 @@ impl Binder<'_> {
             _ => Err(SqlError::undefined_function(&sig())),
         }
     }
+}
+
+/// A stored table seen through `FROM t AS x (a, b, ...)`: its first
+/// columns renamed, the rest as they are. Only the binder sees the names;
+/// the scan reads the table by id, and the plan's dependency stays the
+/// catalog's own schema.
+fn with_column_aliases(table: &Arc<TableSchema>, rname: &str, aliases: &[ast::TableAliasColumnDef]) -> Result<Arc<TableSchema>> {
+    let available = table.visible_columns().len();
+    if aliases.len() > available {
+        return Err(SqlError::new("42P10", format!("table \"{rname}\" has {available} columns available but {} columns specified", aliases.len())));
+    }
+    let mut renamed = TableSchema::clone(table);
+    for (c, new) in renamed.columns.iter_mut().zip(aliases) {
+        c.name = ident(&new.name);
+    }
+    Ok(Arc::new(renamed))
 }
