@@ -435,7 +435,7 @@ impl Binder<'_> {
         let cast_hint = format!("You might need to specify \"USING {}::{}\".", quote_ident(&cname), value::full_type_name(to));
         let converted = match using {
             Some(e) => {
-                let scope = Scope { rels: vec![Rel { name: crate::names::short(&w.old.name).to_owned(), table: Arc::clone(&w.old), offset: 0, source: None }], hidden: Vec::new(), star: Vec::new(), outer: None };
+                let scope = Scope { rels: vec![Rel { name: crate::names::short(&w.old.name).to_owned(), table: Arc::clone(&w.old), offset: 0, source: None }], hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
                 let (bound, ty) = self.expr(e, &scope, &mut ExprCtx::plain("transform expressions"))?;
                 if bound.has_subquery() {
                     return Err(SqlError::unsupported("cannot use subquery in transform expression"));

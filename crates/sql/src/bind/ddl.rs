@@ -289,7 +289,7 @@ impl Binder<'_> {
         if tokens.iter().any(|t| matches!(t, sqlparser::tokenizer::Token::Word(w) if w.keyword == sqlparser::keywords::Keyword::SELECT)) {
             return Err(SqlError::unsupported("cannot use subquery in check constraint"));
         }
-        let scope = Scope { rels: vec![Rel { name: crate::names::short(&table.name).to_owned(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), star: Vec::new(), outer: None };
+        let scope = Scope { rels: vec![Rel { name: crate::names::short(&table.name).to_owned(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
         let params_before = self.params.len();
         // A 'now' in it is frozen at CREATE in PostgreSQL; pgtier binds the
         // text at each write.

@@ -152,6 +152,7 @@ impl Binder<'_> {
                     ],
                     hidden: Vec::new(),
                     star: Vec::new(),
+                    merged: Vec::new(),
                     outer: None,
                 };
                 let assignments = self.assignments(&du.assignments, table, &scope)?;
@@ -239,7 +240,7 @@ impl Binder<'_> {
         let rel = self.single_table(&u.table)?;
         let table = rel.table.clone();
         writable(&table)?;
-        let scope = Scope { rels: vec![rel], hidden: Vec::new(), star: Vec::new(), outer: None };
+        let scope = Scope { rels: vec![rel], hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
         let assignments = self.assignments(&u.assignments, &table, &scope)?;
         let level = self.dml_level(&scope, u.selection.as_ref())?;
         let (returning, columns) = self.returning_in(u.returning.as_deref(), &scope)?;
@@ -273,7 +274,7 @@ impl Binder<'_> {
         if let Some(using) = &d.using {
             return self.delete_using(d, rel, using);
         }
-        let scope = Scope { rels: vec![rel], hidden: Vec::new(), star: Vec::new(), outer: None };
+        let scope = Scope { rels: vec![rel], hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
         let level = self.dml_level(&scope, d.selection.as_ref())?;
         let (returning, columns) = self.returning_in(d.returning.as_deref(), &scope)?;
         let search_columns = ColumnMask::reading(level.width(), &level.filters, &level.table.primary_key);
@@ -298,7 +299,7 @@ impl Binder<'_> {
     }
 
     fn returning(&mut self, items: Option<&[ast::SelectItem]>, table: &Arc<TableSchema>) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
-        let scope = Scope { rels: vec![Rel { name: crate::names::short(&table.name).to_owned(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), star: Vec::new(), outer: None };
+        let scope = Scope { rels: vec![Rel { name: crate::names::short(&table.name).to_owned(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
         self.returning_in(items, &scope)
     }
 
@@ -320,18 +321,17 @@ impl Binder<'_> {
                 ast::SelectItem::ExprWithAliases { .. } => return Err(SqlError::unsupported("multiple aliases")),
                 ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..) => {
                     // `*`: every relation (UPDATE ... FROM's too); `r.*`: that one.
-                    let positions: Vec<usize> = match item {
+                    let items = match item {
                         ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
                             let r = scope.qualified(name)?;
-                            (0..r.table.visible_columns().len()).map(|i| r.offset + i).collect()
+                            r.table.visible_columns().iter().enumerate().map(|(i, c)| (c.name.clone(), Expr::Column(r.offset + i), c.ty)).collect()
                         }
                         ast::SelectItem::QualifiedWildcard(..) => return Err(SqlError::unsupported("this RETURNING item")),
-                        _ => scope.star_positions(),
+                        _ => scope.star_items()?,
                     };
-                    for pos in positions {
-                        let c = scope.column_at(pos).ok_or_else(|| SqlError::new("XX000", "`*` position outside the joined row"))?;
-                        cols.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
-                        exprs.push(Expr::Column(pos));
+                    for (name, e, ty) in items {
+                        cols.push(OutputColumn { name, ty: Some(ty) });
+                        exprs.push(e);
                     }
                 }
             }

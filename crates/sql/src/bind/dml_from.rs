@@ -66,7 +66,7 @@ impl Binder<'_> {
             rels[0].offset = rels[1..].iter().map(|r| r.table.columns.len()).sum();
         }
         let width = rels.iter().map(|r| r.offset + r.table.columns.len()).max().unwrap_or(0);
-        let mut scope = Scope { rels, hidden: Vec::new(), star: Vec::new(), outer: None };
+        let mut scope = Scope { rels, hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
         let mut join_rels = self.join_conditions(&joins, &mut scope)?;
         let mut conjuncts = Vec::new();
         if let Some(w) = selection {

@@ -27,10 +27,19 @@ impl Binder<'_> {
 
     fn resolve_column(&mut self, qualifier: Option<&str>, name: &str, scope: &Scope<'_>) -> Result<(Expr, Ty)> {
         if let Some((pos, ty)) = lookup(scope, qualifier, name)? {
+            // Unqualified, a merged USING column is its conversion.
+            if qualifier.is_none()
+                && let Some((_, e, t)) = scope.merged.iter().find(|(p, ..)| *p == pos)
+            {
+                return Ok((e.clone(), Some(*t)));
+            }
             return Ok((Expr::Column(pos), Some(ty)));
         }
         if let Some(outer) = scope.outer {
             if let Some((pos, ty)) = lookup(outer, qualifier, name)? {
+                if qualifier.is_none() && outer.merged.iter().any(|(p, ..)| *p == pos) {
+                    return Err(SqlError::unsupported("a merged JOIN USING column of another type referenced from a subquery"));
+                }
                 self.correlated = true;
                 return Ok((Expr::Outer(pos), Some(ty)));
             }

@@ -224,7 +224,7 @@ impl Binder<'_> {
     fn function_from(
         &mut self, fname: &str, exprs: &[ast::Expr], alias: Option<&ast::TableAlias>, ordinality: bool, rels: &[Rel], outer: Option<&Scope<'_>>,
     ) -> Result<(Arc<TableSchema>, VirtualSource)> {
-        let scope = Scope { rels: rels.to_vec(), hidden: Vec::new(), star: Vec::new(), outer };
+        let scope = Scope { rels: rels.to_vec(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer };
         let mut args = Vec::new();
         for e in exprs {
             args.push(self.expr(e, &scope, &mut ExprCtx::plain("functions in FROM"))?);

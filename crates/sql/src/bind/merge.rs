@@ -44,8 +44,8 @@ impl Binder<'_> {
         let target_offset = rels.iter().map(|r| r.table.columns.len()).sum();
         let sources = rels.len();
         rels.push(Rel { name: target_name, table: table.clone(), offset: target_offset, source: None });
-        let scope = Scope { rels, hidden: Vec::new(), star: Vec::new(), outer: None };
-        let source_scope = Scope { rels: scope.rels[..sources].to_vec(), hidden: Vec::new(), star: Vec::new(), outer: None };
+        let scope = Scope { rels, hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
+        let source_scope = Scope { rels: scope.rels[..sources].to_vec(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
         let (on, t) = self.expr(&m.on, &scope, &mut ExprCtx::plain("JOIN conditions"))?;
         let on = self.boolean(on, t, "JOIN/ON")?;
         let target_rel = &scope.rels[sources..];

@@ -105,6 +105,10 @@ pub struct Scope<'p> {
     /// NATURAL reordered them (merged columns first); empty: every
     /// relation's visible columns in turn, less `hidden`.
     pub star: Vec<usize>,
+    /// Merged USING columns that are not their kept column as it is: the
+    /// kept position and its conversion to the pair's common type (a
+    /// LEFT JOIN USING of int with bigint is the left one as bigint).
+    pub merged: Vec<(usize, crate::expr::Expr, DataType)>,
     pub outer: Option<&'p Scope<'p>>,
 }
 
@@ -119,6 +123,20 @@ impl Scope<'_> {
             return self.star.clone();
         }
         self.rels.iter().flat_map(|r| (0..r.table.visible_columns().len()).map(|i| r.offset + i)).filter(|p| !self.hidden.contains(p)).collect()
+    }
+
+    /// What `*` stands for: each column's name, expression and type.
+    pub fn star_items(&self) -> Result<Vec<(String, crate::expr::Expr, DataType)>> {
+        self.star_positions()
+            .into_iter()
+            .map(|pos| {
+                let c = self.column_at(pos).ok_or_else(|| SqlError::new("XX000", "`*` position outside the joined row"))?;
+                Ok(match self.merged.iter().find(|(p, ..)| *p == pos) {
+                    Some((_, e, ty)) => (c.name.clone(), e.clone(), *ty),
+                    None => (c.name.clone(), crate::expr::Expr::Column(pos), c.ty),
+                })
+            })
+            .collect()
     }
 
     /// The column at a joined-row position.

@@ -95,7 +95,7 @@ impl Binder<'_> {
             Some(ast::Distinct::On(items)) => (false, Some(items)),
         };
         let (rels, joins) = self.bind_from(&s.from, outer)?;
-        let mut scope = Scope { rels, hidden: Vec::new(), star: Vec::new(), outer };
+        let mut scope = Scope { rels, hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer };
         let join_rels = self.join_conditions(&joins, &mut scope)?;
         let mut where_conjuncts = Vec::new();
         if let Some(w) = &s.selection {
@@ -127,10 +127,9 @@ impl Binder<'_> {
                     if scope.rels.is_empty() {
                         return Err(SqlError::new("42601", "SELECT * with no tables specified is not valid"));
                     }
-                    for pos in scope.star_positions() {
-                        let c = scope.column_at(pos).ok_or_else(|| SqlError::new("XX000", "`*` position outside the joined row"))?;
-                        columns.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
-                        projection.push(Expr::Column(pos));
+                    for (name, e, ty) in scope.star_items()? {
+                        columns.push(OutputColumn { name, ty: Some(ty) });
+                        projection.push(e);
                         item_asts.push(None);
                     }
                 }
@@ -382,11 +381,12 @@ impl Binder<'_> {
             }
             let mut on = Vec::new();
             if let Some(e) = &spec.on {
-                let prefix = Scope { rels: scope.rels[spec.chain..=level].to_vec(), hidden: Vec::new(), star: Vec::new(), outer: scope.outer };
+                let prefix = Scope { rels: scope.rels[spec.chain..=level].to_vec(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: scope.outer };
                 let (b, t) = self.expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions")).map_err(|err| invalid_reference(err, &scope.rels[..spec.chain]))?;
                 on.push(self.boolean(b, t, "JOIN/ON")?);
             }
-            let name_at = |pos: usize| scope.column_at(pos).map_or("", |c| c.name.as_str());
+            let names: Vec<(usize, String)> = star[chain_start..].iter().chain(&right_cols).map(|&p| (p, scope.column_at(p).map_or(String::new(), |c| c.name.clone()))).collect();
+            let name_at = |pos: usize| names.iter().find(|(p, _)| *p == pos).map_or("", |(_, n)| n.as_str());
             let using: Vec<String> = if spec.natural {
                 // The common names, in the left side's order.
                 star[chain_start..].iter().map(|&p| name_at(p).to_owned()).filter(|n| right_cols.iter().any(|&p| name_at(p) == n)).collect()
@@ -413,7 +413,9 @@ impl Binder<'_> {
                 }
                 // A RIGHT JOIN's merged column is the right one: the left may be NULL.
                 let (kept, other) = if spec.right { (rpos, lpos) } else { (lpos, rpos) };
-                self.check_merged_type(scope, kept, other)?;
+                if let Some((e, ty)) = self.merged_column(scope, kept, other)? {
+                    scope.merged.push((kept, e, ty));
+                }
                 on.push(Expr::Cmp(CmpOp::Eq, Expr::Column(lpos).boxed(), Expr::Column(rpos).boxed()));
                 merged_left.push(lpos);
                 merged_right.push(rpos);
@@ -438,27 +440,25 @@ impl Binder<'_> {
     }
 
     /// A merged USING column is the `kept` one (the left, or a RIGHT
-    /// JOIN's right) converted to the pair's common type; pgtier has no
-    /// expression for it, so a pair whose common type is not the kept
-    /// column's own (int with bigint, varchar with text) is refused rather
-    /// than answered in the kept column's type.
-    fn check_merged_type(&self, scope: &Scope<'_>, kept: usize, other: usize) -> Result<()> {
-        let (Some(l), Some(r)) = (scope.column_at(kept), scope.column_at(other)) else { return Ok(()) };
+    /// JOIN's right) converted to the pair's common type: None when that
+    /// is the kept column's own type (up to its length or precision, which
+    /// the conversion would not change), else the conversion and the type.
+    fn merged_column(&mut self, scope: &Scope<'_>, kept: usize, other: usize) -> Result<Option<(Expr, DataType)>> {
+        let (Some(k), Some(o)) = (scope.column_at(kept), scope.column_at(other)) else { return Ok(None) };
+        let (kept_ty, other_ty) = (k.ty, o.ty);
         let same_base = |a: DataType, b: DataType| std::mem::discriminant(&a) == std::mem::discriminant(&b) && (!matches!(a, DataType::Array(_)) || a == b);
-        if same_base(l.ty, r.ty) {
-            return Ok(());
+        // PostgreSQL keeps the first of two string types that convert to
+        // each other implicitly (select_common_type): a text or varchar
+        // kept column stays as it is.
+        let text_like = |t: DataType| matches!(t, DataType::Text | DataType::Varchar(_));
+        if same_base(kept_ty, other_ty) || (text_like(kept_ty) && (text_like(other_ty) || matches!(other_ty, DataType::Char(_)))) {
+            return Ok(None);
         }
-        let common = super::coerce::common_type(&[Some(l.ty), Some(r.ty)], "JOIN/USING")?;
-        if common.is_some_and(|c| same_base(c, l.ty)) {
-            return Ok(());
+        let Some(common) = super::coerce::common_type(&[Some(kept_ty), Some(other_ty)], "JOIN/USING")? else { return Ok(None) };
+        if same_base(common, kept_ty) {
+            return Ok(None);
         }
-        Err(SqlError::unsupported(format!(
-            "JOIN USING of columns of different types ({} {} and {} {})",
-            scope.column_name(kept),
-            crate::value::type_name(l.ty),
-            scope.column_name(other),
-            crate::value::type_name(r.ty)
-        )))
+        Ok(Some((self.result_cast(Expr::Column(kept), Some(kept_ty), Some(common))?, common)))
     }
 
     pub(super) fn limit_offset(&mut self, q: &ast::Query) -> Result<(Option<Expr>, Option<Expr>)> {

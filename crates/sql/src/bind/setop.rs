@@ -113,7 +113,7 @@ impl Binder<'_> {
                 Ok((SetTree::Select(Box::new(plan)), vec![cols]))
             }
             ast::SetExpr::Values(v) => {
-                let scope = Scope { rels: Vec::new(), hidden: Vec::new(), star: Vec::new(), outer };
+                let scope = Scope { rels: Vec::new(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer };
                 let mut rows = Vec::new();
                 let mut types: Vec<Vec<Ty>> = Vec::new();
                 for row in &v.rows {
