@@ -112,7 +112,7 @@ impl Work {
     }
 
     fn require_column(&self, name: &str) -> Result<usize> {
-        self.column(name).ok_or_else(|| SqlError::new("42703", format!("column \"{name}\" of relation \"{}\" does not exist", self.def.name)))
+        self.column(name).ok_or_else(|| SqlError::new("42703", format!("column \"{name}\" of relation \"{}\" does not exist", crate::names::short(&self.def.name))))
     }
 
     /// Names of constraints on this table (PostgreSQL keeps them unique per table).
@@ -201,7 +201,7 @@ impl Binder<'_> {
 
     fn relation_name_free(&self, name: &str) -> Result<()> {
         if self.catalog.table_by_name(name).is_some() || self.catalog.index_by_name(name).is_some() {
-            return Err(SqlError::new("42P07", format!("relation \"{name}\" already exists")));
+            return Err(SqlError::new("42P07", format!("relation \"{}\" already exists", crate::names::short(name))));
         }
         Ok(())
     }
@@ -212,7 +212,7 @@ impl Binder<'_> {
             Op::AddColumn { if_not_exists, column_def, column_position: None, .. } => {
                 let cname = ident(&column_def.name);
                 if w.column(&cname).is_some() {
-                    let message = format!("column \"{cname}\" of relation \"{}\" already exists", w.def.name);
+                    let message = format!("column \"{cname}\" of relation \"{}\" already exists", crate::names::short(&w.def.name));
                     if *if_not_exists {
                         w.notices.push(SqlNotice { sqlstate: "42701", message: format!("{message}, skipping") });
                         return Ok(());
@@ -225,7 +225,7 @@ impl Binder<'_> {
                     return Err(SqlError::unsupported("ADD COLUMN of a serial or identity column"));
                 }
                 if w.pkey_name.is_none() && !w.def.primary_key.is_empty() {
-                    w.pkey_name = Some(format!("{}_pkey", w.def.name));
+                    w.pkey_name = Some(format!("{}_pkey", crate::names::short(&w.def.name)));
                 }
                 let fill = self.default_fill(&cd)?;
                 w.def.columns.push(cd);
@@ -243,9 +243,9 @@ impl Binder<'_> {
                         Some(i) => self.drop_column(w, i, cascade)?,
                         None if *if_exists => w.notices.push(SqlNotice {
                             sqlstate: "00000",
-                            message: format!("column \"{cname}\" of relation \"{}\" does not exist, skipping", w.def.name),
+                            message: format!("column \"{cname}\" of relation \"{}\" does not exist, skipping", crate::names::short(&w.def.name)),
                         }),
-                        None => return Err(SqlError::new("42703", format!("column \"{cname}\" of relation \"{}\" does not exist", w.def.name))),
+                        None => return Err(SqlError::new("42703", format!("column \"{cname}\" of relation \"{}\" does not exist", crate::names::short(&w.def.name)))),
                     }
                 }
             }
@@ -253,7 +253,7 @@ impl Binder<'_> {
                 let (old, new) = (ident(old_column_name), ident(new_column_name));
                 let i = w.column(&old).ok_or_else(|| SqlError::new("42703", format!("column \"{old}\" does not exist")))?;
                 if w.column(&new).is_some() {
-                    return Err(SqlError::new("42701", format!("column \"{new}\" of relation \"{}\" already exists", w.def.name)));
+                    return Err(SqlError::new("42701", format!("column \"{new}\" of relation \"{}\" already exists", crate::names::short(&w.def.name))));
                 }
                 rename_column(w, i, &new);
             }
@@ -282,15 +282,15 @@ impl Binder<'_> {
                 if let Some(n) = named.map(ident)
                     && w.constraint_taken(&n)
                 {
-                    return Err(SqlError::new("42710", format!("constraint \"{n}\" for relation \"{}\" already exists", w.def.name)));
+                    return Err(SqlError::new("42710", format!("constraint \"{n}\" for relation \"{}\" already exists", crate::names::short(&w.def.name))));
                 }
                 if matches!(constraint, ast::TableConstraint::PrimaryKey(_)) && !w.def.primary_key.is_empty() {
-                    return Err(SqlError::new("42P16", format!("multiple primary keys for table \"{}\" are not allowed", w.def.name)));
+                    return Err(SqlError::new("42P16", format!("multiple primary keys for table \"{}\" are not allowed", crate::names::short(&w.def.name))));
                 }
                 let had_pk = !w.def.primary_key.is_empty();
                 self.table_constraint(constraint, &mut w.def, &mut w.pending_checks)?;
                 if !had_pk && !w.def.primary_key.is_empty() {
-                    w.pkey_name = Some(named.map_or_else(|| format!("{}_pkey", w.def.name), ident));
+                    w.pkey_name = Some(named.map_or_else(|| format!("{}_pkey", crate::names::short(&w.def.name)), ident));
                 }
                 for k in w.def.primary_key.clone() {
                     let i = w.require_column(&k)?;
@@ -305,7 +305,7 @@ impl Binder<'_> {
             Op::RenameConstraint { old_name, new_name } => {
                 let (old, new) = (ident(old_name), ident(new_name));
                 if w.constraint_taken(&new) {
-                    return Err(SqlError::new("42710", format!("constraint \"{new}\" for relation \"{}\" already exists", w.def.name)));
+                    return Err(SqlError::new("42710", format!("constraint \"{new}\" for relation \"{}\" already exists", crate::names::short(&w.def.name))));
                 }
                 if let Some((n, _)) = w.def.unique.iter_mut().find(|(n, _)| n.as_deref() == Some(old.as_str())) {
                     self.relation_name_free(&new)?;
@@ -317,7 +317,7 @@ impl Binder<'_> {
                 } else if w.pkey_name.as_deref() == Some(old.as_str()) {
                     return Err(SqlError::unsupported("renaming a primary key constraint"));
                 } else {
-                    return Err(SqlError::new("42704", format!("constraint \"{old}\" for table \"{}\" does not exist", w.def.name)));
+                    return Err(SqlError::new("42704", format!("constraint \"{old}\" for table \"{}\" does not exist", crate::names::short(&w.def.name))));
                 }
             }
             other => return Err(SqlError::unsupported(format!("ALTER TABLE ... {other}"))),
@@ -348,7 +348,7 @@ impl Binder<'_> {
                 && !cascade
             {
                 let child = self.catalog.table(fk.child).map_or_else(String::new, |t| t.name.clone());
-                return Err(SqlError::new("2BP01", format!("cannot drop column {cname} of table {} because other objects depend on it", w.def.name))
+                return Err(SqlError::new("2BP01", format!("cannot drop column {cname} of table {} because other objects depend on it", crate::names::short(&w.def.name)))
                     .with_detail(format!("constraint {} on table {child} depends on column {cname} of table {}", fk.name, w.def.name))
                     .with_hint("Use DROP ... CASCADE to drop the dependent objects too."));
             }
@@ -385,7 +385,7 @@ impl Binder<'_> {
         let i = w.require_column(cname)?;
         let identity = matches!(w.def.columns[i].sequence, Some((_, SequenceDefault::IdentityAlways | SequenceDefault::IdentityByDefault)));
         let identity_error = || {
-            SqlError::new("42P16", format!("column \"{cname}\" of relation \"{}\" is an identity column", w.def.name))
+            SqlError::new("42P16", format!("column \"{cname}\" of relation \"{}\" is an identity column", crate::names::short(&w.def.name)))
                 .with_hint("Use ALTER TABLE ... ALTER COLUMN ... DROP IDENTITY instead.")
         };
         match op {
@@ -395,7 +395,7 @@ impl Binder<'_> {
                     return Err(SqlError::new("42P16", format!("column \"{cname}\" is in a primary key")));
                 }
                 if identity {
-                    return Err(SqlError::new("42P16", format!("column \"{cname}\" of relation \"{}\" is an identity column", w.def.name)));
+                    return Err(SqlError::new("42P16", format!("column \"{cname}\" of relation \"{}\" is an identity column", crate::names::short(&w.def.name))));
                 }
                 w.def.columns[i].nullable = true;
             }
@@ -480,7 +480,7 @@ impl Binder<'_> {
             catalog.referencing(w.old.id).into_iter().filter(|fk| fk.child != w.old.id && fk.parent_columns == old_cols).collect::<Vec<_>>()
         };
         let depends = |fk_name: &str| {
-            let e = SqlError::new("2BP01", format!("cannot drop constraint {name} on table {} because other objects depend on it", w.def.name));
+            let e = SqlError::new("2BP01", format!("cannot drop constraint {name} on table {} because other objects depend on it", crate::names::short(&w.def.name)));
             e.with_hint("Use DROP ... CASCADE to drop the dependent objects too.").with_detail(format!("constraint {fk_name} depends on index {name}"))
         };
         if w.pkey_name.as_deref() == Some(name) {
@@ -507,9 +507,9 @@ impl Binder<'_> {
         } else if let Some(k) = w.def.checks.iter().position(|c| c.name == name) {
             w.def.checks.remove(k);
         } else if if_exists {
-            w.notices.push(SqlNotice { sqlstate: "00000", message: format!("constraint \"{name}\" of relation \"{}\" does not exist, skipping", w.def.name) });
+            w.notices.push(SqlNotice { sqlstate: "00000", message: format!("constraint \"{name}\" of relation \"{}\" does not exist, skipping", crate::names::short(&w.def.name)) });
         } else {
-            return Err(SqlError::new("42704", format!("constraint \"{name}\" of relation \"{}\" does not exist", w.def.name)));
+            return Err(SqlError::new("42704", format!("constraint \"{name}\" of relation \"{}\" does not exist", crate::names::short(&w.def.name))));
         }
         Ok(())
     }

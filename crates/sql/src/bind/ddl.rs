@@ -187,7 +187,7 @@ impl Binder<'_> {
         };
         let parent_table = self.relation_key(&fk.foreign_table)?;
         if self.catalog.table_by_name(&parent_table).is_some_and(|t| crate::catalog::is_view(t)) {
-            return Err(SqlError::new("42809", format!("referenced relation \"{parent_table}\" is not a table")));
+            return Err(SqlError::new("42809", format!("referenced relation \"{}\" is not a table", crate::names::short(&parent_table))));
         }
         Ok(ForeignKeyDef {
             name: fk.name.as_ref().map(ident),
@@ -269,9 +269,11 @@ impl Binder<'_> {
                             read.push(*c);
                         }
                     });
+                    // A CHECK's name is the table's own, not a relation's: no schema.
+                    let table = crate::names::short(&def.name);
                     let base = match read.as_slice() {
-                        [c] => format!("{}_{}_check", def.name, shape.columns[*c].name),
-                        _ => format!("{}_check", def.name),
+                        [c] => format!("{table}_{}_check", shape.columns[*c].name),
+                        _ => format!("{table}_check"),
                     };
                     (0..).map(|k| if k == 0 { base.clone() } else { format!("{base}{k}") }).find(|n| !out.iter().chain(existing).any(|c| &c.name == n)).unwrap_or(base)
                 }
@@ -481,7 +483,7 @@ impl Binder<'_> {
             }
         let table = self.relation_key(&c.table_name)?;
         if self.catalog.table_by_name(&table).is_some_and(|t| crate::catalog::is_view(t)) {
-            return Err(SqlError::new("42809", format!("cannot create index on relation \"{table}\"")).with_detail("This operation is not supported for views."));
+            return Err(SqlError::new("42809", format!("cannot create index on relation \"{}\"", crate::names::short(&table))).with_detail("This operation is not supported for views."));
         }
         let columns = index_columns(&c.columns)?;
         if let Ok(schema) = self.table(&c.table_name) {

@@ -131,7 +131,7 @@ impl Binder<'_> {
             Some(ast::ConflictTarget::OnConstraint(name)) => {
                 let n = super::parts(name)?.pop().unwrap_or_default();
                 let idx = unique.iter().find(|i| crate::names::short(&i.name) == n).ok_or_else(|| {
-                    SqlError::new("42704", format!("constraint \"{n}\" for table \"{}\" does not exist", table.name))
+                    SqlError::new("42704", format!("constraint \"{n}\" for table \"{}\" does not exist", crate::names::short(&table.name)))
                 })?;
                 vec![idx.id]
             }
@@ -195,7 +195,7 @@ impl Binder<'_> {
         for (name, value) in pairs {
             let n = name.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default();
             let pos = table.column_index(&n).ok_or_else(|| {
-                SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", table.name))
+                SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", crate::names::short(&table.name)))
             })?;
             system_column_guard(&table.columns[pos])?;
             if out.iter().any(|(p, _)| *p == pos) {
@@ -350,7 +350,7 @@ pub(super) fn insert_targets(table: &TableSchema, columns: &[ast::ObjectName]) -
             .iter()
             .map(|c| {
                 let n = c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default();
-                table.column_index(&n).ok_or_else(|| SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", table.name)))
+                table.column_index(&n).ok_or_else(|| SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", crate::names::short(&table.name))))
             })
             .collect::<Result<_>>()?
     };

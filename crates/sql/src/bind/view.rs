@@ -152,7 +152,7 @@ impl Binder<'_> {
     pub(super) fn expand_view(&mut self, v: &Arc<TableSchema>) -> Result<(Arc<TableSchema>, VirtualSource)> {
         let def = view_def(v).ok_or_else(|| SqlError::new("XX000", format!("view \"{}\" has no stored query", v.name)))?;
         if self.view_depth >= VIEW_DEPTH_MAX {
-            return Err(SqlError::new("42P17", format!("infinite recursion detected in rules for relation \"{}\"", v.name)));
+            return Err(SqlError::new("42P17", format!("infinite recursion detected in rules for relation \"{}\"", crate::names::short(&v.name))));
         }
         if !self.deps.iter().any(|d| Arc::ptr_eq(d, v)) {
             self.deps.push(Arc::clone(v));

@@ -12,7 +12,7 @@ impl Exec<'_> {
     pub fn create_table(&mut self, def: &TableDef, if_not_exists: bool) -> Result<()> {
         self.ensure_temp_schema(&def.name)?;
         if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
-            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", def.name) });
+            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", crate::names::short(&def.name)) });
             return Ok(());
         }
         self.txn.create_table(def)?;
@@ -25,7 +25,7 @@ impl Exec<'_> {
     /// rows inserted.
     pub fn create_table_as(&mut self, def: &TableDef, query: &SelectPlan, if_not_exists: bool, params: &[Value]) -> Result<u64> {
         if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
-            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", def.name) });
+            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", crate::names::short(&def.name)) });
             return Ok(0);
         }
         let rows = self.select_rows(query, params, &[])?;
@@ -67,10 +67,10 @@ impl Exec<'_> {
         let cat = self.txn.catalog();
         if cat.table_by_name(name).is_some() || cat.index_by_name(name).is_some() {
             if if_not_exists {
-                self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{name}\" already exists, skipping") });
+                self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", crate::names::short(name)) });
                 return Ok(());
             }
-            return Err(SqlError::new("42P07", format!("relation \"{name}\" already exists")));
+            return Err(SqlError::new("42P07", format!("relation \"{}\" already exists", crate::names::short(name))));
         }
         self.txn.create_sequence(name, options.clone())?;
         Ok(())
@@ -78,7 +78,7 @@ impl Exec<'_> {
 
     pub fn create_index(&mut self, def: &IndexDef, if_not_exists: bool) -> Result<()> {
         if if_not_exists && self.txn.catalog().index_by_name(&def.name).is_some() {
-            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", def.name) });
+            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", crate::names::short(&def.name)) });
             return Ok(());
         }
         self.txn.create_index(def)?;

@@ -479,7 +479,7 @@ pub(super) fn check_not_null(table: &TableSchema, row: &[Value]) -> Result<()> {
 
 pub(super) fn check_violation(table: &TableSchema, name: &str, row: &[Value]) -> SqlError {
     let shown: Vec<String> = row.iter().take(table.visible_columns().len()).map(|v| if v.is_null() { "null".to_owned() } else { value::to_text(v) }).collect();
-    let mut e = SqlError::new("23514", format!("new row for relation \"{}\" violates check constraint \"{name}\"", table.name))
+    let mut e = SqlError::new("23514", format!("new row for relation \"{}\" violates check constraint \"{name}\"", crate::names::short(&table.name)))
         .with_detail(format!("Failing row contains ({}).", shown.join(", ")));
     e.constraint = Some(name.to_owned());
     e

@@ -14,13 +14,13 @@ impl Exec<'_> {
         let cat = self.txn.catalog();
         let Some(old) = cat.table_by_name(&def.name).cloned() else {
             if cat.index_by_name(&def.name).is_some() {
-                return Err(SqlError::new("42P07", format!("relation \"{}\" already exists", def.name)));
+                return Err(SqlError::new("42P07", format!("relation \"{}\" already exists", crate::names::short(&def.name))));
             }
             self.txn.create_table(def)?;
             return Ok(());
         };
         if !replace {
-            return Err(SqlError::new("42P07", format!("relation \"{}\" already exists", def.name)));
+            return Err(SqlError::new("42P07", format!("relation \"{}\" already exists", crate::names::short(&def.name))));
         }
         if !is_view(&old) {
             return Err(SqlError::new("42809", format!("\"{}\" is not a view", def.name)));
