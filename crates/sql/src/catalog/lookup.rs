@@ -34,8 +34,9 @@ pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: Reg
     name.unwrap_or_else(|| oid.to_string())
 }
 
-/// The session's search path as the `reg*` conversions resolve with it.
-fn path_of(catalog: &Catalog, settings: &HashMap<String, String>) -> crate::names::SearchPath {
+/// The session's search path as the `reg*` conversions (and
+/// current_schemas) resolve with it.
+pub(crate) fn path_of(catalog: &Catalog, settings: &HashMap<String, String>) -> crate::names::SearchPath {
     let raw = settings.get("search_path").map_or("\"$user\", public", String::as_str);
     let user = settings.get("session_authorization").map_or("", String::as_str);
     let temp = settings.get(crate::names::TEMP_SCHEMA_SETTING).map_or("", String::as_str);

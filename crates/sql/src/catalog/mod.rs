@@ -25,6 +25,7 @@ use pgtier_engine::{Catalog, Column, ForeignKey, IndexSchema, TableId, TableSche
 
 pub use deparse::{column_default_text, constraint_def, default_expr, format_type, index_def, quote_ident};
 pub use lookup::{reg_lookup, reg_lookup_in, reg_name, split_qualified};
+pub(crate) use lookup::path_of;
 pub use pg_type::{BUILTIN_TYPES, BuiltinType, ColumnTypeInfo, TypeMatch, column_type_info, type_by_name, type_by_oid};
 pub use relations::{RELATIONS, RelDef, SysColumn, T};
 pub use rows::rows;

@@ -312,12 +312,12 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
         SysFunc::CurrentDatabase => Value::Text(ctx.database()),
         SysFunc::CurrentSchema => search_path_with(ctx.settings, |s| cat::user_schema_named(catalog, s).is_some()).into_iter().next().map_or(Value::Null, Value::Text),
         SysFunc::CurrentSchemas => {
-            let mut names: Vec<Value> = Vec::new();
-            let explicit = search_path_with(ctx.settings, |s| cat::user_schema_named(catalog, s).is_some());
-            if boolean(0) && !explicit.iter().any(|s| s == "pg_catalog") {
-                names.push(Value::Text("pg_catalog".into()));
-            }
-            names.extend(explicit.into_iter().map(Value::Text));
+            // With implicit schemas: the session's temporary schema (once
+            // made) and pg_catalog where the path does not place them,
+            // in the order names are looked up (fetch_search_path).
+            let path = crate::catalog::path_of(catalog, ctx.settings);
+            let names: Vec<Value> =
+                if boolean(0) { path.lookup_order().map(|s| Value::Text(s.to_owned())).collect() } else { path.schemas.iter().cloned().map(Value::Text).collect() };
             Value::Text(types::array_text(Elem::Text, &names))
         }
         SysFunc::CurrentUser => Value::Text(ctx.settings.get("session_authorization").cloned().unwrap_or_default()),
