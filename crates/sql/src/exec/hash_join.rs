@@ -392,7 +392,8 @@ impl Exec<'_> {
             return Err(e);
         }
         let Some(builder) = spill else { return Ok(Ok(rows)) };
-        let sorted = builder.finish(width)?;
+        let interrupt = &mut self.interrupt;
+        let sorted = builder.finish(width, &mut || interrupt.tick())?;
         if self.interrupt.charge(sorted.index_bytes(), "sort-based join").is_err() {
             self.interrupt.mem_used = self.interrupt.mem_used.saturating_sub(sorted.index_bytes());
             return Ok(Err(LevelHashState::NestedLoop));

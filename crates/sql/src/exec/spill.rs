@@ -82,8 +82,9 @@ impl SpillBuilder {
     }
 
     /// The sorted file: the runs merged, with its index. `width` is the
-    /// number of values of each row.
-    pub(super) fn finish(mut self, width: usize) -> Result<SortedSpill> {
+    /// number of values of each row; `tick` is called per record merged
+    /// (`Interrupt::tick`: a cancel or statement_timeout ends the merge).
+    pub(super) fn finish(mut self, width: usize, tick: &mut dyn FnMut() -> Result<()>) -> Result<SortedSpill> {
         self.write_run()?;
         let mut file = self.file.into_inner().map_err(|e| io_error(e.error()))?;
         let mut runs = self.runs;
@@ -96,6 +97,7 @@ impl SpillBuilder {
             for group in runs.chunks(MERGE_FAN_IN) {
                 let start = written;
                 merge_runs(&file, group, |key, row| {
+                    tick()?;
                     written += write_record(&mut out, key, row)?;
                     Ok(())
                 })?;
@@ -109,6 +111,7 @@ impl SpillBuilder {
         let mut written = 0u64;
         let mut next_block = 0u64;
         merge_runs(&file, &runs, |key, row| {
+            tick()?;
             if written >= next_block {
                 index.push((key.to_vec(), written));
                 next_block = written + BLOCK_BYTES;
@@ -296,7 +299,7 @@ mod tests {
             expected.entry(key).or_default().extend(row);
         }
         assert!(builder.runs.len() > 2 * MERGE_FAN_IN, "the test must take several merge passes, got {} runs", builder.runs.len());
-        let spill = builder.finish(2).unwrap();
+        let spill = builder.finish(2, &mut || Ok(())).unwrap();
         assert!(spill.index.len() > 10);
         for (key, rows) in &expected {
             let mut got = Vec::new();
@@ -308,5 +311,22 @@ mod tests {
             spill.candidates(&absent, &mut got).unwrap();
             assert!(got.is_empty(), "{absent:?}");
         }
+    }
+
+    /// The merge asks `tick` once per record: the error it returns (a
+    /// cancel, statement_timeout) ends the merge with that error.
+    #[test]
+    fn merge_stops_when_tick_fails() {
+        let mut builder = SpillBuilder::new(0).unwrap();
+        for i in 0..5_000u32 {
+            builder.push(i.to_le_bytes().to_vec(), &[Value::Int4(i.cast_signed())]).unwrap();
+        }
+        let mut ticks = 0;
+        let stopped = builder.finish(1, &mut || {
+            ticks += 1;
+            if ticks > 100 { Err(SqlError::new("57014", "canceling statement due to user request")) } else { Ok(()) }
+        });
+        assert_eq!(stopped.err().map(|e| e.sqlstate), Some("57014"));
+        assert_eq!(ticks, 101);
     }
 }
