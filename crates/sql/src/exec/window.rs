@@ -6,7 +6,7 @@ use pgtier_engine::Value;
 
 use super::Exec;
 use super::select::sort_key_cmp;
-use super::window_frame::{AggInput, Offsets, Peers, RangeKeys, Seek, frame_aggregate, frame_bounds, frame_values};
+use super::window_frame::{AggInput, Offsets, Peers, RangeKeys, Seek, check_chosen_rows, frame_aggregate, frame_bounds, frame_positions, peer_closed, unordered_peers};
 use crate::error::{Result, SqlError};
 use crate::expr::Env;
 use crate::plan::{FrameBound, FrameUnits, WindowCall, WindowFrame, WindowFunc};
@@ -113,6 +113,9 @@ impl Exec<'_> {
                 nulls_first: w.order[0].2,
             });
             let bounds = frame_bounds(&w.frame, offsets, &peers, range.as_ref())?;
+            // Peers that are whole-row duplicates cannot be told apart, so
+            // their order cannot change the answer.
+            let ordered = peer_closed(&w.frame) || (0..len).all(|i| peers.start(i) == i || rows[part[i]] == rows[part[peers.start(i)]]);
             let values = match &w.func {
                 WindowFunc::Agg(call) => {
                     let mut inputs: Vec<AggInput> = Vec::with_capacity(len);
@@ -127,6 +130,9 @@ impl Exec<'_> {
                             Some(e) => Some(e.eval(env, self, &rows[r])?),
                             None => None,
                         }));
+                    }
+                    if !ordered {
+                        return Err(unordered_peers());
                     }
                     frame_aggregate(call, &inputs, &bounds, w.frame.exclude, &peers, &mut self.interrupt)?
                 }
@@ -147,7 +153,9 @@ impl Exec<'_> {
                             Seek::Nth(ns)
                         }
                     };
-                    frame_values(&seek, &values, &bounds, w.frame.exclude, &peers)?
+                    let chosen = frame_positions(&seek, &bounds, w.frame.exclude, &peers)?;
+                    check_chosen_rows(&chosen, &values, &peers, ordered)?;
+                    chosen.into_iter().map(|p| p.map_or(Value::Null, |p| values[p].clone())).collect()
                 }
                 _ => {
                     // Not a frame function: the frame was only checked; the

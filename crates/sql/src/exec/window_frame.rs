@@ -410,11 +410,12 @@ pub(super) enum Seek {
     Nth(Vec<Option<i64>>),
 }
 
-/// The value of the frame row `seek` names, for each row: PostgreSQL's
-/// WinGetFuncArgInFrame (its position arithmetic around an excluded
-/// group, then row_is_in_frame), NULL when that row is not in the frame.
-pub(super) fn frame_values(seek: &Seek, values: &[Value], bounds: &[(usize, usize)], exclude: FrameExclude, peers: &Peers) -> Result<Vec<Value>> {
-    let mut out = Vec::with_capacity(bounds.len());
+/// The frame row `seek` names, for each row: PostgreSQL's
+/// WinGetFuncArgInFrame (its position arithmetic around an excluded group,
+/// then row_is_in_frame); None when that row is not in the frame.
+pub(super) fn frame_positions(seek: &Seek, bounds: &[(usize, usize)], exclude: FrameExclude, peers: &Peers) -> Result<Vec<Option<usize>>> {
+    let len = bounds.len();
+    let mut out = Vec::with_capacity(len);
     for (cur, &(head, tail)) in bounds.iter().enumerate() {
         let (c, h, t) = (cur as i128, head as i128, tail as i128);
         let (gh, gt) = (peers.start[cur] as i128, peers.end[cur] as i128);
@@ -423,7 +424,7 @@ pub(super) fn frame_values(seek: &Seek, values: &[Value], bounds: &[(usize, usiz
                 let rel = match seek {
                     Seek::Nth(ns) => match ns[cur] {
                         None => {
-                            out.push(Value::Null);
+                            out.push(None);
                             continue;
                         }
                         Some(n) if n <= 0 => return Err(SqlError::new("22016", "argument of nth_value must be greater than zero")),
@@ -475,10 +476,41 @@ pub(super) fn frame_values(seek: &Seek, values: &[Value], bounds: &[(usize, usiz
                 (exclude == FrameExclude::NoOthers || pos >= h).then_some(pos)
             }
         };
-        let in_frame = pos.filter(|&p| p >= h && p < t).and_then(|p| usize::try_from(p).ok()).filter(|&p| p < values.len() && !excluded(exclude, peers, cur, p));
-        out.push(in_frame.map_or(Value::Null, |p| values[p].clone()));
+        let in_frame = pos.filter(|&p| p >= h && p < t).and_then(|p| usize::try_from(p).ok()).filter(|&p| p < len && !excluded(exclude, peers, cur, p));
+        out.push(in_frame);
     }
     Ok(out)
+}
+
+/// Whether every frame is a union of whole peer groups (its bounds
+/// UNBOUNDED, or CURRENT ROW or an offset in RANGE or GROUPS mode), so
+/// that which rows it holds does not depend on how peers are ordered.
+pub(super) fn peer_closed(frame: &WindowFrame) -> bool {
+    let closed = |b: &FrameBound| matches!(b, FrameBound::UnboundedPreceding | FrameBound::UnboundedFollowing) || frame.units != FrameUnits::Rows;
+    closed(&frame.start) && closed(&frame.end)
+}
+
+/// PostgreSQL orders peers as its sort leaves them (its input order, which
+/// pgtier's scans do not reproduce): an answer that depends on that order
+/// is refused rather than given differently.
+pub(super) fn unordered_peers() -> SqlError {
+    SqlError::unsupported("a window frame function whose result depends on the order of rows its window's ORDER BY leaves tied")
+}
+
+/// Refuses a frame row chosen among peers that differ in the value read
+/// (the current row itself is no choice). `ordered`: the frame is
+/// peer-closed or no peers differ.
+pub(super) fn check_chosen_rows(chosen: &[Option<usize>], values: &[Value], peers: &Peers, ordered: bool) -> Result<()> {
+    if !ordered {
+        return Err(unordered_peers());
+    }
+    for (cur, p) in chosen.iter().enumerate() {
+        let Some(p) = *p else { continue };
+        if p != cur && peers.end[p] - peers.start[p] > 1 && values[peers.start[p]..peers.end[p]].iter().any(|v| *v != values[p]) {
+            return Err(unordered_peers());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
