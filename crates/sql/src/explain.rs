@@ -234,10 +234,18 @@ fn frame_text(f: &WindowFrame) -> String {
         FrameUnits::Range => "RANGE",
         FrameUnits::Groups => "GROUPS",
     };
-    let offset = |e: &Expr| match e {
-        Expr::Const(v) if v.as_i64().is_some() => crate::value::to_text(v),
-        Expr::Const(v) => format!("'{}'::{}", crate::value::to_text(v).replace('\'', "''"), v.type_name()),
-        _ => "(expression)".to_owned(),
+    // A constant coerced to the offset's type prints as the constant.
+    fn constant(e: &Expr) -> Option<&pgtier_engine::Value> {
+        match e {
+            Expr::Const(v) => Some(v),
+            Expr::Cast(inner, ..) => constant(inner),
+            _ => None,
+        }
+    }
+    let offset = |e: &Expr| match constant(e) {
+        Some(v) if v.as_i64().is_some() => crate::value::to_text(v),
+        Some(v) => format!("'{}'::{}", crate::value::to_text(v).replace('\'', "''"), v.type_name()),
+        None => "(expression)".to_owned(),
     };
     let bound = |b: &FrameBound| match b {
         FrameBound::UnboundedPreceding => "UNBOUNDED PRECEDING".to_owned(),
