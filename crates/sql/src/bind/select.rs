@@ -292,6 +292,9 @@ impl Binder<'_> {
             };
             unmatched.remove(i);
         }
+        // WINDOW clause entries no call names are bound all the same (their
+        // errors are PostgreSQL's), then dropped.
+        let unused_windows = self.unused_windows(&scope, &mut ctx)?;
         // Aggregation: rewrite everything above it onto the aggregate row.
         let aggs = ctx.aggs.take().unwrap_or_default();
         let mut windows = ctx.windows.take().unwrap_or_default();
@@ -299,6 +302,9 @@ impl Binder<'_> {
             let rewrite = |e: Expr| rewrite_post_agg(e, &group_by, &scope);
             let projection2 = projection.into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
             projection = projection2;
+            for e in unused_windows {
+                rewrite(e)?;
+            }
             for w in &mut windows {
                 let partition = std::mem::take(&mut w.partition).into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
                 w.partition = partition;

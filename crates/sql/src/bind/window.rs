@@ -36,6 +36,8 @@ pub(crate) struct WindowDef {
 pub(crate) struct NamedWindow {
     name: String,
     def: WindowDef,
+    /// Named by a call (directly or as the window an OVER (w ...) copies).
+    used: bool,
 }
 
 fn windowing_error(message: String) -> SqlError {
@@ -56,19 +58,43 @@ impl Binder<'_> {
                 return Err(SqlError::syntax(format!("syntax error at or near \"{expr}\"")));
             };
             let def = resolve_spec(spec, &out, true)?;
-            out.push(NamedWindow { name, def });
+            out.push(NamedWindow { name, def, used: false });
         }
         Ok(out)
     }
 
-    fn over_def(&self, over: &ast::WindowType) -> Result<WindowDef> {
-        match over {
+    fn over_def(&mut self, over: &ast::WindowType) -> Result<WindowDef> {
+        let (def, named) = match over {
             ast::WindowType::NamedWindow(n) => {
                 let name = ident(n);
-                self.named_windows.iter().find(|w| w.name == name).map(|w| w.def.clone()).ok_or_else(|| missing_window(&name))
+                let w = self.named_windows.iter().find(|w| w.name == name).ok_or_else(|| missing_window(&name))?;
+                (w.def.clone(), Some(name))
             }
-            ast::WindowType::WindowSpec(spec) => resolve_spec(spec, &self.named_windows, false),
+            ast::WindowType::WindowSpec(spec) => (resolve_spec(spec, &self.named_windows, false)?, spec_refname(spec)),
+        };
+        if let Some(w) = named.and_then(|n| self.named_windows.iter_mut().find(|w| w.name == n)) {
+            w.used = true;
         }
+        Ok(def)
+    }
+
+    /// Binds the WINDOW clause entries no call named, as PostgreSQL
+    /// transforms every entry: their errors, and their aggregates, which
+    /// make the query an aggregated one. Their expressions are returned
+    /// for the check against GROUP BY; nothing evaluates them.
+    pub(super) fn unused_windows(&mut self, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Vec<Expr>> {
+        let unused: Vec<WindowDef> = self.named_windows.iter().filter(|w| !w.used).map(|w| w.def.clone()).collect();
+        let mut exprs = Vec::new();
+        for def in &unused {
+            let saved = ctx.windows.take();
+            let clause = std::mem::replace(&mut ctx.clause, "window definitions");
+            let keys = self.window_keys(def, scope, ctx);
+            (ctx.windows, ctx.clause) = (saved, clause);
+            let (partition, order, order_types) = keys?;
+            self.frame(def, &order, &order_types, scope)?;
+            exprs.extend(partition.into_iter().chain(order.into_iter().map(|(e, _, _)| e)));
+        }
+        Ok(exprs)
     }
 
     /// `func(...) OVER (...)`: the rank-like functions, lag/lead, ntile,
@@ -255,19 +281,23 @@ impl Binder<'_> {
     }
 }
 
+/// The window an `OVER (w ...)` names, if any.
+fn spec_refname(spec: &ast::WindowSpec) -> Option<String> {
+    let i = spec.window_name.as_ref()?;
+    match window_name_parts(&i.value) {
+        (name, Some(_)) => name.map(str::to_owned),
+        (_, None) => Some(ident(i)),
+    }
+}
+
 fn missing_window(name: &str) -> SqlError {
     SqlError::new("42704", format!("window \"{name}\" does not exist"))
 }
 
 /// `spec` with the window it names (among `earlier`) copied in.
 fn resolve_spec(spec: &ast::WindowSpec, earlier: &[NamedWindow], in_window_clause: bool) -> Result<WindowDef> {
-    let (refname, exclusion) = match &spec.window_name {
-        None => (None, None),
-        Some(i) => match window_name_parts(&i.value) {
-            (name, Some(kind)) => (name.map(str::to_owned), Some(kind)),
-            (_, None) => (Some(ident(i)), None),
-        },
-    };
+    let refname = spec_refname(spec);
+    let exclusion = spec.window_name.as_ref().and_then(|i| window_name_parts(&i.value).1);
     let exclude = match exclusion {
         None | Some("no others") => FrameExclude::NoOthers,
         Some("current row") => FrameExclude::CurrentRow,
