@@ -16,6 +16,13 @@
 //! restarts). An EXCLUDE clause recomputes each row's frame. So a sliding
 //! frame costs O(n) for count/sum/avg of integers and min/max, and
 //! O(n × frame width) otherwise, ticking the statement's interrupt as it goes.
+//!
+//! PostgreSQL leaves peers (rows equal in the window's ORDER BY) in the
+//! order its sort finds them, which follows its heap order; pgtier's scans
+//! do not reproduce it. An answer that depends on that order is refused
+//! (0A000, [`unordered_peers`]): a frame that cuts through peer groups (ROWS
+//! with CURRENT ROW or an offset) over peers that differ, and a
+//! first/last/nth_value row chosen among peers that hold other values.
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
