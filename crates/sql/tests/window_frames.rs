@@ -133,3 +133,13 @@ fn restarting_aggregates_stop_at_the_timeout() {
         .expect_err("2e10 additions");
     assert_eq!(e.sqlstate, "57014", "{e:?}");
 }
+
+/// The checks that an answer does not depend on the order of peers are
+/// linear too: one partition of 200,000 peers holding one value.
+#[test]
+fn peer_checks_are_linear() {
+    let (_dir, mut c) = open();
+    c.execute_sql("SET statement_timeout = '60s'").unwrap();
+    let got = rows(&mut c, "SELECT count(*), min(f), max(l) FROM (SELECT first_value(i / 1000000) OVER () AS f, last_value(0) OVER (ORDER BY i / 1000000 RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING EXCLUDE CURRENT ROW) AS l FROM (SELECT i FROM generate_series(1, 200000) i) s) x");
+    assert_eq!(got[0], [Some("200000".to_owned()), Some("0".to_owned()), Some("0".to_owned())]);
+}

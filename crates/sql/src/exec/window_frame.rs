@@ -511,11 +511,18 @@ pub(super) fn check_chosen_rows(chosen: &[Option<usize>], values: &[Value], peer
     if !ordered {
         return Err(unordered_peers());
     }
-    for (cur, p) in chosen.iter().enumerate() {
-        let Some(p) = *p else { continue };
-        if p != cur && peers.end[p] - peers.start[p] > 1 && values[peers.start[p]..peers.end[p]].iter().any(|v| *v != values[p]) {
-            return Err(unordered_peers());
-        }
+    // Per row: whether its peer group holds one value (computed once per
+    // group, so a partition of peers costs O(n)).
+    let mut uniform = vec![true; values.len()];
+    let mut g = 0;
+    while g < values.len() {
+        let end = peers.end[g];
+        let same = values[g..end].iter().all(|v| *v == values[g]);
+        uniform[g..end].iter_mut().for_each(|u| *u = same);
+        g = end;
+    }
+    if chosen.iter().enumerate().any(|(cur, p)| p.is_some_and(|p| p != cur && !uniform[p])) {
+        return Err(unordered_peers());
     }
     Ok(())
 }
