@@ -87,11 +87,9 @@ impl Binder<'_> {
         let mut exprs = Vec::new();
         for def in &unused {
             let saved = ctx.windows.take();
-            let clause = std::mem::replace(&mut ctx.clause, "window definitions");
-            let keys = self.window_keys(def, scope, ctx);
-            (ctx.windows, ctx.clause) = (saved, clause);
-            let (partition, order, order_types) = keys?;
-            self.frame(def, &order, &order_types, scope)?;
+            let bound = self.window_def(def, scope, ctx);
+            ctx.windows = saved;
+            let (partition, order, _) = bound?;
             exprs.extend(partition.into_iter().chain(order.into_iter().map(|(e, _, _)| e)));
         }
         Ok(exprs)
@@ -191,11 +189,7 @@ impl Binder<'_> {
             }
             (_, None) => return Err(SqlError::unsupported(format!("window function {name}()"))),
         };
-        let clause = std::mem::replace(&mut ctx.clause, "window definitions");
-        let keys = self.window_keys(def, scope, ctx);
-        ctx.clause = clause;
-        let (partition, order, order_types) = keys?;
-        let frame = self.frame(def, &order, &order_types, scope)?;
+        let (partition, order, frame) = self.window_def(def, scope, ctx)?;
         let ty = match &func {
             WindowFunc::Agg(agg) => Some(agg.ty),
             WindowFunc::PercentRank | WindowFunc::CumeDist => Some(DataType::Float8),
@@ -204,6 +198,18 @@ impl Binder<'_> {
             WindowFunc::RowNumber | WindowFunc::Rank | WindowFunc::DenseRank => Some(DataType::Int8),
         };
         Ok((WindowCall { func, partition, order, frame }, ty))
+    }
+
+    /// A window's PARTITION BY, ORDER BY and frame, bound (its keys may
+    /// hold aggregates, not window functions: the caller took them away).
+    #[allow(clippy::type_complexity)]
+    fn window_def(&mut self, def: &WindowDef, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Vec<Expr>, Vec<(Expr, bool, bool)>, WindowFrame)> {
+        let clause = std::mem::replace(&mut ctx.clause, "window definitions");
+        let keys = self.window_keys(def, scope, ctx);
+        ctx.clause = clause;
+        let (partition, order, order_types) = keys?;
+        let frame = self.frame(def, &order, &order_types, scope)?;
+        Ok((partition, order, frame))
     }
 
     #[allow(clippy::type_complexity)]
