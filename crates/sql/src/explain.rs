@@ -10,7 +10,8 @@
 
 use pgtier_engine::Catalog;
 
-use crate::plan::{Access, InsertSource, Level, Plan, SelectPlan, SetOp, SetTree, TableFunc, VirtualSource};
+use crate::expr::Expr;
+use crate::plan::{Access, FrameBound, FrameExclude, FrameUnits, InsertSource, Level, Plan, SelectPlan, SetOp, SetTree, TableFunc, VirtualSource, WindowFrame};
 
 /// The lines of `plan`'s EXPLAIN; None for a statement EXPLAIN does not take.
 pub fn explain(plan: &Plan, catalog: &Catalog) -> Option<Vec<String>> {
@@ -89,6 +90,16 @@ impl Lines<'_> {
         if !s.windows.is_empty() {
             self.node(depth, "WindowAgg".into());
             self.detail(depth, format!("Window Functions: {}", s.windows.len()));
+            let mut frames: Vec<String> = Vec::new();
+            for frame in s.windows.iter().map(|w| &w.frame).filter(|f| **f != WindowFrame::default_frame()) {
+                let text = frame_text(frame);
+                if !frames.contains(&text) {
+                    frames.push(text);
+                }
+            }
+            for f in frames {
+                self.detail(depth, format!("Frame: {f}"));
+            }
             depth += 1;
         }
         if let Some(agg) = &s.agg {
@@ -212,4 +223,42 @@ impl Lines<'_> {
             }
         }
     }
+}
+
+/// A window frame as ruleutils.c writes one (`ROWS BETWEEN 1 PRECEDING AND
+/// CURRENT ROW EXCLUDE TIES`); an offset that is not a constant is
+/// `(expression)`.
+fn frame_text(f: &WindowFrame) -> String {
+    let units = match f.units {
+        FrameUnits::Rows => "ROWS",
+        FrameUnits::Range => "RANGE",
+        FrameUnits::Groups => "GROUPS",
+    };
+    // A constant coerced to the offset's type prints as the constant.
+    fn constant(e: &Expr) -> Option<&pgtier_engine::Value> {
+        match e {
+            Expr::Const(v) => Some(v),
+            Expr::Cast(inner, ..) => constant(inner),
+            _ => None,
+        }
+    }
+    let offset = |e: &Expr| match constant(e) {
+        Some(v) if v.as_i64().is_some() => crate::value::to_text(v),
+        Some(v) => format!("'{}'::{}", crate::value::to_text(v).replace('\'', "''"), v.type_name()),
+        None => "(expression)".to_owned(),
+    };
+    let bound = |b: &FrameBound| match b {
+        FrameBound::UnboundedPreceding => "UNBOUNDED PRECEDING".to_owned(),
+        FrameBound::Preceding(e) => format!("{} PRECEDING", offset(e)),
+        FrameBound::CurrentRow => "CURRENT ROW".to_owned(),
+        FrameBound::Following(e) => format!("{} FOLLOWING", offset(e)),
+        FrameBound::UnboundedFollowing => "UNBOUNDED FOLLOWING".to_owned(),
+    };
+    let exclude = match f.exclude {
+        FrameExclude::NoOthers => "",
+        FrameExclude::CurrentRow => " EXCLUDE CURRENT ROW",
+        FrameExclude::Group => " EXCLUDE GROUP",
+        FrameExclude::Ties => " EXCLUDE TIES",
+    };
+    format!("{units} BETWEEN {} AND {}{exclude}", bound(&f.start), bound(&f.end))
 }

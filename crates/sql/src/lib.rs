@@ -20,6 +20,7 @@ pub mod interval;
 pub mod names;
 mod json;
 pub mod parse;
+mod parse_window;
 pub mod plan;
 pub mod planner;
 pub mod session;

@@ -8,6 +8,9 @@
 //! options, they are put in sqlparser's order (tokens moved, none changed)
 //! and the text is parsed once more; if that fails too, the first error is
 //! the one reported.
+//!
+//! Window frames are where PostgreSQL's grammar is wider too: parse_window.rs
+//! adjusts their tokens before sqlparser reads them.
 
 use sqlparser::ast::Statement;
 use sqlparser::dialect::PostgreSqlDialect;
@@ -33,10 +36,11 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>, ParserError> {
 
 fn parse_bounded(sql: &str) -> Result<Vec<Statement>, ParserError> {
     let dialect = PgDialect::default();
-    let tokens = Tokenizer::new(&dialect, sql).tokenize_with_location()?;
+    let mut tokens = Tokenizer::new(&dialect, sql).tokenize_with_location()?;
     if crate::depth::estimated_depth(tokens.iter().map(|t| &t.token)) > crate::depth::depth_limit() {
         return Err(ParserError::RecursionLimitExceeded);
     }
+    crate::parse_window::frame_tokens(&mut tokens);
     Parser::new(&dialect).with_tokens_with_locations(tokens).parse_statements()
 }
 

@@ -183,24 +183,101 @@ pub enum WindowFunc {
     /// lag / lead: `value` of the row `offset` (default 1) before / after
     /// in the partition, else `default` (NULL).
     Shift { value: Expr, offset: Option<Expr>, default: Option<Expr>, lead: bool },
-    /// The partition's first row.
+    /// The frame's first row.
     FirstValue(Expr),
-    /// The current row's last peer (the default frame's end).
+    /// The frame's last row.
     LastValue(Expr),
-    /// An aggregate over the frame: the partition's rows up to the current
-    /// row's last peer (PostgreSQL's default frame), or the whole
-    /// partition without ORDER BY.
+    /// The frame's n-th row (n, an integer, evaluated on the current row).
+    NthValue(Expr, Expr),
+    /// An aggregate over the frame (by default the partition's rows up to
+    /// the current row's last peer, or the whole partition without ORDER BY).
     Agg(AggCall),
 }
 
-/// `func OVER (PARTITION BY ... ORDER BY ...)`; its expressions are over
-/// the row the projection sees (joined row, or aggregate row).
+impl WindowFunc {
+    /// Whether it reads the frame (the rank-like functions, lag, lead and
+    /// ntile read the partition, whatever the frame says).
+    pub fn uses_frame(&self) -> bool {
+        matches!(self, WindowFunc::FirstValue(_) | WindowFunc::LastValue(_) | WindowFunc::NthValue(..) | WindowFunc::Agg(_))
+    }
+}
+
+/// `func OVER (PARTITION BY ... ORDER BY ... frame)`; its expressions are
+/// over the row the projection sees (joined row, or aggregate row).
 #[derive(Clone, Debug, PartialEq)]
 pub struct WindowCall {
     pub func: WindowFunc,
     pub partition: Vec<Expr>,
     /// (expression, descending, nulls first).
     pub order: Vec<(Expr, bool, bool)>,
+    pub frame: WindowFrame,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameUnits {
+    Rows,
+    Range,
+    Groups,
+}
+
+/// A frame bound; an offset is evaluated once per statement (PostgreSQL's
+/// calculate_frame_offsets), over no row: it reads no column of the query.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FrameBound {
+    UnboundedPreceding,
+    Preceding(Expr),
+    CurrentRow,
+    Following(Expr),
+    UnboundedFollowing,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameExclude {
+    NoOthers,
+    CurrentRow,
+    Group,
+    Ties,
+}
+
+/// How a RANGE offset moves a value of the one ORDER BY column: the
+/// in_range support function PostgreSQL chose for the column's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeOffset {
+    /// smallint, integer, bigint columns (the offset an int8).
+    Integer,
+    Numeric,
+    /// real and double precision columns (the offset a float8).
+    Float,
+    /// date, timestamp, timestamptz, time and interval columns (the offset an interval).
+    Date,
+    Timestamp,
+    TimestampTz,
+    Time,
+    Interval,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowFrame {
+    pub units: FrameUnits,
+    pub start: FrameBound,
+    pub end: FrameBound,
+    pub exclude: FrameExclude,
+    /// Set for RANGE with an offset.
+    pub range: Option<RangeOffset>,
+}
+
+impl WindowFrame {
+    /// RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW.
+    pub fn default_frame() -> WindowFrame {
+        WindowFrame { units: FrameUnits::Range, start: FrameBound::UnboundedPreceding, end: FrameBound::CurrentRow, exclude: FrameExclude::NoOthers, range: None }
+    }
+
+    pub fn offsets(&self) -> impl Iterator<Item = &Expr> {
+        [&self.start, &self.end].into_iter().filter_map(|b| match b {
+            FrameBound::Preceding(e) | FrameBound::Following(e) => Some(e),
+            _ => None,
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -334,6 +411,7 @@ impl SelectPlan {
                     match &w.func {
                         WindowFunc::Agg(call) => exprs.extend(call.exprs()),
                         WindowFunc::Ntile(e) | WindowFunc::FirstValue(e) | WindowFunc::LastValue(e) => exprs.push(e),
+                        WindowFunc::NthValue(e, n) => exprs.extend([e, n]),
                         WindowFunc::Shift { value, offset, default, .. } => {
                             exprs.push(value);
                             exprs.extend(offset.as_ref().into_iter().chain(default));

@@ -87,3 +87,36 @@ fn writes_and_refusals() {
     }
     assert_eq!(plan(&mut c, "SELECT 1")[0], "Result");
 }
+
+#[test]
+fn window_frames_show_when_not_the_default() {
+    let (_dir, mut c) = setup();
+    // The default frame (RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) is not shown.
+    assert_eq!(
+        plan(&mut c, "SELECT sum(k) OVER (ORDER BY id), rank() OVER w FROM a WINDOW w AS (ORDER BY k RANGE UNBOUNDED PRECEDING)"),
+        ["WindowAgg", "  Window Functions: 2", "  ->  Seq Scan on a"]
+    );
+    // Each distinct frame once, in the calls' order; offsets as written constants.
+    assert_eq!(
+        plan(
+            &mut c,
+            "SELECT sum(k) OVER w, max(k) OVER w, first_value(v) OVER (ORDER BY k RANGE BETWEEN 2 PRECEDING AND '3' FOLLOWING EXCLUDE TIES), \
+             count(*) OVER (ORDER BY k GROUPS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING EXCLUDE GROUP) \
+             FROM a WINDOW w AS (ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING EXCLUDE CURRENT ROW) ORDER BY 1"
+        ),
+        [
+            "Sort",
+            "  Sort Keys: 1",
+            "  ->  WindowAgg",
+            "        Window Functions: 4",
+            "        Frame: ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING EXCLUDE CURRENT ROW",
+            "        Frame: RANGE BETWEEN 2 PRECEDING AND 3 FOLLOWING EXCLUDE TIES",
+            "        Frame: GROUPS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING EXCLUDE GROUP",
+            "        ->  Seq Scan on a",
+        ]
+    );
+    assert_eq!(
+        plan(&mut c, "SELECT count(*) OVER (ORDER BY (id::text || ' days')::interval RANGE BETWEEN '1 day' PRECEDING AND (SELECT interval '1 hour') FOLLOWING) FROM a")[2],
+        "  Frame: RANGE BETWEEN '1 day'::interval PRECEDING AND (expression) FOLLOWING"
+    );
+}

@@ -17,9 +17,8 @@ fn refused_constructs_name_themselves() {
     for (sql, names) in [
         // PostgreSQL gives the copy an identity sequence of its own.
         ("CREATE TABLE ident_copy (LIKE ident INCLUDING IDENTITY)", "INCLUDING IDENTITY"),
-        ("SELECT sum(v) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t", "window frame"),
-        ("SELECT row_number() OVER w FROM t WINDOW w AS (ORDER BY id)", "SELECT clause"),
-        ("SELECT nth_value(v, 2) OVER (ORDER BY id) FROM t", "window function nth_value()"),
+        // Window frames, named windows and nth_value are answered (tests/slt/68_window_frames.slt).
+        ("SELECT var_pop(v) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t", "window function var_pop()"),
         ("SELECT count(DISTINCT v) OVER () FROM t", "DISTINCT"),
         ("CREATE SEQUENCE o OWNED BY t.id", "OWNED BY"),
         ("CREATE TEMPORARY SEQUENCE tmp", "TEMPORARY SEQUENCE"),

@@ -20,7 +20,7 @@ impl Binder<'_> {
         if ctx.aggs.is_none() {
             return Err(SqlError::new("42803", format!("aggregate functions are not allowed in {}", ctx.clause)));
         }
-        let mut call = AggCall { filter, ..self.agg_call(func, name, args, distinct, scope, ctx)? };
+        let mut call = AggCall { filter, ..self.agg_call(func, name, args, distinct, false, scope, ctx)? };
         call.order_by = self.agg_order(&call, args, order_by, scope, ctx)?;
         if outer_level(&call) {
             // PostgreSQL evaluates such an aggregate in the outer query, once
@@ -38,15 +38,20 @@ impl Binder<'_> {
         Ok((Expr::AggRef(idx), Some(call.ty)))
     }
 
-    /// An aggregate call's argument and result type.
-    pub(super) fn agg_call(&mut self, func: AggFunc, name: &str, args: &[ast::Expr], distinct: bool, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<AggCall> {
+    /// An aggregate call's argument and result type. A window aggregate's
+    /// arguments may hold plain aggregates (`sum(count(*)) OVER ()`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn agg_call(
+        &mut self, func: AggFunc, name: &str, args: &[ast::Expr], distinct: bool, over: bool, scope: &Scope<'_>, ctx: &mut ExprCtx,
+    ) -> Result<AggCall> {
         if ctx.in_agg {
             return Err(SqlError::new("42803", "aggregate function calls cannot be nested"));
         }
+        let nesting = !over;
         let (arg, ty) = match (func, args) {
             (AggFunc::CountStar, []) => (None, DataType::Int8),
             (AggFunc::StringAgg, [x, delimiter]) => {
-                ctx.in_agg = true;
+                ctx.in_agg = nesting;
                 let bound = self.expr(x, scope, ctx).and_then(|bx| Ok((bx, self.expr(delimiter, scope, ctx)?)));
                 ctx.in_agg = false;
                 let ((x, xt), (d, dt)) = bound?;
@@ -57,7 +62,7 @@ impl Binder<'_> {
             }
             (AggFunc::StringAgg, _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
             (AggFunc::Json(JsonAgg::ObjectAgg { jsonb }), [k, v]) => {
-                ctx.in_agg = true;
+                ctx.in_agg = nesting;
                 let bound = self.expr(k, scope, ctx).and_then(|bk| Ok((bk, self.expr(v, scope, ctx)?)));
                 ctx.in_agg = false;
                 let ((k, kt), (v, vt)) = bound?;
@@ -68,7 +73,7 @@ impl Binder<'_> {
             }
             (AggFunc::Json(JsonAgg::ObjectAgg { .. }), _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
             (_, [a]) => {
-                ctx.in_agg = true;
+                ctx.in_agg = nesting;
                 let bound = self.expr(a, scope, ctx);
                 ctx.in_agg = false;
                 let (x, t) = bound?;

@@ -558,7 +558,7 @@ fn wide_numeric_literal(e: &ast::Expr) -> Option<f64> {
 /// Whether `e` reads a column of the query's own rows (PostgreSQL's
 /// contain_vars_of_level 0): a column, an aggregate or window result, or
 /// a correlated subquery (pgtier's correlate only one level out).
-fn has_vars(e: &Expr) -> bool {
+pub(super) fn has_vars(e: &Expr) -> bool {
     let mut found = false;
     e.walk(&mut |n| {
         if matches!(n, Expr::Column(_) | Expr::AggRef(_) | Expr::WindowRef(_)) || matches!(n, Expr::Subquery(s) if s.correlated) {

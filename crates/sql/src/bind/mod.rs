@@ -53,7 +53,7 @@ pub type Ty = Option<DataType>;
 pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statement) -> Result<Prepared> {
     let default_path = path.default_path(catalog);
     let view_path = default_path.as_ref().unwrap_or(path);
-    let mut b = Binder { catalog, path, view_path, creating_temp: false, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false, view_depth: 0 };
+    let mut b = Binder { catalog, path, view_path, creating_temp: false, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false, view_depth: 0, named_windows: Vec::new() };
     let mut plan = b.statement(stmt)?;
     if let Plan::Select(s) = &mut plan {
         cast::finish_output(s);
@@ -203,6 +203,8 @@ pub(crate) struct Binder<'c> {
     pub(crate) lazy_folding: bool,
     /// Views being expanded around the query now bound.
     pub(crate) view_depth: usize,
+    /// The WINDOW clause of the SELECT now bound (each query level its own).
+    pub(crate) named_windows: Vec<window::NamedWindow>,
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in

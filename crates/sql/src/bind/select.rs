@@ -68,9 +68,19 @@ impl Binder<'_> {
         self.select(select, q, outer)
     }
 
+    /// A SELECT with its WINDOW clause in scope for its window calls only
+    /// (a subquery's calls see its own).
     pub(super) fn select(&mut self, s: &ast::Select, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
+        let named = self.named_windows(&s.named_window)?;
+        let outer_windows = std::mem::replace(&mut self.named_windows, named);
+        let plan = self.select_in_scope(s, q, outer);
+        self.named_windows = outer_windows;
+        plan
+    }
+
+    fn select_in_scope(&mut self, s: &ast::Select, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
         if s.top.is_some() || s.into.is_some() || !s.lateral_views.is_empty() || s.prewhere.is_some() || !s.cluster_by.is_empty()
-            || !s.distribute_by.is_empty() || !s.sort_by.is_empty() || !s.named_window.is_empty() || s.qualify.is_some()
+            || !s.distribute_by.is_empty() || !s.sort_by.is_empty() || s.qualify.is_some()
             || !s.connect_by.is_empty()
         {
             return Err(SqlError::unsupported("this SELECT clause"));
@@ -278,6 +288,9 @@ impl Binder<'_> {
             };
             unmatched.remove(i);
         }
+        // WINDOW clause entries no call names are bound all the same (their
+        // errors are PostgreSQL's), then dropped.
+        let unused_windows = self.unused_windows(&scope, &mut ctx)?;
         // Aggregation: rewrite everything above it onto the aggregate row.
         let aggs = ctx.aggs.take().unwrap_or_default();
         let mut windows = ctx.windows.take().unwrap_or_default();
@@ -285,6 +298,9 @@ impl Binder<'_> {
             let rewrite = |e: Expr| rewrite_post_agg(e, &group_by, &scope);
             let projection2 = projection.into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
             projection = projection2;
+            for e in unused_windows {
+                rewrite(e)?;
+            }
             for w in &mut windows {
                 let partition = std::mem::take(&mut w.partition).into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
                 w.partition = partition;
@@ -296,6 +312,10 @@ impl Binder<'_> {
                         call.filter = call.filter.take().map(rewrite).transpose()?;
                     }
                     WindowFunc::Ntile(e) | WindowFunc::FirstValue(e) | WindowFunc::LastValue(e) => *e = rewrite(std::mem::replace(e, Expr::Const(Value::Null)))?,
+                    WindowFunc::NthValue(e, n) => {
+                        *e = rewrite(std::mem::replace(e, Expr::Const(Value::Null)))?;
+                        *n = rewrite(std::mem::replace(n, Expr::Const(Value::Null)))?;
+                    }
                     WindowFunc::Shift { value, offset, default, .. } => {
                         *value = rewrite(std::mem::replace(value, Expr::Const(Value::Null)))?;
                         *offset = offset.take().map(rewrite).transpose()?;

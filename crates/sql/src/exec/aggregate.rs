@@ -146,11 +146,13 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
             *c += 1;
         }
         (Acc::Extreme(cur), Some(v)) => {
+            // Of equal values the later one (numeric_larger, interval_smaller
+            // ...: 1.0 and 1.00 give 1.00).
             let replace = match cur {
                 None => true,
                 Some(c) => {
                     let o = value::compare(&v, c).unwrap_or(Ordering::Equal);
-                    if matches!(call.func, AggFunc::Min | AggFunc::BoolAnd) { o == Ordering::Less } else { o == Ordering::Greater }
+                    if matches!(call.func, AggFunc::Min | AggFunc::BoolAnd) { o != Ordering::Greater } else { o != Ordering::Less }
                 }
             };
             if replace {

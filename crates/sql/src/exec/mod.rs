@@ -30,6 +30,7 @@ mod spill;
 mod view;
 mod virtual_rows;
 mod window;
+mod window_frame;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;

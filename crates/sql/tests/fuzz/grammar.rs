@@ -644,7 +644,9 @@ impl<'a> Gen<'a> {
 
     /// Window functions whose result is defined: the window's ORDER BY is
     /// the table's whole primary key, or the function ignores row order
-    /// within peers (rank, sum over a partition without ORDER BY).
+    /// within peers (rank, sum over a partition without ORDER BY, an
+    /// integer aggregate over a frame of whole peer groups, a value of
+    /// the ORDER BY key itself).
     fn window(&mut self, rng: &mut Rng) -> String {
         let table = rng.pick(self.tables);
         let rel = self.rel(table);
@@ -654,7 +656,14 @@ impl<'a> Gen<'a> {
         let part = self.column(rng, part_ty, &rels).unwrap_or_else(|| "1".to_owned());
         let ord_ty = *rng.pick(&[Ty::Int, Ty::Num, Ty::Date]);
         let ord = self.column(rng, ord_ty, &rels).unwrap_or_else(|| pk.join(", "));
-        let f = match rng.below(6) {
+        let exclude = *rng.pick(&["", " EXCLUDE CURRENT ROW", " EXCLUDE GROUP", " EXCLUDE TIES", " EXCLUDE NO OTHERS"]);
+        let offset = match ord_ty {
+            Ty::Num => "1.5",
+            Ty::Date => "interval '3 days'",
+            _ => "2",
+        };
+        let agg = *rng.pick(&["sum", "count", "min", "max", "avg"]);
+        let f = match rng.below(12) {
             0 => format!("row_number() OVER (PARTITION BY {part} ORDER BY {})", pk.join(", ")),
             1 => format!("rank() OVER (ORDER BY {ord})"),
             2 => format!("dense_rank() OVER (PARTITION BY {part} ORDER BY {ord} DESC)"),
@@ -663,8 +672,37 @@ impl<'a> Gen<'a> {
                 let e = self.expr(rng, Ty::Int, &rels, 1);
                 format!("sum({e}) OVER (PARTITION BY {part})")
             }
+            5 => {
+                let e = self.expr(rng, Ty::Int, &rels, 1);
+                let (a, b) = (rng.below(3), rng.below(3));
+                format!("{agg}({e}) OVER w FROM {} {} WINDOW w AS (PARTITION BY {part} ORDER BY {} ROWS BETWEEN {a} PRECEDING AND {b} FOLLOWING{exclude})", table.name, rels[0].alias, pk.join(", "))
+            }
+            6 => {
+                let e = self.expr(rng, Ty::Int, &rels, 1);
+                format!("{agg}({e}) OVER (ORDER BY {ord} RANGE BETWEEN {offset} PRECEDING AND {offset} FOLLOWING{exclude})")
+            }
+            7 => {
+                let e = self.expr(rng, Ty::Int, &rels, 1);
+                let (a, b) = (rng.below(3), rng.below(3));
+                format!("{agg}({e}) OVER (PARTITION BY {part} ORDER BY {ord} GROUPS BETWEEN {a} PRECEDING AND {b} FOLLOWING{exclude})")
+            }
+            8 => format!("first_value({ord}) OVER (ORDER BY {ord} RANGE BETWEEN {offset} PRECEDING AND UNBOUNDED FOLLOWING{exclude})"),
+            9 => format!("nth_value({ord}, 2) OVER (ORDER BY {} ROWS BETWEEN 1 PRECEDING AND 2 FOLLOWING{exclude})", pk.join(", ")),
+            10 => format!("last_value({ord}) OVER (ORDER BY {ord} GROUPS BETWEEN CURRENT ROW AND 1 FOLLOWING{exclude})"),
             _ => format!("lag({ord}) OVER (ORDER BY {})", pk.join(", ")),
         };
+        // A named window's query has its WINDOW clause after the FROM.
+        if let Some((call, rest)) = f.split_once(" FROM ") {
+            let other_ty = *rng.pick(&ALL_TYS);
+            let other = self.expr(rng, other_ty, &rels, 1);
+            let (from, window) = rest.split_once(" WINDOW ").unwrap_or((rest, ""));
+            let mut sql = format!("SELECT {}, {call}, {other} FROM {from}", pk.join(", "));
+            if rng.chance(50) {
+                let _ = write!(sql, " WHERE {}", self.expr(rng, Ty::Bool, &rels, 2));
+            }
+            let _ = write!(sql, " WINDOW {window} ORDER BY {}", order_all(pk.len() + 2, rng));
+            return sql;
+        }
         let other_ty = *rng.pick(&ALL_TYS);
         let other = self.expr(rng, other_ty, &rels, 1);
         let mut sql = format!("SELECT {}, {f}, {other} FROM {} {}", pk.join(", "), table.name, rels[0].alias);
@@ -683,8 +721,9 @@ impl<'a> Gen<'a> {
             1 => "SELECT a.w_id, b.d_id FROM warehouse a FULL JOIN district b ON a.w_id = b.d_w_id + 1 ORDER BY 1, 2".to_owned(),
             2 => "SELECT s_id, ai_type FROM subscriber NATURAL JOIN access_info ORDER BY 1, 2".to_owned(),
             3 => format!("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < {}) SELECT n FROM r ORDER BY 1", rng.range(1, 20)),
-            4 => "SELECT id, sum(i4) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM types ORDER BY 1".to_owned(),
-            5 => "SELECT id, nth_value(i2, 2) OVER (ORDER BY id) FROM types ORDER BY 1".to_owned(),
+            // A ROWS frame over peers that differ (no ORDER BY: all rows are peers).
+            4 => "SELECT id, sum(i4) OVER (ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM types ORDER BY 1".to_owned(),
+            5 => "SELECT id, var_pop(i2) OVER (ORDER BY id) FROM types ORDER BY 1".to_owned(),
             6 => "SELECT a.s_id, x.m FROM subscriber a, LATERAL (SELECT max(ai_type) AS m FROM access_info b WHERE b.s_id = a.s_id) x ORDER BY 1, 2".to_owned(),
             _ => format!("SELECT d + interval '{} days' FROM types ORDER BY 1", rng.range(0, 10)),
         }
