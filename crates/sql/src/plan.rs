@@ -43,6 +43,9 @@ pub enum VirtualSource {
     /// A subquery, VALUES list or set operation in FROM (or a top-level set
     /// operation, planned as a query over it).
     Query(SetTree),
+    /// A LATERAL subquery that reads the FROM items before it: run for
+    /// each joined row so far, which its `Expr::Outer` columns read.
+    Lateral(SetTree),
     /// A set-returning function in FROM; its arguments may read the
     /// relations before it (PostgreSQL's implicit LATERAL).
     Function { func: TableFunc, args: Vec<Expr>, ordinality: bool },
@@ -387,11 +390,12 @@ impl SelectPlan {
                     exprs.extend(lower.iter().chain(upper).map(|(e, _)| e));
                 }
                 // A function in FROM reads the columns of the items before it.
-                Access::Virtual(source) => {
-                    if let VirtualSource::Function { args, .. } = source.as_ref() {
-                        exprs.extend(args);
-                    }
-                }
+                Access::Virtual(source) => match source.as_ref() {
+                    VirtualSource::Function { args, .. } => exprs.extend(args),
+                    // Its plan's outer references are not this plan's expressions.
+                    VirtualSource::Lateral(_) => return Vec::new(),
+                    _ => {}
+                },
                 Access::FullScan => {}
             }
         }

@@ -79,6 +79,8 @@ fn refused_constructs_name_themselves() {
         ("CREATE TABLE ug (id int PRIMARY KEY, u text DEFAULT gen_random_uuid())", "non-constant DEFAULT"),
         // A merged USING column converted to the common type is an expression of the enclosing query's row.
         ("SELECT * FROM t JOIN (SELECT 1::bigint AS id) b USING (id) WHERE EXISTS (SELECT 1 WHERE id = 1)", "merged JOIN USING column of another type referenced from a subquery"),
+        // A LATERAL subquery's enclosing row is the FROM items before it; the query around is one level further.
+        ("SELECT (SELECT l.x FROM t a, LATERAL (SELECT a.v + t.v AS x) l LIMIT 1) FROM t", "two levels out"),
         // A RIGHT JOIN runs as the LEFT JOIN of its sides swapped, which needs a left side of one relation.
         ("SELECT * FROM t a JOIN t b ON true RIGHT JOIN t c ON c.id = a.id", "RIGHT JOIN whose left side is itself a join"),
         ("SELECT * FROM t RIGHT JOIN generate_series(1, 3) g ON g = t.id", "RIGHT JOIN to a function"),

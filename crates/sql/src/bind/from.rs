@@ -55,6 +55,10 @@ impl Binder<'_> {
             joins.push(JoinSpec { chain: 0, left: false, on: None, using: Vec::new(), natural: false, right: false });
         }
         let mut add = |b: &mut Self, factor: &ast::TableFactor, rels: &mut Vec<Rel>| -> Result<()> {
+            if has_target && matches!(factor, ast::TableFactor::Derived { lateral: true, .. }) {
+                // Its rows would be read again for each target row.
+                return Err(SqlError::unsupported("LATERAL in UPDATE ... FROM or DELETE ... USING"));
+            }
             if let Some(VirtualRel { name: rname, table, source }) = b.virtual_from(factor, rels, outer)? {
                 if rels.iter().any(|r| r.name == rname) {
                     return Err(SqlError::new("42712", format!("table name \"{rname}\" specified more than once")));
@@ -112,9 +116,9 @@ impl Binder<'_> {
                     other => return Err(SqlError::unsupported(format!("join {other:?}").chars().take(60).collect::<String>())),
                 };
                 add(self, &j.relation, &mut rels)?;
-                if right && rels.last().and_then(|r| r.source.as_deref()).is_some_and(|s| matches!(s, VirtualSource::Function { .. })) {
-                    // Its arguments may read the left side, which is read after it.
-                    return Err(SqlError::unsupported("RIGHT JOIN to a function in FROM"));
+                if right && rels.last().and_then(|r| r.source.as_deref()).is_some_and(|s| matches!(s, VirtualSource::Function { .. } | VirtualSource::Lateral(_))) {
+                    // It may read the left side, which is read after it.
+                    return Err(SqlError::unsupported("RIGHT JOIN to a function or LATERAL subquery in FROM"));
                 }
                 let mut spec = JoinSpec { chain, left, on: None, using: Vec::new(), natural: false, right };
                 match constraint {
@@ -189,16 +193,25 @@ impl Binder<'_> {
                 ("unnest".to_owned(), schema, source, alias)
             }
             ast::TableFactor::Derived { lateral, subquery, alias, .. } => {
-                if *lateral {
-                    return Err(SqlError::unsupported("LATERAL"));
-                }
                 let Some(a) = alias else {
                     return Err(SqlError::syntax("subquery in FROM must have an alias").with_hint("For example, FROM (SELECT ...) [AS] foo."));
                 };
-                let plan = self.query(subquery, outer)?;
+                // With nothing before it, LATERAL changes nothing.
+                let (plan, reads_row) = if *lateral && !rels.is_empty() {
+                    // The FROM items before it are its enclosing row; the
+                    // query around this one is then two levels out (refused).
+                    let before = Scope { rels: rels.to_vec(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer };
+                    let correlated = std::mem::replace(&mut self.correlated, false);
+                    let plan = self.query(subquery, Some(&before));
+                    let reads_row = std::mem::replace(&mut self.correlated, correlated);
+                    (plan?, reads_row)
+                } else {
+                    (self.query(subquery, outer)?, false)
+                };
                 let cols = plan.columns[..plan.visible].iter().map(|c| (c.name.clone(), c.ty.unwrap_or(DataType::Text))).collect();
                 let n = ident(&a.name);
-                (n.clone(), super::detached(&n, cols), VirtualSource::Query(SetTree::Select(Box::new(plan))), alias)
+                let tree = SetTree::Select(Box::new(plan));
+                (n.clone(), super::detached(&n, cols), if reads_row { VirtualSource::Lateral(tree) } else { VirtualSource::Query(tree) }, alias)
             }
             _ => return Ok(None),
         };

@@ -36,6 +36,9 @@ impl Binder<'_> {
         let table = self.table(name)?;
         writable(&table)?;
         let target_name = alias.as_ref().map_or_else(|| crate::names::short(&table.name).to_owned(), |a| ident(&a.name));
+        if matches!(m.source, ast::TableFactor::Derived { lateral: true, .. }) {
+            return Err(SqlError::unsupported("LATERAL as MERGE's source"));
+        }
         // The source first (offset 0): the left join keeps its rows.
         let (mut rels, _) = self.bind_from(&[ast::TableWithJoins { relation: m.source.clone(), joins: Vec::new() }], None)?;
         if rels.iter().any(|r| r.name == target_name) {

@@ -26,6 +26,12 @@ impl Exec<'_> {
                     out.extend(r);
                 }
             }
+            VirtualSource::Lateral(tree) => {
+                let lateral = Env { params: env.params, now_micros: env.now_micros, outer: row };
+                for r in self.set_rows(tree, &lateral)? {
+                    out.extend(r);
+                }
+            }
             VirtualSource::Recursive { slot, anchor, step, all } => {
                 for r in self.recursive_rows(*slot, anchor, step, *all, env)? {
                     out.extend(r);
