@@ -133,9 +133,14 @@ impl Lines<'_> {
             [only] => self.level(only, depth),
             [outer @ .., inner] => {
                 let kind = if inner.hash_keys.is_empty() { "Nested Loop" } else { "Hash Join" };
-                self.node(depth, if inner.left_join { format!("{kind} Left Join") } else { kind.to_owned() });
+                self.node(depth, if inner.full_join { format!("{kind} Full Join") } else if inner.left_join { format!("{kind} Left Join") } else { kind.to_owned() });
                 if !inner.hash_keys.is_empty() {
                     self.detail(depth, format!("Hash Keys: {}", inner.hash_keys.len()));
+                }
+                if inner.full_join {
+                    // exec/hash_join.rs full_side: no spill for it.
+                    self.detail(depth, "Right side read whole once, within pgtier.statement_mem".to_owned());
+                } else if !inner.hash_keys.is_empty() {
                     // Decided while running (exec/hash_join.rs, spill.rs).
                     self.detail(depth, "Past pgtier.statement_mem: sorted by key in a temporary file".to_owned());
                 }

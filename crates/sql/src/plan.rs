@@ -99,6 +99,10 @@ pub struct Level {
     /// The key predicates of a PkLookup are exact: no recheck needed.
     pub exact_key: bool,
     pub left_join: bool,
+    /// The right side of a FULL JOIN (`left_join` is set too): read whole
+    /// once per execution; its rows no row of the level before matched are
+    /// emitted, that level NULL, after that level's loop (exec/scan.rs).
+    pub full_join: bool,
     /// Evaluated on each candidate row (join condition and pushed-down WHERE).
     pub filters: Vec<Expr>,
     /// Equality predicates an IndexScan's key satisfies exactly (the engine
@@ -124,6 +128,7 @@ impl PartialEq for Level {
             && self.access == o.access
             && self.exact_key == o.exact_key
             && self.left_join == o.left_join
+            && self.full_join == o.full_join
             && self.filters == o.filters
             && self.key_checks == o.key_checks
             && self.post_filters == o.post_filters

@@ -25,6 +25,9 @@ pub struct JoinRel {
     /// RIGHT JOIN to the relation before it, which starts its FROM item
     /// (the binder refuses a RIGHT JOIN after another join).
     pub right: bool,
+    /// FULL JOIN to the relation before it, which starts its FROM item;
+    /// `left` is set too (this side is NULL-extended as a LEFT JOIN's).
+    pub full: bool,
     pub on: Vec<Expr>,
 }
 
@@ -47,8 +50,8 @@ fn execution_order(rels: &[Rel], joins: Vec<JoinRel>) -> (Vec<Rel>, Vec<JoinRel>
         debug_assert!(!joins[l - 1].left && joins[l - 1].on.is_empty(), "RIGHT JOIN after a join");
         rels.swap(l - 1, l);
         let on = std::mem::take(&mut joins[l].on);
-        joins[l - 1] = JoinRel { left: false, right: false, on: Vec::new() };
-        joins[l] = JoinRel { left: true, right: false, on };
+        joins[l - 1] = JoinRel { left: false, right: false, full: false, on: Vec::new() };
+        joins[l] = JoinRel { left: true, right: false, full: false, on };
     }
     (rels, joins)
 }
@@ -74,6 +77,12 @@ pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjunc
     let mut post: Vec<Vec<Expr>> = (0..n).map(|_| Vec::new()).collect();
     let mut finals = Vec::new();
     let left: Vec<bool> = joins.iter().map(|j| j.left).collect();
+    let full: Vec<bool> = joins.iter().map(|j| j.full).collect();
+    // A FULL JOIN's left side is NULL-extended too (for the right side's
+    // unmatched rows): what reads it is evaluated after the join, on the
+    // right side's level.
+    let nullable = |l: usize| left.get(l).copied().unwrap_or(false) || full.get(l + 1).copied().unwrap_or(false);
+    let after = |l: usize| if full.get(l + 1).copied().unwrap_or(false) { l + 1 } else { l };
     for (l, j) in joins.into_iter().enumerate().take(n) {
         for e in j.on {
             if e.has_subquery() {
@@ -81,7 +90,7 @@ pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjunc
             } else {
                 let at = if j.left { l } else { max_level(rels, &e).unwrap_or(0).min(l) };
                 // An inner join's ON can move to the level where it is bound.
-                filters[if left.get(at).copied().unwrap_or(false) && at != l { l } else { at }].push(e);
+                filters[if nullable(at) && at != l { l } else { at }].push(e);
             }
         }
     }
@@ -91,8 +100,8 @@ pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjunc
             continue;
         }
         let l = max_level(rels, &e).unwrap_or(0);
-        if left.get(l).copied().unwrap_or(false) {
-            post[l].push(e);
+        if nullable(l) {
+            post[after(l)].push(e);
         } else {
             filters[l].push(e);
         }
@@ -100,7 +109,13 @@ pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjunc
     let mut levels = Vec::with_capacity(n);
     for (l, rel) in rels.iter().enumerate() {
         let mut level_filters = std::mem::take(&mut filters[l]);
-        let (access, exact, key_checks) = choose_access(catalog, rels, l, rel, &mut level_filters, used);
+        let full_join = full.get(l).copied().unwrap_or(false);
+        // A FULL JOIN's right side is read whole once (its unmatched rows
+        // are emitted after the left side's loop): no key narrows it.
+        let (access, exact, key_checks) = match &rel.source {
+            None if full_join => (Access::FullScan, false, Vec::new()),
+            _ => choose_access(catalog, rels, l, rel, &mut level_filters, used),
+        };
         let hash_keys = if matches!(access, Access::FullScan) { hash_keys(rels, l, rel, &level_filters) } else { Vec::new() };
         levels.push(Level {
             table: rel.table.clone(),
@@ -108,6 +123,7 @@ pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjunc
             access,
             exact_key: exact,
             left_join: left.get(l).copied().unwrap_or(false),
+            full_join,
             filters: level_filters,
             key_checks,
             post_filters: std::mem::take(&mut post[l]),

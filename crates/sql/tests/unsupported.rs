@@ -81,6 +81,10 @@ fn refused_constructs_name_themselves() {
         ("SELECT * FROM t JOIN (SELECT 1::bigint AS id) b USING (id) WHERE EXISTS (SELECT 1 WHERE id = 1)", "merged JOIN USING column of another type referenced from a subquery"),
         // A LATERAL subquery's enclosing row is the FROM items before it; the query around is one level further.
         ("SELECT (SELECT l.x FROM t a, LATERAL (SELECT a.v + t.v AS x) l LIMIT 1) FROM t", "two levels out"),
+        // A FULL JOIN's right side is read whole once: after one relation, and depending on no outer row.
+        ("SELECT * FROM t a JOIN t b ON true FULL JOIN t c ON c.id = a.id", "FULL JOIN whose left side is itself a join"),
+        ("SELECT * FROM t FULL JOIN generate_series(1, 3) g ON g = t.id", "FULL JOIN to a function"),
+        ("SELECT (SELECT count(*) FROM t a FULL JOIN (SELECT t.v AS v) s ON s.v = a.v) FROM t", "FULL JOIN to a function, LATERAL or correlated subquery"),
         // A RIGHT JOIN runs as the LEFT JOIN of its sides swapped, which needs a left side of one relation.
         ("SELECT * FROM t a JOIN t b ON true RIGHT JOIN t c ON c.id = a.id", "RIGHT JOIN whose left side is itself a join"),
         ("SELECT * FROM t RIGHT JOIN generate_series(1, 3) g ON g = t.id", "RIGHT JOIN to a function"),

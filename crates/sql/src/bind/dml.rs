@@ -288,7 +288,7 @@ impl Binder<'_> {
             let b = self.boolean(b, t, "WHERE")?;
             flatten_and(b, &mut conj);
         }
-        let (mut levels, finals) = planner::plan_levels(self.catalog, &scope.rels, vec![JoinRel { left: false, right: false, on: Vec::new() }], conj, &mut self.indexes)?;
+        let (mut levels, finals) = planner::plan_levels(self.catalog, &scope.rels, vec![JoinRel { left: false, right: false, full: false, on: Vec::new() }], conj, &mut self.indexes)?;
         let mut level = levels.pop().ok_or_else(|| SqlError::new("XX000", "no relation in UPDATE/DELETE"))?;
         // With one table every predicate can be checked on its row.
         level.filters.extend(finals);

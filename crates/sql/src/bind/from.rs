@@ -26,6 +26,8 @@ pub(super) struct JoinSpec {
     pub(super) natural: bool,
     /// RIGHT JOIN (its left side is the chain's one relation).
     pub(super) right: bool,
+    /// FULL JOIN (its left side is the chain's one relation; `left` too).
+    pub(super) full: bool,
 }
 
 /// A FROM item that is not a stored table: its name, row shape and source.
@@ -52,7 +54,7 @@ impl Binder<'_> {
         if let Some(t) = target {
             offset = t.table.columns.len();
             rels.push(t);
-            joins.push(JoinSpec { chain: 0, left: false, on: None, using: Vec::new(), natural: false, right: false });
+            joins.push(JoinSpec { chain: 0, left: false, on: None, using: Vec::new(), natural: false, right: false, full: false });
         }
         let mut add = |b: &mut Self, factor: &ast::TableFactor, rels: &mut Vec<Rel>| -> Result<()> {
             if has_target && matches!(factor, ast::TableFactor::Derived { lateral: true, .. }) {
@@ -99,12 +101,21 @@ impl Binder<'_> {
         for twj in from {
             let chain = rels.len();
             add(self, &twj.relation, &mut rels)?;
-            joins.push(JoinSpec { chain, left: false, on: None, using: Vec::new(), natural: false, right: false });
+            joins.push(JoinSpec { chain, left: false, on: None, using: Vec::new(), natural: false, right: false, full: false });
             for j in &twj.joins {
+                let mut full = false;
                 let (left, right, constraint) = match &j.join_operator {
                     ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (false, false, Some(c)),
                     ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (true, false, Some(c)),
                     ast::JoinOperator::CrossJoin(c) => (false, false, Some(c)),
+                    // A LEFT JOIN whose right side's unmatched rows are added
+                    // after the left side's loop (exec/scan.rs): a left side of
+                    // one relation, not in DML.
+                    ast::JoinOperator::FullOuter(c) if rels.len() == chain + 1 && !has_target => {
+                        full = true;
+                        (true, false, Some(c))
+                    }
+                    ast::JoinOperator::FullOuter(_) if rels.len() > chain + 1 => return Err(SqlError::unsupported("FULL JOIN whose left side is itself a join")),
                     // Run as the LEFT JOIN of its sides swapped (planner::execution_order),
                     // which a left side of several relations or a DML target would not be.
                     ast::JoinOperator::Right(c) | ast::JoinOperator::RightOuter(c) if rels.len() == chain + 1 && !has_target => (false, true, Some(c)),
@@ -112,7 +123,7 @@ impl Binder<'_> {
                         return Err(SqlError::unsupported("RIGHT JOIN whose left side is itself a join"));
                     }
                     ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) => return Err(SqlError::unsupported("RIGHT JOIN in UPDATE ... FROM, DELETE ... USING or MERGE")),
-                    ast::JoinOperator::FullOuter(_) => return Err(SqlError::unsupported("FULL JOIN")),
+                    ast::JoinOperator::FullOuter(_) => return Err(SqlError::unsupported("FULL JOIN in UPDATE ... FROM, DELETE ... USING or MERGE")),
                     other => return Err(SqlError::unsupported(format!("join {other:?}").chars().take(60).collect::<String>())),
                 };
                 add(self, &j.relation, &mut rels)?;
@@ -120,7 +131,20 @@ impl Binder<'_> {
                     // It may read the left side, which is read after it.
                     return Err(SqlError::unsupported("RIGHT JOIN to a function or LATERAL subquery in FROM"));
                 }
-                let mut spec = JoinSpec { chain, left, on: None, using: Vec::new(), natural: false, right };
+                if full {
+                    // Read whole once per execution: a side that depends on
+                    // an outer row or the left side would not be.
+                    let side = rels.last().and_then(|r| r.source.as_deref());
+                    let fixed = match side {
+                        None | Some(VirtualSource::System(_)) => true,
+                        Some(VirtualSource::Query(_)) => outer.is_none(),
+                        Some(_) => false,
+                    };
+                    if !fixed {
+                        return Err(SqlError::unsupported("FULL JOIN to a function, LATERAL or correlated subquery"));
+                    }
+                }
+                let mut spec = JoinSpec { chain, left, on: None, using: Vec::new(), natural: false, right, full };
                 match constraint {
                     Some(ast::JoinConstraint::On(e)) => spec.on = Some(e.clone()),
                     Some(ast::JoinConstraint::Using(cols)) => {

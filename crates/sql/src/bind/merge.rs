@@ -91,8 +91,8 @@ impl Binder<'_> {
             let when = MergeWhen { condition, action };
             if is_matched { matched.push(when) } else { not_matched.push(when) }
         }
-        let mut joins: Vec<JoinRel> = (0..sources).map(|_| JoinRel { left: false, right: false, on: Vec::new() }).collect();
-        joins.push(JoinRel { left: true, right: false, on: vec![on.clone()] });
+        let mut joins: Vec<JoinRel> = (0..sources).map(|_| JoinRel { left: false, right: false, full: false, on: Vec::new() }).collect();
+        joins.push(JoinRel { left: true, right: false, full: false, on: vec![on.clone()] });
         let (levels, final_filters) = planner::plan_levels(self.catalog, &scope.rels, joins, Vec::new(), &mut self.indexes)?;
         let join = join_pipeline(levels, scope.width(), final_filters);
         let checks = self.table_checks(&table)?;

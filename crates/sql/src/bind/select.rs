@@ -433,7 +433,10 @@ impl Binder<'_> {
                 }
                 // A RIGHT JOIN's merged column is the right one: the left may be NULL.
                 let (kept, other) = if spec.right { (rpos, lpos) } else { (lpos, rpos) };
-                if let Some((e, ty)) = self.merged_column(scope, kept, other)? {
+                if spec.full {
+                    let (e, ty) = self.full_merged_column(scope, lpos, rpos)?;
+                    scope.merged.push((kept, e, ty));
+                } else if let Some((e, ty)) = self.merged_column(scope, kept, other)? {
                     scope.merged.push((kept, e, ty));
                 }
                 on.push(Expr::Cmp(CmpOp::Eq, Expr::Column(lpos).boxed(), Expr::Column(rpos).boxed()));
@@ -451,12 +454,29 @@ impl Binder<'_> {
                 star.extend(rest);
             }
             star.extend(right_cols.into_iter().filter(|p| !merged_right.contains(p)));
-            join_rels.push(JoinRel { left: spec.left, right: spec.right, on });
+            join_rels.push(JoinRel { left: spec.left, right: spec.right, full: spec.full, on });
         }
         if merged_any {
             scope.star = star;
         }
         Ok(join_rels)
+    }
+
+    /// A FULL JOIN's merged USING column: COALESCE(left, right) in the
+    /// pair's common type, since either side may be the NULL-extended one.
+    fn full_merged_column(&mut self, scope: &Scope<'_>, left: usize, right: usize) -> Result<(Expr, DataType)> {
+        let (Some(l), Some(r)) = (scope.column_at(left), scope.column_at(right)) else { return Err(SqlError::new("XX000", "a USING column outside the joined row")) };
+        let (left_ty, right_ty) = (l.ty, r.ty);
+        let (left_e, ty) = match self.merged_column(scope, left, right)? {
+            Some(converted) => converted,
+            None => (Expr::Column(left), left_ty),
+        };
+        // text and varchar values are the same strings; a character(n)
+        // value converts (its padding goes), as every other type does.
+        let text_like = |t: DataType| matches!(t, DataType::Text | DataType::Varchar(_));
+        let same = std::mem::discriminant(&right_ty) == std::mem::discriminant(&ty) && (!matches!(ty, DataType::Array(_)) || right_ty == ty);
+        let right_e = if same || (text_like(right_ty) && text_like(ty)) { Expr::Column(right) } else { self.result_cast(Expr::Column(right), Some(right_ty), Some(ty))? };
+        Ok((Expr::Coalesce(vec![left_e, right_e]), ty))
     }
 
     /// A merged USING column is the `kept` one (the left, or a RIGHT

@@ -72,6 +72,7 @@ impl Binder<'_> {
             access: Access::Virtual(Arc::new(VirtualSource::Query(tree))),
             exact_key: false,
             left_join: false,
+            full_join: false,
             filters: Vec::new(),
             key_checks: Vec::new(),
             post_filters: Vec::new(),

@@ -39,7 +39,7 @@ use pgtier_engine::Value;
 use super::scan::exact_key;
 use super::spill::{SortedSpill, SpillBuilder};
 use super::{Exec, read_row, row_bytes};
-use crate::error::Result;
+use crate::error::{Result, SqlError};
 use crate::expr::{Env, in_rows};
 use crate::plan::{Access, ColumnMask, Level};
 
@@ -54,6 +54,11 @@ pub struct LevelHashes {
     in_sets: Vec<(usize, Arc<InSet>)>,
     /// A probe's encoded key, reused from probe to probe.
     key: Vec<u8>,
+    /// The right sides of FULL JOINs, each read whole once, by level address.
+    full_sides: Vec<(usize, Arc<LevelHash>)>,
+    /// Per FULL JOIN in progress (innermost last): which rows of its right
+    /// side some row of its left side matched.
+    pub(super) full_marks: Vec<Vec<bool>>,
 }
 
 impl Exec<'_> {
@@ -146,6 +151,11 @@ impl LevelHash {
     /// The first row of the chain of `key` (an encoding by [`push_key`]).
     fn first(&self, key: &[u8]) -> u32 {
         self.chains.get(&self.hasher.hash_one(key)).map_or(CHAIN_END, |&(first, _)| first)
+    }
+
+    /// How many rows it holds (chained or not).
+    pub(super) fn len(&self) -> usize {
+        self.next.len()
     }
 
     /// Row `at` of a chain and the chain's next row.
@@ -305,6 +315,49 @@ impl Exec<'_> {
         };
         self.level_hashes.key = key;
         probe
+    }
+
+    /// The right side of a FULL JOIN: all its rows, read once per
+    /// execution (it depends on no outer row: bind/from.rs), chained by
+    /// its hash keys; charged to pgtier.statement_mem as they are read
+    /// (past the bound: 53200, as any buffered result).
+    pub(super) fn full_side(&mut self, level: &Level, env: &Env<'_>, mask: Option<&ColumnMask>) -> Result<Arc<LevelHash>> {
+        let id = std::ptr::from_ref(level) as usize;
+        if let Some((_, side)) = self.level_hashes.full_sides.iter().find(|(at, _)| *at == id) {
+            return Ok(Arc::clone(side));
+        }
+        let width = level.width();
+        let mut rows: Vec<Value> = Vec::new();
+        match &level.access {
+            Access::Virtual(source) => {
+                self.virtual_rows(source, env, &[], &mut rows)?;
+                let bytes: usize = rows.chunks(width.max(1)).map(row_bytes).sum();
+                self.interrupt.charge(bytes, "FULL JOIN")?;
+            }
+            _ => self.scan_level(level, env, &[], &mut |r| {
+                let start = rows.len();
+                read_row(r, mask, &mut rows);
+                row_bytes(&rows[start..])
+            })?,
+        }
+        let side = Arc::new(LevelHash::new(rows, width, level).ok_or_else(|| SqlError::new("54000", "the right side of a FULL JOIN has too many rows"))?);
+        self.level_hashes.full_sides.push((id, Arc::clone(&side)));
+        Ok(side)
+    }
+
+    /// The rows of a FULL JOIN's right side `side` to try for the joined
+    /// `row`: one chain when the level has hash keys, else all of them;
+    /// None when the probe's key matches nothing.
+    pub(super) fn full_candidates(&mut self, level: &Level, side: &LevelHash, env: &Env<'_>, row: &[Value]) -> Result<Option<u32>> {
+        if level.hash_keys.is_empty() {
+            return Ok(if side.len() == 0 { None } else { Some(0) });
+        }
+        let mut key = std::mem::take(&mut self.level_hashes.key);
+        key.clear();
+        let found = self.probe_key(level, env, row, &mut key);
+        let first = found.map(|f| if f { Some(side.first(&key)).filter(|&at| at != CHAIN_END) } else { None });
+        self.level_hashes.key = key;
+        first
     }
 
     /// Encodes the probe's key for `row` into `key`; false when no stored

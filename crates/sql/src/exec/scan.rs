@@ -180,6 +180,18 @@ impl Exec<'_> {
             // (`SELECT FROM ... UNION ...` as a source) have no count here.
             return Err(SqlError::unsupported("a subquery, set operation or table with no columns as a FROM item"));
         }
+        if level.full_join {
+            return self.join_full_right(plan, l, row, env, sink);
+        }
+        // The left side of a FULL JOIN: which right rows its rows match.
+        let full_right = match plan.levels.get(l + 1).filter(|next| next.full_join) {
+            Some(next) => {
+                let side = self.full_side(next, env, plan.level_masks.get(l + 1))?;
+                self.level_hashes.full_marks.push(vec![false; side.len()]);
+                Some(side)
+            }
+            None => None,
+        };
         let mut cands = self.pooled_row();
         let probe = if self.hash_joins && !level.hash_keys.is_empty() {
             match self.hashed_candidates(level, env, row, plan.level_masks.get(l), &mut cands) {
@@ -222,9 +234,14 @@ impl Exec<'_> {
                 walked
             }
         };
+        let marks = full_right.as_ref().and_then(|_| self.level_hashes.full_marks.pop());
         if let Err(e) = walked {
             self.return_row(cands);
             return Err(e);
+        }
+        if let (Some(side), Some(marks)) = (full_right, marks) {
+            self.return_row(cands);
+            return self.join_full_unmatched(plan, l, &side, &marks, row, env, sink);
         }
         if level.left_join && !matched && !self.join_stop {
             for v in &mut row[level.offset..level.offset + w] {
@@ -235,6 +252,63 @@ impl Exec<'_> {
             }
         }
         self.return_row(cands);
+        Ok(())
+    }
+
+    /// Level `l`, the right side of a FULL JOIN: its rows the probe's key
+    /// finds (all, without hash keys), marked for the left side's loop
+    /// when they match, NULL-extended when none does, as a LEFT JOIN's.
+    fn join_full_right(&mut self, plan: &SelectPlan, l: usize, row: &mut Vec<Value>, env: &Env<'_>, sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>) -> Result<()> {
+        let level = &plan.levels[l];
+        let side = self.full_side(level, env, plan.level_masks.get(l))?;
+        let mut at = self.full_candidates(level, &side, env, row)?.unwrap_or(CHAIN_END);
+        let mut matched = false;
+        while at != CHAIN_END && !self.join_stop {
+            let (cand, next) = side.row(at);
+            if self.join_candidate(plan, l, cand, row, env, sink)? {
+                matched = true;
+                if let Some(mark) = self.level_hashes.full_marks.last_mut().and_then(|m| m.get_mut(at as usize)) {
+                    *mark = true;
+                }
+            }
+            at = next;
+        }
+        if !matched && !self.join_stop {
+            for v in &mut row[level.offset..level.offset + level.width()] {
+                *v = Value::Null;
+            }
+            if self.passes(&level.post_filters, env, row)? {
+                self.join(plan, l + 1, row, env, sink)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After the loop of level `l`, the left side of a FULL JOIN: each row
+    /// of the right side (`side`, level l + 1) no left row matched, with
+    /// the left side NULL, through the right level's post-filters (the
+    /// WHERE) and on to the levels after.
+    #[allow(clippy::too_many_arguments)]
+    fn join_full_unmatched(
+        &mut self, plan: &SelectPlan, l: usize, side: &super::hash_join::LevelHash, marks: &[bool], row: &mut Vec<Value>, env: &Env<'_>,
+        sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>,
+    ) -> Result<()> {
+        let (left, right) = (&plan.levels[l], &plan.levels[l + 1]);
+        for (i, _) in marks.iter().enumerate().filter(|(_, m)| !**m) {
+            if self.join_stop {
+                break;
+            }
+            self.interrupt.tick()?;
+            for v in &mut row[left.offset..left.offset + left.width()] {
+                *v = Value::Null;
+            }
+            let Ok(at) = u32::try_from(i) else { break };
+            let (cand, _) = side.row(at);
+            row[right.offset..right.offset + cand.len()].clone_from_slice(cand);
+            if self.passes(&right.post_filters, env, row)? {
+                self.join(plan, l + 2, row, env, sink)?;
+            }
+        }
         Ok(())
     }
 
