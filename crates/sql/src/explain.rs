@@ -193,7 +193,7 @@ impl Lines<'_> {
                 self.node(depth, format!("Function Scan on {f}"));
                 self.filters(level, depth);
             }
-            VirtualSource::Query(tree) | VirtualSource::Lateral(tree) => {
+            VirtualSource::Query(tree) | VirtualSource::Correlated(tree) | VirtualSource::Lateral(tree) => {
                 self.node(depth, format!("Subquery Scan on {name}"));
                 self.filters(level, depth);
                 self.set_tree(tree, depth + 1);

@@ -43,6 +43,12 @@ pub enum VirtualSource {
     /// A subquery, VALUES list or set operation in FROM (or a top-level set
     /// operation, planned as a query over it).
     Query(SetTree),
+    /// A subquery in FROM that reads the row of the query around its
+    /// FROM (this query is a correlated subquery) or may read a recursive
+    /// query's work table, or a set operation's own level: run for each
+    /// read of the level, never kept. A `Query` reads neither: its rows
+    /// are the same for the whole statement.
+    Correlated(SetTree),
     /// A LATERAL subquery that reads the FROM items before it: run for
     /// each joined row so far, which its `Expr::Outer` columns read.
     Lateral(SetTree),

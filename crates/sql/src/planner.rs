@@ -116,7 +116,14 @@ pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjunc
             None if full_join => (Access::FullScan, false, Vec::new()),
             _ => choose_access(catalog, rels, l, rel, &mut level_filters, used),
         };
-        let hash_keys = if matches!(access, Access::FullScan) { hash_keys(rels, l, rel, &level_filters) } else { Vec::new() };
+        // A subquery in FROM that reads no outer row is read once per
+        // execution (exec/hash_join.rs `fixed_rows`): it can be hashed too.
+        let hashable = match &access {
+            Access::FullScan => true,
+            Access::Virtual(source) => matches!(**source, crate::plan::VirtualSource::Query(_)),
+            _ => false,
+        };
+        let hash_keys = if hashable { hash_keys(rels, l, rel, &level_filters) } else { Vec::new() };
         levels.push(Level {
             table: rel.table.clone(),
             offset: rel.offset,

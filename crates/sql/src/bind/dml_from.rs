@@ -55,7 +55,7 @@ impl Binder<'_> {
         // Decided before any expression is bound over the joined row (its
         // positions depend on it). A table function's arguments were bound
         // with the target first: it keeps that layout.
-        let virtual_query = rels[1..].iter().any(|r| matches!(r.source.as_deref(), Some(VirtualSource::Query(_))));
+        let virtual_query = rels[1..].iter().any(|r| matches!(r.source.as_deref(), Some(VirtualSource::Query(_) | VirtualSource::Correlated(_))));
         let function = rels[1..].iter().any(|r| matches!(r.source.as_deref(), Some(VirtualSource::Function { .. })));
         let target_last = virtual_query && !function;
         if target_last {

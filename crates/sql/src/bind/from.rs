@@ -137,7 +137,7 @@ impl Binder<'_> {
                     let side = rels.last().and_then(|r| r.source.as_deref());
                     let fixed = match side {
                         None | Some(VirtualSource::System(_)) => true,
-                        Some(VirtualSource::Query(_)) => outer.is_none(),
+                        Some(VirtualSource::Query(_)) => true,
                         Some(_) => false,
                     };
                     if !fixed {
@@ -221,21 +221,32 @@ impl Binder<'_> {
                     return Err(SqlError::syntax("subquery in FROM must have an alias").with_hint("For example, FROM (SELECT ...) [AS] foo."));
                 };
                 // With nothing before it, LATERAL changes nothing.
-                let (plan, reads_row) = if *lateral && !rels.is_empty() {
+                let lateral = *lateral && !rels.is_empty();
+                let correlated = std::mem::replace(&mut self.correlated, false);
+                let plan = if lateral {
                     // The FROM items before it are its enclosing row; the
                     // query around this one is then two levels out (refused).
                     let before = Scope { rels: rels.to_vec(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer };
-                    let correlated = std::mem::replace(&mut self.correlated, false);
-                    let plan = self.query(subquery, Some(&before));
-                    let reads_row = std::mem::replace(&mut self.correlated, correlated);
-                    (plan?, reads_row)
+                    self.query(subquery, Some(&before))
                 } else {
-                    (self.query(subquery, outer)?, false)
+                    self.query(subquery, outer)
                 };
+                // Whether it read its enclosing row: the FROM items before
+                // it (LATERAL), or the query around this one (which is then
+                // correlated too).
+                let reads = self.correlated;
+                self.correlated = correlated || (!lateral && reads);
+                let plan = plan?;
                 let cols = plan.columns[..plan.visible].iter().map(|c| (c.name.clone(), c.ty.unwrap_or(DataType::Text))).collect();
                 let n = ident(&a.name);
                 let tree = SetTree::Select(Box::new(plan));
-                (n.clone(), super::detached(&n, cols), if reads_row { VirtualSource::Lateral(tree) } else { VirtualSource::Query(tree) }, alias)
+                let source = match (lateral, reads) {
+                    (true, true) => VirtualSource::Lateral(tree),
+                    (false, true) => VirtualSource::Correlated(tree),
+                    _ if self.in_recursive_term() => VirtualSource::Correlated(tree),
+                    (_, false) => VirtualSource::Query(tree),
+                };
+                (n.clone(), super::detached(&n, cols), source, alias)
             }
             _ => return Ok(None),
         };

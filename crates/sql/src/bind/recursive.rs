@@ -63,7 +63,15 @@ impl Binder<'_> {
         let (plan, cte_name, columns) = self.bind_cte(k)?;
         let mut cols: Vec<(String, DataType)> = plan.columns[..plan.visible].iter().map(|c| (c.name.clone(), c.ty.unwrap_or(DataType::Text))).collect();
         rename_columns(&cte_name, &mut cols, columns)?;
-        Ok((cte_name.clone(), super::detached(&cte_name, cols), VirtualSource::Query(SetTree::Select(Box::new(plan)))))
+        let tree = SetTree::Select(Box::new(plan));
+        let source = if self.in_recursive_term() { VirtualSource::Correlated(tree) } else { VirtualSource::Query(tree) };
+        Ok((cte_name.clone(), super::detached(&cte_name, cols), source))
+    }
+
+    /// A recursive term is being bound: a subquery in FROM may read its
+    /// work table, whose rows change from round to round.
+    pub(super) fn in_recursive_term(&self) -> bool {
+        self.ctes.iter().any(|c| matches!(c.self_ref, SelfRef::Work { .. }))
     }
 
     /// Binds `f` with WITH query `k` visible to itself as `marker` (and

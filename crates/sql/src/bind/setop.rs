@@ -69,7 +69,9 @@ impl Binder<'_> {
         let level = Level {
             table,
             offset: 0,
-            access: Access::Virtual(Arc::new(VirtualSource::Query(tree))),
+            // Read once per execution (never worth keeping), and its
+            // branches may read an outer or LATERAL row.
+            access: Access::Virtual(Arc::new(VirtualSource::Correlated(tree))),
             exact_key: false,
             left_join: false,
             full_join: false,

@@ -56,6 +56,10 @@ pub struct LevelHashes {
     key: Vec<u8>,
     /// The right sides of FULL JOINs, each read whole once, by level address.
     full_sides: Vec<(usize, Arc<LevelHash>)>,
+    /// The rows of subqueries in FROM that read no outer row
+    /// (`VirtualSource::Query`), by level address: None after the first
+    /// read (a level read once keeps nothing), then kept.
+    fixed: Vec<(usize, Option<Arc<Vec<Value>>>)>,
     /// Per FULL JOIN in progress (innermost last): which rows of its right
     /// side some row of its left side matched.
     pub(super) full_marks: Vec<Vec<bool>>,
@@ -317,6 +321,35 @@ impl Exec<'_> {
         probe
     }
 
+    /// The rows of a `VirtualSource::Query` level: the same for the whole
+    /// statement, so from its second read on they are kept and not run
+    /// again (charged to pgtier.statement_mem; when they do not fit they
+    /// are run again at each read, unkept, as a level's candidates are).
+    /// Only for reads (`Exec::hash_joins`): a statement that writes
+    /// between reads could change them.
+    pub(super) fn fixed_rows(&mut self, level: &Level, env: &Env<'_>) -> Result<Arc<Vec<Value>>> {
+        let id = std::ptr::from_ref(level) as usize;
+        let slot = self.level_hashes.fixed.iter().position(|(at, _)| *at == id);
+        if let Some(Some(rows)) = slot.map(|k| &self.level_hashes.fixed[k].1) {
+            return Ok(Arc::clone(rows));
+        }
+        let Access::Virtual(source) = &level.access else { return Err(SqlError::new("XX000", "fixed_rows of a stored level")) };
+        let mut rows = Vec::new();
+        self.virtual_rows(source, env, &[], &mut rows)?;
+        let rows = Arc::new(rows);
+        let Some(k) = slot else {
+            self.level_hashes.fixed.push((id, None));
+            return Ok(rows);
+        };
+        let bytes: usize = rows.chunks(level.width().max(1)).map(row_bytes).sum();
+        if self.interrupt.charge(bytes, "subquery in FROM").is_ok() {
+            self.level_hashes.fixed[k].1 = Some(Arc::clone(&rows));
+        } else {
+            self.interrupt.mem_used = self.interrupt.mem_used.saturating_sub(bytes);
+        }
+        Ok(rows)
+    }
+
     /// The right side of a FULL JOIN: all its rows, read once per
     /// execution (it depends on no outer row: bind/from.rs), chained by
     /// its hash keys; charged to pgtier.statement_mem as they are read
@@ -400,6 +433,15 @@ impl Exec<'_> {
         });
         let rows = match kept {
             Some(rows) => rows,
+            // A subquery's rows, kept already: a copy to hash (no spill).
+            None if matches!(level.access, Access::Virtual(_)) => {
+                let rows = self.fixed_rows(level, env)?;
+                let bytes: usize = rows.chunks(width.max(1)).map(row_bytes).sum();
+                if bytes > budget / 2 {
+                    return Ok(LevelHashState::NestedLoop);
+                }
+                rows.as_ref().clone()
+            }
             None => match self.read_level(level, env, mask, budget)? {
                 Ok(rows) => rows,
                 Err(spilled) => return Ok(spilled),

@@ -83,6 +83,9 @@ impl Exec<'_> {
                 read_row(r, mask, out);
                 0
             })?,
+            Access::Virtual(source) if self.hash_joins && matches!(**source, crate::plan::VirtualSource::Query(_)) => {
+                out.extend_from_slice(&self.fixed_rows(level, env)?);
+            }
             Access::Virtual(source) => self.virtual_rows(source, env, row, out)?,
         }
         Ok(())

@@ -21,7 +21,7 @@ impl Exec<'_> {
                 let Some(ctx) = self.system() else { return Ok(()) };
                 catalog::rows(*rel, &ctx, out);
             }
-            VirtualSource::Query(tree) => {
+            VirtualSource::Query(tree) | VirtualSource::Correlated(tree) => {
                 for r in self.set_rows(tree, env)? {
                     out.extend(r);
                 }
