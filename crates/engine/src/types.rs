@@ -13,6 +13,7 @@
 use std::fmt;
 
 use crate::error::{EngineError, Result};
+use crate::numeric_big::{NumericBig, NumericBigRef};
 
 /// Largest precision `numeric(p,s)` accepts: an i128 holds 38 decimal digits.
 pub const NUMERIC_PRECISION_MAX: u8 = 38;
@@ -334,6 +335,9 @@ pub enum Value {
     Int4(i32),
     Int8(i64),
     Numeric(Numeric),
+    /// A numeric beyond [`Numeric`] (wider, NaN, ±Infinity); of the same
+    /// SQL type `numeric`.
+    NumericBig(NumericBig),
     Float4(f32),
     Float8(f64),
     Text(String),
@@ -365,6 +369,7 @@ pub enum ValueRef<'a> {
     Int4(i32),
     Int8(i64),
     Numeric(Numeric),
+    NumericBig(NumericBigRef<'a>),
     Float4(f32),
     Float8(f64),
     Text(&'a str),
@@ -412,6 +417,7 @@ impl ValueRef<'_> {
             ValueRef::Int4(v) => Value::Int4(v),
             ValueRef::Int8(v) => Value::Int8(v),
             ValueRef::Numeric(v) => Value::Numeric(v),
+            ValueRef::NumericBig(v) => Value::NumericBig(v.to_owned_big()),
             ValueRef::Float4(v) => Value::Float4(v),
             ValueRef::Float8(v) => Value::Float8(v),
             ValueRef::Text(v) => Value::Text(v.to_owned()),
@@ -438,6 +444,7 @@ impl Value {
             Value::Int4(v) => ValueRef::Int4(*v),
             Value::Int8(v) => ValueRef::Int8(*v),
             Value::Numeric(v) => ValueRef::Numeric(*v),
+            Value::NumericBig(v) => ValueRef::NumericBig(v.as_ref()),
             Value::Float4(v) => ValueRef::Float4(*v),
             Value::Float8(v) => ValueRef::Float8(*v),
             Value::Text(v) => ValueRef::Text(v),
@@ -510,7 +517,7 @@ impl Value {
             Value::Int2(_) => "smallint",
             Value::Int4(_) => "integer",
             Value::Int8(_) => "bigint",
-            Value::Numeric(_) => "numeric",
+            Value::Numeric(_) | Value::NumericBig(_) => "numeric",
             Value::Float4(_) => "real",
             Value::Float8(_) => "double precision",
             Value::Text(_) => "text",
@@ -544,6 +551,7 @@ impl fmt::Display for ValueRef<'_> {
             ValueRef::Int4(v) => write!(f, "{v}"),
             ValueRef::Int8(v) => write!(f, "{v}"),
             ValueRef::Numeric(v) => write!(f, "{v}"),
+            ValueRef::NumericBig(v) => write!(f, "{v}"),
             ValueRef::Float4(v) => write_float(f, f64::from(*v)),
             ValueRef::Float8(v) => write_float(f, *v),
             ValueRef::Text(v) | ValueRef::Json(v) | ValueRef::Jsonb(v) => write!(f, "{v}"),
@@ -748,6 +756,13 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
             let wide = v.as_i64().ok_or_else(|| mismatch(&v))?;
             coerce_int(wide, ty)?
         }
+        // Unconstrained takes every numeric; numeric(p,s) takes NaN only
+        // (the sql layer rounds wide values to the typmod before this).
+        (DataType::Numeric { precision, .. }, Value::NumericBig(b)) => match b.as_ref().kind() {
+            _ if precision == 0 => Value::NumericBig(b),
+            crate::numeric_big::NumericKind::NaN => Value::NumericBig(b),
+            _ => return Err(EngineError::OutOfRange { message: "numeric field overflow".to_owned() }),
+        },
         (DataType::Numeric { precision, scale }, v) => {
             let n = match v {
                 Value::Numeric(n) => n,
