@@ -48,6 +48,11 @@ fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
             let n = value::numeric_normalize(value::to_numeric(v).unwrap_or(Numeric::new(0, 0)));
             n.hash(h);
         }
+        Value::NumericBig(_) => match value::numeric_wide_normalized(v) {
+            small @ Value::Numeric(_) => hash_value(&small, h),
+            Value::NumericBig(b) => b.hash(h),
+            _ => 0u8.hash(h),
+        },
         Value::Float4(_) | Value::Float8(_) => {
             let x = value::to_f64(v).unwrap_or(0.0);
             let x = if x == 0.0 { 0.0 } else if x.is_nan() { f64::NAN } else { x };
