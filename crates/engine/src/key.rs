@@ -42,10 +42,10 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         ValueRef::Int4(v) | ValueRef::Date(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000_0000).to_be_bytes()),
         ValueRef::Int8(v) | ValueRef::Timestamp(v) | ValueRef::TimestampTz(v) | ValueRef::Time(v) => out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes()),
         // Unconstrained numeric: values of any scale, ordered as decimals.
-        ValueRef::Numeric(n) if matches!(ty, DataType::Numeric { precision: 0, .. }) => {
+        ValueRef::Numeric(n) if ty.numeric_own_scale() => {
             decimal_key(out, n.mantissa < 0, &n.mantissa.unsigned_abs().to_string(), i64::from(n.scale));
         }
-        ValueRef::NumericBig(b) if matches!(ty, DataType::Numeric { precision: 0, .. }) => match b.kind() {
+        ValueRef::NumericBig(b) if ty.numeric_own_scale() => match b.kind() {
             NumericKind::Finite { negative } => decimal_key(out, negative, b.digits(), i64::from(b.scale())),
             NumericKind::NegInf => out.push(0x00),
             NumericKind::PosInf => out.push(0x04),
@@ -153,7 +153,7 @@ pub(crate) fn column_len(bytes: &[u8], ty: DataType, tagged: bool) -> usize {
         }
         at = 1;
     }
-    if matches!(ty, DataType::Numeric { precision: 0, .. }) {
+    if ty.numeric_own_scale() {
         return at + decimal_key_len(&bytes[at..]);
     }
     if let DataType::Array(e) = ty {
@@ -253,22 +253,22 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
         },
         (DataType::Int8, _) if int.is_some() => ValueRef::Int8(int.unwrap_or_default()),
         // Unconstrained numeric holds any value's scale: every probe is exact.
-        (DataType::Numeric { precision: 0, .. }, Value::Numeric(n)) => ValueRef::Numeric(*n),
-        (DataType::Numeric { precision: 0, .. }, Value::NumericBig(b)) => ValueRef::NumericBig(b.as_ref()),
+        (DataType::Numeric { .. }, Value::Numeric(n)) if ty.numeric_own_scale() => ValueRef::Numeric(*n),
+        (DataType::Numeric { .. }, Value::NumericBig(b)) if ty.numeric_own_scale() => ValueRef::NumericBig(b.as_ref()),
         (DataType::Numeric { scale, .. }, Value::NumericBig(b)) => match b.as_ref().kind() {
             NumericKind::NaN => ValueRef::NumericBig(b.as_ref()),
-            _ => match b.as_ref().exact_small(scale) {
+            _ => match b.as_ref().exact_small(u8::try_from(scale).unwrap_or(0)) {
                 Some(r) => ValueRef::Numeric(r),
                 None => return false,
             },
         },
-        (DataType::Numeric { precision: 0, .. }, _) if int.is_some() => ValueRef::Numeric(crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0)),
-        (DataType::Numeric { scale, .. }, Value::Numeric(n)) => match n.rescale(scale) {
+        (DataType::Numeric { .. }, _) if int.is_some() && ty.numeric_own_scale() => ValueRef::Numeric(crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0)),
+        (DataType::Numeric { scale, .. }, Value::Numeric(n)) => match n.rescale(u8::try_from(scale).unwrap_or(0)) {
             Some(r) if r.rescale(n.scale) == Some(*n) => ValueRef::Numeric(r),
             _ => return false,
         },
         (DataType::Numeric { scale, .. }, _) if int.is_some() => {
-            match crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0).rescale(scale) {
+            match crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0).rescale(u8::try_from(scale).unwrap_or(0)) {
                 Some(r) => ValueRef::Numeric(r),
                 None => return false,
             }

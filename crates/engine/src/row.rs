@@ -145,8 +145,9 @@ impl RowLayout {
                 // Written only by `encode` from a NumericBig.
                 ValueRef::NumericBig(NumericBigRef::parse(&data[base + start..base + start + len]).unwrap_or(NAN_REF))
             }
-            DataType::Numeric { precision: 0, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), data[off + 16])),
-            DataType::Numeric { scale, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), scale)),
+            ty @ DataType::Numeric { .. } if ty.numeric_own_scale() => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), data[off + 16])),
+            // The 16-byte form only for 0 <= scale <= 38.
+            DataType::Numeric { scale, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), u8::try_from(scale).unwrap_or(0))),
             DataType::Uuid => ValueRef::Uuid(arr(fixed(16))),
             DataType::Interval => {
                 let b: [u8; 16] = arr(fixed(16));

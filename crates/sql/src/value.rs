@@ -626,27 +626,36 @@ fn numeric_to_int(n: Numeric, ty: DataType) -> Result<Value> {
 }
 
 /// PostgreSQL's 22003 of numeric(p,s) for a value too large (or infinite).
-fn typmod_overflow(precision: u8, scale: u8, infinite: bool) -> SqlError {
+fn typmod_overflow(precision: u16, scale: i16, infinite: bool) -> SqlError {
+    let max_digits = i32::from(precision) - i32::from(scale);
     let detail = if infinite {
         format!("A field with precision {precision}, scale {scale} cannot hold an infinite value.")
-    } else if precision == scale {
+    } else if max_digits == 0 {
         format!("A field with precision {precision}, scale {scale} must round to an absolute value less than 1.")
     } else {
-        format!("A field with precision {precision}, scale {scale} must round to an absolute value less than 10^{}.", precision - scale)
+        format!("A field with precision {precision}, scale {scale} must round to an absolute value less than 10^{max_digits}.")
     };
     SqlError::new("22003", "numeric field overflow").with_detail(detail)
 }
 
-/// Fits a numeric value of either form into numeric(p,s).
-pub fn numeric_typmod_value(v: Value, precision: u8, scale: u8) -> Result<Value> {
-    match v {
-        Value::NumericBig(_) if precision == 0 => Ok(v),
-        Value::NumericBig(_) => {
-            let d = Dec::of(&v).ok_or_else(numeric_overflow)?;
-            d.apply_typmod(i64::from(precision), i64::from(scale), |inf| typmod_overflow(precision, scale, inf))?.into_value()
-        }
-        other => Ok(Value::Numeric(numeric_typmod(to_numeric(&other).ok_or_else(numeric_overflow)?, precision, scale)?)),
+/// Fits a numeric value of either form into numeric(p,s): the i128 form's
+/// fast path where the typmod allows it, else exactly (apply_typmod).
+pub fn numeric_typmod_value(v: Value, precision: u16, scale: i16) -> Result<Value> {
+    if precision == 0 {
+        return Ok(match to_numeric(&v) {
+            Some(n) => Value::Numeric(n),
+            None => v,
+        });
     }
+    let ty = DataType::Numeric { precision, scale };
+    if !ty.numeric_own_scale()
+        && let Some(n) = to_numeric(&v)
+        && let (Ok(p), Ok(s)) = (u8::try_from(precision), u8::try_from(scale))
+    {
+        return Ok(Value::Numeric(numeric_typmod(n, p, s)?));
+    }
+    let d = Dec::of(&v).ok_or_else(numeric_overflow)?;
+    d.apply_typmod(i64::from(precision), i64::from(scale), |inf| typmod_overflow(precision, scale, inf))?.into_value()
 }
 
 /// Fits a numeric into numeric(p,s), with PostgreSQL's 22003 detail.
@@ -686,14 +695,18 @@ fn float_special(x: f64, to: DataType) -> Result<Value> {
 /// float to numeric as PostgreSQL does it: through `%.*g` text with 15
 /// (float8) or 6 (float4) significant digits, and `%g` drops trailing
 /// zeros, so -977.5 becomes -977.5, not -977.500000000000.
-fn float_to_numeric(x: f64, digits: usize) -> Result<Numeric> {
+fn float_to_numeric(x: f64, digits: usize) -> Result<Value> {
     if !x.is_finite() {
-        return Err(SqlError::unsupported("NaN or infinity in numeric"));
+        return float_special(x, NUMERIC_ANY);
     }
     let text = format!("{x:.*e}", digits - 1);
     let (mantissa, exp) = text.split_once('e').unwrap_or((&text, "0"));
     let mantissa = if mantissa.contains('.') { mantissa.trim_end_matches('0').trim_end_matches('.') } else { mantissa };
-    parse_numeric(&format!("{mantissa}e{exp}")).ok_or_else(numeric_overflow)
+    let text = format!("{mantissa}e{exp}");
+    match parse_numeric(&text) {
+        Some(n) => Ok(Value::Numeric(n)),
+        None => Dec::parse(&text).ok_or_else(numeric_overflow)??.into_value(),
+    }
 }
 
 // ---------------------------------------------------------------- casts
@@ -735,11 +748,9 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Int2 | T::Int4 | T::Int8, Value::Float4(x)) => float_to_int(f64::from(x), to)?,
         (T::Int2 | T::Int4 | T::Int8, Value::Float8(x)) => float_to_int(x, to)?,
         (T::Int4, Value::Bool(b)) if explicit => Value::Int4(i32::from(b)),
-        (T::Numeric { precision, scale }, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_))) => {
-            Value::Numeric(numeric_typmod(to_numeric(&v).ok_or_else(numeric_overflow)?, precision, scale)?)
-        }
-        (T::Numeric { precision, scale }, Value::Float4(x)) => Value::Numeric(numeric_typmod(float_to_numeric(f64::from(x), 6)?, precision, scale)?),
-        (T::Numeric { precision, scale }, Value::Float8(x)) => Value::Numeric(numeric_typmod(float_to_numeric(x, 15)?, precision, scale)?),
+        (T::Numeric { precision, scale }, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_))) => numeric_typmod_value(v, precision, scale)?,
+        (T::Numeric { precision, scale }, Value::Float4(x)) => numeric_typmod_value(float_to_numeric(f64::from(x), 6)?, precision, scale)?,
+        (T::Numeric { precision, scale }, Value::Float8(x)) => numeric_typmod_value(float_to_numeric(x, 15)?, precision, scale)?,
         (T::Float8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::NumericBig(_) | Value::Float4(_) | Value::Float8(_))) => {
             Value::Float8(to_f64(&v).unwrap_or(f64::NAN))
         }
@@ -861,7 +872,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         }
         DataType::Numeric { precision, scale } => {
             match parse_numeric(t) {
-                Some(n) => Value::Numeric(numeric_typmod(n, precision, scale)?),
+                Some(n) => numeric_typmod_value(Value::Numeric(n), precision, scale)?,
                 None => numeric_typmod_value(Dec::parse(text).ok_or_else(invalid)??.into_value()?, precision, scale)?,
             }
         }

@@ -83,9 +83,10 @@ fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
 pub(super) enum Acc {
     Count(i64),
     SumInt(Option<i128>),
-    SumNum(Option<Numeric>),
+    /// A numeric of either form (value::arith widens past i128).
+    SumNum(Option<Value>),
     SumFloat(Option<f64>),
-    AvgNum(Numeric, i64),
+    AvgNum(Value, i64),
     AvgFloat(f64, i64),
     /// sum(interval) (no count) and avg(interval): PostgreSQL's interval
     /// sum, field by field, and its count.
@@ -107,7 +108,7 @@ pub(super) fn new_acc(call: &AggCall) -> Acc {
         },
         AggFunc::Avg => match call.ty {
             DataType::Float8 => Acc::AvgFloat(0.0, 0),
-            _ => Acc::AvgNum(Numeric::new(0, 0), 0),
+            _ => Acc::AvgNum(Value::Numeric(Numeric::new(0, 0)), 0),
         },
         AggFunc::Min | AggFunc::Max | AggFunc::BoolAnd | AggFunc::BoolOr => Acc::Extreme(None),
         AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) if !call.order_by.is_empty() => Acc::Sorted(Vec::new()),
@@ -127,15 +128,14 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
         (Acc::Count(n), Some(_)) => *n += 1,
         (Acc::SumInt(s), Some(v)) => *s = Some(s.unwrap_or(0).checked_add(i128::from(v.as_i64().unwrap_or(0))).ok_or_else(overflow)?),
         (Acc::SumNum(s), Some(v)) => {
-            let n = value::to_numeric(&v).ok_or_else(overflow)?;
             *s = Some(match s {
-                Some(prev) => value::numeric_arith(value::ArithOp::Add, *prev, n)?,
-                None => n,
+                Some(prev) => value::arith(value::ArithOp::Add, prev, &v, value::NUMERIC_ANY)?,
+                None => value::cast(v, value::NUMERIC_ANY, false)?,
             });
         }
         (Acc::SumFloat(s), Some(v)) => *s = Some(s.unwrap_or(0.0) + value::to_f64(&v).unwrap_or(0.0)),
         (Acc::AvgNum(s, c), Some(v)) => {
-            *s = value::numeric_arith(value::ArithOp::Add, *s, value::to_numeric(&v).ok_or_else(overflow)?)?;
+            *s = value::arith(value::ArithOp::Add, s, &v, value::NUMERIC_ANY)?;
             *c += 1;
         }
         (Acc::SumInterval(s, c), Some(Value::Interval(v))) => {
@@ -189,7 +189,7 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
             Some(x) => Value::Int8(i64::try_from(x).map_err(|_| SqlError::out_of_range("bigint"))?),
             None => Value::Null,
         },
-        Acc::SumNum(s) => s.map_or(Value::Null, Value::Numeric),
+        Acc::SumNum(s) => s.unwrap_or(Value::Null),
         #[allow(clippy::cast_possible_truncation)]
         Acc::SumFloat(s) => match (s, call.ty) {
             (None, _) => Value::Null,
@@ -200,7 +200,7 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
             if c == 0 {
                 Value::Null
             } else {
-                Value::Numeric(value::numeric_div(s, Numeric::new(i128::from(c), 0))?)
+                value::arith(value::ArithOp::Div, &s, &Value::Int8(c), value::NUMERIC_ANY)?
             }
         }
         #[allow(clippy::cast_precision_loss)]
