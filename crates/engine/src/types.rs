@@ -868,7 +868,10 @@ fn coerce_numeric(n: Numeric, precision: u16, scale: i16) -> Result<Numeric> {
     } else {
         n.rescale(u8::try_from(scale).map_err(|_| overflow())?).ok_or_else(overflow)?
     };
-    if i64::from(rounded.integer_digits()) > i64::from(precision) - i64::from(scale) {
+    // PostgreSQL's bound: below 10^(precision - scale), i.e. the value in
+    // units of 10^-scale has at most `precision` digits.
+    let units = if scale < 0 { rounded.mantissa / pow10(u8::try_from(scale.unsigned_abs()).map_err(|_| overflow())?).ok_or_else(overflow)? } else { rounded.mantissa };
+    if pow10(u8::try_from(precision).unwrap_or(u8::MAX)).is_some_and(|limit| units.unsigned_abs() >= limit.unsigned_abs()) {
         return Err(overflow());
     }
     Ok(rounded)

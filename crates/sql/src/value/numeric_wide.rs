@@ -60,6 +60,13 @@ fn div_round(a: &BigInt, b: &BigInt) -> BigInt {
     }
 }
 
+/// numeric_round / numeric_trunc's bounds on the places argument: no
+/// more digits after the point than a numeric holds, and one more before.
+fn clamp_places(scale: i64) -> i64 {
+    let before = i64::try_from(PG_WEIGHT_DIGITS_MAX).unwrap_or(i64::MAX) + 1;
+    scale.clamp(-before, i64::from(NUMERIC_DSCALE_MAX))
+}
+
 impl Dec {
     pub fn of(v: &Value) -> Option<Dec> {
         Some(match v {
@@ -348,6 +355,7 @@ impl Dec {
     /// point; a negative `scale` rounds left of it (display scale 0).
     pub fn round(&self, scale: i64) -> Dec {
         let Dec::Fin(m, s) = self else { return self.clone() };
+        let scale = clamp_places(scale);
         let own = i64::from(*s);
         if scale >= own {
             let target = u32::try_from(scale).unwrap_or(u32::MAX);
@@ -364,6 +372,7 @@ impl Dec {
     /// Like [`Dec::round`], truncating toward zero.
     pub fn trunc(&self, scale: i64) -> Dec {
         let Dec::Fin(m, s) = self else { return self.clone() };
+        let scale = clamp_places(scale);
         let own = i64::from(*s);
         if scale >= own {
             let target = u32::try_from(scale).unwrap_or(u32::MAX);
