@@ -318,13 +318,6 @@ impl Numeric {
         };
         Some(Numeric { mantissa, scale })
     }
-
-    /// Number of digits before the decimal point (0 for |x| < 1).
-    fn integer_digits(self) -> u32 {
-        let Some(factor) = pow10(self.scale) else { return 0 };
-        let integer = (self.mantissa / factor).unsigned_abs();
-        if integer == 0 { 0 } else { integer.ilog10() + 1 }
-    }
 }
 
 fn pow10(exponent: u8) -> Option<i128> {

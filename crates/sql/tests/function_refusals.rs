@@ -42,7 +42,6 @@ const REFUSED: &[(&str, &str)] = &[
     // format(): a width taken from an argument.
     ("SELECT format('%*s', 5, 'x')", "width taken from an argument"),
     // Numeric versions with PostgreSQL's own precision rules.
-    ("SELECT sqrt(1.000000000000000000000000000000)", "sqrt(numeric) with more than 38 digits"),
     ("SELECT power(2, 0.5)", "power(numeric)"),
     ("SELECT exp(1.0)", "exp(numeric)"),
     ("SELECT ln(2.5)", "ln(numeric)"),
@@ -73,7 +72,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("SELECT jsonb_insert('[1]', '{0}', '2')", "jsonb_insert"),
     ("SELECT array_to_json('{1,2}'::int[])", "array_to_json"),
     ("SELECT jsonb_array_elements(j) FROM (SELECT '[1,2]'::jsonb AS j) t", "jsonb_array_elements"),
-    ("SELECT '99999999999999999999999999999999999999999'::jsonb::numeric", "38 digits"),
 ];
 
 #[test]
