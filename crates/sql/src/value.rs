@@ -19,6 +19,7 @@ mod datetime_in;
 mod bytea_in;
 mod era;
 mod numeric_wide;
+pub mod numeric_transcendental;
 pub use numeric_wide::{Dec, normalized as numeric_wide_normalized};
 
 use datetime_in::{days_in_month, parse_date, parse_timestamp, parse_timestamptz, time_shape_ok, zone_in_range};

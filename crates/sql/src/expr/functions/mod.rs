@@ -543,6 +543,8 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
                 _ => regex::regexp_substr(s0, text(1), int_or(2, 1), int_or(3, 1), text(4), int_or(5, 0))?.map_or(Value::Null, Value::Text),
             }
         }
+        // The numeric versions (the binder kept the argument numeric).
+        Func::Exp | Func::Ln | Func::Log10 if matches!(vals[0], Value::Numeric(_)) => numeric_wide_fns::eval(f, &vals).unwrap_or(Ok(Value::Null))?,
         Func::Cbrt | Func::Exp | Func::Ln | Func::Log10 => Value::Float8(math::float_fn(f, value::to_f64(&vals[0]).unwrap_or(f64::NAN))?),
         Func::Sign => math::sign(&vals[0]),
         Func::Div => math::div(&vals[0], &vals[1])?,

@@ -53,6 +53,11 @@ pub(super) fn eval(f: Func, vals: &[Value]) -> Option<Result<Value>> {
             _ => x,
         }),
         Func::Sqrt => Some(sqrt(&x).and_then(Dec::into_value)),
+        Func::Exp => Some(value::numeric_transcendental::exp(&x).and_then(Dec::into_value)),
+        Func::Ln => Some(value::numeric_transcendental::ln(&x).and_then(Dec::into_value)),
+        // log(x) is log(10, x); log(b, x) binds to the same function.
+        Func::Log10 if vals.len() == 2 => Some(value::numeric_transcendental::log(&x, &arg(1)?).and_then(Dec::into_value)),
+        Func::Log10 => Some(value::numeric_transcendental::log(&Dec::Fin(BigInt::from(10), 0), &x).and_then(Dec::into_value)),
         _ => None,
     }
 }
