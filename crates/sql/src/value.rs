@@ -270,7 +270,7 @@ pub fn numeric_normalize(n: Numeric) -> Numeric {
 pub fn numeric_cmp(a: Numeric, b: Numeric) -> Ordering {
     match align(a, b) {
         Ok((x, y, _)) => x.cmp(&y),
-        Err(_) => Dec::small(a).cmp(&Dec::small(b)),
+        Err(_) => Dec::small(a).total_cmp(&Dec::small(b)),
     }
 }
 
@@ -279,7 +279,7 @@ fn numeric_compare(a: &Value, b: &Value) -> Option<Ordering> {
     if let (Some(x), Some(y)) = (to_numeric(a), to_numeric(b)) {
         return Some(numeric_cmp(x, y));
     }
-    Some(Dec::of(a)?.cmp(&Dec::of(b)?))
+    Some(Dec::of(a)?.total_cmp(&Dec::of(b)?))
 }
 
 /// PostgreSQL float ordering: NaN equals NaN and sorts above everything.
@@ -740,7 +740,7 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Int2 | T::Int4 | T::Int8, Value::Numeric(n)) => numeric_to_int(n, to)?,
         (T::Int2 | T::Int4 | T::Int8, v @ Value::NumericBig(_)) => {
             let d = Dec::of(&v).ok_or_else(numeric_overflow)?;
-            let i = d.to_i64().map_err(|e| SqlError::new(&e.sqlstate, e.message.replace("integer", type_name(to))))?;
+            let i = d.to_i64().map_err(|e| SqlError::new(e.sqlstate, e.message.replace("integer", type_name(to))))?;
             int_result(i.ok_or_else(|| int_overflow(to))?, to).map_err(|_| int_overflow(to))?
         }
         (T::Numeric { precision, scale }, v @ Value::NumericBig(_)) => numeric_typmod_value(v, precision, scale)?,

@@ -42,7 +42,7 @@ fn digit_count(m: &BigInt) -> i64 {
 /// numeric.c's estimate_ln_dweight: the decimal weight of ln(x), x > 0.
 fn estimate_ln_dweight(m: &BigInt, s: u32) -> i64 {
     let x = Dec::Fin(m.clone(), s);
-    let near_one = x.cmp(&Dec::Fin(BigInt::from(9), 1)).is_ge() && x.cmp(&Dec::Fin(BigInt::from(11), 1)).is_le();
+    let near_one = x.total_cmp(&Dec::Fin(BigInt::from(9), 1)).is_ge() && x.total_cmp(&Dec::Fin(BigInt::from(11), 1)).is_le();
     if near_one {
         // ln(1 + y) ~ y: the weight of y's leading digit.
         let Dec::Fin(y, ys) = x.sub(&Dec::Fin(BigInt::from(1), 0)) else { return 0 };
@@ -154,7 +154,7 @@ pub fn log(base: &Dec, x: &Dec) -> Result<Dec> {
     }
     let (Dec::Fin(bm, bs), Dec::Fin(xm, xs)) = (base, x) else { return Ok(Dec::NaN) };
     // ln(1) = 0 exactly: log_var divides by it.
-    if base.cmp(&Dec::Fin(BigInt::from(1), 0)).is_eq() {
+    if base.total_cmp(&Dec::Fin(BigInt::from(1), 0)).is_eq() {
         return Err(SqlError::division_by_zero());
     }
     let (base_dw, x_dw) = (estimate_ln_dweight(bm, *bs), estimate_ln_dweight(xm, *xs));

@@ -213,7 +213,7 @@ impl Dec {
         Some(Ok(Dec::Fin(if negative { -m } else { m }, scale)))
     }
 
-    pub fn cmp(&self, other: &Dec) -> Ordering {
+    pub fn total_cmp(&self, other: &Dec) -> Ordering {
         let rank = |d: &Dec| match d {
             Dec::Inf { negative: true } => 0,
             Dec::Fin(..) => 1,
@@ -484,7 +484,7 @@ mod tests {
         assert_eq!(text(d("-7.5").modulo(&d("2")).unwrap()), "-1.5");
         assert_eq!(text(d("64.5").round(-1)), "60");
         assert_eq!(text(d("-2.5").round(0)), "-3");
-        assert_eq!(d("nan").cmp(&d("inf")), Ordering::Greater);
-        assert_eq!(d("1.0").cmp(&d("1")), Ordering::Equal);
+        assert_eq!(d("nan").total_cmp(&d("inf")), Ordering::Greater);
+        assert_eq!(d("1.0").total_cmp(&d("1")), Ordering::Equal);
     }
 }

@@ -29,7 +29,7 @@ pub(super) fn eval(f: Func, vals: &[Value]) -> Option<Result<Value>> {
         Func::Ceil | Func::Floor => out(match &x {
             Dec::Fin(..) => {
                 let t = x.trunc(0);
-                let below = x.cmp(&t);
+                let below = x.total_cmp(&t);
                 match (f, below) {
                     (Func::Ceil, std::cmp::Ordering::Greater) => t.add(&Dec::Fin(BigInt::from(1), 0)),
                     (Func::Floor, std::cmp::Ordering::Less) => t.sub(&Dec::Fin(BigInt::from(1), 0)),
