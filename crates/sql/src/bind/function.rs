@@ -283,15 +283,18 @@ impl Binder<'_> {
                 {
                     return Ok((Expr::Func(Func::Sqrt, vec![e.clone()]), Some(NUMERIC_ANY)));
                 }
+                // numeric ^ numeric: a numeric argument and no float one.
+                let numeric = !any_float && bound.iter().any(|(_, t)| matches!(t, Some(DataType::Numeric { .. })));
+                let want = if numeric { NUMERIC_ANY } else { DataType::Float8 };
                 let mut out = Vec::new();
                 for (e, t) in bound {
                     match t {
-                        Some(DataType::Numeric { .. }) if !any_float => return Err(SqlError::unsupported(format!("{name}(numeric)"))),
-                        Some(t) if value::category(t) != Category::Numeric => return Err(SqlError::undefined_function(&sig())),
-                        _ => out.push(self.result_cast(e, t, Some(DataType::Float8))?),
+                        Some(t) if value::category(t) != Category::Numeric || RegKind::of(t).is_some() => return Err(SqlError::undefined_function(&sig())),
+                        None if numeric => out.push(self.coerce(e, None, want, name)?),
+                        _ => out.push(self.result_cast(e, t, Some(want))?),
                     }
                 }
-                Ok((Expr::Func(f, out), Some(DataType::Float8)))
+                Ok((Expr::Func(f, out), Some(want)))
             }
             "clock_timestamp" => {
                 arity(0, 0)?;

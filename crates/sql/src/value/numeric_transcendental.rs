@@ -4,7 +4,7 @@
 //! from zero, at that scale.
 
 use num_bigint::BigInt;
-use num_traits::{Signed, Zero};
+use num_traits::{Signed, ToPrimitive, Zero};
 
 use super::numeric_wide::{Dec, overflow};
 use crate::error::{Result, SqlError};
@@ -188,13 +188,25 @@ pub fn exp(x: &Dec) -> Result<Dec> {
         }
         return Ok(Dec::Fin(BigInt::zero(), rscale));
     }
+    let p = exp_precision(val, rscale);
+    Ok(exp_fixed(&(m * pow10(p) / pow10(s)), p, val, rscale))
+}
+
+/// Digits after the point e^x is computed with, x ~ `val`.
+fn exp_precision(val: f64, rscale: u32) -> u32 {
+    #[allow(clippy::cast_possible_truncation)]
+    let k = (val / std::f64::consts::LN_10).floor() as i64;
+    working(rscale, k.max(0) + 4) + u32::try_from(k.unsigned_abs().to_string().len()).unwrap_or(0)
+}
+
+/// e^(x / 10^p) at `rscale` digits, x ~ `val` (|val| < 6000); `p` from
+/// [`exp_precision`] or more.
+fn exp_fixed(x: &BigInt, p: u32, val: f64, rscale: u32) -> Dec {
     // e^x = 10^k × e^t, t = x - k ln 10 in [0, ln 10).
     #[allow(clippy::cast_possible_truncation)]
     let k = (val / std::f64::consts::LN_10).floor() as i64;
-    let p = working(rscale, k.max(0) + 4) + u32::try_from(k.unsigned_abs().to_string().len()).unwrap_or(0);
     let ln10 = ln_fixed(&pow10(p + 1), p);
-    let x_fixed = m * pow10(p) / pow10(s);
-    let mut t = x_fixed - &ln10 * k;
+    let mut t = x - &ln10 * k;
     // Halve t until below 0.01, sum the series, square back.
     let one = pow10(p);
     let mut halvings = 0u32;
@@ -216,7 +228,158 @@ pub fn exp(x: &Dec) -> Result<Dec> {
     // Scale by 10^k: result = sum × 10^(k - p), kept at rscale digits.
     let shift = i64::from(p) - k - i64::from(rscale);
     let r = if shift >= 0 { round_shift(&sum, u32::try_from(shift).unwrap_or(0)) } else { sum * pow10(u32::try_from(-shift).unwrap_or(0)) };
-    Ok(Dec::Fin(r, rscale))
+    Dec::Fin(r, rscale)
+}
+
+fn power_error(message: &str) -> SqlError {
+    SqlError::new("2201F", message.to_owned())
+}
+
+/// numeric_power (`^`, power()): POSIX pow's NaN and infinity cases, then
+/// power_var_int's or power_var's result scale.
+pub fn power(x: &Dec, y: &Dec) -> Result<Dec> {
+    let one = || Dec::Fin(BigInt::from(1), 0);
+    let is_one = |d: &Dec| matches!(d, Dec::Fin(..)) && d.total_cmp(&one()).is_eq();
+    if x.is_nan() {
+        return Ok(if matches!(y, Dec::Fin(..)) && y.signum() == 0 { one() } else { Dec::NaN });
+    }
+    if y.is_nan() {
+        return Ok(if is_one(x) { one() } else { Dec::NaN });
+    }
+    let (sx, sy) = (x.signum(), y.signum());
+    if let Dec::Inf { negative } = y {
+        // |x| against 1.
+        let above = match x {
+            Dec::Inf { .. } => std::cmp::Ordering::Greater,
+            _ => (if sx < 0 { x.neg() } else { x.clone() }).total_cmp(&one()),
+        };
+        if *negative && sx == 0 {
+            return Err(power_error("zero raised to a negative power is undefined"));
+        }
+        return Ok(match (above, negative) {
+            (std::cmp::Ordering::Equal, _) => one(),
+            (std::cmp::Ordering::Less, false) | (std::cmp::Ordering::Greater, true) => Dec::zero(),
+            _ => Dec::Inf { negative: false },
+        });
+    }
+    if let Dec::Inf { negative } = x {
+        if *negative && sy != 0 && !matches!(y, Dec::Fin(m, s) if (m % pow10(*s)).is_zero()) {
+            return Err(power_error("a negative number raised to a non-integer power yields a complex result"));
+        }
+        return Ok(match sy {
+            0 => one(),
+            s if s < 0 => Dec::zero(),
+            _ => Dec::Inf { negative: *negative && is_odd_integer(y) },
+        });
+    }
+    if sx == 0 && sy < 0 {
+        return Err(power_error("zero raised to a negative power is undefined"));
+    }
+    let (Dec::Fin(_, xs), Dec::Fin(ym, ys)) = (x, y) else { return Ok(Dec::NaN) };
+    let integer = (ym % pow10(*ys)).is_zero();
+    if integer && let Some(n) = (ym / pow10(*ys)).to_i32() {
+        return power_int(x, n);
+    }
+    if sx == 0 {
+        return Ok(Dec::Fin(BigInt::zero(), 16));
+    }
+    if sx < 0 && !integer {
+        return Err(power_error("a negative number raised to a non-integer power yields a complex result"));
+    }
+    let negative = sx < 0 && is_odd_integer(y);
+    let r = power_general(&x_abs(x), *xs, ym, *ys, None)?;
+    Ok(if negative { r.neg() } else { r })
+}
+
+fn x_abs(x: &Dec) -> BigInt {
+    match x {
+        Dec::Fin(m, _) => m.abs(),
+        _ => BigInt::zero(),
+    }
+}
+
+/// power_var's general case, |x| = bm × 10^-xs > 0: e^(y ln x) at the
+/// scale a low-precision y ln x picks (or `rscale`).
+fn power_general(bm: &BigInt, xs: u32, ym: &BigInt, ys: u32, rscale: Option<u32>) -> Result<Dec> {
+    let y = Dec::Fin(ym.clone(), ys);
+    let ln_dweight = estimate_ln_dweight(bm, xs);
+    let local = u32::try_from((8 - ln_dweight).max(0)).unwrap_or(0);
+    let ln_low = Dec::Fin(round_shift(&ln_at(bm, xs, local + GUARD_DIGITS), GUARD_DIGITS), local);
+    let Dec::Fin(lm, ls) = ln_low.mul(&y) else { return Ok(Dec::NaN) };
+    let val = Dec::Fin(round_shift(&lm, ls.saturating_sub(local)), local.min(ls)).to_f64();
+    if val.abs() > 6020.0 {
+        if val > 0.0 {
+            return Err(overflow());
+        }
+        return Ok(Dec::Fin(BigInt::zero(), 1000));
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    let rscale = rscale.unwrap_or_else(|| rscale_of((val * std::f64::consts::LOG10_E) as i64, &[xs, ys]));
+    let p = exp_precision(val, rscale);
+    let int_digits = digit_count(&(ym / pow10(ys))) + 2;
+    let p_ln = p + u32::try_from(int_digits).unwrap_or(0);
+    let l = ln_at(bm, xs, p_ln) * ym / pow10(ys);
+    Ok(exp_fixed(&(l / pow10(p_ln - p)), p, val, rscale))
+}
+
+fn is_odd_integer(y: &Dec) -> bool {
+    match y {
+        Dec::Fin(m, s) => (m % pow10(*s)).is_zero() && !((m / pow10(*s)) % 2u32).is_zero(),
+        _ => false,
+    }
+}
+
+/// power_var_int: x^n for an integer exponent, at PostgreSQL 15's scale.
+fn power_int(x: &Dec, n: i32) -> Result<Dec> {
+    let Dec::Fin(m, s) = x else { return Ok(Dec::NaN) };
+    // f ~ log10(|x|^n) from x's first four base-10000 digits, as PostgreSQL.
+    let f = if m.is_zero() {
+        0.0
+    } else {
+        let digits = m.magnitude().to_str_radix(10);
+        let exp10 = i64::try_from(digits.len()).unwrap_or(0) - 1 - i64::from(*s);
+        let weight = exp10.div_euclid(4);
+        let lead = usize::try_from(exp10 - 4 * weight + 1).unwrap_or(1);
+        let ngroups = 1 + (digits.len().saturating_sub(lead)).div_ceil(4);
+        let used = ngroups.min(4);
+        let take = lead + 4 * (used - 1);
+        let padded: String = digits.chars().chain(std::iter::repeat('0')).take(take).collect();
+        let value: f64 = padded.parse().unwrap_or(1.0);
+        #[allow(clippy::cast_precision_loss)]
+        let p = (weight * 4 - 4 * i64::try_from(used - 1).unwrap_or(0)) as f64;
+        f64::from(n) * (value.log10() + p)
+    };
+    // PostgreSQL 15's power_var: 16 digits, or the base's scale.
+    let rscale = u32::try_from(i64::from((*s).max(16)).min(MAX_DISPLAY_SCALE)).unwrap_or(16);
+    if n != 0 && n != 1 && n != -1 && n != 2 && !m.is_zero() {
+        if f > 3.0 * 32767.0 * 4.0 {
+            return Err(overflow());
+        }
+        if f + 1.0 < -f64::from(rscale) || f + 1.0 < -1000.0 {
+            return Ok(Dec::Fin(BigInt::zero(), rscale));
+        }
+    }
+    match n {
+        0 => return Ok(Dec::Fin(pow10(rscale), rscale)),
+        1 => return Ok(x.round(i64::from(rscale))),
+        _ => {}
+    }
+    if m.is_zero() {
+        return Ok(Dec::Fin(BigInt::zero(), rscale));
+    }
+    // Exactly when small enough, then one rounding; else through exp and ln.
+    let size = digit_count(m).saturating_mul(i64::from(n.unsigned_abs()));
+    if size > 20_000 {
+        let r = power_general(&m.abs(), *s, &BigInt::from(n), 0, Some(rscale))?;
+        return Ok(if m.is_negative() && n % 2 != 0 { r.neg() } else { r });
+    }
+    let k = n.unsigned_abs();
+    let num = m.pow(k);
+    let den_scale = s * k;
+    if n > 0 {
+        return Ok(Dec::Fin(num, den_scale).round(i64::from(rscale)));
+    }
+    Dec::Fin(BigInt::from(1), 0).div_at(&Dec::Fin(num, den_scale), rscale)
 }
 
 #[cfg(test)]
@@ -240,6 +403,15 @@ mod tests {
         assert_eq!(text(exp(&d("1")).unwrap()), "2.7182818284590452");
         assert_eq!(text(log(&d("10"), &d("1000")).unwrap()), "3.0000000000000000");
         assert!(ln(&d("0")).is_err());
+        assert_eq!(text(power(&d("2"), &d("0.5")).unwrap()), "1.4142135623730950");
+        assert_eq!(text(power(&d("2"), &d("10")).unwrap()), "1024.0000000000000000");
+        assert_eq!(text(power(&d("0.12"), &d("-20")).unwrap()), "2608405330458882702.5529619561355838");
+        assert_eq!(text(power(&d("-Infinity"), &d("3")).unwrap()), "-Infinity");
+        assert_eq!(power(&d("-Infinity"), &d("-4.5")).unwrap_err().sqlstate, "2201F");
+        assert_eq!(text(power(&d("-2"), &d("Infinity")).unwrap()), "Infinity");
+        assert_eq!(text(power(&d("0.0"), &d("0.5")).unwrap()), "0.0000000000000000");
+        assert_eq!(power(&d("0"), &d("-1")).unwrap_err().sqlstate, "2201F");
+        assert_eq!(power(&d("-2"), &d("0.5")).unwrap_err().sqlstate, "2201F");
         assert_eq!(log(&d("1.0"), &d("12.34")).unwrap_err().sqlstate, "22012");
         assert_eq!(text(ln(&d("1.000")).unwrap()), "0.0000000000000000");
         assert_eq!(text(log(&d("2"), &d("8")).unwrap()), "3.0000000000000000");

@@ -458,6 +458,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             }
             Value::Float8(x.sqrt())
         }
+        Func::Power if matches!(vals[0], Value::Numeric(_)) => numeric_wide_fns::eval(f, &vals).unwrap_or(Ok(Value::Null))?,
         Func::Power => Value::Float8(math::dpow(value::to_f64(&vals[0]).unwrap_or(f64::NAN), value::to_f64(&vals[1]).unwrap_or(f64::NAN))?),
         Func::Md5 => {
             use md5::Digest as _;

@@ -53,6 +53,7 @@ pub(super) fn eval(f: Func, vals: &[Value]) -> Option<Result<Value>> {
             _ => x,
         }),
         Func::Sqrt => Some(sqrt(&x).and_then(Dec::into_value)),
+        Func::Power => Some(value::numeric_transcendental::power(&x, &arg(1)?).and_then(Dec::into_value)),
         Func::Exp => Some(value::numeric_transcendental::exp(&x).and_then(Dec::into_value)),
         Func::Ln => Some(value::numeric_transcendental::ln(&x).and_then(Dec::into_value)),
         // log(x) is log(10, x); log(b, x) binds to the same function.
