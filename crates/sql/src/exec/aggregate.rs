@@ -95,6 +95,8 @@ pub(super) enum Acc {
     Collect(Vec<Value>),
     /// array_agg/string_agg with ORDER BY: each value with its sort keys.
     Sorted(Vec<(Vec<Value>, Value)>),
+    /// variance/stddev: count, sum, sum of squares (exact), any NaN or infinity.
+    Variance(i64, value::Dec, value::Dec, bool),
 }
 
 pub(super) fn new_acc(call: &AggCall) -> Acc {
@@ -111,6 +113,7 @@ pub(super) fn new_acc(call: &AggCall) -> Acc {
             _ => Acc::AvgNum(Value::Numeric(Numeric::new(0, 0)), 0),
         },
         AggFunc::Min | AggFunc::Max | AggFunc::BoolAnd | AggFunc::BoolOr => Acc::Extreme(None),
+        AggFunc::Variance { .. } => Acc::Variance(0, value::Dec::zero(), value::Dec::zero(), false),
         AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) if !call.order_by.is_empty() => Acc::Sorted(Vec::new()),
         AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) => Acc::Collect(Vec::new()),
     }
@@ -132,6 +135,16 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
                 Some(prev) => value::arith(value::ArithOp::Add, prev, &v, value::NUMERIC_ANY)?,
                 None => value::cast(v, value::NUMERIC_ANY, false)?,
             });
+        }
+        (Acc::Variance(n, sum, sum_sq, special), Some(v)) => {
+            let x = value::Dec::of(&v).ok_or_else(overflow)?;
+            *n += 1;
+            if matches!(x, value::Dec::Fin(..)) {
+                *sum_sq = sum_sq.add(&x.mul_exact(&x));
+                *sum = sum.add(&x);
+            } else {
+                *special = true;
+            }
         }
         (Acc::SumFloat(s), Some(v)) => *s = Some(s.unwrap_or(0.0) + value::to_f64(&v).unwrap_or(0.0)),
         (Acc::AvgNum(s, c), Some(v)) => {
@@ -212,6 +225,10 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
             }
         }
         Acc::Extreme(v) => v.unwrap_or(Value::Null),
+        Acc::Variance(n, sum, sum_sq, special) => match call.func {
+            AggFunc::Variance { sample, stddev } => value::numeric_variance(n, &sum, &sum_sq, special, sample, stddev)?,
+            _ => Value::Null,
+        },
         Acc::SumInterval(None, _) => Value::Null,
         Acc::SumInterval(Some(s), _) if call.func == AggFunc::Sum => Value::Interval(s),
         // interval_avg: the sum divided by the count as a float8.

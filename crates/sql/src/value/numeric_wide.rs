@@ -271,6 +271,15 @@ impl Dec {
         }
     }
 
+    /// The exact product of finite values, at any scale (do_numeric_accum's
+    /// sum of squares keeps every digit; numeric_mul rounds past 16383).
+    pub fn mul_exact(&self, other: &Dec) -> Dec {
+        match (self, other) {
+            (Dec::Fin(a, sa), Dec::Fin(b, sb)) => Dec::Fin(a * b, sa + sb),
+            _ => self.mul(other),
+        }
+    }
+
     /// numeric_div: the quotient at select_div_scale's scale.
     pub fn div(&self, other: &Dec) -> Result<Dec> {
         match (self, other) {
@@ -351,6 +360,18 @@ impl Dec {
         }
     }
 
+    /// sqrt_var: the square root of a non-negative finite value at `rscale`
+    /// digits, correctly rounded (half away from zero).
+    pub fn sqrt_at(&self, rscale: u32) -> Dec {
+        let Dec::Fin(m, s) = self else { return self.clone() };
+        // N = x * 10^(2 rscale); r = floor(sqrt(N)), up when 4N >= (2r + 1)^2.
+        let n = if 2 * rscale >= *s { m * pow10(2 * rscale - s) } else { m / pow10(s - 2 * rscale) };
+        let r = n.sqrt();
+        let twice = &r * 2u32 + 1u32;
+        let r = if n * 4u32 >= &twice * &twice { r + 1u32 } else { r };
+        Dec::Fin(r, rscale)
+    }
+
     /// Rounds (half away from zero) or pads to `scale` digits after the
     /// point; a negative `scale` rounds left of it (display scale 0).
     pub fn round(&self, scale: i64) -> Dec {
@@ -425,6 +446,31 @@ impl Dec {
             Dec::Fin(m, s) => format!("{m}e-{s}").parse().unwrap_or(f64::NAN),
         }
     }
+}
+
+/// numeric_stddev_internal: from the count, the exact sum and sum of
+/// squares, (N sumX2 - sumX^2) / (N (N - 1)) (or N^2) at select_div_scale,
+/// its square root for stddev; NULL below two rows (one for _pop), NaN
+/// after a NaN or an infinity, 0 when roundoff leaves nothing positive.
+pub fn numeric_variance(n: i64, sum: &Dec, sum_sq: &Dec, special: bool, sample: bool, stddev: bool) -> Result<Value> {
+    if n == 0 || (sample && n <= 1) {
+        return Ok(Value::Null);
+    }
+    if special {
+        return Ok(Value::NumericBig(NumericBig::nan()));
+    }
+    let count = Dec::Fin(BigInt::from(n), 0);
+    let numerator = count.mul_exact(sum_sq).sub(&sum.mul_exact(sum));
+    if numerator.signum() <= 0 {
+        return Dec::zero().into_value();
+    }
+    let denominator = count.mul(&Dec::Fin(BigInt::from(if sample { n - 1 } else { n }), 0));
+    let rscale = numerator.div_scale(&denominator);
+    let variance = numerator.div_at(&denominator, rscale)?;
+    if !stddev {
+        return variance.into_value();
+    }
+    variance.sqrt_at(rscale).into_value()
 }
 
 /// A wide or special numeric without trailing fractional zeros, in the
