@@ -271,6 +271,16 @@ impl Binder<'_> {
                 }
                 text_fn(Func::Md5, 1, 1, &[Text], Text, self, bound)
             }
+            "factorial" => {
+                arity(1, 1)?;
+                let Some((e, t)) = bound.into_iter().next() else { return Err(SqlError::undefined_function(&sig())) };
+                let e = match t {
+                    None => self.coerce(e, None, DataType::Int8, name)?,
+                    Some(t) if value::is_integer(t) => self.result_cast(e, Some(t), Some(DataType::Int8))?,
+                    Some(_) => return Err(SqlError::undefined_function(&sig())),
+                };
+                Ok((Expr::Func(Func::Factorial, vec![e]), Some(NUMERIC_ANY)))
+            }
             "power" | "pow" | "sqrt" => {
                 let (f, n) = if name == "sqrt" { (Func::Sqrt, 1) } else { (Func::Power, 2) };
                 arity(n, n)?;

@@ -69,9 +69,11 @@ pub enum Func {
     SizePretty,
     /// md5 of a text's UTF-8 or of a bytea, as 32 hex digits.
     Md5,
-    /// power(float8, float8) and sqrt(float8) (the numeric versions are refused at bind).
+    /// power and sqrt, of float8 or (arguments numeric) of numeric.
     Power,
     Sqrt,
+    /// factorial(bigint), a numeric.
+    Factorial,
     /// The wall clock now (it changes within a statement, unlike now()).
     ClockTimestamp,
     /// random(): uniform in [0, 1), a new value at every call.
@@ -444,6 +446,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         },
         Func::WidthBucket => width_bucket(&vals[0], &vals[1], &vals[2], int(3))?,
         Func::SizePretty => Value::Text(size_pretty(int(0))),
+        Func::Factorial => numeric_wide_fns::factorial(int(0))?,
         Func::Sqrt => {
             if let Value::Numeric(n) = &vals[0] {
                 return match math::numeric_sqrt(*n) {

@@ -63,6 +63,22 @@ pub(super) fn eval(f: Func, vals: &[Value]) -> Option<Result<Value>> {
     }
 }
 
+/// numeric_fac: n! exactly; 22003 for a negative n or one past 32177
+/// (a result beyond numeric's digits).
+pub(super) fn factorial(n: i64) -> Result<Value> {
+    if n < 0 {
+        return Err(SqlError::new("22003", "factorial of a negative number is undefined"));
+    }
+    if n > 32177 {
+        return Err(SqlError::new("22003", "value overflows numeric format"));
+    }
+    let mut r = BigInt::from(1u32);
+    for k in 2..=n {
+        r *= k;
+    }
+    Dec::Fin(r, 0).into_value()
+}
+
 /// The value without trailing fractional zeros.
 fn trimmed(m: &BigInt, mut s: u32) -> (BigInt, u32) {
     let ten = BigInt::from(10u32);
@@ -166,5 +182,9 @@ mod tests {
         assert_eq!(call(Func::Lcm, &["4", "-6"]), "12");
         assert_eq!(call(Func::Scale, &["NaN"]), "null");
         assert_eq!(call(Func::TrimScale, &["1.500"]), "1.5");
+        assert_eq!(factorial(25).unwrap().to_string(), "15511210043330985984000000");
+        assert_eq!(factorial(0).unwrap().to_string(), "1");
+        assert_eq!(factorial(-4).unwrap_err().sqlstate, "22003");
+        assert_eq!(factorial(32178).unwrap_err().sqlstate, "22003");
     }
 }
