@@ -20,7 +20,7 @@ mod bytea_in;
 mod era;
 mod numeric_wide;
 pub mod numeric_transcendental;
-pub use numeric_wide::{Dec, normalized as numeric_wide_normalized, numeric_variance};
+pub use numeric_wide::{Dec, normalized as numeric_wide_normalized, numeric_series, numeric_variance};
 
 use datetime_in::{days_in_month, parse_date, parse_timestamp, parse_timestamptz, time_shape_ok, zone_in_range};
 

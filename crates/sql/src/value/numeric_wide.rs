@@ -280,6 +280,16 @@ impl Dec {
         }
     }
 
+    /// The quotient of finite values truncated toward zero (scale 0).
+    pub fn trunc_div(&self, other: &Dec) -> Dec {
+        let (Dec::Fin(_, a), Dec::Fin(b, bs)) = (self, other) else { return Dec::NaN };
+        if b.is_zero() {
+            return Dec::NaN;
+        }
+        let s = (*a).max(*bs);
+        Dec::Fin(self.mantissa_at(s) / other.mantissa_at(s), 0)
+    }
+
     /// numeric_div: the quotient at select_div_scale's scale.
     pub fn div(&self, other: &Dec) -> Result<Dec> {
         match (self, other) {
@@ -375,23 +385,17 @@ impl Dec {
     /// Rounds (half away from zero) or pads to `scale` digits after the
     /// point; a negative `scale` rounds left of it (display scale 0).
     pub fn round(&self, scale: i64) -> Dec {
-        let Dec::Fin(m, s) = self else { return self.clone() };
-        let scale = clamp_places(scale);
-        let own = i64::from(*s);
-        if scale >= own {
-            let target = u32::try_from(scale).unwrap_or(u32::MAX);
-            return Dec::Fin(self.mantissa_at(target), target);
-        }
-        let drop = u32::try_from(own - scale).unwrap_or(u32::MAX);
-        let q = div_pow10_round(m, drop);
-        if scale >= 0 {
-            return Dec::Fin(q, u32::try_from(scale).unwrap_or(0));
-        }
-        Dec::Fin(q * pow10(u32::try_from(-scale).unwrap_or(0)), 0)
+        self.to_places(scale, div_pow10_round)
     }
 
     /// Like [`Dec::round`], truncating toward zero.
     pub fn trunc(&self, scale: i64) -> Dec {
+        self.to_places(scale, |m, k| m / pow10(k))
+    }
+
+    /// The value at `scale` places (clamped as numeric_round does), the
+    /// dropped digits handled by `drop(m, k)` (m / 10^k, rounded or cut).
+    fn to_places(&self, scale: i64, drop: impl Fn(&BigInt, u32) -> BigInt) -> Dec {
         let Dec::Fin(m, s) = self else { return self.clone() };
         let scale = clamp_places(scale);
         let own = i64::from(*s);
@@ -399,8 +403,7 @@ impl Dec {
             let target = u32::try_from(scale).unwrap_or(u32::MAX);
             return Dec::Fin(self.mantissa_at(target), target);
         }
-        let drop = u32::try_from(own - scale).unwrap_or(u32::MAX);
-        let q = m / pow10(drop);
+        let q = drop(m, u32::try_from(own - scale).unwrap_or(u32::MAX));
         if scale >= 0 {
             return Dec::Fin(q, u32::try_from(scale).unwrap_or(0));
         }
@@ -446,6 +449,43 @@ impl Dec {
             Dec::Fin(m, s) => format!("{m}e-{s}").parse().unwrap_or(f64::NAN),
         }
     }
+}
+
+/// generate_series(numeric, numeric[, numeric]) (generate_series_step_numeric):
+/// start, start + step, ... while not past stop; 22023 for a NaN or
+/// infinite argument or a zero step; 54000 past 100 million rows.
+pub fn numeric_series(vals: &[Value]) -> Result<Vec<Value>> {
+    let arg = |k: usize, what: &str| -> Result<Dec> {
+        let d = Dec::of(&vals[k]).ok_or_else(overflow)?;
+        match d {
+            Dec::NaN => Err(SqlError::new("22023", format!("{what} cannot be NaN"))),
+            Dec::Inf { .. } => Err(SqlError::new("22023", format!("{what} cannot be infinity"))),
+            d => Ok(d),
+        }
+    };
+    let (start, stop) = (arg(0, "start value")?, arg(1, "stop value")?);
+    let step = if vals.len() > 2 { arg(2, "step size")? } else { Dec::Fin(BigInt::from(1), 0) };
+    if step.signum() == 0 {
+        return Err(SqlError::new("22023", "step size cannot equal zero"));
+    }
+    // Rows: floor((stop - start) / step) + 1, when not negative.
+    let span = stop.sub(&start);
+    let rows = match span.trunc_div(&step) {
+        Dec::Fin(t, _) if span.signum() == 0 || span.signum() == step.signum() => t + 1u32,
+        _ => BigInt::zero(),
+    };
+    if rows > BigInt::from(100_000_000u32) {
+        return Err(SqlError::new("54000", "generate_series: too many rows"));
+    }
+    let mut out = Vec::new();
+    let mut current = start;
+    let mut k = BigInt::zero();
+    while k < rows {
+        out.push(current.clone().into_value()?);
+        current = current.add(&step);
+        k += 1u32;
+    }
+    Ok(out)
 }
 
 /// numeric_stddev_internal: from the count, the exact sum and sum of
