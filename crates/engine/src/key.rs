@@ -89,7 +89,10 @@ fn decimal_key_len(bytes: &[u8]) -> usize {
         Some(0x02 | 0x00 | 0x04 | 0x05) => 1,
         Some(&sign) => {
             let end = if sign == 0x03 { 0x00 } else { 0xFF };
-            bytes.iter().skip(3).position(|&b| b == end).map_or(bytes.len(), |k| 3 + k + 1)
+            // An escaped exponent's four bytes may hold the terminator's value.
+            let escape = if sign == 0x03 { [0xFF, 0xFF] } else { [0x00, 0x00] };
+            let digits_at = if bytes.get(1..3) == Some(&escape[..]) { 7 } else { 3 };
+            bytes.iter().skip(digits_at).position(|&b| b == end).map_or(bytes.len(), |k| digits_at + k + 1)
         }
     }
 }
@@ -106,13 +109,18 @@ fn decimal_key(out: &mut Vec<u8>, negative: bool, digits: &str, scale: i64) {
         return;
     }
     let significant = digits.trim_end_matches('0');
-    // Digits before the point: the digit count less the scale (NumericBig
-    // bounds it to i16: NUMERIC_WEIGHT_DIGITS_MAX, NUMERIC_DSCALE_MAX).
-    let exponent = i16::try_from(i64::try_from(digits.len()).unwrap_or(i64::MAX) - scale).unwrap_or(i16::MAX);
+    // Digits before the point: the digit count less the scale, at least
+    // -16383 (NUMERIC_DSCALE_MAX) and at most 131072 (NUMERIC_WEIGHT_DIGITS_MAX).
+    let exponent = i64::try_from(digits.len()).unwrap_or(i64::MAX) - scale;
     let flip = |b: u8| if negative { !b } else { b };
     out.push(if negative { 0x01 } else { 0x03 });
-    for b in (exponent.cast_unsigned() ^ 0x8000).to_be_bytes() {
-        out.push(flip(b));
+    match i16::try_from(exponent) {
+        // i16::MAX itself is the escape: it and larger exponents follow as a u32.
+        Ok(e) if e < i16::MAX => out.extend((e.cast_unsigned() ^ 0x8000).to_be_bytes().map(flip)),
+        _ => {
+            out.extend([0xFF, 0xFF].map(flip));
+            out.extend(u32::try_from(exponent).unwrap_or(u32::MAX).to_be_bytes().map(flip));
+        }
     }
     for d in significant.bytes() {
         out.push(flip(d - b'0' + 1));
@@ -394,6 +402,19 @@ mod tests {
             }
             for k in &keys {
                 assert_eq!(column_len(k, unconstrained, tagged), k.len());
+            }
+        }
+        // Exponents past i16 (an escape, then a u32) order with the rest.
+        for tagged in [false, true] {
+            for sign in [false, true] {
+                let huge = [32_765usize, 32_766, 32_767, 32_768, 65_536, 131_072].map(|n| wide(sign, &format!("1{}", "0".repeat(n - 1)), 0));
+                let keys: Vec<Vec<u8>> = huge.iter().map(|v| enc(v, unconstrained, tagged)).collect();
+                for w in keys.windows(2) {
+                    assert_eq!(w[0] < w[1], !sign);
+                }
+                for k in &keys {
+                    assert_eq!(column_len(k, unconstrained, tagged), k.len());
+                }
             }
         }
         // 1.5 stored at any scale shares a key.

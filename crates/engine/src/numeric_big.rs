@@ -25,9 +25,9 @@ const KIND_NEG_INF: u8 = 4;
 
 /// Largest display scale of a numeric value (PostgreSQL's NUMERIC_DSCALE_MAX).
 pub const NUMERIC_DSCALE_MAX: u16 = 16383;
-/// Most digits before the decimal point (PostgreSQL's 131072 exceeds what
-/// the index key's 16-bit exponent orders; pgtier refuses the rest).
-pub const NUMERIC_WEIGHT_DIGITS_MAX: usize = 32767;
+/// Most digits before the decimal point ((NUMERIC_WEIGHT_MAX + 1) *
+/// DEC_DIGITS, PostgreSQL's).
+pub const NUMERIC_WEIGHT_DIGITS_MAX: usize = 131_072;
 
 /// What a numeric is, apart from its digits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,9 +15,8 @@ use crate::error::{Result, SqlError};
 /// PostgreSQL's NUMERIC_MIN_SIG_DIGITS and display-scale bounds of division.
 const MIN_SIG_DIGITS: i64 = 16;
 const MAX_DISPLAY_SCALE: i64 = 1000;
-/// Decimal digits before the point PostgreSQL's numeric holds
-/// ((NUMERIC_WEIGHT_MAX + 1) * DEC_DIGITS).
-const PG_WEIGHT_DIGITS_MAX: usize = 131_072;
+/// Decimal digits before the point PostgreSQL's numeric holds.
+const PG_WEIGHT_DIGITS_MAX: usize = NUMERIC_WEIGHT_DIGITS_MAX;
 
 /// A numeric of any form, owned, for computing.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,9 +95,8 @@ impl Dec {
         Dec::Fin(BigInt::zero(), 0)
     }
 
-    /// The engine value: the i128 form when it fits. 22003 past
-    /// PostgreSQL's limits; 0A000 past pgtier's narrower digit count
-    /// before the point (its index keys' exponent).
+    /// The engine value: the i128 form when it fits; 22003 past
+    /// PostgreSQL's limits (131072 digits before the point, 16383 after).
     pub fn into_value(self) -> Result<Value> {
         let (m, scale) = match self {
             Dec::NaN => return Ok(Value::NumericBig(NumericBig::nan())),
@@ -109,9 +107,6 @@ impl Dec {
         let int_digits = digits.len().saturating_sub(scale as usize);
         if int_digits > PG_WEIGHT_DIGITS_MAX || scale > u32::from(NUMERIC_DSCALE_MAX) {
             return Err(overflow());
-        }
-        if int_digits > NUMERIC_WEIGHT_DIGITS_MAX {
-            return Err(SqlError::unsupported(format!("numeric value with more than {NUMERIC_WEIGHT_DIGITS_MAX} digits before the decimal point")));
         }
         let scale = u16::try_from(scale).map_err(|_| overflow())?;
         match NumericBig::finite(m.is_negative(), &digits, scale) {
