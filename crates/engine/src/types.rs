@@ -99,15 +99,14 @@ impl ElemType {
     /// None for an array type (arrays of arrays are multidimensional).
     pub fn of(ty: DataType) -> Option<ElemType> {
         let (tag, a, b) = ty.tag();
-        let packed = if b == 0 {
-            a
-        } else if a < 1 << 8 && b < 1 << 8 {
-            a | (b << 8)
-        } else if let DataType::Numeric { precision, scale } = ty {
+        let packed = match ty {
             // Wider numeric typmods: flag bit 23, precision in 10 bits, scale + 1024 in 11.
-            NUMERIC_WIDE_TYPMOD | u32::from(precision) | (u32::from((scale + 1024).cast_unsigned()) << 10)
-        } else {
-            return None;
+            DataType::Numeric { precision, scale } if a >= 1 << 8 || b >= 1 << 8 => {
+                NUMERIC_WIDE_TYPMOD | u32::from(precision) | (u32::from((scale + 1024).cast_unsigned()) << 10)
+            }
+            _ if b == 0 => a,
+            _ if a < 1 << 8 && b < 1 << 8 => a | (b << 8),
+            _ => return None,
         };
         if matches!(ty, DataType::Array(_)) || packed >= 1 << 24 {
             return None;
@@ -953,7 +952,7 @@ mod tests {
     #[test]
     fn array_types_round_trip_and_stay_small() {
         assert_eq!(std::mem::size_of::<DataType>(), 8);
-        for elem in [DataType::Int4, DataType::Numeric { precision: 38, scale: 38 }, DataType::Numeric { precision: 5, scale: 0 }, DataType::Varchar(CHAR_LENGTH_MAX), DataType::Char(1), DataType::Timestamp(Some(0)), DataType::TimestampTz(None), DataType::Interval, DataType::Uuid] {
+        for elem in [DataType::Int4, DataType::Numeric { precision: 38, scale: 38 }, DataType::Numeric { precision: 5, scale: 0 }, DataType::Numeric { precision: 1000, scale: 0 }, DataType::Numeric { precision: 300, scale: -5 }, DataType::Numeric { precision: 5, scale: -2 }, DataType::Numeric { precision: 3, scale: 1000 }, DataType::Varchar(CHAR_LENGTH_MAX), DataType::Char(1), DataType::Timestamp(Some(0)), DataType::TimestampTz(None), DataType::Interval, DataType::Uuid] {
             let ty = DataType::Array(ElemType::of(elem).unwrap());
             assert_eq!(crate::types::ElemType::of(elem).unwrap().get(), elem);
             let (tag, a, b) = ty.tag();
@@ -965,7 +964,7 @@ mod tests {
 
     #[test]
     fn type_tags_round_trip_with_precision() {
-        for ty in [DataType::Timestamp(None), DataType::Timestamp(Some(0)), DataType::TimestampTz(Some(6)), DataType::Time(None), DataType::Time(Some(2)), DataType::Uuid, DataType::Json, DataType::Jsonb] {
+        for ty in [DataType::Timestamp(None), DataType::Timestamp(Some(0)), DataType::TimestampTz(Some(6)), DataType::Time(None), DataType::Time(Some(2)), DataType::Uuid, DataType::Json, DataType::Jsonb, DataType::Numeric { precision: 1000, scale: -1000 }, DataType::Numeric { precision: 60, scale: 5 }] {
             let (tag, a, b) = ty.tag();
             assert_eq!(DataType::from_tag(tag, a, b), Some(ty));
         }
