@@ -367,9 +367,13 @@ fn power_int(x: &Dec, n: i32) -> Result<Dec> {
     if m.is_zero() {
         return Ok(Dec::Fin(BigInt::zero(), rscale));
     }
-    // Exactly when small enough, then one rounding; else through exp and ln.
+    // Exactly when m^|n| is not too long, then one rounding; else through
+    // exp and ln where exp_fixed reaches (|n ln x| < 6000), else refused.
     let size = digit_count(m).saturating_mul(i64::from(n.unsigned_abs()));
-    if size > 20_000 {
+    if size > 300_000 {
+        if (f * std::f64::consts::LN_10).abs() >= 6000.0 {
+            return Err(SqlError::unsupported("numeric ^ an integer with this many digits computed"));
+        }
         let r = power_general(&m.abs(), *s, &BigInt::from(n), 0, Some(rscale))?;
         return Ok(if m.is_negative() && n % 2 != 0 { r.neg() } else { r });
     }
@@ -408,6 +412,8 @@ mod tests {
         assert_eq!(text(power(&d("0.12"), &d("-20")).unwrap()), "2608405330458882702.5529619561355838");
         assert_eq!(text(power(&d("-Infinity"), &d("3")).unwrap()), "-Infinity");
         assert_eq!(power(&d("-Infinity"), &d("-4.5")).unwrap_err().sqlstate, "2201F");
+        assert_eq!(power(&d("10"), &d("131071")).unwrap(), Dec::Fin(BigInt::from(10u32).pow(131_071 + 16), 16));
+        assert_eq!(text(power(&d("1.000000001"), &d("1000000")).unwrap()), "1.0010005001662078");
         assert_eq!(text(power(&d("-2"), &d("Infinity")).unwrap()), "Infinity");
         assert_eq!(text(power(&d("0.0"), &d("0.5")).unwrap()), "0.0000000000000000");
         assert_eq!(power(&d("0"), &d("-1")).unwrap_err().sqlstate, "2201F");
