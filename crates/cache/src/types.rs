@@ -5,10 +5,8 @@
 
 use pgtier_backend::catalog::{ColumnDef, TypeModifier};
 use pgtier_backend::copy_out::{Value as PgValue, ValueKind};
-use pgtier_engine::{DataType, Numeric, Value};
-
-/// Largest numeric precision the engine holds (an i128 of decimal digits).
-const NUMERIC_PRECISION_MAX: u16 = 38;
+use pgtier_backend::copy_out::NumericSign;
+use pgtier_engine::{DataType, NumericBig, Value};
 
 /// The engine type of a PostgreSQL column and the COPY decoder for it, or
 /// the hint that says why the column cannot be cached.
@@ -34,12 +32,10 @@ pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> 
         700 => DataType::Float4,
         701 => DataType::Float8,
         1700 => match column.modifier {
-            TypeModifier::Numeric { precision, scale } if precision <= NUMERIC_PRECISION_MAX && (0..=precision as i16).contains(&scale) => {
-                DataType::Numeric { precision: precision as u8, scale: scale as u8 }
-            }
-            // Each value keeps its scale; one an i128 cannot hold fails the load.
+            TypeModifier::Numeric { precision, scale } => DataType::Numeric { precision, scale },
+            // Each value keeps its scale (1.50 stays 1.50).
             TypeModifier::None => pgtier_engine::NUMERIC_UNCONSTRAINED,
-            _ => return Err(format!("Declare the column numeric, or numeric(p,s) with p <= {NUMERIC_PRECISION_MAX} and 0 <= s <= p.")),
+            _ => return Err("Declare the column numeric or numeric(p,s).".into()),
         },
         25 => DataType::Text,
         1043 => length.map_or(DataType::Text, DataType::Varchar),
@@ -56,7 +52,7 @@ pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> 
         1186 if column.modifier == TypeModifier::None => DataType::Interval,
         1186 => return Err("Declare the column interval without fields or a precision.".into()),
         _ => {
-            return Err("Supported types: smallint, integer, bigint, numeric, numeric(p,s) with p <= 38, real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, time, interval, uuid, json, jsonb, and one-dimensional arrays of them.".into());
+            return Err("Supported types: smallint, integer, bigint, numeric, numeric(p,s), real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, time, interval, uuid, json, jsonb, and one-dimensional arrays of them.".into());
         }
     };
     let kind = ValueKind::for_type_oid(column.base_type_oid).ok_or_else(|| format!("No binary decoder for type oid {}.", column.base_type_oid))?;
@@ -72,17 +68,21 @@ pub fn engine_value(ty: DataType, value: PgValue<'_>) -> Result<Value, String> {
         (DataType::Int8, PgValue::Int8(v)) => Value::Int8(v),
         (DataType::Float4, PgValue::Float4(v)) => Value::Float4(v),
         (DataType::Float8, PgValue::Float8(v)) => Value::Float8(v),
-        (DataType::Numeric { precision, scale }, PgValue::Numeric(n)) => {
-            let (mantissa, from_scale) = n.to_i128().map_err(|error| format!("numeric value {n} cannot be cached: {error}"))?;
-            let from_scale = u8::try_from(from_scale).map_err(|_| format!("numeric value {n} has too many fraction digits"))?;
-            let value = Numeric::new(mantissa, from_scale);
-            // Unconstrained numeric keeps the value's own scale (1.50 stays 1.50).
-            if precision == 0 {
-                Value::Numeric(value)
-            } else {
-                Value::Numeric(value.rescale(scale).ok_or_else(|| format!("numeric value {n} is out of range"))?)
+        (DataType::Numeric { .. }, PgValue::Numeric(n)) => match n.sign {
+            NumericSign::NaN => Value::NumericBig(NumericBig::nan()),
+            NumericSign::Infinity | NumericSign::NegativeInfinity => Value::NumericBig(NumericBig::infinity(n.sign == NumericSign::NegativeInfinity)),
+            NumericSign::Positive | NumericSign::Negative => {
+                // numeric_out's text has every digit at the display scale:
+                // PostgreSQL already fitted the value to the column's typmod.
+                let digits: String = n.to_string().chars().filter(char::is_ascii_digit).collect();
+                let value = NumericBig::finite(n.sign == NumericSign::Negative, &digits, n.dscale).ok_or_else(|| format!("numeric value {n} is beyond pgtier's numeric"))?;
+                let value = match value {
+                    Ok(small) => Value::Numeric(small),
+                    Err(big) => Value::NumericBig(big),
+                };
+                pgtier_engine::coerce(value, ty, "").map_err(|e| format!("numeric value {n} cannot be cached: {e}"))?
             }
-        }
+        },
         (DataType::Text | DataType::Varchar(_) | DataType::Char(_), PgValue::Text(v)) => Value::Text(v.to_owned()),
         (DataType::Bytea, PgValue::Bytea(v)) => Value::Bytea(v.to_vec()),
         (DataType::Date, PgValue::Date(v)) => Value::Date(v),

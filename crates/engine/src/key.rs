@@ -4,7 +4,9 @@
 //! prefix is exactly the encoding of its leading columns (prefix scans).
 //!
 //! - integers, date, timestamp, time, numeric(p,s): big-endian with the sign bit flipped
-//! - unconstrained numeric: sign byte, exponent and digits (`decimal_key`), scale-free
+//! - unconstrained numeric: sign byte, exponent and digits (`decimal_key`), scale-free;
+//!   -Infinity, +Infinity and NaN (in that order, around the finite values) one byte each;
+//!   NaN in numeric(p,s): all ones
 //! - uuid: its 16 bytes as they are (PostgreSQL compares uuids by memcmp)
 //! - interval: its span (30-day months, 24-hour days) as an i128, sign flipped
 //! - float: IEEE bits flipped so order is numeric; -0 = 0; NaN sorts last
@@ -15,6 +17,7 @@
 //!   after values, as in array_cmp), then 0x00 (a prefix sorts first)
 
 use crate::row::RowLayout;
+use crate::numeric_big::NumericKind;
 use crate::types::{DataType, Value, ValueRef};
 
 pub(crate) const TAG_VALUE: u8 = 0x01;
@@ -39,7 +42,18 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         ValueRef::Int4(v) | ValueRef::Date(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000_0000).to_be_bytes()),
         ValueRef::Int8(v) | ValueRef::Timestamp(v) | ValueRef::TimestampTz(v) | ValueRef::Time(v) => out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes()),
         // Unconstrained numeric: values of any scale, ordered as decimals.
-        ValueRef::Numeric(n) if matches!(ty, DataType::Numeric { precision: 0, .. }) => decimal_key(out, n),
+        ValueRef::Numeric(n) if ty.numeric_own_scale() => {
+            decimal_key(out, n.mantissa < 0, &n.mantissa.unsigned_abs().to_string(), i64::from(n.scale));
+        }
+        ValueRef::NumericBig(b) if ty.numeric_own_scale() => match b.kind() {
+            NumericKind::Finite { negative } => decimal_key(out, negative, b.digits(), i64::from(b.scale())),
+            NumericKind::NegInf => out.push(0x00),
+            NumericKind::PosInf => out.push(0x04),
+            NumericKind::NaN => out.push(0x05),
+        },
+        // numeric(p,s) holds no infinity nor wide value: NaN, above every
+        // value (all below 10^38), is the only one in this form.
+        ValueRef::NumericBig(_) => out.extend_from_slice(&[0xFF; 16]),
         ValueRef::Numeric(n) => out.extend_from_slice(&(n.mantissa.cast_unsigned() ^ (1 << 127)).to_be_bytes()),
         ValueRef::Float4(v) => out.extend_from_slice(&float4_key(v).to_be_bytes()),
         ValueRef::Float8(v) => out.extend_from_slice(&float8_key(v).to_be_bytes()),
@@ -71,33 +85,42 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
 fn decimal_key_len(bytes: &[u8]) -> usize {
     match bytes.first() {
         None => 0,
-        Some(0x02) => 1,
+        // Zero, -Infinity, +Infinity, NaN.
+        Some(0x02 | 0x00 | 0x04 | 0x05) => 1,
         Some(&sign) => {
             let end = if sign == 0x03 { 0x00 } else { 0xFF };
-            bytes.iter().skip(3).position(|&b| b == end).map_or(bytes.len(), |k| 3 + k + 1)
+            // An escaped exponent's four bytes may hold the terminator's value.
+            let escape = if sign == 0x03 { [0xFF, 0xFF] } else { [0x00, 0x00] };
+            let digits_at = if bytes.get(1..3) == Some(&escape[..]) { 7 } else { 3 };
+            bytes.iter().skip(digits_at).position(|&b| b == end).map_or(bytes.len(), |k| digits_at + k + 1)
         }
     }
 }
 
-/// A decimal's memcomparable key: a sign byte (negative 0x01, zero 0x02,
-/// positive 0x03), then for non-zero values the exponent E and the digits
+/// A decimal's memcomparable key: a sign byte (-Infinity 0x00, negative
+/// 0x01, zero 0x02, positive 0x03, +Infinity 0x04, NaN 0x05), then for non-zero values the exponent E and the digits
 /// D of `0.D × 10^E` (no leading or trailing zeros, so 1.5 and 1.50 share
 /// a key), each digit as 1..=10 and a 0x00 terminator; negative values
 /// with those bytes inverted, so larger magnitudes sort first.
-fn decimal_key(out: &mut Vec<u8>, n: crate::types::Numeric) {
-    if n.mantissa == 0 {
+fn decimal_key(out: &mut Vec<u8>, negative: bool, digits: &str, scale: i64) {
+    let digits = digits.trim_start_matches('0');
+    if digits.is_empty() {
         out.push(0x02);
         return;
     }
-    let digits = n.mantissa.unsigned_abs().to_string();
     let significant = digits.trim_end_matches('0');
-    // Digits before the point: the digit count less the scale.
-    let exponent = i16::try_from(digits.len()).unwrap_or(i16::MAX) - i16::from(n.scale);
-    let negative = n.mantissa < 0;
+    // Digits before the point: the digit count less the scale, at least
+    // -16383 (NUMERIC_DSCALE_MAX) and at most 131072 (NUMERIC_WEIGHT_DIGITS_MAX).
+    let exponent = i64::try_from(digits.len()).unwrap_or(i64::MAX) - scale;
     let flip = |b: u8| if negative { !b } else { b };
     out.push(if negative { 0x01 } else { 0x03 });
-    for b in (exponent.cast_unsigned() ^ 0x8000).to_be_bytes() {
-        out.push(flip(b));
+    match i16::try_from(exponent) {
+        // i16::MAX itself is the escape: it and larger exponents follow as a u32.
+        Ok(e) if e < i16::MAX => out.extend((e.cast_unsigned() ^ 0x8000).to_be_bytes().map(flip)),
+        _ => {
+            out.extend([0xFF, 0xFF].map(flip));
+            out.extend(u32::try_from(exponent).unwrap_or(u32::MAX).to_be_bytes().map(flip));
+        }
     }
     for d in significant.bytes() {
         out.push(flip(d - b'0' + 1));
@@ -138,7 +161,7 @@ pub(crate) fn column_len(bytes: &[u8], ty: DataType, tagged: bool) -> usize {
         }
         at = 1;
     }
-    if matches!(ty, DataType::Numeric { precision: 0, .. }) {
+    if ty.numeric_own_scale() {
         return at + decimal_key_len(&bytes[at..]);
     }
     if let DataType::Array(e) = ty {
@@ -238,14 +261,22 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
         },
         (DataType::Int8, _) if int.is_some() => ValueRef::Int8(int.unwrap_or_default()),
         // Unconstrained numeric holds any value's scale: every probe is exact.
-        (DataType::Numeric { precision: 0, .. }, Value::Numeric(n)) => ValueRef::Numeric(*n),
-        (DataType::Numeric { precision: 0, .. }, _) if int.is_some() => ValueRef::Numeric(crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0)),
-        (DataType::Numeric { scale, .. }, Value::Numeric(n)) => match n.rescale(scale) {
+        (DataType::Numeric { .. }, Value::Numeric(n)) if ty.numeric_own_scale() => ValueRef::Numeric(*n),
+        (DataType::Numeric { .. }, Value::NumericBig(b)) if ty.numeric_own_scale() => ValueRef::NumericBig(b.as_ref()),
+        (DataType::Numeric { scale, .. }, Value::NumericBig(b)) => match b.as_ref().kind() {
+            NumericKind::NaN => ValueRef::NumericBig(b.as_ref()),
+            _ => match b.as_ref().exact_small(u8::try_from(scale).unwrap_or(0)) {
+                Some(r) => ValueRef::Numeric(r),
+                None => return false,
+            },
+        },
+        (DataType::Numeric { .. }, _) if int.is_some() && ty.numeric_own_scale() => ValueRef::Numeric(crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0)),
+        (DataType::Numeric { scale, .. }, Value::Numeric(n)) => match n.rescale(u8::try_from(scale).unwrap_or(0)) {
             Some(r) if r.rescale(n.scale) == Some(*n) => ValueRef::Numeric(r),
             _ => return false,
         },
         (DataType::Numeric { scale, .. }, _) if int.is_some() => {
-            match crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0).rescale(scale) {
+            match crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0).rescale(u8::try_from(scale).unwrap_or(0)) {
                 Some(r) => ValueRef::Numeric(r),
                 None => return false,
             }
@@ -341,6 +372,56 @@ mod tests {
         let mut out = Vec::new();
         encode_column(&mut out, v.as_ref(), ty, tagged);
         out
+    }
+
+    #[test]
+    fn numeric_keys_order_wide_values_and_specials() {
+        use crate::numeric_big::NumericBig;
+        let unconstrained = DataType::Numeric { precision: 0, scale: 0 };
+        let wide = |neg: bool, d: &str, s: u16| match NumericBig::finite(neg, d, s) {
+            Some(Ok(n)) => Value::Numeric(n),
+            Some(Err(b)) => Value::NumericBig(b),
+            None => panic!("out of range"),
+        };
+        let ordered = [
+            Value::NumericBig(NumericBig::infinity(true)),
+            wide(true, &"9".repeat(50), 0),
+            Value::Numeric(crate::types::Numeric::new(-1, 0)),
+            wide(true, "1", 300),
+            Value::Numeric(crate::types::Numeric::new(0, 2)),
+            wide(false, "1", 300),
+            Value::Numeric(crate::types::Numeric::new(15, 1)),
+            wide(false, &"1".repeat(45), 2),
+            Value::NumericBig(NumericBig::infinity(false)),
+            Value::NumericBig(NumericBig::nan()),
+        ];
+        for tagged in [false, true] {
+            let keys: Vec<Vec<u8>> = ordered.iter().map(|v| enc(v, unconstrained, tagged)).collect();
+            for (k, w) in keys.windows(2).enumerate() {
+                assert!(w[0] < w[1], "{} < {}", ordered[k], ordered[k + 1]);
+            }
+            for k in &keys {
+                assert_eq!(column_len(k, unconstrained, tagged), k.len());
+            }
+        }
+        // Exponents past i16 (an escape, then a u32) order with the rest.
+        for tagged in [false, true] {
+            for sign in [false, true] {
+                let huge = [32_765usize, 32_766, 32_767, 32_768, 65_536, 131_072].map(|n| wide(sign, &format!("1{}", "0".repeat(n - 1)), 0));
+                let keys: Vec<Vec<u8>> = huge.iter().map(|v| enc(v, unconstrained, tagged)).collect();
+                for w in keys.windows(2) {
+                    assert_eq!(w[0] < w[1], !sign);
+                }
+                for k in &keys {
+                    assert_eq!(column_len(k, unconstrained, tagged), k.len());
+                }
+            }
+        }
+        // 1.5 stored at any scale shares a key.
+        assert_eq!(enc(&wide(false, &format!("15{}", "0".repeat(299)), 300), unconstrained, false), enc(&Value::Numeric(crate::types::Numeric::new(15, 1)), unconstrained, false));
+        let constrained = DataType::Numeric { precision: 38, scale: 0 };
+        let max = Value::Numeric(crate::types::Numeric::new(10i128.pow(38) - 1, 0));
+        assert!(enc(&max, constrained, false) < enc(&Value::NumericBig(NumericBig::nan()), constrained, false));
     }
 
     proptest! {

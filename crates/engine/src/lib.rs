@@ -19,6 +19,7 @@ mod heads;
 mod ids;
 pub mod json;
 mod key;
+mod numeric_big;
 mod ordered;
 mod origin;
 mod pages;
@@ -47,6 +48,7 @@ pub use db::{CommitMode, Database, EngineConfig};
 pub use error::{EngineError, Result};
 pub use ids::{CommitTs, Snapshot, TxnId};
 pub use pgtier_wal::{Lsn, WalConfig, WalStats};
+pub use numeric_big::{AnyNumeric, NUMERIC_DSCALE_MAX, NUMERIC_WEIGHT_DIGITS_MAX, NumericBig, NumericBigRef, NumericKind};
 pub use origin::Origin;
 pub use recovery::RecoveryReport;
 pub use row::{ROW_BYTES_MAX, decode_values, encode_values};
@@ -59,7 +61,7 @@ pub use stats::{DbStats, TableStats};
 pub use stream::{Change, CommitStream, CommittedTxn, ConsumerPosition, RowChange, StreamStart};
 pub use transaction::{Transaction, wall_clock_us};
 pub use types::{
-    ArrayRef, DATE_INFINITY, DATE_NEG_INFINITY, DataType, ElemType, Interval, NUMERIC_UNCONSTRAINED, Numeric, TIME_PRECISION_MAX, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, ValueRef,
+    ArrayRef, DATE_INFINITY, DATE_NEG_INFINITY, DataType, ElemType, Interval, NUMERIC_PRECISION_MAX, NUMERIC_SCALE_MAX, NUMERIC_UNCONSTRAINED, Numeric, TIME_PRECISION_MAX, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, ValueRef,
     civil_from_days, coerce, days_from_civil, round_to_precision, write_array_element,
 };
 pub use verify::TableCheck;

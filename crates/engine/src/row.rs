@@ -10,12 +10,21 @@
 //! column keeps its (zeroed) slot; a NULL var column has zero length. A row's
 //! length is computable from its bytes and the layout, so stored versions
 //! need no length field.
+//!
+//! A numeric too wide for its fixed slot (or NaN, ±Infinity) sets the
+//! `SIDE` flag: the end-offset array then has one more entry, ending a side
+//! area after the var bytes that holds those values' [`NumericBig`]
+//! encodings, and the slot holds a marker with their offset and length
+//! (a mantissa no valid i128-form value has, see [`big_slot`]). Rows
+//! without wide values are byte for byte what they were before.
 
 use crate::codec::{Reader, Writer};
 use crate::error::{EngineError, Result};
+use crate::numeric_big::{NumericBig, NumericBigRef};
 use crate::types::{ArrayRef, DataType, Interval, Numeric, Value, ValueRef};
 
 const FLAG_WIDE: u8 = 1;
+const FLAG_SIDE: u8 = 2;
 
 /// Rows larger than this are refused (PostgreSQL's practical limit is far
 /// larger through TOAST; an in-memory OLTP cache does not need it).
@@ -60,8 +69,18 @@ impl RowLayout {
         if data[0] & FLAG_WIDE != 0 { 4 } else { 2 }
     }
 
-    fn var_base(&self, width: usize) -> usize {
-        self.fixed_end + self.nvar * width
+    fn var_base(&self, width: usize, side: usize) -> usize {
+        self.fixed_end + (self.nvar + side) * width
+    }
+
+    /// 1 when the row has a side area of wide numerics (one more end offset).
+    fn side(flags: u8) -> usize {
+        usize::from(flags & FLAG_SIDE != 0)
+    }
+
+    /// Whether the row holds a wide numeric (so it cannot be patched in place).
+    pub(crate) fn has_side(&self, data: &[u8]) -> bool {
+        Self::side(data[0]) == 1
     }
 
     fn var_end(&self, data: &[u8], width: usize, ordinal: usize) -> usize {
@@ -76,16 +95,17 @@ impl RowLayout {
     /// Bytes of a row's header part (flags, bitmap, fixed columns, var
     /// offsets) given its first byte: enough to compute the row's length.
     pub(crate) fn header_len(&self, flags: u8) -> usize {
-        self.var_base(if flags & FLAG_WIDE != 0 { 4 } else { 2 })
+        self.var_base(if flags & FLAG_WIDE != 0 { 4 } else { 2 }, Self::side(flags))
     }
 
     /// Length of the row that starts `data` (which may be longer).
     pub(crate) fn row_len(&self, data: &[u8]) -> usize {
-        if self.nvar == 0 {
+        let side = Self::side(data[0]);
+        if self.nvar + side == 0 {
             return self.fixed_end;
         }
         let width = Self::offset_width(data);
-        self.var_base(width) + self.var_end(data, width, self.nvar - 1)
+        self.var_base(width, side) + self.var_end(data, width, self.nvar + side - 1)
     }
 
     pub(crate) fn is_null(&self, data: &[u8], col: usize) -> bool {
@@ -98,7 +118,7 @@ impl RowLayout {
         let ordinal = self.slots[col] as usize;
         let start = if ordinal == 0 { 0 } else { self.var_end(data, width, ordinal - 1) };
         let end = self.var_end(data, width, ordinal);
-        let base = self.var_base(width);
+        let base = self.var_base(width, Self::side(data[0]));
         &data[base + start..base + end]
     }
 
@@ -119,8 +139,15 @@ impl RowLayout {
             DataType::Time(_) => ValueRef::Time(i64::from_le_bytes(arr(fixed(8)))),
             DataType::Float4 => ValueRef::Float4(f32::from_le_bytes(arr(fixed(4)))),
             DataType::Float8 => ValueRef::Float8(f64::from_le_bytes(arr(fixed(8)))),
-            DataType::Numeric { precision: 0, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), data[off + 16])),
-            DataType::Numeric { scale, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), scale)),
+            DataType::Numeric { .. } if Self::side(data[0]) == 1 && big_slot(data, off, self.types[col]).is_some() => {
+                let (start, len) = big_slot(data, off, self.types[col]).unwrap_or_default();
+                let base = self.var_base(Self::offset_width(data), 1);
+                // Written only by `encode` from a NumericBig.
+                ValueRef::NumericBig(NumericBigRef::parse(&data[base + start..base + start + len]).unwrap_or(NAN_REF))
+            }
+            ty @ DataType::Numeric { .. } if ty.numeric_own_scale() => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), data[off + 16])),
+            // The 16-byte form only for 0 <= scale <= 38.
+            DataType::Numeric { scale, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), u8::try_from(scale).unwrap_or(0))),
             DataType::Uuid => ValueRef::Uuid(arr(fixed(16))),
             DataType::Interval => {
                 let b: [u8; 16] = arr(fixed(16));
@@ -152,13 +179,23 @@ impl RowLayout {
             .filter(|(_, t)| t.fixed_width_bytes().is_none())
             .map(|(v, _)| var_len(v.borrow()))
             .sum();
-        let width = if var_total <= usize::from(u16::MAX) { 2 } else { 4 };
-        let total = self.var_base(width) + var_total;
+        let side_total: usize = values.iter().map(|v| if let Value::NumericBig(b) = v.borrow() { b.as_ref().as_bytes().len() } else { 0 }).sum();
+        let side = usize::from(side_total > 0);
+        let width = if var_total + side_total <= usize::from(u16::MAX) { 2 } else { 4 };
+        let total = self.var_base(width, side) + var_total + side_total;
         if total > ROW_BYTES_MAX {
             return Err(EngineError::ProgramLimitExceeded { message: format!("row is too big: size {total}, maximum size {ROW_BYTES_MAX}") });
         }
-        out.resize(self.var_base(width), 0);
-        out[0] = if width == 4 { FLAG_WIDE } else { 0 };
+        out.resize(self.var_base(width, side), 0);
+        out[0] = if width == 4 { FLAG_WIDE } else { 0 } | if side == 1 { FLAG_SIDE } else { 0 };
+        let put_end = |out: &mut Vec<u8>, ordinal: usize, end: usize| {
+            let at = self.fixed_end + ordinal * width;
+            if width == 2 {
+                out[at..at + 2].copy_from_slice(&u16::try_from(end).unwrap_or(u16::MAX).to_le_bytes());
+            } else {
+                out[at..at + 4].copy_from_slice(&u32::try_from(end).unwrap_or(u32::MAX).to_le_bytes());
+            }
+        };
         let mut var_end = 0usize;
         for (col, value) in values.iter().enumerate() {
             let value: &Value = value.borrow();
@@ -170,16 +207,23 @@ impl RowLayout {
                 let before = out.len();
                 write_var(value, out);
                 var_end += out.len() - before;
-                let at = self.fixed_end + slot * width;
-                if width == 2 {
-                    out[at..at + 2].copy_from_slice(&u16::try_from(var_end).unwrap_or(u16::MAX).to_le_bytes());
-                } else {
-                    out[at..at + 4].copy_from_slice(&u32::try_from(var_end).unwrap_or(u32::MAX).to_le_bytes());
-                }
+                put_end(out, slot, var_end);
                 continue;
             }
             let slot_width = self.types[col].fixed_width_bytes().unwrap_or(0);
             write_fixed(&mut out[slot..slot + slot_width], value);
+        }
+        if side == 1 {
+            for (col, value) in values.iter().enumerate() {
+                if let Value::NumericBig(b) = value.borrow() {
+                    let bytes = b.as_ref().as_bytes();
+                    let slot = self.slots[col] as usize;
+                    mark_big_slot(&mut out[slot..slot + self.types[col].fixed_width_bytes().unwrap_or(16)], var_end, bytes.len());
+                    out.extend_from_slice(bytes);
+                    var_end += bytes.len();
+                }
+            }
+            put_end(out, self.nvar, var_end);
         }
         debug_assert_eq!(out.len(), total);
         debug_assert_eq!(self.row_len(out), total);
@@ -212,11 +256,12 @@ impl RowLayout {
             return Err(bad());
         }
         let width = Self::offset_width(data);
-        if data.len() < self.var_base(width) || self.row_len(data) != data.len() {
+        let side = Self::side(data[0]);
+        if data.len() < self.var_base(width, side) || self.row_len(data) != data.len() {
             return Err(bad());
         }
         let mut prev = 0;
-        for ordinal in 0..self.nvar {
+        for ordinal in 0..self.nvar + side {
             let end = self.var_end(data, width, ordinal);
             if end < prev {
                 return Err(bad());
@@ -232,8 +277,43 @@ impl RowLayout {
             if matches!(self.types[col], DataType::Array(_)) && !self.is_null(data, col) && crate::array::decode(self.var_bytes(data, col)).is_err() {
                 return Err(bad());
             }
+            if side == 1 && !self.is_null(data, col) && let Some((start, len)) = big_slot(data, self.slots[col] as usize, self.types[col]) {
+                let base = self.var_base(width, 1);
+                let side_start = if self.nvar == 0 { 0 } else { self.var_end(data, width, self.nvar - 1) };
+                let ok = start >= side_start && base + start + len <= data.len() && NumericBigRef::parse(&data[base + start..base + start + len]).is_some();
+                if !ok {
+                    return Err(bad());
+                }
+            }
         }
         Ok(())
+    }
+}
+
+/// NaN, for a side reference `validate_image` would have refused.
+const NAN_REF: NumericBigRef<'static> = NumericBigRef::NAN;
+
+/// The side-area offset and length a numeric slot at `off` points to, or
+/// None for an i128-form value. The marker is a mantissa of i128::MIN plus
+/// offset and length in the low 8 bytes: below -10^38, so no numeric(p,s)
+/// value has it; unconstrained slots also need scale byte 0xFF.
+fn big_slot(data: &[u8], off: usize, ty: DataType) -> Option<(usize, usize)> {
+    if !matches!(ty, DataType::Numeric { .. }) {
+        return None;
+    }
+    let width = ty.fixed_width_bytes()?;
+    let slot = data.get(off..off + width)?;
+    let marked = slot[15] == 0x80 && slot[8..15].iter().all(|&b| b == 0) && (width == 16 || slot[16] == 0xFF);
+    marked.then(|| (u32::from_le_bytes(arr(&slot[..4])) as usize, u32::from_le_bytes(arr(&slot[4..8])) as usize))
+}
+
+fn mark_big_slot(slot: &mut [u8], start: usize, len: usize) {
+    slot.fill(0);
+    slot[..4].copy_from_slice(&u32::try_from(start).unwrap_or(u32::MAX).to_le_bytes());
+    slot[4..8].copy_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes());
+    slot[15] = 0x80;
+    if slot.len() == 17 {
+        slot[16] = 0xFF;
     }
 }
 
@@ -274,7 +354,8 @@ fn write_fixed(out: &mut [u8], value: &Value) {
     }
     let mut put = |bytes: &[u8]| out[..bytes.len()].copy_from_slice(bytes);
     match value {
-        Value::Null | Value::Text(_) | Value::Bytea(_) | Value::Json(_) | Value::Jsonb(_) | Value::Array(_) => {}
+        // A wide numeric's slot is marked by `encode` (mark_big_slot).
+        Value::Null | Value::Text(_) | Value::Bytea(_) | Value::Json(_) | Value::Jsonb(_) | Value::Array(_) | Value::NumericBig(_) => {}
         Value::Bool(v) => put(&[u8::from(*v)]),
         Value::Int2(v) => put(&v.to_le_bytes()),
         Value::Int4(v) | Value::Date(v) => put(&v.to_le_bytes()),
@@ -374,6 +455,10 @@ pub(crate) fn encode_value(w: &mut Writer<'_>, v: &Value) {
             crate::array::encode(items, &mut body);
             w.bytes(&body);
         }
+        Value::NumericBig(b) => {
+            w.u8(19);
+            w.bytes(b.as_ref().as_bytes());
+        }
     }
 }
 
@@ -410,6 +495,7 @@ pub(crate) fn decode_value(r: &mut Reader<'_>) -> Result<Value> {
         16 => Value::Json(r.str()?),
         17 => Value::Jsonb(r.str()?),
         18 => Value::Array(crate::array::decode(r.bytes()?)?),
+        19 => Value::NumericBig(NumericBig::from_bytes(r.bytes()?).ok_or_else(|| EngineError::Corrupt("numeric encoding".into()))?),
         tag => return Err(EngineError::Corrupt(format!("unknown value tag {tag}"))),
     })
 }
@@ -471,6 +557,48 @@ mod tests {
         }
         // 1 flag + 1 bitmap + 4 + 2 + 16 + 8 + 1 fixed, 3 var offsets x 2, 6+3+3 var bytes.
         assert_eq!(buf.len(), 1 + 1 + 31 + 6 + 12);
+    }
+
+    fn big(negative: bool, digits: &str, scale: u16) -> Value {
+        match NumericBig::finite(negative, digits, scale) {
+            Some(Err(b)) => Value::NumericBig(b),
+            other => panic!("not wide: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn wide_numerics_use_the_side_area() {
+        let unconstrained = DataType::Numeric { precision: 0, scale: 0 };
+        let constrained = DataType::Numeric { precision: 5, scale: 2 };
+        for types in [vec![unconstrained, DataType::Int4, constrained], vec![unconstrained, DataType::Text, constrained]] {
+            let l = RowLayout::new(&types);
+            let middle = if types[1] == DataType::Text { Value::Text("x".into()) } else { Value::Int4(3) };
+            let wide = big(true, &"7".repeat(60), 20);
+            let nan = Value::NumericBig(NumericBig::nan());
+            for row in [vec![wide.clone(), middle.clone(), nan.clone()], vec![Value::NumericBig(NumericBig::infinity(false)), middle.clone(), Value::Numeric(Numeric::new(-12345, 2))]] {
+                let mut buf = Vec::new();
+                assert!(l.encode(&row, &mut buf).is_ok());
+                assert!(l.has_side(&buf));
+                assert_eq!(l.row_len(&buf), buf.len());
+                assert!(l.validate_image(&buf).is_ok());
+                for (col, v) in row.iter().enumerate() {
+                    assert_eq!(l.get(&buf, col).to_owned_value(), *v, "column {col}");
+                }
+                // A cut side area is caught.
+                assert!(l.validate_image(&buf[..buf.len() - 1]).is_err());
+            }
+            // Rows of i128-form values have no side area (their old bytes).
+            let mut buf = Vec::new();
+            assert!(l.encode(&[Value::Numeric(Numeric::new(i128::MIN + 5, 255)), middle, Value::Numeric(Numeric::new(1, 2))], &mut buf).is_ok());
+            assert!(!l.has_side(&buf));
+            assert_eq!(l.get(&buf, 0).to_owned_value(), Value::Numeric(Numeric::new(i128::MIN + 5, 255)));
+        }
+        let mut out = Vec::new();
+        let wide = big(false, "1", 400);
+        encode_values(&[wide.clone(), Value::NumericBig(NumericBig::nan())], &mut out);
+        let mut back = Vec::new();
+        assert!(decode_values(&out, &mut back).is_ok());
+        assert_eq!(back, vec![wide, Value::NumericBig(NumericBig::nan())]);
     }
 
     #[test]

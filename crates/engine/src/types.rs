@@ -13,9 +13,15 @@
 use std::fmt;
 
 use crate::error::{EngineError, Result};
+use crate::numeric_big::{NumericBig, NumericBigRef};
 
-/// Largest precision `numeric(p,s)` accepts: an i128 holds 38 decimal digits.
-pub const NUMERIC_PRECISION_MAX: u8 = 38;
+/// Largest precision `numeric(p,s)` accepts (PostgreSQL's NUMERIC_MAX_PRECISION).
+pub const NUMERIC_PRECISION_MAX: u16 = 1000;
+/// Largest |scale| of `numeric(p,s)` (PostgreSQL 15: -1000 ..= 1000).
+pub const NUMERIC_SCALE_MAX: i16 = 1000;
+/// numeric(p,s) with 1 <= p <= this and 0 <= s <= p stores a bare i128
+/// mantissa at the type's scale (16 bytes); others keep each value's scale.
+pub const NUMERIC_I128_PRECISION_MAX: u16 = 38;
 /// `numeric` without a typmod.
 pub const NUMERIC_UNCONSTRAINED: DataType = DataType::Numeric { precision: 0, scale: 0 };
 /// Largest declared length of varchar(n)/char(n) (PostgreSQL's limit).
@@ -39,9 +45,10 @@ pub enum DataType {
     Int8,
     /// Exact decimal; `precision` total digits, `scale` digits after the point.
     /// Precision 0 (scale 0) is unconstrained `numeric`: each value keeps its
-    /// own scale, as PostgreSQL's does, within what an i128 mantissa holds
-    /// ([`NUMERIC_UNCONSTRAINED`]).
-    Numeric { precision: u8, scale: u8 },
+    /// own scale, as PostgreSQL's does ([`NUMERIC_UNCONSTRAINED`]); a
+    /// value too wide for an i128 mantissa is a `Value::NumericBig`.
+    /// A negative scale rounds left of the point (PostgreSQL 15).
+    Numeric { precision: u16, scale: i16 },
     Float4,
     Float8,
     Text,
@@ -86,11 +93,21 @@ pub struct ElemType {
     arg: [u8; 3],
 }
 
+const NUMERIC_WIDE_TYPMOD: u32 = 1 << 23;
+
 impl ElemType {
     /// None for an array type (arrays of arrays are multidimensional).
     pub fn of(ty: DataType) -> Option<ElemType> {
         let (tag, a, b) = ty.tag();
-        let packed = if b == 0 { a } else if a < 1 << 8 && b < 1 << 8 { a | (b << 8) } else { return None };
+        let packed = match ty {
+            // Wider numeric typmods: flag bit 23, precision in 10 bits, scale + 1024 in 11.
+            DataType::Numeric { precision, scale } if a >= 1 << 8 || b >= 1 << 8 => {
+                NUMERIC_WIDE_TYPMOD | u32::from(precision) | (u32::from((scale + 1024).cast_unsigned()) << 10)
+            }
+            _ if b == 0 => a,
+            _ if a < 1 << 8 && b < 1 << 8 => a | (b << 8),
+            _ => return None,
+        };
         if matches!(ty, DataType::Array(_)) || packed >= 1 << 24 {
             return None;
         }
@@ -110,7 +127,14 @@ impl ElemType {
 
     fn unpack(tag: u8, packed: u32) -> Option<DataType> {
         // Only numeric (tag 5) has two arguments.
-        let (a, b) = if tag == 5 { (packed & 0xFF, packed >> 8) } else { (packed, 0) };
+        let (a, b) = if tag == 5 && packed & NUMERIC_WIDE_TYPMOD != 0 {
+            let scale = i16::try_from((packed >> 10) & 0x7FF).ok()? - 1024;
+            (packed & 0x3FF, u32::from(scale.cast_unsigned()))
+        } else if tag == 5 {
+            (packed & 0xFF, packed >> 8)
+        } else {
+            (packed, 0)
+        };
         DataType::from_tag(tag, a, b)
     }
 
@@ -127,8 +151,8 @@ impl DataType {
             DataType::Int2 => Some(2),
             DataType::Int4 | DataType::Float4 | DataType::Date => Some(4),
             DataType::Int8 | DataType::Float8 | DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) => Some(8),
-            // The mantissa, and for unconstrained numeric the value's own scale.
-            DataType::Numeric { precision: 0, .. } => Some(17),
+            // The mantissa, and where the type fixes no scale the value's own.
+            DataType::Numeric { .. } if self.numeric_own_scale() => Some(17),
             DataType::Numeric { .. } | DataType::Uuid | DataType::Interval => Some(16),
             DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea | DataType::Json | DataType::Jsonb | DataType::Array(_) => None,
         }
@@ -161,6 +185,17 @@ impl DataType {
         }
     }
 
+    /// numeric whose stored values carry their own scale (unconstrained,
+    /// or a typmod the 16-byte i128 form at the type's scale cannot hold).
+    pub fn numeric_own_scale(self) -> bool {
+        match self {
+            DataType::Numeric { precision, scale } => {
+                precision == 0 || precision > NUMERIC_I128_PRECISION_MAX || scale < 0 || scale.unsigned_abs() > precision
+            }
+            _ => false,
+        }
+    }
+
     pub(crate) fn validate(self) -> Result<()> {
         match self {
             DataType::Numeric { precision: 0, scale: 0 } => {}
@@ -172,10 +207,10 @@ impl DataType {
                         format!("NUMERIC precision {precision} must be between 1 and {NUMERIC_PRECISION_MAX}"),
                     ));
                 }
-                if scale > precision {
+                if scale.abs() > NUMERIC_SCALE_MAX {
                     return Err(EngineError::definition(
                         "22023",
-                        format!("NUMERIC scale {scale} must be between 0 and precision {precision}"),
+                        format!("NUMERIC scale {scale} must be between -{NUMERIC_SCALE_MAX} and {NUMERIC_SCALE_MAX}"),
                     ));
                 }
             }
@@ -200,7 +235,8 @@ impl DataType {
             DataType::Int2 => (2, 0, 0),
             DataType::Int4 => (3, 0, 0),
             DataType::Int8 => (4, 0, 0),
-            DataType::Numeric { precision, scale } => (5, u32::from(precision), u32::from(scale)),
+            // A negative scale as its 16-bit two's complement (old scales, 0..=38, unchanged).
+            DataType::Numeric { precision, scale } => (5, u32::from(precision), u32::from(scale.cast_unsigned())),
             DataType::Float4 => (6, 0, 0),
             DataType::Float8 => (7, 0, 0),
             DataType::Text => (8, 0, 0),
@@ -228,7 +264,7 @@ impl DataType {
             2 => DataType::Int2,
             3 => DataType::Int4,
             4 => DataType::Int8,
-            5 => DataType::Numeric { precision: narrow(a)?, scale: narrow(b)? },
+            5 => DataType::Numeric { precision: u16::try_from(a).ok()?, scale: u16::try_from(b).ok()?.cast_signed() },
             6 => DataType::Float4,
             7 => DataType::Float8,
             8 => DataType::Text,
@@ -281,13 +317,6 @@ impl Numeric {
         };
         Some(Numeric { mantissa, scale })
     }
-
-    /// Number of digits before the decimal point (0 for |x| < 1).
-    fn integer_digits(self) -> u32 {
-        let Some(factor) = pow10(self.scale) else { return 0 };
-        let integer = (self.mantissa / factor).unsigned_abs();
-        if integer == 0 { 0 } else { integer.ilog10() + 1 }
-    }
 }
 
 fn pow10(exponent: u8) -> Option<i128> {
@@ -334,6 +363,9 @@ pub enum Value {
     Int4(i32),
     Int8(i64),
     Numeric(Numeric),
+    /// A numeric beyond [`Numeric`] (wider, NaN, ±Infinity); of the same
+    /// SQL type `numeric`.
+    NumericBig(NumericBig),
     Float4(f32),
     Float8(f64),
     Text(String),
@@ -365,6 +397,7 @@ pub enum ValueRef<'a> {
     Int4(i32),
     Int8(i64),
     Numeric(Numeric),
+    NumericBig(NumericBigRef<'a>),
     Float4(f32),
     Float8(f64),
     Text(&'a str),
@@ -412,6 +445,7 @@ impl ValueRef<'_> {
             ValueRef::Int4(v) => Value::Int4(v),
             ValueRef::Int8(v) => Value::Int8(v),
             ValueRef::Numeric(v) => Value::Numeric(v),
+            ValueRef::NumericBig(v) => Value::NumericBig(v.to_owned_big()),
             ValueRef::Float4(v) => Value::Float4(v),
             ValueRef::Float8(v) => Value::Float8(v),
             ValueRef::Text(v) => Value::Text(v.to_owned()),
@@ -438,6 +472,7 @@ impl Value {
             Value::Int4(v) => ValueRef::Int4(*v),
             Value::Int8(v) => ValueRef::Int8(*v),
             Value::Numeric(v) => ValueRef::Numeric(*v),
+            Value::NumericBig(v) => ValueRef::NumericBig(v.as_ref()),
             Value::Float4(v) => ValueRef::Float4(*v),
             Value::Float8(v) => ValueRef::Float8(*v),
             Value::Text(v) => ValueRef::Text(v),
@@ -510,7 +545,7 @@ impl Value {
             Value::Int2(_) => "smallint",
             Value::Int4(_) => "integer",
             Value::Int8(_) => "bigint",
-            Value::Numeric(_) => "numeric",
+            Value::Numeric(_) | Value::NumericBig(_) => "numeric",
             Value::Float4(_) => "real",
             Value::Float8(_) => "double precision",
             Value::Text(_) => "text",
@@ -544,6 +579,7 @@ impl fmt::Display for ValueRef<'_> {
             ValueRef::Int4(v) => write!(f, "{v}"),
             ValueRef::Int8(v) => write!(f, "{v}"),
             ValueRef::Numeric(v) => write!(f, "{v}"),
+            ValueRef::NumericBig(v) => write!(f, "{v}"),
             ValueRef::Float4(v) => write_float(f, f64::from(*v)),
             ValueRef::Float8(v) => write_float(f, *v),
             ValueRef::Text(v) | ValueRef::Json(v) | ValueRef::Jsonb(v) => write!(f, "{v}"),
@@ -748,6 +784,13 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
             let wide = v.as_i64().ok_or_else(|| mismatch(&v))?;
             coerce_int(wide, ty)?
         }
+        // Unconstrained takes every numeric; numeric(p,s) takes NaN only
+        // (the sql layer rounds wide values to the typmod before this).
+        (DataType::Numeric { .. }, Value::NumericBig(b)) => match b.as_ref().kind() {
+            _ if ty.numeric_own_scale() => Value::NumericBig(b),
+            crate::numeric_big::NumericKind::NaN => Value::NumericBig(b),
+            _ => return Err(EngineError::OutOfRange { message: "numeric field overflow".to_owned() }),
+        },
         (DataType::Numeric { precision, scale }, v) => {
             let n = match v {
                 Value::Numeric(n) => n,
@@ -805,15 +848,25 @@ fn coerce_int(v: i64, ty: DataType) -> Result<Value> {
     })
 }
 
-fn coerce_numeric(n: Numeric, precision: u8, scale: u8) -> Result<Numeric> {
+fn coerce_numeric(n: Numeric, precision: u16, scale: i16) -> Result<Numeric> {
     let overflow = || EngineError::OutOfRange {
         message: "numeric field overflow".to_owned(),
     };
-    let scaled = n.rescale(scale).ok_or_else(overflow)?;
-    if scaled.integer_digits() > u32::from(precision - scale) {
+    let rounded = if scale < 0 {
+        // Rounds to a multiple of 10^-scale, shown with scale 0.
+        let shift = u8::try_from(scale.unsigned_abs()).map_err(|_| overflow())?;
+        let q = Numeric::new(n.mantissa, n.scale.checked_add(shift).ok_or_else(overflow)?).rescale(0).ok_or_else(overflow)?;
+        Numeric::new(q.mantissa.checked_mul(pow10(shift).ok_or_else(overflow)?).ok_or_else(overflow)?, 0)
+    } else {
+        n.rescale(u8::try_from(scale).map_err(|_| overflow())?).ok_or_else(overflow)?
+    };
+    // PostgreSQL's bound: below 10^(precision - scale), i.e. the value in
+    // units of 10^-scale has at most `precision` digits.
+    let units = if scale < 0 { rounded.mantissa / pow10(u8::try_from(scale.unsigned_abs()).map_err(|_| overflow())?).ok_or_else(overflow)? } else { rounded.mantissa };
+    if pow10(u8::try_from(precision).unwrap_or(u8::MAX)).is_some_and(|limit| units.unsigned_abs() >= limit.unsigned_abs()) {
         return Err(overflow());
     }
-    Ok(scaled)
+    Ok(rounded)
 }
 
 /// PostgreSQL: an over-long value is an error unless the excess is blanks,
@@ -899,7 +952,7 @@ mod tests {
     #[test]
     fn array_types_round_trip_and_stay_small() {
         assert_eq!(std::mem::size_of::<DataType>(), 8);
-        for elem in [DataType::Int4, DataType::Numeric { precision: 38, scale: 38 }, DataType::Numeric { precision: 5, scale: 0 }, DataType::Varchar(CHAR_LENGTH_MAX), DataType::Char(1), DataType::Timestamp(Some(0)), DataType::TimestampTz(None), DataType::Interval, DataType::Uuid] {
+        for elem in [DataType::Int4, DataType::Numeric { precision: 38, scale: 38 }, DataType::Numeric { precision: 5, scale: 0 }, DataType::Numeric { precision: 1000, scale: 0 }, DataType::Numeric { precision: 300, scale: -5 }, DataType::Numeric { precision: 5, scale: -2 }, DataType::Numeric { precision: 3, scale: 1000 }, DataType::Varchar(CHAR_LENGTH_MAX), DataType::Char(1), DataType::Timestamp(Some(0)), DataType::TimestampTz(None), DataType::Interval, DataType::Uuid] {
             let ty = DataType::Array(ElemType::of(elem).unwrap());
             assert_eq!(crate::types::ElemType::of(elem).unwrap().get(), elem);
             let (tag, a, b) = ty.tag();
@@ -911,7 +964,7 @@ mod tests {
 
     #[test]
     fn type_tags_round_trip_with_precision() {
-        for ty in [DataType::Timestamp(None), DataType::Timestamp(Some(0)), DataType::TimestampTz(Some(6)), DataType::Time(None), DataType::Time(Some(2)), DataType::Uuid, DataType::Json, DataType::Jsonb] {
+        for ty in [DataType::Timestamp(None), DataType::Timestamp(Some(0)), DataType::TimestampTz(Some(6)), DataType::Time(None), DataType::Time(Some(2)), DataType::Uuid, DataType::Json, DataType::Jsonb, DataType::Numeric { precision: 1000, scale: -1000 }, DataType::Numeric { precision: 60, scale: 5 }] {
             let (tag, a, b) = ty.tag();
             assert_eq!(DataType::from_tag(tag, a, b), Some(ty));
         }

@@ -9,6 +9,7 @@ pub mod config;
 mod copy;
 mod event_loop;
 mod metrics;
+mod numeric_wire;
 mod passthrough;
 mod server;
 mod session;

@@ -118,7 +118,10 @@ pub fn decode(bytes: &[u8], text: bool, declared: u32, inferred: DataType, what:
         return match declared_ty {
             // A declared numeric keeps its own scale; the cast to the
             // inferred type applies the column's typmod.
-            Some(DataType::Numeric { .. }) => value::parse_numeric(s).map(Value::Numeric).ok_or_else(|| SqlError::invalid_text("numeric", s)),
+            Some(DataType::Numeric { .. }) => match value::parse_numeric(s) {
+                Some(n) => Ok(Value::Numeric(n)),
+                None => value::parse_input(s, value::NUMERIC_ANY),
+            },
             Some(ty) => value::parse_input(s, ty),
             None => value::parse_input(s, inferred),
         };
@@ -173,7 +176,12 @@ pub fn decode_binary(bytes: &[u8], ty: DataType, what: Origin) -> Result<Value, 
             // The type's typmod (length) is applied by the cast that follows.
             Value::Text(s.to_owned())
         }
-        DataType::Numeric { .. } => Value::Numeric(decode_numeric(bytes, what)?),
+        DataType::Numeric { .. } => match decode_numeric(bytes, what) {
+            Ok(n) => Value::Numeric(n),
+            // Wider than the i128 form, NaN or an infinity.
+            Err(e) if e.sqlstate == "22003" || e.sqlstate == "0A000" => crate::numeric_wire::decode_wide(bytes, || binary_error(what))?,
+            Err(e) => return Err(e),
+        },
         // json_recv: the text; jsonb_recv: a version byte (1), then the text.
         DataType::Json => value::parse_input(std::str::from_utf8(bytes).map_err(|_| invalid_utf8())?, DataType::Json)?,
         DataType::Jsonb => match bytes.split_first() {
@@ -370,6 +378,7 @@ pub fn encode_binary(v: &Value, ty: Option<DataType>, out: &mut BytesMut) {
         (Value::Float8(x), Some(DataType::Float4)) => out.put_f32(*x as f32),
         (Value::Float8(x), _) => out.put_f64(*x),
         (Value::Numeric(n), _) => encode_numeric(*n, out),
+        (Value::NumericBig(b), _) => crate::numeric_wire::encode_big(b.as_ref(), out),
         (Value::Text(s) | Value::Json(s), _) => out.put_slice(s.as_bytes()),
         (Value::Jsonb(s), _) => {
             out.put_u8(1);

@@ -143,7 +143,8 @@ pub fn from_value(v: &Value) -> Result<Json> {
         Value::Null => Json::Null,
         Value::Bool(b) => Json::Bool(*b),
         Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) => Json::Number(value::to_text(v)),
-        Value::Float4(_) | Value::Float8(_) => {
+        // NaN and the infinities are no JSON numbers: strings, as floats'.
+        Value::Float4(_) | Value::Float8(_) | Value::NumericBig(_) => {
             let text = value::to_text(v);
             match json::numeric_text(&text).filter(|_| json::parse(&text, false).is_ok()) {
                 Some(n) => Json::Number(n),
@@ -182,7 +183,7 @@ pub fn write_json_text(v: &Value, out: &mut String) {
     match v {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::Float4(_) | Value::Float8(_) => {
+        Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::NumericBig(_) | Value::Float4(_) | Value::Float8(_) => {
             let text = value::to_text(v);
             if json::parse(&text, false).is_ok_and(|j| matches!(j, Json::Number(_))) {
                 out.push_str(&text);

@@ -166,6 +166,9 @@ pub enum AggFunc {
     ArrayAgg,
     /// json_agg, jsonb_agg, json_object_agg, jsonb_object_agg.
     Json(crate::json::JsonAgg),
+    /// variance / var_samp / var_pop / stddev / stddev_samp / stddev_pop
+    /// over integers and numerics (numeric_stddev_internal).
+    Variance { sample: bool, stddev: bool },
 }
 
 #[derive(Clone, Debug, PartialEq)]

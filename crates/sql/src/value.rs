@@ -18,7 +18,9 @@ use crate::error::{Result, SqlError};
 mod datetime_in;
 mod bytea_in;
 mod era;
-mod numeric_in;
+mod numeric_wide;
+pub mod numeric_transcendental;
+pub use numeric_wide::{Dec, normalized as numeric_wide_normalized, numeric_series, numeric_variance};
 
 use datetime_in::{days_in_month, parse_date, parse_timestamp, parse_timestamptz, time_shape_ok, zone_in_range};
 
@@ -177,6 +179,7 @@ pub fn to_f64(v: &Value) -> Option<f64> {
         Value::Int4(x) => Some(f64::from(*x)),
         Value::Int8(x) => Some(*x as f64),
         Value::Numeric(n) => Some(numeric_to_f64(*n)),
+        Value::NumericBig(_) => Dec::of(v).map(|d| d.to_f64()),
         Value::Float4(x) => Some(f64::from(*x)),
         Value::Float8(x) => Some(*x),
         _ => None,
@@ -267,8 +270,16 @@ pub fn numeric_normalize(n: Numeric) -> Numeric {
 pub fn numeric_cmp(a: Numeric, b: Numeric) -> Ordering {
     match align(a, b) {
         Ok((x, y, _)) => x.cmp(&y),
-        Err(_) => numeric_to_f64(a).total_cmp(&numeric_to_f64(b)),
+        Err(_) => Dec::small(a).total_cmp(&Dec::small(b)),
     }
+}
+
+/// Orders two numerics of either form (NaN above everything, equal to itself).
+fn numeric_compare(a: &Value, b: &Value) -> Option<Ordering> {
+    if let (Some(x), Some(y)) = (to_numeric(a), to_numeric(b)) {
+        return Some(numeric_cmp(x, y));
+    }
+    Some(Dec::of(a)?.total_cmp(&Dec::of(b)?))
 }
 
 /// PostgreSQL float ordering: NaN equals NaN and sorts above everything.
@@ -305,7 +316,7 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Json(x), V::Json(y)) => x.cmp(y),
         (V::Array(x), V::Array(y)) => crate::array::compare(x, y),
         (V::Float4(_) | V::Float8(_), _) | (_, V::Float4(_) | V::Float8(_)) => float_cmp(to_f64(a)?, to_f64(b)?),
-        _ => numeric_cmp(to_numeric(a)?, to_numeric(b)?),
+        _ => numeric_compare(a, b)?,
     })
 }
 
@@ -420,8 +431,15 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
             int_result(r.ok_or_else(|| int_overflow(ty))?, ty)
         }
         DataType::Numeric { .. } => {
-            let (x, y) = (to_numeric(a).ok_or_else(numeric_overflow)?, to_numeric(b).ok_or_else(numeric_overflow)?);
-            Ok(Value::Numeric(numeric_arith(op, x, y)?))
+            if let (Some(x), Some(y)) = (to_numeric(a), to_numeric(b)) {
+                match numeric_arith(op, x, y) {
+                    Ok(n) => return Ok(Value::Numeric(n)),
+                    // Past the i128 form: computed wide below.
+                    Err(e) if e.sqlstate == "22003" || e.sqlstate == "0A000" => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            wide_arith(op, a, b)
         }
         DataType::Float4 | DataType::Float8 => {
             let (x, y) = (to_f64(a).unwrap_or(f64::NAN), to_f64(b).unwrap_or(f64::NAN));
@@ -504,6 +522,20 @@ fn date_arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value> {
     }
 }
 
+/// numeric arithmetic where an operand is wide or special, or the i128
+/// form overflowed.
+fn wide_arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value> {
+    let (x, y) = (Dec::of(a).ok_or_else(numeric_overflow)?, Dec::of(b).ok_or_else(numeric_overflow)?);
+    match op {
+        ArithOp::Add => x.add(&y),
+        ArithOp::Sub => x.sub(&y),
+        ArithOp::Mul => x.mul(&y),
+        ArithOp::Div => x.div(&y)?,
+        ArithOp::Mod => x.modulo(&y)?,
+    }
+    .into_value()
+}
+
 pub fn numeric_arith(op: ArithOp, x: Numeric, y: Numeric) -> Result<Numeric> {
     Ok(match op {
         ArithOp::Add | ArithOp::Sub => {
@@ -539,6 +571,7 @@ pub fn negate(v: &Value) -> Result<Value> {
         Value::Int4(x) => Value::Int4(x.checked_neg().ok_or_else(|| SqlError::out_of_range("integer"))?),
         Value::Int8(x) => Value::Int8(x.checked_neg().ok_or_else(|| SqlError::out_of_range("bigint"))?),
         Value::Numeric(n) => Value::Numeric(Numeric::new(-n.mantissa, n.scale)),
+        Value::NumericBig(_) => Dec::of(v).ok_or_else(numeric_overflow)?.neg().into_value()?,
         Value::Float4(x) => Value::Float4(-x),
         Value::Float8(x) => Value::Float8(-x),
         Value::Interval(v) => Value::Interval(crate::interval::negate(*v)?),
@@ -593,6 +626,39 @@ fn numeric_to_int(n: Numeric, ty: DataType) -> Result<Value> {
     int_result(v, ty)
 }
 
+/// PostgreSQL's 22003 of numeric(p,s) for a value too large (or infinite).
+fn typmod_overflow(precision: u16, scale: i16, infinite: bool) -> SqlError {
+    let max_digits = i32::from(precision) - i32::from(scale);
+    let detail = if infinite {
+        format!("A field with precision {precision}, scale {scale} cannot hold an infinite value.")
+    } else if max_digits == 0 {
+        format!("A field with precision {precision}, scale {scale} must round to an absolute value less than 1.")
+    } else {
+        format!("A field with precision {precision}, scale {scale} must round to an absolute value less than 10^{max_digits}.")
+    };
+    SqlError::new("22003", "numeric field overflow").with_detail(detail)
+}
+
+/// Fits a numeric value of either form into numeric(p,s): the i128 form's
+/// fast path where the typmod allows it, else exactly (apply_typmod).
+pub fn numeric_typmod_value(v: Value, precision: u16, scale: i16) -> Result<Value> {
+    if precision == 0 {
+        return Ok(match to_numeric(&v) {
+            Some(n) => Value::Numeric(n),
+            None => v,
+        });
+    }
+    let ty = DataType::Numeric { precision, scale };
+    if !ty.numeric_own_scale()
+        && let Some(n) = to_numeric(&v)
+        && let (Ok(p), Ok(s)) = (u8::try_from(precision), u8::try_from(scale))
+    {
+        return Ok(Value::Numeric(numeric_typmod(n, p, s)?));
+    }
+    let d = Dec::of(&v).ok_or_else(numeric_overflow)?;
+    d.apply_typmod(i64::from(precision), i64::from(scale), |inf| typmod_overflow(precision, scale, inf))?.into_value()
+}
+
 /// Fits a numeric into numeric(p,s), with PostgreSQL's 22003 detail.
 pub fn numeric_typmod(n: Numeric, precision: u8, scale: u8) -> Result<Numeric> {
     if precision == 0 {
@@ -617,17 +683,31 @@ pub fn numeric_typmod(n: Numeric, precision: u8, scale: u8) -> Result<Numeric> {
     Ok(scaled)
 }
 
+/// float NaN and ±Infinity to numeric (numeric(p,s) takes only NaN).
+fn float_special(x: f64, to: DataType) -> Result<Value> {
+    let d = if x.is_nan() { Dec::NaN } else { Dec::Inf { negative: x < 0.0 } };
+    let v = d.into_value()?;
+    match to {
+        DataType::Numeric { precision, scale } => numeric_typmod_value(v, precision, scale),
+        _ => Ok(v),
+    }
+}
+
 /// float to numeric as PostgreSQL does it: through `%.*g` text with 15
 /// (float8) or 6 (float4) significant digits, and `%g` drops trailing
 /// zeros, so -977.5 becomes -977.5, not -977.500000000000.
-fn float_to_numeric(x: f64, digits: usize) -> Result<Numeric> {
+fn float_to_numeric(x: f64, digits: usize) -> Result<Value> {
     if !x.is_finite() {
-        return Err(SqlError::unsupported("NaN or infinity in numeric"));
+        return float_special(x, NUMERIC_ANY);
     }
     let text = format!("{x:.*e}", digits - 1);
     let (mantissa, exp) = text.split_once('e').unwrap_or((&text, "0"));
     let mantissa = if mantissa.contains('.') { mantissa.trim_end_matches('0').trim_end_matches('.') } else { mantissa };
-    parse_numeric(&format!("{mantissa}e{exp}")).ok_or_else(numeric_overflow)
+    let text = format!("{mantissa}e{exp}");
+    match parse_numeric(&text) {
+        Some(n) => Ok(Value::Numeric(n)),
+        None => Dec::parse(&text).ok_or_else(numeric_overflow)??.into_value(),
+    }
 }
 
 // ---------------------------------------------------------------- casts
@@ -658,25 +738,35 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
     Ok(match (to, v) {
         (T::Int2 | T::Int4 | T::Int8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_))) => int_result(v.as_i64().unwrap_or(0), to)?,
         (T::Int2 | T::Int4 | T::Int8, Value::Numeric(n)) => numeric_to_int(n, to)?,
+        (T::Int2 | T::Int4 | T::Int8, v @ Value::NumericBig(_)) => {
+            let d = Dec::of(&v).ok_or_else(numeric_overflow)?;
+            let i = d.to_i64().map_err(|e| SqlError::new(e.sqlstate, e.message.replace("integer", type_name(to))))?;
+            int_result(i.ok_or_else(|| int_overflow(to))?, to).map_err(|_| int_overflow(to))?
+        }
+        (T::Numeric { precision, scale }, v @ Value::NumericBig(_)) => numeric_typmod_value(v, precision, scale)?,
+        (T::Numeric { .. }, Value::Float4(x)) if !x.is_finite() => float_special(f64::from(x), to)?,
+        (T::Numeric { .. }, Value::Float8(x)) if !x.is_finite() => float_special(x, to)?,
         (T::Int2 | T::Int4 | T::Int8, Value::Float4(x)) => float_to_int(f64::from(x), to)?,
         (T::Int2 | T::Int4 | T::Int8, Value::Float8(x)) => float_to_int(x, to)?,
         (T::Int4, Value::Bool(b)) if explicit => Value::Int4(i32::from(b)),
-        (T::Numeric { precision, scale }, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_))) => {
-            Value::Numeric(numeric_typmod(to_numeric(&v).ok_or_else(numeric_overflow)?, precision, scale)?)
-        }
-        (T::Numeric { precision, scale }, Value::Float4(x)) => Value::Numeric(numeric_typmod(float_to_numeric(f64::from(x), 6)?, precision, scale)?),
-        (T::Numeric { precision, scale }, Value::Float8(x)) => Value::Numeric(numeric_typmod(float_to_numeric(x, 15)?, precision, scale)?),
-        (T::Float8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::Float4(_) | Value::Float8(_))) => {
+        (T::Numeric { precision, scale }, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_))) => numeric_typmod_value(v, precision, scale)?,
+        (T::Numeric { precision, scale }, Value::Float4(x)) => numeric_typmod_value(float_to_numeric(f64::from(x), 6)?, precision, scale)?,
+        (T::Numeric { precision, scale }, Value::Float8(x)) => numeric_typmod_value(float_to_numeric(x, 15)?, precision, scale)?,
+        (T::Float8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::NumericBig(_) | Value::Float4(_) | Value::Float8(_))) => {
             Value::Float8(to_f64(&v).unwrap_or(f64::NAN))
         }
         #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
-        (T::Float4, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::Float4(_) | Value::Float8(_))) => {
+        (T::Float4, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::NumericBig(_) | Value::Float4(_) | Value::Float8(_))) => {
             let x = to_f64(&v).unwrap_or(f64::NAN);
             // Numeric and bigint round once, straight to single precision
             // (numeric through its text, as PostgreSQL's float4in): through
             // f64 they rounded twice (-47732.5626 gave -47732.563).
             let y = match &v {
                 Value::Numeric(n) => n.to_string().parse::<f32>().unwrap_or(f32::NAN),
+                Value::NumericBig(b) => match Dec::of(&v) {
+                    Some(Dec::Fin(..)) => b.to_string().parse::<f32>().unwrap_or(f32::INFINITY),
+                    _ => x as f32,
+                },
                 Value::Int8(i) => *i as f32,
                 _ => x as f32,
             };
@@ -782,8 +872,10 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             int_result(v, ty).map_err(|_| out_of_range())?
         }
         DataType::Numeric { precision, scale } => {
-            let n = parse_numeric(t).ok_or_else(|| numeric_in::refusal(t).unwrap_or_else(invalid))?;
-            Value::Numeric(numeric_typmod(n, precision, scale)?)
+            match parse_numeric(t) {
+                Some(n) => numeric_typmod_value(Value::Numeric(n), precision, scale)?,
+                None => numeric_typmod_value(Dec::parse(text).ok_or_else(invalid)??.into_value()?, precision, scale)?,
+            }
         }
         DataType::Float4 | DataType::Float8 => {
             let x: f64 = match t.to_ascii_lowercase().as_str() {

@@ -59,9 +59,6 @@ fn refused_constructs_name_themselves() {
         // PostgreSQL freezes them at CREATE; pgtier binds the text at each use.
         ("CREATE VIEW v_now AS SELECT 'now'::timestamptz AS t", "'now' as a timestamp with time zone input value here"),
         ("CREATE TABLE t_now (t timestamptz CHECK (t < 'tomorrow'))", "'tomorrow' as a timestamp with time zone input value here"),
-        // PostgreSQL's numeric has infinities; pgtier's does not.
-        ("SELECT extract(year FROM 'infinity'::timestamp)", "numeric infinity"),
-        ("SELECT extract(epoch FROM '-infinity'::date)", "numeric infinity"),
         // PostgreSQL 15 answers with the fields of i64's ends.
         ("SELECT age('infinity'::timestamp, '2000-01-01'::timestamp)", "age of an infinite timestamp"),
         // Nor time with time zone.

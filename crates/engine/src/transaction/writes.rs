@@ -369,7 +369,8 @@ fn apply_changes(schema: &TableSchema, base: &[u8], changes: &[(usize, Value)], 
         }
         Ok(())
     };
-    if changes.iter().all(|(c, _)| layout.is_fixed(*c)) {
+    // A wide numeric lives in the row's side area: such rows are re-encoded.
+    if !layout.has_side(base) && changes.iter().all(|(c, v)| layout.is_fixed(*c) && !matches!(v, Value::NumericBig(_))) {
         out.clear();
         out.extend_from_slice(base);
         for (col, v) in changes {

@@ -111,6 +111,12 @@ impl Binder<'_> {
                         DataType::Float8 => DataType::Float8,
                         other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
                     },
+                    AggFunc::Variance { .. } => match t {
+                        DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. } if crate::types::RegKind::of(t).is_none() => NUMERIC_ANY,
+                        // float8_accum's Youngs-Cramer sums round differently.
+                        DataType::Float4 | DataType::Float8 => return Err(SqlError::unsupported(format!("{name}({})", type_name(t)))),
+                        other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
+                    },
                     AggFunc::Avg => match t {
                         DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. } => NUMERIC_ANY,
                         DataType::Float4 | DataType::Float8 => DataType::Float8,
@@ -184,6 +190,10 @@ pub(super) fn aggregate_named(name: &str, star: bool) -> Option<AggFunc> {
         "jsonb_agg" => AggFunc::Json(JsonAgg::Agg { jsonb: true }),
         "json_object_agg" => AggFunc::Json(JsonAgg::ObjectAgg { jsonb: false }),
         "jsonb_object_agg" => AggFunc::Json(JsonAgg::ObjectAgg { jsonb: true }),
+        "variance" | "var_samp" => AggFunc::Variance { sample: true, stddev: false },
+        "var_pop" => AggFunc::Variance { sample: false, stddev: false },
+        "stddev" | "stddev_samp" => AggFunc::Variance { sample: true, stddev: true },
+        "stddev_pop" => AggFunc::Variance { sample: false, stddev: true },
         _ => return None,
     })
 }

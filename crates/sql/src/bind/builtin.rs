@@ -118,10 +118,14 @@ impl Binder<'_> {
                 arity(1, if name == "log" { 2 } else { 1 })?;
                 if n == 2 {
                     // log(base, x) exists for numeric only.
-                    return match bound_types.iter().all(|t| float_or_numeric(*t).is_some() && !t.is_some_and(value::is_float)) {
-                        true => Err(SqlError::unsupported("log(numeric, numeric)")),
-                        false => Err(undefined()),
-                    };
+                    if !bound_types.iter().all(|t| float_or_numeric(*t).is_some() && !t.is_some_and(value::is_float)) {
+                        return Err(undefined());
+                    }
+                    let mut out = Vec::new();
+                    for (e, t) in bound {
+                        out.push(if t.is_none() { self.coerce(e, None, NUMERIC_ANY, name)? } else { self.result_cast(e, t, Some(NUMERIC_ANY))? });
+                    }
+                    return Ok((Expr::Func(Func::Log10, out), Some(NUMERIC_ANY)));
                 }
                 let Some((e, t)) = bound.into_iter().next() else { return Err(undefined()) };
                 let numeric = float_or_numeric(t).ok_or_else(undefined)? && name != "cbrt";
@@ -132,9 +136,7 @@ impl Binder<'_> {
                     "sign" => Func::Sign,
                     _ => Func::Log10,
                 };
-                if numeric && f != Func::Sign {
-                    return Err(SqlError::unsupported(format!("{name}(numeric)")));
-                }
+
                 let want = if numeric { NUMERIC_ANY } else { DataType::Float8 };
                 let e = if numeric { e } else { self.result_cast(e, t, Some(want))? };
                 (Expr::Func(f, vec![e]), Some(want))

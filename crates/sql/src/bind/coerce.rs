@@ -281,8 +281,10 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             ast::ExactNumberInfo::None => Ok(NUMERIC_ANY),
             ast::ExactNumberInfo::Precision(p) => Ok(DataType::Numeric { precision: narrow(*p)?, scale: 0 }),
             ast::ExactNumberInfo::PrecisionAndScale(p, s) => {
-                let s = u64::try_from(*s).map_err(|_| SqlError::unsupported("negative numeric scale"))?;
-                Ok(DataType::Numeric { precision: narrow(*p)?, scale: narrow(s)? })
+                let precision = narrow(*p)?;
+                let max = pgtier_engine::NUMERIC_SCALE_MAX;
+                let scale = i16::try_from(*s).ok().filter(|s| s.abs() <= max).ok_or_else(|| SqlError::new("22023", format!("NUMERIC scale {s} must be between -{max} and {max}")))?;
+                Ok(DataType::Numeric { precision, scale })
             }
         }
     };
@@ -360,10 +362,9 @@ fn time_precision(p: Option<u64>) -> Option<u8> {
     p.map(|p| u8::try_from(p).map_or(pgtier_engine::TIME_PRECISION_MAX, |p| p.min(pgtier_engine::TIME_PRECISION_MAX)))
 }
 
-fn narrow(v: u64) -> Result<u8> {
-    u8::try_from(v).ok().filter(|p| *p <= crate::value::NUMERIC_PRECISION_MAX).ok_or_else(|| {
-        SqlError::unsupported(format!("numeric precision {v} (at most {})", crate::value::NUMERIC_PRECISION_MAX))
-    })
+fn narrow(v: u64) -> Result<u16> {
+    let max = pgtier_engine::NUMERIC_PRECISION_MAX;
+    u16::try_from(v).ok().filter(|p| (1..=max).contains(p)).ok_or_else(|| SqlError::new("22023", format!("NUMERIC precision {v} must be between 1 and {max}")))
 }
 
 impl Binder<'_> {

@@ -437,8 +437,11 @@ impl Binder<'_> {
                         return Ok((Expr::Const(Value::Int8(i)), Some(DataType::Int8)));
                     }
                 }
-                let num = value::parse_numeric(n).ok_or_else(|| SqlError::unsupported(format!("numeric literal {n} (more than 38 digits)")))?;
-                (Expr::Const(Value::Numeric(num)), Some(NUMERIC_ANY))
+                let num = match value::parse_numeric(n) {
+                    Some(num) => Value::Numeric(num),
+                    None => value::Dec::parse(n).ok_or_else(|| SqlError::invalid_text("numeric", n))??.into_value()?,
+                };
+                (Expr::Const(num), Some(NUMERIC_ANY))
             }
             V::SingleQuotedString(s) | V::EscapedStringLiteral(s) => (Expr::Const(Value::Text(s.clone())), None),
             V::Boolean(b) => (Expr::Const(Value::Bool(*b)), Some(DataType::Bool)),

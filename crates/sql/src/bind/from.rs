@@ -349,6 +349,20 @@ impl Binder<'_> {
         match (name, args.len()) {
             ("generate_series", 2 | 3) => {
                 let int8 = args.iter().any(|(_, t)| *t == Some(DataType::Int8));
+                // A numeric argument picks generate_series(numeric, numeric[, numeric]).
+                let numeric = args.iter().any(|(_, t)| matches!(t, Some(t @ DataType::Numeric { .. }) if RegKind::of(*t).is_none()));
+                if numeric {
+                    let mut out = Vec::new();
+                    for (e, t) in args {
+                        out.push(match t {
+                            None => self.coerce(e, None, value::NUMERIC_ANY, name)?,
+                            Some(t) if value::is_integer(t) => self.result_cast(e, Some(t), Some(value::NUMERIC_ANY))?,
+                            Some(DataType::Numeric { .. }) => e,
+                            Some(_) => return Err(SqlError::unsupported("generate_series over non-integers")),
+                        });
+                    }
+                    return Ok((TableFunc::GenerateSeries, out, value::NUMERIC_ANY));
+                }
                 let ty = if int8 { DataType::Int8 } else { DataType::Int4 };
                 let mut out = Vec::new();
                 for (e, t) in args {

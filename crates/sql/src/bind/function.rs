@@ -271,6 +271,16 @@ impl Binder<'_> {
                 }
                 text_fn(Func::Md5, 1, 1, &[Text], Text, self, bound)
             }
+            "factorial" => {
+                arity(1, 1)?;
+                let Some((e, t)) = bound.into_iter().next() else { return Err(SqlError::undefined_function(&sig())) };
+                let e = match t {
+                    None => self.coerce(e, None, DataType::Int8, name)?,
+                    Some(t) if value::is_integer(t) => self.result_cast(e, Some(t), Some(DataType::Int8))?,
+                    Some(_) => return Err(SqlError::undefined_function(&sig())),
+                };
+                Ok((Expr::Func(Func::Factorial, vec![e]), Some(NUMERIC_ANY)))
+            }
             "power" | "pow" | "sqrt" => {
                 let (f, n) = if name == "sqrt" { (Func::Sqrt, 1) } else { (Func::Power, 2) };
                 arity(n, n)?;
@@ -283,15 +293,18 @@ impl Binder<'_> {
                 {
                     return Ok((Expr::Func(Func::Sqrt, vec![e.clone()]), Some(NUMERIC_ANY)));
                 }
+                // numeric ^ numeric: a numeric argument and no float one.
+                let numeric = !any_float && bound.iter().any(|(_, t)| matches!(t, Some(DataType::Numeric { .. })));
+                let want = if numeric { NUMERIC_ANY } else { DataType::Float8 };
                 let mut out = Vec::new();
                 for (e, t) in bound {
                     match t {
-                        Some(DataType::Numeric { .. }) if !any_float => return Err(SqlError::unsupported(format!("{name}(numeric)"))),
-                        Some(t) if value::category(t) != Category::Numeric => return Err(SqlError::undefined_function(&sig())),
-                        _ => out.push(self.result_cast(e, t, Some(DataType::Float8))?),
+                        Some(t) if value::category(t) != Category::Numeric || RegKind::of(t).is_some() => return Err(SqlError::undefined_function(&sig())),
+                        None if numeric => out.push(self.coerce(e, None, want, name)?),
+                        _ => out.push(self.result_cast(e, t, Some(want))?),
                     }
                 }
-                Ok((Expr::Func(f, out), Some(DataType::Float8)))
+                Ok((Expr::Func(f, out), Some(want)))
             }
             "clock_timestamp" => {
                 arity(0, 0)?;

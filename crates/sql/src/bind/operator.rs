@@ -223,6 +223,8 @@ impl Binder<'_> {
             B::PGRegexIMatch => (false, true),
             B::PGRegexNotMatch => (true, false),
             B::PGRegexNotIMatch => (true, true),
+            // `^` is power(): the same float8 and numeric versions.
+            B::PGExp => return self.scalar_function("power", &[left.clone(), right.clone()], scope, ctx).map(Some),
             B::PGCustomBinaryOperator(parts) => {
                 let sym = match parts.as_slice() {
                     [s] => s.as_str(),

@@ -202,7 +202,7 @@ pub fn column_type_info(ty: DataType) -> ColumnTypeInfo {
         DataType::Int4 => info(23, -1, 4, true, "i", "p", 0),
         DataType::Int8 => info(20, -1, 8, true, "d", "p", 0),
         DataType::Numeric { precision: 0, .. } => info(1700, -1, -1, false, "i", "m", 0),
-        DataType::Numeric { precision, scale } => info(1700, ((i32::from(precision) << 16) | i32::from(scale)) + 4, -1, false, "i", "m", 0),
+        DataType::Numeric { precision, scale } => info(1700, ((i32::from(precision) << 16) | (i32::from(scale) & 0x7ff)) + 4, -1, false, "i", "m", 0),
         DataType::Float4 => info(700, -1, 4, true, "i", "p", 0),
         DataType::Float8 => info(701, -1, 8, true, "d", "p", 0),
         DataType::Text => info(25, -1, -1, false, "i", "x", DEFAULT_COLLATION),

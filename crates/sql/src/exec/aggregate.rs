@@ -48,6 +48,11 @@ fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
             let n = value::numeric_normalize(value::to_numeric(v).unwrap_or(Numeric::new(0, 0)));
             n.hash(h);
         }
+        Value::NumericBig(_) => match value::numeric_wide_normalized(v) {
+            small @ Value::Numeric(_) => hash_value(&small, h),
+            Value::NumericBig(b) => b.hash(h),
+            _ => 0u8.hash(h),
+        },
         Value::Float4(_) | Value::Float8(_) => {
             let x = value::to_f64(v).unwrap_or(0.0);
             let x = if x == 0.0 { 0.0 } else if x.is_nan() { f64::NAN } else { x };
@@ -78,9 +83,10 @@ fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
 pub(super) enum Acc {
     Count(i64),
     SumInt(Option<i128>),
-    SumNum(Option<Numeric>),
+    /// A numeric of either form (value::arith widens past i128).
+    SumNum(Option<Value>),
     SumFloat(Option<f64>),
-    AvgNum(Numeric, i64),
+    AvgNum(Value, i64),
     AvgFloat(f64, i64),
     /// sum(interval) (no count) and avg(interval): PostgreSQL's interval
     /// sum, field by field, and its count.
@@ -89,6 +95,8 @@ pub(super) enum Acc {
     Collect(Vec<Value>),
     /// array_agg/string_agg with ORDER BY: each value with its sort keys.
     Sorted(Vec<(Vec<Value>, Value)>),
+    /// variance/stddev: count, sum, sum of squares (exact), any NaN or infinity.
+    Variance(i64, value::Dec, value::Dec, bool),
 }
 
 pub(super) fn new_acc(call: &AggCall) -> Acc {
@@ -102,9 +110,10 @@ pub(super) fn new_acc(call: &AggCall) -> Acc {
         },
         AggFunc::Avg => match call.ty {
             DataType::Float8 => Acc::AvgFloat(0.0, 0),
-            _ => Acc::AvgNum(Numeric::new(0, 0), 0),
+            _ => Acc::AvgNum(Value::Numeric(Numeric::new(0, 0)), 0),
         },
         AggFunc::Min | AggFunc::Max | AggFunc::BoolAnd | AggFunc::BoolOr => Acc::Extreme(None),
+        AggFunc::Variance { .. } => Acc::Variance(0, value::Dec::zero(), value::Dec::zero(), false),
         AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) if !call.order_by.is_empty() => Acc::Sorted(Vec::new()),
         AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) => Acc::Collect(Vec::new()),
     }
@@ -122,15 +131,24 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
         (Acc::Count(n), Some(_)) => *n += 1,
         (Acc::SumInt(s), Some(v)) => *s = Some(s.unwrap_or(0).checked_add(i128::from(v.as_i64().unwrap_or(0))).ok_or_else(overflow)?),
         (Acc::SumNum(s), Some(v)) => {
-            let n = value::to_numeric(&v).ok_or_else(overflow)?;
             *s = Some(match s {
-                Some(prev) => value::numeric_arith(value::ArithOp::Add, *prev, n)?,
-                None => n,
+                Some(prev) => value::arith(value::ArithOp::Add, prev, &v, value::NUMERIC_ANY)?,
+                None => value::cast(v, value::NUMERIC_ANY, false)?,
             });
+        }
+        (Acc::Variance(n, sum, sum_sq, special), Some(v)) => {
+            let x = value::Dec::of(&v).ok_or_else(overflow)?;
+            *n += 1;
+            if matches!(x, value::Dec::Fin(..)) {
+                *sum_sq = sum_sq.add(&x.mul_exact(&x));
+                *sum = sum.add(&x);
+            } else {
+                *special = true;
+            }
         }
         (Acc::SumFloat(s), Some(v)) => *s = Some(s.unwrap_or(0.0) + value::to_f64(&v).unwrap_or(0.0)),
         (Acc::AvgNum(s, c), Some(v)) => {
-            *s = value::numeric_arith(value::ArithOp::Add, *s, value::to_numeric(&v).ok_or_else(overflow)?)?;
+            *s = value::arith(value::ArithOp::Add, s, &v, value::NUMERIC_ANY)?;
             *c += 1;
         }
         (Acc::SumInterval(s, c), Some(Value::Interval(v))) => {
@@ -186,7 +204,7 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
             Some(x) => Value::Int8(i64::try_from(x).map_err(|_| SqlError::out_of_range("bigint"))?),
             None => Value::Null,
         },
-        Acc::SumNum(s) => s.map_or(Value::Null, Value::Numeric),
+        Acc::SumNum(s) => s.unwrap_or(Value::Null),
         #[allow(clippy::cast_possible_truncation)]
         Acc::SumFloat(s) => match (s, call.ty) {
             (None, _) => Value::Null,
@@ -197,7 +215,7 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
             if c == 0 {
                 Value::Null
             } else {
-                Value::Numeric(value::numeric_div(s, Numeric::new(i128::from(c), 0))?)
+                value::arith(value::ArithOp::Div, &s, &Value::Int8(c), value::NUMERIC_ANY)?
             }
         }
         #[allow(clippy::cast_precision_loss)]
@@ -209,6 +227,10 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
             }
         }
         Acc::Extreme(v) => v.unwrap_or(Value::Null),
+        Acc::Variance(n, sum, sum_sq, special) => match call.func {
+            AggFunc::Variance { sample, stddev } => value::numeric_variance(n, &sum, &sum_sq, special, sample, stddev)?,
+            _ => Value::Null,
+        },
         Acc::SumInterval(None, _) => Value::Null,
         Acc::SumInterval(Some(s), _) if call.func == AggFunc::Sum => Value::Interval(s),
         // interval_avg: the sum divided by the count as a float8.

@@ -224,6 +224,20 @@ fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
             out.push(scale);
             KeyClass::Numeric
         }
+        // Wide values: a mantissa and scale no i128-form value has, then
+        // the canonical bytes, length first.
+        Value::NumericBig(_) => match crate::value::numeric_wide_normalized(v) {
+            small @ Value::Numeric(_) => return push_key(&small, out),
+            Value::NumericBig(b) => {
+                out.extend_from_slice(&i128::MIN.to_le_bytes());
+                out.push(u8::MAX);
+                let bytes = b.as_ref().as_bytes();
+                out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+                out.extend_from_slice(bytes);
+                KeyClass::Numeric
+            }
+            _ => return None,
+        },
         Value::Text(s) => {
             out.extend_from_slice(&(s.len() as u64).to_le_bytes());
             out.extend_from_slice(s.as_bytes());

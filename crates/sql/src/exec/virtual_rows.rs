@@ -62,6 +62,13 @@ impl Exec<'_> {
                 }
                 let items: Vec<Value> = match func {
                     _ if vals.iter().any(Value::is_null) => Vec::new(),
+                    TableFunc::GenerateSeries if matches!(vals[0], Value::Numeric(_) | Value::NumericBig(_)) => {
+                        let items = crate::value::numeric_series(&vals)?;
+                        let bytes = items.len().saturating_mul(std::mem::size_of::<Value>());
+                        self.interrupt.charge(bytes, "generate_series")?;
+                        self.interrupt.mem_used -= bytes;
+                        items
+                    }
                     TableFunc::GenerateSeries => {
                         let (lo, hi) = (vals[0].as_i64().unwrap_or(0), vals[1].as_i64().unwrap_or(0));
                         let step = vals.get(2).and_then(Value::as_i64).unwrap_or(1);

@@ -1,11 +1,10 @@
 //! The infinite dates and timestamps (`'infinity'`, `'-infinity'`) in the
 //! date/time functions: PostgreSQL answers a field that keeps growing
 //! (year, epoch, ...) with an infinity, one that cycles (month, hour,
-//! ...) with NULL (NonFiniteTimestampTzPart, extract_date). pgtier's
-//! numeric has no infinity, so `EXTRACT` (numeric) of a growing field is
-//! refused rather than answered differently; `date_part` (float8) has one.
+//! ...) with NULL (NonFiniteTimestampTzPart, extract_date): `EXTRACT`
+//! with numeric's infinity, `date_part` with float8's.
 
-use pgtier_engine::{DATE_NEG_INFINITY, TIMESTAMP_NEG_INFINITY, Value};
+use pgtier_engine::{DATE_NEG_INFINITY, NumericBig, TIMESTAMP_NEG_INFINITY, Value};
 
 use super::datetime::DateField;
 use crate::error::{Result, SqlError};
@@ -20,7 +19,7 @@ pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Valu
     );
     if growing {
         if numeric {
-            return Err(SqlError::unsupported(format!("EXTRACT({} FROM infinite {type_name}) (numeric infinity)", field.name())));
+            return Ok(Value::NumericBig(NumericBig::infinity(negative)));
         }
         return Ok(Value::Float8(if negative { f64::NEG_INFINITY } else { f64::INFINITY }));
     }

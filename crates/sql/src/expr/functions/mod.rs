@@ -6,6 +6,7 @@ mod datetime;
 mod infinity;
 mod interval_fns;
 mod math;
+mod numeric_wide_fns;
 mod regex;
 mod strings;
 mod system;
@@ -68,9 +69,11 @@ pub enum Func {
     SizePretty,
     /// md5 of a text's UTF-8 or of a bytea, as 32 hex digits.
     Md5,
-    /// power(float8, float8) and sqrt(float8) (the numeric versions are refused at bind).
+    /// power and sqrt, of float8 or (arguments numeric) of numeric.
     Power,
     Sqrt,
+    /// factorial(bigint), a numeric.
+    Factorial,
     /// The wall clock now (it changes within a statement, unlike now()).
     ClockTimestamp,
     /// random(): uniform in [0, 1), a new value at every call.
@@ -271,6 +274,12 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
     if vals.iter().any(Value::is_null) {
         return Ok(Value::Null);
     }
+    // A wide, NaN or infinite numeric argument: numeric.c's semantics.
+    if vals.iter().any(|v| matches!(v, Value::NumericBig(_)))
+        && let Some(r) = numeric_wide_fns::eval(f, &vals)
+    {
+        return r;
+    }
     let int = |i: usize| vals.get(i).and_then(Value::as_i64).unwrap_or(0);
     let s0 = vals.first().and_then(text_arg).unwrap_or("");
     Ok(match f {
@@ -354,7 +363,10 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         },
         Func::Round => match &vals[0] {
             Value::Float8(x) => Value::Float8(x.round_ties_even()),
-            Value::Numeric(n) => Value::Numeric(value::round_numeric(*n, if vals.len() > 1 { int(1) } else { 0 })?),
+            Value::Numeric(n) => match value::round_numeric(*n, if vals.len() > 1 { int(1) } else { 0 }) {
+                Ok(r) => Value::Numeric(r),
+                Err(e) => return numeric_wide_fns::eval(f, &vals).unwrap_or(Err(e)),
+            },
             other => return Err(SqlError::undefined_function(&format!("round({})", value::value_type_name(other)))),
         },
         Func::Ceil | Func::Floor => match &vals[0] {
@@ -426,14 +438,22 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         Func::ToHex(wide) => Value::Text(if wide { format!("{:x}", int(0) as u64) } else { format!("{:x}", int(0) as i32 as u32) }),
         Func::Trunc => match &vals[0] {
             Value::Float8(x) => Value::Float8(x.trunc()),
-            Value::Numeric(n) => Value::Numeric(trunc_numeric(*n, if vals.len() > 1 { int(1) } else { 0 })?),
+            Value::Numeric(n) => match trunc_numeric(*n, if vals.len() > 1 { int(1) } else { 0 }) {
+                Ok(r) => Value::Numeric(r),
+                Err(e) => return numeric_wide_fns::eval(f, &vals).unwrap_or(Err(e)),
+            },
             other => return Err(SqlError::undefined_function(&format!("trunc({})", value::value_type_name(other)))),
         },
         Func::WidthBucket => width_bucket(&vals[0], &vals[1], &vals[2], int(3))?,
         Func::SizePretty => Value::Text(size_pretty(int(0))),
+        Func::Factorial => numeric_wide_fns::factorial(int(0))?,
         Func::Sqrt => {
             if let Value::Numeric(n) = &vals[0] {
-                return Ok(Value::Numeric(math::numeric_sqrt(*n)?));
+                return match math::numeric_sqrt(*n) {
+                    Ok(r) => Ok(Value::Numeric(r)),
+                    Err(e) if e.sqlstate == "0A000" => numeric_wide_fns::eval(f, &vals).unwrap_or(Err(e)),
+                    Err(e) => Err(e),
+                };
             }
             let x = value::to_f64(&vals[0]).unwrap_or(f64::NAN);
             if x < 0.0 {
@@ -441,6 +461,7 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             }
             Value::Float8(x.sqrt())
         }
+        Func::Power if matches!(vals[0], Value::Numeric(_)) => numeric_wide_fns::eval(f, &vals).unwrap_or(Ok(Value::Null))?,
         Func::Power => Value::Float8(math::dpow(value::to_f64(&vals[0]).unwrap_or(f64::NAN), value::to_f64(&vals[1]).unwrap_or(f64::NAN))?),
         Func::Md5 => {
             use md5::Digest as _;
@@ -526,6 +547,8 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
                 _ => regex::regexp_substr(s0, text(1), int_or(2, 1), int_or(3, 1), text(4), int_or(5, 0))?.map_or(Value::Null, Value::Text),
             }
         }
+        // The numeric versions (the binder kept the argument numeric).
+        Func::Exp | Func::Ln | Func::Log10 if matches!(vals[0], Value::Numeric(_)) => numeric_wide_fns::eval(f, &vals).unwrap_or(Ok(Value::Null))?,
         Func::Cbrt | Func::Exp | Func::Ln | Func::Log10 => Value::Float8(math::float_fn(f, value::to_f64(&vals[0]).unwrap_or(f64::NAN))?),
         Func::Sign => math::sign(&vals[0]),
         Func::Div => math::div(&vals[0], &vals[1])?,
