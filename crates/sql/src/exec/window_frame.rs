@@ -350,20 +350,13 @@ fn take_out(acc: &mut Acc, held: &mut i64, call: &AggCall, input: &AggInput) -> 
         _ => return Ok(!matches!(acc, Acc::Collect(_) | Acc::Sorted(_))),
     };
     let integer = matches!(v, Value::Int2(_) | Value::Int4(_) | Value::Int8(_));
-    let minus = |s: pgtier_engine::Numeric| value::to_numeric(v).map(|x| value::numeric_arith(ArithOp::Sub, s, x));
     match acc {
         Acc::SumInt(Some(s)) => *s -= i128::from(v.as_i64().unwrap_or(0)),
-        Acc::SumNum(Some(s)) if integer => match minus(*s) {
-            Some(r) => *s = r?,
-            None => return Ok(false),
-        },
-        Acc::AvgNum(s, c) if integer => match minus(*s) {
-            Some(r) => {
-                *s = r?;
-                *c -= 1;
-            }
-            None => return Ok(false),
-        },
+        Acc::SumNum(Some(s)) if integer => *s = value::arith(ArithOp::Sub, s, v, value::NUMERIC_ANY)?,
+        Acc::AvgNum(s, c) if integer => {
+            *s = value::arith(ArithOp::Sub, s, v, value::NUMERIC_ANY)?;
+            *c -= 1;
+        }
         _ => return Ok(false),
     }
     *held -= 1;
