@@ -188,6 +188,52 @@ fn bad_offset() -> SqlError {
     SqlError::new("22013", "invalid preceding or following size in window function")
 }
 
+/// in_range_numeric_numeric: NaN sorts after everything and equals
+/// itself; an infinite offset or value is decided without the sum (whose
+/// +inf - inf would be NaN); a NaN, -Infinity or negative offset is 22013.
+fn in_range_numeric(val: &Value, base: &Value, offset: &Value, sub: bool, less: bool) -> Result<bool> {
+    use value::Dec;
+    let special = |v: &Value| match Dec::of(v) {
+        Some(Dec::NaN) => Some(None),
+        Some(Dec::Inf { negative }) => Some(Some(negative)),
+        _ => None,
+    };
+    let (v, b, off) = (special(val), special(base), special(offset));
+    if matches!(off, Some(None | Some(true))) || value::compare(offset, &Value::Int4(0)) == Some(Ordering::Less) {
+        return Err(bad_offset());
+    }
+    const NAN: Option<Option<bool>> = Some(None);
+    const PINF: Option<Option<bool>> = Some(Some(false));
+    const NINF: Option<Option<bool>> = Some(Some(true));
+    Ok(if v == NAN {
+        b == NAN || !less
+    } else if b == NAN {
+        less
+    } else if off == PINF {
+        if (sub && b == PINF) || (!sub && b == NINF) {
+            true
+        } else if sub {
+            !less || v == NINF
+        } else {
+            less || v == PINF
+        }
+    } else if v.is_some() || b.is_some() {
+        if v == PINF {
+            b == PINF || !less
+        } else if b == PINF {
+            less
+        } else if v == NINF {
+            b == NINF || less
+        } else {
+            !less
+        }
+    } else {
+        let sum = value::arith(if sub { ArithOp::Sub } else { ArithOp::Add }, base, offset, value::NUMERIC_ANY)?;
+        let o = value::compare(val, &sum).unwrap_or(Ordering::Equal);
+        if less { o != Ordering::Greater } else { o != Ordering::Less }
+    })
+}
+
 /// PostgreSQL's in_range(val, base, offset, sub, less): whether `val` is
 /// at most (`less`) or at least `base` minus (`sub`) or plus `offset`.
 fn in_range(kind: RangeOffset, val: &Value, base: &Value, offset: &Value, sub: bool, less: bool) -> Result<bool> {
@@ -205,13 +251,7 @@ fn in_range(kind: RangeOffset, val: &Value, base: &Value, offset: &Value, sub: b
             let (v, b) = (i128::from(val.as_i64().unwrap_or(0)), i128::from(base.as_i64().unwrap_or(0)));
             Ok(holds(v.cmp(&if sub { b - off } else { b + off })))
         }
-        RangeOffset::Numeric => {
-            if value::compare(offset, &Value::Int4(0)) == Some(Ordering::Less) {
-                return Err(bad_offset());
-            }
-            let sum = value::arith(if sub { ArithOp::Sub } else { ArithOp::Add }, base, offset, value::NUMERIC_ANY)?;
-            Ok(holds(value::compare(val, &sum).unwrap_or(Ordering::Equal)))
-        }
+        RangeOffset::Numeric => in_range_numeric(val, base, offset, sub, less),
         RangeOffset::Float => {
             let (v, b, off) = (value::to_f64(val).unwrap_or(0.0), value::to_f64(base).unwrap_or(0.0), value::to_f64(offset).unwrap_or(0.0));
             if off.is_nan() || off < 0.0 {
