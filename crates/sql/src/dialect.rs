@@ -385,15 +385,27 @@ impl Dialect for PgDialect {
     }
 }
 
-/// `CREATE [TEMP | TEMPORARY] TABLE [IF NOT EXISTS] name [(column, ...)] AS
-/// query [WITH [NO] DATA]` when it has the column-name list or the WITH
-/// clause; an error otherwise (the caller rewinds and sqlparser parses it).
-fn parse_create_table_as(parser: &mut Parser) -> Result<Statement, ParserError> {
+/// What `CREATE [TEMP | TEMPORARY] TABLE [IF NOT EXISTS] name` says.
+struct CreateTableHead {
+    temporary: bool,
+    if_not_exists: bool,
+    name: sqlparser::ast::ObjectName,
+}
+
+fn parse_create_table_head(parser: &mut Parser) -> Result<CreateTableHead, ParserError> {
     parser.expect_keyword_is(Keyword::CREATE)?;
     let temporary = parser.parse_one_of_keywords(&[Keyword::TEMP, Keyword::TEMPORARY]).is_some();
     parser.expect_keyword_is(Keyword::TABLE)?;
     let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = parser.parse_object_name(false)?;
+    Ok(CreateTableHead { temporary, if_not_exists, name })
+}
+
+/// `CREATE [TEMP | TEMPORARY] TABLE [IF NOT EXISTS] name [(column, ...)] AS
+/// query [WITH [NO] DATA]` when it has the column-name list or the WITH
+/// clause; an error otherwise (the caller rewinds and sqlparser parses it).
+fn parse_create_table_as(parser: &mut Parser) -> Result<Statement, ParserError> {
+    let CreateTableHead { temporary, if_not_exists, name } = parse_create_table_head(parser)?;
     let mut columns = Vec::new();
     if parser.consume_token(&Token::LParen) {
         loop {
@@ -471,11 +483,7 @@ pub fn like_options(c: &sqlparser::ast::CreateTable) -> Option<u32> {
 /// {INCLUDING | EXCLUDING} option ...)` when an option other than
 /// DEFAULTS is named; an error otherwise (rewound: sqlparser's).
 fn parse_create_table_like(parser: &mut Parser) -> Result<Statement, ParserError> {
-    parser.expect_keyword_is(Keyword::CREATE)?;
-    let temporary = parser.parse_one_of_keywords(&[Keyword::TEMP, Keyword::TEMPORARY]).is_some();
-    parser.expect_keyword_is(Keyword::TABLE)?;
-    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
-    let name = parser.parse_object_name(false)?;
+    let CreateTableHead { temporary, if_not_exists, name } = parse_create_table_head(parser)?;
     parser.expect_token(&Token::LParen)?;
     parser.expect_keyword_is(Keyword::LIKE)?;
     let source = parser.parse_object_name(false)?;
