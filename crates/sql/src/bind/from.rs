@@ -135,12 +135,7 @@ impl Binder<'_> {
                     // Read whole once per execution: a side that depends on
                     // an outer row or the left side would not be.
                     let side = rels.last().and_then(|r| r.source.as_deref());
-                    let fixed = match side {
-                        None | Some(VirtualSource::System(_)) => true,
-                        Some(VirtualSource::Query(_)) => true,
-                        Some(_) => false,
-                    };
-                    if !fixed {
+                    if !matches!(side, None | Some(VirtualSource::System(_) | VirtualSource::Query(_))) {
                         return Err(SqlError::unsupported("FULL JOIN to a function, LATERAL or correlated subquery"));
                     }
                 }
