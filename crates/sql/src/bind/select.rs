@@ -473,9 +473,11 @@ impl Binder<'_> {
         };
         // text and varchar values are the same strings; a character(n)
         // value converts (its padding goes), as every other type does.
-        let text_like = |t: DataType| matches!(t, DataType::Text | DataType::Varchar(_));
-        let same = std::mem::discriminant(&right_ty) == std::mem::discriminant(&ty) && (!matches!(ty, DataType::Array(_)) || right_ty == ty);
-        let right_e = if same || (text_like(right_ty) && text_like(ty)) { Expr::Column(right) } else { self.result_cast(Expr::Column(right), Some(right_ty), Some(ty))? };
+        let right_e = if same_base_type(right_ty, ty) || (text_like(right_ty) && text_like(ty)) {
+            Expr::Column(right)
+        } else {
+            self.result_cast(Expr::Column(right), Some(right_ty), Some(ty))?
+        };
         Ok((Expr::Coalesce(vec![left_e, right_e]), ty))
     }
 
@@ -486,16 +488,14 @@ impl Binder<'_> {
     fn merged_column(&mut self, scope: &Scope<'_>, kept: usize, other: usize) -> Result<Option<(Expr, DataType)>> {
         let (Some(k), Some(o)) = (scope.column_at(kept), scope.column_at(other)) else { return Ok(None) };
         let (kept_ty, other_ty) = (k.ty, o.ty);
-        let same_base = |a: DataType, b: DataType| std::mem::discriminant(&a) == std::mem::discriminant(&b) && (!matches!(a, DataType::Array(_)) || a == b);
         // PostgreSQL keeps the first of two string types that convert to
         // each other implicitly (select_common_type): a text or varchar
         // kept column stays as it is.
-        let text_like = |t: DataType| matches!(t, DataType::Text | DataType::Varchar(_));
-        if same_base(kept_ty, other_ty) || (text_like(kept_ty) && (text_like(other_ty) || matches!(other_ty, DataType::Char(_)))) {
+        if same_base_type(kept_ty, other_ty) || (text_like(kept_ty) && (text_like(other_ty) || matches!(other_ty, DataType::Char(_)))) {
             return Ok(None);
         }
         let Some(common) = super::coerce::common_type(&[Some(kept_ty), Some(other_ty)], "JOIN/USING")? else { return Ok(None) };
-        if same_base(common, kept_ty) {
+        if same_base_type(common, kept_ty) {
             return Ok(None);
         }
         Ok(Some((self.result_cast(Expr::Column(kept), Some(kept_ty), Some(common))?, common)))
@@ -553,6 +553,17 @@ impl Binder<'_> {
         }
         Ok(true)
     }
+}
+
+/// One type up to its length, precision or scale (a conversion between
+/// them leaves a value as it is); arrays only of one element type.
+fn same_base_type(a: DataType, b: DataType) -> bool {
+    std::mem::discriminant(&a) == std::mem::discriminant(&b) && (!matches!(a, DataType::Array(_)) || a == b)
+}
+
+/// text and varchar: the same strings whichever of the two a value is.
+fn text_like(t: DataType) -> bool {
+    matches!(t, DataType::Text | DataType::Varchar(_))
 }
 
 pub(super) fn flatten_and(e: Expr, out: &mut Vec<Expr>) {

@@ -247,12 +247,7 @@ impl Exec<'_> {
             return self.join_full_unmatched(plan, l, &side, &marks, row, env, sink);
         }
         if level.left_join && !matched && !self.join_stop {
-            for v in &mut row[level.offset..level.offset + w] {
-                *v = Value::Null;
-            }
-            if self.passes(&level.post_filters, env, row)? {
-                self.join(plan, l + 1, row, env, sink)?;
-            }
+            self.join_null_extended(plan, l, row, env, sink)?;
         }
         self.return_row(cands);
         Ok(())
@@ -277,12 +272,20 @@ impl Exec<'_> {
             at = next;
         }
         if !matched && !self.join_stop {
-            for v in &mut row[level.offset..level.offset + level.width()] {
-                *v = Value::Null;
-            }
-            if self.passes(&level.post_filters, env, row)? {
-                self.join(plan, l + 1, row, env, sink)?;
-            }
+            self.join_null_extended(plan, l, row, env, sink)?;
+        }
+        Ok(())
+    }
+
+    /// A LEFT JOIN's miss: level `l` NULL in the joined `row`, through its
+    /// post-filters (the WHERE) and on to the next level.
+    fn join_null_extended(&mut self, plan: &SelectPlan, l: usize, row: &mut Vec<Value>, env: &Env<'_>, sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>) -> Result<()> {
+        let level = &plan.levels[l];
+        for v in &mut row[level.offset..level.offset + level.width()] {
+            *v = Value::Null;
+        }
+        if self.passes(&level.post_filters, env, row)? {
+            self.join(plan, l + 1, row, env, sink)?;
         }
         Ok(())
     }
