@@ -355,7 +355,7 @@ impl Exec<'_> {
             self.level_hashes.fixed.push((id, None));
             return Ok(rows);
         };
-        let bytes: usize = rows.chunks(level.width().max(1)).map(row_bytes).sum();
+        let bytes = flat_rows_bytes(&rows, level.width());
         if self.interrupt.charge(bytes, "subquery in FROM").is_ok() {
             self.level_hashes.fixed[k].1 = Some(Arc::clone(&rows));
         } else {
@@ -378,7 +378,7 @@ impl Exec<'_> {
         match &level.access {
             Access::Virtual(source) => {
                 self.virtual_rows(source, env, &[], &mut rows)?;
-                let bytes: usize = rows.chunks(width.max(1)).map(row_bytes).sum();
+                let bytes = flat_rows_bytes(&rows, width);
                 self.interrupt.charge(bytes, "FULL JOIN")?;
             }
             _ => self.scan_level(level, env, &[], &mut |r| {
@@ -442,7 +442,7 @@ impl Exec<'_> {
         let width = level.width();
         let budget = self.interrupt.mem_limit.saturating_sub(self.interrupt.mem_used);
         let kept = first.and_then(|rows| {
-            let bytes: usize = rows.chunks(width.max(1)).map(row_bytes).sum();
+            let bytes = flat_rows_bytes(&rows, width);
             (bytes <= budget / 2).then_some(rows)
         });
         let rows = match kept {
@@ -450,7 +450,7 @@ impl Exec<'_> {
             // A subquery's rows, kept already: a copy to hash (no spill).
             None if matches!(level.access, Access::Virtual(_)) => {
                 let rows = self.fixed_rows(level, env)?;
-                let bytes: usize = rows.chunks(width.max(1)).map(row_bytes).sum();
+                let bytes = flat_rows_bytes(&rows, width);
                 if bytes > budget / 2 {
                     return Ok(LevelHashState::NestedLoop);
                 }
@@ -461,7 +461,7 @@ impl Exec<'_> {
                 Err(spilled) => return Ok(spilled),
             },
         };
-        let bytes: usize = rows.chunks(width.max(1)).map(row_bytes).sum();
+        let bytes = flat_rows_bytes(&rows, width);
         if self.interrupt.charge(bytes, "hash join").is_err() {
             self.interrupt.mem_used = self.interrupt.mem_used.saturating_sub(bytes);
             return Ok(LevelHashState::NestedLoop);
@@ -509,6 +509,11 @@ impl Exec<'_> {
         }
         Ok(Err(LevelHashState::Spilled(Arc::new(sorted))))
     }
+}
+
+/// What rows kept flat, `width` values each, cost the memory account.
+fn flat_rows_bytes(rows: &[Value], width: usize) -> usize {
+    rows.chunks(width.max(1)).map(row_bytes).sum()
 }
 
 /// Where a level's candidates come from once it is read.
