@@ -71,6 +71,7 @@ fn write_durably(dir: &Path, id: &str) -> Result<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::open_or_create;
 

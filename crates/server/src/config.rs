@@ -56,6 +56,11 @@ pub struct ServerConfig {
     /// returns to them. Checked at startup as `SET` checks a value.
     #[serde(default)]
     pub settings: std::collections::BTreeMap<String, SettingValue>,
+    /// Take the cache's node name over from another data directory at
+    /// start (`pgtier serve --takeover`): a one-shot decision of the command
+    /// line, never read from the file.
+    #[serde(skip)]
+    pub takeover: bool,
 }
 
 /// A `[settings]` value: TOML text, integer or boolean, as SET takes it.
@@ -97,7 +102,8 @@ pub struct CacheSection {
     pub aging_interval_ms: u64,
     /// PARALLEL for LOAD/REFRESH that do not say.
     pub load_parallel: usize,
-    /// This pgtier's name in PostgreSQL's `pgtier.awt_progress` (one per pgtier sharing a PostgreSQL).
+    /// This pgtier's node name in PostgreSQL (one per pgtier sharing a
+    /// PostgreSQL; owned by one data directory: pgtier-cache's `node.rs`).
     pub awt_node: String,
     /// AWT apply lanes, each with its own PostgreSQL connection.
     pub awt_apply_connections: usize,
@@ -105,6 +111,8 @@ pub struct CacheSection {
     pub awt_retained_wal_max: String,
     /// How long an AWT batch waits for more transactions after its first.
     pub awt_batch_delay_ms: u64,
+    /// An AWT lane with work and no progress this long is reported and reconnected.
+    pub awt_stall_timeout_s: u64,
     /// WAL a READONLY group's replication slot may keep PostgreSQL from
     /// removing before the group loads again from a new slot, in PostgreSQL's units.
     pub autorefresh_retained_wal_max: String,
@@ -123,6 +131,7 @@ impl Default for CacheSection {
             awt_apply_connections: awt.apply_connections,
             awt_retained_wal_max: format!("{}GB", awt.retained_wal_max >> 30),
             awt_batch_delay_ms: u64::try_from(awt.batch_delay.as_millis()).unwrap_or(0),
+            awt_stall_timeout_s: awt.stall_timeout.as_secs(),
             autorefresh_retained_wal_max: format!("{}GB", pgtier_cache::AutorefreshConfig::default().retained_wal_max >> 30),
         }
     }
@@ -151,8 +160,11 @@ impl CacheSection {
         if self.load_parallel == 0 {
             return bad("load_parallel must be at least 1".into());
         }
-        if self.awt_node.is_empty() || self.awt_node.len() > 40 || !self.awt_node.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            return bad(format!("awt_node {:?} must be 1 to 40 letters, digits or underscores", self.awt_node));
+        if let Err(error) = pgtier_cache::validate_node_name(&self.awt_node) {
+            return bad(format!("awt_node: {error} (lowercase letters and digits, starting with a letter, at most {} characters)", pgtier_cache::NODE_NAME_MAX));
+        }
+        if !(1..=3600).contains(&self.awt_stall_timeout_s) {
+            return bad(format!("awt_stall_timeout_s must be 1 to 3600, not {}", self.awt_stall_timeout_s));
         }
         if !(1..=64).contains(&self.awt_apply_connections) {
             return bad(format!("awt_apply_connections must be 1 to 64, not {}", self.awt_apply_connections));
@@ -181,9 +193,12 @@ impl CacheSection {
                 apply_connections: self.awt_apply_connections,
                 retained_wal_max: retained,
                 batch_delay: std::time::Duration::from_millis(self.awt_batch_delay_ms),
+                stall_timeout: std::time::Duration::from_secs(self.awt_stall_timeout_s),
                 ..pgtier_cache::AwtConfig::default()
             },
             autorefresh: pgtier_cache::AutorefreshConfig { retained_wal_max: autorefresh_retained },
+            // A one-shot decision of the command line (`pgtier serve --takeover`), never a standing setting.
+            takeover: false,
         })
     }
 }
@@ -298,6 +313,7 @@ impl ServerConfig {
             cache: CacheSection::default(),
             metrics: MetricsSection::default(),
             settings: std::collections::BTreeMap::new(),
+            takeover: false,
         }
     }
 
@@ -526,6 +542,9 @@ mod tests {
             ("load_parallel = 0", "load_parallel"),
             ("awt_apply_connections = 0", "awt_apply_connections"),
             ("awt_node = \"a b\"", "awt_node"),
+            ("awt_node = \"node_1\"", "awt_node"),
+            ("awt_node = \"Node1\"", "awt_node"),
+            ("awt_stall_timeout_s = 0", "awt_stall_timeout_s"),
             ("awt_retained_wal_max = \"10kB\"", "awt_retained_wal_max"),
             ("awt_batch_delay_ms = 5000", "awt_batch_delay_ms"),
         ] {

@@ -248,7 +248,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 out.extend([text(split(&t.name).0), text(short(&t.name)), text(short(&i.name)), Value::Null, Value::Text(index_def(&t, &i, true))]);
             }
         }
-        "pgtier_cache_groups" | "pgtier_cache_tables" | "pgtier_cache_stats" | "pgtier_cache_propagation" | "pgtier_cache_swt" | "pgtier_cache_autorefresh" => {
+        "pgtier_cache_groups" | "pgtier_cache_tables" | "pgtier_cache_stats" | "pgtier_cache_propagation" | "pgtier_cache_swt" | "pgtier_cache_autorefresh" | "pgtier_cache_lanes" => {
             super::cache_views::rows(name, ctx.cache, out);
         }
         // Always empty: pgtier has no such objects (role memberships, descriptions, inheritance,

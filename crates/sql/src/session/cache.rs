@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use pgtier_cache::{Cache, CacheError, CacheStatement, Cancel, LoadOptions, parse_cache_statement};
+use pgtier_cache::{Cache, CacheError, CacheStatement, Cancel, Claim, LoadOptions, parse_cache_statement};
 use pgtier_engine::Value;
 
 use super::rows::Tag;
@@ -158,6 +158,30 @@ impl Connection {
         }
         let cache = self.cache.clone().ok_or(CacheError::NoBackend)?;
         let (tag, n) = match statement {
+            CacheStatement::AcceptDefinition { name } => {
+                let moved = cache.accept_definition(name)?;
+                let message = if moved.is_empty() {
+                    format!("cache group \"{name}\": PostgreSQL's definitions of its tables are the accepted ones already")
+                } else {
+                    format!("cache group \"{name}\": accepted PostgreSQL's current definition of {}; held write-through resumes within seconds", moved.join(", "))
+                };
+                self.notices.push(SqlNotice { sqlstate: "00000", message });
+                (Tag::Plain("ALTER CACHE GROUP"), 0)
+            }
+            CacheStatement::Takeover => {
+                let message = match cache.takeover()? {
+                    Claim::TakenOver { previous } if previous.is_empty() => {
+                        "took the node name over from a data directory from before incarnation ids; write-through starts within seconds".to_owned()
+                    }
+                    Claim::TakenOver { previous } => {
+                        format!("took the node name over from data directory {previous}; its rows stay in pgtier.awt_progress; write-through starts within seconds")
+                    }
+                    Claim::Owned | Claim::Adopted => "the node name is this data directory's already".to_owned(),
+                };
+                let node = cache.identity();
+                self.notices.push(SqlNotice { sqlstate: "00000", message: format!("pgtier node \"{}\" (incarnation {}): {message}", node.name, node.incarnation) });
+                (Tag::Plain("TAKEOVER CACHE NODE"), 0)
+            }
             CacheStatement::Create(def) => {
                 cache.create_group(def)?;
                 (Tag::Plain("CREATE CACHE GROUP"), 0)
