@@ -640,11 +640,19 @@ impl Drop for Commit<'_> {
 
 /// Test hook: `PGTIER_SWT_CRASH_WINDOW_US` holds every SWT commit that long
 /// between PostgreSQL's commit and the cache's, so the crash test
-/// (`tests/swt_crash.rs`) lands its kills in that window.
+/// (`tests/swt_crash.rs`) lands its kills in that window; with
+/// `PGTIER_SWT_CRASH_WINDOW_ANNOUNCE` set it also prints `SWT-WINDOW` on
+/// entering it, so the test can kill exactly there.
 fn crash_window_pause() {
-    static PAUSE: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
-    let pause = PAUSE.get_or_init(|| std::env::var("PGTIER_SWT_CRASH_WINDOW_US").ok().and_then(|v| v.parse().ok()).map(Duration::from_micros));
+    static PAUSE: std::sync::OnceLock<(Option<Duration>, bool)> = std::sync::OnceLock::new();
+    let (pause, announce) = PAUSE.get_or_init(|| {
+        let pause = std::env::var("PGTIER_SWT_CRASH_WINDOW_US").ok().and_then(|v| v.parse().ok()).map(Duration::from_micros);
+        (pause, std::env::var_os("PGTIER_SWT_CRASH_WINDOW_ANNOUNCE").is_some())
+    });
     if let Some(pause) = pause {
+        if *announce {
+            println!("SWT-WINDOW");
+        }
         std::thread::sleep(*pause);
     }
 }
