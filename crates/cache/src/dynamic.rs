@@ -24,16 +24,15 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
-use pgtier_backend::{ConnectParams, connect_backend};
 use pgtier_engine::{Database, EngineError, Origin, Value};
 use postgres::types::{FromSql, ToSql, Type};
-use postgres::{Client, Statement};
 
 use crate::error::CacheError;
 use crate::group::CacheGroup;
 use crate::instance::{InstanceLayout, key_text};
 use crate::load::{decode_values, instance_query};
 use crate::manager::GroupEntry;
+use crate::pool::{Pool, Pooled};
 
 /// For each table of a group: the positions of its columns that hold the
 /// root key (in root key order), when every root key column reaches it
@@ -76,12 +75,6 @@ pub(crate) fn root_key_of(map: &[usize], columns: &[usize], values: &[Value]) ->
         .collect()
 }
 
-/// A PostgreSQL connection kept for dynamic loads, with its prepared queries.
-struct Pooled {
-    client: Client,
-    statements: HashMap<String, Statement>,
-}
-
 /// One load in progress; later misses on the key wait for its outcome.
 #[derive(Default)]
 struct Flight {
@@ -91,8 +84,7 @@ struct Flight {
 
 /// The dynamic-load machinery of one `Cache`.
 pub(crate) struct Dynamic {
-    backend: Option<ConnectParams>,
-    idle: Mutex<Vec<Pooled>>,
+    pool: Arc<Pool>,
     flights: Mutex<HashMap<String, Arc<Flight>>>,
 }
 
@@ -112,8 +104,8 @@ impl<'a> FromSql<'a> for Raw<'a> {
 }
 
 impl Dynamic {
-    pub fn new(backend: Option<ConnectParams>) -> Dynamic {
-        Dynamic { backend, idle: Mutex::new(Vec::new()), flights: Mutex::new(HashMap::new()) }
+    pub fn new(pool: Arc<Pool>) -> Dynamic {
+        Dynamic { pool, flights: Mutex::new(HashMap::new()) }
     }
 
     /// Makes sure the instance of `root_key` is cached if PostgreSQL has it.
@@ -198,25 +190,9 @@ impl Dynamic {
     /// in one snapshot; the root's list is empty when PostgreSQL has no such
     /// root (or it does not match the group's predicate).
     fn fetch(&self, group: &CacheGroup, predicate: Option<&str>, key: &[Value]) -> Result<Vec<Vec<Vec<Value>>>, CacheError> {
-        let mut pooled = match self.idle.lock().pop() {
-            Some(pooled) => pooled,
-            None => {
-                let params = self.backend.as_ref().ok_or(CacheError::NoBackend)?;
-                Pooled { client: connect_backend(params)?, statements: HashMap::new() }
-            }
-        };
         let texts: Vec<String> = key.iter().map(ToString::to_string).collect();
         let params: Vec<&(dyn ToSql + Sync)> = texts.iter().map(|text| text as &(dyn ToSql + Sync)).collect();
-        let result = fetch_on(&mut pooled, group, predicate, &params);
-        if result.is_ok() {
-            let keep = self.backend.as_ref().map_or(1, |params| params.pool_size.max(1));
-            let mut idle = self.idle.lock();
-            if idle.len() < keep {
-                idle.push(pooled);
-            }
-        }
-        // A connection that failed is dropped: the next miss connects anew.
-        result
+        self.pool.with(|pooled| fetch_on(pooled, group, predicate, &params))
     }
 }
 
@@ -243,14 +219,7 @@ fn fetch_on(pooled: &mut Pooled, group: &CacheGroup, predicate: Option<&str>, pa
     let mut out = Vec::with_capacity(group.tables.len());
     for (index, table) in group.tables.iter().enumerate() {
         let sql = instance_query(group, index, Some(&filter), None);
-        let statement = match pooled.statements.get(&sql) {
-            Some(statement) => statement.clone(),
-            None => {
-                let statement = pooled.client.prepare(&sql).map_err(|e| backend_error("dynamic load", e))?;
-                pooled.statements.insert(sql, statement.clone());
-                statement
-            }
-        };
+        let statement = pooled.statement(&sql).map_err(|e| backend_error("dynamic load", e))?;
         let rows = pooled.client.query(&statement, params).map_err(|e| backend_error("dynamic load", e))?;
         let mut decoded = Vec::with_capacity(rows.len());
         for row in &rows {

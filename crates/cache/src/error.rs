@@ -89,6 +89,11 @@ pub enum CacheError {
     #[error("{message}")]
     Autorefresh { sqlstate: &'static str, message: String, hint: Option<String> },
 
+    /// The block of values reserved from PostgreSQL's sequence is used up
+    /// and PostgreSQL cannot be reached to reserve the next one.
+    #[error("cannot reserve values of sequence {sequence} from PostgreSQL: {reason}")]
+    SequenceUnavailable { sequence: String, sqlstate: String, reason: String, block: u32 },
+
     /// Not built yet.
     #[error("{what} is not supported yet")]
     NotYet { what: &'static str },
@@ -125,6 +130,7 @@ impl CacheError {
             CacheError::WriteThroughBehind { .. } => "55000",
             CacheError::DynamicLoad { sqlstate, .. } => sqlstate,
             CacheError::Autorefresh { sqlstate, .. } => sqlstate,
+            CacheError::SequenceUnavailable { sqlstate, .. } => sqlstate,
             CacheError::Connect(error) => error.sqlstate(),
             CacheError::Backend(error) => error.sqlstate(),
             CacheError::Engine(error) => error.sqlstate(),
@@ -151,6 +157,10 @@ impl CacheError {
             }
             CacheError::DefinitionChanged { .. } => "Drop and define the cache group again.".into(),
             CacheError::Autorefresh { hint, .. } => return hint.clone(),
+            CacheError::SequenceUnavailable { block, .. } => format!(
+                "pgtier takes this sequence's values from PostgreSQL in blocks of {block} ([cache] sequence_block) and has handed out its block; \
+                 an INSERT that leaves the column to its default works again once PostgreSQL can be reached (one that supplies the value works now)."
+            ),
             _ => return None,
         })
     }

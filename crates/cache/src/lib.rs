@@ -18,6 +18,8 @@ mod instance;
 mod load;
 mod manager;
 mod persist;
+mod pool;
+mod sequence;
 mod statement;
 mod swt;
 mod types;
@@ -30,6 +32,7 @@ pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_table
 pub use load::{LoadOptions, LoadProgress, LoadReport, VerifyTally, load_group};
 pub use manager::{Cache, CacheConfig, GroupInfo, GroupStats, PropagationInfo, RefreshReport, RootKey, TableInfo, UnloadReport};
 pub use pgtier_backend::snapshot::Cancel;
+pub use sequence::{DEFAULT_SEQUENCE_BLOCK, KeyDefault, KeyGeneration};
 pub use statement::{Aging, CACHE_VERBS, CacheStatement, CreateGroup, parse_cache_statement};
 pub use swt::{SLOTS_TABLE, SwtStatus};
 pub use types::{engine_type, engine_value};

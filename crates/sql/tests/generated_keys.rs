@@ -1,0 +1,189 @@
+//! Keys the database generates, on cached tables (crates/cache README,
+//! "Keys the database generates"): serial and identity columns of AWT
+//! groups take their values from PostgreSQL's own sequence, reserved in
+//! blocks through nextval, against a private PostgreSQL.
+//!
+//! - `two_caches_and_postgres_draw_from_one_sequence`: two caches (two
+//!   engines, nodes `a` and `b`, blocks of 7 and 16) and PostgreSQL itself
+//!   insert parents (serial) and children (GENERATED ALWAYS identity, the
+//!   parent found by `currval`) at once: no 23505 anywhere, every value
+//!   unique, each session's values rising, and after drain PostgreSQL holds
+//!   every row and equals each cache. `PGTIER_GENKEYS_ROWS` (default 60) rows
+//!   per session; 2,000 is the long run.
+//! - `outage_uses_the_reserved_block_then_fails_clearly`: PostgreSQL stopped,
+//!   inserts go on from the block, then fail with 08xxx and a hint, leaving
+//!   nothing; after PostgreSQL returns they work again and everything drains.
+//! - `session_functions_and_refusals`: nextval / currval / lastval of
+//!   PostgreSQL's sequence by name, GENERATED ALWAYS (428C9), setval (0A000),
+//!   the catalogs, a sequence nobody caches (42P01), DROP of the group.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pgtier_cache::{AwtConfig, Cache, CacheConfig};
+use pgtier_engine::{Database, EngineConfig};
+use pgtier_sql::Connection;
+
+const SCHEMA: &str = "
+    CREATE TABLE items (id serial PRIMARY KEY, origin text NOT NULL, n int NOT NULL);
+    CREATE TABLE parts (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                        item_id int NOT NULL REFERENCES items ON DELETE CASCADE, qty int NOT NULL);
+    INSERT INTO items (origin, n) SELECT 'seed', g FROM generate_series(1, 20) g;
+    INSERT INTO parts (item_id, qty) SELECT id, n FROM items;";
+
+/// A cache over `url` with its own engine: write-through node `node`,
+/// `block` values reserved at a time, the group `items` created and loaded.
+struct Node {
+    _dir: tempfile::TempDir,
+    db: Database,
+    cache: Arc<Cache>,
+}
+
+fn node(url: &str, name: &str, block: u32) -> Node {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
+    let params = pgtier_backend::BackendConfig { url: Some(url.to_owned()), ..Default::default() }.resolve().unwrap();
+    let config = CacheConfig { awt: AwtConfig { node: name.to_owned(), ..AwtConfig::default() }, sequence_block: block, ..CacheConfig::default() };
+    let cache = Cache::open(db.clone(), Some(params), config).unwrap();
+    let node = Node { _dir: dir, db, cache };
+    let mut conn = node.connect();
+    conn.execute_sql("CREATE AWT CACHE GROUP items FROM items, parts").unwrap();
+    conn.execute_sql("LOAD CACHE GROUP items").unwrap();
+    node
+}
+
+impl Node {
+    fn connect(&self) -> Connection {
+        let mut conn = Connection::new(self.db.clone());
+        conn.attach_cache(self.cache.clone());
+        conn
+    }
+}
+
+fn int(conn: &mut Connection, sql: &str) -> i64 {
+    let result = conn.execute_sql(sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    let rows = result.rows.unwrap();
+    rows.get(0).unwrap().text(0).unwrap().parse().unwrap()
+}
+
+/// `(id, origin, n)` of items and `(id, item_id, qty)` of parts, as text.
+fn cached_rows(conn: &mut Connection) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut dump = |sql: &str| -> BTreeSet<String> {
+        let rows = conn.execute_sql(sql).unwrap().rows.unwrap();
+        rows.iter().map(|r| (0..r.len()).map(|k| r.text(k).unwrap_or_default()).collect::<Vec<_>>().join("|")).collect()
+    };
+    (dump("SELECT id, origin, n FROM items"), dump("SELECT id, item_id, qty FROM parts"))
+}
+
+fn postgres_rows(pg: &mut postgres::Client) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut dump = |sql: &str| -> BTreeSet<String> {
+        pg.simple_query(sql)
+            .unwrap()
+            .into_iter()
+            .filter_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) => Some((0..r.len()).map(|k| r.get(k).unwrap_or_default().to_owned()).collect::<Vec<_>>().join("|")),
+                _ => None,
+            })
+            .collect()
+    };
+    (dump("SELECT id, origin, n FROM items"), dump("SELECT id, item_id, qty FROM parts"))
+}
+
+/// One session's inserts: a parent by its serial default, a child by its
+/// identity default naming the parent through `currval`; `currval` and
+/// `lastval` checked against what RETURNING said. Returns (item, part) ids.
+fn insert_through_cache(conn: &mut Connection, origin: &str, rows: usize) -> Vec<(i64, i64)> {
+    let mut ids = Vec::with_capacity(rows);
+    for n in 0..rows {
+        conn.execute_sql("BEGIN").unwrap();
+        let item = int(conn, &format!("INSERT INTO items (origin, n) VALUES ('{origin}', {n}) RETURNING id"));
+        assert_eq!(int(conn, "SELECT currval('items_id_seq')"), item);
+        assert_eq!(int(conn, "SELECT lastval()"), item);
+        let part = int(conn, &format!("INSERT INTO parts (item_id, qty) VALUES (currval('items_id_seq'), {n}) RETURNING id"));
+        assert_eq!(int(conn, "SELECT lastval()"), part, "lastval follows the identity's sequence");
+        conn.execute_sql("COMMIT").unwrap();
+        ids.push((item, part));
+    }
+    ids
+}
+
+fn insert_into_postgres(url: &str, rows: usize) -> Vec<(i64, i64)> {
+    let mut pg = pgtier_backend::connect(url).unwrap();
+    (0..rows)
+        .map(|n| {
+            let mut txn = pg.transaction().unwrap();
+            let n = i32::try_from(n).unwrap();
+            let item: i32 = txn.query_one("INSERT INTO items (origin, n) VALUES ('pg', $1) RETURNING id", &[&n]).unwrap().get(0);
+            let part: i64 = txn.query_one("INSERT INTO parts (item_id, qty) VALUES (currval('items_id_seq'), $1) RETURNING id", &[&n]).unwrap().get(0);
+            txn.commit().unwrap();
+            (i64::from(item), part)
+        })
+        .collect()
+}
+
+fn rows_per_session() -> usize {
+    std::env::var("PGTIER_GENKEYS_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(60)
+}
+
+#[test]
+fn two_caches_and_postgres_draw_from_one_sequence() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let url = cluster.create_database(&format!("genkeys_two_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&url).unwrap();
+    pg.batch_execute(SCHEMA).unwrap();
+    let (seed_items, seed_parts) = postgres_rows(&mut pg);
+    let nodes = [node(&url, "a", 7), node(&url, "b", 16)];
+    let rows = rows_per_session();
+    let started = Instant::now();
+    let (mut by_session, postgres_ids) = std::thread::scope(|scope| {
+        let mut sessions = Vec::new();
+        for (k, node) in nodes.iter().enumerate() {
+            for s in 0..2 {
+                let mut conn = node.connect();
+                let origin = format!("{}{s}", ["a", "b"][k]);
+                sessions.push(scope.spawn(move || (k, origin.clone(), insert_through_cache(&mut conn, &origin, rows))));
+            }
+        }
+        let postgres = scope.spawn(|| insert_into_postgres(&url, rows));
+        (sessions.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>(), postgres.join().unwrap())
+    });
+    println!("{} sessions x {rows} rows in {:?}", by_session.len() + 1, started.elapsed());
+    let mut items = HashSet::new();
+    let mut parts = HashSet::new();
+    for (_, origin, ids) in &by_session {
+        for pair in ids.windows(2) {
+            assert!(pair[0].0 < pair[1].0 && pair[0].1 < pair[1].1, "{origin}: values of one session rise with the sequence: {pair:?}");
+        }
+    }
+    for &(item, part) in by_session.iter().flat_map(|(_, _, ids)| ids).chain(&postgres_ids) {
+        assert!(items.insert(item), "item id {item} handed out twice");
+        assert!(parts.insert(part), "part id {part} handed out twice");
+    }
+    for node in &nodes {
+        assert!(node.cache.wait_propagated(Duration::from_secs(120)), "write-through drains");
+    }
+    // PostgreSQL holds every row of every writer.
+    let (pg_items, pg_parts) = postgres_rows(&mut pg);
+    assert_eq!(pg_items.len(), seed_items.len() + items.len());
+    assert_eq!(pg_parts.len(), seed_parts.len() + parts.len());
+    // Each cache holds the seed and its own rows, equal to PostgreSQL's.
+    by_session.sort_by_key(|(k, ..)| *k);
+    for (k, node) in nodes.iter().enumerate() {
+        let (cached_items, cached_parts) = cached_rows(&mut node.connect());
+        let mut want_items = seed_items.clone();
+        let mut want_parts = seed_parts.clone();
+        for (_, origin, ids) in by_session.iter().filter(|(node, ..)| *node == k) {
+            for (n, (item, part)) in ids.iter().enumerate() {
+                want_items.insert(format!("{item}|{origin}|{n}"));
+                want_parts.insert(format!("{part}|{item}|{n}"));
+            }
+        }
+        assert_eq!(cached_items, want_items, "node {k}: items");
+        assert_eq!(cached_parts, want_parts, "node {k}: parts");
+        assert!(cached_items.is_subset(&pg_items) && cached_parts.is_subset(&pg_parts), "node {k}: PostgreSQL equals the cache");
+        let tally = node.cache.verify("items").unwrap();
+        assert!(tally.is_clean(), "node {k}: VERIFY {tally:?}");
+    }
+}
