@@ -42,16 +42,22 @@ impl Pool {
     /// Runs `work` on an idle connection, or a new one (08001 without
     /// `[backend]`). The connection goes back to the pool only when `work`
     /// succeeded: one that failed may have broken mid-exchange, so the next
-    /// caller connects anew.
-    pub fn with<T>(&self, work: impl FnOnce(&mut Pooled) -> Result<T, CacheError>) -> Result<T, CacheError> {
-        let mut pooled = match self.idle.lock().pop() {
+    /// caller connects anew. An idle connection PostgreSQL closed meanwhile
+    /// (a restart, a terminated backend) gets `work` once more on a new
+    /// connection, so the first caller after an outage does not see the
+    /// stale connection's error; `work` must bear running twice.
+    pub fn with<T>(&self, mut work: impl FnMut(&mut Pooled) -> Result<T, CacheError>) -> Result<T, CacheError> {
+        let idle = self.idle.lock().pop();
+        let reused = idle.is_some();
+        let mut pooled = match idle {
             Some(pooled) => pooled,
-            None => {
-                let params = self.backend.as_ref().ok_or(CacheError::NoBackend)?;
-                Pooled { client: connect_backend(params)?, statements: HashMap::new() }
-            }
+            None => self.connect()?,
         };
-        let result = work(&mut pooled);
+        let mut result = work(&mut pooled);
+        if reused && result.as_ref().is_err_and(|error| lost(error, &pooled)) {
+            pooled = self.connect()?;
+            result = work(&mut pooled);
+        }
         if result.is_ok() {
             let keep = self.backend.as_ref().map_or(1, |params| params.pool_size.max(1));
             let mut idle = self.idle.lock();
@@ -61,4 +67,16 @@ impl Pool {
         }
         result
     }
+
+    fn connect(&self) -> Result<Pooled, CacheError> {
+        let params = self.backend.as_ref().ok_or(CacheError::NoBackend)?;
+        Ok(Pooled { client: connect_backend(params)?, statements: HashMap::new() })
+    }
+}
+
+/// The connection is gone, not the request refused: closed, or PostgreSQL
+/// ending the session (57P01 at a shutdown) or the link (class 08).
+fn lost(error: &CacheError, pooled: &Pooled) -> bool {
+    let sqlstate = error.sqlstate();
+    pooled.client.is_closed() || sqlstate.starts_with("08") || sqlstate.starts_with("57P")
 }

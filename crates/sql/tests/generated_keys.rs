@@ -8,7 +8,7 @@
 //!   insert parents (serial) and children (GENERATED ALWAYS identity, the
 //!   parent found by `currval`) at once: no 23505 anywhere, every value
 //!   unique, each session's values rising, and after drain PostgreSQL holds
-//!   every row and equals each cache. `PGTIER_GENKEYS_ROWS` (default 60) rows
+//!   every row and equals each cache. `PGTIER_GENKEYS_ROWS` (default 200) rows
 //!   per session; 2,000 is the long run.
 //! - `outage_uses_the_reserved_block_then_fails_clearly`: PostgreSQL stopped,
 //!   inserts go on from the block, then fail with 08xxx and a hint, leaving
@@ -124,7 +124,7 @@ fn insert_into_postgres(url: &str, rows: usize) -> Vec<(i64, i64)> {
 }
 
 fn rows_per_session() -> usize {
-    std::env::var("PGTIER_GENKEYS_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(60)
+    std::env::var("PGTIER_GENKEYS_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(200)
 }
 
 #[test]
@@ -186,4 +186,119 @@ fn two_caches_and_postgres_draw_from_one_sequence() {
         let tally = node.cache.verify("items").unwrap();
         assert!(tally.is_clean(), "node {k}: VERIFY {tally:?}");
     }
+}
+
+fn error_of(conn: &mut Connection, sql: &str) -> pgtier_sql::SqlError {
+    match conn.execute_sql(sql) {
+        Ok(_) => panic!("{sql}: succeeded, an error was expected"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn outage_uses_the_reserved_block_then_fails_clearly() {
+    let mut cluster = pgtier_backend::PrivateCluster::start(pgtier_backend::ClusterOptions::default()).expect("private PostgreSQL");
+    let url = cluster.create_database("genkeys_outage").unwrap();
+    let mut pg = pgtier_backend::connect(&url).unwrap();
+    pg.batch_execute(SCHEMA).unwrap();
+    drop(pg);
+    let node = node(&url, "o", 5);
+    let mut conn = node.connect();
+    let insert = "INSERT INTO items (origin, n) VALUES ('o', 1) RETURNING id";
+    // The first insert reserves 21..25 (the seed used 1..20).
+    assert_eq!(int(&mut conn, insert), 21);
+    assert_eq!(int(&mut conn, insert), 22);
+    cluster.stop_fast().unwrap();
+    for want in 23..=25 {
+        assert_eq!(int(&mut conn, insert), want, "from the reserved block while PostgreSQL is down");
+    }
+    let before = int(&mut conn, "SELECT count(*) FROM items");
+    for _ in 0..2 {
+        // Twice: the second answer is the remembered failure, the same error.
+        let e = error_of(&mut conn, insert);
+        assert!(e.sqlstate.starts_with("08"), "{e:?}");
+        assert!(e.message.contains("items_id_seq"), "{e:?}");
+        assert!(e.hint.as_deref().is_some_and(|h| h.contains("sequence_block")), "{e:?}");
+    }
+    conn.execute_sql("BEGIN").unwrap();
+    assert!(error_of(&mut conn, insert).sqlstate.starts_with("08"));
+    assert_eq!(error_of(&mut conn, "SELECT 1").sqlstate, "25P02");
+    conn.execute_sql("ROLLBACK").unwrap();
+    assert_eq!(int(&mut conn, "SELECT count(*) FROM items"), before, "a failed insert leaves nothing");
+    // A value the application supplies needs no sequence.
+    assert_eq!(conn.execute_sql("INSERT INTO items (id, origin, n) VALUES (1000, 'explicit', 0)").unwrap().rows_affected, 1);
+    cluster.restart().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let resumed = loop {
+        match conn.execute_sql(insert) {
+            Ok(result) => break result.rows.unwrap().get(0).unwrap().text(0).unwrap().parse::<i64>().unwrap(),
+            Err(e) if e.sqlstate.starts_with("08") || e.sqlstate.starts_with("57P") => {
+                assert!(Instant::now() < deadline, "inserts did not resume after PostgreSQL came back: {e:?}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    assert_eq!(resumed, 26, "the next block starts where the sequence stood: no value lost or invented");
+    assert!(node.cache.wait_propagated(Duration::from_secs(60)), "write-through drains after the outage");
+    let mut pg = pgtier_backend::connect(&url).unwrap();
+    let (pg_items, _) = postgres_rows(&mut pg);
+    let (cached_items, _) = cached_rows(&mut conn);
+    assert_eq!(cached_items, pg_items);
+    let ids: Vec<i64> = pg_items.iter().map(|r| r.split('|').next().unwrap().parse().unwrap()).collect::<BTreeSet<_>>().into_iter().collect();
+    assert_eq!(ids, (1..=26).chain([1000]).collect::<Vec<_>>());
+}
+
+#[test]
+fn session_functions_and_refusals() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let url = cluster.create_database(&format!("genkeys_fns_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&url).unwrap();
+    pg.batch_execute(SCHEMA).unwrap();
+    pg.batch_execute("CREATE SEQUENCE other_seq").unwrap();
+    let node = node(&url, "f", 10);
+    let mut conn = node.connect();
+    assert_eq!(error_of(&mut conn, "SELECT currval('items_id_seq')").sqlstate, "55000");
+    assert_eq!(error_of(&mut conn, "SELECT lastval()").sqlstate, "55000");
+    // Any spelling PostgreSQL reads names the one sequence.
+    assert_eq!(int(&mut conn, "SELECT nextval('items_id_seq')"), 21);
+    assert_eq!(int(&mut conn, "SELECT currval('public.items_id_seq')"), 21);
+    assert_eq!(int(&mut conn, "SELECT nextval('\"items_id_seq\"')"), 22);
+    assert_eq!(int(&mut conn, "SELECT lastval()"), 22);
+    assert_eq!(int(&mut conn, "INSERT INTO items (origin, n) VALUES ('x', 1) RETURNING id"), 23);
+    assert_eq!(int(&mut conn, "SELECT currval('items_id_seq')"), 23);
+    // Another session has its own currval, and draws from the same block.
+    let mut other = node.connect();
+    assert_eq!(error_of(&mut other, "SELECT currval('items_id_seq')").sqlstate, "55000");
+    assert_eq!(int(&mut other, "SELECT nextval('items_id_seq')"), 24);
+    let e = error_of(&mut conn, "SELECT setval('items_id_seq', 100)");
+    assert_eq!(e.sqlstate, "0A000", "{e:?}");
+    assert!(e.hint.is_some());
+    // GENERATED ALWAYS: explicit values refused as PostgreSQL refuses them.
+    assert_eq!(error_of(&mut conn, "INSERT INTO parts (id, item_id, qty) VALUES (500, 23, 1)").sqlstate, "428C9");
+    assert_eq!(error_of(&mut conn, "UPDATE parts SET id = 7 WHERE id = 1").sqlstate, "428C9");
+    assert_eq!(int(&mut conn, "INSERT INTO parts (id, item_id, qty) VALUES (DEFAULT, 23, 1) RETURNING id"), 21);
+    assert_eq!(int(&mut conn, "INSERT INTO items (id, origin, n) VALUES (999, 'explicit', 0) RETURNING id"), 999);
+    // The catalogs show the columns as PostgreSQL does.
+    let text = |conn: &mut Connection, sql: &str| -> Vec<String> {
+        let rows = conn.execute_sql(sql).unwrap().rows.unwrap();
+        rows.iter().map(|r| (0..r.len()).map(|k| r.text(k).unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>().join("|")).collect()
+    };
+    let columns = "SELECT table_name, column_name, column_default, is_identity, identity_generation FROM information_schema.columns \
+                   WHERE column_name = 'id' ORDER BY table_name";
+    assert_eq!(text(&mut conn, columns), ["items|id|nextval('public.items_id_seq'::regclass)|NO|NULL", "parts|id|NULL|YES|ALWAYS"]);
+    assert_eq!(text(&mut conn, "SELECT attidentity FROM pg_attribute WHERE attrelid = 'parts'::regclass AND attname = 'id'"), ["a"]);
+    assert_eq!(text(&mut conn, "SELECT pg_get_serial_sequence('items', 'id'), pg_get_serial_sequence('parts', 'id')"), ["public.items_id_seq|public.parts_id_seq"]);
+    // A sequence no cached column uses is not pgtier's to draw from (the
+    // server passes such a statement through to PostgreSQL).
+    assert_eq!(error_of(&mut conn, "SELECT nextval('other_seq')").sqlstate, "42P01");
+    assert!(node.cache.wait_propagated(Duration::from_secs(30)));
+    let (pg_items, pg_parts) = postgres_rows(&mut pg);
+    assert!(pg_items.contains("23|x|1") && pg_items.contains("999|explicit|0") && pg_parts.contains("21|23|1"), "{pg_items:?} {pg_parts:?}");
+    // PostgreSQL's own next value is past this node's block (21..30).
+    let next: i64 = pg.query_one("SELECT nextval('items_id_seq')", &[]).unwrap().get(0);
+    assert_eq!(next, 31);
+    // Once the group is gone, so is the sequence (the cached plan re-plans).
+    conn.execute_sql("DROP CACHE GROUP items").unwrap();
+    assert_eq!(error_of(&mut conn, "SELECT nextval('items_id_seq')").sqlstate, "42P01");
 }
