@@ -9,6 +9,7 @@
 //!
 //! The programs live in tests/drivers/ (README there); their toolchains and
 //! packages come from scripts/ensure-clients.sh. A missing one fails the test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
