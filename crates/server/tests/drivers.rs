@@ -296,7 +296,8 @@ fn sqlalchemy_generated_keys_on_two_nodes() {
         let mut tier = server.endpoint.client();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while let Err(e) = tier.batch_execute("VERIFY CACHE GROUP shop") {
-            assert!(std::time::Instant::now() < deadline, "node {node}: PostgreSQL still differs from the cache after 60 s: {e}");
+            let why = e.as_db_error().map_or_else(|| e.to_string(), |db| format!("{} {}", db.message(), db.detail().unwrap_or_default()));
+            assert!(std::time::Instant::now() < deadline, "node {node}: PostgreSQL still differs from the cache after 60 s: {why}");
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
         assert_eq!(shop_rows(&mut tier, None), shop_rows(&mut pg, Some(&[node, "seed"])), "node {node}: the cache and PostgreSQL");

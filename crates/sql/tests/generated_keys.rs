@@ -19,6 +19,9 @@
 //! - `swt_and_readonly_groups`: an SWT group's drawn keys are in PostgreSQL
 //!   at commit; a READONLY group refuses the insert (25006).
 //!
+//! - `measure_default_keys_against_supplied_ones` (ignored): inserts/s with
+//!   the key drawn against supplied, blocks of 32 and 1,000, one run.
+//!
 //! What one session sees, record by record against PostgreSQL itself:
 //! tests/slt/77_cached_generated_keys.slt.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -339,4 +342,54 @@ fn swt_and_readonly_groups() {
     let (pg_items, pg_parts) = postgres_rows(&mut pg);
     assert!(pg_items.contains("21|swt|1") && pg_parts.contains("21|21|2"), "in PostgreSQL at commit: {pg_items:?} {pg_parts:?}");
     assert_eq!(error_of(&mut conn, "INSERT INTO notes (body) VALUES ('x')").sqlstate, "25006");
+}
+
+/// Not a gate (ignored): what drawing keys from PostgreSQL costs an insert,
+/// as a ratio in one run. One session runs a prepared INSERT that leaves the
+/// serial key to its default and one that supplies it, alternately in
+/// rounds of one transaction each (so no commit waits for the disk and the
+/// cost of the draw shows), with blocks of 32 (the default) and of 1,000. `cargo test -p
+/// pgtier-sql --test generated_keys measure -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn measure_default_keys_against_supplied_ones() {
+    use pgtier_engine::Value;
+    const ROWS: i64 = 10_000;
+    const ROUNDS: u32 = 5;
+    for block in [32, 1000] {
+        let (url, _pg) = database(&format!("measure_{block}"));
+        let node = node(&url, &format!("m{block}"), block);
+        let mut conn = node.connect();
+        let default_key = conn.prepare("INSERT INTO items (origin, n) VALUES ('d', $1)").unwrap();
+        let supplied_key = conn.prepare("INSERT INTO items (id, origin, n) VALUES ($1, 's', $2)").unwrap();
+        let mut supplied_id = 1_000_000_000i64;
+        let (mut drawn, mut supplied) = (Duration::ZERO, Duration::ZERO);
+        for _ in 0..ROUNDS {
+            let started = Instant::now();
+            conn.execute_sql("BEGIN").unwrap();
+            for n in 0..ROWS {
+                conn.execute(&default_key, &[Value::Int4(i32::try_from(n).unwrap())]).unwrap();
+            }
+            conn.execute_sql("COMMIT").unwrap();
+            drawn += started.elapsed();
+            // Write-through's work on one side must not slow the other.
+            assert!(node.cache.wait_propagated(Duration::from_secs(120)));
+            let started = Instant::now();
+            conn.execute_sql("BEGIN").unwrap();
+            for n in 0..ROWS {
+                supplied_id += 1;
+                conn.execute(&supplied_key, &[Value::Int4(i32::try_from(supplied_id).unwrap()), Value::Int4(i32::try_from(n).unwrap())]).unwrap();
+            }
+            conn.execute_sql("COMMIT").unwrap();
+            supplied += started.elapsed();
+            assert!(node.cache.wait_propagated(Duration::from_secs(120)));
+        }
+        let rate = |d: Duration| f64::from(ROUNDS) * ROWS as f64 / d.as_secs_f64();
+        println!(
+            "block {block}: key drawn {:.0} inserts/s, key supplied {:.0} inserts/s, supplied/drawn {:.2}",
+            rate(drawn),
+            rate(supplied),
+            rate(supplied) / rate(drawn)
+        );
+    }
 }
