@@ -66,8 +66,8 @@ impl KeyDefault {
     /// The generated key of a column imported from PostgreSQL: identity
     /// columns (their owned sequence, schema-qualified), serial columns and
     /// other `nextval('s'::regclass)` defaults (PostgreSQL's own text, so
-    /// the catalogs show what PostgreSQL shows; the name in it resolves on
-    /// the pool's connections as it did on the importing one).
+    /// the catalogs show what PostgreSQL shows; an unqualified name in it is
+    /// taken as public's, the schema cache groups hold, see [`KeyDefault::sequence_key`]).
     pub fn of_column(column: &ColumnDef) -> Option<KeyDefault> {
         let printed = column.default.as_deref().and_then(KeyDefault::parse).filter(|key| key.generation == KeyGeneration::Nextval);
         let (generation, sequence) = match &column.identity {
@@ -143,36 +143,43 @@ struct Reserved {
     unavailable: Option<(Instant, String, String)>,
 }
 
+/// One sequence's block, with the key it is known by.
+struct Slot {
+    key: String,
+    reserved: Mutex<Reserved>,
+}
+
 /// The reserved blocks of one cache, by sequence.
 pub(crate) struct Sequences {
     pool: Arc<Pool>,
     block: u32,
-    reserved: Mutex<HashMap<String, Arc<Mutex<Reserved>>>>,
+    /// By key and by every other spelling met.
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
 }
 
 impl Sequences {
     pub fn new(pool: Arc<Pool>, block: u32) -> Sequences {
-        Sequences { pool, block: block.max(1), reserved: Mutex::new(HashMap::new()) }
+        Sequences { pool, block: block.max(1), slots: Mutex::new(HashMap::new()) }
     }
 
     /// The next value of PostgreSQL's sequence `sequence`: from the block,
     /// or from a new block reserved now.
     pub fn next(&self, sequence: &str) -> Result<i64, CacheError> {
-        let key = KeyDefault::sequence_key(sequence);
-        let slot = self.reserved.lock().entry(key.clone()).or_default().clone();
+        let slot = self.slot(sequence);
+        let key = &slot.key;
         // Held across the reservation: the sessions that find the block
         // empty wait for one round trip instead of each making their own.
-        let mut reserved = slot.lock();
+        let mut reserved = slot.reserved.lock();
         if let Some(value) = reserved.values.pop_front() {
             return Ok(value);
         }
-        let unavailable = |sqlstate: String, reason: String| CacheError::SequenceUnavailable { sequence: key.clone(), sqlstate, reason, block: self.block };
+        let unavailable = |sqlstate: String, reason: String| CacheError::SequenceUnavailable { sequence: key.to_string(), sqlstate, reason, block: self.block };
         if let Some((at, sqlstate, reason)) = &reserved.unavailable
             && at.elapsed() < RETRY_AFTER
         {
             return Err(unavailable(sqlstate.clone(), reason.clone()));
         }
-        match self.reserve(&key) {
+        match self.reserve(key) {
             Ok(values) => {
                 reserved.unavailable = None;
                 reserved.values = values;
@@ -187,6 +194,20 @@ impl Sequences {
             }
             Err(Unreserved::Refused(error)) => Err(error),
         }
+    }
+
+    /// The block of `sequence` (any spelling) and its key: by the text as
+    /// given first, so the usual call (the binder's key) parses nothing.
+    fn slot(&self, sequence: &str) -> Arc<Slot> {
+        let mut slots = self.slots.lock();
+        if let Some(slot) = slots.get(sequence) {
+            return slot.clone();
+        }
+        let key = KeyDefault::sequence_key(sequence);
+        let slot = slots.get(&key).cloned().unwrap_or_else(|| Arc::new(Slot { key: key.clone(), reserved: Mutex::new(Reserved::default()) }));
+        slots.insert(key, slot.clone());
+        slots.insert(sequence.to_owned(), slot.clone());
+        slot
     }
 
     fn reserve(&self, key: &str) -> Result<VecDeque<i64>, Unreserved> {

@@ -393,3 +393,4 @@ fn measure_default_keys_against_supplied_ones() {
         );
     }
 }
+

@@ -379,7 +379,7 @@ pub(super) fn generated_defaults(table: &TableSchema, targets: &[usize]) -> Resu
 pub(super) fn column_default(col: &Column) -> Result<Expr> {
     let sequence = match (col.sequence, crate::catalog::backend_key(col)) {
         (Some((seq, _)), _) => Some(Value::Int8(crate::catalog::relation_oid(seq))),
-        (None, Some(key)) => Some(Value::Text(key.sequence)),
+        (None, Some(key)) => Some(Value::Text(pgtier_cache::KeyDefault::sequence_key(&key.sequence))),
         (None, None) => None,
     };
     if let Some(sequence) = sequence {

@@ -554,7 +554,8 @@ impl Binder<'_> {
         if !self.deps.iter().any(|d| std::sync::Arc::ptr_eq(d, &table)) {
             self.deps.push(table);
         }
-        Ok(Some((Expr::Func(Func::Sys(SysFunc::Sequence(call)), vec![Expr::Const(pgtier_engine::Value::Text(sequence))]), Some(DataType::Int8))))
+        let key = pgtier_cache::KeyDefault::sequence_key(&sequence);
+        Ok(Some((Expr::Func(Func::Sys(SysFunc::Sequence(call)), vec![Expr::Const(pgtier_engine::Value::Text(key))]), Some(DataType::Int8))))
     }
 
     /// `EXTRACT(field FROM x)` (numeric) or `date_part('field', x)`

@@ -2,9 +2,10 @@
 //!
 //! A sequence is either a local one (its argument the relation's regclass
 //! oid) or PostgreSQL's sequence of a cached column (its argument the
-//! sequence's name as text; the binder gives one only for such a
-//! sequence): its values come from the attached cache's reserved block
-//! (`Cache::sequence_nextval`), never from a counter of pgtier's.
+//! sequence's name as text, as `KeyDefault::sequence_key` writes it; the
+//! binder gives one only for such a sequence): its values come from the
+//! attached cache's reserved block (`Cache::sequence_nextval`), never from
+//! a counter of pgtier's.
 
 use std::collections::HashMap;
 
@@ -20,7 +21,7 @@ use crate::expr::SeqFunc;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum SeqKey {
     Local(TableId),
-    /// PostgreSQL's, by [`KeyDefault::sequence_key`].
+    /// PostgreSQL's, by [`KeyDefault::sequence_key`] (the binder's argument).
     Backend(String),
 }
 
@@ -37,16 +38,9 @@ impl Exec<'_> {
     /// nextval, currval, setval, lastval with their evaluated arguments.
     pub(super) fn sequence_call(&mut self, call: SeqFunc, args: &[Value]) -> Result<Value> {
         let undefined_last = || SqlError::new("55000", "lastval is not yet defined in this session");
-        let (key, name) = match (call, args.first()) {
-            (SeqFunc::Lastval, _) => {
-                let key = self.sequences.last.clone().ok_or_else(undefined_last)?;
-                let name = match &key {
-                    SeqKey::Local(id) => self.txn.catalog().table(*id).map(|t| t.name.clone()).ok_or_else(undefined_last)?,
-                    SeqKey::Backend(sequence) => KeyDefault::sequence_relname(sequence),
-                };
-                (key, name)
-            }
-            (_, Some(Value::Text(sequence))) => (SeqKey::Backend(KeyDefault::sequence_key(sequence)), KeyDefault::sequence_relname(sequence)),
+        let key = match (call, args.first()) {
+            (SeqFunc::Lastval, _) => self.sequences.last.clone().ok_or_else(undefined_last)?,
+            (_, Some(Value::Text(sequence))) => SeqKey::Backend(sequence.clone()),
             _ => {
                 let oid = args.first().and_then(Value::as_i64).unwrap_or(0);
                 let t = table_by_oid(self.txn.catalog(), oid)
@@ -54,40 +48,38 @@ impl Exec<'_> {
                 if t.sequence.is_none() {
                     return Err(SqlError::new("42809", format!("\"{}\" is not a sequence", t.name)));
                 }
-                (SeqKey::Local(t.id), t.name.clone())
+                SeqKey::Local(t.id)
             }
         };
-        let current = |s: &SessionSequences| {
-            s.values.get(&key).copied().ok_or_else(|| SqlError::new("55000", format!("currval of sequence \"{name}\" is not yet defined in this session")))
-        };
-        let v = match call {
-            SeqFunc::Nextval => {
-                let v = match (&key, args.first()) {
-                    (SeqKey::Local(id), _) => self.txn.nextval(*id)?,
-                    (SeqKey::Backend(_), Some(Value::Text(sequence))) => {
-                        let cache = self.cache.ok_or(CacheError::NoBackend)?;
-                        cache.sequence_nextval(sequence)?
+        let v = match (call, &key) {
+            (SeqFunc::Nextval, SeqKey::Local(id)) => self.txn.nextval(*id)?,
+            (SeqFunc::Nextval, SeqKey::Backend(sequence)) => self.cache.ok_or(CacheError::NoBackend)?.sequence_nextval(sequence)?,
+            (SeqFunc::Currval | SeqFunc::Lastval, _) => {
+                return match self.sequences.values.get(&key) {
+                    Some(v) => Ok(Value::Int8(*v)),
+                    None if call == SeqFunc::Lastval => Err(undefined_last()),
+                    None => {
+                        let name = match &key {
+                            SeqKey::Local(id) => self.txn.catalog().table(*id).map_or_else(String::new, |t| t.name.clone()),
+                            SeqKey::Backend(sequence) => KeyDefault::sequence_relname(sequence),
+                        };
+                        Err(SqlError::new("55000", format!("currval of sequence \"{name}\" is not yet defined in this session")))
                     }
-                    (SeqKey::Backend(_), _) => return Err(SqlError::new("XX000", "nextval of PostgreSQL's sequence without its name")),
                 };
-                self.sequences.values.insert(key.clone(), v);
-                self.sequences.last = Some(key);
-                v
             }
-            SeqFunc::Currval | SeqFunc::Lastval => current(self.sequences)?,
-            SeqFunc::Setval => {
-                let SeqKey::Local(id) = key else {
-                    return Err(SqlError::new("XX000", "setval of PostgreSQL's sequence reached the executor"));
-                };
+            (SeqFunc::Setval, SeqKey::Local(id)) => {
                 let value = args.get(1).and_then(Value::as_i64).unwrap_or(0);
                 let is_called = !matches!(args.get(2), Some(Value::Bool(false)));
-                let v = self.txn.setval(id, value, is_called)?;
+                let v = self.txn.setval(*id, value, is_called)?;
                 if is_called {
                     self.sequences.values.insert(key, v);
                 }
-                v
+                return Ok(Value::Int8(v));
             }
+            (SeqFunc::Setval, SeqKey::Backend(_)) => return Err(SqlError::new("XX000", "setval of PostgreSQL's sequence reached the executor")),
         };
+        self.sequences.values.insert(key.clone(), v);
+        self.sequences.last = Some(key);
         Ok(Value::Int8(v))
     }
 }
