@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use pgtier_backend::catalog::Identity;
 use pgtier_backend::copy_out::quote_identifier;
 use pgtier_engine::{RowChange, RowOp, Value};
 use postgres::Client;
@@ -155,9 +156,13 @@ fn statement_text(entry: &GroupEntry, index: usize, change: &RowChange, values: 
     let filter = keys.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(targets.len() + i, c))).collect::<Vec<_>>().join(" AND ");
     let body = match change.op {
         RowOp::Insert => {
+            // A GENERATED ALWAYS identity takes the value the cache drew from
+            // the same sequence only when told so.
+            let always = entry.group.tables[index].source.columns.iter().any(|c| matches!(c.identity, Some(Identity::Always { .. })));
             return format!(
-                "INSERT INTO {relation} ({}) VALUES ({})",
+                "INSERT INTO {relation} ({}){} VALUES ({})",
                 targets.iter().map(|&c| column(c)).collect::<Vec<_>>().join(", "),
+                if always { " OVERRIDING SYSTEM VALUE" } else { "" },
                 targets.iter().enumerate().map(|(i, &c)| value(i, c)).collect::<Vec<_>>().join(", ")
             );
         }

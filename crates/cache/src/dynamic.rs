@@ -27,10 +27,9 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
-use pgtier_backend::{ConnectParams, connect_backend};
 use pgtier_engine::{Database, EngineError, Origin, Value};
+use postgres::Client;
 use postgres::types::{FromSql, ToSql, Type};
-use postgres::{Client, Statement};
 
 use crate::error::CacheError;
 use crate::group::CacheGroup;
@@ -38,6 +37,7 @@ use crate::instance::{InstanceLayout, key_text};
 use crate::load::{decode_values, instance_query};
 use crate::fence::Fence;
 use crate::manager::{Cache, GroupEntry};
+use crate::pool::{Pool, Pooled};
 
 /// For each table of a group: the positions of its columns that hold the
 /// root key (in root key order), when every root key column reaches it
@@ -80,12 +80,6 @@ pub(crate) fn root_key_of(map: &[usize], columns: &[usize], values: &[Value]) ->
         .collect()
 }
 
-/// A PostgreSQL connection kept for dynamic loads, with its prepared queries.
-struct Pooled {
-    client: Client,
-    statements: HashMap<String, Statement>,
-}
-
 /// One load in progress; later misses on the key wait for its outcome.
 #[derive(Default)]
 struct Flight {
@@ -95,8 +89,7 @@ struct Flight {
 
 /// The dynamic-load machinery of one `Cache`.
 pub(crate) struct Dynamic {
-    backend: Option<ConnectParams>,
-    idle: Mutex<Vec<Pooled>>,
+    pool: Arc<Pool>,
     flights: Mutex<HashMap<String, Arc<Flight>>>,
 }
 
@@ -116,8 +109,8 @@ impl<'a> FromSql<'a> for Raw<'a> {
 }
 
 impl Dynamic {
-    pub fn new(backend: Option<ConnectParams>) -> Dynamic {
-        Dynamic { backend, idle: Mutex::new(Vec::new()), flights: Mutex::new(HashMap::new()) }
+    pub fn new(pool: Arc<Pool>) -> Dynamic {
+        Dynamic { pool, flights: Mutex::new(HashMap::new()) }
     }
 
     /// Makes sure the instance of `root_key` is cached if PostgreSQL has it.
@@ -177,29 +170,13 @@ impl Dynamic {
         let db = cache.database();
         // Registered before the PostgreSQL snapshot, as every load.
         let fence = Fence::open(cache, entry)?;
-        let mut pooled = match self.idle.lock().pop() {
-            Some(pooled) => pooled,
-            None => {
-                let params = self.backend.as_ref().ok_or(CacheError::NoBackend)?;
-                Pooled { client: connect_backend(params)?, statements: HashMap::new() }
-            }
-        };
-        let result = (|| {
-            let rows = fetch_on(&mut pooled, &entry.group, entry.def.root_predicate.as_deref(), key)?;
+        self.pool.with(|pooled| {
+            let rows = fetch_on(pooled, &entry.group, entry.def.root_predicate.as_deref(), key)?;
             let written = if rows[0].is_empty() { Ok(false) } else { insert_instance(db, &fence, &mut pooled.client, layout, key, &rows) };
             // The read-only snapshot transaction ends either way.
             pooled.client.batch_execute("COMMIT").map_err(|e| backend_error("dynamic load", &e))?;
             written
-        })();
-        if result.is_ok() {
-            let keep = self.backend.as_ref().map_or(1, |params| params.pool_size.max(1));
-            let mut idle = self.idle.lock();
-            if idle.len() < keep {
-                idle.push(pooled);
-            }
-        }
-        // A connection that failed is dropped: the next miss connects anew.
-        result
+        })
     }
 }
 
@@ -269,14 +246,7 @@ fn fetch_on(pooled: &mut Pooled, group: &CacheGroup, predicate: Option<&str>, ke
     let mut out = Vec::with_capacity(group.tables.len());
     for (index, table) in group.tables.iter().enumerate() {
         let sql = instance_query(group, index, Some(&filter), None);
-        let statement = match pooled.statements.get(&sql) {
-            Some(statement) => statement.clone(),
-            None => {
-                let statement = pooled.client.prepare(&sql).map_err(|e| backend_error("dynamic load", &e))?;
-                pooled.statements.insert(sql, statement.clone());
-                statement
-            }
-        };
+        let statement = pooled.statement(&sql).map_err(|e| backend_error("dynamic load", &e))?;
         let rows = pooled.client.query(&statement, params).map_err(|e| backend_error("dynamic load", &e))?;
         let mut decoded = Vec::with_capacity(rows.len());
         for row in &rows {

@@ -116,6 +116,10 @@ pub enum CacheError {
     /// Not an error: propagation starts a new session at once (a group to hold or resume).
     #[error("write-through restarts: {reason}")]
     Restart { reason: String },
+    /// The block of values reserved from PostgreSQL's sequence is used up
+    /// and PostgreSQL cannot be reached to reserve the next one.
+    #[error("cannot reserve values of sequence {sequence} from PostgreSQL: {reason}")]
+    SequenceUnavailable { sequence: String, sqlstate: String, reason: String, block: u32 },
 
     /// Not built yet.
     #[error("{what} is not supported yet")]
@@ -158,6 +162,7 @@ impl CacheError {
             CacheError::Restart { .. } => "00000",
             CacheError::DynamicLoad { sqlstate, .. } => sqlstate,
             CacheError::Autorefresh { sqlstate, .. } => sqlstate,
+            CacheError::SequenceUnavailable { sqlstate, .. } => sqlstate,
             CacheError::Connect(error) => error.sqlstate(),
             CacheError::Backend(error) => error.sqlstate(),
             CacheError::Engine(error) => error.sqlstate(),
@@ -189,6 +194,10 @@ impl CacheError {
             CacheError::DefinitionDrift { .. } => "Write-through of the group waits, its transactions kept, until the table is what the group was defined from again (undo the change in PostgreSQL: propagation resumes by itself within seconds). To keep the change instead, DROP CACHE GROUP (its transactions not yet in PostgreSQL are discarded), then CREATE and LOAD it again.".into(),
             CacheError::ReplicationOrigin { .. } => "Write-through marks its changes with a replication origin so autorefresh does not apply them back: connect [backend] as a superuser, or GRANT EXECUTE ON FUNCTION pg_replication_origin_create(text), pg_replication_origin_oid(text), pg_replication_origin_session_setup(text) to its role.".into(),
             CacheError::Autorefresh { hint, .. } => return hint.clone(),
+            CacheError::SequenceUnavailable { block, .. } => format!(
+                "pgtier takes this sequence's values from PostgreSQL in blocks of {block} ([cache] sequence_block) and has handed out its block; \
+                 an INSERT that leaves the column to its default works again once PostgreSQL can be reached (one that supplies the value works now)."
+            ),
             _ => return None,
         })
     }

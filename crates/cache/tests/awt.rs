@@ -298,3 +298,46 @@ fn verify_reports_rows_written_behind_the_cache_after_write_through_traffic() {
         assert!(verified.differences.iter().any(|(k, table, _)| k.contains(&key) && table == "call_forwarding"), "{s}: {verified:?}");
     }
 }
+
+/// A lane blocked in PostgreSQL (a row another session holds) is reported
+/// within the stall timeout — counted, with what PostgreSQL says blocks it —
+/// cancelled and reconnected, again while the blocker stays; once the
+/// blocker goes, everything drains.
+#[test]
+fn a_stalled_lane_is_reported_with_its_cause_and_reconnected() {
+    let url = pgtier_backend::harness::shared_cluster().unwrap().create_database("cache_awt_stall").unwrap();
+    let mut client = connect(&url).unwrap();
+    client.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv SELECT g, g FROM generate_series(1, 10) g;").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = pgtier_cache::CacheConfig::default();
+    config.awt.stall_timeout = Duration::from_secs(2);
+    let cache = common::open_cache_with(dir.path(), &url, config);
+    cache.create_group(&CreateGroup { root: "kv".into(), children: Vec::new(), ..awt_group() }).unwrap();
+    cache.load("awt", &LoadOptions::default()).unwrap();
+    // Another session holds row 1.
+    let mut blocker = connect(&url).unwrap();
+    let blocker_pid: i32 = blocker.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    blocker.batch_execute("BEGIN; SELECT * FROM kv WHERE k = 1 FOR UPDATE").unwrap();
+    let db = cache.database().clone();
+    let kv = db.catalog().table_by_name("kv").unwrap().id;
+    let mut txn = db.begin().unwrap();
+    txn.update(kv, &[Value::Int4(1)], &[(1, Value::Int4(100))]).unwrap();
+    txn.commit().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let info = loop {
+        let info = cache.propagation_info().unwrap();
+        if info.stalls >= 2 {
+            break info;
+        }
+        assert!(std::time::Instant::now() < deadline, "no stall reported: {info:?} {:?}", cache.lanes());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let reported = info.last_error.clone().unwrap_or_default();
+    assert!(reported.contains("waiting") && reported.contains(&blocker_pid.to_string()), "the cause names the blocker: {reported}");
+    assert!(!cache.wait_propagated(Duration::from_millis(200)));
+    // The blocker goes: the reconnected lane applies.
+    blocker.batch_execute("ROLLBACK").unwrap();
+    assert!(cache.wait_propagated(Duration::from_secs(30)), "{:?}", cache.propagation_info());
+    assert_eq!(client.query_one("SELECT v FROM kv WHERE k = 1", &[]).unwrap().get::<_, i32>(0), 100);
+    assert_eq!(cache.propagation_info().unwrap().errors, 0, "a stall is not the transaction's refusal");
+}

@@ -116,6 +116,10 @@ pub struct CacheSection {
     /// WAL a READONLY group's replication slot may keep PostgreSQL from
     /// removing before the group loads again from a new slot, in PostgreSQL's units.
     pub autorefresh_retained_wal_max: String,
+    /// Values of a PostgreSQL sequence reserved at a time for the cached
+    /// columns it generates: this node's CACHE n (a block not used up is
+    /// lost when pgtier stops).
+    pub sequence_block: u32,
 }
 
 impl Default for CacheSection {
@@ -133,6 +137,7 @@ impl Default for CacheSection {
             awt_batch_delay_ms: u64::try_from(awt.batch_delay.as_millis()).unwrap_or(0),
             awt_stall_timeout_s: awt.stall_timeout.as_secs(),
             autorefresh_retained_wal_max: format!("{}GB", pgtier_cache::AutorefreshConfig::default().retained_wal_max >> 30),
+            sequence_block: pgtier_cache::DEFAULT_SEQUENCE_BLOCK,
         }
     }
 }
@@ -179,6 +184,9 @@ impl CacheSection {
             Ok(_) => return bad("autorefresh_retained_wal_max must be at least 1MB".into()),
             Err(e) => return bad(format!("autorefresh_retained_wal_max: {e}")),
         };
+        if !(1..=1_000_000).contains(&self.sequence_block) {
+            return bad(format!("sequence_block must be 1 to 1000000, not {}", self.sequence_block));
+        }
         if self.awt_batch_delay_ms > 1000 {
             return bad(format!("awt_batch_delay_ms must be at most 1000, not {}", self.awt_batch_delay_ms));
         }
@@ -199,6 +207,7 @@ impl CacheSection {
             autorefresh: pgtier_cache::AutorefreshConfig { retained_wal_max: autorefresh_retained },
             // A one-shot decision of the command line (`pgtier serve --takeover`), never a standing setting.
             takeover: false,
+            sequence_block: self.sequence_block,
         })
     }
 }
@@ -532,6 +541,8 @@ mod tests {
         assert_eq!((config.memory_budget, config.load_parallel, config.high_watermark), (Some(64 << 20), 3, 0.9));
         let default = ServerConfig::from_toml_str("data_dir = \"d\"").unwrap().cache.to_cache_config().unwrap();
         assert_eq!((default.memory_budget, default.aging_interval.as_millis()), (Some(512 << 20), 1000));
+        assert_eq!(default.sequence_block, pgtier_cache::DEFAULT_SEQUENCE_BLOCK);
+        assert_eq!(parse("sequence_block = 500").cache.to_cache_config().unwrap().sequence_block, 500);
         for (toml, key) in [
             ("memory_budget = \"lots\"", "memory_budget"),
             ("memory_budget = \"0\"", "memory_budget"),
@@ -547,6 +558,7 @@ mod tests {
             ("awt_stall_timeout_s = 0", "awt_stall_timeout_s"),
             ("awt_retained_wal_max = \"10kB\"", "awt_retained_wal_max"),
             ("awt_batch_delay_ms = 5000", "awt_batch_delay_ms"),
+            ("sequence_block = 0", "sequence_block"),
         ] {
             let e = parse(toml).cache.to_cache_config().unwrap_err().to_string();
             assert!(e.contains(key) && e.contains("[cache]"), "{toml}: {e}");

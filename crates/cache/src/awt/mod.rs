@@ -270,7 +270,8 @@ fn run(cache: &Weak<Cache>, context: &SessionContext, status: &AwtStatus, stop: 
                 status.node_refused.store(refused, Ordering::Relaxed);
                 *status.state.lock() = if refused { "refused" } else { "reconnecting" };
                 let text = error.to_string();
-                if status.last_error.lock().as_deref() != Some(text.as_str()) {
+                // (A stall was logged by the watchdog with its cause.)
+                if status.last_error.lock().as_deref() != Some(text.as_str()) && !matches!(error, CacheError::Stalled { .. }) {
                     eprintln!("pgtier: write-through: {text}");
                 }
                 *status.last_error.lock() = Some(text);

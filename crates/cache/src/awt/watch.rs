@@ -43,8 +43,8 @@ pub(crate) fn watch(ctx: &WatchContext<'_>) {
     let mut checked = Instant::now();
     while !ctx.lanes.stopping() {
         std::thread::sleep(LOOK_EVERY);
-        if let Some(error) = stalled(ctx) {
-            return ctx.lanes.fail(error);
+        if stalled(ctx) {
+            return;
         }
         if checked.elapsed() >= ctx.config.definition_check_interval {
             checked = Instant::now();
@@ -58,15 +58,18 @@ pub(crate) fn watch(ctx: &WatchContext<'_>) {
     }
 }
 
-/// The first lane with work and no progress for `stall_timeout`, reported and cancelled.
-fn stalled(ctx: &WatchContext<'_>) -> Option<CacheError> {
+/// Whether a lane had work and no progress for `stall_timeout`: then it is
+/// reported, the session fails with why, and the lane's statement is cancelled.
+fn stalled(ctx: &WatchContext<'_>) -> bool {
     let now_us = pgtier_engine::wall_clock_us();
     let limit_us = u64::try_from(ctx.config.stall_timeout.as_micros()).unwrap_or(u64::MAX);
     let statuses = ctx.lanes.statuses();
-    let lane = statuses.iter().find(|lane| {
+    let Some(lane) = statuses.iter().find(|lane| {
         let since = lane.waiting_since_us.load(Ordering::Relaxed);
         since != 0 && now_us.saturating_sub(since) > limit_us
-    })?;
+    }) else {
+        return false;
+    };
     let seconds = now_us.saturating_sub(lane.waiting_since_us.load(Ordering::Relaxed)) / 1_000_000;
     let name = if lane.lane == ctx.lanes.count() { "the control connection (transactions spanning lanes)".to_owned() } else { format!("lane {}", lane.lane) };
     let cause = diagnose(ctx.params, lane);
@@ -78,12 +81,14 @@ fn stalled(ctx: &WatchContext<'_>) -> Option<CacheError> {
     *lane.state.lock() = "stalled";
     *lane.last_error.lock() = Some(message.clone());
     ctx.status.stalls.fetch_add(1, Ordering::Relaxed);
+    // The session's error is this report, not the cancel's echo.
+    ctx.lanes.fail(CacheError::Stalled { message });
     let token = if lane.lane == ctx.lanes.count() { ctx.lanes.control_cancel.lock().clone() } else { ctx.lanes.lanes[lane.lane].cancel.lock().clone() };
     if let Some(token) = token {
         // Best effort: a lane blocked in PostgreSQL gets its error and ends.
         let _ = token.cancel_query(NoTls);
     }
-    Some(CacheError::Stalled { message })
+    true
 }
 
 /// What PostgreSQL says the lane's session is doing.

@@ -27,6 +27,8 @@ use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 use crate::instance::{InstanceLayout, key_text};
 use crate::persist;
+use crate::pool::Pool;
+use crate::sequence::{DEFAULT_SEQUENCE_BLOCK, Sequences};
 use crate::load::{Admission, Existing, LoadOptions, LoadReport, VerifyTally, load_admitting};
 use crate::statement::{Aging, CreateGroup};
 use crate::swt::{Swt, SwtParticipant, SwtStatus};
@@ -54,6 +56,9 @@ pub struct CacheConfig {
     /// Take the node name over from another data directory at open
     /// (`pgtier serve --takeover`; see `node.rs`): needs PostgreSQL then.
     pub takeover: bool,
+    /// Values of a PostgreSQL sequence reserved at a time for the cached
+    /// columns it generates (a CACHE n for this node; see sequence.rs).
+    pub sequence_block: u32,
 }
 
 impl Default for CacheConfig {
@@ -67,6 +72,7 @@ impl Default for CacheConfig {
             awt: AwtConfig::default(),
             autorefresh: AutorefreshConfig::default(),
             takeover: false,
+            sequence_block: DEFAULT_SEQUENCE_BLOCK,
         }
     }
 }
@@ -247,6 +253,8 @@ pub struct Cache {
     /// This pgtier in PostgreSQL: node name and data directory incarnation.
     identity: NodeIdentity,
     dynamic: Dynamic,
+    /// Blocks of values reserved from PostgreSQL's sequences.
+    sequences: Sequences,
     backend: Option<ConnectParams>,
     config: CacheConfig,
     groups: RwLock<BTreeMap<String, Arc<GroupEntry>>>,
@@ -285,7 +293,9 @@ impl Cache {
         for (def, group, accepted) in persist::restore(&db.catalog())? {
             groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group, accepted)));
         }
-        let dynamic = Dynamic::new(backend.clone());
+        let pool = Arc::new(Pool::new(backend.clone()));
+        let dynamic = Dynamic::new(pool.clone());
+        let sequences = Sequences::new(pool, config.sequence_block);
         let cache = Arc::new_cyclic(|this: &Weak<Cache>| {
             let swt = Arc::new(Swt::new(this.clone(), identity.clone()));
             Cache {
@@ -295,6 +305,7 @@ impl Cache {
             swt,
             db,
             dynamic,
+            sequences,
             backend,
             config,
             groups: RwLock::new(groups),
@@ -697,6 +708,13 @@ impl Cache {
 
     pub fn database(&self) -> &Database {
         &self.db
+    }
+
+    /// The next value of PostgreSQL's sequence `sequence` (a cached
+    /// column's [`crate::KeyDefault::sequence`], or the name a session gave
+    /// nextval), from this cache's reserved block; see sequence.rs.
+    pub fn sequence_nextval(&self, sequence: &str) -> Result<i64, CacheError> {
+        self.sequences.next(sequence)
     }
 
     fn connect(&self) -> Result<Client, CacheError> {

@@ -37,9 +37,9 @@ pub(super) fn user_sequences(catalog: &Catalog) -> impl Iterator<Item = &Arc<Tab
 
 /// `pg_attribute.attidentity`: 'a' (ALWAYS), 'd' (BY DEFAULT) or ''.
 fn identity_code(col: &Column) -> &'static str {
-    match col.sequence {
-        Some((_, SequenceDefault::IdentityAlways)) => "a",
-        Some((_, SequenceDefault::IdentityByDefault)) => "d",
+    match super::identity_kind(col) {
+        Some(SequenceDefault::IdentityAlways) => "a",
+        Some(SequenceDefault::IdentityByDefault) => "d",
         _ => "",
     }
 }
