@@ -110,8 +110,8 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
 
 /// `pgtier status`: one screen of where the cache stands.
 #[derive(Args)]
-#[command(after_help = "Shows write-through (AWT: connected, lanes, applied, backlog, lag now and p50/p99, refused, reconnects,
-last error; SWT: commits, refused, in-doubt resolved, repairs, time in PostgreSQL; autorefresh of READONLY groups: state, applied,
+#[command(after_help = "Shows write-through (AWT: node, state, connected, lanes, applied, backlog, lag now and p50/p99, refused, reconnects,
+stalls, held groups and why, last error, and per apply lane its state, queue, applied, wait and PostgreSQL pid; SWT: commits, refused, in-doubt resolved, repairs, time in PostgreSQL; autorefresh of READONLY groups: state, applied,
 lag in bytes and ms with p50/p99, WAL retained by the slot, re-snapshots, errors) and every cache group (instances, rows, memory, loads, evictions, dynamic loads, miss latency).")]
 pub struct StatusArgs {
     /// The pgtier server [default: $PGTIER_URL, else postgresql://$USER@127.0.0.1:5433/pgtier; password from the URL or $PGPASSWORD]
@@ -141,8 +141,11 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
     if swt.iter().any(|m| matches!(m, SimpleQueryMessage::Row(_))) {
         println!("\nWrite-through (SWT)");
         println!("{}", query_table(&mut client, "SELECT commits, refused, in_doubt_resolved, repairs, round(backend_p50_ms::numeric, 2) AS backend_p50_ms, round(backend_p99_ms::numeric, 2) AS backend_p99_ms FROM pgtier_cache_swt")?);
-        if let Some(SimpleQueryMessage::Row(row)) = client.simple_query("SELECT last_error FROM pgtier_cache_swt WHERE last_error IS NOT NULL").map_err(|e| describe(&e))?.first() {
-            println!("last error: {}", row.get(0).unwrap_or(""));
+        for (what, column) in [("groups refused for a changed definition", "drifted_groups"), ("last error", "last_error")] {
+            let sql = format!("SELECT {column} FROM pgtier_cache_swt WHERE {column} IS NOT NULL");
+            if let Some(SimpleQueryMessage::Row(row)) = client.simple_query(&sql).map_err(|e| describe(&e))?.first() {
+                println!("{what}: {}", row.get(0).unwrap_or(""));
+            }
         }
     }
     let autorefresh = client.simple_query("SELECT * FROM pgtier_cache_autorefresh").map_err(|e| describe(&e))?;
