@@ -24,7 +24,7 @@ mod types;
 
 pub use aging::AgingReport;
 pub use autorefresh::{AutorefreshConfig, AutorefreshStatus, PROGRESS_TABLE as AUTOREFRESH_TABLE, PredicateCompiler, RowTest};
-pub use awt::{AwtConfig, AwtStatus, LagHistogram};
+pub use awt::{AwtConfig, AwtStatus, LagCounts, LagHistogram};
 pub use error::CacheError;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 pub use load::{LoadOptions, LoadProgress, LoadReport, VerifyTally, load_group};
