@@ -201,7 +201,8 @@ impl LagCounts {
         self.max_us = self.max_us.max(other.max_us);
     }
 
-    /// The upper bound of the bucket holding quantile `q` (0..=1), in µs; 0 when empty.
+    /// The upper bound of the bucket holding quantile `q` (0..=1), in µs,
+    /// at most the maximum (no quantile lies above it); 0 when empty.
     pub fn quantile_us(&self, q: f64) -> f64 {
         let total = self.count();
         if total == 0 {
@@ -209,13 +210,15 @@ impl LagCounts {
         }
         let target = ((total as f64) * q).ceil().max(1.0) as u64;
         let mut seen = 0;
+        let mut bound = Self::upper_bound_us(LAG_BUCKETS - 1);
         for (index, n) in self.buckets.iter().enumerate() {
             seen += n;
             if seen >= target {
-                return Self::upper_bound_us(index);
+                bound = Self::upper_bound_us(index);
+                break;
             }
         }
-        Self::upper_bound_us(LAG_BUCKETS - 1)
+        if self.max_us > 0 { bound.min(self.max_us as f64) } else { bound }
     }
 }
 
@@ -500,6 +503,8 @@ mod tests {
         let window = second.since(&first);
         assert_eq!((window.count(), window.max_us), (2, 50_000));
         assert!(window.quantile_us(0.5) >= 1_000.0 && window.quantile_us(0.5) < 1_200.0, "{}", window.quantile_us(0.5));
+        // No quantile above the maximum (a bucket's bound may be).
+        assert_eq!(window.quantile_us(1.0), 50_000.0);
         // No new maximum: the interval's largest value is its top bucket's bound.
         lag.record(150);
         let quiet = lag.snapshot().since(&second);
