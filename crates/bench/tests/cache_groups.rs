@@ -47,7 +47,7 @@ use pgtier_bench::targets::postgres::{PgTarget, proc_ticks};
 use pgtier_bench::tatp::population::{PopulateOptions, populate};
 use pgtier_bench::tatp::random::SubscriberKeys;
 use pgtier_bench::tatp::schema::TABLES;
-use pgtier_bench::tatp::transactions::GET_SUBSCRIBER_DATA;
+use pgtier_bench::tatp::transactions::{GET_SUBSCRIBER_DATA, TxnType};
 use pgtier_bench::tatp::transactions::Mix;
 use pgtier_bench::tatp::{TatpMixWorkload, TatpWorkload};
 use pgtier_cache::{Aging, Cache, CacheConfig, GroupStats, LoadOptions};
@@ -536,15 +536,24 @@ fn smoke_postgres(name: &str) -> String {
     url
 }
 
-/// (b)'s B side, small: the loaded group holds PostgreSQL's rows, and the
-/// standard TATP mix runs over it in direct mode.
+/// PostgreSQL's checksum of every TATP table.
+fn postgres_checksums(url: &str) -> Vec<pgtier_bench::targets::cached::TableChecksum> {
+    let mut client = pgtier_backend::connect::connect(url).unwrap();
+    TABLES.iter().map(|table| postgres_checksum(&mut client, table).unwrap()).collect()
+}
+
+/// (b)'s B side, small: the loaded group holds PostgreSQL's rows, the
+/// standard TATP mix runs over it in direct mode, and once write-through
+/// drained PostgreSQL holds exactly the rows the mix left in the cache
+/// (its writes reached PostgreSQL, none lost, none applied twice).
 #[test]
 fn smoke_tatp_over_a_loaded_group() {
     let url = smoke_postgres("cache_groups_smoke_b");
     let dir = tempfile::tempdir().unwrap();
-    let (_cache, cached, report) = loaded_cache(dir.path(), &url, 2, CommitMode::Async);
+    let (cache, cached, report) = loaded_cache(dir.path(), &url, 2, CommitMode::Async);
     assert_eq!(report.instances, SMOKE_SUBSCRIBERS);
     assert_eq!(assert_same_rows(&cached, &url, "loaded group"), report_rows(&report));
+    let before = postgres_checksums(&url);
     let workload = TatpWorkload { keys: SubscriberKeys::new(1, SMOKE_SUBSCRIBERS, false) };
     let spec = LoadSpec { ramp_up: Duration::ZERO, ..spec(2, Duration::from_millis(800), 1) };
     let tally = run(&cached, &workload, &spec);
@@ -552,6 +561,17 @@ fn smoke_tatp_over_a_loaded_group() {
     // Every read found its subscriber: the loaded rows answer the workload.
     let gsd = &tally.txns[0];
     assert_eq!(gsd.found, gsd.executed);
+    let updated = tally.txns[TxnType::UpdateLocation as usize].found;
+    assert!(updated > 0, "no UPDATE_LOCATION changed a row, so PostgreSQL's side proves nothing");
+
+    assert!(cache.wait_propagated(Duration::from_secs(60)), "write-through did not drain: {:?}", cache.propagation_info());
+    let propagation = cache.propagation_info().unwrap();
+    assert_eq!(propagation.errors, 0, "PostgreSQL refused write-through transactions: {propagation:?}");
+    // PostgreSQL changed (the subscribers UPDATE_LOCATION moved) ...
+    let after = postgres_checksums(&url);
+    assert_ne!(after[0], before[0], "PostgreSQL's subscriber rows did not change: the writes never reached it");
+    // ... into exactly what the cache holds.
+    assert_same_rows(&cached, &url, "after the mix and the drain");
 }
 
 /// (c), small: misses, absent keys and hits through SQL on the cache's
