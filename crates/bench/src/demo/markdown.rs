@@ -461,24 +461,25 @@ fn memory(out: &mut String, r: &DemoReport, files: &[String]) {
         let _ = writeln!(out, "LOAD: {} instances, {} rows in {:.1} s ({:.0} rows/s).\n", l.instances, l.rows, l.seconds, l.rows as f64 / l.seconds.max(1e-9));
     }
     let mb = |b: u64| format!("{:.1}", b as f64 / 1e6);
-    let vs = |a: u64, b: u64| if a > 0 { format!("{:.2}×", b as f64 / a as f64) } else { "n/a".to_owned() };
     let _ = writeln!(out, "The {} rows of {} subscribers, each side measured alike twice. Ratio = PostgreSQL ÷ pgtier.\n", m.cache_rows, m.instances);
     let _ = writeln!(out, "| measured as | pgtier MB | PostgreSQL MB | ratio |");
     let _ = writeln!(out, "|---|---:|---:|---:|");
-    let _ = writeln!(
-        out,
-        "| allocated: pgtier = what the engine reserved for the tables (slab chunks for row versions, primary hash slots, ordered-index pages, their free space included); PostgreSQL = pages of the tables, their indexes and TOAST, pro-rated to the cached rows | {} | {} | {} |",
-        mb(m.cache_allocated_bytes),
-        mb(m.postgres_bytes_prorated),
-        vs(m.cache_allocated_bytes, m.postgres_bytes_prorated)
-    );
-    let _ = writeln!(
-        out,
-        "| the rows themselves: pgtier = row versions and index entries in use (the engine's count); PostgreSQL = tuple data (pg_column_size), no page, index or free space | {} | {} | {} |",
-        mb(m.cache_bytes),
-        mb(m.postgres_tuple_bytes),
-        vs(m.cache_bytes, m.postgres_tuple_bytes)
-    );
+    let rows = [
+        (
+            "allocated: pgtier = what the engine reserved for the tables (slab chunks for row versions, primary hash slots, ordered-index pages, their free space included); PostgreSQL = pages of the tables, their indexes and TOAST, pro-rated to the cached rows",
+            m.cache_allocated_bytes,
+            m.postgres_bytes_prorated,
+        ),
+        (
+            "the rows themselves: pgtier = row versions and index entries in use (the engine's count); PostgreSQL = tuple data (pg_column_size), no page, index or free space",
+            m.cache_bytes,
+            m.postgres_tuple_bytes,
+        ),
+    ];
+    for (what, pgtier, postgres) in rows {
+        let ratio = if pgtier > 0 { format!("{:.2}×", postgres as f64 / pgtier as f64) } else { "n/a".to_owned() };
+        let _ = writeln!(out, "| {what} | {} | {} | {ratio} |", mb(pgtier), mb(postgres));
+    }
     let _ = writeln!(out, "\nPostgreSQL holds all subscribers: the four tables whole take {} MB.", mb(m.postgres_bytes_total));
     image(out, files, "demo-memory", "cache memory vs PostgreSQL");
 }
