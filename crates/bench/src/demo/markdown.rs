@@ -114,8 +114,23 @@ fn acknowledged(run: &RunResult) -> String {
     }
 }
 
-fn spread(m: &Median, decimals: usize) -> String {
-    if m.n > 1 { format!("{:.decimals$} ({:.decimals$}–{:.decimals$})", m.median, m.min, m.max) } else { format!("{:.decimals$}", m.median) }
+/// A figure with about three significant digits (a ratio may be 0.004 or 20,000).
+fn sig(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// "median (min–max)", or the one value.
+fn spread(m: &Median) -> String {
+    if m.n > 1 { format!("{} ({}–{})", sig(m.median), sig(m.min), sig(m.max)) } else { sig(m.median) }
 }
 
 fn kb(bytes: f64) -> String {
@@ -152,8 +167,9 @@ fn headline(out: &mut String, r: &DemoReport) {
     let runs = summary::first(base).map_or(0, |i| i.repetitions.len());
     let _ = writeln!(
         out,
-        "Every side offered the same rate, {} txn/s, open loop with {threads} threads, {runs} runs each. Latency runs from each transaction's intended start, so any delay of the application thread (by the load generator, pgtier's own threads or PostgreSQL) is charged. Median of the runs (min–max):\n",
+        "Every side offered the same rate, {} txn/s, open loop with {threads} thread{}, {runs} runs each. Latency runs from each transaction's intended start, so any delay of the application thread (by the load generator, pgtier's own threads or PostgreSQL) is charged. Median of the runs (min–max; for a ratio, from the least to the most favourable pairing of runs):\n",
         num(r.cap.as_ref().map(|c| c.rate_per_s), 0),
+        if threads == 1 { "" } else { "s" },
     );
     let _ = writeln!(out, "| system | an acknowledged commit is | average response time (µs, all transactions) | vs PostgreSQL alone |");
     let _ = writeln!(out, "|---|---|---:|---:|");
@@ -164,9 +180,12 @@ fn headline(out: &mut String, r: &DemoReport) {
         let vs = if label == BASELINE_CAPPED {
             "1×".to_owned()
         } else {
-            pg.as_ref().and_then(|pg| summary::ratio(pg, &m)).map_or_else(|| "n/a".to_owned(), |x| format!("**{}× lower**", spread(&x, 1)))
+            pg.as_ref().and_then(|pg| summary::ratio(pg, &m)).map_or_else(
+                || "n/a".to_owned(),
+                |x| if x.n > 1 { format!("**{}× lower** ({}–{}×)", sig(x.median), sig(x.min), sig(x.max)) } else { format!("**{}× lower**", sig(x.median)) },
+            )
         };
-        let _ = writeln!(out, "| {name} | {durability} | {} | {vs} |", spread(&m, 2));
+        let _ = writeln!(out, "| {name} | {durability} | {} | {vs} |", spread(&m));
     }
     if r.rebaselined {
         let _ = writeln!(out, "\nPostgreSQL alone was measured again at this rate at the very end: pgtier's sustainable throughput set the cap below the rate it first ran at.");
