@@ -487,6 +487,7 @@ fn d_memory_budget_under_tatp() {
         y_desc: "memory (MB)".into(),
         series: vec![("memory_bytes", per_second.iter().map(|s| s.memory_bytes as f64 / 1e6).collect())],
         reference_y: Some((budget as f64 / 1e6, "budget".into())),
+        log_when_wide: false,
     };
     let files = draw_time_series(&chart, &out_dir(), "cache_memory_budget").unwrap();
     println!("  chart: {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));

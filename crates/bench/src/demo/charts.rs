@@ -175,10 +175,10 @@ fn cpu(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> {
         return Err(ChartError::NoData("no CPU figures were sampled at the capped rate".into()));
     }
     let notes = runs.iter().map(|l| summary::pgtier_cpu(report.run(l)).map(|c| format!("pgtier {c:.0} %"))).collect();
-    let mut series = vec![("PostgreSQL server".to_owned(), series_color(0))];
-    series.extend(parts.iter().enumerate().map(|(i, c)| (format!("this process: {}", c.name()), series_color(i + 1))));
+    let mut series = vec![("PostgreSQL".to_owned(), series_color(0))];
+    series.extend(parts.iter().enumerate().map(|(i, c)| (c.name().to_owned(), series_color(i + 1))));
     let figure = BarFigure {
-        title: "CPU at the capped rate: PostgreSQL and this process by component".into(),
+        title: "CPU at the capped rate: PostgreSQL's server, and this process's threads by component".into(),
         subtitle: subtitle(report),
         series,
         groups: runs.iter().map(|l| (*l).to_owned()).collect(),
@@ -210,6 +210,7 @@ fn lag(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> {
             ("max", windows.iter().map(|w| w.lag_max_ms).collect()),
         ],
         reference_y: None,
+        log_when_wide: true,
     };
     draw_time_series(&chart, dir, "demo-lag")
 }
@@ -227,6 +228,7 @@ fn backlog(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> 
         y_desc: "backlog (KB)".into(),
         series: vec![("backlog", report.lag.iter().map(|l| l.backlog_bytes as f64 / 1e3).collect())],
         reference_y: None,
+        log_when_wide: true,
     };
     draw_time_series(&chart, dir, "demo-backlog")
 }
