@@ -26,7 +26,7 @@ use pgtier_engine::{Database, Origin, Value};
 
 use crate::error::CacheError;
 use crate::instance::InstanceLayout;
-use crate::manager::{Cache, GroupEntry, remove_instances};
+use crate::manager::{Cache, GroupEntry};
 use crate::statement::Aging;
 
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
@@ -91,14 +91,15 @@ struct Candidate {
 }
 
 /// One aging round over `groups` (what `Cache::age_now` runs).
-pub(crate) fn age_round(db: &Database, groups: &[Arc<GroupEntry>], dirty_known: &[bool], budget: Option<u64>, high: f64, low: f64) -> Result<AgingReport, CacheError> {
+pub(crate) fn age_round(cache: &Cache, groups: &[Arc<GroupEntry>], budget: Option<u64>, high: f64, low: f64) -> Result<AgingReport, CacheError> {
+    let db = cache.database();
     let mut report = AgingReport::default();
     let catalog = db.catalog();
     let layouts = groups.iter().map(|entry| InstanceLayout::resolve(&catalog, &entry.group)).collect::<Result<Vec<_>, _>>()?;
-    for ((entry, layout), &known) in groups.iter().zip(&layouts).zip(dirty_known) {
+    for (entry, layout) in groups.iter().zip(&layouts) {
         if let Aging::Time { column, lifetime } = &entry.def.aging {
             let expired = expired_keys(db, entry, layout, column, *lifetime)?;
-            let removed = remove_instances(db, entry, layout, &expired, known)?;
+            let removed = cache.remove_instances(entry, layout, &expired, None)?;
             entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
             report.expired += removed.instances;
             report.skipped_dirty += removed.skipped_dirty;
@@ -142,7 +143,7 @@ pub(crate) fn age_round(db: &Database, groups: &[Arc<GroupEntry>], dirty_known: 
         report.freed_bytes += candidate.bytes;
         chosen[group].push(candidate.key);
     }
-    for (((entry, layout), keys), &known) in groups.iter().zip(&layouts).zip(&chosen).zip(dirty_known) {
+    for ((entry, layout), keys) in groups.iter().zip(&layouts).zip(&chosen) {
         if keys.is_empty() {
             continue;
         }
@@ -150,7 +151,7 @@ pub(crate) fn age_round(db: &Database, groups: &[Arc<GroupEntry>], dirty_known: 
         // ones: memory first grows by what is evicted. Collecting after every
         // batch keeps that rise to one batch instead of the whole round.
         for batch in keys.chunks(EVICT_BATCH) {
-            let removed = remove_instances(db, entry, layout, batch, known)?;
+            let removed = cache.remove_instances(entry, layout, batch, None)?;
             entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
             report.evicted += removed.instances;
             report.skipped_dirty += removed.skipped_dirty;

@@ -7,12 +7,14 @@
 
 use std::sync::Arc;
 
+use pgtier_backend::catalog::Identity;
 use pgtier_backend::copy_out::quote_identifier;
 use pgtier_engine::{RowChange, RowOp, Value};
 use postgres::Client;
 
 use crate::error::CacheError;
 use crate::manager::{GroupEntry, quote_literal};
+use crate::node::{self, NodeIdentity, NodeObject};
 
 /// One row change for PostgreSQL: an EXECUTE of a statement prepared once
 /// per connection and shape (PostgreSQL then skips parsing and planning).
@@ -38,6 +40,16 @@ pub(crate) struct Shape {
 }
 
 impl RowStatement {
+    /// The group of the table it changes.
+    pub fn entry(&self) -> &GroupEntry {
+        &self.entry
+    }
+
+    /// The index of the table it changes in its group.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
     pub fn name(&self) -> &str {
         &self.shape.name
     }
@@ -144,9 +156,13 @@ fn statement_text(entry: &GroupEntry, index: usize, change: &RowChange, values: 
     let filter = keys.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(targets.len() + i, c))).collect::<Vec<_>>().join(" AND ");
     let body = match change.op {
         RowOp::Insert => {
+            // A GENERATED ALWAYS identity takes the value the cache drew from
+            // the same sequence only when told so.
+            let always = entry.group.tables[index].source.columns.iter().any(|c| matches!(c.identity, Some(Identity::Always { .. })));
             return format!(
-                "INSERT INTO {relation} ({}) VALUES ({})",
+                "INSERT INTO {relation} ({}){} VALUES ({})",
                 targets.iter().map(|&c| column(c)).collect::<Vec<_>>().join(", "),
+                if always { " OVERRIDING SYSTEM VALUE" } else { "" },
                 targets.iter().enumerate().map(|(i, &c)| value(i, c)).collect::<Vec<_>>().join(", ")
             );
         }
@@ -231,17 +247,22 @@ pub(crate) struct Refusal {
     pub hint: Option<String>,
 }
 
-/// Runs `statements`, then `tail` (the caller's bookkeeping, e.g. the
+/// Runs `check` (the definition check of the tables, `drift::check_clause`),
+/// `statements`, then `tail` (the caller's bookkeeping, e.g. the
 /// progress rows, one statement), then COMMIT, in one PostgreSQL
 /// transaction and one round trip. PostgreSQL stops at the first error
 /// (a constraint, a statement that changed no row): that comes back as
 /// `Refused` with its SQLSTATE, rolled back. A connection lost on the way
 /// is `Unknown`: only PostgreSQL can tell whether the COMMIT ran (the
 /// caller's progress row says).
-pub(crate) fn apply_checked(applier: &mut Applier, statements: &[&RowStatement], tail: &str) -> Result<Applied, CacheError> {
+pub(crate) fn apply_checked(applier: &mut Applier, check: Option<&str>, statements: &[&RowStatement], tail: &str) -> Result<Applied, CacheError> {
     let prepared = applier.prepare(statements)?;
     let client = &mut applier.client;
     let mut text = String::from("BEGIN;");
+    if let Some(check) = check {
+        text.push_str(check);
+        text.push(';');
+    }
     for statement in statements {
         if prepared {
             text.push_str(&statement.execute);
@@ -280,51 +301,26 @@ pub(crate) fn connection_error(error: &postgres::Error) -> CacheError {
 }
 
 
-/// A write-through session: standard strings (the literals pgtier sends),
-/// synchronous commit (an acknowledged apply survives a PostgreSQL crash),
-/// and replication origin `origin`, so logical decoding can tell pgtier's
-/// own changes apart (autorefresh must not echo them back). One session at
-/// a time may use an origin, so every connection has its own name.
-pub(crate) fn session_setup(client: &mut Client, origin: &str) -> Result<(), CacheError> {
+/// A write-through session on `client`: standard strings (the literals
+/// pgtier sends), synchronous commit (an acknowledged apply survives a
+/// PostgreSQL crash), and the replication origin named after `object`, so
+/// logical decoding can tell pgtier's own changes apart (autorefresh must
+/// not echo them back; one session at a time may use an origin, so every
+/// connection has its own). A session that cannot set its origin is refused
+/// (42501): its changes would come back through autorefresh as if someone
+/// else had made them. Returns the client and its backend pid.
+pub(crate) fn session_connection(mut client: Client, node: &NodeIdentity, object: NodeObject<'_>) -> Result<(Client, i32), CacheError> {
     client.batch_execute("SET standard_conforming_strings = on; SET synchronous_commit = on;").map_err(|e| connection_error(&e))?;
-    let origin = quote_literal(origin);
-    // Needs superuser or a grant on the origin functions; without it pgtier's
-    // changes are not marked (autorefresh then cannot skip them).
-    let _ = client.batch_execute(&format!(
-        "SELECT pg_replication_origin_create({origin}) WHERE NOT EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = {origin});
-         SELECT pg_replication_origin_session_setup({origin});"
-    ));
-    Ok(())
-}
-
-/// Creates what write-through keeps in PostgreSQL, once per database: schema
-/// `pgtier`, AWT's progress and error tables, SWT's slot counters, and the
-/// row-count check. Under an advisory lock: sessions of both modes start at
-/// once, and concurrent CREATE ... IF NOT EXISTS can still collide.
-pub(crate) fn setup_schema(client: &mut Client) -> Result<(), CacheError> {
-    client
-        .batch_execute(
-            "BEGIN;
-             SELECT pg_advisory_xact_lock(hashtext('pgtier write-through schema'));
-             CREATE SCHEMA IF NOT EXISTS pgtier;
-             CREATE TABLE IF NOT EXISTS pgtier.awt_progress (
-                 node text NOT NULL, stream int NOT NULL, next_lsn bigint NOT NULL, commit_time_us bigint,
-                 applied_at timestamptz NOT NULL, PRIMARY KEY (node, stream));
-             CREATE TABLE IF NOT EXISTS pgtier.awt_errors (
-                 id bigserial PRIMARY KEY, node text NOT NULL, lsn bigint NOT NULL, commit_time_us bigint NOT NULL,
-                 sqlstate text NOT NULL, message text NOT NULL, statements text NOT NULL,
-                 recorded_at timestamptz NOT NULL DEFAULT now());
-             CREATE TABLE IF NOT EXISTS pgtier.swt_log (
-                 node text NOT NULL, slot int NOT NULL, txn_id bigint NOT NULL, changes text NOT NULL,
-                 committed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (node, slot, txn_id));
-             CREATE OR REPLACE FUNCTION pgtier.expect_one(changed bigint, what text) RETURNS void LANGUAGE plpgsql AS $f$
-             BEGIN
-                 IF changed <> 1 THEN
-                     RAISE EXCEPTION '% changed % rows in PostgreSQL instead of one', what, changed
-                         USING ERRCODE = 'P0002', HINT = 'The row is missing in PostgreSQL or its key differs there: it was changed behind the cache. REFRESH CACHE GROUP reloads it.';
-                 END IF;
-             END $f$;
-             COMMIT;",
-        )
-        .map_err(|e| connection_error(&e))
+    let origin = node::object(&node.name, object);
+    let set_up = client
+        .execute("SELECT pg_replication_origin_create($1) WHERE pg_replication_origin_oid($1) IS NULL", &[&origin])
+        .and_then(|_| client.execute("SELECT pg_replication_origin_session_setup($1)", &[&origin]));
+    if let Err(error) = set_up {
+        return match error.as_db_error() {
+            Some(db) => Err(CacheError::ReplicationOrigin { origin, message: db.message().to_owned() }),
+            None => Err(connection_error(&error)),
+        };
+    }
+    let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).map_err(|e| connection_error(&e))?.get(0);
+    Ok((client, pid))
 }

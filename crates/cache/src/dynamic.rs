@@ -6,10 +6,13 @@
 //! Here the lookup is mapped to a root key — through the columns that carry
 //! the root key down the foreign keys (every TATP table has `s_id`) — and:
 //! - a root already cached means the row really does not exist: nothing to do;
-//! - an instance with changes not yet propagated is never loaded over;
 //! - otherwise the instance is read from PostgreSQL in one REPEATABLE READ
 //!   transaction (one prepared query per table, on a pooled connection) and
-//!   inserted as `Origin::Load` in one engine transaction;
+//!   inserted as `Origin::Load` in one engine transaction, pinned, when that
+//!   snapshot holds every write-through commit to the instance (`fence`: an
+//!   instance deleted in the cache is not brought back from a snapshot older
+//!   than the delete's arrival in PostgreSQL; the horizon is read, in the
+//!   same PostgreSQL transaction, only for instances with marks);
 //! - concurrent misses on one key wait for the first one's load (one flight
 //!   per key), so an instance is fetched once;
 //! - a key PostgreSQL does not have either answers "no row", as PostgreSQL
@@ -24,16 +27,17 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
-use pgtier_backend::{ConnectParams, connect_backend};
 use pgtier_engine::{Database, EngineError, Origin, Value};
+use postgres::Client;
 use postgres::types::{FromSql, ToSql, Type};
-use postgres::{Client, Statement};
 
 use crate::error::CacheError;
 use crate::group::CacheGroup;
 use crate::instance::{InstanceLayout, key_text};
 use crate::load::{decode_values, instance_query};
-use crate::manager::GroupEntry;
+use crate::fence::Fence;
+use crate::manager::{Cache, GroupEntry};
+use crate::pool::{Pool, Pooled};
 
 /// For each table of a group: the positions of its columns that hold the
 /// root key (in root key order), when every root key column reaches it
@@ -76,12 +80,6 @@ pub(crate) fn root_key_of(map: &[usize], columns: &[usize], values: &[Value]) ->
         .collect()
 }
 
-/// A PostgreSQL connection kept for dynamic loads, with its prepared queries.
-struct Pooled {
-    client: Client,
-    statements: HashMap<String, Statement>,
-}
-
 /// One load in progress; later misses on the key wait for its outcome.
 #[derive(Default)]
 struct Flight {
@@ -91,8 +89,7 @@ struct Flight {
 
 /// The dynamic-load machinery of one `Cache`.
 pub(crate) struct Dynamic {
-    backend: Option<ConnectParams>,
-    idle: Mutex<Vec<Pooled>>,
+    pool: Arc<Pool>,
     flights: Mutex<HashMap<String, Arc<Flight>>>,
 }
 
@@ -112,13 +109,14 @@ impl<'a> FromSql<'a> for Raw<'a> {
 }
 
 impl Dynamic {
-    pub fn new(backend: Option<ConnectParams>) -> Dynamic {
-        Dynamic { backend, idle: Mutex::new(Vec::new()), flights: Mutex::new(HashMap::new()) }
+    pub fn new(pool: Arc<Pool>) -> Dynamic {
+        Dynamic { pool, flights: Mutex::new(HashMap::new()) }
     }
 
     /// Makes sure the instance of `root_key` is cached if PostgreSQL has it.
     /// Ok(true): this call (or the flight it waited for) inserted it.
-    pub fn ensure(&self, db: &Database, entry: &GroupEntry, layout: &InstanceLayout, root_key: &[Value]) -> Result<bool, CacheError> {
+    pub fn ensure(&self, cache: &Cache, entry: &GroupEntry, layout: &InstanceLayout, root_key: &[Value]) -> Result<bool, CacheError> {
+        let db = cache.database();
         let Some(key) = layout.normalize_root_key(root_key) else { return Ok(false) };
         if root_cached(db, layout, &key)? || entry.is_dirty(&key) {
             return Ok(false);
@@ -147,7 +145,7 @@ impl Dynamic {
             };
         }
         let started = Instant::now();
-        let result = self.load_instance(db, entry, layout, &key);
+        let result = self.load_instance(cache, entry, layout, &key);
         let counters = &entry.counters;
         match &result {
             Ok(true) => {
@@ -168,59 +166,65 @@ impl Dynamic {
         result
     }
 
-    fn load_instance(&self, db: &Database, entry: &GroupEntry, layout: &InstanceLayout, key: &[Value]) -> Result<bool, CacheError> {
-        let rows = self.fetch(&entry.group, entry.def.root_predicate.as_deref(), key)?;
-        if rows[0].is_empty() {
-            return Ok(false);
-        }
-        let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Load)?;
-        let inserted = (|| {
-            for (table, rows) in layout.tables.iter().zip(&rows) {
-                for row in rows {
-                    txn.insert(table.id, row)?;
-                }
-            }
-            Ok::<(), EngineError>(())
-        })();
-        match inserted {
-            Ok(()) => {
-                txn.commit()?;
-                Ok(true)
-            }
-            // Loaded meanwhile by another way in (LOAD): it is there now.
-            Err(EngineError::UniqueViolation { .. }) => Ok(true),
-            Err(error) if error.sqlstate() == "55P03" => Ok(false),
-            Err(error) => Err(error.into()),
-        }
-    }
-
-    /// The rows of the instance of `key` in PostgreSQL, per group table, read
-    /// in one snapshot; the root's list is empty when PostgreSQL has no such
-    /// root (or it does not match the group's predicate).
-    fn fetch(&self, group: &CacheGroup, predicate: Option<&str>, key: &[Value]) -> Result<Vec<Vec<Vec<Value>>>, CacheError> {
-        let mut pooled = match self.idle.lock().pop() {
-            Some(pooled) => pooled,
-            None => {
-                let params = self.backend.as_ref().ok_or(CacheError::NoBackend)?;
-                Pooled { client: connect_backend(params)?, statements: HashMap::new() }
-            }
-        };
-        let texts: Vec<String> = key.iter().map(ToString::to_string).collect();
-        let params: Vec<&(dyn ToSql + Sync)> = texts.iter().map(|text| text as &(dyn ToSql + Sync)).collect();
-        let result = fetch_on(&mut pooled, group, predicate, &params);
-        if result.is_ok() {
-            let keep = self.backend.as_ref().map_or(1, |params| params.pool_size.max(1));
-            let mut idle = self.idle.lock();
-            if idle.len() < keep {
-                idle.push(pooled);
-            }
-        }
-        // A connection that failed is dropped: the next miss connects anew.
-        result
+    fn load_instance(&self, cache: &Cache, entry: &GroupEntry, layout: &InstanceLayout, key: &[Value]) -> Result<bool, CacheError> {
+        let db = cache.database();
+        // Registered before the PostgreSQL snapshot, as every load.
+        let fence = Fence::open(cache, entry)?;
+        self.pool.with(|pooled| {
+            let rows = fetch_on(pooled, &entry.group, entry.def.root_predicate.as_deref(), key)?;
+            let written = if rows[0].is_empty() { Ok(false) } else { insert_instance(db, &fence, &mut pooled.client, layout, key, &rows) };
+            // The read-only snapshot transaction ends either way.
+            pooled.client.batch_execute("COMMIT").map_err(|e| backend_error("dynamic load", &e))?;
+            written
+        })
     }
 }
 
-fn fetch_on(pooled: &mut Pooled, group: &CacheGroup, predicate: Option<&str>, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Vec<Vec<Value>>>, CacheError> {
+/// Inserts the instance PostgreSQL sent (`rows`, per table) in one pinned
+/// engine transaction, when the snapshot it was read in (still open on
+/// `snapshot`) holds every write-through commit to it. False when it is
+/// not written (the snapshot may be older than a commit, or a row is held).
+fn insert_instance(db: &Database, fence: &Fence<'_>, snapshot: &mut Client, layout: &InstanceLayout, key: &[Value], rows: &[Vec<Vec<Value>>]) -> Result<bool, CacheError> {
+    let mut txn = fence.begin_batch(db, Origin::Load)?;
+    if fence.touched(key) {
+        fence.read_horizon(snapshot)?;
+        if !fence.admits(key) {
+            return Ok(false);
+        }
+    }
+    let inserted = (|| {
+        for (table, rows) in layout.tables.iter().zip(rows) {
+            for row in rows {
+                txn.insert(table.id, row)?;
+            }
+        }
+        Ok::<(), EngineError>(())
+    })();
+    match inserted {
+        Ok(()) => {
+            txn.commit()?;
+            Ok(true)
+        }
+        // Loaded meanwhile by another way in (LOAD), or inserted by an
+        // application after the pin: it is there now.
+        Err(EngineError::UniqueViolation { .. }) => Ok(true),
+        Err(error) if matches!(error.sqlstate(), "55P03" | "40001") => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn backend_error(what: &str, error: &postgres::Error) -> CacheError {
+    CacheError::Backend(pgtier_backend::BackendError::from_postgres(what, error))
+}
+
+/// The rows of the instance of `key` in PostgreSQL, per group table, read in
+/// one REPEATABLE READ snapshot left open (the caller ends it); the root's
+/// list is empty when PostgreSQL has no such root (or it does not match the
+/// group's predicate).
+fn fetch_on(pooled: &mut Pooled, group: &CacheGroup, predicate: Option<&str>, key: &[Value]) -> Result<Vec<Vec<Vec<Value>>>, CacheError> {
+    let texts: Vec<String> = key.iter().map(ToString::to_string).collect();
+    let params: Vec<&(dyn ToSql + Sync)> = texts.iter().map(|text| text as &(dyn ToSql + Sync)).collect();
+    let params = &params[..];
     let root = group.root();
     let key_len = root.def.primary_key.len();
     let key_columns: Vec<String> = root.def.primary_key.iter().map(|c| pgtier_backend::copy_out::quote_identifier(c)).collect();
@@ -238,20 +242,12 @@ fn fetch_on(pooled: &mut Pooled, group: &CacheGroup, predicate: Option<&str>, pa
     if let Some(predicate) = predicate {
         filter = format!("({predicate}) AND {filter}");
     }
-    let backend_error = |what: &str, error: postgres::Error| CacheError::Backend(pgtier_backend::BackendError::from_postgres(what, &error));
-    pooled.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").map_err(|e| backend_error("dynamic load", e))?;
+    pooled.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").map_err(|e| backend_error("dynamic load", &e))?;
     let mut out = Vec::with_capacity(group.tables.len());
     for (index, table) in group.tables.iter().enumerate() {
         let sql = instance_query(group, index, Some(&filter), None);
-        let statement = match pooled.statements.get(&sql) {
-            Some(statement) => statement.clone(),
-            None => {
-                let statement = pooled.client.prepare(&sql).map_err(|e| backend_error("dynamic load", e))?;
-                pooled.statements.insert(sql, statement.clone());
-                statement
-            }
-        };
-        let rows = pooled.client.query(&statement, params).map_err(|e| backend_error("dynamic load", e))?;
+        let statement = pooled.statement(&sql).map_err(|e| backend_error("dynamic load", &e))?;
+        let rows = pooled.client.query(&statement, params).map_err(|e| backend_error("dynamic load", &e))?;
         let mut decoded = Vec::with_capacity(rows.len());
         for row in &rows {
             let fields: Vec<Option<&[u8]>> = (0..row.len()).map(|i| row.try_get::<_, Raw<'_>>(i).map(|raw| raw.0).unwrap_or(None)).collect();
@@ -264,7 +260,6 @@ fn fetch_on(pooled: &mut Pooled, group: &CacheGroup, predicate: Option<&str>, pa
         }
     }
     out.resize_with(group.tables.len(), Vec::new);
-    pooled.client.batch_execute("COMMIT").map_err(|e| backend_error("dynamic load", e))?;
     Ok(out)
 }
 

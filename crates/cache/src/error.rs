@@ -89,6 +89,38 @@ pub enum CacheError {
     #[error("{message}")]
     Autorefresh { sqlstate: &'static str, message: String, hint: Option<String> },
 
+    /// `[cache] awt_node` is not a usable node name.
+    #[error("invalid pgtier node name \"{name}\": it {reason}")]
+    InvalidNodeName { name: String, reason: &'static str },
+
+    /// Another data directory owns the node name in PostgreSQL (`node.rs`).
+    #[error("pgtier node \"{node}\" belongs to another data directory (incarnation {owner}, claimed {since}): the write-through positions PostgreSQL holds under that name are not this directory's")]
+    NodeOwned { node: String, owner: String, since: String },
+
+    /// A takeover gave the node name to another data directory while this one ran.
+    #[error("pgtier node \"{node}\" was taken over by another data directory; this one stopped writing through")]
+    NodeTakenOver { node: String },
+
+    /// A cached table of the group changed in PostgreSQL: its write-through is held.
+    #[error("cache group \"{group}\": table \"{table}\" {reason}")]
+    DefinitionDrift { group: String, table: String, reason: String },
+
+    /// A write-through session could not mark its changes with its replication origin.
+    #[error("write-through cannot set replication origin \"{origin}\" on its PostgreSQL session: {message}")]
+    ReplicationOrigin { origin: String, message: String },
+
+    /// A write-through lane had work and made no progress (reported, then reconnected).
+    #[error("{message}")]
+    Stalled { message: String },
+
+    /// Not an error: propagation starts a new session at once (a group to hold or resume).
+    #[error("write-through restarts: {reason}")]
+    Restart { reason: String },
+    /// The block of values reserved from PostgreSQL's sequence is used up
+    /// and PostgreSQL cannot be reached to reserve the next one.
+    #[error("cannot reserve values of sequence {sequence} from PostgreSQL: {reason}")]
+    SequenceUnavailable { sequence: String, sqlstate: String, reason: String, block: u32 },
+
     /// Not built yet.
     #[error("{what} is not supported yet")]
     NotYet { what: &'static str },
@@ -123,8 +155,14 @@ impl CacheError {
             CacheError::Syntax { .. } => "42601",
             CacheError::NotYet { .. } => "0A000",
             CacheError::WriteThroughBehind { .. } => "55000",
+            CacheError::InvalidNodeName { .. } => "42602",
+            CacheError::NodeOwned { .. } | CacheError::NodeTakenOver { .. } | CacheError::DefinitionDrift { .. } => "55000",
+            CacheError::ReplicationOrigin { .. } => "42501",
+            CacheError::Stalled { .. } => "57014",
+            CacheError::Restart { .. } => "00000",
             CacheError::DynamicLoad { sqlstate, .. } => sqlstate,
             CacheError::Autorefresh { sqlstate, .. } => sqlstate,
+            CacheError::SequenceUnavailable { sqlstate, .. } => sqlstate,
             CacheError::Connect(error) => error.sqlstate(),
             CacheError::Backend(error) => error.sqlstate(),
             CacheError::Engine(error) => error.sqlstate(),
@@ -150,7 +188,16 @@ impl CacheError {
                 "Loading now could bring back rows changed in the cache but not yet in PostgreSQL. Check pgtier_cache_propagation (is PostgreSQL reachable?) and retry.".into()
             }
             CacheError::DefinitionChanged { .. } => "Drop and define the cache group again.".into(),
+            CacheError::InvalidNodeName { .. } => "Set [cache] awt_node to lowercase letters and digits, starting with a letter, at most 24 characters (it names pgtier's rows, replication origins and slots in PostgreSQL).".into(),
+            CacheError::NodeOwned { .. } => "If that data directory is gone for good (a replaced disk, a new machine), take the name over: run TAKEOVER CACHE NODE (or `pgtier cache takeover`, or start with `pgtier serve --takeover`); its transactions not yet in PostgreSQL are lost with it, and its rows stay in pgtier.awt_progress under its incarnation. If it still runs, give this pgtier another [cache] awt_node.".into(),
+            CacheError::NodeTakenOver { .. } => "Another pgtier runs under this node name: stop one of them, or give it another [cache] awt_node. This one's transactions not yet in PostgreSQL are not propagated.".into(),
+            CacheError::DefinitionDrift { .. } => "Write-through of the group waits, its transactions kept, until the table is what the group was defined from again (undo the change in PostgreSQL: propagation resumes by itself within seconds). To keep the change instead, DROP CACHE GROUP (its transactions not yet in PostgreSQL are discarded), then CREATE and LOAD it again.".into(),
+            CacheError::ReplicationOrigin { .. } => "Write-through marks its changes with a replication origin so autorefresh does not apply them back: connect [backend] as a superuser, or GRANT EXECUTE ON FUNCTION pg_replication_origin_create(text), pg_replication_origin_oid(text), pg_replication_origin_session_setup(text) to its role.".into(),
             CacheError::Autorefresh { hint, .. } => return hint.clone(),
+            CacheError::SequenceUnavailable { block, .. } => format!(
+                "pgtier takes this sequence's values from PostgreSQL in blocks of {block} ([cache] sequence_block) and has handed out its block; \
+                 an INSERT that leaves the column to its default works again once PostgreSQL can be reached (one that supplies the value works now)."
+            ),
             _ => return None,
         })
     }

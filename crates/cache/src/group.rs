@@ -3,13 +3,14 @@
 //! the root (each other table has exactly one foreign key to a table of the
 //! group), and turned into engine `TableDef`s.
 
-use pgtier_backend::catalog::{self, ForeignKeyAction, Identity, QualifiedName, TableDef as PgTable};
+use pgtier_backend::catalog::{self, ForeignKeyAction, QualifiedName, TableDef as PgTable};
 use pgtier_backend::copy_out::ValueKind;
 use pgtier_engine::{ColumnDef, DataType, Database, FkAction, ForeignKeyDef, Origin, TableDef, TableId};
 use postgres::Client;
 use serde::{Deserialize, Serialize};
 
 use crate::error::CacheError;
+use crate::sequence::KeyDefault;
 use crate::types::engine_type;
 
 /// How changes flow between the group and PostgreSQL (DESIGN.md §3); only
@@ -170,13 +171,10 @@ fn group_table(source: PgTable, parent: Option<usize>, parent_fk: Option<usize>)
             hint,
         })?;
         let mut def = ColumnDef::new(column.name.clone(), ty);
-        if let Some(Identity::Always { sequence } | Identity::ByDefault { sequence } | Identity::Serial { sequence }) = &column.identity {
-            // Keys come from PostgreSQL's sequence, never from a second
-            // counter in the cache: the SQL layer refuses an INSERT that
-            // leaves this column to its default (0A000) until key ranges are
-            // reserved from the backend; values the application supplies work.
-            def.default_sql = Some(format!("nextval('{sequence}'::regclass)"));
-        }
+        // Keys come from PostgreSQL's sequence, never from a second counter
+        // in the cache: the SQL layer draws the default through
+        // `Cache::sequence_nextval` (see sequence.rs).
+        def.default_sql = KeyDefault::of_column(column).map(|key| key.to_sql());
         columns.push(if column.not_null { def.not_null() } else { def });
         types.push(ty);
         kinds.push(kind);

@@ -30,10 +30,11 @@ use pgtier_backend::catalog::import_tables_in;
 use pgtier_backend::copy_out::{CopyReader, quote_identifier, start_copy};
 use pgtier_backend::snapshot::{Cancel, ExportedSnapshot, join_snapshot};
 use parking_lot::Mutex;
-use pgtier_engine::{Database, Origin, TableId, Transaction, Value};
+use pgtier_engine::{Database, Origin, Transaction, Value};
 use postgres::Client;
 
 use crate::error::CacheError;
+use crate::fence::{Fence, is_conflict};
 use crate::group::{CacheGroup, GroupTable};
 use crate::instance::InstanceLayout;
 use crate::types::engine_value;
@@ -165,18 +166,21 @@ pub(crate) enum Existing {
 pub(crate) struct Admission<'a> {
     pub existing: Existing,
     pub verify: Option<&'a Mutex<VerifyTally>>,
-    /// True for root keys that must not be touched (normalized to the key's types).
-    pub exclude: &'a (dyn Fn(&[Value]) -> bool + Sync),
+    /// The group's write-through marks (`fence`): which instances the
+    /// snapshot may write. None: every instance (a group nothing writes through).
+    pub fence: Option<&'a Fence<'a>>,
     /// Collects the root keys of instances PostgreSQL sent (REFRESH removes the cached ones it did not).
     pub seen: Option<&'a Mutex<Vec<Vec<Value>>>>,
     /// Read from this snapshot, exported elsewhere and kept open by its
     /// exporter (autorefresh's replication slot), instead of exporting one.
     pub snapshot: Option<&'a str>,
+    /// Per table, the definition fingerprint PostgreSQL's must have (None: the imported one's).
+    pub accepted: Option<Vec<u64>>,
 }
 
 impl Default for Admission<'_> {
     fn default() -> Self {
-        Admission { existing: Existing::Keep, verify: None, exclude: &|_| false, seen: None, snapshot: None }
+        Admission { existing: Existing::Keep, verify: None, fence: None, seen: None, snapshot: None, accepted: None }
     }
 }
 
@@ -214,7 +218,10 @@ pub(crate) fn load_admitting(
         Some(id) => Leader::Joined(join_snapshot(&mut leader, id)?, id.to_owned()),
         None => Leader::Exported(ExportedSnapshot::export(&mut leader)?),
     };
-    check_definitions(snapshot.transaction(), group)?;
+    check_definitions(snapshot.transaction(), group, admission.accepted.as_deref())?;
+    if let Some(fence) = admission.fence {
+        fence.read_horizon(snapshot.transaction())?;
+    }
     let split = plan_split(snapshot.transaction(), group, options.predicate.as_deref(), options.parallel.max(1))?;
     let parts = split.parts();
     let snapshot_id = snapshot.id().to_owned();
@@ -302,12 +309,14 @@ impl<'c> Leader<'c> {
 }
 
 /// Refuses a load when PostgreSQL's tables are no longer what the group was defined from.
-fn check_definitions<C: postgres::GenericClient>(client: &mut C, group: &CacheGroup) -> Result<(), CacheError> {
+/// `accepted`: per table, the fingerprint accepted for it (None: its own).
+fn check_definitions<C: postgres::GenericClient>(client: &mut C, group: &CacheGroup, accepted: Option<&[u64]>) -> Result<(), CacheError> {
     let names: Vec<String> = group.tables.iter().map(|table| table.source.name.to_string()).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let now = import_tables_in(client, &refs)?;
-    for (table, current) in group.tables.iter().zip(&now) {
-        if table.source.oid != current.oid || table.source.fingerprint() != current.fingerprint() {
+    for (index, (table, current)) in group.tables.iter().zip(&now).enumerate() {
+        let expected = accepted.and_then(|a| a.get(index).copied()).unwrap_or_else(|| table.source.fingerprint());
+        if table.source.oid != current.oid || expected != current.fingerprint() {
             return Err(CacheError::DefinitionChanged { group: group.name.clone(), table: table.source.name.to_string() });
         }
     }
@@ -445,7 +454,7 @@ struct Job<'a> {
 }
 
 fn stream_part(job: &Job<'_>, connect: &(impl Fn() -> Result<Client, CacheError> + Sync), snapshot_id: &str, queries: &[String]) -> Result<Totals, CacheError> {
-    let Job { db, group, layout, options, admission } = *job;
+    let Job { group, options, .. } = *job;
     let key_len = group.root().def.primary_key.len();
     let mut clients = Vec::with_capacity(queries.len());
     let mut tokens = Vec::with_capacity(queries.len());
@@ -472,7 +481,7 @@ fn stream_part(job: &Job<'_>, connect: &(impl Fn() -> Result<Client, CacheError>
         options.cancel.register(token.clone());
         readers.push(reader.with_cancel(options.cancel.clone()));
     }
-    let result = merge(db, group, layout, &mut readers, options, admission);
+    let result = merge(job, &mut readers);
     if result.is_err() {
         // Stop the other workers, and this worker's own COPYs before the
         // connections drain them on drop.
@@ -525,74 +534,144 @@ pub(crate) fn decode_values<'f>(table: &GroupTable, field: impl Fn(usize) -> Opt
     Ok((values, bytes))
 }
 
-/// An engine transaction collecting whole instances.
-struct Batch {
-    txn: Transaction,
-    instances: u64,
-    rows: Vec<u64>,
+/// One instance as the streams delivered it: per table, its rows.
+struct Instance {
+    key: Vec<Value>,
+    /// (table index, values) in stream order, root first.
+    rows: Vec<(usize, Vec<Value>)>,
     bytes: u64,
 }
 
-impl Batch {
-    fn begin(db: &Database, tables: usize) -> Result<Batch, CacheError> {
-        Ok(Batch { txn: db.begin_with_origin(db.default_commit_mode(), Origin::Load)?, instances: 0, rows: vec![0; tables], bytes: 0 })
+/// An engine transaction collecting whole instances, pinned to one
+/// snapshot (`fence`). When an application commits on an instance's rows
+/// after the pin, the batch is redone an instance at a time; an instance
+/// still changing then is left as it is.
+struct Batch<'a> {
+    job: &'a Job<'a>,
+    /// None only while a redo runs.
+    txn: Option<Transaction>,
+    /// The instances written into `txn`, for a redo.
+    written: Vec<Instance>,
+    bytes: u64,
+}
+
+impl<'a> Batch<'a> {
+    fn begin(job: &'a Job<'a>) -> Result<Batch<'a>, CacheError> {
+        Ok(Batch { job, txn: Some(begin_pinned(job)?), written: Vec::new(), bytes: 0 })
     }
 
-    fn insert(&mut self, table_index: usize, table: TableId, row: &StreamRow) -> Result<(), CacheError> {
-        self.txn.insert(table, &row.values)?;
-        self.rows[table_index] += 1;
-        self.bytes += row.bytes;
-        Ok(())
+    /// Writes `instance` when it is admitted; false when left alone.
+    fn offer(&mut self, instance: Instance, totals: &mut Totals) -> Result<bool, CacheError> {
+        let Some(txn) = self.txn.as_mut() else { return Err(CacheError::StreamOrder { group: self.job.group.name.clone(), reason: "a load batch lost its transaction".into() }) };
+        match write_instance(self.job, txn, &instance) {
+            Ok(true) => {
+                self.bytes += instance.bytes;
+                self.written.push(instance);
+                Ok(true)
+            }
+            Ok(false) => Ok(false),
+            Err(error) if is_conflict(&error) => {
+                // An application committed on these rows after the pin:
+                // everything written so far again, one at a time, then this one.
+                if let Some(txn) = self.txn.take() {
+                    txn.rollback();
+                }
+                self.bytes = 0;
+                for earlier in std::mem::take(&mut self.written) {
+                    if !commit_alone(self.job, &earlier, totals)? {
+                        totals.skipped += 1;
+                    }
+                }
+                let written = commit_alone(self.job, &instance, totals)?;
+                self.txn = Some(begin_pinned(self.job)?);
+                Ok(written)
+            }
+            Err(error) => Err(error),
+        }
     }
 
-    fn commit(self, totals: &mut Totals, progress: &LoadProgress) -> Result<(), CacheError> {
-        self.txn.commit()?;
-        totals.instances += self.instances;
-        totals.bytes += self.bytes;
-        totals.rows.iter_mut().zip(&self.rows).for_each(|(total, n)| *total += n);
-        progress.instances.fetch_add(self.instances, Ordering::Relaxed);
-        progress.rows.fetch_add(self.rows.iter().sum(), Ordering::Relaxed);
-        progress.bytes.fetch_add(self.bytes, Ordering::Relaxed);
+    fn len(&self) -> usize {
+        self.written.len()
+    }
+
+    fn commit(self, totals: &mut Totals) -> Result<(), CacheError> {
+        if let Some(txn) = self.txn {
+            txn.commit()?;
+        }
+        for instance in &self.written {
+            count(self.job, instance, totals);
+        }
         Ok(())
+    }
+}
+
+fn begin_pinned(job: &Job<'_>) -> Result<Transaction, CacheError> {
+    match job.admission.fence {
+        Some(fence) => fence.begin_batch(job.db, Origin::Load),
+        None => {
+            let mut txn = job.db.begin_with_origin(job.db.default_commit_mode(), Origin::Load)?;
+            txn.pin_snapshot()?;
+            Ok(txn)
+        }
+    }
+}
+
+/// `instance` in a transaction of its own; false when it is not written (not admitted, or changing still).
+fn commit_alone(job: &Job<'_>, instance: &Instance, totals: &mut Totals) -> Result<bool, CacheError> {
+    let mut txn = begin_pinned(job)?;
+    match write_instance(job, &mut txn, instance) {
+        Ok(true) => {
+            txn.commit()?;
+            count(job, instance, totals);
+            Ok(true)
+        }
+        Ok(false) => Ok(false),
+        Err(error) if is_conflict(&error) => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+/// Decides `instance` at `txn`'s pinned snapshot and writes it: true when
+/// written. Not when the fence says the snapshot may be older than a commit
+/// to it; LOAD leaves a cached one as it is, REFRESH replaces it.
+fn write_instance(job: &Job<'_>, txn: &mut Transaction, instance: &Instance) -> Result<bool, CacheError> {
+    if job.admission.fence.is_some_and(|fence| !fence.admits(&instance.key)) {
+        return Ok(false);
+    }
+    match job.layout.read(txn, &instance.key)? {
+        None => {}
+        Some(_) if job.admission.existing == Existing::Keep => return Ok(false),
+        Some(cached) => job.layout.delete(txn, &cached)?,
+    }
+    for (table, values) in &instance.rows {
+        txn.insert(job.layout.tables[*table].id, values)?;
+    }
+    Ok(true)
+}
+
+fn count(job: &Job<'_>, instance: &Instance, totals: &mut Totals) {
+    totals.instances += 1;
+    totals.bytes += instance.bytes;
+    let progress = &job.options.progress;
+    progress.instances.fetch_add(1, Ordering::Relaxed);
+    progress.bytes.fetch_add(instance.bytes, Ordering::Relaxed);
+    progress.rows.fetch_add(instance.rows.len() as u64, Ordering::Relaxed);
+    for (table, _) in &instance.rows {
+        totals.rows[*table] += 1;
     }
 }
 
 /// Merges the streams (root first) into instances and commits them in batches.
-fn merge<R: Read>(
-    db: &Database,
-    group: &CacheGroup,
-    layout: &InstanceLayout,
-    readers: &mut [CopyReader<R>],
-    options: &LoadOptions,
-    admission: &Admission<'_>,
-) -> Result<Totals, CacheError> {
+fn merge<R: Read>(job: &Job<'_>, readers: &mut [CopyReader<R>]) -> Result<Totals, CacheError> {
+    let Job { db, group, layout, options, admission } = *job;
     let key_len = group.root().def.primary_key.len();
     let tables = group.tables.len();
     let mut totals = Totals { rows: vec![0; tables], ..Totals::default() };
     let mut pending: Vec<Option<StreamRow>> = (0..tables).map(|_| None).collect();
-    let mut batch = Batch::begin(db, tables)?;
+    let mut batch = if admission.verify.is_some() { None } else { Some(Batch::begin(job)?) };
     while let Some(root) = read_row(&mut readers[0], &group.tables[0], key_len)? {
         let key: Vec<Value> = layout.root().primary_key.iter().map(|&c| root.values[c].clone()).collect();
-        let mut remote: Option<Vec<Vec<Vec<Value>>>> = admission.verify.map(|_| {
-            let mut rows = vec![Vec::new(); tables];
-            rows[0].push(root.values.clone());
-            rows
-        });
-        let admit = if remote.is_some() || (admission.exclude)(&key) {
-            false
-        } else {
-            match layout.read(&mut batch.txn, &key)? {
-                None => true,
-                Some(_) if admission.existing == Existing::Keep => false,
-                Some(cached) => {
-                    layout.delete(&mut batch.txn, &cached)?;
-                    true
-                }
-            }
-        };
-        if admit {
-            batch.insert(0, layout.tables[0].id, &root)?;
-        }
+        let mut instance = Instance { key, bytes: root.bytes, rows: vec![(0, root.values)] };
         for child in 1..tables {
             loop {
                 if pending[child].is_none() {
@@ -600,12 +679,8 @@ fn merge<R: Read>(
                 }
                 match pending[child].take() {
                     Some(row) if row.key == root.key => {
-                        if admit {
-                            batch.insert(child, layout.tables[child].id, &row)?;
-                        }
-                        if let Some(remote) = &mut remote {
-                            remote[child].push(row.values);
-                        }
+                        instance.bytes += row.bytes;
+                        instance.rows.push((child, row.values));
                     }
                     other => {
                         pending[child] = other;
@@ -614,21 +689,25 @@ fn merge<R: Read>(
                 }
             }
         }
-        if let (Some(tally), Some(remote)) = (admission.verify, remote) {
-            let cached = layout.read(&mut batch.txn, &key)?;
-            tally.lock().compare(group, &key, cached.map(|c| c.rows), remote);
-        }
         if let Some(seen) = admission.seen {
-            seen.lock().push(key);
+            seen.lock().push(instance.key.clone());
         }
-        if !admit {
+        let Some(current) = batch.as_mut() else {
+            if let Some(tally) = admission.verify {
+                verify_instance(db, group, layout, tally, instance)?;
+            }
+            totals.skipped += 1;
+            continue;
+        };
+        if !current.offer(instance, &mut totals)? {
             totals.skipped += 1;
             continue;
         }
-        batch.instances += 1;
-        if batch.instances as usize >= options.batch_instances_max || batch.bytes as usize >= options.batch_bytes_max {
-            batch.commit(&mut totals, &options.progress)?;
-            batch = Batch::begin(db, tables)?;
+        if current.len() >= options.batch_instances_max || current.bytes as usize >= options.batch_bytes_max {
+            if let Some(full) = batch.take() {
+                full.commit(&mut totals)?;
+            }
+            batch = Some(Batch::begin(job)?);
         }
     }
     for child in 1..tables {
@@ -639,6 +718,21 @@ fn merge<R: Read>(
             });
         }
     }
-    batch.commit(&mut totals, &options.progress)?;
+    if let Some(batch) = batch {
+        batch.commit(&mut totals)?;
+    }
     Ok(totals)
+}
+
+/// VERIFY: compares `instance` (PostgreSQL's) with the cached one.
+fn verify_instance(db: &Database, group: &CacheGroup, layout: &InstanceLayout, tally: &Mutex<VerifyTally>, instance: Instance) -> Result<(), CacheError> {
+    let mut remote = vec![Vec::new(); group.tables.len()];
+    for (table, values) in instance.rows {
+        remote[table].push(values);
+    }
+    let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Load)?;
+    let cached = layout.read(&mut txn, &instance.key)?;
+    txn.rollback();
+    tally.lock().compare(group, &instance.key, cached.map(|c| c.rows), remote);
+    Ok(())
 }

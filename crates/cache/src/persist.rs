@@ -25,6 +25,10 @@ struct RootAnnotation {
     definition: CreateGroup,
     /// In group order: root first, every parent before its children.
     tables: Vec<PgTable>,
+    /// Per table, the definition fingerprint accepted since
+    /// (`ALTER CACHE GROUP ... ACCEPT DEFINITION`); empty: the tables' own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    accepted: Vec<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -35,19 +39,30 @@ struct MemberAnnotation {
 
 /// Sets the annotations on `group`'s engine table definitions.
 pub(crate) fn annotate(def: &CreateGroup, group: &mut CacheGroup) -> Result<(), CacheError> {
-    let root = RootAnnotation { pgtier_cache_group: FORMAT, definition: def.clone(), tables: group.tables.iter().map(|t| t.source.clone()).collect() };
+    let text = root_annotation(def, group, &[])?;
     let member = MemberAnnotation { pgtier_cache_group: FORMAT, member_of: def.name.clone() };
-    let encode = |value: serde_json::Result<String>| value.map_err(|error| CacheError::InvalidSpec { group: def.name.clone(), reason: format!("cannot store the definition: {error}") });
-    let root_text = encode(serde_json::to_string(&root))?;
-    let member_text = encode(serde_json::to_string(&member))?;
+    let member_text = serde_json::to_string(&member).map_err(|error| cannot_store(def, &error))?;
     for (index, table) in group.tables.iter_mut().enumerate() {
-        table.def.annotation = Some(if index == 0 { root_text.clone() } else { member_text.clone() });
+        table.def.annotation = Some(if index == 0 { text.clone() } else { member_text.clone() });
     }
     Ok(())
 }
 
-/// Every group whose definition the engine catalog holds.
-pub(crate) fn restore(catalog: &Catalog) -> Result<Vec<(CreateGroup, CacheGroup)>, CacheError> {
+/// The root table's annotation, with `accepted` fingerprints (empty: the tables' own).
+pub(crate) fn root_annotation(def: &CreateGroup, group: &CacheGroup, accepted: &[u64]) -> Result<String, CacheError> {
+    let own: Vec<u64> = group.tables.iter().map(|t| t.source.fingerprint()).collect();
+    let accepted = if accepted == own.as_slice() { Vec::new() } else { accepted.to_vec() };
+    let root = RootAnnotation { pgtier_cache_group: FORMAT, definition: def.clone(), tables: group.tables.iter().map(|t| t.source.clone()).collect(), accepted };
+    serde_json::to_string(&root).map_err(|error| cannot_store(def, &error))
+}
+
+fn cannot_store(def: &CreateGroup, error: &serde_json::Error) -> CacheError {
+    CacheError::InvalidSpec { group: def.name.clone(), reason: format!("cannot store the definition: {error}") }
+}
+
+/// Every group whose definition the engine catalog holds, with the
+/// fingerprints accepted for its tables (in group order).
+pub(crate) fn restore(catalog: &Catalog) -> Result<Vec<(CreateGroup, CacheGroup, Vec<u64>)>, CacheError> {
     let mut groups = Vec::new();
     for table in catalog.tables() {
         let Some(text) = table.annotation.as_deref() else { continue };
@@ -68,7 +83,8 @@ pub(crate) fn restore(catalog: &Catalog) -> Result<Vec<(CreateGroup, CacheGroup)
         let spec = GroupSpec { name: def.name.clone(), root: def.root.clone(), children: def.children.clone(), kind: def.kind };
         let mut group = build_group(&spec, stored.tables)?;
         annotate(&def, &mut group)?;
-        groups.push((def, group));
+        let accepted = if stored.accepted.len() == group.tables.len() { stored.accepted } else { group.tables.iter().map(|t| t.source.fingerprint()).collect() };
+        groups.push((def, group, accepted));
     }
     Ok(groups)
 }

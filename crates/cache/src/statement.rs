@@ -25,6 +25,13 @@ pub enum CacheStatement {
     Refresh { name: String, predicate: Option<String>, parallel: Option<usize> },
     /// `VERIFY CACHE GROUP name`: every cached instance compared with PostgreSQL's.
     Verify { name: String },
+    /// `TAKEOVER CACHE NODE`: the node name becomes this data directory's in
+    /// PostgreSQL, whoever owned it (`node.rs`).
+    Takeover,
+    /// `ALTER CACHE GROUP name ACCEPT DEFINITION`: PostgreSQL's current
+    /// definitions of the group's tables become the ones it checks against,
+    /// when what the cache mirrors of them is unchanged (`drift.rs`).
+    AcceptDefinition { name: String },
 }
 
 /// `CREATE [DYNAMIC] {AWT|SWT|READONLY} CACHE GROUP name FROM root [WHERE predicate], child, ...
@@ -124,18 +131,22 @@ impl CacheStatement {
             CacheStatement::Unload { .. } => "UNLOAD CACHE GROUP",
             CacheStatement::Refresh { .. } => "REFRESH CACHE GROUP",
             CacheStatement::Verify { .. } => "VERIFY CACHE GROUP",
+            CacheStatement::Takeover => "TAKEOVER CACHE NODE",
+            CacheStatement::AcceptDefinition { .. } => "ALTER CACHE GROUP",
         }
     }
 
-    /// The group the statement is about.
+    /// The group the statement is about ("" for TAKEOVER CACHE NODE).
     pub fn group(&self) -> &str {
         match self {
+            CacheStatement::Takeover => "",
             CacheStatement::Create(create) => &create.name,
             CacheStatement::Drop { name, .. }
             | CacheStatement::Load { name, .. }
             | CacheStatement::Unload { name, .. }
             | CacheStatement::Refresh { name, .. }
-            | CacheStatement::Verify { name } => name,
+            | CacheStatement::Verify { name }
+            | CacheStatement::AcceptDefinition { name } => name,
         }
     }
 }
@@ -323,9 +334,10 @@ fn number_len(text: &str) -> usize {
     len
 }
 
-/// The first words of a cache-group statement other than CREATE (followed
-/// by `CACHE GROUP`); callers may use them (with "create") as a cheap filter.
-pub const CACHE_VERBS: [&str; 5] = ["drop", "load", "unload", "refresh", "verify"];
+/// The first words of a cache statement other than CREATE (followed by
+/// `CACHE GROUP`, or `CACHE NODE` for TAKEOVER); callers may use them (with
+/// "create") as a cheap filter.
+pub const CACHE_VERBS: [&str; 7] = ["drop", "load", "unload", "refresh", "verify", "takeover", "alter"];
 
 /// For a text that does not tokenize: does it start with one of our
 /// statements' words (so its error is ours to report)?
@@ -442,6 +454,10 @@ impl Parser<'_> {
             return self.create().map(CacheStatement::Create);
         }
         self.expect_word("cache")?;
+        if verb == "takeover" {
+            self.expect_word("node")?;
+            return self.end().map(|()| CacheStatement::Takeover);
+        }
         self.expect_word("group")?;
         let statement = match verb.as_str() {
             "drop" => {
@@ -452,6 +468,12 @@ impl Parser<'_> {
                 CacheStatement::Drop { name: self.identifier("a cache group name")?, if_exists }
             }
             "verify" => CacheStatement::Verify { name: self.identifier("a cache group name")? },
+            "alter" => {
+                let name = self.identifier("a cache group name")?;
+                self.expect_word("accept")?;
+                self.expect_word("definition")?;
+                CacheStatement::AcceptDefinition { name }
+            }
             "unload" => {
                 let name = self.identifier("a cache group name")?;
                 let (predicate, parallel) = self.tail_predicate()?;

@@ -46,12 +46,16 @@ use pgtier_engine::{
 };
 use postgres::Client;
 
-use crate::apply::{Applied, Applier, RowStatement, apply_checked, connection_error, row_statement, session_setup, setup_schema};
+use crate::apply::{Applied, Applier, RowStatement, apply_checked, connection_error, row_statement, session_connection};
 use crate::awt::LagHistogram;
+use crate::backend_schema::{DEFINITION_CHANGED, NODE_NOT_OWNED};
+use crate::drift::{check_clause, token_of, verify_group};
 use crate::error::CacheError;
 use crate::group::GroupKind;
+use crate::instance::key_text;
 use crate::load::LoadOptions;
-use crate::manager::{Cache, quote_literal};
+use crate::manager::{Cache, GroupEntry, WHOLE_GROUP, quote_literal};
+use crate::node::{NodeIdentity, NodeObject};
 
 /// Local table: per slot, the counter of the last SWT transaction committed in the cache.
 pub const SLOTS_TABLE: &str = "pgtier_swt_slots";
@@ -74,6 +78,8 @@ pub struct SwtStatus {
     pub repairs: AtomicU64,
     /// Time spent in PostgreSQL per commit (connect excluded).
     pub latency: LagHistogram,
+    /// Groups whose tables changed in PostgreSQL (their commits are refused until resolved), with why.
+    pub drifted: Mutex<BTreeMap<String, String>>,
     pub last_error: Mutex<Option<String>>,
 }
 
@@ -90,16 +96,18 @@ struct Slot {
     durable: i64,
     /// Log rows up to this number are deleted (or being deleted).
     pruned_to: i64,
+    /// The number (`InFlight`) of the commit the slot carries between PostgreSQL's commit and the cache's.
+    commit: u64,
 }
 
 impl Slot {
     fn new(id: i32, txn_id: i64) -> Slot {
-        Slot { id, txn_id, applier: None, unconfirmed: VecDeque::new(), durable: txn_id, pruned_to: txn_id }
+        Slot { id, txn_id, applier: None, unconfirmed: VecDeque::new(), durable: txn_id, pruned_to: txn_id, commit: 0 }
     }
 
     /// The statement deleting log rows whose cache commits are durable now
     /// (every [`PRUNE_EVERY`] transactions), or None.
-    fn prune(&mut self, node: &str, durable_end: u64) -> Option<String> {
+    fn prune(&mut self, node: &NodeIdentity, durable_end: u64) -> Option<String> {
         while let Some(&(txn_id, wal_end)) = self.unconfirmed.front() {
             if wal_end > durable_end {
                 break;
@@ -111,7 +119,13 @@ impl Slot {
             return None;
         }
         self.pruned_to = self.durable;
-        Some(format!("DELETE FROM pgtier.swt_log WHERE node = {} AND slot = {} AND txn_id <= {}", quote_literal(node), self.id, self.durable))
+        Some(format!(
+            "DELETE FROM pgtier.swt_log WHERE node = {} AND incarnation = {} AND slot = {} AND txn_id <= {}",
+            quote_literal(&node.name),
+            quote_literal(&node.incarnation),
+            self.id,
+            self.durable
+        ))
     }
 }
 
@@ -134,19 +148,23 @@ struct Slots {
 /// The commit participant of SWT tables (one per cache).
 pub(crate) struct Swt {
     cache: Weak<Cache>,
-    node: String,
+    node: NodeIdentity,
     slots: Mutex<Slots>,
+    /// Commits under way (PostgreSQL may have them or not), by number, with
+    /// the instances each marked: loads treat those as not in their snapshot.
+    in_flight: Mutex<InFlight>,
     ready_changed: Condvar,
     resolver_running: AtomicBool,
     pub status: Arc<SwtStatus>,
 }
 
 impl Swt {
-    pub fn new(cache: Weak<Cache>, node: String) -> Swt {
+    pub fn new(cache: Weak<Cache>, node: NodeIdentity) -> Swt {
         Swt {
             cache,
             node,
             slots: Mutex::new(Slots::default()),
+            in_flight: Mutex::new(InFlight { next: 1, ..InFlight::default() }),
             ready_changed: Condvar::new(),
             resolver_running: AtomicBool::new(false),
             status: Arc::default(),
@@ -197,7 +215,9 @@ impl Swt {
     fn resolve(&self, cache: &Cache) -> Result<(), CacheError> {
         let db = cache.database();
         let mut client = connect_backend(cache.backend().ok_or(CacheError::NoBackend)?)?;
-        setup_schema(&mut client)?;
+        crate::backend_schema::ensure(&mut client)?;
+        // This directory's log rows only: a name another directory owns is refused.
+        crate::node::claim(&mut client, &self.node, false)?;
         // The slots to look at are fixed before PostgreSQL's log is read, so
         // the log covers whatever put them in doubt.
         let first = !self.slots.lock().ready;
@@ -334,8 +354,8 @@ impl Swt {
         if slot.applier.is_some() {
             return Ok(());
         }
-        let mut client = connect_backend(cache.backend().ok_or(CacheError::NoBackend)?)?;
-        session_setup(&mut client, &format!("pgtier_{}_s{}", self.node, slot.id))?;
+        let client = connect_backend(cache.backend().ok_or(CacheError::NoBackend)?)?;
+        let (client, _pid) = session_connection(client, &self.node, NodeObject::SwtSlot(slot.id))?;
         slot.applier = Some(Applier::new(client));
         Ok(())
     }
@@ -372,10 +392,15 @@ impl Swt {
         // The statements, and the change each one came from.
         let mut statements: Vec<RowStatement> = Vec::with_capacity(changes.len());
         let mut sources: Vec<&RowChange> = Vec::with_capacity(changes.len());
+        let mut touched: Vec<(Arc<GroupEntry>, String)> = Vec::new();
         for change in changes {
             let Some((entry, index)) = cache.table_of_group(&change.table.name) else { continue };
             if entry.def.kind != GroupKind::Swt {
                 continue;
+            }
+            let key = entry.root_key_of_row(index, &change.row().values()).map_or_else(|| WHOLE_GROUP.to_owned(), |key| key_text(&key));
+            if !touched.iter().any(|(e, k)| Arc::ptr_eq(e, &entry) && *k == key) {
+                touched.push((entry.clone(), key));
             }
             if let Some(statement) = row_statement(&entry, index, change) {
                 statements.push(statement);
@@ -385,6 +410,8 @@ impl Swt {
         if statements.is_empty() {
             return Ok(NO_TICKET);
         }
+        // Marked before PostgreSQL can have it; settled when the outcome is known.
+        let mut in_flight = Commit::begin(self, touched);
         let mut slot = self.take_slot()?;
         if let Err(error) = self.connect(cache, &mut slot) {
             self.put_idle(slot);
@@ -403,14 +430,44 @@ impl Swt {
         // PostgreSQL holds it durably; what a crash takes from the cache is resolved from there.
         txn.set_commit_mode(CommitMode::Async);
         let refs: Vec<&RowStatement> = statements.iter().collect();
-        let started = Instant::now();
-        let Some(applier) = slot.applier.as_mut() else { unreachable!("connected above") };
-        let outcome = apply_checked(applier, &refs, &tail);
-        self.status.latency.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+        let mut outcome = Err(CacheError::NoBackend);
+        // A changed definition digest is looked at again once (a change the
+        // group's fingerprint ignores, such as a new index, passes then).
+        for attempt in 0..2 {
+            let Some(applier) = slot.applier.as_mut() else { unreachable!("connected above") };
+            let check = match self.definition_check(applier, &refs) {
+                Ok(check) => check,
+                Err(error) => {
+                    self.put_idle(slot);
+                    return Err(engine_error(&error));
+                }
+            };
+            let started = Instant::now();
+            outcome = apply_checked(applier, check.as_deref(), &refs, &tail);
+            self.status.latency.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+            match &outcome {
+                Ok(Applied::Refused(refusal)) if refusal.sqlstate == DEFINITION_CHANGED && attempt == 0 => {
+                    for statement in &refs {
+                        *statement.entry().tokens.lock() = None;
+                    }
+                }
+                _ => break,
+            }
+        }
         match outcome {
             Ok(Applied::Yes) => {
                 crash_window_pause();
+                slot.commit = in_flight.hand_over();
                 Ok(self.park(slot, txn_id))
+            }
+            Ok(Applied::Refused(refusal)) if refusal.sqlstate == NODE_NOT_OWNED => {
+                self.put_idle(slot);
+                Err(engine_error(&CacheError::NodeTakenOver { node: self.node.name.clone() }))
+            }
+            Ok(Applied::Refused(refusal)) if refusal.sqlstate == DEFINITION_CHANGED => {
+                self.put_idle(slot);
+                let group = refs.first().map(|s| s.entry().def.name.clone()).unwrap_or_default();
+                Err(engine_error(&CacheError::DefinitionDrift { group, table: refusal.detail.unwrap_or_default(), reason: refusal.message }))
             }
             Ok(Applied::Refused(refusal)) if refusal.sqlstate == "23505" && refusal.message.contains("swt_log_pkey") => {
                 // PostgreSQL already holds this slot's next number: a commit
@@ -439,7 +496,10 @@ impl Swt {
             Ok(Applied::Unknown(error)) => {
                 slot.applier = None;
                 match self.committed_remotely(cache, slot.id, txn_id) {
-                    Some(true) => Ok(self.park(slot, txn_id)),
+                    Some(true) => {
+                        slot.commit = in_flight.hand_over();
+                        Ok(self.park(slot, txn_id))
+                    }
                     Some(false) => {
                         self.put_idle(slot);
                         Err(engine_error(&error))
@@ -475,13 +535,124 @@ impl Swt {
     }
 }
 
+/// SWT commits under way, numbered in the order they start (`fence`: a load
+/// whose PostgreSQL snapshot was taken while a commit was under way treats
+/// that commit as not in it).
+#[derive(Default)]
+struct InFlight {
+    next: u64,
+    commits: BTreeMap<u64, Vec<(Arc<GroupEntry>, String)>>,
+    /// Commits settled since marks were last pruned.
+    settled: u64,
+}
+
+/// Marks pruned every this many settled commits.
+const PRUNE_MARKS_EVERY: u64 = 1024;
+
+impl Swt {
+    /// Every commit numbered below it was committed in PostgreSQL (or never will be).
+    pub fn floor(&self) -> u64 {
+        let in_flight = self.in_flight.lock();
+        in_flight.commits.keys().next().copied().unwrap_or(in_flight.next)
+    }
+
+    /// Commit `commit`'s outcome is known: its marks stop being pending.
+    fn settle(&self, commit: u64) {
+        if commit == 0 {
+            return;
+        }
+        let (touched, prune) = {
+            let mut in_flight = self.in_flight.lock();
+            in_flight.settled += 1;
+            let prune = in_flight.settled.is_multiple_of(PRUNE_MARKS_EVERY);
+            (in_flight.commits.remove(&commit).unwrap_or_default(), prune)
+        };
+        for (entry, key) in &touched {
+            entry.marks.settle(key, commit);
+        }
+        if prune && let Some(cache) = self.cache.upgrade() {
+            let floor = self.floor();
+            for entry in cache.group_entries().iter().filter(|entry| entry.def.kind == GroupKind::Swt) {
+                entry.marks.prune(floor);
+            }
+        }
+    }
+
+    /// The definition check for the tables `statements` change; a group
+    /// whose tables were not checked yet (or met a changed digest) is
+    /// verified first (55000 when its tables changed).
+    fn definition_check(&self, applier: &mut Applier, statements: &[&RowStatement]) -> Result<Option<String>, CacheError> {
+        let mut tables = Vec::new();
+        for statement in statements {
+            let entry = statement.entry();
+            if token_of(entry, statement.index()).is_none() {
+                if let Some(drift) = verify_group(&mut applier.client, entry)? {
+                    let error = CacheError::DefinitionDrift { group: entry.def.name.clone(), table: drift.table, reason: drift.reason };
+                    let text = error.to_string();
+                    if self.status.drifted.lock().insert(entry.def.name.clone(), text.clone()).is_none() {
+                        eprintln!("pgtier: SWT commits to cache group \"{}\" are refused: {text}", entry.def.name);
+                    }
+                    return Err(error);
+                }
+                self.status.drifted.lock().remove(&entry.def.name);
+            }
+            if let Some(token) = token_of(entry, statement.index())
+                && !tables.contains(&token)
+            {
+                tables.push(token);
+            }
+        }
+        Ok(check_clause(&tables))
+    }
+}
+
+/// An SWT commit's marks, from before PostgreSQL can have it until its
+/// outcome is known: settled on drop unless handed over to the slot
+/// (settled when the cache's own commit ends).
+struct Commit<'a> {
+    swt: &'a Swt,
+    number: u64,
+}
+
+impl<'a> Commit<'a> {
+    fn begin(swt: &'a Swt, touched: Vec<(Arc<GroupEntry>, String)>) -> Commit<'a> {
+        // Numbered and registered at once: `floor` never passes a commit under way.
+        let mut in_flight = swt.in_flight.lock();
+        let number = in_flight.next;
+        in_flight.next += 1;
+        for (entry, key) in &touched {
+            entry.marks.mark(key, number);
+        }
+        in_flight.commits.insert(number, touched);
+        Commit { swt, number }
+    }
+
+    fn hand_over(&mut self) -> u64 {
+        std::mem::take(&mut self.number)
+    }
+}
+
+impl Drop for Commit<'_> {
+    fn drop(&mut self) {
+        self.swt.settle(self.number);
+    }
+}
+
 /// Test hook: `PGTIER_SWT_CRASH_WINDOW_US` holds every SWT commit that long
 /// between PostgreSQL's commit and the cache's, so the crash test
-/// (`tests/swt_crash.rs`) lands its kills in that window.
+/// (`tests/swt_crash.rs`) lands its kills in that window; with
+/// `PGTIER_SWT_CRASH_WINDOW_ANNOUNCE` set it also prints `SWT-WINDOW` on
+/// entering it, so the test can kill exactly there.
 fn crash_window_pause() {
-    static PAUSE: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
-    let pause = PAUSE.get_or_init(|| std::env::var("PGTIER_SWT_CRASH_WINDOW_US").ok().and_then(|v| v.parse().ok()).map(Duration::from_micros));
+    static PAUSE: std::sync::OnceLock<(Option<Duration>, bool)> = std::sync::OnceLock::new();
+    let (pause, announce) = PAUSE.get_or_init(|| {
+        let pause = std::env::var("PGTIER_SWT_CRASH_WINDOW_US").ok().and_then(|v| v.parse().ok()).map(Duration::from_micros);
+        (pause, std::env::var_os("PGTIER_SWT_CRASH_WINDOW_ANNOUNCE").is_some())
+    });
     if let Some(pause) = pause {
+        if *announce {
+            println!("SWT-WINDOW");
+        }
         std::thread::sleep(*pause);
     }
 }
@@ -506,15 +677,19 @@ impl CommitParticipant for SwtParticipant {
         let wal_end = swt.cache.upgrade().map_or(u64::MAX, |cache| cache.database().wal_end().0);
         let mut slots = swt.slots.lock();
         let Some(mut slot) = slots.busy.remove(&ticket) else { return };
+        let commit = std::mem::take(&mut slot.commit);
         if committed {
             slot.unconfirmed.push_back((slot.txn_id, wal_end));
             slots.idle.push(slot);
+            drop(slots);
+            swt.settle(commit);
             return;
         }
         // PostgreSQL has it, the cache does not: resolved like a crash.
         slot.txn_id -= 1;
         slots.in_doubt.push(slot);
         drop(slots);
+        swt.settle(commit);
         swt.resolve_in_background();
     }
 }
@@ -581,28 +756,36 @@ fn refresh_changed(cache: &Cache, described: &str) -> Result<(), CacheError> {
     Ok(())
 }
 
-fn log_statement(node: &str, slot: i32, txn_id: i64, changes: &str) -> String {
-    format!("INSERT INTO pgtier.swt_log (node, slot, txn_id, changes) VALUES ({}, {slot}, {txn_id}, {})", quote_literal(node), quote_literal(changes))
+/// The log row of a commit, after the check that this directory still owns the node name.
+fn log_statement(node: &NodeIdentity, slot: i32, txn_id: i64, changes: &str) -> String {
+    let (name, incarnation) = (quote_literal(&node.name), quote_literal(&node.incarnation));
+    format!(
+        "SELECT pgtier.check_node({name}, {incarnation}); INSERT INTO pgtier.swt_log (node, incarnation, slot, txn_id, changes) VALUES ({name}, {incarnation}, {slot}, {txn_id}, {})",
+        quote_literal(changes)
+    )
 }
 
 /// Whether PostgreSQL holds transaction `txn_id` of `slot`, once no session
 /// is still committing it: probes by inserting the same log key (rolled
 /// back), which PostgreSQL makes wait while another session holds that key
 /// uncommitted (up to the lock timeout: then an error, and no answer).
-fn settle(client: &mut Client, node: &str, slot: i32, txn_id: i64) -> Result<bool, CacheError> {
+fn settle(client: &mut Client, node: &NodeIdentity, slot: i32, txn_id: i64) -> Result<bool, CacheError> {
     let mut probe = client.transaction().map_err(|e| connection_error(&e))?;
     probe.batch_execute(&format!("SET LOCAL lock_timeout = {OUTCOME_LOCK_TIMEOUT_MS}")).map_err(|e| connection_error(&e))?;
     let inserted = probe
-        .execute("INSERT INTO pgtier.swt_log (node, slot, txn_id, changes) VALUES ($1, $2, $3, '') ON CONFLICT DO NOTHING", &[&node, &slot, &txn_id])
+        .execute(
+            "INSERT INTO pgtier.swt_log (node, incarnation, slot, txn_id, changes) VALUES ($1, $2, $3, $4, '') ON CONFLICT DO NOTHING",
+            &[&node.name, &node.incarnation, &slot, &txn_id],
+        )
         .map_err(|e| connection_error(&e))?;
     probe.rollback().map_err(|e| connection_error(&e))?;
     Ok(inserted == 0)
 }
 
 /// This node's SWT log in PostgreSQL: per slot, (transaction number, changes) in order.
-fn read_log(client: &mut Client, node: &str) -> Result<BTreeMap<i32, Vec<(i64, String)>>, CacheError> {
+fn read_log(client: &mut Client, node: &NodeIdentity) -> Result<BTreeMap<i32, Vec<(i64, String)>>, CacheError> {
     let rows = client
-        .query("SELECT slot, txn_id, changes FROM pgtier.swt_log WHERE node = $1 ORDER BY slot, txn_id", &[&node])
+        .query("SELECT slot, txn_id, changes FROM pgtier.swt_log WHERE node = $1 AND incarnation = $2 ORDER BY slot, txn_id", &[&node.name, &node.incarnation])
         .map_err(|e| connection_error(&e))?;
     let mut log: BTreeMap<i32, Vec<(i64, String)>> = BTreeMap::new();
     for row in &rows {

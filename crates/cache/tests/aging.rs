@@ -21,7 +21,8 @@ fn open(dir: &std::path::Path, url: &str, budget: Option<u64>) -> Arc<Cache> {
     let db = Database::open(dir, EngineConfig::default()).unwrap();
     let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
     // The test drives the rounds (age_now); the thread stays out of the way.
-    let config = CacheConfig { memory_budget: budget, aging_interval: Duration::from_secs(3600), ..CacheConfig::default() };
+    let mut config = CacheConfig { memory_budget: budget, aging_interval: Duration::from_secs(3600), ..CacheConfig::default() };
+    config.awt.node = common::node_of(dir);
     Cache::open(db, Some(params), config).unwrap()
 }
 

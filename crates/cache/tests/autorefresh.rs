@@ -72,7 +72,8 @@ fn changes_made_in_postgres_reach_the_cache() {
     let loaded = cache.load("tatp", &LoadOptions::default()).unwrap();
     assert_eq!(loaded.instances, u64::from(common::SUBSCRIBERS));
     let mut client = connect(&url).unwrap();
-    assert!(slots(&mut client).contains(&"pgtier_pgtier_ar_basic_tatp".to_owned()), "{:?}", slots(&mut client));
+    let slot = format!("pgtier_{}_ar_basic_tatp", common::node_of(dir.path()));
+    assert!(slots(&mut client).contains(&slot), "{:?}", slots(&mut client));
     for change in CHANGES {
         client.batch_execute(change).unwrap();
     }
@@ -166,8 +167,9 @@ fn reopening_continues_from_the_slot_and_own_changes_never_come_back() {
     client.batch_execute("UPDATE subscriber SET msc_location = 5 WHERE s_id <= 100; DELETE FROM call_forwarding WHERE s_id <= 100").unwrap();
     // What pgtier's own write-through session would send (origin pgtier_<node>_*).
     // (Separate transactions: the origin a commit carries is the session's at commit time.)
-    client.batch_execute("SELECT pg_replication_origin_create('pgtier_pgtier_probe')").unwrap();
-    client.batch_execute("SELECT pg_replication_origin_session_setup('pgtier_pgtier_probe')").unwrap();
+    let probe = format!("pgtier_{}_probe", common::node_of(dir.path()));
+    client.execute("SELECT pg_replication_origin_create($1)", &[&probe]).unwrap();
+    client.execute("SELECT pg_replication_origin_session_setup($1)", &[&probe]).unwrap();
     client.batch_execute("UPDATE subscriber SET msc_location = 123456 WHERE s_id = 1").unwrap();
     client.batch_execute("SELECT pg_replication_origin_session_reset()").unwrap();
     let cache = open_cache(dir.path(), &url);
@@ -234,7 +236,8 @@ fn an_invalidated_slot_makes_the_group_load_again_once() {
     client.batch_execute("CREATE TABLE filler (id int, pad text)").unwrap();
     let deadline = Instant::now() + WAIT;
     loop {
-        let status: Option<String> = client.query_one("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'pgtier_pgtier_ar_lost_tatp'", &[]).unwrap().get(0);
+        let slot = format!("pgtier_{}_ar_lost_tatp", common::node_of(dir.path()));
+        let status: Option<String> = client.query_one("SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", &[&slot]).unwrap().get(0);
         if status.as_deref() == Some("lost") {
             break;
         }
@@ -280,11 +283,11 @@ fn an_idle_group_does_not_pin_wal_while_other_databases_write() {
         // Checkpoints log the running transactions, which lets the slot's restart position move.
         other.batch_execute("CHECKPOINT").unwrap();
         std::thread::sleep(Duration::from_millis(200));
-        let retained: i64 = client.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = 'pgtier_pgtier_ar_idle_tatp'", &[]).unwrap().get(0);
+        let retained: i64 = client.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1", &[&format!("pgtier_{}_ar_idle_tatp", common::node_of(dir.path()))]).unwrap().get(0);
         worst = worst.max(retained);
         worst_lag_ms = worst_lag_ms.max(status(&cache, "tatp").lag_ms());
     }
-    let retained: i64 = client.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = 'pgtier_pgtier_ar_idle_tatp'", &[]).unwrap().get(0);
+    let retained: i64 = client.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1", &[&format!("pgtier_{}_ar_idle_tatp", common::node_of(dir.path()))]).unwrap().get(0);
     println!("idle slot for {seconds} s while {} MB were written elsewhere: retained WAL now {} kB, at most {} kB", written >> 20, retained >> 10, worst >> 10);
     // Retained WAL stays bounded by a few checkpoints' worth, not by what was written.
     assert!(retained < 8 << 20, "an idle slot pins {retained} bytes");

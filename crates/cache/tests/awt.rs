@@ -2,7 +2,8 @@
 //! transactions committed in the cache reach PostgreSQL in commit order,
 //! exactly once (counter increments add up), across a restart of the cache;
 //! a transaction PostgreSQL refuses for good lands in `pgtier.awt_errors`
-//! while later ones propagate; loads and evictions never go back.
+//! while later ones propagate; a table changed in PostgreSQL holds its
+//! group; loads and evictions never go back.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -172,37 +173,84 @@ fn a_refused_transaction_goes_to_the_error_table_and_the_rest_propagates() {
     }
 }
 
-/// A table changed in PostgreSQL behind the cache's back: the PREPARE of its
-/// statements fails, the transaction is applied as plain SQL, refused for
-/// good, recorded in the error table, and propagation goes on.
+/// A table changed in PostgreSQL behind the cache's back (two columns
+/// swapped by rename: every statement stays valid, and would write the
+/// values into the wrong columns): its group is held — nothing applied
+/// across the change, nothing sent to the error table, the backlog kept —
+/// while another group goes on; swapped back, it resumes and PostgreSQL
+/// gets every transaction. A change of what the cache does not mirror (a
+/// CHECK added) is held too, until accepted; a new column cannot be.
 #[test]
-fn a_table_changed_in_postgres_sends_its_changes_to_the_error_table() {
+fn a_table_changed_in_postgres_holds_its_group_until_it_is_back() {
     let url = pgtier_backend::harness::shared_cluster().unwrap().create_database("cache_awt_changed").unwrap();
     let mut client = connect(&url).unwrap();
-    client.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int, w int); INSERT INTO kv SELECT g, g, g FROM generate_series(1, 10) g;").unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE kv (k int PRIMARY KEY, v int, w int); INSERT INTO kv SELECT g, g, g FROM generate_series(1, 10) g;
+             CREATE TABLE other (k int PRIMARY KEY, v int); INSERT INTO other SELECT g, g FROM generate_series(1, 10) g;",
+        )
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cache = common::open_cache(dir.path(), &url);
+    let mut config = pgtier_cache::CacheConfig::default();
+    config.awt.definition_check_interval = Duration::from_millis(300);
+    let cache = common::open_cache_with(dir.path(), &url, config);
     cache.create_group(&CreateGroup { root: "kv".into(), children: Vec::new(), ..awt_group() }).unwrap();
+    cache.create_group(&CreateGroup { name: "awt2".into(), root: "other".into(), children: Vec::new(), ..awt_group() }).unwrap();
     cache.load("awt", &LoadOptions::default()).unwrap();
+    cache.load("awt2", &LoadOptions::default()).unwrap();
     let db = cache.database().clone();
-    let kv = db.catalog().table_by_name("kv").unwrap().id;
-    let update = |k: i32, v: i32| {
+    let set = |table: &str, k: i32, v: i32| {
+        let id = db.catalog().table_by_name(table).unwrap().id;
         let mut txn = db.begin().unwrap();
-        txn.update(kv, &[Value::Int4(k)], &[(1, Value::Int4(v))]).unwrap();
+        txn.update(id, &[Value::Int4(k)], &[(1, Value::Int4(v))]).unwrap();
         txn.commit().unwrap();
     };
-    update(1, 100);
+    let row = |client: &mut Client, table: &str, k: i32| -> Vec<Option<i32>> {
+        let r = client.query_one(&format!("SELECT * FROM {table} WHERE k = $1"), &[&k]).unwrap();
+        (1..r.len()).map(|i| r.get(i)).collect()
+    };
+    let held = |cache: &Cache| cache.propagation_info().unwrap().held_groups.iter().map(|(g, _)| g.clone()).collect::<Vec<_>>();
+    let wait_for = |what: &str, done: &mut dyn FnMut() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}: {:?}", cache.propagation_info());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    set("kv", 1, 100);
     assert!(cache.wait_propagated(Duration::from_secs(30)));
-    client.batch_execute("ALTER TABLE kv DROP COLUMN w").unwrap();
-    update(2, 200);
-    assert!(cache.wait_propagated(Duration::from_secs(30)));
-    let status = cache.propagation().unwrap();
-    assert_eq!(status.errors.load(std::sync::atomic::Ordering::Relaxed), 1);
-    let row = client.query_one("SELECT sqlstate, statements FROM pgtier.awt_errors", &[]).unwrap();
-    assert_eq!(row.get::<_, String>(0), "42703");
-    assert!(row.get::<_, String>(1).starts_with("UPDATE \"public\".\"kv\""), "{}", row.get::<_, String>(1));
-    let values: Vec<(i32, i32)> = client.query("SELECT k, v FROM kv WHERE k <= 2 ORDER BY k", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
-    assert_eq!(values, vec![(1, 100), (2, 2)]);
+    client.batch_execute("ALTER TABLE kv RENAME v TO tmp; ALTER TABLE kv RENAME w TO v; ALTER TABLE kv RENAME tmp TO w").unwrap();
+    set("kv", 2, 200);
+    set("other", 2, 200);
+    wait_for("group awt to be held", &mut || held(&cache) == ["awt"]);
+    wait_for("group awt2 to propagate", &mut || row(&mut client, "other", 2) == [Some(200)]);
+    set("kv", 3, 300);
+    assert!(!cache.wait_propagated(Duration::from_secs(2)), "the held group's transactions wait in the log");
+    assert_eq!(row(&mut client, "kv", 2), [Some(2), Some(2)], "nothing applied across the change");
+    let info = cache.propagation_info().unwrap();
+    assert!(info.held_groups[0].1.contains("kv"), "{info:?}");
+    assert_eq!(info.errors, 0);
+    assert_eq!(client.query_one("SELECT count(*) FROM pgtier.awt_errors", &[]).unwrap().get::<_, i64>(0), 0);
+    // Swapped back: the group resumes by itself, every transaction arrives.
+    client.batch_execute("ALTER TABLE kv RENAME v TO tmp; ALTER TABLE kv RENAME w TO v; ALTER TABLE kv RENAME tmp TO w").unwrap();
+    assert!(cache.wait_propagated(Duration::from_secs(30)), "{:?}", cache.propagation_info());
+    assert!(held(&cache).is_empty());
+    // (The rename round trip leaves the columns as they were: k, v, w.)
+    assert_eq!(row(&mut client, "kv", 2), [Some(200), Some(2)]);
+    assert_eq!(row(&mut client, "kv", 3), [Some(300), Some(3)]);
+    // A CHECK added: held until accepted (the columns the cache holds are the same).
+    client.batch_execute("ALTER TABLE kv ADD CONSTRAINT v_positive CHECK (v > 0)").unwrap();
+    set("kv", 4, 400);
+    wait_for("group awt to be held for its CHECK", &mut || held(&cache) == ["awt"]);
+    assert_eq!(cache.accept_definition("awt").unwrap(), vec!["public.kv".to_owned()]);
+    assert!(cache.wait_propagated(Duration::from_secs(30)), "{:?}", cache.propagation_info());
+    assert_eq!(row(&mut client, "kv", 4), [Some(400), Some(4)]);
+    // A new column is not the cache's table any more: not accepted.
+    client.batch_execute("ALTER TABLE kv ADD COLUMN extra int").unwrap();
+    let error = cache.accept_definition("awt").unwrap_err();
+    assert_eq!(error.sqlstate(), "55000");
+    assert!(error.to_string().contains("extra"), "{error}");
+    assert_eq!(client.query_one("SELECT count(*) FROM pgtier.awt_errors", &[]).unwrap().get::<_, i64>(0), 0);
 }
 
 /// Rows written in PostgreSQL behind the cache, then write-through traffic
@@ -249,4 +297,47 @@ fn verify_reports_rows_written_behind_the_cache_after_write_through_traffic() {
         let key = format!("Int4({s})");
         assert!(verified.differences.iter().any(|(k, table, _)| k.contains(&key) && table == "call_forwarding"), "{s}: {verified:?}");
     }
+}
+
+/// A lane blocked in PostgreSQL (a row another session holds) is reported
+/// within the stall timeout — counted, with what PostgreSQL says blocks it —
+/// cancelled and reconnected, again while the blocker stays; once the
+/// blocker goes, everything drains.
+#[test]
+fn a_stalled_lane_is_reported_with_its_cause_and_reconnected() {
+    let url = pgtier_backend::harness::shared_cluster().unwrap().create_database("cache_awt_stall").unwrap();
+    let mut client = connect(&url).unwrap();
+    client.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv SELECT g, g FROM generate_series(1, 10) g;").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = pgtier_cache::CacheConfig::default();
+    config.awt.stall_timeout = Duration::from_secs(2);
+    let cache = common::open_cache_with(dir.path(), &url, config);
+    cache.create_group(&CreateGroup { root: "kv".into(), children: Vec::new(), ..awt_group() }).unwrap();
+    cache.load("awt", &LoadOptions::default()).unwrap();
+    // Another session holds row 1.
+    let mut blocker = connect(&url).unwrap();
+    let blocker_pid: i32 = blocker.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    blocker.batch_execute("BEGIN; SELECT * FROM kv WHERE k = 1 FOR UPDATE").unwrap();
+    let db = cache.database().clone();
+    let kv = db.catalog().table_by_name("kv").unwrap().id;
+    let mut txn = db.begin().unwrap();
+    txn.update(kv, &[Value::Int4(1)], &[(1, Value::Int4(100))]).unwrap();
+    txn.commit().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let info = loop {
+        let info = cache.propagation_info().unwrap();
+        if info.stalls >= 2 {
+            break info;
+        }
+        assert!(std::time::Instant::now() < deadline, "no stall reported: {info:?} {:?}", cache.lanes());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let reported = info.last_error.clone().unwrap_or_default();
+    assert!(reported.contains("waiting") && reported.contains(&blocker_pid.to_string()), "the cause names the blocker: {reported}");
+    assert!(!cache.wait_propagated(Duration::from_millis(200)));
+    // The blocker goes: the reconnected lane applies.
+    blocker.batch_execute("ROLLBACK").unwrap();
+    assert!(cache.wait_propagated(Duration::from_secs(30)), "{:?}", cache.propagation_info());
+    assert_eq!(client.query_one("SELECT v FROM kv WHERE k = 1", &[]).unwrap().get::<_, i32>(0), 100);
+    assert_eq!(cache.propagation_info().unwrap().errors, 0, "a stall is not the transaction's refusal");
 }

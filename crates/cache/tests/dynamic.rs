@@ -19,7 +19,9 @@ use rand::{Rng, SeedableRng};
 fn dynamic_cache(dir: &std::path::Path, url: &str) -> Arc<Cache> {
     let db = Database::open(dir, EngineConfig::default()).unwrap();
     let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
-    let cache = Cache::open(db, Some(params), CacheConfig::default()).unwrap();
+    let mut config = CacheConfig::default();
+    config.awt.node = common::node_of(dir);
+    let cache = Cache::open(db, Some(params), config).unwrap();
     cache
         .create_group(&common::tatp_group("dyn", GroupKind::Awt, true))
         .unwrap();
@@ -197,7 +199,9 @@ fn a_deleted_instance_is_not_loaded_back_before_postgres_has_the_delete() {
     // write-through) only at the next flush, the widest window there is.
     let db = Database::open(dir.path(), EngineConfig { commit_mode: pgtier_engine::CommitMode::Async, ..EngineConfig::default() }).unwrap();
     let params = BackendConfig { url: Some(url.clone()), ..BackendConfig::default() }.resolve().unwrap();
-    let cache = Cache::open(db, Some(params), CacheConfig::default()).unwrap();
+    let mut config = CacheConfig::default();
+    config.awt.node = common::node_of(dir.path());
+    let cache = Cache::open(db, Some(params), config).unwrap();
     cache
         .create_group(&common::tatp_group("dyn", GroupKind::Awt, true))
         .unwrap();

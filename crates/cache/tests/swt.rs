@@ -65,11 +65,23 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
 
     // A constraint only PostgreSQL has: the commit fails with its SQLSTATE and
     // message, and the cache keeps the old row.
+    // Adding it changes the table's definition: commits are refused (55000)
+    // until the change is accepted, which the cache allows since the columns
+    // it holds are the same.
     client.batch_execute("ALTER TABLE subscriber ADD CONSTRAINT vlr_not_negative CHECK (vlr_location >= 0) NOT VALID").unwrap();
-    let mut txn = db.begin().unwrap();
-    txn.update(subscriber.id, &[Value::Int4(5)], &[(vlr_column, Value::Int4(-1))]).unwrap();
-    txn.update(subscriber.id, &[Value::Int4(6)], &[(vlr_column, Value::Int4(66))]).unwrap();
-    let error = txn.commit().unwrap_err();
+    let failing = || {
+        let mut txn = db.begin().unwrap();
+        txn.update(subscriber.id, &[Value::Int4(5)], &[(vlr_column, Value::Int4(-1))]).unwrap();
+        txn.update(subscriber.id, &[Value::Int4(6)], &[(vlr_column, Value::Int4(66))]).unwrap();
+        txn.commit().unwrap_err()
+    };
+    let error = failing();
+    assert_eq!(error.sqlstate(), "55000", "{error}");
+    assert!(error.to_string().contains("subscriber"), "{error}");
+    assert!(cache.swt_status().unwrap().drifted.lock().contains_key("swt"));
+    assert_eq!(cache.accept_definition("swt").unwrap(), vec!["public.subscriber".to_owned()]);
+    assert!(cache.swt_status().unwrap().drifted.lock().is_empty());
+    let error = failing();
     assert_eq!(error.sqlstate(), "23514", "{error}");
     assert!(error.to_string().contains("vlr_not_negative"), "{error}");
     let mut txn = db.begin().unwrap();
@@ -78,8 +90,10 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
     txn.commit().unwrap();
     assert_eq!(vlr(&mut client, 6), 1006, "nothing of a refused transaction reaches PostgreSQL");
     common::assert_tables_equal(cache.database(), &mut client, "true");
-    // (A definition that differs from the group's stops loads: put it back.)
+    // Put back, the definition is the group's own again: accepted again.
     client.batch_execute("ALTER TABLE subscriber DROP CONSTRAINT vlr_not_negative").unwrap();
+    assert_eq!(failing().sqlstate(), "55000");
+    assert_eq!(cache.accept_definition("swt").unwrap(), vec!["public.subscriber".to_owned()]);
 
     // A row deleted in PostgreSQL behind pgtier's back: the update changes no
     // row there, the commit fails, and the instance is reloaded from PostgreSQL.

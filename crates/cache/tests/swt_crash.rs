@@ -4,7 +4,10 @@
 //! After every restart the in-doubt transactions are resolved from
 //! PostgreSQL; at the end the cache equals PostgreSQL, every acknowledged
 //! increment is in both, and nothing beyond the unacknowledged in-flight
-//! ones was added. CI runs a few rounds; the full count:
+//! ones was added. Every other round kills the child exactly inside that
+//! window (it announces entering it), and the test requires each such kill
+//! to be resolved at the restart, so the window is proven exercised, not
+//! hoped for. CI runs a few rounds; the full count:
 //! `PGTIER_SWT_KILL_ROUNDS=40 cargo test --release -p pgtier-cache --test swt_crash -- --nocapture`.
 #![allow(clippy::unwrap_used)]
 
@@ -80,19 +83,26 @@ fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
         common::msc_sum(cache.database())
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(16);
-    let (mut acknowledged, mut unknown, mut resolved) = (0u64, 0u64, 0u64);
+    let (mut acknowledged, mut unknown, mut resolved, mut window_kills) = (0u64, 0u64, 0u64, 0u64);
     for round in 0..rounds {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        // Even rounds kill inside the window, announced and widened so the
+        // kill surely lands before the cache's commit; odd ones at random.
+        let in_window = round % 2 == 0;
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
             .args(["--exact", "swt_crash_child_entry", "--ignored", "--nocapture", "--test-threads=1"])
             .env(ENV_DIR, dir.path())
             .env(ENV_URL, &url)
             .env(ENV_SEED, round.to_string())
-            // Half the time between the two commits: about every other kill lands there.
-            .env("PGTIER_SWT_CRASH_WINDOW_US", "3000")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let kill_at = rng.random_range(20..300u64);
+            // Half the time between the two commits: about every other random kill lands there.
+            .env("PGTIER_SWT_CRASH_WINDOW_US", if in_window { "300000" } else { "3000" })
+            .stdout(Stdio::piped());
+        if in_window {
+            command.env("PGTIER_SWT_CRASH_WINDOW_ANNOUNCE", "1");
+        }
+        let mut child = command.spawn().unwrap();
+        // (Every commit of a window round waits 300 ms: few of them.)
+        let kill_at = if in_window { rng.random_range(3..8u64) } else { rng.random_range(20..300u64) };
         let backend_crash_at = (round % 2 == 1).then(|| rng.random_range(5..kill_at));
         let mut last = 0;
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -120,8 +130,24 @@ fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
             }
         }
         assert!(last >= kill_at, "the child ended after {last} increments, before its kill: it failed (see its output above)");
-        // Somewhere in the next commit: its PostgreSQL round trip or the window after it.
-        std::thread::sleep(Duration::from_micros(rng.random_range(0..8000)));
+        if in_window {
+            // Until the next commit announces the window (PostgreSQL
+            // committed it, the cache not yet); a few lines at most.
+            let mut announced = false;
+            for line in lines.by_ref().take(100) {
+                let line = line.unwrap();
+                count(&line, &mut last, &mut unknown, &mut resolved);
+                if line.ends_with("SWT-WINDOW") {
+                    announced = true;
+                    break;
+                }
+            }
+            assert!(announced, "the child never announced the window (see its output above)");
+            window_kills += 1;
+        } else {
+            // Somewhere in the next commit: its PostgreSQL round trip or the window after it.
+            std::thread::sleep(Duration::from_micros(rng.random_range(0..8000)));
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         for line in lines {
@@ -136,7 +162,11 @@ fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
     let mut client = connect(&url).unwrap();
     let local = common::msc_sum(cache.database());
     let remote = common::postgres_msc_sum(&mut client, &format!("s_id <= {KEYS}"));
-    println!("increments: acknowledged {acknowledged}, outcome unknown {unknown}, in the cache {}, in-doubt transactions resolved at restarts {resolved}", local - before);
+    println!(
+        "increments: acknowledged {acknowledged}, outcome unknown {unknown}, in the cache {}, in-doubt transactions resolved at restarts {resolved} (kills inside the window: {window_kills})",
+        local - before
+    );
+    assert!(resolved >= window_kills && window_kills > 0, "every kill inside the window leaves a transaction to resolve: {resolved} resolved, {window_kills} such kills");
     assert_eq!(remote, local, "the cache must equal PostgreSQL after resolution");
     assert!(local >= before + acknowledged as i64, "an acknowledged commit was lost: {local} < {before} + {acknowledged}");
     assert!(local <= before + (acknowledged + unknown) as i64 + 2 * rounds as i64, "more commits than the children made");

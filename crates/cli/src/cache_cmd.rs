@@ -1,4 +1,4 @@
-//! `pgtier cache create|drop|load|unload|refresh|list|stats|verify`: cache-group
+//! `pgtier cache create|drop|load|unload|refresh|list|stats|verify|takeover`: cache
 //! statements for scripts, sent to a running pgtier server as a client
 //! would send them (DESIGN.md §3; the server README, "Cache groups").
 //!
@@ -76,6 +76,18 @@ enum CacheCommand {
         /// The cache group.
         name: String,
     },
+    /// Accept PostgreSQL's changed definitions of a group's tables when the
+    /// columns the cache holds are the same (ALTER CACHE GROUP ... ACCEPT
+    /// DEFINITION): a held group's write-through resumes.
+    AcceptDefinition {
+        /// The cache group.
+        name: String,
+    },
+    /// Make the server's node name ([cache] awt_node) its data directory's in
+    /// PostgreSQL, taking it from another (TAKEOVER CACHE NODE): after a lost
+    /// data directory was replaced. The lost directory's transactions not yet in
+    /// PostgreSQL are lost with it; its progress rows stay for inspection.
+    Takeover,
 }
 
 /// `pgtier verify GROUP`: the same as `pgtier cache verify GROUP`.
@@ -114,10 +126,14 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
     let running = propagation.iter().any(|m| matches!(m, SimpleQueryMessage::Row(_)));
     println!("Write-through (AWT)");
     if running {
-        println!("{}", query_table(&mut client, "SELECT connected, lanes, applied_txns, backlog_bytes, round(lag_ms::numeric, 1) AS lag_ms, round(lag_p50_ms::numeric, 2) AS lag_p50_ms, round(lag_p99_ms::numeric, 2) AS lag_p99_ms, errors, retries FROM pgtier_cache_propagation")?);
-        if let Some(SimpleQueryMessage::Row(row)) = client.simple_query("SELECT last_error FROM pgtier_cache_propagation WHERE last_error IS NOT NULL").map_err(|e| describe(&e))?.first() {
-            println!("last error: {}", row.get(0).unwrap_or(""));
+        println!("{}", query_table(&mut client, "SELECT node, state, connected, lanes, applied_txns, backlog_bytes, round(lag_ms::numeric, 1) AS lag_ms, round(lag_p50_ms::numeric, 2) AS lag_p50_ms, round(lag_p99_ms::numeric, 2) AS lag_p99_ms, errors, retries, stalls FROM pgtier_cache_propagation")?);
+        for (what, column) in [("held groups", "held_groups"), ("last error", "last_error")] {
+            let sql = format!("SELECT {column} FROM pgtier_cache_propagation WHERE {column} IS NOT NULL");
+            if let Some(SimpleQueryMessage::Row(row)) = client.simple_query(&sql).map_err(|e| describe(&e))?.first() {
+                println!("{what}: {}", row.get(0).unwrap_or(""));
+            }
         }
+        println!("{}", query_table(&mut client, "SELECT lane, state, queued_txns, queued_bytes, applied_txns, round(waiting_ms::numeric) AS waiting_ms, backend_pid, last_error FROM pgtier_cache_lanes")?);
     } else {
         println!("  not running (no AWT cache group, or no [backend])");
     }
@@ -214,6 +230,8 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         CacheCommand::List => list(&config),
         CacheCommand::Stats { name } => stats(&config, name.as_deref()),
         CacheCommand::Verify { name } => run_statement(&config, &format!("VERIFY CACHE GROUP {name}"), "VERIFY CACHE GROUP", true),
+        CacheCommand::Takeover => run_statement(&config, "TAKEOVER CACHE NODE", "TAKEOVER CACHE NODE", false),
+        CacheCommand::AcceptDefinition { name } => run_statement(&config, &format!("ALTER CACHE GROUP {name} ACCEPT DEFINITION"), "ALTER CACHE GROUP", false),
     }
 }
 

@@ -14,6 +14,12 @@ pub struct ServeArgs {
     /// The server's TOML configuration (see crates/server/pgtier.example.toml).
     #[arg(long, short, default_value = "pgtier.toml")]
     config: PathBuf,
+    /// Take the cache's node name ([cache] awt_node) over in PostgreSQL
+    /// from another data directory before starting: for a data directory
+    /// that replaced a lost one. The lost directory's transactions not yet in
+    /// PostgreSQL are lost with it; its rows stay for inspection.
+    #[arg(long)]
+    takeover: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -24,7 +30,8 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let config = ServerConfig::from_toml_file(&args.config)?;
+    let mut config = ServerConfig::from_toml_file(&args.config)?;
+    config.takeover = args.takeover;
     let mode = format!("{:?}", config.commit_mode).to_lowercase();
     let data_dir = config.data_dir.clone();
     let server = pgtier_server::start(config)?;

@@ -28,6 +28,7 @@ use pgtier_wal::{Wal, WalConfig};
 use crate::catalog::CommittedCatalog;
 use crate::checkpoint::{CheckpointInfo, Checkpoints};
 use crate::error::{EngineError, Result};
+use crate::incarnation::Incarnation;
 use crate::gc::Gc;
 use crate::origin::Origin;
 use crate::recovery::RecoveryReport;
@@ -117,6 +118,7 @@ pub(crate) struct DbInner {
     pub(crate) counters: Counters,
     shutdown: Shutdown,
     pub(crate) recovery: RecoveryReport,
+    incarnation: Incarnation,
 }
 
 impl DbInner {
@@ -140,6 +142,7 @@ impl DbInner {
             counters: Counters::default(),
             shutdown: Shutdown::default(),
             recovery: r.report,
+            incarnation: r.incarnation,
             config,
         })
     }
@@ -336,6 +339,12 @@ impl Database {
 
     pub fn recovery_report(&self) -> RecoveryReport {
         self.inner.recovery.clone()
+    }
+
+    /// The directory's identity, made when it was created (incarnation.rs):
+    /// what positions stored outside it are keyed by.
+    pub fn incarnation(&self) -> &Incarnation {
+        &self.inner.incarnation
     }
 
     /// Stops background work, optionally checkpoints, flushes the WAL.

@@ -56,6 +56,10 @@ pub enum EngineError {
     /// but `Application`) met one held by another transaction.
     #[error("could not obtain lock on row in relation \"{relation}\"")]
     LockNotAvailable { relation: String, detail: String },
+    /// 40001: a transaction with a pinned snapshot
+    /// ([`crate::Transaction::pin_snapshot`]) met a row committed after it.
+    #[error("could not serialize access due to concurrent update")]
+    ChangedSincePinned { relation: String },
     /// A miss hook's failure (the cache's dynamic load), with the SQLSTATE
     /// and hint it gave, passed to the statement unchanged.
     #[error("{message}")]
@@ -116,6 +120,7 @@ impl EngineError {
             EngineError::LockTimeout { .. } | EngineError::LockNotAvailable { .. } => "55P03",
             EngineError::StatementTimeout | EngineError::Canceled => "57014",
             EngineError::Hook { sqlstate, .. } => sqlstate,
+            EngineError::ChangedSincePinned { .. } => "40001",
             EngineError::TransactionAborted => "25P02",
             EngineError::OriginAfterWrite { .. } => "25001",
             EngineError::ReadOnlyTransaction { .. } => "25006",

@@ -60,11 +60,14 @@ pub(crate) struct Recovered {
     pub(crate) checkpoints: Vec<CheckpointInfo>,
     pub(crate) consumers: Consumers,
     pub(crate) report: RecoveryReport,
+    pub(crate) incarnation: crate::incarnation::Incarnation,
 }
 
 pub(crate) fn open(dir: &Path, wal_config: &WalConfig) -> Result<Recovered> {
     let started = Instant::now();
     std::fs::create_dir_all(dir).map_err(|e| EngineError::io(format!("create {}", dir.display()), e))?;
+    // Before anything else is written: a new directory gets its id first.
+    let incarnation = crate::incarnation::open_or_create(dir)?;
     let wal = Wal::open(&dir.join("wal"), wal_config.clone())?;
     let mut report = RecoveryReport::default();
     let mut state = CatalogState::default();
@@ -115,7 +118,7 @@ pub(crate) fn open(dir: &Path, wal_config: &WalConfig) -> Result<Recovered> {
     report.index_build_duration = index_started.elapsed();
     let consumers = Consumers::load(dir)?;
     report.duration = started.elapsed();
-    Ok(Recovered { wal, catalog: state, last_ts: last.ts, last_commit_time_us: last.time_us, checkpoints, consumers, report })
+    Ok(Recovered { wal, catalog: state, last_ts: last.ts, last_commit_time_us: last.time_us, checkpoints, consumers, report, incarnation })
 }
 
 fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<CatalogState> {

@@ -271,6 +271,9 @@ pub(crate) enum InsertOutcome {
     Inserted { head: VPtr, replaced_tombstone: Option<Vec<u8>> },
     Duplicate,
     WaitFor(TxnId),
+    /// The key's latest version is a tombstone committed after the pinned
+    /// snapshot the inserter passed (a row it saw absent was there since).
+    DeletedSince,
 }
 
 /// Outcome of probing a row for a conflicting key (UNIQUE, FK children).
@@ -495,7 +498,10 @@ impl TableStore {
 
     /// Inserts a new row version for `key` (PK uniqueness is decided here).
     /// `stack`: as for [`TableStore::install`], over our own tombstone.
-    pub(crate) fn insert(&self, hash: u64, key: &[u8], me: TxnId, row: &[u8], stack: bool, scratch: &mut Vec<u8>) -> InsertOutcome {
+    /// `pinned`: the inserter's pinned snapshot (`Transaction::pin_snapshot`),
+    /// which must see a committed tombstone it inserts over.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn insert(&self, hash: u64, key: &[u8], me: TxnId, row: &[u8], stack: bool, pinned: Option<Snapshot>, scratch: &mut Vec<u8>) -> InsertOutcome {
         let layout = self.layout();
         let mut map = self.primary.write(hash);
         let word = uncommitted_word(me, 0);
@@ -510,6 +516,12 @@ impl TableStore {
         }
         if !is_deleted(hw) {
             return InsertOutcome::Duplicate;
+        }
+        if let Some(pinned) = pinned
+            && !is_uncommitted(hw)
+            && !pinned.sees(commit_ts_of(hw))
+        {
+            return InsertOutcome::DeletedSince;
         }
         if is_uncommitted(hw) && !stack {
             // Re-insert after our own delete: replace our tombstone.

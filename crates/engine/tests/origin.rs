@@ -487,3 +487,57 @@ fn origins_survive_kill_9() {
     }
     assert!(next_step > 3, "the child committed something");
 }
+
+/// A pinned cache transaction (`pin_snapshot`) acts only on what its
+/// snapshot saw: a delete or update of a row changed after the pin, and an
+/// insert over a row deleted after it, fail with 40001 (READ COMMITTED
+/// would take the newer version and undo the commit it never saw).
+#[test]
+fn pinned_snapshot_refuses_rows_committed_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let (parent, _) = create_parent_child(&db);
+    for id in 1..=3 {
+        let mut t = db.begin().unwrap();
+        t.insert(parent, &parent_row(id)).unwrap();
+        t.commit().unwrap();
+    }
+    let pinned = |db: &Database| {
+        let mut t = db.begin_with_origin(CommitMode::Sync, Origin::Refresh).unwrap();
+        t.pin_snapshot().unwrap();
+        t
+    };
+    // Updated after the pin: the delete is refused, the transaction aborts.
+    let mut load = pinned(&db);
+    let mut app = db.begin().unwrap();
+    app.update(parent, &[int(1)], &[(1, text("changed"))]).unwrap();
+    app.commit().unwrap();
+    let mut row = RowBuf::new();
+    assert!(load.get(parent, &[int(1)], &mut row).unwrap(), "the pinned snapshot still sees the old row");
+    assert_eq!(row.get(1).to_owned_value(), text("p"));
+    assert_eq!(load.delete(parent, &[int(1)]).unwrap_err().sqlstate(), "40001");
+    drop(load);
+    // Deleted after the pin: an insert of that key is refused too.
+    let mut load = pinned(&db);
+    let mut app = db.begin().unwrap();
+    assert!(app.delete(parent, &[int(2)]).unwrap());
+    app.commit().unwrap();
+    assert_eq!(load.insert(parent, &parent_row(2)).unwrap_err().sqlstate(), "40001");
+    drop(load);
+    // Rows the pin saw as they are: written as usual, the pin lasts across calls.
+    let mut load = pinned(&db);
+    assert!(load.delete(parent, &[int(3)]).unwrap());
+    load.insert(parent, &parent_row(3)).unwrap();
+    load.insert(parent, &parent_row(2)).unwrap(); // deleted before the pin
+    load.rollback();
+    let mut load = pinned(&db);
+    load.end_statement();
+    load.insert(parent, &parent_row(9)).unwrap();
+    load.commit().unwrap();
+    assert!(exists(&db, parent, &[int(9)]));
+    // Unpinned cache transactions keep READ COMMITTED's recheck.
+    let mut evict = db.begin_with_origin(CommitMode::Sync, Origin::Evict).unwrap();
+    assert!(evict.delete(parent, &[int(1)]).unwrap());
+    evict.commit().unwrap();
+    assert_eq!(db.begin().unwrap().pin_snapshot().unwrap_err().sqlstate(), "0A000");
+}

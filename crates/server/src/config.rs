@@ -56,6 +56,11 @@ pub struct ServerConfig {
     /// returns to them. Checked at startup as `SET` checks a value.
     #[serde(default)]
     pub settings: std::collections::BTreeMap<String, SettingValue>,
+    /// Take the cache's node name over from another data directory at
+    /// start (`pgtier serve --takeover`): a one-shot decision of the command
+    /// line, never read from the file.
+    #[serde(skip)]
+    pub takeover: bool,
 }
 
 /// A `[settings]` value: TOML text, integer or boolean, as SET takes it.
@@ -97,7 +102,8 @@ pub struct CacheSection {
     pub aging_interval_ms: u64,
     /// PARALLEL for LOAD/REFRESH that do not say.
     pub load_parallel: usize,
-    /// This pgtier's name in PostgreSQL's `pgtier.awt_progress` (one per pgtier sharing a PostgreSQL).
+    /// This pgtier's node name in PostgreSQL (one per pgtier sharing a
+    /// PostgreSQL; owned by one data directory: pgtier-cache's `node.rs`).
     pub awt_node: String,
     /// AWT apply lanes, each with its own PostgreSQL connection.
     pub awt_apply_connections: usize,
@@ -105,9 +111,15 @@ pub struct CacheSection {
     pub awt_retained_wal_max: String,
     /// How long an AWT batch waits for more transactions after its first.
     pub awt_batch_delay_ms: u64,
+    /// An AWT lane with work and no progress this long is reported and reconnected.
+    pub awt_stall_timeout_s: u64,
     /// WAL a READONLY group's replication slot may keep PostgreSQL from
     /// removing before the group loads again from a new slot, in PostgreSQL's units.
     pub autorefresh_retained_wal_max: String,
+    /// Values of a PostgreSQL sequence reserved at a time for the cached
+    /// columns it generates: this node's CACHE n (a block not used up is
+    /// lost when pgtier stops).
+    pub sequence_block: u32,
 }
 
 impl Default for CacheSection {
@@ -123,7 +135,9 @@ impl Default for CacheSection {
             awt_apply_connections: awt.apply_connections,
             awt_retained_wal_max: format!("{}GB", awt.retained_wal_max >> 30),
             awt_batch_delay_ms: u64::try_from(awt.batch_delay.as_millis()).unwrap_or(0),
+            awt_stall_timeout_s: awt.stall_timeout.as_secs(),
             autorefresh_retained_wal_max: format!("{}GB", pgtier_cache::AutorefreshConfig::default().retained_wal_max >> 30),
+            sequence_block: pgtier_cache::DEFAULT_SEQUENCE_BLOCK,
         }
     }
 }
@@ -151,8 +165,11 @@ impl CacheSection {
         if self.load_parallel == 0 {
             return bad("load_parallel must be at least 1".into());
         }
-        if self.awt_node.is_empty() || self.awt_node.len() > 40 || !self.awt_node.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            return bad(format!("awt_node {:?} must be 1 to 40 letters, digits or underscores", self.awt_node));
+        if let Err(error) = pgtier_cache::validate_node_name(&self.awt_node) {
+            return bad(format!("awt_node: {error} (lowercase letters and digits, starting with a letter, at most {} characters)", pgtier_cache::NODE_NAME_MAX));
+        }
+        if !(1..=3600).contains(&self.awt_stall_timeout_s) {
+            return bad(format!("awt_stall_timeout_s must be 1 to 3600, not {}", self.awt_stall_timeout_s));
         }
         if !(1..=64).contains(&self.awt_apply_connections) {
             return bad(format!("awt_apply_connections must be 1 to 64, not {}", self.awt_apply_connections));
@@ -167,6 +184,9 @@ impl CacheSection {
             Ok(_) => return bad("autorefresh_retained_wal_max must be at least 1MB".into()),
             Err(e) => return bad(format!("autorefresh_retained_wal_max: {e}")),
         };
+        if !(1..=1_000_000).contains(&self.sequence_block) {
+            return bad(format!("sequence_block must be 1 to 1000000, not {}", self.sequence_block));
+        }
         if self.awt_batch_delay_ms > 1000 {
             return bad(format!("awt_batch_delay_ms must be at most 1000, not {}", self.awt_batch_delay_ms));
         }
@@ -181,9 +201,13 @@ impl CacheSection {
                 apply_connections: self.awt_apply_connections,
                 retained_wal_max: retained,
                 batch_delay: std::time::Duration::from_millis(self.awt_batch_delay_ms),
+                stall_timeout: std::time::Duration::from_secs(self.awt_stall_timeout_s),
                 ..pgtier_cache::AwtConfig::default()
             },
             autorefresh: pgtier_cache::AutorefreshConfig { retained_wal_max: autorefresh_retained },
+            // A one-shot decision of the command line (`pgtier serve --takeover`), never a standing setting.
+            takeover: false,
+            sequence_block: self.sequence_block,
         })
     }
 }
@@ -298,6 +322,7 @@ impl ServerConfig {
             cache: CacheSection::default(),
             metrics: MetricsSection::default(),
             settings: std::collections::BTreeMap::new(),
+            takeover: false,
         }
     }
 
@@ -516,6 +541,8 @@ mod tests {
         assert_eq!((config.memory_budget, config.load_parallel, config.high_watermark), (Some(64 << 20), 3, 0.9));
         let default = ServerConfig::from_toml_str("data_dir = \"d\"").unwrap().cache.to_cache_config().unwrap();
         assert_eq!((default.memory_budget, default.aging_interval.as_millis()), (Some(512 << 20), 1000));
+        assert_eq!(default.sequence_block, pgtier_cache::DEFAULT_SEQUENCE_BLOCK);
+        assert_eq!(parse("sequence_block = 500").cache.to_cache_config().unwrap().sequence_block, 500);
         for (toml, key) in [
             ("memory_budget = \"lots\"", "memory_budget"),
             ("memory_budget = \"0\"", "memory_budget"),
@@ -526,8 +553,12 @@ mod tests {
             ("load_parallel = 0", "load_parallel"),
             ("awt_apply_connections = 0", "awt_apply_connections"),
             ("awt_node = \"a b\"", "awt_node"),
+            ("awt_node = \"node_1\"", "awt_node"),
+            ("awt_node = \"Node1\"", "awt_node"),
+            ("awt_stall_timeout_s = 0", "awt_stall_timeout_s"),
             ("awt_retained_wal_max = \"10kB\"", "awt_retained_wal_max"),
             ("awt_batch_delay_ms = 5000", "awt_batch_delay_ms"),
+            ("sequence_block = 0", "sequence_block"),
         ] {
             let e = parse(toml).cache.to_cache_config().unwrap_err().to_string();
             assert!(e.contains(key) && e.contains("[cache]"), "{toml}: {e}");

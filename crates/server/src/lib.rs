@@ -94,8 +94,9 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     shared.setting_defaults = config.setting_defaults();
     // One cache for all sessions. Without [backend] it still opens: groups
     // already defined keep answering; what needs PostgreSQL fails with 08001.
-    let cache = pgtier_cache::Cache::open(db.clone(), backend.clone(), config.cache.to_cache_config()?)
-        .map_err(|e| ServerError::Engine(format!("cache groups: {e}")))?;
+    let mut cache_config = config.cache.to_cache_config()?;
+    cache_config.takeover = config.takeover;
+    let cache = pgtier_cache::Cache::open(db.clone(), backend.clone(), cache_config).map_err(|e| ServerError::Engine(format!("cache groups: {e}")))?;
     // READONLY groups' WHERE, evaluated on rows autorefresh receives.
     cache.set_predicate_compiler(Arc::new(pgtier_sql::cache_predicate::SqlPredicates::new(db.clone())));
     shared.cache = Some(cache);

@@ -127,6 +127,14 @@ fn render(shared: &Shared) -> String {
             "Commit in the cache to commit in PostgreSQL, quantiles over applied transactions.",
             &[("{quantile=\"0.5\"}".into(), p.lag_p50_ms), ("{quantile=\"0.99\"}".into(), p.lag_p99_ms)],
         );
+        out.one("pgtier_awt_refused", "gauge", "1 while the node name is another data directory's: nothing propagates, AWT writes fail.", f64::from(u8::from(p.state == "refused")));
+        out.one("pgtier_awt_stalls_total", "counter", "Apply lanes found with work and no progress for the stall timeout (each reconnected).", p.stalls as f64);
+        let held: Vec<(String, f64)> = groups.iter().map(|g| (format!("{{group=\"{}\"}}", label(&g.group)), f64::from(u8::from(p.held_groups.iter().any(|(h, _)| *h == g.group))))).collect();
+        out.metric("pgtier_awt_group_held", "gauge", "1 while the group's write-through is held (a table changed in PostgreSQL).", &held);
+        let lanes = cache.lanes();
+        let per_lane = |f: &dyn Fn(&pgtier_cache::LaneInfo) -> f64| -> Vec<(String, f64)> { lanes.iter().map(|l| (format!("{{lane=\"{}\"}}", label(&l.lane)), f(l))).collect() };
+        out.metric("pgtier_awt_lane_queued_transactions", "gauge", "Transactions queued on an apply lane.", &per_lane(&|l| l.queued_txns as f64));
+        out.metric("pgtier_awt_lane_waiting_ms", "gauge", "How long a lane has had work without applying any, milliseconds.", &per_lane(&|l| l.waiting_ms));
     }
     if let Some(swt) = cache.swt_status() {
         let load = |v: &std::sync::atomic::AtomicU64| v.load(std::sync::atomic::Ordering::Relaxed) as f64;

@@ -309,10 +309,12 @@ fn the_embedded_connection_runs_cache_statements() {
 
 
 /// A serial key of a cached AWT table comes from PostgreSQL's sequence, never
-/// from a counter of pgtier's: an INSERT that leaves it to its default is
-/// refused (0A000 with a hint); one that supplies it is written through.
+/// from a counter of pgtier's: an INSERT that leaves it to its default gets
+/// the next value PostgreSQL gives (a block of `sequence_block` reserved at
+/// once, so PostgreSQL's own next insert skips past it); one that supplies
+/// it is written through as given.
 #[test]
-fn serial_keys_are_never_invented_by_the_cache() {
+fn serial_keys_come_from_the_postgres_sequence() {
     let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
     let url = cluster.create_database(&format!("cg_serial_{}", std::process::id())).unwrap();
     let mut pg = pgtier_backend::connect(&url).unwrap();
@@ -320,19 +322,20 @@ fn serial_keys_are_never_invented_by_the_cache() {
     let dir = tempfile::tempdir().unwrap();
     let db = pgtier_engine::Database::open(dir.path(), pgtier_engine::EngineConfig::default()).unwrap();
     let params = pgtier_backend::BackendConfig { url: Some(url), ..Default::default() }.resolve().unwrap();
-    let cache = pgtier_cache::Cache::open(db.clone(), Some(params), pgtier_cache::CacheConfig::default()).unwrap();
+    let config = pgtier_cache::CacheConfig { sequence_block: 10, ..pgtier_cache::CacheConfig::default() };
+    let cache = pgtier_cache::Cache::open(db.clone(), Some(params), config).unwrap();
     let mut conn = pgtier_sql::Connection::new(db);
     conn.attach_cache(cache.clone());
     conn.execute_sql("CREATE AWT CACHE GROUP items FROM items").unwrap();
     conn.execute_sql("LOAD CACHE GROUP items").unwrap();
-    let error = conn.execute_sql("INSERT INTO items (name) VALUES ('c')").unwrap_err();
-    assert_eq!(error.sqlstate, "0A000", "{error:?}");
-    assert!(error.message.contains("sequence"), "{error:?}");
-    assert!(error.hint.is_some());
+    let inserted = conn.execute_sql("INSERT INTO items (name) VALUES ('c') RETURNING id").unwrap();
+    assert_eq!(inserted.rows.unwrap().get(0).unwrap().text(0).as_deref(), Some("3"));
+    // PostgreSQL's own next value is past the block this cache reserved (3..12).
     let next: i32 = pg.query_one("SELECT nextval('items_id_seq')::int", &[]).unwrap().get(0);
-    conn.execute_sql(&format!("INSERT INTO items (id, name) VALUES ({next}, 'c')")).unwrap();
+    assert_eq!(next, 13);
+    conn.execute_sql(&format!("INSERT INTO items (id, name) VALUES ({next}, 'd')")).unwrap();
     assert!(cache.wait_propagated(std::time::Duration::from_secs(30)));
-    assert_eq!(count(&mut pg, "SELECT count(*) FROM items"), 3);
+    assert_eq!(count(&mut pg, "SELECT count(*) FROM items WHERE (id, name) IN ((3, 'c'), (13, 'd'))"), 2);
 }
 
 fn http(addr: std::net::SocketAddr, request: &str) -> String {
@@ -403,7 +406,16 @@ fn swt_commits_through_postgres_and_returns_its_errors() {
     assert_eq!(count(&mut pg, "SELECT count(*) FROM call_forwarding WHERE s_id = 9"), 0);
     assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 100");
 
+    // A constraint only PostgreSQL has. Adding it changed the table's
+    // definition: commits are refused until the change is accepted (the
+    // columns the cache holds are the same), then PostgreSQL's refusal
+    // comes back with its SQLSTATE.
     pg.batch_execute("ALTER TABLE subscriber ADD CONSTRAINT msc_small CHECK (msc_location < 1000000) NOT VALID").unwrap();
+    let error = tier.execute("UPDATE subscriber SET msc_location = 5000000 WHERE s_id = 10", &[]).unwrap_err();
+    assert_eq!(code(&error), "55000", "{error}");
+    let drifted = tier.query_one("SELECT drifted_groups FROM pgtier_cache_swt", &[]).unwrap().get::<_, Option<String>>(0).unwrap_or_default();
+    assert!(drifted.starts_with("swt: ") && drifted.contains("subscriber"), "{drifted}");
+    tier.batch_execute("ALTER CACHE GROUP swt ACCEPT DEFINITION").unwrap();
     let error = tier.execute("UPDATE subscriber SET msc_location = 5000000 WHERE s_id = 10", &[]).unwrap_err();
     assert_eq!(code(&error), "23514", "{error}");
     assert!(error.as_db_error().unwrap().message().contains("msc_small"), "{error}");
@@ -414,10 +426,12 @@ fn swt_commits_through_postgres_and_returns_its_errors() {
     assert_eq!(count(&mut tier, "SELECT msc_location::bigint FROM subscriber WHERE s_id = 11"), 11 * 7, "the refused transaction left nothing in the cache");
     assert_eq!(count(&mut pg, "SELECT msc_location::bigint FROM subscriber WHERE s_id = 11"), 11 * 7, "nor in PostgreSQL");
     pg.batch_execute("ALTER TABLE subscriber DROP CONSTRAINT msc_small").unwrap();
+    tier.batch_execute("ALTER CACHE GROUP swt ACCEPT DEFINITION").unwrap();
     tier.execute("UPDATE subscriber SET msc_location = 3 WHERE s_id = 11", &[]).unwrap();
     assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 100");
     // The figures `pgtier status` shows.
     let row = tier.query_one("SELECT commits, refused, in_doubt_resolved FROM pgtier_cache_swt", &[]).unwrap();
+    // (The commit refused for the changed definition never reached PostgreSQL.)
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, i64>(2)), (3, 2, 0));
 }
 

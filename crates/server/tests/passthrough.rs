@@ -137,6 +137,14 @@ fn all_mode_writes_reach_postgres() {
     // DDL is refused in this mode too.
     let e = tier.simple_query("DROP TABLE remote_t").unwrap_err();
     assert_eq!(code(&e), "0A000");
+    // A sequence no cached column draws from is PostgreSQL's: nextval passes
+    // through, and currval answers in the block whose connection drew it.
+    pg.batch_execute("CREATE SEQUENCE remote_s").unwrap();
+    let mut block = tier.transaction().unwrap();
+    assert_eq!(block.query_one("SELECT nextval('remote_s')", &[]).unwrap().get::<_, i64>(0), 1);
+    assert_eq!(block.query_one("SELECT currval('remote_s')", &[]).unwrap().get::<_, i64>(0), 1);
+    block.commit().unwrap();
+    assert_eq!(pg.query_one("SELECT nextval('remote_s')", &[]).unwrap().get::<_, i64>(0), 2);
 }
 
 fn count(client: &mut postgres::Client, sql: &str) -> i64 {

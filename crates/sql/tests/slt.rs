@@ -11,6 +11,16 @@
 //! ORDER BY). `colnames`: the first expected line is the result's column
 //! names, joined by single spaces (clients read rows by them).
 //! `SLT_COMPLETE=1` rewrites the expected parts from PostgreSQL.
+//!
+//! Cached tables: in a file whose name contains `_cached_`, pgtier's
+//! connection has a cache attached whose backend is a second database of
+//! the same PostgreSQL. Two more records: `setup` runs on the PostgreSQL
+//! oracle and on that backend (the tables pgtier caches, and their rows;
+//! on a connection of its own, so the session the records compare has no
+//! state from it: no currval),
+//! `pgtier ok` on pgtier only (CREATE / LOAD CACHE GROUP); both must
+//! succeed. Every other record runs on the oracle and on pgtier, which
+//! answers from its cache groups.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
@@ -25,6 +35,10 @@ enum Expect {
     Count(u64),
     Error(String),
     Rows { sort: bool, names: bool, rows: Vec<String> },
+    /// On the oracle and on pgtier's backend (a `_cached_` file).
+    Setup,
+    /// On pgtier only (a `_cached_` file).
+    PgtierOnly,
 }
 
 #[derive(Clone, Debug)]
@@ -64,6 +78,8 @@ fn parse(text: &str) -> Vec<Record> {
             (Some("statement"), Some("ok")) => Expect::Ok,
             (Some("statement"), Some("count")) => Expect::Count(words.next().and_then(|n| n.parse().ok()).expect("statement count N")),
             (Some("statement"), Some("error")) => Expect::Error(header.splitn(3, ' ').nth(2).unwrap_or("").trim().to_owned()),
+            (Some("setup"), None) => Expect::Setup,
+            (Some("pgtier"), Some("ok")) => Expect::PgtierOnly,
             (Some("query"), Some(_)) => {
                 let sort = header.split_whitespace().any(|w| w == "rowsort");
                 let names = header.split_whitespace().any(|w| w == "colnames");
@@ -222,15 +238,40 @@ fn differential_corpus() {
         let text = std::fs::read_to_string(path).unwrap();
         let records = parse(&text);
         assert!(!records.is_empty(), "{name}.slt holds no record the runner understands");
-        let url = cluster.create_database(&format!("slt_{n}_{}", std::process::id())).unwrap();
-        let mut pg = pgtier_backend::connect(&url).unwrap();
+        let oracle_url = cluster.create_database(&format!("slt_{n}_{}", std::process::id())).unwrap();
+        let mut pg = pgtier_backend::connect(&oracle_url).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
         let db = Database::open(dir.path(), config).unwrap();
-        let mut conn = Connection::new(db);
+        let mut conn = Connection::new(db.clone());
+        let mut backend = None;
+        if name.contains("_cached_") {
+            let url = cluster.create_database(&format!("slt_{n}_backend_{}", std::process::id())).unwrap();
+            let params = pgtier_backend::BackendConfig { url: Some(url.clone()), ..Default::default() }.resolve().unwrap();
+            let awt = pgtier_cache::AwtConfig { node: format!("slt{n}"), ..pgtier_cache::AwtConfig::default() };
+            let cache = pgtier_cache::Cache::open(db, Some(params), pgtier_cache::CacheConfig { awt, ..pgtier_cache::CacheConfig::default() }).unwrap();
+            conn.attach_cache(cache.clone());
+            backend = Some((pgtier_backend::connect(&url).unwrap(), pgtier_backend::connect(&oracle_url).unwrap(), cache));
+        }
         let mut rewritten = String::new();
         for rec in &records {
             total += 1;
+            if matches!(rec.expect, Expect::Setup | Expect::PgtierOnly) {
+                let outcomes = match (&rec.expect, backend.as_mut()) {
+                    (Expect::Setup, Some((client, oracle, _))) => vec![("PostgreSQL", run_pg(oracle, &rec.sql)), ("pgtier's backend", run_pg(client, &rec.sql))],
+                    (Expect::PgtierOnly, Some(_)) => vec![("pgtier", run_pgtier(&mut conn, &rec.sql))],
+                    _ => panic!("{name}.slt:{}: `{}` belongs in a `_cached_` file", rec.line, rec.header),
+                };
+                for (side, outcome) in outcomes {
+                    assert!(matches!(outcome, Outcome::Ok { .. }), "{name}.slt:{} {side}: {}\n  {}\n  {outcome:?}", rec.line, rec.header, rec.sql);
+                }
+                (pg_ok, tier_ok) = (pg_ok + 1, tier_ok + 1);
+                if complete {
+                    rewritten.push_str(&completed(rec, &Outcome::Ok { count: 0, names: Vec::new(), rows: None }));
+                    rewritten.push('\n');
+                }
+                continue;
+            }
             let pg_out = run_pg(&mut pg, &rec.sql);
             if complete {
                 rewritten.push_str(&completed(rec, &pg_out));
@@ -254,6 +295,9 @@ fn differential_corpus() {
         }
         if complete {
             std::fs::write(path, rewritten.trim_end().to_owned() + "\n").unwrap();
+        }
+        if let Some((.., cache)) = backend {
+            cache.shutdown();
         }
     }
     println!("slt: {total} records; PostgreSQL matches {pg_ok}; pgtier matches {tier_ok}");

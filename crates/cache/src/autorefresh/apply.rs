@@ -60,20 +60,22 @@ pub(crate) struct Mapping {
     pub key: Vec<usize>,
 }
 
+/// A table of READONLY group `group` changed in PostgreSQL: the group stops.
+pub(crate) fn definition_changed(group: &str, table: &str, reason: &str) -> CacheError {
+    CacheError::Autorefresh {
+        sqlstate: "55000",
+        message: format!("table \"{table}\" changed in PostgreSQL ({reason}), so READONLY cache group \"{group}\" stopped following it"),
+        hint: Some(format!("Resynchronise: DROP CACHE GROUP {group}, then CREATE it again (it imports the new definition) and LOAD CACHE GROUP {group}.")),
+    }
+}
+
 /// Maps relation `relation` onto the group table with the same oid; a
 /// definition other than the group's (columns added, dropped, renamed or
 /// retyped in PostgreSQL) is an error that stops the group.
 pub(crate) fn map_relation(group: &CacheGroup, relation: &Relation) -> Result<Option<Mapping>, CacheError> {
     let Some(index) = group.tables.iter().position(|t| t.source.oid == relation.oid) else { return Ok(None) };
     let table = &group.tables[index];
-    let changed = |reason: String| CacheError::Autorefresh {
-        sqlstate: "55000",
-        message: format!(
-            "table \"{}.{}\" changed in PostgreSQL ({reason}), so READONLY cache group \"{}\" stopped following it",
-            relation.schema, relation.name, group.name
-        ),
-        hint: Some(format!("Resynchronise: DROP CACHE GROUP {0}, then CREATE it again (it imports the new definition) and LOAD CACHE GROUP {0}.", group.name)),
-    };
+    let changed = |reason: String| definition_changed(&group.name, &format!("{}.{}", relation.schema, relation.name), &reason);
     let mut positions = Vec::with_capacity(relation.columns.len());
     let mut covered = vec![false; table.source.columns.len()];
     for column in &relation.columns {

@@ -42,8 +42,10 @@ pub(crate) use slot::current_wal;
 use self::apply::{Change, Mapping, TxnApplier, decode_tuple, map_relation, parent_lookups};
 use self::progress::{Progress, State};
 use crate::awt::LagHistogram;
+use crate::drift::{Drift, verify_group};
 use crate::error::CacheError;
 use crate::instance::InstanceLayout;
+use crate::node::NodeIdentity;
 use crate::load::{LoadOptions, LoadReport};
 use crate::manager::{Cache, GroupEntry};
 
@@ -53,6 +55,8 @@ const PG_EPOCH_UNIX_US: i64 = 946_684_800_000_000;
 const POLL: Duration = Duration::from_millis(100);
 /// How often the slot is looked at in `pg_replication_slots`.
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the group's tables are compared with PostgreSQL's while streaming.
+const DEFINITION_CHECK_INTERVAL: Duration = Duration::from_secs(10);
 /// A status update at least this often (PostgreSQL's wal_sender_timeout is 60 s).
 const STATUS_INTERVAL: Duration = Duration::from_secs(5);
 /// Acknowledgements of progress at most this often (a keepalive asking
@@ -167,7 +171,7 @@ struct Ctx {
     db: Database,
     backend: ConnectParams,
     entry: Arc<GroupEntry>,
-    node: String,
+    node: NodeIdentity,
     config: AutorefreshConfig,
     status: Arc<AutorefreshStatus>,
     stop: Arc<AtomicBool>,
@@ -175,12 +179,12 @@ struct Ctx {
 
 /// Starts the worker of `entry` (its slot and progress row exist, or it
 /// creates them: a DYNAMIC group at CREATE).
-pub(crate) fn spawn(cache: &Cache, entry: Arc<GroupEntry>, backend: ConnectParams, node: &str, config: AutorefreshConfig) -> Result<Worker, CacheError> {
-    let slot = slot::slot_name(node, &slot::database_of(&backend), &entry.def.name);
+pub(crate) fn spawn(cache: &Cache, entry: Arc<GroupEntry>, backend: ConnectParams, node: &NodeIdentity, config: AutorefreshConfig) -> Result<Worker, CacheError> {
+    let slot = slot::slot_name(&node.name, &slot::database_of(&backend), &entry.def.name);
     let status = Arc::new(AutorefreshStatus { group: entry.def.name.clone(), slot, ..AutorefreshStatus::default() });
     status.set_state("starting");
     let stop = Arc::new(AtomicBool::new(false));
-    let ctx = Ctx { cache: cache.weak(), db: cache.database().clone(), backend, entry, node: node.to_owned(), config, status: status.clone(), stop: stop.clone() };
+    let ctx = Ctx { cache: cache.weak(), db: cache.database().clone(), backend, entry, node: node.clone(), config, status: status.clone(), stop: stop.clone() };
     let thread = std::thread::Builder::new()
         .name(format!("autorefresh-{}", ctx.entry.def.name))
         .spawn(move || run(&ctx))
@@ -191,12 +195,13 @@ pub(crate) fn spawn(cache: &Cache, entry: Arc<GroupEntry>, backend: ConnectParam
 /// The first LOAD of a READONLY group: a new slot, and the load from the
 /// snapshot it exports (so the stream starts exactly where the load's state
 /// ends). The caller starts the worker afterwards.
-pub(crate) fn initial_load(cache: &Cache, entry: &GroupEntry, backend: &ConnectParams, node: &str, options: &LoadOptions) -> Result<LoadReport, CacheError> {
+pub(crate) fn initial_load(cache: &Cache, entry: &GroupEntry, backend: &ConnectParams, node: &NodeIdentity, options: &LoadOptions) -> Result<LoadReport, CacheError> {
     let db = cache.database();
-    let name = slot::slot_name(node, &slot::database_of(backend), &entry.def.name);
+    let name = slot::slot_name(&node.name, &slot::database_of(backend), &entry.def.name);
     let mut client = connect_backend(backend)?;
+    claim(&mut client, node)?;
     slot::check_wal_level(&mut client)?;
-    slot::ensure_publication(&mut client, &slot::object_name(node, &entry.def.name), &entry.group)?;
+    slot::ensure_publication(&mut client, &slot::publication_name(&node.name, &entry.def.name), &entry.group)?;
     progress::store(db, &Progress { group: entry.def.name.clone(), slot: name.clone(), lsn: 0, state: State::Loading })?;
     let attempt = (|| {
         let mut connection = ReplicationConnection::connect(backend)?;
@@ -231,7 +236,7 @@ pub(crate) fn drop_group(db: &Database, backend: Option<&ConnectParams>, node: &
     let dropped = backend.ok_or(CacheError::NoBackend).and_then(|backend| {
         let mut client = connect_backend(backend)?;
         slot::drop_slot(&mut client, &row.slot)?;
-        slot::drop_publication(&mut client, &slot::object_name(node, group))
+        slot::drop_publication(&mut client, &slot::publication_name(node, group))
     });
     match dropped {
         Ok(()) => progress::remove(db, group),
@@ -299,7 +304,7 @@ fn run(ctx: &Ctx) {
             Err(error) => {
                 ctx.status.fail(&error);
                 ctx.status.connected.store(false, Ordering::Relaxed);
-                ctx.status.set_state("reconnecting");
+                ctx.status.set_state(if matches!(error, CacheError::NodeOwned { .. }) { "refused" } else { "reconnecting" });
                 sleep_unless_stopped(ctx, backoff);
                 backoff = (backoff * 2).min(Duration::from_secs(10));
             }
@@ -320,8 +325,14 @@ fn sleep_unless_stopped(ctx: &Ctx, pause: Duration) {
 fn session(ctx: &Ctx, forced: Option<&'static str>) -> Result<Exit, CacheError> {
     let group = &ctx.entry.def.name;
     let name = ctx.status.slot.clone();
-    let publication = slot::object_name(&ctx.node, group);
+    let publication = slot::publication_name(&ctx.node.name, group);
     let mut client = connect_backend(&ctx.backend)?;
+    // The slot and publication are named after the node: another data
+    // directory's are never streamed from.
+    claim(&mut client, &ctx.node)?;
+    if let Some(drift) = verify_group(&mut client, &ctx.entry)? {
+        return Ok(Exit::Fatal(drift_error(group, &drift)));
+    }
     slot::check_wal_level(&mut client)?;
     slot::ensure_publication(&mut client, &publication, &ctx.entry.group)?;
     let mut predicate = match &ctx.entry.def.root_predicate {
@@ -376,10 +387,20 @@ fn session(ctx: &Ctx, forced: Option<&'static str>) -> Result<Exit, CacheError> 
     // new group, a new worker): resolved once per session.
     let layout = InstanceLayout::resolve(&ctx.db.catalog(), &ctx.entry.group)?;
     let parents = parent_lookups(&ctx.entry.group);
-    let mut streamer = Streamer { ctx, client: &mut client, predicate: predicate.as_mut(), layout, parents, mappings: HashMap::new(), pending: None, acks: VecDeque::new(), flushed: row.lsn, last_status: Instant::now(), last_watch: Instant::now() - WATCH_INTERVAL };
+    let mut streamer = Streamer { ctx, client: &mut client, predicate: predicate.as_mut(), layout, parents, mappings: HashMap::new(), pending: None, acks: VecDeque::new(), flushed: row.lsn, last_status: Instant::now(), last_watch: Instant::now() - WATCH_INTERVAL, last_definition_check: Instant::now() };
     let exit = streamer.stream(&mut stream, &mut row);
     let _ = stream.close();
     exit
+}
+
+fn claim(client: &mut postgres::Client, node: &NodeIdentity) -> Result<(), CacheError> {
+    crate::backend_schema::ensure(client)?;
+    crate::node::claim(client, node, false).map(|_| ())
+}
+
+/// A cached table changed in PostgreSQL: the group stops (its slot dropped).
+fn drift_error(group: &str, drift: &Drift) -> CacheError {
+    apply::definition_changed(group, &drift.table, &drift.reason)
 }
 
 fn wait_for_compiler(ctx: &Ctx) -> Option<Arc<dyn PredicateCompiler>> {
@@ -455,11 +476,12 @@ struct Streamer<'a> {
     flushed: u64,
     last_status: Instant,
     last_watch: Instant,
+    last_definition_check: Instant,
 }
 
 impl Streamer<'_> {
     fn stream(&mut self, stream: &mut ReplicationStream, row: &mut Progress) -> Result<Exit, CacheError> {
-        let own_prefix = slot::object_name(&self.ctx.node, "");
+        let own_prefix = crate::node::object(&self.ctx.node.name, crate::node::NodeObject::OriginPrefix);
         let status = self.ctx.status.clone();
         loop {
             if self.ctx.stop.load(Ordering::Relaxed) {
@@ -646,6 +668,14 @@ impl Streamer<'_> {
         }
         if state.retained_bytes > self.ctx.config.retained_wal_max {
             return Ok(Some(Exit::Resnapshot("the slot retains more WAL than autorefresh_retained_wal_max")));
+        }
+        // A change that sends no relation message yet (no row of the table
+        // changed since) is found here, within the interval.
+        if self.last_definition_check.elapsed() >= DEFINITION_CHECK_INTERVAL {
+            self.last_definition_check = Instant::now();
+            if let Some(drift) = verify_group(self.client, &self.ctx.entry)? {
+                return Ok(Some(Exit::Fatal(drift_error(&self.ctx.entry.def.name, &drift))));
+            }
         }
         Ok(None)
     }

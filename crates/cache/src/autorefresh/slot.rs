@@ -3,11 +3,9 @@
 //!
 //! Names are `pgtier_<node>_<group>` for the publication (one database's
 //! object) and `pgtier_<node>_<database>_<group>` for the slot (slots are
-//! the whole server's: two databases may hold groups of one name),
-//! lowercased, anything but `[a-z0-9_]` turned into `_`, and a hash of the
-//! original when that changed it or it was too long. A slot is this node's
-//! and this group's by its name alone, so one left behind by a crashed
-//! pgtier is found again, never duplicated.
+//! the whole server's: two databases may hold groups of one name), made by
+//! `node::object`. A slot is this node's and this group's by its name alone,
+//! so one left behind by a crashed pgtier is found again, never duplicated.
 
 use postgres::Client;
 
@@ -16,10 +14,11 @@ use pgtier_backend::replication::{CreatedSlot, PgLsn, ReplicationConnection};
 
 use crate::error::CacheError;
 use crate::group::CacheGroup;
+use crate::node::{self, NodeObject};
 
 /// The replication slot of `group` of node `node` in `database`.
 pub(crate) fn slot_name(node: &str, database: &str, group: &str) -> String {
-    object_name(node, &format!("{database}_{group}"))
+    node::object(node, NodeObject::Slot { database, group })
 }
 
 /// The database a connection to `backend` opens (PostgreSQL's default: the user's name).
@@ -27,18 +26,9 @@ pub(crate) fn database_of(backend: &pgtier_backend::ConnectParams) -> String {
     backend.config.get_dbname().or(backend.config.get_user()).unwrap_or("postgres").to_owned()
 }
 
-/// The publication of `group` on node `node`; with `""`, the prefix of
-/// every name of the node (replication origins included).
-pub(crate) fn object_name(node: &str, group: &str) -> String {
-    let raw = format!("pgtier_{node}_{group}");
-    let mut name: String = raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c.to_ascii_lowercase() } else { '_' }).collect();
-    if name != raw || name.len() > 63 {
-        // Distinct originals must not map to one name ("A" and "a", "a-b" and "a_b").
-        let hash = raw.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-        name.truncate(50);
-        name = format!("{name}_{:012x}", hash & 0xffff_ffff_ffff);
-    }
-    name
+/// The publication of `group` on node `node`.
+pub(crate) fn publication_name(node: &str, group: &str) -> String {
+    node::object(node, NodeObject::Publication { group })
 }
 
 /// What `pg_replication_slots` says of a slot.
@@ -152,18 +142,18 @@ pub(crate) fn pg_error(what: &str, error: &postgres::Error) -> CacheError {
 
 #[cfg(test)]
 mod tests {
-    use super::{object_name, slot_name};
+    use super::{publication_name, slot_name};
 
     #[test]
     fn names_are_valid_slot_names_and_distinct() {
-        assert_eq!(object_name("n1", "ref_data"), "pgtier_n1_ref_data");
-        let odd = object_name("n1", "Ref-Data");
+        assert_eq!(publication_name("n1", "ref_data"), "pgtier_n1_ref_data");
+        let odd = publication_name("n1", "Ref-Data");
         assert!(odd.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'), "{odd}");
-        assert_ne!(odd, object_name("n1", "ref_data"));
-        assert_ne!(object_name("n1", "A"), object_name("n1", "a"));
+        assert_ne!(odd, publication_name("n1", "ref_data"));
+        assert_ne!(publication_name("n1", "A"), publication_name("n1", "a"));
         assert_ne!(slot_name("n1", "db1", "g"), slot_name("n1", "db2", "g"));
         assert_eq!(slot_name("n1", "db1", "g"), "pgtier_n1_db1_g");
-        let long = object_name("node", &"g".repeat(100));
+        let long = publication_name("node", &"g".repeat(100));
         assert!(long.len() <= 63, "{long}");
     }
 }

@@ -8,29 +8,46 @@
 //! (loads, refreshes, evictions and autorefresh never go back), and hands
 //! each to an apply lane by its instances (`lanes`). A lane applies batches
 //! (at most `batch_bytes_max` of SQL, `batch_delay` after its first) in one
-//! PostgreSQL transaction that also moves the lane's row in
-//! `pgtier.awt_progress`. Those rows are the truth after any crash: on
-//! (re)start each lane skips the transactions before its position, so a
-//! crash of pgtier or of PostgreSQL at any moment neither loses nor repeats a
-//! transaction. The local consumer position (WAL retention, where reading
-//! restarts) trails: it is acknowledged only below every lane's unapplied
-//! work, at most every [`ACK_INTERVAL`].
+//! PostgreSQL transaction that first checks the definitions of the tables it
+//! changes (`drift`) and ends by moving the rows of `pgtier.awt_progress` of
+//! the (group, lane) streams it advances, under this data directory's
+//! incarnation. Those rows are the truth after any crash: on (re)start each
+//! stream skips the transactions before its position, so a crash of pgtier
+//! or of PostgreSQL at any moment neither loses nor repeats a transaction.
+//! Only this directory's rows count: a node name another directory owns is
+//! refused at the start (`node::claim`), and a takeover stops the old owner
+//! at its next batch. The local consumer position (WAL retention, where
+//! reading restarts) trails: it is acknowledged only below every lane's
+//! unapplied work and every held transaction, at most every [`ACK_INTERVAL`].
 //!
 //! Every UPDATE and DELETE must hit exactly one row and every INSERT insert
-//! one; a batch PostgreSQL refuses (or where a count differs) is rolled back
-//! and applied one transaction at a time, so the culprit is isolated: it goes
-//! to `pgtier.awt_errors` with its statements and PostgreSQL's error (with
-//! the progress, in one transaction) and propagation goes on. A lost
-//! connection ends the session; it reconnects with backoff (100 ms doubling
-//! to 5 s) and resumes from the progress rows. Local commits never wait.
+//! one; a batch PostgreSQL refuses for good (a constraint, a row changed
+//! behind the cache) is rolled back and applied one transaction at a time, so
+//! the culprit is isolated: it goes to `pgtier.awt_errors` with its
+//! statements and PostgreSQL's error (with the progress, in one transaction)
+//! and propagation goes on. A refusal that is not the transaction's own (a
+//! deadlock, a cancel, PostgreSQL shutting down) and a lost connection end
+//! the session; it reconnects with backoff (100 ms doubling to 5 s) and
+//! resumes from the progress rows.
+//!
+//! A group whose tables changed in PostgreSQL is *held*: its transactions
+//! stay in the WAL, unapplied and pending (its instances are never loaded
+//! over or evicted), while other groups go on; the change is reported in the
+//! status, the views, `/metrics` and the log. Once the definition is back
+//! (or the group is dropped and created again) propagation resumes. A lane
+//! with work and no progress for `stall_timeout` is reported with what
+//! PostgreSQL says it waits for, cancelled, and the session reconnects.
 //!
 //! Writes to AWT groups fail with 53400 while propagation is more than
-//! `retained_wal_max` behind (the write guard in `manager`). SWT, where
-//! PostgreSQL commits first, is `crate::swt`.
+//! `retained_wal_max` behind, and with 55000 while the node name is another
+//! directory's (the write guard in `manager`). SWT, where PostgreSQL commits
+//! first, is `crate::swt`.
 
 mod lanes;
 mod sql;
+mod watch;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -38,13 +55,19 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use pgtier_backend::connect_backend;
-use pgtier_engine::{CommitStream, EngineError, Lsn};
+use pgtier_engine::{CommitStream, Lsn};
 
-use self::lanes::{Lanes, worker};
-use self::sql::{PendingTxn, apply_isolating, read_progress, set_progress, setup, statements};
-use crate::apply::Applier;
+pub use self::lanes::LaneStatus;
+pub(crate) use self::lanes::lane_of;
+pub(crate) use self::sql::read_group_progress;
+use self::lanes::{Lanes, WorkerContext, worker};
+use self::sql::{BatchContext, PendingTxn, Positions, apply_isolating, read_progress, set_progress, statements};
+use crate::apply::{Applier, session_connection};
+use crate::drift::verify_group;
 use crate::error::CacheError;
-use crate::manager::Cache;
+use crate::group::GroupKind;
+use crate::manager::{Cache, GroupEntry};
+use crate::node::{self, NodeIdentity, NodeObject};
 
 /// The commit-stream consumer of AWT propagation.
 pub const CONSUMER: &str = "pgtier_awt";
@@ -52,7 +75,8 @@ pub const CONSUMER: &str = "pgtier_awt";
 /// How AWT propagation applies.
 #[derive(Clone, Debug)]
 pub struct AwtConfig {
-    /// This pgtier's name in `pgtier.awt_progress` (several pgtier nodes may share one PostgreSQL).
+    /// This pgtier's name in PostgreSQL (several pgtier nodes may share one
+    /// PostgreSQL): `[a-z][a-z0-9]*`, at most 24 characters (`node::validate_node_name`).
     pub node: String,
     /// Apply lanes, each with its own PostgreSQL connection. A new number
     /// takes effect at a start where every lane stands at the same position
@@ -65,11 +89,23 @@ pub struct AwtConfig {
     pub batch_delay: Duration,
     /// WAL (bytes) kept for write-through before new writes to AWT groups fail (53400).
     pub retained_wal_max: u64,
+    /// A lane with work and no progress this long is reported and reconnected.
+    pub stall_timeout: Duration,
+    /// How often the definitions of cached tables are compared with PostgreSQL's while nothing is applied.
+    pub definition_check_interval: Duration,
 }
 
 impl Default for AwtConfig {
     fn default() -> AwtConfig {
-        AwtConfig { node: "pgtier".into(), apply_connections: 4, batch_bytes_max: 256 << 10, batch_delay: Duration::ZERO, retained_wal_max: 4 << 30 }
+        AwtConfig {
+            node: "pgtier".into(),
+            apply_connections: 4,
+            batch_bytes_max: 256 << 10,
+            batch_delay: Duration::ZERO,
+            retained_wal_max: 4 << 30,
+            stall_timeout: Duration::from_secs(20),
+            definition_check_interval: Duration::from_secs(10),
+        }
     }
 }
 
@@ -94,6 +130,16 @@ pub struct AwtStatus {
     pub lanes: AtomicU64,
     /// Transactions that spanned lanes (applied after a drain of those lanes).
     pub spanning: AtomicU64,
+    /// Lanes found with work and no progress for `stall_timeout` (each reconnected).
+    pub stalls: AtomicU64,
+    /// The node name is another data directory's: nothing propagates, AWT writes are refused.
+    pub node_refused: AtomicBool,
+    /// `starting`, `streaming`, `reconnecting`, `refused`.
+    pub state: Mutex<&'static str>,
+    /// The current session's lanes, the control connection last.
+    pub lane_status: Mutex<Vec<Arc<LaneStatus>>>,
+    /// Groups whose transactions are held, with why.
+    pub held: Mutex<BTreeMap<String, String>>,
     /// Commit-to-PostgreSQL-commit time of every applied transaction.
     pub lag: LagHistogram,
     pub last_error: Mutex<Option<String>>,
@@ -223,7 +269,7 @@ impl LagCounts {
 }
 
 impl AwtStatus {
-    fn record_applied(&self, txns: &[&PendingTxn]) {
+    pub(crate) fn record_applied(&self, txns: &[&PendingTxn]) {
         let now_us = pgtier_engine::wall_clock_us();
         for txn in txns {
             self.lag.record(now_us.saturating_sub(txn.commit_time_us));
@@ -237,6 +283,7 @@ impl AwtStatus {
     }
 }
 
+
 /// The propagation thread.
 pub(crate) struct Awt {
     pub status: Arc<AwtStatus>,
@@ -244,15 +291,22 @@ pub(crate) struct Awt {
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// What a propagation session knows for its whole life.
+pub(crate) struct SessionContext {
+    pub config: AwtConfig,
+    pub node: NodeIdentity,
+}
+
 impl Awt {
     /// `acked`: the consumer's stored position (the backlog starts from there).
-    pub fn start(cache: Weak<Cache>, config: AwtConfig, acked: Lsn) -> std::io::Result<Awt> {
+    pub fn start(cache: Weak<Cache>, context: SessionContext, acked: Lsn) -> std::io::Result<Awt> {
         let status = Arc::new(AwtStatus::default());
         status.position.store(acked.0, Ordering::Relaxed);
         status.read.store(acked.0, Ordering::Relaxed);
+        *status.state.lock() = "starting";
         let stop = Arc::new(AtomicBool::new(false));
         let (thread_status, thread_stop) = (status.clone(), stop.clone());
-        let thread = std::thread::Builder::new().name("pgtier-awt".into()).spawn(move || run(&cache, &config, &thread_status, &thread_stop))?;
+        let thread = std::thread::Builder::new().name("pgtier-awt".into()).spawn(move || run(&cache, &context, &thread_status, &thread_stop))?;
         Ok(Awt { status, stop, thread: Mutex::new(Some(thread)) })
     }
 
@@ -266,16 +320,33 @@ impl Awt {
     }
 }
 
-fn run(cache: &Weak<Cache>, config: &AwtConfig, status: &AwtStatus, stop: &AtomicBool) {
+/// How a session ended without an error.
+enum SessionEnd {
+    /// Propagation stops (the cache is closing, or stop was asked).
+    Stopped,
+    /// Start a new session at once: a held group may go again, or another needs holding.
+    Restart,
+}
+
+fn run(cache: &Weak<Cache>, context: &SessionContext, status: &AwtStatus, stop: &AtomicBool) {
     let mut backoff = Duration::from_millis(100);
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
-        let outcome = session(cache, config, status, stop);
+        let outcome = session(cache, context, status, stop);
         status.connected.store(false, Ordering::Relaxed);
         match outcome {
-            Ok(()) => return,
+            Ok(SessionEnd::Stopped) => return,
+            Ok(SessionEnd::Restart) => backoff = Duration::from_millis(100),
             Err(error) => {
-                *status.last_error.lock() = Some(error.to_string());
+                let refused = matches!(error, CacheError::NodeOwned { .. } | CacheError::NodeTakenOver { .. });
+                status.node_refused.store(refused, Ordering::Relaxed);
+                *status.state.lock() = if refused { "refused" } else { "reconnecting" };
+                let text = error.to_string();
+                // (A stall was logged by the watchdog with its cause.)
+                if status.last_error.lock().as_deref() != Some(text.as_str()) && !matches!(error, CacheError::Stalled { .. }) {
+                    eprintln!("pgtier: write-through: {text}");
+                }
+                *status.last_error.lock() = Some(text);
                 status.retries.fetch_add(1, Ordering::Relaxed);
                 if started.elapsed() > Duration::from_secs(10) {
                     backoff = Duration::from_millis(100);
@@ -290,145 +361,275 @@ fn run(cache: &Weak<Cache>, config: &AwtConfig, status: &AwtStatus, stop: &Atomi
     }
 }
 
-/// The lane count and each lane's position for this session: the stored
-/// lanes, unless they all agree (then the configured number, all there).
-fn choose_lanes(configured: usize, stored: &[(usize, u64)]) -> Vec<u64> {
-    let Some(&(_, first)) = stored.first() else { return vec![0; configured] };
-    if stored.iter().all(|&(_, lsn)| lsn == first) {
-        return vec![first; configured];
-    }
-    let count = stored.iter().map(|&(lane, _)| lane + 1).max().unwrap_or(1);
-    let mut positions = vec![0; count];
-    for &(lane, lsn) in stored {
-        positions[lane] = lsn;
-    }
-    positions
+/// The AWT groups now.
+fn awt_groups(cache: &Cache) -> Vec<Arc<GroupEntry>> {
+    cache.group_entries().into_iter().filter(|entry| entry.def.kind == GroupKind::Awt).collect()
 }
 
-/// One connected stretch: lanes started, then the stream read and dispatched
-/// until stopped or an error. Holds the cache only while it looks at one
-/// transaction, so dropping the cache stops propagation.
-fn session(cache: &Weak<Cache>, config: &AwtConfig, status: &AwtStatus, stop: &AtomicBool) -> Result<(), CacheError> {
-    let (db, params) = match cache.upgrade() {
-        Some(cache) => (cache.database().clone(), cache.backend().cloned().ok_or(CacheError::NoBackend)?),
-        None => return Ok(()),
+/// Checks every AWT group's tables against PostgreSQL: the ones that changed, with why.
+pub(crate) fn drifted_groups(client: &mut postgres::Client, groups: &[Arc<GroupEntry>]) -> Result<BTreeMap<String, String>, CacheError> {
+    let mut drifted = BTreeMap::new();
+    for entry in groups {
+        if let Some(drift) = verify_group(client, entry)? {
+            drifted.insert(entry.def.name.clone(), format!("table \"{}\" {}", drift.table, drift.reason));
+        }
+    }
+    Ok(drifted)
+}
+
+/// The lane count for this session and the rows it starts from: the stored
+/// rows' count, unless every row agrees and no group is held (then the
+/// configured count, the rows rewritten for it if it differs).
+fn choose_lanes(control: &mut postgres::Client, context: &SessionContext, groups: &[Arc<GroupEntry>], held: bool) -> Result<(usize, Positions), CacheError> {
+    let configured = context.config.apply_connections.max(1);
+    let stored = read_progress(control, &context.node, None)?;
+    if stored.is_empty() {
+        return Ok((configured, stored));
+    }
+    match stored.common() {
+        Some(position) if !held && stored.lanes() != configured => {
+            let mut names = stored.groups();
+            names.extend(groups.iter().map(|entry| entry.def.name.clone()));
+            names.sort();
+            names.dedup();
+            set_progress(control, &context.node, &names, configured, Lsn(position), true)?;
+            Ok((configured, read_progress(control, &context.node, None)?))
+        }
+        _ => Ok((stored.lanes(), stored)),
+    }
+}
+
+/// One connected stretch: the node claimed, the definitions checked, lanes
+/// started, then the stream read and dispatched until stopped or an error.
+/// Holds the cache only while it looks at one transaction, so dropping the
+/// cache stops propagation.
+fn session(cache: &Weak<Cache>, context: &SessionContext, status: &AwtStatus, stop: &AtomicBool) -> Result<SessionEnd, CacheError> {
+    let (db, params, groups) = match cache.upgrade() {
+        Some(cache) => (cache.database().clone(), cache.backend().cloned().ok_or(CacheError::NoBackend)?, awt_groups(&cache)),
+        None => return Ok(SessionEnd::Stopped),
     };
     let mut control = connect_backend(&params)?;
-    setup(&mut control, &config.node, None, true)?;
-    let positions = choose_lanes(config.apply_connections.max(1), &read_progress(&mut control, &config.node)?);
-    let lanes = Lanes::new(positions.len());
-    status.lanes.store(positions.len() as u64, Ordering::Relaxed);
+    crate::backend_schema::ensure(&mut control)?;
+    node::claim(&mut control, &context.node, false)?;
+    status.node_refused.store(false, Ordering::Relaxed);
+    let (mut control, control_pid) = session_connection(control, &context.node, NodeObject::AwtControl)?;
+    let drifted = drifted_groups(&mut control, &groups)?;
+    for (group, reason) in &drifted {
+        eprintln!("pgtier: write-through of cache group \"{group}\" is held: {reason}; its transactions wait in the log (see pgtier_cache_propagation)");
+    }
+    *status.held.lock() = drifted.clone();
+    let (lane_count, positions) = choose_lanes(&mut control, context, &groups, !drifted.is_empty())?;
+    let known: Vec<String> = groups.iter().map(|entry| entry.def.name.clone()).collect();
+    sql::ensure_rows(&mut control, &context.node, &known, lane_count, true)?;
+    let lanes = Lanes::new(lane_count);
+    lanes.control.backend_pid.store(control_pid, Ordering::Relaxed);
+    *lanes.control_cancel.lock() = Some(control.cancel_token());
+    *status.lane_status.lock() = lanes.statuses();
+    status.lanes.store(lane_count as u64, Ordering::Relaxed);
     let mut stream = db.stream(CONSUMER)?;
     // Reading starts over from the stored position: what lies after it is
-    // marked dirty again as it is read, so "read up to" starts there too
-    // (before `connected` says the marks can be trusted).
+    // marked again as it is read, so "read up to" starts there too (before
+    // `connected` says the marks can be trusted).
     status.read.store(stream.position().0, Ordering::Release);
     status.connected.store(true, Ordering::Release);
+    *status.state.lock() = "streaming";
     *status.last_error.lock() = None;
+    let worker_context = WorkerContext {
+        lanes: &lanes,
+        params: &params,
+        node: &context.node,
+        batch_bytes_max: context.config.batch_bytes_max,
+        batch_delay: context.config.batch_delay,
+        status,
+    };
     let outcome = std::thread::scope(|scope| {
         for index in 0..lanes.count() {
-            let (lanes, params) = (&lanes, &params);
-            // Named, so a thread's CPU can be told apart (the demo's table).
-            let spawned = std::thread::Builder::new()
-                .name(format!("pgtier-awt-{index}"))
-                .spawn_scoped(scope, move || worker(index, lanes, params, config, status));
-            if let Err(source) = spawned {
-                // The lanes already started see the failure and end.
-                lanes.fail(CacheError::Engine(EngineError::Io { context: format!("starting write-through lane {index}"), source }));
-                break;
+            let worker_context = &worker_context;
+            let spawned = std::thread::Builder::new().name(format!("pgtier-awt-lane{index}")).spawn_scoped(scope, move || worker(index, worker_context));
+            if let Err(error) = spawned {
+                lanes.fail(CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start an apply lane: {error}") });
             }
         }
-        let mut control = Applier::new(control);
-        let outcome = dispatch(cache, config, status, stop, &mut stream, &mut control, &lanes, &positions);
+        let watch_context = watch::WatchContext { cache, lanes: &lanes, params: &params, config: &context.config, status, held: &drifted };
+        let watcher = std::thread::Builder::new().name("pgtier-awt-watch".into()).spawn_scoped(scope, move || watch::watch(&watch_context));
+        if let Err(error) = watcher {
+            lanes.fail(CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start the write-through watchdog: {error}") });
+        }
+        let mut dispatch =
+            Dispatch { cache, context, status, stream: &mut stream, control: Applier::new(control), lanes: &lanes, positions, held: drifted.clone(), held_floor: None, known };
+        let outcome = dispatch.run(stop);
         // Lanes apply what they hold, then end (at once if they fail).
         lanes.shut();
-        outcome
+        outcome.map(|()| dispatch.held_floor)
     });
     // What a failed session leaves queued is read again by the next one.
     lanes.forget_pending();
-    outcome?;
+    let held_floor = outcome?;
     if let Some(error) = lanes.failed.lock().take() {
-        return Err(error);
+        return match error {
+            // A changed definition is held by the next session.
+            CacheError::Restart { .. } | CacheError::DefinitionDrift { .. } => Ok(SessionEnd::Restart),
+            error => Err(error),
+        };
     }
     // Everything queued was applied: the position is final.
-    status.position.store(lanes.watermark(Lsn(status.position.load(Ordering::Relaxed))).0, Ordering::Relaxed);
-    Acks::default().maybe(&mut stream, status, true)
+    let watermark = lanes.watermark(Lsn(status.position.load(Ordering::Relaxed)));
+    status.position.store(held_floor.map_or(watermark, |floor| watermark.min(floor)).0, Ordering::Relaxed);
+    Acks::default().maybe(&mut stream, status, true)?;
+    Ok(SessionEnd::Stopped)
 }
 
-/// Reads the stream and hands transactions to the lanes.
-#[allow(clippy::too_many_arguments)]
-fn dispatch(
-    cache: &Weak<Cache>,
-    config: &AwtConfig,
-    status: &AwtStatus,
-    stop: &AtomicBool,
-    stream: &mut CommitStream,
-    control: &mut Applier,
-    lanes: &Lanes,
-    positions: &[u64],
-) -> Result<(), CacheError> {
-    let mut acks = Acks::default();
-    let mut read = stream.position();
-    let mut equalized = positions.iter().copied().min().unwrap_or(0);
-    let mut idle_since = Instant::now();
-    while !stop.load(Ordering::Relaxed) && !lanes.stopping() {
-        let Some(txn) = stream.next(Duration::from_millis(20))? else {
-            // Nothing more to read: past records that are no transaction too.
-            read = read.max(stream.position());
-            status.read.store(read.0, Ordering::Release);
-            let watermark = lanes.watermark(read);
-            status.position.store(watermark.0, Ordering::Relaxed);
-            acks.maybe(stream, status, false)?;
-            // Idle for a while: every lane to the same position, so restarts
-            // read little and a new lane count can take effect.
-            if watermark.0 > equalized && idle_since.elapsed() > Duration::from_secs(1) && lanes.idle() {
-                set_progress(&mut control.client, &config.node, lanes.count(), watermark)?;
-                equalized = watermark.0;
-            }
-            continue;
-        };
-        idle_since = Instant::now();
-        read = txn.next_lsn;
-        let Some(strong) = cache.upgrade() else { break };
-        let pending = statements(&strong, &txn);
-        drop(strong);
-        status.read.store(read.0, Ordering::Release);
-        if let Some(pending) = pending {
-            let involved = lanes.lanes_of(&pending);
-            if txn.lsn.0 < positions[involved[0]] {
-                // PostgreSQL has it: applied before a crash that came before the local ack.
-                pending.applied();
-            } else if let [lane] = involved[..] {
-                lanes.push(lane, pending);
-            } else {
-                // Spans lanes: once they applied everything before it, applied once for all.
-                lanes.drain(&involved);
-                if lanes.stopping() {
-                    // Read again (and marked again) by the next session.
-                    pending.applied();
-                    break;
+/// The reader: the stream read and each transaction skipped (PostgreSQL
+/// has it), held (a group it changes is held), queued on its lane, or
+/// applied on the control connection (it spans lanes).
+struct Dispatch<'a> {
+    cache: &'a Weak<Cache>,
+    context: &'a SessionContext,
+    status: &'a AwtStatus,
+    stream: &'a mut CommitStream,
+    control: Applier,
+    lanes: &'a Lanes,
+    positions: Positions,
+    /// Held groups and why (a drift, or a transaction shared with a held group).
+    held: BTreeMap<String, String>,
+    /// The first held transaction: acknowledgements stay below it.
+    held_floor: Option<Lsn>,
+    /// Groups whose progress rows exist for every lane.
+    known: Vec<String>,
+}
+
+impl Dispatch<'_> {
+    fn run(&mut self, stop: &AtomicBool) -> Result<(), CacheError> {
+        let mut acks = Acks::default();
+        let mut read = self.stream.position();
+        let mut equalized = 0;
+        let mut idle_since = Instant::now();
+        let mut pruned = Instant::now();
+        while !stop.load(Ordering::Relaxed) && !self.lanes.stopping() {
+            let Some(txn) = self.stream.next(Duration::from_millis(20))? else {
+                // Nothing more to read: past records that are no transaction too.
+                read = read.max(self.stream.position());
+                self.status.read.store(read.0, Ordering::Release);
+                let watermark = self.watermark(read);
+                self.status.position.store(watermark.0, Ordering::Relaxed);
+                acks.maybe(self.stream, self.status, false)?;
+                // Idle for a while: every stream of the groups not held to
+                // one position, so a new lane count can take effect.
+                if read.0 > equalized && self.held.is_empty() && idle_since.elapsed() > Duration::from_secs(1) && self.lanes.idle() {
+                    let Some(cache) = self.cache.upgrade() else { break };
+                    let names: Vec<String> = awt_groups(&cache).iter().map(|entry| entry.def.name.clone()).collect();
+                    drop(cache);
+                    set_progress(&mut self.control.client, &self.context.node, &names, self.lanes.count(), read, false)?;
+                    equalized = read.0;
                 }
-                status.spanning.fetch_add(1, Ordering::Relaxed);
-                let progress: Vec<(usize, Lsn)> = involved.iter().map(|&lane| (lane, pending.next_lsn)).collect();
-                let outcome = apply_isolating(control, &config.node, &[&pending], &progress);
-                // Applied, refused for good, or to be read again: unmarked either way.
-                pending.applied();
-                status.errors.fetch_add(outcome?, Ordering::Relaxed);
-                status.record_applied(&[&pending]);
+                self.prune_marks(&mut pruned, watermark);
+                continue;
+            };
+            idle_since = Instant::now();
+            read = txn.next_lsn;
+            let Some(strong) = self.cache.upgrade() else { break };
+            let pending = statements(&strong, &txn);
+            drop(strong);
+            self.status.read.store(read.0, Ordering::Release);
+            if let Some(pending) = pending {
+                self.dispatch(pending)?;
+            }
+            let watermark = self.watermark(read);
+            self.status.position.store(watermark.0, Ordering::Relaxed);
+            acks.maybe(self.stream, self.status, false)?;
+            self.prune_marks(&mut pruned, watermark);
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, pending: PendingTxn) -> Result<(), CacheError> {
+        let groups: Vec<String> = pending.groups().into_iter().map(str::to_owned).collect();
+        if let Some(reason) = groups.iter().find_map(|g| self.held.get(g)).cloned() {
+            // Left pending in the WAL (and marked): the next session reads it again.
+            for group in &groups {
+                if !self.held.contains_key(group) {
+                    let why = format!("a transaction changed it together with a held group ({reason})");
+                    eprintln!("pgtier: write-through of cache group \"{group}\" is held: {why}");
+                    self.held.insert(group.clone(), why);
+                }
+            }
+            *self.status.held.lock() = self.held.clone();
+            self.held_floor.get_or_insert(pending.lsn);
+            return Ok(());
+        }
+        // A group created while this session runs: its rows first.
+        let new: Vec<String> = groups.iter().filter(|g| !self.known.contains(g)).cloned().collect();
+        if !new.is_empty() {
+            sql::ensure_rows(&mut self.control.client, &self.context.node, &new, self.lanes.count(), false)?;
+            self.known.extend(new);
+        }
+        let streams = pending.streams(self.lanes.count());
+        let mut involved: Vec<usize> = streams.iter().map(|(_, lane)| *lane).collect();
+        involved.dedup();
+        if self.positions.has(&pending, &streams) {
+            // PostgreSQL has it: applied before a crash that came before the local ack.
+            pending.settled();
+        } else if let [lane] = involved[..] {
+            self.lanes.push(lane, pending);
+        } else {
+            self.apply_spanning(&pending, &streams, &involved)?;
+        }
+        Ok(())
+    }
+
+    /// A transaction spanning lanes: once they applied everything before
+    /// it, applied once for all of them on the control connection.
+    fn apply_spanning(&mut self, pending: &PendingTxn, streams: &[sql::Stream], involved: &[usize]) -> Result<(), CacheError> {
+        self.lanes.drain(involved);
+        if self.lanes.stopping() {
+            // Read again by the next session.
+            return Ok(());
+        }
+        self.status.spanning.fetch_add(1, Ordering::Relaxed);
+        let control = self.lanes.control.clone();
+        control.waiting_since_us.store(pgtier_engine::wall_clock_us(), Ordering::Relaxed);
+        *control.state.lock() = "applying";
+        let batch = BatchContext { node: &self.context.node, lanes: self.lanes.count(), spanning: Some(streams) };
+        let outcome = apply_isolating(&mut self.control, &batch, &[pending]);
+        control.waiting_since_us.store(0, Ordering::Relaxed);
+        *control.state.lock() = "idle";
+        // Applied or refused for good: settled. Else read again by the next session.
+        let refused = outcome?;
+        pending.settled();
+        control.applied_txns.fetch_add(1, Ordering::Relaxed);
+        control.last_applied_us.store(pgtier_engine::wall_clock_us(), Ordering::Relaxed);
+        self.status.errors.fetch_add(refused, Ordering::Relaxed);
+        self.status.record_applied(&[pending]);
+        Ok(())
+    }
+
+    /// The position before which everything read is applied or not for
+    /// PostgreSQL: below every queued and every held transaction.
+    fn watermark(&self, read: Lsn) -> Lsn {
+        let queued = self.lanes.watermark(read);
+        self.held_floor.map_or(queued, |floor| queued.min(floor))
+    }
+
+    /// Once a second: forgets marks no load needs (below what PostgreSQL has).
+    fn prune_marks(&self, last: &mut Instant, watermark: Lsn) {
+        if last.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        *last = Instant::now();
+        if let Some(cache) = self.cache.upgrade() {
+            for entry in awt_groups(&cache) {
+                entry.marks.prune(watermark.0);
             }
         }
-        status.position.store(lanes.watermark(read).0, Ordering::Relaxed);
-        acks.maybe(stream, status, false)?;
     }
-    Ok(())
 }
 
-/// Waits until propagation has read (marked dirty) every transaction
+/// Waits until propagation has read (marked) every application transaction
 /// committed before the call, flushing the WAL so asynchronous commits are
 /// readable at once; false after `timeout` (propagation stopped or far behind).
 pub(crate) fn wait_read(db: &pgtier_engine::Database, status: &AwtStatus, timeout: Duration) -> Result<bool, CacheError> {
-    // Only application commits mark instances dirty: loads and evictions
-    // after the newest one need not be read (a run of misses flushes nothing).
+    // Only application commits mark instances: loads and evictions after
+    // the newest one need not be read (a run of misses flushes nothing).
     let end = db.application_commit_end().0;
     let caught_up = || status.connected.load(Ordering::Acquire) && status.read.load(Ordering::Acquire) >= end;
     if caught_up() {

@@ -154,11 +154,25 @@ pub fn tatp_group(name: &str, kind: GroupKind, dynamic: bool) -> CreateGroup {
     }
 }
 
-/// A cache over the engine in `dir` with the backend at `url`, default settings.
+/// A cache over the engine in `dir` with the backend at `url`, default
+/// settings but its node name ([`node_of`]).
 pub fn open_cache(dir: &std::path::Path, url: &str) -> std::sync::Arc<Cache> {
+    open_cache_with(dir, url, CacheConfig::default())
+}
+
+/// A cache over the engine in `dir` with `config`, its node name [`node_of`] `dir`.
+pub fn open_cache_with(dir: &std::path::Path, url: &str, mut config: CacheConfig) -> std::sync::Arc<Cache> {
     let db = Database::open(dir, EngineConfig::default()).unwrap();
     let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
-    Cache::open(db, Some(params), CacheConfig::default()).unwrap()
+    config.awt.node = node_of(dir);
+    Cache::open(db, Some(params), config).unwrap()
+}
+
+/// A node name of its own for the data directory `dir`: tests of one binary
+/// share a database, and a node name belongs to one data directory there.
+pub fn node_of(dir: &std::path::Path) -> String {
+    let hash = dir.to_string_lossy().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("t{hash:016x}")
 }
 
 /// The sum of `subscriber.msc_location` in the cache (the crash tests' counters).

@@ -168,11 +168,6 @@ impl Transaction {
             }
         }
         self.db.counters.commits.fetch_add(1, Ordering::Relaxed);
-        if self.origin == Origin::Application
-            && let Some(lsn) = lsn
-        {
-            self.db.application_commit_end.fetch_max(lsn.0 + 1, Ordering::Release);
-        }
         // Sync: visible once durable. Async: at once. Commit ts and LSN are
         // assigned in the same order under the commit lock, so publishing a
         // ts also covers every earlier (now durable) commit. A transaction
@@ -288,8 +283,15 @@ impl Transaction {
         }
         assert!(commit_ts > c.last_ts);
         c.last_ts = commit_ts;
-        if lsn.is_some() {
-            c.last_lsn = lsn;
+        if let Some(lsn) = lsn {
+            c.last_lsn = Some(lsn);
+            // Under the commit lock, before any later commit can publish a
+            // ts covering this one: whoever sees this commit in a snapshot
+            // finds it below `application_commit_end` (the cache waits for
+            // its write-through reader to reach that point).
+            if self.origin == Origin::Application {
+                self.db.application_commit_end.fetch_max(lsn.0 + 1, Ordering::Release);
+            }
         }
         Ok(Committed { commit_ts, lsn, prior_lsn })
     }

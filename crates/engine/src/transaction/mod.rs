@@ -190,6 +190,9 @@ pub struct Transaction {
     origin: Origin,
     status: Status,
     in_statement: bool,
+    /// `pin_snapshot` was called: one snapshot until the end, and no write
+    /// over a row committed after it.
+    pinned: bool,
     /// The snapshot was taken by `begin` and no statement has used it yet.
     fresh_snapshot: bool,
     cat: Arc<CatalogState>,
@@ -249,6 +252,7 @@ impl Transaction {
             origin,
             status: Status::Active,
             in_statement: false,
+            pinned: false,
             fresh_snapshot: true,
             cat,
             cat_version,
@@ -354,8 +358,25 @@ impl Transaction {
     }
 
     pub fn end_statement(&mut self) {
-        self.in_statement = false;
+        self.in_statement = self.pinned;
         self.fresh_snapshot = false;
+    }
+
+    /// For the cache's own transactions (load, refresh, evict), which
+    /// decide from what they read (an instance is absent, or unchanged
+    /// since a position): takes one snapshot every later call shares until
+    /// the end, and makes a write that finds a row whose latest version
+    /// committed after it fail with 40001 instead of acting on that version.
+    /// READ COMMITTED's recheck, right for an application, would let such a
+    /// transaction replace a commit it never saw. Application transactions
+    /// cannot pin (0A000).
+    pub fn pin_snapshot(&mut self) -> Result<Snapshot> {
+        if self.origin == Origin::Application {
+            return Err(EngineError::FeatureNotSupported("pinning the snapshot of an application transaction".into()));
+        }
+        self.begin_statement()?;
+        self.pinned = true;
+        Ok(self.snapshot)
     }
 
     /// The commit ts this statement reads at.
@@ -511,6 +532,7 @@ impl Transaction {
         self.origin = Origin::Application;
         self.status = Status::Active;
         self.in_statement = false;
+        self.pinned = false;
         self.fresh_snapshot = true;
         self.private_catalog = false;
         self.writes.clear();

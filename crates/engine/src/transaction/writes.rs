@@ -17,7 +17,7 @@ use crate::origin::Origin;
 use crate::schema::{TableId, TableSchema};
 use crate::table::{InsertOutcome, Latest, LatestVersion, TableStore};
 use crate::types::{Value, coerce};
-use crate::version::{DELETED, LOCK_ONLY, VPtr, is_deleted, is_uncommitted};
+use crate::version::{DELETED, LOCK_ONLY, VPtr, commit_ts_of, is_deleted, is_uncommitted};
 
 /// Write sets up to this size are searched linearly.
 const WRITE_INDEX_THRESHOLD: usize = 16;
@@ -140,7 +140,8 @@ impl Transaction {
         let hash = hash_key(&self.s.key);
         let stack = self.must_stack(h, hash);
         let (head, replaced_tombstone) = loop {
-            match store.insert(hash, &self.s.key, self.id, &self.s.row, stack, &mut self.s.scratch) {
+            let pinned = self.pinned.then_some(self.snapshot);
+            match store.insert(hash, &self.s.key, self.id, &self.s.row, stack, pinned, &mut self.s.scratch) {
                 InsertOutcome::Inserted { head, replaced_tombstone } => {
                     if store.seams.tracks_access() {
                         // A new row (a load too) starts as just used.
@@ -152,6 +153,7 @@ impl Transaction {
                     return Err(unique_violation(&store.schema, &store.schema.primary_key, &self.cat, store.schema.primary_index, &self.s.row));
                 }
                 InsertOutcome::WaitFor(owner) => self.wait(owner, &store.schema.name)?,
+                InsertOutcome::DeletedSince => return Err(EngineError::ChangedSincePinned { relation: store.schema.name.clone() }),
             }
         };
         // Stacking happens only over our own version (here a tombstone).
@@ -319,6 +321,11 @@ impl Transaction {
                 }
                 Latest::Head(at) => at,
             };
+            // A pinned transaction decided from its snapshot: a version
+            // committed after it (even a tombstone) is a change it never saw.
+            if self.pinned && !is_uncommitted(at.word) && !self.snapshot.sees(commit_ts_of(at.word)) {
+                return Err(EngineError::ChangedSincePinned { relation: store.schema.name.clone() });
+            }
             if is_deleted(at.word) {
                 return Ok(false);
             }

@@ -32,6 +32,13 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// A Rust client on the endpoint (for setup and checks beside a program).
+    pub fn client(&self) -> postgres::Client {
+        let mut config = postgres::Config::new();
+        config.host(&self.host).port(self.port).user(&self.user).password(&self.password).dbname(&self.dbname);
+        config.connect(postgres::NoTls).unwrap_or_else(|error| panic!("connect to {}:{}: {error}", self.host, self.port))
+    }
+
     /// libpq's environment variables, which every client program reads.
     pub fn apply(&self, command: &mut Command) {
         command
@@ -180,6 +187,9 @@ pub enum Client {
     Python,
     /// SQLAlchemy 2's ORM on psycopg 3 (python/orm.py, in the same venv).
     SqlAlchemy,
+    /// The ORM over cached tables whose keys PostgreSQL generates
+    /// (python/orm_keys.py; its node and rounds by [`Client::run_env`]).
+    SqlAlchemyKeys,
     Java,
     /// pgJDBC's type paths again, in a JVM whose zone is Europe/Berlin.
     JavaBerlin,
@@ -193,6 +203,7 @@ impl Client {
             Client::Psql => "psql",
             Client::Python => "python",
             Client::SqlAlchemy => "sqlalchemy",
+            Client::SqlAlchemyKeys => "sqlalchemy-keys",
             Client::Java => "java",
             Client::JavaBerlin => "java-berlin",
             Client::Go => "go",
@@ -210,7 +221,7 @@ impl Client {
             Client::Python => {
                 require_path(&python_venv().join("bin/python"), "the Python venv with psycopg");
             }
-            Client::SqlAlchemy => {
+            Client::SqlAlchemy | Client::SqlAlchemyKeys => {
                 let python = python_venv().join("bin/python");
                 require_path(&python, "the Python venv with psycopg and SQLAlchemy");
                 let mut probe = Command::new(python);
@@ -254,11 +265,7 @@ impl Client {
                 command.arg(drivers_dir().join("python/client.py"));
                 self.run_program(command, endpoint)
             }
-            Client::SqlAlchemy => {
-                let mut command = Command::new(python_venv().join("bin/python"));
-                command.arg(drivers_dir().join("python/orm.py"));
-                self.run_program(command, endpoint)
-            }
+            Client::SqlAlchemy | Client::SqlAlchemyKeys => self.run_env(endpoint, &[]),
             Client::Java | Client::JavaBerlin => {
                 let out = build_dir().join("java");
                 let classpath = std::fs::read_to_string(out.join("classpath.txt")).expect("classpath.txt");
@@ -290,10 +297,22 @@ impl Client {
         }
     }
 
+    /// Runs a Python ORM program with extra environment variables.
+    pub fn run_env(self, endpoint: &Endpoint, env: &[(&str, &str)]) -> Transcript {
+        let program = match self {
+            Client::SqlAlchemy => "python/orm.py",
+            Client::SqlAlchemyKeys => "python/orm_keys.py",
+            other => panic!("{} takes no environment of its own", other.name()),
+        };
+        let mut command = Command::new(python_venv().join("bin/python"));
+        command.arg(drivers_dir().join(program)).envs(env.iter().copied());
+        self.run_program(command, endpoint)
+    }
+
     fn run_program(self, mut command: Command, endpoint: &Endpoint) -> Transcript {
         endpoint.apply(&mut command);
         let dir = match self {
-            Client::SqlAlchemy => "python",
+            Client::SqlAlchemy | Client::SqlAlchemyKeys => "python",
             Client::JavaBerlin => "java",
             _ => self.name(),
         };

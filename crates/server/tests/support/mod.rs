@@ -39,6 +39,11 @@ pub struct Pgtier {
 }
 
 pub fn start_pgtier(commit_mode: &str) -> Pgtier {
+    start_pgtier_with(commit_mode, "")
+}
+
+/// As [`start_pgtier`], with `sections` (TOML: `[backend]`, `[cache]`, ...) added.
+pub fn start_pgtier_with(commit_mode: &str, sections: &str) -> Pgtier {
     let data = tempfile::tempdir().expect("pgtier data dir");
     let config = format!(
         r#"
@@ -53,6 +58,8 @@ method = "scram-sha-256"
 [[auth.users]]
 name = "{USER}"
 password = "{PASSWORD}"
+
+{sections}
 "#,
         data.path().join("db").display()
     );

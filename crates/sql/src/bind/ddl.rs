@@ -414,6 +414,11 @@ impl Binder<'_> {
                 }
                 Some((_, kind)) if is_identity(kind) && options & like_option::IDENTITY != 0 => return Err(SqlError::unsupported("INCLUDING IDENTITY of an identity column")),
                 Some(_) => {}
+                // A cached identity column (PostgreSQL's sequence): as a local one.
+                None if crate::catalog::identity_kind(col).is_some() && options & like_option::IDENTITY != 0 => {
+                    return Err(SqlError::unsupported("INCLUDING IDENTITY of an identity column"));
+                }
+                None if crate::catalog::identity_kind(col).is_some() => {}
                 None if options & like_option::DEFAULTS != 0 => {
                     cd.default = col.default.clone();
                     cd.default_sql = col.default_sql.clone();

@@ -204,7 +204,7 @@ impl Binder<'_> {
             let col = &table.columns[pos];
             let e = if is_default_keyword(value) {
                 column_default(col)?
-            } else if col.sequence.is_some_and(|(_, how)| how == SequenceDefault::IdentityAlways) {
+            } else if crate::catalog::identity_kind(col) == Some(SequenceDefault::IdentityAlways) {
                 return Err(SqlError::new("428C9", format!("column \"{n}\" can only be updated to DEFAULT"))
                     .with_detail(format!("Column \"{n}\" is an identity column defined as GENERATED ALWAYS.")));
             } else {
@@ -373,12 +373,17 @@ pub(super) fn generated_defaults(table: &TableSchema, targets: &[usize]) -> Resu
 }
 
 /// A column's DEFAULT as an expression: its constant, the next value of
-/// its sequence (serial, identity, `DEFAULT nextval('s')`), or the
+/// its sequence (serial, identity, `DEFAULT nextval('s')`; a cached
+/// table's from PostgreSQL's sequence, named by text), or the
 /// transaction's start time (`DEFAULT now()` and its synonyms).
 pub(super) fn column_default(col: &Column) -> Result<Expr> {
-    if let Some((seq, _)) = col.sequence {
-        let oid = crate::catalog::relation_oid(seq);
-        let next = Expr::Func(Func::Sys(SysFunc::Sequence(SeqFunc::Nextval)), vec![Expr::Const(Value::Int8(oid))]);
+    let sequence = match (col.sequence, crate::catalog::backend_key(col)) {
+        (Some((seq, _)), _) => Some(Value::Int8(crate::catalog::relation_oid(seq))),
+        (None, Some(key)) => Some(Value::Text(pgtier_cache::KeyDefault::sequence_key(&key.sequence))),
+        (None, None) => None,
+    };
+    if let Some(sequence) = sequence {
+        let next = Expr::Func(Func::Sys(SysFunc::Sequence(SeqFunc::Nextval)), vec![Expr::Const(sequence)]);
         return Ok(if col.ty == DataType::Int8 { next } else { Expr::Cast(next.boxed(), col.ty, false) });
     }
     if let Some(sql) = &col.default_sql {
@@ -388,16 +393,6 @@ pub(super) fn column_default(col: &Column) -> Result<Expr> {
             DataType::Timestamp(_) if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp(None), false)),
             DataType::Date if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Date, false)),
             DataType::Uuid if sql == super::ddl::UUID_DEFAULT => Ok(Expr::Func(Func::GenRandomUuid, Vec::new())),
-            // A cached table's serial/identity column: its values come from
-            // PostgreSQL's sequence, never from a second counter here.
-            _ if sql.starts_with("nextval(") => {
-                let mut e = SqlError::new(
-                    "0A000",
-                    format!("column \"{}\" takes its default from PostgreSQL's sequence ({sql}), which pgtier does not draw from yet", col.name),
-                );
-                e.hint = Some("Supply the column's value in the INSERT (for example from SELECT nextval(...) run on PostgreSQL).".into());
-                Err(e)
-            }
             _ => Err(SqlError::new("XX000", format!("column \"{}\" has a default this version cannot evaluate: {sql}", col.name))),
         };
     }
@@ -415,7 +410,7 @@ pub(super) fn writable(table: &TableSchema) -> Result<()> {
 /// A GENERATED ALWAYS identity column takes only DEFAULT (pgtier has no
 /// OVERRIDING SYSTEM VALUE).
 fn always_identity_guard(col: &Column) -> Result<()> {
-    if col.sequence.is_some_and(|(_, how)| how == SequenceDefault::IdentityAlways) {
+    if crate::catalog::identity_kind(col) == Some(SequenceDefault::IdentityAlways) {
         return Err(SqlError::new("428C9", format!("cannot insert a non-DEFAULT value into column \"{}\"", col.name))
             .with_detail(format!("Column \"{}\" is an identity column defined as GENERATED ALWAYS.", col.name))
             .with_hint("Use OVERRIDING SYSTEM VALUE to override."));

@@ -513,12 +513,49 @@ impl Binder<'_> {
         if name == "pg_partition_ancestors" {
             return Err(SqlError::unsupported("pg_partition_ancestors() outside FROM or a SELECT list without FROM"));
         }
+        if let Some(call) = self.backend_sequence_call(name, &bound)? {
+            return Ok(Some(call));
+        }
         // A regclass argument (nextval('s')) is looked up as `::regclass` would.
         let mut coerce = |e: Expr, t: Ty, to: DataType| match RegKind::of(to) {
             Some(kind) => self.reg_cast(e, t, kind).map(|(e, _)| e),
             None => self.coerce(e, t, to, name),
         };
         bind_function(name, bound, &mut coerce)
+    }
+
+    /// nextval('s') / currval('s') of PostgreSQL's sequence `s` that a
+    /// cached column's default draws from, when no relation of pgtier's has
+    /// that name: bound to the name (the executor draws from the cache's
+    /// reserved block), the plan depending on that table (so it re-plans
+    /// when the group goes). setval is refused: the values are PostgreSQL's.
+    /// None for every other call, which binds as before (a sequence named
+    /// nowhere is 42P01, and the server may pass the statement through).
+    fn backend_sequence_call(&mut self, name: &str, bound: &[(Expr, Ty)]) -> Result<Option<(Expr, Ty)>> {
+        let call = match (name, bound.len()) {
+            ("nextval", 1) => SeqFunc::Nextval,
+            ("currval", 1) => SeqFunc::Currval,
+            ("setval", 2 | 3) => SeqFunc::Setval,
+            _ => return Ok(None),
+        };
+        let Some((Expr::Const(pgtier_engine::Value::Text(text)), None | Some(DataType::Text | DataType::Varchar(_)))) = bound.first() else {
+            return Ok(None);
+        };
+        let settings = std::collections::HashMap::new();
+        match crate::catalog::reg_lookup_in(self.catalog, self.path, &settings, RegKind::Class, text) {
+            Err(e) if matches!(e.sqlstate, "42P01" | "3F000") => {}
+            _ => return Ok(None),
+        }
+        let Some((table, sequence)) = crate::catalog::backend_sequence(self.catalog, text) else { return Ok(None) };
+        if call == SeqFunc::Setval {
+            return Err(SqlError::unsupported(format!("setval of sequence \"{text}\", whose values pgtier reserves from PostgreSQL"))
+                .with_hint("Run setval on PostgreSQL: pgtier hands out the values it has already reserved first, as a session with a sequence CACHE does."));
+        }
+        if !self.deps.iter().any(|d| std::sync::Arc::ptr_eq(d, &table)) {
+            self.deps.push(table);
+        }
+        let key = pgtier_cache::KeyDefault::sequence_key(&sequence);
+        Ok(Some((Expr::Func(Func::Sys(SysFunc::Sequence(call)), vec![Expr::Const(pgtier_engine::Value::Text(key))]), Some(DataType::Int8))))
     }
 
     /// `EXTRACT(field FROM x)` (numeric) or `date_part('field', x)`

@@ -1,8 +1,9 @@
 //! The rows of pgtier's cache-group views, `pgtier_cache_groups`,
 //! `pgtier_cache_tables`, `pgtier_cache_stats`, `pgtier_cache_propagation`,
-//! `pgtier_cache_swt` and `pgtier_cache_autorefresh`: one column per field of
-//! the cache's `GroupInfo`, `TableInfo`, `GroupStats`, `PropagationInfo`,
-//! `SwtStatus` and `AutorefreshStatus`, read from the
+//! `pgtier_cache_lanes`, `pgtier_cache_swt` and `pgtier_cache_autorefresh`:
+//! one column per field of the cache's `GroupInfo`, `TableInfo`,
+//! `GroupStats`, `PropagationInfo`, `LaneInfo`, `SwtStatus` and
+//! `AutorefreshStatus`, read from the
 //! attached cache each time a statement reads them; empty without one.
 
 use pgtier_cache::Cache;
@@ -16,6 +17,11 @@ fn int8(n: u64) -> Value {
 
 fn opt_text(s: Option<&str>) -> Value {
     s.map_or(Value::Null, text)
+}
+
+/// Groups and why, as one text ("g: why; h: why"), or None for none.
+fn held(groups: &[(String, String)]) -> Option<String> {
+    (!groups.is_empty()).then(|| groups.iter().map(|(g, r)| format!("{g}: {r}")).collect::<Vec<_>>().join("; "))
 }
 
 pub(super) fn rows(name: &str, cache: Option<&Cache>, out: &mut Vec<Value>) {
@@ -49,7 +55,17 @@ pub(super) fn rows(name: &str, cache: Option<&Cache>, out: &mut Vec<Value>) {
                 out.extend([
                     Value::Bool(p.connected), int8(p.applied_txns), int8(p.applied_statements), int8(p.batches), int8(p.errors), int8(p.retries),
                     int8(p.backlog_bytes), Value::Float8(p.lag_ms), Value::Float8(p.lag_p50_ms), Value::Float8(p.lag_p99_ms), int8(p.lanes),
-                    opt_text(p.last_error.as_deref()),
+                    opt_text(p.last_error.as_deref()), text(&p.state), text(&p.node), text(&p.incarnation), opt_text(held(&p.held_groups).as_deref()),
+                    int8(p.stalls), int8(p.marked_instances),
+                ]);
+            }
+        }
+        // One row per AWT apply connection of the running session, the control connection ("x") last.
+        "pgtier_cache_lanes" => {
+            for l in cache.lanes() {
+                out.extend([
+                    text(&l.lane), text(&l.state), int8(l.queued_txns), int8(l.queued_bytes), int8(l.applied_txns), Value::Float8(l.waiting_ms),
+                    Value::Int4(l.backend_pid), opt_text(l.last_error.as_deref()),
                 ]);
             }
         }
@@ -61,6 +77,7 @@ pub(super) fn rows(name: &str, cache: Option<&Cache>, out: &mut Vec<Value>) {
                 load(&s.commits), load(&s.refused), load(&s.in_doubt_resolved), load(&s.repairs),
                 Value::Float8(s.latency.quantile_us(0.5) / 1000.0), Value::Float8(s.latency.quantile_us(0.99) / 1000.0),
                 opt_text(s.last_error.lock().as_deref()),
+                opt_text(held(&s.drifted.lock().iter().map(|(g, r)| (g.clone(), r.clone())).collect::<Vec<_>>()).as_deref()),
             ]);
         }
         // One row per READONLY group that follows PostgreSQL.

@@ -170,6 +170,8 @@ pub fn column_default_text(catalog: &Catalog, col: &Column) -> Option<String> {
             catalog.table(seq).map(|s| format!("nextval('{}'::regclass)", quote_ident(&s.name).replace('\'', "''")))
         }
         Some(_) => None,
+        // A cached identity column: its sequence is implied there too.
+        None if super::identity_kind(col).is_some() => None,
         None => col.default_sql.clone().or_else(|| col.default.as_ref().map(|d| default_expr(d, col.ty))),
     }
 }

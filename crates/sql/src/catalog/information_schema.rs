@@ -128,7 +128,14 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
 fn identity_info(catalog: &Catalog, col: &Column) -> [Value; 7] {
     let options = col.sequence.filter(|(_, how)| matches!(how, SequenceDefault::IdentityAlways | SequenceDefault::IdentityByDefault));
     let Some((how, o)) = options.and_then(|(seq, how)| catalog.table(seq).and_then(|s| s.sequence.clone()).map(|o| (how, o))) else {
-        return [text("NO"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, text("NO")];
+        // A cached identity column: its sequence's options are PostgreSQL's, unknown here.
+        return match super::identity_kind(col) {
+            Some(how) => {
+                let generation = if how == SequenceDefault::IdentityAlways { "ALWAYS" } else { "BY DEFAULT" };
+                [text("YES"), text(generation), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null]
+            }
+            None => [text("NO"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, text("NO")],
+        };
     };
     let generation = if how == SequenceDefault::IdentityAlways { "ALWAYS" } else { "BY DEFAULT" };
     [

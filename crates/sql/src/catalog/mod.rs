@@ -10,6 +10,7 @@
 
 mod cache_views;
 mod deparse;
+mod generated_keys;
 mod information_schema;
 mod lookup;
 mod pg_type;
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use pgtier_engine::{Catalog, Column, ForeignKey, IndexSchema, TableId, TableSchema};
 
 pub use deparse::{column_default_text, constraint_def, default_expr, format_type, index_def, quote_ident};
+pub use generated_keys::{backend_key, backend_sequence, identity_kind};
 pub use lookup::{reg_lookup, reg_lookup_in, reg_name, split_qualified};
 pub(crate) use lookup::path_of;
 pub use pg_type::{BUILTIN_TYPES, BuiltinType, ColumnTypeInfo, TypeMatch, column_type_info, type_by_name, type_by_oid};

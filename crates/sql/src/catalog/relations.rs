@@ -579,6 +579,18 @@ pub static RELATIONS: &[RelDef] = &[
             Col::new("connected", Bool), Col::new("applied_txns", Int8), Col::new("applied_statements", Int8), Col::new("batches", Int8),
             Col::new("errors", Int8), Col::new("retries", Int8), Col::new("backlog_bytes", Int8), Col::new("lag_ms", Float8),
             Col::new("lag_p50_ms", Float8), Col::new("lag_p99_ms", Float8), Col::new("lanes", Int8), Col::new("last_error", Text),
+            Col::new("state", Text), Col::new("node", Text), Col::new("incarnation", Text), Col::new("held_groups", Text),
+            Col::new("stalls", Int8), Col::new("marked_instances", Int8),
+        ],
+    },
+    RelDef {
+        schema: Schema::PgCatalog,
+        name: "pgtier_cache_lanes",
+        oid: 12_107,
+        kind: "v",
+        columns: &[
+            Col::new("lane", Text), Col::new("state", Text), Col::new("queued_txns", Int8), Col::new("queued_bytes", Int8),
+            Col::new("applied_txns", Int8), Col::new("waiting_ms", Float8), Col::new("backend_pid", Int4), Col::new("last_error", Text),
         ],
     },
     RelDef {
@@ -589,6 +601,7 @@ pub static RELATIONS: &[RelDef] = &[
         columns: &[
             Col::new("commits", Int8), Col::new("refused", Int8), Col::new("in_doubt_resolved", Int8), Col::new("repairs", Int8),
             Col::new("backend_p50_ms", Float8), Col::new("backend_p99_ms", Float8), Col::new("last_error", Text),
+            Col::new("drifted_groups", Text),
         ],
     },
     RelDef {

@@ -37,9 +37,9 @@ pub(super) fn user_sequences(catalog: &Catalog) -> impl Iterator<Item = &Arc<Tab
 
 /// `pg_attribute.attidentity`: 'a' (ALWAYS), 'd' (BY DEFAULT) or ''.
 fn identity_code(col: &Column) -> &'static str {
-    match col.sequence {
-        Some((_, SequenceDefault::IdentityAlways)) => "a",
-        Some((_, SequenceDefault::IdentityByDefault)) => "d",
+    match super::identity_kind(col) {
+        Some(SequenceDefault::IdentityAlways) => "a",
+        Some(SequenceDefault::IdentityByDefault) => "d",
         _ => "",
     }
 }
@@ -248,7 +248,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 out.extend([text(split(&t.name).0), text(short(&t.name)), text(short(&i.name)), Value::Null, Value::Text(index_def(&t, &i, true))]);
             }
         }
-        "pgtier_cache_groups" | "pgtier_cache_tables" | "pgtier_cache_stats" | "pgtier_cache_propagation" | "pgtier_cache_swt" | "pgtier_cache_autorefresh" => {
+        "pgtier_cache_groups" | "pgtier_cache_tables" | "pgtier_cache_stats" | "pgtier_cache_propagation" | "pgtier_cache_swt" | "pgtier_cache_autorefresh" | "pgtier_cache_lanes" => {
             super::cache_views::rows(name, ctx.cache, out);
         }
         // Always empty: pgtier has no such objects (role memberships, descriptions, inheritance,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use pgtier_cache::{Cache, CacheError, CacheStatement, Cancel, LoadOptions, parse_cache_statement};
+use pgtier_cache::{Cache, CacheError, CacheStatement, Cancel, Claim, LoadOptions, parse_cache_statement};
 use pgtier_engine::Value;
 
 use super::rows::Tag;
@@ -53,7 +53,7 @@ impl From<CacheError> for SqlError {
 /// static ones PostgreSQL defines that a cache statement can raise.
 fn cache_sqlstate(code: &str) -> &'static str {
     const KNOWN: &[&str] = &[
-        "0A000", "08000", "08001", "08003", "08004", "08006", "08P01", "22003", "22007", "22008", "22012", "22023", "22P02", "23505", "25001",
+        "0A000", "08000", "08001", "08003", "08004", "08006", "08P01", "2200H", "22003", "22007", "22008", "22012", "22023", "22P02", "23505", "25001",
         "28000", "28P01", "3D000", "40001", "40P01", "42501", "42601", "42702", "42703", "42704", "42712", "42804", "42809", "42830", "42883",
         "42P01", "42P07", "42P16", "42P17", "53000", "53100", "53200", "53300", "54000", "55000", "55006", "57014", "57P01", "57P02", "57P03",
         "58000", "XX000",
@@ -158,6 +158,30 @@ impl Connection {
         }
         let cache = self.cache.clone().ok_or(CacheError::NoBackend)?;
         let (tag, n) = match statement {
+            CacheStatement::AcceptDefinition { name } => {
+                let moved = cache.accept_definition(name)?;
+                let message = if moved.is_empty() {
+                    format!("cache group \"{name}\": PostgreSQL's definitions of its tables are the accepted ones already")
+                } else {
+                    format!("cache group \"{name}\": accepted PostgreSQL's current definition of {}; held write-through resumes within seconds", moved.join(", "))
+                };
+                self.notices.push(SqlNotice { sqlstate: "00000", message });
+                (Tag::Plain("ALTER CACHE GROUP"), 0)
+            }
+            CacheStatement::Takeover => {
+                let message = match cache.takeover()? {
+                    Claim::TakenOver { previous } if previous.is_empty() => {
+                        "took the node name over from a data directory from before incarnation ids; write-through starts within seconds".to_owned()
+                    }
+                    Claim::TakenOver { previous } => {
+                        format!("took the node name over from data directory {previous}; its rows stay in pgtier.awt_progress; write-through starts within seconds")
+                    }
+                    Claim::Owned | Claim::Adopted => "the node name is this data directory's already".to_owned(),
+                };
+                let node = cache.identity();
+                self.notices.push(SqlNotice { sqlstate: "00000", message: format!("pgtier node \"{}\" (incarnation {}): {message}", node.name, node.incarnation) });
+                (Tag::Plain("TAKEOVER CACHE NODE"), 0)
+            }
             CacheStatement::Create(def) => {
                 cache.create_group(def)?;
                 (Tag::Plain("CREATE CACHE GROUP"), 0)

@@ -398,7 +398,11 @@ fn serial_sequence(catalog: &Catalog, settings: &HashMap<String, String>, table:
             let (schema, name) = crate::names::split(&seq.name);
             Value::Text(format!("{}.{}", quote_ident(schema), quote_ident(name)))
         }
-        None => Value::Null,
+        // A cached column: PostgreSQL's sequence, schema-qualified as PostgreSQL gives it.
+        None => match cat::backend_key(col) {
+            Some(key) => Value::Text(pgtier_cache::KeyDefault::sequence_key(&key.sequence)),
+            None => Value::Null,
+        },
     })
 }
 

@@ -21,13 +21,20 @@ use crate::autorefresh::{self, AutorefreshConfig, AutorefreshStatus, PredicateCo
 use crate::apply::Shape;
 use crate::awt::{self, Awt, AwtConfig, AwtStatus};
 use crate::dynamic::{Dynamic, TableHook, root_key_columns};
+use crate::fence::{Fence, Horizon, Marks, is_conflict};
+use crate::node::{self, Claim, NodeIdentity};
 use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 use crate::instance::{InstanceLayout, key_text};
 use crate::persist;
+use crate::pool::Pool;
+use crate::sequence::{DEFAULT_SEQUENCE_BLOCK, Sequences};
 use crate::load::{Admission, Existing, LoadOptions, LoadReport, VerifyTally, load_admitting};
 use crate::statement::{Aging, CreateGroup};
 use crate::swt::{Swt, SwtParticipant, SwtStatus};
+
+mod views;
+pub use views::{GroupInfo, GroupStats, LaneInfo, PropagationInfo, TableInfo};
 
 /// Settings of the `[cache]` config section.
 #[derive(Clone, Debug)]
@@ -46,6 +53,12 @@ pub struct CacheConfig {
     pub awt: AwtConfig,
     /// READONLY groups' autorefresh: the slot's retained-WAL bound.
     pub autorefresh: AutorefreshConfig,
+    /// Take the node name over from another data directory at open
+    /// (`pgtier serve --takeover`; see `node.rs`): needs PostgreSQL then.
+    pub takeover: bool,
+    /// Values of a PostgreSQL sequence reserved at a time for the cached
+    /// columns it generates (a CACHE n for this node; see sequence.rs).
+    pub sequence_block: u32,
 }
 
 impl Default for CacheConfig {
@@ -58,6 +71,8 @@ impl Default for CacheConfig {
             load_parallel: 1,
             awt: AwtConfig::default(),
             autorefresh: AutorefreshConfig::default(),
+            takeover: false,
+            sequence_block: DEFAULT_SEQUENCE_BLOCK,
         }
     }
 }
@@ -102,85 +117,23 @@ pub struct RefreshReport {
     pub seconds: f64,
 }
 
-/// A row of `pgtier_cache_propagation`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct PropagationInfo {
-    pub connected: bool,
-    pub applied_txns: u64,
-    pub applied_statements: u64,
-    pub batches: u64,
-    /// Transactions PostgreSQL refused for good (in `pgtier.awt_errors`).
-    pub errors: u64,
-    pub retries: u64,
-    /// WAL committed locally and not yet processed by propagation.
-    pub backlog_bytes: u64,
-    /// How far behind PostgreSQL is, in milliseconds (0 when nothing is pending).
-    pub lag_ms: f64,
-    /// Commit in the cache to commit in PostgreSQL, over applied transactions.
-    pub lag_p50_ms: f64,
-    pub lag_p99_ms: f64,
-    /// The largest commit-in-cache to commit-in-PostgreSQL time, exact.
-    pub lag_max_ms: f64,
-    pub lanes: u64,
-    pub last_error: Option<String>,
-}
-
-/// A row of `pgtier_cache_groups`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GroupInfo {
-    pub name: String,
-    /// "AWT", "SWT" or "READONLY".
-    pub kind: &'static str,
-    pub dynamic: bool,
-    pub root_table: String,
-    pub root_predicate: Option<String>,
-    /// "OFF", "LRU" or "USE column LIFETIME n SECONDS".
-    pub aging: String,
-    pub keep: bool,
-    pub memory_budget: Option<u64>,
-}
-
-/// A row of `pgtier_cache_tables`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TableInfo {
-    pub group: String,
-    pub table: String,
-    /// The PostgreSQL table (`schema.table`).
-    pub source: String,
-    /// None for the root.
-    pub parent: Option<String>,
-    pub rows: u64,
-    pub memory_bytes: u64,
-}
-
-/// A row of `pgtier_cache_stats`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct GroupStats {
-    pub group: String,
-    pub instances: u64,
-    pub rows: u64,
-    pub memory_bytes: u64,
-    pub loaded_instances: u64,
-    pub unloaded_instances: u64,
-    pub refreshed_instances: u64,
-    pub evicted_instances: u64,
-    pub dynamic_loads: u64,
-    /// Dynamic lookups of keys PostgreSQL does not have either.
-    pub dynamic_absent: u64,
-    pub miss_latency_avg_us: f64,
-    pub miss_latency_max_us: u64,
-}
-
 /// One group as the registry holds it.
 pub(crate) struct GroupEntry {
     pub def: CreateGroup,
     pub group: CacheGroup,
     pub counters: Counters,
-    /// Root keys (`key_text`) of instances with changes not yet propagated
-    /// to PostgreSQL, with the number of pending transactions on each: never
-    /// loaded over, refreshed, unloaded or evicted. [`WHOLE_GROUP`] stands
-    /// for a change whose instance could not be told.
-    pub dirty: Mutex<HashMap<String, u32>>,
+    /// Write-through marks of the instances (by `key_text`; [`WHOLE_GROUP`]
+    /// for a change whose instance could not be told): pending ones are
+    /// never loaded over, refreshed, unloaded or evicted, and a load writes
+    /// an instance only when its PostgreSQL snapshot holds every commit to it
+    /// (`fence`).
+    pub marks: Marks,
+    /// Per table, its oid and definition digest in PostgreSQL, captured when
+    /// the definitions were last found unchanged (`drift`); None until then.
+    pub tokens: Mutex<Option<Vec<(u32, String)>>>,
+    /// Per table, the definition fingerprint PostgreSQL's table must have:
+    /// its own at creation, or one accepted since (`accept_definition`).
+    pub accepted: Mutex<Vec<u64>>,
     /// Per table: the positions of the columns holding the root key.
     pub root_key_columns: Vec<Option<Vec<usize>>>,
     /// Per table and operation (insert, update, delete): write-through's prepared statement.
@@ -204,10 +157,11 @@ pub(crate) fn table_map<'a>(groups: impl Iterator<Item = &'a Arc<GroupEntry>>) -
 pub(crate) const WHOLE_GROUP: &str = "*";
 
 impl GroupEntry {
-    fn new(def: CreateGroup, group: CacheGroup) -> GroupEntry {
+    fn new(def: CreateGroup, group: CacheGroup, accepted: Vec<u64>) -> GroupEntry {
         let root_key_columns = root_key_columns(&group);
         let shapes = (0..group.tables.len()).map(|_| Default::default()).collect();
-        GroupEntry { def, group, counters: Counters::default(), dirty: Mutex::new(HashMap::new()), root_key_columns, shapes }
+        let accepted = Mutex::new(accepted);
+        GroupEntry { def, group, counters: Counters::default(), marks: Marks::default(), tokens: Mutex::new(None), accepted, root_key_columns, shapes }
     }
 
     /// The prepared statement for `op` on table `index` (built once by `build`).
@@ -220,23 +174,9 @@ impl GroupEntry {
         self.shapes[index][at].get_or_init(|| Arc::new(build())).clone()
     }
 
+    /// Changes PostgreSQL does not have yet are on the instance of `key`.
     pub fn is_dirty(&self, key: &[Value]) -> bool {
-        let dirty = self.dirty.lock();
-        !dirty.is_empty() && (dirty.contains_key(WHOLE_GROUP) || dirty.contains_key(&key_text(key)))
-    }
-
-    pub fn mark_dirty(&self, key: &str) {
-        *self.dirty.lock().entry(key.to_owned()).or_insert(0) += 1;
-    }
-
-    pub fn clear_dirty(&self, key: &str) {
-        let mut dirty = self.dirty.lock();
-        if let Some(count) = dirty.get_mut(key) {
-            *count -= 1;
-            if *count == 0 {
-                dirty.remove(key);
-            }
-        }
+        self.marks.is_pending(&key_text(key))
     }
 
     /// The root key a row of table `index` belongs to, when the table carries it.
@@ -264,56 +204,6 @@ const REMOVE_BATCH: usize = 256;
 /// Root keys per PostgreSQL query when a dynamic group is refreshed.
 const REFRESH_KEYS_PER_QUERY: usize = 1000;
 
-/// Removes the cached instances of `keys` (absent ones are ignored) as
-/// `Origin::Evict`: the rows leave the cache, PostgreSQL never hears of it.
-/// `dirty_known` false: which instances hold unpropagated changes cannot be
-/// told now (write-through is not reading), so none is removed.
-pub(crate) fn remove_instances(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>], dirty_known: bool) -> Result<UnloadReport, CacheError> {
-    let mut report = UnloadReport::default();
-    if !dirty_known {
-        report.skipped_dirty = keys.len() as u64;
-        return Ok(report);
-    }
-    for chunk in keys.chunks(REMOVE_BATCH) {
-        match remove_batch(db, entry, layout, chunk) {
-            Ok(done) => report.add(&done),
-            // A row an application transaction holds: evictions never wait
-            // (the engine's no-wait rule). Again one instance per
-            // transaction, leaving the held ones.
-            Err(CacheError::Engine(error)) if error.sqlstate() == "55P03" => {
-                for key in chunk {
-                    match remove_batch(db, entry, layout, std::slice::from_ref(key)) {
-                        Ok(done) => report.add(&done),
-                        Err(CacheError::Engine(error)) if error.sqlstate() == "55P03" => report.skipped_locked += 1,
-                        Err(error) => return Err(error),
-                    }
-                }
-            }
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(report)
-}
-
-fn remove_batch(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>]) -> Result<UnloadReport, CacheError> {
-    let mut report = UnloadReport::default();
-    let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
-    for key in keys {
-        let Some(key) = layout.normalize_root_key(key) else { continue };
-        if entry.is_dirty(&key) {
-            report.skipped_dirty += 1;
-            continue;
-        }
-        if let Some(instance) = layout.read(&mut txn, &key)? {
-            layout.delete(&mut txn, &instance)?;
-            report.instances += 1;
-            report.rows += instance.row_count();
-        }
-    }
-    txn.commit()?;
-    Ok(report)
-}
-
 /// `(k1, k2) IN (('v1'::type1, 'v2'::type2), ...)` over the root key: text
 /// literals cast to the PostgreSQL column types, so every key type works.
 fn keys_predicate(root: &GroupTable, keys: &[Vec<Value>]) -> String {
@@ -332,6 +222,24 @@ fn keys_predicate(root: &GroupTable, keys: &[Vec<Value>]) -> String {
     format!("({}) IN ({})", names.join(", "), tuples.join(", "))
 }
 
+/// Claims `identity`'s node name in the PostgreSQL at `params` (schema made first).
+fn claim_node(params: &ConnectParams, identity: &NodeIdentity, takeover: bool) -> Result<Claim, CacheError> {
+    let mut client = connect_backend(params)?;
+    crate::backend_schema::ensure(&mut client)?;
+    node::claim(&mut client, identity, takeover)
+}
+
+fn report_claim(identity: &NodeIdentity, claim: &Claim) {
+    match claim {
+        Claim::TakenOver { previous } => {
+            let previous = if previous.is_empty() { "a data directory from before incarnation ids" } else { previous };
+            eprintln!("pgtier: took node \"{}\" over from {previous}; its rows stay in pgtier.awt_progress under that incarnation", identity.name);
+        }
+        Claim::Adopted => eprintln!("pgtier: node \"{}\": the write-through rows PostgreSQL held from before incarnation ids are this data directory's", identity.name),
+        Claim::Owned => {}
+    }
+}
+
 /// A SQL string literal (standard_conforming_strings, PostgreSQL's default).
 pub(crate) fn quote_literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
@@ -342,7 +250,11 @@ pub struct Cache {
     /// This cache, for the hooks it installs (they must not keep it alive).
     this: Weak<Cache>,
     db: Database,
+    /// This pgtier in PostgreSQL: node name and data directory incarnation.
+    identity: NodeIdentity,
     dynamic: Dynamic,
+    /// Blocks of values reserved from PostgreSQL's sequences.
+    sequences: Sequences,
     backend: Option<ConnectParams>,
     config: CacheConfig,
     groups: RwLock<BTreeMap<String, Arc<GroupEntry>>>,
@@ -370,19 +282,30 @@ impl Cache {
     /// groups already defined keep answering, anything that needs
     /// PostgreSQL fails with 08001 and a hint to configure `[backend]`.
     pub fn open(db: Database, backend: Option<ConnectParams>, config: CacheConfig) -> Result<Arc<Cache>, CacheError> {
-        let mut groups = BTreeMap::new();
-        for (def, group) in persist::restore(&db.catalog())? {
-            groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group)));
+        node::validate_node_name(&config.awt.node)?;
+        let incarnation = db.incarnation();
+        let identity = NodeIdentity { name: config.awt.node.clone(), incarnation: incarnation.id.clone(), adopted: incarnation.adopted };
+        if config.takeover {
+            let params = backend.as_ref().ok_or(CacheError::NoBackend)?;
+            report_claim(&identity, &claim_node(params, &identity, true)?);
         }
-        let dynamic = Dynamic::new(backend.clone());
+        let mut groups = BTreeMap::new();
+        for (def, group, accepted) in persist::restore(&db.catalog())? {
+            groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group, accepted)));
+        }
+        let pool = Arc::new(Pool::new(backend.clone()));
+        let dynamic = Dynamic::new(pool.clone());
+        let sequences = Sequences::new(pool, config.sequence_block);
         let cache = Arc::new_cyclic(|this: &Weak<Cache>| {
-            let swt = Arc::new(Swt::new(this.clone(), config.awt.node.clone()));
+            let swt = Arc::new(Swt::new(this.clone(), identity.clone()));
             Cache {
             this: this.clone(),
+            identity,
             swt_participant: Arc::new(SwtParticipant(swt.clone())),
             swt,
             db,
             dynamic,
+            sequences,
             backend,
             config,
             groups: RwLock::new(groups),
@@ -436,7 +359,7 @@ impl Cache {
             return Ok(());
         }
         let name = entry.def.name.clone();
-        let worker = autorefresh::spawn(self, entry, backend, &self.config.awt.node, self.config.autorefresh.clone())?;
+        let worker = autorefresh::spawn(self, entry, backend, &self.identity, self.config.autorefresh.clone())?;
         workers.insert(name, worker);
         Ok(())
     }
@@ -488,7 +411,8 @@ impl Cache {
                 self.db.register_consumer(awt::CONSUMER, StreamStart::Now)?;
             }
             if awt.is_none() && self.backend.is_some() {
-                let started = Awt::start(self.this.clone(), self.config.awt.clone(), self.awt_acked())
+                let context = awt::SessionContext { config: self.config.awt.clone(), node: self.identity.clone() };
+                let started = Awt::start(self.this.clone(), context, self.awt_acked())
                     .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start write-through: {error}") })?;
                 *awt = Some(started);
             }
@@ -521,11 +445,144 @@ impl Cache {
     }
 
     /// Loads over cached data only when unpropagated changes are known.
-    fn require_dirty_current(&self, entry: &GroupEntry) -> Result<(), CacheError> {
+    pub(crate) fn require_dirty_current(&self, entry: &GroupEntry) -> Result<(), CacheError> {
         if self.dirty_current(entry)? {
             return Ok(());
         }
         Err(CacheError::WriteThroughBehind { group: entry.def.name.clone() })
+    }
+
+    /// A position below every AWT commit PostgreSQL does not have yet (a
+    /// running load registers it before its snapshot: marks above it stay).
+    pub(crate) fn awt_applied_floor(&self) -> u64 {
+        self.propagation().map_or(self.awt_acked().0, |status| status.position.load(Ordering::Relaxed))
+    }
+
+    /// Every SWT commit numbered below it is committed in PostgreSQL now.
+    pub(crate) fn swt_floor(&self) -> u64 {
+        self.swt.floor()
+    }
+
+    /// How far PostgreSQL had AWT group `group`'s commits in `snapshot` (its progress rows there).
+    pub(crate) fn awt_horizon<C: postgres::GenericClient>(&self, snapshot: &mut C, group: &str) -> Result<Horizon, CacheError> {
+        let positions = awt::read_group_progress(snapshot, &self.identity, group)?;
+        Ok(Horizon::Lanes { group: group.to_owned(), positions })
+    }
+
+    /// Every group now.
+    pub(crate) fn group_entries(&self) -> Vec<Arc<GroupEntry>> {
+        self.groups.read().values().cloned().collect()
+    }
+
+    /// This pgtier in PostgreSQL: its node name and data directory incarnation.
+    pub fn identity(&self) -> &NodeIdentity {
+        &self.identity
+    }
+
+    /// ALTER CACHE GROUP name ACCEPT DEFINITION: takes PostgreSQL's current
+    /// definitions of the group's tables when what the cache mirrors of them
+    /// (columns, their types and NOT NULL, the primary key) is unchanged: a
+    /// constraint, default or index added there. Held write-through resumes
+    /// (within `definition_check_interval`), SWT commits go again, loads
+    /// accept the tables. Returns the tables whose accepted definition moved.
+    /// 55000 when a mirrored part changed: undo it in PostgreSQL, or DROP and
+    /// CREATE the group (its transactions not yet in PostgreSQL are lost).
+    pub fn accept_definition(&self, name: &str) -> Result<Vec<String>, CacheError> {
+        let entry = self.entry(name)?;
+        let names: Vec<String> = entry.group.tables.iter().map(|t| t.source.name.to_string()).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let now = match pgtier_backend::catalog::import_tables(&mut self.connect()?, &refs) {
+            Ok(now) => now,
+            Err(pgtier_backend::BackendError::TableNotFound { name: table }) => {
+                return Err(CacheError::DefinitionDrift { group: name.to_owned(), table, reason: "no longer exists in PostgreSQL".into() });
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let previous = entry.accepted.lock().clone();
+        let (mut accepted, mut moved) = (Vec::new(), Vec::new());
+        for (index, (table, current)) in entry.group.tables.iter().zip(&now).enumerate() {
+            if let Some(change) = crate::drift::mirrored_change(&table.source, current) {
+                return Err(CacheError::DefinitionDrift { group: name.to_owned(), table: table.source.name.to_string(), reason: format!("changed in PostgreSQL: {change}") });
+            }
+            if previous.get(index) != Some(&current.fingerprint()) {
+                moved.push(table.source.name.to_string());
+            }
+            accepted.push(current.fingerprint());
+        }
+        // Durable before it counts: a restart must not hold the group again.
+        let text = persist::root_annotation(&entry.def, &entry.group, &accepted)?;
+        let root = self.db.catalog().table_by_name(&entry.group.root().def.name).map(|t| t.id).ok_or_else(|| CacheError::UndefinedGroup { group: name.to_owned() })?;
+        let mut txn = self.db.begin()?;
+        txn.set_annotation(root, Some(text))?;
+        txn.commit()?;
+        *entry.accepted.lock() = accepted;
+        *entry.tokens.lock() = None;
+        self.swt.status.drifted.lock().remove(name);
+        Ok(moved)
+    }
+
+    /// TAKEOVER CACHE NODE: makes the node name this data directory's in
+    /// PostgreSQL, whoever owned it (`node.rs`). Write-through starts within
+    /// seconds; the previous owner's rows stay under its incarnation.
+    pub fn takeover(&self) -> Result<Claim, CacheError> {
+        let params = self.backend.as_ref().ok_or(CacheError::NoBackend)?;
+        let claim = claim_node(params, &self.identity, true)?;
+        report_claim(&self.identity, &claim);
+        Ok(claim)
+    }
+
+    /// Removes the cached instances of `keys` (absent ones are ignored) as
+    /// `Origin::Evict`: the rows leave the cache, PostgreSQL never hears of
+    /// it. Never an instance with changes PostgreSQL does not have yet (nor
+    /// any while that cannot be told: write-through not reading); with
+    /// `gone` (REFRESH: PostgreSQL did not send them), only instances whose
+    /// every commit that load's snapshot holds.
+    pub(crate) fn remove_instances(&self, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>], gone: Option<&Fence<'_>>) -> Result<UnloadReport, CacheError> {
+        let mut report = UnloadReport::default();
+        for chunk in keys.chunks(REMOVE_BATCH) {
+            match self.remove_batch(entry, layout, chunk, gone) {
+                Ok(done) => report.add(&done),
+                // A row an application transaction holds or changed since the
+                // batch's snapshot: evictions never wait (the engine's no-wait
+                // rule). Again one instance per transaction, leaving those.
+                Err(error) if is_conflict(&error) => {
+                    for key in chunk {
+                        match self.remove_batch(entry, layout, std::slice::from_ref(key), gone) {
+                            Ok(done) => report.add(&done),
+                            Err(error) if is_conflict(&error) => report.skipped_locked += 1,
+                            Err(error) => return Err(error),
+                        }
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(report)
+    }
+
+    fn remove_batch(&self, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>], gone: Option<&Fence<'_>>) -> Result<UnloadReport, CacheError> {
+        let mut report = UnloadReport::default();
+        let mut txn = self.db.begin_with_origin(self.db.default_commit_mode(), Origin::Evict)?;
+        txn.pin_snapshot()?;
+        // The marks must cover every commit the pinned snapshot sees.
+        if !self.dirty_current(entry)? {
+            report.skipped_dirty = keys.len() as u64;
+            return Ok(report);
+        }
+        for key in keys {
+            let Some(key) = layout.normalize_root_key(key) else { continue };
+            if entry.is_dirty(&key) || gone.is_some_and(|fence| !fence.admits(&key)) {
+                report.skipped_dirty += 1;
+                continue;
+            }
+            if let Some(instance) = layout.read(&mut txn, &key)? {
+                layout.delete(&mut txn, &instance)?;
+                report.instances += 1;
+                report.rows += instance.row_count();
+            }
+        }
+        txn.commit()?;
+        Ok(report)
     }
 
     /// Bytes of WAL written that write-through has not yet processed.
@@ -564,33 +621,6 @@ impl Cache {
         self.awt.lock().as_ref().map(|awt| awt.status.clone())
     }
 
-    /// A row of `pgtier_cache_propagation`: where write-through stands.
-    pub fn propagation_info(&self) -> Option<PropagationInfo> {
-        let status = self.propagation()?;
-        let stats = self.db.stats();
-        let position = status.position.load(Ordering::Relaxed);
-        let backlog_bytes = stats.wal_durable_end.0.saturating_sub(position);
-        let last_applied = status.last_applied_commit_us.load(Ordering::Relaxed);
-        let now_us = pgtier_engine::wall_clock_us();
-        Some(PropagationInfo {
-            connected: status.connected.load(Ordering::Relaxed),
-            applied_txns: status.applied_txns.load(Ordering::Relaxed),
-            applied_statements: status.applied_statements.load(Ordering::Relaxed),
-            batches: status.batches.load(Ordering::Relaxed),
-            errors: status.errors.load(Ordering::Relaxed),
-            retries: status.retries.load(Ordering::Relaxed),
-            backlog_bytes,
-            // Nothing pending: no lag. Else the age of the last applied
-            // commit bounds how far behind PostgreSQL is.
-            lag_ms: if backlog_bytes == 0 || last_applied == 0 { 0.0 } else { now_us.saturating_sub(last_applied) as f64 / 1000.0 },
-            lag_p50_ms: status.lag.quantile_us(0.5) / 1000.0,
-            lag_p99_ms: status.lag.quantile_us(0.99) / 1000.0,
-            lag_max_ms: status.lag.max_us() as f64 / 1000.0,
-            lanes: status.lanes.load(Ordering::Relaxed),
-            last_error: status.last_error.lock().clone(),
-        })
-    }
-
     /// Waits until everything committed before this call has been
     /// propagated (or was not for PostgreSQL); false after `timeout`.
     pub fn wait_propagated(&self, timeout: Duration) -> bool {
@@ -608,9 +638,8 @@ impl Cache {
         let _round = self.aging_round.lock();
         // A new epoch: reads from now on are newer than everything before.
         self.db.advance_access_tick();
-        let groups: Vec<Arc<GroupEntry>> = self.groups.read().values().cloned().collect();
-        let dirty_known = groups.iter().map(|entry| self.dirty_current(entry)).collect::<Result<Vec<bool>, _>>()?;
-        aging::age_round(&self.db, &groups, &dirty_known, self.config.memory_budget, self.config.high_watermark, self.config.low_watermark)
+        let groups = self.group_entries();
+        aging::age_round(self, &groups, self.config.memory_budget, self.config.high_watermark, self.config.low_watermark)
     }
 
     /// Turns on the engine seams a group uses: the write guard (READONLY:
@@ -665,9 +694,8 @@ impl Cache {
     /// to prefetch). Ok(true) when this call loaded it.
     pub fn ensure_instance(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
         let entry = self.entry(group)?;
-        self.require_dirty_current(&entry)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
-        self.dynamic.ensure(&self.db, &entry, &layout, root_key)
+        self.dynamic.ensure(self, &entry, &layout, root_key)
     }
 
     /// Whether the instance of `root_key` of group `group` is cached now (a fresh snapshot).
@@ -680,6 +708,13 @@ impl Cache {
 
     pub fn database(&self) -> &Database {
         &self.db
+    }
+
+    /// The next value of PostgreSQL's sequence `sequence` (a cached
+    /// column's [`crate::KeyDefault::sequence`], or the name a session gave
+    /// nextval), from this cache's reserved block; see sequence.rs.
+    pub fn sequence_nextval(&self, sequence: &str) -> Result<i64, CacheError> {
+        self.sequences.next(sequence)
     }
 
     fn connect(&self) -> Result<Client, CacheError> {
@@ -697,7 +732,12 @@ impl Cache {
             return Err(CacheError::DuplicateGroup { group: def.name.clone() });
         }
         let spec = GroupSpec { name: def.name.clone(), root: def.root.clone(), children: def.children.clone(), kind: def.kind };
-        let mut group = define_group(&mut self.connect()?, &spec)?;
+        let mut client = self.connect()?;
+        // The first group a data directory defines claims the node name:
+        // another directory's positions are never taken for this one's.
+        crate::backend_schema::ensure(&mut client)?;
+        node::claim(&mut client, &self.identity, false)?;
+        let mut group = define_group(&mut client, &spec)?;
         check_aging(def, &group)?;
         persist::annotate(def, &mut group)?;
         let mut groups = self.groups.write();
@@ -713,7 +753,8 @@ impl Cache {
             }
         }
         create_group_tables(&self.db, &group)?;
-        let entry = Arc::new(GroupEntry::new(def.clone(), group));
+        let own = group.tables.iter().map(|t| t.source.fingerprint()).collect();
+        let entry = Arc::new(GroupEntry::new(def.clone(), group, own));
         self.install(&entry);
         groups.insert(def.name.clone(), entry.clone());
         drop(groups);
@@ -753,14 +794,13 @@ impl Cache {
         let entry = self.entry(name)?;
         let mut options = options.clone();
         options.predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
-        self.require_dirty_current(&entry)?;
         // One first LOAD at a time: two would each make (and drop) the slot.
         let first_load = self.autorefresh_first_load.lock();
         if entry.def.kind == GroupKind::ReadOnly && entry.def.autorefresh && !self.autorefresh.lock().contains_key(name) && !autorefresh::has_progress(&self.db, name)? {
             // The first LOAD of a READONLY group starts its autorefresh from
             // the snapshot it loads.
             let backend = self.backend.clone().ok_or(CacheError::NoBackend)?;
-            let report = autorefresh::initial_load(self, &entry, &backend, &self.config.awt.node, &options)?;
+            let report = autorefresh::initial_load(self, &entry, &backend, &self.identity, &options)?;
             entry.counters.loaded.fetch_add(report.instances, Ordering::Relaxed);
             self.start_autorefresh(entry)?;
             return Ok(report);
@@ -773,8 +813,8 @@ impl Cache {
 
     /// LOAD's reading: from `snapshot` when given (exported elsewhere), else its own.
     pub(crate) fn load_in_snapshot(&self, entry: &GroupEntry, options: &LoadOptions, snapshot: Option<&str>) -> Result<LoadReport, CacheError> {
-        let exclude = |key: &[Value]| entry.is_dirty(key);
-        let admission = Admission { existing: Existing::Keep, verify: None, exclude: &exclude, seen: None, snapshot };
+        let fence = Fence::open(self, entry)?;
+        let admission = Admission { existing: Existing::Keep, verify: None, fence: Some(&fence), seen: None, snapshot, accepted: Some(entry.accepted.lock().clone()) };
         self.load_from_backend(entry, options, &admission)
     }
 
@@ -815,7 +855,7 @@ impl Cache {
                 &all
             }
         };
-        let report = remove_instances(&self.db, &entry, &layout, keys, self.dirty_current(&entry)?)?;
+        let report = self.remove_instances(&entry, &layout, keys, None)?;
         entry.counters.unloaded.fetch_add(report.instances, Ordering::Relaxed);
         Ok(report)
     }
@@ -830,7 +870,6 @@ impl Cache {
         let entry = self.entry(name)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         let cached: Vec<Vec<Value>> = cached_keys.iter().filter_map(|key| layout.normalize_root_key(key)).collect();
-        self.require_dirty_current(&entry)?;
         let predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
         // A dynamic group refreshes only instances already cached.
         let only = entry.def.dynamic.then_some(cached.as_slice());
@@ -855,9 +894,9 @@ impl Cache {
     /// longer matching).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn reload(&self, entry: &GroupEntry, layout: &InstanceLayout, predicate: Option<String>, only: Option<&[Vec<Value>]>, cached: &[Vec<Value>], options: &LoadOptions, snapshot: Option<&str>) -> Result<RefreshReport, CacheError> {
-        let exclude = |key: &[Value]| entry.is_dirty(key);
+        let fence = Fence::open(self, entry)?;
         let seen = Mutex::new(Vec::new());
-        let admission = Admission { existing: Existing::Replace, verify: None, exclude: &exclude, seen: Some(&seen), snapshot };
+        let admission = Admission { existing: Existing::Replace, verify: None, fence: Some(&fence), seen: Some(&seen), snapshot, accepted: Some(entry.accepted.lock().clone()) };
         let mut report = RefreshReport::default();
         let mut options = options.clone();
         match only {
@@ -879,7 +918,7 @@ impl Cache {
         }
         let seen: HashSet<String> = seen.into_inner().iter().map(|key| key_text(key)).collect();
         let gone: Vec<Vec<Value>> = cached.iter().filter(|key| !seen.contains(&key_text(key))).cloned().collect();
-        let removed = remove_instances(&self.db, entry, layout, &gone, true)?;
+        let removed = self.remove_instances(entry, layout, &gone, Some(&fence))?;
         report.removed = removed.instances;
         report.skipped_dirty += removed.skipped_dirty;
         entry.counters.refreshed.fetch_add(report.reloaded, Ordering::Relaxed);
@@ -895,7 +934,7 @@ impl Cache {
         let cached = layout.root_keys(&self.db)?;
         let tally = Mutex::new(VerifyTally::default());
         let seen = Mutex::new(Vec::new());
-        let admission = Admission { existing: Existing::Keep, verify: Some(&tally), exclude: &|_| false, seen: Some(&seen), snapshot: None };
+        let admission = Admission { existing: Existing::Keep, verify: Some(&tally), fence: None, seen: Some(&seen), snapshot: None, accepted: Some(entry.accepted.lock().clone()) };
         let mut options = LoadOptions { parallel: self.config.load_parallel, ..LoadOptions::default() };
         if entry.def.dynamic {
             for chunk in cached.chunks(REFRESH_KEYS_PER_QUERY) {
@@ -910,42 +949,6 @@ impl Cache {
         let mut tally = tally.into_inner();
         tally.only_in_cache = cached.iter().map(|key| key_text(key)).filter(|key| !seen.contains(key)).collect();
         Ok(tally)
-    }
-
-    /// `pgtier_cache_groups`.
-    pub fn groups(&self) -> Vec<GroupInfo> {
-        self.groups.read().values().map(|entry| group_info(&entry.def, &entry.group)).collect()
-    }
-
-    /// `pgtier_cache_tables`.
-    pub fn tables(&self) -> Vec<TableInfo> {
-        let sizes = self.table_sizes();
-        let mut out = Vec::new();
-        for entry in self.groups.read().values() {
-            for table in &entry.group.tables {
-                let (rows, memory_bytes) = sizes.get(table.def.name.as_str()).copied().unwrap_or((0, 0));
-                out.push(TableInfo {
-                    group: entry.def.name.clone(),
-                    table: table.def.name.clone(),
-                    source: table.source.name.to_string(),
-                    parent: table.parent.map(|parent| entry.group.tables[parent].def.name.clone()),
-                    rows,
-                    memory_bytes,
-                });
-            }
-        }
-        out
-    }
-
-    /// `pgtier_cache_stats`.
-    pub fn stats(&self) -> Vec<GroupStats> {
-        let sizes = self.table_sizes();
-        self.groups.read().values().map(|entry| group_stats(entry, &sizes)).collect()
-    }
-
-    /// Per engine table: (committed rows, bytes in memory).
-    fn table_sizes(&self) -> HashMap<String, (u64, u64)> {
-        self.db.stats().tables.into_iter().map(|t| (t.name, (t.rows, self.db.table_memory(t.id)))).collect()
     }
 
     /// Uninstalls the engine hooks (also on drop); the groups stay defined.
@@ -1004,6 +1007,17 @@ struct AwtGuard {
 impl pgtier_engine::WriteGuard for AwtGuard {
     fn check_write(&self, table: &pgtier_engine::TableSchema) -> pgtier_engine::Result<()> {
         let Some(cache) = self.cache.upgrade() else { return Ok(()) };
+        if let Some(status) = cache.propagation()
+            && status.node_refused.load(Ordering::Relaxed)
+        {
+            // Acknowledged here, such a write would never reach PostgreSQL.
+            let refusal = status.last_error.lock().clone().unwrap_or_default();
+            return Err(EngineError::hook(
+                "55000",
+                format!("cannot change table \"{}\" of AWT cache group \"{}\": write-through is refused: {refusal}", table.name, self.group),
+                CacheError::NodeOwned { node: String::new(), owner: String::new(), since: String::new() }.hint(),
+            ));
+        }
         let backlog = cache.awt_backlog_bytes();
         if backlog <= self.bound {
             return Ok(());
@@ -1042,46 +1056,5 @@ fn combine(group: Option<&str>, statement: Option<&str>) -> Option<String> {
         (Some(g), Some(s)) => Some(format!("({g}) AND ({s})")),
         (Some(one), None) | (None, Some(one)) => Some(one.to_owned()),
         (None, None) => None,
-    }
-}
-
-fn group_info(def: &CreateGroup, group: &CacheGroup) -> GroupInfo {
-    GroupInfo {
-        name: def.name.clone(),
-        kind: match def.kind {
-            GroupKind::Awt => "AWT",
-            GroupKind::Swt => "SWT",
-            GroupKind::ReadOnly => "READONLY",
-        },
-        dynamic: def.dynamic,
-        root_table: group.root().def.name.clone(),
-        root_predicate: def.root_predicate.clone(),
-        aging: match &def.aging {
-            Aging::Off => "OFF".into(),
-            Aging::Lru => "LRU".into(),
-            Aging::Time { column, lifetime } => format!("USE {column} LIFETIME {} SECONDS", lifetime.as_secs()),
-        },
-        keep: def.keep,
-        memory_budget: def.memory_budget,
-    }
-}
-
-fn group_stats(entry: &GroupEntry, sizes: &HashMap<String, (u64, u64)>) -> GroupStats {
-    let size = |name: &str| sizes.get(name).copied().unwrap_or((0, 0));
-    let counters = &entry.counters;
-    let misses = counters.miss_count.load(Ordering::Relaxed);
-    GroupStats {
-        group: entry.def.name.clone(),
-        instances: size(&entry.group.root().def.name).0,
-        rows: entry.group.tables.iter().map(|t| size(&t.def.name).0).sum(),
-        memory_bytes: entry.group.tables.iter().map(|t| size(&t.def.name).1).sum(),
-        loaded_instances: counters.loaded.load(Ordering::Relaxed),
-        unloaded_instances: counters.unloaded.load(Ordering::Relaxed),
-        refreshed_instances: counters.refreshed.load(Ordering::Relaxed),
-        evicted_instances: counters.evicted.load(Ordering::Relaxed),
-        dynamic_loads: counters.dynamic_loads.load(Ordering::Relaxed),
-        dynamic_absent: counters.dynamic_absent.load(Ordering::Relaxed),
-        miss_latency_avg_us: if misses == 0 { 0.0 } else { counters.miss_us_total.load(Ordering::Relaxed) as f64 / misses as f64 },
-        miss_latency_max_us: counters.miss_us_max.load(Ordering::Relaxed),
     }
 }

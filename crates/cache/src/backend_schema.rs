@@ -1,0 +1,142 @@
+//! What pgtier keeps in PostgreSQL (schema `pgtier`), made once per
+//! database and moved forward from older layouts:
+//!
+//! | object | what |
+//! |---|---|
+//! | `nodes (node, incarnation, claimed_at, previous)` | which data directory owns each node name (`node.rs`) |
+//! | `awt_progress (node, incarnation, grp, stream, next_lsn, ...)` | per AWT group and apply lane, the stream position before which everything is applied |
+//! | `awt_errors` | AWT transactions PostgreSQL refused for good, with their statements |
+//! | `swt_log (node, incarnation, slot, txn_id, changes)` | SWT's log of committed transactions per apply slot |
+//! | `expect_one(n, what)` | raises P0002 unless an UPDATE/DELETE changed exactly one row |
+//! | `check_node(node, incarnation)` | raises `PGT01` unless the directory still owns the name (shared advisory lock: a takeover waits for running transactions) |
+//! | `awt_advance(...)` | `check_node`, then moves progress rows |
+//! | `definition_token(oid)` | a digest of a table's columns, constraints, defaults and indexes as the catalog holds them now |
+//! | `check_definitions(oids, tokens)` | locks the tables (ROW EXCLUSIVE: no ALTER can commit until this transaction ends), then raises `PGT02` when a digest differs |
+//!
+//! Rows from before incarnation ids carry `incarnation = ''` and `grp =
+//! ''` (one position per lane for every group); a directory that adopts
+//! them takes them over (`node::claim`).
+
+use postgres::Client;
+
+use crate::apply::connection_error;
+use crate::error::CacheError;
+
+/// Raised by `pgtier.check_node`: the node name is another directory's now.
+pub(crate) const NODE_NOT_OWNED: &str = "PGT01";
+/// Raised by `pgtier.check_definitions`: a cached table changed in PostgreSQL.
+pub(crate) const DEFINITION_CHANGED: &str = "PGT02";
+
+/// The layout this version writes; older ones are moved forward.
+const VERSION: i32 = 2;
+
+/// Makes schema `pgtier` current (cheap when it is: one query).
+pub(crate) fn ensure(client: &mut Client) -> Result<(), CacheError> {
+    let current = client
+        .query_opt("SELECT version FROM pgtier.schema_version", &[])
+        .ok()
+        .flatten()
+        .map(|row| row.get::<_, i32>(0));
+    if current.is_some_and(|v| v >= VERSION) {
+        return Ok(());
+    }
+    client.batch_execute(&script()).map_err(|e| connection_error(&e))
+}
+
+fn script() -> String {
+    format!(
+        "BEGIN;
+         -- Sessions of both write-through modes start at once, and concurrent
+         -- CREATE ... IF NOT EXISTS or CREATE OR REPLACE can still collide.
+         SELECT pg_advisory_xact_lock(hashtext('pgtier write-through schema'));
+         CREATE SCHEMA IF NOT EXISTS pgtier;
+         CREATE TABLE IF NOT EXISTS pgtier.schema_version (version int NOT NULL);
+         CREATE TABLE IF NOT EXISTS pgtier.nodes (
+             node text PRIMARY KEY, incarnation text NOT NULL, claimed_at timestamptz NOT NULL DEFAULT now(), previous text);
+         CREATE TABLE IF NOT EXISTS pgtier.awt_progress (
+             node text NOT NULL, incarnation text NOT NULL, grp text NOT NULL, stream int NOT NULL, next_lsn bigint NOT NULL,
+             commit_time_us bigint, applied_at timestamptz NOT NULL, PRIMARY KEY (node, incarnation, grp, stream));
+         CREATE TABLE IF NOT EXISTS pgtier.awt_errors (
+             id bigserial PRIMARY KEY, node text NOT NULL, incarnation text, lsn bigint NOT NULL, commit_time_us bigint NOT NULL,
+             sqlstate text NOT NULL, message text NOT NULL, statements text NOT NULL, recorded_at timestamptz NOT NULL DEFAULT now());
+         CREATE TABLE IF NOT EXISTS pgtier.swt_log (
+             node text NOT NULL, incarnation text NOT NULL, slot int NOT NULL, txn_id bigint NOT NULL, changes text NOT NULL,
+             committed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (node, incarnation, slot, txn_id));
+         -- The layout before incarnation ids (version 1): keyed by node alone.
+         DO $m$
+         BEGIN
+             IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'pgtier.awt_progress'::regclass AND attname = 'incarnation') THEN
+                 ALTER TABLE pgtier.awt_progress ADD COLUMN incarnation text NOT NULL DEFAULT '', ADD COLUMN grp text NOT NULL DEFAULT '';
+                 ALTER TABLE pgtier.awt_progress DROP CONSTRAINT awt_progress_pkey, ADD PRIMARY KEY (node, incarnation, grp, stream);
+             END IF;
+             IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'pgtier.swt_log'::regclass AND attname = 'incarnation') THEN
+                 ALTER TABLE pgtier.swt_log ADD COLUMN incarnation text NOT NULL DEFAULT '';
+                 ALTER TABLE pgtier.swt_log DROP CONSTRAINT swt_log_pkey, ADD PRIMARY KEY (node, incarnation, slot, txn_id);
+             END IF;
+             IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'pgtier.awt_errors'::regclass AND attname = 'incarnation') THEN
+                 ALTER TABLE pgtier.awt_errors ADD COLUMN incarnation text;
+                 UPDATE pgtier.awt_errors SET incarnation = '';
+             END IF;
+         END $m$;
+         CREATE OR REPLACE FUNCTION pgtier.expect_one(changed bigint, what text) RETURNS void LANGUAGE plpgsql AS $f$
+         BEGIN
+             IF changed <> 1 THEN
+                 RAISE EXCEPTION '% changed % rows in PostgreSQL instead of one', what, changed
+                     USING ERRCODE = 'P0002', HINT = 'The row is missing in PostgreSQL or its key differs there: it was changed behind the cache. REFRESH CACHE GROUP reloads it.';
+             END IF;
+         END $f$;
+         CREATE OR REPLACE FUNCTION pgtier.check_node(p_node text, p_incarnation text) RETURNS void LANGUAGE plpgsql AS $f$
+         BEGIN
+             PERFORM pg_advisory_xact_lock_shared(hashtext('pgtier node ' || p_node));
+             IF NOT EXISTS (SELECT 1 FROM pgtier.nodes WHERE node = p_node AND incarnation = p_incarnation) THEN
+                 RAISE EXCEPTION 'pgtier node \"%\" is owned by another data directory', p_node USING ERRCODE = '{NODE_NOT_OWNED}';
+             END IF;
+         END $f$;
+         CREATE OR REPLACE FUNCTION pgtier.awt_advance(p_node text, p_incarnation text, p_groups text[], p_streams int[], p_next bigint[], p_commit_us bigint)
+             RETURNS void LANGUAGE plpgsql AS $f$
+         BEGIN
+             PERFORM pgtier.check_node(p_node, p_incarnation);
+             INSERT INTO pgtier.awt_progress AS p (node, incarnation, grp, stream, next_lsn, commit_time_us, applied_at)
+                 SELECT p_node, p_incarnation, g, s, n, p_commit_us, now() FROM unnest(p_groups, p_streams, p_next) AS u(g, s, n)
+                 ON CONFLICT (node, incarnation, grp, stream) DO UPDATE
+                     SET next_lsn = greatest(p.next_lsn, EXCLUDED.next_lsn), commit_time_us = EXCLUDED.commit_time_us, applied_at = now();
+         END $f$;
+         CREATE OR REPLACE FUNCTION pgtier.definition_token(p_rel oid) RETURNS text LANGUAGE sql STABLE AS $f$
+             SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_class WHERE oid = p_rel) THEN md5(concat_ws('|',
+                 (SELECT string_agg(concat_ws(':', attnum, attname, atttypid, atttypmod, attnotnull, attisdropped, attidentity, attgenerated, atthasdef), ',' ORDER BY attnum)
+                    FROM pg_attribute WHERE attrelid = p_rel AND attnum > 0),
+                 (SELECT string_agg(oid::text, ',' ORDER BY oid) FROM pg_constraint WHERE conrelid = p_rel),
+                 (SELECT string_agg(oid::text, ',' ORDER BY oid) FROM pg_attrdef WHERE adrelid = p_rel),
+                 (SELECT string_agg(indexrelid::text, ',' ORDER BY indexrelid) FROM pg_index WHERE indrelid = p_rel))) END
+         $f$;
+         CREATE OR REPLACE FUNCTION pgtier.check_definitions(p_rels oid[], p_tokens text[]) RETURNS void LANGUAGE plpgsql AS $f$
+         DECLARE
+             i int;
+         BEGIN
+             FOR i IN 1 .. coalesce(array_length(p_rels, 1), 0) LOOP
+                 IF NOT EXISTS (SELECT 1 FROM pg_class WHERE oid = p_rels[i]) THEN
+                     RAISE EXCEPTION 'a cached table (oid %) was dropped in PostgreSQL', p_rels[i] USING ERRCODE = '{DEFINITION_CHANGED}', DETAIL = p_rels[i]::text;
+                 END IF;
+                 -- After this lock no ALTER of the table can commit before this
+                 -- transaction ends, so the statements after it apply to the
+                 -- definition checked here.
+                 EXECUTE format('LOCK TABLE %s IN ROW EXCLUSIVE MODE', p_rels[i]::regclass);
+                 IF pgtier.definition_token(p_rels[i]) IS DISTINCT FROM p_tokens[i] THEN
+                     RAISE EXCEPTION 'the definition of %  changed in PostgreSQL', p_rels[i]::regclass USING ERRCODE = '{DEFINITION_CHANGED}', DETAIL = p_rels[i]::text;
+                 END IF;
+             END LOOP;
+         END $f$;
+         DELETE FROM pgtier.schema_version;
+         INSERT INTO pgtier.schema_version VALUES ({VERSION});
+         COMMIT;"
+    )
+}
+
+/// The current digests of `oids` (`pgtier.definition_token`), in order;
+/// None for a table that no longer exists.
+pub(crate) fn definition_tokens<C: postgres::GenericClient>(client: &mut C, oids: &[u32]) -> Result<Vec<Option<String>>, CacheError> {
+    let rows = client
+        .query("SELECT pgtier.definition_token(o) FROM unnest($1::oid[]) WITH ORDINALITY AS u(o, n) ORDER BY n", &[&oids])
+        .map_err(|e| connection_error(&e))?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
