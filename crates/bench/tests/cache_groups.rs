@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{SEED, benchmark_postgres, commit_mode, env_f64, env_u64, load_average, machine, out_dir, populate_postgres};
+use common::{SEED, benchmark_postgres, commit_mode, env_f64, env_u64, load_average, machine, out_dir, own_node, populate_postgres};
 use pgtier_backend::harness::{PrivateCluster, shared_cluster};
 use pgtier_bench::chart::{TimeSeries, draw_time_series};
 use pgtier_bench::driver::{LiveCounters, LoadSpec, RepetitionTally, Workload, run_repetition};
@@ -92,7 +92,7 @@ fn assert_same_rows(target: &EmbeddedTarget, url: &str, what: &str) -> u64 {
 /// A fresh engine in `dir` with the TATP group (non-dynamic) loaded from
 /// PostgreSQL at `parallel`.
 fn loaded_cache(dir: &Path, url: &str, parallel: usize, mode: CommitMode) -> (Arc<Cache>, EmbeddedTarget, pgtier_cache::LoadReport) {
-    let (cache, target) = open_cache(dir, mode, url, CacheConfig::default()).unwrap();
+    let (cache, target) = open_cache(dir, mode, url, own_node(CacheConfig::default())).unwrap();
     cache_call(cache.create_group(&tatp_group("tatp", false, Aging::Off))).unwrap();
     let report = cache_call(cache.load("tatp", &LoadOptions { parallel, ..LoadOptions::default() })).unwrap();
     (cache, target, report)
@@ -335,7 +335,7 @@ fn random_keys(subscribers: u64, count: u64, seed: u64) -> Vec<u64> {
 }
 
 fn dynamic_group(dir: &Path, url: &str, config: CacheConfig, aging: Aging) -> (Arc<Cache>, EmbeddedTarget) {
-    let (cache, target) = open_cache(dir, commit_mode(), url, config).unwrap();
+    let (cache, target) = open_cache(dir, commit_mode(), url, own_node(config)).unwrap();
     cache_call(cache.create_group(&tatp_group("tatp", true, aging))).unwrap();
     (cache, target)
 }
@@ -383,7 +383,7 @@ fn c_dynamic_load_latency() {
 /// Bytes one average TATP instance takes, from a scratch non-dynamic load.
 fn bytes_per_instance(url: &str, instances: u64) -> f64 {
     let dir = tempfile::tempdir().unwrap();
-    let (cache, _target) = open_cache(dir.path(), CommitMode::Async, url, CacheConfig::default()).unwrap();
+    let (cache, _target) = open_cache(dir.path(), CommitMode::Async, url, own_node(CacheConfig::default())).unwrap();
     cache_call(cache.create_group(&tatp_group("probe", false, Aging::Off))).unwrap();
     let options = LoadOptions { predicate: Some(format!("s_id <= {instances}")), ..LoadOptions::default() };
     cache_call(cache.load("probe", &options)).unwrap();
