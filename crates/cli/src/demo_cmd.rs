@@ -122,6 +122,11 @@ fn options(args: &DemoArgs) -> anyhow::Result<DemoOptions> {
             CommitArg::Async => CommitMode::Async,
         },
         awt: AwtConfig {
+            // Every run's engine directory is new, so its node name is too:
+            // PostgreSQL (`--backend`, used before) may hold an earlier
+            // run's write-through progress, which belongs to that
+            // directory and would refuse this one under the same name.
+            node: format!("demo{:012x}", pgtier_bench::driver::fresh_seed() & 0xffff_ffff_ffff),
             apply_connections: args.awt_lanes,
             batch_delay: std::time::Duration::from_millis(args.awt_batch_delay),
             ..AwtConfig::default()
@@ -160,7 +165,8 @@ fn start_server(dir: &Path, backend: &str, mode: CommitMode, awt: &AwtConfig) ->
     let toml = format!(
         "listen = \"127.0.0.1:0\"\ndata_dir = {dir:?}\ncommit_mode = \"{mode}\"\nmax_connections = 1000\n\
          [auth]\nmethod = \"trust\"\n[backend]\nurl = {backend:?}\n[cache]\nmemory_budget = \"64GB\"\n\
-         awt_apply_connections = {lanes}\nawt_batch_delay_ms = {delay}\n",
+         awt_node = {node:?}\nawt_apply_connections = {lanes}\nawt_batch_delay_ms = {delay}\n",
+        node = awt.node,
         dir = dir.display().to_string(),
         lanes = awt.apply_connections,
         delay = awt.batch_delay.as_millis(),

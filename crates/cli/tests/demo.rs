@@ -5,8 +5,9 @@
 //! behind the cache, and a clean verify; after it, PostgreSQL must hold
 //! exactly the rows pgtier's engine holds (checked here, apart from the
 //! demo's own verify, on the PostgreSQL the test gives it with
-//! `--backend`). Ctrl-C must stop the demo's private PostgreSQL and leave a
-//! partial report.
+//! `--backend`), and a second demo on that PostgreSQL must get through its
+//! LOAD and direct sweep. Ctrl-C must stop the demo's private PostgreSQL and
+//! leave a partial report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
@@ -200,11 +201,35 @@ fn demo_runs_end_to_end_and_postgres_holds_what_pgtier_committed() {
         assert!(out.join(format!("{stem}.png")).exists() && text.contains(&stem), "{stem} missing");
     }
     assert!(!text.contains("Charts not drawn"), "{text}");
+    again_on_the_same_postgres(&url);
     // Both commit modes' ratios in the headline, durability named.
     let headline = text.split(demo::SECTIONS[1]).next().unwrap();
     for words in ["async commit", "sync commit", "DurableCommits=0", "× lower", "Write-through at that rate", "pgtier's sustainable throughput"] {
         assert!(headline.contains(words), "headline lacks {words:?}:\n{headline}");
     }
+}
+
+/// A second demo on the PostgreSQL the first used: its new engine
+/// directory's write-through starts (a node name of its own, not the first
+/// run's) and the direct sweep, behind LOAD and write-through, runs past
+/// its first drain; then Ctrl-C.
+fn again_on_the_same_postgres(url: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = demo_command(dir.path()).args(["--backend", url]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut seen = Vec::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line.contains("[5/9]") {
+            break;
+        }
+    }
+    // SAFETY: signals our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    assert!(seen.iter().any(|l| l.contains("[5/9]")), "a second demo on the same PostgreSQL did not get past the direct sweep ({status}): {seen:?}");
 }
 
 #[test]

@@ -106,7 +106,9 @@ pub struct DemoOptions {
     /// Commit mode of the sweeps, the search, the wire server and the first
     /// direct capped run; the direct capped run is repeated in the other.
     pub commit_mode: CommitMode,
-    /// Write-through's lanes and batching (the rest stays default).
+    /// Write-through's node name, lanes and batching (the rest stays
+    /// default). The command line gives every run a node name of its own:
+    /// a node name belongs to one engine directory in PostgreSQL.
     pub awt: AwtConfig,
     pub load_parallel: usize,
     pub populate_streams: usize,
@@ -747,7 +749,12 @@ fn settings(o: &DemoOptions) -> Vec<(String, String)> {
         ("pgtier commit mode (sweeps, search, wire)".into(), format!("{:?}", o.commit_mode).to_lowercase()),
         (
             "write-through (AWT)".into(),
-            format!("{} apply lane(s), a batch collects for {} ms after its first transaction", o.awt.apply_connections, o.awt.batch_delay.as_millis()),
+            format!(
+                "node {}, {} apply lane(s), a batch collects for {} ms after its first transaction",
+                o.awt.node,
+                o.awt.apply_connections,
+                o.awt.batch_delay.as_millis()
+            ),
         ),
         ("LOAD parallel".into(), o.load_parallel.to_string()),
         ("seed".into(), o.seed.to_string()),
