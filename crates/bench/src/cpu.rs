@@ -204,26 +204,35 @@ mod tests {
     fn a_spinning_named_thread_shows_under_its_component() {
         let before = threads();
         let started = Instant::now();
-        let spinner = std::thread::spawn(|| {
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let (exit_tx, exit_rx) = std::sync::mpsc::channel::<()>();
+        let spinner = std::thread::spawn(move || {
             name_current_thread("pgtier-awt-9");
-            let until = Instant::now() + std::time::Duration::from_millis(300);
+            // Ten ticks of its own CPU however busy the machine is, then it
+            // stays alive until its ticks have been read.
+            let own = || std::fs::read_to_string("/proc/thread-self/stat").ok().and_then(|s| parse_proc_stat(&s)).map_or(0, |t| t.own);
+            let first = own();
             let mut x = 0u64;
-            while Instant::now() < until {
-                x = x.wrapping_add(1);
+            while own() < first + 10 {
+                for _ in 0..10_000 {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
             }
-            // Still alive when the window ends: its ticks are read then.
-            std::thread::sleep(std::time::Duration::from_millis(200));
+            done_tx.send(()).unwrap();
+            exit_rx.recv().unwrap();
             x
         });
-        std::thread::sleep(std::time::Duration::from_millis(400));
+        done_rx.recv().unwrap();
         let after = threads();
         let window_s = started.elapsed().as_secs_f64();
+        exit_tx.send(()).unwrap();
         spinner.join().unwrap();
         assert!(after.iter().any(|t| t.name == "pgtier-awt-9"), "{after:?}");
         let shares = shares(&before, &after, window_s);
         let awt = shares.iter().find(|s| s.component == Component::WriteThrough.name()).unwrap();
-        // 300 ms of spinning in a 400 ms window: well above zero, at most one core.
-        assert!(awt.percent > 10.0 && awt.percent <= 110.0, "{shares:?}");
+        // At least its ten ticks; at most one core (give or take a tick at each end).
+        let ticks = awt.percent / 100.0 * window_s * clock_ticks_per_s();
+        assert!(ticks > 9.5 && ticks <= window_s * clock_ticks_per_s() + 2.0, "{ticks} ticks in {window_s} s: {shares:?}");
         assert_eq!(awt.threads, 1);
     }
 }
