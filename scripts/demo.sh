@@ -4,10 +4,11 @@
 # synchronous_commit on), TATP populated, the baseline thread sweep against
 # PostgreSQL alone, an AWT cache group over 16 % of the subscribers LOADed,
 # the same sweep against pgtier in direct mode and over the wire, the
-# rate-cap search, both sides at the capped rate, verify, and the report
-# (results/demo/report.md, charts beside it). Ctrl-C stops cleanly and
-# leaves a partial report. About 11 minutes on 2 cores (6 to build from
-# scratch, 5 to run).
+# rate-cap search, every side at the capped rate three times (pgtier direct
+# in both commit modes), verify, and the report (results/demo/report.md,
+# charts beside it). Ctrl-C stops cleanly and leaves a partial report.
+# 8 to 10 minutes of running on 2 cores shared with other work (load
+# average 7 to 11), plus the build (3 to 6 minutes from scratch).
 #
 # Knobs (environment): SUBSCRIBERS (default 500000), CACHED_FRACTION (0.16),
 # THREADS (1,2,4,8), DURATION / RAMP_UP seconds per point (8 / 2),

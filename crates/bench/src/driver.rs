@@ -14,16 +14,18 @@
 //!
 //! Open loop is honest about queueing (no coordinated omission): each worker
 //! follows its own Poisson schedule and a transaction's latency runs from its
-//! intended start, so when the server stalls, everything scheduled during the
-//! stall is charged the wait. What is not charged is the load generator's
-//! own lateness: a worker that slept until an intended start and woke late
-//! (timer slack, a vCPU the hypervisor had not scheduled: on the 2-core dev
-//! VM one wake in seven is over 100 µs late, one in three thousand over
-//! 3 ms) times that transaction, and any whose intended start passed while
-//! it overslept, from its wake-up. The system under test was idle then;
-//! charging it would add milliseconds to a µs engine and almost nothing to
-//! PostgreSQL. Late wakes are counted ([`ScheduleTally::late_wakes`]) so a
-//! report can show how often that happened. A worker that falls behind keeps working through
+//! intended start, always: when the server stalls, everything scheduled
+//! during the stall is charged the wait, and when the worker itself wakes
+//! late from sleeping until an intended start, that lateness is charged too.
+//! In direct mode the worker thread *is* the application thread that
+//! pgtier's own threads (WAL writer, write-through) and PostgreSQL compete
+//! with for the CPU, so a late wake is part of what the application sees;
+//! on the 2-core dev VM one wake in seven is over 100 µs late and a few in
+//! ten thousand over 3 ms. A second histogram charges each transaction from
+//! the worker's last wake-up instead ([`TxnTally::latency_from_wake`]): the
+//! figure without the load generator's lateness, which a report may show
+//! beside the first, labelled as such. Late wakes are counted
+//! ([`ScheduleTally::late_wakes`]). A worker that falls behind keeps working through
 //! its backlog after `end` until every in-window transaction has run (bounded
 //! by [`BACKLOG_GRACE`]; anything left is reported as missed, never dropped
 //! silently).
@@ -102,7 +104,11 @@ pub struct TxnTally {
     pub executed: u64,
     pub found: u64,
     pub acceptable_errors: u64,
+    /// Closed loop: from the start of the call. Open loop: from the intended start.
     pub latency: LatencyHistogram,
+    /// Open loop only: from the intended start, or from the worker's last
+    /// wake-up when that came later (the load generator's lateness left out).
+    pub latency_from_wake: LatencyHistogram,
 }
 
 impl TxnTally {
@@ -111,6 +117,7 @@ impl TxnTally {
         self.found += other.found;
         self.acceptable_errors += other.acceptable_errors;
         self.latency.merge(&other.latency);
+        self.latency_from_wake.merge(&other.latency_from_wake);
     }
 }
 
@@ -496,6 +503,7 @@ fn worker(
     if shared.stop.load(Ordering::Relaxed) {
         return Ok(WorkerTally::default());
     }
+    crate::cpu::name_current_thread(&format!("bench-client-{thread}"));
     tighten_timer_slack();
     let window = Window::new(t0, spec);
     let mut tally = WorkerTally {
@@ -520,22 +528,23 @@ fn worker(
     }
 }
 
-fn record(tally: &mut WorkerTally, kind: usize, outcome: Outcome, latency: Duration) {
+/// Counts one transaction; `from_wake` is the open loop's second figure.
+fn record(tally: &mut WorkerTally, kind: usize, outcome: Outcome, latency: Duration, from_wake: Option<Duration>) {
     let Some(t) = tally.txns.get_mut(kind) else {
         debug_assert!(false, "workload returned transaction type {kind} out of range");
         return;
     };
-    match outcome {
-        Outcome::Found => {
-            t.executed += 1;
-            t.found += 1;
-            t.latency.record(latency);
-        }
-        Outcome::NotFound => {
-            t.executed += 1;
-            t.latency.record(latency);
-        }
-        Outcome::AcceptableError => t.acceptable_errors += 1,
+    if outcome == Outcome::AcceptableError {
+        t.acceptable_errors += 1;
+        return;
+    }
+    t.executed += 1;
+    if outcome == Outcome::Found {
+        t.found += 1;
+    }
+    t.latency.record(latency);
+    if let Some(from_wake) = from_wake {
+        t.latency_from_wake.record(from_wake);
     }
 }
 
@@ -555,7 +564,7 @@ fn closed_loop(
         let (kind, outcome) = client.run_next()?;
         let done = Instant::now();
         if window.contains(start) {
-            record(tally, kind, outcome, done - start);
+            record(tally, kind, outcome, done - start, None);
         }
         live.finished.fetch_add(1, Ordering::Relaxed);
     }
@@ -611,11 +620,11 @@ fn open_loop(
         let done = Instant::now();
         if in_window {
             // From the intended start: time spent queued behind a slow
-            // transaction is part of what the user would have waited. Not
-            // before the worker's last wake-up: until then the load
-            // generator, not the system, was late (see the module comment).
-            let from = intended.max(woke);
-            record(tally, kind, outcome, done.saturating_duration_since(from));
+            // transaction, or waiting for this thread to be run again, is
+            // part of what the user would have waited (see the module
+            // comment). Beside it, the same from the last wake-up.
+            let from_wake = done.saturating_duration_since(intended.max(woke));
+            record(tally, kind, outcome, done.saturating_duration_since(intended), Some(from_wake));
             tally.schedule.intended += 1;
             tally.schedule.completed += 1;
             let lag_us = duration_us(start.saturating_duration_since(intended));

@@ -10,7 +10,7 @@ use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
 use serde::{Deserialize, Serialize};
 
 use crate::driver::{RepetitionTally, ScheduleTally, TxnTally};
-use crate::result::{BackendFigures, Iteration, LatencyUs, MachineInfo, Repetition, RunResult, ThreadStats, TxnStats};
+use crate::result::{BackendFigures, CpuShare, Iteration, LatencyUs, MachineInfo, Repetition, RunResult, ThreadStats, TxnStats};
 use crate::stats::Spread;
 
 /// Figures of one repetition that the shared result format has no field for
@@ -113,6 +113,7 @@ pub fn txn_stats(names: &[&str], spec_success: &[f64], tallies: &[TxnTally]) -> 
                 success_ratio: if attempts == 0 { 0.0 } else { t.found as f64 / attempts as f64 },
                 spec_success_ratio: spec_success.get(i).copied().unwrap_or(0.0),
                 latency_us: t.latency.summary(),
+                latency_from_wake_us: (!t.latency_from_wake.is_empty()).then(|| t.latency_from_wake.summary()),
             }
         })
         .collect()
@@ -217,7 +218,27 @@ pub fn mean_backend(iteration: &Iteration) -> Option<BackendFigures> {
         samples: all.iter().map(|b| b.samples).sum(),
         active_sessions: mean(|b| b.active_sessions),
         wal_wait_sessions: mean(|b| b.wal_wait_sessions),
+        process_cpu: mean_cpu(&all),
     })
+}
+
+/// Each component's CPU averaged over the repetitions (a repetition
+/// without it counts as 0 %).
+fn mean_cpu(all: &[&BackendFigures]) -> Vec<CpuShare> {
+    let mut out: Vec<CpuShare> = Vec::new();
+    for share in all.iter().flat_map(|b| &b.process_cpu) {
+        match out.iter_mut().find(|s| s.component == share.component) {
+            Some(s) => {
+                s.percent += share.percent;
+                s.threads = s.threads.max(share.threads);
+            }
+            None => out.push(share.clone()),
+        }
+    }
+    for s in &mut out {
+        s.percent /= all.len().max(1) as f64;
+    }
+    out
 }
 
 fn us(v: f64) -> String {
@@ -504,6 +525,7 @@ mod tests {
             success_ratio: 0.5,
             spec_success_ratio: 0.625,
             latency_us: LatencyUs { min: 10.0, avg: 55.5, p50: 50.0, p90: 90.0, p99: 99.0, p999: 150.0, max: 2000.0 },
+            latency_from_wake_us: None,
         };
         let rep = Repetition {
             mqth: 1234.5,
@@ -520,6 +542,7 @@ mod tests {
                 samples: 1000,
                 active_sessions: 2.0,
                 wal_wait_sessions: 0.5,
+                process_cpu: Vec::new(),
             }),
             per_thread: vec![ThreadStats {
                 thread: 0,
@@ -533,7 +556,9 @@ mod tests {
             started_at: rfc3339(0),
             label: "pg, \"quoted\"".to_owned(),
             config: RunConfig { workload: "tatp".to_owned(), subscribers: 1000, ..RunConfig::default() },
-            machine: machine_info(),
+            // A value JSON gives back exactly: serde_json's float parsing
+            // may be one ulp off for this machine's real memory size.
+            machine: MachineInfo { memory_gib: 23.5, ..machine_info() },
             iterations: vec![Iteration {
                 threads: 4,
                 repetitions: vec![rep.clone(), rep.clone()],

@@ -34,7 +34,13 @@ pub struct TxnStats {
     pub success_ratio: f64,
     /// The spec's expected success ratio, for comparison in the report.
     pub spec_success_ratio: f64,
+    /// Closed loop: from the start of each call. Open loop: from each
+    /// transaction's intended start (what the application sees).
     pub latency_us: LatencyUs,
+    /// Open loop only: from the intended start or the load generator's
+    /// wake-up, whichever came later (its lateness not charged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_from_wake_us: Option<LatencyUs>,
 }
 
 /// Figures sampled from the system under test during the measure window.
@@ -64,6 +70,20 @@ pub struct BackendFigures {
     /// which a share hides when there are fewer sessions.
     #[serde(default)]
     pub wal_wait_sessions: f64,
+    /// CPU of the benchmark process's threads by component (`crate::cpu`):
+    /// the clients, and pgtier's own threads when it runs in this process.
+    #[serde(default)]
+    pub process_cpu: Vec<CpuShare>,
+}
+
+/// CPU of one component of the benchmark process over a measure window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuShare {
+    /// `crate::cpu::Component::name`, e.g. "write-through".
+    pub component: String,
+    /// % of one core (200 = two cores).
+    pub percent: f64,
+    pub threads: u32,
 }
 
 /// Per-thread detail of one repetition.

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{SEED, benchmark_postgres, commit_mode, env_f64, env_u64, load_average, machine, out_dir, populate_postgres};
+use common::{SEED, benchmark_postgres, commit_mode, env_f64, env_u64, load_average, machine, out_dir, own_node, populate_postgres};
 use pgtier_backend::harness::{PrivateCluster, shared_cluster};
 use pgtier_bench::chart::{TimeSeries, draw_time_series};
 use pgtier_bench::driver::{LiveCounters, LoadSpec, RepetitionTally, Workload, run_repetition};
@@ -47,7 +47,7 @@ use pgtier_bench::targets::postgres::{PgTarget, proc_ticks};
 use pgtier_bench::tatp::population::{PopulateOptions, populate};
 use pgtier_bench::tatp::random::SubscriberKeys;
 use pgtier_bench::tatp::schema::TABLES;
-use pgtier_bench::tatp::transactions::GET_SUBSCRIBER_DATA;
+use pgtier_bench::tatp::transactions::{GET_SUBSCRIBER_DATA, TxnType};
 use pgtier_bench::tatp::transactions::Mix;
 use pgtier_bench::tatp::{TatpMixWorkload, TatpWorkload};
 use pgtier_cache::{Aging, Cache, CacheConfig, GroupStats, LoadOptions};
@@ -92,7 +92,7 @@ fn assert_same_rows(target: &EmbeddedTarget, url: &str, what: &str) -> u64 {
 /// A fresh engine in `dir` with the TATP group (non-dynamic) loaded from
 /// PostgreSQL at `parallel`.
 fn loaded_cache(dir: &Path, url: &str, parallel: usize, mode: CommitMode) -> (Arc<Cache>, EmbeddedTarget, pgtier_cache::LoadReport) {
-    let (cache, target) = open_cache(dir, mode, url, CacheConfig::default()).unwrap();
+    let (cache, target) = open_cache(dir, mode, url, own_node(CacheConfig::default())).unwrap();
     cache_call(cache.create_group(&tatp_group("tatp", false, Aging::Off))).unwrap();
     let report = cache_call(cache.load("tatp", &LoadOptions { parallel, ..LoadOptions::default() })).unwrap();
     (cache, target, report)
@@ -335,7 +335,7 @@ fn random_keys(subscribers: u64, count: u64, seed: u64) -> Vec<u64> {
 }
 
 fn dynamic_group(dir: &Path, url: &str, config: CacheConfig, aging: Aging) -> (Arc<Cache>, EmbeddedTarget) {
-    let (cache, target) = open_cache(dir, commit_mode(), url, config).unwrap();
+    let (cache, target) = open_cache(dir, commit_mode(), url, own_node(config)).unwrap();
     cache_call(cache.create_group(&tatp_group("tatp", true, aging))).unwrap();
     (cache, target)
 }
@@ -383,7 +383,7 @@ fn c_dynamic_load_latency() {
 /// Bytes one average TATP instance takes, from a scratch non-dynamic load.
 fn bytes_per_instance(url: &str, instances: u64) -> f64 {
     let dir = tempfile::tempdir().unwrap();
-    let (cache, _target) = open_cache(dir.path(), CommitMode::Async, url, CacheConfig::default()).unwrap();
+    let (cache, _target) = open_cache(dir.path(), CommitMode::Async, url, own_node(CacheConfig::default())).unwrap();
     cache_call(cache.create_group(&tatp_group("probe", false, Aging::Off))).unwrap();
     let options = LoadOptions { predicate: Some(format!("s_id <= {instances}")), ..LoadOptions::default() };
     cache_call(cache.load("probe", &options)).unwrap();
@@ -487,6 +487,7 @@ fn d_memory_budget_under_tatp() {
         y_desc: "memory (MB)".into(),
         series: vec![("memory_bytes", per_second.iter().map(|s| s.memory_bytes as f64 / 1e6).collect())],
         reference_y: Some((budget as f64 / 1e6, "budget".into())),
+        log_when_wide: false,
     };
     let files = draw_time_series(&chart, &out_dir(), "cache_memory_budget").unwrap();
     println!("  chart: {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
@@ -536,15 +537,24 @@ fn smoke_postgres(name: &str) -> String {
     url
 }
 
-/// (b)'s B side, small: the loaded group holds PostgreSQL's rows, and the
-/// standard TATP mix runs over it in direct mode.
+/// PostgreSQL's checksum of every TATP table.
+fn postgres_checksums(url: &str) -> Vec<pgtier_bench::targets::cached::TableChecksum> {
+    let mut client = pgtier_backend::connect::connect(url).unwrap();
+    TABLES.iter().map(|table| postgres_checksum(&mut client, table).unwrap()).collect()
+}
+
+/// (b)'s B side, small: the loaded group holds PostgreSQL's rows, the
+/// standard TATP mix runs over it in direct mode, and once write-through
+/// drained PostgreSQL holds exactly the rows the mix left in the cache
+/// (its writes reached PostgreSQL, none lost, none applied twice).
 #[test]
 fn smoke_tatp_over_a_loaded_group() {
     let url = smoke_postgres("cache_groups_smoke_b");
     let dir = tempfile::tempdir().unwrap();
-    let (_cache, cached, report) = loaded_cache(dir.path(), &url, 2, CommitMode::Async);
+    let (cache, cached, report) = loaded_cache(dir.path(), &url, 2, CommitMode::Async);
     assert_eq!(report.instances, SMOKE_SUBSCRIBERS);
     assert_eq!(assert_same_rows(&cached, &url, "loaded group"), report_rows(&report));
+    let before = postgres_checksums(&url);
     let workload = TatpWorkload { keys: SubscriberKeys::new(1, SMOKE_SUBSCRIBERS, false) };
     let spec = LoadSpec { ramp_up: Duration::ZERO, ..spec(2, Duration::from_millis(800), 1) };
     let tally = run(&cached, &workload, &spec);
@@ -552,6 +562,17 @@ fn smoke_tatp_over_a_loaded_group() {
     // Every read found its subscriber: the loaded rows answer the workload.
     let gsd = &tally.txns[0];
     assert_eq!(gsd.found, gsd.executed);
+    let updated = tally.txns[TxnType::UpdateLocation as usize].found;
+    assert!(updated > 0, "no UPDATE_LOCATION changed a row, so PostgreSQL's side proves nothing");
+
+    assert!(cache.wait_propagated(Duration::from_secs(60)), "write-through did not drain: {:?}", cache.propagation_info());
+    let propagation = cache.propagation_info().unwrap();
+    assert_eq!(propagation.errors, 0, "PostgreSQL refused write-through transactions: {propagation:?}");
+    // PostgreSQL changed (the subscribers UPDATE_LOCATION moved) ...
+    let after = postgres_checksums(&url);
+    assert_ne!(after[0], before[0], "PostgreSQL's subscriber rows did not change: the writes never reached it");
+    // ... into exactly what the cache holds.
+    assert_same_rows(&cached, &url, "after the mix and the drain");
 }
 
 /// (c), small: misses, absent keys and hits through SQL on the cache's

@@ -3,13 +3,18 @@
 //! the schedule. This test fails if latency were measured from the moment a
 //! request is actually sent (the coordinated-omission mistake), because then
 //! only the handful of requests in flight during the stall would look slow.
+//! Likewise a worker that wakes late for its next transaction (in direct
+//! mode the application thread is the one pgtier's own threads and
+//! PostgreSQL keep off the CPU) is charged the delay: the second test fails
+//! if latency started at the wake-up.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
-use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
-use pgtier_bench::driver::{LiveCounters, LoadSpec, Phase, RepetitionTally, run_repetition};
+use pgtier_backend::harness::{ClusterOptions, PrivateCluster, shared_cluster};
+use pgtier_bench::driver::{LiveCounters, LoadSpec, Outcome, Phase, RepetitionTally, Workload, WorkloadClient, run_repetition};
+use pgtier_bench::target::{DbError, Session};
 use pgtier_bench::stats::LatencyHistogram;
 use pgtier_bench::targets::postgres::PgTarget;
 use pgtier_bench::tatp::TatpWorkload;
@@ -120,4 +125,60 @@ fn open_loop_charges_a_server_stall_to_every_transaction_due_during_it() {
     assert!(closed.schedule.is_none());
     assert!(closed_max >= stall_us * 0.9, "closed max {closed_max} µs");
     assert!(closed_p99 < p99 / 2.0, "closed p99 {closed_p99} µs vs open p99 {p99} µs");
+}
+
+/// How late a [`LateWaker`] client's sleeps may end.
+const SLACK: Duration = Duration::from_millis(5);
+
+/// TATP whose clients, after each transaction, give their thread a timer
+/// slack of [`SLACK`]: the sleep until the next intended start may end up to
+/// that much late, as when the thread is not run on time.
+struct LateWaker(TatpWorkload);
+
+struct LateClient(Box<dyn WorkloadClient>);
+
+impl Workload for LateWaker {
+    fn transaction_names(&self) -> &[&'static str] {
+        self.0.transaction_names()
+    }
+    fn open_client(&self, session: Box<dyn Session>, thread: u32, seed: u64) -> Result<Box<dyn WorkloadClient>, DbError> {
+        Ok(Box::new(LateClient(self.0.open_client(session, thread, seed)?)))
+    }
+}
+
+impl WorkloadClient for LateClient {
+    fn run_next(&mut self) -> Result<(usize, Outcome), DbError> {
+        let outcome = self.0.run_next();
+        // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
+        unsafe {
+            libc::prctl(libc::PR_SET_TIMERSLACK, SLACK.as_nanos() as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
+        }
+        outcome
+    }
+}
+
+#[test]
+fn open_loop_charges_a_late_wake_up_to_the_transaction() {
+    let url = shared_cluster().unwrap().create_database("open_loop_late_wake").unwrap();
+    let target = PgTarget::open(&url).unwrap();
+    populate(&target, &PopulateOptions { subscribers: SUBSCRIBERS, streams: 2, seed: 1, progress: false }).unwrap();
+    let workload = LateWaker(TatpWorkload { keys: SubscriberKeys::new(1, SUBSCRIBERS, false) });
+    // 50 txn/s on one worker: 20 ms apart on average, so nearly every
+    // transaction is preceded by a sleep the slack makes late.
+    let spec = LoadSpec { threads: 1, rate_per_s: Some(50.0), ramp_up: RAMP_UP, measure: Duration::from_secs(4), ramp_down: Duration::ZERO, seed: 5 };
+    let tally = run_repetition(&target, &workload, &spec, &LiveCounters::default(), &mut |_, _| {}).unwrap();
+    let schedule = tally.schedule.clone().unwrap();
+    let (mut intended, mut from_wake) = (LatencyHistogram::new(), LatencyHistogram::new());
+    for t in &tally.txns {
+        intended.merge(&t.latency);
+        from_wake.merge(&t.latency_from_wake);
+        assert_eq!(t.latency_from_wake.count(), t.latency.count(), "both figures count every executed transaction");
+    }
+    let (mean, mean_from_wake) = (intended.summary().avg, from_wake.summary().avg);
+    eprintln!("late wakes {} of {}; mean from intended start {mean:.0} µs, from wake-up {mean_from_wake:.0} µs", schedule.late_wakes, schedule.intended);
+    assert!(schedule.late_wakes * 2 > schedule.intended, "the slack made most wakes late: {schedule:?}");
+    // The wake-up delay (up to 5 ms) is in the figure from the intended
+    // start; from the wake-up it is not, and only PostgreSQL's time remains.
+    assert!(mean >= 1_000.0, "mean {mean:.0} µs from the intended start hides the late wake-ups");
+    assert!(mean - mean_from_wake >= 700.0, "from intended {mean:.0} µs vs from wake-up {mean_from_wake:.0} µs");
 }

@@ -108,6 +108,8 @@ fn population_workload_and_sampling() {
     assert!(backend.commits > 0 && backend.wal_bytes > 0, "{backend:?}");
     let cpu = backend.cpu_percent.expect("local server: CPU is measured");
     assert!(cpu > 0.0 && cpu < 100.0 * 64.0, "{backend:?}");
+    // (The WAL-wait figures are checked against synchronous_commit in
+    // `wal_waits_follow_synchronous_commit`, on a cluster that fsyncs.)
     assert!((0.0..=1.0).contains(&backend.wal_wait_share));
     // The commit counter agrees with what the clients did: every transaction
     // is one commit, except rolled-back acceptable errors.
@@ -116,6 +118,52 @@ fn population_workload_and_sampling() {
         (backend.commits_per_s * backend.window_s) > 0.5 * expected_commits,
         "{backend:?} vs ~{expected_commits} txns"
     );
+}
+
+/// The WAL-wait share is PostgreSQL's commit wait, the study's "log file
+/// sync": the same write mix on a cluster that fsyncs waits on the WAL with
+/// synchronous_commit=on (every commit waits for its flush) and hardly at
+/// all with it off (the WAL writer flushes in the background), even when
+/// the sessions spend a second waiting on a table lock instead. A sampler
+/// that counted other waits, or the wrong sessions, or nothing, fails here.
+#[test]
+fn wal_waits_follow_synchronous_commit() {
+    let cluster = PrivateCluster::start(ClusterOptions { fsync: true, ..ClusterOptions::default() }).unwrap();
+    let url = cluster.url();
+    let target = PgTarget::open(&url).unwrap();
+    populate(&target, &PopulateOptions { subscribers: 1_000, streams: 2, seed: 4, progress: false }).unwrap();
+    let workload = TatpWorkload { keys: SubscriberKeys::new(1, 1_000, false) };
+    let live = LiveCounters::default();
+    let measure = |setting: &str, lock_wait: bool| {
+        // New sessions (the driver connects per run) take the database's setting.
+        target.execute_batch(&format!("ALTER DATABASE postgres SET synchronous_commit = {setting}")).unwrap();
+        let locker = lock_wait.then(|| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                // Into the measure window, then every transaction of the mix waits a second on a lock.
+                std::thread::sleep(Duration::from_millis(700));
+                let mut client = pgtier_backend::connect(&url).unwrap();
+                client
+                    .batch_execute("BEGIN; LOCK TABLE subscriber, access_info, special_facility, call_forwarding IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(1); COMMIT")
+                    .unwrap();
+            })
+        });
+        let tally = run_repetition(&target, &workload, &spec(4, Duration::from_secs(2)), &live, &mut |_, _| {}).unwrap();
+        if let Some(locker) = locker {
+            locker.join().unwrap();
+        }
+        let backend = tally.backend.clone().expect("backend figures");
+        eprintln!("synchronous_commit={setting}, lock wait {lock_wait}: {:.0} txn/s, {backend:?}", tally.mqth());
+        assert!(backend.samples > 50 && backend.commits > 100, "{setting}: {backend:?}");
+        backend
+    };
+    let on = measure("on", false);
+    let off = measure("off", true);
+    // The lock kept the sessions active and waiting for about half the window.
+    assert!(off.active_sessions > 1.0, "the lock wait did not show: {off:?}");
+    assert!(on.wal_wait_share > 0.2 && on.wal_wait_sessions > 0.1, "commits waiting for their flush were not seen: {on:?}");
+    assert!(on.wal_wait_share > 3.0 * off.wal_wait_share, "share on {} vs off {}", on.wal_wait_share, off.wal_wait_share);
+    assert!(on.wal_wait_sessions > 3.0 * off.wal_wait_sessions, "sessions on {} vs off {}", on.wal_wait_sessions, off.wal_wait_sessions);
 }
 
 fn target_with(url: &str, format: CopyFormat) -> PgTarget {

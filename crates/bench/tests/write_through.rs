@@ -490,6 +490,7 @@ fn write_outage_files(s: &Scenario, samples: &[Sample], outage: Outage, stem: &s
         y_desc: "transactions/s".into(),
         series: vec![("txn/s", per_second.iter().map(|(_, t)| *t).collect())],
         reference_y: None,
+        log_when_wide: false,
     };
     let lag = TimeSeries {
         title: "Write-through lag while PostgreSQL is down".into(),
@@ -499,6 +500,7 @@ fn write_outage_files(s: &Scenario, samples: &[Sample], outage: Outage, stem: &s
         y_desc: "lag (s)".into(),
         series: vec![("lag", samples.iter().skip(1).map(|x| x.propagation.lag_ms / 1000.0).collect())],
         reference_y: None,
+        log_when_wide: false,
     };
     let mut files = vec![path];
     files.extend(draw_time_series(&tps, &out_dir(), &format!("{stem}_tps")).unwrap());

@@ -30,7 +30,7 @@ mod types;
 
 pub use aging::AgingReport;
 pub use autorefresh::{AutorefreshConfig, AutorefreshStatus, PROGRESS_TABLE as AUTOREFRESH_TABLE, PredicateCompiler, RowTest};
-pub use awt::{AwtConfig, AwtStatus, LagHistogram, LaneStatus};
+pub use awt::{AwtConfig, AwtStatus, LagCounts, LagHistogram, LaneStatus};
 pub use drift::Drift;
 pub use error::CacheError;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};

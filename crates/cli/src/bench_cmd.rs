@@ -503,7 +503,7 @@ fn print_iteration(iteration: &pgtier_bench::result::Iteration, tallies: &[Repet
         if let Some(s) = &t.schedule {
             println!(
                 "{prefix}open loop: {} intended in window, {} completed, {} missed; max start lag {:.1} ms; \
-                 load generator woke late (>{} µs, not charged) {} times, at most {:.1} ms",
+                 load generator woke late (>{} µs; charged, latency runs from the intended start) {} times, at most {:.1} ms",
                 s.intended,
                 s.completed,
                 s.missed,

@@ -44,13 +44,13 @@ pub struct DemoArgs {
     /// The capped rate is at most this share of PostgreSQL's best closed-loop throughput (open loop near 1 is mostly queueing)
     #[arg(long, value_name = "F", default_value_t = 0.5)]
     cap_fraction: f64,
-    /// A search step's lag is flat below this slope (ms of lag per second)
-    #[arg(long, value_name = "MS", default_value_t = 20.0)]
-    lag_slope_max: f64,
+    /// Runs of every side at the capped rate (the report gives their median and spread)
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    repeats: u32,
     /// Longest wait for write-through to catch up between runs, seconds
     #[arg(long, value_name = "S", default_value_t = 120.0)]
     drain_timeout: f64,
-    /// Commit mode of the cache's engine: async (WAL flushed within ms, as TimesTen's default) or sync (after fsync)
+    /// Commit mode of the cache's engine for the sweeps, the search and the wire runs: async (acknowledged before the WAL flush, which follows within 10 ms: the study's TimesTen DurableCommits=0) or sync (after fdatasync, PostgreSQL's durability); the direct capped runs are measured in both
     #[arg(long, value_enum, default_value_t = CommitArg::Async)]
     commit_mode: CommitArg,
     /// Write-through apply lanes (PostgreSQL connections) of the AWT group
@@ -115,13 +115,18 @@ fn options(args: &DemoArgs) -> anyhow::Result<DemoOptions> {
         search_step: seconds("search-step", args.search_step, false)?,
         search_steps_max: args.search_steps,
         cap_fraction: args.cap_fraction,
-        lag_slope_max_ms_per_s: args.lag_slope_max,
+        repeats: args.repeats,
         drain_timeout: seconds("drain-timeout", args.drain_timeout, false)?,
         commit_mode: match args.commit_mode {
             CommitArg::Sync => CommitMode::Sync,
             CommitArg::Async => CommitMode::Async,
         },
         awt: AwtConfig {
+            // Every run's engine directory is new, so its node name is too:
+            // PostgreSQL (`--backend`, used before) may hold an earlier
+            // run's write-through progress, which belongs to that
+            // directory and would refuse this one under the same name.
+            node: format!("demo{:012x}", pgtier_bench::driver::fresh_seed() & 0xffff_ffff_ffff),
             apply_connections: args.awt_lanes,
             batch_delay: std::time::Duration::from_millis(args.awt_batch_delay),
             ..AwtConfig::default()
@@ -142,6 +147,10 @@ impl WireServer for InProcessServer {
         format!("postgresql://app@{}/app", self.0.local_addr())
     }
 
+    fn cache(&self) -> Option<std::sync::Arc<demo::Cache>> {
+        self.0.cache().cloned()
+    }
+
     fn stop(self: Box<Self>) -> Result<(), String> {
         self.0.shutdown_checked().map_err(|e| e.to_string())
     }
@@ -156,7 +165,8 @@ fn start_server(dir: &Path, backend: &str, mode: CommitMode, awt: &AwtConfig) ->
     let toml = format!(
         "listen = \"127.0.0.1:0\"\ndata_dir = {dir:?}\ncommit_mode = \"{mode}\"\nmax_connections = 1000\n\
          [auth]\nmethod = \"trust\"\n[backend]\nurl = {backend:?}\n[cache]\nmemory_budget = \"64GB\"\n\
-         awt_apply_connections = {lanes}\nawt_batch_delay_ms = {delay}\n",
+         awt_node = {node:?}\nawt_apply_connections = {lanes}\nawt_batch_delay_ms = {delay}\n",
+        node = awt.node,
         dir = dir.display().to_string(),
         lanes = awt.apply_connections,
         delay = awt.batch_delay.as_millis(),

@@ -271,6 +271,12 @@ impl RunningServer {
         &self.shared.db
     }
 
+    /// The cache groups' manager all sessions share (for in-process
+    /// tools: the demo reads write-through's figures from it).
+    pub fn cache(&self) -> Option<&Arc<pgtier_cache::Cache>> {
+        self.shared.cache.as_ref()
+    }
+
     /// Sessions ended by a panic since start (each a bug; the server goes on).
     pub fn session_panics(&self) -> u64 {
         self.shared.session_panics.load(Ordering::Relaxed)

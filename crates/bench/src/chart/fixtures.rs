@@ -24,6 +24,7 @@ pub(crate) fn txn(name: &str, avg_us: f64) -> TxnStats {
         success_ratio: 0.9,
         spec_success_ratio: 0.9,
         latency_us: latency(avg_us),
+        latency_from_wake_us: None,
     }
 }
 

@@ -68,21 +68,29 @@ pub struct TimeSeries<'a> {
     pub y_desc: String,
     pub series: Vec<(&'a str, Vec<f64>)>,
     pub reference_y: Option<(f64, String)>,
+    /// A log axis when the values span more than 20x (a lag of ms in one
+    /// phase and of seconds in another); values <= 0 are then left out.
+    pub log_when_wide: bool,
 }
 
 pub fn draw_time_series(chart: &TimeSeries<'_>, dir: &Path, stem: &str) -> Result<Vec<PathBuf>, ChartError> {
     if chart.series.iter().all(|(_, values)| values.is_empty()) {
         return Err(ChartError::NoData(chart.title.clone()));
     }
+    let y_scale = if chart.log_when_wide {
+        YScale::choose(chart.series.iter().flat_map(|(_, values)| values.iter().copied()), 20.0)
+    } else {
+        YScale::Linear
+    };
     let every = chart.label_every.max(1);
     let figure = LineFigure {
         title: chart.title.clone(),
         subtitle: chart.subtitle.clone(),
         x_desc: "seconds".to_string(),
         x_labels: chart.x_labels.iter().enumerate().map(|(i, l)| if i % every == 0 { l.clone() } else { String::new() }).collect(),
-        y_desc: chart.y_desc.clone(),
-        y_scale: YScale::Linear,
-        y_from_zero: true,
+        y_desc: if y_scale.is_log() { format!("{} (log scale)", chart.y_desc) } else { chart.y_desc.clone() },
+        y_scale,
+        y_from_zero: !y_scale.is_log(),
         series: chart
             .series
             .iter()
@@ -92,7 +100,7 @@ pub fn draw_time_series(chart: &TimeSeries<'_>, dir: &Path, stem: &str) -> Resul
                 color: series_color(i),
                 emphasis: false,
                 dodge: 0.0,
-                values: values.iter().map(|v| usable(*v, false)).collect(),
+                values: values.iter().map(|v| usable(*v, y_scale.is_log())).collect(),
                 spread: Vec::new(),
                 point_labels: Vec::new(),
             })

@@ -6,10 +6,16 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::charts::draw_all;
-use super::{BASELINE, BASELINE_CAPPED, DIRECT, DIRECT_CAPPED, DemoReport, WIRE, WIRE_CAPPED};
+use super::runs::SATURATED;
+use super::summary::{self, Median};
+use super::{
+    BASELINE, BASELINE_CAPPED, CAPPED, DIRECT, DIRECT_CAPPED, DIRECT_SYNC_CAPPED, DemoReport, FLAT_SLOPE_SHARE, LagFigures, WIRE,
+    WIRE_CAPPED,
+};
 use crate::compare::compare;
+use crate::cpu::Component;
 use crate::report::{ReportError, mean_backend, short_name};
-use crate::result::{BackendFigures, RunResult};
+use crate::result::RunResult;
 
 pub const REPORT_FILE: &str = "report.md";
 
@@ -18,8 +24,8 @@ pub const SECTIONS: [&str; 10] = [
     "## Headline",
     "## Throughput per thread count",
     "## Latency at equal throughput",
-    "## Backend CPU and WAL waits",
-    "## Propagation lag",
+    "## CPU and WAL waits",
+    "## Write-through lag",
     "## Cache memory",
     "## Maximum-rate search",
     "## Verify",
@@ -52,17 +58,6 @@ pub(super) fn mean_latency_us(run: &RunResult) -> Option<f64> {
     let it = run.iterations.first()?;
     let n: u64 = it.transactions.iter().map(|t| t.executed).sum();
     (n > 0).then(|| it.transactions.iter().map(|t| t.executed as f64 * t.latency_us.avg).sum::<f64>() / n as f64)
-}
-
-fn backend_of(run: Option<&RunResult>) -> Option<BackendFigures> {
-    mean_backend(run?.iterations.first()?)
-}
-
-fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    }
 }
 
 fn num(v: Option<f64>, decimals: usize) -> String {
@@ -101,50 +96,115 @@ fn markdown(r: &DemoReport, files: &[String], missing: &[String]) -> String {
     out
 }
 
+/// Each capped run: its label and what the headline calls it.
+const CAPPED_SIDES: [(&str, &str); 4] = [
+    (BASELINE_CAPPED, "PostgreSQL alone"),
+    (DIRECT_CAPPED, "pgtier direct, async commit: the study's setting (TimesTen DurableCommits=0)"),
+    (DIRECT_SYNC_CAPPED, "pgtier direct, sync commit: durability equal to PostgreSQL's"),
+    (WIRE_CAPPED, "pgtier over the wire"),
+];
+
+/// What an acknowledged commit is in a run: its target's own words, and
+/// behind the cache, when PostgreSQL has it.
+fn acknowledged(run: &RunResult) -> String {
+    if run.label.starts_with(BASELINE) {
+        format!("in PostgreSQL ({})", run.config.durability)
+    } else {
+        format!("{}; in PostgreSQL after the write-through lag", run.config.durability)
+    }
+}
+
+/// A figure with about three significant digits (a ratio may be 0.004 or 20,000).
+fn sig(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// "median (min–max)", or the one value.
+fn spread(m: &Median) -> String {
+    if m.n > 1 { format!("{} ({}–{})", sig(m.median), sig(m.min), sig(m.max)) } else { sig(m.median) }
+}
+
+fn kb(bytes: f64) -> String {
+    let kb = bytes / 1e3;
+    // "-0" says nothing; small values keep a decimal.
+    if kb.abs() < 0.05 {
+        "0".to_owned()
+    } else if kb.abs() < 10.0 {
+        format!("{kb:.1}")
+    } else {
+        format!("{kb:.0}")
+    }
+}
+
+/// One line on write-through over `lag`.
+fn lag_line(lag: &LagFigures) -> String {
+    format!(
+        "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} transactions; write-through {} (backlog slope {} KB/s against {} KB/s written, {} KB at the end)",
+        lag.lag_p50_ms,
+        lag.lag_p99_ms,
+        lag.lag_max_ms,
+        lag.applied_txns,
+        lag.verdict(),
+        kb(lag.backlog_slope_bytes_per_s),
+        kb(lag.written_bytes_per_s),
+        kb(lag.backlog_end_bytes as f64)
+    )
+}
+
 fn headline(out: &mut String, r: &DemoReport) {
     let _ = writeln!(out, "\n{}\n", SECTIONS[0]);
-    let pg = r.run(BASELINE_CAPPED);
-    let (pg_ms, direct_ms, wire_ms) =
-        (pg.and_then(mean_latency_us), r.run(DIRECT_CAPPED).and_then(mean_latency_us), r.run(WIRE_CAPPED).and_then(mean_latency_us));
-    let rate = r.cap.as_ref().map(|c| c.rate_per_s);
-    let _ = writeln!(out, "At the same offered rate ({} txn/s, open loop, latency from each transaction's intended start, or from the load generator's wake-up when that was late):\n", num(rate, 0));
-    let _ = writeln!(out, "| | average response time (µs, all transactions) | vs PostgreSQL alone |");
-    let _ = writeln!(out, "|---|---:|---:|");
-    let _ = writeln!(out, "| PostgreSQL alone | {} | 1× |", num(pg_ms, 1));
-    let _ = writeln!(out, "| pgtier direct (in-process) | {} | **{}× lower** |", num(direct_ms, 2), num(ratio(pg_ms, direct_ms), 1));
-    let _ = writeln!(out, "| pgtier over the wire | {} | {}× lower |", num(wire_ms, 1), num(ratio(pg_ms, wire_ms), 2));
-    let (b, d, w) = (backend_of(pg), backend_of(r.run(DIRECT_CAPPED)), backend_of(r.run(WIRE_CAPPED)));
-    let cpu = |f: &Option<BackendFigures>| num(f.as_ref().and_then(|f| f.cpu_percent), 0);
-    let wal = |f: &Option<BackendFigures>| num(f.as_ref().map(|f| 100.0 * f.wal_wait_share), 1);
-    let waiting = |f: &Option<BackendFigures>| num(f.as_ref().map(|f| f.wal_wait_sessions), 3);
-    let _ = writeln!(out, "\nPostgreSQL at that rate:\n");
-    let _ = writeln!(out, "| | alone | behind pgtier direct | behind pgtier wire |");
-    let _ = writeln!(out, "|---|---:|---:|---:|");
-    let _ = writeln!(out, "| server CPU (% of one core) | {} | {} | {} |", cpu(&b), cpu(&d), cpu(&w));
-    let _ = writeln!(out, "| share of active backend time in WAL write/fsync waits (%) | {} | {} | {} |", wal(&b), wal(&d), wal(&w));
-    let _ = writeln!(out, "| backends in WAL waits on average (s of commit wait per s) | {} | {} | {} |", waiting(&b), waiting(&d), waiting(&w));
-    // Open loop near PostgreSQL's capacity measures its queue, not its
-    // service: said plainly when its capped average is far above its
-    // single-client closed-loop average (the demo lowers the rate until it
-    // is not, three tries at most).
-    let single = r.run(BASELINE).and_then(|b| b.iterations.iter().min_by_key(|i| i.threads)).and_then(|it| {
-        mean_latency_us(&RunResult { iterations: vec![it.clone()], ..RunResult::default() })
-    });
-    if let (Some(capped), Some(single)) = (pg_ms, single)
-        && capped > 10.0 * single
-    {
-        let _ = writeln!(out, "\n> **Warning**: PostgreSQL was saturated at the capped rate: its average ({capped:.0} µs) is {:.1}x its single-client closed-loop average ({single:.0} µs), so the ratios above are mostly its queueing. Rerun with a lower `--cap-fraction` or on a quieter machine.", capped / single);
-    }
-    let best = |label: &str| r.run(label).map(|run| run.iterations.iter().map(|i| i.mqth_mean).fold(0.0, f64::max));
+    let base = r.run(BASELINE_CAPPED);
+    let threads = summary::first(base).map_or(0, |i| i.threads);
+    let runs = summary::first(base).map_or(0, |i| i.repetitions.len());
     let _ = writeln!(
         out,
-        "\nUncapped (closed loop, best over the thread counts): PostgreSQL alone {} txn/s, pgtier direct {} txn/s, pgtier over the wire {} txn/s. \
-         PostgreSQL's latency at the capped rate includes open-loop queueing (the rate is {:.0} % of its best closed-loop throughput); its closed-loop latencies per thread count are in the next section.",
-        num(best(BASELINE), 0),
-        num(best(DIRECT), 0),
-        num(best(WIRE), 0),
-        r.cap.as_ref().map_or(0.0, |c| 100.0 * c.rate_per_s / c.baseline_peak_per_s.max(1e-9)),
+        "Every side offered the same rate, {} txn/s, open loop with {threads} thread{}, {runs} runs each. Latency runs from each transaction's intended start, so any delay of the application thread (by the load generator, pgtier's own threads or PostgreSQL) is charged. Median of the runs (min–max; for a ratio, from the least to the most favourable pairing of runs):\n",
+        num(r.cap.as_ref().map(|c| c.rate_per_s), 0),
+        if threads == 1 { "" } else { "s" },
     );
+    let _ = writeln!(out, "| system | an acknowledged commit is | average response time (µs, all transactions) | vs PostgreSQL alone |");
+    let _ = writeln!(out, "|---|---|---:|---:|");
+    let pg = summary::latency(base, false);
+    for (label, name) in CAPPED_SIDES {
+        let Some(m) = summary::latency(r.run(label), false) else { continue };
+        let durability = r.run(label).map(acknowledged).unwrap_or_default();
+        let vs = if label == BASELINE_CAPPED {
+            "1×".to_owned()
+        } else {
+            pg.as_ref().and_then(|pg| summary::ratio(pg, &m)).map_or_else(
+                || "n/a".to_owned(),
+                |x| if x.n > 1 { format!("**{}× lower** ({}–{}×)", sig(x.median), sig(x.min), sig(x.max)) } else { format!("**{}× lower**", sig(x.median)) },
+            )
+        };
+        let _ = writeln!(out, "| {name} | {durability} | {} | {vs} |", spread(&m));
+    }
+    if r.rebaselined {
+        let _ = writeln!(out, "\nPostgreSQL alone was measured again at this rate at the very end: pgtier's sustainable throughput set the cap below the rate it first ran at.");
+    }
+    let _ = writeln!(out, "\nWrite-through at that rate (commit in pgtier to commit in PostgreSQL, per propagated transaction; medians of the runs' p50 and p99, the largest max):\n");
+    for (label, name) in CAPPED_SIDES.iter().skip(1) {
+        if let Some(lag) = summary::combined(&summary::capped_lags(r, label)) {
+            let _ = writeln!(out, "- {name}: {}", lag_line(&lag));
+        }
+    }
+    let _ = writeln!(out, "\nCPU at that rate (% of one core, mean of the runs):\n");
+    for (label, name) in CAPPED_SIDES {
+        let run = r.run(label);
+        let postgres = summary::first(run).and_then(mean_backend).and_then(|b| b.cpu_percent);
+        let own = summary::pgtier_cpu(run).map_or_else(String::new, |c| format!("; pgtier {c:.0} ({})", components(run)));
+        let _ = writeln!(out, "- {name}: PostgreSQL {}{own}", num(postgres, 0));
+    }
+    saturation_warning(out, r);
+    uncapped(out, r);
     match &r.verify {
         Some(v) => {
             let _ = writeln!(out, "\nVerify after the lag drained: **{}** ({} instances compared, {} differing).", if v.clean { "clean" } else { "NOT clean" }, v.compared, v.differing);
@@ -152,6 +212,64 @@ fn headline(out: &mut String, r: &DemoReport) {
         None => {
             let _ = writeln!(out, "\nVerify: not reached.");
         }
+    }
+}
+
+/// pgtier's components of a run, e.g. "application threads 80, write-through 12".
+fn components(run: Option<&RunResult>) -> String {
+    let Some(label) = run.map(|r| r.label.as_str()) else { return String::new() };
+    summary::pgtier_components(label)
+        .iter()
+        .filter_map(|&c| summary::cpu(run, c).map(|v| format!("{} {v:.0}", c.name())))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Open loop near PostgreSQL's capacity measures its queue, not its
+/// service: said plainly when its capped average is far above its
+/// single-client closed-loop average (the demo lowers the rate until it is
+/// not, three tries at most).
+fn saturation_warning(out: &mut String, r: &DemoReport) {
+    let single = r.run(BASELINE).and_then(|b| b.iterations.iter().min_by_key(|i| i.threads)).and_then(|it| {
+        mean_latency_us(&RunResult { iterations: vec![it.clone()], ..RunResult::default() })
+    });
+    if let (Some(capped), Some(single)) = (summary::latency(r.run(BASELINE_CAPPED), false), single)
+        && capped.median > SATURATED * single
+    {
+        let _ = writeln!(out, "\n> **Warning**: PostgreSQL was saturated at the capped rate: its average ({:.0} µs) is {:.1}x its single-client closed-loop average ({single:.0} µs), so the ratios above are mostly its queueing. Rerun with a lower `--cap-fraction` or on a quieter machine.", capped.median, capped.median / single);
+    }
+}
+
+/// The closed-loop figures, each pgtier one with whether write-through kept up.
+fn uncapped(out: &mut String, r: &DemoReport) {
+    let best = |label: &str| {
+        r.run(label).and_then(|run| run.iterations.iter().max_by(|a, b| a.mqth_mean.total_cmp(&b.mqth_mean))).map(|i| (i.threads, i.mqth_mean))
+    };
+    let _ = writeln!(out, "\nUncapped (closed loop, best over the thread counts):\n");
+    if let Some((threads, mqth)) = best(BASELINE) {
+        let _ = writeln!(out, "- PostgreSQL alone: {mqth:.0} txn/s ({threads} thread{})", if threads == 1 { "" } else { "s" });
+    }
+    for (label, name) in [(DIRECT, "pgtier direct"), (WIRE, "pgtier over the wire")] {
+        let Some((threads, mqth)) = best(label) else { continue };
+        let lags = r.lags(label, threads);
+        let kept = match (summary::combined(&lags), lags.first()) {
+            (Some(lag), Some(run)) if lag.flat => format!("write-through kept up: {}", lag_line(&lag)) + &format!("; drained {:.1} s after", run.drain_s),
+            (Some(lag), Some(run)) => format!(
+                "write-through did **NOT** keep up: {}; {}",
+                lag_line(&lag),
+                if run.drained { format!("PostgreSQL had it all {:.1} s after the run", run.drain_s) } else { format!("still not drained {:.0} s after the run", run.drain_s) }
+            ),
+            _ => "write-through not sampled".to_owned(),
+        };
+        let _ = writeln!(out, "- {name}: {mqth:.0} txn/s ({threads} thread{}); {kept}", if threads == 1 { "" } else { "s" });
+    }
+    if let Some(c) = &r.cap {
+        let _ = writeln!(
+            out,
+            "- pgtier's sustainable throughput (the highest searched rate at which write-through stayed flat): {} txn/s{}",
+            num(c.flat_max_per_s, 0),
+            if c.flat_max_per_s.is_none() { " (no searched rate)" } else { "" }
+        );
     }
 }
 
@@ -195,18 +313,32 @@ fn latency(out: &mut String, r: &DemoReport, files: &[String]) {
     };
     let _ = writeln!(
         out,
-        "Every side open loop at {} txn/s with {} threads (study 000's figures 4 and 9): the fewest of the sweep with which PostgreSQL alone sustains 1.25 times the rate closed loop. Ratio = PostgreSQL ÷ pgtier.\n",
+        "Every side open loop at {} txn/s with {} threads (study 000's figures 4 and 9): the fewest of the sweep with which PostgreSQL alone sustains 1.25 times the rate closed loop. Per transaction, the histograms of all runs merged; latency from the intended start. Ratio = PostgreSQL ÷ pgtier.\n",
         num(base.config.rate_per_s, 0),
         base.iterations[0].threads
     );
-    late_wakes(out, r, BASELINE_CAPPED);
-    for (label, name) in [(DIRECT_CAPPED, "direct"), (WIRE_CAPPED, "wire")] {
+    let _ = writeln!(out, "| run | mean µs of each run (from the intended start) | median | the same from the load generator's wake-up (lateness not charged) | late wakes (> {} µs) / transactions |", crate::driver::LATE_WAKE.as_micros());
+    let _ = writeln!(out, "|---|---|---:|---:|---:|");
+    for label in CAPPED {
+        let Some(it) = summary::first(r.run(label)) else { continue };
+        let means: Vec<String> = it.repetitions.iter().filter_map(|rep| summary::repetition_mean_us(rep, false)).map(|m| format!("{m:.1}")).collect();
+        let late: u64 = r.late_wakes.iter().filter(|l| l.label == label).map(|l| l.late).sum();
+        let intended: u64 = r.late_wakes.iter().filter(|l| l.label == label).map(|l| l.intended).sum();
+        let _ = writeln!(
+            out,
+            "| {label} | {} | {} | {} | {late} / {intended} |",
+            means.join(", "),
+            num(summary::latency(r.run(label), false).map(|m| m.median), 1),
+            num(summary::latency(r.run(label), true).map(|m| m.median), 1)
+        );
+    }
+    for (label, name) in [(DIRECT_CAPPED, "direct, async commit"), (DIRECT_SYNC_CAPPED, "direct, sync commit"), (WIRE_CAPPED, "over the wire")] {
         let Some(cand) = r.run(label).filter(|c| !c.iterations.is_empty()) else { continue };
         let cmp = compare(base, cand);
         let Some(point) = cmp.points.first() else { continue };
         let _ = writeln!(
             out,
-            "**pgtier {name}** (achieved {:.0} txn/s vs PostgreSQL {:.0} txn/s)\n",
+            "\n**pgtier {name}** (achieved {:.0} txn/s vs PostgreSQL {:.0} txn/s, mean of the runs)\n",
             cand.iterations[0].mqth_mean, base.iterations[0].mqth_mean
         );
         let _ = writeln!(out, "| transaction | PostgreSQL avg µs | pgtier avg µs | avg ratio | PostgreSQL p90 µs | pgtier p90 µs | p90 ratio |");
@@ -226,31 +358,19 @@ fn latency(out: &mut String, r: &DemoReport, files: &[String]) {
             );
         }
         let _ = writeln!(out, "\nGeometric mean over transactions: average {}×, p90 {}×.", num(point.geomean(|t| t.avg_ratio), 1), num(point.geomean(|t| t.p90_ratio), 1));
-        late_wakes(out, r, label);
         let stem = format!("compare-{BASELINE_CAPPED}-vs-{label}-latency-{}t", point.threads);
         image(out, files, &stem, &format!("latency at the capped rate, {name}"));
     }
 }
 
-/// How often the load generator of capped run `run` woke late (not charged).
-fn late_wakes(out: &mut String, r: &DemoReport, run: &str) {
-    if let Some((_, late, max_us)) = r.late_wakes.iter().find(|(l, _, _)| l == run) {
-        let _ = writeln!(
-            out,
-            "\n{run}: the load generator woke more than {} µs late {late} times (at most {:.1} ms); not charged to the system measured (crates/bench README).\n",
-            crate::driver::LATE_WAKE.as_micros(),
-            *max_us as f64 / 1000.0
-        );
-    }
-}
-
 fn backend(out: &mut String, r: &DemoReport, files: &[String]) {
     let _ = writeln!(out, "\n{}\n", SECTIONS[3]);
-    let _ = writeln!(out, "PostgreSQL sampled during every measure window (figures 5-6 and 10-11): server CPU from /proc of its processes (% of one core), WAL-wait share = samples of active client backends in IO WALSync/WALWrite or LWLock WALWrite over all active samples (pg_stat_activity every 10 ms). Behind the cache, PostgreSQL's clients are the write-through apply connections.\n");
+    let _ = writeln!(out, "PostgreSQL sampled during every measure window (figures 5-6 and 10-11): server CPU from /proc of its processes (% of one core), WAL-wait share = samples of active client backends in IO WALSync/WALWrite or LWLock WALWrite over all active samples (pg_stat_activity every 10 ms). Behind the cache, PostgreSQL's clients are the write-through apply connections. Capped runs: the mean of their runs.\n");
     let _ = writeln!(out, "| run | threads | rate | PostgreSQL CPU % | WAL-wait share % | sessions in WAL wait | active sessions | commits/s | WAL MB/s |");
     let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---:|---:|---:|");
+    let labels = [BASELINE, DIRECT, WIRE, BASELINE_CAPPED, DIRECT_CAPPED, DIRECT_SYNC_CAPPED, WIRE_CAPPED];
     let mut any = false;
-    for label in [BASELINE, DIRECT, WIRE, BASELINE_CAPPED, DIRECT_CAPPED, WIRE_CAPPED] {
+    for label in labels {
         let Some(run) = r.run(label) else { continue };
         for it in &run.iterations {
             let Some(b) = mean_backend(it) else { continue };
@@ -259,7 +379,7 @@ fn backend(out: &mut String, r: &DemoReport, files: &[String]) {
                 out,
                 "| {label} | {} | {} | {} | {:.1} | {:.3} | {:.3} | {:.0} | {:.2} |",
                 it.threads,
-                run.config.rate_per_s.map_or_else(|| "closed loop".to_owned(), |x| format!("{x:.0}/s")),
+                rate_of(run),
                 num(b.cpu_percent, 0),
                 100.0 * b.wal_wait_share,
                 b.wal_wait_sessions,
@@ -273,37 +393,81 @@ fn backend(out: &mut String, r: &DemoReport, files: &[String]) {
         let _ = writeln!(out, "| (no figures sampled) | | | | | | | | |");
     }
     let _ = writeln!(out, "\nSessions in WAL wait = samples of client backends in those waits ÷ samples: seconds of commit wait per second of wall time, the absolute counterpart of the share (a share stays high when the few remaining sessions are the write-through's, which commit in batches).");
+    let _ = writeln!(out, "\npgtier's own CPU beside PostgreSQL's (% of one core, this process's threads by name from /proc/self/task). In direct mode the application threads run TATP's client code and pgtier's SQL and engine in-process; over the wire the server threads run pgtier and the application threads are only the load generator. PostgreSQL alone: its clients' CPU, for scale.\n");
+    let _ = write!(out, "| run | threads | rate | PostgreSQL |");
+    for c in Component::ALL {
+        let _ = write!(out, " {} |", c.name());
+    }
+    let _ = writeln!(out, " pgtier in all |");
+    let _ = writeln!(out, "|---|---:|---|---:|{}---:|", "---:|".repeat(Component::ALL.len()));
+    for label in labels {
+        let Some(run) = r.run(label) else { continue };
+        for it in &run.iterations {
+            let Some(b) = mean_backend(it).filter(|b| !b.process_cpu.is_empty()) else { continue };
+            let one = RunResult { label: label.to_owned(), iterations: vec![it.clone()], ..RunResult::default() };
+            let _ = write!(out, "| {label} | {} | {} | {} |", it.threads, rate_of(run), num(b.cpu_percent, 0));
+            for c in Component::ALL {
+                let _ = write!(out, " {} |", summary::cpu(Some(&one), c).map_or_else(|| "–".to_owned(), |v| format!("{v:.0}")));
+            }
+            let _ = writeln!(out, " {} |", summary::pgtier_cpu(Some(&one)).map_or_else(|| "–".to_owned(), |c| format!("{c:.0}")));
+        }
+    }
     image(out, files, "demo-backend", "backend CPU and WAL waits");
+    image(out, files, "demo-cpu", "pgtier's and PostgreSQL's CPU at the capped rate");
+}
+
+fn rate_of(run: &RunResult) -> String {
+    run.config.rate_per_s.map_or_else(|| "closed loop".to_owned(), |x| format!("{x:.0}/s"))
 }
 
 fn lag(out: &mut String, r: &DemoReport, files: &[String]) {
     let _ = writeln!(out, "\n{}\n", SECTIONS[4]);
     if r.lag.is_empty() {
-        let _ = writeln!(out, "No lag was sampled (no cache ran).");
+        let _ = writeln!(out, "No write-through was sampled (no cache ran).");
         return;
     }
-    let mut phases: Vec<&str> = Vec::new();
-    for l in &r.lag {
-        if !phases.contains(&l.phase.as_str()) {
-            phases.push(&l.phase);
+    let _ = writeln!(
+        out,
+        "Lag = commit in pgtier to commit in PostgreSQL of each propagated transaction (the AWT histogram, read per 1 s window; bucket bounds, about 19 % resolution). Backlog = WAL committed in pgtier and not yet propagated, read every 250 ms. Flat = the backlog's slope over the measure window (Theil-Sen: the median of the slopes between every two samples, so one delayed batch does not decide) is at most {:.0} % of the WAL rate pgtier wrote (what write-through was offered) and no 1 s window had a backlog throughout with nothing applied (stuck, never flat).\n",
+        100.0 * FLAT_SLOPE_SHARE
+    );
+    let _ = writeln!(out, "| run | threads | # | applied txns | lag p50 ms | lag p99 ms | lag max ms | backlog start / end / max KB | slope KB/s | written KB/s | verdict | drain s |");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|");
+    for l in &r.run_lag {
+        match &l.lag {
+            Some(f) => {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {} / {} / {} | {} | {} | {} | {:.1}{} |",
+                    l.label,
+                    l.threads,
+                    l.repetition,
+                    f.applied_txns,
+                    f.lag_p50_ms,
+                    f.lag_p99_ms,
+                    f.lag_max_ms,
+                    kb(f.backlog_start_bytes as f64),
+                    kb(f.backlog_end_bytes as f64),
+                    kb(f.backlog_max_bytes as f64),
+                    kb(f.backlog_slope_bytes_per_s),
+                    kb(f.written_bytes_per_s),
+                    f.verdict(),
+                    l.drain_s,
+                    if l.drained { "" } else { " (NOT drained)" }
+                );
+            }
+            None => {
+                let _ = writeln!(out, "| {} | {} | {} | not sampled | | | | | | | | {:.1} |", l.label, l.threads, l.repetition, l.drain_s);
+            }
         }
     }
-    let _ = writeln!(out, "| phase | samples | lag max ms | lag mean ms | backlog max KB |");
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
-    for p in phases {
-        let s: Vec<_> = r.lag.iter().filter(|l| l.phase == p).collect();
-        let max = s.iter().map(|l| l.lag_ms).fold(0.0, f64::max);
-        let mean = s.iter().map(|l| l.lag_ms).sum::<f64>() / s.len().max(1) as f64;
-        let backlog = s.iter().map(|l| l.backlog_bytes).max().unwrap_or(0);
-        let _ = writeln!(out, "| {p} | {} | {max:.1} | {mean:.1} | {:.0} |", s.len(), backlog as f64 / 1e3);
+    let timeouts: Vec<&super::Drain> = r.drains.iter().filter(|d| !d.drained).collect();
+    let _ = writeln!(out, "\n{} waits for write-through to catch up between runs, {:.0} s in all{}.", r.drains.len(), r.drains.iter().map(|d| d.seconds).sum::<f64>(), if timeouts.is_empty() { String::new() } else { format!("; {} timed out", timeouts.len()) });
+    for d in timeouts {
+        let _ = writeln!(out, "- NOT drained after {} ({:.0} s)", d.after, d.seconds);
     }
-    let _ = writeln!(out, "\nWaits for write-through to catch up between runs:\n");
-    let _ = writeln!(out, "| after | seconds | drained |");
-    let _ = writeln!(out, "|---|---:|---|");
-    for d in &r.drains {
-        let _ = writeln!(out, "| {} | {:.1} | {} |", d.after, d.seconds, if d.drained { "yes" } else { "NO (timed out)" });
-    }
-    image(out, files, "demo-lag", "propagation lag over the run");
+    image(out, files, "demo-lag", "commit-to-PostgreSQL lag per second");
+    image(out, files, "demo-backlog", "write-through backlog over the run");
 }
 
 fn memory(out: &mut String, r: &DemoReport, files: &[String]) {
@@ -315,14 +479,27 @@ fn memory(out: &mut String, r: &DemoReport, files: &[String]) {
     if let Some(l) = &r.load {
         let _ = writeln!(out, "LOAD: {} instances, {} rows in {:.1} s ({:.0} rows/s).\n", l.instances, l.rows, l.seconds, l.rows as f64 / l.seconds.max(1e-9));
     }
-    let mb = |b: u64| b as f64 / 1e6;
-    let _ = writeln!(out, "| | MB | vs cache |");
-    let _ = writeln!(out, "|---|---:|---:|");
-    let _ = writeln!(out, "| pgtier cache, {} rows of {} subscribers | {:.1} | 1× |", m.cache_rows, m.instances, mb(m.cache_bytes));
-    let vs = |b: u64| if m.cache_bytes > 0 { format!("{:.2}×", b as f64 / m.cache_bytes as f64) } else { "n/a".into() };
-    let _ = writeln!(out, "| PostgreSQL, same rows, heap + indexes (pro-rated) | {:.1} | {} |", mb(m.postgres_bytes_prorated), vs(m.postgres_bytes_prorated));
-    let _ = writeln!(out, "| PostgreSQL, same rows, tuple data only | {:.1} | {} |", mb(m.postgres_tuple_bytes), vs(m.postgres_tuple_bytes));
-    let _ = writeln!(out, "| PostgreSQL, all four tables (every subscriber) | {:.1} | {} |", mb(m.postgres_bytes_total), vs(m.postgres_bytes_total));
+    let mb = |b: u64| format!("{:.1}", b as f64 / 1e6);
+    let _ = writeln!(out, "The {} rows of {} subscribers, each side measured alike twice. Ratio = PostgreSQL ÷ pgtier.\n", m.cache_rows, m.instances);
+    let _ = writeln!(out, "| measured as | pgtier MB | PostgreSQL MB | ratio |");
+    let _ = writeln!(out, "|---|---:|---:|---:|");
+    let rows = [
+        (
+            "allocated: pgtier = what the engine reserved for the tables (slab chunks for row versions, primary hash slots, ordered-index pages, their free space included); PostgreSQL = pages of the tables, their indexes and TOAST, pro-rated to the cached rows",
+            m.cache_allocated_bytes,
+            m.postgres_bytes_prorated,
+        ),
+        (
+            "the rows themselves: pgtier = row versions and index entries in use (the engine's count); PostgreSQL = tuple data (pg_column_size), no page, index or free space",
+            m.cache_bytes,
+            m.postgres_tuple_bytes,
+        ),
+    ];
+    for (what, pgtier, postgres) in rows {
+        let ratio = if pgtier > 0 { format!("{:.2}×", postgres as f64 / pgtier as f64) } else { "n/a".to_owned() };
+        let _ = writeln!(out, "| {what} | {} | {} | {ratio} |", mb(pgtier), mb(postgres));
+    }
+    let _ = writeln!(out, "\nPostgreSQL holds all subscribers: the four tables whole take {} MB.", mb(m.postgres_bytes_total));
     image(out, files, "demo-memory", "cache memory vs PostgreSQL");
 }
 
@@ -332,21 +509,33 @@ fn search(out: &mut String, r: &DemoReport, files: &[String]) {
         let _ = writeln!(out, "Not reached.");
         return;
     }
-    let _ = writeln!(out, "pgtier direct, open loop, offered rate stepped while the AWT lag is watched (study 000: \"the maximum throughput or TPS rate at which the replication lag was not constantly increasing\").\n");
-    let _ = writeln!(out, "| offered txn/s | achieved txn/s | missed | lag start ms | lag end ms | lag max ms | slope ms/s | verdict | drain s |");
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---|---:|");
+    let _ = writeln!(out, "pgtier direct, open loop, offered rate stepped while write-through is watched (study 000: \"the maximum throughput or TPS rate at which the replication lag was not constantly increasing\"). Flat as in the lag section; the highest flat rate that the clients could offer is pgtier's sustainable throughput.\n");
+    let _ = writeln!(out, "| offered txn/s | achieved txn/s | missed | applied txns | lag p50 / p99 / max ms | backlog end KB | slope KB/s | written KB/s | verdict | drain s |");
+    let _ = writeln!(out, "|---:|---:|---:|---:|---|---:|---:|---:|---|---:|");
     for s in &r.search {
-        let verdict = if s.client_bound { "client-bound" } else if s.flat { "flat" } else { "lag grows" };
+        let verdict = if s.client_bound { "client-bound".to_owned() } else { s.lag.as_ref().map_or("not sampled", LagFigures::verdict).to_owned() };
+        let (applied, lag, end, slope, written) = s.lag.as_ref().map_or_else(
+            || ("–".to_owned(), "–".to_owned(), "–".to_owned(), "–".to_owned(), "–".to_owned()),
+            |l| {
+                (
+                    l.applied_txns.to_string(),
+                    format!("{:.1} / {:.1} / {:.1}", l.lag_p50_ms, l.lag_p99_ms, l.lag_max_ms),
+                    kb(l.backlog_end_bytes as f64),
+                    kb(l.backlog_slope_bytes_per_s),
+                    kb(l.written_bytes_per_s),
+                )
+            },
+        );
         let _ = writeln!(
             out,
-            "| {:.0} | {:.0} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {verdict} | {:.1} |",
-            s.offered_per_s, s.achieved_per_s, s.missed, s.lag_start_ms, s.lag_end_ms, s.lag_max_ms, s.lag_slope_ms_per_s, s.drain_s
+            "| {:.0} | {:.0} | {} | {applied} | {lag} | {end} | {slope} | {written} | {verdict} | {:.1} |",
+            s.offered_per_s, s.achieved_per_s, s.missed, s.drain_s
         );
     }
     if let Some(c) = &r.cap {
         let _ = writeln!(
             out,
-            "\nHighest flat rate: {} txn/s; PostgreSQL alone peaked at {:.0} txn/s closed loop. **Capped rate: {:.0} txn/s**, {}.",
+            "\nSustainable throughput (highest flat rate): {} txn/s; PostgreSQL alone peaked at {:.0} txn/s closed loop. **Capped rate: {:.0} txn/s**, {}.",
             num(c.flat_max_per_s, 0),
             c.baseline_peak_per_s,
             c.rate_per_s,
@@ -388,15 +577,26 @@ fn machine(out: &mut String, r: &DemoReport) {
         let tables: Vec<String> = p.tables.iter().map(|(t, n, _)| format!("{t} {n}")).collect();
         let _ = writeln!(out, "- population: {} subscribers in {:.1} s ({} COPY streams): {}", p.subscribers, p.total_s, p.streams, tables.join(", "));
     }
-    for label in [BASELINE, DIRECT, WIRE] {
-        if let Some(run) = r.run(label) {
-            let _ = writeln!(out, "- {label}: {} · durability {}", run.config.target, run.config.durability);
+    let _ = writeln!(out, "\nDurability of every run (what an acknowledged commit is):\n");
+    for run in &r.runs {
+        let _ = writeln!(out, "- {}: {} · {}", run.label, run.config.target, run.config.durability);
+    }
+    // Every line any run departs by, with the runs it applies to: the
+    // durability differences are per run.
+    let mut lines: Vec<(&str, Vec<&str>)> = Vec::new();
+    for run in &r.runs {
+        for d in &run.config.deviations {
+            match lines.iter_mut().find(|(line, _)| line == d) {
+                Some((_, runs)) => runs.push(&run.label),
+                None => lines.push((d, vec![&run.label])),
+            }
         }
     }
-    if let Some(run) = r.run(BASELINE) {
-        let _ = writeln!(out, "\nDeviations from the TATP specification (all runs):\n");
-        for d in &run.config.deviations {
-            let _ = writeln!(out, "- {d}");
+    if !lines.is_empty() {
+        let _ = writeln!(out, "\nDeviations from the TATP specification:\n");
+        for (line, runs) in lines {
+            let which = if runs.len() == r.runs.len() { "all runs".to_owned() } else { runs.join(", ") };
+            let _ = writeln!(out, "- {line} ({which})");
         }
     }
 }

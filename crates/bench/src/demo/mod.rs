@@ -2,14 +2,19 @@
 //! this machine, with the study's method:
 //!
 //! 1. TATP populated in PostgreSQL; the baseline thread sweep (closed loop)
-//!    against PostgreSQL alone over the subscribers the cache will hold;
+//!    against PostgreSQL alone over the subscribers the cache will hold,
+//!    and its capped runs;
 //! 2. an AWT cache group over those subscribers (`s_id <= C`), LOADed;
 //! 3. the same sweep against pgtier in direct mode (the engine in this
 //!    process, as the study's application ran TimesTen) and over the wire;
 //! 4. the rate cap: the offered rate is stepped (open loop, direct mode)
-//!    while the AWT lag is watched; the highest rate whose lag stays flat,
-//!    bounded by what PostgreSQL alone sustains, is where both sides run
-//!    again, open loop, so latencies are compared at equal throughput;
+//!    while write-through's backlog is watched; the highest rate at which
+//!    it stays flat (`lag`) is pgtier's sustainable throughput, and the
+//!    capped rate is at most that; every side runs open loop at the capped
+//!    rate, [`DemoOptions::repeats`] times, so latencies are compared at
+//!    equal throughput, with a median and a spread; pgtier direct runs it
+//!    in both commit modes (async: the study's setting; sync: durability
+//!    equal to PostgreSQL's);
 //! 5. after propagation drains, the group is verified against PostgreSQL.
 //!
 //! Everything measured goes into a [`DemoReport`] as it is measured, so an
@@ -18,56 +23,62 @@
 //! private PostgreSQL, the wire server and the signal handler.
 
 mod charts;
+mod lag;
 mod markdown;
+mod memory;
 mod monitor;
+mod runs;
 mod search;
+mod summary;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use pgtier_cache::{Aging, Cache, CacheConfig, LoadOptions};
+use pgtier_cache::{Aging, CacheConfig, LoadOptions};
 /// The demo's write-through settings are the cache's own.
 pub use pgtier_cache::AwtConfig;
+/// What a [`WireServer`] hands over to have write-through watched.
+pub use pgtier_cache::Cache;
 use pgtier_engine::CommitMode;
 use serde::{Deserialize, Serialize};
 
-use crate::driver::{self, LiveCounters, LoadSpec, RepetitionTally};
+use crate::cpu::WithProcessCpu;
 use crate::report::{self, PopulationSummary};
-use crate::result::{MachineInfo, RunConfig, RunResult};
+use crate::result::{MachineInfo, RunResult};
 use crate::target::{BackendSampler, DbError, RowSource, Session, Target};
 use crate::targets::cached::{cache_call, open_cache, tatp_group};
 use crate::targets::embedded::EmbeddedTarget;
 use crate::targets::postgres::{PgSampler, PgTarget, url_is_local};
 use crate::tatp::population::{PopulateOptions, populate};
-use crate::tatp::random::SubscriberKeys;
-use crate::tatp::transactions::TxnType;
-use crate::tatp::{self, RunFacts, TatpWorkload};
 
+pub use lag::{FLAT_SLOPE_SHARE, LagFigures, LagSample, LagWindow};
 pub use markdown::{REPORT_FILE, SECTIONS, write_report};
-pub use monitor::LagSample;
 pub use search::SearchStep;
 
 /// The cache group's name.
 pub const GROUP: &str = "tatp";
-/// PostgreSQL counts as saturated at the capped rate when its average is
-/// above this many times its single-client closed-loop average.
-const SATURATED: f64 = 10.0;
-/// Tries of the capped rate on PostgreSQL alone, each lower by [`CAP_BACKOFF`].
-const CAP_ATTEMPTS: u32 = 3;
-const CAP_BACKOFF: f64 = 0.6;
-/// A capped run's threads sustain at least this many times the rate closed
-/// loop (the rate is at most 80 % of their capacity).
-const HEADROOM: f64 = 1.25;
-
 /// Labels of the runs in [`DemoReport::runs`].
 pub const BASELINE: &str = "postgresql";
 pub const DIRECT: &str = "pgtier-direct";
 pub const WIRE: &str = "pgtier-wire";
 pub const BASELINE_CAPPED: &str = "postgresql-capped";
+/// pgtier direct at the capped rate, async commit (the study's setting).
 pub const DIRECT_CAPPED: &str = "pgtier-direct-capped";
+/// pgtier direct at the capped rate, sync commit (PostgreSQL's durability).
+pub const DIRECT_SYNC_CAPPED: &str = "pgtier-direct-sync-capped";
 pub const WIRE_CAPPED: &str = "pgtier-wire-capped";
+/// The runs at the capped rate, in report order.
+pub const CAPPED: [&str; 4] = [BASELINE_CAPPED, DIRECT_CAPPED, DIRECT_SYNC_CAPPED, WIRE_CAPPED];
+
+/// The label of pgtier direct's capped run in `mode`.
+pub fn direct_capped(mode: CommitMode) -> &'static str {
+    match mode {
+        CommitMode::Async => DIRECT_CAPPED,
+        CommitMode::Sync => DIRECT_SYNC_CAPPED,
+    }
+}
 
 /// What the command line decides.
 #[derive(Clone, Debug)]
@@ -81,6 +92,8 @@ pub struct DemoOptions {
     pub ramp_up: Duration,
     pub measure: Duration,
     pub ramp_down: Duration,
+    /// Runs of every side at the capped rate (median and spread reported).
+    pub repeats: u32,
     /// Measure window of one rate-search step.
     pub search_step: Duration,
     pub search_steps_max: u32,
@@ -88,12 +101,14 @@ pub struct DemoOptions {
     /// closed-loop throughput: near 100 % an open-loop queue grows without
     /// bound and the baseline's latency would be all queueing.
     pub cap_fraction: f64,
-    /// A step's lag is flat when its least-squares slope stays below this.
-    pub lag_slope_max_ms_per_s: f64,
     /// Longest wait for write-through to catch up between runs.
     pub drain_timeout: Duration,
+    /// Commit mode of the sweeps, the search, the wire server and the first
+    /// direct capped run; the direct capped run is repeated in the other.
     pub commit_mode: CommitMode,
-    /// Write-through's lanes and batching (the rest stays default).
+    /// Write-through's node name, lanes and batching (the rest stays
+    /// default). The command line gives every run a node name of its own:
+    /// a node name belongs to one engine directory in PostgreSQL.
     pub awt: AwtConfig,
     pub load_parallel: usize,
     pub populate_streams: usize,
@@ -108,6 +123,8 @@ pub struct DemoOptions {
 pub trait WireServer {
     /// `postgresql://...` a client connects to.
     fn url(&self) -> String;
+    /// The server's cache (in this process): write-through's figures.
+    fn cache(&self) -> Option<Arc<Cache>>;
     /// Stops it (sessions end, checkpoint); the directory can then be reopened.
     fn stop(self: Box<Self>) -> Result<(), String>;
 }
@@ -149,14 +166,22 @@ impl DemoError {
     }
 }
 
-/// Cache memory against PostgreSQL's size for the same rows.
+/// Cache memory against PostgreSQL's size for the same rows, each side
+/// twice: as allocated, and as the bytes the rows themselves take.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MemoryFigures {
     pub instances: u64,
     pub cache_rows: u64,
+    /// The engine's count of the rows' versions and index entries in use
+    /// (no free space, slack or allocator overhead).
     pub cache_bytes: u64,
-    /// Heap, indexes and TOAST of the four tables, each scaled by the share
-    /// of its rows that belong to the cached subscribers.
+    /// What the engine reserved for the group's tables: slab chunks for
+    /// row versions, primary hash slots, ordered-index pages (free space
+    /// in them included).
+    #[serde(default)]
+    pub cache_allocated_bytes: u64,
+    /// Heap, indexes and TOAST of the four tables (pages allocated), each
+    /// scaled by the share of its rows that belong to the cached subscribers.
     pub postgres_bytes_prorated: u64,
     /// `pg_column_size` of the cached rows: tuple data without page and
     /// index overhead.
@@ -211,6 +236,31 @@ pub struct Drain {
     pub drained: bool,
 }
 
+/// Write-through during one measure window of a run behind the cache.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunLag {
+    pub label: String,
+    pub threads: u32,
+    /// 1-based.
+    pub repetition: u32,
+    /// None when nothing was sampled.
+    pub lag: Option<LagFigures>,
+    /// The wait for write-through to catch up after the run.
+    pub drain_s: f64,
+    pub drained: bool,
+}
+
+/// How often the load generator of one repetition woke late.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LateWakes {
+    pub label: String,
+    pub repetition: u32,
+    /// Wakes more than `driver::LATE_WAKE` after the intended start.
+    pub late: u64,
+    pub intended: u64,
+    pub max_us: u64,
+}
+
 /// Everything the demo measured, written as `demo.json` beside the report.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DemoReport {
@@ -227,18 +277,30 @@ pub struct DemoReport {
     pub runs: Vec<RunResult>,
     pub search: Vec<SearchStep>,
     pub cap: Option<CapDecision>,
+    /// Write-through every 250 ms while a cache ran.
     pub lag: Vec<LagSample>,
-    pub drains: Vec<Drain>,
-    /// Open-loop runs: (label, wakes of the load generator more than
-    /// `driver::LATE_WAKE` late, the largest in µs). Not charged to the
-    /// system measured; shown so a reader sees how often it happened.
+    /// Per one-second window: the lag of the transactions applied in it.
     #[serde(default)]
-    pub late_wakes: Vec<(String, u64, u64)>,
+    pub lag_windows: Vec<LagWindow>,
+    /// Per measure window behind the cache.
+    #[serde(default)]
+    pub run_lag: Vec<RunLag>,
+    pub drains: Vec<Drain>,
+    /// Open-loop repetitions: how often the load generator woke late. The
+    /// delay is charged (latency runs from the intended start); a
+    /// wake-up-charged figure is kept apart.
+    #[serde(default)]
+    pub late_wakes: Vec<LateWakes>,
     pub verify: Option<VerifyFigures>,
     /// (phase, wall seconds), in order.
     pub phases: Vec<(String, f64)>,
     /// Why the wire runs are missing, when they are.
     pub wire_skipped: Option<String>,
+    /// PostgreSQL alone's capped runs were measured again at the end, at
+    /// the lower capped rate write-through's flat maximum set (its writes
+    /// then came after verify: PostgreSQL no longer equals the cache).
+    #[serde(default)]
+    pub rebaselined: bool,
     pub finished: bool,
     /// The failure or interruption that ended the run early.
     pub stopped_by: Option<String>,
@@ -248,6 +310,11 @@ pub struct DemoReport {
 impl DemoReport {
     pub fn run(&self, label: &str) -> Option<&RunResult> {
         self.runs.iter().find(|r| r.label == label)
+    }
+
+    /// Write-through during the run's measure windows at `threads`.
+    pub fn lags(&self, label: &str, threads: u32) -> Vec<&RunLag> {
+        self.run_lag.iter().filter(|l| l.label == label && l.threads == threads).collect()
     }
 
     fn run_mut(&mut self, label: &str) -> Option<&mut RunResult> {
@@ -264,23 +331,34 @@ enum Phase {
     Direct,
     Search,
     Capped,
+    OtherMode,
     Wire,
     Verify,
 }
 
 impl Phase {
-    const ALL: [Phase; 8] =
-        [Phase::Populate, Phase::Baseline, Phase::Load, Phase::Direct, Phase::Search, Phase::Capped, Phase::Wire, Phase::Verify];
+    const ALL: [Phase; 9] = [
+        Phase::Populate,
+        Phase::Baseline,
+        Phase::Load,
+        Phase::Direct,
+        Phase::Search,
+        Phase::Capped,
+        Phase::OtherMode,
+        Phase::Wire,
+        Phase::Verify,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Phase::Populate => "populate PostgreSQL",
-            Phase::Baseline => "baseline sweep + capped run (PostgreSQL alone)",
+            Phase::Baseline => "baseline sweep + capped runs (PostgreSQL alone)",
             Phase::Load => "create + LOAD cache group",
             Phase::Direct => "sweep (pgtier direct)",
             Phase::Search => "rate-cap search",
-            Phase::Capped => "capped run (pgtier direct)",
-            Phase::Wire => "sweep + capped (pgtier wire)",
+            Phase::Capped => "capped runs (pgtier direct)",
+            Phase::OtherMode => "capped runs (pgtier direct, other commit mode)",
+            Phase::Wire => "sweep + capped runs (pgtier wire)",
             Phase::Verify => "drain + verify",
         }
     }
@@ -288,14 +366,16 @@ impl Phase {
     fn estimate_s(self, o: &DemoOptions) -> f64 {
         let point = (o.ramp_up + o.measure + o.ramp_down).as_secs_f64() + 0.5;
         let sweep = point * o.threads.len() as f64;
+        let capped = point * f64::from(o.repeats);
         match self {
             Phase::Populate => 3.0 + o.subscribers as f64 / 20_000.0,
-            Phase::Baseline => sweep + point,
+            Phase::Baseline => sweep + capped,
             Phase::Load => 1.0 + o.cached_subscribers as f64 / 30_000.0,
             Phase::Direct => sweep * 1.5,
             Phase::Search => f64::from(o.search_steps_max.min(7)) * (o.search_step.as_secs_f64() + 3.0),
-            Phase::Capped => point,
-            Phase::Wire => sweep + point + 3.0,
+            Phase::Capped => capped,
+            Phase::OtherMode => capped + 2.0,
+            Phase::Wire => sweep + capped + 3.0,
             Phase::Verify => 2.0 + o.cached_subscribers as f64 / 30_000.0,
         }
     }
@@ -322,6 +402,9 @@ pub fn check(options: &DemoOptions) -> Result<(), DemoError> {
     if options.search_steps_max == 0 {
         return bad("at least one rate-search step is needed".into());
     }
+    if options.repeats == 0 {
+        return bad("the capped runs need at least one repetition".into());
+    }
     Ok(())
 }
 
@@ -336,10 +419,10 @@ pub fn run(options: &DemoOptions, control: &DemoControl<'_>, report: &mut DemoRe
     report.settings = settings(options);
     let estimates: Vec<(&'static str, f64)> = Phase::ALL.iter().map(|p| (p.name(), p.estimate_s(options))).collect();
     let monitor = monitor::Monitor::start(estimates, control.progress);
-    let mut demo = Demo { o: options, control, report, monitor: &monitor, phase: Phase::Populate };
+    let mut demo = Demo { o: options, control, report, monitor: &monitor, phase: Phase::Populate, tallies: Vec::new() };
     let outcome = demo.all();
     report.total_s = started.elapsed().as_secs_f64();
-    report.lag = monitor.finish();
+    (report.lag, report.lag_windows) = monitor.finish();
     match &outcome {
         Ok(()) => report.finished = true,
         Err(e) => report.stopped_by = Some(e.to_string()),
@@ -354,12 +437,25 @@ struct Demo<'a, 'c> {
     report: &'a mut DemoReport,
     monitor: &'a monitor::Monitor,
     phase: Phase,
+    /// Every repetition's tally by (label, threads), so an iteration's
+    /// histograms can be merged again when a repetition is added.
+    tallies: Vec<((String, u32), Vec<crate::driver::RepetitionTally>)>,
 }
 
 /// The cache in direct mode: the engine in this process.
 struct Direct {
     cache: Arc<Cache>,
     target: EmbeddedTarget,
+}
+
+impl Direct {
+    /// Stops write-through and closes the engine, so its directory can be
+    /// opened again (in another commit mode, or by the wire server).
+    fn close(self) -> Result<(), DbError> {
+        let db = self.target.database().clone();
+        drop(self);
+        db.close().map_err(|e| DbError::new(Some(e.sqlstate()), e.to_string()))
+    }
 }
 
 fn failed(phase: Phase) -> impl Fn(DbError) -> DemoError {
@@ -369,24 +465,17 @@ fn failed(phase: Phase) -> impl Fn(DbError) -> DemoError {
 impl Demo<'_, '_> {
     fn all(&mut self) -> Result<(), DemoError> {
         let pg = self.step(Phase::Populate, |d| d.populate())?;
-        // PostgreSQL alone runs both its sweep and its capped run before the
-        // LOAD: once the group is loaded, PostgreSQL's copy of those rows may
-        // only change through the cache (AWT), or the cache is stale.
+        let pg = Sampled { inner: &pg, sampler_url: self.control.backend_url.clone() };
+        // PostgreSQL alone runs both its sweep and its capped runs before
+        // the LOAD: once the group is loaded, PostgreSQL's copy of those rows
+        // may only change through the cache (AWT), or the cache is stale.
         let pg_rate = self.step(Phase::Baseline, |d| {
             d.sweep(&pg, BASELINE, None)?;
             d.capped_baseline(&pg)
         })?;
         let direct = self.step(Phase::Load, |d| d.load())?;
-        let behind = BehindCache { inner: &direct.target, sampler_url: self.control.backend_url.clone() };
-        self.monitor.set_lag_source(Some(Box::new(monitor::DirectLag(direct.cache.clone()))));
-        self.step(Phase::Direct, |d| d.sweep(&behind, DIRECT, Some(&DirectDrain(&direct.cache))))?;
-        let rate = self.step(Phase::Search, |d| d.search(&behind, &direct.cache, pg_rate))?;
-        self.step(Phase::Capped, |d| d.capped(&behind, DIRECT_CAPPED, rate, Some(&DirectDrain(&direct.cache))))?;
-        self.monitor.set_lag_source(None);
-        let db = direct.target.database().clone();
-        drop(behind);
-        drop(direct);
-        db.close().map_err(|e| failed(Phase::Capped)(DbError::new(Some(e.sqlstate()), e.to_string())))?;
+        let rate = self.direct_runs(direct, pg_rate)?;
+        self.step(Phase::OtherMode, |d| d.other_mode(rate))?;
         self.step(Phase::Wire, |d| d.wire(rate))?;
         self.step(Phase::Verify, |d| {
             d.verify()?;
@@ -394,18 +483,43 @@ impl Demo<'_, '_> {
         })
     }
 
-    /// When write-through's flat maximum set the cap below the rate
-    /// PostgreSQL alone ran at, PostgreSQL runs once more at the cap, so
-    /// every side is compared at one throughput. Last, after verify: its
-    /// writes to the cached rows no longer meet a cache that is measured.
-    fn rebaseline(&mut self, pg: &dyn Target, rate: f64) -> Result<(), DemoError> {
-        let ran_at = self.report.run(BASELINE_CAPPED).and_then(|run| run.config.rate_per_s);
-        if ran_at.is_none_or(|ran_at| ran_at <= rate) {
-            return Ok(());
-        }
-        self.monitor.detail(format!("PostgreSQL alone again, at the capped {rate:.0} txn/s"));
-        self.report.runs.retain(|run| run.label != BASELINE_CAPPED);
-        self.capped(pg, BASELINE_CAPPED, rate, None)
+    /// The sweep, the search and the capped runs on the engine the LOAD
+    /// filled (in the main commit mode); returns the capped rate.
+    fn direct_runs(&mut self, direct: Direct, pg_rate: f64) -> Result<f64, DemoError> {
+        let behind = Sampled { inner: &direct.target, sampler_url: self.control.backend_url.clone() };
+        self.monitor.set_lag_source(Some(Box::new(monitor::CacheLag(direct.cache.clone()))));
+        let drain = DirectDrain(&direct.cache);
+        let result = (|| {
+            self.step(Phase::Direct, |d| d.sweep(&behind, DIRECT, Some(&drain)))?;
+            let rate = self.step(Phase::Search, |d| d.search(&behind, &direct.cache, pg_rate))?;
+            self.step(Phase::Capped, |d| d.capped(&behind, direct_capped(d.o.commit_mode), rate, Some(&drain), 1..=d.o.repeats))?;
+            Ok(rate)
+        })();
+        self.monitor.set_lag_source(None);
+        drop(behind);
+        let closed = direct.close().map_err(failed(Phase::Capped));
+        let rate = result?;
+        closed?;
+        Ok(rate)
+    }
+
+    /// pgtier direct's capped runs in the other commit mode: the engine
+    /// directory reopened with it (write-through resumes from PostgreSQL's
+    /// progress rows).
+    fn other_mode(&mut self, rate: f64) -> Result<(), DemoError> {
+        let mode = match self.o.commit_mode {
+            CommitMode::Async => CommitMode::Sync,
+            CommitMode::Sync => CommitMode::Async,
+        };
+        let (cache, target) = open_cache(&self.o.work_dir, mode, &self.control.backend_url, self.cache_config()).map_err(self.fail())?;
+        let direct = Direct { cache, target };
+        self.monitor.set_lag_source(Some(Box::new(monitor::CacheLag(direct.cache.clone()))));
+        let behind = Sampled { inner: &direct.target, sampler_url: self.control.backend_url.clone() };
+        let result = self.capped(&behind, direct_capped(mode), rate, Some(&DirectDrain(&direct.cache)), 1..=self.o.repeats);
+        self.monitor.set_lag_source(None);
+        drop(behind);
+        let closed = direct.close().map_err(self.fail());
+        result.and(closed)
     }
 
     /// Runs one phase: progress, timing, interruption check.
@@ -479,203 +593,8 @@ impl Demo<'_, '_> {
             rows: loaded.rows.iter().map(|(_, n)| n).sum(),
             seconds: loaded.seconds,
         });
-        self.report.memory = Some(self.memory(&cache)?);
+        self.report.memory = Some(memory::figures(&cache, &self.control.backend_url, self.o.cached_subscribers).map_err(self.fail())?);
         Ok(Direct { cache, target })
-    }
-
-    fn memory(&self, cache: &Cache) -> Result<MemoryFigures, DemoError> {
-        let stats = cache.stats().into_iter().find(|s| s.group == GROUP).unwrap_or_default();
-        let mut client = pgtier_backend::connect::connect(&self.control.backend_url)
-            .map_err(|e| self.fail()(DbError::new(Some(e.sqlstate()), e.to_string())))?;
-        let mut figures = MemoryFigures {
-            instances: stats.instances,
-            cache_rows: stats.rows,
-            cache_bytes: stats.memory_bytes,
-            ..MemoryFigures::default()
-        };
-        for table in crate::tatp::schema::TABLES {
-            let sql = format!(
-                "SELECT pg_total_relation_size('{table}')::int8, (SELECT count(*) FROM {table})::int8, \
-                 count(*)::int8, coalesce(sum(pg_column_size(t.*)), 0)::int8 FROM {table} t WHERE s_id <= {}",
-                self.o.cached_subscribers
-            );
-            let row = client.query_one(&sql, &[]).map_err(|e| self.fail()(crate::targets::postgres::db_error(&e)))?;
-            let (size, all, cached, tuple): (i64, i64, i64, i64) = (row.get(0), row.get(1), row.get(2), row.get(3));
-            figures.postgres_bytes_total += size.max(0) as u64;
-            if all > 0 {
-                figures.postgres_bytes_prorated += (size as f64 * cached as f64 / all as f64).round() as u64;
-            }
-            figures.postgres_tuple_bytes += tuple.max(0) as u64;
-        }
-        Ok(figures)
-    }
-
-    /// The closed-loop thread sweep against `target`, recorded as `label`.
-    fn sweep(&mut self, target: &dyn Target, label: &str, drain: Option<&dyn Drainer>) -> Result<(), DemoError> {
-        let run = self.new_run(target, label, None)?;
-        self.report.runs.push(run);
-        for &threads in &self.o.threads.clone() {
-            let spec = self.spec(threads, None, self.o.measure);
-            let tally = self.measure(target, &spec, label)?;
-            self.record(label, threads, &tally);
-            if let Some(d) = drain {
-                self.drain(d, &format!("{label} at {threads} threads"))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// One open-loop run at `rate` with the most threads of the sweep.
-    /// Threads of every capped run: the fewest of the sweep with which
-    /// PostgreSQL alone sustains at least [`HEADROOM`] times `rate` closed
-    /// loop, else the most. The same for all sides (same clients); no more
-    /// than PostgreSQL needs, since idle threads on two cores only add
-    /// scheduling noise to the cache's µs latencies.
-    fn capped_threads(&self, rate: f64) -> u32 {
-        let most = self.o.threads.iter().copied().max().unwrap_or(1);
-        let Some(run) = self.report.run(BASELINE) else { return most };
-        let mut sweep: Vec<(u32, f64)> = run.iterations.iter().map(|i| (i.threads, i.mqth_mean)).collect();
-        sweep.sort_by_key(|(t, _)| *t);
-        sweep.iter().find(|(_, mqth)| *mqth >= HEADROOM * rate).map_or(most, |(t, _)| *t)
-    }
-
-    fn capped(&mut self, target: &dyn Target, label: &str, rate: f64, drain: Option<&dyn Drainer>) -> Result<(), DemoError> {
-        let threads = self.capped_threads(rate);
-        let run = self.new_run(target, label, Some(rate))?;
-        self.report.runs.push(run);
-        let spec = self.spec(threads, Some(rate), self.o.measure);
-        let tally = self.measure(target, &spec, label)?;
-        self.record(label, threads, &tally);
-        if let Some(d) = drain {
-            self.drain(d, label)?;
-        }
-        Ok(())
-    }
-
-    /// PostgreSQL alone, open loop at `cap_fraction` of its best
-    /// closed-loop MQTh, lowered (x[`CAP_BACKOFF`]) while it cannot take
-    /// that rate on this machine right now: its average above [`SATURATED`]
-    /// times its single-client closed-loop average (which already pays a
-    /// WAL flush per write; beyond that, open loop measures its queue, not
-    /// its service). Returns the rate it ran at.
-    fn capped_baseline(&mut self, pg: &dyn Target) -> Result<f64, DemoError> {
-        let sweep = self.report.run(BASELINE).map(|b| b.iterations.clone()).unwrap_or_default();
-        let peak = sweep.iter().map(|i| i.mqth_mean).fold(0.0, f64::max);
-        let single = sweep
-            .iter()
-            .min_by_key(|i| i.threads)
-            .and_then(|it| markdown::mean_latency_us(&RunResult { iterations: vec![it.clone()], ..RunResult::default() }));
-        let mut rate = (self.o.cap_fraction * peak).max(1.0);
-        let mut saturated = Vec::new();
-        for attempt in 1..=CAP_ATTEMPTS {
-            self.capped(pg, BASELINE_CAPPED, rate, None)?;
-            let capped = self.report.run(BASELINE_CAPPED).and_then(markdown::mean_latency_us).unwrap_or(0.0);
-            if !single.is_some_and(|one| capped > SATURATED * one) || attempt == CAP_ATTEMPTS {
-                break;
-            }
-            self.report.runs.retain(|r| r.label != BASELINE_CAPPED);
-            saturated.push((rate, capped));
-            rate *= CAP_BACKOFF;
-        }
-        self.report.cap = Some(CapDecision { baseline_peak_per_s: peak, rate_per_s: rate, saturated, ..CapDecision::default() });
-        Ok(rate)
-    }
-
-    fn spec(&self, threads: u32, rate_per_s: Option<f64>, measure: Duration) -> LoadSpec {
-        LoadSpec {
-            threads,
-            rate_per_s,
-            ramp_up: self.o.ramp_up,
-            measure,
-            ramp_down: self.o.ramp_down,
-            seed: self.o.seed ^ (u64::from(threads) << 32) ^ rate_per_s.map_or(0, |r| r as u64),
-        }
-    }
-
-    fn workload(&self) -> TatpWorkload {
-        TatpWorkload { keys: SubscriberKeys::new(1, self.o.cached_subscribers, false) }
-    }
-
-    /// One repetition, with the progress line and Ctrl-C wired in.
-    fn measure(&self, target: &dyn Target, spec: &LoadSpec, label: &str) -> Result<RepetitionTally, DemoError> {
-        let live = LiveCounters::default();
-        let mode = spec.rate_per_s.map_or_else(|| "closed loop".to_owned(), |r| format!("{r:.0} txn/s offered"));
-        let title = format!("{label}: {} threads, {mode}", spec.threads);
-        let total = spec.ramp_up + spec.measure + spec.ramp_down;
-        let (mut last_n, mut last_t) = (0u64, Duration::ZERO);
-        let result = driver::run_repetition(target, &self.workload(), spec, &live, &mut |phase, elapsed| {
-            if self.control.interrupt.load(Ordering::Relaxed) {
-                live.stop.store(true, Ordering::Relaxed);
-            }
-            let n = live.finished.load(Ordering::Relaxed);
-            let dt = elapsed.saturating_sub(last_t).as_secs_f64();
-            let rate = if dt > 0.0 { n.saturating_sub(last_n) as f64 / dt } else { 0.0 };
-            (last_n, last_t) = (n, elapsed);
-            let pct = 100.0 * elapsed.as_secs_f64() / total.as_secs_f64().max(1e-9);
-            self.monitor.detail(format!("{title} · {phase:?} {pct:.0} % · {rate:.0} txn/s"));
-        });
-        self.interrupted()?;
-        let tally = result.map_err(|e| self.fail()(DbError::new(None, format!("{title}: {e}"))))?;
-        Ok(tally)
-    }
-
-    fn new_run(&self, target: &dyn Target, label: &str, rate: Option<f64>) -> Result<RunResult, DemoError> {
-        let durability = target.durability().map_err(self.fail())?;
-        let deviations = tatp::deviations(&RunFacts {
-            uniform: false,
-            populated_now: true,
-            parallel_load_streams: self.o.populate_streams,
-            load_method: "COPY",
-            keys_with_tables: false,
-            windows_per_population: u32::try_from(self.o.threads.len()).unwrap_or(u32::MAX),
-            open_loop: rate.is_some(),
-            measure_s: self.o.measure.as_secs_f64(),
-            durability: durability.clone(),
-        });
-        Ok(RunResult {
-            tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-            started_at: report::now_rfc3339(),
-            label: label.to_owned(),
-            config: RunConfig {
-                workload: "tatp".to_owned(),
-                target: target.describe(),
-                subscribers: self.o.subscribers,
-                min_subscriber_id: 1,
-                max_subscriber_id: self.o.cached_subscribers,
-                key_distribution: "nurand".to_owned(),
-                rate_per_s: rate,
-                duration_s: self.o.measure.as_secs_f64(),
-                ramp_up_s: self.o.ramp_up.as_secs_f64(),
-                ramp_down_s: self.o.ramp_down.as_secs_f64(),
-                repetitions: 1,
-                durability,
-                isolation: "read committed".to_owned(),
-                deviations,
-            },
-            machine: self.report.machine.clone(),
-            iterations: Vec::new(),
-        })
-    }
-
-    fn record(&mut self, label: &str, threads: u32, tally: &RepetitionTally) {
-        let iteration =
-            report::iteration_result(threads, std::slice::from_ref(tally), &TxnType::NAMES, &TxnType::SPEC_SUCCESS, false);
-        if let Some(run) = self.report.run_mut(label) {
-            run.iterations.push(iteration);
-        }
-        if let Some(schedule) = &tally.schedule {
-            self.report.late_wakes.push((label.to_owned(), schedule.late_wakes, schedule.max_wake_delay_us));
-        }
-    }
-
-    /// Waits for write-through to catch up, so the next run starts with
-    /// PostgreSQL idle; a drain that times out is recorded, not fatal.
-    fn drain(&mut self, drainer: &dyn Drainer, after: &str) -> Result<(), DemoError> {
-        self.monitor.detail(format!("waiting for write-through to catch up after {after}"));
-        let started = Instant::now();
-        let drained = drainer.drain(self.o.drain_timeout, self.control.interrupt).map_err(self.fail())?;
-        self.report.drains.push(Drain { after: after.to_owned(), seconds: started.elapsed().as_secs_f64(), drained });
-        self.interrupted()
     }
 
     fn search(&mut self, target: &dyn Target, cache: &Arc<Cache>, pg_rate: f64) -> Result<f64, DemoError> {
@@ -690,20 +609,22 @@ impl Demo<'_, '_> {
         };
         let server = start(&self.o.work_dir, &self.control.backend_url, self.o.commit_mode, &self.o.awt)
             .map_err(|e| self.fail()(DbError::new(Some("08006"), format!("starting the pgtier server: {e}"))))?;
-        let result = self.wire_runs(&server.url(), rate);
+        let result = self.wire_runs(server.as_ref(), rate);
         self.monitor.set_lag_source(None);
         let stopped = server.stop().map_err(|e| self.fail()(DbError::new(None, format!("stopping the pgtier server: {e}"))));
         result.and(stopped)
     }
 
-    fn wire_runs(&mut self, url: &str, rate: f64) -> Result<(), DemoError> {
-        let lag = monitor::WireLag::connect(url).map_err(self.fail())?;
-        self.monitor.set_lag_source(Some(Box::new(lag)));
-        let drainer = monitor::WireDrain(std::sync::Mutex::new(monitor::WireLag::connect(url).map_err(self.fail())?));
-        let target = PgTarget::open(url).map_err(|e| self.fail()(DbError::new(Some(e.sqlstate()), e.to_string())))?;
-        let behind = BehindCache { inner: &target, sampler_url: self.control.backend_url.clone() };
-        self.sweep(&behind, WIRE, Some(&drainer))?;
-        self.capped(&behind, WIRE_CAPPED, rate, Some(&drainer))
+    fn wire_runs(&mut self, server: &dyn WireServer, rate: f64) -> Result<(), DemoError> {
+        let cache = server
+            .cache()
+            .ok_or_else(|| self.fail()(DbError::new(Some("55000"), "the pgtier server runs no cache, so write-through cannot be watched")))?;
+        self.monitor.set_lag_source(Some(Box::new(monitor::CacheLag(cache.clone()))));
+        let target = PgTarget::open(&server.url()).map_err(|e| self.fail()(DbError::new(Some(e.sqlstate()), e.to_string())))?;
+        let behind = Sampled { inner: &target, sampler_url: self.control.backend_url.clone() };
+        let drain = DirectDrain(&cache);
+        self.sweep(&behind, WIRE, Some(&drain))?;
+        self.capped(&behind, WIRE_CAPPED, rate, Some(&drain), 1..=self.o.repeats)
     }
 
     /// Reopens the engine directory, waits for the last writes to reach
@@ -766,15 +687,16 @@ impl Drainer for DirectDrain<'_> {
     }
 }
 
-/// A target whose backend figures are PostgreSQL's, sampled while the
-/// cache in front of it runs: the study's "backend CPU and commit waits
+/// A target measured with PostgreSQL's figures (a `PgSampler` on the
+/// backend) and this process's CPU per component: PostgreSQL alone, or
+/// pgtier in front of it, where the study's "backend CPU and commit waits
 /// with the cache" are PostgreSQL's, applying the write-through.
-struct BehindCache<'a> {
+struct Sampled<'a> {
     inner: &'a dyn Target,
     sampler_url: String,
 }
 
-impl Target for BehindCache<'_> {
+impl Target for Sampled<'_> {
     fn describe(&self) -> String {
         self.inner.describe()
     }
@@ -788,7 +710,8 @@ impl Target for BehindCache<'_> {
         self.inner.bulk_load(table, columns, rows)
     }
     fn sampler(&self) -> Option<Box<dyn BackendSampler>> {
-        Some(Box::new(PgSampler::new(self.sampler_url.clone(), url_is_local(&self.sampler_url))))
+        let postgres = PgSampler::new(self.sampler_url.clone(), url_is_local(&self.sampler_url));
+        Some(Box::new(WithProcessCpu::new(Some(Box::new(postgres)))))
     }
     fn durability(&self) -> Result<String, DbError> {
         self.inner.durability()
@@ -812,12 +735,26 @@ fn settings(o: &DemoOptions) -> Vec<(String, String)> {
         ),
         ("thread counts".into(), threads.join(", ")),
         ("ramp-up / measure / ramp-down".into(), format!("{} / {} / {}", secs(o.ramp_up), secs(o.measure), secs(o.ramp_down))),
-        ("rate search".into(), format!("up to {} steps of {}, flat = lag slope < {} ms/s", o.search_steps_max, secs(o.search_step), o.lag_slope_max_ms_per_s)),
+        ("runs at the capped rate, per side".into(), o.repeats.to_string()),
+        (
+            "rate search".into(),
+            format!(
+                "up to {} steps of {}; flat = write-through's backlog grows by at most {:.0} % of the WAL rate the cache writes, and no 1 s window has a backlog with nothing applied",
+                o.search_steps_max,
+                secs(o.search_step),
+                100.0 * FLAT_SLOPE_SHARE
+            ),
+        ),
         ("rate cap bound".into(), format!("{:.0} % of PostgreSQL's peak closed-loop MQTh", 100.0 * o.cap_fraction)),
-        ("pgtier commit mode".into(), format!("{:?}", o.commit_mode).to_lowercase()),
+        ("pgtier commit mode (sweeps, search, wire)".into(), format!("{:?}", o.commit_mode).to_lowercase()),
         (
             "write-through (AWT)".into(),
-            format!("{} apply lane(s), a batch collects for {} ms after its first transaction", o.awt.apply_connections, o.awt.batch_delay.as_millis()),
+            format!(
+                "node {}, {} apply lane(s), a batch collects for {} ms after its first transaction",
+                o.awt.node,
+                o.awt.apply_connections,
+                o.awt.batch_delay.as_millis()
+            ),
         ),
         ("LOAD parallel".into(), o.load_parallel.to_string()),
         ("seed".into(), o.seed.to_string()),

@@ -1,87 +1,60 @@
 //! The demo's watcher thread: every [`TICK`] it redraws the progress line
-//! (phase, percent of the whole demo, ETA) and samples the AWT lag from
-//! whichever cache is running (in this process, or a server over SQL).
+//! (phase, percent of the whole demo, ETA) and reads write-through's
+//! figures from whichever cache is running (in this process, or the wire
+//! server's, also in this process): a [`LagSample`] per tick, and per
+//! [`lag::WINDOW_S`] a [`LagWindow`] with the lag of the transactions
+//! applied in it (from the AWT lag histogram's counts at its two ends).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pgtier_cache::Cache;
-use serde::{Deserialize, Serialize};
+use pgtier_cache::{Cache, LagCounts};
 
-use crate::target::DbError;
-use crate::targets::postgres::db_error;
+use super::lag::{self, LagFigures, LagSample, LagWindow};
 
 const TICK: Duration = Duration::from_millis(250);
-/// Lag samples kept at most (an hour at [`TICK`]); later ones are dropped.
+/// Samples kept at most (an hour at [`TICK`]); later ones are dropped.
 const LAG_SAMPLES_MAX: usize = 14_400;
+/// Windows kept at most (an hour).
+const LAG_WINDOWS_MAX: usize = 3_600;
 
-/// The AWT lag at one moment of the demo.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct LagSample {
-    /// Seconds since the demo started.
-    pub t_s: f64,
-    pub phase: String,
-    pub lag_ms: f64,
+/// Write-through's counters at one moment.
+pub(super) struct LagReading {
     pub backlog_bytes: u64,
+    pub written_bytes: u64,
+    pub applied_txns: u64,
+    pub counts: LagCounts,
 }
 
-/// Where the lag is read from.
+/// Where write-through's figures are read from.
 pub(super) trait LagSource: Send {
-    /// (lag ms, backlog bytes), or None when propagation is not running.
-    fn sample(&mut self) -> Option<(f64, u64)>;
+    /// None when propagation is not running.
+    fn read(&mut self) -> Option<LagReading>;
 }
 
-pub(super) struct DirectLag(pub Arc<Cache>);
+/// A cache in this process (direct mode, or the wire server's).
+pub(super) struct CacheLag(pub Arc<Cache>);
 
-impl LagSource for DirectLag {
-    fn sample(&mut self) -> Option<(f64, u64)> {
-        self.0.propagation_info().map(|p| (p.lag_ms, p.backlog_bytes))
-    }
-}
-
-/// `pgtier_cache_propagation` of a server, on a connection of its own.
-pub(super) struct WireLag(postgres::Client);
-
-impl WireLag {
-    pub(super) fn connect(url: &str) -> Result<WireLag, DbError> {
-        pgtier_backend::connect::connect(url).map(WireLag).map_err(|e| DbError::new(Some(e.sqlstate()), e.to_string()))
-    }
-
-    fn read(&mut self) -> Result<Option<(f64, u64)>, DbError> {
-        let rows = self.0.query("SELECT lag_ms, backlog_bytes FROM pgtier_cache_propagation", &[]).map_err(|e| db_error(&e))?;
-        Ok(rows.first().map(|r| (r.get::<_, f64>(0), r.get::<_, i64>(1).max(0) as u64)))
+impl LagSource for CacheLag {
+    fn read(&mut self) -> Option<LagReading> {
+        let status = self.0.propagation()?;
+        let info = self.0.propagation_info()?;
+        Some(LagReading {
+            backlog_bytes: info.backlog_bytes,
+            written_bytes: self.0.database().wal_durable_end().0,
+            applied_txns: info.applied_txns,
+            counts: status.lag.snapshot(),
+        })
     }
 }
 
-impl LagSource for WireLag {
-    fn sample(&mut self) -> Option<(f64, u64)> {
-        self.read().ok().flatten()
-    }
-}
-
-/// Drains through a server: polls its backlog until it is empty twice in
-/// a row (a commit may be written but not yet counted in between).
-pub(super) struct WireDrain(pub Mutex<WireLag>);
-
-impl super::Drainer for WireDrain {
-    fn drain(&self, timeout: Duration, interrupt: &std::sync::atomic::AtomicBool) -> Result<bool, DbError> {
-        let deadline = Instant::now() + timeout;
-        let mut lag = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let mut empty_polls = 0;
-        while Instant::now() < deadline && !interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-            match lag.read()? {
-                Some((_, 0)) | None => empty_polls += 1,
-                Some(_) => empty_polls = 0,
-            }
-            if empty_polls >= 2 {
-                return Ok(true);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(false)
-    }
+/// The window being filled: its start and the least backlog seen.
+struct OpenWindow {
+    from_s: f64,
+    start: LagReading,
+    backlog_min_bytes: u64,
 }
 
 struct State {
@@ -96,6 +69,8 @@ struct State {
     detail: String,
     source: Option<Box<dyn LagSource>>,
     lag: Vec<LagSample>,
+    windows: Vec<(LagWindow, LagCounts)>,
+    open: Option<OpenWindow>,
     stop: bool,
 }
 
@@ -123,6 +98,8 @@ impl Monitor {
             detail: String::new(),
             source: None,
             lag: Vec::new(),
+            windows: Vec::new(),
+            open: None,
             stop: false,
         }));
         let bar = if draw { ProgressBar::new(1000) } else { ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::hidden()) };
@@ -160,21 +137,36 @@ impl Monitor {
         lock(&self.state).detail = text;
     }
 
+    /// A new source starts a new window (counts of two caches never mix).
     pub(super) fn set_lag_source(&self, source: Option<Box<dyn LagSource>>) {
-        lock(&self.state).source = source;
+        let mut s = lock(&self.state);
+        s.source = source;
+        s.open = None;
     }
 
-    /// The lag samples between `from_s` and `to_s` (seconds since start).
-    pub(super) fn lag_between(&self, from_s: f64, to_s: f64) -> Vec<LagSample> {
-        lock(&self.state).lag.iter().filter(|l| l.t_s >= from_s && l.t_s <= to_s).cloned().collect()
+    /// Write-through over `[from_s, to_s]` (seconds since start), once the
+    /// window holding `to_s` has closed (at most about two seconds'
+    /// wait; less when no source is set). None when nothing was sampled.
+    pub(super) fn lag_over(&self, from_s: f64, to_s: f64) -> Option<LagFigures> {
+        let deadline = Instant::now() + Duration::from_secs_f64(2.0 * lag::WINDOW_S + 0.5);
+        loop {
+            {
+                let s = lock(&self.state);
+                let covered = s.windows.last().is_some_and(|(w, _)| w.to_s >= to_s);
+                if covered || s.source.is_none() || Instant::now() >= deadline {
+                    return lag::figures(&s.lag, &s.windows, from_s, to_s);
+                }
+            }
+            std::thread::sleep(TICK / 2);
+        }
     }
 
     pub(super) fn now_s(&self) -> f64 {
         lock(&self.state).started.elapsed().as_secs_f64()
     }
 
-    /// Stops the thread and returns every lag sample.
-    pub(super) fn finish(&self) -> Vec<LagSample> {
+    /// Stops the thread and returns every sample and window.
+    pub(super) fn finish(&self) -> (Vec<LagSample>, Vec<LagWindow>) {
         lock(&self.state).stop = true;
         let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(t) = thread {
@@ -182,7 +174,8 @@ impl Monitor {
         }
         let mut s = lock(&self.state);
         s.source = None;
-        std::mem::take(&mut s.lag)
+        let windows = std::mem::take(&mut s.windows).into_iter().map(|(w, _)| w).collect();
+        (std::mem::take(&mut s.lag), windows)
     }
 }
 
@@ -199,18 +192,54 @@ fn watch(state: &Mutex<State>, bar: &ProgressBar) {
             if s.stop {
                 break;
             }
-            let t_s = s.started.elapsed().as_secs_f64();
-            let phase = s.phases.get(s.current).map_or("", |p| p.0).to_owned();
-            if let Some(sample) = s.source.as_mut().and_then(|src| src.sample())
-                && s.lag.len() < LAG_SAMPLES_MAX
-            {
-                s.lag.push(LagSample { t_s, phase, lag_ms: sample.0, backlog_bytes: sample.1 });
-            }
+            sample(&mut s);
             draw(&s, bar);
         }
         std::thread::sleep(TICK);
     }
     bar.finish_and_clear();
+}
+
+/// One reading: a sample, and a window closed when it is due.
+fn sample(s: &mut State) {
+    let t_s = s.started.elapsed().as_secs_f64();
+    let phase = s.phases.get(s.current).map_or("", |p| p.0).to_owned();
+    let Some(reading) = s.source.as_mut().and_then(|src| src.read()) else { return };
+    if s.lag.len() < LAG_SAMPLES_MAX {
+        s.lag.push(LagSample {
+            t_s,
+            phase: phase.clone(),
+            backlog_bytes: reading.backlog_bytes,
+            written_bytes: reading.written_bytes,
+            applied_txns: reading.applied_txns,
+        });
+    }
+    let Some(open) = s.open.as_mut() else {
+        s.open = Some(OpenWindow { from_s: t_s, backlog_min_bytes: reading.backlog_bytes, start: reading });
+        return;
+    };
+    open.backlog_min_bytes = open.backlog_min_bytes.min(reading.backlog_bytes);
+    // Due half a tick early, so windows stay about WINDOW_S long.
+    if t_s - open.from_s < lag::WINDOW_S - TICK.as_secs_f64() / 2.0 {
+        return;
+    }
+    let counts = reading.counts.since(&open.start.counts);
+    let window = LagWindow {
+        from_s: open.from_s,
+        to_s: t_s,
+        phase,
+        applied_txns: reading.applied_txns.saturating_sub(open.start.applied_txns),
+        lag_p50_ms: counts.quantile_us(0.5) / 1000.0,
+        lag_p99_ms: counts.quantile_us(0.99) / 1000.0,
+        lag_max_ms: counts.max_us as f64 / 1000.0,
+        backlog_bytes: reading.backlog_bytes,
+        backlog_min_bytes: open.backlog_min_bytes,
+        written_bytes: reading.written_bytes.saturating_sub(open.start.written_bytes),
+    };
+    if s.windows.len() < LAG_WINDOWS_MAX {
+        s.windows.push((window, counts));
+    }
+    s.open = Some(OpenWindow { from_s: t_s, backlog_min_bytes: reading.backlog_bytes, start: reading });
 }
 
 /// Percent of the estimated whole and the time left, scaled by how the

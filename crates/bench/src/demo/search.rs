@@ -1,15 +1,16 @@
 //! The rate cap of study 000: step the offered rate (open loop, direct
-//! mode) and watch the AWT lag; the highest rate whose lag stays flat is
-//! the most PostgreSQL can absorb behind the cache. Both sides then run at
-//! that rate, bounded by what PostgreSQL alone sustains, so latencies are
-//! compared at equal throughput.
+//! mode) and watch write-through; the highest rate at which it stays flat
+//! (its backlog does not grow and nothing is stuck: `lag`) is pgtier's
+//! sustainable throughput, the most PostgreSQL absorbs behind the cache.
+//! Both sides then run at that rate, bounded by what PostgreSQL alone
+//! sustains, so latencies are compared at equal throughput.
 
 use std::sync::Arc;
 
 use pgtier_cache::Cache;
 use serde::{Deserialize, Serialize};
 
-use super::{CapDecision, Demo, DemoError, DirectDrain, BASELINE};
+use super::{BASELINE, CapDecision, Demo, DemoError, DirectDrain, LagFigures};
 use crate::target::Target;
 
 /// Rate of the first step, as a fraction of PostgreSQL's peak.
@@ -19,8 +20,6 @@ const STEP_FACTOR: f64 = 2.0;
 /// A step whose achieved rate falls below this share of the offered one is
 /// limited by the client side, not by write-through.
 const ACHIEVED_MIN: f64 = 0.95;
-/// Lag at the end of a flat step stays under this (ms) as well.
-const LAG_END_MAX_MS: f64 = 1000.0;
 /// The lowest rate ever offered (txn/s).
 const RATE_MIN: f64 = 10.0;
 
@@ -30,28 +29,13 @@ pub struct SearchStep {
     pub offered_per_s: f64,
     pub achieved_per_s: f64,
     pub missed: u64,
-    pub lag_start_ms: f64,
-    pub lag_end_ms: f64,
-    pub lag_max_ms: f64,
-    /// Least-squares slope of the lag over the measure window.
-    pub lag_slope_ms_per_s: f64,
-    pub lag_samples: usize,
+    /// Write-through over the step's measure window (None: not sampled,
+    /// which is never flat).
+    pub lag: Option<LagFigures>,
     pub flat: bool,
     /// The client could not offer the rate (achieved < 95 % or missed > 0).
     pub client_bound: bool,
     pub drain_s: f64,
-}
-
-/// Least-squares slope of (t, y).
-pub(super) fn slope(points: &[(f64, f64)]) -> f64 {
-    let n = points.len() as f64;
-    if points.len() < 2 {
-        return 0.0;
-    }
-    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    if sxx > 0.0 { sxy / sxx } else { 0.0 }
 }
 
 /// Searches the highest flat rate and returns the rate the cache sides run
@@ -86,7 +70,7 @@ pub(super) fn run(demo: &mut Demo<'_, '_>, target: &dyn Target, cache: &Arc<Cach
     let (rate, reason) = match flat_max {
         Some(flat) if flat < pg_rate => (
             flat,
-            "the highest rate whose AWT lag stayed flat, below PostgreSQL's capped rate: the cache side ran at fewer txn/s than PostgreSQL alone".to_owned(),
+            "pgtier's sustainable throughput (the highest rate at which write-through stayed flat), below PostgreSQL's capped rate".to_owned(),
         ),
         Some(_) => (
             pg_rate,
@@ -98,7 +82,7 @@ pub(super) fn run(demo: &mut Demo<'_, '_>, target: &dyn Target, cache: &Arc<Cach
         ),
         None => (
             (demo.report.search.iter().map(|s| s.offered_per_s).fold(f64::INFINITY, f64::min) / STEP_FACTOR).min(pg_rate).max(RATE_MIN),
-            "no searched rate had a flat lag: half the lowest step".to_owned(),
+            "no searched rate kept write-through flat: half the lowest step".to_owned(),
         ),
     };
     let cap = demo.report.cap.get_or_insert_with(CapDecision::default);
@@ -111,16 +95,10 @@ pub(super) fn run(demo: &mut Demo<'_, '_>, target: &dyn Target, cache: &Arc<Cach
 
 fn one_step(demo: &mut Demo<'_, '_>, target: &dyn Target, cache: &Arc<Cache>, rate: f64) -> Result<SearchStep, DemoError> {
     let threads = demo.o.threads.iter().copied().max().unwrap_or(1);
-    let mut spec = demo.spec(threads, Some(rate), demo.o.search_step);
+    let mut spec = demo.spec(threads, Some(rate), demo.o.search_step, 1);
     spec.ramp_down = std::time::Duration::ZERO;
-    let started_s = demo.monitor.now_s();
-    let tally = demo.measure(target, &spec, "rate search")?;
-    let ended_s = demo.monitor.now_s();
-    let window_from = started_s + spec.ramp_up.as_secs_f64();
-    let samples = demo.monitor.lag_between(window_from, ended_s);
-    let points: Vec<(f64, f64)> = samples.iter().map(|s| (s.t_s, s.lag_ms)).collect();
-    let lag_slope = slope(&points);
-    let lag_end = samples.last().map_or(0.0, |s| s.lag_ms);
+    let (tally, span) = demo.measure(target, &spec, "rate search")?;
+    let lag = demo.monitor.lag_over(span.from_s, span.to_s);
     let schedule = tally.schedule.clone().unwrap_or_default();
     let achieved = tally.mqth();
     let client_bound = achieved < ACHIEVED_MIN * rate || schedule.missed > 0;
@@ -130,27 +108,9 @@ fn one_step(demo: &mut Demo<'_, '_>, target: &dyn Target, cache: &Arc<Cache>, ra
         offered_per_s: rate,
         achieved_per_s: achieved,
         missed: schedule.missed,
-        lag_start_ms: samples.first().map_or(0.0, |s| s.lag_ms),
-        lag_end_ms: lag_end,
-        lag_max_ms: samples.iter().map(|s| s.lag_ms).fold(0.0, f64::max),
-        lag_slope_ms_per_s: lag_slope,
-        lag_samples: samples.len(),
-        flat: lag_slope <= demo.o.lag_slope_max_ms_per_s && lag_end <= LAG_END_MAX_MS,
+        flat: lag.as_ref().is_some_and(|l| l.flat),
+        lag,
         client_bound,
         drain_s: drain_started.elapsed().as_secs_f64(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::slope;
-
-    #[test]
-    fn slope_of_a_line_and_of_noise() {
-        let line: Vec<(f64, f64)> = (0..10).map(|i| (f64::from(i), 3.0 * f64::from(i) + 1.0)).collect();
-        assert!((slope(&line) - 3.0).abs() < 1e-9);
-        let flat: Vec<(f64, f64)> = (0..10).map(|i| (f64::from(i), if i % 2 == 0 { 5.0 } else { 6.0 })).collect();
-        assert!(slope(&flat).abs() < 0.2);
-        assert_eq!(slope(&[(1.0, 2.0)]), 0.0);
-    }
 }

@@ -27,8 +27,8 @@ fn cache_error(e: &CacheError) -> DbError {
 }
 
 /// The TATP cache group: subscriber and its three descendant tables.
-/// AWT so the standard mix may write to it (the writes stay in the cache
-/// until write-through exists).
+/// AWT so the standard mix may write to it (write-through carries the
+/// writes to PostgreSQL).
 pub fn tatp_group(name: &str, dynamic: bool, aging: Aging) -> CreateGroup {
     CreateGroup {
         name: name.to_owned(),

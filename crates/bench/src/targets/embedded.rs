@@ -338,12 +338,6 @@ fn counters(db: &Database) -> EngineCounters {
     }
 }
 
-fn clock_ticks_per_s() -> f64 {
-    // SAFETY: sysconf only reads a system constant.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 { ticks as f64 } else { 100.0 }
-}
-
 struct Running {
     started: Instant,
     start: EngineCounters,
@@ -388,10 +382,11 @@ impl BackendSampler for EngineSampler {
             // No wait-event sampling in the engine: committers that wait for
             // an fsync are visible as commits/fsync instead.
             wal_wait_share: 0.0,
-            cpu_percent: Some(100.0 * cpu_ticks as f64 / clock_ticks_per_s() / window_s),
+            cpu_percent: Some(100.0 * cpu_ticks as f64 / crate::cpu::clock_ticks_per_s() / window_s),
             samples: 0,
             active_sessions: 0.0,
             wal_wait_sessions: 0.0,
+            process_cpu: Vec::new(),
         })
     }
 }

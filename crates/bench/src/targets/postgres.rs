@@ -506,12 +506,6 @@ pub fn parse_proc_stat(stat: &str) -> Option<ProcTicks> {
     })
 }
 
-fn clock_ticks_per_s() -> f64 {
-    // SAFETY: sysconf only reads a system constant.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 { ticks as f64 } else { 100.0 }
-}
-
 const WAIT_SAMPLE_SQL: &str = "SELECT count(*)::int8, count(*) FILTER (WHERE \
        (wait_event_type = 'IO' AND wait_event IN ('WALSync', 'WALWrite', 'WALInitSync', 'WALInitWrite')) \
     OR (wait_event_type = 'LWLock' AND wait_event = 'WALWrite') \
@@ -666,7 +660,7 @@ impl BackendSampler for PgSampler {
                     ticks += now.own.saturating_sub(*base);
                 }
             }
-            100.0 * ticks as f64 / clock_ticks_per_s() / window_s
+            100.0 * ticks as f64 / crate::cpu::clock_ticks_per_s() / window_s
         });
         let commits = (commits_end - running.commits_start).max(0) as u64;
         let wal_bytes = (wal_end - running.wal_start).max(0) as u64;
@@ -682,6 +676,7 @@ impl BackendSampler for PgSampler {
             samples: tally.samples,
             active_sessions: if tally.samples == 0 { 0.0 } else { tally.active as f64 / tally.samples as f64 },
             wal_wait_sessions: if tally.samples == 0 { 0.0 } else { tally.wal_waiting as f64 / tally.samples as f64 },
+            process_cpu: Vec::new(),
         })
     }
 }

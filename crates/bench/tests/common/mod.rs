@@ -5,11 +5,13 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
 use pgtier_bench::targets::postgres::PgTarget;
 use pgtier_bench::tatp::population::{PopulateOptions, populate};
+use pgtier_cache::CacheConfig;
 use pgtier_engine::CommitMode;
 
 /// One population seed for PostgreSQL and any local engine: identical data.
@@ -73,4 +75,14 @@ pub fn populate_postgres(url: &str, subscribers: u64) {
     let report = populate(&PgTarget::open(url).unwrap(), &PopulateOptions { subscribers, streams: 2, seed: SEED, progress: false }).unwrap();
     let rows: u64 = report.tables.iter().map(|t| t.rows).sum();
     println!("PostgreSQL: {subscribers} subscribers, {rows} rows populated in {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// `config` with a write-through node name of its own: the tests of one
+/// binary share a PostgreSQL, whose replication origins (named after the
+/// node) are the whole cluster's, and a node name belongs to one data
+/// directory (every cache a test opens here has a fresh one).
+pub fn own_node(mut config: CacheConfig) -> CacheConfig {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    config.awt.node = format!("bench{}n{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    config
 }

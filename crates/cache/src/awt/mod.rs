@@ -147,16 +147,21 @@ pub struct AwtStatus {
 
 /// Microsecond latencies in buckets a quarter of a power of two wide (about
 /// 19 % resolution) from 1 µs to about 70 minutes: fixed memory, lock-free.
+/// Counts only grow (until `reset`), so a reader that keeps a
+/// [`LagHistogram::snapshot`] gets any interval's own distribution with
+/// [`LagCounts::since`], without disturbing other readers.
 #[derive(Debug)]
 pub struct LagHistogram {
     buckets: [AtomicU64; LAG_BUCKETS],
+    /// The largest value recorded, exact.
+    max_us: AtomicU64,
 }
 
 const LAG_BUCKETS: usize = 128;
 
 impl Default for LagHistogram {
     fn default() -> LagHistogram {
-        LagHistogram { buckets: std::array::from_fn(|_| AtomicU64::new(0)) }
+        LagHistogram { buckets: std::array::from_fn(|_| AtomicU64::new(0)), max_us: AtomicU64::new(0) }
     }
 }
 
@@ -168,6 +173,7 @@ impl LagHistogram {
 
     pub fn record(&self, us: u64) {
         self.buckets[Self::bucket(us)].fetch_add(1, Ordering::Relaxed);
+        self.max_us.fetch_max(us, Ordering::Relaxed);
     }
 
     pub fn count(&self) -> u64 {
@@ -176,23 +182,89 @@ impl LagHistogram {
 
     /// The upper bound of the bucket holding quantile `q` (0..=1), in µs; 0 when empty.
     pub fn quantile_us(&self, q: f64) -> f64 {
+        self.snapshot().quantile_us(q)
+    }
+
+    /// The largest value recorded (µs), exact; 0 when empty.
+    pub fn max_us(&self) -> u64 {
+        self.max_us.load(Ordering::Relaxed)
+    }
+
+    /// The counts now (each bucket read once; records racing with the read
+    /// land in this snapshot or the next).
+    pub fn snapshot(&self) -> LagCounts {
+        LagCounts { buckets: self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect(), max_us: self.max_us() }
+    }
+
+    pub fn reset(&self) {
+        self.buckets.iter().for_each(|b| b.store(0, Ordering::Relaxed));
+        self.max_us.store(0, Ordering::Relaxed);
+    }
+}
+
+/// A [`LagHistogram`]'s counts at one moment, or over an interval.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LagCounts {
+    buckets: Vec<u64>,
+    /// Exact largest value when it was recorded in the interval; else the
+    /// upper bound of the highest non-empty bucket (see [`LagCounts::since`]).
+    pub max_us: u64,
+}
+
+impl LagCounts {
+    fn upper_bound_us(index: usize) -> f64 {
+        2f64.powf((index + 1) as f64 / 4.0)
+    }
+
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// What was recorded after `earlier` (a snapshot of the same histogram).
+    /// The maximum is exact when a new largest value was recorded in
+    /// between; otherwise the interval's largest value lies in its highest
+    /// non-empty bucket, whose upper bound (capped by the histogram's
+    /// maximum) stands for it.
+    pub fn since(&self, earlier: &LagCounts) -> LagCounts {
+        let buckets: Vec<u64> =
+            self.buckets.iter().enumerate().map(|(i, n)| n.saturating_sub(earlier.buckets.get(i).copied().unwrap_or(0))).collect();
+        let max_us = if self.max_us > earlier.max_us {
+            self.max_us
+        } else {
+            buckets.iter().rposition(|&n| n > 0).map_or(0, |i| (Self::upper_bound_us(i) as u64).min(self.max_us))
+        };
+        LagCounts { buckets, max_us }
+    }
+
+    /// Adds another interval's counts (of the same histogram).
+    pub fn merge(&mut self, other: &LagCounts) {
+        if self.buckets.len() < other.buckets.len() {
+            self.buckets.resize(other.buckets.len(), 0);
+        }
+        for (mine, theirs) in self.buckets.iter_mut().zip(&other.buckets) {
+            *mine += theirs;
+        }
+        self.max_us = self.max_us.max(other.max_us);
+    }
+
+    /// The upper bound of the bucket holding quantile `q` (0..=1), in µs,
+    /// at most the maximum (no quantile lies above it); 0 when empty.
+    pub fn quantile_us(&self, q: f64) -> f64 {
         let total = self.count();
         if total == 0 {
             return 0.0;
         }
         let target = ((total as f64) * q).ceil().max(1.0) as u64;
         let mut seen = 0;
-        for (index, bucket) in self.buckets.iter().enumerate() {
-            seen += bucket.load(Ordering::Relaxed);
+        let mut bound = Self::upper_bound_us(LAG_BUCKETS - 1);
+        for (index, n) in self.buckets.iter().enumerate() {
+            seen += n;
             if seen >= target {
-                return 2f64.powf((index + 1) as f64 / 4.0);
+                bound = Self::upper_bound_us(index);
+                break;
             }
         }
-        2f64.powf(LAG_BUCKETS as f64 / 4.0)
-    }
-
-    pub fn reset(&self) {
-        self.buckets.iter().for_each(|b| b.store(0, Ordering::Relaxed));
+        if self.max_us > 0 { bound.min(self.max_us as f64) } else { bound }
     }
 }
 
@@ -610,4 +682,41 @@ pub(crate) fn wait_position(status: &AwtStatus, wal_end: u64, timeout: Duration)
         std::thread::sleep(Duration::from_millis(5));
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LagHistogram;
+
+    #[test]
+    fn intervals_of_the_lag_histogram() {
+        let lag = LagHistogram::default();
+        for us in [100, 200, 300] {
+            lag.record(us);
+        }
+        let first = lag.snapshot();
+        assert_eq!((first.count(), first.max_us), (3, 300));
+        lag.record(50_000);
+        lag.record(1_000);
+        let second = lag.snapshot();
+        // The interval holds only what came after the first snapshot, and
+        // its maximum is exact (a new largest value was recorded in it).
+        let window = second.since(&first);
+        assert_eq!((window.count(), window.max_us), (2, 50_000));
+        assert!(window.quantile_us(0.5) >= 1_000.0 && window.quantile_us(0.5) < 1_200.0, "{}", window.quantile_us(0.5));
+        // No quantile above the maximum (a bucket's bound may be).
+        assert_eq!(window.quantile_us(1.0), 50_000.0);
+        // No new maximum: the interval's largest value is its top bucket's bound.
+        lag.record(150);
+        let quiet = lag.snapshot().since(&second);
+        assert_eq!(quiet.count(), 1);
+        assert!(quiet.max_us >= 150 && quiet.max_us < 180, "{}", quiet.max_us);
+        let mut both = window.clone();
+        both.merge(&quiet);
+        assert_eq!((both.count(), both.max_us), (3, 50_000));
+        assert_eq!(lag.max_us(), 50_000);
+        assert_eq!(lag.quantile_us(1.0), lag.snapshot().quantile_us(1.0));
+        lag.reset();
+        assert_eq!((lag.count(), lag.max_us()), (0, 0));
+    }
 }

@@ -25,6 +25,8 @@ pub struct PropagationInfo {
     /// Commit in the cache to commit in PostgreSQL, over applied transactions.
     pub lag_p50_ms: f64,
     pub lag_p99_ms: f64,
+    /// The largest commit-in-cache to commit-in-PostgreSQL time, exact.
+    pub lag_max_ms: f64,
     pub lanes: u64,
     pub last_error: Option<String>,
     /// `starting`, `streaming`, `reconnecting`, or `refused` (the node name is another data directory's).
@@ -124,6 +126,7 @@ impl Cache {
             lag_ms: if backlog_bytes == 0 || last_applied == 0 { 0.0 } else { now_us.saturating_sub(last_applied) as f64 / 1000.0 },
             lag_p50_ms: status.lag.quantile_us(0.5) / 1000.0,
             lag_p99_ms: status.lag.quantile_us(0.99) / 1000.0,
+            lag_max_ms: status.lag.max_us() as f64 / 1000.0,
             lanes: status.lanes.load(Ordering::Relaxed),
             last_error: status.last_error.lock().clone(),
             state: (*status.state.lock()).to_owned(),
