@@ -118,3 +118,70 @@ fn every_verb_against_a_running_server() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("connecting to pgtier"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Sum and count of `kv` on a connection (to pgtier or to PostgreSQL).
+fn kv_state(client: &mut postgres::Client) -> (i64, i64) {
+    let row = client.query_one("SELECT coalesce(sum(v), 0)::int8, count(*) FROM kv", &[]).unwrap();
+    (row.get(0), row.get(1))
+}
+
+/// Waits until PostgreSQL's `kv` equals pgtier's, row for row.
+fn wait_equal(tier: &mut postgres::Client, pg: &mut postgres::Client, what: &str) {
+    let rows = |c: &mut postgres::Client| -> Vec<(i32, i32)> { c.query("SELECT k, v FROM kv ORDER BY k", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect() };
+    let expected = rows(tier);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while rows(pg) != expected {
+        assert!(std::time::Instant::now() < deadline, "{what}: PostgreSQL {:?} never reached the cache's {:?}", kv_state(pg), kv_state(tier));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Issue 30's first scenario as a user meets it: an AWT group written
+/// through, the data directory lost, the same config started again. The
+/// node's name is refused (55000, the hint naming the takeover) until
+/// `pgtier cache takeover`; after it every commit reaches PostgreSQL.
+#[test]
+fn a_lost_data_directory_is_refused_until_taken_over() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let backend = cluster.create_database(&format!("cli_takeover_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    pg.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int NOT NULL); INSERT INTO kv SELECT g, 0 FROM generate_series(1, 100) g").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pgtier.toml");
+    let node = format!("takeover{}", std::process::id());
+    let toml = format!("listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\n[auth]\nmethod = \"trust\"\n[backend]\nurl = {backend:?}\n[cache]\nawt_node = {node:?}\n");
+    std::fs::write(&config, toml).unwrap();
+    let updates = |tier: &mut postgres::Client, count: i32| {
+        for i in 0..count {
+            tier.execute("UPDATE kv SET v = v + 1 WHERE k = $1", &[&(i % 100 + 1)]).unwrap();
+        }
+    };
+    {
+        let (_served, addr) = serve(&config);
+        let url = format!("postgresql://app@{addr}/app");
+        ok(&cache(&url, &["create", "kv", "--kind", "awt", "--root", "kv"]));
+        ok(&cache(&url, &["load", "kv"]));
+        let mut tier = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        updates(&mut tier, 3000);
+        wait_equal(&mut tier, &mut pg, "the first directory's 3000 updates");
+    }
+    assert_eq!(kv_state(&mut pg), (3000, 100));
+    // The disk is replaced: same config, an empty data directory.
+    std::fs::remove_dir_all(dir.path().join("data")).unwrap();
+    let (_served, addr) = serve(&config);
+    let url = format!("postgresql://app@{addr}/app");
+    let out = cache(&url, &["create", "kv", "--kind", "awt", "--root", "kv"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("belongs to another data directory") && stderr.contains("SQLSTATE 55000") && stderr.contains("pgtier cache takeover"), "{stderr}");
+    let mut tier = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    assert!(ok(&cache(&url, &["takeover"])).contains("TAKEOVER CACHE NODE"));
+    ok(&cache(&url, &["create", "kv", "--kind", "awt", "--root", "kv"]));
+    ok(&cache(&url, &["load", "kv"]));
+    updates(&mut tier, 300);
+    assert_eq!(kv_state(&mut tier), (3300, 100));
+    wait_equal(&mut tier, &mut pg, "the new directory's 300 updates after the takeover");
+    // The lost directory's progress rows stay for inspection, beside the new one's.
+    let incarnations: i64 = pg.query_one("SELECT count(DISTINCT incarnation) FROM pgtier.awt_progress WHERE node = $1", &[&node]).unwrap().get(0);
+    assert_eq!(incarnations, 2);
+}
