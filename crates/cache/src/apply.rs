@@ -317,7 +317,7 @@ pub(crate) fn session_connection(mut client: Client, node: &NodeIdentity, object
         .and_then(|_| client.execute("SELECT pg_replication_origin_session_setup($1)", &[&origin]));
     if let Err(error) = set_up {
         return match error.as_db_error() {
-            Some(db) => Err(CacheError::ReplicationOrigin { origin, message: db.message().to_owned() }),
+            Some(db) => Err(CacheError::ReplicationOrigin { origin, sqlstate: db.code().code().to_owned(), message: db.message().to_owned() }),
             None => Err(connection_error(&error)),
         };
     }

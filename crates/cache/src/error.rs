@@ -105,9 +105,11 @@ pub enum CacheError {
     #[error("cache group \"{group}\": table \"{table}\" {reason}")]
     DefinitionDrift { group: String, table: String, reason: String },
 
-    /// A write-through session could not mark its changes with its replication origin.
+    /// A write-through session could not mark its changes with its
+    /// replication origin (PostgreSQL's SQLSTATE: 42501 without the
+    /// privilege, 53400 when its origin slots are used up).
     #[error("write-through cannot set replication origin \"{origin}\" on its PostgreSQL session: {message}")]
-    ReplicationOrigin { origin: String, message: String },
+    ReplicationOrigin { origin: String, sqlstate: String, message: String },
 
     /// A write-through lane had work and made no progress (reported, then reconnected).
     #[error("{message}")]
@@ -157,7 +159,7 @@ impl CacheError {
             CacheError::WriteThroughBehind { .. } => "55000",
             CacheError::InvalidNodeName { .. } => "42602",
             CacheError::NodeOwned { .. } | CacheError::NodeTakenOver { .. } | CacheError::DefinitionDrift { .. } => "55000",
-            CacheError::ReplicationOrigin { .. } => "42501",
+            CacheError::ReplicationOrigin { sqlstate, .. } => sqlstate,
             CacheError::Stalled { .. } => "57014",
             CacheError::Restart { .. } => "00000",
             CacheError::DynamicLoad { sqlstate, .. } => sqlstate,
@@ -192,6 +194,9 @@ impl CacheError {
             CacheError::NodeOwned { .. } => "If that data directory is gone for good (a replaced disk, a new machine), take the name over: run TAKEOVER CACHE NODE (or `pgtier cache takeover`, or start with `pgtier serve --takeover`); its transactions not yet in PostgreSQL are lost with it, and its rows stay in pgtier.awt_progress under its incarnation. If it still runs, give this pgtier another [cache] awt_node.".into(),
             CacheError::NodeTakenOver { .. } => "Another pgtier runs under this node name: stop one of them, or give it another [cache] awt_node. This one's transactions not yet in PostgreSQL are not propagated.".into(),
             CacheError::DefinitionDrift { .. } => "Write-through of the group waits, its transactions kept, until the table is what the group was defined from again (undo the change in PostgreSQL: propagation resumes by itself within seconds). To keep the change instead, DROP CACHE GROUP (its transactions not yet in PostgreSQL are discarded), then CREATE and LOAD it again.".into(),
+            CacheError::ReplicationOrigin { sqlstate, origin, .. } if sqlstate == "53400" => format!(
+                "PostgreSQL tracks at most max_replication_slots replication origins, for every database of the cluster; each pgtier node uses one per AWT apply lane, one for transactions spanning lanes and one per SWT slot, and they stay when a node is gone. Raise max_replication_slots (a PostgreSQL restart), or drop the origins of nodes that no longer run: SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_<node>\\_%' (this session's origin: {origin})."
+            ),
             CacheError::ReplicationOrigin { .. } => "Write-through marks its changes with a replication origin so autorefresh does not apply them back: connect [backend] as a superuser, or GRANT EXECUTE ON FUNCTION pg_replication_origin_create(text), pg_replication_origin_oid(text), pg_replication_origin_session_setup(text) to its role.".into(),
             CacheError::Autorefresh { hint, .. } => return hint.clone(),
             CacheError::SequenceUnavailable { block, .. } => format!(
@@ -200,5 +205,19 @@ impl CacheError {
             ),
             _ => return None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CacheError;
+
+    #[test]
+    fn an_origin_error_keeps_postgres_sqlstate_and_hints_by_it() {
+        let error = |sqlstate: &str| CacheError::ReplicationOrigin { origin: "pgtier_n1_0".into(), sqlstate: sqlstate.into(), message: "m".into() };
+        assert_eq!(error("53400").sqlstate(), "53400");
+        assert!(error("53400").hint().is_some_and(|h| h.contains("max_replication_slots") && h.contains("pg_replication_origin_drop")));
+        assert_eq!(error("42501").sqlstate(), "42501");
+        assert!(error("42501").hint().is_some_and(|h| h.contains("GRANT EXECUTE")));
     }
 }

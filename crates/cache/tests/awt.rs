@@ -341,3 +341,53 @@ fn a_stalled_lane_is_reported_with_its_cause_and_reconnected() {
     assert_eq!(client.query_one("SELECT v FROM kv WHERE k = 1", &[]).unwrap().get::<_, i32>(0), 100);
     assert_eq!(cache.propagation_info().unwrap().errors, 0, "a stall is not the transaction's refusal");
 }
+
+/// PostgreSQL tracks replication origins in max_replication_slots slots,
+/// cluster-wide, and keeps them while the origins exist (a node that is
+/// gone keeps its own). With them used up, write-through says so (PostgreSQL's
+/// message, 53400, a hint naming the setting and the cleanup), keeps the
+/// transactions, and applies them once slots are free again.
+#[test]
+fn used_up_origin_slots_are_reported_and_write_through_resumes_when_freed() {
+    let options = pgtier_backend::harness::ClusterOptions { settings: vec![("max_replication_slots".into(), "2".into())], ..Default::default() };
+    let cluster = pgtier_backend::harness::PrivateCluster::start(options).unwrap();
+    let url = cluster.create_database("awt_origin_slots").unwrap();
+    let mut client = connect(&url).unwrap();
+    client.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv SELECT g, g FROM generate_series(1, 10) g;").unwrap();
+    // Two origins of another (gone) node hold both slots.
+    for filler in ["pgtier_gone_0", "pgtier_gone_x"] {
+        client
+            .batch_execute(&format!(
+                "SELECT pg_replication_origin_create('{filler}'); SELECT pg_replication_origin_session_setup('{filler}'); SELECT pg_replication_origin_session_reset();"
+            ))
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = pgtier_cache::CacheConfig::default();
+    config.awt.apply_connections = 1;
+    let cache = common::open_cache_with(dir.path(), &url, config);
+    cache.create_group(&CreateGroup { root: "kv".into(), children: Vec::new(), ..awt_group() }).unwrap();
+    // (LOAD waits for write-through to read: 55000 meanwhile; a new instance needs none.)
+    let db = cache.database().clone();
+    let kv = db.catalog().table_by_name("kv").unwrap().id;
+    let mut txn = db.begin().unwrap();
+    txn.insert(kv, &[Value::Int4(11), Value::Int4(100)]).unwrap();
+    txn.commit().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = cache.propagation_info().unwrap();
+        if info.last_error.as_deref().is_some_and(|e| e.contains("free replication state slot")) {
+            assert!(!info.connected, "{info:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "used-up origin slots never reported: {info:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!cache.wait_propagated(Duration::from_millis(300)));
+    assert_eq!(client.query_one("SELECT count(*) FROM kv WHERE k = 11", &[]).unwrap().get::<_, i64>(0), 0);
+    // The gone node's origins are dropped, as the hint says: the transaction goes through.
+    client.batch_execute("SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_gone\\_%'").unwrap();
+    assert!(cache.wait_propagated(Duration::from_secs(30)), "{:?}", cache.propagation_info());
+    assert_eq!(client.query_one("SELECT v FROM kv WHERE k = 11", &[]).unwrap().get::<_, i32>(0), 100);
+    cache.shutdown();
+}

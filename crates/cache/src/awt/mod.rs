@@ -344,7 +344,8 @@ fn run(cache: &Weak<Cache>, context: &SessionContext, status: &AwtStatus, stop: 
                 let text = error.to_string();
                 // (A stall was logged by the watchdog with its cause.)
                 if status.last_error.lock().as_deref() != Some(text.as_str()) && !matches!(error, CacheError::Stalled { .. }) {
-                    eprintln!("pgtier: write-through: {text}");
+                    let hint = error.hint().map(|hint| format!("; HINT: {hint}")).unwrap_or_default();
+                    eprintln!("pgtier: write-through: {text} (SQLSTATE {}){hint}", error.sqlstate());
                 }
                 *status.last_error.lock() = Some(text);
                 status.retries.fetch_add(1, Ordering::Relaxed);
