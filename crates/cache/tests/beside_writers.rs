@@ -156,6 +156,14 @@ struct LoaderTally {
     unloads: u64,
     /// Refused with 55000 (write-through behind), 55P03 or 40001: an error, never a wrong cache.
     refused: u64,
+    /// Instances the operations moved: added by LOAD, read again or removed
+    /// by REFRESH, removed by UNLOAD, and left alone by either for changes
+    /// not yet in PostgreSQL or rows a writer held.
+    loaded: u64,
+    reloaded: u64,
+    removed: u64,
+    unloaded: u64,
+    skipped: u64,
 }
 
 /// LOAD (some ranges, sometimes everything), REFRESH and UNLOAD of random
@@ -170,15 +178,25 @@ fn loader(cache: &Cache, seed: u64, stop: &AtomicBool) -> LoaderTally {
             0 => {
                 let predicate = (rng.random_range(0..4) != 0).then(|| format!("id BETWEEN {from} AND {}", from + 80));
                 tally.loads += 1;
-                cache.load("g", &LoadOptions { predicate, ..LoadOptions::default() }).map(drop)
+                cache.load("g", &LoadOptions { predicate, ..LoadOptions::default() }).map(|report| tally.loaded += report.instances)
             }
             1 => {
+                // REFRESH ... WHERE as the SQL layer runs it: the predicate
+                // picks what is read again, the keys what may be removed.
                 tally.refreshes += 1;
-                cache.refresh("g", &keys(from, 60), &LoadOptions::default()).map(drop)
+                let (predicate, keys) = if rng.random_range(0..4) != 0 { (Some(format!("id BETWEEN {from} AND {}", from + 59)), keys(from, 60)) } else { (None, keys(1, INSTANCES)) };
+                cache.refresh("g", &keys, &LoadOptions { predicate, ..LoadOptions::default() }).map(|report| {
+                    tally.reloaded += report.reloaded;
+                    tally.removed += report.removed;
+                    tally.skipped += report.skipped_dirty;
+                })
             }
             _ => {
                 tally.unloads += 1;
-                cache.unload("g", Some(&keys(from, 40))).map(drop)
+                cache.unload("g", Some(&keys(from, 40))).map(|report| {
+                    tally.unloaded += report.instances;
+                    tally.skipped += report.skipped_dirty + report.skipped_locked;
+                })
             }
         };
         if let Err(error) = result {
@@ -279,7 +297,7 @@ fn run(kind: GroupKind, run: u64, seconds: u64, writers: i32, rate: u64) {
     );
     // The run must have exercised what it claims to.
     assert!(deletes > 0 && reinserts > 0 && commits > 100, "too little writing to mean anything");
-    assert!(loads.loads > 0 && loads.refreshes > 0 && loads.unloads > 0, "{loads:?}");
+    assert!(loads.loaded > 0 && loads.reloaded > 0 && loads.unloaded > 0, "the loads moved no instances: {loads:?}");
     assert!(loads.refused * 10 <= loads.loads + loads.refreshes + loads.unloads, "more than a tenth of the loader's operations were refused: {loads:?}");
     cache.shutdown();
 }
