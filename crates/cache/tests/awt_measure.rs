@@ -3,7 +3,9 @@
 //! PostgreSQL is a private cluster with the benchmark settings (fsync on).
 //! For 1, 2, 4 and 8 apply connections: the maximum propagation rate (a
 //! burst of single-subscriber updates committed faster than PostgreSQL can
-//! take them, timed until drained), then the commit-to-PostgreSQL lag p50
+//! take them, timed until drained; with `PGTIER_AWT_SPAN_EVERY=n`, every
+//! n-th transaction updates two subscribers, which may span apply lanes),
+//! then the commit-to-PostgreSQL lag p50
 //! and p99 at a steady offered rate (`PGTIER_AWT_RATE`, default 4,000 write
 //! transactions/s: the write share of TATP at 20,000 txn/s) of synchronous
 //! commits (asynchronous ones reach the stream only at the WAL's next flush,
@@ -31,6 +33,7 @@ fn measure_awt_rate_and_lag() {
     let burst = env("PGTIER_AWT_BURST", 40_000);
     let rate = env("PGTIER_AWT_RATE", 4_000);
     let steady_s = env("PGTIER_AWT_STEADY_S", 10);
+    let span_every = env("PGTIER_AWT_SPAN_EVERY", 0);
     let cluster = PrivateCluster::start(ClusterOptions::for_benchmark()).unwrap();
     let url = cluster.create_database("awt_measure").unwrap();
     populate_tatp(&url);
@@ -51,16 +54,18 @@ fn measure_awt_rate_and_lag() {
         let vlr = subscriber.column_index("vlr_location").unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(lanes as u64);
         let keys = i32::try_from(common::SUBSCRIBERS).unwrap();
-        let update = |rng: &mut rand::rngs::StdRng, mode: CommitMode| {
+        let update = |rng: &mut rand::rngs::StdRng, mode: CommitMode, subscribers: usize| {
             let mut txn = db.begin_with(mode).unwrap();
-            txn.update(subscriber.id, &[Value::Int4(rng.random_range(1..=keys))], &[(vlr, Value::Int4(rng.random_range(0..1_000_000)))]).unwrap();
+            for _ in 0..subscribers {
+                txn.update(subscriber.id, &[Value::Int4(rng.random_range(1..=keys))], &[(vlr, Value::Int4(rng.random_range(0..1_000_000)))]).unwrap();
+            }
             txn.commit().unwrap();
         };
         // Burst.
         let started = Instant::now();
         // Committed asynchronously: faster than any propagation, so the rate is propagation's.
-        for _ in 0..burst {
-            update(&mut rng, CommitMode::Async);
+        for i in 0..burst {
+            update(&mut rng, CommitMode::Async, if span_every > 0 && i % span_every == 0 { 2 } else { 1 });
         }
         assert!(cache.wait_propagated(Duration::from_secs(600)));
         let max_rate = burst as f64 / started.elapsed().as_secs_f64();
@@ -73,7 +78,7 @@ fn measure_awt_rate_and_lag() {
         let mut next = started;
         // Committed durably: a transaction is readable from the stream at its commit.
         while started.elapsed() < Duration::from_secs(steady_s) {
-            update(&mut rng, CommitMode::Sync);
+            update(&mut rng, CommitMode::Sync, 1);
             next += interval;
             if let Some(wait) = next.checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
