@@ -197,7 +197,9 @@ impl CacheError {
             CacheError::ReplicationOrigin { sqlstate, origin, .. } if sqlstate == "53400" => format!(
                 "PostgreSQL tracks at most max_replication_slots replication origins, for every database of the cluster; each pgtier node uses one per AWT apply lane, one for transactions spanning lanes and one per SWT slot, and they stay when a node is gone. Raise max_replication_slots (a PostgreSQL restart), or drop the origins of nodes that no longer run: SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_<node>\\_%' (this session's origin: {origin})."
             ),
-            CacheError::ReplicationOrigin { .. } => "Write-through marks its changes with a replication origin so autorefresh does not apply them back: connect [backend] as a superuser, or GRANT EXECUTE ON FUNCTION pg_replication_origin_create(text), pg_replication_origin_oid(text), pg_replication_origin_session_setup(text) to its role.".into(),
+            CacheError::ReplicationOrigin { sqlstate, .. } if sqlstate == "55006" => "Another PostgreSQL session holds this origin: another pgtier runs under this node name (give one of them another [cache] awt_node), or the session of a pgtier that was killed has not ended yet in PostgreSQL (write-through retries).".into(),
+            CacheError::ReplicationOrigin { sqlstate, .. } if sqlstate == "42501" => "Write-through marks its changes with a replication origin so autorefresh does not apply them back: connect [backend] as a superuser, or GRANT EXECUTE ON FUNCTION pg_replication_origin_create(text), pg_replication_origin_oid(text), pg_replication_origin_session_setup(text) to its role.".into(),
+            CacheError::ReplicationOrigin { .. } => return None,
             CacheError::Autorefresh { hint, .. } => return hint.clone(),
             CacheError::SequenceUnavailable { block, .. } => format!(
                 "pgtier takes this sequence's values from PostgreSQL in blocks of {block} ([cache] sequence_block) and has handed out its block; \
@@ -219,5 +221,7 @@ mod tests {
         assert!(error("53400").hint().is_some_and(|h| h.contains("max_replication_slots") && h.contains("pg_replication_origin_drop")));
         assert_eq!(error("42501").sqlstate(), "42501");
         assert!(error("42501").hint().is_some_and(|h| h.contains("GRANT EXECUTE")));
+        assert!(error("55006").hint().is_some_and(|h| h.contains("awt_node")));
+        assert_eq!(error("XX000").hint(), None, "no hint that guesses at another cause");
     }
 }
