@@ -170,10 +170,8 @@ fn run(cluster: &mut PrivateCluster, run: u64, rounds: u64, writers: usize, rate
         drained.as_secs_f64()
     );
     drop(cache);
-    // The run's node is gone for good: its origins would hold PostgreSQL's
-    // origin slots (max_replication_slots, cluster-wide) through later runs.
-    let node = common::node_of(dir.path());
-    client.batch_execute(&format!("SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_{node}\\_%'")).unwrap();
+    // The run's node is gone for good (else the 13th run finds no origin slot).
+    common::drop_node_origins(&mut client, dir.path());
     drained
 }
 

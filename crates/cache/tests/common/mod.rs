@@ -175,6 +175,15 @@ pub fn node_of(dir: &std::path::Path) -> String {
     format!("t{hash:016x}")
 }
 
+/// Drops the replication origins of the node of data directory `dir`
+/// ([`node_of`]), gone for good: PostgreSQL keeps an origin's slot
+/// (max_replication_slots, cluster-wide) until it is dropped, so a test that
+/// opens many nodes on one cluster would otherwise run out (53400).
+pub fn drop_node_origins(client: &mut Client, dir: &std::path::Path) {
+    let node = node_of(dir);
+    client.batch_execute(&format!("SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_{node}\\_%'")).unwrap();
+}
+
 /// The sum of `subscriber.msc_location` in the cache (the crash tests' counters).
 pub fn msc_sum(db: &Database) -> i64 {
     let msc = db.catalog().table_by_name("subscriber").unwrap().column_index("msc_location").unwrap();
