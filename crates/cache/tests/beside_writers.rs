@@ -300,6 +300,7 @@ fn run(kind: GroupKind, run: u64, seconds: u64, writers: i32, rate: u64) {
     assert!(loads.loaded > 0 && loads.reloaded > 0 && loads.unloaded > 0, "the loads moved no instances: {loads:?}");
     assert!(loads.refused * 10 <= loads.loads + loads.refreshes + loads.unloads, "more than a tenth of the loader's operations were refused: {loads:?}");
     cache.shutdown();
+    drop(cache);
     // The run's node is gone for good (else the 13th run finds no origin slot).
     common::drop_node_origins(&mut client, dir.path());
 }

@@ -179,9 +179,21 @@ pub fn node_of(dir: &std::path::Path) -> String {
 /// ([`node_of`]), gone for good: PostgreSQL keeps an origin's slot
 /// (max_replication_slots, cluster-wide) until it is dropped, so a test that
 /// opens many nodes on one cluster would otherwise run out (53400).
+/// The node's sessions must be closed; PostgreSQL may still be ending them
+/// (55006, "in use"): retried for a while.
 pub fn drop_node_origins(client: &mut Client, dir: &std::path::Path) {
     let node = node_of(dir);
-    client.batch_execute(&format!("SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_{node}\\_%'")).unwrap();
+    let sql = format!("SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_{node}\\_%'");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match client.batch_execute(&sql) {
+            Ok(()) => return,
+            Err(error) if error.code() == Some(&postgres::error::SqlState::OBJECT_IN_USE) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(error) => panic!("dropping node {node}'s origins: {error}"),
+        }
+    }
 }
 
 /// The sum of `subscriber.msc_location` in the cache (the crash tests' counters).
