@@ -30,10 +30,6 @@ const ENV_WRITERS: &str = "PGTIER_AWT_CRASH_WRITERS";
 const ENV_RATE: &str = "PGTIER_AWT_CRASH_RATE";
 const KEYS: i32 = 1000;
 
-fn knob(name: &str, default: u64) -> u64 {
-    std::env::var(name).map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))
-}
-
 /// Child: writer threads increment counters, each printing `ACK thread n`
 /// (the increments it has acknowledged so far), until killed, together at a
 /// paced rate of transactions per second (an application's offered load;
@@ -113,7 +109,7 @@ fn run(cluster: &mut PrivateCluster, run: u64, rounds: u64, writers: usize, rate
         cache.load("awt", &LoadOptions { predicate: Some(format!("s_id <= {KEYS}")), ..LoadOptions::default() }).unwrap();
         common::msc_sum(cache.database())
     };
-    let mut rng = rand::rngs::StdRng::seed_from_u64(knob("PGTIER_AWT_KILL_SEED", 15) + run);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(common::env_u64("PGTIER_AWT_KILL_SEED", 15) + run);
     let mut acknowledged = 0u64;
     let mut restarts = 0;
     for round in 0..rounds {
@@ -177,9 +173,9 @@ fn run(cluster: &mut PrivateCluster, run: u64, rounds: u64, writers: usize, rate
 
 #[test]
 fn kills_of_either_side_lose_and_repeat_nothing() {
-    let (runs, rounds, writers) = (knob("PGTIER_AWT_KILL_RUNS", 1), knob("PGTIER_AWT_KILL_ROUNDS", 4), knob("PGTIER_AWT_KILL_WRITERS", 4) as usize);
-    let drain_bound = Duration::from_secs(knob("PGTIER_AWT_KILL_DRAIN_S", 30));
-    let rate = knob("PGTIER_AWT_KILL_RATE", 1000);
+    let (runs, rounds, writers) = (common::env_u64("PGTIER_AWT_KILL_RUNS", 1), common::env_u64("PGTIER_AWT_KILL_ROUNDS", 4), common::env_u64("PGTIER_AWT_KILL_WRITERS", 4) as usize);
+    let drain_bound = Duration::from_secs(common::env_u64("PGTIER_AWT_KILL_DRAIN_S", 30));
+    let rate = common::env_u64("PGTIER_AWT_KILL_RATE", 1000);
     let mut cluster = PrivateCluster::start(ClusterOptions::default()).unwrap();
     let mut drains: Vec<f64> = (0..runs).map(|r| run(&mut cluster, r, rounds, writers, rate, drain_bound).as_secs_f64()).collect();
     drains.sort_by(f64::total_cmp);

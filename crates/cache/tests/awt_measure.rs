@@ -23,17 +23,13 @@ use pgtier_cache::{AwtConfig, Cache, CacheConfig, GroupKind, LoadOptions};
 use pgtier_engine::{CommitMode, Database, EngineConfig, Value};
 use rand::{Rng, SeedableRng};
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).map_or(default, |v| v.parse().unwrap())
-}
-
 #[test]
 #[ignore = "a minute or more; run by hand in release"]
 fn measure_awt_rate_and_lag() {
-    let burst = env("PGTIER_AWT_BURST", 40_000);
-    let rate = env("PGTIER_AWT_RATE", 4_000);
-    let steady_s = env("PGTIER_AWT_STEADY_S", 10);
-    let span_every = env("PGTIER_AWT_SPAN_EVERY", 0);
+    let burst = common::env_u64("PGTIER_AWT_BURST", 40_000);
+    let rate = common::env_u64("PGTIER_AWT_RATE", 4_000);
+    let steady_s = common::env_u64("PGTIER_AWT_STEADY_S", 10);
+    let span_every = common::env_u64("PGTIER_AWT_SPAN_EVERY", 0);
     let cluster = PrivateCluster::start(ClusterOptions::for_benchmark()).unwrap();
     let url = cluster.create_database("awt_measure").unwrap();
     populate_tatp(&url);

@@ -32,10 +32,6 @@ const INSTANCES: i32 = 400;
 /// Each parent has children n = 1 and n = 2.
 const CHILDREN: [i16; 2] = [1, 2];
 
-fn knob(name: &str, default: u64) -> u64 {
-    std::env::var(name).map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))
-}
-
 #[derive(Default)]
 struct Tally {
     commits: AtomicU64,
@@ -50,7 +46,7 @@ fn is_retryable(error: &EngineError) -> bool {
     matches!(error.sqlstate(), "40001" | "55P03")
 }
 
-/// One writer: instances `k % writers == me` are its own, so writers never
+/// One writer: instances `(k - 1) % writers == me` are its own, so writers never
 /// conflict with each other, only with the loads. An instance present is
 /// updated (parent and both children) or deleted whole; one this writer
 /// deleted is inserted again. An instance absent because a load removed it
@@ -306,8 +302,8 @@ fn run(kind: GroupKind, run: u64, seconds: u64, writers: i32, rate: u64) {
 }
 
 fn runs(kind: GroupKind) {
-    let (count, seconds, writers) = (knob("PGTIER_BESIDE_RUNS", 1), knob("PGTIER_BESIDE_SECONDS", 8), knob("PGTIER_BESIDE_WRITERS", 6));
-    let rate = knob("PGTIER_BESIDE_RATE", 3000);
+    let (count, seconds, writers) = (common::env_u64("PGTIER_BESIDE_RUNS", 1), common::env_u64("PGTIER_BESIDE_SECONDS", 8), common::env_u64("PGTIER_BESIDE_WRITERS", 6));
+    let rate = common::env_u64("PGTIER_BESIDE_RATE", 3000);
     for r in 0..count {
         run(kind, r, seconds, writers as i32, rate);
     }

@@ -175,6 +175,11 @@ pub fn node_of(dir: &std::path::Path) -> String {
     format!("t{hash:016x}")
 }
 
+/// A number from the environment (a test's knob), or `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))
+}
+
 /// Drops the replication origins of the node of data directory `dir`
 /// ([`node_of`]), gone for good: PostgreSQL keeps an origin's slot
 /// (max_replication_slots, cluster-wide) until it is dropped, so a test that
