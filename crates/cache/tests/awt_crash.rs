@@ -167,7 +167,7 @@ fn run(cluster: &mut PrivateCluster, run: u64, rounds: u64, writers: usize, rate
     );
     drop(cache);
     // The run's node is gone for good (else the 13th run finds no origin slot).
-    common::drop_node_origins(&mut client, dir.path());
+    common::drop_node_origins(&mut client, &common::node_of(dir.path()));
     drained
 }
 

@@ -86,5 +86,10 @@ fn measure_awt_rate_and_lag() {
         println!("{lanes:>5} | {max_rate:>16.0} | {:>25.2} | {:>6.2} | {applied}", info.lag_p50_ms, info.lag_p99_ms);
         let verified = cache.verify("awt").unwrap();
         assert!(verified.is_clean(), "{verified:?}");
+        // The next lane count is another node: this one's origins would use
+        // up the benchmark cluster's max_replication_slots (10).
+        cache.shutdown();
+        drop(cache);
+        common::drop_node_origins(&mut pgtier_backend::connect::connect(&url).unwrap(), &format!("measure{lanes}"));
     }
 }

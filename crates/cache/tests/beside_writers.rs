@@ -298,7 +298,7 @@ fn run(kind: GroupKind, run: u64, seconds: u64, writers: i32, rate: u64) {
     cache.shutdown();
     drop(cache);
     // The run's node is gone for good (else the 13th run finds no origin slot).
-    common::drop_node_origins(&mut client, dir.path());
+    common::drop_node_origins(&mut client, &common::node_of(dir.path()));
 }
 
 fn runs(kind: GroupKind) {

@@ -180,14 +180,12 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))
 }
 
-/// Drops the replication origins of the node of data directory `dir`
-/// ([`node_of`]), gone for good: PostgreSQL keeps an origin's slot
-/// (max_replication_slots, cluster-wide) until it is dropped, so a test that
-/// opens many nodes on one cluster would otherwise run out (53400).
-/// The node's sessions must be closed; PostgreSQL may still be ending them
-/// (55006, "in use"): retried for a while.
-pub fn drop_node_origins(client: &mut Client, dir: &std::path::Path) {
-    let node = node_of(dir);
+/// Drops the replication origins of `node`, gone for good: PostgreSQL
+/// keeps an origin's slot (max_replication_slots, cluster-wide) until it is
+/// dropped, so a test that opens many nodes on one cluster would otherwise
+/// run out (53400). The node's sessions must be closed; PostgreSQL may
+/// still be ending them (55006, "in use"): retried for a while.
+pub fn drop_node_origins(client: &mut Client, node: &str) {
     let sql = format!("SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_{node}\\_%'");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
