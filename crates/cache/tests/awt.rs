@@ -386,7 +386,7 @@ fn used_up_origin_slots_are_reported_and_write_through_resumes_when_freed() {
     assert!(!cache.wait_propagated(Duration::from_millis(300)));
     assert_eq!(client.query_one("SELECT count(*) FROM kv WHERE k = 11", &[]).unwrap().get::<_, i64>(0), 0);
     // The gone node's origins are dropped, as the hint says: the transaction goes through.
-    client.batch_execute("SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_gone\\_%'").unwrap();
+    common::drop_node_origins(&mut client, "gone");
     assert!(cache.wait_propagated(Duration::from_secs(30)), "{:?}", cache.propagation_info());
     assert_eq!(client.query_one("SELECT v FROM kv WHERE k = 11", &[]).unwrap().get::<_, i32>(0), 100);
     cache.shutdown();

@@ -35,7 +35,7 @@ const KEYS: i32 = 1000;
 /// paced rate of transactions per second (an application's offered load;
 /// unpaced, embedded writers commit several times faster than any
 /// asynchronous apply path drains, and the drain would measure only that gap). Thread t owns
-/// the subscribers s with s % writers == t, so writers never conflict; every
+/// the subscribers s with (s - 1) % writers == t, so writers never conflict; every
 /// fifth transaction increments two subscribers (two instances: it may span
 /// apply lanes).
 #[test]
