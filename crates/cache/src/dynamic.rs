@@ -172,7 +172,7 @@ impl Dynamic {
         let fence = Fence::open(cache, entry)?;
         self.pool.with(|pooled| {
             let rows = fetch_on(pooled, &entry.group, entry.def.root_predicate.as_deref(), key)?;
-            let written = if rows[0].is_empty() { Ok(false) } else { insert_instance(db, &fence, &mut pooled.client, layout, key, &rows) };
+            let written = if rows[0].is_empty() { Ok(false) } else { insert_instance(db, &fence, &mut pooled.client, &entry.def.name, layout, key, &rows) };
             // The read-only snapshot transaction ends either way.
             pooled.client.batch_execute("COMMIT").map_err(|e| backend_error("dynamic load", &e))?;
             written
@@ -182,9 +182,11 @@ impl Dynamic {
 
 /// Inserts the instance PostgreSQL sent (`rows`, per table) in one pinned
 /// engine transaction, when the snapshot it was read in (still open on
-/// `snapshot`) holds every write-through commit to it. False when it is
-/// not written (the snapshot may be older than a commit, or a row is held).
-fn insert_instance(db: &Database, fence: &Fence<'_>, snapshot: &mut Client, layout: &InstanceLayout, key: &[Value], rows: &[Vec<Vec<Value>>]) -> Result<bool, CacheError> {
+/// `snapshot`) holds every write-through commit to it. False when the
+/// snapshot is older than a write-through commit to the instance, which
+/// then is not cached because the cache deleted it (the delete has not
+/// reached PostgreSQL yet): "absent" is the cache's answer.
+fn insert_instance(db: &Database, fence: &Fence<'_>, snapshot: &mut Client, group: &str, layout: &InstanceLayout, key: &[Value], rows: &[Vec<Vec<Value>>]) -> Result<bool, CacheError> {
     let mut txn = fence.begin_batch(db, Origin::Load)?;
     if fence.touched(key) {
         fence.read_horizon(snapshot)?;
@@ -208,7 +210,21 @@ fn insert_instance(db: &Database, fence: &Fence<'_>, snapshot: &mut Client, layo
         // Loaded meanwhile by another way in (LOAD), or inserted by an
         // application after the pin: it is there now.
         Err(EngineError::UniqueViolation { .. }) => Ok(true),
-        Err(error) if matches!(error.sqlstate(), "55P03" | "40001") => Ok(false),
+        // A row of the instance is held, or was written after the pin (a
+        // LOAD or REFRESH batch under way on it). PostgreSQL has the
+        // instance, so "absent" would be a wrong answer: found if that
+        // writer has finished, else a serialization failure to retry.
+        Err(error) if matches!(error.sqlstate(), "55P03" | "40001") => {
+            drop(txn);
+            if root_cached(db, layout, key)? {
+                return Ok(true);
+            }
+            Err(CacheError::DynamicLoad {
+                group: group.to_owned(),
+                sqlstate: "40001".into(),
+                reason: format!("the instance was being written by another load while this one read it ({error}); retry the transaction"),
+            })
+        }
         Err(error) => Err(error.into()),
     }
 }

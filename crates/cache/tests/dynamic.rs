@@ -13,7 +13,7 @@ use common::{SUBSCRIBERS, TABLES, cache_dump, check_whole_instances, postgres_du
 use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
 use pgtier_cache::{Cache, CacheConfig, GroupKind};
-use pgtier_engine::{Database, EngineConfig, Value};
+use pgtier_engine::{Database, EngineConfig, Origin, Value};
 use rand::{Rng, SeedableRng};
 
 fn dynamic_cache(dir: &std::path::Path, url: &str) -> Arc<Cache> {
@@ -118,6 +118,61 @@ fn concurrent_misses_on_one_key_load_once() {
     }
     assert_eq!(cache.stats()[0].dynamic_loads, 3);
     assert_eq!(cache_dump(&db, "subscriber").len(), 3);
+}
+
+/// The race behind a flaky "absent" (3 of 4 concurrent missers got no
+/// row once): a statement whose snapshot predates another session's load
+/// of the instance finds the loaded row newer than its snapshot. PostgreSQL
+/// had it all along, so the miss path retries at a fresh snapshot.
+#[test]
+fn a_statement_begun_before_another_sessions_load_finds_the_row() {
+    let url = tatp_url();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dynamic_cache(dir.path(), &url);
+    let db = cache.database().clone();
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    let mut early = db.begin().unwrap();
+    early.begin_statement().unwrap();
+    let mut loader = db.begin().unwrap();
+    assert!(loader.get_with(subscriber, &[Value::Int4(31)], |_| ()).unwrap().is_some());
+    loader.commit().unwrap();
+    assert!(early.get_with(subscriber, &[Value::Int4(31)], |_| ()).unwrap().is_some(), "loaded after this statement's snapshot, but PostgreSQL has it");
+    early.end_statement();
+    early.commit().unwrap();
+    assert_eq!(cache.stats()[0].dynamic_loads, 1);
+}
+
+/// A miss on an instance another load is writing (held, uncommitted) must
+/// not answer "no row": it is a serialization failure until that load ends,
+/// then the row.
+#[test]
+fn a_miss_on_an_instance_being_loaded_is_retryable_never_absent() {
+    let url = tatp_url();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dynamic_cache(dir.path(), &url);
+    let db = cache.database().clone();
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    // The root row of subscriber 41 as PostgreSQL has it, read by a
+    // throwaway cache, written by a transaction of load origin left open
+    // (a LOAD batch under way).
+    let row: Vec<Value> = {
+        let other = tempfile::tempdir().unwrap();
+        let reader = dynamic_cache(other.path(), &url);
+        let mut txn = reader.database().begin().unwrap();
+        let row = txn.get_with(subscriber, &[Value::Int4(41)], |row| row.values()).unwrap().unwrap();
+        txn.commit().unwrap();
+        row
+    };
+    let mut batch = db.begin_with_origin(db.default_commit_mode(), Origin::Load).unwrap();
+    batch.insert(subscriber, &row).unwrap();
+    let mut app = db.begin().unwrap();
+    let error = app.get_with(subscriber, &[Value::Int4(41)], |_| ()).unwrap_err();
+    assert_eq!(error.sqlstate(), "40001", "{error}");
+    app.rollback();
+    batch.commit().unwrap();
+    let mut app = db.begin().unwrap();
+    assert!(app.get_with(subscriber, &[Value::Int4(41)], |_| ()).unwrap().is_some());
+    app.commit().unwrap();
 }
 
 #[test]

@@ -421,19 +421,29 @@ impl TableStore {
         Latest::Head(LatestVersion { head, word })
     }
 
-    /// True when no transaction holds a live row for `key`: no chain, or
-    /// its latest committed version is a tombstone and nobody holds it.
-    /// A miss on a key some transaction is writing (our own delete, another's
-    /// uncommitted insert) or that committed after our snapshot is no
-    /// miss for the cache to resolve: the row is here, or about to be.
-    pub(crate) fn absent_for_miss(&self, hash: u64, key: &[u8], scratch: &mut Vec<u8>) -> bool {
+    /// True when the table's miss hook may know `key` although a lookup by
+    /// `me` at `snapshot` found nothing: no version of it, its latest
+    /// committed version is a tombstone, or the row is newer than the
+    /// snapshot (committed after it, or written by another transaction not
+    /// yet committed). The last case is a load that ended, or is under way,
+    /// after this statement began: PostgreSQL had the row all along, so the
+    /// hook waits for that load (or reads PostgreSQL) and the lookup is
+    /// retried at a fresh snapshot; answering "no row" there would be wrong.
+    /// False when the miss is this transaction's own doing (its uncommitted
+    /// delete) or the row is visible (a writer's recheck said no).
+    pub(crate) fn miss_may_be_loaded(&self, hash: u64, key: &[u8], me: TxnId, snapshot: Snapshot, scratch: &mut Vec<u8>) -> bool {
         let layout = self.layout();
         let map = self.primary.read(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return true };
-        if is_uncommitted(head.word()) {
+        let word = head.word();
+        if is_uncommitted(word) && owner_of(word) == me {
             return false;
         }
-        latest_committed(Some(head)).is_none_or(|v| is_deleted(v.word()))
+        match latest_committed(Some(head)) {
+            None => true,
+            Some(v) if is_deleted(v.word()) => true,
+            Some(v) => !snapshot.sees(commit_ts_of(v.word())),
+        }
     }
 
     /// Visible rows of shard `shard` appended to `out` as `[u32 len][row]`.

@@ -79,14 +79,15 @@ impl Transaction {
     }
 
     /// For a lookup of primary key `key` in `table` that found nothing: asks
-    /// the hook if the key has no live row at all (see
-    /// `TableStore::absent_for_miss`). True: retry the lookup.
+    /// the hook unless the miss is this transaction's own doing or the row
+    /// is visible (see `TableStore::miss_may_be_loaded`). True: retry the
+    /// lookup.
     #[cold]
     pub(super) fn key_missed(&mut self, table: TableId, key: &[Value]) -> Result<bool> {
         let Some(store) = self.cat.store(table).cloned() else { return Ok(false) };
         let Some(hook) = self.miss_hook(&store) else { return Ok(false) };
         let Some(hash) = encode_pk(&store, key, &mut self.s.probe)? else { return Ok(false) };
-        if !store.absent_for_miss(hash, &self.s.probe, &mut self.s.scratch) {
+        if !store.miss_may_be_loaded(hash, &self.s.probe, self.id, self.snapshot, &mut self.s.scratch) {
             return Ok(false);
         }
         self.resolve_miss(&*hook, Miss::Key { table, key })
