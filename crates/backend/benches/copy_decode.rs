@@ -94,10 +94,7 @@ fn main() {
     let forwarding_rows = rows * 15 / 4;
     client.batch_execute(&populate_call_forwarding(forwarding_rows)).unwrap();
     client.batch_execute("VACUUM ANALYZE").unwrap();
-    eprintln!(
-        "populated {rows} + {forwarding_rows} rows in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    eprintln!("populated {rows} + {forwarding_rows} rows in {:.1} s", started.elapsed().as_secs_f64());
     measure(&mut client, "subscriber");
     measure(&mut client, "call_forwarding");
 }

@@ -130,7 +130,9 @@ impl BackendConfig {
             return Err(invalid(format!("[backend] url {shown} must be a postgres:// or postgresql:// URL")));
         }
         if let Some(key) = tls_key_in_url(url) {
-            return Err(invalid(format!("[backend] url {shown}: set {key} as its own key in [backend], not in the URL")));
+            return Err(invalid(format!(
+                "[backend] url {shown}: set {key} as its own key in [backend], not in the URL"
+            )));
         }
         let mut config: postgres::Config =
             url.parse().map_err(|e: postgres::Error| invalid(format!("[backend] url {shown}: {}", error_chain(&e))))?;
@@ -214,7 +216,9 @@ fn read_password_env(var: &str) -> Result<Vec<u8>, BackendConfigError> {
     use std::os::unix::ffi::OsStringExt;
     match std::env::var_os(var) {
         None => Err(invalid(format!("[backend] password_env: environment variable {var} is not set"))),
-        Some(value) if value.is_empty() => Err(invalid(format!("[backend] password_env: environment variable {var} is empty"))),
+        Some(value) if value.is_empty() => {
+            Err(invalid(format!("[backend] password_env: environment variable {var} is empty")))
+        }
         Some(value) => Ok(value.into_vec()),
     }
 }
@@ -295,7 +299,9 @@ mod tests {
     fn urls_and_tls_settings_are_checked() {
         assert!(error(&BackendConfig::default()).contains("url is missing"));
         assert!(error(&config(&format!("host=db password={SECRET}"))).contains("must be a postgres://"));
-        assert!(error(&config(&format!("postgresql://app:{SECRET}@db:notaport/app"))).contains("postgresql://app:***@db"));
+        assert!(
+            error(&config(&format!("postgresql://app:{SECRET}@db:notaport/app"))).contains("postgresql://app:***@db")
+        );
         assert!(error(&config("postgresql://app@db/app?sslmode=require")).contains("set sslmode as its own key"));
         let mut c = config("postgresql://app@db/app");
         c.sslmode = Some(SslMode::VerifyFull);

@@ -31,13 +31,7 @@ pub enum BackendError {
 
     /// PostgreSQL answered with an error.
     #[error("{what} failed (SQLSTATE {sqlstate}): {message}")]
-    Server {
-        what: String,
-        sqlstate: String,
-        message: String,
-        detail: Option<String>,
-        hint: Option<String>,
-    },
+    Server { what: String, sqlstate: String, message: String, detail: Option<String>, hint: Option<String> },
 
     /// The connection failed or broke (no SQLSTATE from the server).
     #[error("{what} failed: connection to PostgreSQL lost: {reason}")]
@@ -54,11 +48,7 @@ pub enum BackendError {
 
     /// A field's bytes are not a valid binary value of its type.
     #[error("binary COPY stream of {what}, column \"{column}\": {error}")]
-    Decode {
-        what: String,
-        column: String,
-        error: DecodeError,
-    },
+    Decode { what: String, column: String, error: DecodeError },
 
     /// A load was cancelled by its owner.
     #[error("canceling statement due to user request")]
@@ -116,10 +106,7 @@ impl BackendError {
                 detail: db.detail().map(str::to_owned),
                 hint: db.hint().map(str::to_owned),
             },
-            None => BackendError::Connection {
-                what,
-                reason: error_chain(error),
-            },
+            None => BackendError::Connection { what, reason: error_chain(error) },
         }
     }
 
@@ -131,9 +118,6 @@ impl BackendError {
         {
             return BackendError::from_postgres(what, postgres_error);
         }
-        BackendError::Connection {
-            what: what.to_owned(),
-            reason: error.to_string(),
-        }
+        BackendError::Connection { what: what.to_owned(), reason: error.to_string() }
     }
 }

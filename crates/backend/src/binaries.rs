@@ -39,11 +39,7 @@ pub fn find_server_binaries_from(
             return Ok(dir.to_path_buf());
         }
         return Err(HarnessError::BinariesNotFound {
-            searched: format!(
-                "PGTIER_PG_BIN={} does not contain executable {}",
-                dir.display(),
-                REQUIRED.join(", ")
-            ),
+            searched: format!("PGTIER_PG_BIN={} does not contain executable {}", dir.display(), REQUIRED.join(", ")),
         });
     }
     if let Some(path_var) = path_var {
@@ -54,9 +50,7 @@ pub fn find_server_binaries_from(
             }
             // /usr/local/bin/pg_ctl is often a symlink into the real version
             // directory; initdb and postgres must come from that same place.
-            let real_dir = std::fs::canonicalize(&pg_ctl)
-                .ok()
-                .and_then(|real| real.parent().map(Path::to_path_buf));
+            let real_dir = std::fs::canonicalize(&pg_ctl).ok().and_then(|real| real.parent().map(Path::to_path_buf));
             for dir in real_dir.into_iter().chain(std::iter::once(entry)) {
                 if holds_server_binaries(&dir) {
                     return Ok(dir);
@@ -80,9 +74,7 @@ fn holds_server_binaries(dir: &Path) -> bool {
 }
 
 fn is_executable(path: &Path) -> bool {
-    std::fs::metadata(path)
-        .map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    std::fs::metadata(path).map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }
 
 fn newest_version_dir(versions_root: &Path) -> Option<PathBuf> {
@@ -110,21 +102,15 @@ fn version_key(name: &str) -> Vec<u64> {
 pub(crate) fn server_version(bin_dir: &Path) -> Result<String, HarnessError> {
     let program = bin_dir.join("postgres");
     // `--version` is answered before postgres's refuse-to-run-as-root check.
-    let output = Command::new(&program)
-        .arg("--version")
-        .output()
-        .map_err(|error| HarnessError::io("run", &program, error))?;
+    let output =
+        Command::new(&program).arg("--version").output().map_err(|error| HarnessError::io("run", &program, error))?;
     let text = String::from_utf8_lossy(&output.stdout);
     let version = text
         .split_whitespace()
         .skip_while(|word| *word != "(PostgreSQL)")
         .nth(1)
         .or_else(|| text.split_whitespace().nth(2))
-        .map(|word| {
-            word.chars()
-                .filter(|c| c.is_ascii_alphanumeric() || *c == '.')
-                .collect::<String>()
-        })
+        .map(|word| word.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '.').collect::<String>())
         .filter(|version| !version.is_empty());
     match (output.status.success(), version) {
         (true, Some(version)) => Ok(version),

@@ -238,9 +238,8 @@ impl Layout {
         let verifier = postgres_protocol::password::scram_sha_256(password.as_bytes());
         let config = self.socket_config(port, "postgres");
         off_runtime(move || {
-            let mut client = config
-                .connect(NoTls)
-                .map_err(|error| HarnessError::sql("connecting to set the password", &error))?;
+            let mut client =
+                config.connect(NoTls).map_err(|error| HarnessError::sql("connecting to set the password", &error))?;
             // The verifier is base64 and '$', ':' only: safe inside a literal.
             client
                 .batch_execute(&format!("ALTER ROLE postgres PASSWORD '{verifier}'"))
@@ -256,12 +255,9 @@ impl Layout {
         let statement = format!("CREATE DATABASE {}", quote_identifier(name));
         let config = self.socket_config(port, "postgres");
         off_runtime(move || {
-            let mut client = config
-                .connect(NoTls)
-                .map_err(|error| HarnessError::sql("connecting to create a database", &error))?;
-            client
-                .batch_execute(&statement)
-                .map_err(|error| HarnessError::sql(statement.clone(), &error))
+            let mut client =
+                config.connect(NoTls).map_err(|error| HarnessError::sql("connecting to create a database", &error))?;
+            client.batch_execute(&statement).map_err(|error| HarnessError::sql(statement.clone(), &error))
         })
     }
 
@@ -275,8 +271,7 @@ impl Layout {
             let row = client
                 .query_one("SHOW server_version", &[])
                 .map_err(|error| HarnessError::sql("SHOW server_version", &error))?;
-            row.try_get(0)
-                .map_err(|error| HarnessError::sql("SHOW server_version", &error))
+            row.try_get(0).map_err(|error| HarnessError::sql("SHOW server_version", &error))
         })
     }
 
@@ -308,17 +303,12 @@ fn hba_text(password_required: bool) -> String {
 }
 
 fn conf_line(name: &str, value: &str) -> Result<String, HarnessError> {
-    let valid_name = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    let valid_name = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
     if !valid_name {
         return Err(HarnessError::InvalidOption(format!("invalid setting name {name:?}")));
     }
     if value.contains(['\n', '\r', '\0']) {
-        return Err(HarnessError::InvalidOption(format!(
-            "setting {name} has a line break in its value"
-        )));
+        return Err(HarnessError::InvalidOption(format!("setting {name} has a line break in its value")));
     }
     let quoted = value.replace('\\', "\\\\").replace('\'', "''");
     Ok(format!("{name} = '{quoted}'"))
@@ -347,10 +337,7 @@ pub(crate) fn url(port: u16, password: Option<&str>, database: &str) -> String {
         Some(password) => format!("postgres:{}", encode_url_component(password)),
         None => "postgres".to_owned(),
     };
-    format!(
-        "postgres://{credentials}@127.0.0.1:{port}/{}",
-        encode_url_component(database)
-    )
+    format!("postgres://{credentials}@127.0.0.1:{port}/{}", encode_url_component(database))
 }
 
 /// A loopback port nobody listens on right now. Another process may take it
@@ -358,9 +345,8 @@ pub(crate) fn url(port: u16, password: Option<&str>, database: &str) -> String {
 pub(crate) fn pick_free_port() -> Result<u16, HarnessError> {
     let listener = TcpListener::bind(("127.0.0.1", 0))
         .map_err(|error| HarnessError::io("bind a free port on", "127.0.0.1", error))?;
-    let address = listener
-        .local_addr()
-        .map_err(|error| HarnessError::io("read the address of", "127.0.0.1:0", error))?;
+    let address =
+        listener.local_addr().map_err(|error| HarnessError::io("read the address of", "127.0.0.1:0", error))?;
     Ok(address.port())
 }
 
@@ -414,9 +400,10 @@ pub(crate) fn tree_size_bytes(dir: &Path) -> u64 {
 }
 
 fn fnv1a(path: &Path) -> u64 {
-    path.as_os_str().as_encoded_bytes().iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    path.as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 #[cfg(test)]
@@ -427,22 +414,14 @@ mod tests {
     #[test]
     fn conf_values_are_quoted_and_names_checked() {
         assert_eq!(conf_line("work_mem", "64MB").unwrap(), "work_mem = '64MB'");
-        assert_eq!(
-            conf_line("application_name", "it's a\\b").unwrap(),
-            "application_name = 'it''s a\\\\b'"
-        );
+        assert_eq!(conf_line("application_name", "it's a\\b").unwrap(), "application_name = 'it''s a\\\\b'");
         assert!(conf_line("bad name", "x").is_err());
         assert!(conf_line("x", "a\nb").is_err());
     }
 
     #[test]
     fn long_roots_get_a_short_socket_dir() {
-        let run_as = RunAs {
-            name: "u".into(),
-            uid: 1000,
-            gid: 1000,
-            switch: false,
-        };
+        let run_as = RunAs { name: "u".into(), uid: 1000, gid: 1000, switch: false };
         let short = Layout::new(Path::new("/tmp/abc"), &run_as);
         assert_eq!(short.socket_dir, Path::new("/tmp/abc"));
         let long_root = PathBuf::from(format!("/tmp/{}", "d".repeat(120)));

@@ -28,22 +28,13 @@ pub enum ConnectError {
     Unreachable { url: String, reason: String },
 
     #[error("authentication failed for user \"{user}\" at {url} (SQLSTATE {sqlstate}): {message}")]
-    AuthenticationFailed {
-        url: String,
-        user: String,
-        sqlstate: String,
-        message: String,
-    },
+    AuthenticationFailed { url: String, user: String, sqlstate: String, message: String },
 
     #[error("database \"{database}\" does not exist at {url} (SQLSTATE 3D000); create it or fix the URL")]
     DatabaseMissing { url: String, database: String },
 
     #[error("PostgreSQL at {url} refused the connection (SQLSTATE {sqlstate}): {message}")]
-    Server {
-        url: String,
-        sqlstate: String,
-        message: String,
-    },
+    Server { url: String, sqlstate: String, message: String },
 
     #[error("connection to {url} failed: {reason}")]
     Other { url: String, reason: String },
@@ -54,9 +45,7 @@ impl ConnectError {
     pub fn sqlstate(&self) -> &str {
         match self {
             ConnectError::BadUrl { .. } | ConnectError::Unreachable { .. } => "08001",
-            ConnectError::AuthenticationFailed { sqlstate, .. } | ConnectError::Server { sqlstate, .. } => {
-                sqlstate
-            }
+            ConnectError::AuthenticationFailed { sqlstate, .. } | ConnectError::Server { sqlstate, .. } => sqlstate,
             ConnectError::DatabaseMissing { .. } => "3D000",
             ConnectError::Other { .. } => "08006",
         }
@@ -65,10 +54,9 @@ impl ConnectError {
 
 /// Connects with the sync `postgres` crate (NoTls), mapping failures to one clear line.
 pub fn connect(url: &str) -> Result<Client, ConnectError> {
-    let mut config: Config = url.parse().map_err(|error: postgres::Error| ConnectError::BadUrl {
-        url: redact_url(url),
-        reason: error_chain(&error),
-    })?;
+    let mut config: Config = url
+        .parse()
+        .map_err(|error: postgres::Error| ConnectError::BadUrl { url: redact_url(url), reason: error_chain(&error) })?;
     connect_config(&mut config, &redact_url(url))
 }
 
@@ -100,9 +88,7 @@ pub fn connect_config(config: &mut Config, shown_as: &str) -> Result<Client, Con
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_millis(DEFAULT_CONNECT_TIMEOUT_MS));
     }
-    config
-        .connect(NoTls)
-        .map_err(|error| classify(&error, config, shown_as))
+    config.connect(NoTls).map_err(|error| classify(&error, config, shown_as))
 }
 
 fn classify(error: &postgres::Error, config: &Config, url: &str) -> ConnectError {
@@ -313,14 +299,8 @@ mod tests {
 
     #[test]
     fn redacts_key_value_password() {
-        assert_eq!(
-            redact_url("host=h password=secret user=u"),
-            "host=h password=*** user=u"
-        );
-        assert_eq!(
-            redact_url("host=h password = 'a \\' b' user=u"),
-            "host=h password =*** user=u"
-        );
+        assert_eq!(redact_url("host=h password=secret user=u"), "host=h password=*** user=u");
+        assert_eq!(redact_url("host=h password = 'a \\' b' user=u"), "host=h password =*** user=u");
         assert_eq!(redact_url("host=h user=password"), "host=h user=password");
     }
 

@@ -29,26 +29,13 @@ pub enum HarnessError {
     },
 
     #[error("`{program}` failed ({status}): {output}")]
-    CommandFailed {
-        program: String,
-        status: String,
-        output: String,
-    },
+    CommandFailed { program: String, status: String, output: String },
 
     #[error("PostgreSQL did not start: {reason}\n--- last lines of {log_file} ---\n{log_tail}")]
-    StartFailed {
-        reason: String,
-        log_file: PathBuf,
-        log_tail: String,
-    },
+    StartFailed { reason: String, log_file: PathBuf, log_tail: String },
 
     #[error("PostgreSQL (pid {pid}) {problem}\n--- last lines of {log_file} ---\n{log_tail}")]
-    Shutdown {
-        pid: u32,
-        problem: String,
-        log_file: PathBuf,
-        log_tail: String,
-    },
+    Shutdown { pid: u32, problem: String, log_file: PathBuf, log_tail: String },
 
     #[error("invalid cluster option: {0}")]
     InvalidOption(String),
@@ -57,11 +44,7 @@ pub enum HarnessError {
     Connect(#[from] ConnectError),
 
     #[error("{what} failed (SQLSTATE {sqlstate}): {message}")]
-    Sql {
-        what: String,
-        sqlstate: String,
-        message: String,
-    },
+    Sql { what: String, sqlstate: String, message: String },
 
     #[error("the shared private cluster could not be started: {0}")]
     SharedClusterFailed(String),
@@ -72,11 +55,7 @@ pub enum HarnessError {
 
 impl HarnessError {
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
-        HarnessError::Io {
-            action,
-            path: path.into(),
-            source,
-        }
+        HarnessError::Io { action, path: path.into(), source }
     }
 
     pub(crate) fn sql(what: impl Into<String>, error: &postgres::Error) -> Self {
@@ -84,10 +63,6 @@ impl HarnessError {
             Some(db) => (db.code().code().to_owned(), db.message().to_owned()),
             None => ("08006".to_owned(), error.to_string()),
         };
-        HarnessError::Sql {
-            what: what.into(),
-            sqlstate,
-            message,
-        }
+        HarnessError::Sql { what: what.into(), sqlstate, message }
     }
 }

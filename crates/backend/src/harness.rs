@@ -27,8 +27,8 @@ pub use crate::binaries::{find_server_binaries, find_server_binaries_from};
 use crate::cluster::{self, Layout, StartConfig};
 use crate::connect::redact_password;
 pub use crate::error::HarnessError;
-pub use crate::shared::shared_cluster;
 use crate::os_user::RunAs;
+pub use crate::shared::shared_cluster;
 
 /// How long a start may take before we give up and show the server log.
 pub const START_TIMEOUT_MS: u64 = 30_000;
@@ -103,10 +103,7 @@ impl ClusterOptions {
         ];
         ClusterOptions {
             fsync: true,
-            settings: settings
-                .iter()
-                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
-                .collect(),
+            settings: settings.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())).collect(),
             ..ClusterOptions::default()
         }
     }
@@ -373,9 +370,8 @@ fn spawn_and_wait(bin_dir: &Path, run_as: &RunAs, layout: &Layout, port: u16) ->
         .append(true)
         .open(&layout.log_file)
         .map_err(|error| fatal(HarnessError::io("open", &layout.log_file, error)))?;
-    let log_for_stderr = log
-        .try_clone()
-        .map_err(|error| fatal(HarnessError::io("duplicate handle of", &layout.log_file, error)))?;
+    let log_for_stderr =
+        log.try_clone().map_err(|error| fatal(HarnessError::io("duplicate handle of", &layout.log_file, error)))?;
     let program = bin_dir.join("postgres");
     let mut command = run_as.command(&program);
     command
@@ -405,9 +401,7 @@ fn spawn_and_wait(bin_dir: &Path, run_as: &RunAs, layout: &Layout, port: u16) ->
             Ok(())
         });
     }
-    let mut child = command
-        .spawn()
-        .map_err(|error| fatal(HarnessError::io("start", &program, error)))?;
+    let mut child = command.spawn().map_err(|error| fatal(HarnessError::io("start", &program, error)))?;
     let waited = layout.wait_ready(port, START_TIMEOUT_MS, || match child.try_wait() {
         Ok(None) => Ok(()),
         Ok(Some(status)) => Err(format!("postgres exited during startup ({status})")),
@@ -463,9 +457,7 @@ fn stop_child(child: &mut Child, pid: u32, layout: &Layout) -> Result<(), Harnes
     }
     let _ = child.kill();
     let _ = child.wait();
-    Err(problem(format!(
-        "did not finish a fast shutdown within {SHUTDOWN_TIMEOUT_MS} ms and was killed"
-    )))
+    Err(problem(format!("did not finish a fast shutdown within {SHUTDOWN_TIMEOUT_MS} ms and was killed")))
 }
 
 /// Backends may still be exiting (and unlinking files) just after the
@@ -515,9 +507,7 @@ fn is_roomy_tmpfs(dir: &Path) -> bool {
     };
     // SAFETY: access has no memory-safety preconditions beyond a valid C string.
     let writable = unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) } == 0;
-    let free_bytes = u64::try_from(stats.f_bsize)
-        .unwrap_or(0)
-        .saturating_mul(stats.f_bavail);
+    let free_bytes = u64::try_from(stats.f_bsize).unwrap_or(0).saturating_mul(stats.f_bavail);
     stats.f_type == libc::TMPFS_MAGIC && writable && free_bytes >= RAM_DIR_FREE_BYTES_MIN
 }
 

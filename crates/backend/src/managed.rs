@@ -53,12 +53,7 @@ impl std::fmt::Debug for ManagedOptions {
 
 impl ManagedOptions {
     pub fn new(dir: impl Into<PathBuf>) -> ManagedOptions {
-        ManagedOptions {
-            dir: dir.into(),
-            port: None,
-            fsync: true,
-            password: None,
-        }
+        ManagedOptions { dir: dir.into(), port: None, fsync: true, password: None }
     }
 }
 
@@ -107,11 +102,7 @@ impl Managed {
     fn open(dir: &Path) -> Result<Managed, HarnessError> {
         let root = std::path::absolute(dir).map_err(|error| HarnessError::io("resolve", dir, error))?;
         let run_as = RunAs::from_env()?;
-        Ok(Managed {
-            bin_dir: find_server_binaries()?,
-            layout: Layout::new(&root, &run_as),
-            run_as,
-        })
+        Ok(Managed { bin_dir: find_server_binaries()?, layout: Layout::new(&root, &run_as), run_as })
     }
 
     fn state_path(&self) -> PathBuf {
@@ -131,9 +122,7 @@ impl Managed {
     }
 
     fn require_state(&self) -> Result<State, HarnessError> {
-        self.read_state()?.ok_or_else(|| HarnessError::NotInitialized {
-            dir: self.layout.root.clone(),
-        })
+        self.read_state()?.ok_or_else(|| HarnessError::NotInitialized { dir: self.layout.root.clone() })
     }
 
     fn write_state(&self, state: &State) -> Result<(), HarnessError> {
@@ -216,12 +205,8 @@ pub fn start(options: &ManagedOptions) -> Result<ManagedStart, HarnessError> {
             Some(port) => port,
             None => cluster::pick_free_port()?,
         };
-        let start = StartConfig {
-            port,
-            fsync: options.fsync,
-            password_required: password.is_some(),
-            settings: &settings,
-        };
+        let start =
+            StartConfig { port, fsync: options.fsync, password_required: password.is_some(), settings: &settings };
         managed.layout.write_config(&start, &managed.run_as)?;
         let timeout = PG_CTL_TIMEOUT_S.to_string();
         let log_file = path_arg(&managed.layout.log_file)?;
@@ -241,11 +226,7 @@ pub fn start(options: &ManagedOptions) -> Result<ManagedStart, HarnessError> {
         if let Some(password) = &password {
             managed.layout.set_password(port, password)?;
         }
-        managed.write_state(&State {
-            port,
-            password: password.clone(),
-            fsync: options.fsync,
-        })?;
+        managed.write_state(&State { port, password: password.clone(), fsync: options.fsync })?;
         let pid = managed.running_pid()?.ok_or_else(|| HarnessError::StartFailed {
             reason: "pg_ctl reported a start but no server is running".to_owned(),
             log_file: managed.layout.log_file.clone(),
@@ -311,12 +292,7 @@ pub fn url(dir: &Path) -> Result<String, HarnessError> {
 /// "pg_ctl: server is running (PID: 1234)" -> 1234
 fn parse_status_pid(text: &str) -> Option<u32> {
     let after = text.split("PID:").nth(1)?;
-    after
-        .trim_start()
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
+    after.trim_start().split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
 fn path_arg(path: &Path) -> Result<String, HarnessError> {

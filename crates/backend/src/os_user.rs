@@ -34,12 +34,7 @@ impl RunAs {
         if euid != 0 {
             // SAFETY: as above.
             let gid = unsafe { libc::getegid() };
-            return Ok(RunAs {
-                name: current_user_name(euid),
-                uid: euid,
-                gid,
-                switch: false,
-            });
+            return Ok(RunAs { name: current_user_name(euid), uid: euid, gid, switch: false });
         }
         let name = requested.unwrap_or("postgres");
         let (uid, gid) = lookup_user(name).ok_or_else(|| HarnessError::NoUnprivilegedUser {
@@ -49,16 +44,9 @@ impl RunAs {
             },
         })?;
         if uid == 0 {
-            return Err(HarnessError::NoUnprivilegedUser {
-                detail: format!("user `{name}` has uid 0"),
-            });
+            return Err(HarnessError::NoUnprivilegedUser { detail: format!("user `{name}` has uid 0") });
         }
-        Ok(RunAs {
-            name: name.to_owned(),
-            uid,
-            gid,
-            switch: true,
-        })
+        Ok(RunAs { name: name.to_owned(), uid, gid, switch: true })
     }
 
     /// A command that runs as this user.
@@ -107,11 +95,7 @@ impl RunAs {
 }
 
 fn current_user_name(uid: u32) -> String {
-    passwd_entries()
-        .into_iter()
-        .find(|entry| entry.1 == uid)
-        .map(|entry| entry.0)
-        .unwrap_or_else(|| uid.to_string())
+    passwd_entries().into_iter().find(|entry| entry.1 == uid).map(|entry| entry.0).unwrap_or_else(|| uid.to_string())
 }
 
 /// (uid, gid) of `name`: /etc/passwd first, then `id` for users that live in

@@ -33,9 +33,7 @@ impl<'c> ExportedSnapshot<'c> {
         let row = transaction
             .query_one("SELECT pg_export_snapshot()", &[])
             .map_err(|error| BackendError::from_postgres("pg_export_snapshot()", &error))?;
-        let id: String = row
-            .try_get(0)
-            .map_err(|error| BackendError::from_postgres("pg_export_snapshot()", &error))?;
+        let id: String = row.try_get(0).map_err(|error| BackendError::from_postgres("pg_export_snapshot()", &error))?;
         Ok(ExportedSnapshot { transaction, id })
     }
 
@@ -62,7 +60,8 @@ impl<'c> ExportedSnapshot<'c> {
 /// snapshot `id` exported by another session (still open).
 pub fn join_snapshot<'c>(client: &'c mut Client, id: &str) -> Result<Transaction<'c>, BackendError> {
     // The id is interpolated into SQL: accept only what PostgreSQL produces.
-    let well_formed = !id.is_empty() && id.len() <= 64 && id.bytes().all(|byte| byte.is_ascii_hexdigit() || byte == b'-');
+    let well_formed =
+        !id.is_empty() && id.len() <= 64 && id.bytes().all(|byte| byte.is_ascii_hexdigit() || byte == b'-');
     if !well_formed {
         return Err(BackendError::InvalidSnapshot { id: id.to_owned() });
     }

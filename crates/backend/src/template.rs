@@ -152,10 +152,7 @@ pub(crate) fn copy_template(template: &Path, target: &Path) -> Result<(), Harnes
 }
 
 fn unique_sibling(dir: &Path, purpose: &str) -> PathBuf {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.subsec_nanos())
-        .unwrap_or(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.subsec_nanos()).unwrap_or(0);
     let mut name = dir.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".{purpose}-{}-{nanos}", std::process::id()));
     dir.with_file_name(name)

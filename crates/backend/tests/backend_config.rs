@@ -13,7 +13,9 @@ const SECRET: &str = "sync-client-secret-7Qa";
 
 #[test]
 fn the_sync_client_connects_with_resolved_params() {
-    let cluster = PrivateCluster::start(ClusterOptions { password: Some(SECRET.to_owned()), ..ClusterOptions::default() }).unwrap();
+    let cluster =
+        PrivateCluster::start(ClusterOptions { password: Some(SECRET.to_owned()), ..ClusterOptions::default() })
+            .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = |name: &str, text: &str| {
         let path = dir.path().join(name);

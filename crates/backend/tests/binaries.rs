@@ -65,10 +65,7 @@ fn nothing_found_says_how_to_install() {
     let temp = tempfile::tempdir().unwrap();
     let path = std::env::join_paths([temp.path()]).unwrap();
     let error = find_server_binaries_from(None, Some(&path), temp.path()).unwrap_err();
-    assert!(
-        error.to_string().contains("run scripts/ensure-postgres.sh (or apt-get install postgresql)"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("run scripts/ensure-postgres.sh (or apt-get install postgresql)"), "{error}");
 }
 
 #[test]

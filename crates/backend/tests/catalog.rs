@@ -108,16 +108,11 @@ fn one(client: &mut Client, name: &str) -> TableDef {
 #[test]
 fn tatp_tables_import_with_keys_and_foreign_keys() {
     let mut client = database("catalog_tatp", TATP_DDL);
-    let tables = import_tables(
-        &mut client,
-        &["subscriber", "public.access_info", "SPECIAL_FACILITY", "\"call_forwarding\""],
-    )
-    .unwrap();
+    let tables =
+        import_tables(&mut client, &["subscriber", "public.access_info", "SPECIAL_FACILITY", "\"call_forwarding\""])
+            .unwrap();
     let names: Vec<String> = tables.iter().map(|table| table.name.to_string()).collect();
-    assert_eq!(
-        names,
-        ["public.subscriber", "public.access_info", "public.special_facility", "public.call_forwarding"]
-    );
+    assert_eq!(names, ["public.subscriber", "public.access_info", "public.special_facility", "public.call_forwarding"]);
     let subscriber = &tables[0];
     assert_eq!(subscriber.columns.len(), 34);
     assert_eq!(subscriber.columns[0].name, "s_id");
@@ -153,7 +148,8 @@ fn tatp_tables_import_with_keys_and_foreign_keys() {
 
     // Same DDL elsewhere, same fingerprints; each table has its own.
     let mut other = database("catalog_tatp_again", TATP_DDL);
-    let again = import_tables(&mut other, &["subscriber", "access_info", "special_facility", "call_forwarding"]).unwrap();
+    let again =
+        import_tables(&mut other, &["subscriber", "access_info", "special_facility", "call_forwarding"]).unwrap();
     for (first, second) in tables.iter().zip(&again) {
         assert_eq!(first.fingerprint(), second.fingerprint(), "{}", first.name);
     }
@@ -168,7 +164,22 @@ fn every_feature_is_imported() {
     let names: Vec<&str> = lines.columns.iter().map(|column| column.name.as_str()).collect();
     assert_eq!(
         names,
-        ["LineId", "seq", "region", "customer_id", "price", "ratio", "coarse", "code", "flag", "at", "at_tz", "qty", "total", "notes"],
+        [
+            "LineId",
+            "seq",
+            "region",
+            "customer_id",
+            "price",
+            "ratio",
+            "coarse",
+            "code",
+            "flag",
+            "at",
+            "at_tz",
+            "qty",
+            "total",
+            "notes"
+        ],
         "dropped column skipped, attnum order kept"
     );
     let column = |name: &str| lines.column(name).unwrap();
@@ -176,9 +187,7 @@ fn every_feature_is_imported() {
     assert_eq!(column("region").attnum, 4, "attnum keeps the dropped column's gap");
     assert_eq!(
         column("LineId").identity,
-        Some(Identity::Always {
-            sequence: r#"shop."Order Lines_LineId_seq""#.to_owned()
-        })
+        Some(Identity::Always { sequence: r#"shop."Order Lines_LineId_seq""#.to_owned() })
     );
     assert!(matches!(column("seq").identity, Some(Identity::ByDefault { .. })));
     assert_eq!(column("price").modifier, TypeModifier::Numeric { precision: 12, scale: 2 });
@@ -200,11 +209,16 @@ fn every_feature_is_imported() {
     assert_eq!(column("total").default, None);
 
     let primary_key = lines.primary_key.as_ref().unwrap();
-    assert_eq!((primary_key.name.as_str(), primary_key.columns.as_slice()), ("Order Lines_pkey", &["LineId".to_owned()][..]));
+    assert_eq!(
+        (primary_key.name.as_str(), primary_key.columns.as_slice()),
+        ("Order Lines_pkey", &["LineId".to_owned()][..])
+    );
     let unique: Vec<(&str, &[String], bool, bool, bool)> = lines
         .unique_keys
         .iter()
-        .map(|key| (key.name.as_str(), key.columns.as_slice(), key.is_constraint, key.deferrable, key.nulls_not_distinct))
+        .map(|key| {
+            (key.name.as_str(), key.columns.as_slice(), key.is_constraint, key.deferrable, key.nulls_not_distinct)
+        })
         .collect();
     assert_eq!(
         unique,
@@ -214,11 +228,8 @@ fn every_feature_is_imported() {
             ("lines_seq_idx", &["seq".to_owned()][..], false, false, false),
         ]
     );
-    let skipped: Vec<(&str, SkipReason)> = lines
-        .skipped_unique_indexes
-        .iter()
-        .map(|index| (index.name.as_str(), index.reason))
-        .collect();
+    let skipped: Vec<(&str, SkipReason)> =
+        lines.skipped_unique_indexes.iter().map(|index| (index.name.as_str(), index.reason)).collect();
     assert_eq!(skipped, [("lines_expr_idx", SkipReason::Expression), ("lines_partial_idx", SkipReason::Partial)]);
     assert!(lines.skipped_unique_indexes[1].definition.contains("WHERE (notes IS NOT NULL)"));
 
@@ -229,11 +240,8 @@ fn every_feature_is_imported() {
     assert_eq!((fk.on_delete, fk.on_update), (ForeignKeyAction::Cascade, ForeignKeyAction::SetNull));
     assert!(fk.match_full && fk.validated && !fk.deferrable);
 
-    let checks: Vec<(&str, &str, bool)> = lines
-        .checks
-        .iter()
-        .map(|check| (check.name.as_str(), check.definition.as_str(), check.validated))
-        .collect();
+    let checks: Vec<(&str, &str, bool)> =
+        lines.checks.iter().map(|check| (check.name.as_str(), check.definition.as_str(), check.validated)).collect();
     assert_eq!(
         checks,
         [
@@ -245,9 +253,7 @@ fn every_feature_is_imported() {
     let customer = one(&mut client, "shop.customer");
     assert_eq!(
         customer.column("id").unwrap().identity,
-        Some(Identity::Serial {
-            sequence: "shop.customer_id_seq".to_owned()
-        })
+        Some(Identity::Serial { sequence: "shop.customer_id_seq".to_owned() })
     );
     assert_eq!(customer.primary_key.as_ref().unwrap().columns, ["region", "id"]);
     let note = one(&mut client, "shop.note");
@@ -321,9 +327,7 @@ fn permission_errors() {
     assert_eq!(error.sqlstate(), "42501", "{error}");
     assert_eq!(error.to_string(), "permission denied for table shop.customer");
     assert_eq!(one(&mut reader, "shop.note").columns.len(), 2);
-    admin
-        .batch_execute("GRANT SELECT (email) ON shop.customer TO catalog_reader")
-        .unwrap();
+    admin.batch_execute("GRANT SELECT (email) ON shop.customer TO catalog_reader").unwrap();
     assert_eq!(one(&mut reader, "shop.customer").columns.len(), 3, "column privileges on every column suffice");
 }
 
@@ -356,9 +360,7 @@ fn import_reads_one_snapshot() {
     let url = shared_cluster().unwrap().url_for_database("catalog_snapshot");
     let mut other = connect(&url).unwrap();
     let mut snapshot = ExportedSnapshot::export(&mut leader).unwrap();
-    other
-        .batch_execute("ALTER TABLE access_info ADD COLUMN late int; CREATE TABLE newer (id int)")
-        .unwrap();
+    other.batch_execute("ALTER TABLE access_info ADD COLUMN late int; CREATE TABLE newer (id int)").unwrap();
     let tables = import_tables_in(snapshot.transaction(), &["subscriber", "access_info"]).unwrap();
     assert_eq!(tables[1].columns.len(), 6, "a column added after the snapshot is invisible");
     assert_eq!(

@@ -112,10 +112,8 @@ fn two_clusters_at_once() {
     let mut a = connect(&first.url()).unwrap();
     let mut b = connect(&second.url()).unwrap();
     a.batch_execute("CREATE TABLE only_in_first (x int)").unwrap();
-    let in_second: i64 = b
-        .query_one("SELECT count(*) FROM pg_class WHERE relname = 'only_in_first'", &[])
-        .unwrap()
-        .get(0);
+    let in_second: i64 =
+        b.query_one("SELECT count(*) FROM pg_class WHERE relname = 'only_in_first'", &[]).unwrap().get(0);
     assert_eq!(in_second, 0);
     let port: String = b.query_one("SHOW port", &[]).unwrap().get(0);
     assert_eq!(port, second.port().to_string());
@@ -158,11 +156,9 @@ fn drop_stops_the_server_when_the_owner_panics() {
 #[test]
 fn password_cluster_accepts_the_right_password_only() {
     let password = "s3cret: with @ / and spaces";
-    let cluster = PrivateCluster::start(ClusterOptions {
-        password: Some(password.to_owned()),
-        ..ClusterOptions::default()
-    })
-    .unwrap();
+    let cluster =
+        PrivateCluster::start(ClusterOptions { password: Some(password.to_owned()), ..ClusterOptions::default() })
+            .unwrap();
     let url = cluster.url();
     assert!(url.starts_with("postgres://postgres:"), "{url}");
     // Debug output (a test's assert message, a log line) never shows it.
@@ -171,10 +167,8 @@ fn password_cluster_accepts_the_right_password_only() {
         assert!(!shown.contains("s3cret") && shown.contains("<redacted>"), "password in Debug output: {shown}");
     }
     let mut client = connect(&url).unwrap();
-    let method: String = client
-        .query_one("SELECT auth_method FROM pg_hba_file_rules WHERE type = 'host' LIMIT 1", &[])
-        .unwrap()
-        .get(0);
+    let method: String =
+        client.query_one("SELECT auth_method FROM pg_hba_file_rules WHERE type = 'host' LIMIT 1", &[]).unwrap().get(0);
     assert_eq!(method, "scram-sha-256");
 
     let wrong = format!("postgres://postgres:wrong@127.0.0.1:{}/postgres", cluster.port());
@@ -195,9 +189,7 @@ fn closed_port_is_unreachable_with_a_hint() {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
     drop(listener);
-    let error = connect(&format!("postgres://postgres:pw@127.0.0.1:{port}/postgres"))
-        .err()
-        .unwrap();
+    let error = connect(&format!("postgres://postgres:pw@127.0.0.1:{port}/postgres")).err().unwrap();
     assert!(matches!(error, ConnectError::Unreachable { .. }), "{error:?}");
     let line = error.to_string();
     assert!(line.contains("is PostgreSQL running? start one with `pgtier backend start`"), "{line}");
@@ -234,10 +226,7 @@ fn settings_are_applied() {
     })
     .unwrap();
     assert_eq!(query_one_text(&cluster.url(), "SHOW work_mem"), "7MB");
-    assert_eq!(
-        query_one_text(&cluster.url(), "SELECT boot_val FROM pg_settings WHERE name = 'work_mem'"),
-        "4096"
-    );
+    assert_eq!(query_one_text(&cluster.url(), "SELECT boot_val FROM pg_settings WHERE name = 'work_mem'"), "4096");
 }
 
 #[test]
@@ -269,21 +258,14 @@ fn a_bad_setting_fails_with_the_server_log() {
 fn a_kept_dir_survives_restarts() {
     let parent = tempfile::tempdir().unwrap();
     let dir = parent.path().join("kept cluster");
-    let options = ClusterOptions {
-        dir: Some(dir.clone()),
-        ..ClusterOptions::default()
-    };
+    let options = ClusterOptions { dir: Some(dir.clone()), ..ClusterOptions::default() };
     let first = PrivateCluster::start(options.clone()).unwrap();
     connect(&first.url()).unwrap().batch_execute("CREATE TABLE kept (x int)").unwrap();
     first.stop().unwrap();
     assert!(dir.join("data/PG_VERSION").is_file());
 
     let second = PrivateCluster::start(options).unwrap();
-    let count: i64 = connect(&second.url())
-        .unwrap()
-        .query_one("SELECT count(*) FROM kept", &[])
-        .unwrap()
-        .get(0);
+    let count: i64 = connect(&second.url()).unwrap().query_one("SELECT count(*) FROM kept", &[]).unwrap().get(0);
     assert_eq!(count, 0);
     drop(second);
     assert!(dir.join("data/PG_VERSION").is_file(), "a given dir is never removed");
@@ -292,12 +274,8 @@ fn a_kept_dir_survives_restarts() {
 #[test]
 fn a_taken_port_is_reported() {
     let first = PrivateCluster::start(ClusterOptions::default()).unwrap();
-    let error = PrivateCluster::start(ClusterOptions {
-        port: Some(first.port()),
-        ..ClusterOptions::default()
-    })
-    .err()
-    .unwrap();
+    let error =
+        PrivateCluster::start(ClusterOptions { port: Some(first.port()), ..ClusterOptions::default() }).err().unwrap();
     assert!(error.to_string().contains("Address already in use"), "{error}");
 }
 
@@ -305,11 +283,9 @@ fn a_taken_port_is_reported() {
 fn starts_inside_an_async_runtime() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let cluster = PrivateCluster::start(ClusterOptions {
-            password: Some("pw".to_owned()),
-            ..ClusterOptions::default()
-        })
-        .unwrap();
+        let cluster =
+            PrivateCluster::start(ClusterOptions { password: Some("pw".to_owned()), ..ClusterOptions::default() })
+                .unwrap();
         cluster.create_database("from_async").unwrap();
         cluster.stop().unwrap();
     });
@@ -380,11 +356,8 @@ fn killed_owner_leaves_no_orphan() {
     owner.wait().unwrap();
 
     let postmaster_died = wait_until_dead(pid, Duration::from_secs(5));
-    let orphans: Vec<u32> = backends
-        .iter()
-        .copied()
-        .filter(|backend| !wait_until_dead(*backend, Duration::from_secs(5)))
-        .collect();
+    let orphans: Vec<u32> =
+        backends.iter().copied().filter(|backend| !wait_until_dead(*backend, Duration::from_secs(5))).collect();
     // Clean up before asserting, so a failure leaves nothing running: no
     // destructor ran in the owner, so its directory is ours to remove too.
     for survivor in std::iter::once(pid).chain(orphans.iter().copied()) {

@@ -94,11 +94,7 @@ fn text_rows(client: &mut Client, table: &TableDef) -> HashMap<String, Vec<Optio
 /// Decodes every row of `table` from binary COPY and checks it against the text output.
 fn assert_copy_matches_text(client: &mut Client, table: &TableDef) -> u64 {
     let expected = text_rows(client, table);
-    let kinds: Vec<ValueKind> = table
-        .columns
-        .iter()
-        .map(|column| column.value_kind().unwrap())
-        .collect();
+    let kinds: Vec<ValueKind> = table.columns.iter().map(|column| column.value_kind().unwrap()).collect();
     let statement = table.copy_statement(None);
     let mut reader = start_copy(client, &statement, &table.name.to_string(), kinds.len()).unwrap();
     while let Some(row) = reader.next_row().unwrap() {
@@ -215,11 +211,7 @@ fn raw_copy(client: &mut Client, table: &TableDef) -> Vec<u8> {
 fn truncated_and_corrupted_streams_are_errors_not_panics() {
     let (mut client, _) = database("copy_fuzz", TYPED_DDL);
     let table = import_tables(&mut client, &["typed"]).unwrap().remove(0);
-    let kinds: Vec<ValueKind> = table
-        .columns
-        .iter()
-        .map(|column| column.value_kind().unwrap())
-        .collect();
+    let kinds: Vec<ValueKind> = table.columns.iter().map(|column| column.value_kind().unwrap()).collect();
     let stream = raw_copy(&mut client, &table);
     for chunk in [1, 3, 7, 4096] {
         assert_eq!(drain(&stream, chunk, &kinds).unwrap(), 11);
@@ -290,14 +282,10 @@ fn decoders_reject_bad_field_bytes() {
     assert!(ValueKind::Numeric.decode(&numeric(0, 0, 0x1234, 0, &[])).is_err(), "bad sign");
     assert!(ValueKind::Numeric.decode(&numeric(1, 0, 0xC000, 0, &[1])).is_err(), "NaN with digits");
     let bytes = numeric(1, 9, 0, 2, &[1]);
-    let Value::Numeric(big) = ValueKind::Numeric.decode(&bytes).unwrap() else {
-        panic!("not a numeric")
-    };
+    let Value::Numeric(big) = ValueKind::Numeric.decode(&bytes).unwrap() else { panic!("not a numeric") };
     assert_eq!(big.to_i128(), Ok((10i128.pow(38), 2)), "10^36 at scale 2 fits i128");
     let bytes = numeric(1, 9, 0, 0, &[1000]);
-    let Value::Numeric(too_big) = ValueKind::Numeric.decode(&bytes).unwrap() else {
-        panic!("not a numeric")
-    };
+    let Value::Numeric(too_big) = ValueKind::Numeric.decode(&bytes).unwrap() else { panic!("not a numeric") };
     assert_eq!(too_big.to_i128(), Err(NumericError::Overflow));
 }
 
@@ -383,12 +371,8 @@ fn rows_larger_than_the_buffer() {
     let mut reader = start_copy(&mut client, &statement, "wide", 3).unwrap();
     let mut seen = 0;
     while let Some(row) = reader.next_row().unwrap() {
-        let Value::Int4(id) = ValueKind::Int4.decode(row.field(0).unwrap()).unwrap() else {
-            panic!("not an int4")
-        };
-        let Value::Text(body) = ValueKind::Text.decode(row.field(1).unwrap()).unwrap() else {
-            panic!("not text")
-        };
+        let Value::Int4(id) = ValueKind::Int4.decode(row.field(0).unwrap()).unwrap() else { panic!("not an int4") };
+        let Value::Text(body) = ValueKind::Text.decode(row.field(1).unwrap()).unwrap() else { panic!("not text") };
         assert_eq!(body.len(), id as usize * 300_000);
         assert!(body.bytes().all(|byte| byte == 64 + id as u8));
         assert_eq!(row.field(2).unwrap().len(), id as usize * 200_000);

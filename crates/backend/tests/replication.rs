@@ -128,9 +128,11 @@ fn streams_every_change_kind_from_an_exported_snapshot() {
 
     // The snapshot is the database as of the slot's consistent point.
     let mut reader = connect(&url).unwrap();
-    let mut transaction = reader.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).start().unwrap();
+    let mut transaction =
+        reader.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).start().unwrap();
     transaction.batch_execute(&format!("SET TRANSACTION SNAPSHOT '{snapshot}'")).unwrap();
-    let seen: Vec<i32> = transaction.query("SELECT id FROM t ORDER BY id", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let seen: Vec<i32> =
+        transaction.query("SELECT id FROM t ORDER BY id", &[]).unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(seen, [1]);
     transaction.commit().unwrap();
 
@@ -140,9 +142,19 @@ fn streams_every_change_kind_from_an_exported_snapshot() {
     assert!(position >= slot.consistent_point, "{position} < {}", slot.consistent_point);
     assert_eq!(system[0][3].as_deref(), Some("repl_changes"));
 
-    let long_body: String = (0..2000).map(|i| format!("{:x}", (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))).collect();
-    let wide_values: Vec<String> =
-        (1..=40).map(|i| if i % 3 == 0 { "NULL".to_owned() } else if i % 2 == 0 { format!("'v{i} ünï'") } else { i.to_string() }).collect();
+    let long_body: String =
+        (0..2000).map(|i| format!("{:x}", (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))).collect();
+    let wide_values: Vec<String> = (1..=40)
+        .map(|i| {
+            if i % 3 == 0 {
+                "NULL".to_owned()
+            } else if i % 2 == 0 {
+                format!("'v{i} ünï'")
+            } else {
+                i.to_string()
+            }
+        })
+        .collect();
     // One call per transaction: a multi-statement simple query is one transaction.
     let statements = [
         "BEGIN;
@@ -175,7 +187,7 @@ fn streams_every_change_kind_from_an_exported_snapshot() {
     let mut relations = HashMap::new();
     assert_events(
         changes(next_transaction(&mut stream, &mut relations)),
-        &[ReplicationEvent::Insert { relation: t, new: vec![text("2"), text("after")] }]
+        &[ReplicationEvent::Insert { relation: t, new: vec![text("2"), text("after")] }],
     );
     let relation = &relations[&t];
     assert_eq!((relation.schema.as_str(), relation.name.as_str(), relation.replica_identity), ("public", "t", b'd'));
@@ -191,10 +203,10 @@ fn streams_every_change_kind_from_an_exported_snapshot() {
             ReplicationEvent::Update {
                 relation: t,
                 old: Some(vec![text("2"), TupleValue::Null]),
-                new: vec![text("3"), unicode.clone()]
+                new: vec![text("3"), unicode.clone()],
             },
             ReplicationEvent::Delete { relation: t, old: vec![text("1"), TupleValue::Null] },
-        ]
+        ],
     );
 
     assert_events(
@@ -204,10 +216,10 @@ fn streams_every_change_kind_from_an_exported_snapshot() {
             ReplicationEvent::Update {
                 relation: f,
                 old: Some(vec![text("1"), TupleValue::Null]),
-                new: vec![text("1"), text("x")]
+                new: vec![text("1"), text("x")],
             },
             ReplicationEvent::Delete { relation: f, old: vec![text("1"), text("x")] },
-        ]
+        ],
     );
     assert_eq!(relations[&f].replica_identity, b'f');
     assert!(relations[&f].columns.iter().all(|c| c.part_of_key));
@@ -216,11 +228,15 @@ fn streams_every_change_kind_from_an_exported_snapshot() {
     let stored = rows_as_text(&mut client, "big");
     assert_events(
         changes(next_transaction(&mut stream, &mut relations)),
-        &[ReplicationEvent::Insert { relation: big, new: vec![text("1"), TupleValue::Null, text(&long_body)] }]
+        &[ReplicationEvent::Insert { relation: big, new: vec![text("1"), TupleValue::Null, text(&long_body)] }],
     );
     assert_events(
         changes(next_transaction(&mut stream, &mut relations)),
-        &[ReplicationEvent::Update { relation: big, old: None, new: vec![text("1"), text("n"), TupleValue::UnchangedToast] }]
+        &[ReplicationEvent::Update {
+            relation: big,
+            old: None,
+            new: vec![text("1"), text("n"), TupleValue::UnchangedToast],
+        }],
     );
     assert_eq!(stored, [vec![text("1"), text("n"), text(&long_body)]]);
 
@@ -229,17 +245,17 @@ fn streams_every_change_kind_from_an_exported_snapshot() {
     assert_eq!(stored[0].iter().filter(|v| **v == TupleValue::Null).count(), 13);
     assert_events(
         changes(next_transaction(&mut stream, &mut relations)),
-        &[ReplicationEvent::Insert { relation: wide, new: stored[0].clone() }]
+        &[ReplicationEvent::Insert { relation: wide, new: stored[0].clone() }],
     );
     assert_eq!(relations[&wide].columns.len(), 41);
 
     assert_events(
         changes(next_transaction(&mut stream, &mut relations)),
-        &[ReplicationEvent::Truncate { relations: vec![f], cascade: false, restart_identity: true }]
+        &[ReplicationEvent::Truncate { relations: vec![f], cascade: false, restart_identity: true }],
     );
     assert_events(
         changes(next_transaction(&mut stream, &mut relations)),
-        &[ReplicationEvent::Message { transactional: true, prefix: "pgtier".to_owned(), content: b"hello\0".to_vec() }]
+        &[ReplicationEvent::Message { transactional: true, prefix: "pgtier".to_owned(), content: b"hello\0".to_vec() }],
     );
 
     let with_origin = changes(next_transaction(&mut stream, &mut relations));
@@ -266,7 +282,8 @@ fn confirmed_flush(client: &mut postgres::Client, slot: &str) -> PgLsn {
 fn keepalive_after(stream: &mut ReplicationStream, after: PgLsn) -> PgLsn {
     let deadline = Instant::now() + WAIT;
     while Instant::now() < deadline {
-        if let Some(ReplicationEvent::Keepalive { wal_end, .. }) = stream.next_event(Duration::from_millis(500)).unwrap()
+        if let Some(ReplicationEvent::Keepalive { wal_end, .. }) =
+            stream.next_event(Duration::from_millis(500)).unwrap()
             && wal_end > after
         {
             return wal_end;
@@ -279,7 +296,9 @@ fn keepalive_after(stream: &mut ReplicationStream, after: PgLsn) -> PgLsn {
 fn acknowledged_keepalives_advance_an_idle_slot() {
     let url = shared_cluster().unwrap().create_database("repl_keepalive").unwrap();
     let mut client = connect(&url).unwrap();
-    client.batch_execute("CREATE TABLE t (id int); CREATE TABLE other (id int); CREATE PUBLICATION p FOR TABLE t").unwrap();
+    client
+        .batch_execute("CREATE TABLE t (id int); CREATE TABLE other (id int); CREATE PUBLICATION p FOR TABLE t")
+        .unwrap();
     let mut connection = ReplicationConnection::connect(&params(&url)).unwrap();
     let slot = connection.create_logical_slot("idle", false, false).unwrap();
     assert_eq!(slot.snapshot, None);
@@ -357,10 +376,8 @@ fn server_errors_keep_their_sqlstate() {
 
     let stream = connection.start_logical("busy", PgLsn(0), &["p".to_owned()]).unwrap();
     let pid = stream.backend_pid();
-    let active: Option<i32> = client
-        .query_one("SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'busy'", &[])
-        .unwrap()
-        .get(0);
+    let active: Option<i32> =
+        client.query_one("SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'busy'", &[]).unwrap().get(0);
     assert_eq!(active, Some(pid));
 
     // A second consumer, and dropping the slot in use, are refused.
@@ -391,11 +408,8 @@ fn server_errors_keep_their_sqlstate() {
     drop_slot_eventually(&mut client, "killed");
 
     // The Unix socket works as well as TCP.
-    let socket_url = format!(
-        "postgresql://postgres@/repl_errors?host={}&port={}",
-        cluster.socket_dir().display(),
-        cluster.port()
-    );
+    let socket_url =
+        format!("postgresql://postgres@/repl_errors?host={}&port={}", cluster.socket_dir().display(), cluster.port());
     let mut local = ReplicationConnection::connect(&params(&socket_url)).unwrap();
     assert_eq!(local.simple_query("SHOW wal_level").unwrap(), [vec![Some("logical".to_owned())]]);
 }
@@ -403,15 +417,18 @@ fn server_errors_keep_their_sqlstate() {
 #[test]
 fn passwords_are_checked_and_never_shown() {
     let password = "s3cret pw";
-    let cluster = PrivateCluster::start(ClusterOptions { password: Some(password.to_owned()), ..ClusterOptions::default() }).unwrap();
+    let cluster =
+        PrivateCluster::start(ClusterOptions { password: Some(password.to_owned()), ..ClusterOptions::default() })
+            .unwrap();
     let mut connection = ReplicationConnection::connect(&params(&cluster.url())).unwrap();
     let slot = connection.create_logical_slot("scram", true, true).unwrap();
     assert!(slot.snapshot.is_some());
 
     let port = cluster.port();
-    let error = ReplicationConnection::connect(&params(&format!("postgres://postgres:wrongpass@127.0.0.1:{port}/postgres")))
-        .err()
-        .unwrap();
+    let error =
+        ReplicationConnection::connect(&params(&format!("postgres://postgres:wrongpass@127.0.0.1:{port}/postgres")))
+            .err()
+            .unwrap();
     assert_eq!(error.sqlstate(), "28P01", "{error}");
     assert!(!format!("{error} {error:?}").contains("wrongpass"), "{error:?}");
     let error = ReplicationConnection::connect(&params(&format!("postgres://postgres@127.0.0.1:{port}/postgres")))
@@ -500,7 +517,9 @@ fn decoder_survives_corrupted_real_messages() {
 /// md5 and cleartext logins, by lines put in front of the harness's pg_hba.conf.
 #[test]
 fn md5_and_cleartext_logins() {
-    let cluster = PrivateCluster::start(ClusterOptions { password: Some("super pw".to_owned()), ..ClusterOptions::default() }).unwrap();
+    let cluster =
+        PrivateCluster::start(ClusterOptions { password: Some("super pw".to_owned()), ..ClusterOptions::default() })
+            .unwrap();
     let mut client = connect(&cluster.url()).unwrap();
     client
         .batch_execute(

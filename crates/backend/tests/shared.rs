@@ -70,7 +70,8 @@ fn stopped_and_removed_at_exit() {
         .trim()
         .parse()
         .unwrap();
-    let data_dir = PathBuf::from(stdout.lines().find_map(|line| line.split_once("DATA_DIR=").map(|(_, value)| value)).unwrap());
+    let data_dir =
+        PathBuf::from(stdout.lines().find_map(|line| line.split_once("DATA_DIR=").map(|(_, value)| value)).unwrap());
     while is_alive(pid) && exited.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(20));
     }

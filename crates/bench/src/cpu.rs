@@ -122,7 +122,11 @@ pub fn shares(before: &[ThreadTicks], after: &[ThreadTicks], window_s: f64) -> V
                 ticks += t.ticks.saturating_sub(base);
                 threads += 1;
             }
-            (threads > 0).then(|| CpuShare { component: component.name().to_owned(), percent: 100.0 * ticks as f64 / per_s, threads })
+            (threads > 0).then(|| CpuShare {
+                component: component.name().to_owned(),
+                percent: 100.0 * ticks as f64 / per_s,
+                threads,
+            })
         })
         .collect()
 }
@@ -142,7 +146,13 @@ pub fn name_current_thread(name: &str) {
     // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16
     // bytes from the pointer, which stays valid for the call.
     unsafe {
-        libc::prctl(libc::PR_SET_NAME, bytes.as_ptr() as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
+        libc::prctl(
+            libc::PR_SET_NAME,
+            bytes.as_ptr() as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
     }
 }
 
@@ -210,7 +220,12 @@ mod tests {
             name_current_thread("pgtier-awt-9");
             // Ten ticks of its own CPU however busy the machine is, then it
             // stays alive until its ticks have been read.
-            let own = || std::fs::read_to_string("/proc/thread-self/stat").ok().and_then(|s| parse_proc_stat(&s)).map_or(0, |t| t.own);
+            let own = || {
+                std::fs::read_to_string("/proc/thread-self/stat")
+                    .ok()
+                    .and_then(|s| parse_proc_stat(&s))
+                    .map_or(0, |t| t.own)
+            };
             let first = own();
             let mut x = 0u64;
             while own() < first + 10 {
@@ -232,7 +247,10 @@ mod tests {
         let awt = shares.iter().find(|s| s.component == Component::WriteThrough.name()).unwrap();
         // At least its ten ticks; at most one core (give or take a tick at each end).
         let ticks = awt.percent / 100.0 * window_s * clock_ticks_per_s();
-        assert!(ticks > 9.5 && ticks <= window_s * clock_ticks_per_s() + 2.0, "{ticks} ticks in {window_s} s: {shares:?}");
+        assert!(
+            ticks > 9.5 && ticks <= window_s * clock_ticks_per_s() + 2.0,
+            "{ticks} ticks in {window_s} s: {shares:?}"
+        );
         assert_eq!(awt.threads, 1);
     }
 }

@@ -10,7 +10,9 @@ use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
 use serde::{Deserialize, Serialize};
 
 use crate::driver::{RepetitionTally, ScheduleTally, TxnTally};
-use crate::result::{BackendFigures, CpuShare, Iteration, LatencyUs, MachineInfo, Repetition, RunResult, ThreadStats, TxnStats};
+use crate::result::{
+    BackendFigures, CpuShare, Iteration, LatencyUs, MachineInfo, Repetition, RunResult, ThreadStats, TxnStats,
+};
 use crate::stats::Spread;
 
 /// Figures of one repetition that the shared result format has no field for

@@ -35,7 +35,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{SEED, benchmark_postgres, commit_mode, env_f64, env_u64, load_average, machine, out_dir, own_node, populate_postgres};
+use common::{
+    SEED, benchmark_postgres, commit_mode, env_f64, env_u64, load_average, machine, out_dir, own_node,
+    populate_postgres,
+};
 use pgtier_backend::harness::{PrivateCluster, shared_cluster};
 use pgtier_bench::chart::{TimeSeries, draw_time_series};
 use pgtier_bench::driver::{LiveCounters, LoadSpec, RepetitionTally, Workload, run_repetition};
@@ -47,20 +50,20 @@ use pgtier_bench::targets::postgres::{PgTarget, proc_ticks};
 use pgtier_bench::tatp::population::{PopulateOptions, populate};
 use pgtier_bench::tatp::random::SubscriberKeys;
 use pgtier_bench::tatp::schema::TABLES;
-use pgtier_bench::tatp::transactions::{GET_SUBSCRIBER_DATA, TxnType};
 use pgtier_bench::tatp::transactions::Mix;
+use pgtier_bench::tatp::transactions::{GET_SUBSCRIBER_DATA, TxnType};
 use pgtier_bench::tatp::{TatpMixWorkload, TatpWorkload};
 use pgtier_cache::{Aging, Cache, CacheConfig, GroupStats, LoadOptions};
 use pgtier_engine::CommitMode;
-use rand::rngs::StdRng;
 use rand::SeedableRng;
+use rand::rngs::StdRng;
 use rand::seq::{IteratorRandom, SliceRandom};
 
 /// The access_info rows of one subscriber, in a stable order on both sides.
-const ACCESS_INFO_OF: &str = "SELECT s_id, ai_type, data1, data2, data3, data4 FROM access_info WHERE s_id = $1 ORDER BY ai_type";
+const ACCESS_INFO_OF: &str =
+    "SELECT s_id, ai_type, data1, data2, data3, data4 FROM access_info WHERE s_id = $1 ORDER BY ai_type";
 /// A grandchild: the call_forwarding rows of one subscriber.
-const CALL_FORWARDING_OF: &str =
-    "SELECT s_id, sf_type, start_time, end_time, numberx FROM call_forwarding WHERE s_id = $1 ORDER BY sf_type, start_time";
+const CALL_FORWARDING_OF: &str = "SELECT s_id, sf_type, start_time, end_time, numberx FROM call_forwarding WHERE s_id = $1 ORDER BY sf_type, start_time";
 
 /// CPU seconds so far of this process (the engine, the cache, the test) and
 /// of PostgreSQL (the postmaster and its reaped backends).
@@ -91,7 +94,12 @@ fn assert_same_rows(target: &EmbeddedTarget, url: &str, what: &str) -> u64 {
 
 /// A fresh engine in `dir` with the TATP group (non-dynamic) loaded from
 /// PostgreSQL at `parallel`.
-fn loaded_cache(dir: &Path, url: &str, parallel: usize, mode: CommitMode) -> (Arc<Cache>, EmbeddedTarget, pgtier_cache::LoadReport) {
+fn loaded_cache(
+    dir: &Path,
+    url: &str,
+    parallel: usize,
+    mode: CommitMode,
+) -> (Arc<Cache>, EmbeddedTarget, pgtier_cache::LoadReport) {
     let (cache, target) = open_cache(dir, mode, url, own_node(CacheConfig::default())).unwrap();
     cache_call(cache.create_group(&tatp_group("tatp", false, Aging::Off))).unwrap();
     let report = cache_call(cache.load("tatp", &LoadOptions { parallel, ..LoadOptions::default() })).unwrap();
@@ -143,13 +151,20 @@ fn a_load_speed_and_checksums() {
         assert_eq!(report.instances, subscribers);
         best_s = best_s.min(report.seconds);
         let stats = &cache.stats()[0];
-        println!("  PARALLEL {parallel}: cache memory {:.0} MB ({:.0} bytes/instance)", stats.memory_bytes as f64 / 1e6, stats.memory_bytes as f64 / stats.instances as f64);
+        println!(
+            "  PARALLEL {parallel}: cache memory {:.0} MB ({:.0} bytes/instance)",
+            stats.memory_bytes as f64 / 1e6,
+            stats.memory_bytes as f64 / stats.instances as f64
+        );
         // The checksums once (the first load); every load reads the same snapshot rules.
         if i == 0 {
             assert_eq!(assert_same_rows(&target, &url, "loaded cache"), rows);
         } else {
             for table in ["subscriber", "call_forwarding"] {
-                assert_eq!(engine_checksum(target.database(), table).unwrap().rows, report.rows.iter().find(|(t, _)| t == table).unwrap().1);
+                assert_eq!(
+                    engine_checksum(target.database(), table).unwrap().rows,
+                    report.rows.iter().find(|(t, _)| t == table).unwrap().1
+                );
             }
         }
         drop(target);
@@ -164,7 +179,14 @@ fn a_load_speed_and_checksums() {
 // ------------------------------------------------------------------ (b) direct-mode A/B
 
 fn spec(threads: u32, measure: Duration, seed: u64) -> LoadSpec {
-    LoadSpec { threads, rate_per_s: None, ramp_up: Duration::from_secs(2), measure, ramp_down: Duration::from_millis(200), seed }
+    LoadSpec {
+        threads,
+        rate_per_s: None,
+        ramp_up: Duration::from_secs(2),
+        measure,
+        ramp_down: Duration::from_millis(200),
+        seed,
+    }
 }
 
 fn all_latency(tally: &RepetitionTally) -> LatencyHistogram {
@@ -187,7 +209,11 @@ fn b_direct_mode_local_vs_loaded_group() {
     let rounds = env_u64("PGTIER_MEASURE_ROUNDS", 3);
     let min_ratio = env_f64("PGTIER_MEASURE_AB_MIN_RATIO", 0.9);
     let mode = commit_mode();
-    println!("(b) direct-mode A/B on {}, {subscribers} subscribers, commit {mode:?}, {} s windows", machine(), measure.as_secs());
+    println!(
+        "(b) direct-mode A/B on {}, {subscribers} subscribers, commit {mode:?}, {} s windows",
+        machine(),
+        measure.as_secs()
+    );
     let (_cluster, url) = benchmark_postgres(subscribers);
 
     // A: today's direct mode, populated locally by the kit with PostgreSQL's seed.
@@ -210,7 +236,10 @@ fn b_direct_mode_local_vs_loaded_group() {
         let dir = tempfile::tempdir().unwrap();
         let (cache, cached, report) = loaded_cache(dir.path(), &url, parallel, mode);
         let name = format!("B{parallel}");
-        println!("  {name}: group loaded at PARALLEL {parallel}: {} instances in {:.1} s", report.instances, report.seconds);
+        println!(
+            "  {name}: group loaded at PARALLEL {parallel}: {} instances in {:.1} s",
+            report.instances, report.seconds
+        );
         assert_same_rows(&cached, &url, &format!("{name} (loaded group)"));
         sides.push((name, cached, Some(cache)));
         dirs.push(dir);
@@ -262,7 +291,10 @@ fn b_direct_mode_local_vs_loaded_group() {
         }
     }
     for (threads, side, ratio) in ratios {
-        assert!(ratio >= min_ratio, "{threads} thread(s): median {side}/A = {ratio:.3} < {min_ratio} (the issue demands within 10 %)");
+        assert!(
+            ratio >= min_ratio,
+            "{threads} thread(s): median {side}/A = {ratio:.3} < {min_ratio} (the issue demands within 10 %)"
+        );
     }
 }
 
@@ -323,7 +355,14 @@ fn print_latency(what: &str, h: &LatencyHistogram) {
         return;
     }
     let s = h.summary();
-    println!("  {what:<32} n={:<6} mean {:>8.1} µs  p50 {:>8.1} µs  p99 {:>8.1} µs  max {:>8.1} µs", h.count(), s.avg, s.p50, s.p99, s.max);
+    println!(
+        "  {what:<32} n={:<6} mean {:>8.1} µs  p50 {:>8.1} µs  p99 {:>8.1} µs  max {:>8.1} µs",
+        h.count(),
+        s.avg,
+        s.p50,
+        s.p99,
+        s.max
+    );
 }
 
 /// `count` distinct keys in 1..=1.25 × subscribers: a fifth absent in PostgreSQL too.
@@ -361,7 +400,11 @@ fn c_dynamic_load_latency() {
     let keys = random_keys(subscribers, count, 3);
     let started = Instant::now();
     let (lookups, stats) = check_dynamic(&cache, &target, &url, &keys);
-    println!("  {count} keys ({} present) in {:.1} s, every answer = PostgreSQL's", lookups.present, started.elapsed().as_secs_f64());
+    println!(
+        "  {count} keys ({} present) in {:.1} s, every answer = PostgreSQL's",
+        lookups.present,
+        started.elapsed().as_secs_f64()
+    );
     print_latency("miss (first touch, present)", &lookups.miss);
     print_latency("absent (first touch)", &lookups.absent);
     print_latency("absent (second touch)", &lookups.absent_again);
@@ -418,18 +461,31 @@ fn d_memory_budget_under_tatp() {
     let subscribers = env_u64("PGTIER_MEASURE_SUBSCRIBERS", 100_000);
     let seconds = env_u64("PGTIER_MEASURE_BUDGET_SECONDS", 60);
     let aging = Duration::from_millis(env_u64("PGTIER_MEASURE_AGING_MS", 250));
-    println!("(d) memory budget under read-only TATP on {}, {subscribers} subscribers, {seconds} s, aging every {aging:?}", machine());
+    println!(
+        "(d) memory budget under read-only TATP on {}, {subscribers} subscribers, {seconds} s, aging every {aging:?}",
+        machine()
+    );
     let (_cluster, url) = benchmark_postgres(subscribers);
     let probe = (subscribers / 50).max(100);
     let per_instance = bytes_per_instance(&url, probe);
     let budget = (per_instance * subscribers as f64 / 5.0) as u64;
-    println!("  {per_instance:.0} bytes/instance (mean of {probe}); budget {budget} bytes = {} instances", subscribers / 5);
+    println!(
+        "  {per_instance:.0} bytes/instance (mean of {probe}); budget {budget} bytes = {} instances",
+        subscribers / 5
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let config = CacheConfig { memory_budget: Some(budget), aging_interval: aging, ..CacheConfig::default() };
     let (cache, target) = dynamic_group(dir.path(), &url, config.clone(), Aging::Lru);
     let workload = TatpMixWorkload { keys: SubscriberKeys::new(1, subscribers, false), mix: Mix::ReadOnly };
-    let spec = LoadSpec { threads: 2, rate_per_s: None, ramp_up: Duration::ZERO, measure: Duration::from_secs(seconds), ramp_down: Duration::ZERO, seed: 77 };
+    let spec = LoadSpec {
+        threads: 2,
+        rate_per_s: None,
+        ramp_up: Duration::ZERO,
+        measure: Duration::from_secs(seconds),
+        ramp_down: Duration::ZERO,
+        seed: 77,
+    };
     let stop = AtomicBool::new(false);
     let started = Instant::now();
     let (tally, samples) = std::thread::scope(|scope| {
@@ -448,12 +504,20 @@ fn d_memory_budget_under_tatp() {
         (tally, sampler.join().unwrap())
     });
     let latency = all_latency(&tally).summary();
-    println!("  TATP read-only, 2 threads: {:.0} txn/s, mean {:.1} µs, p99 {:.1} µs", tally.mqth(), latency.avg, latency.p99);
+    println!(
+        "  TATP read-only, 2 threads: {:.0} txn/s, mean {:.1} µs, p99 {:.1} µs",
+        tally.mqth(),
+        latency.avg,
+        latency.p99
+    );
 
     let csv = out_dir().join("cache_memory_budget.csv");
     let mut text = String::from("seconds,memory_bytes,budget_bytes,instances,dynamic_loads,evicted_instances\n");
     for s in &samples {
-        text.push_str(&format!("{:.3},{},{budget},{},{},{}\n", s.at_s, s.memory_bytes, s.instances, s.dynamic_loads, s.evicted));
+        text.push_str(&format!(
+            "{:.3},{},{budget},{},{},{}\n",
+            s.at_s, s.memory_bytes, s.instances, s.dynamic_loads, s.evicted
+        ));
     }
     std::fs::write(&csv, text).unwrap();
     println!("  curve ({} samples every 50 ms) in {}; once a second:", samples.len(), csv.display());
@@ -498,7 +562,14 @@ fn d_memory_budget_under_tatp() {
     let window = aging.as_secs_f64() + 0.05;
     let max_loads_per_interval = samples
         .iter()
-        .map(|a| samples.iter().filter(|b| b.at_s >= a.at_s && b.at_s <= a.at_s + window).map(|b| b.dynamic_loads - a.dynamic_loads).max().unwrap_or(0))
+        .map(|a| {
+            samples
+                .iter()
+                .filter(|b| b.at_s >= a.at_s && b.at_s <= a.at_s + window)
+                .map(|b| b.dynamic_loads - a.dynamic_loads)
+                .max()
+                .unwrap_or(0)
+        })
         .max()
         .unwrap_or(0);
     let slack = (max_loads_per_interval as f64 * per_instance * 2.0) as u64;
@@ -508,7 +579,10 @@ fn d_memory_budget_under_tatp() {
         "  peak {peak} bytes = {:.1} % of the budget {budget}; at most {max_loads_per_interval} loads per aging interval = {slack} bytes of slack",
         100.0 * peak as f64 / budget as f64
     );
-    println!("  end: {} instances, {} dynamic loads, {} evicted, memory {} bytes", last.instances, last.dynamic_loads, last.evicted, last.memory_bytes);
+    println!(
+        "  end: {} instances, {} dynamic loads, {} evicted, memory {} bytes",
+        last.instances, last.dynamic_loads, last.evicted, last.memory_bytes
+    );
     assert!(peak <= budget + slack, "memory peaked at {peak} bytes, budget {budget} + slack {slack}");
     assert!(last.evicted > 0, "the budget holds a fifth of the subscribers: eviction must have run");
 
@@ -521,7 +595,12 @@ fn d_memory_budget_under_tatp() {
     let engine_stmts: Vec<usize> = sqls.iter().map(|sql| engine.prepare(sql).unwrap()).collect();
     for &key in &keys {
         for q in 0..sqls.len() {
-            assert_eq!(query(engine.as_mut(), engine_stmts[q], key), query(pg.as_mut(), pg_stmts[q], key), "key {key}: {}", sqls[q]);
+            assert_eq!(
+                query(engine.as_mut(), engine_stmts[q], key),
+                query(pg.as_mut(), pg_stmts[q], key),
+                "key {key}: {}",
+                sqls[q]
+            );
         }
     }
     println!("  1000 random keys x 3 queries answered as PostgreSQL does");
@@ -565,7 +644,11 @@ fn smoke_tatp_over_a_loaded_group() {
     let updated = tally.txns[TxnType::UpdateLocation as usize].found;
     assert!(updated > 0, "no UPDATE_LOCATION changed a row, so PostgreSQL's side proves nothing");
 
-    assert!(cache.wait_propagated(Duration::from_secs(60)), "write-through did not drain: {:?}", cache.propagation_info());
+    assert!(
+        cache.wait_propagated(Duration::from_secs(60)),
+        "write-through did not drain: {:?}",
+        cache.propagation_info()
+    );
     let propagation = cache.propagation_info().unwrap();
     assert_eq!(propagation.errors, 0, "PostgreSQL refused write-through transactions: {propagation:?}");
     // PostgreSQL changed (the subscribers UPDATE_LOCATION moved) ...
@@ -590,7 +673,9 @@ fn smoke_dynamic_lookups_answer_as_postgres() {
     present.sort();
     let mut client = pgtier_backend::connect::connect(&url).unwrap();
     for table in TABLES {
-        let expected = postgres_checksum(&mut client, &format!("(SELECT * FROM {table} WHERE s_id IN ({}))", present.join(", "))).unwrap();
+        let expected =
+            postgres_checksum(&mut client, &format!("(SELECT * FROM {table} WHERE s_id IN ({}))", present.join(", ")))
+                .unwrap();
         assert_eq!(engine_checksum(target.database(), table).unwrap(), expected, "{table}");
     }
 }

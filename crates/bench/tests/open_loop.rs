@@ -13,9 +13,11 @@
 use std::time::Duration;
 
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster, shared_cluster};
-use pgtier_bench::driver::{LiveCounters, LoadSpec, Outcome, Phase, RepetitionTally, Workload, WorkloadClient, run_repetition};
-use pgtier_bench::target::{DbError, Session};
+use pgtier_bench::driver::{
+    LiveCounters, LoadSpec, Outcome, Phase, RepetitionTally, Workload, WorkloadClient, run_repetition,
+};
 use pgtier_bench::stats::LatencyHistogram;
+use pgtier_bench::target::{DbError, Session};
 use pgtier_bench::targets::postgres::PgTarget;
 use pgtier_bench::tatp::TatpWorkload;
 use pgtier_bench::tatp::population::{PopulateOptions, populate};
@@ -141,7 +143,12 @@ impl Workload for LateWaker {
     fn transaction_names(&self) -> &[&'static str] {
         self.0.transaction_names()
     }
-    fn open_client(&self, session: Box<dyn Session>, thread: u32, seed: u64) -> Result<Box<dyn WorkloadClient>, DbError> {
+    fn open_client(
+        &self,
+        session: Box<dyn Session>,
+        thread: u32,
+        seed: u64,
+    ) -> Result<Box<dyn WorkloadClient>, DbError> {
         Ok(Box::new(LateClient(self.0.open_client(session, thread, seed)?)))
     }
 }
@@ -151,7 +158,13 @@ impl WorkloadClient for LateClient {
         let outcome = self.0.run_next();
         // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
         unsafe {
-            libc::prctl(libc::PR_SET_TIMERSLACK, SLACK.as_nanos() as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
+            libc::prctl(
+                libc::PR_SET_TIMERSLACK,
+                SLACK.as_nanos() as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            );
         }
         outcome
     }
@@ -165,7 +178,14 @@ fn open_loop_charges_a_late_wake_up_to_the_transaction() {
     let workload = LateWaker(TatpWorkload { keys: SubscriberKeys::new(1, SUBSCRIBERS, false) });
     // 50 txn/s on one worker: 20 ms apart on average, so nearly every
     // transaction is preceded by a sleep the slack makes late.
-    let spec = LoadSpec { threads: 1, rate_per_s: Some(50.0), ramp_up: RAMP_UP, measure: Duration::from_secs(4), ramp_down: Duration::ZERO, seed: 5 };
+    let spec = LoadSpec {
+        threads: 1,
+        rate_per_s: Some(50.0),
+        ramp_up: RAMP_UP,
+        measure: Duration::from_secs(4),
+        ramp_down: Duration::ZERO,
+        seed: 5,
+    };
     let tally = run_repetition(&target, &workload, &spec, &LiveCounters::default(), &mut |_, _| {}).unwrap();
     let schedule = tally.schedule.clone().unwrap();
     let (mut intended, mut from_wake) = (LatencyHistogram::new(), LatencyHistogram::new());
@@ -175,7 +195,10 @@ fn open_loop_charges_a_late_wake_up_to_the_transaction() {
         assert_eq!(t.latency_from_wake.count(), t.latency.count(), "both figures count every executed transaction");
     }
     let (mean, mean_from_wake) = (intended.summary().avg, from_wake.summary().avg);
-    eprintln!("late wakes {} of {}; mean from intended start {mean:.0} µs, from wake-up {mean_from_wake:.0} µs", schedule.late_wakes, schedule.intended);
+    eprintln!(
+        "late wakes {} of {}; mean from intended start {mean:.0} µs, from wake-up {mean_from_wake:.0} µs",
+        schedule.late_wakes, schedule.intended
+    );
     assert!(schedule.late_wakes * 2 > schedule.intended, "the slack made most wakes late: {schedule:?}");
     // The wake-up delay (up to 5 ms) is in the figure from the intended
     // start; from the wake-up it is not, and only PostgreSQL's time remains.

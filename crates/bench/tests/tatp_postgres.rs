@@ -148,7 +148,8 @@ fn wal_waits_follow_synchronous_commit() {
                     .unwrap();
             })
         });
-        let tally = run_repetition(&target, &workload, &spec(4, Duration::from_secs(2)), &live, &mut |_, _| {}).unwrap();
+        let tally =
+            run_repetition(&target, &workload, &spec(4, Duration::from_secs(2)), &live, &mut |_, _| {}).unwrap();
         if let Some(locker) = locker {
             locker.join().unwrap();
         }
@@ -161,9 +162,22 @@ fn wal_waits_follow_synchronous_commit() {
     let off = measure("off", true);
     // The lock kept the sessions active and waiting for about half the window.
     assert!(off.active_sessions > 1.0, "the lock wait did not show: {off:?}");
-    assert!(on.wal_wait_share > 0.2 && on.wal_wait_sessions > 0.1, "commits waiting for their flush were not seen: {on:?}");
-    assert!(on.wal_wait_share > 3.0 * off.wal_wait_share, "share on {} vs off {}", on.wal_wait_share, off.wal_wait_share);
-    assert!(on.wal_wait_sessions > 3.0 * off.wal_wait_sessions, "sessions on {} vs off {}", on.wal_wait_sessions, off.wal_wait_sessions);
+    assert!(
+        on.wal_wait_share > 0.2 && on.wal_wait_sessions > 0.1,
+        "commits waiting for their flush were not seen: {on:?}"
+    );
+    assert!(
+        on.wal_wait_share > 3.0 * off.wal_wait_share,
+        "share on {} vs off {}",
+        on.wal_wait_share,
+        off.wal_wait_share
+    );
+    assert!(
+        on.wal_wait_sessions > 3.0 * off.wal_wait_sessions,
+        "sessions on {} vs off {}",
+        on.wal_wait_sessions,
+        off.wal_wait_sessions
+    );
 }
 
 fn target_with(url: &str, format: CopyFormat) -> PgTarget {

@@ -138,12 +138,17 @@ fn start_tier(pg_url: &str, s: &Scenario) -> Tier {
     );
     let server = pgtier_server::start(ServerConfig::from_toml_str(&toml).unwrap()).unwrap();
     let addr = server.local_addr();
-    let tier = Tier { server: Some(server), url: format!("postgres://app@{}:{}/app", addr.ip(), addr.port()), _dir: dir };
+    let tier =
+        Tier { server: Some(server), url: format!("postgres://app@{}:{}/app", addr.ip(), addr.port()), _dir: dir };
     let mut client = tier.client();
     client.batch_execute(&format!("CREATE AWT CACHE GROUP tatp FROM {}", TABLES.join(", "))).unwrap();
     let started = Instant::now();
     let loaded = client.execute("LOAD CACHE GROUP tatp PARALLEL 2", &[]).unwrap();
-    println!("  AWT group tatp over {} loaded: {loaded} instances in {:.1} s", TABLES.join(", "), started.elapsed().as_secs_f64());
+    println!(
+        "  AWT group tatp over {} loaded: {loaded} instances in {:.1} s",
+        TABLES.join(", "),
+        started.elapsed().as_secs_f64()
+    );
     assert_eq!(loaded, s.subscribers);
     tier
 }
@@ -221,7 +226,14 @@ fn wait_start(t0: &OnceLock<Instant>, ended: impl Fn() -> bool) -> Option<Instan
 fn run_tatp(tier: &Tier, s: &Scenario, cluster: &mut PrivateCluster) -> (RepetitionTally, Vec<Sample>, Option<Outage>) {
     let target = PgTarget::open(&tier.url).unwrap();
     let workload = TatpWorkload { keys: SubscriberKeys::new(1, s.subscribers, false) };
-    let spec = LoadSpec { threads: s.threads, rate_per_s: None, ramp_up: Duration::ZERO, measure: s.run, ramp_down: Duration::ZERO, seed: 15 };
+    let spec = LoadSpec {
+        threads: s.threads,
+        rate_per_s: None,
+        ramp_up: Duration::ZERO,
+        measure: s.run,
+        ramp_down: Duration::ZERO,
+        seed: 15,
+    };
     let live = LiveCounters::default();
     let t0 = OnceLock::new();
     let done = AtomicBool::new(false);
@@ -304,10 +316,17 @@ fn verify_clean(tier: &Tier, pg_url: &str) -> u64 {
         Ok(n) => n,
         Err(e) => {
             let db = e.as_db_error();
-            panic!("VERIFY CACHE GROUP tatp: {e}\nDETAIL: {:?}\nHINT: {:?}", db.and_then(|d| d.detail()), db.and_then(|d| d.hint()))
+            panic!(
+                "VERIFY CACHE GROUP tatp: {e}\nDETAIL: {:?}\nHINT: {:?}",
+                db.and_then(|d| d.detail()),
+                db.and_then(|d| d.hint())
+            )
         }
     };
-    println!("  VERIFY CACHE GROUP tatp: clean, {compared} instances compared in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "  VERIFY CACHE GROUP tatp: clean, {compared} instances compared in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     let started = Instant::now();
     let mut pg = pgtier_backend::connect(pg_url).unwrap();
     let mut rows = 0;
@@ -391,7 +410,10 @@ fn tatp_on_an_awt_group_then_verify() {
     let at_end = &samples.last().unwrap().propagation;
     let backlog_max = samples.iter().map(|x| x.propagation.backlog_bytes).max().unwrap_or(0);
     let lag_max = samples.iter().map(|x| x.propagation.lag_ms).fold(0.0, f64::max);
-    println!("  during the run: backlog at most {backlog_max} bytes, lag now at most {lag_max:.0} ms; at the end backlog {} bytes", at_end.backlog_bytes);
+    println!(
+        "  during the run: backlog at most {backlog_max} bytes, lag now at most {lag_max:.0} ms; at the end backlog {} bytes",
+        at_end.backlog_bytes
+    );
     let mut status = tier.client();
     let (drain_s, drained) = drain(&mut status, s.drain_timeout);
     println!("  drained {drain_s:.2} s after the run");
@@ -421,7 +443,10 @@ fn outage_run(s: &Scenario, options: ClusterOptions, chart_stem: Option<&str>) {
     let down_windows = in_phase("down");
     let mean = |v: &[f64]| if v.is_empty() { f64::NAN } else { v.iter().sum::<f64>() / v.len() as f64 };
     let (before, down, after) = (mean(&in_phase("before")), mean(&down_windows), mean(&in_phase("after")));
-    println!("  mean txn/s per window: before {before:.0}, while PostgreSQL is down {down:.0} ({:.2} of before), after the restart {after:.0}", down / before);
+    println!(
+        "  mean txn/s per window: before {before:.0}, while PostgreSQL is down {down:.0} ({:.2} of before), after the restart {after:.0}",
+        down / before
+    );
 
     // The lag while down: the newest sample before the restart.
     let last_down = samples.iter().rfind(|x| x.at_s < outage.restarted_s).unwrap();
@@ -434,14 +459,23 @@ fn outage_run(s: &Scenario, options: ClusterOptions, chart_stem: Option<&str>) {
         last_down.propagation.lag_ms
     );
     // Caught up: the first sample after the restart whose lag is under a second.
-    let caught_up = samples.iter().find(|x| x.at_s > outage.restarted_s && x.propagation.connected && x.propagation.lag_ms < 1000.0);
+    let caught_up = samples
+        .iter()
+        .find(|x| x.at_s > outage.restarted_s && x.propagation.connected && x.propagation.lag_ms < 1000.0);
     match caught_up {
-        Some(x) => println!("  caught up (lag under 1 s) {:.1} s after the restart, at t={:.0} s", x.at_s - outage.restarted_s, x.at_s),
+        Some(x) => println!(
+            "  caught up (lag under 1 s) {:.1} s after the restart, at t={:.0} s",
+            x.at_s - outage.restarted_s,
+            x.at_s
+        ),
         None => println!("  not caught up (lag under 1 s) before the run ended"),
     }
     let mut status = tier.client();
     let (drain_s, drained) = drain(&mut status, s.drain_timeout);
-    println!("  drained to 0 {drain_s:.2} s after the run ({:.1} s after the restart)", s.run.as_secs_f64() - outage.restarted_s + drain_s);
+    println!(
+        "  drained to 0 {drain_s:.2} s after the run ({:.1} s after the restart)",
+        s.run.as_secs_f64() - outage.restarted_s + drain_s
+    );
     print_propagation("propagation", &drained);
 
     if let Some(stem) = chart_stem {
@@ -449,11 +483,25 @@ fn outage_run(s: &Scenario, options: ClusterOptions, chart_stem: Option<&str>) {
     }
 
     assert!(!down_windows.is_empty(), "no whole window while PostgreSQL was down");
-    assert!(down_windows.iter().all(|&tps| tps > 0.0), "local commits stopped while PostgreSQL was down: {down_windows:?}");
-    assert!(down >= s.outage_min_ratio * before, "TPS while down {down:.0} < {} x before {before:.0}", s.outage_min_ratio);
+    assert!(
+        down_windows.iter().all(|&tps| tps > 0.0),
+        "local commits stopped while PostgreSQL was down: {down_windows:?}"
+    );
+    assert!(
+        down >= s.outage_min_ratio * before,
+        "TPS while down {down:.0} < {} x before {before:.0}",
+        s.outage_min_ratio
+    );
     let down_s = outage.restarted_s - outage.stopped_s;
-    assert!(last_down.propagation.lag_ms >= 0.5 * down_s * 1000.0, "the lag did not grow while PostgreSQL was down: {:?}", last_down.propagation);
-    assert!(last_down.propagation.backlog_bytes > before_stop.propagation.backlog_bytes, "the backlog did not grow while down");
+    assert!(
+        last_down.propagation.lag_ms >= 0.5 * down_s * 1000.0,
+        "the lag did not grow while PostgreSQL was down: {:?}",
+        last_down.propagation
+    );
+    assert!(
+        last_down.propagation.backlog_bytes > before_stop.propagation.backlog_bytes,
+        "the backlog did not grow while down"
+    );
     assert!(drained.retries >= 1, "propagation never noticed the outage");
     assert_eq!(drained.errors, 0, "TATP's writes are all valid in PostgreSQL: {:?}", drained.last_error);
     assert_eq!(verify_clean(&tier, &pg_url), s.subscribers);
@@ -464,23 +512,27 @@ fn outage_run(s: &Scenario, options: ClusterOptions, chart_stem: Option<&str>) {
 /// Per-second CSV and two charts (TPS, lag) in [`out_dir`].
 fn write_outage_files(s: &Scenario, samples: &[Sample], outage: Outage, stem: &str) {
     let mut csv = String::from("seconds,txn_per_s,connected,backlog_bytes,lag_ms,applied_txns\n");
-    let per_second: Vec<(f64, f64)> = samples.windows(2).map(|w| (w[1].at_s, (w[1].finished - w[0].finished) as f64 / (w[1].at_s - w[0].at_s))).collect();
+    let per_second: Vec<(f64, f64)> = samples
+        .windows(2)
+        .map(|w| (w[1].at_s, (w[1].finished - w[0].finished) as f64 / (w[1].at_s - w[0].at_s)))
+        .collect();
     for (sample, (_, tps)) in samples.iter().skip(1).zip(&per_second) {
         let p = &sample.propagation;
-        csv.push_str(&format!("{:.0},{tps:.0},{},{},{:.1},{}\n", sample.at_s, p.connected, p.backlog_bytes, p.lag_ms, p.applied_txns));
+        csv.push_str(&format!(
+            "{:.0},{tps:.0},{},{},{:.1},{}\n",
+            sample.at_s, p.connected, p.backlog_bytes, p.lag_ms, p.applied_txns
+        ));
     }
     let path = out_dir().join(format!("{stem}.csv"));
     std::fs::write(&path, csv).unwrap();
-    let subtitle = vec![
-        format!(
-            "TATP standard mix, {} threads over the wire, {} subscribers, AWT group; PostgreSQL down {:.0}-{:.0} s; {}",
-            s.threads,
-            s.subscribers,
-            outage.stopped_s,
-            outage.restarted_s,
-            machine()
-        ),
-    ];
+    let subtitle = vec![format!(
+        "TATP standard mix, {} threads over the wire, {} subscribers, AWT group; PostgreSQL down {:.0}-{:.0} s; {}",
+        s.threads,
+        s.subscribers,
+        outage.stopped_s,
+        outage.restarted_s,
+        machine()
+    )];
     let x_labels: Vec<String> = per_second.iter().map(|(at, _)| format!("{at:.0}")).collect();
     let tps = TimeSeries {
         title: "Local TPS while PostgreSQL is down (AWT write-through)".into(),
@@ -516,7 +568,11 @@ fn postgres_down_during_tatp() {
         Duration::from_secs(env_u64("PGTIER_MEASURE_OUTAGE_AT_SECONDS", 30)),
         Duration::from_secs(env_u64("PGTIER_MEASURE_OUTAGE_SECONDS", 60)),
     ));
-    println!("(2) PostgreSQL down during TATP on an AWT group on {}, {s:?}; load average {}", machine(), load_average());
+    println!(
+        "(2) PostgreSQL down during TATP on an AWT group on {}, {s:?}; load average {}",
+        machine(),
+        load_average()
+    );
     outage_run(&s, ClusterOptions::for_benchmark(), Some("write_through_outage"));
 }
 

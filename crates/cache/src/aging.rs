@@ -62,7 +62,11 @@ impl AgerControl {
     }
 }
 
-pub(crate) fn spawn(cache: Weak<Cache>, control: Arc<AgerControl>, interval: Duration) -> std::io::Result<JoinHandle<()>> {
+pub(crate) fn spawn(
+    cache: Weak<Cache>,
+    control: Arc<AgerControl>,
+    interval: Duration,
+) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("pgtier-aging".into()).spawn(move || {
         loop {
             {
@@ -91,11 +95,18 @@ struct Candidate {
 }
 
 /// One aging round over `groups` (what `Cache::age_now` runs).
-pub(crate) fn age_round(cache: &Cache, groups: &[Arc<GroupEntry>], budget: Option<u64>, high: f64, low: f64) -> Result<AgingReport, CacheError> {
+pub(crate) fn age_round(
+    cache: &Cache,
+    groups: &[Arc<GroupEntry>],
+    budget: Option<u64>,
+    high: f64,
+    low: f64,
+) -> Result<AgingReport, CacheError> {
     let db = cache.database();
     let mut report = AgingReport::default();
     let catalog = db.catalog();
-    let layouts = groups.iter().map(|entry| InstanceLayout::resolve(&catalog, &entry.group)).collect::<Result<Vec<_>, _>>()?;
+    let layouts =
+        groups.iter().map(|entry| InstanceLayout::resolve(&catalog, &entry.group)).collect::<Result<Vec<_>, _>>()?;
     for (entry, layout) in groups.iter().zip(&layouts) {
         if let Aging::Time { column, lifetime } = &entry.def.aging {
             let expired = expired_keys(db, entry, layout, column, *lifetime)?;
@@ -105,7 +116,8 @@ pub(crate) fn age_round(cache: &Cache, groups: &[Arc<GroupEntry>], budget: Optio
             report.skipped_dirty += removed.skipped_dirty;
         }
     }
-    let memory: Vec<u64> = layouts.iter().map(|layout| layout.tables.iter().map(|t| db.table_memory(t.id)).sum()).collect();
+    let memory: Vec<u64> =
+        layouts.iter().map(|layout| layout.tables.iter().map(|t| db.table_memory(t.id)).sum()).collect();
     // Bytes to free per group (its own budget), and overall (the global one).
     let mut group_excess: Vec<u64> = groups
         .iter()
@@ -162,7 +174,13 @@ pub(crate) fn age_round(cache: &Cache, groups: &[Arc<GroupEntry>], budget: Optio
 }
 
 /// Every cached instance of a group with its recency and size.
-fn collect_candidates(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, group: usize, out: &mut Vec<Candidate>) -> Result<(), CacheError> {
+fn collect_candidates(
+    db: &Database,
+    entry: &GroupEntry,
+    layout: &InstanceLayout,
+    group: usize,
+    out: &mut Vec<Candidate>,
+) -> Result<(), CacheError> {
     let keys = layout.root_keys(db)?;
     let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
     for key in keys {
@@ -187,10 +205,19 @@ fn collect_candidates(db: &Database, entry: &GroupEntry, layout: &InstanceLayout
 }
 
 /// Root keys of the instances whose root `column` is older than `lifetime`.
-fn expired_keys(db: &Database, entry: &GroupEntry, layout: &InstanceLayout, column: &str, lifetime: Duration) -> Result<Vec<Vec<Value>>, CacheError> {
+fn expired_keys(
+    db: &Database,
+    entry: &GroupEntry,
+    layout: &InstanceLayout,
+    column: &str,
+    lifetime: Duration,
+) -> Result<Vec<Vec<Value>>, CacheError> {
     let root = &entry.group.root().def;
     let Some(position) = root.columns.iter().position(|c| c.name == column) else {
-        return Err(CacheError::InvalidSpec { group: entry.def.name.clone(), reason: format!("aging column \"{column}\" is not a column of \"{}\"", root.name) });
+        return Err(CacheError::InvalidSpec {
+            group: entry.def.name.clone(),
+            reason: format!("aging column \"{column}\" is not a column of \"{}\"", root.name),
+        });
     };
     let now_us = i64::try_from(pgtier_engine::wall_clock_us()).unwrap_or(i64::MAX) - PG_EPOCH_OFFSET_US;
     let cutoff_us = now_us.saturating_sub(i64::try_from(lifetime.as_micros()).unwrap_or(i64::MAX));

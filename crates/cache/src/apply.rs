@@ -87,8 +87,16 @@ pub(crate) fn row_statement(entry: &Arc<GroupEntry>, index: usize, change: &RowC
             RowOp::Delete => "del",
         };
         let name = format!("pgtier_{op}_{:016x}", stable_hash(&relation));
-        let types: Vec<&str> = targets.iter().chain(&keys).map(|&c| table.source.columns.get(c).map_or("text", |col| col.type_name.as_str())).collect();
-        let prepare = format!("PREPARE {name} ({}) AS {}", types.join(", "), statement_text(entry, index, change, Values::Parameters, true));
+        let types: Vec<&str> = targets
+            .iter()
+            .chain(&keys)
+            .map(|&c| table.source.columns.get(c).map_or("text", |col| col.type_name.as_str()))
+            .collect();
+        let prepare = format!(
+            "PREPARE {name} ({}) AS {}",
+            types.join(", "),
+            statement_text(entry, index, change, Values::Parameters, true)
+        );
         Shape { name, prepare }
     });
     let row = change.row();
@@ -153,12 +161,21 @@ fn statement_text(entry: &GroupEntry, index: usize, change: &RowChange, values: 
         }
     };
     let column = |c: usize| quote_identifier(&schema.columns[c].name);
-    let filter = keys.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(targets.len() + i, c))).collect::<Vec<_>>().join(" AND ");
+    let filter = keys
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| format!("{} = {}", column(c), value(targets.len() + i, c)))
+        .collect::<Vec<_>>()
+        .join(" AND ");
     let body = match change.op {
         RowOp::Insert => {
             // A GENERATED ALWAYS identity takes the value the cache drew from
             // the same sequence only when told so.
-            let always = entry.group.tables[index].source.columns.iter().any(|c| matches!(c.identity, Some(Identity::Always { .. })));
+            let always = entry.group.tables[index]
+                .source
+                .columns
+                .iter()
+                .any(|c| matches!(c.identity, Some(Identity::Always { .. })));
             return format!(
                 "INSERT INTO {relation} ({}){} VALUES ({})",
                 targets.iter().map(|&c| column(c)).collect::<Vec<_>>().join(", "),
@@ -167,7 +184,12 @@ fn statement_text(entry: &GroupEntry, index: usize, change: &RowChange, values: 
             );
         }
         RowOp::Update => {
-            let sets = targets.iter().enumerate().map(|(i, &c)| format!("{} = {}", column(c), value(i, c))).collect::<Vec<_>>().join(", ");
+            let sets = targets
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| format!("{} = {}", column(c), value(i, c)))
+                .collect::<Vec<_>>()
+                .join(", ");
             format!("UPDATE {relation} SET {sets} WHERE {filter}")
         }
         RowOp::Delete => format!("DELETE FROM {relation} WHERE {filter}"),
@@ -175,7 +197,10 @@ fn statement_text(entry: &GroupEntry, index: usize, change: &RowChange, values: 
     if !checked {
         return body;
     }
-    let what = quote_literal(&format!("{} of a row of {relation}", if change.op == RowOp::Update { "UPDATE" } else { "DELETE" }));
+    let what = quote_literal(&format!(
+        "{} of a row of {relation}",
+        if change.op == RowOp::Update { "UPDATE" } else { "DELETE" }
+    ));
     format!("WITH changed AS ({body} RETURNING 1) SELECT pgtier.expect_one(count(*), {what}) FROM changed")
 }
 
@@ -255,7 +280,12 @@ pub(crate) struct Refusal {
 /// `Refused` with its SQLSTATE, rolled back. A connection lost on the way
 /// is `Unknown`: only PostgreSQL can tell whether the COMMIT ran (the
 /// caller's progress row says).
-pub(crate) fn apply_checked(applier: &mut Applier, check: Option<&str>, statements: &[&RowStatement], tail: &str) -> Result<Applied, CacheError> {
+pub(crate) fn apply_checked(
+    applier: &mut Applier,
+    check: Option<&str>,
+    statements: &[&RowStatement],
+    tail: &str,
+) -> Result<Applied, CacheError> {
     let prepared = applier.prepare(statements)?;
     let client = &mut applier.client;
     let mut text = String::from("BEGIN;");
@@ -300,7 +330,6 @@ pub(crate) fn connection_error(error: &postgres::Error) -> CacheError {
     CacheError::Backend(pgtier_backend::BackendError::from_postgres("write-through", error))
 }
 
-
 /// A write-through session on `client`: standard strings (the literals
 /// pgtier sends), synchronous commit (an acknowledged apply survives a
 /// PostgreSQL crash), and the replication origin named after `object`, so
@@ -309,15 +338,25 @@ pub(crate) fn connection_error(error: &postgres::Error) -> CacheError {
 /// connection has its own). A session that cannot set its origin is refused
 /// (42501): its changes would come back through autorefresh as if someone
 /// else had made them. Returns the client and its backend pid.
-pub(crate) fn session_connection(mut client: Client, node: &NodeIdentity, object: NodeObject<'_>) -> Result<(Client, i32), CacheError> {
-    client.batch_execute("SET standard_conforming_strings = on; SET synchronous_commit = on;").map_err(|e| connection_error(&e))?;
+pub(crate) fn session_connection(
+    mut client: Client,
+    node: &NodeIdentity,
+    object: NodeObject<'_>,
+) -> Result<(Client, i32), CacheError> {
+    client
+        .batch_execute("SET standard_conforming_strings = on; SET synchronous_commit = on;")
+        .map_err(|e| connection_error(&e))?;
     let origin = node::object(&node.name, object);
     let set_up = client
         .execute("SELECT pg_replication_origin_create($1) WHERE pg_replication_origin_oid($1) IS NULL", &[&origin])
         .and_then(|_| client.execute("SELECT pg_replication_origin_session_setup($1)", &[&origin]));
     if let Err(error) = set_up {
         return match error.as_db_error() {
-            Some(db) => Err(CacheError::ReplicationOrigin { origin, sqlstate: db.code().code().to_owned(), message: db.message().to_owned() }),
+            Some(db) => Err(CacheError::ReplicationOrigin {
+                origin,
+                sqlstate: db.code().code().to_owned(),
+                message: db.message().to_owned(),
+            }),
             None => Err(connection_error(&error)),
         };
     }

@@ -134,9 +134,15 @@ fn script() -> String {
 
 /// The current digests of `oids` (`pgtier.definition_token`), in order;
 /// None for a table that no longer exists.
-pub(crate) fn definition_tokens<C: postgres::GenericClient>(client: &mut C, oids: &[u32]) -> Result<Vec<Option<String>>, CacheError> {
+pub(crate) fn definition_tokens<C: postgres::GenericClient>(
+    client: &mut C,
+    oids: &[u32],
+) -> Result<Vec<Option<String>>, CacheError> {
     let rows = client
-        .query("SELECT pgtier.definition_token(o) FROM unnest($1::oid[]) WITH ORDINALITY AS u(o, n) ORDER BY n", &[&oids])
+        .query(
+            "SELECT pgtier.definition_token(o) FROM unnest($1::oid[]) WITH ORDINALITY AS u(o, n) ORDER BY n",
+            &[&oids],
+        )
         .map_err(|e| connection_error(&e))?;
     Ok(rows.iter().map(|row| row.get(0)).collect())
 }

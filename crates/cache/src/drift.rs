@@ -41,18 +41,28 @@ pub struct Drift {
 /// are what the group was defined from (their tokens are then captured in
 /// the entry), Ok(Some) with the first that is not.
 pub(crate) fn verify_group(client: &mut Client, entry: &GroupEntry) -> Result<Option<Drift>, CacheError> {
-    let mut txn = client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start().map_err(|e| connection_error(&e))?;
+    let mut txn = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .map_err(|e| connection_error(&e))?;
     let names: Vec<String> = entry.group.tables.iter().map(|t| t.source.name.to_string()).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let now = match import_tables_in(&mut txn, &refs) {
         Ok(now) => now,
-        Err(BackendError::TableNotFound { name }) => return Ok(Some(Drift { table: name, reason: "no longer exists in PostgreSQL".into() })),
+        Err(BackendError::TableNotFound { name }) => {
+            return Ok(Some(Drift { table: name, reason: "no longer exists in PostgreSQL".into() }));
+        }
         Err(error) => return Err(error.into()),
     };
     let accepted = entry.accepted.lock().clone();
     for (index, (table, current)) in entry.group.tables.iter().zip(&now).enumerate() {
         if table.source.oid != current.oid {
-            return Ok(Some(Drift { table: table.source.name.to_string(), reason: "was dropped and created again in PostgreSQL".into() }));
+            return Ok(Some(Drift {
+                table: table.source.name.to_string(),
+                reason: "was dropped and created again in PostgreSQL".into(),
+            }));
         }
         if accepted.get(index).copied().unwrap_or_else(|| table.source.fingerprint()) != current.fingerprint() {
             return Ok(Some(Drift { table: table.source.name.to_string(), reason: describe(&table.source, current) }));
@@ -61,7 +71,8 @@ pub(crate) fn verify_group(client: &mut Client, entry: &GroupEntry) -> Result<Op
     let oids: Vec<u32> = entry.group.tables.iter().map(|t| t.source.oid).collect();
     let tokens = definition_tokens(&mut txn, &oids)?;
     txn.commit().map_err(|e| connection_error(&e))?;
-    let tokens: Option<Vec<(u32, String)>> = oids.into_iter().zip(tokens).map(|(oid, token)| token.map(|t| (oid, t))).collect();
+    let tokens: Option<Vec<(u32, String)>> =
+        oids.into_iter().zip(tokens).map(|(oid, token)| token.map(|t| (oid, t))).collect();
     *entry.tokens.lock() = tokens;
     Ok(None)
 }
@@ -82,7 +93,13 @@ pub(crate) fn mirrored_change(was: &TableDef, now: &TableDef) -> Option<String> 
     if was.oid != now.oid {
         return Some("it was dropped and created again".into());
     }
-    let columns = |t: &TableDef| t.columns.iter().map(|c| format!("{} {}{}", c.name, c.type_name, if c.not_null { " NOT NULL" } else { "" })).collect::<Vec<_>>().join(", ");
+    let columns = |t: &TableDef| {
+        t.columns
+            .iter()
+            .map(|c| format!("{} {}{}", c.name, c.type_name, if c.not_null { " NOT NULL" } else { "" }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let (before, after) = (columns(was), columns(now));
     if before != after {
         return Some(format!("its columns were ({before}) and are ({after})"));

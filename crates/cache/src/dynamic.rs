@@ -32,10 +32,10 @@ use postgres::Client;
 use postgres::types::{FromSql, ToSql, Type};
 
 use crate::error::CacheError;
+use crate::fence::Fence;
 use crate::group::CacheGroup;
 use crate::instance::{InstanceLayout, key_text};
 use crate::load::{decode_values, instance_query};
-use crate::fence::Fence;
 use crate::manager::{Cache, GroupEntry};
 use crate::pool::{Pool, Pooled};
 
@@ -115,7 +115,13 @@ impl Dynamic {
 
     /// Makes sure the instance of `root_key` is cached if PostgreSQL has it.
     /// Ok(true): this call (or the flight it waited for) inserted it.
-    pub fn ensure(&self, cache: &Cache, entry: &GroupEntry, layout: &InstanceLayout, root_key: &[Value]) -> Result<bool, CacheError> {
+    pub fn ensure(
+        &self,
+        cache: &Cache,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        root_key: &[Value],
+    ) -> Result<bool, CacheError> {
         let db = cache.database();
         let Some(key) = layout.normalize_root_key(root_key) else { return Ok(false) };
         if root_cached(db, layout, &key)? || entry.is_dirty(&key) {
@@ -140,7 +146,11 @@ impl Dynamic {
             }
             return match outcome.as_ref() {
                 Some(Ok(loaded)) => Ok(*loaded),
-                Some(Err((sqlstate, message))) => Err(CacheError::DynamicLoad { group: entry.def.name.clone(), sqlstate: sqlstate.clone(), reason: message.clone() }),
+                Some(Err((sqlstate, message))) => Err(CacheError::DynamicLoad {
+                    group: entry.def.name.clone(),
+                    sqlstate: sqlstate.clone(),
+                    reason: message.clone(),
+                }),
                 None => Ok(false),
             };
         }
@@ -160,19 +170,31 @@ impl Dynamic {
         counters.miss_count.fetch_add(1, Ordering::Relaxed);
         counters.miss_us_total.fetch_add(micros, Ordering::Relaxed);
         counters.miss_us_max.fetch_max(micros, Ordering::Relaxed);
-        *flight.outcome.lock() = Some(result.as_ref().map(|loaded| *loaded).map_err(|error| (error.sqlstate().to_owned(), error.to_string())));
+        *flight.outcome.lock() = Some(
+            result.as_ref().map(|loaded| *loaded).map_err(|error| (error.sqlstate().to_owned(), error.to_string())),
+        );
         flight.done.notify_all();
         self.flights.lock().remove(&flight_key);
         result
     }
 
-    fn load_instance(&self, cache: &Cache, entry: &GroupEntry, layout: &InstanceLayout, key: &[Value]) -> Result<bool, CacheError> {
+    fn load_instance(
+        &self,
+        cache: &Cache,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        key: &[Value],
+    ) -> Result<bool, CacheError> {
         let db = cache.database();
         // Registered before the PostgreSQL snapshot, as every load.
         let fence = Fence::open(cache, entry)?;
         self.pool.with(|pooled| {
             let rows = fetch_on(pooled, &entry.group, entry.def.root_predicate.as_deref(), key)?;
-            let written = if rows[0].is_empty() { Ok(false) } else { insert_instance(db, &fence, &mut pooled.client, &entry.def.name, layout, key, &rows) };
+            let written = if rows[0].is_empty() {
+                Ok(false)
+            } else {
+                insert_instance(db, &fence, &mut pooled.client, &entry.def.name, layout, key, &rows)
+            };
             // The read-only snapshot transaction ends either way.
             pooled.client.batch_execute("COMMIT").map_err(|e| backend_error("dynamic load", &e))?;
             written
@@ -186,7 +208,15 @@ impl Dynamic {
 /// snapshot is older than a write-through commit to the instance, which
 /// then is not cached because the cache deleted it (the delete has not
 /// reached PostgreSQL yet): "absent" is the cache's answer.
-fn insert_instance(db: &Database, fence: &Fence<'_>, snapshot: &mut Client, group: &str, layout: &InstanceLayout, key: &[Value], rows: &[Vec<Vec<Value>>]) -> Result<bool, CacheError> {
+fn insert_instance(
+    db: &Database,
+    fence: &Fence<'_>,
+    snapshot: &mut Client,
+    group: &str,
+    layout: &InstanceLayout,
+    key: &[Value],
+    rows: &[Vec<Vec<Value>>],
+) -> Result<bool, CacheError> {
     let mut txn = fence.begin_batch(db, Origin::Load)?;
     if fence.touched(key) {
         fence.read_horizon(snapshot)?;
@@ -222,7 +252,9 @@ fn insert_instance(db: &Database, fence: &Fence<'_>, snapshot: &mut Client, grou
             Err(CacheError::DynamicLoad {
                 group: group.to_owned(),
                 sqlstate: "40001".into(),
-                reason: format!("the instance was being written by another load while this one read it ({error}); retry the transaction"),
+                reason: format!(
+                    "the instance was being written by another load while this one read it ({error}); retry the transaction"
+                ),
             })
         }
         Err(error) => Err(error.into()),
@@ -237,13 +269,19 @@ fn backend_error(what: &str, error: &postgres::Error) -> CacheError {
 /// one REPEATABLE READ snapshot left open (the caller ends it); the root's
 /// list is empty when PostgreSQL has no such root (or it does not match the
 /// group's predicate).
-fn fetch_on(pooled: &mut Pooled, group: &CacheGroup, predicate: Option<&str>, key: &[Value]) -> Result<Vec<Vec<Vec<Value>>>, CacheError> {
+fn fetch_on(
+    pooled: &mut Pooled,
+    group: &CacheGroup,
+    predicate: Option<&str>,
+    key: &[Value],
+) -> Result<Vec<Vec<Vec<Value>>>, CacheError> {
     let texts: Vec<String> = key.iter().map(ToString::to_string).collect();
     let params: Vec<&(dyn ToSql + Sync)> = texts.iter().map(|text| text as &(dyn ToSql + Sync)).collect();
     let params = &params[..];
     let root = group.root();
     let key_len = root.def.primary_key.len();
-    let key_columns: Vec<String> = root.def.primary_key.iter().map(|c| pgtier_backend::copy_out::quote_identifier(c)).collect();
+    let key_columns: Vec<String> =
+        root.def.primary_key.iter().map(|c| pgtier_backend::copy_out::quote_identifier(c)).collect();
     let casts: Vec<String> = root
         .def
         .primary_key
@@ -258,7 +296,10 @@ fn fetch_on(pooled: &mut Pooled, group: &CacheGroup, predicate: Option<&str>, ke
     if let Some(predicate) = predicate {
         filter = format!("({predicate}) AND {filter}");
     }
-    pooled.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").map_err(|e| backend_error("dynamic load", &e))?;
+    pooled
+        .client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .map_err(|e| backend_error("dynamic load", &e))?;
     let mut out = Vec::with_capacity(group.tables.len());
     for (index, table) in group.tables.iter().enumerate() {
         let sql = instance_query(group, index, Some(&filter), None);
@@ -266,7 +307,8 @@ fn fetch_on(pooled: &mut Pooled, group: &CacheGroup, predicate: Option<&str>, ke
         let rows = pooled.client.query(&statement, params).map_err(|e| backend_error("dynamic load", &e))?;
         let mut decoded = Vec::with_capacity(rows.len());
         for row in &rows {
-            let fields: Vec<Option<&[u8]>> = (0..row.len()).map(|i| row.try_get::<_, Raw<'_>>(i).map(|raw| raw.0).unwrap_or(None)).collect();
+            let fields: Vec<Option<&[u8]>> =
+                (0..row.len()).map(|i| row.try_get::<_, Raw<'_>>(i).map(|raw| raw.0).unwrap_or(None)).collect();
             let (values, _) = decode_values(table, |column| fields.get(key_len + column).copied().flatten())?;
             decoded.push(values);
         }

@@ -77,7 +77,9 @@ pub enum CacheError {
 
     /// An AWT group's unpropagated changes cannot be told (write-through is
     /// not running or far behind), so nothing may be loaded over the cache.
-    #[error("cache group \"{group}\": write-through to PostgreSQL is not keeping up, so rows cannot be loaded safely now")]
+    #[error(
+        "cache group \"{group}\": write-through to PostgreSQL is not keeping up, so rows cannot be loaded safely now"
+    )]
     WriteThroughBehind { group: String },
 
     /// The dynamic load this lookup waited for (another session's) failed.
@@ -94,7 +96,9 @@ pub enum CacheError {
     InvalidNodeName { name: String, reason: &'static str },
 
     /// Another data directory owns the node name in PostgreSQL (`node.rs`).
-    #[error("pgtier node \"{node}\" belongs to another data directory (incarnation {owner}, claimed {since}): the write-through positions PostgreSQL holds under that name are not this directory's")]
+    #[error(
+        "pgtier node \"{node}\" belongs to another data directory (incarnation {owner}, claimed {since}): the write-through positions PostgreSQL holds under that name are not this directory's"
+    )]
     NodeOwned { node: String, owner: String, since: String },
 
     /// A takeover gave the node name to another data directory while this one ran.
@@ -153,12 +157,20 @@ impl CacheError {
             CacheError::TableInOtherGroup { .. } => "42P07",
             CacheError::PredicateNotOnRoot { .. } => "42P17",
             CacheError::NoBackend => "08001",
-            CacheError::AgingColumn { reason, .. } => if reason.starts_with("is not") { "42703" } else { "42804" },
+            CacheError::AgingColumn { reason, .. } => {
+                if reason.starts_with("is not") {
+                    "42703"
+                } else {
+                    "42804"
+                }
+            }
             CacheError::Syntax { .. } => "42601",
             CacheError::NotYet { .. } => "0A000",
             CacheError::WriteThroughBehind { .. } => "55000",
             CacheError::InvalidNodeName { .. } => "42602",
-            CacheError::NodeOwned { .. } | CacheError::NodeTakenOver { .. } | CacheError::DefinitionDrift { .. } => "55000",
+            CacheError::NodeOwned { .. } | CacheError::NodeTakenOver { .. } | CacheError::DefinitionDrift { .. } => {
+                "55000"
+            }
             CacheError::ReplicationOrigin { sqlstate, .. } => sqlstate,
             CacheError::Stalled { .. } => "57014",
             CacheError::Restart { .. } => "00000",
@@ -216,9 +228,17 @@ mod tests {
 
     #[test]
     fn an_origin_error_keeps_postgres_sqlstate_and_hints_by_it() {
-        let error = |sqlstate: &str| CacheError::ReplicationOrigin { origin: "pgtier_n1_0".into(), sqlstate: sqlstate.into(), message: "m".into() };
+        let error = |sqlstate: &str| CacheError::ReplicationOrigin {
+            origin: "pgtier_n1_0".into(),
+            sqlstate: sqlstate.into(),
+            message: "m".into(),
+        };
         assert_eq!(error("53400").sqlstate(), "53400");
-        assert!(error("53400").hint().is_some_and(|h| h.contains("max_replication_slots") && h.contains("pg_replication_origin_drop")));
+        assert!(
+            error("53400")
+                .hint()
+                .is_some_and(|h| h.contains("max_replication_slots") && h.contains("pg_replication_origin_drop"))
+        );
         assert_eq!(error("42501").sqlstate(), "42501");
         assert!(error("42501").hint().is_some_and(|h| h.contains("GRANT EXECUTE")));
         assert!(error("55006").hint().is_some_and(|h| h.contains("awt_node")));

@@ -93,7 +93,10 @@ pub fn define_group(client: &mut Client, spec: &GroupSpec) -> Result<CacheGroup,
 
 pub(crate) fn build_group(spec: &GroupSpec, imported: Vec<PgTable>) -> Result<CacheGroup, CacheError> {
     if imported.is_empty() {
-        return Err(CacheError::InvalidSpec { group: spec.name.clone(), reason: "a cache group needs a root table".into() });
+        return Err(CacheError::InvalidSpec {
+            group: spec.name.clone(),
+            reason: "a cache group needs a root table".into(),
+        });
     }
     let parents = find_parents(&imported)?;
     let order = parents_first(&imported, &parents)?;
@@ -122,12 +125,17 @@ fn find_parents(imported: &[PgTable]) -> Result<Vec<Option<(usize, usize)>>, Cac
         let name = table.name.to_string();
         match (first, inside.next()) {
             (None, _) => {
-                return Err(CacheError::NotInTree { table: name, reason: "has no foreign key to another table of the cache group".into() });
+                return Err(CacheError::NotInTree {
+                    table: name,
+                    reason: "has no foreign key to another table of the cache group".into(),
+                });
             }
             (Some(_), Some(_)) => {
                 return Err(CacheError::NotInTree {
                     table: name,
-                    reason: "has more than one foreign key to tables of the cache group; it must have exactly one parent".into(),
+                    reason:
+                        "has more than one foreign key to tables of the cache group; it must have exactly one parent"
+                            .into(),
                 });
             }
             (Some(found), None) => parents.push(Some(found)),
@@ -141,7 +149,8 @@ fn find_parents(imported: &[PgTable]) -> Result<Vec<Option<(usize, usize)>>, Cac
 fn parents_first(imported: &[PgTable], parents: &[Option<(usize, usize)>]) -> Result<Vec<usize>, CacheError> {
     let mut order = vec![0];
     while order.len() < imported.len() {
-        let next = (0..imported.len()).find(|i| !order.contains(i) && parents[*i].is_some_and(|(parent, _)| order.contains(&parent)));
+        let next = (0..imported.len())
+            .find(|i| !order.contains(i) && parents[*i].is_some_and(|(parent, _)| order.contains(&parent)));
         match next {
             Some(next) => order.push(next),
             None => {
@@ -196,7 +205,9 @@ fn group_table(source: PgTable, parent: Option<usize>, parent_fk: Option<usize>)
                 ForeignKeyAction::SetNull => FkAction::SetNull,
                 // SET DEFAULT is not an engine action; application deletes of
                 // a referenced parent are refused instead.
-                ForeignKeyAction::NoAction | ForeignKeyAction::Restrict | ForeignKeyAction::SetDefault => FkAction::NoAction,
+                ForeignKeyAction::NoAction | ForeignKeyAction::Restrict | ForeignKeyAction::SetDefault => {
+                    FkAction::NoAction
+                }
             },
         });
     }

@@ -42,7 +42,10 @@ impl Instance {
 
 impl InstanceLayout {
     pub fn resolve(catalog: &Catalog, group: &CacheGroup) -> Result<InstanceLayout, CacheError> {
-        let missing = || CacheError::InvalidSpec { group: group.name.clone(), reason: "its tables are missing from the cache (dropped by hand?)".into() };
+        let missing = || CacheError::InvalidSpec {
+            group: group.name.clone(),
+            reason: "its tables are missing from the cache (dropped by hand?)".into(),
+        };
         let mut tables: Vec<TableLayout> = Vec::with_capacity(group.tables.len());
         for table in &group.tables {
             let schema = catalog.table_by_name(&table.def.name).ok_or_else(missing)?;
@@ -51,7 +54,11 @@ impl InstanceLayout {
                 None => None,
                 Some(parent_index) => {
                     let parent_id = tables[parent_index].id;
-                    let fk = catalog.foreign_keys_of(schema.id).into_iter().find(|fk| fk.parent == parent_id).ok_or_else(missing)?;
+                    let fk = catalog
+                        .foreign_keys_of(schema.id)
+                        .into_iter()
+                        .find(|fk| fk.parent == parent_id)
+                        .ok_or_else(missing)?;
                     Some((parent_index, fk.child_index, fk.parent_columns.clone()))
                 }
             };

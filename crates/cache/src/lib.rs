@@ -29,14 +29,19 @@ mod swt;
 mod types;
 
 pub use aging::AgingReport;
-pub use autorefresh::{AutorefreshConfig, AutorefreshStatus, PROGRESS_TABLE as AUTOREFRESH_TABLE, PredicateCompiler, RowTest};
+pub use autorefresh::{
+    AutorefreshConfig, AutorefreshStatus, PROGRESS_TABLE as AUTOREFRESH_TABLE, PredicateCompiler, RowTest,
+};
 pub use awt::{AwtConfig, AwtStatus, LagCounts, LagHistogram, LaneStatus};
 pub use drift::Drift;
 pub use error::CacheError;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 pub use load::{LoadOptions, LoadProgress, LoadReport, VerifyTally, load_group};
+pub use manager::{
+    Cache, CacheConfig, GroupInfo, GroupStats, LaneInfo, PropagationInfo, RefreshReport, RootKey, TableInfo,
+    UnloadReport,
+};
 pub use node::{Claim, NODE_NAME_MAX, NodeIdentity, validate_node_name};
-pub use manager::{Cache, CacheConfig, GroupInfo, LaneInfo, GroupStats, PropagationInfo, RefreshReport, RootKey, TableInfo, UnloadReport};
 pub use pgtier_backend::snapshot::Cancel;
 pub use sequence::{DEFAULT_SEQUENCE_BLOCK, KeyDefault, KeyGeneration};
 pub use statement::{Aging, CACHE_VERBS, CacheStatement, CreateGroup, parse_cache_statement};

@@ -25,11 +25,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use parking_lot::Mutex;
 use pgtier_backend::BackendError;
 use pgtier_backend::catalog::import_tables_in;
 use pgtier_backend::copy_out::{CopyReader, quote_identifier, start_copy};
 use pgtier_backend::snapshot::{Cancel, ExportedSnapshot, join_snapshot};
-use parking_lot::Mutex;
 use pgtier_engine::{Database, Origin, Transaction, Value};
 use postgres::Client;
 
@@ -119,7 +119,13 @@ pub struct VerifyTally {
 const DIFFERENCES_MAX: usize = 100;
 
 impl VerifyTally {
-    fn compare(&mut self, group: &CacheGroup, key: &[Value], cached: Option<Vec<Vec<Vec<Value>>>>, remote: Vec<Vec<Vec<Value>>>) {
+    fn compare(
+        &mut self,
+        group: &CacheGroup,
+        key: &[Value],
+        cached: Option<Vec<Vec<Vec<Value>>>>,
+        remote: Vec<Vec<Vec<Value>>>,
+    ) {
         let Some(cached) = cached else {
             self.not_cached += 1;
             return;
@@ -228,7 +234,9 @@ pub(crate) fn load_admitting(
     let results: Vec<Result<Totals, CacheError>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..parts)
             .map(|part| {
-                let queries: Vec<String> = (0..group.tables.len()).map(|table| stream_query(group, table, options.predicate.as_deref(), &split, part)).collect();
+                let queries: Vec<String> = (0..group.tables.len())
+                    .map(|table| stream_query(group, table, options.predicate.as_deref(), &split, part))
+                    .collect();
                 let job = Job { db, group, layout: &layout, options, admission };
                 let (connect, snapshot_id) = (&connect, &snapshot_id);
                 scope.spawn(move || {
@@ -243,7 +251,11 @@ pub(crate) fn load_admitting(
             .collect();
         workers
             .into_iter()
-            .map(|worker| worker.join().unwrap_or_else(|_| Err(CacheError::StreamOrder { group: group.name.clone(), reason: "a load worker panicked".into() })))
+            .map(|worker| {
+                worker.join().unwrap_or_else(|_| {
+                    Err(CacheError::StreamOrder { group: group.name.clone(), reason: "a load worker panicked".into() })
+                })
+            })
             .collect()
     });
     snapshot.finish()?;
@@ -266,7 +278,9 @@ pub(crate) fn load_admitting(
             }
             Err(error) => {
                 let cancelled = matches!(error, CacheError::Backend(BackendError::Cancelled));
-                if first_error.is_none() || (!cancelled && matches!(first_error, Some(CacheError::Backend(BackendError::Cancelled)))) {
+                if first_error.is_none()
+                    || (!cancelled && matches!(first_error, Some(CacheError::Backend(BackendError::Cancelled))))
+                {
                     first_error = Some(error);
                 }
             }
@@ -303,21 +317,30 @@ impl<'c> Leader<'c> {
     fn finish(self) -> Result<(), CacheError> {
         match self {
             Leader::Exported(snapshot) => Ok(snapshot.finish()?),
-            Leader::Joined(transaction, _) => transaction.commit().map_err(|e| CacheError::Backend(BackendError::from_postgres("ending the snapshot transaction", &e))),
+            Leader::Joined(transaction, _) => transaction
+                .commit()
+                .map_err(|e| CacheError::Backend(BackendError::from_postgres("ending the snapshot transaction", &e))),
         }
     }
 }
 
 /// Refuses a load when PostgreSQL's tables are no longer what the group was defined from.
 /// `accepted`: per table, the fingerprint accepted for it (None: its own).
-fn check_definitions<C: postgres::GenericClient>(client: &mut C, group: &CacheGroup, accepted: Option<&[u64]>) -> Result<(), CacheError> {
+fn check_definitions<C: postgres::GenericClient>(
+    client: &mut C,
+    group: &CacheGroup,
+    accepted: Option<&[u64]>,
+) -> Result<(), CacheError> {
     let names: Vec<String> = group.tables.iter().map(|table| table.source.name.to_string()).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let now = import_tables_in(client, &refs)?;
     for (index, (table, current)) in group.tables.iter().zip(&now).enumerate() {
         let expected = accepted.and_then(|a| a.get(index).copied()).unwrap_or_else(|| table.source.fingerprint());
         if table.source.oid != current.oid || expected != current.fingerprint() {
-            return Err(CacheError::DefinitionChanged { group: group.name.clone(), table: table.source.name.to_string() });
+            return Err(CacheError::DefinitionChanged {
+                group: group.name.clone(),
+                table: table.source.name.to_string(),
+            });
         }
     }
     Ok(())
@@ -357,20 +380,33 @@ impl Split {
 
 /// Ranges when the root key is one integer column (the key's span under the
 /// predicate, cut evenly), else a hash split.
-fn plan_split<C: postgres::GenericClient>(client: &mut C, group: &CacheGroup, predicate: Option<&str>, parts: usize) -> Result<Split, CacheError> {
+fn plan_split<C: postgres::GenericClient>(
+    client: &mut C,
+    group: &CacheGroup,
+    predicate: Option<&str>,
+    parts: usize,
+) -> Result<Split, CacheError> {
     if parts <= 1 {
         return Ok(Split::Whole);
     }
     let root = group.root();
     let integer_key = match &root.def.primary_key[..] {
-        [key] => root.source.column(key).filter(|c| matches!(c.type_name.as_str(), "smallint" | "integer" | "bigint")).map(|c| c.name.clone()),
+        [key] => root
+            .source
+            .column(key)
+            .filter(|c| matches!(c.type_name.as_str(), "smallint" | "integer" | "bigint"))
+            .map(|c| c.name.clone()),
         _ => None,
     };
     let Some(key) = integer_key else { return Ok(Split::Hash(parts)) };
     let filter = predicate.map(|p| format!(" WHERE {p}")).unwrap_or_default();
     let sql = format!("SELECT min({0})::int8, max({0})::int8 FROM {1}{filter}", quote_identifier(&key), quoted(root));
-    let row = client.query_one(sql.as_str(), &[]).map_err(|e| BackendError::from_postgres("planning the parts of a LOAD", &e))?;
-    let (Some(low), Some(high)) = (row.get::<_, Option<i64>>(0), row.get::<_, Option<i64>>(1)) else { return Ok(Split::Whole) };
+    let row = client
+        .query_one(sql.as_str(), &[])
+        .map_err(|e| BackendError::from_postgres("planning the parts of a LOAD", &e))?;
+    let (Some(low), Some(high)) = (row.get::<_, Option<i64>>(0), row.get::<_, Option<i64>>(1)) else {
+        return Ok(Split::Whole);
+    };
     let span = i128::from(high) - i128::from(low) + 1;
     let parts_wide = i128::try_from(parts).unwrap_or(1);
     let ranges = (0..parts_wide)
@@ -395,7 +431,10 @@ fn stream_query(group: &CacheGroup, index: usize, predicate: Option<&str>, split
         Split::Whole => {}
         Split::Hash(parts) => {
             let key: Vec<String> = group.root().def.primary_key.iter().map(|c| quote_identifier(c)).collect();
-            filters.push(format!("(hashtextextended(ROW({})::text, 0) & 9223372036854775807) % {parts} = {part}", key.join(", ")));
+            filters.push(format!(
+                "(hashtextextended(ROW({})::text, 0) & 9223372036854775807) % {parts} = {part}",
+                key.join(", ")
+            ));
         }
         Split::Ranges(ranges) => {
             let (low, high) = ranges[part];
@@ -407,19 +446,28 @@ fn stream_query(group: &CacheGroup, index: usize, predicate: Option<&str>, split
                 && let Some(Some(columns)) = crate::dynamic::root_key_columns(group).get(index)
                 && let [column] = columns[..]
             {
-                table_filter = Some(range(&format!("t0.{}", quote_identifier(&group.tables[index].def.columns[column].name))));
+                table_filter =
+                    Some(range(&format!("t0.{}", quote_identifier(&group.tables[index].def.columns[column].name))));
             }
         }
     }
     let filter = if filters.is_empty() { None } else { Some(filters.join(" AND ")) };
-    format!("COPY ({}) TO STDOUT (FORMAT binary)", instance_query(group, index, filter.as_deref(), table_filter.as_deref()))
+    format!(
+        "COPY ({}) TO STDOUT (FORMAT binary)",
+        instance_query(group, index, filter.as_deref(), table_filter.as_deref())
+    )
 }
 
 /// `SELECT root key, table columns FROM table JOIN parent ... JOIN (root
 /// WHERE root_filter) [WHERE table_filter] ORDER BY root key`: the rows of
 /// table `index` (alias `t0` for a child) of the instances whose root
 /// matches `root_filter`.
-pub(crate) fn instance_query(group: &CacheGroup, index: usize, root_filter: Option<&str>, table_filter: Option<&str>) -> String {
+pub(crate) fn instance_query(
+    group: &CacheGroup,
+    index: usize,
+    root_filter: Option<&str>,
+    table_filter: Option<&str>,
+) -> String {
     let root = group.root();
     let root_key = &root.def.primary_key;
     let filter = root_filter.map(|filter| format!(" WHERE {filter}")).unwrap_or_default();
@@ -429,7 +477,11 @@ pub(crate) fn instance_query(group: &CacheGroup, index: usize, root_filter: Opti
     let mut from = if index == 0 { root_relation.clone() } else { format!("{} AS t0", quoted(&group.tables[index])) };
     for position in 1..chain.len() {
         let child = &group.tables[chain[position - 1]];
-        let relation = if position == chain.len() - 1 { root_relation.clone() } else { format!("{} AS {}", quoted(&group.tables[chain[position]]), alias(position)) };
+        let relation = if position == chain.len() - 1 {
+            root_relation.clone()
+        } else {
+            format!("{} AS {}", quoted(&group.tables[chain[position]]), alias(position))
+        };
         let Some((child_columns, parent_columns)) = &child.parent_key else { continue };
         let on: Vec<String> = column_list(&alias(position - 1), child_columns)
             .into_iter()
@@ -453,7 +505,12 @@ struct Job<'a> {
     admission: &'a Admission<'a>,
 }
 
-fn stream_part(job: &Job<'_>, connect: &(impl Fn() -> Result<Client, CacheError> + Sync), snapshot_id: &str, queries: &[String]) -> Result<Totals, CacheError> {
+fn stream_part(
+    job: &Job<'_>,
+    connect: &(impl Fn() -> Result<Client, CacheError> + Sync),
+    snapshot_id: &str,
+    queries: &[String],
+) -> Result<Totals, CacheError> {
     let Job { group, options, .. } = *job;
     let key_len = group.root().def.primary_key.len();
     let mut clients = Vec::with_capacity(queries.len());
@@ -497,7 +554,11 @@ struct StreamRow {
     bytes: u64,
 }
 
-fn read_row<R: Read>(reader: &mut CopyReader<R>, table: &GroupTable, key_len: usize) -> Result<Option<StreamRow>, CacheError> {
+fn read_row<R: Read>(
+    reader: &mut CopyReader<R>,
+    table: &GroupTable,
+    key_len: usize,
+) -> Result<Option<StreamRow>, CacheError> {
     let Some(row) = reader.next_row()? else { return Ok(None) };
     let mut key = Vec::new();
     let mut bytes = 0u64;
@@ -517,7 +578,10 @@ fn read_row<R: Read>(reader: &mut CopyReader<R>, table: &GroupTable, key_len: us
 
 /// A row of `table` from PostgreSQL's binary fields (`field(column)`, None
 /// for NULL) as engine values, with the field bytes read.
-pub(crate) fn decode_values<'f>(table: &GroupTable, field: impl Fn(usize) -> Option<&'f [u8]>) -> Result<(Vec<Value>, u64), CacheError> {
+pub(crate) fn decode_values<'f>(
+    table: &GroupTable,
+    field: impl Fn(usize) -> Option<&'f [u8]>,
+) -> Result<(Vec<Value>, u64), CacheError> {
     let mut values = Vec::with_capacity(table.types.len());
     let mut bytes = 0u64;
     for (column, (ty, kind)) in table.types.iter().zip(&table.kinds).enumerate() {
@@ -527,8 +591,16 @@ pub(crate) fn decode_values<'f>(table: &GroupTable, field: impl Fn(usize) -> Opt
         };
         bytes += field.len() as u64;
         let name = &table.source.columns[column].name;
-        let decoded = kind.decode(field).map_err(|error| BackendError::Decode { what: table.def.name.clone(), column: name.clone(), error })?;
-        let value = engine_value(*ty, decoded).map_err(|reason| CacheError::BadValue { table: table.def.name.clone(), column: name.clone(), reason })?;
+        let decoded = kind.decode(field).map_err(|error| BackendError::Decode {
+            what: table.def.name.clone(),
+            column: name.clone(),
+            error,
+        })?;
+        let value = engine_value(*ty, decoded).map_err(|reason| CacheError::BadValue {
+            table: table.def.name.clone(),
+            column: name.clone(),
+            reason,
+        })?;
         values.push(value);
     }
     Ok((values, bytes))
@@ -562,7 +634,12 @@ impl<'a> Batch<'a> {
 
     /// Writes `instance` when it is admitted; false when left alone.
     fn offer(&mut self, instance: Instance, totals: &mut Totals) -> Result<bool, CacheError> {
-        let Some(txn) = self.txn.as_mut() else { return Err(CacheError::StreamOrder { group: self.job.group.name.clone(), reason: "a load batch lost its transaction".into() }) };
+        let Some(txn) = self.txn.as_mut() else {
+            return Err(CacheError::StreamOrder {
+                group: self.job.group.name.clone(),
+                reason: "a load batch lost its transaction".into(),
+            });
+        };
         match write_instance(self.job, txn, &instance) {
             Ok(true) => {
                 self.bytes += instance.bytes;
@@ -725,7 +802,13 @@ fn merge<R: Read>(job: &Job<'_>, readers: &mut [CopyReader<R>]) -> Result<Totals
 }
 
 /// VERIFY: compares `instance` (PostgreSQL's) with the cached one.
-fn verify_instance(db: &Database, group: &CacheGroup, layout: &InstanceLayout, tally: &Mutex<VerifyTally>, instance: Instance) -> Result<(), CacheError> {
+fn verify_instance(
+    db: &Database,
+    group: &CacheGroup,
+    layout: &InstanceLayout,
+    tally: &Mutex<VerifyTally>,
+    instance: Instance,
+) -> Result<(), CacheError> {
     let mut remote = vec![Vec::new(); group.tables.len()];
     for (table, values) in instance.rows {
         remote[table].push(values);

@@ -100,7 +100,8 @@ pub(crate) fn object(node: &str, object: NodeObject<'_>) -> String {
 /// distinct originals ("A" and "a", "a-b" and "a_b") never share a name.
 fn sanitized(prefix: &str, rest: &str) -> String {
     let raw = format!("{prefix}{rest}");
-    let mut name: String = raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c.to_ascii_lowercase() } else { '_' }).collect();
+    let mut name: String =
+        raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c.to_ascii_lowercase() } else { '_' }).collect();
     if name != raw || name.len() > 63 {
         let hash = crate::apply::stable_hash(&raw);
         name.truncate(50);
@@ -134,8 +135,11 @@ pub(crate) fn claim(client: &mut Client, identity: &NodeIdentity, takeover: bool
     let outcome = match owner {
         Some((owner, _)) if owner == identity.incarnation => Claim::Owned,
         Some((owner, _)) if takeover => {
-            txn.execute("UPDATE pgtier.nodes SET incarnation = $2, previous = incarnation, claimed_at = now() WHERE node = $1", &[&identity.name, &identity.incarnation])
-                .map_err(error)?;
+            txn.execute(
+                "UPDATE pgtier.nodes SET incarnation = $2, previous = incarnation, claimed_at = now() WHERE node = $1",
+                &[&identity.name, &identity.incarnation],
+            )
+            .map_err(error)?;
             Claim::TakenOver { previous: owner }
         }
         Some((owner, since)) => return Err(CacheError::NodeOwned { node: identity.name.clone(), owner, since }),
@@ -153,16 +157,27 @@ pub(crate) fn claim(client: &mut Client, identity: &NodeIdentity, takeover: bool
                 Claim::Owned
             } else if identity.adopted {
                 for table in ["awt_progress", "swt_log", "awt_errors"] {
-                    txn.execute(&format!("UPDATE pgtier.{table} SET incarnation = $2 WHERE node = $1 AND incarnation = ''"), &[&identity.name, &identity.incarnation])
-                        .map_err(error)?;
+                    txn.execute(
+                        &format!("UPDATE pgtier.{table} SET incarnation = $2 WHERE node = $1 AND incarnation = ''"),
+                        &[&identity.name, &identity.incarnation],
+                    )
+                    .map_err(error)?;
                 }
                 Claim::Adopted
             } else if takeover {
                 Claim::TakenOver { previous: String::new() }
             } else {
-                return Err(CacheError::NodeOwned { node: identity.name.clone(), owner: "(a data directory from before incarnation ids)".into(), since: "an earlier version".into() });
+                return Err(CacheError::NodeOwned {
+                    node: identity.name.clone(),
+                    owner: "(a data directory from before incarnation ids)".into(),
+                    since: "an earlier version".into(),
+                });
             };
-            txn.execute("INSERT INTO pgtier.nodes (node, incarnation) VALUES ($1, $2)", &[&identity.name, &identity.incarnation]).map_err(error)?;
+            txn.execute(
+                "INSERT INTO pgtier.nodes (node, incarnation) VALUES ($1, $2)",
+                &[&identity.name, &identity.incarnation],
+            )
+            .map_err(error)?;
             outcome
         }
     };
@@ -192,19 +207,30 @@ mod tests {
         assert_eq!(object("n1", NodeObject::SwtSlot(0)), "pgtier_n1_s0");
         assert_eq!(object("n1", NodeObject::Publication { group: "ref_data" }), "pgtier_n1_ref_data");
         let prefix = object("n1", NodeObject::OriginPrefix);
-        for origin in [object("n1", NodeObject::AwtLane(0)), object("n1", NodeObject::AwtControl), object("n1", NodeObject::SwtSlot(7))] {
+        for origin in [
+            object("n1", NodeObject::AwtLane(0)),
+            object("n1", NodeObject::AwtControl),
+            object("n1", NodeObject::SwtSlot(7)),
+        ] {
             assert!(origin.starts_with(&prefix));
         }
         // No node's objects carry another node's prefix.
         for other in ["n12", "n", "n1x"] {
-            for origin in [object(other, NodeObject::AwtLane(0)), object(other, NodeObject::AwtControl), object(other, NodeObject::SwtSlot(1))] {
+            for origin in [
+                object(other, NodeObject::AwtLane(0)),
+                object(other, NodeObject::AwtControl),
+                object(other, NodeObject::SwtSlot(1)),
+            ] {
                 assert!(!origin.starts_with(&prefix), "{origin} looks like node n1's");
             }
         }
         let odd = object("n1", NodeObject::Publication { group: "Ref-Data" });
         assert!(odd.starts_with("pgtier_n1_ref_data_"));
         assert_ne!(odd, object("n1", NodeObject::Publication { group: "ref_data" }));
-        assert_ne!(object("n1", NodeObject::Publication { group: "A" }), object("n1", NodeObject::Publication { group: "a" }));
+        assert_ne!(
+            object("n1", NodeObject::Publication { group: "A" }),
+            object("n1", NodeObject::Publication { group: "a" })
+        );
         let long = object("node", NodeObject::Publication { group: &"g".repeat(100) });
         assert!(long.len() <= 63);
         assert_eq!(object("n1", NodeObject::Slot { database: "app", group: "g" }), "pgtier_n1_app_g");

@@ -52,7 +52,12 @@ pub(crate) fn annotate(def: &CreateGroup, group: &mut CacheGroup) -> Result<(), 
 pub(crate) fn root_annotation(def: &CreateGroup, group: &CacheGroup, accepted: &[u64]) -> Result<String, CacheError> {
     let own: Vec<u64> = group.tables.iter().map(|t| t.source.fingerprint()).collect();
     let accepted = if accepted == own.as_slice() { Vec::new() } else { accepted.to_vec() };
-    let root = RootAnnotation { pgtier_cache_group: FORMAT, definition: def.clone(), tables: group.tables.iter().map(|t| t.source.clone()).collect(), accepted };
+    let root = RootAnnotation {
+        pgtier_cache_group: FORMAT,
+        definition: def.clone(),
+        tables: group.tables.iter().map(|t| t.source.clone()).collect(),
+        accepted,
+    };
     serde_json::to_string(&root).map_err(|error| cannot_store(def, &error))
 }
 
@@ -80,10 +85,19 @@ pub(crate) fn restore(catalog: &Catalog) -> Result<Vec<(CreateGroup, CacheGroup,
             });
         }
         let def = stored.definition;
-        let spec = GroupSpec { name: def.name.clone(), root: def.root.clone(), children: def.children.clone(), kind: def.kind };
+        let spec = GroupSpec {
+            name: def.name.clone(),
+            root: def.root.clone(),
+            children: def.children.clone(),
+            kind: def.kind,
+        };
         let mut group = build_group(&spec, stored.tables)?;
         annotate(&def, &mut group)?;
-        let accepted = if stored.accepted.len() == group.tables.len() { stored.accepted } else { group.tables.iter().map(|t| t.source.fingerprint()).collect() };
+        let accepted = if stored.accepted.len() == group.tables.len() {
+            stored.accepted
+        } else {
+            group.tables.iter().map(|t| t.source.fingerprint()).collect()
+        };
         groups.push((def, group, accepted));
     }
     Ok(groups)

@@ -69,11 +69,18 @@ impl KeyDefault {
     /// the catalogs show what PostgreSQL shows; an unqualified name in it is
     /// taken as public's, the schema cache groups hold, see [`KeyDefault::sequence_key`]).
     pub fn of_column(column: &ColumnDef) -> Option<KeyDefault> {
-        let printed = column.default.as_deref().and_then(KeyDefault::parse).filter(|key| key.generation == KeyGeneration::Nextval);
+        let printed = column
+            .default
+            .as_deref()
+            .and_then(KeyDefault::parse)
+            .filter(|key| key.generation == KeyGeneration::Nextval);
         let (generation, sequence) = match &column.identity {
             Some(Identity::Always { sequence }) => (KeyGeneration::IdentityAlways, sequence),
             Some(Identity::ByDefault { sequence }) => (KeyGeneration::IdentityByDefault, sequence),
-            Some(Identity::Serial { sequence }) => return printed.or_else(|| Some(KeyDefault { generation: KeyGeneration::Nextval, sequence: sequence.clone() })),
+            Some(Identity::Serial { sequence }) => {
+                return printed
+                    .or_else(|| Some(KeyDefault { generation: KeyGeneration::Nextval, sequence: sequence.clone() }));
+            }
             None => return printed,
         };
         Some(KeyDefault { generation, sequence: sequence.clone() })
@@ -173,7 +180,12 @@ impl Sequences {
         if let Some(value) = reserved.values.pop_front() {
             return Ok(value);
         }
-        let unavailable = |sqlstate: String, reason: String| CacheError::SequenceUnavailable { sequence: key.to_string(), sqlstate, reason, block: self.block };
+        let unavailable = |sqlstate: String, reason: String| CacheError::SequenceUnavailable {
+            sequence: key.to_string(),
+            sqlstate,
+            reason,
+            block: self.block,
+        };
         if let Some((at, sqlstate, reason)) = &reserved.unavailable
             && at.elapsed() < RETRY_AFTER
         {
@@ -183,10 +195,12 @@ impl Sequences {
             Ok(values) => {
                 reserved.unavailable = None;
                 reserved.values = values;
-                reserved.values.pop_front().ok_or_else(|| CacheError::Backend(BackendError::UnexpectedResult {
-                    what: format!("reserving values of sequence {key}"),
-                    reason: "no value came back".into(),
-                }))
+                reserved.values.pop_front().ok_or_else(|| {
+                    CacheError::Backend(BackendError::UnexpectedResult {
+                        what: format!("reserving values of sequence {key}"),
+                        reason: "no value came back".into(),
+                    })
+                })
             }
             Err(Unreserved::Unavailable { sqlstate, reason }) => {
                 reserved.unavailable = Some((Instant::now(), sqlstate.clone(), reason.clone()));
@@ -204,7 +218,10 @@ impl Sequences {
             return slot.clone();
         }
         let key = KeyDefault::sequence_key(sequence);
-        let slot = slots.get(&key).cloned().unwrap_or_else(|| Arc::new(Slot { key: key.clone(), reserved: Mutex::new(Reserved::default()) }));
+        let slot = slots
+            .get(&key)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(Slot { key: key.clone(), reserved: Mutex::new(Reserved::default()) }));
         slots.insert(key, slot.clone());
         slots.insert(sequence.to_owned(), slot.clone());
         slot
@@ -214,7 +231,10 @@ impl Sequences {
         let what = format!("reserving values of sequence {key}");
         let result = self.pool.with(|pooled| {
             let statement = pooled.statement(RESERVE_SQL).map_err(|e| BackendError::from_postgres(&what, &e))?;
-            let rows = pooled.client.query(&statement, &[&key, &i64::from(self.block)]).map_err(|e| BackendError::from_postgres(&what, &e))?;
+            let rows = pooled
+                .client
+                .query(&statement, &[&key, &i64::from(self.block)])
+                .map_err(|e| BackendError::from_postgres(&what, &e))?;
             if rows.is_empty() {
                 // The regclass resolved, yet pg_sequence has no row: not a sequence.
                 return Err(CacheError::Backend(BackendError::Server {
@@ -225,13 +245,21 @@ impl Sequences {
                     hint: None,
                 }));
             }
-            rows.iter().map(|row| row.try_get::<_, i64>(0).map_err(|e| BackendError::from_postgres(&what, &e).into())).collect()
+            rows.iter()
+                .map(|row| row.try_get::<_, i64>(0).map_err(|e| BackendError::from_postgres(&what, &e).into()))
+                .collect()
         });
         result.map_err(|error| match &error {
-            CacheError::Connect(connect) => Unreserved::Unavailable { sqlstate: connect.sqlstate().to_owned(), reason: error.to_string() },
-            CacheError::Backend(BackendError::Connection { .. }) => Unreserved::Unavailable { sqlstate: "08006".into(), reason: error.to_string() },
+            CacheError::Connect(connect) => {
+                Unreserved::Unavailable { sqlstate: connect.sqlstate().to_owned(), reason: error.to_string() }
+            }
+            CacheError::Backend(BackendError::Connection { .. }) => {
+                Unreserved::Unavailable { sqlstate: "08006".into(), reason: error.to_string() }
+            }
             // PostgreSQL going down or refusing sessions while it starts.
-            CacheError::Backend(BackendError::Server { sqlstate, message, .. }) if sqlstate.starts_with("08") || sqlstate.starts_with("57P") => {
+            CacheError::Backend(BackendError::Server { sqlstate, message, .. })
+                if sqlstate.starts_with("08") || sqlstate.starts_with("57P") =>
+            {
                 Unreserved::Unavailable { sqlstate: sqlstate.clone(), reason: message.clone() }
             }
             _ => Unreserved::Refused(error),

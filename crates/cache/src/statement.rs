@@ -16,22 +16,40 @@ use crate::group::GroupKind;
 pub enum CacheStatement {
     Create(CreateGroup),
     /// `DROP CACHE GROUP [IF EXISTS] name`: drops the group's tables in the cache (PostgreSQL untouched).
-    Drop { name: String, if_exists: bool },
+    Drop {
+        name: String,
+        if_exists: bool,
+    },
     /// `LOAD CACHE GROUP name [WHERE predicate] [PARALLEL n]`.
-    Load { name: String, predicate: Option<String>, parallel: Option<usize> },
+    Load {
+        name: String,
+        predicate: Option<String>,
+        parallel: Option<usize>,
+    },
     /// `UNLOAD CACHE GROUP name [WHERE predicate]`.
-    Unload { name: String, predicate: Option<String> },
+    Unload {
+        name: String,
+        predicate: Option<String>,
+    },
     /// `REFRESH CACHE GROUP name [WHERE predicate] [PARALLEL n]`.
-    Refresh { name: String, predicate: Option<String>, parallel: Option<usize> },
+    Refresh {
+        name: String,
+        predicate: Option<String>,
+        parallel: Option<usize>,
+    },
     /// `VERIFY CACHE GROUP name`: every cached instance compared with PostgreSQL's.
-    Verify { name: String },
+    Verify {
+        name: String,
+    },
     /// `TAKEOVER CACHE NODE`: the node name becomes this data directory's in
     /// PostgreSQL, whoever owned it (`node.rs`).
     Takeover,
     /// `ALTER CACHE GROUP name ACCEPT DEFINITION`: PostgreSQL's current
     /// definitions of the group's tables become the ones it checks against,
     /// when what the cache mirrors of them is unchanged (`drift.rs`).
-    AcceptDefinition { name: String },
+    AcceptDefinition {
+        name: String,
+    },
 }
 
 /// `CREATE [DYNAMIC] {AWT|SWT|READONLY} CACHE GROUP name FROM root [WHERE predicate], child, ...
@@ -485,7 +503,11 @@ impl Parser<'_> {
             _ => {
                 let name = self.identifier("a cache group name")?;
                 let (predicate, parallel) = self.tail_predicate()?;
-                if verb == "load" { CacheStatement::Load { name, predicate, parallel } } else { CacheStatement::Refresh { name, predicate, parallel } }
+                if verb == "load" {
+                    CacheStatement::Load { name, predicate, parallel }
+                } else {
+                    CacheStatement::Refresh { name, predicate, parallel }
+                }
             }
         };
         self.end()?;
@@ -506,7 +528,11 @@ impl Parser<'_> {
             if let (Kind::Word(w), Kind::Number(n)) = last_two
                 && w == "parallel"
             {
-                let n: usize = n.parse().ok().filter(|&n| n >= 1).ok_or_else(|| syntax(format!("PARALLEL must be a positive integer, not {n}")))?;
+                let n: usize = n
+                    .parse()
+                    .ok()
+                    .filter(|&n| n >= 1)
+                    .ok_or_else(|| syntax(format!("PARALLEL must be a positive integer, not {n}")))?;
                 parallel = Some(n);
                 end -= 2;
             }
@@ -534,7 +560,10 @@ impl Parser<'_> {
             }
             match token.kind {
                 Kind::Punct('(') => depth += 1,
-                Kind::Punct(')') => depth = depth.checked_sub(1).ok_or_else(|| syntax(format!("unbalanced parentheses {}", self.near())))?,
+                Kind::Punct(')') => {
+                    depth =
+                        depth.checked_sub(1).ok_or_else(|| syntax(format!("unbalanced parentheses {}", self.near())))?
+                }
                 Kind::Punct(';') if depth == 0 => break,
                 _ => {}
             }
@@ -608,7 +637,9 @@ impl Parser<'_> {
                 "keep" => create.keep = true,
                 "autorefresh" => {
                     if create.kind != GroupKind::ReadOnly {
-                        return Err(syntax("AUTOREFRESH applies to READONLY cache groups (AWT and SWT groups change through pgtier)"));
+                        return Err(syntax(
+                            "AUTOREFRESH applies to READONLY cache groups (AWT and SWT groups change through pgtier)",
+                        ));
                     }
                     create.autorefresh = if self.eat_word("on") {
                         true
@@ -619,7 +650,9 @@ impl Parser<'_> {
                     };
                 }
                 _ => {
-                    let Some(Kind::Str(text)) = self.peek() else { return Err(self.expected("a quoted size such as '64MB'")) };
+                    let Some(Kind::Str(text)) = self.peek() else {
+                        return Err(self.expected("a quoted size such as '64MB'"));
+                    };
                     let size = unquote(text).ok_or_else(|| self.expected("a quoted size such as '64MB'"))?;
                     create.memory_budget = Some(CreateGroup::parse_memory_size(&size).map_err(syntax)?);
                     self.at += 1;

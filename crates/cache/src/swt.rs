@@ -42,11 +42,14 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use pgtier_backend::connect_backend;
 use pgtier_engine::{
-    ColumnDef, CommitMode, CommitParticipant, DataType, Database, EngineError, Origin, RowChange, RowOp, TableDef, Transaction, Value,
+    ColumnDef, CommitMode, CommitParticipant, DataType, Database, EngineError, Origin, RowChange, RowOp, TableDef,
+    Transaction, Value,
 };
 use postgres::Client;
 
-use crate::apply::{Applied, Applier, RowStatement, apply_checked, connection_error, row_statement, session_connection};
+use crate::apply::{
+    Applied, Applier, RowStatement, apply_checked, connection_error, row_statement, session_connection,
+};
 use crate::awt::LagHistogram;
 use crate::backend_schema::{DEFINITION_CHANGED, NODE_NOT_OWNED};
 use crate::drift::{check_clause, token_of, verify_group};
@@ -224,7 +227,8 @@ impl Swt {
         let mut pending: Vec<Slot> = if first {
             ensure_slots_table(db)?;
             let local = read_local_counters(db)?;
-            let ids: std::collections::BTreeSet<i32> = local.keys().chain(read_log(&mut client, &self.node)?.keys()).copied().collect();
+            let ids: std::collections::BTreeSet<i32> =
+                local.keys().chain(read_log(&mut client, &self.node)?.keys()).copied().collect();
             ids.into_iter().map(|id| Slot::new(id, local.get(&id).copied().unwrap_or(0))).collect()
         } else {
             std::mem::take(&mut self.slots.lock().in_doubt)
@@ -286,7 +290,12 @@ impl Swt {
     /// Makes the cache agree with PostgreSQL for `slot`: the rows changed by
     /// the transactions PostgreSQL logged past the cache's number are
     /// reloaded from PostgreSQL, and the local number moves up to its.
-    fn repair_slot(&self, cache: &Cache, slot: &mut Slot, remote: Option<&Vec<(i64, String)>>) -> Result<(), CacheError> {
+    fn repair_slot(
+        &self,
+        cache: &Cache,
+        slot: &mut Slot,
+        remote: Option<&Vec<(i64, String)>>,
+    ) -> Result<(), CacheError> {
         let Some(log) = remote else { return Ok(()) };
         let ahead: Vec<&(i64, String)> = log.iter().filter(|(txn_id, _)| *txn_id > slot.txn_id).collect();
         let Some(&&(newest, _)) = ahead.last() else { return Ok(()) };
@@ -312,12 +321,22 @@ impl Swt {
             if slots.ready && slots.in_doubt.is_empty() {
                 break;
             }
-            if self.ready_changed.wait_until(&mut slots, deadline.min(Instant::now() + Duration::from_millis(100))).timed_out() && Instant::now() >= deadline {
+            if self
+                .ready_changed
+                .wait_until(&mut slots, deadline.min(Instant::now() + Duration::from_millis(100)))
+                .timed_out()
+                && Instant::now() >= deadline
+            {
                 let reason = self.status.last_error.lock().clone().unwrap_or_else(|| "still resolving".into());
                 return Err(EngineError::hook(
                     "57P03",
-                    format!("SWT write-through is resolving a transaction whose outcome in PostgreSQL is unknown: {reason}"),
-                    Some("pgtier reloads the rows it changed from PostgreSQL as soon as PostgreSQL answers; retry then.".into()),
+                    format!(
+                        "SWT write-through is resolving a transaction whose outcome in PostgreSQL is unknown: {reason}"
+                    ),
+                    Some(
+                        "pgtier reloads the rows it changed from PostgreSQL as soon as PostgreSQL answers; retry then."
+                            .into(),
+                    ),
                 ));
             }
         }
@@ -382,13 +401,21 @@ impl Swt {
                         swt.status.repairs.fetch_add(1, Ordering::Relaxed);
                         return;
                     }
-                    Err(error) => *swt.status.last_error.lock() = Some(format!("reloading rows PostgreSQL disagreed with: {error}")),
+                    Err(error) => {
+                        *swt.status.last_error.lock() =
+                            Some(format!("reloading rows PostgreSQL disagreed with: {error}"))
+                    }
                 }
             }
         });
     }
 
-    fn commit_in_postgres(self: &Arc<Swt>, cache: &Cache, txn: &mut Transaction, changes: &[RowChange]) -> Result<u64, EngineError> {
+    fn commit_in_postgres(
+        self: &Arc<Swt>,
+        cache: &Cache,
+        txn: &mut Transaction,
+        changes: &[RowChange],
+    ) -> Result<u64, EngineError> {
         // The statements, and the change each one came from.
         let mut statements: Vec<RowStatement> = Vec::with_capacity(changes.len());
         let mut sources: Vec<&RowChange> = Vec::with_capacity(changes.len());
@@ -398,7 +425,9 @@ impl Swt {
             if entry.def.kind != GroupKind::Swt {
                 continue;
             }
-            let key = entry.root_key_of_row(index, &change.row().values()).map_or_else(|| WHOLE_GROUP.to_owned(), |key| key_text(&key));
+            let key = entry
+                .root_key_of_row(index, &change.row().values())
+                .map_or_else(|| WHOLE_GROUP.to_owned(), |key| key_text(&key));
             if !touched.iter().any(|(e, k)| Arc::ptr_eq(e, &entry) && *k == key) {
                 touched.push((entry.clone(), key));
             }
@@ -467,9 +496,15 @@ impl Swt {
             Ok(Applied::Refused(refusal)) if refusal.sqlstate == DEFINITION_CHANGED => {
                 self.put_idle(slot);
                 let group = refs.first().map(|s| s.entry().def.name.clone()).unwrap_or_default();
-                Err(engine_error(&CacheError::DefinitionDrift { group, table: refusal.detail.unwrap_or_default(), reason: refusal.message }))
+                Err(engine_error(&CacheError::DefinitionDrift {
+                    group,
+                    table: refusal.detail.unwrap_or_default(),
+                    reason: refusal.message,
+                }))
             }
-            Ok(Applied::Refused(refusal)) if refusal.sqlstate == "23505" && refusal.message.contains("swt_log_pkey") => {
+            Ok(Applied::Refused(refusal))
+                if refusal.sqlstate == "23505" && refusal.message.contains("swt_log_pkey") =>
+            {
                 // PostgreSQL already holds this slot's next number: a commit
                 // the cache missed. Resolved like a crash; the client retries.
                 self.slots.lock().in_doubt.push(slot);
@@ -581,13 +616,21 @@ impl Swt {
     /// The definition check for the tables `statements` change; a group
     /// whose tables were not checked yet (or met a changed digest) is
     /// verified first (55000 when its tables changed).
-    fn definition_check(&self, applier: &mut Applier, statements: &[&RowStatement]) -> Result<Option<String>, CacheError> {
+    fn definition_check(
+        &self,
+        applier: &mut Applier,
+        statements: &[&RowStatement],
+    ) -> Result<Option<String>, CacheError> {
         let mut tables = Vec::new();
         for statement in statements {
             let entry = statement.entry();
             if token_of(entry, statement.index()).is_none() {
                 if let Some(drift) = verify_group(&mut applier.client, entry)? {
-                    let error = CacheError::DefinitionDrift { group: entry.def.name.clone(), table: drift.table, reason: drift.reason };
+                    let error = CacheError::DefinitionDrift {
+                        group: entry.def.name.clone(),
+                        table: drift.table,
+                        reason: drift.reason,
+                    };
                     let text = error.to_string();
                     if self.status.drifted.lock().insert(entry.def.name.clone(), text.clone()).is_none() {
                         eprintln!("pgtier: SWT commits to cache group \"{}\" are refused: {text}", entry.def.name);
@@ -646,7 +689,8 @@ impl Drop for Commit<'_> {
 fn crash_window_pause() {
     static PAUSE: std::sync::OnceLock<(Option<Duration>, bool)> = std::sync::OnceLock::new();
     let (pause, announce) = PAUSE.get_or_init(|| {
-        let pause = std::env::var("PGTIER_SWT_CRASH_WINDOW_US").ok().and_then(|v| v.parse().ok()).map(Duration::from_micros);
+        let pause =
+            std::env::var("PGTIER_SWT_CRASH_WINDOW_US").ok().and_then(|v| v.parse().ok()).map(Duration::from_micros);
         (pause, std::env::var_os("PGTIER_SWT_CRASH_WINDOW_ANNOUNCE").is_some())
     });
     if let Some(pause) = pause {
@@ -732,11 +776,16 @@ fn refresh_changed(cache: &Cache, described: &str) -> Result<(), CacheError> {
     let catalog = cache.database().catalog();
     let mut keys: BTreeMap<String, (Vec<Vec<Value>>, bool)> = BTreeMap::new();
     for line in described.lines().filter(|line| !line.is_empty()) {
-        let damaged = || CacheError::StreamOrder { group: String::new(), reason: format!("pgtier.swt_log holds a damaged change record: {line:.80}") };
+        let damaged = || CacheError::StreamOrder {
+            group: String::new(),
+            reason: format!("pgtier.swt_log holds a damaged change record: {line:.80}"),
+        };
         let (name, image) = line.split_once(':').ok_or_else(damaged)?;
         let name = String::from_utf8(unhex(name).ok_or_else(damaged)?).map_err(|_| damaged())?;
         let image = unhex(image).ok_or_else(damaged)?;
-        let (Some(schema), Some((entry, index))) = (catalog.table_by_name(&name), cache.table_of_group(&name)) else { continue };
+        let (Some(schema), Some((entry, index))) = (catalog.table_by_name(&name), cache.table_of_group(&name)) else {
+            continue;
+        };
         let change = RowChange::from_image(RowOp::Insert, Arc::clone(schema), image).map_err(CacheError::Engine)?;
         let slot = keys.entry(entry.def.name.clone()).or_default();
         match entry.root_key_of_row(index, &change.row().values()) {
@@ -771,7 +820,9 @@ fn log_statement(node: &NodeIdentity, slot: i32, txn_id: i64, changes: &str) -> 
 /// uncommitted (up to the lock timeout: then an error, and no answer).
 fn settle(client: &mut Client, node: &NodeIdentity, slot: i32, txn_id: i64) -> Result<bool, CacheError> {
     let mut probe = client.transaction().map_err(|e| connection_error(&e))?;
-    probe.batch_execute(&format!("SET LOCAL lock_timeout = {OUTCOME_LOCK_TIMEOUT_MS}")).map_err(|e| connection_error(&e))?;
+    probe
+        .batch_execute(&format!("SET LOCAL lock_timeout = {OUTCOME_LOCK_TIMEOUT_MS}"))
+        .map_err(|e| connection_error(&e))?;
     let inserted = probe
         .execute(
             "INSERT INTO pgtier.swt_log (node, incarnation, slot, txn_id, changes) VALUES ($1, $2, $3, $4, '') ON CONFLICT DO NOTHING",
@@ -799,7 +850,11 @@ fn ensure_slots_table(db: &Database) -> Result<(), CacheError> {
         return Ok(());
     }
     let mut txn = db.begin()?;
-    let def = TableDef::new(SLOTS_TABLE, vec![ColumnDef::new("slot", DataType::Int4), ColumnDef::new("txn_id", DataType::Int8).not_null()], &["slot"]);
+    let def = TableDef::new(
+        SLOTS_TABLE,
+        vec![ColumnDef::new("slot", DataType::Int4), ColumnDef::new("txn_id", DataType::Int8).not_null()],
+        &["slot"],
+    );
     match txn.create_table(&def) {
         Ok(_) => Ok(txn.commit().map(|_| ())?),
         // Created meanwhile by another resolver.

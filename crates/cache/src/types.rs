@@ -4,8 +4,8 @@
 //! time (0A000), never truncated at load time.
 
 use pgtier_backend::catalog::{ColumnDef, TypeModifier};
-use pgtier_backend::copy_out::{Value as PgValue, ValueKind};
 use pgtier_backend::copy_out::NumericSign;
+use pgtier_backend::copy_out::{Value as PgValue, ValueKind};
 use pgtier_engine::{DataType, NumericBig, Value};
 
 /// The engine type of a PostgreSQL column and the COPY decoder for it, or
@@ -55,7 +55,8 @@ pub fn engine_type(column: &ColumnDef) -> Result<(DataType, ValueKind), String> 
             return Err("Supported types: smallint, integer, bigint, numeric, numeric(p,s), real, double precision, text, varchar(n), char(n), boolean, bytea, date, timestamp, timestamptz, time, interval, uuid, json, jsonb, and one-dimensional arrays of them.".into());
         }
     };
-    let kind = ValueKind::for_type_oid(column.base_type_oid).ok_or_else(|| format!("No binary decoder for type oid {}.", column.base_type_oid))?;
+    let kind = ValueKind::for_type_oid(column.base_type_oid)
+        .ok_or_else(|| format!("No binary decoder for type oid {}.", column.base_type_oid))?;
     Ok((ty, kind))
 }
 
@@ -70,12 +71,15 @@ pub fn engine_value(ty: DataType, value: PgValue<'_>) -> Result<Value, String> {
         (DataType::Float8, PgValue::Float8(v)) => Value::Float8(v),
         (DataType::Numeric { .. }, PgValue::Numeric(n)) => match n.sign {
             NumericSign::NaN => Value::NumericBig(NumericBig::nan()),
-            NumericSign::Infinity | NumericSign::NegativeInfinity => Value::NumericBig(NumericBig::infinity(n.sign == NumericSign::NegativeInfinity)),
+            NumericSign::Infinity | NumericSign::NegativeInfinity => {
+                Value::NumericBig(NumericBig::infinity(n.sign == NumericSign::NegativeInfinity))
+            }
             NumericSign::Positive | NumericSign::Negative => {
                 // numeric_out's text has every digit at the display scale:
                 // PostgreSQL already fitted the value to the column's typmod.
                 let digits: String = n.to_string().chars().filter(char::is_ascii_digit).collect();
-                let value = NumericBig::finite(n.sign == NumericSign::Negative, &digits, n.dscale).ok_or_else(|| format!("numeric value {n} is beyond pgtier's numeric"))?;
+                let value = NumericBig::finite(n.sign == NumericSign::Negative, &digits, n.dscale)
+                    .ok_or_else(|| format!("numeric value {n} is beyond pgtier's numeric"))?;
                 let value = match value {
                     Ok(small) => Value::Numeric(small),
                     Err(big) => Value::NumericBig(big),
@@ -89,17 +93,22 @@ pub fn engine_value(ty: DataType, value: PgValue<'_>) -> Result<Value, String> {
         (DataType::Timestamp(_), PgValue::Timestamp(v)) => Value::Timestamp(v),
         (DataType::TimestampTz(_), PgValue::TimestampTz(v)) => Value::TimestampTz(v),
         (DataType::Time(_), PgValue::Time(v)) => Value::Time(v),
-        (DataType::Interval, PgValue::Interval { months, days, micros }) => Value::Interval(pgtier_engine::Interval { months, days, micros }),
+        (DataType::Interval, PgValue::Interval { months, days, micros }) => {
+            Value::Interval(pgtier_engine::Interval { months, days, micros })
+        }
         (DataType::Uuid, PgValue::Uuid(v)) => Value::Uuid(v),
         (DataType::Json, PgValue::Text(v)) => Value::Json(v.to_owned()),
         // jsonb_send's text is jsonb_out's, already the canonical form;
         // canonicalized again so keys and comparisons never see another.
-        (DataType::Jsonb, PgValue::Text(v)) => {
-            Value::Jsonb(pgtier_engine::json::canonical(v).map_err(|e| format!("jsonb value cannot be cached: {}", e.detail))?)
-        }
-        (DataType::Array(e), PgValue::Array(array)) => {
-            Value::Array(array.values().map(|v| v.map_or(Ok(Value::Null), |v| engine_value(e.get(), v))).collect::<Result<Vec<_>, String>>()?)
-        }
+        (DataType::Jsonb, PgValue::Text(v)) => Value::Jsonb(
+            pgtier_engine::json::canonical(v).map_err(|e| format!("jsonb value cannot be cached: {}", e.detail))?,
+        ),
+        (DataType::Array(e), PgValue::Array(array)) => Value::Array(
+            array
+                .values()
+                .map(|v| v.map_or(Ok(Value::Null), |v| engine_value(e.get(), v)))
+                .collect::<Result<Vec<_>, String>>()?,
+        ),
         (ty, value) => return Err(format!("a {value:?} does not fit type {}", ty.pg_name())),
     })
 }

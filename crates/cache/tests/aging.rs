@@ -21,7 +21,8 @@ fn open(dir: &std::path::Path, url: &str, budget: Option<u64>) -> Arc<Cache> {
     let db = Database::open(dir, EngineConfig::default()).unwrap();
     let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
     // The test drives the rounds (age_now); the thread stays out of the way.
-    let mut config = CacheConfig { memory_budget: budget, aging_interval: Duration::from_secs(3600), ..CacheConfig::default() };
+    let mut config =
+        CacheConfig { memory_budget: budget, aging_interval: Duration::from_secs(3600), ..CacheConfig::default() };
     config.awt.node = common::node_of(dir);
     Cache::open(db, Some(params), config).unwrap()
 }
@@ -50,17 +51,24 @@ fn lru_keeps_memory_under_the_budget_and_the_hot_set_cached() {
     let db = cache.database().clone();
     let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
     let mut client = connect(&url).unwrap();
-    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec())
-    .unwrap();
+    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec()).unwrap();
     let hot: Vec<i32> = (1..=20).collect();
     let mut peak = 0u64;
     // 2,000 distinct cold keys: five times what the budget holds.
     for cold_start in (1000..3000).step_by(100) {
         let mut txn = db.begin().unwrap();
         for key in hot.iter().copied().chain(cold_start..cold_start + 100) {
-            let got = txn.get_with(subscriber, &[Value::Int4(key)], |row| row.values().iter().map(ToString::to_string).collect::<Vec<_>>().join("|")).unwrap();
+            let got = txn
+                .get_with(subscriber, &[Value::Int4(key)], |row| {
+                    row.values().iter().map(ToString::to_string).collect::<Vec<_>>().join("|")
+                })
+                .unwrap();
             if key % 50 == 0 {
-                assert_eq!(got.into_iter().collect::<Vec<_>>(), postgres_dump(&mut client, &group, "subscriber", &format!("s_id = {key}")), "{key}");
+                assert_eq!(
+                    got.into_iter().collect::<Vec<_>>(),
+                    postgres_dump(&mut client, &group, "subscriber", &format!("s_id = {key}")),
+                    "{key}"
+                );
             }
         }
         txn.commit().unwrap();
@@ -76,7 +84,10 @@ fn lru_keeps_memory_under_the_budget_and_the_hot_set_cached() {
     // The hot instances were read in every batch: never evicted, loaded once each.
     let cached: Vec<String> = cache_dump(&db, "subscriber");
     for key in &hot {
-        assert!(cached.iter().any(|line| line.split('|').next() == Some(&key.to_string())), "hot subscriber {key} evicted");
+        assert!(
+            cached.iter().any(|line| line.split('|').next() == Some(&key.to_string())),
+            "hot subscriber {key} evicted"
+        );
     }
     let stats = &cache.stats()[0];
     assert!(stats.evicted_instances > 1000, "{stats:?}");
@@ -141,7 +152,8 @@ fn time_aging_drops_old_instances() {
         .iter()
         .map(|row| row.get::<_, i32>(0).to_string())
         .collect();
-    let mut cached: Vec<String> = cache_dump(cache.database(), "orders").iter().map(|l| l.split('|').next().unwrap().to_owned()).collect();
+    let mut cached: Vec<String> =
+        cache_dump(cache.database(), "orders").iter().map(|l| l.split('|').next().unwrap().to_owned()).collect();
     cached.sort_by_key(|id| id.parse::<i32>().unwrap());
     assert_eq!(cached, expected);
     assert_eq!(cache_dump(cache.database(), "order_lines").len(), 27);

@@ -24,11 +24,20 @@ fn ar_group(name: &str, dynamic: bool) -> pgtier_cache::CreateGroup {
 }
 
 fn status(cache: &Cache, group: &str) -> std::sync::Arc<AutorefreshStatus> {
-    cache.autorefresh_status().into_iter().find(|s| s.group == group).unwrap_or_else(|| panic!("no autorefresh for {group}"))
+    cache
+        .autorefresh_status()
+        .into_iter()
+        .find(|s| s.group == group)
+        .unwrap_or_else(|| panic!("no autorefresh for {group}"))
 }
 
 fn slots(client: &mut Client) -> Vec<String> {
-    client.query("SELECT slot_name::text FROM pg_replication_slots ORDER BY 1", &[]).unwrap().iter().map(|r| r.get(0)).collect()
+    client
+        .query("SELECT slot_name::text FROM pg_replication_slots ORDER BY 1", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
 }
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
@@ -105,7 +114,8 @@ fn changes_made_in_postgres_reach_the_cache() {
     // DROP CACHE GROUP drops the slot and the publication.
     cache.drop_group("tatp", false).unwrap();
     assert!(!slots(&mut client).iter().any(|s| s.contains("ar_basic_tatp")), "{:?}", slots(&mut client));
-    let publications: i64 = client.query_one("SELECT count(*) FROM pg_publication WHERE pubname LIKE 'pgtier_%'", &[]).unwrap().get(0);
+    let publications: i64 =
+        client.query_one("SELECT count(*) FROM pg_publication WHERE pubname LIKE 'pgtier_%'", &[]).unwrap().get(0);
     assert_eq!(publications, 0);
 }
 
@@ -143,11 +153,18 @@ fn a_table_changed_in_postgres_stops_its_group_and_frees_the_slot() {
     cache.create_group(&ar_group("tatp", false)).unwrap();
     cache.load("tatp", &LoadOptions { predicate: Some("s_id <= 100".into()), ..LoadOptions::default() }).unwrap();
     let mut client = connect(&url).unwrap();
-    client.batch_execute("ALTER TABLE access_info ADD COLUMN extra int; UPDATE access_info SET extra = 1 WHERE s_id = 1").unwrap();
+    client
+        .batch_execute("ALTER TABLE access_info ADD COLUMN extra int; UPDATE access_info SET extra = 1 WHERE s_id = 1")
+        .unwrap();
     let s = status(&cache, "tatp");
     wait_until("the group to stop", || *s.state.lock() == "stopped");
     let error = s.last_error.lock().clone().unwrap();
-    assert!(error.contains("access_info") && error.contains("55000") && error.contains("DROP CACHE GROUP tatp, then CREATE"), "{error}");
+    assert!(
+        error.contains("access_info")
+            && error.contains("55000")
+            && error.contains("DROP CACHE GROUP tatp, then CREATE"),
+        "{error}"
+    );
     wait_until("the slot to be dropped", || !slots(&mut client).iter().any(|n| n.contains("ar_schema_tatp")));
 }
 
@@ -164,7 +181,11 @@ fn reopening_continues_from_the_slot_and_own_changes_never_come_back() {
         cache.create_group(&ar_group("tatp", false)).unwrap();
         cache.load("tatp", &LoadOptions { predicate: Some("s_id <= 2000".into()), ..LoadOptions::default() }).unwrap();
     }
-    client.batch_execute("UPDATE subscriber SET msc_location = 5 WHERE s_id <= 100; DELETE FROM call_forwarding WHERE s_id <= 100").unwrap();
+    client
+        .batch_execute(
+            "UPDATE subscriber SET msc_location = 5 WHERE s_id <= 100; DELETE FROM call_forwarding WHERE s_id <= 100",
+        )
+        .unwrap();
     // What pgtier's own write-through session would send (origin pgtier_<node>_*).
     // (Separate transactions: the origin a commit carries is the session's at commit time.)
     let probe = format!("pgtier_{}_probe", common::node_of(dir.path()));
@@ -195,7 +216,11 @@ fn write_through_of_an_awt_group_never_comes_back_as_a_refresh() {
     let cache = open_cache(dir.path(), &url);
     cache.create_group(&ar_group("ro", false)).unwrap();
     cache.load("ro", &LoadOptions { predicate: Some("s_id <= 500".into()), ..LoadOptions::default() }).unwrap();
-    let awt = pgtier_cache::CreateGroup { children: Vec::new(), root: "account".into(), ..tatp_group("acc", GroupKind::Awt, false) };
+    let awt = pgtier_cache::CreateGroup {
+        children: Vec::new(),
+        root: "account".into(),
+        ..tatp_group("acc", GroupKind::Awt, false)
+    };
     cache.create_group(&awt).unwrap();
     cache.load("acc", &LoadOptions::default()).unwrap();
     let db = cache.database();
@@ -221,7 +246,11 @@ fn write_through_of_an_awt_group_never_comes_back_as_a_refresh() {
 /// from a new slot, once, and equals PostgreSQL.
 #[test]
 fn an_invalidated_slot_makes_the_group_load_again_once() {
-    let settings = vec![("max_slot_wal_keep_size".to_owned(), "1MB".to_owned()), ("max_wal_size".to_owned(), "32MB".to_owned()), ("min_wal_size".to_owned(), "32MB".to_owned())];
+    let settings = vec![
+        ("max_slot_wal_keep_size".to_owned(), "1MB".to_owned()),
+        ("max_wal_size".to_owned(), "32MB".to_owned()),
+        ("min_wal_size".to_owned(), "32MB".to_owned()),
+    ];
     let cluster = PrivateCluster::start(ClusterOptions { settings, ..ClusterOptions::default() }).unwrap();
     let url = cluster.create_database("ar_lost").unwrap();
     populate_tatp(&url);
@@ -232,12 +261,19 @@ fn an_invalidated_slot_makes_the_group_load_again_once() {
         cache.load("tatp", &LoadOptions { predicate: Some("s_id <= 1000".into()), ..LoadOptions::default() }).unwrap();
     }
     let mut client = connect(&url).unwrap();
-    client.batch_execute("UPDATE subscriber SET msc_location = 42 WHERE s_id <= 300; DELETE FROM call_forwarding WHERE s_id <= 300").unwrap();
+    client
+        .batch_execute(
+            "UPDATE subscriber SET msc_location = 42 WHERE s_id <= 300; DELETE FROM call_forwarding WHERE s_id <= 300",
+        )
+        .unwrap();
     client.batch_execute("CREATE TABLE filler (id int, pad text)").unwrap();
     let deadline = Instant::now() + WAIT;
     loop {
         let slot = format!("pgtier_{}_ar_lost_tatp", common::node_of(dir.path()));
-        let status: Option<String> = client.query_one("SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", &[&slot]).unwrap().get(0);
+        let status: Option<String> = client
+            .query_one("SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", &[&slot])
+            .unwrap()
+            .get(0);
         if status.as_deref() == Some("lost") {
             break;
         }
@@ -288,7 +324,12 @@ fn an_idle_group_does_not_pin_wal_while_other_databases_write() {
         worst_lag_ms = worst_lag_ms.max(status(&cache, "tatp").lag_ms());
     }
     let retained: i64 = client.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1", &[&format!("pgtier_{}_ar_idle_tatp", common::node_of(dir.path()))]).unwrap().get(0);
-    println!("idle slot for {seconds} s while {} MB were written elsewhere: retained WAL now {} kB, at most {} kB", written >> 20, retained >> 10, worst >> 10);
+    println!(
+        "idle slot for {seconds} s while {} MB were written elsewhere: retained WAL now {} kB, at most {} kB",
+        written >> 20,
+        retained >> 10,
+        worst >> 10
+    );
     // Retained WAL stays bounded by a few checkpoints' worth, not by what was written.
     assert!(retained < 8 << 20, "an idle slot pins {retained} bytes");
     assert!(status(&cache, "tatp").retained_wal_bytes.load(Ordering::Relaxed) < 64 << 20);
@@ -307,7 +348,9 @@ fn wal_level_other_than_logical_is_refused_with_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let cache = open_cache(dir.path(), &url);
     cache.create_group(&ar_group("tatp", false)).unwrap();
-    let error = cache.load("tatp", &LoadOptions { predicate: Some("s_id <= 10".into()), ..LoadOptions::default() }).unwrap_err();
+    let error = cache
+        .load("tatp", &LoadOptions { predicate: Some("s_id <= 10".into()), ..LoadOptions::default() })
+        .unwrap_err();
     assert_eq!(error.sqlstate(), "55000", "{error}");
     assert!(error.to_string().contains("wal_level = logical"), "{error}");
     assert!(error.hint().unwrap().contains("ALTER SYSTEM SET wal_level = logical"), "{error:?}");
@@ -317,7 +360,13 @@ fn wal_level_other_than_logical_is_refused_with_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let cache = open_cache(dir.path(), &url);
     cache.create_group(&tatp_group("manual", GroupKind::ReadOnly, false)).unwrap();
-    assert_eq!(cache.load("manual", &LoadOptions { predicate: Some("s_id <= 10".into()), ..LoadOptions::default() }).unwrap().instances, 10);
+    assert_eq!(
+        cache
+            .load("manual", &LoadOptions { predicate: Some("s_id <= 10".into()), ..LoadOptions::default() })
+            .unwrap()
+            .instances,
+        10
+    );
     assert!(cache.autorefresh_status().is_empty());
 }
 
@@ -330,10 +379,20 @@ fn a_value_the_cache_cannot_hold_stops_the_group() {
     client.batch_execute("CREATE TABLE price (id int PRIMARY KEY, amount numeric(10,2), grid numeric(8,2)[]); INSERT INTO price SELECT g, g * 1.5 FROM generate_series(1, 10) g").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cache = open_cache(dir.path(), &url);
-    cache.create_group(&pgtier_cache::CreateGroup { root: "price".into(), children: Vec::new(), ..ar_group("prices", false) }).unwrap();
+    cache
+        .create_group(&pgtier_cache::CreateGroup {
+            root: "price".into(),
+            children: Vec::new(),
+            ..ar_group("prices", false)
+        })
+        .unwrap();
     cache.load("prices", &LoadOptions::default()).unwrap();
     // NaN and wide values are numerics the cache holds (they once stopped it).
-    client.batch_execute("UPDATE price SET amount = 'NaN' WHERE id = 3; UPDATE price SET amount = -99999999.99 WHERE id = 4").unwrap();
+    client
+        .batch_execute(
+            "UPDATE price SET amount = 'NaN' WHERE id = 3; UPDATE price SET amount = -99999999.99 WHERE id = 4",
+        )
+        .unwrap();
     assert!(cache.wait_autorefreshed("prices", WAIT).unwrap());
     let rows = common::cache_dump(cache.database(), "price");
     assert!(rows.contains(&"3|NaN|null".to_owned()) && rows.contains(&"4|-99999999.99|null".to_owned()), "{rows:?}");

@@ -37,13 +37,21 @@ fn autorefresh_crash_child_entry() {
     loop {
         std::thread::sleep(Duration::from_millis(100));
         if let Some(status) = cache.autorefresh_status().first() {
-            println!("APPLIED {} RESNAPSHOTS {}", status.applied_txns.load(Ordering::Relaxed), status.resnapshots.load(Ordering::Relaxed));
+            println!(
+                "APPLIED {} RESNAPSHOTS {}",
+                status.applied_txns.load(Ordering::Relaxed),
+                status.resnapshots.load(Ordering::Relaxed)
+            );
         }
     }
 }
 
 /// One random transaction of the writer.
-fn change(client: &mut postgres::Client, rng: &mut rand::rngs::StdRng, next_subscriber: &AtomicU64) -> Result<(), postgres::Error> {
+fn change(
+    client: &mut postgres::Client,
+    rng: &mut rand::rngs::StdRng,
+    next_subscriber: &AtomicU64,
+) -> Result<(), postgres::Error> {
     let s = rng.random_range(1..=common::SUBSCRIBERS as i32);
     let value = rng.random_range(0..1_000_000i64);
     let mut txn = client.transaction()?;
@@ -53,7 +61,10 @@ fn change(client: &mut postgres::Client, rng: &mut rand::rngs::StdRng, next_subs
                 txn.execute("UPDATE subscriber SET msc_location = $2::int8, vlr_location = CASE WHEN $2::int8 % 5 = 0 THEN NULL ELSE $2::int8 END WHERE s_id = $1", &[&s, &value])?;
             }
             4 => {
-                txn.execute("UPDATE access_info SET data1 = ($2::int8 % 256)::smallint, data3 = 'w' WHERE s_id = $1", &[&s, &value])?;
+                txn.execute(
+                    "UPDATE access_info SET data1 = ($2::int8 % 256)::smallint, data3 = 'w' WHERE s_id = $1",
+                    &[&s, &value],
+                )?;
             }
             5 | 6 => {
                 let start = (value % 3 * 8) as i16;
@@ -90,7 +101,12 @@ fn kills_of_pgtier_and_restarts_of_postgres_lose_and_duplicate_nothing() {
     let dir = tempfile::tempdir().unwrap();
     {
         let cache = common::open_cache(dir.path(), &url);
-        cache.create_group(&pgtier_cache::CreateGroup { autorefresh: true, ..tatp_group("tatp", GroupKind::ReadOnly, false) }).unwrap();
+        cache
+            .create_group(&pgtier_cache::CreateGroup {
+                autorefresh: true,
+                ..tatp_group("tatp", GroupKind::ReadOnly, false)
+            })
+            .unwrap();
         cache.load("tatp", &LoadOptions::default()).unwrap();
     }
     // The writer: PostgreSQL's own sessions, reconnecting through restarts.
@@ -115,7 +131,12 @@ fn kills_of_pgtier_and_restarts_of_postgres_lose_and_duplicate_nothing() {
                         committed.fetch_add(1, Ordering::Relaxed);
                     }
                     // PostgreSQL going down or coming up: reconnect.
-                    Err(error) if error.is_closed() || error.code().is_none_or(|c| c.code().starts_with("57") || c.code().starts_with("08")) => {
+                    Err(error)
+                        if error.is_closed()
+                            || error
+                                .code()
+                                .is_none_or(|c| c.code().starts_with("57") || c.code().starts_with("08")) =>
+                    {
                         client = None;
                     }
                     Err(error) => panic!("the writer's transaction failed: {error:?}"),
@@ -164,7 +185,11 @@ fn kills_of_pgtier_and_restarts_of_postgres_lose_and_duplicate_nothing() {
         }
         child.kill().unwrap();
         child.wait().unwrap();
-        println!("round {round}: killed after {} ms ({last}); PostgreSQL restarted: {crashed}; transactions committed in PostgreSQL so far: {}", lives.as_millis(), committed.load(Ordering::Relaxed));
+        println!(
+            "round {round}: killed after {} ms ({last}); PostgreSQL restarted: {crashed}; transactions committed in PostgreSQL so far: {}",
+            lives.as_millis(),
+            committed.load(Ordering::Relaxed)
+        );
     }
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();

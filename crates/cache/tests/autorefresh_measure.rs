@@ -44,7 +44,8 @@ fn steady_changes_reach_the_cache_with_low_lag() {
             while !stop.load(Ordering::Relaxed) {
                 for _ in 0..200 {
                     let mut txn = db.begin().unwrap();
-                    txn.get(subscriber, &[Value::Int4(rng.random_range(1..=common::SUBSCRIBERS as i32))], &mut buf).unwrap();
+                    txn.get(subscriber, &[Value::Int4(rng.random_range(1..=common::SUBSCRIBERS as i32))], &mut buf)
+                        .unwrap();
                     txn.commit().unwrap();
                 }
                 reads.fetch_add(200, Ordering::Relaxed);

@@ -22,8 +22,7 @@ fn awt_group() -> CreateGroup {
 }
 
 fn check_group(client: &mut Client) -> CacheGroup {
-    pgtier_cache::define_group(client, &common::tatp_spec())
-        .unwrap()
+    pgtier_cache::define_group(client, &common::tatp_spec()).unwrap()
 }
 
 fn assert_same(cache: &Cache, client: &mut Client, predicate: &str) {
@@ -51,10 +50,14 @@ fn workload(db: &Database, seed: u64, n: usize, keys: i32) {
     for i in 0..n {
         let mut txn = db.begin().unwrap();
         let s = rng.random_range(1..=keys);
-        txn.update_with(subscriber.id, &[Value::Int4(s)], |row| Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap_or(0) as i32 + 1))]))).unwrap();
+        txn.update_with(subscriber.id, &[Value::Int4(s)], |row| {
+            Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap_or(0) as i32 + 1))]))
+        })
+        .unwrap();
         match i % 3 {
             0 => {
-                txn.update(access.id, &[Value::Int4(s), Value::Int2(1)], &[(data1, Value::Int2((i % 200) as i16))]).unwrap();
+                txn.update(access.id, &[Value::Int4(s), Value::Int2(1)], &[(data1, Value::Int2((i % 200) as i16))])
+                    .unwrap();
             }
             1 => {
                 // A call_forwarding row under one of s's special facilities (if any), start time 20.
@@ -67,14 +70,21 @@ fn workload(db: &Database, seed: u64, n: usize, keys: i32) {
                 if let Some(sf_type) = facility {
                     let key = [Value::Int4(s), sf_type.clone(), Value::Int2(20)];
                     if !txn.delete(forwarding.id, &key).unwrap() {
-                        txn.insert(forwarding.id, &[Value::Int4(s), sf_type, Value::Int2(20), Value::Int2(23), Value::Text(format!("n{i}"))]).unwrap();
+                        txn.insert(
+                            forwarding.id,
+                            &[Value::Int4(s), sf_type, Value::Int2(20), Value::Int2(23), Value::Text(format!("n{i}"))],
+                        )
+                        .unwrap();
                     }
                 }
             }
             // A second instance in the same transaction (may span apply lanes).
             _ => {
                 let other = rng.random_range(1..=keys);
-                txn.update_with(subscriber.id, &[Value::Int4(other)], |row| Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap_or(0) as i32 + 1))]))).unwrap();
+                txn.update_with(subscriber.id, &[Value::Int4(other)], |row| {
+                    Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap_or(0) as i32 + 1))]))
+                })
+                .unwrap();
             }
         }
         txn.commit().unwrap();
@@ -106,7 +116,10 @@ fn application_commits_reach_postgres_exactly_once_in_order() {
         // Unloading is not a delete in PostgreSQL.
         cache.unload("awt", None).unwrap();
         assert!(cache.wait_propagated(Duration::from_secs(30)));
-        assert_eq!(client.query_one("SELECT count(*) FROM subscriber WHERE s_id <= 2000", &[]).unwrap().get::<_, i64>(0), 2000);
+        assert_eq!(
+            client.query_one("SELECT count(*) FROM subscriber WHERE s_id <= 2000", &[]).unwrap().get::<_, i64>(0),
+            2000
+        );
         cache.load("awt", &LoadOptions { predicate: Some("s_id <= 2000".into()), ..LoadOptions::default() }).unwrap();
         workload(cache.database(), 2, 300, 2000);
         // Dropped with transactions possibly not yet propagated: the next open resumes.
@@ -126,16 +139,20 @@ fn application_commits_reach_postgres_exactly_once_in_order() {
     client.batch_execute("DELETE FROM call_forwarding WHERE s_id = 9; DELETE FROM special_facility WHERE s_id = 9; DELETE FROM access_info WHERE s_id = 9; DELETE FROM subscriber WHERE s_id = 9;").unwrap();
     let verified = cache.verify("awt").unwrap();
     assert_eq!(verified.differing, u64::from(forwarding_of_6) + 1, "{verified:?}");
-    assert!(verified.differences.iter().any(|(key, table, _)| key.contains("Int4(5)") && table == "access_info"), "{verified:?}");
+    assert!(
+        verified.differences.iter().any(|(key, table, _)| key.contains("Int4(5)") && table == "access_info"),
+        "{verified:?}"
+    );
     assert_eq!(verified.only_in_cache, vec!["[Int4(9)]".to_owned()]);
 }
-
 
 #[test]
 fn a_refused_transaction_goes_to_the_error_table_and_the_rest_propagates() {
     let url = fresh_tatp("cache_awt_poison");
     let mut client = connect(&url).unwrap();
-    client.batch_execute("ALTER TABLE subscriber ADD CONSTRAINT vlr_not_negative CHECK (vlr_location >= 0) NOT VALID").unwrap();
+    client
+        .batch_execute("ALTER TABLE subscriber ADD CONSTRAINT vlr_not_negative CHECK (vlr_location >= 0) NOT VALID")
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cache = common::open_cache(dir.path(), &url);
     cache.create_group(&awt_group()).unwrap();
@@ -195,7 +212,9 @@ fn a_table_changed_in_postgres_holds_its_group_until_it_is_back() {
     config.awt.definition_check_interval = Duration::from_millis(300);
     let cache = common::open_cache_with(dir.path(), &url, config);
     cache.create_group(&CreateGroup { root: "kv".into(), children: Vec::new(), ..awt_group() }).unwrap();
-    cache.create_group(&CreateGroup { name: "awt2".into(), root: "other".into(), children: Vec::new(), ..awt_group() }).unwrap();
+    cache
+        .create_group(&CreateGroup { name: "awt2".into(), root: "other".into(), children: Vec::new(), ..awt_group() })
+        .unwrap();
     cache.load("awt", &LoadOptions::default()).unwrap();
     cache.load("awt2", &LoadOptions::default()).unwrap();
     let db = cache.database().clone();
@@ -209,17 +228,25 @@ fn a_table_changed_in_postgres_holds_its_group_until_it_is_back() {
         let r = client.query_one(&format!("SELECT * FROM {table} WHERE k = $1"), &[&k]).unwrap();
         (1..r.len()).map(|i| r.get(i)).collect()
     };
-    let held = |cache: &Cache| cache.propagation_info().unwrap().held_groups.iter().map(|(g, _)| g.clone()).collect::<Vec<_>>();
+    let held = |cache: &Cache| {
+        cache.propagation_info().unwrap().held_groups.iter().map(|(g, _)| g.clone()).collect::<Vec<_>>()
+    };
     let wait_for = |what: &str, done: &mut dyn FnMut() -> bool| {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while !done() {
-            assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}: {:?}", cache.propagation_info());
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}: {:?}",
+                cache.propagation_info()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     };
     set("kv", 1, 100);
     assert!(cache.wait_propagated(Duration::from_secs(30)));
-    client.batch_execute("ALTER TABLE kv RENAME v TO tmp; ALTER TABLE kv RENAME w TO v; ALTER TABLE kv RENAME tmp TO w").unwrap();
+    client
+        .batch_execute("ALTER TABLE kv RENAME v TO tmp; ALTER TABLE kv RENAME w TO v; ALTER TABLE kv RENAME tmp TO w")
+        .unwrap();
     set("kv", 2, 200);
     set("other", 2, 200);
     wait_for("group awt to be held", &mut || held(&cache) == ["awt"]);
@@ -232,7 +259,9 @@ fn a_table_changed_in_postgres_holds_its_group_until_it_is_back() {
     assert_eq!(info.errors, 0);
     assert_eq!(client.query_one("SELECT count(*) FROM pgtier.awt_errors", &[]).unwrap().get::<_, i64>(0), 0);
     // Swapped back: the group resumes by itself, every transaction arrives.
-    client.batch_execute("ALTER TABLE kv RENAME v TO tmp; ALTER TABLE kv RENAME w TO v; ALTER TABLE kv RENAME tmp TO w").unwrap();
+    client
+        .batch_execute("ALTER TABLE kv RENAME v TO tmp; ALTER TABLE kv RENAME w TO v; ALTER TABLE kv RENAME tmp TO w")
+        .unwrap();
     assert!(cache.wait_propagated(Duration::from_secs(30)), "{:?}", cache.propagation_info());
     assert!(held(&cache).is_empty());
     // (The rename round trip leaves the columns as they were: k, v, w.)
@@ -267,7 +296,10 @@ fn verify_reports_rows_written_behind_the_cache_after_write_through_traffic() {
     cache.load("awt", &LoadOptions { predicate: Some("s_id <= 200".into()), ..LoadOptions::default() }).unwrap();
     // Subscribers with a special facility, so a call_forwarding row can be added under it.
     let targets: Vec<(i32, i16)> = client
-        .query("SELECT s_id, min(sf_type) FROM special_facility WHERE s_id <= 200 GROUP BY s_id ORDER BY s_id LIMIT 5", &[])
+        .query(
+            "SELECT s_id, min(sf_type) FROM special_facility WHERE s_id <= 200 GROUP BY s_id ORDER BY s_id LIMIT 5",
+            &[],
+        )
         .unwrap()
         .iter()
         .map(|row| (row.get(0), row.get(1)))
@@ -295,7 +327,10 @@ fn verify_reports_rows_written_behind_the_cache_after_write_through_traffic() {
     assert_eq!(verified.differing, 5, "only the PostgreSQL-only call_forwarding rows differ: {verified:?}");
     for (s, _) in &targets {
         let key = format!("Int4({s})");
-        assert!(verified.differences.iter().any(|(k, table, _)| k.contains(&key) && table == "call_forwarding"), "{s}: {verified:?}");
+        assert!(
+            verified.differences.iter().any(|(k, table, _)| k.contains(&key) && table == "call_forwarding"),
+            "{s}: {verified:?}"
+        );
     }
 }
 
@@ -307,7 +342,11 @@ fn verify_reports_rows_written_behind_the_cache_after_write_through_traffic() {
 fn a_stalled_lane_is_reported_with_its_cause_and_reconnected() {
     let url = pgtier_backend::harness::shared_cluster().unwrap().create_database("cache_awt_stall").unwrap();
     let mut client = connect(&url).unwrap();
-    client.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv SELECT g, g FROM generate_series(1, 10) g;").unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv SELECT g, g FROM generate_series(1, 10) g;",
+        )
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut config = pgtier_cache::CacheConfig::default();
     config.awt.stall_timeout = Duration::from_secs(2);
@@ -333,7 +372,10 @@ fn a_stalled_lane_is_reported_with_its_cause_and_reconnected() {
         std::thread::sleep(Duration::from_millis(100));
     };
     let reported = info.last_error.clone().unwrap_or_default();
-    assert!(reported.contains("waiting") && reported.contains(&blocker_pid.to_string()), "the cause names the blocker: {reported}");
+    assert!(
+        reported.contains("waiting") && reported.contains(&blocker_pid.to_string()),
+        "the cause names the blocker: {reported}"
+    );
     assert!(!cache.wait_propagated(Duration::from_millis(200)));
     // The blocker goes: the reconnected lane applies.
     blocker.batch_execute("ROLLBACK").unwrap();
@@ -349,11 +391,18 @@ fn a_stalled_lane_is_reported_with_its_cause_and_reconnected() {
 /// transactions, and applies them once slots are free again.
 #[test]
 fn used_up_origin_slots_are_reported_and_write_through_resumes_when_freed() {
-    let options = pgtier_backend::harness::ClusterOptions { settings: vec![("max_replication_slots".into(), "2".into())], ..Default::default() };
+    let options = pgtier_backend::harness::ClusterOptions {
+        settings: vec![("max_replication_slots".into(), "2".into())],
+        ..Default::default()
+    };
     let cluster = pgtier_backend::harness::PrivateCluster::start(options).unwrap();
     let url = cluster.create_database("awt_origin_slots").unwrap();
     let mut client = connect(&url).unwrap();
-    client.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv SELECT g, g FROM generate_series(1, 10) g;").unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv SELECT g, g FROM generate_series(1, 10) g;",
+        )
+        .unwrap();
     // Two origins of another (gone) node hold both slots.
     for filler in ["pgtier_gone_0", "pgtier_gone_x"] {
         client

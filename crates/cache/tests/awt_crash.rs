@@ -41,12 +41,17 @@ const KEYS: i32 = 1000;
 #[test]
 #[ignore = "the child process of a test in this file (run by it with --ignored)"]
 fn awt_crash_child_entry() {
-    let (Ok(dir), Ok(url), Ok(seed), Ok(writers), Ok(rate)) =
-        (std::env::var(ENV_DIR), std::env::var(ENV_URL), std::env::var(ENV_SEED), std::env::var(ENV_WRITERS), std::env::var(ENV_RATE))
-    else {
+    let (Ok(dir), Ok(url), Ok(seed), Ok(writers), Ok(rate)) = (
+        std::env::var(ENV_DIR),
+        std::env::var(ENV_URL),
+        std::env::var(ENV_SEED),
+        std::env::var(ENV_WRITERS),
+        std::env::var(ENV_RATE),
+    ) else {
         return;
     };
-    let (seed, writers, rate): (u64, i32, f64) = (seed.parse().unwrap(), writers.parse().unwrap(), rate.parse().unwrap());
+    let (seed, writers, rate): (u64, i32, f64) =
+        (seed.parse().unwrap(), writers.parse().unwrap(), rate.parse().unwrap());
     let interval = Duration::from_secs_f64(f64::from(writers) / rate);
     let cache = common::open_cache(Path::new(&dir), &url);
     let threads: Vec<_> = (0..writers)
@@ -65,7 +70,10 @@ fn awt_crash_child_entry() {
                     let keys = if i % 5 == 4 { 2 } else { 1 };
                     for _ in 0..keys {
                         let s = rng.random_range(0..KEYS / writers) * writers + me + 1;
-                        txn.update_with(subscriber.id, &[Value::Int4(s)], |row| Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap_or(0) as i32 + 1))]))).unwrap();
+                        txn.update_with(subscriber.id, &[Value::Int4(s)], |row| {
+                            Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap_or(0) as i32 + 1))]))
+                        })
+                        .unwrap();
                     }
                     txn.commit().unwrap();
                     increments += keys;
@@ -99,14 +107,23 @@ fn read_acks(stdout: std::process::ChildStdout, writers: usize, first: std::sync
 /// One run: a fresh database and data directory, `rounds` kill -9 of the
 /// writing process, PostgreSQL stopped with `-m immediate` and restarted in
 /// rounds 1, 4, 7, ... while the writers commit. Returns how long the drain took.
-fn run(cluster: &mut PrivateCluster, run: u64, rounds: u64, writers: usize, rate: u64, drain_bound: Duration) -> Duration {
+fn run(
+    cluster: &mut PrivateCluster,
+    run: u64,
+    rounds: u64,
+    writers: usize,
+    rate: u64,
+    drain_bound: Duration,
+) -> Duration {
     let url = cluster.create_database(&format!("awt_crash_{run}")).unwrap();
     populate_tatp(&url);
     let dir = tempfile::tempdir().unwrap();
     let before = {
         let cache = common::open_cache(dir.path(), &url);
         cache.create_group(&common::tatp_group("awt", GroupKind::Awt, false)).unwrap();
-        cache.load("awt", &LoadOptions { predicate: Some(format!("s_id <= {KEYS}")), ..LoadOptions::default() }).unwrap();
+        cache
+            .load("awt", &LoadOptions { predicate: Some(format!("s_id <= {KEYS}")), ..LoadOptions::default() })
+            .unwrap();
         common::msc_sum(cache.database())
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(common::env_u64("PGTIER_AWT_KILL_SEED", 15) + run);
@@ -127,7 +144,9 @@ fn run(cluster: &mut PrivateCluster, run: u64, rounds: u64, writers: usize, rate
         let stdout = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || read_acks(stdout, writers, first_tx));
         // Writers run for a while after their first commit; PostgreSQL dies part way.
-        first_rx.recv_timeout(Duration::from_secs(60)).expect("the child never acknowledged a commit (see its output above)");
+        first_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the child never acknowledged a commit (see its output above)");
         let kill_after = Duration::from_millis(rng.random_range(200..1500));
         let started = Instant::now();
         if round % 3 == 1 {
@@ -139,7 +158,10 @@ fn run(cluster: &mut PrivateCluster, run: u64, rounds: u64, writers: usize, rate
             restarts += 1;
         }
         std::thread::sleep(kill_after.saturating_sub(started.elapsed()));
-        assert!(child.try_wait().unwrap().is_none(), "the child ended before its kill: it failed (see its output above)");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the child ended before its kill: it failed (see its output above)"
+        );
         child.kill().unwrap();
         child.wait().unwrap();
         // Acknowledgements still in the pipe count too.
@@ -150,15 +172,25 @@ fn run(cluster: &mut PrivateCluster, run: u64, rounds: u64, writers: usize, rate
     let stopped = Instant::now();
     let cache = common::open_cache(dir.path(), &url);
     let mut client = connect(&url).unwrap();
-    assert!(cache.wait_propagated(drain_bound.saturating_sub(stopped.elapsed())), "run {run}: not drained {drain_bound:?} after the writers stopped: {:?}", cache.propagation_info());
+    assert!(
+        cache.wait_propagated(drain_bound.saturating_sub(stopped.elapsed())),
+        "run {run}: not drained {drain_bound:?} after the writers stopped: {:?}",
+        cache.propagation_info()
+    );
     let drained = stopped.elapsed();
     let local = common::msc_sum(cache.database());
     let remote = common::postgres_msc_sum(&mut client, &format!("s_id <= {KEYS}"));
     assert_eq!(remote, local, "PostgreSQL must hold every committed increment exactly once");
-    assert!(local >= before + acknowledged as i64, "an acknowledged commit was lost: {local} < {before} + {acknowledged}");
+    assert!(
+        local >= before + acknowledged as i64,
+        "an acknowledged commit was lost: {local} < {before} + {acknowledged}"
+    );
     // A kill may land between a commit and its acknowledgement: at most one
     // transaction (two increments) per writer per round beyond those acknowledged.
-    assert!(local <= before + acknowledged as i64 + 2 * (rounds as i64) * writers as i64, "more commits than the children made");
+    assert!(
+        local <= before + acknowledged as i64 + 2 * (rounds as i64) * writers as i64,
+        "more commits than the children made"
+    );
     common::assert_tables_equal(cache.database(), &mut client, &format!("s_id <= {KEYS}"));
     println!(
         "run {run}: {rounds} kills, {restarts} PostgreSQL restarts, {writers} writers at {rate} txn/s, {acknowledged} increments acknowledged ({} committed); drained {:.2} s after the writers stopped (recovery included); PostgreSQL equals the cache",
@@ -173,12 +205,22 @@ fn run(cluster: &mut PrivateCluster, run: u64, rounds: u64, writers: usize, rate
 
 #[test]
 fn kills_of_either_side_lose_and_repeat_nothing() {
-    let (runs, rounds, writers) = (common::env_u64("PGTIER_AWT_KILL_RUNS", 1), common::env_u64("PGTIER_AWT_KILL_ROUNDS", 4), common::env_u64("PGTIER_AWT_KILL_WRITERS", 4) as usize);
+    let (runs, rounds, writers) = (
+        common::env_u64("PGTIER_AWT_KILL_RUNS", 1),
+        common::env_u64("PGTIER_AWT_KILL_ROUNDS", 4),
+        common::env_u64("PGTIER_AWT_KILL_WRITERS", 4) as usize,
+    );
     let drain_bound = Duration::from_secs(common::env_u64("PGTIER_AWT_KILL_DRAIN_S", 30));
     let rate = common::env_u64("PGTIER_AWT_KILL_RATE", 1000);
     let mut cluster = PrivateCluster::start(ClusterOptions::default()).unwrap();
-    let mut drains: Vec<f64> = (0..runs).map(|r| run(&mut cluster, r, rounds, writers, rate, drain_bound).as_secs_f64()).collect();
+    let mut drains: Vec<f64> =
+        (0..runs).map(|r| run(&mut cluster, r, rounds, writers, rate, drain_bound).as_secs_f64()).collect();
     drains.sort_by(f64::total_cmp);
-    println!("{runs} runs: drain after the writers stopped min {:.2} s, median {:.2} s, max {:.2} s", drains[0], drains[drains.len() / 2], drains[drains.len() - 1]);
+    println!(
+        "{runs} runs: drain after the writers stopped min {:.2} s, median {:.2} s, max {:.2} s",
+        drains[0],
+        drains[drains.len() / 2],
+        drains[drains.len() - 1]
+    );
     cluster.stop().unwrap();
 }

@@ -36,13 +36,15 @@ fn measure_awt_rate_and_lag() {
     println!("lanes | max rate (txn/s) | steady {rate}/s: lag p50 ms | p99 ms | applied");
     for lanes in [1usize, 2, 4, 8] {
         let dir = tempfile::tempdir().unwrap();
-        let db = Database::open(dir.path(), EngineConfig { commit_mode: CommitMode::Async, ..EngineConfig::default() }).unwrap();
-        let params = BackendConfig { url: Some(url.clone()), ..BackendConfig::default() }.resolve().unwrap();
-        let config = CacheConfig { awt: AwtConfig { node: format!("measure{lanes}"), apply_connections: lanes, ..AwtConfig::default() }, ..CacheConfig::default() };
-        let cache = Cache::open(db, Some(params), config).unwrap();
-        cache
-            .create_group(&common::tatp_group("awt", GroupKind::Awt, false))
+        let db = Database::open(dir.path(), EngineConfig { commit_mode: CommitMode::Async, ..EngineConfig::default() })
             .unwrap();
+        let params = BackendConfig { url: Some(url.clone()), ..BackendConfig::default() }.resolve().unwrap();
+        let config = CacheConfig {
+            awt: AwtConfig { node: format!("measure{lanes}"), apply_connections: lanes, ..AwtConfig::default() },
+            ..CacheConfig::default()
+        };
+        let cache = Cache::open(db, Some(params), config).unwrap();
+        cache.create_group(&common::tatp_group("awt", GroupKind::Awt, false)).unwrap();
         cache.load("awt", &LoadOptions::default()).unwrap();
         let db = cache.database().clone();
         let catalog = db.catalog();
@@ -53,7 +55,12 @@ fn measure_awt_rate_and_lag() {
         let update = |rng: &mut rand::rngs::StdRng, mode: CommitMode, subscribers: usize| {
             let mut txn = db.begin_with(mode).unwrap();
             for _ in 0..subscribers {
-                txn.update(subscriber.id, &[Value::Int4(rng.random_range(1..=keys))], &[(vlr, Value::Int4(rng.random_range(0..1_000_000)))]).unwrap();
+                txn.update(
+                    subscriber.id,
+                    &[Value::Int4(rng.random_range(1..=keys))],
+                    &[(vlr, Value::Int4(rng.random_range(0..1_000_000)))],
+                )
+                .unwrap();
             }
             txn.commit().unwrap();
         };

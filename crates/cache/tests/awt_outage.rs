@@ -23,18 +23,21 @@ fn writes_stop_at_the_bound_and_everything_arrives_after_the_outage() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
     let params = BackendConfig { url: Some(url.clone()), ..BackendConfig::default() }.resolve().unwrap();
-    let config = CacheConfig { awt: AwtConfig { retained_wal_max: 256 << 10, ..AwtConfig::default() }, ..CacheConfig::default() };
+    let config = CacheConfig {
+        awt: AwtConfig { retained_wal_max: 256 << 10, ..AwtConfig::default() },
+        ..CacheConfig::default()
+    };
     let cache = Cache::open(db, Some(params), config).unwrap();
-    cache
-        .create_group(&common::tatp_group("awt", GroupKind::Awt, false))
-        .unwrap();
+    cache.create_group(&common::tatp_group("awt", GroupKind::Awt, false)).unwrap();
     cache.load("awt", &LoadOptions { predicate: Some("s_id <= 1000".into()), ..LoadOptions::default() }).unwrap();
     assert!(cache.wait_propagated(Duration::from_secs(30)));
     let db = cache.database().clone();
     let catalog = db.catalog();
     let subscriber = catalog.table_by_name("subscriber").unwrap();
     let msc = subscriber.column_index("msc_location").unwrap();
-    let sum = |client: &mut postgres::Client| -> i64 { client.query_one("SELECT sum(msc_location)::bigint FROM subscriber WHERE s_id <= 1000", &[]).unwrap().get(0) };
+    let sum = |client: &mut postgres::Client| -> i64 {
+        client.query_one("SELECT sum(msc_location)::bigint FROM subscriber WHERE s_id <= 1000", &[]).unwrap().get(0)
+    };
     let before = sum(&mut connect(&url).unwrap());
 
     cluster.stop_immediate().unwrap();
@@ -42,7 +45,9 @@ fn writes_stop_at_the_bound_and_everything_arrives_after_the_outage() {
     let refusal = loop {
         let mut txn = db.begin().unwrap();
         let key = [Value::Int4((acknowledged % 1000) as i32 + 1)];
-        match txn.update_with(subscriber.id, &key, |row| Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap() as i32 + 1))]))) {
+        match txn.update_with(subscriber.id, &key, |row| {
+            Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap() as i32 + 1))]))
+        }) {
             Ok(_) => {
                 txn.commit().unwrap();
                 acknowledged += 1;
@@ -70,7 +75,10 @@ fn writes_stop_at_the_bound_and_everything_arrives_after_the_outage() {
     // queued was unmarked and marked again when read anew): all can go.
     let unloaded = cache.unload("awt", None).unwrap();
     assert_eq!((unloaded.instances, unloaded.skipped_dirty), (1000, 0), "{unloaded:?}");
-    println!("{acknowledged} commits during the outage before the bound; retries {}", cache.propagation_info().unwrap().retries);
+    println!(
+        "{acknowledged} commits during the outage before the bound; retries {}",
+        cache.propagation_info().unwrap().retries
+    );
     drop(cache);
     drop(client);
     cluster.stop().unwrap();

@@ -89,7 +89,11 @@ fn writer(db: &Database, me: i32, writers: i32, interval: Duration, seed: u64, s
             })()
         } else if present {
             (|| {
-                let bump = |column: usize| move |row: pgtier_engine::RowRef<'_>| Ok(Some(vec![(column, Value::Int4(row.get_i64(column).unwrap_or(0) as i32 + 1))]));
+                let bump = |column: usize| {
+                    move |row: pgtier_engine::RowRef<'_>| {
+                        Ok(Some(vec![(column, Value::Int4(row.get_i64(column).unwrap_or(0) as i32 + 1))]))
+                    }
+                };
                 txn.update_with(parent, &key, bump(1))?;
                 for n in CHILDREN {
                     txn.update_with(child, &[Value::Int4(k), Value::Int2(n)], bump(2))?;
@@ -115,9 +119,14 @@ fn writer(db: &Database, me: i32, writers: i32, interval: Duration, seed: u64, s
             Ok(Some(true)) => "delete".to_owned(),
             Ok(Some(false)) => "re-insert".to_owned(),
             Ok(None) => "update (or rolled back: unloaded meanwhile)".to_owned(),
-            Err(error) => format!("{} failed: {} {error}", if present { "update/delete" } else { "re-insert" }, error.sqlstate()),
+            Err(error) => {
+                format!("{} failed: {} {error}", if present { "update/delete" } else { "re-insert" }, error.sqlstate())
+            }
         };
-        entry.push(format!("{:.6} {what}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()));
+        entry.push(format!(
+            "{:.6} {what}",
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
+        ));
         if entry.len() > 8 {
             entry.remove(0);
         }
@@ -139,7 +148,9 @@ fn writer(db: &Database, me: i32, writers: i32, interval: Duration, seed: u64, s
             Err(error) if is_retryable(&error) => {
                 tally.refused.fetch_add(1, Ordering::Relaxed);
             }
-            Err(error) => panic!("writer {me}, instance {k}: {error}; this writer's last operations on it: {:?}", history.get(&k)),
+            Err(error) => {
+                panic!("writer {me}, instance {k}: {error}; this writer's last operations on it: {:?}", history.get(&k))
+            }
         }
     }
 }
@@ -167,20 +178,28 @@ struct LoaderTally {
 fn loader(cache: &Cache, seed: u64, stop: &AtomicBool) -> LoaderTally {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut tally = LoaderTally::default();
-    let keys = |from: i32, count: i32| -> Vec<Vec<Value>> { (from..from + count).filter(|k| *k <= INSTANCES).map(|k| vec![Value::Int4(k)]).collect() };
+    let keys = |from: i32, count: i32| -> Vec<Vec<Value>> {
+        (from..from + count).filter(|k| *k <= INSTANCES).map(|k| vec![Value::Int4(k)]).collect()
+    };
     while !stop.load(Ordering::Relaxed) {
         let from = rng.random_range(1..=INSTANCES);
         let result = match rng.random_range(0..3) {
             0 => {
                 let predicate = (rng.random_range(0..4) != 0).then(|| format!("id BETWEEN {from} AND {}", from + 80));
                 tally.loads += 1;
-                cache.load("g", &LoadOptions { predicate, ..LoadOptions::default() }).map(|report| tally.loaded += report.instances)
+                cache
+                    .load("g", &LoadOptions { predicate, ..LoadOptions::default() })
+                    .map(|report| tally.loaded += report.instances)
             }
             1 => {
                 // REFRESH ... WHERE as the SQL layer runs it: the predicate
                 // picks what is read again, the keys what may be removed.
                 tally.refreshes += 1;
-                let (predicate, keys) = if rng.random_range(0..4) != 0 { (Some(format!("id BETWEEN {from} AND {}", from + 59)), keys(from, 60)) } else { (None, keys(1, INSTANCES)) };
+                let (predicate, keys) = if rng.random_range(0..4) != 0 {
+                    (Some(format!("id BETWEEN {from} AND {}", from + 59)), keys(from, 60))
+                } else {
+                    (None, keys(1, INSTANCES))
+                };
                 cache.refresh("g", &keys, &LoadOptions { predicate, ..LoadOptions::default() }).map(|report| {
                     tally.reloaded += report.reloaded;
                     tally.removed += report.removed;
@@ -206,14 +225,22 @@ fn loader(cache: &Cache, seed: u64, stop: &AtomicBool) -> LoaderTally {
 /// Every row of `table` in PostgreSQL, formatted as `common::cache_dump` does.
 fn postgres_rows(client: &mut postgres::Client, table: &str) -> Vec<String> {
     let columns = if table == "p" { "id, v" } else { "id, n, v" };
-    let mut rows: Vec<String> = client.query(&format!("SELECT concat_ws('|', {columns}) FROM {table}"), &[]).unwrap().iter().map(|row| row.get(0)).collect();
+    let mut rows: Vec<String> = client
+        .query(&format!("SELECT concat_ws('|', {columns}) FROM {table}"), &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
     rows.sort();
     rows
 }
 
 fn run(kind: GroupKind, run: u64, seconds: u64, writers: i32, rate: u64) {
     let label = format!("{kind:?}").to_lowercase();
-    let url = pgtier_backend::harness::shared_cluster().unwrap().create_database(&format!("beside_{label}_{run}_{}", std::process::id())).unwrap();
+    let url = pgtier_backend::harness::shared_cluster()
+        .unwrap()
+        .create_database(&format!("beside_{label}_{run}_{}", std::process::id()))
+        .unwrap();
     let mut client = connect(&url).unwrap();
     client
         .batch_execute(&format!(
@@ -251,20 +278,28 @@ fn run(kind: GroupKind, run: u64, seconds: u64, writers: i32, rate: u64) {
     for (me, thread) in threads.into_iter().enumerate() {
         if let Err(panic) = thread.join() {
             let text = panic.downcast_ref::<String>().cloned().unwrap_or_default();
-            let id: Option<i32> = text.split("instance ").nth(1).and_then(|t| t.split(':').next()).and_then(|t| t.parse().ok());
+            let id: Option<i32> =
+                text.split("instance ").nth(1).and_then(|t| t.split(':').next()).and_then(|t| t.parse().ok());
             let audit: Vec<String> = client
                 .query("SELECT format('%s xid %s pid %s app %s %s', extract(epoch FROM at), xid, pid, app, op) FROM audit WHERE id = $1 ORDER BY at DESC LIMIT 8", &[&id.unwrap_or(0)])
                 .unwrap()
                 .iter()
                 .map(|row| row.get(0))
                 .collect();
-            panic!("writer {me} failed: {text}\nPostgreSQL's inserts and deletes of that instance, newest first: {audit:#?}\nSWT: {:?}", cache.swt_status().map(|s| format!("{s:?}")));
+            panic!(
+                "writer {me} failed: {text}\nPostgreSQL's inserts and deletes of that instance, newest first: {audit:#?}\nSWT: {:?}",
+                cache.swt_status().map(|s| format!("{s:?}"))
+            );
         }
     }
     let loads = loading.join().unwrap();
     let stopped = Instant::now();
     match kind {
-        GroupKind::Awt => assert!(cache.wait_propagated(Duration::from_secs(60)), "write-through did not drain: {:?}", cache.propagation_info()),
+        GroupKind::Awt => assert!(
+            cache.wait_propagated(Duration::from_secs(60)),
+            "write-through did not drain: {:?}",
+            cache.propagation_info()
+        ),
         _ => assert!(cache.wait_swt_resolved(Duration::from_secs(60)), "SWT did not resolve its commits"),
     }
     let drained = stopped.elapsed();
@@ -272,7 +307,8 @@ fn run(kind: GroupKind, run: u64, seconds: u64, writers: i32, rate: u64) {
     for table in ["p", "c"] {
         let (cached, expected) = (common::cache_dump(cache.database(), table), postgres_rows(&mut client, table));
         let only_cached: Vec<&String> = cached.iter().filter(|l| expected.binary_search(l).is_err()).take(5).collect();
-        let only_postgres: Vec<&String> = expected.iter().filter(|l| cached.binary_search(l).is_err()).take(5).collect();
+        let only_postgres: Vec<&String> =
+            expected.iter().filter(|l| cached.binary_search(l).is_err()).take(5).collect();
         assert!(
             cached == expected,
             "{label} run {run}, {table}: {} rows cached, {} in PostgreSQL; only cached (first 5): {only_cached:?}; only in PostgreSQL: {only_postgres:?}",
@@ -282,7 +318,11 @@ fn run(kind: GroupKind, run: u64, seconds: u64, writers: i32, rate: u64) {
     }
     let verify = cache.verify("g").unwrap();
     assert!(verify.is_clean() && verify.not_cached == 0, "{label} run {run}: VERIFY {verify:?}");
-    let (commits, deletes, reinserts) = (tally.commits.load(Ordering::Relaxed), tally.deletes.load(Ordering::Relaxed), tally.reinserts.load(Ordering::Relaxed));
+    let (commits, deletes, reinserts) = (
+        tally.commits.load(Ordering::Relaxed),
+        tally.deletes.load(Ordering::Relaxed),
+        tally.reinserts.load(Ordering::Relaxed),
+    );
     println!(
         "{label} run {run}: {:.1} s, {writers} writers offering {rate} commits/s: {commits} commits ({deletes} instance deletes, {reinserts} re-inserts, {} refused beside a load); loader {loads:?}; drained {:.2} s after the writers stopped; final LOAD added {} instances; equal, VERIFY clean ({} instances)",
         started.elapsed().as_secs_f64(),
@@ -294,7 +334,10 @@ fn run(kind: GroupKind, run: u64, seconds: u64, writers: i32, rate: u64) {
     // The run must have exercised what it claims to.
     assert!(deletes > 0 && reinserts > 0 && commits > 100, "too little writing to mean anything");
     assert!(loads.loaded > 0 && loads.reloaded > 0 && loads.unloaded > 0, "the loads moved no instances: {loads:?}");
-    assert!(loads.refused * 10 <= loads.loads + loads.refreshes + loads.unloads, "more than a tenth of the loader's operations were refused: {loads:?}");
+    assert!(
+        loads.refused * 10 <= loads.loads + loads.refreshes + loads.unloads,
+        "more than a tenth of the loader's operations were refused: {loads:?}"
+    );
     cache.shutdown();
     drop(cache);
     // The run's node is gone for good (else the 13th run finds no origin slot).
@@ -302,7 +345,11 @@ fn run(kind: GroupKind, run: u64, seconds: u64, writers: i32, rate: u64) {
 }
 
 fn runs(kind: GroupKind) {
-    let (count, seconds, writers) = (common::env_u64("PGTIER_BESIDE_RUNS", 1), common::env_u64("PGTIER_BESIDE_SECONDS", 8), common::env_u64("PGTIER_BESIDE_WRITERS", 6));
+    let (count, seconds, writers) = (
+        common::env_u64("PGTIER_BESIDE_RUNS", 1),
+        common::env_u64("PGTIER_BESIDE_SECONDS", 8),
+        common::env_u64("PGTIER_BESIDE_WRITERS", 6),
+    );
     let rate = common::env_u64("PGTIER_BESIDE_RATE", 3000);
     for r in 0..count {
         run(kind, r, seconds, writers as i32, rate);

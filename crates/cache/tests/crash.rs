@@ -66,7 +66,10 @@ fn kill_9_during_load_leaves_whole_instances() {
             }
         }
     }
-    assert!(committed >= KILL_AFTER_INSTANCES, "the child ended after {committed} instances, before its kill: it failed (see its output above)");
+    assert!(
+        committed >= KILL_AFTER_INSTANCES,
+        "the child ended after {committed} instances, before its kill: it failed (see its output above)"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     let db = Database::open(dir.path(), EngineConfig::default()).unwrap();

@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 use common::{cache_dump, tatp_spec, tatp_url};
 use pgtier_backend::connect::connect;
 use pgtier_cache::{CacheError, GroupSpec, LoadOptions, create_group_tables, define_group, load_group};
-use pgtier_engine::{Database, EngineConfig};
 use pgtier_engine::{DataType, FkAction};
+use pgtier_engine::{Database, EngineConfig};
 
 /// Tables that break the rules, created once (concurrent CREATE IF NOT EXISTS can collide).
 fn url_with_extra_tables() -> String {
@@ -72,7 +72,8 @@ fn create_extra_tables() -> String {
 }
 
 fn define(url: &str, root: &str, children: &[&str]) -> Result<pgtier_cache::CacheGroup, CacheError> {
-    let spec = GroupSpec { root: root.into(), children: children.iter().map(|c| (*c).to_owned()).collect(), ..tatp_spec() };
+    let spec =
+        GroupSpec { root: root.into(), children: children.iter().map(|c| (*c).to_owned()).collect(), ..tatp_spec() };
     define_group(&mut connect(url).unwrap(), &spec)
 }
 
@@ -178,7 +179,18 @@ fn uuid_time_and_interval_columns_cache_and_load_as_postgres_has_them() {
     let url = url_with_extra_tables();
     let group = define(&url, "subscriber", &["with_uuid"]).unwrap();
     let table = &group.tables[1];
-    assert_eq!(table.types, [DataType::Uuid, DataType::Int4, DataType::Uuid, DataType::Text, DataType::Time(Some(3)), DataType::Timestamp(Some(1)), DataType::Interval]);
+    assert_eq!(
+        table.types,
+        [
+            DataType::Uuid,
+            DataType::Int4,
+            DataType::Uuid,
+            DataType::Text,
+            DataType::Time(Some(3)),
+            DataType::Timestamp(Some(1)),
+            DataType::Interval
+        ]
+    );
     assert_eq!(table.def.primary_key, ["id"]);
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
@@ -194,7 +206,9 @@ fn uuid_time_and_interval_columns_cache_and_load_as_postgres_has_them() {
     let id = db.catalog().table_by_name("with_uuid").unwrap().id;
     let mut t = db.begin().unwrap();
     let mut buf = pgtier_engine::RowBuf::new();
-    let rows = client.query("SELECT replace(id::text, '-', ''), s_id FROM with_uuid WHERE s_id IN (7, 150, 201)", &[]).unwrap();
+    let rows = client
+        .query("SELECT replace(id::text, '-', ''), s_id FROM with_uuid WHERE s_id IN (7, 150, 201)", &[])
+        .unwrap();
     assert_eq!(rows.len(), 3);
     for row in rows {
         let hex: String = row.get(0);
@@ -233,7 +247,11 @@ fn numeric_loads_wide_values_nan_and_infinities_as_postgres_has_them() {
     let big = define(&url, "subscriber", &["with_big_numeric"]).unwrap();
     assert_eq!(
         big.tables[1].types[3..],
-        [DataType::Numeric { precision: 60, scale: 5 }, DataType::Numeric { precision: 5, scale: -2 }, DataType::Numeric { precision: 3, scale: 5 }]
+        [
+            DataType::Numeric { precision: 60, scale: 5 },
+            DataType::Numeric { precision: 5, scale: -2 },
+            DataType::Numeric { precision: 3, scale: 5 }
+        ]
     );
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
@@ -241,7 +259,10 @@ fn numeric_loads_wide_values_nan_and_infinities_as_postgres_has_them() {
     let report = load_group(&db, || connect(&url).map_err(|e| panic!("{e}")), &big, &options).unwrap();
     assert_eq!(report.rows[1], ("with_big_numeric".to_owned(), 7));
     let expected = common::postgres_dump(&mut client, &big, "with_big_numeric", "s_id <= 100");
-    assert!(expected.iter().any(|row| row.contains("NaN")) && expected.iter().any(|row| row.contains("-Infinity")), "{expected:?}");
+    assert!(
+        expected.iter().any(|row| row.contains("NaN")) && expected.iter().any(|row| row.contains("-Infinity")),
+        "{expected:?}"
+    );
     assert_eq!(cache_dump(&db, "with_big_numeric"), expected);
 }
 
@@ -274,12 +295,20 @@ fn json_and_jsonb_columns_cache_and_load_as_postgres_has_them() {
         // Written with another spelling of the same value: found all the same.
         let respelled = b.replacen("\"list\": [", "\"list\" : [ ", 1).replace(".25,", ".250,");
         let mut hits = Vec::new();
-        t.scan_prefix(index, &[pgtier_engine::Value::Jsonb(pgtier_engine::json::canonical(&respelled).unwrap())], |r| {
-            hits.push((r.get(0).to_owned_value(), r.get(3).to_owned_value()));
-            Ok(true)
-        })
+        t.scan_prefix(
+            index,
+            &[pgtier_engine::Value::Jsonb(pgtier_engine::json::canonical(&respelled).unwrap())],
+            |r| {
+                hits.push((r.get(0).to_owned_value(), r.get(3).to_owned_value()));
+                Ok(true)
+            },
+        )
         .unwrap();
-        let want = if id_value <= 100 { vec![(pgtier_engine::Value::Int4(id_value), pgtier_engine::Value::Jsonb(b.clone()))] } else { Vec::new() };
+        let want = if id_value <= 100 {
+            vec![(pgtier_engine::Value::Int4(id_value), pgtier_engine::Value::Jsonb(b.clone()))]
+        } else {
+            Vec::new()
+        };
         assert_eq!(hits, want, "{b}");
     }
     t.commit().unwrap();

@@ -22,9 +22,7 @@ fn dynamic_cache(dir: &std::path::Path, url: &str) -> Arc<Cache> {
     let mut config = CacheConfig::default();
     config.awt.node = common::node_of(dir);
     let cache = Cache::open(db, Some(params), config).unwrap();
-    cache
-        .create_group(&common::tatp_group("dyn", GroupKind::Awt, true))
-        .unwrap();
+    cache.create_group(&common::tatp_group("dyn", GroupKind::Awt, true)).unwrap();
     cache
 }
 
@@ -43,8 +41,7 @@ fn misses_load_whole_instances_and_answer_as_postgres() {
     let id = |name: &str| catalog.table_by_name(name).unwrap().id;
     let (subscriber, access_info) = (id("subscriber"), id("access_info"));
     let access_pk = catalog.table_by_name("access_info").unwrap().primary_index;
-    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec())
-    .unwrap();
+    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec()).unwrap();
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(14);
     let mut present = Vec::new();
@@ -73,8 +70,11 @@ fn misses_load_whole_instances_and_answer_as_postgres() {
             }
             // By a child's full key (int8 for an int4 column: normalized).
             _ => {
-                let got = txn.get_with(access_info, &[Value::Int4(key), Value::Int2(1)], |row| row_text(&row.values())).unwrap();
-                let expected: Vec<String> = expected_access.iter().filter(|line| line.split('|').nth(1) == Some("1")).cloned().collect();
+                let got = txn
+                    .get_with(access_info, &[Value::Int4(key), Value::Int2(1)], |row| row_text(&row.values()))
+                    .unwrap();
+                let expected: Vec<String> =
+                    expected_access.iter().filter(|line| line.split('|').nth(1) == Some("1")).cloned().collect();
                 assert_eq!(got.into_iter().collect::<Vec<_>>(), expected, "access_info ({key}, 1)");
             }
         }
@@ -88,7 +88,11 @@ fn misses_load_whole_instances_and_answer_as_postgres() {
     // The cache holds exactly the instances looked up that PostgreSQL has, whole.
     let list = present.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
     for table in TABLES {
-        assert_eq!(cache_dump(&db, table), postgres_dump(&mut client, &group, table, &format!("s_id IN ({list})")), "{table}");
+        assert_eq!(
+            cache_dump(&db, table),
+            postgres_dump(&mut client, &group, table, &format!("s_id IN ({list})")),
+            "{table}"
+        );
     }
     check_whole_instances(&db, &url);
     let stats = &cache.stats()[0];
@@ -136,7 +140,10 @@ fn a_statement_begun_before_another_sessions_load_finds_the_row() {
     let mut loader = db.begin().unwrap();
     assert!(loader.get_with(subscriber, &[Value::Int4(31)], |_| ()).unwrap().is_some());
     loader.commit().unwrap();
-    assert!(early.get_with(subscriber, &[Value::Int4(31)], |_| ()).unwrap().is_some(), "loaded after this statement's snapshot, but PostgreSQL has it");
+    assert!(
+        early.get_with(subscriber, &[Value::Int4(31)], |_| ()).unwrap().is_some(),
+        "loaded after this statement's snapshot, but PostgreSQL has it"
+    );
     early.end_statement();
     early.commit().unwrap();
     assert_eq!(cache.stats()[0].dynamic_loads, 1);
@@ -188,7 +195,11 @@ fn cached_root_without_the_child_is_a_plain_miss() {
     assert!(txn.get_with(access_info, &[Value::Int4(7), Value::Int2(9)], |_| ()).unwrap().is_none());
     txn.commit().unwrap();
     let stats = &cache.stats()[0];
-    assert_eq!((stats.dynamic_loads, stats.instances), (1, 1), "the first miss loads subscriber 7, the second finds it cached");
+    assert_eq!(
+        (stats.dynamic_loads, stats.instances),
+        (1, 1),
+        "the first miss loads subscriber 7, the second finds it cached"
+    );
 }
 
 #[test]
@@ -199,18 +210,29 @@ fn writes_that_miss_load_the_instance_first() {
     let cache = dynamic_cache(dir.path(), &url);
     let db = cache.database().clone();
     let catalog = db.catalog();
-    let (subscriber, access_info) = (catalog.table_by_name("subscriber").unwrap().id, catalog.table_by_name("access_info").unwrap().id);
+    let (subscriber, access_info) =
+        (catalog.table_by_name("subscriber").unwrap().id, catalog.table_by_name("access_info").unwrap().id);
     let msc = catalog.table_by_name("subscriber").unwrap().column_index("msc_location").unwrap();
     let mut txn = db.begin().unwrap();
     // An UPDATE by key of an instance not cached: loaded, then updated.
     assert!(txn.update(subscriber, &[Value::Int4(21)], &[(msc, Value::Int4(-1))]).unwrap());
     // An INSERT of a child whose parent is not cached: the foreign key check loads the parent's instance.
-    txn.insert(access_info, &[Value::Int4(22), Value::Int2(9), Value::Int2(1), Value::Int2(2), Value::Text("x".into()), Value::Text("y".into())]).unwrap();
+    txn.insert(
+        access_info,
+        &[
+            Value::Int4(22),
+            Value::Int2(9),
+            Value::Int2(1),
+            Value::Int2(2),
+            Value::Text("x".into()),
+            Value::Text("y".into()),
+        ],
+    )
+    .unwrap();
     txn.commit().unwrap();
     let stats = &cache.stats()[0];
     assert_eq!(stats.dynamic_loads, 2);
-    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec())
-    .unwrap();
+    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec()).unwrap();
     // The group is AWT: both writes reach PostgreSQL, and the cache holds
     // exactly PostgreSQL's two instances.
     assert!(cache.wait_propagated(std::time::Duration::from_secs(30)));
@@ -239,8 +261,7 @@ fn refresh_of_a_dynamic_group_reloads_only_cached_instances() {
     let keys: Vec<Vec<Value>> = (1..=50).map(|k| vec![Value::Int4(k)]).collect();
     let report = cache.refresh("dyn", &keys, &pgtier_cache::LoadOptions::default()).unwrap();
     assert_eq!((report.reloaded, report.removed), (50, 0));
-    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec())
-    .unwrap();
+    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec()).unwrap();
     for table in TABLES {
         assert_eq!(cache_dump(&db, table), postgres_dump(&mut client, &group, table, "s_id <= 50"), "{table}");
     }
@@ -252,14 +273,16 @@ fn a_deleted_instance_is_not_loaded_back_before_postgres_has_the_delete() {
     let dir = tempfile::tempdir().unwrap();
     // Asynchronous commits: the delete reaches the WAL's durable end (and
     // write-through) only at the next flush, the widest window there is.
-    let db = Database::open(dir.path(), EngineConfig { commit_mode: pgtier_engine::CommitMode::Async, ..EngineConfig::default() }).unwrap();
+    let db = Database::open(
+        dir.path(),
+        EngineConfig { commit_mode: pgtier_engine::CommitMode::Async, ..EngineConfig::default() },
+    )
+    .unwrap();
     let params = BackendConfig { url: Some(url.clone()), ..BackendConfig::default() }.resolve().unwrap();
     let mut config = CacheConfig::default();
     config.awt.node = common::node_of(dir.path());
     let cache = Cache::open(db, Some(params), config).unwrap();
-    cache
-        .create_group(&common::tatp_group("dyn", GroupKind::Awt, true))
-        .unwrap();
+    cache.create_group(&common::tatp_group("dyn", GroupKind::Awt, true)).unwrap();
     let db = cache.database().clone();
     let catalog = db.catalog();
     let ids: Vec<_> = TABLES.iter().map(|t| catalog.table_by_name(t).unwrap()).collect();
@@ -281,12 +304,16 @@ fn a_deleted_instance_is_not_loaded_back_before_postgres_has_the_delete() {
         }
         txn.commit().unwrap();
         let mut txn = db.begin().unwrap();
-        assert!(txn.get_with(ids[0].id, &[Value::Int4(key)], |_| ()).unwrap().is_none(), "subscriber {key} came back from PostgreSQL");
+        assert!(
+            txn.get_with(ids[0].id, &[Value::Int4(key)], |_| ()).unwrap().is_none(),
+            "subscriber {key} came back from PostgreSQL"
+        );
         txn.commit().unwrap();
     }
     assert!(cache.wait_propagated(std::time::Duration::from_secs(30)));
     let mut client = connect(&url).unwrap();
-    let left: i64 = client.query_one("SELECT count(*) FROM subscriber WHERE s_id BETWEEN 100 AND 139", &[]).unwrap().get(0);
+    let left: i64 =
+        client.query_one("SELECT count(*) FROM subscriber WHERE s_id BETWEEN 100 AND 139", &[]).unwrap().get(0);
     assert_eq!(left, 0, "the deletes reached PostgreSQL");
     // Once PostgreSQL has the delete, a miss asks it and finds nothing.
     let mut txn = db.begin().unwrap();

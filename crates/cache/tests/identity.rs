@@ -13,8 +13,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{assert_tables_equal, fresh_tatp, msc_sum, postgres_msc_sum, tatp_group};
-use pgtier_backend::connect::connect;
 use pgtier_backend::BackendConfig;
+use pgtier_backend::connect::connect;
 use pgtier_cache::{Cache, CacheConfig, Claim, GroupKind, LoadOptions};
 use pgtier_engine::{Database, EngineConfig, Value};
 
@@ -35,7 +35,10 @@ fn increments(cache: &Cache, n: i32) {
     let msc = subscriber.column_index("msc_location").unwrap();
     for i in 0..n {
         let mut txn = db.begin().unwrap();
-        txn.update_with(subscriber.id, &[Value::Int4(1 + i % 100)], |row| Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap_or(0) as i32 + 1))]))).unwrap();
+        txn.update_with(subscriber.id, &[Value::Int4(1 + i % 100)], |row| {
+            Ok(Some(vec![(msc, Value::Int4(row.get_i64(msc).unwrap_or(0) as i32 + 1))]))
+        })
+        .unwrap();
         txn.commit().unwrap();
     }
 }
@@ -78,9 +81,16 @@ fn a_replaced_data_directory_is_refused_until_it_takes_the_name_over() {
     assert_eq!(msc_sum(cache.database()), postgres_msc_sum(&mut client, "s_id <= 100"));
     assert_tables_equal(cache.database(), &mut client, "s_id <= 100");
     // The lost directory's rows stay for inspection, under its incarnation.
-    let kept: i64 = client.query_one("SELECT count(*) FROM pgtier.awt_progress WHERE node = 'app' AND incarnation = $1", &[&lost_incarnation]).unwrap().get(0);
+    let kept: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pgtier.awt_progress WHERE node = 'app' AND incarnation = $1",
+            &[&lost_incarnation],
+        )
+        .unwrap()
+        .get(0);
     assert!(kept > 0);
-    let previous: Option<String> = client.query_one("SELECT previous FROM pgtier.nodes WHERE node = 'app'", &[]).unwrap().get(0);
+    let previous: Option<String> =
+        client.query_one("SELECT previous FROM pgtier.nodes WHERE node = 'app'", &[]).unwrap().get(0);
     assert_eq!(previous.as_deref(), Some(lost_incarnation.as_str()));
 }
 
@@ -146,9 +156,15 @@ fn rows_from_before_ids_are_adopted_by_their_own_directory_only() {
     assert!(cache.database().incarnation().adopted);
     awt(&cache);
     let mine = cache.identity().incarnation.clone();
-    let owners: Vec<String> = client.query("SELECT DISTINCT incarnation FROM pgtier.awt_progress WHERE node = 'old'", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let owners: Vec<String> = client
+        .query("SELECT DISTINCT incarnation FROM pgtier.awt_progress WHERE node = 'old'", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     assert_eq!(owners, vec![mine.clone()], "the layout was migrated and the rows adopted");
-    let owner: String = client.query_one("SELECT incarnation FROM pgtier.nodes WHERE node = 'old'", &[]).unwrap().get(0);
+    let owner: String =
+        client.query_one("SELECT incarnation FROM pgtier.nodes WHERE node = 'old'", &[]).unwrap().get(0);
     assert_eq!(owner, mine);
     increments(&cache, 50);
     assert!(cache.wait_propagated(Duration::from_secs(60)), "{:?}", cache.propagation_info());

@@ -17,7 +17,8 @@ fn load_and_compare(parallel: usize) {
     let dir = tempfile::tempdir().unwrap();
     let (db, group) = engine_with_group(dir.path(), &url);
     let predicate = "s_id <= 1500";
-    let options = LoadOptions { predicate: Some(predicate.into()), parallel, batch_instances_max: 200, ..LoadOptions::default() };
+    let options =
+        LoadOptions { predicate: Some(predicate.into()), parallel, batch_instances_max: 200, ..LoadOptions::default() };
     let report = load_group(&db, || connect(&url).map_err(|e| panic!("{e}")), &group, &options).unwrap();
     assert_eq!(report.instances, 1500);
     let mut client = connect(&url).unwrap();
@@ -33,7 +34,8 @@ fn load_and_compare(parallel: usize) {
     db.verify().unwrap();
 
     // Instances already cached are left as they are; the others are added whole.
-    let options = LoadOptions { predicate: Some("s_id BETWEEN 1401 AND 1600".into()), parallel, ..LoadOptions::default() };
+    let options =
+        LoadOptions { predicate: Some("s_id BETWEEN 1401 AND 1600".into()), parallel, ..LoadOptions::default() };
     let report = load_group(&db, || connect(&url).map_err(|e| panic!("{e}")), &group, &options).unwrap();
     assert_eq!((report.instances, report.skipped), (100, 100));
     for table in TABLES {
@@ -59,7 +61,8 @@ fn cancel_leaves_whole_instances() {
         let dir = tempfile::tempdir().unwrap();
         let (db, group) = engine_with_group(dir.path(), &url);
         let progress = Arc::new(LoadProgress::default());
-        let options = LoadOptions { parallel, batch_instances_max: 37, progress: progress.clone(), ..LoadOptions::default() };
+        let options =
+            LoadOptions { parallel, batch_instances_max: 37, progress: progress.clone(), ..LoadOptions::default() };
         let cancel = options.cancel.clone();
         let canceller = std::thread::spawn(move || {
             while progress.instances() < 300 {
@@ -96,7 +99,12 @@ fn parallel_parts_by_range_and_by_hash_equal_postgres() {
         for parallel in [1, 2, 3] {
             let dir = tempfile::tempdir().unwrap();
             let db = pgtier_engine::Database::open(dir.path(), pgtier_engine::EngineConfig::default()).unwrap();
-            let spec = pgtier_cache::GroupSpec { name: "g".into(), root: root.into(), children: vec![child.into()], kind: pgtier_cache::GroupKind::ReadOnly };
+            let spec = pgtier_cache::GroupSpec {
+                name: "g".into(),
+                root: root.into(),
+                children: vec![child.into()],
+                kind: pgtier_cache::GroupKind::ReadOnly,
+            };
             let group = pgtier_cache::define_group(&mut client, &spec).unwrap();
             pgtier_cache::create_group_tables(&db, &group).unwrap();
             let options = LoadOptions { parallel, ..LoadOptions::default() };

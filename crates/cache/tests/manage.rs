@@ -13,12 +13,16 @@ use pgtier_engine::Value;
 use postgres::Client;
 
 fn tatp_group(name: &str, dynamic: bool, root_predicate: Option<&str>) -> CreateGroup {
-    CreateGroup { root: "public.subscriber".into(), root_predicate: root_predicate.map(str::to_owned), aging: Aging::Off, ..common::tatp_group(name, GroupKind::ReadOnly, dynamic) }
+    CreateGroup {
+        root: "public.subscriber".into(),
+        root_predicate: root_predicate.map(str::to_owned),
+        aging: Aging::Off,
+        ..common::tatp_group(name, GroupKind::ReadOnly, dynamic)
+    }
 }
 
 fn assert_cache_equals(cache: &Cache, client: &mut Client, predicate: &str) {
-    let group = pgtier_cache::define_group(client, &common::tatp_spec())
-    .unwrap();
+    let group = pgtier_cache::define_group(client, &common::tatp_spec()).unwrap();
     for table in TABLES {
         let expected = postgres_dump(client, &group, table, predicate);
         let cached = cache_dump(cache.database(), table);
@@ -44,13 +48,16 @@ fn load_unload_refresh_drop_round_trip() {
     cache.create_group(&tatp_group("g", false, None)).unwrap();
     assert_eq!(cache.create_group(&tatp_group("g", false, None)).unwrap_err().sqlstate(), "42P07");
 
-    let report = cache.load("g", &LoadOptions { predicate: Some("s_id <= 3000".into()), parallel: 2, ..LoadOptions::default() }).unwrap();
+    let report = cache
+        .load("g", &LoadOptions { predicate: Some("s_id <= 3000".into()), parallel: 2, ..LoadOptions::default() })
+        .unwrap();
     assert_eq!(report.instances, 3000);
     assert_cache_equals(&cache, &mut client, "s_id <= 3000");
 
     // UNLOAD of some keys (and some never cached): cache only.
     let before = postgres_counts(&mut client);
-    let unloaded = cache.unload("g", Some(&keys(1..=500).into_iter().chain(keys(9000..=9010)).collect::<Vec<_>>())).unwrap();
+    let unloaded =
+        cache.unload("g", Some(&keys(1..=500).into_iter().chain(keys(9000..=9010)).collect::<Vec<_>>())).unwrap();
     assert_eq!(unloaded.instances, 500);
     assert!(unloaded.rows > 500);
     assert_cache_equals(&cache, &mut client, "s_id BETWEEN 501 AND 3000");
@@ -69,7 +76,13 @@ fn load_unload_refresh_drop_round_trip() {
     let stats = cache.stats();
     assert_eq!(stats[0].instances, 2500);
     // REFRESH WHERE: the cached keys matching it (as the SQL layer evaluates them) and PostgreSQL's rows.
-    let refreshed = cache.refresh("g", &keys(501..=3000), &LoadOptions { predicate: Some("s_id BETWEEN 501 AND 3000".into()), ..LoadOptions::default() }).unwrap();
+    let refreshed = cache
+        .refresh(
+            "g",
+            &keys(501..=3000),
+            &LoadOptions { predicate: Some("s_id BETWEEN 501 AND 3000".into()), ..LoadOptions::default() },
+        )
+        .unwrap();
     assert_eq!((refreshed.reloaded, refreshed.removed), (2499, 1));
     assert_cache_equals(&cache, &mut client, "s_id BETWEEN 501 AND 3000");
     check_whole_instances(cache.database(), &url);

@@ -22,10 +22,16 @@ const ROWS: i32 = 200_000;
 /// An AWT group over `kv` (ROWS instances), all loaded.
 fn setup(name: &str) -> (String, tempfile::TempDir, Arc<Cache>) {
     let url = pgtier_backend::harness::shared_cluster().unwrap().create_database(name).unwrap();
-    connect(&url).unwrap().batch_execute(&format!("CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv SELECT g, g FROM generate_series(1, {ROWS}) g")).unwrap();
+    connect(&url)
+        .unwrap()
+        .batch_execute(&format!(
+            "CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv SELECT g, g FROM generate_series(1, {ROWS}) g"
+        ))
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cache = common::open_cache(dir.path(), &url);
-    let group = CreateGroup { root: "kv".into(), children: Vec::new(), ..common::tatp_group("kv", GroupKind::Awt, false) };
+    let group =
+        CreateGroup { root: "kv".into(), children: Vec::new(), ..common::tatp_group("kv", GroupKind::Awt, false) };
     cache.create_group(&group).unwrap();
     cache.load("kv", &LoadOptions::default()).unwrap();
     (url, dir, cache)
@@ -35,7 +41,12 @@ fn setup(name: &str) -> (String, tempfile::TempDir, Arc<Cache>) {
 /// PostgreSQL), commits `change` and waits until PostgreSQL has it; returns
 /// when both are done, with whether the commit reached PostgreSQL before the
 /// load ended.
-fn beside(cache: &Arc<Cache>, url: &str, load: impl FnOnce(&Cache) + Send + 'static, change: impl FnOnce(&Cache)) -> bool {
+fn beside(
+    cache: &Arc<Cache>,
+    url: &str,
+    load: impl FnOnce(&Cache) + Send + 'static,
+    change: impl FnOnce(&Cache),
+) -> bool {
     let loader = cache.clone();
     let started = Instant::now();
     let handle = std::thread::spawn(move || {
@@ -45,7 +56,13 @@ fn beside(cache: &Arc<Cache>, url: &str, load: impl FnOnce(&Cache) + Send + 'sta
     let mut client = connect(url).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let copying: i64 = client.query_one("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'COPY (SELECT%'", &[]).unwrap().get(0);
+        let copying: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'COPY (SELECT%'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
         if copying > 0 {
             break;
         }
@@ -56,7 +73,11 @@ fn beside(cache: &Arc<Cache>, url: &str, load: impl FnOnce(&Cache) + Send + 'sta
     assert!(cache.wait_propagated(Duration::from_secs(30)));
     let propagated = Instant::now();
     let ended = handle.join().unwrap();
-    println!("commit propagated {:?} after the load began, load ended after {:?}", propagated - started, ended - started);
+    println!(
+        "commit propagated {:?} after the load began, load ended after {:?}",
+        propagated - started,
+        ended - started
+    );
     propagated < ended
 }
 
@@ -89,7 +110,10 @@ fn refresh_does_not_undo_an_update_it_did_not_see() {
         },
         |cache| write(cache, |txn, kv| assert!(txn.update(kv, &[Value::Int4(ROWS)], &[(1, Value::Int4(-1))]).unwrap())),
     );
-    assert!(ordered, "the commit must reach PostgreSQL while REFRESH still runs (make ROWS larger on a faster machine)");
+    assert!(
+        ordered,
+        "the commit must reach PostgreSQL while REFRESH still runs (make ROWS larger on a faster machine)"
+    );
     let remote: i32 = connect(&url).unwrap().query_one("SELECT v FROM kv WHERE k = $1", &[&ROWS]).unwrap().get(0);
     assert_eq!(remote, -1);
     assert_eq!(cached_v(&cache, ROWS), Some(Value::Int4(-1)), "REFRESH put the snapshot's older row back");
@@ -111,7 +135,8 @@ fn load_does_not_bring_back_an_instance_deleted_after_its_snapshot() {
         |cache| write(cache, |txn, kv| assert!(txn.delete(kv, &[Value::Int4(ROWS)]).unwrap())),
     );
     assert!(ordered, "the delete must reach PostgreSQL while LOAD still runs (make ROWS larger on a faster machine)");
-    let remote: i64 = connect(&url).unwrap().query_one("SELECT count(*) FROM kv WHERE k = $1", &[&ROWS]).unwrap().get(0);
+    let remote: i64 =
+        connect(&url).unwrap().query_one("SELECT count(*) FROM kv WHERE k = $1", &[&ROWS]).unwrap().get(0);
     assert_eq!(remote, 0);
     assert_eq!(cached_v(&cache, ROWS), None, "LOAD brought back an instance deleted in the cache");
     assert!(cache.verify("kv").unwrap().is_clean());

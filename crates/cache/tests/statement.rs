@@ -63,7 +63,10 @@ fn create_with_everything() {
 #[test]
 fn create_defaults_follow_dynamic() {
     let plain = create("CREATE READONLY CACHE GROUP g FROM t");
-    assert_eq!((plain.kind, plain.dynamic, plain.aging.clone(), plain.keep), (GroupKind::ReadOnly, false, Aging::Off, false));
+    assert_eq!(
+        (plain.kind, plain.dynamic, plain.aging.clone(), plain.keep),
+        (GroupKind::ReadOnly, false, Aging::Off, false)
+    );
     assert!(plain.root_predicate.is_none() && plain.children.is_empty() && plain.memory_budget.is_none());
     let dynamic = create("CREATE DYNAMIC SWT CACHE GROUP g FROM t");
     assert_eq!((dynamic.kind, dynamic.aging), (GroupKind::Swt, Aging::Lru));
@@ -80,7 +83,11 @@ fn autorefresh_is_on_for_readonly_groups_unless_turned_off() {
     assert!(!off.autorefresh && off.keep);
     assert_eq!(off.root_predicate.as_deref(), Some("a > 1"));
     assert!(create("CREATE DYNAMIC READONLY CACHE GROUP g FROM t AUTOREFRESH ON").autorefresh);
-    for bad in ["CREATE AWT CACHE GROUP g FROM t AUTOREFRESH OFF", "CREATE READONLY CACHE GROUP g FROM t AUTOREFRESH maybe", "CREATE READONLY CACHE GROUP g FROM t AUTOREFRESH OFF AUTOREFRESH ON"] {
+    for bad in [
+        "CREATE AWT CACHE GROUP g FROM t AUTOREFRESH OFF",
+        "CREATE READONLY CACHE GROUP g FROM t AUTOREFRESH maybe",
+        "CREATE READONLY CACHE GROUP g FROM t AUTOREFRESH OFF AUTOREFRESH ON",
+    ] {
         let error = pgtier_cache::parse_cache_statement(bad).unwrap().unwrap_err();
         assert_eq!(error.sqlstate(), "42601", "{bad}: {error}");
     }
@@ -116,10 +123,17 @@ fn predicates_end_only_at_top_level_boundaries() {
 fn load_refresh_unload_drop() {
     assert_eq!(
         parse("LOAD CACHE GROUP g WHERE s_id <= 10 AND note <> 'PARALLEL 3' PARALLEL 4;"),
-        CacheStatement::Load { name: "g".into(), predicate: Some("s_id <= 10 AND note <> 'PARALLEL 3'".into()), parallel: Some(4) }
+        CacheStatement::Load {
+            name: "g".into(),
+            predicate: Some("s_id <= 10 AND note <> 'PARALLEL 3'".into()),
+            parallel: Some(4)
+        }
     );
     assert_eq!(parse("load cache group G"), CacheStatement::Load { name: "g".into(), predicate: None, parallel: None });
-    assert_eq!(parse("LOAD CACHE GROUP g PARALLEL 2"), CacheStatement::Load { name: "g".into(), predicate: None, parallel: Some(2) });
+    assert_eq!(
+        parse("LOAD CACHE GROUP g PARALLEL 2"),
+        CacheStatement::Load { name: "g".into(), predicate: None, parallel: Some(2) }
+    );
     // `parallel` as a column inside the predicate, not at its end.
     assert_eq!(
         parse("REFRESH CACHE GROUP g WHERE parallel > 3 and x = 1"),
@@ -129,8 +143,14 @@ fn load_refresh_unload_drop() {
         parse("REFRESH CACHE GROUP g WHERE f(parallel, 4) PARALLEL 8"),
         CacheStatement::Refresh { name: "g".into(), predicate: Some("f(parallel, 4)".into()), parallel: Some(8) }
     );
-    assert_eq!(parse("UNLOAD CACHE GROUP g WHERE a = 'x;y'"), CacheStatement::Unload { name: "g".into(), predicate: Some("a = 'x;y'".into()) });
-    assert_eq!(parse("/* c */ DROP /* c */ CACHE GROUP IF EXISTS \"G\" ; -- done"), CacheStatement::Drop { name: "G".into(), if_exists: true });
+    assert_eq!(
+        parse("UNLOAD CACHE GROUP g WHERE a = 'x;y'"),
+        CacheStatement::Unload { name: "g".into(), predicate: Some("a = 'x;y'".into()) }
+    );
+    assert_eq!(
+        parse("/* c */ DROP /* c */ CACHE GROUP IF EXISTS \"G\" ; -- done"),
+        CacheStatement::Drop { name: "G".into(), if_exists: true }
+    );
     assert_eq!(parse("drop cache group g"), CacheStatement::Drop { name: "g".into(), if_exists: false });
     assert_eq!(parse("LOAD CACHE GROUP g").command(), "LOAD CACHE GROUP");
 }
@@ -176,7 +196,15 @@ fn a_predicate_on_a_child_is_refused() {
 
 #[test]
 fn memory_sizes_use_postgres_units() {
-    for (text, bytes) in [("64MB", 64u64 << 20), ("500kB", 500 << 10), ("1GiB", 1 << 30), ("2TB", 2 << 40), ("1024", 1024), ("7B", 7), ("3 GB", 3 << 30)] {
+    for (text, bytes) in [
+        ("64MB", 64u64 << 20),
+        ("500kB", 500 << 10),
+        ("1GiB", 1 << 30),
+        ("2TB", 2 << 40),
+        ("1024", 1024),
+        ("7B", 7),
+        ("3 GB", 3 << 30),
+    ] {
         assert_eq!(CreateGroup::parse_memory_size(text), Ok(bytes), "{text}");
     }
     for text in ["", "MB", "-1MB", "1.5GB", "1PB", "99999999999TB"] {

@@ -55,7 +55,11 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
     for (s, sf_type) in &facilities {
         let key = [Value::Int4(*s), sf_type.clone(), Value::Int2(16)];
         if !txn.delete(forwarding.id, &key).unwrap() {
-            txn.insert(forwarding.id, &[Value::Int4(*s), sf_type.clone(), Value::Int2(16), Value::Int2(20), Value::Text("swt".into())]).unwrap();
+            txn.insert(
+                forwarding.id,
+                &[Value::Int4(*s), sf_type.clone(), Value::Int2(16), Value::Int2(20), Value::Text("swt".into())],
+            )
+            .unwrap();
         }
     }
     txn.commit().unwrap();
@@ -68,7 +72,9 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
     // Adding it changes the table's definition: commits are refused (55000)
     // until the change is accepted, which the cache allows since the columns
     // it holds are the same.
-    client.batch_execute("ALTER TABLE subscriber ADD CONSTRAINT vlr_not_negative CHECK (vlr_location >= 0) NOT VALID").unwrap();
+    client
+        .batch_execute("ALTER TABLE subscriber ADD CONSTRAINT vlr_not_negative CHECK (vlr_location >= 0) NOT VALID")
+        .unwrap();
     let failing = || {
         let mut txn = db.begin().unwrap();
         txn.update(subscriber.id, &[Value::Int4(5)], &[(vlr_column, Value::Int4(-1))]).unwrap();
@@ -85,8 +91,14 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
     assert_eq!(error.sqlstate(), "23514", "{error}");
     assert!(error.to_string().contains("vlr_not_negative"), "{error}");
     let mut txn = db.begin().unwrap();
-    assert_eq!(txn.get_with(subscriber.id, &[Value::Int4(5)], |row| row.values()[vlr_column].clone()).unwrap(), Some(Value::Int8(1005)));
-    assert_eq!(txn.get_with(subscriber.id, &[Value::Int4(6)], |row| row.values()[vlr_column].clone()).unwrap(), Some(Value::Int8(1006)));
+    assert_eq!(
+        txn.get_with(subscriber.id, &[Value::Int4(5)], |row| row.values()[vlr_column].clone()).unwrap(),
+        Some(Value::Int8(1005))
+    );
+    assert_eq!(
+        txn.get_with(subscriber.id, &[Value::Int4(6)], |row| row.values()[vlr_column].clone()).unwrap(),
+        Some(Value::Int8(1006))
+    );
     txn.commit().unwrap();
     assert_eq!(vlr(&mut client, 6), 1006, "nothing of a refused transaction reaches PostgreSQL");
     common::assert_tables_equal(cache.database(), &mut client, "true");
@@ -108,7 +120,10 @@ fn swt_commits_in_postgres_first_and_its_refusals_roll_back() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut txn = db.begin().unwrap();
-    assert!(txn.get_with(subscriber.id, &[Value::Int4(9)], |_| ()).unwrap().is_none(), "the instance PostgreSQL no longer has left the cache");
+    assert!(
+        txn.get_with(subscriber.id, &[Value::Int4(9)], |_| ()).unwrap().is_none(),
+        "the instance PostgreSQL no longer has left the cache"
+    );
     txn.commit().unwrap();
     common::assert_tables_equal(cache.database(), &mut client, "true");
 

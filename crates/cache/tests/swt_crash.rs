@@ -37,7 +37,9 @@ const KEYS: i32 = 500;
 #[test]
 #[ignore = "the child process of a test in this file (run by it with --ignored)"]
 fn swt_crash_child_entry() {
-    let (Ok(dir), Ok(url), Ok(seed)) = (std::env::var(ENV_DIR), std::env::var(ENV_URL), std::env::var(ENV_SEED)) else { return };
+    let (Ok(dir), Ok(url), Ok(seed)) = (std::env::var(ENV_DIR), std::env::var(ENV_URL), std::env::var(ENV_SEED)) else {
+        return;
+    };
     let cache = common::open_cache(Path::new(&dir), &url);
     assert!(cache.wait_swt_resolved(Duration::from_secs(60)));
     println!("RESOLVED {}", cache.swt_status().unwrap().in_doubt_resolved.load(std::sync::atomic::Ordering::Relaxed));
@@ -52,7 +54,10 @@ fn swt_crash_child_entry() {
         let mut txn = db.begin().unwrap();
         for _ in 0..keys {
             let s = rng.random_range(1..=KEYS);
-            txn.update_with(subscriber.id, &[Value::Int4(s)], |row| Ok(Some(vec![(msc, Value::Int8(row.get_i64(msc).unwrap_or(0) + 1))]))).unwrap();
+            txn.update_with(subscriber.id, &[Value::Int4(s)], |row| {
+                Ok(Some(vec![(msc, Value::Int8(row.get_i64(msc).unwrap_or(0) + 1))]))
+            })
+            .unwrap();
         }
         match txn.commit() {
             Ok(_) => {
@@ -79,7 +84,9 @@ fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
     let before = {
         let cache = common::open_cache(dir.path(), &url);
         cache.create_group(&common::tatp_group("swt", GroupKind::Swt, false)).unwrap();
-        cache.load("swt", &LoadOptions { predicate: Some(format!("s_id <= {KEYS}")), ..LoadOptions::default() }).unwrap();
+        cache
+            .load("swt", &LoadOptions { predicate: Some(format!("s_id <= {KEYS}")), ..LoadOptions::default() })
+            .unwrap();
         common::msc_sum(cache.database())
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(16);
@@ -129,7 +136,10 @@ fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
                 break;
             }
         }
-        assert!(last >= kill_at, "the child ended after {last} increments, before its kill: it failed (see its output above)");
+        assert!(
+            last >= kill_at,
+            "the child ended after {last} increments, before its kill: it failed (see its output above)"
+        );
         if in_window {
             // Until the next commit announces the window (PostgreSQL
             // committed it, the cache not yet); a few lines at most.
@@ -154,10 +164,16 @@ fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
             count(&line.unwrap(), &mut last, &mut unknown, &mut resolved);
         }
         acknowledged += last;
-        println!("round {round}: killed after {last} acknowledged increments (backend crash at {backend_crash_at:?}, unknown so far {unknown}, resolved so far {resolved})");
+        println!(
+            "round {round}: killed after {last} acknowledged increments (backend crash at {backend_crash_at:?}, unknown so far {unknown}, resolved so far {resolved})"
+        );
     }
     let cache = common::open_cache(dir.path(), &url);
-    assert!(cache.wait_swt_resolved(Duration::from_secs(60)), "in-doubt transactions not resolved: {:?}", cache.swt_status().unwrap());
+    assert!(
+        cache.wait_swt_resolved(Duration::from_secs(60)),
+        "in-doubt transactions not resolved: {:?}",
+        cache.swt_status().unwrap()
+    );
     resolved += cache.swt_status().unwrap().in_doubt_resolved.load(std::sync::atomic::Ordering::Relaxed);
     let mut client = connect(&url).unwrap();
     let local = common::msc_sum(cache.database());
@@ -166,10 +182,19 @@ fn kills_of_either_side_leave_both_equal_and_every_ack_in_both() {
         "increments: acknowledged {acknowledged}, outcome unknown {unknown}, in the cache {}, in-doubt transactions resolved at restarts {resolved} (kills inside the window: {window_kills})",
         local - before
     );
-    assert!(resolved >= window_kills && window_kills > 0, "every kill inside the window leaves a transaction to resolve: {resolved} resolved, {window_kills} such kills");
+    assert!(
+        resolved >= window_kills && window_kills > 0,
+        "every kill inside the window leaves a transaction to resolve: {resolved} resolved, {window_kills} such kills"
+    );
     assert_eq!(remote, local, "the cache must equal PostgreSQL after resolution");
-    assert!(local >= before + acknowledged as i64, "an acknowledged commit was lost: {local} < {before} + {acknowledged}");
-    assert!(local <= before + (acknowledged + unknown) as i64 + 2 * rounds as i64, "more commits than the children made");
+    assert!(
+        local >= before + acknowledged as i64,
+        "an acknowledged commit was lost: {local} < {before} + {acknowledged}"
+    );
+    assert!(
+        local <= before + (acknowledged + unknown) as i64 + 2 * rounds as i64,
+        "more commits than the children made"
+    );
     common::assert_tables_equal(cache.database(), &mut client, &format!("s_id <= {KEYS}"));
     drop(cache);
     drop(client);

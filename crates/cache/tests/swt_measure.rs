@@ -53,7 +53,8 @@ fn measure_swt_latency_against_postgres_alone() {
     let (vlr, bit_1) = (subscriber.column_index("vlr_location").unwrap(), subscriber.column_index("bit_1").unwrap());
     let data_a = special.column_index("data_a").unwrap();
     // Subscribers with special facility 1 (s % 4 >= 1 and s % 7 != 0), so both sides update two rows.
-    let keys: Vec<i32> = (1..=i32::try_from(common::SUBSCRIBERS).unwrap()).filter(|s| s % 4 >= 1 && s % 7 != 0).collect();
+    let keys: Vec<i32> =
+        (1..=i32::try_from(common::SUBSCRIBERS).unwrap()).filter(|s| s % 4 >= 1 && s % 7 != 0).collect();
 
     let mut pg = connect(&url).unwrap();
     let update_location = pg.prepare("UPDATE subscriber SET vlr_location = $1 WHERE s_id = $2").unwrap();
@@ -84,7 +85,9 @@ fn measure_swt_latency_against_postgres_alone() {
             let started = Instant::now();
             let mut txn = db.begin().unwrap();
             assert!(txn.update(subscriber.id, &[Value::Int4(s)], &[(bit_1, Value::Int2(small % 2))]).unwrap());
-            assert!(txn.update(special.id, &[Value::Int4(s), Value::Int2(1)], &[(data_a, Value::Int2(small))]).unwrap());
+            assert!(
+                txn.update(special.id, &[Value::Int4(s), Value::Int2(1)], &[(data_a, Value::Int2(small))]).unwrap()
+            );
             txn.commit().unwrap();
             swt_two.push(started.elapsed());
         }
@@ -96,7 +99,11 @@ fn measure_swt_latency_against_postgres_alone() {
     let d = summary("UPDATE_SUBSCRIBER_DATA, SWT (direct mode)", swt_two);
     println!("SWT / PostgreSQL average: UPDATE_LOCATION {:.2}, UPDATE_SUBSCRIBER_DATA {:.2}", b / a, d / c);
     let status = cache.swt_status().unwrap();
-    println!("SWT commits {}, refused {}", status.commits.load(std::sync::atomic::Ordering::Relaxed), status.refused.load(std::sync::atomic::Ordering::Relaxed));
+    println!(
+        "SWT commits {}, refused {}",
+        status.commits.load(std::sync::atomic::Ordering::Relaxed),
+        status.refused.load(std::sync::atomic::Ordering::Relaxed)
+    );
     // Both sides agree after it all.
     let mut client = connect(&url).unwrap();
     common::assert_tables_equal(&db, &mut client, "true");

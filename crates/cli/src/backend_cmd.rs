@@ -70,17 +70,12 @@ fn start(args: StartArgs) -> anyhow::Result<()> {
         fsync: matches!(args.fsync, OnOff::On),
         password: args.password,
     };
-    let started = managed::start(&options)
-        .with_context(|| format!("starting PostgreSQL in {}", args.dir.dir.display()))?;
+    let started =
+        managed::start(&options).with_context(|| format!("starting PostgreSQL in {}", args.dir.dir.display()))?;
     if started.already_running {
         println!("PostgreSQL already running in {} (pid {})", args.dir.dir.display(), started.pid);
     } else {
-        println!(
-            "PostgreSQL started in {} (pid {}, port {})",
-            args.dir.dir.display(),
-            started.pid,
-            started.port
-        );
+        println!("PostgreSQL started in {} (pid {}, port {})", args.dir.dir.display(), started.pid, started.port);
     }
     println!("{}", started.url);
     Ok(())
@@ -116,9 +111,5 @@ fn human_bytes(bytes: u64) -> String {
         value /= 1024.0;
         unit += 1;
     }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
 }

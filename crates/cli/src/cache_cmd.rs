@@ -110,9 +110,11 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
 
 /// `pgtier status`: one screen of where the cache stands.
 #[derive(Args)]
-#[command(after_help = "Shows write-through (AWT: node, state, connected, lanes, applied, backlog, lag now and p50/p99, refused, reconnects,
+#[command(
+    after_help = "Shows write-through (AWT: node, state, connected, lanes, applied, backlog, lag now and p50/p99, refused, reconnects,
 stalls, held groups and why, last error, and per apply lane its state, queue, applied, wait and PostgreSQL pid; SWT: commits, refused, in-doubt resolved, repairs, time in PostgreSQL; autorefresh of READONLY groups: state, applied,
-lag in bytes and ms with p50/p99, WAL retained by the slot, re-snapshots, errors) and every cache group (instances, rows, memory, loads, evictions, dynamic loads, miss latency).")]
+lag in bytes and ms with p50/p99, WAL retained by the slot, re-snapshots, errors) and every cache group (instances, rows, memory, loads, evictions, dynamic loads, miss latency)."
+)]
 pub struct StatusArgs {
     /// The pgtier server [default: $PGTIER_URL, else postgresql://$USER@127.0.0.1:5433/pgtier; password from the URL or $PGPASSWORD]
     #[arg(long, env = "PGTIER_URL", hide_env_values = true)]
@@ -126,22 +128,42 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
     let running = propagation.iter().any(|m| matches!(m, SimpleQueryMessage::Row(_)));
     println!("Write-through (AWT)");
     if running {
-        println!("{}", query_table(&mut client, "SELECT node, state, connected, lanes, applied_txns, backlog_bytes, round(lag_ms::numeric, 1) AS lag_ms, round(lag_p50_ms::numeric, 2) AS lag_p50_ms, round(lag_p99_ms::numeric, 2) AS lag_p99_ms, errors, retries, stalls FROM pgtier_cache_propagation")?);
+        println!(
+            "{}",
+            query_table(
+                &mut client,
+                "SELECT node, state, connected, lanes, applied_txns, backlog_bytes, round(lag_ms::numeric, 1) AS lag_ms, round(lag_p50_ms::numeric, 2) AS lag_p50_ms, round(lag_p99_ms::numeric, 2) AS lag_p99_ms, errors, retries, stalls FROM pgtier_cache_propagation"
+            )?
+        );
         for (what, column) in [("held groups", "held_groups"), ("last error", "last_error")] {
             let sql = format!("SELECT {column} FROM pgtier_cache_propagation WHERE {column} IS NOT NULL");
             if let Some(SimpleQueryMessage::Row(row)) = client.simple_query(&sql).map_err(|e| describe(&e))?.first() {
                 println!("{what}: {}", row.get(0).unwrap_or(""));
             }
         }
-        println!("{}", query_table(&mut client, "SELECT lane, state, queued_txns, queued_bytes, applied_txns, round(waiting_ms::numeric) AS waiting_ms, backend_pid, last_error FROM pgtier_cache_lanes")?);
+        println!(
+            "{}",
+            query_table(
+                &mut client,
+                "SELECT lane, state, queued_txns, queued_bytes, applied_txns, round(waiting_ms::numeric) AS waiting_ms, backend_pid, last_error FROM pgtier_cache_lanes"
+            )?
+        );
     } else {
         println!("  not running (no AWT cache group, or no [backend])");
     }
     let swt = client.simple_query("SELECT * FROM pgtier_cache_swt").map_err(|e| describe(&e))?;
     if swt.iter().any(|m| matches!(m, SimpleQueryMessage::Row(_))) {
         println!("\nWrite-through (SWT)");
-        println!("{}", query_table(&mut client, "SELECT commits, refused, in_doubt_resolved, repairs, round(backend_p50_ms::numeric, 2) AS backend_p50_ms, round(backend_p99_ms::numeric, 2) AS backend_p99_ms FROM pgtier_cache_swt")?);
-        for (what, column) in [("groups refused for a changed definition", "drifted_groups"), ("last error", "last_error")] {
+        println!(
+            "{}",
+            query_table(
+                &mut client,
+                "SELECT commits, refused, in_doubt_resolved, repairs, round(backend_p50_ms::numeric, 2) AS backend_p50_ms, round(backend_p99_ms::numeric, 2) AS backend_p99_ms FROM pgtier_cache_swt"
+            )?
+        );
+        for (what, column) in
+            [("groups refused for a changed definition", "drifted_groups"), ("last error", "last_error")]
+        {
             let sql = format!("SELECT {column} FROM pgtier_cache_swt WHERE {column} IS NOT NULL");
             if let Some(SimpleQueryMessage::Row(row)) = client.simple_query(&sql).map_err(|e| describe(&e))?.first() {
                 println!("{what}: {}", row.get(0).unwrap_or(""));
@@ -151,15 +173,32 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
     let autorefresh = client.simple_query("SELECT * FROM pgtier_cache_autorefresh").map_err(|e| describe(&e))?;
     if autorefresh.iter().any(|m| matches!(m, SimpleQueryMessage::Row(_))) {
         println!("\nAutorefresh (READONLY groups)");
-        println!("{}", query_table(&mut client, "SELECT \"group\", state, connected, applied_txns, applied_changes, lag_bytes, round(lag_ms::numeric, 1) AS lag_ms, round(lag_p50_ms::numeric, 2) AS lag_p50_ms, round(lag_p99_ms::numeric, 2) AS lag_p99_ms, retained_wal_bytes, resnapshots, errors FROM pgtier_cache_autorefresh ORDER BY 1")?);
-        for message in client.simple_query("SELECT \"group\", last_error FROM pgtier_cache_autorefresh WHERE last_error IS NOT NULL ORDER BY 1").map_err(|e| describe(&e))? {
+        println!(
+            "{}",
+            query_table(
+                &mut client,
+                "SELECT \"group\", state, connected, applied_txns, applied_changes, lag_bytes, round(lag_ms::numeric, 1) AS lag_ms, round(lag_p50_ms::numeric, 2) AS lag_p50_ms, round(lag_p99_ms::numeric, 2) AS lag_p99_ms, retained_wal_bytes, resnapshots, errors FROM pgtier_cache_autorefresh ORDER BY 1"
+            )?
+        );
+        for message in client
+            .simple_query(
+                "SELECT \"group\", last_error FROM pgtier_cache_autorefresh WHERE last_error IS NOT NULL ORDER BY 1",
+            )
+            .map_err(|e| describe(&e))?
+        {
             if let SimpleQueryMessage::Row(row) = message {
                 println!("last error of {}: {}", row.get(0).unwrap_or(""), row.get(1).unwrap_or(""));
             }
         }
     }
     println!("\nCache groups");
-    println!("{}", query_table(&mut client, "SELECT g.name, g.kind, g.dynamic, g.aging, s.instances, s.\"rows\", round(s.memory_bytes / 1048576.0, 1) AS memory_mb, s.loaded_instances, s.evicted_instances, s.dynamic_loads, round(s.miss_latency_avg_us::numeric) AS miss_us FROM pgtier_cache_groups g JOIN pgtier_cache_stats s ON s.\"group\" = g.name ORDER BY g.name")?);
+    println!(
+        "{}",
+        query_table(
+            &mut client,
+            "SELECT g.name, g.kind, g.dynamic, g.aging, s.instances, s.\"rows\", round(s.memory_bytes / 1048576.0, 1) AS memory_mb, s.loaded_instances, s.evicted_instances, s.dynamic_loads, round(s.miss_latency_avg_us::numeric) AS miss_us FROM pgtier_cache_groups g JOIN pgtier_cache_stats s ON s.\"group\" = g.name ORDER BY g.name"
+        )?
+    );
     Ok(())
 }
 
@@ -232,16 +271,21 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         }
         CacheCommand::List => list(&config),
         CacheCommand::Stats { name } => stats(&config, name.as_deref()),
-        CacheCommand::Verify { name } => run_statement(&config, &format!("VERIFY CACHE GROUP {name}"), "VERIFY CACHE GROUP", true),
+        CacheCommand::Verify { name } => {
+            run_statement(&config, &format!("VERIFY CACHE GROUP {name}"), "VERIFY CACHE GROUP", true)
+        }
         CacheCommand::Takeover => run_statement(&config, "TAKEOVER CACHE NODE", "TAKEOVER CACHE NODE", false),
-        CacheCommand::AcceptDefinition { name } => run_statement(&config, &format!("ALTER CACHE GROUP {name} ACCEPT DEFINITION"), "ALTER CACHE GROUP", false),
+        CacheCommand::AcceptDefinition { name } => {
+            run_statement(&config, &format!("ALTER CACHE GROUP {name} ACCEPT DEFINITION"), "ALTER CACHE GROUP", false)
+        }
     }
 }
 
 /// The URL as postgres::Config, with a user ($USER) and password ($PGPASSWORD) when it names none.
 fn client_config(url: Option<&str>) -> anyhow::Result<Config> {
     let url = url.unwrap_or(DEFAULT_URL);
-    let mut config: Config = url.parse().map_err(|e| anyhow!("invalid --url {}: {e}", pgtier_backend::redact_url(url)))?;
+    let mut config: Config =
+        url.parse().map_err(|e| anyhow!("invalid --url {}: {e}", pgtier_backend::redact_url(url)))?;
     if config.get_user().is_none() {
         config.user(&std::env::var("USER").unwrap_or_else(|_| "postgres".to_owned()));
     }
@@ -260,7 +304,8 @@ fn client_config(url: Option<&str>) -> anyhow::Result<Config> {
 fn connect(config: &Config, notices: Option<Arc<Mutex<Vec<String>>>>) -> anyhow::Result<Client> {
     let mut config = config.clone();
     if let Some(notices) = notices {
-        config.notice_callback(move |notice| notices.lock().push(format!("{}: {}", notice.severity(), notice.message())));
+        config
+            .notice_callback(move |notice| notices.lock().push(format!("{}: {}", notice.severity(), notice.message())));
     }
     let shown = format!("{:?}:{:?}", config.get_hosts(), config.get_ports());
     config.connect(NoTls).map_err(|e| describe(&e)).with_context(|| format!("connecting to pgtier at {shown}"))
@@ -288,7 +333,13 @@ fn create_sql(c: &CreateArgs) -> String {
         Kind::Awt => "AWT",
         Kind::Swt => "SWT",
     };
-    let mut sql = format!("CREATE {}{kind} CACHE GROUP {} FROM {}{}", if c.dynamic { "DYNAMIC " } else { "" }, c.name, c.root, where_clause(c.predicate.as_deref()));
+    let mut sql = format!(
+        "CREATE {}{kind} CACHE GROUP {} FROM {}{}",
+        if c.dynamic { "DYNAMIC " } else { "" },
+        c.name,
+        c.root,
+        where_clause(c.predicate.as_deref())
+    );
     for child in &c.children {
         sql.push_str(", ");
         sql.push_str(child);
@@ -332,7 +383,10 @@ fn run_statement(config: &Config, sql: &str, tag: &str, counted: bool) -> anyhow
         eprintln!("{notice}");
     }
     let messages = result.map_err(|e| describe(&e))?;
-    let n = messages.iter().rev().find_map(|m| if let SimpleQueryMessage::CommandComplete(n) = m { Some(*n) } else { None });
+    let n = messages
+        .iter()
+        .rev()
+        .find_map(|m| if let SimpleQueryMessage::CommandComplete(n) = m { Some(*n) } else { None });
     match (counted, n) {
         (true, Some(n)) => println!("{tag} {n}"),
         _ => println!("{tag}"),
@@ -347,14 +401,20 @@ fn show_progress(config: &Config, group: &str, done: &AtomicBool) {
     bar.enable_steady_tick(Duration::from_millis(120));
     let Ok(mut client) = connect(config, None) else { return bar.finish_and_clear() };
     let sql = "SELECT instances, \"rows\" FROM pgtier_cache_stats WHERE \"group\" = $1";
-    let read = |client: &mut Client| client.query_opt(sql, &[&group]).ok().flatten().map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1)));
+    let read = |client: &mut Client| {
+        client.query_opt(sql, &[&group]).ok().flatten().map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1)))
+    };
     let Some((first_instances, first_rows)) = read(&mut client) else { return bar.finish_and_clear() };
     let started = Instant::now();
     while !done.load(Ordering::Acquire) {
         if let Some((instances, rows)) = read(&mut client) {
             let seconds = started.elapsed().as_secs_f64().max(0.001);
             let rate = (rows - first_rows) as f64 / seconds;
-            bar.set_message(format!("{group}: {} instances ({} new), {rate:.0} rows/s", instances, instances - first_instances));
+            bar.set_message(format!(
+                "{group}: {} instances ({} new), {rate:.0} rows/s",
+                instances,
+                instances - first_instances
+            ));
         }
         std::thread::sleep(PROGRESS_POLL);
     }

@@ -97,7 +97,9 @@ fn options(args: &DemoArgs) -> anyhow::Result<DemoOptions> {
     if !(args.cached_fraction > 0.0 && args.cached_fraction <= 1.0) {
         bail!("invalid --cached-fraction {}: must be in (0, 1]", args.cached_fraction);
     }
-    let cached = args.cached_subscribers.unwrap_or_else(|| ((args.subscribers as f64 * args.cached_fraction).round() as u64).max(1));
+    let cached = args
+        .cached_subscribers
+        .unwrap_or_else(|| ((args.subscribers as f64 * args.cached_fraction).round() as u64).max(1));
     let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     if !(1..=64).contains(&args.awt_lanes) {
         bail!("invalid --awt-lanes {}: must be 1 to 64", args.awt_lanes);
@@ -192,7 +194,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         Some(url) => (None, url.clone()),
         None => {
             eprintln!("pgtier demo: starting a private PostgreSQL (fsync on, synchronous_commit on)");
-            let cluster = PrivateCluster::start(ClusterOptions::for_benchmark()).context("starting the private PostgreSQL")?;
+            let cluster =
+                PrivateCluster::start(ClusterOptions::for_benchmark()).context("starting the private PostgreSQL")?;
             let url = cluster.create_database("tatp").context("creating database tatp")?;
             (Some(cluster), url)
         }

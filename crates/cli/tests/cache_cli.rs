@@ -19,10 +19,21 @@ impl Drop for Served {
 }
 
 fn serve(config: &std::path::Path) -> (Served, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pgtier")).args(["serve", "--config"]).arg(config).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pgtier"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
-    let addr = first.strip_prefix("pgtier: listening on ").unwrap_or_else(|| panic!("{first}")).split(' ').next().unwrap().to_owned();
+    let addr = first
+        .strip_prefix("pgtier: listening on ")
+        .unwrap_or_else(|| panic!("{first}"))
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_owned();
     std::thread::spawn(move || for _ in lines.by_ref() {});
     (Served(child), addr)
 }
@@ -49,21 +60,27 @@ fn every_verb_against_a_running_server() {
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("pgtier.toml");
-    let toml = format!("listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\n[auth]\nmethod = \"trust\"\n[backend]\nurl = {backend:?}\n[cache]\nload_parallel = 2\n");
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\n[auth]\nmethod = \"trust\"\n[backend]\nurl = {backend:?}\n[cache]\nload_parallel = 2\n"
+    );
     std::fs::write(&config, toml).unwrap();
     let (_served, addr) = serve(&config);
     let url = format!("postgresql://app@{addr}/app");
 
     // Without autorefresh: the verify below changes PostgreSQL behind the
     // cache's back, and autorefresh would race it by applying the change.
-    assert_eq!(ok(&cache(&url, &["create", "tatp", "--root", "subscriber", "--child", "access_info", "--no-autorefresh"])), "CREATE CACHE GROUP\n");
+    assert_eq!(
+        ok(&cache(&url, &["create", "tatp", "--root", "subscriber", "--child", "access_info", "--no-autorefresh"])),
+        "CREATE CACHE GROUP\n"
+    );
     let out = cache(&url, &["load", "tatp", "--where", "s_id <= 120", "--parallel", "2"]);
     assert_eq!(ok(&out), "LOAD CACHE GROUP 120\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("NOTICE: loaded 120 instances (subscriber 120, access_info 120 rows)"), "{stderr}");
     // What the progress display polls (cache_cmd.rs show_progress), with a parameter.
     let mut tier = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    let row = tier.query_one("SELECT instances, \"rows\" FROM pgtier_cache_stats WHERE \"group\" = $1", &[&"tatp"]).unwrap();
+    let row =
+        tier.query_one("SELECT instances, \"rows\" FROM pgtier_cache_stats WHERE \"group\" = $1", &[&"tatp"]).unwrap();
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (120, 240));
     let list = ok(&cache(&url, &["list"]));
     assert!(list.contains("tatp") && list.contains("READONLY") && list.contains("access_info"), "{list}");
@@ -75,7 +92,13 @@ fn every_verb_against_a_running_server() {
 
     let out = Command::new(env!("CARGO_BIN_EXE_pgtier")).arg("status").env("PGTIER_URL", &url).output().unwrap();
     let screen = ok(&out);
-    assert!(screen.contains("not running") && screen.contains("Cache groups") && screen.contains("tatp") && screen.contains("READONLY"), "{screen}");
+    assert!(
+        screen.contains("not running")
+            && screen.contains("Cache groups")
+            && screen.contains("tatp")
+            && screen.contains("READONLY"),
+        "{screen}"
+    );
     // With an AWT group, write-through runs and status shows it.
     pg.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv VALUES (1, 1);").unwrap();
     ok(&cache(&url, &["create", "kv", "--kind", "awt", "--root", "kv"]));
@@ -94,10 +117,16 @@ fn every_verb_against_a_running_server() {
     // verify: clean, then a change made in PostgreSQL behind the cache's back (exit 1, XX001, the difference named).
     assert_eq!(ok(&cache(&url, &["verify", "tatp"])), "VERIFY CACHE GROUP 100\n");
     pg.batch_execute("UPDATE access_info SET data3 = 'zzz' WHERE s_id = 7").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_pgtier")).args(["verify", "tatp"]).env("PGTIER_URL", &url).output().unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_pgtier")).args(["verify", "tatp"]).env("PGTIER_URL", &url).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("SQLSTATE XX001") && stderr.contains("1 of 100 cached instances differ") && stderr.contains("access_info"), "{stderr}");
+    assert!(
+        stderr.contains("SQLSTATE XX001")
+            && stderr.contains("1 of 100 cached instances differ")
+            && stderr.contains("access_info"),
+        "{stderr}"
+    );
 
     // Errors: exit 1, SQLSTATE and hint on stderr.
     let out = cache(&url, &["load", "nosuch"]);
@@ -106,7 +135,11 @@ fn every_verb_against_a_running_server() {
     assert!(stderr.contains("cache group \"nosuch\" does not exist (SQLSTATE 42704)"), "{stderr}");
     let out = cache(&url, &["create", "bad", "--root", "subscriber", "--child", "access_info", "--memory", "lots"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("SQLSTATE 42601"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("SQLSTATE 42601"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = cache(&url, &["create", "nk", "--root", "access_info", "--child", "subscriber"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("HINT"), "{}", String::from_utf8_lossy(&out.stderr));
@@ -116,7 +149,11 @@ fn every_verb_against_a_running_server() {
     // Nothing listening: a clear connection error, exit 1.
     let out = cache("postgresql://app@127.0.0.1:1/app", &["list"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("connecting to pgtier"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("connecting to pgtier"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Sum and count of `kv` on a connection (to pgtier or to PostgreSQL).
@@ -127,11 +164,18 @@ fn kv_state(client: &mut postgres::Client) -> (i64, i64) {
 
 /// Waits until PostgreSQL's `kv` equals pgtier's, row for row.
 fn wait_equal(tier: &mut postgres::Client, pg: &mut postgres::Client, what: &str) {
-    let rows = |c: &mut postgres::Client| -> Vec<(i32, i32)> { c.query("SELECT k, v FROM kv ORDER BY k", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect() };
+    let rows = |c: &mut postgres::Client| -> Vec<(i32, i32)> {
+        c.query("SELECT k, v FROM kv ORDER BY k", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect()
+    };
     let expected = rows(tier);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while rows(pg) != expected {
-        assert!(std::time::Instant::now() < deadline, "{what}: PostgreSQL {:?} never reached the cache's {:?}", kv_state(pg), kv_state(tier));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: PostgreSQL {:?} never reached the cache's {:?}",
+            kv_state(pg),
+            kv_state(tier)
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
@@ -149,7 +193,9 @@ fn a_lost_data_directory_is_refused_until_taken_over() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("pgtier.toml");
     let node = format!("takeover{}", std::process::id());
-    let toml = format!("listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\n[auth]\nmethod = \"trust\"\n[backend]\nurl = {backend:?}\n[cache]\nawt_node = {node:?}\n");
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\n[auth]\nmethod = \"trust\"\n[backend]\nurl = {backend:?}\n[cache]\nawt_node = {node:?}\n"
+    );
     std::fs::write(&config, toml).unwrap();
     let updates = |tier: &mut postgres::Client, count: i32| {
         for i in 0..count {
@@ -173,7 +219,12 @@ fn a_lost_data_directory_is_refused_until_taken_over() {
     let out = cache(&url, &["create", "kv", "--kind", "awt", "--root", "kv"]);
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("belongs to another data directory") && stderr.contains("SQLSTATE 55000") && stderr.contains("pgtier cache takeover"), "{stderr}");
+    assert!(
+        stderr.contains("belongs to another data directory")
+            && stderr.contains("SQLSTATE 55000")
+            && stderr.contains("pgtier cache takeover"),
+        "{stderr}"
+    );
     let mut tier = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     assert!(ok(&cache(&url, &["takeover"])).contains("TAKEOVER CACHE NODE"));
     ok(&cache(&url, &["create", "kv", "--kind", "awt", "--root", "kv"]));
@@ -182,6 +233,9 @@ fn a_lost_data_directory_is_refused_until_taken_over() {
     assert_eq!(kv_state(&mut tier), (3300, 100));
     wait_equal(&mut tier, &mut pg, "the new directory's 300 updates after the takeover");
     // The lost directory's progress rows stay for inspection, beside the new one's.
-    let incarnations: i64 = pg.query_one("SELECT count(DISTINCT incarnation) FROM pgtier.awt_progress WHERE node = $1", &[&node]).unwrap().get(0);
+    let incarnations: i64 = pg
+        .query_one("SELECT count(DISTINCT incarnation) FROM pgtier.awt_progress WHERE node = $1", &[&node])
+        .unwrap()
+        .get(0);
     assert_eq!(incarnations, 2);
 }

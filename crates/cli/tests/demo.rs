@@ -24,14 +24,26 @@ use pgtier_engine::CommitMode;
 
 const CACHED: u64 = 300;
 /// Phases as the progress lines number them.
-const PHASES: [&str; 9] = ["populate", "baseline", "LOAD", "direct", "search", "capped", "other commit mode", "wire", "verify"];
+const PHASES: [&str; 9] =
+    ["populate", "baseline", "LOAD", "direct", "search", "capped", "other commit mode", "wire", "verify"];
 
 fn demo_command(dir: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_pgtier"));
     command
         .arg("demo")
         .args(["--subscribers", "1500", "--cached-subscribers", &CACHED.to_string(), "--threads", "1,2"])
-        .args(["--duration", "1", "--ramp-up", "0.3", "--ramp-down", "0.2", "--search-step", "1.5", "--search-steps", "3"])
+        .args([
+            "--duration",
+            "1",
+            "--ramp-up",
+            "0.3",
+            "--ramp-down",
+            "0.2",
+            "--search-step",
+            "1.5",
+            "--search-steps",
+            "3",
+        ])
         // PostgreSQL's capped rate well below the search's first step (half
         // its peak), so write-through's flat maximum does not lower the cap
         // and PostgreSQL alone is not run again after verify.
@@ -84,7 +96,11 @@ fn demo_runs_end_to_end_and_postgres_holds_what_pgtier_committed() {
     assert!(!text.contains("Partial report"), "{text}");
     assert!(report.finished && report.stopped_by.is_none());
     for (i, phase) in PHASES.iter().enumerate() {
-        assert!(stderr.contains(&format!("[{}/9]", i + 1)) && report.phases[i].0.contains(phase), "phase {phase}: {:?}", report.phases);
+        assert!(
+            stderr.contains(&format!("[{}/9]", i + 1)) && report.phases[i].0.contains(phase),
+            "phase {phase}: {:?}",
+            report.phases
+        );
     }
 
     // Every run measured, with transactions, PostgreSQL's figures and this
@@ -103,12 +119,20 @@ fn demo_runs_end_to_end_and_postgres_holds_what_pgtier_committed() {
                 assert!(backend.samples > 0 && backend.source.starts_with("postgresql"), "{label}: {backend:?}");
                 // The workers outlive the window by the ramp-down (unless this machine is very busy).
                 let clients = backend.process_cpu.iter().find(|c| c.component == "application threads");
-                assert!(clients.is_some_and(|c| c.threads >= 1 && c.threads <= it.threads), "{label}: the clients' CPU: {:?}", backend.process_cpu);
+                assert!(
+                    clients.is_some_and(|c| c.threads >= 1 && c.threads <= it.threads),
+                    "{label}: the clients' CPU: {:?}",
+                    backend.process_cpu
+                );
                 if label.starts_with("postgresql") {
                     // Its own clients keep PostgreSQL busy (closed loop, always).
                     assert!(backend.commits > 0 && (capped || backend.active_sessions > 0.0), "{label}: {backend:?}");
                 } else {
-                    assert!(backend.process_cpu.iter().any(|c| c.component == "write-through"), "{label}: {:?}", backend.process_cpu);
+                    assert!(
+                        backend.process_cpu.iter().any(|c| c.component == "write-through"),
+                        "{label}: {:?}",
+                        backend.process_cpu
+                    );
                 }
             }
             if capped {
@@ -123,7 +147,11 @@ fn demo_runs_end_to_end_and_postgres_holds_what_pgtier_committed() {
     let cap = report.cap.as_ref().expect("a capped rate");
     assert!(!report.search.is_empty() && cap.rate_per_s > 0.0);
     for capped in demo::CAPPED {
-        assert_eq!(report.run(capped).unwrap().config.rate_per_s, Some(cap.rate_per_s), "{capped} ran at the capped rate");
+        assert_eq!(
+            report.run(capped).unwrap().config.rate_per_s,
+            Some(cap.rate_per_s),
+            "{capped} ran at the capped rate"
+        );
     }
     assert_eq!(report.late_wakes.iter().filter(|l| l.label == demo::DIRECT_SYNC_CAPPED).count(), 3);
 
@@ -137,7 +165,10 @@ fn demo_runs_end_to_end_and_postgres_holds_what_pgtier_committed() {
             assert_eq!(lags.len(), it.repetitions.len(), "{label} at {} threads: {lags:?}", it.threads);
             for l in lags {
                 let lag = l.lag.as_ref().unwrap_or_else(|| panic!("{label}: write-through not sampled"));
-                assert!(lag.applied_txns > 0 && lag.written_bytes_per_s > 0.0, "{label}: nothing propagated while it ran: {lag:?}");
+                assert!(
+                    lag.applied_txns > 0 && lag.written_bytes_per_s > 0.0,
+                    "{label}: nothing propagated while it ran: {lag:?}"
+                );
                 assert!(lag.lag_p50_ms <= lag.lag_p99_ms && lag.lag_p99_ms <= lag.lag_max_ms * 1.2, "{label}: {lag:?}");
                 assert!(l.drained, "{label}: write-through did not catch up after the run");
             }
@@ -145,14 +176,21 @@ fn demo_runs_end_to_end_and_postgres_holds_what_pgtier_committed() {
     }
 
     let lags: Vec<f64> = report.run_lag.iter().filter_map(|l| l.lag.as_ref()).map(|l| l.lag_p50_ms).collect();
-    assert!(lags.iter().filter(|&&p50| p50 > 0.0).count() * 2 > lags.len(), "commit-to-PostgreSQL lag mostly not measured: {lags:?}");
+    assert!(
+        lags.iter().filter(|&&p50| p50 > 0.0).count() * 2 > lags.len(),
+        "commit-to-PostgreSQL lag mostly not measured: {lags:?}"
+    );
 
     // The group holds exactly the cached subscribers, and after the lag
     // drained PostgreSQL has every write the cache took.
     let load = report.load.as_ref().unwrap();
     assert_eq!(load.instances, CACHED);
     let memory = report.memory.as_ref().unwrap();
-    assert!(memory.cache_bytes > 0 && memory.postgres_bytes_prorated > 0 && memory.postgres_bytes_prorated < memory.postgres_bytes_total);
+    assert!(
+        memory.cache_bytes > 0
+            && memory.postgres_bytes_prorated > 0
+            && memory.postgres_bytes_prorated < memory.postgres_bytes_total
+    );
     assert!(memory.cache_allocated_bytes >= memory.cache_bytes, "allocated includes what is in use: {memory:?}");
     let verify = report.verify.as_ref().expect("verify ran");
     assert!(verify.drained, "write-through did not drain");
@@ -172,13 +210,17 @@ fn demo_runs_end_to_end_and_postgres_holds_what_pgtier_committed() {
     // subscribers are exactly the rows in pgtier's engine directory, which
     // holds every commit of the direct, sync and wire runs.
     if report.rebaselined {
-        eprintln!("PostgreSQL alone ran again after verify (cap {:?}); its rows no longer equal the cache's, comparison skipped", report.cap);
+        eprintln!(
+            "PostgreSQL alone ran again after verify (cap {:?}); its rows no longer equal the cache's, comparison skipped",
+            report.cap
+        );
     } else {
         let engine = EmbeddedTarget::open(&dir.path().join("engine"), CommitMode::Sync).unwrap();
         let mut client = pgtier_backend::connect::connect(&url).unwrap();
         for table in TABLES {
             let cached = engine_checksum(engine.database(), table).unwrap();
-            let postgres = postgres_checksum(&mut client, &format!("(SELECT * FROM {table} WHERE s_id <= {CACHED})")).unwrap();
+            let postgres =
+                postgres_checksum(&mut client, &format!("(SELECT * FROM {table} WHERE s_id <= {CACHED})")).unwrap();
             assert!(cached.rows > 0, "{table}: the engine holds no rows");
             assert_eq!(cached, postgres, "{table}: PostgreSQL does not hold what pgtier committed");
         }
@@ -186,7 +228,9 @@ fn demo_runs_end_to_end_and_postgres_holds_what_pgtier_committed() {
 
     // Charts, PNG and SVG, and the report links them.
     let out = dir.path().join("out");
-    for stem in ["demo-throughput", "demo-backend", "demo-cpu", "demo-lag", "demo-backlog", "demo-memory", "demo-rate-search"] {
+    for stem in
+        ["demo-throughput", "demo-backend", "demo-cpu", "demo-lag", "demo-backlog", "demo-memory", "demo-rate-search"]
+    {
         for ext in ["png", "svg"] {
             let path = out.join(format!("{stem}.{ext}"));
             assert!(std::fs::metadata(&path).map(|m| m.len() > 1000).unwrap_or(false), "{} missing", path.display());
@@ -204,7 +248,14 @@ fn demo_runs_end_to_end_and_postgres_holds_what_pgtier_committed() {
     again_on_the_same_postgres(&url);
     // Both commit modes' ratios in the headline, durability named.
     let headline = text.split(demo::SECTIONS[1]).next().unwrap();
-    for words in ["async commit", "sync commit", "DurableCommits=0", "× lower", "Write-through at that rate", "pgtier's sustainable throughput"] {
+    for words in [
+        "async commit",
+        "sync commit",
+        "DurableCommits=0",
+        "× lower",
+        "Write-through at that rate",
+        "pgtier's sustainable throughput",
+    ] {
         assert!(headline.contains(words), "headline lacks {words:?}:\n{headline}");
     }
 }
@@ -215,7 +266,8 @@ fn demo_runs_end_to_end_and_postgres_holds_what_pgtier_committed() {
 /// its first drain; then Ctrl-C.
 fn again_on_the_same_postgres(url: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = demo_command(dir.path()).args(["--backend", url]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        demo_command(dir.path()).args(["--backend", url]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let mut seen = Vec::new();
     for line in BufReader::new(child.stderr.take().unwrap()).lines() {
         let line = line.unwrap();
@@ -229,7 +281,10 @@ fn again_on_the_same_postgres(url: &str) {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
     let status = child.wait().unwrap();
-    assert!(seen.iter().any(|l| l.contains("[5/9]")), "a second demo on the same PostgreSQL did not get past the direct sweep ({status}): {seen:?}");
+    assert!(
+        seen.iter().any(|l| l.contains("[5/9]")),
+        "a second demo on the same PostgreSQL did not get past the direct sweep ({status}): {seen:?}"
+    );
 }
 
 #[test]

@@ -14,7 +14,13 @@ fn serve(config: &std::path::Path) -> (Child, String) {
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
-    let addr = first.strip_prefix("pgtier: listening on ").unwrap_or_else(|| panic!("{first}")).split(' ').next().unwrap().to_owned();
+    let addr = first
+        .strip_prefix("pgtier: listening on ")
+        .unwrap_or_else(|| panic!("{first}"))
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_owned();
     // Keep draining stderr so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines.by_ref() {});
     (child, addr)
@@ -33,11 +39,16 @@ fn terminate(child: &mut Child) {
 fn serve_stops_cleanly_and_keeps_commits() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("pgtier.toml");
-    std::fs::write(&config, "listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\ncommit_mode = \"sync\"\n[auth]\nmethod = \"trust\"\n").unwrap();
+    std::fs::write(
+        &config,
+        "listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\ncommit_mode = \"sync\"\n[auth]\nmethod = \"trust\"\n",
+    )
+    .unwrap();
     let (mut child, addr) = serve(&config);
     let url = format!("postgresql://app@{addr}/app");
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    c.batch_execute("CREATE TABLE kept (id int PRIMARY KEY, v text); INSERT INTO kept VALUES (1, 'one'), (2, 'two')").unwrap();
+    c.batch_execute("CREATE TABLE kept (id int PRIMARY KEY, v text); INSERT INTO kept VALUES (1, 'one'), (2, 'two')")
+        .unwrap();
     // An open transaction at shutdown is rolled back, not half-kept.
     c.batch_execute("BEGIN; INSERT INTO kept VALUES (3, 'uncommitted')").unwrap();
     terminate(&mut child);

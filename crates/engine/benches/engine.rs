@@ -10,7 +10,9 @@ use std::ops::Bound;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use pgtier_engine::{ColumnDef, CommitMode, DataType, Database, EngineConfig, IndexDef, IndexId, RowBuf, TableDef, TableId, Value};
+use pgtier_engine::{
+    ColumnDef, CommitMode, DataType, Database, EngineConfig, IndexDef, IndexId, RowBuf, TableDef, TableId, Value,
+};
 
 const ROWS: i64 = 100_000;
 
@@ -42,12 +44,18 @@ fn fixture() -> &'static Fixture {
                 &["id"],
             ))
             .unwrap();
-        let by_c = t.create_index(&IndexDef { name: "b_c".into(), table: "b".into(), columns: vec!["c".into()], unique: false }).unwrap();
+        let by_c = t
+            .create_index(&IndexDef { name: "b_c".into(), table: "b".into(), columns: vec!["c".into()], unique: false })
+            .unwrap();
         t.commit().unwrap();
         for chunk in 0..ROWS / 1000 {
             let mut t = db.begin_with(CommitMode::Async).unwrap();
             for i in chunk * 1000..(chunk + 1) * 1000 {
-                t.insert(table, &[Value::Int8(i), Value::Int8(i), Value::Int4((i % 1000) as i32), Value::Text(format!("row{i}"))]).unwrap();
+                t.insert(
+                    table,
+                    &[Value::Int8(i), Value::Int8(i), Value::Int4((i % 1000) as i32), Value::Text(format!("row{i}"))],
+                )
+                .unwrap();
             }
             t.commit().unwrap();
         }
@@ -157,7 +165,11 @@ fn insert_commit_async(bencher: divan::Bencher) {
     bencher.bench_local(|| {
         let id = f.next_insert.fetch_add(1, Ordering::Relaxed);
         let mut t = f.db.begin_with(CommitMode::Async).unwrap();
-        t.insert(f.table, &[Value::Int8(id), Value::Int8(id), Value::Int4((id % 1000) as i32), Value::Text("inserted".into())]).unwrap();
+        t.insert(
+            f.table,
+            &[Value::Int8(id), Value::Int8(id), Value::Int4((id % 1000) as i32), Value::Text("inserted".into())],
+        )
+        .unwrap();
         t.commit().unwrap()
     });
 }
@@ -170,7 +182,11 @@ fn insert_1000_per_txn(bencher: divan::Bencher) {
         let base = f.next_insert.fetch_add(1000, Ordering::Relaxed);
         let mut t = f.db.begin_with(CommitMode::Async).unwrap();
         for id in base..base + 1000 {
-            t.insert(f.table, &[Value::Int8(id), Value::Int8(id), Value::Int4((id % 1000) as i32), Value::Text("bulk".into())]).unwrap();
+            t.insert(
+                f.table,
+                &[Value::Int8(id), Value::Int8(id), Value::Int4((id % 1000) as i32), Value::Text("bulk".into())],
+            )
+            .unwrap();
         }
         t.commit().unwrap()
     });

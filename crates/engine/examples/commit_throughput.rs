@@ -25,7 +25,11 @@ fn main() {
     let db = Database::open(&dir, config).unwrap();
     let mut t = db.begin().unwrap();
     let table = t
-        .create_table(&TableDef::new("acct", vec![ColumnDef::new("id", DataType::Int8), ColumnDef::new("bal", DataType::Int8)], &["id"]))
+        .create_table(&TableDef::new(
+            "acct",
+            vec![ColumnDef::new("id", DataType::Int8), ColumnDef::new("bal", DataType::Int8)],
+            &["id"],
+        ))
         .unwrap();
     t.commit().unwrap();
     for chunk in 0..ROWS / 10_000 {
@@ -42,7 +46,8 @@ fn main() {
     let barrier = Arc::new(Barrier::new(threads + 1));
     let handles: Vec<_> = (0..threads)
         .map(|n| {
-            let (db, stop, commits, latencies, barrier) = (db.clone(), stop.clone(), commits.clone(), latencies.clone(), barrier.clone());
+            let (db, stop, commits, latencies, barrier) =
+                (db.clone(), stop.clone(), commits.clone(), latencies.clone(), barrier.clone());
             std::thread::spawn(move || {
                 let mut rng = rand::rngs::SmallRng::seed_from_u64(n as u64);
                 let mut mine = Vec::with_capacity(1 << 16);
@@ -51,7 +56,9 @@ fn main() {
                     let id = rng.random_range(0..ROWS);
                     let started = Instant::now();
                     let mut t = db.begin_with(mode).unwrap();
-                    match t.update_with(table, &[Value::Int8(id)], |r| Ok(Some(vec![(1, Value::Int8(r.get_i64(1).unwrap() + 1))]))) {
+                    match t.update_with(table, &[Value::Int8(id)], |r| {
+                        Ok(Some(vec![(1, Value::Int8(r.get_i64(1).unwrap() + 1))]))
+                    }) {
                         Ok(_) => {
                             t.commit().unwrap();
                             mine.push(started.elapsed().as_nanos() as u64);
@@ -78,7 +85,10 @@ fn main() {
     let flushes = after.wal.flushes - before.wal.flushes;
     let mut lat = std::mem::take(&mut *latencies.lock().unwrap());
     lat.sort_unstable();
-    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0) as f64 / 1000.0;
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0) as f64
+            / 1000.0
+    };
     println!(
         "mode={mode:?} threads={threads} seconds={elapsed:.1} commits={n} commits/s={:.0} fsyncs={fsyncs} flushes={flushes} commits/fsync={:.1} latency_us p50={:.1} p90={:.1} p99={:.1} mean={:.1}",
         n as f64 / elapsed,

@@ -14,9 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use pgtier_engine::{
-    ColumnDef, CommitMode, DataType, Database, EngineConfig, ForeignKeyDef, TableDef, TableId, Value,
-};
+use pgtier_engine::{ColumnDef, CommitMode, DataType, Database, EngineConfig, ForeignKeyDef, TableDef, TableId, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -28,12 +26,21 @@ struct Tables {
 }
 
 fn fk(cols: &[&str], parent: &str) -> ForeignKeyDef {
-    ForeignKeyDef { name: None, columns: cols.iter().map(|c| (*c).to_owned()).collect(), parent_table: parent.into(), parent_columns: vec![], on_delete: Default::default() }
+    ForeignKeyDef {
+        name: None,
+        columns: cols.iter().map(|c| (*c).to_owned()).collect(),
+        parent_table: parent.into(),
+        parent_columns: vec![],
+        on_delete: Default::default(),
+    }
 }
 
 fn create(db: &Database) -> Tables {
     let mut t = db.begin().unwrap();
-    let mut cols = vec![ColumnDef::new("s_id", DataType::Int4).not_null(), ColumnDef::new("sub_nbr", DataType::Varchar(15)).not_null()];
+    let mut cols = vec![
+        ColumnDef::new("s_id", DataType::Int4).not_null(),
+        ColumnDef::new("sub_nbr", DataType::Varchar(15)).not_null(),
+    ];
     for prefix in ["bit", "hex", "byte2"] {
         for i in 1..=10 {
             cols.push(ColumnDef::new(format!("{prefix}_{i}"), DataType::Int2));
@@ -129,18 +136,50 @@ fn load(db: &Database, t: &Tables, subscribers: i32) -> u64 {
             rows += 1;
             for ai_type in pick(&mut rng, &[1, 2, 3, 4], 1) {
                 let (d3, d4) = (letters(&mut rng, 3), letters(&mut rng, 5));
-                tx.insert(t.access_info, &[Value::Int4(s_id), Value::Int2(ai_type), Value::Int2(rng.random_range(0..256)), Value::Int2(rng.random_range(0..256)), Value::Text(d3), Value::Text(d4)]).unwrap();
+                tx.insert(
+                    t.access_info,
+                    &[
+                        Value::Int4(s_id),
+                        Value::Int2(ai_type),
+                        Value::Int2(rng.random_range(0..256)),
+                        Value::Int2(rng.random_range(0..256)),
+                        Value::Text(d3),
+                        Value::Text(d4),
+                    ],
+                )
+                .unwrap();
                 rows += 1;
             }
             for sf_type in pick(&mut rng, &[1, 2, 3, 4], 1) {
                 let active = i16::from(rng.random_range(0..100) < 85);
                 let data_b = letters(&mut rng, 5);
-                tx.insert(t.special_facility, &[Value::Int4(s_id), Value::Int2(sf_type), Value::Int2(active), Value::Int2(rng.random_range(0..256)), Value::Int2(rng.random_range(0..256)), Value::Text(data_b)]).unwrap();
+                tx.insert(
+                    t.special_facility,
+                    &[
+                        Value::Int4(s_id),
+                        Value::Int2(sf_type),
+                        Value::Int2(active),
+                        Value::Int2(rng.random_range(0..256)),
+                        Value::Int2(rng.random_range(0..256)),
+                        Value::Text(data_b),
+                    ],
+                )
+                .unwrap();
                 rows += 1;
                 for start_time in pick(&mut rng, &[0, 8, 16], 0) {
                     let end = start_time + rng.random_range(1..=8);
                     let numberx = digits(&mut rng, 15);
-                    tx.insert(t.call_forwarding, &[Value::Int4(s_id), Value::Int2(sf_type), Value::Int2(start_time), Value::Int2(end), Value::Text(numberx)]).unwrap();
+                    tx.insert(
+                        t.call_forwarding,
+                        &[
+                            Value::Int4(s_id),
+                            Value::Int2(sf_type),
+                            Value::Int2(start_time),
+                            Value::Int2(end),
+                            Value::Text(numberx),
+                        ],
+                    )
+                    .unwrap();
                     rows += 1;
                 }
             }
@@ -160,13 +199,21 @@ fn rss_bytes() -> u64 {
 }
 
 fn config() -> EngineConfig {
-    EngineConfig { checkpoint_interval: None, checkpoint_wal_bytes: u64::MAX, checkpoint_on_close: false, ..EngineConfig::default() }
+    EngineConfig {
+        checkpoint_interval: None,
+        checkpoint_wal_bytes: u64::MAX,
+        checkpoint_on_close: false,
+        ..EngineConfig::default()
+    }
 }
 
 fn report_memory(db: &Database) {
     let stats = db.stats();
     let mut total = 0;
-    println!("{:<18} {:>10} {:>12} {:>12} {:>12} {:>9} {:>9}", "table", "rows", "row_bytes", "used_bytes", "index_bytes", "B/row", "used/row");
+    println!(
+        "{:<18} {:>10} {:>12} {:>12} {:>12} {:>9} {:>9}",
+        "table", "rows", "row_bytes", "used_bytes", "index_bytes", "B/row", "used/row"
+    );
     for t in &stats.tables {
         let all = t.row_bytes + t.index_bytes;
         total += all;
@@ -181,7 +228,11 @@ fn report_memory(db: &Database) {
             (t.row_bytes_used + t.index_bytes) as f64 / t.rows.max(1) as f64
         );
     }
-    println!("accounted total: {:.1} MiB; process RSS: {:.1} MiB", total as f64 / 1048576.0, rss_bytes() as f64 / 1048576.0);
+    println!(
+        "accounted total: {:.1} MiB; process RSS: {:.1} MiB",
+        total as f64 / 1048576.0,
+        rss_bytes() as f64 / 1048576.0
+    );
 }
 
 fn update_load(db: &Database, t: &Tables, subscribers: i32, seconds: u64, threads: usize) -> u64 {
@@ -198,9 +249,15 @@ fn update_load(db: &Database, t: &Tables, subscribers: i32, seconds: u64, thread
                     let mut tx = db.begin_with(CommitMode::Async).unwrap();
                     let r = if rng.random_range(0..2) == 0 {
                         // UPDATE_SUBSCRIBER_DATA: subscriber.bit_1 and special_facility.data_a.
-                        tx.update(sub, &[Value::Int4(s_id)], &[(2, Value::Int2(rng.random_range(0..2)))]).and_then(|_| {
-                            tx.update(sf, &[Value::Int4(s_id), Value::Int2(rng.random_range(1..=4))], &[(4, Value::Int2(rng.random_range(0..256)))])
-                        })
+                        tx.update(sub, &[Value::Int4(s_id)], &[(2, Value::Int2(rng.random_range(0..2)))]).and_then(
+                            |_| {
+                                tx.update(
+                                    sf,
+                                    &[Value::Int4(s_id), Value::Int2(rng.random_range(1..=4))],
+                                    &[(4, Value::Int2(rng.random_range(0..256)))],
+                                )
+                            },
+                        )
                     } else {
                         // UPDATE_LOCATION.
                         tx.update(sub, &[Value::Int4(s_id)], &[(33, Value::Int8(rng.random_range(1..u32::MAX as i64)))])
@@ -263,7 +320,12 @@ fn run_recovery(dir: &Path, subscribers: i32, seconds: u64) {
     let rows = load(&db, &t, subscribers);
     println!("loaded {rows} rows in {:.1} s", started.elapsed().as_secs_f64());
     let ck = db.checkpoint().unwrap();
-    println!("checkpoint: {} rows, {:.1} MiB, {:.2} s", ck.rows, ck.bytes as f64 / 1048576.0, ck.duration.as_secs_f64());
+    println!(
+        "checkpoint: {} rows, {:.1} MiB, {:.2} s",
+        ck.rows,
+        ck.bytes as f64 / 1048576.0,
+        ck.duration.as_secs_f64()
+    );
     let wal_before = db.stats().wal_end;
     let txns = update_load(&db, &t, subscribers, seconds, 2);
     let wal_after = db.stats().wal_end;
@@ -293,7 +355,10 @@ fn run_recovery(dir: &Path, subscribers: i32, seconds: u64) {
 fn debug_indexes(db: &Database) {
     for t in db.catalog().tables() {
         for i in db.catalog().indexes_of(t.id) {
-            println!("{} {} cols={:?} unique={} primary={} ordered={}", t.name, i.name, i.columns, i.unique, i.primary, i.ordered);
+            println!(
+                "{} {} cols={:?} unique={} primary={} ordered={}",
+                t.name, i.name, i.columns, i.unique, i.primary, i.ordered
+            );
         }
     }
 }

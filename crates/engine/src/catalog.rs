@@ -53,7 +53,11 @@ pub(crate) struct CommittedCatalog {
 
 impl CommittedCatalog {
     pub(crate) fn new(state: CatalogState) -> CommittedCatalog {
-        CommittedCatalog { current: RwLock::new(Arc::new(state)), version: AtomicU64::new(1), ddl_owner: AtomicU64::new(0) }
+        CommittedCatalog {
+            current: RwLock::new(Arc::new(state)),
+            version: AtomicU64::new(1),
+            ddl_owner: AtomicU64::new(0),
+        }
     }
 
     /// Changes with every publication; load it before [`Self::current`].

@@ -95,7 +95,8 @@ impl Checkpoints {
             None => wal_end > wal_bytes.min(64 << 20),
             Some((start, at)) => {
                 let by_volume = wal_end.saturating_sub(start.0) > wal_bytes;
-                let by_time = interval.is_some_and(|i| at.elapsed().unwrap_or_default() >= i && wal_end > start.0 + 4096);
+                let by_time =
+                    interval.is_some_and(|i| at.elapsed().unwrap_or_default() >= i && wal_end > start.0 + 4096);
                 by_volume || by_time
             }
         }
@@ -105,7 +106,14 @@ impl Checkpoints {
     /// then truncates `wal` below what the retained checkpoints and the
     /// commit-stream `consumers` still need. `commit` is held only for a
     /// moment, to take a start LSN no commit is halfway past.
-    pub(crate) fn take(&self, dir: &Path, wal: &Wal, commit: &CommitOrder, catalog: &CommittedCatalog, consumers: &Consumers) -> Result<CheckpointInfo> {
+    pub(crate) fn take(
+        &self,
+        dir: &Path,
+        wal: &Wal,
+        commit: &CommitOrder,
+        catalog: &CommittedCatalog,
+        consumers: &Consumers,
+    ) -> Result<CheckpointInfo> {
         let _serial = self.serial.lock();
         let info = write(dir, wal, commit, catalog)?;
         self.retire_old(info.clone(), wal, consumers)?;

@@ -55,9 +55,10 @@ impl<'a> Reader<'a> {
         self.pos
     }
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len()).ok_or_else(|| {
-            EngineError::Corrupt(format!("record truncated: need {n} bytes at offset {}", self.pos))
-        })?;
+        let end =
+            self.pos.checked_add(n).filter(|&e| e <= self.data.len()).ok_or_else(|| {
+                EngineError::Corrupt(format!("record truncated: need {n} bytes at offset {}", self.pos))
+            })?;
         let out = &self.data[self.pos..end];
         self.pos = end;
         Ok(out)

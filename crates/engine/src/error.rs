@@ -166,8 +166,9 @@ impl EngineError {
     /// Name of the violated constraint, for the ErrorResponse `n` field.
     pub fn constraint(&self) -> Option<&str> {
         match self {
-            EngineError::UniqueViolation { constraint, .. }
-            | EngineError::ForeignKeyViolation { constraint, .. } => Some(constraint),
+            EngineError::UniqueViolation { constraint, .. } | EngineError::ForeignKeyViolation { constraint, .. } => {
+                Some(constraint)
+            }
             _ => None,
         }
     }

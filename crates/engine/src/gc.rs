@@ -101,7 +101,15 @@ impl Gc {
         }
     }
 
-    fn prune_row(&self, store: &TableStore, hash: u64, key: &[u8], horizon: Snapshot, scratch: &mut Vec<u8>, freed: &mut Vec<Vec<u8>>) {
+    fn prune_row(
+        &self,
+        store: &TableStore,
+        hash: u64,
+        key: &[u8],
+        horizon: Snapshot,
+        scratch: &mut Vec<u8>,
+        freed: &mut Vec<Vec<u8>>,
+    ) {
         let meta = store.meta();
         freed.clear();
         let _pruning = self.pruning.read();

@@ -56,14 +56,17 @@ pub(crate) fn open_or_create(dir: &Path) -> Result<Incarnation> {
 
 fn random_id() -> Result<String> {
     let mut bytes = [0u8; 16];
-    File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).map_err(|e| EngineError::io("reading /dev/urandom", e))?;
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| EngineError::io("reading /dev/urandom", e))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn write_durably(dir: &Path, id: &str) -> Result<()> {
     let temp = dir.join(TEMP);
     let io = |what: &str, e| EngineError::io(format!("{what} {}", temp.display()), e);
-    let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&temp).map_err(|e| io("creating", e))?;
+    let mut file =
+        OpenOptions::new().write(true).create(true).truncate(true).open(&temp).map_err(|e| io("creating", e))?;
     file.write_all(format!("{id}\n").as_bytes()).map_err(|e| io("writing", e))?;
     file.sync_all().map_err(|e| io("syncing", e))?;
     std::fs::rename(&temp, dir.join(FILE)).map_err(|e| io("renaming", e))?;

@@ -273,7 +273,10 @@ impl Parser<'_> {
         let start = self.pos;
         let digits = self.s.get(start..start + 4).filter(|d| d.iter().all(u8::is_ascii_hexdigit));
         let Some(digits) = digits else {
-            let end = (start..self.s.len().min(start + 4)).take_while(|&i| self.s[i].is_ascii_hexdigit()).last().map_or(start, |i| i + 1);
+            let end = (start..self.s.len().min(start + 4))
+                .take_while(|&i| self.s[i].is_ascii_hexdigit())
+                .last()
+                .map_or(start, |i| i + 1);
             let shown = self.text.get(start.saturating_sub(2)..=end.min(self.s.len().saturating_sub(1))).unwrap_or("");
             return Err(JsonError::syntax(format!("\"\\u\" must be followed by four hexadecimal digits. ({shown})")));
         };
@@ -338,7 +341,10 @@ impl Parser<'_> {
                 };
                 if code == 0 {
                     if self.jsonb {
-                        return Err(JsonError { sqlstate: "22P05", detail: "\\u0000 cannot be converted to text.".into() });
+                        return Err(JsonError {
+                            sqlstate: "22P05",
+                            detail: "\\u0000 cannot be converted to text.".into(),
+                        });
                     }
                     // json keeps its text; the value is only looked at by
                     // operators, which refuse it as PostgreSQL's do.
@@ -383,7 +389,10 @@ impl Parser<'_> {
             ok = digits(self) > 0;
         }
         // "1a", "01", "1.": the lexer's token runs to the next delimiter.
-        if !ok || self.peek().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_') || self.peek().is_some_and(|b| b >= 0x80) {
+        if !ok
+            || self.peek().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_')
+            || self.peek().is_some_and(|b| b >= 0x80)
+        {
             self.pos = start;
             return Err(self.unexpected());
         }
@@ -733,7 +742,10 @@ mod tests {
         assert_eq!(canon("1.5e1"), "15");
         assert_eq!(canon("1.25e1"), "12.5");
         assert_eq!(canon("0.00"), "0.00");
-        assert_eq!(canon("123456789012345678901234567890123456789012345"), "123456789012345678901234567890123456789012345");
+        assert_eq!(
+            canon("123456789012345678901234567890123456789012345"),
+            "123456789012345678901234567890123456789012345"
+        );
         assert_eq!(canon(r#""a\nb\u00e9\ud83d\ude00""#), "\"a\\nb\u{e9}\u{1f600}\"");
         assert_eq!(canon(" [ ] "), "[]");
         assert!(parse("1e1001", true).is_err());
@@ -743,7 +755,23 @@ mod tests {
 
     #[test]
     fn invalid_json_is_refused_with_postgres_details() {
-        for bad in ["", "{", "[1,]", "01", "1.", ".1", "+1", "tru", "{\"a\" 1}", "{1:2}", "\"\n\"", "[1 2]", "\"\\x\"", "nul", "1 2"] {
+        for bad in [
+            "",
+            "{",
+            "[1,]",
+            "01",
+            "1.",
+            ".1",
+            "+1",
+            "tru",
+            "{\"a\" 1}",
+            "{1:2}",
+            "\"\n\"",
+            "[1 2]",
+            "\"\\x\"",
+            "nul",
+            "1 2",
+        ] {
             assert!(parse(bad, false).is_err(), "{bad:?}");
         }
         assert_eq!(parse("[1", false).unwrap_err().detail, "The input string ended unexpectedly.");
@@ -753,8 +781,30 @@ mod tests {
     #[test]
     fn order_is_jsonb_cmp() {
         let ordered = [
-            "[]", "null", "\"\"", "\"a\"", "\"ab\"", "\"b\"", "-10", "-1.5", "-1", "0", "0.5", "1", "2", "10", "false", "true", "[1]", "[[]]", "[1, 2]", "{}",
-            r#"{"a": 1}"#, r#"{"a": 2}"#, r#"{"b": 1}"#, r#"{"a": 1, "b": 1}"#,
+            "[]",
+            "null",
+            "\"\"",
+            "\"a\"",
+            "\"ab\"",
+            "\"b\"",
+            "-10",
+            "-1.5",
+            "-1",
+            "0",
+            "0.5",
+            "1",
+            "2",
+            "10",
+            "false",
+            "true",
+            "[1]",
+            "[[]]",
+            "[1, 2]",
+            "{}",
+            r#"{"a": 1}"#,
+            r#"{"a": 2}"#,
+            r#"{"b": 1}"#,
+            r#"{"a": 1, "b": 1}"#,
         ];
         for (i, a) in ordered.iter().enumerate() {
             for (j, b) in ordered.iter().enumerate() {

@@ -16,8 +16,8 @@
 //! - array: each element tagged as a nullable column (NULL elements sort
 //!   after values, as in array_cmp), then 0x00 (a prefix sorts first)
 
-use crate::row::RowLayout;
 use crate::numeric_big::NumericKind;
+use crate::row::RowLayout;
 use crate::types::{DataType, Value, ValueRef};
 
 pub(crate) const TAG_VALUE: u8 = 0x01;
@@ -39,8 +39,12 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         }
         ValueRef::Bool(v) => out.push(u8::from(v)),
         ValueRef::Int2(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000).to_be_bytes()),
-        ValueRef::Int4(v) | ValueRef::Date(v) => out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000_0000).to_be_bytes()),
-        ValueRef::Int8(v) | ValueRef::Timestamp(v) | ValueRef::TimestampTz(v) | ValueRef::Time(v) => out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes()),
+        ValueRef::Int4(v) | ValueRef::Date(v) => {
+            out.extend_from_slice(&(v.cast_unsigned() ^ 0x8000_0000).to_be_bytes())
+        }
+        ValueRef::Int8(v) | ValueRef::Timestamp(v) | ValueRef::TimestampTz(v) | ValueRef::Time(v) => {
+            out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes())
+        }
         // Unconstrained numeric: values of any scale, ordered as decimals.
         ValueRef::Numeric(n) if ty.numeric_own_scale() => {
             decimal_key(out, n.mantissa < 0, &n.mantissa.unsigned_abs().to_string(), i64::from(n.scale));
@@ -131,15 +135,33 @@ fn decimal_key(out: &mut Vec<u8>, negative: bool, digits: &str, scale: i64) {
 const ARRAY_END: u8 = 0x00;
 
 fn float4_key(v: f32) -> u32 {
-    let v = if v == 0.0 { 0.0 } else if v.is_nan() { f32::NAN } else { v };
+    let v = if v == 0.0 {
+        0.0
+    } else if v.is_nan() {
+        f32::NAN
+    } else {
+        v
+    };
     let bits = v.to_bits();
-    if v.is_nan() { u32::MAX } else if bits & (1 << 31) != 0 { !bits } else { bits | (1 << 31) }
+    if v.is_nan() {
+        u32::MAX
+    } else if bits & (1 << 31) != 0 {
+        !bits
+    } else {
+        bits | (1 << 31)
+    }
 }
 
 fn float8_key(v: f64) -> u64 {
     let v = if v == 0.0 { 0.0 } else { v };
     let bits = v.to_bits();
-    if v.is_nan() { u64::MAX } else if bits & (1 << 63) != 0 { !bits } else { bits | (1 << 63) }
+    if v.is_nan() {
+        u64::MAX
+    } else if bits & (1 << 63) != 0 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
 }
 
 fn escape_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -270,13 +292,17 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
                 None => return false,
             },
         },
-        (DataType::Numeric { .. }, _) if int.is_some() && ty.numeric_own_scale() => ValueRef::Numeric(crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0)),
+        (DataType::Numeric { .. }, _) if int.is_some() && ty.numeric_own_scale() => {
+            ValueRef::Numeric(crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0))
+        }
         (DataType::Numeric { scale, .. }, Value::Numeric(n)) => match n.rescale(u8::try_from(scale).unwrap_or(0)) {
             Some(r) if r.rescale(n.scale) == Some(*n) => ValueRef::Numeric(r),
             _ => return false,
         },
         (DataType::Numeric { scale, .. }, _) if int.is_some() => {
-            match crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0).rescale(u8::try_from(scale).unwrap_or(0)) {
+            match crate::types::Numeric::new(i128::from(int.unwrap_or_default()), 0)
+                .rescale(u8::try_from(scale).unwrap_or(0))
+            {
                 Some(r) => ValueRef::Numeric(r),
                 None => return false,
             }
@@ -298,7 +324,8 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
                 out.push(TAG_VALUE);
             }
             let pad = limit.saturating_sub(chars.min(limit));
-            let body = if chars > limit { &s[..s.char_indices().nth(limit).map_or(s.len(), |(i, _)| i)] } else { s.as_str() };
+            let body =
+                if chars > limit { &s[..s.char_indices().nth(limit).map_or(s.len(), |(i, _)| i)] } else { s.as_str() };
             for &b in body.as_bytes() {
                 out.push(b);
                 if b == 0 {
@@ -407,7 +434,8 @@ mod tests {
         // Exponents past i16 (an escape, then a u32) order with the rest.
         for tagged in [false, true] {
             for sign in [false, true] {
-                let huge = [32_765usize, 32_766, 32_767, 32_768, 65_536, 131_072].map(|n| wide(sign, &format!("1{}", "0".repeat(n - 1)), 0));
+                let huge = [32_765usize, 32_766, 32_767, 32_768, 65_536, 131_072]
+                    .map(|n| wide(sign, &format!("1{}", "0".repeat(n - 1)), 0));
                 let keys: Vec<Vec<u8>> = huge.iter().map(|v| enc(v, unconstrained, tagged)).collect();
                 for w in keys.windows(2) {
                     assert_eq!(w[0] < w[1], !sign);
@@ -418,7 +446,10 @@ mod tests {
             }
         }
         // 1.5 stored at any scale shares a key.
-        assert_eq!(enc(&wide(false, &format!("15{}", "0".repeat(299)), 300), unconstrained, false), enc(&Value::Numeric(crate::types::Numeric::new(15, 1)), unconstrained, false));
+        assert_eq!(
+            enc(&wide(false, &format!("15{}", "0".repeat(299)), 300), unconstrained, false),
+            enc(&Value::Numeric(crate::types::Numeric::new(15, 1)), unconstrained, false)
+        );
         let constrained = DataType::Numeric { precision: 38, scale: 0 };
         let max = Value::Numeric(crate::types::Numeric::new(10i128.pow(38) - 1, 0));
         assert!(enc(&max, constrained, false) < enc(&Value::NumericBig(NumericBig::nan()), constrained, false));
@@ -510,7 +541,10 @@ mod tests {
         let nan = enc(&Value::Float8(f64::NAN), DataType::Float8, false);
         let inf = enc(&Value::Float8(f64::INFINITY), DataType::Float8, false);
         assert!(nan > inf);
-        assert_eq!(enc(&Value::Float8(-0.0), DataType::Float8, false), enc(&Value::Float8(0.0), DataType::Float8, false));
+        assert_eq!(
+            enc(&Value::Float8(-0.0), DataType::Float8, false),
+            enc(&Value::Float8(0.0), DataType::Float8, false)
+        );
     }
 
     #[test]
@@ -526,7 +560,17 @@ mod tests {
     fn json_value() -> impl Strategy<Value = crate::json::Json> {
         use crate::json::Json;
         let number = (-30i64..30, 0u32..3, 0u32..2).prop_map(|(m, scale, pad)| {
-            let text = if scale == 0 { m.to_string() } else { format!("{}{}.{:0>w$}", if m < 0 { "-" } else { "" }, m.abs() / 10i64.pow(scale), m.abs() % 10i64.pow(scale), w = scale as usize) };
+            let text = if scale == 0 {
+                m.to_string()
+            } else {
+                format!(
+                    "{}{}.{:0>w$}",
+                    if m < 0 { "-" } else { "" },
+                    m.abs() / 10i64.pow(scale),
+                    m.abs() % 10i64.pow(scale),
+                    w = scale as usize
+                )
+            };
             let text = if pad == 1 && scale > 0 { format!("{text}0") } else { text };
             Json::Number(crate::json::numeric_text(&text).unwrap())
         });
@@ -559,7 +603,15 @@ mod tests {
         let scalar = |j: &Json| !matches!(j, Json::Array(_) | Json::Object(_));
         if top && (scalar(a) || scalar(b)) {
             // A raw scalar is a one-element array marked raw.
-            let wrap = |j: &Json| if scalar(j) { (vec![j.clone()], true) } else if let Json::Array(v) = j { (v.clone(), false) } else { (Vec::new(), false) };
+            let wrap = |j: &Json| {
+                if scalar(j) {
+                    (vec![j.clone()], true)
+                } else if let Json::Array(v) = j {
+                    (v.clone(), false)
+                } else {
+                    (Vec::new(), false)
+                }
+            };
             if matches!(a, Json::Object(_)) || matches!(b, Json::Object(_)) {
                 // Top level: a raw scalar is an array (rank 4).
                 let top_rank = |j: &Json| if scalar(j) { 4 } else { rank(j) };
@@ -573,20 +625,33 @@ mod tests {
             if res != Ordering::Equal {
                 return res;
             }
-            return va.iter().zip(&vb).map(|(x, y)| reference_cmp(x, y, false)).find(|o| *o != Ordering::Equal).unwrap_or(Ordering::Equal);
+            return va
+                .iter()
+                .zip(&vb)
+                .map(|(x, y)| reference_cmp(x, y, false))
+                .find(|o| *o != Ordering::Equal)
+                .unwrap_or(Ordering::Equal);
         }
         match (a, b) {
-            (Json::Number(x), Json::Number(y)) => x.parse::<f64>().unwrap().partial_cmp(&y.parse::<f64>().unwrap()).unwrap(),
+            (Json::Number(x), Json::Number(y)) => {
+                x.parse::<f64>().unwrap().partial_cmp(&y.parse::<f64>().unwrap()).unwrap()
+            }
             (Json::String(x), Json::String(y)) => x.as_bytes().cmp(y.as_bytes()),
             (Json::Bool(x), Json::Bool(y)) => x.cmp(y),
             (Json::Null, Json::Null) => Ordering::Equal,
             (Json::Array(x), Json::Array(y)) => x.len().cmp(&y.len()).then_with(|| {
-                x.iter().zip(y).map(|(p, q)| reference_cmp(p, q, false)).find(|o| *o != Ordering::Equal).unwrap_or(Ordering::Equal)
+                x.iter()
+                    .zip(y)
+                    .map(|(p, q)| reference_cmp(p, q, false))
+                    .find(|o| *o != Ordering::Equal)
+                    .unwrap_or(Ordering::Equal)
             }),
             (Json::Object(x), Json::Object(y)) => x.len().cmp(&y.len()).then_with(|| {
                 x.iter()
                     .zip(y)
-                    .map(|((kx, vx), (ky, vy))| kx.as_bytes().cmp(ky.as_bytes()).then_with(|| reference_cmp(vx, vy, false)))
+                    .map(|((kx, vx), (ky, vy))| {
+                        kx.as_bytes().cmp(ky.as_bytes()).then_with(|| reference_cmp(vx, vy, false))
+                    })
                     .find(|o| *o != Ordering::Equal)
                     .unwrap_or(Ordering::Equal)
             }),

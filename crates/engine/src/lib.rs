@@ -49,21 +49,25 @@ pub use db::{CommitMode, Database, EngineConfig};
 pub use error::{EngineError, Result};
 pub use ids::{CommitTs, Snapshot, TxnId};
 pub use incarnation::Incarnation;
-pub use pgtier_wal::{Lsn, WalConfig, WalStats};
-pub use numeric_big::{AnyNumeric, NUMERIC_DSCALE_MAX, NUMERIC_WEIGHT_DIGITS_MAX, NumericBig, NumericBigRef, NumericKind};
+pub use numeric_big::{
+    AnyNumeric, NUMERIC_DSCALE_MAX, NUMERIC_WEIGHT_DIGITS_MAX, NumericBig, NumericBigRef, NumericKind,
+};
 pub use origin::Origin;
+pub use pgtier_wal::{Lsn, WalConfig, WalStats};
 pub use recovery::RecoveryReport;
 pub use row::{ROW_BYTES_MAX, decode_values, encode_values};
 pub use schema::{
-    AlterTableDef, COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKey, ForeignKeyDef, ForeignKeyId, IndexDef, IndexId, IndexSchema,
-    KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault, SequenceOptions, TableDef, TableId, TableSchema,
+    AlterTableDef, COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKey, ForeignKeyDef,
+    ForeignKeyId, IndexDef, IndexId, IndexSchema, KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault,
+    SequenceOptions, TableDef, TableId, TableSchema,
 };
 pub use seams::{CommitParticipant, Miss, MissHook, RowMeta, WriteGuard};
 pub use stats::{DbStats, TableStats};
 pub use stream::{Change, CommitStream, CommittedTxn, ConsumerPosition, RowChange, StreamStart};
 pub use transaction::{Transaction, wall_clock_us};
 pub use types::{
-    ArrayRef, DATE_INFINITY, DATE_NEG_INFINITY, DataType, ElemType, Interval, NUMERIC_PRECISION_MAX, NUMERIC_SCALE_MAX, NUMERIC_UNCONSTRAINED, Numeric, TIME_PRECISION_MAX, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, ValueRef,
+    ArrayRef, DATE_INFINITY, DATE_NEG_INFINITY, DataType, ElemType, Interval, NUMERIC_PRECISION_MAX, NUMERIC_SCALE_MAX,
+    NUMERIC_UNCONSTRAINED, Numeric, TIME_PRECISION_MAX, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, ValueRef,
     civil_from_days, coerce, days_from_civil, round_to_precision, write_array_element,
 };
 pub use verify::TableCheck;

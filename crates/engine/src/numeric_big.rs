@@ -157,7 +157,11 @@ impl AnyNumeric<'_> {
     /// Sign and magnitude digits (as text, maybe with leading zeros) and scale.
     fn parts(&self) -> (NumericKind, String, u32) {
         match self {
-            AnyNumeric::Small(n) => (NumericKind::Finite { negative: n.mantissa < 0 }, n.mantissa.unsigned_abs().to_string(), u32::from(n.scale)),
+            AnyNumeric::Small(n) => (
+                NumericKind::Finite { negative: n.mantissa < 0 },
+                n.mantissa.unsigned_abs().to_string(),
+                u32::from(n.scale),
+            ),
             AnyNumeric::Big(b) => (b.kind(), b.digits().to_owned(), u32::from(b.scale())),
         }
     }
@@ -176,10 +180,20 @@ impl AnyNumeric<'_> {
             Ordering::Equal if rank(ka) == 1 => {}
             other => return other,
         }
-        let (NumericKind::Finite { negative: na }, NumericKind::Finite { negative: nb }) = (ka, kb) else { return Ordering::Equal };
+        let (NumericKind::Finite { negative: na }, NumericKind::Finite { negative: nb }) = (ka, kb) else {
+            return Ordering::Equal;
+        };
         let za = da.bytes().all(|b| b == b'0');
         let zb = db.bytes().all(|b| b == b'0');
-        let sign = |neg: bool, zero: bool| if zero { 0 } else if neg { -1 } else { 1 };
+        let sign = |neg: bool, zero: bool| {
+            if zero {
+                0
+            } else if neg {
+                -1
+            } else {
+                1
+            }
+        };
         let (ga, gb) = (sign(na, za), sign(nb, zb));
         if ga != gb || ga == 0 {
             return ga.cmp(&gb);
@@ -273,6 +287,9 @@ mod tests {
         let nan = NumericBig::nan();
         assert_eq!(AnyNumeric::Big(inf.as_ref()).total_cmp(&AnyNumeric::Big(nan.as_ref())), Ordering::Less);
         assert_eq!(AnyNumeric::Big(nan.as_ref()).total_cmp(&AnyNumeric::Big(nan.as_ref())), Ordering::Equal);
-        assert_eq!(AnyNumeric::Small(Numeric::new(15, 1)).total_cmp(&AnyNumeric::Small(Numeric::new(150, 2))), Ordering::Equal);
+        assert_eq!(
+            AnyNumeric::Small(Numeric::new(15, 1)).total_cmp(&AnyNumeric::Small(Numeric::new(150, 2))),
+            Ordering::Equal
+        );
     }
 }

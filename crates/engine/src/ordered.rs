@@ -198,7 +198,13 @@ pub(crate) const ENTRY_SLOT_BYTES: usize = 2;
 
 impl Tree {
     fn new() -> Tree {
-        Tree { prefixes: vec![[0; FENCE_PREFIX_BYTES]], fences: vec![Box::default()], leaves: vec![Leaf::new()], entries: 0, entry_bytes: 0 }
+        Tree {
+            prefixes: vec![[0; FENCE_PREFIX_BYTES]],
+            fences: vec![Box::default()],
+            leaves: vec![Leaf::new()],
+            entries: 0,
+            entry_bytes: 0,
+        }
     }
 
     /// Index of the leaf whose range holds `key`: the last fence <= key.
@@ -372,7 +378,8 @@ impl OrderedIndex {
 
     /// Builds from strictly increasing keys (recovery, CREATE INDEX).
     pub(crate) fn from_sorted<'a>(keys: impl Iterator<Item = &'a [u8]>) -> OrderedIndex {
-        let mut tree = Tree { prefixes: Vec::new(), fences: Vec::new(), leaves: Vec::new(), entries: 0, entry_bytes: 0 };
+        let mut tree =
+            Tree { prefixes: Vec::new(), fences: Vec::new(), leaves: Vec::new(), entries: 0, entry_bytes: 0 };
         let mut leaf = Leaf::new();
         let mut fence: Box<[u8]> = Box::default();
         let mut prev: Option<&[u8]> = None;
@@ -550,7 +557,8 @@ mod tests {
         }
         assert_eq!(collect(&index, Bound::Unbounded, Bound::Unbounded), model.iter().cloned().collect::<Vec<_>>());
         let (lo, hi) = (key(500, 0), key(900, 1));
-        let expect: Vec<Vec<u8>> = model.range::<Vec<u8>, _>((Bound::Included(&lo), Bound::Excluded(&hi))).cloned().collect();
+        let expect: Vec<Vec<u8>> =
+            model.range::<Vec<u8>, _>((Bound::Included(&lo), Bound::Excluded(&hi))).cloned().collect();
         assert_eq!(collect(&index, Bound::Included(&lo), Bound::Excluded(&hi)), expect);
         for k in model.iter().step_by(97) {
             assert!(index.contains(k));

@@ -36,7 +36,8 @@ pub enum Origin {
 }
 
 impl Origin {
-    pub(crate) const ALL: [Origin; 5] = [Origin::Application, Origin::Load, Origin::Refresh, Origin::Evict, Origin::Autorefresh];
+    pub(crate) const ALL: [Origin; 5] =
+        [Origin::Application, Origin::Load, Origin::Refresh, Origin::Evict, Origin::Autorefresh];
 
     /// Foreign-key checks and ON DELETE actions apply (see the module doc).
     #[inline]
@@ -45,7 +46,10 @@ impl Origin {
     }
 
     pub(crate) fn from_u8(v: u8) -> Result<Origin> {
-        Origin::ALL.get(usize::from(v)).copied().ok_or_else(|| EngineError::Corrupt(format!("unknown transaction origin {v} in WAL record")))
+        Origin::ALL
+            .get(usize::from(v))
+            .copied()
+            .ok_or_else(|| EngineError::Corrupt(format!("unknown transaction origin {v} in WAL record")))
     }
 
     pub fn as_str(self) -> &'static str {

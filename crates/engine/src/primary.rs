@@ -122,7 +122,14 @@ pub(crate) fn shard_of(hash: u64) -> usize {
 
 /// Finds the chain head for `key` in a locked shard.
 #[inline]
-pub(crate) fn find(map: &HeadTable, hash: u64, key: &[u8], pk: &KeySpec, layout: &RowLayout, scratch: &mut Vec<u8>) -> Option<VPtr> {
+pub(crate) fn find(
+    map: &HeadTable,
+    hash: u64,
+    key: &[u8],
+    pk: &KeySpec,
+    layout: &RowLayout,
+    scratch: &mut Vec<u8>,
+) -> Option<VPtr> {
     map.find(hash, |v| key_eq(pk, layout, *v, key, scratch)).copied()
 }
 
@@ -141,7 +148,15 @@ pub(crate) fn rehash(pk: &KeySpec, layout: &RowLayout, v: VPtr, scratch: &RefCel
 }
 
 /// Replaces the head for `key` (which must exist) with `new_head`.
-pub(crate) fn replace(map: &mut HeadTable, hash: u64, key: &[u8], pk: &KeySpec, layout: &RowLayout, new_head: VPtr, scratch: &mut Vec<u8>) {
+pub(crate) fn replace(
+    map: &mut HeadTable,
+    hash: u64,
+    key: &[u8],
+    pk: &KeySpec,
+    layout: &RowLayout,
+    new_head: VPtr,
+    scratch: &mut Vec<u8>,
+) {
     let slot = map.find_mut(hash, |v| key_eq(pk, layout, *v, key, scratch));
     match slot {
         Some(slot) => *slot = new_head,
@@ -156,6 +171,13 @@ pub(crate) fn insert_new(map: &mut HeadTable, hash: u64, pk: &KeySpec, layout: &
 }
 
 /// Removes the entry for `key`; returns its head.
-pub(crate) fn remove(map: &mut HeadTable, hash: u64, key: &[u8], pk: &KeySpec, layout: &RowLayout, scratch: &mut Vec<u8>) -> Option<VPtr> {
+pub(crate) fn remove(
+    map: &mut HeadTable,
+    hash: u64,
+    key: &[u8],
+    pk: &KeySpec,
+    layout: &RowLayout,
+    scratch: &mut Vec<u8>,
+) -> Option<VPtr> {
     map.remove(hash, |v| key_eq(pk, layout, *v, key, scratch))
 }

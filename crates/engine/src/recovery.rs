@@ -94,14 +94,17 @@ pub(crate) fn open(dir: &Path, wal_config: &WalConfig) -> Result<Recovered> {
         // retires them: before, only the loaded one was, and every restart
         // left one more file on disk for good.
         for (older_lsn, older_path) in &files[at + 1..] {
-            checkpoints.insert(0, CheckpointInfo {
-                start_lsn: *older_lsn,
-                rows: 0,
-                bytes: 0,
-                duration: Duration::ZERO,
-                completed_at: SystemTime::UNIX_EPOCH,
-                path: older_path.clone(),
-            });
+            checkpoints.insert(
+                0,
+                CheckpointInfo {
+                    start_lsn: *older_lsn,
+                    rows: 0,
+                    bytes: 0,
+                    duration: Duration::ZERO,
+                    completed_at: SystemTime::UNIX_EPOCH,
+                    path: older_path.clone(),
+                },
+            );
         }
         break;
     }
@@ -118,7 +121,16 @@ pub(crate) fn open(dir: &Path, wal_config: &WalConfig) -> Result<Recovered> {
     report.index_build_duration = index_started.elapsed();
     let consumers = Consumers::load(dir)?;
     report.duration = started.elapsed();
-    Ok(Recovered { wal, catalog: state, last_ts: last.ts, last_commit_time_us: last.time_us, checkpoints, consumers, report, incarnation })
+    Ok(Recovered {
+        wal,
+        catalog: state,
+        last_ts: last.ts,
+        last_commit_time_us: last.time_us,
+        checkpoints,
+        consumers,
+        report,
+        incarnation,
+    })
 }
 
 fn load_checkpoint(loaded: &crate::checkpoint::LoadedCheckpoint) -> Result<CatalogState> {
@@ -260,8 +272,18 @@ struct ReplayBatch {
 /// ops apply in log order while cache misses of different shards overlap
 /// (replay is memory-latency bound). DDL ops drain the workers first.
 /// Every origin replays alike: an evicted row is gone, a loaded one there.
-fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut RecoveryReport, last: &mut Last) -> Result<()> {
-    let workers = std::env::var("PGTIER_REPLAY_WORKERS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get)).clamp(1, 4);
+fn replay(
+    wal: &Wal,
+    start_lsn: Lsn,
+    state: &mut CatalogState,
+    report: &mut RecoveryReport,
+    last: &mut Last,
+) -> Result<()> {
+    let workers = std::env::var("PGTIER_REPLAY_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
+        .clamp(1, 4);
     let failed: Mutex<Option<EngineError>> = Mutex::new(None);
     std::thread::scope(|scope| -> Result<()> {
         let mut senders = Vec::with_capacity(workers);
@@ -287,13 +309,17 @@ fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut Reco
             }));
         }
         let mut snapshot = Arc::new(state.clone());
-        let mut pending: Vec<ReplayBatch> = (0..workers).map(|_| ReplayBatch { stores: Arc::clone(&snapshot), ops: Vec::new(), count: 0 }).collect();
+        let mut pending: Vec<ReplayBatch> =
+            (0..workers).map(|_| ReplayBatch { stores: Arc::clone(&snapshot), ops: Vec::new(), count: 0 }).collect();
         let mut assembler = TxnAssembler::default();
         let mut key = Vec::new();
-        let flush = |pending: &mut Vec<ReplayBatch>, senders: &[std::sync::mpsc::SyncSender<ReplayMsg>], stores: &Arc<CatalogState>| {
+        let flush = |pending: &mut Vec<ReplayBatch>,
+                     senders: &[std::sync::mpsc::SyncSender<ReplayMsg>],
+                     stores: &Arc<CatalogState>| {
             for (w, batch) in pending.iter_mut().enumerate() {
                 if batch.count > 0 {
-                    let full = std::mem::replace(batch, ReplayBatch { stores: Arc::clone(stores), ops: Vec::new(), count: 0 });
+                    let full =
+                        std::mem::replace(batch, ReplayBatch { stores: Arc::clone(stores), ops: Vec::new(), count: 0 });
                     // A worker only stops receiving when the scope ends.
                     let _ = senders[w].send(ReplayMsg::Batch(full));
                 }
@@ -301,7 +327,9 @@ fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut Reco
         };
         for item in wal.read_from(start_lsn)? {
             let (lsn, payload) = item?;
-            let Some(AssembledTxn { commit_ts, commit_time_us, records, .. }) = assembler.push(lsn, payload)? else { continue };
+            let Some(AssembledTxn { commit_ts, commit_time_us, records, .. }) = assembler.push(lsn, payload)? else {
+                continue;
+            };
             for rec in &records {
                 let (_, ops) = decode_record(rec)?;
                 report.wal_ops_replayed += ops.len() as u64;
@@ -339,7 +367,10 @@ fn replay(wal: &Wal, start_lsn: Lsn, state: &mut CatalogState, report: &mut Reco
                     b.ops.extend_from_slice(row);
                     b.count += 1;
                     if b.count >= REPLAY_BATCH_OPS {
-                        let full = std::mem::replace(b, ReplayBatch { stores: Arc::clone(&snapshot), ops: Vec::new(), count: 0 });
+                        let full = std::mem::replace(
+                            b,
+                            ReplayBatch { stores: Arc::clone(&snapshot), ops: Vec::new(), count: 0 },
+                        );
                         let _ = senders[w].send(ReplayMsg::Batch(full));
                     }
                 }
@@ -469,11 +500,13 @@ fn build_metas(state: &CatalogState) -> Result<()> {
     let built: Mutex<Vec<(TableId, IndexStore)>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some((store, index)) = jobs.get(i) else { return };
-                let istore = build_index_bulk(store, Arc::clone(index));
-                built.lock().push((store.schema.id, istore));
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((store, index)) = jobs.get(i) else { return };
+                    let istore = build_index_bulk(store, Arc::clone(index));
+                    built.lock().push((store.schema.id, istore));
+                }
             });
         }
     });

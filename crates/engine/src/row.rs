@@ -145,9 +145,13 @@ impl RowLayout {
                 // Written only by `encode` from a NumericBig.
                 ValueRef::NumericBig(NumericBigRef::parse(&data[base + start..base + start + len]).unwrap_or(NAN_REF))
             }
-            ty @ DataType::Numeric { .. } if ty.numeric_own_scale() => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), data[off + 16])),
+            ty @ DataType::Numeric { .. } if ty.numeric_own_scale() => {
+                ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), data[off + 16]))
+            }
             // The 16-byte form only for 0 <= scale <= 38.
-            DataType::Numeric { scale, .. } => ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), u8::try_from(scale).unwrap_or(0))),
+            DataType::Numeric { scale, .. } => {
+                ValueRef::Numeric(Numeric::new(i128::from_le_bytes(arr(fixed(16))), u8::try_from(scale).unwrap_or(0)))
+            }
             DataType::Uuid => ValueRef::Uuid(arr(fixed(16))),
             DataType::Interval => {
                 let b: [u8; 16] = arr(fixed(16));
@@ -179,12 +183,17 @@ impl RowLayout {
             .filter(|(_, t)| t.fixed_width_bytes().is_none())
             .map(|(v, _)| var_len(v.borrow()))
             .sum();
-        let side_total: usize = values.iter().map(|v| if let Value::NumericBig(b) = v.borrow() { b.as_ref().as_bytes().len() } else { 0 }).sum();
+        let side_total: usize = values
+            .iter()
+            .map(|v| if let Value::NumericBig(b) = v.borrow() { b.as_ref().as_bytes().len() } else { 0 })
+            .sum();
         let side = usize::from(side_total > 0);
         let width = if var_total + side_total <= usize::from(u16::MAX) { 2 } else { 4 };
         let total = self.var_base(width, side) + var_total + side_total;
         if total > ROW_BYTES_MAX {
-            return Err(EngineError::ProgramLimitExceeded { message: format!("row is too big: size {total}, maximum size {ROW_BYTES_MAX}") });
+            return Err(EngineError::ProgramLimitExceeded {
+                message: format!("row is too big: size {total}, maximum size {ROW_BYTES_MAX}"),
+            });
         }
         out.resize(self.var_base(width, side), 0);
         out[0] = if width == 4 { FLAG_WIDE } else { 0 } | if side == 1 { FLAG_SIDE } else { 0 };
@@ -218,7 +227,11 @@ impl RowLayout {
                 if let Value::NumericBig(b) = value.borrow() {
                     let bytes = b.as_ref().as_bytes();
                     let slot = self.slots[col] as usize;
-                    mark_big_slot(&mut out[slot..slot + self.types[col].fixed_width_bytes().unwrap_or(16)], var_end, bytes.len());
+                    mark_big_slot(
+                        &mut out[slot..slot + self.types[col].fixed_width_bytes().unwrap_or(16)],
+                        var_end,
+                        bytes.len(),
+                    );
                     out.extend_from_slice(bytes);
                     var_end += bytes.len();
                 }
@@ -269,18 +282,28 @@ impl RowLayout {
             prev = end;
         }
         for col in 0..self.types.len() {
-            if matches!(self.types[col], DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Json | DataType::Jsonb)
-                && std::str::from_utf8(self.var_bytes(data, col)).is_err()
+            if matches!(
+                self.types[col],
+                DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Json | DataType::Jsonb
+            ) && std::str::from_utf8(self.var_bytes(data, col)).is_err()
             {
                 return Err(bad());
             }
-            if matches!(self.types[col], DataType::Array(_)) && !self.is_null(data, col) && crate::array::decode(self.var_bytes(data, col)).is_err() {
+            if matches!(self.types[col], DataType::Array(_))
+                && !self.is_null(data, col)
+                && crate::array::decode(self.var_bytes(data, col)).is_err()
+            {
                 return Err(bad());
             }
-            if side == 1 && !self.is_null(data, col) && let Some((start, len)) = big_slot(data, self.slots[col] as usize, self.types[col]) {
+            if side == 1
+                && !self.is_null(data, col)
+                && let Some((start, len)) = big_slot(data, self.slots[col] as usize, self.types[col])
+            {
                 let base = self.var_base(width, 1);
                 let side_start = if self.nvar == 0 { 0 } else { self.var_end(data, width, self.nvar - 1) };
-                let ok = start >= side_start && base + start + len <= data.len() && NumericBigRef::parse(&data[base + start..base + start + len]).is_some();
+                let ok = start >= side_start
+                    && base + start + len <= data.len()
+                    && NumericBigRef::parse(&data[base + start..base + start + len]).is_some();
                 if !ok {
                     return Err(bad());
                 }
@@ -355,7 +378,13 @@ fn write_fixed(out: &mut [u8], value: &Value) {
     let mut put = |bytes: &[u8]| out[..bytes.len()].copy_from_slice(bytes);
     match value {
         // A wide numeric's slot is marked by `encode` (mark_big_slot).
-        Value::Null | Value::Text(_) | Value::Bytea(_) | Value::Json(_) | Value::Jsonb(_) | Value::Array(_) | Value::NumericBig(_) => {}
+        Value::Null
+        | Value::Text(_)
+        | Value::Bytea(_)
+        | Value::Json(_)
+        | Value::Jsonb(_)
+        | Value::Array(_)
+        | Value::NumericBig(_) => {}
         Value::Bool(v) => put(&[u8::from(*v)]),
         Value::Int2(v) => put(&v.to_le_bytes()),
         Value::Int4(v) | Value::Date(v) => put(&v.to_le_bytes()),
@@ -491,11 +520,17 @@ pub(crate) fn decode_value(r: &mut Reader<'_>) -> Result<Value> {
             Value::Uuid(arr(raw))
         }
         14 => Value::Time(r.u64()?.cast_signed()),
-        15 => Value::Interval(Interval { micros: r.u64()?.cast_signed(), days: r.u32()?.cast_signed(), months: r.u32()?.cast_signed() }),
+        15 => Value::Interval(Interval {
+            micros: r.u64()?.cast_signed(),
+            days: r.u32()?.cast_signed(),
+            months: r.u32()?.cast_signed(),
+        }),
         16 => Value::Json(r.str()?),
         17 => Value::Jsonb(r.str()?),
         18 => Value::Array(crate::array::decode(r.bytes()?)?),
-        19 => Value::NumericBig(NumericBig::from_bytes(r.bytes()?).ok_or_else(|| EngineError::Corrupt("numeric encoding".into()))?),
+        19 => Value::NumericBig(
+            NumericBig::from_bytes(r.bytes()?).ok_or_else(|| EngineError::Corrupt("numeric encoding".into()))?,
+        ),
         tag => return Err(EngineError::Corrupt(format!("unknown value tag {tag}"))),
     })
 }
@@ -570,12 +605,21 @@ mod tests {
     fn wide_numerics_use_the_side_area() {
         let unconstrained = DataType::Numeric { precision: 0, scale: 0 };
         let constrained = DataType::Numeric { precision: 5, scale: 2 };
-        for types in [vec![unconstrained, DataType::Int4, constrained], vec![unconstrained, DataType::Text, constrained]] {
+        for types in
+            [vec![unconstrained, DataType::Int4, constrained], vec![unconstrained, DataType::Text, constrained]]
+        {
             let l = RowLayout::new(&types);
             let middle = if types[1] == DataType::Text { Value::Text("x".into()) } else { Value::Int4(3) };
             let wide = big(true, &"7".repeat(60), 20);
             let nan = Value::NumericBig(NumericBig::nan());
-            for row in [vec![wide.clone(), middle.clone(), nan.clone()], vec![Value::NumericBig(NumericBig::infinity(false)), middle.clone(), Value::Numeric(Numeric::new(-12345, 2))]] {
+            for row in [
+                vec![wide.clone(), middle.clone(), nan.clone()],
+                vec![
+                    Value::NumericBig(NumericBig::infinity(false)),
+                    middle.clone(),
+                    Value::Numeric(Numeric::new(-12345, 2)),
+                ],
+            ] {
                 let mut buf = Vec::new();
                 assert!(l.encode(&row, &mut buf).is_ok());
                 assert!(l.has_side(&buf));
@@ -589,7 +633,13 @@ mod tests {
             }
             // Rows of i128-form values have no side area (their old bytes).
             let mut buf = Vec::new();
-            assert!(l.encode(&[Value::Numeric(Numeric::new(i128::MIN + 5, 255)), middle, Value::Numeric(Numeric::new(1, 2))], &mut buf).is_ok());
+            assert!(
+                l.encode(
+                    &[Value::Numeric(Numeric::new(i128::MIN + 5, 255)), middle, Value::Numeric(Numeric::new(1, 2))],
+                    &mut buf
+                )
+                .is_ok()
+            );
             assert!(!l.has_side(&buf));
             assert_eq!(l.get(&buf, 0).to_owned_value(), Value::Numeric(Numeric::new(i128::MIN + 5, 255)));
         }
@@ -603,7 +653,13 @@ mod tests {
 
     #[test]
     fn new_types_round_trip_in_rows_and_defaults() {
-        let l = RowLayout::new(&[DataType::Uuid, DataType::Int4, DataType::Uuid, DataType::Interval, DataType::Time(Some(2))]);
+        let l = RowLayout::new(&[
+            DataType::Uuid,
+            DataType::Int4,
+            DataType::Uuid,
+            DataType::Interval,
+            DataType::Time(Some(2)),
+        ]);
         let u = Value::Uuid(core::array::from_fn(|i| u8::try_from(i * 17).unwrap()));
         let iv = Value::Interval(Interval { months: -14, days: 3, micros: i64::MIN + 7 });
         let values = vec![u.clone(), Value::Int4(3), Value::Null, iv.clone(), Value::Time(86_400_000_000)];

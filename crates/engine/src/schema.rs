@@ -242,7 +242,14 @@ impl SequenceOptions {
     /// ascending sequence runs from 1 to the type's maximum, a descending
     /// one from -1 down to its minimum; START defaults to the end it
     /// starts from.
-    pub fn new(data_type: DataType, increment: i64, min: Option<i64>, max: Option<i64>, start: Option<i64>, cycle: bool) -> Result<SequenceOptions> {
+    pub fn new(
+        data_type: DataType,
+        increment: i64,
+        min: Option<i64>,
+        max: Option<i64>,
+        start: Option<i64>,
+        cycle: bool,
+    ) -> Result<SequenceOptions> {
         let invalid = |m: String| EngineError::definition("22023", m);
         let (type_min, type_max) = match data_type {
             DataType::Int2 => (i64::from(i16::MIN), i64::from(i16::MAX)),
@@ -364,7 +371,18 @@ impl TableSchema {
     /// it never resolves in a catalog.
     pub fn detached(name: impl Into<String>, columns: Vec<Column>) -> TableSchema {
         let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
-        TableSchema { id: TableId(u32::MAX), name: name.into(), columns, primary_key: Vec::new(), primary_index: IndexId(u32::MAX), sequence: None, checks: Vec::new(), annotation: None, dropped_attnums: Vec::new(), layout }
+        TableSchema {
+            id: TableId(u32::MAX),
+            name: name.into(),
+            columns,
+            primary_key: Vec::new(),
+            primary_index: IndexId(u32::MAX),
+            sequence: None,
+            checks: Vec::new(),
+            annotation: None,
+            dropped_attnums: Vec::new(),
+            layout,
+        }
     }
 }
 
@@ -501,13 +519,27 @@ impl Catalog {
                     None => None,
                     Some((seq, how)) => Some((self.column_sequence(seq, c)?, *how)),
                 };
-                Ok(Column { name: c.name.clone(), ty: c.ty, nullable: c.nullable, default, sequence, default_sql: c.default_sql.clone() })
+                Ok(Column {
+                    name: c.name.clone(),
+                    ty: c.ty,
+                    nullable: c.nullable,
+                    default,
+                    sequence,
+                    default_sql: c.default_sql.clone(),
+                })
             })
             .collect::<Result<_>>()?;
         let mut columns = columns;
         let rowid = def.primary_key.is_empty();
         let pk = if rowid {
-            columns.push(Column { name: ROWID_COLUMN.to_owned(), ty: DataType::Int8, nullable: false, default: None, sequence: None, default_sql: None });
+            columns.push(Column {
+                name: ROWID_COLUMN.to_owned(),
+                ty: DataType::Int8,
+                nullable: false,
+                default: None,
+                sequence: None,
+                default_sql: None,
+            });
             vec![columns.len() - 1]
         } else {
             resolve_columns(&def.name, &columns, &def.primary_key)?
@@ -529,13 +561,24 @@ impl Catalog {
         for (name, cols) in &def.unique {
             let cols_idx = resolve_columns(&def.name, &columns, cols)?;
             let name = name.clone().unwrap_or_else(|| format!("{}_{}_key", def.name, cols.join("_")));
-            indexes.push(IndexSchema { id: next_index(), name, table: id, columns: cols_idx, unique: true, primary: false, ordered: true });
+            indexes.push(IndexSchema {
+                id: next_index(),
+                name,
+                table: id,
+                columns: cols_idx,
+                unique: true,
+                primary: false,
+                ordered: true,
+            });
         }
         let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
         let mut checks = def.checks.clone();
         checks.sort_by(|a, b| a.name.cmp(&b.name));
         if let Some(w) = checks.windows(2).find(|w| w[0].name == w[1].name) {
-            return Err(EngineError::definition("42710", format!("constraint \"{}\" for relation \"{}\" already exists", w[0].name, def.name)));
+            return Err(EngineError::definition(
+                "42710",
+                format!("constraint \"{}\" for relation \"{}\" already exists", w[0].name, def.name),
+            ));
         }
         let table = TableSchema {
             id,
@@ -592,7 +635,10 @@ impl Catalog {
                 Some((_, SequenceDefault::IdentityAlways | SequenceDefault::IdentityByDefault)) => {
                     EngineError::definition("22023", "identity column type must be smallint, integer, or bigint")
                 }
-                _ => EngineError::definition("0A000", format!("a sequence default on column \"{}\" of type {}", column.name, column.ty.pg_name())),
+                _ => EngineError::definition(
+                    "0A000",
+                    format!("a sequence default on column \"{}\" of type {}", column.name, column.ty.pg_name()),
+                ),
             });
         }
         Ok(seq.id)
@@ -611,7 +657,13 @@ impl Catalog {
         out
     }
 
-    fn plan_foreign_key(&self, child: &TableSchema, child_indexes: &[IndexSchema], fk: &ForeignKeyDef, id: ForeignKeyId) -> Result<ForeignKey> {
+    fn plan_foreign_key(
+        &self,
+        child: &TableSchema,
+        child_indexes: &[IndexSchema],
+        fk: &ForeignKeyDef,
+        id: ForeignKeyId,
+    ) -> Result<ForeignKey> {
         let child_columns = resolve_columns(&child.name, &child.columns, &fk.columns)?;
         let self_ref = fk.parent_table == child.name;
         let (parent_id, parent_cols_all, parent_name) = if self_ref {
@@ -626,7 +678,10 @@ impl Catalog {
             let parent = if self_ref { Some(child) } else { self.table(parent_id).map(Arc::as_ref) };
             match parent {
                 Some(p) if p.has_rowid() => {
-                    return Err(EngineError::definition("42704", format!("there is no primary key for referenced table \"{parent_name}\"")));
+                    return Err(EngineError::definition(
+                        "42704",
+                        format!("there is no primary key for referenced table \"{parent_name}\""),
+                    ));
                 }
                 Some(p) => p.primary_key.clone(),
                 None => Vec::new(),
@@ -635,7 +690,10 @@ impl Catalog {
             resolve_columns(&parent_name, parent_cols_all, &fk.parent_columns)?
         };
         if parent_columns.len() != child_columns.len() {
-            return Err(EngineError::definition("42830", "number of referencing and referenced columns for foreign key disagree"));
+            return Err(EngineError::definition(
+                "42830",
+                "number of referencing and referenced columns for foreign key disagree",
+            ));
         }
         for (&c, &p) in child_columns.iter().zip(&parent_columns) {
             let (ct, pt) = (child.columns[c].ty, parent_cols_all[p].ty);
@@ -665,7 +723,17 @@ impl Catalog {
             )
         })?;
         let name = fk.name.clone().unwrap_or_else(|| format!("{}_{}_fkey", child.name, fk.columns.join("_")));
-        Ok(ForeignKey { id, name, child: child.id, child_columns, parent: parent_id, parent_columns, parent_index, child_index: IndexId(u32::MAX), on_delete: fk.on_delete })
+        Ok(ForeignKey {
+            id,
+            name,
+            child: child.id,
+            child_columns,
+            parent: parent_id,
+            parent_columns,
+            parent_index,
+            child_index: IndexId(u32::MAX),
+            on_delete: fk.on_delete,
+        })
     }
 
     /// Plans ALTER TABLE's new table on a catalog the old one is already
@@ -673,7 +741,11 @@ impl Catalog {
     /// of `alter.def` with its implied indexes, then `alter.indexes`, and
     /// `referencing` (other tables' foreign keys to the old table) pointed
     /// at the new one, with the same ids.
-    pub(crate) fn plan_alter_table(&self, alter: &AlterTableDef, referencing: &[Arc<ForeignKey>]) -> Result<(TableSchema, Vec<IndexSchema>, Vec<ForeignKey>)> {
+    pub(crate) fn plan_alter_table(
+        &self,
+        alter: &AlterTableDef,
+        referencing: &[Arc<ForeignKey>],
+    ) -> Result<(TableSchema, Vec<IndexSchema>, Vec<ForeignKey>)> {
         if alter.sources.len() != alter.def.columns.len() {
             return Err(EngineError::definition("42601", "ALTER TABLE: one source per new column expected"));
         }
@@ -695,14 +767,27 @@ impl Catalog {
                 return Err(EngineError::DuplicateTable { name: d.name.clone() });
             }
             let columns = resolve_columns(&table.name, &table.columns, &d.columns)?;
-            indexes.push(IndexSchema { id: IndexId(next), name: d.name.clone(), table: table.id, columns, unique: d.unique, primary: false, ordered: true });
+            indexes.push(IndexSchema {
+                id: IndexId(next),
+                name: d.name.clone(),
+                table: table.id,
+                columns,
+                unique: d.unique,
+                primary: false,
+                ordered: true,
+            });
         }
         for fk in referencing {
-            let child = self.table(fk.child).ok_or_else(|| EngineError::Corrupt(format!("foreign key {} of a missing table", fk.name)))?;
+            let child = self
+                .table(fk.child)
+                .ok_or_else(|| EngineError::Corrupt(format!("foreign key {} of a missing table", fk.name)))?;
             let requires = || {
                 EngineError::definition(
                     "2BP01",
-                    format!("cannot alter table {} because constraint {} on table {} requires its referenced key", table.name, fk.name, child.name),
+                    format!(
+                        "cannot alter table {} because constraint {} on table {} requires its referenced key",
+                        table.name, fk.name, child.name
+                    ),
                 )
             };
             let parent_columns = fk
@@ -725,7 +810,8 @@ impl Catalog {
                     ));
                 }
             }
-            let parent_index = indexes.iter().find(|i| i.unique && i.columns == parent_columns).map(|i| i.id).ok_or_else(requires)?;
+            let parent_index =
+                indexes.iter().find(|i| i.unique && i.columns == parent_columns).map(|i| i.id).ok_or_else(requires)?;
             fks.push(ForeignKey {
                 id: fk.id,
                 name: fk.name.clone(),
@@ -745,7 +831,8 @@ impl Catalog {
         if self.relation_name_taken(&def.name) {
             return Err(EngineError::DuplicateTable { name: def.name.clone() });
         }
-        let table = self.table_by_name(&def.table).ok_or_else(|| EngineError::UndefinedTable { name: def.table.clone() })?;
+        let table =
+            self.table_by_name(&def.table).ok_or_else(|| EngineError::UndefinedTable { name: def.table.clone() })?;
         let columns = resolve_columns(&table.name, &table.columns, &def.columns)?;
         Ok(IndexSchema {
             id: IndexId(self.next_index_id),
@@ -761,7 +848,12 @@ impl Catalog {
     /// Adds a table with its indexes and foreign keys. A foreign key of
     /// another table that is listed (ALTER TABLE re-pointing it at this
     /// table) replaces the one with its id.
-    pub(crate) fn add_table(&mut self, table: Arc<TableSchema>, indexes: Vec<Arc<IndexSchema>>, fks: Vec<Arc<ForeignKey>>) {
+    pub(crate) fn add_table(
+        &mut self,
+        table: Arc<TableSchema>,
+        indexes: Vec<Arc<IndexSchema>>,
+        fks: Vec<Arc<ForeignKey>>,
+    ) {
         assert!(!self.tables.contains_key(&table.id), "table id reused");
         self.next_table_id = self.next_table_id.max(table.id.0 + 1);
         self.table_names.insert(table.name.clone(), table.id);
@@ -835,7 +927,8 @@ impl Catalog {
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>, format: Format) -> Result<Catalog> {
-        let mut catalog = Catalog { next_table_id: r.u32()?, next_index_id: r.u32()?, next_fk_id: r.u32()?, ..Catalog::default() };
+        let mut catalog =
+            Catalog { next_table_id: r.u32()?, next_index_id: r.u32()?, next_fk_id: r.u32()?, ..Catalog::default() };
         catalog.names_changed();
         let (next_table, next_index, next_fk) = (catalog.next_table_id, catalog.next_index_id, catalog.next_fk_id);
         for _ in 0..r.u32()? {
@@ -880,7 +973,9 @@ fn len_u32(n: usize) -> u32 {
 fn validate_columns(def: &TableDef) -> Result<()> {
     // A table without a primary key also stores the hidden row id.
     if def.columns.is_empty() || def.columns.len() + usize::from(def.primary_key.is_empty()) > COLUMNS_MAX {
-        return Err(EngineError::ProgramLimitExceeded { message: format!("tables can have at most {COLUMNS_MAX} columns") });
+        return Err(EngineError::ProgramLimitExceeded {
+            message: format!("tables can have at most {COLUMNS_MAX} columns"),
+        });
     }
     for (i, c) in def.columns.iter().enumerate() {
         c.ty.validate()?;
@@ -888,11 +983,18 @@ fn validate_columns(def: &TableDef) -> Result<()> {
             return Err(EngineError::definition("42701", format!("column \"{}\" specified more than once", c.name)));
         }
         if SYSTEM_COLUMNS.contains(&c.name.as_str()) {
-            return Err(EngineError::definition("42701", format!("column name \"{}\" conflicts with a system column name", c.name)));
+            return Err(EngineError::definition(
+                "42701",
+                format!("column name \"{}\" conflicts with a system column name", c.name),
+            ));
         }
-        let defaults = usize::from(c.default.is_some()) + usize::from(c.sequence.is_some()) + usize::from(c.default_sql.is_some());
+        let defaults =
+            usize::from(c.default.is_some()) + usize::from(c.sequence.is_some()) + usize::from(c.default_sql.is_some());
         if defaults > 1 {
-            return Err(EngineError::definition("42601", format!("multiple default values specified for column \"{}\" of table \"{}\"", c.name, def.name)));
+            return Err(EngineError::definition(
+                "42601",
+                format!("multiple default values specified for column \"{}\" of table \"{}\"", c.name, def.name),
+            ));
         }
     }
     Ok(())
@@ -900,7 +1002,9 @@ fn validate_columns(def: &TableDef) -> Result<()> {
 
 fn resolve_columns(table: &str, columns: &[Column], names: &[String]) -> Result<Vec<usize>> {
     if names.is_empty() || names.len() > KEY_COLUMNS_MAX {
-        return Err(EngineError::ProgramLimitExceeded { message: format!("cannot use more than {KEY_COLUMNS_MAX} columns in an index") });
+        return Err(EngineError::ProgramLimitExceeded {
+            message: format!("cannot use more than {KEY_COLUMNS_MAX} columns in an index"),
+        });
     }
     let mut out = Vec::with_capacity(names.len());
     for name in names {
@@ -931,7 +1035,10 @@ fn key_types_compatible(a: DataType, b: DataType) -> bool {
 }
 
 fn find_leading_index(indexes: &[IndexSchema], columns: &[usize]) -> Option<IndexId> {
-    indexes.iter().find(|i| i.ordered && i.columns.len() >= columns.len() && i.columns[..columns.len()] == *columns).map(|i| i.id)
+    indexes
+        .iter()
+        .find(|i| i.ordered && i.columns.len() >= columns.len() && i.columns[..columns.len()] == *columns)
+        .map(|i| i.id)
 }
 
 fn encode_table(w: &mut Writer<'_>, t: &TableSchema) {
@@ -1011,7 +1118,8 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
     for _ in 0..r.u32()? {
         let cname = r.str()?;
         let (tag, a, b) = (r.u8()?, r.u32()?, r.u32()?);
-        let ty = DataType::from_tag(tag, a, b).ok_or_else(|| EngineError::Corrupt(format!("unknown type tag {tag}")))?;
+        let ty =
+            DataType::from_tag(tag, a, b).ok_or_else(|| EngineError::Corrupt(format!("unknown type tag {tag}")))?;
         let nullable = r.bool()?;
         let default = if r.bool()? { Some(crate::row::decode_value(r)?) } else { None };
         let sequence = match format {
@@ -1019,7 +1127,8 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
             Format::V2 | Format::V3 | Format::V4 => match r.u8()? {
                 0 => None,
                 tag => {
-                    let how = SequenceDefault::from_tag(tag).ok_or_else(|| EngineError::Corrupt(format!("unknown sequence default {tag}")))?;
+                    let how = SequenceDefault::from_tag(tag)
+                        .ok_or_else(|| EngineError::Corrupt(format!("unknown sequence default {tag}")))?;
                     Some((TableId(r.u32()?), how))
                 }
             },
@@ -1034,7 +1143,8 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
     let primary_index = IndexId(r.u32()?);
     let sequence = if format >= Format::V2 && r.bool()? {
         let tag = r.u8()?;
-        let data_type = DataType::from_tag(tag, 0, 0).ok_or_else(|| EngineError::Corrupt(format!("unknown sequence type tag {tag}")))?;
+        let data_type = DataType::from_tag(tag, 0, 0)
+            .ok_or_else(|| EngineError::Corrupt(format!("unknown sequence type tag {tag}")))?;
         let mut v = [0i64; 4];
         for x in &mut v {
             *x = r.u64()? as i64;
@@ -1055,8 +1165,23 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
         return Err(EngineError::Corrupt(format!("table {name}: key column out of range")));
     }
     let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
-    let dropped_attnums = if format >= Format::V4 { decode_usizes(r)?.into_iter().map(|a| u16::try_from(a).unwrap_or(u16::MAX)).collect() } else { Vec::new() };
-    Ok(TableSchema { id, name, columns, primary_key, primary_index, sequence, checks, annotation, dropped_attnums, layout })
+    let dropped_attnums = if format >= Format::V4 {
+        decode_usizes(r)?.into_iter().map(|a| u16::try_from(a).unwrap_or(u16::MAX)).collect()
+    } else {
+        Vec::new()
+    };
+    Ok(TableSchema {
+        id,
+        name,
+        columns,
+        primary_key,
+        primary_index,
+        sequence,
+        checks,
+        annotation,
+        dropped_attnums,
+        layout,
+    })
 }
 
 fn encode_index(w: &mut Writer<'_>, i: &IndexSchema) {
@@ -1095,7 +1220,8 @@ fn encode_fk(w: &mut Writer<'_>, f: &ForeignKey) {
 
 fn decode_fk(r: &mut Reader<'_>, format: Format) -> Result<ForeignKey> {
     let (id, name, child, child_columns) = (ForeignKeyId(r.u32()?), r.str()?, TableId(r.u32()?), decode_usizes(r)?);
-    let (parent, parent_columns, parent_index, child_index) = (TableId(r.u32()?), decode_usizes(r)?, IndexId(r.u32()?), IndexId(r.u32()?));
+    let (parent, parent_columns, parent_index, child_index) =
+        (TableId(r.u32()?), decode_usizes(r)?, IndexId(r.u32()?), IndexId(r.u32()?));
     let on_delete = match format {
         Format::V1 => FkAction::NoAction,
         Format::V2 | Format::V3 | Format::V4 => match r.u8()? {

@@ -83,7 +83,10 @@ impl Transaction {
             if value < options.min || value > options.max {
                 return Err(EngineError::definition(
                     "22003",
-                    format!("setval: value {value} is out of bounds for sequence \"{name}\" ({}..{})", options.min, options.max),
+                    format!(
+                        "setval: value {value} is out of bounds for sequence \"{name}\" ({}..{})",
+                        options.min, options.max
+                    ),
                 ));
             }
             Ok((value, 0, is_called))
@@ -93,8 +96,16 @@ impl Transaction {
 
     /// Rewrites the sequence's row with `f(options, name, (last_value,
     /// log_cnt, is_called))`; returns the new `last_value`.
-    fn advance_sequence(&mut self, sequence: TableId, mut f: impl FnMut(&SequenceOptions, &str, (i64, i64, bool)) -> Result<(i64, i64, bool)>) -> Result<i64> {
-        let schema = self.catalog().table(sequence).cloned().ok_or_else(|| EngineError::Corrupt(format!("sequence {} not in the catalog", sequence.0)))?;
+    fn advance_sequence(
+        &mut self,
+        sequence: TableId,
+        mut f: impl FnMut(&SequenceOptions, &str, (i64, i64, bool)) -> Result<(i64, i64, bool)>,
+    ) -> Result<i64> {
+        let schema = self
+            .catalog()
+            .table(sequence)
+            .cloned()
+            .ok_or_else(|| EngineError::Corrupt(format!("sequence {} not in the catalog", sequence.0)))?;
         let Some(options) = schema.sequence.clone() else {
             return Err(EngineError::definition("42809", format!("\"{}\" is not a sequence", schema.name)));
         };
@@ -130,10 +141,18 @@ fn rewrite(
 ) -> Result<i64> {
     let mut value = None;
     let found = txn.update_with(schema.id, &[Value::Int8(ROW_ID)], |row| {
-        let current = (row.get_i64(LAST_VALUE).unwrap_or(0), row.get_i64(LOG_CNT).unwrap_or(0), matches!(row.get(IS_CALLED), crate::types::ValueRef::Bool(true)));
+        let current = (
+            row.get_i64(LAST_VALUE).unwrap_or(0),
+            row.get_i64(LOG_CNT).unwrap_or(0),
+            matches!(row.get(IS_CALLED), crate::types::ValueRef::Bool(true)),
+        );
         let (last, log_cnt, called) = f(options, &schema.name, current)?;
         value = Some(last);
-        Ok(Some(vec![(LAST_VALUE, Value::Int8(last)), (LOG_CNT, Value::Int8(log_cnt)), (IS_CALLED, Value::Bool(called))]))
+        Ok(Some(vec![
+            (LAST_VALUE, Value::Int8(last)),
+            (LOG_CNT, Value::Int8(log_cnt)),
+            (IS_CALLED, Value::Bool(called)),
+        ]))
     })?;
     match value {
         Some(v) if found => Ok(v),
@@ -148,13 +167,19 @@ fn step(options: &SequenceOptions, name: &str, last: i64) -> Result<i64> {
         match next {
             Some(n) if n <= options.max => Ok(n),
             _ if options.cycle => Ok(options.min),
-            _ => Err(EngineError::definition("2200H", format!("nextval: reached maximum value of sequence \"{name}\" ({})", options.max))),
+            _ => Err(EngineError::definition(
+                "2200H",
+                format!("nextval: reached maximum value of sequence \"{name}\" ({})", options.max),
+            )),
         }
     } else {
         match next {
             Some(n) if n >= options.min => Ok(n),
             _ if options.cycle => Ok(options.max),
-            _ => Err(EngineError::definition("2200H", format!("nextval: reached minimum value of sequence \"{name}\" ({})", options.min))),
+            _ => Err(EngineError::definition(
+                "2200H",
+                format!("nextval: reached minimum value of sequence \"{name}\" ({})", options.min),
+            )),
         }
     }
 }
@@ -181,8 +206,14 @@ mod tests {
     fn options_are_checked_as_postgres_does() {
         let err = |r: Result<SequenceOptions>| r.unwrap_err().to_string();
         assert_eq!(err(SequenceOptions::new(DataType::Int4, 0, None, None, None, false)), "INCREMENT must not be zero");
-        assert_eq!(err(SequenceOptions::new(DataType::Int4, 1, Some(5), Some(5), None, false)), "MINVALUE (5) must be less than MAXVALUE (5)");
-        assert_eq!(err(SequenceOptions::new(DataType::Int4, 1, None, None, Some(0), false)), "START value (0) cannot be less than MINVALUE (1)");
+        assert_eq!(
+            err(SequenceOptions::new(DataType::Int4, 1, Some(5), Some(5), None, false)),
+            "MINVALUE (5) must be less than MAXVALUE (5)"
+        );
+        assert_eq!(
+            err(SequenceOptions::new(DataType::Int4, 1, None, None, Some(0), false)),
+            "START value (0) cannot be less than MINVALUE (1)"
+        );
         assert_eq!(
             err(SequenceOptions::new(DataType::Int2, 1, None, Some(40000), None, false)),
             "MAXVALUE (40000) is out of range for sequence data type smallint"

@@ -55,7 +55,14 @@ pub(crate) fn round_size(bytes: usize) -> usize {
 impl Slab {
     pub(crate) fn new() -> Slab {
         let classes = (0..CLASS_COUNT)
-            .map(|_| Mutex::new(Class { free: std::ptr::null_mut(), bump: std::ptr::null_mut(), bump_end: std::ptr::null_mut(), chunks: Vec::new() }))
+            .map(|_| {
+                Mutex::new(Class {
+                    free: std::ptr::null_mut(),
+                    bump: std::ptr::null_mut(),
+                    bump_end: std::ptr::null_mut(),
+                    chunks: Vec::new(),
+                })
+            })
             .collect();
         Slab { classes, used_bytes: AtomicU64::new(0), reserved_bytes: AtomicU64::new(0) }
     }

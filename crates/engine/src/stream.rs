@@ -72,12 +72,19 @@ impl RowChange {
 #[derive(Clone, Debug)]
 pub enum Change {
     Row(RowChange),
-    CreateTable { table: Arc<TableSchema>, indexes: Vec<Arc<IndexSchema>>, foreign_keys: Vec<Arc<ForeignKey>> },
+    CreateTable {
+        table: Arc<TableSchema>,
+        indexes: Vec<Arc<IndexSchema>>,
+        foreign_keys: Vec<Arc<ForeignKey>>,
+    },
     DropTable(TableId),
     CreateIndex(Arc<IndexSchema>),
     DropIndex(IndexId),
     /// [`crate::Transaction::set_annotation`].
-    SetAnnotation { table: TableId, annotation: Option<String> },
+    SetAnnotation {
+        table: TableId,
+        annotation: Option<String>,
+    },
 }
 
 /// One committed transaction.
@@ -180,7 +187,12 @@ impl Consumers {
     }
 
     pub(crate) fn list(&self) -> Vec<ConsumerPosition> {
-        self.0.lock().positions.iter().map(|(name, position)| ConsumerPosition { name: name.clone(), position: *position }).collect()
+        self.0
+            .lock()
+            .positions
+            .iter()
+            .map(|(name, position)| ConsumerPosition { name: name.clone(), position: *position })
+            .collect()
     }
 
     /// The oldest position any consumer still needs (WAL retention).
@@ -286,7 +298,11 @@ impl CommitStream {
     }
 
     fn accept(&mut self, lsn: Lsn, payload: Vec<u8>) -> Result<Option<CommittedTxn>> {
-        let Some(AssembledTxn { first_lsn, commit_ts, origin, commit_time_us, records }) = self.assembler.push(lsn, payload)? else { return Ok(None) };
+        let Some(AssembledTxn { first_lsn, commit_ts, origin, commit_time_us, records }) =
+            self.assembler.push(lsn, payload)?
+        else {
+            return Ok(None);
+        };
         let mut changes = Vec::new();
         for rec in &records {
             let (_, ops) = decode_record(rec)?;
@@ -294,7 +310,14 @@ impl CommitStream {
                 changes.push(self.change(op)?);
             }
         }
-        Ok(Some(CommittedTxn { lsn: first_lsn, next_lsn: self.reader.position(), commit_ts, origin, commit_time_us, changes }))
+        Ok(Some(CommittedTxn {
+            lsn: first_lsn,
+            next_lsn: self.reader.position(),
+            commit_ts,
+            origin,
+            commit_time_us,
+            changes,
+        }))
     }
 
     fn schema(&mut self, id: TableId) -> Result<Arc<TableSchema>> {

@@ -26,7 +26,8 @@ use crate::schema::{ForeignKey, IndexId, IndexSchema, TableSchema};
 use crate::seams::TableSeams;
 use crate::slab::Slab;
 use crate::version::{
-    FLAGS_MASK, VPtr, commit_ts_of, committed_word, is_deleted, is_lock_only, is_uncommitted, locked_by_other, owner_of, uncommitted_word,
+    FLAGS_MASK, VPtr, commit_ts_of, committed_word, is_deleted, is_lock_only, is_uncommitted, locked_by_other,
+    owner_of, uncommitted_word,
 };
 
 /// An ordered index's storage.
@@ -268,7 +269,10 @@ pub(crate) struct LatestVersion {
 pub(crate) enum InsertOutcome {
     /// New head; `replaced_tombstone` is the image of our own tombstone it
     /// replaced (re-insert after our own delete), for index cleanup.
-    Inserted { head: VPtr, replaced_tombstone: Option<Vec<u8>> },
+    Inserted {
+        head: VPtr,
+        replaced_tombstone: Option<Vec<u8>>,
+    },
     Duplicate,
     WaitFor(TxnId),
     /// The key's latest version is a tombstone committed after the pinned
@@ -355,7 +359,16 @@ impl TableStore {
     /// `tick`: stamp the row's access with it (0: don't; every reader below
     /// takes it too).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn read_visible(&self, hash: u64, key: &[u8], me: TxnId, snapshot: Snapshot, tick: u32, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
+    pub(crate) fn read_visible(
+        &self,
+        hash: u64,
+        key: &[u8],
+        me: TxnId,
+        snapshot: Snapshot,
+        tick: u32,
+        scratch: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> bool {
         let layout = self.layout();
         let map = self.primary.read(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return false };
@@ -376,10 +389,21 @@ impl TableStore {
     /// tag matches `hash` and whose visible row `accept` takes; for lookups
     /// that know only a primary key's hash (the unique-index probe).
     /// `accept` runs under the shard read lock.
-    pub(crate) fn read_visible_where(&self, hash: u64, me: TxnId, snapshot: Snapshot, tick: u32, out: &mut Vec<u8>, mut accept: impl FnMut(&[u8]) -> bool) -> bool {
+    pub(crate) fn read_visible_where(
+        &self,
+        hash: u64,
+        me: TxnId,
+        snapshot: Snapshot,
+        tick: u32,
+        out: &mut Vec<u8>,
+        mut accept: impl FnMut(&[u8]) -> bool,
+    ) -> bool {
         let layout = self.layout();
         let map = self.primary.read(hash);
-        let Some(&head) = map.find(hash, |head| visible(*head, me, snapshot).is_some_and(|v| accept(v.row(layout)))) else { return false };
+        let Some(&head) = map.find(hash, |head| visible(*head, me, snapshot).is_some_and(|v| accept(v.row(layout))))
+        else {
+            return false;
+        };
         let Some(v) = visible(head, me, snapshot) else { return false };
         if tick != 0 {
             head.touch(tick);
@@ -393,7 +417,16 @@ impl TableStore {
     /// under the shard read lock: it must not call into the engine.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub(crate) fn with_visible<R>(&self, hash: u64, key: &[u8], me: TxnId, snapshot: Snapshot, tick: u32, scratch: &mut Vec<u8>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    pub(crate) fn with_visible<R>(
+        &self,
+        hash: u64,
+        key: &[u8],
+        me: TxnId,
+        snapshot: Snapshot,
+        tick: u32,
+        scratch: &mut Vec<u8>,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
         let layout = self.layout();
         let map = self.primary.read(hash);
         let head = primary::find(&map, hash, key, &self.pk, layout, scratch)?;
@@ -405,7 +438,15 @@ impl TableStore {
     }
 
     /// Latest state of `key` for a writer; copies the head row into `out`.
-    pub(crate) fn latest(&self, hash: u64, key: &[u8], me: TxnId, tick: u32, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> Latest {
+    pub(crate) fn latest(
+        &self,
+        hash: u64,
+        key: &[u8],
+        me: TxnId,
+        tick: u32,
+        scratch: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Latest {
         let layout = self.layout();
         let map = self.primary.read(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return Latest::Absent };
@@ -431,7 +472,14 @@ impl TableStore {
     /// retried at a fresh snapshot; answering "no row" there would be wrong.
     /// False when the miss is this transaction's own doing (its uncommitted
     /// delete) or the row is visible (a writer's recheck said no).
-    pub(crate) fn miss_may_be_loaded(&self, hash: u64, key: &[u8], me: TxnId, snapshot: Snapshot, scratch: &mut Vec<u8>) -> bool {
+    pub(crate) fn miss_may_be_loaded(
+        &self,
+        hash: u64,
+        key: &[u8],
+        me: TxnId,
+        snapshot: Snapshot,
+        scratch: &mut Vec<u8>,
+    ) -> bool {
         let layout = self.layout();
         let map = self.primary.read(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return true };
@@ -447,7 +495,14 @@ impl TableStore {
     }
 
     /// Visible rows of shard `shard` appended to `out` as `[u32 len][row]`.
-    pub(crate) fn scan_shard(&self, shard: usize, me: TxnId, snapshot: Snapshot, tick: u32, out: &mut Vec<u8>) -> usize {
+    pub(crate) fn scan_shard(
+        &self,
+        shard: usize,
+        me: TxnId,
+        snapshot: Snapshot,
+        tick: u32,
+        out: &mut Vec<u8>,
+    ) -> usize {
         let layout = self.layout();
         let mut n = 0;
         self.primary.for_each_head_in(shard, |head| {
@@ -472,7 +527,17 @@ impl TableStore {
     /// ROLLBACK TO). Returns None if the head changed meanwhile (the caller
     /// re-reads and retries).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn install(&self, hash: u64, key: &[u8], me: TxnId, expected: LatestVersion, row: &[u8], flags: u64, stack: bool, scratch: &mut Vec<u8>) -> Option<VPtr> {
+    pub(crate) fn install(
+        &self,
+        hash: u64,
+        key: &[u8],
+        me: TxnId,
+        expected: LatestVersion,
+        row: &[u8],
+        flags: u64,
+        stack: bool,
+        scratch: &mut Vec<u8>,
+    ) -> Option<VPtr> {
         assert_eq!(flags & !FLAGS_MASK, 0);
         let layout = self.layout();
         let mut map = self.primary.write(hash);
@@ -511,7 +576,16 @@ impl TableStore {
     /// `pinned`: the inserter's pinned snapshot (`Transaction::pin_snapshot`),
     /// which must see a committed tombstone it inserts over.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn insert(&self, hash: u64, key: &[u8], me: TxnId, row: &[u8], stack: bool, pinned: Option<Snapshot>, scratch: &mut Vec<u8>) -> InsertOutcome {
+    pub(crate) fn insert(
+        &self,
+        hash: u64,
+        key: &[u8],
+        me: TxnId,
+        row: &[u8],
+        stack: bool,
+        pinned: Option<Snapshot>,
+        scratch: &mut Vec<u8>,
+    ) -> InsertOutcome {
         let layout = self.layout();
         let mut map = self.primary.write(hash);
         let word = uncommitted_word(me, 0);
@@ -553,7 +627,15 @@ impl TableStore {
     /// write), appending their images to `images` (for index cleanup).
     /// Without savepoints a row has one own version; a write after a
     /// savepoint may have stacked more (transaction/savepoint.rs).
-    pub(crate) fn rollback_row(&self, hash: u64, key: &[u8], me: TxnId, stop: Option<VPtr>, scratch: &mut Vec<u8>, images: &mut Vec<Vec<u8>>) {
+    pub(crate) fn rollback_row(
+        &self,
+        hash: u64,
+        key: &[u8],
+        me: TxnId,
+        stop: Option<VPtr>,
+        scratch: &mut Vec<u8>,
+        images: &mut Vec<Vec<u8>>,
+    ) {
         let layout = self.layout();
         let mut map = self.primary.write(hash);
         let Some(mut head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else {
@@ -586,7 +668,15 @@ impl TableStore {
     /// from the newest kept version's. An image that agrees with it on
     /// every indexed column (an UPDATE of other columns, the usual case)
     /// shares all its entries with a version that stays.
-    pub(crate) fn prune(&self, hash: u64, key: &[u8], horizon: Snapshot, scratch: &mut Vec<u8>, indexes: &[Arc<IndexStore>], freed: &mut Vec<Vec<u8>>) -> usize {
+    pub(crate) fn prune(
+        &self,
+        hash: u64,
+        key: &[u8],
+        horizon: Snapshot,
+        scratch: &mut Vec<u8>,
+        indexes: &[Arc<IndexStore>],
+        freed: &mut Vec<Vec<u8>>,
+    ) -> usize {
         let layout = self.layout();
         let mut map = self.primary.write(hash);
         let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return 0 };
@@ -670,7 +760,13 @@ impl TableStore {
     /// Probes row `pk` for a live version satisfying `pred` (its key equals
     /// a key being inserted, or it references a parent being deleted),
     /// looking at the latest committed version and any uncommitted one.
-    pub(crate) fn probe(&self, pk: &[u8], me: TxnId, scratch: &mut Vec<u8>, mut pred: impl FnMut(&[u8]) -> bool) -> Conflict {
+    pub(crate) fn probe(
+        &self,
+        pk: &[u8],
+        me: TxnId,
+        scratch: &mut Vec<u8>,
+        mut pred: impl FnMut(&[u8]) -> bool,
+    ) -> Conflict {
         let layout = self.layout();
         let hash = hash_key(pk);
         let map = self.primary.read(hash);
@@ -706,7 +802,12 @@ impl TableStore {
 
     /// Does a parent row with primary key `pk` exist for a new reference?
     /// Ok(true) exists, Ok(false) missing, Err(owner) wait for owner.
-    pub(crate) fn parent_exists(&self, pk: &[u8], me: TxnId, scratch: &mut Vec<u8>) -> std::result::Result<bool, TxnId> {
+    pub(crate) fn parent_exists(
+        &self,
+        pk: &[u8],
+        me: TxnId,
+        scratch: &mut Vec<u8>,
+    ) -> std::result::Result<bool, TxnId> {
         let layout = self.layout();
         let hash = hash_key(pk);
         let map = self.primary.read(hash);
@@ -728,7 +829,14 @@ impl TableStore {
 
     /// Does any version of row `pk` have index key `index_key` in `index`?
     /// (Keeps index entries that some version still needs.)
-    fn entry_still_needed(&self, index: &IndexStore, pk: &[u8], index_key: &[u8], scratch: &mut Vec<u8>, tmp: &mut Vec<u8>) -> bool {
+    fn entry_still_needed(
+        &self,
+        index: &IndexStore,
+        pk: &[u8],
+        index_key: &[u8],
+        scratch: &mut Vec<u8>,
+        tmp: &mut Vec<u8>,
+    ) -> bool {
         let layout = self.layout();
         let hash = hash_key(pk);
         let map = self.primary.read(hash);
@@ -840,7 +948,13 @@ impl TableStore {
     /// The row `key`'s last access stamp and its share of
     /// [`TableStore::memory_bytes`]: its versions, its hash slot, its
     /// distinct index entries. None when no version of it is stored.
-    pub(crate) fn row_meta(&self, hash: u64, key: &[u8], scratch: &mut Vec<u8>, entry: &mut Vec<u8>) -> Option<(u32, u64)> {
+    pub(crate) fn row_meta(
+        &self,
+        hash: u64,
+        key: &[u8],
+        scratch: &mut Vec<u8>,
+        entry: &mut Vec<u8>,
+    ) -> Option<(u32, u64)> {
         let meta = self.meta();
         let layout = self.layout();
         let map = self.primary.read(hash);

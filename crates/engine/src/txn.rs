@@ -111,7 +111,9 @@ impl TxnManager {
             let slot = (start + i) % n;
             let id = (seq << SLOT_BITS) | slot as u64;
             let s = &self.slots[slot];
-            if s.id.load(Ordering::Relaxed) == 0 && s.id.compare_exchange(0, id, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+            if s.id.load(Ordering::Relaxed) == 0
+                && s.id.compare_exchange(0, id, Ordering::SeqCst, Ordering::Relaxed).is_ok()
+            {
                 claimed = Some((slot, id));
                 break;
             }
@@ -251,9 +253,10 @@ impl TxnManager {
                 return Err(EngineError::Canceled);
             }
             if let Some(cycle) = self.find_cycle(me, target)
-                && cycle.iter().max() == Some(&me) {
-                    return Err(EngineError::Deadlock { detail: describe_cycle(&cycle) });
-                }
+                && cycle.iter().max() == Some(&me)
+            {
+                return Err(EngineError::Deadlock { detail: describe_cycle(&cycle) });
+            }
             let mut guard = slot.mutex.lock();
             if slot.id.load(Ordering::SeqCst) != target.get() {
                 return Ok(());
@@ -396,11 +399,19 @@ mod tests {
         let (b, _) = m.begin().unwrap();
         let lock_deadline = Instant::now() + Duration::from_secs(60);
         let started = Instant::now();
-        let limits = WaitLimits { lock_deadline, statement_deadline: Some(Instant::now() + Duration::from_millis(30)), cancel: None };
+        let limits = WaitLimits {
+            lock_deadline,
+            statement_deadline: Some(Instant::now() + Duration::from_millis(30)),
+            cancel: None,
+        };
         assert!(matches!(m.wait_for(a, b, &limits), Err(EngineError::StatementTimeout)));
         assert!(started.elapsed() < Duration::from_secs(10));
         // The lock timeout, when it comes first, stays 55P03.
-        let limits = WaitLimits { lock_deadline: Instant::now() + Duration::from_millis(30), statement_deadline: Some(lock_deadline), cancel: None };
+        let limits = WaitLimits {
+            lock_deadline: Instant::now() + Duration::from_millis(30),
+            statement_deadline: Some(lock_deadline),
+            cancel: None,
+        };
         assert!(matches!(m.wait_for(a, b, &limits), Err(EngineError::LockTimeout { .. })));
         let flag = AtomicBool::new(true);
         let limits = WaitLimits { lock_deadline, statement_deadline: None, cancel: Some(&flag) };

@@ -48,7 +48,10 @@ pub enum DataType {
     /// own scale, as PostgreSQL's does ([`NUMERIC_UNCONSTRAINED`]); a
     /// value too wide for an i128 mantissa is a `Value::NumericBig`.
     /// A negative scale rounds left of the point (PostgreSQL 15).
-    Numeric { precision: u16, scale: i16 },
+    Numeric {
+        precision: u16,
+        scale: i16,
+    },
     Float4,
     Float8,
     Text,
@@ -150,11 +153,21 @@ impl DataType {
             DataType::Bool => Some(1),
             DataType::Int2 => Some(2),
             DataType::Int4 | DataType::Float4 | DataType::Date => Some(4),
-            DataType::Int8 | DataType::Float8 | DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) => Some(8),
+            DataType::Int8
+            | DataType::Float8
+            | DataType::Timestamp(_)
+            | DataType::TimestampTz(_)
+            | DataType::Time(_) => Some(8),
             // The mantissa, and where the type fixes no scale the value's own.
             DataType::Numeric { .. } if self.numeric_own_scale() => Some(17),
             DataType::Numeric { .. } | DataType::Uuid | DataType::Interval => Some(16),
-            DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Bytea | DataType::Json | DataType::Jsonb | DataType::Array(_) => None,
+            DataType::Text
+            | DataType::Varchar(_)
+            | DataType::Char(_)
+            | DataType::Bytea
+            | DataType::Json
+            | DataType::Jsonb
+            | DataType::Array(_) => None,
         }
     }
 
@@ -190,7 +203,10 @@ impl DataType {
     pub fn numeric_own_scale(self) -> bool {
         match self {
             DataType::Numeric { precision, scale } => {
-                precision == 0 || precision > NUMERIC_I128_PRECISION_MAX || scale < 0 || scale.unsigned_abs() > precision
+                precision == 0
+                    || precision > NUMERIC_I128_PRECISION_MAX
+                    || scale < 0
+                    || scale.unsigned_abs() > precision
             }
             _ => false,
         }
@@ -214,15 +230,19 @@ impl DataType {
                     ));
                 }
             }
-            DataType::Varchar(n) | DataType::Char(n)
-                if (n == 0 || n > CHAR_LENGTH_MAX) => {
-                    return Err(EngineError::definition(
-                        "22023",
-                        format!("length for type {} must be between 1 and {CHAR_LENGTH_MAX}", self.pg_name()),
-                    ));
-                }
-            DataType::Timestamp(Some(p)) | DataType::TimestampTz(Some(p)) | DataType::Time(Some(p)) if p > TIME_PRECISION_MAX => {
-                return Err(EngineError::definition("22023", format!("precision {p} of type {} must be between 0 and {TIME_PRECISION_MAX}", self.pg_name())));
+            DataType::Varchar(n) | DataType::Char(n) if (n == 0 || n > CHAR_LENGTH_MAX) => {
+                return Err(EngineError::definition(
+                    "22023",
+                    format!("length for type {} must be between 1 and {CHAR_LENGTH_MAX}", self.pg_name()),
+                ));
+            }
+            DataType::Timestamp(Some(p)) | DataType::TimestampTz(Some(p)) | DataType::Time(Some(p))
+                if p > TIME_PRECISION_MAX =>
+            {
+                return Err(EngineError::definition(
+                    "22023",
+                    format!("precision {p} of type {} must be between 0 and {TIME_PRECISION_MAX}", self.pg_name()),
+                ));
             }
             _ => {}
         }
@@ -331,7 +351,8 @@ impl fmt::Display for Numeric {
         if scale == 0 {
             return write!(f, "{sign}{digits}");
         }
-        let padded = if digits.len() <= scale { format!("{}{digits}", "0".repeat(scale + 1 - digits.len())) } else { digits };
+        let padded =
+            if digits.len() <= scale { format!("{}{digits}", "0".repeat(scale + 1 - digits.len())) } else { digits };
         let (int_part, frac_part) = padded.split_at(padded.len() - scale);
         write!(f, "{sign}{int_part}.{frac_part}")
     }
@@ -587,10 +608,12 @@ impl fmt::Display for ValueRef<'_> {
                 write!(f, "\\x")?;
                 v.iter().try_for_each(|b| write!(f, "{b:02x}"))
             }
-            ValueRef::Date(DATE_INFINITY) | ValueRef::Timestamp(TIMESTAMP_INFINITY) | ValueRef::TimestampTz(TIMESTAMP_INFINITY) => f.write_str("infinity"),
-            ValueRef::Date(DATE_NEG_INFINITY) | ValueRef::Timestamp(TIMESTAMP_NEG_INFINITY) | ValueRef::TimestampTz(TIMESTAMP_NEG_INFINITY) => {
-                f.write_str("-infinity")
-            }
+            ValueRef::Date(DATE_INFINITY)
+            | ValueRef::Timestamp(TIMESTAMP_INFINITY)
+            | ValueRef::TimestampTz(TIMESTAMP_INFINITY) => f.write_str("infinity"),
+            ValueRef::Date(DATE_NEG_INFINITY)
+            | ValueRef::Timestamp(TIMESTAMP_NEG_INFINITY)
+            | ValueRef::TimestampTz(TIMESTAMP_NEG_INFINITY) => f.write_str("-infinity"),
             ValueRef::Date(days) => {
                 let (y, m, d) = civil_from_days(i64::from(*days));
                 write!(f, "{:04}-{m:02}-{d:02}{}", display_year(y), era(y))
@@ -703,7 +726,13 @@ fn write_interval(f: &mut fmt::Formatter<'_>, v: Interval) -> fmt::Result {
     if is_zero || v.micros != 0 {
         let abs = v.micros.unsigned_abs();
         let secs = abs / 1_000_000;
-        let sign = if v.micros < 0 { "-" } else if is_before { "+" } else { "" };
+        let sign = if v.micros < 0 {
+            "-"
+        } else if is_before {
+            "+"
+        } else {
+            ""
+        };
         write!(f, "{}{sign}{:02}:{:02}:{:02}", if is_zero { "" } else { " " }, secs / 3600, secs / 60 % 60, secs % 60)?;
         write_fraction(f, i64::try_from(abs % 1_000_000).unwrap_or(0))?;
     }
@@ -823,9 +852,13 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
         (DataType::Bytea, Value::Bytea(b)) => Value::Bytea(b),
         (DataType::Date, Value::Date(d)) => Value::Date(d),
         // Between local time and an instant: the session's zone is UTC.
-        (DataType::Timestamp(p), Value::Timestamp(t) | Value::TimestampTz(t)) => Value::Timestamp(round_to_precision(t, p)),
+        (DataType::Timestamp(p), Value::Timestamp(t) | Value::TimestampTz(t)) => {
+            Value::Timestamp(round_to_precision(t, p))
+        }
         (DataType::Timestamp(_), Value::Date(d)) => Value::Timestamp(i64::from(d) * MICROS_PER_DAY),
-        (DataType::TimestampTz(p), Value::TimestampTz(t) | Value::Timestamp(t)) => Value::TimestampTz(round_to_precision(t, p)),
+        (DataType::TimestampTz(p), Value::TimestampTz(t) | Value::Timestamp(t)) => {
+            Value::TimestampTz(round_to_precision(t, p))
+        }
         (DataType::TimestampTz(_), Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
         (DataType::Time(p), Value::Time(t)) => Value::Time(round_to_precision(t, p)),
         (DataType::Uuid, Value::Uuid(u)) => Value::Uuid(u),
@@ -849,21 +882,27 @@ fn coerce_int(v: i64, ty: DataType) -> Result<Value> {
 }
 
 fn coerce_numeric(n: Numeric, precision: u16, scale: i16) -> Result<Numeric> {
-    let overflow = || EngineError::OutOfRange {
-        message: "numeric field overflow".to_owned(),
-    };
+    let overflow = || EngineError::OutOfRange { message: "numeric field overflow".to_owned() };
     let rounded = if scale < 0 {
         // Rounds to a multiple of 10^-scale, shown with scale 0.
         let shift = u8::try_from(scale.unsigned_abs()).map_err(|_| overflow())?;
-        let q = Numeric::new(n.mantissa, n.scale.checked_add(shift).ok_or_else(overflow)?).rescale(0).ok_or_else(overflow)?;
+        let q = Numeric::new(n.mantissa, n.scale.checked_add(shift).ok_or_else(overflow)?)
+            .rescale(0)
+            .ok_or_else(overflow)?;
         Numeric::new(q.mantissa.checked_mul(pow10(shift).ok_or_else(overflow)?).ok_or_else(overflow)?, 0)
     } else {
         n.rescale(u8::try_from(scale).map_err(|_| overflow())?).ok_or_else(overflow)?
     };
     // PostgreSQL's bound: below 10^(precision - scale), i.e. the value in
     // units of 10^-scale has at most `precision` digits.
-    let units = if scale < 0 { rounded.mantissa / pow10(u8::try_from(scale.unsigned_abs()).map_err(|_| overflow())?).ok_or_else(overflow)? } else { rounded.mantissa };
-    if pow10(u8::try_from(precision).unwrap_or(u8::MAX)).is_some_and(|limit| units.unsigned_abs() >= limit.unsigned_abs()) {
+    let units = if scale < 0 {
+        rounded.mantissa / pow10(u8::try_from(scale.unsigned_abs()).map_err(|_| overflow())?).ok_or_else(overflow)?
+    } else {
+        rounded.mantissa
+    };
+    if pow10(u8::try_from(precision).unwrap_or(u8::MAX))
+        .is_some_and(|limit| units.unsigned_abs() >= limit.unsigned_abs())
+    {
         return Err(overflow());
     }
     Ok(rounded)
@@ -915,8 +954,13 @@ mod tests {
         assert_eq!(Numeric::new(5, 0).rescale(2), Some(Numeric::new(500, 2)));
         assert_eq!(Numeric::new(-5, 3).to_string(), "-0.005");
         assert_eq!(Numeric::new(12345, 2).to_string(), "123.45");
-        assert!(coerce(Value::Numeric(Numeric::new(100_000, 0)), DataType::Numeric { precision: 5, scale: 1 }, "c").is_err());
-        assert!(coerce(Value::Numeric(Numeric::new(9_999, 0)), DataType::Numeric { precision: 5, scale: 1 }, "c").is_ok());
+        assert!(
+            coerce(Value::Numeric(Numeric::new(100_000, 0)), DataType::Numeric { precision: 5, scale: 1 }, "c")
+                .is_err()
+        );
+        assert!(
+            coerce(Value::Numeric(Numeric::new(9_999, 0)), DataType::Numeric { precision: 5, scale: 1 }, "c").is_ok()
+        );
     }
 
     #[test]
@@ -952,7 +996,21 @@ mod tests {
     #[test]
     fn array_types_round_trip_and_stay_small() {
         assert_eq!(std::mem::size_of::<DataType>(), 8);
-        for elem in [DataType::Int4, DataType::Numeric { precision: 38, scale: 38 }, DataType::Numeric { precision: 5, scale: 0 }, DataType::Numeric { precision: 1000, scale: 0 }, DataType::Numeric { precision: 300, scale: -5 }, DataType::Numeric { precision: 5, scale: -2 }, DataType::Numeric { precision: 3, scale: 1000 }, DataType::Varchar(CHAR_LENGTH_MAX), DataType::Char(1), DataType::Timestamp(Some(0)), DataType::TimestampTz(None), DataType::Interval, DataType::Uuid] {
+        for elem in [
+            DataType::Int4,
+            DataType::Numeric { precision: 38, scale: 38 },
+            DataType::Numeric { precision: 5, scale: 0 },
+            DataType::Numeric { precision: 1000, scale: 0 },
+            DataType::Numeric { precision: 300, scale: -5 },
+            DataType::Numeric { precision: 5, scale: -2 },
+            DataType::Numeric { precision: 3, scale: 1000 },
+            DataType::Varchar(CHAR_LENGTH_MAX),
+            DataType::Char(1),
+            DataType::Timestamp(Some(0)),
+            DataType::TimestampTz(None),
+            DataType::Interval,
+            DataType::Uuid,
+        ] {
             let ty = DataType::Array(ElemType::of(elem).unwrap());
             assert_eq!(crate::types::ElemType::of(elem).unwrap().get(), elem);
             let (tag, a, b) = ty.tag();
@@ -964,7 +1022,18 @@ mod tests {
 
     #[test]
     fn type_tags_round_trip_with_precision() {
-        for ty in [DataType::Timestamp(None), DataType::Timestamp(Some(0)), DataType::TimestampTz(Some(6)), DataType::Time(None), DataType::Time(Some(2)), DataType::Uuid, DataType::Json, DataType::Jsonb, DataType::Numeric { precision: 1000, scale: -1000 }, DataType::Numeric { precision: 60, scale: 5 }] {
+        for ty in [
+            DataType::Timestamp(None),
+            DataType::Timestamp(Some(0)),
+            DataType::TimestampTz(Some(6)),
+            DataType::Time(None),
+            DataType::Time(Some(2)),
+            DataType::Uuid,
+            DataType::Json,
+            DataType::Jsonb,
+            DataType::Numeric { precision: 1000, scale: -1000 },
+            DataType::Numeric { precision: 60, scale: 5 },
+        ] {
             let (tag, a, b) = ty.tag();
             assert_eq!(DataType::from_tag(tag, a, b), Some(ty));
         }
@@ -981,7 +1050,8 @@ mod tests {
         assert_eq!(Value::Date(-1).to_string(), "1999-12-31");
         assert_eq!(Value::Bool(true).to_string(), "t");
         assert_eq!(Value::Bytea(vec![1, 171]).to_string(), "\\x01ab");
-        let u: [u8; 16] = [0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38, 0x0a, 0x11];
+        let u: [u8; 16] =
+            [0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38, 0x0a, 0x11];
         assert_eq!(Value::Uuid(u).to_string(), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
         assert_eq!(Value::Time(86_400_000_000).to_string(), "24:00:00");
         assert_eq!(Value::Time(3_723_040_000).to_string(), "01:02:03.04");

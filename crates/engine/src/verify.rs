@@ -94,7 +94,10 @@ pub(crate) fn verify(catalog: &CommittedCatalog, gc: &Gc) -> Result<Vec<TableChe
             }
             for e in &entries {
                 if !versions.contains(&(i, e.clone())) {
-                    return broken(format!("{}: index {} has an entry no version holds", store.schema.name, index.schema.name));
+                    return broken(format!(
+                        "{}: index {} has an entry no version holds",
+                        store.schema.name, index.schema.name
+                    ));
                 }
             }
             let mut keys = HashSet::new();
@@ -108,7 +111,10 @@ pub(crate) fn verify(catalog: &CommittedCatalog, gc: &Gc) -> Result<Vec<TableChe
                 if index.schema.unique && !index.spec.row_has_null(layout, row) {
                     let (k, _) = index.split(&e);
                     if !keys.insert(k.to_vec()) {
-                        return broken(format!("{}: unique index {} has a duplicate", store.schema.name, index.schema.name));
+                        return broken(format!(
+                            "{}: unique index {} has a duplicate",
+                            store.schema.name, index.schema.name
+                        ));
                     }
                 }
             }

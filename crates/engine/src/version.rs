@@ -181,7 +181,6 @@ impl VPtr {
         // SAFETY: same length, exclusive access per the caller's contract.
         unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), current.as_ptr().cast_mut(), row.len()) };
     }
-
 }
 
 /// A row's versions from one on, newest first ([`VPtr::chain`]).

@@ -36,8 +36,8 @@ use crate::error::{EngineError, Result};
 use crate::ids::CommitTs;
 use crate::origin::Origin;
 use crate::schema::{
-    Format, IndexId, IndexSchema, TableDdl, TableId, decode_annotation, decode_index_ddl, decode_table_ddl, encode_annotation, encode_index_ddl,
-    encode_table_ddl,
+    Format, IndexId, IndexSchema, TableDdl, TableId, decode_annotation, decode_index_ddl, decode_table_ddl,
+    encode_annotation, encode_index_ddl, encode_table_ddl,
 };
 
 /// Closing record; the kind byte's low nibble is the origin.
@@ -125,7 +125,10 @@ impl RecordBuilder {
     fn room_for(&mut self, bytes: usize) -> Result<()> {
         if HEADER_BYTES + bytes > self.record_bytes_max {
             return Err(EngineError::ProgramLimitExceeded {
-                message: format!("a single change of {bytes} bytes exceeds the WAL record limit of {} bytes", self.record_bytes_max),
+                message: format!(
+                    "a single change of {bytes} bytes exceeds the WAL record limit of {} bytes",
+                    self.record_bytes_max
+                ),
             });
         }
         let current = self.chunks.last().map_or(0, Vec::len);
@@ -336,7 +339,10 @@ impl TxnAssembler {
         let header = decode_header(&mut Reader::new(&payload))?;
         if header.chunk == 0 {
             self.parts.clear();
-        } else if header.chunk as usize != self.parts.len() || header.commit_ts != self.parts_ts || header.origin != self.parts_origin {
+        } else if header.chunk as usize != self.parts.len()
+            || header.commit_ts != self.parts_ts
+            || header.origin != self.parts_origin
+        {
             self.parts.clear();
             return Ok(None); // continuation of a run we did not see start: torn
         }
@@ -403,7 +409,10 @@ mod tests {
                 continue;
             }
             let t = got.unwrap();
-            assert_eq!((t.commit_ts, t.origin, t.commit_time_us, t.records.len()), (CommitTs::new(9), Origin::Load, 123, n));
+            assert_eq!(
+                (t.commit_ts, t.origin, t.commit_time_us, t.records.len()),
+                (CommitTs::new(9), Origin::Load, 123, n)
+            );
             assert_eq!(t.first_lsn, pgtier_wal::Lsn(0));
         }
     }

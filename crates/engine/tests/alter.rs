@@ -23,11 +23,16 @@ fn create_t(db: &Database, n: i32) -> TableId {
     let id = t
         .create_table(&TableDef::new(
             "t",
-            vec![ColumnDef::new("id", DataType::Int4), ColumnDef::new("a", DataType::Text), ColumnDef::new("b", DataType::Int8)],
+            vec![
+                ColumnDef::new("id", DataType::Int4),
+                ColumnDef::new("a", DataType::Text),
+                ColumnDef::new("b", DataType::Int8),
+            ],
             &["id"],
         ))
         .unwrap();
-    t.create_index(&IndexDef { name: "t_b_idx".into(), table: "t".into(), columns: vec!["b".into()], unique: false }).unwrap();
+    t.create_index(&IndexDef { name: "t_b_idx".into(), table: "t".into(), columns: vec!["b".into()], unique: false })
+        .unwrap();
     for i in 1..=n {
         t.insert(id, &[Value::Int4(i), Value::Text(format!("v{i}")), Value::Int8(i64::from(i) * 10)]).unwrap();
     }
@@ -49,7 +54,13 @@ fn altered_def() -> AlterTableDef {
     );
     def.unique.push((None, vec!["aa".into()]));
     // b (attribute 3) is dropped: c takes attribute 4, as in PostgreSQL.
-    AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(0), Some(1), None], primary_key_name: None, dropped_attnums: vec![3] }
+    AlterTableDef {
+        def,
+        indexes: Vec::new(),
+        sources: vec![Some(0), Some(1), None],
+        primary_key_name: None,
+        dropped_attnums: vec![3],
+    }
 }
 
 /// The rows of `table` as (id, aa, c), read at a fresh snapshot.
@@ -169,7 +180,13 @@ fn foreign_keys_of_other_tables_follow_the_altered_parent() {
         &["id"],
     );
     def.primary_key_ordered = true;
-    let alter = AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(0), Some(1), Some(2), None], primary_key_name: None, dropped_attnums: Vec::new() };
+    let alter = AlterTableDef {
+        def,
+        indexes: Vec::new(),
+        sources: vec![Some(0), Some(1), Some(2), None],
+        primary_key_name: None,
+        dropped_attnums: Vec::new(),
+    };
     let mut t = db.begin().unwrap();
     let row = vec![Value::Int4(1), Value::Text("p".into()), Value::Int8(0), Value::Null];
     let parent2 = t.alter_table(parent, &alter, vec![row]).unwrap();
@@ -185,7 +202,13 @@ fn foreign_keys_of_other_tables_follow_the_altered_parent() {
     t.rollback();
     // Dropping the referenced column is refused.
     let def = TableDef::new("parent", vec![ColumnDef::new("name", DataType::Text)], &[]);
-    let alter = AlterTableDef { def, indexes: Vec::new(), sources: vec![Some(1)], primary_key_name: None, dropped_attnums: Vec::new() };
+    let alter = AlterTableDef {
+        def,
+        indexes: Vec::new(),
+        sources: vec![Some(1)],
+        primary_key_name: None,
+        dropped_attnums: Vec::new(),
+    };
     let mut t = db.begin().unwrap();
     assert_eq!(t.alter_table(parent2, &alter, Vec::new()).unwrap_err().sqlstate(), "2BP01");
     t.rollback();
@@ -274,6 +297,9 @@ fn a_committed_alter_survives_a_kill() {
     assert!(db.recovery_report().checkpoint_lsn.is_some());
     check(&db);
     let mut t = db.begin().unwrap();
-    assert_eq!(t.insert(new, &[Value::Int4(99), Value::Text("v3".into()), Value::Int4(1)]).unwrap_err().sqlstate(), "23505");
+    assert_eq!(
+        t.insert(new, &[Value::Int4(99), Value::Text("v3".into()), Value::Int4(1)]).unwrap_err().sqlstate(),
+        "23505"
+    );
     t.rollback();
 }

@@ -15,7 +15,10 @@ fn annotation(db: &Database, table: TableId) -> Option<String> {
 
 fn create(db: &Database, name: &str, note: Option<&str>) -> TableId {
     let mut t = db.begin().unwrap();
-    let def = TableDef { annotation: note.map(str::to_owned), ..TableDef::new(name, vec![ColumnDef::new("id", DataType::Int4)], &["id"]) };
+    let def = TableDef {
+        annotation: note.map(str::to_owned),
+        ..TableDef::new(name, vec![ColumnDef::new("id", DataType::Int4)], &["id"])
+    };
     let id = t.create_table(&def).unwrap();
     t.commit().unwrap();
     id
@@ -103,7 +106,9 @@ fn the_commit_stream_carries_the_change() {
     set(&db, a, Some("y"));
     let mut s = db.stream("c").unwrap();
     let txn = s.next(Duration::from_secs(5)).unwrap().unwrap();
-    assert!(matches!(&txn.changes[..], [Change::SetAnnotation { table, annotation: Some(n) }] if *table == a && n == "y"));
+    assert!(
+        matches!(&txn.changes[..], [Change::SetAnnotation { table, annotation: Some(n) }] if *table == a && n == "y")
+    );
 }
 
 #[test]

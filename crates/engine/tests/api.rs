@@ -69,7 +69,10 @@ fn constraint_errors_speak_postgres() {
     let mut t = db.begin().unwrap();
     let e = t.delete(parent, &[int(1)]).unwrap_err();
     assert_eq!(e.sqlstate(), "23503");
-    assert_eq!(e.to_string(), "update or delete on table \"parent\" violates foreign key constraint \"child_pid_fkey\" on table \"child\"");
+    assert_eq!(
+        e.to_string(),
+        "update or delete on table \"parent\" violates foreign key constraint \"child_pid_fkey\" on table \"child\""
+    );
     t.rollback();
 
     let mut t = db.begin().unwrap();
@@ -133,7 +136,10 @@ fn writer_waits_then_rechecks_latest_version() {
                 barrier.wait();
                 for _ in 0..per_thread {
                     let mut t = db.begin_with(CommitMode::Async).unwrap();
-                    t.update_with(parent, &[int(1)], |row| Ok(Some(vec![(2, Value::Int8(row.get_i64(2).unwrap() + 1))]))).unwrap();
+                    t.update_with(parent, &[int(1)], |row| {
+                        Ok(Some(vec![(2, Value::Int8(row.get_i64(2).unwrap() + 1))]))
+                    })
+                    .unwrap();
                     t.commit().unwrap();
                 }
             })
@@ -213,8 +219,10 @@ fn ordered_locking_never_reports_a_deadlock() {
                     let teller = 500 + (x >> 17) as i32 % TELLERS;
                     let mut t = db.begin_with(CommitMode::Async).unwrap();
                     for id in [account, teller, BRANCH] {
-                        t.update_with(parent, &[int(id)], |row| Ok(Some(vec![(2, Value::Int8(row.get_i64(2).unwrap() + 1))])))
-                            .unwrap_or_else(|e| panic!("ordered locking failed on row {id}: {e}"));
+                        t.update_with(parent, &[int(id)], |row| {
+                            Ok(Some(vec![(2, Value::Int8(row.get_i64(2).unwrap() + 1))]))
+                        })
+                        .unwrap_or_else(|e| panic!("ordered locking failed on row {id}: {e}"));
                     }
                     t.commit().unwrap();
                 }
@@ -245,7 +253,14 @@ fn unique_secondary_index_and_scans() {
             t.insert(child, &[int(i), Value::Int2(n), text("x")]).unwrap();
         }
     }
-    let idx = t.create_index(&IndexDef { name: "parent_name".into(), table: "parent".into(), columns: vec!["name".into()], unique: true }).unwrap();
+    let idx = t
+        .create_index(&IndexDef {
+            name: "parent_name".into(),
+            table: "parent".into(),
+            columns: vec!["name".into()],
+            unique: true,
+        })
+        .unwrap();
     t.commit().unwrap();
 
     let mut t = db.begin().unwrap();
@@ -291,7 +306,13 @@ fn ddl_is_transactional_and_recovered() {
         let (parent, _) = create_parent_child(&db);
         let mut t = db.begin().unwrap();
         t.insert(parent, &[int(1), text("a"), Value::Int8(0)]).unwrap();
-        t.create_index(&IndexDef { name: "pn".into(), table: "parent".into(), columns: vec!["name".into()], unique: false }).unwrap();
+        t.create_index(&IndexDef {
+            name: "pn".into(),
+            table: "parent".into(),
+            columns: vec!["name".into()],
+            unique: false,
+        })
+        .unwrap();
         t.rollback();
         assert!(db.catalog().index_by_name("pn").is_none());
         let mut t = db.begin().unwrap();
@@ -304,7 +325,13 @@ fn ddl_is_transactional_and_recovered() {
         let mut t = db.begin().unwrap();
         t.drop_table("child").unwrap();
         t.insert(parent, &[int(2), text("b"), Value::Int8(0)]).unwrap();
-        t.create_index(&IndexDef { name: "pn".into(), table: "parent".into(), columns: vec!["name".into()], unique: true }).unwrap();
+        t.create_index(&IndexDef {
+            name: "pn".into(),
+            table: "parent".into(),
+            columns: vec!["name".into()],
+            unique: true,
+        })
+        .unwrap();
         t.commit().unwrap();
         db.checkpoint().unwrap();
         let mut t = db.begin().unwrap();
@@ -565,7 +592,10 @@ fn tables_without_primary_key_get_a_hidden_row_id() {
         t.commit().unwrap();
         let rows = rows_of(&db, table);
         let new_id = rows.iter().find(|r| r.0 == 100 + round).unwrap().1;
-        assert!(rows.iter().filter(|r| r.0 != 100 + round).all(|r| r.1 < new_id), "new ids continue past recovered ones: {rows:?}");
+        assert!(
+            rows.iter().filter(|r| r.0 != 100 + round).all(|r| r.1 < new_id),
+            "new ids continue past recovered ones: {rows:?}"
+        );
         let mut ids: Vec<i64> = rows.iter().map(|r| r.1).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -579,7 +609,13 @@ fn tables_without_primary_key_get_a_hidden_row_id() {
     t.rollback();
     let mut t = db.begin().unwrap();
     let mut child = TableDef::new("child_of_history", vec![ColumnDef::new("h", DataType::Int8)], &[]);
-    child.foreign_keys.push(pgtier_engine::ForeignKeyDef { name: None, columns: vec!["h".into()], parent_table: "history".into(), parent_columns: vec![], on_delete: Default::default() });
+    child.foreign_keys.push(pgtier_engine::ForeignKeyDef {
+        name: None,
+        columns: vec!["h".into()],
+        parent_table: "history".into(),
+        parent_columns: vec![],
+        on_delete: Default::default(),
+    });
     assert_eq!(t.create_table(&child).unwrap_err().sqlstate(), "42704");
 }
 
@@ -590,7 +626,11 @@ fn not_null_violation_shows_the_failing_row() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
     let mut t = db.begin().unwrap();
-    let cols = vec![ColumnDef::new("id", DataType::Int4), ColumnDef::new("name", DataType::Text).not_null(), ColumnDef::new("v", DataType::Int8)];
+    let cols = vec![
+        ColumnDef::new("id", DataType::Int4),
+        ColumnDef::new("name", DataType::Text).not_null(),
+        ColumnDef::new("v", DataType::Int8),
+    ];
     let table = t.create_table(&TableDef::new("nn", cols, &["id"])).unwrap();
     t.insert(table, &[int(1), text("a"), Value::Null]).unwrap();
     t.commit().unwrap();

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use common::{create_parent_child, int, open, text};
 use parking_lot::Mutex;
 use pgtier_engine::{
-    ColumnDef, CommitMode, CommitParticipant, DataType, EngineError, Origin, Result, RowChange, RowOp, TableDef, TableId, Transaction, Value,
+    ColumnDef, CommitMode, CommitParticipant, DataType, EngineError, Origin, Result, RowChange, RowOp, TableDef,
+    TableId, Transaction, Value,
 };
 
 /// Records what it is handed; refuses while `refuse`; counts its commits in
@@ -58,7 +59,8 @@ fn the_participant_commits_first_and_its_refusal_rolls_back() {
     let db = open(dir.path());
     let (parent, child) = create_parent_child(&db);
     let mut t = db.begin().unwrap();
-    let ledger = t.create_table(&TableDef::new("ledger", vec![ColumnDef::new("ticket", DataType::Int8)], &["ticket"])).unwrap();
+    let ledger =
+        t.create_table(&TableDef::new("ledger", vec![ColumnDef::new("ticket", DataType::Int8)], &["ticket"])).unwrap();
     t.insert(parent, &[int(1), text("a"), Value::Int8(1)]).unwrap();
     t.commit().unwrap();
     let recorder = Arc::new(Recorder {

@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pgtier_engine::{
-    ColumnDef, CommitMode, DataType, Database, EngineConfig, ForeignKeyDef, IndexDef, RowBuf, SequenceOptions, TableDef, Value, WalConfig,
+    ColumnDef, CommitMode, DataType, Database, EngineConfig, ForeignKeyDef, IndexDef, RowBuf, SequenceOptions,
+    TableDef, Value, WalConfig,
 };
 use rand::{Rng, SeedableRng};
 
@@ -32,7 +33,12 @@ const ENV_MODE: &str = "PGTIER_CRASH_MODE";
 fn config(mode: CommitMode, background: bool) -> EngineConfig {
     EngineConfig {
         commit_mode: mode,
-        wal: WalConfig { segment_bytes: 1 << 20, async_flush_interval: Duration::from_millis(10), record_bytes_max: 256 << 10, ..WalConfig::default() },
+        wal: WalConfig {
+            segment_bytes: 1 << 20,
+            async_flush_interval: Duration::from_millis(10),
+            record_bytes_max: 256 << 10,
+            ..WalConfig::default()
+        },
         lock_timeout: Duration::from_secs(5),
         checkpoint_interval: Some(Duration::from_millis(150)),
         checkpoint_wal_bytes: 512 << 10,
@@ -77,11 +83,24 @@ fn setup(db: &Database) {
         &["txn"],
     );
     t.create_sequence("hist_n", SequenceOptions::new(DataType::Int8, 1, None, None, None, false).unwrap()).unwrap();
-    hist.foreign_keys.push(ForeignKeyDef { name: None, columns: vec!["src".into()], parent_table: "acct".into(), parent_columns: vec![], on_delete: Default::default() });
+    hist.foreign_keys.push(ForeignKeyDef {
+        name: None,
+        columns: vec!["src".into()],
+        parent_table: "acct".into(),
+        parent_columns: vec![],
+        on_delete: Default::default(),
+    });
     t.create_table(&hist).unwrap();
-    t.create_index(&IndexDef { name: "acct_tag".into(), table: "acct".into(), columns: vec!["tag".into()], unique: true }).unwrap();
+    t.create_index(&IndexDef {
+        name: "acct_tag".into(),
+        table: "acct".into(),
+        columns: vec!["tag".into()],
+        unique: true,
+    })
+    .unwrap();
     for id in 0..ACCOUNTS {
-        t.insert(acct, &[Value::Int4(id), Value::Int8(INITIAL_BALANCE), Value::Null, Value::Text(format!("t{id}"))]).unwrap();
+        t.insert(acct, &[Value::Int4(id), Value::Int8(INITIAL_BALANCE), Value::Null, Value::Text(format!("t{id}"))])
+            .unwrap();
     }
     t.commit().unwrap();
 }
@@ -128,13 +147,24 @@ fn child(dir: &Path, mode: CommitMode) {
                             Ok(Some(vec![(1, Value::Int8(r.get_i64(1).unwrap() + amount)), (2, Value::Int8(txn))]))
                         })?;
                         let n = t.nextval(hist_n)?;
-                        t.insert(hist, &[Value::Int8(txn), Value::Int4(w as i32), Value::Int4(src), Value::Int4(dst), Value::Int8(amount), Value::Int8(n)])
+                        t.insert(
+                            hist,
+                            &[
+                                Value::Int8(txn),
+                                Value::Int4(w as i32),
+                                Value::Int4(src),
+                                Value::Int4(dst),
+                                Value::Int8(amount),
+                                Value::Int8(n),
+                            ],
+                        )
                     })();
                     match r {
                         Ok(()) => {
                             let info = t.commit().unwrap();
                             let mut o = out.lock().unwrap();
-                            writeln!(o, "ACK {txn} {w} {src} {dst} {amount} {} {}", info.commit_ts.unwrap(), now_ms()).unwrap();
+                            writeln!(o, "ACK {txn} {w} {src} {dst} {amount} {} {}", info.commit_ts.unwrap(), now_ms())
+                                .unwrap();
                             o.flush().unwrap();
                             seq += 1;
                         }
@@ -245,7 +275,13 @@ struct RoundCheck {
 }
 
 /// Reopens the database and checks it against every acknowledged commit.
-fn check(dir: &Path, all_acks: &BTreeMap<i64, (i32, i32, i32, i64)>, round: &[Ack], killed_ms: u128, mode: CommitMode) -> RoundCheck {
+fn check(
+    dir: &Path,
+    all_acks: &BTreeMap<i64, (i32, i32, i32, i64)>,
+    round: &[Ack],
+    killed_ms: u128,
+    mode: CommitMode,
+) -> RoundCheck {
     let db = Database::open(dir, config(mode, false)).unwrap();
     db.verify().unwrap();
     let cat = db.catalog();
@@ -255,7 +291,12 @@ fn check(dir: &Path, all_acks: &BTreeMap<i64, (i32, i32, i32, i64)>, round: &[Ac
     let mut present: BTreeMap<i64, (i32, i32, i32, i64)> = BTreeMap::new();
     let mut sequence_values = std::collections::HashSet::new();
     t.scan_table(hist, |r| {
-        let v = (r.get_i64(1).unwrap() as i32, r.get_i64(2).unwrap() as i32, r.get_i64(3).unwrap() as i32, r.get_i64(4).unwrap());
+        let v = (
+            r.get_i64(1).unwrap() as i32,
+            r.get_i64(2).unwrap() as i32,
+            r.get_i64(3).unwrap() as i32,
+            r.get_i64(4).unwrap(),
+        );
         present.insert(r.get_i64(0).unwrap(), v);
         assert!(sequence_values.insert(r.get_i64(5).unwrap()), "two committed transfers drew the same sequence value");
         Ok(true)
@@ -299,7 +340,8 @@ fn check(dir: &Path, all_acks: &BTreeMap<i64, (i32, i32, i32, i64)>, round: &[Ac
     }
     lost.sort_by_key(|a| a.commit_ts);
     if let Some(first_lost) = lost.first() {
-        let max_present_ts = round.iter().filter(|a| present.contains_key(&a.txn)).map(|a| a.commit_ts).max().unwrap_or(0);
+        let max_present_ts =
+            round.iter().filter(|a| present.contains_key(&a.txn)).map(|a| a.commit_ts).max().unwrap_or(0);
         assert!(first_lost.commit_ts > max_present_ts, "lost commits are not a suffix of commit order");
     }
     for a in round.iter().filter(|a| present.contains_key(&a.txn)) {
@@ -361,7 +403,10 @@ fn crash_loop(mode: CommitMode, rounds: usize) {
     // Async commits reach the disk within the flush interval (10 ms here);
     // the bound leaves room for a busy machine's scheduling, yet a WAL that
     // stopped flushing loses whole runs (up to 400 ms) and fails it.
-    assert!(max_window <= ASYNC_LOSS_WINDOW_MAX_MS, "an acknowledged async commit {max_window} ms before the kill was lost (bound {ASYNC_LOSS_WINDOW_MAX_MS} ms)");
+    assert!(
+        max_window <= ASYNC_LOSS_WINDOW_MAX_MS,
+        "an acknowledged async commit {max_window} ms before the kill was lost (bound {ASYNC_LOSS_WINDOW_MAX_MS} ms)"
+    );
 }
 
 /// How long before a kill an acknowledged async commit may have been and still be lost.

@@ -5,7 +5,9 @@
 mod common;
 
 use common::{config, int, text};
-use pgtier_engine::{ColumnDef, CommitMode, DataType, Database, EngineConfig, IndexDef, Origin, RowBuf, TableDef, TableId, Value};
+use pgtier_engine::{
+    ColumnDef, CommitMode, DataType, Database, EngineConfig, IndexDef, Origin, RowBuf, TableDef, TableId, Value,
+};
 
 /// GC only when a test says so (`vacuum`), so what it measures is settled.
 fn open(dir: &std::path::Path) -> Database {
@@ -17,12 +19,18 @@ fn create(db: &Database) -> TableId {
     let mut t = db.begin().unwrap();
     let mut def = TableDef::new(
         "t",
-        vec![ColumnDef::new("id", DataType::Int4), ColumnDef::new("u", DataType::Int4), ColumnDef::new("c", DataType::Int4), ColumnDef::new("s", DataType::Text)],
+        vec![
+            ColumnDef::new("id", DataType::Int4),
+            ColumnDef::new("u", DataType::Int4),
+            ColumnDef::new("c", DataType::Int4),
+            ColumnDef::new("s", DataType::Text),
+        ],
         &["id"],
     );
     def.unique.push((None, vec!["u".into()]));
     let id = t.create_table(&def).unwrap();
-    t.create_index(&IndexDef { name: "t_c".into(), table: "t".into(), columns: vec!["c".into()], unique: false }).unwrap();
+    t.create_index(&IndexDef { name: "t_c".into(), table: "t".into(), columns: vec!["c".into()], unique: false })
+        .unwrap();
     t.commit().unwrap();
     id
 }

@@ -133,7 +133,10 @@ fn prefix_scans_see_what_the_hook_loaded() {
     // Not an equality scan: no call.
     let lo = [int(50)];
     let hi = [int(60)];
-    assert_eq!(t.scan(child_pk, std::ops::Bound::Included(&lo[..]), std::ops::Bound::Included(&hi[..]), |_| Ok(true)).unwrap(), 0);
+    assert_eq!(
+        t.scan(child_pk, std::ops::Bound::Included(&lo[..]), std::ops::Bound::Included(&hi[..]), |_| Ok(true)).unwrap(),
+        0
+    );
     assert_eq!(h.calls(), 2);
     t.commit().unwrap();
 }
@@ -157,7 +160,11 @@ fn writes_and_foreign_key_checks_see_what_the_hook_loaded() {
     drop(t);
     let mut t = db.begin().unwrap();
     assert!(t.get(h.parent, &[int(1)], &mut row).unwrap());
-    assert_eq!(row.get(1).to_owned_value(), text("loaded"), "the update rolled back with its transaction, the load did not");
+    assert_eq!(
+        row.get(1).to_owned_value(),
+        text("loaded"),
+        "the update rolled back with its transaction, the load did not"
+    );
     t.commit().unwrap();
 }
 

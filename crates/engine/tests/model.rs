@@ -28,7 +28,9 @@ fn create(db: &Database) -> (TableId, pgtier_engine::IndexId, pgtier_engine::Ind
     );
     def.unique.push((Some("t_tag_key".into()), vec!["tag".into()]));
     let id = t.create_table(&def).unwrap();
-    let grp = t.create_index(&IndexDef { name: "t_grp".into(), table: "t".into(), columns: vec!["grp".into()], unique: false }).unwrap();
+    let grp = t
+        .create_index(&IndexDef { name: "t_grp".into(), table: "t".into(), columns: vec!["grp".into()], unique: false })
+        .unwrap();
     t.commit().unwrap();
     let tag = db.catalog().index_by_name("t_tag_key").unwrap().id;
     (id, tag, grp)
@@ -207,7 +209,10 @@ fn check_final(db: &Database, table: TableId, model: &BTreeMap<i32, Row>) -> Res
     let mut all = BTreeMap::new();
     t.scan_table(table, |r| {
         let tag = r.get_str(1).map(str::to_owned);
-        all.insert(r.get_i64(0).unwrap() as i32, Row { tag, grp: r.get_i64(2).unwrap() as i16, v: r.get_i64(3).unwrap() });
+        all.insert(
+            r.get_i64(0).unwrap() as i32,
+            Row { tag, grp: r.get_i64(2).unwrap() as i16, v: r.get_i64(3).unwrap() },
+        );
         Ok(true)
     })
     .unwrap();

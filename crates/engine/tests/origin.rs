@@ -15,8 +15,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{config, create_parent_child, int, open, text};
 use pgtier_engine::{
-    Change, ColumnDef, CommitMode, CommittedTxn, DataType, Database, EngineConfig, FkAction, ForeignKeyDef, Origin, RowBuf, RowOp, StreamStart,
-    TableDef, TableId, Value, WalConfig,
+    Change, ColumnDef, CommitMode, CommittedTxn, DataType, Database, EngineConfig, FkAction, ForeignKeyDef, Origin,
+    RowBuf, RowOp, StreamStart, TableDef, TableId, Value, WalConfig,
 };
 use rand::{Rng, SeedableRng};
 
@@ -89,7 +89,11 @@ fn the_stream_shows_each_origin_and_its_commit_time() {
     assert_eq!(txns.iter().map(|t| t.origin).collect::<Vec<_>>(), ORIGINS);
     assert_eq!(txns.iter().map(|t| t.commit_ts).collect::<Vec<_>>(), acked);
     for t in &txns {
-        assert!((before_us..=after_us).contains(&t.commit_time_us), "commit time {} outside [{before_us}, {after_us}]", t.commit_time_us);
+        assert!(
+            (before_us..=after_us).contains(&t.commit_time_us),
+            "commit time {} outside [{before_us}, {after_us}]",
+            t.commit_time_us
+        );
         assert!(t.age() < Duration::from_secs(60));
     }
     assert!(txns.windows(2).all(|w| w[0].commit_time_us <= w[1].commit_time_us));
@@ -209,8 +213,18 @@ fn set_origin_after_a_write_is_refused() {
 fn create_instance_tables(db: &Database) -> (TableId, TableId, TableId) {
     let (parent, child) = create_parent_child(db);
     let mut t = db.begin().unwrap();
-    let mut tag = TableDef::new("tag", vec![ColumnDef::new("pid", DataType::Int4), ColumnDef::new("k", DataType::Int4)], &["pid", "k"]);
-    tag.foreign_keys.push(ForeignKeyDef { name: None, columns: vec!["pid".into()], parent_table: "parent".into(), parent_columns: vec![], on_delete: FkAction::Cascade });
+    let mut tag = TableDef::new(
+        "tag",
+        vec![ColumnDef::new("pid", DataType::Int4), ColumnDef::new("k", DataType::Int4)],
+        &["pid", "k"],
+    );
+    tag.foreign_keys.push(ForeignKeyDef {
+        name: None,
+        columns: vec!["pid".into()],
+        parent_table: "parent".into(),
+        parent_columns: vec![],
+        on_delete: FkAction::Cascade,
+    });
     let tag = t.create_table(&tag).unwrap();
     t.commit().unwrap();
     (parent, child, tag)
@@ -276,7 +290,8 @@ fn instances_load_and_evict_without_foreign_key_checks_or_actions() {
         assert_eq!(txns[1].changes.len(), 3);
         assert_eq!(txns[2].changes.len(), 4);
         assert_eq!(row_ops(&txns[4]).len(), 4, "the application delete cascaded to its tag row");
-        let for_postgres: usize = txns.iter().filter(|t| t.origin == Origin::Application).map(|t| t.changes.len()).sum();
+        let for_postgres: usize =
+            txns.iter().filter(|t| t.origin == Origin::Application).map(|t| t.changes.len()).sum();
         assert_eq!(for_postgres, 4);
         db.verify().unwrap();
         db.close().unwrap();
@@ -321,7 +336,10 @@ fn refresh_updates_parent_keys_without_foreign_key_checks() {
 fn record_size_of_a_tatp_update() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
-    let mut cols = vec![ColumnDef::new("s_id", DataType::Int4).not_null(), ColumnDef::new("sub_nbr", DataType::Varchar(15)).not_null()];
+    let mut cols = vec![
+        ColumnDef::new("s_id", DataType::Int4).not_null(),
+        ColumnDef::new("sub_nbr", DataType::Varchar(15)).not_null(),
+    ];
     for prefix in ["bit", "hex", "byte2"] {
         for i in 1..=10 {
             cols.push(ColumnDef::new(format!("{prefix}_{i}"), DataType::Int2));
@@ -360,7 +378,15 @@ fn step_origin(i: i64) -> Origin {
 
 /// Child: runs the steps in sync mode until killed, printing `ACK step commit_ts`.
 fn crash_child(dir: &Path) {
-    let db = Database::open(dir, EngineConfig { checkpoint_interval: Some(Duration::from_millis(100)), checkpoint_wal_bytes: 64 << 10, ..config() }).unwrap();
+    let db = Database::open(
+        dir,
+        EngineConfig {
+            checkpoint_interval: Some(Duration::from_millis(100)),
+            checkpoint_wal_bytes: 64 << 10,
+            ..config()
+        },
+    )
+    .unwrap();
     if db.catalog().table_by_name("parent").is_none() {
         db.register_consumer("origins", StreamStart::Oldest).unwrap();
         create_parent_child(&db);
@@ -457,7 +483,8 @@ fn origins_survive_kill_9() {
         // Every committed step, acknowledged or in flight at the kill, is
         // in the stream with its origin, whole, in order.
         let txns = drain(&db, "origins");
-        let steps: Vec<&CommittedTxn> = txns.iter().filter(|t| t.changes.iter().all(|c| matches!(c, Change::Row(_)))).collect();
+        let steps: Vec<&CommittedTxn> =
+            txns.iter().filter(|t| t.changes.iter().all(|c| matches!(c, Change::Row(_)))).collect();
         for (i, t) in steps.iter().enumerate() {
             let step = i as i64;
             assert_eq!(t.origin, step_origin(step), "round {round}: step {step}");
@@ -476,7 +503,8 @@ fn origins_survive_kill_9() {
         assert!(acked.values().all(|&s| s < steps.len() as i64), "round {round}: an acknowledged step is missing");
         next_step = steps.len() as i64;
         // Recovery applied every origin: evicted instances gone, the loaded one present.
-        let (parent, child) = (db.catalog().table_by_name("parent").unwrap().id, db.catalog().table_by_name("child").unwrap().id);
+        let (parent, child) =
+            (db.catalog().table_by_name("parent").unwrap().id, db.catalog().table_by_name("child").unwrap().id);
         for id in 0..((next_step + 2) / 3) as i32 {
             let evicted = i64::from(id) * 3 + 2 < next_step;
             assert_eq!(exists(&db, parent, &[int(id)]), !evicted, "round {round}: instance {id}");

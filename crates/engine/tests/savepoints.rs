@@ -33,7 +33,13 @@ fn setup(unique_name: bool, rows: &[Vec<Value>]) -> (tempfile::TempDir, Database
     let (parent, child) = create_parent_child(&db);
     let mut t = db.begin().unwrap();
     if unique_name {
-        t.create_index(&IndexDef { name: "parent_name".into(), table: "parent".into(), columns: vec!["name".into()], unique: true }).unwrap();
+        t.create_index(&IndexDef {
+            name: "parent_name".into(),
+            table: "parent".into(),
+            columns: vec!["name".into()],
+            unique: true,
+        })
+        .unwrap();
     }
     for r in rows {
         t.insert(parent, r).unwrap();
@@ -232,7 +238,8 @@ fn rollback_to_across_ddl_is_refused() {
     t.savepoint().unwrap();
     t.insert(parent, &p(2, "b", 0)).unwrap();
     t.savepoint().unwrap();
-    t.create_index(&IndexDef { name: "pv".into(), table: "parent".into(), columns: vec!["v".into()], unique: false }).unwrap();
+    t.create_index(&IndexDef { name: "pv".into(), table: "parent".into(), columns: vec!["v".into()], unique: false })
+        .unwrap();
     let e = t.rollback_to_savepoint(1).unwrap_err();
     assert_eq!(e.sqlstate(), "0A000", "{e}");
     assert_eq!(t.insert(parent, &p(3, "c", 0)).unwrap_err().sqlstate(), "25P02");
@@ -243,7 +250,8 @@ fn rollback_to_across_ddl_is_refused() {
     // DDL released into the transaction and no rollback across it: fine.
     let mut t = db.begin().unwrap();
     t.savepoint().unwrap();
-    t.create_index(&IndexDef { name: "pv".into(), table: "parent".into(), columns: vec!["v".into()], unique: false }).unwrap();
+    t.create_index(&IndexDef { name: "pv".into(), table: "parent".into(), columns: vec!["v".into()], unique: false })
+        .unwrap();
     t.release_savepoint(0).unwrap();
     let s = t.savepoint().unwrap();
     t.insert(parent, &p(2, "b", 0)).unwrap();
@@ -311,7 +319,11 @@ fn random_savepoint_histories_match_a_model() {
             let name = format!("n{}", rnd(14));
             let ctx = format!("round {round} step {step} op {op} id {id} name {name}");
             if aborted && op != 0 {
-                let e = if op == 1 && !marks.is_empty() { t.release_savepoint(0) } else { t.delete(parent, &[int(id)]).map(|_| ()) };
+                let e = if op == 1 && !marks.is_empty() {
+                    t.release_savepoint(0)
+                } else {
+                    t.delete(parent, &[int(id)]).map(|_| ())
+                };
                 assert_eq!(e.unwrap_err().sqlstate(), "25P02", "{ctx}");
                 continue;
             }

@@ -3,7 +3,9 @@
 mod common;
 
 use common::open;
-use pgtier_engine::{CheckDef, ColumnDef, DataType, Database, SequenceDefault, SequenceOptions, TableDef, TableId, Value};
+use pgtier_engine::{
+    CheckDef, ColumnDef, DataType, Database, SequenceDefault, SequenceOptions, TableDef, TableId, Value,
+};
 
 fn ascending() -> SequenceOptions {
     SequenceOptions::new(DataType::Int8, 1, None, None, None, false).unwrap()
@@ -69,13 +71,20 @@ fn limits_cycles_and_setval_bounds() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
     let mut t = db.begin().unwrap();
-    let capped = t.create_sequence("capped", SequenceOptions::new(DataType::Int4, 5, None, Some(12), Some(3), false).unwrap()).unwrap();
-    let cyc = t.create_sequence("cyc", SequenceOptions::new(DataType::Int2, -1, Some(-2), None, None, true).unwrap()).unwrap();
+    let capped = t
+        .create_sequence("capped", SequenceOptions::new(DataType::Int4, 5, None, Some(12), Some(3), false).unwrap())
+        .unwrap();
+    let cyc = t
+        .create_sequence("cyc", SequenceOptions::new(DataType::Int2, -1, Some(-2), None, None, true).unwrap())
+        .unwrap();
     t.commit().unwrap();
     let mut t = db.begin().unwrap();
     assert_eq!((t.nextval(capped).unwrap(), t.nextval(capped).unwrap()), (3, 8));
     let e = t.nextval(capped).unwrap_err();
-    assert_eq!((e.sqlstate(), e.to_string().as_str()), ("2200H", "nextval: reached maximum value of sequence \"capped\" (12)"));
+    assert_eq!(
+        (e.sqlstate(), e.to_string().as_str()),
+        ("2200H", "nextval: reached maximum value of sequence \"capped\" (12)")
+    );
     assert_eq!([t.nextval(cyc).unwrap(), t.nextval(cyc).unwrap(), t.nextval(cyc).unwrap()], [-1, -2, -1]);
     let e = t.setval(capped, 13, true).unwrap_err();
     assert_eq!(e.sqlstate(), "22003");
@@ -96,27 +105,40 @@ fn owned_sequences_go_with_their_table_and_used_ones_stay() {
     let mut at = ColumnDef::new("at", DataType::Timestamp(None));
     at.default_sql = Some("now()".into());
     let mut def = TableDef::new("t", vec![id, other, at], &["id"]);
-    def.checks = vec![CheckDef { name: "t_other_check".into(), sql: "other > 0".into() }, CheckDef { name: "a_check".into(), sql: "id > 0".into() }];
+    def.checks = vec![
+        CheckDef { name: "t_other_check".into(), sql: "other > 0".into() },
+        CheckDef { name: "a_check".into(), sql: "id > 0".into() },
+    ];
     let table = t.create_table(&def).unwrap();
     t.commit().unwrap();
     let cat = db.catalog();
     let schema = cat.table(table).unwrap();
-    assert_eq!(schema.columns[0].sequence.map(|(s, how)| (cat.table(s).unwrap().name.clone(), how)), Some(("t_id_seq".into(), SequenceDefault::Serial)));
+    assert_eq!(
+        schema.columns[0].sequence.map(|(s, how)| (cat.table(s).unwrap().name.clone(), how)),
+        Some(("t_id_seq".into(), SequenceDefault::Serial))
+    );
 
     // Neither sequence can go while the table uses it.
     let mut t = db.begin().unwrap();
     let e = t.drop_table("shared").unwrap_err();
     assert_eq!(e.sqlstate(), "2BP01");
-    assert_eq!(e.to_string(), "cannot drop sequence shared because other objects depend on it (default value for column other of table t)");
+    assert_eq!(
+        e.to_string(),
+        "cannot drop sequence shared because other objects depend on it (default value for column other of table t)"
+    );
     t.rollback();
 
     // The schema (with its sequence links) survives a restart.
     db.checkpoint().unwrap();
     db.close().unwrap();
     let db = open(dir.path());
-    assert_eq!(db.catalog().table_by_name("t").unwrap().columns[1].sequence.map(|(_, how)| how), Some(SequenceDefault::Nextval));
+    assert_eq!(
+        db.catalog().table_by_name("t").unwrap().columns[1].sequence.map(|(_, how)| how),
+        Some(SequenceDefault::Nextval)
+    );
     assert_eq!(db.catalog().table_by_name("t").unwrap().columns[2].default_sql.as_deref(), Some("now()"));
-    let names: Vec<String> = db.catalog().table_by_name("t").unwrap().checks.iter().map(|c| format!("{}: {}", c.name, c.sql)).collect();
+    let names: Vec<String> =
+        db.catalog().table_by_name("t").unwrap().checks.iter().map(|c| format!("{}: {}", c.name, c.sql)).collect();
     assert_eq!(names, ["a_check: id > 0", "t_other_check: other > 0"], "kept, in name order");
     let mut t = db.begin().unwrap();
     t.drop_table("t").unwrap();
@@ -144,7 +166,8 @@ fn owned_sequences_go_with_their_table_and_used_ones_stay() {
     t.rollback();
     let mut t = db.begin().unwrap();
     let mut dup = TableDef::new("w", vec![ColumnDef::new("id", DataType::Int4)], &["id"]);
-    dup.checks = vec![CheckDef { name: "c".into(), sql: "id > 0".into() }, CheckDef { name: "c".into(), sql: "id < 9".into() }];
+    dup.checks =
+        vec![CheckDef { name: "c".into(), sql: "id > 0".into() }, CheckDef { name: "c".into(), sql: "id < 9".into() }];
     assert_eq!(t.create_table(&dup).unwrap_err().sqlstate(), "42710");
 }
 
@@ -177,8 +200,22 @@ fn foreign_key_actions_are_kept_and_applied() {
     let db = open(dir.path());
     let mut t = db.begin().unwrap();
     let parent = t.create_table(&TableDef::new("p", vec![ColumnDef::new("id", DataType::Int4)], &["id"])).unwrap();
-    let mut child = TableDef::new("c", vec![ColumnDef::new("id", DataType::Int4), ColumnDef::new("pid", DataType::Int4), ColumnDef::new("qid", DataType::Int4)], &["id"]);
-    let fk = |col: &str, on_delete| ForeignKeyDef { name: None, columns: vec![col.into()], parent_table: "p".into(), parent_columns: vec![], on_delete };
+    let mut child = TableDef::new(
+        "c",
+        vec![
+            ColumnDef::new("id", DataType::Int4),
+            ColumnDef::new("pid", DataType::Int4),
+            ColumnDef::new("qid", DataType::Int4),
+        ],
+        &["id"],
+    );
+    let fk = |col: &str, on_delete| ForeignKeyDef {
+        name: None,
+        columns: vec![col.into()],
+        parent_table: "p".into(),
+        parent_columns: vec![],
+        on_delete,
+    };
     child.foreign_keys = vec![fk("pid", FkAction::Cascade), fk("qid", FkAction::SetNull)];
     let child = t.create_table(&child).unwrap();
     for id in 1..=3 {

@@ -21,7 +21,11 @@ impl WriteGuard for Guard {
     fn check_write(&self, table: &TableSchema) -> Result<()> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if self.refuse.load(Ordering::SeqCst) {
-            return Err(EngineError::hook("25006", format!("cannot change table \"{}\": read-only", table.name), Some("it is cached read-only".into())));
+            return Err(EngineError::hook(
+                "25006",
+                format!("cannot change table \"{}\": read-only", table.name),
+                Some("it is cached read-only".into()),
+            ));
         }
         Ok(())
     }

@@ -62,11 +62,13 @@ impl Users {
         let mut verifiers = HashMap::new();
         for u in users {
             let v = if u.password.starts_with("SCRAM-SHA-256$") {
-                Verifier::parse(&u.password)
-                    .ok_or_else(|| ServerError::Config(format!("user \"{}\": malformed SCRAM-SHA-256 verifier", u.name)))?
+                Verifier::parse(&u.password).ok_or_else(|| {
+                    ServerError::Config(format!("user \"{}\": malformed SCRAM-SHA-256 verifier", u.name))
+                })?
             } else {
-                Verifier::from_password(&u.password)
-                    .ok_or_else(|| ServerError::Config(format!("user \"{}\": cannot compute a SCRAM verifier", u.name)))?
+                Verifier::from_password(&u.password).ok_or_else(|| {
+                    ServerError::Config(format!("user \"{}\": cannot compute a SCRAM verifier", u.name))
+                })?
             };
             verifiers.insert(u.name.clone(), v);
         }
@@ -81,7 +83,10 @@ impl Users {
             Some(v) => (v.clone(), true),
             None => {
                 let salt = hmac::sign(&self.mock_key, user.as_bytes()).as_ref()[..16].to_vec();
-                (Verifier { iterations: MOCK_ITERATIONS, salt, stored_key: vec![0; 32], server_key: vec![0; 32] }, false)
+                (
+                    Verifier { iterations: MOCK_ITERATIONS, salt, stored_key: vec![0; 32], server_key: vec![0; 32] },
+                    false,
+                )
             }
         }
     }
@@ -155,7 +160,9 @@ impl Exchange {
                 nonce = Some(r);
             }
         }
-        let binding = B64.decode(binding.ok_or(ScramError::Malformed("missing channel binding"))?).map_err(|_| ScramError::Malformed("bad channel binding"))?;
+        let binding = B64
+            .decode(binding.ok_or(ScramError::Malformed("missing channel binding"))?)
+            .map_err(|_| ScramError::Malformed("bad channel binding"))?;
         if binding != self.gs2_header.as_bytes() {
             return Err(ScramError::Malformed("channel binding does not match"));
         }

@@ -136,7 +136,10 @@ impl Default for CacheSection {
             awt_retained_wal_max: format!("{}GB", awt.retained_wal_max >> 30),
             awt_batch_delay_ms: u64::try_from(awt.batch_delay.as_millis()).unwrap_or(0),
             awt_stall_timeout_s: awt.stall_timeout.as_secs(),
-            autorefresh_retained_wal_max: format!("{}GB", pgtier_cache::AutorefreshConfig::default().retained_wal_max >> 30),
+            autorefresh_retained_wal_max: format!(
+                "{}GB",
+                pgtier_cache::AutorefreshConfig::default().retained_wal_max >> 30
+            ),
             sequence_block: pgtier_cache::DEFAULT_SEQUENCE_BLOCK,
         }
     }
@@ -157,7 +160,10 @@ impl CacheSection {
             }
         }
         if self.low_watermark >= self.high_watermark {
-            return bad(format!("low_watermark ({}) must be below high_watermark ({})", self.low_watermark, self.high_watermark));
+            return bad(format!(
+                "low_watermark ({}) must be below high_watermark ({})",
+                self.low_watermark, self.high_watermark
+            ));
         }
         if self.aging_interval_ms == 0 {
             return bad("aging_interval_ms must be at least 1".into());
@@ -166,7 +172,10 @@ impl CacheSection {
             return bad("load_parallel must be at least 1".into());
         }
         if let Err(error) = pgtier_cache::validate_node_name(&self.awt_node) {
-            return bad(format!("awt_node: {error} (lowercase letters and digits, starting with a letter, at most {} characters)", pgtier_cache::NODE_NAME_MAX));
+            return bad(format!(
+                "awt_node: {error} (lowercase letters and digits, starting with a letter, at most {} characters)",
+                pgtier_cache::NODE_NAME_MAX
+            ));
         }
         if !(1..=3600).contains(&self.awt_stall_timeout_s) {
             return bad(format!("awt_stall_timeout_s must be 1 to 3600, not {}", self.awt_stall_timeout_s));
@@ -179,11 +188,12 @@ impl CacheSection {
             Ok(_) => return bad("awt_retained_wal_max must be at least 1MB".into()),
             Err(e) => return bad(format!("awt_retained_wal_max: {e}")),
         };
-        let autorefresh_retained = match pgtier_cache::CreateGroup::parse_memory_size(&self.autorefresh_retained_wal_max) {
-            Ok(bytes) if bytes >= 1 << 20 => bytes,
-            Ok(_) => return bad("autorefresh_retained_wal_max must be at least 1MB".into()),
-            Err(e) => return bad(format!("autorefresh_retained_wal_max: {e}")),
-        };
+        let autorefresh_retained =
+            match pgtier_cache::CreateGroup::parse_memory_size(&self.autorefresh_retained_wal_max) {
+                Ok(bytes) if bytes >= 1 << 20 => bytes,
+                Ok(_) => return bad("autorefresh_retained_wal_max must be at least 1MB".into()),
+                Err(e) => return bad(format!("autorefresh_retained_wal_max: {e}")),
+            };
         if !(1..=1_000_000).contains(&self.sequence_block) {
             return bad(format!("sequence_block must be 1 to 1000000, not {}", self.sequence_block));
         }
@@ -279,7 +289,11 @@ impl std::fmt::Debug for PassthroughConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The URL may carry a password.
         let url = self.backend_url.as_deref().map(pgtier_backend::redact_url);
-        f.debug_struct("PassthroughConfig").field("mode", &self.mode).field("backend_url", &url).field("pool_size", &self.pool_size).finish()
+        f.debug_struct("PassthroughConfig")
+            .field("mode", &self.mode)
+            .field("backend_url", &url)
+            .field("pool_size", &self.pool_size)
+            .finish()
     }
 }
 
@@ -391,7 +405,9 @@ impl ServerConfig {
     /// `[metrics] listen` as an address, when set.
     pub fn metrics_addr(&self) -> Result<Option<SocketAddr>, ServerError> {
         let Some(text) = &self.metrics.listen else { return Ok(None) };
-        text.parse().map(Some).map_err(|_| ServerError::Config(format!("[metrics] listen {text:?} is not an address like 127.0.0.1:9187")))
+        text.parse().map(Some).map_err(|_| {
+            ServerError::Config(format!("[metrics] listen {text:?} is not an address like 127.0.0.1:9187"))
+        })
     }
 
     pub(crate) fn validate(&self) -> Result<SocketAddr, ServerError> {
@@ -443,7 +459,8 @@ impl ServerConfig {
         if let Some(url) = &old.backend_url {
             if merged.url.is_some() {
                 return Err(ServerError::Config(
-                    "both [backend] url and the deprecated [passthrough] backend_url are set; keep [backend] url".to_owned(),
+                    "both [backend] url and the deprecated [passthrough] backend_url are set; keep [backend] url"
+                        .to_owned(),
                 ));
             }
             merged.url = Some(url.clone());
@@ -522,7 +539,9 @@ mod tests {
                     "" => false,
                     _ => in_backend,
                 };
-                let live = in_backend && !line.starts_with("# password_env") && (line.starts_with("# [") || line.contains(" = "));
+                let live = in_backend
+                    && !line.starts_with("# password_env")
+                    && (line.starts_with("# [") || line.contains(" = "));
                 let line = if live { &line[2..] } else { line };
                 format!("{line}\n")
             })
@@ -563,7 +582,10 @@ mod tests {
             let e = parse(toml).cache.to_cache_config().unwrap_err().to_string();
             assert!(e.contains(key) && e.contains("[cache]"), "{toml}: {e}");
         }
-        assert!(ServerConfig::from_toml_str("data_dir = \"d\"\n[cache]\nbudget = 1").is_err(), "unknown keys are refused");
+        assert!(
+            ServerConfig::from_toml_str("data_dir = \"d\"\n[cache]\nbudget = 1").is_err(),
+            "unknown keys are refused"
+        );
     }
 
     #[test]

@@ -11,12 +11,12 @@
 use std::sync::atomic::Ordering;
 
 use bytes::{Buf, BufMut, BytesMut};
-use pgwire::messages::PgWireBackendMessage;
-use pgwire::messages::PgWireFrontendMessage as F;
-use pgwire::messages::copy::{CopyInResponse, CopyOutResponse};
 use pgtier_engine::{DataType, Value};
 use pgtier_sql::session::TransactionStatus;
 use pgtier_sql::{PreparedStatement, SqlError};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::PgWireFrontendMessage as F;
+use pgwire::messages::copy::{CopyInResponse, CopyOutResponse};
 use sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Statement};
 
 use crate::session::Session;
@@ -54,7 +54,10 @@ fn bad_option(m: impl Into<String>) -> SqlError {
 }
 
 fn ascii(c: char, what: &str) -> Result<u8, SqlError> {
-    u8::try_from(c).ok().filter(u8::is_ascii).ok_or_else(|| bad_option(format!("COPY {what} must be a single one-byte character")))
+    u8::try_from(c)
+        .ok()
+        .filter(u8::is_ascii)
+        .ok_or_else(|| bad_option(format!("COPY {what} must be a single one-byte character")))
 }
 
 impl CopySpec {
@@ -67,7 +70,9 @@ impl CopySpec {
             _ => return Err(SqlError::unsupported("COPY to or from a file or program")),
         }
         let (table, columns, query) = match source {
-            CopySource::Table { table_name, columns } => (Some(table_name.to_string()), columns.iter().map(ToString::to_string).collect(), None),
+            CopySource::Table { table_name, columns } => {
+                (Some(table_name.to_string()), columns.iter().map(ToString::to_string).collect(), None)
+            }
             CopySource::Query(q) => {
                 if !to {
                     return Err(SqlError::syntax("COPY FROM does not take a query"));
@@ -215,7 +220,11 @@ impl RowParser {
     }
 
     fn next_line(&mut self, spec: &CopySpec, last: bool) -> Result<bool, SqlError> {
-        let Some(len) = self.buf.iter().position(|&b| b == b'\n').or(if last && !self.buf.is_empty() { Some(self.buf.len()) } else { None }) else {
+        let Some(len) = self.buf.iter().position(|&b| b == b'\n').or(if last && !self.buf.is_empty() {
+            Some(self.buf.len())
+        } else {
+            None
+        }) else {
             return Ok(false);
         };
         let mut line = self.buf.split_to(len);
@@ -304,7 +313,10 @@ impl RowParser {
         while i < self.buf.len() {
             let b = self.buf[i];
             if in_quote {
-                if b == spec.escape && spec.escape != spec.quote && self.buf.get(i + 1).is_some_and(|&n| n == spec.quote || n == spec.escape) {
+                if b == spec.escape
+                    && spec.escape != spec.quote
+                    && self.buf.get(i + 1).is_some_and(|&n| n == spec.quote || n == spec.escape)
+                {
                     i += 2;
                     continue;
                 }
@@ -354,7 +366,10 @@ impl RowParser {
                     i += 1;
                     while i < rec.len() {
                         let b = rec[i];
-                        if b == spec.escape && spec.escape != spec.quote && rec.get(i + 1).is_some_and(|&n| n == spec.quote || n == spec.escape) {
+                        if b == spec.escape
+                            && spec.escape != spec.quote
+                            && rec.get(i + 1).is_some_and(|&n| n == spec.quote || n == spec.escape)
+                        {
                             self.row.push(rec[i + 1]);
                             i += 2;
                         } else if b == spec.quote && spec.escape == spec.quote && rec.get(i + 1) == Some(&spec.quote) {
@@ -453,17 +468,30 @@ impl RowParser {
     }
 
     /// The current row's fields as values of `types`.
-    fn values(&self, spec: &CopySpec, types: &[DataType], names: &[String], out: &mut Vec<Value>) -> Result<(), SqlError> {
+    fn values(
+        &self,
+        spec: &CopySpec,
+        types: &[DataType],
+        names: &[String],
+        out: &mut Vec<Value>,
+    ) -> Result<(), SqlError> {
         if self.ends.len() > types.len() {
             return Err(match spec.format {
-                Format::Binary => bad_copy_data(format!("row field count is {}, expected {}", self.ends.len(), types.len())),
+                Format::Binary => {
+                    bad_copy_data(format!("row field count is {}, expected {}", self.ends.len(), types.len()))
+                }
                 _ => bad_copy_data("extra data after last expected column"),
             });
         }
         if self.ends.len() < types.len() {
             return Err(match spec.format {
-                Format::Binary => bad_copy_data(format!("row field count is {}, expected {}", self.ends.len(), types.len())),
-                _ => bad_copy_data(format!("missing data for column \"{}\"", names.get(self.ends.len()).map_or("?", String::as_str))),
+                Format::Binary => {
+                    bad_copy_data(format!("row field count is {}, expected {}", self.ends.len(), types.len()))
+                }
+                _ => bad_copy_data(format!(
+                    "missing data for column \"{}\"",
+                    names.get(self.ends.len()).map_or("?", String::as_str)
+                )),
             });
         }
         out.clear();
@@ -543,7 +571,11 @@ impl Session {
             spec.columns.clone()
         };
         let placeholders: Vec<String> = (1..=columns.len()).map(|i| format!("${i}")).collect();
-        let insert = self.conn.prepare_text(&format!("INSERT INTO {table} ({}) VALUES ({})", columns.join(", "), placeholders.join(", ")))?;
+        let insert = self.conn.prepare_text(&format!(
+            "INSERT INTO {table} ({}) VALUES ({})",
+            columns.join(", "),
+            placeholders.join(", ")
+        ))?;
         Ok((columns, insert))
     }
 
@@ -557,7 +589,11 @@ impl Session {
         }
         let ncols = i16::try_from(names.len()).unwrap_or(i16::MAX);
         let code = spec.format_code();
-        self.wire.send(PgWireBackendMessage::CopyInResponse(CopyInResponse::new(i8::from(code == 1), ncols, vec![code; names.len()])));
+        self.wire.send(PgWireBackendMessage::CopyInResponse(CopyInResponse::new(
+            i8::from(code == 1),
+            ncols,
+            vec![code; names.len()],
+        )));
         let result = match self.wire.flush() {
             Ok(()) => self.copy_in_rows(spec, &insert, &col_types, &names),
             Err(_) => Err(SqlError::new("08006", "connection lost during COPY")),
@@ -579,7 +615,13 @@ impl Session {
         }
     }
 
-    fn copy_in_rows(&mut self, spec: &CopySpec, insert: &PreparedStatement, col_types: &[DataType], names: &[String]) -> Result<u64, SqlError> {
+    fn copy_in_rows(
+        &mut self,
+        spec: &CopySpec,
+        insert: &PreparedStatement,
+        col_types: &[DataType],
+        names: &[String],
+    ) -> Result<u64, SqlError> {
         let mut parser = RowParser::new(spec);
         let mut values = Vec::with_capacity(col_types.len());
         let mut loaded = 0u64;
@@ -641,7 +683,11 @@ impl Session {
         let code = spec.format_code();
         let (tag, ()) = self.conn.execute_with(&ps, &[], |rows| {
             let ncols = i16::try_from(columns.len()).unwrap_or(i16::MAX);
-            wire.send(PgWireBackendMessage::CopyOutResponse(CopyOutResponse::new(i8::from(code == 1), ncols, vec![code; columns.len()])));
+            wire.send(PgWireBackendMessage::CopyOutResponse(CopyOutResponse::new(
+                i8::from(code == 1),
+                ncols,
+                vec![code; columns.len()],
+            )));
             let mut field = BytesMut::new();
             let mut scratch = String::new();
             if spec.format == Format::Binary {
@@ -763,13 +809,25 @@ mod tests {
     fn text_format_escapes_and_nulls() {
         let s = spec("COPY t FROM STDIN");
         let r = rows(&s, b"1\ta\\tb\t\\N\n2\t\\\\x\t\\101\n\\.\nignored\n");
-        assert_eq!(r, vec![vec![Some("1".into()), Some("a\tb".into()), None], vec![Some("2".into()), Some("\\x".into()), Some("A".into())]]);
+        assert_eq!(
+            r,
+            vec![
+                vec![Some("1".into()), Some("a\tb".into()), None],
+                vec![Some("2".into()), Some("\\x".into()), Some("A".into())]
+            ]
+        );
     }
 
     #[test]
     fn csv_quotes_and_nulls() {
         let s = spec("COPY t FROM STDIN (FORMAT csv, HEADER)");
         let r = rows(&s, b"a,b,c\n1,\"x,\"\"y\"\"\nz\",\n2,\"\",last");
-        assert_eq!(r, vec![vec![Some("1".into()), Some("x,\"y\"\nz".into()), None], vec![Some("2".into()), Some("".into()), Some("last".into())]]);
+        assert_eq!(
+            r,
+            vec![
+                vec![Some("1".into()), Some("x,\"y\"\nz".into()), None],
+                vec![Some("2".into()), Some("".into()), Some("last".into())]
+            ]
+        );
     }
 }

@@ -383,7 +383,9 @@ fn serve_loop(shared: &Arc<Shared>, loops: &Arc<Loops>, lp: Arc<Loop>) {
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; EVENTS_MAX];
     'serving: loop {
         // SAFETY: the buffer holds EVENTS_MAX events and outlives the call.
-        let n = unsafe { libc::epoll_wait(lp.epoll.as_raw_fd(), events.as_mut_ptr(), EVENTS_MAX as i32, lp.epoll_timeout_ms()) };
+        let n = unsafe {
+            libc::epoll_wait(lp.epoll.as_raw_fd(), events.as_mut_ptr(), EVENTS_MAX as i32, lp.epoll_timeout_ms())
+        };
         if n < 0 {
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
@@ -393,7 +395,9 @@ fn serve_loop(shared: &Arc<Shared>, loops: &Arc<Loops>, lp: Arc<Loop>) {
         lp.expire_idle();
         if handed_off() {
             // Ending a session flushed its FATAL, which may have waited.
-            lp.leftover.lock().extend(events[..n as usize].iter().map(|e| e.u64).filter(|&t| t != WAKE_TOKEN).map(|t| t as usize));
+            lp.leftover
+                .lock()
+                .extend(events[..n as usize].iter().map(|e| e.u64).filter(|&t| t != WAKE_TOKEN).map(|t| t as usize));
             lp.wake();
             break 'serving;
         }
@@ -414,10 +418,11 @@ fn serve_loop(shared: &Arc<Shared>, loops: &Arc<Loops>, lp: Arc<Loop>) {
             if let Some(mut adopted) = lp.take(idx) {
                 // A panic is a bug, but it must end only this session, not
                 // the loop's thread and with it the loop's other sessions.
-                let alive = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| adopted.session.serve_ready())).unwrap_or_else(|_| {
-                    shared.session_panics.fetch_add(1, Ordering::Relaxed);
-                    false
-                });
+                let alive = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| adopted.session.serve_ready()))
+                    .unwrap_or_else(|_| {
+                        shared.session_panics.fetch_add(1, Ordering::Relaxed);
+                        false
+                    });
                 lp.put_back(idx, adopted, alive, handed_off());
             }
             // Checked after put_back too: ending a session flushes its

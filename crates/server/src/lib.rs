@@ -22,7 +22,10 @@ use std::sync::Arc;
 
 use pgtier_engine::{CommitMode, Database, EngineConfig};
 
-pub use config::{AuthConfig, AuthMethod, CacheSection, CommitModeName, PassthroughConfig, PassthroughMode, ServerConfig, TlsConfig, UserConfig};
+pub use config::{
+    AuthConfig, AuthMethod, CacheSection, CommitModeName, PassthroughConfig, PassthroughMode, ServerConfig, TlsConfig,
+    UserConfig,
+};
 pub use pgtier_backend::{BackendConfig, SslMode};
 pub use server::{RunningServer, ShutdownHandle};
 
@@ -88,7 +91,9 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     // Checked as SET checks them, once, so a session never meets a bad one.
     let mut probe = pgtier_sql::Connection::new(db.clone());
     for (name, value) in config.setting_defaults() {
-        probe.set_setting_default(&name, &value).map_err(|e| ServerError::Config(format!("[settings] {name}: {}", e.message)))?;
+        probe
+            .set_setting_default(&name, &value)
+            .map_err(|e| ServerError::Config(format!("[settings] {name}: {}", e.message)))?;
     }
     drop(probe);
     shared.setting_defaults = config.setting_defaults();
@@ -96,7 +101,8 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     // already defined keep answering; what needs PostgreSQL fails with 08001.
     let mut cache_config = config.cache.to_cache_config()?;
     cache_config.takeover = config.takeover;
-    let cache = pgtier_cache::Cache::open(db.clone(), backend.clone(), cache_config).map_err(|e| ServerError::Engine(format!("cache groups: {e}")))?;
+    let cache = pgtier_cache::Cache::open(db.clone(), backend.clone(), cache_config)
+        .map_err(|e| ServerError::Engine(format!("cache groups: {e}")))?;
     // READONLY groups' WHERE, evaluated on rows autorefresh receives.
     cache.set_predicate_compiler(Arc::new(pgtier_sql::cache_predicate::SqlPredicates::new(db.clone())));
     shared.cache = Some(cache);

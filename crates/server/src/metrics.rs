@@ -66,7 +66,10 @@ fn answer(mut tcp: TcpStream, shared: &Shared) -> std::io::Result<()> {
 }
 
 fn respond(tcp: &mut TcpStream, status: &str, content_type: &str, body: &str) -> std::io::Result<()> {
-    let head = format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
     tcp.write_all(head.as_bytes())?;
     tcp.write_all(body.as_bytes())
 }
@@ -95,7 +98,12 @@ fn render(shared: &Shared) -> String {
     let mut out = Out(String::new());
     let stats = shared.db.stats();
     out.one("pgtier_sessions", "gauge", "Sessions connected.", shared.active.load(Ordering::Acquire) as f64);
-    out.one("pgtier_session_panics_total", "counter", "Sessions ended by a panic (a bug: please report it; the server goes on).", shared.session_panics.load(Ordering::Relaxed) as f64);
+    out.one(
+        "pgtier_session_panics_total",
+        "counter",
+        "Sessions ended by a panic (a bug: please report it; the server goes on).",
+        shared.session_panics.load(Ordering::Relaxed) as f64,
+    );
     out.one("pgtier_engine_commits_total", "counter", "Transactions committed.", stats.commits as f64);
     out.one("pgtier_engine_rollbacks_total", "counter", "Transactions rolled back.", stats.rollbacks as f64);
     out.one("pgtier_engine_lock_waits_total", "counter", "Row-lock waits begun.", stats.lock_waits as f64);
@@ -108,17 +116,67 @@ fn render(shared: &Shared) -> String {
     };
     out.metric("pgtier_cache_instances", "gauge", "Cache instances held.", &per_group(&|g| g.instances as f64));
     out.metric("pgtier_cache_rows", "gauge", "Rows held.", &per_group(&|g| g.rows as f64));
-    out.metric("pgtier_cache_memory_bytes", "gauge", "Memory the group's tables hold.", &per_group(&|g| g.memory_bytes as f64));
-    out.metric("pgtier_cache_loaded_instances_total", "counter", "Instances loaded by LOAD.", &per_group(&|g| g.loaded_instances as f64));
-    out.metric("pgtier_cache_evicted_instances_total", "counter", "Instances evicted by aging.", &per_group(&|g| g.evicted_instances as f64));
-    out.metric("pgtier_cache_dynamic_loads_total", "counter", "Instances loaded on a miss.", &per_group(&|g| g.dynamic_loads as f64));
-    out.metric("pgtier_cache_dynamic_absent_total", "counter", "Misses PostgreSQL had no row for.", &per_group(&|g| g.dynamic_absent as f64));
-    out.metric("pgtier_cache_miss_latency_avg_us", "gauge", "Mean time of a miss, microseconds.", &per_group(&|g| g.miss_latency_avg_us));
+    out.metric(
+        "pgtier_cache_memory_bytes",
+        "gauge",
+        "Memory the group's tables hold.",
+        &per_group(&|g| g.memory_bytes as f64),
+    );
+    out.metric(
+        "pgtier_cache_loaded_instances_total",
+        "counter",
+        "Instances loaded by LOAD.",
+        &per_group(&|g| g.loaded_instances as f64),
+    );
+    out.metric(
+        "pgtier_cache_evicted_instances_total",
+        "counter",
+        "Instances evicted by aging.",
+        &per_group(&|g| g.evicted_instances as f64),
+    );
+    out.metric(
+        "pgtier_cache_dynamic_loads_total",
+        "counter",
+        "Instances loaded on a miss.",
+        &per_group(&|g| g.dynamic_loads as f64),
+    );
+    out.metric(
+        "pgtier_cache_dynamic_absent_total",
+        "counter",
+        "Misses PostgreSQL had no row for.",
+        &per_group(&|g| g.dynamic_absent as f64),
+    );
+    out.metric(
+        "pgtier_cache_miss_latency_avg_us",
+        "gauge",
+        "Mean time of a miss, microseconds.",
+        &per_group(&|g| g.miss_latency_avg_us),
+    );
     if let Some(p) = cache.propagation_info() {
-        out.one("pgtier_awt_connected", "gauge", "1 while write-through is connected to PostgreSQL.", f64::from(u8::from(p.connected)));
-        out.one("pgtier_awt_applied_transactions_total", "counter", "Transactions applied to PostgreSQL.", p.applied_txns as f64);
-        out.one("pgtier_awt_refused_transactions_total", "counter", "Transactions PostgreSQL refused (pgtier.awt_errors).", p.errors as f64);
-        out.one("pgtier_awt_reconnects_total", "counter", "Write-through sessions ended by an error.", p.retries as f64);
+        out.one(
+            "pgtier_awt_connected",
+            "gauge",
+            "1 while write-through is connected to PostgreSQL.",
+            f64::from(u8::from(p.connected)),
+        );
+        out.one(
+            "pgtier_awt_applied_transactions_total",
+            "counter",
+            "Transactions applied to PostgreSQL.",
+            p.applied_txns as f64,
+        );
+        out.one(
+            "pgtier_awt_refused_transactions_total",
+            "counter",
+            "Transactions PostgreSQL refused (pgtier.awt_errors).",
+            p.errors as f64,
+        );
+        out.one(
+            "pgtier_awt_reconnects_total",
+            "counter",
+            "Write-through sessions ended by an error.",
+            p.retries as f64,
+        );
         out.one("pgtier_awt_backlog_bytes", "gauge", "WAL committed and not yet propagated.", p.backlog_bytes as f64);
         out.one("pgtier_awt_lag_ms", "gauge", "How far behind PostgreSQL is, milliseconds.", p.lag_ms);
         out.metric(
@@ -127,26 +185,84 @@ fn render(shared: &Shared) -> String {
             "Commit in the cache to commit in PostgreSQL, quantiles over applied transactions.",
             &[("{quantile=\"0.5\"}".into(), p.lag_p50_ms), ("{quantile=\"0.99\"}".into(), p.lag_p99_ms)],
         );
-        out.one("pgtier_awt_refused", "gauge", "1 while the node name is another data directory's: nothing propagates, AWT writes fail.", f64::from(u8::from(p.state == "refused")));
-        out.one("pgtier_awt_stalls_total", "counter", "Apply lanes found with work and no progress for the stall timeout (each reconnected).", p.stalls as f64);
-        let held: Vec<(String, f64)> = groups.iter().map(|g| (format!("{{group=\"{}\"}}", label(&g.group)), f64::from(u8::from(p.held_groups.iter().any(|(h, _)| *h == g.group))))).collect();
-        out.metric("pgtier_awt_group_held", "gauge", "1 while the group's write-through is held (a table changed in PostgreSQL).", &held);
+        out.one(
+            "pgtier_awt_refused",
+            "gauge",
+            "1 while the node name is another data directory's: nothing propagates, AWT writes fail.",
+            f64::from(u8::from(p.state == "refused")),
+        );
+        out.one(
+            "pgtier_awt_stalls_total",
+            "counter",
+            "Apply lanes found with work and no progress for the stall timeout (each reconnected).",
+            p.stalls as f64,
+        );
+        let held: Vec<(String, f64)> = groups
+            .iter()
+            .map(|g| {
+                (
+                    format!("{{group=\"{}\"}}", label(&g.group)),
+                    f64::from(u8::from(p.held_groups.iter().any(|(h, _)| *h == g.group))),
+                )
+            })
+            .collect();
+        out.metric(
+            "pgtier_awt_group_held",
+            "gauge",
+            "1 while the group's write-through is held (a table changed in PostgreSQL).",
+            &held,
+        );
         let lanes = cache.lanes();
-        let per_lane = |f: &dyn Fn(&pgtier_cache::LaneInfo) -> f64| -> Vec<(String, f64)> { lanes.iter().map(|l| (format!("{{lane=\"{}\"}}", label(&l.lane)), f(l))).collect() };
-        out.metric("pgtier_awt_lane_queued_transactions", "gauge", "Transactions queued on an apply lane.", &per_lane(&|l| l.queued_txns as f64));
-        out.metric("pgtier_awt_lane_waiting_ms", "gauge", "How long a lane has had work without applying any, milliseconds.", &per_lane(&|l| l.waiting_ms));
+        let per_lane = |f: &dyn Fn(&pgtier_cache::LaneInfo) -> f64| -> Vec<(String, f64)> {
+            lanes.iter().map(|l| (format!("{{lane=\"{}\"}}", label(&l.lane)), f(l))).collect()
+        };
+        out.metric(
+            "pgtier_awt_lane_queued_transactions",
+            "gauge",
+            "Transactions queued on an apply lane.",
+            &per_lane(&|l| l.queued_txns as f64),
+        );
+        out.metric(
+            "pgtier_awt_lane_waiting_ms",
+            "gauge",
+            "How long a lane has had work without applying any, milliseconds.",
+            &per_lane(&|l| l.waiting_ms),
+        );
     }
     if let Some(swt) = cache.swt_status() {
         let load = |v: &std::sync::atomic::AtomicU64| v.load(std::sync::atomic::Ordering::Relaxed) as f64;
-        out.one("pgtier_swt_commits_total", "counter", "SWT transactions committed in PostgreSQL and then in the cache.", load(&swt.commits));
-        out.one("pgtier_swt_refused_total", "counter", "SWT commits PostgreSQL refused (rolled back in the cache).", load(&swt.refused));
-        out.one("pgtier_swt_in_doubt_resolved_total", "counter", "SWT transactions committed only in PostgreSQL (a crash between the commits), repaired from PostgreSQL.", load(&swt.in_doubt_resolved));
-        out.one("pgtier_swt_repairs_total", "counter", "Instances reloaded because PostgreSQL's rows differed from the cache's.", load(&swt.repairs));
+        out.one(
+            "pgtier_swt_commits_total",
+            "counter",
+            "SWT transactions committed in PostgreSQL and then in the cache.",
+            load(&swt.commits),
+        );
+        out.one(
+            "pgtier_swt_refused_total",
+            "counter",
+            "SWT commits PostgreSQL refused (rolled back in the cache).",
+            load(&swt.refused),
+        );
+        out.one(
+            "pgtier_swt_in_doubt_resolved_total",
+            "counter",
+            "SWT transactions committed only in PostgreSQL (a crash between the commits), repaired from PostgreSQL.",
+            load(&swt.in_doubt_resolved),
+        );
+        out.one(
+            "pgtier_swt_repairs_total",
+            "counter",
+            "Instances reloaded because PostgreSQL's rows differed from the cache's.",
+            load(&swt.repairs),
+        );
         out.metric(
             "pgtier_swt_backend_commit_ms",
             "gauge",
             "Time an SWT commit spends in PostgreSQL, quantiles.",
-            &[("{quantile=\"0.5\"}".into(), swt.latency.quantile_us(0.5) / 1000.0), ("{quantile=\"0.99\"}".into(), swt.latency.quantile_us(0.99) / 1000.0)],
+            &[
+                ("{quantile=\"0.5\"}".into(), swt.latency.quantile_us(0.5) / 1000.0),
+                ("{quantile=\"0.99\"}".into(), swt.latency.quantile_us(0.99) / 1000.0),
+            ],
         );
     }
     let autorefresh = cache.autorefresh_status();
@@ -155,21 +271,69 @@ fn render(shared: &Shared) -> String {
         let per_group = |f: &dyn Fn(&pgtier_cache::AutorefreshStatus) -> f64| -> Vec<(String, f64)> {
             autorefresh.iter().map(|s| (format!("{{group=\"{}\"}}", label(&s.group)), f(s))).collect()
         };
-        out.metric("pgtier_autorefresh_applied_txns_total", "counter", "PostgreSQL transactions applied to READONLY groups.", &per_group(&|s| load(&s.applied_txns)));
-        out.metric("pgtier_autorefresh_applied_changes_total", "counter", "Row changes applied to READONLY groups.", &per_group(&|s| load(&s.applied_changes)));
-        out.metric("pgtier_autorefresh_lag_bytes", "gauge", "PostgreSQL WAL not yet looked through by the group's autorefresh.", &per_group(&|s| s.lag_bytes() as f64));
-        out.metric("pgtier_autorefresh_lag_ms", "gauge", "How far behind PostgreSQL the group is, milliseconds.", &per_group(&|s| s.lag_ms()));
-        out.metric("pgtier_autorefresh_retained_wal_bytes", "gauge", "WAL the group's replication slot keeps PostgreSQL from removing.", &per_group(&|s| load(&s.retained_wal_bytes)));
-        out.metric("pgtier_autorefresh_resnapshots_total", "counter", "Times a group loaded again from a new slot (invalidated, missing or past the bound).", &per_group(&|s| load(&s.resnapshots)));
-        out.metric("pgtier_autorefresh_errors_total", "counter", "Autorefresh sessions ended by an error.", &per_group(&|s| load(&s.errors)));
-        out.metric("pgtier_autorefresh_connected", "gauge", "1 while the group streams from PostgreSQL.", &per_group(&|s| if s.connected.load(std::sync::atomic::Ordering::Relaxed) { 1.0 } else { 0.0 }));
+        out.metric(
+            "pgtier_autorefresh_applied_txns_total",
+            "counter",
+            "PostgreSQL transactions applied to READONLY groups.",
+            &per_group(&|s| load(&s.applied_txns)),
+        );
+        out.metric(
+            "pgtier_autorefresh_applied_changes_total",
+            "counter",
+            "Row changes applied to READONLY groups.",
+            &per_group(&|s| load(&s.applied_changes)),
+        );
+        out.metric(
+            "pgtier_autorefresh_lag_bytes",
+            "gauge",
+            "PostgreSQL WAL not yet looked through by the group's autorefresh.",
+            &per_group(&|s| s.lag_bytes() as f64),
+        );
+        out.metric(
+            "pgtier_autorefresh_lag_ms",
+            "gauge",
+            "How far behind PostgreSQL the group is, milliseconds.",
+            &per_group(&|s| s.lag_ms()),
+        );
+        out.metric(
+            "pgtier_autorefresh_retained_wal_bytes",
+            "gauge",
+            "WAL the group's replication slot keeps PostgreSQL from removing.",
+            &per_group(&|s| load(&s.retained_wal_bytes)),
+        );
+        out.metric(
+            "pgtier_autorefresh_resnapshots_total",
+            "counter",
+            "Times a group loaded again from a new slot (invalidated, missing or past the bound).",
+            &per_group(&|s| load(&s.resnapshots)),
+        );
+        out.metric(
+            "pgtier_autorefresh_errors_total",
+            "counter",
+            "Autorefresh sessions ended by an error.",
+            &per_group(&|s| load(&s.errors)),
+        );
+        out.metric(
+            "pgtier_autorefresh_connected",
+            "gauge",
+            "1 while the group streams from PostgreSQL.",
+            &per_group(&|s| if s.connected.load(std::sync::atomic::Ordering::Relaxed) { 1.0 } else { 0.0 }),
+        );
         let mut quantiles = Vec::new();
         for s in &autorefresh {
             for q in [0.5, 0.99] {
-                quantiles.push((format!("{{group=\"{}\",quantile=\"{q}\"}}", label(&s.group)), s.lag.quantile_us(q) / 1000.0));
+                quantiles.push((
+                    format!("{{group=\"{}\",quantile=\"{q}\"}}", label(&s.group)),
+                    s.lag.quantile_us(q) / 1000.0,
+                ));
             }
         }
-        out.metric("pgtier_autorefresh_commit_lag_ms", "gauge", "Commit in PostgreSQL to commit in the cache, quantiles over applied transactions.", &quantiles);
+        out.metric(
+            "pgtier_autorefresh_commit_lag_ms",
+            "gauge",
+            "Commit in PostgreSQL to commit in the cache, quantiles over applied transactions.",
+            &quantiles,
+        );
     }
     out.0
 }

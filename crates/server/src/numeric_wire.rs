@@ -40,14 +40,22 @@ pub fn encode_big(b: NumericBigRef<'_>, out: &mut BytesMut) {
 /// Base-10000 digits (no leading or trailing zero groups) and the weight
 /// of the first, of `digits × 10^-scale`.
 fn groups_of(digits: &str, scale: usize) -> (Vec<i16>, i64) {
-    let digits = if digits.len() <= scale { format!("{}{digits}", "0".repeat(scale + 1 - digits.len())) } else { digits.to_owned() };
+    let digits = if digits.len() <= scale {
+        format!("{}{digits}", "0".repeat(scale + 1 - digits.len()))
+    } else {
+        digits.to_owned()
+    };
     let (int_part, frac) = digits.split_at(digits.len() - scale);
     // Integer digits padded on the left, fraction on the right, to 4s.
     let int_pad = (4 - int_part.len() % 4) % 4;
     let frac_pad = (4 - frac.len() % 4) % 4;
     let all = format!("{}{int_part}{frac}{}", "0".repeat(int_pad), "0".repeat(frac_pad));
     let int_groups = i64::try_from((int_pad + int_part.len()) / 4).unwrap_or(0);
-    let mut groups: Vec<i16> = all.as_bytes().chunks(4).map(|c| std::str::from_utf8(c).ok().and_then(|s| s.parse().ok()).unwrap_or(0)).collect();
+    let mut groups: Vec<i16> = all
+        .as_bytes()
+        .chunks(4)
+        .map(|c| std::str::from_utf8(c).ok().and_then(|s| s.parse().ok()).unwrap_or(0))
+        .collect();
     let mut weight = int_groups - 1;
     let lead = groups.iter().take_while(|&&g| g == 0).count();
     groups.drain(..lead);
@@ -122,7 +130,13 @@ mod tests {
 
     #[test]
     fn wide_and_special_values_round_trip() {
-        for t in ["NaN", "Infinity", "-Infinity", "123456789012345678901234567890123456789012.5", "1000000000000000000000000000000000000000000000"] {
+        for t in [
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "123456789012345678901234567890123456789012.5",
+            "1000000000000000000000000000000000000000000000",
+        ] {
             round_trip(t);
         }
         round_trip(&format!("-0.{}12300", "0".repeat(300)));

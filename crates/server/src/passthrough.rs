@@ -162,7 +162,12 @@ fn names_unknown_relation(e: &SqlError) -> bool {
 /// Decides what happens to a statement pgtier's binder refused with `err`:
 /// Ok(Remote) to pass it through, or the error the client gets. `held`
 /// tells whether pgtier holds a table of that (folded) name.
-pub fn decide(mode: PassthroughMode, ast: &Statement, err: SqlError, held: impl Fn(&str) -> bool) -> Result<Remote, SqlError> {
+pub fn decide(
+    mode: PassthroughMode,
+    ast: &Statement,
+    err: SqlError,
+    held: impl Fn(&str) -> bool,
+) -> Result<Remote, SqlError> {
     if mode == PassthroughMode::Off || !names_unknown_relation(&err) {
         return Err(err);
     }
@@ -172,7 +177,10 @@ pub fn decide(mode: PassthroughMode, ast: &Statement, err: SqlError, held: impl 
         Class::Write => {
             return Err(SqlError::new(
                 "25006",
-                format!("cannot write to a table pgtier does not hold: passthrough mode is \"reads\" ({})", err.message),
+                format!(
+                    "cannot write to a table pgtier does not hold: passthrough mode is \"reads\" ({})",
+                    err.message
+                ),
             )
             .with_hint("Set [passthrough] mode = \"all\" to send INSERT, UPDATE, DELETE and MERGE to PostgreSQL."));
         }
@@ -181,7 +189,9 @@ pub fn decide(mode: PassthroughMode, ast: &Statement, err: SqlError, held: impl 
                 .with_hint("Run DDL for PostgreSQL's tables on PostgreSQL directly."));
         }
         Class::Other => {
-            return Err(err.with_hint("Only SELECT, INSERT, UPDATE, DELETE and MERGE are passed through to PostgreSQL."));
+            return Err(
+                err.with_hint("Only SELECT, INSERT, UPDATE, DELETE and MERGE are passed through to PostgreSQL.")
+            );
         }
     }
     let sql = ast.to_string();
@@ -240,7 +250,9 @@ impl Remote {
     }
 
     fn described(&self) -> Result<&Described, SqlError> {
-        self.described.get().ok_or_else(|| SqlError::unsupported("EXECUTE of a prepared statement that is passed through to PostgreSQL"))
+        self.described.get().ok_or_else(|| {
+            SqlError::unsupported("EXECUTE of a prepared statement that is passed through to PostgreSQL")
+        })
     }
 
     pub fn param_oids(&self) -> Vec<u32> {
@@ -257,7 +269,15 @@ impl Remote {
                     .enumerate()
                     .map(|(i, f)| {
                         let format = formats.get(i).copied().unwrap_or(0);
-                        FieldDescription::new(f.name.clone(), f.table_oid, f.column, f.type_oid, f.size, f.modifier, format)
+                        FieldDescription::new(
+                            f.name.clone(),
+                            f.table_oid,
+                            f.column,
+                            f.type_oid,
+                            f.size,
+                            f.modifier,
+                            format,
+                        )
                     })
                     .collect();
                 wire.send(PgWireBackendMessage::RowDescription(RowDescription::new(fields)));
@@ -267,13 +287,22 @@ impl Remote {
 
     /// Bind: keeps the parameters as sent (PostgreSQL decodes them) and
     /// returns the number of result columns.
-    pub fn bind(&self, raw: &mut RawParams, params: &[Option<Bytes>], formats: &[i16], name: &str) -> Result<usize, SqlError> {
+    pub fn bind(
+        &self,
+        raw: &mut RawParams,
+        params: &[Option<Bytes>],
+        formats: &[i16],
+        name: &str,
+    ) -> Result<usize, SqlError> {
         let d = self.described()?;
         let needed = d.param_oids.len();
         if params.len() != needed {
             return Err(SqlError::new(
                 "08P01",
-                format!("bind message supplies {} parameters, but prepared statement \"{name}\" requires {needed}", params.len()),
+                format!(
+                    "bind message supplies {} parameters, but prepared statement \"{name}\" requires {needed}",
+                    params.len()
+                ),
             ));
         }
         raw.values.clear();
@@ -291,7 +320,13 @@ impl Remote {
 
     /// Execute: the rows (DataRow messages, verbatim, ends in `ends`) and
     /// the command tag; notices go to `notices`.
-    pub fn run_extended(&self, lease: &mut Lease, raw: &RawParams, result_formats: &[i16], notices: &mut BytesMut) -> Result<Fetched, SqlError> {
+    pub fn run_extended(
+        &self,
+        lease: &mut Lease,
+        raw: &RawParams,
+        result_formats: &[i16],
+        notices: &mut BytesMut,
+    ) -> Result<Fetched, SqlError> {
         let d = self.described()?;
         lease.run(|c| c.execute(&self.sql, &d.param_oids, raw, result_formats, notices))
     }
@@ -359,7 +394,11 @@ impl Pool {
             if self.freed.wait_until(&mut st, deadline).timed_out() {
                 return Err(SqlError::new(
                     "53300",
-                    format!("passthrough: all {} connections to PostgreSQL are busy (waited {} s)", self.size, POOL_WAIT.as_secs()),
+                    format!(
+                        "passthrough: all {} connections to PostgreSQL are busy (waited {} s)",
+                        self.size,
+                        POOL_WAIT.as_secs()
+                    ),
                 )
                 .with_hint("Raise [backend] pool_size."));
             }
@@ -370,15 +409,24 @@ impl Pool {
     /// with PostgreSQL's own SQLSTATE and message when it refused the login.
     fn connect_error(&self, e: OpenError) -> SqlError {
         match e {
-            OpenError::Io(e) => SqlError::new("08001", format!("passthrough: cannot connect to PostgreSQL at {}: {e}", self.shown)),
+            OpenError::Io(e) => {
+                SqlError::new("08001", format!("passthrough: cannot connect to PostgreSQL at {}: {e}", self.shown))
+            }
             OpenError::Refused(pg) => {
                 let err = SqlError::new(
                     "08001",
-                    format!("passthrough: PostgreSQL at {} refused pgtier's connection: {} (SQLSTATE {})", self.shown, pg.message, pg.sqlstate),
+                    format!(
+                        "passthrough: PostgreSQL at {} refused pgtier's connection: {} (SQLSTATE {})",
+                        self.shown, pg.message, pg.sqlstate
+                    ),
                 );
                 match (&self.password_source, pg.sqlstate.starts_with("28")) {
-                    (Some(source), true) => err.with_hint(format!("pgtier logs in with the password from {source}; check it against the role in PostgreSQL.")),
-                    (None, true) => err.with_hint("Set [backend] password_file or password_env if PostgreSQL asks for a password."),
+                    (Some(source), true) => err.with_hint(format!(
+                        "pgtier logs in with the password from {source}; check it against the role in PostgreSQL."
+                    )),
+                    (None, true) => {
+                        err.with_hint("Set [backend] password_file or password_env if PostgreSQL asks for a password.")
+                    }
                     _ => err,
                 }
             }
@@ -416,7 +464,10 @@ impl Lease {
             Ok(r) => r,
             Err(e) => {
                 self.conn = None;
-                Err(SqlError::new("08006", format!("passthrough: connection to PostgreSQL at {} lost: {e}", self.pool.shown)))
+                Err(SqlError::new(
+                    "08006",
+                    format!("passthrough: connection to PostgreSQL at {} lost: {e}", self.pool.shown),
+                ))
             }
         }
     }
@@ -584,7 +635,9 @@ impl Session {
         match held {
             Some(block) => Ok(Backend::Block(block)),
             // PostgreSQL's part would not follow a later ROLLBACK TO.
-            None if self.conn.savepoint_depth() > 0 => Err(SqlError::unsupported("a passthrough statement after SAVEPOINT")),
+            None if self.conn.savepoint_depth() > 0 => {
+                Err(SqlError::unsupported("a passthrough statement after SAVEPOINT"))
+            }
             None => Ok(Backend::Block(BlockLease::begin(&pool)?)),
         }
     }
@@ -845,7 +898,14 @@ impl Conn {
         }
     }
 
-    fn execute(&mut self, sql: &str, oids: &[u32], raw: &RawParams, result_formats: &[i16], notices: &mut BytesMut) -> io::Result<Result<Fetched, SqlError>> {
+    fn execute(
+        &mut self,
+        sql: &str,
+        oids: &[u32],
+        raw: &RawParams,
+        result_formats: &[i16],
+        notices: &mut BytesMut,
+    ) -> io::Result<Result<Fetched, SqlError>> {
         frontend::parse("", sql, oids.iter().copied(), &mut self.wbuf)?;
         put_bind(&mut self.wbuf, raw, result_formats)?;
         frontend::execute("", 0, &mut self.wbuf)?;
@@ -932,7 +992,8 @@ fn parse_fields(mut body: Bytes) -> io::Result<Vec<Field>> {
         if body.remaining() < 18 {
             return Err(bad("short RowDescription"));
         }
-        let (table_oid, column, type_oid, size, modifier) = (body.get_i32(), body.get_i16(), body.get_u32(), body.get_i16(), body.get_i32());
+        let (table_oid, column, type_oid, size, modifier) =
+            (body.get_i32(), body.get_i16(), body.get_u32(), body.get_i16(), body.get_i32());
         body.advance(2);
         fields.push(Field { name, table_oid, column, type_oid, size, modifier });
     }

@@ -84,7 +84,13 @@ impl Drop for Slot {
 }
 
 impl Shared {
-    pub fn new(db: Database, users: Users, auth_method: AuthMethod, tls: Option<Arc<rustls::ServerConfig>>, limits: (usize, usize)) -> Shared {
+    pub fn new(
+        db: Database,
+        users: Users,
+        auth_method: AuthMethod,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        limits: (usize, usize),
+    ) -> Shared {
         let (max_connections, max_message_bytes) = limits;
         Shared {
             db,
@@ -172,15 +178,22 @@ fn spawn_session(shared: &Arc<Shared>, tcp: TcpStream) {
     let cancel = Arc::new(AtomicBool::new(false));
     shared.sessions.lock().insert(pid, SessionEntry { secret, cancel: cancel.clone(), socket: tcp.try_clone().ok() });
     let s = shared.clone();
-    let spawned = std::thread::Builder::new().name(format!("pgtier-session-{pid}")).stack_size(SESSION_STACK_BYTES).spawn(move || {
-        // Deregisters even if the session panics (a bug): the registry's
-        // socket handle is closed and shutdown does not wait forever.
-        let registered = Registered { shared: s.clone(), pid };
-        // A panic is a bug, but it must end only this session.
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::session::serve(&s, tcp, pid, secret, cancel, registered))).is_err() {
-            s.session_panics.fetch_add(1, Ordering::Relaxed);
-        }
-    });
+    let spawned = std::thread::Builder::new()
+        .name(format!("pgtier-session-{pid}"))
+        .stack_size(SESSION_STACK_BYTES)
+        .spawn(move || {
+            // Deregisters even if the session panics (a bug): the registry's
+            // socket handle is closed and shutdown does not wait forever.
+            let registered = Registered { shared: s.clone(), pid };
+            // A panic is a bug, but it must end only this session.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                crate::session::serve(&s, tcp, pid, secret, cancel, registered)
+            }))
+            .is_err()
+            {
+                s.session_panics.fetch_add(1, Ordering::Relaxed);
+            }
+        });
     if spawned.is_err() {
         shared.sessions.lock().remove(&pid);
         *shared.threads.lock() -= 1;
@@ -246,14 +259,19 @@ impl ShutdownHandle {
 }
 
 impl RunningServer {
-    pub(crate) fn start(listener: TcpListener, shared: Arc<Shared>, event_loops: usize) -> Result<RunningServer, ServerError> {
+    pub(crate) fn start(
+        listener: TcpListener,
+        shared: Arc<Shared>,
+        event_loops: usize,
+    ) -> Result<RunningServer, ServerError> {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
         if let Some(loops) = crate::event_loop::Loops::start(event_loops, &shared)? {
             let _ = shared.loops.set(loops);
         }
         let s = shared.clone();
-        let acceptor = std::thread::Builder::new().name("pgtier-accept".to_owned()).spawn(move || accept_loop(listener, s))?;
+        let acceptor =
+            std::thread::Builder::new().name("pgtier-accept".to_owned()).spawn(move || accept_loop(listener, s))?;
         Ok(RunningServer { addr, shared, acceptor: Some(acceptor) })
     }
 

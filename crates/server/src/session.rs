@@ -20,10 +20,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use pgwire::messages::PgWireFrontendMessage as F;
 use pgtier_engine::Value;
 use pgtier_sql::session::{Stmt, TransactionStatus, Utility, Via};
 use pgtier_sql::{Connection, SqlError};
+use pgwire::messages::PgWireFrontendMessage as F;
 use sqlparser::ast::Statement;
 
 use crate::server::Shared;
@@ -36,8 +36,8 @@ mod startup;
 
 use encode::{encode_rows, row_description};
 use extended::Portal;
-pub use startup::serve;
 use startup::fatal;
+pub use startup::serve;
 
 /// Settings PostgreSQL reports with ParameterStatus (GUC_REPORT), with the
 /// capitalisation it reports them in.

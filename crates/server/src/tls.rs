@@ -9,8 +9,8 @@ use std::net::TcpStream;
 use std::sync::Arc;
 
 use pgtier_backend::{ConnectParams, SslMode};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
@@ -35,8 +35,9 @@ pub fn load(config: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, ServerError
 
 /// Every certificate in a PEM file; at least one. The error names the file.
 fn read_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_file_iter(path).and_then(Iterator::collect).map_err(|e| format!("{}: {e}", path.display()))?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .and_then(Iterator::collect)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     if certs.is_empty() {
         return Err(format!("{}: no certificate in the file", path.display()));
     }
@@ -105,11 +106,17 @@ impl BackendTls {
         match answer[0] {
             b'S' => {}
             b'N' if self.mode == SslMode::Prefer => return Ok(Negotiated::Plain(sock)),
-            b'N' => return Err(failed(format!("the server does not support SSL, but [backend] sslmode is \"{}\"", self.mode.name()))),
+            b'N' => {
+                return Err(failed(format!(
+                    "the server does not support SSL, but [backend] sslmode is \"{}\"",
+                    self.mode.name()
+                )));
+            }
             other => return Err(failed(format!("unexpected answer {other:#04x} to SSLRequest"))),
         }
         let name = ServerName::try_from(host.to_owned()).map_err(|e| failed(format!("host {host}: {e}")))?;
-        let mut conn = rustls::ClientConnection::new(Arc::clone(&self.config), name).map_err(|e| failed(format!("TLS: {e}")))?;
+        let mut conn =
+            rustls::ClientConnection::new(Arc::clone(&self.config), name).map_err(|e| failed(format!("TLS: {e}")))?;
         while conn.is_handshaking() {
             conn.complete_io(&mut sock).map_err(|e| failed(format!("TLS handshake: {e}")))?;
         }
@@ -128,15 +135,32 @@ fn failed(m: String) -> std::io::Error {
 struct EncryptOnly(Arc<CryptoProvider>);
 
 impl ServerCertVerifier for EncryptOnly {
-    fn verify_server_cert(&self, _: &CertificateDer<'_>, _: &[CertificateDer<'_>], _: &ServerName<'_>, _: &[u8], _: UnixTime) -> Result<ServerCertVerified, rustls::Error> {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
         Ok(ServerCertVerified::assertion())
     }
 
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
     }
 
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
     }
 
@@ -161,18 +185,28 @@ impl ServerCertVerifier for ChainOnly {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         match self.0.verify_server_cert(end_entity, intermediates, name, ocsp, now) {
-            Err(rustls::Error::InvalidCertificate(CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. })) => {
-                Ok(ServerCertVerified::assertion())
-            }
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
             other => other,
         }
     }
 
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.0.verify_tls12_signature(message, cert, dss)
     }
 
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.0.verify_tls13_signature(message, cert, dss)
     }
 

@@ -179,13 +179,17 @@ pub fn decode_binary(bytes: &[u8], ty: DataType, what: Origin) -> Result<Value, 
         DataType::Numeric { .. } => match decode_numeric(bytes, what) {
             Ok(n) => Value::Numeric(n),
             // Wider than the i128 form, NaN or an infinity.
-            Err(e) if e.sqlstate == "22003" || e.sqlstate == "0A000" => crate::numeric_wire::decode_wide(bytes, || binary_error(what))?,
+            Err(e) if e.sqlstate == "22003" || e.sqlstate == "0A000" => {
+                crate::numeric_wire::decode_wide(bytes, || binary_error(what))?
+            }
             Err(e) => return Err(e),
         },
         // json_recv: the text; jsonb_recv: a version byte (1), then the text.
         DataType::Json => value::parse_input(std::str::from_utf8(bytes).map_err(|_| invalid_utf8())?, DataType::Json)?,
         DataType::Jsonb => match bytes.split_first() {
-            Some((1, text)) => value::parse_input(std::str::from_utf8(text).map_err(|_| invalid_utf8())?, DataType::Jsonb)?,
+            Some((1, text)) => {
+                value::parse_input(std::str::from_utf8(text).map_err(|_| invalid_utf8())?, DataType::Jsonb)?
+            }
             Some((v, _)) => return Err(SqlError::new("XX000", format!("unsupported jsonb version number {v}"))),
             None => return Err(binary_error(what)),
         },
@@ -211,7 +215,10 @@ fn decode_array(bytes: &[u8], elem: DataType, what: Origin) -> Result<Value, Sql
     }
     let expected = oid(elem);
     if u32::try_from(elem_oid).ok() != Some(expected) {
-        return Err(SqlError::new("42804", format!("binary data has array element type {elem_oid} instead of expected {expected}")));
+        return Err(SqlError::new(
+            "42804",
+            format!("binary data has array element type {elem_oid} instead of expected {expected}"),
+        ));
     }
     let n = match ndim {
         0 => 0,
@@ -296,7 +303,9 @@ fn decode_numeric(bytes: &[u8], what: Origin) -> Result<Numeric, SqlError> {
         let i = i32::try_from(i).map_err(|_| overflow())?;
         let exp = 4 * (weight - i) + i32::from(scale);
         let term = if exp >= 0 {
-            i128::from(d).checked_mul(10i128.checked_pow(exp.unsigned_abs()).ok_or_else(overflow)?).ok_or_else(overflow)?
+            i128::from(d)
+                .checked_mul(10i128.checked_pow(exp.unsigned_abs()).ok_or_else(overflow)?)
+                .ok_or_else(overflow)?
         } else {
             // Digits beyond dscale: PostgreSQL never sends them; drop.
             i128::from(d) / 10i128.checked_pow(exp.unsigned_abs()).unwrap_or(i128::MAX)
@@ -451,7 +460,19 @@ mod tests {
 
     #[test]
     fn numeric_binary_round_trips() {
-        for t in ["0", "0.00", "1", "-1", "12345.6789", "0.0001", "-0.5", "10000", "99999999.99", "123456789012345678901234567890.12345678", "1.10"] {
+        for t in [
+            "0",
+            "0.00",
+            "1",
+            "-1",
+            "12345.6789",
+            "0.0001",
+            "-0.5",
+            "10000",
+            "99999999.99",
+            "123456789012345678901234567890.12345678",
+            "1.10",
+        ] {
             numeric_round_trip(t);
         }
     }

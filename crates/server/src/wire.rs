@@ -12,9 +12,9 @@ use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 
 use bytes::{BufMut, BytesMut};
+use pgtier_sql::SqlError;
 use pgwire::messages::response::{ErrorResponse, NoticeResponse};
 use pgwire::messages::{DecodeContext, PgWireBackendMessage, PgWireFrontendMessage, ProtocolVersion};
-use pgtier_sql::SqlError;
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
@@ -100,7 +100,9 @@ fn write_now(tcp: &TcpStream, buf: &[u8]) -> io::Result<usize> {
     while sent < buf.len() {
         let rest = &buf[sent..];
         // SAFETY: sends at most rest.len() bytes from a live buffer.
-        let n = unsafe { libc::send(tcp.as_raw_fd(), rest.as_ptr().cast(), rest.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        let n = unsafe {
+            libc::send(tcp.as_raw_fd(), rest.as_ptr().cast(), rest.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+        };
         if n >= 0 {
             sent += n as usize;
             continue;
@@ -259,8 +261,9 @@ impl Wire {
         self.fill(len)?;
         loop {
             let (rbuf, ctx) = (&mut self.rbuf, &self.ctx);
-            let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| PgWireFrontendMessage::decode(rbuf, ctx)))
-                .unwrap_or_else(|_| Ok(None));
+            let decoded =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| PgWireFrontendMessage::decode(rbuf, ctx)))
+                    .unwrap_or_else(|_| Ok(None));
             match decoded {
                 Ok(Some(PgWireFrontendMessage::SslNegotiation(pgwire::messages::SslNegotiationMetaMessage::None))) => {
                     // Not an SSL/GSS request: decode as startup or cancel.
@@ -324,16 +327,15 @@ impl Wire {
         // message (found by tests/robustness.rs); a panic is a malformed
         // message here, not a dead session.
         let (rbuf, ctx) = (&mut self.rbuf, &self.ctx);
-        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| PgWireFrontendMessage::decode(rbuf, ctx)));
+        let decoded =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| PgWireFrontendMessage::decode(rbuf, ctx)));
         let Ok(decoded) = decoded else {
             return Err(ReadError::Protocol("invalid frontend message".to_owned()));
         };
         match decoded {
             Ok(Some(msg)) => Ok(msg),
             Ok(None) => Err(ReadError::Protocol("incomplete message".to_owned())),
-            Err(e) => {
-                Err(ReadError::Protocol(format!("invalid frontend message: {e}")))
-            }
+            Err(e) => Err(ReadError::Protocol(format!("invalid frontend message: {e}"))),
         }
     }
 
@@ -428,7 +430,12 @@ impl Wire {
 
 /// ErrorResponse/NoticeResponse fields, in PostgreSQL's order.
 fn fields(e: &SqlError, severity: &str) -> Vec<(u8, String)> {
-    let mut f = vec![(b'S', severity.to_owned()), (b'V', severity.to_owned()), (b'C', e.sqlstate.to_owned()), (b'M', e.message.clone())];
+    let mut f = vec![
+        (b'S', severity.to_owned()),
+        (b'V', severity.to_owned()),
+        (b'C', e.sqlstate.to_owned()),
+        (b'M', e.message.clone()),
+    ];
     if let Some(d) = &e.detail {
         f.push((b'D', d.clone()));
     }
@@ -477,7 +484,11 @@ impl<'a> Reader<'a> {
     }
 
     fn end(&self) -> Result<(), String> {
-        if self.buf.is_empty() { Ok(()) } else { Err("invalid frontend message: bytes after the last field".to_owned()) }
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err("invalid frontend message: bytes after the last field".to_owned())
+        }
     }
 }
 
@@ -536,7 +547,14 @@ impl<'a> BindRef<'a> {
         let n = usize::from(r.u16()?);
         let result_column_format_codes = Codes(r.take(2 * n)?);
         r.end()?;
-        Ok(BindRef { portal_name, statement_name, parameter_format_codes, params, param_count, result_column_format_codes })
+        Ok(BindRef {
+            portal_name,
+            statement_name,
+            parameter_format_codes,
+            params,
+            param_count,
+            result_column_format_codes,
+        })
     }
 
     /// The parameter values in order; None is SQL NULL.
@@ -596,7 +614,8 @@ mod tests {
 
     #[test]
     fn malformed_bind_and_execute_are_refused_not_read_past() {
-        let good = body(&Bind::new(None, Some("s".into()), vec![1], vec![Some(bytes::Bytes::from_static(b"abcd"))], vec![]));
+        let good =
+            body(&Bind::new(None, Some("s".into()), vec![1], vec![Some(bytes::Bytes::from_static(b"abcd"))], vec![]));
         for cut in 0..good.len() {
             assert!(BindRef::parse(&good[..cut]).is_err(), "truncated at {cut}");
         }

@@ -56,7 +56,23 @@ fn results_match_postgres_in_text_and_binary() {
     // has none (t[2:3]); pgtier's says whether a NULL is present. The
     // elements are the same.
     let flagless = |rows: Vec<Vec<Option<Raw>>>| {
-        rows.into_iter().map(|r| r.into_iter().enumerate().map(|(k, v)| if k == 4 { v.map(|Raw(mut b)| { b[7] = 0; Raw(b) }) } else { v }).collect::<Vec<_>>()).collect::<Vec<_>>()
+        rows.into_iter()
+            .map(|r| {
+                r.into_iter()
+                    .enumerate()
+                    .map(|(k, v)| {
+                        if k == 4 {
+                            v.map(|Raw(mut b)| {
+                                b[7] = 0;
+                                Raw(b)
+                            })
+                        } else {
+                            v
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
     };
     assert_eq!(flagless(binary_rows(&mut tier, computed)), flagless(binary_rows(&mut pg, computed)));
     // The driver's own decoding: Vec<Option<i32>> and Vec<String>.
@@ -105,7 +121,8 @@ fn any_takes_binary_array_parameters() {
 fn binary_array_parameters_store_what_postgres_stores() {
     let (_srv, mut tier, mut pg) = both("arr_params");
     let originals = binary_rows(&mut pg, SELECT);
-    let insert = format!("INSERT INTO arr VALUES ({})", (1..=20).map(|k| format!("${k}")).collect::<Vec<_>>().join(", "));
+    let insert =
+        format!("INSERT INTO arr VALUES ({})", (1..=20).map(|k| format!("${k}")).collect::<Vec<_>>().join(", "));
     for c in [&mut tier, &mut pg] {
         let stmt = c.prepare(&insert).unwrap();
         for (n, row) in originals.iter().enumerate() {

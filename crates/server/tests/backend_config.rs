@@ -25,14 +25,16 @@ const WRONG: &str = "Wr0ng-backend-secret-Pp9";
 /// Set in the child process of `secrets_never_reach_output`.
 const CHILD: &str = "PGTIER_TEST_SECRETS_CHILD";
 const PASSWORD_ENV: &str = "PGTIER_TEST_BACKEND_PASSWORD";
-const REMOTE: &str = "CREATE TABLE remote_t (id int PRIMARY KEY, name text); INSERT INTO remote_t VALUES (1, 'one'), (2, 'two')";
+const REMOTE: &str =
+    "CREATE TABLE remote_t (id int PRIMARY KEY, name text); INSERT INTO remote_t VALUES (1, 'one'), (2, 'two')";
 
 fn code(e: &postgres::Error) -> String {
     e.code().map(|c| c.code().to_owned()).unwrap_or_else(|| format!("no SQLSTATE: {e}"))
 }
 
 fn password_cluster() -> PrivateCluster {
-    PrivateCluster::start(ClusterOptions { password: Some(SECRET.to_owned()), ..ClusterOptions::default() }).expect("private PostgreSQL")
+    PrivateCluster::start(ClusterOptions { password: Some(SECRET.to_owned()), ..ClusterOptions::default() })
+        .expect("private PostgreSQL")
 }
 
 /// Database `name` with `remote_t`; its URL without a password, for `host`.
@@ -77,7 +79,10 @@ fn secrets_never_reach_output() {
     assert!(out.status.success(), "child failed:\n{text}");
     assert!(text.contains("child: done"), "the child did not run its checks:\n{text}");
     assert!(text.contains("pgtier: warning: [passthrough] backend_url is deprecated; use [backend] url\n"), "{text}");
-    assert!(text.contains("pgtier: warning: [passthrough] pool_size is deprecated; use [backend] pool_size\n"), "{text}");
+    assert!(
+        text.contains("pgtier: warning: [passthrough] pool_size is deprecated; use [backend] pool_size\n"),
+        "{text}"
+    );
     for secret in [SECRET, WRONG] {
         assert!(!text.contains(secret), "a password was printed:\n{text}");
     }
@@ -118,7 +123,10 @@ fn password_sources_in_child() {
         assert_eq!(code(&e), "08001", "{e}");
         let db = e.as_db_error().unwrap();
         eprintln!("child: wrong password: {db:?}");
-        assert!(db.message().contains("password authentication failed") && db.message().contains("SQLSTATE 28P01"), "{db:?}");
+        assert!(
+            db.message().contains("password authentication failed") && db.message().contains("SQLSTATE 28P01"),
+            "{db:?}"
+        );
         assert!(db.message().contains(&url), "{db:?}");
         assert!(db.hint().unwrap().contains("password_file"), "{db:?}");
         let e = tier.query("SELECT * FROM remote_t WHERE id = $1", &[&1i32]).unwrap_err();
@@ -172,22 +180,37 @@ fn configuration_errors_are_one_clear_line_before_anything_listens() {
         (backend(&format!("password_file = {}\n", quoted(&dir.path().join("missing")))), "No such file"),
         (backend(&format!("password_file = {}\n", quoted(&open))), "has group or world access (mode 0644)"),
         (backend(&format!("password_file = {}\n", quoted(dir.path()))), "is not a regular file"),
-        (backend("password_env = \"PGTIER_TEST_SURELY_UNSET_7F3A\"\n"), "environment variable PGTIER_TEST_SURELY_UNSET_7F3A is not set"),
-        (backend(&format!("password_file = {}\npassword_env = \"X\"\n", quoted(&ok))), "both password_file and password_env"),
+        (
+            backend("password_env = \"PGTIER_TEST_SURELY_UNSET_7F3A\"\n"),
+            "environment variable PGTIER_TEST_SURELY_UNSET_7F3A is not set",
+        ),
+        (
+            backend(&format!("password_file = {}\npassword_env = \"X\"\n", quoted(&ok))),
+            "both password_file and password_env",
+        ),
         (
             format!("[backend]\nurl = \"postgresql://app:pw@db/app\"\npassword_file = {}\n", quoted(&ok)),
             "carries a password and [backend] password_file",
         ),
         (backend("sslmode = \"verify_full\"\n"), "unknown variant `verify_full`"),
         (backend("sslmode = \"verify-full\"\n"), "needs sslrootcert"),
-        (backend(&format!("sslmode = \"require\"\nsslrootcert = {}\n", quoted(&dir.path().join("ca.pem")))), "[backend] sslrootcert"),
+        (
+            backend(&format!("sslmode = \"require\"\nsslrootcert = {}\n", quoted(&dir.path().join("ca.pem")))),
+            "[backend] sslrootcert",
+        ),
         (backend("pool_size = 0\n"), "[backend] pool_size must be at least 1"),
         (backend("passwrd_file = \"x\"\n"), "unknown field `passwrd_file`"),
         ("[backend]\nurl = \"postgresql://app@db/app?sslmode=require\"\n".to_owned(), "set sslmode as its own key"),
-        ("[passthrough]\nmode = \"reads\"\n".to_owned(), "[passthrough] mode is \"reads\" but no backend is configured; set [backend] url"),
+        (
+            "[passthrough]\nmode = \"reads\"\n".to_owned(),
+            "[passthrough] mode is \"reads\" but no backend is configured; set [backend] url",
+        ),
         (backend(&format!("[passthrough]\nmode = \"all\"\nbackend_url = {url:?}\n")), "keep [backend] url"),
         (backend("pool_size = 2\n[passthrough]\npool_size = 3\n"), "keep [backend] pool_size"),
-        (format!("[passthrough]\nmode = \"all\"\nbackend_url = {url:?}\npool_size = 0\n"), "pool_size must be at least 1"),
+        (
+            format!("[passthrough]\nmode = \"all\"\nbackend_url = {url:?}\npool_size = 0\n"),
+            "pool_size must be at least 1",
+        ),
     ];
     for (toml, needle) in cases {
         let e = start_error(&toml);
@@ -220,7 +243,13 @@ fn relative_paths_are_taken_from_the_config_file() {
 // ------------------------------------------------------------ TLS
 
 fn openssl(dir: &Path, args: &[&str]) {
-    let status = Command::new("openssl").current_dir(dir).args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().expect("openssl");
+    let status = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl");
     assert!(status.success(), "openssl {args:?}");
 }
 
@@ -230,7 +259,18 @@ fn certificates(dir: &Path) {
     let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
     let ca = |name: &str| {
         let (key, crt) = (format!("{name}.key"), format!("{name}.crt"));
-        let mut args = vec!["req", "-x509", "-days", "2", "-subj", "/CN=pgtier test CA", "-keyout", key.as_str(), "-out", crt.as_str()];
+        let mut args = vec![
+            "req",
+            "-x509",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=pgtier test CA",
+            "-keyout",
+            key.as_str(),
+            "-out",
+            crt.as_str(),
+        ];
         args.extend(ec);
         openssl(dir, &args);
     };
@@ -246,7 +286,23 @@ fn certificates(dir: &Path) {
     .unwrap();
     openssl(
         dir,
-        &["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.crt"],
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+            "-out",
+            "server.crt",
+        ],
     );
 }
 
@@ -263,7 +319,12 @@ fn enable_ssl(cluster: &PrivateCluster, dir: &Path) {
         std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     let mut admin = pgtier_backend::connect(&cluster.url()).unwrap();
-    for sql in ["ALTER SYSTEM SET ssl_cert_file = 'server.crt'", "ALTER SYSTEM SET ssl_key_file = 'server.key'", "ALTER SYSTEM SET ssl = on", "SELECT pg_reload_conf()"] {
+    for sql in [
+        "ALTER SYSTEM SET ssl_cert_file = 'server.crt'",
+        "ALTER SYSTEM SET ssl_key_file = 'server.key'",
+        "ALTER SYSTEM SET ssl = on",
+        "SELECT pg_reload_conf()",
+    ] {
         admin.batch_execute(sql).unwrap();
     }
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -272,7 +333,11 @@ fn enable_ssl(cluster: &PrivateCluster, dir: &Path) {
         if on == "on" {
             return;
         }
-        assert!(Instant::now() < deadline, "ssl not on after reload: {}", std::fs::read_to_string(cluster.log_file()).unwrap_or_default());
+        assert!(
+            Instant::now() < deadline,
+            "ssl not on after reload: {}",
+            std::fs::read_to_string(cluster.log_file()).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -300,7 +365,10 @@ fn tls_to_the_backend_in_each_sslmode() {
     let (ca, other) = (quoted(&dir.path().join("ca.crt")), quoted(&dir.path().join("other.crt")));
     let server = |db: &str, host: &str, tls: &str| {
         let url = remote_database(&cluster, db, host);
-        common::start_with(&format!("[backend]\nurl = {url:?}\npassword_file = {}\n{tls}\n[passthrough]\nmode = \"reads\"\n", quoted(&pw)))
+        common::start_with(&format!(
+            "[backend]\nurl = {url:?}\npassword_file = {}\n{tls}\n[passthrough]\nmode = \"reads\"\n",
+            quoted(&pw)
+        ))
     };
     // Encrypted, certificate checked as far as the mode asks.
     for (db, host, tls, encrypted) in [
@@ -315,15 +383,28 @@ fn tls_to_the_backend_in_each_sslmode() {
         // Extended protocol and a block, over the same connection kind.
         let mut tier = srv.client();
         let mut txn = tier.transaction().unwrap();
-        assert_eq!(txn.query("SELECT name FROM remote_t WHERE id = $1", &[&2i32]).unwrap()[0].get::<_, String>(0), "two");
+        assert_eq!(
+            txn.query("SELECT name FROM remote_t WHERE id = $1", &[&2i32]).unwrap()[0].get::<_, String>(0),
+            "two"
+        );
         txn.commit().unwrap();
         assert_eq!(backend_ssl(&cluster, db), Some(encrypted), "{db}");
     }
     // Refused: the name (verify-full to 127.0.0.1, the certificate names
     // localhost), an unknown CA.
     for (db, host, tls, needle) in [
-        ("tls_wrong_name", "127.0.0.1", format!("sslmode = \"verify-full\"\nsslrootcert = {ca}"), "invalid peer certificate"),
-        ("tls_wrong_ca", "localhost", format!("sslmode = \"verify-ca\"\nsslrootcert = {other}"), "invalid peer certificate"),
+        (
+            "tls_wrong_name",
+            "127.0.0.1",
+            format!("sslmode = \"verify-full\"\nsslrootcert = {ca}"),
+            "invalid peer certificate",
+        ),
+        (
+            "tls_wrong_ca",
+            "localhost",
+            format!("sslmode = \"verify-ca\"\nsslrootcert = {other}"),
+            "invalid peer certificate",
+        ),
     ] {
         let srv = server(db, host, &tls);
         let e = remote_count(&srv).unwrap_err();
@@ -338,10 +419,14 @@ fn tls_to_the_backend_in_each_sslmode() {
     let plain = pgtier_backend::shared_cluster().unwrap();
     let url = plain.create_database(&format!("tls_plain_{}", std::process::id())).unwrap();
     pgtier_backend::connect(&url).unwrap().batch_execute(REMOTE).unwrap();
-    let srv = common::start_with(&format!("[backend]\nurl = {url:?}\nsslmode = \"require\"\n[passthrough]\nmode = \"reads\"\n"));
+    let srv = common::start_with(&format!(
+        "[backend]\nurl = {url:?}\nsslmode = \"require\"\n[passthrough]\nmode = \"reads\"\n"
+    ));
     let e = remote_count(&srv).unwrap_err();
     assert_eq!(code(&e), "08001", "{e}");
     assert!(e.as_db_error().unwrap().message().contains("does not support SSL"), "{e}");
-    let srv = common::start_with(&format!("[backend]\nurl = {url:?}\nsslmode = \"prefer\"\n[passthrough]\nmode = \"reads\"\n"));
+    let srv = common::start_with(&format!(
+        "[backend]\nurl = {url:?}\nsslmode = \"prefer\"\n[passthrough]\nmode = \"reads\"\n"
+    ));
     assert_eq!(remote_count(&srv).unwrap(), 2, "prefer falls back to plain");
 }

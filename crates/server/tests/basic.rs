@@ -119,14 +119,33 @@ fn executes_before_sync_are_one_implicit_transaction() {
     use common::{cstr, message, sqlstates};
     let srv = common::start_with("[auth]\nmethod = \"trust\"\n");
     let insert = |id: &str| {
-        let bind = [cstr(""), cstr("ins"), vec![0, 0, 0, 1], (id.len() as i32).to_be_bytes().to_vec(), id.as_bytes().to_vec(), vec![0, 0]].concat();
+        let bind = [
+            cstr(""),
+            cstr("ins"),
+            vec![0, 0, 0, 1],
+            (id.len() as i32).to_be_bytes().to_vec(),
+            id.as_bytes().to_vec(),
+            vec![0, 0],
+        ]
+        .concat();
         [message(b'B', &bind), message(b'E', &[cstr(""), vec![0, 0, 0, 0]].concat())].concat()
     };
     let parse = message(b'P', &[cstr("ins"), cstr("INSERT INTO b VALUES ($1)"), vec![0, 0]].concat());
     raw(&srv, &[message(b'Q', &cstr("CREATE TABLE b (id int PRIMARY KEY)"))]);
     // A batch whose third statement fails leaves nothing (PostgreSQL's
     // implicit transaction).
-    let reply = raw(&srv, &[parse.clone(), insert("1"), insert("2"), insert("1"), insert("3"), message(b'S', &[]), message(b'Q', &cstr("SELECT count(*) FROM b"))]);
+    let reply = raw(
+        &srv,
+        &[
+            parse.clone(),
+            insert("1"),
+            insert("2"),
+            insert("1"),
+            insert("3"),
+            message(b'S', &[]),
+            message(b'Q', &cstr("SELECT count(*) FROM b")),
+        ],
+    );
     assert_eq!(sqlstates(&reply), ["23505"]);
     let mut c = postgres::Config::new();
     c.host("127.0.0.1").port(srv.addr.port()).user("alice").dbname("pgtier");

@@ -24,7 +24,8 @@ const TABLES: [(&str, &str); 4] = [
     ("call_forwarding", "s_id, sf_type, start_time"),
 ];
 
-const CREATE_TATP: &str = "CREATE READONLY CACHE GROUP tatp FROM subscriber, access_info, special_facility, call_forwarding";
+const CREATE_TATP: &str =
+    "CREATE READONLY CACHE GROUP tatp FROM subscriber, access_info, special_facility, call_forwarding";
 
 fn code(e: &postgres::Error) -> String {
     e.code().map(|c| c.code().to_owned()).unwrap_or_else(|| format!("no SQLSTATE: {e}"))
@@ -70,8 +71,12 @@ fn setup(name: &str, subscribers: u32) -> (TestServer, postgres::Client, String)
 fn assert_same_as_postgres(tier: &mut postgres::Client, pg: &mut postgres::Client, predicate: &str) {
     for (table, key) in TABLES {
         let cached = text_rows(tier, &format!("SELECT * FROM {table} ORDER BY {key}"));
-        let expected =
-            text_rows(pg, &format!("SELECT * FROM {table} WHERE s_id IN (SELECT s_id FROM subscriber WHERE {predicate}) ORDER BY {key}"));
+        let expected = text_rows(
+            pg,
+            &format!(
+                "SELECT * FROM {table} WHERE s_id IN (SELECT s_id FROM subscriber WHERE {predicate}) ORDER BY {key}"
+            ),
+        );
         assert!(!expected.is_empty() || predicate == "false", "{table}: nothing to compare for {predicate}");
         assert_eq!(cached.len(), expected.len(), "{table} rows for {predicate}");
         assert_eq!(cached, expected, "{table} for {predicate}");
@@ -85,9 +90,12 @@ fn count(c: &mut postgres::Client, sql: &str) -> i64 {
 /// Each cached subscriber has exactly PostgreSQL's children: no half instance.
 fn assert_whole_instances(tier: &mut postgres::Client, pg: &mut postgres::Client) {
     for (table, _) in &TABLES[1..] {
-        let per_root = |c: &mut postgres::Client, sql: &str| -> HashMap<i32, i64> { c.query(sql, &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect() };
+        let per_root = |c: &mut postgres::Client, sql: &str| -> HashMap<i32, i64> {
+            c.query(sql, &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect()
+        };
         let cached = per_root(tier, &format!("SELECT s_id, count(*) FROM {table} GROUP BY s_id"));
-        let roots: Vec<i32> = tier.query("SELECT s_id FROM subscriber", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+        let roots: Vec<i32> =
+            tier.query("SELECT s_id FROM subscriber", &[]).unwrap().iter().map(|r| r.get(0)).collect();
         let expected = per_root(pg, &format!("SELECT s_id, count(*) FROM {table} GROUP BY s_id"));
         assert!(cached.keys().all(|s| roots.contains(s)), "{table}: a row without its subscriber");
         for s in &roots {
@@ -106,7 +114,11 @@ fn create_load_compare_views_errors_and_drop() {
     assert!(matches!(messages.last(), Some(postgres::SimpleQueryMessage::CommandComplete(100))), "{messages:?}");
     assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 100");
     // Extended protocol (Parse/Bind/Execute, as JDBC and psycopg send it).
-    assert_eq!(tier.execute("LOAD CACHE GROUP tatp WHERE s_id > 100 AND s_id <= 250 AND sub_nbr <> 'it''s' PARALLEL 2", &[]).unwrap(), 150);
+    assert_eq!(
+        tier.execute("LOAD CACHE GROUP tatp WHERE s_id > 100 AND s_id <= 250 AND sub_nbr <> 'it''s' PARALLEL 2", &[])
+            .unwrap(),
+        150
+    );
     assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 250");
     let prepared = tier.prepare("LOAD CACHE GROUP tatp WHERE s_id <= 300").unwrap();
     assert!(prepared.params().is_empty() && prepared.columns().is_empty());
@@ -118,19 +130,32 @@ fn create_load_compare_views_errors_and_drop() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("LOAD CACHE GROUP 20"), "{stdout}");
-    assert!(stderr.contains("NOTICE:  loaded 20 instances (subscriber 20, access_info ") && stderr.contains("rows/s"), "{stderr}");
+    assert!(
+        stderr.contains("NOTICE:  loaded 20 instances (subscriber 20, access_info ") && stderr.contains("rows/s"),
+        "{stderr}"
+    );
     assert_same_as_postgres(&mut tier, &mut pg, "s_id <= 320");
 
     // The views: one group, its four tables with PostgreSQL's row counts, stats.
-    let groups = text_rows(&mut tier, "SELECT name, kind, dynamic, root_table, root_predicate, aging, keep FROM pgtier_cache_groups");
-    let group_row: Vec<Option<String>> = ["tatp", "READONLY", "f", "subscriber"].iter().map(|s| Some((*s).to_owned())).chain([None, Some("OFF".into()), Some("f".into())]).collect();
+    let groups = text_rows(
+        &mut tier,
+        "SELECT name, kind, dynamic, root_table, root_predicate, aging, keep FROM pgtier_cache_groups",
+    );
+    let group_row: Vec<Option<String>> = ["tatp", "READONLY", "f", "subscriber"]
+        .iter()
+        .map(|s| Some((*s).to_owned()))
+        .chain([None, Some("OFF".into()), Some("f".into())])
+        .collect();
     assert_eq!(groups, vec![group_row]);
     for (table, _) in TABLES {
         let cached = count(&mut tier, &format!("SELECT \"rows\" FROM pgtier_cache_tables WHERE \"table\" = '{table}'"));
         let expected = count(&mut pg, &format!("SELECT count(*) FROM {table} WHERE s_id <= 320"));
         assert_eq!(cached, expected, "pgtier_cache_tables.rows of {table}");
     }
-    let parent = text_rows(&mut tier, "SELECT t.\"table\", t.parent FROM pgtier_cache_tables t JOIN pgtier_cache_groups g ON g.name = t.\"group\" ORDER BY 1");
+    let parent = text_rows(
+        &mut tier,
+        "SELECT t.\"table\", t.parent FROM pgtier_cache_tables t JOIN pgtier_cache_groups g ON g.name = t.\"group\" ORDER BY 1",
+    );
     assert!(parent.contains(&vec![Some("call_forwarding".into()), Some("special_facility".into())]), "{parent:?}");
     assert!(parent.contains(&vec![Some("subscriber".into()), None]), "{parent:?}");
     assert_eq!(count(&mut tier, "SELECT instances FROM pgtier_cache_stats WHERE \"group\" = 'tatp'"), 320);
@@ -142,7 +167,8 @@ fn create_load_compare_views_errors_and_drop() {
     assert!(hint(&e).contains("primary key"), "{e:?}");
     let e = tier.batch_execute("LOAD CACHE GROUP nosuch").unwrap_err();
     assert_eq!(code(&e), "42704", "{e}");
-    let e = tier.execute("CREATE READONLY CACHE GROUP g2 FROM subscriber, access_info WHERE ai_type = 1", &[]).unwrap_err();
+    let e =
+        tier.execute("CREATE READONLY CACHE GROUP g2 FROM subscriber, access_info WHERE ai_type = 1", &[]).unwrap_err();
     assert_eq!(code(&e), "42P17", "{e}");
     assert!(!hint(&e).is_empty(), "{e:?}");
     let e = tier.batch_execute("LOAD CACHE GROUP tatp WHERE").unwrap_err();
@@ -264,7 +290,9 @@ fn cancel_stops_a_load_promptly() {
 #[test]
 fn postgres_down_is_08001_with_a_hint_and_the_server_goes_on() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let srv = common::start_with(&format!("[backend]\nurl = \"postgresql://someone:secret-pw@127.0.0.1:{port}/db?connect_timeout=2\"\n"));
+    let srv = common::start_with(&format!(
+        "[backend]\nurl = \"postgresql://someone:secret-pw@127.0.0.1:{port}/db?connect_timeout=2\"\n"
+    ));
     let mut tier = srv.client();
     for _ in 0..2 {
         let e = tier.batch_execute(CREATE_TATP).unwrap_err();
@@ -298,7 +326,15 @@ fn the_embedded_connection_runs_cache_statements() {
     let notices = conn.take_notices();
     assert!(notices.iter().any(|n| n.message.starts_with("loaded 50 instances")), "{notices:?}");
     for (table, _) in TABLES {
-        let cached = conn.execute_sql(&format!("SELECT count(*) FROM {table}")).unwrap().rows.unwrap().get(0).unwrap().text(0).unwrap();
+        let cached = conn
+            .execute_sql(&format!("SELECT count(*) FROM {table}"))
+            .unwrap()
+            .rows
+            .unwrap()
+            .get(0)
+            .unwrap()
+            .text(0)
+            .unwrap();
         let expected = count(&mut pg, &format!("SELECT count(*) FROM {table} WHERE s_id BETWEEN 10 AND 59"));
         assert_eq!(cached, expected.to_string(), "{table}");
     }
@@ -311,7 +347,6 @@ fn the_embedded_connection_runs_cache_statements() {
     assert_eq!(conn.execute_sql("SELECT count(*) FROM subscriber").unwrap_err().sqlstate, "42P01");
 }
 
-
 /// A serial key of a cached AWT table comes from PostgreSQL's sequence, never
 /// from a counter of pgtier's: an INSERT that leaves it to its default gets
 /// the next value PostgreSQL gives (a block of `sequence_block` reserved at
@@ -322,7 +357,10 @@ fn serial_keys_come_from_the_postgres_sequence() {
     let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
     let url = cluster.create_database(&format!("cg_serial_{}", std::process::id())).unwrap();
     let mut pg = pgtier_backend::connect(&url).unwrap();
-    pg.batch_execute("CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL); INSERT INTO items (name) VALUES ('a'), ('b');").unwrap();
+    pg.batch_execute(
+        "CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL); INSERT INTO items (name) VALUES ('a'), ('b');",
+    )
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db = pgtier_engine::Database::open(dir.path(), pgtier_engine::EngineConfig::default()).unwrap();
     let params = pgtier_backend::BackendConfig { url: Some(url), ..Default::default() }.resolve().unwrap();
@@ -366,7 +404,10 @@ fn metrics_endpoint_reports_groups_and_write_through() {
     let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
     let url = cluster.create_database(&format!("cg_metrics_{}", std::process::id())).unwrap();
     let mut pg = pgtier_backend::connect(&url).unwrap();
-    pg.batch_execute("CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv SELECT g, g FROM generate_series(1, 50) g;").unwrap();
+    pg.batch_execute(
+        "CREATE TABLE kv (k int PRIMARY KEY, v int); INSERT INTO kv SELECT g, g FROM generate_series(1, 50) g;",
+    )
+    .unwrap();
     let srv = common::start_with(&format!("[backend]\nurl = {url:?}\n[metrics]\nlisten = \"127.0.0.1:0\"\n"));
     let metrics = srv.server.as_ref().unwrap().metrics_addr().expect("metrics address");
     let mut tier = srv.client();
@@ -383,7 +424,12 @@ fn metrics_endpoint_reports_groups_and_write_through() {
         assert!(std::time::Instant::now() < deadline, "{answer}");
         std::thread::sleep(Duration::from_millis(50));
     };
-    for line in ["pgtier_cache_instances{group=\"kv\"} 50", "# TYPE pgtier_awt_backlog_bytes gauge", "pgtier_awt_connected 1", "pgtier_engine_commits_total "] {
+    for line in [
+        "pgtier_cache_instances{group=\"kv\"} 50",
+        "# TYPE pgtier_awt_backlog_bytes gauge",
+        "pgtier_awt_connected 1",
+        "pgtier_engine_commits_total ",
+    ] {
         assert!(body.contains(line), "{line} in {body}");
     }
     assert!(http(metrics, "GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
@@ -401,7 +447,10 @@ fn metrics_endpoint_reports_groups_and_write_through() {
 fn swt_commits_through_postgres_and_returns_its_errors() {
     let (srv, mut pg, _url) = setup("swt", 200);
     let mut tier = srv.client();
-    tier.batch_execute("CREATE SWT CACHE GROUP swt FROM subscriber WHERE s_id <= 100, access_info, special_facility, call_forwarding").unwrap();
+    tier.batch_execute(
+        "CREATE SWT CACHE GROUP swt FROM subscriber WHERE s_id <= 100, access_info, special_facility, call_forwarding",
+    )
+    .unwrap();
     tier.batch_execute("LOAD CACHE GROUP swt").unwrap();
     tier.execute("UPDATE subscriber SET vlr_location = 4242 WHERE s_id = 7", &[]).unwrap();
     assert_eq!(count(&mut pg, "SELECT vlr_location::bigint FROM subscriber WHERE s_id = 7"), 4242);
@@ -414,10 +463,15 @@ fn swt_commits_through_postgres_and_returns_its_errors() {
     // definition: commits are refused until the change is accepted (the
     // columns the cache holds are the same), then PostgreSQL's refusal
     // comes back with its SQLSTATE.
-    pg.batch_execute("ALTER TABLE subscriber ADD CONSTRAINT msc_small CHECK (msc_location < 1000000) NOT VALID").unwrap();
+    pg.batch_execute("ALTER TABLE subscriber ADD CONSTRAINT msc_small CHECK (msc_location < 1000000) NOT VALID")
+        .unwrap();
     let error = tier.execute("UPDATE subscriber SET msc_location = 5000000 WHERE s_id = 10", &[]).unwrap_err();
     assert_eq!(code(&error), "55000", "{error}");
-    let drifted = tier.query_one("SELECT drifted_groups FROM pgtier_cache_swt", &[]).unwrap().get::<_, Option<String>>(0).unwrap_or_default();
+    let drifted = tier
+        .query_one("SELECT drifted_groups FROM pgtier_cache_swt", &[])
+        .unwrap()
+        .get::<_, Option<String>>(0)
+        .unwrap_or_default();
     assert!(drifted.starts_with("swt: ") && drifted.contains("subscriber"), "{drifted}");
     tier.batch_execute("ALTER CACHE GROUP swt ACCEPT DEFINITION").unwrap();
     let error = tier.execute("UPDATE subscriber SET msc_location = 5000000 WHERE s_id = 10", &[]).unwrap_err();
@@ -427,8 +481,16 @@ fn swt_commits_through_postgres_and_returns_its_errors() {
     txn.execute("UPDATE subscriber SET msc_location = 2 WHERE s_id = 11", &[]).unwrap();
     txn.execute("UPDATE subscriber SET msc_location = 7000000 WHERE s_id = 12", &[]).unwrap();
     assert_eq!(code(&txn.commit().unwrap_err()), "23514");
-    assert_eq!(count(&mut tier, "SELECT msc_location::bigint FROM subscriber WHERE s_id = 11"), 11 * 7, "the refused transaction left nothing in the cache");
-    assert_eq!(count(&mut pg, "SELECT msc_location::bigint FROM subscriber WHERE s_id = 11"), 11 * 7, "nor in PostgreSQL");
+    assert_eq!(
+        count(&mut tier, "SELECT msc_location::bigint FROM subscriber WHERE s_id = 11"),
+        11 * 7,
+        "the refused transaction left nothing in the cache"
+    );
+    assert_eq!(
+        count(&mut pg, "SELECT msc_location::bigint FROM subscriber WHERE s_id = 11"),
+        11 * 7,
+        "nor in PostgreSQL"
+    );
     pg.batch_execute("ALTER TABLE subscriber DROP CONSTRAINT msc_small").unwrap();
     tier.batch_execute("ALTER CACHE GROUP swt ACCEPT DEFINITION").unwrap();
     tier.execute("UPDATE subscriber SET msc_location = 3 WHERE s_id = 11", &[]).unwrap();
@@ -473,19 +535,35 @@ fn a_readonly_group_with_a_where_follows_postgres() {
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     // Each change above is one PostgreSQL transaction, applied as one.
-    while docs(&mut tier, "true") != docs(&mut pg, "region = 1") || count(&mut tier, "SELECT applied_txns FROM pgtier_cache_autorefresh") < 7 {
-        assert!(std::time::Instant::now() < deadline, "the cache did not catch up: {:?}", text_rows(&mut tier, "SELECT * FROM pgtier_cache_autorefresh"));
+    while docs(&mut tier, "true") != docs(&mut pg, "region = 1")
+        || count(&mut tier, "SELECT applied_txns FROM pgtier_cache_autorefresh") < 7
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cache did not catch up: {:?}",
+            text_rows(&mut tier, "SELECT * FROM pgtier_cache_autorefresh")
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // The row that entered with an unchanged TOASTed body has it whole.
     assert_eq!(docs(&mut tier, "id = 20"), docs(&mut pg, "id = 20"));
     assert_eq!(docs(&mut tier, "id = 20")[0][3].as_deref(), Some("22400"));
-    let view = text_rows(&mut tier, "SELECT \"group\", slot LIKE 'pgtier_pgtier_cg_autorefresh_%_docs', state, connected, applied_txns >= 7, skipped_changes >= 1, resnapshots, last_error FROM pgtier_cache_autorefresh");
-    let expected: Vec<Option<String>> = ["docs", "t", "streaming", "t", "t", "t", "0"].iter().map(|s| Some((*s).to_owned())).chain([None]).collect();
+    let view = text_rows(
+        &mut tier,
+        "SELECT \"group\", slot LIKE 'pgtier_pgtier_cg_autorefresh_%_docs', state, connected, applied_txns >= 7, skipped_changes >= 1, resnapshots, last_error FROM pgtier_cache_autorefresh",
+    );
+    let expected: Vec<Option<String>> =
+        ["docs", "t", "streaming", "t", "t", "t", "0"].iter().map(|s| Some((*s).to_owned())).chain([None]).collect();
     assert_eq!(view, vec![expected]);
     // Applications write READONLY tables in PostgreSQL, not here.
     let e = tier.batch_execute("UPDATE doc SET n = 0").unwrap_err();
     assert_eq!(code(&e), "25006", "{e}");
     tier.batch_execute("DROP CACHE GROUP docs").unwrap();
-    assert_eq!(count(&mut pg, "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'pgtier_pgtier_cg_autorefresh_%_docs'"), 0);
+    assert_eq!(
+        count(
+            &mut pg,
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'pgtier_pgtier_cg_autorefresh_%_docs'"
+        ),
+        0
+    );
 }

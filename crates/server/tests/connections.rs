@@ -42,13 +42,32 @@ fn unsafe_configurations_are_refused_at_startup() {
     };
     refuse(&format!("listen = \"0.0.0.0:0\"\n{base}[auth]\nmethod = \"trust\"\n"), "loopback");
     refuse(&format!("listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"scram-sha-256\"\n"), "auth.users");
-    refuse(&format!("listen = \"127.0.0.1:0\"\nevent_loops = 100000\n{base}[auth]\nmethod = \"trust\"\n"), "event_loops");
-    refuse(&format!("listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"trust\"\n[passthrough]\nmode = \"reads\"\n"), "no backend is configured");
-    refuse(&format!("listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"trust\"\n[passthrough]\nmode = \"all\"\nbackend_url = \"postgresql://x@h/db\"\npool_size = 0\n"), "pool_size");
-    refuse(&format!("listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"trust\"\n[tls]\ncert = \"/nonexistent.crt\"\nkey = \"/nonexistent.key\"\n"), "nonexistent");
+    refuse(
+        &format!("listen = \"127.0.0.1:0\"\nevent_loops = 100000\n{base}[auth]\nmethod = \"trust\"\n"),
+        "event_loops",
+    );
+    refuse(
+        &format!("listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"trust\"\n[passthrough]\nmode = \"reads\"\n"),
+        "no backend is configured",
+    );
+    refuse(
+        &format!(
+            "listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"trust\"\n[passthrough]\nmode = \"all\"\nbackend_url = \"postgresql://x@h/db\"\npool_size = 0\n"
+        ),
+        "pool_size",
+    );
+    refuse(
+        &format!(
+            "listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"trust\"\n[tls]\ncert = \"/nonexistent.crt\"\nkey = \"/nonexistent.key\"\n"
+        ),
+        "nonexistent",
+    );
     refuse(&format!("listen = \"127.0.0.1:0\"\n{base}bogus = 1\n"), "bogus");
     // Trust on loopback is fine.
-    let s = pgtier_server::start(ServerConfig::from_toml_str(&format!("listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"trust\"\n")).unwrap()).unwrap();
+    let s = pgtier_server::start(
+        ServerConfig::from_toml_str(&format!("listen = \"127.0.0.1:0\"\n{base}[auth]\nmethod = \"trust\"\n")).unwrap(),
+    )
+    .unwrap();
     s.shutdown();
 }
 
@@ -56,7 +75,11 @@ fn unsafe_configurations_are_refused_at_startup() {
 fn port_in_use_is_a_clear_error() {
     let srv = common::start();
     let dir = tempfile::tempdir().unwrap();
-    let toml = format!("listen = \"{}\"\ndata_dir = {:?}\n[auth]\nmethod = \"trust\"\n", srv.addr, dir.path().display().to_string());
+    let toml = format!(
+        "listen = \"{}\"\ndata_dir = {:?}\n[auth]\nmethod = \"trust\"\n",
+        srv.addr,
+        dir.path().display().to_string()
+    );
     let e = pgtier_server::start(ServerConfig::from_toml_str(&toml).unwrap()).err().unwrap();
     assert!(e.to_string().contains("cannot listen"), "{e}");
 }
@@ -74,10 +97,19 @@ fn tls_with_a_configured_certificate() {
         .status()
         .expect("openssl");
     assert!(status.success());
-    let srv = common::start_with(&format!("[tls]\ncert = {:?}\nkey = {:?}\n", cert.display().to_string(), key.display().to_string()));
+    let srv = common::start_with(&format!(
+        "[tls]\ncert = {:?}\nkey = {:?}\n",
+        cert.display().to_string(),
+        key.display().to_string()
+    ));
     let out = std::process::Command::new("psql")
         .args(["-X", "-At", "-c", "\\conninfo", "-c", "SELECT 40 + 2"])
-        .arg(format!("host={} port={} user={} dbname=pgtier sslmode=require", srv.addr.ip(), srv.addr.port(), common::USER))
+        .arg(format!(
+            "host={} port={} user={} dbname=pgtier sslmode=require",
+            srv.addr.ip(),
+            srv.addr.port(),
+            common::USER
+        ))
         .env("PGPASSWORD", common::PASSWORD)
         .output()
         .unwrap();
@@ -89,12 +121,21 @@ fn tls_with_a_configured_certificate() {
     let plain = common::start();
     let out = std::process::Command::new("psql")
         .args(["-X", "-At", "-c", "SELECT 1"])
-        .arg(format!("host={} port={} user={} dbname=pgtier sslmode=require", plain.addr.ip(), plain.addr.port(), common::USER))
+        .arg(format!(
+            "host={} port={} user={} dbname=pgtier sslmode=require",
+            plain.addr.ip(),
+            plain.addr.port(),
+            common::USER
+        ))
         .env("PGPASSWORD", common::PASSWORD)
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("does not support SSL"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not support SSL"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -187,7 +228,18 @@ fn psql_session_states_and_errors() {
         SELECT 1/0;\n\
         \\echo state :LAST_ERROR_SQLSTATE\n";
     let out = std::process::Command::new("psql")
-        .args(["-X", "-At", "-h", &srv.addr.ip().to_string(), "-p", &srv.addr.port().to_string(), "-U", common::USER, "-d", "pgtier"])
+        .args([
+            "-X",
+            "-At",
+            "-h",
+            &srv.addr.ip().to_string(),
+            "-p",
+            &srv.addr.port().to_string(),
+            "-U",
+            common::USER,
+            "-d",
+            "pgtier",
+        ])
         .env("PGPASSWORD", common::PASSWORD)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -33,7 +33,15 @@ fn copy_formats_match_postgres() {
     for c in [&mut tier, &mut pg] {
         c.batch_execute(DDL).unwrap();
         assert_eq!(copy_in(c, "COPY c FROM STDIN", TEXT_DATA.as_bytes()).unwrap(), 3);
-        assert_eq!(copy_in(c, "COPY c (id, name, amount, day, ts, flag, blob, r) FROM STDIN WITH (FORMAT csv, HEADER true)", CSV_DATA.as_bytes()).unwrap(), 3);
+        assert_eq!(
+            copy_in(
+                c,
+                "COPY c (id, name, amount, day, ts, flag, blob, r) FROM STDIN WITH (FORMAT csv, HEADER true)",
+                CSV_DATA.as_bytes()
+            )
+            .unwrap(),
+            3
+        );
     }
     let all = "SELECT * FROM c ORDER BY id";
     assert_eq!(text_rows(&mut tier, all), text_rows(&mut pg, all));
@@ -92,7 +100,11 @@ fn a_bad_row_fails_the_whole_copy() {
                 Err(e) => e,
             };
             assert_eq!(e.code().map(|c| c.code()), Some(code), "{name}: {data:?}: {e}");
-            assert_eq!(text_rows(c, "SELECT count(*) FROM e"), vec![vec![Some("1".to_owned())]], "{name}: nothing left behind");
+            assert_eq!(
+                text_rows(c, "SELECT count(*) FROM e"),
+                vec![vec![Some("1".to_owned())]],
+                "{name}: nothing left behind"
+            );
         }
     }
     // Inside a transaction block the failure aborts the block.

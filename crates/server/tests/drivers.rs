@@ -217,7 +217,10 @@ fn shop_rows(client: &mut postgres::Client, nodes: Option<&[&str]>) -> Vec<Strin
     let filter = |alias: &str| nodes.map_or(String::new(), |n| format!(" AND {alias}.node IN ('{}')", n.join("', '")));
     let queries = [
         format!("SELECT c.* FROM shop_customer c WHERE true{} ORDER BY c.id", filter("c")),
-        format!("SELECT o.* FROM shop_order o JOIN shop_customer c ON c.id = o.customer_id WHERE true{} ORDER BY o.id", filter("c")),
+        format!(
+            "SELECT o.* FROM shop_order o JOIN shop_customer c ON c.id = o.customer_id WHERE true{} ORDER BY o.id",
+            filter("c")
+        ),
         format!(
             "SELECT l.* FROM shop_line l JOIN shop_order o ON o.id = l.order_id JOIN shop_customer c ON c.id = o.customer_id WHERE true{} ORDER BY l.id",
             filter("c")
@@ -277,7 +280,9 @@ fn sqlalchemy_generated_keys_on_two_nodes() {
             .iter()
             .map(|(node, server)| {
                 let rounds = rounds.as_str();
-                scope.spawn(move || client.run_env(&server.endpoint, &[("ORM_KEYS_NODE", node), ("ORM_KEYS_ROUNDS", rounds)]))
+                scope.spawn(move || {
+                    client.run_env(&server.endpoint, &[("ORM_KEYS_NODE", node), ("ORM_KEYS_ROUNDS", rounds)])
+                })
             })
             .collect();
         let transcripts: Vec<_> = programs.into_iter().map(|p| p.join().unwrap()).collect();
@@ -285,7 +290,12 @@ fn sqlalchemy_generated_keys_on_two_nodes() {
         (transcripts, writer.join().unwrap())
     });
     for ((node, _), transcript) in nodes.iter().zip(&transcripts) {
-        support::clients::assert_complete(&format!("{} on node {node}", client.name()), "pgtier", transcript, &["currval matches: True, lastval matches: True", "done", "exit: 0"]);
+        support::clients::assert_complete(
+            &format!("{} on node {node}", client.name()),
+            "pgtier",
+            transcript,
+            &["currval matches: True, lastval matches: True", "done", "exit: 0"],
+        );
     }
     for ((node, _), transcript) in nodes.iter().zip(&transcripts) {
         println!("node {node}:\n{}", transcript.text);
@@ -296,24 +306,49 @@ fn sqlalchemy_generated_keys_on_two_nodes() {
         let mut tier = server.endpoint.client();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while let Err(e) = tier.batch_execute("VERIFY CACHE GROUP shop") {
-            let why = e.as_db_error().map_or_else(|| e.to_string(), |db| format!("{} {}", db.message(), db.detail().unwrap_or_default()));
-            assert!(std::time::Instant::now() < deadline, "node {node}: PostgreSQL still differs from the cache after 60 s: {why}");
+            let why = e
+                .as_db_error()
+                .map_or_else(|| e.to_string(), |db| format!("{} {}", db.message(), db.detail().unwrap_or_default()));
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {node}: PostgreSQL still differs from the cache after 60 s: {why}"
+            );
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
-        assert_eq!(shop_rows(&mut tier, None), shop_rows(&mut pg, Some(&[node, "seed"])), "node {node}: the cache and PostgreSQL");
+        assert_eq!(
+            shop_rows(&mut tier, None),
+            shop_rows(&mut pg, Some(&[node, "seed"])),
+            "node {node}: the cache and PostgreSQL"
+        );
     }
-    assert_eq!(count(&mut pg, "SELECT count(*) FROM pgtier.awt_errors"), 0, "write-through transactions PostgreSQL refused");
+    assert_eq!(
+        count(&mut pg, "SELECT count(*) FROM pgtier.awt_errors"),
+        0,
+        "write-through transactions PostgreSQL refused"
+    );
     assert_eq!(count(&mut pg, "SELECT count(*) FROM shop_customer WHERE node = 'pg'"), i64::try_from(written).unwrap());
     for ((node, _), transcript) in nodes.iter().zip(&transcripts) {
         let mine = format!("c.node = '{node}'");
         let counts = format!(
             "final: customers={} orders={} lines={} audits={}",
             count(&mut pg, &format!("SELECT count(*) FROM shop_customer c WHERE {mine}")),
-            count(&mut pg, &format!("SELECT count(*) FROM shop_order o JOIN shop_customer c ON c.id = o.customer_id WHERE {mine}")),
-            count(&mut pg, &format!("SELECT count(*) FROM shop_line l JOIN shop_order o ON o.id = l.order_id JOIN shop_customer c ON c.id = o.customer_id WHERE {mine}")),
+            count(
+                &mut pg,
+                &format!("SELECT count(*) FROM shop_order o JOIN shop_customer c ON c.id = o.customer_id WHERE {mine}")
+            ),
+            count(
+                &mut pg,
+                &format!(
+                    "SELECT count(*) FROM shop_line l JOIN shop_order o ON o.id = l.order_id JOIN shop_customer c ON c.id = o.customer_id WHERE {mine}"
+                )
+            ),
             count(&mut pg, &format!("SELECT count(*) FROM shop_audit WHERE node = '{node}'")),
         );
-        assert!(transcript.text.contains(&counts), "node {node}: PostgreSQL holds what the program counted ({counts}):\n{}", transcript.text);
+        assert!(
+            transcript.text.contains(&counts),
+            "node {node}: PostgreSQL holds what the program counted ({counts}):\n{}",
+            transcript.text
+        );
     }
     for (_, server) in nodes {
         server.server.shutdown();

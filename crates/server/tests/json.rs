@@ -64,13 +64,16 @@ fn binary_and_text_parameters_store_what_postgres_stores() {
         let found = c.query("SELECT id FROM js WHERE k = $1 ORDER BY id", &[&Raw(b"\x011.00".to_vec())]).unwrap();
         assert_eq!(found.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [5]);
         // Text parameters take jsonb_in's forms; a bad one is 22P02.
-        let typed = c.prepare_typed("SELECT $1::jsonb = b FROM js WHERE id = 1", &[postgres_types::Type::TEXT]).unwrap();
+        let typed =
+            c.prepare_typed("SELECT $1::jsonb = b FROM js WHERE id = 1", &[postgres_types::Type::TEXT]).unwrap();
         assert!(c.query_one(&typed, &[&r#"{"a":"y","b":[1,2]}"#]).unwrap().get::<_, bool>(0));
         let e = c.query_one(&typed, &[&"{"]).unwrap_err();
         assert_eq!(e.code().unwrap().code(), "22P02");
         // A jsonb binary parameter of another version is refused.
         let none = None::<Raw>;
-        let e = c.execute(&stmt, &[&Raw(500i32.to_be_bytes().to_vec()), &none, &Raw(b"\x02{}".to_vec()), &none]).unwrap_err();
+        let e = c
+            .execute(&stmt, &[&Raw(500i32.to_be_bytes().to_vec()), &none, &Raw(b"\x02{}".to_vec()), &none])
+            .unwrap_err();
         assert_eq!(e.code().unwrap().code(), "XX000");
     }
     let copies = "SELECT * FROM js WHERE id >= 100 ORDER BY id";

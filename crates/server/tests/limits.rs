@@ -81,7 +81,9 @@ fn timeout_script(c: &mut postgres::Client) -> Vec<(String, String)> {
     for bad in ["'abc'", "'5 fortnights'", "-1", "3000000000"] {
         out.push(outcome(c.batch_execute(&format!("SET statement_timeout = {bad}"))));
     }
-    out.push(outcome(c.query_one("SELECT set_config('statement_timeout', '200', false)", &[]).map(|r| r.get::<_, String>(0))));
+    out.push(outcome(
+        c.query_one("SELECT set_config('statement_timeout', '200', false)", &[]).map(|r| r.get::<_, String>(0)),
+    ));
     out.push(capped(c, LONG));
     // Over the extended protocol too.
     out.push(outcome(c.query(LONG, &[])));
@@ -98,7 +100,10 @@ fn statement_timeout_matches_postgresql_on_both_session_paths() {
     let mut pg = common::postgres("limits_timeout");
     let expected = timeout_script(&mut pg);
     assert!(expected.contains(&("57014".to_owned(), TIMEOUT_MSG.to_owned())), "{expected:?}");
-    assert!(expected.contains(&("25P02".to_owned(), "current transaction is aborted, commands ignored until end of transaction block".to_owned())));
+    assert!(expected.contains(&(
+        "25P02".to_owned(),
+        "current transaction is aborted, commands ignored until end of transaction block".to_owned()
+    )));
     for loops in [0, 1] {
         let srv = server(loops, "");
         let got = timeout_script(&mut srv.client());
@@ -109,7 +114,8 @@ fn statement_timeout_matches_postgresql_on_both_session_paths() {
 #[test]
 fn statement_timeout_from_the_config_and_the_startup_options() {
     for loops in [0, 1] {
-        let srv = server(loops, "[settings]\nstatement_timeout = \"200ms\"\nidle_in_transaction_session_timeout = 60000");
+        let srv =
+            server(loops, "[settings]\nstatement_timeout = \"200ms\"\nidle_in_transaction_session_timeout = 60000");
         let mut c = srv.client();
         assert_eq!(c.query_one("SHOW idle_in_transaction_session_timeout", &[]).unwrap().get::<_, String>(0), "1min");
         fill(&mut c);
@@ -123,7 +129,10 @@ fn statement_timeout_from_the_config_and_the_startup_options() {
         assert_eq!(capped(&mut c, LONG), ("57014".to_owned(), TIMEOUT_MSG.to_owned()));
     }
     let dir = tempfile::tempdir().unwrap();
-    let toml = format!("listen = \"127.0.0.1:0\"\ndata_dir = {:?}\n[auth]\nmethod = \"trust\"\n[settings]\nstatement_timeout = \"soon\"\n", dir.path().display().to_string());
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\n[auth]\nmethod = \"trust\"\n[settings]\nstatement_timeout = \"soon\"\n",
+        dir.path().display().to_string()
+    );
     let config = pgtier_server::ServerConfig::from_toml_str(&toml).unwrap();
     let e = pgtier_server::start(config).err().expect("a bad [settings] value refuses to start");
     assert!(e.to_string().contains("statement_timeout"), "{e}");
@@ -159,7 +168,11 @@ fn cancel_requests_interrupt_long_statements_on_both_session_paths() {
         let srv = server(loops, "");
         let mut c = srv.client();
         fill(&mut c);
-        for sql in [LONG, "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b", "SELECT a.id FROM t a, t b, t c ORDER BY a.v - b.v LIMIT 1"] {
+        for sql in [
+            LONG,
+            "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b",
+            "SELECT a.id FROM t a, t b, t c ORDER BY a.v - b.v LIMIT 1",
+        ] {
             let done = Arc::new(AtomicBool::new(false));
             let canceler = keep_canceling(c.cancel_token(), done.clone());
             let r = capped(&mut c, sql);
@@ -194,7 +207,10 @@ fn idle_raw_session(srv: &common::TestServer) -> Vec<u8> {
     let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
     s.set_read_timeout(Some(MARGIN)).unwrap();
     let mut bytes = startup_packet("alice");
-    bytes.extend(message(b'Q', &cstr("SET idle_in_transaction_session_timeout = 300; BEGIN; UPDATE t SET v = -1 WHERE id = 1")));
+    bytes.extend(message(
+        b'Q',
+        &cstr("SET idle_in_transaction_session_timeout = 300; BEGIN; UPDATE t SET v = -1 WHERE id = 1"),
+    ));
     s.write_all(&bytes).unwrap();
     let started = Instant::now();
     let mut out = Vec::new();
@@ -223,7 +239,10 @@ fn idle_in_transaction_session_timeout_ends_the_session_and_its_locks() {
         let stream = idle_raw_session(&srv);
         assert_eq!(common::sqlstates(&stream), ["25P03"], "event_loops = {loops}");
         let text = String::from_utf8_lossy(&stream);
-        assert!(text.contains("terminating connection due to idle-in-transaction timeout") && text.contains("FATAL"), "{text}");
+        assert!(
+            text.contains("terminating connection due to idle-in-transaction timeout") && text.contains("FATAL"),
+            "{text}"
+        );
         // Its UPDATE rolled back and its row lock is free (a wait would
         // end with 57014 after 5 s).
         other.batch_execute("SET statement_timeout = '5s'").unwrap();
@@ -273,11 +292,18 @@ fn statement_mem_fails_one_statement_and_harms_no_session() {
         let mut other = srv.client();
         c.batch_execute("SET pgtier.statement_mem = 0; CREATE TABLE big (id int PRIMARY KEY, v text); INSERT INTO big SELECT g, 'row' FROM generate_series(1, 50000) g; SET pgtier.statement_mem TO DEFAULT").unwrap();
         assert_eq!(c.query_one("SHOW pgtier.statement_mem", &[]).unwrap().get::<_, String>(0), "1MB");
-        for (sql, what) in [("SELECT id, v FROM big ORDER BY id DESC", "sort"), ("SELECT id, count(*) FROM big GROUP BY id", "hash aggregate"), ("SELECT * FROM big", "result")] {
+        for (sql, what) in [
+            ("SELECT id, v FROM big ORDER BY id DESC", "sort"),
+            ("SELECT id, count(*) FROM big GROUP BY id", "hash aggregate"),
+            ("SELECT * FROM big", "result"),
+        ] {
             let e = c.query(sql, &[]).expect_err(sql);
             let db = e.as_db_error().expect("an ErrorResponse");
             assert_eq!((db.code().code(), db.message()), ("53200", "out of memory"), "event_loops = {loops}: {sql}");
-            assert_eq!(db.detail(), Some(format!("The {what} of this statement needed more than pgtier.statement_mem (1MB).").as_str()));
+            assert_eq!(
+                db.detail(),
+                Some(format!("The {what} of this statement needed more than pgtier.statement_mem (1MB).").as_str())
+            );
         }
         // Both sessions go on; one that raises its bound runs the statement.
         assert_eq!(c.query_one("SELECT count(*) FROM big", &[]).unwrap().get::<_, i64>(0), 50_000);

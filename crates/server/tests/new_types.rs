@@ -36,7 +36,8 @@ fn results_match_postgres_in_text_and_binary() {
     assert_eq!(types(&tier.prepare(SELECT).unwrap()), types(&pg.prepare(SELECT).unwrap()));
     assert_eq!(types(&tier.prepare(SELECT).unwrap())[1..], [2950, 2950, 1083, 1083, 1114, 1184, 1186]);
     // RowDescription's type modifiers are the columns' precisions.
-    let modifiers = "SELECT attname, atttypmod FROM pg_attribute WHERE attrelid = 'nt'::regclass AND attnum > 0 ORDER BY attnum";
+    let modifiers =
+        "SELECT attname, atttypmod FROM pg_attribute WHERE attrelid = 'nt'::regclass AND attnum > 0 ORDER BY attnum";
     assert_eq!(text_rows(&mut tier, modifiers), text_rows(&mut pg, modifiers));
     let ordered = "SELECT u, k, t FROM nt ORDER BY k NULLS FIRST";
     assert_eq!(binary_rows(&mut tier, ordered), binary_rows(&mut pg, ordered));
@@ -69,7 +70,12 @@ fn binary_and_text_parameters_store_what_postgres_stores() {
         assert_eq!(e.code().unwrap().code(), "22P02");
         // A binary uuid parameter with bytes left over is 22P03 (uuid_recv).
         let none = None::<Raw>;
-        let e = c.execute(&stmt, &[&Raw(500i32.to_be_bytes().to_vec()), &Raw(vec![1; 17]), &none, &none, &none, &none, &none, &none]).unwrap_err();
+        let e = c
+            .execute(
+                &stmt,
+                &[&Raw(500i32.to_be_bytes().to_vec()), &Raw(vec![1; 17]), &none, &none, &none, &none, &none, &none],
+            )
+            .unwrap_err();
         assert_eq!(e.code().unwrap().code(), "22P03");
         // A time in binary: microseconds since midnight; text takes time_in's forms.
         let noon = Raw((12i64 * 3_600_000_000).to_be_bytes().to_vec());
@@ -77,7 +83,10 @@ fn binary_and_text_parameters_store_what_postgres_stores() {
         assert_eq!(found.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [1, 4, 100, 103]);
         let typed = c.prepare_typed("SELECT $1::time(1)", &[postgres_types::Type::TEXT]).unwrap();
         let row = c.query_one(&typed, &[&"04:05:06.75 PM"]).unwrap();
-        assert_eq!(row.get::<_, Raw>(0), Raw((((16i64 * 60 + 5) * 60 + 6) * 1_000_000 + 800_000).to_be_bytes().to_vec()));
+        assert_eq!(
+            row.get::<_, Raw>(0),
+            Raw((((16i64 * 60 + 5) * 60 + 6) * 1_000_000 + 800_000).to_be_bytes().to_vec())
+        );
     }
     let copies = "SELECT * FROM nt WHERE id >= 100 ORDER BY id";
     assert_eq!(binary_rows(&mut tier, copies), binary_rows(&mut pg, copies));

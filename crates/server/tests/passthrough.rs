@@ -25,7 +25,8 @@ fn setup(name: &str, mode: &str) -> (TestServer, postgres::Client, String) {
     let url = cluster.create_database(&format!("pt_{name}_{}", std::process::id())).unwrap();
     let mut pg = pgtier_backend::connect(&url).unwrap();
     pg.batch_execute(&format!("{REMOTE_DDL}; {REMOTE_ROWS}")).unwrap();
-    let srv = common::start_with(&format!("[backend]\nurl = {url:?}\npool_size = 2\n[passthrough]\nmode = \"{mode}\"\n"));
+    let srv =
+        common::start_with(&format!("[backend]\nurl = {url:?}\npool_size = 2\n[passthrough]\nmode = \"{mode}\"\n"));
     (srv, pg, url)
 }
 
@@ -47,7 +48,9 @@ fn reads_match_postgres_in_both_protocols() {
     assert_eq!(names, pg_names);
     assert_eq!(names[2].1, 1700, "numeric, PostgreSQL's type");
     // Parameters (binary) and their types come from PostgreSQL.
-    let rows = tier.query("SELECT name FROM remote_t WHERE id = $1 OR amount < $2", &[&2i32, &rust_decimal_free_numeric()]).unwrap();
+    let rows = tier
+        .query("SELECT name FROM remote_t WHERE id = $1 OR amount < $2", &[&2i32, &rust_decimal_free_numeric()])
+        .unwrap();
     let got: Vec<Option<String>> = rows.iter().map(|r| r.get(0)).collect();
     assert_eq!(got.len(), 2);
     let rows = tier.query("SELECT name FROM remote_t WHERE id = $1", &[&3i32]).unwrap();
@@ -91,16 +94,30 @@ fn reads_mode_refuses_writes_and_ddl_never_passes() {
         let e = tier.execute(sql, &[]).unwrap_err();
         assert_eq!(code(&e), "25006", "{sql}: {e}");
     }
-    for sql in ["DROP TABLE remote_t", "ALTER TABLE remote_t ADD COLUMN extra int", "TRUNCATE remote_t", "CREATE INDEX remote_i ON remote_t (name)"] {
+    for sql in [
+        "DROP TABLE remote_t",
+        "ALTER TABLE remote_t ADD COLUMN extra int",
+        "TRUNCATE remote_t",
+        "CREATE INDEX remote_i ON remote_t (name)",
+    ] {
         let e = tier.simple_query(sql).unwrap_err();
         assert_eq!(code(&e), "0A000", "{sql}: {e}");
         let db = e.as_db_error().unwrap();
         // ALTER TABLE and TRUNCATE pgtier refuses before looking the table up.
-        assert!(db.message().contains("DDL is not passed through") || db.message().ends_with("is not supported"), "{sql}: {db:?}");
+        assert!(
+            db.message().contains("DDL is not passed through") || db.message().ends_with("is not supported"),
+            "{sql}: {db:?}"
+        );
     }
     // PostgreSQL is untouched.
-    assert_eq!(text_rows(&mut pg, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'remote_t'"), vec![vec![Some("4".to_owned())]]);
-    assert_eq!(text_rows(&mut pg, "SELECT count(*) FROM pg_indexes WHERE tablename = 'remote_t'"), vec![vec![Some("1".to_owned())]]);
+    assert_eq!(
+        text_rows(&mut pg, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'remote_t'"),
+        vec![vec![Some("4".to_owned())]]
+    );
+    assert_eq!(
+        text_rows(&mut pg, "SELECT count(*) FROM pg_indexes WHERE tablename = 'remote_t'"),
+        vec![vec![Some("1".to_owned())]]
+    );
     assert_eq!(text_rows(&mut pg, "SELECT count(*) FROM remote_t"), vec![vec![Some("3".to_owned())]]);
     // A volatile function that writes is refused by PostgreSQL itself (the
     // pooled connections are read-only in this mode).
@@ -160,8 +177,10 @@ fn passthrough_in_a_block_commits_and_rolls_back_with_it() {
     pg.batch_execute("CREATE TABLE remote_d (id int, CONSTRAINT remote_d_u UNIQUE (id) DEFERRABLE INITIALLY DEFERRED); INSERT INTO remote_d VALUES (1)").unwrap();
     let mut tier = srv.client();
     tier.batch_execute("CREATE TABLE loc (id int PRIMARY KEY, v text)").unwrap();
-    let local = |tier: &mut postgres::Client, id: i32| count(tier, &format!("SELECT count(*) FROM loc WHERE id = {id}"));
-    let remote = |pg: &mut postgres::Client, id: i32| count(pg, &format!("SELECT count(*) FROM remote_t WHERE id = {id}"));
+    let local =
+        |tier: &mut postgres::Client, id: i32| count(tier, &format!("SELECT count(*) FROM loc WHERE id = {id}"));
+    let remote =
+        |pg: &mut postgres::Client, id: i32| count(pg, &format!("SELECT count(*) FROM remote_t WHERE id = {id}"));
 
     // Commit: both parts land; until then PostgreSQL's part is invisible to
     // others and visible to the block itself.
@@ -192,7 +211,8 @@ fn passthrough_in_a_block_commits_and_rolls_back_with_it() {
     assert_eq!(count(&mut pg, "SELECT count(*) FROM remote_d"), 1);
 
     // A multi-statement Query is one block as well.
-    tier.simple_query("BEGIN; INSERT INTO remote_t VALUES (22, 'x', 0, NULL); INSERT INTO loc VALUES (4, 'x'); COMMIT").unwrap();
+    tier.simple_query("BEGIN; INSERT INTO remote_t VALUES (22, 'x', 0, NULL); INSERT INTO loc VALUES (4, 'x'); COMMIT")
+        .unwrap();
     assert_eq!((remote(&mut pg, 22), local(&mut tier, 4)), (1, 1));
 
     // A failing passthrough statement fails the block (25P02 after it).
@@ -244,8 +264,14 @@ fn a_table_pgtier_holds_is_never_passed_through() {
     let (srv, mut pg, _) = setup("held", "all");
     pg.batch_execute("CREATE TABLE dup (id int PRIMARY KEY, v text); INSERT INTO dup VALUES (1, 'postgres')").unwrap();
     let mut tier = srv.client();
-    tier.batch_execute("CREATE TABLE dup (id int PRIMARY KEY, v text); INSERT INTO dup VALUES (1, 'pgtier'), (2, 'pgtier')").unwrap();
-    assert_eq!(text_rows(&mut tier, "SELECT v FROM dup ORDER BY id"), vec![vec![Some("pgtier".into())], vec![Some("pgtier".into())]]);
+    tier.batch_execute(
+        "CREATE TABLE dup (id int PRIMARY KEY, v text); INSERT INTO dup VALUES (1, 'pgtier'), (2, 'pgtier')",
+    )
+    .unwrap();
+    assert_eq!(
+        text_rows(&mut tier, "SELECT v FROM dup ORDER BY id"),
+        vec![vec![Some("pgtier".into())], vec![Some("pgtier".into())]]
+    );
     let rows = tier.query("SELECT v FROM dup WHERE id = $1", &[&1i32]).unwrap();
     assert_eq!(rows[0].get::<_, String>(0), "pgtier");
     tier.execute("UPDATE dup SET v = 'changed'", &[]).unwrap();
@@ -319,7 +345,9 @@ fn extended_protocol_text_and_binary_formats_and_row_limits() {
     let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
     let url = cluster.create_database(&format!("pt_raw_{}", std::process::id())).unwrap();
     pgtier_backend::connect(&url).unwrap().batch_execute(&format!("{REMOTE_DDL}; {REMOTE_ROWS}")).unwrap();
-    let srv = common::start_with(&format!("[backend]\nurl = {url:?}\n[passthrough]\nmode = \"reads\"\n[auth]\nmethod = \"trust\"\n"));
+    let srv = common::start_with(&format!(
+        "[backend]\nurl = {url:?}\n[passthrough]\nmode = \"reads\"\n[auth]\nmethod = \"trust\"\n"
+    ));
     let parse = |sql: &str| {
         let mut b = cstr("");
         b.extend(cstr(sql));
@@ -384,7 +412,11 @@ fn extended_protocol_text_and_binary_formats_and_row_limits() {
     expected.extend(4i32.to_be_bytes());
     expected.extend(1i32.to_be_bytes());
     assert_eq!(first.1, expected);
-    let tags: Vec<String> = msgs.iter().filter(|m| m.0 == b'C').map(|m| String::from_utf8_lossy(&m.1).trim_end_matches('\0').to_owned()).collect();
+    let tags: Vec<String> = msgs
+        .iter()
+        .filter(|m| m.0 == b'C')
+        .map(|m| String::from_utf8_lossy(&m.1).trim_end_matches('\0').to_owned())
+        .collect();
     assert_eq!(tags, vec!["SELECT 1", "SELECT 3"]);
 }
 

@@ -35,7 +35,9 @@ fn connect(endpoint: &Endpoint) -> postgres::Client {
 fn batch(client: &mut postgres::Client, server: &str, sql: &str) {
     if let Err(error) = client.batch_execute(sql) {
         let short: String = sql.chars().take(300).collect();
-        let message = error.as_db_error().map_or_else(|| error.to_string(), |db| format!("{} {}", db.code().code(), db.message()));
+        let message = error
+            .as_db_error()
+            .map_or_else(|| error.to_string(), |db| format!("{} {}", db.code().code(), db.message()));
         panic!("{server}: {message}\nstatement: {short}");
     }
 }
@@ -62,11 +64,7 @@ fn run(server: &str, mut command: Command, what: &str) -> String {
     let output = command
         .output()
         .unwrap_or_else(|error| panic!("cannot start {what}: {error} ({})", support::clients::ENSURE_HINT));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "{what} against {server} failed ({}):\n{text}", output.status);
     text
 }
@@ -77,11 +75,7 @@ fn report_number(output: &str, prefix: &str) -> u64 {
         .lines()
         .find(|line| line.starts_with(prefix))
         .unwrap_or_else(|| panic!("no `{prefix}` line in pgbench's report:\n{output}"));
-    let digits: String = line[prefix.len()..]
-        .trim_start()
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
+    let digits: String = line[prefix.len()..].trim_start().chars().take_while(char::is_ascii_digit).collect();
     digits.parse().unwrap_or_else(|_| panic!("no number in `{line}`"))
 }
 
@@ -94,9 +88,7 @@ fn assert_no_failures(server: &str, output: &str) -> u64 {
 }
 
 fn sum(client: &mut postgres::Client, server: &str, sql: &str) -> i64 {
-    let row = client
-        .query_one(sql, &[])
-        .unwrap_or_else(|error| panic!("{server}: {sql}: {error}"));
+    let row = client.query_one(sql, &[]).unwrap_or_else(|error| panic!("{server}: {sql}: {error}"));
     row.get::<_, Option<i64>>(0).unwrap_or(0)
 }
 
@@ -120,7 +112,11 @@ fn tpcb_like(server: &str, endpoint: &Endpoint) {
 
     let mut processed_total = 0;
     for mode in ["prepared", "extended"] {
-        let output = run_pgbench(server, endpoint, &["-n", "-c", "4", "-j", "2", "-T", TPCB_SECONDS, "-M", mode, "--failures-detailed", "--verbose-errors"]);
+        let output = run_pgbench(
+            server,
+            endpoint,
+            &["-n", "-c", "4", "-j", "2", "-T", TPCB_SECONDS, "-M", mode, "--failures-detailed", "--verbose-errors"],
+        );
         processed_total += assert_no_failures(&format!("{server} -M {mode}"), &output);
         let accounts = sum(&mut client, server, "SELECT sum(abalance) FROM pgbench_accounts");
         let tellers = sum(&mut client, server, "SELECT sum(tbalance) FROM pgbench_tellers");
@@ -136,7 +132,9 @@ fn tpcb_like(server: &str, endpoint: &Endpoint) {
             processed_total,
             "{server} after -M {mode}: history rows vs transactions pgbench processed"
         );
-        eprintln!("{server} tpcb-like -M {mode}: {processed_total} transactions so far, balances consistent ({accounts})");
+        eprintln!(
+            "{server} tpcb-like -M {mode}: {processed_total} transactions so far, balances consistent ({accounts})"
+        );
     }
 }
 
@@ -190,7 +188,9 @@ fn tatp(server: &str, endpoint: &Endpoint) {
                 let count = ((s + t) % 4) as usize;
                 [0, 8, 16][..count.min(3)]
                     .iter()
-                    .map(move |start| format!("({s}, {t}, {start}, {}, '{:015}')", start + 1 + (s + t) % 8, s * 1000 + t))
+                    .map(move |start| {
+                        format!("({s}, {t}, {start}, {}, '{:015}')", start + 1 + (s + t) % 8, s * 1000 + t)
+                    })
                     .collect::<Vec<_>>()
             })
         }),

@@ -18,7 +18,8 @@ fn trust_server(extra: &str) -> common::TestServer {
 }
 
 fn still_serving(srv: &common::TestServer) {
-    let reply = exchange(srv, &[startup_packet("alice"), message(b'Q', &cstr("SELECT 41 + 1")), message(b'X', &[])].concat());
+    let reply =
+        exchange(srv, &[startup_packet("alice"), message(b'Q', &cstr("SELECT 41 + 1")), message(b'X', &[])].concat());
     assert!(reply.windows(2).any(|w| w == b"42"), "server stopped answering: {}", String::from_utf8_lossy(&reply));
 }
 
@@ -76,7 +77,12 @@ fn half_closed_connection_still_gets_its_answers() {
     let cut = exchange(&srv, &[startup_packet("alice"), message(b'Q', &cstr("SELECT 1"))[..7].to_vec()].concat());
     assert!(sqlstates(&cut).is_empty());
     // Closed in the middle of COPY FROM STDIN, inside a transaction.
-    let copy = [startup_packet("alice"), message(b'Q', &cstr("CREATE TABLE h (id int PRIMARY KEY); BEGIN; COPY h FROM STDIN")), message(b'd', b"1\n2\n")].concat();
+    let copy = [
+        startup_packet("alice"),
+        message(b'Q', &cstr("CREATE TABLE h (id int PRIMARY KEY); BEGIN; COPY h FROM STDIN")),
+        message(b'd', b"1\n2\n"),
+    ]
+    .concat();
     exchange(&srv, &copy);
     still_serving(&srv);
     let mut c = postgres::Config::new();
@@ -90,8 +96,26 @@ fn valid_stream() -> Vec<u8> {
     [
         startup_packet("alice"),
         message(b'Q', &cstr("CREATE TABLE IF NOT EXISTS f (id int PRIMARY KEY, v text)")),
-        message(b'P', &[cstr("s"), cstr("INSERT INTO f VALUES ($1, $2) ON CONFLICT (id) DO NOTHING"), vec![0, 2, 0, 0, 0, 23, 0, 0, 0, 25]].concat()),
-        message(b'B', &[cstr(""), cstr("s"), vec![0, 1, 0, 1, 0, 2, 0, 0, 0, 4, 0, 0, 0, 9, 0, 0, 0, 2], b"hi".to_vec(), vec![0, 0]].concat()),
+        message(
+            b'P',
+            &[
+                cstr("s"),
+                cstr("INSERT INTO f VALUES ($1, $2) ON CONFLICT (id) DO NOTHING"),
+                vec![0, 2, 0, 0, 0, 23, 0, 0, 0, 25],
+            ]
+            .concat(),
+        ),
+        message(
+            b'B',
+            &[
+                cstr(""),
+                cstr("s"),
+                vec![0, 1, 0, 1, 0, 2, 0, 0, 0, 4, 0, 0, 0, 9, 0, 0, 0, 2],
+                b"hi".to_vec(),
+                vec![0, 0],
+            ]
+            .concat(),
+        ),
         message(b'D', &[vec![b'P'], cstr("")].concat()),
         message(b'E', &[cstr(""), vec![0, 0, 0, 0]].concat()),
         message(b'S', &[]),
@@ -169,7 +193,12 @@ fn deep_statements_answer_or_54001_and_the_server_survives() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("DEPTH_WIRE_DONE"), "child: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && stdout.contains("DEPTH_WIRE_DONE"),
+        "child: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

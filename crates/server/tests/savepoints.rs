@@ -9,9 +9,21 @@ mod common;
 /// One outcome per step: rows as text, or the error's SQLSTATE.
 fn script(c: &mut postgres::Client) -> Vec<String> {
     let mut out = Vec::new();
-    let step = |out: &mut Vec<String>, c: &mut postgres::Client, sql: &str, params: &[&(dyn postgres::types::ToSql + Sync)]| {
+    let step = |out: &mut Vec<String>,
+                c: &mut postgres::Client,
+                sql: &str,
+                params: &[&(dyn postgres::types::ToSql + Sync)]| {
         let line = match c.query(sql, params) {
-            Ok(rows) => rows.iter().map(|r| (0..r.len()).map(|i| r.get::<_, Option<i32>>(i).map_or("NULL".into(), |v| v.to_string())).collect::<Vec<_>>().join(",")).collect::<Vec<_>>().join(";"),
+            Ok(rows) => rows
+                .iter()
+                .map(|r| {
+                    (0..r.len())
+                        .map(|i| r.get::<_, Option<i32>>(i).map_or("NULL".into(), |v| v.to_string()))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .collect::<Vec<_>>()
+                .join(";"),
             Err(e) => format!("error {}", e.code().map_or("none", |c| c.code())),
         };
         out.push(format!("{sql} -> {line}"));

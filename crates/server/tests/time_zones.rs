@@ -10,7 +10,10 @@ mod common;
 use std::io::Write;
 
 fn rows(c: &mut postgres::Client, sql: &str) -> Vec<String> {
-    common::text_rows(c, sql).into_iter().map(|r| r.into_iter().map(|v| v.unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>().join("|")).collect()
+    common::text_rows(c, sql)
+        .into_iter()
+        .map(|r| r.into_iter().map(|v| v.unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>().join("|"))
+        .collect()
 }
 
 fn copy_in(c: &mut postgres::Client, data: &str) {
@@ -28,16 +31,24 @@ fn transcript(a: &mut postgres::Client, b: &mut postgres::Client) -> Vec<String>
     for round in 0..3 {
         copy_in(a, &format!("{}\t2024-07-01 12:0{round}\t01/02/2024\n", 10 * round + 1));
         copy_in(b, &format!("{}\t2024-07-01 12:0{round}\t2024-02-01\n", 10 * round + 2));
-        a.batch_execute(&format!("INSERT INTO tzs VALUES ({}, '2024-03-10 02:30', '31/12/2024')", 10 * round + 3)).unwrap();
-        b.batch_execute(&format!("INSERT INTO tzs VALUES ({}, '2024-03-10 02:30', '2024-12-31')", 10 * round + 4)).unwrap();
+        a.batch_execute(&format!("INSERT INTO tzs VALUES ({}, '2024-03-10 02:30', '31/12/2024')", 10 * round + 3))
+            .unwrap();
+        b.batch_execute(&format!("INSERT INTO tzs VALUES ({}, '2024-03-10 02:30', '2024-12-31')", 10 * round + 4))
+            .unwrap();
         for (name, c) in [("a", &mut *a), ("b", &mut *b)] {
-            for row in rows(c, &format!("SELECT id, at, d, at::date, extract(hour FROM at) FROM tzs WHERE id / 10 = {round} ORDER BY id")) {
+            for row in rows(
+                c,
+                &format!(
+                    "SELECT id, at, d, at::date, extract(hour FROM at) FROM tzs WHERE id / 10 = {round} ORDER BY id"
+                ),
+            ) {
                 out.push(format!("{name} round {round}: {row}"));
             }
         }
     }
     for (name, c) in [("a", &mut *a), ("b", &mut *b)] {
-        let at: Vec<std::time::SystemTime> = c.query("SELECT at FROM tzs ORDER BY id", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+        let at: Vec<std::time::SystemTime> =
+            c.query("SELECT at FROM tzs ORDER BY id", &[]).unwrap().iter().map(|r| r.get(0)).collect();
         out.push(format!("{name} binary: {at:?}"));
     }
     out
@@ -62,7 +73,10 @@ fn sessions_sharing_a_thread_keep_their_own_zone_and_style() {
     let mut b = pgtier_backend::connect(&url).unwrap();
     let expected = transcript(&mut a, &mut b);
     assert!(expected.iter().any(|l| l.starts_with("a round 0: 1|01/07/2024 12:00:00 EDT|01/02/2024")), "{expected:#?}");
-    assert!(expected.iter().any(|l| l.starts_with("b round 0: 2|2024-07-01 12:00:00+05:30|2024-02-01")), "{expected:#?}");
+    assert!(
+        expected.iter().any(|l| l.starts_with("b round 0: 2|2024-07-01 12:00:00+05:30|2024-02-01")),
+        "{expected:#?}"
+    );
     assert_eq!(pgtier_transcript(1), expected, "one event loop");
     assert_eq!(pgtier_transcript(0), expected, "a thread per session");
 }

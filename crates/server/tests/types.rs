@@ -36,7 +36,9 @@ fn text_and_binary_results_match_postgres() {
     // Same column types (OID) in RowDescription.
     let t = tier.prepare(SELECT).unwrap();
     let p = pg.prepare(SELECT).unwrap();
-    let types = |s: &postgres::Statement| s.columns().iter().map(|c| (c.name().to_owned(), c.type_().oid())).collect::<Vec<_>>();
+    let types = |s: &postgres::Statement| {
+        s.columns().iter().map(|c| (c.name().to_owned(), c.type_().oid())).collect::<Vec<_>>()
+    };
     assert_eq!(types(&t), types(&p));
     // Expressions over every type, too (computed values, not stored ones).
     let expr = "SELECT c_int2 + 1, c_int4 * 2, c_int8 - 1, c_num * 2, c_double / 2, upper(c_text), c_date, length(c_char) FROM all_types WHERE id IN (1, 5) ORDER BY id";
@@ -77,7 +79,9 @@ fn typed_parameters_are_cast_to_the_inferred_type() {
     let mut tier = srv.client();
     tier.batch_execute("CREATE TABLE k (id int PRIMARY KEY, v bigint)").unwrap();
     // The client declares int8 for an int4 column: decoded as int8, cast.
-    let stmt = tier.prepare_typed("INSERT INTO k VALUES ($1, $2)", &[postgres_types::Type::INT8, postgres_types::Type::INT2]).unwrap();
+    let stmt = tier
+        .prepare_typed("INSERT INTO k VALUES ($1, $2)", &[postgres_types::Type::INT8, postgres_types::Type::INT2])
+        .unwrap();
     tier.execute(&stmt, &[&7i64, &5i16]).unwrap();
     let e = tier.execute(&stmt, &[&(i64::from(i32::MAX) + 1), &5i16]).unwrap_err();
     assert_eq!(e.code().unwrap().code(), "22003");

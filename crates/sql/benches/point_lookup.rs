@@ -22,8 +22,31 @@ fn main() {
     let ins_ai = conn.prepare("INSERT INTO access_info VALUES ($1, $2, $3, $4, $5, $6)").unwrap();
     conn.begin().unwrap();
     for i in 0..ROWS {
-        conn.execute(&ins, &[Value::Int4(i), Value::Text(format!("{i:015}")), Value::Int2(1), Value::Int2(2), Value::Int2(3), Value::Int8(4), Value::Int8(5)]).unwrap();
-        conn.execute(&ins_ai, &[Value::Int4(i), Value::Int2(1), Value::Int2(1), Value::Int2(2), Value::Text("abc".into()), Value::Text("abcde".into())]).unwrap();
+        conn.execute(
+            &ins,
+            &[
+                Value::Int4(i),
+                Value::Text(format!("{i:015}")),
+                Value::Int2(1),
+                Value::Int2(2),
+                Value::Int2(3),
+                Value::Int8(4),
+                Value::Int8(5),
+            ],
+        )
+        .unwrap();
+        conn.execute(
+            &ins_ai,
+            &[
+                Value::Int4(i),
+                Value::Int2(1),
+                Value::Int2(1),
+                Value::Int2(2),
+                Value::Text("abc".into()),
+                Value::Text("abcde".into()),
+            ],
+        )
+        .unwrap();
     }
     conn.commit().unwrap();
 
@@ -38,15 +61,23 @@ fn main() {
     });
     println!("engine begin+get+commit:               {engine_ns:7.0} ns/op");
 
-    let sel = conn.prepare("SELECT s_id, sub_nbr, bit_1, hex_1, byte2_1, msc_location, vlr_location FROM subscriber WHERE s_id = $1").unwrap();
+    let sel = conn
+        .prepare(
+            "SELECT s_id, sub_nbr, bit_1, hex_1, byte2_1, msc_location, vlr_location FROM subscriber WHERE s_id = $1",
+        )
+        .unwrap();
     let mut params = [Value::Int4(0)];
     let sql_ns = time(OPS, |i| {
         params[0] = Value::Int4((i % ROWS as u64) as i32);
         assert_eq!(conn.query_with(&sel, &params, |_, _| 1).unwrap(), 1);
     });
-    println!("SQL prepared PK SELECT (autocommit):   {sql_ns:7.0} ns/op  ({:+.0} ns over the engine)", sql_ns - engine_ns);
+    println!(
+        "SQL prepared PK SELECT (autocommit):   {sql_ns:7.0} ns/op  ({:+.0} ns over the engine)",
+        sql_ns - engine_ns
+    );
 
-    let acc = conn.prepare("SELECT data1, data2, data3, data4 FROM access_info WHERE s_id = $1 AND ai_type = $2").unwrap();
+    let acc =
+        conn.prepare("SELECT data1, data2, data3, data4 FROM access_info WHERE s_id = $1 AND ai_type = $2").unwrap();
     let upd = conn.prepare("UPDATE subscriber SET bit_1 = $1 WHERE s_id = $2").unwrap();
     let loc = conn.prepare("UPDATE subscriber SET vlr_location = $1 WHERE sub_nbr = $2").unwrap();
     let mut p2 = [Value::Int4(0), Value::Int2(1)];

@@ -33,9 +33,15 @@ impl PredicateCompiler for SqlPredicates {
     fn compile(&self, table: &str, predicate: &str) -> Result<Box<dyn RowTest>, String> {
         let catalog = self.db.catalog();
         let schema = catalog.table_by_name(table).ok_or_else(|| format!("table \"{table}\" is not in the cache"))?;
-        let params: Vec<String> = schema.columns.iter().enumerate().map(|(i, c)| format!("${}::{}", i + 1, c.ty.pg_name())).collect();
+        let params: Vec<String> =
+            schema.columns.iter().enumerate().map(|(i, c)| format!("${}::{}", i + 1, c.ty.pg_name())).collect();
         let names: Vec<String> = schema.columns.iter().map(|c| quote_ident(&c.name)).collect();
-        let sql = format!("SELECT ({predicate}) FROM (VALUES ({})) AS {}({})", params.join(", "), quote_ident(table), names.join(", "));
+        let sql = format!(
+            "SELECT ({predicate}) FROM (VALUES ({})) AS {}({})",
+            params.join(", "),
+            quote_ident(table),
+            names.join(", ")
+        );
         let mut connection = Connection::new(self.db.clone());
         let statement = connection.prepare(&sql).map_err(|e| e.to_string())?;
         Ok(Box::new(CompiledPredicate { connection, statement }))
@@ -44,7 +50,9 @@ impl PredicateCompiler for SqlPredicates {
 
 impl RowTest for CompiledPredicate {
     fn matches(&mut self, row: &[Value]) -> Result<bool, String> {
-        let result = self.connection.query_with(&self.statement, row, |values, _| matches!(values.first(), Some(Value::Bool(true))));
+        let result = self
+            .connection
+            .query_with(&self.statement, row, |values, _| matches!(values.first(), Some(Value::Bool(true))));
         // A failed evaluation leaves the session's implicit transaction aborted: end it.
         if result.is_err() {
             let _ = self.connection.execute_sql("ROLLBACK");

@@ -89,7 +89,8 @@ pub fn estimated_depth<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> usize
             continue;
         }
         let after_word = std::mem::replace(&mut previous_word, matches!(t, Token::Word(_)));
-        let closes = matches!(t, Token::RParen | Token::RBracket) || matches!(t, Token::Word(w) if w.keyword == Keyword::END);
+        let closes =
+            matches!(t, Token::RParen | Token::RBracket) || matches!(t, Token::Word(w) if w.keyword == Keyword::END);
         if closes && stack.last().is_some_and(|f| f.call) {
             calls -= 1;
         }
@@ -117,10 +118,41 @@ pub fn estimated_depth<'a>(tokens: impl IntoIterator<Item = &'a Token>) -> usize
             Token::Word(w) if w.keyword == Keyword::END => close(&mut stack),
             Token::Comma | Token::SemiColon => top(&mut stack).end_segment(),
             Token::Word(w) => match w.keyword {
-                Keyword::WHEN | Keyword::THEN | Keyword::ELSE | Keyword::SELECT | Keyword::FROM | Keyword::WHERE | Keyword::GROUP | Keyword::HAVING | Keyword::ORDER | Keyword::LIMIT | Keyword::OFFSET | Keyword::ON | Keyword::VALUES | Keyword::SET | Keyword::RETURNING => {
+                Keyword::WHEN
+                | Keyword::THEN
+                | Keyword::ELSE
+                | Keyword::SELECT
+                | Keyword::FROM
+                | Keyword::WHERE
+                | Keyword::GROUP
+                | Keyword::HAVING
+                | Keyword::ORDER
+                | Keyword::LIMIT
+                | Keyword::OFFSET
+                | Keyword::ON
+                | Keyword::VALUES
+                | Keyword::SET
+                | Keyword::RETURNING => {
                     top(&mut stack).end_segment();
                 }
-                Keyword::AND | Keyword::OR | Keyword::NOT | Keyword::IS | Keyword::NOTNULL | Keyword::LIKE | Keyword::ILIKE | Keyword::SIMILAR | Keyword::BETWEEN | Keyword::IN | Keyword::COLLATE | Keyword::AT | Keyword::OVERLAPS | Keyword::ESCAPE | Keyword::ANY | Keyword::ALL | Keyword::SOME | Keyword::EXISTS => {
+                Keyword::AND
+                | Keyword::OR
+                | Keyword::NOT
+                | Keyword::IS
+                | Keyword::NOTNULL
+                | Keyword::LIKE
+                | Keyword::ILIKE
+                | Keyword::SIMILAR
+                | Keyword::BETWEEN
+                | Keyword::IN
+                | Keyword::COLLATE
+                | Keyword::AT
+                | Keyword::OVERLAPS
+                | Keyword::ESCAPE
+                | Keyword::ANY
+                | Keyword::ALL
+                | Keyword::SOME
+                | Keyword::EXISTS => {
                     top(&mut stack).ops += 1;
                 }
                 _ => {}

@@ -47,7 +47,10 @@
 
 use sqlparser::ast::helpers::attached_token::AttachedToken;
 use sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
-use sqlparser::ast::{BinaryOperator, ColumnDef, DataType, Expr, Merge, MergeAction, MergeClause, MergeClauseKind, MergeInsertExpr, MergeInsertKind, MergeUpdateExpr, Statement, UnaryOperator};
+use sqlparser::ast::{
+    BinaryOperator, ColumnDef, DataType, Expr, Merge, MergeAction, MergeClause, MergeClauseKind, MergeInsertExpr,
+    MergeInsertKind, MergeUpdateExpr, Statement, UnaryOperator,
+};
 use sqlparser::dialect::{Dialect, PostgreSqlDialect, Precedence};
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{IsOptional, Parser, ParserError};
@@ -89,7 +92,15 @@ fn open_level(e: &Expr) -> Option<NonAssoc> {
 }
 
 fn is_comparison(op: &BinaryOperator) -> bool {
-    matches!(op, BinaryOperator::Eq | BinaryOperator::NotEq | BinaryOperator::Lt | BinaryOperator::LtEq | BinaryOperator::Gt | BinaryOperator::GtEq)
+    matches!(
+        op,
+        BinaryOperator::Eq
+            | BinaryOperator::NotEq
+            | BinaryOperator::Lt
+            | BinaryOperator::LtEq
+            | BinaryOperator::Gt
+            | BinaryOperator::GtEq
+    )
 }
 
 /// The level of the operator the parser is about to read.
@@ -99,12 +110,16 @@ fn next_level(parser: &Parser) -> Option<NonAssoc> {
         _ => None,
     };
     match &parser.peek_token_ref().token {
-        Token::Eq | Token::DoubleEq | Token::Neq | Token::Lt | Token::LtEq | Token::Gt | Token::GtEq => Some(NonAssoc::Cmp),
+        Token::Eq | Token::DoubleEq | Token::Neq | Token::Lt | Token::LtEq | Token::Gt | Token::GtEq => {
+            Some(NonAssoc::Cmp)
+        }
         Token::Word(w) => match w.keyword {
             Keyword::IS | Keyword::NOTNULL => Some(NonAssoc::Is),
             Keyword::BETWEEN | Keyword::IN | Keyword::LIKE | Keyword::ILIKE | Keyword::SIMILAR => Some(NonAssoc::Like),
             Keyword::NOT => match kw(1) {
-                Some(Keyword::BETWEEN | Keyword::IN | Keyword::LIKE | Keyword::ILIKE | Keyword::SIMILAR) => Some(NonAssoc::Like),
+                Some(Keyword::BETWEEN | Keyword::IN | Keyword::LIKE | Keyword::ILIKE | Keyword::SIMILAR) => {
+                    Some(NonAssoc::Like)
+                }
                 Some(Keyword::NULL) => Some(NonAssoc::Is),
                 _ => None,
             },
@@ -133,19 +148,32 @@ fn parse_merge(parser: &mut Parser) -> Result<Statement, ParserError> {
         parser.expect_keyword_is(Keyword::THEN)?;
         let action = if parser.parse_keywords(&[Keyword::DO, Keyword::NOTHING]) {
             let update_token = AttachedToken(parser.get_current_token().clone());
-            MergeAction::Update(MergeUpdateExpr { update_token, assignments: Vec::new(), update_predicate: None, delete_predicate: None })
+            MergeAction::Update(MergeUpdateExpr {
+                update_token,
+                assignments: Vec::new(),
+                update_predicate: None,
+                delete_predicate: None,
+            })
         } else if matched && parser.parse_keyword(Keyword::UPDATE) {
             let update_token = AttachedToken(parser.get_current_token().clone());
             parser.expect_keyword_is(Keyword::SET)?;
             let assignments = parser.parse_comma_separated(Parser::parse_assignment)?;
-            MergeAction::Update(MergeUpdateExpr { update_token, assignments, update_predicate: None, delete_predicate: None })
+            MergeAction::Update(MergeUpdateExpr {
+                update_token,
+                assignments,
+                update_predicate: None,
+                delete_predicate: None,
+            })
         } else if matched && parser.parse_keyword(Keyword::DELETE) {
             MergeAction::Delete { delete_token: AttachedToken(parser.get_current_token().clone()) }
         } else if !matched && parser.parse_keyword(Keyword::INSERT) {
             let insert_token = AttachedToken(parser.get_current_token().clone());
             let columns = parser.parse_parenthesized_qualified_column_list(IsOptional::Optional, false)?;
             if matches!(&parser.peek_token_ref().token, Token::Word(w) if w.value.eq_ignore_ascii_case("overriding")) {
-                return Err(ParserError::ParserError(format!("{}OVERRIDING in MERGE's INSERT", crate::error::UNSUPPORTED_PARSE)));
+                return Err(ParserError::ParserError(format!(
+                    "{}OVERRIDING in MERGE's INSERT",
+                    crate::error::UNSUPPORTED_PARSE
+                )));
             }
             let kind = if parser.parse_keywords(&[Keyword::DEFAULT, Keyword::VALUES]) {
                 MergeInsertKind::Row
@@ -208,11 +236,19 @@ impl Dialect for PgDialect {
             return parser.maybe_parse(parse_create_table_as).transpose();
         }
         // RESET TIME ZONE (SET TIME ZONE's RESET), which sqlparser lacks.
-        if parser.peek_keyword(Keyword::RESET) && matches!(parser.peek_nth_token_ref(1).token, Token::Word(ref w) if w.keyword == Keyword::TIME) {
-            return parser.maybe_parse(|p| {
-                p.expect_keywords(&[Keyword::RESET, Keyword::TIME, Keyword::ZONE])?;
-                Ok(Statement::Reset(sqlparser::ast::ResetStatement { reset: sqlparser::ast::Reset::ConfigurationParameter(sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::new("timezone")])) }))
-            }).transpose();
+        if parser.peek_keyword(Keyword::RESET)
+            && matches!(parser.peek_nth_token_ref(1).token, Token::Word(ref w) if w.keyword == Keyword::TIME)
+        {
+            return parser
+                .maybe_parse(|p| {
+                    p.expect_keywords(&[Keyword::RESET, Keyword::TIME, Keyword::ZONE])?;
+                    Ok(Statement::Reset(sqlparser::ast::ResetStatement {
+                        reset: sqlparser::ast::Reset::ConfigurationParameter(sqlparser::ast::ObjectName::from(vec![
+                            sqlparser::ast::Ident::new("timezone"),
+                        ])),
+                    }))
+                })
+                .transpose();
         }
         if !parser.peek_keyword(Keyword::MERGE) {
             return None;
@@ -232,7 +268,10 @@ impl Dialect for PgDialect {
         let op = match &parser.peek_token_ref().token {
             Token::Minus => UnaryOperator::Minus,
             Token::Plus => UnaryOperator::Plus,
-            Token::Word(w) if w.keyword == Keyword::NOT && matches!(&parser.peek_nth_token_ref(1).token, Token::Word(e) if e.keyword == Keyword::EXISTS) => {
+            Token::Word(w)
+                if w.keyword == Keyword::NOT
+                    && matches!(&parser.peek_nth_token_ref(1).token, Token::Word(e) if e.keyword == Keyword::EXISTS) =>
+            {
                 parser.advance_token();
                 return Some(parser.parse_subexpr(self.prec_value(Precedence::UnaryNot)).map(|e| match e {
                     // The common case keeps sqlparser's own node.
@@ -251,7 +290,10 @@ impl Dialect for PgDialect {
             let next = parser.peek_token_ref();
             // Worded as sqlparser's errors, which error.rs turns into
             // PostgreSQL's `syntax error at or near "<"` with its position.
-            return Some(Err(ParserError::ParserError(format!("Expected: end of a non-associative operand, found: {}{}", next.token, next.span.start))));
+            return Some(Err(ParserError::ParserError(format!(
+                "Expected: end of a non-associative operand, found: {}{}",
+                next.token, next.span.start
+            ))));
         }
         // sqlparser reads IS [NOT] DISTINCT FROM's right operand as a
         // whole expression (`a IS DISTINCT FROM b AND c` became
@@ -264,7 +306,13 @@ impl Dialect for PgDialect {
             return None;
         };
         let (left, prec) = (Box::new(expr.clone()), self.prec_value(Precedence::Is));
-        Some(parser.parse_subexpr(prec).map(|right| if negated { Expr::IsNotDistinctFrom(left, Box::new(right)) } else { Expr::IsDistinctFrom(left, Box::new(right)) }))
+        Some(parser.parse_subexpr(prec).map(|right| {
+            if negated {
+                Expr::IsNotDistinctFrom(left, Box::new(right))
+            } else {
+                Expr::IsDistinctFrom(left, Box::new(right))
+            }
+        }))
     }
 
     // ---- forwarded: every method PostgreSqlDialect overrides ----
@@ -409,7 +457,11 @@ fn parse_create_table_as(parser: &mut Parser) -> Result<Statement, ParserError> 
     let mut columns = Vec::new();
     if parser.consume_token(&Token::LParen) {
         loop {
-            columns.push(ColumnDef { name: parser.parse_identifier()?, data_type: DataType::Unspecified, options: Vec::new() });
+            columns.push(ColumnDef {
+                name: parser.parse_identifier()?,
+                data_type: DataType::Unspecified,
+                options: Vec::new(),
+            });
             if parser.consume_token(&Token::RParen) {
                 break;
             }
@@ -432,7 +484,11 @@ fn parse_create_table_as(parser: &mut Parser) -> Result<Statement, ParserError> 
         let sql = format!("SELECT * FROM ({query}) AS pgtier_no_data LIMIT 0");
         query = Parser::new(&PgDialect::default()).try_with_sql(&sql)?.parse_query()?;
     }
-    let create = CreateTableBuilder::new(name).temporary(temporary).if_not_exists(if_not_exists).columns(columns).query(Some(query));
+    let create = CreateTableBuilder::new(name)
+        .temporary(temporary)
+        .if_not_exists(if_not_exists)
+        .columns(columns)
+        .query(Some(query));
     Ok(Statement::CreateTable(create.build()))
 }
 
@@ -471,10 +527,14 @@ const LIKE_OPTIONS_KEY: &str = "pgtier like options";
 pub fn like_options(c: &sqlparser::ast::CreateTable) -> Option<u32> {
     let sqlparser::ast::CreateTableOptions::TableProperties(props) = &c.table_options else { return None };
     props.iter().find_map(|p| match p {
-        sqlparser::ast::SqlOption::KeyValue { key, value: Expr::Value(v) } if key.value == LIKE_OPTIONS_KEY && key.quote_style.is_none() => match &v.value {
-            sqlparser::ast::Value::Number(n, _) => n.parse().ok(),
-            _ => None,
-        },
+        sqlparser::ast::SqlOption::KeyValue { key, value: Expr::Value(v) }
+            if key.value == LIKE_OPTIONS_KEY && key.quote_style.is_none() =>
+        {
+            match &v.value {
+                sqlparser::ast::Value::Number(n, _) => n.parse().ok(),
+                _ => None,
+            }
+        }
         _ => None,
     })
 }
@@ -491,7 +551,11 @@ fn parse_create_table_like(parser: &mut Parser) -> Result<Statement, ParserError
     let mut beyond_defaults = false;
     while let Some(kw) = parser.parse_one_of_keywords(&[Keyword::INCLUDING, Keyword::EXCLUDING]) {
         let word = parser.parse_identifier()?.value.to_uppercase();
-        let bits = like_option::NAMES.iter().find(|(n, _)| *n == word).map(|&(_, b)| b).ok_or_else(|| ParserError::ParserError(format!("syntax error at or near \"{word}\"")))?;
+        let bits = like_option::NAMES
+            .iter()
+            .find(|(n, _)| *n == word)
+            .map(|&(_, b)| b)
+            .ok_or_else(|| ParserError::ParserError(format!("syntax error at or near \"{word}\"")))?;
         beyond_defaults |= bits != like_option::DEFAULTS;
         if kw == Keyword::INCLUDING {
             options |= bits;
@@ -503,12 +567,22 @@ fn parse_create_table_like(parser: &mut Parser) -> Result<Statement, ParserError
     if !beyond_defaults {
         return Err(ParserError::ParserError("a CREATE TABLE (LIKE ...) sqlparser parses".into()));
     }
-    let defaults = Some(if options & like_option::DEFAULTS != 0 { sqlparser::ast::CreateTableLikeDefaults::Including } else { sqlparser::ast::CreateTableLikeDefaults::Excluding });
-    let like = sqlparser::ast::CreateTableLikeKind::Parenthesized(sqlparser::ast::CreateTableLike { name: source, defaults });
+    let defaults = Some(if options & like_option::DEFAULTS != 0 {
+        sqlparser::ast::CreateTableLikeDefaults::Including
+    } else {
+        sqlparser::ast::CreateTableLikeDefaults::Excluding
+    });
+    let like =
+        sqlparser::ast::CreateTableLikeKind::Parenthesized(sqlparser::ast::CreateTableLike { name: source, defaults });
     let key = sqlparser::ast::Ident::new(LIKE_OPTIONS_KEY);
     let value = Expr::value(sqlparser::ast::Value::Number(options.to_string(), false));
-    let props = sqlparser::ast::CreateTableOptions::TableProperties(vec![sqlparser::ast::SqlOption::KeyValue { key, value }]);
-    let create = CreateTableBuilder::new(name).temporary(temporary).if_not_exists(if_not_exists).like(Some(like)).table_options(props);
+    let props =
+        sqlparser::ast::CreateTableOptions::TableProperties(vec![sqlparser::ast::SqlOption::KeyValue { key, value }]);
+    let create = CreateTableBuilder::new(name)
+        .temporary(temporary)
+        .if_not_exists(if_not_exists)
+        .like(Some(like))
+        .table_options(props);
     Ok(Statement::CreateTable(create.build()))
 }
 
@@ -535,7 +609,8 @@ mod tests {
         for entry in std::fs::read_dir(dir).unwrap() {
             let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
             for record in text.split("\n\n") {
-                let sql: Vec<&str> = record.lines().skip_while(|l| l.starts_with('#')).skip(1).take_while(|l| *l != "----").collect();
+                let sql: Vec<&str> =
+                    record.lines().skip_while(|l| l.starts_with('#')).skip(1).take_while(|l| *l != "----").collect();
                 let sql = sql.join("\n");
                 let theirs = Parser::parse_sql(&PostgreSqlDialect {}, &sql);
                 // MERGE is this dialect's own (PostgreSQL 15's grammar):
@@ -546,7 +621,9 @@ mod tests {
                 let create_as = upper.starts_with("CREATE") && upper.contains(" AS ");
                 // And RESET TIME ZONE, and interval(p) 'literal' (sqlparser
                 // drops the precision).
-                let own_form = upper.starts_with("RESET TIME ZONE") || upper.contains("INTERVAL(") || (upper.contains("(LIKE ") && upper.contains("CLUDING "));
+                let own_form = upper.starts_with("RESET TIME ZONE")
+                    || upper.contains("INTERVAL(")
+                    || (upper.contains("(LIKE ") && upper.contains("CLUDING "));
                 match (Parser::parse_sql(&PgDialect::default(), &sql), theirs) {
                     (Ok(ours), Ok(theirs)) if !own_form => assert_eq!(to_text(&ours), to_text(&theirs), "{sql}"),
                     (Ok(_), Ok(_)) => {}
@@ -605,12 +682,27 @@ mod tests {
 
     #[test]
     fn chained_comparisons_are_syntax_errors() {
-        for bad in ["a < b = c", "a = b = c", "a IS DISTINCT FROM b IS NULL", "a LIKE b LIKE c", "a BETWEEN 1 AND 2 IN (1)", "a LIKE b NOT IN (1)"] {
+        for bad in [
+            "a < b = c",
+            "a = b = c",
+            "a IS DISTINCT FROM b IS NULL",
+            "a LIKE b LIKE c",
+            "a BETWEEN 1 AND 2 IN (1)",
+            "a LIKE b NOT IN (1)",
+        ] {
             assert!(expr(bad).is_err(), "{bad}");
         }
         let e = expr("a IS DISTINCT FROM b AND c").unwrap();
         assert!(e.starts_with("BinaryOp { left: IsDistinctFrom"), "{e}");
-        for good in ["(a < b) = c", "a < b IS NULL", "a IS NULL IS NULL", "a IN (1) IN (true)", "a = ANY (b) = c", "a = b IS NOT DISTINCT FROM c", "NOT a < b AND c > d"] {
+        for good in [
+            "(a < b) = c",
+            "a < b IS NULL",
+            "a IS NULL IS NULL",
+            "a IN (1) IN (true)",
+            "a = ANY (b) = c",
+            "a = b IS NOT DISTINCT FROM c",
+            "NOT a < b AND c > d",
+        ] {
             assert!(expr(good).is_ok(), "{good}");
         }
     }

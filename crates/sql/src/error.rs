@@ -41,7 +41,8 @@ impl SqlError {
     /// (kept if one is already set: the innermost place wins).
     pub fn at(mut self, span: sqlparser::tokenizer::Span) -> SqlError {
         if self.location.is_none()
-            && let (Ok(line @ 1..), Ok(column @ 1..)) = (u32::try_from(span.start.line), u32::try_from(span.start.column))
+            && let (Ok(line @ 1..), Ok(column @ 1..)) =
+                (u32::try_from(span.start.line), u32::try_from(span.start.column))
         {
             self.set_location(line, column);
         }
@@ -105,13 +106,15 @@ impl SqlError {
     }
 
     pub fn undefined_function(signature: &str) -> SqlError {
-        SqlError::new("42883", format!("function {signature} does not exist"))
-            .with_hint("No function matches the given name and argument types. You might need to add explicit type casts.")
+        SqlError::new("42883", format!("function {signature} does not exist")).with_hint(
+            "No function matches the given name and argument types. You might need to add explicit type casts.",
+        )
     }
 
     pub fn undefined_operator(signature: &str) -> SqlError {
-        SqlError::new("42883", format!("operator does not exist: {signature}"))
-            .with_hint("No operator matches the given name and argument types. You might need to add explicit type casts.")
+        SqlError::new("42883", format!("operator does not exist: {signature}")).with_hint(
+            "No operator matches the given name and argument types. You might need to add explicit type casts.",
+        )
     }
 
     pub fn datatype_mismatch(message: impl Into<String>) -> SqlError {

@@ -11,7 +11,10 @@
 use pgtier_engine::Catalog;
 
 use crate::expr::Expr;
-use crate::plan::{Access, FrameBound, FrameExclude, FrameUnits, InsertSource, Level, Plan, SelectPlan, SetOp, SetTree, TableFunc, VirtualSource, WindowFrame};
+use crate::plan::{
+    Access, FrameBound, FrameExclude, FrameUnits, InsertSource, Level, Plan, SelectPlan, SetOp, SetTree, TableFunc,
+    VirtualSource, WindowFrame,
+};
 
 /// The lines of `plan`'s EXPLAIN; None for a statement EXPLAIN does not take.
 pub fn explain(plan: &Plan, catalog: &Catalog) -> Option<Vec<String>> {
@@ -44,7 +47,10 @@ pub fn explain(plan: &Plan, catalog: &Catalog) -> Option<Vec<String>> {
         }
         Plan::Merge(m) => {
             out.node(0, format!("Merge on {}", m.table.name));
-            out.detail(0, format!("WHEN MATCHED clauses: {}, WHEN NOT MATCHED clauses: {}", m.matched.len(), m.not_matched.len()));
+            out.detail(
+                0,
+                format!("WHEN MATCHED clauses: {}, WHEN NOT MATCHED clauses: {}", m.matched.len(), m.not_matched.len()),
+            );
             out.select(&m.join, 1);
         }
         _ => return None,
@@ -133,7 +139,16 @@ impl Lines<'_> {
             [only] => self.level(only, depth),
             [outer @ .., inner] => {
                 let kind = if inner.hash_keys.is_empty() { "Nested Loop" } else { "Hash Join" };
-                self.node(depth, if inner.full_join { format!("{kind} Full Join") } else if inner.left_join { format!("{kind} Left Join") } else { kind.to_owned() });
+                self.node(
+                    depth,
+                    if inner.full_join {
+                        format!("{kind} Full Join")
+                    } else if inner.left_join {
+                        format!("{kind} Left Join")
+                    } else {
+                        kind.to_owned()
+                    },
+                );
                 if !inner.hash_keys.is_empty() {
                     self.detail(depth, format!("Hash Keys: {}", inner.hash_keys.len()));
                 }

@@ -28,8 +28,12 @@ enum Unit {
 /// The unit names and abbreviations of datetime.c's deltatktbl.
 fn unit(word: &str) -> Option<Unit> {
     Some(match word {
-        "us" | "usec" | "usecs" | "usecond" | "useconds" | "microsecon" | "microsecond" | "microseconds" => Unit::Microsecond,
-        "ms" | "msec" | "msecs" | "msecond" | "mseconds" | "millisecon" | "millisecond" | "milliseconds" => Unit::Millisecond,
+        "us" | "usec" | "usecs" | "usecond" | "useconds" | "microsecon" | "microsecond" | "microseconds" => {
+            Unit::Microsecond
+        }
+        "ms" | "msec" | "msecs" | "msecond" | "mseconds" | "millisecon" | "millisecond" | "milliseconds" => {
+            Unit::Millisecond
+        }
         "s" | "sec" | "secs" | "second" | "seconds" => Unit::Second,
         "m" | "min" | "mins" | "minute" | "minutes" => Unit::Minute,
         "h" | "hr" | "hrs" | "hour" | "hours" => Unit::Hour,
@@ -83,7 +87,14 @@ fn decode(text: &str) -> std::result::Result<Interval, Bad> {
     // (rather than a clock field implying days).
     let mut pending: Option<(Unit, bool)> = None;
     let mut seen: Vec<Unit> = Vec::new();
-    let claim = |u: Unit, seen: &mut Vec<Unit>| if seen.contains(&u) { Err(Bad::Syntax) } else { seen.push(u); Ok(()) };
+    let claim = |u: Unit, seen: &mut Vec<Unit>| {
+        if seen.contains(&u) {
+            Err(Bad::Syntax)
+        } else {
+            seen.push(u);
+            Ok(())
+        }
+    };
     // Right to left, as DecodeInterval: a unit names the number before it.
     for (i, tok) in tokens.iter().enumerate().rev() {
         if tok.starts_with(|c: char| c.is_ascii_alphabetic()) {
@@ -128,7 +139,11 @@ fn decode(text: &str) -> std::result::Result<Interval, Bad> {
     }
     let sign = if ago { -1 } else { 1 };
     let narrow = |v: i64| i32::try_from(v * sign).map_err(|_| Bad::Range);
-    Ok(Interval { months: narrow(f.months)?, days: narrow(f.days)?, micros: f.micros.checked_mul(sign).ok_or(Bad::Range)? })
+    Ok(Interval {
+        months: narrow(f.months)?,
+        days: narrow(f.days)?,
+        micros: f.micros.checked_mul(sign).ok_or(Bad::Range)?,
+    })
 }
 
 /// Numbers (with sign, point and colons) and words; `@` first is noise.
@@ -175,7 +190,10 @@ fn quantity(tok: &str, u: Unit, f: &mut Fields) -> std::result::Result<(), Bad> 
         _ => (false, tok),
     };
     let (int, frac) = body.split_once('.').unwrap_or((body, ""));
-    if (int.is_empty() && frac.is_empty()) || !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+    if (int.is_empty() && frac.is_empty())
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
         return Err(Bad::Syntax);
     }
     let sign = if negative { -1 } else { 1 };
@@ -186,7 +204,9 @@ fn quantity(tok: &str, u: Unit, f: &mut Fields) -> std::result::Result<(), Bad> 
         *slot = slot.checked_add(v).ok_or(Bad::Range)?;
         Ok(())
     };
-    let micros_of = |scale: i64| -> std::result::Result<i64, Bad> { val.checked_mul(scale).and_then(|m| m.checked_add(fract_micros(fval, scale))).ok_or(Bad::Range) };
+    let micros_of = |scale: i64| -> std::result::Result<i64, Bad> {
+        val.checked_mul(scale).and_then(|m| m.checked_add(fract_micros(fval, scale))).ok_or(Bad::Range)
+    };
     match u {
         Unit::Microsecond => add(&mut f.micros, micros_of(1)?)?,
         Unit::Millisecond => add(&mut f.micros, micros_of(1_000)?)?,
@@ -287,7 +307,9 @@ pub fn round_seconds(v: Interval, p: u64) -> Result<Interval> {
     let scale = 10_i64.pow(6 - u32::try_from(p).unwrap_or(6));
     let half = scale / 2;
     let overflow = || SqlError::new("22008", "interval out of range");
-    let magnitude = v.micros.unsigned_abs().checked_add(half.unsigned_abs()).ok_or_else(overflow)? / scale.unsigned_abs() * scale.unsigned_abs();
+    let magnitude = v.micros.unsigned_abs().checked_add(half.unsigned_abs()).ok_or_else(overflow)?
+        / scale.unsigned_abs()
+        * scale.unsigned_abs();
     let micros = i64::try_from(magnitude).map_err(|_| overflow())?;
     Ok(Interval { micros: if v.micros < 0 { -micros } else { micros }, ..v })
 }
@@ -303,7 +325,11 @@ pub fn add(a: Interval, b: Interval) -> Result<Interval> {
 
 pub fn negate(v: Interval) -> Result<Interval> {
     let err = || out_of_range("interval");
-    Ok(Interval { months: v.months.checked_neg().ok_or_else(err)?, days: v.days.checked_neg().ok_or_else(err)?, micros: v.micros.checked_neg().ok_or_else(err)? })
+    Ok(Interval {
+        months: v.months.checked_neg().ok_or_else(err)?,
+        days: v.days.checked_neg().ok_or_else(err)?,
+        micros: v.micros.checked_neg().ok_or_else(err)?,
+    })
 }
 
 /// timestamp_pl_interval: months (the day clamped to the month's end),
@@ -320,7 +346,8 @@ fn timestamp_plus(ts: i64, v: Interval) -> Result<i64> {
         let month0 = y * 12 + i64::from(m) - 1 + i64::from(v.months);
         let (y, m) = (month0.div_euclid(12), u32::try_from(month0.rem_euclid(12) + 1).unwrap_or(1));
         let last = (28..=31).rev().find(|&dd| civil_from_days(days_from_civil(y, m, dd)).1 == m).unwrap_or(28);
-        ts = days_from_civil(y, m, d.min(last)).checked_mul(MICROS_PER_DAY).ok_or_else(err)? + ts.rem_euclid(MICROS_PER_DAY);
+        ts = days_from_civil(y, m, d.min(last)).checked_mul(MICROS_PER_DAY).ok_or_else(err)?
+            + ts.rem_euclid(MICROS_PER_DAY);
     }
     ts = ts.checked_add(i64::from(v.days).checked_mul(MICROS_PER_DAY).ok_or_else(err)?).ok_or_else(err)?;
     ts = ts.checked_add(v.micros).ok_or_else(err)?;
@@ -341,13 +368,15 @@ pub fn scale(v: Interval, factor: f64, divide: bool) -> Result<Interval> {
     }
     let times = |x: f64| if divide { x / factor } else { x * factor };
     let err = || out_of_range("interval");
-    let whole32 = |x: f64| if (f64::from(i32::MIN)..-f64::from(i32::MIN)).contains(&x) { Ok(x.trunc()) } else { Err(err()) };
+    let whole32 =
+        |x: f64| if (f64::from(i32::MIN)..-f64::from(i32::MIN)).contains(&x) { Ok(x.trunc()) } else { Err(err()) };
     let month_product = times(f64::from(v.months));
     let day_product = times(f64::from(v.days));
     let months = whole32(month_product)?;
     let mut days = whole32(day_product)?;
     let month_remainder_days = ts_round((month_product - months) * DAYS_PER_MONTH);
-    let mut sec_remainder = ts_round((day_product - days + month_remainder_days - month_remainder_days.trunc()) * SECS_PER_DAY);
+    let mut sec_remainder =
+        ts_round((day_product - days + month_remainder_days - month_remainder_days.trunc()) * SECS_PER_DAY);
     if sec_remainder.abs() >= SECS_PER_DAY {
         let carried = (sec_remainder / SECS_PER_DAY).trunc();
         days = whole32(days + carried)?;
@@ -400,13 +429,20 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
     let undefined = || SqlError::undefined_operator(&format!("{} {} {}", a.type_name(), op.symbol(), b.type_name()));
     let signed = |v: Interval| if op == ArithOp::Sub { negate(v) } else { Ok(v) };
     Ok(match (ty, a, b) {
-        (DataType::Timestamp(_), Value::Date(_), Value::Time(_)) | (DataType::Timestamp(_), Value::Time(_), Value::Date(_)) => crate::time::date_plus_time(a, b)?,
+        (DataType::Timestamp(_), Value::Date(_), Value::Time(_))
+        | (DataType::Timestamp(_), Value::Time(_), Value::Date(_)) => crate::time::date_plus_time(a, b)?,
         (DataType::Interval, Value::Interval(x), Value::Interval(y)) => Value::Interval(add(*x, signed(*y)?)?),
-        (DataType::Interval, Value::Interval(v), n) | (DataType::Interval, n, Value::Interval(v)) if op == ArithOp::Mul => {
+        (DataType::Interval, Value::Interval(v), n) | (DataType::Interval, n, Value::Interval(v))
+            if op == ArithOp::Mul =>
+        {
             Value::Interval(scale(*v, crate::value::to_f64(n).ok_or_else(undefined)?, false)?)
         }
-        (DataType::Interval, Value::Interval(v), n) if op == ArithOp::Div => Value::Interval(scale(*v, crate::value::to_f64(n).ok_or_else(undefined)?, true)?),
-        (DataType::Interval, Value::Time(x), Value::Time(y)) if op == ArithOp::Sub => Value::Interval(Interval { months: 0, days: 0, micros: x - y }),
+        (DataType::Interval, Value::Interval(v), n) if op == ArithOp::Div => {
+            Value::Interval(scale(*v, crate::value::to_f64(n).ok_or_else(undefined)?, true)?)
+        }
+        (DataType::Interval, Value::Time(x), Value::Time(y)) if op == ArithOp::Sub => {
+            Value::Interval(Interval { months: 0, days: 0, micros: x - y })
+        }
         (DataType::Interval, x, y) if op == ArithOp::Sub => {
             // timestamp_mi then interval_justify_hours: whole days apart.
             let (x, y) = (instant(x)?.ok_or_else(undefined)?, instant(y)?.ok_or_else(undefined)?);
@@ -417,15 +453,22 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
             let days = i32::try_from(diff / MICROS_PER_DAY).map_err(|_| out_of_range("interval"))?;
             Value::Interval(Interval { months: 0, days, micros: diff % MICROS_PER_DAY })
         }
-        (DataType::Time(_), Value::Time(t), Value::Interval(v)) | (DataType::Time(_), Value::Interval(v), Value::Time(t)) => {
-            Value::Time(t.checked_add(signed(*v)?.micros).ok_or_else(|| out_of_range("time"))?.rem_euclid(MICROS_PER_DAY))
-        }
-        (DataType::TimestampTz(_), Value::TimestampTz(t), Value::Interval(v)) | (DataType::TimestampTz(_), Value::Interval(v), Value::TimestampTz(t)) => {
+        (DataType::Time(_), Value::Time(t), Value::Interval(v))
+        | (DataType::Time(_), Value::Interval(v), Value::Time(t)) => Value::Time(
+            t.checked_add(signed(*v)?.micros).ok_or_else(|| out_of_range("time"))?.rem_euclid(MICROS_PER_DAY),
+        ),
+        (DataType::TimestampTz(_), Value::TimestampTz(t), Value::Interval(v))
+        | (DataType::TimestampTz(_), Value::Interval(v), Value::TimestampTz(t)) => {
             Value::TimestampTz(timestamptz_plus(*t, signed(*v)?)?)
         }
-        (DataType::Timestamp(_) | DataType::TimestampTz(_), x, Value::Interval(v)) | (DataType::Timestamp(_) | DataType::TimestampTz(_), Value::Interval(v), x) => {
+        (DataType::Timestamp(_) | DataType::TimestampTz(_), x, Value::Interval(v))
+        | (DataType::Timestamp(_) | DataType::TimestampTz(_), Value::Interval(v), x) => {
             let ts = timestamp_plus(instant(x)?.ok_or_else(undefined)?, signed(*v)?)?;
-            if matches!(ty, DataType::TimestampTz(_)) { Value::TimestampTz(crate::tz::from_local(ts)) } else { Value::Timestamp(ts) }
+            if matches!(ty, DataType::TimestampTz(_)) {
+                Value::TimestampTz(crate::tz::from_local(ts))
+            } else {
+                Value::Timestamp(ts)
+            }
         }
         _ => return Err(undefined()),
     })
@@ -435,7 +478,9 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
 pub fn cast(v: Value, to: DataType) -> Value {
     match (to, v) {
         (DataType::Interval, Value::Time(t)) => Value::Interval(Interval { months: 0, days: 0, micros: t }),
-        (DataType::Time(p), Value::Interval(iv)) => Value::Time(round_to_precision(iv.micros.rem_euclid(MICROS_PER_DAY), p)),
+        (DataType::Time(p), Value::Interval(iv)) => {
+            Value::Time(round_to_precision(iv.micros.rem_euclid(MICROS_PER_DAY), p))
+        }
         (_, v) => v,
     }
 }
@@ -467,7 +512,15 @@ mod tests {
 
     #[test]
     fn refusals() {
-        for (text, state) in [("", "22007"), ("1 fortnight", "22007"), ("1 day 2 days", "22007"), ("day", "22007"), ("P1Y", "0A000"), ("1-2", "0A000"), ("99999999999 years", "22015")] {
+        for (text, state) in [
+            ("", "22007"),
+            ("1 fortnight", "22007"),
+            ("1 day 2 days", "22007"),
+            ("day", "22007"),
+            ("P1Y", "0A000"),
+            ("1-2", "0A000"),
+            ("99999999999 years", "22015"),
+        ] {
             assert_eq!(parse(text).err().map(|e| e.sqlstate), Some(state), "{text}");
         }
     }
@@ -477,6 +530,9 @@ mod tests {
         let jan31 = days_from_civil(2024, 1, 31) * MICROS_PER_DAY;
         let feb29 = days_from_civil(2024, 2, 29) * MICROS_PER_DAY;
         assert_eq!(timestamp_plus(jan31, Interval { months: 1, days: 0, micros: 0 }).ok(), Some(feb29));
-        assert_eq!(timestamp_plus(feb29, Interval { months: -12, days: 1, micros: 0 }).ok(), Some(days_from_civil(2023, 3, 1) * MICROS_PER_DAY));
+        assert_eq!(
+            timestamp_plus(feb29, Interval { months: -12, days: 1, micros: 0 }).ok(),
+            Some(days_from_civil(2023, 3, 1) * MICROS_PER_DAY)
+        );
     }
 }

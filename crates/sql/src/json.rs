@@ -18,9 +18,15 @@ use crate::value;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JsonFunc {
     /// `->` (false) / `->>` (true) by key or index; `jsonb` says the operand type.
-    Get { jsonb: bool, text: bool },
+    Get {
+        jsonb: bool,
+        text: bool,
+    },
     /// `#>` / `#>>` by a text[] path.
-    GetPath { jsonb: bool, text: bool },
+    GetPath {
+        jsonb: bool,
+        text: bool,
+    },
     /// `@>` (rhs contained in lhs).
     Contains,
     /// `?`, `?|` (any), `?&` (all).
@@ -33,34 +39,65 @@ pub enum JsonFunc {
     Delete,
     /// jsonb `#-` text[].
     DeletePath,
-    Typeof { jsonb: bool },
-    ArrayLength { jsonb: bool },
+    Typeof {
+        jsonb: bool,
+    },
+    ArrayLength {
+        jsonb: bool,
+    },
     /// json[b]_build_object / json[b]_build_array (not strict: NULL is json null).
-    BuildObject { jsonb: bool },
-    BuildArray { jsonb: bool },
+    BuildObject {
+        jsonb: bool,
+    },
+    BuildArray {
+        jsonb: bool,
+    },
     /// to_json / to_jsonb.
-    To { jsonb: bool },
+    To {
+        jsonb: bool,
+    },
     /// jsonb_set(target, path, new [, create_missing]).
     Set,
-    StripNulls { jsonb: bool },
+    StripNulls {
+        jsonb: bool,
+    },
     Pretty,
     /// jsonb_extract_path[_text](from, VARIADIC path).
-    ExtractPath { jsonb: bool, text: bool },
+    ExtractPath {
+        jsonb: bool,
+        text: bool,
+    },
 }
 
 /// Set-returning json functions (FROM, or alone in a select list).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JsonSrf {
     /// jsonb_each / jsonb_each_text (key, value).
-    Each { jsonb: bool, text: bool },
-    ArrayElements { jsonb: bool, text: bool },
-    ObjectKeys { jsonb: bool },
+    Each {
+        jsonb: bool,
+        text: bool,
+    },
+    ArrayElements {
+        jsonb: bool,
+        text: bool,
+    },
+    ObjectKeys {
+        jsonb: bool,
+    },
 }
 
 impl JsonSrf {
     /// Output columns (name, type).
     pub fn columns(self) -> Vec<(&'static str, DataType)> {
-        let vt = |jsonb: bool, text: bool| if text { DataType::Text } else if jsonb { DataType::Jsonb } else { DataType::Json };
+        let vt = |jsonb: bool, text: bool| {
+            if text {
+                DataType::Text
+            } else if jsonb {
+                DataType::Jsonb
+            } else {
+                DataType::Json
+            }
+        };
         match self {
             JsonSrf::Each { jsonb, text } => vec![("key", DataType::Text), ("value", vt(jsonb, text))],
             JsonSrf::ArrayElements { jsonb, text } => vec![("value", vt(jsonb, text))],
@@ -107,9 +144,16 @@ pub fn cast(v: &Value, to: DataType) -> Option<Result<Value>> {
         (Value::Jsonb(s), DataType::Json) => Ok(Value::Json(s.clone())),
         (Value::Jsonb(s), DataType::Jsonb) => Ok(Value::Jsonb(s.clone())),
         (Value::Json(s), DataType::Json) => Ok(Value::Json(s.clone())),
-        (Value::Jsonb(_), DataType::Bool | DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. } | DataType::Float4 | DataType::Float8) => {
-            scalar_cast(v, to)
-        }
+        (
+            Value::Jsonb(_),
+            DataType::Bool
+            | DataType::Int2
+            | DataType::Int4
+            | DataType::Int8
+            | DataType::Numeric { .. }
+            | DataType::Float4
+            | DataType::Float8,
+        ) => scalar_cast(v, to),
         _ => return None,
     })
 }
@@ -123,7 +167,8 @@ fn scalar_cast(v: &Value, to: DataType) -> Result<Value> {
         (Json::Bool(b), DataType::Bool) => Ok(Value::Bool(*b)),
         (Json::Number(_), DataType::Bool) => Err(refuse("numeric")),
         (Json::Number(n), _) => {
-            let num = value::parse_input(n, value::NUMERIC_ANY).map_err(|_| SqlError::unsupported(format!("jsonb number {n} beyond 38 digits")))?;
+            let num = value::parse_input(n, value::NUMERIC_ANY)
+                .map_err(|_| SqlError::unsupported(format!("jsonb number {n} beyond 38 digits")))?;
             value::cast(num, to, true)
         }
         (other, _) => Err(refuse(match other {
@@ -183,7 +228,13 @@ pub fn write_json_text(v: &Value, out: &mut String) {
     match v {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::NumericBig(_) | Value::Float4(_) | Value::Float8(_) => {
+        Value::Int2(_)
+        | Value::Int4(_)
+        | Value::Int8(_)
+        | Value::Numeric(_)
+        | Value::NumericBig(_)
+        | Value::Float4(_)
+        | Value::Float8(_) => {
             let text = value::to_text(v);
             if json::parse(&text, false).is_ok_and(|j| matches!(j, Json::Number(_))) {
                 out.push_str(&text);
@@ -200,7 +251,9 @@ pub fn write_json_text(v: &Value, out: &mut String) {
 fn key_text(v: &Value, position: usize) -> Result<String> {
     match v {
         Value::Null => Err(SqlError::new("22023", format!("argument {position}: key must not be null"))),
-        Value::Json(_) | Value::Jsonb(_) => Err(SqlError::new("22023", "key value must be scalar, not array, composite, or json")),
+        Value::Json(_) | Value::Jsonb(_) => {
+            Err(SqlError::new("22023", "key value must be scalar, not array, composite, or json"))
+        }
         other => Ok(value::to_text(other)),
     }
 }
@@ -257,7 +310,8 @@ fn json_get(doc: &str, step: &Value, text: bool) -> Result<Value> {
             Json::Null => Value::Null,
             Json::String(s) => {
                 if s.contains('\0') {
-                    return Err(SqlError::new("22P05", "unsupported Unicode escape sequence").with_detail("\\u0000 cannot be converted to text."));
+                    return Err(SqlError::new("22P05", "unsupported Unicode escape sequence")
+                        .with_detail("\\u0000 cannot be converted to text."));
                 }
                 Value::Text(s)
             }
@@ -293,7 +347,9 @@ fn json_get_path(doc: &str, path: &[Option<String>], text: bool) -> Result<Value
 /// JsonbDeepContains: is `b` contained in `a`?
 fn contains(a: &Json, b: &Json) -> bool {
     match (a, b) {
-        (Json::Object(ap), Json::Object(bp)) => bp.iter().all(|(k, bv)| ap.iter().any(|(ak, av)| ak == k && contains_value(av, bv))),
+        (Json::Object(ap), Json::Object(bp)) => {
+            bp.iter().all(|(k, bv)| ap.iter().any(|(ak, av)| ak == k && contains_value(av, bv)))
+        }
         (Json::Array(ai), Json::Array(bi)) => bi.iter().all(|bv| ai.iter().any(|av| contains_value(av, bv))),
         _ => false,
     }
@@ -360,10 +416,16 @@ fn delete(j: Json, what: &Value) -> Result<Json> {
     match (j, what) {
         (Json::Object(pairs), Value::Text(k)) if types_is_text_array(k) => {
             let keys = types::parse_array(k, Elem::Text)?;
-            Ok(Json::Object(pairs.into_iter().filter(|(pk, _)| !keys.iter().any(|x| x.as_deref() == Some(pk))).collect()))
+            Ok(Json::Object(
+                pairs.into_iter().filter(|(pk, _)| !keys.iter().any(|x| x.as_deref() == Some(pk))).collect(),
+            ))
         }
-        (Json::Object(pairs), Value::Text(k)) => Ok(Json::Object(pairs.into_iter().filter(|(pk, _)| pk != k).collect())),
-        (Json::Array(items), Value::Text(k)) => Ok(Json::Array(items.into_iter().filter(|x| !matches!(x, Json::String(s) if s == k)).collect())),
+        (Json::Object(pairs), Value::Text(k)) => {
+            Ok(Json::Object(pairs.into_iter().filter(|(pk, _)| pk != k).collect()))
+        }
+        (Json::Array(items), Value::Text(k)) => {
+            Ok(Json::Array(items.into_iter().filter(|x| !matches!(x, Json::String(s) if s == k)).collect()))
+        }
         (Json::Object(_), _) => Err(SqlError::new("22023", "cannot delete from object using integer index")),
         (Json::Array(mut items), i) => {
             let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
@@ -416,10 +478,15 @@ fn delete_path(j: Json, path: &[Option<String>]) -> Result<Json> {
         Json::Object(pairs) => Json::Object(if rest.is_empty() {
             pairs.into_iter().filter(|(k, _)| k != first).collect()
         } else {
-            pairs.into_iter().map(|(k, v)| if k == *first { delete_path(v, rest).map(|v| (k, v)) } else { Ok((k, v)) }).collect::<Result<_>>()?
+            pairs
+                .into_iter()
+                .map(|(k, v)| if k == *first { delete_path(v, rest).map(|v| (k, v)) } else { Ok((k, v)) })
+                .collect::<Result<_>>()?
         }),
         Json::Array(mut items) => {
-            let i: i64 = first.trim().parse().map_err(|_| SqlError::new("22P02", format!("path element at position 1 is not an integer: \"{first}\"")))?;
+            let i: i64 = first.trim().parse().map_err(|_| {
+                SqlError::new("22P02", format!("path element at position 1 is not an integer: \"{first}\""))
+            })?;
             let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
             let at = if i < 0 { len + i } else { i };
             if let Some(at) = usize::try_from(at).ok().filter(|&at| at < items.len()) {
@@ -440,7 +507,9 @@ fn delete_path(j: Json, path: &[Option<String>]) -> Result<Json> {
 /// value at `path`.
 fn set_path(j: Json, path: &[Option<String>], new: &Json, create: bool, level: usize) -> Result<Json> {
     let Some((first, rest)) = path.split_first() else { return Ok(new.clone()) };
-    let Some(first) = first else { return Err(SqlError::new("22004", format!("path element at position {} is null", level + 1))) };
+    let Some(first) = first else {
+        return Err(SqlError::new("22004", format!("path element at position {} is null", level + 1)));
+    };
     Ok(match j {
         Json::Object(mut pairs) => {
             match pairs.iter().position(|(k, _)| k == first) {
@@ -465,7 +534,11 @@ fn set_path(j: Json, path: &[Option<String>], new: &Json, create: bool, level: u
                     items[at] = set_path(v, rest, new, create, level + 1)?;
                 }
                 None if create && rest.is_empty() => {
-                    if at < 0 { items.insert(0, new.clone()) } else { items.push(new.clone()) }
+                    if at < 0 {
+                        items.insert(0, new.clone())
+                    } else {
+                        items.push(new.clone())
+                    }
                 }
                 None => {}
             }
@@ -478,7 +551,9 @@ fn set_path(j: Json, path: &[Option<String>], new: &Json, create: bool, level: u
 
 fn strip_nulls(j: Json) -> Json {
     match j {
-        Json::Object(pairs) => Json::Object(pairs.into_iter().filter(|(_, v)| *v != Json::Null).map(|(k, v)| (k, strip_nulls(v))).collect()),
+        Json::Object(pairs) => Json::Object(
+            pairs.into_iter().filter(|(_, v)| *v != Json::Null).map(|(k, v)| (k, strip_nulls(v))).collect(),
+        ),
         Json::Array(items) => Json::Array(items.into_iter().map(strip_nulls).collect()),
         other => other,
     }
@@ -606,8 +681,10 @@ impl JsonText for Value {
 
 fn build_object(vals: &[Value], jsonb: bool) -> Result<Value> {
     if !vals.len().is_multiple_of(2) {
-        return Err(SqlError::new("22023", "argument list must have even number of elements")
-            .with_hint(format!("The arguments of {}_build_object() must consist of alternating keys and values.", type_label(jsonb))));
+        return Err(SqlError::new("22023", "argument list must have even number of elements").with_hint(format!(
+            "The arguments of {}_build_object() must consist of alternating keys and values.",
+            type_label(jsonb)
+        )));
     }
     if jsonb {
         let mut pairs = Vec::new();
@@ -650,13 +727,22 @@ pub fn srf_rows(f: JsonSrf, doc: &Value) -> Result<Vec<Vec<Value>>> {
     let name = |what: &str, jsonb: bool| format!("{}_{what}", type_label(jsonb));
     match f {
         JsonSrf::Each { jsonb, text } => {
-            let refuse = |kind: &str| SqlError::new("22023", format!("cannot call {} on a {kind}", name(if text { "each_text" } else { "each" }, jsonb)));
+            let refuse = |kind: &str| {
+                SqlError::new(
+                    "22023",
+                    format!("cannot call {} on a {kind}", name(if text { "each_text" } else { "each" }, jsonb)),
+                )
+            };
             if !jsonb {
                 return match json::shallow(doc.as_json_text()).map_err(|e| input_error(e, false, doc.as_json_text()))? {
                     Shallow::Object(pairs) => pairs
                         .into_iter()
                         .map(|(k, v)| {
-                            let val = if text { json_get(&format!("[{v}]"), &Value::Int4(0), true)? } else { Value::Json(v.to_owned()) };
+                            let val = if text {
+                                json_get(&format!("[{v}]"), &Value::Int4(0), true)?
+                            } else {
+                                Value::Json(v.to_owned())
+                            };
                             Ok(vec![Value::Text(k), val])
                         })
                         .collect(),
@@ -665,7 +751,9 @@ pub fn srf_rows(f: JsonSrf, doc: &Value) -> Result<Vec<Vec<Value>>> {
                 };
             }
             match tree(doc)? {
-                Json::Object(pairs) => Ok(pairs.into_iter().map(|(k, v)| vec![Value::Text(k), result(Some(&v), true, text)]).collect()),
+                Json::Object(pairs) => {
+                    Ok(pairs.into_iter().map(|(k, v)| vec![Value::Text(k), result(Some(&v), true, text)]).collect())
+                }
                 Json::Array(_) => Err(refuse("non-object")),
                 _ => Err(refuse("scalar")),
             }
@@ -676,7 +764,13 @@ pub fn srf_rows(f: JsonSrf, doc: &Value) -> Result<Vec<Vec<Value>>> {
                 return match json::shallow(doc.as_json_text()).map_err(|e| input_error(e, false, doc.as_json_text()))? {
                     Shallow::Array(items) => items
                         .into_iter()
-                        .map(|v| Ok(vec![if text { json_get(&format!("[{v}]"), &Value::Int4(0), true)? } else { Value::Json(v.to_owned()) }]))
+                        .map(|v| {
+                            Ok(vec![if text {
+                                json_get(&format!("[{v}]"), &Value::Int4(0), true)?
+                            } else {
+                                Value::Json(v.to_owned())
+                            }])
+                        })
                         .collect(),
                     Shallow::Object(_) => Err(SqlError::new("22023", format!("cannot call {fname} on a non-array"))),
                     Shallow::Scalar(_) => Err(SqlError::new("22023", format!("cannot call {fname} on a scalar"))),
@@ -699,8 +793,12 @@ pub fn srf_rows(f: JsonSrf, doc: &Value) -> Result<Vec<Vec<Value>>> {
             } else {
                 match json::shallow(doc.as_json_text()).map_err(|e| input_error(e, false, doc.as_json_text()))? {
                     Shallow::Object(pairs) => pairs.into_iter().map(|(k, _)| k).collect(),
-                    Shallow::Array(_) => return Err(SqlError::new("22023", format!("cannot call {fname} on an array"))),
-                    Shallow::Scalar(_) => return Err(SqlError::new("22023", format!("cannot call {fname} on a scalar"))),
+                    Shallow::Array(_) => {
+                        return Err(SqlError::new("22023", format!("cannot call {fname} on an array")));
+                    }
+                    Shallow::Scalar(_) => {
+                        return Err(SqlError::new("22023", format!("cannot call {fname} on a scalar")));
+                    }
                 }
             };
             Ok(keys.into_iter().map(|k| vec![Value::Text(k)]).collect())
@@ -758,4 +856,3 @@ pub fn finish_agg(agg: JsonAgg, items: &[Value]) -> Result<Value> {
         }
     }
 }
-

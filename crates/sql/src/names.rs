@@ -53,7 +53,11 @@ pub fn namespace_oid(catalog: &Catalog, stored: &str) -> i64 {
 pub fn display(stored: &str, path: &SearchPath) -> String {
     let (schema, name) = split(stored);
     let q = crate::catalog::quote_ident(name);
-    if path.schemas.iter().any(|s| s == schema) || (schema == path.temp && path.temp_exists) { q } else { format!("{}.{q}", crate::catalog::quote_ident(schema)) }
+    if path.schemas.iter().any(|s| s == schema) || (schema == path.temp && path.temp_exists) {
+        q
+    } else {
+        format!("{}.{q}", crate::catalog::quote_ident(schema))
+    }
 }
 
 /// Refuses a relation or schema name pgtier could not store unambiguously.
@@ -100,7 +104,8 @@ impl SearchPath {
                 "pg_temp" => temp.to_owned(),
                 _ => part,
             };
-            let exists = matches!(name.as_str(), PUBLIC | "pg_catalog" | "information_schema") || user_schema_named(catalog, &name).is_some();
+            let exists = matches!(name.as_str(), PUBLIC | "pg_catalog" | "information_schema")
+                || user_schema_named(catalog, &name).is_some();
             if exists && !schemas.contains(&name) {
                 schemas.push(name);
             }
@@ -128,7 +133,11 @@ impl SearchPath {
         if self.temp_first {
             return Ok(&self.temp);
         }
-        self.schemas.iter().map(String::as_str).find(|s| *s != self.temp).ok_or_else(|| SqlError::new("3F000", "no schema has been selected to create in"))
+        self.schemas
+            .iter()
+            .map(String::as_str)
+            .find(|s| *s != self.temp)
+            .ok_or_else(|| SqlError::new("3F000", "no schema has been selected to create in"))
     }
 
     /// The schema a written schema name means: `pg_temp` is the session's
@@ -162,7 +171,12 @@ pub enum Target {
 /// does not exist), an unqualified one in each schema of the path in turn.
 /// `exists` says whether a stored name is a relation of the kind wanted.
 /// None: no such relation.
-pub fn resolve(catalog: &Catalog, path: &SearchPath, parts: &[String], exists: impl Fn(&str) -> bool) -> Result<Option<Target>> {
+pub fn resolve(
+    catalog: &Catalog,
+    path: &SearchPath,
+    parts: &[String],
+    exists: impl Fn(&str) -> bool,
+) -> Result<Option<Target>> {
     let in_schema = |schema: &str, name: &str| -> Option<Target> {
         match schema {
             "pg_catalog" => SystemRel::find(Schema::PgCatalog, name).map(Target::System),
@@ -183,7 +197,9 @@ pub fn resolve(catalog: &Catalog, path: &SearchPath, parts: &[String], exists: i
             }
             Ok(in_schema(schema, name))
         }
-        _ => Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {}", parts.join(".")))),
+        _ => {
+            Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {}", parts.join("."))))
+        }
     }
 }
 
@@ -192,7 +208,9 @@ pub fn resolve(catalog: &Catalog, path: &SearchPath, parts: &[String], exists: i
 pub fn creation_target(catalog: &Catalog, path: &SearchPath, parts: &[String]) -> Result<String> {
     let (schema, name) = match parts {
         [name] => (path.creation_schema()?, name),
-        [schema, name] if path.schema_named(schema) == path.temp => return temp_target(path, std::slice::from_ref(name)),
+        [schema, name] if path.schema_named(schema) == path.temp => {
+            return temp_target(path, std::slice::from_ref(name));
+        }
         [schema, name] => {
             schema_exists(catalog, schema)?;
             if is_temp_schema(schema) {
@@ -200,11 +218,17 @@ pub fn creation_target(catalog: &Catalog, path: &SearchPath, parts: &[String]) -
             }
             (schema.as_str(), name)
         }
-        _ => return Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {}", parts.join(".")))),
+        _ => {
+            return Err(SqlError::new(
+                "42601",
+                format!("improper relation name (too many dotted names): {}", parts.join(".")),
+            ));
+        }
     };
     check_new(name)?;
     if matches!(schema, "pg_catalog" | "information_schema") {
-        return Err(SqlError::new("42501", format!("permission denied to create \"{schema}.{name}\"")).with_detail("System catalog modifications are currently disallowed."));
+        return Err(SqlError::new("42501", format!("permission denied to create \"{schema}.{name}\""))
+            .with_detail("System catalog modifications are currently disallowed."));
     }
     Ok(stored(schema, name))
 }
@@ -219,7 +243,9 @@ pub fn temp_target(path: &SearchPath, parts: &[String]) -> Result<String> {
         }
         [schema, name] if path.schema_named(schema) == path.temp => temp_target(path, std::slice::from_ref(name)),
         [_, _] => Err(SqlError::new("42P16", "cannot create temporary relation in non-temporary schema")),
-        _ => Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {}", parts.join(".")))),
+        _ => {
+            Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {}", parts.join("."))))
+        }
     }
 }
 
@@ -327,7 +353,8 @@ impl crate::bind::Binder<'_> {
                 check_new(n)?;
                 Ok(stored(s, n))
             }
-            [_, _] => Err(SqlError::new("42P16", "index and table must be in the same schema").with_detail("pgtier creates an index in its table's schema.")),
+            [_, _] => Err(SqlError::new("42P16", "index and table must be in the same schema")
+                .with_detail("pgtier creates an index in its table's schema.")),
             _ => Err(SqlError::new("42601", format!("improper qualified name (too many dotted names): {name}"))),
         }
     }

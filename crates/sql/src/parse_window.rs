@@ -92,10 +92,12 @@ fn parenthesize_bound_literals(tokens: &mut Vec<TokenWithSpan>) {
             Keyword::ROWS | Keyword::RANGE | Keyword::GROUPS => true,
             // BETWEEN and AND of the frame, not of an expression in it.
             Keyword::BETWEEN | Keyword::AND => window_paren(tokens, i).is_some_and(|open| {
-                let units = (open + 1..p).find(|&k| matches!(keyword(&tokens[k].token), Keyword::ROWS | Keyword::RANGE | Keyword::GROUPS));
+                let units = (open + 1..p)
+                    .find(|&k| matches!(keyword(&tokens[k].token), Keyword::ROWS | Keyword::RANGE | Keyword::GROUPS));
                 units.is_some_and(|u| {
                     let between = significant(tokens, u + 1).filter(|&b| keyword(&tokens[b].token) == Keyword::BETWEEN);
-                    between == Some(p) || (between.is_some() && keyword(&tokens[p].token) == Keyword::AND && between_and(tokens, u, p))
+                    between == Some(p)
+                        || (between.is_some() && keyword(&tokens[p].token) == Keyword::AND && between_and(tokens, u, p))
                 })
             }),
             _ => false,
@@ -154,11 +156,19 @@ fn move_exclusions(tokens: &mut Vec<TokenWithSpan>) {
         match first.map(|k| &mut tokens[k].token) {
             Some(Token::Word(w)) if w.keyword == Keyword::NoKeyword => {
                 let name = if w.quote_style.is_some() { std::mem::take(&mut w.value) } else { w.value.to_lowercase() };
-                *w = Word { value: format!("{name}{EXCLUSION_MARK}{kind}"), quote_style: Some('"'), keyword: Keyword::NoKeyword };
+                *w = Word {
+                    value: format!("{name}{EXCLUSION_MARK}{kind}"),
+                    quote_style: Some('"'),
+                    keyword: Keyword::NoKeyword,
+                };
             }
             _ => {
                 let span = tokens[open].span;
-                let mark = Word { value: format!("{EXCLUSION_MARK}{kind}"), quote_style: Some('"'), keyword: Keyword::NoKeyword };
+                let mark = Word {
+                    value: format!("{EXCLUSION_MARK}{kind}"),
+                    quote_style: Some('"'),
+                    keyword: Keyword::NoKeyword,
+                };
                 tokens.insert(open + 1, TokenWithSpan { token: Token::Word(mark), span });
                 i += 1;
             }
@@ -181,9 +191,18 @@ mod tests {
 
     #[test]
     fn exclusion_moves_into_the_name() {
-        assert_eq!(rewritten("sum(x) OVER (ORDER BY x ROWS 1 PRECEDING EXCLUDE TIES)"), "sum(x) OVER (\"|ties\"ORDER BY x ROWS 1 PRECEDING )");
-        assert_eq!(rewritten("sum(x) OVER (W ROWS CURRENT ROW EXCLUDE CURRENT ROW)"), "sum(x) OVER (\"w|current row\" ROWS CURRENT ROW )");
-        assert_eq!(rewritten("WINDOW w AS (ROWS CURRENT ROW EXCLUDE NO OTHERS)"), "WINDOW w AS (\"|no others\"ROWS CURRENT ROW )");
+        assert_eq!(
+            rewritten("sum(x) OVER (ORDER BY x ROWS 1 PRECEDING EXCLUDE TIES)"),
+            "sum(x) OVER (\"|ties\"ORDER BY x ROWS 1 PRECEDING )"
+        );
+        assert_eq!(
+            rewritten("sum(x) OVER (W ROWS CURRENT ROW EXCLUDE CURRENT ROW)"),
+            "sum(x) OVER (\"w|current row\" ROWS CURRENT ROW )"
+        );
+        assert_eq!(
+            rewritten("WINDOW w AS (ROWS CURRENT ROW EXCLUDE NO OTHERS)"),
+            "WINDOW w AS (\"|no others\"ROWS CURRENT ROW )"
+        );
         // Not a frame: left alone.
         assert_eq!(rewritten("SELECT * EXCLUDE (a) FROM t"), "SELECT * EXCLUDE (a) FROM t");
         assert_eq!(rewritten("CREATE TABLE t (c int, EXCLUDE GROUP)"), "CREATE TABLE t (c int, EXCLUDE GROUP)");
@@ -191,13 +210,19 @@ mod tests {
 
     #[test]
     fn bound_literals_stay_untyped() {
-        assert_eq!(rewritten("OVER (ORDER BY d RANGE BETWEEN '1 day'::interval PRECEDING AND '2 days' FOLLOWING)"), "OVER (ORDER BY d RANGE BETWEEN ('1 day')::interval PRECEDING AND ('2 days') FOLLOWING)");
+        assert_eq!(
+            rewritten("OVER (ORDER BY d RANGE BETWEEN '1 day'::interval PRECEDING AND '2 days' FOLLOWING)"),
+            "OVER (ORDER BY d RANGE BETWEEN ('1 day')::interval PRECEDING AND ('2 days') FOLLOWING)"
+        );
         assert_eq!(rewritten("OVER (ORDER BY d RANGE 'inf' PRECEDING)"), "OVER (ORDER BY d RANGE ('inf') PRECEDING)");
         // An expression's BETWEEN ... AND inside an offset, and outside a window.
         assert_eq!(
             rewritten("OVER (ROWS BETWEEN CASE WHEN 'a' BETWEEN 'a' AND 'b' THEN 1 END PRECEDING AND 'x' FOLLOWING)"),
             "OVER (ROWS BETWEEN CASE WHEN 'a' BETWEEN 'a' AND 'b' THEN 1 END PRECEDING AND ('x') FOLLOWING)"
         );
-        assert_eq!(rewritten("SELECT x FROM t WHERE x BETWEEN 'a' AND 'b' LIMIT 1"), "SELECT x FROM t WHERE x BETWEEN 'a' AND 'b' LIMIT 1");
+        assert_eq!(
+            rewritten("SELECT x FROM t WHERE x BETWEEN 'a' AND 'b' LIMIT 1"),
+            "SELECT x FROM t WHERE x BETWEEN 'a' AND 'b' LIMIT 1"
+        );
     }
 }

@@ -19,17 +19,25 @@ use pgtier_engine::{AlterTableDef, Catalog, IndexDef, IndexId, SequenceOptions, 
 use crate::error::SqlNotice;
 use pgtier_engine::{DataType, Value};
 
-use crate::expr::Expr;
 use crate::catalog::SystemRel;
+use crate::expr::Expr;
 use crate::types::Elem;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Access {
     /// Equality on every primary-key column.
-    PkLookup { key: Vec<Expr> },
+    PkLookup {
+        key: Vec<Expr>,
+    },
     /// Ordered index: equality on the leading `eq` columns, then an optional
     /// range on the next column.
-    IndexScan { index: IndexId, eq: Vec<Expr>, lower: Option<(Expr, bool)>, upper: Option<(Expr, bool)>, key_types: Vec<DataType> },
+    IndexScan {
+        index: IndexId,
+        eq: Vec<Expr>,
+        lower: Option<(Expr, bool)>,
+        upper: Option<(Expr, bool)>,
+        key_types: Vec<DataType>,
+    },
     FullScan,
     /// Rows not stored in the engine: a system catalog generated from the
     /// catalog snapshot, a subquery or set operation in FROM, a table function.
@@ -54,11 +62,20 @@ pub enum VirtualSource {
     Lateral(SetTree),
     /// A set-returning function in FROM; its arguments may read the
     /// relations before it (PostgreSQL's implicit LATERAL).
-    Function { func: TableFunc, args: Vec<Expr>, ordinality: bool },
+    Function {
+        func: TableFunc,
+        args: Vec<Expr>,
+        ordinality: bool,
+    },
     /// WITH RECURSIVE: the non-recursive term's rows, then rounds of the
     /// recursive term, each reading the previous round's rows as work
     /// table `slot`, until a round adds none (UNION drops rows seen before).
-    Recursive { slot: usize, anchor: SetTree, step: SetTree, all: bool },
+    Recursive {
+        slot: usize,
+        anchor: SetTree,
+        step: SetTree,
+        all: bool,
+    },
     /// The rows of the previous round of recursive query `slot`.
     WorkTable(usize),
 }
@@ -68,7 +85,12 @@ pub enum SetTree {
     /// Its first `visible` projection columns, already cast to the set's column types.
     Select(Box<SelectPlan>),
     Values(Vec<Vec<Expr>>),
-    Op { op: SetOp, all: bool, left: Box<SetTree>, right: Box<SetTree> },
+    Op {
+        op: SetOp,
+        all: bool,
+        left: Box<SetTree>,
+        right: Box<SetTree>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,7 +190,10 @@ pub enum AggFunc {
     Json(crate::json::JsonAgg),
     /// variance / var_samp / var_pop / stddev / stddev_samp / stddev_pop
     /// over integers and numerics (numeric_stddev_internal).
-    Variance { sample: bool, stddev: bool },
+    Variance {
+        sample: bool,
+        stddev: bool,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -199,7 +224,12 @@ pub enum WindowFunc {
     Ntile(Expr),
     /// lag / lead: `value` of the row `offset` (default 1) before / after
     /// in the partition, else `default` (NULL).
-    Shift { value: Expr, offset: Option<Expr>, default: Option<Expr>, lead: bool },
+    Shift {
+        value: Expr,
+        offset: Option<Expr>,
+        default: Option<Expr>,
+        lead: bool,
+    },
     /// The frame's first row.
     FirstValue(Expr),
     /// The frame's last row.
@@ -215,7 +245,10 @@ impl WindowFunc {
     /// Whether it reads the frame (the rank-like functions, lag, lead and
     /// ntile read the partition, whatever the frame says).
     pub fn uses_frame(&self) -> bool {
-        matches!(self, WindowFunc::FirstValue(_) | WindowFunc::LastValue(_) | WindowFunc::NthValue(..) | WindowFunc::Agg(_))
+        matches!(
+            self,
+            WindowFunc::FirstValue(_) | WindowFunc::LastValue(_) | WindowFunc::NthValue(..) | WindowFunc::Agg(_)
+        )
     }
 }
 
@@ -286,7 +319,13 @@ pub struct WindowFrame {
 impl WindowFrame {
     /// RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW.
     pub fn default_frame() -> WindowFrame {
-        WindowFrame { units: FrameUnits::Range, start: FrameBound::UnboundedPreceding, end: FrameBound::CurrentRow, exclude: FrameExclude::NoOthers, range: None }
+        WindowFrame {
+            units: FrameUnits::Range,
+            start: FrameBound::UnboundedPreceding,
+            end: FrameBound::CurrentRow,
+            exclude: FrameExclude::NoOthers,
+            range: None,
+        }
     }
 
     pub fn offsets(&self) -> impl Iterator<Item = &Expr> {
@@ -383,7 +422,8 @@ impl SelectPlan {
             && self.offset.is_none()
             && self.windows.is_empty()
             && !self.projection.iter().any(Expr::has_subquery);
-        self.projects_columns = self.windows.is_empty() && self.projection[..self.visible].iter().all(|e| matches!(e, Expr::Column(_)));
+        self.projects_columns =
+            self.windows.is_empty() && self.projection[..self.visible].iter().all(|e| matches!(e, Expr::Column(_)));
         self.level_masks = self.columns_read_per_level();
         self
     }
@@ -418,7 +458,8 @@ impl SelectPlan {
             Some(agg) => {
                 exprs.extend(&agg.group_by);
                 exprs.extend(agg.aggs.iter().flat_map(AggCall::exprs));
-                if agg.having.as_ref().is_some_and(Expr::has_subquery) || self.projection.iter().any(Expr::has_subquery) {
+                if agg.having.as_ref().is_some_and(Expr::has_subquery) || self.projection.iter().any(Expr::has_subquery)
+                {
                     return Vec::new();
                 }
             }
@@ -434,7 +475,11 @@ impl SelectPlan {
                             exprs.push(value);
                             exprs.extend(offset.as_ref().into_iter().chain(default));
                         }
-                        WindowFunc::RowNumber | WindowFunc::Rank | WindowFunc::DenseRank | WindowFunc::PercentRank | WindowFunc::CumeDist => {}
+                        WindowFunc::RowNumber
+                        | WindowFunc::Rank
+                        | WindowFunc::DenseRank
+                        | WindowFunc::PercentRank
+                        | WindowFunc::CumeDist => {}
                     }
                 }
             }
@@ -460,7 +505,10 @@ pub enum InsertSource {
 pub enum ConflictAction {
     Nothing,
     /// Assignments over the row [existing columns.., excluded columns..].
-    Update { assignments: Vec<(usize, Expr)>, filter: Option<Expr> },
+    Update {
+        assignments: Vec<(usize, Expr)>,
+        filter: Option<Expr>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -679,42 +727,99 @@ pub enum Plan {
     Merge(Box<MergePlan>),
     /// `sequences`: those of serial and identity columns, created first.
     /// `indexes`: made with the table (CREATE TABLE (LIKE ... INCLUDING INDEXES)).
-    CreateTable { def: TableDef, if_not_exists: bool, sequences: Vec<ColumnSequence>, indexes: Vec<IndexDef> },
-    CreateIndex { def: IndexDef, if_not_exists: bool },
+    CreateTable {
+        def: TableDef,
+        if_not_exists: bool,
+        sequences: Vec<ColumnSequence>,
+        indexes: Vec<IndexDef>,
+    },
+    CreateIndex {
+        def: IndexDef,
+        if_not_exists: bool,
+    },
     /// EXPLAIN: the plan's text (`crate::explain`), one row per line, in a
     /// `QUERY PLAN` column.
-    Explain { lines: Vec<String>, columns: Vec<OutputColumn> },
+    Explain {
+        lines: Vec<String>,
+        columns: Vec<OutputColumn>,
+    },
     /// CREATE TABLE AS / SELECT INTO: the table, then `query`'s rows in it.
-    CreateTableAs { def: TableDef, query: Box<SelectPlan>, if_not_exists: bool },
+    CreateTableAs {
+        def: TableDef,
+        query: Box<SelectPlan>,
+        if_not_exists: bool,
+    },
     /// CREATE TEMP TABLE: `create` (a CreateTable or CreateTableAs of a
     /// name in the session's temporary schema) and what COMMIT does to it.
-    CreateTemp { create: Box<Plan>, on_commit: OnCommit },
-    CreateSequence { name: String, options: SequenceOptions, if_not_exists: bool },
+    CreateTemp {
+        create: Box<Plan>,
+        on_commit: OnCommit,
+    },
+    CreateSequence {
+        name: String,
+        options: SequenceOptions,
+        if_not_exists: bool,
+    },
     /// DROP TABLE, or DROP SEQUENCE when `sequences`; `cascade` drops the
     /// views that use them too.
-    DropTable { names: Vec<String>, if_exists: bool, sequences: bool, cascade: bool },
+    DropTable {
+        names: Vec<String>,
+        if_exists: bool,
+        sequences: bool,
+        cascade: bool,
+    },
     /// CREATE [OR REPLACE] VIEW: `def` is the view's engine table (its
     /// columns, its query in the annotation; see catalog/views.rs).
-    CreateView { def: TableDef, replace: bool },
+    CreateView {
+        def: TableDef,
+        replace: bool,
+    },
     /// CREATE SCHEMA [IF NOT EXISTS] name [AUTHORIZATION role].
-    CreateSchema { name: String, owner: Option<String>, if_not_exists: bool },
+    CreateSchema {
+        name: String,
+        owner: Option<String>,
+        if_not_exists: bool,
+    },
     /// DROP SCHEMA [IF EXISTS] names (they hold nothing: CASCADE or not).
-    DropSchema { names: Vec<String>, if_exists: bool, cascade: bool },
+    DropSchema {
+        names: Vec<String>,
+        if_exists: bool,
+        cascade: bool,
+    },
     /// DROP VIEW; `cascade` drops the views that use them too.
-    DropView { names: Vec<String>, if_exists: bool, cascade: bool },
+    DropView {
+        names: Vec<String>,
+        if_exists: bool,
+        cascade: bool,
+    },
     /// TRUNCATE: tables in deletion order (referencing tables first);
     /// `restart_identity` resets their serial and identity sequences.
-    Truncate { tables: Vec<Arc<TableSchema>>, restart_identity: bool },
-    DropIndex { names: Vec<String>, if_exists: bool },
+    Truncate {
+        tables: Vec<Arc<TableSchema>>,
+        restart_identity: bool,
+    },
+    DropIndex {
+        names: Vec<String>,
+        if_exists: bool,
+    },
     /// ALTER TABLE, ALTER INDEX ... RENAME TO.
     AlterTable(Box<AlterPlan>),
     Txn(TxnCommand),
     /// `local`: SET LOCAL (until the transaction block ends).
     /// `reset`: spelled RESET, which PostgreSQL tags RESET (the same as SET ... TO DEFAULT otherwise).
-    Set { name: String, value: String, local: bool, reset: bool },
-    Show { name: String },
+    Set {
+        name: String,
+        value: String,
+        local: bool,
+        reset: bool,
+    },
+    Show {
+        name: String,
+    },
     /// Accepted and ignored (e.g. SET TRANSACTION ISOLATION LEVEL READ COMMITTED).
-    Noop { tag: &'static str },
+    Noop {
+        tag: &'static str,
+    },
 }
 
 /// What COMMIT does to a temporary table (CREATE TEMP TABLE ... ON COMMIT).

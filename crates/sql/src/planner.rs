@@ -11,8 +11,8 @@
 //! a level scanned again and again (the inner side of a join, a correlated
 //! subquery) is then read once into a hash table (a hash join).
 
-use pgtier_engine::{Catalog, IndexId};
 use pgtier_engine::DataType;
+use pgtier_engine::{Catalog, IndexId};
 
 use crate::bind::Rel;
 use crate::error::Result;
@@ -69,7 +69,13 @@ fn max_level(rels: &[Rel], e: &Expr) -> Option<usize> {
 }
 
 /// Plans the levels; returns them and the predicates left for the complete row.
-pub fn plan_levels(catalog: &Catalog, rels: &[Rel], joins: Vec<JoinRel>, conjuncts: Vec<Expr>, used: &mut Vec<IndexId>) -> Result<(Vec<Level>, Vec<Expr>)> {
+pub fn plan_levels(
+    catalog: &Catalog,
+    rels: &[Rel],
+    joins: Vec<JoinRel>,
+    conjuncts: Vec<Expr>,
+    used: &mut Vec<IndexId>,
+) -> Result<(Vec<Level>, Vec<Expr>)> {
     let (rels, joins) = execution_order(rels, joins);
     let rels = rels.as_slice();
     let n = rels.len();
@@ -182,14 +188,25 @@ fn hash_keys(rels: &[Rel], l: usize, rel: &Rel, filters: &[Expr]) -> Vec<(usize,
     let plain = |e: &Expr| matches!(e, Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_));
     key_preds(rels, l, rel, filters)
         .into_iter()
-        .filter(|p| p.op == CmpOp::Eq && plain(&p.expr) && !matches!(rel.table.columns[p.column].ty, DataType::Float4 | DataType::Float8 | DataType::Array(_)))
+        .filter(|p| {
+            p.op == CmpOp::Eq
+                && plain(&p.expr)
+                && !matches!(rel.table.columns[p.column].ty, DataType::Float4 | DataType::Float8 | DataType::Array(_))
+        })
         .map(|p| (p.column, p.expr))
         .collect()
 }
 
 /// The level's access path and whether its key is exact (PkLookup), plus
 /// the equality predicates an IndexScan consumed (see `Level::key_checks`).
-fn choose_access(catalog: &Catalog, rels: &[Rel], l: usize, rel: &Rel, filters: &mut Vec<Expr>, used: &mut Vec<IndexId>) -> (Access, bool, Vec<Expr>) {
+fn choose_access(
+    catalog: &Catalog,
+    rels: &[Rel],
+    l: usize,
+    rel: &Rel,
+    filters: &mut Vec<Expr>,
+    used: &mut Vec<IndexId>,
+) -> (Access, bool, Vec<Expr>) {
     if let Some(source) = &rel.source {
         // Not stored: no key or index to narrow by; every filter applies.
         return (Access::Virtual(source.clone()), false, Vec::new());
@@ -237,7 +254,10 @@ fn choose_access(catalog: &Catalog, rels: &[Rel], l: usize, rel: &Rel, filters: 
             }
         }
         // Prefer more equality columns, then a range, then a unique index.
-        let score = eq.len() * 4 + usize::from(lower.is_some()) + usize::from(upper.is_some()) + usize::from(index.unique && eq.len() == index.columns.len()) * 2;
+        let score = eq.len() * 4
+            + usize::from(lower.is_some())
+            + usize::from(upper.is_some())
+            + usize::from(index.unique && eq.len() == index.columns.len()) * 2;
         if score == 0 || best.as_ref().is_some_and(|(s, _, _)| *s >= score) {
             continue;
         }

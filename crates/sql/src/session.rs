@@ -237,7 +237,15 @@ impl Connection {
         let ast = parse_one(sql)?;
         let prepared = match &ast {
             Some(stmt) => self.bind(stmt)?,
-            None => Prepared { plan: Plan::Noop { tag: "" }, param_types: Vec::new(), deps: Vec::new(), indexes: Vec::new(), reads_clock: false, search_path: None, names_stamp: 0 },
+            None => Prepared {
+                plan: Plan::Noop { tag: "" },
+                param_types: Vec::new(),
+                deps: Vec::new(),
+                indexes: Vec::new(),
+                reads_clock: false,
+                search_path: None,
+                names_stamp: 0,
+            },
         };
         // An embedded prepare is PostgreSQL's Parse and Sync: a `'now'` in
         // it is frozen at this instant, and the statement's executions run
@@ -304,7 +312,12 @@ impl Connection {
 
     /// Runs a query and lends its rows to `f` without copying them out
     /// (the zero-allocation path for hot loops).
-    pub fn query_with<R>(&mut self, stmt: &PreparedStatement, params: &[Value], f: impl FnOnce(&[Value], usize) -> R) -> Result<R> {
+    pub fn query_with<R>(
+        &mut self,
+        stmt: &PreparedStatement,
+        params: &[Value],
+        f: impl FnOnce(&[Value], usize) -> R,
+    ) -> Result<R> {
         self.run(stmt, params)?;
         Ok(f(&self.result.values, self.result.width))
     }
@@ -327,7 +340,8 @@ impl Connection {
             let stmts = crate::parse::parse_sql(sql);
             // ROLLBACK TO may be followed by more (psycopg sends "ROLLBACK
             // TO SAVEPOINT x; RELEASE x"): each is checked as it runs.
-            let ends_block = matches!(stmts.as_deref(), Ok([Statement::Rollback { .. } | Statement::Commit { .. }, ..]));
+            let ends_block =
+                matches!(stmts.as_deref(), Ok([Statement::Rollback { .. } | Statement::Commit { .. }, ..]));
             if !ends_block {
                 return Err(SqlError::transaction_aborted());
             }
@@ -350,7 +364,9 @@ impl Connection {
                 Ok(p) => p,
                 Err(e) => {
                     // Binding inside an aborted block still answers 25P02.
-                    if self.block == Block::Failed && !matches!(stmt, Statement::Rollback { .. } | Statement::Commit { .. }) {
+                    if self.block == Block::Failed
+                        && !matches!(stmt, Statement::Rollback { .. } | Statement::Commit { .. })
+                    {
                         return Err(SqlError::transaction_aborted());
                     }
                     self.fail();
@@ -384,7 +400,8 @@ impl Connection {
 
     fn run_to_result(&mut self, ps: &PreparedStatement, params: &[Value]) -> Result<ExecResult> {
         let (tag, n) = self.run(ps, params)?;
-        let has_rows = matches!(ps.prepared.lock().plan, Plan::Select(_) | Plan::Show { .. }) || !ps.prepared.lock().columns().is_empty();
+        let has_rows = matches!(ps.prepared.lock().plan, Plan::Select(_) | Plan::Show { .. })
+            || !ps.prepared.lock().columns().is_empty();
         let rows = has_rows.then(|| Rows { columns: self.current_columns(ps).into(), buf: self.result.clone() });
         Ok(ExecResult { tag: tag.render(n), rows_affected: n, rows })
     }
@@ -455,10 +472,17 @@ impl Connection {
         }
     }
 
-    fn run_inner(&mut self, stmt: &PreparedStatement, mut prepared: Arc<Prepared>, params: &[Value]) -> Result<(Tag, u64)> {
+    fn run_inner(
+        &mut self,
+        stmt: &PreparedStatement,
+        mut prepared: Arc<Prepared>,
+        params: &[Value],
+    ) -> Result<(Tag, u64)> {
         self.enter();
         match &prepared.plan {
-            Plan::Set { name, value, local, reset } => return self.set(name, value, *local).map(|r| if *reset { (Tag::Plain("RESET"), r.1) } else { r }),
+            Plan::Set { name, value, local, reset } => {
+                return self.set(name, value, *local).map(|r| if *reset { (Tag::Plain("RESET"), r.1) } else { r });
+            }
             Plan::Show { name } => return self.show(name),
             Plan::Explain { lines, .. } => {
                 self.result.reset(1);
@@ -482,7 +506,9 @@ impl Connection {
             let Some(ast) = &stmt.ast else { return Err(SqlError::new("XX000", "statement has no text to re-plan")) };
             // PostgreSQL analyses an invalidated statement again, in the
             // transaction that runs it: a 'now' in it reads that one.
-            let (fresh, _) = crate::clock::armed(Some(self.txn_start_micros), || bind_statement(txn.catalog(), &path_for(&self.settings, txn.catalog()), ast));
+            let (fresh, _) = crate::clock::armed(Some(self.txn_start_micros), || {
+                bind_statement(txn.catalog(), &path_for(&self.settings, txn.catalog()), ast)
+            });
             let fresh = Arc::new(fresh?);
             // A client described the statement's rows when it prepared
             // it: PostgreSQL refuses a new shape rather than send rows the
@@ -496,7 +522,11 @@ impl Connection {
         if params.len() < prepared.param_types.len() {
             return Err(SqlError::new(
                 "08P01",
-                format!("bind message supplies {} parameters, but prepared statement requires {}", params.len(), prepared.param_types.len()),
+                format!(
+                    "bind message supplies {} parameters, but prepared statement requires {}",
+                    params.len(),
+                    prepared.param_types.len()
+                ),
             ));
         }
         // Parameters already of their planned types are used in place; only
@@ -509,14 +539,22 @@ impl Connection {
             // PostgreSQL's Bind.
             let (converted, _) = crate::clock::armed(Some(self.txn_start_micros), || {
                 params.iter().zip(&prepared.param_types).try_for_each(|(v, ty)| {
-                    pbuf.push(if value::fits_unchanged(v, *ty) { v.clone() } else { value::cast(v.clone(), *ty, false)? });
+                    pbuf.push(if value::fits_unchanged(v, *ty) {
+                        v.clone()
+                    } else {
+                        value::cast(v.clone(), *ty, false)?
+                    });
                     Ok::<(), SqlError>(())
                 })
             });
             converted?;
         }
         let args: &[Value] = if all_fit { params } else { &pbuf };
-        if began_now { txn.begin_first_statement()? } else { txn.begin_statement()? };
+        if began_now {
+            txn.begin_first_statement()?
+        } else {
+            txn.begin_statement()?
+        };
         // One branch when statement_timeout is off (the typed field, not a
         // settings lookup); otherwise one clock read per statement.
         let deadline = self.settings.statement_timeout().map(|t| Instant::now() + t);
@@ -549,20 +587,29 @@ impl Connection {
             Plan::Update(u) => ex.update(u, args, out).map(|n| (Tag::Counted("UPDATE"), n)),
             Plan::Delete(d) => ex.delete(d, args, out).map(|n| (Tag::Counted("DELETE"), n)),
             Plan::Merge(m) => ex.merge(m, args, out).map(|n| (Tag::Counted("MERGE"), n)),
-            Plan::CreateTable { def, if_not_exists, sequences, indexes } => {
-                ex.create_table_with_sequences(def, sequences, indexes, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0))
-            }
+            Plan::CreateTable { def, if_not_exists, sequences, indexes } => ex
+                .create_table_with_sequences(def, sequences, indexes, *if_not_exists)
+                .map(|()| (Tag::Plain("CREATE TABLE"), 0)),
             Plan::CreateSequence { name, options, if_not_exists } => {
                 ex.create_sequence(name, options, *if_not_exists).map(|()| (Tag::Plain("CREATE SEQUENCE"), 0))
             }
-            Plan::CreateIndex { def, if_not_exists } => ex.create_index(def, *if_not_exists).map(|()| (Tag::Plain("CREATE INDEX"), 0)),
-            Plan::CreateTableAs { def, query, if_not_exists } => ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)),
+            Plan::CreateIndex { def, if_not_exists } => {
+                ex.create_index(def, *if_not_exists).map(|()| (Tag::Plain("CREATE INDEX"), 0))
+            }
+            Plan::CreateTableAs { def, query, if_not_exists } => {
+                ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n))
+            }
             Plan::CreateTemp { create, on_commit } => {
                 let (r, name) = match create.as_ref() {
-                    Plan::CreateTable { def, if_not_exists, sequences, indexes } => {
-                        (ex.create_table_with_sequences(def, sequences, indexes, *if_not_exists).map(|()| (Tag::Plain("CREATE TABLE"), 0)), &def.name)
-                    }
-                    Plan::CreateTableAs { def, query, if_not_exists } => (ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)), &def.name),
+                    Plan::CreateTable { def, if_not_exists, sequences, indexes } => (
+                        ex.create_table_with_sequences(def, sequences, indexes, *if_not_exists)
+                            .map(|()| (Tag::Plain("CREATE TABLE"), 0)),
+                        &def.name,
+                    ),
+                    Plan::CreateTableAs { def, query, if_not_exists } => (
+                        ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)),
+                        &def.name,
+                    ),
                     _ => (Err(SqlError::new("XX000", "CREATE TEMP of another statement")), &String::new()),
                 };
                 if r.is_ok()
@@ -573,18 +620,30 @@ impl Connection {
                 }
                 r
             }
-            Plan::Truncate { tables, restart_identity } => ex.truncate(tables, *restart_identity).map(|()| (Tag::Plain("TRUNCATE TABLE"), 0)),
+            Plan::Truncate { tables, restart_identity } => {
+                ex.truncate(tables, *restart_identity).map(|()| (Tag::Plain("TRUNCATE TABLE"), 0))
+            }
             Plan::DropTable { names, if_exists, sequences, cascade } => {
                 let tag = if *sequences { "DROP SEQUENCE" } else { "DROP TABLE" };
                 ex.drop_tables(names, *if_exists, *sequences, *cascade).map(|()| (Tag::Plain(tag), 0))
             }
-            Plan::CreateSchema { name, owner, if_not_exists } => ex.create_schema(name, owner.as_deref(), *if_not_exists).map(|()| (Tag::Plain("CREATE SCHEMA"), 0)),
-            Plan::DropSchema { names, if_exists, cascade } => ex.drop_schemas(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP SCHEMA"), 0)),
+            Plan::CreateSchema { name, owner, if_not_exists } => {
+                ex.create_schema(name, owner.as_deref(), *if_not_exists).map(|()| (Tag::Plain("CREATE SCHEMA"), 0))
+            }
+            Plan::DropSchema { names, if_exists, cascade } => {
+                ex.drop_schemas(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP SCHEMA"), 0))
+            }
             Plan::CreateView { def, replace } => ex.create_view(def, *replace).map(|()| (Tag::Plain("CREATE VIEW"), 0)),
-            Plan::DropView { names, if_exists, cascade } => ex.drop_views(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP VIEW"), 0)),
-            Plan::DropIndex { names, if_exists } => ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0)),
+            Plan::DropView { names, if_exists, cascade } => {
+                ex.drop_views(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP VIEW"), 0))
+            }
+            Plan::DropIndex { names, if_exists } => {
+                ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0))
+            }
             Plan::AlterTable(a) => ex.alter_table(a).map(|()| (Tag::Plain(a.tag), 0)),
-            Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Explain { .. } | Plan::Noop { .. } => Ok((Tag::Plain(""), 0)),
+            Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Explain { .. } | Plan::Noop { .. } => {
+                Ok((Tag::Plain(""), 0))
+            }
         };
         if !matches!(prepared.plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_)) {
             out.reset(0);
@@ -623,7 +682,10 @@ impl Connection {
         }
         if local && self.block == Block::None {
             // PostgreSQL checks the value, warns, and changes nothing.
-            self.warnings.push(SqlNotice { sqlstate: "25P01", message: "SET LOCAL can only be used in transaction blocks".into() });
+            self.warnings.push(SqlNotice {
+                sqlstate: "25P01",
+                message: "SET LOCAL can only be used in transaction blocks".into(),
+            });
         } else {
             self.settings.set_scoped(&key, v, local);
         }

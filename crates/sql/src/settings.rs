@@ -44,11 +44,23 @@ pub(crate) fn default_settings() -> HashMap<String, String> {
         // buffered results (exec::Interrupt::charge); 0: no bound.
         ("pgtier.statement_mem", "1GB"),
     ];
-    pairs.iter().copied().chain(crate::settings_planner::defaults()).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+    pairs
+        .iter()
+        .copied()
+        .chain(crate::settings_planner::defaults())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
 }
 
 /// Settings a session may not change (55P02); all others it may.
-pub(crate) const READ_ONLY_SETTINGS: [&str; 6] = ["server_version", "server_encoding", "integer_datetimes", "is_superuser", "max_identifier_length", crate::names::TEMP_SCHEMA_SETTING];
+pub(crate) const READ_ONLY_SETTINGS: [&str; 6] = [
+    "server_version",
+    "server_encoding",
+    "integer_datetimes",
+    "is_superuser",
+    "max_identifier_length",
+    crate::names::TEMP_SCHEMA_SETTING,
+];
 
 /// `value` for `key` as the session keeps it, or PostgreSQL's error for a
 /// value it refuses.
@@ -64,13 +76,21 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
         }
         "datestyle" => crate::tz::normalize_datestyle(value, "ISO, MDY")?,
         "extra_float_digits" => {
-            let n: i32 = value.trim().parse().map_err(|_| SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\"")))?;
+            let n: i32 = value
+                .trim()
+                .parse()
+                .map_err(|_| SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\"")))?;
             if !(-15..=3).contains(&n) {
-                return Err(SqlError::new("22023", format!("{n} is outside the valid range for parameter \"extra_float_digits\" (-15 .. 3)")));
+                return Err(SqlError::new(
+                    "22023",
+                    format!("{n} is outside the valid range for parameter \"extra_float_digits\" (-15 .. 3)"),
+                ));
             }
             n.to_string()
         }
-        "timezone" => crate::tz::setting_zone(value).map(|(_, shown)| shown).ok_or_else(|| SqlError::new("22023", format!("invalid value for parameter \"TimeZone\": \"{value}\"")))?,
+        "timezone" => crate::tz::setting_zone(value)
+            .map(|(_, shown)| shown)
+            .ok_or_else(|| SqlError::new("22023", format!("invalid value for parameter \"TimeZone\": \"{value}\"")))?,
         "standard_conforming_strings" => match value.to_lowercase().as_str() {
             "on" | "true" | "1" => "on".to_owned(),
             "off" | "false" | "0" => return Err(SqlError::unsupported("standard_conforming_strings = off")),
@@ -82,7 +102,9 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
             v @ ("local" | "remote_write" | "remote_apply") => v.to_owned(),
             _ => return Err(invalid()),
         },
-        "statement_timeout" | "lock_timeout" | "idle_in_transaction_session_timeout" => format_ms(parse_ms(key, value)?),
+        "statement_timeout" | "lock_timeout" | "idle_in_transaction_session_timeout" => {
+            format_ms(parse_ms(key, value)?)
+        }
         "pgtier.statement_mem" => format_kb(parse_kb(key, value)?),
         "bytea_output" => match value.trim().to_lowercase().as_str() {
             v @ ("hex" | "escape") => v.to_owned(),
@@ -92,12 +114,22 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
         // would print values differently from PostgreSQL.
         "intervalstyle" => match value.trim().to_lowercase().as_str() {
             "postgres" => "postgres".to_owned(),
-            v @ ("postgres_verbose" | "sql_standard" | "iso_8601") => return Err(SqlError::unsupported(format!("IntervalStyle {v}"))),
-            _ => return Err(invalid().with_hint("Available values: postgres, postgres_verbose, sql_standard, iso_8601.")),
+            v @ ("postgres_verbose" | "sql_standard" | "iso_8601") => {
+                return Err(SqlError::unsupported(format!("IntervalStyle {v}")));
+            }
+            _ => {
+                return Err(
+                    invalid().with_hint("Available values: postgres, postgres_verbose, sql_standard, iso_8601.")
+                );
+            }
         },
         "timezone_abbreviations" => match value.trim() {
             "Default" => "Default".to_owned(),
-            other => return Err(SqlError::unsupported(format!("timezone_abbreviations {other} (only Default's abbreviations are known)"))),
+            other => {
+                return Err(SqlError::unsupported(format!(
+                    "timezone_abbreviations {other} (only Default's abbreviations are known)"
+                )));
+            }
         },
         "transaction_isolation" | "default_transaction_isolation" => {
             if value.to_lowercase() != "read committed" {
@@ -199,7 +231,10 @@ impl Units {
             return Err(invalid().with_hint("Value exceeds integer range."));
         }
         if x < 0.0 {
-            return Err(SqlError::new("22023", format!("{x} {} is outside the valid range for parameter \"{key}\" (0 .. 2147483647)", self.base)));
+            return Err(SqlError::new(
+                "22023",
+                format!("{x} {} is outside the valid range for parameter \"{key}\" (0 .. 2147483647)", self.base),
+            ));
         }
         // In range and rounded: the cast is exact.
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
@@ -340,7 +375,9 @@ impl Settings {
     fn store(&mut self, key: &str, value: String) {
         match key {
             "statement_timeout" => self.statement_timeout_ms = parse_ms(key, &value).unwrap_or(0),
-            "idle_in_transaction_session_timeout" => self.idle_in_transaction_timeout_ms = parse_ms(key, &value).unwrap_or(0),
+            "idle_in_transaction_session_timeout" => {
+                self.idle_in_transaction_timeout_ms = parse_ms(key, &value).unwrap_or(0)
+            }
             "pgtier.statement_mem" => self.statement_mem_kb = parse_kb(key, &value).unwrap_or(STATEMENT_MEM_DEFAULT_KB),
             "search_path" if *self.search_path != *value => self.search_path = Arc::from(value.as_str()),
             _ => {}
@@ -349,7 +386,12 @@ impl Settings {
         Arc::make_mut(&mut self.values).insert(key.to_owned(), value);
         if datetime {
             let text = |k: &str| self.values.get(k).map_or("", String::as_str);
-            self.datetime = crate::tz::context(text("timezone"), text("datestyle"), text("extra_float_digits"), text("bytea_output"));
+            self.datetime = crate::tz::context(
+                text("timezone"),
+                text("datestyle"),
+                text("extra_float_digits"),
+                text("bytea_output"),
+            );
             crate::tz::install(self.datetime.as_ref());
         }
     }
@@ -419,7 +461,8 @@ impl Settings {
 
     /// idle_in_transaction_session_timeout; None when 0 (off).
     pub(crate) fn idle_in_transaction_timeout(&self) -> Option<std::time::Duration> {
-        (self.idle_in_transaction_timeout_ms != 0).then(|| std::time::Duration::from_millis(u64::from(self.idle_in_transaction_timeout_ms)))
+        (self.idle_in_transaction_timeout_ms != 0)
+            .then(|| std::time::Duration::from_millis(u64::from(self.idle_in_transaction_timeout_ms)))
     }
 }
 
@@ -429,7 +472,18 @@ mod tests {
 
     #[test]
     fn time_settings_read_and_print_as_postgresql() {
-        let cases = [("5000", "5s"), ("1min", "1min"), ("1.5s", "1500ms"), ("100", "100ms"), ("3600000", "1h"), ("1000us", "1ms"), ("0.5ms", "0"), ("100 ms", "100ms"), ("0", "0"), ("86400000", "1d")];
+        let cases = [
+            ("5000", "5s"),
+            ("1min", "1min"),
+            ("1.5s", "1500ms"),
+            ("100", "100ms"),
+            ("3600000", "1h"),
+            ("1000us", "1ms"),
+            ("0.5ms", "0"),
+            ("100 ms", "100ms"),
+            ("0", "0"),
+            ("86400000", "1d"),
+        ];
         for (input, shown) in cases {
             assert_eq!(format_ms(parse_ms("statement_timeout", input).unwrap()), shown, "{input}");
         }
@@ -437,12 +491,16 @@ mod tests {
             let e = parse_ms("statement_timeout", bad).unwrap_err();
             assert_eq!(e.sqlstate, "22023", "{bad}");
         }
-        assert_eq!(parse_ms("statement_timeout", "-1").unwrap_err().message, "-1 ms is outside the valid range for parameter \"statement_timeout\" (0 .. 2147483647)");
+        assert_eq!(
+            parse_ms("statement_timeout", "-1").unwrap_err().message,
+            "-1 ms is outside the valid range for parameter \"statement_timeout\" (0 .. 2147483647)"
+        );
     }
 
     #[test]
     fn memory_settings_read_and_print_as_postgresql() {
-        let cases = [("1GB", "1GB"), ("1024", "1MB"), ("64kB", "64kB"), ("1536MB", "1536MB"), ("2048B", "2kB"), ("0", "0")];
+        let cases =
+            [("1GB", "1GB"), ("1024", "1MB"), ("64kB", "64kB"), ("1536MB", "1536MB"), ("2048B", "2kB"), ("0", "0")];
         for (input, shown) in cases {
             assert_eq!(format_kb(parse_kb("pgtier.statement_mem", input).unwrap()), shown, "{input}");
         }

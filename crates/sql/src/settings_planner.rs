@@ -76,11 +76,16 @@ pub(crate) fn normalize(key: &str, value: &str) -> Option<Result<String>> {
 fn check(key: &str, value: &str, kind: Kind) -> Result<String> {
     let invalid = || SqlError::new("22023", format!("invalid value for parameter \"{key}\": \"{value}\""));
     match kind {
-        Kind::Bool => parse_bool(value).map(|b| if b { "on" } else { "off" }.to_owned()).ok_or_else(|| SqlError::new("22023", format!("parameter \"{key}\" requires a Boolean value"))),
+        Kind::Bool => parse_bool(value)
+            .map(|b| if b { "on" } else { "off" }.to_owned())
+            .ok_or_else(|| SqlError::new("22023", format!("parameter \"{key}\" requires a Boolean value"))),
         Kind::Int(min, max) => {
             let n: i32 = value.trim().parse().map_err(|_| invalid())?;
             if !(min..=max).contains(&n) {
-                return Err(SqlError::new("22023", format!("{n} is outside the valid range for parameter \"{key}\" ({min} .. {max})")));
+                return Err(SqlError::new(
+                    "22023",
+                    format!("{n} is outside the valid range for parameter \"{key}\" ({min} .. {max})"),
+                ));
             }
             Ok(n.to_string())
         }
@@ -94,14 +99,19 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<String> {
             let shown = x.to_string();
             let digits = shown.bytes().filter(u8::is_ascii_digit).skip_while(|b| *b == b'0').count();
             if x != 0.0 && (!(1e-4..1e6).contains(&x) || digits > 6) {
-                return Err(SqlError::unsupported(format!("{key} = {value} (shown differently than PostgreSQL would)")));
+                return Err(SqlError::unsupported(format!(
+                    "{key} = {value} (shown differently than PostgreSQL would)"
+                )));
             }
             Ok(shown)
         }
         Kind::Kb(min) => {
             let kb = crate::settings::parse_kb(key, value)?;
             if kb < min {
-                return Err(SqlError::new("22023", format!("{kb} kB is outside the valid range for parameter \"{key}\" ({min} .. 2147483647)")));
+                return Err(SqlError::new(
+                    "22023",
+                    format!("{kb} kB is outside the valid range for parameter \"{key}\" ({min} .. 2147483647)"),
+                ));
             }
             Ok(crate::settings::format_kb(kb))
         }

@@ -51,7 +51,11 @@ fn parse_time(t: &str) -> std::result::Result<i64, Bad> {
     if let Some(first) = words.first().copied() {
         let date_len = first.find(['T', 't']).unwrap_or(first.len());
         if date_len == 10 && first.as_bytes().get(4) == Some(&b'-') && first.as_bytes().get(7) == Some(&b'-') {
-            if !first[..10].bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() }) {
+            if !first[..10]
+                .bytes()
+                .enumerate()
+                .all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() })
+            {
                 return Err(Bad::Syntax);
             }
             dated = true;
@@ -66,11 +70,14 @@ fn parse_time(t: &str) -> std::result::Result<i64, Bad> {
     let clock = words.first().copied().ok_or(Bad::Syntax)?;
     let clock = clock.strip_prefix(['T', 't']).unwrap_or(clock);
     // A meridian glued to the clock: 5:32PM.
-    let glued = clock.len().checked_sub(2).filter(|&i| clock.is_char_boundary(i) && clock[..i].contains(':')).and_then(|i| match clock[i..].to_ascii_lowercase().as_str() {
-        "am" => Some((i, false)),
-        "pm" => Some((i, true)),
-        _ => None,
-    });
+    let glued =
+        clock.len().checked_sub(2).filter(|&i| clock.is_char_boundary(i) && clock[..i].contains(':')).and_then(|i| {
+            match clock[i..].to_ascii_lowercase().as_str() {
+                "am" => Some((i, false)),
+                "pm" => Some((i, true)),
+                _ => None,
+            }
+        });
     let (clock, mut pm) = match glued {
         Some((i, is_pm)) => (&clock[..i], Some(is_pm)),
         None => (clock, None),
@@ -80,7 +87,8 @@ fn parse_time(t: &str) -> std::result::Result<i64, Bad> {
             "am" | "a.m." => pm = Some(false),
             "pm" | "p.m." => pm = Some(true),
             // A zone with daylight-saving rules needs the date to apply.
-            zone if is_zone(zone) && (dated || !matches!(crate::tz::lookup(zone), Some(crate::tz::Zone::Named(_)))) => {}
+            zone if is_zone(zone) && (dated || !matches!(crate::tz::lookup(zone), Some(crate::tz::Zone::Named(_)))) => {
+            }
             _ => return Err(Bad::Syntax),
         }
     }
@@ -129,8 +137,12 @@ fn fields(body: &str) -> std::result::Result<(i64, i64, i64, i64), Bad> {
         [h, m] => (num(h)?, num(m)?, 0),
         [h, m, s] => (num(h)?, num(m)?, num(s)?),
         // ISO compact: hhmmss or hhmm.
-        [compact] if compact.len() == 6 && compact.bytes().all(|b| b.is_ascii_digit()) => (num(&compact[..2])?, num(&compact[2..4])?, num(&compact[4..])?),
-        [compact] if compact.len() == 4 && compact.bytes().all(|b| b.is_ascii_digit()) && frac.is_empty() => (num(&compact[..2])?, num(&compact[2..])?, 0),
+        [compact] if compact.len() == 6 && compact.bytes().all(|b| b.is_ascii_digit()) => {
+            (num(&compact[..2])?, num(&compact[2..4])?, num(&compact[4..])?)
+        }
+        [compact] if compact.len() == 4 && compact.bytes().all(|b| b.is_ascii_digit()) && frac.is_empty() => {
+            (num(&compact[..2])?, num(&compact[2..])?, 0)
+        }
         _ => return Err(Bad::Syntax),
     };
     Ok((h, m, s, fraction_micros(frac)))

@@ -85,8 +85,19 @@ pub enum Elem {
 
 /// Above PostgreSQL's varchar limit (10485760), which `map_type` enforces.
 const ARRAY_TAG_BASE: u32 = 10_485_761;
-const ELEMS: [Elem; 11] =
-    [Elem::Int2, Elem::Int4, Elem::Int8, Elem::Oid, Elem::Text, Elem::Char, Elem::Bool, Elem::Float8, Elem::Int2Vector, Elem::OidVector, Elem::AclItem];
+const ELEMS: [Elem; 11] = [
+    Elem::Int2,
+    Elem::Int4,
+    Elem::Int8,
+    Elem::Oid,
+    Elem::Text,
+    Elem::Char,
+    Elem::Bool,
+    Elem::Float8,
+    Elem::Int2Vector,
+    Elem::OidVector,
+    Elem::AclItem,
+];
 
 impl Elem {
     pub fn data_type(self) -> DataType {
@@ -96,7 +107,9 @@ impl Elem {
 
     pub fn of(ty: DataType) -> Option<Elem> {
         match ty {
-            DataType::Varchar(n) if (ARRAY_TAG_BASE..EXPAND_RECORD_TAG_BASE).contains(&n) => ELEMS.get(usize::try_from(n - ARRAY_TAG_BASE).ok()?).copied(),
+            DataType::Varchar(n) if (ARRAY_TAG_BASE..EXPAND_RECORD_TAG_BASE).contains(&n) => {
+                ELEMS.get(usize::try_from(n - ARRAY_TAG_BASE).ok()?).copied()
+            }
             _ => None,
         }
     }
@@ -165,7 +178,9 @@ pub fn expand_record_type(elem: Elem) -> DataType {
 
 pub fn expand_record_elem(ty: DataType) -> Option<Elem> {
     match ty {
-        DataType::Varchar(n) if n >= EXPAND_RECORD_TAG_BASE => ELEMS.get(usize::try_from(n - EXPAND_RECORD_TAG_BASE).ok()?).copied(),
+        DataType::Varchar(n) if n >= EXPAND_RECORD_TAG_BASE => {
+            ELEMS.get(usize::try_from(n - EXPAND_RECORD_TAG_BASE).ok()?).copied()
+        }
         _ => None,
     }
 }

@@ -32,7 +32,10 @@ const UNIX_TO_PG_MICROS: i64 = 946_684_800_000_000;
 #[derive(Debug, Clone)]
 pub enum Zone {
     /// Seconds east of Greenwich, with the abbreviation SQL-style output shows.
-    Fixed { east_secs: i32, abbrev: String },
+    Fixed {
+        east_secs: i32,
+        abbrev: String,
+    },
     Named(jiff::tz::TimeZone),
 }
 
@@ -141,7 +144,9 @@ pub fn order() -> Order {
 pub fn normalize_datestyle(value: &str, current: &str) -> Result<String> {
     let (mut style, mut order) = parse_datestyle_shown(current);
     let (mut have_style, mut have_order) = (false, false);
-    let invalid = |detail: String| SqlError::new("22023", format!("invalid value for parameter \"DateStyle\": \"{value}\"")).with_detail(detail);
+    let invalid = |detail: String| {
+        SqlError::new("22023", format!("invalid value for parameter \"DateStyle\": \"{value}\"")).with_detail(detail)
+    };
     for word in value.split(|c: char| c == ',' || c.is_ascii_whitespace()).filter(|w| !w.is_empty()) {
         let w = word.trim_matches('"').to_ascii_uppercase();
         let (new_style, new_order) = match w.as_str() {
@@ -342,7 +347,9 @@ impl Zone {
     /// The UTC instant of local time `local` in this zone (DetermineTimeZoneOffset).
     pub fn from_local(&self, local: i64) -> i64 {
         // Saturating throughout: main's ±infinity timestamps are i64 bounds.
-        let Zone::Named(_) = self else { return local.saturating_sub(i64::from(self.offset_at(local)) * MICROS_PER_SECOND) };
+        let Zone::Named(_) = self else {
+            return local.saturating_sub(i64::from(self.offset_at(local)) * MICROS_PER_SECOND);
+        };
         let o1 = i64::from(self.offset_at(local.saturating_sub(MICROS_PER_DAY))) * MICROS_PER_SECOND;
         let o2 = i64::from(self.offset_at(local.saturating_add(MICROS_PER_DAY))) * MICROS_PER_SECOND;
         let (u1, u2) = (local.saturating_sub(o1), local.saturating_sub(o2));

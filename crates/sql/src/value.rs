@@ -8,18 +8,21 @@
 
 use std::cmp::Ordering;
 
-use pgtier_engine::{DATE_INFINITY, DATE_NEG_INFINITY, DataType, Numeric, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, round_to_precision};
+use pgtier_engine::{
+    DATE_INFINITY, DATE_NEG_INFINITY, DataType, Numeric, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value,
+    round_to_precision,
+};
 
 /// Digits an i128 numeric holds (the engine's limit for numeric(p,s)).
 pub const NUMERIC_PRECISION_MAX: u8 = 38;
 
 use crate::error::{Result, SqlError};
 
-mod datetime_in;
 mod bytea_in;
+mod datetime_in;
 mod era;
-mod numeric_wide;
 pub mod numeric_transcendental;
+mod numeric_wide;
 pub use numeric_wide::{Dec, normalized as numeric_wide_normalized, numeric_series, numeric_variance};
 
 use datetime_in::{days_in_month, parse_date, parse_timestamp, parse_timestamptz, time_shape_ok, zone_in_range};
@@ -57,9 +60,12 @@ pub enum Category {
 pub fn category(ty: DataType) -> Category {
     match ty {
         DataType::Bool => Category::Bool,
-        DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. } | DataType::Float4 | DataType::Float8 => {
-            Category::Numeric
-        }
+        DataType::Int2
+        | DataType::Int4
+        | DataType::Int8
+        | DataType::Numeric { .. }
+        | DataType::Float4
+        | DataType::Float8 => Category::Numeric,
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => Category::String,
         DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) => Category::DateTime,
         DataType::Time(_) => Category::Time,
@@ -237,24 +243,31 @@ fn numeric_div_at(a: Numeric, b: Numeric, scale: u8) -> Result<Numeric> {
     // q = a.m * 10^(scale + b.s - a.s) / b.m
     let exp = i32::from(scale) + i32::from(b.scale) - i32::from(a.scale);
     let (num, den) = if exp >= 0 {
-        (a.mantissa.checked_mul(pow10(exp.unsigned_abs()).ok_or_else(numeric_overflow)?).ok_or_else(numeric_overflow)?, b.mantissa)
+        (
+            a.mantissa
+                .checked_mul(pow10(exp.unsigned_abs()).ok_or_else(numeric_overflow)?)
+                .ok_or_else(numeric_overflow)?,
+            b.mantissa,
+        )
     } else {
-        (a.mantissa, b.mantissa.checked_mul(pow10(exp.unsigned_abs()).ok_or_else(numeric_overflow)?).ok_or_else(numeric_overflow)?)
+        (
+            a.mantissa,
+            b.mantissa
+                .checked_mul(pow10(exp.unsigned_abs()).ok_or_else(numeric_overflow)?)
+                .ok_or_else(numeric_overflow)?,
+        )
     };
     let q = num / den;
     let r = num % den;
     let round_away = r.unsigned_abs().checked_mul(2).is_none_or(|twice| twice >= den.unsigned_abs());
-    let q = if round_away && r != 0 {
-        if (num < 0) != (den < 0) { q - 1 } else { q + 1 }
-    } else {
-        q
-    };
+    let q = if round_away && r != 0 { if (num < 0) != (den < 0) { q - 1 } else { q + 1 } } else { q };
     Ok(Numeric::new(q, scale))
 }
 
 pub fn numeric_div(a: Numeric, b: Numeric) -> Result<Numeric> {
     let scale = u8::try_from(div_scale(a, b)).map_err(|_| numeric_too_wide("numeric division result"))?;
-    numeric_div_at(a, b, scale).map_err(|e| if e.sqlstate == "22003" { numeric_too_wide("numeric division result") } else { e })
+    numeric_div_at(a, b, scale)
+        .map_err(|e| if e.sqlstate == "22003" { numeric_too_wide("numeric division result") } else { e })
 }
 
 /// Removes trailing fractional zeros (PostgreSQL keeps the display scale,
@@ -304,9 +317,15 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Date(x), V::Date(y)) => x.cmp(y),
         // A local time against an instant is the instant of that local
         // time in the session's zone (a date is its midnight).
-        (V::TimestampTz(_), V::Date(_) | V::Timestamp(_)) => datetime_micros(a)?.cmp(&instant_of_local(datetime_micros(b)?)),
-        (V::Date(_) | V::Timestamp(_), V::TimestampTz(_)) => instant_of_local(datetime_micros(a)?).cmp(&datetime_micros(b)?),
-        (V::Date(_) | V::Timestamp(_) | V::TimestampTz(_), V::Date(_) | V::Timestamp(_) | V::TimestampTz(_)) => datetime_micros(a)?.cmp(&datetime_micros(b)?),
+        (V::TimestampTz(_), V::Date(_) | V::Timestamp(_)) => {
+            datetime_micros(a)?.cmp(&instant_of_local(datetime_micros(b)?))
+        }
+        (V::Date(_) | V::Timestamp(_), V::TimestampTz(_)) => {
+            instant_of_local(datetime_micros(a)?).cmp(&datetime_micros(b)?)
+        }
+        (V::Date(_) | V::Timestamp(_) | V::TimestampTz(_), V::Date(_) | V::Timestamp(_) | V::TimestampTz(_)) => {
+            datetime_micros(a)?.cmp(&datetime_micros(b)?)
+        }
         (V::Bytea(x), V::Bytea(y)) => x.cmp(y),
         (V::Uuid(x), V::Uuid(y)) => x.cmp(y),
         (V::Time(x), V::Time(y)) => x.cmp(y),
@@ -356,7 +375,9 @@ fn datetime_micros(v: &Value) -> Option<i128> {
 /// are (no zone moves them across a finite timestamp).
 fn instant_of_local(local: i128) -> i128 {
     match i64::try_from(local) {
-        Ok(t) if (crate::time::TIMESTAMP_MIN..crate::time::TIMESTAMP_END).contains(&t) => i128::from(crate::tz::from_local(t)),
+        Ok(t) if (crate::time::TIMESTAMP_MIN..crate::time::TIMESTAMP_END).contains(&t) => {
+            i128::from(crate::tz::from_local(t))
+        }
         _ => local,
     }
 }
@@ -475,8 +496,12 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
             Ok(if ty == DataType::Float4 { Value::Float4(r as f32) } else { Value::Float8(r) })
         }
         DataType::Date => date_arith(op, a, b),
-        DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) | DataType::Interval => crate::interval::arith(op, a, b, ty),
-        _ => Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b)))),
+        DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) | DataType::Interval => {
+            crate::interval::arith(op, a, b, ty)
+        }
+        _ => {
+            Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b))))
+        }
     }
 }
 
@@ -512,13 +537,23 @@ fn date_arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value> {
         Ok(Value::Date(i32::try_from(days).map_err(|_| SqlError::new("22008", "date out of range"))?))
     };
     match (op, a, b) {
-        (ArithOp::Sub, Value::Date(d), Value::Date(e)) if is_infinite_date(*d) || is_infinite_date(*e) => Err(SqlError::new("22008", "cannot subtract infinite dates")),
+        (ArithOp::Sub, Value::Date(d), Value::Date(e)) if is_infinite_date(*d) || is_infinite_date(*e) => {
+            Err(SqlError::new("22008", "cannot subtract infinite dates"))
+        }
         // An infinity plus or minus days stays itself (date_pli, date_mii).
-        (ArithOp::Add | ArithOp::Sub, Value::Date(d), _) | (ArithOp::Add, _, Value::Date(d)) if is_infinite_date(*d) => Ok(Value::Date(*d)),
-        (ArithOp::Add, Value::Date(d), n) | (ArithOp::Add, n, Value::Date(d)) => date(i64::from(*d) + n.as_i64().unwrap_or(0)),
+        (ArithOp::Add | ArithOp::Sub, Value::Date(d), _) | (ArithOp::Add, _, Value::Date(d))
+            if is_infinite_date(*d) =>
+        {
+            Ok(Value::Date(*d))
+        }
+        (ArithOp::Add, Value::Date(d), n) | (ArithOp::Add, n, Value::Date(d)) => {
+            date(i64::from(*d) + n.as_i64().unwrap_or(0))
+        }
         (ArithOp::Sub, Value::Date(d), Value::Date(e)) => Ok(Value::Int4(d - e)),
         (ArithOp::Sub, Value::Date(d), n) => date(i64::from(*d) - n.as_i64().unwrap_or(0)),
-        _ => Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b)))),
+        _ => {
+            Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b))))
+        }
     }
 }
 
@@ -604,7 +639,11 @@ pub fn round_numeric(n: Numeric, s: i64) -> Result<Numeric> {
     };
     let q = n.mantissa / divisor;
     let r = n.mantissa % divisor;
-    let q = if r.unsigned_abs().checked_mul(2).is_none_or(|twice| twice >= divisor.unsigned_abs()) { if r < 0 { q - 1 } else { q + 1 } } else { q };
+    let q = if r.unsigned_abs().checked_mul(2).is_none_or(|twice| twice >= divisor.unsigned_abs()) {
+        if r < 0 { q - 1 } else { q + 1 }
+    } else {
+        q
+    };
     let factor = pow10(shift).ok_or_else(numeric_overflow)?;
     Ok(Numeric::new(q.checked_mul(factor).ok_or_else(numeric_overflow)?, 0))
 }
@@ -634,7 +673,9 @@ fn typmod_overflow(precision: u16, scale: i16, infinite: bool) -> SqlError {
     } else if max_digits == 0 {
         format!("A field with precision {precision}, scale {scale} must round to an absolute value less than 1.")
     } else {
-        format!("A field with precision {precision}, scale {scale} must round to an absolute value less than 10^{max_digits}.")
+        format!(
+            "A field with precision {precision}, scale {scale} must round to an absolute value less than 10^{max_digits}."
+        )
     };
     SqlError::new("22003", "numeric field overflow").with_detail(detail)
 }
@@ -666,7 +707,9 @@ pub fn numeric_typmod(n: Numeric, precision: u8, scale: u8) -> Result<Numeric> {
     }
     let overflow = || {
         let detail = if precision == scale {
-            "A field with precision {p}, scale {s} must round to an absolute value less than 1.".replace("{p}", &precision.to_string()).replace("{s}", &scale.to_string())
+            "A field with precision {p}, scale {s} must round to an absolute value less than 1."
+                .replace("{p}", &precision.to_string())
+                .replace("{s}", &scale.to_string())
         } else {
             format!(
                 "A field with precision {precision}, scale {scale} must round to an absolute value less than 10^{}.",
@@ -736,7 +779,9 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         return converted;
     }
     Ok(match (to, v) {
-        (T::Int2 | T::Int4 | T::Int8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_))) => int_result(v.as_i64().unwrap_or(0), to)?,
+        (T::Int2 | T::Int4 | T::Int8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_))) => {
+            int_result(v.as_i64().unwrap_or(0), to)?
+        }
         (T::Int2 | T::Int4 | T::Int8, Value::Numeric(n)) => numeric_to_int(n, to)?,
         (T::Int2 | T::Int4 | T::Int8, v @ Value::NumericBig(_)) => {
             let d = Dec::of(&v).ok_or_else(numeric_overflow)?;
@@ -749,14 +794,37 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Int2 | T::Int4 | T::Int8, Value::Float4(x)) => float_to_int(f64::from(x), to)?,
         (T::Int2 | T::Int4 | T::Int8, Value::Float8(x)) => float_to_int(x, to)?,
         (T::Int4, Value::Bool(b)) if explicit => Value::Int4(i32::from(b)),
-        (T::Numeric { precision, scale }, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_))) => numeric_typmod_value(v, precision, scale)?,
-        (T::Numeric { precision, scale }, Value::Float4(x)) => numeric_typmod_value(float_to_numeric(f64::from(x), 6)?, precision, scale)?,
-        (T::Numeric { precision, scale }, Value::Float8(x)) => numeric_typmod_value(float_to_numeric(x, 15)?, precision, scale)?,
-        (T::Float8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::NumericBig(_) | Value::Float4(_) | Value::Float8(_))) => {
-            Value::Float8(to_f64(&v).unwrap_or(f64::NAN))
+        (
+            T::Numeric { precision, scale },
+            v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_)),
+        ) => numeric_typmod_value(v, precision, scale)?,
+        (T::Numeric { precision, scale }, Value::Float4(x)) => {
+            numeric_typmod_value(float_to_numeric(f64::from(x), 6)?, precision, scale)?
         }
+        (T::Numeric { precision, scale }, Value::Float8(x)) => {
+            numeric_typmod_value(float_to_numeric(x, 15)?, precision, scale)?
+        }
+        (
+            T::Float8,
+            v @ (Value::Int2(_)
+            | Value::Int4(_)
+            | Value::Int8(_)
+            | Value::Numeric(_)
+            | Value::NumericBig(_)
+            | Value::Float4(_)
+            | Value::Float8(_)),
+        ) => Value::Float8(to_f64(&v).unwrap_or(f64::NAN)),
         #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
-        (T::Float4, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_) | Value::Numeric(_) | Value::NumericBig(_) | Value::Float4(_) | Value::Float8(_))) => {
+        (
+            T::Float4,
+            v @ (Value::Int2(_)
+            | Value::Int4(_)
+            | Value::Int8(_)
+            | Value::Numeric(_)
+            | Value::NumericBig(_)
+            | Value::Float4(_)
+            | Value::Float8(_)),
+        ) => {
             let x = to_f64(&v).unwrap_or(f64::NAN);
             // Numeric and bigint round once, straight to single precision
             // (numeric through its text, as PostgreSQL's float4in): through
@@ -784,14 +852,22 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Varchar(n), Value::Text(s)) => Value::Text(fit_varchar(s, n, explicit)?),
         (T::Char(n), Value::Text(s)) => Value::Text(fit_char(s, n, explicit)?),
         (T::Date, Value::Date(d)) => Value::Date(d),
-        (T::Date, Value::Timestamp(TIMESTAMP_INFINITY) | Value::TimestampTz(TIMESTAMP_INFINITY)) => Value::Date(DATE_INFINITY),
-        (T::Date, Value::Timestamp(TIMESTAMP_NEG_INFINITY) | Value::TimestampTz(TIMESTAMP_NEG_INFINITY)) => Value::Date(DATE_NEG_INFINITY),
+        (T::Date, Value::Timestamp(TIMESTAMP_INFINITY) | Value::TimestampTz(TIMESTAMP_INFINITY)) => {
+            Value::Date(DATE_INFINITY)
+        }
+        (T::Date, Value::Timestamp(TIMESTAMP_NEG_INFINITY) | Value::TimestampTz(TIMESTAMP_NEG_INFINITY)) => {
+            Value::Date(DATE_NEG_INFINITY)
+        }
         // An infinity is one in every zone.
         (T::Timestamp(_), Value::Timestamp(t) | Value::TimestampTz(t)) if is_infinite_micros(t) => Value::Timestamp(t),
-        (T::TimestampTz(_), Value::Timestamp(t) | Value::TimestampTz(t)) if is_infinite_micros(t) => Value::TimestampTz(t),
+        (T::TimestampTz(_), Value::Timestamp(t) | Value::TimestampTz(t)) if is_infinite_micros(t) => {
+            Value::TimestampTz(t)
+        }
         // Between instants and local times through the session's zone.
         (T::Date, Value::TimestampTz(t)) => cast(Value::Timestamp(crate::tz::to_local(t)), to, explicit)?,
-        (T::Date, Value::Timestamp(t)) => Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?),
+        (T::Date, Value::Timestamp(t)) => Value::Date(
+            i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?,
+        ),
         (T::Timestamp(p), Value::Timestamp(t)) => Value::Timestamp(round_to_precision(t, p)),
         (T::Timestamp(p), Value::TimestampTz(t)) => Value::Timestamp(round_to_precision(crate::tz::to_local(t), p)),
         (T::Timestamp(_), Value::Date(d)) => Value::Timestamp(date_micros(d)?),
@@ -803,14 +879,18 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Time(_), Value::Timestamp(t) | Value::TimestampTz(t)) if is_infinite_micros(t) => Value::Null,
         // The time of day (in the session's zone); rounding may reach 24:00:00.
         (T::Time(p), Value::Timestamp(t)) => Value::Time(round_to_precision(t.rem_euclid(MICROS_PER_DAY), p)),
-        (T::Time(p), Value::TimestampTz(t)) => Value::Time(round_to_precision(crate::tz::to_local(t).rem_euclid(MICROS_PER_DAY), p)),
+        (T::Time(p), Value::TimestampTz(t)) => {
+            Value::Time(round_to_precision(crate::tz::to_local(t).rem_euclid(MICROS_PER_DAY), p))
+        }
         (T::Interval | T::Time(_), v @ (Value::Interval(_) | Value::Time(_))) => crate::interval::cast(v, to),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
         (T::Uuid, Value::Uuid(u)) => Value::Uuid(u),
         (T::Array(e), Value::Array(items)) => crate::array::cast(items, e.get(), explicit)?,
         // boolean's cast to a string type is booltext ('true'), not its
         // output function ('t').
-        (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => cast(Value::Text(if b { "true" } else { "false" }.to_owned()), to, explicit)?,
+        (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => {
+            cast(Value::Text(if b { "true" } else { "false" }.to_owned()), to, explicit)?
+        }
         // Anything to a string type goes through its text output (PostgreSQL's I/O cast).
         (T::Text | T::Varchar(_) | T::Char(_), v) => {
             let mut s = String::new();
@@ -864,19 +944,20 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
     let invalid = || SqlError::invalid_text(type_name(ty), text);
     Ok(match ty {
         // boolin: parse_bool's words and their unique prefixes ('of' is off).
-        DataType::Bool => Value::Bool(crate::settings_planner::parse_bool(t).ok_or_else(|| SqlError::invalid_text("boolean", text))?),
+        DataType::Bool => {
+            Value::Bool(crate::settings_planner::parse_bool(t).ok_or_else(|| SqlError::invalid_text("boolean", text))?)
+        }
         DataType::Int2 | DataType::Int4 | DataType::Int8 => {
             let v: i128 = t.parse().map_err(|_| invalid())?;
-            let out_of_range = || SqlError::new("22003", format!("value \"{text}\" is out of range for type {}", type_name(ty)));
+            let out_of_range =
+                || SqlError::new("22003", format!("value \"{text}\" is out of range for type {}", type_name(ty)));
             let v = i64::try_from(v).map_err(|_| out_of_range())?;
             int_result(v, ty).map_err(|_| out_of_range())?
         }
-        DataType::Numeric { precision, scale } => {
-            match parse_numeric(t) {
-                Some(n) => numeric_typmod_value(Value::Numeric(n), precision, scale)?,
-                None => numeric_typmod_value(Dec::parse(text).ok_or_else(invalid)??.into_value()?, precision, scale)?,
-            }
-        }
+        DataType::Numeric { precision, scale } => match parse_numeric(t) {
+            Some(n) => numeric_typmod_value(Value::Numeric(n), precision, scale)?,
+            None => numeric_typmod_value(Dec::parse(text).ok_or_else(invalid)??.into_value()?, precision, scale)?,
+        },
         DataType::Float4 | DataType::Float8 => {
             let x: f64 = match t.to_ascii_lowercase().as_str() {
                 "nan" => f64::NAN,
@@ -891,9 +972,11 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             // float4in rounds the text once, to single precision (strtof):
             // through double first, some inputs land one unit off.
             #[allow(clippy::cast_possible_truncation)]
-            let single = if x.is_finite() { t.to_ascii_lowercase().parse::<f32>().unwrap_or(x as f32) } else { x as f32 };
+            let single =
+                if x.is_finite() { t.to_ascii_lowercase().parse::<f32>().unwrap_or(x as f32) } else { x as f32 };
             let narrowed = if ty == DataType::Float4 { f64::from(single) } else { x };
-            let overflow = (x.is_finite() && narrowed.is_infinite()) || (x.is_infinite() && !t.to_ascii_lowercase().contains("inf"));
+            let overflow = (x.is_finite() && narrowed.is_infinite())
+                || (x.is_infinite() && !t.to_ascii_lowercase().contains("inf"));
             let underflow = narrowed == 0.0 && nonzero_input;
             if overflow || underflow {
                 return Err(out_of_range());
@@ -905,19 +988,36 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
         DataType::Char(n) => Value::Text(fit_char(text.to_owned(), n, false)?),
         DataType::Bytea if !text.starts_with("\\x") => Value::Bytea(bytea_in::escape(text).ok_or_else(invalid)?),
         DataType::Bytea => Value::Bytea(bytea_in::hex(text.strip_prefix("\\x").ok_or_else(invalid)?)?),
-        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if let Some((word, alone)) = datetime_in::relative_word(t) => {
+        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_)
+            if let Some((word, alone)) = datetime_in::relative_word(t) =>
+        {
             return relative_datetime(t, word, alone, ty);
         }
-        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if let Some(special) = datetime_in::special(t) => special_datetime(special, ty),
-        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) if let Some(zone) = datetime_in::unrecognized_zone(t) => {
+        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_)
+            if let Some(special) = datetime_in::special(t) =>
+        {
+            special_datetime(special, ty)
+        }
+        DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_)
+            if let Some(zone) = datetime_in::unrecognized_zone(t) =>
+        {
             return Err(SqlError::new("22023", format!("time zone \"{zone}\" not recognized")));
         }
         DataType::Date => Value::Date(parse_date(t).ok_or_else(|| datetime_error("date", text))?),
         DataType::Timestamp(_) | DataType::TimestampTz(_) if !zone_in_range(t) => {
             return Err(SqlError::new("22009", format!("time zone displacement out of range: \"{text}\"")));
         }
-        DataType::Timestamp(p) => Value::Timestamp(timestamp_in_range(round_to_precision(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?, p), text)?),
-        DataType::TimestampTz(p) => Value::TimestampTz(timestamp_in_range(round_to_precision(parse_timestamptz(t).ok_or_else(|| datetime_error("timestamp with time zone", text))?, p), text)?),
+        DataType::Timestamp(p) => Value::Timestamp(timestamp_in_range(
+            round_to_precision(parse_timestamp(t).ok_or_else(|| datetime_error("timestamp", text))?, p),
+            text,
+        )?),
+        DataType::TimestampTz(p) => Value::TimestampTz(timestamp_in_range(
+            round_to_precision(
+                parse_timestamptz(t).ok_or_else(|| datetime_error("timestamp with time zone", text))?,
+                p,
+            ),
+            text,
+        )?),
         DataType::Time(p) => Value::Time(crate::time::parse(text, p)?),
         DataType::Interval => Value::Interval(crate::interval::parse(text)?),
         DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
@@ -1064,12 +1164,14 @@ mod tests {
     fn float_output_is_shortest_and_reads_back() {
         let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
         let digits = |t: &str| t.split('e').next().unwrap_or("").bytes().filter(u8::is_ascii_digit).collect::<Vec<_>>();
-        for x in [6.310_887_241_768_095e-30, 5e-324, f64::MAX, f64::MIN_POSITIVE].into_iter().chain((0..100_000).map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            f64::from_bits(state)
-        })) {
+        for x in
+            [6.310_887_241_768_095e-30, 5e-324, f64::MAX, f64::MIN_POSITIVE].into_iter().chain((0..100_000).map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                f64::from_bits(state)
+            }))
+        {
             if !x.is_finite() || x == 0.0 {
                 continue;
             }
@@ -1084,7 +1186,8 @@ mod tests {
             // two doubles (1e23 prints 9.999999999999999e+22); Rust's may.
             let same = |t: &str| t.parse::<f64>() == Ok(x);
             assert!(
-                trim(digits(&ours)) == trim(digits(&rust)) || (trim(digits(&ours)) > trim(digits(&rust)) && halfway(&rust, &same)),
+                trim(digits(&ours)) == trim(digits(&rust))
+                    || (trim(digits(&ours)) > trim(digits(&rust)) && halfway(&rust, &same)),
                 "{x:e}: {ours} against {rust}"
             );
         }

@@ -51,7 +51,11 @@ fn prepared_point_select_does_not_grow_memory() {
     let ins = conn.prepare("INSERT INTO subscriber VALUES ($1, $2, $3, $4)").unwrap();
     conn.begin().unwrap();
     for i in 0..1000 {
-        conn.execute(&ins, &[Value::Int4(i), Value::Text(format!("{i:015}")), Value::Int2(1), Value::Int8(i64::from(i) * 7)]).unwrap();
+        conn.execute(
+            &ins,
+            &[Value::Int4(i), Value::Text(format!("{i:015}")), Value::Int2(1), Value::Int8(i64::from(i) * 7)],
+        )
+        .unwrap();
     }
     conn.commit().unwrap();
     let sel = conn.prepare("SELECT s_id, sub_nbr, bit_1, vlr_location FROM subscriber WHERE s_id = $1").unwrap();
@@ -66,9 +70,17 @@ fn prepared_point_select_does_not_grow_memory() {
         found
     };
     run(10_000, &mut conn); // warm-up: buffers reach their steady size
-    let (a0, f0, n0) = (ALLOCATED_BYTES.load(Ordering::Relaxed), FREED_BYTES.load(Ordering::Relaxed), ALLOCATIONS.load(Ordering::Relaxed));
+    let (a0, f0, n0) = (
+        ALLOCATED_BYTES.load(Ordering::Relaxed),
+        FREED_BYTES.load(Ordering::Relaxed),
+        ALLOCATIONS.load(Ordering::Relaxed),
+    );
     assert_eq!(run(EXECUTIONS, &mut conn), EXECUTIONS);
-    let (a1, f1, n1) = (ALLOCATED_BYTES.load(Ordering::Relaxed), FREED_BYTES.load(Ordering::Relaxed), ALLOCATIONS.load(Ordering::Relaxed));
+    let (a1, f1, n1) = (
+        ALLOCATED_BYTES.load(Ordering::Relaxed),
+        FREED_BYTES.load(Ordering::Relaxed),
+        ALLOCATIONS.load(Ordering::Relaxed),
+    );
     let allocated = a1 - a0;
     let live_growth = (a1 - f1) as i64 - (a0 - f0) as i64;
     println!(
@@ -102,7 +114,8 @@ fn alternating_statements_keep_their_own_result_buffers() {
     let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
     let db = Database::open(dir.path(), config).unwrap();
     let mut conn = Connection::new(db);
-    conn.execute_sql("CREATE TABLE s (id integer PRIMARY KEY, nbr varchar(15) NOT NULL, bit smallint, loc bigint)").unwrap();
+    conn.execute_sql("CREATE TABLE s (id integer PRIMARY KEY, nbr varchar(15) NOT NULL, bit smallint, loc bigint)")
+        .unwrap();
     conn.execute_sql("INSERT INTO s VALUES (1, '000000000000001', 1, 7), (2, '000000000000002', 0, 14)").unwrap();
     let wide = conn.prepare("SELECT id, nbr, bit, loc FROM s WHERE id = $1").unwrap();
     let narrow = conn.prepare("SELECT nbr FROM s WHERE id = $1").unwrap();

@@ -9,12 +9,21 @@ use pgtier_sql::Connection;
 
 fn config() -> EngineConfig {
     // No checkpoint at close: the restart replays the ALTERs from the WAL.
-    EngineConfig { commit_mode: CommitMode::Sync, background: false, checkpoint_on_close: false, ..EngineConfig::default() }
+    EngineConfig {
+        commit_mode: CommitMode::Sync,
+        background: false,
+        checkpoint_on_close: false,
+        ..EngineConfig::default()
+    }
 }
 
 fn rows(conn: &mut Connection, sql: &str) -> Vec<String> {
     let r = conn.execute_sql(sql).unwrap();
-    r.rows.unwrap().iter().map(|row| (0..row.len()).map(|k| row.text(k).unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>().join(" ")).collect()
+    r.rows
+        .unwrap()
+        .iter()
+        .map(|row| (0..row.len()).map(|k| row.text(k).unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>().join(" "))
+        .collect()
 }
 
 #[test]
@@ -56,7 +65,10 @@ fn a_cache_group_table_is_refused() {
     let db = Database::open(dir.path(), config()).unwrap();
     // The cache keeps its group definition in the table's annotation.
     let mut t = db.begin().unwrap();
-    let def = TableDef { annotation: Some("group g: root".into()), ..TableDef::new("cached", vec![ColumnDef::new("id", DataType::Int4)], &["id"]) };
+    let def = TableDef {
+        annotation: Some("group g: root".into()),
+        ..TableDef::new("cached", vec![ColumnDef::new("id", DataType::Int4)], &["id"])
+    };
     t.create_table(&def).unwrap();
     t.commit().unwrap();
     let mut conn = Connection::new(db);
@@ -78,7 +90,10 @@ fn a_committed_alter_survives_a_restart() {
         conn.execute_sql("INSERT INTO p VALUES (1, 'a'), (2, 'b')").unwrap();
         conn.execute_sql("INSERT INTO t VALUES (1, 'x', 1, '10'), (2, 'y', 2, '20')").unwrap();
         conn.database().checkpoint().unwrap();
-        conn.execute_sql("ALTER TABLE t DROP COLUMN gone, ADD COLUMN n int DEFAULT 7 NOT NULL, ALTER COLUMN v TYPE int USING v::int").unwrap();
+        conn.execute_sql(
+            "ALTER TABLE t DROP COLUMN gone, ADD COLUMN n int DEFAULT 7 NOT NULL, ALTER COLUMN v TYPE int USING v::int",
+        )
+        .unwrap();
         // Rows written earlier in the ALTER's own transaction are logged
         // before the rewrite: replay applies them to the old table first.
         conn.execute_sql("BEGIN").unwrap();
@@ -93,7 +108,10 @@ fn a_committed_alter_survives_a_restart() {
     let mut conn = Connection::new(Database::open(dir.path(), config()).unwrap());
     assert_eq!(rows(&mut conn, "SELECT * FROM t ORDER BY id"), ["1 1 10 7", "2 2 20 7"]);
     assert_eq!(
-        rows(&mut conn, "SELECT column_name, ordinal_position FROM information_schema.columns WHERE table_name = 't' ORDER BY ordinal_position"),
+        rows(
+            &mut conn,
+            "SELECT column_name, ordinal_position FROM information_schema.columns WHERE table_name = 't' ORDER BY ordinal_position"
+        ),
         ["id 1", "pid 3", "v 4", "n 5"]
     );
     assert!(conn.execute_sql("SELECT * FROM never").is_err());

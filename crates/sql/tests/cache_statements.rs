@@ -43,7 +43,10 @@ fn a_cache_without_backend_answers_08001_and_the_rules_hold() {
     // Not inside a block, and not among other statements.
     conn.execute_sql("BEGIN").unwrap();
     let e = conn.execute_sql("REFRESH CACHE GROUP g").unwrap_err();
-    assert_eq!((e.sqlstate, e.message.as_str()), ("25001", "REFRESH CACHE GROUP cannot run inside a transaction block"));
+    assert_eq!(
+        (e.sqlstate, e.message.as_str()),
+        ("25001", "REFRESH CACHE GROUP cannot run inside a transaction block")
+    );
     assert_eq!(conn.execute_sql("SELECT 1").unwrap_err().sqlstate, "25P02", "the error aborted the block");
     conn.execute_sql("ROLLBACK").unwrap();
     let e = conn.execute_sql("SELECT 1; DROP CACHE GROUP g").unwrap_err();
@@ -60,7 +63,11 @@ fn a_cache_without_backend_answers_08001_and_the_rules_hold() {
         )
         .unwrap();
     assert_eq!(r.rows.unwrap().columns().len(), 3);
-    let r = conn.execute_sql("SELECT miss_latency_avg_us, memory_budget, root_predicate FROM pgtier_cache_stats, pgtier_cache_groups").unwrap();
+    let r = conn
+        .execute_sql(
+            "SELECT miss_latency_avg_us, memory_budget, root_predicate FROM pgtier_cache_stats, pgtier_cache_groups",
+        )
+        .unwrap();
     assert!(r.rows.unwrap().is_empty());
     let r = conn.execute_sql("SELECT lag_ms, last_error FROM pgtier_cache_propagation WHERE NOT connected").unwrap();
     assert!(r.rows.unwrap().is_empty(), "no AWT group: no propagation row");
@@ -93,7 +100,10 @@ fn backend_login_failures_keep_their_sqlstate_with_a_hint() {
     let e = pgtier_sql::SqlError::from(wrong_password);
     assert_eq!(e.sqlstate, "28P01");
     assert!(e.hint.as_deref().unwrap_or("").contains("password_file"), "{e:?}");
-    let down = pgtier_cache::CacheError::Connect(ConnectError::Unreachable { url: "postgresql://app@db/app".into(), reason: "refused".into() });
+    let down = pgtier_cache::CacheError::Connect(ConnectError::Unreachable {
+        url: "postgresql://app@db/app".into(),
+        reason: "refused".into(),
+    });
     let e = pgtier_sql::SqlError::from(down);
     assert_eq!(e.sqlstate, "08001");
     assert!(e.hint.as_deref().unwrap_or("").contains("[backend] url"), "{e:?}");

@@ -34,7 +34,9 @@ const SCHEMA: &[&str] = &[
 type Rows = Vec<Vec<Option<String>>>;
 
 fn pg_rows(client: &mut postgres::Client, sql: &str) -> Result<Rows, String> {
-    let msgs = client.simple_query(sql).map_err(|e| e.as_db_error().map_or(e.to_string(), |d| format!("{}: {}", d.code().code(), d.message())))?;
+    let msgs = client
+        .simple_query(sql)
+        .map_err(|e| e.as_db_error().map_or(e.to_string(), |d| format!("{}: {}", d.code().code(), d.message())))?;
     Ok(msgs
         .into_iter()
         .filter_map(|m| match m {
@@ -46,13 +48,19 @@ fn pg_rows(client: &mut postgres::Client, sql: &str) -> Result<Rows, String> {
 
 fn tier_rows(conn: &mut Connection, sql: &str) -> Result<Rows, String> {
     let res = conn.execute_sql(sql).map_err(|e| format!("{}: {}", e.sqlstate, e.message))?;
-    Ok(res.rows.map(|rows| rows.iter().map(|r| (0..r.len()).map(|k| r.text(k)).collect()).collect()).unwrap_or_default())
+    Ok(res
+        .rows
+        .map(|rows| rows.iter().map(|r| (0..r.len()).map(|k| r.text(k)).collect()).collect())
+        .unwrap_or_default())
 }
 
 fn queries(file: &str) -> Vec<String> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/psql").join(file);
     let text = std::fs::read_to_string(path).unwrap();
-    text.split("-- end\n").map(|q| q.lines().filter(|l| !l.starts_with("-- ")).collect::<Vec<_>>().join("\n")).filter(|q| !q.trim().is_empty()).collect()
+    text.split("-- end\n")
+        .map(|q| q.lines().filter(|l| !l.starts_with("-- ")).collect::<Vec<_>>().join("\n"))
+        .filter(|q| !q.trim().is_empty())
+        .collect()
 }
 
 struct Both {
@@ -71,7 +79,8 @@ impl Both {
         let db = Database::open(dir.path(), config).unwrap();
         let mut tier = Connection::new(db);
         // The test database's name and user, as the server would report them.
-        let user = pg_rows(&mut { pgtier_backend::connect(&url).unwrap() }, "SELECT current_user, current_database()").unwrap();
+        let user = pg_rows(&mut { pgtier_backend::connect(&url).unwrap() }, "SELECT current_user, current_database()")
+            .unwrap();
         tier.set_identity(user[0][0].as_deref().unwrap(), user[0][1].as_deref().unwrap());
         (Both { pg, tier, failures: Vec::new() }, dir)
     }
@@ -126,13 +135,22 @@ fn psql_describe_queries_match_postgresql() {
             // The first query finds the relation's OID by name; each side then
             // describes its own OID.
             let lookup = describe[0].replace("{name}", name);
-            let Some((pg, tier)) = both.compare(&format!("{file} {name}: lookup"), &lookup, &lookup, &[0]) else { continue };
-            let (Some(Some(pg_oid)), Some(Some(tier_oid))) = (pg.first().map(|r| r[0].clone()), tier.first().map(|r| r[0].clone())) else {
+            let Some((pg, tier)) = both.compare(&format!("{file} {name}: lookup"), &lookup, &lookup, &[0]) else {
+                continue;
+            };
+            let (Some(Some(pg_oid)), Some(Some(tier_oid))) =
+                (pg.first().map(|r| r[0].clone()), tier.first().map(|r| r[0].clone()))
+            else {
                 both.failures.push(format!("{file} {name}: not found"));
                 continue;
             };
             for (k, q) in describe.iter().enumerate().skip(1) {
-                both.compare(&format!("{file} {name}: query {k}"), &q.replace("{oid}", &pg_oid), &q.replace("{oid}", &tier_oid), &[]);
+                both.compare(
+                    &format!("{file} {name}: query {k}"),
+                    &q.replace("{oid}", &pg_oid),
+                    &q.replace("{oid}", &tier_oid),
+                    &[],
+                );
             }
         }
     }

@@ -13,7 +13,8 @@ fn durable_commits(db: &Database) -> u64 {
 #[test]
 fn synchronous_commit_chooses_each_commits_durability() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path(), EngineConfig { commit_mode: CommitMode::Sync, ..EngineConfig::default() }).unwrap();
+    let db =
+        Database::open(dir.path(), EngineConfig { commit_mode: CommitMode::Sync, ..EngineConfig::default() }).unwrap();
     let mut conn = Connection::new(db.clone());
     assert_eq!(conn.setting("synchronous_commit"), Some("on"), "the database's mode is the default");
     conn.execute_sql("CREATE TABLE t (id int PRIMARY KEY)").unwrap();
@@ -47,7 +48,8 @@ fn synchronous_commit_chooses_each_commits_durability() {
     let other = Connection::new(db);
     assert_eq!(other.setting("synchronous_commit"), Some("on"));
     let dir2 = tempfile::tempdir().unwrap();
-    let db2 = Database::open(dir2.path(), EngineConfig { commit_mode: CommitMode::Async, ..EngineConfig::default() }).unwrap();
+    let db2 = Database::open(dir2.path(), EngineConfig { commit_mode: CommitMode::Async, ..EngineConfig::default() })
+        .unwrap();
     let mut conn2 = Connection::new(db2);
     assert_eq!(conn2.setting("synchronous_commit"), Some("off"));
     conn2.execute_sql("SET synchronous_commit = on").unwrap();

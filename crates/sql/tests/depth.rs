@@ -71,11 +71,22 @@ fn shapes() -> Vec<(String, String, Expect)> {
         v.push((format!("array_{n}"), format!("SELECT {}", nest(n, "ARRAY[", "1", "]")), NoCrash));
         // A syntax error inside nested CASEs made sqlparser backtrack for
         // minutes at 60 levels.
-        v.push((format!("broken_case_{n}"), format!("SELECT {}", nest(n, "CASE WHEN true THEN ", "1 +", " END")), NoCrash));
+        v.push((
+            format!("broken_case_{n}"),
+            format!("SELECT {}", nest(n, "CASE WHEN true THEN ", "1 +", " END")),
+            NoCrash,
+        ));
     }
     let list = (0..200_000).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
     v.push(("in_list_200000".to_owned(), format!("SELECT 199999 IN ({list})"), Answer));
-    v.push(("values_200000".to_owned(), format!("SELECT count(*) FROM (VALUES ({})) v", (0..200_000).map(|i| i.to_string()).collect::<Vec<_>>().join("),(")), Answer));
+    v.push((
+        "values_200000".to_owned(),
+        format!(
+            "SELECT count(*) FROM (VALUES ({})) v",
+            (0..200_000).map(|i| i.to_string()).collect::<Vec<_>>().join("),(")
+        ),
+        Answer,
+    ));
     v
 }
 
@@ -97,7 +108,12 @@ fn depth_child() {
     let Ok(name) = std::env::var("DEPTH_SHAPE") else { return };
     let prepare = std::env::var("DEPTH_PREPARE").is_ok();
     let (_, sql, _) = shapes().into_iter().find(|(n, _, _)| *n == name).unwrap();
-    let out = std::thread::Builder::new().stack_size(SESSION_STACK_BYTES).spawn(move || run_shape(&sql, prepare)).unwrap().join().unwrap();
+    let out = std::thread::Builder::new()
+        .stack_size(SESSION_STACK_BYTES)
+        .spawn(move || run_shape(&sql, prepare))
+        .unwrap()
+        .join()
+        .unwrap();
     println!("DEPTH_RESULT {out}");
 }
 
@@ -111,15 +127,20 @@ fn deep_and_wide_statements_answer_or_54001() {
     for (name, _, must) in shapes() {
         for prepare in [false, true] {
             let mut cmd = std::process::Command::new(&exe);
-            cmd.args(["--exact", "depth_child", "--ignored", "--nocapture", "--test-threads=1"]).env("DEPTH_SHAPE", &name);
+            cmd.args(["--exact", "depth_child", "--ignored", "--nocapture", "--test-threads=1"])
+                .env("DEPTH_SHAPE", &name);
             if prepare {
                 cmd.env("DEPTH_PREPARE", "1");
             }
             let out = cmd.output().unwrap();
             let stdout = String::from_utf8_lossy(&out.stdout);
-            let result = stdout.lines().find_map(|l| l.split_once("DEPTH_RESULT ").map(|(_, r)| r)).unwrap_or("").to_owned();
+            let result =
+                stdout.lines().find_map(|l| l.split_once("DEPTH_RESULT ").map(|(_, r)| r)).unwrap_or("").to_owned();
             let via = if prepare { "prepare" } else { "execute_sql" };
-            eprintln!("{name} ({via}): {}", if out.status.success() { result.clone() } else { format!("CRASH {}", out.status) });
+            eprintln!(
+                "{name} ({via}): {}",
+                if out.status.success() { result.clone() } else { format!("CRASH {}", out.status) }
+            );
             let ok = out.status.success()
                 && match must {
                     Answer => result == "OK",
@@ -127,7 +148,11 @@ fn deep_and_wide_statements_answer_or_54001() {
                     NoCrash => !result.is_empty(),
                 };
             if !ok {
-                failures.push(format!("{name} ({via}): status {} result {result:?} stderr {}", out.status, String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")));
+                failures.push(format!(
+                    "{name} ({via}): status {} result {result:?} stderr {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")
+                ));
             }
         }
     }

@@ -33,13 +33,23 @@ fn statements() -> Vec<(&'static str, String, u64)> {
     }
     vec![
         ("UPDATE ... FROM table", "UPDATE big_t t SET v = s.nv FROM big_s s WHERE s.k = t.k".into(), u64::from(ROWS)),
-        ("DELETE ... USING table", "DELETE FROM big_t t USING big_s s WHERE s.k = t.k AND s.nv % 2 = 0".into(), u64::from(ROWS / 2)),
         (
-            "UPDATE ... FROM subquery",
-            format!("UPDATE big_t t SET v = d.nv FROM (SELECT g AS k, g * 5 AS nv FROM generate_series(1, {ROWS}) g) d WHERE d.k = t.k"),
+            "DELETE ... USING table",
+            "DELETE FROM big_t t USING big_s s WHERE s.k = t.k AND s.nv % 2 = 0".into(),
             u64::from(ROWS / 2),
         ),
-        ("UPDATE ... FROM VALUES by key", format!("UPDATE big_t t SET v = t.v + d.nv FROM (VALUES {values}) AS d(id, nv) WHERE d.id = t.id"), u64::from(ROWS / 2)),
+        (
+            "UPDATE ... FROM subquery",
+            format!(
+                "UPDATE big_t t SET v = d.nv FROM (SELECT g AS k, g * 5 AS nv FROM generate_series(1, {ROWS}) g) d WHERE d.k = t.k"
+            ),
+            u64::from(ROWS / 2),
+        ),
+        (
+            "UPDATE ... FROM VALUES by key",
+            format!("UPDATE big_t t SET v = t.v + d.nv FROM (VALUES {values}) AS d(id, nv) WHERE d.id = t.id"),
+            u64::from(ROWS / 2),
+        ),
     ]
 }
 

@@ -32,7 +32,10 @@ fn access_paths_follow_the_schema() {
     assert_eq!(plan(&mut c, "SELECT v FROM a WHERE k = 1"), ["Seq Scan on a", "  Filter: 1 conditions"]);
     c.execute_sql("CREATE INDEX a_k ON a (k)").unwrap();
     assert_eq!(plan(&mut c, "SELECT v FROM a WHERE k = 1"), ["Index Scan using a_k on a (equality on 1 columns)"]);
-    assert_eq!(plan(&mut c, "SELECT v FROM a WHERE k > 1"), ["Index Scan using a_k on a (equality on 0 columns and a range)", "  Filter: 1 conditions"]);
+    assert_eq!(
+        plan(&mut c, "SELECT v FROM a WHERE k > 1"),
+        ["Index Scan using a_k on a (equality on 0 columns and a range)", "  Filter: 1 conditions"]
+    );
 }
 
 #[test]
@@ -42,7 +45,14 @@ fn joins_aggregates_sorts_and_limits() {
     // (the join condition is still checked on each match).
     assert_eq!(
         plan(&mut c, "SELECT a.v, b.w FROM a JOIN b ON b.a_id = a.id"),
-        ["Hash Join", "  Hash Keys: 1", "  Past pgtier.statement_mem: sorted by key in a temporary file", "  ->  Seq Scan on a", "  ->  Seq Scan on b", "        Filter: 1 conditions"]
+        [
+            "Hash Join",
+            "  Hash Keys: 1",
+            "  Past pgtier.statement_mem: sorted by key in a temporary file",
+            "  ->  Seq Scan on a",
+            "  ->  Seq Scan on b",
+            "        Filter: 1 conditions"
+        ]
     );
     // Its primary key: a lookup per outer row.
     assert_eq!(
@@ -51,7 +61,15 @@ fn joins_aggregates_sorts_and_limits() {
     );
     assert_eq!(
         plan(&mut c, "SELECT k, count(*) FROM a GROUP BY k ORDER BY 2 DESC LIMIT 3"),
-        ["Limit", "  ->  Sort", "        Sort Keys: 1", "        ->  HashAggregate", "              Group Keys: 1", "              Aggregates: 1", "              ->  Seq Scan on a"]
+        [
+            "Limit",
+            "  ->  Sort",
+            "        Sort Keys: 1",
+            "        ->  HashAggregate",
+            "              Group Keys: 1",
+            "              Aggregates: 1",
+            "              ->  Seq Scan on a"
+        ]
     );
     assert_eq!(
         plan(&mut c, "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 3) SELECT n FROM t"),
@@ -68,21 +86,40 @@ fn joins_aggregates_sorts_and_limits() {
 #[test]
 fn writes_and_refusals() {
     let (_dir, mut c) = setup();
-    assert_eq!(plan(&mut c, "INSERT INTO a VALUES (1, 2, 'x'), (2, 3, 'y')"), ["Insert on a", "  ->  Values Scan (2 rows)"]);
+    assert_eq!(
+        plan(&mut c, "INSERT INTO a VALUES (1, 2, 'x'), (2, 3, 'y')"),
+        ["Insert on a", "  ->  Values Scan (2 rows)"]
+    );
     assert_eq!(plan(&mut c, "UPDATE a SET v = 'z' WHERE id = 1"), ["Update on a", "  ->  Primary Key Lookup on a"]);
-    assert_eq!(plan(&mut c, "DELETE FROM b WHERE w > 5"), ["Delete on b", "  ->  Seq Scan on b", "        Filter: 1 conditions"]);
+    assert_eq!(
+        plan(&mut c, "DELETE FROM b WHERE w > 5"),
+        ["Delete on b", "  ->  Seq Scan on b", "        Filter: 1 conditions"]
+    );
     // Joined writes show their join; the target here is the outer level.
     assert_eq!(
         plan(&mut c, "UPDATE a SET v = 'z' FROM b WHERE b.a_id = a.id"),
-        ["Update on a", "  ->  Hash Join", "        Hash Keys: 1", "        Past pgtier.statement_mem: sorted by key in a temporary file", "        ->  Seq Scan on a", "        ->  Seq Scan on b", "              Filter: 1 conditions"]
+        [
+            "Update on a",
+            "  ->  Hash Join",
+            "        Hash Keys: 1",
+            "        Past pgtier.statement_mem: sorted by key in a temporary file",
+            "        ->  Seq Scan on a",
+            "        ->  Seq Scan on b",
+            "              Filter: 1 conditions"
+        ]
     );
     assert_eq!(
         plan(&mut c, "MERGE INTO a USING b ON a.id = b.a_id WHEN MATCHED THEN DELETE")[..2],
         ["Merge on a", "  WHEN MATCHED clauses: 1, WHEN NOT MATCHED clauses: 0"]
     );
     // EXPLAIN does not run the statement.
-    assert_eq!(c.execute_sql("SELECT count(*) FROM a").unwrap().rows.unwrap().get(0).unwrap().text(0).as_deref(), Some("0"));
-    for refused in ["EXPLAIN ANALYZE SELECT 1", "EXPLAIN (FORMAT JSON) SELECT 1", "EXPLAIN CREATE TABLE c (id int PRIMARY KEY)"] {
+    assert_eq!(
+        c.execute_sql("SELECT count(*) FROM a").unwrap().rows.unwrap().get(0).unwrap().text(0).as_deref(),
+        Some("0")
+    );
+    for refused in
+        ["EXPLAIN ANALYZE SELECT 1", "EXPLAIN (FORMAT JSON) SELECT 1", "EXPLAIN CREATE TABLE c (id int PRIMARY KEY)"]
+    {
         assert_eq!(c.execute_sql(refused).unwrap_err().sqlstate, "0A000", "{refused}");
     }
     assert_eq!(plan(&mut c, "SELECT 1")[0], "Result");
@@ -93,7 +130,10 @@ fn window_frames_show_when_not_the_default() {
     let (_dir, mut c) = setup();
     // The default frame (RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) is not shown.
     assert_eq!(
-        plan(&mut c, "SELECT sum(k) OVER (ORDER BY id), rank() OVER w FROM a WINDOW w AS (ORDER BY k RANGE UNBOUNDED PRECEDING)"),
+        plan(
+            &mut c,
+            "SELECT sum(k) OVER (ORDER BY id), rank() OVER w FROM a WINDOW w AS (ORDER BY k RANGE UNBOUNDED PRECEDING)"
+        ),
         ["WindowAgg", "  Window Functions: 2", "  ->  Seq Scan on a"]
     );
     // Each distinct frame once, in the calls' order; offsets as written constants.
@@ -116,7 +156,10 @@ fn window_frames_show_when_not_the_default() {
         ]
     );
     assert_eq!(
-        plan(&mut c, "SELECT count(*) OVER (ORDER BY (id::text || ' days')::interval RANGE BETWEEN '1 day' PRECEDING AND (SELECT interval '1 hour') FOLLOWING) FROM a")[2],
+        plan(
+            &mut c,
+            "SELECT count(*) OVER (ORDER BY (id::text || ' days')::interval RANGE BETWEEN '1 day' PRECEDING AND (SELECT interval '1 hour') FOLLOWING) FROM a"
+        )[2],
         "  Frame: RANGE BETWEEN '1 day'::interval PRECEDING AND (expression) FOLLOWING"
     );
 }

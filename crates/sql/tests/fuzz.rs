@@ -83,7 +83,8 @@ fn run_seed() -> u64 {
         Some(s) => return s.parse().unwrap_or(CI_SEED),
         None => return CI_SEED,
     }
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     Rng::new(nanos ^ u64::from(std::process::id())).next_u64() >> 1
 }
 
@@ -147,10 +148,15 @@ fn run_child(mode: &str, secs: u64) {
     print!("{out}");
     let last_case = std::fs::read_to_string(&last).unwrap_or_default();
     match status {
-        None => panic!("fuzz {mode} (seed {seed}): HANG: the child still ran after {limit:?} (a {secs} s run); the statement it was running:\n{last_case}"),
+        None => panic!(
+            "fuzz {mode} (seed {seed}): HANG: the child still ran after {limit:?} (a {secs} s run); the statement it was running:\n{last_case}"
+        ),
         Some(s) if !s.success() => {
             let tail: Vec<&str> = err.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
-            panic!("fuzz {mode} (seed {seed}) failed ({s}); last statement:\n{last_case}\nstderr tail:\n{}", tail.join("\n"))
+            panic!(
+                "fuzz {mode} (seed {seed}) failed ({s}); last statement:\n{last_case}\nstderr tail:\n{}",
+                tail.join("\n")
+            )
         }
         Some(_) => {}
     }
@@ -172,7 +178,10 @@ fn fuzz_child() {
 /// Records the statement about to run, for the parent to name if the
 /// child dies or hangs.
 fn note(last: &Path, seed: u64, case: u64, sql: &str) {
-    let _ = std::fs::write(last, format!("seed {seed} case {case} (PGTIER_FUZZ_SEED={seed} PGTIER_FUZZ_CASE={case}):\n{sql}\n"));
+    let _ = std::fs::write(
+        last,
+        format!("seed {seed} case {case} (PGTIER_FUZZ_SEED={seed} PGTIER_FUZZ_CASE={case}):\n{sql}\n"),
+    );
 }
 
 // ---- outcomes ----------------------------------------------------------
@@ -190,7 +199,18 @@ impl Outcome {
     fn short(&self) -> String {
         match self {
             Outcome::Ok { count, rows: Some(rows) } => {
-                let shown: Vec<String> = rows.iter().take(8).map(|r| format!("{:?}", r.iter().map(|c| c.as_deref().map(|s| truncate(s, 60)).unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>())).collect();
+                let shown: Vec<String> = rows
+                    .iter()
+                    .take(8)
+                    .map(|r| {
+                        format!(
+                            "{:?}",
+                            r.iter()
+                                .map(|c| c.as_deref().map(|s| truncate(s, 60)).unwrap_or_else(|| "NULL".into()))
+                                .collect::<Vec<_>>()
+                        )
+                    })
+                    .collect();
                 format!("{count} rows: {}{}", shown.join(" "), if rows.len() > 8 { " ..." } else { "" })
             }
             Outcome::Ok { count, rows: None } => format!("ok, count {count}"),
@@ -218,7 +238,9 @@ fn run_pg(client: &mut postgres::Client, sql: &str) -> Outcome {
             let mut count = 0;
             for m in msgs {
                 match m {
-                    postgres::SimpleQueryMessage::Row(r) => rows.get_or_insert_with(Vec::new).push((0..r.len()).map(|k| r.get(k).map(str::to_owned)).collect()),
+                    postgres::SimpleQueryMessage::Row(r) => rows
+                        .get_or_insert_with(Vec::new)
+                        .push((0..r.len()).map(|k| r.get(k).map(str::to_owned)).collect()),
                     postgres::SimpleQueryMessage::RowDescription(_) => {
                         rows.get_or_insert_with(Vec::new);
                     }
@@ -236,13 +258,17 @@ fn run_pg(client: &mut postgres::Client, sql: &str) -> Outcome {
 }
 
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>().map(|s| (*s).to_owned()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "non-string panic".into())
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic".into())
 }
 
 fn run_tier(conn: &mut Connection, sql: &str) -> Outcome {
     match catch_unwind(AssertUnwindSafe(|| conn.execute_sql(sql))) {
         Ok(Ok(res)) => {
-            let rows = res.rows.map(|rows| rows.iter().map(|row| (0..row.len()).map(|k| row.text(k)).collect()).collect());
+            let rows =
+                res.rows.map(|rows| rows.iter().map(|row| (0..row.len()).map(|k| row.text(k)).collect()).collect());
             Outcome::Ok { count: res.rows_affected, rows }
         }
         Ok(Err(e)) => Outcome::Err { sqlstate: e.sqlstate.to_owned(), message: e.message },
@@ -252,10 +278,28 @@ fn run_tier(conn: &mut Connection, sql: &str) -> Outcome {
 
 /// The first row where two answers differ, for a finding's report.
 fn first_difference(pg: &Outcome, tier: &Outcome) -> String {
-    let (Outcome::Ok { rows: Some(p), .. }, Outcome::Ok { rows: Some(t), .. }) = (pg, tier) else { return String::new() };
-    let show = |r: Option<&Vec<Option<String>>>| r.map_or_else(|| "(none)".to_owned(), |r| format!("{:?}", r.iter().map(|c| c.as_deref().map_or_else(|| "NULL".to_owned(), |s| truncate(s, 80))).collect::<Vec<_>>()));
+    let (Outcome::Ok { rows: Some(p), .. }, Outcome::Ok { rows: Some(t), .. }) = (pg, tier) else {
+        return String::new();
+    };
+    let show = |r: Option<&Vec<Option<String>>>| {
+        r.map_or_else(
+            || "(none)".to_owned(),
+            |r| {
+                format!(
+                    "{:?}",
+                    r.iter()
+                        .map(|c| c.as_deref().map_or_else(|| "NULL".to_owned(), |s| truncate(s, 80)))
+                        .collect::<Vec<_>>()
+                )
+            },
+        )
+    };
     match (0..p.len().max(t.len())).find(|&i| p.get(i) != t.get(i)) {
-        Some(i) => format!("\n  first difference, row {i}:\n    PostgreSQL: {}\n    pgtier:     {}", show(p.get(i)), show(t.get(i))),
+        Some(i) => format!(
+            "\n  first difference, row {i}:\n    PostgreSQL: {}\n    pgtier:     {}",
+            show(p.get(i)),
+            show(t.get(i))
+        ),
         None => String::new(),
     }
 }
@@ -266,7 +310,9 @@ fn first_difference(pg: &Outcome, tier: &Outcome) -> String {
 /// values a dedup keeps is not defined), the same rows as printed.
 fn tie_order_only(pg: &Option<Rows>, tier: &Option<Rows>, representatives: bool) -> bool {
     let (Some(p), Some(t)) = (pg, tier) else { return false };
-    let norm = |rows: &Rows| -> Rows { rows.iter().map(|r| r.iter().map(|c| c.as_deref().map(normal_number)).collect()).collect() };
+    let norm = |rows: &Rows| -> Rows {
+        rows.iter().map(|r| r.iter().map(|c| c.as_deref().map(normal_number)).collect()).collect()
+    };
     if norm(p) != norm(t) {
         return false;
     }
@@ -283,7 +329,10 @@ fn tie_order_only(pg: &Option<Rows>, tier: &Option<Rows>, representatives: bool)
 /// sign of zero ("-0.00" -> "0"); other text unchanged.
 fn normal_number(s: &str) -> String {
     let body = s.strip_prefix('-').unwrap_or(s);
-    if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit() || b == b'.') || body.bytes().filter(|&b| b == b'.').count() > 1 {
+    if body.is_empty()
+        || !body.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        || body.bytes().filter(|&b| b == b'.').count() > 1
+    {
         return s.to_owned();
     }
     let body = if body.contains('.') { body.trim_end_matches('0').trim_end_matches('.') } else { body };
@@ -359,7 +408,10 @@ fn differential_child(seed: u64, deadline: Instant, last: &Path) {
     let mut pg = pgtier_backend::connect(&url).unwrap();
     // PostgreSQL's text output in pgtier's only settings; a generous
     // timeout so PostgreSQL's side can never hang the run.
-    pg.batch_execute("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, MDY'; SET extra_float_digits = 1; SET statement_timeout = '60s'").unwrap();
+    pg.batch_execute(
+        "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, MDY'; SET extra_float_digits = 1; SET statement_timeout = '60s'",
+    )
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
     let db = Database::open(dir.path(), config).unwrap();
@@ -422,7 +474,10 @@ impl Differential {
             match run_tier(&mut self.tier, &sql) {
                 Outcome::Ok { .. } => {}
                 Outcome::Err { sqlstate, message } if valid_sqlstate(&sqlstate) => {
-                    println!("setup: pgtier refuses a row PostgreSQL accepts ({sqlstate} {message}): {}", truncate(&sql, 300));
+                    println!(
+                        "setup: pgtier refuses a row PostgreSQL accepts ({sqlstate} {message}): {}",
+                        truncate(&sql, 300)
+                    );
                     self.stats.tier_refused.entry(sqlstate).or_insert((0, sql.clone(), message)).0 += 1;
                     undo_insert(&mut self.pg, &sql);
                 }
@@ -468,7 +523,10 @@ impl Differential {
     /// the table's rows inside the transaction are appended, so a wrong
     /// effect is a mismatch even when the statement's answer is right.
     fn run_write(&mut self, sql: &str, table: &str) -> (Outcome, Outcome, Duration) {
-        let check = format!("SELECT * FROM {table} ORDER BY {}", (1..=15).take_while(|i| *i <= self.width(table)).map(|i| i.to_string()).collect::<Vec<_>>().join(", "));
+        let check = format!(
+            "SELECT * FROM {table} ORDER BY {}",
+            (1..=15).take_while(|i| *i <= self.width(table)).map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+        );
         run_pg(&mut self.pg, "BEGIN");
         let mut pg = run_pg(&mut self.pg, sql);
         run_tier(&mut self.tier, "BEGIN");
@@ -562,14 +620,22 @@ impl Differential {
                 Some("ACCEPTED INVALID")
             }
             (Outcome::Ok { .. }, Outcome::Err { sqlstate, message }) => {
-                let e = self.stats.tier_refused.entry(sqlstate.clone()).or_insert_with(|| (0, sql.to_owned(), message.clone()));
+                let e = self
+                    .stats
+                    .tier_refused
+                    .entry(sqlstate.clone())
+                    .or_insert_with(|| (0, sql.to_owned(), message.clone()));
                 e.0 += 1;
                 None
             }
             (Outcome::Err { sqlstate: ps, .. }, Outcome::Err { sqlstate: ts, .. }) => {
                 self.stats.both_refused += 1;
                 if ps != ts {
-                    let e = self.stats.other_sqlstate.entry((ps.clone(), ts.clone())).or_insert_with(|| (0, sql.to_owned()));
+                    let e = self
+                        .stats
+                        .other_sqlstate
+                        .entry((ps.clone(), ts.clone()))
+                        .or_insert_with(|| (0, sql.to_owned()));
                     e.0 += 1;
                 }
                 None
@@ -604,7 +670,9 @@ impl Differential {
         for ((p, t), (n, sql)) in drift.iter().take(12) {
             println!("  {p} -> {t} x{n}: {}", truncate(sql, 300));
         }
-        println!("data errors PostgreSQL raised at run time on rows pgtier did not evaluate (evaluation order, not failed):");
+        println!(
+            "data errors PostgreSQL raised at run time on rows pgtier did not evaluate (evaluation order, not failed):"
+        );
         for (state, (n, sql)) in &s.eval_order {
             println!("  {state} x{n}: {}", truncate(sql, 300));
         }
@@ -693,7 +761,10 @@ fn never_crash_child(seed: u64, deadline: Instant, last: &Path) {
             println!("case {case} entry {entry}: {}\n  -> {broken:?}", truncate(&sql, 2000));
         }
         if let Some(b) = broken {
-            findings.push(format!("{b} (PGTIER_FUZZ_SEED={seed} PGTIER_FUZZ_CASE={case}, entry {entry}):\n  {}", truncate(&sql, 1000)));
+            findings.push(format!(
+                "{b} (PGTIER_FUZZ_SEED={seed} PGTIER_FUZZ_CASE={case}, entry {entry}):\n  {}",
+                truncate(&sql, 1000)
+            ));
             (_dir, conn) = crash_target(seed);
             continue;
         }
@@ -707,7 +778,9 @@ fn never_crash_child(seed: u64, deadline: Instant, last: &Path) {
             conn.execute_sql("SET pgtier.statement_mem = '256MB'").unwrap();
         }
         match catch_unwind(AssertUnwindSafe(|| conn.execute_sql("SELECT 1"))) {
-            Ok(Ok(r)) if r.rows.as_ref().and_then(|rows| rows.get(0)).and_then(|row| row.text(0)).as_deref() == Some("1") => {}
+            Ok(Ok(r))
+                if r.rows.as_ref().and_then(|rows| rows.get(0)).and_then(|row| row.text(0)).as_deref() == Some("1") => {
+            }
             other => {
                 let got = match other {
                     Ok(Ok(r)) => format!("{r:?}"),
@@ -725,7 +798,11 @@ fn never_crash_child(seed: u64, deadline: Instant, last: &Path) {
     let mut top: Vec<_> = by_state.iter().collect();
     top.sort_by(|a, b| b.1.cmp(a.1));
     let top: Vec<String> = top.iter().take(10).map(|(s, n)| format!("{s} x{n}")).collect();
-    println!("fuzz never_crash: seed {seed}; {cases} mutated statements, {oks} answered, errors by SQLSTATE: {}; findings {}", top.join(", "), findings.len());
+    println!(
+        "fuzz never_crash: seed {seed}; {cases} mutated statements, {oks} answered, errors by SQLSTATE: {}; findings {}",
+        top.join(", "),
+        findings.len()
+    );
     for f in findings.iter().take(40) {
         println!("FINDING {f}");
     }

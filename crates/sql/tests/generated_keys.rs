@@ -63,7 +63,11 @@ fn open_node(url: &str, name: &str, block: u32) -> Node {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
     let params = pgtier_backend::BackendConfig { url: Some(url.to_owned()), ..Default::default() }.resolve().unwrap();
-    let config = CacheConfig { awt: AwtConfig { node: name.to_owned(), ..AwtConfig::default() }, sequence_block: block, ..CacheConfig::default() };
+    let config = CacheConfig {
+        awt: AwtConfig { node: name.to_owned(), ..AwtConfig::default() },
+        sequence_block: block,
+        ..CacheConfig::default()
+    };
     let cache = Cache::open(db.clone(), Some(params), config).unwrap();
     Node { _dir: dir, db, cache }
 }
@@ -106,7 +110,9 @@ fn postgres_rows(pg: &mut postgres::Client) -> (BTreeSet<String>, BTreeSet<Strin
             .unwrap()
             .into_iter()
             .filter_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(r) => Some((0..r.len()).map(|k| r.get(k).unwrap_or_default().to_owned()).collect::<Vec<_>>().join("|")),
+                postgres::SimpleQueryMessage::Row(r) => {
+                    Some((0..r.len()).map(|k| r.get(k).unwrap_or_default().to_owned()).collect::<Vec<_>>().join("|"))
+                }
                 _ => None,
             })
             .collect()
@@ -124,7 +130,8 @@ fn insert_through_cache(conn: &mut Connection, origin: &str, rows: usize) -> Vec
         let item = int(conn, &format!("INSERT INTO items (origin, n) VALUES ('{origin}', {n}) RETURNING id"));
         assert_eq!(int(conn, "SELECT currval('items_id_seq')"), item);
         assert_eq!(int(conn, "SELECT lastval()"), item);
-        let part = int(conn, &format!("INSERT INTO parts (item_id, qty) VALUES (currval('items_id_seq'), {n}) RETURNING id"));
+        let part =
+            int(conn, &format!("INSERT INTO parts (item_id, qty) VALUES (currval('items_id_seq'), {n}) RETURNING id"));
         assert_eq!(int(conn, "SELECT lastval()"), part, "lastval follows the identity's sequence");
         conn.execute_sql("COMMIT").unwrap();
         ids.push((item, part));
@@ -138,8 +145,12 @@ fn insert_into_postgres(url: &str, rows: usize) -> Vec<(i64, i64)> {
         .map(|n| {
             let mut txn = pg.transaction().unwrap();
             let n = i32::try_from(n).unwrap();
-            let item: i32 = txn.query_one("INSERT INTO items (origin, n) VALUES ('pg', $1) RETURNING id", &[&n]).unwrap().get(0);
-            let part: i64 = txn.query_one("INSERT INTO parts (item_id, qty) VALUES (currval('items_id_seq'), $1) RETURNING id", &[&n]).unwrap().get(0);
+            let item: i32 =
+                txn.query_one("INSERT INTO items (origin, n) VALUES ('pg', $1) RETURNING id", &[&n]).unwrap().get(0);
+            let part: i64 = txn
+                .query_one("INSERT INTO parts (item_id, qty) VALUES (currval('items_id_seq'), $1) RETURNING id", &[&n])
+                .unwrap()
+                .get(0);
             txn.commit().unwrap();
             (i64::from(item), part)
         })
@@ -174,7 +185,10 @@ fn two_caches_and_postgres_draw_from_one_sequence() {
     let mut parts = HashSet::new();
     for (_, origin, ids) in &by_session {
         for pair in ids.windows(2) {
-            assert!(pair[0].0 < pair[1].0 && pair[0].1 < pair[1].1, "{origin}: values of one session rise with the sequence: {pair:?}");
+            assert!(
+                pair[0].0 < pair[1].0 && pair[0].1 < pair[1].1,
+                "{origin}: values of one session rise with the sequence: {pair:?}"
+            );
         }
     }
     for &(item, part) in by_session.iter().flat_map(|(_, _, ids)| ids).chain(&postgres_ids) {
@@ -202,7 +216,10 @@ fn two_caches_and_postgres_draw_from_one_sequence() {
         }
         assert_eq!(cached_items, want_items, "node {k}: items");
         assert_eq!(cached_parts, want_parts, "node {k}: parts");
-        assert!(cached_items.is_subset(&pg_items) && cached_parts.is_subset(&pg_parts), "node {k}: PostgreSQL equals the cache");
+        assert!(
+            cached_items.is_subset(&pg_items) && cached_parts.is_subset(&pg_parts),
+            "node {k}: PostgreSQL equals the cache"
+        );
         let tally = node.cache.verify("items").unwrap();
         assert!(tally.is_clean(), "node {k}: VERIFY {tally:?}");
     }
@@ -217,7 +234,8 @@ fn error_of(conn: &mut Connection, sql: &str) -> pgtier_sql::SqlError {
 
 #[test]
 fn outage_uses_the_reserved_block_then_fails_clearly() {
-    let mut cluster = pgtier_backend::PrivateCluster::start(pgtier_backend::ClusterOptions::default()).expect("private PostgreSQL");
+    let mut cluster =
+        pgtier_backend::PrivateCluster::start(pgtier_backend::ClusterOptions::default()).expect("private PostgreSQL");
     let url = cluster.create_database("genkeys_outage").unwrap();
     let mut pg = pgtier_backend::connect(&url).unwrap();
     pg.batch_execute(SCHEMA).unwrap();
@@ -246,7 +264,10 @@ fn outage_uses_the_reserved_block_then_fails_clearly() {
     conn.execute_sql("ROLLBACK").unwrap();
     assert_eq!(int(&mut conn, "SELECT count(*) FROM items"), before, "a failed insert leaves nothing");
     // A value the application supplies needs no sequence.
-    assert_eq!(conn.execute_sql("INSERT INTO items (id, origin, n) VALUES (1000, 'explicit', 0)").unwrap().rows_affected, 1);
+    assert_eq!(
+        conn.execute_sql("INSERT INTO items (id, origin, n) VALUES (1000, 'explicit', 0)").unwrap().rows_affected,
+        1
+    );
     cluster.restart().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let resumed = loop {
@@ -265,7 +286,12 @@ fn outage_uses_the_reserved_block_then_fails_clearly() {
     let (pg_items, _) = postgres_rows(&mut pg);
     let (cached_items, _) = cached_rows(&mut conn);
     assert_eq!(cached_items, pg_items);
-    let ids: Vec<i64> = pg_items.iter().map(|r| r.split('|').next().unwrap().parse().unwrap()).collect::<BTreeSet<_>>().into_iter().collect();
+    let ids: Vec<i64> = pg_items
+        .iter()
+        .map(|r| r.split('|').next().unwrap().parse().unwrap())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     assert_eq!(ids, (1..=26).chain([1000]).collect::<Vec<_>>());
 }
 
@@ -299,19 +325,33 @@ fn session_functions_and_refusals() {
     // The catalogs show the columns as PostgreSQL does.
     let text = |conn: &mut Connection, sql: &str| -> Vec<String> {
         let rows = conn.execute_sql(sql).unwrap().rows.unwrap();
-        rows.iter().map(|r| (0..r.len()).map(|k| r.text(k).unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>().join("|")).collect()
+        rows.iter()
+            .map(|r| (0..r.len()).map(|k| r.text(k).unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>().join("|"))
+            .collect()
     };
     let columns = "SELECT table_name, column_name, column_default, is_identity, identity_generation FROM information_schema.columns \
                    WHERE column_name = 'id' ORDER BY table_name";
-    assert_eq!(text(&mut conn, columns), ["items|id|nextval('items_id_seq'::regclass)|NO|NULL", "parts|id|NULL|YES|ALWAYS"]);
-    assert_eq!(text(&mut conn, "SELECT attidentity FROM pg_attribute WHERE attrelid = 'parts'::regclass AND attname = 'id'"), ["a"]);
-    assert_eq!(text(&mut conn, "SELECT pg_get_serial_sequence('items', 'id'), pg_get_serial_sequence('parts', 'id')"), ["public.items_id_seq|public.parts_id_seq"]);
+    assert_eq!(
+        text(&mut conn, columns),
+        ["items|id|nextval('items_id_seq'::regclass)|NO|NULL", "parts|id|NULL|YES|ALWAYS"]
+    );
+    assert_eq!(
+        text(&mut conn, "SELECT attidentity FROM pg_attribute WHERE attrelid = 'parts'::regclass AND attname = 'id'"),
+        ["a"]
+    );
+    assert_eq!(
+        text(&mut conn, "SELECT pg_get_serial_sequence('items', 'id'), pg_get_serial_sequence('parts', 'id')"),
+        ["public.items_id_seq|public.parts_id_seq"]
+    );
     // A sequence no cached column uses is not pgtier's to draw from (the
     // server passes such a statement through to PostgreSQL).
     assert_eq!(error_of(&mut conn, "SELECT nextval('other_seq')").sqlstate, "42P01");
     assert!(node.cache.wait_propagated(Duration::from_secs(30)));
     let (pg_items, pg_parts) = postgres_rows(&mut pg);
-    assert!(pg_items.contains("23|x|1") && pg_items.contains("999|explicit|0") && pg_parts.contains("21|23|1"), "{pg_items:?} {pg_parts:?}");
+    assert!(
+        pg_items.contains("23|x|1") && pg_items.contains("999|explicit|0") && pg_parts.contains("21|23|1"),
+        "{pg_items:?} {pg_parts:?}"
+    );
     // PostgreSQL's own next value is past this node's block (21..30).
     let next: i64 = pg.query_one("SELECT nextval('items_id_seq')", &[]).unwrap().get(0);
     assert_eq!(next, 31);
@@ -340,7 +380,10 @@ fn swt_and_readonly_groups() {
     conn.execute_sql("COMMIT").unwrap();
     assert_eq!((item, part), (21, 21));
     let (pg_items, pg_parts) = postgres_rows(&mut pg);
-    assert!(pg_items.contains("21|swt|1") && pg_parts.contains("21|21|2"), "in PostgreSQL at commit: {pg_items:?} {pg_parts:?}");
+    assert!(
+        pg_items.contains("21|swt|1") && pg_parts.contains("21|21|2"),
+        "in PostgreSQL at commit: {pg_items:?} {pg_parts:?}"
+    );
     assert_eq!(error_of(&mut conn, "INSERT INTO notes (body) VALUES ('x')").sqlstate, "25006");
 }
 
@@ -378,7 +421,11 @@ fn measure_default_keys_against_supplied_ones() {
             conn.execute_sql("BEGIN").unwrap();
             for n in 0..ROWS {
                 supplied_id += 1;
-                conn.execute(&supplied_key, &[Value::Int4(i32::try_from(supplied_id).unwrap()), Value::Int4(i32::try_from(n).unwrap())]).unwrap();
+                conn.execute(
+                    &supplied_key,
+                    &[Value::Int4(i32::try_from(supplied_id).unwrap()), Value::Int4(i32::try_from(n).unwrap())],
+                )
+                .unwrap();
             }
             conn.execute_sql("COMMIT").unwrap();
             supplied += started.elapsed();
@@ -393,4 +440,3 @@ fn measure_default_keys_against_supplied_ones() {
         );
     }
 }
-

@@ -193,12 +193,23 @@ fn the_cancel_flag_stops_a_join_a_table_function_and_a_lock_wait() {
 fn statement_timeout_set_show_local_and_set_config() {
     let (_dir, db) = open();
     let mut c = Connection::new(db);
-    for (set, shown) in [("5000", "5s"), ("'1min'", "1min"), ("'1.5s'", "1500ms"), ("100", "100ms"), ("'1000us'", "1ms"), ("0", "0"), ("86400000", "1d")] {
+    for (set, shown) in [
+        ("5000", "5s"),
+        ("'1min'", "1min"),
+        ("'1.5s'", "1500ms"),
+        ("100", "100ms"),
+        ("'1000us'", "1ms"),
+        ("0", "0"),
+        ("86400000", "1d"),
+    ] {
         c.execute_sql(&format!("SET statement_timeout = {set}")).unwrap();
         assert_eq!(show(&mut c, "statement_timeout"), shown, "{set}");
     }
     let e = c.execute_sql("SET statement_timeout = 'abc'").unwrap_err();
-    assert_eq!((e.sqlstate, e.message.as_str()), ("22023", "invalid value for parameter \"statement_timeout\": \"abc\""));
+    assert_eq!(
+        (e.sqlstate, e.message.as_str()),
+        ("22023", "invalid value for parameter \"statement_timeout\": \"abc\"")
+    );
     let e = c.execute_sql("SET statement_timeout = -1").unwrap_err();
     assert_eq!(e.message, "-1 ms is outside the valid range for parameter \"statement_timeout\" (0 .. 2147483647)");
 
@@ -206,7 +217,10 @@ fn statement_timeout_set_show_local_and_set_config() {
     c.execute_sql("SET statement_timeout = '1d'").unwrap();
     c.execute_sql("SET LOCAL statement_timeout = 5").unwrap();
     let warnings = c.take_warnings();
-    assert_eq!(warnings.iter().map(|w| (w.sqlstate, w.message.as_str())).collect::<Vec<_>>(), [("25P01", "SET LOCAL can only be used in transaction blocks")]);
+    assert_eq!(
+        warnings.iter().map(|w| (w.sqlstate, w.message.as_str())).collect::<Vec<_>>(),
+        [("25P01", "SET LOCAL can only be used in transaction blocks")]
+    );
     assert_eq!(show(&mut c, "statement_timeout"), "1d");
     // Inside one: until the block ends, and it is enforced.
     c.execute_sql("CREATE TABLE t (id int PRIMARY KEY)").unwrap();
@@ -223,7 +237,17 @@ fn statement_timeout_set_show_local_and_set_config() {
     c.execute_sql("ROLLBACK").unwrap();
     assert_eq!(show(&mut c, "statement_timeout"), "1d");
     // set_config writes the same setting the executor enforces.
-    assert_eq!(c.execute_sql("SELECT set_config('statement_timeout', '200', false)").unwrap().rows.unwrap().get(0).unwrap().text(0).unwrap(), "200ms");
+    assert_eq!(
+        c.execute_sql("SELECT set_config('statement_timeout', '200', false)")
+            .unwrap()
+            .rows
+            .unwrap()
+            .get(0)
+            .unwrap()
+            .text(0)
+            .unwrap(),
+        "200ms"
+    );
     assert_timed_out(&mut c, "SELECT count(*) FROM t a, t b, t c");
     c.execute_sql("SET statement_timeout TO DEFAULT").unwrap();
     assert_eq!(show(&mut c, "statement_timeout"), "0");
@@ -262,18 +286,34 @@ fn statement_mem_bounds_sorts_hash_aggregates_and_results() {
         ("SELECT DISTINCT v FROM t", "DISTINCT"),
         ("SELECT count(*) FROM generate_series(1, 10000000)", "generate_series"),
         // A recursion that never stops ends at the bound, not in a crash.
-        ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r", "WITH RECURSIVE query"),
-        ("WITH RECURSIVE r(n, s) AS (SELECT 1, 'x' UNION SELECT n + 1, s FROM r) SELECT count(*) FROM r", "WITH RECURSIVE query"),
+        (
+            "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
+            "WITH RECURSIVE query",
+        ),
+        (
+            "WITH RECURSIVE r(n, s) AS (SELECT 1, 'x' UNION SELECT n + 1, s FROM r) SELECT count(*) FROM r",
+            "WITH RECURSIVE query",
+        ),
     ];
     for (sql, what) in cases {
         let (e, _) = fails(&mut c, sql);
         assert_eq!((e.sqlstate, e.message.as_str()), ("53200", "out of memory"), "{sql}");
-        assert_eq!(e.detail.as_deref(), Some(format!("The {what} of this statement needed more than pgtier.statement_mem (1MB).").as_str()), "{sql}");
+        assert_eq!(
+            e.detail.as_deref(),
+            Some(format!("The {what} of this statement needed more than pgtier.statement_mem (1MB).").as_str()),
+            "{sql}"
+        );
     }
     // Small statements still run, and a correlated subquery's rows are
     // released after each run rather than added up.
     assert_eq!(count(&mut c, "SELECT count(*) FROM t WHERE id <= 10"), 10);
-    assert_eq!(count(&mut c, "SELECT count(*) FROM t a WHERE a.id <= 5000 AND a.v = (SELECT max(b.v) FROM t b WHERE b.id = a.id)"), 5000);
+    assert_eq!(
+        count(
+            &mut c,
+            "SELECT count(*) FROM t a WHERE a.id <= 5000 AND a.v = (SELECT max(b.v) FROM t b WHERE b.id = a.id)"
+        ),
+        5000
+    );
     let mut other = Connection::new(db.clone());
     assert_eq!(count(&mut other, "SELECT count(*) FROM (SELECT id FROM t ORDER BY v DESC) s"), 100_000);
     c.execute_sql("SET pgtier.statement_mem = 0").unwrap();

@@ -11,7 +11,10 @@ fn if_exists_skips_raise_postgres_notices() {
     let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
     let mut conn = Connection::new(db);
     conn.execute_sql("DROP TABLE IF EXISTS nosuch").unwrap();
-    assert_eq!(conn.take_notices(), vec![SqlNotice { sqlstate: "00000", message: "table \"nosuch\" does not exist, skipping".into() }]);
+    assert_eq!(
+        conn.take_notices(),
+        vec![SqlNotice { sqlstate: "00000", message: "table \"nosuch\" does not exist, skipping".into() }]
+    );
     assert!(conn.take_notices().is_empty(), "taken once");
     conn.execute_sql("CREATE TABLE t (id int PRIMARY KEY)").unwrap();
     assert!(conn.take_notices().is_empty(), "no notice when the table is created");

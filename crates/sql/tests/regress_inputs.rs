@@ -20,8 +20,14 @@ fn refused_instead_of_answered_differently() {
     conn.execute_sql("CREATE TABLE t (id int PRIMARY KEY, v int)").unwrap();
     for (sql, names) in [
         // aggregates.sql: PostgreSQL aggregates over the outer rows, once (one row of 2).
-        ("select (select count(*) filter (where outer_c <> 0) from (values (1)) t0(inner_c)) from (values (2),(3)) t1(outer_c)", "outer query's columns"),
-        ("select (select sum(outer_c) from (values (1), (2)) t0(inner_c)) from (values (2),(3)) t1(outer_c)", "outer query's columns"),
+        (
+            "select (select count(*) filter (where outer_c <> 0) from (values (1)) t0(inner_c)) from (values (2),(3)) t1(outer_c)",
+            "outer query's columns",
+        ),
+        (
+            "select (select sum(outer_c) from (values (1), (2)) t0(inner_c)) from (values (2),(3)) t1(outer_c)",
+            "outer query's columns",
+        ),
         // union.sql: rows of no columns (pgtier panicked).
         ("select from generate_series(1,5) union all select from generate_series(1,3)", "no columns"),
         ("select from generate_series(1,5) except all select from generate_series(1,3)", "no columns"),

@@ -34,7 +34,11 @@ enum Expect {
     Ok,
     Count(u64),
     Error(String),
-    Rows { sort: bool, names: bool, rows: Vec<String> },
+    Rows {
+        sort: bool,
+        names: bool,
+        rows: Vec<String>,
+    },
     /// On the oracle and on pgtier's backend (a `_cached_` file).
     Setup,
     /// On pgtier only (a `_cached_` file).
@@ -76,8 +80,12 @@ fn parse(text: &str) -> Vec<Record> {
         let mut words = header.split_whitespace();
         let expect = match (words.next(), words.next()) {
             (Some("statement"), Some("ok")) => Expect::Ok,
-            (Some("statement"), Some("count")) => Expect::Count(words.next().and_then(|n| n.parse().ok()).expect("statement count N")),
-            (Some("statement"), Some("error")) => Expect::Error(header.splitn(3, ' ').nth(2).unwrap_or("").trim().to_owned()),
+            (Some("statement"), Some("count")) => {
+                Expect::Count(words.next().and_then(|n| n.parse().ok()).expect("statement count N"))
+            }
+            (Some("statement"), Some("error")) => {
+                Expect::Error(header.splitn(3, ' ').nth(2).unwrap_or("").trim().to_owned())
+            }
             (Some("setup"), None) => Expect::Setup,
             (Some("pgtier"), Some("ok")) => Expect::PgtierOnly,
             (Some("query"), Some(_)) => {
@@ -141,8 +149,16 @@ fn run_pgtier(conn: &mut Connection, sql: &str) -> Outcome {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| conn.execute_sql(sql)));
     match r {
         Ok(Ok(res)) => {
-            let names = res.rows.as_ref().map(|rows| rows.columns().iter().map(|c| c.name.clone()).collect()).unwrap_or_default();
-            let rows = res.rows.map(|rows| rows.iter().map(|row| (0..row.len()).map(|k| cell(row.text(k).as_deref())).collect::<Vec<_>>().join(" ")).collect());
+            let names = res
+                .rows
+                .as_ref()
+                .map(|rows| rows.columns().iter().map(|c| c.name.clone()).collect())
+                .unwrap_or_default();
+            let rows = res.rows.map(|rows| {
+                rows.iter()
+                    .map(|row| (0..row.len()).map(|k| cell(row.text(k).as_deref())).collect::<Vec<_>>().join(" "))
+                    .collect()
+            });
             Outcome::Ok { count: res.rows_affected, names, rows }
         }
         Ok(Err(e)) => Outcome::Error { sqlstate: e.sqlstate.to_owned(), message: e.message },
@@ -155,7 +171,11 @@ fn check(expect: &Expect, got: &Outcome) -> Option<String> {
     match (expect, got) {
         (Expect::Ok, Outcome::Ok { .. }) => None,
         (Expect::Count(n), Outcome::Ok { count, .. }) if n == count => None,
-        (Expect::Error(pat), Outcome::Error { sqlstate, message }) if pat.is_empty() || pat == sqlstate || message.contains(pat.as_str()) => None,
+        (Expect::Error(pat), Outcome::Error { sqlstate, message })
+            if pat.is_empty() || pat == sqlstate || message.contains(pat.as_str()) =>
+        {
+            None
+        }
         (Expect::Rows { sort, names, rows }, Outcome::Ok { rows: Some(got), names: got_names, .. }) => {
             // Trailing blanks (char(n) padding) are not significant in a row line.
             let trim = |v: &[String]| v.iter().map(|r| r.trim_end().to_owned()).collect::<Vec<_>>();
@@ -223,7 +243,11 @@ fn corpus_dir() -> PathBuf {
 #[test]
 fn differential_corpus() {
     let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "slt")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "slt"))
+        .collect();
     files.sort();
     let only = std::env::var("SLT_ONLY").ok();
     let complete = std::env::var("SLT_COMPLETE").is_ok();
@@ -247,23 +271,38 @@ fn differential_corpus() {
         let mut backend = None;
         if name.contains("_cached_") {
             let url = cluster.create_database(&format!("slt_{n}_backend_{}", std::process::id())).unwrap();
-            let params = pgtier_backend::BackendConfig { url: Some(url.clone()), ..Default::default() }.resolve().unwrap();
+            let params =
+                pgtier_backend::BackendConfig { url: Some(url.clone()), ..Default::default() }.resolve().unwrap();
             let awt = pgtier_cache::AwtConfig { node: format!("slt{n}"), ..pgtier_cache::AwtConfig::default() };
-            let cache = pgtier_cache::Cache::open(db, Some(params), pgtier_cache::CacheConfig { awt, ..pgtier_cache::CacheConfig::default() }).unwrap();
+            let cache = pgtier_cache::Cache::open(
+                db,
+                Some(params),
+                pgtier_cache::CacheConfig { awt, ..pgtier_cache::CacheConfig::default() },
+            )
+            .unwrap();
             conn.attach_cache(cache.clone());
-            backend = Some((pgtier_backend::connect(&url).unwrap(), pgtier_backend::connect(&oracle_url).unwrap(), cache));
+            backend =
+                Some((pgtier_backend::connect(&url).unwrap(), pgtier_backend::connect(&oracle_url).unwrap(), cache));
         }
         let mut rewritten = String::new();
         for rec in &records {
             total += 1;
             if matches!(rec.expect, Expect::Setup | Expect::PgtierOnly) {
                 let outcomes = match (&rec.expect, backend.as_mut()) {
-                    (Expect::Setup, Some((client, oracle, _))) => vec![("PostgreSQL", run_pg(oracle, &rec.sql)), ("pgtier's backend", run_pg(client, &rec.sql))],
+                    (Expect::Setup, Some((client, oracle, _))) => {
+                        vec![("PostgreSQL", run_pg(oracle, &rec.sql)), ("pgtier's backend", run_pg(client, &rec.sql))]
+                    }
                     (Expect::PgtierOnly, Some(_)) => vec![("pgtier", run_pgtier(&mut conn, &rec.sql))],
                     _ => panic!("{name}.slt:{}: `{}` belongs in a `_cached_` file", rec.line, rec.header),
                 };
                 for (side, outcome) in outcomes {
-                    assert!(matches!(outcome, Outcome::Ok { .. }), "{name}.slt:{} {side}: {}\n  {}\n  {outcome:?}", rec.line, rec.header, rec.sql);
+                    assert!(
+                        matches!(outcome, Outcome::Ok { .. }),
+                        "{name}.slt:{} {side}: {}\n  {}\n  {outcome:?}",
+                        rec.line,
+                        rec.header,
+                        rec.sql
+                    );
                 }
                 (pg_ok, tier_ok) = (pg_ok + 1, tier_ok + 1);
                 if complete {
@@ -279,7 +318,8 @@ fn differential_corpus() {
             } else {
                 match check(&rec.expect, &pg_out) {
                     None => pg_ok += 1,
-                    Some(d) => pg_failures.push(format!("{name}.slt:{} PostgreSQL: {}\n  {}\n  {d}", rec.line, rec.header, rec.sql)),
+                    Some(d) => pg_failures
+                        .push(format!("{name}.slt:{} PostgreSQL: {}\n  {}\n  {d}", rec.line, rec.header, rec.sql)),
                 }
             }
             let tier_out = run_pgtier(&mut conn, &rec.sql);
@@ -290,7 +330,9 @@ fn differential_corpus() {
             };
             match verdict {
                 None => tier_ok += 1,
-                Some(d) => tier_failures.push(format!("{name}.slt:{} pgtier: {}\n  {}\n  {d}", rec.line, rec.header, rec.sql)),
+                Some(d) => {
+                    tier_failures.push(format!("{name}.slt:{} pgtier: {}\n  {}\n  {d}", rec.line, rec.header, rec.sql))
+                }
             }
         }
         if complete {

@@ -104,9 +104,17 @@ fn a_row_that_left_the_where_while_waiting_is_skipped() {
         ("UPDATE k SET u = 'd' WHERE id = 2", "SELECT id FROM k WHERE u = 'c' FOR UPDATE", "SELECT 0"),
         ("UPDATE k SET u = 'f' WHERE id = 3", "DELETE FROM k WHERE u = 'e'", "DELETE 0"),
         ("UPDATE k SET v = 9 WHERE id = 4", "DELETE FROM k WHERE v = 0 AND id > 3", "DELETE 0"),
-        ("UPDATE k SET u = 'b2' WHERE id = 1", "UPDATE k SET v = s.w FROM src s WHERE s.u = k.u AND k.id = 1", "UPDATE 0"),
+        (
+            "UPDATE k SET u = 'b2' WHERE id = 1",
+            "UPDATE k SET v = s.w FROM src s WHERE s.u = k.u AND k.id = 1",
+            "UPDATE 0",
+        ),
         ("UPDATE k SET u = 'd2' WHERE id = 2", "DELETE FROM k USING src s WHERE s.u = k.u AND k.id = 2", "DELETE 0"),
-        ("UPDATE k SET u = 'f2' WHERE id = 3", "MERGE INTO k USING src s ON s.u = k.u AND k.id = 3 WHEN MATCHED THEN UPDATE SET v = 7", "MERGE 0"),
+        (
+            "UPDATE k SET u = 'f2' WHERE id = 3",
+            "MERGE INTO k USING src s ON s.u = k.u AND k.id = 3 WHEN MATCHED THEN UPDATE SET v = 7",
+            "MERGE 0",
+        ),
         // PostgreSQL 15: a MATCHED row that no longer satisfies ON makes its source row NOT MATCHED.
         (
             "UPDATE k SET u = 'z' WHERE id = 2",
@@ -114,7 +122,11 @@ fn a_row_that_left_the_where_while_waiting_is_skipped() {
             "MERGE 1",
         ),
         // Still joined: the new value is computed from the latest v (12), not the snapshot's (9).
-        ("UPDATE k SET v = 12 WHERE id = 4", "UPDATE k SET v = k.v - s.w FROM src s WHERE s.u = k.u AND k.id = 4", "UPDATE 1"),
+        (
+            "UPDATE k SET v = 12 WHERE id = 4",
+            "UPDATE k SET v = k.v - s.w FROM src s WHERE s.u = k.u AND k.id = 4",
+            "UPDATE 1",
+        ),
     ] {
         mover.execute_sql("BEGIN").unwrap();
         mover.execute_sql(mover_sql).unwrap();
@@ -138,5 +150,9 @@ fn a_row_that_left_the_where_while_waiting_is_skipped() {
     }
     let r = mover.execute_sql("SELECT count(*), sum(v) FROM k").unwrap();
     let rows = r.rows.unwrap();
-    assert_eq!((rows.get(0).unwrap().text(0), rows.get(0).unwrap().text(1)), (Some("5".into()), Some("7".into())), "nothing deleted or bumped; 12 - 5 from the latest version; MERGE's insert");
+    assert_eq!(
+        (rows.get(0).unwrap().text(0), rows.get(0).unwrap().text(1)),
+        (Some("5".into()), Some("7".into())),
+        "nothing deleted or bumped; 12 - 5 from the latest version; MERGE's insert"
+    );
 }

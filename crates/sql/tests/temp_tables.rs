@@ -10,7 +10,13 @@ use pgtier_sql::Connection;
 
 fn rows(conn: &mut Connection, sql: &str) -> Vec<String> {
     let res = conn.execute_sql(sql).unwrap_or_else(|e| panic!("{sql}: {} {}", e.sqlstate, e.message));
-    res.rows.map(|rows| rows.iter().map(|r| (0..r.len()).map(|k| r.text(k).unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>().join(" ")).collect()).unwrap_or_default()
+    res.rows
+        .map(|rows| {
+            rows.iter()
+                .map(|r| (0..r.len()).map(|k| r.text(k).unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>().join(" "))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn sqlstate(conn: &mut Connection, sql: &str) -> String {
@@ -32,7 +38,10 @@ fn temp_tables_are_private_to_their_session() {
     // Session b sees the permanent table, not a's temporary one.
     assert_eq!(sqlstate(&mut b, "SELECT secret FROM t"), "42703");
     assert_eq!(rows(&mut b, "SELECT count(*) FROM t"), ["0"]);
-    let a_schema = rows(&mut a, "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname LIKE 'pg\\_temp\\_%' AND c.relname = 't'");
+    let a_schema = rows(
+        &mut a,
+        "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname LIKE 'pg\\_temp\\_%' AND c.relname = 't'",
+    );
     assert_eq!(a_schema.len(), 1);
     assert_eq!(sqlstate(&mut b, &format!("SELECT * FROM {}.t", a_schema[0])), "0A000");
     assert_eq!(sqlstate(&mut b, "SELECT * FROM pg_temp.t"), "42P01");

@@ -21,12 +21,18 @@ fn refused_constructs_name_themselves() {
         ("SELECT count(DISTINCT v) OVER () FROM t", "DISTINCT"),
         ("CREATE SEQUENCE o OWNED BY t.id", "OWNED BY"),
         ("CREATE TEMPORARY SEQUENCE tmp", "TEMPORARY SEQUENCE"),
-        ("WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL (SELECT n + 1 FROM r WHERE n < 3 UNION SELECT 7)) SELECT * FROM r", "recursive term other than one SELECT"),
+        (
+            "WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL (SELECT n + 1 FROM r WHERE n < 3 UNION SELECT 7)) SELECT * FROM r",
+            "recursive term other than one SELECT",
+        ),
         ("CREATE INDEX t_v_desc ON t (v DESC)", "index key order"),
         ("CREATE INDEX t_v_nf ON t (v NULLS FIRST)", "index key order"),
         // PostgreSQL aggregates before it expands a select-list set-returning function.
         ("SELECT count(*), (information_schema._pg_expandarray(ARRAY[1, 2])).n", "aggregated query"),
-        ("SELECT information_schema._pg_expandarray(ARRAY[1, 2]), information_schema._pg_expandarray(ARRAY[3])", "several different set-returning functions"),
+        (
+            "SELECT information_schema._pg_expandarray(ARRAY[1, 2]), information_schema._pg_expandarray(ARRAY[3])",
+            "several different set-returning functions",
+        ),
         // PostgreSQL evaluates such a query once; pgtier would twice.
         ("WITH v AS (SELECT nextval('s') AS n) SELECT * FROM v a, v b", "advances a sequence"),
         ("WITH d AS (DELETE FROM t RETURNING id) SELECT * FROM d", "query form"),
@@ -57,7 +63,10 @@ fn refused_constructs_name_themselves() {
         ("SELECT 'now 10:00'::timestamp", "'now 10:00' as a timestamp without time zone input value"),
         // PostgreSQL freezes them at CREATE; pgtier binds the text at each use.
         ("CREATE VIEW v_now AS SELECT 'now'::timestamptz AS t", "'now' as a timestamp with time zone input value here"),
-        ("CREATE TABLE t_now (t timestamptz CHECK (t < 'tomorrow'))", "'tomorrow' as a timestamp with time zone input value here"),
+        (
+            "CREATE TABLE t_now (t timestamptz CHECK (t < 'tomorrow'))",
+            "'tomorrow' as a timestamp with time zone input value here",
+        ),
         // PostgreSQL 15 answers with the fields of i64's ends.
         ("SELECT age('infinity'::timestamp, '2000-01-01'::timestamp)", "age of an infinite timestamp"),
         // Nor time with time zone.
@@ -74,23 +83,41 @@ fn refused_constructs_name_themselves() {
         ("CREATE TABLE ug (id int PRIMARY KEY, r float8 DEFAULT random())", "non-constant DEFAULT"),
         ("CREATE TABLE ug (id int PRIMARY KEY, u text DEFAULT gen_random_uuid())", "non-constant DEFAULT"),
         // A merged USING column converted to the common type is an expression of the enclosing query's row.
-        ("SELECT * FROM t JOIN (SELECT 1::bigint AS id) b USING (id) WHERE EXISTS (SELECT 1 WHERE id = 1)", "merged JOIN USING column of another type referenced from a subquery"),
+        (
+            "SELECT * FROM t JOIN (SELECT 1::bigint AS id) b USING (id) WHERE EXISTS (SELECT 1 WHERE id = 1)",
+            "merged JOIN USING column of another type referenced from a subquery",
+        ),
         // A LATERAL subquery's enclosing row is the FROM items before it; the query around is one level further.
         ("SELECT (SELECT l.x FROM t a, LATERAL (SELECT a.v + t.v AS x) l LIMIT 1) FROM t", "two levels out"),
         // A FULL JOIN's right side is read whole once: after one relation, and depending on no outer row.
-        ("SELECT * FROM t a JOIN t b ON true FULL JOIN t c ON c.id = a.id", "FULL JOIN whose left side is itself a join"),
+        (
+            "SELECT * FROM t a JOIN t b ON true FULL JOIN t c ON c.id = a.id",
+            "FULL JOIN whose left side is itself a join",
+        ),
         ("SELECT * FROM t FULL JOIN generate_series(1, 3) g ON g = t.id", "FULL JOIN to a function"),
-        ("SELECT (SELECT count(*) FROM t a FULL JOIN (SELECT t.v AS v) s ON s.v = a.v) FROM t", "FULL JOIN to a function, LATERAL or correlated subquery"),
+        (
+            "SELECT (SELECT count(*) FROM t a FULL JOIN (SELECT t.v AS v) s ON s.v = a.v) FROM t",
+            "FULL JOIN to a function, LATERAL or correlated subquery",
+        ),
         // A RIGHT JOIN runs as the LEFT JOIN of its sides swapped, which needs a left side of one relation.
-        ("SELECT * FROM t a JOIN t b ON true RIGHT JOIN t c ON c.id = a.id", "RIGHT JOIN whose left side is itself a join"),
+        (
+            "SELECT * FROM t a JOIN t b ON true RIGHT JOIN t c ON c.id = a.id",
+            "RIGHT JOIN whose left side is itself a join",
+        ),
         ("SELECT * FROM t RIGHT JOIN generate_series(1, 3) g ON g = t.id", "RIGHT JOIN to a function"),
         // UPDATE ... FROM, DELETE ... USING and MERGE's source are FROM items: the same refusals.
         ("UPDATE t SET v = 1 FROM t a FULL JOIN t b ON true WHERE t.id = a.id", "FULL JOIN"),
         ("DELETE FROM t USING t a RIGHT JOIN t b ON true WHERE t.id = a.id", "RIGHT JOIN"),
         ("DELETE FROM t USING LATERAL (SELECT t.v) x", "LATERAL"),
         ("MERGE INTO t USING LATERAL (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE", "LATERAL"),
-        ("MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET (v) = (SELECT 2)", "multiple-column assignment from a subquery"),
-        ("MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id) OVERRIDING USER VALUE VALUES (s.id)", "OVERRIDING in MERGE's INSERT"),
+        (
+            "MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET (v) = (SELECT 2)",
+            "multiple-column assignment from a subquery",
+        ),
+        (
+            "MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id) OVERRIDING USER VALUE VALUES (s.id)",
+            "OVERRIDING in MERGE's INSERT",
+        ),
         // Arrays: one dimension, lower bound 1 (PostgreSQL has more of both).
         ("SELECT '{{1,2},{3,4}}'::int[]", "multidimensional arrays"),
         ("SELECT ARRAY[[1,2],[3,4]]", "multidimensional arrays"),
@@ -100,7 +127,10 @@ fn refused_constructs_name_themselves() {
         ("SELECT ARRAY(SELECT ARRAY[1])", "multidimensional arrays"),
         ("SELECT '[0:1]={1,2}'::int[]", "arrays with explicit bounds"),
         ("SELECT 1 > ALL('{1}'::oid[])", "ALL over a system catalog array"),
-        ("SELECT unnest(ARRAY[v]) AS u, count(*) FROM t GROUP BY 1", "set-returning function in the select list of an aggregated query"),
+        (
+            "SELECT unnest(ARRAY[v]) AS u, count(*) FROM t GROUP BY 1",
+            "set-returning function in the select list of an aggregated query",
+        ),
         ("SELECT unnest(ARRAY[v]), unnest(ARRAY[id]) FROM t", "several different set-returning functions"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();
@@ -152,7 +182,9 @@ fn schema_constructs_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
     let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
-    for sql in ["CREATE SCHEMA s", "CREATE TABLE t (a int)", "CREATE TABLE s.t (b int)", "CREATE TABLE s.only_s (c int)"] {
+    for sql in
+        ["CREATE SCHEMA s", "CREATE TABLE t (a int)", "CREATE TABLE s.t (b int)", "CREATE TABLE s.only_s (c int)"]
+    {
         conn.execute_sql(sql).unwrap();
     }
     for (sql, names) in [
@@ -191,13 +223,21 @@ fn engine_errors_name_schema_relations_unqualified() {
     let dir = tempfile::tempdir().unwrap();
     let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
     let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
-    for sql in ["CREATE SCHEMA s", "CREATE TABLE s.t (id int PRIMARY KEY, v int NOT NULL)", "INSERT INTO s.t VALUES (1, 1)"] {
+    for sql in
+        ["CREATE SCHEMA s", "CREATE TABLE s.t (id int PRIMARY KEY, v int NOT NULL)", "INSERT INTO s.t VALUES (1, 1)"]
+    {
         conn.execute_sql(sql).unwrap();
     }
     let e = conn.execute_sql("INSERT INTO s.t VALUES (1, 2)").unwrap_err();
-    assert_eq!((e.sqlstate, e.message.as_str(), e.constraint.as_deref()), ("23505", "duplicate key value violates unique constraint \"t_pkey\"", Some("t_pkey")));
+    assert_eq!(
+        (e.sqlstate, e.message.as_str(), e.constraint.as_deref()),
+        ("23505", "duplicate key value violates unique constraint \"t_pkey\"", Some("t_pkey"))
+    );
     let e = conn.execute_sql("INSERT INTO s.t VALUES (2, NULL)").unwrap_err();
-    assert_eq!((e.sqlstate, e.message.as_str()), ("23502", "null value in column \"v\" of relation \"t\" violates not-null constraint"));
+    assert_eq!(
+        (e.sqlstate, e.message.as_str()),
+        ("23502", "null value in column \"v\" of relation \"t\" violates not-null constraint")
+    );
     let e = conn.execute_sql("CREATE TABLE s.t (a int)").unwrap_err();
     assert_eq!((e.sqlstate, e.message.as_str()), ("42P07", "relation \"t\" already exists"));
 }

@@ -19,7 +19,13 @@ fn open(dir: &Path) -> Connection {
 
 fn rows(conn: &mut Connection, sql: &str) -> Vec<String> {
     let res = conn.execute_sql(sql).unwrap_or_else(|e| panic!("{sql}: {} {}", e.sqlstate, e.message));
-    res.rows.map(|rows| rows.iter().map(|r| (0..r.len()).map(|k| r.text(k).unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>().join(" ")).collect()).unwrap_or_default()
+    res.rows
+        .map(|rows| {
+            rows.iter()
+                .map(|r| (0..r.len()).map(|k| r.text(k).unwrap_or_else(|| "NULL".into())).collect::<Vec<_>>().join(" "))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn sqlstate(conn: &mut Connection, sql: &str) -> String {
@@ -65,7 +71,13 @@ fn views_survive_a_restart() {
     let mut c = open(dir.path());
     assert_eq!(rows(&mut c, "SELECT * FROM big"), ["3 30 60"]);
     assert_eq!(rows(&mut c, "SELECT n FROM big_count"), ["1"]);
-    assert_eq!(rows(&mut c, "SELECT relname, relkind FROM pg_class WHERE relkind = 'v' AND relnamespace = 'public'::regnamespace ORDER BY relname"), ["big v", "big_count v"]);
+    assert_eq!(
+        rows(
+            &mut c,
+            "SELECT relname, relkind FROM pg_class WHERE relkind = 'v' AND relnamespace = 'public'::regnamespace ORDER BY relname"
+        ),
+        ["big v", "big_count v"]
+    );
     rows(&mut c, "DROP TABLE t CASCADE");
     drop(c);
     let mut c = open(dir.path());
@@ -115,12 +127,20 @@ fn a_star_is_stored_as_the_columns_it_stood_for() {
     rows(&mut c, "CREATE TABLE u (k int)");
     rows(&mut c, "CREATE VIEW v AS SELECT *, 1 AS one FROM t JOIN u x ON x.k = t.a");
     rows(&mut c, "CREATE VIEW w AS SELECT x.* FROM u x");
-    let stored = |c: &Connection, name: &str| c.database().catalog().table_by_name(name).and_then(|t| t.annotation.clone()).unwrap();
+    let stored = |c: &Connection, name: &str| {
+        c.database().catalog().table_by_name(name).and_then(|t| t.annotation.clone()).unwrap()
+    };
     let v = stored(&c, "v");
     assert!(v.ends_with("SELECT \"t\".\"a\", \"t\".\"B\", \"x\".\"k\", 1 AS one FROM t JOIN u x ON x.k = t.a"), "{v}");
     let w = stored(&c, "w");
     assert!(w.ends_with("SELECT \"x\".\"k\" FROM u x"), "{w}");
-    assert_eq!(rows(&mut c, "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'v'::regclass"), ["a,B,k,one"]);
+    assert_eq!(
+        rows(
+            &mut c,
+            "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'v'::regclass"
+        ),
+        ["a,B,k,one"]
+    );
 }
 
 const LIST: &str = "SELECT string_agg(nspname, ',' ORDER BY nspname) FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'";

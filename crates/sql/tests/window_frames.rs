@@ -70,7 +70,9 @@ fn order_dependent_frames_are_refused_and_postgres_answers() {
             .unwrap()
             .into_iter()
             .filter_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(r) => Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect()),
+                postgres::SimpleQueryMessage::Row(r) => {
+                    Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+                }
                 _ => None,
             })
             .collect();
@@ -111,7 +113,9 @@ fn sliding_frames_are_linear() {
     assert!((avg - want).abs() < 1e-3, "{avg} vs {want}");
     let got = rows(
         &mut c,
-        &format!("SELECT sum(s), max(m) FROM (SELECT sum(i::int8) OVER w AS s, max(-i) OVER w AS m FROM generate_series(1, {n}) i WINDOW w AS (ORDER BY i ROWS BETWEEN 100 PRECEDING AND 100 FOLLOWING)) x"),
+        &format!(
+            "SELECT sum(s), max(m) FROM (SELECT sum(i::int8) OVER w AS s, max(-i) OVER w AS m FROM generate_series(1, {n}) i WINDOW w AS (ORDER BY i ROWS BETWEEN 100 PRECEDING AND 100 FOLLOWING)) x"
+        ),
     );
     let mut total = 0i128;
     for i in 1..=i128::from(n) {
@@ -140,6 +144,9 @@ fn restarting_aggregates_stop_at_the_timeout() {
 fn peer_checks_are_linear() {
     let (_dir, mut c) = open();
     c.execute_sql("SET statement_timeout = '60s'").unwrap();
-    let got = rows(&mut c, "SELECT count(*), min(f), max(l) FROM (SELECT first_value(i / 1000000) OVER () AS f, last_value(0) OVER (ORDER BY i / 1000000 RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING EXCLUDE CURRENT ROW) AS l FROM (SELECT i FROM generate_series(1, 200000) i) s) x");
+    let got = rows(
+        &mut c,
+        "SELECT count(*), min(f), max(l) FROM (SELECT first_value(i / 1000000) OVER () AS f, last_value(0) OVER (ORDER BY i / 1000000 RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING EXCLUDE CURRENT ROW) AS l FROM (SELECT i FROM generate_series(1, 200000) i) s) x",
+    );
     assert_eq!(got[0], [Some("200000".to_owned()), Some("0".to_owned()), Some("0".to_owned())]);
 }

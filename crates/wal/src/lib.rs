@@ -123,7 +123,6 @@ pub struct WalStats {
     pub poisoned_reason: Option<String>,
 }
 
-
 // The engine shares one log between committer threads and hands readers to
 // consumer threads.
 const _: () = {

@@ -13,7 +13,11 @@ use crate::segment::Segment;
 const READ_AHEAD_BYTES: u64 = 256 << 10;
 
 pub(crate) enum Step {
-    Record { lsn: u64, next_lsn: u64, payload: Option<Vec<u8>> },
+    Record {
+        lsn: u64,
+        next_lsn: u64,
+        payload: Option<Vec<u8>>,
+    },
     /// A pad record or a tail too small for a header: continue at the next
     /// segment's first record.
     SegmentEnd,
@@ -23,8 +27,12 @@ pub(crate) enum Step {
     /// A header whose LSN is not its position: bytes left from an older use
     /// of a recycled segment, or a torn header. Also an end in recovery (not
     /// reported as a cut: a damaged record that claims this position is).
-    Stale { header_lsn: u64 },
-    Invalid { detail: String },
+    Stale {
+        header_lsn: u64,
+    },
+    Invalid {
+        detail: String,
+    },
 }
 
 /// Reads records of one segment through a read-ahead buffer.

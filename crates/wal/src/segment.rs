@@ -7,7 +7,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-
 use crate::format::{self, SEGMENT_HEADER_BYTES};
 use crate::fs::{self, FileSystem, WalFile};
 

@@ -71,7 +71,14 @@ pub(crate) enum WaitOutcome {
 
 impl Waiters {
     pub fn new(waiters_max: usize, yields: usize) -> Waiters {
-        Waiters { list: Mutex::new(Vec::new()), registered: AtomicUsize::new(0), pending: Mutex::new(Vec::new()), next_id: AtomicU64::new(0), waiters_max, yields }
+        Waiters {
+            list: Mutex::new(Vec::new()),
+            registered: AtomicUsize::new(0),
+            pending: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(0),
+            waiters_max,
+            yields,
+        }
     }
 
     /// Blocks until `durable_end > after_lsn`, `poisoned`, or `deadline`.

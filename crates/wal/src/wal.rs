@@ -215,11 +215,7 @@ impl Wal {
             create_lock: Mutex::new(()),
             spares: Mutex::new(spares),
             counters,
-            recovery: RecoveryReport {
-                records: rec.records,
-                cut: rec.cut,
-                segments_discarded: rec.segments_discarded,
-            },
+            recovery: RecoveryReport { records: rec.records, cut: rec.cut, segments_discarded: rec.segments_discarded },
             config,
             _dir_lock: dir_lock,
         });
@@ -229,9 +225,7 @@ impl Wal {
         };
         let prealloc = {
             let shared = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name("pgtier-wal-prealloc".into())
-                .spawn(move || prealloc_main(&shared))
+            std::thread::Builder::new().name("pgtier-wal-prealloc".into()).spawn(move || prealloc_main(&shared))
         };
         let wal = Wal { shared, threads: Mutex::new(vec![writer]) };
         // On spawn failure `wal` drops here and stops the writer cleanly.

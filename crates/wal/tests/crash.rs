@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{FaultyFs, Faults, open_small, payload, read_all, segment_files, small_config};
+use common::{Faults, FaultyFs, open_small, payload, read_all, segment_files, small_config};
 use pgtier_wal::{Lsn, RECORD_HEADER_BYTES, Wal, WalError};
 
 /// Writes `n` records and returns them with the file holding the last one.
@@ -312,9 +312,11 @@ fn kill9_acknowledged_records_survive() {
         acked.extend(new);
         truncated_below = truncated_below.max(trunc);
         let wal = open_small(dir.path());
-        recycled += u64::from(std::fs::read_dir(dir.path()).expect("ls").any(|e| {
-            e.is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".wal.spare"))
-        }));
+        recycled += u64::from(
+            std::fs::read_dir(dir.path())
+                .expect("ls")
+                .any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".wal.spare"))),
+        );
         let present: std::collections::HashMap<u64, Vec<u8>> = read_all(&wal).into_iter().collect();
         for &(lsn, seed, len, crc) in acked.iter().filter(|a| a.0 >= truncated_below) {
             let p = present.get(&lsn).unwrap_or_else(|| panic!("round {round}: acked LSN {lsn} lost"));

@@ -15,8 +15,8 @@ mod fingerprint;
 mod names;
 mod queries;
 
-use serde::{Deserialize, Serialize};
 use postgres::{Client, GenericClient, IsolationLevel};
+use serde::{Deserialize, Serialize};
 
 pub use names::QualifiedName;
 
@@ -107,7 +107,10 @@ impl ColumnDef {
 pub enum TypeModifier {
     None,
     /// numeric(precision, scale); scale may be negative since PostgreSQL 15.
-    Numeric { precision: u16, scale: i16 },
+    Numeric {
+        precision: u16,
+        scale: i16,
+    },
     /// varchar(n), char(n), bit(n), varbit(n).
     Length(u32),
     /// timestamp(p), timestamptz(p), time(p), timetz(p).
@@ -205,19 +208,14 @@ pub fn import_tables(client: &mut Client, names: &[&str]) -> Result<Vec<TableDef
         .start()
         .map_err(|error| BackendError::from_postgres("BEGIN for the catalog import", &error))?;
     let tables = import_tables_in(&mut transaction, names)?;
-    transaction
-        .commit()
-        .map_err(|error| BackendError::from_postgres("COMMIT of the catalog import", &error))?;
+    transaction.commit().map_err(|error| BackendError::from_postgres("COMMIT of the catalog import", &error))?;
     Ok(tables)
 }
 
 /// Imports `names` through `client` as it is: inside a transaction the
 /// caller opened, all tables come from that transaction's snapshot.
 pub fn import_tables_in<C: GenericClient>(client: &mut C, names: &[&str]) -> Result<Vec<TableDef>, BackendError> {
-    let parsed = names
-        .iter()
-        .map(|name| QualifiedName::parse(name))
-        .collect::<Result<Vec<_>, _>>()?;
+    let parsed = names.iter().map(|name| QualifiedName::parse(name)).collect::<Result<Vec<_>, _>>()?;
     let server_version = queries::server_version(client)?;
     parsed
         .into_iter()

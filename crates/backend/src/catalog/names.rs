@@ -20,18 +20,12 @@ pub struct QualifiedName {
 
 impl QualifiedName {
     pub fn new(schema: impl Into<String>, table: impl Into<String>) -> QualifiedName {
-        QualifiedName {
-            schema: schema.into(),
-            table: table.into(),
-        }
+        QualifiedName { schema: schema.into(), table: table.into() }
     }
 
     /// Parses `table`, `schema.table`, `"Mixed Case"."t"` as PostgreSQL would.
     pub fn parse(input: &str) -> Result<QualifiedName, BackendError> {
-        let invalid = |reason: &str| BackendError::InvalidName {
-            name: input.to_owned(),
-            reason: reason.to_owned(),
-        };
+        let invalid = |reason: &str| BackendError::InvalidName { name: input.to_owned(), reason: reason.to_owned() };
         let mut parts = Vec::with_capacity(2);
         let mut rest = input.trim_start();
         loop {

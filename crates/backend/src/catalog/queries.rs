@@ -89,7 +89,8 @@ pub(super) fn import_table<C: GenericClient>(
     let what = format!("catalog import of {name}");
     let (oid, is_partition) = check_relation(client, &name, &what)?;
     let columns = read_columns(client, oid, &name, &what)?;
-    let (primary_key, unique_keys, skipped_unique_indexes) = read_indexes(client, oid, &columns, server_version, &what)?;
+    let (primary_key, unique_keys, skipped_unique_indexes) =
+        read_indexes(client, oid, &columns, server_version, &what)?;
     let (foreign_keys, checks) = read_constraints(client, oid, &columns, &what)?;
     Ok(TableDef {
         name,
@@ -130,15 +131,10 @@ fn check_relation<C: GenericClient>(
         _ => Some("not an ordinary table"),
     };
     if let Some(kind) = kind {
-        return Err(BackendError::NotATable {
-            name: name.to_string(),
-            kind,
-        });
+        return Err(BackendError::NotATable { name: name.to_string(), kind });
     }
     if !get::<bool>(&row, 3, what)? {
-        return Err(BackendError::PermissionDenied {
-            object: format!("schema {}", name.schema),
-        });
+        return Err(BackendError::PermissionDenied { object: format!("schema {}", name.schema) });
     }
     // SELECT is checked per column in read_columns: column privileges on
     // every column suffice for COPY, table-wide SELECT is not required.
@@ -151,16 +147,12 @@ fn read_columns<C: GenericClient>(
     name: &QualifiedName,
     what: &str,
 ) -> Result<Vec<ColumnDef>, BackendError> {
-    let rows = client
-        .query(COLUMNS_SQL, &[&oid])
-        .map_err(|error| BackendError::from_postgres(what, &error))?;
+    let rows = client.query(COLUMNS_SQL, &[&oid]).map_err(|error| BackendError::from_postgres(what, &error))?;
     let mut columns = Vec::with_capacity(rows.len());
     for row in &rows {
         let column_name: String = get(row, 1, what)?;
         if !get::<bool>(row, 11, what)? {
-            return Err(BackendError::PermissionDenied {
-                object: format!("table {name}"),
-            });
+            return Err(BackendError::PermissionDenied { object: format!("table {name}") });
         }
         let type_oid: u32 = get(row, 2, what)?;
         let type_name: String = get(row, 3, what)?;
@@ -170,11 +162,7 @@ fn read_columns<C: GenericClient>(
         let generated_kind: String = get(row, 8, what)?;
         let base_type_oid: Option<u32> = get(row, 9, what)?;
         let sequence: Option<String> = get(row, 10, what)?;
-        let (default, generated) = if generated_kind.is_empty() {
-            (expression, None)
-        } else {
-            (None, expression)
-        };
+        let (default, generated) = if generated_kind.is_empty() { (expression, None) } else { (None, expression) };
         let identity = match (attidentity.as_str(), sequence) {
             ("a", Some(sequence)) => Some(Identity::Always { sequence }),
             ("d", Some(sequence)) => Some(Identity::ByDefault { sequence }),
@@ -235,15 +223,9 @@ fn read_indexes<C: GenericClient>(
     server_version: i32,
     what: &str,
 ) -> Result<Keys, BackendError> {
-    let nulls_not_distinct = if server_version >= 150_000 {
-        "i.indnullsnotdistinct"
-    } else {
-        "false"
-    };
+    let nulls_not_distinct = if server_version >= 150_000 { "i.indnullsnotdistinct" } else { "false" };
     let sql = INDEXES_SQL.replace("{NULLS_NOT_DISTINCT}", nulls_not_distinct);
-    let rows = client
-        .query(sql.as_str(), &[&oid])
-        .map_err(|error| BackendError::from_postgres(what, &error))?;
+    let rows = client.query(sql.as_str(), &[&oid]).map_err(|error| BackendError::from_postgres(what, &error))?;
     let (mut primary_key, mut unique_keys, mut skipped) = (None, Vec::new(), Vec::new());
     for row in &rows {
         let index_name: String = get(row, 0, what)?;
@@ -260,11 +242,7 @@ fn read_indexes<C: GenericClient>(
             None
         };
         if let Some(reason) = reason {
-            skipped.push(SkippedIndex {
-                name: index_name,
-                reason,
-                definition: get(row, 10, what)?,
-            });
+            skipped.push(SkippedIndex { name: index_name, reason, definition: get(row, 10, what)? });
             continue;
         }
         let key_attnums = attnums.get(..usize::try_from(key_count).unwrap_or(0)).unwrap_or(&attnums);
@@ -291,9 +269,7 @@ fn read_constraints<C: GenericClient>(
     columns: &[ColumnDef],
     what: &str,
 ) -> Result<(Vec<ForeignKeyDef>, Vec<CheckDef>), BackendError> {
-    let rows = client
-        .query(CONSTRAINTS_SQL, &[&oid])
-        .map_err(|error| BackendError::from_postgres(what, &error))?;
+    let rows = client.query(CONSTRAINTS_SQL, &[&oid]).map_err(|error| BackendError::from_postgres(what, &error))?;
     let (mut foreign_keys, mut checks) = (Vec::new(), Vec::new());
     for row in &rows {
         let name: String = get(row, 0, what)?;
@@ -301,11 +277,7 @@ fn read_constraints<C: GenericClient>(
         let validated: bool = get(row, 12, what)?;
         let definition: String = get(row, 13, what)?;
         if kind == "c" {
-            checks.push(CheckDef {
-                name,
-                definition,
-                validated,
-            });
+            checks.push(CheckDef { name, definition, validated });
             continue;
         }
         let attnums: Vec<i16> = get(row, 2, what)?;
@@ -362,8 +334,5 @@ fn get<'a, T: FromSql<'a>>(row: &'a Row, index: usize, what: &str) -> Result<T, 
 }
 
 fn unexpected(what: &str, reason: String) -> BackendError {
-    BackendError::UnexpectedResult {
-        what: what.to_owned(),
-        reason,
-    }
+    BackendError::UnexpectedResult { what: what.to_owned(), reason }
 }

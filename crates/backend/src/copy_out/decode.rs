@@ -37,8 +37,23 @@ pub enum ValueKind {
 /// The array type oids of the element kinds above (pg_type.typarray), as
 /// (array oid, element oid).
 pub const ARRAY_TYPES: &[(u32, u32)] = &[
-    (1000, 16), (1005, 21), (1007, 23), (1016, 20), (1021, 700), (1022, 701), (1231, 1700), (1009, 25), (1015, 1043), (1014, 1042),
-    (1001, 17), (1182, 1082), (1115, 1114), (1185, 1184), (1183, 1083), (1187, 1186), (2951, 2950),
+    (1000, 16),
+    (1005, 21),
+    (1007, 23),
+    (1016, 20),
+    (1021, 700),
+    (1022, 701),
+    (1231, 1700),
+    (1009, 25),
+    (1015, 1043),
+    (1014, 1042),
+    (1001, 17),
+    (1182, 1082),
+    (1115, 1114),
+    (1185, 1184),
+    (1183, 1083),
+    (1187, 1186),
+    (2951, 2950),
 ];
 
 impl ValueKind {
@@ -177,11 +192,7 @@ impl<'a> Array<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     #[error("{ty} field of {found} bytes, expected {expected}")]
-    Length {
-        ty: &'static str,
-        found: usize,
-        expected: usize,
-    },
+    Length { ty: &'static str, found: usize, expected: usize },
     #[error("invalid {0} value")]
     Invalid(&'static str),
     #[error("text is not valid UTF-8")]
@@ -258,7 +269,9 @@ impl fmt::Display for Value<'_> {
                     let text = element.to_string();
                     let quote = text.is_empty()
                         || text.eq_ignore_ascii_case("null")
-                        || text.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\' | ' ' | '\t' | '\n' | '\r' | '\x0B' | '\x0C'));
+                        || text.chars().any(|c| {
+                            matches!(c, '{' | '}' | ',' | '"' | '\\' | ' ' | '\t' | '\n' | '\r' | '\x0B' | '\x0C')
+                        });
                     if !quote {
                         f.write_str(&text)?;
                         continue;
@@ -279,11 +292,7 @@ impl fmt::Display for Value<'_> {
 }
 
 fn fixed<const N: usize>(bytes: &[u8], ty: &'static str) -> Result<[u8; N], DecodeError> {
-    bytes.try_into().map_err(|_| DecodeError::Length {
-        ty,
-        found: bytes.len(),
-        expected: N,
-    })
+    bytes.try_into().map_err(|_| DecodeError::Length { ty, found: bytes.len(), expected: N })
 }
 
 fn utf8(bytes: &[u8]) -> Result<&str, DecodeError> {
@@ -331,11 +340,7 @@ impl<'a> Numeric<'a> {
     pub fn decode(bytes: &'a [u8]) -> Result<Numeric<'a>, DecodeError> {
         const INVALID: DecodeError = DecodeError::Invalid("numeric");
         let Some((header, digits)) = bytes.split_first_chunk::<8>() else {
-            return Err(DecodeError::Length {
-                ty: "numeric",
-                found: bytes.len(),
-                expected: 8,
-            });
+            return Err(DecodeError::Length { ty: "numeric", found: bytes.len(), expected: 8 });
         };
         let ndigits = i16::from_be_bytes([header[0], header[1]]);
         let weight = i16::from_be_bytes([header[2], header[3]]);
@@ -355,18 +360,10 @@ impl<'a> Numeric<'a> {
         if special && ndigits != 0 {
             return Err(INVALID);
         }
-        if digits
-            .chunks_exact(2)
-            .any(|pair| !(0..NBASE).contains(&i16::from_be_bytes([pair[0], pair[1]])))
-        {
+        if digits.chunks_exact(2).any(|pair| !(0..NBASE).contains(&i16::from_be_bytes([pair[0], pair[1]]))) {
             return Err(INVALID);
         }
-        Ok(Numeric {
-            sign,
-            weight,
-            dscale,
-            digits,
-        })
+        Ok(Numeric { sign, weight, dscale, digits })
     }
 
     pub fn ndigits(&self) -> usize {

@@ -91,7 +91,9 @@ impl<'a> CopyRow<'a> {
 }
 
 enum Parsed {
-    Row { consumed: usize },
+    Row {
+        consumed: usize,
+    },
     Trailer,
     /// At least this many bytes (from the row start) are needed.
     NeedBytes(usize, &'static str),
@@ -271,10 +273,7 @@ impl<R: Read> CopyReader<R> {
     }
 
     fn format_error(&self, error: CopyFormatError) -> BackendError {
-        BackendError::CopyFormat {
-            what: self.what.clone(),
-            error,
-        }
+        BackendError::CopyFormat { what: self.what.clone(), error }
     }
 }
 
@@ -294,11 +293,7 @@ fn parse_row(
     }
     let row = rows_before + 1;
     if usize::try_from(count).ok() != Some(expected_fields) {
-        return Err(CopyFormatError::FieldCount {
-            row,
-            found: count,
-            expected: expected_fields,
-        });
+        return Err(CopyFormatError::FieldCount { row, found: count, expected: expected_fields });
     }
     fields.clear();
     let mut position = 2usize;
@@ -306,7 +301,8 @@ fn parse_row(
         if bytes.len() < position + 4 {
             return Ok(Parsed::NeedBytes(position + 4, "a field length"));
         }
-        let length = i32::from_be_bytes([bytes[position], bytes[position + 1], bytes[position + 2], bytes[position + 3]]);
+        let length =
+            i32::from_be_bytes([bytes[position], bytes[position + 1], bytes[position + 2], bytes[position + 3]]);
         position += 4;
         let offset = u32::try_from(position).map_err(|_| CopyFormatError::RowTooLarge { row })?;
         match length {
@@ -366,8 +362,7 @@ pub fn start_copy<'c, C: postgres::GenericClient>(
     what: &str,
     expected_fields: usize,
 ) -> Result<CopyReader<postgres::CopyOutReader<'c>>, BackendError> {
-    let source = client
-        .copy_out(statement)
-        .map_err(|error| BackendError::from_postgres(format!("COPY of {what}"), &error))?;
+    let source =
+        client.copy_out(statement).map_err(|error| BackendError::from_postgres(format!("COPY of {what}"), &error))?;
     Ok(CopyReader::new(source, what, expected_fields))
 }

@@ -86,7 +86,13 @@ pub fn write_interval(f: &mut dyn Write, months: i32, days: i32, micros: i64) ->
         }
     }
     if is_zero || micros != 0 {
-        let sign = if micros < 0 { "-" } else if is_before { "+" } else { "" };
+        let sign = if micros < 0 {
+            "-"
+        } else if is_before {
+            "+"
+        } else {
+            ""
+        };
         write!(f, "{}{sign}", if is_zero { "" } else { " " })?;
         // write_time prints any number of hours (an interval's may pass 24).
         write_time(f, i64::try_from(micros.unsigned_abs()).unwrap_or(i64::MAX))?;
@@ -216,10 +222,7 @@ impl Binary {
         } else {
             ((2 * significand).saturating_sub(1), exponent - 1)
         };
-        Binary {
-            upper: (2 * significand + 1, exponent - 1),
-            lower,
-        }
+        Binary { upper: (2 * significand + 1, exponent - 1), lower }
     }
 
     /// Whether the decimal `text` (`-d.ddde±x`) equals either midpoint exactly.

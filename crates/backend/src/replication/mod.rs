@@ -53,23 +53,60 @@ impl FromStr for PgLsn {
 /// One decoded message of the replication stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReplicationEvent {
-    Begin { final_lsn: PgLsn, commit_time_us: i64, xid: u32 },
-    Commit { commit_lsn: PgLsn, end_lsn: PgLsn, commit_time_us: i64 },
-    Origin { commit_lsn: PgLsn, name: String },
+    Begin {
+        final_lsn: PgLsn,
+        commit_time_us: i64,
+        xid: u32,
+    },
+    Commit {
+        commit_lsn: PgLsn,
+        end_lsn: PgLsn,
+        commit_time_us: i64,
+    },
+    Origin {
+        commit_lsn: PgLsn,
+        name: String,
+    },
     Relation(Relation),
-    Insert { relation: u32, new: Vec<TupleValue> },
+    Insert {
+        relation: u32,
+        new: Vec<TupleValue>,
+    },
     /// `old`: Some for REPLICA IDENTITY FULL ('O'), or when the key changed
     /// ('K': key columns only, the others Null).
-    Update { relation: u32, old: Option<Vec<TupleValue>>, new: Vec<TupleValue> },
+    Update {
+        relation: u32,
+        old: Option<Vec<TupleValue>>,
+        new: Vec<TupleValue>,
+    },
     /// `old` is 'K' (key columns, others Null) or 'O' (FULL).
-    Delete { relation: u32, old: Vec<TupleValue> },
-    Truncate { relations: Vec<u32>, cascade: bool, restart_identity: bool },
-    Type { oid: u32, schema: String, name: String },
+    Delete {
+        relation: u32,
+        old: Vec<TupleValue>,
+    },
+    Truncate {
+        relations: Vec<u32>,
+        cascade: bool,
+        restart_identity: bool,
+    },
+    Type {
+        oid: u32,
+        schema: String,
+        name: String,
+    },
     /// `pg_logical_emit_message` (the stream is started with `messages 'true'`).
-    Message { transactional: bool, prefix: String, content: Vec<u8> },
+    Message {
+        transactional: bool,
+        prefix: String,
+        content: Vec<u8>,
+    },
     /// Primary keepalive ('k'): `wal_end` is the last position the server
     /// sent; `reply_requested` asks for a status update now.
-    Keepalive { wal_end: PgLsn, server_time_us: i64, reply_requested: bool },
+    Keepalive {
+        wal_end: PgLsn,
+        server_time_us: i64,
+        reply_requested: bool,
+    },
 }
 
 /// A table as pgoutput describes it, sent before its first change in a

@@ -149,7 +149,8 @@ fn tuple(reader: &mut Reader<'_>) -> Result<Vec<TupleValue>, PgOutputError> {
                 let length = reader.u32()?;
                 let at = reader.offset;
                 let bytes = reader.bytes(u64::from(length))?;
-                let text = std::str::from_utf8(bytes).map_err(|_| reader.error_at(at, "column value is not valid UTF-8"))?;
+                let text =
+                    std::str::from_utf8(bytes).map_err(|_| reader.error_at(at, "column value is not valid UTF-8"))?;
                 TupleValue::Text(text.to_owned())
             }
             // With the `binary` option: the type's send format (what binary COPY sends).
@@ -187,9 +188,10 @@ impl<'a> Reader<'a> {
     }
 
     fn bytes(&mut self, length: u64) -> Result<&'a [u8], PgOutputError> {
-        let length = usize::try_from(length).ok().filter(|&n| n <= self.left()).ok_or_else(|| {
-            self.error_at(self.offset, format!("needs {length} bytes, only {} left", self.left()))
-        })?;
+        let length = usize::try_from(length)
+            .ok()
+            .filter(|&n| n <= self.left())
+            .ok_or_else(|| self.error_at(self.offset, format!("needs {length} bytes, only {} left", self.left())))?;
         let slice = &self.data[self.offset..self.offset + length];
         self.offset += length;
         Ok(slice)
@@ -240,10 +242,8 @@ impl<'a> Reader<'a> {
     fn cstr(&mut self) -> Result<String, PgOutputError> {
         let at = self.offset;
         let rest = &self.data[self.offset..];
-        let end = rest
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or_else(|| self.error_at(at, "string without a terminating NUL"))?;
+        let end =
+            rest.iter().position(|&b| b == 0).ok_or_else(|| self.error_at(at, "string without a terminating NUL"))?;
         let text = std::str::from_utf8(&rest[..end]).map_err(|_| self.error_at(at, "string is not valid UTF-8"))?;
         self.offset += end + 1;
         Ok(text.to_owned())

@@ -82,19 +82,15 @@ impl ReplicationConnection {
             });
         }
         let config = &params.config;
-        let timeout = config
-            .get_connect_timeout()
-            .copied()
-            .unwrap_or(Duration::from_millis(DEFAULT_CONNECT_TIMEOUT_MS));
+        let timeout =
+            config.get_connect_timeout().copied().unwrap_or(Duration::from_millis(DEFAULT_CONNECT_TIMEOUT_MS));
         let deadline = Instant::now() + timeout;
         let user = config.get_user().ok_or_else(|| BackendError::Connection {
             what: what.clone(),
             reason: "the URL names no user".to_owned(),
         })?;
-        let socket = open_socket(config, timeout).map_err(|reason| BackendError::Connection {
-            what: what.clone(),
-            reason,
-        })?;
+        let socket =
+            open_socket(config, timeout).map_err(|reason| BackendError::Connection { what: what.clone(), reason })?;
         let mut wire = Wire::new(socket, what)?;
         let parameters = [
             ("user", user),
@@ -185,7 +181,12 @@ impl ReplicationConnection {
     /// `START_REPLICATION SLOT "slot" LOGICAL start (proto_version '1',
     /// publication_names '"p1","p2"', messages 'true')`; `PgLsn(0)` starts
     /// at the slot's `confirmed_flush_lsn`.
-    pub fn start_logical(self, slot: &str, start: PgLsn, publications: &[String]) -> Result<ReplicationStream, BackendError> {
+    pub fn start_logical(
+        self,
+        slot: &str,
+        start: PgLsn,
+        publications: &[String],
+    ) -> Result<ReplicationStream, BackendError> {
         self.start_logical_with(slot, start, publications, false)
     }
 
@@ -216,7 +217,9 @@ impl ReplicationConnection {
                 b'N' | b'S' => {}
                 b'E' => error = error.or(Some(self.wire.server_error(body))),
                 b'Z' => {
-                    return Err(error.unwrap_or_else(|| self.wire.protocol("START_REPLICATION ended without streaming")));
+                    return Err(
+                        error.unwrap_or_else(|| self.wire.protocol("START_REPLICATION ended without streaming"))
+                    );
                 }
                 tag => return Err(self.wire.unexpected(tag, "START_REPLICATION")),
             }
@@ -380,7 +383,9 @@ fn authenticate(wire: &mut Wire, user: &str, password: Option<&[u8]>, deadline: 
             code => {
                 return Err(BackendError::Connection {
                     what: wire.what.clone(),
-                    reason: format!("authentication method {code} is not supported (trust, password, md5, scram-sha-256 are)"),
+                    reason: format!(
+                        "authentication method {code} is not supported (trust, password, md5, scram-sha-256 are)"
+                    ),
                 });
             }
         };
@@ -601,7 +606,11 @@ impl Wire {
                     });
                 }
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    ) => {}
                 Err(e) => return Err(self.io_error(&e)),
             }
         }
@@ -609,10 +618,8 @@ impl Wire {
 
     /// [`read_message`](Self::read_message) where running out of time is an error.
     fn read_message_by(&mut self, deadline: Instant) -> Result<(u8, Range<usize>), BackendError> {
-        self.read_message(Some(deadline))?.ok_or_else(|| BackendError::Connection {
-            what: self.what.clone(),
-            reason: "timeout expired".to_owned(),
-        })
+        self.read_message(Some(deadline))?
+            .ok_or_else(|| BackendError::Connection { what: self.what.clone(), reason: "timeout expired".to_owned() })
     }
 
     fn read_i32(&self, body: Range<usize>) -> Result<i32, BackendError> {
@@ -736,8 +743,11 @@ mod tests {
         server.write_all(&message(b'E', b"SFATAL\0C57P01\0Mterminating connection\0Dd\0Hh\0\0")).unwrap();
         let error = stream.next_event(Duration::from_secs(5)).unwrap_err();
         assert_eq!(error.sqlstate(), "57P01");
-        assert!(matches!(&error, BackendError::Server { message, detail: Some(d), hint: Some(h), .. }
-            if message == "terminating connection" && d == "d" && h == "h"), "{error:?}");
+        assert!(
+            matches!(&error, BackendError::Server { message, detail: Some(d), hint: Some(h), .. }
+            if message == "terminating connection" && d == "d" && h == "h"),
+            "{error:?}"
+        );
         server.write_all(&xlogdata(1, b"Z")).unwrap();
         assert_eq!(stream.next_event(Duration::from_secs(5)).unwrap_err().sqlstate(), "08P01");
         drop(server);

@@ -87,7 +87,12 @@ pub fn draw_time_series(chart: &TimeSeries<'_>, dir: &Path, stem: &str) -> Resul
         title: chart.title.clone(),
         subtitle: chart.subtitle.clone(),
         x_desc: "seconds".to_string(),
-        x_labels: chart.x_labels.iter().enumerate().map(|(i, l)| if i % every == 0 { l.clone() } else { String::new() }).collect(),
+        x_labels: chart
+            .x_labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| if i % every == 0 { l.clone() } else { String::new() })
+            .collect(),
         y_desc: if y_scale.is_log() { format!("{} (log scale)", chart.y_desc) } else { chart.y_desc.clone() },
         y_scale,
         y_from_zero: !y_scale.is_log(),

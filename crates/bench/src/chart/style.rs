@@ -342,7 +342,11 @@ mod tests {
         for tight in [false, true] {
             let (range, ticks) = YScale::Log.axis_with([1.01, 950.0], false, 0.0, tight);
             let gap = 1.01f64.log10() - range.start;
-            assert!(gap >= 0.08 * (range.end - range.start) * 0.9, "tight {tight}: floor {} too close to 1.01", range.start);
+            assert!(
+                gap >= 0.08 * (range.end - range.start) * 0.9,
+                "tight {tight}: floor {} too close to 1.01",
+                range.start
+            );
             assert!(ticks.iter().all(|t| *t >= range.start - 1e-9));
         }
         // Values well above the floor keep the floor where it was.

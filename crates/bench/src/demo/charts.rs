@@ -7,13 +7,16 @@
 use std::path::{Path, PathBuf};
 
 use super::summary;
-use super::{BASELINE, BASELINE_CAPPED, CAPPED, DIRECT, DIRECT_CAPPED, DIRECT_SYNC_CAPPED, DemoReport, FLAT_SLOPE_SHARE, WIRE, WIRE_CAPPED};
-use crate::cpu::Component;
+use super::{
+    BASELINE, BASELINE_CAPPED, CAPPED, DIRECT, DIRECT_CAPPED, DIRECT_SYNC_CAPPED, DemoReport, FLAT_SLOPE_SHARE, WIRE,
+    WIRE_CAPPED,
+};
 use crate::chart::{
     BarFigure, BarPanel, ChartError, LineFigure, LineSpec, MUTED, TimeSeries, YScale, axis_title, draw_time_series,
     format_number, series_color, usable, write_figure,
 };
 use crate::compare::{compare, draw_comparison_chart};
+use crate::cpu::Component;
 use crate::report::mean_backend;
 use crate::result::RunResult;
 
@@ -40,7 +43,9 @@ pub(super) fn draw_all(report: &DemoReport, dir: &Path) -> Drawn {
         Err(e) => drawn.missing.push(format!("{what}: {e}")),
     };
     keep("throughput per thread count", throughput(report, dir));
-    for (capped, name) in [(DIRECT_CAPPED, "direct, async"), (DIRECT_SYNC_CAPPED, "direct, sync"), (WIRE_CAPPED, "wire")] {
+    for (capped, name) in
+        [(DIRECT_CAPPED, "direct, async"), (DIRECT_SYNC_CAPPED, "direct, sync"), (WIRE_CAPPED, "wire")]
+    {
         if let (Some(b), Some(c)) = (complete(report, BASELINE_CAPPED), complete(report, capped)) {
             keep(&format!("latency at the capped rate ({name})"), draw_comparison_chart(&compare(b, c), dir));
         }
@@ -99,7 +104,10 @@ fn throughput(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartErro
         series,
         reference_y: None,
         legend_title: None,
-        footnotes: vec![("Uncapped: each thread runs its next transaction as soon as the last one ends.".into(), MUTED)],
+        footnotes: vec![(
+            "Uncapped: each thread runs its next transaction as soon as the last one ends.".into(),
+            MUTED,
+        )],
     };
     write_figure(&figure, dir, "demo-throughput")
 }
@@ -164,10 +172,13 @@ fn backend(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> 
 
 /// PostgreSQL's CPU and pgtier's per component, at the capped rate.
 fn cpu(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> {
-    let runs: Vec<&str> = CAPPED.iter().copied().filter(|l| report.run(l).is_some_and(|r| !r.iterations.is_empty())).collect();
-    let parts = [Component::Clients, Component::Server, Component::Engine, Component::WriteThrough, Component::CacheBackground];
-    let mut values: Vec<Vec<Option<f64>>> =
-        vec![runs.iter().map(|l| summary::first(report.run(l)).and_then(mean_backend).and_then(|b| b.cpu_percent)).collect()];
+    let runs: Vec<&str> =
+        CAPPED.iter().copied().filter(|l| report.run(l).is_some_and(|r| !r.iterations.is_empty())).collect();
+    let parts =
+        [Component::Clients, Component::Server, Component::Engine, Component::WriteThrough, Component::CacheBackground];
+    let mut values: Vec<Vec<Option<f64>>> = vec![
+        runs.iter().map(|l| summary::first(report.run(l)).and_then(mean_backend).and_then(|b| b.cpu_percent)).collect(),
+    ];
     for c in parts {
         values.push(runs.iter().map(|l| summary::cpu(report.run(l), c)).collect());
     }
@@ -200,7 +211,9 @@ fn lag(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> {
     }
     let chart = TimeSeries {
         title: "Write-through lag per second: commit in pgtier to commit in PostgreSQL".into(),
-        subtitle: vec!["Of the transactions applied in each 1 s window while a cache ran (the AWT lag histogram)".into()],
+        subtitle: vec![
+            "Of the transactions applied in each 1 s window while a cache ran (the AWT lag histogram)".into(),
+        ],
         x_labels: windows.iter().map(|w| format!("{:.0}", w.to_s)).collect(),
         label_every: (windows.len() / 12).max(1),
         y_desc: "lag (ms)".into(),
@@ -222,7 +235,10 @@ fn backlog(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> 
     }
     let chart = TimeSeries {
         title: "Write-through backlog over the run".into(),
-        subtitle: vec!["WAL committed in pgtier and not yet propagated to PostgreSQL, sampled every 250 ms while a cache ran".into()],
+        subtitle: vec![
+            "WAL committed in pgtier and not yet propagated to PostgreSQL, sampled every 250 ms while a cache ran"
+                .into(),
+        ],
         x_labels: report.lag.iter().map(|l| format!("{:.0}", l.t_s)).collect(),
         label_every: (report.lag.len() / 12).max(1),
         y_desc: "backlog (KB)".into(),
@@ -268,14 +284,24 @@ fn search(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> {
     if report.search.is_empty() {
         return Err(ChartError::NoData("no rate-search step was measured".into()));
     }
-    let groups: Vec<String> = report.search.iter().map(|s| format!("{} offered", format_number(s.offered_per_s))).collect();
+    let groups: Vec<String> =
+        report.search.iter().map(|s| format!("{} offered", format_number(s.offered_per_s))).collect();
     let notes = report
         .search
         .iter()
-        .map(|s| Some(if s.client_bound { "client-bound".to_owned() } else { s.lag.as_ref().map_or("not sampled", |l| l.verdict()).to_owned() }))
+        .map(|s| {
+            Some(if s.client_bound {
+                "client-bound".to_owned()
+            } else {
+                s.lag.as_ref().map_or("not sampled", |l| l.verdict()).to_owned()
+            })
+        })
         .collect();
     let growth = |s: &super::SearchStep| {
-        s.lag.as_ref().filter(|l| l.written_bytes_per_s > 0.0).map(|l| 100.0 * l.backlog_slope_bytes_per_s / l.written_bytes_per_s)
+        s.lag
+            .as_ref()
+            .filter(|l| l.written_bytes_per_s > 0.0)
+            .map(|l| 100.0 * l.backlog_slope_bytes_per_s / l.written_bytes_per_s)
     };
     let figure = BarFigure {
         title: "Rate-cap search: offered rate vs write-through (pgtier direct, open loop)".into(),
@@ -291,18 +317,29 @@ fn search(report: &DemoReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> {
                 heading: "Achieved throughput".into(),
                 y_desc: "MQTh".into(),
                 y_unit: "txn/s".into(),
-                values: vec![report.search.iter().map(|s| usable(s.achieved_per_s, false)).collect(), Vec::new(), Vec::new()],
+                values: vec![
+                    report.search.iter().map(|s| usable(s.achieved_per_s, false)).collect(),
+                    Vec::new(),
+                    Vec::new(),
+                ],
                 group_notes: notes,
             },
             BarPanel {
                 heading: "Commit-to-PostgreSQL lag p99 of the transactions applied during the step".into(),
                 y_desc: "lag".into(),
                 y_unit: "ms".into(),
-                values: vec![Vec::new(), report.search.iter().map(|s| s.lag.as_ref().map(|l| l.lag_p99_ms)).collect(), Vec::new()],
+                values: vec![
+                    Vec::new(),
+                    report.search.iter().map(|s| s.lag.as_ref().map(|l| l.lag_p99_ms)).collect(),
+                    Vec::new(),
+                ],
                 group_notes: Vec::new(),
             },
             BarPanel {
-                heading: format!("Backlog slope as % of the WAL rate written (flat: at most {:.0} %, nothing stuck)", 100.0 * FLAT_SLOPE_SHARE),
+                heading: format!(
+                    "Backlog slope as % of the WAL rate written (flat: at most {:.0} %, nothing stuck)",
+                    100.0 * FLAT_SLOPE_SHARE
+                ),
                 y_desc: "growth".into(),
                 y_unit: "%".into(),
                 values: vec![Vec::new(), Vec::new(), report.search.iter().map(growth).collect()],

@@ -120,11 +120,18 @@ pub fn slope(points: &[(f64, f64)]) -> f64 {
 
 /// The figures of `[from_s, to_s]`: samples inside it, windows whose middle
 /// is inside it (with their lag counts). None without samples.
-pub fn figures(samples: &[LagSample], windows: &[(LagWindow, LagCounts)], from_s: f64, to_s: f64) -> Option<LagFigures> {
+pub fn figures(
+    samples: &[LagSample],
+    windows: &[(LagWindow, LagCounts)],
+    from_s: f64,
+    to_s: f64,
+) -> Option<LagFigures> {
     let inside: Vec<&LagSample> = samples.iter().filter(|s| s.t_s >= from_s && s.t_s <= to_s).collect();
     let (first, last) = (inside.first()?, inside.last()?);
-    let spans: Vec<&(LagWindow, LagCounts)> =
-        windows.iter().filter(|(w, _)| (w.from_s + w.to_s) / 2.0 >= from_s && (w.from_s + w.to_s) / 2.0 <= to_s).collect();
+    let spans: Vec<&(LagWindow, LagCounts)> = windows
+        .iter()
+        .filter(|(w, _)| (w.from_s + w.to_s) / 2.0 >= from_s && (w.from_s + w.to_s) / 2.0 <= to_s)
+        .collect();
     let mut counts = LagCounts::default();
     for (_, c) in &spans {
         counts.merge(c);
@@ -132,7 +139,8 @@ pub fn figures(samples: &[LagSample], windows: &[(LagWindow, LagCounts)], from_s
     let points: Vec<(f64, f64)> = inside.iter().map(|s| (s.t_s, s.backlog_bytes as f64)).collect();
     let backlog_slope = slope(&points);
     let elapsed = last.t_s - first.t_s;
-    let written_per_s = if elapsed > 0.0 { last.written_bytes.saturating_sub(first.written_bytes) as f64 / elapsed } else { 0.0 };
+    let written_per_s =
+        if elapsed > 0.0 { last.written_bytes.saturating_sub(first.written_bytes) as f64 / elapsed } else { 0.0 };
     let stuck = spans.iter().filter(|(w, _)| w.stuck()).count() as u32;
     Some(LagFigures {
         from_s,
@@ -171,18 +179,32 @@ mod tests {
 
     /// Samples every 250 ms for 4 s: the cache writes 100 kB/s, the backlog
     /// follows `backlog(t)`, write-through applies `applied(t)` so far.
-    fn run(backlog: impl Fn(f64) -> u64, applied: impl Fn(f64) -> u64) -> (Vec<LagSample>, Vec<(LagWindow, LagCounts)>) {
+    fn run(
+        backlog: impl Fn(f64) -> u64,
+        applied: impl Fn(f64) -> u64,
+    ) -> (Vec<LagSample>, Vec<(LagWindow, LagCounts)>) {
         let samples: Vec<LagSample> = (0..=16)
             .map(|i| {
                 let t = f64::from(i) * 0.25;
-                LagSample { t_s: t, phase: "p".into(), backlog_bytes: backlog(t), written_bytes: (100_000.0 * t) as u64, applied_txns: applied(t) }
+                LagSample {
+                    t_s: t,
+                    phase: "p".into(),
+                    backlog_bytes: backlog(t),
+                    written_bytes: (100_000.0 * t) as u64,
+                    applied_txns: applied(t),
+                }
             })
             .collect();
         let windows = (0..4)
             .map(|w| {
                 let at = |t: f64| samples.iter().find(|s| (s.t_s - t).abs() < 1e-9).cloned().unwrap_or_default();
                 let (start, end) = (at(f64::from(w)), at(f64::from(w) + 1.0));
-                let min = samples.iter().filter(|s| s.t_s >= start.t_s && s.t_s <= end.t_s).map(|s| s.backlog_bytes).min().unwrap_or(0);
+                let min = samples
+                    .iter()
+                    .filter(|s| s.t_s >= start.t_s && s.t_s <= end.t_s)
+                    .map(|s| s.backlog_bytes)
+                    .min()
+                    .unwrap_or(0);
                 let window = LagWindow {
                     from_s: start.t_s,
                     to_s: end.t_s,

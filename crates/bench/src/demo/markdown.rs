@@ -9,8 +9,8 @@ use super::charts::draw_all;
 use super::runs::SATURATED;
 use super::summary::{self, Median};
 use super::{
-    BASELINE, BASELINE_CAPPED, CAPPED, DIRECT, DIRECT_CAPPED, DIRECT_SYNC_CAPPED, DemoReport, FLAT_SLOPE_SHARE, LagFigures, WIRE,
-    WIRE_CAPPED,
+    BASELINE, BASELINE_CAPPED, CAPPED, DIRECT, DIRECT_CAPPED, DIRECT_SYNC_CAPPED, DemoReport, FLAT_SLOPE_SHARE,
+    LagFigures, WIRE, WIRE_CAPPED,
 };
 use crate::compare::compare;
 use crate::cpu::Component;
@@ -76,7 +76,10 @@ fn markdown(r: &DemoReport, files: &[String], missing: &[String]) -> String {
     let _ = writeln!(out, "Started {} · {:.0} s in all.", r.started_at, r.total_s);
     match (&r.stopped_by, r.finished) {
         (Some(why), _) => {
-            let _ = writeln!(out, "\n> **Partial report**: the run stopped early ({why}). Sections below hold what was measured before.\n");
+            let _ = writeln!(
+                out,
+                "\n> **Partial report**: the run stopped early ({why}). Sections below hold what was measured before.\n"
+            );
         }
         (None, false) => {
             let _ = writeln!(out, "\n> **Partial report**: the run did not finish.\n");
@@ -171,7 +174,10 @@ fn headline(out: &mut String, r: &DemoReport) {
         num(r.cap.as_ref().map(|c| c.rate_per_s), 0),
         if threads == 1 { "" } else { "s" },
     );
-    let _ = writeln!(out, "| system | an acknowledged commit is | average response time (µs, all transactions) | vs PostgreSQL alone |");
+    let _ = writeln!(
+        out,
+        "| system | an acknowledged commit is | average response time (µs, all transactions) | vs PostgreSQL alone |"
+    );
     let _ = writeln!(out, "|---|---|---:|---:|");
     let pg = summary::latency(base, false);
     for (label, name) in CAPPED_SIDES {
@@ -182,15 +188,27 @@ fn headline(out: &mut String, r: &DemoReport) {
         } else {
             pg.as_ref().and_then(|pg| summary::ratio(pg, &m)).map_or_else(
                 || "n/a".to_owned(),
-                |x| if x.n > 1 { format!("**{}× lower** ({}–{}×)", sig(x.median), sig(x.min), sig(x.max)) } else { format!("**{}× lower**", sig(x.median)) },
+                |x| {
+                    if x.n > 1 {
+                        format!("**{}× lower** ({}–{}×)", sig(x.median), sig(x.min), sig(x.max))
+                    } else {
+                        format!("**{}× lower**", sig(x.median))
+                    }
+                },
             )
         };
         let _ = writeln!(out, "| {name} | {durability} | {} | {vs} |", spread(&m));
     }
     if r.rebaselined {
-        let _ = writeln!(out, "\nPostgreSQL alone was measured again at this rate at the very end: pgtier's sustainable throughput set the cap below the rate it first ran at.");
+        let _ = writeln!(
+            out,
+            "\nPostgreSQL alone was measured again at this rate at the very end: pgtier's sustainable throughput set the cap below the rate it first ran at."
+        );
     }
-    let _ = writeln!(out, "\nWrite-through at that rate (commit in pgtier to commit in PostgreSQL, per propagated transaction; medians of the runs' p50 and p99, the largest max):\n");
+    let _ = writeln!(
+        out,
+        "\nWrite-through at that rate (commit in pgtier to commit in PostgreSQL, per propagated transaction; medians of the runs' p50 and p99, the largest max):\n"
+    );
     for (label, name) in CAPPED_SIDES.iter().skip(1) {
         if let Some(lag) = summary::combined(&summary::capped_lags(r, label)) {
             let _ = writeln!(out, "- {name}: {}", lag_line(&lag));
@@ -200,14 +218,21 @@ fn headline(out: &mut String, r: &DemoReport) {
     for (label, name) in CAPPED_SIDES {
         let run = r.run(label);
         let postgres = summary::first(run).and_then(mean_backend).and_then(|b| b.cpu_percent);
-        let own = summary::pgtier_cpu(run).map_or_else(String::new, |c| format!("; pgtier {c:.0} ({})", components(run)));
+        let own =
+            summary::pgtier_cpu(run).map_or_else(String::new, |c| format!("; pgtier {c:.0} ({})", components(run)));
         let _ = writeln!(out, "- {name}: PostgreSQL {}{own}", num(postgres, 0));
     }
     saturation_warning(out, r);
     uncapped(out, r);
     match &r.verify {
         Some(v) => {
-            let _ = writeln!(out, "\nVerify after the lag drained: **{}** ({} instances compared, {} differing).", if v.clean { "clean" } else { "NOT clean" }, v.compared, v.differing);
+            let _ = writeln!(
+                out,
+                "\nVerify after the lag drained: **{}** ({} instances compared, {} differing).",
+                if v.clean { "clean" } else { "NOT clean" },
+                v.compared,
+                v.differing
+            );
         }
         None => {
             let _ = writeln!(out, "\nVerify: not reached.");
@@ -230,38 +255,60 @@ fn components(run: Option<&RunResult>) -> String {
 /// single-client closed-loop average (the demo lowers the rate until it is
 /// not, three tries at most).
 fn saturation_warning(out: &mut String, r: &DemoReport) {
-    let single = r.run(BASELINE).and_then(|b| b.iterations.iter().min_by_key(|i| i.threads)).and_then(|it| {
-        mean_latency_us(&RunResult { iterations: vec![it.clone()], ..RunResult::default() })
-    });
+    let single = r
+        .run(BASELINE)
+        .and_then(|b| b.iterations.iter().min_by_key(|i| i.threads))
+        .and_then(|it| mean_latency_us(&RunResult { iterations: vec![it.clone()], ..RunResult::default() }));
     if let (Some(capped), Some(single)) = (summary::latency(r.run(BASELINE_CAPPED), false), single)
         && capped.median > SATURATED * single
     {
-        let _ = writeln!(out, "\n> **Warning**: PostgreSQL was saturated at the capped rate: its average ({:.0} µs) is {:.1}x its single-client closed-loop average ({single:.0} µs), so the ratios above are mostly its queueing. Rerun with a lower `--cap-fraction` or on a quieter machine.", capped.median, capped.median / single);
+        let _ = writeln!(
+            out,
+            "\n> **Warning**: PostgreSQL was saturated at the capped rate: its average ({:.0} µs) is {:.1}x its single-client closed-loop average ({single:.0} µs), so the ratios above are mostly its queueing. Rerun with a lower `--cap-fraction` or on a quieter machine.",
+            capped.median,
+            capped.median / single
+        );
     }
 }
 
 /// The closed-loop figures, each pgtier one with whether write-through kept up.
 fn uncapped(out: &mut String, r: &DemoReport) {
     let best = |label: &str| {
-        r.run(label).and_then(|run| run.iterations.iter().max_by(|a, b| a.mqth_mean.total_cmp(&b.mqth_mean))).map(|i| (i.threads, i.mqth_mean))
+        r.run(label)
+            .and_then(|run| run.iterations.iter().max_by(|a, b| a.mqth_mean.total_cmp(&b.mqth_mean)))
+            .map(|i| (i.threads, i.mqth_mean))
     };
     let _ = writeln!(out, "\nUncapped (closed loop, best over the thread counts):\n");
     if let Some((threads, mqth)) = best(BASELINE) {
-        let _ = writeln!(out, "- PostgreSQL alone: {mqth:.0} txn/s ({threads} thread{})", if threads == 1 { "" } else { "s" });
+        let _ = writeln!(
+            out,
+            "- PostgreSQL alone: {mqth:.0} txn/s ({threads} thread{})",
+            if threads == 1 { "" } else { "s" }
+        );
     }
     for (label, name) in [(DIRECT, "pgtier direct"), (WIRE, "pgtier over the wire")] {
         let Some((threads, mqth)) = best(label) else { continue };
         let lags = r.lags(label, threads);
         let kept = match (summary::combined(&lags), lags.first()) {
-            (Some(lag), Some(run)) if lag.flat => format!("write-through kept up: {}", lag_line(&lag)) + &format!("; drained {:.1} s after", run.drain_s),
+            (Some(lag), Some(run)) if lag.flat => {
+                format!("write-through kept up: {}", lag_line(&lag)) + &format!("; drained {:.1} s after", run.drain_s)
+            }
             (Some(lag), Some(run)) => format!(
                 "write-through did **NOT** keep up: {}; {}",
                 lag_line(&lag),
-                if run.drained { format!("PostgreSQL had it all {:.1} s after the run", run.drain_s) } else { format!("still not drained {:.0} s after the run", run.drain_s) }
+                if run.drained {
+                    format!("PostgreSQL had it all {:.1} s after the run", run.drain_s)
+                } else {
+                    format!("still not drained {:.0} s after the run", run.drain_s)
+                }
             ),
             _ => "write-through not sampled".to_owned(),
         };
-        let _ = writeln!(out, "- {name}: {mqth:.0} txn/s ({threads} thread{}); {kept}", if threads == 1 { "" } else { "s" });
+        let _ = writeln!(
+            out,
+            "- {name}: {mqth:.0} txn/s ({threads} thread{}); {kept}",
+            if threads == 1 { "" } else { "s" }
+        );
     }
     if let Some(c) = &r.cap {
         let _ = writeln!(
@@ -275,7 +322,11 @@ fn uncapped(out: &mut String, r: &DemoReport) {
 
 fn throughput(out: &mut String, r: &DemoReport, files: &[String]) {
     let _ = writeln!(out, "\n{}\n", SECTIONS[1]);
-    let _ = writeln!(out, "Closed loop (flooding), subscribers 1..={} for every system.\n", r.run(BASELINE).map_or(0, |b| b.config.max_subscriber_id));
+    let _ = writeln!(
+        out,
+        "Closed loop (flooding), subscribers 1..={} for every system.\n",
+        r.run(BASELINE).map_or(0, |b| b.config.max_subscriber_id)
+    );
     let sweeps: Vec<&RunResult> = [BASELINE, DIRECT, WIRE].iter().filter_map(|l| r.run(l)).collect();
     if sweeps.is_empty() {
         let _ = writeln!(out, "No sweep was measured.");
@@ -294,7 +345,8 @@ fn throughput(out: &mut String, r: &DemoReport, files: &[String]) {
         let _ = write!(out, "| {t} |");
         for s in &sweeps {
             let it = s.iterations.iter().find(|i| i.threads == t);
-            let avg = it.and_then(|it| mean_latency_us(&RunResult { iterations: vec![it.clone()], ..RunResult::default() }));
+            let avg =
+                it.and_then(|it| mean_latency_us(&RunResult { iterations: vec![it.clone()], ..RunResult::default() }));
             let _ = write!(out, " {} | {} |", num(it.map(|i| i.mqth_mean), 0), num(avg, 1));
         }
         let _ = writeln!(out);
@@ -317,11 +369,20 @@ fn latency(out: &mut String, r: &DemoReport, files: &[String]) {
         num(base.config.rate_per_s, 0),
         base.iterations[0].threads
     );
-    let _ = writeln!(out, "| run | mean µs of each run (from the intended start) | median | the same from the load generator's wake-up (lateness not charged) | late wakes (> {} µs) / transactions |", crate::driver::LATE_WAKE.as_micros());
+    let _ = writeln!(
+        out,
+        "| run | mean µs of each run (from the intended start) | median | the same from the load generator's wake-up (lateness not charged) | late wakes (> {} µs) / transactions |",
+        crate::driver::LATE_WAKE.as_micros()
+    );
     let _ = writeln!(out, "|---|---|---:|---:|---:|");
     for label in CAPPED {
         let Some(it) = summary::first(r.run(label)) else { continue };
-        let means: Vec<String> = it.repetitions.iter().filter_map(|rep| summary::repetition_mean_us(rep, false)).map(|m| format!("{m:.1}")).collect();
+        let means: Vec<String> = it
+            .repetitions
+            .iter()
+            .filter_map(|rep| summary::repetition_mean_us(rep, false))
+            .map(|m| format!("{m:.1}"))
+            .collect();
         let late: u64 = r.late_wakes.iter().filter(|l| l.label == label).map(|l| l.late).sum();
         let intended: u64 = r.late_wakes.iter().filter(|l| l.label == label).map(|l| l.intended).sum();
         let _ = writeln!(
@@ -332,7 +393,11 @@ fn latency(out: &mut String, r: &DemoReport, files: &[String]) {
             num(summary::latency(r.run(label), true).map(|m| m.median), 1)
         );
     }
-    for (label, name) in [(DIRECT_CAPPED, "direct, async commit"), (DIRECT_SYNC_CAPPED, "direct, sync commit"), (WIRE_CAPPED, "over the wire")] {
+    for (label, name) in [
+        (DIRECT_CAPPED, "direct, async commit"),
+        (DIRECT_SYNC_CAPPED, "direct, sync commit"),
+        (WIRE_CAPPED, "over the wire"),
+    ] {
         let Some(cand) = r.run(label).filter(|c| !c.iterations.is_empty()) else { continue };
         let cmp = compare(base, cand);
         let Some(point) = cmp.points.first() else { continue };
@@ -341,7 +406,10 @@ fn latency(out: &mut String, r: &DemoReport, files: &[String]) {
             "\n**pgtier {name}** (achieved {:.0} txn/s vs PostgreSQL {:.0} txn/s, mean of the runs)\n",
             cand.iterations[0].mqth_mean, base.iterations[0].mqth_mean
         );
-        let _ = writeln!(out, "| transaction | PostgreSQL avg µs | pgtier avg µs | avg ratio | PostgreSQL p90 µs | pgtier p90 µs | p90 ratio |");
+        let _ = writeln!(
+            out,
+            "| transaction | PostgreSQL avg µs | pgtier avg µs | avg ratio | PostgreSQL p90 µs | pgtier p90 µs | p90 ratio |"
+        );
         let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
         for t in &point.transactions {
             let _ = writeln!(
@@ -357,7 +425,12 @@ fn latency(out: &mut String, r: &DemoReport, files: &[String]) {
                 num(t.p90_ratio, 1)
             );
         }
-        let _ = writeln!(out, "\nGeometric mean over transactions: average {}×, p90 {}×.", num(point.geomean(|t| t.avg_ratio), 1), num(point.geomean(|t| t.p90_ratio), 1));
+        let _ = writeln!(
+            out,
+            "\nGeometric mean over transactions: average {}×, p90 {}×.",
+            num(point.geomean(|t| t.avg_ratio), 1),
+            num(point.geomean(|t| t.p90_ratio), 1)
+        );
         let stem = format!("compare-{BASELINE_CAPPED}-vs-{label}-latency-{}t", point.threads);
         image(out, files, &stem, &format!("latency at the capped rate, {name}"));
     }
@@ -365,8 +438,14 @@ fn latency(out: &mut String, r: &DemoReport, files: &[String]) {
 
 fn backend(out: &mut String, r: &DemoReport, files: &[String]) {
     let _ = writeln!(out, "\n{}\n", SECTIONS[3]);
-    let _ = writeln!(out, "PostgreSQL sampled during every measure window (figures 5-6 and 10-11): server CPU from /proc of its processes (% of one core), WAL-wait share = samples of active client backends in IO WALSync/WALWrite or LWLock WALWrite over all active samples (pg_stat_activity every 10 ms). Behind the cache, PostgreSQL's clients are the write-through apply connections. Capped runs: the mean of their runs.\n");
-    let _ = writeln!(out, "| run | threads | rate | PostgreSQL CPU % | WAL-wait share % | sessions in WAL wait | active sessions | commits/s | WAL MB/s |");
+    let _ = writeln!(
+        out,
+        "PostgreSQL sampled during every measure window (figures 5-6 and 10-11): server CPU from /proc of its processes (% of one core), WAL-wait share = samples of active client backends in IO WALSync/WALWrite or LWLock WALWrite over all active samples (pg_stat_activity every 10 ms). Behind the cache, PostgreSQL's clients are the write-through apply connections. Capped runs: the mean of their runs.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| run | threads | rate | PostgreSQL CPU % | WAL-wait share % | sessions in WAL wait | active sessions | commits/s | WAL MB/s |"
+    );
     let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---:|---:|---:|");
     let labels = [BASELINE, DIRECT, WIRE, BASELINE_CAPPED, DIRECT_CAPPED, DIRECT_SYNC_CAPPED, WIRE_CAPPED];
     let mut any = false;
@@ -392,8 +471,14 @@ fn backend(out: &mut String, r: &DemoReport, files: &[String]) {
     if !any {
         let _ = writeln!(out, "| (no figures sampled) | | | | | | | | |");
     }
-    let _ = writeln!(out, "\nSessions in WAL wait = samples of client backends in those waits ÷ samples: seconds of commit wait per second of wall time, the absolute counterpart of the share (a share stays high when the few remaining sessions are the write-through's, which commit in batches).");
-    let _ = writeln!(out, "\npgtier's own CPU beside PostgreSQL's (% of one core, this process's threads by name from /proc/self/task). In direct mode the application threads run TATP's client code and pgtier's SQL and engine in-process; over the wire the server threads run pgtier and the application threads are only the load generator. PostgreSQL alone: its clients' CPU, for scale.\n");
+    let _ = writeln!(
+        out,
+        "\nSessions in WAL wait = samples of client backends in those waits ÷ samples: seconds of commit wait per second of wall time, the absolute counterpart of the share (a share stays high when the few remaining sessions are the write-through's, which commit in batches)."
+    );
+    let _ = writeln!(
+        out,
+        "\npgtier's own CPU beside PostgreSQL's (% of one core, this process's threads by name from /proc/self/task). In direct mode the application threads run TATP's client code and pgtier's SQL and engine in-process; over the wire the server threads run pgtier and the application threads are only the load generator. PostgreSQL alone: its clients' CPU, for scale.\n"
+    );
     let _ = write!(out, "| run | threads | rate | PostgreSQL |");
     for c in Component::ALL {
         let _ = write!(out, " {} |", c.name());
@@ -407,9 +492,17 @@ fn backend(out: &mut String, r: &DemoReport, files: &[String]) {
             let one = RunResult { label: label.to_owned(), iterations: vec![it.clone()], ..RunResult::default() };
             let _ = write!(out, "| {label} | {} | {} | {} |", it.threads, rate_of(run), num(b.cpu_percent, 0));
             for c in Component::ALL {
-                let _ = write!(out, " {} |", summary::cpu(Some(&one), c).map_or_else(|| "–".to_owned(), |v| format!("{v:.0}")));
+                let _ = write!(
+                    out,
+                    " {} |",
+                    summary::cpu(Some(&one), c).map_or_else(|| "–".to_owned(), |v| format!("{v:.0}"))
+                );
             }
-            let _ = writeln!(out, " {} |", summary::pgtier_cpu(Some(&one)).map_or_else(|| "–".to_owned(), |c| format!("{c:.0}")));
+            let _ = writeln!(
+                out,
+                " {} |",
+                summary::pgtier_cpu(Some(&one)).map_or_else(|| "–".to_owned(), |c| format!("{c:.0}"))
+            );
         }
     }
     image(out, files, "demo-backend", "backend CPU and WAL waits");
@@ -431,7 +524,10 @@ fn lag(out: &mut String, r: &DemoReport, files: &[String]) {
         "Lag = commit in pgtier to commit in PostgreSQL of each propagated transaction (the AWT histogram, read per 1 s window; bucket bounds, about 19 % resolution). Backlog = WAL committed in pgtier and not yet propagated, read every 250 ms. Flat = the backlog's slope over the measure window (Theil-Sen: the median of the slopes between every two samples, so one delayed batch does not decide) is at most {:.0} % of the WAL rate pgtier wrote (what write-through was offered) and no 1 s window had a backlog throughout with nothing applied (stuck, never flat).\n",
         100.0 * FLAT_SLOPE_SHARE
     );
-    let _ = writeln!(out, "| run | threads | # | applied txns | lag p50 ms | lag p99 ms | lag max ms | backlog start / end / max KB | slope KB/s | written KB/s | verdict | drain s |");
+    let _ = writeln!(
+        out,
+        "| run | threads | # | applied txns | lag p50 ms | lag p99 ms | lag max ms | backlog start / end / max KB | slope KB/s | written KB/s | verdict | drain s |"
+    );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|");
     for l in &r.run_lag {
         match &l.lag {
@@ -457,12 +553,22 @@ fn lag(out: &mut String, r: &DemoReport, files: &[String]) {
                 );
             }
             None => {
-                let _ = writeln!(out, "| {} | {} | {} | not sampled | | | | | | | | {:.1} |", l.label, l.threads, l.repetition, l.drain_s);
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | not sampled | | | | | | | | {:.1} |",
+                    l.label, l.threads, l.repetition, l.drain_s
+                );
             }
         }
     }
     let timeouts: Vec<&super::Drain> = r.drains.iter().filter(|d| !d.drained).collect();
-    let _ = writeln!(out, "\n{} waits for write-through to catch up between runs, {:.0} s in all{}.", r.drains.len(), r.drains.iter().map(|d| d.seconds).sum::<f64>(), if timeouts.is_empty() { String::new() } else { format!("; {} timed out", timeouts.len()) });
+    let _ = writeln!(
+        out,
+        "\n{} waits for write-through to catch up between runs, {:.0} s in all{}.",
+        r.drains.len(),
+        r.drains.iter().map(|d| d.seconds).sum::<f64>(),
+        if timeouts.is_empty() { String::new() } else { format!("; {} timed out", timeouts.len()) }
+    );
     for d in timeouts {
         let _ = writeln!(out, "- NOT drained after {} ({:.0} s)", d.after, d.seconds);
     }
@@ -477,10 +583,21 @@ fn memory(out: &mut String, r: &DemoReport, files: &[String]) {
         return;
     };
     if let Some(l) = &r.load {
-        let _ = writeln!(out, "LOAD: {} instances, {} rows in {:.1} s ({:.0} rows/s).\n", l.instances, l.rows, l.seconds, l.rows as f64 / l.seconds.max(1e-9));
+        let _ = writeln!(
+            out,
+            "LOAD: {} instances, {} rows in {:.1} s ({:.0} rows/s).\n",
+            l.instances,
+            l.rows,
+            l.seconds,
+            l.rows as f64 / l.seconds.max(1e-9)
+        );
     }
     let mb = |b: u64| format!("{:.1}", b as f64 / 1e6);
-    let _ = writeln!(out, "The {} rows of {} subscribers, each side measured alike twice. Ratio = PostgreSQL ÷ pgtier.\n", m.cache_rows, m.instances);
+    let _ = writeln!(
+        out,
+        "The {} rows of {} subscribers, each side measured alike twice. Ratio = PostgreSQL ÷ pgtier.\n",
+        m.cache_rows, m.instances
+    );
     let _ = writeln!(out, "| measured as | pgtier MB | PostgreSQL MB | ratio |");
     let _ = writeln!(out, "|---|---:|---:|---:|");
     let rows = [
@@ -499,7 +616,11 @@ fn memory(out: &mut String, r: &DemoReport, files: &[String]) {
         let ratio = if pgtier > 0 { format!("{:.2}×", postgres as f64 / pgtier as f64) } else { "n/a".to_owned() };
         let _ = writeln!(out, "| {what} | {} | {} | {ratio} |", mb(pgtier), mb(postgres));
     }
-    let _ = writeln!(out, "\nPostgreSQL holds all subscribers: the four tables whole take {} MB.", mb(m.postgres_bytes_total));
+    let _ = writeln!(
+        out,
+        "\nPostgreSQL holds all subscribers: the four tables whole take {} MB.",
+        mb(m.postgres_bytes_total)
+    );
     image(out, files, "demo-memory", "cache memory vs PostgreSQL");
 }
 
@@ -509,11 +630,21 @@ fn search(out: &mut String, r: &DemoReport, files: &[String]) {
         let _ = writeln!(out, "Not reached.");
         return;
     }
-    let _ = writeln!(out, "pgtier direct, open loop, offered rate stepped while write-through is watched (study 000: \"the maximum throughput or TPS rate at which the replication lag was not constantly increasing\"). Flat as in the lag section; the highest flat rate that the clients could offer is pgtier's sustainable throughput.\n");
-    let _ = writeln!(out, "| offered txn/s | achieved txn/s | missed | applied txns | lag p50 / p99 / max ms | backlog end KB | slope KB/s | written KB/s | verdict | drain s |");
+    let _ = writeln!(
+        out,
+        "pgtier direct, open loop, offered rate stepped while write-through is watched (study 000: \"the maximum throughput or TPS rate at which the replication lag was not constantly increasing\"). Flat as in the lag section; the highest flat rate that the clients could offer is pgtier's sustainable throughput.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| offered txn/s | achieved txn/s | missed | applied txns | lag p50 / p99 / max ms | backlog end KB | slope KB/s | written KB/s | verdict | drain s |"
+    );
     let _ = writeln!(out, "|---:|---:|---:|---:|---|---:|---:|---:|---|---:|");
     for s in &r.search {
-        let verdict = if s.client_bound { "client-bound".to_owned() } else { s.lag.as_ref().map_or("not sampled", LagFigures::verdict).to_owned() };
+        let verdict = if s.client_bound {
+            "client-bound".to_owned()
+        } else {
+            s.lag.as_ref().map_or("not sampled", LagFigures::verdict).to_owned()
+        };
         let (applied, lag, end, slope, written) = s.lag.as_ref().map_or_else(
             || ("–".to_owned(), "–".to_owned(), "–".to_owned(), "–".to_owned(), "–".to_owned()),
             |l| {
@@ -543,8 +674,13 @@ fn search(out: &mut String, r: &DemoReport, files: &[String]) {
         );
     }
     if let Some(c) = r.cap.as_ref().filter(|c| !c.saturated.is_empty()) {
-        let tries: Vec<String> = c.saturated.iter().map(|(rate, avg)| format!("{rate:.0} txn/s (PostgreSQL average {avg:.0} µs)")).collect();
-        let _ = writeln!(out, "\nPostgreSQL alone saturated at {} (average over 10x its single-client closed-loop average): those capped runs were discarded and its rate lowered.", tries.join(", "));
+        let tries: Vec<String> =
+            c.saturated.iter().map(|(rate, avg)| format!("{rate:.0} txn/s (PostgreSQL average {avg:.0} µs)")).collect();
+        let _ = writeln!(
+            out,
+            "\nPostgreSQL alone saturated at {} (average over 10x its single-client closed-loop average): those capped runs were discarded and its rate lowered.",
+            tries.join(", ")
+        );
     }
     image(out, files, "demo-rate-search", "rate search steps");
 }
@@ -555,10 +691,26 @@ fn verify(out: &mut String, r: &DemoReport) {
         let _ = writeln!(out, "Not reached.");
         return;
     };
-    let _ = writeln!(out, "After the last run, write-through {} and every cached instance was compared with PostgreSQL's (VERIFY CACHE GROUP).\n", if v.drained { "drained" } else { "did NOT drain within the timeout" });
-    let _ = writeln!(out, "| compared | differing | PostgreSQL has, not cached | cached, PostgreSQL has not | refused by PostgreSQL (awt_errors) | result |");
+    let _ = writeln!(
+        out,
+        "After the last run, write-through {} and every cached instance was compared with PostgreSQL's (VERIFY CACHE GROUP).\n",
+        if v.drained { "drained" } else { "did NOT drain within the timeout" }
+    );
+    let _ = writeln!(
+        out,
+        "| compared | differing | PostgreSQL has, not cached | cached, PostgreSQL has not | refused by PostgreSQL (awt_errors) | result |"
+    );
     let _ = writeln!(out, "|---:|---:|---:|---:|---:|---|");
-    let _ = writeln!(out, "| {} | {} | {} | {} | {} | **{}** |", v.compared, v.differing, v.not_cached, v.only_in_cache, v.awt_errors, if v.clean { "clean" } else { "NOT clean" });
+    let _ = writeln!(
+        out,
+        "| {} | {} | {} | {} | {} | **{}** |",
+        v.compared,
+        v.differing,
+        v.not_cached,
+        v.only_in_cache,
+        v.awt_errors,
+        if v.clean { "clean" } else { "NOT clean" }
+    );
     for d in &v.differences {
         let _ = writeln!(out, "- {d}");
     }
@@ -567,7 +719,11 @@ fn verify(out: &mut String, r: &DemoReport) {
 fn machine(out: &mut String, r: &DemoReport) {
     let _ = writeln!(out, "\n{}\n", SECTIONS[8]);
     let m = &r.machine;
-    let _ = writeln!(out, "- machine: {} · {} CPUs ({}) · {:.1} GiB · {} · kernel {}", m.hostname, m.cpus, r.cpu_model, m.memory_gib, m.os, m.kernel);
+    let _ = writeln!(
+        out,
+        "- machine: {} · {} CPUs ({}) · {:.1} GiB · {} · kernel {}",
+        m.hostname, m.cpus, r.cpu_model, m.memory_gib, m.os, m.kernel
+    );
     for (k, v) in &r.settings {
         let _ = writeln!(out, "- {k}: {v}");
     }
@@ -575,7 +731,14 @@ fn machine(out: &mut String, r: &DemoReport) {
     let _ = writeln!(out, "- PostgreSQL: {}", pg.join(", "));
     if let Some(p) = &r.population {
         let tables: Vec<String> = p.tables.iter().map(|(t, n, _)| format!("{t} {n}")).collect();
-        let _ = writeln!(out, "- population: {} subscribers in {:.1} s ({} COPY streams): {}", p.subscribers, p.total_s, p.streams, tables.join(", "));
+        let _ = writeln!(
+            out,
+            "- population: {} subscribers in {:.1} s ({} COPY streams): {}",
+            p.subscribers,
+            p.total_s,
+            p.streams,
+            tables.join(", ")
+        );
     }
     let _ = writeln!(out, "\nDurability of every run (what an acknowledged commit is):\n");
     for run in &r.runs {

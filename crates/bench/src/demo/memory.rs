@@ -16,8 +16,16 @@ use crate::targets::postgres::db_error;
 pub(super) fn figures(cache: &Cache, backend_url: &str, cached_subscribers: u64) -> Result<MemoryFigures, DbError> {
     let stats = cache.stats().into_iter().find(|s| s.group == GROUP).unwrap_or_default();
     let tables = crate::tatp::schema::TABLES;
-    let allocated = cache.database().stats().tables.iter().filter(|t| tables.contains(&t.name.as_str())).map(|t| t.row_bytes + t.index_bytes).sum();
-    let mut client = pgtier_backend::connect::connect(backend_url).map_err(|e| DbError::new(Some(e.sqlstate()), e.to_string()))?;
+    let allocated = cache
+        .database()
+        .stats()
+        .tables
+        .iter()
+        .filter(|t| tables.contains(&t.name.as_str()))
+        .map(|t| t.row_bytes + t.index_bytes)
+        .sum();
+    let mut client =
+        pgtier_backend::connect::connect(backend_url).map_err(|e| DbError::new(Some(e.sqlstate()), e.to_string()))?;
     let mut figures = MemoryFigures {
         instances: stats.instances,
         cache_rows: stats.rows,

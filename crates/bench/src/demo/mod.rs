@@ -36,11 +36,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use pgtier_cache::{Aging, CacheConfig, LoadOptions};
 /// The demo's write-through settings are the cache's own.
 pub use pgtier_cache::AwtConfig;
 /// What a [`WireServer`] hands over to have write-through watched.
 pub use pgtier_cache::Cache;
+use pgtier_cache::{Aging, CacheConfig, LoadOptions};
 use pgtier_engine::CommitMode;
 use serde::{Deserialize, Serialize};
 
@@ -492,7 +492,9 @@ impl Demo<'_, '_> {
         let result = (|| {
             self.step(Phase::Direct, |d| d.sweep(&behind, DIRECT, Some(&drain)))?;
             let rate = self.step(Phase::Search, |d| d.search(&behind, &direct.cache, pg_rate))?;
-            self.step(Phase::Capped, |d| d.capped(&behind, direct_capped(d.o.commit_mode), rate, Some(&drain), 1..=d.o.repeats))?;
+            self.step(Phase::Capped, |d| {
+                d.capped(&behind, direct_capped(d.o.commit_mode), rate, Some(&drain), 1..=d.o.repeats)
+            })?;
             Ok(rate)
         })();
         self.monitor.set_lag_source(None);
@@ -511,11 +513,13 @@ impl Demo<'_, '_> {
             CommitMode::Async => CommitMode::Sync,
             CommitMode::Sync => CommitMode::Async,
         };
-        let (cache, target) = open_cache(&self.o.work_dir, mode, &self.control.backend_url, self.cache_config()).map_err(self.fail())?;
+        let (cache, target) =
+            open_cache(&self.o.work_dir, mode, &self.control.backend_url, self.cache_config()).map_err(self.fail())?;
         let direct = Direct { cache, target };
         self.monitor.set_lag_source(Some(Box::new(monitor::CacheLag(direct.cache.clone()))));
         let behind = Sampled { inner: &direct.target, sampler_url: self.control.backend_url.clone() };
-        let result = self.capped(&behind, direct_capped(mode), rate, Some(&DirectDrain(&direct.cache)), 1..=self.o.repeats);
+        let result =
+            self.capped(&behind, direct_capped(mode), rate, Some(&DirectDrain(&direct.cache)), 1..=self.o.repeats);
         self.monitor.set_lag_source(None);
         drop(behind);
         let closed = direct.close().map_err(self.fail());
@@ -581,19 +585,22 @@ impl Demo<'_, '_> {
                 .map_err(|e| self.fail()(DbError::new(None, format!("emptying {}: {e}", dir.display()))))?;
         }
         let config = self.cache_config();
-        let (cache, target) = open_cache(dir, self.o.commit_mode, &self.control.backend_url, config).map_err(self.fail())?;
+        let (cache, target) =
+            open_cache(dir, self.o.commit_mode, &self.control.backend_url, config).map_err(self.fail())?;
         let mut group = tatp_group(GROUP, false, Aging::Off);
         group.root_predicate = Some(format!("s_id <= {}", self.o.cached_subscribers));
         cache_call(cache.create_group(&group)).map_err(self.fail())?;
         self.monitor.detail(format!("LOAD CACHE GROUP {GROUP} ({} subscribers)", self.o.cached_subscribers));
-        let loaded = cache_call(cache.load(GROUP, &LoadOptions { parallel: self.o.load_parallel, ..LoadOptions::default() }))
-            .map_err(self.fail())?;
+        let loaded =
+            cache_call(cache.load(GROUP, &LoadOptions { parallel: self.o.load_parallel, ..LoadOptions::default() }))
+                .map_err(self.fail())?;
         self.report.load = Some(LoadFigures {
             instances: loaded.instances,
             rows: loaded.rows.iter().map(|(_, n)| n).sum(),
             seconds: loaded.seconds,
         });
-        self.report.memory = Some(memory::figures(&cache, &self.control.backend_url, self.o.cached_subscribers).map_err(self.fail())?);
+        self.report.memory =
+            Some(memory::figures(&cache, &self.control.backend_url, self.o.cached_subscribers).map_err(self.fail())?);
         Ok(Direct { cache, target })
     }
 
@@ -611,16 +618,21 @@ impl Demo<'_, '_> {
             .map_err(|e| self.fail()(DbError::new(Some("08006"), format!("starting the pgtier server: {e}"))))?;
         let result = self.wire_runs(server.as_ref(), rate);
         self.monitor.set_lag_source(None);
-        let stopped = server.stop().map_err(|e| self.fail()(DbError::new(None, format!("stopping the pgtier server: {e}"))));
+        let stopped =
+            server.stop().map_err(|e| self.fail()(DbError::new(None, format!("stopping the pgtier server: {e}"))));
         result.and(stopped)
     }
 
     fn wire_runs(&mut self, server: &dyn WireServer, rate: f64) -> Result<(), DemoError> {
-        let cache = server
-            .cache()
-            .ok_or_else(|| self.fail()(DbError::new(Some("55000"), "the pgtier server runs no cache, so write-through cannot be watched")))?;
+        let cache = server.cache().ok_or_else(|| {
+            self.fail()(DbError::new(
+                Some("55000"),
+                "the pgtier server runs no cache, so write-through cannot be watched",
+            ))
+        })?;
         self.monitor.set_lag_source(Some(Box::new(monitor::CacheLag(cache.clone()))));
-        let target = PgTarget::open(&server.url()).map_err(|e| self.fail()(DbError::new(Some(e.sqlstate()), e.to_string())))?;
+        let target =
+            PgTarget::open(&server.url()).map_err(|e| self.fail()(DbError::new(Some(e.sqlstate()), e.to_string())))?;
         let behind = Sampled { inner: &target, sampler_url: self.control.backend_url.clone() };
         let drain = DirectDrain(&cache);
         self.sweep(&behind, WIRE, Some(&drain))?;
@@ -731,10 +743,18 @@ fn settings(o: &DemoOptions) -> Vec<(String, String)> {
         ("subscribers in PostgreSQL".into(), o.subscribers.to_string()),
         (
             "cached subscribers (targeted by every run)".into(),
-            format!("{} (s_id 1..={}, {:.1} %)", o.cached_subscribers, o.cached_subscribers, 100.0 * o.cached_subscribers as f64 / o.subscribers as f64),
+            format!(
+                "{} (s_id 1..={}, {:.1} %)",
+                o.cached_subscribers,
+                o.cached_subscribers,
+                100.0 * o.cached_subscribers as f64 / o.subscribers as f64
+            ),
         ),
         ("thread counts".into(), threads.join(", ")),
-        ("ramp-up / measure / ramp-down".into(), format!("{} / {} / {}", secs(o.ramp_up), secs(o.measure), secs(o.ramp_down))),
+        (
+            "ramp-up / measure / ramp-down".into(),
+            format!("{} / {} / {}", secs(o.ramp_up), secs(o.measure), secs(o.ramp_down)),
+        ),
         ("runs at the capped rate, per side".into(), o.repeats.to_string()),
         (
             "rate search".into(),
@@ -764,6 +784,11 @@ fn settings(o: &DemoOptions) -> Vec<(String, String)> {
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|info| info.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_owned()))
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
         .unwrap_or_default()
 }

@@ -102,9 +102,14 @@ impl Monitor {
             open: None,
             stop: false,
         }));
-        let bar = if draw { ProgressBar::new(1000) } else { ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::hidden()) };
+        let bar = if draw {
+            ProgressBar::new(1000)
+        } else {
+            ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::hidden())
+        };
         bar.set_style(
-            ProgressStyle::with_template("{prefix:.bold} {bar:24} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template("{prefix:.bold} {bar:24} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         let (shared, drawn) = (state.clone(), bar.clone());
         let thread = std::thread::Builder::new().name("demo-monitor".into()).spawn(move || watch(&shared, &drawn)).ok();
@@ -119,7 +124,8 @@ impl Monitor {
         let name = s.phases.get(index).map_or("", |p| p.0);
         let total = s.phases.len();
         // A line per phase, above the bar; also where no bar is drawn (logs, CI).
-        let line = format!("pgtier demo: [{}/{total}] {name} (t+{:.0} s)", index + 1, s.started.elapsed().as_secs_f64());
+        let line =
+            format!("pgtier demo: [{}/{total}] {name} (t+{:.0} s)", index + 1, s.started.elapsed().as_secs_f64());
         if self.bar.is_hidden() {
             eprintln!("{line}");
         } else {

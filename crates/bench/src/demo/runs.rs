@@ -8,7 +8,9 @@ use std::ops::RangeInclusive;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{BASELINE, BASELINE_CAPPED, CapDecision, Demo, DemoError, DemoOptions, Drain, Drainer, LateWakes, RunLag, markdown};
+use super::{
+    BASELINE, BASELINE_CAPPED, CapDecision, Demo, DemoError, DemoOptions, Drain, Drainer, LateWakes, RunLag, markdown,
+};
 use crate::driver::{self, LiveCounters, LoadSpec, RepetitionTally};
 use crate::report;
 use crate::result::{RunConfig, RunResult};
@@ -36,7 +38,12 @@ pub(super) struct Span {
 
 impl Demo<'_, '_> {
     /// The closed-loop thread sweep against `target`, recorded as `label`.
-    pub(super) fn sweep(&mut self, target: &dyn Target, label: &str, drain: Option<&dyn Drainer>) -> Result<(), DemoError> {
+    pub(super) fn sweep(
+        &mut self,
+        target: &dyn Target,
+        label: &str,
+        drain: Option<&dyn Drainer>,
+    ) -> Result<(), DemoError> {
         let run = self.new_run(target, label, None)?;
         self.report.runs.push(run);
         for &threads in &self.o.threads.clone() {
@@ -95,10 +102,9 @@ impl Demo<'_, '_> {
     pub(super) fn capped_baseline(&mut self, pg: &dyn Target) -> Result<f64, DemoError> {
         let sweep = self.report.run(BASELINE).map(|b| b.iterations.clone()).unwrap_or_default();
         let peak = sweep.iter().map(|i| i.mqth_mean).fold(0.0, f64::max);
-        let single = sweep
-            .iter()
-            .min_by_key(|i| i.threads)
-            .and_then(|it| markdown::mean_latency_us(&RunResult { iterations: vec![it.clone()], ..RunResult::default() }));
+        let single = sweep.iter().min_by_key(|i| i.threads).and_then(|it| {
+            markdown::mean_latency_us(&RunResult { iterations: vec![it.clone()], ..RunResult::default() })
+        });
         let mut rate = (self.o.cap_fraction * peak).max(1.0);
         let mut saturated = Vec::new();
         for attempt in 1..=CAP_ATTEMPTS {
@@ -112,7 +118,8 @@ impl Demo<'_, '_> {
             rate *= CAP_BACKOFF;
         }
         self.capped(pg, BASELINE_CAPPED, rate, None, 2..=self.o.repeats)?;
-        self.report.cap = Some(CapDecision { baseline_peak_per_s: peak, rate_per_s: rate, saturated, ..CapDecision::default() });
+        self.report.cap =
+            Some(CapDecision { baseline_peak_per_s: peak, rate_per_s: rate, saturated, ..CapDecision::default() });
         Ok(rate)
     }
 
@@ -149,7 +156,12 @@ impl Demo<'_, '_> {
 
     /// One repetition, with the progress line and Ctrl-C wired in; returns
     /// its tally and its measure window in the monitor's time.
-    pub(super) fn measure(&self, target: &dyn Target, spec: &LoadSpec, label: &str) -> Result<(RepetitionTally, Span), DemoError> {
+    pub(super) fn measure(
+        &self,
+        target: &dyn Target,
+        spec: &LoadSpec,
+        label: &str,
+    ) -> Result<(RepetitionTally, Span), DemoError> {
         let live = LiveCounters::default();
         let mode = spec.rate_per_s.map_or_else(|| "closed loop".to_owned(), |r| format!("{r:.0} txn/s offered"));
         let title = format!("{label}: {} threads, {mode}", spec.threads);
@@ -227,7 +239,13 @@ impl Demo<'_, '_> {
     fn record(&mut self, label: &str, threads: u32, tally: RepetitionTally) {
         let repetition = if let Some(s) = &tally.schedule {
             let repetition = 1 + self.report.late_wakes.iter().filter(|l| l.label == label).count() as u32;
-            Some(LateWakes { label: label.to_owned(), repetition, late: s.late_wakes, intended: s.intended, max_us: s.max_wake_delay_us })
+            Some(LateWakes {
+                label: label.to_owned(),
+                repetition,
+                late: s.late_wakes,
+                intended: s.intended,
+                max_us: s.max_wake_delay_us,
+            })
         } else {
             None
         };
@@ -253,7 +271,14 @@ impl Demo<'_, '_> {
 
     /// Behind the cache: write-through over the measure window, and the
     /// wait for it to catch up, so the next run starts with PostgreSQL idle.
-    fn after_run(&mut self, label: &str, threads: u32, repetition: u32, span: Span, drain: Option<&dyn Drainer>) -> Result<(), DemoError> {
+    fn after_run(
+        &mut self,
+        label: &str,
+        threads: u32,
+        repetition: u32,
+        span: Span,
+        drain: Option<&dyn Drainer>,
+    ) -> Result<(), DemoError> {
         let Some(drainer) = drain else { return Ok(()) };
         let started = Instant::now();
         let drained = self.drain(drainer, &format!("{label} at {threads} threads (run {repetition})"))?;

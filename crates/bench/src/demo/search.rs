@@ -41,7 +41,12 @@ pub struct SearchStep {
 /// Searches the highest flat rate and returns the rate the cache sides run
 /// at: PostgreSQL's capped rate `pg_rate`, or lower when write-through
 /// cannot keep up with it.
-pub(super) fn run(demo: &mut Demo<'_, '_>, target: &dyn Target, cache: &Arc<Cache>, pg_rate: f64) -> Result<f64, DemoError> {
+pub(super) fn run(
+    demo: &mut Demo<'_, '_>,
+    target: &dyn Target,
+    cache: &Arc<Cache>,
+    pg_rate: f64,
+) -> Result<f64, DemoError> {
     let peak = demo.report.run(BASELINE).map_or(0.0, |r| r.iterations.iter().map(|i| i.mqth_mean).fold(0.0, f64::max));
     let mut rate = (peak * FIRST_STEP_OF_PEAK).max(RATE_MIN);
     let (mut flat_max, mut too_high): (Option<f64>, Option<f64>) = (None, None);
@@ -93,7 +98,12 @@ pub(super) fn run(demo: &mut Demo<'_, '_>, target: &dyn Target, cache: &Arc<Cach
     Ok(rate)
 }
 
-fn one_step(demo: &mut Demo<'_, '_>, target: &dyn Target, cache: &Arc<Cache>, rate: f64) -> Result<SearchStep, DemoError> {
+fn one_step(
+    demo: &mut Demo<'_, '_>,
+    target: &dyn Target,
+    cache: &Arc<Cache>,
+    rate: f64,
+) -> Result<SearchStep, DemoError> {
     let threads = demo.o.threads.iter().copied().max().unwrap_or(1);
     let mut spec = demo.spec(threads, Some(rate), demo.o.search_step, 1);
     spec.ramp_down = std::time::Duration::ZERO;

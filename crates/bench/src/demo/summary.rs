@@ -74,7 +74,8 @@ pub fn capped_lags<'a>(report: &'a DemoReport, label: &str) -> Vec<&'a RunLag> {
 /// largest max and backlog, flat only when every window was.
 pub fn combined(lags: &[&RunLag]) -> Option<LagFigures> {
     let all: Vec<&LagFigures> = lags.iter().filter_map(|l| l.lag.as_ref()).collect();
-    let median = |f: fn(&LagFigures) -> f64| Median::of(&all.iter().map(|l| f(l)).collect::<Vec<_>>()).map_or(0.0, |m| m.median);
+    let median =
+        |f: fn(&LagFigures) -> f64| Median::of(&all.iter().map(|l| f(l)).collect::<Vec<_>>()).map_or(0.0, |m| m.median);
     let last = *all.last()?;
     Some(LagFigures {
         from_s: all.first().map_or(0.0, |l| l.from_s),
@@ -118,8 +119,12 @@ pub fn cpu(run: Option<&RunResult>, component: Component) -> Option<f64> {
 pub fn pgtier_cpu(run: Option<&RunResult>) -> Option<f64> {
     let components = pgtier_components(&run?.label);
     let backend = mean_backend(first(run)?)?;
-    let shares: Vec<f64> =
-        backend.process_cpu.iter().filter(|s| components.iter().any(|c| c.name() == s.component)).map(|s| s.percent).collect();
+    let shares: Vec<f64> = backend
+        .process_cpu
+        .iter()
+        .filter(|s| components.iter().any(|c| c.name() == s.component))
+        .map(|s| s.percent)
+        .collect();
     (!components.is_empty() && !backend.process_cpu.is_empty()).then(|| shares.iter().sum())
 }
 

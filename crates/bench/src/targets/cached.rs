@@ -47,7 +47,12 @@ pub fn tatp_group(name: &str, dynamic: bool, aging: Aging) -> CreateGroup {
 /// Opens (creating) the database in `dir` with the embedded target's
 /// settings, a [`Cache`] over it whose backend is PostgreSQL at `url`, and
 /// the target that drives it.
-pub fn open_cache(dir: &Path, mode: CommitMode, url: &str, config: CacheConfig) -> Result<(Arc<Cache>, EmbeddedTarget), DbError> {
+pub fn open_cache(
+    dir: &Path,
+    mode: CommitMode,
+    url: &str,
+    config: CacheConfig,
+) -> Result<(Arc<Cache>, EmbeddedTarget), DbError> {
     std::fs::create_dir_all(dir).map_err(|e| DbError::new(None, format!("creating {}: {e}", dir.display())))?;
     let db = Database::open(dir, engine_config(mode)).map_err(|e| DbError::new(Some(e.sqlstate()), e.to_string()))?;
     let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }
@@ -155,7 +160,9 @@ pub fn postgres_checksum(client: &mut postgres::Client, source: &str) -> Result<
     let mut line = Vec::new();
     loop {
         line.clear();
-        let n = reader.read_until(b'\n', &mut line).map_err(|e| DbError::new(Some("08006"), format!("reading COPY of {table}: {e}")))?;
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| DbError::new(Some("08006"), format!("reading COPY of {table}: {e}")))?;
         if n == 0 {
             return Ok(sum);
         }

@@ -47,8 +47,7 @@ impl EmbeddedTarget {
     /// Opens (creating or recovering) the database in `dir`; transactions
     /// commit in `mode`.
     pub fn open(dir: &Path, mode: CommitMode) -> Result<EmbeddedTarget, DbError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| DbError::new(None, format!("creating {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| DbError::new(None, format!("creating {}: {e}", dir.display())))?;
         let db = Database::open(dir, engine_config(mode)).map_err(engine_error)?;
         Ok(EmbeddedTarget { db, dir: dir.to_path_buf(), mode })
     }

@@ -89,7 +89,11 @@ pub fn deviations(facts: &RunFacts) -> Vec<String> {
         "random numbers from xoshiro256++ (rand SmallRng); the reference client uses Mersenne Twister".to_owned(),
     ];
     if facts.populated_now {
-        let keys = if facts.keys_with_tables { "keys and foreign keys declared with the tables" } else { "keys and foreign keys built after the load" };
+        let keys = if facts.keys_with_tables {
+            "keys and foreign keys declared with the tables"
+        } else {
+            "keys and foreign keys built after the load"
+        };
         out.push(format!(
             "population by {} parallel {} streams, {keys} (spec: a single populating client)",
             facts.parallel_load_streams, facts.load_method
@@ -221,8 +225,14 @@ mod tests {
         assert!(d.iter().any(|l| l.contains("smallint")));
         assert!(d.iter().any(|l| l.contains("bigint")));
         assert!(d.iter().any(|l| l.contains("3 parallel COPY streams, keys and foreign keys built after the load")));
-        let keyed = deviations(&RunFacts { load_method: "engine insert (typed API, no SQL)", keys_with_tables: true, ..base.clone() });
-        assert!(keyed.iter().any(|l| l.contains("3 parallel engine insert (typed API, no SQL) streams, keys and foreign keys declared with the tables")));
+        let keyed = deviations(&RunFacts {
+            load_method: "engine insert (typed API, no SQL)",
+            keys_with_tables: true,
+            ..base.clone()
+        });
+        assert!(keyed.iter().any(|l| l.contains(
+            "3 parallel engine insert (typed API, no SQL) streams, keys and foreign keys declared with the tables"
+        )));
         assert!(!d.iter().any(|l| l.contains("uniform")));
         assert!(!d.iter().any(|l| l.contains("durability")));
         let d = deviations(&RunFacts {
@@ -239,8 +249,17 @@ mod tests {
         assert!(d.iter().any(|l| l.contains("4 measure windows")));
         assert!(d.iter().any(|l| l.contains("fsync=off")));
         // The embedded engine's async commit is relaxed durability too; its sync one is not.
-        let engine = |durability: &str| deviations(&RunFacts { durability: durability.to_owned(), ..RunFacts::default() });
-        assert!(engine("commit_mode=async (acknowledged when in the WAL buffer; flushed within 10 ms)").iter().any(|l| l.contains("relaxed (commit_mode=async)")));
-        assert!(!engine("commit_mode=sync (acknowledged after WAL fdatasync, group commit)").iter().any(|l| l.contains("relaxed")));
+        let engine =
+            |durability: &str| deviations(&RunFacts { durability: durability.to_owned(), ..RunFacts::default() });
+        assert!(
+            engine("commit_mode=async (acknowledged when in the WAL buffer; flushed within 10 ms)")
+                .iter()
+                .any(|l| l.contains("relaxed (commit_mode=async)"))
+        );
+        assert!(
+            !engine("commit_mode=sync (acknowledged after WAL fdatasync, group commit)")
+                .iter()
+                .any(|l| l.contains("relaxed"))
+        );
     }
 }

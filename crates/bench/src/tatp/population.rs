@@ -388,7 +388,11 @@ pub fn populate(target: &dyn Target, options: &PopulateOptions) -> Result<Popula
     let counts = if keyed {
         // Foreign keys are checked row by row: parents before children.
         let mut counts = [0u64; 4];
-        for tables in [&[TatpTable::Subscriber][..], &[TatpTable::AccessInfo, TatpTable::SpecialFacility], &[TatpTable::CallForwarding]] {
+        for tables in [
+            &[TatpTable::Subscriber][..],
+            &[TatpTable::AccessInfo, TatpTable::SpecialFacility],
+            &[TatpTable::CallForwarding],
+        ] {
             for (total, n) in counts.iter_mut().zip(load_tables(target, options, tables)?) {
                 *total += n;
             }
@@ -511,7 +515,11 @@ fn chunks(subscribers: u64, streams: usize, tables: &[TatpTable]) -> Vec<Chunk> 
 }
 
 /// Loads `tables`; returns rows per table in [`TatpTable::ALL`] order.
-fn load_tables(target: &dyn Target, options: &PopulateOptions, tables: &[TatpTable]) -> Result<[u64; 4], PopulateError> {
+fn load_tables(
+    target: &dyn Target,
+    options: &PopulateOptions,
+    tables: &[TatpTable],
+) -> Result<[u64; 4], PopulateError> {
     let work = chunks(options.subscribers, options.streams, tables);
     let next = AtomicUsize::new(0);
     let progress = AtomicU64::new(0);

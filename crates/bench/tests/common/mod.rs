@@ -36,21 +36,27 @@ pub fn commit_mode() -> CommitMode {
 
 /// The 1-minute load average (the machine is shared: printed with each figure).
 pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map_or_else(|_| "?".into(), |l| l.split_whitespace().next().unwrap_or("?").to_owned())
+    std::fs::read_to_string("/proc/loadavg")
+        .map_or_else(|_| "?".into(), |l| l.split_whitespace().next().unwrap_or("?").to_owned())
 }
 
 pub fn machine() -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|info| info.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
         .unwrap_or_default();
     format!("{cores} cores ({cpu})")
 }
 
 /// `PGTIER_MEASURE_OUT`, else the target's tmp dir: where CSVs and charts go.
 pub fn out_dir() -> PathBuf {
-    let dir = std::env::var("PGTIER_MEASURE_OUT").map_or_else(|_| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
+    let dir =
+        std::env::var("PGTIER_MEASURE_OUT").map_or_else(|_| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -72,9 +78,16 @@ pub fn benchmark_postgres(subscribers: u64) -> (PrivateCluster, String) {
 
 pub fn populate_postgres(url: &str, subscribers: u64) {
     let started = Instant::now();
-    let report = populate(&PgTarget::open(url).unwrap(), &PopulateOptions { subscribers, streams: 2, seed: SEED, progress: false }).unwrap();
+    let report = populate(
+        &PgTarget::open(url).unwrap(),
+        &PopulateOptions { subscribers, streams: 2, seed: SEED, progress: false },
+    )
+    .unwrap();
     let rows: u64 = report.tables.iter().map(|t| t.rows).sum();
-    println!("PostgreSQL: {subscribers} subscribers, {rows} rows populated in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "PostgreSQL: {subscribers} subscribers, {rows} rows populated in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// `config` with a write-through node name of its own: the tests of one

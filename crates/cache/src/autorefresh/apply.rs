@@ -45,9 +45,19 @@ pub trait PredicateCompiler: Send + Sync {
 pub(crate) enum Change {
     /// An INSERT or an UPDATE: the new row (None: a TOASTed value PostgreSQL
     /// did not send because it did not change); `old_key` when the key changed.
-    Write { table: usize, update: bool, old_key: Option<Vec<Value>>, new: Vec<Option<Value>> },
-    Delete { table: usize, key: Vec<Value> },
-    Truncate { table: usize },
+    Write {
+        table: usize,
+        update: bool,
+        old_key: Option<Vec<Value>>,
+        new: Vec<Option<Value>>,
+    },
+    Delete {
+        table: usize,
+        key: Vec<Value>,
+    },
+    Truncate {
+        table: usize,
+    },
 }
 
 /// How the columns of a PostgreSQL relation message map onto a group table.
@@ -64,8 +74,12 @@ pub(crate) struct Mapping {
 pub(crate) fn definition_changed(group: &str, table: &str, reason: &str) -> CacheError {
     CacheError::Autorefresh {
         sqlstate: "55000",
-        message: format!("table \"{table}\" changed in PostgreSQL ({reason}), so READONLY cache group \"{group}\" stopped following it"),
-        hint: Some(format!("Resynchronise: DROP CACHE GROUP {group}, then CREATE it again (it imports the new definition) and LOAD CACHE GROUP {group}.")),
+        message: format!(
+            "table \"{table}\" changed in PostgreSQL ({reason}), so READONLY cache group \"{group}\" stopped following it"
+        ),
+        hint: Some(format!(
+            "Resynchronise: DROP CACHE GROUP {group}, then CREATE it again (it imports the new definition) and LOAD CACHE GROUP {group}."
+        )),
     }
 }
 
@@ -75,7 +89,8 @@ pub(crate) fn definition_changed(group: &str, table: &str, reason: &str) -> Cach
 pub(crate) fn map_relation(group: &CacheGroup, relation: &Relation) -> Result<Option<Mapping>, CacheError> {
     let Some(index) = group.tables.iter().position(|t| t.source.oid == relation.oid) else { return Ok(None) };
     let table = &group.tables[index];
-    let changed = |reason: String| definition_changed(&group.name, &format!("{}.{}", relation.schema, relation.name), &reason);
+    let changed =
+        |reason: String| definition_changed(&group.name, &format!("{}.{}", relation.schema, relation.name), &reason);
     let mut positions = Vec::with_capacity(relation.columns.len());
     let mut covered = vec![false; table.source.columns.len()];
     for column in &relation.columns {
@@ -92,20 +107,41 @@ pub(crate) fn map_relation(group: &CacheGroup, relation: &Relation) -> Result<Op
         if missing.0.generated.is_some() {
             return Err(CacheError::Autorefresh {
                 sqlstate: "0A000",
-                message: format!("column \"{}\" of table \"{}\" is generated: PostgreSQL does not replicate it, so READONLY cache group \"{}\" cannot follow the table", missing.0.name, relation.name, group.name),
+                message: format!(
+                    "column \"{}\" of table \"{}\" is generated: PostgreSQL does not replicate it, so READONLY cache group \"{}\" cannot follow the table",
+                    missing.0.name, relation.name, group.name
+                ),
                 hint: None,
             });
         }
         return Err(changed(format!("column \"{}\" is gone", missing.0.name)));
     }
-    let key = table.def.primary_key.iter().filter_map(|name| table.def.columns.iter().position(|c| &c.name == name)).collect();
+    let key = table
+        .def
+        .primary_key
+        .iter()
+        .filter_map(|name| table.def.columns.iter().position(|c| &c.name == name))
+        .collect();
     Ok(Some(Mapping { table: index, positions, key }))
 }
 
 /// A decoded tuple in the cache's column order (None: unchanged TOAST).
-pub(crate) fn decode_tuple(table: &GroupTable, mapping: &Mapping, tuple: &[TupleValue]) -> Result<Vec<Option<Value>>, CacheError> {
+pub(crate) fn decode_tuple(
+    table: &GroupTable,
+    mapping: &Mapping,
+    tuple: &[TupleValue],
+) -> Result<Vec<Option<Value>>, CacheError> {
     if tuple.len() != mapping.positions.len() {
-        return Err(CacheError::Autorefresh { sqlstate: "08P01", message: format!("a change of table \"{}\" has {} columns where its relation message has {}", table.def.name, tuple.len(), mapping.positions.len()), hint: None });
+        return Err(CacheError::Autorefresh {
+            sqlstate: "08P01",
+            message: format!(
+                "a change of table \"{}\" has {} columns where its relation message has {}",
+                table.def.name,
+                tuple.len(),
+                mapping.positions.len()
+            ),
+            hint: None,
+        });
     }
     let mut row = vec![Some(Value::Null); table.types.len()];
     for (value, &position) in tuple.iter().zip(&mapping.positions) {
@@ -116,7 +152,10 @@ pub(crate) fn decode_tuple(table: &GroupTable, mapping: &Mapping, tuple: &[Tuple
             TupleValue::Text(_) => {
                 return Err(CacheError::Autorefresh {
                     sqlstate: "08P01",
-                    message: format!("column \"{}\" of table \"{}\" arrived in text form; autorefresh asks for binary", table.source.columns[position].name, table.def.name),
+                    message: format!(
+                        "column \"{}\" of table \"{}\" arrived in text form; autorefresh asks for binary",
+                        table.source.columns[position].name, table.def.name
+                    ),
                     hint: None,
                 });
             }
@@ -128,8 +167,16 @@ pub(crate) fn decode_tuple(table: &GroupTable, mapping: &Mapping, tuple: &[Tuple
 fn decode_value(table: &GroupTable, column: usize, bytes: &[u8]) -> Result<Value, CacheError> {
     let name = &table.source.columns[column].name;
     let kind: ValueKind = table.kinds[column];
-    let decoded = kind.decode(bytes).map_err(|error: DecodeError| pgtier_backend::BackendError::Decode { what: table.def.name.clone(), column: name.clone(), error })?;
-    engine_value(table.types[column], decoded).map_err(|reason| CacheError::BadValue { table: table.def.name.clone(), column: name.clone(), reason })
+    let decoded = kind.decode(bytes).map_err(|error: DecodeError| pgtier_backend::BackendError::Decode {
+        what: table.def.name.clone(),
+        column: name.clone(),
+        error,
+    })?;
+    engine_value(table.types[column], decoded).map_err(|reason| CacheError::BadValue {
+        table: table.def.name.clone(),
+        column: name.clone(),
+        reason,
+    })
 }
 
 /// The key columns of a full row.
@@ -187,13 +234,20 @@ pub(crate) struct TxnApplier<'a> {
 impl TxnApplier<'_> {
     /// `before_commit` gets the root keys of instances that entered the
     /// group (to read from PostgreSQL); its error leaves nothing applied.
-    pub fn apply(&mut self, changes: &[Change], progress: &Progress, before_commit: impl FnOnce(&[Vec<Value>]) -> Result<(), CacheError>) -> Result<Outcome, CacheError> {
+    pub fn apply(
+        &mut self,
+        changes: &[Change],
+        progress: &Progress,
+        before_commit: impl FnOnce(&[Vec<Value>]) -> Result<(), CacheError>,
+    ) -> Result<Outcome, CacheError> {
         let mut outcome = Outcome::default();
         let mut txn = self.db.begin_with_origin(CommitMode::Async, Origin::Autorefresh)?;
         let parents = self.parents;
         for change in changes {
             match change {
-                Change::Write { table, update, old_key, new } => self.write(&mut txn, parents, *table, *update, old_key.as_deref(), new, &mut outcome)?,
+                Change::Write { table, update, old_key, new } => {
+                    self.write(&mut txn, parents, *table, *update, old_key.as_deref(), new, &mut outcome)?
+                }
                 Change::Delete { table, key } => {
                     let id = self.layout.tables[*table].id;
                     if txn.delete(id, key)? {
@@ -206,7 +260,9 @@ impl TxnApplier<'_> {
                     let layout = &self.layout.tables[*table];
                     let mut keys = Vec::new();
                     txn.scan_table(layout.id, |row| {
-                        keys.push(layout.primary_key.iter().map(|&c| row.get(c).to_owned_value()).collect::<Vec<Value>>());
+                        keys.push(
+                            layout.primary_key.iter().map(|&c| row.get(c).to_owned_value()).collect::<Vec<Value>>(),
+                        );
                         Ok(true)
                     })?;
                     for key in keys {
@@ -227,7 +283,16 @@ impl TxnApplier<'_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn write(&mut self, txn: &mut Transaction, parents: &[Option<Vec<usize>>], table: usize, update: bool, old_key: Option<&[Value]>, new: &[Option<Value>], outcome: &mut Outcome) -> Result<(), CacheError> {
+    fn write(
+        &mut self,
+        txn: &mut Transaction,
+        parents: &[Option<Vec<usize>>],
+        table: usize,
+        update: bool,
+        old_key: Option<&[Value]>,
+        new: &[Option<Value>],
+        outcome: &mut Outcome,
+    ) -> Result<(), CacheError> {
         let layout = &self.layout.tables[table];
         let id = layout.id;
         let key: Vec<Value> = layout.primary_key.iter().map(|&c| new[c].clone().unwrap_or(Value::Null)).collect();
@@ -235,7 +300,11 @@ impl TxnApplier<'_> {
         let lookup = moved_from.unwrap_or(&key);
         let cached = txn.get_with(id, lookup, |row| row.values())?;
         // The whole new row: unchanged TOAST values from the cached one.
-        let row: Option<Vec<Value>> = new.iter().enumerate().map(|(c, v)| v.clone().or_else(|| cached.as_ref().map(|old| old[c].clone()))).collect();
+        let row: Option<Vec<Value>> = new
+            .iter()
+            .enumerate()
+            .map(|(c, v)| v.clone().or_else(|| cached.as_ref().map(|old| old[c].clone())))
+            .collect();
         let belongs = match &row {
             Some(row) => self.belongs(txn, parents, table, row, cached.is_some())?,
             None => true,
@@ -263,7 +332,10 @@ impl TxnApplier<'_> {
         }
         let Some(row) = row else {
             // A value PostgreSQL did not resend, of a row the cache lacks.
-            match self.entry.root_key_of_row(table, &new.iter().map(|v| v.clone().unwrap_or(Value::Null)).collect::<Vec<_>>()) {
+            match self
+                .entry
+                .root_key_of_row(table, &new.iter().map(|v| v.clone().unwrap_or(Value::Null)).collect::<Vec<_>>())
+            {
                 Some(root) if table == 0 || !root.iter().any(|v| matches!(v, Value::Null)) => outcome.reload.push(root),
                 _ => outcome.resnapshot = true,
             }
@@ -280,7 +352,8 @@ impl TxnApplier<'_> {
         }
         let exists = moved_from.is_none() && cached.is_some();
         if exists {
-            let changes: Vec<(usize, Value)> = row.iter().cloned().enumerate().filter(|(c, _)| !layout.primary_key.contains(c)).collect();
+            let changes: Vec<(usize, Value)> =
+                row.iter().cloned().enumerate().filter(|(c, _)| !layout.primary_key.contains(c)).collect();
             txn.update(id, &key, &changes)?;
         } else {
             txn.insert(id, &row)?;
@@ -290,7 +363,14 @@ impl TxnApplier<'_> {
     }
 
     /// Whether `row` of table `table` belongs to the cache (see the module comment).
-    fn belongs(&mut self, txn: &mut Transaction, parents: &[Option<Vec<usize>>], table: usize, row: &[Value], cached: bool) -> Result<bool, CacheError> {
+    fn belongs(
+        &mut self,
+        txn: &mut Transaction,
+        parents: &[Option<Vec<usize>>],
+        table: usize,
+        row: &[Value],
+        cached: bool,
+    ) -> Result<bool, CacheError> {
         if table == 0 {
             if self.entry.def.dynamic && !cached {
                 return Ok(false);
@@ -299,7 +379,10 @@ impl TxnApplier<'_> {
                 None => Ok(true),
                 Some(test) => test.matches(row).map_err(|reason| CacheError::Autorefresh {
                     sqlstate: "XX000",
-                    message: format!("cache group \"{}\": evaluating its WHERE on a row from PostgreSQL failed: {reason}", self.entry.def.name),
+                    message: format!(
+                        "cache group \"{}\": evaluating its WHERE on a row from PostgreSQL failed: {reason}",
+                        self.entry.def.name
+                    ),
                     hint: None,
                 }),
             };

@@ -45,9 +45,9 @@ use crate::awt::LagHistogram;
 use crate::drift::{Drift, verify_group};
 use crate::error::CacheError;
 use crate::instance::InstanceLayout;
-use crate::node::NodeIdentity;
 use crate::load::{LoadOptions, LoadReport};
 use crate::manager::{Cache, GroupEntry};
+use crate::node::NodeIdentity;
 
 /// PostgreSQL's epoch (2000-01-01) in Unix microseconds.
 const PG_EPOCH_UNIX_US: i64 = 946_684_800_000_000;
@@ -179,30 +179,57 @@ struct Ctx {
 
 /// Starts the worker of `entry` (its slot and progress row exist, or it
 /// creates them: a DYNAMIC group at CREATE).
-pub(crate) fn spawn(cache: &Cache, entry: Arc<GroupEntry>, backend: ConnectParams, node: &NodeIdentity, config: AutorefreshConfig) -> Result<Worker, CacheError> {
+pub(crate) fn spawn(
+    cache: &Cache,
+    entry: Arc<GroupEntry>,
+    backend: ConnectParams,
+    node: &NodeIdentity,
+    config: AutorefreshConfig,
+) -> Result<Worker, CacheError> {
     let slot = slot::slot_name(&node.name, &slot::database_of(&backend), &entry.def.name);
     let status = Arc::new(AutorefreshStatus { group: entry.def.name.clone(), slot, ..AutorefreshStatus::default() });
     status.set_state("starting");
     let stop = Arc::new(AtomicBool::new(false));
-    let ctx = Ctx { cache: cache.weak(), db: cache.database().clone(), backend, entry, node: node.clone(), config, status: status.clone(), stop: stop.clone() };
+    let ctx = Ctx {
+        cache: cache.weak(),
+        db: cache.database().clone(),
+        backend,
+        entry,
+        node: node.clone(),
+        config,
+        status: status.clone(),
+        stop: stop.clone(),
+    };
     let thread = std::thread::Builder::new()
         .name(format!("autorefresh-{}", ctx.entry.def.name))
         .spawn(move || run(&ctx))
-        .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start autorefresh: {error}") })?;
+        .map_err(|error| CacheError::InvalidSpec {
+            group: String::new(),
+            reason: format!("cannot start autorefresh: {error}"),
+        })?;
     Ok(Worker { status, stop, thread: Some(thread) })
 }
 
 /// The first LOAD of a READONLY group: a new slot, and the load from the
 /// snapshot it exports (so the stream starts exactly where the load's state
 /// ends). The caller starts the worker afterwards.
-pub(crate) fn initial_load(cache: &Cache, entry: &GroupEntry, backend: &ConnectParams, node: &NodeIdentity, options: &LoadOptions) -> Result<LoadReport, CacheError> {
+pub(crate) fn initial_load(
+    cache: &Cache,
+    entry: &GroupEntry,
+    backend: &ConnectParams,
+    node: &NodeIdentity,
+    options: &LoadOptions,
+) -> Result<LoadReport, CacheError> {
     let db = cache.database();
     let name = slot::slot_name(&node.name, &slot::database_of(backend), &entry.def.name);
     let mut client = connect_backend(backend)?;
     claim(&mut client, node)?;
     slot::check_wal_level(&mut client)?;
     slot::ensure_publication(&mut client, &slot::publication_name(&node.name, &entry.def.name), &entry.group)?;
-    progress::store(db, &Progress { group: entry.def.name.clone(), slot: name.clone(), lsn: 0, state: State::Loading })?;
+    progress::store(
+        db,
+        &Progress { group: entry.def.name.clone(), slot: name.clone(), lsn: 0, state: State::Loading },
+    )?;
     let attempt = (|| {
         let mut connection = ReplicationConnection::connect(backend)?;
         let created = slot::create_slot(&mut client, &mut connection, &name, true)?;
@@ -213,11 +240,27 @@ pub(crate) fn initial_load(cache: &Cache, entry: &GroupEntry, backend: &ConnectP
         let layout = InstanceLayout::resolve(&db.catalog(), &entry.group)?;
         let cached = layout.root_keys(db)?;
         if !cached.is_empty() {
-            cache.reload(entry, &layout, entry.def.root_predicate.clone(), Some(&cached), &cached, &LoadOptions::default(), Some(&snapshot))?;
+            cache.reload(
+                entry,
+                &layout,
+                entry.def.root_predicate.clone(),
+                Some(&cached),
+                &cached,
+                &LoadOptions::default(),
+                Some(&snapshot),
+            )?;
         }
         let report = cache.load_in_snapshot(entry, options, Some(&snapshot))?;
         drop(connection);
-        progress::store(db, &Progress { group: entry.def.name.clone(), slot: name.clone(), lsn: created.consistent_point.0, state: State::Streaming })?;
+        progress::store(
+            db,
+            &Progress {
+                group: entry.def.name.clone(),
+                slot: name.clone(),
+                lsn: created.consistent_point.0,
+                state: State::Streaming,
+            },
+        )?;
         Ok(report)
     })();
     if attempt.is_err() {
@@ -231,7 +274,12 @@ pub(crate) fn initial_load(cache: &Cache, entry: &GroupEntry, backend: &ConnectP
 /// DROP CACHE GROUP of a READONLY group: its slot and publication go. When
 /// PostgreSQL cannot be reached the progress row stays as `dropping` and
 /// every later open retries, so a slot never outlives its group for long.
-pub(crate) fn drop_group(db: &Database, backend: Option<&ConnectParams>, node: &str, group: &str) -> Result<(), CacheError> {
+pub(crate) fn drop_group(
+    db: &Database,
+    backend: Option<&ConnectParams>,
+    node: &str,
+    group: &str,
+) -> Result<(), CacheError> {
     let Some(row) = progress::read(db, group)? else { return Ok(()) };
     let dropped = backend.ok_or(CacheError::NoBackend).and_then(|backend| {
         let mut client = connect_backend(backend)?;
@@ -242,7 +290,9 @@ pub(crate) fn drop_group(db: &Database, backend: Option<&ConnectParams>, node: &
         Ok(()) => progress::remove(db, group),
         Err(error) => {
             progress::store(db, &Progress { state: State::Dropping, ..row })?;
-            eprintln!("pgtier: autorefresh: cannot drop the slot of dropped cache group \"{group}\" now ({error}); retried at the next start");
+            eprintln!(
+                "pgtier: autorefresh: cannot drop the slot of dropped cache group \"{group}\" now ({error}); retried at the next start"
+            );
             Ok(())
         }
     }
@@ -267,7 +317,11 @@ pub(crate) fn has_progress(db: &Database, group: &str) -> Result<bool, CacheErro
 }
 
 fn no_snapshot(slot: &str) -> CacheError {
-    CacheError::Autorefresh { sqlstate: "XX000", message: format!("PostgreSQL created slot \"{slot}\" without exporting a snapshot"), hint: None }
+    CacheError::Autorefresh {
+        sqlstate: "XX000",
+        message: format!("PostgreSQL created slot \"{slot}\" without exporting a snapshot"),
+        hint: None,
+    }
 }
 
 /// How a session ended.
@@ -304,7 +358,11 @@ fn run(ctx: &Ctx) {
             Err(error) => {
                 ctx.status.fail(&error);
                 ctx.status.connected.store(false, Ordering::Relaxed);
-                ctx.status.set_state(if matches!(error, CacheError::NodeOwned { .. }) { "refused" } else { "reconnecting" });
+                ctx.status.set_state(if matches!(error, CacheError::NodeOwned { .. }) {
+                    "refused"
+                } else {
+                    "reconnecting"
+                });
                 sleep_unless_stopped(ctx, backoff);
                 backoff = (backoff * 2).min(Duration::from_secs(10));
             }
@@ -346,15 +404,23 @@ fn session(ctx: &Ctx, forced: Option<&'static str>) -> Result<Exit, CacheError> 
                 hint: Some("Run the group in pgtier serve (or install a predicate compiler with Cache::set_predicate_compiler).".into()),
             })?;
             let root = &ctx.entry.group.root().def.name;
-            Some(compiler.compile(root, text).map_err(|reason| CacheError::Autorefresh { sqlstate: "42601", message: format!("cache group \"{group}\": its WHERE cannot be evaluated in the cache: {reason}"), hint: None })?)
+            Some(compiler.compile(root, text).map_err(|reason| CacheError::Autorefresh {
+                sqlstate: "42601",
+                message: format!("cache group \"{group}\": its WHERE cannot be evaluated in the cache: {reason}"),
+                hint: None,
+            })?)
         }
     };
     let row = progress::read(&ctx.db, group)?;
     let state = slot::slot_state(&mut client, &name)?;
     let reason = forced.or(match (&row, &state) {
         (Some(row), Some(_)) if row.state == State::Loading => Some("a load from the slot's snapshot did not finish"),
-        (Some(_), Some(state)) if state.wal_status.as_deref() == Some("lost") => Some("PostgreSQL invalidated the slot (wal_status = 'lost')"),
-        (Some(_), Some(state)) if state.retained_bytes > ctx.config.retained_wal_max => Some("the slot retains more WAL than autorefresh_retained_wal_max"),
+        (Some(_), Some(state)) if state.wal_status.as_deref() == Some("lost") => {
+            Some("PostgreSQL invalidated the slot (wal_status = 'lost')")
+        }
+        (Some(_), Some(state)) if state.retained_bytes > ctx.config.retained_wal_max => {
+            Some("the slot retains more WAL than autorefresh_retained_wal_max")
+        }
         (Some(_), None) => Some("the slot is missing in PostgreSQL"),
         (None, _) => Some("autorefresh starts"),
         _ => None,
@@ -364,7 +430,9 @@ fn session(ctx: &Ctx, forced: Option<&'static str>) -> Result<Exit, CacheError> 
         (Some(reason), previous) => {
             if previous.is_some() {
                 ctx.status.resnapshots.fetch_add(1, Ordering::Relaxed);
-                eprintln!("pgtier: autorefresh of cache group \"{group}\": {reason}; loading the group again from a new slot");
+                eprintln!(
+                    "pgtier: autorefresh of cache group \"{group}\": {reason}; loading the group again from a new slot"
+                );
             }
             ctx.status.set_state("re-snapshotting");
             resnapshot(ctx, &mut client, &name)?
@@ -375,7 +443,9 @@ fn session(ctx: &Ctx, forced: Option<&'static str>) -> Result<Exit, CacheError> 
         && state.active_pid.is_some()
     {
         // A walsender of a pgtier that crashed (PostgreSQL has not noticed yet).
-        client.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1", &[&name]).map_err(|e| slot::pg_error("ending a stale walsender", &e))?;
+        client
+            .execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1", &[&name])
+            .map_err(|e| slot::pg_error("ending a stale walsender", &e))?;
         wait_inactive(&mut client, &name)?;
     }
     let connection = ReplicationConnection::connect(&ctx.backend)?;
@@ -387,7 +457,20 @@ fn session(ctx: &Ctx, forced: Option<&'static str>) -> Result<Exit, CacheError> 
     // new group, a new worker): resolved once per session.
     let layout = InstanceLayout::resolve(&ctx.db.catalog(), &ctx.entry.group)?;
     let parents = parent_lookups(&ctx.entry.group);
-    let mut streamer = Streamer { ctx, client: &mut client, predicate: predicate.as_mut(), layout, parents, mappings: HashMap::new(), pending: None, acks: VecDeque::new(), flushed: row.lsn, last_status: Instant::now(), last_watch: Instant::now() - WATCH_INTERVAL, last_definition_check: Instant::now() };
+    let mut streamer = Streamer {
+        ctx,
+        client: &mut client,
+        predicate: predicate.as_mut(),
+        layout,
+        parents,
+        mappings: HashMap::new(),
+        pending: None,
+        acks: VecDeque::new(),
+        flushed: row.lsn,
+        last_status: Instant::now(),
+        last_watch: Instant::now() - WATCH_INTERVAL,
+        last_definition_check: Instant::now(),
+    };
     let exit = streamer.stream(&mut stream, &mut row);
     let _ = stream.close();
     exit
@@ -415,7 +498,11 @@ fn wait_for_compiler(ctx: &Ctx) -> Option<Arc<dyn PredicateCompiler>> {
 }
 
 fn unreachable_state() -> Result<Progress, CacheError> {
-    Err(CacheError::Autorefresh { sqlstate: "XX000", message: "autorefresh found no progress row and no reason to load".into(), hint: None })
+    Err(CacheError::Autorefresh {
+        sqlstate: "XX000",
+        message: "autorefresh found no progress row and no reason to load".into(),
+        hint: None,
+    })
 }
 
 fn stopped() -> CacheError {
@@ -429,7 +516,11 @@ fn wait_inactive(client: &mut postgres::Client, name: &str) -> Result<(), CacheE
             _ => return Ok(()),
         }
     }
-    Err(CacheError::Autorefresh { sqlstate: "55006", message: format!("replication slot \"{name}\" stays active in another process"), hint: None })
+    Err(CacheError::Autorefresh {
+        sqlstate: "55006",
+        message: format!("replication slot \"{name}\" stays active in another process"),
+        hint: None,
+    })
 }
 
 /// A new slot and the group loaded again from its snapshot: every cached
@@ -446,7 +537,15 @@ fn resnapshot(ctx: &Ctx, client: &mut postgres::Client, name: &str) -> Result<Pr
         let layout = InstanceLayout::resolve(&ctx.db.catalog(), &ctx.entry.group)?;
         let cached = layout.root_keys(&ctx.db)?;
         let only = ctx.entry.def.dynamic.then_some(cached.as_slice());
-        cache.reload(&ctx.entry, &layout, ctx.entry.def.root_predicate.clone(), only, &cached, &LoadOptions::default(), Some(&snapshot))?;
+        cache.reload(
+            &ctx.entry,
+            &layout,
+            ctx.entry.def.root_predicate.clone(),
+            only,
+            &cached,
+            &LoadOptions::default(),
+            Some(&snapshot),
+        )?;
     }
     drop(connection);
     let row = Progress { group, slot: name.to_owned(), lsn: created.consistent_point.0, state: State::Streaming };
@@ -507,7 +606,12 @@ impl Streamer<'_> {
                 },
                 Some(ReplicationEvent::Insert { relation, new }) => {
                     let pushed = self.push(relation, |table, mapping| {
-                        Ok(Some(Change::Write { table, update: false, old_key: None, new: decode_tuple(table_of(self.ctx, table), mapping, &new)? }))
+                        Ok(Some(Change::Write {
+                            table,
+                            update: false,
+                            old_key: None,
+                            new: decode_tuple(table_of(self.ctx, table), mapping, &new)?,
+                        }))
                     });
                     if let Err(error) = pushed {
                         return value_error(error);
@@ -576,16 +680,31 @@ impl Streamer<'_> {
     }
 
     /// Adds a change of `relation` to the transaction being received.
-    fn push(&mut self, relation: u32, build: impl FnOnce(usize, &Mapping) -> Result<Option<Change>, CacheError>) -> Result<(), CacheError> {
+    fn push(
+        &mut self,
+        relation: u32,
+        build: impl FnOnce(usize, &Mapping) -> Result<Option<Change>, CacheError>,
+    ) -> Result<(), CacheError> {
         let Some(mapping) = self.mappings.get(&relation) else { return Ok(()) };
         let Some(pending) = &mut self.pending else {
-            return Err(CacheError::Autorefresh { sqlstate: "08P01", message: "a change arrived outside a transaction".into(), hint: None });
+            return Err(CacheError::Autorefresh {
+                sqlstate: "08P01",
+                message: "a change arrived outside a transaction".into(),
+                hint: None,
+            });
         };
         if pending.own {
             return Ok(());
         }
         if pending.changes.len() >= TXN_CHANGES_MAX {
-            return Err(CacheError::Autorefresh { sqlstate: "54000", message: format!("a PostgreSQL transaction changes more than {TXN_CHANGES_MAX} rows of cache group \"{}\"", self.ctx.entry.def.name), hint: None });
+            return Err(CacheError::Autorefresh {
+                sqlstate: "54000",
+                message: format!(
+                    "a PostgreSQL transaction changes more than {TXN_CHANGES_MAX} rows of cache group \"{}\"",
+                    self.ctx.entry.def.name
+                ),
+                hint: None,
+            });
         }
         if let Some(change) = build(mapping.table, mapping)? {
             pending.changes.push(change);
@@ -598,7 +717,11 @@ impl Streamer<'_> {
     fn commit(&mut self, end_lsn: u64, commit_time_us: i64, row: &mut Progress) -> Result<Option<Exit>, CacheError> {
         let status = &self.ctx.status;
         let Some(pending) = self.pending.take() else {
-            return Err(CacheError::Autorefresh { sqlstate: "08P01", message: "a commit arrived outside a transaction".into(), hint: None });
+            return Err(CacheError::Autorefresh {
+                sqlstate: "08P01",
+                message: "a commit arrived outside a transaction".into(),
+                hint: None,
+            });
         };
         if end_lsn <= row.lsn {
             return Ok(None);
@@ -614,7 +737,13 @@ impl Streamer<'_> {
         let mut tries = 0;
         let ctx = self.ctx;
         let outcome = loop {
-            let mut applier = TxnApplier { db: &ctx.db, entry: &ctx.entry, layout: &self.layout, parents: &self.parents, predicate: self.predicate.as_deref_mut() };
+            let mut applier = TxnApplier {
+                db: &ctx.db,
+                entry: &ctx.entry,
+                layout: &self.layout,
+                parents: &self.parents,
+                predicate: self.predicate.as_deref_mut(),
+            };
             match applier.apply(&pending.changes, row, |keys| reload(ctx, keys)) {
                 Err(CacheError::Engine(error)) if error.sqlstate() == "55P03" && tries < APPLY_TRIES => {
                     // An application holds a row (SELECT FOR UPDATE): it ends soon.
@@ -625,7 +754,9 @@ impl Streamer<'_> {
             }
         };
         if outcome.resnapshot {
-            return Ok(Some(Exit::Resnapshot("a row arrived without a value PostgreSQL did not resend (unchanged TOAST) and the cache lacked it")));
+            return Ok(Some(Exit::Resnapshot(
+                "a row arrived without a value PostgreSQL did not resend (unchanged TOAST) and the cache lacked it",
+            )));
         }
         status.applied_txns.fetch_add(1, Ordering::Relaxed);
         status.applied_changes.fetch_add(outcome.applied, Ordering::Relaxed);
@@ -686,7 +817,9 @@ impl Streamer<'_> {
 /// instead of looping; anything else is retried.
 fn value_error(error: CacheError) -> Result<Exit, CacheError> {
     match error {
-        CacheError::BadValue { .. } | CacheError::Backend(pgtier_backend::BackendError::Decode { .. }) => Ok(Exit::Fatal(error)),
+        CacheError::BadValue { .. } | CacheError::Backend(pgtier_backend::BackendError::Decode { .. }) => {
+            Ok(Exit::Fatal(error))
+        }
         other => Err(other),
     }
 }

@@ -81,9 +81,12 @@ pub(crate) fn read_all(db: &Database) -> Result<Vec<Progress>, CacheError> {
     let Some(table) = txn.catalog().table_by_name(PROGRESS_TABLE).map(|t| t.id) else { return Ok(Vec::new()) };
     let mut rows = Vec::new();
     txn.scan_table(table, |row| {
-        if let (Value::Text(group), Value::Text(slot), Value::Int8(lsn), Value::Text(state)) =
-            (row.get(0).to_owned_value(), row.get(1).to_owned_value(), row.get(2).to_owned_value(), row.get(3).to_owned_value())
-            && let Some(state) = State::parse(&state)
+        if let (Value::Text(group), Value::Text(slot), Value::Int8(lsn), Value::Text(state)) = (
+            row.get(0).to_owned_value(),
+            row.get(1).to_owned_value(),
+            row.get(2).to_owned_value(),
+            row.get(3).to_owned_value(),
+        ) && let Some(state) = State::parse(&state)
         {
             rows.push(Progress { group, slot, lsn: lsn as u64, state });
         }
@@ -105,7 +108,11 @@ pub(crate) fn record(txn: &mut Transaction, progress: &Progress) -> Result<(), C
         .map(|t| t.id)
         .ok_or_else(|| CacheError::Engine(EngineError::UndefinedTable { name: PROGRESS_TABLE.into() }))?;
     let key = [Value::Text(progress.group.clone())];
-    let values = [Value::Text(progress.slot.clone()), Value::Int8(progress.lsn as i64), Value::Text(progress.state.as_str().into())];
+    let values = [
+        Value::Text(progress.slot.clone()),
+        Value::Int8(progress.lsn as i64),
+        Value::Text(progress.state.as_str().into()),
+    ];
     let changes: Vec<(usize, Value)> = values.iter().cloned().enumerate().map(|(i, v)| (i + 1, v)).collect();
     if !txn.update(table, &key, &changes)? {
         let mut row = vec![key[0].clone()];

@@ -44,7 +44,8 @@ pub(crate) struct SlotState {
 
 /// Refuses to start when PostgreSQL cannot decode its WAL logically.
 pub(crate) fn check_wal_level(client: &mut Client) -> Result<(), CacheError> {
-    let row = client.query_one("SELECT current_setting('wal_level')", &[]).map_err(|e| pg_error("reading wal_level", &e))?;
+    let row =
+        client.query_one("SELECT current_setting('wal_level')", &[]).map_err(|e| pg_error("reading wal_level", &e))?;
     let level: String = row.get(0);
     if level != "logical" {
         return Err(CacheError::Autorefresh {
@@ -108,7 +109,9 @@ pub(crate) fn drop_slot(client: &mut Client, name: &str) -> Result<(), CacheErro
     for _ in 0..50 {
         let Some(state) = slot_state(client, name)? else { return Ok(()) };
         if let Some(pid) = state.active_pid {
-            client.execute("SELECT pg_terminate_backend($1)", &[&pid]).map_err(|e| pg_error("ending the slot's walsender", &e))?;
+            client
+                .execute("SELECT pg_terminate_backend($1)", &[&pid])
+                .map_err(|e| pg_error("ending the slot's walsender", &e))?;
             std::thread::sleep(std::time::Duration::from_millis(100));
             continue;
         }
@@ -121,17 +124,28 @@ pub(crate) fn drop_slot(client: &mut Client, name: &str) -> Result<(), CacheErro
             Err(error) => return Err(pg_error("dropping the autorefresh slot", &error)),
         }
     }
-    Err(CacheError::Autorefresh { sqlstate: "55006", message: format!("replication slot \"{name}\" stays in use by another process"), hint: None })
+    Err(CacheError::Autorefresh {
+        sqlstate: "55006",
+        message: format!("replication slot \"{name}\" stays in use by another process"),
+        hint: None,
+    })
 }
 
 /// Drops the publication `name` if it exists.
 pub(crate) fn drop_publication(client: &mut Client, name: &str) -> Result<(), CacheError> {
-    client.batch_execute(&format!("DROP PUBLICATION IF EXISTS {}", quote_identifier(name))).map_err(|e| pg_error("dropping the autorefresh publication", &e))
+    client
+        .batch_execute(&format!("DROP PUBLICATION IF EXISTS {}", quote_identifier(name)))
+        .map_err(|e| pg_error("dropping the autorefresh publication", &e))
 }
 
 /// Creates slot `name` (a crashed attempt's leftover dropped first). With
 /// `export_snapshot`, the snapshot stays usable while `connection` is idle.
-pub(crate) fn create_slot(client: &mut Client, connection: &mut ReplicationConnection, name: &str, export_snapshot: bool) -> Result<CreatedSlot, CacheError> {
+pub(crate) fn create_slot(
+    client: &mut Client,
+    connection: &mut ReplicationConnection,
+    name: &str,
+    export_snapshot: bool,
+) -> Result<CreatedSlot, CacheError> {
     drop_slot(client, name)?;
     Ok(connection.create_logical_slot(name, false, export_snapshot)?)
 }

@@ -16,8 +16,8 @@ use parking_lot::{Condvar, Mutex};
 use pgtier_backend::{ConnectParams, connect_backend};
 use postgres::CancelToken;
 
-use super::sql::{BatchContext, PendingTxn, apply_isolating};
 use super::AwtStatus;
+use super::sql::{BatchContext, PendingTxn, apply_isolating};
 use crate::apply::{Applier, session_connection, stable_hash};
 use crate::error::CacheError;
 use crate::node::NodeIdentity;
@@ -142,7 +142,12 @@ impl Lanes {
     /// The position before which every queued transaction is applied: the
     /// oldest one still queued, else `read` (after the last one read).
     pub fn watermark(&self, read: pgtier_engine::Lsn) -> pgtier_engine::Lsn {
-        self.lanes.iter().filter_map(|lane| lane.queue.lock().front().map(|txn| txn.lsn)).min().unwrap_or(read).min(read)
+        self.lanes
+            .iter()
+            .filter_map(|lane| lane.queue.lock().front().map(|txn| txn.lsn))
+            .min()
+            .unwrap_or(read)
+            .min(read)
     }
 
     pub fn idle(&self) -> bool {
@@ -191,7 +196,10 @@ pub(crate) struct WorkerContext<'a> {
 pub(crate) fn worker(index: usize, ctx: &WorkerContext<'_>) {
     let lanes = ctx.lanes;
     let lane = &lanes.lanes[index];
-    let mut applier = match connect_backend(ctx.params).map_err(CacheError::from).and_then(|client| session_connection(client, ctx.node, crate::node::NodeObject::AwtLane(index))) {
+    let mut applier = match connect_backend(ctx.params)
+        .map_err(CacheError::from)
+        .and_then(|client| session_connection(client, ctx.node, crate::node::NodeObject::AwtLane(index)))
+    {
         Ok((client, pid)) => {
             *lane.cancel.lock() = Some(client.cancel_token());
             lane.status.backend_pid.store(pid, Ordering::Relaxed);
@@ -215,7 +223,10 @@ pub(crate) fn worker(index: usize, ctx: &WorkerContext<'_>) {
             }
             // Wait a little for more, unless the batch is full already.
             let first_seen = Instant::now();
-            while queue.iter().map(|t| t.bytes()).sum::<usize>() < ctx.batch_bytes_max && first_seen.elapsed() < ctx.batch_delay && !lanes.stopping() {
+            while queue.iter().map(|t| t.bytes()).sum::<usize>() < ctx.batch_bytes_max
+                && first_seen.elapsed() < ctx.batch_delay
+                && !lanes.stopping()
+            {
                 let left = ctx.batch_delay.saturating_sub(first_seen.elapsed());
                 lane.changed.wait_for(&mut queue, left);
             }

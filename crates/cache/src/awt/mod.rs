@@ -59,8 +59,8 @@ use pgtier_engine::{CommitStream, Lsn};
 
 pub use self::lanes::LaneStatus;
 pub(crate) use self::lanes::lane_of;
-pub(crate) use self::sql::read_group_progress;
 use self::lanes::{Lanes, WorkerContext, worker};
+pub(crate) use self::sql::read_group_progress;
 use self::sql::{BatchContext, PendingTxn, Positions, apply_isolating, read_progress, set_progress, statements};
 use crate::apply::{Applier, session_connection};
 use crate::drift::verify_group;
@@ -226,8 +226,12 @@ impl LagCounts {
     /// non-empty bucket, whose upper bound (capped by the histogram's
     /// maximum) stands for it.
     pub fn since(&self, earlier: &LagCounts) -> LagCounts {
-        let buckets: Vec<u64> =
-            self.buckets.iter().enumerate().map(|(i, n)| n.saturating_sub(earlier.buckets.get(i).copied().unwrap_or(0))).collect();
+        let buckets: Vec<u64> = self
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, n)| n.saturating_sub(earlier.buckets.get(i).copied().unwrap_or(0)))
+            .collect();
         let max_us = if self.max_us > earlier.max_us {
             self.max_us
         } else {
@@ -283,7 +287,6 @@ impl AwtStatus {
     }
 }
 
-
 /// The propagation thread.
 pub(crate) struct Awt {
     pub status: Arc<AwtStatus>,
@@ -306,7 +309,9 @@ impl Awt {
         *status.state.lock() = "starting";
         let stop = Arc::new(AtomicBool::new(false));
         let (thread_status, thread_stop) = (status.clone(), stop.clone());
-        let thread = std::thread::Builder::new().name("pgtier-awt".into()).spawn(move || run(&cache, &context, &thread_status, &thread_stop))?;
+        let thread = std::thread::Builder::new()
+            .name("pgtier-awt".into())
+            .spawn(move || run(&cache, &context, &thread_status, &thread_stop))?;
         Ok(Awt { status, stop, thread: Mutex::new(Some(thread)) })
     }
 
@@ -343,7 +348,9 @@ fn run(cache: &Weak<Cache>, context: &SessionContext, status: &AwtStatus, stop: 
                 *status.state.lock() = if refused { "refused" } else { "reconnecting" };
                 let text = error.to_string();
                 // (A stall was logged by the watchdog with its cause.)
-                if status.last_error.lock().as_deref() != Some(text.as_str()) && !matches!(error, CacheError::Stalled { .. }) {
+                if status.last_error.lock().as_deref() != Some(text.as_str())
+                    && !matches!(error, CacheError::Stalled { .. })
+                {
                     let hint = error.hint().map(|hint| format!("; HINT: {hint}")).unwrap_or_default();
                     eprintln!("pgtier: write-through: {text} (SQLSTATE {}){hint}", error.sqlstate());
                 }
@@ -368,7 +375,10 @@ fn awt_groups(cache: &Cache) -> Vec<Arc<GroupEntry>> {
 }
 
 /// Checks every AWT group's tables against PostgreSQL: the ones that changed, with why.
-pub(crate) fn drifted_groups(client: &mut postgres::Client, groups: &[Arc<GroupEntry>]) -> Result<BTreeMap<String, String>, CacheError> {
+pub(crate) fn drifted_groups(
+    client: &mut postgres::Client,
+    groups: &[Arc<GroupEntry>],
+) -> Result<BTreeMap<String, String>, CacheError> {
     let mut drifted = BTreeMap::new();
     for entry in groups {
         if let Some(drift) = verify_group(client, entry)? {
@@ -381,7 +391,12 @@ pub(crate) fn drifted_groups(client: &mut postgres::Client, groups: &[Arc<GroupE
 /// The lane count for this session and the rows it starts from: the stored
 /// rows' count, unless every row agrees and no group is held (then the
 /// configured count, the rows rewritten for it if it differs).
-fn choose_lanes(control: &mut postgres::Client, context: &SessionContext, groups: &[Arc<GroupEntry>], held: bool) -> Result<(usize, Positions), CacheError> {
+fn choose_lanes(
+    control: &mut postgres::Client,
+    context: &SessionContext,
+    groups: &[Arc<GroupEntry>],
+    held: bool,
+) -> Result<(usize, Positions), CacheError> {
     let configured = context.config.apply_connections.max(1);
     let stored = read_progress(control, &context.node, None)?;
     if stored.is_empty() {
@@ -404,9 +419,16 @@ fn choose_lanes(control: &mut postgres::Client, context: &SessionContext, groups
 /// started, then the stream read and dispatched until stopped or an error.
 /// Holds the cache only while it looks at one transaction, so dropping the
 /// cache stops propagation.
-fn session(cache: &Weak<Cache>, context: &SessionContext, status: &AwtStatus, stop: &AtomicBool) -> Result<SessionEnd, CacheError> {
+fn session(
+    cache: &Weak<Cache>,
+    context: &SessionContext,
+    status: &AwtStatus,
+    stop: &AtomicBool,
+) -> Result<SessionEnd, CacheError> {
     let (db, params, groups) = match cache.upgrade() {
-        Some(cache) => (cache.database().clone(), cache.backend().cloned().ok_or(CacheError::NoBackend)?, awt_groups(&cache)),
+        Some(cache) => {
+            (cache.database().clone(), cache.backend().cloned().ok_or(CacheError::NoBackend)?, awt_groups(&cache))
+        }
         None => return Ok(SessionEnd::Stopped),
     };
     let mut control = connect_backend(&params)?;
@@ -416,7 +438,9 @@ fn session(cache: &Weak<Cache>, context: &SessionContext, status: &AwtStatus, st
     let (mut control, control_pid) = session_connection(control, &context.node, NodeObject::AwtControl)?;
     let drifted = drifted_groups(&mut control, &groups)?;
     for (group, reason) in &drifted {
-        eprintln!("pgtier: write-through of cache group \"{group}\" is held: {reason}; its transactions wait in the log (see pgtier_cache_propagation)");
+        eprintln!(
+            "pgtier: write-through of cache group \"{group}\" is held: {reason}; its transactions wait in the log (see pgtier_cache_propagation)"
+        );
     }
     *status.held.lock() = drifted.clone();
     let (lane_count, positions) = choose_lanes(&mut control, context, &groups, !drifted.is_empty())?;
@@ -446,18 +470,45 @@ fn session(cache: &Weak<Cache>, context: &SessionContext, status: &AwtStatus, st
     let outcome = std::thread::scope(|scope| {
         for index in 0..lanes.count() {
             let worker_context = &worker_context;
-            let spawned = std::thread::Builder::new().name(format!("pgtier-awt-lane{index}")).spawn_scoped(scope, move || worker(index, worker_context));
+            let spawned = std::thread::Builder::new()
+                .name(format!("pgtier-awt-lane{index}"))
+                .spawn_scoped(scope, move || worker(index, worker_context));
             if let Err(error) = spawned {
-                lanes.fail(CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start an apply lane: {error}") });
+                lanes.fail(CacheError::InvalidSpec {
+                    group: String::new(),
+                    reason: format!("cannot start an apply lane: {error}"),
+                });
             }
         }
-        let watch_context = watch::WatchContext { cache, lanes: &lanes, params: &params, config: &context.config, status, held: &drifted };
-        let watcher = std::thread::Builder::new().name("pgtier-awt-watch".into()).spawn_scoped(scope, move || watch::watch(&watch_context));
+        let watch_context = watch::WatchContext {
+            cache,
+            lanes: &lanes,
+            params: &params,
+            config: &context.config,
+            status,
+            held: &drifted,
+        };
+        let watcher = std::thread::Builder::new()
+            .name("pgtier-awt-watch".into())
+            .spawn_scoped(scope, move || watch::watch(&watch_context));
         if let Err(error) = watcher {
-            lanes.fail(CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start the write-through watchdog: {error}") });
+            lanes.fail(CacheError::InvalidSpec {
+                group: String::new(),
+                reason: format!("cannot start the write-through watchdog: {error}"),
+            });
         }
-        let mut dispatch =
-            Dispatch { cache, context, status, stream: &mut stream, control: Applier::new(control), lanes: &lanes, positions, held: drifted.clone(), held_floor: None, known };
+        let mut dispatch = Dispatch {
+            cache,
+            context,
+            status,
+            stream: &mut stream,
+            control: Applier::new(control),
+            lanes: &lanes,
+            positions,
+            held: drifted.clone(),
+            held_floor: None,
+            known,
+        };
         let outcome = dispatch.run(stop);
         // Lanes apply what they hold, then end (at once if they fail).
         lanes.shut();
@@ -516,11 +567,22 @@ impl Dispatch<'_> {
                 acks.maybe(self.stream, self.status, false)?;
                 // Idle for a while: every stream of the groups not held to
                 // one position, so a new lane count can take effect.
-                if read.0 > equalized && self.held.is_empty() && idle_since.elapsed() > Duration::from_secs(1) && self.lanes.idle() {
+                if read.0 > equalized
+                    && self.held.is_empty()
+                    && idle_since.elapsed() > Duration::from_secs(1)
+                    && self.lanes.idle()
+                {
                     let Some(cache) = self.cache.upgrade() else { break };
                     let names: Vec<String> = awt_groups(&cache).iter().map(|entry| entry.def.name.clone()).collect();
                     drop(cache);
-                    set_progress(&mut self.control.client, &self.context.node, &names, self.lanes.count(), read, false)?;
+                    set_progress(
+                        &mut self.control.client,
+                        &self.context.node,
+                        &names,
+                        self.lanes.count(),
+                        read,
+                        false,
+                    )?;
                     equalized = read.0;
                 }
                 self.prune_marks(&mut pruned, watermark);
@@ -580,7 +642,12 @@ impl Dispatch<'_> {
 
     /// A transaction spanning lanes: once they applied everything before
     /// it, applied once for all of them on the control connection.
-    fn apply_spanning(&mut self, pending: &PendingTxn, streams: &[sql::Stream], involved: &[usize]) -> Result<(), CacheError> {
+    fn apply_spanning(
+        &mut self,
+        pending: &PendingTxn,
+        streams: &[sql::Stream],
+        involved: &[usize],
+    ) -> Result<(), CacheError> {
         self.lanes.drain(involved);
         if self.lanes.stopping() {
             // Read again by the next session.
@@ -628,7 +695,11 @@ impl Dispatch<'_> {
 /// Waits until propagation has read (marked) every application transaction
 /// committed before the call, flushing the WAL so asynchronous commits are
 /// readable at once; false after `timeout` (propagation stopped or far behind).
-pub(crate) fn wait_read(db: &pgtier_engine::Database, status: &AwtStatus, timeout: Duration) -> Result<bool, CacheError> {
+pub(crate) fn wait_read(
+    db: &pgtier_engine::Database,
+    status: &AwtStatus,
+    timeout: Duration,
+) -> Result<bool, CacheError> {
     // Only application commits mark instances: loads and evictions after
     // the newest one need not be read (a run of misses flushes nothing).
     let end = db.application_commit_end().0;

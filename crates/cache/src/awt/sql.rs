@@ -81,7 +81,13 @@ pub(crate) fn statements(cache: &Cache, txn: &CommittedTxn) -> Option<PendingTxn
     if txn.origin != Origin::Application {
         return None;
     }
-    let mut pending = PendingTxn { lsn: txn.lsn, next_lsn: txn.next_lsn, commit_time_us: txn.commit_time_us, statements: Vec::new(), dirty: Vec::new() };
+    let mut pending = PendingTxn {
+        lsn: txn.lsn,
+        next_lsn: txn.next_lsn,
+        commit_time_us: txn.commit_time_us,
+        statements: Vec::new(),
+        dirty: Vec::new(),
+    };
     for change in &txn.changes {
         let Change::Row(row) = change else { continue };
         let Some((entry, index)) = cache.table_of_group(&row.table.name) else { continue };
@@ -144,7 +150,11 @@ impl Positions {
 }
 
 /// This node's progress rows (its own incarnation's only).
-pub(crate) fn read_progress<C: postgres::GenericClient>(client: &mut C, node: &NodeIdentity, group: Option<&str>) -> Result<Positions, CacheError> {
+pub(crate) fn read_progress<C: postgres::GenericClient>(
+    client: &mut C,
+    node: &NodeIdentity,
+    group: Option<&str>,
+) -> Result<Positions, CacheError> {
     let rows = client
         .query(
             "SELECT grp, stream, next_lsn FROM pgtier.awt_progress WHERE node = $1 AND incarnation = $2 AND ($3::text IS NULL OR grp IN ($3, ''))",
@@ -163,11 +173,23 @@ pub(crate) fn read_progress<C: postgres::GenericClient>(client: &mut C, node: &N
 /// `replace` first deletes every row of this incarnation: the lane count
 /// changes only where everything before one position is applied and nothing
 /// after it (lanes hash instances differently after).
-pub(crate) fn set_progress(client: &mut Client, node: &NodeIdentity, groups: &[String], lanes: usize, next: Lsn, replace: bool) -> Result<(), CacheError> {
-    let streams: Vec<(String, usize, Lsn)> = groups.iter().flat_map(|g| (0..lanes).map(move |lane| (g.clone(), lane, next))).collect();
+pub(crate) fn set_progress(
+    client: &mut Client,
+    node: &NodeIdentity,
+    groups: &[String],
+    lanes: usize,
+    next: Lsn,
+    replace: bool,
+) -> Result<(), CacheError> {
+    let streams: Vec<(String, usize, Lsn)> =
+        groups.iter().flat_map(|g| (0..lanes).map(move |lane| (g.clone(), lane, next))).collect();
     let mut text = String::from("BEGIN;");
     if replace {
-        text.push_str(&format!("DELETE FROM pgtier.awt_progress WHERE node = {} AND incarnation = {};", quote_literal(&node.name), quote_literal(&node.incarnation)));
+        text.push_str(&format!(
+            "DELETE FROM pgtier.awt_progress WHERE node = {} AND incarnation = {};",
+            quote_literal(&node.name),
+            quote_literal(&node.incarnation)
+        ));
     }
     if !streams.is_empty() {
         text.push_str(&advance(node, &streams, None));
@@ -181,10 +203,17 @@ pub(crate) fn set_progress(client: &mut Client, node: &NodeIdentity, groups: &[S
 /// missing: nothing of it applied yet), and forgets the rows of groups that
 /// no longer exist. A session infers the lane count from the rows, so a lane
 /// whose first batch was cut short must still have its row.
-pub(crate) fn ensure_rows(client: &mut Client, node: &NodeIdentity, groups: &[String], lanes: usize, forget_others: bool) -> Result<(), CacheError> {
+pub(crate) fn ensure_rows(
+    client: &mut Client,
+    node: &NodeIdentity,
+    groups: &[String],
+    lanes: usize,
+    forget_others: bool,
+) -> Result<(), CacheError> {
     let mut text = String::from("BEGIN;");
     if forget_others {
-        let keep: Vec<String> = groups.iter().map(|g| quote_literal(g)).chain(std::iter::once("''".to_owned())).collect();
+        let keep: Vec<String> =
+            groups.iter().map(|g| quote_literal(g)).chain(std::iter::once("''".to_owned())).collect();
         text.push_str(&format!(
             "DELETE FROM pgtier.awt_progress WHERE node = {} AND incarnation = {} AND grp NOT IN ({});",
             quote_literal(&node.name),
@@ -192,7 +221,8 @@ pub(crate) fn ensure_rows(client: &mut Client, node: &NodeIdentity, groups: &[St
             keep.join(", ")
         ));
     }
-    let streams: Vec<(String, usize, Lsn)> = groups.iter().flat_map(|g| (0..lanes).map(move |lane| (g.clone(), lane, Lsn(0)))).collect();
+    let streams: Vec<(String, usize, Lsn)> =
+        groups.iter().flat_map(|g| (0..lanes).map(move |lane| (g.clone(), lane, Lsn(0)))).collect();
     if !streams.is_empty() {
         // Positions only move forward (awt_advance): existing rows keep theirs.
         text.push_str(&advance(node, &streams, None));
@@ -254,11 +284,19 @@ fn apply(applier: &mut Applier, ctx: &BatchContext<'_>, txns: &[&PendingTxn]) ->
         if token_of(entry, statement.index()).is_none() {
             // A group created while this session runs: checked on first use.
             if let Some(drift) = verify_group(&mut applier.client, entry)? {
-                return Err(CacheError::DefinitionDrift { group: entry.def.name.clone(), table: drift.table, reason: drift.reason });
+                return Err(CacheError::DefinitionDrift {
+                    group: entry.def.name.clone(),
+                    table: drift.table,
+                    reason: drift.reason,
+                });
             }
         }
         let Some(token) = token_of(entry, statement.index()) else {
-            return Err(CacheError::DefinitionDrift { group: entry.def.name.clone(), table: entry.group.tables[statement.index()].source.name.to_string(), reason: "no longer exists in PostgreSQL".into() });
+            return Err(CacheError::DefinitionDrift {
+                group: entry.def.name.clone(),
+                table: entry.group.tables[statement.index()].source.name.to_string(),
+                reason: "no longer exists in PostgreSQL".into(),
+            });
         };
         if !tables.contains(&token) {
             tables.push(token);
@@ -295,9 +333,14 @@ fn refusal_kind(refusal: &Refusal, node: &str) -> RefusalKind {
         return RefusalKind::Session(CacheError::NodeTakenOver { node: node.to_owned() });
     }
     if sqlstate == DEFINITION_CHANGED {
-        return RefusalKind::Session(CacheError::DefinitionDrift { group: String::new(), table: refusal.detail.clone().unwrap_or_default(), reason: refusal.message.clone() });
+        return RefusalKind::Session(CacheError::DefinitionDrift {
+            group: String::new(),
+            table: refusal.detail.clone().unwrap_or_default(),
+            reason: refusal.message.clone(),
+        });
     }
-    let transient_class = ["08", "40", "53", "54", "55", "57", "58", "XX", "F0", "HV"].iter().any(|class| sqlstate.starts_with(class));
+    let transient_class =
+        ["08", "40", "53", "54", "55", "57", "58", "XX", "F0", "HV"].iter().any(|class| sqlstate.starts_with(class));
     if transient_class {
         return RefusalKind::Session(CacheError::Backend(pgtier_backend::BackendError::Server {
             what: "write-through".into(),
@@ -313,7 +356,11 @@ fn refusal_kind(refusal: &Refusal, node: &str) -> RefusalKind {
 /// Applies a batch; when PostgreSQL refuses it for good, applies its
 /// transactions one by one and records each refused one in the error table
 /// (with its progress, so it is never retried). Returns the number refused.
-pub(crate) fn apply_isolating(applier: &mut Applier, ctx: &BatchContext<'_>, txns: &[&PendingTxn]) -> Result<u64, CacheError> {
+pub(crate) fn apply_isolating(
+    applier: &mut Applier,
+    ctx: &BatchContext<'_>,
+    txns: &[&PendingTxn],
+) -> Result<u64, CacheError> {
     if txns.is_empty() {
         return Ok(0);
     }
@@ -330,7 +377,12 @@ pub(crate) fn apply_isolating(applier: &mut Applier, ctx: &BatchContext<'_>, txn
     Ok(refused)
 }
 
-fn record_error(client: &mut Client, ctx: &BatchContext<'_>, txn: &PendingTxn, Refusal { sqlstate, message, .. }: &Refusal) -> Result<(), CacheError> {
+fn record_error(
+    client: &mut Client,
+    ctx: &BatchContext<'_>,
+    txn: &PendingTxn,
+    Refusal { sqlstate, message, .. }: &Refusal,
+) -> Result<(), CacheError> {
     let text = format!(
         "BEGIN; INSERT INTO pgtier.awt_errors (node, incarnation, lsn, commit_time_us, sqlstate, message, statements) VALUES ({}, {}, {}, {}, {}, {}, {}); {}; COMMIT;",
         quote_literal(&ctx.node.name),
@@ -356,7 +408,11 @@ pub(crate) fn refused_or_lost(error: &postgres::Error, node: &str) -> CacheError
 /// Per lane, the position before which group `group`'s commits are in
 /// PostgreSQL, read in the caller's snapshot (a load's: `fence`); the lane
 /// count is the vector's length.
-pub(crate) fn read_group_progress<C: postgres::GenericClient>(client: &mut C, node: &NodeIdentity, group: &str) -> Result<Vec<u64>, CacheError> {
+pub(crate) fn read_group_progress<C: postgres::GenericClient>(
+    client: &mut C,
+    node: &NodeIdentity,
+    group: &str,
+) -> Result<Vec<u64>, CacheError> {
     let positions = read_progress(client, node, Some(group))?;
     Ok((0..positions.lanes().max(1)).map(|lane| positions.get(group, lane)).collect())
 }

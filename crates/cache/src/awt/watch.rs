@@ -71,7 +71,11 @@ fn stalled(ctx: &WatchContext<'_>) -> bool {
         return false;
     };
     let seconds = now_us.saturating_sub(lane.waiting_since_us.load(Ordering::Relaxed)) / 1_000_000;
-    let name = if lane.lane == ctx.lanes.count() { "the control connection (transactions spanning lanes)".to_owned() } else { format!("lane {}", lane.lane) };
+    let name = if lane.lane == ctx.lanes.count() {
+        "the control connection (transactions spanning lanes)".to_owned()
+    } else {
+        format!("lane {}", lane.lane)
+    };
     let cause = diagnose(ctx.params, lane);
     let message = format!(
         "write-through {name} has had {} transactions waiting {seconds} s with none applied: {cause}; cancelling and reconnecting",
@@ -83,7 +87,11 @@ fn stalled(ctx: &WatchContext<'_>) -> bool {
     ctx.status.stalls.fetch_add(1, Ordering::Relaxed);
     // The session's error is this report, not the cancel's echo.
     ctx.lanes.fail(CacheError::Stalled { message });
-    let token = if lane.lane == ctx.lanes.count() { ctx.lanes.control_cancel.lock().clone() } else { ctx.lanes.lanes[lane.lane].cancel.lock().clone() };
+    let token = if lane.lane == ctx.lanes.count() {
+        ctx.lanes.control_cancel.lock().clone()
+    } else {
+        ctx.lanes.lanes[lane.lane].cancel.lock().clone()
+    };
     if let Some(token) = token {
         // Best effort: a lane blocked in PostgreSQL gets its error and ends.
         let _ = token.cancel_query(NoTls);
@@ -109,9 +117,13 @@ fn diagnose(params: &ConnectParams, lane: &LaneStatus) -> String {
     );
     match row {
         Ok(Some(row)) => {
-            let (state, wait, blockers, query, secs): (String, String, String, String, i64) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
-            let blocked = if blockers == "{}" { String::new() } else { format!(", blocked by PostgreSQL pid(s) {blockers}") };
-            format!("its PostgreSQL session (pid {pid}) is {state} for {secs} s, waiting on {wait}{blocked}, running: {query}")
+            let (state, wait, blockers, query, secs): (String, String, String, String, i64) =
+                (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+            let blocked =
+                if blockers == "{}" { String::new() } else { format!(", blocked by PostgreSQL pid(s) {blockers}") };
+            format!(
+                "its PostgreSQL session (pid {pid}) is {state} for {secs} s, waiting on {wait}{blocked}, running: {query}"
+            )
         }
         Ok(None) => format!("its PostgreSQL session (pid {pid}) is gone"),
         Err(error) => format!("PostgreSQL cannot be asked why ({error})"),
@@ -133,7 +145,9 @@ fn definitions_moved(ctx: &WatchContext<'_>, client: &mut Option<Client>) -> Res
     }
     if let Some(group) = ctx.held.keys().find(|group| !drifted.contains_key(*group)) {
         if groups.iter().any(|g| &g.def.name == group) {
-            eprintln!("pgtier: write-through of cache group \"{group}\" resumes: its tables are what it was defined from again");
+            eprintln!(
+                "pgtier: write-through of cache group \"{group}\" resumes: its tables are what it was defined from again"
+            );
         }
         return Ok(Some(format!("cache group \"{group}\" is no longer held")));
     }

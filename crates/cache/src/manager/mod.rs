@@ -4,9 +4,9 @@
 //! parameters, the dynamic-load hook and the aging thread.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
@@ -17,19 +17,19 @@ use pgtier_engine::{DataType, Database, EngineError, Origin, StreamStart, Value}
 use postgres::Client;
 
 use crate::aging::{self, AgerControl, AgingReport};
-use crate::autorefresh::{self, AutorefreshConfig, AutorefreshStatus, PredicateCompiler, Worker};
 use crate::apply::Shape;
+use crate::autorefresh::{self, AutorefreshConfig, AutorefreshStatus, PredicateCompiler, Worker};
 use crate::awt::{self, Awt, AwtConfig, AwtStatus};
 use crate::dynamic::{Dynamic, TableHook, root_key_columns};
-use crate::fence::{Fence, Horizon, Marks, is_conflict};
-use crate::node::{self, Claim, NodeIdentity};
 use crate::error::CacheError;
+use crate::fence::{Fence, Horizon, Marks, is_conflict};
 use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 use crate::instance::{InstanceLayout, key_text};
+use crate::load::{Admission, Existing, LoadOptions, LoadReport, VerifyTally, load_admitting};
+use crate::node::{self, Claim, NodeIdentity};
 use crate::persist;
 use crate::pool::Pool;
 use crate::sequence::{DEFAULT_SEQUENCE_BLOCK, Sequences};
-use crate::load::{Admission, Existing, LoadOptions, LoadReport, VerifyTally, load_admitting};
 use crate::statement::{Aging, CreateGroup};
 use crate::swt::{Swt, SwtParticipant, SwtStatus};
 
@@ -161,7 +161,16 @@ impl GroupEntry {
         let root_key_columns = root_key_columns(&group);
         let shapes = (0..group.tables.len()).map(|_| Default::default()).collect();
         let accepted = Mutex::new(accepted);
-        GroupEntry { def, group, counters: Counters::default(), marks: Marks::default(), tokens: Mutex::new(None), accepted, root_key_columns, shapes }
+        GroupEntry {
+            def,
+            group,
+            counters: Counters::default(),
+            marks: Marks::default(),
+            tokens: Mutex::new(None),
+            accepted,
+            root_key_columns,
+            shapes,
+        }
     }
 
     /// The prepared statement for `op` on table `index` (built once by `build`).
@@ -212,7 +221,11 @@ fn keys_predicate(root: &GroupTable, keys: &[Vec<Value>]) -> String {
     let tuples: Vec<String> = keys
         .iter()
         .map(|key| {
-            let literals: Vec<String> = key.iter().zip(&columns).map(|(value, column)| format!("{}::{}", quote_literal(&value.to_string()), column.type_name)).collect();
+            let literals: Vec<String> = key
+                .iter()
+                .zip(&columns)
+                .map(|(value, column)| format!("{}::{}", quote_literal(&value.to_string()), column.type_name))
+                .collect();
             format!("({})", literals.join(", "))
         })
         .collect();
@@ -233,9 +246,15 @@ fn report_claim(identity: &NodeIdentity, claim: &Claim) {
     match claim {
         Claim::TakenOver { previous } => {
             let previous = if previous.is_empty() { "a data directory from before incarnation ids" } else { previous };
-            eprintln!("pgtier: took node \"{}\" over from {previous}; its rows stay in pgtier.awt_progress under that incarnation", identity.name);
+            eprintln!(
+                "pgtier: took node \"{}\" over from {previous}; its rows stay in pgtier.awt_progress under that incarnation",
+                identity.name
+            );
         }
-        Claim::Adopted => eprintln!("pgtier: node \"{}\": the write-through rows PostgreSQL held from before incarnation ids are this data directory's", identity.name),
+        Claim::Adopted => eprintln!(
+            "pgtier: node \"{}\": the write-through rows PostgreSQL held from before incarnation ids are this data directory's",
+            identity.name
+        ),
         Claim::Owned => {}
     }
 }
@@ -284,7 +303,11 @@ impl Cache {
     pub fn open(db: Database, backend: Option<ConnectParams>, config: CacheConfig) -> Result<Arc<Cache>, CacheError> {
         node::validate_node_name(&config.awt.node)?;
         let incarnation = db.incarnation();
-        let identity = NodeIdentity { name: config.awt.node.clone(), incarnation: incarnation.id.clone(), adopted: incarnation.adopted };
+        let identity = NodeIdentity {
+            name: config.awt.node.clone(),
+            incarnation: incarnation.id.clone(),
+            adopted: incarnation.adopted,
+        };
         if config.takeover {
             let params = backend.as_ref().ok_or(CacheError::NoBackend)?;
             report_claim(&identity, &claim_node(params, &identity, true)?);
@@ -299,32 +322,35 @@ impl Cache {
         let cache = Arc::new_cyclic(|this: &Weak<Cache>| {
             let swt = Arc::new(Swt::new(this.clone(), identity.clone()));
             Cache {
-            this: this.clone(),
-            identity,
-            swt_participant: Arc::new(SwtParticipant(swt.clone())),
-            swt,
-            db,
-            dynamic,
-            sequences,
-            backend,
-            config,
-            groups: RwLock::new(groups),
-            ager: Mutex::new(None),
-            ager_control: Arc::default(),
-            tables_by_name: RwLock::new(Arc::default()),
-            awt: Mutex::new(None),
-            aging_round: Mutex::new(()),
-            autorefresh: Mutex::new(BTreeMap::new()),
-            predicate_compiler: RwLock::new(None),
-            autorefresh_first_load: Mutex::new(()),
-        }
+                this: this.clone(),
+                identity,
+                swt_participant: Arc::new(SwtParticipant(swt.clone())),
+                swt,
+                db,
+                dynamic,
+                sequences,
+                backend,
+                config,
+                groups: RwLock::new(groups),
+                ager: Mutex::new(None),
+                ager_control: Arc::default(),
+                tables_by_name: RwLock::new(Arc::default()),
+                awt: Mutex::new(None),
+                aging_round: Mutex::new(()),
+                autorefresh: Mutex::new(BTreeMap::new()),
+                predicate_compiler: RwLock::new(None),
+                autorefresh_first_load: Mutex::new(()),
+            }
         });
         for entry in cache.groups.read().values() {
             cache.install(entry);
         }
         cache.groups_changed()?;
         let ager = aging::spawn(Arc::downgrade(&cache), cache.ager_control.clone(), cache.config.aging_interval)
-            .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start the aging thread: {error}") })?;
+            .map_err(|error| CacheError::InvalidSpec {
+                group: String::new(),
+                reason: format!("cannot start the aging thread: {error}"),
+            })?;
         *cache.ager.lock() = Some(ager);
         for group in autorefresh::restore(&cache.db, cache.backend.as_ref(), &cache.config.awt.node)? {
             if let Ok(entry) = cache.entry(&group)
@@ -412,8 +438,12 @@ impl Cache {
             }
             if awt.is_none() && self.backend.is_some() {
                 let context = awt::SessionContext { config: self.config.awt.clone(), node: self.identity.clone() };
-                let started = Awt::start(self.this.clone(), context, self.awt_acked())
-                    .map_err(|error| CacheError::InvalidSpec { group: String::new(), reason: format!("cannot start write-through: {error}") })?;
+                let started = Awt::start(self.this.clone(), context, self.awt_acked()).map_err(|error| {
+                    CacheError::InvalidSpec {
+                        group: String::new(),
+                        reason: format!("cannot start write-through: {error}"),
+                    }
+                })?;
                 *awt = Some(started);
             }
         } else {
@@ -464,7 +494,11 @@ impl Cache {
     }
 
     /// How far PostgreSQL had AWT group `group`'s commits in `snapshot` (its progress rows there).
-    pub(crate) fn awt_horizon<C: postgres::GenericClient>(&self, snapshot: &mut C, group: &str) -> Result<Horizon, CacheError> {
+    pub(crate) fn awt_horizon<C: postgres::GenericClient>(
+        &self,
+        snapshot: &mut C,
+        group: &str,
+    ) -> Result<Horizon, CacheError> {
         let positions = awt::read_group_progress(snapshot, &self.identity, group)?;
         Ok(Horizon::Lanes { group: group.to_owned(), positions })
     }
@@ -494,7 +528,11 @@ impl Cache {
         let now = match pgtier_backend::catalog::import_tables(&mut self.connect()?, &refs) {
             Ok(now) => now,
             Err(pgtier_backend::BackendError::TableNotFound { name: table }) => {
-                return Err(CacheError::DefinitionDrift { group: name.to_owned(), table, reason: "no longer exists in PostgreSQL".into() });
+                return Err(CacheError::DefinitionDrift {
+                    group: name.to_owned(),
+                    table,
+                    reason: "no longer exists in PostgreSQL".into(),
+                });
             }
             Err(error) => return Err(error.into()),
         };
@@ -502,7 +540,11 @@ impl Cache {
         let (mut accepted, mut moved) = (Vec::new(), Vec::new());
         for (index, (table, current)) in entry.group.tables.iter().zip(&now).enumerate() {
             if let Some(change) = crate::drift::mirrored_change(&table.source, current) {
-                return Err(CacheError::DefinitionDrift { group: name.to_owned(), table: table.source.name.to_string(), reason: format!("changed in PostgreSQL: {change}") });
+                return Err(CacheError::DefinitionDrift {
+                    group: name.to_owned(),
+                    table: table.source.name.to_string(),
+                    reason: format!("changed in PostgreSQL: {change}"),
+                });
             }
             if previous.get(index) != Some(&current.fingerprint()) {
                 moved.push(table.source.name.to_string());
@@ -511,7 +553,12 @@ impl Cache {
         }
         // Durable before it counts: a restart must not hold the group again.
         let text = persist::root_annotation(&entry.def, &entry.group, &accepted)?;
-        let root = self.db.catalog().table_by_name(&entry.group.root().def.name).map(|t| t.id).ok_or_else(|| CacheError::UndefinedGroup { group: name.to_owned() })?;
+        let root = self
+            .db
+            .catalog()
+            .table_by_name(&entry.group.root().def.name)
+            .map(|t| t.id)
+            .ok_or_else(|| CacheError::UndefinedGroup { group: name.to_owned() })?;
         let mut txn = self.db.begin()?;
         txn.set_annotation(root, Some(text))?;
         txn.commit()?;
@@ -537,7 +584,13 @@ impl Cache {
     /// any while that cannot be told: write-through not reading); with
     /// `gone` (REFRESH: PostgreSQL did not send them), only instances whose
     /// every commit that load's snapshot holds.
-    pub(crate) fn remove_instances(&self, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>], gone: Option<&Fence<'_>>) -> Result<UnloadReport, CacheError> {
+    pub(crate) fn remove_instances(
+        &self,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        keys: &[Vec<Value>],
+        gone: Option<&Fence<'_>>,
+    ) -> Result<UnloadReport, CacheError> {
         let mut report = UnloadReport::default();
         for chunk in keys.chunks(REMOVE_BATCH) {
             match self.remove_batch(entry, layout, chunk, gone) {
@@ -560,7 +613,13 @@ impl Cache {
         Ok(report)
     }
 
-    fn remove_batch(&self, entry: &GroupEntry, layout: &InstanceLayout, keys: &[Vec<Value>], gone: Option<&Fence<'_>>) -> Result<UnloadReport, CacheError> {
+    fn remove_batch(
+        &self,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        keys: &[Vec<Value>],
+        gone: Option<&Fence<'_>>,
+    ) -> Result<UnloadReport, CacheError> {
         let mut report = UnloadReport::default();
         let mut txn = self.db.begin_with_origin(self.db.default_commit_mode(), Origin::Evict)?;
         txn.pin_snapshot()?;
@@ -639,7 +698,13 @@ impl Cache {
         // A new epoch: reads from now on are newer than everything before.
         self.db.advance_access_tick();
         let groups = self.group_entries();
-        aging::age_round(self, &groups, self.config.memory_budget, self.config.high_watermark, self.config.low_watermark)
+        aging::age_round(
+            self,
+            &groups,
+            self.config.memory_budget,
+            self.config.high_watermark,
+            self.config.low_watermark,
+        )
     }
 
     /// Turns on the engine seams a group uses: the write guard (READONLY:
@@ -650,7 +715,11 @@ impl Cache {
         let catalog = self.db.catalog();
         let guard: Option<Arc<dyn pgtier_engine::WriteGuard>> = match entry.def.kind {
             GroupKind::ReadOnly => Some(Arc::new(ReadOnlyGuard { group: entry.def.name.clone() })),
-            GroupKind::Awt => Some(Arc::new(AwtGuard { cache: self.this.clone(), group: entry.def.name.clone(), bound: self.config.awt.retained_wal_max })),
+            GroupKind::Awt => Some(Arc::new(AwtGuard {
+                cache: self.this.clone(),
+                group: entry.def.name.clone(),
+                bound: self.config.awt.retained_wal_max,
+            })),
             GroupKind::Swt => None,
         };
         let participant = (entry.def.kind == GroupKind::Swt).then(|| self.swt_participant.clone());
@@ -671,7 +740,10 @@ impl Cache {
             return;
         }
         for (table, root_key_columns) in entry.group.tables.iter().zip(root_key_columns(&entry.group)) {
-            let (Some(schema), Some(root_key_columns)) = (catalog.table_by_name(&table.def.name), root_key_columns) else { continue };
+            let (Some(schema), Some(root_key_columns)) = (catalog.table_by_name(&table.def.name), root_key_columns)
+            else {
+                continue;
+            };
             let hook = TableHook { cache: self.this.clone(), group: entry.def.name.clone(), root_key_columns };
             self.db.set_miss_hook(schema.id, Some(Arc::new(hook)));
         }
@@ -731,7 +803,12 @@ impl Cache {
         if self.groups.read().contains_key(&def.name) {
             return Err(CacheError::DuplicateGroup { group: def.name.clone() });
         }
-        let spec = GroupSpec { name: def.name.clone(), root: def.root.clone(), children: def.children.clone(), kind: def.kind };
+        let spec = GroupSpec {
+            name: def.name.clone(),
+            root: def.root.clone(),
+            children: def.children.clone(),
+            kind: def.kind,
+        };
         let mut client = self.connect()?;
         // The first group a data directory defines claims the node name:
         // another directory's positions are never taken for this one's.
@@ -745,8 +822,13 @@ impl Cache {
             return Err(CacheError::DuplicateGroup { group: def.name.clone() });
         }
         for table in &group.tables {
-            if let Some(other) = groups.values().find(|entry| entry.group.tables.iter().any(|t| t.def.name == table.def.name)) {
-                return Err(CacheError::TableInOtherGroup { table: table.def.name.clone(), other: other.def.name.clone() });
+            if let Some(other) =
+                groups.values().find(|entry| entry.group.tables.iter().any(|t| t.def.name == table.def.name))
+            {
+                return Err(CacheError::TableInOtherGroup {
+                    table: table.def.name.clone(),
+                    other: other.def.name.clone(),
+                });
             }
             if self.db.catalog().table_by_name(&table.def.name).is_some() {
                 return Err(CacheError::TableExists { table: table.def.name.clone() });
@@ -796,7 +878,11 @@ impl Cache {
         options.predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
         // One first LOAD at a time: two would each make (and drop) the slot.
         let first_load = self.autorefresh_first_load.lock();
-        if entry.def.kind == GroupKind::ReadOnly && entry.def.autorefresh && !self.autorefresh.lock().contains_key(name) && !autorefresh::has_progress(&self.db, name)? {
+        if entry.def.kind == GroupKind::ReadOnly
+            && entry.def.autorefresh
+            && !self.autorefresh.lock().contains_key(name)
+            && !autorefresh::has_progress(&self.db, name)?
+        {
             // The first LOAD of a READONLY group starts its autorefresh from
             // the snapshot it loads.
             let backend = self.backend.clone().ok_or(CacheError::NoBackend)?;
@@ -812,13 +898,30 @@ impl Cache {
     }
 
     /// LOAD's reading: from `snapshot` when given (exported elsewhere), else its own.
-    pub(crate) fn load_in_snapshot(&self, entry: &GroupEntry, options: &LoadOptions, snapshot: Option<&str>) -> Result<LoadReport, CacheError> {
+    pub(crate) fn load_in_snapshot(
+        &self,
+        entry: &GroupEntry,
+        options: &LoadOptions,
+        snapshot: Option<&str>,
+    ) -> Result<LoadReport, CacheError> {
         let fence = Fence::open(self, entry)?;
-        let admission = Admission { existing: Existing::Keep, verify: None, fence: Some(&fence), seen: None, snapshot, accepted: Some(entry.accepted.lock().clone()) };
+        let admission = Admission {
+            existing: Existing::Keep,
+            verify: None,
+            fence: Some(&fence),
+            seen: None,
+            snapshot,
+            accepted: Some(entry.accepted.lock().clone()),
+        };
         self.load_from_backend(entry, options, &admission)
     }
 
-    fn load_from_backend(&self, entry: &GroupEntry, options: &LoadOptions, admission: &Admission<'_>) -> Result<LoadReport, CacheError> {
+    fn load_from_backend(
+        &self,
+        entry: &GroupEntry,
+        options: &LoadOptions,
+        admission: &Admission<'_>,
+    ) -> Result<LoadReport, CacheError> {
         let backend = self.backend.clone().ok_or(CacheError::NoBackend)?;
         // PARALLEL not given (0): the configured default.
         let mut options = options.clone();
@@ -865,7 +968,12 @@ impl Cache {
     /// `cached_keys`), and removes the `cached_keys` PostgreSQL no longer has.
     /// `cached_keys`: the root keys of cached instances matching the predicate
     /// (evaluated on the cache).
-    pub fn refresh(&self, name: &str, cached_keys: &[Vec<Value>], options: &LoadOptions) -> Result<RefreshReport, CacheError> {
+    pub fn refresh(
+        &self,
+        name: &str,
+        cached_keys: &[Vec<Value>],
+        options: &LoadOptions,
+    ) -> Result<RefreshReport, CacheError> {
         let started = Instant::now();
         let entry = self.entry(name)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
@@ -881,7 +989,11 @@ impl Cache {
     /// Reloads from PostgreSQL the instances with root keys `keys`, cached
     /// or not, replacing cached ones, and removes those PostgreSQL no longer
     /// has (SWT's in-doubt resolution: PostgreSQL holds the truth).
-    pub(crate) fn refresh_instances(&self, entry: &GroupEntry, keys: &[Vec<Value>]) -> Result<RefreshReport, CacheError> {
+    pub(crate) fn refresh_instances(
+        &self,
+        entry: &GroupEntry,
+        keys: &[Vec<Value>],
+    ) -> Result<RefreshReport, CacheError> {
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         let keys: Vec<Vec<Value>> = keys.iter().filter_map(|key| layout.normalize_root_key(key)).collect();
         self.reload(entry, &layout, entry.def.root_predicate.clone(), Some(&keys), &keys, &LoadOptions::default(), None)
@@ -893,10 +1005,26 @@ impl Cache {
     /// `cached` instances PostgreSQL did not send (deleted there, or no
     /// longer matching).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn reload(&self, entry: &GroupEntry, layout: &InstanceLayout, predicate: Option<String>, only: Option<&[Vec<Value>]>, cached: &[Vec<Value>], options: &LoadOptions, snapshot: Option<&str>) -> Result<RefreshReport, CacheError> {
+    pub(crate) fn reload(
+        &self,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        predicate: Option<String>,
+        only: Option<&[Vec<Value>]>,
+        cached: &[Vec<Value>],
+        options: &LoadOptions,
+        snapshot: Option<&str>,
+    ) -> Result<RefreshReport, CacheError> {
         let fence = Fence::open(self, entry)?;
         let seen = Mutex::new(Vec::new());
-        let admission = Admission { existing: Existing::Replace, verify: None, fence: Some(&fence), seen: Some(&seen), snapshot, accepted: Some(entry.accepted.lock().clone()) };
+        let admission = Admission {
+            existing: Existing::Replace,
+            verify: None,
+            fence: Some(&fence),
+            seen: Some(&seen),
+            snapshot,
+            accepted: Some(entry.accepted.lock().clone()),
+        };
         let mut report = RefreshReport::default();
         let mut options = options.clone();
         match only {
@@ -934,11 +1062,19 @@ impl Cache {
         let cached = layout.root_keys(&self.db)?;
         let tally = Mutex::new(VerifyTally::default());
         let seen = Mutex::new(Vec::new());
-        let admission = Admission { existing: Existing::Keep, verify: Some(&tally), fence: None, seen: Some(&seen), snapshot: None, accepted: Some(entry.accepted.lock().clone()) };
+        let admission = Admission {
+            existing: Existing::Keep,
+            verify: Some(&tally),
+            fence: None,
+            seen: Some(&seen),
+            snapshot: None,
+            accepted: Some(entry.accepted.lock().clone()),
+        };
         let mut options = LoadOptions { parallel: self.config.load_parallel, ..LoadOptions::default() };
         if entry.def.dynamic {
             for chunk in cached.chunks(REFRESH_KEYS_PER_QUERY) {
-                options.predicate = combine(entry.def.root_predicate.as_deref(), Some(&keys_predicate(entry.group.root(), chunk)));
+                options.predicate =
+                    combine(entry.def.root_predicate.as_deref(), Some(&keys_predicate(entry.group.root(), chunk)));
                 self.load_from_backend(&entry, &options, &admission)?;
             }
         } else {
@@ -1014,7 +1150,10 @@ impl pgtier_engine::WriteGuard for AwtGuard {
             let refusal = status.last_error.lock().clone().unwrap_or_default();
             return Err(EngineError::hook(
                 "55000",
-                format!("cannot change table \"{}\" of AWT cache group \"{}\": write-through is refused: {refusal}", table.name, self.group),
+                format!(
+                    "cannot change table \"{}\" of AWT cache group \"{}\": write-through is refused: {refusal}",
+                    table.name, self.group
+                ),
                 CacheError::NodeOwned { node: String::new(), owner: String::new(), since: String::new() }.hint(),
             ));
         }
@@ -1023,7 +1162,9 @@ impl pgtier_engine::WriteGuard for AwtGuard {
             return Ok(());
         }
         let reason = match cache.propagation() {
-            Some(status) => status.last_error.lock().clone().unwrap_or_else(|| "PostgreSQL is slower than the writes".into()),
+            Some(status) => {
+                status.last_error.lock().clone().unwrap_or_else(|| "PostgreSQL is slower than the writes".into())
+            }
             None => "no [backend] is configured, so nothing propagates".into(),
         };
         Err(EngineError::hook(
@@ -1035,7 +1176,9 @@ impl pgtier_engine::WriteGuard for AwtGuard {
                 backlog >> 20,
                 self.bound >> 20
             ),
-            Some(format!("Writes resume by themselves once PostgreSQL catches up ({reason}); [cache] awt_retained_wal_max sets the bound.")),
+            Some(format!(
+                "Writes resume by themselves once PostgreSQL catches up ({reason}); [cache] awt_retained_wal_max sets the bound."
+            )),
         ))
     }
 }
@@ -1045,9 +1188,17 @@ fn check_aging(def: &CreateGroup, group: &CacheGroup) -> Result<(), CacheError> 
     let Aging::Time { column, .. } = &def.aging else { return Ok(()) };
     let root = &group.root().def;
     match root.columns.iter().find(|c| &c.name == column) {
-        None => Err(CacheError::AgingColumn { group: def.name.clone(), column: column.clone(), reason: format!("is not a column of the root table \"{}\"", root.name) }),
+        None => Err(CacheError::AgingColumn {
+            group: def.name.clone(),
+            column: column.clone(),
+            reason: format!("is not a column of the root table \"{}\"", root.name),
+        }),
         Some(c) if matches!(c.ty, DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_)) => Ok(()),
-        Some(c) => Err(CacheError::AgingColumn { group: def.name.clone(), column: column.clone(), reason: format!("has type {}; aging by time needs a date or timestamp column", c.ty.pg_name()) }),
+        Some(c) => Err(CacheError::AgingColumn {
+            group: def.name.clone(),
+            column: column.clone(),
+            reason: format!("has type {}; aging by time needs a date or timestamp column", c.ty.pg_name()),
+        }),
     }
 }
 

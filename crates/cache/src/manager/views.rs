@@ -123,7 +123,11 @@ impl Cache {
             backlog_bytes,
             // Nothing pending: no lag. Else the age of the last applied
             // commit bounds how far behind PostgreSQL is.
-            lag_ms: if backlog_bytes == 0 || last_applied == 0 { 0.0 } else { now_us.saturating_sub(last_applied) as f64 / 1000.0 },
+            lag_ms: if backlog_bytes == 0 || last_applied == 0 {
+                0.0
+            } else {
+                now_us.saturating_sub(last_applied) as f64 / 1000.0
+            },
             lag_p50_ms: status.lag.quantile_us(0.5) / 1000.0,
             lag_p99_ms: status.lag.quantile_us(0.99) / 1000.0,
             lag_max_ms: status.lag.max_us() as f64 / 1000.0,
@@ -197,7 +201,6 @@ impl Cache {
     fn table_sizes(&self) -> HashMap<String, (u64, u64)> {
         self.db.stats().tables.into_iter().map(|t| (t.name, (t.rows, self.db.table_memory(t.id)))).collect()
     }
-
 }
 
 fn group_info(def: &CreateGroup, group: &CacheGroup) -> GroupInfo {
@@ -236,7 +239,11 @@ fn group_stats(entry: &GroupEntry, sizes: &HashMap<String, (u64, u64)>) -> Group
         evicted_instances: counters.evicted.load(Ordering::Relaxed),
         dynamic_loads: counters.dynamic_loads.load(Ordering::Relaxed),
         dynamic_absent: counters.dynamic_absent.load(Ordering::Relaxed),
-        miss_latency_avg_us: if misses == 0 { 0.0 } else { counters.miss_us_total.load(Ordering::Relaxed) as f64 / misses as f64 },
+        miss_latency_avg_us: if misses == 0 {
+            0.0
+        } else {
+            counters.miss_us_total.load(Ordering::Relaxed) as f64 / misses as f64
+        },
         miss_latency_max_us: counters.miss_us_max.load(Ordering::Relaxed),
     }
 }

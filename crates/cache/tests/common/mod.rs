@@ -5,10 +5,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
+use pgtier_backend::BackendConfig;
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::shared_cluster;
-use pgtier_backend::BackendConfig;
-use pgtier_cache::{Aging, Cache, CacheConfig, CacheGroup, CreateGroup, GroupKind, GroupSpec, create_group_tables, define_group};
+use pgtier_cache::{
+    Aging, Cache, CacheConfig, CacheGroup, CreateGroup, GroupKind, GroupSpec, create_group_tables, define_group,
+};
 use pgtier_engine::{Database, EngineConfig};
 use postgres::Client;
 
@@ -94,10 +96,18 @@ pub fn postgres_dump(client: &mut Client, group: &CacheGroup, table: &str, predi
     let source = &group.tables.iter().find(|t| t.def.name == table).unwrap().source;
     // The engine prints a float4 through f64 (its Display serves error
     // details), so real columns are compared as their exact double value.
-    let expression = |c: &pgtier_backend::catalog::ColumnDef| if c.type_name == "real" { format!("{}::float8", c.name) } else { c.name.clone() };
-    let columns: Vec<String> =
-        source.columns.iter().map(|c| format!("CASE WHEN {0} IS NULL THEN 'null' ELSE format('%s', {0}) END", expression(c))).collect();
-    let sql = format!("SELECT concat_ws('|', {}) FROM {table} WHERE s_id IN (SELECT s_id FROM subscriber WHERE {predicate})", columns.join(", "));
+    let expression = |c: &pgtier_backend::catalog::ColumnDef| {
+        if c.type_name == "real" { format!("{}::float8", c.name) } else { c.name.clone() }
+    };
+    let columns: Vec<String> = source
+        .columns
+        .iter()
+        .map(|c| format!("CASE WHEN {0} IS NULL THEN 'null' ELSE format('%s', {0}) END", expression(c)))
+        .collect();
+    let sql = format!(
+        "SELECT concat_ws('|', {}) FROM {table} WHERE s_id IN (SELECT s_id FROM subscriber WHERE {predicate})",
+        columns.join(", ")
+    );
     let mut lines: Vec<String> = client.query(&sql, &[]).unwrap().iter().map(|row| row.get(0)).collect();
     lines.sort();
     lines
@@ -128,12 +138,12 @@ pub fn check_whole_instances(db: &Database, url: &str) {
         }
     }
     // call_forwarding rows have their special_facility.
-    let facilities: HashSet<String> = cache_dump(db, "special_facility").iter().map(|l| l.split('|').take(2).collect::<Vec<_>>().join("|")).collect();
+    let facilities: HashSet<String> =
+        cache_dump(db, "special_facility").iter().map(|l| l.split('|').take(2).collect::<Vec<_>>().join("|")).collect();
     for line in cache_dump(db, "call_forwarding") {
         assert!(facilities.contains(&line.split('|').take(2).collect::<Vec<_>>().join("|")), "{line}");
     }
 }
-
 
 /// `CREATE [DYNAMIC] <kind> CACHE GROUP name FROM subscriber, access_info,
 /// special_facility, call_forwarding` (aging LRU when dynamic, else off);
@@ -171,7 +181,10 @@ pub fn open_cache_with(dir: &std::path::Path, url: &str, mut config: CacheConfig
 /// A node name of its own for the data directory `dir`: tests of one binary
 /// share a database, and a node name belongs to one data directory there.
 pub fn node_of(dir: &std::path::Path) -> String {
-    let hash = dir.to_string_lossy().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let hash = dir
+        .to_string_lossy()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     format!("t{hash:016x}")
 }
 
@@ -186,12 +199,17 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
 /// run out (53400). The node's sessions must be closed; PostgreSQL may
 /// still be ending them (55006, "in use"): retried for a while.
 pub fn drop_node_origins(client: &mut Client, node: &str) {
-    let sql = format!("SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_{node}\\_%'");
+    let sql = format!(
+        "SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_{node}\\_%'"
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         match client.batch_execute(&sql) {
             Ok(()) => return,
-            Err(error) if error.code() == Some(&postgres::error::SqlState::OBJECT_IN_USE) && std::time::Instant::now() < deadline => {
+            Err(error)
+                if error.code() == Some(&postgres::error::SqlState::OBJECT_IN_USE)
+                    && std::time::Instant::now() < deadline =>
+            {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             Err(error) => panic!("dropping node {node}'s origins: {error}"),
@@ -212,14 +230,23 @@ pub fn assert_tables_equal(db: &Database, client: &mut Client, predicate: &str) 
     for table in TABLES {
         let (cached, expected) = (cache_dump(db, table), postgres_dump(client, &group, table, predicate));
         if cached != expected {
-            let only_cached: Vec<&String> = cached.iter().filter(|l| expected.binary_search(l).is_err()).take(5).collect();
-            let only_postgres: Vec<&String> = expected.iter().filter(|l| cached.binary_search(l).is_err()).take(5).collect();
-            panic!("{table}: {} rows cached, {} in PostgreSQL; only cached (first 5): {only_cached:?}; only in PostgreSQL (first 5): {only_postgres:?}", cached.len(), expected.len());
+            let only_cached: Vec<&String> =
+                cached.iter().filter(|l| expected.binary_search(l).is_err()).take(5).collect();
+            let only_postgres: Vec<&String> =
+                expected.iter().filter(|l| cached.binary_search(l).is_err()).take(5).collect();
+            panic!(
+                "{table}: {} rows cached, {} in PostgreSQL; only cached (first 5): {only_cached:?}; only in PostgreSQL (first 5): {only_postgres:?}",
+                cached.len(),
+                expected.len()
+            );
         }
     }
 }
 
 /// The sum of `subscriber.msc_location` in PostgreSQL over `predicate`.
 pub fn postgres_msc_sum(client: &mut Client, predicate: &str) -> i64 {
-    client.query_one(&format!("SELECT sum(msc_location)::bigint FROM subscriber WHERE {predicate}"), &[]).unwrap().get(0)
+    client
+        .query_one(&format!("SELECT sum(msc_location)::bigint FROM subscriber WHERE {predicate}"), &[])
+        .unwrap()
+        .get(0)
 }

@@ -108,7 +108,8 @@ impl Transaction {
             }
             return Ok(CommitInfo { commit_ts: None, lsn: None, rolled_back: false });
         }
-        let tickets = if self.origin == Origin::Application && self.held.iter().any(|h| h.store.seams.has_participant()) {
+        let tickets = if self.origin == Origin::Application && self.held.iter().any(|h| h.store.seams.has_participant())
+        {
             match self.commit_participants() {
                 Ok(tickets) => tickets,
                 Err(e) => {
@@ -198,7 +199,10 @@ impl Transaction {
             if !store.seams.has_participant() {
                 continue;
             }
-            let (Some(participant), Some(op)) = (store.seams.participant(), final_op(w.head.word(), w.had_base())) else { continue };
+            let (Some(participant), Some(op)) = (store.seams.participant(), final_op(w.head.word(), w.had_base()))
+            else {
+                continue;
+            };
             let change = RowChange { op, table: Arc::clone(&store.schema), image: w.head.row(store.layout()).to_vec() };
             match calls.iter_mut().find(|(p, _)| Arc::ptr_eq(p, &participant)) {
                 Some((_, changes)) => changes.push(change),
@@ -305,8 +309,15 @@ impl Transaction {
         let rows: Vec<_> = self
             .writes
             .iter()
-            .filter(|w| w.had_base() || w.head.prev().is_some() || is_deleted(w.head.word()) || is_lock_only(w.head.word()))
-            .map(|w| GcRow { table: self.held[w.held as usize].store.schema.id, hash: w.hash, key_off: w.key_off, key_len: w.key_len })
+            .filter(|w| {
+                w.had_base() || w.head.prev().is_some() || is_deleted(w.head.word()) || is_lock_only(w.head.word())
+            })
+            .map(|w| GcRow {
+                table: self.held[w.held as usize].store.schema.id,
+                hash: w.hash,
+                key_off: w.key_off,
+                key_len: w.key_len,
+            })
             .collect();
         if rows.is_empty() {
             return None;
@@ -409,4 +420,3 @@ fn final_op(word: u64, had_base: bool) -> Option<RowOp> {
         (false, false) => Some(RowOp::Insert),
     }
 }
-

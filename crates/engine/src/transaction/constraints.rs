@@ -25,17 +25,24 @@ impl Transaction {
     /// `self.s.key`. `changed`: what an UPDATE assigned (other columns are
     /// copies of `old_row`), so indexes and foreign keys on none of its
     /// columns need no work.
-    pub(super) fn after_write(&mut self, store: &Arc<TableStore>, meta: &TableMeta, new_row: &[u8], old_row: Option<&[u8]>, old_was_own: bool, changed: Option<&[(usize, Value)]>) -> Result<()> {
+    pub(super) fn after_write(
+        &mut self,
+        store: &Arc<TableStore>,
+        meta: &TableMeta,
+        new_row: &[u8],
+        old_row: Option<&[u8]>,
+        old_was_own: bool,
+        changed: Option<&[(usize, Value)]>,
+    ) -> Result<()> {
         let layout = store.layout();
         let pk = std::mem::take(&mut self.s.key);
         let r = (|| {
             // Our previous version was replaced in place: drop the entries
             // only it had, before anything below can fail and abort (the
             // rollback only knows the newest image).
-            if old_was_own
-                && let Some(old) = old_row {
-                    store.cleanup_entries(meta, &pk, &[old.to_vec()]);
-                }
+            if old_was_own && let Some(old) = old_row {
+                store.cleanup_entries(meta, &pk, &[old.to_vec()]);
+            }
             let untouched = |cols: &[usize]| changed.is_some_and(|ch| !ch.iter().any(|(c, _)| cols.contains(c)));
             for index in &meta.indexes {
                 if old_row.is_some() && untouched(&index.spec.columns) {
@@ -50,7 +57,11 @@ impl Transaction {
                 }
                 if self.s.entry.len() > ENTRY_BYTES_MAX {
                     return Err(EngineError::ProgramLimitExceeded {
-                        message: format!("index row size {} exceeds maximum {ENTRY_BYTES_MAX} for index \"{}\"", self.s.entry.len(), index.schema.name),
+                        message: format!(
+                            "index row size {} exceeds maximum {ENTRY_BYTES_MAX} for index \"{}\"",
+                            self.s.entry.len(),
+                            index.schema.name
+                        ),
                     });
                 }
                 if index.schema.unique && !index.schema.primary && !index.spec.row_has_null(layout, new_row) {
@@ -70,7 +81,8 @@ impl Transaction {
             }
             if let Some(old) = old_row {
                 for link in &meta.as_parent {
-                    if !untouched(&link.fk.parent_columns) && !cols_equal(layout, old, new_row, &link.fk.parent_columns) {
+                    if !untouched(&link.fk.parent_columns) && !cols_equal(layout, old, new_row, &link.fk.parent_columns)
+                    {
                         self.check_children(store, link, old, false)?;
                     }
                 }
@@ -86,7 +98,13 @@ impl Transaction {
             match store.unique_insert(index, &self.s.entry, pk, self.id) {
                 Conflict::None => return Ok(()),
                 Conflict::Committed | Conflict::Mine => {
-                    return Err(unique_violation(&store.schema, &index.schema.columns, &self.cat, index.schema.id, row));
+                    return Err(unique_violation(
+                        &store.schema,
+                        &index.schema.columns,
+                        &self.cat,
+                        index.schema.id,
+                        row,
+                    ));
                 }
                 Conflict::WaitFor(owner) => self.wait(owner, &store.schema.name)?,
             }
@@ -94,7 +112,13 @@ impl Transaction {
     }
 
     /// FK, child side: the referenced parent row must exist.
-    fn check_parent(&mut self, store: &TableStore, link: &FkLink, new_row: &[u8], old_row: Option<&[u8]>) -> Result<()> {
+    fn check_parent(
+        &mut self,
+        store: &TableStore,
+        link: &FkLink,
+        new_row: &[u8],
+        old_row: Option<&[u8]>,
+    ) -> Result<()> {
         let fk = &link.fk;
         let layout = store.layout();
         if fk.child_columns.iter().any(|&c| layout.is_null(new_row, c)) {
@@ -121,8 +145,16 @@ impl Transaction {
                 Ok(false) => {
                     return Err(EngineError::ForeignKeyViolation {
                         constraint: fk.name.clone(),
-                        message: format!("insert or update on table \"{}\" violates foreign key constraint \"{}\"", store.schema.name, fk.name),
-                        detail: key_detail(&store.schema, new_row, &fk.child_columns, format_args!("is not present in table \"{}\".", parent.schema.name)),
+                        message: format!(
+                            "insert or update on table \"{}\" violates foreign key constraint \"{}\"",
+                            store.schema.name, fk.name
+                        ),
+                        detail: key_detail(
+                            &store.schema,
+                            new_row,
+                            &fk.child_columns,
+                            format_args!("is not present in table \"{}\".", parent.schema.name),
+                        ),
                     });
                 }
                 Err(owner) => self.wait(owner, &parent.schema.name)?,
@@ -151,7 +183,12 @@ impl Transaction {
         let prefix = self.s.probe.clone();
         let upper = prefix_successor(&prefix);
         let mut batch = Vec::new();
-        pindex.tree.scan(Bound::Included(&prefix), upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded), usize::MAX, &mut batch);
+        pindex.tree.scan(
+            Bound::Included(&prefix),
+            upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+            usize::MAX,
+            &mut batch,
+        );
         let mut tmp = Vec::new();
         for entry in batch_entries(&batch) {
             let (_, pk) = pindex.split(entry);
@@ -174,7 +211,13 @@ impl Transaction {
     /// for a delete under ON DELETE CASCADE / SET NULL, are deleted or
     /// have their referencing columns set to NULL (in this transaction;
     /// their own references are followed the same way).
-    pub(super) fn check_children(&mut self, store: &TableStore, link: &FkLink, old_row: &[u8], deleting: bool) -> Result<()> {
+    pub(super) fn check_children(
+        &mut self,
+        store: &TableStore,
+        link: &FkLink,
+        old_row: &[u8],
+        deleting: bool,
+    ) -> Result<()> {
         const FK_ACTION_DEPTH_MAX: u32 = 256;
         let fk = &link.fk;
         let action = if deleting { fk.on_delete } else { crate::schema::FkAction::NoAction };
@@ -190,7 +233,12 @@ impl Transaction {
         let upper = prefix_successor(&prefix);
         'retry: loop {
             let mut batch = Vec::new();
-            cindex.tree.scan(Bound::Included(&prefix), upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded), usize::MAX, &mut batch);
+            cindex.tree.scan(
+                Bound::Included(&prefix),
+                upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+                usize::MAX,
+                &mut batch,
+            );
             let mut tmp = Vec::new();
             for entry in batch_entries(&batch) {
                 let (_, child_pk) = cindex.split(entry);
@@ -209,14 +257,18 @@ impl Transaction {
                     Conflict::Committed | Conflict::Mine if action != crate::schema::FkAction::NoAction => {
                         if self.fk_action_depth >= FK_ACTION_DEPTH_MAX {
                             return Err(EngineError::ProgramLimitExceeded {
-                                message: format!("foreign key actions nested deeper than {FK_ACTION_DEPTH_MAX} (constraint \"{}\")", fk.name),
+                                message: format!(
+                                    "foreign key actions nested deeper than {FK_ACTION_DEPTH_MAX} (constraint \"{}\")",
+                                    fk.name
+                                ),
                             });
                         }
                         self.fk_action_depth += 1;
                         let r = if action == crate::schema::FkAction::Cascade {
                             self.delete_inner(child.schema.id, &child_key, |_| Ok(true)).map(|_| ())
                         } else {
-                            let changes: Vec<(usize, Value)> = fk.child_columns.iter().map(|&c| (c, Value::Null)).collect();
+                            let changes: Vec<(usize, Value)> =
+                                fk.child_columns.iter().map(|&c| (c, Value::Null)).collect();
                             self.update_inner(child.schema.id, &child_key, |_| Ok(Some(changes.clone()))).map(|_| ())
                         };
                         self.fk_action_depth -= 1;
@@ -229,7 +281,12 @@ impl Transaction {
                                 "update or delete on table \"{}\" violates foreign key constraint \"{}\" on table \"{}\"",
                                 store.schema.name, fk.name, child.schema.name
                             ),
-                            detail: key_detail(&store.schema, old_row, &fk.parent_columns, format_args!("is still referenced from table \"{}\".", child.schema.name)),
+                            detail: key_detail(
+                                &store.schema,
+                                old_row,
+                                &fk.parent_columns,
+                                format_args!("is still referenced from table \"{}\".", child.schema.name),
+                            ),
                         });
                     }
                     Conflict::WaitFor(owner) => {
@@ -267,8 +324,13 @@ pub(super) fn key_detail(schema: &TableSchema, row: &[u8], cols: &[usize], then:
     s
 }
 
-pub(super) fn unique_violation(schema: &TableSchema, cols: &[usize], cat: &CatalogState, index: IndexId, row: &[u8]) -> EngineError {
+pub(super) fn unique_violation(
+    schema: &TableSchema,
+    cols: &[usize],
+    cat: &CatalogState,
+    index: IndexId,
+    row: &[u8],
+) -> EngineError {
     let constraint = cat.catalog.index(index).map_or_else(|| format!("{}_pkey", schema.name), |i| i.name.clone());
     EngineError::UniqueViolation { constraint, detail: key_detail(schema, row, cols, format_args!("already exists.")) }
 }
-

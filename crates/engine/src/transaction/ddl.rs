@@ -7,11 +7,13 @@ use std::sync::Arc;
 use super::constraints::key_detail;
 use super::{DdlOp, MetaUndo, Step, Transaction};
 use crate::error::{EngineError, Result};
-use crate::ordered::{ENTRY_BYTES_MAX, OrderedIndex};
-use crate::schema::{AlterTableDef, ForeignKey, IndexDef, IndexId, IndexSchema, TableDdl, TableDef, TableId, TableSchema};
-use crate::types::Value;
-use crate::table::{FkLink, IndexStore, TableMeta, TableStore};
 use crate::ids::TxnId;
+use crate::ordered::{ENTRY_BYTES_MAX, OrderedIndex};
+use crate::schema::{
+    AlterTableDef, ForeignKey, IndexDef, IndexId, IndexSchema, TableDdl, TableDef, TableId, TableSchema,
+};
+use crate::table::{FkLink, IndexStore, TableMeta, TableStore};
+use crate::types::Value;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted, owner_of};
 
 impl Transaction {
@@ -75,7 +77,12 @@ impl Transaction {
     /// Makes a planned table's storage, links its foreign keys (a parent's
     /// or, after ALTER TABLE, a child's metadata changes under its
     /// exclusive lock), adds it to the private catalog and logs it.
-    fn install_table(&mut self, table: TableSchema, indexes: Vec<IndexSchema>, fks: Vec<ForeignKey>) -> Result<TableId> {
+    fn install_table(
+        &mut self,
+        table: TableSchema,
+        indexes: Vec<IndexSchema>,
+        fks: Vec<ForeignKey>,
+    ) -> Result<TableId> {
         let table = Arc::new(table);
         let indexes: Vec<Arc<IndexSchema>> = indexes.into_iter().map(Arc::new).collect();
         let fks: Vec<Arc<ForeignKey>> = fks.into_iter().map(Arc::new).collect();
@@ -126,15 +133,25 @@ impl Transaction {
 
     fn drop_table_inner(&mut self, name: &str) -> Result<()> {
         self.acquire_ddl()?;
-        let table = self.cat.catalog.table_by_name(name).cloned().ok_or_else(|| EngineError::UndefinedTable { name: name.to_owned() })?;
+        let table = self
+            .cat
+            .catalog
+            .table_by_name(name)
+            .cloned()
+            .ok_or_else(|| EngineError::UndefinedTable { name: name.to_owned() })?;
         if let Some(fk) = self.cat.catalog.referencing(table.id).into_iter().find(|fk| fk.child != table.id) {
             let child = self.cat.catalog.table(fk.child).map_or_else(String::new, |t| t.name.clone());
             return Err(EngineError::definition(
                 "2BP01",
-                format!("cannot drop table {name} because other objects depend on it (constraint {} on table {child})", fk.name),
+                format!(
+                    "cannot drop table {name} because other objects depend on it (constraint {} on table {child})",
+                    fk.name
+                ),
             ));
         }
-        if let Some((user, column)) = self.cat.catalog.sequence_users(table.id).into_iter().find(|(t, _)| t.id != table.id) {
+        if let Some((user, column)) =
+            self.cat.catalog.sequence_users(table.id).into_iter().find(|(t, _)| t.id != table.id)
+        {
             return Err(EngineError::definition(
                 "2BP01",
                 format!(
@@ -167,7 +184,12 @@ impl Transaction {
     /// Other tables' foreign keys to `table` follow it (2BP01 when the key
     /// they reference is gone); owned sequences stay (the caller drops the
     /// ones it no longer uses). Returns the new id.
-    pub fn alter_table(&mut self, table: TableId, alter: &AlterTableDef, rows: impl IntoIterator<Item = Vec<Value>>) -> Result<TableId> {
+    pub fn alter_table(
+        &mut self,
+        table: TableId,
+        alter: &AlterTableDef,
+        rows: impl IntoIterator<Item = Vec<Value>>,
+    ) -> Result<TableId> {
         self.check_active()?;
         let r = self.alter_table_inner(table, alter);
         let id = self.check(r)?;
@@ -208,7 +230,8 @@ impl Transaction {
         }
         let store = self.store(table)?;
         self.lock_exclusive(&store)?;
-        let referencing: Vec<Arc<ForeignKey>> = self.cat.catalog.referencing(table).into_iter().filter(|fk| fk.child != table).collect();
+        let referencing: Vec<Arc<ForeignKey>> =
+            self.cat.catalog.referencing(table).into_iter().filter(|fk| fk.child != table).collect();
         self.remove_table(table, store)?;
         let (new, indexes, fks) = self.cat.catalog.plan_alter_table(alter, &referencing)?;
         self.install_table(new, indexes, fks)
@@ -295,9 +318,18 @@ impl Transaction {
             .index_by_name(name)
             .cloned()
             .ok_or_else(|| EngineError::UndefinedObject { what: "index", name: name.to_owned() })?;
-        let needed_by_fk = self.cat.catalog.referencing(index.table).iter().chain(self.cat.catalog.foreign_keys_of(index.table).iter()).any(|fk| fk.parent_index == index.id || fk.child_index == index.id);
+        let needed_by_fk = self
+            .cat
+            .catalog
+            .referencing(index.table)
+            .iter()
+            .chain(self.cat.catalog.foreign_keys_of(index.table).iter())
+            .any(|fk| fk.parent_index == index.id || fk.child_index == index.id);
         if index.primary || needed_by_fk {
-            return Err(EngineError::definition("2BP01", format!("cannot drop index {name} because a constraint requires it")));
+            return Err(EngineError::definition(
+                "2BP01",
+                format!("cannot drop index {name} because a constraint requires it"),
+            ));
         }
         let store = self.store(index.table)?;
         self.lock_exclusive(&store)?;
@@ -327,7 +359,13 @@ fn build_index(store: &TableStore, schema: Arc<IndexSchema>, me: TxnId) -> Resul
             let mut e = Vec::new();
             istore.entry(layout, v.row(layout), &pk, &mut e);
             if e.len() > ENTRY_BYTES_MAX {
-                return Err(EngineError::ProgramLimitExceeded { message: format!("index row size {} exceeds maximum {ENTRY_BYTES_MAX} for index \"{}\"", e.len(), schema.name) });
+                return Err(EngineError::ProgramLimitExceeded {
+                    message: format!(
+                        "index row size {} exceeds maximum {ENTRY_BYTES_MAX} for index \"{}\"",
+                        e.len(),
+                        schema.name
+                    ),
+                });
             }
             let w = v.word();
             if !latest_seen && !is_lock_only(w) && (!is_uncommitted(w) || owner_of(w) == me) {

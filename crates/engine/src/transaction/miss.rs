@@ -53,7 +53,12 @@ impl Transaction {
     /// passed on (moving a whole `Result<_, EngineError>` costs a copy on
     /// every hit).
     #[inline(always)]
-    pub(super) fn retrying_key_miss(&mut self, table: TableId, key: &[Value], mut attempt: impl FnMut(&mut Transaction) -> Result<bool>) -> Result<bool> {
+    pub(super) fn retrying_key_miss(
+        &mut self,
+        table: TableId,
+        key: &[Value],
+        mut attempt: impl FnMut(&mut Transaction) -> Result<bool>,
+    ) -> Result<bool> {
         let mut asked = false;
         loop {
             match attempt(self) {

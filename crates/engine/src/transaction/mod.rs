@@ -49,12 +49,12 @@ use crate::catalog::CatalogState;
 use crate::db::{CommitMode, DbInner};
 use crate::error::{EngineError, Result};
 use crate::ids::{Snapshot, TxnId};
-use crate::txn::WaitLimits;
 use crate::key::hash_key;
 use crate::origin::Origin;
 use crate::schema::{IndexId, IndexSchema, TableDdl, TableId};
 use crate::seams::RowMeta;
 use crate::table::{TableMeta, TableStore};
+use crate::txn::WaitLimits;
 use crate::types::Value;
 use crate::version::VPtr;
 use crate::walrec::RecordBuilder;
@@ -466,10 +466,20 @@ impl Transaction {
     /// would not see it (the application waits in the hook, not on a lock).
     fn wait(&self, owner: TxnId, relation: &str) -> Result<()> {
         if self.origin != Origin::Application {
-            return Err(EngineError::LockNotAvailable { relation: relation.to_owned(), detail: format!("row locked by transaction {owner}; {} transactions do not wait for row locks", self.origin) });
+            return Err(EngineError::LockNotAvailable {
+                relation: relation.to_owned(),
+                detail: format!(
+                    "row locked by transaction {owner}; {} transactions do not wait for row locks",
+                    self.origin
+                ),
+            });
         }
         self.db.counters.lock_waits.fetch_add(1, Ordering::Relaxed);
-        let limits = WaitLimits { lock_deadline: self.db.lock_deadline(), statement_deadline: self.statement_deadline, cancel: self.cancel.as_deref() };
+        let limits = WaitLimits {
+            lock_deadline: self.db.lock_deadline(),
+            statement_deadline: self.statement_deadline,
+            cancel: self.cancel.as_deref(),
+        };
         self.db.txns.wait_for(self.id, owner, &limits)
     }
 
@@ -494,7 +504,11 @@ impl Transaction {
     /// track access count (seams.rs).
     #[inline]
     fn touch_tick(&self, store: &TableStore) -> u32 {
-        if store.seams.tracks_access() && self.origin == Origin::Application { self.db.access_tick.load(Ordering::Relaxed) } else { 0 }
+        if store.seams.tracks_access() && self.origin == Origin::Application {
+            self.db.access_tick.load(Ordering::Relaxed)
+        } else {
+            0
+        }
     }
 
     /// The row `key`'s last access stamp and its share of the table's
@@ -515,7 +529,10 @@ impl Transaction {
     }
 
     fn store(&self, table: TableId) -> Result<Arc<TableStore>> {
-        self.cat.store(table).cloned().ok_or_else(|| EngineError::UndefinedTable { name: format!("table id {}", table.0) })
+        self.cat
+            .store(table)
+            .cloned()
+            .ok_or_else(|| EngineError::UndefinedTable { name: format!("table id {}", table.0) })
     }
 
     /// Begins a new transaction in this ended one, reusing its buffers and,
@@ -546,7 +563,6 @@ impl Transaction {
         self.clear_savepoints();
         Ok(())
     }
-
 }
 
 impl Drop for Transaction {
@@ -565,15 +581,27 @@ impl Transaction {
         self.writes.clear();
         self.order.clear();
         let s = &self.s;
-        let bytes = s.key.capacity() + s.scratch.capacity() + s.row.capacity() + s.base.capacity() + s.entry.capacity()
-            + s.tmp.capacity() + s.probe.capacity() + s.batch.capacity() + s.lo.capacity() + s.hi.capacity()
+        let bytes = s.key.capacity()
+            + s.scratch.capacity()
+            + s.row.capacity()
+            + s.base.capacity()
+            + s.entry.capacity()
+            + s.tmp.capacity()
+            + s.probe.capacity()
+            + s.batch.capacity()
+            + s.lo.capacity()
+            + s.hi.capacity()
             + self.writes.capacity() * std::mem::size_of::<WriteEntry>();
         if bytes > RECYCLE_BYTES_MAX {
             return;
         }
         let cat = (!self.private_catalog).then(|| {
             let placeholder = NO_CATALOG.with(Arc::clone);
-            CachedCatalog { instance: self.db.instance, version: self.cat_version, state: std::mem::replace(&mut self.cat, placeholder) }
+            CachedCatalog {
+                instance: self.db.instance,
+                version: self.cat_version,
+                state: std::mem::replace(&mut self.cat, placeholder),
+            }
         });
         let r = Recycled {
             cat,
@@ -607,6 +635,12 @@ fn encode_pk(store: &TableStore, key: &[Value], out: &mut Vec<u8>) -> Result<Opt
 
 #[cold]
 fn key_arity_error(store: &TableStore, given: usize) -> EngineError {
-    EngineError::definition("42601", format!("primary key of \"{}\" has {} columns, {given} values given", store.schema.name, store.schema.primary_key.len()))
+    EngineError::definition(
+        "42601",
+        format!(
+            "primary key of \"{}\" has {} columns, {given} values given",
+            store.schema.name,
+            store.schema.primary_key.len()
+        ),
+    )
 }
-

@@ -8,8 +8,8 @@ use super::{Transaction, encode_pk, undefined};
 use crate::api::{RowBuf, RowRef};
 use crate::error::{EngineError, Result};
 use crate::key::hash_key;
-use crate::primary::SHARD_COUNT;
 use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor_in_place};
+use crate::primary::SHARD_COUNT;
 use crate::schema::{IndexId, TableId};
 use crate::seams::Miss;
 use crate::table::{IndexStore, TableStore};
@@ -31,7 +31,8 @@ impl Transaction {
         let Some(store) = self.cat.store(table) else { return Err(undefined(table)) };
         let Some(hash) = encode_pk(store, key, &mut self.s.key)? else { return Ok(false) };
         let tick = self.touch_tick(store);
-        let found = store.read_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, &mut out.data);
+        let found =
+            store.read_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, &mut out.data);
         if found {
             out.set_schema(&store.schema);
         }
@@ -56,7 +57,9 @@ impl Transaction {
         };
         let schema = &store.schema;
         let tick = self.touch_tick(store);
-        let found = store.with_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, |row| f.take().map(|f| f(RowRef::new(schema, row))));
+        let found = store.with_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, |row| {
+            f.take().map(|f| f(RowRef::new(schema, row)))
+        });
         if let Some(Some(v)) = found {
             return Ok(Some(v));
         }
@@ -64,7 +67,12 @@ impl Transaction {
     }
 
     #[cold]
-    fn get_with_missed<R, F: FnOnce(RowRef<'_>) -> R>(&mut self, table: TableId, key: &[Value], mut f: Option<F>) -> Result<Option<R>> {
+    fn get_with_missed<R, F: FnOnce(RowRef<'_>) -> R>(
+        &mut self,
+        table: TableId,
+        key: &[Value],
+        mut f: Option<F>,
+    ) -> Result<Option<R>> {
         match self.retry_key(&mut false, table, key) {
             Ok(true) => {}
             Ok(false) => return Ok(None),
@@ -78,12 +86,19 @@ impl Transaction {
     }
 
     /// `f` is taken when it runs.
-    fn get_with_inner<R, F: FnOnce(RowRef<'_>) -> R>(&mut self, table: TableId, key: &[Value], f: &mut Option<F>) -> Result<Option<R>> {
+    fn get_with_inner<R, F: FnOnce(RowRef<'_>) -> R>(
+        &mut self,
+        table: TableId,
+        key: &[Value],
+        f: &mut Option<F>,
+    ) -> Result<Option<R>> {
         let Some(store) = self.cat.store(table) else { return Err(undefined(table)) };
         let Some(hash) = encode_pk(store, key, &mut self.s.key)? else { return Ok(None) };
         let schema = &store.schema;
         let tick = self.touch_tick(store);
-        let found = store.with_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, |row| f.take().map(|f| f(RowRef::new(schema, row))));
+        let found = store.with_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, |row| {
+            f.take().map(|f| f(RowRef::new(schema, row)))
+        });
         Ok(found.flatten())
     }
 
@@ -95,7 +110,13 @@ impl Transaction {
     /// An equality scan (both bounds `Included` of the same prefix) that
     /// visits nothing in an application transaction asks the table's miss
     /// hook, if it has one, and then scans again.
-    pub fn scan(&mut self, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>, mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+    pub fn scan(
+        &mut self,
+        index: IndexId,
+        lower: Bound<&[Value]>,
+        upper: Bound<&[Value]>,
+        mut f: impl FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<u64> {
         self.prologue()?;
         let mut asked = false;
         loop {
@@ -114,7 +135,13 @@ impl Transaction {
     /// After a scan visited nothing: true to scan once more (an equality
     /// scan, the first time, and the table's hook loaded rows).
     #[cold]
-    fn retry_scan(&mut self, asked: &mut bool, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>) -> Result<bool> {
+    fn retry_scan(
+        &mut self,
+        asked: &mut bool,
+        index: IndexId,
+        lower: Bound<&[Value]>,
+        upper: Bound<&[Value]>,
+    ) -> Result<bool> {
         if std::mem::replace(asked, true) {
             return Ok(false);
         }
@@ -129,16 +156,35 @@ impl Transaction {
     }
 
     /// All rows whose leading key columns equal `prefix`.
-    pub fn scan_prefix(&mut self, index: IndexId, prefix: &[Value], f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+    pub fn scan_prefix(
+        &mut self,
+        index: IndexId,
+        prefix: &[Value],
+        f: impl FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<u64> {
         self.scan(index, Bound::Included(prefix), Bound::Included(prefix), f)
     }
 
-    fn scan_inner(&mut self, index: IndexId, lower: Bound<&[Value]>, upper: Bound<&[Value]>, mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
-        let ischema = self.cat.catalog.index(index).cloned().ok_or_else(|| EngineError::UndefinedObject { what: "index", name: format!("id {}", index.0) })?;
+    fn scan_inner(
+        &mut self,
+        index: IndexId,
+        lower: Bound<&[Value]>,
+        upper: Bound<&[Value]>,
+        mut f: impl FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<u64> {
+        let ischema = self
+            .cat
+            .catalog
+            .index(index)
+            .cloned()
+            .ok_or_else(|| EngineError::UndefinedObject { what: "index", name: format!("id {}", index.0) })?;
         let store = self.store(ischema.table)?;
         let meta = store.meta();
         let Some(istore) = meta.index(index).cloned() else {
-            return Err(EngineError::FeatureNotSupported(format!("range scan on hash-only index \"{}\"", ischema.name)));
+            return Err(EngineError::FeatureNotSupported(format!(
+                "range scan on hash-only index \"{}\"",
+                ischema.name
+            )));
         };
         let (mut lo, mut hi) = (std::mem::take(&mut self.s.lo), std::mem::take(&mut self.s.hi));
         let (mut from, to) = encode_bounds(&istore, lower, upper, &mut lo, &mut hi)?;
@@ -164,7 +210,8 @@ impl Transaction {
                 last = entry;
                 let (index_key, pk) = istore.split(entry);
                 let hash = hash_key(pk);
-                let found = store.read_visible(hash, pk, self.id, self.snapshot, tick, &mut self.s.scratch, &mut self.s.row);
+                let found =
+                    store.read_visible(hash, pk, self.id, self.snapshot, tick, &mut self.s.scratch, &mut self.s.row);
                 if !found {
                     continue;
                 }
@@ -320,14 +367,25 @@ fn whole_key_equality(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&
 
 /// Encodes a scan's bounds into `lo`/`hi` (reused across scans, so a
 /// point or prefix scan allocates nothing).
-fn encode_bounds(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Value]>, lo: &mut Vec<u8>, hi: &mut Vec<u8>) -> Result<(BoundKind, BoundKind)> {
+fn encode_bounds(
+    index: &IndexStore,
+    lower: Bound<&[Value]>,
+    upper: Bound<&[Value]>,
+    lo: &mut Vec<u8>,
+    hi: &mut Vec<u8>,
+) -> Result<(BoundKind, BoundKind)> {
     let enc = |vals: &[Value], out: &mut Vec<u8>| -> Result<()> {
         if vals.len() > index.spec.columns.len() {
-            return Err(EngineError::definition("42601", format!("index \"{}\" has {} columns", index.schema.name, index.spec.columns.len())));
+            return Err(EngineError::definition(
+                "42601",
+                format!("index \"{}\" has {} columns", index.schema.name, index.spec.columns.len()),
+            ));
         }
         out.clear();
         if !index.spec.encode_values(vals, out) {
-            return Err(EngineError::OutOfRange { message: format!("scan bound out of range for index \"{}\"", index.schema.name) });
+            return Err(EngineError::OutOfRange {
+                message: format!("scan bound out of range for index \"{}\"", index.schema.name),
+            });
         }
         Ok(())
     };
@@ -367,4 +425,3 @@ fn encode_bounds(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&[Valu
     };
     Ok((from, to))
 }
-

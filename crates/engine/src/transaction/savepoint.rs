@@ -155,7 +155,11 @@ impl Transaction {
 
     /// Why ROLLBACK TO `m` cannot be done, if it cannot.
     fn rollback_refused(&self, m: &Mark) -> Option<EngineError> {
-        if self.ddl.len() > m.ddl || self.meta_undo.len() > m.meta_undo || self.exclusive.len() > m.exclusive || self.ddl_locked != m.ddl_locked {
+        if self.ddl.len() > m.ddl
+            || self.meta_undo.len() > m.meta_undo
+            || self.exclusive.len() > m.exclusive
+            || self.ddl_locked != m.ddl_locked
+        {
             return Some(EngineError::FeatureNotSupported(
                 "ROLLBACK TO SAVEPOINT across DDL (CREATE/DROP TABLE, INDEX or SEQUENCE after the savepoint) is not supported".into(),
             ));
@@ -164,7 +168,8 @@ impl Transaction {
         for i in undone {
             if self.held[self.writes[i].held as usize].store.schema.sequence.is_some() {
                 return Some(EngineError::FeatureNotSupported(
-                    "ROLLBACK TO SAVEPOINT across nextval of a sequence created in this transaction is not supported".into(),
+                    "ROLLBACK TO SAVEPOINT across nextval of a sequence created in this transaction is not supported"
+                        .into(),
                 ));
             }
         }

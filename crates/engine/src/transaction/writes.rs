@@ -55,13 +55,16 @@ impl Transaction {
     fn find_write(&self, held: usize, hash: u64, key: &[u8]) -> Option<usize> {
         let matches = |i: usize| {
             let w = &self.writes[i];
-            w.held as usize == held && w.hash == hash && &self.keys[w.key_off as usize..(w.key_off + w.key_len) as usize] == key
+            w.held as usize == held
+                && w.hash == hash
+                && &self.keys[w.key_off as usize..(w.key_off + w.key_len) as usize] == key
         };
         if let Some(map) = &self.write_index {
             if let Some(&i) = map.get(&(held as u32, hash))
-                && matches(i as usize) {
-                    return Some(i as usize);
-                }
+                && matches(i as usize)
+            {
+                return Some(i as usize);
+            }
             // Hash collision within the map: fall back to a scan.
             return (0..self.writes.len()).find(|&i| matches(i));
         }
@@ -74,7 +77,8 @@ impl Transaction {
     /// predictable branch without savepoints.
     #[inline]
     fn must_stack(&self, held: usize, hash: u64) -> bool {
-        self.sp_current != 0 && self.find_write(held, hash, &self.s.key).is_some_and(|i| self.writes[i].sp() < self.sp_current)
+        self.sp_current != 0
+            && self.find_write(held, hash, &self.s.key).is_some_and(|i| self.writes[i].sp() < self.sp_current)
     }
 
     fn record_write(&mut self, held: usize, hash: u64, own_before: bool, head: VPtr, had_base: bool) {
@@ -150,10 +154,18 @@ impl Transaction {
                     break (head, replaced_tombstone);
                 }
                 InsertOutcome::Duplicate => {
-                    return Err(unique_violation(&store.schema, &store.schema.primary_key, &self.cat, store.schema.primary_index, &self.s.row));
+                    return Err(unique_violation(
+                        &store.schema,
+                        &store.schema.primary_key,
+                        &self.cat,
+                        store.schema.primary_index,
+                        &self.s.row,
+                    ));
                 }
                 InsertOutcome::WaitFor(owner) => self.wait(owner, &store.schema.name)?,
-                InsertOutcome::DeletedSince => return Err(EngineError::ChangedSincePinned { relation: store.schema.name.clone() }),
+                InsertOutcome::DeletedSince => {
+                    return Err(EngineError::ChangedSincePinned { relation: store.schema.name.clone() });
+                }
             }
         };
         // Stacking happens only over our own version (here a tombstone).
@@ -183,12 +195,22 @@ impl Transaction {
     /// An application transaction that finds no row asks the table's miss
     /// hook, if it has one (transaction/miss.rs), and then looks again; so
     /// do `delete`, `delete_with` and `get_for_update`.
-    pub fn update_with(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>) -> Result<bool> {
+    pub fn update_with(
+        &mut self,
+        table: TableId,
+        key: &[Value],
+        mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>,
+    ) -> Result<bool> {
         self.prologue()?;
         self.retrying_key_miss(table, key, |t| t.update_inner(table, key, &mut f))
     }
 
-    pub(super) fn update_inner(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>) -> Result<bool> {
+    pub(super) fn update_inner(
+        &mut self,
+        table: TableId,
+        key: &[Value],
+        mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>,
+    ) -> Result<bool> {
         let h = self.hold(table)?;
         let store = Arc::clone(&self.held[h].store);
         let Some(hash) = encode_pk(&store, key, &mut self.s.key)? else { return Ok(false) };
@@ -202,7 +224,9 @@ impl Transaction {
             }
             let own = is_uncommitted(at.word);
             let stack = own && t.must_stack(h, hash);
-            let Some(new_head) = store.install(hash, &t.s.key, t.id, at, &t.s.row, 0, stack, &mut t.s.scratch) else { return Ok(None) };
+            let Some(new_head) = store.install(hash, &t.s.key, t.id, at, &t.s.row, 0, stack, &mut t.s.scratch) else {
+                return Ok(None);
+            };
             t.record_write(h, hash, own, new_head, true);
             let meta = Arc::clone(&t.held[h].meta);
             let (row, base) = (std::mem::take(&mut t.s.row), std::mem::take(&mut t.s.base));
@@ -231,12 +255,22 @@ impl Transaction {
     /// DELETE of the row with primary key `key` if `f` holds on its latest
     /// version (after waiting for a writer that holds it): READ
     /// COMMITTED's recheck. False if there is no such row or `f` says no.
-    pub fn delete_with(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<bool> {
+    pub fn delete_with(
+        &mut self,
+        table: TableId,
+        key: &[Value],
+        mut f: impl FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<bool> {
         self.prologue()?;
         self.retrying_key_miss(table, key, |t| t.delete_inner(table, key, &mut f))
     }
 
-    pub(super) fn delete_inner(&mut self, table: TableId, key: &[Value], mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<bool> {
+    pub(super) fn delete_inner(
+        &mut self,
+        table: TableId,
+        key: &[Value],
+        mut f: impl FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<bool> {
         let h = self.hold(table)?;
         let store = Arc::clone(&self.held[h].store);
         let Some(hash) = encode_pk(&store, key, &mut self.s.key)? else { return Ok(false) };
@@ -254,10 +288,19 @@ impl Transaction {
     /// of a primary-key UPDATE. Children are not looked at unless the
     /// origin enforces foreign keys (an evicted parent leaves PostgreSQL's
     /// children alone; the cache evicts the cached ones itself).
-    fn delete_installed(&mut self, h: usize, store: &Arc<TableStore>, hash: u64, at: LatestVersion, deleting: bool) -> Result<bool> {
+    fn delete_installed(
+        &mut self,
+        h: usize,
+        store: &Arc<TableStore>,
+        hash: u64,
+        at: LatestVersion,
+        deleting: bool,
+    ) -> Result<bool> {
         let own = is_uncommitted(at.word);
         let stack = own && self.must_stack(h, hash);
-        let Some(new_head) = store.install(hash, &self.s.key, self.id, at, &self.s.base, DELETED, stack, &mut self.s.scratch) else {
+        let Some(new_head) =
+            store.install(hash, &self.s.key, self.id, at, &self.s.base, DELETED, stack, &mut self.s.scratch)
+        else {
             return Ok(false);
         };
         self.record_write(h, hash, own, new_head, true);
@@ -293,7 +336,10 @@ impl Transaction {
             if is_uncommitted(at.word) {
                 return Ok(Some(true)); // Already ours.
             }
-            let Some(new_head) = store.install(hash, &t.s.key, t.id, at, &t.s.base, LOCK_ONLY, false, &mut t.s.scratch) else { return Ok(None) };
+            let Some(new_head) = store.install(hash, &t.s.key, t.id, at, &t.s.base, LOCK_ONLY, false, &mut t.s.scratch)
+            else {
+                return Ok(None);
+            };
             t.record_write(h, hash, false, new_head, true);
             Ok(Some(true))
         });
@@ -310,7 +356,13 @@ impl Transaction {
     /// version located anew. False when there is no such row, or it is
     /// deleted. `gave_up`: the 55P03 detail after too many lost races.
     #[inline]
-    fn on_latest(&mut self, store: &TableStore, hash: u64, gave_up: &str, mut act: impl FnMut(&mut Transaction, LatestVersion) -> Result<Option<bool>>) -> Result<bool> {
+    fn on_latest(
+        &mut self,
+        store: &TableStore,
+        hash: u64,
+        gave_up: &str,
+        mut act: impl FnMut(&mut Transaction, LatestVersion) -> Result<Option<bool>>,
+    ) -> Result<bool> {
         let tick = self.touch_tick(store);
         for _ in 0..INSTALL_RETRIES_MAX {
             let at = match store.latest(hash, &self.s.key, self.id, tick, &mut self.s.scratch, &mut self.s.base) {
@@ -342,12 +394,18 @@ pub(crate) fn encode_row(schema: &TableSchema, values: &[Value], out: &mut Vec<u
     if values.len() != schema.columns.len() {
         return Err(EngineError::definition(
             "42601",
-            format!("table \"{}\" has {} columns but {} values were supplied", schema.name, schema.columns.len(), values.len()),
+            format!(
+                "table \"{}\" has {} columns but {} values were supplied",
+                schema.name,
+                schema.columns.len(),
+                values.len()
+            ),
         ));
     }
     let mut coerced: Vec<Cow<'_, Value>> = Vec::with_capacity(values.len());
     for (col, v) in schema.columns.iter().zip(values) {
-        let c = if !v.is_of_type(col.ty) { Cow::Owned(coerce(v.clone(), col.ty, &col.name)?) } else { Cow::Borrowed(v) };
+        let c =
+            if !v.is_of_type(col.ty) { Cow::Owned(coerce(v.clone(), col.ty, &col.name)?) } else { Cow::Borrowed(v) };
         if c.is_null() && !col.nullable {
             let detail = failing_row(schema, |k| values[k].to_string());
             return Err(EngineError::NotNullViolation { table: schema.name.clone(), column: col.name.clone(), detail });
@@ -356,7 +414,6 @@ pub(crate) fn encode_row(schema: &TableSchema, values: &[Value], out: &mut Vec<u
     }
     schema.layout().encode(&coerced, out)
 }
-
 
 /// New row = `base` with `changes`; fixed-width-only changes patch a copy.
 fn apply_changes(schema: &TableSchema, base: &[u8], changes: &[(usize, Value)], out: &mut Vec<u8>) -> Result<()> {
@@ -372,17 +429,26 @@ fn apply_changes(schema: &TableSchema, base: &[u8], changes: &[(usize, Value)], 
                 Some((_, changed)) => changed.to_string(),
                 None => layout.get(base, k).to_string(),
             });
-            return Err(EngineError::NotNullViolation { table: schema.name.clone(), column: schema.columns[col].name.clone(), detail });
+            return Err(EngineError::NotNullViolation {
+                table: schema.name.clone(),
+                column: schema.columns[col].name.clone(),
+                detail,
+            });
         }
         Ok(())
     };
     // A wide numeric lives in the row's side area: such rows are re-encoded.
-    if !layout.has_side(base) && changes.iter().all(|(c, v)| layout.is_fixed(*c) && !matches!(v, Value::NumericBig(_))) {
+    if !layout.has_side(base) && changes.iter().all(|(c, v)| layout.is_fixed(*c) && !matches!(v, Value::NumericBig(_)))
+    {
         out.clear();
         out.extend_from_slice(base);
         for (col, v) in changes {
             let ty = schema.columns[*col].ty;
-            let v = if !v.is_of_type(ty) { Cow::Owned(coerce(v.clone(), ty, &schema.columns[*col].name)?) } else { Cow::Borrowed(v) };
+            let v = if !v.is_of_type(ty) {
+                Cow::Owned(coerce(v.clone(), ty, &schema.columns[*col].name)?)
+            } else {
+                Cow::Borrowed(v)
+            };
             check_null(*col, &v)?;
             layout.patch_fixed(out, *col, &v);
         }
@@ -395,11 +461,9 @@ fn apply_changes(schema: &TableSchema, base: &[u8], changes: &[(usize, Value)], 
     encode_row(schema, &values, out)
 }
 
-
 /// PostgreSQL's DETAIL of a NOT NULL violation: the new row's user
 /// columns in text form, `null` for NULL.
 fn failing_row(schema: &TableSchema, value_text: impl Fn(usize) -> String) -> String {
     let vals: Vec<String> = (0..schema.visible_columns().len()).map(value_text).collect();
     format!("Failing row contains ({}).", vals.join(", "))
 }
-

@@ -10,7 +10,12 @@ use pgtier_engine::{
 pub fn config() -> EngineConfig {
     EngineConfig {
         commit_mode: CommitMode::Sync,
-        wal: WalConfig { segment_bytes: 4 << 20, async_flush_interval: Duration::from_millis(5), record_bytes_max: 1 << 20, ..WalConfig::default() },
+        wal: WalConfig {
+            segment_bytes: 4 << 20,
+            async_flush_interval: Duration::from_millis(5),
+            record_bytes_max: 1 << 20,
+            ..WalConfig::default()
+        },
         lock_timeout: Duration::from_secs(10),
         checkpoint_interval: None,
         checkpoint_wal_bytes: u64::MAX,

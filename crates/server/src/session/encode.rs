@@ -3,16 +3,23 @@
 //! the way), and RowDescription.
 
 use bytes::BytesMut;
-use pgwire::messages::PgWireBackendMessage;
-use pgwire::messages::data::{FieldDescription, RowDescription};
 use pgtier_engine::DataType;
 use pgtier_sql::Column;
 use pgtier_sql::session::ResultRows;
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::data::{FieldDescription, RowDescription};
 
 use crate::types;
 
 /// DataRows for `rows`, with per-column formats and types.
-pub fn encode_rows(out: &mut BytesMut, rows: ResultRows<'_>, formats: &[i16], col_types: &[Option<DataType>], scratch: &mut String, ends: Option<&mut Vec<usize>>) {
+pub fn encode_rows(
+    out: &mut BytesMut,
+    rows: ResultRows<'_>,
+    formats: &[i16],
+    col_types: &[Option<DataType>],
+    scratch: &mut String,
+    ends: Option<&mut Vec<usize>>,
+) {
     use bytes::BufMut;
     let width = rows.width;
     let mut ends = ends;

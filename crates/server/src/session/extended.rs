@@ -16,12 +16,12 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use pgwire::messages::PgWireBackendMessage;
-use pgwire::messages::data::ParameterDescription;
-use pgwire::messages::extendedquery::{Close, Describe, Parse};
 use pgtier_engine::Value;
 use pgtier_sql::SqlError;
 use pgtier_sql::session::{Stmt, StmtKind, Via};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::data::ParameterDescription;
+use pgwire::messages::extendedquery::{Close, Describe, Parse};
 
 use super::Session;
 use super::encode::{encode_rows, row_description};
@@ -74,7 +74,9 @@ impl Session {
             None => self.unnamed_stmt.clone(),
             Some(n) => self.conn.named_stmt(n),
         };
-        found.ok_or_else(|| SqlError::new("26000", format!("prepared statement \"{}\" does not exist", name.unwrap_or(""))))
+        found.ok_or_else(|| {
+            SqlError::new("26000", format!("prepared statement \"{}\" does not exist", name.unwrap_or("")))
+        })
     }
 
     pub(super) fn bind(&mut self, m: &BindRef<'_>) -> Result<(), SqlError> {
@@ -118,7 +120,9 @@ impl Session {
         }
         let portal = match m.name.as_deref() {
             None => &self.unnamed_portal,
-            Some(n) => self.portals.get(n).ok_or_else(|| SqlError::new("34000", format!("portal \"{n}\" does not exist")))?,
+            Some(n) => {
+                self.portals.get(n).ok_or_else(|| SqlError::new("34000", format!("portal \"{n}\" does not exist")))?
+            }
         };
         let Some(stmt) = portal.stmt.clone() else {
             return Err(SqlError::new("34000", "portal \"\" does not exist"));
@@ -144,7 +148,10 @@ impl Session {
     pub(super) fn execute(&mut self, name: Option<&str>, max_rows: i32) -> Result<(), SqlError> {
         let mut portal = match name {
             None => std::mem::take(&mut self.unnamed_portal),
-            Some(n) => self.portals.remove(n).ok_or_else(|| SqlError::new("34000", format!("portal \"{n}\" does not exist")))?,
+            Some(n) => self
+                .portals
+                .remove(n)
+                .ok_or_else(|| SqlError::new("34000", format!("portal \"{n}\" does not exist")))?,
         };
         let result = self.execute_portal(&mut portal, max_rows);
         match name {
@@ -276,12 +283,18 @@ fn fill_portal(portal: &mut Portal, stmt: &Stmt, m: &BindRef<'_>) -> Result<(), 
     if n != needed {
         return Err(SqlError::new(
             "08P01",
-            format!("bind message supplies {n} parameters, but prepared statement \"{}\" requires {needed}", m.statement_name.as_deref().unwrap_or("")),
+            format!(
+                "bind message supplies {n} parameters, but prepared statement \"{}\" requires {needed}",
+                m.statement_name.as_deref().unwrap_or("")
+            ),
         ));
     }
     let fcodes = m.parameter_format_codes;
     if !(fcodes.len() <= 1 || fcodes.len() == n) {
-        return Err(SqlError::new("08P01", format!("bind message has {} parameter formats but {n} parameters", fcodes.len())));
+        return Err(SqlError::new(
+            "08P01",
+            format!("bind message has {} parameter formats but {n} parameters", fcodes.len()),
+        ));
     }
     portal.params.clear();
     for (i, p) in m.parameters().enumerate() {
@@ -313,7 +326,12 @@ fn expand_formats(codes: Codes<'_>, n: usize, out: &mut Vec<i16>) -> Result<(), 
         0 => out.resize(n, 0),
         1 => out.resize(n, codes.get(0).unwrap_or(0)),
         k if k == n => out.extend(codes.iter()),
-        k => return Err(SqlError::new("08P01", format!("bind message has {k} result formats but query has {n} columns"))),
+        k => {
+            return Err(SqlError::new(
+                "08P01",
+                format!("bind message has {k} result formats but query has {n} columns"),
+            ));
+        }
     }
     if out.iter().any(|&f| f != 0 && f != 1) {
         return Err(SqlError::new("22023", "unsupported format code"));

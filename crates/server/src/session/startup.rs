@@ -8,10 +8,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use bytes::Bytes;
+use pgtier_sql::SqlError;
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::PgWireFrontendMessage as F;
 use pgwire::messages::startup::{Authentication, BackendKeyData, NegotiateProtocolVersion, SecretKey, Startup};
-use pgtier_sql::SqlError;
 
 use super::{REPORTED, Session};
 use crate::auth::{Exchange, MECHANISM, ScramError};
@@ -22,13 +22,19 @@ use crate::wire::{ReadError, Stream, Wire};
 /// PostgreSQL's authentication_timeout default.
 const AUTH_TIMEOUT: Duration = Duration::from_secs(60);
 
-
 /// Runs one connection's handshake, then the session: to its end on this
 /// thread, or handed to an event loop (plain TCP, when the server has
 /// loops), which then owns `registered` and the connection slot. Never
 /// panics on client input; every exit path closes the socket and rolls
 /// back an open transaction.
-pub fn serve(shared: &Arc<Shared>, tcp: std::net::TcpStream, pid: i32, secret: i32, cancel: Arc<AtomicBool>, registered: crate::server::Registered) {
+pub fn serve(
+    shared: &Arc<Shared>,
+    tcp: std::net::TcpStream,
+    pid: i32,
+    secret: i32,
+    cancel: Arc<AtomicBool>,
+    registered: crate::server::Registered,
+) {
     let _ = tcp.set_nodelay(true);
     let _ = tcp.set_read_timeout(Some(AUTH_TIMEOUT));
     let mut wire = Wire::new(Stream::Plain(tcp), shared.max_message_bytes);
@@ -123,7 +129,9 @@ fn startup(shared: &Shared, wire: &mut Wire) -> Result<Option<Startup>, ReadErro
                 // version (or protocol options) what it gets.
                 let options: Vec<String> = s.parameters.keys().filter(|k| k.starts_with("_pq_.")).cloned().collect();
                 if s.protocol_number_minor > 0 || !options.is_empty() {
-                    wire.send(PgWireBackendMessage::NegotiateProtocolVersion(NegotiateProtocolVersion::new(0, options)));
+                    wire.send(PgWireBackendMessage::NegotiateProtocolVersion(NegotiateProtocolVersion::new(
+                        0, options,
+                    )));
                 }
                 return Ok(Some(s));
             }
@@ -169,9 +177,7 @@ fn authenticate(shared: &Shared, wire: &mut Wire, user: &str) -> Result<bool, Re
     }
 }
 
-
 impl Session {
-
     /// Startup parameters (`application_name`, `DateStyle`, `options=-c
     /// x=y`, ...) become session settings; the reportable ones are then
     /// sent with ParameterStatus, as PostgreSQL does after AuthenticationOk.
@@ -202,7 +208,10 @@ impl Session {
             // A client encoding or time zone pgtier cannot honour is not
             // worth refusing the connection: warn, keep UTF8 / UTC.
             if let Err(e) = result {
-                self.wire.notice(&SqlError::new("01000", format!("startup parameter {name} = {value:?} ignored: {}", e.message)), "WARNING");
+                self.wire.notice(
+                    &SqlError::new("01000", format!("startup parameter {name} = {value:?} ignored: {}", e.message)),
+                    "WARNING",
+                );
             }
         }
         self.reported = REPORTED.iter().map(|(_, key)| self.conn.setting(key).unwrap_or("").to_owned()).collect();
@@ -210,7 +219,9 @@ impl Session {
             let value = self.reported[i].clone();
             self.wire.parameter_status(name, &value);
         }
-        for (name, value) in [("session_authorization", user), ("default_transaction_read_only", "off"), ("in_hot_standby", "off")] {
+        for (name, value) in
+            [("session_authorization", user), ("default_transaction_read_only", "off"), ("in_hot_standby", "off")]
+        {
             self.wire.parameter_status(name, value);
         }
     }
@@ -235,6 +246,9 @@ mod tests {
 
     #[test]
     fn options_parameter() {
-        assert_eq!(parse_options("-c search_path=x --application-name=y"), vec![("search_path".into(), "x".into()), ("application_name".into(), "y".into())]);
+        assert_eq!(
+            parse_options("-c search_path=x --application-name=y"),
+            vec![("search_path".into(), "x".into()), ("application_name".into(), "y".into())]
+        );
     }
 }

@@ -25,7 +25,9 @@ pub fn start_with(extra: &str) -> TestServer {
     let toml = if extra.contains("[auth]") {
         toml
     } else {
-        format!("{toml}\n[auth]\nmethod = \"scram-sha-256\"\n[[auth.users]]\nname = \"{USER}\"\npassword = \"{PASSWORD}\"\n")
+        format!(
+            "{toml}\n[auth]\nmethod = \"scram-sha-256\"\n[[auth.users]]\nname = \"{USER}\"\npassword = \"{PASSWORD}\"\n"
+        )
     };
     let config = ServerConfig::from_toml_str(&toml).unwrap();
     let server = pgtier_server::start(config).unwrap();
@@ -96,7 +98,11 @@ impl<'a> postgres_types::FromSql<'a> for Raw {
 }
 
 impl postgres_types::ToSql for Raw {
-    fn to_sql(&self, _: &postgres_types::Type, out: &mut bytes::BytesMut) -> Result<postgres_types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+    fn to_sql(
+        &self,
+        _: &postgres_types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<postgres_types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
         out.extend_from_slice(&self.0);
         Ok(postgres_types::IsNull::No)
     }
@@ -156,7 +162,20 @@ pub fn text_rows(c: &mut postgres::Client, sql: &str) -> Vec<Vec<Option<String>>
 pub fn psql(srv: &TestServer, script: &str, extra: &[&str]) -> std::process::Output {
     use std::io::Write;
     let mut child = std::process::Command::new("psql")
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", &srv.addr.ip().to_string(), "-p", &srv.addr.port().to_string(), "-U", USER, "-d", "pgtier"])
+        .args([
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            &srv.addr.ip().to_string(),
+            "-p",
+            &srv.addr.port().to_string(),
+            "-U",
+            USER,
+            "-d",
+            "pgtier",
+        ])
         .args(extra)
         .env("PGPASSWORD", PASSWORD)
         .env("PGCONNECT_TIMEOUT", "10")
@@ -246,4 +265,3 @@ pub fn sqlstates(stream: &[u8]) -> Vec<String> {
     }
     out
 }
-

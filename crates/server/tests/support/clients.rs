@@ -19,7 +19,8 @@ pub const CLIENT_TIMEOUT_MS: u64 = 120_000;
 /// Compiling a client (Maven or Go, cold) gets this long.
 const BUILD_TIMEOUT_MS: u64 = 600_000;
 
-pub const ENSURE_HINT: &str = "run `bash scripts/ensure-clients.sh` (scripts/test.sh does) to install the client toolchains and packages";
+pub const ENSURE_HINT: &str =
+    "run `bash scripts/ensure-clients.sh` (scripts/test.sh does) to install the client toolchains and packages";
 
 /// Where and as whom a client connects.
 #[derive(Clone, Debug)]
@@ -36,7 +37,9 @@ impl Endpoint {
     pub fn client(&self) -> postgres::Client {
         let mut config = postgres::Config::new();
         config.host(&self.host).port(self.port).user(&self.user).password(&self.password).dbname(&self.dbname);
-        config.connect(postgres::NoTls).unwrap_or_else(|error| panic!("connect to {}:{}: {error}", self.host, self.port))
+        config
+            .connect(postgres::NoTls)
+            .unwrap_or_else(|error| panic!("connect to {}:{}: {error}", self.host, self.port))
     }
 
     /// libpq's environment variables, which every client program reads.
@@ -121,9 +124,7 @@ fn run_bounded(mut command: Command, merge_stderr: bool, timeout_ms: u64, what: 
     };
     command.stdin(Stdio::null()).stdout(out_file).stderr(err_file);
     let started = Instant::now();
-    let mut child = command
-        .spawn()
-        .unwrap_or_else(|error| panic!("cannot start {what}: {error} ({ENSURE_HINT})"));
+    let mut child = command.spawn().unwrap_or_else(|error| panic!("cannot start {what}: {error} ({ENSURE_HINT})"));
     let status = loop {
         if let Some(status) = child.try_wait().expect("wait for client") {
             break Some(status);
@@ -245,7 +246,9 @@ impl Client {
                 let dir = drivers_dir().join("psql");
                 let mut text = String::new();
                 let mut stderr = String::new();
-                for (script, stop) in [("main.sql", "1"), ("describe.sql", "1"), ("errors.sql", "0"), ("tatp_types.sql", "1")] {
+                for (script, stop) in
+                    [("main.sql", "1"), ("describe.sql", "1"), ("errors.sql", "0"), ("tatp_types.sql", "1")]
+                {
                     let mut command = Command::new(pg_program("psql"));
                     command
                         .current_dir(&dir)
@@ -288,10 +291,7 @@ impl Client {
             }
             Client::Node => {
                 let mut command = Command::new(require_program("node"));
-                command
-                    .arg(drivers_dir().join("node/client.js"))
-                    .env("NODE_PATH", node_modules())
-                    .env("TZ", "UTC");
+                command.arg(drivers_dir().join("node/client.js")).env("NODE_PATH", node_modules()).env("TZ", "UTC");
                 self.run_program(command, endpoint)
             }
         }
@@ -374,11 +374,7 @@ fn build_go() {
     build_once(&out.join("stamp"), &key, || {
         let mut command = Command::new(go);
         go_env(&mut command);
-        command
-            .current_dir(&source)
-            .args(["build", "-o"])
-            .arg(out.join("pgx-client"))
-            .arg(".");
+        command.current_dir(&source).args(["build", "-o"]).arg(out.join("pgx-client")).arg(".");
         run_build(command, "go build of the pgx client");
     });
 }
@@ -435,10 +431,8 @@ pub fn assert_same(client: &str, postgres: &Transcript, pgtier: &Transcript) {
 /// Asserts a transcript shows the whole program ran: every line in `expected`
 /// occurs (as a substring of some line), none of the failure markers does.
 pub fn assert_complete(client: &str, server: &str, transcript: &Transcript, expected: &[&str]) {
-    let missing: Vec<&&str> = expected
-        .iter()
-        .filter(|needle| !transcript.text.lines().any(|line| line.contains(**needle)))
-        .collect();
+    let missing: Vec<&&str> =
+        expected.iter().filter(|needle| !transcript.text.lines().any(|line| line.contains(**needle))).collect();
     let failures: Vec<&str> = transcript
         .text
         .lines()

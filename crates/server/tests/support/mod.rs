@@ -14,11 +14,8 @@ pub const DBNAME: &str = "postgres";
 
 /// A private PostgreSQL whose TCP logins need scram-sha-256 (the oracle).
 pub fn start_postgres() -> PrivateCluster {
-    PrivateCluster::start(ClusterOptions {
-        password: Some(PASSWORD.to_owned()),
-        ..ClusterOptions::default()
-    })
-    .expect("start a private PostgreSQL (scripts/ensure-postgres.sh installs it)")
+    PrivateCluster::start(ClusterOptions { password: Some(PASSWORD.to_owned()), ..ClusterOptions::default() })
+        .expect("start a private PostgreSQL (scripts/ensure-postgres.sh installs it)")
 }
 
 pub fn postgres_endpoint(cluster: &PrivateCluster) -> Endpoint {

@@ -6,15 +6,22 @@ use sqlparser::ast;
 use super::{Binder, ExprCtx, Scope, Ty};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SysFunc};
-use crate::plan::{AggCall, AggFunc, AggOrder};
 use crate::json::{JsonAgg, JsonFunc};
+use crate::plan::{AggCall, AggFunc, AggOrder};
 use crate::types::Elem;
 use crate::value::{NUMERIC_ANY, type_name};
 
 impl Binder<'_> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn aggregate(
-        &mut self, func: AggFunc, name: &str, args: &[ast::Expr], distinct: bool, filter: Option<Expr>, order_by: &[ast::OrderByExpr], scope: &Scope<'_>,
+        &mut self,
+        func: AggFunc,
+        name: &str,
+        args: &[ast::Expr],
+        distinct: bool,
+        filter: Option<Expr>,
+        order_by: &[ast::OrderByExpr],
+        scope: &Scope<'_>,
         ctx: &mut ExprCtx,
     ) -> Result<(Expr, Ty)> {
         if ctx.aggs.is_none() {
@@ -42,7 +49,14 @@ impl Binder<'_> {
     /// arguments may hold plain aggregates (`sum(count(*)) OVER ()`).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn agg_call(
-        &mut self, func: AggFunc, name: &str, args: &[ast::Expr], distinct: bool, over: bool, scope: &Scope<'_>, ctx: &mut ExprCtx,
+        &mut self,
+        func: AggFunc,
+        name: &str,
+        args: &[ast::Expr],
+        distinct: bool,
+        over: bool,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
     ) -> Result<AggCall> {
         if ctx.in_agg {
             return Err(SqlError::new("42803", "aggregate function calls cannot be nested"));
@@ -55,8 +69,10 @@ impl Binder<'_> {
                 let bound = self.expr(x, scope, ctx).and_then(|bx| Ok((bx, self.expr(delimiter, scope, ctx)?)));
                 ctx.in_agg = false;
                 let ((x, xt), (d, dt)) = bound?;
-                let x = self.text_arg(x, xt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
-                let d = self.text_arg(d, dt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
+                let x =
+                    self.text_arg(x, xt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
+                let d =
+                    self.text_arg(d, dt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
                 // Each row carries its value and delimiter as a two-element array.
                 (Some(Expr::Func(Func::Sys(SysFunc::MakeArray(Elem::Text)), vec![x, d])), DataType::Text)
             }
@@ -71,7 +87,9 @@ impl Binder<'_> {
                 let ty = if jsonb { DataType::Jsonb } else { DataType::Json };
                 (Some(Expr::Func(Func::Json(JsonFunc::BuildArray { jsonb: false }), vec![k, v])), ty)
             }
-            (AggFunc::Json(JsonAgg::ObjectAgg { .. }), _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
+            (AggFunc::Json(JsonAgg::ObjectAgg { .. }), _) => {
+                return Err(SqlError::undefined_function(&format!("{name}(...)")));
+            }
             (_, [a]) => {
                 ctx.in_agg = nesting;
                 let bound = self.expr(a, scope, ctx);
@@ -79,14 +97,18 @@ impl Binder<'_> {
                 let (x, t) = bound?;
                 // bool_and / bool_or take boolean only; 't' is one.
                 let (x, t) = match (func, t) {
-                    (AggFunc::BoolAnd | AggFunc::BoolOr, None) => (self.coerce(x, None, DataType::Bool, name)?, Some(DataType::Bool)),
+                    (AggFunc::BoolAnd | AggFunc::BoolOr, None) => {
+                        (self.coerce(x, None, DataType::Bool, name)?, Some(DataType::Bool))
+                    }
                     other => (x, other.1),
                 };
                 let t = match t {
                     Some(t) => t,
                     None if func == AggFunc::Count => DataType::Text,
                     None if matches!(func, AggFunc::Json(_)) => {
-                        return Err(SqlError::datatype_mismatch("could not determine polymorphic type because input has type unknown".to_owned()));
+                        return Err(SqlError::datatype_mismatch(
+                            "could not determine polymorphic type because input has type unknown".to_owned(),
+                        ));
                     }
                     None => return Err(SqlError::new("42725", format!("function {name}(unknown) is not unique"))),
                 };
@@ -100,7 +122,9 @@ impl Binder<'_> {
                     }
                     AggFunc::ArrayAgg => match crate::array::array_type(t) {
                         Some(a) => a,
-                        None => Elem::for_element(t).ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?.data_type(),
+                        None => Elem::for_element(t)
+                            .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
+                            .data_type(),
                     },
                     AggFunc::Count | AggFunc::CountStar => DataType::Int8,
                     AggFunc::Sum | AggFunc::Avg if t == DataType::Interval => DataType::Interval,
@@ -112,9 +136,15 @@ impl Binder<'_> {
                         other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
                     },
                     AggFunc::Variance { .. } => match t {
-                        DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. } if crate::types::RegKind::of(t).is_none() => NUMERIC_ANY,
+                        DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. }
+                            if crate::types::RegKind::of(t).is_none() =>
+                        {
+                            NUMERIC_ANY
+                        }
                         // float8_accum's Youngs-Cramer sums round differently.
-                        DataType::Float4 | DataType::Float8 => return Err(SqlError::unsupported(format!("{name}({})", type_name(t)))),
+                        DataType::Float4 | DataType::Float8 => {
+                            return Err(SqlError::unsupported(format!("{name}({})", type_name(t))));
+                        }
                         other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
                     },
                     AggFunc::Avg => match t {
@@ -123,9 +153,13 @@ impl Binder<'_> {
                         other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
                     },
                     AggFunc::BoolAnd | AggFunc::BoolOr if t == DataType::Bool => DataType::Bool,
-                    AggFunc::BoolAnd | AggFunc::BoolOr => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t)))),
+                    AggFunc::BoolAnd | AggFunc::BoolOr => {
+                        return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t))));
+                    }
                     AggFunc::Min | AggFunc::Max => match t {
-                        DataType::Bool | DataType::Bytea | DataType::Uuid => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t)))),
+                        DataType::Bool | DataType::Bytea | DataType::Uuid => {
+                            return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t))));
+                        }
                         // min(bpchar) is bpchar (its padding then goes with
                         // the usual conversions); varchar has only min(text).
                         DataType::Varchar(_) => DataType::Text,
@@ -144,7 +178,14 @@ impl Binder<'_> {
     /// (array_agg, string_agg) and dropped where it cannot (count, min,
     /// max, exact sums); a float sum or average depends on the order of its
     /// additions, so there it is refused rather than ignored.
-    fn agg_order(&mut self, call: &AggCall, args: &[ast::Expr], order_by: &[ast::OrderByExpr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Vec<AggOrder>> {
+    fn agg_order(
+        &mut self,
+        call: &AggCall,
+        args: &[ast::Expr],
+        order_by: &[ast::OrderByExpr],
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<Vec<AggOrder>> {
         if order_by.is_empty() {
             return Ok(Vec::new());
         }
@@ -154,7 +195,10 @@ impl Binder<'_> {
                 return Err(SqlError::unsupported("WITH FILL"));
             }
             if call.distinct && args.first().is_none_or(|a| *a != item.expr) {
-                return Err(SqlError::new("42P10", "in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list"));
+                return Err(SqlError::new(
+                    "42P10",
+                    "in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list",
+                ));
             }
             ctx.in_agg = true;
             let bound = self.expr(&item.expr, scope, ctx);
@@ -207,7 +251,10 @@ pub(super) fn rewrite_post_agg(e: Expr, groups: &[Expr], scope: &Scope<'_>) -> R
         Expr::AggRef(j) => Ok(Expr::Column(groups.len() + j)),
         Expr::Column(c) => Err(SqlError::new(
             "42803",
-            format!("column \"{}\" must appear in the GROUP BY clause or be used in an aggregate function", scope.column_name(c)),
+            format!(
+                "column \"{}\" must appear in the GROUP BY clause or be used in an aggregate function",
+                scope.column_name(c)
+            ),
         )),
         Expr::Subquery(s) if s.correlated => Err(SqlError::unsupported("correlated subquery above GROUP BY")),
         other => other.map_children(&mut |c| rewrite_post_agg(c, groups, scope)),

@@ -10,7 +10,10 @@
 
 use std::sync::Arc;
 
-use pgtier_engine::{AlterTableDef, Catalog, CheckDef, Column, ColumnDef, DataType, ForeignKeyDef, IndexDef, SequenceDefault, TableDef, TableSchema};
+use pgtier_engine::{
+    AlterTableDef, Catalog, CheckDef, Column, ColumnDef, DataType, ForeignKeyDef, IndexDef, SequenceDefault, TableDef,
+    TableSchema,
+};
 use sqlparser::ast;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
@@ -56,11 +59,25 @@ impl Work {
         for col in old.visible_columns() {
             let sequence = match col.sequence {
                 None => None,
-                Some((seq, how)) => Some((catalog.table(seq).map(|s| s.name.clone()).ok_or_else(|| SqlError::new("XX000", "a column's sequence is missing"))?, how)),
+                Some((seq, how)) => Some((
+                    catalog
+                        .table(seq)
+                        .map(|s| s.name.clone())
+                        .ok_or_else(|| SqlError::new("XX000", "a column's sequence is missing"))?,
+                    how,
+                )),
             };
-            columns.push(ColumnDef { name: col.name.clone(), ty: col.ty, nullable: col.nullable, default: col.default.clone(), sequence, default_sql: col.default_sql.clone() });
+            columns.push(ColumnDef {
+                name: col.name.clone(),
+                ty: col.ty,
+                nullable: col.nullable,
+                default: col.default.clone(),
+                sequence,
+                default_sql: col.default_sql.clone(),
+            });
         }
-        let primary_key: Vec<String> = if old.has_rowid() { Vec::new() } else { old.primary_key.iter().map(|&c| name_of(c)).collect() };
+        let primary_key: Vec<String> =
+            if old.has_rowid() { Vec::new() } else { old.primary_key.iter().map(|&c| name_of(c)).collect() };
         let mut def = TableDef::new(old.name.clone(), columns, &[]);
         def.primary_key = primary_key;
         def.checks = old.checks.clone();
@@ -81,7 +98,8 @@ impl Work {
             }
         }
         for f in &fks {
-            let parent = catalog.table(f.parent).ok_or_else(|| SqlError::new("XX000", "a foreign key's table is missing"))?;
+            let parent =
+                catalog.table(f.parent).ok_or_else(|| SqlError::new("XX000", "a foreign key's table is missing"))?;
             def.foreign_keys.push(ForeignKeyDef {
                 name: Some(f.name.clone()),
                 columns: f.child_columns.iter().map(|&c| name_of(c)).collect(),
@@ -112,7 +130,12 @@ impl Work {
     }
 
     fn require_column(&self, name: &str) -> Result<usize> {
-        self.column(name).ok_or_else(|| SqlError::new("42703", format!("column \"{name}\" of relation \"{}\" does not exist", crate::names::short(&self.def.name))))
+        self.column(name).ok_or_else(|| {
+            SqlError::new(
+                "42703",
+                format!("column \"{name}\" of relation \"{}\" does not exist", crate::names::short(&self.def.name)),
+            )
+        })
     }
 
     /// Names of constraints on this table (PostgreSQL keeps them unique per table).
@@ -131,12 +154,18 @@ impl Binder<'_> {
         }
         if self.stored_relation(&a.name)?.is_none() && a.if_exists {
             let name = super::parts(&a.name)?.pop().unwrap_or_default();
-            let notice = SqlNotice { sqlstate: "00000", message: format!("relation \"{name}\" does not exist, skipping") };
+            let notice =
+                SqlNotice { sqlstate: "00000", message: format!("relation \"{name}\" does not exist, skipping") };
             return Ok(Plan::AlterTable(Box::new(AlterPlan::skipped(notice))));
         }
         let table = self.table(&a.name)?;
         let renames = a.operations.iter().any(|op| {
-            matches!(op, ast::AlterTableOperation::RenameColumn { .. } | ast::AlterTableOperation::RenameTable { .. } | ast::AlterTableOperation::RenameConstraint { .. })
+            matches!(
+                op,
+                ast::AlterTableOperation::RenameColumn { .. }
+                    | ast::AlterTableOperation::RenameTable { .. }
+                    | ast::AlterTableOperation::RenameConstraint { .. }
+            )
         });
         if renames && a.operations.len() > 1 {
             // PostgreSQL's grammar has RENAME as a statement of its own.
@@ -160,8 +189,16 @@ impl Binder<'_> {
         let ast::AlterIndexOperation::RenameIndex { index_name } = op;
         let name = self.relation_key(name)?;
         let new = self.beside(&name, index_name)?;
-        let index = self.catalog.index_by_name(&name).cloned().ok_or_else(|| SqlError::new("42P01", format!("relation \"{name}\" does not exist")))?;
-        let table = self.catalog.table(index.table).cloned().ok_or_else(|| SqlError::new("XX000", "an index's table is missing"))?;
+        let index = self
+            .catalog
+            .index_by_name(&name)
+            .cloned()
+            .ok_or_else(|| SqlError::new("42P01", format!("relation \"{name}\" does not exist")))?;
+        let table = self
+            .catalog
+            .table(index.table)
+            .cloned()
+            .ok_or_else(|| SqlError::new("XX000", "an index's table is missing"))?;
         if !self.deps.iter().any(|d| Arc::ptr_eq(d, &table)) {
             self.deps.push(Arc::clone(&table));
         }
@@ -187,7 +224,10 @@ impl Binder<'_> {
         // A view keeps its query's text: a renamed, dropped or retyped
         // column would leave it reading something else or nothing.
         if let Some(view) = crate::catalog::dependent_views(self.catalog, &table.name).first() {
-            return Err(SqlError::unsupported(format!("ALTER TABLE \"{}\" while view \"{}\" depends on it", table.name, view.name)));
+            return Err(SqlError::unsupported(format!(
+                "ALTER TABLE \"{}\" while view \"{}\" depends on it",
+                table.name, view.name
+            )));
         }
         if table.annotation.is_some() {
             return Err(SqlError::new(
@@ -212,7 +252,10 @@ impl Binder<'_> {
             Op::AddColumn { if_not_exists, column_def, column_position: None, .. } => {
                 let cname = ident(&column_def.name);
                 if w.column(&cname).is_some() {
-                    let message = format!("column \"{cname}\" of relation \"{}\" already exists", crate::names::short(&w.def.name));
+                    let message = format!(
+                        "column \"{cname}\" of relation \"{}\" already exists",
+                        crate::names::short(&w.def.name)
+                    );
                     if *if_not_exists {
                         w.notices.push(SqlNotice { sqlstate: "42701", message: format!("{message}, skipping") });
                         return Ok(());
@@ -243,17 +286,32 @@ impl Binder<'_> {
                         Some(i) => self.drop_column(w, i, cascade)?,
                         None if *if_exists => w.notices.push(SqlNotice {
                             sqlstate: "00000",
-                            message: format!("column \"{cname}\" of relation \"{}\" does not exist, skipping", crate::names::short(&w.def.name)),
+                            message: format!(
+                                "column \"{cname}\" of relation \"{}\" does not exist, skipping",
+                                crate::names::short(&w.def.name)
+                            ),
                         }),
-                        None => return Err(SqlError::new("42703", format!("column \"{cname}\" of relation \"{}\" does not exist", crate::names::short(&w.def.name)))),
+                        None => {
+                            return Err(SqlError::new(
+                                "42703",
+                                format!(
+                                    "column \"{cname}\" of relation \"{}\" does not exist",
+                                    crate::names::short(&w.def.name)
+                                ),
+                            ));
+                        }
                     }
                 }
             }
             Op::RenameColumn { old_column_name, new_column_name } => {
                 let (old, new) = (ident(old_column_name), ident(new_column_name));
-                let i = w.column(&old).ok_or_else(|| SqlError::new("42703", format!("column \"{old}\" does not exist")))?;
+                let i =
+                    w.column(&old).ok_or_else(|| SqlError::new("42703", format!("column \"{old}\" does not exist")))?;
                 if w.column(&new).is_some() {
-                    return Err(SqlError::new("42701", format!("column \"{new}\" of relation \"{}\" already exists", crate::names::short(&w.def.name))));
+                    return Err(SqlError::new(
+                        "42701",
+                        format!("column \"{new}\" of relation \"{}\" already exists", crate::names::short(&w.def.name)),
+                    ));
                 }
                 rename_column(w, i, &new);
             }
@@ -282,22 +340,37 @@ impl Binder<'_> {
                 if let Some(n) = named.map(ident)
                     && w.constraint_taken(&n)
                 {
-                    return Err(SqlError::new("42710", format!("constraint \"{n}\" for relation \"{}\" already exists", crate::names::short(&w.def.name))));
+                    return Err(SqlError::new(
+                        "42710",
+                        format!(
+                            "constraint \"{n}\" for relation \"{}\" already exists",
+                            crate::names::short(&w.def.name)
+                        ),
+                    ));
                 }
                 if matches!(constraint, ast::TableConstraint::PrimaryKey(_)) && !w.def.primary_key.is_empty() {
-                    return Err(SqlError::new("42P16", format!("multiple primary keys for table \"{}\" are not allowed", crate::names::short(&w.def.name))));
+                    return Err(SqlError::new(
+                        "42P16",
+                        format!(
+                            "multiple primary keys for table \"{}\" are not allowed",
+                            crate::names::short(&w.def.name)
+                        ),
+                    ));
                 }
                 let had_pk = !w.def.primary_key.is_empty();
                 self.table_constraint(constraint, &mut w.def, &mut w.pending_checks)?;
                 if !had_pk && !w.def.primary_key.is_empty() {
-                    w.pkey_name = Some(named.map_or_else(|| format!("{}_pkey", crate::names::short(&w.def.name)), ident));
+                    w.pkey_name =
+                        Some(named.map_or_else(|| format!("{}_pkey", crate::names::short(&w.def.name)), ident));
                 }
                 for k in w.def.primary_key.clone() {
                     let i = w.require_column(&k)?;
                     w.def.columns[i].nullable = false;
                 }
             }
-            Op::AddConstraint { not_valid: true, .. } => return Err(SqlError::unsupported("ADD CONSTRAINT ... NOT VALID")),
+            Op::AddConstraint { not_valid: true, .. } => {
+                return Err(SqlError::unsupported("ADD CONSTRAINT ... NOT VALID"));
+            }
             Op::DropConstraint { if_exists, name, drop_behavior } => {
                 let cascade = matches!(drop_behavior, Some(ast::DropBehavior::Cascade));
                 self.drop_constraint(w, &ident(name), *if_exists, cascade)?;
@@ -305,19 +378,32 @@ impl Binder<'_> {
             Op::RenameConstraint { old_name, new_name } => {
                 let (old, new) = (ident(old_name), ident(new_name));
                 if w.constraint_taken(&new) {
-                    return Err(SqlError::new("42710", format!("constraint \"{new}\" for relation \"{}\" already exists", crate::names::short(&w.def.name))));
+                    return Err(SqlError::new(
+                        "42710",
+                        format!(
+                            "constraint \"{new}\" for relation \"{}\" already exists",
+                            crate::names::short(&w.def.name)
+                        ),
+                    ));
                 }
                 if let Some((n, _)) = w.def.unique.iter_mut().find(|(n, _)| n.as_deref() == Some(old.as_str())) {
                     self.relation_name_free(&new)?;
                     *n = Some(new);
-                } else if let Some(f) = w.def.foreign_keys.iter_mut().find(|f| f.name.as_deref() == Some(old.as_str())) {
+                } else if let Some(f) = w.def.foreign_keys.iter_mut().find(|f| f.name.as_deref() == Some(old.as_str()))
+                {
                     f.name = Some(new);
                 } else if let Some(c) = w.def.checks.iter_mut().find(|c| c.name == old) {
                     c.name = new;
                 } else if w.pkey_name.as_deref() == Some(old.as_str()) {
                     return Err(SqlError::unsupported("renaming a primary key constraint"));
                 } else {
-                    return Err(SqlError::new("42704", format!("constraint \"{old}\" for table \"{}\" does not exist", crate::names::short(&w.def.name))));
+                    return Err(SqlError::new(
+                        "42704",
+                        format!(
+                            "constraint \"{old}\" for table \"{}\" does not exist",
+                            crate::names::short(&w.def.name)
+                        ),
+                    ));
                 }
             }
             other => return Err(SqlError::unsupported(format!("ALTER TABLE ... {other}"))),
@@ -331,26 +417,50 @@ impl Binder<'_> {
         let sequence = match &cd.sequence {
             None => None,
             Some((name, how)) => {
-                let seq = self.catalog.table_by_name(name).filter(|s| s.sequence.is_some()).ok_or_else(|| SqlError::new("42P01", format!("relation \"{name}\" does not exist")))?;
+                let seq = self
+                    .catalog
+                    .table_by_name(name)
+                    .filter(|s| s.sequence.is_some())
+                    .ok_or_else(|| SqlError::new("42P01", format!("relation \"{name}\" does not exist")))?;
                 Some((seq.id, *how))
             }
         };
-        let col = Column { name: cd.name.clone(), ty: cd.ty, nullable: cd.nullable, default: cd.default.clone(), sequence, default_sql: cd.default_sql.clone() };
+        let col = Column {
+            name: cd.name.clone(),
+            ty: cd.ty,
+            nullable: cd.nullable,
+            default: cd.default.clone(),
+            sequence,
+            default_sql: cd.default_sql.clone(),
+        };
         super::dml::column_default(&col)
     }
 
     fn drop_column(&mut self, w: &mut Work, i: usize, cascade: bool) -> Result<()> {
         let cname = w.def.columns[i].name.clone();
         if let Some(src) = w.sources[i] {
-            let deps: Vec<Arc<pgtier_engine::ForeignKey>> =
-                self.catalog.referencing(w.old.id).into_iter().filter(|fk| fk.child != w.old.id && fk.parent_columns.contains(&src)).collect();
+            let deps: Vec<Arc<pgtier_engine::ForeignKey>> = self
+                .catalog
+                .referencing(w.old.id)
+                .into_iter()
+                .filter(|fk| fk.child != w.old.id && fk.parent_columns.contains(&src))
+                .collect();
             if let Some(fk) = deps.first()
                 && !cascade
             {
                 let child = self.catalog.table(fk.child).map_or_else(String::new, |t| t.name.clone());
-                return Err(SqlError::new("2BP01", format!("cannot drop column {cname} of table {} because other objects depend on it", crate::names::short(&w.def.name)))
-                    .with_detail(format!("constraint {} on table {child} depends on column {cname} of table {}", fk.name, w.def.name))
-                    .with_hint("Use DROP ... CASCADE to drop the dependent objects too."));
+                return Err(SqlError::new(
+                    "2BP01",
+                    format!(
+                        "cannot drop column {cname} of table {} because other objects depend on it",
+                        crate::names::short(&w.def.name)
+                    ),
+                )
+                .with_detail(format!(
+                    "constraint {} on table {child} depends on column {cname} of table {}",
+                    fk.name, w.def.name
+                ))
+                .with_hint("Use DROP ... CASCADE to drop the dependent objects too."));
             }
             self.cascade(w, &deps);
         }
@@ -364,7 +474,9 @@ impl Binder<'_> {
         w.def.unique.retain(|(_, cols)| !cols.contains(&cname));
         w.indexes.retain(|ix| !ix.columns.contains(&cname));
         let table = w.def.name.clone();
-        w.def.foreign_keys.retain(|f| !(f.columns.contains(&cname) || f.parent_table == table && f.parent_columns.contains(&cname)));
+        w.def
+            .foreign_keys
+            .retain(|f| !(f.columns.contains(&cname) || f.parent_table == table && f.parent_columns.contains(&cname)));
         w.def.checks.retain(|c| !mentions(&c.sql, &cname));
         if let Some((seq, how)) = &w.def.columns[i].sequence
             && how.owns()
@@ -383,10 +495,19 @@ impl Binder<'_> {
     fn alter_column(&mut self, w: &mut Work, cname: &str, op: &ast::AlterColumnOperation) -> Result<()> {
         use ast::AlterColumnOperation as C;
         let i = w.require_column(cname)?;
-        let identity = matches!(w.def.columns[i].sequence, Some((_, SequenceDefault::IdentityAlways | SequenceDefault::IdentityByDefault)));
+        let identity = matches!(
+            w.def.columns[i].sequence,
+            Some((_, SequenceDefault::IdentityAlways | SequenceDefault::IdentityByDefault))
+        );
         let identity_error = || {
-            SqlError::new("42P16", format!("column \"{cname}\" of relation \"{}\" is an identity column", crate::names::short(&w.def.name)))
-                .with_hint("Use ALTER TABLE ... ALTER COLUMN ... DROP IDENTITY instead.")
+            SqlError::new(
+                "42P16",
+                format!(
+                    "column \"{cname}\" of relation \"{}\" is an identity column",
+                    crate::names::short(&w.def.name)
+                ),
+            )
+            .with_hint("Use ALTER TABLE ... ALTER COLUMN ... DROP IDENTITY instead.")
         };
         match op {
             C::SetNotNull => w.def.columns[i].nullable = false,
@@ -395,7 +516,13 @@ impl Binder<'_> {
                     return Err(SqlError::new("42P16", format!("column \"{cname}\" is in a primary key")));
                 }
                 if identity {
-                    return Err(SqlError::new("42P16", format!("column \"{cname}\" of relation \"{}\" is an identity column", crate::names::short(&w.def.name))));
+                    return Err(SqlError::new(
+                        "42P16",
+                        format!(
+                            "column \"{cname}\" of relation \"{}\" is an identity column",
+                            crate::names::short(&w.def.name)
+                        ),
+                    ));
                 }
                 w.def.columns[i].nullable = true;
             }
@@ -422,7 +549,13 @@ impl Binder<'_> {
 
     /// ALTER COLUMN TYPE: the value converted by an assignment cast, or by
     /// USING (bound over the old row); the default converted too.
-    fn alter_type(&mut self, w: &mut Work, i: usize, data_type: &ast::DataType, using: Option<&ast::Expr>) -> Result<()> {
+    fn alter_type(
+        &mut self,
+        w: &mut Work,
+        i: usize,
+        data_type: &ast::DataType,
+        using: Option<&ast::Expr>,
+    ) -> Result<()> {
         let cname = w.def.columns[i].name.clone();
         let to = map_type(data_type)?;
         if to == crate::value::NUMERIC_ANY {
@@ -432,10 +565,22 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("ALTER COLUMN TYPE of a column added in the same statement"));
         };
         let from = w.old.columns[src].ty;
-        let cast_hint = format!("You might need to specify \"USING {}::{}\".", quote_ident(&cname), value::full_type_name(to));
+        let cast_hint =
+            format!("You might need to specify \"USING {}::{}\".", quote_ident(&cname), value::full_type_name(to));
         let converted = match using {
             Some(e) => {
-                let scope = Scope { rels: vec![Rel { name: crate::names::short(&w.old.name).to_owned(), table: Arc::clone(&w.old), offset: 0, source: None }], hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
+                let scope = Scope {
+                    rels: vec![Rel {
+                        name: crate::names::short(&w.old.name).to_owned(),
+                        table: Arc::clone(&w.old),
+                        offset: 0,
+                        source: None,
+                    }],
+                    hidden: Vec::new(),
+                    star: Vec::new(),
+                    merged: Vec::new(),
+                    outer: None,
+                };
                 let (bound, ty) = self.expr(e, &scope, &mut ExprCtx::plain("transform expressions"))?;
                 if bound.has_subquery() {
                     return Err(SqlError::unsupported("cannot use subquery in transform expression"));
@@ -454,7 +599,11 @@ impl Binder<'_> {
             None if from == to => Expr::Column(src),
             None => {
                 if check_assignable(from, to, &cname).is_err() {
-                    return Err(SqlError::datatype_mismatch(format!("column \"{cname}\" cannot be cast automatically to type {}", value::full_type_name(to))).with_hint(cast_hint));
+                    return Err(SqlError::datatype_mismatch(format!(
+                        "column \"{cname}\" cannot be cast automatically to type {}",
+                        value::full_type_name(to)
+                    ))
+                    .with_hint(cast_hint));
                 }
                 self.assign(Expr::Column(src), Some(from), to, &cname)?
             }
@@ -463,11 +612,19 @@ impl Binder<'_> {
         if let Some(d) = cd.default.take() {
             let cast = check_assignable(from, to, &cname).and_then(|()| value::cast(d, to, false));
             cd.default = Some(cast.map_err(|_| {
-                SqlError::datatype_mismatch(format!("default for column \"{cname}\" cannot be cast automatically to type {}", value::full_type_name(to)))
+                SqlError::datatype_mismatch(format!(
+                    "default for column \"{cname}\" cannot be cast automatically to type {}",
+                    value::full_type_name(to)
+                ))
             })?);
         }
-        if cd.default_sql.is_some() && !matches!(to, DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Date | DataType::Uuid) {
-            return Err(SqlError::datatype_mismatch(format!("default for column \"{cname}\" cannot be cast automatically to type {}", type_name(to))));
+        if cd.default_sql.is_some()
+            && !matches!(to, DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Date | DataType::Uuid)
+        {
+            return Err(SqlError::datatype_mismatch(format!(
+                "default for column \"{cname}\" cannot be cast automatically to type {}",
+                type_name(to)
+            )));
         }
         cd.ty = to;
         w.fill[i] = Some(converted);
@@ -477,11 +634,22 @@ impl Binder<'_> {
     fn drop_constraint(&mut self, w: &mut Work, name: &str, if_exists: bool, cascade: bool) -> Result<()> {
         let referenced = |catalog: &Catalog, columns: &[String]| {
             let old_cols: Vec<usize> = columns.iter().filter_map(|c| w.column(c).and_then(|i| w.sources[i])).collect();
-            catalog.referencing(w.old.id).into_iter().filter(|fk| fk.child != w.old.id && fk.parent_columns == old_cols).collect::<Vec<_>>()
+            catalog
+                .referencing(w.old.id)
+                .into_iter()
+                .filter(|fk| fk.child != w.old.id && fk.parent_columns == old_cols)
+                .collect::<Vec<_>>()
         };
         let depends = |fk_name: &str| {
-            let e = SqlError::new("2BP01", format!("cannot drop constraint {name} on table {} because other objects depend on it", crate::names::short(&w.def.name)));
-            e.with_hint("Use DROP ... CASCADE to drop the dependent objects too.").with_detail(format!("constraint {fk_name} depends on index {name}"))
+            let e = SqlError::new(
+                "2BP01",
+                format!(
+                    "cannot drop constraint {name} on table {} because other objects depend on it",
+                    crate::names::short(&w.def.name)
+                ),
+            );
+            e.with_hint("Use DROP ... CASCADE to drop the dependent objects too.")
+                .with_detail(format!("constraint {fk_name} depends on index {name}"))
         };
         if w.pkey_name.as_deref() == Some(name) {
             let deps = referenced(self.catalog, &w.def.primary_key);
@@ -507,9 +675,18 @@ impl Binder<'_> {
         } else if let Some(k) = w.def.checks.iter().position(|c| c.name == name) {
             w.def.checks.remove(k);
         } else if if_exists {
-            w.notices.push(SqlNotice { sqlstate: "00000", message: format!("constraint \"{name}\" of relation \"{}\" does not exist, skipping", crate::names::short(&w.def.name)) });
+            w.notices.push(SqlNotice {
+                sqlstate: "00000",
+                message: format!(
+                    "constraint \"{name}\" of relation \"{}\" does not exist, skipping",
+                    crate::names::short(&w.def.name)
+                ),
+            });
         } else {
-            return Err(SqlError::new("42704", format!("constraint \"{name}\" of relation \"{}\" does not exist", crate::names::short(&w.def.name))));
+            return Err(SqlError::new(
+                "42704",
+                format!("constraint \"{name}\" of relation \"{}\" does not exist", crate::names::short(&w.def.name)),
+            ));
         }
         Ok(())
     }
@@ -519,7 +696,10 @@ impl Binder<'_> {
     fn cascade(&mut self, w: &mut Work, deps: &[Arc<pgtier_engine::ForeignKey>]) {
         for fk in deps {
             let Some(child) = self.catalog.table(fk.child).cloned() else { continue };
-            w.notices.push(SqlNotice { sqlstate: "00000", message: format!("drop cascades to constraint {} on table {}", fk.name, child.name) });
+            w.notices.push(SqlNotice {
+                sqlstate: "00000",
+                message: format!("drop cascades to constraint {} on table {}", fk.name, child.name),
+            });
             if !self.deps.iter().any(|d| Arc::ptr_eq(d, &child)) {
                 self.deps.push(Arc::clone(&child));
             }
@@ -554,12 +734,24 @@ impl Binder<'_> {
             let i = w.require_column(&k)?;
             w.def.columns[i].nullable = false;
         }
-        let fill: Vec<Expr> = w.fill.iter().zip(&w.sources).map(|(f, s)| f.clone().unwrap_or_else(|| Expr::Column(s.unwrap_or(0)))).collect();
+        let fill: Vec<Expr> = w
+            .fill
+            .iter()
+            .zip(&w.sources)
+            .map(|(f, s)| f.clone().unwrap_or_else(|| Expr::Column(s.unwrap_or(0))))
+            .collect();
         let columns: Vec<Column> = w
             .def
             .columns
             .iter()
-            .map(|c| Column { name: c.name.clone(), ty: c.ty, nullable: c.nullable, default: None, sequence: None, default_sql: None })
+            .map(|c| Column {
+                name: c.name.clone(),
+                ty: c.ty,
+                nullable: c.nullable,
+                default: None,
+                sequence: None,
+                default_sql: None,
+            })
             .collect();
         let mut shape = TableSchema::detached(w.def.name.clone(), columns);
         shape.checks.clone_from(&w.def.checks);
@@ -567,7 +759,13 @@ impl Binder<'_> {
         for i in &mut w.indexes {
             i.table.clone_from(&w.def.name);
         }
-        let alter = AlterTableDef { def: w.def, indexes: w.indexes, sources: w.sources, primary_key_name: w.pkey_name, dropped_attnums: w.dropped_attnums };
+        let alter = AlterTableDef {
+            def: w.def,
+            indexes: w.indexes,
+            sources: w.sources,
+            primary_key_name: w.pkey_name,
+            dropped_attnums: w.dropped_attnums,
+        };
         Ok(Plan::AlterTable(Box::new(AlterPlan {
             before,
             table: Some(w.old),
@@ -625,7 +823,10 @@ fn words(sql: &str) -> Vec<(Token, Option<(String, bool)>)> {
         let word = match t {
             Token::Word(w) => {
                 let name = if w.quote_style.is_some() { w.value.clone() } else { w.value.to_lowercase() };
-                let call = tokens[k + 1..].iter().find(|t| !matches!(t, Token::Whitespace(_))).is_some_and(|t| *t == Token::LParen);
+                let call = tokens[k + 1..]
+                    .iter()
+                    .find(|t| !matches!(t, Token::Whitespace(_)))
+                    .is_some_and(|t| *t == Token::LParen);
                 Some((name, call))
             }
             _ => None,
@@ -656,7 +857,13 @@ impl AlterPlan {
         AlterPlan {
             before: Vec::new(),
             table: None,
-            alter: AlterTableDef { def: TableDef::new(String::new(), Vec::new(), &[]), indexes: Vec::new(), sources: Vec::new(), primary_key_name: None, dropped_attnums: Vec::new() },
+            alter: AlterTableDef {
+                def: TableDef::new(String::new(), Vec::new(), &[]),
+                indexes: Vec::new(),
+                sources: Vec::new(),
+                primary_key_name: None,
+                dropped_attnums: Vec::new(),
+            },
             fill: Vec::new(),
             checks: Vec::new(),
             drop_sequences: Vec::new(),

@@ -15,15 +15,23 @@ use super::cast::{CastTarget, cast_target};
 use super::coerce::common_type;
 use super::function::function_name;
 use super::{Binder, ExprCtx, Scope, Ty};
-use crate::error::{Result, SqlError};
 use crate::array::{array_type, elem_type, multidimensional};
+use crate::error::{Result, SqlError};
 use crate::expr::{ArrayFunc, CmpOp, Expr, Func, SubqueryKind, SysFunc};
 use crate::types::{self, Elem, RegKind};
 use crate::value::{self, category};
 
 impl Binder<'_> {
     /// `lhs op ANY (array or subquery)`, or ALL when `all`.
-    pub(super) fn sys_any(&mut self, left: &ast::Expr, op: &ast::BinaryOperator, right: &ast::Expr, all: bool, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    pub(super) fn sys_any(
+        &mut self,
+        left: &ast::Expr,
+        op: &ast::BinaryOperator,
+        right: &ast::Expr,
+        all: bool,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
         let cmp = match op {
             ast::BinaryOperator::Eq => CmpOp::Eq,
             ast::BinaryOperator::NotEq => CmpOp::NotEq,
@@ -44,7 +52,8 @@ impl Binder<'_> {
         }
         let (x, xt) = self.expr(left, scope, ctx)?;
         let (a, at) = self.expr(right, scope, ctx)?;
-        let catalog_side = at.is_some_and(|t| Elem::of(t).is_some()) || (at.is_none() && xt.is_some_and(|t| array_type(t).is_none()));
+        let catalog_side =
+            at.is_some_and(|t| Elem::of(t).is_some()) || (at.is_none() && xt.is_some_and(|t| array_type(t).is_none()));
         if !catalog_side {
             return self.real_any(cmp, all, x, xt, a, at);
         }
@@ -52,7 +61,9 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("ALL over a system catalog array"));
         }
         let elem = match at {
-            Some(t) => Elem::of(t).ok_or_else(|| SqlError::new("42809", "op ANY/ALL (array) requires array on right side"))?,
+            Some(t) => {
+                Elem::of(t).ok_or_else(|| SqlError::new("42809", "op ANY/ALL (array) requires array on right side"))?
+            }
             None => match xt.and_then(Elem::for_element) {
                 Some(e) => e,
                 None => Elem::Text,
@@ -64,7 +75,14 @@ impl Binder<'_> {
             None => self.coerce(x, None, want, "ANY")?,
             Some(DataType::Char(_)) => Expr::BpcharTrim(x.boxed()),
             Some(t) if category(t) == category(want) || RegKind::of(t).is_some() => x,
-            Some(t) => return Err(SqlError::undefined_operator(&format!("{} {} {}[]", value::type_name(t), cmp.symbol(), value::type_name(want)))),
+            Some(t) => {
+                return Err(SqlError::undefined_operator(&format!(
+                    "{} {} {}[]",
+                    value::type_name(t),
+                    cmp.symbol(),
+                    value::type_name(want)
+                )));
+            }
         };
         Ok((Expr::Func(Func::Sys(SysFunc::Any(cmp, elem)), vec![x, a]), Some(DataType::Bool)))
     }
@@ -87,7 +105,8 @@ impl Binder<'_> {
         let arr_ty = match at {
             Some(t @ DataType::Array(_)) => t,
             Some(_) => return Err(SqlError::new("42809", "op ANY/ALL (array) requires array on right side")),
-            None => array_type(xt.unwrap_or(DataType::Text)).ok_or_else(|| SqlError::unsupported(format!("{word} over an array of this type")))?,
+            None => array_type(xt.unwrap_or(DataType::Text))
+                .ok_or_else(|| SqlError::unsupported(format!("{word} over an array of this type")))?,
         };
         let elem = elem_type(arr_ty).unwrap_or(DataType::Text);
         let a = if at.is_none() { self.coerce(a, None, arr_ty, word)? } else { a };
@@ -95,13 +114,25 @@ impl Binder<'_> {
             None => self.coerce(x, None, elem, word)?,
             Some(DataType::Char(_)) if !matches!(elem, DataType::Char(_)) => Expr::BpcharTrim(x.boxed()),
             Some(t) if comparable(t, elem) => x,
-            Some(t) => return Err(SqlError::undefined_operator(&format!("{} {} {}", value::type_name(t), cmp.symbol(), value::type_name(arr_ty)))),
+            Some(t) => {
+                return Err(SqlError::undefined_operator(&format!(
+                    "{} {} {}",
+                    value::type_name(t),
+                    cmp.symbol(),
+                    value::type_name(arr_ty)
+                )));
+            }
         };
         Ok((Expr::Func(Func::Array(ArrayFunc::Any(cmp, all)), vec![x, a]), Some(DataType::Bool)))
     }
 
     /// `ARRAY[a, b, ...]`.
-    pub(super) fn array_constructor(&mut self, items: &[ast::Expr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    pub(super) fn array_constructor(
+        &mut self,
+        items: &[ast::Expr],
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
         if items.is_empty() {
             return Err(SqlError::new("42P18", "cannot determine type of empty array")
                 .with_hint("Explicitly cast to the desired type, for example ARRAY[]::integer[]."));
@@ -113,7 +144,9 @@ impl Binder<'_> {
             // which pgtier does not have. Taken as an array of the inner
             // arrays' text, each level doubled the quoting (60 levels built a
             // string of 2^60 bytes).
-            if matches!(i, ast::Expr::Array(_)) || t.is_some_and(|t| Elem::of(t).is_some() || matches!(t, DataType::Array(_))) {
+            if matches!(i, ast::Expr::Array(_))
+                || t.is_some_and(|t| Elem::of(t).is_some() || matches!(t, DataType::Array(_)))
+            {
                 return Err(multidimensional());
             }
             bound.push((e, t));
@@ -127,13 +160,18 @@ impl Binder<'_> {
             }
             // A constant array is one value (an IN list's or a literal's).
             if out.iter().all(|e| matches!(e, Expr::Const(_))) {
-                let items = out.into_iter().map(|e| if let Expr::Const(v) = e { v } else { Value::Null }).collect::<Vec<_>>();
-                let items = items.into_iter().map(|v| if v.is_null() { Ok(v) } else { value::cast(v, common, false) }).collect::<Result<Vec<_>>>()?;
+                let items =
+                    out.into_iter().map(|e| if let Expr::Const(v) = e { v } else { Value::Null }).collect::<Vec<_>>();
+                let items = items
+                    .into_iter()
+                    .map(|v| if v.is_null() { Ok(v) } else { value::cast(v, common, false) })
+                    .collect::<Result<Vec<_>>>()?;
                 return Ok((Expr::Const(Value::Array(items)), Some(arr_ty)));
             }
             return Ok((Expr::Func(Func::Array(ArrayFunc::Make), out), Some(arr_ty)));
         }
-        let elem = Elem::for_element(common).ok_or_else(|| SqlError::unsupported(format!("arrays of {}", value::type_name(common))))?;
+        let elem = Elem::for_element(common)
+            .ok_or_else(|| SqlError::unsupported(format!("arrays of {}", value::type_name(common))))?;
         let mut out = Vec::new();
         for (e, t) in bound {
             out.push(self.result_cast(e, t, Some(elem.element_type()))?);
@@ -160,12 +198,24 @@ impl Binder<'_> {
     }
 
     /// `arr[i]`.
-    pub(super) fn subscript(&mut self, root: &ast::Expr, chain: &[ast::AccessExpr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    pub(super) fn subscript(
+        &mut self,
+        root: &ast::Expr,
+        chain: &[ast::AccessExpr],
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
         if let [ast::AccessExpr::Dot(ast::Expr::Identifier(field))] = chain {
-            return self.record_field(root, field, scope, ctx)?.ok_or_else(|| SqlError::unsupported("this field access"));
+            return self
+                .record_field(root, field, scope, ctx)?
+                .ok_or_else(|| SqlError::unsupported("this field access"));
         }
         // `t.col[i]`: the parser reads the qualified name as an access chain.
-        if let (ast::Expr::Identifier(table), [ast::AccessExpr::Dot(ast::Expr::Identifier(column)), index @ ast::AccessExpr::Subscript(_)]) = (root, chain) {
+        if let (
+            ast::Expr::Identifier(table),
+            [ast::AccessExpr::Dot(ast::Expr::Identifier(column)), index @ ast::AccessExpr::Subscript(_)],
+        ) = (root, chain)
+        {
             let qualified = ast::Expr::CompoundIdentifier(vec![table.clone(), column.clone()]);
             return self.subscript(&qualified, std::slice::from_ref(index), scope, ctx);
         }
@@ -176,7 +226,9 @@ impl Binder<'_> {
         let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] = chain else {
             return Err(SqlError::unsupported("this field access or array slice"));
         };
-        let elem = at.and_then(Elem::of).ok_or_else(|| SqlError::new("42804", "cannot subscript type because it does not support subscripting"))?;
+        let elem = at
+            .and_then(Elem::of)
+            .ok_or_else(|| SqlError::new("42804", "cannot subscript type because it does not support subscripting"))?;
         let (i, it) = self.expr(index, scope, ctx)?;
         let i = match it {
             None => self.coerce(i, None, DataType::Int4, "subscript")?,
@@ -187,7 +239,15 @@ impl Binder<'_> {
     }
 
     /// `a[i]`, `a[i:j]` on a real array (one subscript: one dimension).
-    fn real_subscript(&mut self, a: Expr, at: Ty, elem: DataType, chain: &[ast::AccessExpr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    fn real_subscript(
+        &mut self,
+        a: Expr,
+        at: Ty,
+        elem: DataType,
+        chain: &[ast::AccessExpr],
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
         let [ast::AccessExpr::Subscript(sub)] = chain else {
             return Err(match chain.first() {
                 Some(ast::AccessExpr::Subscript(_)) => multidimensional(),
@@ -200,7 +260,9 @@ impl Binder<'_> {
             args.push(match it {
                 None => b.coerce(i, None, DataType::Int4, "subscript")?,
                 Some(t) if value::is_int4_implicit(t) => i,
-                Some(t) if value::category(t) == value::Category::Numeric => Expr::Cast(i.boxed(), DataType::Int4, false),
+                Some(t) if value::category(t) == value::Category::Numeric => {
+                    Expr::Cast(i.boxed(), DataType::Int4, false)
+                }
                 Some(_) => return Err(SqlError::new("42804", "array subscript must have type integer")),
             });
             Ok(())
@@ -221,18 +283,31 @@ impl Binder<'_> {
     }
 
     /// `array || array` (either side may be NULL, as in PostgreSQL).
-    pub(super) fn array_concat(&mut self, left: &ast::Expr, right: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    pub(super) fn array_concat(
+        &mut self,
+        left: &ast::Expr,
+        right: &ast::Expr,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
         let (x, xt) = self.expr(left, scope, ctx)?;
         let (y, yt) = self.expr(right, scope, ctx)?;
         if crate::array::is_array(xt) || crate::array::is_array(yt) || (xt.is_none() && yt.is_none()) {
             return self.real_concat(x, xt, y, yt);
         }
-        let elem = xt.and_then(Elem::of).or_else(|| yt.and_then(Elem::of)).ok_or_else(|| SqlError::unsupported("|| on arrays of unknown type"))?;
+        let elem = xt
+            .and_then(Elem::of)
+            .or_else(|| yt.and_then(Elem::of))
+            .ok_or_else(|| SqlError::unsupported("|| on arrays of unknown type"))?;
         let x = if xt.is_none() { self.array_literal(x, elem)? } else { x };
         let y = if yt.is_none() { self.array_literal(y, elem)? } else { y };
         for t in [xt, yt].into_iter().flatten() {
             if Elem::of(t) != Some(elem) {
-                return Err(SqlError::undefined_operator(&format!("{} || {}", value::type_name(t), value::type_name(elem.data_type()))));
+                return Err(SqlError::undefined_operator(&format!(
+                    "{} || {}",
+                    value::type_name(t),
+                    value::type_name(elem.data_type())
+                )));
             }
         }
         Ok((Expr::Func(Func::Sys(SysFunc::ArrayConcat(elem)), vec![x, y]), Some(elem.data_type())))
@@ -243,8 +318,12 @@ impl Binder<'_> {
 pub(super) fn is_array_ast(e: &ast::Expr) -> bool {
     match e {
         ast::Expr::Array(_) => true,
-        ast::Expr::Function(f) => function_name(&f.name).is_ok_and(|n| n == "array") && matches!(f.args, ast::FunctionArguments::Subquery(_)),
-        ast::Expr::Cast { data_type, .. } => matches!(cast_target(data_type), Some(CastTarget::Array(_))) || matches!(data_type, ast::DataType::Array(_)),
+        ast::Expr::Function(f) => {
+            function_name(&f.name).is_ok_and(|n| n == "array") && matches!(f.args, ast::FunctionArguments::Subquery(_))
+        }
+        ast::Expr::Cast { data_type, .. } => {
+            matches!(cast_target(data_type), Some(CastTarget::Array(_))) || matches!(data_type, ast::DataType::Array(_))
+        }
         ast::Expr::Nested(inner) => is_array_ast(inner),
         _ => false,
     }
@@ -253,5 +332,7 @@ pub(super) fn is_array_ast(e: &ast::Expr) -> bool {
 /// Element types `=` (and the other comparisons) accept together.
 pub(super) fn comparable(a: DataType, b: DataType) -> bool {
     let (ca, cb) = (category(a), category(b));
-    ca == cb && (ca != value::Category::Array || matches!((elem_type(a), elem_type(b)), (Some(x), Some(y)) if comparable(x, y)))
+    ca == cb
+        && (ca != value::Category::Array
+            || matches!((elem_type(a), elem_type(b)), (Some(x), Some(y)) if comparable(x, y)))
 }

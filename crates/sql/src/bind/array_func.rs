@@ -15,13 +15,36 @@ use crate::value;
 /// The functions bound here when an argument is a real array (or always,
 /// for string_to_array).
 const ARRAY_FUNCTIONS: &[&str] = &[
-    "array_append", "array_prepend", "array_cat", "cardinality", "array_ndims", "array_dims", "array_length", "array_lower", "array_upper",
-    "array_position", "array_positions", "array_remove", "array_replace", "array_to_string", "string_to_array",
+    "array_append",
+    "array_prepend",
+    "array_cat",
+    "cardinality",
+    "array_ndims",
+    "array_dims",
+    "array_length",
+    "array_lower",
+    "array_upper",
+    "array_position",
+    "array_positions",
+    "array_remove",
+    "array_replace",
+    "array_to_string",
+    "string_to_array",
 ];
 
 /// The ones the system catalogs' text-form arrays do not have too.
-const ARRAY_ONLY: &[&str] =
-    &["array_append", "array_prepend", "array_cat", "array_ndims", "array_dims", "array_position", "array_positions", "array_remove", "array_replace", "string_to_array"];
+const ARRAY_ONLY: &[&str] = &[
+    "array_append",
+    "array_prepend",
+    "array_cat",
+    "array_ndims",
+    "array_dims",
+    "array_position",
+    "array_positions",
+    "array_remove",
+    "array_replace",
+    "string_to_array",
+];
 
 pub(super) fn is_array_call(name: &str, args: &[(Expr, Ty)]) -> bool {
     ARRAY_ONLY.contains(&name) || (ARRAY_FUNCTIONS.contains(&name) && args.iter().any(|(_, t)| is_array(*t)))
@@ -71,7 +94,14 @@ impl Binder<'_> {
     }
 
     /// `@>`, `<@`, `&&`; None when neither side is a real array.
-    pub(super) fn array_set_op(&mut self, op: &ast::BinaryOperator, x: Expr, xt: Ty, y: Expr, yt: Ty) -> Result<Option<(Expr, Ty)>> {
+    pub(super) fn array_set_op(
+        &mut self,
+        op: &ast::BinaryOperator,
+        x: Expr,
+        xt: Ty,
+        y: Expr,
+        yt: Ty,
+    ) -> Result<Option<(Expr, Ty)>> {
         let f = match op {
             ast::BinaryOperator::AtArrow => ArrayFunc::Contains,
             ast::BinaryOperator::ArrowAt => ArrayFunc::ContainedBy,
@@ -125,12 +155,16 @@ impl Binder<'_> {
             ("array_positions", 2) => (ArrayFunc::Positions, vec![Arg::Arr, Arg::Elem], array_type(Int4)),
             ("array_remove", 2) => (ArrayFunc::Remove, vec![Arg::Arr, Arg::Elem], None),
             ("array_replace", 3) => (ArrayFunc::Replace, vec![Arg::Arr, Arg::Elem, Arg::Elem], None),
-            ("array_to_string", 2 | 3) => (ArrayFunc::ToString, vec![Arg::Arr, Arg::Fixed(Text), Arg::Fixed(Text)], Some(Text)),
+            ("array_to_string", 2 | 3) => {
+                (ArrayFunc::ToString, vec![Arg::Arr, Arg::Fixed(Text), Arg::Fixed(Text)], Some(Text))
+            }
             ("string_to_array", 2 | 3) => (ArrayFunc::StringToArray, vec![Arg::Fixed(Text); 3], array_type(Text)),
             _ => return Err(bad()),
         };
-        let arrays: Vec<Ty> = shape.iter().zip(&types).filter(|(s, _)| matches!(s, Arg::Arr)).map(|(_, t)| *t).collect();
-        let elems: Vec<Ty> = shape.iter().zip(&types).filter(|(s, _)| matches!(s, Arg::Elem)).map(|(_, t)| *t).collect();
+        let arrays: Vec<Ty> =
+            shape.iter().zip(&types).filter(|(s, _)| matches!(s, Arg::Arr)).map(|(_, t)| *t).collect();
+        let elems: Vec<Ty> =
+            shape.iter().zip(&types).filter(|(s, _)| matches!(s, Arg::Elem)).map(|(_, t)| *t).collect();
         if arrays.iter().any(|t| t.is_some_and(|t| !matches!(t, DataType::Array(_)))) {
             return Err(bad());
         }

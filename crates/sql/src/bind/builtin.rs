@@ -35,8 +35,29 @@ fn float_or_numeric(t: Ty) -> Option<bool> {
 
 /// The functions [`Binder::more_function`] binds.
 pub(super) const MORE_FUNCTIONS: [&str; 24] = [
-    "pg_typeof", "format", "cbrt", "exp", "ln", "log", "log10", "sign", "pi", "div", "gcd", "lcm", "to_char", "to_timestamp", "to_date", "make_timestamp",
-    "make_timestamptz", "regexp_matches", "regexp_split_to_table", "regexp_split_to_array", "regexp_count", "regexp_instr", "regexp_substr",
+    "pg_typeof",
+    "format",
+    "cbrt",
+    "exp",
+    "ln",
+    "log",
+    "log10",
+    "sign",
+    "pi",
+    "div",
+    "gcd",
+    "lcm",
+    "to_char",
+    "to_timestamp",
+    "to_date",
+    "make_timestamp",
+    "make_timestamptz",
+    "regexp_matches",
+    "regexp_split_to_table",
+    "regexp_split_to_array",
+    "regexp_count",
+    "regexp_instr",
+    "regexp_substr",
     "to_number",
 ];
 
@@ -59,11 +80,14 @@ fn gcd_version(types: &[Ty]) -> Option<Option<DataType>> {
         if !fits {
             continue;
         }
-        let exact = types.iter().filter(|t| match (t, version) {
-            (Some(DataType::Numeric { .. }), DataType::Numeric { .. }) => true,
-            (Some(t), v) => *t == v,
-            (None, _) => false,
-        }).count();
+        let exact = types
+            .iter()
+            .filter(|t| match (t, version) {
+                (Some(DataType::Numeric { .. }), DataType::Numeric { .. }) => true,
+                (Some(t), v) => *t == v,
+                (None, _) => false,
+            })
+            .count();
         match best {
             Some((n, _)) if n > exact => {}
             Some((n, _)) if n == exact => tie = true,
@@ -107,7 +131,9 @@ impl Binder<'_> {
                     out.push(match t {
                         _ if k == 0 => self.text_arg(e, t, name).map_err(|_| undefined())?,
                         None => self.coerce(e, None, DataType::Text, name)?,
-                        Some(t) if RegKind::of(t).is_some() => return Err(SqlError::unsupported("format() of a reg* value")),
+                        Some(t) if RegKind::of(t).is_some() => {
+                            return Err(SqlError::unsupported("format() of a reg* value"));
+                        }
                         // char(n) keeps its padding: format prints each argument with its output function.
                         Some(_) => e,
                     });
@@ -123,7 +149,11 @@ impl Binder<'_> {
                     }
                     let mut out = Vec::new();
                     for (e, t) in bound {
-                        out.push(if t.is_none() { self.coerce(e, None, NUMERIC_ANY, name)? } else { self.result_cast(e, t, Some(NUMERIC_ANY))? });
+                        out.push(if t.is_none() {
+                            self.coerce(e, None, NUMERIC_ANY, name)?
+                        } else {
+                            self.result_cast(e, t, Some(NUMERIC_ANY))?
+                        });
                     }
                     return Ok((Expr::Func(Func::Log10, out), Some(NUMERIC_ANY)));
                 }
@@ -174,7 +204,9 @@ impl Binder<'_> {
                     // A date goes to timestamptz, the date/time category's preferred type.
                     Some(DataType::Date) => self.result_cast(x, t, Some(DataType::TimestampTz(None)))?,
                     None => return Err(not_unique(sig)),
-                    Some(t) if category(t) == Category::Numeric => return Err(SqlError::unsupported("to_char of a number")),
+                    Some(t) if category(t) == Category::Numeric => {
+                        return Err(SqlError::unsupported("to_char of a number"));
+                    }
                     Some(_) => return Err(undefined()),
                 };
                 let fmt = self.text_arg(fmt, ft, name).map_err(|_| undefined())?;
@@ -195,7 +227,10 @@ impl Binder<'_> {
                     out.push(self.text_arg(e, t, name).map_err(|_| undefined())?);
                 }
                 let date = name == "to_date";
-                (Expr::Func(Func::ToTimestamp(date), out), Some(if date { DataType::Date } else { DataType::TimestampTz(None) }))
+                (
+                    Expr::Func(Func::ToTimestamp(date), out),
+                    Some(if date { DataType::Date } else { DataType::TimestampTz(None) }),
+                )
             }
             "make_timestamp" | "make_timestamptz" => {
                 let tz = name == "make_timestamptz";
@@ -213,9 +248,14 @@ impl Binder<'_> {
                         return Err(undefined());
                     });
                 }
-                (Expr::Func(Func::MakeTimestamp(tz), out), Some(if tz { DataType::TimestampTz(None) } else { DataType::Timestamp(None) }))
+                (
+                    Expr::Func(Func::MakeTimestamp(tz), out),
+                    Some(if tz { DataType::TimestampTz(None) } else { DataType::Timestamp(None) }),
+                )
             }
-            "regexp_matches" | "regexp_split_to_table" => return Err(SqlError::unsupported(format!("set-returning function {name}()"))),
+            "regexp_matches" | "regexp_split_to_table" => {
+                return Err(SqlError::unsupported(format!("set-returning function {name}()")));
+            }
             _ => return Err(SqlError::unsupported(format!("{name}()"))),
         };
         Ok(out)

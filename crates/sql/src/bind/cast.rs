@@ -30,14 +30,18 @@ impl Binder<'_> {
     pub(super) fn reg_cast(&mut self, x: Expr, t: Ty, kind: RegKind) -> Result<(Expr, Ty)> {
         let ty = Some(kind.data_type());
         match (&x, t) {
-            (Expr::Const(Value::Text(s)), None) | (Expr::Const(Value::Text(s)), Some(DataType::Text | DataType::Varchar(_))) if kind != RegKind::Role => {
+            (Expr::Const(Value::Text(s)), None)
+            | (Expr::Const(Value::Text(s)), Some(DataType::Text | DataType::Varchar(_)))
+                if kind != RegKind::Role =>
+            {
                 let settings = std::collections::HashMap::new();
                 let oid = crate::catalog::reg_lookup_in(self.catalog, self.path, &settings, kind, s)?;
                 // The plan depends on the table it named: re-plan when it goes.
                 if let Some(t) = crate::catalog::table_by_oid(self.catalog, oid)
-                    && !self.deps.iter().any(|d| Arc::ptr_eq(d, t)) {
-                        self.deps.push(t.clone());
-                    }
+                    && !self.deps.iter().any(|d| Arc::ptr_eq(d, t))
+                {
+                    self.deps.push(t.clone());
+                }
                 Ok((Expr::Const(Value::Int8(oid)), ty))
             }
             (Expr::Const(Value::Null), _) => Ok((x, ty)),
@@ -52,31 +56,48 @@ impl Binder<'_> {
     }
 
     /// Casts involving the SQL-layer-only types; None for ordinary casts.
-    pub(super) fn sys_cast(&mut self, x: Expr, t: Ty, target: Option<CastTarget>, plain: Option<DataType>) -> Result<Option<(Expr, Ty)>> {
+    pub(super) fn sys_cast(
+        &mut self,
+        x: Expr,
+        t: Ty,
+        target: Option<CastTarget>,
+        plain: Option<DataType>,
+    ) -> Result<Option<(Expr, Ty)>> {
         if let Some(target) = target {
             return Ok(Some(match target {
                 CastTarget::Reg(kind) => self.reg_cast(x, t, kind)?,
                 CastTarget::Oid => match t {
                     Some(t) if RegKind::of(t).is_some() => (x, Some(types::OID)),
-                    Some(t) if value::is_integer(t) => (Expr::Func(Func::Sys(SysFunc::OidFromInt(t == DataType::Int8)), vec![x]), Some(types::OID)),
+                    Some(t) if value::is_integer(t) => {
+                        (Expr::Func(Func::Sys(SysFunc::OidFromInt(t == DataType::Int8)), vec![x]), Some(types::OID))
+                    }
                     None => match x {
-                        Expr::Const(Value::Text(s)) => (Expr::Const(Value::Int8(crate::expr::oid_in(&s)?)), Some(types::OID)),
+                        Expr::Const(Value::Text(s)) => {
+                            (Expr::Const(Value::Int8(crate::expr::oid_in(&s)?)), Some(types::OID))
+                        }
                         Expr::Const(Value::Null) => (x, Some(types::OID)),
-                        x => (Expr::Func(Func::Sys(SysFunc::OidIn), vec![self.coerce(x, None, DataType::Text, "::")?]), Some(types::OID)),
+                        x => (
+                            Expr::Func(Func::Sys(SysFunc::OidIn), vec![self.coerce(x, None, DataType::Text, "::")?]),
+                            Some(types::OID),
+                        ),
                     },
                     Some(t) if is_string(Some(t)) => (Expr::Func(Func::Sys(SysFunc::OidIn), vec![x]), Some(types::OID)),
                     Some(t) => return Err(cannot_cast(t, "oid")),
                 },
                 CastTarget::Name | CastTarget::Char | CastTarget::RegProc => {
                     let x = match (t, &x) {
-                        (Some(t), _) if RegKind::of(t).is_some() => Expr::Func(Func::Sys(SysFunc::RegOut(RegKind::of(t).unwrap_or(RegKind::Class))), vec![x]),
+                        (Some(t), _) if RegKind::of(t).is_some() => {
+                            Expr::Func(Func::Sys(SysFunc::RegOut(RegKind::of(t).unwrap_or(RegKind::Class))), vec![x])
+                        }
                         (None, Expr::Const(Value::Text(s))) if target == CastTarget::RegProc => {
                             Expr::Const(Value::Text(s.strip_prefix("pg_catalog.").unwrap_or(s).to_owned()))
                         }
                         (None, _) => self.coerce(x, None, DataType::Text, "::")?,
                         (Some(DataType::Char(_)), _) => Expr::BpcharTrim(x.boxed()),
                         (Some(t), _) if is_string(Some(t)) => x,
-                        (Some(_), _) if target == CastTarget::RegProc => return Err(SqlError::unsupported("regproc from an oid")),
+                        (Some(_), _) if target == CastTarget::RegProc => {
+                            return Err(SqlError::unsupported("regproc from an oid"));
+                        }
                         (Some(_), _) => Expr::Cast(x.boxed(), DataType::Text, true),
                     };
                     (x, Some(DataType::Text))
@@ -84,7 +105,9 @@ impl Binder<'_> {
                 CastTarget::Array(elem) => {
                     let ty = elem.data_type();
                     match (t, x) {
-                        (None | Some(DataType::Text), Expr::Const(Value::Text(s))) => (Expr::Const(types::array_input(&s, elem)?), Some(ty)),
+                        (None | Some(DataType::Text), Expr::Const(Value::Text(s))) => {
+                            (Expr::Const(types::array_input(&s, elem)?), Some(ty))
+                        }
                         (_, Expr::Const(Value::Null)) => (Expr::Const(Value::Null), Some(ty)),
                         (None, x) => (self.coerce(x, None, DataType::Text, "::")?, Some(ty)),
                         (Some(from), x) if Elem::of(from) == Some(elem) => (x, Some(ty)),
@@ -101,7 +124,10 @@ impl Binder<'_> {
         if let Some(kind) = RegKind::of(from) {
             if category(to) == Category::String {
                 let name = Expr::Func(Func::Sys(SysFunc::RegOut(kind)), vec![x]);
-                return Ok(Some((if to == DataType::Text { name } else { Expr::Cast(name.boxed(), to, true) }, Some(to))));
+                return Ok(Some((
+                    if to == DataType::Text { name } else { Expr::Cast(name.boxed(), to, true) },
+                    Some(to),
+                )));
             }
             if value::is_integer(to) {
                 return Ok(Some((Expr::Cast(x.boxed(), to, true), Some(to))));
@@ -143,7 +169,9 @@ pub(super) fn cast_target(t: &ast::DataType) -> Option<CastTarget> {
                 _ => return None,
             })
         }
-        ast::DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, None) | ast::ArrayElemTypeDef::AngleBracket(inner)) => {
+        ast::DataType::Array(
+            ast::ArrayElemTypeDef::SquareBracket(inner, None) | ast::ArrayElemTypeDef::AngleBracket(inner),
+        ) => {
             let elem = match cast_target(inner) {
                 Some(CastTarget::Oid | CastTarget::Reg(_)) => Elem::Oid,
                 Some(CastTarget::Name) => Elem::Text,
@@ -231,7 +259,27 @@ mod tests {
     #[test]
     fn cast_exists_agrees_with_value_cast() {
         use DataType as T;
-        let types = [T::Bool, T::Int2, T::Int4, T::Int8, T::Numeric { precision: 0, scale: 0 }, T::Float4, T::Float8, T::Text, T::Varchar(5), T::Char(3), T::Bytea, T::Date, T::Timestamp(None), T::TimestampTz(Some(3)), T::Uuid, T::Time(None), T::Interval, T::Json, T::Jsonb];
+        let types = [
+            T::Bool,
+            T::Int2,
+            T::Int4,
+            T::Int8,
+            T::Numeric { precision: 0, scale: 0 },
+            T::Float4,
+            T::Float8,
+            T::Text,
+            T::Varchar(5),
+            T::Char(3),
+            T::Bytea,
+            T::Date,
+            T::Timestamp(None),
+            T::TimestampTz(Some(3)),
+            T::Uuid,
+            T::Time(None),
+            T::Interval,
+            T::Json,
+            T::Jsonb,
+        ];
         let arrays = [T::Int4, T::Text, T::Date].map(|e| crate::array::array_type(e).unwrap());
         let types: Vec<DataType> = types.into_iter().chain(arrays).collect();
         let scalar = |t: DataType| match t {

@@ -30,13 +30,19 @@ impl Binder<'_> {
             (None, Expr::Const(_)) => Ok(e),
             (None, _) => Ok(Expr::Cast(e.boxed(), to, false)),
             (Some(f), _) if f == to => Ok(e),
-            (Some(f), _) if category(f) == category(to) || (f == DataType::Date && matches!(to, DataType::Timestamp(_))) => {
+            (Some(f), _)
+                if category(f) == category(to) || (f == DataType::Date && matches!(to, DataType::Timestamp(_))) =>
+            {
                 if category(f) == Category::String && to == DataType::Text {
                     return Ok(if matches!(f, DataType::Char(_)) { Expr::BpcharTrim(e.boxed()) } else { e });
                 }
                 Ok(Expr::Cast(e.boxed(), to, false))
             }
-            (Some(f), _) => Err(SqlError::datatype_mismatch(format!("argument of {what} must be type {}, not type {}", type_name(to), type_name(f)))),
+            (Some(f), _) => Err(SqlError::datatype_mismatch(format!(
+                "argument of {what} must be type {}, not type {}",
+                type_name(to),
+                type_name(f)
+            ))),
         }
     }
 
@@ -62,7 +68,8 @@ impl Binder<'_> {
                 }
                 // Fold constants so a bad literal fails at prepare time, like PostgreSQL.
                 if let Expr::Const(v) = e {
-                    return self.folded(value::cast(v.clone(), to, false), || Expr::Cast(Expr::Const(v).boxed(), to, false));
+                    return self
+                        .folded(value::cast(v.clone(), to, false), || Expr::Cast(Expr::Const(v).boxed(), to, false));
                 }
                 Ok(Expr::Cast(e.boxed(), to, false))
             }
@@ -73,7 +80,10 @@ impl Binder<'_> {
         match t {
             Some(DataType::Bool) => Ok(e),
             None => self.coerce(e, None, DataType::Bool, clause),
-            Some(other) => Err(SqlError::datatype_mismatch(format!("argument of {clause} must be type boolean, not type {}", type_name(other)))),
+            Some(other) => Err(SqlError::datatype_mismatch(format!(
+                "argument of {clause} must be type boolean, not type {}",
+                type_name(other)
+            ))),
         }
     }
 
@@ -103,7 +113,11 @@ impl Binder<'_> {
 
     pub(super) fn unify_cmp(&mut self, x: Expr, xt: Ty, y: Expr, yt: Ty, op: &str) -> Result<(Expr, Expr)> {
         if let (Some(DataType::Json), None) | (None, Some(DataType::Json)) = (xt, yt) {
-            return Err(SqlError::undefined_operator(&format!("{} {op} {}", xt.map_or("unknown", type_name), yt.map_or("unknown", type_name))));
+            return Err(SqlError::undefined_operator(&format!(
+                "{} {op} {}",
+                xt.map_or("unknown", type_name),
+                yt.map_or("unknown", type_name)
+            )));
         }
         match (xt, yt) {
             (None, None) => {
@@ -135,10 +149,15 @@ impl Binder<'_> {
                     // converts to bpchar implicitly): trailing blanks of
                     // both sides are insignificant. Against text, as text:
                     // only char(n) loses its padding.
-                    if matches!((a, b), (DataType::Char(_), DataType::Varchar(_)) | (DataType::Varchar(_), DataType::Char(_))) {
+                    if matches!(
+                        (a, b),
+                        (DataType::Char(_), DataType::Varchar(_)) | (DataType::Varchar(_), DataType::Char(_))
+                    ) {
                         return Ok((Expr::BpcharTrim(x.boxed()), Expr::BpcharTrim(y.boxed())));
                     }
-                    let trim = |e: Expr, t: DataType| if matches!(t, DataType::Char(_)) && !both_char { Expr::BpcharTrim(e.boxed()) } else { e };
+                    let trim = |e: Expr, t: DataType| {
+                        if matches!(t, DataType::Char(_)) && !both_char { Expr::BpcharTrim(e.boxed()) } else { e }
+                    };
                     let (x, y) = (trim(x, a), trim(y, b));
                     if both_char && a != b {
                         return Ok((Expr::BpcharTrim(x.boxed()), Expr::BpcharTrim(y.boxed())));
@@ -211,7 +230,13 @@ pub(super) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
                 // select_common_type: float8 (the preferred type) if present,
                 // else real, which the exact types convert to implicitly (unlike
                 // an operator's float8 for real with numeric).
-                (Category::Numeric, Category::Numeric) if c != DataType::Float8 && *t != DataType::Float8 && (c == DataType::Float4 || *t == DataType::Float4) => DataType::Float4,
+                (Category::Numeric, Category::Numeric)
+                    if c != DataType::Float8
+                        && *t != DataType::Float8
+                        && (c == DataType::Float4 || *t == DataType::Float4) =>
+                {
+                    DataType::Float4
+                }
                 (Category::Numeric, Category::Numeric) => value::numeric_common(c, *t),
                 // The string types convert to each other implicitly, so
                 // PostgreSQL keeps the first: text or varchar after it
@@ -219,21 +244,37 @@ pub(super) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
                 // character(n) makes the result bpchar, compared without
                 // trailing blanks and printing each value's own padding,
                 // which pgtier has no type for.
-                (Category::String, Category::String) if matches!(c, DataType::Char(_)) => return Err(bpchar_common(construct, type_name(*t))),
+                (Category::String, Category::String) if matches!(c, DataType::Char(_)) => {
+                    return Err(bpchar_common(construct, type_name(*t)));
+                }
                 (Category::String, Category::String) => DataType::Text,
                 // date < timestamp < timestamptz, PostgreSQL's preference.
-                (Category::DateTime, Category::DateTime) if matches!(c, DataType::TimestampTz(_)) || matches!(t, DataType::TimestampTz(_)) => DataType::TimestampTz(None),
+                (Category::DateTime, Category::DateTime)
+                    if matches!(c, DataType::TimestampTz(_)) || matches!(t, DataType::TimestampTz(_)) =>
+                {
+                    DataType::TimestampTz(None)
+                }
                 (Category::DateTime, Category::DateTime) => DataType::Timestamp(None),
                 (Category::Time, Category::Time) => DataType::Time(None),
                 (Category::Array, Category::Array) => {
                     let elems = [crate::array::elem_type(c), crate::array::elem_type(*t)];
                     match common_type(&elems, construct)?.and_then(crate::array::array_type) {
                         Some(a) => a,
-                        None => return Err(SqlError::datatype_mismatch(format!("{construct} types {} and {} cannot be matched", type_name(c), type_name(*t)))),
+                        None => {
+                            return Err(SqlError::datatype_mismatch(format!(
+                                "{construct} types {} and {} cannot be matched",
+                                type_name(c),
+                                type_name(*t)
+                            )));
+                        }
                     }
                 }
                 _ => {
-                    return Err(SqlError::datatype_mismatch(format!("{construct} types {} and {} cannot be matched", type_name(c), type_name(*t))));
+                    return Err(SqlError::datatype_mismatch(format!(
+                        "{construct} types {} and {} cannot be matched",
+                        type_name(c),
+                        type_name(*t)
+                    )));
                 }
             },
         });
@@ -271,7 +312,11 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             None => Ok(None),
             Some(ast::CharacterLength::IntegerLength { length, .. }) => {
                 // Longer lengths are the system catalogs' array tags (crate::types).
-                u32::try_from(*length).ok().filter(|n| *n <= 10_485_760).map(Some).ok_or_else(|| SqlError::new("22023", "length for type varchar cannot exceed 10485760"))
+                u32::try_from(*length)
+                    .ok()
+                    .filter(|n| *n <= 10_485_760)
+                    .map(Some)
+                    .ok_or_else(|| SqlError::new("22023", "length for type varchar cannot exceed 10485760"))
             }
             Some(ast::CharacterLength::Max) => Err(SqlError::unsupported("varchar(max)")),
         }
@@ -283,7 +328,9 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             ast::ExactNumberInfo::PrecisionAndScale(p, s) => {
                 let precision = narrow(*p)?;
                 let max = pgtier_engine::NUMERIC_SCALE_MAX;
-                let scale = i16::try_from(*s).ok().filter(|s| s.abs() <= max).ok_or_else(|| SqlError::new("22023", format!("NUMERIC scale {s} must be between -{max} and {max}")))?;
+                let scale = i16::try_from(*s).ok().filter(|s| s.abs() <= max).ok_or_else(|| {
+                    SqlError::new("22023", format!("NUMERIC scale {s} must be between -{max} and {max}"))
+                })?;
                 Ok(DataType::Numeric { precision, scale })
             }
         }
@@ -309,8 +356,12 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
         D::Uuid => DataType::Uuid,
         D::JSON => DataType::Json,
         D::JSONB => DataType::Jsonb,
-        D::Timestamp(p, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Timestamp(time_precision(*p)),
-        D::Timestamp(p, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => DataType::TimestampTz(time_precision(*p)),
+        D::Timestamp(p, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => {
+            DataType::Timestamp(time_precision(*p))
+        }
+        D::Timestamp(p, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => {
+            DataType::TimestampTz(time_precision(*p))
+        }
         D::Time(p, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Time(time_precision(*p)),
         D::Time(..) => return Err(SqlError::unsupported("type time with time zone")),
         D::Interval { fields: None, precision: None } => DataType::Interval,
@@ -321,38 +372,44 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             if matches!(elem, DataType::Array(_)) {
                 return Ok(elem);
             }
-            crate::array::array_type(elem).ok_or_else(|| SqlError::unsupported(format!("arrays of {}", crate::value::type_name(elem))))?
+            crate::array::array_type(elem)
+                .ok_or_else(|| SqlError::unsupported(format!("arrays of {}", crate::value::type_name(elem))))?
         }
         // The array types' own names (`_int4`), as drivers write them.
-        D::Custom(name, mods) if mods.is_empty() && name.to_string().trim_start_matches("pg_catalog.").starts_with('_') => {
+        D::Custom(name, mods)
+            if mods.is_empty() && name.to_string().trim_start_matches("pg_catalog.").starts_with('_') =>
+        {
             let inner = name.to_string().to_lowercase();
             let elem_name = inner.trim_start_matches("pg_catalog.").trim_start_matches('_');
             let elem = map_type(&D::Custom(ast::ObjectName::from(vec![ast::Ident::new(elem_name)]), Vec::new()))?;
-            crate::array::array_type(elem).ok_or_else(|| SqlError::new("42704", format!("type \"{inner}\" does not exist")))?
+            crate::array::array_type(elem)
+                .ok_or_else(|| SqlError::new("42704", format!("type \"{inner}\" does not exist")))?
         }
         // psql and drivers write builtin types qualified (`pg_catalog.text`).
-        D::Custom(name, mods) if mods.is_empty() => match name.to_string().to_lowercase().trim_start_matches("pg_catalog.") {
-            "int" | "int4" | "integer" => DataType::Int4,
-            "int2" | "smallint" => DataType::Int2,
-            "int8" | "bigint" => DataType::Int8,
-            "float4" | "real" => DataType::Float4,
-            "float8" => DataType::Float8,
-            "bool" | "boolean" => DataType::Bool,
-            "text" | "varchar" => DataType::Text,
-            "bytea" => DataType::Bytea,
-            "date" => DataType::Date,
-            "timestamp" => DataType::Timestamp(None),
-            "timestamptz" => DataType::TimestampTz(None),
-            "time" => DataType::Time(None),
-            "interval" => DataType::Interval,
-            "timetz" => return Err(SqlError::unsupported("type time with time zone")),
-"uuid" => DataType::Uuid,
-            "json" => DataType::Json,
-            "jsonb" => DataType::Jsonb,
-            "bpchar" => DataType::Char(1),
-            "numeric" | "decimal" => crate::value::NUMERIC_ANY,
-            other => return Err(SqlError::new("42704", format!("type \"{other}\" does not exist"))),
-        },
+        D::Custom(name, mods) if mods.is_empty() => {
+            match name.to_string().to_lowercase().trim_start_matches("pg_catalog.") {
+                "int" | "int4" | "integer" => DataType::Int4,
+                "int2" | "smallint" => DataType::Int2,
+                "int8" | "bigint" => DataType::Int8,
+                "float4" | "real" => DataType::Float4,
+                "float8" => DataType::Float8,
+                "bool" | "boolean" => DataType::Bool,
+                "text" | "varchar" => DataType::Text,
+                "bytea" => DataType::Bytea,
+                "date" => DataType::Date,
+                "timestamp" => DataType::Timestamp(None),
+                "timestamptz" => DataType::TimestampTz(None),
+                "time" => DataType::Time(None),
+                "interval" => DataType::Interval,
+                "timetz" => return Err(SqlError::unsupported("type time with time zone")),
+                "uuid" => DataType::Uuid,
+                "json" => DataType::Json,
+                "jsonb" => DataType::Jsonb,
+                "bpchar" => DataType::Char(1),
+                "numeric" | "decimal" => crate::value::NUMERIC_ANY,
+                other => return Err(SqlError::new("42704", format!("type \"{other}\" does not exist"))),
+            }
+        }
         other => return Err(SqlError::unsupported(format!("type {other}"))),
     })
 }
@@ -364,7 +421,10 @@ fn time_precision(p: Option<u64>) -> Option<u8> {
 
 fn narrow(v: u64) -> Result<u16> {
     let max = pgtier_engine::NUMERIC_PRECISION_MAX;
-    u16::try_from(v).ok().filter(|p| (1..=max).contains(p)).ok_or_else(|| SqlError::new("22023", format!("NUMERIC precision {v} must be between 1 and {max}")))
+    u16::try_from(v)
+        .ok()
+        .filter(|p| (1..=max).contains(p))
+        .ok_or_else(|| SqlError::new("22023", format!("NUMERIC precision {v} must be between 1 and {max}")))
 }
 
 impl Binder<'_> {

@@ -93,7 +93,9 @@ fn first_target(q: &ast::Query) -> Option<String> {
 fn type_label(t: &ast::DataType) -> Option<String> {
     use ast::DataType as D;
     match t {
-        D::Array(ast::ArrayElemTypeDef::SquareBracket(inner, _) | ast::ArrayElemTypeDef::AngleBracket(inner)) => type_label(inner),
+        D::Array(ast::ArrayElemTypeDef::SquareBracket(inner, _) | ast::ArrayElemTypeDef::AngleBracket(inner)) => {
+            type_label(inner)
+        }
         D::Custom(name, _) => {
             let last = name.0.last()?.as_ident()?;
             Some(if last.quote_style.is_some() { last.value.clone() } else { last.value.to_lowercase() })

@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use pgtier_engine::{Catalog, CheckDef, Column, ColumnDef, DataType, FkAction, ForeignKeyDef, IndexDef, SequenceDefault, SequenceOptions, TableDef, TableSchema, Value};
+use pgtier_engine::{
+    Catalog, CheckDef, Column, ColumnDef, DataType, FkAction, ForeignKeyDef, IndexDef, SequenceDefault,
+    SequenceOptions, TableDef, TableSchema, Value,
+};
 use sqlparser::ast;
 
 use super::coerce::map_type;
@@ -37,7 +40,12 @@ impl Binder<'_> {
         if let Some(ast::CreateTableLikeKind::Parenthesized(like)) = &c.like {
             return self.create_table_like(c, like);
         }
-        if c.like.is_some() || c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() {
+        if c.like.is_some()
+            || c.clone.is_some()
+            || c.inherits.is_some()
+            || c.partition_of.is_some()
+            || c.partition_by.is_some()
+        {
             return Err(SqlError::unsupported("CREATE TABLE with LIKE/INHERITS/PARTITION"));
         }
         let name = self.new_relation_key(&c.name)?;
@@ -59,7 +67,9 @@ impl Binder<'_> {
                 }
             }
         }
-        if !self.creating_temp && def.foreign_keys.iter().any(|fk| crate::names::is_temp_schema(crate::names::split(&fk.parent_table).0)) {
+        if !self.creating_temp
+            && def.foreign_keys.iter().any(|fk| crate::names::is_temp_schema(crate::names::split(&fk.parent_table).0))
+        {
             return Err(SqlError::new("42P16", "constraints on permanent tables may reference only permanent tables"));
         }
         Ok(Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences, indexes: Vec::new() })
@@ -80,7 +90,12 @@ impl Binder<'_> {
         // the relations that exist and those this statement makes.
         let sequence_name = |catalog: &Catalog, sequences: &[ColumnSequence], column: &str| {
             let base = format!("{name}_{column}_seq");
-            let taken = |n: &str| catalog.table_by_name(n).is_some() || catalog.index_by_name(n).is_some() || sequences.iter().any(|s| s.name == n) || n == name;
+            let taken = |n: &str| {
+                catalog.table_by_name(n).is_some()
+                    || catalog.index_by_name(n).is_some()
+                    || sequences.iter().any(|s| s.name == n)
+                    || n == name
+            };
             (0..).map(|k| if k == 0 { base.clone() } else { format!("{base}{k}") }).find(|n| !taken(n)).unwrap_or(base)
         };
         let cname = ident(&col.name);
@@ -92,19 +107,26 @@ impl Binder<'_> {
         let mut cd = ColumnDef::new(cname.clone(), ty);
         if let Some(t) = serial {
             let seq = sequence_name(self.catalog, sequences, &cname);
-            sequences.push(ColumnSequence { name: seq.clone(), options: SequenceOptions::new(t, 1, None, None, None, false)? });
+            sequences.push(ColumnSequence {
+                name: seq.clone(),
+                options: SequenceOptions::new(t, 1, None, None, None, false)?,
+            });
             cd.nullable = false;
             cd.sequence = Some((seq, SequenceDefault::Serial));
         }
         for opt in &col.options {
             match &opt.option {
                 ast::ColumnOption::Null if cd.sequence.is_some() => {
-                    return Err(SqlError::syntax(format!("conflicting NULL/NOT NULL declarations for column \"{cname}\" of table \"{name}\"")));
+                    return Err(SqlError::syntax(format!(
+                        "conflicting NULL/NOT NULL declarations for column \"{cname}\" of table \"{name}\""
+                    )));
                 }
                 ast::ColumnOption::Null => cd.nullable = true,
                 ast::ColumnOption::NotNull => cd.nullable = false,
                 ast::ColumnOption::Default(_) if cd.sequence.is_some() => {
-                    return Err(SqlError::syntax(format!("multiple default values specified for column \"{cname}\" of table \"{name}\"")));
+                    return Err(SqlError::syntax(format!(
+                        "multiple default values specified for column \"{cname}\" of table \"{name}\""
+                    )));
                 }
                 ast::ColumnOption::Default(e) => self.set_column_default(&mut cd, e)?,
                 ast::ColumnOption::Generated { generated_as, sequence_options, generation_expr: None, .. } => {
@@ -114,10 +136,15 @@ impl Binder<'_> {
                         ast::GeneratedAs::ExpStored => return Err(SqlError::unsupported("generated columns")),
                     };
                     if cd.sequence.is_some() || cd.default.is_some() {
-                        return Err(SqlError::syntax(format!("multiple identity specifications for column \"{cname}\" of table \"{name}\"")));
+                        return Err(SqlError::syntax(format!(
+                            "multiple identity specifications for column \"{cname}\" of table \"{name}\""
+                        )));
                     }
                     if !matches!(ty, DataType::Int2 | DataType::Int4 | DataType::Int8) {
-                        return Err(SqlError::new("22023", "identity column type must be smallint, integer, or bigint"));
+                        return Err(SqlError::new(
+                            "22023",
+                            "identity column type must be smallint, integer, or bigint",
+                        ));
                     }
                     let seq = sequence_name(self.catalog, sequences, &cname);
                     let options = self.sequence_options(ty, sequence_options.as_deref().unwrap_or(&[]))?;
@@ -132,7 +159,10 @@ impl Binder<'_> {
                     }
                     def.primary_key = vec![cname.clone()];
                 }
-                ast::ColumnOption::Unique(u) => def.unique.push((u.name.as_ref().map(|n| crate::names::stored(crate::names::split(&def.name).0, &ident(n))), vec![cname.clone()])),
+                ast::ColumnOption::Unique(u) => def.unique.push((
+                    u.name.as_ref().map(|n| crate::names::stored(crate::names::split(&def.name).0, &ident(n))),
+                    vec![cname.clone()],
+                )),
                 ast::ColumnOption::ForeignKey(fk) => def.foreign_keys.push(self.foreign_key(fk, vec![cname.clone()])?),
                 ast::ColumnOption::Check(c) => pending_checks.push((c.name.as_ref().map(ident), (*c.expr).clone())),
                 other => return Err(SqlError::unsupported(format!("column option {other}"))),
@@ -145,17 +175,23 @@ impl Binder<'_> {
     /// sequence's `nextval`, a per-row `now()` or `gen_random_uuid()`, or
     /// a constant.
     pub(super) fn set_column_default(&mut self, cd: &mut ColumnDef, e: &ast::Expr) -> Result<()> {
-        let (default, sequence, default_sql) = match (nextval_default(e), now_default(e, cd.ty).or_else(|| uuid_default(e, cd.ty))) {
-            (Some(seq), _) => (None, Some((seq, SequenceDefault::Nextval)), None),
-            (None, Some(text)) => (None, None, Some(text.to_owned())),
-            (None, None) => (Some(self.constant_default(e, cd.ty, &cd.name.clone())?), None, None),
-        };
+        let (default, sequence, default_sql) =
+            match (nextval_default(e), now_default(e, cd.ty).or_else(|| uuid_default(e, cd.ty))) {
+                (Some(seq), _) => (None, Some((seq, SequenceDefault::Nextval)), None),
+                (None, Some(text)) => (None, None, Some(text.to_owned())),
+                (None, None) => (Some(self.constant_default(e, cd.ty, &cd.name.clone())?), None, None),
+            };
         (cd.default, cd.sequence, cd.default_sql) = (default, sequence, default_sql);
         Ok(())
     }
 
     /// A table constraint of CREATE TABLE or ALTER TABLE ADD, added to `def`.
-    pub(super) fn table_constraint(&mut self, constraint: &ast::TableConstraint, def: &mut TableDef, pending_checks: &mut Vec<(Option<String>, ast::Expr)>) -> Result<()> {
+    pub(super) fn table_constraint(
+        &mut self,
+        constraint: &ast::TableConstraint,
+        def: &mut TableDef,
+        pending_checks: &mut Vec<(Option<String>, ast::Expr)>,
+    ) -> Result<()> {
         match constraint {
             ast::TableConstraint::PrimaryKey(pk) => {
                 if !def.primary_key.is_empty() {
@@ -163,7 +199,10 @@ impl Binder<'_> {
                 }
                 def.primary_key = index_columns(&pk.columns)?;
             }
-            ast::TableConstraint::Unique(u) => def.unique.push((u.name.as_ref().map(|n| crate::names::stored(crate::names::split(&def.name).0, &ident(n))), index_columns(&u.columns)?)),
+            ast::TableConstraint::Unique(u) => def.unique.push((
+                u.name.as_ref().map(|n| crate::names::stored(crate::names::split(&def.name).0, &ident(n))),
+                index_columns(&u.columns)?,
+            )),
             ast::TableConstraint::ForeignKey(fk) => {
                 let cols = fk.columns.iter().map(ident).collect();
                 def.foreign_keys.push(self.foreign_key(fk, cols)?);
@@ -175,7 +214,9 @@ impl Binder<'_> {
     }
 
     fn foreign_key(&mut self, fk: &ast::ForeignKeyConstraint, columns: Vec<String>) -> Result<ForeignKeyDef> {
-        let restrictive = |a: &Option<ast::ReferentialAction>| matches!(a, None | Some(ast::ReferentialAction::NoAction | ast::ReferentialAction::Restrict));
+        let restrictive = |a: &Option<ast::ReferentialAction>| {
+            matches!(a, None | Some(ast::ReferentialAction::NoAction | ast::ReferentialAction::Restrict))
+        };
         if !restrictive(&fk.on_update) {
             return Err(SqlError::unsupported("ON UPDATE actions other than NO ACTION/RESTRICT"));
         }
@@ -187,7 +228,10 @@ impl Binder<'_> {
         };
         let parent_table = self.relation_key(&fk.foreign_table)?;
         if self.catalog.table_by_name(&parent_table).is_some_and(|t| crate::catalog::is_view(t)) {
-            return Err(SqlError::new("42809", format!("referenced relation \"{}\" is not a table", crate::names::short(&parent_table))));
+            return Err(SqlError::new(
+                "42809",
+                format!("referenced relation \"{}\" is not a table", crate::names::short(&parent_table)),
+            ));
         }
         Ok(ForeignKeyDef {
             name: fk.name.as_ref().map(ident),
@@ -235,7 +279,13 @@ impl Binder<'_> {
         while !tables.is_empty() {
             let pick = tables
                 .iter()
-                .position(|t| !self.catalog.referencing(t.id).iter().any(|fk| fk.child != t.id && tables.iter().any(|x| x.id == fk.child)))
+                .position(|t| {
+                    !self
+                        .catalog
+                        .referencing(t.id)
+                        .iter()
+                        .any(|fk| fk.child != t.id && tables.iter().any(|x| x.id == fk.child))
+                })
                 .unwrap_or(0);
             ordered.push(tables.remove(pick));
         }
@@ -248,11 +298,23 @@ impl Binder<'_> {
     /// Unnamed ones get PostgreSQL's names: `<table>_<column>_check` when
     /// the expression reads one column, else `<table>_check`, with a
     /// number added until the name is free.
-    pub(super) fn name_checks(&mut self, def: &TableDef, pending: Vec<(Option<String>, ast::Expr)>, existing: &[CheckDef]) -> Result<Vec<CheckDef>> {
+    pub(super) fn name_checks(
+        &mut self,
+        def: &TableDef,
+        pending: Vec<(Option<String>, ast::Expr)>,
+        existing: &[CheckDef],
+    ) -> Result<Vec<CheckDef>> {
         let columns: Vec<Column> = def
             .columns
             .iter()
-            .map(|c| Column { name: c.name.clone(), ty: c.ty, nullable: c.nullable, default: None, sequence: None, default_sql: None })
+            .map(|c| Column {
+                name: c.name.clone(),
+                ty: c.ty,
+                nullable: c.nullable,
+                default: None,
+                sequence: None,
+                default_sql: None,
+            })
             .collect();
         let shape = Arc::new(TableSchema::detached(def.name.clone(), columns));
         let mut out: Vec<CheckDef> = Vec::new();
@@ -275,7 +337,10 @@ impl Binder<'_> {
                         [c] => format!("{table}_{}_check", shape.columns[*c].name),
                         _ => format!("{table}_check"),
                     };
-                    (0..).map(|k| if k == 0 { base.clone() } else { format!("{base}{k}") }).find(|n| !out.iter().chain(existing).any(|c| &c.name == n)).unwrap_or(base)
+                    (0..)
+                        .map(|k| if k == 0 { base.clone() } else { format!("{base}{k}") })
+                        .find(|n| !out.iter().chain(existing).any(|c| &c.name == n))
+                        .unwrap_or(base)
                 }
             };
             out.push(CheckDef { name, sql: e.to_string() });
@@ -287,11 +352,26 @@ impl Binder<'_> {
     pub(super) fn check_expr(&mut self, table: &Arc<TableSchema>, e: &ast::Expr) -> Result<Expr> {
         // Refused before any name in it is looked up, as PostgreSQL does.
         let text = e.to_string();
-        let tokens = sqlparser::tokenizer::Tokenizer::new(&sqlparser::dialect::PostgreSqlDialect {}, &text).tokenize().unwrap_or_default();
-        if tokens.iter().any(|t| matches!(t, sqlparser::tokenizer::Token::Word(w) if w.keyword == sqlparser::keywords::Keyword::SELECT)) {
+        let tokens = sqlparser::tokenizer::Tokenizer::new(&sqlparser::dialect::PostgreSqlDialect {}, &text)
+            .tokenize()
+            .unwrap_or_default();
+        if tokens.iter().any(
+            |t| matches!(t, sqlparser::tokenizer::Token::Word(w) if w.keyword == sqlparser::keywords::Keyword::SELECT),
+        ) {
             return Err(SqlError::unsupported("cannot use subquery in check constraint"));
         }
-        let scope = Scope { rels: vec![Rel { name: crate::names::short(&table.name).to_owned(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
+        let scope = Scope {
+            rels: vec![Rel {
+                name: crate::names::short(&table.name).to_owned(),
+                table: table.clone(),
+                offset: 0,
+                source: None,
+            }],
+            hidden: Vec::new(),
+            star: Vec::new(),
+            merged: Vec::new(),
+            outer: None,
+        };
         let params_before = self.params.len();
         // A 'now' in it is frozen at CREATE in PostgreSQL; pgtier binds the
         // text at each write.
@@ -305,7 +385,10 @@ impl Binder<'_> {
         match t {
             Some(DataType::Bool) => Ok(b),
             None => self.coerce(b, None, DataType::Bool, "CHECK"),
-            Some(other) => Err(SqlError::datatype_mismatch(format!("argument of CHECK must be type boolean, not type {}", type_name(other)))),
+            Some(other) => Err(SqlError::datatype_mismatch(format!(
+                "argument of CHECK must be type boolean, not type {}",
+                type_name(other)
+            ))),
         }
     }
 
@@ -314,7 +397,9 @@ impl Binder<'_> {
     pub(super) fn table_checks(&mut self, table: &Arc<TableSchema>) -> Result<Vec<BoundCheck>> {
         let mut out = Vec::with_capacity(table.checks.len());
         for c in &table.checks {
-            let e = sqlparser::parser::Parser::new(&crate::dialect::PgDialect::default()).try_with_sql(&c.sql).and_then(|mut p| p.parse_expr())?;
+            let e = sqlparser::parser::Parser::new(&crate::dialect::PgDialect::default())
+                .try_with_sql(&c.sql)
+                .and_then(|mut p| p.parse_expr())?;
             out.push(BoundCheck { name: c.name.clone(), expr: self.check_expr(table, &e)? });
         }
         Ok(out)
@@ -322,13 +407,21 @@ impl Binder<'_> {
 
     /// CREATE SEQUENCE's (or an identity column's) options, resolved with
     /// PostgreSQL's defaults for a sequence of type `ty`.
-    pub(super) fn sequence_options(&mut self, ty: DataType, options: &[ast::SequenceOptions]) -> Result<SequenceOptions> {
+    pub(super) fn sequence_options(
+        &mut self,
+        ty: DataType,
+        options: &[ast::SequenceOptions],
+    ) -> Result<SequenceOptions> {
         let (mut increment, mut min, mut max, mut start, mut cycle) = (1, None, None, None, false);
         for o in options {
             match o {
                 ast::SequenceOptions::IncrementBy(e, _) => increment = self.constant_int(e, "INCREMENT")?,
-                ast::SequenceOptions::MinValue(e) => min = e.as_ref().map(|e| self.constant_int(e, "MINVALUE")).transpose()?,
-                ast::SequenceOptions::MaxValue(e) => max = e.as_ref().map(|e| self.constant_int(e, "MAXVALUE")).transpose()?,
+                ast::SequenceOptions::MinValue(e) => {
+                    min = e.as_ref().map(|e| self.constant_int(e, "MINVALUE")).transpose()?
+                }
+                ast::SequenceOptions::MaxValue(e) => {
+                    max = e.as_ref().map(|e| self.constant_int(e, "MAXVALUE")).transpose()?
+                }
                 ast::SequenceOptions::StartWith(e, _) => start = Some(self.constant_int(e, "START")?),
                 // Every value is logged as it is handed out: nothing to cache.
                 ast::SequenceOptions::Cache(e) => {
@@ -353,7 +446,10 @@ impl Binder<'_> {
         let mut constant = true;
         // Volatile functions give a new value per row in PostgreSQL, never one frozen here.
         let volatile = |f: &Func| matches!(f, Func::Now | Func::ClockTimestamp | Func::Random | Func::GenRandomUuid);
-        bound.walk(&mut |x| constant &= !matches!(x, Expr::Func(f, _) if volatile(f)) && !matches!(x, Expr::Param(_) | Expr::Column(_) | Expr::Subquery(_)));
+        bound.walk(&mut |x| {
+            constant &= !matches!(x, Expr::Func(f, _) if volatile(f))
+                && !matches!(x, Expr::Param(_) | Expr::Column(_) | Expr::Subquery(_))
+        });
         if !constant {
             return Err(SqlError::unsupported("non-constant DEFAULT"));
         }
@@ -366,7 +462,13 @@ impl Binder<'_> {
     /// names and types (an unknown-typed one becomes text, as in
     /// PostgreSQL), no keys, defaults or constraints; filled with its rows.
     fn create_table_as(&mut self, c: &ast::CreateTable, q: &ast::Query) -> Result<Plan> {
-        if c.like.is_some() || c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() || !c.constraints.is_empty() {
+        if c.like.is_some()
+            || c.clone.is_some()
+            || c.inherits.is_some()
+            || c.partition_of.is_some()
+            || c.partition_by.is_some()
+            || !c.constraints.is_empty()
+        {
             return Err(SqlError::unsupported("CREATE TABLE AS with LIKE/INHERITS/PARTITION/constraints"));
         }
         if c.columns.iter().any(|col| col.data_type != ast::DataType::Unspecified || !col.options.is_empty()) {
@@ -391,7 +493,13 @@ impl Binder<'_> {
     ///   nothing pgtier has.
     fn create_table_like(&mut self, c: &ast::CreateTable, like: &ast::CreateTableLike) -> Result<Plan> {
         use crate::dialect::like_option;
-        if c.clone.is_some() || c.inherits.is_some() || c.partition_of.is_some() || c.partition_by.is_some() || !c.constraints.is_empty() || !c.columns.is_empty() {
+        if c.clone.is_some()
+            || c.inherits.is_some()
+            || c.partition_of.is_some()
+            || c.partition_by.is_some()
+            || !c.constraints.is_empty()
+            || !c.columns.is_empty()
+        {
             return Err(SqlError::unsupported("CREATE TABLE (LIKE ...) with other table elements"));
         }
         let source = self.relation(&like.name)?;
@@ -401,18 +509,25 @@ impl Binder<'_> {
         let defaults = like.defaults == Some(ast::CreateTableLikeDefaults::Including);
         let options = crate::dialect::like_options(c).unwrap_or(if defaults { like_option::DEFAULTS } else { 0 });
         let name = self.new_relation_key(&c.name)?;
-        let is_identity = |kind: SequenceDefault| matches!(kind, SequenceDefault::IdentityAlways | SequenceDefault::IdentityByDefault);
+        let is_identity = |kind: SequenceDefault| {
+            matches!(kind, SequenceDefault::IdentityAlways | SequenceDefault::IdentityByDefault)
+        };
         let mut columns = Vec::new();
         for col in source.visible_columns() {
             let mut cd = ColumnDef::new(col.name.clone(), col.ty);
             cd.nullable = col.nullable;
             match col.sequence {
                 Some((seq_id, kind)) if !is_identity(kind) && options & like_option::DEFAULTS != 0 => {
-                    let seq = self.catalog.table(seq_id).ok_or_else(|| SqlError::new("XX000", "a default's sequence is gone"))?;
+                    let seq = self
+                        .catalog
+                        .table(seq_id)
+                        .ok_or_else(|| SqlError::new("XX000", "a default's sequence is gone"))?;
                     cd.sequence = Some((seq.name.clone(), SequenceDefault::Nextval));
                     cd.default_sql = col.default_sql.clone();
                 }
-                Some((_, kind)) if is_identity(kind) && options & like_option::IDENTITY != 0 => return Err(SqlError::unsupported("INCLUDING IDENTITY of an identity column")),
+                Some((_, kind)) if is_identity(kind) && options & like_option::IDENTITY != 0 => {
+                    return Err(SqlError::unsupported("INCLUDING IDENTITY of an identity column"));
+                }
                 Some(_) => {}
                 // A cached identity column (PostgreSQL's sequence): as a local one.
                 None if crate::catalog::identity_kind(col).is_some() && options & like_option::IDENTITY != 0 => {
@@ -433,7 +548,9 @@ impl Binder<'_> {
         }
         let mut indexes = Vec::new();
         if options & like_option::INDEXES != 0 {
-            let column_names = |cols: &[usize]| -> Vec<String> { cols.iter().filter_map(|&i| source.columns.get(i)).map(|c| c.name.clone()).collect() };
+            let column_names = |cols: &[usize]| -> Vec<String> {
+                cols.iter().filter_map(|&i| source.columns.get(i)).map(|c| c.name.clone()).collect()
+            };
             if !source.has_rowid() {
                 def.primary_key = column_names(&source.primary_key);
             }
@@ -448,7 +565,12 @@ impl Binder<'_> {
                     def.unique.push((None, cols));
                 } else {
                     let index_name = format!("{name}_{}_idx", cols.join("_"));
-                    indexes.push(IndexDef { name: index_name, table: name.clone(), columns: cols, unique: index.unique });
+                    indexes.push(IndexDef {
+                        name: index_name,
+                        table: name.clone(),
+                        columns: cols,
+                        unique: index.unique,
+                    });
                 }
             }
         }
@@ -457,7 +579,13 @@ impl Binder<'_> {
 
     /// CREATE TABLE AS and SELECT INTO: a table of `query`'s columns (named
     /// `names` first) and the plan that fills it.
-    pub(super) fn table_as(&mut self, name: String, names: &[String], q: &ast::Query, if_not_exists: bool) -> Result<Plan> {
+    pub(super) fn table_as(
+        &mut self,
+        name: String,
+        names: &[String],
+        q: &ast::Query,
+        if_not_exists: bool,
+    ) -> Result<Plan> {
         let query = self.query(q, None)?;
         let out = &query.columns[..query.visible];
         if names.len() > out.len() {
@@ -483,12 +611,17 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("CREATE INDEX with INCLUDE/WHERE/WITH/CONCURRENTLY"));
         }
         if let Some(using) = &c.using
-            && using.to_string().to_lowercase() != "btree" {
-                return Err(SqlError::unsupported(format!("index method {using}")));
-            }
+            && using.to_string().to_lowercase() != "btree"
+        {
+            return Err(SqlError::unsupported(format!("index method {using}")));
+        }
         let table = self.relation_key(&c.table_name)?;
         if self.catalog.table_by_name(&table).is_some_and(|t| crate::catalog::is_view(t)) {
-            return Err(SqlError::new("42809", format!("cannot create index on relation \"{}\"", crate::names::short(&table))).with_detail("This operation is not supported for views."));
+            return Err(SqlError::new(
+                "42809",
+                format!("cannot create index on relation \"{}\"", crate::names::short(&table)),
+            )
+            .with_detail("This operation is not supported for views."));
         }
         let columns = index_columns(&c.columns)?;
         if let Ok(schema) = self.table(&c.table_name) {
@@ -502,7 +635,10 @@ impl Binder<'_> {
             Some(n) => self.beside(&table, n)?,
             None => format!("{table}_{}_idx", columns.join("_")),
         };
-        Ok(Plan::CreateIndex { def: IndexDef { name, table, columns, unique: c.unique }, if_not_exists: c.if_not_exists })
+        Ok(Plan::CreateIndex {
+            def: IndexDef { name, table, columns, unique: c.unique },
+            if_not_exists: c.if_not_exists,
+        })
     }
 }
 
@@ -548,7 +684,8 @@ fn call_without_arguments(e: &ast::Expr) -> Option<&ast::Function> {
 fn uuid_default(e: &ast::Expr, ty: DataType) -> Option<&'static str> {
     let f = call_without_arguments(e)?;
     let name = f.name.0.last().and_then(|p| p.as_ident()).map(ident)?;
-    let qualified_ok = f.name.0.len() == 1 || (f.name.0.len() == 2 && f.name.0[0].as_ident().is_some_and(|s| ident(s) == "pg_catalog"));
+    let qualified_ok = f.name.0.len() == 1
+        || (f.name.0.len() == 2 && f.name.0[0].as_ident().is_some_and(|s| ident(s) == "pg_catalog"));
     (ty == DataType::Uuid && qualified_ok && name == "gen_random_uuid").then_some(UUID_DEFAULT)
 }
 
@@ -580,7 +717,10 @@ pub(super) fn index_columns(cols: &[ast::IndexColumn]) -> Result<Vec<String>> {
             // Indexes keep ascending order only: a DESC or NULLS FIRST key
             // would be reported by the catalogs (pg_index.indoption,
             // pg_get_indexdef) as something pgtier did not build.
-            if c.column.options.asc == Some(false) || c.column.options.nulls_first == Some(true) || c.operator_class.is_some() {
+            if c.column.options.asc == Some(false)
+                || c.column.options.nulls_first == Some(true)
+                || c.operator_class.is_some()
+            {
                 return Err(SqlError::unsupported(format!("index key order or operator class ({c})")));
             }
             match &c.column.expr {

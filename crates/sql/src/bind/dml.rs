@@ -11,7 +11,9 @@ use super::select::{column_label, flatten_and};
 use super::{Binder, ExprCtx, Rel, Scope, ident};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SeqFunc, SysFunc};
-use crate::plan::{ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, OnConflict, OutputColumn, Plan, UpdatePlan};
+use crate::plan::{
+    ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, OnConflict, OutputColumn, Plan, UpdatePlan,
+};
 use crate::planner::{self, JoinRel};
 
 impl InsertSource {
@@ -26,7 +28,14 @@ impl InsertSource {
 
 impl Binder<'_> {
     pub(super) fn insert(&mut self, i: &ast::Insert) -> Result<Plan> {
-        if i.or.is_some() || i.ignore || i.overwrite || i.partitioned.is_some() || !i.after_columns.is_empty() || i.replace_into || i.table_alias.is_some() {
+        if i.or.is_some()
+            || i.ignore
+            || i.overwrite
+            || i.partitioned.is_some()
+            || !i.after_columns.is_empty()
+            || i.replace_into
+            || i.table_alias.is_some()
+        {
             return Err(SqlError::unsupported("this INSERT form"));
         }
         let ast::TableObject::TableName(tname) = &i.table else {
@@ -77,7 +86,14 @@ impl Binder<'_> {
     /// One VALUES row of an INSERT (or MERGE's INSERT) over `scope`: a
     /// value per target column, cast to its type; DEFAULT and missing
     /// trailing values are the column's default.
-    pub(super) fn values_row(&mut self, table: &TableSchema, targets: &[usize], row: &[ast::Expr], explicit_columns: bool, scope: &Scope<'_>) -> Result<Vec<Expr>> {
+    pub(super) fn values_row(
+        &mut self,
+        table: &TableSchema,
+        targets: &[usize],
+        row: &[ast::Expr],
+        explicit_columns: bool,
+        scope: &Scope<'_>,
+    ) -> Result<Vec<Expr>> {
         if row.len() > targets.len() {
             return Err(SqlError::syntax("INSERT has more expressions than target columns"));
         }
@@ -103,14 +119,19 @@ impl Binder<'_> {
     }
 
     fn on_conflict(&mut self, oc: &ast::OnConflict, table: &Arc<TableSchema>) -> Result<OnConflict> {
-        let unique: Vec<Arc<pgtier_engine::IndexSchema>> = self.catalog.indexes_of(table.id).into_iter().filter(|i| i.unique).collect();
+        let unique: Vec<Arc<pgtier_engine::IndexSchema>> =
+            self.catalog.indexes_of(table.id).into_iter().filter(|i| i.unique).collect();
         let arbiters: Vec<IndexId> = match &oc.conflict_target {
             None => unique.iter().map(|i| i.id).collect(),
             Some(ast::ConflictTarget::Columns(cols)) => {
                 let mut positions = Vec::new();
                 for c in cols {
                     let n = ident(c);
-                    positions.push(table.column_index(&n).ok_or_else(|| SqlError::new("42703", format!("column \"{n}\" does not exist")))?);
+                    positions.push(
+                        table
+                            .column_index(&n)
+                            .ok_or_else(|| SqlError::new("42703", format!("column \"{n}\" does not exist")))?,
+                    );
                 }
                 let mut sorted = positions.clone();
                 sorted.sort_unstable();
@@ -124,14 +145,20 @@ impl Binder<'_> {
                     .map(|i| i.id)
                     .collect();
                 if found.is_empty() {
-                    return Err(SqlError::new("42P10", "there is no unique or exclusion constraint matching the ON CONFLICT specification"));
+                    return Err(SqlError::new(
+                        "42P10",
+                        "there is no unique or exclusion constraint matching the ON CONFLICT specification",
+                    ));
                 }
                 found
             }
             Some(ast::ConflictTarget::OnConstraint(name)) => {
                 let n = super::parts(name)?.pop().unwrap_or_default();
                 let idx = unique.iter().find(|i| crate::names::short(&i.name) == n).ok_or_else(|| {
-                    SqlError::new("42704", format!("constraint \"{n}\" for table \"{}\" does not exist", crate::names::short(&table.name)))
+                    SqlError::new(
+                        "42704",
+                        format!("constraint \"{n}\" for table \"{}\" does not exist", crate::names::short(&table.name)),
+                    )
                 })?;
                 vec![idx.id]
             }
@@ -141,13 +168,21 @@ impl Binder<'_> {
             ast::OnConflictAction::DoNothing => ConflictAction::Nothing,
             ast::OnConflictAction::DoUpdate(du) => {
                 if oc.conflict_target.is_none() {
-                    return Err(SqlError::new("42601", "ON CONFLICT DO UPDATE requires inference specification or constraint name")
-                        .with_hint("For example, ON CONFLICT (column_name)."));
+                    return Err(SqlError::new(
+                        "42601",
+                        "ON CONFLICT DO UPDATE requires inference specification or constraint name",
+                    )
+                    .with_hint("For example, ON CONFLICT (column_name)."));
                 }
                 let width = table.columns.len();
                 let scope = Scope {
                     rels: vec![
-                        Rel { name: crate::names::short(&table.name).to_owned(), table: table.clone(), offset: 0, source: None },
+                        Rel {
+                            name: crate::names::short(&table.name).to_owned(),
+                            table: table.clone(),
+                            offset: 0,
+                            source: None,
+                        },
                         Rel { name: "excluded".into(), table: table.clone(), offset: width, source: None },
                     ],
                     hidden: Vec::new(),
@@ -169,7 +204,12 @@ impl Binder<'_> {
         Ok(OnConflict { arbiters, action })
     }
 
-    pub(super) fn assignments(&mut self, list: &[ast::Assignment], table: &Arc<TableSchema>, scope: &Scope<'_>) -> Result<Vec<(usize, Expr)>> {
+    pub(super) fn assignments(
+        &mut self,
+        list: &[ast::Assignment],
+        table: &Arc<TableSchema>,
+        scope: &Scope<'_>,
+    ) -> Result<Vec<(usize, Expr)>> {
         let mut out: Vec<(usize, Expr)> = Vec::new();
         // `SET (a, b) = (x, y)` / `= ROW(x, y)` is `SET a = x, b = y`.
         let mut pairs: Vec<(&ast::ObjectName, &ast::Expr)> = Vec::new();
@@ -180,9 +220,14 @@ impl Binder<'_> {
                     let values: Vec<&ast::Expr> = match &a.value {
                         ast::Expr::Tuple(values) => values.iter().collect(),
                         ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("row") => row_arguments(f)?,
-                        ast::Expr::Subquery(_) => return Err(SqlError::unsupported("multiple-column assignment from a subquery")),
+                        ast::Expr::Subquery(_) => {
+                            return Err(SqlError::unsupported("multiple-column assignment from a subquery"));
+                        }
                         _ => {
-                            return Err(SqlError::new("0A000", "source for a multiple-column UPDATE item must be a sub-SELECT or ROW() expression"));
+                            return Err(SqlError::new(
+                                "0A000",
+                                "source for a multiple-column UPDATE item must be a sub-SELECT or ROW() expression",
+                            ));
                         }
                     };
                     if values.len() != names.len() {
@@ -195,7 +240,10 @@ impl Binder<'_> {
         for (name, value) in pairs {
             let n = name.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default();
             let pos = table.column_index(&n).ok_or_else(|| {
-                SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", crate::names::short(&table.name)))
+                SqlError::new(
+                    "42703",
+                    format!("column \"{n}\" of relation \"{}\" does not exist", crate::names::short(&table.name)),
+                )
             })?;
             system_column_guard(&table.columns[pos])?;
             if out.iter().any(|(p, _)| *p == pos) {
@@ -235,7 +283,9 @@ impl Binder<'_> {
         match &u.from {
             None => {}
             Some(ast::UpdateTableFromKind::AfterSet(from)) => return self.update_from(u, from),
-            Some(ast::UpdateTableFromKind::BeforeSet(_)) => return Err(SqlError::syntax("syntax error at or near \"FROM\"")),
+            Some(ast::UpdateTableFromKind::BeforeSet(_)) => {
+                return Err(SqlError::syntax("syntax error at or near \"FROM\""));
+            }
         }
         let rel = self.single_table(&u.table)?;
         let table = rel.table.clone();
@@ -249,14 +299,30 @@ impl Binder<'_> {
         let checks = self.table_checks(&table)?;
         // A CHECK's 23514 detail shows the whole new row.
         let eval_columns = if returning.is_empty() && checks.is_empty() {
-            let read = level.filters.iter().chain(&level.key_checks).chain(assignments.iter().map(|(_, e)| e)).chain(checks.iter().map(|c| &c.expr));
+            let read = level
+                .filters
+                .iter()
+                .chain(&level.key_checks)
+                .chain(assignments.iter().map(|(_, e)| e))
+                .chain(checks.iter().map(|c| &c.expr));
             ColumnMask::reading(width, read, &table.primary_key)
         } else {
             ColumnMask::all(width)
         };
         let assignments_have_subqueries = assignments.iter().any(|(_, e)| e.has_subquery());
         let filters_have_subqueries = level.filters.iter().any(Expr::has_subquery);
-        Ok(Plan::Update(UpdatePlan { level, search_columns, eval_columns, assignments_have_subqueries, filters_have_subqueries, assignments, returning, columns, checks, from: None }))
+        Ok(Plan::Update(UpdatePlan {
+            level,
+            search_columns,
+            eval_columns,
+            assignments_have_subqueries,
+            filters_have_subqueries,
+            assignments,
+            returning,
+            columns,
+            checks,
+            from: None,
+        }))
     }
 
     pub(super) fn delete(&mut self, d: &ast::Delete) -> Result<Plan> {
@@ -288,7 +354,13 @@ impl Binder<'_> {
             let b = self.boolean(b, t, "WHERE")?;
             flatten_and(b, &mut conj);
         }
-        let (mut levels, finals) = planner::plan_levels(self.catalog, &scope.rels, vec![JoinRel { left: false, right: false, full: false, on: Vec::new() }], conj, &mut self.indexes)?;
+        let (mut levels, finals) = planner::plan_levels(
+            self.catalog,
+            &scope.rels,
+            vec![JoinRel { left: false, right: false, full: false, on: Vec::new() }],
+            conj,
+            &mut self.indexes,
+        )?;
         let mut level = levels.pop().ok_or_else(|| SqlError::new("XX000", "no relation in UPDATE/DELETE"))?;
         // With one table every predicate can be checked on its row.
         level.filters.extend(finals);
@@ -298,12 +370,31 @@ impl Binder<'_> {
         Ok(level)
     }
 
-    fn returning(&mut self, items: Option<&[ast::SelectItem]>, table: &Arc<TableSchema>) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
-        let scope = Scope { rels: vec![Rel { name: crate::names::short(&table.name).to_owned(), table: table.clone(), offset: 0, source: None }], hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
+    fn returning(
+        &mut self,
+        items: Option<&[ast::SelectItem]>,
+        table: &Arc<TableSchema>,
+    ) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
+        let scope = Scope {
+            rels: vec![Rel {
+                name: crate::names::short(&table.name).to_owned(),
+                table: table.clone(),
+                offset: 0,
+                source: None,
+            }],
+            hidden: Vec::new(),
+            star: Vec::new(),
+            merged: Vec::new(),
+            outer: None,
+        };
         self.returning_in(items, &scope)
     }
 
-    pub(super) fn returning_in(&mut self, items: Option<&[ast::SelectItem]>, scope: &Scope<'_>) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
+    pub(super) fn returning_in(
+        &mut self,
+        items: Option<&[ast::SelectItem]>,
+        scope: &Scope<'_>,
+    ) -> Result<(Vec<Expr>, Vec<OutputColumn>)> {
         let mut exprs = Vec::new();
         let mut cols = Vec::new();
         for item in items.unwrap_or(&[]) {
@@ -322,11 +413,21 @@ impl Binder<'_> {
                 ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..) => {
                     // `*`: every relation (UPDATE ... FROM's too); `r.*`: that one.
                     let items = match item {
-                        ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
+                        ast::SelectItem::QualifiedWildcard(
+                            ast::SelectItemQualifiedWildcardKind::ObjectName(name),
+                            _,
+                        ) => {
                             let r = scope.qualified(name)?;
-                            r.table.visible_columns().iter().enumerate().map(|(i, c)| (c.name.clone(), Expr::Column(r.offset + i), c.ty)).collect()
+                            r.table
+                                .visible_columns()
+                                .iter()
+                                .enumerate()
+                                .map(|(i, c)| (c.name.clone(), Expr::Column(r.offset + i), c.ty))
+                                .collect()
                         }
-                        ast::SelectItem::QualifiedWildcard(..) => return Err(SqlError::unsupported("this RETURNING item")),
+                        ast::SelectItem::QualifiedWildcard(..) => {
+                            return Err(SqlError::unsupported("this RETURNING item"));
+                        }
                         _ => scope.star_items()?,
                     };
                     for (name, e, ty) in items {
@@ -350,14 +451,22 @@ pub(super) fn insert_targets(table: &TableSchema, columns: &[ast::ObjectName]) -
             .iter()
             .map(|c| {
                 let n = c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default();
-                table.column_index(&n).ok_or_else(|| SqlError::new("42703", format!("column \"{n}\" of relation \"{}\" does not exist", crate::names::short(&table.name))))
+                table.column_index(&n).ok_or_else(|| {
+                    SqlError::new(
+                        "42703",
+                        format!("column \"{n}\" of relation \"{}\" does not exist", crate::names::short(&table.name)),
+                    )
+                })
             })
             .collect::<Result<_>>()?
     };
     for (k, t) in targets.iter().enumerate() {
         system_column_guard(&table.columns[*t])?;
         if targets[..k].contains(t) {
-            return Err(SqlError::new("42701", format!("column \"{}\" specified more than once", table.columns[*t].name)));
+            return Err(SqlError::new(
+                "42701",
+                format!("column \"{}\" specified more than once", table.columns[*t].name),
+            ));
         }
     }
     Ok(targets)
@@ -367,7 +476,9 @@ pub(super) fn insert_targets(table: &TableSchema, columns: &[ast::ObjectName]) -
 /// (sequences, now()), with that default.
 pub(super) fn generated_defaults(table: &TableSchema, targets: &[usize]) -> Result<Vec<(usize, Expr)>> {
     (0..table.columns.len())
-        .filter(|c| (table.columns[*c].sequence.is_some() || table.columns[*c].default_sql.is_some()) && !targets.contains(c))
+        .filter(|c| {
+            (table.columns[*c].sequence.is_some() || table.columns[*c].default_sql.is_some()) && !targets.contains(c)
+        })
         .map(|c| column_default(&table.columns[c]).map(|e| (c, e)))
         .collect()
 }
@@ -390,10 +501,15 @@ pub(super) fn column_default(col: &Column) -> Result<Expr> {
         let known = NOW_DEFAULTS.iter().any(|(_, text)| text == sql);
         return match col.ty {
             DataType::TimestampTz(_) if known => Ok(Expr::Func(Func::Now, Vec::new())),
-            DataType::Timestamp(_) if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp(None), false)),
+            DataType::Timestamp(_) if known => {
+                Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Timestamp(None), false))
+            }
             DataType::Date if known => Ok(Expr::Cast(Expr::Func(Func::Now, Vec::new()).boxed(), DataType::Date, false)),
             DataType::Uuid if sql == super::ddl::UUID_DEFAULT => Ok(Expr::Func(Func::GenRandomUuid, Vec::new())),
-            _ => Err(SqlError::new("XX000", format!("column \"{}\" has a default this version cannot evaluate: {sql}", col.name))),
+            _ => Err(SqlError::new(
+                "XX000",
+                format!("column \"{}\" has a default this version cannot evaluate: {sql}", col.name),
+            )),
         };
     }
     Ok(Expr::Const(col.default.clone().unwrap_or(Value::Null)))
@@ -432,7 +548,9 @@ fn system_column_guard(col: &pgtier_engine::Column) -> Result<()> {
 
 /// `ROW(x, y)`'s arguments (plain expressions only).
 fn row_arguments(f: &ast::Function) -> Result<Vec<&ast::Expr>> {
-    let ast::FunctionArguments::List(l) = &f.args else { return Err(SqlError::syntax("syntax error at or near \"(\"")) };
+    let ast::FunctionArguments::List(l) = &f.args else {
+        return Err(SqlError::syntax("syntax error at or near \"(\""));
+    };
     if l.duplicate_treatment.is_some() || !l.clauses.is_empty() {
         return Err(SqlError::syntax("syntax error at or near \"(\""));
     }

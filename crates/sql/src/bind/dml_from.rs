@@ -46,16 +46,29 @@ impl Binder<'_> {
         let width = target.table.columns.len();
         let (scope, join) = self.target_join(target, using, d.selection.as_ref())?;
         let (returning, columns) = self.returning_in(d.returning.as_deref(), &scope)?;
-        Ok(Plan::Delete(DeletePlan { level: join.join.levels[join.target_level].clone(), search_columns: ColumnMask::all(width), returning, columns, from: Some(Box::new(join)) }))
+        Ok(Plan::Delete(DeletePlan {
+            level: join.join.levels[join.target_level].clone(),
+            search_columns: ColumnMask::all(width),
+            returning,
+            columns,
+            from: Some(Box::new(join)),
+        }))
     }
 
     /// The scope (target first, then the FROM items) and the planned join.
-    fn target_join(&mut self, target: Rel, from: &[ast::TableWithJoins], selection: Option<&ast::Expr>) -> Result<(Scope<'static>, DmlJoin)> {
+    fn target_join(
+        &mut self,
+        target: Rel,
+        from: &[ast::TableWithJoins],
+        selection: Option<&ast::Expr>,
+    ) -> Result<(Scope<'static>, DmlJoin)> {
         let (mut rels, joins) = self.bind_from_after(Some(target), from, None)?;
         // Decided before any expression is bound over the joined row (its
         // positions depend on it). A table function's arguments were bound
         // with the target first: it keeps that layout.
-        let virtual_query = rels[1..].iter().any(|r| matches!(r.source.as_deref(), Some(VirtualSource::Query(_) | VirtualSource::Correlated(_))));
+        let virtual_query = rels[1..]
+            .iter()
+            .any(|r| matches!(r.source.as_deref(), Some(VirtualSource::Query(_) | VirtualSource::Correlated(_))));
         let function = rels[1..].iter().any(|r| matches!(r.source.as_deref(), Some(VirtualSource::Function { .. })));
         let target_last = virtual_query && !function;
         if target_last {
@@ -83,7 +96,8 @@ impl Binder<'_> {
         } else {
             0
         };
-        let (levels, final_filters) = planner::plan_levels(self.catalog, &plan_rels, join_rels, conjuncts, &mut self.indexes)?;
+        let (levels, final_filters) =
+            planner::plan_levels(self.catalog, &plan_rels, join_rels, conjuncts, &mut self.indexes)?;
         let (recheck, recheck_skipped) = recheck_predicates(&levels, target_level, &final_filters);
         let join = join_pipeline(levels, width, final_filters);
         Ok((scope, DmlJoin { join, target_level, recheck, recheck_skipped }))

@@ -15,7 +15,10 @@ use crate::value::{self, Category, NUMERIC_ANY, category, type_name};
 
 impl Binder<'_> {
     fn param(&mut self, text: &str) -> Result<(Expr, Ty)> {
-        let n: usize = text.strip_prefix('$').and_then(|d| d.parse().ok()).ok_or_else(|| SqlError::syntax(format!("syntax error at or near \"{text}\"")))?;
+        let n: usize = text
+            .strip_prefix('$')
+            .and_then(|d| d.parse().ok())
+            .ok_or_else(|| SqlError::syntax(format!("syntax error at or near \"{text}\"")))?;
         if n == 0 || n > 65_535 {
             return Err(SqlError::new("42P02", format!("there is no parameter ${n}")));
         }
@@ -38,18 +41,24 @@ impl Binder<'_> {
         if let Some(outer) = scope.outer {
             if let Some((pos, ty)) = lookup(outer, qualifier, name)? {
                 if qualifier.is_none() && outer.merged.iter().any(|(p, ..)| *p == pos) {
-                    return Err(SqlError::unsupported("a merged JOIN USING column of another type referenced from a subquery"));
+                    return Err(SqlError::unsupported(
+                        "a merged JOIN USING column of another type referenced from a subquery",
+                    ));
                 }
                 self.correlated = true;
                 return Ok((Expr::Outer(pos), Some(ty)));
             }
             if let Some(o2) = outer.outer
-                && lookup(o2, qualifier, name)?.is_some() {
-                    return Err(SqlError::unsupported("a subquery referencing a query two levels out"));
-                }
+                && lookup(o2, qualifier, name)?.is_some()
+            {
+                return Err(SqlError::unsupported("a subquery referencing a query two levels out"));
+            }
         }
         match qualifier {
-            Some(q) if !scope.rels.iter().any(|r| r.name == q) && !scope.outer.is_some_and(|o| o.rels.iter().any(|r| r.name == q)) => {
+            Some(q)
+                if !scope.rels.iter().any(|r| r.name == q)
+                    && !scope.outer.is_some_and(|o| o.rels.iter().any(|r| r.name == q)) =>
+            {
                 Err(missing_from(q))
             }
             Some(q) => Err(SqlError::undefined_column(&format!("{q}.{name}"))),
@@ -58,13 +67,24 @@ impl Binder<'_> {
     }
 
     /// `(row).field` on a `_pg_expandarray` row (fields x and n).
-    pub(super) fn record_field(&mut self, root: &ast::Expr, field: &ast::Ident, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Option<(Expr, Ty)>> {
+    pub(super) fn record_field(
+        &mut self,
+        root: &ast::Expr,
+        field: &ast::Ident,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<Option<(Expr, Ty)>> {
         let (row, ty) = self.expr(root, scope, ctx)?;
         let Some(elem) = ty.and_then(types::expand_record_elem) else { return Ok(None) };
         let (k, field_ty) = match ident(field).as_str() {
             "x" => (0, elem.element_type()),
             "n" => (1, DataType::Int4),
-            other => return Err(SqlError::new("42703", format!("could not identify column \"{other}\" in record data type"))),
+            other => {
+                return Err(SqlError::new(
+                    "42703",
+                    format!("could not identify column \"{other}\" in record data type"),
+                ));
+            }
         };
         Ok(Some((Expr::Func(Func::Sys(SysFunc::RecordField(elem, k)), vec![row]), Some(field_ty))))
     }
@@ -73,8 +93,15 @@ impl Binder<'_> {
         use ast::Expr as E;
         match e {
             E::Identifier(i) => match self.resolve_column(None, &ident(i), scope) {
-                Err(err) if err.sqlstate == "42703" && let Some(row) = whole_row(scope, &ident(i)) => Ok(row),
-                Err(err) if err.sqlstate == "42703" && i.quote_style.is_none() => self.keyword_function(&ident(i))?.ok_or_else(|| err.at(i.span)),
+                Err(err)
+                    if err.sqlstate == "42703"
+                        && let Some(row) = whole_row(scope, &ident(i)) =>
+                {
+                    Ok(row)
+                }
+                Err(err) if err.sqlstate == "42703" && i.quote_style.is_none() => {
+                    self.keyword_function(&ident(i))?.ok_or_else(|| err.at(i.span))
+                }
                 Err(err) => Err(err.at(i.span)),
                 other => other,
             },
@@ -87,13 +114,16 @@ impl Binder<'_> {
                     let (schema, table) = (ident(s), ident(q));
                     // Two FROM items may share a reference name when they
                     // are different relations of different schemas.
-                    if let Some(r) = scope.rels.iter().find(|r| r.name == table && r.schema_name() == Some(schema.as_str())) {
+                    if let Some(r) =
+                        scope.rels.iter().find(|r| r.name == table && r.schema_name() == Some(schema.as_str()))
+                    {
                         let col = ident(c);
                         if let Some(k) = r.table.visible_columns().iter().position(|x| x.name == col) {
                             return Ok((Expr::Column(r.offset + k), Some(r.table.visible_columns()[k].ty)));
                         }
                     }
-                    let named = std::iter::successors(Some(scope), |sc| sc.outer).find_map(|sc| sc.rels.iter().find(|r| r.name == table));
+                    let named = std::iter::successors(Some(scope), |sc| sc.outer)
+                        .find_map(|sc| sc.rels.iter().find(|r| r.name == table));
                     match named {
                         Some(rel) if rel.schema_name() == Some(schema.as_str()) => {
                             self.resolve_column(Some(&table), &ident(c), scope).map_err(|err| err.at(s.span))
@@ -113,8 +143,12 @@ impl Binder<'_> {
                 Ok((Expr::Const(value::parse_input(&text, ty)?), Some(ty)))
             }
             E::Interval(iv) => {
-                let ast::Expr::Value(v) = iv.value.as_ref() else { return Err(SqlError::unsupported("INTERVAL of an expression")) };
-                let ast::Value::SingleQuotedString(text) = &v.value else { return Err(SqlError::unsupported("INTERVAL of a non-string literal")) };
+                let ast::Expr::Value(v) = iv.value.as_ref() else {
+                    return Err(SqlError::unsupported("INTERVAL of an expression"));
+                };
+                let ast::Value::SingleQuotedString(text) = &v.value else {
+                    return Err(SqlError::unsupported("INTERVAL of a non-string literal"));
+                };
                 if iv.leading_field.is_some() || iv.last_field.is_some() {
                     return Err(SqlError::unsupported("interval with fields or a precision"));
                 }
@@ -129,16 +163,21 @@ impl Binder<'_> {
                 Ok((Expr::Const(v), Some(DataType::Interval)))
             }
             E::Nested(inner) => self.expr(inner, scope, ctx),
-            E::UnaryOp { op: ast::UnaryOperator::Minus, expr } if matches!(expr.as_ref(), E::Value(v) if matches!(v.value, ast::Value::Number(..))) => {
+            E::UnaryOp { op: ast::UnaryOperator::Minus, expr } if matches!(expr.as_ref(), E::Value(v) if matches!(v.value, ast::Value::Number(..))) =>
+            {
                 // PostgreSQL folds the sign into the literal: -2147483648 is an integer.
                 let E::Value(v) = expr.as_ref() else { return Err(SqlError::new("XX000", "literal expected")) };
-                let ast::Value::Number(n, long) = &v.value else { return Err(SqlError::new("XX000", "number expected")) };
+                let ast::Value::Number(n, long) = &v.value else {
+                    return Err(SqlError::new("XX000", "number expected"));
+                };
                 self.literal(&ast::Value::Number(format!("-{n}"), *long))
             }
             E::UnaryOp { op, expr } => {
                 let (x, t) = self.expr(expr, scope, ctx)?;
                 match op {
-                    ast::UnaryOperator::Not => Ok((Expr::Not(self.boolean(x, t, "NOT")?.boxed()), Some(DataType::Bool))),
+                    ast::UnaryOperator::Not => {
+                        Ok((Expr::Not(self.boolean(x, t, "NOT")?.boxed()), Some(DataType::Bool)))
+                    }
                     ast::UnaryOperator::Minus => {
                         // Folded only once the type has a `-` (a NULL
                         // text constant has none either).
@@ -148,7 +187,9 @@ impl Binder<'_> {
                             return Ok((self.folded(value::negate(v), || Expr::Neg(x.clone().boxed()))?, t));
                         }
                         match t {
-                            Some(ty) if matches!(category(ty), Category::Numeric | Category::Interval) => Ok((Expr::Neg(x.boxed()), t)),
+                            Some(ty) if matches!(category(ty), Category::Numeric | Category::Interval) => {
+                                Ok((Expr::Neg(x.boxed()), t))
+                            }
                             None => {
                                 let x = self.coerce(x, None, DataType::Float8, "-")?;
                                 Ok((Expr::Neg(x.boxed()), Some(DataType::Float8)))
@@ -191,12 +232,18 @@ impl Binder<'_> {
             }
             E::IsDistinctFrom(a, b) | E::IsNotDistinctFrom(a, b) => {
                 let (x, y) = self.comparable(a, b, scope, ctx, "IS DISTINCT FROM")?;
-                Ok((Expr::IsDistinct(x.boxed(), y.boxed(), matches!(e, E::IsNotDistinctFrom(..))), Some(DataType::Bool)))
+                Ok((
+                    Expr::IsDistinct(x.boxed(), y.boxed(), matches!(e, E::IsNotDistinctFrom(..))),
+                    Some(DataType::Bool),
+                ))
             }
             E::Between { expr, negated, low, high } => {
                 let (x1, lo) = self.comparable(expr, low, scope, ctx, "BETWEEN")?;
                 let (x2, hi) = self.comparable(expr, high, scope, ctx, "BETWEEN")?;
-                let both = Expr::And(vec![Expr::Cmp(CmpOp::GtEq, x1.boxed(), lo.boxed()), Expr::Cmp(CmpOp::LtEq, x2.boxed(), hi.boxed())]);
+                let both = Expr::And(vec![
+                    Expr::Cmp(CmpOp::GtEq, x1.boxed(), lo.boxed()),
+                    Expr::Cmp(CmpOp::LtEq, x2.boxed(), hi.boxed()),
+                ]);
                 Ok((if *negated { Expr::Not(both.boxed()) } else { both }, Some(DataType::Bool)))
             }
             E::InList { expr, list, negated } => {
@@ -221,16 +268,27 @@ impl Binder<'_> {
                 }
                 Ok((Expr::InList { expr: x.boxed(), list: out, negated: *negated }, Some(DataType::Bool)))
             }
-            E::Like { negated, any: false, expr, pattern, escape_char: None } | E::ILike { negated, any: false, expr, pattern, escape_char: None } => {
+            E::Like { negated, any: false, expr, pattern, escape_char: None }
+            | E::ILike { negated, any: false, expr, pattern, escape_char: None } => {
                 let (x, xt) = self.expr(expr, scope, ctx)?;
                 let (p, pt) = self.expr(pattern, scope, ctx)?;
                 // char(n) LIKE matches the padded value (PostgreSQL's
                 // bpcharlike); the pattern, a text argument, loses its padding.
                 let x = if matches!(xt, Some(DataType::Char(_))) { x } else { self.text_arg(x, xt, "~~")? };
                 let p = self.text_arg(p, pt, "~~")?;
-                Ok((Expr::Like { expr: x.boxed(), pattern: p.boxed(), negated: *negated, case_insensitive: matches!(e, E::ILike { .. }) }, Some(DataType::Bool)))
+                Ok((
+                    Expr::Like {
+                        expr: x.boxed(),
+                        pattern: p.boxed(),
+                        negated: *negated,
+                        case_insensitive: matches!(e, E::ILike { .. }),
+                    },
+                    Some(DataType::Bool),
+                ))
             }
-            E::Case { operand, conditions, else_result, .. } => self.case(operand.as_deref(), conditions, else_result.as_deref(), scope, ctx),
+            E::Case { operand, conditions, else_result, .. } => {
+                self.case(operand.as_deref(), conditions, else_result.as_deref(), scope, ctx)
+            }
             E::Cast { kind, expr, data_type, format: None, .. } => {
                 if !matches!(kind, ast::CastKind::Cast | ast::CastKind::DoubleColon) {
                     return Err(SqlError::unsupported(format!("{kind:?}")));
@@ -259,30 +317,47 @@ impl Binder<'_> {
                 {
                     // A literal beyond numeric's 38 digits (-1e300): PostgreSQL
                     // converts numeric to float through its text, as this does.
-                    let v = if ty == DataType::Float4 { value::cast(Value::Float8(f), ty, true)? } else { Value::Float8(f) };
+                    let v = if ty == DataType::Float4 {
+                        value::cast(Value::Float8(f), ty, true)?
+                    } else {
+                        Value::Float8(f)
+                    };
                     return Ok((Expr::Const(v), Some(ty)));
                 }
                 let (x, t) = self.expr(expr, scope, ctx)?;
                 if target.is_some() || t.is_some_and(crate::types::is_pseudo) {
-                    return self.sys_cast(x, t, target, target.is_none().then_some(ty))?.ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
+                    return self
+                        .sys_cast(x, t, target, target.is_none().then_some(ty))?
+                        .ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
                 }
                 if let Some(from) = t {
                     super::cast::check_cast(from, ty)?;
                 }
                 // char(n) to text or varchar drops its trailing blanks (rtrim1).
                 let x = match (t, x) {
-                    (Some(DataType::Char(_)), Expr::Const(Value::Text(s))) if matches!(ty, DataType::Text | DataType::Varchar(_)) => Expr::Const(Value::Text(value::bpchar_trim(&s).to_owned())),
-                    (Some(DataType::Char(_)), x) if matches!(ty, DataType::Text | DataType::Varchar(_)) => Expr::BpcharTrim(x.boxed()),
+                    (Some(DataType::Char(_)), Expr::Const(Value::Text(s)))
+                        if matches!(ty, DataType::Text | DataType::Varchar(_)) =>
+                    {
+                        Expr::Const(Value::Text(value::bpchar_trim(&s).to_owned()))
+                    }
+                    (Some(DataType::Char(_)), x) if matches!(ty, DataType::Text | DataType::Varchar(_)) => {
+                        Expr::BpcharTrim(x.boxed())
+                    }
                     (_, x) => x,
                 };
                 match (t, x) {
-                    (None, Expr::Const(Value::Text(s))) if category(ty) == Category::String => Ok((Expr::Const(value::cast(Value::Text(s), ty, true)?), Some(ty))),
+                    (None, Expr::Const(Value::Text(s))) if category(ty) == Category::String => {
+                        Ok((Expr::Const(value::cast(Value::Text(s), ty, true)?), Some(ty)))
+                    }
                     (None, Expr::Const(Value::Text(s))) => Ok((Expr::Const(value::parse_input(&s, ty)?), Some(ty))),
                     (None, Expr::Param(i)) => {
                         self.params[i] = Some(ty);
                         Ok((Expr::Param(i), Some(ty)))
                     }
-                    (_, Expr::Const(v)) => Ok((self.folded(value::cast(v.clone(), ty, true), || Expr::Cast(Expr::Const(v).boxed(), ty, true))?, Some(ty))),
+                    (_, Expr::Const(v)) => Ok((
+                        self.folded(value::cast(v.clone(), ty, true), || Expr::Cast(Expr::Const(v).boxed(), ty, true))?,
+                        Some(ty),
+                    )),
                     (_, x) => Ok((Expr::Cast(x.boxed(), ty, true), Some(ty))),
                 }
             }
@@ -296,7 +371,12 @@ impl Binder<'_> {
                 let x = match t {
                     Some(DataType::Timestamp(_) | DataType::TimestampTz(_)) => x,
                     None | Some(DataType::Date) => self.result_cast(x, t, Some(DataType::TimestampTz(None)))?,
-                    Some(other) => return Err(SqlError::undefined_function(&format!("timezone(unknown, {})", value::type_name(other)))),
+                    Some(other) => {
+                        return Err(SqlError::undefined_function(&format!(
+                            "timezone(unknown, {})",
+                            value::type_name(other)
+                        )));
+                    }
                 };
                 let z = if zt == Some(DataType::Interval) { z } else { self.text_arg(z, zt, "timezone")? };
                 let ty = if to_instant { DataType::TimestampTz(None) } else { DataType::Timestamp(None) };
@@ -308,7 +388,12 @@ impl Binder<'_> {
             }
             E::Substring { expr, substring_from, substring_for, .. } => {
                 let mut args = vec![(**expr).clone()];
-                args.push(substring_from.as_deref().cloned().unwrap_or(ast::Expr::value(ast::Value::Number("1".into(), false))));
+                args.push(
+                    substring_from
+                        .as_deref()
+                        .cloned()
+                        .unwrap_or(ast::Expr::value(ast::Value::Number("1".into(), false))),
+                );
                 if let Some(f) = substring_for {
                     args.push((**f).clone());
                 }
@@ -327,7 +412,9 @@ impl Binder<'_> {
                 }
                 self.scalar_function(name, &args, scope, ctx)
             }
-            E::Position { expr, r#in } => self.scalar_function("position", &[(**expr).clone(), (**r#in).clone()], scope, ctx),
+            E::Position { expr, r#in } => {
+                self.scalar_function("position", &[(**expr).clone(), (**r#in).clone()], scope, ctx)
+            }
             E::Ceil { expr, field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime) } => {
                 self.scalar_function("ceil", &[(**expr).clone()], scope, ctx)
             }
@@ -357,25 +444,40 @@ impl Binder<'_> {
                 // with varchar or another char(m) as bpchar (both sides
                 // without trailing blanks), char(n) with text as text.
                 if let (Some(a), Some(b)) = (xt, st)
-                    && matches!((a, b), (DataType::Char(_), DataType::Varchar(_)) | (DataType::Varchar(_), DataType::Char(_)) | (DataType::Char(_), DataType::Char(_)))
+                    && matches!(
+                        (a, b),
+                        (DataType::Char(_), DataType::Varchar(_))
+                            | (DataType::Varchar(_), DataType::Char(_))
+                            | (DataType::Char(_), DataType::Char(_))
+                    )
                     && a != b
                 {
                     let lhs = Expr::BpcharTrim(x.boxed()).boxed();
-                    return Ok((self.sub_expr(SubqueryKind::In { lhs, trim_rows: true }, *negated, correlated, plan), Some(DataType::Bool)));
+                    return Ok((
+                        self.sub_expr(SubqueryKind::In { lhs, trim_rows: true }, *negated, correlated, plan),
+                        Some(DataType::Bool),
+                    ));
                 }
                 // char(n) with text: as text, the char side without its padding.
                 if let (Some(DataType::Char(_)), Some(DataType::Text)) = (xt, st) {
                     let lhs = Expr::BpcharTrim(x.boxed()).boxed();
-                    return Ok((self.sub_expr(SubqueryKind::In { lhs, trim_rows: false }, *negated, correlated, plan), Some(DataType::Bool)));
+                    return Ok((
+                        self.sub_expr(SubqueryKind::In { lhs, trim_rows: false }, *negated, correlated, plan),
+                        Some(DataType::Bool),
+                    ));
                 }
                 let common = common_type(&[xt, st], "IN")?;
                 let x = self.coerce_common(x, xt, common)?;
                 if let (Some(c), Some(s)) = (common, st)
-                    && category(c) != category(s) {
-                        return Err(SqlError::undefined_operator(&format!("{} = {}", type_name(c), type_name(s))));
-                    }
+                    && category(c) != category(s)
+                {
+                    return Err(SqlError::undefined_operator(&format!("{} = {}", type_name(c), type_name(s))));
+                }
                 let trim_rows = matches!(st, Some(DataType::Char(_))) && common == Some(DataType::Text);
-                Ok((self.sub_expr(SubqueryKind::In { lhs: x.boxed(), trim_rows }, *negated, correlated, plan), Some(DataType::Bool)))
+                Ok((
+                    self.sub_expr(SubqueryKind::In { lhs: x.boxed(), trim_rows }, *negated, correlated, plan),
+                    Some(DataType::Bool),
+                ))
             }
             other => Err(SqlError::unsupported(format!("expression {}", truncate(&other.to_string())))),
         }
@@ -386,7 +488,14 @@ impl Binder<'_> {
     /// with a common type with x) are one `IN` of that type; every other
     /// item is compared with x by its own `=` (as `x = item` alone would
     /// resolve), and the comparisons are ORed (NOT IN: negated).
-    fn in_list_with_vars(&mut self, x: Expr, xt: Ty, items: Vec<Expr>, types: &[Ty], negated: bool) -> Result<(Expr, Ty)> {
+    fn in_list_with_vars(
+        &mut self,
+        x: Expr,
+        xt: Ty,
+        items: Vec<Expr>,
+        types: &[Ty],
+        negated: bool,
+    ) -> Result<(Expr, Ty)> {
         let constant: Vec<usize> = (0..items.len()).filter(|&k| !has_vars(&items[k])).collect();
         let mut group_types = vec![xt];
         group_types.extend(constant.iter().map(|&k| types[k]));
@@ -451,7 +560,14 @@ impl Binder<'_> {
         })
     }
 
-    fn case(&mut self, operand: Option<&ast::Expr>, conditions: &[ast::CaseWhen], otherwise: Option<&ast::Expr>, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    fn case(
+        &mut self,
+        operand: Option<&ast::Expr>,
+        conditions: &[ast::CaseWhen],
+        otherwise: Option<&ast::Expr>,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
         let mut whens = Vec::new();
         let mut results = Vec::new();
         let op = match operand {
@@ -479,7 +595,9 @@ impl Binder<'_> {
             // before folding (eval_const_expressions' case_val), so
             // `CASE 1 WHEN 0 THEN 1/0 ...` drops that arm as the searched form does.
             let truth = match &op_expr {
-                Some(o) if op.is_some() => constant_truth(&Expr::Cmp(CmpOp::Eq, o.clone().boxed(), cond.clone().boxed())),
+                Some(o) if op.is_some() => {
+                    constant_truth(&Expr::Cmp(CmpOp::Eq, o.clone().boxed(), cond.clone().boxed()))
+                }
                 _ => constant_truth(&cond),
             };
             let never = matches!(truth, Some(Some(false) | None));
@@ -551,7 +669,9 @@ fn wide_numeric_literal(e: &ast::Expr) -> Option<f64> {
         ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } => wide_numeric_literal(expr).map(|f| -f),
         ast::Expr::Nested(inner) => wide_numeric_literal(inner),
         ast::Expr::Value(v) => match &v.value {
-            ast::Value::Number(n, _) if value::parse_numeric(n).is_none() => n.parse::<f64>().ok().filter(|f| f.is_finite()),
+            ast::Value::Number(n, _) if value::parse_numeric(n).is_none() => {
+                n.parse::<f64>().ok().filter(|f| f.is_finite())
+            }
             _ => None,
         },
         _ => None,
@@ -564,7 +684,9 @@ fn wide_numeric_literal(e: &ast::Expr) -> Option<f64> {
 pub(super) fn has_vars(e: &Expr) -> bool {
     let mut found = false;
     e.walk(&mut |n| {
-        if matches!(n, Expr::Column(_) | Expr::AggRef(_) | Expr::WindowRef(_)) || matches!(n, Expr::Subquery(s) if s.correlated) {
+        if matches!(n, Expr::Column(_) | Expr::AggRef(_) | Expr::WindowRef(_))
+            || matches!(n, Expr::Subquery(s) if s.correlated)
+        {
             found = true;
         }
     });
@@ -575,7 +697,12 @@ pub(super) fn has_vars(e: &Expr) -> bool {
 /// of `_pg_expandarray` (pgJDBC's metadata queries), as their `(x,n)` record.
 fn whole_row(scope: &Scope<'_>, name: &str) -> Option<(Expr, Ty)> {
     let rel = scope.rels.iter().find(|r| r.name == name)?;
-    let Some(VirtualSource::Function { func: TableFunc::ExpandArray(elem), .. }) = rel.source.as_deref() else { return None };
-    let row = Expr::Func(Func::Sys(SysFunc::ExpandRecord(*elem)), vec![Expr::Column(rel.offset), Expr::Column(rel.offset + 1)]);
+    let Some(VirtualSource::Function { func: TableFunc::ExpandArray(elem), .. }) = rel.source.as_deref() else {
+        return None;
+    };
+    let row = Expr::Func(
+        Func::Sys(SysFunc::ExpandRecord(*elem)),
+        vec![Expr::Column(rel.offset), Expr::Column(rel.offset + 1)],
+    );
     Some((row, Some(types::expand_record_type(*elem))))
 }

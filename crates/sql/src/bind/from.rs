@@ -38,7 +38,11 @@ struct VirtualRel {
 }
 
 impl Binder<'_> {
-    pub(super) fn bind_from(&mut self, from: &[ast::TableWithJoins], outer: Option<&'_ Scope<'_>>) -> Result<(Vec<Rel>, Vec<JoinSpec>)> {
+    pub(super) fn bind_from(
+        &mut self,
+        from: &[ast::TableWithJoins],
+        outer: Option<&'_ Scope<'_>>,
+    ) -> Result<(Vec<Rel>, Vec<JoinSpec>)> {
         self.bind_from_after(None, from, outer)
     }
 
@@ -46,7 +50,12 @@ impl Binder<'_> {
     /// `DELETE FROM t USING`): the target is the first relation (offset 0,
     /// joined to nothing), so a FROM item of the same name is 42712 and
     /// one with another alias is a self-join, as in PostgreSQL.
-    pub(super) fn bind_from_after(&mut self, target: Option<Rel>, from: &[ast::TableWithJoins], outer: Option<&'_ Scope<'_>>) -> Result<(Vec<Rel>, Vec<JoinSpec>)> {
+    pub(super) fn bind_from_after(
+        &mut self,
+        target: Option<Rel>,
+        from: &[ast::TableWithJoins],
+        outer: Option<&'_ Scope<'_>>,
+    ) -> Result<(Vec<Rel>, Vec<JoinSpec>)> {
         let mut rels: Vec<Rel> = Vec::new();
         let mut joins = Vec::new();
         let mut offset = 0;
@@ -54,7 +63,15 @@ impl Binder<'_> {
         if let Some(t) = target {
             offset = t.table.columns.len();
             rels.push(t);
-            joins.push(JoinSpec { chain: 0, left: false, on: None, using: Vec::new(), natural: false, right: false, full: false });
+            joins.push(JoinSpec {
+                chain: 0,
+                left: false,
+                on: None,
+                using: Vec::new(),
+                natural: false,
+                right: false,
+                full: false,
+            });
         }
         let mut add = |b: &mut Self, factor: &ast::TableFactor, rels: &mut Vec<Rel>| -> Result<()> {
             if has_target && matches!(factor, ast::TableFactor::Derived { lateral: true, .. }) {
@@ -70,7 +87,18 @@ impl Binder<'_> {
                 offset += width;
                 return Ok(());
             }
-            let ast::TableFactor::Table { name, alias, args: None, with_hints, version: None, partitions, sample: None, index_hints, .. } = factor else {
+            let ast::TableFactor::Table {
+                name,
+                alias,
+                args: None,
+                with_hints,
+                version: None,
+                partitions,
+                sample: None,
+                index_hints,
+                ..
+            } = factor
+            else {
                 return Err(SqlError::unsupported(match factor {
                     ast::TableFactor::Derived { .. } => "subquery in FROM".to_owned(),
                     other => format!("FROM item {other}"),
@@ -89,7 +117,13 @@ impl Binder<'_> {
             }
             // PostgreSQL lets two unaliased relations of different schemas
             // share a reference name (`public.t, s.t`).
-            let clash = |r: &Rel| r.name == rname && !(alias.is_none() && r.source.is_none() && r.table.id != table.id && r.name == crate::names::short(&r.table.name));
+            let clash = |r: &Rel| {
+                r.name == rname
+                    && !(alias.is_none()
+                        && r.source.is_none()
+                        && r.table.id != table.id
+                        && r.name == crate::names::short(&r.table.name))
+            };
             if rels.iter().any(clash) {
                 return Err(SqlError::new("42712", format!("table name \"{rname}\" specified more than once")));
             }
@@ -101,7 +135,15 @@ impl Binder<'_> {
         for twj in from {
             let chain = rels.len();
             add(self, &twj.relation, &mut rels)?;
-            joins.push(JoinSpec { chain, left: false, on: None, using: Vec::new(), natural: false, right: false, full: false });
+            joins.push(JoinSpec {
+                chain,
+                left: false,
+                on: None,
+                using: Vec::new(),
+                natural: false,
+                right: false,
+                full: false,
+            });
             for j in &twj.joins {
                 let mut full = false;
                 let (left, right, constraint) = match &j.join_operator {
@@ -115,19 +157,38 @@ impl Binder<'_> {
                         full = true;
                         (true, false, Some(c))
                     }
-                    ast::JoinOperator::FullOuter(_) if rels.len() > chain + 1 => return Err(SqlError::unsupported("FULL JOIN whose left side is itself a join")),
+                    ast::JoinOperator::FullOuter(_) if rels.len() > chain + 1 => {
+                        return Err(SqlError::unsupported("FULL JOIN whose left side is itself a join"));
+                    }
                     // Run as the LEFT JOIN of its sides swapped (planner::execution_order),
                     // which a left side of several relations or a DML target would not be.
-                    ast::JoinOperator::Right(c) | ast::JoinOperator::RightOuter(c) if rels.len() == chain + 1 && !has_target => (false, true, Some(c)),
+                    ast::JoinOperator::Right(c) | ast::JoinOperator::RightOuter(c)
+                        if rels.len() == chain + 1 && !has_target =>
+                    {
+                        (false, true, Some(c))
+                    }
                     ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) if rels.len() > chain + 1 => {
                         return Err(SqlError::unsupported("RIGHT JOIN whose left side is itself a join"));
                     }
-                    ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) => return Err(SqlError::unsupported("RIGHT JOIN in UPDATE ... FROM, DELETE ... USING or MERGE")),
-                    ast::JoinOperator::FullOuter(_) => return Err(SqlError::unsupported("FULL JOIN in UPDATE ... FROM, DELETE ... USING or MERGE")),
-                    other => return Err(SqlError::unsupported(format!("join {other:?}").chars().take(60).collect::<String>())),
+                    ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) => {
+                        return Err(SqlError::unsupported("RIGHT JOIN in UPDATE ... FROM, DELETE ... USING or MERGE"));
+                    }
+                    ast::JoinOperator::FullOuter(_) => {
+                        return Err(SqlError::unsupported("FULL JOIN in UPDATE ... FROM, DELETE ... USING or MERGE"));
+                    }
+                    other => {
+                        return Err(SqlError::unsupported(
+                            format!("join {other:?}").chars().take(60).collect::<String>(),
+                        ));
+                    }
                 };
                 add(self, &j.relation, &mut rels)?;
-                if right && rels.last().and_then(|r| r.source.as_deref()).is_some_and(|s| matches!(s, VirtualSource::Function { .. } | VirtualSource::Lateral(_))) {
+                if right
+                    && rels
+                        .last()
+                        .and_then(|r| r.source.as_deref())
+                        .is_some_and(|s| matches!(s, VirtualSource::Function { .. } | VirtualSource::Lateral(_)))
+                {
                     // It may read the left side, which is read after it.
                     return Err(SqlError::unsupported("RIGHT JOIN to a function or LATERAL subquery in FROM"));
                 }
@@ -143,7 +204,10 @@ impl Binder<'_> {
                 match constraint {
                     Some(ast::JoinConstraint::On(e)) => spec.on = Some(e.clone()),
                     Some(ast::JoinConstraint::Using(cols)) => {
-                        spec.using = cols.iter().map(|c| c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default()).collect();
+                        spec.using = cols
+                            .iter()
+                            .map(|c| c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default())
+                            .collect();
                     }
                     Some(ast::JoinConstraint::Natural) => spec.natural = true,
                     Some(ast::JoinConstraint::None) | None => {}
@@ -177,7 +241,10 @@ impl Binder<'_> {
 
     /// A FROM item that is not a stored table, or None for a stored one.
     fn virtual_from(
-        &mut self, factor: &ast::TableFactor, rels: &[Rel], outer: Option<&Scope<'_>>,
+        &mut self,
+        factor: &ast::TableFactor,
+        rels: &[Rel],
+        outer: Option<&Scope<'_>>,
     ) -> Result<Option<VirtualRel>> {
         let (name, schema, source, alias) = match factor {
             ast::TableFactor::Table { name, alias, args: None, .. } if let Some(k) = self.cte_index(name) => {
@@ -185,7 +252,9 @@ impl Binder<'_> {
                 (cte_name, schema, source, alias)
             }
             ast::TableFactor::Table { name, alias, args: None, .. } => match self.target(name)? {
-                Some(crate::names::Target::System(rel)) => (rel.def().name.to_owned(), rel.schema(), VirtualSource::System(rel), alias),
+                Some(crate::names::Target::System(rel)) => {
+                    (rel.def().name.to_owned(), rel.schema(), VirtualSource::System(rel), alias)
+                }
                 _ => {
                     let Some(v) = self.view_named(name)? else { return Ok(None) };
                     let (schema, source) = self.expand_view(&v)?;
@@ -204,16 +273,25 @@ impl Binder<'_> {
                     };
                     exprs.push(e.clone());
                 }
-                let (schema, source) = self.function_from(&fname, &exprs, alias.as_ref(), *with_ordinality, rels, outer)?;
+                let (schema, source) =
+                    self.function_from(&fname, &exprs, alias.as_ref(), *with_ordinality, rels, outer)?;
                 (fname, schema, source, alias)
             }
-            ast::TableFactor::UNNEST { alias, array_exprs, with_offset: false, with_offset_alias: None, with_ordinality } => {
-                let (schema, source) = self.function_from("unnest", array_exprs, alias.as_ref(), *with_ordinality, rels, outer)?;
+            ast::TableFactor::UNNEST {
+                alias,
+                array_exprs,
+                with_offset: false,
+                with_offset_alias: None,
+                with_ordinality,
+            } => {
+                let (schema, source) =
+                    self.function_from("unnest", array_exprs, alias.as_ref(), *with_ordinality, rels, outer)?;
                 ("unnest".to_owned(), schema, source, alias)
             }
             ast::TableFactor::Derived { lateral, subquery, alias, .. } => {
                 let Some(a) = alias else {
-                    return Err(SqlError::syntax("subquery in FROM must have an alias").with_hint("For example, FROM (SELECT ...) [AS] foo."));
+                    return Err(SqlError::syntax("subquery in FROM must have an alias")
+                        .with_hint("For example, FROM (SELECT ...) [AS] foo."));
                 };
                 // With nothing before it, LATERAL changes nothing.
                 let lateral = *lateral && !rels.is_empty();
@@ -221,7 +299,8 @@ impl Binder<'_> {
                 let plan = if lateral {
                     // The FROM items before it are its enclosing row; the
                     // query around this one is then two levels out (refused).
-                    let before = Scope { rels: rels.to_vec(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer };
+                    let before =
+                        Scope { rels: rels.to_vec(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer };
                     self.query(subquery, Some(&before))
                 } else {
                     self.query(subquery, outer)
@@ -232,7 +311,10 @@ impl Binder<'_> {
                 let reads = self.correlated;
                 self.correlated = correlated || (!lateral && reads);
                 let plan = plan?;
-                let cols = plan.columns[..plan.visible].iter().map(|c| (c.name.clone(), c.ty.unwrap_or(DataType::Text))).collect();
+                let cols = plan.columns[..plan.visible]
+                    .iter()
+                    .map(|c| (c.name.clone(), c.ty.unwrap_or(DataType::Text)))
+                    .collect();
                 let n = ident(&a.name);
                 let tree = SetTree::Select(Box::new(plan));
                 let source = match (lateral, reads) {
@@ -251,7 +333,14 @@ impl Binder<'_> {
             rname = ident(&a.name);
             if !a.columns.is_empty() {
                 if a.columns.len() > schema.columns.len() {
-                    return Err(SqlError::new("42P10", format!("table \"{rname}\" has {} columns available but {} columns specified", schema.columns.len(), a.columns.len())));
+                    return Err(SqlError::new(
+                        "42P10",
+                        format!(
+                            "table \"{rname}\" has {} columns available but {} columns specified",
+                            schema.columns.len(),
+                            a.columns.len()
+                        ),
+                    ));
                 }
                 let mut cols: Vec<(String, DataType)> = schema.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
                 for (c, new) in cols.iter_mut().zip(&a.columns) {
@@ -265,7 +354,13 @@ impl Binder<'_> {
 
     /// A set-returning function in FROM; its arguments see the FROM items before it.
     fn function_from(
-        &mut self, fname: &str, exprs: &[ast::Expr], alias: Option<&ast::TableAlias>, ordinality: bool, rels: &[Rel], outer: Option<&Scope<'_>>,
+        &mut self,
+        fname: &str,
+        exprs: &[ast::Expr],
+        alias: Option<&ast::TableAlias>,
+        ordinality: bool,
+        rels: &[Rel],
+        outer: Option<&Scope<'_>>,
     ) -> Result<(Arc<TableSchema>, VirtualSource)> {
         let scope = Scope { rels: rels.to_vec(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer };
         let mut args = Vec::new();
@@ -273,22 +368,36 @@ impl Binder<'_> {
             args.push(self.expr(e, &scope, &mut ExprCtx::plain("functions in FROM"))?);
         }
         if fname == super::function::EXPAND_ARRAY {
-            let s = format!("{fname}({})", args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", "));
+            let s = format!(
+                "{fname}({})",
+                args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", ")
+            );
             let [(e, t)] = <[(Expr, Ty); 1]>::try_from(args).map_err(|_| SqlError::undefined_function(&s))?;
             // A catalog array (int2vector, oid[]) or a real one (ARRAY[1, 2]).
             let elem = t.and_then(|t| Elem::of(t).or_else(|| crate::array::elem_type(t).and_then(Elem::for_element)));
-            let elem = elem.filter(|e| value::is_integer(e.element_type())).ok_or_else(|| SqlError::undefined_function(&s))?;
+            let elem =
+                elem.filter(|e| value::is_integer(e.element_type())).ok_or_else(|| SqlError::undefined_function(&s))?;
             let mut cols = vec![("x".to_owned(), elem.element_type()), ("n".to_owned(), DataType::Int4)];
             if ordinality {
                 cols.push(("ordinality".to_owned(), DataType::Int8));
             }
-            return Ok((super::detached("_pg_expandarray", cols), VirtualSource::Function { func: TableFunc::ExpandArray(elem), args: vec![e], ordinality }));
+            return Ok((
+                super::detached("_pg_expandarray", cols),
+                VirtualSource::Function { func: TableFunc::ExpandArray(elem), args: vec![e], ordinality },
+            ));
         }
         if let Some(srf) = super::json::json_srf(fname) {
-            let sig = format!("{fname}({})", args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", "));
+            let sig = format!(
+                "{fname}({})",
+                args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", ")
+            );
             let [(e, t)] = <[(Expr, Ty); 1]>::try_from(args).map_err(|_| SqlError::undefined_function(&sig))?;
             let e = self.json_srf_arg(srf, e, t, &sig)?;
-            let mut cols: Vec<(String, DataType)> = srf.columns().into_iter().map(|(n, t)| (if n.is_empty() { fname.to_owned() } else { n.to_owned() }, t)).collect();
+            let mut cols: Vec<(String, DataType)> = srf
+                .columns()
+                .into_iter()
+                .map(|(n, t)| (if n.is_empty() { fname.to_owned() } else { n.to_owned() }, t))
+                .collect();
             if ordinality {
                 cols.push(("ordinality".to_owned(), DataType::Int8));
             }
@@ -300,10 +409,16 @@ impl Binder<'_> {
             {
                 cols[0].0 = ident(&a.name);
             }
-            return Ok((super::detached(fname, cols), VirtualSource::Function { func: TableFunc::Json(srf), args: vec![e], ordinality }));
+            return Ok((
+                super::detached(fname, cols),
+                VirtualSource::Function { func: TableFunc::Json(srf), args: vec![e], ordinality },
+            ));
         }
         if fname == "unnest" && args.iter().any(|(_, t)| crate::array::is_array(*t)) {
-            let s = format!("{fname}({})", args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", "));
+            let s = format!(
+                "{fname}({})",
+                args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", ")
+            );
             let n = args.len();
             let mut cols = Vec::new();
             let mut exprs = Vec::new();
@@ -321,7 +436,10 @@ impl Binder<'_> {
             if ordinality {
                 cols.push(("ordinality".to_owned(), DataType::Int8));
             }
-            return Ok((super::detached(fname, cols), VirtualSource::Function { func: TableFunc::UnnestArrays(n), args: exprs, ordinality }));
+            return Ok((
+                super::detached(fname, cols),
+                VirtualSource::Function { func: TableFunc::UnnestArrays(n), args: exprs, ordinality },
+            ));
         }
         let (func, args, ty) = self.table_function(fname, args)?;
         let mut cols = vec![(fname.to_owned(), ty)];
@@ -330,9 +448,10 @@ impl Binder<'_> {
         }
         // A scalar function's one column takes the alias's name.
         if let Some(a) = alias
-            && a.columns.is_empty() {
-                cols[0].0 = ident(&a.name);
-            }
+            && a.columns.is_empty()
+        {
+            cols[0].0 = ident(&a.name);
+        }
         Ok((super::detached(fname, cols), VirtualSource::Function { func, args, ordinality }))
     }
 
@@ -345,13 +464,17 @@ impl Binder<'_> {
             ("generate_series", 2 | 3) => {
                 let int8 = args.iter().any(|(_, t)| *t == Some(DataType::Int8));
                 // A numeric argument picks generate_series(numeric, numeric[, numeric]).
-                let numeric = args.iter().any(|(_, t)| matches!(t, Some(t @ DataType::Numeric { .. }) if RegKind::of(*t).is_none()));
+                let numeric = args
+                    .iter()
+                    .any(|(_, t)| matches!(t, Some(t @ DataType::Numeric { .. }) if RegKind::of(*t).is_none()));
                 if numeric {
                     let mut out = Vec::new();
                     for (e, t) in args {
                         out.push(match t {
                             None => self.coerce(e, None, value::NUMERIC_ANY, name)?,
-                            Some(t) if value::is_integer(t) => self.result_cast(e, Some(t), Some(value::NUMERIC_ANY))?,
+                            Some(t) if value::is_integer(t) => {
+                                self.result_cast(e, Some(t), Some(value::NUMERIC_ANY))?
+                            }
                             Some(DataType::Numeric { .. }) => e,
                             Some(_) => return Err(SqlError::unsupported("generate_series over non-integers")),
                         });
@@ -374,7 +497,8 @@ impl Binder<'_> {
                 let mut it = args.into_iter();
                 let Some((e, t)) = it.next() else { return Err(SqlError::undefined_function(&s)) };
                 let elem = t.and_then(Elem::of).ok_or_else(|| SqlError::undefined_function(&s))?;
-                let ty = if elem == Elem::Oid || elem == Elem::OidVector { DataType::Int8 } else { elem.element_type() };
+                let ty =
+                    if elem == Elem::Oid || elem == Elem::OidVector { DataType::Int8 } else { elem.element_type() };
                 Ok((TableFunc::Unnest(elem), vec![e], ty))
             }
             ("pg_partition_ancestors", 1) => {
@@ -396,10 +520,17 @@ impl Binder<'_> {
 /// columns renamed, the rest as they are. Only the binder sees the names;
 /// the scan reads the table by id, and the plan's dependency stays the
 /// catalog's own schema.
-fn with_column_aliases(table: &Arc<TableSchema>, rname: &str, aliases: &[ast::TableAliasColumnDef]) -> Result<Arc<TableSchema>> {
+fn with_column_aliases(
+    table: &Arc<TableSchema>,
+    rname: &str,
+    aliases: &[ast::TableAliasColumnDef],
+) -> Result<Arc<TableSchema>> {
     let available = table.visible_columns().len();
     if aliases.len() > available {
-        return Err(SqlError::new("42P10", format!("table \"{rname}\" has {available} columns available but {} columns specified", aliases.len())));
+        return Err(SqlError::new(
+            "42P10",
+            format!("table \"{rname}\" has {available} columns available but {} columns specified", aliases.len()),
+        ));
     }
     let mut renamed = TableSchema::clone(table);
     for (c, new) in renamed.columns.iter_mut().zip(aliases) {

@@ -36,15 +36,23 @@ impl Binder<'_> {
                 let mut star = false;
                 for a in &list.args {
                     match a {
-                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) if named.is_empty() => args.push(e.clone()),
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) if named.is_empty() => {
+                            args.push(e.clone())
+                        }
                         ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(_)) => {
                             return Err(SqlError::syntax("positional argument cannot follow named argument"));
                         }
                         ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard) => star = true,
-                        ast::FunctionArg::Named { name: arg_name, arg: ast::FunctionArgExpr::Expr(e), .. } if name == "make_interval" => {
+                        ast::FunctionArg::Named { name: arg_name, arg: ast::FunctionArgExpr::Expr(e), .. }
+                            if name == "make_interval" =>
+                        {
                             named.push((arg_name.value.clone(), e.clone()));
                         }
-                        ast::FunctionArg::ExprNamed { name: ast::Expr::Identifier(arg_name), arg: ast::FunctionArgExpr::Expr(e), .. } if name == "make_interval" => {
+                        ast::FunctionArg::ExprNamed {
+                            name: ast::Expr::Identifier(arg_name),
+                            arg: ast::FunctionArgExpr::Expr(e),
+                            ..
+                        } if name == "make_interval" => {
                             named.push((arg_name.value.clone(), e.clone()));
                         }
                         _ => return Err(SqlError::unsupported(format!("argument form in {name}()"))),
@@ -59,7 +67,10 @@ impl Binder<'_> {
         let filter = match &f.filter {
             None => None,
             Some(_) if aggregate_named(&name, star).is_none() => {
-                return Err(SqlError::new("42809", format!("FILTER specified, but {name} is not an aggregate function")));
+                return Err(SqlError::new(
+                    "42809",
+                    format!("FILTER specified, but {name} is not an aggregate function"),
+                ));
             }
             Some(cond) => {
                 let (b, t) = self.expr(cond, scope, &mut ExprCtx::plain("FILTER"))?;
@@ -96,7 +107,13 @@ impl Binder<'_> {
         }
     }
 
-    pub(super) fn scalar_function(&mut self, name: &str, args: &[ast::Expr], scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    pub(super) fn scalar_function(
+        &mut self,
+        name: &str,
+        args: &[ast::Expr],
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
         let mut bound: Vec<(Expr, Ty)> = Vec::new();
         for a in args {
             // PostgreSQL drops COALESCE's arguments after a non-null
@@ -116,7 +133,14 @@ impl Binder<'_> {
         let arity = |lo: usize, hi: usize| -> Result<()> {
             if nargs < lo || nargs > hi { Err(SqlError::undefined_function(&sig())) } else { Ok(()) }
         };
-        let text_fn = |f: Func, lo: usize, hi: usize, arg_types: &[DataType], result: DataType, b: &mut Self, bound: Vec<(Expr, Ty)>| -> Result<(Expr, Ty)> {
+        let text_fn = |f: Func,
+                       lo: usize,
+                       hi: usize,
+                       arg_types: &[DataType],
+                       result: DataType,
+                       b: &mut Self,
+                       bound: Vec<(Expr, Ty)>|
+         -> Result<(Expr, Ty)> {
             arity(lo, hi)?;
             let mut out = Vec::new();
             for (k, (e, t)) in bound.into_iter().enumerate() {
@@ -125,7 +149,11 @@ impl Binder<'_> {
                     b.text_arg(e, t, name).map_err(|_| SqlError::undefined_function(&sig()))?
                 } else {
                     match t {
-                        Some(tt) if value::is_integer(tt) && (want == DataType::Int8 || value::is_int4_implicit(tt)) => e,
+                        Some(tt)
+                            if value::is_integer(tt) && (want == DataType::Int8 || value::is_int4_implicit(tt)) =>
+                        {
+                            e
+                        }
                         None => b.coerce(e, None, want, name)?,
                         Some(_) => return Err(SqlError::undefined_function(&sig())),
                     }
@@ -197,15 +225,18 @@ impl Binder<'_> {
                 }
                 Ok((Expr::Func(Func::WidthBucket, out), Some(Int4)))
             }
-            "age" | "make_interval" | "justify_days" | "justify_hours" | "justify_interval" => self.interval_function(name, bound, &sig()),
+            "age" | "make_interval" | "justify_days" | "justify_hours" | "justify_interval" => {
+                self.interval_function(name, bound, &sig())
+            }
             "isfinite" => {
                 arity(1, 1)?;
                 let (e, t) = bound.into_iter().next().ok_or_else(|| SqlError::undefined_function(&sig()))?;
                 match t {
                     Some(DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Interval) => {}
                     None => {
-                        return Err(SqlError::new("42725", format!("function {} is not unique", sig()))
-                            .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
+                        return Err(SqlError::new("42725", format!("function {} is not unique", sig())).with_hint(
+                            "Could not choose a best candidate function. You might need to add explicit type casts.",
+                        ));
                     }
                     Some(_) => return Err(SqlError::undefined_function(&sig())),
                 }
@@ -222,27 +253,41 @@ impl Binder<'_> {
             "date_trunc" => {
                 arity(2, 2)?;
                 let mut bound = bound.into_iter();
-                let (Some((unit, _)), Some((x, t))) = (bound.next(), bound.next()) else { return Err(SqlError::undefined_function(&sig())) };
+                let (Some((unit, _)), Some((x, t))) = (bound.next(), bound.next()) else {
+                    return Err(SqlError::undefined_function(&sig()));
+                };
                 let Expr::Const(pgtier_engine::Value::Text(unit)) = unit else {
                     return Err(SqlError::unsupported("date_trunc with a unit that is not a constant"));
                 };
-                let unit = crate::expr::DateField::parse_trunc(&unit)
-                    .ok_or_else(|| SqlError::new("22023", format!("unit \"{}\" not recognized for type timestamp without time zone", unit.to_lowercase())))?;
+                let unit = crate::expr::DateField::parse_trunc(&unit).ok_or_else(|| {
+                    SqlError::new(
+                        "22023",
+                        format!("unit \"{}\" not recognized for type timestamp without time zone", unit.to_lowercase()),
+                    )
+                })?;
                 // A date is truncated as the timestamptz of its midnight, as PostgreSQL casts it.
                 let (x, tz) = match t {
                     Some(DataType::Timestamp(_)) => (x, false),
                     Some(DataType::TimestampTz(_)) => (x, true),
                     Some(DataType::Date) => (self.result_cast(x, t, Some(DataType::TimestampTz(None)))?, true),
-                    None => return Err(SqlError::new("42725", format!("function {} is not unique", sig()))
-                        .with_hint("Could not choose a best candidate function. You might need to add explicit type casts.")),
+                    None => {
+                        return Err(SqlError::new("42725", format!("function {} is not unique", sig())).with_hint(
+                            "Could not choose a best candidate function. You might need to add explicit type casts.",
+                        ));
+                    }
                     Some(_) => return Err(SqlError::undefined_function(&sig())),
                 };
-                Ok((Expr::Func(Func::DateTrunc(unit, tz), vec![x]), Some(if tz { DataType::TimestampTz(None) } else { DataType::Timestamp(None) })))
+                Ok((
+                    Expr::Func(Func::DateTrunc(unit, tz), vec![x]),
+                    Some(if tz { DataType::TimestampTz(None) } else { DataType::Timestamp(None) }),
+                ))
             }
             "date_part" => {
                 arity(2, 2)?;
                 let mut bound = bound.into_iter();
-                let (Some((field, _)), Some((x, t))) = (bound.next(), bound.next()) else { return Err(SqlError::undefined_function(&sig())) };
+                let (Some((field, _)), Some((x, t))) = (bound.next(), bound.next()) else {
+                    return Err(SqlError::undefined_function(&sig()));
+                };
                 let Expr::Const(pgtier_engine::Value::Text(field)) = field else {
                     return Err(SqlError::unsupported("date_part with a field that is not a constant"));
                 };
@@ -254,10 +299,13 @@ impl Binder<'_> {
                     Some(DataType::Int8) => {}
                     // PostgreSQL has a bigint and a numeric version, and picks neither for these.
                     Some(DataType::Int2 | DataType::Int4) | None => {
-                        return Err(SqlError::new("42725", format!("function {} is not unique", sig()))
-                            .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
+                        return Err(SqlError::new("42725", format!("function {} is not unique", sig())).with_hint(
+                            "Could not choose a best candidate function. You might need to add explicit type casts.",
+                        ));
                     }
-                    Some(t) if value::category(t) == value::Category::Numeric => return Err(SqlError::unsupported("pg_size_pretty(numeric)")),
+                    Some(t) if value::category(t) == value::Category::Numeric => {
+                        return Err(SqlError::unsupported("pg_size_pretty(numeric)"));
+                    }
                     Some(_) => return Err(SqlError::undefined_function(&sig())),
                 }
                 let (e, t) = bound.into_iter().next().ok_or_else(|| SqlError::undefined_function(&sig()))?;
@@ -299,7 +347,9 @@ impl Binder<'_> {
                 let mut out = Vec::new();
                 for (e, t) in bound {
                     match t {
-                        Some(t) if value::category(t) != Category::Numeric || RegKind::of(t).is_some() => return Err(SqlError::undefined_function(&sig())),
+                        Some(t) if value::category(t) != Category::Numeric || RegKind::of(t).is_some() => {
+                            return Err(SqlError::undefined_function(&sig()));
+                        }
                         None if numeric => out.push(self.coerce(e, None, want, name)?),
                         _ => out.push(self.result_cast(e, t, Some(want))?),
                     }
@@ -329,8 +379,9 @@ impl Binder<'_> {
                 arity(1, 1)?;
                 // smallint and unknown fit to_hex(integer) and to_hex(bigint) alike.
                 if matches!(bound[0].1, None | Some(DataType::Int2)) {
-                    return Err(SqlError::new("42725", format!("function {} is not unique", sig()))
-                        .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
+                    return Err(SqlError::new("42725", format!("function {} is not unique", sig())).with_hint(
+                        "Could not choose a best candidate function. You might need to add explicit type casts.",
+                    ));
                 }
                 let wide = bound[0].1 == Some(DataType::Int8);
                 text_fn(Func::ToHex(wide), 1, 1, &[if wide { DataType::Int8 } else { Int4 }], Text, self, bound)
@@ -373,7 +424,9 @@ impl Binder<'_> {
                 let (e, t) = bound.into_iter().next().ok_or_else(|| SqlError::undefined_function(&sig()))?;
                 let e = match t {
                     None => self.coerce(e, None, DataType::Float8, name)?,
-                    Some(t) if value::category(t) == value::Category::Numeric => self.result_cast(e, Some(t), Some(DataType::Float8))?,
+                    Some(t) if value::category(t) == value::Category::Numeric => {
+                        self.result_cast(e, Some(t), Some(DataType::Float8))?
+                    }
                     Some(_) => return Err(SqlError::undefined_function(&sig())),
                 };
                 Ok((Expr::Func(Func::PgSleep, vec![e]), Some(Text)))
@@ -431,7 +484,11 @@ impl Binder<'_> {
                     // precision version (float8 is the preferred type of the
                     // numeric category); round(int, n) exists only for numeric.
                     (Some(ty), None) if value::is_integer(ty) => DataType::Float8,
-                    (Some(ty), _) if category(ty) == Category::Numeric && !(value::is_float(ty) && digits.is_some()) => NUMERIC_ANY,
+                    (Some(ty), _)
+                        if category(ty) == Category::Numeric && !(value::is_float(ty) && digits.is_some()) =>
+                    {
+                        NUMERIC_ANY
+                    }
                     _ => return Err(SqlError::undefined_function(&sig())),
                 };
                 let e = match t {
@@ -448,7 +505,9 @@ impl Binder<'_> {
             "mod" => {
                 arity(2, 2)?;
                 let mut it = bound.into_iter();
-                let (Some((x, xt)), Some((y, yt))) = (it.next(), it.next()) else { return Err(SqlError::undefined_function(&sig())) };
+                let (Some((x, xt)), Some((y, yt))) = (it.next(), it.next()) else {
+                    return Err(SqlError::undefined_function(&sig()));
+                };
                 let (e, t) = self.arith(ArithOp::Mod, x, xt, y, yt)?;
                 Ok((e, t))
             }
@@ -474,7 +533,9 @@ impl Binder<'_> {
             "nullif" if nargs == 2 => {
                 arity(2, 2)?;
                 let mut it = bound.into_iter();
-                let (Some((x, xt)), Some((y, yt))) = (it.next(), it.next()) else { return Err(SqlError::undefined_function(&sig())) };
+                let (Some((x, xt)), Some((y, yt))) = (it.next(), it.next()) else {
+                    return Err(SqlError::undefined_function(&sig()));
+                };
                 // NULLIF('a', c) returns 'a' as character without a length
                 // (unpadded); pgtier's character carries c's length.
                 refuse_padded_literals(&[yt], &[is_untyped_value(&x, xt)], "NULLIF")?;
@@ -488,16 +549,30 @@ impl Binder<'_> {
             "regexp_replace" => {
                 // PostgreSQL 15's forms with a start position (and an occurrence).
                 if nargs > 4 || (nargs == 4 && bound[3].1.is_some_and(value::is_integer)) {
-                    return text_fn(Func::RegexpReplaceAt, 4, 6, &[Text, Text, Text, Int4, Int4, Text], Text, self, bound);
+                    return text_fn(
+                        Func::RegexpReplaceAt,
+                        4,
+                        6,
+                        &[Text, Text, Text, Int4, Int4, Text],
+                        Text,
+                        self,
+                        bound,
+                    );
                 }
                 text_fn(Func::RegexpReplace, 3, 4, &[Text; 4], Text, self, bound)
             }
             "regexp_match" => text_fn(Func::RegexpMatch, 2, 3, &[Text; 3], super::builtin::text_array(), self, bound),
             "regexp_like" => text_fn(Func::RegexpLike, 2, 3, &[Text; 3], DataType::Bool, self, bound),
-            "regexp_split_to_array" => text_fn(Func::RegexpSplitToArray, 2, 3, &[Text; 3], super::builtin::text_array(), self, bound),
+            "regexp_split_to_array" => {
+                text_fn(Func::RegexpSplitToArray, 2, 3, &[Text; 3], super::builtin::text_array(), self, bound)
+            }
             "regexp_count" => text_fn(Func::RegexpCount, 2, 4, &[Text, Text, Int4, Text], Int4, self, bound),
-            "regexp_instr" => text_fn(Func::RegexpInstr, 2, 7, &[Text, Text, Int4, Int4, Int4, Text, Int4], Int4, self, bound),
-            "regexp_substr" => text_fn(Func::RegexpSubstr, 2, 6, &[Text, Text, Int4, Int4, Text, Int4], Text, self, bound),
+            "regexp_instr" => {
+                text_fn(Func::RegexpInstr, 2, 7, &[Text, Text, Int4, Int4, Int4, Text, Int4], Int4, self, bound)
+            }
+            "regexp_substr" => {
+                text_fn(Func::RegexpSubstr, 2, 6, &[Text, Text, Int4, Int4, Text, Int4], Text, self, bound)
+            }
             _ if super::numeric_fns::NUMERIC_FUNCTIONS.contains(&name) => self.numeric_function(name, bound, &sig_text),
             _ if super::builtin::MORE_FUNCTIONS.contains(&name) => self.more_function(name, bound, &sig_text),
             _ if super::json::is_unsupported_json_function(name) => {
@@ -538,7 +613,9 @@ impl Binder<'_> {
             ("setval", 2 | 3) => SeqFunc::Setval,
             _ => return Ok(None),
         };
-        let Some((Expr::Const(pgtier_engine::Value::Text(text)), None | Some(DataType::Text | DataType::Varchar(_)))) = bound.first() else {
+        let Some((Expr::Const(pgtier_engine::Value::Text(text)), None | Some(DataType::Text | DataType::Varchar(_)))) =
+            bound.first()
+        else {
             return Ok(None);
         };
         let settings = std::collections::HashMap::new();
@@ -555,7 +632,10 @@ impl Binder<'_> {
             self.deps.push(table);
         }
         let key = pgtier_cache::KeyDefault::sequence_key(&sequence);
-        Ok(Some((Expr::Func(Func::Sys(SysFunc::Sequence(call)), vec![Expr::Const(pgtier_engine::Value::Text(key))]), Some(DataType::Int8))))
+        Ok(Some((
+            Expr::Func(Func::Sys(SysFunc::Sequence(call)), vec![Expr::Const(pgtier_engine::Value::Text(key))]),
+            Some(DataType::Int8),
+        )))
     }
 
     /// `EXTRACT(field FROM x)` (numeric) or `date_part('field', x)`
@@ -564,13 +644,18 @@ impl Binder<'_> {
     pub(super) fn extract(&mut self, field: &str, x: Expr, t: Ty, numeric: bool) -> Result<(Expr, Ty)> {
         let field = field.trim_matches('\'');
         let (x, t) = match t {
-            Some(DataType::Date) if !numeric => (self.result_cast(x, t, Some(DataType::Timestamp(None)))?, Some(DataType::Timestamp(None))),
+            Some(DataType::Date) if !numeric => {
+                (self.result_cast(x, t, Some(DataType::Timestamp(None)))?, Some(DataType::Timestamp(None)))
+            }
             Some(DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_)) => (x, t),
             // An untyped literal fits several of PostgreSQL's candidates.
             None => {
                 let name = if numeric { "extract" } else { "date_part" };
-                return Err(SqlError::new("42725", format!("function pg_catalog.{name}(unknown, unknown) is not unique"))
-                    .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
+                return Err(SqlError::new(
+                    "42725",
+                    format!("function pg_catalog.{name}(unknown, unknown) is not unique"),
+                )
+                .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
             }
             Some(DataType::Time(_) | DataType::Interval) => (x, t),
             Some(other) => {
@@ -580,7 +665,10 @@ impl Binder<'_> {
         };
         let Some(f) = crate::expr::DateField::parse(field) else {
             let ty = t.map_or_else(|| "unknown".to_owned(), value::full_type_name);
-            return Err(SqlError::new("22023", format!("unit \"{}\" not recognized for type {ty}", field.to_lowercase())));
+            return Err(SqlError::new(
+                "22023",
+                format!("unit \"{}\" not recognized for type {ty}", field.to_lowercase()),
+            ));
         };
         Ok((Expr::Func(Func::Extract(f, numeric), vec![x]), Some(if numeric { NUMERIC_ANY } else { DataType::Float8 })))
     }
@@ -611,7 +699,9 @@ pub(super) const EXPAND_ARRAY: &str = "information_schema._pg_expandarray";
 
 /// Binds a system function call; None if `name` is not one.
 fn bind_function(
-    name: &str, args: Vec<(Expr, Ty)>, coerce: &mut dyn FnMut(Expr, Ty, DataType) -> Result<Expr>,
+    name: &str,
+    args: Vec<(Expr, Ty)>,
+    coerce: &mut dyn FnMut(Expr, Ty, DataType) -> Result<Expr>,
 ) -> Result<Option<(Expr, Ty)>> {
     use DataType::{Bool, Int4, Int8, Text};
     let n = args.len();
@@ -629,7 +719,9 @@ fn bind_function(
         ("current_database" | "current_catalog", 0) => (SysFunc::CurrentDatabase, vec![], Text),
         ("current_schema", 0) => (SysFunc::CurrentSchema, vec![], Text),
         ("current_schemas", 1) => (SysFunc::CurrentSchemas, vec![Bool], Elem::Text.data_type()),
-        ("current_user" | "session_user" | "user" | "current_role" | "getpgusername", 0) => (SysFunc::CurrentUser, vec![], Text),
+        ("current_user" | "session_user" | "user" | "current_role" | "getpgusername", 0) => {
+            (SysFunc::CurrentUser, vec![], Text)
+        }
         ("pg_backend_pid", 0) => (SysFunc::BackendPid, vec![], Int4),
         ("format_type", 2) => (SysFunc::FormatType, vec![Int8, Int4], Text),
         ("pg_get_indexdef", 1) => (SysFunc::IndexDef, vec![Int8], Text),
@@ -645,13 +737,20 @@ fn bind_function(
             (SysFunc::NoDescription, vec![Int8, if name == "col_description" { Int4 } else { Text }], Text)
         }
         ("pg_encoding_to_char", 1) => (SysFunc::EncodingToChar, vec![Int4], Text),
-        ("has_table_privilege" | "has_schema_privilege" | "has_database_privilege" | "has_any_column_privilege" | "pg_has_role", 2 | 3) => {
-            (SysFunc::HasPrivilege, vec![Text; n], Bool)
-        }
+        (
+            "has_table_privilege"
+            | "has_schema_privilege"
+            | "has_database_privilege"
+            | "has_any_column_privilege"
+            | "pg_has_role",
+            2 | 3,
+        ) => (SysFunc::HasPrivilege, vec![Text; n], Bool),
         ("has_column_privilege", 3 | 4) => (SysFunc::HasPrivilege, vec![Text; n], Bool),
         ("pg_relation_is_publishable", 1) => (SysFunc::RelationIsPublishable, vec![Int8], Bool),
         // pg_get_viewdef(text) names the view; an untyped literal picks it, as in PostgreSQL.
-        ("pg_get_viewdef", 1 | 2) if matches!(args[0].1, None | Some(Text)) => (SysFunc::ViewDefByName, vec![Text, Bool][..n].to_vec(), Text),
+        ("pg_get_viewdef", 1 | 2) if matches!(args[0].1, None | Some(Text)) => {
+            (SysFunc::ViewDefByName, vec![Text, Bool][..n].to_vec(), Text)
+        }
         ("pg_get_viewdef", 1 | 2) => (SysFunc::ViewDef, vec![Int8, Bool][..n].to_vec(), Text),
         ("pg_get_statisticsobjdef_columns" | "pg_get_triggerdef" | "pg_get_partkeydef" | "pg_get_ruledef", 1 | 2) => {
             (SysFunc::NullResult, vec![Int8; n], Text)
@@ -663,7 +762,9 @@ fn bind_function(
         ("setval", 3) => (SysFunc::Sequence(SeqFunc::Setval), vec![RegKind::Class.data_type(), Int8, Bool], Int8),
         ("lastval", 0) => (SysFunc::Sequence(SeqFunc::Lastval), vec![], Int8),
         // pg_proc is empty: no function is there to describe.
-        ("pg_get_function_result" | "pg_get_function_arguments" | "pg_get_function_identity_arguments", 1) => (SysFunc::NullResult, vec![Int8], Text),
+        ("pg_get_function_result" | "pg_get_function_arguments" | "pg_get_function_identity_arguments", 1) => {
+            (SysFunc::NullResult, vec![Int8], Text)
+        }
         ("pg_function_is_visible", 1) => (SysFunc::NullResult, vec![Int8], Bool),
         ("pg_is_in_recovery", 0) => (SysFunc::IsInRecovery, vec![], Bool),
         ("quote_ident", 1) => (SysFunc::QuoteIdent, vec![Text], Text),
@@ -671,7 +772,9 @@ fn bind_function(
         ("pg_partition_root", 1) => (SysFunc::NullResult, vec![Int8], RegKind::Class.data_type()),
         ("to_regclass", 1) => (SysFunc::RegIn(RegKind::Class, true), vec![Text], RegKind::Class.data_type()),
         ("to_regtype", 1) => (SysFunc::RegIn(RegKind::Type, true), vec![Text], RegKind::Type.data_type()),
-        ("to_regnamespace", 1) => (SysFunc::RegIn(RegKind::Namespace, true), vec![Text], RegKind::Namespace.data_type()),
+        ("to_regnamespace", 1) => {
+            (SysFunc::RegIn(RegKind::Namespace, true), vec![Text], RegKind::Namespace.data_type())
+        }
         ("array_to_string", 2 | 3) => {
             let e = array_arg(0).ok_or_else(bad)?;
             (SysFunc::ArrayToString(e), vec![e.data_type(), Text, Text][..n].to_vec(), Text)
@@ -689,7 +792,10 @@ fn bind_function(
             let e = array_arg(0).ok_or_else(bad)?;
             (SysFunc::Cardinality(e), vec![e.data_type()], Int4)
         }
-        ("pg_table_size" | "pg_relation_size" | "pg_total_relation_size" | "pg_indexes_size" | "pg_database_size", _) => {
+        (
+            "pg_table_size" | "pg_relation_size" | "pg_total_relation_size" | "pg_indexes_size" | "pg_database_size",
+            _,
+        ) => {
             return Err(SqlError::unsupported(format!("{name}(): pgtier keeps no relation files to measure")));
         }
         _ => return Ok(None),
@@ -708,7 +814,11 @@ fn bind_function(
             _ if RegKind::of(w).is_some() => coerce(e, t, w)?,
             Some(t) if RegKind::of(t).is_some() && w == Int8 => e,
             Some(t) if value::category(t) == value::category(w) && Elem::of(t).is_none() && Elem::of(w).is_none() => {
-                if w == Text { e } else { Expr::Cast(e.boxed(), w, false) }
+                if w == Text {
+                    e
+                } else {
+                    Expr::Cast(e.boxed(), w, false)
+                }
             }
             None => coerce(e, None, w)?,
             Some(_) => return Err(bad()),
@@ -724,7 +834,9 @@ fn bind_function(
 fn clock_precision(name: &str, bound: &[(Expr, Ty)]) -> Result<Option<u8>> {
     let [(arg, _)] = bound else { return Ok(None) };
     match arg {
-        Expr::Const(v) if v.as_i64().is_some_and(|p| p >= 0) => Ok(Some(u8::try_from(v.as_i64().unwrap_or(6).min(6)).unwrap_or(6))),
+        Expr::Const(v) if v.as_i64().is_some_and(|p| p >= 0) => {
+            Ok(Some(u8::try_from(v.as_i64().unwrap_or(6).min(6)).unwrap_or(6)))
+        }
         _ => Err(SqlError::syntax(format!("{name} takes an unsigned integer literal as its precision"))),
     }
 }

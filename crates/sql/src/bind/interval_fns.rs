@@ -6,8 +6,8 @@ use sqlparser::ast;
 
 use super::{Binder, Ty};
 use crate::error::{Result, SqlError};
-use crate::expr::Func;
 use crate::expr::Expr;
+use crate::expr::Func;
 use crate::value;
 
 /// make_interval's parameters, in order; each defaults to 0.
@@ -16,7 +16,10 @@ pub(super) const MAKE_INTERVAL_PARAMS: [&str; 7] = ["years", "months", "weeks", 
 /// make_interval's arguments in positional order: `positional` first, then
 /// each remaining parameter from `named` or its default 0 (42883 for a
 /// name it does not have, 42P02-like duplicates as PostgreSQL: 42601).
-pub(super) fn make_interval_args(positional: Vec<ast::Expr>, named: Vec<(String, ast::Expr)>) -> Result<Vec<ast::Expr>> {
+pub(super) fn make_interval_args(
+    positional: Vec<ast::Expr>,
+    named: Vec<(String, ast::Expr)>,
+) -> Result<Vec<ast::Expr>> {
     let mut slots: Vec<Option<ast::Expr>> = vec![None; MAKE_INTERVAL_PARAMS.len()];
     if positional.len() > slots.len() {
         return Err(SqlError::undefined_function("make_interval(...)"));
@@ -35,7 +38,10 @@ pub(super) fn make_interval_args(positional: Vec<ast::Expr>, named: Vec<(String,
         }
         slots[k] = Some(e);
     }
-    Ok(slots.into_iter().map(|s| s.unwrap_or_else(|| ast::Expr::value(ast::Value::Number("0".into(), false)))).collect())
+    Ok(slots
+        .into_iter()
+        .map(|s| s.unwrap_or_else(|| ast::Expr::value(ast::Value::Number("0".into(), false))))
+        .collect())
 }
 
 impl Binder<'_> {
@@ -52,7 +58,9 @@ impl Binder<'_> {
                 for (k, (e, t)) in bound.into_iter().enumerate() {
                     out.push(if k + 1 == MAKE_INTERVAL_PARAMS.len() {
                         match t {
-                            Some(t) if value::category(t) != value::Category::Numeric => return Err(SqlError::undefined_function(sig)),
+                            Some(t) if value::category(t) != value::Category::Numeric => {
+                                return Err(SqlError::undefined_function(sig));
+                            }
                             _ => self.result_cast(e, t, Some(DataType::Float8))?,
                         }
                     } else {
@@ -82,7 +90,8 @@ impl Binder<'_> {
     /// timestamp version when a side is a timestamp and none a timestamptz,
     /// else the timestamptz one (the preferred type, also for dates).
     fn age(&mut self, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<(Expr, Ty)> {
-        let is_instant = |t: Ty| matches!(t, None | Some(DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_)));
+        let is_instant =
+            |t: Ty| matches!(t, None | Some(DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_)));
         if bound.is_empty() || bound.len() > 2 || !bound.iter().all(|(_, t)| is_instant(*t)) {
             return Err(SqlError::undefined_function(sig));
         }

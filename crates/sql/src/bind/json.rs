@@ -25,7 +25,8 @@ pub(super) fn is_unsupported_json_function(name: &str) -> bool {
 
 /// The set-returning json function `name`, if it is one.
 pub(super) fn json_srf(name: &str) -> Option<JsonSrf> {
-    let (jsonb, base) = name.strip_prefix("jsonb_").map(|b| (true, b)).or_else(|| name.strip_prefix("json_").map(|b| (false, b)))?;
+    let (jsonb, base) =
+        name.strip_prefix("jsonb_").map(|b| (true, b)).or_else(|| name.strip_prefix("json_").map(|b| (false, b)))?;
     Some(match base {
         "each" => JsonSrf::Each { jsonb, text: false },
         "each_text" => JsonSrf::Each { jsonb, text: true },
@@ -47,11 +48,27 @@ impl Binder<'_> {
 
     /// The json operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`,
     /// `?|`, `?&`, `#-`); None for other operators.
-    pub(super) fn json_op(&mut self, left: &ast::Expr, op: &ast::BinaryOperator, right: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Option<(Expr, Ty)>> {
+    pub(super) fn json_op(
+        &mut self,
+        left: &ast::Expr,
+        op: &ast::BinaryOperator,
+        right: &ast::Expr,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<Option<(Expr, Ty)>> {
         use ast::BinaryOperator as B;
         if !matches!(
             op,
-            B::Arrow | B::LongArrow | B::HashArrow | B::HashLongArrow | B::AtArrow | B::ArrowAt | B::Question | B::QuestionAnd | B::QuestionPipe | B::HashMinus
+            B::Arrow
+                | B::LongArrow
+                | B::HashArrow
+                | B::HashLongArrow
+                | B::AtArrow
+                | B::ArrowAt
+                | B::Question
+                | B::QuestionAnd
+                | B::QuestionPipe
+                | B::HashMinus
         ) {
             return Ok(None);
         }
@@ -59,7 +76,10 @@ impl Binder<'_> {
         let (y, yt) = self.expr(right, scope, ctx)?;
         // `@>` and `<@` of arrays are the array operators.
         if matches!(op, B::AtArrow | B::ArrowAt) && (crate::array::is_array(xt) || crate::array::is_array(yt)) {
-            return self.array_set_op(op, x, xt, y, yt)?.ok_or_else(|| SqlError::unsupported(format!("operator {op}"))).map(Some);
+            return self
+                .array_set_op(op, x, xt, y, yt)?
+                .ok_or_else(|| SqlError::unsupported(format!("operator {op}")))
+                .map(Some);
         }
         let sym = op.to_string();
         let undefined = || SqlError::undefined_operator(&format!("{} {sym} {}", name_of(xt), name_of(yt)));
@@ -71,7 +91,9 @@ impl Binder<'_> {
             None if matches!(op, B::AtArrow | B::ArrowAt) && yt == Some(DataType::Jsonb) => true,
             None if matches!(op, B::Arrow | B::LongArrow | B::HashArrow | B::HashLongArrow) => {
                 return Err(SqlError::new("42725", format!("operator is not unique: unknown {sym} {}", name_of(yt)))
-                    .with_hint("Could not choose a best candidate operator. You might need to add explicit type casts."));
+                    .with_hint(
+                        "Could not choose a best candidate operator. You might need to add explicit type casts.",
+                    ));
             }
             _ => return Err(undefined()),
         };
@@ -82,13 +104,19 @@ impl Binder<'_> {
             B::Arrow | B::LongArrow => {
                 let y = match yt {
                     None => self.coerce(y, None, DataType::Text, &sym)?,
-                    Some(t) if category(t) == Category::String && Elem::of(t).is_none() => self.text_arg(y, yt, &sym)?,
+                    Some(t) if category(t) == Category::String && Elem::of(t).is_none() => {
+                        self.text_arg(y, yt, &sym)?
+                    }
                     Some(t) if value::is_int4_implicit(t) => y,
                     Some(_) => return Err(undefined()),
                 };
                 (JsonFunc::Get { jsonb, text }, y, if text { DataType::Text } else { json_t })
             }
-            B::HashArrow | B::HashLongArrow => (JsonFunc::GetPath { jsonb, text }, self.text_array_arg(y, yt, &undefined)?, if text { DataType::Text } else { json_t }),
+            B::HashArrow | B::HashLongArrow => (
+                JsonFunc::GetPath { jsonb, text },
+                self.text_array_arg(y, yt, &undefined)?,
+                if text { DataType::Text } else { json_t },
+            ),
             B::AtArrow | B::ArrowAt => {
                 let y = match yt {
                     None => self.coerce(y, None, DataType::Jsonb, &sym)?,
@@ -132,7 +160,14 @@ impl Binder<'_> {
     }
 
     /// jsonb `||` and `-` (called with both operands bound, one of them jsonb).
-    pub(super) fn jsonb_binary(&mut self, op: &ast::BinaryOperator, x: Expr, xt: Ty, y: Expr, yt: Ty) -> Result<Option<(Expr, Ty)>> {
+    pub(super) fn jsonb_binary(
+        &mut self,
+        op: &ast::BinaryOperator,
+        x: Expr,
+        xt: Ty,
+        y: Expr,
+        yt: Ty,
+    ) -> Result<Option<(Expr, Ty)>> {
         use ast::BinaryOperator as B;
         let sym = op.to_string();
         let undefined = || SqlError::undefined_operator(&format!("{} {sym} {}", name_of(xt), name_of(yt)));
@@ -162,7 +197,9 @@ impl Binder<'_> {
                         let text = Expr::Cast(y.boxed(), DataType::Text, false);
                         Expr::Concat(Expr::Const(Value::Text(TEXT_ARRAY_MARK.to_owned())).boxed(), text.boxed())
                     }
-                    Some(t) if category(t) == Category::String && Elem::of(t).is_none() => self.text_arg(y, yt, &sym)?,
+                    Some(t) if category(t) == Category::String && Elem::of(t).is_none() => {
+                        self.text_arg(y, yt, &sym)?
+                    }
                     Some(t) if value::is_int4_implicit(t) => y,
                     Some(_) => return Err(undefined()),
                 };
@@ -183,7 +220,12 @@ impl Binder<'_> {
     }
 
     /// The json functions; None when `name` is not one.
-    pub(super) fn json_function(&mut self, name: &str, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<Option<(Expr, Ty)>> {
+    pub(super) fn json_function(
+        &mut self,
+        name: &str,
+        bound: Vec<(Expr, Ty)>,
+        sig: &str,
+    ) -> Result<Option<(Expr, Ty)>> {
         let (jsonb, base) = if let Some(b) = name.strip_prefix("jsonb_") {
             (true, b)
         } else if let Some(b) = name.strip_prefix("json_") {
@@ -197,7 +239,8 @@ impl Binder<'_> {
         };
         let json_t = if jsonb { DataType::Jsonb } else { DataType::Json };
         let n = bound.len();
-        let arity = |lo: usize, hi: usize| if n < lo || n > hi { Err(SqlError::undefined_function(sig)) } else { Ok(()) };
+        let arity =
+            |lo: usize, hi: usize| if n < lo || n > hi { Err(SqlError::undefined_function(sig)) } else { Ok(()) };
         let one = |b: &mut Self, bound: Vec<(Expr, Ty)>| -> Result<Vec<Expr>> {
             let mut out = Vec::new();
             for (e, t) in bound {
@@ -210,7 +253,9 @@ impl Binder<'_> {
                 arity(1, 1)?;
                 let (e, t) = bound.into_iter().next().ok_or_else(|| SqlError::undefined_function(sig))?;
                 if t.is_none() {
-                    return Err(SqlError::datatype_mismatch("could not determine polymorphic type because input has type unknown".to_owned()));
+                    return Err(SqlError::datatype_mismatch(
+                        "could not determine polymorphic type because input has type unknown".to_owned(),
+                    ));
                 }
                 if t.is_some_and(types::is_pseudo) {
                     return Err(SqlError::unsupported(format!("{name} of an array or a system type")));
@@ -225,7 +270,11 @@ impl Binder<'_> {
                     }
                     out.push(if t.is_none() { self.coerce(e, None, DataType::Text, name)? } else { e });
                 }
-                let f = if base == "build_object" { JsonFunc::BuildObject { jsonb } } else { JsonFunc::BuildArray { jsonb } };
+                let f = if base == "build_object" {
+                    JsonFunc::BuildObject { jsonb }
+                } else {
+                    JsonFunc::BuildArray { jsonb }
+                };
                 (f, out, json_t)
             }
             "typeof" => {
@@ -268,7 +317,9 @@ impl Binder<'_> {
                 (JsonFunc::Set, out, DataType::Jsonb)
             }
             "each" | "each_text" | "array_elements" | "array_elements_text" | "object_keys" => {
-                return Err(SqlError::unsupported(format!("{name} in this position (set-returning json functions are supported in FROM and alone in a select list without FROM)")));
+                return Err(SqlError::unsupported(format!(
+                    "{name} in this position (set-returning json functions are supported in FROM and alone in a select list without FROM)"
+                )));
             }
             _ => return Err(SqlError::unsupported(format!("function {name}"))),
         };

@@ -35,12 +35,14 @@ impl Binder<'_> {
         }
         let table = self.table(name)?;
         writable(&table)?;
-        let target_name = alias.as_ref().map_or_else(|| crate::names::short(&table.name).to_owned(), |a| ident(&a.name));
+        let target_name =
+            alias.as_ref().map_or_else(|| crate::names::short(&table.name).to_owned(), |a| ident(&a.name));
         if matches!(m.source, ast::TableFactor::Derived { lateral: true, .. }) {
             return Err(SqlError::unsupported("LATERAL as MERGE's source"));
         }
         // The source first (offset 0): the left join keeps its rows.
-        let (mut rels, _) = self.bind_from(&[ast::TableWithJoins { relation: m.source.clone(), joins: Vec::new() }], None)?;
+        let (mut rels, _) =
+            self.bind_from(&[ast::TableWithJoins { relation: m.source.clone(), joins: Vec::new() }], None)?;
         if rels.iter().any(|r| r.name == target_name) {
             return Err(SqlError::new("42712", format!("table name \"{target_name}\" specified more than once")));
         }
@@ -48,7 +50,13 @@ impl Binder<'_> {
         let sources = rels.len();
         rels.push(Rel { name: target_name, table: table.clone(), offset: target_offset, source: None });
         let scope = Scope { rels, hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
-        let source_scope = Scope { rels: scope.rels[..sources].to_vec(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
+        let source_scope = Scope {
+            rels: scope.rels[..sources].to_vec(),
+            hidden: Vec::new(),
+            star: Vec::new(),
+            merged: Vec::new(),
+            outer: None,
+        };
         let (on, t) = self.expr(&m.on, &scope, &mut ExprCtx::plain("JOIN conditions"))?;
         let on = self.boolean(on, t, "JOIN/ON")?;
         let target_rel = &scope.rels[sources..];
@@ -64,7 +72,9 @@ impl Binder<'_> {
             let clause_scope = if is_matched { &scope } else { &source_scope };
             let condition = match &clause.predicate {
                 Some(p) => {
-                    let (b, t) = self.expr(p, clause_scope, &mut ExprCtx::plain("MERGE WHEN")).map_err(|e| invalid_reference(e, target_rel))?;
+                    let (b, t) = self
+                        .expr(p, clause_scope, &mut ExprCtx::plain("MERGE WHEN"))
+                        .map_err(|e| invalid_reference(e, target_rel))?;
                     Some(self.boolean(b, t, "WHEN")?)
                 }
                 None => None,
@@ -76,11 +86,18 @@ impl Binder<'_> {
                 ast::MergeAction::Insert(ins) => {
                     let targets = insert_targets(&table, &ins.columns)?;
                     let values = match &ins.kind {
-                        ast::MergeInsertKind::Row if ins.columns.is_empty() => targets.iter().map(|&c| column_default(&table.columns[c])).collect::<Result<Vec<_>>>()?,
-                        ast::MergeInsertKind::Row => return Err(SqlError::syntax("syntax error at or near \"DEFAULT\"")),
+                        ast::MergeInsertKind::Row if ins.columns.is_empty() => {
+                            targets.iter().map(|&c| column_default(&table.columns[c])).collect::<Result<Vec<_>>>()?
+                        }
+                        ast::MergeInsertKind::Row => {
+                            return Err(SqlError::syntax("syntax error at or near \"DEFAULT\""));
+                        }
                         ast::MergeInsertKind::Values(v) => {
-                            let [row] = v.rows.as_slice() else { return Err(SqlError::syntax("syntax error at or near \",\"")) };
-                            self.values_row(&table, &targets, row, !ins.columns.is_empty(), &source_scope).map_err(|e| invalid_reference(e, target_rel))?
+                            let [row] = v.rows.as_slice() else {
+                                return Err(SqlError::syntax("syntax error at or near \",\""));
+                            };
+                            self.values_row(&table, &targets, row, !ins.columns.is_empty(), &source_scope)
+                                .map_err(|e| invalid_reference(e, target_rel))?
                         }
                     };
                     let mut row: Vec<(usize, Expr)> = targets.into_iter().zip(values).collect();
@@ -91,9 +108,11 @@ impl Binder<'_> {
             let when = MergeWhen { condition, action };
             if is_matched { matched.push(when) } else { not_matched.push(when) }
         }
-        let mut joins: Vec<JoinRel> = (0..sources).map(|_| JoinRel { left: false, right: false, full: false, on: Vec::new() }).collect();
+        let mut joins: Vec<JoinRel> =
+            (0..sources).map(|_| JoinRel { left: false, right: false, full: false, on: Vec::new() }).collect();
         joins.push(JoinRel { left: true, right: false, full: false, on: vec![on.clone()] });
-        let (levels, final_filters) = planner::plan_levels(self.catalog, &scope.rels, joins, Vec::new(), &mut self.indexes)?;
+        let (levels, final_filters) =
+            planner::plan_levels(self.catalog, &scope.rels, joins, Vec::new(), &mut self.indexes)?;
         let join = join_pipeline(levels, scope.width(), final_filters);
         let checks = self.table_checks(&table)?;
         let on = (!on.has_subquery()).then_some(on);

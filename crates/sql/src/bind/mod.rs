@@ -21,13 +21,13 @@ mod colname;
 mod ddl;
 mod dml;
 mod dml_from;
-mod merge;
-mod numeric_fns;
 mod expr;
 mod from;
 mod function;
 mod interval_fns;
 mod json;
+mod merge;
+mod numeric_fns;
 mod operator;
 mod recursive;
 mod schema;
@@ -53,13 +53,37 @@ pub type Ty = Option<DataType>;
 pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statement) -> Result<Prepared> {
     let default_path = path.default_path(catalog);
     let view_path = default_path.as_ref().unwrap_or(path);
-    let mut b = Binder { catalog, path, view_path, creating_temp: false, params: Vec::new(), deps: Vec::new(), indexes: Vec::new(), next_subquery: 0, correlated: false, ctes: Vec::new(), sublink_depth: 0, work_tables: 0, lazy_folding: false, view_depth: 0, named_windows: Vec::new() };
+    let mut b = Binder {
+        catalog,
+        path,
+        view_path,
+        creating_temp: false,
+        params: Vec::new(),
+        deps: Vec::new(),
+        indexes: Vec::new(),
+        next_subquery: 0,
+        correlated: false,
+        ctes: Vec::new(),
+        sublink_depth: 0,
+        work_tables: 0,
+        lazy_folding: false,
+        view_depth: 0,
+        named_windows: Vec::new(),
+    };
     let mut plan = b.statement(stmt)?;
     if let Plan::Select(s) = &mut plan {
         cast::finish_output(s);
     }
     let param_types = b.params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
-    Ok(Prepared { plan, param_types, deps: b.deps, indexes: b.indexes, reads_clock: false, search_path: Some(path.raw.clone()), names_stamp: catalog.names_stamp() })
+    Ok(Prepared {
+        plan,
+        param_types,
+        deps: b.deps,
+        indexes: b.indexes,
+        reads_clock: false,
+        search_path: Some(path.raw.clone()),
+        names_stamp: catalog.names_stamp(),
+    })
 }
 
 pub fn ident(i: &Ident) -> String {
@@ -68,7 +92,10 @@ pub fn ident(i: &Ident) -> String {
 
 /// Name parts as identifiers.
 pub(crate) fn parts(name: &ObjectName) -> Result<Vec<String>> {
-    name.0.iter().map(|p| p.as_ident().map(ident).ok_or_else(|| SqlError::unsupported(format!("name {name}")))).collect()
+    name.0
+        .iter()
+        .map(|p| p.as_ident().map(ident).ok_or_else(|| SqlError::unsupported(format!("name {name}"))))
+        .collect()
 }
 
 #[derive(Clone)]
@@ -122,7 +149,11 @@ impl Scope<'_> {
         if !self.star.is_empty() {
             return self.star.clone();
         }
-        self.rels.iter().flat_map(|r| (0..r.table.visible_columns().len()).map(|i| r.offset + i)).filter(|p| !self.hidden.contains(p)).collect()
+        self.rels
+            .iter()
+            .flat_map(|r| (0..r.table.visible_columns().len()).map(|i| r.offset + i))
+            .filter(|p| !self.hidden.contains(p))
+            .collect()
     }
 
     /// What `*` stands for: each column's name, expression and type.
@@ -130,7 +161,8 @@ impl Scope<'_> {
         self.star_positions()
             .into_iter()
             .map(|pos| {
-                let c = self.column_at(pos).ok_or_else(|| SqlError::new("XX000", "`*` position outside the joined row"))?;
+                let c =
+                    self.column_at(pos).ok_or_else(|| SqlError::new("XX000", "`*` position outside the joined row"))?;
                 Ok(match self.merged.iter().find(|(p, ..)| *p == pos) {
                     Some((_, e, ty)) => (c.name.clone(), e.clone(), *ty),
                     None => (c.name.clone(), crate::expr::Expr::Column(pos), c.ty),
@@ -223,7 +255,13 @@ pub(crate) struct CteDef {
 
 /// A row shape from column names and types.
 fn detached(name: &str, columns: Vec<(String, DataType)>) -> Arc<TableSchema> {
-    Arc::new(TableSchema::detached(name, columns.into_iter().map(|(n, ty)| Column { name: n, ty, nullable: true, default: None, sequence: None, default_sql: None }).collect()))
+    Arc::new(TableSchema::detached(
+        name,
+        columns
+            .into_iter()
+            .map(|(n, ty)| Column { name: n, ty, nullable: true, default: None, sequence: None, default_sql: None })
+            .collect(),
+    ))
 }
 
 fn missing_from(q: &str) -> SqlError {
@@ -277,11 +315,16 @@ impl<'c> Binder<'c> {
     /// A stored table or view by name.
     fn relation(&mut self, name: &ObjectName) -> Result<Arc<TableSchema>> {
         let t = match self.target(name)? {
-            Some(Target::System(rel)) => return Err(SqlError::new("42501", format!("permission denied for table {}", rel.def().name))),
+            Some(Target::System(rel)) => {
+                return Err(SqlError::new("42501", format!("permission denied for table {}", rel.def().name)));
+            }
             Some(Target::Stored(k)) => self.catalog.table_by_name(&k).cloned(),
             None => None,
         };
-        let t = t.ok_or_else(|| SqlError::undefined_table(&parts(name).map(|p| p.join(".")).unwrap_or_default()).at(sqlparser::ast::Spanned::span(name)))?;
+        let t = t.ok_or_else(|| {
+            SqlError::undefined_table(&parts(name).map(|p| p.join(".")).unwrap_or_default())
+                .at(sqlparser::ast::Spanned::span(name))
+        })?;
         if !self.deps.iter().any(|d| Arc::ptr_eq(d, &t)) {
             self.deps.push(t.clone());
         }
@@ -298,14 +341,26 @@ impl<'c> Binder<'c> {
             S::Explain { analyze, format, options, statement, .. } => {
                 // Options that only change what is printed (COSTS, VERBOSE, ...)
                 // are accepted: pgtier prints no costs either way.
-                let analyzed = *analyze || options.iter().flatten().any(|o| ident(&o.name) == "analyze" && !matches!(&o.arg, Some(ast::Expr::Value(v)) if v.value == ast::Value::Boolean(false)));
-                let formatted = format.is_some() || options.iter().flatten().any(|o| ident(&o.name) == "format" && o.arg.as_ref().is_some_and(|a| a.to_string().to_lowercase() != "text"));
+                let analyzed = *analyze
+                    || options.iter().flatten().any(|o| {
+                        ident(&o.name) == "analyze"
+                            && !matches!(&o.arg, Some(ast::Expr::Value(v)) if v.value == ast::Value::Boolean(false))
+                    });
+                let formatted = format.is_some()
+                    || options.iter().flatten().any(|o| {
+                        ident(&o.name) == "format"
+                            && o.arg.as_ref().is_some_and(|a| a.to_string().to_lowercase() != "text")
+                    });
                 if analyzed || formatted {
                     return Err(SqlError::unsupported("EXPLAIN ANALYZE and formats other than text"));
                 }
                 let inner = self.statement(statement)?;
-                let lines = crate::explain::explain(&inner, self.catalog).ok_or_else(|| SqlError::unsupported("EXPLAIN of this statement"))?;
-                Ok(Plan::Explain { lines, columns: vec![crate::plan::OutputColumn { name: "QUERY PLAN".into(), ty: Some(DataType::Text) }] })
+                let lines = crate::explain::explain(&inner, self.catalog)
+                    .ok_or_else(|| SqlError::unsupported("EXPLAIN of this statement"))?;
+                Ok(Plan::Explain {
+                    lines,
+                    columns: vec![crate::plan::OutputColumn { name: "QUERY PLAN".into(), ty: Some(DataType::Text) }],
+                })
             }
             S::Insert(i) => self.insert(i),
             S::Update(u) => self.update(u),
@@ -331,14 +386,29 @@ impl<'c> Binder<'c> {
                 Ok(Plan::CreateSequence { name: self.new_relation_key(name)?, options, if_not_exists: *if_not_exists })
             }
             S::CreateView(cv) => self.create_view(cv),
-            S::CreateSchema { schema_name, if_not_exists, with: None, options: None, default_collate_spec: None, clone: None } => self.create_schema(schema_name, *if_not_exists),
-            S::Drop { object_type: ast::ObjectType::Schema, if_exists, names, cascade, .. } => Ok(Plan::DropSchema { names: schema::drop_schema_names(names)?, if_exists: *if_exists, cascade: *cascade }),
+            S::CreateSchema {
+                schema_name,
+                if_not_exists,
+                with: None,
+                options: None,
+                default_collate_spec: None,
+                clone: None,
+            } => self.create_schema(schema_name, *if_not_exists),
+            S::Drop { object_type: ast::ObjectType::Schema, if_exists, names, cascade, .. } => Ok(Plan::DropSchema {
+                names: schema::drop_schema_names(names)?,
+                if_exists: *if_exists,
+                cascade: *cascade,
+            }),
             S::Drop { object_type, if_exists, names, cascade, restrict: _, purge: _, temporary: _, table: _ } => {
                 let names = names.iter().map(|n| self.relation_key(n)).collect::<Result<Vec<_>>>()?;
                 let cascade = *cascade;
                 match object_type {
-                    ast::ObjectType::Table => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: false, cascade }),
-                    ast::ObjectType::Sequence => Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: true, cascade }),
+                    ast::ObjectType::Table => {
+                        Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: false, cascade })
+                    }
+                    ast::ObjectType::Sequence => {
+                        Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: true, cascade })
+                    }
                     ast::ObjectType::View => Ok(Plan::DropView { names, if_exists: *if_exists, cascade }),
                     ast::ObjectType::Schema => unreachable!("handled above"),
                     ast::ObjectType::Index => Ok(Plan::DropIndex { names, if_exists: *if_exists }),
@@ -357,7 +427,12 @@ impl<'c> Binder<'c> {
             S::Set(set) => self.set(set),
             // RESET x is SET x TO DEFAULT.
             S::Reset(ast::ResetStatement { reset: ast::Reset::ConfigurationParameter(name) }) => {
-                let name = name.0.iter().map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident)).collect::<Vec<_>>().join(".");
+                let name = name
+                    .0
+                    .iter()
+                    .map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident))
+                    .collect::<Vec<_>>()
+                    .join(".");
                 Ok(Plan::Set { name, value: "DEFAULT".into(), local: false, reset: true })
             }
             S::ShowVariable { variable } => {
@@ -372,7 +447,12 @@ impl<'c> Binder<'c> {
         match set {
             ast::Set::SingleAssignment { scope, hivevar: false, variable, values } => {
                 // `SET "application_name"` names the same setting as `SET application_name`.
-                let name = variable.0.iter().map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident)).collect::<Vec<_>>().join(".");
+                let name = variable
+                    .0
+                    .iter()
+                    .map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident))
+                    .collect::<Vec<_>>()
+                    .join(".");
                 let value = values.iter().map(setting_text).collect::<Vec<_>>().join(", ");
                 Ok(Plan::Set { name, value, local: matches!(scope, Some(ast::ContextModifier::Local)), reset: false })
             }
@@ -382,18 +462,29 @@ impl<'c> Binder<'c> {
                 let value = match value {
                     ast::Expr::Interval(iv) => {
                         let v = crate::value::parse_input(&setting_text(&iv.value), DataType::Interval)?;
-                        let Value::Interval(v) = v else { return Err(SqlError::new("22023", "invalid interval time zone")) };
+                        let Value::Interval(v) = v else {
+                            return Err(SqlError::new("22023", "invalid interval time zone"));
+                        };
                         if v.months != 0 || v.days != 0 {
-                            return Err(SqlError::new("22023", "invalid interval value for time zone: day not allowed"));
+                            return Err(SqlError::new(
+                                "22023",
+                                "invalid interval value for time zone: day not allowed",
+                            ));
                         }
-                        let east = i32::try_from(v.micros / 1_000_000).map_err(|_| SqlError::new("22023", "invalid interval value for time zone"))?;
+                        let east = i32::try_from(v.micros / 1_000_000)
+                            .map_err(|_| SqlError::new("22023", "invalid interval value for time zone"))?;
                         crate::tz::fixed_setting(east).1
                     }
                     other => setting_text(other),
                 };
                 Ok(Plan::Set { name: "timezone".into(), value, local: *local, reset: false })
             }
-            ast::Set::SetNames { charset_name, .. } => Ok(Plan::Set { name: "client_encoding".into(), value: charset_name.value.clone(), local: false, reset: false }),
+            ast::Set::SetNames { charset_name, .. } => Ok(Plan::Set {
+                name: "client_encoding".into(),
+                value: charset_name.value.clone(),
+                local: false,
+                reset: false,
+            }),
             ast::Set::SetTransaction { modes, snapshot: None, session: _ } => {
                 check_transaction_modes(modes)?;
                 Ok(Plan::Noop { tag: "SET" })

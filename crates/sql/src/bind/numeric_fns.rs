@@ -13,7 +13,8 @@ use crate::expr::{Expr, Func};
 use crate::value::{self, NUMERIC_ANY};
 
 /// The functions [`Binder::numeric_function`] binds.
-pub(super) const NUMERIC_FUNCTIONS: [&str; 8] = ["scale", "min_scale", "trim_scale", "float4send", "float8send", "sinh", "cosh", "tanh"];
+pub(super) const NUMERIC_FUNCTIONS: [&str; 8] =
+    ["scale", "min_scale", "trim_scale", "float4send", "float8send", "sinh", "cosh", "tanh"];
 
 impl Binder<'_> {
     pub(super) fn numeric_function(&mut self, name: &str, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<(Expr, Ty)> {
@@ -31,7 +32,9 @@ impl Binder<'_> {
         };
         let implicit = match t {
             None => true,
-            Some(DataType::Numeric { .. }) => want == NUMERIC_ANY || want == DataType::Float8 || want == DataType::Float4,
+            Some(DataType::Numeric { .. }) => {
+                want == NUMERIC_ANY || want == DataType::Float8 || want == DataType::Float4
+            }
             Some(DataType::Float4) => want != NUMERIC_ANY,
             Some(DataType::Float8) => want == DataType::Float8,
             Some(t) => value::is_integer(t),

@@ -13,13 +13,27 @@ use crate::value::{self, ArithOp, Category, category, type_name};
 
 impl Binder<'_> {
     /// Binds both sides of a comparison with a common type.
-    pub(super) fn comparable(&mut self, a: &ast::Expr, b: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx, op: &str) -> Result<(Expr, Expr)> {
+    pub(super) fn comparable(
+        &mut self,
+        a: &ast::Expr,
+        b: &ast::Expr,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+        op: &str,
+    ) -> Result<(Expr, Expr)> {
         let (x, xt) = self.expr(a, scope, ctx)?;
         let (y, yt) = self.expr(b, scope, ctx)?;
         self.unify_cmp(x, xt, y, yt, op)
     }
 
-    pub(super) fn binary(&mut self, left: &ast::Expr, op: &ast::BinaryOperator, right: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    pub(super) fn binary(
+        &mut self,
+        left: &ast::Expr,
+        op: &ast::BinaryOperator,
+        right: &ast::Expr,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
         use ast::BinaryOperator as B;
         let cmp = match op {
             B::Eq => Some(CmpOp::Eq),
@@ -43,7 +57,9 @@ impl Binder<'_> {
             _ => false,
         };
         let (y, yt) = self.lazily(decided, |b| b.expr(right, scope, ctx))?;
-        let (x, y) = if (xt == Some(DataType::Jsonb) || yt == Some(DataType::Jsonb)) && matches!(op, B::StringConcat | B::Minus) {
+        let (x, y) = if (xt == Some(DataType::Jsonb) || yt == Some(DataType::Jsonb))
+            && matches!(op, B::StringConcat | B::Minus)
+        {
             match self.jsonb_binary(op, x.clone(), xt, y.clone(), yt)? {
                 Some(done) => return Ok(done),
                 None => (x, y),
@@ -54,7 +70,9 @@ impl Binder<'_> {
         if matches!(op, B::StringConcat) && (crate::array::is_array(xt) || crate::array::is_array(yt)) {
             return self.real_concat(x, xt, y, yt);
         }
-        if matches!(op, B::AtArrow | B::ArrowAt | B::PGOverlap) && (crate::array::is_array(xt) || crate::array::is_array(yt)) {
+        if matches!(op, B::AtArrow | B::ArrowAt | B::PGOverlap)
+            && (crate::array::is_array(xt) || crate::array::is_array(yt))
+        {
             return self.array_set_op(op, x, xt, y, yt)?.ok_or_else(|| SqlError::unsupported(format!("operator {op}")));
         }
         match op {
@@ -71,7 +89,12 @@ impl Binder<'_> {
                 }
                 Ok((if matches!(op, B::And) { Expr::And(parts) } else { Expr::Or(parts) }, Some(DataType::Bool)))
             }
-            B::StringConcat if matches!((xt, yt), (Some(DataType::Bytea), Some(DataType::Bytea) | None) | (None, Some(DataType::Bytea))) => {
+            B::StringConcat
+                if matches!(
+                    (xt, yt),
+                    (Some(DataType::Bytea), Some(DataType::Bytea) | None) | (None, Some(DataType::Bytea))
+                ) =>
+            {
                 let x = self.coerce(x, xt, DataType::Bytea, "||")?;
                 let y = self.coerce(y, yt, DataType::Bytea, "||")?;
                 Ok((Expr::Func(crate::expr::Func::ByteaConcat, vec![x, y]), Some(DataType::Bytea)))
@@ -79,7 +102,11 @@ impl Binder<'_> {
             B::StringConcat => {
                 let stringy = |t: Ty| t.is_none_or(|t| category(t) == Category::String);
                 if !stringy(xt) && !stringy(yt) {
-                    return Err(SqlError::undefined_operator(&format!("{} || {}", type_name(xt.unwrap_or(DataType::Text)), type_name(yt.unwrap_or(DataType::Text)))));
+                    return Err(SqlError::undefined_operator(&format!(
+                        "{} || {}",
+                        type_name(xt.unwrap_or(DataType::Text)),
+                        type_name(yt.unwrap_or(DataType::Text))
+                    )));
                 }
                 let x = match xt {
                     None => self.coerce(x, None, DataType::Text, "||")?,
@@ -123,7 +150,14 @@ impl Binder<'_> {
             (None, None) => DataType::Int4,
             (Some(t), None) | (None, Some(t)) => t,
             (Some(a), Some(b)) if value::is_integer(a) && value::is_integer(b) => value::numeric_common(a, b),
-            (Some(a), Some(b)) => return Err(SqlError::undefined_operator(&format!("{} {} {}", type_name(a), op.symbol(), type_name(b)))),
+            (Some(a), Some(b)) => {
+                return Err(SqlError::undefined_operator(&format!(
+                    "{} {} {}",
+                    type_name(a),
+                    op.symbol(),
+                    type_name(b)
+                )));
+            }
         };
         if !value::is_integer(ty) {
             let name = |t: Ty| t.map_or("unknown", type_name);
@@ -136,14 +170,17 @@ impl Binder<'_> {
 
     pub(super) fn arith(&mut self, op: ArithOp, x: Expr, xt: Ty, y: Expr, yt: Ty) -> Result<(Expr, Ty)> {
         let (x, xt, y, yt) = match (xt, yt) {
-            (None, None) => return Err(SqlError::new("42725", format!("operator is not unique: unknown {} unknown", op.symbol()))),
+            (None, None) => {
+                return Err(SqlError::new("42725", format!("operator is not unique: unknown {} unknown", op.symbol())));
+            }
             (None, Some(t)) => {
                 let t2 = if t == DataType::Date { DataType::Int4 } else { untyped_addend(op, t) };
                 (self.coerce(x, None, t2, op.symbol())?, t2, y, t)
             }
             (Some(t), None) => {
                 let t2 = if t == DataType::Date && op != ArithOp::Sub { DataType::Int4 } else { t };
-                let t2 = if t == DataType::Date && op == ArithOp::Sub { DataType::Int4 } else { untyped_addend(op, t2) };
+                let t2 =
+                    if t == DataType::Date && op == ArithOp::Sub { DataType::Int4 } else { untyped_addend(op, t2) };
                 let y = self.coerce(y, None, t2, op.symbol())?;
                 (x, t, y, t2)
             }
@@ -159,12 +196,24 @@ impl Binder<'_> {
                 t
             }
             // date ± integer only: bigint is not implicitly integer.
-            (Category::DateTime, Category::Numeric) if xt == DataType::Date && value::is_int4_implicit(yt) && matches!(op, ArithOp::Add | ArithOp::Sub) => DataType::Date,
-            (Category::Numeric, Category::DateTime) if yt == DataType::Date && value::is_int4_implicit(xt) && op == ArithOp::Add => DataType::Date,
-            (Category::DateTime, Category::Time) | (Category::Time, Category::DateTime) if (xt == DataType::Date || yt == DataType::Date) && op == ArithOp::Add => {
+            (Category::DateTime, Category::Numeric)
+                if xt == DataType::Date && value::is_int4_implicit(yt) && matches!(op, ArithOp::Add | ArithOp::Sub) =>
+            {
+                DataType::Date
+            }
+            (Category::Numeric, Category::DateTime)
+                if yt == DataType::Date && value::is_int4_implicit(xt) && op == ArithOp::Add =>
+            {
+                DataType::Date
+            }
+            (Category::DateTime, Category::Time) | (Category::Time, Category::DateTime)
+                if (xt == DataType::Date || yt == DataType::Date) && op == ArithOp::Add =>
+            {
                 DataType::Timestamp(None)
             }
-            (Category::Time, Category::Time) | (Category::Interval, Category::Interval) if op == ArithOp::Sub => DataType::Interval,
+            (Category::Time, Category::Time) | (Category::Interval, Category::Interval) if op == ArithOp::Sub => {
+                DataType::Interval
+            }
             (Category::Interval, Category::Interval) if op == ArithOp::Add => DataType::Interval,
             (Category::DateTime, Category::Interval) if matches!(op, ArithOp::Add | ArithOp::Sub) => instant_type(xt),
             (Category::Interval, Category::DateTime) if op == ArithOp::Add => instant_type(yt),
@@ -182,9 +231,14 @@ impl Binder<'_> {
             }
             // PostgreSQL finds several candidates (time + interval, date + time).
             (Category::Time, Category::Time) if op == ArithOp::Add => {
-                return Err(SqlError::new("42725", format!("operator is not unique: {} + {}", type_name(xt), type_name(yt))));
+                return Err(SqlError::new(
+                    "42725",
+                    format!("operator is not unique: {} + {}", type_name(xt), type_name(yt)),
+                ));
             }
-            (Category::DateTime, Category::DateTime) if xt == DataType::Date && yt == DataType::Date && op == ArithOp::Sub => {
+            (Category::DateTime, Category::DateTime)
+                if xt == DataType::Date && yt == DataType::Date && op == ArithOp::Sub =>
+            {
                 return Ok((Expr::Arith(op, x.boxed(), y.boxed(), DataType::Date), Some(DataType::Int4)));
             }
             // timestamp - timestamp (a date as its midnight): whole days and the rest.
@@ -193,7 +247,9 @@ impl Binder<'_> {
         };
         // Floats compute in f64 after a cast of the integer/numeric side.
         let (x, y) = if value::is_float(result) {
-            let f = |e: Expr, t: DataType| if value::is_float(t) { e } else { Expr::Cast(e.boxed(), DataType::Float8, false) };
+            let f = |e: Expr, t: DataType| {
+                if value::is_float(t) { e } else { Expr::Cast(e.boxed(), DataType::Float8, false) }
+            };
             (f(x, xt), f(y, yt))
         } else {
             (x, y)
@@ -209,16 +265,28 @@ impl Binder<'_> {
     fn interval_scaled(&mut self, op: ArithOp, v: Expr, factor: Expr) -> Result<(Expr, Ty)> {
         if let (Expr::Const(a), Expr::Const(b)) = (&v, &factor) {
             let folded = value::arith(op, a, b, DataType::Interval);
-            return Ok((self.folded(folded, || Expr::Arith(op, v.boxed(), factor.boxed(), DataType::Interval))?, Some(DataType::Interval)));
+            return Ok((
+                self.folded(folded, || Expr::Arith(op, v.boxed(), factor.boxed(), DataType::Interval))?,
+                Some(DataType::Interval),
+            ));
         }
         Ok((Expr::Arith(op, v.boxed(), factor.boxed(), DataType::Interval), Some(DataType::Interval)))
     }
 
     /// `~`, `~*`, `!~`, `!~*` (also as `OPERATOR(pg_catalog.~)`); None if `op` is not one.
-    pub(super) fn regex_op(&mut self, left: &ast::Expr, op: &ast::BinaryOperator, right: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Option<(Expr, Ty)>> {
+    pub(super) fn regex_op(
+        &mut self,
+        left: &ast::Expr,
+        op: &ast::BinaryOperator,
+        right: &ast::Expr,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<Option<(Expr, Ty)>> {
         use ast::BinaryOperator as B;
         let (negated, case_insensitive) = match op {
-            B::StringConcat if is_array_ast(left) || is_array_ast(right) => return self.array_concat(left, right, scope, ctx).map(Some),
+            B::StringConcat if is_array_ast(left) || is_array_ast(right) => {
+                return self.array_concat(left, right, scope, ctx).map(Some);
+            }
             B::PGRegexMatch => (false, false),
             B::PGRegexIMatch => (false, true),
             B::PGRegexNotMatch => (true, false),
@@ -243,7 +311,13 @@ impl Binder<'_> {
                     ">" => B::Gt,
                     ">=" => B::GtEq,
                     "~~" => {
-                        let e = ast::Expr::Like { negated: false, any: false, expr: Box::new(left.clone()), pattern: Box::new(right.clone()), escape_char: None };
+                        let e = ast::Expr::Like {
+                            negated: false,
+                            any: false,
+                            expr: Box::new(left.clone()),
+                            pattern: Box::new(right.clone()),
+                            escape_char: None,
+                        };
                         return self.expr(&e, scope, ctx).map(Some);
                     }
                     _ => return Err(SqlError::unsupported(format!("operator {op}"))),
@@ -258,11 +332,20 @@ impl Binder<'_> {
         let sym = op.to_string();
         let x = self.text_arg(x, xt, &sym)?;
         let p = self.text_arg(p, pt, &sym)?;
-        Ok(Some((Expr::Func(Func::Sys(SysFunc::Regex { negated, case_insensitive }), vec![x, p]), Some(DataType::Bool))))
+        Ok(Some((
+            Expr::Func(Func::Sys(SysFunc::Regex { negated, case_insensitive }), vec![x, p]),
+            Some(DataType::Bool),
+        )))
     }
 
     /// `x COLLATE name`: only the collations that compare as pgtier does.
-    pub(super) fn collate(&mut self, x: &ast::Expr, collation: &ObjectName, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+    pub(super) fn collate(
+        &mut self,
+        x: &ast::Expr,
+        collation: &ObjectName,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
         let name = parts(collation)?;
         let last = name.last().map(String::as_str).unwrap_or("");
         let schema_ok = name.len() == 1 || name[0] == "pg_catalog";

@@ -46,10 +46,14 @@ impl Binder<'_> {
                 // still recursive (its error stands).
                 *refs += 1;
                 if *depth != self.sublink_depth {
-                    return Err(invalid_recursion(format!("recursive reference to query \"{name}\" must not appear within a subquery")));
+                    return Err(invalid_recursion(format!(
+                        "recursive reference to query \"{name}\" must not appear within a subquery"
+                    )));
                 }
                 if *refs > 1 {
-                    return Err(invalid_recursion(format!("recursive reference to query \"{name}\" must not appear more than once")));
+                    return Err(invalid_recursion(format!(
+                        "recursive reference to query \"{name}\" must not appear more than once"
+                    )));
                 }
                 return Ok((name, Arc::clone(table), VirtualSource::WorkTable(*slot)));
             }
@@ -61,10 +65,12 @@ impl Binder<'_> {
             return Ok(found);
         }
         let (plan, cte_name, columns) = self.bind_cte(k)?;
-        let mut cols: Vec<(String, DataType)> = plan.columns[..plan.visible].iter().map(|c| (c.name.clone(), c.ty.unwrap_or(DataType::Text))).collect();
+        let mut cols: Vec<(String, DataType)> =
+            plan.columns[..plan.visible].iter().map(|c| (c.name.clone(), c.ty.unwrap_or(DataType::Text))).collect();
         rename_columns(&cte_name, &mut cols, columns)?;
         let tree = SetTree::Select(Box::new(plan));
-        let source = if self.in_recursive_term() { VirtualSource::Correlated(tree) } else { VirtualSource::Query(tree) };
+        let source =
+            if self.in_recursive_term() { VirtualSource::Correlated(tree) } else { VirtualSource::Query(tree) };
         Ok((cte_name.clone(), super::detached(&cte_name, cols), source))
     }
 
@@ -77,7 +83,12 @@ impl Binder<'_> {
     /// Binds `f` with WITH query `k` visible to itself as `marker` (and
     /// the queries after it hidden); returns what `f` gave and the marker
     /// as `f` left it.
-    fn within_definition<T>(&mut self, k: usize, marker: SelfRef, f: impl FnOnce(&mut Self) -> Result<T>) -> (Result<T>, SelfRef) {
+    fn within_definition<T>(
+        &mut self,
+        k: usize,
+        marker: SelfRef,
+        f: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> (Result<T>, SelfRef) {
         let later = self.ctes.split_off(k + 1);
         self.ctes[k].self_ref = marker;
         let correlated = self.correlated;
@@ -94,8 +105,11 @@ impl Binder<'_> {
         let cte = self.ctes[k].cte.clone();
         let name = ident(&cte.alias.name);
         let q = cte.query.as_ref();
-        let ast::SetExpr::SetOperation { op: ast::SetOperator::Union, set_quantifier, left, right } = q.body.as_ref() else {
-            let marker = SelfRef::Forbidden(format!("recursive query \"{name}\" does not have the form non-recursive-term UNION [ALL] recursive-term"));
+        let ast::SetExpr::SetOperation { op: ast::SetOperator::Union, set_quantifier, left, right } = q.body.as_ref()
+        else {
+            let marker = SelfRef::Forbidden(format!(
+                "recursive query \"{name}\" does not have the form non-recursive-term UNION [ALL] recursive-term"
+            ));
             let (checked, _) = self.within_definition(k, marker, |b| b.query(q, None).map(drop));
             checked?;
             return Ok(None);
@@ -106,12 +120,15 @@ impl Binder<'_> {
             other => return Err(SqlError::unsupported(format!("UNION {other}"))),
         };
         let anchor_query = bare_query(left.as_ref().clone());
-        let marker = SelfRef::Forbidden(format!("recursive reference to query \"{name}\" must not appear within its non-recursive term"));
+        let marker = SelfRef::Forbidden(format!(
+            "recursive reference to query \"{name}\" must not appear within its non-recursive term"
+        ));
         let (anchor, _) = self.within_definition(k, marker, |b| b.query(&anchor_query, None));
         let anchor = anchor?;
         let anchor_cols = anchor.columns[..anchor.visible].to_vec();
         let types: Vec<DataType> = anchor_cols.iter().map(|c| c.ty.unwrap_or(DataType::Text)).collect();
-        let mut cols: Vec<(String, DataType)> = anchor_cols.iter().map(|c| c.name.clone()).zip(types.iter().copied()).collect();
+        let mut cols: Vec<(String, DataType)> =
+            anchor_cols.iter().map(|c| c.name.clone()).zip(types.iter().copied()).collect();
         rename_columns(&name, &mut cols, cte.alias.columns.iter().map(|c| ident(&c.name)).collect())?;
         let table = super::detached(&name, cols);
         let slot = self.work_tables;
@@ -127,19 +144,31 @@ impl Binder<'_> {
             Some(step) => step,
             None => return Err(SqlError::unsupported("a recursive term other than one SELECT")),
         };
-        for (present, what) in [(q.order_by.is_some(), "ORDER BY"), (q.limit_clause.is_some(), "LIMIT/OFFSET"), (!q.locks.is_empty(), "FOR UPDATE/SHARE")] {
+        for (present, what) in [
+            (q.order_by.is_some(), "ORDER BY"),
+            (q.limit_clause.is_some(), "LIMIT/OFFSET"),
+            (!q.locks.is_empty(), "FOR UPDATE/SHARE"),
+        ] {
             if present {
                 return Err(SqlError::unsupported(format!("{what} in a recursive query")));
             }
         }
         if step.agg.is_some() {
-            return Err(invalid_recursion("aggregate functions are not allowed in a recursive query's recursive term".into()));
+            return Err(invalid_recursion(
+                "aggregate functions are not allowed in a recursive query's recursive term".into(),
+            ));
         }
         if !step.windows.is_empty() {
-            return Err(invalid_recursion("window functions are not allowed in a recursive query's recursive term".into()));
+            return Err(invalid_recursion(
+                "window functions are not allowed in a recursive query's recursive term".into(),
+            ));
         }
-        if step.levels.iter().any(|l| l.left_join && matches!(&l.access, Access::Virtual(v) if matches!(**v, VirtualSource::WorkTable(_)))) {
-            return Err(invalid_recursion(format!("recursive reference to query \"{name}\" must not appear within an outer join")));
+        if step.levels.iter().any(|l| {
+            l.left_join && matches!(&l.access, Access::Virtual(v) if matches!(**v, VirtualSource::WorkTable(_)))
+        }) {
+            return Err(invalid_recursion(format!(
+                "recursive reference to query \"{name}\" must not appear within an outer join"
+            )));
         }
         let step_cols = step.columns[..step.visible].to_vec();
         if step_cols.len() != types.len() {
@@ -168,7 +197,14 @@ impl Binder<'_> {
 /// A WITH query's declared column names over its query's.
 fn rename_columns(cte_name: &str, cols: &mut [(String, DataType)], names: Vec<String>) -> Result<()> {
     if names.len() > cols.len() {
-        return Err(SqlError::new("42P10", format!("WITH query \"{cte_name}\" has {} columns available but {} columns specified", cols.len(), names.len())));
+        return Err(SqlError::new(
+            "42P10",
+            format!(
+                "WITH query \"{cte_name}\" has {} columns available but {} columns specified",
+                cols.len(),
+                names.len()
+            ),
+        ));
     }
     for (c, new) in cols.iter_mut().zip(names) {
         c.0 = new;

@@ -22,7 +22,8 @@ impl Binder<'_> {
             ast::SchemaName::NamedAuthorization(n, role) => (schema_name(n)?, Some(ident(role))),
         };
         if name.starts_with("pg_") {
-            return Err(SqlError::new("42939", format!("unacceptable schema name \"{name}\"")).with_detail("The prefix \"pg_\" is reserved for system schemas."));
+            return Err(SqlError::new("42939", format!("unacceptable schema name \"{name}\""))
+                .with_detail("The prefix \"pg_\" is reserved for system schemas."));
         }
         Ok(Plan::CreateSchema { name, owner, if_not_exists })
     }

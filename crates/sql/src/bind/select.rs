@@ -23,7 +23,13 @@ impl Binder<'_> {
                 self.ctes.truncate(base);
                 return Err(SqlError::new("42712", format!("WITH query name \"{name}\" specified more than once")));
             }
-            self.ctes.push(CteDef { name, cte: cte.clone(), uses: 0, recursive: with.recursive, self_ref: super::recursive::SelfRef::Hidden });
+            self.ctes.push(CteDef {
+                name,
+                cte: cte.clone(),
+                uses: 0,
+                recursive: with.recursive,
+                self_ref: super::recursive::SelfRef::Hidden,
+            });
         }
         let plan = self.query_body(q, outer);
         let defs = self.ctes.split_off(base);
@@ -31,7 +37,10 @@ impl Binder<'_> {
         for d in defs {
             let text = d.cte.query.to_string().to_lowercase();
             if d.uses > 1 && (text.contains("nextval") || text.contains("setval")) {
-                return Err(SqlError::unsupported(format!("WITH query \"{}\" that advances a sequence, referenced more than once", d.name)));
+                return Err(SqlError::unsupported(format!(
+                    "WITH query \"{}\" that advances a sequence, referenced more than once",
+                    d.name
+                )));
             }
         }
         Ok(plan)
@@ -49,20 +58,30 @@ impl Binder<'_> {
         *query.body = ast::SetExpr::Select(Box::new(plain));
         if into.temporary {
             let create = self.table_as(self.new_temp_key(&into.name)?, &[], &query, false)?;
-            return Ok(crate::plan::Plan::CreateTemp { create: Box::new(create), on_commit: crate::plan::OnCommit::PreserveRows });
+            return Ok(crate::plan::Plan::CreateTemp {
+                create: Box::new(create),
+                on_commit: crate::plan::OnCommit::PreserveRows,
+            });
         }
         self.table_as(self.new_relation_key(&into.name)?, &[], &query, false)
     }
 
     /// The query apart from its WITH clause.
     fn query_body(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
-        if q.fetch.is_some() || q.for_clause.is_some() || q.settings.is_some() || q.format_clause.is_some() || !q.pipe_operators.is_empty() {
+        if q.fetch.is_some()
+            || q.for_clause.is_some()
+            || q.settings.is_some()
+            || q.format_clause.is_some()
+            || !q.pipe_operators.is_empty()
+        {
             return Err(SqlError::unsupported("FETCH/FOR/SETTINGS clause"));
         }
         let select = match q.body.as_ref() {
             ast::SetExpr::Select(s) => s,
             ast::SetExpr::SetOperation { .. } | ast::SetExpr::Values(_) => return self.set_query(q, outer),
-            ast::SetExpr::Query(inner) if q.order_by.is_none() && q.limit_clause.is_none() && q.locks.is_empty() => return self.query(inner, outer),
+            ast::SetExpr::Query(inner) if q.order_by.is_none() && q.limit_clause.is_none() && q.locks.is_empty() => {
+                return self.query(inner, outer);
+            }
             _ => return Err(SqlError::unsupported("this query form")),
         };
         self.select(select, q, outer)
@@ -79,8 +98,14 @@ impl Binder<'_> {
     }
 
     fn select_in_scope(&mut self, s: &ast::Select, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
-        if s.top.is_some() || s.into.is_some() || !s.lateral_views.is_empty() || s.prewhere.is_some() || !s.cluster_by.is_empty()
-            || !s.distribute_by.is_empty() || !s.sort_by.is_empty() || s.qualify.is_some()
+        if s.top.is_some()
+            || s.into.is_some()
+            || !s.lateral_views.is_empty()
+            || s.prewhere.is_some()
+            || !s.cluster_by.is_empty()
+            || !s.distribute_by.is_empty()
+            || !s.sort_by.is_empty()
+            || s.qualify.is_some()
             || !s.connect_by.is_empty()
         {
             return Err(SqlError::unsupported("this SELECT clause"));
@@ -92,7 +117,8 @@ impl Binder<'_> {
             // PostgreSQL aggregates before it expands the set-returning call
             // (the rewrite would aggregate its rows: refused, whether that
             // binds or fails on the rewritten item).
-            let aggregated = || SqlError::unsupported("a set-returning function in the select list of an aggregated query");
+            let aggregated =
+                || SqlError::unsupported("a set-returning function in the select list of an aggregated query");
             return match self.select(&rewritten, q, outer) {
                 Ok(plan) if plan.agg.is_some() || !plan.windows.is_empty() => Err(aggregated()),
                 Err(e) if e.message.contains(EXPAND_ITEM) => Err(aggregated()),
@@ -173,9 +199,10 @@ impl Binder<'_> {
                         return Err(SqlError::new("42P10", format!("GROUP BY position -{n} is not in select list")));
                     }
                     let bound = if let Some(pos) = ordinal(e) {
-                        let item = pos.checked_sub(1).and_then(|i| item_asts.get(i).copied().flatten()).ok_or_else(|| {
-                            SqlError::new("42P10", format!("GROUP BY position {pos} is not in select list"))
-                        })?;
+                        let item =
+                            pos.checked_sub(1).and_then(|i| item_asts.get(i).copied().flatten()).ok_or_else(|| {
+                                SqlError::new("42P10", format!("GROUP BY position {pos} is not in select list"))
+                            })?;
                         self.expr(item, &scope, &mut ExprCtx::plain("GROUP BY"))?
                     } else {
                         match self.expr(e, &scope, &mut ExprCtx::plain("GROUP BY")) {
@@ -241,7 +268,10 @@ impl Binder<'_> {
                         Some(p) => p,
                         None => {
                             if distinct {
-                                return Err(SqlError::new("42P10", "for SELECT DISTINCT, ORDER BY expressions must appear in select list"));
+                                return Err(SqlError::new(
+                                    "42P10",
+                                    "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
+                                ));
                             }
                             projection.push(b);
                             columns.push(OutputColumn { name: "?column?".into(), ty: t });
@@ -258,7 +288,10 @@ impl Binder<'_> {
         for e in distinct_on_items.into_iter().flatten() {
             let column = if let Some(pos) = ordinal(e) {
                 if pos == 0 || pos > visible {
-                    return Err(SqlError::new("42P10", format!("SELECT DISTINCT ON position {pos} is not in select list")));
+                    return Err(SqlError::new(
+                        "42P10",
+                        format!("SELECT DISTINCT ON position {pos} is not in select list"),
+                    ));
                 }
                 pos - 1
             } else if let Some(pos) = output_name_match(e, &columns[..visible]) {
@@ -284,7 +317,10 @@ impl Binder<'_> {
                 break;
             }
             let Some(i) = unmatched.iter().position(|c| *c == k.column) else {
-                return Err(SqlError::new("42P10", "SELECT DISTINCT ON expressions must match initial ORDER BY expressions"));
+                return Err(SqlError::new(
+                    "42P10",
+                    "SELECT DISTINCT ON expressions must match initial ORDER BY expressions",
+                ));
             };
             unmatched.remove(i);
         }
@@ -302,16 +338,22 @@ impl Binder<'_> {
                 rewrite(e)?;
             }
             for w in &mut windows {
-                let partition = std::mem::take(&mut w.partition).into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
+                let partition =
+                    std::mem::take(&mut w.partition).into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
                 w.partition = partition;
-                let order = std::mem::take(&mut w.order).into_iter().map(|(e, d, n)| rewrite(e).map(|e| (e, d, n))).collect::<Result<Vec<_>>>()?;
+                let order = std::mem::take(&mut w.order)
+                    .into_iter()
+                    .map(|(e, d, n)| rewrite(e).map(|e| (e, d, n)))
+                    .collect::<Result<Vec<_>>>()?;
                 w.order = order;
                 match &mut w.func {
                     WindowFunc::Agg(call) => {
                         call.arg = call.arg.take().map(rewrite).transpose()?;
                         call.filter = call.filter.take().map(rewrite).transpose()?;
                     }
-                    WindowFunc::Ntile(e) | WindowFunc::FirstValue(e) | WindowFunc::LastValue(e) => *e = rewrite(std::mem::replace(e, Expr::Const(Value::Null)))?,
+                    WindowFunc::Ntile(e) | WindowFunc::FirstValue(e) | WindowFunc::LastValue(e) => {
+                        *e = rewrite(std::mem::replace(e, Expr::Const(Value::Null)))?
+                    }
                     WindowFunc::NthValue(e, n) => {
                         *e = rewrite(std::mem::replace(e, Expr::Const(Value::Null)))?;
                         *n = rewrite(std::mem::replace(n, Expr::Const(Value::Null)))?;
@@ -321,7 +363,11 @@ impl Binder<'_> {
                         *offset = offset.take().map(rewrite).transpose()?;
                         *default = default.take().map(rewrite).transpose()?;
                     }
-                    WindowFunc::RowNumber | WindowFunc::Rank | WindowFunc::DenseRank | WindowFunc::PercentRank | WindowFunc::CumeDist => {}
+                    WindowFunc::RowNumber
+                    | WindowFunc::Rank
+                    | WindowFunc::DenseRank
+                    | WindowFunc::PercentRank
+                    | WindowFunc::CumeDist => {}
                 }
             }
             let having = having.map(rewrite).transpose()?;
@@ -346,7 +392,9 @@ impl Binder<'_> {
         if order_by.iter().any(|k| columns[k.column].ty == Some(DataType::Json)) {
             return Err(json_no_operator("ordering"));
         }
-        if (distinct && columns[..visible].iter().any(|c| c.ty == Some(DataType::Json))) || distinct_on.iter().any(|&c| columns[c].ty == Some(DataType::Json)) {
+        if (distinct && columns[..visible].iter().any(|c| c.ty == Some(DataType::Json)))
+            || distinct_on.iter().any(|&c| columns[c].ty == Some(DataType::Json))
+        {
             return Err(json_no_operator("equality"));
         }
         let for_update = self.locks(q, &scope, agg.is_some() || distinct || !distinct_on.is_empty())?;
@@ -356,7 +404,8 @@ impl Binder<'_> {
         if agg.as_ref().is_some_and(|a| a.aggs.is_empty() && a.group_by.is_empty()) {
             where_conjuncts.clear();
         }
-        let levels = planner::plan_levels(self.catalog, &scope.rels, join_rels, where_conjuncts.clone(), &mut self.indexes)?;
+        let levels =
+            planner::plan_levels(self.catalog, &scope.rels, join_rels, where_conjuncts.clone(), &mut self.indexes)?;
         let (levels, final_filters) = levels;
         Ok(SelectPlan {
             levels,
@@ -387,7 +436,11 @@ impl Binder<'_> {
     /// pair into the left one: `*` lists the merged columns first, then the
     /// rest of the left side, then of the right (`Scope::star`), and an
     /// unqualified name finds the left column (the right one is `hidden`).
-    pub(super) fn join_conditions(&mut self, joins: &[super::from::JoinSpec], scope: &mut Scope<'_>) -> Result<Vec<JoinRel>> {
+    pub(super) fn join_conditions(
+        &mut self,
+        joins: &[super::from::JoinSpec],
+        scope: &mut Scope<'_>,
+    ) -> Result<Vec<JoinRel>> {
         let mut join_rels = Vec::new();
         // `*`'s order so far; the current chain's columns from `chain_start`.
         let mut star: Vec<usize> = Vec::new();
@@ -401,15 +454,31 @@ impl Binder<'_> {
             }
             let mut on = Vec::new();
             if let Some(e) = &spec.on {
-                let prefix = Scope { rels: scope.rels[spec.chain..=level].to_vec(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: scope.outer };
-                let (b, t) = self.expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions")).map_err(|err| invalid_reference(err, &scope.rels[..spec.chain]))?;
+                let prefix = Scope {
+                    rels: scope.rels[spec.chain..=level].to_vec(),
+                    hidden: Vec::new(),
+                    star: Vec::new(),
+                    merged: Vec::new(),
+                    outer: scope.outer,
+                };
+                let (b, t) = self
+                    .expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions"))
+                    .map_err(|err| invalid_reference(err, &scope.rels[..spec.chain]))?;
                 on.push(self.boolean(b, t, "JOIN/ON")?);
             }
-            let names: Vec<(usize, String)> = star[chain_start..].iter().chain(&right_cols).map(|&p| (p, scope.column_at(p).map_or(String::new(), |c| c.name.clone()))).collect();
+            let names: Vec<(usize, String)> = star[chain_start..]
+                .iter()
+                .chain(&right_cols)
+                .map(|&p| (p, scope.column_at(p).map_or(String::new(), |c| c.name.clone())))
+                .collect();
             let name_at = |pos: usize| names.iter().find(|(p, _)| *p == pos).map_or("", |(_, n)| n.as_str());
             let using: Vec<String> = if spec.natural {
                 // The common names, in the left side's order.
-                star[chain_start..].iter().map(|&p| name_at(p).to_owned()).filter(|n| right_cols.iter().any(|&p| name_at(p) == n)).collect()
+                star[chain_start..]
+                    .iter()
+                    .map(|&p| name_at(p).to_owned())
+                    .filter(|n| right_cols.iter().any(|&p| name_at(p) == n))
+                    .collect()
             } else {
                 spec.using.clone()
             };
@@ -422,14 +491,29 @@ impl Binder<'_> {
                 let on_left: Vec<usize> = star[chain_start..].iter().copied().filter(|&p| name_at(p) == col).collect();
                 let (&[rpos], &[lpos]) = (on_right.as_slice(), on_left.as_slice()) else {
                     return Err(match (on_left.len(), on_right.len()) {
-                        (0, _) => SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in left table")),
-                        (1, 0) => SqlError::new("42703", format!("column \"{col}\" specified in USING clause does not exist in right table")),
-                        (1, _) => SqlError::new("42702", format!("common column name \"{col}\" appears more than once in right table")),
-                        _ => SqlError::new("42702", format!("common column name \"{col}\" appears more than once in left table")),
+                        (0, _) => SqlError::new(
+                            "42703",
+                            format!("column \"{col}\" specified in USING clause does not exist in left table"),
+                        ),
+                        (1, 0) => SqlError::new(
+                            "42703",
+                            format!("column \"{col}\" specified in USING clause does not exist in right table"),
+                        ),
+                        (1, _) => SqlError::new(
+                            "42702",
+                            format!("common column name \"{col}\" appears more than once in right table"),
+                        ),
+                        _ => SqlError::new(
+                            "42702",
+                            format!("common column name \"{col}\" appears more than once in left table"),
+                        ),
                     });
                 };
                 if merged_left.contains(&lpos) {
-                    return Err(SqlError::new("42701", format!("column name \"{col}\" appears more than once in USING clause")));
+                    return Err(SqlError::new(
+                        "42701",
+                        format!("column name \"{col}\" appears more than once in USING clause"),
+                    ));
                 }
                 // A RIGHT JOIN's merged column is the right one: the left may be NULL.
                 let (kept, other) = if spec.right { (rpos, lpos) } else { (lpos, rpos) };
@@ -448,7 +532,8 @@ impl Binder<'_> {
             scope.hidden.extend(hide);
             if !merged.is_empty() {
                 merged_any = true;
-                let rest: Vec<usize> = star[chain_start..].iter().copied().filter(|p| !merged_left.contains(p)).collect();
+                let rest: Vec<usize> =
+                    star[chain_start..].iter().copied().filter(|p| !merged_left.contains(p)).collect();
                 star.truncate(chain_start);
                 star.extend(merged);
                 star.extend(rest);
@@ -465,7 +550,9 @@ impl Binder<'_> {
     /// A FULL JOIN's merged USING column: COALESCE(left, right) in the
     /// pair's common type, since either side may be the NULL-extended one.
     fn full_merged_column(&mut self, scope: &Scope<'_>, left: usize, right: usize) -> Result<(Expr, DataType)> {
-        let (Some(l), Some(r)) = (scope.column_at(left), scope.column_at(right)) else { return Err(SqlError::new("XX000", "a USING column outside the joined row")) };
+        let (Some(l), Some(r)) = (scope.column_at(left), scope.column_at(right)) else {
+            return Err(SqlError::new("XX000", "a USING column outside the joined row"));
+        };
         let (left_ty, right_ty) = (l.ty, r.ty);
         let (left_e, ty) = match self.merged_column(scope, left, right)? {
             Some(converted) => converted,
@@ -491,10 +578,14 @@ impl Binder<'_> {
         // PostgreSQL keeps the first of two string types that convert to
         // each other implicitly (select_common_type): a text or varchar
         // kept column stays as it is.
-        if same_base_type(kept_ty, other_ty) || (text_like(kept_ty) && (text_like(other_ty) || matches!(other_ty, DataType::Char(_)))) {
+        if same_base_type(kept_ty, other_ty)
+            || (text_like(kept_ty) && (text_like(other_ty) || matches!(other_ty, DataType::Char(_))))
+        {
             return Ok(None);
         }
-        let Some(common) = super::coerce::common_type(&[Some(kept_ty), Some(other_ty)], "JOIN/USING")? else { return Ok(None) };
+        let Some(common) = super::coerce::common_type(&[Some(kept_ty), Some(other_ty)], "JOIN/USING")? else {
+            return Ok(None);
+        };
         if same_base_type(common, kept_ty) {
             return Ok(None);
         }
@@ -637,7 +728,12 @@ fn json_no_operator(kind: &str) -> SqlError {
 }
 
 fn check_wildcard(opts: &ast::WildcardAdditionalOptions) -> Result<()> {
-    if opts.opt_ilike.is_some() || opts.opt_exclude.is_some() || opts.opt_except.is_some() || opts.opt_replace.is_some() || opts.opt_rename.is_some() {
+    if opts.opt_ilike.is_some()
+        || opts.opt_exclude.is_some()
+        || opts.opt_except.is_some()
+        || opts.opt_replace.is_some()
+        || opts.opt_rename.is_some()
+    {
         return Err(SqlError::unsupported("wildcard options"));
     }
     Ok(())
@@ -671,7 +767,8 @@ fn srf_select(s: &ast::Select) -> Option<ast::Select> {
     } else {
         ast::Expr::Identifier(fn_alias)
     };
-    out.projection = vec![ast::SelectItem::ExprWithAlias { expr: column, alias: alias.unwrap_or_else(|| ast::Ident::new(name)) }];
+    out.projection =
+        vec![ast::SelectItem::ExprWithAlias { expr: column, alias: alias.unwrap_or_else(|| ast::Ident::new(name)) }];
     Some(out)
 }
 
@@ -690,14 +787,17 @@ const EXPAND_ITEM: &str = "__pg_expandarray";
 /// `srf_select` has it).
 fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
     let is_call = |e: &ast::Expr| match e {
-        ast::Expr::Function(f) => function_name(&f.name).is_ok_and(|n| n == super::function::EXPAND_ARRAY || (n == "unnest" && !s.from.is_empty())),
+        ast::Expr::Function(f) => function_name(&f.name)
+            .is_ok_and(|n| n == super::function::EXPAND_ARRAY || (n == "unnest" && !s.from.is_empty())),
         _ => false,
     };
     let call_of = |e: &ast::Expr| -> Option<(ast::Expr, Option<ast::Ident>)> {
         match e {
             _ if is_call(e) => Some((e.clone(), None)),
             ast::Expr::CompoundFieldAccess { root, access_chain } => match (root.as_ref(), access_chain.as_slice()) {
-                (ast::Expr::Nested(inner), [ast::AccessExpr::Dot(ast::Expr::Identifier(field))]) if is_call(inner) => Some((inner.as_ref().clone(), Some(field.clone()))),
+                (ast::Expr::Nested(inner), [ast::AccessExpr::Dot(ast::Expr::Identifier(field))]) if is_call(inner) => {
+                    Some((inner.as_ref().clone(), Some(field.clone())))
+                }
                 _ => None,
             },
             _ => None,
@@ -719,19 +819,28 @@ fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
         if call.as_ref().is_some_and(|c| *c != found) {
             return Err(SqlError::unsupported("several different set-returning functions in the select list"));
         }
-        let called = if let ast::Expr::Function(f) = &found { function_name(&f.name).unwrap_or_default() } else { String::new() };
+        let called = if let ast::Expr::Function(f) = &found {
+            function_name(&f.name).unwrap_or_default()
+        } else {
+            String::new()
+        };
         call = Some(found);
         let row = ast::Expr::Identifier(ast::Ident::new(EXPAND_ITEM));
         let default_name = if called == "unnest" { "unnest" } else { "_pg_expandarray" };
         let name = field.as_ref().map_or_else(|| ast::Ident::new(default_name), Clone::clone);
         let replaced = match field {
             None => row,
-            Some(f) => ast::Expr::CompoundFieldAccess { root: Box::new(ast::Expr::Nested(Box::new(row))), access_chain: vec![ast::AccessExpr::Dot(ast::Expr::Identifier(f))] },
+            Some(f) => ast::Expr::CompoundFieldAccess {
+                root: Box::new(ast::Expr::Nested(Box::new(row))),
+                access_chain: vec![ast::AccessExpr::Dot(ast::Expr::Identifier(f))],
+            },
         };
         *item = ast::SelectItem::ExprWithAlias { expr: replaced, alias: alias.unwrap_or(name) };
     }
     let Some(ast::Expr::Function(f)) = call else { return Ok(None) };
-    let ast::FunctionArguments::List(list) = &f.args else { return Err(SqlError::unsupported("_pg_expandarray without arguments")) };
+    let ast::FunctionArguments::List(list) = &f.args else {
+        return Err(SqlError::unsupported("_pg_expandarray without arguments"));
+    };
     out.from.push(function_item(&f.name, &list.args, &ast::Ident::new(EXPAND_ITEM)));
     Ok(Some(out))
 }
@@ -758,10 +867,19 @@ fn function_item(name: &ast::ObjectName, args: &[ast::FunctionArg], alias: &ast:
 /// PostgreSQL's words for a name in ON that is a FROM item before the
 /// comma: not missing, out of reach.
 pub(super) fn invalid_reference(mut err: SqlError, before_comma: &[Rel]) -> SqlError {
-    let Some(name) = err.message.strip_prefix("missing FROM-clause entry for table \"").and_then(|m| m.strip_suffix('"')).map(str::to_owned) else { return err };
+    let Some(name) = err
+        .message
+        .strip_prefix("missing FROM-clause entry for table \"")
+        .and_then(|m| m.strip_suffix('"'))
+        .map(str::to_owned)
+    else {
+        return err;
+    };
     if before_comma.iter().any(|r| r.name == name) {
         err.message = format!("invalid reference to FROM-clause entry for table \"{name}\"");
-        err.hint = Some(format!("There is an entry for table \"{name}\", but it cannot be referenced from this part of the query."));
+        err.hint = Some(format!(
+            "There is an entry for table \"{name}\", but it cannot be referenced from this part of the query."
+        ));
     }
     err
 }

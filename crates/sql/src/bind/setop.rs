@@ -44,19 +44,26 @@ impl Binder<'_> {
         }
         self.cast_leaves(&mut tree, &types, &mut leaves.iter())?;
         let names: Vec<String> = leaves.swap_remove(0).into_iter().map(|c| c.name).collect();
-        let columns: Vec<OutputColumn> = names.iter().zip(&types).map(|(n, t)| OutputColumn { name: n.clone(), ty: Some(*t) }).collect();
+        let columns: Vec<OutputColumn> =
+            names.iter().zip(&types).map(|(n, t)| OutputColumn { name: n.clone(), ty: Some(*t) }).collect();
         let table = super::detached("*SELECT*", names.iter().cloned().zip(types.iter().copied()).collect());
         let mut order_by = Vec::new();
         if let Some(ob) = &q.order_by {
-            let ast::OrderByKind::Expressions(items) = &ob.kind else { return Err(SqlError::unsupported("ORDER BY ALL")) };
+            let ast::OrderByKind::Expressions(items) = &ob.kind else {
+                return Err(SqlError::unsupported("ORDER BY ALL"));
+            };
             for item in items {
                 let desc = item.options.asc == Some(false);
                 let nulls_first = item.options.nulls_first.unwrap_or(desc);
                 let column = match ordinal(&item.expr) {
                     Some(pos) if pos >= 1 && pos <= width => pos - 1,
-                    Some(pos) => return Err(SqlError::new("42P10", format!("ORDER BY position {pos} is not in select list"))),
+                    Some(pos) => {
+                        return Err(SqlError::new("42P10", format!("ORDER BY position {pos} is not in select list")));
+                    }
                     None => output_name_match(&item.expr, &columns).ok_or_else(|| {
-                        SqlError::unsupported("ORDER BY on a UNION/INTERSECT/EXCEPT result other than column names or numbers")
+                        SqlError::unsupported(
+                            "ORDER BY on a UNION/INTERSECT/EXCEPT result other than column names or numbers",
+                        )
                     })?,
                 };
                 order_by.push(SortKey { column, desc, nulls_first });
@@ -102,7 +109,11 @@ impl Binder<'_> {
     }
 
     /// Binds a set-operation tree; returns it and the output columns of each leaf, left to right.
-    fn set_tree(&mut self, body: &ast::SetExpr, outer: Option<&Scope<'_>>) -> Result<(SetTree, Vec<Vec<OutputColumn>>)> {
+    fn set_tree(
+        &mut self,
+        body: &ast::SetExpr,
+        outer: Option<&Scope<'_>>,
+    ) -> Result<(SetTree, Vec<Vec<OutputColumn>>)> {
         match body {
             ast::SetExpr::Select(s) => {
                 let q = bare_query(ast::SetExpr::Select(s.clone()));
@@ -179,7 +190,12 @@ impl Binder<'_> {
 
     /// Casts each leaf's columns to the set's column types (`leaves` in
     /// the order [`Self::set_tree`] returned them).
-    pub(super) fn cast_leaves(&mut self, tree: &mut SetTree, types: &[DataType], leaves: &mut std::slice::Iter<'_, Vec<OutputColumn>>) -> Result<()> {
+    pub(super) fn cast_leaves(
+        &mut self,
+        tree: &mut SetTree,
+        types: &[DataType],
+        leaves: &mut std::slice::Iter<'_, Vec<OutputColumn>>,
+    ) -> Result<()> {
         match tree {
             SetTree::Op { left, right, .. } => {
                 self.cast_leaves(left, types, leaves)?;

@@ -30,7 +30,15 @@ impl Binder<'_> {
             // Not PostgreSQL's grammar.
             return Err(SqlError::syntax("syntax error at or near \"NOT\""));
         }
-        if cv.or_alter || cv.secure || cv.to.is_some() || cv.params.is_some() || cv.comment.is_some() || !cv.cluster_by.is_empty() || cv.with_no_schema_binding || cv.copy_grants {
+        if cv.or_alter
+            || cv.secure
+            || cv.to.is_some()
+            || cv.params.is_some()
+            || cv.comment.is_some()
+            || !cv.cluster_by.is_empty()
+            || cv.with_no_schema_binding
+            || cv.copy_grants
+        {
             return Err(SqlError::unsupported("this CREATE VIEW form"));
         }
         if !matches!(cv.options, ast::CreateTableOptions::None) {
@@ -52,7 +60,9 @@ impl Binder<'_> {
         if !crate::names::is_temp_schema(crate::names::split(&name).0)
             && self.deps[deps_before..].iter().any(|t| crate::names::is_temp_schema(crate::names::split(&t.name).0))
         {
-            return Err(SqlError::unsupported("a view of temporary tables outside the temporary schema (PostgreSQL makes such a view temporary)"));
+            return Err(SqlError::unsupported(
+                "a view of temporary tables outside the temporary schema (PostgreSQL makes such a view temporary)",
+            ));
         }
         let out = &plan.columns[..plan.visible];
         if cv.columns.len() > out.len() {
@@ -102,7 +112,16 @@ impl Binder<'_> {
         for twj in &s.from {
             let factors = std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation));
             for (k, f) in factors.enumerate() {
-                if k > 0 && !matches!(&twj.joins[k - 1].join_operator, ast::JoinOperator::Join(ast::JoinConstraint::On(_)) | ast::JoinOperator::Inner(ast::JoinConstraint::On(_)) | ast::JoinOperator::Left(ast::JoinConstraint::On(_)) | ast::JoinOperator::LeftOuter(ast::JoinConstraint::On(_)) | ast::JoinOperator::CrossJoin(ast::JoinConstraint::None)) {
+                if k > 0
+                    && !matches!(
+                        &twj.joins[k - 1].join_operator,
+                        ast::JoinOperator::Join(ast::JoinConstraint::On(_))
+                            | ast::JoinOperator::Inner(ast::JoinConstraint::On(_))
+                            | ast::JoinOperator::Left(ast::JoinConstraint::On(_))
+                            | ast::JoinOperator::LeftOuter(ast::JoinConstraint::On(_))
+                            | ast::JoinOperator::CrossJoin(ast::JoinConstraint::None)
+                    )
+                {
                     return;
                 }
                 let ast::TableFactor::Table { name, alias, args: None, .. } = f else { return };
@@ -117,7 +136,10 @@ impl Binder<'_> {
             }
         }
         let column = |rel: &str, col: &str| {
-            ast::SelectItem::UnnamedExpr(ast::Expr::CompoundIdentifier(vec![ast::Ident::with_quote('"', rel), ast::Ident::with_quote('"', col)]))
+            ast::SelectItem::UnnamedExpr(ast::Expr::CompoundIdentifier(vec![
+                ast::Ident::with_quote('"', rel),
+                ast::Ident::with_quote('"', col),
+            ]))
         };
         let mut items = Vec::with_capacity(s.projection.len());
         for item in std::mem::take(&mut s.projection) {
@@ -125,7 +147,9 @@ impl Binder<'_> {
                 ast::SelectItem::Wildcard(o) if *o == ast::WildcardAdditionalOptions::default() => {
                     items.extend(rels.iter().flat_map(|(r, cols)| cols.iter().map(|c| column(r, c))));
                 }
-                ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(n), o) if *o == ast::WildcardAdditionalOptions::default() => {
+                ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(n), o)
+                    if *o == ast::WildcardAdditionalOptions::default() =>
+                {
                     let q = n.0.last().and_then(|p| p.as_ident()).map(ident);
                     match rels.iter().find(|(r, _)| Some(r) == q.as_ref()) {
                         Some((r, cols)) if n.0.len() == 1 => items.extend(cols.iter().map(|c| column(r, c))),
@@ -150,9 +174,13 @@ impl Binder<'_> {
     /// with the view's column names. Nothing of the referencing query
     /// (its WITH queries, its outer rows) is visible inside.
     pub(super) fn expand_view(&mut self, v: &Arc<TableSchema>) -> Result<(Arc<TableSchema>, VirtualSource)> {
-        let def = view_def(v).ok_or_else(|| SqlError::new("XX000", format!("view \"{}\" has no stored query", v.name)))?;
+        let def =
+            view_def(v).ok_or_else(|| SqlError::new("XX000", format!("view \"{}\" has no stored query", v.name)))?;
         if self.view_depth >= VIEW_DEPTH_MAX {
-            return Err(SqlError::new("42P17", format!("infinite recursion detected in rules for relation \"{}\"", crate::names::short(&v.name))));
+            return Err(SqlError::new(
+                "42P17",
+                format!("infinite recursion detected in rules for relation \"{}\"", crate::names::short(&v.name)),
+            ));
         }
         if !self.deps.iter().any(|d| Arc::ptr_eq(d, v)) {
             self.deps.push(Arc::clone(v));
@@ -164,7 +192,10 @@ impl Binder<'_> {
             },
             // It parsed when the view was made: what fails now is the depth
             // bound, with the stack that nested views have used.
-            _ => return Err(SqlError::new("54001", "stack depth limit exceeded").with_detail(format!("expanding view \"{}\"", v.name))),
+            _ => {
+                return Err(SqlError::new("54001", "stack depth limit exceeded")
+                    .with_detail(format!("expanding view \"{}\"", v.name)));
+            }
         };
         let ctes = std::mem::take(&mut self.ctes);
         let correlated = self.correlated;
@@ -204,7 +235,13 @@ impl Binder<'_> {
             v
         };
         let now = ids(&self.deps[deps_before..]);
-        let saved = (std::mem::take(&mut self.deps), std::mem::take(&mut self.indexes), self.params.len(), self.next_subquery, self.work_tables);
+        let saved = (
+            std::mem::take(&mut self.deps),
+            std::mem::take(&mut self.indexes),
+            self.params.len(),
+            self.next_subquery,
+            self.work_tables,
+        );
         let path = std::mem::replace(&mut self.path, self.view_path);
         let again = self.query(q, None);
         self.path = path;
@@ -215,7 +252,9 @@ impl Binder<'_> {
         self.next_subquery = saved.3;
         self.work_tables = saved.4;
         if again.is_err() || now != later {
-            return Err(SqlError::unsupported("a view whose relations the search_path resolves otherwise than the default \"$user\", public does"));
+            return Err(SqlError::unsupported(
+                "a view whose relations the search_path resolves otherwise than the default \"$user\", public does",
+            ));
         }
         Ok(())
     }

@@ -99,7 +99,14 @@ impl Binder<'_> {
     /// first/last/nth_value, or an aggregate over the frame.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn window_function(
-        &mut self, over: &ast::WindowType, name: &str, args: &[ast::Expr], star: bool, distinct: bool, filter: Option<Expr>, scope: &Scope<'_>,
+        &mut self,
+        over: &ast::WindowType,
+        name: &str,
+        args: &[ast::Expr],
+        star: bool,
+        distinct: bool,
+        filter: Option<Expr>,
+        scope: &Scope<'_>,
         ctx: &mut ExprCtx,
     ) -> Result<(Expr, Ty)> {
         if ctx.in_agg {
@@ -129,18 +136,29 @@ impl Binder<'_> {
 
     #[allow(clippy::too_many_arguments)]
     fn window_call(
-        &mut self, def: &WindowDef, name: &str, args: &[ast::Expr], star: bool, filter: Option<Expr>, scope: &Scope<'_>, ctx: &mut ExprCtx,
+        &mut self,
+        def: &WindowDef,
+        name: &str,
+        args: &[ast::Expr],
+        star: bool,
+        filter: Option<Expr>,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
     ) -> Result<(WindowCall, Ty)> {
         let mut value_type: Ty = None;
         let func = match (name, aggregate_named(name, star)) {
-            (_, Some(a)) => WindowFunc::Agg(AggCall { filter, ..self.agg_call(a, name, args, false, true, scope, ctx)? }),
-            ("row_number" | "rank" | "dense_rank" | "percent_rank" | "cume_dist", None) if args.is_empty() && !star => match name {
-                "row_number" => WindowFunc::RowNumber,
-                "rank" => WindowFunc::Rank,
-                "dense_rank" => WindowFunc::DenseRank,
-                "percent_rank" => WindowFunc::PercentRank,
-                _ => WindowFunc::CumeDist,
-            },
+            (_, Some(a)) => {
+                WindowFunc::Agg(AggCall { filter, ..self.agg_call(a, name, args, false, true, scope, ctx)? })
+            }
+            ("row_number" | "rank" | "dense_rank" | "percent_rank" | "cume_dist", None) if args.is_empty() && !star => {
+                match name {
+                    "row_number" => WindowFunc::RowNumber,
+                    "rank" => WindowFunc::Rank,
+                    "dense_rank" => WindowFunc::DenseRank,
+                    "percent_rank" => WindowFunc::PercentRank,
+                    _ => WindowFunc::CumeDist,
+                }
+            }
             ("ntile", None) if args.len() == 1 => {
                 let (n, t) = self.expr(&args[0], scope, ctx)?;
                 WindowFunc::Ntile(self.coerce(n, t, DataType::Int4, name)?)
@@ -184,7 +202,11 @@ impl Binder<'_> {
                 }
                 WindowFunc::NthValue(value, self.coerce(n, t, DataType::Int4, name)?)
             }
-            ("row_number" | "rank" | "dense_rank" | "percent_rank" | "cume_dist" | "ntile" | "lag" | "lead" | "first_value" | "last_value" | "nth_value", None) => {
+            (
+                "row_number" | "rank" | "dense_rank" | "percent_rank" | "cume_dist" | "ntile" | "lag" | "lead"
+                | "first_value" | "last_value" | "nth_value",
+                None,
+            ) => {
                 return Err(SqlError::undefined_function(&format!("{name}(...)")));
             }
             (_, None) => return Err(SqlError::unsupported(format!("window function {name}()"))),
@@ -194,7 +216,10 @@ impl Binder<'_> {
             WindowFunc::Agg(agg) => Some(agg.ty),
             WindowFunc::PercentRank | WindowFunc::CumeDist => Some(DataType::Float8),
             WindowFunc::Ntile(_) => Some(DataType::Int4),
-            WindowFunc::Shift { .. } | WindowFunc::FirstValue(_) | WindowFunc::LastValue(_) | WindowFunc::NthValue(..) => value_type,
+            WindowFunc::Shift { .. }
+            | WindowFunc::FirstValue(_)
+            | WindowFunc::LastValue(_)
+            | WindowFunc::NthValue(..) => value_type,
             WindowFunc::RowNumber | WindowFunc::Rank | WindowFunc::DenseRank => Some(DataType::Int8),
         };
         Ok((WindowCall { func, partition, order, frame }, ty))
@@ -203,7 +228,12 @@ impl Binder<'_> {
     /// A window's PARTITION BY, ORDER BY and frame, bound (its keys may
     /// hold aggregates, not window functions: the caller took them away).
     #[allow(clippy::type_complexity)]
-    fn window_def(&mut self, def: &WindowDef, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Vec<Expr>, Vec<(Expr, bool, bool)>, WindowFrame)> {
+    fn window_def(
+        &mut self,
+        def: &WindowDef,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Vec<Expr>, Vec<(Expr, bool, bool)>, WindowFrame)> {
         let clause = std::mem::replace(&mut ctx.clause, "window definitions");
         let keys = self.window_keys(def, scope, ctx);
         ctx.clause = clause;
@@ -213,7 +243,12 @@ impl Binder<'_> {
     }
 
     #[allow(clippy::type_complexity)]
-    fn window_keys(&mut self, def: &WindowDef, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Vec<Expr>, Vec<(Expr, bool, bool)>, Vec<Ty>)> {
+    fn window_keys(
+        &mut self,
+        def: &WindowDef,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Vec<Expr>, Vec<(Expr, bool, bool)>, Vec<Ty>)> {
         let mut partition = Vec::with_capacity(def.partition_by.len());
         for e in &def.partition_by {
             partition.push(self.expr(e, scope, ctx)?.0);
@@ -231,7 +266,13 @@ impl Binder<'_> {
     /// The frame with its offsets bound (transformFrameOffset): ROWS and
     /// GROUPS offsets are bigints; a RANGE offset needs exactly one ORDER BY
     /// column and takes the type its in_range function does.
-    fn frame(&mut self, def: &WindowDef, order: &[(Expr, bool, bool)], order_types: &[Ty], scope: &Scope<'_>) -> Result<WindowFrame> {
+    fn frame(
+        &mut self,
+        def: &WindowDef,
+        order: &[(Expr, bool, bool)],
+        order_types: &[Ty],
+        scope: &Scope<'_>,
+    ) -> Result<WindowFrame> {
         let Some(f) = &def.frame else { return Ok(WindowFrame::default_frame()) };
         let units = match f.units {
             ast::WindowFrameUnits::Rows => FrameUnits::Rows,
@@ -239,11 +280,15 @@ impl Binder<'_> {
             ast::WindowFrameUnits::Groups => FrameUnits::Groups,
         };
         let end = f.end_bound.clone().unwrap_or(ast::WindowFrameBound::CurrentRow);
-        let has_offset = [&f.start_bound, &end].iter().any(|b| matches!(b, ast::WindowFrameBound::Preceding(Some(_)) | ast::WindowFrameBound::Following(Some(_))));
+        let has_offset = [&f.start_bound, &end].iter().any(|b| {
+            matches!(b, ast::WindowFrameBound::Preceding(Some(_)) | ast::WindowFrameBound::Following(Some(_)))
+        });
         let mut range = None;
         if units == FrameUnits::Range && has_offset {
             if order.len() != 1 {
-                return Err(windowing_error("RANGE with offset PRECEDING/FOLLOWING requires exactly one ORDER BY column".into()));
+                return Err(windowing_error(
+                    "RANGE with offset PRECEDING/FOLLOWING requires exactly one ORDER BY column".into(),
+                ));
             }
             range = Some(order_types[0]);
         }
@@ -256,8 +301,12 @@ impl Binder<'_> {
                 ast::WindowFrameBound::CurrentRow => FrameBound::CurrentRow,
                 ast::WindowFrameBound::Preceding(None) => FrameBound::UnboundedPreceding,
                 ast::WindowFrameBound::Following(None) => FrameBound::UnboundedFollowing,
-                ast::WindowFrameBound::Preceding(Some(e)) => FrameBound::Preceding(b.frame_offset(units, range, &mut kind, e, scope)?),
-                ast::WindowFrameBound::Following(Some(e)) => FrameBound::Following(b.frame_offset(units, range, &mut kind, e, scope)?),
+                ast::WindowFrameBound::Preceding(Some(e)) => {
+                    FrameBound::Preceding(b.frame_offset(units, range, &mut kind, e, scope)?)
+                }
+                ast::WindowFrameBound::Following(Some(e)) => {
+                    FrameBound::Following(b.frame_offset(units, range, &mut kind, e, scope)?)
+                }
             })
         };
         let start = bound(self, &f.start_bound)?;
@@ -265,7 +314,14 @@ impl Binder<'_> {
         Ok(WindowFrame { units, start, end, exclude: def.exclude, range: kind })
     }
 
-    fn frame_offset(&mut self, units: FrameUnits, column: Option<Ty>, kind: &mut Option<RangeOffset>, e: &ast::Expr, scope: &Scope<'_>) -> Result<Expr> {
+    fn frame_offset(
+        &mut self,
+        units: FrameUnits,
+        column: Option<Ty>,
+        kind: &mut Option<RangeOffset>,
+        e: &ast::Expr,
+        scope: &Scope<'_>,
+    ) -> Result<Expr> {
         let (what, clause) = match units {
             FrameUnits::Rows => ("ROWS", "window ROWS"),
             FrameUnits::Range => ("RANGE", "window RANGE"),
@@ -316,7 +372,12 @@ fn resolve_spec(spec: &ast::WindowSpec, earlier: &[NamedWindow], in_window_claus
         None => {}
     }
     let Some(refname) = refname else {
-        return Ok(WindowDef { partition_by: spec.partition_by.clone(), order_by: spec.order_by.clone(), frame: spec.window_frame.clone(), exclude });
+        return Ok(WindowDef {
+            partition_by: spec.partition_by.clone(),
+            order_by: spec.order_by.clone(),
+            frame: spec.window_frame.clone(),
+            exclude,
+        });
     };
     let base = &earlier.iter().find(|w| w.name == refname).ok_or_else(|| missing_window(&refname))?.def;
     if !spec.partition_by.is_empty() {
@@ -327,7 +388,11 @@ fn resolve_spec(spec: &ast::WindowSpec, earlier: &[NamedWindow], in_window_claus
     }
     if base.frame.is_some() {
         let e = windowing_error(format!("cannot copy window \"{refname}\" because it has a frame clause"));
-        return Err(if in_window_clause || !spec.order_by.is_empty() || spec.window_frame.is_some() { e } else { e.with_hint("Omit the parentheses in this OVER clause.") });
+        return Err(if in_window_clause || !spec.order_by.is_empty() || spec.window_frame.is_some() {
+            e
+        } else {
+            e.with_hint("Omit the parentheses in this OVER clause.")
+        });
     }
     let order_by = if spec.order_by.is_empty() { base.order_by.clone() } else { spec.order_by.clone() };
     Ok(WindowDef { partition_by: base.partition_by.clone(), order_by, frame: spec.window_frame.clone(), exclude })
@@ -341,7 +406,9 @@ fn check_frame_syntax(f: &ast::WindowFrame) -> Result<()> {
         (Following(Some(_)), None) => "frame starting from following row cannot end with current row",
         (_, Some(Preceding(None))) => "frame end cannot be UNBOUNDED PRECEDING",
         (CurrentRow, Some(Preceding(Some(_)))) => "frame starting from current row cannot have preceding rows",
-        (Following(Some(_)), Some(Preceding(Some(_)) | CurrentRow)) => "frame starting from following row cannot have preceding rows",
+        (Following(Some(_)), Some(Preceding(Some(_)) | CurrentRow)) => {
+            "frame starting from following row cannot have preceding rows"
+        }
         _ => return Ok(()),
     };
     Err(windowing_error(message.into()))
@@ -358,14 +425,24 @@ fn range_offset(column: Ty, offset: Ty) -> Result<(RangeOffset, DataType)> {
     };
     let (kind, accepts): (RangeOffset, fn(DataType) -> bool) = match column {
         Some(Int2 | Int4 | Int8) => (RangeOffset::Integer, value::is_integer),
-        Some(DataType::Numeric { .. }) => (RangeOffset::Numeric, |t| value::is_integer(t) || matches!(t, DataType::Numeric { .. })),
+        Some(DataType::Numeric { .. }) => {
+            (RangeOffset::Numeric, |t| value::is_integer(t) || matches!(t, DataType::Numeric { .. }))
+        }
         Some(Float4 | Float8) => (RangeOffset::Float, |t| matches!(value::category(t), value::Category::Numeric)),
         Some(Date) => (RangeOffset::Date, |t| t == Interval),
         Some(Timestamp(_)) => (RangeOffset::Timestamp, |t| t == Interval),
         Some(TimestampTz(_)) => (RangeOffset::TimestampTz, |t| t == Interval),
         Some(Time(_)) => (RangeOffset::Time, |t| t == Interval),
         Some(Interval) => (RangeOffset::Interval, |t| t == Interval),
-        other => return Err(SqlError::new("0A000", format!("RANGE with offset PRECEDING/FOLLOWING is not supported for column type {}", column_name(other)))),
+        other => {
+            return Err(SqlError::new(
+                "0A000",
+                format!(
+                    "RANGE with offset PRECEDING/FOLLOWING is not supported for column type {}",
+                    column_name(other)
+                ),
+            ));
+        }
     };
     let target = match (kind, offset, column) {
         // The in_range function whose offset type is the column's own is
@@ -379,11 +456,14 @@ fn range_offset(column: Ty, offset: Ty) -> Result<(RangeOffset, DataType)> {
         (RangeOffset::Float, Some(t), _) if accepts(t) => Float8,
         (_, Some(t), _) if accepts(t) => t,
         (_, Some(t), _) => {
-            return Err(SqlError::new("0A000", format!(
-                "RANGE with offset PRECEDING/FOLLOWING is not supported for column type {} and offset type {}",
-                column_name(column),
-                value::type_name(t)
-            ))
+            return Err(SqlError::new(
+                "0A000",
+                format!(
+                    "RANGE with offset PRECEDING/FOLLOWING is not supported for column type {} and offset type {}",
+                    column_name(column),
+                    value::type_name(t)
+                ),
+            )
             .with_hint("Cast the offset value to an appropriate type."));
         }
     };

@@ -18,12 +18,82 @@ pub fn quote_ident(s: &str) -> String {
 
 fn is_reserved(s: &str) -> bool {
     const RESERVED: &[&str] = &[
-        "all", "analyse", "analyze", "and", "any", "array", "as", "asc", "asymmetric", "both", "case", "cast", "check", "collate", "column",
-        "constraint", "create", "current_catalog", "current_date", "current_role", "current_time", "current_timestamp", "current_user",
-        "default", "deferrable", "desc", "distinct", "do", "else", "end", "except", "false", "fetch", "for", "foreign", "from", "grant",
-        "group", "having", "in", "initially", "intersect", "into", "lateral", "leading", "limit", "localtime", "localtimestamp", "not",
-        "null", "offset", "on", "only", "or", "order", "placing", "primary", "references", "returning", "select", "session_user", "some",
-        "symmetric", "table", "then", "to", "trailing", "true", "union", "unique", "user", "using", "variadic", "when", "where", "window",
+        "all",
+        "analyse",
+        "analyze",
+        "and",
+        "any",
+        "array",
+        "as",
+        "asc",
+        "asymmetric",
+        "both",
+        "case",
+        "cast",
+        "check",
+        "collate",
+        "column",
+        "constraint",
+        "create",
+        "current_catalog",
+        "current_date",
+        "current_role",
+        "current_time",
+        "current_timestamp",
+        "current_user",
+        "default",
+        "deferrable",
+        "desc",
+        "distinct",
+        "do",
+        "else",
+        "end",
+        "except",
+        "false",
+        "fetch",
+        "for",
+        "foreign",
+        "from",
+        "grant",
+        "group",
+        "having",
+        "in",
+        "initially",
+        "intersect",
+        "into",
+        "lateral",
+        "leading",
+        "limit",
+        "localtime",
+        "localtimestamp",
+        "not",
+        "null",
+        "offset",
+        "on",
+        "only",
+        "or",
+        "order",
+        "placing",
+        "primary",
+        "references",
+        "returning",
+        "select",
+        "session_user",
+        "some",
+        "symmetric",
+        "table",
+        "then",
+        "to",
+        "trailing",
+        "true",
+        "union",
+        "unique",
+        "user",
+        "using",
+        "variadic",
+        "when",
+        "where",
+        "window",
         "with",
     ];
     RESERVED.contains(&s)
@@ -102,13 +172,20 @@ pub fn constraint_def(catalog: &Catalog, c: &ConstraintRef, pretty: bool) -> Str
             format!("{} ({})", if i.primary { "PRIMARY KEY" } else { "UNIQUE" }, column_list(t, &i.columns))
         }
         ConstraintRef::Foreign(f) => {
-            let (Some(child), Some(parent)) = (catalog.table(f.child), catalog.table(f.parent)) else { return String::new() };
+            let (Some(child), Some(parent)) = (catalog.table(f.child), catalog.table(f.parent)) else {
+                return String::new();
+            };
             let action = match f.on_delete {
                 pgtier_engine::FkAction::NoAction => "",
                 pgtier_engine::FkAction::Cascade => " ON DELETE CASCADE",
                 pgtier_engine::FkAction::SetNull => " ON DELETE SET NULL",
             };
-            format!("FOREIGN KEY ({}) REFERENCES {}({}){action}", column_list(child, &f.child_columns), quote_ident(&parent.name), column_list(parent, &f.parent_columns))
+            format!(
+                "FOREIGN KEY ({}) REFERENCES {}({}){action}",
+                column_list(child, &f.child_columns),
+                quote_ident(&parent.name),
+                column_list(parent, &f.parent_columns)
+            )
         }
         ConstraintRef::Check(t, k) => {
             let sql = t.checks.get(*k).map_or("", |c| c.sql.as_str());

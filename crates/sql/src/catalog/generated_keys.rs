@@ -34,7 +34,11 @@ pub fn identity_kind(col: &Column) -> Option<SequenceDefault> {
 pub fn backend_sequence(catalog: &Catalog, name: &str) -> Option<(Arc<TableSchema>, String)> {
     let wanted = KeyDefault::sequence_key(name);
     catalog.tables().find_map(|table| {
-        let key = table.columns.iter().filter_map(backend_key).find(|key| KeyDefault::sequence_key(&key.sequence) == wanted)?;
+        let key = table
+            .columns
+            .iter()
+            .filter_map(backend_key)
+            .find(|key| KeyDefault::sequence_key(&key.sequence) == wanted)?;
         Some((table.clone(), key.sequence))
     })
 }

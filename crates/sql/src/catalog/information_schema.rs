@@ -7,42 +7,93 @@ use pgtier_engine::{Catalog, Column, DataType, ForeignKey, SequenceDefault, Tabl
 use super::pg_type::{TypeMatch, column_type_info};
 use super::rows::{TableIndex, all_indexes, text, user_columns, user_tables, user_views};
 use super::views::is_view;
+use super::{BUILTIN_TYPES, RELATIONS, Schema, SysCtx, column_default_text, table_oid, type_by_oid};
 use super::{is_auto_updatable, view_definition};
 use crate::names::{namespace_oid, short, split};
-use super::{BUILTIN_TYPES, RELATIONS, Schema, SysCtx, column_default_text, table_oid, type_by_oid};
 
 /// Appends the rows of information_schema view `name`.
 pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     match name {
         "schemata" => {
-            for (name, owner) in [("information_schema", ctx.user()), ("pg_catalog", ctx.user()), ("pg_toast", ctx.user()), ("public", "pg_database_owner".to_owned())] {
-                out.extend([Value::Text(ctx.database()), text(name), Value::Text(owner), Value::Null, Value::Null, Value::Null, Value::Null]);
+            for (name, owner) in [
+                ("information_schema", ctx.user()),
+                ("pg_catalog", ctx.user()),
+                ("pg_toast", ctx.user()),
+                ("public", "pg_database_owner".to_owned()),
+            ] {
+                out.extend([
+                    Value::Text(ctx.database()),
+                    text(name),
+                    Value::Text(owner),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                ]);
             }
             for s in super::schemas::user_schemas(ctx.catalog) {
-                out.extend([Value::Text(ctx.database()), Value::Text(s.name), Value::Text(s.owner), Value::Null, Value::Null, Value::Null, Value::Null]);
+                out.extend([
+                    Value::Text(ctx.database()),
+                    Value::Text(s.name),
+                    Value::Text(s.owner),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                ]);
             }
         }
         "tables" => {
             let db = ctx.database();
             for t in user_tables(ctx.catalog) {
                 out.extend([
-                    Value::Text(db.clone()), text(split(&t.name).0), text(short(&t.name)), text(if crate::names::is_temp_schema(split(&t.name).0) { "LOCAL TEMPORARY" } else { "BASE TABLE" }), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
-                    text("YES"), text("NO"), Value::Null,
+                    Value::Text(db.clone()),
+                    text(split(&t.name).0),
+                    text(short(&t.name)),
+                    text(if crate::names::is_temp_schema(split(&t.name).0) { "LOCAL TEMPORARY" } else { "BASE TABLE" }),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    text("YES"),
+                    text("NO"),
+                    Value::Null,
                 ]);
             }
             for v in user_views(ctx.catalog) {
                 let insertable = if is_auto_updatable(ctx.catalog, v) { "YES" } else { "NO" };
                 out.extend([
-                    Value::Text(db.clone()), text(split(&v.name).0), text(short(&v.name)), text("VIEW"), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
-                    text(insertable), text("NO"), Value::Null,
+                    Value::Text(db.clone()),
+                    text(split(&v.name).0),
+                    text(short(&v.name)),
+                    text("VIEW"),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    text(insertable),
+                    text("NO"),
+                    Value::Null,
                 ]);
             }
             for r in RELATIONS {
                 let schema = if r.schema == Schema::PgCatalog { "pg_catalog" } else { "information_schema" };
                 let ty = if r.kind == "v" { "VIEW" } else { "BASE TABLE" };
                 out.extend([
-                    Value::Text(db.clone()), text(schema), text(r.name), text(ty), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
-                    text(if r.kind == "v" { "NO" } else { "YES" }), text("NO"), Value::Null,
+                    Value::Text(db.clone()),
+                    text(schema),
+                    text(r.name),
+                    text(ty),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    text(if r.kind == "v" { "NO" } else { "YES" }),
+                    text("NO"),
+                    Value::Null,
                 ]);
             }
         }
@@ -51,7 +102,15 @@ pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 let def = view_definition(ctx.catalog, v, false).map_or(Value::Null, Value::Text);
                 let updatable = if is_auto_updatable(ctx.catalog, v) { "YES" } else { "NO" };
                 out.extend([
-                    Value::Text(ctx.database()), text(split(&v.name).0), text(short(&v.name)), def, text("NONE"), text(updatable), text(updatable), text("NO"), text("NO"),
+                    Value::Text(ctx.database()),
+                    text(split(&v.name).0),
+                    text(short(&v.name)),
+                    def,
+                    text("NONE"),
+                    text(updatable),
+                    text(updatable),
+                    text("NO"),
+                    text("NO"),
                     text("NO"),
                 ]);
             }
@@ -77,7 +136,8 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 col
             };
             let typ = column_type_info(col.ty).type_oid;
-            let TypeMatch { base: row, is_array } = type_by_oid(typ).unwrap_or(TypeMatch { base: &BUILTIN_TYPES[0], is_array: false });
+            let TypeMatch { base: row, is_array } =
+                type_by_oid(typ).unwrap_or(TypeMatch { base: &BUILTIN_TYPES[0], is_array: false });
             let udt_name = if is_array { format!("_{}", row.name) } else { row.name.to_owned() };
             let data_type = match col.ty {
                 DataType::Array(_) => "ARRAY".to_owned(),
@@ -85,7 +145,9 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 DataType::Varchar(_) => "character varying".to_owned(),
                 DataType::Char(_) => "character".to_owned(),
                 // The name without the precision (datetime_precision has it).
-                DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) => crate::value::type_name(col.ty).to_owned(),
+                DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) => {
+                    crate::value::type_name(col.ty).to_owned()
+                }
                 other => other.pg_name(),
             };
             let int = |v: Option<i64>| v.map_or(Value::Null, |x| Value::Int4(i32::try_from(x).unwrap_or(i32::MAX)));
@@ -101,7 +163,9 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 DataType::Float4 => (Some(24), Some(2), None),
                 DataType::Float8 => (Some(53), Some(2), None),
                 DataType::Numeric { precision: 0, .. } => (None, Some(10), None),
-                DataType::Numeric { precision, scale } => (Some(i64::from(precision)), Some(10), Some(i64::from(scale))),
+                DataType::Numeric { precision, scale } => {
+                    (Some(i64::from(precision)), Some(10), Some(i64::from(scale)))
+                }
                 _ => (None, None, None),
             };
             let dt_prec = match col.ty {
@@ -111,12 +175,40 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             };
             let position = i64::from(t.attnum(c));
             out.extend([
-                Value::Text(db.clone()), text(split(&t.name).0), text(short(&t.name)), text(&col.name), int(Some(position)),
+                Value::Text(db.clone()),
+                text(split(&t.name).0),
+                text(short(&t.name)),
+                text(&col.name),
+                int(Some(position)),
                 column_default_text(ctx.catalog, col).map_or(Value::Null, Value::Text),
-                text(if col.nullable { "YES" } else { "NO" }), Value::Text(data_type), int(char_len), int(octet_len), int(prec), int(radix), int(scale),
-                int(dt_prec), Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
-                Value::Null, Value::Null, Value::Null, Value::Null, Value::Text(db.clone()), text("pg_catalog"),
-                Value::Text(udt_name), Value::Null, Value::Null, Value::Null, Value::Null, Value::Text(position.to_string()), text("NO"),
+                text(if col.nullable { "YES" } else { "NO" }),
+                Value::Text(data_type),
+                int(char_len),
+                int(octet_len),
+                int(prec),
+                int(radix),
+                int(scale),
+                int(dt_prec),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Text(db.clone()),
+                text("pg_catalog"),
+                Value::Text(udt_name),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Text(position.to_string()),
+                text("NO"),
             ]);
             out.extend(identity_info(ctx.catalog, col));
             out.extend([text("NEVER"), Value::Null, text(if updatable { "YES" } else { "NO" })]);
@@ -126,8 +218,12 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
 
 /// information_schema.columns' is_identity .. identity_cycle.
 fn identity_info(catalog: &Catalog, col: &Column) -> [Value; 7] {
-    let options = col.sequence.filter(|(_, how)| matches!(how, SequenceDefault::IdentityAlways | SequenceDefault::IdentityByDefault));
-    let Some((how, o)) = options.and_then(|(seq, how)| catalog.table(seq).and_then(|s| s.sequence.clone()).map(|o| (how, o))) else {
+    let options = col
+        .sequence
+        .filter(|(_, how)| matches!(how, SequenceDefault::IdentityAlways | SequenceDefault::IdentityByDefault));
+    let Some((how, o)) =
+        options.and_then(|(seq, how)| catalog.table(seq).and_then(|s| s.sequence.clone()).map(|o| (how, o)))
+    else {
         // A cached identity column: its sequence's options are PostgreSQL's, unknown here.
         return match super::identity_kind(col) {
             Some(how) => {
@@ -139,8 +235,13 @@ fn identity_info(catalog: &Catalog, col: &Column) -> [Value; 7] {
     };
     let generation = if how == SequenceDefault::IdentityAlways { "ALWAYS" } else { "BY DEFAULT" };
     [
-        text("YES"), text(generation), Value::Text(o.start.to_string()), Value::Text(o.increment.to_string()), Value::Text(o.max.to_string()),
-        Value::Text(o.min.to_string()), text(if o.cycle { "YES" } else { "NO" }),
+        text("YES"),
+        text(generation),
+        Value::Text(o.start.to_string()),
+        Value::Text(o.increment.to_string()),
+        Value::Text(o.max.to_string()),
+        Value::Text(o.min.to_string()),
+        text(if o.cycle { "YES" } else { "NO" }),
     ]
 }
 
@@ -159,12 +260,24 @@ fn info_constraints(catalog: &Catalog) -> Vec<InfoConstraint> {
     for TableIndex { table: t, index: i } in all_indexes(catalog) {
         if i.unique {
             let kind = if i.primary { "PRIMARY KEY" } else { "UNIQUE" };
-            out.push(InfoConstraint { name: i.name.clone(), table: t.clone(), kind, columns: i.columns.clone(), foreign_key: None });
+            out.push(InfoConstraint {
+                name: i.name.clone(),
+                table: t.clone(),
+                kind,
+                columns: i.columns.clone(),
+                foreign_key: None,
+            });
         }
     }
     for t in user_tables(catalog) {
         for f in catalog.foreign_keys_of(t.id) {
-            out.push(InfoConstraint { name: f.name.clone(), table: t.clone(), kind: "FOREIGN KEY", columns: f.child_columns.clone(), foreign_key: Some(f.clone()) });
+            out.push(InfoConstraint {
+                name: f.name.clone(),
+                table: t.clone(),
+                kind: "FOREIGN KEY",
+                columns: f.child_columns.clone(),
+                foreign_key: Some(f.clone()),
+            });
         }
     }
     out
@@ -174,15 +287,33 @@ fn info_table_constraints(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let db = ctx.database();
     for InfoConstraint { name, table: t, kind: ty, .. } in info_constraints(ctx.catalog) {
         out.extend([
-            Value::Text(db.clone()), text(split(&t.name).0), Value::Text(short(&name).to_owned()), Value::Text(db.clone()), text(split(&t.name).0), text(short(&t.name)), text(ty), text("NO"),
-            text("NO"), text("YES"), if ty == "FOREIGN KEY" { Value::Null } else { text("YES") },
+            Value::Text(db.clone()),
+            text(split(&t.name).0),
+            Value::Text(short(&name).to_owned()),
+            Value::Text(db.clone()),
+            text(split(&t.name).0),
+            text(short(&t.name)),
+            text(ty),
+            text("NO"),
+            text("NO"),
+            text("YES"),
+            if ty == "FOREIGN KEY" { Value::Null } else { text("YES") },
         ]);
     }
     for t in user_tables(ctx.catalog) {
         for c in &t.checks {
             out.extend([
-                Value::Text(db.clone()), text(split(&t.name).0), text(short(&c.name)), Value::Text(db.clone()), text(split(&t.name).0), text(short(&t.name)), text("CHECK"), text("NO"),
-                text("NO"), text("YES"), Value::Null,
+                Value::Text(db.clone()),
+                text(split(&t.name).0),
+                text(short(&c.name)),
+                Value::Text(db.clone()),
+                text(split(&t.name).0),
+                text(short(&t.name)),
+                text("CHECK"),
+                text("NO"),
+                text("NO"),
+                text("YES"),
+                Value::Null,
             ]);
         }
     }
@@ -192,8 +323,22 @@ fn info_table_constraints(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         for (c, col) in user_columns(t) {
             if !col.nullable {
                 out.extend([
-                    Value::Text(db.clone()), text(split(&t.name).0), Value::Text(format!("{}_{}_{}_not_null", namespace_oid(ctx.catalog, &t.name), table_oid(t), t.attnum(c))), Value::Text(db.clone()),
-                    text(split(&t.name).0), text(short(&t.name)), text("CHECK"), text("NO"), text("NO"), text("YES"), Value::Null,
+                    Value::Text(db.clone()),
+                    text(split(&t.name).0),
+                    Value::Text(format!(
+                        "{}_{}_{}_not_null",
+                        namespace_oid(ctx.catalog, &t.name),
+                        table_oid(t),
+                        t.attnum(c)
+                    )),
+                    Value::Text(db.clone()),
+                    text(split(&t.name).0),
+                    text(short(&t.name)),
+                    text("CHECK"),
+                    text("NO"),
+                    text("NO"),
+                    text("YES"),
+                    Value::Null,
                 ]);
             }
         }
@@ -209,11 +354,22 @@ fn info_key_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             let in_unique = fk.as_ref().and_then(|f| {
                 let parent_index = ctx.catalog.index(f.parent_index)?;
                 let pc = f.parent_columns.get(k)?;
-                parent_index.columns.iter().position(|x| x == pc).map(|p| Value::Int4(i32::try_from(p + 1).unwrap_or(i32::MAX)))
+                parent_index
+                    .columns
+                    .iter()
+                    .position(|x| x == pc)
+                    .map(|p| Value::Int4(i32::try_from(p + 1).unwrap_or(i32::MAX)))
             });
             out.extend([
-                Value::Text(db.clone()), text(split(&t.name).0), Value::Text(short(&name).to_owned()), Value::Text(db.clone()), text(split(&t.name).0), text(short(&t.name)),
-                text(&t.columns[c].name), Value::Int4(i32::try_from(k + 1).unwrap_or(i32::MAX)), in_unique.unwrap_or(Value::Null),
+                Value::Text(db.clone()),
+                text(split(&t.name).0),
+                Value::Text(short(&name).to_owned()),
+                Value::Text(db.clone()),
+                text(split(&t.name).0),
+                text(short(&t.name)),
+                text(&t.columns[c].name),
+                Value::Int4(i32::try_from(k + 1).unwrap_or(i32::MAX)),
+                in_unique.unwrap_or(Value::Null),
             ]);
         }
     }

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use pgtier_engine::Catalog;
 
 use super::{
-    NS_INFORMATION_SCHEMA, NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC, OWNER_OID, RELATIONS, Schema, format_type, index_by_oid, index_oid,
-    namespace_name, quote_ident, table_by_oid, table_oid, type_by_name, type_by_oid,
+    NS_INFORMATION_SCHEMA, NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC, OWNER_OID, RELATIONS, Schema, format_type,
+    index_by_oid, index_oid, namespace_name, quote_ident, table_by_oid, table_oid, type_by_name, type_by_oid,
 };
 use crate::error::{Result, SqlError};
 use crate::types::RegKind;
@@ -16,7 +16,9 @@ use crate::types::RegKind;
 pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: RegKind, oid: i64) -> String {
     let name = match kind {
         RegKind::Class => {
-            let user = table_by_oid(catalog, oid).map(|t| t.name.clone()).or_else(|| index_by_oid(catalog, oid).map(|i| i.name.clone()));
+            let user = table_by_oid(catalog, oid)
+                .map(|t| t.name.clone())
+                .or_else(|| index_by_oid(catalog, oid).map(|i| i.name.clone()));
             match user {
                 Some(n) => Some(crate::names::display(&n, &path_of(catalog, settings))),
                 None => RELATIONS.iter().find(|r| r.oid == oid).map(|r| match r.schema {
@@ -26,9 +28,9 @@ pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: Reg
             }
         }
         RegKind::Type => type_by_oid(oid).map(|_| format_type(oid, None)),
-        RegKind::Namespace => namespace_name(oid)
-            .map(str::to_owned)
-            .or_else(|| super::schemas::user_schemas(catalog).into_iter().find(|s| s.oid == oid).map(|s| quote_ident(&s.name))),
+        RegKind::Namespace => namespace_name(oid).map(str::to_owned).or_else(|| {
+            super::schemas::user_schemas(catalog).into_iter().find(|s| s.oid == oid).map(|s| quote_ident(&s.name))
+        }),
         RegKind::Role => (oid == OWNER_OID).then(|| settings.get("session_authorization").cloned().unwrap_or_default()),
     };
     name.unwrap_or_else(|| oid.to_string())
@@ -71,7 +73,13 @@ pub fn reg_lookup(catalog: &Catalog, settings: &HashMap<String, String>, kind: R
 }
 
 /// [`reg_lookup`] with relation names resolved through `path`.
-pub fn reg_lookup_in(catalog: &Catalog, path: &crate::names::SearchPath, settings: &HashMap<String, String>, kind: RegKind, text: &str) -> Result<i64> {
+pub fn reg_lookup_in(
+    catalog: &Catalog,
+    path: &crate::names::SearchPath,
+    settings: &HashMap<String, String>,
+    kind: RegKind,
+    text: &str,
+) -> Result<i64> {
     let t = text.trim();
     if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
         return t.parse::<i64>().map_err(|_| SqlError::invalid_text("oid", text));
@@ -82,16 +90,23 @@ pub fn reg_lookup_in(catalog: &Catalog, path: &crate::names::SearchPath, setting
             let (schema, name) = match parts.as_slice() {
                 [n] => (None, n.as_str()),
                 [s, n] => (Some(s.as_str()), n.as_str()),
-                _ => return Err(SqlError::new("42601", format!("improper relation name (too many dotted names): {text}"))),
+                _ => {
+                    return Err(SqlError::new(
+                        "42601",
+                        format!("improper relation name (too many dotted names): {text}"),
+                    ));
+                }
             };
             let missing = || SqlError::new("42P01", format!("relation \"{t}\" does not exist"));
             let written: Vec<String> = schema.into_iter().chain([name]).map(str::to_owned).collect();
             let exists = |k: &str| catalog.table_by_name(k).is_some() || catalog.index_by_name(k).is_some();
             match crate::names::resolve(catalog, path, &written, exists)? {
                 Some(crate::names::Target::System(r)) => Ok(r.def().oid),
-                Some(crate::names::Target::Stored(k)) => {
-                    catalog.table_by_name(&k).map(|t| table_oid(t)).or_else(|| catalog.index_by_name(&k).map(|i| index_oid(i))).ok_or_else(missing)
-                }
+                Some(crate::names::Target::Stored(k)) => catalog
+                    .table_by_name(&k)
+                    .map(|t| table_oid(t))
+                    .or_else(|| catalog.index_by_name(&k).map(|i| index_oid(i)))
+                    .ok_or_else(missing),
                 None => Err(missing()),
             }
         }

@@ -26,8 +26,8 @@ use pgtier_engine::{Catalog, Column, ForeignKey, IndexSchema, TableId, TableSche
 
 pub use deparse::{column_default_text, constraint_def, default_expr, format_type, index_def, quote_ident};
 pub use generated_keys::{backend_key, backend_sequence, identity_kind};
-pub use lookup::{reg_lookup, reg_lookup_in, reg_name, split_qualified};
 pub(crate) use lookup::path_of;
+pub use lookup::{reg_lookup, reg_lookup_in, reg_name, split_qualified};
 pub use pg_type::{BUILTIN_TYPES, BuiltinType, ColumnTypeInfo, TypeMatch, column_type_info, type_by_name, type_by_oid};
 pub use relations::{RELATIONS, RelDef, SysColumn, T};
 pub use rows::rows;
@@ -190,7 +190,18 @@ impl SystemRel {
     }
 
     pub fn schema_columns(self) -> Vec<Column> {
-        self.def().columns.iter().map(|c| Column { name: c.name.to_owned(), ty: c.ty.data_type(), nullable: true, default: None, sequence: None, default_sql: None }).collect()
+        self.def()
+            .columns
+            .iter()
+            .map(|c| Column {
+                name: c.name.to_owned(),
+                ty: c.ty.data_type(),
+                nullable: true,
+                default: None,
+                sequence: None,
+                default_sql: None,
+            })
+            .collect()
     }
 }
 

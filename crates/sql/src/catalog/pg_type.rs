@@ -29,8 +29,16 @@ impl BuiltinType {
     /// Fields in pg_type's column order (one line a type in [`BUILTIN_TYPES`]).
     #[allow(clippy::too_many_arguments)]
     const fn new(
-        oid: i64, name: &'static str, len: i16, byval: bool, category: &'static str, align: &'static str, storage: &'static str, array_oid: i64,
-        elem_oid: i64, collation: i64,
+        oid: i64,
+        name: &'static str,
+        len: i16,
+        byval: bool,
+        category: &'static str,
+        align: &'static str,
+        storage: &'static str,
+        array_oid: i64,
+        elem_oid: i64,
+        collation: i64,
     ) -> BuiltinType {
         BuiltinType { oid, name, len, byval, category, align, storage, array_oid, elem_oid, collation }
     }
@@ -130,14 +138,26 @@ pub fn type_by_name(name: &str) -> Option<i64> {
 
 /// PostgreSQL's name of an I/O function of a type (`int4in`, `date_out`).
 fn io_func(name: &str, which: &str) -> String {
-    let underscored = ["json", "date", "time", "timestamp", "timestamptz", "interval", "numeric", "uuid", "jsonb", "record", "void"];
+    let underscored =
+        ["json", "date", "time", "timestamp", "timestamptz", "interval", "numeric", "uuid", "jsonb", "record", "void"];
     if underscored.contains(&name) { format!("{name}_{which}") } else { format!("{name}{which}") }
 }
 
 /// The rows of pg_type.
 pub(super) fn type_rows(out: &mut Vec<Value>) {
     for row in BUILTIN_TYPES {
-        let BuiltinType { oid, name, len, byval, category: cat, align, storage, array_oid: array, elem_oid: elem, collation: coll } = *row;
+        let BuiltinType {
+            oid,
+            name,
+            len,
+            byval,
+            category: cat,
+            align,
+            storage,
+            array_oid: array,
+            elem_oid: elem,
+            collation: coll,
+        } = *row;
         let ptype = matches!(cat, "P" | "X");
         let typmodin = match name {
             "varchar" => "varchartypmodin",
@@ -151,27 +171,113 @@ pub(super) fn type_rows(out: &mut Vec<Value>) {
         };
         let typmodout = if typmodin == "-" { "-".to_owned() } else { typmodin.replace("in", "out") };
         let preferred = matches!(name, "bool" | "text" | "oid" | "float8" | "timestamptz" | "interval");
-        push_type(out, oid, name, len, byval, if ptype { "p" } else { "b" }, cat, preferred, elem, array, &io_func(name, "in"), &io_func(name, "out"),
-            &io_func(name, "recv"), &io_func(name, "send"), typmodin, &typmodout, align, storage, coll, if elem != 0 { "raw_array_subscript_handler" } else { "-" });
+        push_type(
+            out,
+            oid,
+            name,
+            len,
+            byval,
+            if ptype { "p" } else { "b" },
+            cat,
+            preferred,
+            elem,
+            array,
+            &io_func(name, "in"),
+            &io_func(name, "out"),
+            &io_func(name, "recv"),
+            &io_func(name, "send"),
+            typmodin,
+            &typmodout,
+            align,
+            storage,
+            coll,
+            if elem != 0 { "raw_array_subscript_handler" } else { "-" },
+        );
         if array != 0 {
             let arr_name = format!("_{name}");
             let arr_align = if align == "d" { "d" } else { "i" };
-            push_type(out, array, &arr_name, -1, false, "b", "A", false, oid, 0, "array_in", "array_out", "array_recv", "array_send", typmodin,
-                &typmodout, arr_align, "x", coll, "array_subscript_handler");
+            push_type(
+                out,
+                array,
+                &arr_name,
+                -1,
+                false,
+                "b",
+                "A",
+                false,
+                oid,
+                0,
+                "array_in",
+                "array_out",
+                "array_recv",
+                "array_send",
+                typmodin,
+                &typmodout,
+                arr_align,
+                "x",
+                coll,
+                "array_subscript_handler",
+            );
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 fn push_type(
-    out: &mut Vec<Value>, oid: i64, name: &str, len: i16, byval: bool, typtype: &str, cat: &str, preferred: bool, elem: i64, array: i64,
-    input: &str, output: &str, recv: &str, send: &str, modin: &str, modout: &str, align: &str, storage: &str, coll: i64, subscript: &str,
+    out: &mut Vec<Value>,
+    oid: i64,
+    name: &str,
+    len: i16,
+    byval: bool,
+    typtype: &str,
+    cat: &str,
+    preferred: bool,
+    elem: i64,
+    array: i64,
+    input: &str,
+    output: &str,
+    recv: &str,
+    send: &str,
+    modin: &str,
+    modout: &str,
+    align: &str,
+    storage: &str,
+    coll: i64,
+    subscript: &str,
 ) {
     out.extend([
-        Value::Int8(oid), text(name), Value::Int8(NS_PG_CATALOG), Value::Int8(OWNER_OID), Value::Int2(len), Value::Bool(byval), text(typtype),
-        text(cat), Value::Bool(preferred), Value::Bool(true), text(","), Value::Int8(0), text(subscript), Value::Int8(elem), Value::Int8(array),
-        text(input), text(output), text(recv), text(send), text(modin), text(modout), text("-"), text(align), text(storage), Value::Bool(false),
-        Value::Int8(0), Value::Int4(-1), Value::Int4(0), Value::Int8(coll), Value::Null, Value::Null, Value::Null,
+        Value::Int8(oid),
+        text(name),
+        Value::Int8(NS_PG_CATALOG),
+        Value::Int8(OWNER_OID),
+        Value::Int2(len),
+        Value::Bool(byval),
+        text(typtype),
+        text(cat),
+        Value::Bool(preferred),
+        Value::Bool(true),
+        text(","),
+        Value::Int8(0),
+        text(subscript),
+        Value::Int8(elem),
+        Value::Int8(array),
+        text(input),
+        text(output),
+        text(recv),
+        text(send),
+        text(modin),
+        text(modout),
+        text("-"),
+        text(align),
+        text(storage),
+        Value::Bool(false),
+        Value::Int8(0),
+        Value::Int4(-1),
+        Value::Int4(0),
+        Value::Int8(coll),
+        Value::Null,
+        Value::Null,
+        Value::Null,
     ]);
 }
 
@@ -189,7 +295,15 @@ pub struct ColumnTypeInfo {
     pub collation: i64,
 }
 
-const fn info(type_oid: i64, typmod: i32, len: i16, byval: bool, align: &'static str, storage: &'static str, collation: i64) -> ColumnTypeInfo {
+const fn info(
+    type_oid: i64,
+    typmod: i32,
+    len: i16,
+    byval: bool,
+    align: &'static str,
+    storage: &'static str,
+    collation: i64,
+) -> ColumnTypeInfo {
     ColumnTypeInfo { type_oid, typmod, len, byval, align, storage, collation }
 }
 
@@ -202,7 +316,9 @@ pub fn column_type_info(ty: DataType) -> ColumnTypeInfo {
         DataType::Int4 => info(23, -1, 4, true, "i", "p", 0),
         DataType::Int8 => info(20, -1, 8, true, "d", "p", 0),
         DataType::Numeric { precision: 0, .. } => info(1700, -1, -1, false, "i", "m", 0),
-        DataType::Numeric { precision, scale } => info(1700, ((i32::from(precision) << 16) | (i32::from(scale) & 0x7ff)) + 4, -1, false, "i", "m", 0),
+        DataType::Numeric { precision, scale } => {
+            info(1700, ((i32::from(precision) << 16) | (i32::from(scale) & 0x7ff)) + 4, -1, false, "i", "m", 0)
+        }
         DataType::Float4 => info(700, -1, 4, true, "i", "p", 0),
         DataType::Float8 => info(701, -1, 8, true, "d", "p", 0),
         DataType::Text => info(25, -1, -1, false, "i", "x", DEFAULT_COLLATION),

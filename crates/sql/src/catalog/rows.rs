@@ -6,13 +6,14 @@ use pgtier_engine::{Catalog, Column, IndexSchema, SequenceDefault, TableSchema, 
 
 use super::pg_type::{BUILTIN_TYPES, ColumnTypeInfo, TypeMatch, column_type_info, type_rows};
 use super::relations::T;
-use crate::names::{namespace_oid as namespace_oid_of, short, split};
-use super::{
-    BTREE_AM, DATABASE_OID, DATABASE_OWNER_ROLE, DEFAULT_COLLATION, HEAP_AM, INDEX_BASE, NS_INFORMATION_SCHEMA, NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC,
-    OWNER_OID, RELATIONS, Schema, SysCtx, SystemRel, attrdef_oid, check_columns, check_oid, column_default_text, fk_oid, index_constraint_oid,
-    index_def, index_oid, information_schema, namespace_oid, relation_oid, table_oid, type_by_oid,
-};
 use super::views::is_view;
+use super::{
+    BTREE_AM, DATABASE_OID, DATABASE_OWNER_ROLE, DEFAULT_COLLATION, HEAP_AM, INDEX_BASE, NS_INFORMATION_SCHEMA,
+    NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC, OWNER_OID, RELATIONS, Schema, SysCtx, SystemRel, attrdef_oid, check_columns,
+    check_oid, column_default_text, fk_oid, index_constraint_oid, index_def, index_oid, information_schema,
+    namespace_oid, relation_oid, table_oid, type_by_oid,
+};
+use crate::names::{namespace_oid as namespace_oid_of, short, split};
 use crate::settings::{FIXED_SETTINGS, READ_ONLY_SETTINGS, setting_display_name};
 use crate::types::{Elem, array_text};
 
@@ -85,7 +86,6 @@ pub(super) fn attnum(c: usize) -> i16 {
     i16::try_from(c + 1).unwrap_or(i16::MAX)
 }
 
-
 /// Appends the rows of `rel` (flat, one value per column).
 pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let def = rel.def();
@@ -101,7 +101,12 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let catalog = ctx.catalog;
     match name {
         "pg_namespace" => {
-            for (oid, name) in [(NS_PG_CATALOG, "pg_catalog"), (NS_PUBLIC, "public"), (NS_INFORMATION_SCHEMA, "information_schema"), (NS_PG_TOAST, "pg_toast")] {
+            for (oid, name) in [
+                (NS_PG_CATALOG, "pg_catalog"),
+                (NS_PUBLIC, "public"),
+                (NS_INFORMATION_SCHEMA, "information_schema"),
+                (NS_PG_TOAST, "pg_toast"),
+            ] {
                 let owner = if oid == NS_PUBLIC { DATABASE_OWNER_ROLE } else { OWNER_OID };
                 out.extend([Value::Int8(oid), text(name), Value::Int8(owner), Value::Null]);
             }
@@ -115,15 +120,32 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         "pg_index" => {
             for TableIndex { table: t, index: i } in all_indexes(catalog) {
                 let n = i16::try_from(i.columns.len()).unwrap_or(i16::MAX);
-                let colls: Vec<Value> = i.columns.iter().map(|&c| Value::Int8(column_type_info(t.columns[c].ty).collation)).collect();
+                let colls: Vec<Value> =
+                    i.columns.iter().map(|&c| Value::Int8(column_type_info(t.columns[c].ty).collation)).collect();
                 let zeros: Vec<Value> = i.columns.iter().map(|_| Value::Int8(0)).collect();
                 let opts: Vec<Value> = i.columns.iter().map(|_| Value::Int2(0)).collect();
                 out.extend([
-                    Value::Int8(index_oid(&i)), Value::Int8(table_oid(&t)), Value::Int2(n), Value::Int2(n), Value::Bool(i.unique), Value::Bool(false),
-                    Value::Bool(i.primary), Value::Bool(false), Value::Bool(true), Value::Bool(false), Value::Bool(true), Value::Bool(false),
-                    Value::Bool(true), Value::Bool(true), Value::Bool(false), int2vector(&t, &i.columns),
-                    Value::Text(array_text(Elem::OidVector, &colls)), Value::Text(array_text(Elem::OidVector, &zeros)),
-                    Value::Text(array_text(Elem::Int2Vector, &opts)), Value::Null, Value::Null,
+                    Value::Int8(index_oid(&i)),
+                    Value::Int8(table_oid(&t)),
+                    Value::Int2(n),
+                    Value::Int2(n),
+                    Value::Bool(i.unique),
+                    Value::Bool(false),
+                    Value::Bool(i.primary),
+                    Value::Bool(false),
+                    Value::Bool(true),
+                    Value::Bool(false),
+                    Value::Bool(true),
+                    Value::Bool(false),
+                    Value::Bool(true),
+                    Value::Bool(true),
+                    Value::Bool(false),
+                    int2vector(&t, &i.columns),
+                    Value::Text(array_text(Elem::OidVector, &colls)),
+                    Value::Text(array_text(Elem::OidVector, &zeros)),
+                    Value::Text(array_text(Elem::Int2Vector, &opts)),
+                    Value::Null,
+                    Value::Null,
                 ]);
             }
         }
@@ -132,8 +154,14 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             for s in user_sequences(catalog) {
                 let Some(o) = &s.sequence else { continue };
                 out.extend([
-                    Value::Int8(table_oid(s)), Value::Int8(column_type_info(o.data_type).type_oid), Value::Int8(o.start), Value::Int8(o.increment),
-                    Value::Int8(o.max), Value::Int8(o.min), Value::Int8(1), Value::Bool(o.cycle),
+                    Value::Int8(table_oid(s)),
+                    Value::Int8(column_type_info(o.data_type).type_oid),
+                    Value::Int8(o.start),
+                    Value::Int8(o.increment),
+                    Value::Int8(o.max),
+                    Value::Int8(o.min),
+                    Value::Int8(1),
+                    Value::Bool(o.cycle),
                 ]);
             }
         }
@@ -144,8 +172,13 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                     if let Some((seq, how)) = col.sequence.filter(|(_, how)| how.owns()) {
                         let deptype = if how == SequenceDefault::Serial { "a" } else { "i" };
                         out.extend([
-                            Value::Int8(PG_CLASS), Value::Int8(relation_oid(seq)), Value::Int4(0), Value::Int8(PG_CLASS), Value::Int8(table_oid(t)),
-                            Value::Int4(i32::from(t.attnum(c))), text(deptype),
+                            Value::Int8(PG_CLASS),
+                            Value::Int8(relation_oid(seq)),
+                            Value::Int4(0),
+                            Value::Int8(PG_CLASS),
+                            Value::Int8(table_oid(t)),
+                            Value::Int4(i32::from(t.attnum(c))),
+                            text(deptype),
                         ]);
                     }
                 }
@@ -155,7 +188,12 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             for t in user_tables(catalog) {
                 for (c, col) in user_columns(t) {
                     if let Some(d) = column_default_text(catalog, col) {
-                        out.extend([Value::Int8(attrdef_oid(t, t.attnum(c).unsigned_abs().into())), Value::Int8(table_oid(t)), Value::Int2(t.attnum(c)), Value::Text(d)]);
+                        out.extend([
+                            Value::Int8(attrdef_oid(t, t.attnum(c).unsigned_abs().into())),
+                            Value::Int8(table_oid(t)),
+                            Value::Int2(t.attnum(c)),
+                            Value::Text(d),
+                        ]);
                     }
                 }
             }
@@ -167,26 +205,68 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         }
         "pg_database" => {
             out.extend([
-                Value::Int8(DATABASE_OID), Value::Text(ctx.database()), Value::Int8(OWNER_OID), Value::Int4(6), text("c"), Value::Bool(false), Value::Bool(true),
-                Value::Int4(-1), Value::Int8(0), Value::Int8(1), Value::Int8(1663), text("C"), text("C"), Value::Null, Value::Null, Value::Null,
+                Value::Int8(DATABASE_OID),
+                Value::Text(ctx.database()),
+                Value::Int8(OWNER_OID),
+                Value::Int4(6),
+                text("c"),
+                Value::Bool(false),
+                Value::Bool(true),
+                Value::Int4(-1),
+                Value::Int8(0),
+                Value::Int8(1),
+                Value::Int8(1663),
+                text("C"),
+                text("C"),
+                Value::Null,
+                Value::Null,
+                Value::Null,
             ]);
         }
         "pg_roles" => {
             out.extend([
-                Value::Text(ctx.user()), Value::Bool(true), Value::Bool(true), Value::Bool(true), Value::Bool(true), Value::Bool(true), Value::Bool(true),
-                Value::Int4(-1), text("********"), Value::Null, Value::Bool(true), Value::Null, Value::Int8(OWNER_OID),
+                Value::Text(ctx.user()),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Int4(-1),
+                text("********"),
+                Value::Null,
+                Value::Bool(true),
+                Value::Null,
+                Value::Int8(OWNER_OID),
             ]);
         }
         "pg_user" => {
             out.extend([
-                Value::Text(ctx.user()), Value::Int8(OWNER_OID), Value::Bool(true), Value::Bool(true), Value::Bool(true), Value::Bool(true), text("********"),
-                Value::Null, Value::Null,
+                Value::Text(ctx.user()),
+                Value::Int8(OWNER_OID),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                text("********"),
+                Value::Null,
+                Value::Null,
             ]);
         }
         "pg_authid" => {
             out.extend([
-                Value::Int8(OWNER_OID), Value::Text(ctx.user()), Value::Bool(true), Value::Bool(true), Value::Bool(true), Value::Bool(true), Value::Bool(true),
-                Value::Bool(true), Value::Bool(true), Value::Int4(-1), Value::Null, Value::Null,
+                Value::Int8(OWNER_OID),
+                Value::Text(ctx.user()),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Int4(-1),
+                Value::Null,
+                Value::Null,
             ]);
         }
         "pg_settings" => {
@@ -200,9 +280,23 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 let v = ctx.settings.get(k).cloned().or_else(|| fixed.clone()).unwrap_or_default();
                 let ro = READ_ONLY_SETTINGS.contains(&k.as_str()) || fixed.is_some();
                 out.extend([
-                    text(setting_display_name(k)), Value::Text(v.clone()), Value::Null, text(""), text(""), Value::Null,
-                    text(if ro { "internal" } else { "user" }), text("string"), text("default"), Value::Null, Value::Null, Value::Null, Value::Text(v.clone()),
-                    Value::Text(v), Value::Null, Value::Null, Value::Bool(false),
+                    text(setting_display_name(k)),
+                    Value::Text(v.clone()),
+                    Value::Null,
+                    text(""),
+                    text(""),
+                    Value::Null,
+                    text(if ro { "internal" } else { "user" }),
+                    text("string"),
+                    text("default"),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                    Value::Text(v.clone()),
+                    Value::Text(v),
+                    Value::Null,
+                    Value::Null,
+                    Value::Bool(false),
                 ]);
             }
         }
@@ -210,8 +304,17 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             for (oid, name, provider) in [(DEFAULT_COLLATION, "default", "d"), (950, "C", "c"), (951, "POSIX", "c")] {
                 let coll = if provider == "d" { Value::Null } else { text(name) };
                 out.extend([
-                    Value::Int8(oid), text(name), Value::Int8(NS_PG_CATALOG), Value::Int8(OWNER_OID), text(provider), Value::Bool(true), Value::Int4(-1),
-                    coll.clone(), coll, Value::Null, Value::Null,
+                    Value::Int8(oid),
+                    text(name),
+                    Value::Int8(NS_PG_CATALOG),
+                    Value::Int8(OWNER_OID),
+                    text(provider),
+                    Value::Bool(true),
+                    Value::Int4(-1),
+                    coll.clone(),
+                    coll,
+                    Value::Null,
+                    Value::Null,
                 ]);
             }
         }
@@ -221,18 +324,42 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             }
         }
         "pg_extension" => {
-            out.extend([Value::Int8(13_500), text("plpgsql"), Value::Int8(OWNER_OID), Value::Int8(NS_PG_CATALOG), Value::Bool(false), text("1.0"), Value::Null, Value::Null]);
+            out.extend([
+                Value::Int8(13_500),
+                text("plpgsql"),
+                Value::Int8(OWNER_OID),
+                Value::Int8(NS_PG_CATALOG),
+                Value::Bool(false),
+                text("1.0"),
+                Value::Null,
+                Value::Null,
+            ]);
         }
         "pg_tables" => {
             for t in user_tables(catalog) {
-                out.extend([text(split(&t.name).0), text(short(&t.name)), Value::Text(ctx.user()), Value::Null, Value::Bool(true), Value::Bool(false), Value::Bool(false), Value::Bool(false)]);
+                out.extend([
+                    text(split(&t.name).0),
+                    text(short(&t.name)),
+                    Value::Text(ctx.user()),
+                    Value::Null,
+                    Value::Bool(true),
+                    Value::Bool(false),
+                    Value::Bool(false),
+                    Value::Bool(false),
+                ]);
             }
         }
         // Each view's one rule, as PostgreSQL keeps it (the query itself is not shown as a node tree).
         "pg_rewrite" => {
             for v in user_views(catalog) {
                 out.extend([
-                    Value::Int8(super::rewrite_oid(v)), text("_RETURN"), Value::Int8(table_oid(v)), text("1"), text("O"), Value::Bool(true), text("<>"),
+                    Value::Int8(super::rewrite_oid(v)),
+                    text("_RETURN"),
+                    Value::Int8(table_oid(v)),
+                    text("1"),
+                    text("O"),
+                    Value::Bool(true),
+                    text("<>"),
                     Value::Null,
                 ]);
             }
@@ -245,10 +372,22 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         }
         "pg_indexes" => {
             for TableIndex { table: t, index: i } in all_indexes(catalog) {
-                out.extend([text(split(&t.name).0), text(short(&t.name)), text(short(&i.name)), Value::Null, Value::Text(index_def(&t, &i, true))]);
+                out.extend([
+                    text(split(&t.name).0),
+                    text(short(&t.name)),
+                    text(short(&i.name)),
+                    Value::Null,
+                    Value::Text(index_def(&t, &i, true)),
+                ]);
             }
         }
-        "pgtier_cache_groups" | "pgtier_cache_tables" | "pgtier_cache_stats" | "pgtier_cache_propagation" | "pgtier_cache_swt" | "pgtier_cache_autorefresh" | "pgtier_cache_lanes" => {
+        "pgtier_cache_groups"
+        | "pgtier_cache_tables"
+        | "pgtier_cache_stats"
+        | "pgtier_cache_propagation"
+        | "pgtier_cache_swt"
+        | "pgtier_cache_autorefresh"
+        | "pgtier_cache_lanes" => {
             super::cache_views::rows(name, ctx.cache, out);
         }
         // Always empty: pgtier has no such objects (role memberships, descriptions, inheritance,
@@ -259,43 +398,157 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
 }
 
 fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
-    let mut push = |oid: i64, name: &str, ns: i64, am: i64, kind: &str, natts: usize, has_index: bool, has_triggers: bool, checks: usize| {
+    let mut push = |oid: i64,
+                    name: &str,
+                    ns: i64,
+                    am: i64,
+                    kind: &str,
+                    natts: usize,
+                    has_index: bool,
+                    has_triggers: bool,
+                    checks: usize| {
         out.extend([
-            Value::Int8(oid), text(short(name)), Value::Int8(ns), Value::Int8(0), Value::Int8(0), Value::Int8(OWNER_OID), Value::Int8(am),
-            Value::Int8(if kind == "v" { 0 } else { oid }), Value::Int8(0), Value::Int4(0), Value::Float4(-1.0), Value::Int4(0), Value::Int8(0),
-            Value::Bool(has_index), Value::Bool(false), text(if crate::names::is_temp_schema(split(name).0) { "t" } else { "p" }), text(kind), Value::Int2(i16::try_from(natts).unwrap_or(i16::MAX)), Value::Int2(i16::try_from(checks).unwrap_or(i16::MAX)),
-            Value::Bool(kind == "v"), Value::Bool(has_triggers), Value::Bool(false), Value::Bool(false), Value::Bool(false), Value::Bool(true),
-            text(if kind == "i" || kind == "S" || kind == "v" { "n" } else { "d" }), Value::Bool(false), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Null, Value::Null,
+            Value::Int8(oid),
+            text(short(name)),
+            Value::Int8(ns),
+            Value::Int8(0),
+            Value::Int8(0),
+            Value::Int8(OWNER_OID),
+            Value::Int8(am),
+            Value::Int8(if kind == "v" { 0 } else { oid }),
+            Value::Int8(0),
+            Value::Int4(0),
+            Value::Float4(-1.0),
+            Value::Int4(0),
+            Value::Int8(0),
+            Value::Bool(has_index),
+            Value::Bool(false),
+            text(if crate::names::is_temp_schema(split(name).0) { "t" } else { "p" }),
+            text(kind),
+            Value::Int2(i16::try_from(natts).unwrap_or(i16::MAX)),
+            Value::Int2(i16::try_from(checks).unwrap_or(i16::MAX)),
+            Value::Bool(kind == "v"),
+            Value::Bool(has_triggers),
+            Value::Bool(false),
+            Value::Bool(false),
+            Value::Bool(false),
+            Value::Bool(true),
+            text(if kind == "i" || kind == "S" || kind == "v" { "n" } else { "d" }),
+            Value::Bool(false),
+            Value::Int8(0),
+            Value::Int8(0),
+            Value::Int8(0),
+            Value::Null,
+            Value::Null,
             Value::Null,
         ]);
     };
     for t in user_tables(catalog) {
         // PostgreSQL enforces foreign keys with (internal) triggers on both tables.
         let fk_triggers = !catalog.foreign_keys_of(t.id).is_empty() || !catalog.referencing(t.id).is_empty();
-        push(table_oid(t), &t.name, namespace_oid_of(catalog, &t.name), HEAP_AM, "r", user_columns(t).count(), !table_indexes(catalog, t).is_empty(), fk_triggers, t.checks.len());
+        push(
+            table_oid(t),
+            &t.name,
+            namespace_oid_of(catalog, &t.name),
+            HEAP_AM,
+            "r",
+            user_columns(t).count(),
+            !table_indexes(catalog, t).is_empty(),
+            fk_triggers,
+            t.checks.len(),
+        );
     }
     for TableIndex { index: i, .. } in all_indexes(catalog) {
-        push(index_oid(&i), &i.name, namespace_oid_of(catalog, &i.name), BTREE_AM, "i", i.columns.len(), false, false, 0);
+        push(
+            index_oid(&i),
+            &i.name,
+            namespace_oid_of(catalog, &i.name),
+            BTREE_AM,
+            "i",
+            i.columns.len(),
+            false,
+            false,
+            0,
+        );
     }
     for s in user_sequences(catalog) {
-        push(table_oid(s), &s.name, namespace_oid_of(catalog, &s.name), 0, "S", user_columns(s).count(), false, false, 0);
+        push(
+            table_oid(s),
+            &s.name,
+            namespace_oid_of(catalog, &s.name),
+            0,
+            "S",
+            user_columns(s).count(),
+            false,
+            false,
+            0,
+        );
     }
     for v in user_views(catalog) {
-        push(table_oid(v), &v.name, namespace_oid_of(catalog, &v.name), 0, "v", user_columns(v).count(), false, false, 0);
+        push(
+            table_oid(v),
+            &v.name,
+            namespace_oid_of(catalog, &v.name),
+            0,
+            "v",
+            user_columns(v).count(),
+            false,
+            false,
+            0,
+        );
     }
     for r in RELATIONS {
-        push(r.oid, r.name, namespace_oid(r.schema), if r.kind == "v" { 0 } else { HEAP_AM }, r.kind, r.columns.len(), false, false, 0);
+        push(
+            r.oid,
+            r.name,
+            namespace_oid(r.schema),
+            if r.kind == "v" { 0 } else { HEAP_AM },
+            r.kind,
+            r.columns.len(),
+            false,
+            false,
+            0,
+        );
     }
 }
 
 fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     #[allow(clippy::too_many_arguments)]
-    let mut push = |rel: i64, name: &str, num: i16, info: ColumnTypeInfo, notnull: bool, hasdef: bool, ndims: i32, identity: &str| {
+    let mut push = |rel: i64,
+                    name: &str,
+                    num: i16,
+                    info: ColumnTypeInfo,
+                    notnull: bool,
+                    hasdef: bool,
+                    ndims: i32,
+                    identity: &str| {
         let ColumnTypeInfo { type_oid, typmod, len, byval, align, storage, collation } = info;
         out.extend([
-            Value::Int8(rel), text(name), Value::Int8(type_oid), Value::Int4(-1), Value::Int2(len), Value::Int2(num), Value::Int4(ndims), Value::Int4(-1),
-            Value::Int4(typmod), Value::Bool(byval), text(align), text(storage), text(""), Value::Bool(notnull), Value::Bool(hasdef), Value::Bool(false),
-            text(identity), text(""), Value::Bool(false), Value::Bool(true), Value::Int4(0), Value::Int8(collation), Value::Null, Value::Null, Value::Null,
+            Value::Int8(rel),
+            text(name),
+            Value::Int8(type_oid),
+            Value::Int4(-1),
+            Value::Int2(len),
+            Value::Int2(num),
+            Value::Int4(ndims),
+            Value::Int4(-1),
+            Value::Int4(typmod),
+            Value::Bool(byval),
+            text(align),
+            text(storage),
+            text(""),
+            Value::Bool(notnull),
+            Value::Bool(hasdef),
+            Value::Bool(false),
+            text(identity),
+            text(""),
+            Value::Bool(false),
+            Value::Bool(true),
+            Value::Int4(0),
+            Value::Int8(collation),
+            Value::Null,
+            Value::Null,
+            Value::Null,
             Value::Null,
         ]);
     };
@@ -305,7 +558,16 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             let hasdef = column_default_text(catalog, col).is_some();
             let ty = if numeric_any.contains(&c) { crate::value::NUMERIC_ANY } else { col.ty };
             let ndims = i32::from(matches!(col.ty, pgtier_engine::DataType::Array(_)));
-            push(table_oid(t), &col.name, t.attnum(c), column_type_info(ty), !col.nullable, hasdef, ndims, identity_code(col));
+            push(
+                table_oid(t),
+                &col.name,
+                t.attnum(c),
+                column_type_info(ty),
+                !col.nullable,
+                hasdef,
+                ndims,
+                identity_code(col),
+            );
         }
     }
     for TableIndex { table: t, index: i } in all_indexes(catalog) {
@@ -317,11 +579,28 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     for r in RELATIONS {
         for (k, col) in r.columns.iter().enumerate() {
             let oid = col.ty.type_oid();
-            let TypeMatch { base, is_array } = type_by_oid(oid).unwrap_or(TypeMatch { base: &BUILTIN_TYPES[0], is_array: false });
+            let TypeMatch { base, is_array } =
+                type_by_oid(oid).unwrap_or(TypeMatch { base: &BUILTIN_TYPES[0], is_array: false });
             let mut info = if is_array || matches!(col.ty, T::Arr(_)) {
-                ColumnTypeInfo { type_oid: oid, typmod: -1, len: -1, byval: false, align: if base.align == "d" { "d" } else { "i" }, storage: "x", collation: 0 }
+                ColumnTypeInfo {
+                    type_oid: oid,
+                    typmod: -1,
+                    len: -1,
+                    byval: false,
+                    align: if base.align == "d" { "d" } else { "i" },
+                    storage: "x",
+                    collation: 0,
+                }
             } else {
-                ColumnTypeInfo { type_oid: oid, typmod: -1, len: base.len, byval: base.byval, align: base.align, storage: base.storage, collation: base.collation }
+                ColumnTypeInfo {
+                    type_oid: oid,
+                    typmod: -1,
+                    len: base.len,
+                    byval: base.byval,
+                    align: base.align,
+                    storage: base.storage,
+                    collation: base.collation,
+                }
             };
             if matches!(col.ty, T::Name) {
                 info.collation = 950;
@@ -335,10 +614,32 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
         for &num in &t.dropped_attnums {
             let num = i16::try_from(num).unwrap_or(i16::MAX);
             out.extend([
-                Value::Int8(table_oid(t)), Value::Text(format!("........pg.dropped.{num}........")), Value::Int8(0), Value::Int4(0), Value::Int2(-1),
-                Value::Int2(num), Value::Int4(0), Value::Int4(-1), Value::Int4(-1), Value::Bool(false), text("i"), text("x"), text(""), Value::Bool(false),
-                Value::Bool(false), Value::Bool(false), text(""), text(""), Value::Bool(true), Value::Bool(true), Value::Int4(0), Value::Int8(0), Value::Null,
-                Value::Null, Value::Null, Value::Null,
+                Value::Int8(table_oid(t)),
+                Value::Text(format!("........pg.dropped.{num}........")),
+                Value::Int8(0),
+                Value::Int4(0),
+                Value::Int2(-1),
+                Value::Int2(num),
+                Value::Int4(0),
+                Value::Int4(-1),
+                Value::Int4(-1),
+                Value::Bool(false),
+                text("i"),
+                text("x"),
+                text(""),
+                Value::Bool(false),
+                Value::Bool(false),
+                Value::Bool(false),
+                text(""),
+                text(""),
+                Value::Bool(true),
+                Value::Bool(true),
+                Value::Int4(0),
+                Value::Int8(0),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
             ]);
         }
     }
@@ -350,10 +651,32 @@ fn constraint_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             continue;
         }
         out.extend([
-            Value::Int8(index_constraint_oid(&i)), text(short(&i.name)), Value::Int8(namespace_oid_of(catalog, &t.name)), text(if i.primary { "p" } else { "u" }), Value::Bool(false),
-            Value::Bool(false), Value::Bool(true), Value::Int8(table_oid(&t)), Value::Int8(0), Value::Int8(index_oid(&i)), Value::Int8(0),
-            Value::Int8(0), text(" "), text(" "), text(" "), Value::Bool(true), Value::Int4(0), Value::Bool(true), int2array(&t, &i.columns), Value::Null,
-            Value::Null, Value::Null, Value::Null, Value::Null, Value::Null, Value::Null,
+            Value::Int8(index_constraint_oid(&i)),
+            text(short(&i.name)),
+            Value::Int8(namespace_oid_of(catalog, &t.name)),
+            text(if i.primary { "p" } else { "u" }),
+            Value::Bool(false),
+            Value::Bool(false),
+            Value::Bool(true),
+            Value::Int8(table_oid(&t)),
+            Value::Int8(0),
+            Value::Int8(index_oid(&i)),
+            Value::Int8(0),
+            Value::Int8(0),
+            text(" "),
+            text(" "),
+            text(" "),
+            Value::Bool(true),
+            Value::Int4(0),
+            Value::Bool(true),
+            int2array(&t, &i.columns),
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
         ]);
     }
     for t in user_tables(catalog) {
@@ -362,22 +685,66 @@ fn constraint_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             let eq: Vec<Value> = f.child_columns.iter().map(|_| Value::Int8(0)).collect();
             let eqs = Value::Text(array_text(Elem::Oid, &eq));
             out.extend([
-                Value::Int8(fk_oid(&f)), text(short(&f.name)), Value::Int8(namespace_oid_of(catalog, &t.name)), text("f"), Value::Bool(false), Value::Bool(false), Value::Bool(true),
-                Value::Int8(table_oid(t)), Value::Int8(0), Value::Int8(INDEX_BASE + i64::from(f.parent_index.0)), Value::Int8(0),
-                Value::Int8(table_oid(parent)), text("a"), text(match f.on_delete {
+                Value::Int8(fk_oid(&f)),
+                text(short(&f.name)),
+                Value::Int8(namespace_oid_of(catalog, &t.name)),
+                text("f"),
+                Value::Bool(false),
+                Value::Bool(false),
+                Value::Bool(true),
+                Value::Int8(table_oid(t)),
+                Value::Int8(0),
+                Value::Int8(INDEX_BASE + i64::from(f.parent_index.0)),
+                Value::Int8(0),
+                Value::Int8(table_oid(parent)),
+                text("a"),
+                text(match f.on_delete {
                     pgtier_engine::FkAction::NoAction => "a",
                     pgtier_engine::FkAction::Cascade => "c",
                     pgtier_engine::FkAction::SetNull => "n",
-                }), text("s"), Value::Bool(true), Value::Int4(0), Value::Bool(true),
-                int2array(t, &f.child_columns), int2array(parent, &f.parent_columns), eqs.clone(), eqs.clone(), eqs, Value::Null, Value::Null, Value::Null,
+                }),
+                text("s"),
+                Value::Bool(true),
+                Value::Int4(0),
+                Value::Bool(true),
+                int2array(t, &f.child_columns),
+                int2array(parent, &f.parent_columns),
+                eqs.clone(),
+                eqs.clone(),
+                eqs,
+                Value::Null,
+                Value::Null,
+                Value::Null,
             ]);
         }
         for (k, c) in t.checks.iter().enumerate() {
             out.extend([
-                Value::Int8(check_oid(t, k)), text(short(&c.name)), Value::Int8(namespace_oid_of(catalog, &t.name)), text("c"), Value::Bool(false), Value::Bool(false), Value::Bool(true),
-                Value::Int8(table_oid(t)), Value::Int8(0), Value::Int8(0), Value::Int8(0), Value::Int8(0), text(" "), text(" "), text(" "),
-                Value::Bool(true), Value::Int4(0), Value::Bool(false), int2array(t, &check_columns(t, &c.sql)), Value::Null, Value::Null, Value::Null,
-                Value::Null, Value::Null, Value::Null, Value::Text(c.sql.clone()),
+                Value::Int8(check_oid(t, k)),
+                text(short(&c.name)),
+                Value::Int8(namespace_oid_of(catalog, &t.name)),
+                text("c"),
+                Value::Bool(false),
+                Value::Bool(false),
+                Value::Bool(true),
+                Value::Int8(table_oid(t)),
+                Value::Int8(0),
+                Value::Int8(0),
+                Value::Int8(0),
+                Value::Int8(0),
+                text(" "),
+                text(" "),
+                text(" "),
+                Value::Bool(true),
+                Value::Int4(0),
+                Value::Bool(false),
+                int2array(t, &check_columns(t, &c.sql)),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Text(c.sql.clone()),
             ]);
         }
     }

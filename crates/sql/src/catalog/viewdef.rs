@@ -56,7 +56,8 @@ pub fn is_auto_updatable(catalog: &Catalog, v: &TableSchema) -> bool {
 }
 
 fn parse_query(sql: &str) -> Result<ast::Query> {
-    let stmts = crate::parse::parse_sql(sql).map_err(|e| SqlError::new("XX000", format!("stored view query does not parse: {e}")))?;
+    let stmts = crate::parse::parse_sql(sql)
+        .map_err(|e| SqlError::new("XX000", format!("stored view query does not parse: {e}")))?;
     match stmts.into_iter().next() {
         Some(ast::Statement::Query(q)) => Ok(*q),
         _ => Err(SqlError::new("XX000", "stored view query is not a query")),
@@ -136,7 +137,12 @@ impl Deparser<'_> {
             return Err(refuse("WITH, FETCH or FOR UPDATE"));
         }
         let ast::SetExpr::Select(s) = q.body.as_ref() else { return Err(refuse("a set operation or VALUES")) };
-        if s.top.is_some() || s.into.is_some() || !s.lateral_views.is_empty() || s.qualify.is_some() || !s.named_window.is_empty() {
+        if s.top.is_some()
+            || s.into.is_some()
+            || !s.lateral_views.is_empty()
+            || s.qualify.is_some()
+            || !s.named_window.is_empty()
+        {
             return Err(refuse("this SELECT form"));
         }
         // FROM first: the select list's columns are qualified from it.
@@ -151,8 +157,10 @@ impl Deparser<'_> {
             self.relation_item(&twj.relation, &mut from)?;
             for j in &twj.joins {
                 let (kw, on) = match &j.join_operator {
-                    ast::JoinOperator::Join(ast::JoinConstraint::On(e)) | ast::JoinOperator::Inner(ast::JoinConstraint::On(e)) => ("JOIN", Some(e)),
-                    ast::JoinOperator::Left(ast::JoinConstraint::On(e)) | ast::JoinOperator::LeftOuter(ast::JoinConstraint::On(e)) => ("LEFT JOIN", Some(e)),
+                    ast::JoinOperator::Join(ast::JoinConstraint::On(e))
+                    | ast::JoinOperator::Inner(ast::JoinConstraint::On(e)) => ("JOIN", Some(e)),
+                    ast::JoinOperator::Left(ast::JoinConstraint::On(e))
+                    | ast::JoinOperator::LeftOuter(ast::JoinConstraint::On(e)) => ("LEFT JOIN", Some(e)),
                     ast::JoinOperator::CrossJoin(ast::JoinConstraint::None) => ("CROSS JOIN", None),
                     _ => return Err(refuse("this join form")),
                 };
@@ -198,7 +206,14 @@ impl Deparser<'_> {
                     }
                     for r in &self.rels {
                         for (c, ty) in &r.columns {
-                            targets.push((Printed { text: format!("{}.{}", quote_ident(&r.refname), quote_ident(c)), kind: kind_of(*ty), node: Node::Simple }, Some(c.clone())));
+                            targets.push((
+                                Printed {
+                                    text: format!("{}.{}", quote_ident(&r.refname), quote_ident(c)),
+                                    kind: kind_of(*ty),
+                                    node: Node::Simple,
+                                },
+                                Some(c.clone()),
+                            ));
                         }
                     }
                 }
@@ -209,10 +224,19 @@ impl Deparser<'_> {
                     let q = n.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default();
                     let r = self.rels.iter().find(|r| r.refname == q).ok_or_else(|| refuse("this qualified *"))?;
                     for (c, ty) in &r.columns {
-                        targets.push((Printed { text: format!("{}.{}", quote_ident(&r.refname), quote_ident(c)), kind: kind_of(*ty), node: Node::Simple }, Some(c.clone())));
+                        targets.push((
+                            Printed {
+                                text: format!("{}.{}", quote_ident(&r.refname), quote_ident(c)),
+                                kind: kind_of(*ty),
+                                node: Node::Simple,
+                            },
+                            Some(c.clone()),
+                        ));
                     }
                 }
-                ast::SelectItem::QualifiedWildcard(..) | ast::SelectItem::ExprWithAliases { .. } => return Err(refuse("this select-list item")),
+                ast::SelectItem::QualifiedWildcard(..) | ast::SelectItem::ExprWithAliases { .. } => {
+                    return Err(refuse("this select-list item"));
+                }
             }
         }
         if targets.len() != names.len() {
@@ -298,7 +322,10 @@ impl Deparser<'_> {
             && let ast::Value::Number(n, _) = &v.value
         {
             let k: usize = n.parse().map_err(|_| refuse("this ORDER BY position"))?;
-            return targets.get(k.wrapping_sub(1)).map(|t| t.0.text.clone()).ok_or_else(|| refuse("this ORDER BY position"));
+            return targets
+                .get(k.wrapping_sub(1))
+                .map(|t| t.0.text.clone())
+                .ok_or_else(|| refuse("this ORDER BY position"));
         }
         Ok(self.expr(e)?.text)
     }
@@ -345,7 +372,11 @@ impl Deparser<'_> {
             }
         }
         let (rel, ty) = found.ok_or_else(|| refuse("a column pgtier cannot place"))?;
-        Ok(Printed { text: format!("{}.{}", quote_ident(&rel), quote_ident(name)), kind: kind_of(ty), node: Node::Simple })
+        Ok(Printed {
+            text: format!("{}.{}", quote_ident(&rel), quote_ident(name)),
+            kind: kind_of(ty),
+            node: Node::Simple,
+        })
     }
 
     /// The type of a plain column reference.
@@ -355,7 +386,10 @@ impl Deparser<'_> {
             E::CompoundIdentifier(p) if p.len() == 2 => (Some(ident(&p[0])), ident(&p[1])),
             _ => return None,
         };
-        self.rels.iter().filter(|r| qual.as_deref().is_none_or(|q| q == r.refname)).find_map(|r| r.columns.iter().find(|(c, _)| *c == name).map(|(_, ty)| *ty))
+        self.rels
+            .iter()
+            .filter(|r| qual.as_deref().is_none_or(|q| q == r.refname))
+            .find_map(|r| r.columns.iter().find(|(c, _)| *c == name).map(|(_, ty)| *ty))
     }
 
     fn expr(&mut self, e: &E) -> Result<Printed> {
@@ -366,9 +400,15 @@ impl Deparser<'_> {
             E::Nested(inner) => self.expr(inner),
             E::Value(v) => match &v.value {
                 ast::Value::Number(n, _) if n.bytes().all(|b| b.is_ascii_digit()) => {
-                    if n.parse::<i32>().is_ok() { Ok(simple(n.clone(), Kind::Int)) } else { Err(refuse("an integer literal beyond int4")) }
+                    if n.parse::<i32>().is_ok() {
+                        Ok(simple(n.clone(), Kind::Int))
+                    } else {
+                        Err(refuse("an integer literal beyond int4"))
+                    }
                 }
-                ast::Value::Number(n, _) if n.bytes().all(|b| b.is_ascii_digit() || b == b'.') && n.contains('.') => Ok(simple(n.clone(), Kind::Numeric)),
+                ast::Value::Number(n, _) if n.bytes().all(|b| b.is_ascii_digit() || b == b'.') && n.contains('.') => {
+                    Ok(simple(n.clone(), Kind::Numeric))
+                }
                 ast::Value::SingleQuotedString(s) => Ok(simple(format!("'{}'", s.replace('\'', "''")), Kind::Unknown)),
                 ast::Value::Boolean(b) => Ok(simple(b.to_string(), Kind::Bool)),
                 ast::Value::Null => Ok(simple("NULL".into(), Kind::Unknown)),
@@ -415,9 +455,10 @@ impl Deparser<'_> {
             }
             // The grammar folds a minus into an integer literal; a negative
             // int4 constant prints quoted and labelled.
-            E::UnaryOp { op: ast::UnaryOperator::Minus, expr } if let E::Value(v) = expr.as_ref()
-                && let ast::Value::Number(n, _) = &v.value
-                && n.bytes().all(|b| b.is_ascii_digit()) =>
+            E::UnaryOp { op: ast::UnaryOperator::Minus, expr }
+                if let E::Value(v) = expr.as_ref()
+                    && let ast::Value::Number(n, _) = &v.value
+                    && n.bytes().all(|b| b.is_ascii_digit()) =>
             {
                 if format!("-{n}").parse::<i32>().is_err() {
                     return Err(refuse("an integer literal beyond int4"));
@@ -436,7 +477,9 @@ impl Deparser<'_> {
                 Ok(Printed { text, kind: Kind::Bool, node: Node::NullTest })
             }
             E::Function(f) => self.function(f),
-            E::Cast { kind: ast::CastKind::DoubleColon | ast::CastKind::Cast, expr, data_type, format: None, .. } => {
+            E::Cast {
+                kind: ast::CastKind::DoubleColon | ast::CastKind::Cast, expr, data_type, format: None, ..
+            } => {
                 let a = self.expr(expr)?;
                 let (name, kind) = cast_target(data_type).ok_or_else(|| refuse(format!("a cast to {data_type}")))?;
                 // A literal is folded into a constant of the type, a cast to
@@ -446,7 +489,11 @@ impl Deparser<'_> {
                     (Kind::Int, None) => true,
                     (k, _) => k == kind,
                 };
-                if same || a.node != Node::Simple || matches!(a.kind, Kind::Unknown | Kind::Bool | Kind::Other) || a.text.starts_with(|c: char| c.is_ascii_digit() || c == '\'') {
+                if same
+                    || a.node != Node::Simple
+                    || matches!(a.kind, Kind::Unknown | Kind::Bool | Kind::Other)
+                    || a.text.starts_with(|c: char| c.is_ascii_digit() || c == '\'')
+                {
                     return Err(refuse(format!("the cast {}", truncate(&e.to_string()))));
                 }
                 let text = if self.pretty { format!("{}::{name}", a.text) } else { format!("({})::{name}", a.text) };
@@ -464,7 +511,11 @@ impl Deparser<'_> {
                 }
                 let op = if *negated { "<> ALL" } else { "= ANY" };
                 let body = format!("{} {op} (ARRAY[{}])", a.text, items.join(", "));
-                Ok(Printed { text: if self.pretty { body } else { format!("({body})") }, kind: Kind::Bool, node: Node::ArrayOp })
+                Ok(Printed {
+                    text: if self.pretty { body } else { format!("({body})") },
+                    kind: Kind::Bool,
+                    node: Node::ArrayOp,
+                })
             }
             E::Between { expr, negated: false, low, high } => {
                 let (a, lo, hi) = (self.expr(expr)?, self.expr(low)?, self.expr(high)?);
@@ -480,21 +531,34 @@ impl Deparser<'_> {
     /// count / sum / min / max / avg of one plain argument.
     fn function(&mut self, f: &ast::Function) -> Result<Printed> {
         let name = f.name.to_string().to_lowercase();
-        if f.filter.is_some() || f.over.is_some() || !f.within_group.is_empty() || f.null_treatment.is_some() || !matches!(f.parameters, ast::FunctionArguments::None) {
+        if f.filter.is_some()
+            || f.over.is_some()
+            || !f.within_group.is_empty()
+            || f.null_treatment.is_some()
+            || !matches!(f.parameters, ast::FunctionArguments::None)
+        {
             return Err(refuse(format!("the call {}", truncate(&f.to_string()))));
         }
-        let ast::FunctionArguments::List(list) = &f.args else { return Err(refuse(format!("the call {}", truncate(&f.to_string())))) };
+        let ast::FunctionArguments::List(list) = &f.args else {
+            return Err(refuse(format!("the call {}", truncate(&f.to_string()))));
+        };
         if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
             return Err(refuse("DISTINCT or ORDER BY in an aggregate"));
         }
         match (name.as_str(), list.args.as_slice()) {
-            ("count", [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard)]) => Ok(Printed { text: "count(*)".into(), kind: Kind::Int, node: Node::Simple }),
+            ("count", [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard)]) => {
+                Ok(Printed { text: "count(*)".into(), kind: Kind::Int, node: Node::Simple })
+            }
             ("count" | "sum" | "min" | "max", [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(a))]) => {
                 let a = self.expr(a)?;
                 if a.kind == Kind::Unknown || (name != "count" && a.kind != Kind::Int) {
                     return Err(refuse(format!("{name}() of this argument")));
                 }
-                Ok(Printed { text: format!("{name}({})", a.text), kind: if name == "count" || a.kind == Kind::Int { Kind::Int } else { Kind::Other }, node: Node::Simple })
+                Ok(Printed {
+                    text: format!("{name}({})", a.text),
+                    kind: if name == "count" || a.kind == Kind::Int { Kind::Int } else { Kind::Other },
+                    node: Node::Simple,
+                })
             }
             _ => Err(refuse(format!("the call {}", truncate(&f.to_string())))),
         }
@@ -538,7 +602,9 @@ impl Deparser<'_> {
             let (lk, rk) = (l.kind, r.kind);
             label(&mut l, rk)?;
             label(&mut r, lk)?;
-            let ok = l.kind == r.kind && matches!(l.kind, Kind::Int | Kind::Text | Kind::Numeric) && (matches!(name, "=" | "<>" | "<" | "<=" | ">" | ">=") || l.kind != Kind::Text);
+            let ok = l.kind == r.kind
+                && matches!(l.kind, Kind::Int | Kind::Text | Kind::Numeric)
+                && (matches!(name, "=" | "<>" | "<" | "<=" | ">" | ">=") || l.kind != Kind::Text);
             if !ok {
                 return Err(refuse(format!("{name} between these types")));
             }
@@ -637,7 +703,11 @@ fn column_name(e: &E) -> Option<String> {
 }
 
 fn wildcard_has_options(o: &ast::WildcardAdditionalOptions) -> bool {
-    o.opt_ilike.is_some() || o.opt_exclude.is_some() || o.opt_except.is_some() || o.opt_replace.is_some() || o.opt_rename.is_some()
+    o.opt_ilike.is_some()
+        || o.opt_exclude.is_some()
+        || o.opt_except.is_some()
+        || o.opt_replace.is_some()
+        || o.opt_rename.is_some()
 }
 
 fn ident(i: &ast::Ident) -> String {

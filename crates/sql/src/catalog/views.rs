@@ -45,7 +45,11 @@ impl ViewDef {
         let (deps, rest) = rest.split_once('\n')?;
         let (numeric_any, query) = rest.split_once('\n')?;
         let deps = if deps.is_empty() { Vec::new() } else { deps.split('\0').map(str::to_owned).collect() };
-        let numeric_any = if numeric_any.is_empty() { Vec::new() } else { numeric_any.split(',').map(str::parse).collect::<Result<_, _>>().ok()? };
+        let numeric_any = if numeric_any.is_empty() {
+            Vec::new()
+        } else {
+            numeric_any.split(',').map(str::parse).collect::<Result<_, _>>().ok()?
+        };
         Some(ViewDef { query: query.to_owned(), deps, numeric_any })
     }
 }
@@ -84,7 +88,10 @@ pub fn views(catalog: &Catalog) -> impl Iterator<Item = &std::sync::Arc<TableSch
 
 /// Views that name relation `name` in their query, in id order.
 pub fn dependent_views(catalog: &Catalog, name: &str) -> Vec<std::sync::Arc<TableSchema>> {
-    views(catalog).filter(|v| v.name != name && view_def(v).is_some_and(|d| d.deps.iter().any(|n| n == name))).cloned().collect()
+    views(catalog)
+        .filter(|v| v.name != name && view_def(v).is_some_and(|d| d.deps.iter().any(|n| n == name)))
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]

@@ -55,7 +55,13 @@ fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
         },
         Value::Float4(_) | Value::Float8(_) => {
             let x = value::to_f64(v).unwrap_or(0.0);
-            let x = if x == 0.0 { 0.0 } else if x.is_nan() { f64::NAN } else { x };
+            let x = if x == 0.0 {
+                0.0
+            } else if x.is_nan() {
+                f64::NAN
+            } else {
+                x
+            };
             x.to_bits().hash(h);
         }
         Value::Text(s) => s.hash(h),
@@ -114,7 +120,9 @@ pub(super) fn new_acc(call: &AggCall) -> Acc {
         },
         AggFunc::Min | AggFunc::Max | AggFunc::BoolAnd | AggFunc::BoolOr => Acc::Extreme(None),
         AggFunc::Variance { .. } => Acc::Variance(0, value::Dec::zero(), value::Dec::zero(), false),
-        AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) if !call.order_by.is_empty() => Acc::Sorted(Vec::new()),
+        AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) if !call.order_by.is_empty() => {
+            Acc::Sorted(Vec::new())
+        }
         AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) => Acc::Collect(Vec::new()),
     }
 }
@@ -125,11 +133,15 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
         (Acc::Count(n), None) if call.func == AggFunc::CountStar => *n += 1,
         // array_agg keeps NULLs; string_agg's pair is never NULL.
         (Acc::Collect(items), Some(v)) => items.push(v),
-        (Acc::Sorted(_), _) => return Err(SqlError::new("XX000", "an ordered aggregate's value without its sort keys")),
+        (Acc::Sorted(_), _) => {
+            return Err(SqlError::new("XX000", "an ordered aggregate's value without its sort keys"));
+        }
         (_, None) => {}
         (_, Some(Value::Null)) => {}
         (Acc::Count(n), Some(_)) => *n += 1,
-        (Acc::SumInt(s), Some(v)) => *s = Some(s.unwrap_or(0).checked_add(i128::from(v.as_i64().unwrap_or(0))).ok_or_else(overflow)?),
+        (Acc::SumInt(s), Some(v)) => {
+            *s = Some(s.unwrap_or(0).checked_add(i128::from(v.as_i64().unwrap_or(0))).ok_or_else(overflow)?)
+        }
         (Acc::SumNum(s), Some(v)) => {
             *s = Some(match s {
                 Some(prev) => value::arith(value::ArithOp::Add, prev, &v, value::NUMERIC_ANY)?,
@@ -158,7 +170,9 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
             });
             *c += 1;
         }
-        (Acc::SumInterval(..), Some(other)) => return Err(SqlError::new("XX000", format!("an interval sum given {}", other.type_name()))),
+        (Acc::SumInterval(..), Some(other)) => {
+            return Err(SqlError::new("XX000", format!("an interval sum given {}", other.type_name())));
+        }
         (Acc::AvgFloat(s, c), Some(v)) => {
             *s += value::to_f64(&v).unwrap_or(0.0);
             *c += 1;
@@ -170,7 +184,11 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
                 None => true,
                 Some(c) => {
                     let o = value::compare(&v, c).unwrap_or(Ordering::Equal);
-                    if matches!(call.func, AggFunc::Min | AggFunc::BoolAnd) { o != Ordering::Greater } else { o != Ordering::Less }
+                    if matches!(call.func, AggFunc::Min | AggFunc::BoolAnd) {
+                        o != Ordering::Greater
+                    } else {
+                        o != Ordering::Less
+                    }
                 }
             };
             if replace {
@@ -240,7 +258,13 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
 }
 
 /// Hash aggregation: one output row per group (group values, then aggregates).
-pub(super) fn aggregate(ex: &mut Exec<'_>, env: &Env<'_>, group_by: &[Expr], aggs: &[AggCall], rows: &[Vec<Value>]) -> Result<Vec<Vec<Value>>> {
+pub(super) fn aggregate(
+    ex: &mut Exec<'_>,
+    env: &Env<'_>,
+    group_by: &[Expr],
+    aggs: &[AggCall],
+    rows: &[Vec<Value>],
+) -> Result<Vec<Vec<Value>>> {
     let mut acc = Aggregator::new(group_by, aggs);
     for r in rows {
         acc.add(ex, env, r)?;
@@ -317,7 +341,8 @@ impl<'p> Aggregator<'p> {
             // keeps one, as PostgreSQL does.
             if call.distinct
                 && let Some(x) = &v
-                && ((x.is_null() && !matches!(call.func, AggFunc::ArrayAgg | AggFunc::Json(_))) || !self.groups[gi].seen[k].insert(GroupKey(vec![x.clone()])))
+                && ((x.is_null() && !matches!(call.func, AggFunc::ArrayAgg | AggFunc::Json(_)))
+                    || !self.groups[gi].seen[k].insert(GroupKey(vec![x.clone()])))
             {
                 continue;
             }
@@ -360,7 +385,11 @@ fn finish_collect(call: &AggCall, mut items: Vec<Value>) -> Result<Value> {
         if matches!(call.func, AggFunc::ArrayAgg | AggFunc::Json(_)) {
             items.sort_by(value::sort_cmp);
         } else {
-            let first = |pair: &Value| types::parse_array(pair.as_str().unwrap_or("{}"), Elem::Text).ok().and_then(|p| p.into_iter().next().flatten());
+            let first = |pair: &Value| {
+                types::parse_array(pair.as_str().unwrap_or("{}"), Elem::Text)
+                    .ok()
+                    .and_then(|p| p.into_iter().next().flatten())
+            };
             items.sort_by(|a, b| match (first(a), first(b)) {
                 (Some(x), Some(y)) => x.cmp(&y),
                 (x, y) => y.is_none().cmp(&x.is_none()).reverse(),

@@ -36,11 +36,25 @@ impl Exec<'_> {
                 row.push(e.eval(&env, self, old_row)?);
             }
             if let Some(c) = def.columns.iter().zip(&row).find(|(c, v)| !c.nullable && v.is_null()).map(|(c, _)| c) {
-                return Err(SqlError::new("23502", format!("column \"{}\" of relation \"{}\" contains null values", c.name, crate::names::short(&old.name))));
+                return Err(SqlError::new(
+                    "23502",
+                    format!(
+                        "column \"{}\" of relation \"{}\" contains null values",
+                        c.name,
+                        crate::names::short(&old.name)
+                    ),
+                ));
             }
             for check in &p.checks {
                 if check.expr.eval_bool(&env, self, &row)? == Some(false) {
-                    let mut e = SqlError::new("23514", format!("check constraint \"{}\" of relation \"{}\" is violated by some row", check.name, crate::names::short(&old.name)));
+                    let mut e = SqlError::new(
+                        "23514",
+                        format!(
+                            "check constraint \"{}\" of relation \"{}\" is violated by some row",
+                            check.name,
+                            crate::names::short(&old.name)
+                        ),
+                    );
                     e.constraint = Some(check.name.clone());
                     return Err(e);
                 }

@@ -12,7 +12,10 @@ impl Exec<'_> {
     pub fn create_table(&mut self, def: &TableDef, if_not_exists: bool) -> Result<()> {
         self.ensure_temp_schema(&def.name)?;
         if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
-            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", crate::names::short(&def.name)) });
+            self.notices.push(SqlNotice {
+                sqlstate: "42P07",
+                message: format!("relation \"{}\" already exists, skipping", crate::names::short(&def.name)),
+            });
             return Ok(());
         }
         self.txn.create_table(def)?;
@@ -23,14 +26,28 @@ impl Exec<'_> {
     /// fills), then the table is made and its rows inserted; all in the
     /// statement's transaction, so a failure leaves neither. Returns the
     /// rows inserted.
-    pub fn create_table_as(&mut self, def: &TableDef, query: &SelectPlan, if_not_exists: bool, params: &[Value]) -> Result<u64> {
+    pub fn create_table_as(
+        &mut self,
+        def: &TableDef,
+        query: &SelectPlan,
+        if_not_exists: bool,
+        params: &[Value],
+    ) -> Result<u64> {
         if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
-            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", crate::names::short(&def.name)) });
+            self.notices.push(SqlNotice {
+                sqlstate: "42P07",
+                message: format!("relation \"{}\" already exists, skipping", crate::names::short(&def.name)),
+            });
             return Ok(0);
         }
         let rows = self.select_rows(query, params, &[])?;
         self.create_table(def, false)?;
-        let table = Arc::clone(self.txn.catalog().table_by_name(&def.name).ok_or_else(|| SqlError::new("XX000", "the table just created is missing"))?);
+        let table = Arc::clone(
+            self.txn
+                .catalog()
+                .table_by_name(&def.name)
+                .ok_or_else(|| SqlError::new("XX000", "the table just created is missing"))?,
+        );
         let blank = table.default_row();
         let mut count = 0;
         for r in rows {
@@ -46,7 +63,13 @@ impl Exec<'_> {
 
     /// CREATE TABLE whose serial or identity columns need their sequences
     /// made first (in the same transaction).
-    pub fn create_table_with_sequences(&mut self, def: &TableDef, sequences: &[ColumnSequence], indexes: &[IndexDef], if_not_exists: bool) -> Result<()> {
+    pub fn create_table_with_sequences(
+        &mut self,
+        def: &TableDef,
+        sequences: &[ColumnSequence],
+        indexes: &[IndexDef],
+        if_not_exists: bool,
+    ) -> Result<()> {
         self.ensure_temp_schema(&def.name)?;
         if if_not_exists && self.txn.catalog().table_by_name(&def.name).is_some() {
             return self.create_table(def, if_not_exists);
@@ -67,7 +90,10 @@ impl Exec<'_> {
         let cat = self.txn.catalog();
         if cat.table_by_name(name).is_some() || cat.index_by_name(name).is_some() {
             if if_not_exists {
-                self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", crate::names::short(name)) });
+                self.notices.push(SqlNotice {
+                    sqlstate: "42P07",
+                    message: format!("relation \"{}\" already exists, skipping", crate::names::short(name)),
+                });
                 return Ok(());
             }
             return Err(SqlError::new("42P07", format!("relation \"{}\" already exists", crate::names::short(name))));
@@ -78,7 +104,10 @@ impl Exec<'_> {
 
     pub fn create_index(&mut self, def: &IndexDef, if_not_exists: bool) -> Result<()> {
         if if_not_exists && self.txn.catalog().index_by_name(&def.name).is_some() {
-            self.notices.push(SqlNotice { sqlstate: "42P07", message: format!("relation \"{}\" already exists, skipping", crate::names::short(&def.name)) });
+            self.notices.push(SqlNotice {
+                sqlstate: "42P07",
+                message: format!("relation \"{}\" already exists, skipping", crate::names::short(&def.name)),
+            });
             return Ok(());
         }
         self.txn.create_index(def)?;
@@ -115,19 +144,23 @@ impl Exec<'_> {
     /// DROP TABLE, or DROP SEQUENCE when `sequences`: each name must be of
     /// that kind (PostgreSQL's 42809 and its hint otherwise).
     pub fn drop_tables(&mut self, names: &[String], if_exists: bool, sequences: bool, cascade: bool) -> Result<()> {
-        let (kind, other, other_kind) = if sequences { ("sequence", "table", "TABLE") } else { ("table", "sequence", "SEQUENCE") };
+        let (kind, other, other_kind) =
+            if sequences { ("sequence", "table", "TABLE") } else { ("table", "sequence", "SEQUENCE") };
         let mut pending: Vec<String> = Vec::new();
         for n in names {
             if let Some(t) = self.txn.catalog().table_by_name(n) {
                 if crate::catalog::is_view(t) {
-                    return Err(SqlError::new("42809", format!("\"{n}\" is not a {kind}")).with_hint("Use DROP VIEW to remove a view."));
+                    return Err(SqlError::new("42809", format!("\"{n}\" is not a {kind}"))
+                        .with_hint("Use DROP VIEW to remove a view."));
                 }
                 if t.sequence.is_some() != sequences {
-                    return Err(SqlError::new("42809", format!("\"{n}\" is not a {kind}")).with_hint(format!("Use DROP {other_kind} to remove a {other}.")));
+                    return Err(SqlError::new("42809", format!("\"{n}\" is not a {kind}"))
+                        .with_hint(format!("Use DROP {other_kind} to remove a {other}.")));
                 }
                 pending.push(n.clone());
             } else if if_exists {
-                self.notices.push(SqlNotice { sqlstate: "00000", message: format!("{kind} \"{n}\" does not exist, skipping") });
+                self.notices
+                    .push(SqlNotice { sqlstate: "00000", message: format!("{kind} \"{n}\" does not exist, skipping") });
             } else {
                 return Err(SqlError::new("42P01", format!("{kind} \"{n}\" does not exist")));
             }
@@ -140,7 +173,9 @@ impl Exec<'_> {
             let cat = self.txn.catalog();
             let pick = pending.iter().position(|n| {
                 let Some(t) = cat.table_by_name(n) else { return true };
-                !cat.referencing(t.id).iter().any(|fk| fk.child != t.id && pending.iter().any(|p| cat.table_by_name(p).is_some_and(|pt| pt.id == fk.child)))
+                !cat.referencing(t.id).iter().any(|fk| {
+                    fk.child != t.id && pending.iter().any(|p| cat.table_by_name(p).is_some_and(|pt| pt.id == fk.child))
+                })
             });
             let name = pending.remove(pick.unwrap_or(0));
             self.txn.drop_table(&name).map_err(drop_error)?;
@@ -151,12 +186,22 @@ impl Exec<'_> {
     pub fn drop_indexes(&mut self, names: &[String], if_exists: bool) -> Result<()> {
         for n in names {
             if let Some(t) = self.txn.catalog().table_by_name(n) {
-                let kind = if crate::catalog::is_view(t) { "VIEW" } else if t.sequence.is_some() { "SEQUENCE" } else { "TABLE" };
-                return Err(SqlError::new("42809", format!("\"{n}\" is not an index")).with_hint(format!("Use DROP {kind} to remove a {}.", kind.to_lowercase())));
+                let kind = if crate::catalog::is_view(t) {
+                    "VIEW"
+                } else if t.sequence.is_some() {
+                    "SEQUENCE"
+                } else {
+                    "TABLE"
+                };
+                return Err(SqlError::new("42809", format!("\"{n}\" is not an index"))
+                    .with_hint(format!("Use DROP {kind} to remove a {}.", kind.to_lowercase())));
             }
             if self.txn.catalog().index_by_name(n).is_none() {
                 if if_exists {
-                    self.notices.push(SqlNotice { sqlstate: "00000", message: format!("index \"{n}\" does not exist, skipping") });
+                    self.notices.push(SqlNotice {
+                        sqlstate: "00000",
+                        message: format!("index \"{n}\" does not exist, skipping"),
+                    });
                     continue;
                 }
                 return Err(SqlError::new("42704", format!("index \"{n}\" does not exist")));

@@ -10,7 +10,9 @@ use super::scan::exact_key;
 use super::{Exec, ResultBuf, assign_ref, set_len};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr, NoSubqueries};
-use crate::plan::{Access, BoundCheck, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, UpdatePlan};
+use crate::plan::{
+    Access, BoundCheck, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, UpdatePlan,
+};
 use crate::value;
 
 impl Exec<'_> {
@@ -31,7 +33,13 @@ impl Exec<'_> {
     /// Primary keys (flat, `pk_len` values each) of the rows of a DML
     /// target matching its WHERE, appended to `keys`. Candidates are read
     /// into a reused buffer: no allocation per row beyond text values.
-    fn matching_keys(&mut self, level: &Level, env: &Env<'_>, search_columns: &ColumnMask, keys: &mut Vec<Value>) -> Result<()> {
+    fn matching_keys(
+        &mut self,
+        level: &Level,
+        env: &Env<'_>,
+        search_columns: &ColumnMask,
+        keys: &mut Vec<Value>,
+    ) -> Result<()> {
         if level.filters.is_empty() && matches!(level.access, Access::IndexScan { .. } | Access::FullScan) {
             // Every row the scan yields matches: take its key in place.
             let pk = &level.table.primary_key;
@@ -77,7 +85,10 @@ impl Exec<'_> {
                         // char(n) into text or varchar loses its padding (the
                         // same rule as `Binder::assign` for VALUES and SET).
                         let v = match v {
-                            Value::Text(mut s) if matches!(q.columns[k].ty, Some(DataType::Char(_))) && matches!(col.ty, DataType::Text | DataType::Varchar(_)) => {
+                            Value::Text(mut s)
+                                if matches!(q.columns[k].ty, Some(DataType::Char(_)))
+                                    && matches!(col.ty, DataType::Text | DataType::Varchar(_)) =>
+                            {
                                 s.truncate(value::bpchar_trim(&s).len());
                                 Value::Text(s)
                             }
@@ -93,7 +104,11 @@ impl Exec<'_> {
         let defaults = table.default_row();
         // DO UPDATE: the arbiter keys of the rows this statement inserted
         // or updated; a later row conflicting with one of them is 21000.
-        let mut touched: Option<HashSet<String>> = plan.on_conflict.as_ref().filter(|oc| matches!(oc.action, ConflictAction::Update { .. })).map(|_| HashSet::new());
+        let mut touched: Option<HashSet<String>> = plan
+            .on_conflict
+            .as_ref()
+            .filter(|oc| matches!(oc.action, ConflictAction::Update { .. }))
+            .map(|_| HashSet::new());
         for vals in sources {
             let mut full = defaults.clone();
             for (k, v) in vals.into_iter().enumerate() {
@@ -111,28 +126,37 @@ impl Exec<'_> {
             }
             self.check_row(&plan.checks, &env, table, &full)?;
             if let Some(oc) = &plan.on_conflict
-                && let Some(existing) = self.conflicting_row(table, &oc.arbiters, &full)? {
-                    match &oc.action {
-                        ConflictAction::Nothing => continue,
-                        ConflictAction::Update { assignments, filter } => {
-                            let keys = self.arbiter_keys(table, &oc.arbiters, &existing);
-                            if let Some(t) = &touched
-                                && keys.iter().any(|k| t.contains(k))
-                            {
-                                return Err(SqlError::new("21000", "ON CONFLICT DO UPDATE command cannot affect row a second time")
+                && let Some(existing) = self.conflicting_row(table, &oc.arbiters, &full)?
+            {
+                match &oc.action {
+                    ConflictAction::Nothing => continue,
+                    ConflictAction::Update { assignments, filter } => {
+                        let keys = self.arbiter_keys(table, &oc.arbiters, &existing);
+                        if let Some(t) = &touched
+                            && keys.iter().any(|k| t.contains(k))
+                        {
+                            return Err(SqlError::new("21000", "ON CONFLICT DO UPDATE command cannot affect row a second time")
                                     .with_hint("Ensure that no rows proposed for insertion within the same command have duplicate constrained values."));
-                            }
-                            if let Some(new_row) = self.conflict_update(table, existing, &full, assignments, filter.as_ref(), &plan.checks, &env)? {
-                                if let Some(t) = &mut touched {
-                                    t.extend(self.arbiter_keys(table, &oc.arbiters, &new_row));
-                                }
-                                count += 1;
-                                self.returning(&plan.returning, &env, &new_row, out)?;
-                            }
-                            continue;
                         }
+                        if let Some(new_row) = self.conflict_update(
+                            table,
+                            existing,
+                            &full,
+                            assignments,
+                            filter.as_ref(),
+                            &plan.checks,
+                            &env,
+                        )? {
+                            if let Some(t) = &mut touched {
+                                t.extend(self.arbiter_keys(table, &oc.arbiters, &new_row));
+                            }
+                            count += 1;
+                            self.returning(&plan.returning, &env, &new_row, out)?;
+                        }
+                        continue;
                     }
                 }
+            }
             self.txn.insert(table.id, &full)?;
             if let (Some(t), Some(oc)) = (&mut touched, &plan.on_conflict) {
                 t.extend(self.arbiter_keys(table, &oc.arbiters, &full));
@@ -150,7 +174,13 @@ impl Exec<'_> {
 
     /// PostgreSQL's CHECK rule: a row passes unless an expression is false
     /// (NULL passes).
-    pub(super) fn check_row(&mut self, checks: &[BoundCheck], env: &Env<'_>, table: &TableSchema, row: &[Value]) -> Result<()> {
+    pub(super) fn check_row(
+        &mut self,
+        checks: &[BoundCheck],
+        env: &Env<'_>,
+        table: &TableSchema,
+        row: &[Value],
+    ) -> Result<()> {
         for c in checks {
             if c.expr.eval_bool(env, self, row)? == Some(false) {
                 return Err(check_violation(table, &c.name, row));
@@ -159,7 +189,13 @@ impl Exec<'_> {
         Ok(())
     }
 
-    pub(super) fn returning(&mut self, exprs: &[Expr], env: &Env<'_>, row: &[Value], out: &mut ResultBuf) -> Result<()> {
+    pub(super) fn returning(
+        &mut self,
+        exprs: &[Expr],
+        env: &Env<'_>,
+        row: &[Value],
+        out: &mut ResultBuf,
+    ) -> Result<()> {
         if exprs.is_empty() {
             return Ok(());
         }
@@ -172,7 +208,12 @@ impl Exec<'_> {
     }
 
     /// The row that conflicts with `full` on one of the arbiter indexes.
-    fn conflicting_row(&mut self, table: &TableSchema, arbiters: &[IndexId], full: &[Value]) -> Result<Option<Vec<Value>>> {
+    fn conflicting_row(
+        &mut self,
+        table: &TableSchema,
+        arbiters: &[IndexId],
+        full: &[Value],
+    ) -> Result<Option<Vec<Value>>> {
         for &id in arbiters {
             let Some(index) = self.txn.catalog().index(id).cloned() else { continue };
             let Some(key) = index_key(table, &index.columns, full) else {
@@ -217,15 +258,22 @@ impl Exec<'_> {
 
     #[allow(clippy::too_many_arguments)]
     fn conflict_update(
-        &mut self, table: &TableSchema, existing: Vec<Value>, excluded: &[Value], assignments: &[(usize, Expr)], filter: Option<&Expr>, checks: &[BoundCheck],
+        &mut self,
+        table: &TableSchema,
+        existing: Vec<Value>,
+        excluded: &[Value],
+        assignments: &[(usize, Expr)],
+        filter: Option<&Expr>,
+        checks: &[BoundCheck],
         env: &Env<'_>,
     ) -> Result<Option<Vec<Value>>> {
         let mut both = existing.clone();
         both.extend_from_slice(excluded);
         if let Some(f) = filter
-            && f.eval_bool(env, self, &both)? != Some(true) {
-                return Ok(None);
-            }
+            && f.eval_bool(env, self, &both)? != Some(true)
+        {
+            return Ok(None);
+        }
         let mut changes = Vec::with_capacity(assignments.len());
         for (c, e) in assignments {
             changes.push((*c, e.eval(env, self, &both)?));
@@ -278,7 +326,16 @@ impl Exec<'_> {
     /// latest version, rechecks the WHERE on it unless the key lookup was
     /// exact (READ COMMITTED's re-check), computes the new values.
     #[allow(clippy::too_many_arguments)]
-    fn update_keys(&mut self, plan: &UpdatePlan, params: &[Value], env: &Env<'_>, keys: &[Value], new_row: &mut Vec<Value>, direct: bool, out: &mut ResultBuf) -> Result<u64> {
+    fn update_keys(
+        &mut self,
+        plan: &UpdatePlan,
+        params: &[Value],
+        env: &Env<'_>,
+        keys: &[Value],
+        new_row: &mut Vec<Value>,
+        direct: bool,
+        out: &mut ResultBuf,
+    ) -> Result<u64> {
         let level = &plan.level;
         let table = level.table.clone();
         let recheck = !direct && !plan.filters_have_subqueries;
@@ -346,7 +403,11 @@ impl Exec<'_> {
                 count += 1;
                 if !plan.returning.is_empty() {
                     let key2: Vec<Value> = table.primary_key.iter().map(|&c| new_row[c].clone()).collect();
-                    let stored = if self.txn.get(table.id, &key2, self.rowbuf)? { self.rowbuf.values() } else { new_row.clone() };
+                    let stored = if self.txn.get(table.id, &key2, self.rowbuf)? {
+                        self.rowbuf.values()
+                    } else {
+                        new_row.clone()
+                    };
                     self.returning(&plan.returning, env, &stored, out)?;
                 }
             }
@@ -387,7 +448,10 @@ impl Exec<'_> {
         }
         let level = &plan.level;
         let table = level.table.clone();
-        let direct = matches!(level.access, Access::PkLookup { .. }) && level.exact_key && level.filters.is_empty() && plan.returning.is_empty();
+        let direct = matches!(level.access, Access::PkLookup { .. })
+            && level.exact_key
+            && level.filters.is_empty()
+            && plan.returning.is_empty();
         if direct {
             let Access::PkLookup { key } = &level.access else { return Ok(0) };
             if !self.eval_pk(&table, key, &env, &[])? {
@@ -457,7 +521,10 @@ impl Exec<'_> {
 fn index_key(table: &TableSchema, columns: &[usize], row: &[Value]) -> Option<Vec<Value>> {
     columns
         .iter()
-        .map(|&c| exact_key(row[c].clone(), table.columns[c].ty).or_else(|| value::cast(row[c].clone(), table.columns[c].ty, false).ok().filter(|v| !v.is_null())))
+        .map(|&c| {
+            exact_key(row[c].clone(), table.columns[c].ty)
+                .or_else(|| value::cast(row[c].clone(), table.columns[c].ty, false).ok().filter(|v| !v.is_null()))
+        })
         .collect()
 }
 
@@ -467,7 +534,11 @@ pub(super) fn check_not_null(table: &TableSchema, row: &[Value]) -> Result<()> {
     match table.columns.iter().take(visible).zip(row).find(|(c, v)| !c.nullable && v.is_null()) {
         None => Ok(()),
         Some((c, _)) => {
-            let shown: Vec<String> = row.iter().take(visible).map(|v| if v.is_null() { "null".to_owned() } else { value::to_text(v) }).collect();
+            let shown: Vec<String> = row
+                .iter()
+                .take(visible)
+                .map(|v| if v.is_null() { "null".to_owned() } else { value::to_text(v) })
+                .collect();
             Err(SqlError::from(pgtier_engine::EngineError::NotNullViolation {
                 table: table.name.clone(),
                 column: c.name.clone(),
@@ -478,9 +549,16 @@ pub(super) fn check_not_null(table: &TableSchema, row: &[Value]) -> Result<()> {
 }
 
 pub(super) fn check_violation(table: &TableSchema, name: &str, row: &[Value]) -> SqlError {
-    let shown: Vec<String> = row.iter().take(table.visible_columns().len()).map(|v| if v.is_null() { "null".to_owned() } else { value::to_text(v) }).collect();
-    let mut e = SqlError::new("23514", format!("new row for relation \"{}\" violates check constraint \"{name}\"", crate::names::short(&table.name)))
-        .with_detail(format!("Failing row contains ({}).", shown.join(", ")));
+    let shown: Vec<String> = row
+        .iter()
+        .take(table.visible_columns().len())
+        .map(|v| if v.is_null() { "null".to_owned() } else { value::to_text(v) })
+        .collect();
+    let mut e = SqlError::new(
+        "23514",
+        format!("new row for relation \"{}\" violates check constraint \"{name}\"", crate::names::short(&table.name)),
+    )
+    .with_detail(format!("Failing row contains ({}).", shown.join(", ")));
     e.constraint = Some(name.to_owned());
     e
 }

@@ -52,7 +52,13 @@ impl Exec<'_> {
         Ok(rows)
     }
 
-    pub(super) fn update_join(&mut self, plan: &UpdatePlan, join: &DmlJoin, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
+    pub(super) fn update_join(
+        &mut self,
+        plan: &UpdatePlan,
+        join: &DmlJoin,
+        env: &Env<'_>,
+        out: &mut ResultBuf,
+    ) -> Result<u64> {
         let table = plan.level.table.clone();
         let target = JoinedTarget::new(&table, plan.level.offset, &plan.checks, join.recheck.iter().collect());
         self.each_target_row(join, &target, env, |ex, key, joined| {
@@ -76,7 +82,13 @@ impl Exec<'_> {
         })
     }
 
-    pub(super) fn delete_join(&mut self, plan: &DeletePlan, join: &DmlJoin, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
+    pub(super) fn delete_join(
+        &mut self,
+        plan: &DeletePlan,
+        join: &DmlJoin,
+        env: &Env<'_>,
+        out: &mut ResultBuf,
+    ) -> Result<u64> {
         let table = plan.level.table.clone();
         let target = JoinedTarget::new(&table, plan.level.offset, &[], join.recheck.iter().collect());
         self.each_target_row(join, &target, env, |ex, key, joined| {
@@ -90,7 +102,13 @@ impl Exec<'_> {
 
     /// Runs the join, then `write` on each target row found (its key and
     /// a copy of its joined row); the number of rows `write` wrote.
-    fn each_target_row<W>(&mut self, join: &DmlJoin, target: &JoinedTarget<'_>, env: &Env<'_>, mut write: W) -> Result<u64>
+    fn each_target_row<W>(
+        &mut self,
+        join: &DmlJoin,
+        target: &JoinedTarget<'_>,
+        env: &Env<'_>,
+        mut write: W,
+    ) -> Result<u64>
     where
         W: FnMut(&mut Self, &[Value], &mut [Value]) -> Result<bool>,
     {
@@ -112,7 +130,14 @@ impl Exec<'_> {
     /// version; `joined` then holds the new joined row. New values that
     /// need a subquery cannot be computed in the engine's row callback:
     /// they are computed on the row as found, without the recheck.
-    pub(super) fn update_joined(&mut self, target: &JoinedTarget<'_>, assignments: &[(usize, Expr)], env: &Env<'_>, key: &[Value], joined: &mut [Value]) -> Result<bool> {
+    pub(super) fn update_joined(
+        &mut self,
+        target: &JoinedTarget<'_>,
+        assignments: &[(usize, Expr)],
+        env: &Env<'_>,
+        key: &[Value],
+        joined: &mut [Value],
+    ) -> Result<bool> {
         let (table, to) = (target.table, target.offset);
         let tw = table.columns.len();
         if assignments.iter().any(|(_, e)| e.has_subquery()) {
@@ -175,7 +200,13 @@ impl Exec<'_> {
     /// Deletes the target row `key` if `target.recheck` still holds on its
     /// latest version, which `joined` then holds (what is deleted is what
     /// RETURNING shows).
-    pub(super) fn delete_joined(&mut self, target: &JoinedTarget<'_>, env: &Env<'_>, key: &[Value], joined: &mut [Value]) -> Result<bool> {
+    pub(super) fn delete_joined(
+        &mut self,
+        target: &JoinedTarget<'_>,
+        env: &Env<'_>,
+        key: &[Value],
+        joined: &mut [Value],
+    ) -> Result<bool> {
         let to = target.offset;
         let mut failure = None;
         target.lost.set(true);
@@ -220,7 +251,12 @@ pub(super) struct JoinedTarget<'p> {
 
 impl<'p> JoinedTarget<'p> {
     /// A target whose every rechecked predicate is a join predicate.
-    pub(super) fn new(table: &'p TableSchema, offset: usize, checks: &'p [BoundCheck], recheck: Vec<&'p Expr>) -> JoinedTarget<'p> {
+    pub(super) fn new(
+        table: &'p TableSchema,
+        offset: usize,
+        checks: &'p [BoundCheck],
+        recheck: Vec<&'p Expr>,
+    ) -> JoinedTarget<'p> {
         let joins = recheck.len();
         JoinedTarget { table, offset, checks, recheck, joins, lost: Cell::new(false) }
     }

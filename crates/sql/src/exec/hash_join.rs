@@ -68,7 +68,12 @@ pub struct LevelHashes {
 impl Exec<'_> {
     /// `x [NOT] IN (sub)` for an uncorrelated `sub`: its values are read
     /// once per execution into an [`InSet`].
-    pub(super) fn in_uncorrelated(&mut self, sub: &crate::expr::Subquery, env: &Env<'_>, x: &Value) -> Result<Option<bool>> {
+    pub(super) fn in_uncorrelated(
+        &mut self,
+        sub: &crate::expr::Subquery,
+        env: &Env<'_>,
+        x: &Value,
+    ) -> Result<Option<bool>> {
         let set = match self.level_hashes.in_sets.iter().find(|(id, _)| *id == sub.id) {
             Some((_, set)) => Arc::clone(set),
             None => {
@@ -129,7 +134,8 @@ impl LevelHash {
     fn new(rows: Vec<Value>, width: usize, level: &Level) -> Option<LevelHash> {
         let count = rows.len() / width.max(1);
         let hasher = RandomState::default();
-        let mut chains: HashMap<u64, (u32, u32), RandomState> = HashMap::with_capacity_and_hasher(count, RandomState::default());
+        let mut chains: HashMap<u64, (u32, u32), RandomState> =
+            HashMap::with_capacity_and_hasher(count, RandomState::default());
         let mut next = vec![CHAIN_END; count];
         let mut key = Vec::new();
         'rows: for i in 0..count {
@@ -292,7 +298,14 @@ impl Exec<'_> {
     /// Where the candidates of `level` for the joined `row` are: in its
     /// hash table, in `out` (a spill's), or not yet read (too few scans
     /// yet, or its table did not fit).
-    pub(super) fn hashed_candidates(&mut self, level: &Level, env: &Env<'_>, row: &[Value], mask: Option<&ColumnMask>, out: &mut Vec<Value>) -> Result<Probe> {
+    pub(super) fn hashed_candidates(
+        &mut self,
+        level: &Level,
+        env: &Env<'_>,
+        row: &[Value],
+        mask: Option<&ColumnMask>,
+        out: &mut Vec<Value>,
+    ) -> Result<Probe> {
         let id = std::ptr::from_ref(level) as usize;
         let table = match self.level_hashes.levels.iter_mut().find(|(at, _)| *at == id).map(|(_, state)| state) {
             None => {
@@ -347,7 +360,9 @@ impl Exec<'_> {
         if let Some(Some(rows)) = slot.map(|k| &self.level_hashes.fixed[k].1) {
             return Ok(Arc::clone(rows));
         }
-        let Access::Virtual(source) = &level.access else { return Err(SqlError::new("XX000", "fixed_rows of a stored level")) };
+        let Access::Virtual(source) = &level.access else {
+            return Err(SqlError::new("XX000", "fixed_rows of a stored level"));
+        };
         let mut rows = Vec::new();
         self.virtual_rows(source, env, &[], &mut rows)?;
         let rows = Arc::new(rows);
@@ -368,7 +383,12 @@ impl Exec<'_> {
     /// execution (it depends on no outer row: bind/from.rs), chained by
     /// its hash keys; charged to pgtier.statement_mem as they are read
     /// (past the bound: 53200, as any buffered result).
-    pub(super) fn full_side(&mut self, level: &Level, env: &Env<'_>, mask: Option<&ColumnMask>) -> Result<Arc<LevelHash>> {
+    pub(super) fn full_side(
+        &mut self,
+        level: &Level,
+        env: &Env<'_>,
+        mask: Option<&ColumnMask>,
+    ) -> Result<Arc<LevelHash>> {
         let id = std::ptr::from_ref(level) as usize;
         if let Some((_, side)) = self.level_hashes.full_sides.iter().find(|(at, _)| *at == id) {
             return Ok(Arc::clone(side));
@@ -387,7 +407,10 @@ impl Exec<'_> {
                 row_bytes(&rows[start..])
             })?,
         }
-        let side = Arc::new(LevelHash::new(rows, width, level).ok_or_else(|| SqlError::new("54000", "the right side of a FULL JOIN has too many rows"))?);
+        let side = Arc::new(
+            LevelHash::new(rows, width, level)
+                .ok_or_else(|| SqlError::new("54000", "the right side of a FULL JOIN has too many rows"))?,
+        );
         self.level_hashes.full_sides.push((id, Arc::clone(&side)));
         Ok(side)
     }
@@ -395,7 +418,13 @@ impl Exec<'_> {
     /// The rows of a FULL JOIN's right side `side` to try for the joined
     /// `row`: one chain when the level has hash keys, else all of them;
     /// None when the probe's key matches nothing.
-    pub(super) fn full_candidates(&mut self, level: &Level, side: &LevelHash, env: &Env<'_>, row: &[Value]) -> Result<Option<u32>> {
+    pub(super) fn full_candidates(
+        &mut self,
+        level: &Level,
+        side: &LevelHash,
+        env: &Env<'_>,
+        row: &[Value],
+    ) -> Result<Option<u32>> {
         if level.hash_keys.is_empty() {
             return Ok(if side.len() == 0 { None } else { Some(0) });
         }
@@ -426,7 +455,8 @@ impl Exec<'_> {
     pub(super) fn keep_first_scan(&mut self, level: &Level, rows: Vec<Value>) {
         let id = std::ptr::from_ref(level) as usize;
         if matches!(level.access, Access::FullScan)
-            && let Some((_, LevelHashState::ScannedOnce(slot @ None))) = self.level_hashes.levels.iter_mut().find(|(at, _)| *at == id)
+            && let Some((_, LevelHashState::ScannedOnce(slot @ None))) =
+                self.level_hashes.levels.iter_mut().find(|(at, _)| *at == id)
         {
             *slot = Some(rows);
             return;
@@ -438,7 +468,13 @@ impl Exec<'_> {
     /// again; once its rows outgrow what is left of pgtier.statement_mem,
     /// into a sorted spill file (spill.rs) instead. Memory never holds
     /// more than the budget either way.
-    fn build_level_hash(&mut self, level: &Level, env: &Env<'_>, mask: Option<&ColumnMask>, first: Option<Vec<Value>>) -> Result<LevelHashState> {
+    fn build_level_hash(
+        &mut self,
+        level: &Level,
+        env: &Env<'_>,
+        mask: Option<&ColumnMask>,
+        first: Option<Vec<Value>>,
+    ) -> Result<LevelHashState> {
         let width = level.width();
         let budget = self.interrupt.mem_limit.saturating_sub(self.interrupt.mem_used);
         let kept = first.and_then(|rows| {
@@ -474,7 +510,13 @@ impl Exec<'_> {
 
     /// Reads `level`'s rows for its table: Ok(rows) when they fit in half
     /// the budget, else the sorted spill (or nested loop) they went to.
-    fn read_level(&mut self, level: &Level, env: &Env<'_>, mask: Option<&ColumnMask>, budget: usize) -> Result<std::result::Result<Vec<Value>, LevelHashState>> {
+    fn read_level(
+        &mut self,
+        level: &Level,
+        env: &Env<'_>,
+        mask: Option<&ColumnMask>,
+        budget: usize,
+    ) -> Result<std::result::Result<Vec<Value>, LevelHashState>> {
         let width = level.width();
         let mut rows: Vec<Value> = Vec::new();
         let mut bytes = 0usize;
@@ -525,7 +567,13 @@ enum Lookup {
 /// Moves the rows collected in `rows` into the spill (created on first
 /// use with `budget`), each under its hash key; a row with a NULL key
 /// matches nothing and is dropped, as from a hash table.
-fn spill_rows(spill: &mut Option<SpillBuilder>, rows: &mut Vec<Value>, level: &Level, width: usize, budget: usize) -> Result<()> {
+fn spill_rows(
+    spill: &mut Option<SpillBuilder>,
+    rows: &mut Vec<Value>,
+    level: &Level,
+    width: usize,
+    budget: usize,
+) -> Result<()> {
     let builder = match spill {
         Some(b) => b,
         None => spill.insert(SpillBuilder::new(budget / 2)?),

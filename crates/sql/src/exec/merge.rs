@@ -74,7 +74,12 @@ impl Exec<'_> {
         Ok(count)
     }
 
-    fn first_when<'p>(&mut self, clauses: &'p [MergeWhen], env: &Env<'_>, row: &[Value]) -> Result<Option<&'p MergeWhen>> {
+    fn first_when<'p>(
+        &mut self,
+        clauses: &'p [MergeWhen],
+        env: &Env<'_>,
+        row: &[Value],
+    ) -> Result<Option<&'p MergeWhen>> {
         for w in clauses {
             match &w.condition {
                 None => return Ok(Some(w)),
@@ -88,7 +93,14 @@ impl Exec<'_> {
     /// The MATCHED action UPDATE or DELETE on the target row `key`;
     /// whether the row was written. ON and the clause's condition are
     /// rechecked on the row's latest version.
-    fn merge_write(&mut self, plan: &MergePlan, when: &MergeWhen, env: &Env<'_>, found: &[Value], key: &[Value]) -> Result<Written> {
+    fn merge_write(
+        &mut self,
+        plan: &MergePlan,
+        when: &MergeWhen,
+        env: &Env<'_>,
+        found: &[Value],
+        key: &[Value],
+    ) -> Result<Written> {
         let recheck: Vec<&Expr> = plan.on.iter().chain(when.condition.iter().filter(|c| !c.has_subquery())).collect();
         let mut target = JoinedTarget::new(&plan.table, plan.target_offset, &plan.checks, recheck);
         target.joins = usize::from(plan.on.is_some());

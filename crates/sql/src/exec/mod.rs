@@ -257,9 +257,10 @@ impl SubqueryRunner for Exec<'_> {
 
     fn run(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>> {
         if !sub.correlated
-            && let Some(v) = self.sub_cache.get(&sub.id) {
-                return Ok(v.clone());
-            }
+            && let Some(v) = self.sub_cache.get(&sub.id)
+        {
+            return Ok(v.clone());
+        }
         let firsts = self.subquery_values(sub, env, outer)?;
         if !sub.correlated {
             self.sub_cache.insert(sub.id, firsts.clone());
@@ -273,7 +274,13 @@ impl SubqueryRunner for Exec<'_> {
     /// the join (aggregates, windows, LIMIT/OFFSET, FOR UPDATE) runs whole.
     fn exists(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<bool> {
         let plan = &sub.plan;
-        if !sub.correlated || plan.agg.is_some() || !plan.windows.is_empty() || plan.limit.is_some() || plan.offset.is_some() || plan.for_update {
+        if !sub.correlated
+            || plan.agg.is_some()
+            || !plan.windows.is_empty()
+            || plan.limit.is_some()
+            || plan.offset.is_some()
+            || plan.for_update
+        {
             return Ok(!self.run(sub, env, outer)?.is_empty());
         }
         let held_before = self.interrupt.mem_used;

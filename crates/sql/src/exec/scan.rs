@@ -23,7 +23,15 @@ pub(super) fn exact_key(v: Value, ty: DataType) -> Option<Value> {
         // char(n) keys are stored padded; compare through the padded form only
         // when the value already is that form.
         return match &v {
-            Value::Text(s) if u32::try_from(s.chars().count()).ok() == Some(match ty { DataType::Char(n) => n, _ => 0 }) => Some(v),
+            Value::Text(s)
+                if u32::try_from(s.chars().count()).ok()
+                    == Some(match ty {
+                        DataType::Char(n) => n,
+                        _ => 0,
+                    }) =>
+            {
+                Some(v)
+            }
             _ => None,
         };
     }
@@ -61,7 +69,15 @@ impl Exec<'_> {
 
     /// Candidate rows of `level` for the current joined `row` (flat, table width each).
     /// `mask`: decode only these columns (DML key search); None: all.
-    pub(super) fn fetch(&mut self, level: &Level, env: &Env<'_>, row: &[Value], for_update: bool, mask: Option<&ColumnMask>, out: &mut Vec<Value>) -> Result<()> {
+    pub(super) fn fetch(
+        &mut self,
+        level: &Level,
+        env: &Env<'_>,
+        row: &[Value],
+        for_update: bool,
+        mask: Option<&ColumnMask>,
+        out: &mut Vec<Value>,
+    ) -> Result<()> {
         let table = &level.table;
         match &level.access {
             Access::PkLookup { key } => {
@@ -73,10 +89,9 @@ impl Exec<'_> {
                 } else {
                     self.txn.get(table.id, self.keybuf, self.rowbuf)?
                 };
-                if found
-                    && let Some(r) = self.rowbuf.row() {
-                        read_row(&r, mask, out);
-                    }
+                if found && let Some(r) = self.rowbuf.row() {
+                    read_row(&r, mask, out);
+                }
             }
             // A level's candidates last one outer row: not charged.
             Access::IndexScan { .. } | Access::FullScan => self.scan_level(level, env, row, &mut |r| {
@@ -95,7 +110,13 @@ impl Exec<'_> {
     /// snapshot, before its filters; `row` is the joined row so far (the
     /// index key may read earlier levels). `visit` returns the bytes it
     /// kept for the rest of the statement (charged as result memory).
-    pub(super) fn scan_level(&mut self, level: &Level, env: &Env<'_>, row: &[Value], visit: &mut dyn FnMut(&RowRef<'_>) -> usize) -> Result<()> {
+    pub(super) fn scan_level(
+        &mut self,
+        level: &Level,
+        env: &Env<'_>,
+        row: &[Value],
+        visit: &mut dyn FnMut(&RowRef<'_>) -> usize,
+    ) -> Result<()> {
         match &level.access {
             Access::IndexScan { index, eq, lower, upper, key_types } => {
                 let mut prefix = self.pooled_row();
@@ -160,7 +181,9 @@ impl Exec<'_> {
                 })?;
                 stopped?;
             }
-            Access::PkLookup { .. } | Access::Virtual(_) => return Err(SqlError::new("XX000", "scan_level on a key lookup or virtual source")),
+            Access::PkLookup { .. } | Access::Virtual(_) => {
+                return Err(SqlError::new("XX000", "scan_level on a key lookup or virtual source"));
+            }
         }
         Ok(())
     }
@@ -169,7 +192,14 @@ impl Exec<'_> {
     /// Nested-loop join of `plan`'s levels from `l` on; each complete row
     /// that passes the final filters goes to `sink` (collected, aggregated
     /// or projected straight into the result: no row copies when streaming).
-    pub(super) fn join(&mut self, plan: &SelectPlan, l: usize, row: &mut Vec<Value>, env: &Env<'_>, sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>) -> Result<()> {
+    pub(super) fn join(
+        &mut self,
+        plan: &SelectPlan,
+        l: usize,
+        row: &mut Vec<Value>,
+        env: &Env<'_>,
+        sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>,
+    ) -> Result<()> {
         if l == plan.levels.len() {
             if self.passes(&plan.final_filters, env, row)? {
                 sink(self, row)?;
@@ -221,7 +251,11 @@ impl Exec<'_> {
                 walked
             }
             Probe::Scan | Probe::Buffered => {
-                let fetched = if matches!(probe, Probe::Scan) { self.fetch(level, env, row, false, plan.level_masks.get(l), &mut cands) } else { Ok(()) };
+                let fetched = if matches!(probe, Probe::Scan) {
+                    self.fetch(level, env, row, false, plan.level_masks.get(l), &mut cands)
+                } else {
+                    Ok(())
+                };
                 let walked = fetched.and_then(|()| {
                     for cand in cands.chunks(w) {
                         matched |= self.join_candidate(plan, l, cand, row, env, sink)?;
@@ -256,7 +290,14 @@ impl Exec<'_> {
     /// Level `l`, the right side of a FULL JOIN: its rows the probe's key
     /// finds (all, without hash keys), marked for the left side's loop
     /// when they match, NULL-extended when none does, as a LEFT JOIN's.
-    fn join_full_right(&mut self, plan: &SelectPlan, l: usize, row: &mut Vec<Value>, env: &Env<'_>, sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>) -> Result<()> {
+    fn join_full_right(
+        &mut self,
+        plan: &SelectPlan,
+        l: usize,
+        row: &mut Vec<Value>,
+        env: &Env<'_>,
+        sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>,
+    ) -> Result<()> {
         let level = &plan.levels[l];
         let side = self.full_side(level, env, plan.level_masks.get(l))?;
         let mut at = self.full_candidates(level, &side, env, row)?.unwrap_or(CHAIN_END);
@@ -279,7 +320,14 @@ impl Exec<'_> {
 
     /// A LEFT JOIN's miss: level `l` NULL in the joined `row`, through its
     /// post-filters (the WHERE) and on to the next level.
-    fn join_null_extended(&mut self, plan: &SelectPlan, l: usize, row: &mut Vec<Value>, env: &Env<'_>, sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>) -> Result<()> {
+    fn join_null_extended(
+        &mut self,
+        plan: &SelectPlan,
+        l: usize,
+        row: &mut Vec<Value>,
+        env: &Env<'_>,
+        sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>,
+    ) -> Result<()> {
         let level = &plan.levels[l];
         for v in &mut row[level.offset..level.offset + level.width()] {
             *v = Value::Null;
@@ -296,7 +344,13 @@ impl Exec<'_> {
     /// WHERE) and on to the levels after.
     #[allow(clippy::too_many_arguments)]
     fn join_full_unmatched(
-        &mut self, plan: &SelectPlan, l: usize, side: &super::hash_join::LevelHash, marks: &[bool], row: &mut Vec<Value>, env: &Env<'_>,
+        &mut self,
+        plan: &SelectPlan,
+        l: usize,
+        side: &super::hash_join::LevelHash,
+        marks: &[bool],
+        row: &mut Vec<Value>,
+        env: &Env<'_>,
         sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>,
     ) -> Result<()> {
         let (left, right) = (&plan.levels[l], &plan.levels[l + 1]);
@@ -321,7 +375,15 @@ impl Exec<'_> {
     /// One candidate of level `l` in the joined `row`: through the level's
     /// filters, then on to the next level. Says whether it matched the
     /// level's filters (a LEFT JOIN's miss is then not NULL-extended).
-    fn join_candidate(&mut self, plan: &SelectPlan, l: usize, cand: &[Value], row: &mut Vec<Value>, env: &Env<'_>, sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>) -> Result<bool> {
+    fn join_candidate(
+        &mut self,
+        plan: &SelectPlan,
+        l: usize,
+        cand: &[Value],
+        row: &mut Vec<Value>,
+        env: &Env<'_>,
+        sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>,
+    ) -> Result<bool> {
         let level = &plan.levels[l];
         self.interrupt.tick()?;
         row[level.offset..level.offset + cand.len()].clone_from_slice(cand);

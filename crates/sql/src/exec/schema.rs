@@ -6,7 +6,10 @@
 use pgtier_engine::{ColumnDef, DataType, TableDef};
 
 use super::Exec;
-use crate::catalog::{NS_INFORMATION_SCHEMA, NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC, is_schema, is_view, namespace_name, schema_annotation, schema_table_name, user_schema_named};
+use crate::catalog::{
+    NS_INFORMATION_SCHEMA, NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC, is_schema, is_view, namespace_name,
+    schema_annotation, schema_table_name, user_schema_named,
+};
 use crate::error::{Result, SqlError, SqlNotice};
 
 fn builtin(name: &str) -> bool {
@@ -19,12 +22,17 @@ impl Exec<'_> {
         let user = self.settings.get("session_authorization").cloned().unwrap_or_else(|| "postgres".into());
         // The session's user is the one role there is.
         let owner = match owner {
-            Some(o) if o != user && o != "current_user" && o != "session_user" => return Err(SqlError::new("42704", format!("role \"{o}\" does not exist"))),
+            Some(o) if o != user && o != "current_user" && o != "session_user" => {
+                return Err(SqlError::new("42704", format!("role \"{o}\" does not exist")));
+            }
             _ => user,
         };
         if builtin(name) || user_schema_named(self.txn.catalog(), name).is_some() {
             if if_not_exists {
-                self.notices.push(SqlNotice { sqlstate: "42P06", message: format!("schema \"{name}\" already exists, skipping") });
+                self.notices.push(SqlNotice {
+                    sqlstate: "42P06",
+                    message: format!("schema \"{name}\" already exists, skipping"),
+                });
                 return Ok(());
             }
             return Err(SqlError::new("42P06", format!("schema \"{name}\" already exists")));
@@ -45,12 +53,14 @@ impl Exec<'_> {
             if user_schema_named(self.txn.catalog(), n).is_some() {
                 pending.push(schema_table_name(n));
             } else if if_exists {
-                self.notices.push(SqlNotice { sqlstate: "00000", message: format!("schema \"{n}\" does not exist, skipping") });
+                self.notices
+                    .push(SqlNotice { sqlstate: "00000", message: format!("schema \"{n}\" does not exist, skipping") });
             } else {
                 return Err(SqlError::new("3F000", format!("schema \"{n}\" does not exist")));
             }
         }
-        let present: Vec<String> = names.iter().filter(|n| user_schema_named(self.txn.catalog(), n).is_some()).cloned().collect();
+        let present: Vec<String> =
+            names.iter().filter(|n| user_schema_named(self.txn.catalog(), n).is_some()).cloned().collect();
         for n in &present {
             self.drop_contents(n, cascade)?;
         }
@@ -72,7 +82,13 @@ impl Exec<'_> {
             if is_schema(t) || crate::names::split(&t.name).0 != schema {
                 continue;
             }
-            let list = if is_view(t) { &mut views } else if t.sequence.is_some() { &mut sequences } else { &mut tables };
+            let list = if is_view(t) {
+                &mut views
+            } else if t.sequence.is_some() {
+                &mut sequences
+            } else {
+                &mut tables
+            };
             list.push(t.name.clone());
         }
         let count = views.len() + tables.len() + sequences.len();
@@ -80,19 +96,39 @@ impl Exec<'_> {
             return Ok(());
         }
         if !cascade {
-            let first = views.first().map(|v| format!("view {v}")).or_else(|| tables.first().map(|t| format!("table {t}"))).or_else(|| sequences.first().map(|s| format!("sequence {s}"))).unwrap_or_default();
-            return Err(SqlError::new("2BP01", format!("cannot drop schema {schema} because other objects depend on it"))
-                .with_detail(format!("{first} depends on schema {schema}"))
-                .with_hint("Use DROP ... CASCADE to drop the dependent objects too."));
+            let first = views
+                .first()
+                .map(|v| format!("view {v}"))
+                .or_else(|| tables.first().map(|t| format!("table {t}")))
+                .or_else(|| sequences.first().map(|s| format!("sequence {s}")))
+                .unwrap_or_default();
+            return Err(SqlError::new(
+                "2BP01",
+                format!("cannot drop schema {schema} because other objects depend on it"),
+            )
+            .with_detail(format!("{first} depends on schema {schema}"))
+            .with_hint("Use DROP ... CASCADE to drop the dependent objects too."));
         }
         let before = self.notices.len();
         self.drop_views(&views, true, true)?;
         self.drop_tables(&tables, true, false, true)?;
         // Sequences a dropped table owned went with it.
-        let left: Vec<String> = sequences.into_iter().filter(|s| self.txn.catalog().table_by_name(s).is_some()).collect();
+        let left: Vec<String> =
+            sequences.into_iter().filter(|s| self.txn.catalog().table_by_name(s).is_some()).collect();
         self.drop_tables(&left, true, true, true)?;
         self.notices.truncate(before);
-        let message = if count == 1 { format!("drop cascades to {}", views.first().map(|v| format!("view {v}")).or_else(|| tables.first().map(|t| format!("table {t}"))).unwrap_or_else(|| format!("sequence {}", left.first().map_or("", String::as_str)))) } else { format!("drop cascades to {count} other objects") };
+        let message = if count == 1 {
+            format!(
+                "drop cascades to {}",
+                views
+                    .first()
+                    .map(|v| format!("view {v}"))
+                    .or_else(|| tables.first().map(|t| format!("table {t}")))
+                    .unwrap_or_else(|| format!("sequence {}", left.first().map_or("", String::as_str)))
+            )
+        } else {
+            format!("drop cascades to {count} other objects")
+        };
         self.notices.push(SqlNotice { sqlstate: "00000", message });
         Ok(())
     }

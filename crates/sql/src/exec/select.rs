@@ -28,7 +28,14 @@ impl Exec<'_> {
             return r;
         }
         out.reset(plan.visible);
-        let streams = plan.agg.is_none() && plan.windows.is_empty() && !plan.distinct && plan.distinct_on.is_empty() && plan.order_by.is_empty() && plan.limit.is_none() && plan.offset.is_none() && !plan.for_update;
+        let streams = plan.agg.is_none()
+            && plan.windows.is_empty()
+            && !plan.distinct
+            && plan.distinct_on.is_empty()
+            && plan.order_by.is_empty()
+            && plan.limit.is_none()
+            && plan.offset.is_none()
+            && !plan.for_update;
         if streams {
             let env = self.env(params, &[]);
             if let [level] = plan.levels.as_slice()
@@ -149,7 +156,14 @@ impl Exec<'_> {
         // at OFFSET + LIMIT rows: later rows are never read nor projected
         // (no nextval for them), as PostgreSQL's Limit pulls no more.
         let row_cap = limit
-            .filter(|_| plan.agg.is_none() && plan.windows.is_empty() && !plan.distinct && plan.distinct_on.is_empty() && plan.order_by.is_empty() && !plan.for_update)
+            .filter(|_| {
+                plan.agg.is_none()
+                    && plan.windows.is_empty()
+                    && !plan.distinct
+                    && plan.distinct_on.is_empty()
+                    && plan.order_by.is_empty()
+                    && !plan.for_update
+            })
             .map(|l| l.saturating_add(offset));
         let mut joined: Vec<Vec<Value>> = Vec::new();
         let mut row = vec![Value::Null; plan.width];
@@ -250,7 +264,8 @@ impl Exec<'_> {
                 continue;
             }
             let latest = self.rowbuf.values();
-            let mut keep = self.passes(&level.filters, env, &latest)? && self.passes(&level.key_checks, env, &latest)?;
+            let mut keep =
+                self.passes(&level.filters, env, &latest)? && self.passes(&level.key_checks, env, &latest)?;
             if keep && let Access::PkLookup { key: kexprs } = &level.access {
                 // The key may have moved away from the looked-up value.
                 for (e, &c) in kexprs.iter().zip(&table.primary_key) {
@@ -286,8 +301,20 @@ fn count_arg(v: Value, what: &str) -> Result<usize> {
 pub(super) fn sort_key_cmp(x: &Value, y: &Value, desc: bool, nulls_first: bool) -> Ordering {
     match (x.is_null(), y.is_null()) {
         (true, true) => Ordering::Equal,
-        (true, false) => if nulls_first { Ordering::Less } else { Ordering::Greater },
-        (false, true) => if nulls_first { Ordering::Greater } else { Ordering::Less },
+        (true, false) => {
+            if nulls_first {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            }
+        }
+        (false, true) => {
+            if nulls_first {
+                Ordering::Greater
+            } else {
+                Ordering::Less
+            }
+        }
         _ => {
             let o = value::compare(x, y).unwrap_or(Ordering::Equal);
             if desc { o.reverse() } else { o }

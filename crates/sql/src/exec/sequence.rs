@@ -53,17 +53,24 @@ impl Exec<'_> {
         };
         let v = match (call, &key) {
             (SeqFunc::Nextval, SeqKey::Local(id)) => self.txn.nextval(*id)?,
-            (SeqFunc::Nextval, SeqKey::Backend(sequence)) => self.cache.ok_or(CacheError::NoBackend)?.sequence_nextval(sequence)?,
+            (SeqFunc::Nextval, SeqKey::Backend(sequence)) => {
+                self.cache.ok_or(CacheError::NoBackend)?.sequence_nextval(sequence)?
+            }
             (SeqFunc::Currval | SeqFunc::Lastval, _) => {
                 return match self.sequences.values.get(&key) {
                     Some(v) => Ok(Value::Int8(*v)),
                     None if call == SeqFunc::Lastval => Err(undefined_last()),
                     None => {
                         let name = match &key {
-                            SeqKey::Local(id) => self.txn.catalog().table(*id).map_or_else(String::new, |t| t.name.clone()),
+                            SeqKey::Local(id) => {
+                                self.txn.catalog().table(*id).map_or_else(String::new, |t| t.name.clone())
+                            }
                             SeqKey::Backend(sequence) => KeyDefault::sequence_relname(sequence),
                         };
-                        Err(SqlError::new("55000", format!("currval of sequence \"{name}\" is not yet defined in this session")))
+                        Err(SqlError::new(
+                            "55000",
+                            format!("currval of sequence \"{name}\" is not yet defined in this session"),
+                        ))
                     }
                 };
             }
@@ -76,7 +83,9 @@ impl Exec<'_> {
                 }
                 return Ok(Value::Int8(v));
             }
-            (SeqFunc::Setval, SeqKey::Backend(_)) => return Err(SqlError::new("XX000", "setval of PostgreSQL's sequence reached the executor")),
+            (SeqFunc::Setval, SeqKey::Backend(_)) => {
+                return Err(SqlError::new("XX000", "setval of PostgreSQL's sequence reached the executor"));
+            }
         };
         self.sequences.values.insert(key.clone(), v);
         self.sequences.last = Some(key);

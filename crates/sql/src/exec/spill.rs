@@ -51,7 +51,14 @@ impl SpillBuilder {
     /// A builder that sorts batches of about `budget` bytes.
     pub(super) fn new(budget: usize) -> Result<SpillBuilder> {
         let file = tempfile::tempfile().map_err(|e| io_error(&e))?;
-        Ok(SpillBuilder { file: BufWriter::new(file), runs: Vec::new(), written: 0, batch: Vec::new(), batch_bytes: 0, budget: budget.max(BLOCK_BYTES as usize) })
+        Ok(SpillBuilder {
+            file: BufWriter::new(file),
+            runs: Vec::new(),
+            written: 0,
+            batch: Vec::new(),
+            batch_bytes: 0,
+            budget: budget.max(BLOCK_BYTES as usize),
+        })
     }
 
     /// Adds the row `values` under `key`.
@@ -133,9 +140,17 @@ const MERGE_FAN_IN: usize = 16;
 /// runs; ties go to the earlier run, so rows of one key keep their scan
 /// order.
 fn merge_runs(file: &File, runs: &[(u64, u64)], mut emit: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
-    let mut readers: Vec<RecordReader<'_>> = runs.iter().map(|&(at, len)| RecordReader::new(file, at, at + len)).collect();
-    let mut heads: Vec<Option<(Vec<u8>, Vec<u8>)>> = readers.iter_mut().map(RecordReader::next).collect::<Result<_>>()?;
-    while let Some(k) = heads.iter().enumerate().filter_map(|(k, h)| h.as_ref().map(|h| (k, &h.0))).min_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0))).map(|(k, _)| k) {
+    let mut readers: Vec<RecordReader<'_>> =
+        runs.iter().map(|&(at, len)| RecordReader::new(file, at, at + len)).collect();
+    let mut heads: Vec<Option<(Vec<u8>, Vec<u8>)>> =
+        readers.iter_mut().map(RecordReader::next).collect::<Result<_>>()?;
+    while let Some(k) = heads
+        .iter()
+        .enumerate()
+        .filter_map(|(k, h)| h.as_ref().map(|h| (k, &h.0)))
+        .min_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0)))
+        .map(|(k, _)| k)
+    {
         let Some((key, row)) = heads[k].take() else { break };
         emit(&key, &row)?;
         heads[k] = readers[k].next()?;
@@ -174,7 +189,8 @@ impl<'f> RecordReader<'f> {
         self.buf.drain(..self.pos);
         self.pos = 0;
         while self.buf.len() < n && self.at < self.end {
-            let want = usize::try_from(self.end - self.at).unwrap_or(usize::MAX).min(READ_CHUNK.max(n - self.buf.len()));
+            let want =
+                usize::try_from(self.end - self.at).unwrap_or(usize::MAX).min(READ_CHUNK.max(n - self.buf.len()));
             let old = self.buf.len();
             self.buf.resize(old + want, 0);
             let got = self.file.read_at(&mut self.buf[old..], self.at).map_err(|e| io_error(&e))?;
@@ -209,7 +225,8 @@ impl<'f> RecordReader<'f> {
     fn next(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let Some(key_len) = self.u32()? else { return Ok(None) };
         let key = self.take(key_len)?;
-        let row_len = self.u32()?.ok_or_else(|| SqlError::new("XX001", "a join's temporary file holds a truncated record"))?;
+        let row_len =
+            self.u32()?.ok_or_else(|| SqlError::new("XX001", "a join's temporary file holds a truncated record"))?;
         Ok(Some((key, self.take(row_len)?)))
     }
 }
@@ -238,7 +255,11 @@ impl SortedSpill {
         let mut buf = Vec::new();
         while let Some(&(_, at)) = self.index.get(block) {
             let end = self.index.get(block + 1).map_or(self.len, |&(_, next)| next);
-            buf.resize(usize::try_from(end - at).map_err(|_| SqlError::new("XX001", "a join's temporary file block is too large"))?, 0);
+            buf.resize(
+                usize::try_from(end - at)
+                    .map_err(|_| SqlError::new("XX001", "a join's temporary file block is too large"))?,
+                0,
+            );
             self.file.read_exact_at(&mut buf, at).map_err(|e| io_error(&e))?;
             let mut pos = 0;
             while pos < buf.len() {
@@ -248,7 +269,8 @@ impl SortedSpill {
                     Ordering::Less => {}
                     Ordering::Equal => {
                         let before = out.len();
-                        pgtier_engine::decode_values(row, out).map_err(|e| SqlError::new("XX001", format!("a join's temporary file: {e}")))?;
+                        pgtier_engine::decode_values(row, out)
+                            .map_err(|e| SqlError::new("XX001", format!("a join's temporary file: {e}")))?;
                         if out.len() - before != self.width {
                             return Err(SqlError::new("XX001", "a join's temporary file holds a row of another width"));
                         }
@@ -298,7 +320,11 @@ mod tests {
             builder.push(key.clone(), &row).unwrap();
             expected.entry(key).or_default().extend(row);
         }
-        assert!(builder.runs.len() > 2 * MERGE_FAN_IN, "the test must take several merge passes, got {} runs", builder.runs.len());
+        assert!(
+            builder.runs.len() > 2 * MERGE_FAN_IN,
+            "the test must take several merge passes, got {} runs",
+            builder.runs.len()
+        );
         let spill = builder.finish(2, &mut || Ok(())).unwrap();
         assert!(spill.index.len() > 10);
         for (key, rows) in &expected {

@@ -14,13 +14,19 @@ impl Exec<'_> {
         let cat = self.txn.catalog();
         let Some(old) = cat.table_by_name(&def.name).cloned() else {
             if cat.index_by_name(&def.name).is_some() {
-                return Err(SqlError::new("42P07", format!("relation \"{}\" already exists", crate::names::short(&def.name))));
+                return Err(SqlError::new(
+                    "42P07",
+                    format!("relation \"{}\" already exists", crate::names::short(&def.name)),
+                ));
             }
             self.txn.create_table(def)?;
             return Ok(());
         };
         if !replace {
-            return Err(SqlError::new("42P07", format!("relation \"{}\" already exists", crate::names::short(&def.name))));
+            return Err(SqlError::new(
+                "42P07",
+                format!("relation \"{}\" already exists", crate::names::short(&def.name)),
+            ));
         }
         if !is_view(&old) {
             return Err(SqlError::new("42809", format!("\"{}\" is not a view", def.name)));
@@ -29,17 +35,31 @@ impl Exec<'_> {
         // with their names and types; new ones may only follow them.
         let old_cols = column_types(&old);
         let new_any = def.annotation.as_deref().and_then(ViewDef::decode).map(|d| d.numeric_any).unwrap_or_default();
-        let new_cols = def.columns.iter().enumerate().map(|(k, c)| (&c.name, if new_any.contains(&k) { NUMERIC_ANY } else { c.ty }));
+        let new_cols = def
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(k, c)| (&c.name, if new_any.contains(&k) { NUMERIC_ANY } else { c.ty }));
         if def.columns.len() < old_cols.len() {
             return Err(SqlError::new("42P16", "cannot drop columns from view"));
         }
         for ((oname, oty), (nname, nty)) in old_cols.iter().zip(new_cols) {
             if oname != nname {
-                return Err(SqlError::new("42P16", format!("cannot change name of view column \"{oname}\" to \"{nname}\""))
-                    .with_hint("Use ALTER VIEW ... RENAME COLUMN ... to change name of view column instead."));
+                return Err(SqlError::new(
+                    "42P16",
+                    format!("cannot change name of view column \"{oname}\" to \"{nname}\""),
+                )
+                .with_hint("Use ALTER VIEW ... RENAME COLUMN ... to change name of view column instead."));
             }
             if *oty != nty {
-                return Err(SqlError::new("42P16", format!("cannot change data type of view column \"{oname}\" from {} to {}", type_name(*oty), type_name(nty))));
+                return Err(SqlError::new(
+                    "42P16",
+                    format!(
+                        "cannot change data type of view column \"{oname}\" from {} to {}",
+                        type_name(*oty),
+                        type_name(nty)
+                    ),
+                ));
             }
         }
         if def.columns.len() == old_cols.len() {
@@ -58,13 +78,20 @@ impl Exec<'_> {
             match self.txn.catalog().table_by_name(n) {
                 Some(t) if is_view(t) => pending.push(n.clone()),
                 Some(t) => {
-                    let hint = if t.sequence.is_some() { "Use DROP SEQUENCE to remove a sequence." } else { "Use DROP TABLE to remove a table." };
+                    let hint = if t.sequence.is_some() {
+                        "Use DROP SEQUENCE to remove a sequence."
+                    } else {
+                        "Use DROP TABLE to remove a table."
+                    };
                     return Err(SqlError::new("42809", format!("\"{n}\" is not a view")).with_hint(hint));
                 }
                 None if self.txn.catalog().index_by_name(n).is_some() => {
-                    return Err(SqlError::new("42809", format!("\"{n}\" is not a view")).with_hint("Use DROP INDEX to remove an index."));
+                    return Err(SqlError::new("42809", format!("\"{n}\" is not a view"))
+                        .with_hint("Use DROP INDEX to remove an index."));
                 }
-                None if if_exists => self.notices.push(SqlNotice { sqlstate: "00000", message: format!("view \"{n}\" does not exist, skipping") }),
+                None if if_exists => self
+                    .notices
+                    .push(SqlNotice { sqlstate: "00000", message: format!("view \"{n}\" does not exist, skipping") }),
                 None => return Err(SqlError::new("42P01", format!("view \"{n}\" does not exist"))),
             }
         }
@@ -90,9 +117,12 @@ impl Exec<'_> {
                     continue;
                 }
                 if !cascade {
-                    return Err(SqlError::new("2BP01", format!("cannot drop {what} {n} because other objects depend on it"))
-                        .with_detail(format!("view {} depends on {what} {n}", v.name))
-                        .with_hint("Use DROP ... CASCADE to drop the dependent objects too."));
+                    return Err(SqlError::new(
+                        "2BP01",
+                        format!("cannot drop {what} {n} because other objects depend on it"),
+                    )
+                    .with_detail(format!("view {} depends on {what} {n}", v.name))
+                    .with_hint("Use DROP ... CASCADE to drop the dependent objects too."));
                 }
                 found.push(v.name.clone());
                 queue.push((v.name.clone(), "view".to_owned()));
@@ -100,8 +130,12 @@ impl Exec<'_> {
         }
         match found.len() {
             0 => {}
-            1 => self.notices.push(SqlNotice { sqlstate: "00000", message: format!("drop cascades to view {}", found[0]) }),
-            k => self.notices.push(SqlNotice { sqlstate: "00000", message: format!("drop cascades to {k} other objects") }),
+            1 => self
+                .notices
+                .push(SqlNotice { sqlstate: "00000", message: format!("drop cascades to view {}", found[0]) }),
+            k => self
+                .notices
+                .push(SqlNotice { sqlstate: "00000", message: format!("drop cascades to {k} other objects") }),
         }
         Ok(found)
     }

@@ -15,7 +15,13 @@ use crate::types;
 
 impl Exec<'_> {
     /// Appends the rows of a virtual level (flat) for the joined `row` so far.
-    pub(super) fn virtual_rows(&mut self, source: &VirtualSource, env: &Env<'_>, row: &[Value], out: &mut Vec<Value>) -> Result<()> {
+    pub(super) fn virtual_rows(
+        &mut self,
+        source: &VirtualSource,
+        env: &Env<'_>,
+        row: &[Value],
+        out: &mut Vec<Value>,
+    ) -> Result<()> {
         match source {
             VirtualSource::System(rel) => {
                 let Some(ctx) = self.system() else { return Ok(()) };
@@ -49,7 +55,8 @@ impl Exec<'_> {
                 }
                 if let TableFunc::UnnestArrays(_) = func {
                     // A NULL array is an empty one here.
-                    let arrays: Vec<&[Value]> = vals.iter().map(|v| if let Value::Array(a) = v { a.as_slice() } else { &[] }).collect();
+                    let arrays: Vec<&[Value]> =
+                        vals.iter().map(|v| if let Value::Array(a) = v { a.as_slice() } else { &[] }).collect();
                     let rows = arrays.iter().map(|a| a.len()).max().unwrap_or(0);
                     for k in 0..rows {
                         self.interrupt.tick()?;
@@ -82,7 +89,8 @@ impl Exec<'_> {
                         let int8 = matches!(vals[0], Value::Int8(_)) || matches!(vals[1], Value::Int8(_));
                         // Charged before it is built (released with the
                         // level's candidates, which last one outer row).
-                        let bytes = usize::try_from(n).unwrap_or(usize::MAX).saturating_mul(std::mem::size_of::<Value>());
+                        let bytes =
+                            usize::try_from(n).unwrap_or(usize::MAX).saturating_mul(std::mem::size_of::<Value>());
                         self.interrupt.charge(bytes, "generate_series")?;
                         self.interrupt.mem_used -= bytes;
                         let mut items = Vec::new();
@@ -138,7 +146,14 @@ impl Exec<'_> {
     /// WITH RECURSIVE, evaluated as PostgreSQL does (iteratively, not
     /// recursively): every round is charged to pgtier.statement_mem, so a
     /// query that never stops ends with 53200 (or statement_timeout).
-    fn recursive_rows(&mut self, slot: usize, anchor: &SetTree, step: &SetTree, all: bool, env: &Env<'_>) -> Result<Vec<Vec<Value>>> {
+    fn recursive_rows(
+        &mut self,
+        slot: usize,
+        anchor: &SetTree,
+        step: &SetTree,
+        all: bool,
+        env: &Env<'_>,
+    ) -> Result<Vec<Vec<Value>>> {
         let held = self.interrupt.mem_used;
         let mut seen = HashSet::new();
         let keep = |rows: Vec<Vec<Value>>, seen: &mut HashSet<GroupKey>| -> Vec<Vec<Value>> {

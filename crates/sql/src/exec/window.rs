@@ -6,7 +6,10 @@ use pgtier_engine::Value;
 
 use super::Exec;
 use super::select::sort_key_cmp;
-use super::window_frame::{AggInput, Offsets, Peers, RangeKeys, Seek, check_chosen_rows, frame_aggregate, frame_bounds, frame_positions, peer_closed, unordered_peers};
+use super::window_frame::{
+    AggInput, Offsets, Peers, RangeKeys, Seek, check_chosen_rows, frame_aggregate, frame_bounds, frame_positions,
+    peer_closed, unordered_peers,
+};
 use crate::error::{Result, SqlError};
 use crate::expr::Env;
 use crate::plan::{FrameBound, FrameUnits, WindowCall, WindowFrame, WindowFunc};
@@ -20,7 +23,12 @@ impl Exec<'_> {
     /// BY order; peers are rows equal in every ORDER BY key. The rank-like
     /// functions, lag, lead and ntile read the partition; aggregates and
     /// first/last/nth_value read each row's frame (window_frame.rs).
-    pub(super) fn apply_windows(&mut self, windows: &[WindowCall], env: &Env<'_>, mut rows: Vec<Vec<Value>>) -> Result<Vec<Vec<Value>>> {
+    pub(super) fn apply_windows(
+        &mut self,
+        windows: &[WindowCall],
+        env: &Env<'_>,
+        mut rows: Vec<Vec<Value>>,
+    ) -> Result<Vec<Vec<Value>>> {
         let n = rows.len();
         let mut columns: Vec<Vec<Value>> = Vec::with_capacity(windows.len());
         for w in windows {
@@ -57,7 +65,9 @@ impl Exec<'_> {
                 order_cmp(w, &keys, a, b)
             });
             stopped?;
-            let same_partition = |a: usize, b: usize| keys[a].0.iter().zip(&keys[b].0).all(|(x, y)| sort_key_cmp(x, y, false, false) == Ordering::Equal);
+            let same_partition = |a: usize, b: usize| {
+                keys[a].0.iter().zip(&keys[b].0).all(|(x, y)| sort_key_cmp(x, y, false, false) == Ordering::Equal)
+            };
             let mut out = vec![Value::Null; n];
             let mut start = 0;
             while start < n {
@@ -100,7 +110,16 @@ impl Exec<'_> {
 
     /// One partition's values of `w`, into `out` at the rows' positions.
     #[allow(clippy::too_many_arguments)]
-    fn partition(&mut self, w: &WindowCall, offsets: &Offsets, env: &Env<'_>, rows: &[Vec<Value>], keys: &[Keys], part: &[usize], out: &mut [Value]) -> Result<()> {
+    fn partition(
+        &mut self,
+        w: &WindowCall,
+        offsets: &Offsets,
+        env: &Env<'_>,
+        rows: &[Vec<Value>],
+        keys: &[Keys],
+        part: &[usize],
+        out: &mut [Value],
+    ) -> Result<()> {
         let len = part.len();
         let peers = Peers::new(len, |a, b| order_cmp(w, keys, part[a], part[b]) == Ordering::Equal);
         // RANGE with an offset finds every row's frame whatever the
@@ -115,7 +134,8 @@ impl Exec<'_> {
             let bounds = frame_bounds(&w.frame, offsets, &peers, range.as_ref())?;
             // Peers that are whole-row duplicates cannot be told apart, so
             // their order cannot change the answer.
-            let ordered = peer_closed(&w.frame) || (0..len).all(|i| peers.start(i) == i || rows[part[i]] == rows[part[peers.start(i)]]);
+            let ordered = peer_closed(&w.frame)
+                || (0..len).all(|i| peers.start(i) == i || rows[part[i]] == rows[part[peers.start(i)]]);
             let values = match &w.func {
                 WindowFunc::Agg(call) => {
                     let mut inputs: Vec<AggInput> = Vec::with_capacity(len);
@@ -145,7 +165,9 @@ impl Exec<'_> {
                         WindowFunc::FirstValue(_) => Seek::First,
                         WindowFunc::LastValue(_) => Seek::Last,
                         _ => {
-                            let WindowFunc::NthValue(_, n) = &w.func else { return Err(SqlError::new("XX000", "nth_value without n")) };
+                            let WindowFunc::NthValue(_, n) = &w.func else {
+                                return Err(SqlError::new("XX000", "nth_value without n"));
+                            };
                             let mut ns = Vec::with_capacity(len);
                             for &r in part {
                                 ns.push(n.eval(env, self, &rows[r])?.as_i64());
@@ -172,7 +194,15 @@ impl Exec<'_> {
     }
 
     /// The rank-like functions, lag, lead and ntile over one partition.
-    fn partition_values(&mut self, w: &WindowCall, env: &Env<'_>, rows: &[Vec<Value>], part: &[usize], peers: &Peers, out: &mut [Value]) -> Result<()> {
+    fn partition_values(
+        &mut self,
+        w: &WindowCall,
+        env: &Env<'_>,
+        rows: &[Vec<Value>],
+        part: &[usize],
+        peers: &Peers,
+        out: &mut [Value],
+    ) -> Result<()> {
         let len = part.len();
         // The value a lag/lead reads, for each row of the partition in window order.
         let mut values = Vec::new();
@@ -190,7 +220,9 @@ impl Exec<'_> {
                 WindowFunc::RowNumber => position(at),
                 WindowFunc::Rank => position(peers.start(at)),
                 WindowFunc::DenseRank => Value::Int8(i64::try_from(peers.number(at)).unwrap_or(i64::MAX)),
-                WindowFunc::PercentRank => Value::Float8(if len == 1 { 0.0 } else { peers.start(at) as f64 / (size - 1.0) }),
+                WindowFunc::PercentRank => {
+                    Value::Float8(if len == 1 { 0.0 } else { peers.start(at) as f64 / (size - 1.0) })
+                }
                 WindowFunc::CumeDist => Value::Float8(peers.end(at) as f64 / size),
                 WindowFunc::Ntile(n) => ntile(n.eval(env, self, &rows[r])?, at, len)?,
                 WindowFunc::Shift { offset, default, lead, .. } => {
@@ -204,7 +236,11 @@ impl Exec<'_> {
                         },
                         None => 1,
                     };
-                    let target = if *lead { i64::try_from(at).ok().and_then(|a| a.checked_add(off)) } else { i64::try_from(at).ok().and_then(|a| a.checked_sub(off)) };
+                    let target = if *lead {
+                        i64::try_from(at).ok().and_then(|a| a.checked_add(off))
+                    } else {
+                        i64::try_from(at).ok().and_then(|a| a.checked_sub(off))
+                    };
                     match target.and_then(|t| usize::try_from(t).ok()).and_then(|t| values.get(t)) {
                         Some(v) => v.clone(),
                         None => match default {
@@ -213,7 +249,10 @@ impl Exec<'_> {
                         },
                     }
                 }
-                WindowFunc::Agg(_) | WindowFunc::FirstValue(_) | WindowFunc::LastValue(_) | WindowFunc::NthValue(..) => Value::Null,
+                WindowFunc::Agg(_)
+                | WindowFunc::FirstValue(_)
+                | WindowFunc::LastValue(_)
+                | WindowFunc::NthValue(..) => Value::Null,
             };
             out[r] = v;
         }
@@ -236,7 +275,10 @@ fn order_cmp(w: &WindowCall, keys: &[Keys], a: usize, b: usize) -> Ordering {
 /// n buckets, the first `len % n` one row larger (PostgreSQL's split).
 fn ntile(n: Value, at: usize, len: usize) -> Result<Value> {
     let Some(n) = n.as_i64() else { return Ok(Value::Null) };
-    let n = usize::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| SqlError::new("22014", "argument of ntile must be greater than zero"))?;
+    let n = usize::try_from(n)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| SqlError::new("22014", "argument of ntile must be greater than zero"))?;
     let (size, larger) = (len / n, len % n);
     let bucket = if size == 0 {
         at

@@ -94,7 +94,12 @@ pub(super) struct RangeKeys<'a> {
 
 /// Each row's frame as `[head, tail)` positions in the partition, before
 /// any exclusion; tail may lie before head (an empty frame).
-pub(super) fn frame_bounds(frame: &WindowFrame, offsets: &Offsets, peers: &Peers, range: Option<&RangeKeys<'_>>) -> Result<Vec<(usize, usize)>> {
+pub(super) fn frame_bounds(
+    frame: &WindowFrame,
+    offsets: &Offsets,
+    peers: &Peers,
+    range: Option<&RangeKeys<'_>>,
+) -> Result<Vec<(usize, usize)>> {
     let n = peers.group.len();
     let as_i128 = |v: &Value| i128::from(v.as_i64().unwrap_or(0));
     let clamp = |x: i128| usize::try_from(x.clamp(0, n as i128)).unwrap_or(n);
@@ -126,7 +131,11 @@ pub(super) fn frame_bounds(frame: &WindowFrame, offsets: &Offsets, peers: &Peers
                         while head < n {
                             let v = keys.values[head];
                             let found = if v.is_null() || current.is_null() {
-                                if keys.nulls_first { !v.is_null() || current.is_null() } else { v.is_null() || !current.is_null() }
+                                if keys.nulls_first {
+                                    !v.is_null() || current.is_null()
+                                } else {
+                                    v.is_null() || !current.is_null()
+                                }
                             } else {
                                 in_range(kind, v, current, &offsets.start, sub, less)?
                             };
@@ -253,7 +262,11 @@ fn in_range(kind: RangeOffset, val: &Value, base: &Value, offset: &Value, sub: b
         }
         RangeOffset::Numeric => in_range_numeric(val, base, offset, sub, less),
         RangeOffset::Float => {
-            let (v, b, off) = (value::to_f64(val).unwrap_or(0.0), value::to_f64(base).unwrap_or(0.0), value::to_f64(offset).unwrap_or(0.0));
+            let (v, b, off) = (
+                value::to_f64(val).unwrap_or(0.0),
+                value::to_f64(base).unwrap_or(0.0),
+                value::to_f64(offset).unwrap_or(0.0),
+            );
             if off.is_nan() || off < 0.0 {
                 return Err(bad_offset());
             }
@@ -280,7 +293,8 @@ fn in_range(kind: RangeOffset, val: &Value, base: &Value, offset: &Value, sub: b
                 Value::Date(d) => value::date_micros(*d).map(Value::Timestamp),
                 other => Ok(other.clone()),
             };
-            let ty = if kind == RangeOffset::TimestampTz { DataType::TimestampTz(None) } else { DataType::Timestamp(None) };
+            let ty =
+                if kind == RangeOffset::TimestampTz { DataType::TimestampTz(None) } else { DataType::Timestamp(None) };
             let sum = crate::interval::arith(if sub { ArithOp::Sub } else { ArithOp::Add }, &stamp(base)?, offset, ty)?;
             Ok(holds(value::compare(&stamp(val)?, &sum).unwrap_or(Ordering::Equal)))
         }
@@ -324,7 +338,12 @@ pub(super) type AggInput = Option<Option<Value>>;
 
 /// An aggregate's value over each row's frame.
 pub(super) fn frame_aggregate(
-    call: &AggCall, inputs: &[AggInput], bounds: &[(usize, usize)], exclude: FrameExclude, peers: &Peers, interrupt: &mut Interrupt<'_>,
+    call: &AggCall,
+    inputs: &[AggInput],
+    bounds: &[(usize, usize)],
+    exclude: FrameExclude,
+    peers: &Peers,
+    interrupt: &mut Interrupt<'_>,
 ) -> Result<Vec<Value>> {
     if exclude != FrameExclude::NoOthers {
         let mut out = Vec::with_capacity(bounds.len());
@@ -453,7 +472,12 @@ pub(super) enum Seek {
 /// The frame row `seek` names, for each row: PostgreSQL's
 /// WinGetFuncArgInFrame (its position arithmetic around an excluded group,
 /// then row_is_in_frame); None when that row is not in the frame.
-pub(super) fn frame_positions(seek: &Seek, bounds: &[(usize, usize)], exclude: FrameExclude, peers: &Peers) -> Result<Vec<Option<usize>>> {
+pub(super) fn frame_positions(
+    seek: &Seek,
+    bounds: &[(usize, usize)],
+    exclude: FrameExclude,
+    peers: &Peers,
+) -> Result<Vec<Option<usize>>> {
     let len = bounds.len();
     let mut out = Vec::with_capacity(len);
     for (cur, &(head, tail)) in bounds.iter().enumerate() {
@@ -467,7 +491,9 @@ pub(super) fn frame_positions(seek: &Seek, bounds: &[(usize, usize)], exclude: F
                             out.push(None);
                             continue;
                         }
-                        Some(n) if n <= 0 => return Err(SqlError::new("22016", "argument of nth_value must be greater than zero")),
+                        Some(n) if n <= 0 => {
+                            return Err(SqlError::new("22016", "argument of nth_value must be greater than zero"));
+                        }
                         Some(n) => i128::from(n) - 1,
                     },
                     _ => 0,
@@ -516,7 +542,10 @@ pub(super) fn frame_positions(seek: &Seek, bounds: &[(usize, usize)], exclude: F
                 (exclude == FrameExclude::NoOthers || pos >= h).then_some(pos)
             }
         };
-        let in_frame = pos.filter(|&p| p >= h && p < t).and_then(|p| usize::try_from(p).ok()).filter(|&p| p < len && !excluded(exclude, peers, cur, p));
+        let in_frame = pos
+            .filter(|&p| p >= h && p < t)
+            .and_then(|p| usize::try_from(p).ok())
+            .filter(|&p| p < len && !excluded(exclude, peers, cur, p));
         out.push(in_frame);
     }
     Ok(out)
@@ -526,7 +555,9 @@ pub(super) fn frame_positions(seek: &Seek, bounds: &[(usize, usize)], exclude: F
 /// UNBOUNDED, or CURRENT ROW or an offset in RANGE or GROUPS mode), so
 /// that which rows it holds does not depend on how peers are ordered.
 pub(super) fn peer_closed(frame: &WindowFrame) -> bool {
-    let closed = |b: &FrameBound| matches!(b, FrameBound::UnboundedPreceding | FrameBound::UnboundedFollowing) || frame.units != FrameUnits::Rows;
+    let closed = |b: &FrameBound| {
+        matches!(b, FrameBound::UnboundedPreceding | FrameBound::UnboundedFollowing) || frame.units != FrameUnits::Rows
+    };
     closed(&frame.start) && closed(&frame.end)
 }
 
@@ -534,13 +565,20 @@ pub(super) fn peer_closed(frame: &WindowFrame) -> bool {
 /// pgtier's scans do not reproduce): an answer that depends on that order
 /// is refused rather than given differently.
 pub(super) fn unordered_peers() -> SqlError {
-    SqlError::unsupported("a window frame function whose result depends on the order of rows its window's ORDER BY leaves tied")
+    SqlError::unsupported(
+        "a window frame function whose result depends on the order of rows its window's ORDER BY leaves tied",
+    )
 }
 
 /// Refuses a frame row chosen among peers that differ in the value read
 /// (the current row itself is no choice). `ordered`: the frame is
 /// peer-closed or no peers differ.
-pub(super) fn check_chosen_rows(chosen: &[Option<usize>], values: &[Value], peers: &Peers, ordered: bool) -> Result<()> {
+pub(super) fn check_chosen_rows(
+    chosen: &[Option<usize>],
+    values: &[Value],
+    peers: &Peers,
+    ordered: bool,
+) -> Result<()> {
     if !ordered {
         return Err(unordered_peers());
     }
@@ -584,7 +622,10 @@ mod tests {
     #[test]
     fn rows_bounds_clamp_to_the_partition() {
         let peers = Peers::new(4, |_, _| false);
-        let frame = rows_frame(FrameBound::Preceding(crate::expr::Expr::Const(Value::Int8(1))), FrameBound::Following(crate::expr::Expr::Const(Value::Int8(i64::MAX))));
+        let frame = rows_frame(
+            FrameBound::Preceding(crate::expr::Expr::Const(Value::Int8(1))),
+            FrameBound::Following(crate::expr::Expr::Const(Value::Int8(i64::MAX))),
+        );
         let offsets = Offsets { start: Value::Int8(1), end: Value::Int8(i64::MAX) };
         assert_eq!(frame_bounds(&frame, &offsets, &peers, None).unwrap(), vec![(0, 4), (0, 4), (1, 4), (2, 4)]);
     }
@@ -592,7 +633,9 @@ mod tests {
     #[test]
     fn in_range_integers_do_not_overflow() {
         let max = Value::Int8(i64::MAX);
-        assert!(in_range(RangeOffset::Integer, &max, &Value::Int8(i64::MAX - 1), &Value::Int8(5), false, true).unwrap());
+        assert!(
+            in_range(RangeOffset::Integer, &max, &Value::Int8(i64::MAX - 1), &Value::Int8(5), false, true).unwrap()
+        );
         assert!(in_range(RangeOffset::Integer, &max, &max, &Value::Int8(-1), false, true).is_err());
     }
 }

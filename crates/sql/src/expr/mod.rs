@@ -73,7 +73,10 @@ pub enum SubqueryKind {
     /// `lhs [NOT] IN (subquery)`; `trim_rows`: the subquery's values are
     /// char(n) compared as text (without trailing blanks), as PostgreSQL's
     /// `text = bpchar` resolves to `text = text`.
-    In { lhs: Box<Expr>, trim_rows: bool },
+    In {
+        lhs: Box<Expr>,
+        trim_rows: bool,
+    },
     /// `ARRAY(subquery)`: the first column's values as a catalog (text-form) array.
     Array(Elem),
     /// `ARRAY(subquery)` as a real array value.
@@ -118,9 +121,22 @@ pub enum Expr {
     IsDistinct(Box<Expr>, Box<Expr>, bool),
     /// `x IS [NOT] TRUE/FALSE`: (expr, target, negated).
     IsBool(Box<Expr>, bool, bool),
-    Like { expr: Box<Expr>, pattern: Box<Expr>, negated: bool, case_insensitive: bool },
-    InList { expr: Box<Expr>, list: Vec<Expr>, negated: bool },
-    Case { operand: Option<Box<Expr>>, whens: Vec<(Expr, Expr)>, otherwise: Option<Box<Expr>> },
+    Like {
+        expr: Box<Expr>,
+        pattern: Box<Expr>,
+        negated: bool,
+        case_insensitive: bool,
+    },
+    InList {
+        expr: Box<Expr>,
+        list: Vec<Expr>,
+        negated: bool,
+    },
+    Case {
+        operand: Option<Box<Expr>>,
+        whens: Vec<(Expr, Expr)>,
+        otherwise: Option<Box<Expr>>,
+    },
     Coalesce(Vec<Expr>),
     NullIf(Box<Expr>, Box<Expr>),
     /// (expr, target type, explicit CAST).
@@ -210,9 +226,23 @@ impl Expr {
     pub fn walk(&self, f: &mut dyn FnMut(&Expr)) {
         f(self);
         match self {
-            Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_) | Expr::AggRef(_) | Expr::WindowRef(_) => {}
-            Expr::Neg(e) | Expr::Not(e) | Expr::IsNull(e, _) | Expr::IsBool(e, _, _) | Expr::Cast(e, _, _) | Expr::BpcharTrim(e) => e.walk(f),
-            Expr::Arith(_, a, b, _) | Expr::Concat(a, b) | Expr::Cmp(_, a, b) | Expr::IsDistinct(a, b, _) | Expr::NullIf(a, b) => {
+            Expr::Column(_)
+            | Expr::Outer(_)
+            | Expr::Param(_)
+            | Expr::Const(_)
+            | Expr::AggRef(_)
+            | Expr::WindowRef(_) => {}
+            Expr::Neg(e)
+            | Expr::Not(e)
+            | Expr::IsNull(e, _)
+            | Expr::IsBool(e, _, _)
+            | Expr::Cast(e, _, _)
+            | Expr::BpcharTrim(e) => e.walk(f),
+            Expr::Arith(_, a, b, _)
+            | Expr::Concat(a, b)
+            | Expr::Cmp(_, a, b)
+            | Expr::IsDistinct(a, b, _)
+            | Expr::NullIf(a, b) => {
                 a.walk(f);
                 b.walk(f);
             }
@@ -254,9 +284,16 @@ impl Expr {
     /// Rebuilds this node with `f` applied to each direct child.
     pub fn map_children(self, f: &mut dyn FnMut(Expr) -> Result<Expr>) -> Result<Expr> {
         let b = |e: Box<Expr>, f: &mut dyn FnMut(Expr) -> Result<Expr>| -> Result<Box<Expr>> { Ok(Box::new(f(*e)?)) };
-        let v = |es: Vec<Expr>, f: &mut dyn FnMut(Expr) -> Result<Expr>| -> Result<Vec<Expr>> { es.into_iter().map(f).collect() };
+        let v = |es: Vec<Expr>, f: &mut dyn FnMut(Expr) -> Result<Expr>| -> Result<Vec<Expr>> {
+            es.into_iter().map(f).collect()
+        };
         Ok(match self {
-            e @ (Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_) | Expr::AggRef(_) | Expr::WindowRef(_)) => e,
+            e @ (Expr::Column(_)
+            | Expr::Outer(_)
+            | Expr::Param(_)
+            | Expr::Const(_)
+            | Expr::AggRef(_)
+            | Expr::WindowRef(_)) => e,
             Expr::Neg(e) => Expr::Neg(b(e, f)?),
             Expr::Not(e) => Expr::Not(b(e, f)?),
             Expr::IsNull(e, n) => Expr::IsNull(b(e, f)?, n),
@@ -293,7 +330,9 @@ impl Expr {
     /// Evaluates to a value.
     pub fn eval(&self, env: &Env<'_>, sq: &mut dyn SubqueryRunner, row: &[Value]) -> Result<Value> {
         Ok(match self {
-            Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_) => self.leaf_ref(env, row).cloned().unwrap_or(Value::Null),
+            Expr::Column(_) | Expr::Outer(_) | Expr::Param(_) | Expr::Const(_) => {
+                self.leaf_ref(env, row).cloned().unwrap_or(Value::Null)
+            }
             Expr::Neg(e) => value::negate(&e.eval(env, sq, row)?)?,
             Expr::Not(e) => match e.eval_bool(env, sq, row)? {
                 Some(b) => Value::Bool(!b),
@@ -320,12 +359,15 @@ impl Expr {
                 }
                 Value::Text(s)
             }
-            Expr::Cmp(..) | Expr::And(_) | Expr::Or(_) | Expr::IsDistinct(..) | Expr::Like { .. } | Expr::InList { .. } => {
-                match self.eval_bool(env, sq, row)? {
-                    Some(b) => Value::Bool(b),
-                    None => Value::Null,
-                }
-            }
+            Expr::Cmp(..)
+            | Expr::And(_)
+            | Expr::Or(_)
+            | Expr::IsDistinct(..)
+            | Expr::Like { .. }
+            | Expr::InList { .. } => match self.eval_bool(env, sq, row)? {
+                Some(b) => Value::Bool(b),
+                None => Value::Null,
+            },
             Expr::IsNull(e, negated) => Value::Bool(e.eval(env, sq, row)?.is_null() != *negated),
             Expr::IsBool(e, target, negated) => {
                 let v = e.eval_bool(env, sq, row)?;
@@ -381,7 +423,10 @@ impl Expr {
                 SubqueryKind::Scalar => {
                     let rows = sq.run(s, env, row)?;
                     if rows.len() > 1 {
-                        return Err(SqlError::new("21000", "more than one row returned by a subquery used as an expression"));
+                        return Err(SqlError::new(
+                            "21000",
+                            "more than one row returned by a subquery used as an expression",
+                        ));
                     }
                     rows.into_iter().next().unwrap_or(Value::Null)
                 }
@@ -459,7 +504,8 @@ impl Expr {
                 let p = pattern.eval(env, sq, row)?;
                 match (x, p) {
                     (Value::Text(s), Value::Text(p)) => {
-                        let m = if *case_insensitive { like(&s.to_lowercase(), &p.to_lowercase())? } else { like(&s, &p)? };
+                        let m =
+                            if *case_insensitive { like(&s.to_lowercase(), &p.to_lowercase())? } else { like(&s, &p)? };
                         Some(m != *negated)
                     }
                     _ => None,
@@ -487,7 +533,9 @@ impl Expr {
                     let x = lhs.eval(env, sq, row)?;
                     sq.run_in(s, env, row, &x)?
                 }
-                SubqueryKind::Scalar | SubqueryKind::Array(_) | SubqueryKind::ArrayValue => as_bool(self.eval(env, sq, row)?),
+                SubqueryKind::Scalar | SubqueryKind::Array(_) | SubqueryKind::ArrayValue => {
+                    as_bool(self.eval(env, sq, row)?)
+                }
             },
             other => as_bool(other.eval(env, sq, row)?),
         })

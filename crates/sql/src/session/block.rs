@@ -160,7 +160,8 @@ impl Connection {
     /// ROLLBACK (PostgreSQL's rule, simplified). The end of the message
     /// ends it ([`Connection::end_implicit_block`]).
     pub fn begin_implicit_query(&mut self, stmts: &[Statement]) -> Result<()> {
-        if self.block != Block::None || stmts.iter().any(|s| matches!(classify(s).0, TxnKind::Begin | TxnKind::End(_))) {
+        if self.block != Block::None || stmts.iter().any(|s| matches!(classify(s).0, TxnKind::Begin | TxnKind::End(_)))
+        {
             return Ok(());
         }
         self.begin()?;
@@ -187,7 +188,13 @@ impl Connection {
     /// Runs a planned statement (`StmtKind::Sql`) of the message `via`
     /// (see [`Via`]) and lends its result rows to `rows`, as
     /// [`Connection::execute_with`] does.
-    pub fn execute_stmt<R>(&mut self, stmt: &Stmt, params: &[Value], via: Via, rows: impl FnOnce(ResultRows<'_>) -> R) -> Result<(CommandTag, R)> {
+    pub fn execute_stmt<R>(
+        &mut self,
+        stmt: &Stmt,
+        params: &[Value],
+        via: Via,
+        rows: impl FnOnce(ResultRows<'_>) -> R,
+    ) -> Result<(CommandTag, R)> {
         let StmtKind::Sql(ps) = stmt.kind() else {
             return Err(SqlError::new("XX000", "not a planned statement"));
         };
@@ -223,8 +230,12 @@ impl Connection {
 
     fn txn_warning(&mut self, txn: TxnKind) {
         let message = match (txn, self.block) {
-            (TxnKind::Begin, Block::Active | Block::Failed) => SqlNotice { sqlstate: "25001", message: "there is already a transaction in progress".into() },
-            (TxnKind::End(_), Block::None) => SqlNotice { sqlstate: "25P01", message: "there is no transaction in progress".into() },
+            (TxnKind::Begin, Block::Active | Block::Failed) => {
+                SqlNotice { sqlstate: "25001", message: "there is already a transaction in progress".into() }
+            }
+            (TxnKind::End(_), Block::None) => {
+                SqlNotice { sqlstate: "25P01", message: "there is no transaction in progress".into() }
+            }
             _ => return,
         };
         self.warnings.push(message);
@@ -300,7 +311,9 @@ impl Connection {
                 self.rollback_txn();
                 Ok((Tag::Plain("ROLLBACK"), 0))
             }
-            TxnCommand::Savepoint(_) | TxnCommand::RollbackTo(_) | TxnCommand::Release(_) => self.savepoint_command(cmd),
+            TxnCommand::Savepoint(_) | TxnCommand::RollbackTo(_) | TxnCommand::Release(_) => {
+                self.savepoint_command(cmd)
+            }
         }
     }
 

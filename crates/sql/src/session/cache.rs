@@ -24,7 +24,6 @@ use crate::error::{Result, SqlError, SqlNotice};
 /// How often a running LOAD/REFRESH looks at the session's cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(20);
 
-
 impl From<CacheError> for SqlError {
     fn from(e: CacheError) -> SqlError {
         let sqlstate = cache_sqlstate(e.sqlstate());
@@ -33,7 +32,9 @@ impl From<CacheError> for SqlError {
             CacheError::Connect(_) if sqlstate.starts_with("28") => {
                 Some("Check [backend] password_file or password_env against the role in PostgreSQL.".to_owned())
             }
-            CacheError::Connect(_) => Some("Check that PostgreSQL is running and that [backend] url names it.".to_owned()),
+            CacheError::Connect(_) => {
+                Some("Check that PostgreSQL is running and that [backend] url names it.".to_owned())
+            }
             _ => None,
         });
         let mut out = match e {
@@ -53,10 +54,10 @@ impl From<CacheError> for SqlError {
 /// static ones PostgreSQL defines that a cache statement can raise.
 fn cache_sqlstate(code: &str) -> &'static str {
     const KNOWN: &[&str] = &[
-        "0A000", "08000", "08001", "08003", "08004", "08006", "08P01", "2200H", "22003", "22007", "22008", "22012", "22023", "22P02", "23505", "25001",
-        "28000", "28P01", "3D000", "40001", "40P01", "42501", "42601", "42702", "42703", "42704", "42712", "42804", "42809", "42830", "42883",
-        "42P01", "42P07", "42P16", "42P17", "53000", "53100", "53200", "53300", "54000", "55000", "55006", "57014", "57P01", "57P02", "57P03",
-        "58000", "XX000",
+        "0A000", "08000", "08001", "08003", "08004", "08006", "08P01", "2200H", "22003", "22007", "22008", "22012",
+        "22023", "22P02", "23505", "25001", "28000", "28P01", "3D000", "40001", "40P01", "42501", "42601", "42702",
+        "42703", "42704", "42712", "42804", "42809", "42830", "42883", "42P01", "42P07", "42P16", "42P17", "53000",
+        "53100", "53200", "53300", "54000", "55000", "55006", "57014", "57P01", "57P02", "57P03", "58000", "XX000",
     ];
     KNOWN.iter().copied().find(|k| *k == code).unwrap_or(if code.starts_with("08") { "08000" } else { "XX000" })
 }
@@ -130,7 +131,9 @@ impl Connection {
     /// Several statements of which one is a cache statement: 25001.
     pub fn cache_stmt(&mut self, sql: &str) -> Result<Option<Arc<Stmt>>> {
         match cache_statement_in(sql, false) {
-            Ok(Some(statement)) => Ok(Some(Arc::new(Stmt::new(StmtKind::Cache(Box::new(statement)), Vec::new(), TxnKind::None, false)))),
+            Ok(Some(statement)) => {
+                Ok(Some(Arc::new(Stmt::new(StmtKind::Cache(Box::new(statement)), Vec::new(), TxnKind::None, false))))
+            }
             Ok(None) => Ok(None),
             Err(e) => {
                 self.fail();
@@ -161,9 +164,14 @@ impl Connection {
             CacheStatement::AcceptDefinition { name } => {
                 let moved = cache.accept_definition(name)?;
                 let message = if moved.is_empty() {
-                    format!("cache group \"{name}\": PostgreSQL's definitions of its tables are the accepted ones already")
+                    format!(
+                        "cache group \"{name}\": PostgreSQL's definitions of its tables are the accepted ones already"
+                    )
                 } else {
-                    format!("cache group \"{name}\": accepted PostgreSQL's current definition of {}; held write-through resumes within seconds", moved.join(", "))
+                    format!(
+                        "cache group \"{name}\": accepted PostgreSQL's current definition of {}; held write-through resumes within seconds",
+                        moved.join(", ")
+                    )
                 };
                 self.notices.push(SqlNotice { sqlstate: "00000", message });
                 (Tag::Plain("ALTER CACHE GROUP"), 0)
@@ -179,7 +187,10 @@ impl Connection {
                     Claim::Owned | Claim::Adopted => "the node name is this data directory's already".to_owned(),
                 };
                 let node = cache.identity();
-                self.notices.push(SqlNotice { sqlstate: "00000", message: format!("pgtier node \"{}\" (incarnation {}): {message}", node.name, node.incarnation) });
+                self.notices.push(SqlNotice {
+                    sqlstate: "00000",
+                    message: format!("pgtier node \"{}\" (incarnation {}): {message}", node.name, node.incarnation),
+                });
                 (Tag::Plain("TAKEOVER CACHE NODE"), 0)
             }
             CacheStatement::Create(def) => {
@@ -188,7 +199,10 @@ impl Connection {
             }
             CacheStatement::Drop { name, if_exists } => {
                 if *if_exists && !cache.groups().iter().any(|g| g.name == *name) {
-                    self.notices.push(SqlNotice { sqlstate: "00000", message: format!("cache group \"{name}\" does not exist, skipping") });
+                    self.notices.push(SqlNotice {
+                        sqlstate: "00000",
+                        message: format!("cache group \"{name}\" does not exist, skipping"),
+                    });
                 } else {
                     cache.drop_group(name, *if_exists)?;
                 }
@@ -199,7 +213,11 @@ impl Connection {
                 let report = self.watch_cancel(&options.cancel, || cache.load(name, &options))?;
                 let rows: u64 = report.rows.iter().map(|(_, n)| n).sum();
                 let per_table = report.rows.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", ");
-                self.notice_speed(format!("loaded {} instances ({per_table} rows)", report.instances), rows, report.seconds);
+                self.notice_speed(
+                    format!("loaded {} instances ({per_table} rows)", report.instances),
+                    rows,
+                    report.seconds,
+                );
                 (Tag::Counted("LOAD CACHE GROUP"), report.instances)
             }
             CacheStatement::Unload { name, predicate } => {
@@ -211,7 +229,10 @@ impl Connection {
                 if report.skipped_dirty > 0 {
                     self.notices.push(SqlNotice {
                         sqlstate: "00000",
-                        message: format!("{} instances with changes not yet propagated to PostgreSQL were kept", report.skipped_dirty),
+                        message: format!(
+                            "{} instances with changes not yet propagated to PostgreSQL were kept",
+                            report.skipped_dirty
+                        ),
                     });
                 }
                 (Tag::Counted("UNLOAD CACHE GROUP"), report.instances)
@@ -234,7 +255,10 @@ impl Connection {
                 }
                 self.notices.push(SqlNotice {
                     sqlstate: "00000",
-                    message: format!("{} cached instances equal PostgreSQL's ({} instances of the group are not cached)", tally.compared, tally.not_cached),
+                    message: format!(
+                        "{} cached instances equal PostgreSQL's ({} instances of the group are not cached)",
+                        tally.compared, tally.not_cached
+                    ),
                 });
                 (Tag::Counted("VERIFY CACHE GROUP"), tally.compared)
             }
@@ -244,7 +268,8 @@ impl Connection {
 
     fn notice_speed(&mut self, what: String, rows: u64, seconds: f64) {
         let rate = if seconds > 0.0 { rows as f64 / seconds } else { 0.0 };
-        self.notices.push(SqlNotice { sqlstate: "00000", message: format!("{what} in {seconds:.3} s, {rate:.0} rows/s") });
+        self.notices
+            .push(SqlNotice { sqlstate: "00000", message: format!("{what} in {seconds:.3} s, {rate:.0} rows/s") });
     }
 
     /// Runs `work` while a watcher thread trips `cancel` when the session's
@@ -299,7 +324,8 @@ fn verify_failed(group: &str, tally: &pgtier_cache::VerifyTally) -> SqlError {
             tally.only_in_cache.len()
         ),
     );
-    let mut lines: Vec<String> = tally.differences.iter().take(20).map(|(key, table, what)| format!("{table} {key}: {what}")).collect();
+    let mut lines: Vec<String> =
+        tally.differences.iter().take(20).map(|(key, table, what)| format!("{table} {key}: {what}")).collect();
     lines.extend(tally.only_in_cache.iter().take(20).map(|key| format!("only in the cache: {key}")));
     error.detail = Some(lines.join("\n"));
     error.hint = Some("Changes made in PostgreSQL behind the cache's back, refused write-through transactions (pgtier.awt_errors) or writes still propagating (run it when pgtier_cache_propagation shows no backlog). REFRESH CACHE GROUP reloads from PostgreSQL.".into());
@@ -323,7 +349,10 @@ mod tests {
     #[test]
     fn a_cache_statement_among_others_is_25001() {
         let e = cache_statement_in("SELECT 1; LOAD CACHE GROUP g", true).unwrap_err();
-        assert_eq!((e.sqlstate, e.message.as_str()), ("25001", "LOAD CACHE GROUP cannot run inside a transaction block"));
+        assert_eq!(
+            (e.sqlstate, e.message.as_str()),
+            ("25001", "LOAD CACHE GROUP cannot run inside a transaction block")
+        );
         assert!(cache_statement_in("SELECT 1; SELECT 2", true).unwrap().is_none());
         assert!(cache_statement_in("SELECT 1", false).unwrap().is_none());
         assert!(matches!(cache_statement_in("LOAD CACHE GROUP g;", false), Ok(Some(CacheStatement::Load { .. }))));
@@ -340,4 +369,3 @@ mod tests {
         assert!(e.hint.is_some());
     }
 }
-

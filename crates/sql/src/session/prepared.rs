@@ -140,7 +140,11 @@ impl Connection {
             if self.block == Block::Failed {
                 return Err(SqlError::transaction_aborted());
             }
-            let kind = if matches!(ast, Statement::Copy { .. }) { StmtKind::Copy(Box::new(ast)) } else { StmtKind::Utility(Box::new(ast)) };
+            let kind = if matches!(ast, Statement::Copy { .. }) {
+                StmtKind::Copy(Box::new(ast))
+            } else {
+                StmtKind::Utility(Box::new(ast))
+            };
             return Ok(Arc::new(Stmt::new(kind, declared, txn, is_set)));
         }
         if self.fallback.is_none() {
@@ -180,7 +184,9 @@ impl Connection {
         if !prepared.bound_under(self.settings.search_path_raw()) {
             return false;
         }
-        let current = |catalog: &pgtier_engine::Catalog| catalog.names_stamp() == prepared.names_stamp && prepared.is_current(catalog);
+        let current = |catalog: &pgtier_engine::Catalog| {
+            catalog.names_stamp() == prepared.names_stamp && prepared.is_current(catalog)
+        };
         match self.open_txn() {
             Some(t) => current(t.catalog()),
             None => current(&self.db.catalog()),
@@ -233,14 +239,23 @@ impl Connection {
             Statement::Execute { name: Some(name), parameters, .. } => {
                 let name = name.0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(".");
                 let name = if name.starts_with('"') { name.trim_matches('"').to_owned() } else { name.to_lowercase() };
-                let stmt = self.named_stmt(&name).ok_or_else(|| SqlError::new("26000", format!("prepared statement \"{name}\" does not exist")))?;
+                let stmt = self
+                    .named_stmt(&name)
+                    .ok_or_else(|| SqlError::new("26000", format!("prepared statement \"{name}\" does not exist")))?;
                 if !matches!(stmt.kind(), StmtKind::Sql(_)) {
                     return Err(SqlError::unsupported("EXECUTE of this statement"));
                 }
                 let types = stmt.param_types();
                 if parameters.len() != types.len() {
-                    return Err(SqlError::new("42601", format!("wrong number of parameters for prepared statement \"{name}\""))
-                        .with_detail(format!("Expected {} parameters but got {}.", types.len(), parameters.len())));
+                    return Err(SqlError::new(
+                        "42601",
+                        format!("wrong number of parameters for prepared statement \"{name}\""),
+                    )
+                    .with_detail(format!(
+                        "Expected {} parameters but got {}.",
+                        types.len(),
+                        parameters.len()
+                    )));
                 }
                 let mut params = Vec::with_capacity(parameters.len());
                 if !parameters.is_empty() {
@@ -296,7 +311,9 @@ fn ident_name(i: &sqlparser::ast::Ident) -> String {
 /// declared for it.
 fn declared_oid(t: &sqlparser::ast::DataType) -> u32 {
     match crate::bind::map_type(t) {
-        Ok(ty) if !crate::types::is_pseudo(ty) => u32::try_from(crate::catalog::column_type_info(ty).type_oid).unwrap_or(0),
+        Ok(ty) if !crate::types::is_pseudo(ty) => {
+            u32::try_from(crate::catalog::column_type_info(ty).type_oid).unwrap_or(0)
+        }
         _ => 0,
     }
 }

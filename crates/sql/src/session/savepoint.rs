@@ -85,5 +85,8 @@ impl Connection {
 
 /// The newest savepoint named `name`.
 fn find(savepoints: &[Named], name: &str) -> Result<usize> {
-    savepoints.iter().rposition(|s| s.name == name).ok_or_else(|| SqlError::new("3B001", format!("savepoint \"{name}\" does not exist")))
+    savepoints
+        .iter()
+        .rposition(|s| s.name == name)
+        .ok_or_else(|| SqlError::new("3B001", format!("savepoint \"{name}\" does not exist")))
 }

@@ -28,7 +28,12 @@ static NEXT_STATEMENT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl PreparedStatement {
     pub(super) fn new(sql: String, ast: Option<Statement>, prepared: Prepared) -> PreparedStatement {
-        PreparedStatement { id: NEXT_STATEMENT_ID.fetch_add(1, Ordering::Relaxed), sql, ast, prepared: Mutex::new(Arc::new(prepared)) }
+        PreparedStatement {
+            id: NEXT_STATEMENT_ID.fetch_add(1, Ordering::Relaxed),
+            sql,
+            ast,
+            prepared: Mutex::new(Arc::new(prepared)),
+        }
     }
 }
 

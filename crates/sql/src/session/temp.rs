@@ -70,7 +70,11 @@ impl Connection {
     fn drop_orphans(&mut self) {
         let orphans: Vec<String> = {
             let live = LIVE.lock();
-            crate::catalog::user_schemas(&self.db.catalog()).into_iter().map(|s| s.name).filter(|n| crate::names::is_temp_schema(n) && !live.contains(n)).collect()
+            crate::catalog::user_schemas(&self.db.catalog())
+                .into_iter()
+                .map(|s| s.name)
+                .filter(|n| crate::names::is_temp_schema(n) && !live.contains(n))
+                .collect()
         };
         for n in orphans {
             // Another session starting at once may have dropped it first.
@@ -95,13 +99,20 @@ impl Connection {
         let Some(txn) = self.txn.as_mut() else { return Ok(()) };
         // heap_truncate_check_FKs: a table emptied at commit may only be
         // referenced by tables emptied with it.
-        let emptied: Vec<TableId> = self.temp.on_commit.iter().filter(|(_, a)| !matches!(a, OnCommit::Drop)).map(|(id, _)| *id).collect();
+        let emptied: Vec<TableId> =
+            self.temp.on_commit.iter().filter(|(_, a)| !matches!(a, OnCommit::Drop)).map(|(id, _)| *id).collect();
         for &id in &emptied {
             for fk in txn.catalog().referencing(id) {
                 if !emptied.contains(&fk.child) {
-                    let name = |t: TableId| txn.catalog().table(t).map_or_else(String::new, |t| crate::names::short(&t.name).to_owned());
+                    let name = |t: TableId| {
+                        txn.catalog().table(t).map_or_else(String::new, |t| crate::names::short(&t.name).to_owned())
+                    };
                     return Err(SqlError::new("0A000", "unsupported ON COMMIT and foreign key combination")
-                        .with_detail(format!("Table \"{}\" references \"{}\", but they do not have the same ON COMMIT setting.", name(fk.child), name(id))));
+                        .with_detail(format!(
+                            "Table \"{}\" references \"{}\", but they do not have the same ON COMMIT setting.",
+                            name(fk.child),
+                            name(id)
+                        )));
                 }
             }
         }

@@ -13,14 +13,17 @@ pub(super) fn hex(digits: &str) -> Result<Vec<u8>> {
             continue;
         }
         let high = digit(c)?;
-        let low = chars.next().ok_or_else(|| SqlError::new("22023", "invalid hexadecimal data: odd number of digits"))?;
+        let low =
+            chars.next().ok_or_else(|| SqlError::new("22023", "invalid hexadecimal data: odd number of digits"))?;
         out.push(high << 4 | digit(low)?);
     }
     Ok(out)
 }
 
 fn digit(c: char) -> Result<u8> {
-    c.to_digit(16).and_then(|d| u8::try_from(d).ok()).ok_or_else(|| SqlError::new("22023", format!("invalid hexadecimal digit: \"{c}\"")))
+    c.to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
+        .ok_or_else(|| SqlError::new("22023", format!("invalid hexadecimal digit: \"{c}\"")))
 }
 
 /// byteain's escape format: a byte per character, `\\\\` for a backslash,

@@ -153,11 +153,27 @@ fn is_date_word(w: &str) -> bool {
 
 fn day_name(w: &str) -> bool {
     let w = w.to_ascii_lowercase();
-    w.len() >= 3 && ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"].iter().any(|d| d.starts_with(&w) || w == d[..3])
+    w.len() >= 3
+        && ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
+            .iter()
+            .any(|d| d.starts_with(&w) || w == d[..3])
 }
 
 fn month_number(w: &str) -> Option<u32> {
-    const NAMES: [&str; 12] = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
+    const NAMES: [&str; 12] = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
     let w = w.to_ascii_lowercase();
     if w.len() < 3 {
         return None;
@@ -171,7 +187,12 @@ fn split(t: &str) -> Option<Parts<'_>> {
     let mut zone = None;
     if let Some(i) = t.rfind(char::is_whitespace) {
         let last = &t[i + 1..];
-        if last.starts_with(|c: char| c.is_ascii_alphabetic()) && !is_date_word(last) && !last.eq_ignore_ascii_case("allballs") && meridian(last).is_none() && !is_julian(last) {
+        if last.starts_with(|c: char| c.is_ascii_alphabetic())
+            && !is_date_word(last)
+            && !last.eq_ignore_ascii_case("allballs")
+            && meridian(last).is_none()
+            && !is_julian(last)
+        {
             zone = Some(last);
             t = t[..i].trim_end();
         }
@@ -179,11 +200,19 @@ fn split(t: &str) -> Option<Parts<'_>> {
     let tokens: Vec<&str> = t.split_whitespace().collect();
     if tokens.len() <= 1 {
         // ISO 8601's `T` between the date and the time.
-        let at = t.char_indices().skip(1).find(|&(k, c)| (c == 'T' || c == 't') && t[..k].ends_with(|d: char| d.is_ascii_digit())).map(|(k, _)| k);
+        let at = t
+            .char_indices()
+            .skip(1)
+            .find(|&(k, c)| (c == 'T' || c == 't') && t[..k].ends_with(|d: char| d.is_ascii_digit()))
+            .map(|(k, _)| k);
         return Some(match at {
             Some(k) => {
                 let time = &t[k + 1..];
-                let time = if time.contains(':') { time.to_owned() } else { compact_time(time).unwrap_or_else(|| time.to_owned()) };
+                let time = if time.contains(':') {
+                    time.to_owned()
+                } else {
+                    compact_time(time).unwrap_or_else(|| time.to_owned())
+                };
                 Parts { date: t[..k].to_owned(), time, zone, bc, meridian: None }
             }
             None => Parts { date: t.to_owned(), time: String::new(), zone, bc, meridian: None },
@@ -196,12 +225,15 @@ fn split(t: &str) -> Option<Parts<'_>> {
     for (k, tok) in tokens.iter().enumerate() {
         // After the time PostgreSQL takes no separated date (`10:00
         // 1997-02-10`), nor after a meridian.
-        let separated_date = tok.get(1..).is_some_and(|rest| rest.contains(['-', '/', '.'])) && (tok.starts_with(|c: char| c.is_ascii_digit()) || tok.split(['-', '/', '.']).next().is_some_and(is_date_word));
+        let separated_date = tok.get(1..).is_some_and(|rest| rest.contains(['-', '/', '.']))
+            && (tok.starts_with(|c: char| c.is_ascii_digit())
+                || tok.split(['-', '/', '.']).next().is_some_and(is_date_word));
         if (!time.is_empty() && separated_date) || (am_pm.is_some() && (separated_date || is_date_word(tok))) {
             return None;
         }
         let lower = tok.to_ascii_lowercase();
-        let glued_meridian = lower.strip_suffix("am").or_else(|| lower.strip_suffix("pm")).filter(|rest| rest.contains(':'));
+        let glued_meridian =
+            lower.strip_suffix("am").or_else(|| lower.strip_suffix("pm")).filter(|rest| rest.contains(':'));
         if let Some(m) = meridian(tok) {
             am_pm = Some(m);
         } else if let Some(rest) = glued_meridian
@@ -210,16 +242,31 @@ fn split(t: &str) -> Option<Parts<'_>> {
             // `5:32PM`
             time.push_str(&tok[..rest.len()]);
             am_pm = meridian(&tok[rest.len()..]);
-        } else if (tok.contains(':') || tok.eq_ignore_ascii_case("allballs")) && time.is_empty() && !tok.starts_with(['+', '-']) {
+        } else if (tok.contains(':') || tok.eq_ignore_ascii_case("allballs"))
+            && time.is_empty()
+            && !tok.starts_with(['+', '-'])
+        {
             // `allballs` is 00:00:00 (PostgreSQL's name for it).
             time.push_str(tok);
-        } else if let Some(compact) = compact_time(tok).filter(|_| k > 0 && time.is_empty() && parse_date_fields(&date.join(" "), false).is_some()) {
+        } else if let Some(compact) = compact_time(tok)
+            .filter(|_| k > 0 && time.is_empty() && parse_date_fields(&date.join(" "), false).is_some())
+        {
             // `19970210 173201`, `Feb 10 1997 1732`: after a whole date.
             time.push_str(&compact);
-        } else if zone.is_none() && tok.starts_with(|c: char| c.is_ascii_alphabetic()) && !is_date_word(tok) && !is_julian(tok) && crate::tz::lookup(tok).is_some() {
+        } else if zone.is_none()
+            && tok.starts_with(|c: char| c.is_ascii_alphabetic())
+            && !is_date_word(tok)
+            && !is_julian(tok)
+            && crate::tz::lookup(tok).is_some()
+        {
             // A zone in mid-text: `Feb 10 17:32:01 PST 1997`.
             zone = Some(*tok);
-        } else if k > 0 && offset.is_none() && tok.len() > 1 && tok.starts_with(['+', '-']) && tok[1..].bytes().all(|b| b.is_ascii_digit() || b == b':') {
+        } else if k > 0
+            && offset.is_none()
+            && tok.len() > 1
+            && tok.starts_with(['+', '-'])
+            && tok[1..].bytes().all(|b| b.is_ascii_digit() || b == b':')
+        {
             // An offset written apart: `10:00:00 +01`, `Feb 10 17:32:01 1997 -0800`.
             offset = Some(*tok);
         } else {
@@ -269,7 +316,10 @@ impl Parts<'_> {
 fn parse_date_fields(date: &str, bc: bool) -> Option<i32> {
     // A month name may lead or sit inside a `-`/`/`-joined field, never end
     // it: PostgreSQL's DecodeDate refuses `1999-08-Jan` and `1999/08/Jan`.
-    if date.split_whitespace().any(|field| field.contains(['-', '/']) && field.rsplit(['-', '/']).next().is_some_and(|last| last.starts_with(|c: char| c.is_ascii_alphabetic()))) {
+    if date.split_whitespace().any(|field| {
+        field.contains(['-', '/'])
+            && field.rsplit(['-', '/']).next().is_some_and(|last| last.starts_with(|c: char| c.is_ascii_alphabetic()))
+    }) {
         return None;
     }
     if is_julian(date.trim()) {
@@ -447,7 +497,11 @@ pub(super) fn strip_zone(time: &str) -> &str {
     }
     // A sign after the seconds starts an offset: +hh, +hhmm, +hh:mm.
     match time.rfind(['+', '-']) {
-        Some(i) if i > 0 && time[i + 1..].bytes().all(|b| b.is_ascii_digit() || b == b':') && !time[i + 1..].is_empty() => time[..i].trim_end(),
+        Some(i)
+            if i > 0 && time[i + 1..].bytes().all(|b| b.is_ascii_digit() || b == b':') && !time[i + 1..].is_empty() =>
+        {
+            time[..i].trim_end()
+        }
         _ => time,
     }
 }

@@ -27,11 +27,7 @@ fn log_error(message: &str) -> SqlError {
 fn round_shift(n: &BigInt, k: u32) -> BigInt {
     let d = pow10(k);
     let (q, r) = (n / &d, n % &d);
-    if r.abs() * 2u32 >= d {
-        if n.is_negative() { q - 1 } else { q + 1 }
-    } else {
-        q
-    }
+    if r.abs() * 2u32 >= d { if n.is_negative() { q - 1 } else { q + 1 } } else { q }
 }
 
 /// Decimal digits of |m| (1 for zero).
@@ -42,7 +38,8 @@ fn digit_count(m: &BigInt) -> i64 {
 /// numeric.c's estimate_ln_dweight: the decimal weight of ln(x), x > 0.
 fn estimate_ln_dweight(m: &BigInt, s: u32) -> i64 {
     let x = Dec::Fin(m.clone(), s);
-    let near_one = x.total_cmp(&Dec::Fin(BigInt::from(9), 1)).is_ge() && x.total_cmp(&Dec::Fin(BigInt::from(11), 1)).is_le();
+    let near_one =
+        x.total_cmp(&Dec::Fin(BigInt::from(9), 1)).is_ge() && x.total_cmp(&Dec::Fin(BigInt::from(11), 1)).is_le();
     if near_one {
         // ln(1 + y) ~ y: the weight of y's leading digit.
         let Dec::Fin(y, ys) = x.sub(&Dec::Fin(BigInt::from(1), 0)) else { return 0 };
@@ -98,7 +95,11 @@ fn ln_at(m: &BigInt, s: u32, p: u32) -> BigInt {
     // x = y × 10^d with y in [0.1, 1).
     let d = digit_count(m) - i64::from(s);
     let shift = i64::from(p) - i64::from(s) - d;
-    let y = if shift >= 0 { m * pow10(u32::try_from(shift).unwrap_or(0)) } else { m / pow10(u32::try_from(-shift).unwrap_or(0)) };
+    let y = if shift >= 0 {
+        m * pow10(u32::try_from(shift).unwrap_or(0))
+    } else {
+        m / pow10(u32::try_from(-shift).unwrap_or(0))
+    };
     let ln_y = ln_fixed(&y, p);
     if d == 0 {
         return ln_y;
@@ -227,7 +228,11 @@ fn exp_fixed(x: &BigInt, p: u32, val: f64, rscale: u32) -> Dec {
     }
     // Scale by 10^k: result = sum × 10^(k - p), kept at rscale digits.
     let shift = i64::from(p) - k - i64::from(rscale);
-    let r = if shift >= 0 { round_shift(&sum, u32::try_from(shift).unwrap_or(0)) } else { sum * pow10(u32::try_from(-shift).unwrap_or(0)) };
+    let r = if shift >= 0 {
+        round_shift(&sum, u32::try_from(shift).unwrap_or(0))
+    } else {
+        sum * pow10(u32::try_from(-shift).unwrap_or(0))
+    };
     Dec::Fin(r, rscale)
 }
 
@@ -421,7 +426,10 @@ mod tests {
         assert_eq!(log(&d("1.0"), &d("12.34")).unwrap_err().sqlstate, "22012");
         assert_eq!(text(ln(&d("1.000")).unwrap()), "0.0000000000000000");
         assert_eq!(text(log(&d("2"), &d("8")).unwrap()), "3.0000000000000000");
-        assert_eq!(text(ln(&d("1e-100")).unwrap()), "-230.2585092994045684017991454684364207601101488628772976033327900967572609677352480235997205089598298342");
+        assert_eq!(
+            text(ln(&d("1e-100")).unwrap()),
+            "-230.2585092994045684017991454684364207601101488628772976033327900967572609677352480235997205089598298342"
+        );
         assert_eq!(text(exp(&d("-100.5")).unwrap()), "0.00000000000000000000000000000000000000000002256340135917036");
         assert_eq!(text(log(&d("10"), &d("1e50")).unwrap()), "50.00000000000000");
         assert_eq!(exp(&d("-Infinity")).unwrap(), Dec::zero());

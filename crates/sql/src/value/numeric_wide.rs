@@ -22,7 +22,9 @@ const PG_WEIGHT_DIGITS_MAX: usize = NUMERIC_WEIGHT_DIGITS_MAX;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Dec {
     NaN,
-    Inf { negative: bool },
+    Inf {
+        negative: bool,
+    },
     /// `m × 10^-scale`; `scale` is the display scale.
     Fin(BigInt, u32),
 }
@@ -42,21 +44,13 @@ fn div_pow10_round(n: &BigInt, k: u32) -> BigInt {
     }
     let d = pow10(k);
     let (q, r) = n.div_rem(&d);
-    if r.abs() * 2u32 >= d {
-        if n.is_negative() { q - 1 } else { q + 1 }
-    } else {
-        q
-    }
+    if r.abs() * 2u32 >= d { if n.is_negative() { q - 1 } else { q + 1 } } else { q }
 }
 
 /// `a / b` rounded half away from zero (b non-zero).
 fn div_round(a: &BigInt, b: &BigInt) -> BigInt {
     let (q, r) = a.div_rem(b);
-    if r.abs() * 2u32 >= b.abs() {
-        if a.is_negative() != b.is_negative() { q - 1 } else { q + 1 }
-    } else {
-        q
-    }
+    if r.abs() * 2u32 >= b.abs() { if a.is_negative() != b.is_negative() { q - 1 } else { q + 1 } } else { q }
 }
 
 /// numeric_round / numeric_trunc's bounds on the places argument: no
@@ -78,7 +72,8 @@ impl Dec {
                     NumericKind::PosInf => Dec::Inf { negative: false },
                     NumericKind::NegInf => Dec::Inf { negative: true },
                     NumericKind::Finite { negative } => {
-                        let m = BigInt::parse_bytes(if b.digits().is_empty() { b"0" } else { b.digits().as_bytes() }, 10)?;
+                        let m =
+                            BigInt::parse_bytes(if b.digits().is_empty() { b"0" } else { b.digits().as_bytes() }, 10)?;
                         Dec::Fin(if negative { -m } else { m }, u32::from(b.scale()))
                     }
                 }
@@ -124,7 +119,13 @@ impl Dec {
     pub fn signum(&self) -> i32 {
         match self {
             Dec::NaN => 0,
-            Dec::Inf { negative } => if *negative { -1 } else { 1 },
+            Dec::Inf { negative } => {
+                if *negative {
+                    -1
+                } else {
+                    1
+                }
+            }
             Dec::Fin(m, _) => match m.sign() {
                 Sign::Minus => -1,
                 Sign::NoSign => 0,
@@ -227,7 +228,13 @@ impl Dec {
     pub fn add(&self, other: &Dec) -> Dec {
         match (self, other) {
             (Dec::NaN, _) | (_, Dec::NaN) => Dec::NaN,
-            (Dec::Inf { negative: a }, Dec::Inf { negative: b }) => if a == b { self.clone() } else { Dec::NaN },
+            (Dec::Inf { negative: a }, Dec::Inf { negative: b }) => {
+                if a == b {
+                    self.clone()
+                } else {
+                    Dec::NaN
+                }
+            }
             (Dec::Inf { .. }, _) => self.clone(),
             (_, Dec::Inf { .. }) => other.clone(),
             (Dec::Fin(_, a), Dec::Fin(_, b)) => {
@@ -340,7 +347,10 @@ impl Dec {
         if f1 <= f2 {
             qweight -= 1;
         }
-        let rscale = (MIN_SIG_DIGITS - qweight * 4).max(i64::from(self.scale())).max(i64::from(other.scale())).clamp(0, MAX_DISPLAY_SCALE);
+        let rscale = (MIN_SIG_DIGITS - qweight * 4)
+            .max(i64::from(self.scale()))
+            .max(i64::from(other.scale()))
+            .clamp(0, MAX_DISPLAY_SCALE);
         u32::try_from(rscale).unwrap_or(0)
     }
 
@@ -440,7 +450,13 @@ impl Dec {
     pub fn to_f64(&self) -> f64 {
         match self {
             Dec::NaN => f64::NAN,
-            Dec::Inf { negative } => if *negative { f64::NEG_INFINITY } else { f64::INFINITY },
+            Dec::Inf { negative } => {
+                if *negative {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }
+            }
             Dec::Fin(m, s) => format!("{m}e-{s}").parse().unwrap_or(f64::NAN),
         }
     }
@@ -557,7 +573,10 @@ mod tests {
     fn arithmetic_like_postgres() {
         assert_eq!(text(d("1").div(&d("3")).unwrap()), "0.33333333333333333333");
         assert_eq!(text(d("10").div(&d("4")).unwrap()), "2.5000000000000000");
-        assert_eq!(text(d("99999999999999999999999999999999999999999").mul(&d("2"))), "199999999999999999999999999999999999999998");
+        assert_eq!(
+            text(d("99999999999999999999999999999999999999999").mul(&d("2"))),
+            "199999999999999999999999999999999999999998"
+        );
         assert_eq!(text(d("inf").add(&d("-inf"))), "NaN");
         assert_eq!(text(d("inf").mul(&d("0"))), "NaN");
         assert_eq!(text(d("5").div(&d("inf")).unwrap()), "0");

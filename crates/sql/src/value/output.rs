@@ -17,7 +17,8 @@ pub fn write_text(v: &Value, out: &mut String) {
         Value::Array(items) => crate::array::write_array(items, out),
         // The session's DateStyle and zone (tz.rs); the engine's form is
         // ISO in UTC, and the infinities print as the engine prints them.
-        Value::Date(_) | Value::Timestamp(_) | Value::TimestampTz(_) if !is_infinite_datetime(v) && crate::tz::write_datetime(v, out) => {}
+        Value::Date(_) | Value::Timestamp(_) | Value::TimestampTz(_)
+            if !is_infinite_datetime(v) && crate::tz::write_datetime(v, out) => {}
         other => {
             let _ = write!(out, "{other}");
         }
@@ -53,7 +54,9 @@ pub(super) fn float_shortest(x: f64, single: bool) -> String {
         if reads_back(&nearest) {
             return nearest;
         }
-        let other = [round_digits(&exact, k, Some(false)), round_digits(&exact, k, Some(true))].into_iter().find(|t| *t != nearest);
+        let other = [round_digits(&exact, k, Some(false)), round_digits(&exact, k, Some(true))]
+            .into_iter()
+            .find(|t| *t != nearest);
         if let Some(other) = other.filter(reads_back) {
             return other;
         }
@@ -230,4 +233,3 @@ pub(super) fn write_float(x: f64, single: bool, out: &mut String) {
         }
     }
 }
-

@@ -109,11 +109,25 @@ pub struct Table {
 const BIGINT_COLUMNS: [&str; 3] = ["msc_location", "vlr_location", "i8"];
 
 /// (table, column, type class, key) as a compact table of facts.
-fn table(name: &'static str, ddl: &'static str, cols: &[(&'static str, Ty)], pk: &[&'static str], unique: &[&'static str]) -> Table {
+fn table(
+    name: &'static str,
+    ddl: &'static str,
+    cols: &[(&'static str, Ty)],
+    pk: &[&'static str],
+    unique: &[&'static str],
+) -> Table {
     Table {
         name,
         ddl,
-        cols: cols.iter().map(|&(n, ty)| Col { name: n, ty, key: pk.contains(&n) || unique.contains(&n), int4: ty == Ty::Int && !BIGINT_COLUMNS.contains(&n) }).collect(),
+        cols: cols
+            .iter()
+            .map(|&(n, ty)| Col {
+                name: n,
+                ty,
+                key: pk.contains(&n) || unique.contains(&n),
+                int4: ty == Ty::Int && !BIGINT_COLUMNS.contains(&n),
+            })
+            .collect(),
         pk: pk.to_vec(),
     }
 }
@@ -127,7 +141,15 @@ pub fn schema() -> Vec<Table> {
         table(
             "subscriber",
             "CREATE TABLE subscriber (s_id integer NOT NULL, sub_nbr varchar(15) NOT NULL, bit_1 smallint, hex_1 smallint, byte2_1 smallint, msc_location bigint, vlr_location bigint, CONSTRAINT subscriber_pkey PRIMARY KEY (s_id), CONSTRAINT subscriber_sub_nbr_key UNIQUE (sub_nbr))",
-            &[("s_id", Int), ("sub_nbr", Text), ("bit_1", Int), ("hex_1", Int), ("byte2_1", Int), ("msc_location", Int), ("vlr_location", Int)],
+            &[
+                ("s_id", Int),
+                ("sub_nbr", Text),
+                ("bit_1", Int),
+                ("hex_1", Int),
+                ("byte2_1", Int),
+                ("msc_location", Int),
+                ("vlr_location", Int),
+            ],
             &["s_id"],
             &["sub_nbr"],
         ),
@@ -141,7 +163,14 @@ pub fn schema() -> Vec<Table> {
         table(
             "special_facility",
             "CREATE TABLE special_facility (s_id integer NOT NULL, sf_type smallint NOT NULL, is_active smallint NOT NULL, error_cntrl smallint, data_a smallint, data_b char(5), CONSTRAINT special_facility_pkey PRIMARY KEY (s_id, sf_type), CONSTRAINT special_facility_s_id_fkey FOREIGN KEY (s_id) REFERENCES subscriber (s_id))",
-            &[("s_id", Int), ("sf_type", Int), ("is_active", Int), ("error_cntrl", Int), ("data_a", Int), ("data_b", Text)],
+            &[
+                ("s_id", Int),
+                ("sf_type", Int),
+                ("is_active", Int),
+                ("error_cntrl", Int),
+                ("data_a", Int),
+                ("data_b", Text),
+            ],
             &["s_id", "sf_type"],
             &[],
         ),
@@ -169,14 +198,31 @@ pub fn schema() -> Vec<Table> {
         table(
             "customer",
             "CREATE TABLE customer (c_w_id integer NOT NULL, c_d_id integer NOT NULL, c_id integer NOT NULL, c_last varchar(16), c_credit char(2), c_balance numeric(12,2), c_discount numeric(4,4), c_since timestamp, PRIMARY KEY (c_w_id, c_d_id, c_id), FOREIGN KEY (c_w_id, c_d_id) REFERENCES district (d_w_id, d_id))",
-            &[("c_w_id", Int), ("c_d_id", Int), ("c_id", Int), ("c_last", Text), ("c_credit", Text), ("c_balance", Num), ("c_discount", Num), ("c_since", Ts)],
+            &[
+                ("c_w_id", Int),
+                ("c_d_id", Int),
+                ("c_id", Int),
+                ("c_last", Text),
+                ("c_credit", Text),
+                ("c_balance", Num),
+                ("c_discount", Num),
+                ("c_since", Ts),
+            ],
             &["c_w_id", "c_d_id", "c_id"],
             &[],
         ),
         table(
             "orders",
             "CREATE TABLE orders (o_w_id integer NOT NULL, o_d_id integer NOT NULL, o_id integer NOT NULL, o_c_id integer, o_entry_d timestamp, o_carrier_id integer, o_ol_cnt integer, PRIMARY KEY (o_w_id, o_d_id, o_id))",
-            &[("o_w_id", Int), ("o_d_id", Int), ("o_id", Int), ("o_c_id", Int), ("o_entry_d", Ts), ("o_carrier_id", Int), ("o_ol_cnt", Int)],
+            &[
+                ("o_w_id", Int),
+                ("o_d_id", Int),
+                ("o_id", Int),
+                ("o_c_id", Int),
+                ("o_entry_d", Ts),
+                ("o_carrier_id", Int),
+                ("o_ol_cnt", Int),
+            ],
             &["o_w_id", "o_d_id", "o_id"],
             &[],
         ),
@@ -207,7 +253,14 @@ pub fn schema() -> Vec<Table> {
         table(
             "stock",
             "CREATE TABLE stock (s_w_id integer NOT NULL, s_i_id integer NOT NULL REFERENCES item (i_id), s_quantity integer, s_ytd integer, s_order_cnt integer, s_data varchar(50), PRIMARY KEY (s_w_id, s_i_id))",
-            &[("s_w_id", Int), ("s_i_id", Int), ("s_quantity", Int), ("s_ytd", Int), ("s_order_cnt", Int), ("s_data", Text)],
+            &[
+                ("s_w_id", Int),
+                ("s_i_id", Int),
+                ("s_quantity", Int),
+                ("s_ytd", Int),
+                ("s_order_cnt", Int),
+                ("s_data", Text),
+            ],
             &["s_w_id", "s_i_id"],
             &[],
         ),
@@ -272,50 +325,129 @@ pub fn data(rng: &mut Rng) -> Vec<String> {
         ];
         out.push(format!("INSERT INTO subscriber VALUES ({})", v.join(", ")));
         for ai in 1..=rng.range(1, 4) {
-            let v = [s.to_string(), ai.to_string(), null_or(rng.range(0, 255).to_string(), rng), null_or(rng.range(0, 255).to_string(), rng), null_or(format!("'{}'", word(rng, 3)), rng), null_or(format!("'{}'", word(rng, 5)), rng)];
+            let v = [
+                s.to_string(),
+                ai.to_string(),
+                null_or(rng.range(0, 255).to_string(), rng),
+                null_or(rng.range(0, 255).to_string(), rng),
+                null_or(format!("'{}'", word(rng, 3)), rng),
+                null_or(format!("'{}'", word(rng, 5)), rng),
+            ];
             out.push(format!("INSERT INTO access_info VALUES ({})", v.join(", ")));
         }
         for sf in 1..=4 {
             if rng.chance(40) {
                 continue;
             }
-            let v = [s.to_string(), sf.to_string(), rng.range(0, 1).to_string(), null_or(rng.range(0, 255).to_string(), rng), null_or(rng.range(0, 255).to_string(), rng), null_or(format!("'{}'", word(rng, 5)), rng)];
+            let v = [
+                s.to_string(),
+                sf.to_string(),
+                rng.range(0, 1).to_string(),
+                null_or(rng.range(0, 255).to_string(), rng),
+                null_or(rng.range(0, 255).to_string(), rng),
+                null_or(format!("'{}'", word(rng, 5)), rng),
+            ];
             out.push(format!("INSERT INTO special_facility VALUES ({})", v.join(", ")));
             for start in [0, 8, 16] {
                 if rng.chance(60) {
                     continue;
                 }
-                let v = [s.to_string(), sf.to_string(), start.to_string(), (start + rng.range(1, 8)).to_string(), null_or(format!("'{}'", rng.range(0, 999_999_999_999_999)), rng)];
+                let v = [
+                    s.to_string(),
+                    sf.to_string(),
+                    start.to_string(),
+                    (start + rng.range(1, 8)).to_string(),
+                    null_or(format!("'{}'", rng.range(0, 999_999_999_999_999)), rng),
+                ];
                 out.push(format!("INSERT INTO call_forwarding VALUES ({})", v.join(", ")));
             }
         }
     }
     for w in 1..=2 {
-        out.push(format!("INSERT INTO warehouse VALUES ({w}, '{}', 0.{:04}, {}.{:02})", word(rng, 6), rng.range(0, 2000), rng.range(0, 300_000), rng.range(0, 99)));
+        out.push(format!(
+            "INSERT INTO warehouse VALUES ({w}, '{}', 0.{:04}, {}.{:02})",
+            word(rng, 6),
+            rng.range(0, 2000),
+            rng.range(0, 300_000),
+            rng.range(0, 99)
+        ));
         for d in 1..=2 {
-            out.push(format!("INSERT INTO district VALUES ({w}, {d}, '{}', 0.{:04}, {}.{:02}, {})", word(rng, 6), rng.range(0, 2000), rng.range(0, 30_000), rng.range(0, 99), rng.range(3001, 3100)));
+            out.push(format!(
+                "INSERT INTO district VALUES ({w}, {d}, '{}', 0.{:04}, {}.{:02}, {})",
+                word(rng, 6),
+                rng.range(0, 2000),
+                rng.range(0, 30_000),
+                rng.range(0, 99),
+                rng.range(3001, 3100)
+            ));
             for c in 1..=3 {
                 let credit = if rng.chance(20) { "BC" } else { "GC" };
-                let since = if rng.chance(10) { "NULL".to_owned() } else { format!("'20{:02}-{:02}-{:02} {:02}:{:02}:{:02}.{:06}'", rng.range(0, 25), rng.range(1, 12), rng.range(1, 28), rng.range(0, 23), rng.range(0, 59), rng.range(0, 59), rng.range(0, 999_999)) };
-                out.push(format!("INSERT INTO customer VALUES ({w}, {d}, {c}, '{}', '{credit}', {}.{:02}, 0.{:04}, {since})", word(rng, 8), rng.range(-1000, 5000), rng.range(0, 99), rng.range(0, 5000)));
+                let since = if rng.chance(10) {
+                    "NULL".to_owned()
+                } else {
+                    format!(
+                        "'20{:02}-{:02}-{:02} {:02}:{:02}:{:02}.{:06}'",
+                        rng.range(0, 25),
+                        rng.range(1, 12),
+                        rng.range(1, 28),
+                        rng.range(0, 23),
+                        rng.range(0, 59),
+                        rng.range(0, 59),
+                        rng.range(0, 999_999)
+                    )
+                };
+                out.push(format!(
+                    "INSERT INTO customer VALUES ({w}, {d}, {c}, '{}', '{credit}', {}.{:02}, 0.{:04}, {since})",
+                    word(rng, 8),
+                    rng.range(-1000, 5000),
+                    rng.range(0, 99),
+                    rng.range(0, 5000)
+                ));
                 let o = c + 3000;
                 let lines = rng.range(1, 3);
                 let carrier = if rng.chance(30) { "NULL".to_owned() } else { rng.range(1, 10).to_string() };
-                out.push(format!("INSERT INTO orders VALUES ({w}, {d}, {o}, {c}, '2024-0{}-1{} 10:00:00', {carrier}, {lines})", rng.range(1, 9), rng.range(0, 9)));
+                out.push(format!(
+                    "INSERT INTO orders VALUES ({w}, {d}, {o}, {c}, '2024-0{}-1{} 10:00:00', {carrier}, {lines})",
+                    rng.range(1, 9),
+                    rng.range(0, 9)
+                ));
                 for n in 1..=lines {
-                    let delivery = if rng.chance(30) { "NULL".to_owned() } else { format!("'2024-10-0{} 0{}:30:00'", rng.range(1, 9), rng.range(0, 9)) };
-                    out.push(format!("INSERT INTO order_line VALUES ({w}, {d}, {o}, {n}, {}, {w}, {delivery}, {}, {}.{:02})", rng.range(1, 10), rng.range(1, 10), rng.range(0, 9999), rng.range(0, 99)));
+                    let delivery = if rng.chance(30) {
+                        "NULL".to_owned()
+                    } else {
+                        format!("'2024-10-0{} 0{}:30:00'", rng.range(1, 9), rng.range(0, 9))
+                    };
+                    out.push(format!(
+                        "INSERT INTO order_line VALUES ({w}, {d}, {o}, {n}, {}, {w}, {delivery}, {}, {}.{:02})",
+                        rng.range(1, 10),
+                        rng.range(1, 10),
+                        rng.range(0, 9999),
+                        rng.range(0, 99)
+                    ));
                 }
             }
         }
     }
     for i in 1..=10 {
-        out.push(format!("INSERT INTO item VALUES ({i}, {}, '{}', {}.{:02}, '{}')", rng.range(1, 10_000), word(rng, 10), rng.range(1, 100), rng.range(0, 99), word(rng, 30)));
+        out.push(format!(
+            "INSERT INTO item VALUES ({i}, {}, '{}', {}.{:02}, '{}')",
+            rng.range(1, 10_000),
+            word(rng, 10),
+            rng.range(1, 100),
+            rng.range(0, 99),
+            word(rng, 30)
+        ));
         for w in 1..=2 {
             if rng.chance(20) {
                 continue;
             }
-            out.push(format!("INSERT INTO stock VALUES ({w}, {i}, {}, {}, {}, '{}')", rng.range(10, 100), rng.range(0, 1000), rng.range(0, 50), word(rng, 26)));
+            out.push(format!(
+                "INSERT INTO stock VALUES ({w}, {i}, {}, {}, {}, '{}')",
+                rng.range(10, 100),
+                rng.range(0, 1000),
+                rng.range(0, 50),
+                word(rng, 26)
+            ));
         }
     }
     out.extend(types_rows(rng));
@@ -371,11 +503,33 @@ fn types_rows(rng: &mut Rng) -> Vec<String> {
             rng.pick(&["true", "false", "NULL"]).to_string(),
             format!("'\\x{:02x}{:02x}'", rng.below(256), rng.below(256)),
             format!("'20{:02}-{:02}-{:02}'", rng.range(0, 30), rng.range(1, 12), rng.range(1, 28)),
-            format!("'19{:02}-{:02}-{:02} {:02}:{:02}:{:02}'", rng.range(0, 99), rng.range(1, 12), rng.range(1, 28), rng.range(0, 23), rng.range(0, 59), rng.range(0, 59)),
-            format!("'20{:02}-{:02}-{:02} {:02}:{:02}:{:02}.{:03}+0{}'", rng.range(0, 30), rng.range(1, 12), rng.range(1, 28), rng.range(0, 23), rng.range(0, 59), rng.range(0, 59), rng.range(0, 999), rng.range(0, 9)),
+            format!(
+                "'19{:02}-{:02}-{:02} {:02}:{:02}:{:02}'",
+                rng.range(0, 99),
+                rng.range(1, 12),
+                rng.range(1, 28),
+                rng.range(0, 23),
+                rng.range(0, 59),
+                rng.range(0, 59)
+            ),
+            format!(
+                "'20{:02}-{:02}-{:02} {:02}:{:02}:{:02}.{:03}+0{}'",
+                rng.range(0, 30),
+                rng.range(1, 12),
+                rng.range(1, 28),
+                rng.range(0, 23),
+                rng.range(0, 59),
+                rng.range(0, 59),
+                rng.range(0, 999),
+                rng.range(0, 9)
+            ),
         ];
         // Some NULLs in the random rows too (never the key).
-        let v: Vec<String> = v.iter().enumerate().map(|(i, s)| if i > 0 && rng.chance(8) { "NULL".to_owned() } else { s.clone() }).collect();
+        let v: Vec<String> = v
+            .iter()
+            .enumerate()
+            .map(|(i, s)| if i > 0 && rng.chance(8) { "NULL".to_owned() } else { s.clone() })
+            .collect();
         out.push(format!("INSERT INTO types VALUES ({})", v.join(", ")));
     }
     out
@@ -496,7 +650,9 @@ impl<'a> Gen<'a> {
             let linked: Vec<_> = KEY_JOINS
                 .iter()
                 .flat_map(|&(a, ac, b, bc)| [(a, ac, b, bc), (b, bc, a, ac)])
-                .filter_map(|(a, ac, b, bc)| rels.iter().find(|r| r.table.name == a).map(|r| (format!("{}.{ac}", r.alias), b, bc)))
+                .filter_map(|(a, ac, b, bc)| {
+                    rels.iter().find(|r| r.table.name == a).map(|r| (format!("{}.{ac}", r.alias), b, bc))
+                })
                 .collect();
             if !linked.is_empty() {
                 let (left, b, bc) = rng.pick(&linked).clone();
@@ -551,7 +707,11 @@ impl<'a> Gen<'a> {
                 let ty = *rng.pick(&ALL_TYS);
                 // Mostly plain columns: GROUP BY of an expression must be
                 // repeated textually in the select list, which it is.
-                if rng.chance(70) { self.column(rng, ty, &rels).unwrap_or_else(|| self.expr(rng, ty, &rels, 1)) } else { self.expr(rng, ty, &rels, 1) }
+                if rng.chance(70) {
+                    self.column(rng, ty, &rels).unwrap_or_else(|| self.expr(rng, ty, &rels, 1))
+                } else {
+                    self.expr(rng, ty, &rels, 1)
+                }
             })
             .collect();
         let aggs: Vec<String> = (0..1 + rng.below(3)).map(|_| self.agg_call(rng, &rels)).collect();
@@ -624,10 +784,13 @@ impl<'a> Gen<'a> {
             let rel = g.rel(table);
             let rels = [rel];
             // String columns mostly as text (see `mostly_text`).
-            let list: Vec<String> = tys.iter().map(|&ty| {
-                let e = g.expr(rng, ty, &rels, 2);
-                mostly_text(rng, ty, e)
-            }).collect();
+            let list: Vec<String> = tys
+                .iter()
+                .map(|&ty| {
+                    let e = g.expr(rng, ty, &rels, 2);
+                    mostly_text(rng, ty, e)
+                })
+                .collect();
             let mut s = format!("SELECT {} FROM {} {}", list.join(", "), table.name, rels[0].alias);
             if rng.chance(60) {
                 let _ = write!(s, " WHERE {}", g.expr(rng, Ty::Bool, &rels, 2));
@@ -675,20 +838,36 @@ impl<'a> Gen<'a> {
             5 => {
                 let e = self.expr(rng, Ty::Int, &rels, 1);
                 let (a, b) = (rng.below(3), rng.below(3));
-                format!("{agg}({e}) OVER w FROM {} {} WINDOW w AS (PARTITION BY {part} ORDER BY {} ROWS BETWEEN {a} PRECEDING AND {b} FOLLOWING{exclude})", table.name, rels[0].alias, pk.join(", "))
+                format!(
+                    "{agg}({e}) OVER w FROM {} {} WINDOW w AS (PARTITION BY {part} ORDER BY {} ROWS BETWEEN {a} PRECEDING AND {b} FOLLOWING{exclude})",
+                    table.name,
+                    rels[0].alias,
+                    pk.join(", ")
+                )
             }
             6 => {
                 let e = self.expr(rng, Ty::Int, &rels, 1);
-                format!("{agg}({e}) OVER (ORDER BY {ord} RANGE BETWEEN {offset} PRECEDING AND {offset} FOLLOWING{exclude})")
+                format!(
+                    "{agg}({e}) OVER (ORDER BY {ord} RANGE BETWEEN {offset} PRECEDING AND {offset} FOLLOWING{exclude})"
+                )
             }
             7 => {
                 let e = self.expr(rng, Ty::Int, &rels, 1);
                 let (a, b) = (rng.below(3), rng.below(3));
-                format!("{agg}({e}) OVER (PARTITION BY {part} ORDER BY {ord} GROUPS BETWEEN {a} PRECEDING AND {b} FOLLOWING{exclude})")
+                format!(
+                    "{agg}({e}) OVER (PARTITION BY {part} ORDER BY {ord} GROUPS BETWEEN {a} PRECEDING AND {b} FOLLOWING{exclude})"
+                )
             }
-            8 => format!("first_value({ord}) OVER (ORDER BY {ord} RANGE BETWEEN {offset} PRECEDING AND UNBOUNDED FOLLOWING{exclude})"),
-            9 => format!("nth_value({ord}, 2) OVER (ORDER BY {} ROWS BETWEEN 1 PRECEDING AND 2 FOLLOWING{exclude})", pk.join(", ")),
-            10 => format!("last_value({ord}) OVER (ORDER BY {ord} GROUPS BETWEEN CURRENT ROW AND 1 FOLLOWING{exclude})"),
+            8 => format!(
+                "first_value({ord}) OVER (ORDER BY {ord} RANGE BETWEEN {offset} PRECEDING AND UNBOUNDED FOLLOWING{exclude})"
+            ),
+            9 => format!(
+                "nth_value({ord}, 2) OVER (ORDER BY {} ROWS BETWEEN 1 PRECEDING AND 2 FOLLOWING{exclude})",
+                pk.join(", ")
+            ),
+            10 => {
+                format!("last_value({ord}) OVER (ORDER BY {ord} GROUPS BETWEEN CURRENT ROW AND 1 FOLLOWING{exclude})")
+            }
             _ => format!("lag({ord}) OVER (ORDER BY {})", pk.join(", ")),
         };
         // A named window's query has its WINDOW clause after the FROM.
@@ -742,7 +921,11 @@ impl<'a> Gen<'a> {
                     .map(|c| {
                         if c.key && c.ty == Ty::Int {
                             // Fresh keys mostly; sometimes an existing one (23505).
-                            if rng.chance(85) { rng.range(100, 10_000).to_string() } else { rng.range(1, 12).to_string() }
+                            if rng.chance(85) {
+                                rng.range(100, 10_000).to_string()
+                            } else {
+                                rng.range(1, 12).to_string()
+                            }
                         } else if c.key {
                             format!("'k{}'", rng.range(0, 100_000))
                         } else {
@@ -837,9 +1020,15 @@ impl<'a> Gen<'a> {
         let source = self.rel(source_table);
         let on = match on {
             Some((l, r)) => format!("{l} = {}.{r}", source.alias),
-            None => self.expr(rng, Ty::Bool, &[Rel { alias: target.alias.clone(), table }, Rel { alias: source.alias.clone(), table: source_table }], 1),
+            None => self.expr(
+                rng,
+                Ty::Bool,
+                &[Rel { alias: target.alias.clone(), table }, Rel { alias: source.alias.clone(), table: source_table }],
+                1,
+            ),
         };
-        let mut sql = format!("MERGE INTO {} {} USING {} {} ON {on}", table.name, target.alias, source_table.name, source.alias);
+        let mut sql =
+            format!("MERGE INTO {} {} USING {} {} ON {on}", table.name, target.alias, source_table.name, source.alias);
         let rels = [target, source];
         for _ in 0..1 + rng.below(3) {
             if rng.chance(55) {
@@ -876,7 +1065,13 @@ impl<'a> Gen<'a> {
 
     /// Sometimes `FROM` / `USING` another table (`keyword`), added to
     /// `rels`; the join's equality for the WHERE, if it has one.
-    fn joined_dml(&mut self, rng: &mut Rng, sql: &mut String, rels: &mut Vec<Rel<'a>>, keyword: &str) -> Option<Option<String>> {
+    fn joined_dml(
+        &mut self,
+        rng: &mut Rng,
+        sql: &mut String,
+        rels: &mut Vec<Rel<'a>>,
+        keyword: &str,
+    ) -> Option<Option<String>> {
         if !rng.chance(30) {
             return None;
         }
@@ -905,7 +1100,10 @@ impl<'a> Gen<'a> {
 
     /// A column of class `ty` from `rels`, qualified.
     fn column(&self, rng: &mut Rng, ty: Ty, rels: &[Rel<'a>]) -> Option<String> {
-        let cands: Vec<String> = rels.iter().flat_map(|r| r.table.cols.iter().filter(|c| c.ty == ty).map(move |c| format!("{}.{}", r.alias, c.name))).collect();
+        let cands: Vec<String> = rels
+            .iter()
+            .flat_map(|r| r.table.cols.iter().filter(|c| c.ty == ty).map(move |c| format!("{}.{}", r.alias, c.name)))
+            .collect();
         (!cands.is_empty()).then(|| rng.pick(&cands).clone())
     }
 
@@ -929,7 +1127,11 @@ impl<'a> Gen<'a> {
                 let x = mostly_text(rng, ty, x);
                 let y = self.expr(rng, ty, rels, d);
                 let y = mostly_text(rng, ty, y);
-                return if rng.chance(50) { format!("CASE WHEN {b} THEN {x} ELSE {y} END") } else { format!("CASE WHEN {b} THEN {x} END") };
+                return if rng.chance(50) {
+                    format!("CASE WHEN {b} THEN {x} ELSE {y} END")
+                } else {
+                    format!("CASE WHEN {b} THEN {x} END")
+                };
             }
             1 => {
                 let x = self.expr(rng, ty, rels, d);
@@ -977,7 +1179,13 @@ impl<'a> Gen<'a> {
         }
         let int4: Vec<String> = rels
             .iter()
-            .flat_map(|r| r.table.cols.iter().filter(|c| c.ty == Ty::Int && c.int4).map(move |c| format!("{}.{}", r.alias, c.name)))
+            .flat_map(|r| {
+                r.table
+                    .cols
+                    .iter()
+                    .filter(|c| c.ty == Ty::Int && c.int4)
+                    .map(move |c| format!("{}.{}", r.alias, c.name))
+            })
             .collect();
         if rng.chance(30) && !int4.is_empty() { rng.pick(&int4).clone() } else { rng.range(-40, 40).to_string() }
     }
@@ -997,7 +1205,11 @@ impl<'a> Gen<'a> {
                 let from = *rng.pick(&[Ty::Int, Ty::Num, Ty::Float, Ty::Text, Ty::Bool]);
                 // boolean casts only to integer (smallint, bigint: 42846):
                 // half the time integer, so the cast's value is tested too.
-                let to = if from == Ty::Bool && rng.chance(50) { "integer" } else { rng.pick(&["smallint", "integer", "bigint", "int2", "int4", "int8"]) };
+                let to = if from == Ty::Bool && rng.chance(50) {
+                    "integer"
+                } else {
+                    rng.pick(&["smallint", "integer", "bigint", "int2", "int4", "int8"])
+                };
                 let e = self.expr(rng, from, rels, d);
                 if rng.chance(50) { cast(rng, &e, to) } else { format!("CAST(({e}) AS {to})") }
             }
@@ -1014,7 +1226,11 @@ impl<'a> Gen<'a> {
                 format!("({} {op} {})", self.expr(rng, Ty::Num, rels, d), self.expr(rng, other, rels, d))
             }
             3 => format!("round({}, {})", self.expr(rng, Ty::Num, rels, d), rng.range(-2, 5)),
-            4 => format!("{}({})", rng.pick(&["round", "ceil", "floor", "abs", "trunc"]), self.expr(rng, Ty::Num, rels, d)),
+            4 => format!(
+                "{}({})",
+                rng.pick(&["round", "ceil", "floor", "abs", "trunc"]),
+                self.expr(rng, Ty::Num, rels, d)
+            ),
             5 => {
                 let from = *rng.pick(&[Ty::Int, Ty::Float, Ty::Text, Ty::Num]);
                 let to = rng.pick(&["numeric", "numeric(10,2)", "numeric(5,0)", "decimal(20,4)"]);
@@ -1109,7 +1325,8 @@ impl<'a> Gen<'a> {
                 maybe_paren(rng, e)
             }
             9 => {
-                let test = rng.pick(&["IS TRUE", "IS NOT TRUE", "IS FALSE", "IS NOT FALSE", "IS UNKNOWN", "IS NOT UNKNOWN"]);
+                let test =
+                    rng.pick(&["IS TRUE", "IS NOT TRUE", "IS FALSE", "IS NOT FALSE", "IS UNKNOWN", "IS NOT UNKNOWN"]);
                 let e = self.expr(rng, Ty::Bool, rels, d);
                 let e = format!("{} {test}", maybe_paren(rng, e));
                 maybe_paren(rng, e)
@@ -1117,7 +1334,12 @@ impl<'a> Gen<'a> {
             10 => {
                 let ty = *rng.pick(&[Ty::Int, Ty::Num, Ty::Text, Ty::Date]);
                 let not = if rng.chance(30) { "NOT " } else { "" };
-                let e = format!("{} {not}BETWEEN {} AND {}", self.expr(rng, ty, rels, d), self.expr(rng, ty, rels, d), self.expr(rng, ty, rels, d));
+                let e = format!(
+                    "{} {not}BETWEEN {} AND {}",
+                    self.expr(rng, ty, rels, d),
+                    self.expr(rng, ty, rels, d),
+                    self.expr(rng, ty, rels, d)
+                );
                 maybe_paren(rng, e)
             }
             11 => {
@@ -1155,7 +1377,8 @@ impl<'a> Gen<'a> {
                 let alias = inner[0].alias.clone();
                 // The subquery may see the outer relations (correlation).
                 let cond = {
-                    let outer: Vec<Rel<'a>> = rels.iter().map(|r| Rel { alias: r.alias.clone(), table: r.table }).collect();
+                    let outer: Vec<Rel<'a>> =
+                        rels.iter().map(|r| Rel { alias: r.alias.clone(), table: r.table }).collect();
                     inner.extend(outer);
                     self.expr(rng, Ty::Bool, &inner, d - 1)
                 };
@@ -1323,24 +1546,84 @@ pub fn literal(rng: &mut Rng, ty: Ty) -> String {
             if rng.chance(3) {
                 return rng.pick(&["1e308", "'NaN'::numeric", "1e38"]).to_string();
             }
-            rng.pick(&["0.5", "1.5", "(-2.25)", "0.0001", "12345.6789", "1e10", "99999999999999999999.5", "0.000000000000000000001", "2.50", "(-0.5)", "100"]).to_string()
+            rng.pick(&[
+                "0.5",
+                "1.5",
+                "(-2.25)",
+                "0.0001",
+                "12345.6789",
+                "1e10",
+                "99999999999999999999.5",
+                "0.000000000000000000001",
+                "2.50",
+                "(-0.5)",
+                "100",
+            ])
+            .to_string()
         }
         Ty::Float => rng
-            .pick(&["1.5::float8", "'NaN'::float8", "'Infinity'::float8", "'-Infinity'::float8", "1e308::float8", "(-1e308)::float8", "0.1::float8", "3::real", "'NaN'::real", "1e-300::float8", "2.5::float4", "1e38::real"])
+            .pick(&[
+                "1.5::float8",
+                "'NaN'::float8",
+                "'Infinity'::float8",
+                "'-Infinity'::float8",
+                "1e308::float8",
+                "(-1e308)::float8",
+                "0.1::float8",
+                "3::real",
+                "'NaN'::real",
+                "1e-300::float8",
+                "2.5::float4",
+                "1e38::real",
+            ])
             .to_string(),
         Ty::Text => {
             if rng.chance(5) {
                 return format!("'{}'", "y".repeat(rng.range(100, 5000) as usize));
             }
-            rng.pick(&["''", "'a'", "'abc'", "'ABC'", "' x '", "'%'", "'hello world'", "'123'", "'-7'", "'1.5'", "'NaN'", "'t'", "'2000-01-01'", "'it''s'", "'x'", "'Zz'", "'caf\u{e9}'"]).to_string()
+            rng.pick(&[
+                "''",
+                "'a'",
+                "'abc'",
+                "'ABC'",
+                "' x '",
+                "'%'",
+                "'hello world'",
+                "'123'",
+                "'-7'",
+                "'1.5'",
+                "'NaN'",
+                "'t'",
+                "'2000-01-01'",
+                "'it''s'",
+                "'x'",
+                "'Zz'",
+                "'caf\u{e9}'",
+            ])
+            .to_string()
         }
         Ty::Bool => rng.pick(&["true", "false"]).to_string(),
         Ty::Bytea => rng.pick(&["'\\x00'::bytea", "'\\xdeadbeef'::bytea", "''::bytea", "'\\x'::bytea"]).to_string(),
         // pgtier refuses BC in date input (22007): rare.
         Ty::Date if rng.chance(3) => "DATE '0001-01-01 BC'".to_owned(),
-        Ty::Date => rng.pick(&["DATE '2000-01-01'", "DATE '1999-12-31'", "DATE '9999-12-31'", "DATE '0001-01-01'", "DATE '2024-02-29'", "'1970-01-01'::date"]).to_string(),
+        Ty::Date => rng
+            .pick(&[
+                "DATE '2000-01-01'",
+                "DATE '1999-12-31'",
+                "DATE '9999-12-31'",
+                "DATE '0001-01-01'",
+                "DATE '2024-02-29'",
+                "'1970-01-01'::date",
+            ])
+            .to_string(),
         Ty::Ts => rng
-            .pick(&["TIMESTAMP '2000-01-01 12:34:56'", "TIMESTAMP '1970-01-01 00:00:00.5'", "TIMESTAMP '9999-12-31 23:59:59'", "TIMESTAMPTZ '2024-06-01 10:00:00+02'", "'2000-01-01'::timestamp"])
+            .pick(&[
+                "TIMESTAMP '2000-01-01 12:34:56'",
+                "TIMESTAMP '1970-01-01 00:00:00.5'",
+                "TIMESTAMP '9999-12-31 23:59:59'",
+                "TIMESTAMPTZ '2024-06-01 10:00:00+02'",
+                "'2000-01-01'::timestamp",
+            ])
             .to_string(),
     }
 }

@@ -9,8 +9,40 @@ use super::grammar::Rng;
 /// Tokens worth splicing in: openers without closers, quote characters,
 /// comment starters, parameters, casts, keywords that change a clause.
 const TOKENS: [&str; 34] = [
-    "(", ")", "'", "\"", ",", ";", "--", "/*", "*/", "\\", "$1", "$0", "$99999", "::int", "::text[]", "[", "]", "NULL", "SELECT", "FROM", "WHERE",
-    "CASE", "END", "E'\\x", "ARRAY[", "1e999", "-", "||", "IN (", "OVER (", "\u{0}", "\u{fffd}", "\u{1F600}", " ",
+    "(",
+    ")",
+    "'",
+    "\"",
+    ",",
+    ";",
+    "--",
+    "/*",
+    "*/",
+    "\\",
+    "$1",
+    "$0",
+    "$99999",
+    "::int",
+    "::text[]",
+    "[",
+    "]",
+    "NULL",
+    "SELECT",
+    "FROM",
+    "WHERE",
+    "CASE",
+    "END",
+    "E'\\x",
+    "ARRAY[",
+    "1e999",
+    "-",
+    "||",
+    "IN (",
+    "OVER (",
+    "\u{0}",
+    "\u{fffd}",
+    "\u{1F600}",
+    " ",
 ];
 
 /// Zero to four mutations of `sql` (mostly one: more leave little but
@@ -71,7 +103,15 @@ fn once(rng: &mut Rng, s: &str) -> String {
         // must answer or give 54001.
         7 => {
             let depth = *rng.pick(&[10, 60, 300, 2_000, 20_000]);
-            let (open, close) = *rng.pick(&[("(", ")"), ("-(", ")"), ("NOT (", ")"), ("abs(", ")"), ("CASE WHEN true THEN ", " END"), ("(SELECT ", ")"), ("ARRAY[", "]")]);
+            let (open, close) = *rng.pick(&[
+                ("(", ")"),
+                ("-(", ")"),
+                ("NOT (", ")"),
+                ("abs(", ")"),
+                ("CASE WHEN true THEN ", " END"),
+                ("(SELECT ", ")"),
+                ("ARRAY[", "]"),
+            ]);
             let nested = format!("{}1{}", open.repeat(depth), close.repeat(depth));
             return splice_str(rng, s, &nested);
         }

@@ -2,9 +2,9 @@
 //! deterministic payloads.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -169,7 +169,10 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
                 Some(v) => v.as_i64().unwrap_or(1),
             };
             let a = items(arg(0));
-            let found = a.iter().enumerate().filter(|(i, e)| i64::try_from(*i).unwrap_or(i64::MAX) + 1 >= start && not_distinct(e, arg(1)));
+            let found = a
+                .iter()
+                .enumerate()
+                .filter(|(i, e)| i64::try_from(*i).unwrap_or(i64::MAX) + 1 >= start && not_distinct(e, arg(1)));
             if f == ArrayFunc::Positions {
                 Value::Array(found.map(|(i, _)| count(i + 1)).collect())
             } else {
@@ -184,7 +187,9 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
             if f == ArrayFunc::Remove {
                 Value::Array(a.iter().filter(|e| !not_distinct(e, arg(1))).cloned().collect())
             } else {
-                Value::Array(a.iter().map(|e| if not_distinct(e, arg(1)) { arg(2).clone() } else { e.clone() }).collect())
+                Value::Array(
+                    a.iter().map(|e| if not_distinct(e, arg(1)) { arg(2).clone() } else { e.clone() }).collect(),
+                )
             }
         }
         ArrayFunc::ToString => {
@@ -221,7 +226,12 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
                     _ => Vec::new(),
                 }
             };
-            Value::Array(parts.into_iter().map(|p| if Some(p.as_str()) == null_text { Value::Null } else { Value::Text(p) }).collect())
+            Value::Array(
+                parts
+                    .into_iter()
+                    .map(|p| if Some(p.as_str()) == null_text { Value::Null } else { Value::Text(p) })
+                    .collect(),
+            )
         }
         ArrayFunc::Contains => Value::Bool(contains(items(arg(0)), items(arg(1)))),
         ArrayFunc::ContainedBy => Value::Bool(contains(items(arg(1)), items(arg(0)))),

@@ -103,8 +103,15 @@ impl DateField {
         DateField::parse(name).filter(|f| {
             !matches!(
                 f,
-                DateField::IsoYear | DateField::Dow | DateField::IsoDow | DateField::Doy | DateField::Julian | DateField::Epoch
-                    | DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute
+                DateField::IsoYear
+                    | DateField::Dow
+                    | DateField::IsoDow
+                    | DateField::Doy
+                    | DateField::Julian
+                    | DateField::Epoch
+                    | DateField::Timezone
+                    | DateField::TimezoneHour
+                    | DateField::TimezoneMinute
             )
         })
     }
@@ -113,8 +120,14 @@ impl DateField {
     pub(super) fn is_time(self) -> bool {
         matches!(
             self,
-            DateField::Microseconds | DateField::Milliseconds | DateField::Second | DateField::Minute | DateField::Hour
-                | DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute
+            DateField::Microseconds
+                | DateField::Milliseconds
+                | DateField::Second
+                | DateField::Minute
+                | DateField::Hour
+                | DateField::Timezone
+                | DateField::TimezoneHour
+                | DateField::TimezoneMinute
         )
     }
 
@@ -148,7 +161,10 @@ pub(super) fn date_trunc(unit: DateField, t: i64) -> Result<i64> {
         DateField::Decade => at(year - year % 10, 1),
         DateField::Century => at((year - 1) / 100 * 100 + 1, 1),
         DateField::Millennium => at((year - 1) / 1000 * 1000 + 1, 1),
-        other => Err(SqlError::new("22023", format!("unit \"{}\" not recognized for type timestamp without time zone", other.name()))),
+        other => Err(SqlError::new(
+            "22023",
+            format!("unit \"{}\" not recognized for type timestamp without time zone", other.name()),
+        )),
     }
 }
 
@@ -158,7 +174,10 @@ pub(super) fn date_trunc(unit: DateField, t: i64) -> Result<i64> {
 pub(super) fn date_trunc_tz(unit: DateField, t: i64) -> Result<i64> {
     let local = crate::tz::to_local(t);
     let truncated = date_trunc(unit, local)?;
-    if matches!(unit, DateField::Microseconds | DateField::Milliseconds | DateField::Second | DateField::Minute | DateField::Hour) {
+    if matches!(
+        unit,
+        DateField::Microseconds | DateField::Milliseconds | DateField::Second | DateField::Minute | DateField::Hour
+    ) {
         Ok(truncated.saturating_sub(local.saturating_sub(t)))
     } else {
         Ok(crate::tz::from_local(truncated))
@@ -189,7 +208,9 @@ fn shown_year(year: i64) -> i64 {
 pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Value> {
     let (days, micros, type_name) = match v {
         Value::Date(d) => (i64::from(*d), 0, "date"),
-        Value::Timestamp(t) => (t.div_euclid(MICROS_PER_DAY), t.rem_euclid(MICROS_PER_DAY), "timestamp without time zone"),
+        Value::Timestamp(t) => {
+            (t.div_euclid(MICROS_PER_DAY), t.rem_euclid(MICROS_PER_DAY), "timestamp without time zone")
+        }
         Value::TimestampTz(t) => {
             let local = crate::tz::to_local(*t);
             (local.div_euclid(MICROS_PER_DAY), local.rem_euclid(MICROS_PER_DAY), "timestamp with time zone")
@@ -206,9 +227,17 @@ pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Valu
     let (mantissa, scale, float): (i128, u8, Option<f64>) = match field {
         DateField::Microseconds => (i128::from(in_minute), 0, None),
         #[allow(clippy::cast_precision_loss)]
-        DateField::Milliseconds => (i128::from(in_minute), 3, Some((in_minute / 1_000_000) as f64 * 1000.0 + (in_minute % 1_000_000) as f64 / 1000.0)),
+        DateField::Milliseconds => (
+            i128::from(in_minute),
+            3,
+            Some((in_minute / 1_000_000) as f64 * 1000.0 + (in_minute % 1_000_000) as f64 / 1000.0),
+        ),
         #[allow(clippy::cast_precision_loss)]
-        DateField::Second => (i128::from(in_minute), 6, Some((in_minute / 1_000_000) as f64 + (in_minute % 1_000_000) as f64 / 1_000_000.0)),
+        DateField::Second => (
+            i128::from(in_minute),
+            6,
+            Some((in_minute / 1_000_000) as f64 + (in_minute % 1_000_000) as f64 / 1_000_000.0),
+        ),
         DateField::Minute => (i128::from(micros / 60_000_000 % 60), 0, None),
         DateField::Hour => (i128::from(micros / 3_600_000_000), 0, None),
         DateField::Day => (i128::from(day), 0, None),
@@ -217,8 +246,12 @@ pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Valu
         DateField::Quarter => (i128::from((month - 1) / 3 + 1), 0, None),
         DateField::Year => (i128::from(shown_year(year)), 0, None),
         DateField::Decade => (i128::from(if year >= 0 { year / 10 } else { -((8 - (year - 1)) / 10) }), 0, None),
-        DateField::Century => (i128::from(if year > 0 { (year + 99) / 100 } else { -((99 - (year - 1)) / 100) }), 0, None),
-        DateField::Millennium => (i128::from(if year > 0 { (year + 999) / 1000 } else { -((999 - (year - 1)) / 1000) }), 0, None),
+        DateField::Century => {
+            (i128::from(if year > 0 { (year + 99) / 100 } else { -((99 - (year - 1)) / 100) }), 0, None)
+        }
+        DateField::Millennium => {
+            (i128::from(if year > 0 { (year + 999) / 1000 } else { -((999 - (year - 1)) / 1000) }), 0, None)
+        }
         DateField::IsoYear => (i128::from(shown_year(iso_week(days).0)), 0, None),
         DateField::Dow => (i128::from((days + 6).rem_euclid(7)), 0, None),
         DateField::IsoDow => (i128::from((days + 5).rem_euclid(7) + 1), 0, None),
@@ -226,7 +259,8 @@ pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Valu
         DateField::Julian if micros == 0 => (i128::from(days + JULIAN_2000), 0, None),
         DateField::Julian => {
             #[allow(clippy::cast_precision_loss)]
-            let float = (days + JULIAN_2000) as f64 + ((micros / 1_000_000) as f64 + (micros % 1_000_000) as f64 / 1_000_000.0) / 86_400.0;
+            let float = (days + JULIAN_2000) as f64
+                + ((micros / 1_000_000) as f64 + (micros % 1_000_000) as f64 / 1_000_000.0) / 86_400.0;
             if !numeric {
                 return Ok(Value::Float8(float));
             }
@@ -237,12 +271,19 @@ pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Valu
                 &Value::Numeric(Numeric::new(i128::from(MICROS_PER_DAY), 0)),
                 value::NUMERIC_ANY,
             )?;
-            return value::arith(value::ArithOp::Add, &Value::Numeric(Numeric::new(i128::from(days + JULIAN_2000), 0)), &frac, value::NUMERIC_ANY);
+            return value::arith(
+                value::ArithOp::Add,
+                &Value::Numeric(Numeric::new(i128::from(days + JULIAN_2000), 0)),
+                &frac,
+                value::NUMERIC_ANY,
+            );
         }
         DateField::Epoch if is_date => (i128::from((days - UNIX_EPOCH_DAYS) * 86_400), 0, None),
         // The epoch of an instant, not of its local time.
         DateField::Epoch => match v {
-            Value::TimestampTz(t) => (i128::from(*t) + i128::from(-UNIX_EPOCH_DAYS) * i128::from(MICROS_PER_DAY), 6, None),
+            Value::TimestampTz(t) => {
+                (i128::from(*t) + i128::from(-UNIX_EPOCH_DAYS) * i128::from(MICROS_PER_DAY), 6, None)
+            }
             _ => (i128::from(days - UNIX_EPOCH_DAYS) * i128::from(MICROS_PER_DAY) + i128::from(micros), 6, None),
         },
         DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute => {
@@ -284,7 +325,6 @@ pub(super) fn make_date(year: i64, month: i64, day: i64) -> Result<Value> {
     i32::try_from(days).map(Value::Date).map_err(|_| out_of_range())
 }
 
-
 fn time_out_of_range(hour: i64, min: i64, sec: f64) -> SqlError {
     SqlError::new("22008", format!("time field value out of range: {hour}:{min:02}:{sec:02}"))
 }
@@ -292,8 +332,15 @@ fn time_out_of_range(hour: i64, min: i64, sec: f64) -> SqlError {
 /// make_timestamp(year, month, day, hour, min, sec) as µs since
 /// 2000-01-01 (make_timestamptz: the same instant in UTC).
 pub(super) fn make_timestamp(year: i64, month: i64, day: i64, hour: i64, min: i64, sec: f64) -> Result<i64> {
-    let Value::Date(days) = make_date(year, month, day)? else { return Err(SqlError::new("22008", "date out of range")) };
-    if hour < 0 || !(0..60).contains(&min) || !(0.0..=60.0).contains(&sec) || hour > 24 || (hour == 24 && (min > 0 || sec > 0.0)) {
+    let Value::Date(days) = make_date(year, month, day)? else {
+        return Err(SqlError::new("22008", "date out of range"));
+    };
+    if hour < 0
+        || !(0..60).contains(&min)
+        || !(0.0..=60.0).contains(&sec)
+        || hour > 24
+        || (hour == 24 && (min > 0 || sec > 0.0))
+    {
         return Err(time_out_of_range(hour, min, sec));
     }
     #[allow(clippy::cast_possible_truncation)]
@@ -307,7 +354,11 @@ pub(super) fn to_timestamp_epoch(seconds: f64) -> Result<i64> {
         return Err(SqlError::new("22008", "timestamp cannot be NaN"));
     }
     if seconds.is_infinite() {
-        return Ok(if seconds > 0.0 { pgtier_engine::TIMESTAMP_INFINITY } else { pgtier_engine::TIMESTAMP_NEG_INFINITY });
+        return Ok(if seconds > 0.0 {
+            pgtier_engine::TIMESTAMP_INFINITY
+        } else {
+            pgtier_engine::TIMESTAMP_NEG_INFINITY
+        });
     }
     // PostgreSQL's range: 4714-11-24 BC (Julian day 0) to 294277-01-01.
     #[allow(clippy::cast_precision_loss)]
@@ -320,27 +371,41 @@ pub(super) fn to_timestamp_epoch(seconds: f64) -> Result<i64> {
     Ok(micros)
 }
 
-const MONTHS: [&str; 12] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
 const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
 
 /// The template patterns pgtier implements, longest first where one is
 /// a prefix of another.
 const PATTERNS: [&str; 42] = [
-    "HH24", "hh24", "HH12", "hh12", "HH", "hh", "YYYY", "yyyy", "YY", "yy", "MONTH", "Month", "month", "MON", "Mon", "mon", "MM", "mm",
-    "DAY", "Day", "day", "DY", "Dy", "dy", "DD", "dd", "MI", "mi", "SS", "ss", "MS", "ms", "US", "us", "AM", "PM", "am", "pm", "A.M.", "P.M.",
-    "a.m.", "p.m.",
+    "HH24", "hh24", "HH12", "hh12", "HH", "hh", "YYYY", "yyyy", "YY", "yy", "MONTH", "Month", "month", "MON", "Mon",
+    "mon", "MM", "mm", "DAY", "Day", "day", "DY", "Dy", "dy", "DD", "dd", "MI", "mi", "SS", "ss", "MS", "ms", "US",
+    "us", "AM", "PM", "am", "pm", "A.M.", "P.M.", "a.m.", "p.m.",
 ];
 
 /// PostgreSQL's template patterns (formatting.c's DCH keywords), to
 /// refuse the ones pgtier does not implement rather than print their
 /// letters; text matching none of them is copied.
 const PG_PATTERNS: [&str; 114] = [
-    "A.D.", "A.M.", "AD", "AM", "B.C.", "BC", "CC", "DAY", "DDD", "DD", "DY", "Day", "Dy", "D", "FF1", "FF2", "FF3", "FF4", "FF5", "FF6", "FX",
-    "HH24", "HH12", "HH", "IDDD", "ID", "IW", "IYYY", "IYY", "IY", "I", "J", "MI", "MM", "MONTH", "MON", "MS", "Month", "Mon", "OF", "P.M.",
-    "PM", "Q", "RM", "SSSSS", "SSSS", "SS", "TZH", "TZM", "TZ", "US", "WW", "W", "Y,YYY", "YYYY", "YYY", "YY", "Y", "a.d.", "a.m.", "ad",
-    "am", "b.c.", "bc", "cc", "day", "ddd", "dd", "dy", "d", "ff1", "ff2", "ff3", "ff4", "ff5", "ff6", "fx", "hh24", "hh12", "hh", "iddd",
-    "id", "iw", "iyyy", "iyy", "iy", "i", "j", "mi", "mm", "month", "mon", "ms", "of", "p.m.", "pm", "q", "rm", "sssss", "ssss", "ss", "tz",
-    "tzh", "tzm", "us", "ww", "w", "y,yyy", "yyyy", "yyy", "yy", "y", "TM", "tm",
+    "A.D.", "A.M.", "AD", "AM", "B.C.", "BC", "CC", "DAY", "DDD", "DD", "DY", "Day", "Dy", "D", "FF1", "FF2", "FF3",
+    "FF4", "FF5", "FF6", "FX", "HH24", "HH12", "HH", "IDDD", "ID", "IW", "IYYY", "IYY", "IY", "I", "J", "MI", "MM",
+    "MONTH", "MON", "MS", "Month", "Mon", "OF", "P.M.", "PM", "Q", "RM", "SSSSS", "SSSS", "SS", "TZH", "TZM", "TZ",
+    "US", "WW", "W", "Y,YYY", "YYYY", "YYY", "YY", "Y", "a.d.", "a.m.", "ad", "am", "b.c.", "bc", "cc", "day", "ddd",
+    "dd", "dy", "d", "ff1", "ff2", "ff3", "ff4", "ff5", "ff6", "fx", "hh24", "hh12", "hh", "iddd", "id", "iw", "iyyy",
+    "iyy", "iy", "i", "j", "mi", "mm", "month", "mon", "ms", "of", "p.m.", "pm", "q", "rm", "sssss", "ssss", "ss",
+    "tz", "tzh", "tzm", "us", "ww", "w", "y,yyy", "yyyy", "yyy", "yy", "y", "TM", "tm",
 ];
 
 /// Suffixes PostgreSQL reads after a pattern (ordinal, spelled out).
@@ -464,11 +529,16 @@ pub(super) fn to_char(micros: i64, fmt: &str) -> Result<String> {
                     (false, true) => "A.M.",
                     (true, true) => "P.M.",
                 };
-                out.push_str(&if p.starts_with(|c: char| c.is_ascii_lowercase()) { text.to_ascii_lowercase() } else { text.to_owned() });
+                out.push_str(&if p.starts_with(|c: char| c.is_ascii_lowercase()) {
+                    text.to_ascii_lowercase()
+                } else {
+                    text.to_owned()
+                });
             }
             "MONTH" | "DAY" => {
                 let name = cased(if p.eq_ignore_ascii_case("month") { month_name } else { DAYS[dow] }, p);
-                let _ = std::fmt::Write::write_fmt(&mut out, format_args!("{:<w$}", name, w = if fill { 0 } else { 9 }));
+                let _ =
+                    std::fmt::Write::write_fmt(&mut out, format_args!("{:<w$}", name, w = if fill { 0 } else { 9 }));
             }
             "MON" => out.push_str(&cased(&month_name[..3], p)),
             "DY" => out.push_str(&cased(&DAYS[dow][..3], p)),
@@ -533,9 +603,10 @@ fn read_int(s: &mut &str, len: usize, slurp: bool, pattern: &str) -> Result<(i64
     if text.is_empty() || text == "+" || text == "-" {
         return Err(invalid(&s.chars().take(len.max(1)).collect::<String>()));
     }
-    let n: i64 = text.parse().ok().filter(|n| i32::try_from(*n).is_ok()).ok_or_else(|| {
-        SqlError::new("22008", format!("value for \"{pattern}\" in source string is out of range"))
-    })?;
+    let n: i64 =
+        text.parse().ok().filter(|n| i32::try_from(*n).is_ok()).ok_or_else(|| {
+            SqlError::new("22008", format!("value for \"{pattern}\" in source string is out of range"))
+        })?;
     *s = rest;
     Ok((n, text.trim_start_matches(['+', '-']).len()))
 }
@@ -550,7 +621,10 @@ fn read_name(s: &mut &str, names: &[&str], abbrev: bool, pattern: &str) -> Resul
             return Ok(k);
         }
     }
-    Err(bad_format(format!("invalid value \"{}\" for \"{pattern}\"", s.chars().take(if abbrev { 3 } else { 9 }).collect::<String>())))
+    Err(bad_format(format!(
+        "invalid value \"{}\" for \"{pattern}\"",
+        s.chars().take(if abbrev { 3 } else { 9 }).collect::<String>()
+    )))
 }
 
 /// to_timestamp(text, template) / to_date: µs since 2000-01-01 (UTC).
@@ -593,7 +667,10 @@ pub(super) fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
         let slurp = fill
             || match pieces.get(k + 1) {
                 None => true,
-                Some(Piece::Pattern(next, _)) => !matches!(next.to_ascii_uppercase().as_str(), "YYYY" | "YY" | "MM" | "DD" | "HH24" | "HH12" | "HH" | "MI" | "SS" | "MS" | "US"),
+                Some(Piece::Pattern(next, _)) => !matches!(
+                    next.to_ascii_uppercase().as_str(),
+                    "YYYY" | "YY" | "MM" | "DD" | "HH24" | "HH12" | "HH" | "MI" | "SS" | "MS" | "US"
+                ),
                 Some(Piece::Literal(c) | Piece::Quoted(c)) => !c.is_ascii_digit(),
             };
         match pat.to_ascii_uppercase().as_str() {
@@ -662,7 +739,13 @@ pub(super) fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
     }
     let out_of_range = || SqlError::new("22008", format!("date/time field value out of range: \"{input}\""));
     // Unset year, month and day are PostgreSQL's defaults: 1 BC, January, the 1st.
-    let year = if p.year > 0 { p.year } else if p.year < 0 { p.year + 1 } else { 0 };
+    let year = if p.year > 0 {
+        p.year
+    } else if p.year < 0 {
+        p.year + 1
+    } else {
+        0
+    };
     let (month, day) = (if p.month == 0 { 1 } else { p.month }, if p.day == 0 { 1 } else { p.day });
     let (Ok(m), Ok(d)) = (u32::try_from(month), u32::try_from(day)) else { return Err(out_of_range()) };
     if !(1..=12).contains(&m) || d == 0 {

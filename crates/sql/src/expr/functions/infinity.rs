@@ -11,11 +11,22 @@ use crate::error::{Result, SqlError};
 
 /// extract (numeric) / date_part (float8) of `field` from an infinite `v`.
 pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Value> {
-    let negative = matches!(v, Value::Date(DATE_NEG_INFINITY) | Value::Timestamp(TIMESTAMP_NEG_INFINITY) | Value::TimestampTz(TIMESTAMP_NEG_INFINITY));
+    let negative = matches!(
+        v,
+        Value::Date(DATE_NEG_INFINITY)
+            | Value::Timestamp(TIMESTAMP_NEG_INFINITY)
+            | Value::TimestampTz(TIMESTAMP_NEG_INFINITY)
+    );
     let type_name = v.type_name();
     let growing = matches!(
         field,
-        DateField::Year | DateField::Decade | DateField::Century | DateField::Millennium | DateField::Julian | DateField::IsoYear | DateField::Epoch
+        DateField::Year
+            | DateField::Decade
+            | DateField::Century
+            | DateField::Millennium
+            | DateField::Julian
+            | DateField::IsoYear
+            | DateField::Epoch
     );
     if growing {
         if numeric {

@@ -77,7 +77,8 @@ fn extract_interval(field: DateField, iv: Interval, numeric: bool) -> Result<Val
         DateField::Millennium => int(i64::from(years / 1000)),
         // A year is 365.25 days, a month 30 (in seconds, exactly).
         DateField::Epoch if numeric => {
-            let secs = 31_557_600 * i128::from(years) + 2_592_000 * i128::from(iv.months % 12) + 86_400 * i128::from(iv.days);
+            let secs =
+                31_557_600 * i128::from(years) + 2_592_000 * i128::from(iv.months % 12) + 86_400 * i128::from(iv.days);
             exact(secs * 1_000_000 + i128::from(iv.micros), 6, true)
         }
         DateField::Epoch => {
@@ -100,7 +101,12 @@ fn extract_time(field: DateField, t: i64, numeric: bool) -> Result<Value> {
         DateField::Minute => exact(i128::from(t % MICROS_PER_HOUR / MICROS_PER_MINUTE), 0, numeric),
         DateField::Hour => exact(i128::from(t / MICROS_PER_HOUR), 0, numeric),
         DateField::Epoch => exact(i128::from(t), 6, numeric),
-        _ => return Err(SqlError::new("0A000", format!("unit \"{}\" not supported for type time without time zone", field.name()))),
+        _ => {
+            return Err(SqlError::new(
+                "0A000",
+                format!("unit \"{}\" not supported for type time without time zone", field.name()),
+            ));
+        }
     })
 }
 
@@ -192,7 +198,15 @@ pub(super) fn age(a: i64, b: i64) -> Result<Interval> {
 }
 
 /// make_interval(years, months, weeks, days, hours, mins, secs).
-pub(super) fn make_interval(years: i64, months: i64, weeks: i64, days: i64, hours: i64, mins: i64, secs: f64) -> Result<Interval> {
+pub(super) fn make_interval(
+    years: i64,
+    months: i64,
+    weeks: i64,
+    days: i64,
+    hours: i64,
+    mins: i64,
+    secs: f64,
+) -> Result<Interval> {
     if !secs.is_finite() {
         return Err(out_of_range());
     }
@@ -240,7 +254,11 @@ pub(super) fn justify_days(v: Interval) -> Result<Interval> {
     let mut months = i64::from(v.months) + i64::from(v.days / 30);
     let mut days = i64::from(v.days % 30);
     agree_in_sign(&mut months, &mut days, 30);
-    Ok(Interval { months: i32::try_from(months).map_err(|_| out_of_range())?, days: i32::try_from(days).map_err(|_| out_of_range())?, micros: v.micros })
+    Ok(Interval {
+        months: i32::try_from(months).map_err(|_| out_of_range())?,
+        days: i32::try_from(days).map_err(|_| out_of_range())?,
+        micros: v.micros,
+    })
 }
 
 /// justify_interval: hours into days, days into 30-day months, then one

@@ -94,8 +94,20 @@ pub(super) fn dpow(x: f64, y: f64) -> Result<f64> {
     if y.is_infinite() {
         return Ok(match (x.abs() == 1.0, y > 0.0) {
             (true, _) => 1.0,
-            (false, true) => if above_one { y } else { 0.0 },
-            (false, false) => if above_one { 0.0 } else { -y },
+            (false, true) => {
+                if above_one {
+                    y
+                } else {
+                    0.0
+                }
+            }
+            (false, false) => {
+                if above_one {
+                    0.0
+                } else {
+                    -y
+                }
+            }
         });
     }
     if x.is_infinite() {
@@ -149,7 +161,10 @@ fn glibc_cbrt(x: f64) -> f64 {
     let u = 0.354_895_765_043_919_86
         + ((1.508_191_937_815_848_96
             + ((-2.114_994_941_673_712_87
-                + ((2.446_931_225_635_344_3 + ((-1.834_692_774_836_130_86 + (0.784_932_344_976_639_262 - 0.145_263_899_385_486_377 * xm) * xm) * xm))
+                + ((2.446_931_225_635_344_3
+                    + ((-1.834_692_774_836_130_86
+                        + (0.784_932_344_976_639_262 - 0.145_263_899_385_486_377 * xm) * xm)
+                        * xm))
                     * xm))
                 * xm))
             * xm);
@@ -178,7 +193,13 @@ pub(super) fn sign(v: &Value) -> Value {
         other => {
             let x = value::to_f64(other).unwrap_or(f64::NAN);
             // NaN is neither above nor below zero: 0, as PostgreSQL's dsign.
-            Value::Float8(if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { 0.0 })
+            Value::Float8(if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                0.0
+            })
         }
     }
 }

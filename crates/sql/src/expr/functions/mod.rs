@@ -16,8 +16,8 @@ use std::cmp::Ordering;
 use pgtier_engine::{DataType, Numeric, Value};
 
 use super::{Env, Expr, SubqueryRunner};
-use crate::types::{Elem, array_text};
 use crate::error::{Result, SqlError};
+use crate::types::{Elem, array_text};
 use crate::value::{self, ArithOp, MICROS_PER_DAY};
 
 pub use array::ArrayFunc;
@@ -171,7 +171,8 @@ fn sleep_interruptibly(secs: f64, sq: &mut dyn SubqueryRunner) -> Result<()> {
     if secs.is_nan() || secs <= 0.0 {
         return Ok(());
     }
-    let until = std::time::Instant::now() + std::time::Duration::try_from_secs_f64(secs).unwrap_or(std::time::Duration::MAX / 4);
+    let until = std::time::Instant::now()
+        + std::time::Duration::try_from_secs_f64(secs).unwrap_or(std::time::Duration::MAX / 4);
     loop {
         sq.check_interrupt()?;
         let now = std::time::Instant::now();
@@ -189,7 +190,13 @@ fn text_arg(v: &Value) -> Option<&str> {
     }
 }
 
-pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunner, row: &[Value]) -> Result<Value> {
+pub(super) fn eval_func(
+    f: Func,
+    args: &[Expr],
+    env: &Env<'_>,
+    sq: &mut dyn SubqueryRunner,
+    row: &[Value],
+) -> Result<Value> {
     if let Func::Sys(s) = f {
         return system::eval(s, args, env, sq, row);
     }
@@ -292,10 +299,13 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             (Value::Bytea(a), Value::Bytea(b)) => Value::Bytea([a.as_slice(), b.as_slice()].concat()),
             _ => return Err(SqlError::new("XX000", "bytea || given another type")),
         },
-        Func::OctetLength => Value::Int4(i32::try_from(match &vals[0] {
-            Value::Bytea(b) => b.len(),
-            _ => s0.len(),
-        }).unwrap_or(i32::MAX)),
+        Func::OctetLength => Value::Int4(
+            i32::try_from(match &vals[0] {
+                Value::Bytea(b) => b.len(),
+                _ => s0.len(),
+            })
+            .unwrap_or(i32::MAX),
+        ),
         Func::Substr => {
             let start = int(1);
             let (from, to) = if vals.len() > 2 {
@@ -407,7 +417,11 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             let n = int(1);
             // A negative count keeps all but that many from the other end.
             let keep = usize::try_from(if n >= 0 { n.min(len) } else { (len + n).max(0) }).unwrap_or(0);
-            let taken: String = if f == Func::Left { chars[..keep].iter().collect() } else { chars[chars.len() - keep..].iter().collect() };
+            let taken: String = if f == Func::Left {
+                chars[..keep].iter().collect()
+            } else {
+                chars[chars.len() - keep..].iter().collect()
+            };
             Value::Text(taken)
         }
         Func::Initcap => {
@@ -435,7 +449,9 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
         }
         Func::StartsWith => Value::Bool(s0.starts_with(vals.get(1).and_then(text_arg).unwrap_or(""))),
         #[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
-        Func::ToHex(wide) => Value::Text(if wide { format!("{:x}", int(0) as u64) } else { format!("{:x}", int(0) as i32 as u32) }),
+        Func::ToHex(wide) => {
+            Value::Text(if wide { format!("{:x}", int(0) as u64) } else { format!("{:x}", int(0) as i32 as u32) })
+        }
         Func::Trunc => match &vals[0] {
             Value::Float8(x) => Value::Float8(x.trunc()),
             Value::Numeric(n) => match trunc_numeric(*n, if vals.len() > 1 { int(1) } else { 0 }) {
@@ -461,8 +477,13 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             }
             Value::Float8(x.sqrt())
         }
-        Func::Power if matches!(vals[0], Value::Numeric(_)) => numeric_wide_fns::eval(f, &vals).unwrap_or(Ok(Value::Null))?,
-        Func::Power => Value::Float8(math::dpow(value::to_f64(&vals[0]).unwrap_or(f64::NAN), value::to_f64(&vals[1]).unwrap_or(f64::NAN))?),
+        Func::Power if matches!(vals[0], Value::Numeric(_)) => {
+            numeric_wide_fns::eval(f, &vals).unwrap_or(Ok(Value::Null))?
+        }
+        Func::Power => Value::Float8(math::dpow(
+            value::to_f64(&vals[0]).unwrap_or(f64::NAN),
+            value::to_f64(&vals[1]).unwrap_or(f64::NAN),
+        )?),
         Func::Md5 => {
             use md5::Digest as _;
             let digest = match &vals[0] {
@@ -478,7 +499,12 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
                 if tz { Value::TimestampTz(truncated) } else { Value::Timestamp(truncated) }
             }
             Value::TimestampTz(t) => Value::TimestampTz(datetime::date_trunc_tz(unit, *t)?),
-            other => return Err(SqlError::undefined_function(&format!("date_trunc(text, {})", value::value_type_name(other)))),
+            other => {
+                return Err(SqlError::undefined_function(&format!(
+                    "date_trunc(text, {})",
+                    value::value_type_name(other)
+                )));
+            }
         },
         Func::MakeDate => datetime::make_date(int(0), int(1), int(2))?,
         Func::Extract(field, numeric) => match &vals[0] {
@@ -487,17 +513,39 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             v => datetime::extract(field, v, numeric)?,
         },
         // PostgreSQL 15 answers with the fields of i64's ends (292277 years ...).
-        Func::Age if vals.iter().any(value::is_infinite_datetime) => return Err(SqlError::unsupported("age of an infinite timestamp")),
+        Func::Age if vals.iter().any(value::is_infinite_datetime) => {
+            return Err(SqlError::unsupported("age of an infinite timestamp"));
+        }
         Func::Age => match (&vals[0], &vals[1]) {
             // timestamptz_age takes both fields in the session's zone.
-            (Value::TimestampTz(a), Value::TimestampTz(b)) => Value::Interval(interval_fns::age(crate::tz::to_local(*a), crate::tz::to_local(*b))?),
-            (Value::Timestamp(a) | Value::TimestampTz(a), Value::Timestamp(b) | Value::TimestampTz(b)) => Value::Interval(interval_fns::age(*a, *b)?),
-            (a, b) => return Err(SqlError::undefined_function(&format!("age({}, {})", value::value_type_name(a), value::value_type_name(b)))),
+            (Value::TimestampTz(a), Value::TimestampTz(b)) => {
+                Value::Interval(interval_fns::age(crate::tz::to_local(*a), crate::tz::to_local(*b))?)
+            }
+            (Value::Timestamp(a) | Value::TimestampTz(a), Value::Timestamp(b) | Value::TimestampTz(b)) => {
+                Value::Interval(interval_fns::age(*a, *b)?)
+            }
+            (a, b) => {
+                return Err(SqlError::undefined_function(&format!(
+                    "age({}, {})",
+                    value::value_type_name(a),
+                    value::value_type_name(b)
+                )));
+            }
         },
         Func::IsFinite => Value::Bool(!value::is_infinite_datetime(&vals[0])),
-        Func::MakeInterval => Value::Interval(interval_fns::make_interval(int(0), int(1), int(2), int(3), int(4), int(5), value::to_f64(&vals[6]).unwrap_or(f64::NAN))?),
+        Func::MakeInterval => Value::Interval(interval_fns::make_interval(
+            int(0),
+            int(1),
+            int(2),
+            int(3),
+            int(4),
+            int(5),
+            value::to_f64(&vals[6]).unwrap_or(f64::NAN),
+        )?),
         Func::JustifyDays | Func::JustifyHours | Func::JustifyInterval => {
-            let Value::Interval(v) = vals[0] else { return Err(SqlError::undefined_function(&format!("justify({})", value::value_type_name(&vals[0])))) };
+            let Value::Interval(v) = vals[0] else {
+                return Err(SqlError::undefined_function(&format!("justify({})", value::value_type_name(&vals[0]))));
+            };
             Value::Interval(match f {
                 Func::JustifyDays => interval_fns::justify_days(v)?,
                 Func::JustifyHours => interval_fns::justify_hours(v)?,
@@ -531,7 +579,14 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
             Value::Bool(regex::regexp_like(s0, text(1), text(2))?)
         }
-        Func::Scale | Func::MinScale | Func::TrimScale | Func::Float4Send | Func::Float8Send | Func::Sinh | Func::Cosh | Func::Tanh => math::scale_or_send(f, &vals[0])?,
+        Func::Scale
+        | Func::MinScale
+        | Func::TrimScale
+        | Func::Float4Send
+        | Func::Float8Send
+        | Func::Sinh
+        | Func::Cosh
+        | Func::Tanh => math::scale_or_send(f, &vals[0])?,
         Func::RegexpReplaceAt => {
             let text = |k: usize| vals.get(k).and_then(text_arg).unwrap_or("");
             let n = vals.get(4).and_then(Value::as_i64);
@@ -543,13 +598,26 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             let int4 = |n: i64| Value::Int4(i32::try_from(n).unwrap_or(i32::MAX));
             match f {
                 Func::RegexpCount => int4(regex::regexp_count(s0, text(1), int_or(2, 1), text(3))?),
-                Func::RegexpInstr => int4(regex::regexp_instr(s0, text(1), int_or(2, 1), int_or(3, 1), int_or(4, 0), text(5), int_or(6, 0))?),
-                _ => regex::regexp_substr(s0, text(1), int_or(2, 1), int_or(3, 1), text(4), int_or(5, 0))?.map_or(Value::Null, Value::Text),
+                Func::RegexpInstr => int4(regex::regexp_instr(
+                    s0,
+                    text(1),
+                    int_or(2, 1),
+                    int_or(3, 1),
+                    int_or(4, 0),
+                    text(5),
+                    int_or(6, 0),
+                )?),
+                _ => regex::regexp_substr(s0, text(1), int_or(2, 1), int_or(3, 1), text(4), int_or(5, 0))?
+                    .map_or(Value::Null, Value::Text),
             }
         }
         // The numeric versions (the binder kept the argument numeric).
-        Func::Exp | Func::Ln | Func::Log10 if matches!(vals[0], Value::Numeric(_)) => numeric_wide_fns::eval(f, &vals).unwrap_or(Ok(Value::Null))?,
-        Func::Cbrt | Func::Exp | Func::Ln | Func::Log10 => Value::Float8(math::float_fn(f, value::to_f64(&vals[0]).unwrap_or(f64::NAN))?),
+        Func::Exp | Func::Ln | Func::Log10 if matches!(vals[0], Value::Numeric(_)) => {
+            numeric_wide_fns::eval(f, &vals).unwrap_or(Ok(Value::Null))?
+        }
+        Func::Cbrt | Func::Exp | Func::Ln | Func::Log10 => {
+            Value::Float8(math::float_fn(f, value::to_f64(&vals[0]).unwrap_or(f64::NAN))?)
+        }
         Func::Sign => math::sign(&vals[0]),
         Func::Div => math::div(&vals[0], &vals[1])?,
         Func::Gcd | Func::Lcm => math::gcd_lcm(f == Func::Lcm, &vals[0], &vals[1])?,
@@ -559,32 +627,76 @@ pub(super) fn eval_func(f: Func, args: &[Expr], env: &Env<'_>, sq: &mut dyn Subq
             v if s1(&vals).is_empty() || value::is_infinite_datetime(v) => Value::Null,
             Value::Timestamp(t) => Value::Text(datetime::to_char(*t, s1(&vals))?),
             Value::TimestampTz(t) => Value::Text(datetime::to_char(crate::tz::to_local(*t), s1(&vals))?),
-            other => return Err(SqlError::undefined_function(&format!("to_char({}, text)", value::value_type_name(other)))),
+            other => {
+                return Err(SqlError::undefined_function(&format!("to_char({}, text)", value::value_type_name(other))));
+            }
         },
-        Func::ToTimestampEpoch => Value::TimestampTz(datetime::to_timestamp_epoch(value::to_f64(&vals[0]).unwrap_or(f64::NAN))?),
+        Func::ToTimestampEpoch => {
+            Value::TimestampTz(datetime::to_timestamp_epoch(value::to_f64(&vals[0]).unwrap_or(f64::NAN))?)
+        }
         Func::ToTimestamp(date) => {
             let t = datetime::parse_with_template(s0, vals.get(1).and_then(text_arg).unwrap_or(""))?;
-            if date { Value::Date(i32::try_from(t.div_euclid(MICROS_PER_DAY)).map_err(|_| SqlError::new("22008", "date out of range"))?) } else { Value::TimestampTz(crate::tz::from_local(t)) }
+            if date {
+                Value::Date(
+                    i32::try_from(t.div_euclid(MICROS_PER_DAY))
+                        .map_err(|_| SqlError::new("22008", "date out of range"))?,
+                )
+            } else {
+                Value::TimestampTz(crate::tz::from_local(t))
+            }
         }
         Func::MakeTimestamp(tz) => {
-            let t = datetime::make_timestamp(int(0), int(1), int(2), int(3), int(4), value::to_f64(&vals[5]).unwrap_or(f64::NAN))?;
+            let t = datetime::make_timestamp(
+                int(0),
+                int(1),
+                int(2),
+                int(3),
+                int(4),
+                value::to_f64(&vals[5]).unwrap_or(f64::NAN),
+            )?;
             if tz { Value::TimestampTz(crate::tz::from_local(t)) } else { Value::Timestamp(t) }
         }
         Func::AtTimeZone(to_instant) => {
             let zone = match &vals[0] {
                 Value::Interval(iv) if iv.months == 0 && iv.days == 0 => {
-                    crate::tz::fixed_setting(i32::try_from(iv.micros / 1_000_000).map_err(|_| SqlError::new("22023", "interval time zone out of range"))?).0
+                    crate::tz::fixed_setting(
+                        i32::try_from(iv.micros / 1_000_000)
+                            .map_err(|_| SqlError::new("22023", "interval time zone out of range"))?,
+                    )
+                    .0
                 }
-                Value::Interval(iv) => return Err(SqlError::new("22023", format!("interval time zone \"{}\" must not include months or days", Value::Interval(*iv)))),
+                Value::Interval(iv) => {
+                    return Err(SqlError::new(
+                        "22023",
+                        format!("interval time zone \"{}\" must not include months or days", Value::Interval(*iv)),
+                    ));
+                }
                 _ => crate::tz::zone_arg(s0)?,
             };
             match &vals[1] {
                 Value::Timestamp(t) if to_instant => Value::TimestampTz(zone.from_local(*t)),
                 Value::TimestampTz(t) => Value::Timestamp(zone.to_local(*t)),
-                other => return Err(SqlError::undefined_function(&format!("timezone(text, {})", value::value_type_name(other)))),
+                other => {
+                    return Err(SqlError::undefined_function(&format!(
+                        "timezone(text, {})",
+                        value::value_type_name(other)
+                    )));
+                }
             }
         }
-        Func::Now | Func::ClockTimestamp | Func::Random | Func::PgSleep | Func::GenRandomUuid | Func::Json(_) | Func::Concat | Func::ConcatWs | Func::Format | Func::Greatest | Func::Least | Func::Sys(_) | Func::Array(_) => Value::Null,
+        Func::Now
+        | Func::ClockTimestamp
+        | Func::Random
+        | Func::PgSleep
+        | Func::GenRandomUuid
+        | Func::Json(_)
+        | Func::Concat
+        | Func::ConcatWs
+        | Func::Format
+        | Func::Greatest
+        | Func::Least
+        | Func::Sys(_)
+        | Func::Array(_) => Value::Null,
     })
 }
 
@@ -659,10 +771,16 @@ fn width_bucket(operand: &Value, low: &Value, high: &Value, count: i64) -> Resul
     }
     let as_exact = |v: &Value| value::to_numeric(v);
     let bucket = match (as_exact(operand), as_exact(low), as_exact(high)) {
-        (Some(x), Some(lo), Some(hi)) if ![operand, low, high].iter().any(|v| matches!(v, Value::Float4(_) | Value::Float8(_))) => {
+        (Some(x), Some(lo), Some(hi))
+            if ![operand, low, high].iter().any(|v| matches!(v, Value::Float4(_) | Value::Float8(_))) =>
+        {
             // Scale all three to one scale, then integer arithmetic.
             let scale = x.scale.max(lo.scale).max(hi.scale);
-            let at = |n: Numeric| n.rescale(scale).map(|r| r.mantissa).ok_or_else(|| SqlError::new("22003", "value overflows numeric format"));
+            let at = |n: Numeric| {
+                n.rescale(scale)
+                    .map(|r| r.mantissa)
+                    .ok_or_else(|| SqlError::new("22003", "value overflows numeric format"))
+            };
             let (x, lo, hi) = (at(x)?, at(lo)?, at(hi)?);
             if lo == hi {
                 return Err(bad("lower bound cannot equal upper bound"));
@@ -674,7 +792,9 @@ fn width_bucket(operand: &Value, low: &Value, high: &Value, count: i64) -> Resul
             } else if x >= hi {
                 count + 1
             } else {
-                (x - lo).checked_mul(count).ok_or_else(|| SqlError::new("22003", "value overflows numeric format"))? / (hi - lo) + 1
+                (x - lo).checked_mul(count).ok_or_else(|| SqlError::new("22003", "value overflows numeric format"))?
+                    / (hi - lo)
+                    + 1
             }
         }
         _ => {
@@ -694,7 +814,13 @@ fn width_bucket(operand: &Value, low: &Value, high: &Value, count: i64) -> Resul
             let inside = |x: f64, lo: f64, hi: f64| ((count as f64) * (x - lo) / (hi - lo)).floor() as i128 + 1;
             let count = i128::from(count);
             if lo < hi {
-                if x < lo { 0 } else if x >= hi { count + 1 } else { inside(x, lo, hi) }
+                if x < lo {
+                    0
+                } else if x >= hi {
+                    count + 1
+                } else {
+                    inside(x, lo, hi)
+                }
             } else if x > lo {
                 0
             } else if x <= hi {
@@ -711,8 +837,14 @@ fn width_bucket(operand: &Value, low: &Value, high: &Value, count: i64) -> Resul
 /// largest unit keeping the number under 20 * 1024 - 1, halves rounded away from zero.
 fn size_pretty(mut size: i64) -> String {
     // (name, limit, round, bits)
-    const UNITS: [(&str, i64, bool, u32); 6] =
-        [("bytes", 10 * 1024, false, 0), ("kB", 20 * 1024 - 1, true, 10), ("MB", 20 * 1024 - 1, true, 20), ("GB", 20 * 1024 - 1, true, 30), ("TB", 20 * 1024 - 1, true, 40), ("PB", 20 * 1024 - 1, true, 50)];
+    const UNITS: [(&str, i64, bool, u32); 6] = [
+        ("bytes", 10 * 1024, false, 0),
+        ("kB", 20 * 1024 - 1, true, 10),
+        ("MB", 20 * 1024 - 1, true, 20),
+        ("GB", 20 * 1024 - 1, true, 30),
+        ("TB", 20 * 1024 - 1, true, 40),
+        ("PB", 20 * 1024 - 1, true, 50),
+    ];
     for (i, &(name, limit, round, bits)) in UNITS.iter().enumerate() {
         let Some(&(_, _, next_round, next_bits)) = UNITS.get(i + 1) else {
             return format!("{} {name}", if round { half_rounded(size) } else { size });

@@ -42,7 +42,9 @@ pub(super) fn eval(f: Func, vals: &[Value]) -> Option<Result<Value>> {
         Func::Div => Some(div_trunc(&x, &arg(1)?).and_then(Dec::into_value)),
         Func::Gcd | Func::Lcm => Some(gcd_lcm(f == Func::Lcm, &x, &arg(1)?).and_then(Dec::into_value)),
         Func::Scale | Func::MinScale => Some(Ok(match &x {
-            Dec::Fin(m, s) => Value::Int4(i32::try_from(if f == Func::Scale { *s } else { trimmed(m, *s).1 }).unwrap_or(i32::MAX)),
+            Dec::Fin(m, s) => {
+                Value::Int4(i32::try_from(if f == Func::Scale { *s } else { trimmed(m, *s).1 }).unwrap_or(i32::MAX))
+            }
             _ => Value::Null,
         })),
         Func::TrimScale => out(match &x {
@@ -57,8 +59,12 @@ pub(super) fn eval(f: Func, vals: &[Value]) -> Option<Result<Value>> {
         Func::Exp => Some(value::numeric_transcendental::exp(&x).and_then(Dec::into_value)),
         Func::Ln => Some(value::numeric_transcendental::ln(&x).and_then(Dec::into_value)),
         // log(x) is log(10, x); log(b, x) binds to the same function.
-        Func::Log10 if vals.len() == 2 => Some(value::numeric_transcendental::log(&x, &arg(1)?).and_then(Dec::into_value)),
-        Func::Log10 => Some(value::numeric_transcendental::log(&Dec::Fin(BigInt::from(10), 0), &x).and_then(Dec::into_value)),
+        Func::Log10 if vals.len() == 2 => {
+            Some(value::numeric_transcendental::log(&x, &arg(1)?).and_then(Dec::into_value))
+        }
+        Func::Log10 => {
+            Some(value::numeric_transcendental::log(&Dec::Fin(BigInt::from(10), 0), &x).and_then(Dec::into_value))
+        }
         _ => None,
     }
 }
@@ -104,7 +110,9 @@ fn div_trunc(x: &Dec, y: &Dec) -> Result<Dec> {
                 return Err(SqlError::division_by_zero());
             }
             let s = x.scale().max(y.scale());
-            let (Dec::Fin(p, _), Dec::Fin(q, _)) = (x.round(i64::from(s)), y.round(i64::from(s))) else { return Ok(Dec::NaN) };
+            let (Dec::Fin(p, _), Dec::Fin(q, _)) = (x.round(i64::from(s)), y.round(i64::from(s))) else {
+                return Ok(Dec::NaN);
+            };
             Ok(Dec::Fin(p / q, 0))
         }
     }
@@ -144,7 +152,8 @@ fn sqrt(x: &Dec) -> Result<Dec> {
     let rscale = u32::try_from(rscale).unwrap_or(0);
     // N = x * 10^(2 rscale): root r = floor(sqrt(N)), rounded up when
     // N >= (r + 1/2)^2, i.e. 4N >= (2r + 1)^2.
-    let n = m * BigInt::from(10u32).pow(2 * rscale - s.min(2 * rscale)) / BigInt::from(10u32).pow(s.saturating_sub(2 * rscale));
+    let n = m * BigInt::from(10u32).pow(2 * rscale - s.min(2 * rscale))
+        / BigInt::from(10u32).pow(s.saturating_sub(2 * rscale));
     let r = n.sqrt();
     let twice = &r * 2u32 + 1u32;
     let r = if n * 4u32 >= &twice * &twice { r + 1u32 } else { r };

@@ -55,7 +55,8 @@ enum Last {
     Quantifier,
 }
 
-const POSIX_CLASSES: [&str; 12] = ["alnum", "alpha", "blank", "cntrl", "digit", "graph", "lower", "print", "punct", "space", "upper", "xdigit"];
+const POSIX_CLASSES: [&str; 12] =
+    ["alnum", "alpha", "blank", "cntrl", "digit", "graph", "lower", "print", "punct", "space", "upper", "xdigit"];
 
 /// A character as a Rust regex literal (also inside a class).
 fn push_literal(out: &mut String, c: char) {
@@ -149,7 +150,9 @@ fn translate(pattern: &str, ci: bool) -> Result<Translated> {
                             out.push_str("(?:");
                             i += 2;
                         }
-                        Some('=' | '!' | '<') => return Err(SqlError::unsupported("lookaround constraints in regular expressions")),
+                        Some('=' | '!' | '<') => {
+                            return Err(SqlError::unsupported("lookaround constraints in regular expressions"));
+                        }
                         _ => return Err(SqlError::unsupported("embedded options in regular expressions")),
                     }
                 } else {
@@ -298,7 +301,11 @@ fn bracket(chars: &[char], mut i: usize, ci: bool, out: &mut String) -> Result<u
         // A range lo-hi; a '-' first or last is itself.
         if chars.get(i) == Some(&'-') && chars.get(i + 1).is_some_and(|&n| n != ']') {
             let hi = match chars[i + 1] {
-                '\\' => chars.get(i + 2).copied().and_then(char_escape).ok_or_else(|| SqlError::unsupported("escape as a range end in a regular expression"))?,
+                '\\' => chars
+                    .get(i + 2)
+                    .copied()
+                    .and_then(char_escape)
+                    .ok_or_else(|| SqlError::unsupported("escape as a range end in a regular expression"))?,
                 '[' => return Err(SqlError::unsupported("a class as a range end in a regular expression")),
                 h => h,
             };
@@ -313,7 +320,12 @@ fn bracket(chars: &[char], mut i: usize, ci: bool, out: &mut String) -> Result<u
                 for (a, z, shift) in [('a', 'z', -32i32), ('A', 'Z', 32)] {
                     let (from, to) = (lo.max(a), hi.min(z));
                     if from <= to {
-                        let moved = |ch: char| char::from_u32(u32::try_from(i32::try_from(u32::from(ch)).unwrap_or(0) + shift).unwrap_or(0)).unwrap_or(ch);
+                        let moved = |ch: char| {
+                            char::from_u32(
+                                u32::try_from(i32::try_from(u32::from(ch)).unwrap_or(0) + shift).unwrap_or(0),
+                            )
+                            .unwrap_or(ch)
+                        };
                         push_literal(out, moved(from));
                         out.push('-');
                         push_literal(out, moved(to));
@@ -354,7 +366,13 @@ impl Compiled {
     fn new(pattern: &str, ci: bool) -> Result<Compiled> {
         let t = translate(pattern, ci)?;
         let re = Regex::builder().syntax(syntax_config()).build(&t.rust).map_err(invalid)?;
-        Ok(Compiled { re, rust: t.rust, longest: std::cell::OnceCell::new(), groups: t.groups, captures_unsafe: t.captures_unsafe })
+        Ok(Compiled {
+            re,
+            rust: t.rust,
+            longest: std::cell::OnceCell::new(),
+            groups: t.groups,
+            captures_unsafe: t.captures_unsafe,
+        })
     }
 
     /// The first match at or after byte `from`: (start, end) with
@@ -367,11 +385,17 @@ impl Compiled {
 
     fn longest_end(&self, s: &str, start: usize) -> Result<usize> {
         if self.longest.get().is_none() {
-            let dfa = DFA::builder().configure(DFA::config().match_kind(MatchKind::All)).syntax(syntax_config()).build(&self.rust).map_err(invalid)?;
+            let dfa = DFA::builder()
+                .configure(DFA::config().match_kind(MatchKind::All))
+                .syntax(syntax_config())
+                .build(&self.rust)
+                .map_err(invalid)?;
             let cache = RefCell::new(dfa.create_cache());
             let _ = self.longest.set((dfa, cache));
         }
-        let Some((dfa, cache)) = self.longest.get() else { return Err(SqlError::new("XX000", "regular expression not compiled")) };
+        let Some((dfa, cache)) = self.longest.get() else {
+            return Err(SqlError::new("XX000", "regular expression not compiled"));
+        };
         let mut cache = cache.borrow_mut();
         let input = Input::new(s).range(start..).anchored(Anchored::Yes);
         match dfa.try_search_fwd(&mut cache, &input) {
@@ -385,13 +409,17 @@ impl Compiled {
     /// whole match), each None when its group did not take part.
     fn captures(&self, s: &str, from: usize) -> Result<Option<Spans>> {
         if self.groups > 0 && self.captures_unsafe {
-            return Err(SqlError::unsupported("capture groups with alternation or a quantified group in a regular expression"));
+            return Err(SqlError::unsupported(
+                "capture groups with alternation or a quantified group in a regular expression",
+            ));
         }
         let mut caps = self.re.create_captures();
         self.re.search_captures(&Input::new(s).range(from..), &mut caps);
         let Some(m) = caps.get_match() else { return Ok(None) };
         if self.longest_end(s, m.start())? != m.end() {
-            return Err(SqlError::unsupported("a regular expression whose first match is not its longest, with capture groups"));
+            return Err(SqlError::unsupported(
+                "a regular expression whose first match is not its longest, with capture groups",
+            ));
         }
         Ok(Some((0..=self.groups).map(|g| caps.get_group(g).map(|sp| (sp.start, sp.end))).collect()))
     }
@@ -455,7 +483,14 @@ pub fn regexp_replace(s: &str, pattern: &str, replacement: &str, flag_text: &str
 /// regexp_replace(s, pattern, replacement, start [, n [, flags]]): from
 /// character `start` on, match `n` only (0: every match); without `n`, the
 /// 'g' flag decides (textregexreplace_extended).
-pub fn regexp_replace_at(s: &str, pattern: &str, replacement: &str, start: i64, n: Option<i64>, flag_text: &str) -> Result<String> {
+pub fn regexp_replace_at(
+    s: &str,
+    pattern: &str,
+    replacement: &str,
+    start: i64,
+    n: Option<i64>,
+    flag_text: &str,
+) -> Result<String> {
     if start <= 0 {
         return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
     }
@@ -580,7 +615,14 @@ pub fn regexp_match(s: &str, pattern: &str, flag_text: &str) -> Result<Option<Ve
 /// 'g' implied): from character `start` (1-based; 22023 below 1), each
 /// match's whole span, or with `groups` its groups' spans; an empty match
 /// moves the next search one character on. Also the spans per match.
-fn positional_matches(fname: &str, s: &str, pattern: &str, start: i64, flag_text: &str, groups: bool) -> Result<(Spans, usize)> {
+fn positional_matches(
+    fname: &str,
+    s: &str,
+    pattern: &str,
+    start: i64,
+    flag_text: &str,
+    groups: bool,
+) -> Result<(Spans, usize)> {
     if start <= 0 {
         return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
     }
@@ -593,12 +635,18 @@ fn positional_matches(fname: &str, s: &str, pattern: &str, start: i64, flag_text
     let per_match = if groups { re.groups } else { 1 };
     let mut spans = Vec::new();
     let skip = usize::try_from(start - 1).unwrap_or(usize::MAX);
-    let Some(mut from) = s.char_indices().map(|(i, _)| i).chain(std::iter::once(s.len())).nth(skip) else { return Ok((spans, per_match)) };
+    let Some(mut from) = s.char_indices().map(|(i, _)| i).chain(std::iter::once(s.len())).nth(skip) else {
+        return Ok((spans, per_match));
+    };
     loop {
         let found = if groups { re.captures(s, from)? } else { re.find(s, from)?.map(|m| vec![Some(m)]) };
         let Some(found) = found else { break };
         let Some((so, eo)) = found.first().copied().flatten() else { break };
-        if groups { spans.extend_from_slice(&found[1..]) } else { spans.push(Some((so, eo))) }
+        if groups {
+            spans.extend_from_slice(&found[1..])
+        } else {
+            spans.push(Some((so, eo)))
+        }
         from = eo;
         if so == eo {
             match s[eo..].chars().next() {
@@ -665,7 +713,15 @@ pub fn regexp_count(s: &str, pattern: &str, start: i64, flag_text: &str) -> Resu
 /// regexp_instr(s, pattern [, start [, n [, endoption [, flags [, subexpr]]]]]):
 /// the character position (1-based) where match `n` (or its group) starts,
 /// or just after it ends (endoption 1); 0 when there is none.
-pub fn regexp_instr(s: &str, pattern: &str, start: i64, n: i64, endoption: i64, flag_text: &str, subexpr: i64) -> Result<i64> {
+pub fn regexp_instr(
+    s: &str,
+    pattern: &str,
+    start: i64,
+    n: i64,
+    endoption: i64,
+    flag_text: &str,
+    subexpr: i64,
+) -> Result<i64> {
     if start <= 0 {
         return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
     }
@@ -686,7 +742,14 @@ pub fn regexp_instr(s: &str, pattern: &str, start: i64, n: i64, endoption: i64, 
 
 /// regexp_substr(s, pattern [, start [, n [, flags [, subexpr]]]]): the
 /// text of match `n` (or its group), None when there is none.
-pub fn regexp_substr(s: &str, pattern: &str, start: i64, n: i64, flag_text: &str, subexpr: i64) -> Result<Option<String>> {
+pub fn regexp_substr(
+    s: &str,
+    pattern: &str,
+    start: i64,
+    n: i64,
+    flag_text: &str,
+    subexpr: i64,
+) -> Result<Option<String>> {
     if start <= 0 {
         return Err(SqlError::new("22023", format!("invalid value for parameter \"start\": {start}")));
     }

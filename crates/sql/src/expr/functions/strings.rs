@@ -16,8 +16,11 @@ pub(super) fn chr(n: i64) -> Result<Value> {
         return Err(SqlError::new("54000", "null character not permitted"));
     }
     let code = u32::try_from(n).ok().filter(|&c| c <= 0x10_FFFF);
-    let Some(code) = code else { return Err(SqlError::new("54000", format!("requested character too large for encoding: {n}"))) };
-    let c = char::from_u32(code).ok_or_else(|| SqlError::new("54000", format!("requested character not valid for encoding: {n}")))?;
+    let Some(code) = code else {
+        return Err(SqlError::new("54000", format!("requested character too large for encoding: {n}")));
+    };
+    let c = char::from_u32(code)
+        .ok_or_else(|| SqlError::new("54000", format!("requested character not valid for encoding: {n}")))?;
     Ok(Value::Text(c.to_string()))
 }
 
@@ -55,7 +58,8 @@ pub(super) fn format(vals: &[Value]) -> Result<Value> {
     let mut out = String::with_capacity(template.len());
     let mut next_arg = 0usize;
     let mut i = 0;
-    let unterminated = || format_error("unterminated format() type specifier").with_hint("For a single \"%\" use \"%%\".");
+    let unterminated =
+        || format_error("unterminated format() type specifier").with_hint("For a single \"%\" use \"%%\".");
     while i < chars.len() {
         let c = chars[i];
         i += 1;
@@ -78,7 +82,11 @@ pub(super) fn format(vals: &[Value]) -> Result<Value> {
                 return Ok(None);
             }
             let text: String = chars[start..*i].iter().collect();
-            text.parse::<usize>().ok().filter(|n| i32::try_from(*n).is_ok()).map(Some).ok_or_else(|| SqlError::new("22003", "number is out of range"))
+            text.parse::<usize>()
+                .ok()
+                .filter(|n| i32::try_from(*n).is_ok())
+                .map(Some)
+                .ok_or_else(|| SqlError::new("22003", "number is out of range"))
         };
         let mut position = None;
         let mut width = None;
@@ -107,14 +115,17 @@ pub(super) fn format(vals: &[Value]) -> Result<Value> {
         let Some(&kind) = chars.get(i) else { return Err(unterminated()) };
         i += 1;
         if !matches!(kind, 's' | 'I' | 'L') {
-            return Err(format_error(format!("unrecognized format() type specifier \"{kind}\"")).with_hint("For a single \"%\" use \"%%\"."));
+            return Err(format_error(format!("unrecognized format() type specifier \"{kind}\""))
+                .with_hint("For a single \"%\" use \"%%\"."));
         }
         let index = position.map_or(next_arg, |p| p - 1);
         let Some(arg) = args.get(index) else { return Err(format_error("too few arguments for format()")) };
         next_arg = index + 1;
         let mut piece = String::new();
         match (kind, arg) {
-            ('I', Value::Null) => return Err(SqlError::new("22004", "null values cannot be formatted as an SQL identifier")),
+            ('I', Value::Null) => {
+                return Err(SqlError::new("22004", "null values cannot be formatted as an SQL identifier"));
+            }
             ('L', Value::Null) => piece.push_str("NULL"),
             (_, Value::Null) => {}
             ('s', v) => value::write_text(v, &mut piece),

@@ -9,9 +9,11 @@ use std::collections::HashMap;
 
 use pgtier_engine::{Catalog, DataType, Value};
 
-use crate::expr::{CmpOp, Env, Expr, SubqueryRunner};
-use crate::catalog::{self as cat, RELATIONS, Schema, constraint_def, format_type, index_def, quote_ident, reg_lookup, reg_name};
+use crate::catalog::{
+    self as cat, RELATIONS, Schema, constraint_def, format_type, index_def, quote_ident, reg_lookup, reg_name,
+};
 use crate::error::{Result, SqlError};
+use crate::expr::{CmpOp, Env, Expr, SubqueryRunner};
 use crate::settings::{READ_ONLY_SETTINGS, normalize_setting, search_path_with, setting_value};
 use crate::types::{self, Elem, RegKind};
 use crate::value;
@@ -76,7 +78,10 @@ pub enum SysFunc {
     ArrayCast(Elem, Elem),
     /// `lhs op ANY (array)`.
     Any(CmpOp, Elem),
-    Regex { negated: bool, case_insensitive: bool },
+    Regex {
+        negated: bool,
+        case_insensitive: bool,
+    },
     /// nextval, currval, setval, lastval: evaluated by the executor
     /// ([`SubqueryRunner::sequence`]), which holds the transaction.
     Sequence(SeqFunc),
@@ -118,7 +123,12 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
     }
     let strict = !matches!(
         f,
-        SysFunc::CurrentSetting | SysFunc::ArrayToString(_) | SysFunc::MakeArray(_) | SysFunc::Any(..) | SysFunc::FormatType | SysFunc::ArrayConcat(_)
+        SysFunc::CurrentSetting
+            | SysFunc::ArrayToString(_)
+            | SysFunc::MakeArray(_)
+            | SysFunc::Any(..)
+            | SysFunc::FormatType
+            | SysFunc::ArrayConcat(_)
             | SysFunc::ExpandRecord(_)
     );
     if strict && vals.iter().any(Value::is_null) {
@@ -149,16 +159,21 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
         SysFunc::GetExpr => return Ok(vals[0].clone()),
         SysFunc::NoDescription | SysFunc::NullResult => return Ok(Value::Null),
         SysFunc::EncodingToChar => {
-            return Ok(Value::Text(match int(0) {
-                0 => "SQL_ASCII",
-                6 => "UTF8",
-                _ => "",
-            }.to_owned()));
+            return Ok(Value::Text(
+                match int(0) {
+                    0 => "SQL_ASCII",
+                    6 => "UTF8",
+                    _ => "",
+                }
+                .to_owned(),
+            ));
         }
         SysFunc::HasPrivilege => return Ok(Value::Bool(true)),
         SysFunc::IsInRecovery => return Ok(Value::Bool(false)),
         SysFunc::QuoteIdent => return Ok(Value::Text(quote_ident(txt(0)))),
-        SysFunc::TypeIsVisible => return Ok(if cat::type_by_oid(int(0)).is_some() { Value::Bool(true) } else { Value::Null }),
+        SysFunc::TypeIsVisible => {
+            return Ok(if cat::type_by_oid(int(0)).is_some() { Value::Bool(true) } else { Value::Null });
+        }
         SysFunc::ArrayToString(e) => {
             if vals[0].is_null() || vals[1].is_null() {
                 return Ok(Value::Null);
@@ -245,7 +260,8 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
         }
         SysFunc::ArrayCast(from, to) => {
             let items = types::array_values(txt(0), from)?;
-            let cast = items.into_iter().map(|v| value::cast(v, to.element_type(), true)).collect::<Result<Vec<_>>>()?;
+            let cast =
+                items.into_iter().map(|v| value::cast(v, to.element_type(), true)).collect::<Result<Vec<_>>>()?;
             return Ok(Value::Text(types::array_text(to, &cast)));
         }
         SysFunc::Any(op, e) => {
@@ -291,7 +307,9 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             match setting_value(ctx.settings, &key) {
                 Some(v) => Value::Text(v),
                 None if boolean(1) => Value::Null,
-                None => return Err(SqlError::new("42704", format!("unrecognized configuration parameter \"{}\"", txt(0)))),
+                None => {
+                    return Err(SqlError::new("42704", format!("unrecognized configuration parameter \"{}\"", txt(0))));
+                }
             }
         }
         SysFunc::SetConfig => {
@@ -310,14 +328,20 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             Value::Text(v)
         }
         SysFunc::CurrentDatabase => Value::Text(ctx.database()),
-        SysFunc::CurrentSchema => search_path_with(ctx.settings, |s| cat::user_schema_named(catalog, s).is_some()).into_iter().next().map_or(Value::Null, Value::Text),
+        SysFunc::CurrentSchema => search_path_with(ctx.settings, |s| cat::user_schema_named(catalog, s).is_some())
+            .into_iter()
+            .next()
+            .map_or(Value::Null, Value::Text),
         SysFunc::CurrentSchemas => {
             // With implicit schemas: the session's temporary schema (once
             // made) and pg_catalog where the path does not place them,
             // in the order names are looked up (fetch_search_path).
             let path = crate::catalog::path_of(catalog, ctx.settings);
-            let names: Vec<Value> =
-                if boolean(0) { path.lookup_order().map(|s| Value::Text(s.to_owned())).collect() } else { path.schemas.iter().cloned().map(Value::Text).collect() };
+            let names: Vec<Value> = if boolean(0) {
+                path.lookup_order().map(|s| Value::Text(s.to_owned())).collect()
+            } else {
+                path.schemas.iter().cloned().map(Value::Text).collect()
+            };
             Value::Text(types::array_text(Elem::Text, &names))
         }
         SysFunc::CurrentUser => Value::Text(ctx.settings.get("session_authorization").cloned().unwrap_or_default()),
@@ -335,7 +359,10 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
                 let Some(t) = catalog.table(i.table) else { return Ok(Value::Null) };
                 let col = if vals.len() > 1 { int(1) } else { 0 };
                 if col > 0 {
-                    let name = usize::try_from(col - 1).ok().and_then(|c| i.columns.get(c)).map(|&c| quote_ident(&t.columns[c].name));
+                    let name = usize::try_from(col - 1)
+                        .ok()
+                        .and_then(|c| i.columns.get(c))
+                        .map(|&c| quote_ident(&t.columns[c].name));
                     name.map_or(Value::Null, Value::Text)
                 } else {
                     // The pretty form leaves out the schema of a visible table.
@@ -361,7 +388,9 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
         },
         SysFunc::TableIsVisible => {
             let oid = int(0);
-            let stored = cat::table_by_oid(catalog, oid).map(|t| t.name.clone()).or_else(|| cat::index_by_oid(catalog, oid).map(|i| i.name.clone()));
+            let stored = cat::table_by_oid(catalog, oid)
+                .map(|t| t.name.clone())
+                .or_else(|| cat::index_by_oid(catalog, oid).map(|i| i.name.clone()));
             if let Some(n) = stored {
                 // Visible: its unqualified name finds it through the path.
                 let unqualified = quote_ident(crate::names::short(&n));
@@ -389,7 +418,11 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
 fn serial_sequence(catalog: &Catalog, settings: &HashMap<String, String>, table: &str, column: &str) -> Result<Value> {
     let oid = reg_lookup(catalog, settings, RegKind::Class, table)?;
     let Some(t) = cat::table_by_oid(catalog, oid) else { return Ok(Value::Null) };
-    let col = t.columns.iter().filter(|c| !c.is_hidden()).find(|c| c.name == column.to_lowercase() || format!("\"{}\"", c.name) == column);
+    let col = t
+        .columns
+        .iter()
+        .filter(|c| !c.is_hidden())
+        .find(|c| c.name == column.to_lowercase() || format!("\"{}\"", c.name) == column);
     let Some(col) = col else {
         return Err(SqlError::new("42703", format!("column \"{column}\" of relation \"{}\" does not exist", t.name)));
     };
@@ -421,7 +454,11 @@ pub fn oid_in(text: &str) -> crate::error::Result<i64> {
 /// are reinterpreted as unsigned (a binary-coercible cast).
 fn oid_from_int(n: i64, wide: bool) -> crate::error::Result<i64> {
     if wide {
-        return if (0..=i64::from(u32::MAX)).contains(&n) { Ok(n) } else { Err(SqlError::new("22003", "OID out of range")) };
+        return if (0..=i64::from(u32::MAX)).contains(&n) {
+            Ok(n)
+        } else {
+            Err(SqlError::new("22003", "OID out of range"))
+        };
     }
     Ok(if n < 0 { n + (1i64 << 32) } else { n })
 }
