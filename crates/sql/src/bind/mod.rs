@@ -32,6 +32,7 @@ mod operator;
 mod recursive;
 mod schema;
 mod select;
+mod select_phases;
 mod setop;
 mod view;
 mod window;
