@@ -18,11 +18,13 @@ pub const NUMERIC_PRECISION_MAX: u8 = 38;
 
 use crate::error::{Result, SqlError};
 
+mod bool_in;
 mod bytea_in;
 mod datetime_in;
 mod era;
 pub mod numeric_transcendental;
 mod numeric_wide;
+pub(crate) use bool_in::parse_bool;
 pub use numeric_wide::{Dec, normalized as numeric_wide_normalized, numeric_series, numeric_variance};
 
 use datetime_in::{days_in_month, parse_date, parse_timestamp, parse_timestamptz, time_shape_ok, zone_in_range};
@@ -944,9 +946,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
     let invalid = || SqlError::invalid_text(type_name(ty), text);
     Ok(match ty {
         // boolin: parse_bool's words and their unique prefixes ('of' is off).
-        DataType::Bool => {
-            Value::Bool(crate::settings_planner::parse_bool(t).ok_or_else(|| SqlError::invalid_text("boolean", text))?)
-        }
+        DataType::Bool => Value::Bool(bool_in::parse_bool(t).ok_or_else(|| SqlError::invalid_text("boolean", text))?),
         DataType::Int2 | DataType::Int4 | DataType::Int8 => {
             let v: i128 = t.parse().map_err(|_| invalid())?;
             let out_of_range =

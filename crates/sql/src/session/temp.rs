@@ -43,7 +43,7 @@ pub(crate) struct Temp {
 impl Temp {
     pub(crate) fn new() -> Temp {
         if NEXT.load(Ordering::Relaxed) == 0 {
-            let seed = u64::try_from(super::now_micros()).unwrap_or(1).max(1);
+            let seed = u64::try_from(crate::clock::now_micros()).unwrap_or(1).max(1);
             let _ = NEXT.compare_exchange(0, seed, Ordering::Relaxed, Ordering::Relaxed);
         }
         let schema = format!("pg_temp_{}", NEXT.fetch_add(1, Ordering::Relaxed));

@@ -208,7 +208,7 @@ pub(super) fn eval_func(
         return Ok(Value::TimestampTz(env.now_micros));
     }
     if f == Func::ClockTimestamp {
-        return Ok(Value::TimestampTz(crate::session::now_micros()));
+        return Ok(Value::TimestampTz(crate::clock::now_micros()));
     }
     if f == Func::Random {
         return Ok(Value::Float8(random_unit()));
