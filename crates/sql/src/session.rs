@@ -724,8 +724,11 @@ impl Connection {
 }
 
 /// The search path names are resolved under, from the session's settings.
-fn path_for(settings: &crate::settings::Settings, catalog: &pgtier_engine::Catalog) -> crate::names::SearchPath {
+fn path_for(
+    settings: &crate::settings::Settings,
+    catalog: &pgtier_engine::Catalog,
+) -> crate::catalog::search_path::SearchPath {
     let user = settings.get("session_authorization").map_or("", String::as_str);
     let temp = settings.get(crate::names::TEMP_SCHEMA_SETTING).map_or("", String::as_str);
-    crate::names::SearchPath::new(Arc::clone(settings.search_path_raw()), user, temp, catalog)
+    crate::catalog::search_path::SearchPath::new(Arc::clone(settings.search_path_raw()), user, temp, catalog)
 }

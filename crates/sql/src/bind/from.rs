@@ -252,7 +252,7 @@ impl Binder<'_> {
                 (cte_name, schema, source, alias)
             }
             ast::TableFactor::Table { name, alias, args: None, .. } => match self.target(name)? {
-                Some(crate::names::Target::System(rel)) => {
+                Some(crate::catalog::search_path::Target::System(rel)) => {
                     (rel.def().name.to_owned(), rel.schema(), VirtualSource::System(rel), alias)
                 }
                 _ => {

@@ -30,6 +30,7 @@ mod merge;
 mod numeric_fns;
 mod operator;
 mod recursive;
+mod relation_names;
 mod schema;
 mod select;
 mod setop;
@@ -41,8 +42,8 @@ use std::sync::Arc;
 use pgtier_engine::{Catalog, Column, DataType, IndexId, TableSchema, Value};
 use sqlparser::ast::{self, Ident, ObjectName};
 
+use crate::catalog::search_path::{SearchPath, Target};
 use crate::error::{Result, SqlError};
-use crate::names::{SearchPath, Target};
 use crate::plan::{AggCall, Plan, Prepared, TxnCommand, VirtualSource, WindowCall};
 
 pub use coerce::map_type;

@@ -165,7 +165,9 @@ impl Binder<'_> {
     /// The view `name` names, if it names one.
     pub(super) fn view_named(&self, name: &ObjectName) -> Result<Option<Arc<TableSchema>>> {
         Ok(match self.target(name)? {
-            Some(crate::names::Target::Stored(k)) => self.catalog.table_by_name(&k).filter(|t| is_view(t)).cloned(),
+            Some(crate::catalog::search_path::Target::Stored(k)) => {
+                self.catalog.table_by_name(&k).filter(|t| is_view(t)).cloned()
+            }
             _ => None,
         })
     }

@@ -7,7 +7,7 @@
 //!   this process owns: what a crash or a Database dropped without a clean
 //!   close left (`drop_orphans`). N is unique per process run and within
 //!   it, so a new session never inherits an old schema;
-//! - only the owning session resolves names in it (names::resolve refuses
+//! - only the owning session resolves names in it (crate::catalog::search_path::resolve refuses
 //!   another session's temporary schema, 0A000).
 //!
 //! ON COMMIT DELETE ROWS / DROP run inside the committing transaction,
