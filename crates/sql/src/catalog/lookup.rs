@@ -10,7 +10,7 @@ use super::{
     index_by_oid, index_oid, namespace_name, quote_ident, table_by_oid, table_oid, type_by_name, type_by_oid,
 };
 use crate::error::{Result, SqlError};
-use crate::types::RegKind;
+use crate::value::types::RegKind;
 
 /// The name an oid of a `reg*` type prints as (the oid when nothing has it).
 pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: RegKind, oid: i64) -> String {

@@ -16,7 +16,7 @@ use super::{
 use crate::catalog::search_path::namespace_oid as namespace_oid_of;
 use crate::names::{short, split};
 use crate::settings::{FIXED_SETTINGS, READ_ONLY_SETTINGS, setting_display_name};
-use crate::types::{Elem, array_text};
+use crate::value::types::{Elem, array_text};
 
 pub(super) fn text(s: &str) -> Value {
     Value::Text(s.to_owned())
