@@ -208,6 +208,47 @@ fn the_layer_check_catches_an_upward_import() {
     assert_eq!(upward_imports(&sources).len(), 2);
 }
 
+/// The files README.md's "Files" table names: rows `| \`folder/\` |
+/// \`a.rs\`, ... |`, where a \`sub/\`: entry starts the files of a
+/// subfolder.
+fn files_in_readme() -> Vec<String> {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme.split("\n## Files\n").nth(1).expect("README.md has a Files section");
+    let section = section.split("\n## ").next().unwrap();
+    let mut files = Vec::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let folder = cells[1].trim_matches('`').trim_start_matches("src/");
+        let mut prefix = folder.to_owned();
+        for entry in cells[2].split(',') {
+            let entry = entry.trim();
+            let (sub, name) = match entry.split_once(": ") {
+                Some((sub, name)) => (Some(sub.trim_matches('`')), name),
+                None => (None, entry),
+            };
+            if let Some(sub) = sub {
+                prefix = format!("{folder}{sub}");
+            }
+            files.push(format!("{prefix}{}", name.trim_matches('`')));
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn the_readme_names_every_file() {
+    let mut on_disk: Vec<String> = sources().into_iter().map(|s| s.file).collect();
+    on_disk.sort();
+    let listed = files_in_readme();
+    let missing: Vec<&String> = on_disk.iter().filter(|f| !listed.contains(f)).collect();
+    let extra: Vec<&String> = listed.iter().filter(|f| !on_disk.contains(f)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "README.md's Files table: missing {missing:?}, names files that do not exist {extra:?}"
+    );
+}
+
 /// Functions as rustfmt lays them out: from the `fn` line to the closing
 /// brace at the same indentation.
 fn long_functions(source: &Source) -> Vec<(usize, String, usize)> {
