@@ -18,13 +18,13 @@ use pgtier_wal::{Lsn, Wal, WalConfig};
 
 use crate::catalog::CatalogState;
 use crate::checkpoint::{CheckpointInfo, RowBlock};
+use crate::consumers::Consumers;
 use crate::error::{EngineError, Result};
 use crate::ids::CommitTs;
 use crate::key::hash_key;
 use crate::ordered::OrderedIndex;
 use crate::primary;
 use crate::schema::{Catalog, TableDdl, TableId};
-use crate::stream::Consumers;
 use crate::table::{FkLink, IndexStore, TableMeta, TableStore};
 use crate::version::VPtr;
 use crate::walrec::{AssembledTxn, OpRef, RowOp, TxnAssembler, decode_record};
