@@ -439,26 +439,7 @@ impl Swt {
         txn: &mut Transaction,
         changes: &[RowChange],
     ) -> Result<u64, EngineError> {
-        // The statements, and the change each one came from.
-        let mut statements: Vec<RowStatement> = Vec::with_capacity(changes.len());
-        let mut sources: Vec<&RowChange> = Vec::with_capacity(changes.len());
-        let mut touched: Vec<(Arc<GroupEntry>, String)> = Vec::new();
-        for change in changes {
-            let Some((entry, index)) = cache.table_of_group(&change.table.name) else { continue };
-            if entry.def.kind != GroupKind::Swt {
-                continue;
-            }
-            let key = entry
-                .root_key_of_row(index, &change.row().values())
-                .map_or_else(|| WHOLE_GROUP.to_owned(), |key| key_text(&key));
-            if !touched.iter().any(|(e, k)| Arc::ptr_eq(e, &entry) && *k == key) {
-                touched.push((entry.clone(), key));
-            }
-            if let Some(statement) = row_statement(&entry, index, change) {
-                statements.push(statement);
-                sources.push(change);
-            }
-        }
+        let SwtChanges { statements, sources, touched } = swt_changes(cache, changes);
         if statements.is_empty() {
             return Ok(NO_TICKET);
         }
@@ -482,30 +463,13 @@ impl Swt {
         // PostgreSQL holds it durably; what a crash takes from the cache is resolved from there.
         txn.set_commit_mode(CommitMode::Async);
         let refs: Vec<&RowStatement> = statements.iter().collect();
-        let mut outcome = Err(CacheError::NoBackend);
-        // A changed definition digest is looked at again once (a change the
-        // group's fingerprint ignores, such as a new index, passes then).
-        for attempt in 0..2 {
-            let Some(applier) = slot.applier.as_mut() else { unreachable!("connected above") };
-            let check = match self.definition_check(applier, &refs) {
-                Ok(check) => check,
-                Err(error) => {
-                    self.put_idle(slot);
-                    return Err(engine_error(&error));
-                }
-            };
-            let started = Instant::now();
-            outcome = apply_checked(applier, check.as_deref(), &refs, &tail);
-            self.status.latency.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
-            match &outcome {
-                Ok(Applied::Refused(refusal)) if refusal.sqlstate == DEFINITION_CHANGED && attempt == 0 => {
-                    for statement in &refs {
-                        *statement.entry().tokens.lock() = None;
-                    }
-                }
-                _ => break,
+        let outcome = match self.apply_on_slot(&mut slot, &refs, &tail) {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                self.put_idle(slot);
+                return Err(engine_error(&error));
             }
-        }
+        };
         match outcome {
             Ok(Applied::Yes) => {
                 crash_window_pause();
@@ -581,6 +545,36 @@ impl Swt {
         }
     }
 
+    /// Applies `refs` and then `tail` in one PostgreSQL transaction on the
+    /// slot's connection (connected), after the definition check. A changed
+    /// definition digest is looked at again once (a change the group's
+    /// fingerprint ignores, such as a new index, passes then). Err: the
+    /// check could not be built; Ok: what applying answered.
+    fn apply_on_slot(
+        &self,
+        slot: &mut Slot,
+        refs: &[&RowStatement],
+        tail: &str,
+    ) -> Result<Result<Applied, CacheError>, CacheError> {
+        let mut outcome = Err(CacheError::NoBackend);
+        for attempt in 0..2 {
+            let Some(applier) = slot.applier.as_mut() else { unreachable!("connected above") };
+            let check = self.definition_check(applier, refs)?;
+            let started = Instant::now();
+            outcome = apply_checked(applier, check.as_deref(), refs, tail);
+            self.status.latency.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+            match &outcome {
+                Ok(Applied::Refused(refusal)) if refusal.sqlstate == DEFINITION_CHANGED && attempt == 0 => {
+                    for statement in refs {
+                        *statement.entry().tokens.lock() = None;
+                    }
+                }
+                _ => break,
+            }
+        }
+        Ok(outcome)
+    }
+
     /// Holds a slot whose transaction PostgreSQL committed until the cache's commit ends.
     fn park(&self, mut slot: Slot, txn_id: i64) -> u64 {
         slot.txn_id = txn_id;
@@ -591,6 +585,41 @@ impl Swt {
         slots.busy.insert(ticket, slot);
         ticket
     }
+}
+
+/// An SWT transaction's statements for PostgreSQL, the change each one
+/// came from, and the instances it touches (by root key text;
+/// [`WHOLE_GROUP`] when a table does not carry the root key).
+struct SwtChanges<'c> {
+    statements: Vec<RowStatement>,
+    sources: Vec<&'c RowChange>,
+    touched: Vec<(Arc<GroupEntry>, String)>,
+}
+
+/// What of `changes` goes to PostgreSQL: changes to tables of SWT groups.
+fn swt_changes<'c>(cache: &dyn SwtHost, changes: &'c [RowChange]) -> SwtChanges<'c> {
+    let mut out = SwtChanges {
+        statements: Vec::with_capacity(changes.len()),
+        sources: Vec::with_capacity(changes.len()),
+        touched: Vec::new(),
+    };
+    for change in changes {
+        let Some((entry, index)) = cache.table_of_group(&change.table.name) else { continue };
+        if entry.def.kind != GroupKind::Swt {
+            continue;
+        }
+        let key = entry
+            .root_key_of_row(index, &change.row().values())
+            .map_or_else(|| WHOLE_GROUP.to_owned(), |key| key_text(&key));
+        if !out.touched.iter().any(|(e, k)| Arc::ptr_eq(e, &entry) && *k == key) {
+            out.touched.push((entry.clone(), key));
+        }
+        if let Some(statement) = row_statement(&entry, index, change) {
+            out.statements.push(statement);
+            out.sources.push(change);
+        }
+    }
+    out
 }
 
 /// SWT commits under way, numbered in the order they start (`fence`: a load
