@@ -12,7 +12,7 @@ use super::{Binder, Ty};
 use crate::catalog::column_type_info;
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func};
-use crate::types::{Elem, RegKind};
+use crate::value::types::{Elem, RegKind};
 use crate::value::{self, Category, NUMERIC_ANY, category};
 
 fn not_unique(sig: &str) -> SqlError {

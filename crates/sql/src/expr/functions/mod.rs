@@ -17,7 +17,7 @@ use pgtier_engine::{DataType, Numeric, Value};
 
 use super::{Env, Expr, SubqueryRunner};
 use crate::error::{Result, SqlError};
-use crate::types::{Elem, array_text};
+use crate::value::types::{Elem, array_text};
 use crate::value::{self, ArithOp, MICROS_PER_DAY};
 
 pub use array::ArrayFunc;
@@ -152,8 +152,8 @@ pub enum Func {
     AtTimeZone(bool),
     /// A system function ([`SysFunc`]).
     Sys(SysFunc),
-    /// A json / jsonb operator or function (crate::json).
-    Json(crate::json::JsonFunc),
+    /// A json / jsonb operator or function (crate::value::json).
+    Json(crate::value::json::JsonFunc),
     /// An array function or operator ([`ArrayFunc`]).
     Array(ArrayFunc),
 }
@@ -208,7 +208,7 @@ pub(super) fn eval_func(
         return Ok(Value::TimestampTz(env.now_micros));
     }
     if f == Func::ClockTimestamp {
-        return Ok(Value::TimestampTz(crate::session::now_micros()));
+        return Ok(Value::TimestampTz(crate::clock::now_micros()));
     }
     if f == Func::Random {
         return Ok(Value::Float8(random_unit()));
@@ -227,10 +227,10 @@ pub(super) fn eval_func(
         for a in args {
             vals.push(a.eval(env, sq, row)?);
         }
-        return crate::json::eval(j, &vals);
+        return crate::value::json::eval(j, &vals);
     }
     if f == Func::GenRandomUuid {
-        return Ok(Value::Uuid(crate::uuid::random_v4()?));
+        return Ok(Value::Uuid(crate::value::uuid::random_v4()?));
     }
     let mut vals = Vec::with_capacity(args.len());
     for a in args {
