@@ -244,15 +244,50 @@ fn bind_function(
     args: Vec<(Expr, Ty)>,
     coerce: &mut dyn FnMut(Expr, Ty, DataType) -> Result<Expr>,
 ) -> Result<Option<(Expr, Ty)>> {
-    use DataType::{Bool, Int4, Int8, Text};
+    use DataType::{Int8, Text};
     let n = args.len();
     let sig = {
         let types: Vec<&str> = args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect();
         format!("{name}({})", types.join(", "))
     };
     let bad = || SqlError::undefined_function(&sig);
+    let Some((f, want, ret)) = sys_signature(name, &args, &bad)? else { return Ok(None) };
+    let mut out = Vec::with_capacity(n);
+    if f == SysFunc::NullResult {
+        // Never looks at its arguments: any types do.
+        for (e, t) in args {
+            out.push(if t.is_none() { coerce(e, None, Text)? } else { e });
+        }
+        return Ok(Some((Expr::Func(Func::Sys(f), out), Some(ret))));
+    }
+    for ((e, t), w) in args.into_iter().zip(want) {
+        out.push(match t {
+            Some(t) if t == w => e,
+            _ if RegKind::of(w).is_some() => coerce(e, t, w)?,
+            Some(t) if RegKind::of(t).is_some() && w == Int8 => e,
+            Some(t) if value::category(t) == value::category(w) && Elem::of(t).is_none() && Elem::of(w).is_none() => {
+                if w == Text {
+                    e
+                } else {
+                    Expr::Cast(e.boxed(), w, false)
+                }
+            }
+            None => coerce(e, None, w)?,
+            Some(_) => return Err(bad()),
+        });
+    }
+    Ok(Some((Expr::Func(Func::Sys(f), out), Some(ret))))
+}
+
+/// A system function, its parameter types and its result type.
+type SysSignature = (SysFunc, Vec<DataType>, DataType);
+
+/// The system function `name` called with `args`; None if there is none.
+fn sys_signature(name: &str, args: &[(Expr, Ty)], bad: &dyn Fn() -> SqlError) -> Result<Option<SysSignature>> {
+    use DataType::{Bool, Int4, Int8, Text};
+    let n = args.len();
     let array_arg = |k: usize| -> Option<Elem> { args.get(k).and_then(|a| a.1).and_then(Elem::of) };
-    let (f, want, ret): (SysFunc, Vec<DataType>, DataType) = match (name, n) {
+    Ok(Some(match (name, n) {
         ("version", 0) => (SysFunc::Version, vec![], Text),
         ("current_setting", 1) => (SysFunc::CurrentSetting, vec![Text], Text),
         ("current_setting", 2) => (SysFunc::CurrentSetting, vec![Text, Bool], Text),
@@ -340,30 +375,5 @@ fn bind_function(
             return Err(SqlError::unsupported(format!("{name}(): pgtier keeps no relation files to measure")));
         }
         _ => return Ok(None),
-    };
-    let mut out = Vec::with_capacity(n);
-    if f == SysFunc::NullResult {
-        // Never looks at its arguments: any types do.
-        for (e, t) in args {
-            out.push(if t.is_none() { coerce(e, None, Text)? } else { e });
-        }
-        return Ok(Some((Expr::Func(Func::Sys(f), out), Some(ret))));
-    }
-    for ((e, t), w) in args.into_iter().zip(want) {
-        out.push(match t {
-            Some(t) if t == w => e,
-            _ if RegKind::of(w).is_some() => coerce(e, t, w)?,
-            Some(t) if RegKind::of(t).is_some() && w == Int8 => e,
-            Some(t) if value::category(t) == value::category(w) && Elem::of(t).is_none() && Elem::of(w).is_none() => {
-                if w == Text {
-                    e
-                } else {
-                    Expr::Cast(e.boxed(), w, false)
-                }
-            }
-            None => coerce(e, None, w)?,
-            Some(_) => return Err(bad()),
-        });
-    }
-    Ok(Some((Expr::Func(Func::Sys(f), out), Some(ret))))
+    }))
 }

@@ -682,92 +682,105 @@ fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
                 ),
                 Some(Piece::Literal(c) | Piece::Quoted(c)) => !c.is_ascii_digit(),
             };
-        match pat.to_ascii_uppercase().as_str() {
-            "YYYY" => set_field(&mut p.year, read_int(&mut s, 4, slurp, pat)?.0, pat)?,
-            "YY" => {
-                let (y, digits) = read_int(&mut s, 2, slurp, pat)?;
-                // PostgreSQL's adjust_partial_year_to_2020, for fewer than 4 digits.
-                let y = match y {
-                    _ if digits >= 4 => y,
-                    0..70 => y + 2000,
-                    70..100 => y + 1900,
-                    100..520 => y + 2000,
-                    520..1000 => y + 1000,
-                    _ => y,
-                };
-                set_field(&mut p.year, y, pat)?;
-            }
-            "MM" => set_field(&mut p.month, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
-            "DD" => set_field(&mut p.day, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
-            "HH24" => set_field(&mut p.hour, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
-            "HH12" | "HH" => {
-                p.twelve = true;
-                set_field(&mut p.hour, read_int(&mut s, 2, slurp, pat)?.0, pat)?;
-            }
-            "MI" => set_field(&mut p.min, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
-            "SS" => set_field(&mut p.sec, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
-            "MS" | "US" => {
-                let width = if pat.eq_ignore_ascii_case("MS") { 3 } else { 6 };
-                let (n, digits) = read_int(&mut s, width, slurp, pat)?;
-                // The digits are a fraction: "5" is 500 ms.
-                let scaled = n * 10i64.pow(u32::try_from(width.saturating_sub(digits)).unwrap_or(0));
-                set_field(&mut p.micros, if width == 3 { scaled * 1000 } else { scaled }, pat)?;
-            }
-            "AM" | "PM" | "A.M." | "P.M." => {
-                let dotted = pat.contains('.');
-                let names: &[&str] = if dotted { &["A.M.", "P.M."] } else { &["AM", "PM"] };
-                let k = read_name(&mut s, names, false, pat)?;
-                p.twelve = true;
-                p.pm = k == 1;
-            }
-            "MONTH" | "MON" => {
-                let k = read_name(&mut s, &MONTHS, pat.len() == 3, pat)?;
-                set_field(&mut p.month, i64::try_from(k + 1).unwrap_or(1), pat)?;
-            }
-            "DAY" | "DY" => {
-                // Read and checked; the date comes from the other fields.
-                read_name(&mut s, &DAYS, pat.len() == 2, pat)?;
-            }
-            _ => return Err(SqlError::unsupported(format!("template pattern \"{pat}\" in to_timestamp"))),
-        }
+        read_field(&mut p, &mut s, pat, slurp)?;
         // Spaces after a field are skipped; they count as skipped extra.
         let trimmed = s.trim_start_matches(|c: char| c.is_ascii_whitespace());
         extra_skip = i64::try_from(s.len() - trimmed.len()).unwrap_or(0);
         s = trimmed;
     }
-    if p.twelve {
-        if !(1..=12).contains(&p.hour) {
-            return Err(bad_format(format!("hour \"{}\" is invalid for the 12-hour clock", p.hour))
-                .with_hint("Use the 24-hour clock, or give an hour between 1 and 12."));
+    p.timestamp(input)
+}
+
+/// Reads template pattern `pat` from `s` into `p` (`slurp`: all its digits).
+fn read_field(p: &mut Parsed, s: &mut &str, pat: &str, slurp: bool) -> Result<()> {
+    match pat.to_ascii_uppercase().as_str() {
+        "YYYY" => set_field(&mut p.year, read_int(s, 4, slurp, pat)?.0, pat)?,
+        "YY" => {
+            let (y, digits) = read_int(s, 2, slurp, pat)?;
+            // PostgreSQL's adjust_partial_year_to_2020, for fewer than 4 digits.
+            let y = match y {
+                _ if digits >= 4 => y,
+                0..70 => y + 2000,
+                70..100 => y + 1900,
+                100..520 => y + 2000,
+                520..1000 => y + 1000,
+                _ => y,
+            };
+            set_field(&mut p.year, y, pat)?;
         }
-        p.hour = match (p.pm, p.hour) {
-            (true, h) if h < 12 => h + 12,
-            (false, 12) => 0,
-            (_, h) => h,
+        "MM" => set_field(&mut p.month, read_int(s, 2, slurp, pat)?.0, pat)?,
+        "DD" => set_field(&mut p.day, read_int(s, 2, slurp, pat)?.0, pat)?,
+        "HH24" => set_field(&mut p.hour, read_int(s, 2, slurp, pat)?.0, pat)?,
+        "HH12" | "HH" => {
+            p.twelve = true;
+            set_field(&mut p.hour, read_int(s, 2, slurp, pat)?.0, pat)?;
+        }
+        "MI" => set_field(&mut p.min, read_int(s, 2, slurp, pat)?.0, pat)?,
+        "SS" => set_field(&mut p.sec, read_int(s, 2, slurp, pat)?.0, pat)?,
+        "MS" | "US" => {
+            let width = if pat.eq_ignore_ascii_case("MS") { 3 } else { 6 };
+            let (n, digits) = read_int(s, width, slurp, pat)?;
+            // The digits are a fraction: "5" is 500 ms.
+            let scaled = n * 10i64.pow(u32::try_from(width.saturating_sub(digits)).unwrap_or(0));
+            set_field(&mut p.micros, if width == 3 { scaled * 1000 } else { scaled }, pat)?;
+        }
+        "AM" | "PM" | "A.M." | "P.M." => {
+            let dotted = pat.contains('.');
+            let names: &[&str] = if dotted { &["A.M.", "P.M."] } else { &["AM", "PM"] };
+            let k = read_name(s, names, false, pat)?;
+            p.twelve = true;
+            p.pm = k == 1;
+        }
+        "MONTH" | "MON" => {
+            let k = read_name(s, &MONTHS, pat.len() == 3, pat)?;
+            set_field(&mut p.month, i64::try_from(k + 1).unwrap_or(1), pat)?;
+        }
+        "DAY" | "DY" => {
+            // Read and checked; the date comes from the other fields.
+            read_name(s, &DAYS, pat.len() == 2, pat)?;
+        }
+        _ => return Err(SqlError::unsupported(format!("template pattern \"{pat}\" in to_timestamp"))),
+    }
+    Ok(())
+}
+
+impl Parsed {
+    /// The fields as µs since 2000-01-01; `input` names the value in errors.
+    fn timestamp(mut self, input: &str) -> Result<i64> {
+        if self.twelve {
+            if !(1..=12).contains(&self.hour) {
+                return Err(bad_format(format!("hour \"{}\" is invalid for the 12-hour clock", self.hour))
+                    .with_hint("Use the 24-hour clock, or give an hour between 1 and 12."));
+            }
+            self.hour = match (self.pm, self.hour) {
+                (true, h) if h < 12 => h + 12,
+                (false, 12) => 0,
+                (_, h) => h,
+            };
+        }
+        let out_of_range = || SqlError::new("22008", format!("date/time field value out of range: \"{input}\""));
+        // Unset year, month and day are PostgreSQL's defaults: 1 BC, January, the 1st.
+        let year = if self.year > 0 {
+            self.year
+        } else if self.year < 0 {
+            self.year + 1
+        } else {
+            0
         };
+        let (month, day) = (if self.month == 0 { 1 } else { self.month }, if self.day == 0 { 1 } else { self.day });
+        let (Ok(m), Ok(d)) = (u32::try_from(month), u32::try_from(day)) else { return Err(out_of_range()) };
+        if !(1..=12).contains(&m) || d == 0 {
+            return Err(out_of_range());
+        }
+        let days = pgtier_engine::days_from_civil(year, m, d);
+        if pgtier_engine::civil_from_days(days) != (year, m, d) {
+            return Err(out_of_range());
+        }
+        if !(0..24).contains(&self.hour) || !(0..60).contains(&self.min) || !(0..60).contains(&self.sec) {
+            return Err(out_of_range());
+        }
+        Ok(days * MICROS_PER_DAY + ((self.hour * 60 + self.min) * 60 + self.sec) * 1_000_000 + self.micros)
     }
-    let out_of_range = || SqlError::new("22008", format!("date/time field value out of range: \"{input}\""));
-    // Unset year, month and day are PostgreSQL's defaults: 1 BC, January, the 1st.
-    let year = if p.year > 0 {
-        p.year
-    } else if p.year < 0 {
-        p.year + 1
-    } else {
-        0
-    };
-    let (month, day) = (if p.month == 0 { 1 } else { p.month }, if p.day == 0 { 1 } else { p.day });
-    let (Ok(m), Ok(d)) = (u32::try_from(month), u32::try_from(day)) else { return Err(out_of_range()) };
-    if !(1..=12).contains(&m) || d == 0 {
-        return Err(out_of_range());
-    }
-    let days = pgtier_engine::days_from_civil(year, m, d);
-    if pgtier_engine::civil_from_days(days) != (year, m, d) {
-        return Err(out_of_range());
-    }
-    if !(0..24).contains(&p.hour) || !(0..60).contains(&p.min) || !(0..60).contains(&p.sec) {
-        return Err(out_of_range());
-    }
-    Ok(days * MICROS_PER_DAY + ((p.hour * 60 + p.min) * 60 + p.sec) * 1_000_000 + p.micros)
 }
 
 /// The date and time functions.
