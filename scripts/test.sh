@@ -14,6 +14,16 @@ bash scripts/ensure-clients.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
+# Formatting (rustfmt.toml) and lints are part of the suite: a change that
+# is not formatted or warns fails here, before anything is built for tests.
+for tool in rustfmt clippy; do
+    cargo "${tool/rustfmt/fmt}" --version >/dev/null 2>&1 || rustup component add "$tool"
+done
+echo "==> cargo fmt --check"
+cargo fmt --all --check
+echo "==> cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
 # One profile for everything: `cargo test` builds with the test profile, so
 # compiling benches and examples with it too (--no-run) costs no second build
 # of the workspace and still proves every bench and example compiles.

@@ -26,7 +26,7 @@ use pgtier_engine::{Database, Origin, Value};
 
 use crate::error::CacheError;
 use crate::instance::InstanceLayout;
-use crate::manager::{Cache, GroupEntry};
+use crate::registry::{GroupEntry, UnloadReport};
 use crate::statement::Aging;
 
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
@@ -62,8 +62,24 @@ impl AgerControl {
     }
 }
 
+/// What aging asks of the cache (`Cache` implements it). The thread holds
+/// it weakly, so dropping the cache stops aging.
+pub(crate) trait AgingHost: Send + Sync {
+    fn database(&self) -> &Database;
+    /// One round now (`Cache::age_now`: one at a time, a new access epoch).
+    fn age_now(&self) -> Result<AgingReport, CacheError>;
+    /// Removes these instances of `entry`'s group, leaving those with
+    /// changes PostgreSQL does not have yet (`registry::remove_instances`).
+    fn remove_instances(
+        &self,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        keys: &[Vec<Value>],
+    ) -> Result<UnloadReport, CacheError>;
+}
+
 pub(crate) fn spawn(
-    cache: Weak<Cache>,
+    cache: Weak<dyn AgingHost>,
     control: Arc<AgerControl>,
     interval: Duration,
 ) -> std::io::Result<JoinHandle<()>> {
@@ -96,7 +112,7 @@ struct Candidate {
 
 /// One aging round over `groups` (what `Cache::age_now` runs).
 pub(crate) fn age_round(
-    cache: &Cache,
+    cache: &dyn AgingHost,
     groups: &[Arc<GroupEntry>],
     budget: Option<u64>,
     high: f64,
@@ -110,7 +126,7 @@ pub(crate) fn age_round(
     for (entry, layout) in groups.iter().zip(&layouts) {
         if let Aging::Time { column, lifetime } = &entry.def.aging {
             let expired = expired_keys(db, entry, layout, column, *lifetime)?;
-            let removed = cache.remove_instances(entry, layout, &expired, None)?;
+            let removed = cache.remove_instances(entry, layout, &expired)?;
             entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
             report.expired += removed.instances;
             report.skipped_dirty += removed.skipped_dirty;
@@ -163,7 +179,7 @@ pub(crate) fn age_round(
         // ones: memory first grows by what is evicted. Collecting after every
         // batch keeps that rise to one batch instead of the whole round.
         for batch in keys.chunks(EVICT_BATCH) {
-            let removed = cache.remove_instances(entry, layout, batch, None)?;
+            let removed = cache.remove_instances(entry, layout, batch)?;
             entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
             report.evicted += removed.instances;
             report.skipped_dirty += removed.skipped_dirty;

@@ -12,9 +12,10 @@ use pgtier_backend::copy_out::quote_identifier;
 use pgtier_engine::{RowChange, RowOp, Value};
 use postgres::Client;
 
-use crate::error::CacheError;
-use crate::manager::{GroupEntry, quote_literal};
+use crate::error::{CacheError, connection_error};
+use crate::hash::stable_hash;
 use crate::node::{self, NodeIdentity, NodeObject};
+use crate::registry::{GroupEntry, Shape, quote_literal};
 
 /// One row change for PostgreSQL: an EXECUTE of a statement prepared once
 /// per connection and shape (PostgreSQL then skips parsing and planning).
@@ -30,13 +31,6 @@ pub(crate) struct RowStatement {
     entry: Arc<GroupEntry>,
     index: usize,
     change: RowChange,
-}
-
-/// The prepared statement for one kind of change to one table.
-pub(crate) struct Shape {
-    /// One per table and operation.
-    name: String,
-    prepare: String,
 }
 
 impl RowStatement {
@@ -204,12 +198,6 @@ fn statement_text(entry: &GroupEntry, index: usize, change: &RowChange, values: 
     format!("WITH changed AS ({body} RETURNING 1) SELECT pgtier.expect_one(count(*), {what}) FROM changed")
 }
 
-/// FNV-1a: the same value in every process and Rust version (prepared
-/// statement names must fit PostgreSQL's 63 bytes; lanes must survive restarts).
-pub(crate) fn stable_hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
-}
-
 /// A PostgreSQL connection that applies, with the statements it has prepared.
 pub(crate) struct Applier {
     pub client: Client,
@@ -324,10 +312,6 @@ fn refusal(error: &postgres::Error) -> Refusal {
         },
         None => Refusal { sqlstate: "08006".into(), message: error.to_string(), detail: None, hint: None },
     }
-}
-
-pub(crate) fn connection_error(error: &postgres::Error) -> CacheError {
-    CacheError::Backend(pgtier_backend::BackendError::from_postgres("write-through", error))
 }
 
 /// A write-through session on `client`: standard strings (the literals

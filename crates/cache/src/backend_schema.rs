@@ -19,8 +19,7 @@
 
 use postgres::Client;
 
-use crate::apply::connection_error;
-use crate::error::CacheError;
+use crate::error::{CacheError, connection_error};
 
 /// Raised by `pgtier.check_node`: the node name is another directory's now.
 pub(crate) const NODE_NOT_OWNED: &str = "PGT01";

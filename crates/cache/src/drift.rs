@@ -25,10 +25,9 @@ use pgtier_backend::BackendError;
 use pgtier_backend::catalog::{TableDef, import_tables_in};
 use postgres::{Client, IsolationLevel};
 
-use crate::apply::connection_error;
 use crate::backend_schema::definition_tokens;
-use crate::error::CacheError;
-use crate::manager::GroupEntry;
+use crate::error::{CacheError, connection_error};
+use crate::registry::GroupEntry;
 
 /// A table of a group that is no longer what the group was made from.
 #[derive(Clone, Debug, PartialEq, Eq)]

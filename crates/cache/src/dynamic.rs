@@ -32,37 +32,23 @@ use postgres::Client;
 use postgres::types::{FromSql, ToSql, Type};
 
 use crate::error::CacheError;
-use crate::fence::Fence;
+use crate::fence::{Fence, WriteThroughState};
 use crate::group::CacheGroup;
 use crate::instance::{InstanceLayout, key_text};
 use crate::load::{decode_values, instance_query};
-use crate::manager::{Cache, GroupEntry};
 use crate::pool::{Pool, Pooled};
+use crate::registry::GroupEntry;
 
-/// For each table of a group: the positions of its columns that hold the
-/// root key (in root key order), when every root key column reaches it
-/// through the foreign keys; None otherwise.
-pub(crate) fn root_key_columns(group: &CacheGroup) -> Vec<Option<Vec<usize>>> {
-    let mut maps: Vec<Option<Vec<usize>>> = Vec::with_capacity(group.tables.len());
-    for table in &group.tables {
-        let position = |name: &str| table.def.columns.iter().position(|c| c.name == name);
-        let map = match (table.parent, &table.parent_key) {
-            (None, _) => table.def.primary_key.iter().map(|name| position(name)).collect(),
-            (Some(parent), Some((child_columns, parent_columns))) => maps[parent].as_ref().and_then(|parent_map| {
-                parent_map
-                    .iter()
-                    .map(|&at| {
-                        let parent_column = &group.tables[parent].def.columns[at].name;
-                        let i = parent_columns.iter().position(|c| c == parent_column)?;
-                        position(&child_columns[i])
-                    })
-                    .collect()
-            }),
-            (Some(_), None) => None,
-        };
-        maps.push(map);
-    }
-    maps
+/// What a dynamic load asks of the cache (`Cache` implements it): what
+/// every load's fence asks, and the database. Miss hooks hold it weakly, so
+/// they never keep the cache alive.
+pub(crate) trait DynamicHost: WriteThroughState {
+    fn database(&self) -> &Database;
+    /// Makes sure the instance of `root_key` of group `group` is cached
+    /// when PostgreSQL has it (`Cache::ensure_instance`).
+    fn ensure_instance(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError>;
+    /// Whether that instance is cached now (a fresh snapshot).
+    fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError>;
 }
 
 /// The root key carried by a lookup on a table whose root key columns are
@@ -117,7 +103,7 @@ impl Dynamic {
     /// Ok(true): this call (or the flight it waited for) inserted it.
     pub fn ensure(
         &self,
-        cache: &Cache,
+        cache: &dyn DynamicHost,
         entry: &GroupEntry,
         layout: &InstanceLayout,
         root_key: &[Value],
@@ -180,7 +166,7 @@ impl Dynamic {
 
     fn load_instance(
         &self,
-        cache: &Cache,
+        cache: &dyn DynamicHost,
         entry: &GroupEntry,
         layout: &InstanceLayout,
         key: &[Value],
@@ -331,7 +317,7 @@ pub(crate) fn root_cached(db: &Database, layout: &InstanceLayout, key: &[Value])
 
 /// The miss hook installed on each table of a dynamic group.
 pub(crate) struct TableHook {
-    pub cache: std::sync::Weak<crate::Cache>,
+    pub cache: std::sync::Weak<dyn DynamicHost>,
     pub group: String,
     /// Positions of this table's columns holding the root key (root key order).
     pub root_key_columns: Vec<usize>,

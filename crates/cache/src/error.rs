@@ -222,6 +222,17 @@ impl CacheError {
     }
 }
 
+/// A PostgreSQL error met on a write-through or bookkeeping connection.
+pub(crate) fn connection_error(error: &postgres::Error) -> CacheError {
+    CacheError::Backend(pgtier_backend::BackendError::from_postgres("write-through", error))
+}
+
+/// Errors a pinned batch meets when an application commits on its rows
+/// after the pin: the batch is redone an instance at a time.
+pub(crate) fn is_conflict(error: &CacheError) -> bool {
+    matches!(error, CacheError::Engine(e) if matches!(e.sqlstate(), "40001" | "55P03" | "23505"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::CacheError;

@@ -12,17 +12,19 @@ mod apply;
 mod autorefresh;
 mod awt;
 mod backend_schema;
+mod cache;
 mod drift;
 mod dynamic;
 mod error;
 mod fence;
 mod group;
+mod hash;
 mod instance;
 mod load;
-mod manager;
 mod node;
 mod persist;
 mod pool;
+mod registry;
 mod sequence;
 mod statement;
 mod swt;
@@ -33,16 +35,14 @@ pub use autorefresh::{
     AutorefreshConfig, AutorefreshStatus, PROGRESS_TABLE as AUTOREFRESH_TABLE, PredicateCompiler, RowTest,
 };
 pub use awt::{AwtConfig, AwtStatus, LagCounts, LagHistogram, LaneStatus};
+pub use cache::{Cache, CacheConfig, GroupInfo, GroupStats, LaneInfo, PropagationInfo, RootKey, TableInfo};
 pub use drift::Drift;
 pub use error::CacheError;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
-pub use load::{LoadOptions, LoadProgress, LoadReport, VerifyTally, load_group};
-pub use manager::{
-    Cache, CacheConfig, GroupInfo, GroupStats, LaneInfo, PropagationInfo, RefreshReport, RootKey, TableInfo,
-    UnloadReport,
-};
+pub use load::{LoadOptions, LoadProgress, LoadReport, RefreshReport, VerifyTally, load_group};
 pub use node::{Claim, NODE_NAME_MAX, NodeIdentity, validate_node_name};
 pub use pgtier_backend::snapshot::Cancel;
+pub use registry::UnloadReport;
 pub use sequence::{DEFAULT_SEQUENCE_BLOCK, KeyDefault, KeyGeneration};
 pub use statement::{Aging, CACHE_VERBS, CacheStatement, CreateGroup, parse_cache_statement};
 pub use swt::{SLOTS_TABLE, SwtStatus};

@@ -33,8 +33,8 @@ use pgtier_backend::snapshot::{Cancel, ExportedSnapshot, join_snapshot};
 use pgtier_engine::{Database, Origin, Transaction, Value};
 use postgres::Client;
 
-use crate::error::CacheError;
-use crate::fence::{Fence, is_conflict};
+use crate::error::{CacheError, is_conflict};
+use crate::fence::Fence;
 use crate::group::{CacheGroup, GroupTable};
 use crate::instance::InstanceLayout;
 use crate::types::engine_value;
@@ -97,6 +97,17 @@ pub struct LoadReport {
     pub rows: Vec<(String, u64)>,
     /// Bytes of field data read (COPY payload without framing).
     pub bytes: u64,
+    pub seconds: f64,
+}
+
+/// What REFRESH did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RefreshReport {
+    /// Instances read again from PostgreSQL (replacing the cached ones).
+    pub reloaded: u64,
+    /// Cached instances PostgreSQL no longer has (or no longer match), removed.
+    pub removed: u64,
+    pub skipped_dirty: u64,
     pub seconds: f64,
 }
 
@@ -443,7 +454,7 @@ fn stream_query(group: &CacheGroup, index: usize, predicate: Option<&str>, split
             // PostgreSQL carries equalities, not ranges, across a join: the
             // child gets the range on its own copy of the key.
             if index > 0
-                && let Some(Some(columns)) = crate::dynamic::root_key_columns(group).get(index)
+                && let Some(Some(columns)) = crate::registry::root_key_columns(group).get(index)
                 && let [column] = columns[..]
             {
                 table_filter =

@@ -22,8 +22,8 @@
 
 use postgres::Client;
 
-use crate::apply::connection_error;
-use crate::error::CacheError;
+use crate::error::{CacheError, connection_error};
+use crate::hash::stable_hash;
 
 /// Longest node name: the names made after it must fit PostgreSQL's 63
 /// bytes with room for a group's.
@@ -103,7 +103,7 @@ fn sanitized(prefix: &str, rest: &str) -> String {
     let mut name: String =
         raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c.to_ascii_lowercase() } else { '_' }).collect();
     if name != raw || name.len() > 63 {
-        let hash = crate::apply::stable_hash(&raw);
+        let hash = stable_hash(&raw);
         name.truncate(50);
         name = format!("{name}_{:012x}", hash & 0xffff_ffff_ffff);
     }

@@ -40,25 +40,48 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use pgtier_backend::connect_backend;
+use pgtier_backend::{ConnectParams, connect_backend};
 use pgtier_engine::{
     ColumnDef, CommitMode, CommitParticipant, DataType, Database, EngineError, Origin, RowChange, RowOp, TableDef,
     Transaction, Value,
 };
 use postgres::Client;
 
-use crate::apply::{
-    Applied, Applier, RowStatement, apply_checked, connection_error, row_statement, session_connection,
-};
+use crate::apply::{Applied, Applier, RowStatement, apply_checked, row_statement, session_connection};
 use crate::awt::LagHistogram;
 use crate::backend_schema::{DEFINITION_CHANGED, NODE_NOT_OWNED};
 use crate::drift::{check_clause, token_of, verify_group};
-use crate::error::CacheError;
+use crate::error::{CacheError, connection_error};
 use crate::group::GroupKind;
 use crate::instance::key_text;
-use crate::load::LoadOptions;
-use crate::manager::{Cache, GroupEntry, WHOLE_GROUP, quote_literal};
+use crate::load::{LoadOptions, RefreshReport};
 use crate::node::{NodeIdentity, NodeObject};
+use crate::registry::{GroupEntry, WHOLE_GROUP, quote_literal};
+
+/// What SWT asks of the cache (`Cache` implements it). `Swt` holds it
+/// weakly: the cache holds the `Swt`.
+pub(crate) trait SwtHost: Send + Sync {
+    fn database(&self) -> &Database;
+    fn backend(&self) -> Option<&ConnectParams>;
+    /// Every group now.
+    fn group_entries(&self) -> Vec<Arc<GroupEntry>>;
+    /// The group and index of table `name`, if a group holds it.
+    fn table_of_group(&self, name: &str) -> Option<(Arc<GroupEntry>, usize)>;
+    /// Group `name`'s entry (42704 when there is none).
+    fn entry(&self, name: &str) -> Result<Arc<GroupEntry>, CacheError>;
+    /// The root keys of group `name`'s instances cached now.
+    fn cached_root_keys(&self, name: &str) -> Result<Vec<Vec<Value>>, CacheError>;
+    /// REFRESH CACHE GROUP `name` (`Cache::refresh`).
+    fn refresh(
+        &self,
+        name: &str,
+        cached_keys: &[Vec<Value>],
+        options: &LoadOptions,
+    ) -> Result<RefreshReport, CacheError>;
+    /// Reloads these instances of `entry`'s group from PostgreSQL, removing
+    /// those it no longer has (`Cache::refresh_instances`).
+    fn refresh_instances(&self, entry: &GroupEntry, keys: &[Vec<Value>]) -> Result<RefreshReport, CacheError>;
+}
 
 /// Local table: per slot, the counter of the last SWT transaction committed in the cache.
 pub const SLOTS_TABLE: &str = "pgtier_swt_slots";
@@ -150,7 +173,7 @@ struct Slots {
 
 /// The commit participant of SWT tables (one per cache).
 pub(crate) struct Swt {
-    cache: Weak<Cache>,
+    cache: Weak<dyn SwtHost>,
     node: NodeIdentity,
     slots: Mutex<Slots>,
     /// Commits under way (PostgreSQL may have them or not), by number, with
@@ -162,7 +185,7 @@ pub(crate) struct Swt {
 }
 
 impl Swt {
-    pub fn new(cache: Weak<Cache>, node: NodeIdentity) -> Swt {
+    pub fn new(cache: Weak<dyn SwtHost>, node: NodeIdentity) -> Swt {
         Swt {
             cache,
             node,
@@ -191,7 +214,7 @@ impl Swt {
             loop {
                 let Some(strong) = swt.upgrade() else { return };
                 let Some(cache) = strong.cache.upgrade() else { return };
-                match strong.resolve(&cache) {
+                match strong.resolve(&*cache) {
                     Ok(()) => {
                         strong.resolver_running.store(false, Ordering::Release);
                         // A slot may have gone in doubt after the last look.
@@ -215,7 +238,7 @@ impl Swt {
 
     /// Reads both sides' counters (first time), then repairs every slot
     /// whose PostgreSQL counter is ahead of the cache's.
-    fn resolve(&self, cache: &Cache) -> Result<(), CacheError> {
+    fn resolve(&self, cache: &dyn SwtHost) -> Result<(), CacheError> {
         let db = cache.database();
         let mut client = connect_backend(cache.backend().ok_or(CacheError::NoBackend)?)?;
         crate::backend_schema::ensure(&mut client)?;
@@ -292,7 +315,7 @@ impl Swt {
     /// reloaded from PostgreSQL, and the local number moves up to its.
     fn repair_slot(
         &self,
-        cache: &Cache,
+        cache: &dyn SwtHost,
         slot: &mut Slot,
         remote: Option<&Vec<(i64, String)>>,
     ) -> Result<(), CacheError> {
@@ -369,7 +392,7 @@ impl Swt {
         self.slots.lock().idle.push(slot);
     }
 
-    fn connect(&self, cache: &Cache, slot: &mut Slot) -> Result<(), CacheError> {
+    fn connect(&self, cache: &dyn SwtHost, slot: &mut Slot) -> Result<(), CacheError> {
         if slot.applier.is_some() {
             return Ok(());
         }
@@ -381,7 +404,7 @@ impl Swt {
 
     /// After a lost reply: whether PostgreSQL committed transaction
     /// `txn_id` of `slot`. None when PostgreSQL cannot say now.
-    fn committed_remotely(&self, cache: &Cache, slot: i32, txn_id: i64) -> Option<bool> {
+    fn committed_remotely(&self, cache: &dyn SwtHost, slot: i32, txn_id: i64) -> Option<bool> {
         let mut client = connect_backend(cache.backend()?).ok()?;
         settle(&mut client, &self.node, slot, txn_id).ok()
     }
@@ -396,7 +419,7 @@ impl Swt {
                 std::thread::sleep(Duration::from_millis(20 * (attempt + 1)));
                 let Some(swt) = swt.upgrade() else { return };
                 let Some(cache) = swt.cache.upgrade() else { return };
-                match refresh_changed(&cache, &text) {
+                match refresh_changed(&*cache, &text) {
                     Ok(()) => {
                         swt.status.repairs.fetch_add(1, Ordering::Relaxed);
                         return;
@@ -412,30 +435,11 @@ impl Swt {
 
     fn commit_in_postgres(
         self: &Arc<Swt>,
-        cache: &Cache,
+        cache: &dyn SwtHost,
         txn: &mut Transaction,
         changes: &[RowChange],
     ) -> Result<u64, EngineError> {
-        // The statements, and the change each one came from.
-        let mut statements: Vec<RowStatement> = Vec::with_capacity(changes.len());
-        let mut sources: Vec<&RowChange> = Vec::with_capacity(changes.len());
-        let mut touched: Vec<(Arc<GroupEntry>, String)> = Vec::new();
-        for change in changes {
-            let Some((entry, index)) = cache.table_of_group(&change.table.name) else { continue };
-            if entry.def.kind != GroupKind::Swt {
-                continue;
-            }
-            let key = entry
-                .root_key_of_row(index, &change.row().values())
-                .map_or_else(|| WHOLE_GROUP.to_owned(), |key| key_text(&key));
-            if !touched.iter().any(|(e, k)| Arc::ptr_eq(e, &entry) && *k == key) {
-                touched.push((entry.clone(), key));
-            }
-            if let Some(statement) = row_statement(&entry, index, change) {
-                statements.push(statement);
-                sources.push(change);
-            }
-        }
+        let SwtChanges { statements, sources, touched } = swt_changes(cache, changes);
         if statements.is_empty() {
             return Ok(NO_TICKET);
         }
@@ -459,30 +463,13 @@ impl Swt {
         // PostgreSQL holds it durably; what a crash takes from the cache is resolved from there.
         txn.set_commit_mode(CommitMode::Async);
         let refs: Vec<&RowStatement> = statements.iter().collect();
-        let mut outcome = Err(CacheError::NoBackend);
-        // A changed definition digest is looked at again once (a change the
-        // group's fingerprint ignores, such as a new index, passes then).
-        for attempt in 0..2 {
-            let Some(applier) = slot.applier.as_mut() else { unreachable!("connected above") };
-            let check = match self.definition_check(applier, &refs) {
-                Ok(check) => check,
-                Err(error) => {
-                    self.put_idle(slot);
-                    return Err(engine_error(&error));
-                }
-            };
-            let started = Instant::now();
-            outcome = apply_checked(applier, check.as_deref(), &refs, &tail);
-            self.status.latency.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
-            match &outcome {
-                Ok(Applied::Refused(refusal)) if refusal.sqlstate == DEFINITION_CHANGED && attempt == 0 => {
-                    for statement in &refs {
-                        *statement.entry().tokens.lock() = None;
-                    }
-                }
-                _ => break,
+        let outcome = match self.apply_on_slot(&mut slot, &refs, &tail) {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                self.put_idle(slot);
+                return Err(engine_error(&error));
             }
-        }
+        };
         match outcome {
             Ok(Applied::Yes) => {
                 crash_window_pause();
@@ -558,6 +545,36 @@ impl Swt {
         }
     }
 
+    /// Applies `refs` and then `tail` in one PostgreSQL transaction on the
+    /// slot's connection (connected), after the definition check. A changed
+    /// definition digest is looked at again once (a change the group's
+    /// fingerprint ignores, such as a new index, passes then). Err: the
+    /// check could not be built; Ok: what applying answered.
+    fn apply_on_slot(
+        &self,
+        slot: &mut Slot,
+        refs: &[&RowStatement],
+        tail: &str,
+    ) -> Result<Result<Applied, CacheError>, CacheError> {
+        let mut outcome = Err(CacheError::NoBackend);
+        for attempt in 0..2 {
+            let Some(applier) = slot.applier.as_mut() else { unreachable!("connected above") };
+            let check = self.definition_check(applier, refs)?;
+            let started = Instant::now();
+            outcome = apply_checked(applier, check.as_deref(), refs, tail);
+            self.status.latency.record(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+            match &outcome {
+                Ok(Applied::Refused(refusal)) if refusal.sqlstate == DEFINITION_CHANGED && attempt == 0 => {
+                    for statement in refs {
+                        *statement.entry().tokens.lock() = None;
+                    }
+                }
+                _ => break,
+            }
+        }
+        Ok(outcome)
+    }
+
     /// Holds a slot whose transaction PostgreSQL committed until the cache's commit ends.
     fn park(&self, mut slot: Slot, txn_id: i64) -> u64 {
         slot.txn_id = txn_id;
@@ -568,6 +585,41 @@ impl Swt {
         slots.busy.insert(ticket, slot);
         ticket
     }
+}
+
+/// An SWT transaction's statements for PostgreSQL, the change each one
+/// came from, and the instances it touches (by root key text;
+/// [`WHOLE_GROUP`] when a table does not carry the root key).
+struct SwtChanges<'c> {
+    statements: Vec<RowStatement>,
+    sources: Vec<&'c RowChange>,
+    touched: Vec<(Arc<GroupEntry>, String)>,
+}
+
+/// What of `changes` goes to PostgreSQL: changes to tables of SWT groups.
+fn swt_changes<'c>(cache: &dyn SwtHost, changes: &'c [RowChange]) -> SwtChanges<'c> {
+    let mut out = SwtChanges {
+        statements: Vec::with_capacity(changes.len()),
+        sources: Vec::with_capacity(changes.len()),
+        touched: Vec::new(),
+    };
+    for change in changes {
+        let Some((entry, index)) = cache.table_of_group(&change.table.name) else { continue };
+        if entry.def.kind != GroupKind::Swt {
+            continue;
+        }
+        let key = entry
+            .root_key_of_row(index, &change.row().values())
+            .map_or_else(|| WHOLE_GROUP.to_owned(), |key| key_text(&key));
+        if !out.touched.iter().any(|(e, k)| Arc::ptr_eq(e, &entry) && *k == key) {
+            out.touched.push((entry.clone(), key));
+        }
+        if let Some(statement) = row_statement(&entry, index, change) {
+            out.statements.push(statement);
+            out.sources.push(change);
+        }
+    }
+    out
 }
 
 /// SWT commits under way, numbered in the order they start (`fence`: a load
@@ -710,7 +762,7 @@ pub(crate) struct SwtParticipant(pub Arc<Swt>);
 impl CommitParticipant for SwtParticipant {
     fn commit_first(&self, txn: &mut Transaction, changes: &[RowChange]) -> pgtier_engine::Result<u64> {
         let Some(cache) = self.0.cache.upgrade() else { return Err(EngineError::ShuttingDown) };
-        self.0.commit_in_postgres(&cache, txn, changes)
+        self.0.commit_in_postgres(&*cache, txn, changes)
     }
 
     fn finished(&self, ticket: u64, committed: bool) {
@@ -772,7 +824,7 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 
 /// Reloads from PostgreSQL the instances of the rows `described` lists
 /// (see [`describe_changes`]); a row whose root key cannot be told reloads its whole group.
-fn refresh_changed(cache: &Cache, described: &str) -> Result<(), CacheError> {
+fn refresh_changed(cache: &dyn SwtHost, described: &str) -> Result<(), CacheError> {
     let catalog = cache.database().catalog();
     let mut keys: BTreeMap<String, (Vec<Vec<Value>>, bool)> = BTreeMap::new();
     for line in described.lines().filter(|line| !line.is_empty()) {

@@ -19,7 +19,7 @@
 //! rows per table (CRC each), end block (row total; CRC). A file that fails
 //! any check is ignored by recovery, which falls back to the previous one.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,11 +30,12 @@ use pgtier_wal::{Lsn, Wal};
 
 use crate::catalog::CommittedCatalog;
 use crate::codec::{Reader, Writer};
+use crate::commit_order::CommitOrder;
+use crate::consumers::Consumers;
 use crate::error::{EngineError, Result};
+use crate::files::sync_dir;
 use crate::primary::SHARD_COUNT;
 use crate::schema::{Catalog, Format, TableId};
-use crate::stream::Consumers;
-use crate::transaction::CommitOrder;
 
 /// Written now: the catalog in format V4 (dropped attribute numbers).
 const MAGIC: &[u8; 8] = b"PGTCKPT4";
@@ -224,11 +225,6 @@ fn write_block(out: &mut impl Write, table: TableId, count: u32, payload: &[u8])
     out.write_all(&head).map_err(io)?;
     out.write_all(payload).map_err(io)?;
     out.write_all(&crc.to_le_bytes()).map_err(io)
-}
-
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    let d = OpenOptions::new().read(true).open(dir).map_err(|e| EngineError::io("open directory", e))?;
-    d.sync_all().map_err(|e| EngineError::io("fsync directory", e))
 }
 
 /// Checkpoint files in `dir`, newest first.

@@ -4,12 +4,12 @@
 //!
 //! | field | type (module) | touched by |
 //! |---|---|---|
-//! | `txns` | `TxnManager` (txn) | transactions, GC (horizon), stats |
+//! | `txns` | `TxnManager` (txn_slots) | transactions, GC (horizon), stats |
 //! | `catalog` | `CommittedCatalog` (catalog) | transactions (DDL publishes), sequences, GC, checkpoint, verify, stream, stats |
-//! | `commit` | `CommitOrder` (transaction/commit) | commit, checkpoint, close |
+//! | `commit` | `CommitOrder` (commit_order) | commit, checkpoint, close |
 //! | `gc` | `Gc` (gc) | commit (queues work), background thread, vacuum, verify |
 //! | `checkpoints` | `Checkpoints` (checkpoint) | background thread, `checkpoint()`, close, stats |
-//! | `consumers` | `Consumers` (stream) | commit streams, checkpoint (WAL retention) |
+//! | `consumers` | `Consumers` (consumers) | commit streams, checkpoint (WAL retention) |
 //! | `sequence_locks` | `SequenceLocks` (sequence) | `nextval`/`setval` |
 //! | `counters` | `Counters` (stats) | transactions, stats |
 //!
@@ -27,6 +27,9 @@ use pgtier_wal::{Wal, WalConfig};
 
 use crate::catalog::CommittedCatalog;
 use crate::checkpoint::{CheckpointInfo, Checkpoints};
+use crate::commit_mode::CommitMode;
+use crate::commit_order::CommitOrder;
+use crate::consumers::{ConsumerPosition, Consumers};
 use crate::error::{EngineError, Result};
 use crate::gc::Gc;
 use crate::incarnation::Incarnation;
@@ -36,21 +39,9 @@ use crate::schema::{Catalog, TableId};
 use crate::seams::MissHook;
 use crate::sequence::SequenceLocks;
 use crate::stats::{Counters, DbStats};
-use crate::stream::{ConsumerPosition, Consumers};
-use crate::transaction::{CommitOrder, Transaction};
-use crate::txn::TxnManager;
+use crate::transaction::Transaction;
+use crate::txn_slots::TxnManager;
 use crate::verify::TableCheck;
-
-/// When a commit is acknowledged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CommitMode {
-    /// After the WAL record is on stable storage (group commit: concurrent
-    /// committers share one fdatasync). Visible to others only then.
-    Sync,
-    /// Once the record is in the WAL buffer; the WAL writes it within
-    /// `WalConfig::async_flush_interval`. A crash may lose that suffix.
-    Async,
-}
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -106,7 +97,7 @@ pub(crate) struct DbInner {
     pub(crate) gc: Gc,
     pub(crate) checkpoints: Checkpoints,
     pub(crate) consumers: Consumers,
-    /// The coarse clock rows are stamped with on access (seams.rs):
+    /// The coarse clock rows are stamped with on access (hook_slots.rs):
     /// advanced by whoever ages rows (`Database::advance_access_tick`);
     /// starts at 1 so a stamp of 0 means never seen.
     pub(crate) access_tick: AtomicU32,
@@ -197,7 +188,7 @@ impl Database {
     /// for a table that does not exist (committed).
     pub fn set_miss_hook(&self, table: TableId, hook: Option<Arc<dyn MissHook>>) {
         if let Some(store) = self.inner.catalog.current().store(table) {
-            store.seams.set_miss_hook(hook);
+            store.hooks.set_miss_hook(hook);
         }
     }
 
@@ -206,7 +197,7 @@ impl Database {
     /// not exist (committed).
     pub fn set_write_guard(&self, table: TableId, guard: Option<Arc<dyn crate::WriteGuard>>) {
         if let Some(store) = self.inner.catalog.current().store(table) {
-            store.seams.set_write_guard(guard);
+            store.hooks.set_write_guard(guard);
         }
     }
 
@@ -215,7 +206,7 @@ impl Database {
     /// table that does not exist (committed).
     pub fn set_commit_participant(&self, table: TableId, participant: Option<Arc<dyn crate::CommitParticipant>>) {
         if let Some(store) = self.inner.catalog.current().store(table) {
-            store.seams.set_participant(participant);
+            store.hooks.set_participant(participant);
         }
     }
 
@@ -226,7 +217,7 @@ impl Database {
     /// Not persisted; ignored for a table that does not exist.
     pub fn set_access_tracking(&self, table: TableId, on: bool) {
         if let Some(store) = self.inner.catalog.current().store(table) {
-            store.seams.set_access_tracking(on);
+            store.hooks.set_access_tracking(on);
         }
     }
 

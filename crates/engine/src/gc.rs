@@ -19,7 +19,7 @@ use crate::key::hash_key;
 use crate::primary::SHARD_COUNT;
 use crate::schema::TableId;
 use crate::table::TableStore;
-use crate::txn::TxnManager;
+use crate::txn_slots::TxnManager;
 use crate::version::is_deleted;
 
 /// Work for GC: rows a committed transaction wrote.

@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-/// A transaction: `(sequence << SLOT_BITS) | slot` (txn.rs), never reused
+/// A transaction: `(sequence << SLOT_BITS) | slot` (txn_slots.rs), never reused
 /// and never 0. An uncommitted version's word holds its owner's id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(transparent)]

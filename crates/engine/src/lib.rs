@@ -7,15 +7,19 @@
 //! Knows nothing of SQL text, the network or PostgreSQL.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-mod api;
 mod array;
 mod catalog;
 mod checkpoint;
 mod codec;
+mod commit_mode;
+mod commit_order;
+mod consumers;
 mod db;
 mod error;
+mod files;
 mod gc;
 mod heads;
+mod hook_slots;
 mod ids;
 mod incarnation;
 pub mod json;
@@ -28,6 +32,8 @@ mod primary;
 mod probe;
 mod recovery;
 mod row;
+mod row_meta;
+mod row_ref;
 mod schema;
 mod seams;
 mod sequence;
@@ -36,16 +42,17 @@ mod stats;
 mod stream;
 mod table;
 mod transaction;
-mod txn;
+mod txn_slots;
 mod types;
 mod verify;
 mod version;
 mod wait_hook;
 mod walrec;
 
-pub use api::{CommitInfo, RowBuf, RowRef};
 pub use checkpoint::CheckpointInfo;
-pub use db::{CommitMode, Database, EngineConfig};
+pub use commit_mode::CommitMode;
+pub use consumers::{ConsumerPosition, StreamStart};
+pub use db::{Database, EngineConfig};
 pub use error::{EngineError, Result};
 pub use ids::{CommitTs, Snapshot, TxnId};
 pub use incarnation::Incarnation;
@@ -56,15 +63,17 @@ pub use origin::Origin;
 pub use pgtier_wal::{Lsn, WalConfig, WalStats};
 pub use recovery::RecoveryReport;
 pub use row::{ROW_BYTES_MAX, decode_values, encode_values};
+pub use row_meta::RowMeta;
+pub use row_ref::{RowBuf, RowRef};
 pub use schema::{
     AlterTableDef, COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKey, ForeignKeyDef,
     ForeignKeyId, IndexDef, IndexId, IndexSchema, KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault,
     SequenceOptions, TableDef, TableId, TableSchema,
 };
-pub use seams::{CommitParticipant, Miss, MissHook, RowMeta, WriteGuard};
+pub use seams::{CommitParticipant, Miss, MissHook, WriteGuard};
 pub use stats::{DbStats, TableStats};
-pub use stream::{Change, CommitStream, CommittedTxn, ConsumerPosition, RowChange, StreamStart};
-pub use transaction::{Transaction, wall_clock_us};
+pub use stream::{Change, CommitStream, CommittedTxn, RowChange};
+pub use transaction::{CommitInfo, Transaction, wall_clock_us};
 pub use types::{
     ArrayRef, DATE_INFINITY, DATE_NEG_INFINITY, DataType, ElemType, Interval, NUMERIC_PRECISION_MAX, NUMERIC_SCALE_MAX,
     NUMERIC_UNCONSTRAINED, Numeric, TIME_PRECISION_MAX, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, ValueRef,

@@ -18,13 +18,13 @@ use pgtier_wal::{Lsn, Wal, WalConfig};
 
 use crate::catalog::CatalogState;
 use crate::checkpoint::{CheckpointInfo, RowBlock};
+use crate::consumers::Consumers;
 use crate::error::{EngineError, Result};
 use crate::ids::CommitTs;
 use crate::key::hash_key;
 use crate::ordered::OrderedIndex;
 use crate::primary;
 use crate::schema::{Catalog, TableDdl, TableId};
-use crate::stream::Consumers;
 use crate::table::{FkLink, IndexStore, TableMeta, TableStore};
 use crate::version::VPtr;
 use crate::walrec::{AssembledTxn, OpRef, RowOp, TxnAssembler, decode_record};
@@ -279,11 +279,7 @@ fn replay(
     report: &mut RecoveryReport,
     last: &mut Last,
 ) -> Result<()> {
-    let workers = std::env::var("PGTIER_REPLAY_WORKERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
-        .clamp(1, 4);
+    let workers = replay_workers();
     let failed: Mutex<Option<EngineError>> = Mutex::new(None);
     std::thread::scope(|scope| -> Result<()> {
         let mut senders = Vec::with_capacity(workers);
@@ -292,21 +288,7 @@ fn replay(
             let (tx, rx) = std::sync::mpsc::sync_channel::<ReplayMsg>(REPLAY_QUEUE_BATCHES);
             senders.push(tx);
             let failed = &failed;
-            handles.push(scope.spawn(move || {
-                let mut scratch = Vec::new();
-                for msg in rx {
-                    match msg {
-                        ReplayMsg::Batch(batch) => {
-                            if let Err(e) = apply_batch(&batch, &mut scratch) {
-                                *failed.lock() = Some(e);
-                            }
-                        }
-                        ReplayMsg::Barrier(done) => {
-                            let _ = done.send(());
-                        }
-                    }
-                }
-            }));
+            handles.push(scope.spawn(move || replay_worker(&rx, failed)));
         }
         let mut snapshot = Arc::new(state.clone());
         let mut pending: Vec<ReplayBatch> =
@@ -391,6 +373,34 @@ fn replay(
     match failed.into_inner() {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+/// Replay workers: `PGTIER_REPLAY_WORKERS` or one per core, 1 to 4.
+fn replay_workers() -> usize {
+    std::env::var("PGTIER_REPLAY_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
+        .clamp(1, 4)
+}
+
+/// One replay worker: applies its batches in the order sent (an error is
+/// kept in `failed` for `replay` to return) and answers barriers, until
+/// its sender is dropped.
+fn replay_worker(rx: &std::sync::mpsc::Receiver<ReplayMsg>, failed: &Mutex<Option<EngineError>>) {
+    let mut scratch = Vec::new();
+    for msg in rx {
+        match msg {
+            ReplayMsg::Batch(batch) => {
+                if let Err(e) = apply_batch(&batch, &mut scratch) {
+                    *failed.lock() = Some(e);
+                }
+            }
+            ReplayMsg::Barrier(done) => {
+                let _ = done.send(());
+            }
+        }
     }
 }
 

@@ -507,29 +507,7 @@ impl Catalog {
             index_id += 1;
             out
         };
-        let columns: Vec<Column> = def
-            .columns
-            .iter()
-            .map(|c| {
-                let default = match &c.default {
-                    Some(v) => Some(coerce(v.clone(), c.ty, &c.name)?),
-                    None => None,
-                };
-                let sequence = match &c.sequence {
-                    None => None,
-                    Some((seq, how)) => Some((self.column_sequence(seq, c)?, *how)),
-                };
-                Ok(Column {
-                    name: c.name.clone(),
-                    ty: c.ty,
-                    nullable: c.nullable,
-                    default,
-                    sequence,
-                    default_sql: c.default_sql.clone(),
-                })
-            })
-            .collect::<Result<_>>()?;
-        let mut columns = columns;
+        let mut columns = self.plan_columns(def)?;
         let rowid = def.primary_key.is_empty();
         let pk = if rowid {
             columns.push(Column {
@@ -572,14 +550,7 @@ impl Catalog {
             });
         }
         let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
-        let mut checks = def.checks.clone();
-        checks.sort_by(|a, b| a.name.cmp(&b.name));
-        if let Some(w) = checks.windows(2).find(|w| w[0].name == w[1].name) {
-            return Err(EngineError::definition(
-                "42710",
-                format!("constraint \"{}\" for relation \"{}\" already exists", w[0].name, def.name),
-            ));
-        }
+        let checks = sorted_checks(def)?;
         let table = TableSchema {
             id,
             name: def.name.clone(),
@@ -621,6 +592,32 @@ impl Catalog {
             return Err(EngineError::DuplicateTable { name: dup.unwrap_or_else(|| names.join(",")) });
         }
         Ok((table, indexes, fks))
+    }
+
+    /// The columns `def` declares, with defaults coerced to their types and
+    /// the sequences their defaults draw from resolved.
+    fn plan_columns(&self, def: &TableDef) -> Result<Vec<Column>> {
+        def.columns
+            .iter()
+            .map(|c| {
+                let default = match &c.default {
+                    Some(v) => Some(coerce(v.clone(), c.ty, &c.name)?),
+                    None => None,
+                };
+                let sequence = match &c.sequence {
+                    None => None,
+                    Some((seq, how)) => Some((self.column_sequence(seq, c)?, *how)),
+                };
+                Ok(Column {
+                    name: c.name.clone(),
+                    ty: c.ty,
+                    nullable: c.nullable,
+                    default,
+                    sequence,
+                    default_sql: c.default_sql.clone(),
+                })
+            })
+            .collect()
     }
 
     /// The sequence a column's default draws from: it must exist and be a
@@ -968,6 +965,20 @@ pub(crate) enum Format {
 
 fn len_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// `def`'s CHECK constraints in name order; two of one name are refused
+/// (42710), as PostgreSQL refuses them.
+fn sorted_checks(def: &TableDef) -> Result<Vec<CheckDef>> {
+    let mut checks = def.checks.clone();
+    checks.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(w) = checks.windows(2).find(|w| w[0].name == w[1].name) {
+        return Err(EngineError::definition(
+            "42710",
+            format!("constraint \"{}\" for relation \"{}\" already exists", w[0].name, def.name),
+        ));
+    }
+    Ok(checks)
 }
 
 fn validate_columns(def: &TableDef) -> Result<()> {

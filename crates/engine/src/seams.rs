@@ -1,21 +1,16 @@
 //! Seams for the cache: what the engine calls up through (a key miss the
-//! cache may resolve by loading rows; a commit another system must take
-//! first) and the per-table switches the cache turns on (miss hook
-//! installed, access stamps recorded, write guard, commit participant). The engine knows
-//! nothing of PostgreSQL; the cache installs implementations at every open
-//! (nothing here is persisted).
-//!
-//! Cost when off: every switch of a table is one byte (`flags`) next to the
-//! fields a lookup reads anyway, tested only where the feature would act
-//! (a lookup that found nothing; a read by an application transaction).
+//! cache may resolve by loading rows; a write the cache may refuse; a
+//! commit another system must take first). The engine knows nothing of
+//! PostgreSQL; the cache installs implementations at every open (nothing
+//! here is persisted). Each table keeps its hooks in its `HookSlots`
+//! (hook_slots.rs), with the switches that make them cost one flag test
+//! when off; this module gives those slots their types.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
-
-use parking_lot::RwLock;
 
 use crate::db::Database;
 use crate::error::Result;
+use crate::hook_slots::{Hook, HookSlots};
 use crate::schema::{IndexId, TableId, TableSchema};
 use crate::stream::RowChange;
 use crate::transaction::Transaction;
@@ -56,17 +51,6 @@ pub trait MissHook: Send + Sync {
     fn on_miss(&self, db: &Database, miss: Miss<'_>) -> Result<bool>;
 }
 
-/// A stored row's aging facts ([`crate::Transaction::row_meta`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RowMeta {
-    /// Access tick of its last read by an application transaction while
-    /// its table tracked access (or of its insert then); 0: none seen.
-    pub last_access: u32,
-    /// Its share of [`Database::table_memory`]: its versions, its primary
-    /// hash slot, its index entries.
-    pub bytes: u64,
-}
-
 /// Decides whether application transactions may write a table now: the
 /// cache refuses writes to READONLY cache groups (25006), and to AWT groups
 /// while write-through is further behind than its retained-WAL bound (53400).
@@ -101,81 +85,31 @@ pub trait CommitParticipant: Send + Sync {
     fn finished(&self, ticket: u64, committed: bool);
 }
 
-const MISS_HOOK: u8 = 1;
-const TRACK_ACCESS: u8 = 2;
-const WRITE_GUARD: u8 = 4;
-const PARTICIPANT: u8 = 8;
-
-/// One table's switches, its miss hook, write guard and commit participant.
-#[derive(Default)]
-pub(crate) struct TableSeams {
-    flags: AtomicU8,
-    miss_hook: RwLock<Option<Arc<dyn MissHook>>>,
-    write_guard: RwLock<Option<Arc<dyn WriteGuard>>>,
-    participant: RwLock<Option<Arc<dyn CommitParticipant>>>,
-}
-
-impl TableSeams {
-    #[inline]
-    pub(crate) fn has_miss_hook(&self) -> bool {
-        self.flags.load(Ordering::Relaxed) & MISS_HOOK != 0
-    }
-
-    #[inline]
-    pub(crate) fn tracks_access(&self) -> bool {
-        self.flags.load(Ordering::Relaxed) & TRACK_ACCESS != 0
-    }
-
+/// The typed side of a table's hook slots (`hook_slots` holds them
+/// opaquely, so the storage layer does not depend on these traits).
+impl HookSlots {
     pub(crate) fn miss_hook(&self) -> Option<Arc<dyn MissHook>> {
-        self.miss_hook.read().clone()
+        self.object(Hook::Miss)
     }
 
     pub(crate) fn set_miss_hook(&self, hook: Option<Arc<dyn MissHook>>) {
-        let mut slot = self.miss_hook.write();
-        self.set_flag(MISS_HOOK, hook.is_some());
-        *slot = hook;
-    }
-
-    #[inline]
-    pub(crate) fn has_write_guard(&self) -> bool {
-        self.flags.load(Ordering::Relaxed) & WRITE_GUARD != 0
+        self.set_object(Hook::Miss, hook);
     }
 
     pub(crate) fn write_guard(&self) -> Option<Arc<dyn WriteGuard>> {
-        self.write_guard.read().clone()
+        self.object(Hook::WriteGuard)
     }
 
     pub(crate) fn set_write_guard(&self, guard: Option<Arc<dyn WriteGuard>>) {
-        let mut slot = self.write_guard.write();
-        self.set_flag(WRITE_GUARD, guard.is_some());
-        *slot = guard;
-    }
-
-    #[inline]
-    pub(crate) fn has_participant(&self) -> bool {
-        self.flags.load(Ordering::Relaxed) & PARTICIPANT != 0
+        self.set_object(Hook::WriteGuard, guard);
     }
 
     pub(crate) fn participant(&self) -> Option<Arc<dyn CommitParticipant>> {
-        self.participant.read().clone()
+        self.object(Hook::Participant)
     }
 
     pub(crate) fn set_participant(&self, participant: Option<Arc<dyn CommitParticipant>>) {
-        let mut slot = self.participant.write();
-        self.set_flag(PARTICIPANT, participant.is_some());
-        *slot = participant;
-    }
-
-    pub(crate) fn set_access_tracking(&self, on: bool) {
-        self.set_flag(TRACK_ACCESS, on);
-    }
-
-    fn set_flag(&self, flag: u8, on: bool) {
-        if on {
-            self.flags.fetch_or(flag, Ordering::Relaxed);
-        } else {
-            self.flags.fetch_and(!flag, Ordering::Relaxed);
-        }
+        self.set_object(Hook::Participant, participant);
     }
 }
 

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::db::CommitMode;
+use crate::commit_mode::CommitMode;
 use crate::error::{EngineError, Result};
 use crate::schema::{ColumnDef, SEQUENCE_COLUMNS, SequenceOptions, TableDef, TableId, TableSchema};
 use crate::transaction::Transaction;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use parking_lot::RwLock;
 
 use crate::error::{EngineError, Result};
+use crate::hook_slots::HookSlots;
 use crate::ids::{CommitTs, Snapshot, TxnId};
 use crate::key::{KeySpec, encode_column, hash_key};
 use crate::ordered::{IndexWriter, OrderedIndex, batch_entries, prefix_successor};
@@ -23,7 +24,6 @@ use crate::primary::{self, PrimaryIndex};
 use crate::probe::ProbeTable;
 use crate::row::RowLayout;
 use crate::schema::{ForeignKey, IndexId, IndexSchema, TableSchema};
-use crate::seams::TableSeams;
 use crate::slab::Slab;
 use crate::version::{
     FLAGS_MASK, VPtr, commit_ts_of, committed_word, is_deleted, is_lock_only, is_uncommitted, locked_by_other,
@@ -234,8 +234,9 @@ fn nap(deadline: Instant, name: &str) -> Result<()> {
 
 pub(crate) struct TableStore {
     pub(crate) schema: Arc<TableSchema>,
-    /// Miss hook and access tracking (seams.rs); not persisted.
-    pub(crate) seams: TableSeams,
+    /// The cache's hooks and switches for this table (hook_slots.rs,
+    /// typed by seams.rs); not persisted.
+    pub(crate) hooks: HookSlots,
     pub(crate) pk: KeySpec,
     pub(crate) primary: PrimaryIndex,
     pub(crate) slab: Slab,
@@ -298,7 +299,7 @@ impl TableStore {
         let pk = KeySpec::new(&schema.primary_key, &schema.layout, &nullable, true);
         TableStore {
             schema,
-            seams: TableSeams::default(),
+            hooks: HookSlots::default(),
             pk,
             primary: PrimaryIndex::new(),
             slab: Slab::new(),

@@ -4,7 +4,7 @@
 //!
 //! Access stamp: the access tick (`DbInner::access_tick`) of the row's
 //! last read by an application transaction, on tables that track access
-//! (seams.rs); only the chain head's counts. A new version starts with the
+//! (hook_slots.rs); only the chain head's counts. A new version starts with the
 //! stamp of the version it supersedes (the row's), a new row with 0 (or the
 //! tick, when its table tracks access). It costs 4 bytes a version before
 //! rounding to the slab's 8-byte classes: 0 or 8 more, 4 on average.

@@ -40,7 +40,7 @@ const NUMERIC_NEG: u16 = 0x4000;
 /// it: the catalog's facts (one mechanism with `pg_type`/`pg_attribute`),
 /// after the SQL layer's pseudo types (reg*, arrays) became their text form.
 fn wire_type(ty: DataType) -> (u32, i32, i16) {
-    let info = pgtier_sql::catalog::column_type_info(pgtier_sql::types::output_type(ty));
+    let info = pgtier_sql::catalog::column_type_info(pgtier_sql::value::types::output_type(ty));
     (u32::try_from(info.type_oid).unwrap_or(TEXT), info.typmod, info.len)
 }
 
@@ -87,7 +87,7 @@ pub fn declared_type(oid: u32) -> Option<DataType> {
                 NUMERIC => pgtier_sql::value::NUMERIC_ANY,
                 other => declared_type(other)?,
             };
-            pgtier_sql::array::array_type(elem)?
+            pgtier_sql::value::array::array_type(elem)?
         }
     })
 }
@@ -230,7 +230,7 @@ fn decode_array(bytes: &[u8], elem: DataType, what: Origin) -> Result<Value, Sql
             usize::try_from(len).map_err(|_| binary_error(what))?
         }
         n if n < 0 => return Err(SqlError::new("22P03", format!("invalid number of dimensions: {n}"))),
-        _ => return Err(pgtier_sql::array::multidimensional()),
+        _ => return Err(pgtier_sql::value::array::multidimensional()),
     };
     let mut items = Vec::with_capacity(n.min(bytes.len() / 4));
     for _ in 0..n {
@@ -402,7 +402,7 @@ pub fn encode_binary(v: &Value, ty: Option<DataType>, out: &mut BytesMut) {
             out.put_i32(v.days);
             out.put_i32(v.months);
         }
-        (Value::Array(items), _) => encode_array(items, ty.and_then(pgtier_sql::array::elem_type), out),
+        (Value::Array(items), _) => encode_array(items, ty.and_then(pgtier_sql::value::array::elem_type), out),
         (Value::Null, _) => {}
     }
 }

@@ -17,6 +17,18 @@
 //! (0A000) rather than use a time that is not the one PostgreSQL would.
 
 use std::cell::Cell;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// µs between 1970-01-01 and 2000-01-01 (PostgreSQL's epoch).
+const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
+
+/// Now, in microseconds since 2000-01-01 (PostgreSQL's epoch): the wall
+/// clock every transaction start, `clock_timestamp()` and the armed clock
+/// read.
+pub(crate) fn now_micros() -> i64 {
+    let since_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0);
+    i64::try_from(since_unix).unwrap_or(i64::MAX) - PG_EPOCH_OFFSET_MICROS
+}
 
 #[derive(Clone, Copy)]
 enum State {
@@ -86,7 +98,7 @@ pub(crate) fn transaction_start() -> Option<i64> {
         State::Off | State::Refused => return None,
         State::At(t) => t,
         State::Unset => {
-            let t = crate::session::now_micros();
+            let t = now_micros();
             CLOCK.set(State::At(t));
             t
         }

@@ -5,7 +5,6 @@
 //! See README.md for what is supported and the invariants.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-pub mod array;
 pub mod bind;
 pub mod cache_predicate;
 pub mod catalog;
@@ -16,8 +15,6 @@ pub mod error;
 pub mod exec;
 pub mod explain;
 pub mod expr;
-pub mod interval;
-mod json;
 pub mod names;
 pub mod parse;
 mod parse_window;
@@ -25,11 +22,7 @@ pub mod plan;
 pub mod planner;
 pub mod session;
 pub mod settings;
-mod settings_planner;
-pub mod time;
-pub mod types;
 pub mod tz;
-pub mod uuid;
 pub mod value;
 
 pub use error::{Result, SqlError, SqlNotice};

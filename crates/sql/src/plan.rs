@@ -19,9 +19,34 @@ use pgtier_engine::{AlterTableDef, Catalog, IndexDef, IndexId, SequenceOptions, 
 use crate::error::SqlNotice;
 use pgtier_engine::{DataType, Value};
 
-use crate::catalog::SystemRel;
+use crate::catalog::{Schema, SystemRel};
 use crate::expr::Expr;
-use crate::types::Elem;
+use crate::value::types::Elem;
+
+#[derive(Clone)]
+pub struct Rel {
+    pub name: String,
+    pub table: Arc<TableSchema>,
+    pub offset: usize,
+    /// Rows not stored in the engine (system catalog, subquery, table function).
+    pub source: Option<Arc<VirtualSource>>,
+}
+
+impl Rel {
+    /// The schema a `schema.table.column` reference must name for this
+    /// FROM item: stored tables live in `public`, system relations in their
+    /// catalog schema; subqueries and functions have none.
+    pub(crate) fn schema_name(&self) -> Option<&str> {
+        match self.source.as_deref() {
+            None => Some(crate::names::split(&self.table.name).0),
+            Some(VirtualSource::System(sys)) => Some(match sys.def().schema {
+                Schema::PgCatalog => "pg_catalog",
+                Schema::InformationSchema => "information_schema",
+            }),
+            Some(_) => None,
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Access {
@@ -112,7 +137,7 @@ pub enum TableFunc {
     ExpandArray(Elem),
     /// jsonb_each, jsonb_array_elements, jsonb_object_keys and their
     /// _text / json_ variants.
-    Json(crate::json::JsonSrf),
+    Json(crate::value::json::JsonSrf),
     /// `unnest(a [, b ...])` of real arrays: row k holds every array's
     /// element k (NULL past an array's end), as many rows as the longest.
     UnnestArrays(usize),
@@ -187,7 +212,7 @@ pub enum AggFunc {
     /// array_agg(x): the result type is the array type.
     ArrayAgg,
     /// json_agg, jsonb_agg, json_object_agg, jsonb_object_agg.
-    Json(crate::json::JsonAgg),
+    Json(crate::value::json::JsonAgg),
     /// variance / var_samp / var_pop / stddev / stddev_samp / stddev_pop
     /// over integers and numerics (numeric_stddev_internal).
     Variance {

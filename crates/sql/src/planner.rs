@@ -14,9 +14,9 @@
 use pgtier_engine::DataType;
 use pgtier_engine::{Catalog, IndexId};
 
-use crate::bind::Rel;
 use crate::error::Result;
 use crate::expr::{CmpOp, Expr};
+use crate::plan::Rel;
 use crate::plan::{Access, Level};
 
 /// A relation's join kind and its ON predicates (bound over the joined row).

@@ -176,7 +176,7 @@ fn rollback_to_across_ddl_is_refused() {
 
 /// Names pgtier cannot store beside schema-qualified ones, and views whose
 /// relations the session's search_path would resolve differently from the
-/// default path they are read under (crates/sql/src/names.rs).
+/// default path they are read under (crates/sql/src/catalog/search_path.rs).
 #[test]
 fn schema_constructs_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -26,7 +26,7 @@ use super::progress::{self, Progress};
 use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupTable};
 use crate::instance::InstanceLayout;
-use crate::manager::GroupEntry;
+use crate::registry::GroupEntry;
 use crate::types::engine_value;
 
 /// A root-row test compiled from the group's predicate by the SQL layer.

@@ -45,9 +45,41 @@ use crate::awt::LagHistogram;
 use crate::drift::{Drift, verify_group};
 use crate::error::CacheError;
 use crate::instance::InstanceLayout;
-use crate::load::{LoadOptions, LoadReport};
-use crate::manager::{Cache, GroupEntry};
+use crate::load::{LoadOptions, LoadReport, RefreshReport};
 use crate::node::NodeIdentity;
+use crate::registry::GroupEntry;
+
+/// What autorefresh asks of the cache (`Cache` implements it). Workers hold
+/// it weakly, so dropping the cache stops them.
+pub(crate) trait AutorefreshHost: Send + Sync {
+    /// What evaluates a group's WHERE on rows from PostgreSQL, once the SQL
+    /// layer installed it.
+    fn predicate_compiler(&self) -> Option<Arc<dyn PredicateCompiler>>;
+    /// LOAD's reading of `entry`'s group from exported snapshot `snapshot`
+    /// (`Cache::load_in_snapshot`).
+    fn load_in_snapshot(
+        &self,
+        entry: &GroupEntry,
+        options: &LoadOptions,
+        snapshot: Option<&str>,
+    ) -> Result<LoadReport, CacheError>;
+    /// Instances loaded again, replacing cached ones, and the `cached` ones
+    /// PostgreSQL did not send removed (`Cache::reload`).
+    #[allow(clippy::too_many_arguments)]
+    fn reload(
+        &self,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        predicate: Option<String>,
+        only: Option<&[Vec<Value>]>,
+        cached: &[Vec<Value>],
+        options: &LoadOptions,
+        snapshot: Option<&str>,
+    ) -> Result<RefreshReport, CacheError>;
+    /// Reloads these instances of `entry`'s group from PostgreSQL, removing
+    /// those it no longer has (`Cache::refresh_instances`).
+    fn refresh_instances(&self, entry: &GroupEntry, keys: &[Vec<Value>]) -> Result<RefreshReport, CacheError>;
+}
 
 /// PostgreSQL's epoch (2000-01-01) in Unix microseconds.
 const PG_EPOCH_UNIX_US: i64 = 946_684_800_000_000;
@@ -167,7 +199,7 @@ impl Worker {
 
 /// What a worker needs, without keeping the cache alive.
 struct Ctx {
-    cache: Weak<Cache>,
+    cache: Weak<dyn AutorefreshHost>,
     db: Database,
     backend: ConnectParams,
     entry: Arc<GroupEntry>,
@@ -180,7 +212,8 @@ struct Ctx {
 /// Starts the worker of `entry` (its slot and progress row exist, or it
 /// creates them: a DYNAMIC group at CREATE).
 pub(crate) fn spawn(
-    cache: &Cache,
+    cache: Weak<dyn AutorefreshHost>,
+    db: Database,
     entry: Arc<GroupEntry>,
     backend: ConnectParams,
     node: &NodeIdentity,
@@ -190,16 +223,7 @@ pub(crate) fn spawn(
     let status = Arc::new(AutorefreshStatus { group: entry.def.name.clone(), slot, ..AutorefreshStatus::default() });
     status.set_state("starting");
     let stop = Arc::new(AtomicBool::new(false));
-    let ctx = Ctx {
-        cache: cache.weak(),
-        db: cache.database().clone(),
-        backend,
-        entry,
-        node: node.clone(),
-        config,
-        status: status.clone(),
-        stop: stop.clone(),
-    };
+    let ctx = Ctx { cache, db, backend, entry, node: node.clone(), config, status: status.clone(), stop: stop.clone() };
     let thread = std::thread::Builder::new()
         .name(format!("autorefresh-{}", ctx.entry.def.name))
         .spawn(move || run(&ctx))
@@ -214,13 +238,13 @@ pub(crate) fn spawn(
 /// snapshot it exports (so the stream starts exactly where the load's state
 /// ends). The caller starts the worker afterwards.
 pub(crate) fn initial_load(
-    cache: &Cache,
+    cache: &dyn AutorefreshHost,
+    db: &Database,
     entry: &GroupEntry,
     backend: &ConnectParams,
     node: &NodeIdentity,
     options: &LoadOptions,
 ) -> Result<LoadReport, CacheError> {
-    let db = cache.database();
     let name = slot::slot_name(&node.name, &slot::database_of(backend), &entry.def.name);
     let mut client = connect_backend(backend)?;
     claim(&mut client, node)?;

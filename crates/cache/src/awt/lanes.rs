@@ -17,20 +17,13 @@ use pgtier_backend::{ConnectParams, connect_backend};
 use postgres::CancelToken;
 
 use super::AwtStatus;
-use super::sql::{BatchContext, PendingTxn, apply_isolating};
-use crate::apply::{Applier, session_connection, stable_hash};
+use super::statements::{BatchContext, PendingTxn, apply_isolating};
+use crate::apply::{Applier, session_connection};
 use crate::error::CacheError;
 use crate::node::NodeIdentity;
 
 /// Transactions queued per lane before the reader waits.
 const LANE_QUEUE_MAX: usize = 20_000;
-
-/// The lane of instance `key` of `group` with `lanes` lanes: a hash stable
-/// across processes and Rust versions, since progress rows must mean the
-/// same after a restart (loads read them too: `fence`).
-pub(crate) fn lane_of(group: &str, key: &str, lanes: usize) -> usize {
-    (stable_hash(&format!("{group}\u{0}{key}")) % lanes.max(1) as u64) as usize
-}
 
 /// What one apply connection is doing (`pgtier_cache_lanes`, `pgtier status`, `/metrics`).
 #[derive(Debug, Default)]

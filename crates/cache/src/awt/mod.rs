@@ -40,11 +40,12 @@
 //!
 //! Writes to AWT groups fail with 53400 while propagation is more than
 //! `retained_wal_max` behind, and with 55000 while the node name is another
-//! directory's (the write guard in `manager`). SWT, where PostgreSQL commits
+//! directory's (the write guard in `cache`). SWT, where PostgreSQL commits
 //! first, is `crate::swt`.
 
 mod lanes;
-mod sql;
+pub(crate) mod progress;
+mod statements;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -54,20 +55,31 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use pgtier_backend::connect_backend;
-use pgtier_engine::{CommitStream, Lsn};
+use pgtier_backend::{ConnectParams, connect_backend};
+use pgtier_engine::{CommitStream, Database, Lsn};
 
 pub use self::lanes::LaneStatus;
-pub(crate) use self::lanes::lane_of;
 use self::lanes::{Lanes, WorkerContext, worker};
-pub(crate) use self::sql::read_group_progress;
-use self::sql::{BatchContext, PendingTxn, Positions, apply_isolating, read_progress, set_progress, statements};
+use self::progress::{Positions, Stream, read_progress};
+use self::statements::{BatchContext, PendingTxn, apply_isolating, set_progress, statements};
 use crate::apply::{Applier, session_connection};
 use crate::drift::verify_group;
 use crate::error::CacheError;
 use crate::group::GroupKind;
-use crate::manager::{Cache, GroupEntry};
 use crate::node::{self, NodeIdentity, NodeObject};
+use crate::registry::GroupEntry;
+
+/// What propagation asks of the cache (`Cache` implements it). The thread
+/// holds it weakly and only while it looks at one transaction, so dropping
+/// the cache stops propagation.
+pub(crate) trait AwtHost: Send + Sync {
+    fn database(&self) -> &Database;
+    fn backend(&self) -> Option<&ConnectParams>;
+    /// Every group now.
+    fn group_entries(&self) -> Vec<Arc<GroupEntry>>;
+    /// The group and index of table `name`, if a group holds it.
+    fn table_of_group(&self, name: &str) -> Option<(Arc<GroupEntry>, usize)>;
+}
 
 /// The commit-stream consumer of AWT propagation.
 pub const CONSUMER: &str = "pgtier_awt";
@@ -302,7 +314,7 @@ pub(crate) struct SessionContext {
 
 impl Awt {
     /// `acked`: the consumer's stored position (the backlog starts from there).
-    pub fn start(cache: Weak<Cache>, context: SessionContext, acked: Lsn) -> std::io::Result<Awt> {
+    pub fn start(cache: Weak<dyn AwtHost>, context: SessionContext, acked: Lsn) -> std::io::Result<Awt> {
         let status = Arc::new(AwtStatus::default());
         status.position.store(acked.0, Ordering::Relaxed);
         status.read.store(acked.0, Ordering::Relaxed);
@@ -333,7 +345,7 @@ enum SessionEnd {
     Restart,
 }
 
-fn run(cache: &Weak<Cache>, context: &SessionContext, status: &AwtStatus, stop: &AtomicBool) {
+fn run(cache: &Weak<dyn AwtHost>, context: &SessionContext, status: &AwtStatus, stop: &AtomicBool) {
     let mut backoff = Duration::from_millis(100);
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
@@ -370,7 +382,7 @@ fn run(cache: &Weak<Cache>, context: &SessionContext, status: &AwtStatus, stop: 
 }
 
 /// The AWT groups now.
-fn awt_groups(cache: &Cache) -> Vec<Arc<GroupEntry>> {
+fn awt_groups(cache: &dyn AwtHost) -> Vec<Arc<GroupEntry>> {
     cache.group_entries().into_iter().filter(|entry| entry.def.kind == GroupKind::Awt).collect()
 }
 
@@ -420,14 +432,14 @@ fn choose_lanes(
 /// Holds the cache only while it looks at one transaction, so dropping the
 /// cache stops propagation.
 fn session(
-    cache: &Weak<Cache>,
+    cache: &Weak<dyn AwtHost>,
     context: &SessionContext,
     status: &AwtStatus,
     stop: &AtomicBool,
 ) -> Result<SessionEnd, CacheError> {
     let (db, params, groups) = match cache.upgrade() {
         Some(cache) => {
-            (cache.database().clone(), cache.backend().cloned().ok_or(CacheError::NoBackend)?, awt_groups(&cache))
+            (cache.database().clone(), cache.backend().cloned().ok_or(CacheError::NoBackend)?, awt_groups(&*cache))
         }
         None => return Ok(SessionEnd::Stopped),
     };
@@ -445,7 +457,7 @@ fn session(
     *status.held.lock() = drifted.clone();
     let (lane_count, positions) = choose_lanes(&mut control, context, &groups, !drifted.is_empty())?;
     let known: Vec<String> = groups.iter().map(|entry| entry.def.name.clone()).collect();
-    sql::ensure_rows(&mut control, &context.node, &known, lane_count, true)?;
+    statements::ensure_rows(&mut control, &context.node, &known, lane_count, true)?;
     let lanes = Lanes::new(lane_count);
     lanes.control.backend_pid.store(control_pid, Ordering::Relaxed);
     *lanes.control_cancel.lock() = Some(control.cancel_token());
@@ -535,7 +547,7 @@ fn session(
 /// has it), held (a group it changes is held), queued on its lane, or
 /// applied on the control connection (it spans lanes).
 struct Dispatch<'a> {
-    cache: &'a Weak<Cache>,
+    cache: &'a Weak<dyn AwtHost>,
     context: &'a SessionContext,
     status: &'a AwtStatus,
     stream: &'a mut CommitStream,
@@ -573,7 +585,7 @@ impl Dispatch<'_> {
                     && self.lanes.idle()
                 {
                     let Some(cache) = self.cache.upgrade() else { break };
-                    let names: Vec<String> = awt_groups(&cache).iter().map(|entry| entry.def.name.clone()).collect();
+                    let names: Vec<String> = awt_groups(&*cache).iter().map(|entry| entry.def.name.clone()).collect();
                     drop(cache);
                     set_progress(
                         &mut self.control.client,
@@ -591,7 +603,7 @@ impl Dispatch<'_> {
             idle_since = Instant::now();
             read = txn.next_lsn;
             let Some(strong) = self.cache.upgrade() else { break };
-            let pending = statements(&strong, &txn);
+            let pending = statements(&*strong, &txn);
             drop(strong);
             self.status.read.store(read.0, Ordering::Release);
             if let Some(pending) = pending {
@@ -623,13 +635,13 @@ impl Dispatch<'_> {
         // A group created while this session runs: its rows first.
         let new: Vec<String> = groups.iter().filter(|g| !self.known.contains(g)).cloned().collect();
         if !new.is_empty() {
-            sql::ensure_rows(&mut self.control.client, &self.context.node, &new, self.lanes.count(), false)?;
+            statements::ensure_rows(&mut self.control.client, &self.context.node, &new, self.lanes.count(), false)?;
             self.known.extend(new);
         }
         let streams = pending.streams(self.lanes.count());
         let mut involved: Vec<usize> = streams.iter().map(|(_, lane)| *lane).collect();
         involved.dedup();
-        if self.positions.has(&pending, &streams) {
+        if self.positions.has(pending.lsn, &streams) {
             // PostgreSQL has it: applied before a crash that came before the local ack.
             pending.settled();
         } else if let [lane] = involved[..] {
@@ -645,7 +657,7 @@ impl Dispatch<'_> {
     fn apply_spanning(
         &mut self,
         pending: &PendingTxn,
-        streams: &[sql::Stream],
+        streams: &[Stream],
         involved: &[usize],
     ) -> Result<(), CacheError> {
         self.lanes.drain(involved);
@@ -685,7 +697,7 @@ impl Dispatch<'_> {
         }
         *last = Instant::now();
         if let Some(cache) = self.cache.upgrade() {
-            for entry in awt_groups(&cache) {
+            for entry in awt_groups(&*cache) {
                 entry.marks.prune(watermark.0);
             }
         }

@@ -21,13 +21,12 @@ use pgtier_backend::{ConnectParams, connect_backend};
 use postgres::{Client, NoTls};
 
 use super::lanes::{LaneStatus, Lanes};
-use super::{AwtConfig, AwtStatus, awt_groups, drifted_groups};
+use super::{AwtConfig, AwtHost, AwtStatus, awt_groups, drifted_groups};
 use crate::error::CacheError;
-use crate::manager::Cache;
 
 /// What the watchdog looks at.
 pub(crate) struct WatchContext<'a> {
-    pub cache: &'a Weak<Cache>,
+    pub cache: &'a Weak<dyn AwtHost>,
     pub lanes: &'a Lanes,
     pub params: &'a ConnectParams,
     pub config: &'a AwtConfig,
@@ -133,7 +132,7 @@ fn diagnose(params: &ConnectParams, lane: &LaneStatus) -> String {
 /// Some(why) when a group must be held or may go again.
 fn definitions_moved(ctx: &WatchContext<'_>, client: &mut Option<Client>) -> Result<Option<String>, CacheError> {
     let Some(cache) = ctx.cache.upgrade() else { return Ok(None) };
-    let groups = awt_groups(&cache);
+    let groups = awt_groups(&*cache);
     drop(cache);
     let client = match client {
         Some(client) => client,

@@ -9,12 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::{Mutex, MutexGuard};
 use pgtier_wal::Lsn;
 
 use super::{DdlOp, Status, Step, Transaction};
-use crate::api::CommitInfo;
-use crate::db::CommitMode;
+use crate::commit_mode::CommitMode;
 use crate::error::{EngineError, Result};
 use crate::gc::{GcItem, GcRow};
 use crate::ids::CommitTs;
@@ -28,22 +26,6 @@ use crate::walrec::{RecordBuilder, RowOp};
 /// Queued GC items beyond which committers prune too.
 const GC_HELP_QUEUE_LEN: usize = 4096;
 
-/// The commit mutex and what it orders: commit ts and WAL appends are
-/// assigned in the same order under it, and stamping and DDL publication
-/// happen inside it. A checkpoint takes it for a moment to read a start
-/// LSN and catalog no commit is halfway past.
-pub(crate) struct CommitOrder(Mutex<CommitPoint>);
-
-pub(crate) struct CommitPoint {
-    pub(crate) last_ts: CommitTs,
-    /// LSN of the last record appended (for durability waits).
-    pub(crate) last_lsn: Option<Lsn>,
-    /// Commit time of the last logged commit (µs since the Unix epoch): a
-    /// clock stepped back is clamped to it, so commit times never decrease
-    /// along the log.
-    last_time_us: u64,
-}
-
 /// What the commit lock's critical section assigned.
 struct Committed {
     commit_ts: CommitTs,
@@ -53,22 +35,16 @@ struct Committed {
     prior_lsn: Option<Lsn>,
 }
 
-impl CommitOrder {
-    /// `last_ts`, `last_time_us`: the newest commit ts and commit time
-    /// recovered.
-    pub(crate) fn new(last_ts: CommitTs, last_time_us: u64) -> CommitOrder {
-        CommitOrder(Mutex::new(CommitPoint { last_ts, last_lsn: None, last_time_us }))
-    }
-
-    #[inline]
-    pub(crate) fn lock(&self) -> MutexGuard<'_, CommitPoint> {
-        self.0.lock()
-    }
-
-    /// LSN of the last record appended by a commit.
-    pub(crate) fn last_lsn(&self) -> Option<Lsn> {
-        self.0.lock().last_lsn
-    }
+/// What a commit did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// Commit timestamp (order of commits); None for read-only transactions.
+    pub commit_ts: Option<CommitTs>,
+    /// LSN of the transaction's (closing) WAL record, if it wrote one.
+    pub lsn: Option<Lsn>,
+    /// The transaction had failed earlier; COMMIT rolled it back (as
+    /// PostgreSQL answers COMMIT in an aborted transaction with ROLLBACK).
+    pub rolled_back: bool,
 }
 
 impl Transaction {
@@ -108,7 +84,7 @@ impl Transaction {
             }
             return Ok(CommitInfo { commit_ts: None, lsn: None, rolled_back: false });
         }
-        let tickets = if self.origin == Origin::Application && self.held.iter().any(|h| h.store.seams.has_participant())
+        let tickets = if self.origin == Origin::Application && self.held.iter().any(|h| h.store.hooks.has_participant())
         {
             match self.commit_participants() {
                 Ok(tickets) => tickets,
@@ -196,10 +172,10 @@ impl Transaction {
             let Step::Row(i) = step else { continue };
             let w = &self.writes[*i];
             let store = &self.held[w.held as usize].store;
-            if !store.seams.has_participant() {
+            if !store.hooks.has_participant() {
                 continue;
             }
-            let (Some(participant), Some(op)) = (store.seams.participant(), final_op(w.head.word(), w.had_base()))
+            let (Some(participant), Some(op)) = (store.hooks.participant(), final_op(w.head.word(), w.had_base()))
             else {
                 continue;
             };
@@ -264,8 +240,7 @@ impl Transaction {
         let prior_lsn = c.last_lsn;
         let mut lsn = None;
         if has_records {
-            c.last_time_us = c.last_time_us.max(now_us);
-            builder.seal(commit_ts, c.last_time_us);
+            builder.seal(commit_ts, c.clamp_time(now_us));
             for chunk in &builder.chunks {
                 lsn = Some(self.db.wal.append(chunk)?);
             }

@@ -9,11 +9,11 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::Transaction;
-use crate::api::RowRef;
 use crate::catalog::CatalogState;
 use crate::error::{EngineError, Result};
 use crate::ids::TxnId;
 use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor};
+use crate::row_ref::RowRef;
 use crate::schema::{ForeignKey, IndexId, TableSchema};
 use crate::seams::Miss;
 use crate::table::{Conflict, FkLink, IndexStore, TableMeta, TableStore, cols_equal, encode_cols_as};

@@ -25,10 +25,10 @@ impl Transaction {
     /// transactions ask, and only tables with a hook have one.
     #[inline]
     pub(super) fn miss_hook(&self, store: &TableStore) -> Option<Arc<dyn MissHook>> {
-        if self.origin != Origin::Application || !store.seams.has_miss_hook() {
+        if self.origin != Origin::Application || !store.hooks.has_miss_hook() {
             return None;
         }
-        store.seams.miss_hook()
+        store.hooks.miss_hook()
     }
 
     /// Calls `hook`; true when it loaded rows, and then the statement

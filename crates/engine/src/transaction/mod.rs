@@ -35,8 +35,7 @@ mod reads;
 mod savepoint;
 mod writes;
 
-pub(crate) use commit::CommitOrder;
-pub use commit::wall_clock_us;
+pub use commit::{CommitInfo, wall_clock_us};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -46,15 +45,16 @@ use std::time::Instant;
 use pgtier_wal::Lsn;
 
 use crate::catalog::CatalogState;
-use crate::db::{CommitMode, DbInner};
+use crate::commit_mode::CommitMode;
+use crate::db::DbInner;
 use crate::error::{EngineError, Result};
 use crate::ids::{Snapshot, TxnId};
 use crate::key::hash_key;
 use crate::origin::Origin;
+use crate::row_meta::RowMeta;
 use crate::schema::{IndexId, IndexSchema, TableDdl, TableId};
-use crate::seams::RowMeta;
 use crate::table::{TableMeta, TableStore};
-use crate::txn::WaitLimits;
+use crate::txn_slots::WaitLimits;
 use crate::types::Value;
 use crate::version::VPtr;
 use crate::walrec::RecordBuilder;
@@ -501,10 +501,10 @@ impl Transaction {
 
     /// The tick to stamp the rows this transaction reads in `store` with,
     /// 0 for none: only application transactions' reads of tables that
-    /// track access count (seams.rs).
+    /// track access count (hook_slots.rs).
     #[inline]
     fn touch_tick(&self, store: &TableStore) -> u32 {
-        if store.seams.tracks_access() && self.origin == Origin::Application {
+        if store.hooks.tracks_access() && self.origin == Origin::Application {
             self.db.access_tick.load(Ordering::Relaxed)
         } else {
             0

@@ -5,11 +5,11 @@
 use std::ops::Bound;
 
 use super::{Transaction, encode_pk, undefined};
-use crate::api::{RowBuf, RowRef};
 use crate::error::{EngineError, Result};
 use crate::key::hash_key;
 use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor_in_place};
 use crate::primary::SHARD_COUNT;
+use crate::row_ref::{RowBuf, RowRef};
 use crate::schema::{IndexId, TableId};
 use crate::seams::Miss;
 use crate::table::{IndexStore, TableStore};

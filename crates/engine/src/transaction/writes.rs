@@ -10,10 +10,10 @@ use std::sync::atomic::Ordering;
 
 use super::constraints::unique_violation;
 use super::{Held, Step, Transaction, WriteEntry, encode_pk};
-use crate::api::{RowBuf, RowRef};
 use crate::error::{EngineError, Result};
 use crate::key::hash_key;
 use crate::origin::Origin;
+use crate::row_ref::{RowBuf, RowRef};
 use crate::schema::{TableId, TableSchema};
 use crate::table::{InsertOutcome, Latest, LatestVersion, TableStore};
 use crate::types::{Value, coerce};
@@ -31,9 +31,9 @@ impl Transaction {
             return Ok(i);
         }
         let store = self.store(table)?;
-        if store.seams.has_write_guard()
+        if store.hooks.has_write_guard()
             && self.origin == Origin::Application
-            && let Some(guard) = store.seams.write_guard()
+            && let Some(guard) = store.hooks.write_guard()
         {
             guard.check_write(&store.schema)?;
         }
@@ -147,7 +147,7 @@ impl Transaction {
             let pinned = self.pinned.then_some(self.snapshot);
             match store.insert(hash, &self.s.key, self.id, &self.s.row, stack, pinned, &mut self.s.scratch) {
                 InsertOutcome::Inserted { head, replaced_tombstone } => {
-                    if store.seams.tracks_access() {
+                    if store.hooks.tracks_access() {
                         // A new row (a load too) starts as just used.
                         head.touch(self.db.access_tick.load(Ordering::Relaxed));
                     }

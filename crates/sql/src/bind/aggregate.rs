@@ -6,9 +6,9 @@ use sqlparser::ast;
 use super::{Binder, ExprCtx, Scope, Ty};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SysFunc};
-use crate::json::{JsonAgg, JsonFunc};
 use crate::plan::{AggCall, AggFunc, AggOrder};
-use crate::types::Elem;
+use crate::value::json::{JsonAgg, JsonFunc};
+use crate::value::types::Elem;
 use crate::value::{NUMERIC_ANY, type_name};
 
 impl Binder<'_> {
@@ -115,12 +115,12 @@ impl Binder<'_> {
                 let result = match func {
                     AggFunc::StringAgg => DataType::Text,
                     AggFunc::Json(JsonAgg::Agg { jsonb }) | AggFunc::Json(JsonAgg::ObjectAgg { jsonb }) => {
-                        if crate::types::is_pseudo(t) {
+                        if crate::value::types::is_pseudo(t) {
                             return Err(SqlError::unsupported(format!("{name} of an array or a system type")));
                         }
                         if jsonb { DataType::Jsonb } else { DataType::Json }
                     }
-                    AggFunc::ArrayAgg => match crate::array::array_type(t) {
+                    AggFunc::ArrayAgg => match crate::value::array::array_type(t) {
                         Some(a) => a,
                         None => Elem::for_element(t)
                             .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
@@ -137,7 +137,7 @@ impl Binder<'_> {
                     },
                     AggFunc::Variance { .. } => match t {
                         DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. }
-                            if crate::types::RegKind::of(t).is_none() =>
+                            if crate::value::types::RegKind::of(t).is_none() =>
                         {
                             NUMERIC_ANY
                         }

@@ -15,10 +15,10 @@ use super::cast::{CastTarget, cast_target};
 use super::coerce::common_type;
 use super::function::function_name;
 use super::{Binder, ExprCtx, Scope, Ty};
-use crate::array::{array_type, elem_type, multidimensional};
 use crate::error::{Result, SqlError};
 use crate::expr::{ArrayFunc, CmpOp, Expr, Func, SubqueryKind, SysFunc};
-use crate::types::{self, Elem, RegKind};
+use crate::value::array::{array_type, elem_type, multidimensional};
+use crate::value::types::{self, Elem, RegKind};
 use crate::value::{self, category};
 
 impl Binder<'_> {
@@ -292,7 +292,7 @@ impl Binder<'_> {
     ) -> Result<(Expr, Ty)> {
         let (x, xt) = self.expr(left, scope, ctx)?;
         let (y, yt) = self.expr(right, scope, ctx)?;
-        if crate::array::is_array(xt) || crate::array::is_array(yt) || (xt.is_none() && yt.is_none()) {
+        if crate::value::array::is_array(xt) || crate::value::array::is_array(yt) || (xt.is_none() && yt.is_none()) {
             return self.real_concat(x, xt, y, yt);
         }
         let elem = xt

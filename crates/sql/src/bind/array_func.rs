@@ -7,10 +7,10 @@ use sqlparser::ast;
 
 use super::coerce::common_type;
 use super::{Binder, Ty};
-use crate::array::{array_type, elem_type, is_array};
 use crate::error::{Result, SqlError};
 use crate::expr::{ArrayFunc, Expr, Func};
 use crate::value;
+use crate::value::array::{array_type, elem_type, is_array};
 
 /// The functions bound here when an argument is a real array (or always,
 /// for string_to_array).
@@ -117,7 +117,7 @@ impl Binder<'_> {
             return Err(bad());
         }
         if let (Some(a), Some(b)) = (xt, yt)
-            && !crate::array::same_array_type(a, b)
+            && !crate::value::array::same_array_type(a, b)
         {
             return Err(bad());
         }

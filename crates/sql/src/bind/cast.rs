@@ -10,7 +10,7 @@ use super::{Binder, Ty};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SysFunc};
 use crate::plan::{OutputColumn, SelectPlan};
-use crate::types::{self, Elem, RegKind};
+use crate::value::types::{self, Elem, RegKind};
 use crate::value::{self, Category, category};
 
 /// What a `::type` names among the types only the SQL layer has.
@@ -197,7 +197,7 @@ pub(super) fn cast_exists(from: DataType, to: DataType) -> bool {
     use Category as C;
     match (category(from), category(to)) {
         // array_coerce: element by element.
-        (C::Array, C::Array) => match (crate::array::elem_type(from), crate::array::elem_type(to)) {
+        (C::Array, C::Array) => match (crate::value::array::elem_type(from), crate::value::array::elem_type(to)) {
             (Some(f), Some(t)) => cast_exists(f, t),
             _ => false,
         },
@@ -280,7 +280,7 @@ mod tests {
             T::Json,
             T::Jsonb,
         ];
-        let arrays = [T::Int4, T::Text, T::Date].map(|e| crate::array::array_type(e).unwrap());
+        let arrays = [T::Int4, T::Text, T::Date].map(|e| crate::value::array::array_type(e).unwrap());
         let types: Vec<DataType> = types.into_iter().chain(arrays).collect();
         let scalar = |t: DataType| match t {
             T::Int4 => Value::Int4(1),

@@ -139,7 +139,7 @@ impl Binder<'_> {
                 }
                 let ok = ca == cb || (ca == Category::DateTime && cb == Category::DateTime);
                 // Arrays compare when their elements do (array_eq, array_cmp).
-                let elems_ok = ca != Category::Array || crate::array::same_array_type(a, b);
+                let elems_ok = ca != Category::Array || crate::value::array::same_array_type(a, b);
                 if !ok || !elems_ok {
                     return Err(SqlError::undefined_operator(&format!("{} {op} {}", type_name(a), type_name(b))));
                 }
@@ -194,10 +194,12 @@ impl Binder<'_> {
 pub(super) fn check_assignable(from: DataType, to: DataType, column: &str) -> Result<()> {
     let ok = match (category(from), category(to)) {
         // Element by element (array_coerce), as the element types assign.
-        (Category::Array, Category::Array) => match (crate::array::elem_type(from), crate::array::elem_type(to)) {
-            (Some(f), Some(t)) => check_assignable(f, t, column).is_ok(),
-            _ => false,
-        },
+        (Category::Array, Category::Array) => {
+            match (crate::value::array::elem_type(from), crate::value::array::elem_type(to)) {
+                (Some(f), Some(t)) => check_assignable(f, t, column).is_ok(),
+                _ => false,
+            }
+        }
         (a, b) if a == b => true,
         // Any type converts to a string type by its text output on assignment.
         (_, Category::String) => true,
@@ -257,8 +259,8 @@ pub(super) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
                 (Category::DateTime, Category::DateTime) => DataType::Timestamp(None),
                 (Category::Time, Category::Time) => DataType::Time(None),
                 (Category::Array, Category::Array) => {
-                    let elems = [crate::array::elem_type(c), crate::array::elem_type(*t)];
-                    match common_type(&elems, construct)?.and_then(crate::array::array_type) {
+                    let elems = [crate::value::array::elem_type(c), crate::value::array::elem_type(*t)];
+                    match common_type(&elems, construct)?.and_then(crate::value::array::array_type) {
                         Some(a) => a,
                         None => {
                             return Err(SqlError::datatype_mismatch(format!(
@@ -311,7 +313,7 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
         match l {
             None => Ok(None),
             Some(ast::CharacterLength::IntegerLength { length, .. }) => {
-                // Longer lengths are the system catalogs' array tags (crate::types).
+                // Longer lengths are the system catalogs' array tags (crate::value::types).
                 u32::try_from(*length)
                     .ok()
                     .filter(|n| *n <= 10_485_760)
@@ -372,7 +374,7 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             if matches!(elem, DataType::Array(_)) {
                 return Ok(elem);
             }
-            crate::array::array_type(elem)
+            crate::value::array::array_type(elem)
                 .ok_or_else(|| SqlError::unsupported(format!("arrays of {}", crate::value::type_name(elem))))?
         }
         // The array types' own names (`_int4`), as drivers write them.
@@ -382,7 +384,7 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             let inner = name.to_string().to_lowercase();
             let elem_name = inner.trim_start_matches("pg_catalog.").trim_start_matches('_');
             let elem = map_type(&D::Custom(ast::ObjectName::from(vec![ast::Ident::new(elem_name)]), Vec::new()))?;
-            crate::array::array_type(elem)
+            crate::value::array::array_type(elem)
                 .ok_or_else(|| SqlError::new("42704", format!("type \"{inner}\" does not exist")))?
         }
         // psql and drivers write builtin types qualified (`pg_catalog.text`).

@@ -598,7 +598,7 @@ impl Binder<'_> {
                 return Err(SqlError::new("42701", format!("column \"{cname}\" specified more than once")));
             }
             let ty = oc.ty.unwrap_or(DataType::Text);
-            if crate::types::is_pseudo(ty) {
+            if crate::value::types::is_pseudo(ty) {
                 return Err(SqlError::unsupported(format!("a table column of type {}", type_name(ty))));
             }
             columns.push(ColumnDef::new(cname, ty));

@@ -10,7 +10,7 @@ use super::{Binder, ExprCtx, Scope, Ty, ident, missing_from, truncate};
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr, Func, Subquery, SubqueryKind, SysFunc};
 use crate::plan::{SelectPlan, TableFunc, VirtualSource};
-use crate::types;
+use crate::value::types;
 use crate::value::{self, Category, NUMERIC_ANY, category, type_name};
 
 impl Binder<'_> {
@@ -157,7 +157,7 @@ impl Binder<'_> {
                 // without a field (a view's stored query).
                 let v = value::parse_input(text, DataType::Interval)?;
                 let v = match (iv.fractional_seconds_precision.or(iv.leading_precision), v) {
-                    (Some(p), Value::Interval(i)) => Value::Interval(crate::interval::round_seconds(i, p)?),
+                    (Some(p), Value::Interval(i)) => Value::Interval(crate::value::interval::round_seconds(i, p)?),
                     (_, v) => v,
                 };
                 Ok((Expr::Const(v), Some(DataType::Interval)))
@@ -298,7 +298,7 @@ impl Binder<'_> {
                 if let (ast::Expr::Array(a), Some(CastTarget::Array(elem))) = (&**expr, target)
                     && a.elem.is_empty()
                 {
-                    return Ok((Expr::Const(crate::types::array_input("{}", elem)?), Some(elem.data_type())));
+                    return Ok((Expr::Const(crate::value::types::array_input("{}", elem)?), Some(elem.data_type())));
                 }
                 if let (ast::Expr::Array(a), None) = (&**expr, target)
                     && a.elem.is_empty()
@@ -325,7 +325,7 @@ impl Binder<'_> {
                     return Ok((Expr::Const(v), Some(ty)));
                 }
                 let (x, t) = self.expr(expr, scope, ctx)?;
-                if target.is_some() || t.is_some_and(crate::types::is_pseudo) {
+                if target.is_some() || t.is_some_and(crate::value::types::is_pseudo) {
                     return self
                         .sys_cast(x, t, target, target.is_none().then_some(ty))?
                         .ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));

@@ -11,8 +11,8 @@ use super::{Binder, ExprCtx, Rel, Scope, Ty, ident};
 use crate::error::{Result, SqlError};
 use crate::expr::Expr;
 use crate::plan::{SelectPlan, SetTree, TableFunc, VirtualSource};
-use crate::types::{Elem, RegKind};
 use crate::value;
+use crate::value::types::{Elem, RegKind};
 
 /// A join as written; its condition is bound once every FROM item is known.
 pub(super) struct JoinSpec {
@@ -252,7 +252,7 @@ impl Binder<'_> {
                 (cte_name, schema, source, alias)
             }
             ast::TableFactor::Table { name, alias, args: None, .. } => match self.target(name)? {
-                Some(crate::names::Target::System(rel)) => {
+                Some(crate::catalog::search_path::Target::System(rel)) => {
                     (rel.def().name.to_owned(), rel.schema(), VirtualSource::System(rel), alias)
                 }
                 _ => {
@@ -374,7 +374,8 @@ impl Binder<'_> {
             );
             let [(e, t)] = <[(Expr, Ty); 1]>::try_from(args).map_err(|_| SqlError::undefined_function(&s))?;
             // A catalog array (int2vector, oid[]) or a real one (ARRAY[1, 2]).
-            let elem = t.and_then(|t| Elem::of(t).or_else(|| crate::array::elem_type(t).and_then(Elem::for_element)));
+            let elem =
+                t.and_then(|t| Elem::of(t).or_else(|| crate::value::array::elem_type(t).and_then(Elem::for_element)));
             let elem =
                 elem.filter(|e| value::is_integer(e.element_type())).ok_or_else(|| SqlError::undefined_function(&s))?;
             let mut cols = vec![("x".to_owned(), elem.element_type()), ("n".to_owned(), DataType::Int4)];
@@ -405,7 +406,7 @@ impl Binder<'_> {
             // others have named OUT columns (jsonb_array_elements' value).
             if let Some(a) = alias
                 && a.columns.is_empty()
-                && matches!(srf, crate::json::JsonSrf::ObjectKeys { .. })
+                && matches!(srf, crate::value::json::JsonSrf::ObjectKeys { .. })
             {
                 cols[0].0 = ident(&a.name);
             }
@@ -414,7 +415,7 @@ impl Binder<'_> {
                 VirtualSource::Function { func: TableFunc::Json(srf), args: vec![e], ordinality },
             ));
         }
-        if fname == "unnest" && args.iter().any(|(_, t)| crate::array::is_array(*t)) {
+        if fname == "unnest" && args.iter().any(|(_, t)| crate::value::array::is_array(*t)) {
             let s = format!(
                 "{fname}({})",
                 args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", ")
@@ -423,7 +424,8 @@ impl Binder<'_> {
             let mut cols = Vec::new();
             let mut exprs = Vec::new();
             for (e, t) in args {
-                let elem = t.and_then(crate::array::elem_type).ok_or_else(|| SqlError::undefined_function(&s))?;
+                let elem =
+                    t.and_then(crate::value::array::elem_type).ok_or_else(|| SqlError::undefined_function(&s))?;
                 cols.push((fname.to_owned(), elem));
                 exprs.push(e);
             }

@@ -9,7 +9,7 @@ use super::coerce::{is_untyped_value, refuse_padded_literals};
 use super::{Binder, ExprCtx, Scope, Ty, parts, truncate};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SeqFunc, SysFunc, registry};
-use crate::types::{Elem, RegKind};
+use crate::value::types::{Elem, RegKind};
 use crate::value::{self, type_name};
 
 impl Binder<'_> {

@@ -1,7 +1,7 @@
 //! json and jsonb operators and functions: operand types resolved as
 //! PostgreSQL resolves them (an unknown literal takes the json side's type,
 //! `->` takes text or integer, paths are text[]); evaluation is
-//! crate::json.
+//! crate::value::json.
 
 use pgtier_engine::{DataType, Value};
 use sqlparser::ast;
@@ -9,8 +9,8 @@ use sqlparser::ast;
 use super::{Binder, ExprCtx, Scope, Ty};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func};
-use crate::json::{JsonFunc, JsonSrf, TEXT_ARRAY_MARK};
-use crate::types::{self, Elem};
+use crate::value::json::{JsonFunc, JsonSrf, TEXT_ARRAY_MARK};
+use crate::value::types::{self, Elem};
 use crate::value::{self, Category, category, type_name};
 
 fn name_of(t: Ty) -> &'static str {
@@ -75,7 +75,9 @@ impl Binder<'_> {
         let (x, xt) = self.expr(left, scope, ctx)?;
         let (y, yt) = self.expr(right, scope, ctx)?;
         // `@>` and `<@` of arrays are the array operators.
-        if matches!(op, B::AtArrow | B::ArrowAt) && (crate::array::is_array(xt) || crate::array::is_array(yt)) {
+        if matches!(op, B::AtArrow | B::ArrowAt)
+            && (crate::value::array::is_array(xt) || crate::value::array::is_array(yt))
+        {
             return self
                 .array_set_op(op, x, xt, y, yt)?
                 .ok_or_else(|| SqlError::unsupported(format!("operator {op}")))
@@ -329,5 +331,5 @@ impl Binder<'_> {
 
 /// A real array of text or varchar (the `text[]` the json operators take).
 fn is_text_array(t: DataType) -> bool {
-    matches!(crate::array::elem_type(t), Some(DataType::Text | DataType::Varchar(_)))
+    matches!(crate::value::array::elem_type(t), Some(DataType::Text | DataType::Varchar(_)))
 }

@@ -29,6 +29,7 @@ mod json;
 mod merge;
 mod operator;
 mod recursive;
+mod relation_names;
 mod schema;
 mod select;
 mod setop;
@@ -40,9 +41,11 @@ use std::sync::Arc;
 use pgtier_engine::{Catalog, Column, DataType, IndexId, TableSchema, Value};
 use sqlparser::ast::{self, Ident, ObjectName};
 
+use crate::catalog::search_path::{SearchPath, Target};
 use crate::error::{Result, SqlError};
-use crate::names::{SearchPath, Target};
-use crate::plan::{AggCall, Plan, Prepared, TxnCommand, VirtualSource, WindowCall};
+use crate::plan::{AggCall, Plan, Prepared, TxnCommand, WindowCall};
+// A FROM relation is a plan type (the planner reads it); the binder builds them.
+pub use crate::plan::Rel;
 
 pub use coerce::map_type;
 
@@ -95,31 +98,6 @@ pub(crate) fn parts(name: &ObjectName) -> Result<Vec<String>> {
         .iter()
         .map(|p| p.as_ident().map(ident).ok_or_else(|| SqlError::unsupported(format!("name {name}"))))
         .collect()
-}
-
-#[derive(Clone)]
-pub struct Rel {
-    pub name: String,
-    pub table: Arc<TableSchema>,
-    pub offset: usize,
-    /// Rows not stored in the engine (system catalog, subquery, table function).
-    pub source: Option<Arc<VirtualSource>>,
-}
-
-impl Rel {
-    /// The schema a `schema.table.column` reference must name for this
-    /// FROM item: stored tables live in `public`, system relations in their
-    /// catalog schema; subqueries and functions have none.
-    pub(crate) fn schema_name(&self) -> Option<&str> {
-        match self.source.as_deref() {
-            None => Some(crate::names::split(&self.table.name).0),
-            Some(VirtualSource::System(sys)) => Some(match sys.def().schema {
-                crate::catalog::Schema::PgCatalog => "pg_catalog",
-                crate::catalog::Schema::InformationSchema => "information_schema",
-            }),
-            Some(_) => None,
-        }
-    }
 }
 
 #[derive(Default)]

@@ -67,11 +67,11 @@ impl Binder<'_> {
         } else {
             (x, y)
         };
-        if matches!(op, B::StringConcat) && (crate::array::is_array(xt) || crate::array::is_array(yt)) {
+        if matches!(op, B::StringConcat) && (crate::value::array::is_array(xt) || crate::value::array::is_array(yt)) {
             return self.real_concat(x, xt, y, yt);
         }
         if matches!(op, B::AtArrow | B::ArrowAt | B::PGOverlap)
-            && (crate::array::is_array(xt) || crate::array::is_array(yt))
+            && (crate::value::array::is_array(xt) || crate::value::array::is_array(yt))
         {
             return self.array_set_op(op, x, xt, y, yt)?.ok_or_else(|| SqlError::unsupported(format!("operator {op}")));
         }

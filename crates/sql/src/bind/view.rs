@@ -76,7 +76,7 @@ impl Binder<'_> {
                 return Err(SqlError::new("42701", format!("column \"{cname}\" specified more than once")));
             }
             let ty = oc.ty.unwrap_or(DataType::Text);
-            if crate::types::is_pseudo(ty) {
+            if crate::value::types::is_pseudo(ty) {
                 return Err(SqlError::unsupported(format!("a view column of type {}", type_name(ty))));
             }
             if ty == crate::value::NUMERIC_ANY {
@@ -165,7 +165,9 @@ impl Binder<'_> {
     /// The view `name` names, if it names one.
     pub(super) fn view_named(&self, name: &ObjectName) -> Result<Option<Arc<TableSchema>>> {
         Ok(match self.target(name)? {
-            Some(crate::names::Target::Stored(k)) => self.catalog.table_by_name(&k).filter(|t| is_view(t)).cloned(),
+            Some(crate::catalog::search_path::Target::Stored(k)) => {
+                self.catalog.table_by_name(&k).filter(|t| is_view(t)).cloned()
+            }
             _ => None,
         })
     }

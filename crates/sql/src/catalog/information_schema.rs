@@ -9,7 +9,8 @@ use super::rows::{TableIndex, all_indexes, text, user_columns, user_tables, user
 use super::views::is_view;
 use super::{BUILTIN_TYPES, RELATIONS, Schema, SysCtx, column_default_text, table_oid, type_by_oid};
 use super::{is_auto_updatable, view_definition};
-use crate::names::{namespace_oid, short, split};
+use crate::catalog::search_path::namespace_oid;
+use crate::names::{short, split};
 
 /// Appends the rows of information_schema view `name`.
 pub(super) fn rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {

@@ -10,7 +10,7 @@ use super::{
     index_by_oid, index_oid, namespace_name, quote_ident, table_by_oid, table_oid, type_by_name, type_by_oid,
 };
 use crate::error::{Result, SqlError};
-use crate::types::RegKind;
+use crate::value::types::RegKind;
 
 /// The name an oid of a `reg*` type prints as (the oid when nothing has it).
 pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: RegKind, oid: i64) -> String {
@@ -20,7 +20,7 @@ pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: Reg
                 .map(|t| t.name.clone())
                 .or_else(|| index_by_oid(catalog, oid).map(|i| i.name.clone()));
             match user {
-                Some(n) => Some(crate::names::display(&n, &path_of(catalog, settings))),
+                Some(n) => Some(crate::catalog::search_path::display(&n, &path_of(catalog, settings))),
                 None => RELATIONS.iter().find(|r| r.oid == oid).map(|r| match r.schema {
                     Schema::PgCatalog => r.name.to_owned(),
                     Schema::InformationSchema => format!("information_schema.{}", r.name),
@@ -38,11 +38,14 @@ pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: Reg
 
 /// The session's search path as the `reg*` conversions (and
 /// current_schemas) resolve with it.
-pub(crate) fn path_of(catalog: &Catalog, settings: &HashMap<String, String>) -> crate::names::SearchPath {
+pub(crate) fn path_of(
+    catalog: &Catalog,
+    settings: &HashMap<String, String>,
+) -> crate::catalog::search_path::SearchPath {
     let raw = settings.get("search_path").map_or("\"$user\", public", String::as_str);
     let user = settings.get("session_authorization").map_or("", String::as_str);
     let temp = settings.get(crate::names::TEMP_SCHEMA_SETTING).map_or("", String::as_str);
-    crate::names::SearchPath::new(std::sync::Arc::from(raw), user, temp, catalog)
+    crate::catalog::search_path::SearchPath::new(std::sync::Arc::from(raw), user, temp, catalog)
 }
 
 /// Splits `schema.name` (either part possibly double-quoted).
@@ -75,7 +78,7 @@ pub fn reg_lookup(catalog: &Catalog, settings: &HashMap<String, String>, kind: R
 /// [`reg_lookup`] with relation names resolved through `path`.
 pub fn reg_lookup_in(
     catalog: &Catalog,
-    path: &crate::names::SearchPath,
+    path: &crate::catalog::search_path::SearchPath,
     settings: &HashMap<String, String>,
     kind: RegKind,
     text: &str,
@@ -100,9 +103,9 @@ pub fn reg_lookup_in(
             let missing = || SqlError::new("42P01", format!("relation \"{t}\" does not exist"));
             let written: Vec<String> = schema.into_iter().chain([name]).map(str::to_owned).collect();
             let exists = |k: &str| catalog.table_by_name(k).is_some() || catalog.index_by_name(k).is_some();
-            match crate::names::resolve(catalog, path, &written, exists)? {
-                Some(crate::names::Target::System(r)) => Ok(r.def().oid),
-                Some(crate::names::Target::Stored(k)) => catalog
+            match crate::catalog::search_path::resolve(catalog, path, &written, exists)? {
+                Some(crate::catalog::search_path::Target::System(r)) => Ok(r.def().oid),
+                Some(crate::catalog::search_path::Target::Stored(k)) => catalog
                     .table_by_name(&k)
                     .map(|t| table_oid(t))
                     .or_else(|| catalog.index_by_name(&k).map(|i| index_oid(i)))

@@ -17,6 +17,7 @@ mod pg_type;
 mod relations;
 mod rows;
 mod schemas;
+pub mod search_path;
 mod viewdef;
 mod views;
 

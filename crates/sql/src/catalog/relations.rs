@@ -4,7 +4,7 @@
 use pgtier_engine::DataType;
 
 use super::Schema;
-use crate::types::{Elem, OID};
+use crate::value::types::{Elem, OID};
 
 /// Column types of the system relations, as PostgreSQL declares them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

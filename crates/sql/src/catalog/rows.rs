@@ -13,9 +13,10 @@ use super::{
     check_oid, column_default_text, fk_oid, index_constraint_oid, index_def, index_oid, information_schema,
     namespace_oid, relation_oid, table_oid, type_by_oid,
 };
-use crate::names::{namespace_oid as namespace_oid_of, short, split};
+use crate::catalog::search_path::namespace_oid as namespace_oid_of;
+use crate::names::{short, split};
 use crate::settings::{FIXED_SETTINGS, READ_ONLY_SETTINGS, setting_display_name};
-use crate::types::{Elem, array_text};
+use crate::value::types::{Elem, array_text};
 
 pub(super) fn text(s: &str) -> Value {
     Value::Text(s.to_owned())

@@ -11,8 +11,8 @@ use super::{Exec, row_bytes};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr};
 use crate::plan::{AggCall, AggFunc};
-use crate::types::{self, Elem};
 use crate::value;
+use crate::value::types::{self, Elem};
 
 /// Group/DISTINCT key: values equal under SQL equality hash alike.
 #[derive(Clone, Debug)]
@@ -165,7 +165,7 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
         }
         (Acc::SumInterval(s, c), Some(Value::Interval(v))) => {
             *s = Some(match s {
-                Some(prev) => crate::interval::add(*prev, v)?,
+                Some(prev) => crate::value::interval::add(*prev, v)?,
                 None => v,
             });
             *c += 1;
@@ -253,7 +253,7 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
         Acc::SumInterval(Some(s), _) if call.func == AggFunc::Sum => Value::Interval(s),
         // interval_avg: the sum divided by the count as a float8.
         #[allow(clippy::cast_precision_loss)]
-        Acc::SumInterval(Some(s), c) => Value::Interval(crate::interval::scale(s, c as f64, true)?),
+        Acc::SumInterval(Some(s), c) => Value::Interval(crate::value::interval::scale(s, c as f64, true)?),
     })
 }
 
@@ -397,7 +397,7 @@ fn finish_collect(call: &AggCall, mut items: Vec<Value>) -> Result<Value> {
         }
     }
     if let AggFunc::Json(agg) = call.func {
-        return crate::json::finish_agg(agg, &items);
+        return crate::value::json::finish_agg(agg, &items);
     }
     if call.func == AggFunc::ArrayAgg && matches!(call.ty, pgtier_engine::DataType::Array(_)) {
         return Ok(Value::Array(items));

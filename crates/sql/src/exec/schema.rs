@@ -18,7 +18,7 @@ fn builtin(name: &str) -> bool {
 
 impl Exec<'_> {
     pub fn create_schema(&mut self, name: &str, owner: Option<&str>, if_not_exists: bool) -> Result<()> {
-        crate::names::check_new(name)?;
+        crate::catalog::search_path::check_new(name)?;
         let user = self.settings.get("session_authorization").cloned().unwrap_or_else(|| "postgres".into());
         // The session's user is the one role there is.
         let owner = match owner {

@@ -11,7 +11,7 @@ use crate::catalog;
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, SubqueryRunner};
 use crate::plan::{SetOp, SetTree, TableFunc, VirtualSource};
-use crate::types;
+use crate::value::types;
 
 impl Exec<'_> {
     /// Appends the rows of a virtual level (flat) for the joined `row` so far.
@@ -104,7 +104,7 @@ impl Exec<'_> {
                     TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
                     TableFunc::PartitionAncestors | TableFunc::UnnestArrays(_) => Vec::new(),
                     TableFunc::Json(srf) => {
-                        let rows = crate::json::srf_rows(*srf, &vals[0])?;
+                        let rows = crate::value::json::srf_rows(*srf, &vals[0])?;
                         let bytes: usize = rows.iter().map(|r| super::row_bytes(r)).sum();
                         self.interrupt.charge(bytes, "json function")?;
                         self.interrupt.mem_used -= bytes;

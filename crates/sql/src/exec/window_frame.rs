@@ -295,7 +295,12 @@ fn in_range(kind: RangeOffset, val: &Value, base: &Value, offset: &Value, sub: b
             };
             let ty =
                 if kind == RangeOffset::TimestampTz { DataType::TimestampTz(None) } else { DataType::Timestamp(None) };
-            let sum = crate::interval::arith(if sub { ArithOp::Sub } else { ArithOp::Add }, &stamp(base)?, offset, ty)?;
+            let sum = crate::value::interval::arith(
+                if sub { ArithOp::Sub } else { ArithOp::Add },
+                &stamp(base)?,
+                offset,
+                ty,
+            )?;
             Ok(holds(value::compare(&stamp(val)?, &sum).unwrap_or(Ordering::Equal)))
         }
         RangeOffset::Time => {
@@ -314,8 +319,8 @@ fn in_range(kind: RangeOffset, val: &Value, base: &Value, offset: &Value, sub: b
             if off.span() < 0 {
                 return Err(bad_offset());
             }
-            let off = if sub { crate::interval::negate(off)? } else { off };
-            let sum = crate::interval::add(interval(base)?, off)?;
+            let off = if sub { crate::value::interval::negate(off)? } else { off };
+            let sum = crate::value::interval::add(interval(base)?, off)?;
             Ok(holds(value::compare(val, &Value::Interval(sum)).unwrap_or(Ordering::Equal)))
         }
     }

@@ -20,7 +20,7 @@ pub use functions::{
 use crate::catalog::SysCtx;
 use crate::error::{Result, SqlError};
 use crate::plan::SubPlan;
-use crate::types::Elem;
+use crate::value::types::Elem;
 use crate::value::{self, ArithOp};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -432,7 +432,7 @@ impl Expr {
                     }
                     rows.into_iter().next().unwrap_or(Value::Null)
                 }
-                SubqueryKind::Array(elem) => Value::Text(crate::types::array_text(*elem, &sq.run(s, env, row)?)),
+                SubqueryKind::Array(elem) => Value::Text(crate::value::types::array_text(*elem, &sq.run(s, env, row)?)),
                 SubqueryKind::ArrayValue => Value::Array(sq.run(s, env, row)?),
                 _ => match self.eval_bool(env, sq, row)? {
                     Some(b) => Value::Bool(b),

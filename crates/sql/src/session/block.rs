@@ -20,7 +20,8 @@ use sqlparser::ast::Statement;
 
 use super::rows::{CommandTag, ResultRows, Tag};
 use super::statement::{Stmt, StmtKind, TxnKind, classify};
-use super::{Block, Connection, now_micros};
+use super::{Block, Connection};
+use crate::clock::now_micros;
 use crate::error::{Result, SqlError, SqlNotice};
 use crate::plan::TxnCommand;
 

@@ -311,7 +311,7 @@ fn ident_name(i: &sqlparser::ast::Ident) -> String {
 /// declared for it.
 fn declared_oid(t: &sqlparser::ast::DataType) -> u32 {
     match crate::bind::map_type(t) {
-        Ok(ty) if !crate::types::is_pseudo(ty) => {
+        Ok(ty) if !crate::value::types::is_pseudo(ty) => {
             u32::try_from(crate::catalog::column_type_info(ty).type_oid).unwrap_or(0)
         }
         _ => 0,

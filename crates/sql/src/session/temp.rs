@@ -7,7 +7,7 @@
 //!   this process owns: what a crash or a Database dropped without a clean
 //!   close left (`drop_orphans`). N is unique per process run and within
 //!   it, so a new session never inherits an old schema;
-//! - only the owning session resolves names in it (names::resolve refuses
+//! - only the owning session resolves names in it (crate::catalog::search_path::resolve refuses
 //!   another session's temporary schema, 0A000).
 //!
 //! ON COMMIT DELETE ROWS / DROP run inside the committing transaction,
@@ -43,7 +43,7 @@ pub(crate) struct Temp {
 impl Temp {
     pub(crate) fn new() -> Temp {
         if NEXT.load(Ordering::Relaxed) == 0 {
-            let seed = u64::try_from(super::now_micros()).unwrap_or(1).max(1);
+            let seed = u64::try_from(crate::clock::now_micros()).unwrap_or(1).max(1);
             let _ = NEXT.compare_exchange(0, seed, Ordering::Relaxed, Ordering::Relaxed);
         }
         let schema = format!("pg_temp_{}", NEXT.fetch_add(1, Ordering::Relaxed));

@@ -471,7 +471,7 @@ pub(super) fn parse_time_of_day(time: &str) -> Option<i64> {
     if it.next().is_some() || h > 24 || mi > 59 || s > 60 || !frac.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some(((h * 60 + mi) * 60 + s) * MICROS_PER_SECOND + crate::time::fraction_micros(frac))
+    Some(((h * 60 + mi) * 60 + s) * MICROS_PER_SECOND + crate::value::time::fraction_micros(frac))
 }
 
 /// Is the rest after `yyyy-mm-dd` shaped like a time (so a parse failure

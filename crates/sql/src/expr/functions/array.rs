@@ -2,7 +2,7 @@
 //! with PostgreSQL's NULL rules: most are strict, while `||`,
 //! array_append/prepend/cat take a NULL array as empty, and the element
 //! searches (array_position, array_remove, ...) find NULL elements with IS
-//! NOT DISTINCT FROM. Bounds are always 1 (see `crate::array`).
+//! NOT DISTINCT FROM. Bounds are always 1 (see `crate::value::array`).
 
 use std::cmp::Ordering;
 

@@ -823,7 +823,7 @@ pub(super) const DEFS: &[FunctionDef] = &[
         resolve: |def, _, call| {
             call.arity(0, 0)?;
             // The wall clock now: it changes within a statement, unlike now().
-            let eval: EvalFn = |_, _| Ok(Value::TimestampTz(crate::session::now_micros()));
+            let eval: EvalFn = |_, _| Ok(Value::TimestampTz(crate::clock::now_micros()));
             Ok((def.expr(eval, Vec::new()), Some(DataType::TimestampTz(None))))
         },
     },

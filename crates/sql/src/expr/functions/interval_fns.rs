@@ -208,7 +208,7 @@ fn make_interval(years: i64, months: i64, weeks: i64, days: i64, hours: i64, min
     let month_count = years.checked_mul(12).and_then(|m| m.checked_add(months)).ok_or_else(out_of_range)?;
     let day_count = weeks.checked_mul(7).and_then(|d| d.checked_add(days)).ok_or_else(out_of_range)?;
     let secs_micros = (secs * 1e6).round_ties_even();
-    if !crate::interval::f64_fits_i64(secs_micros) {
+    if !crate::value::interval::f64_fits_i64(secs_micros) {
         return Err(out_of_range());
     }
     #[allow(clippy::cast_possible_truncation)]

@@ -15,7 +15,7 @@ use super::numeric_wide_fns::{self, Wide, eval_if_wide};
 use super::registry::{ArgBinder, Call, EvalCtx, EvalFn, FunctionDef, Ty, Volatility, float, int};
 use crate::error::{Result, SqlError};
 use crate::expr::Expr;
-use crate::types::RegKind;
+use crate::value::types::RegKind;
 use crate::value::{self, ArithOp, Category, NUMERIC_ANY, category};
 
 use Volatility::Immutable;

@@ -8,8 +8,8 @@ use super::registry::{Builtin, EvalFn, FunctionDef, Volatility, int};
 use crate::catalog::column_type_info;
 use crate::error::{Result, SqlError};
 use crate::expr::Expr;
-use crate::types::{Elem, RegKind};
 use crate::value;
+use crate::value::types::{Elem, RegKind};
 
 pub(super) const DEFS: &[FunctionDef] = &[
     FunctionDef {
@@ -84,7 +84,8 @@ const GEN_RANDOM_UUID_DEF: FunctionDef = FunctionDef {
 
 /// gen_random_uuid(): a version 4 uuid, a new one at every call (also a
 /// uuid column's DEFAULT).
-pub(super) const GEN_RANDOM_UUID: Builtin = GEN_RANDOM_UUID_DEF.call(|_, _| Ok(Value::Uuid(crate::uuid::random_v4()?)));
+pub(super) const GEN_RANDOM_UUID: Builtin =
+    GEN_RANDOM_UUID_DEF.call(|_, _| Ok(Value::Uuid(crate::value::uuid::random_v4()?)));
 
 /// pg_sleep: waits `secs` (nothing for a negative or NaN value) in short
 /// slices, so a cancel or statement_timeout ends it as promptly as in

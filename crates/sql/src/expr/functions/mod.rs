@@ -1,7 +1,7 @@
 //! Function calls: the builtin scalar functions, one declaration each in
 //! its family's file (strings, regex, math, datetime, interval_fns,
 //! conditional, misc) collected by [`registry`]; the system functions in
-//! [`system`], arrays in [`array`], json in crate::json.
+//! [`system`], arrays in [`array`], json in crate::value::json.
 
 mod array;
 mod conditional;
@@ -33,8 +33,8 @@ pub enum Func {
     Builtin(Builtin),
     /// A system function ([`SysFunc`]).
     Sys(SysFunc),
-    /// A json / jsonb operator or function (crate::json).
-    Json(crate::json::JsonFunc),
+    /// A json / jsonb operator or function (crate::value::json).
+    Json(crate::value::json::JsonFunc),
     /// An array function or operator ([`ArrayFunc`]).
     Array(ArrayFunc),
 }
@@ -77,7 +77,7 @@ pub(super) fn eval_func(
         Func::Builtin(b) => registry::eval(b, &eval_args(args, env, sq, row)?, env.now_micros, sq),
         Func::Sys(s) => system::eval(s, args, env, sq, row),
         Func::Array(a) => array::eval(a, eval_args(args, env, sq, row)?),
-        Func::Json(j) => crate::json::eval(j, &eval_args(args, env, sq, row)?),
+        Func::Json(j) => crate::value::json::eval(j, &eval_args(args, env, sq, row)?),
     }
 }
 

@@ -33,7 +33,7 @@ use pgtier_engine::{DataType, Value};
 use super::registry::{ArgBinder, Call, EvalCtx, FunctionDef, Ty, Volatility::Immutable, int, text, text_fn};
 use crate::error::{Result, SqlError};
 use crate::expr::Expr;
-use crate::types::{Elem, array_text};
+use crate::value::types::{Elem, array_text};
 use DataType::{Int4, Text};
 
 fn invalid(msg: impl std::fmt::Display) -> SqlError {

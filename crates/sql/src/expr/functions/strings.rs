@@ -233,7 +233,7 @@ fn resolve_format(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'
         out.push(match t {
             _ if k == 0 => b.text_arg(e, t, call.name).map_err(|_| undefined.clone())?,
             None => b.coerce(e, None, Text, call.name)?,
-            Some(t) if crate::types::RegKind::of(t).is_some() => {
+            Some(t) if crate::value::types::RegKind::of(t).is_some() => {
                 return Err(SqlError::unsupported("format() of a reg* value"));
             }
             // char(n) keeps its padding: format prints each argument with its output function.

@@ -15,8 +15,8 @@ use crate::catalog::{
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Env, Expr, SubqueryRunner};
 use crate::settings::{READ_ONLY_SETTINGS, normalize_setting, search_path_with, setting_value};
-use crate::types::{self, Elem, RegKind};
 use crate::value;
+use crate::value::types::{self, Elem, RegKind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SysFunc {

@@ -210,7 +210,7 @@ pub fn array_text(elem: Elem, items: &[Value]) -> String {
         }
         match v {
             Value::Null => out.push_str("NULL"),
-            Value::Text(s) => crate::array::quote_element(s, &mut out),
+            Value::Text(s) => crate::value::array::quote_element(s, &mut out),
             other => crate::value::write_text(other, &mut out),
         }
     }
@@ -223,7 +223,7 @@ pub fn parse_array(text: &str, elem: Elem) -> Result<Vec<Option<String>>> {
     if elem.is_vector() {
         return Ok(text.split_whitespace().map(|s| Some(s.to_owned())).collect());
     }
-    crate::array::split(text)
+    crate::value::array::split(text)
 }
 
 /// Elements as values of the element type.

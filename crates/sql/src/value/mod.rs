@@ -18,11 +18,19 @@ pub const NUMERIC_PRECISION_MAX: u8 = 38;
 
 use crate::error::{Result, SqlError};
 
+pub mod array;
+mod bool_in;
 mod bytea_in;
 mod datetime_in;
 mod era;
+pub mod interval;
+pub(crate) mod json;
 pub mod numeric_transcendental;
 mod numeric_wide;
+pub mod time;
+pub mod types;
+pub mod uuid;
+pub(crate) use bool_in::parse_bool;
 pub use numeric_wide::{Dec, normalized as numeric_wide_normalized, numeric_series, numeric_variance};
 
 use datetime_in::{days_in_month, parse_date, parse_timestamp, parse_timestamptz, time_shape_ok, zone_in_range};
@@ -53,7 +61,7 @@ pub enum Category {
     /// implicitly to anything.
     Json,
     Jsonb,
-    /// 'A': one-dimensional arrays (`crate::array`).
+    /// 'A': one-dimensional arrays (`crate::value::array`).
     Array,
 }
 
@@ -114,7 +122,7 @@ pub fn type_name(ty: DataType) -> &'static str {
         DataType::Uuid => "uuid",
         DataType::Json => "json",
         DataType::Jsonb => "jsonb",
-        DataType::Array(e) => crate::array::type_name(e.get()),
+        DataType::Array(e) => crate::value::array::type_name(e.get()),
     }
 }
 
@@ -333,7 +341,7 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Jsonb(x), V::Jsonb(y)) => pgtier_engine::json::compare(x, y),
         // json has no comparison (the binder refuses it); sorts stay total.
         (V::Json(x), V::Json(y)) => x.cmp(y),
-        (V::Array(x), V::Array(y)) => crate::array::compare(x, y),
+        (V::Array(x), V::Array(y)) => crate::value::array::compare(x, y),
         (V::Float4(_) | V::Float8(_), _) | (_, V::Float4(_) | V::Float8(_)) => float_cmp(to_f64(a)?, to_f64(b)?),
         _ => numeric_compare(a, b)?,
     })
@@ -350,7 +358,7 @@ pub fn date_micros(d: i32) -> Result<i64> {
     }
     i64::from(d)
         .checked_mul(MICROS_PER_DAY)
-        .filter(|t| (crate::time::TIMESTAMP_MIN..crate::time::TIMESTAMP_END).contains(t))
+        .filter(|t| (crate::value::time::TIMESTAMP_MIN..crate::value::time::TIMESTAMP_END).contains(t))
         .ok_or_else(|| SqlError::new("22008", "date out of range for timestamp"))
 }
 
@@ -375,7 +383,7 @@ fn datetime_micros(v: &Value) -> Option<i128> {
 /// are (no zone moves them across a finite timestamp).
 fn instant_of_local(local: i128) -> i128 {
     match i64::try_from(local) {
-        Ok(t) if (crate::time::TIMESTAMP_MIN..crate::time::TIMESTAMP_END).contains(&t) => {
+        Ok(t) if (crate::value::time::TIMESTAMP_MIN..crate::value::time::TIMESTAMP_END).contains(&t) => {
             i128::from(crate::tz::from_local(t))
         }
         _ => local,
@@ -497,7 +505,7 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
         }
         DataType::Date => date_arith(op, a, b),
         DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) | DataType::Interval => {
-            crate::interval::arith(op, a, b, ty)
+            crate::value::interval::arith(op, a, b, ty)
         }
         _ => {
             Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b))))
@@ -609,7 +617,7 @@ pub fn negate(v: &Value) -> Result<Value> {
         Value::NumericBig(_) => Dec::of(v).ok_or_else(numeric_overflow)?.neg().into_value()?,
         Value::Float4(x) => Value::Float4(-x),
         Value::Float8(x) => Value::Float8(-x),
-        Value::Interval(v) => Value::Interval(crate::interval::negate(*v)?),
+        Value::Interval(v) => Value::Interval(crate::value::interval::negate(*v)?),
         other => return Err(SqlError::undefined_operator(&format!("- {}", value_type_name(other)))),
     })
 }
@@ -774,7 +782,7 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
     }
     // One compare of each side's tag for every other cast.
     if (matches!(to, T::Json | T::Jsonb) || matches!(v, Value::Json(_) | Value::Jsonb(_)))
-        && let Some(converted) = crate::json::cast(&v, to)
+        && let Some(converted) = crate::value::json::cast(&v, to)
     {
         return converted;
     }
@@ -882,10 +890,10 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Time(p), Value::TimestampTz(t)) => {
             Value::Time(round_to_precision(crate::tz::to_local(t).rem_euclid(MICROS_PER_DAY), p))
         }
-        (T::Interval | T::Time(_), v @ (Value::Interval(_) | Value::Time(_))) => crate::interval::cast(v, to),
+        (T::Interval | T::Time(_), v @ (Value::Interval(_) | Value::Time(_))) => crate::value::interval::cast(v, to),
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
         (T::Uuid, Value::Uuid(u)) => Value::Uuid(u),
-        (T::Array(e), Value::Array(items)) => crate::array::cast(items, e.get(), explicit)?,
+        (T::Array(e), Value::Array(items)) => crate::value::array::cast(items, e.get(), explicit)?,
         // boolean's cast to a string type is booltext ('true'), not its
         // output function ('t').
         (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => {
@@ -944,9 +952,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
     let invalid = || SqlError::invalid_text(type_name(ty), text);
     Ok(match ty {
         // boolin: parse_bool's words and their unique prefixes ('of' is off).
-        DataType::Bool => {
-            Value::Bool(crate::settings_planner::parse_bool(t).ok_or_else(|| SqlError::invalid_text("boolean", text))?)
-        }
+        DataType::Bool => Value::Bool(bool_in::parse_bool(t).ok_or_else(|| SqlError::invalid_text("boolean", text))?),
         DataType::Int2 | DataType::Int4 | DataType::Int8 => {
             let v: i128 = t.parse().map_err(|_| invalid())?;
             let out_of_range =
@@ -1018,19 +1024,19 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             ),
             text,
         )?),
-        DataType::Time(p) => Value::Time(crate::time::parse(text, p)?),
-        DataType::Interval => Value::Interval(crate::interval::parse(text)?),
-        DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
-        DataType::Json => crate::json::input(text, false)?,
-        DataType::Jsonb => crate::json::input(text, true)?,
-        DataType::Array(e) => crate::array::array_in(text, e.get())?,
+        DataType::Time(p) => Value::Time(crate::value::time::parse(text, p)?),
+        DataType::Interval => Value::Interval(crate::value::interval::parse(text)?),
+        DataType::Uuid => Value::Uuid(crate::value::uuid::parse(text)?),
+        DataType::Json => crate::value::json::input(text, false)?,
+        DataType::Jsonb => crate::value::json::input(text, true)?,
+        DataType::Array(e) => crate::value::array::array_in(text, e.get())?,
     })
 }
 
 /// timestamp_in's range check: 4714-11-24 BC up to 294277-01-01
 /// (exclusive), after rounding; 22008 naming the input otherwise.
 fn timestamp_in_range(micros: i64, text: &str) -> Result<i64> {
-    if (crate::time::TIMESTAMP_MIN..crate::time::TIMESTAMP_END).contains(&micros) {
+    if (crate::value::time::TIMESTAMP_MIN..crate::value::time::TIMESTAMP_END).contains(&micros) {
         Ok(micros)
     } else {
         Err(SqlError::new("22008", format!("timestamp out of range: \"{text}\"")))

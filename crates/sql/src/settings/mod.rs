@@ -4,6 +4,8 @@
 //! (`SET`/`SHOW`) and the catalog and system functions that read settings,
 //! so neither reaches into the other.
 
+pub(crate) mod planner;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -47,7 +49,7 @@ pub(crate) fn default_settings() -> HashMap<String, String> {
     pairs
         .iter()
         .copied()
-        .chain(crate::settings_planner::defaults())
+        .chain(crate::settings::planner::defaults())
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
 }
@@ -137,7 +139,7 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
             }
             "read committed".to_owned()
         }
-        _ => match crate::settings_planner::normalize(key, value) {
+        _ => match crate::settings::planner::normalize(key, value) {
             Some(checked) => checked?,
             None => value.to_owned(),
         },

@@ -4,8 +4,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use super::{Cache, GroupEntry};
+use super::Cache;
 use crate::group::{CacheGroup, GroupKind};
+use crate::registry::GroupEntry;
 use crate::statement::{Aging, CreateGroup};
 
 /// A row of `pgtier_cache_propagation`.

@@ -4,9 +4,6 @@
 
 use std::sync::Arc;
 
-use pgtier_wal::Lsn;
-
-use crate::ids::CommitTs;
 use crate::schema::TableSchema;
 use crate::types::{Value, ValueRef};
 
@@ -118,16 +115,4 @@ impl RowBuf {
             self.schema = Some(Arc::clone(schema));
         }
     }
-}
-
-/// What a commit did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CommitInfo {
-    /// Commit timestamp (order of commits); None for read-only transactions.
-    pub commit_ts: Option<CommitTs>,
-    /// LSN of the transaction's (closing) WAL record, if it wrote one.
-    pub lsn: Option<Lsn>,
-    /// The transaction had failed earlier; COMMIT rolled it back (as
-    /// PostgreSQL answers COMMIT in an aborted transaction with ROLLBACK).
-    pub rolled_back: bool,
 }

@@ -25,7 +25,7 @@ pub fn elem_type(ty: DataType) -> Option<DataType> {
 /// The array type of `elem`; None for the SQL layer's pseudo types (they
 /// have their own text-form arrays, `types::Elem`) and for arrays.
 pub fn array_type(elem: DataType) -> Option<DataType> {
-    if crate::types::is_pseudo(elem) {
+    if crate::value::types::is_pseudo(elem) {
         return None;
     }
     ElemType::of(elem).map(DataType::Array)

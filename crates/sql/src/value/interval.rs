@@ -6,7 +6,7 @@
 use pgtier_engine::{DataType, Interval, Value, civil_from_days, days_from_civil, round_to_precision};
 
 use crate::error::{Result, SqlError};
-use crate::time::{TIMESTAMP_END, TIMESTAMP_MIN};
+use crate::value::time::{TIMESTAMP_END, TIMESTAMP_MIN};
 use crate::value::{ArithOp, MICROS_PER_DAY, MICROS_PER_SECOND};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -288,7 +288,7 @@ fn clock(tok: &str) -> std::result::Result<i64, Bad> {
     }
     let micros = h
         .checked_mul(3_600 * MICROS_PER_SECOND)
-        .and_then(|x| x.checked_add((m * 60 + s) * MICROS_PER_SECOND + crate::time::fraction_micros(frac)))
+        .and_then(|x| x.checked_add((m * 60 + s) * MICROS_PER_SECOND + crate::value::time::fraction_micros(frac)))
         .ok_or(Bad::Range)?;
     Ok(if negative { -micros } else { micros })
 }
@@ -430,7 +430,7 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
     let signed = |v: Interval| if op == ArithOp::Sub { negate(v) } else { Ok(v) };
     Ok(match (ty, a, b) {
         (DataType::Timestamp(_), Value::Date(_), Value::Time(_))
-        | (DataType::Timestamp(_), Value::Time(_), Value::Date(_)) => crate::time::date_plus_time(a, b)?,
+        | (DataType::Timestamp(_), Value::Time(_), Value::Date(_)) => crate::value::time::date_plus_time(a, b)?,
         (DataType::Interval, Value::Interval(x), Value::Interval(y)) => Value::Interval(add(*x, signed(*y)?)?),
         (DataType::Interval, Value::Interval(v), n) | (DataType::Interval, n, Value::Interval(v))
             if op == ArithOp::Mul =>

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use pgtier_engine::{CommitMode, Database, RowBuf, Transaction, Value};
 use sqlparser::ast::Statement;
@@ -42,9 +42,6 @@ pub use prepared::{Fallback, Utility};
 use rows::Tag;
 pub use rows::{CommandTag, ExecResult, ResultRows, Row, Rows};
 pub use statement::{PreparedStatement, ResultColumns, Stmt, StmtKind};
-
-/// µs between 1970-01-01 and 2000-01-01 (PostgreSQL's epoch).
-const PG_EPOCH_OFFSET_MICROS: i64 = 946_684_800_000_000;
 
 pub type Column = OutputColumn;
 
@@ -108,12 +105,6 @@ pub struct Connection {
 const PARKED_RESULTS_MAX: usize = 8;
 /// A buffer of more values than this is dropped rather than kept.
 const PARKED_VALUES_MAX: usize = 256;
-
-/// Now, in microseconds since 2000-01-01 (PostgreSQL's epoch).
-pub(crate) fn now_micros() -> i64 {
-    let since_unix = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0);
-    i64::try_from(since_unix).unwrap_or(i64::MAX) - PG_EPOCH_OFFSET_MICROS
-}
 
 fn parse_one(sql: &str) -> Result<Option<Statement>> {
     let mut stmts = crate::parse::parse_sql(sql)?;
@@ -733,8 +724,11 @@ impl Connection {
 }
 
 /// The search path names are resolved under, from the session's settings.
-fn path_for(settings: &crate::settings::Settings, catalog: &pgtier_engine::Catalog) -> crate::names::SearchPath {
+fn path_for(
+    settings: &crate::settings::Settings,
+    catalog: &pgtier_engine::Catalog,
+) -> crate::catalog::search_path::SearchPath {
     let user = settings.get("session_authorization").map_or("", String::as_str);
     let temp = settings.get(crate::names::TEMP_SCHEMA_SETTING).map_or("", String::as_str);
-    crate::names::SearchPath::new(Arc::clone(settings.search_path_raw()), user, temp, catalog)
+    crate::catalog::search_path::SearchPath::new(Arc::clone(settings.search_path_raw()), user, temp, catalog)
 }

@@ -11,8 +11,8 @@ use pgtier_engine::json::{self, Json, JsonError, Shallow};
 use pgtier_engine::{DataType, Value};
 
 use crate::error::{Result, SqlError};
-use crate::types::{self, Elem};
 use crate::value;
+use crate::value::types::{self, Elem};
 
 /// A json function or operator, evaluated on already-evaluated arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,10 +1,13 @@
 //! [`Cache`]: the cache groups of one database, and the one entry point the
 //! SQL layer, the server and embedded applications call. It owns the group
-//! registry (durable in the engine catalog), the backend connection
-//! parameters, the dynamic-load hook and the aging thread.
+//! registry (durable in the engine catalog; the entries are `registry`'s),
+//! the backend connection parameters, the dynamic-load hook, the aging
+//! thread and the write-through and autorefresh workers. It is the top of
+//! the crate: it imports every mechanism, and the mechanisms reach it back
+//! only through the traits they declare (implemented in `hosts`).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -17,22 +20,25 @@ use pgtier_engine::{DataType, Database, EngineError, Origin, StreamStart, Value}
 use postgres::Client;
 
 use crate::aging::{self, AgerControl, AgingReport};
-use crate::apply::Shape;
 use crate::autorefresh::{self, AutorefreshConfig, AutorefreshStatus, PredicateCompiler, Worker};
 use crate::awt::{self, Awt, AwtConfig, AwtStatus};
-use crate::dynamic::{Dynamic, TableHook, root_key_columns};
+use crate::dynamic::{Dynamic, TableHook};
 use crate::error::CacheError;
-use crate::fence::{Fence, Horizon, Marks, is_conflict};
+use crate::fence::Fence;
 use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 use crate::instance::{InstanceLayout, key_text};
-use crate::load::{Admission, Existing, LoadOptions, LoadReport, VerifyTally, load_admitting};
+use crate::load::{Admission, Existing, LoadOptions, LoadReport, RefreshReport, VerifyTally, load_admitting};
 use crate::node::{self, Claim, NodeIdentity};
 use crate::persist;
 use crate::pool::Pool;
+use crate::registry::{
+    Admits, GroupEntry, TableMap, UnloadReport, quote_literal, remove_instances, root_key_columns, table_map,
+};
 use crate::sequence::{DEFAULT_SEQUENCE_BLOCK, Sequences};
 use crate::statement::{Aging, CreateGroup};
 use crate::swt::{Swt, SwtParticipant, SwtStatus};
 
+mod hosts;
 mod views;
 pub use views::{GroupInfo, GroupStats, LaneInfo, PropagationInfo, TableInfo};
 
@@ -86,130 +92,6 @@ pub struct RootKey {
     pub key_columns: Vec<String>,
 }
 
-/// What UNLOAD (or an eviction round) removed.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct UnloadReport {
-    pub instances: u64,
-    pub rows: u64,
-    /// Instances left in place because they hold changes not yet propagated to PostgreSQL.
-    pub skipped_dirty: u64,
-    /// Instances left in place because an application transaction held one of their rows.
-    pub skipped_locked: u64,
-}
-
-impl UnloadReport {
-    fn add(&mut self, other: &UnloadReport) {
-        self.instances += other.instances;
-        self.rows += other.rows;
-        self.skipped_dirty += other.skipped_dirty;
-        self.skipped_locked += other.skipped_locked;
-    }
-}
-
-/// What REFRESH did.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RefreshReport {
-    /// Instances read again from PostgreSQL (replacing the cached ones).
-    pub reloaded: u64,
-    /// Cached instances PostgreSQL no longer has (or no longer match), removed.
-    pub removed: u64,
-    pub skipped_dirty: u64,
-    pub seconds: f64,
-}
-
-/// One group as the registry holds it.
-pub(crate) struct GroupEntry {
-    pub def: CreateGroup,
-    pub group: CacheGroup,
-    pub counters: Counters,
-    /// Write-through marks of the instances (by `key_text`; [`WHOLE_GROUP`]
-    /// for a change whose instance could not be told): pending ones are
-    /// never loaded over, refreshed, unloaded or evicted, and a load writes
-    /// an instance only when its PostgreSQL snapshot holds every commit to it
-    /// (`fence`).
-    pub marks: Marks,
-    /// Per table, its oid and definition digest in PostgreSQL, captured when
-    /// the definitions were last found unchanged (`drift`); None until then.
-    pub tokens: Mutex<Option<Vec<(u32, String)>>>,
-    /// Per table, the definition fingerprint PostgreSQL's table must have:
-    /// its own at creation, or one accepted since (`accept_definition`).
-    pub accepted: Mutex<Vec<u64>>,
-    /// Per table: the positions of the columns holding the root key.
-    pub root_key_columns: Vec<Option<Vec<usize>>>,
-    /// Per table and operation (insert, update, delete): write-through's prepared statement.
-    shapes: Vec<[std::sync::OnceLock<Arc<Shape>>; 3]>,
-}
-
-/// Table name → (its group, its index in the group), over every group.
-pub(crate) type TableMap = HashMap<String, (Arc<GroupEntry>, usize)>;
-
-pub(crate) fn table_map<'a>(groups: impl Iterator<Item = &'a Arc<GroupEntry>>) -> TableMap {
-    let mut map = HashMap::new();
-    for entry in groups {
-        for (index, table) in entry.group.tables.iter().enumerate() {
-            map.insert(table.def.name.clone(), (entry.clone(), index));
-        }
-    }
-    map
-}
-
-/// The dirty mark of a change whose root key a table does not carry.
-pub(crate) const WHOLE_GROUP: &str = "*";
-
-impl GroupEntry {
-    fn new(def: CreateGroup, group: CacheGroup, accepted: Vec<u64>) -> GroupEntry {
-        let root_key_columns = root_key_columns(&group);
-        let shapes = (0..group.tables.len()).map(|_| Default::default()).collect();
-        let accepted = Mutex::new(accepted);
-        GroupEntry {
-            def,
-            group,
-            counters: Counters::default(),
-            marks: Marks::default(),
-            tokens: Mutex::new(None),
-            accepted,
-            root_key_columns,
-            shapes,
-        }
-    }
-
-    /// The prepared statement for `op` on table `index` (built once by `build`).
-    pub(crate) fn shape(&self, index: usize, op: pgtier_engine::RowOp, build: impl FnOnce() -> Shape) -> Arc<Shape> {
-        let at = match op {
-            pgtier_engine::RowOp::Insert => 0,
-            pgtier_engine::RowOp::Update => 1,
-            pgtier_engine::RowOp::Delete => 2,
-        };
-        self.shapes[index][at].get_or_init(|| Arc::new(build())).clone()
-    }
-
-    /// Changes PostgreSQL does not have yet are on the instance of `key`.
-    pub fn is_dirty(&self, key: &[Value]) -> bool {
-        self.marks.is_pending(&key_text(key))
-    }
-
-    /// The root key a row of table `index` belongs to, when the table carries it.
-    pub fn root_key_of_row(&self, index: usize, row: &[Value]) -> Option<Vec<Value>> {
-        let columns = self.root_key_columns.get(index)?.as_ref()?;
-        columns.iter().map(|&c| row.get(c).cloned()).collect()
-    }
-}
-
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub loaded: AtomicU64,
-    pub unloaded: AtomicU64,
-    pub refreshed: AtomicU64,
-    pub evicted: AtomicU64,
-    pub dynamic_loads: AtomicU64,
-    pub dynamic_absent: AtomicU64,
-    pub miss_count: AtomicU64,
-    pub miss_us_total: AtomicU64,
-    pub miss_us_max: AtomicU64,
-}
-
-/// Instances removed per engine transaction.
-const REMOVE_BATCH: usize = 256;
 /// Root keys per PostgreSQL query when a dynamic group is refreshed.
 const REFRESH_KEYS_PER_QUERY: usize = 1000;
 
@@ -257,11 +139,6 @@ fn report_claim(identity: &NodeIdentity, claim: &Claim) {
         ),
         Claim::Owned => {}
     }
-}
-
-/// A SQL string literal (standard_conforming_strings, PostgreSQL's default).
-pub(crate) fn quote_literal(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
 }
 
 /// The cache groups of one database.
@@ -346,11 +223,12 @@ impl Cache {
             cache.install(entry);
         }
         cache.groups_changed()?;
-        let ager = aging::spawn(Arc::downgrade(&cache), cache.ager_control.clone(), cache.config.aging_interval)
-            .map_err(|error| CacheError::InvalidSpec {
-                group: String::new(),
-                reason: format!("cannot start the aging thread: {error}"),
-            })?;
+        let ager =
+            aging::spawn(Arc::<Cache>::downgrade(&cache), cache.ager_control.clone(), cache.config.aging_interval)
+                .map_err(|error| CacheError::InvalidSpec {
+                    group: String::new(),
+                    reason: format!("cannot start the aging thread: {error}"),
+                })?;
         *cache.ager.lock() = Some(ager);
         for group in autorefresh::restore(&cache.db, cache.backend.as_ref(), &cache.config.awt.node)? {
             if let Ok(entry) = cache.entry(&group)
@@ -362,17 +240,13 @@ impl Cache {
         Ok(cache)
     }
 
-    pub(crate) fn weak(&self) -> Weak<Cache> {
-        self.this.clone()
-    }
-
     /// Installs what evaluates a READONLY group's WHERE on rows arriving
     /// from PostgreSQL (the SQL layer's; without it such groups cannot autorefresh).
     pub fn set_predicate_compiler(&self, compiler: Arc<dyn PredicateCompiler>) {
         *self.predicate_compiler.write() = Some(compiler);
     }
 
-    pub(crate) fn predicate_compiler(&self) -> Option<Arc<dyn PredicateCompiler>> {
+    fn predicate_compiler(&self) -> Option<Arc<dyn PredicateCompiler>> {
         self.predicate_compiler.read().clone()
     }
 
@@ -385,7 +259,14 @@ impl Cache {
             return Ok(());
         }
         let name = entry.def.name.clone();
-        let worker = autorefresh::spawn(self, entry, backend, &self.identity, self.config.autorefresh.clone())?;
+        let worker = autorefresh::spawn(
+            self.this.clone(),
+            self.db.clone(),
+            entry,
+            backend,
+            &self.identity,
+            self.config.autorefresh.clone(),
+        )?;
         workers.insert(name, worker);
         Ok(())
     }
@@ -466,7 +347,7 @@ impl Cache {
     /// far: always for groups that do not write through; for AWT groups once
     /// write-through has read up to now (waiting briefly). False while it is
     /// not running (no backend, PostgreSQL unreachable).
-    pub(crate) fn dirty_current(&self, entry: &GroupEntry) -> Result<bool, CacheError> {
+    fn dirty_current(&self, entry: &GroupEntry) -> Result<bool, CacheError> {
         if entry.def.kind != GroupKind::Awt {
             return Ok(true);
         }
@@ -475,7 +356,7 @@ impl Cache {
     }
 
     /// Loads over cached data only when unpropagated changes are known.
-    pub(crate) fn require_dirty_current(&self, entry: &GroupEntry) -> Result<(), CacheError> {
+    fn require_dirty_current(&self, entry: &GroupEntry) -> Result<(), CacheError> {
         if self.dirty_current(entry)? {
             return Ok(());
         }
@@ -484,27 +365,17 @@ impl Cache {
 
     /// A position below every AWT commit PostgreSQL does not have yet (a
     /// running load registers it before its snapshot: marks above it stay).
-    pub(crate) fn awt_applied_floor(&self) -> u64 {
+    fn awt_applied_floor(&self) -> u64 {
         self.propagation().map_or(self.awt_acked().0, |status| status.position.load(Ordering::Relaxed))
     }
 
     /// Every SWT commit numbered below it is committed in PostgreSQL now.
-    pub(crate) fn swt_floor(&self) -> u64 {
+    fn swt_floor(&self) -> u64 {
         self.swt.floor()
     }
 
-    /// How far PostgreSQL had AWT group `group`'s commits in `snapshot` (its progress rows there).
-    pub(crate) fn awt_horizon<C: postgres::GenericClient>(
-        &self,
-        snapshot: &mut C,
-        group: &str,
-    ) -> Result<Horizon, CacheError> {
-        let positions = awt::read_group_progress(snapshot, &self.identity, group)?;
-        Ok(Horizon::Lanes { group: group.to_owned(), positions })
-    }
-
     /// Every group now.
-    pub(crate) fn group_entries(&self) -> Vec<Arc<GroupEntry>> {
+    fn group_entries(&self) -> Vec<Arc<GroupEntry>> {
         self.groups.read().values().cloned().collect()
     }
 
@@ -578,70 +449,16 @@ impl Cache {
         Ok(claim)
     }
 
-    /// Removes the cached instances of `keys` (absent ones are ignored) as
-    /// `Origin::Evict`: the rows leave the cache, PostgreSQL never hears of
-    /// it. Never an instance with changes PostgreSQL does not have yet (nor
-    /// any while that cannot be told: write-through not reading); with
-    /// `gone` (REFRESH: PostgreSQL did not send them), only instances whose
-    /// every commit that load's snapshot holds.
-    pub(crate) fn remove_instances(
+    /// Removes the cached instances of `keys` (`registry::remove_instances`),
+    /// with this cache's view of whether the group's marks are current.
+    fn remove_instances(
         &self,
         entry: &GroupEntry,
         layout: &InstanceLayout,
         keys: &[Vec<Value>],
-        gone: Option<&Fence<'_>>,
+        gone: Option<Admits<'_>>,
     ) -> Result<UnloadReport, CacheError> {
-        let mut report = UnloadReport::default();
-        for chunk in keys.chunks(REMOVE_BATCH) {
-            match self.remove_batch(entry, layout, chunk, gone) {
-                Ok(done) => report.add(&done),
-                // A row an application transaction holds or changed since the
-                // batch's snapshot: evictions never wait (the engine's no-wait
-                // rule). Again one instance per transaction, leaving those.
-                Err(error) if is_conflict(&error) => {
-                    for key in chunk {
-                        match self.remove_batch(entry, layout, std::slice::from_ref(key), gone) {
-                            Ok(done) => report.add(&done),
-                            Err(error) if is_conflict(&error) => report.skipped_locked += 1,
-                            Err(error) => return Err(error),
-                        }
-                    }
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        Ok(report)
-    }
-
-    fn remove_batch(
-        &self,
-        entry: &GroupEntry,
-        layout: &InstanceLayout,
-        keys: &[Vec<Value>],
-        gone: Option<&Fence<'_>>,
-    ) -> Result<UnloadReport, CacheError> {
-        let mut report = UnloadReport::default();
-        let mut txn = self.db.begin_with_origin(self.db.default_commit_mode(), Origin::Evict)?;
-        txn.pin_snapshot()?;
-        // The marks must cover every commit the pinned snapshot sees.
-        if !self.dirty_current(entry)? {
-            report.skipped_dirty = keys.len() as u64;
-            return Ok(report);
-        }
-        for key in keys {
-            let Some(key) = layout.normalize_root_key(key) else { continue };
-            if entry.is_dirty(&key) || gone.is_some_and(|fence| !fence.admits(&key)) {
-                report.skipped_dirty += 1;
-                continue;
-            }
-            if let Some(instance) = layout.read(&mut txn, &key)? {
-                layout.delete(&mut txn, &instance)?;
-                report.instances += 1;
-                report.rows += instance.row_count();
-            }
-        }
-        txn.commit()?;
-        Ok(report)
+        remove_instances(&self.db, &|entry| self.dirty_current(entry), entry, layout, keys, gone)
     }
 
     /// Bytes of WAL written that write-through has not yet processed.
@@ -654,11 +471,11 @@ impl Cache {
     }
 
     /// The group and index of table `name`, if a group holds it.
-    pub(crate) fn table_of_group(&self, name: &str) -> Option<(Arc<GroupEntry>, usize)> {
+    fn table_of_group(&self, name: &str) -> Option<(Arc<GroupEntry>, usize)> {
         self.tables_by_name.read().get(name).cloned()
     }
 
-    pub(crate) fn backend(&self) -> Option<&ConnectParams> {
+    fn backend(&self) -> Option<&ConnectParams> {
         self.backend.as_ref()
     }
 
@@ -771,7 +588,7 @@ impl Cache {
     }
 
     /// Whether the instance of `root_key` of group `group` is cached now (a fresh snapshot).
-    pub(crate) fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
+    fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
         let entry = self.entry(group)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         let Some(key) = layout.normalize_root_key(root_key) else { return Ok(false) };
@@ -794,7 +611,7 @@ impl Cache {
         Ok(connect_backend(params)?)
     }
 
-    pub(crate) fn entry(&self, name: &str) -> Result<Arc<GroupEntry>, CacheError> {
+    fn entry(&self, name: &str) -> Result<Arc<GroupEntry>, CacheError> {
         self.groups.read().get(name).cloned().ok_or_else(|| CacheError::UndefinedGroup { group: name.to_owned() })
     }
 
@@ -886,7 +703,7 @@ impl Cache {
             // The first LOAD of a READONLY group starts its autorefresh from
             // the snapshot it loads.
             let backend = self.backend.clone().ok_or(CacheError::NoBackend)?;
-            let report = autorefresh::initial_load(self, &entry, &backend, &self.identity, &options)?;
+            let report = autorefresh::initial_load(self, &self.db, &entry, &backend, &self.identity, &options)?;
             entry.counters.loaded.fetch_add(report.instances, Ordering::Relaxed);
             self.start_autorefresh(entry)?;
             return Ok(report);
@@ -898,7 +715,7 @@ impl Cache {
     }
 
     /// LOAD's reading: from `snapshot` when given (exported elsewhere), else its own.
-    pub(crate) fn load_in_snapshot(
+    fn load_in_snapshot(
         &self,
         entry: &GroupEntry,
         options: &LoadOptions,
@@ -933,7 +750,7 @@ impl Cache {
     }
 
     /// The root keys of the instances of group `name` cached now.
-    pub(crate) fn cached_root_keys(&self, name: &str) -> Result<Vec<Vec<Value>>, CacheError> {
+    fn cached_root_keys(&self, name: &str) -> Result<Vec<Vec<Value>>, CacheError> {
         let entry = self.entry(name)?;
         InstanceLayout::resolve(&self.db.catalog(), &entry.group)?.root_keys(&self.db)
     }
@@ -989,11 +806,7 @@ impl Cache {
     /// Reloads from PostgreSQL the instances with root keys `keys`, cached
     /// or not, replacing cached ones, and removes those PostgreSQL no longer
     /// has (SWT's in-doubt resolution: PostgreSQL holds the truth).
-    pub(crate) fn refresh_instances(
-        &self,
-        entry: &GroupEntry,
-        keys: &[Vec<Value>],
-    ) -> Result<RefreshReport, CacheError> {
+    fn refresh_instances(&self, entry: &GroupEntry, keys: &[Vec<Value>]) -> Result<RefreshReport, CacheError> {
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         let keys: Vec<Vec<Value>> = keys.iter().filter_map(|key| layout.normalize_root_key(key)).collect();
         self.reload(entry, &layout, entry.def.root_predicate.clone(), Some(&keys), &keys, &LoadOptions::default(), None)
@@ -1005,7 +818,7 @@ impl Cache {
     /// `cached` instances PostgreSQL did not send (deleted there, or no
     /// longer matching).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn reload(
+    fn reload(
         &self,
         entry: &GroupEntry,
         layout: &InstanceLayout,
@@ -1046,7 +859,8 @@ impl Cache {
         }
         let seen: HashSet<String> = seen.into_inner().iter().map(|key| key_text(key)).collect();
         let gone: Vec<Vec<Value>> = cached.iter().filter(|key| !seen.contains(&key_text(key))).cloned().collect();
-        let removed = self.remove_instances(entry, layout, &gone, Some(&fence))?;
+        let admits = |key: &[Value]| fence.admits(key);
+        let removed = self.remove_instances(entry, layout, &gone, Some(&admits))?;
         report.removed = removed.instances;
         report.skipped_dirty += removed.skipped_dirty;
         entry.counters.refreshed.fetch_add(report.reloaded, Ordering::Relaxed);

@@ -2,7 +2,7 @@
 //! statements; batches applied in one PostgreSQL transaction that first
 //! checks the tables' definitions and ends by moving the progress rows of
 //! the (group, lane) streams they advance; refused transactions into the
-//! error table; and the progress rows themselves.
+//! error table; and the writes of the progress rows (`progress` reads them).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,15 +10,16 @@ use std::sync::Arc;
 use pgtier_engine::{Change, CommittedTxn, Lsn, Origin};
 use postgres::Client;
 
-use super::lanes::lane_of;
-use crate::apply::{Applied, Applier, Refusal, RowStatement, apply_checked, connection_error, row_statement};
+use super::AwtHost;
+use super::progress::Stream;
+use crate::apply::{Applied, Applier, Refusal, RowStatement, apply_checked, row_statement};
 use crate::backend_schema::{DEFINITION_CHANGED, NODE_NOT_OWNED};
 use crate::drift::{check_clause, token_of, verify_group};
-use crate::error::CacheError;
+use crate::error::{CacheError, connection_error};
 use crate::group::GroupKind;
 use crate::instance::key_text;
-use crate::manager::{Cache, GroupEntry, WHOLE_GROUP, quote_literal};
 use crate::node::NodeIdentity;
+use crate::registry::{GroupEntry, WHOLE_GROUP, lane_of, quote_literal};
 
 /// One application transaction turned into SQL for PostgreSQL.
 pub(crate) struct PendingTxn {
@@ -29,9 +30,6 @@ pub(crate) struct PendingTxn {
     /// (group, root key text) of every instance it changed: marked pending until settled.
     pub dirty: Vec<(Arc<GroupEntry>, String)>,
 }
-
-/// A progress row: (group, lane).
-pub(crate) type Stream = (String, usize);
 
 impl PendingTxn {
     pub fn bytes(&self) -> usize {
@@ -77,7 +75,7 @@ impl PendingTxn {
 /// The statements of `txn` for PostgreSQL, or None when it changes no AWT
 /// table. Marks the instances it touches pending until it is settled
 /// (marking the same transaction again, read again after a reconnect, is a no-op).
-pub(crate) fn statements(cache: &Cache, txn: &CommittedTxn) -> Option<PendingTxn> {
+pub(crate) fn statements(cache: &dyn AwtHost, txn: &CommittedTxn) -> Option<PendingTxn> {
     if txn.origin != Origin::Application {
         return None;
     }
@@ -108,65 +106,6 @@ pub(crate) fn statements(cache: &Cache, txn: &CommittedTxn) -> Option<PendingTxn
         return None;
     }
     Some(pending)
-}
-
-/// Where this session's progress rows stand: per (group, lane), and the
-/// rows from before incarnation ids (group ""), which stand for every group.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Positions {
-    rows: BTreeMap<Stream, u64>,
-}
-
-impl Positions {
-    pub fn get(&self, group: &str, lane: usize) -> u64 {
-        self.rows.get(&(group.to_owned(), lane)).or_else(|| self.rows.get(&(String::new(), lane))).copied().unwrap_or(0)
-    }
-
-    /// Whether PostgreSQL has `txn` (applied before a crash that came before the local acknowledgement).
-    pub fn has(&self, txn: &PendingTxn, streams: &[Stream]) -> bool {
-        !streams.is_empty() && streams.iter().all(|(group, lane)| txn.lsn.0 < self.get(group, *lane))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
-    /// The lane count the rows were written with.
-    pub fn lanes(&self) -> usize {
-        self.rows.keys().map(|(_, lane)| lane + 1).max().unwrap_or(0)
-    }
-
-    /// The one position every row stands at, when they agree.
-    pub fn common(&self) -> Option<u64> {
-        let first = *self.rows.values().next()?;
-        self.rows.values().all(|&p| p == first).then_some(first)
-    }
-
-    pub fn groups(&self) -> Vec<String> {
-        let mut groups: Vec<String> = self.rows.keys().map(|(g, _)| g.clone()).filter(|g| !g.is_empty()).collect();
-        groups.dedup();
-        groups
-    }
-}
-
-/// This node's progress rows (its own incarnation's only).
-pub(crate) fn read_progress<C: postgres::GenericClient>(
-    client: &mut C,
-    node: &NodeIdentity,
-    group: Option<&str>,
-) -> Result<Positions, CacheError> {
-    let rows = client
-        .query(
-            "SELECT grp, stream, next_lsn FROM pgtier.awt_progress WHERE node = $1 AND incarnation = $2 AND ($3::text IS NULL OR grp IN ($3, ''))",
-            &[&node.name, &node.incarnation, &group],
-        )
-        .map_err(|e| connection_error(&e))?;
-    let mut positions = Positions::default();
-    for row in &rows {
-        let lane = usize::try_from(row.get::<_, i32>(1)).unwrap_or(0);
-        positions.rows.insert((row.get(0), lane), u64::try_from(row.get::<_, i64>(2)).unwrap_or(0));
-    }
-    Ok(positions)
 }
 
 /// Moves every row of `groups` (lanes `0..lanes`) to `next`, and with
@@ -403,16 +342,4 @@ pub(crate) fn refused_or_lost(error: &postgres::Error, node: &str) -> CacheError
         Some(db) if db.code().code() == NODE_NOT_OWNED => CacheError::NodeTakenOver { node: node.to_owned() },
         _ => connection_error(error),
     }
-}
-
-/// Per lane, the position before which group `group`'s commits are in
-/// PostgreSQL, read in the caller's snapshot (a load's: `fence`); the lane
-/// count is the vector's length.
-pub(crate) fn read_group_progress<C: postgres::GenericClient>(
-    client: &mut C,
-    node: &NodeIdentity,
-    group: &str,
-) -> Result<Vec<u64>, CacheError> {
-    let positions = read_progress(client, node, Some(group))?;
-    Ok((0..positions.lanes().max(1)).map(|lane| positions.get(group, lane)).collect())
 }

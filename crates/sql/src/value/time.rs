@@ -170,7 +170,7 @@ fn is_zone(z: &str) -> bool {
 }
 
 /// date + time (and time + date): the timestamp at that time of that day.
-/// (The other date/time arithmetic is in [`crate::interval`].)
+/// (The other date/time arithmetic is in [`crate::value::interval`].)
 pub fn date_plus_time(a: &Value, b: &Value) -> Result<Value> {
     let ((Value::Date(d), Value::Time(t)) | (Value::Time(t), Value::Date(d))) = (a, b) else {
         return Err(SqlError::undefined_operator(&format!("{} + {}", a.type_name(), b.type_name())));

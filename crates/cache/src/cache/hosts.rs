@@ -1,0 +1,163 @@
+//! What the mechanisms ask of the [`Cache`]: each declares a narrow trait
+//! of the calls it makes back (aging, AWT, SWT, autorefresh, dynamic load,
+//! a load's fence), and the cache answers here. So no mechanism imports the
+//! front object, and none keeps it alive: the threads and hooks hold the
+//! trait objects weakly.
+
+use std::sync::Arc;
+
+use pgtier_backend::ConnectParams;
+use pgtier_engine::{Database, Value};
+
+use super::Cache;
+use crate::aging::{AgingHost, AgingReport};
+use crate::autorefresh::{AutorefreshHost, PredicateCompiler};
+use crate::awt::AwtHost;
+use crate::dynamic::DynamicHost;
+use crate::error::CacheError;
+use crate::fence::WriteThroughState;
+use crate::instance::InstanceLayout;
+use crate::load::{LoadOptions, LoadReport, RefreshReport};
+use crate::node::NodeIdentity;
+use crate::registry::{GroupEntry, UnloadReport};
+use crate::swt::SwtHost;
+
+impl AgingHost for Cache {
+    fn database(&self) -> &Database {
+        &self.db
+    }
+
+    fn age_now(&self) -> Result<AgingReport, CacheError> {
+        Cache::age_now(self)
+    }
+
+    fn remove_instances(
+        &self,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        keys: &[Vec<Value>],
+    ) -> Result<UnloadReport, CacheError> {
+        Cache::remove_instances(self, entry, layout, keys, None)
+    }
+}
+
+impl AwtHost for Cache {
+    fn database(&self) -> &Database {
+        &self.db
+    }
+
+    fn backend(&self) -> Option<&ConnectParams> {
+        Cache::backend(self)
+    }
+
+    fn group_entries(&self) -> Vec<Arc<GroupEntry>> {
+        Cache::group_entries(self)
+    }
+
+    fn table_of_group(&self, name: &str) -> Option<(Arc<GroupEntry>, usize)> {
+        Cache::table_of_group(self, name)
+    }
+}
+
+impl SwtHost for Cache {
+    fn database(&self) -> &Database {
+        &self.db
+    }
+
+    fn backend(&self) -> Option<&ConnectParams> {
+        Cache::backend(self)
+    }
+
+    fn group_entries(&self) -> Vec<Arc<GroupEntry>> {
+        Cache::group_entries(self)
+    }
+
+    fn table_of_group(&self, name: &str) -> Option<(Arc<GroupEntry>, usize)> {
+        Cache::table_of_group(self, name)
+    }
+
+    fn entry(&self, name: &str) -> Result<Arc<GroupEntry>, CacheError> {
+        Cache::entry(self, name)
+    }
+
+    fn cached_root_keys(&self, name: &str) -> Result<Vec<Vec<Value>>, CacheError> {
+        Cache::cached_root_keys(self, name)
+    }
+
+    fn refresh(
+        &self,
+        name: &str,
+        cached_keys: &[Vec<Value>],
+        options: &LoadOptions,
+    ) -> Result<RefreshReport, CacheError> {
+        Cache::refresh(self, name, cached_keys, options)
+    }
+
+    fn refresh_instances(&self, entry: &GroupEntry, keys: &[Vec<Value>]) -> Result<RefreshReport, CacheError> {
+        Cache::refresh_instances(self, entry, keys)
+    }
+}
+
+impl AutorefreshHost for Cache {
+    fn predicate_compiler(&self) -> Option<Arc<dyn PredicateCompiler>> {
+        Cache::predicate_compiler(self)
+    }
+
+    fn load_in_snapshot(
+        &self,
+        entry: &GroupEntry,
+        options: &LoadOptions,
+        snapshot: Option<&str>,
+    ) -> Result<LoadReport, CacheError> {
+        Cache::load_in_snapshot(self, entry, options, snapshot)
+    }
+
+    fn reload(
+        &self,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        predicate: Option<String>,
+        only: Option<&[Vec<Value>]>,
+        cached: &[Vec<Value>],
+        options: &LoadOptions,
+        snapshot: Option<&str>,
+    ) -> Result<RefreshReport, CacheError> {
+        Cache::reload(self, entry, layout, predicate, only, cached, options, snapshot)
+    }
+
+    fn refresh_instances(&self, entry: &GroupEntry, keys: &[Vec<Value>]) -> Result<RefreshReport, CacheError> {
+        Cache::refresh_instances(self, entry, keys)
+    }
+}
+
+impl WriteThroughState for Cache {
+    fn require_dirty_current(&self, entry: &GroupEntry) -> Result<(), CacheError> {
+        Cache::require_dirty_current(self, entry)
+    }
+
+    fn awt_applied_floor(&self) -> u64 {
+        Cache::awt_applied_floor(self)
+    }
+
+    fn swt_floor(&self) -> u64 {
+        Cache::swt_floor(self)
+    }
+
+    fn identity(&self) -> &NodeIdentity {
+        Cache::identity(self)
+    }
+}
+
+impl DynamicHost for Cache {
+    fn database(&self) -> &Database {
+        &self.db
+    }
+
+    fn ensure_instance(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
+        Cache::ensure_instance(self, group, root_key)
+    }
+
+    fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
+        Cache::instance_cached(self, group, root_key)
+    }
+}

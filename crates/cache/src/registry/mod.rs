@@ -1,0 +1,154 @@
+//! The registry of cache groups as every mechanism sees it: a group's
+//! entry (its definition, tables, counters, write-through marks, accepted
+//! definitions, root-key columns and prepared write-through statements),
+//! the table → group map, and the helpers they share (`quote_literal`,
+//! instance removal in `removal`, marks and horizons in `marks`).
+//!
+//! Imports point down: this module uses the definitions (`group`,
+//! `statement`) and instance layouts (`instance`), never a mechanism (load,
+//! dynamic load, aging, AWT, SWT, autorefresh) nor the `Cache` front
+//! object, which are built on it.
+
+mod marks;
+mod removal;
+
+pub(crate) use marks::{Horizon, Marks, WHOLE_GROUP, lane_of};
+pub use removal::UnloadReport;
+pub(crate) use removal::{Admits, remove_instances};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use parking_lot::Mutex;
+use pgtier_engine::Value;
+
+use crate::group::CacheGroup;
+use crate::instance::key_text;
+use crate::statement::CreateGroup;
+
+/// One group as the registry holds it.
+pub(crate) struct GroupEntry {
+    pub def: CreateGroup,
+    pub group: CacheGroup,
+    pub counters: Counters,
+    /// Write-through marks of the instances (by `key_text`; [`WHOLE_GROUP`]
+    /// for a change whose instance could not be told): pending ones are
+    /// never loaded over, refreshed, unloaded or evicted, and a load writes
+    /// an instance only when its PostgreSQL snapshot holds every commit to it
+    /// (`fence`).
+    pub marks: Marks,
+    /// Per table, its oid and definition digest in PostgreSQL, captured when
+    /// the definitions were last found unchanged (`drift`); None until then.
+    pub tokens: Mutex<Option<Vec<(u32, String)>>>,
+    /// Per table, the definition fingerprint PostgreSQL's table must have:
+    /// its own at creation, or one accepted since (`accept_definition`).
+    pub accepted: Mutex<Vec<u64>>,
+    /// Per table: the positions of the columns holding the root key.
+    pub root_key_columns: Vec<Option<Vec<usize>>>,
+    /// Per table and operation (insert, update, delete): write-through's prepared statement.
+    shapes: Vec<[std::sync::OnceLock<Arc<Shape>>; 3]>,
+}
+
+/// Table name → (its group, its index in the group), over every group.
+pub(crate) type TableMap = HashMap<String, (Arc<GroupEntry>, usize)>;
+
+pub(crate) fn table_map<'a>(groups: impl Iterator<Item = &'a Arc<GroupEntry>>) -> TableMap {
+    let mut map = HashMap::new();
+    for entry in groups {
+        for (index, table) in entry.group.tables.iter().enumerate() {
+            map.insert(table.def.name.clone(), (entry.clone(), index));
+        }
+    }
+    map
+}
+
+impl GroupEntry {
+    pub(crate) fn new(def: CreateGroup, group: CacheGroup, accepted: Vec<u64>) -> GroupEntry {
+        let root_key_columns = root_key_columns(&group);
+        let shapes = (0..group.tables.len()).map(|_| Default::default()).collect();
+        let accepted = Mutex::new(accepted);
+        GroupEntry {
+            def,
+            group,
+            counters: Counters::default(),
+            marks: Marks::default(),
+            tokens: Mutex::new(None),
+            accepted,
+            root_key_columns,
+            shapes,
+        }
+    }
+
+    /// The prepared statement for `op` on table `index` (built once by `build`).
+    pub(crate) fn shape(&self, index: usize, op: pgtier_engine::RowOp, build: impl FnOnce() -> Shape) -> Arc<Shape> {
+        let at = match op {
+            pgtier_engine::RowOp::Insert => 0,
+            pgtier_engine::RowOp::Update => 1,
+            pgtier_engine::RowOp::Delete => 2,
+        };
+        self.shapes[index][at].get_or_init(|| Arc::new(build())).clone()
+    }
+
+    /// Changes PostgreSQL does not have yet are on the instance of `key`.
+    pub fn is_dirty(&self, key: &[Value]) -> bool {
+        self.marks.is_pending(&key_text(key))
+    }
+
+    /// The root key a row of table `index` belongs to, when the table carries it.
+    pub fn root_key_of_row(&self, index: usize, row: &[Value]) -> Option<Vec<Value>> {
+        let columns = self.root_key_columns.get(index)?.as_ref()?;
+        columns.iter().map(|&c| row.get(c).cloned()).collect()
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub loaded: AtomicU64,
+    pub unloaded: AtomicU64,
+    pub refreshed: AtomicU64,
+    pub evicted: AtomicU64,
+    pub dynamic_loads: AtomicU64,
+    pub dynamic_absent: AtomicU64,
+    pub miss_count: AtomicU64,
+    pub miss_us_total: AtomicU64,
+    pub miss_us_max: AtomicU64,
+}
+
+/// The prepared statement for one kind of change to one table.
+pub(crate) struct Shape {
+    /// One per table and operation.
+    pub name: String,
+    pub prepare: String,
+}
+
+/// For each table of a group: the positions of its columns that hold the
+/// root key (in root key order), when every root key column reaches it
+/// through the foreign keys; None otherwise.
+pub(crate) fn root_key_columns(group: &CacheGroup) -> Vec<Option<Vec<usize>>> {
+    let mut maps: Vec<Option<Vec<usize>>> = Vec::with_capacity(group.tables.len());
+    for table in &group.tables {
+        let position = |name: &str| table.def.columns.iter().position(|c| c.name == name);
+        let map = match (table.parent, &table.parent_key) {
+            (None, _) => table.def.primary_key.iter().map(|name| position(name)).collect(),
+            (Some(parent), Some((child_columns, parent_columns))) => maps[parent].as_ref().and_then(|parent_map| {
+                parent_map
+                    .iter()
+                    .map(|&at| {
+                        let parent_column = &group.tables[parent].def.columns[at].name;
+                        let i = parent_columns.iter().position(|c| c == parent_column)?;
+                        position(&child_columns[i])
+                    })
+                    .collect()
+            }),
+            (Some(_), None) => None,
+        };
+        maps.push(map);
+    }
+    maps
+}
+
+/// A SQL string literal (standard_conforming_strings, PostgreSQL's default).
+pub(crate) fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}

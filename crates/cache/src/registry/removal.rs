@@ -1,0 +1,110 @@
+//! Removing cached instances (UNLOAD, aging, REFRESH's "gone from
+//! PostgreSQL") as `Origin::Evict`: the rows leave the cache, PostgreSQL
+//! never hears of it, and an instance with changes PostgreSQL does not
+//! have yet stays (the marks, `marks`).
+
+use pgtier_engine::{Database, Origin, Value};
+
+use super::GroupEntry;
+use crate::error::{CacheError, is_conflict};
+use crate::instance::InstanceLayout;
+
+/// Instances removed per engine transaction.
+const REMOVE_BATCH: usize = 256;
+
+/// Whether a group's dirty marks cover every transaction committed so far
+/// (`Cache::dirty_current`: AWT groups once write-through has read up to
+/// now; other groups always).
+pub(crate) type MarksCurrent<'a> = &'a dyn Fn(&GroupEntry) -> Result<bool, CacheError>;
+
+/// Whether a load's snapshot vouches for the removal of instance `key`
+/// (`Fence::admits`).
+pub(crate) type Admits<'a> = &'a dyn Fn(&[Value]) -> bool;
+
+/// What UNLOAD (or an eviction round) removed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UnloadReport {
+    pub instances: u64,
+    pub rows: u64,
+    /// Instances left in place because they hold changes not yet propagated to PostgreSQL.
+    pub skipped_dirty: u64,
+    /// Instances left in place because an application transaction held one of their rows.
+    pub skipped_locked: u64,
+}
+
+impl UnloadReport {
+    fn add(&mut self, other: &UnloadReport) {
+        self.instances += other.instances;
+        self.rows += other.rows;
+        self.skipped_dirty += other.skipped_dirty;
+        self.skipped_locked += other.skipped_locked;
+    }
+}
+
+/// Removes the cached instances of `keys` (absent ones are ignored) as
+/// `Origin::Evict`: the rows leave the cache, PostgreSQL never hears of
+/// it. Never an instance with changes PostgreSQL does not have yet (nor
+/// any while that cannot be told: write-through not reading); with
+/// `gone` (REFRESH: PostgreSQL did not send them), only instances whose
+/// every commit that load's snapshot holds (`gone` admits: `Fence::admits`).
+pub(crate) fn remove_instances(
+    db: &Database,
+    marks_current: MarksCurrent<'_>,
+    entry: &GroupEntry,
+    layout: &InstanceLayout,
+    keys: &[Vec<Value>],
+    gone: Option<Admits<'_>>,
+) -> Result<UnloadReport, CacheError> {
+    let mut report = UnloadReport::default();
+    for chunk in keys.chunks(REMOVE_BATCH) {
+        match remove_batch(db, marks_current, entry, layout, chunk, gone) {
+            Ok(done) => report.add(&done),
+            // A row an application transaction holds or changed since the
+            // batch's snapshot: evictions never wait (the engine's no-wait
+            // rule). Again one instance per transaction, leaving those.
+            Err(error) if is_conflict(&error) => {
+                for key in chunk {
+                    match remove_batch(db, marks_current, entry, layout, std::slice::from_ref(key), gone) {
+                        Ok(done) => report.add(&done),
+                        Err(error) if is_conflict(&error) => report.skipped_locked += 1,
+                        Err(error) => return Err(error),
+                    }
+                }
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(report)
+}
+
+fn remove_batch(
+    db: &Database,
+    marks_current: MarksCurrent<'_>,
+    entry: &GroupEntry,
+    layout: &InstanceLayout,
+    keys: &[Vec<Value>],
+    gone: Option<Admits<'_>>,
+) -> Result<UnloadReport, CacheError> {
+    let mut report = UnloadReport::default();
+    let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
+    txn.pin_snapshot()?;
+    // The marks must cover every commit the pinned snapshot sees.
+    if !marks_current(entry)? {
+        report.skipped_dirty = keys.len() as u64;
+        return Ok(report);
+    }
+    for key in keys {
+        let Some(key) = layout.normalize_root_key(key) else { continue };
+        if entry.is_dirty(&key) || gone.is_some_and(|admits| !admits(&key)) {
+            report.skipped_dirty += 1;
+            continue;
+        }
+        if let Some(instance) = layout.read(&mut txn, &key)? {
+            layout.delete(&mut txn, &instance)?;
+            report.instances += 1;
+            report.rows += instance.row_count();
+        }
+    }
+    txn.commit()?;
+    Ok(report)
+}
