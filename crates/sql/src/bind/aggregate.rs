@@ -112,62 +112,7 @@ impl Binder<'_> {
                     }
                     None => return Err(SqlError::new("42725", format!("function {name}(unknown) is not unique"))),
                 };
-                let result = match func {
-                    AggFunc::StringAgg => DataType::Text,
-                    AggFunc::Json(JsonAgg::Agg { jsonb }) | AggFunc::Json(JsonAgg::ObjectAgg { jsonb }) => {
-                        if crate::value::types::is_pseudo(t) {
-                            return Err(SqlError::unsupported(format!("{name} of an array or a system type")));
-                        }
-                        if jsonb { DataType::Jsonb } else { DataType::Json }
-                    }
-                    AggFunc::ArrayAgg => match crate::value::array::array_type(t) {
-                        Some(a) => a,
-                        None => Elem::for_element(t)
-                            .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
-                            .data_type(),
-                    },
-                    AggFunc::Count | AggFunc::CountStar => DataType::Int8,
-                    AggFunc::Sum | AggFunc::Avg if t == DataType::Interval => DataType::Interval,
-                    AggFunc::Sum => match t {
-                        DataType::Int2 | DataType::Int4 => DataType::Int8,
-                        DataType::Int8 | DataType::Numeric { .. } => NUMERIC_ANY,
-                        DataType::Float4 => DataType::Float4,
-                        DataType::Float8 => DataType::Float8,
-                        other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
-                    },
-                    AggFunc::Variance { .. } => match t {
-                        DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. }
-                            if crate::value::types::RegKind::of(t).is_none() =>
-                        {
-                            NUMERIC_ANY
-                        }
-                        // float8_accum's Youngs-Cramer sums round differently.
-                        DataType::Float4 | DataType::Float8 => {
-                            return Err(SqlError::unsupported(format!("{name}({})", type_name(t))));
-                        }
-                        other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
-                    },
-                    AggFunc::Avg => match t {
-                        DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. } => NUMERIC_ANY,
-                        DataType::Float4 | DataType::Float8 => DataType::Float8,
-                        other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
-                    },
-                    AggFunc::BoolAnd | AggFunc::BoolOr if t == DataType::Bool => DataType::Bool,
-                    AggFunc::BoolAnd | AggFunc::BoolOr => {
-                        return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t))));
-                    }
-                    AggFunc::Min | AggFunc::Max => match t {
-                        DataType::Bool | DataType::Bytea | DataType::Uuid => {
-                            return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t))));
-                        }
-                        // min(bpchar) is bpchar (its padding then goes with
-                        // the usual conversions); varchar has only min(text).
-                        DataType::Varchar(_) => DataType::Text,
-                        DataType::Numeric { .. } => NUMERIC_ANY,
-                        other => other,
-                    },
-                };
-                (Some(x), result)
+                (Some(x), agg_result_type(func, name, t)?)
             }
             _ => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
         };
@@ -274,4 +219,65 @@ fn outer_level(call: &AggCall) -> bool {
     };
     call.arg.iter().chain(call.filter.iter()).chain(call.order_by.iter().map(|o| &o.key)).for_each(&mut visit);
     outer && !local
+}
+
+/// The result type of aggregate `func` (called `name`) over an argument of
+/// type `t`, as PostgreSQL's pg_aggregate picks the overload; 42883 where
+/// it has none, 0A000 where pgtier's answer would differ.
+fn agg_result_type(func: AggFunc, name: &str, t: DataType) -> Result<DataType> {
+    Ok(match func {
+        AggFunc::StringAgg => DataType::Text,
+        AggFunc::Json(JsonAgg::Agg { jsonb }) | AggFunc::Json(JsonAgg::ObjectAgg { jsonb }) => {
+            if crate::value::types::is_pseudo(t) {
+                return Err(SqlError::unsupported(format!("{name} of an array or a system type")));
+            }
+            if jsonb { DataType::Jsonb } else { DataType::Json }
+        }
+        AggFunc::ArrayAgg => match crate::value::array::array_type(t) {
+            Some(a) => a,
+            None => Elem::for_element(t)
+                .ok_or_else(|| SqlError::unsupported(format!("array_agg of {}", type_name(t))))?
+                .data_type(),
+        },
+        AggFunc::Count | AggFunc::CountStar => DataType::Int8,
+        AggFunc::Sum | AggFunc::Avg if t == DataType::Interval => DataType::Interval,
+        AggFunc::Sum => match t {
+            DataType::Int2 | DataType::Int4 => DataType::Int8,
+            DataType::Int8 | DataType::Numeric { .. } => NUMERIC_ANY,
+            DataType::Float4 => DataType::Float4,
+            DataType::Float8 => DataType::Float8,
+            other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
+        },
+        AggFunc::Variance { .. } => match t {
+            DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. }
+                if crate::value::types::RegKind::of(t).is_none() =>
+            {
+                NUMERIC_ANY
+            }
+            // float8_accum's Youngs-Cramer sums round differently.
+            DataType::Float4 | DataType::Float8 => {
+                return Err(SqlError::unsupported(format!("{name}({})", type_name(t))));
+            }
+            other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
+        },
+        AggFunc::Avg => match t {
+            DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. } => NUMERIC_ANY,
+            DataType::Float4 | DataType::Float8 => DataType::Float8,
+            other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
+        },
+        AggFunc::BoolAnd | AggFunc::BoolOr if t == DataType::Bool => DataType::Bool,
+        AggFunc::BoolAnd | AggFunc::BoolOr => {
+            return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t))));
+        }
+        AggFunc::Min | AggFunc::Max => match t {
+            DataType::Bool | DataType::Bytea | DataType::Uuid => {
+                return Err(SqlError::undefined_function(&format!("{name}({})", type_name(t))));
+            }
+            // min(bpchar) is bpchar (its padding then goes with
+            // the usual conversions); varchar has only min(text).
+            DataType::Varchar(_) => DataType::Text,
+            DataType::Numeric { .. } => NUMERIC_ANY,
+            other => other,
+        },
+    })
 }

@@ -445,7 +445,7 @@ impl Binder<'_> {
         let (bound, bty) = self.expr(e, &scope, &mut ExprCtx::plain("DEFAULT expressions"))?;
         let mut constant = true;
         // Volatile functions give a new value per row in PostgreSQL, never one frozen here.
-        let volatile = |f: &Func| matches!(f, Func::Now | Func::ClockTimestamp | Func::Random | Func::GenRandomUuid);
+        let volatile = |f: &Func| f.volatility() != crate::expr::Volatility::Immutable;
         bound.walk(&mut |x| {
             constant &= !matches!(x, Expr::Func(f, _) if volatile(f))
                 && !matches!(x, Expr::Param(_) | Expr::Column(_) | Expr::Subquery(_))

@@ -27,7 +27,6 @@ mod function;
 mod interval_fns;
 mod json;
 mod merge;
-mod numeric_fns;
 mod operator;
 mod recursive;
 mod relation_names;

@@ -13,7 +13,9 @@ use pgtier_engine::{DataType, Value};
 
 mod functions;
 
-pub use functions::{ArrayFunc, BitOp, DateField, Func, SeqFunc, SysFunc, oid_in};
+pub use functions::{
+    ArrayFunc, BitOp, Builtin, DateField, Func, SeqFunc, SysFunc, Volatility, extract_call, oid_in, registry,
+};
 
 use crate::catalog::SysCtx;
 use crate::error::{Result, SqlError};

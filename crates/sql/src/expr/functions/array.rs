@@ -112,25 +112,7 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
                 None => Value::Null,
             }
         }
-        ArrayFunc::Slice(has_lo, has_hi) => {
-            let a = items(arg(0));
-            let len = i64::try_from(a.len()).unwrap_or(i64::MAX);
-            let mut k = 1;
-            let lo = if has_lo {
-                k += 1;
-                int_arg(vals.get(k - 1)).unwrap_or(1)
-            } else {
-                1
-            };
-            let hi = if has_hi { int_arg(vals.get(k)).unwrap_or(len) } else { len };
-            let (lo, hi) = (lo.max(1), hi.min(len));
-            if lo > hi {
-                Value::Array(Vec::new())
-            } else {
-                let (lo, hi) = (usize::try_from(lo - 1).unwrap_or(0), usize::try_from(hi).unwrap_or(0));
-                Value::Array(a[lo..hi].to_vec())
-            }
-        }
+        ArrayFunc::Slice(has_lo, has_hi) => slice(&vals, has_lo, has_hi),
         ArrayFunc::Cat => match (arg(0), arg(1)) {
             (Value::Null, b) => b.clone(),
             (a, Value::Null) => a.clone(),
@@ -147,96 +129,133 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
             Value::Array(out)
         }
         ArrayFunc::Cardinality => count(items(arg(0)).len()),
-        ArrayFunc::Ndims | ArrayFunc::Dims | ArrayFunc::Length | ArrayFunc::Lower | ArrayFunc::Upper => {
-            let n = items(arg(0)).len();
-            let first_dim = matches!(f, ArrayFunc::Ndims | ArrayFunc::Dims) || int_arg(vals.get(1)) == Some(1);
-            if n == 0 || !first_dim {
-                return Ok(Value::Null);
-            }
-            match f {
-                ArrayFunc::Ndims | ArrayFunc::Lower => Value::Int4(1),
-                ArrayFunc::Dims => Value::Text(format!("[1:{n}]")),
-                _ => count(n),
-            }
-        }
-        ArrayFunc::Position | ArrayFunc::Positions => {
-            if arg(0).is_null() {
-                return Ok(Value::Null);
-            }
-            let start = match vals.get(2) {
-                None => 1,
-                Some(Value::Null) => return Err(SqlError::new("22004", "initial position must not be null")),
-                Some(v) => v.as_i64().unwrap_or(1),
-            };
-            let a = items(arg(0));
-            let found = a
-                .iter()
-                .enumerate()
-                .filter(|(i, e)| i64::try_from(*i).unwrap_or(i64::MAX) + 1 >= start && not_distinct(e, arg(1)));
-            if f == ArrayFunc::Positions {
-                Value::Array(found.map(|(i, _)| count(i + 1)).collect())
-            } else {
-                found.map(|(i, _)| count(i + 1)).next().unwrap_or(Value::Null)
-            }
-        }
-        ArrayFunc::Remove | ArrayFunc::Replace => {
-            if arg(0).is_null() {
-                return Ok(Value::Null);
-            }
-            let a = items(arg(0));
-            if f == ArrayFunc::Remove {
-                Value::Array(a.iter().filter(|e| !not_distinct(e, arg(1))).cloned().collect())
-            } else {
-                Value::Array(
-                    a.iter().map(|e| if not_distinct(e, arg(1)) { arg(2).clone() } else { e.clone() }).collect(),
-                )
-            }
-        }
-        ArrayFunc::ToString => {
-            let (Value::Array(a), Value::Text(delim)) = (arg(0), arg(1)) else { return Ok(Value::Null) };
-            let null_text = arg(2).as_str();
-            let mut out = String::new();
-            let mut first = true;
-            for e in a {
-                let text = match e {
-                    Value::Null => match null_text {
-                        Some(t) => t.to_owned(),
-                        None => continue,
-                    },
-                    other => value::to_text(other),
-                };
-                if !first {
-                    out.push_str(delim);
-                }
-                first = false;
-                out.push_str(&text);
-            }
-            Value::Text(out)
-        }
-        ArrayFunc::StringToArray => {
-            let Value::Text(s) = arg(0) else { return Ok(Value::Null) };
-            let null_text = arg(2).as_str();
-            let parts: Vec<String> = if s.is_empty() {
-                Vec::new()
-            } else {
-                match arg(1) {
-                    Value::Null => s.chars().map(String::from).collect(),
-                    Value::Text(d) if d.is_empty() => vec![s.clone()],
-                    Value::Text(d) => s.split(d.as_str()).map(str::to_owned).collect(),
-                    _ => Vec::new(),
-                }
-            };
-            Value::Array(
-                parts
-                    .into_iter()
-                    .map(|p| if Some(p.as_str()) == null_text { Value::Null } else { Value::Text(p) })
-                    .collect(),
-            )
-        }
+        ArrayFunc::Ndims | ArrayFunc::Dims | ArrayFunc::Length | ArrayFunc::Lower | ArrayFunc::Upper => dims(f, &vals),
+        ArrayFunc::Position | ArrayFunc::Positions => position(f, &vals)?,
+        ArrayFunc::Remove | ArrayFunc::Replace => remove_or_replace(f, &vals),
+        ArrayFunc::ToString => to_string(&vals),
+        ArrayFunc::StringToArray => string_to_array(&vals),
         ArrayFunc::Contains => Value::Bool(contains(items(arg(0)), items(arg(1)))),
         ArrayFunc::ContainedBy => Value::Bool(contains(items(arg(1)), items(arg(0)))),
         ArrayFunc::Overlap => Value::Bool(items(arg(0)).iter().any(|x| items(arg(1)).iter().any(|y| equal(x, y)))),
     })
+}
+
+/// `a[lo:hi]`: clamped to the array, renumbered from 1.
+fn slice(vals: &[Value], has_lo: bool, has_hi: bool) -> Value {
+    let arg = |k: usize| vals.get(k).unwrap_or(&Value::Null);
+    let a = items(arg(0));
+    let len = i64::try_from(a.len()).unwrap_or(i64::MAX);
+    let mut k = 1;
+    let lo = if has_lo {
+        k += 1;
+        int_arg(vals.get(k - 1)).unwrap_or(1)
+    } else {
+        1
+    };
+    let hi = if has_hi { int_arg(vals.get(k)).unwrap_or(len) } else { len };
+    let (lo, hi) = (lo.max(1), hi.min(len));
+    if lo > hi {
+        Value::Array(Vec::new())
+    } else {
+        let (lo, hi) = (usize::try_from(lo - 1).unwrap_or(0), usize::try_from(hi).unwrap_or(0));
+        Value::Array(a[lo..hi].to_vec())
+    }
+}
+
+/// array_ndims, array_dims, array_length / lower / upper of dimension 1.
+fn dims(f: ArrayFunc, vals: &[Value]) -> Value {
+    let arg = |k: usize| vals.get(k).unwrap_or(&Value::Null);
+    let n = items(arg(0)).len();
+    let first_dim = matches!(f, ArrayFunc::Ndims | ArrayFunc::Dims) || int_arg(vals.get(1)) == Some(1);
+    if n == 0 || !first_dim {
+        return Value::Null;
+    }
+    match f {
+        ArrayFunc::Ndims | ArrayFunc::Lower => Value::Int4(1),
+        ArrayFunc::Dims => Value::Text(format!("[1:{n}]")),
+        _ => count(n),
+    }
+}
+
+/// array_position(s): IS NOT DISTINCT FROM, from an optional start.
+fn position(f: ArrayFunc, vals: &[Value]) -> Result<Value> {
+    let arg = |k: usize| vals.get(k).unwrap_or(&Value::Null);
+    if arg(0).is_null() {
+        return Ok(Value::Null);
+    }
+    let start = match vals.get(2) {
+        None => 1,
+        Some(Value::Null) => return Err(SqlError::new("22004", "initial position must not be null")),
+        Some(v) => v.as_i64().unwrap_or(1),
+    };
+    let a = items(arg(0));
+    let found = a
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| i64::try_from(*i).unwrap_or(i64::MAX) + 1 >= start && not_distinct(e, arg(1)));
+    Ok(if f == ArrayFunc::Positions {
+        Value::Array(found.map(|(i, _)| count(i + 1)).collect())
+    } else {
+        found.map(|(i, _)| count(i + 1)).next().unwrap_or(Value::Null)
+    })
+}
+
+/// array_remove / array_replace: IS NOT DISTINCT FROM.
+fn remove_or_replace(f: ArrayFunc, vals: &[Value]) -> Value {
+    let arg = |k: usize| vals.get(k).unwrap_or(&Value::Null);
+    if arg(0).is_null() {
+        return Value::Null;
+    }
+    let a = items(arg(0));
+    if f == ArrayFunc::Remove {
+        Value::Array(a.iter().filter(|e| !not_distinct(e, arg(1))).cloned().collect())
+    } else {
+        Value::Array(a.iter().map(|e| if not_distinct(e, arg(1)) { arg(2).clone() } else { e.clone() }).collect())
+    }
+}
+
+/// array_to_string(a, delimiter [, null_text]).
+fn to_string(vals: &[Value]) -> Value {
+    let arg = |k: usize| vals.get(k).unwrap_or(&Value::Null);
+    let (Value::Array(a), Value::Text(delim)) = (arg(0), arg(1)) else { return Value::Null };
+    let null_text = arg(2).as_str();
+    let mut out = String::new();
+    let mut first = true;
+    for e in a {
+        let text = match e {
+            Value::Null => match null_text {
+                Some(t) => t.to_owned(),
+                None => continue,
+            },
+            other => value::to_text(other),
+        };
+        if !first {
+            out.push_str(delim);
+        }
+        first = false;
+        out.push_str(&text);
+    }
+    Value::Text(out)
+}
+
+/// string_to_array(s, delimiter [, null_text]).
+fn string_to_array(vals: &[Value]) -> Value {
+    let arg = |k: usize| vals.get(k).unwrap_or(&Value::Null);
+    let Value::Text(s) = arg(0) else { return Value::Null };
+    let null_text = arg(2).as_str();
+    let parts: Vec<String> = if s.is_empty() {
+        Vec::new()
+    } else {
+        match arg(1) {
+            Value::Null => s.chars().map(String::from).collect(),
+            Value::Text(d) if d.is_empty() => vec![s.clone()],
+            Value::Text(d) => s.split(d.as_str()).map(str::to_owned).collect(),
+            _ => Vec::new(),
+        }
+    };
+    Value::Array(
+        parts.into_iter().map(|p| if Some(p.as_str()) == null_text { Value::Null } else { Value::Text(p) }).collect(),
+    )
 }
 
 /// array_contain_compare: every element of `b` equals one of `a` (a NULL never does).

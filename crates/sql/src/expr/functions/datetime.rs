@@ -1,11 +1,20 @@
 //! Date and time functions on date, timestamp and timestamptz (the last in
-//! the session's zone, tz.rs): date_trunc, extract / date_part, make_date,
-//! make_timestamp, to_char, to_timestamp, to_date.
+//! the session's zone, tz.rs), declared in [`DEFS`]: now and the SQL clock
+//! forms, clock_timestamp, date_trunc, extract / date_part, make_date,
+//! make_timestamp[tz], to_char, to_timestamp, to_date, isfinite,
+//! AT TIME ZONE.
 
-use pgtier_engine::{Numeric, Value};
+use pgtier_engine::{DataType, Numeric, Value};
 
+use super::Func;
+use super::registry::{
+    ArgBinder, Builtin, Call, CallData, EvalCtx, EvalFn, FunctionDef, Ty, Volatility, float, int, text,
+};
 use crate::error::{Result, SqlError};
-use crate::value::{self, MICROS_PER_DAY};
+use crate::expr::Expr;
+use crate::value::{self, MICROS_PER_DAY, NUMERIC_ANY};
+
+use Volatility::Immutable;
 
 /// A field extract/date_part takes from a date or timestamp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,7 +147,7 @@ impl DateField {
 
 /// date_trunc of µs since 2000-01-01 (UTC: pgtier's only time zone).
 /// Years before 1 (their decades and centuries count differently) are 0A000.
-pub(super) fn date_trunc(unit: DateField, t: i64) -> Result<i64> {
+fn date_trunc(unit: DateField, t: i64) -> Result<i64> {
     let within_day = |step: i64| Ok(t - t.rem_euclid(step));
     let days = t.div_euclid(MICROS_PER_DAY);
     let (year, month, _) = pgtier_engine::civil_from_days(days);
@@ -171,7 +180,7 @@ pub(super) fn date_trunc(unit: DateField, t: i64) -> Result<i64> {
 /// date_trunc of a timestamptz in the session's zone (timestamptz_trunc):
 /// units of a day and more start at that local midnight's instant; smaller
 /// ones keep the value's own offset.
-pub(super) fn date_trunc_tz(unit: DateField, t: i64) -> Result<i64> {
+fn date_trunc_tz(unit: DateField, t: i64) -> Result<i64> {
     let local = crate::tz::to_local(t);
     let truncated = date_trunc(unit, local)?;
     if matches!(
@@ -205,7 +214,7 @@ fn shown_year(year: i64) -> i64 {
 /// extract (numeric, PostgreSQL 14+) or date_part (float8) of `field`
 /// from a date, timestamp or timestamptz (in UTC). date_part of a date
 /// is bound as of its timestamp, as PostgreSQL's SQL-language version is.
-pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Value> {
+fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Value> {
     let (days, micros, type_name) = match v {
         Value::Date(d) => (i64::from(*d), 0, "date"),
         Value::Timestamp(t) => {
@@ -307,7 +316,7 @@ pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Valu
 }
 
 /// make_date(year, month, day); a negative year is BC, year 0 does not exist.
-pub(super) fn make_date(year: i64, month: i64, day: i64) -> Result<Value> {
+fn make_date(year: i64, month: i64, day: i64) -> Result<Value> {
     let out_of_range = || SqlError::new("22008", format!("date field value out of range: {year}-{month:02}-{day:02}"));
     if year == 0 {
         return Err(out_of_range());
@@ -331,7 +340,7 @@ fn time_out_of_range(hour: i64, min: i64, sec: f64) -> SqlError {
 
 /// make_timestamp(year, month, day, hour, min, sec) as µs since
 /// 2000-01-01 (make_timestamptz: the same instant in UTC).
-pub(super) fn make_timestamp(year: i64, month: i64, day: i64, hour: i64, min: i64, sec: f64) -> Result<i64> {
+fn make_timestamp(year: i64, month: i64, day: i64, hour: i64, min: i64, sec: f64) -> Result<i64> {
     let Value::Date(days) = make_date(year, month, day)? else {
         return Err(SqlError::new("22008", "date out of range"));
     };
@@ -349,7 +358,7 @@ pub(super) fn make_timestamp(year: i64, month: i64, day: i64, hour: i64, min: i6
 }
 
 /// to_timestamp(double precision): seconds since 1970-01-01 UTC.
-pub(super) fn to_timestamp_epoch(seconds: f64) -> Result<i64> {
+fn to_timestamp_epoch(seconds: f64) -> Result<i64> {
     if seconds.is_nan() {
         return Err(SqlError::new("22008", "timestamp cannot be NaN"));
     }
@@ -491,7 +500,7 @@ fn cased(name: &str, pattern: &str) -> String {
 
 /// to_char(timestamp, template) for µs since 2000-01-01 (timestamptz:
 /// in UTC; a date is its midnight).
-pub(super) fn to_char(micros: i64, fmt: &str) -> Result<String> {
+fn to_char(micros: i64, fmt: &str) -> Result<String> {
     let days = micros.div_euclid(MICROS_PER_DAY);
     let in_day = micros.rem_euclid(MICROS_PER_DAY);
     let (year, month, day) = pgtier_engine::civil_from_days(days);
@@ -628,7 +637,7 @@ fn read_name(s: &mut &str, names: &[&str], abbrev: bool, pattern: &str) -> Resul
 }
 
 /// to_timestamp(text, template) / to_date: µs since 2000-01-01 (UTC).
-pub(super) fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
+fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
     let pieces = template(fmt)?;
     let mut p = Parsed::default();
     let mut s = input;
@@ -673,90 +682,452 @@ pub(super) fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
                 ),
                 Some(Piece::Literal(c) | Piece::Quoted(c)) => !c.is_ascii_digit(),
             };
-        match pat.to_ascii_uppercase().as_str() {
-            "YYYY" => set_field(&mut p.year, read_int(&mut s, 4, slurp, pat)?.0, pat)?,
-            "YY" => {
-                let (y, digits) = read_int(&mut s, 2, slurp, pat)?;
-                // PostgreSQL's adjust_partial_year_to_2020, for fewer than 4 digits.
-                let y = match y {
-                    _ if digits >= 4 => y,
-                    0..70 => y + 2000,
-                    70..100 => y + 1900,
-                    100..520 => y + 2000,
-                    520..1000 => y + 1000,
-                    _ => y,
-                };
-                set_field(&mut p.year, y, pat)?;
-            }
-            "MM" => set_field(&mut p.month, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
-            "DD" => set_field(&mut p.day, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
-            "HH24" => set_field(&mut p.hour, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
-            "HH12" | "HH" => {
-                p.twelve = true;
-                set_field(&mut p.hour, read_int(&mut s, 2, slurp, pat)?.0, pat)?;
-            }
-            "MI" => set_field(&mut p.min, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
-            "SS" => set_field(&mut p.sec, read_int(&mut s, 2, slurp, pat)?.0, pat)?,
-            "MS" | "US" => {
-                let width = if pat.eq_ignore_ascii_case("MS") { 3 } else { 6 };
-                let (n, digits) = read_int(&mut s, width, slurp, pat)?;
-                // The digits are a fraction: "5" is 500 ms.
-                let scaled = n * 10i64.pow(u32::try_from(width.saturating_sub(digits)).unwrap_or(0));
-                set_field(&mut p.micros, if width == 3 { scaled * 1000 } else { scaled }, pat)?;
-            }
-            "AM" | "PM" | "A.M." | "P.M." => {
-                let dotted = pat.contains('.');
-                let names: &[&str] = if dotted { &["A.M.", "P.M."] } else { &["AM", "PM"] };
-                let k = read_name(&mut s, names, false, pat)?;
-                p.twelve = true;
-                p.pm = k == 1;
-            }
-            "MONTH" | "MON" => {
-                let k = read_name(&mut s, &MONTHS, pat.len() == 3, pat)?;
-                set_field(&mut p.month, i64::try_from(k + 1).unwrap_or(1), pat)?;
-            }
-            "DAY" | "DY" => {
-                // Read and checked; the date comes from the other fields.
-                read_name(&mut s, &DAYS, pat.len() == 2, pat)?;
-            }
-            _ => return Err(SqlError::unsupported(format!("template pattern \"{pat}\" in to_timestamp"))),
-        }
+        read_field(&mut p, &mut s, pat, slurp)?;
         // Spaces after a field are skipped; they count as skipped extra.
         let trimmed = s.trim_start_matches(|c: char| c.is_ascii_whitespace());
         extra_skip = i64::try_from(s.len() - trimmed.len()).unwrap_or(0);
         s = trimmed;
     }
-    if p.twelve {
-        if !(1..=12).contains(&p.hour) {
-            return Err(bad_format(format!("hour \"{}\" is invalid for the 12-hour clock", p.hour))
-                .with_hint("Use the 24-hour clock, or give an hour between 1 and 12."));
+    p.timestamp(input)
+}
+
+/// Reads template pattern `pat` from `s` into `p` (`slurp`: all its digits).
+fn read_field(p: &mut Parsed, s: &mut &str, pat: &str, slurp: bool) -> Result<()> {
+    match pat.to_ascii_uppercase().as_str() {
+        "YYYY" => set_field(&mut p.year, read_int(s, 4, slurp, pat)?.0, pat)?,
+        "YY" => {
+            let (y, digits) = read_int(s, 2, slurp, pat)?;
+            // PostgreSQL's adjust_partial_year_to_2020, for fewer than 4 digits.
+            let y = match y {
+                _ if digits >= 4 => y,
+                0..70 => y + 2000,
+                70..100 => y + 1900,
+                100..520 => y + 2000,
+                520..1000 => y + 1000,
+                _ => y,
+            };
+            set_field(&mut p.year, y, pat)?;
         }
-        p.hour = match (p.pm, p.hour) {
-            (true, h) if h < 12 => h + 12,
-            (false, 12) => 0,
-            (_, h) => h,
+        "MM" => set_field(&mut p.month, read_int(s, 2, slurp, pat)?.0, pat)?,
+        "DD" => set_field(&mut p.day, read_int(s, 2, slurp, pat)?.0, pat)?,
+        "HH24" => set_field(&mut p.hour, read_int(s, 2, slurp, pat)?.0, pat)?,
+        "HH12" | "HH" => {
+            p.twelve = true;
+            set_field(&mut p.hour, read_int(s, 2, slurp, pat)?.0, pat)?;
+        }
+        "MI" => set_field(&mut p.min, read_int(s, 2, slurp, pat)?.0, pat)?,
+        "SS" => set_field(&mut p.sec, read_int(s, 2, slurp, pat)?.0, pat)?,
+        "MS" | "US" => {
+            let width = if pat.eq_ignore_ascii_case("MS") { 3 } else { 6 };
+            let (n, digits) = read_int(s, width, slurp, pat)?;
+            // The digits are a fraction: "5" is 500 ms.
+            let scaled = n * 10i64.pow(u32::try_from(width.saturating_sub(digits)).unwrap_or(0));
+            set_field(&mut p.micros, if width == 3 { scaled * 1000 } else { scaled }, pat)?;
+        }
+        "AM" | "PM" | "A.M." | "P.M." => {
+            let dotted = pat.contains('.');
+            let names: &[&str] = if dotted { &["A.M.", "P.M."] } else { &["AM", "PM"] };
+            let k = read_name(s, names, false, pat)?;
+            p.twelve = true;
+            p.pm = k == 1;
+        }
+        "MONTH" | "MON" => {
+            let k = read_name(s, &MONTHS, pat.len() == 3, pat)?;
+            set_field(&mut p.month, i64::try_from(k + 1).unwrap_or(1), pat)?;
+        }
+        "DAY" | "DY" => {
+            // Read and checked; the date comes from the other fields.
+            read_name(s, &DAYS, pat.len() == 2, pat)?;
+        }
+        _ => return Err(SqlError::unsupported(format!("template pattern \"{pat}\" in to_timestamp"))),
+    }
+    Ok(())
+}
+
+impl Parsed {
+    /// The fields as µs since 2000-01-01; `input` names the value in errors.
+    fn timestamp(mut self, input: &str) -> Result<i64> {
+        if self.twelve {
+            if !(1..=12).contains(&self.hour) {
+                return Err(bad_format(format!("hour \"{}\" is invalid for the 12-hour clock", self.hour))
+                    .with_hint("Use the 24-hour clock, or give an hour between 1 and 12."));
+            }
+            self.hour = match (self.pm, self.hour) {
+                (true, h) if h < 12 => h + 12,
+                (false, 12) => 0,
+                (_, h) => h,
+            };
+        }
+        let out_of_range = || SqlError::new("22008", format!("date/time field value out of range: \"{input}\""));
+        // Unset year, month and day are PostgreSQL's defaults: 1 BC, January, the 1st.
+        let year = if self.year > 0 {
+            self.year
+        } else if self.year < 0 {
+            self.year + 1
+        } else {
+            0
         };
+        let (month, day) = (if self.month == 0 { 1 } else { self.month }, if self.day == 0 { 1 } else { self.day });
+        let (Ok(m), Ok(d)) = (u32::try_from(month), u32::try_from(day)) else { return Err(out_of_range()) };
+        if !(1..=12).contains(&m) || d == 0 {
+            return Err(out_of_range());
+        }
+        let days = pgtier_engine::days_from_civil(year, m, d);
+        if pgtier_engine::civil_from_days(days) != (year, m, d) {
+            return Err(out_of_range());
+        }
+        if !(0..24).contains(&self.hour) || !(0..60).contains(&self.min) || !(0..60).contains(&self.sec) {
+            return Err(out_of_range());
+        }
+        Ok(days * MICROS_PER_DAY + ((self.hour * 60 + self.min) * 60 + self.sec) * 1_000_000 + self.micros)
     }
-    let out_of_range = || SqlError::new("22008", format!("date/time field value out of range: \"{input}\""));
-    // Unset year, month and day are PostgreSQL's defaults: 1 BC, January, the 1st.
-    let year = if p.year > 0 {
-        p.year
-    } else if p.year < 0 {
-        p.year + 1
-    } else {
-        0
+}
+
+/// The date and time functions.
+pub(super) const DEFS: &[FunctionDef] = &[
+    NOW_DEF,
+    // The SQL forms take an optional precision (a literal).
+    FunctionDef {
+        names: &["current_timestamp", "localtimestamp", "localtime"],
+        volatility: Volatility::Stable,
+        resolve: |_, _, call| {
+            call.arity(0, 1)?;
+            let p = clock_precision(call.name, &call.args)?;
+            let ty = match call.name {
+                "current_timestamp" => DataType::TimestampTz(p),
+                "localtimestamp" => DataType::Timestamp(p),
+                _ => DataType::Time(p),
+            };
+            let now = Expr::Func(Func::Builtin(NOW), Vec::new());
+            let e = if ty == DataType::TimestampTz(None) { now } else { Expr::Cast(now.boxed(), ty, false) };
+            Ok((e, Some(ty)))
+        },
+    },
+    FunctionDef {
+        names: &["current_date"],
+        volatility: Volatility::Stable,
+        resolve: |_, _, call| {
+            call.arity(0, 0)?;
+            let now = Expr::Func(Func::Builtin(NOW), Vec::new());
+            Ok((Expr::Cast(now.boxed(), DataType::Date, false), Some(DataType::Date)))
+        },
+    },
+    FunctionDef {
+        names: &["current_time"],
+        volatility: Volatility::Stable,
+        resolve: |_, _, _| Err(SqlError::unsupported("current_time (time with time zone)")),
+    },
+    FunctionDef {
+        names: &["clock_timestamp"],
+        volatility: Volatility::Volatile,
+        resolve: |def, _, call| {
+            call.arity(0, 0)?;
+            // The wall clock now: it changes within a statement, unlike now().
+            let eval: EvalFn = |_, _| Ok(Value::TimestampTz(crate::clock::now_micros()));
+            Ok((def.expr(eval, Vec::new()), Some(DataType::TimestampTz(None))))
+        },
+    },
+    FunctionDef { names: &["date_trunc"], volatility: Immutable, resolve: resolve_date_trunc },
+    DATE_PART,
+    FunctionDef {
+        names: &["make_date"],
+        volatility: Immutable,
+        resolve: |def, b, call| {
+            call.arity(3, 3)?;
+            let mut out = Vec::with_capacity(3);
+            for (e, t) in call.args {
+                out.push(b.int4_param(e, t, call.sig)?);
+            }
+            let eval: EvalFn = |v, _| make_date(int(v, 0), int(v, 1), int(v, 2));
+            Ok((def.expr(eval, out), Some(DataType::Date)))
+        },
+    },
+    FunctionDef {
+        names: &["make_timestamp"],
+        volatility: Immutable,
+        resolve: |def, b, call| resolve_make_timestamp(def, b, call, false),
+    },
+    FunctionDef {
+        names: &["make_timestamptz"],
+        volatility: Immutable,
+        resolve: |def, b, call| resolve_make_timestamp(def, b, call, true),
+    },
+    FunctionDef { names: &["to_char"], volatility: Immutable, resolve: resolve_to_char },
+    FunctionDef { names: &["to_timestamp"], volatility: Immutable, resolve: resolve_to_timestamp },
+    FunctionDef { names: &["to_date"], volatility: Immutable, resolve: resolve_to_timestamp },
+    FunctionDef {
+        names: &["isfinite"],
+        volatility: Immutable,
+        resolve: |def, _, call| {
+            call.arity(1, 1)?;
+            match call.args[0].1 {
+                Some(DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Interval) => {}
+                None => return Err(call.not_unique()),
+                Some(_) => return Err(call.undefined()),
+            }
+            let (e, _) = call.single()?;
+            let eval: EvalFn = |v, _| Ok(Value::Bool(!value::is_infinite_datetime(&v[0])));
+            Ok((def.expr(eval, vec![e]), Some(DataType::Bool)))
+        },
+    },
+];
+
+const DATE_PART: FunctionDef = FunctionDef {
+    names: &["date_part"],
+    volatility: Immutable,
+    resolve: |_, b, call| {
+        call.arity(2, 2)?;
+        let ((field, _), (x, t)) = call.pair()?;
+        let Expr::Const(Value::Text(field)) = field else {
+            return Err(SqlError::unsupported("date_part with a field that is not a constant"));
+        };
+        extract_call(b, &field, x, t, false)
+    },
+};
+
+const NOW_DEF: FunctionDef = FunctionDef {
+    names: &["now", "transaction_timestamp"],
+    volatility: Volatility::Stable,
+    resolve: |_, _, call| {
+        call.arity(0, 0)?;
+        Ok((Expr::Func(Func::Builtin(NOW), Vec::new()), Some(DataType::TimestampTz(None))))
+    },
+};
+
+/// now(): the transaction's start (also the clock forms' and a DEFAULT's).
+pub(super) const NOW: Builtin = NOW_DEF.call(|_, ctx| Ok(Value::TimestampTz(ctx.now_micros)));
+
+/// `x AT TIME ZONE zone` (timezone(zone, x)), bound by its syntax: of a
+/// timestamp, its instant in that zone (`to_instant`); of a timestamptz,
+/// its local time there.
+pub(super) const fn at_time_zone(to_instant: bool) -> Builtin {
+    const TIMEZONE: FunctionDef =
+        FunctionDef { names: &["timezone"], volatility: Immutable, resolve: |_, _, call| Err(call.undefined()) };
+    TIMEZONE.call(if to_instant { |v, _| at_time_zone_eval(v, true) } else { |v, _| at_time_zone_eval(v, false) })
+}
+
+type Resolved = Result<(Expr, Ty)>;
+
+/// The precision of `current_timestamp(p)`, `localtimestamp(p)` or
+/// `localtime(p)` (`args`: the call's arguments): PostgreSQL's grammar
+/// takes an unsigned integer literal there (anything else is a syntax
+/// error) and reduces one above 6 to 6.
+fn clock_precision(name: &str, args: &[(Expr, Ty)]) -> Result<Option<u8>> {
+    let [(arg, _)] = args else { return Ok(None) };
+    match arg {
+        Expr::Const(v) if v.as_i64().is_some_and(|p| p >= 0) => {
+            Ok(Some(u8::try_from(v.as_i64().unwrap_or(6).min(6)).unwrap_or(6)))
+        }
+        _ => Err(SqlError::syntax(format!("{name} takes an unsigned integer literal as its precision"))),
+    }
+}
+
+fn resolve_date_trunc(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Resolved {
+    call.arity(2, 2)?;
+    let (not_unique, undefined) = (call.not_unique(), call.undefined());
+    let ((unit, _), (x, t)) = call.pair()?;
+    let Expr::Const(Value::Text(unit)) = unit else {
+        return Err(SqlError::unsupported("date_trunc with a unit that is not a constant"));
     };
-    let (month, day) = (if p.month == 0 { 1 } else { p.month }, if p.day == 0 { 1 } else { p.day });
-    let (Ok(m), Ok(d)) = (u32::try_from(month), u32::try_from(day)) else { return Err(out_of_range()) };
-    if !(1..=12).contains(&m) || d == 0 {
-        return Err(out_of_range());
+    let unit = DateField::parse_trunc(&unit).ok_or_else(|| {
+        SqlError::new(
+            "22023",
+            format!("unit \"{}\" not recognized for type timestamp without time zone", unit.to_lowercase()),
+        )
+    })?;
+    // A date is truncated as the timestamptz of its midnight, as PostgreSQL casts it.
+    let (x, tz) = match t {
+        Some(DataType::Timestamp(_)) => (x, false),
+        Some(DataType::TimestampTz(_)) => (x, true),
+        Some(DataType::Date) => (b.result_cast(x, t, Some(DataType::TimestampTz(None)))?, true),
+        None => return Err(not_unique),
+        Some(_) => return Err(undefined),
+    };
+    let (eval, ty): (EvalFn, _) = if tz {
+        (|v, ctx| date_trunc_eval(v, ctx, true), DataType::TimestampTz(None))
+    } else {
+        (|v, ctx| date_trunc_eval(v, ctx, false), DataType::Timestamp(None))
+    };
+    Ok((Expr::Func(Func::Builtin(def.call(eval).with(CallData::Field(unit))), vec![x]), Some(ty)))
+}
+
+/// date_trunc of a timestamp (`tz` false) or timestamptz to the call's unit.
+fn date_trunc_eval(vals: &[Value], ctx: &mut EvalCtx<'_>, tz: bool) -> Result<Value> {
+    let CallData::Field(unit) = ctx.data else { return Err(SqlError::new("XX000", "date_trunc without a unit")) };
+    if value::is_infinite_datetime(&vals[0]) {
+        return Ok(vals[0].clone());
     }
-    let days = pgtier_engine::days_from_civil(year, m, d);
-    if pgtier_engine::civil_from_days(days) != (year, m, d) {
-        return Err(out_of_range());
+    Ok(match &vals[0] {
+        Value::Timestamp(t) => {
+            let truncated = date_trunc(unit, *t)?;
+            if tz { Value::TimestampTz(truncated) } else { Value::Timestamp(truncated) }
+        }
+        Value::TimestampTz(t) => Value::TimestampTz(date_trunc_tz(unit, *t)?),
+        other => {
+            return Err(SqlError::undefined_function(&format!("date_trunc(text, {})", value::value_type_name(other))));
+        }
+    })
+}
+
+/// `EXTRACT(field FROM x)` (numeric) or `date_part('field', x)` (float8)
+/// of a date, timestamp, timestamptz, time or interval. date_part of a
+/// date is PostgreSQL's SQL function over its timestamp (so its hour is 0).
+pub fn extract_call(b: &mut dyn ArgBinder, field: &str, x: Expr, t: Ty, numeric: bool) -> Resolved {
+    let field = field.trim_matches('\'');
+    let what = if numeric { "extract" } else { "date_part" };
+    let (x, t) = match t {
+        Some(DataType::Date) if !numeric => {
+            (b.result_cast(x, t, Some(DataType::Timestamp(None)))?, Some(DataType::Timestamp(None)))
+        }
+        Some(DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_)) => (x, t),
+        // An untyped literal fits several of PostgreSQL's candidates.
+        None => {
+            return Err(SqlError::new("42725", format!("function pg_catalog.{what}(unknown, unknown) is not unique"))
+                .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
+        }
+        Some(DataType::Time(_) | DataType::Interval) => (x, t),
+        Some(other) => {
+            return Err(SqlError::undefined_function(&format!("{what}(unknown, {})", value::type_name(other))));
+        }
+    };
+    let Some(f) = DateField::parse(field) else {
+        let ty = t.map_or_else(|| "unknown".to_owned(), value::full_type_name);
+        return Err(SqlError::new("22023", format!("unit \"{}\" not recognized for type {ty}", field.to_lowercase())));
+    };
+    // Bound from EXTRACT's syntax or through date_part's declaration.
+    const EXTRACT: FunctionDef =
+        FunctionDef { names: &["extract"], volatility: Immutable, resolve: |_, _, call| Err(call.undefined()) };
+    let (call, ty) = if numeric {
+        (EXTRACT.call(|v, ctx| extract_eval(v, ctx, true)), NUMERIC_ANY)
+    } else {
+        (DATE_PART.call(|v, ctx| extract_eval(v, ctx, false)), DataType::Float8)
+    };
+    Ok((Expr::Func(Func::Builtin(call.with(CallData::Field(f))), vec![x]), Some(ty)))
+}
+
+/// extract (numeric, PostgreSQL 14+) or date_part (float8) of the call's field.
+fn extract_eval(vals: &[Value], ctx: &mut EvalCtx<'_>, numeric: bool) -> Result<Value> {
+    let CallData::Field(field) = ctx.data else { return Err(SqlError::new("XX000", "extract without a field")) };
+    match &vals[0] {
+        v @ (Value::Interval(_) | Value::Time(_)) => super::interval_fns::extract(field, v, numeric),
+        v if value::is_infinite_datetime(v) => super::infinity::extract(field, v, numeric),
+        v => extract(field, v, numeric),
     }
-    if !(0..24).contains(&p.hour) || !(0..60).contains(&p.min) || !(0..60).contains(&p.sec) {
-        return Err(out_of_range());
+}
+
+fn resolve_make_timestamp(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>, tz: bool) -> Resolved {
+    if tz && call.len() == 7 {
+        return Err(SqlError::unsupported("make_timestamptz with a time zone"));
     }
-    Ok(days * MICROS_PER_DAY + ((p.hour * 60 + p.min) * 60 + p.sec) * 1_000_000 + p.micros)
+    call.arity(6, 6)?;
+    let mut out = Vec::with_capacity(6);
+    let undefined = call.undefined();
+    for (k, (e, t)) in call.args.into_iter().enumerate() {
+        out.push(if k < 5 {
+            b.int4_param(e, t, call.sig)?
+        } else if super::math::float_or_numeric(t).is_some() {
+            b.result_cast(e, t, Some(DataType::Float8))?
+        } else {
+            return Err(undefined);
+        });
+    }
+    let (eval, ty): (EvalFn, _) = if tz {
+        (|v, _| Ok(Value::TimestampTz(crate::tz::from_local(make_timestamp_of(v)?))), DataType::TimestampTz(None))
+    } else {
+        (|v, _| Ok(Value::Timestamp(make_timestamp_of(v)?)), DataType::Timestamp(None))
+    };
+    Ok((def.expr(eval, out), Some(ty)))
+}
+
+fn make_timestamp_of(v: &[Value]) -> Result<i64> {
+    make_timestamp(int(v, 0), int(v, 1), int(v, 2), int(v, 3), int(v, 4), float(v, 5))
+}
+
+/// to_char(timestamp | timestamptz, template); a date goes to timestamptz,
+/// the date/time category's preferred type.
+fn resolve_to_char(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Resolved {
+    call.arity(2, 2)?;
+    let (name, not_unique, undefined) = (call.name, call.not_unique(), call.undefined());
+    let ((x, t), (fmt, ft)) = call.pair()?;
+    let x = match t {
+        Some(DataType::Timestamp(_) | DataType::TimestampTz(_)) => x,
+        Some(DataType::Date) => b.result_cast(x, t, Some(DataType::TimestampTz(None)))?,
+        None => return Err(not_unique),
+        Some(t) if value::category(t) == value::Category::Numeric => {
+            return Err(SqlError::unsupported("to_char of a number"));
+        }
+        Some(_) => return Err(undefined),
+    };
+    let fmt = b.text_arg(fmt, ft, name).map_err(|_| undefined)?;
+    Ok((def.expr(to_char_eval, vec![x, fmt]), Some(DataType::Text)))
+}
+
+fn to_char_eval(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let fmt = text(vals, 1);
+    Ok(match &vals[0] {
+        // An empty template gives NULL, as PostgreSQL's; so does an infinity.
+        v if fmt.is_empty() || value::is_infinite_datetime(v) => Value::Null,
+        Value::Timestamp(t) => Value::Text(to_char(*t, fmt)?),
+        Value::TimestampTz(t) => Value::Text(to_char(crate::tz::to_local(*t), fmt)?),
+        other => {
+            return Err(SqlError::undefined_function(&format!("to_char({}, text)", value::value_type_name(other))));
+        }
+    })
+}
+
+/// to_timestamp(double precision), to_timestamp(text, template), to_date(text, template).
+fn resolve_to_timestamp(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Resolved {
+    let undefined = call.undefined();
+    if call.name == "to_timestamp" && call.len() == 1 {
+        let (e, t) = call.single()?;
+        if super::math::float_or_numeric(t).is_none() {
+            return Err(undefined);
+        }
+        let e = b.result_cast(e, t, Some(DataType::Float8))?;
+        let eval: EvalFn = |v, _| Ok(Value::TimestampTz(to_timestamp_epoch(float(v, 0))?));
+        return Ok((def.expr(eval, vec![e]), Some(DataType::TimestampTz(None))));
+    }
+    call.arity(2, 2)?;
+    let mut out = Vec::with_capacity(2);
+    for (e, t) in call.args {
+        out.push(b.text_arg(e, t, call.name).map_err(|_| undefined.clone())?);
+    }
+    if call.name == "to_date" {
+        let eval: EvalFn = |v, _| {
+            let t = parse_with_template(text(v, 0), text(v, 1))?;
+            let days = i32::try_from(t.div_euclid(MICROS_PER_DAY));
+            Ok(Value::Date(days.map_err(|_| SqlError::new("22008", "date out of range"))?))
+        };
+        return Ok((def.expr(eval, out), Some(DataType::Date)));
+    }
+    let eval: EvalFn =
+        |v, _| Ok(Value::TimestampTz(crate::tz::from_local(parse_with_template(text(v, 0), text(v, 1))?)));
+    Ok((def.expr(eval, out), Some(DataType::TimestampTz(None))))
+}
+
+/// `zone` AT TIME ZONE: vals are (zone, x).
+fn at_time_zone_eval(vals: &[Value], to_instant: bool) -> Result<Value> {
+    let zone = match &vals[0] {
+        Value::Interval(iv) if iv.months == 0 && iv.days == 0 => {
+            crate::tz::fixed_setting(
+                i32::try_from(iv.micros / 1_000_000)
+                    .map_err(|_| SqlError::new("22023", "interval time zone out of range"))?,
+            )
+            .0
+        }
+        Value::Interval(iv) => {
+            return Err(SqlError::new(
+                "22023",
+                format!("interval time zone \"{}\" must not include months or days", Value::Interval(*iv)),
+            ));
+        }
+        _ => crate::tz::zone_arg(text(vals, 0))?,
+    };
+    Ok(match &vals[1] {
+        Value::Timestamp(t) if to_instant => Value::TimestampTz(zone.from_local(*t)),
+        Value::TimestampTz(t) => Value::Timestamp(zone.to_local(*t)),
+        other => {
+            return Err(SqlError::undefined_function(&format!("timezone(text, {})", value::value_type_name(other))));
+        }
+    })
 }

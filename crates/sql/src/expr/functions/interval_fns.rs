@@ -3,11 +3,14 @@
 //! computed in PostgreSQL's own steps (interval2itm, timestamp_age), since
 //! their field borrowing and float rounding are part of the answer.
 
-use pgtier_engine::{Interval, Numeric, Value, civil_from_days};
+use pgtier_engine::{DataType, Interval, Numeric, Value, civil_from_days};
 
+use super::Func;
 use super::datetime::DateField;
+use super::registry::{ArgBinder, Call, EvalCtx, EvalFn, FunctionDef, Ty, Volatility::Immutable, float, int};
 use crate::error::{Result, SqlError};
-use crate::value::MICROS_PER_DAY;
+use crate::expr::Expr;
+use crate::value::{self, MICROS_PER_DAY};
 
 const MICROS_PER_HOUR: i64 = 3_600_000_000;
 const MICROS_PER_MINUTE: i64 = 60_000_000;
@@ -149,7 +152,7 @@ fn days_in_month(year: i64, month: i64) -> i64 {
 /// age(a, b): the symbolic difference of the two timestamps' fields,
 /// negative fields borrowed from the next larger one (a month borrows the
 /// length of the earlier timestamp's month), as timestamp_age does.
-pub(super) fn age(a: i64, b: i64) -> Result<Interval> {
+fn age(a: i64, b: i64) -> Result<Interval> {
     let (x, y) = (fields(a), fields(b));
     let flip = a < b;
     let sign = if flip { -1 } else { 1 };
@@ -198,15 +201,7 @@ pub(super) fn age(a: i64, b: i64) -> Result<Interval> {
 }
 
 /// make_interval(years, months, weeks, days, hours, mins, secs).
-pub(super) fn make_interval(
-    years: i64,
-    months: i64,
-    weeks: i64,
-    days: i64,
-    hours: i64,
-    mins: i64,
-    secs: f64,
-) -> Result<Interval> {
+fn make_interval(years: i64, months: i64, weeks: i64, days: i64, hours: i64, mins: i64, secs: f64) -> Result<Interval> {
     if !secs.is_finite() {
         return Err(out_of_range());
     }
@@ -242,7 +237,7 @@ fn agree_in_sign(big: &mut i64, small: &mut i64, unit: i64) {
 }
 
 /// justify_hours: whole days out of the clock part, signs made to agree.
-pub(super) fn justify_hours(v: Interval) -> Result<Interval> {
+fn justify_hours(v: Interval) -> Result<Interval> {
     let mut days = i64::from(v.days) + v.micros / MICROS_PER_DAY;
     let mut micros = v.micros % MICROS_PER_DAY;
     agree_in_sign(&mut days, &mut micros, MICROS_PER_DAY);
@@ -250,7 +245,7 @@ pub(super) fn justify_hours(v: Interval) -> Result<Interval> {
 }
 
 /// justify_days: whole 30-day months out of the days, signs made to agree.
-pub(super) fn justify_days(v: Interval) -> Result<Interval> {
+fn justify_days(v: Interval) -> Result<Interval> {
     let mut months = i64::from(v.months) + i64::from(v.days / 30);
     let mut days = i64::from(v.days % 30);
     agree_in_sign(&mut months, &mut days, 30);
@@ -263,7 +258,7 @@ pub(super) fn justify_days(v: Interval) -> Result<Interval> {
 
 /// justify_interval: hours into days, days into 30-day months, then one
 /// sign throughout (interval_justify_interval's order of steps).
-pub(super) fn justify_interval(v: Interval) -> Result<Interval> {
+fn justify_interval(v: Interval) -> Result<Interval> {
     let mut months = i64::from(v.months);
     let mut days = i64::from(v.days);
     let mut micros = v.micros;
@@ -285,6 +280,132 @@ pub(super) fn justify_interval(v: Interval) -> Result<Interval> {
     agree_in_sign(&mut days, &mut micros, MICROS_PER_DAY);
     let whole = |x: i64| i32::try_from(x).map_err(|_| out_of_range());
     Ok(Interval { months: whole(months)?, days: whole(days)?, micros })
+}
+
+/// The interval functions.
+pub(super) const DEFS: &[FunctionDef] = &[
+    // age(x) reads the clock through the now() it binds to.
+    FunctionDef { names: &["age"], volatility: Immutable, resolve: resolve_age },
+    FunctionDef { names: &["make_interval"], volatility: Immutable, resolve: resolve_make_interval },
+    FunctionDef {
+        names: &["justify_days"],
+        volatility: Immutable,
+        resolve: |def, b, call| resolve_justify(def, b, call, |v, _| justify_eval(v, justify_days)),
+    },
+    FunctionDef {
+        names: &["justify_hours"],
+        volatility: Immutable,
+        resolve: |def, b, call| resolve_justify(def, b, call, |v, _| justify_eval(v, justify_hours)),
+    },
+    FunctionDef {
+        names: &["justify_interval"],
+        volatility: Immutable,
+        resolve: |def, b, call| resolve_justify(def, b, call, |v, _| justify_eval(v, justify_interval)),
+    },
+];
+
+type Resolved = Result<(Expr, Ty)>;
+
+/// age(a, b) of two timestamps, or age(x) from today's midnight. The
+/// timestamp version when a side is a timestamp and none a timestamptz,
+/// else the timestamptz one (the preferred type, also for dates).
+fn resolve_age(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Resolved {
+    let is_instant =
+        |t: Ty| matches!(t, None | Some(DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_)));
+    if call.is_empty() || call.len() > 2 || !call.args.iter().all(|(_, t)| is_instant(*t)) {
+        return Err(call.undefined());
+    }
+    if call.len() == 1 && call.args[0].1.is_none() {
+        return Err(call.not_unique());
+    }
+    let any = |f: fn(DataType) -> bool| call.args.iter().any(|(_, t)| t.is_some_and(f));
+    let plain = any(|t| matches!(t, DataType::Timestamp(_))) && !any(|t| matches!(t, DataType::TimestampTz(_)));
+    let want = if plain { DataType::Timestamp(None) } else { DataType::TimestampTz(None) };
+    let mut args = Vec::with_capacity(2);
+    if call.len() == 1 {
+        let today =
+            Expr::Cast(Expr::Func(Func::Builtin(super::datetime::NOW), Vec::new()).boxed(), DataType::Date, false);
+        args.push(Expr::Cast(today.boxed(), want, false));
+    }
+    for (e, t) in call.args {
+        args.push(b.result_cast(e, t, Some(want))?);
+    }
+    Ok((def.expr(age_eval, args), Some(DataType::Interval)))
+}
+
+/// age(timestamp, timestamp) or age(timestamptz, timestamptz) (fields in the session's zone).
+fn age_eval(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    // PostgreSQL 15 answers with the fields of i64's ends (292277 years ...).
+    if vals.iter().any(value::is_infinite_datetime) {
+        return Err(SqlError::unsupported("age of an infinite timestamp"));
+    }
+    Ok(match (&vals[0], &vals[1]) {
+        // timestamptz_age takes both fields in the session's zone.
+        (Value::TimestampTz(a), Value::TimestampTz(b)) => {
+            Value::Interval(age(crate::tz::to_local(*a), crate::tz::to_local(*b))?)
+        }
+        (Value::Timestamp(a) | Value::TimestampTz(a), Value::Timestamp(b) | Value::TimestampTz(b)) => {
+            Value::Interval(age(*a, *b)?)
+        }
+        (a, b) => {
+            return Err(SqlError::undefined_function(&format!(
+                "age({}, {})",
+                value::value_type_name(a),
+                value::value_type_name(b)
+            )));
+        }
+    })
+}
+
+/// make_interval(years, months, weeks, days, hours, mins, secs), every
+/// argument given (the binder fills in the defaults of named ones).
+fn resolve_make_interval(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Resolved {
+    const PARAMS: usize = 7;
+    if call.len() != PARAMS {
+        return Err(call.undefined());
+    }
+    let mut out = Vec::with_capacity(PARAMS);
+    let undefined = call.undefined();
+    for (k, (e, t)) in call.args.into_iter().enumerate() {
+        out.push(if k + 1 == PARAMS {
+            match t {
+                Some(t) if value::category(t) != value::Category::Numeric => return Err(undefined),
+                _ => b.result_cast(e, t, Some(DataType::Float8))?,
+            }
+        } else {
+            b.int4_param(e, t, call.sig)?
+        });
+    }
+    let eval: EvalFn = |v, _| {
+        Ok(Value::Interval(make_interval(
+            int(v, 0),
+            int(v, 1),
+            int(v, 2),
+            int(v, 3),
+            int(v, 4),
+            int(v, 5),
+            float(v, 6),
+        )?))
+    };
+    Ok((def.expr(eval, out), Some(DataType::Interval)))
+}
+
+fn resolve_justify(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>, eval: EvalFn) -> Resolved {
+    let (name, undefined) = (call.name, call.undefined());
+    let (e, t) = call.single()?;
+    let e = match t {
+        Some(DataType::Interval) => e,
+        None => b.coerce(e, None, DataType::Interval, name)?,
+        Some(_) => return Err(undefined),
+    };
+    Ok((def.expr(eval, vec![e]), Some(DataType::Interval)))
+}
+
+fn justify_eval(vals: &[Value], justify: fn(Interval) -> Result<Interval>) -> Result<Value> {
+    let Value::Interval(v) = vals[0] else {
+        return Err(SqlError::undefined_function(&format!("justify({})", value::value_type_name(&vals[0]))));
+    };
+    Ok(Value::Interval(justify(v)?))
 }
 
 #[cfg(test)]

@@ -7,65 +7,90 @@ use num_integer::Integer;
 use num_traits::{Signed, Zero};
 use pgtier_engine::Value;
 
-use super::Func;
 use crate::error::{Result, SqlError};
-use crate::value::{self, ArithOp, Dec, NUMERIC_ANY};
+use crate::value::{self, Dec};
 
-/// The function's value when it is one of numeric's and takes wide
-/// arguments; None to leave it to the caller.
-pub(super) fn eval(f: Func, vals: &[Value]) -> Option<Result<Value>> {
+/// The numeric functions this module evaluates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Wide {
+    Abs,
+    Sign,
+    Round,
+    Trunc,
+    Ceil,
+    Floor,
+    Div,
+    Gcd,
+    Lcm,
+    Scale,
+    MinScale,
+    TrimScale,
+    Sqrt,
+    Power,
+    Exp,
+    Ln,
+    Log10,
+}
+
+/// `f`'s value when an argument is a wide, NaN or infinite numeric; None
+/// to leave it to the i128 form.
+pub(super) fn eval_if_wide(f: Wide, vals: &[Value]) -> Option<Result<Value>> {
+    if vals.iter().any(|v| matches!(v, Value::NumericBig(_))) { eval(f, vals) } else { None }
+}
+
+/// The function's value over numeric arguments of any width; None when
+/// the first argument is not a number.
+pub(super) fn eval(f: Wide, vals: &[Value]) -> Option<Result<Value>> {
     let arg = |i: usize| vals.get(i).and_then(Dec::of);
     let int = |i: usize| vals.get(i).and_then(Value::as_i64).unwrap_or(0);
     let x = arg(0)?;
     let out = |d: Dec| Some(d.into_value());
     match f {
-        Func::Abs => out(if x.signum() < 0 { x.neg() } else { x }),
-        Func::Sign => out(match x {
+        Wide::Abs => out(if x.signum() < 0 { x.neg() } else { x }),
+        Wide::Sign => out(match x {
             Dec::NaN => Dec::NaN,
             _ => Dec::Fin(BigInt::from(x.signum()), 0),
         }),
-        Func::Round => out(x.round(if vals.len() > 1 { int(1) } else { 0 })),
-        Func::Trunc => out(x.trunc(if vals.len() > 1 { int(1) } else { 0 })),
-        Func::Ceil | Func::Floor => out(match &x {
+        Wide::Round => out(x.round(if vals.len() > 1 { int(1) } else { 0 })),
+        Wide::Trunc => out(x.trunc(if vals.len() > 1 { int(1) } else { 0 })),
+        Wide::Ceil | Wide::Floor => out(match &x {
             Dec::Fin(..) => {
                 let t = x.trunc(0);
                 let below = x.total_cmp(&t);
                 match (f, below) {
-                    (Func::Ceil, std::cmp::Ordering::Greater) => t.add(&Dec::Fin(BigInt::from(1), 0)),
-                    (Func::Floor, std::cmp::Ordering::Less) => t.sub(&Dec::Fin(BigInt::from(1), 0)),
+                    (Wide::Ceil, std::cmp::Ordering::Greater) => t.add(&Dec::Fin(BigInt::from(1), 0)),
+                    (Wide::Floor, std::cmp::Ordering::Less) => t.sub(&Dec::Fin(BigInt::from(1), 0)),
                     _ => t,
                 }
             }
             _ => x,
         }),
-        Func::Mod => Some(value::arith(ArithOp::Mod, &vals[0], vals.get(1)?, NUMERIC_ANY)),
-        Func::Div => Some(div_trunc(&x, &arg(1)?).and_then(Dec::into_value)),
-        Func::Gcd | Func::Lcm => Some(gcd_lcm(f == Func::Lcm, &x, &arg(1)?).and_then(Dec::into_value)),
-        Func::Scale | Func::MinScale => Some(Ok(match &x {
+        Wide::Div => Some(div_trunc(&x, &arg(1)?).and_then(Dec::into_value)),
+        Wide::Gcd | Wide::Lcm => Some(gcd_lcm(f == Wide::Lcm, &x, &arg(1)?).and_then(Dec::into_value)),
+        Wide::Scale | Wide::MinScale => Some(Ok(match &x {
             Dec::Fin(m, s) => {
-                Value::Int4(i32::try_from(if f == Func::Scale { *s } else { trimmed(m, *s).1 }).unwrap_or(i32::MAX))
+                Value::Int4(i32::try_from(if f == Wide::Scale { *s } else { trimmed(m, *s).1 }).unwrap_or(i32::MAX))
             }
             _ => Value::Null,
         })),
-        Func::TrimScale => out(match &x {
+        Wide::TrimScale => out(match &x {
             Dec::Fin(m, s) => {
                 let (m, s) = trimmed(m, *s);
                 Dec::Fin(m, s)
             }
             _ => x,
         }),
-        Func::Sqrt => Some(sqrt(&x).and_then(Dec::into_value)),
-        Func::Power => Some(value::numeric_transcendental::power(&x, &arg(1)?).and_then(Dec::into_value)),
-        Func::Exp => Some(value::numeric_transcendental::exp(&x).and_then(Dec::into_value)),
-        Func::Ln => Some(value::numeric_transcendental::ln(&x).and_then(Dec::into_value)),
+        Wide::Sqrt => Some(sqrt(&x).and_then(Dec::into_value)),
+        Wide::Power => Some(value::numeric_transcendental::power(&x, &arg(1)?).and_then(Dec::into_value)),
+        Wide::Exp => Some(value::numeric_transcendental::exp(&x).and_then(Dec::into_value)),
+        Wide::Ln => Some(value::numeric_transcendental::ln(&x).and_then(Dec::into_value)),
         // log(x) is log(10, x); log(b, x) binds to the same function.
-        Func::Log10 if vals.len() == 2 => {
+        Wide::Log10 if vals.len() == 2 => {
             Some(value::numeric_transcendental::log(&x, &arg(1)?).and_then(Dec::into_value))
         }
-        Func::Log10 => {
+        Wide::Log10 => {
             Some(value::numeric_transcendental::log(&Dec::Fin(BigInt::from(10), 0), &x).and_then(Dec::into_value))
         }
-        _ => None,
     }
 }
 
@@ -165,10 +190,10 @@ mod tests {
     use super::*;
 
     fn num(s: &str) -> Value {
-        value::parse_input(s, NUMERIC_ANY).unwrap()
+        value::parse_input(s, value::NUMERIC_ANY).unwrap()
     }
 
-    fn call(f: Func, args: &[&str]) -> String {
+    fn call(f: Wide, args: &[&str]) -> String {
         let vals: Vec<Value> = args.iter().map(|a| num(a)).collect();
         match eval(f, &vals) {
             Some(Ok(v)) => v.to_string(),
@@ -179,18 +204,18 @@ mod tests {
 
     #[test]
     fn like_postgres() {
-        assert_eq!(call(Func::Sqrt, &["2"]), "1.414213562373095");
-        assert_eq!(call(Func::Sqrt, &["NaN"]), "NaN");
-        assert_eq!(call(Func::Sqrt, &["-Infinity"]), "2201F");
-        assert_eq!(call(Func::Abs, &["-Infinity"]), "Infinity");
-        assert_eq!(call(Func::Sign, &["-Infinity"]), "-1");
-        assert_eq!(call(Func::Ceil, &["-1.5"]), "-1");
-        assert_eq!(call(Func::Floor, &["-1.5"]), "-2");
-        assert_eq!(call(Func::Div, &["Infinity", "0"]), "22012");
-        assert_eq!(call(Func::Gcd, &["12.5", "7.50"]), "2.50");
-        assert_eq!(call(Func::Lcm, &["4", "-6"]), "12");
-        assert_eq!(call(Func::Scale, &["NaN"]), "null");
-        assert_eq!(call(Func::TrimScale, &["1.500"]), "1.5");
+        assert_eq!(call(Wide::Sqrt, &["2"]), "1.414213562373095");
+        assert_eq!(call(Wide::Sqrt, &["NaN"]), "NaN");
+        assert_eq!(call(Wide::Sqrt, &["-Infinity"]), "2201F");
+        assert_eq!(call(Wide::Abs, &["-Infinity"]), "Infinity");
+        assert_eq!(call(Wide::Sign, &["-Infinity"]), "-1");
+        assert_eq!(call(Wide::Ceil, &["-1.5"]), "-1");
+        assert_eq!(call(Wide::Floor, &["-1.5"]), "-2");
+        assert_eq!(call(Wide::Div, &["Infinity", "0"]), "22012");
+        assert_eq!(call(Wide::Gcd, &["12.5", "7.50"]), "2.50");
+        assert_eq!(call(Wide::Lcm, &["4", "-6"]), "12");
+        assert_eq!(call(Wide::Scale, &["NaN"]), "null");
+        assert_eq!(call(Wide::TrimScale, &["1.500"]), "1.5");
         assert_eq!(factorial(25).unwrap().to_string(), "15511210043330985984000000");
         assert_eq!(factorial(0).unwrap().to_string(), "1");
         assert_eq!(factorial(-4).unwrap_err().sqlstate, "22003");

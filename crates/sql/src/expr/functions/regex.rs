@@ -1,6 +1,6 @@
 //! PostgreSQL's regular expressions (Tcl's ARE) on a Rust engine, for the
-//! subset where both mean the same: `~` `~*` `!~` `!~*`, regexp_replace,
-//! regexp_match.
+//! subset where both mean the same: `~` `~*` `!~` `!~*`, and the
+//! regexp_* functions and substring(s FROM pattern) declared in [`DEFS`].
 //!
 //! A pattern is translated, not passed through: the two syntaxes overlap
 //! but differ in places (`\b` is backspace in an ARE and a word boundary
@@ -28,7 +28,13 @@ use regex_automata::meta::Regex;
 use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input, MatchKind};
 
+use pgtier_engine::{DataType, Value};
+
+use super::registry::{ArgBinder, Call, EvalCtx, FunctionDef, Ty, Volatility::Immutable, int, text, text_fn};
 use crate::error::{Result, SqlError};
+use crate::expr::Expr;
+use crate::value::types::{Elem, array_text};
+use DataType::{Int4, Text};
 
 fn invalid(msg: impl std::fmt::Display) -> SqlError {
     SqlError::new("2201B", format!("invalid regular expression: {msg}"))
@@ -757,6 +763,122 @@ pub fn regexp_substr(
     check_n("subexpr", subexpr, true)?;
     let (spans, per_match) = positional_matches("regexp_substr", s, pattern, start, flag_text, subexpr > 0)?;
     Ok(select(&spans, per_match, n, subexpr).map(|(so, eo)| s[so..eo].to_owned()))
+}
+
+/// The regular-expression functions.
+pub(super) const DEFS: &[FunctionDef] = &[
+    FunctionDef { names: &["regexp_replace"], volatility: Immutable, resolve: resolve_replace },
+    FunctionDef {
+        names: &["regexp_match"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, eval_match, (2, 3), &[Text; 3], Elem::Text.data_type()),
+    },
+    FunctionDef {
+        names: &["regexp_like"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, eval_like, (2, 3), &[Text; 3], DataType::Bool),
+    },
+    FunctionDef {
+        names: &["regexp_split_to_array"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, eval_split, (2, 3), &[Text; 3], Elem::Text.data_type()),
+    },
+    FunctionDef {
+        names: &["regexp_count"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, eval_count, (2, 4), &[Text, Text, Int4, Text], Int4),
+    },
+    FunctionDef {
+        names: &["regexp_instr"],
+        volatility: Immutable,
+        resolve: |def, b, call| {
+            text_fn(def, b, call, eval_instr, (2, 7), &[Text, Text, Int4, Int4, Int4, Text, Int4], Int4)
+        },
+    },
+    FunctionDef {
+        names: &["regexp_substr"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, eval_substr, (2, 6), &[Text, Text, Int4, Int4, Text, Int4], Text),
+    },
+    FunctionDef {
+        names: &["regexp_matches", "regexp_split_to_table"],
+        volatility: Immutable,
+        resolve: |_, _, call| Err(SqlError::unsupported(format!("set-returning function {}()", call.name))),
+    },
+];
+
+fn resolve_replace(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Result<(Expr, Ty)> {
+    // PostgreSQL 15's forms with a start position (and an occurrence).
+    let n = call.len();
+    if n > 4 || (n == 4 && call.args[3].1.is_some_and(crate::value::is_integer)) {
+        return text_fn(def, b, call, eval_replace_at, (4, 6), &[Text, Text, Text, Int4, Int4, Text], Text);
+    }
+    text_fn(def, b, call, eval_replace, (3, 4), &[Text; 4], Text)
+}
+
+/// regexp_replace(s, pattern, replacement [, flags]).
+fn eval_replace(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(Value::Text(regexp_replace(text(vals, 0), text(vals, 1), text(vals, 2), text(vals, 3))?))
+}
+
+/// regexp_replace(s, pattern, replacement, start [, n [, flags]]).
+fn eval_replace_at(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let n = vals.get(4).and_then(Value::as_i64);
+    Ok(Value::Text(regexp_replace_at(text(vals, 0), text(vals, 1), text(vals, 2), int(vals, 3), n, text(vals, 5))?))
+}
+
+/// regexp_match(s, pattern [, flags]): text[].
+fn eval_match(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(match regexp_match(text(vals, 0), text(vals, 1), text(vals, 2))? {
+        Some(items) => {
+            let items: Vec<Value> = items.into_iter().map(|i| i.map_or(Value::Null, Value::Text)).collect();
+            Value::Text(array_text(Elem::Text, &items))
+        }
+        None => Value::Null,
+    })
+}
+
+/// substring(s FROM pattern): the first group's match, or the whole match.
+pub(super) fn eval_substring(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(substring(text(vals, 0), text(vals, 1))?.map_or(Value::Null, Value::Text))
+}
+
+/// regexp_split_to_array(s, pattern [, flags]): text[].
+fn eval_split(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let items: Vec<Value> =
+        regexp_split(text(vals, 0), text(vals, 1), text(vals, 2))?.into_iter().map(Value::Text).collect();
+    Ok(Value::Text(array_text(Elem::Text, &items)))
+}
+
+fn eval_like(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(Value::Bool(regexp_like(text(vals, 0), text(vals, 1), text(vals, 2))?))
+}
+
+/// An optional integer argument.
+fn int_or(vals: &[Value], k: usize, default: i64) -> i64 {
+    vals.get(k).and_then(Value::as_i64).unwrap_or(default)
+}
+
+fn int4(n: i64) -> Value {
+    Value::Int4(i32::try_from(n).unwrap_or(i32::MAX))
+}
+
+/// regexp_count(s, pattern [, start [, flags]]).
+fn eval_count(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(int4(regexp_count(text(vals, 0), text(vals, 1), int_or(vals, 2, 1), text(vals, 3))?))
+}
+
+/// regexp_instr(s, pattern [, start [, n [, endoption [, flags [, subexpr]]]]]).
+fn eval_instr(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let (s, pattern) = (text(vals, 0), text(vals, 1));
+    let (start, n, end) = (int_or(vals, 2, 1), int_or(vals, 3, 1), int_or(vals, 4, 0));
+    Ok(int4(regexp_instr(s, pattern, start, n, end, text(vals, 5), int_or(vals, 6, 0))?))
+}
+
+/// regexp_substr(s, pattern [, start [, n [, flags [, subexpr]]]]).
+fn eval_substr(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let (s, pattern, start, n) = (text(vals, 0), text(vals, 1), int_or(vals, 2, 1), int_or(vals, 3, 1));
+    Ok(regexp_substr(s, pattern, start, n, text(vals, 4), int_or(vals, 5, 0))?.map_or(Value::Null, Value::Text))
 }
 
 #[cfg(test)]

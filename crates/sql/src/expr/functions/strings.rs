@@ -1,11 +1,486 @@
-//! String functions beyond the basic ones in the parent module: reverse,
-//! chr, ascii and format().
+//! The string functions: lower, upper, length, substr, pads and trims,
+//! replace, position, repeat, split_part, left / right, initcap,
+//! translate, starts_with, to_hex, concat[_ws], format(), reverse, chr,
+//! ascii, md5, and bytea's `||`. Each is declared in [`DEFS`].
 
-use pgtier_engine::Value;
+use pgtier_engine::{DataType, Value};
 
+use super::registry::{ArgBinder, Builtin, Call, EvalCtx, FunctionDef, Ty, Volatility, int, text, text_fn};
 use crate::catalog::quote_ident;
 use crate::error::{Result, SqlError};
+use crate::expr::Expr;
 use crate::value;
+
+use DataType::{Bool, Int4, Text};
+use Volatility::Immutable;
+
+/// The string functions.
+pub(super) const DEFS: &[FunctionDef] = &[
+    FunctionDef {
+        names: &["lower"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, lower, (1, 1), &[Text], Text),
+    },
+    FunctionDef {
+        names: &["upper"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, upper, (1, 1), &[Text], Text),
+    },
+    FunctionDef {
+        names: &["length", "char_length", "character_length"],
+        volatility: Immutable,
+        resolve: |def, b, call| {
+            if call.name == "length" && is_one_bytea(&call) {
+                return Ok((def.expr(octet_length, call.args.into_iter().map(|a| a.0).collect()), Some(Int4)));
+            }
+            text_fn(def, b, call, length, (1, 1), &[Text], Int4)
+        },
+    },
+    FunctionDef {
+        names: &["octet_length"],
+        volatility: Immutable,
+        resolve: |def, b, call| {
+            if is_one_bytea(&call) {
+                return Ok((def.expr(octet_length, call.args.into_iter().map(|a| a.0).collect()), Some(Int4)));
+            }
+            text_fn(def, b, call, octet_length, (1, 1), &[Text], Int4)
+        },
+    },
+    FunctionDef { names: &["substr", "substring"], volatility: Immutable, resolve: resolve_substr },
+    FunctionDef {
+        names: &["lpad"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, lpad, (2, 3), &[Text, Int4, Text], Text),
+    },
+    FunctionDef {
+        names: &["rpad"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, rpad, (2, 3), &[Text, Int4, Text], Text),
+    },
+    FunctionDef {
+        names: &["btrim"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, btrim, (1, 2), &[Text, Text], Text),
+    },
+    FunctionDef {
+        names: &["ltrim"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, ltrim, (1, 2), &[Text, Text], Text),
+    },
+    FunctionDef {
+        names: &["rtrim"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, rtrim, (1, 2), &[Text, Text], Text),
+    },
+    FunctionDef {
+        names: &["replace"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, replace, (3, 3), &[Text, Text, Text], Text),
+    },
+    FunctionDef {
+        names: &["position", "strpos"],
+        volatility: Immutable,
+        resolve: |def, b, mut call| {
+            // position(sub IN s) is (sub, s); strpos(s, sub) is the other way round.
+            if call.name == "strpos" {
+                call.args.reverse();
+            }
+            text_fn(def, b, call, position, (2, 2), &[Text, Text], Int4)
+        },
+    },
+    FunctionDef {
+        names: &["repeat"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, repeat, (2, 2), &[Text, Int4], Text),
+    },
+    FunctionDef {
+        names: &["split_part"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, split_part, (3, 3), &[Text, Text, Int4], Text),
+    },
+    FunctionDef {
+        names: &["left"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, left, (2, 2), &[Text, Int4], Text),
+    },
+    FunctionDef {
+        names: &["right"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, right, (2, 2), &[Text, Int4], Text),
+    },
+    FunctionDef {
+        names: &["initcap"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, initcap, (1, 1), &[Text], Text),
+    },
+    FunctionDef {
+        names: &["translate"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, translate, (3, 3), &[Text, Text, Text], Text),
+    },
+    FunctionDef {
+        names: &["starts_with"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, starts_with, (2, 2), &[Text, Text], Bool),
+    },
+    FunctionDef { names: &["to_hex"], volatility: Immutable, resolve: resolve_to_hex },
+    FunctionDef {
+        names: &["concat_ws"],
+        volatility: Immutable,
+        resolve: |def, b, call| {
+            call.arity(2, usize::MAX)?;
+            resolve_variadic(def, b, call, concat_ws)
+        },
+    },
+    FunctionDef {
+        names: &["concat"],
+        volatility: Immutable,
+        resolve: |def, b, call| {
+            // VARIADIC "any": at least one argument.
+            call.arity(1, usize::MAX)?;
+            resolve_variadic(def, b, call, concat)
+        },
+    },
+    FunctionDef { names: &["format"], volatility: Immutable, resolve: resolve_format },
+    FunctionDef {
+        names: &["reverse"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, reverse, (1, 1), &[Text], Text),
+    },
+    FunctionDef {
+        names: &["chr"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, |v, _| chr(int(v, 0)), (1, 1), &[Int4], Text),
+    },
+    FunctionDef {
+        names: &["ascii"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, |v, _| Ok(ascii(text(v, 0))), (1, 1), &[Text], Int4),
+    },
+    FunctionDef {
+        names: &["md5"],
+        volatility: Immutable,
+        resolve: |def, b, call| {
+            call.arity(1, 1)?;
+            if is_one_bytea(&call) {
+                return Ok((def.expr(md5, call.args.into_iter().map(|a| a.0).collect()), Some(Text)));
+            }
+            text_fn(def, b, call, md5, (1, 1), &[Text], Text)
+        },
+    },
+];
+
+/// `bytea || bytea` (byteacat): bound by the operator, not callable by name.
+pub(super) const BYTEA_CONCAT: Builtin =
+    FunctionDef { names: &["byteacat"], volatility: Immutable, resolve: |_, _, call| Err(call.undefined()) }
+        .call(bytea_concat);
+
+fn is_one_bytea(call: &Call<'_>) -> bool {
+    matches!(call.args.as_slice(), [(_, Some(DataType::Bytea))])
+}
+
+fn resolve_substr(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Result<(Expr, Ty)> {
+    let string_like = |t: &Ty| t.is_none_or(|t| value::category(t) == value::Category::String);
+    if call.name == "substring" && call.args.get(1).is_some_and(|a| string_like(&a.1)) {
+        // substring(text, text): a POSIX regular expression (an unknown
+        // literal prefers the string category); with a third text
+        // argument, SQL's SIMILAR TO form.
+        if call.len() == 3 && string_like(&call.args[2].1) {
+            return Err(SqlError::unsupported("substring(string FROM pattern FOR escape)"));
+        }
+        if call.len() != 3 {
+            return text_fn(def, b, call, super::regex::eval_substring, (2, 2), &[Text, Text], Text);
+        }
+    }
+    text_fn(def, b, call, substr, (2, 3), &[Text, Int4, Int4], Text)
+}
+
+fn resolve_to_hex(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Result<(Expr, Ty)> {
+    call.arity(1, 1)?;
+    // smallint and unknown fit to_hex(integer) and to_hex(bigint) alike.
+    if matches!(call.args[0].1, None | Some(DataType::Int2)) {
+        return Err(call.not_unique());
+    }
+    if call.args[0].1 == Some(DataType::Int8) {
+        return text_fn(def, b, call, to_hex_int8, (1, 1), &[DataType::Int8], Text);
+    }
+    text_fn(def, b, call, to_hex_int4, (1, 1), &[Int4], Text)
+}
+
+/// concat / concat_ws: any arguments, printed with their output functions
+/// (char(n) keeps its padding: concat('a'::char(3), 'x') is 'a  x').
+fn resolve_variadic(
+    def: &'static FunctionDef,
+    b: &mut dyn ArgBinder,
+    call: Call<'_>,
+    eval: super::registry::EvalFn,
+) -> Result<(Expr, Ty)> {
+    let mut out = Vec::with_capacity(call.len());
+    for (e, t) in call.args {
+        out.push(match t {
+            None => b.coerce(e, None, Text, call.name)?,
+            _ => e,
+        });
+    }
+    Ok((Expr::Func(super::Func::Builtin(def.call(eval).lax()), out), Some(Text)))
+}
+
+fn resolve_format(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Result<(Expr, Ty)> {
+    call.arity(1, usize::MAX)?;
+    let undefined = call.undefined();
+    let mut out = Vec::with_capacity(call.len());
+    for (k, (e, t)) in call.args.into_iter().enumerate() {
+        out.push(match t {
+            _ if k == 0 => b.text_arg(e, t, call.name).map_err(|_| undefined.clone())?,
+            None => b.coerce(e, None, Text, call.name)?,
+            Some(t) if crate::value::types::RegKind::of(t).is_some() => {
+                return Err(SqlError::unsupported("format() of a reg* value"));
+            }
+            // char(n) keeps its padding: format prints each argument with its output function.
+            Some(_) => e,
+        });
+    }
+    // Not strict: a NULL argument prints empty.
+    Ok((Expr::Func(super::Func::Builtin(def.call(|v, _| format(v)).lax()), out), Some(Text)))
+}
+
+// The C locale's case mapping (pgtier's collation, DESIGN.md §3): ASCII
+// letters only, as PostgreSQL's lower/upper/initcap under C.
+fn lower(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(Value::Text(text(vals, 0).to_ascii_lowercase()))
+}
+
+fn upper(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(Value::Text(text(vals, 0).to_ascii_uppercase()))
+}
+
+fn length(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(Value::Int4(i32::try_from(text(vals, 0).chars().count()).unwrap_or(i32::MAX)))
+}
+
+/// octet_length(text | bytea), length(bytea): bytes.
+fn octet_length(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let bytes = match &vals[0] {
+        Value::Bytea(b) => b.len(),
+        _ => text(vals, 0).len(),
+    };
+    Ok(Value::Int4(i32::try_from(bytes).unwrap_or(i32::MAX)))
+}
+
+fn bytea_concat(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    match (&vals[0], &vals[1]) {
+        (Value::Bytea(a), Value::Bytea(b)) => Ok(Value::Bytea([a.as_slice(), b.as_slice()].concat())),
+        _ => Err(SqlError::new("XX000", "bytea || given another type")),
+    }
+}
+
+fn substr(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let start = int(vals, 1);
+    let (from, to) = if vals.len() > 2 {
+        let len = int(vals, 2);
+        if len < 0 {
+            return Err(SqlError::new("22011", "negative substring length not allowed"));
+        }
+        (start, start.saturating_add(len))
+    } else {
+        (start, i64::MAX)
+    };
+    let from = from.max(1);
+    if to <= from {
+        return Ok(Value::Text(String::new()));
+    }
+    let skip = usize::try_from(from - 1).unwrap_or(usize::MAX);
+    let take = usize::try_from(to - from).unwrap_or(usize::MAX);
+    Ok(Value::Text(text(vals, 0).chars().skip(skip).take(take).collect()))
+}
+
+/// lpad / rpad: to `vals[1]` characters, cut or filled with `vals[2]` (a blank).
+fn pad(vals: &[Value], left: bool) -> Value {
+    let len = usize::try_from(int(vals, 1).max(0)).unwrap_or(0);
+    let fill: Vec<char> = match vals.get(2) {
+        Some(Value::Text(s)) => s.chars().collect(),
+        Some(_) => vec![' '],
+        None => vec![' '],
+    };
+    let chars: Vec<char> = text(vals, 0).chars().collect();
+    if chars.len() >= len || fill.is_empty() {
+        return Value::Text(chars.iter().take(len).collect());
+    }
+    let pad: String = fill.iter().cycle().take(len - chars.len()).collect();
+    let body: String = chars.iter().collect();
+    Value::Text(if left { pad + &body } else { body + &pad })
+}
+
+fn lpad(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(pad(vals, true))
+}
+
+fn rpad(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(pad(vals, false))
+}
+
+/// The characters btrim / ltrim / rtrim remove: `vals[1]`'s, or a blank.
+fn trim_set(vals: &[Value]) -> Vec<char> {
+    match vals.get(1) {
+        Some(Value::Text(s)) => s.chars().collect(),
+        _ => vec![' '],
+    }
+}
+
+fn btrim(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let set = trim_set(vals);
+    Ok(Value::Text(text(vals, 0).trim_matches(|c| set.contains(&c)).to_owned()))
+}
+
+fn ltrim(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let set = trim_set(vals);
+    Ok(Value::Text(text(vals, 0).trim_start_matches(|c| set.contains(&c)).to_owned()))
+}
+
+fn rtrim(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let set = trim_set(vals);
+    Ok(Value::Text(text(vals, 0).trim_end_matches(|c| set.contains(&c)).to_owned()))
+}
+
+fn replace(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let (s, from, to) = (text(vals, 0), text(vals, 1), text(vals, 2));
+    Ok(Value::Text(if from.is_empty() { s.to_owned() } else { s.replace(from, to) }))
+}
+
+/// position(sub IN s): the arguments are (sub, s).
+fn position(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let (sub, hay) = (text(vals, 0), text(vals, 1));
+    let pos = hay.find(sub).map_or(0, |b| hay[..b].chars().count() + 1);
+    Ok(Value::Int4(i32::try_from(pos).unwrap_or(0)))
+}
+
+/// The longest text value PostgreSQL builds (1 GB less its header).
+const TEXT_BYTES_MAX: usize = (1 << 30) - 5;
+
+fn repeat(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let s = text(vals, 0);
+    let n = usize::try_from(int(vals, 1).max(0)).unwrap_or(0);
+    if s.len().saturating_mul(n) > TEXT_BYTES_MAX {
+        return Err(SqlError::new("54000", "requested length too large"));
+    }
+    Ok(Value::Text(s.repeat(n)))
+}
+
+/// split_part: field `n` of `s` split at `delimiter`, counted from the end
+/// when negative (PostgreSQL 14+); field 0 is an error.
+fn split_part(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let (s, delimiter, n) = (text(vals, 0), text(vals, 1), int(vals, 2));
+    if n == 0 {
+        return Err(SqlError::new("22023", "field position must not be zero"));
+    }
+    if delimiter.is_empty() {
+        return Ok(Value::Text(if n == 1 || n == -1 { s.to_owned() } else { String::new() }));
+    }
+    let parts: Vec<&str> = s.split(delimiter).collect();
+    let len = i64::try_from(parts.len()).unwrap_or(i64::MAX);
+    let index = if n > 0 { n - 1 } else { len + n };
+    Ok(Value::Text(usize::try_from(index).ok().and_then(|i| parts.get(i)).map_or(String::new(), |p| (*p).to_owned())))
+}
+
+/// left / right: the first or last `vals[1]` characters; a negative count
+/// keeps all but that many from the other end.
+fn left_or_right(vals: &[Value], left: bool) -> Value {
+    let chars: Vec<char> = text(vals, 0).chars().collect();
+    let len = i64::try_from(chars.len()).unwrap_or(i64::MAX);
+    let n = int(vals, 1);
+    let keep = usize::try_from(if n >= 0 { n.min(len) } else { (len + n).max(0) }).unwrap_or(0);
+    Value::Text(if left { chars[..keep].iter().collect() } else { chars[chars.len() - keep..].iter().collect() })
+}
+
+fn left(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(left_or_right(vals, true))
+}
+
+fn right(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(left_or_right(vals, false))
+}
+
+fn initcap(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    // Words are runs of letters and digits; under the C locale only
+    // ASCII ones are (and change case).
+    let s = text(vals, 0);
+    let mut out = String::with_capacity(s.len());
+    let mut in_word = false;
+    for c in s.chars() {
+        out.push(if in_word { c.to_ascii_lowercase() } else { c.to_ascii_uppercase() });
+        in_word = c.is_ascii_alphanumeric();
+    }
+    Ok(Value::Text(out))
+}
+
+fn translate(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let from: Vec<char> = text(vals, 1).chars().collect();
+    let to: Vec<char> = text(vals, 2).chars().collect();
+    let out: String = text(vals, 0)
+        .chars()
+        .filter_map(|c| match from.iter().position(|&x| x == c) {
+            Some(i) => to.get(i).copied(),
+            None => Some(c),
+        })
+        .collect();
+    Ok(Value::Text(out))
+}
+
+fn starts_with(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(Value::Bool(text(vals, 0).starts_with(text(vals, 1))))
+}
+
+/// to_hex of an int4: two's complement of that width.
+#[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
+fn to_hex_int4(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(Value::Text(format!("{:x}", int(vals, 0) as i32 as u32)))
+}
+
+#[allow(clippy::cast_sign_loss)]
+fn to_hex_int8(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(Value::Text(format!("{:x}", int(vals, 0) as u64)))
+}
+
+fn concat(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let mut s = String::new();
+    for v in vals {
+        if !v.is_null() {
+            value::write_text(v, &mut s);
+        }
+    }
+    Ok(Value::Text(s))
+}
+
+/// concat_ws skips NULL arguments; only a NULL separator makes it NULL.
+fn concat_ws(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let Some(sep) = vals.first().filter(|v| !v.is_null()) else { return Ok(Value::Null) };
+    let sep = match sep {
+        Value::Text(s) => s.as_str(),
+        _ => "",
+    };
+    let mut s = String::new();
+    for (k, v) in vals[1..].iter().filter(|v| !v.is_null()).enumerate() {
+        if k > 0 {
+            s.push_str(sep);
+        }
+        value::write_text(v, &mut s);
+    }
+    Ok(Value::Text(s))
+}
+
+fn reverse(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(Value::Text(text(vals, 0).chars().rev().collect()))
+}
+
+/// md5 of a text's UTF-8 or of a bytea, as 32 hex digits.
+fn md5(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    use md5::Digest as _;
+    let digest = match &vals[0] {
+        Value::Bytea(b) => md5::Md5::digest(b),
+        _ => md5::Md5::digest(text(vals, 0).as_bytes()),
+    };
+    Ok(Value::Text(digest.iter().map(|b| format!("{b:02x}")).collect()))
+}
 
 /// chr(n): the character with code point `n` (UTF-8), PostgreSQL's errors.
 pub(super) fn chr(n: i64) -> Result<Value> {

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use pgtier_engine::{Catalog, DataType, Value};
 
 use crate::catalog::{
-    self as cat, RELATIONS, Schema, constraint_def, format_type, index_def, quote_ident, reg_lookup, reg_name,
+    self as cat, RELATIONS, Schema, SysCtx, constraint_def, format_type, index_def, quote_ident, reg_lookup, reg_name,
 };
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Env, Expr, SubqueryRunner};
@@ -134,12 +134,75 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
     if strict && vals.iter().any(Value::is_null) {
         return Ok(Value::Null);
     }
+    if let SysFunc::Sequence(call) = f {
+        return sq.sequence(call, &vals);
+    }
+    if !needs_catalog(f) {
+        return eval_pure(f, &vals);
+    }
+    let Some(ctx) = sq.system() else {
+        return Err(SqlError::new("0A000", "system functions are not supported in this context"));
+    };
+    eval_catalog(f, &vals, ctx)
+}
+
+/// Whether `f` reads the catalog snapshot or the session's settings
+/// (evaluated with [`SubqueryRunner::system`]); the others are pure.
+fn needs_catalog(f: SysFunc) -> bool {
+    match f {
+        SysFunc::CurrentSetting
+        | SysFunc::SetConfig
+        | SysFunc::CurrentDatabase
+        | SysFunc::CurrentSchema
+        | SysFunc::CurrentSchemas
+        | SysFunc::CurrentUser
+        | SysFunc::UserById
+        | SysFunc::IndexDef
+        | SysFunc::ViewDef
+        | SysFunc::ViewDefByName
+        | SysFunc::ConstraintDef
+        | SysFunc::TableIsVisible
+        | SysFunc::RelationIsPublishable
+        | SysFunc::SerialSequence
+        | SysFunc::RegOut(_)
+        | SysFunc::RegIn(..) => true,
+        SysFunc::Version
+        | SysFunc::BackendPid
+        | SysFunc::FormatType
+        | SysFunc::GetExpr
+        | SysFunc::NoDescription
+        | SysFunc::NullResult
+        | SysFunc::EncodingToChar
+        | SysFunc::HasPrivilege
+        | SysFunc::IsInRecovery
+        | SysFunc::QuoteIdent
+        | SysFunc::TypeIsVisible
+        | SysFunc::ArrayToString(_)
+        | SysFunc::ArrayUpper(_)
+        | SysFunc::ArrayLower(_)
+        | SysFunc::ArrayLength(_)
+        | SysFunc::Cardinality(_)
+        | SysFunc::Subscript(_)
+        | SysFunc::MakeArray(_)
+        | SysFunc::Bit(..)
+        | SysFunc::ExpandRecord(_)
+        | SysFunc::RecordField(..)
+        | SysFunc::ArrayConcat(_)
+        | SysFunc::ArrayCast(..)
+        | SysFunc::Any(..)
+        | SysFunc::Regex { .. }
+        | SysFunc::OidIn
+        | SysFunc::OidFromInt(_)
+        | SysFunc::Sequence(_) => false,
+    }
+}
+
+/// The functions that need no catalog: the session-independent ones here,
+/// then arrays ([`eval_arrays`]), then operators and oids ([`eval_operators`]).
+fn eval_pure(f: SysFunc, vals: &[Value]) -> Result<Value> {
     let int = |k: usize| vals.get(k).and_then(Value::as_i64).unwrap_or(0);
     let txt = |k: usize| vals.get(k).and_then(Value::as_str).unwrap_or("");
-    let boolean = |k: usize| matches!(vals.get(k), Some(Value::Bool(true)));
-    // Pure functions first: they need no catalog.
     match f {
-        SysFunc::Sequence(call) => return sq.sequence(call, &vals),
         SysFunc::Version => {
             return Ok(Value::Text(format!(
                 "PostgreSQL 15.0 (pgtier {}) on {}-pc-{}-gnu, compiled by rustc, 64-bit",
@@ -174,6 +237,17 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
         SysFunc::TypeIsVisible => {
             return Ok(if cat::type_by_oid(int(0)).is_some() { Value::Bool(true) } else { Value::Null });
         }
+        _ => {}
+    }
+    eval_arrays(f, vals)
+}
+
+/// Arrays as text (`{..}`): array_to_string, array_upper / lower / length,
+/// cardinality, subscripts, ARRAY[...].
+fn eval_arrays(f: SysFunc, vals: &[Value]) -> Result<Value> {
+    let int = |k: usize| vals.get(k).and_then(Value::as_i64).unwrap_or(0);
+    let txt = |k: usize| vals.get(k).and_then(Value::as_str).unwrap_or("");
+    match f {
         SysFunc::ArrayToString(e) => {
             if vals[0].is_null() || vals[1].is_null() {
                 return Ok(Value::Null);
@@ -217,7 +291,17 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
             let k = int(1) - lower;
             return Ok(usize::try_from(k).ok().and_then(|k| items.get(k).cloned()).unwrap_or(Value::Null));
         }
-        SysFunc::MakeArray(e) => return Ok(Value::Text(types::array_text(e, &vals))),
+        SysFunc::MakeArray(e) => return Ok(Value::Text(types::array_text(e, vals))),
+        _ => {}
+    }
+    eval_operators(f, vals)
+}
+
+/// Operators (`&` `|` `#`, ANY, regular expressions, ||), rows, array casts and oids.
+fn eval_operators(f: SysFunc, vals: &[Value]) -> Result<Value> {
+    let int = |k: usize| vals.get(k).and_then(Value::as_i64).unwrap_or(0);
+    let txt = |k: usize| vals.get(k).and_then(Value::as_str).unwrap_or("");
+    match f {
         SysFunc::Bit(op, ty) => {
             let (x, y) = (int(0), int(1));
             let r = match op {
@@ -294,9 +378,15 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
         SysFunc::OidIn | SysFunc::OidFromInt(_) => return Ok(Value::Null),
         _ => {}
     }
-    let Some(ctx) = sq.system() else {
-        return Err(SqlError::new("0A000", "system functions are not supported in this context"));
-    };
+    Ok(Value::Null)
+}
+
+/// The functions of the session's settings and user here, of the catalog's
+/// objects in [`eval_objects`].
+fn eval_catalog(f: SysFunc, vals: &[Value], ctx: SysCtx<'_>) -> Result<Value> {
+    let int = |k: usize| vals.get(k).and_then(Value::as_i64).unwrap_or(0);
+    let txt = |k: usize| vals.get(k).and_then(Value::as_str).unwrap_or("");
+    let boolean = |k: usize| matches!(vals.get(k), Some(Value::Bool(true)));
     let catalog = ctx.catalog;
     Ok(match f {
         SysFunc::CurrentSetting => {
@@ -354,6 +444,16 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
                 Value::Text(format!("unknown (OID={})", int(0)))
             }
         }
+        _ => return eval_objects(f, vals, ctx),
+    })
+}
+
+fn eval_objects(f: SysFunc, vals: &[Value], ctx: SysCtx<'_>) -> Result<Value> {
+    let int = |k: usize| vals.get(k).and_then(Value::as_i64).unwrap_or(0);
+    let txt = |k: usize| vals.get(k).and_then(Value::as_str).unwrap_or("");
+    let boolean = |k: usize| matches!(vals.get(k), Some(Value::Bool(true)));
+    let catalog = ctx.catalog;
+    Ok(match f {
         SysFunc::IndexDef => match cat::index_by_oid(catalog, int(0)) {
             Some(i) => {
                 let Some(t) = catalog.table(i.table) else { return Ok(Value::Null) };

@@ -1,0 +1,138 @@
+//! Functions of no other family: pg_typeof, pg_sleep, pg_size_pretty,
+//! gen_random_uuid.
+
+use pgtier_engine::{DataType, Value};
+
+use super::SubqueryRunner;
+use super::registry::{Builtin, EvalFn, FunctionDef, Volatility, int};
+use crate::catalog::column_type_info;
+use crate::error::{Result, SqlError};
+use crate::expr::Expr;
+use crate::value;
+use crate::value::types::{Elem, RegKind};
+
+pub(super) const DEFS: &[FunctionDef] = &[
+    FunctionDef {
+        names: &["pg_typeof"],
+        volatility: Volatility::Stable,
+        resolve: |_, _, call| {
+            call.arity(1, 1)?;
+            // The argument's type is known when binding: a constant regtype.
+            let oid = match call.args[0].1 {
+                None => 705,
+                Some(t) => match (Elem::of(t), RegKind::of(t)) {
+                    (Some(e), _) => e.type_oid(),
+                    (_, Some(k)) => k.type_oid(),
+                    _ => u32::try_from(column_type_info(t).type_oid).unwrap_or(0),
+                },
+            };
+            Ok((Expr::Const(Value::Int8(i64::from(oid))), Some(RegKind::Type.data_type())))
+        },
+    },
+    // void in PostgreSQL; pgtier's pseudo types go out as text, an empty one here.
+    FunctionDef {
+        names: &["pg_sleep"],
+        volatility: Volatility::Volatile,
+        resolve: |def, b, call| {
+            call.arity(1, 1)?;
+            let (name, undefined) = (call.name, call.undefined());
+            let (e, t) = call.single()?;
+            let e = match t {
+                None => b.coerce(e, None, DataType::Float8, name)?,
+                Some(t) if value::category(t) == value::Category::Numeric => {
+                    b.result_cast(e, Some(t), Some(DataType::Float8))?
+                }
+                Some(_) => return Err(undefined),
+            };
+            let eval: EvalFn = |v, ctx| {
+                sleep_interruptibly(value::to_f64(&v[0]).unwrap_or(f64::NAN), ctx.sq)?;
+                Ok(Value::Text(String::new()))
+            };
+            Ok((def.expr(eval, vec![e]), Some(DataType::Text)))
+        },
+    },
+    FunctionDef {
+        names: &["pg_size_pretty"],
+        volatility: Volatility::Immutable,
+        resolve: |def, b, call| {
+            call.arity(1, 1)?;
+            match call.args[0].1 {
+                Some(DataType::Int8) => {}
+                // PostgreSQL has a bigint and a numeric version, and picks neither for these.
+                Some(DataType::Int2 | DataType::Int4) | None => return Err(call.not_unique()),
+                Some(t) if value::category(t) == value::Category::Numeric => {
+                    return Err(SqlError::unsupported("pg_size_pretty(numeric)"));
+                }
+                Some(_) => return Err(call.undefined()),
+            }
+            let (e, t) = call.single()?;
+            let eval: EvalFn = |v, _| Ok(Value::Text(size_pretty(int(v, 0))));
+            Ok((def.expr(eval, vec![b.result_cast(e, t, Some(DataType::Int8))?]), Some(DataType::Text)))
+        },
+    },
+    GEN_RANDOM_UUID_DEF,
+];
+
+const GEN_RANDOM_UUID_DEF: FunctionDef = FunctionDef {
+    names: &["gen_random_uuid"],
+    volatility: Volatility::Volatile,
+    resolve: |_, _, call| {
+        call.arity(0, 0)?;
+        Ok((Expr::Func(super::Func::Builtin(GEN_RANDOM_UUID), Vec::new()), Some(DataType::Uuid)))
+    },
+};
+
+/// gen_random_uuid(): a version 4 uuid, a new one at every call (also a
+/// uuid column's DEFAULT).
+pub(super) const GEN_RANDOM_UUID: Builtin =
+    GEN_RANDOM_UUID_DEF.call(|_, _| Ok(Value::Uuid(crate::value::uuid::random_v4()?)));
+
+/// pg_sleep: waits `secs` (nothing for a negative or NaN value) in short
+/// slices, so a cancel or statement_timeout ends it as promptly as in
+/// PostgreSQL.
+fn sleep_interruptibly(secs: f64, sq: &mut dyn SubqueryRunner) -> Result<()> {
+    const SLICE: std::time::Duration = std::time::Duration::from_millis(10);
+    if secs.is_nan() || secs <= 0.0 {
+        return Ok(());
+    }
+    let until = std::time::Instant::now()
+        + std::time::Duration::try_from_secs_f64(secs).unwrap_or(std::time::Duration::MAX / 4);
+    loop {
+        sq.check_interrupt()?;
+        let now = std::time::Instant::now();
+        if now >= until {
+            return Ok(());
+        }
+        std::thread::sleep(SLICE.min(until - now));
+    }
+}
+
+/// pg_size_pretty(bigint), PostgreSQL 15's: bytes below 10 kB, then the
+/// largest unit keeping the number under 20 * 1024 - 1, halves rounded away from zero.
+fn size_pretty(mut size: i64) -> String {
+    // (name, limit, round, bits)
+    const UNITS: [(&str, i64, bool, u32); 6] = [
+        ("bytes", 10 * 1024, false, 0),
+        ("kB", 20 * 1024 - 1, true, 10),
+        ("MB", 20 * 1024 - 1, true, 20),
+        ("GB", 20 * 1024 - 1, true, 30),
+        ("TB", 20 * 1024 - 1, true, 40),
+        ("PB", 20 * 1024 - 1, true, 50),
+    ];
+    for (i, &(name, limit, round, bits)) in UNITS.iter().enumerate() {
+        let Some(&(_, _, next_round, next_bits)) = UNITS.get(i + 1) else {
+            return format!("{} {name}", if round { half_rounded(size) } else { size });
+        };
+        if size.unsigned_abs() < limit.unsigned_abs() {
+            return format!("{} {name}", if round { half_rounded(size) } else { size });
+        }
+        let shift = next_bits - bits - u32::from(next_round) + u32::from(round);
+        // C's division: toward zero, as PostgreSQL's.
+        size /= 1i64 << shift;
+    }
+    String::new()
+}
+
+fn half_rounded(x: i64) -> i64 {
+    (x + if x < 0 { -1 } else { 1 }) / 2
+}
