@@ -250,124 +250,19 @@ impl Binder<'_> {
         use ast::AlterTableOperation as Op;
         match op {
             Op::AddColumn { if_not_exists, column_def, column_position: None, .. } => {
-                let cname = ident(&column_def.name);
-                if w.column(&cname).is_some() {
-                    let message = format!(
-                        "column \"{cname}\" of relation \"{}\" already exists",
-                        crate::names::short(&w.def.name)
-                    );
-                    if *if_not_exists {
-                        w.notices.push(SqlNotice { sqlstate: "42701", message: format!("{message}, skipping") });
-                        return Ok(());
-                    }
-                    return Err(SqlError::new("42701", message));
-                }
-                let seqs_before = w.sequences.len();
-                let cd = self.column_def(column_def, &mut w.def, &mut w.sequences, &mut w.pending_checks)?;
-                if w.sequences.len() != seqs_before {
-                    return Err(SqlError::unsupported("ADD COLUMN of a serial or identity column"));
-                }
-                if w.pkey_name.is_none() && !w.def.primary_key.is_empty() {
-                    w.pkey_name = Some(format!("{}_pkey", crate::names::short(&w.def.name)));
-                }
-                let fill = self.default_fill(&cd)?;
-                w.def.columns.push(cd);
-                w.sources.push(None);
-                w.fill.push(Some(fill));
+                self.add_column(w, *if_not_exists, column_def)?
             }
             Op::DropColumn { column_names, if_exists, drop_behavior, .. } => {
-                let cascade = matches!(drop_behavior, Some(ast::DropBehavior::Cascade));
-                for c in column_names {
-                    let cname = ident(c);
-                    if SYSTEM_COLUMNS.contains(&cname.as_str()) {
-                        return Err(SqlError::new("0A000", format!("cannot drop system column \"{cname}\"")));
-                    }
-                    match w.column(&cname) {
-                        Some(i) => self.drop_column(w, i, cascade)?,
-                        None if *if_exists => w.notices.push(SqlNotice {
-                            sqlstate: "00000",
-                            message: format!(
-                                "column \"{cname}\" of relation \"{}\" does not exist, skipping",
-                                crate::names::short(&w.def.name)
-                            ),
-                        }),
-                        None => {
-                            return Err(SqlError::new(
-                                "42703",
-                                format!(
-                                    "column \"{cname}\" of relation \"{}\" does not exist",
-                                    crate::names::short(&w.def.name)
-                                ),
-                            ));
-                        }
-                    }
-                }
+                self.drop_columns(w, column_names, *if_exists, drop_behavior.as_ref())?
             }
             Op::RenameColumn { old_column_name, new_column_name } => {
-                let (old, new) = (ident(old_column_name), ident(new_column_name));
-                let i =
-                    w.column(&old).ok_or_else(|| SqlError::new("42703", format!("column \"{old}\" does not exist")))?;
-                if w.column(&new).is_some() {
-                    return Err(SqlError::new(
-                        "42701",
-                        format!("column \"{new}\" of relation \"{}\" already exists", crate::names::short(&w.def.name)),
-                    ));
-                }
-                rename_column(w, i, &new);
+                rename_column_to(w, old_column_name, new_column_name)?
             }
             Op::RenameTable { table_name: ast::RenameTableNameKind::To(n) | ast::RenameTableNameKind::As(n) } => {
-                let new = self.beside(&w.def.name, n)?;
-                self.relation_name_free(&new)?;
-                let old = std::mem::replace(&mut w.def.name, new.clone());
-                for fk in &mut w.def.foreign_keys {
-                    if fk.parent_table == old {
-                        fk.parent_table.clone_from(&new);
-                    }
-                }
-                for i in &mut w.indexes {
-                    i.table.clone_from(&new);
-                }
+                self.rename_table_to(w, n)?
             }
             Op::AlterColumn { column_name, op } => self.alter_column(w, &ident(column_name), op)?,
-            Op::AddConstraint { constraint, not_valid: false } => {
-                let named = match constraint {
-                    ast::TableConstraint::PrimaryKey(c) => c.name.as_ref(),
-                    ast::TableConstraint::Unique(c) => c.name.as_ref(),
-                    ast::TableConstraint::ForeignKey(c) => c.name.as_ref(),
-                    ast::TableConstraint::Check(c) => c.name.as_ref(),
-                    _ => None,
-                };
-                if let Some(n) = named.map(ident)
-                    && w.constraint_taken(&n)
-                {
-                    return Err(SqlError::new(
-                        "42710",
-                        format!(
-                            "constraint \"{n}\" for relation \"{}\" already exists",
-                            crate::names::short(&w.def.name)
-                        ),
-                    ));
-                }
-                if matches!(constraint, ast::TableConstraint::PrimaryKey(_)) && !w.def.primary_key.is_empty() {
-                    return Err(SqlError::new(
-                        "42P16",
-                        format!(
-                            "multiple primary keys for table \"{}\" are not allowed",
-                            crate::names::short(&w.def.name)
-                        ),
-                    ));
-                }
-                let had_pk = !w.def.primary_key.is_empty();
-                self.table_constraint(constraint, &mut w.def, &mut w.pending_checks)?;
-                if !had_pk && !w.def.primary_key.is_empty() {
-                    w.pkey_name =
-                        Some(named.map_or_else(|| format!("{}_pkey", crate::names::short(&w.def.name)), ident));
-                }
-                for k in w.def.primary_key.clone() {
-                    let i = w.require_column(&k)?;
-                    w.def.columns[i].nullable = false;
-                }
-            }
+            Op::AddConstraint { constraint, not_valid: false } => self.add_constraint(w, constraint)?,
             Op::AddConstraint { not_valid: true, .. } => {
                 return Err(SqlError::unsupported("ADD CONSTRAINT ... NOT VALID"));
             }
@@ -375,38 +270,150 @@ impl Binder<'_> {
                 let cascade = matches!(drop_behavior, Some(ast::DropBehavior::Cascade));
                 self.drop_constraint(w, &ident(name), *if_exists, cascade)?;
             }
-            Op::RenameConstraint { old_name, new_name } => {
-                let (old, new) = (ident(old_name), ident(new_name));
-                if w.constraint_taken(&new) {
+            Op::RenameConstraint { old_name, new_name } => self.rename_constraint(w, old_name, new_name)?,
+            other => return Err(SqlError::unsupported(format!("ALTER TABLE ... {other}"))),
+        }
+        Ok(())
+    }
+
+    /// ADD COLUMN: its default (or NULL) filled into the existing rows.
+    fn add_column(&mut self, w: &mut Work, if_not_exists: bool, column_def: &ast::ColumnDef) -> Result<()> {
+        let cname = ident(&column_def.name);
+        if w.column(&cname).is_some() {
+            let message =
+                format!("column \"{cname}\" of relation \"{}\" already exists", crate::names::short(&w.def.name));
+            if if_not_exists {
+                w.notices.push(SqlNotice { sqlstate: "42701", message: format!("{message}, skipping") });
+                return Ok(());
+            }
+            return Err(SqlError::new("42701", message));
+        }
+        let seqs_before = w.sequences.len();
+        let cd = self.column_def(column_def, &mut w.def, &mut w.sequences, &mut w.pending_checks)?;
+        if w.sequences.len() != seqs_before {
+            return Err(SqlError::unsupported("ADD COLUMN of a serial or identity column"));
+        }
+        if w.pkey_name.is_none() && !w.def.primary_key.is_empty() {
+            w.pkey_name = Some(format!("{}_pkey", crate::names::short(&w.def.name)));
+        }
+        let fill = self.default_fill(&cd)?;
+        w.def.columns.push(cd);
+        w.sources.push(None);
+        w.fill.push(Some(fill));
+        Ok(())
+    }
+
+    /// DROP COLUMN of each named column, in turn.
+    fn drop_columns(
+        &mut self,
+        w: &mut Work,
+        column_names: &[ast::Ident],
+        if_exists: bool,
+        drop_behavior: Option<&ast::DropBehavior>,
+    ) -> Result<()> {
+        let cascade = matches!(drop_behavior, Some(ast::DropBehavior::Cascade));
+        for c in column_names {
+            let cname = ident(c);
+            if SYSTEM_COLUMNS.contains(&cname.as_str()) {
+                return Err(SqlError::new("0A000", format!("cannot drop system column \"{cname}\"")));
+            }
+            match w.column(&cname) {
+                Some(i) => self.drop_column(w, i, cascade)?,
+                None if if_exists => w.notices.push(SqlNotice {
+                    sqlstate: "00000",
+                    message: format!(
+                        "column \"{cname}\" of relation \"{}\" does not exist, skipping",
+                        crate::names::short(&w.def.name)
+                    ),
+                }),
+                None => {
                     return Err(SqlError::new(
-                        "42710",
+                        "42703",
                         format!(
-                            "constraint \"{new}\" for relation \"{}\" already exists",
-                            crate::names::short(&w.def.name)
-                        ),
-                    ));
-                }
-                if let Some((n, _)) = w.def.unique.iter_mut().find(|(n, _)| n.as_deref() == Some(old.as_str())) {
-                    self.relation_name_free(&new)?;
-                    *n = Some(new);
-                } else if let Some(f) = w.def.foreign_keys.iter_mut().find(|f| f.name.as_deref() == Some(old.as_str()))
-                {
-                    f.name = Some(new);
-                } else if let Some(c) = w.def.checks.iter_mut().find(|c| c.name == old) {
-                    c.name = new;
-                } else if w.pkey_name.as_deref() == Some(old.as_str()) {
-                    return Err(SqlError::unsupported("renaming a primary key constraint"));
-                } else {
-                    return Err(SqlError::new(
-                        "42704",
-                        format!(
-                            "constraint \"{old}\" for table \"{}\" does not exist",
+                            "column \"{cname}\" of relation \"{}\" does not exist",
                             crate::names::short(&w.def.name)
                         ),
                     ));
                 }
             }
-            other => return Err(SqlError::unsupported(format!("ALTER TABLE ... {other}"))),
+        }
+        Ok(())
+    }
+
+    /// RENAME TO: the foreign keys to the table itself and its indexes follow.
+    fn rename_table_to(&mut self, w: &mut Work, n: &ast::ObjectName) -> Result<()> {
+        let new = self.beside(&w.def.name, n)?;
+        self.relation_name_free(&new)?;
+        let old = std::mem::replace(&mut w.def.name, new.clone());
+        for fk in &mut w.def.foreign_keys {
+            if fk.parent_table == old {
+                fk.parent_table.clone_from(&new);
+            }
+        }
+        for i in &mut w.indexes {
+            i.table.clone_from(&new);
+        }
+        Ok(())
+    }
+
+    /// ADD CONSTRAINT: its name free, one primary key, whose columns become NOT NULL.
+    fn add_constraint(&mut self, w: &mut Work, constraint: &ast::TableConstraint) -> Result<()> {
+        let named = match constraint {
+            ast::TableConstraint::PrimaryKey(c) => c.name.as_ref(),
+            ast::TableConstraint::Unique(c) => c.name.as_ref(),
+            ast::TableConstraint::ForeignKey(c) => c.name.as_ref(),
+            ast::TableConstraint::Check(c) => c.name.as_ref(),
+            _ => None,
+        };
+        if let Some(n) = named.map(ident)
+            && w.constraint_taken(&n)
+        {
+            return Err(SqlError::new(
+                "42710",
+                format!("constraint \"{n}\" for relation \"{}\" already exists", crate::names::short(&w.def.name)),
+            ));
+        }
+        if matches!(constraint, ast::TableConstraint::PrimaryKey(_)) && !w.def.primary_key.is_empty() {
+            return Err(SqlError::new(
+                "42P16",
+                format!("multiple primary keys for table \"{}\" are not allowed", crate::names::short(&w.def.name)),
+            ));
+        }
+        let had_pk = !w.def.primary_key.is_empty();
+        self.table_constraint(constraint, &mut w.def, &mut w.pending_checks)?;
+        if !had_pk && !w.def.primary_key.is_empty() {
+            w.pkey_name = Some(named.map_or_else(|| format!("{}_pkey", crate::names::short(&w.def.name)), ident));
+        }
+        for k in w.def.primary_key.clone() {
+            let i = w.require_column(&k)?;
+            w.def.columns[i].nullable = false;
+        }
+        Ok(())
+    }
+
+    /// RENAME CONSTRAINT of a unique, foreign key or CHECK constraint.
+    fn rename_constraint(&mut self, w: &mut Work, old_name: &ast::Ident, new_name: &ast::Ident) -> Result<()> {
+        let (old, new) = (ident(old_name), ident(new_name));
+        if w.constraint_taken(&new) {
+            return Err(SqlError::new(
+                "42710",
+                format!("constraint \"{new}\" for relation \"{}\" already exists", crate::names::short(&w.def.name)),
+            ));
+        }
+        if let Some((n, _)) = w.def.unique.iter_mut().find(|(n, _)| n.as_deref() == Some(old.as_str())) {
+            self.relation_name_free(&new)?;
+            *n = Some(new);
+        } else if let Some(f) = w.def.foreign_keys.iter_mut().find(|f| f.name.as_deref() == Some(old.as_str())) {
+            f.name = Some(new);
+        } else if let Some(c) = w.def.checks.iter_mut().find(|c| c.name == old) {
+            c.name = new;
+        } else if w.pkey_name.as_deref() == Some(old.as_str()) {
+            return Err(SqlError::unsupported("renaming a primary key constraint"));
+        } else {
+            return Err(SqlError::new(
+                "42704",
+                format!("constraint \"{old}\" for table \"{}\" does not exist", crate::names::short(&w.def.name)),
+            ));
         }
         Ok(())
     }
@@ -871,4 +878,18 @@ impl AlterPlan {
             tag: "ALTER TABLE",
         }
     }
+}
+
+/// RENAME COLUMN old TO new.
+fn rename_column_to(w: &mut Work, old_column_name: &ast::Ident, new_column_name: &ast::Ident) -> Result<()> {
+    let (old, new) = (ident(old_column_name), ident(new_column_name));
+    let i = w.column(&old).ok_or_else(|| SqlError::new("42703", format!("column \"{old}\" does not exist")))?;
+    if w.column(&new).is_some() {
+        return Err(SqlError::new(
+            "42701",
+            format!("column \"{new}\" of relation \"{}\" already exists", crate::names::short(&w.def.name)),
+        ));
+    }
+    rename_column(w, i, &new);
+    Ok(())
 }

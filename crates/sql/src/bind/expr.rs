@@ -92,115 +92,17 @@ impl Binder<'_> {
     pub(super) fn expr(&mut self, e: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
         use ast::Expr as E;
         match e {
-            E::Identifier(i) => match self.resolve_column(None, &ident(i), scope) {
-                Err(err)
-                    if err.sqlstate == "42703"
-                        && let Some(row) = whole_row(scope, &ident(i)) =>
-                {
-                    Ok(row)
-                }
-                Err(err) if err.sqlstate == "42703" && i.quote_style.is_none() => {
-                    self.keyword_function(&ident(i))?.ok_or_else(|| err.at(i.span))
-                }
-                Err(err) => Err(err.at(i.span)),
-                other => other,
-            },
+            E::Identifier(i) => self.identifier(i, scope),
             E::CompoundIdentifier(parts) => match parts.as_slice() {
                 [q, c] => self.resolve_column(Some(&ident(q)), &ident(c), scope).map_err(|err| err.at(q.span)),
-                [s, q, c] => {
-                    // `schema.table.column` (ORMs qualify catalog columns so):
-                    // the innermost FROM item named `table` must come from
-                    // that schema.
-                    let (schema, table) = (ident(s), ident(q));
-                    // Two FROM items may share a reference name when they
-                    // are different relations of different schemas.
-                    if let Some(r) =
-                        scope.rels.iter().find(|r| r.name == table && r.schema_name() == Some(schema.as_str()))
-                    {
-                        let col = ident(c);
-                        if let Some(k) = r.table.visible_columns().iter().position(|x| x.name == col) {
-                            return Ok((Expr::Column(r.offset + k), Some(r.table.visible_columns()[k].ty)));
-                        }
-                    }
-                    let named = std::iter::successors(Some(scope), |sc| sc.outer)
-                        .find_map(|sc| sc.rels.iter().find(|r| r.name == table));
-                    match named {
-                        Some(rel) if rel.schema_name() == Some(schema.as_str()) => {
-                            self.resolve_column(Some(&table), &ident(c), scope).map_err(|err| err.at(s.span))
-                        }
-                        _ => Err(missing_from(&table).at(s.span)),
-                    }
-                }
+                [s, q, c] => self.schema_qualified_column(s, q, c, scope),
                 _ => Err(SqlError::unsupported(format!("name {e}"))),
             },
             E::Value(v) => self.literal(&v.value),
-            E::TypedString(ts) => {
-                let ty = map_type(&ts.data_type)?;
-                let text = match &ts.value.value {
-                    ast::Value::SingleQuotedString(s) => s.clone(),
-                    other => return Err(SqlError::unsupported(format!("typed literal {other}"))),
-                };
-                Ok((Expr::Const(value::parse_input(&text, ty)?), Some(ty)))
-            }
-            E::Interval(iv) => {
-                let ast::Expr::Value(v) = iv.value.as_ref() else {
-                    return Err(SqlError::unsupported("INTERVAL of an expression"));
-                };
-                let ast::Value::SingleQuotedString(text) = &v.value else {
-                    return Err(SqlError::unsupported("INTERVAL of a non-string literal"));
-                };
-                if iv.leading_field.is_some() || iv.last_field.is_some() {
-                    return Err(SqlError::unsupported("interval with fields or a precision"));
-                }
-                // `interval(p) '...'` (the dialect's form), which prints as
-                // `INTERVAL '...' (p)` and reads back as a leading precision
-                // without a field (a view's stored query).
-                let v = value::parse_input(text, DataType::Interval)?;
-                let v = match (iv.fractional_seconds_precision.or(iv.leading_precision), v) {
-                    (Some(p), Value::Interval(i)) => Value::Interval(crate::value::interval::round_seconds(i, p)?),
-                    (_, v) => v,
-                };
-                Ok((Expr::Const(v), Some(DataType::Interval)))
-            }
+            E::TypedString(ts) => typed_string(ts),
+            E::Interval(iv) => self.interval_literal(iv),
             E::Nested(inner) => self.expr(inner, scope, ctx),
-            E::UnaryOp { op: ast::UnaryOperator::Minus, expr } if matches!(expr.as_ref(), E::Value(v) if matches!(v.value, ast::Value::Number(..))) =>
-            {
-                // PostgreSQL folds the sign into the literal: -2147483648 is an integer.
-                let E::Value(v) = expr.as_ref() else { return Err(SqlError::new("XX000", "literal expected")) };
-                let ast::Value::Number(n, long) = &v.value else {
-                    return Err(SqlError::new("XX000", "number expected"));
-                };
-                self.literal(&ast::Value::Number(format!("-{n}"), *long))
-            }
-            E::UnaryOp { op, expr } => {
-                let (x, t) = self.expr(expr, scope, ctx)?;
-                match op {
-                    ast::UnaryOperator::Not => {
-                        Ok((Expr::Not(self.boolean(x, t, "NOT")?.boxed()), Some(DataType::Bool)))
-                    }
-                    ast::UnaryOperator::Minus => {
-                        // Folded only once the type has a `-` (a NULL
-                        // text constant has none either).
-                        if let (Expr::Const(v), Some(ty)) = (&x, t)
-                            && matches!(category(ty), Category::Numeric | Category::Interval)
-                        {
-                            return Ok((self.folded(value::negate(v), || Expr::Neg(x.clone().boxed()))?, t));
-                        }
-                        match t {
-                            Some(ty) if matches!(category(ty), Category::Numeric | Category::Interval) => {
-                                Ok((Expr::Neg(x.boxed()), t))
-                            }
-                            None => {
-                                let x = self.coerce(x, None, DataType::Float8, "-")?;
-                                Ok((Expr::Neg(x.boxed()), Some(DataType::Float8)))
-                            }
-                            Some(ty) => Err(SqlError::undefined_operator(&format!("- {}", type_name(ty)))),
-                        }
-                    }
-                    ast::UnaryOperator::Plus => Ok((x, t)),
-                    other => Err(SqlError::unsupported(format!("operator {other}"))),
-                }
-            }
+            E::UnaryOp { op, expr } => self.unary(op, expr, scope, ctx),
             E::BinaryOp { left, op, right } => match self.regex_op(left, op, right, scope, ctx)? {
                 Some(done) => Ok(done),
                 None => match self.json_op(left, op, right, scope, ctx)? {
@@ -213,23 +115,14 @@ impl Binder<'_> {
             E::Collate { expr, collation } => self.collate(expr, collation, scope, ctx),
             E::Array(a) => self.array_constructor(&a.elem, scope, ctx),
             E::CompoundFieldAccess { root, access_chain } => self.subscript(root, access_chain, scope, ctx),
-            E::IsNull(x) | E::IsNotNull(x) => {
-                let (b, _) = self.expr(x, scope, ctx)?;
-                Ok((Expr::IsNull(b.boxed(), matches!(e, E::IsNotNull(_))), Some(DataType::Bool)))
-            }
-            // IS [NOT] UNKNOWN: IS [NOT] NULL of a boolean.
-            E::IsUnknown(x) | E::IsNotUnknown(x) => {
-                let (b, t) = self.expr(x, scope, ctx)?;
-                let b = self.boolean(b, t, "IS UNKNOWN")?;
-                Ok((Expr::IsNull(b.boxed(), matches!(e, E::IsNotUnknown(_))), Some(DataType::Bool)))
-            }
-            E::IsTrue(x) | E::IsNotTrue(x) | E::IsFalse(x) | E::IsNotFalse(x) => {
-                let (b, t) = self.expr(x, scope, ctx)?;
-                let b = self.boolean(b, t, "IS TRUE")?;
-                let target = matches!(e, E::IsTrue(_) | E::IsNotTrue(_));
-                let negated = matches!(e, E::IsNotTrue(_) | E::IsNotFalse(_));
-                Ok((Expr::IsBool(b.boxed(), target, negated), Some(DataType::Bool)))
-            }
+            E::IsNull(x)
+            | E::IsNotNull(x)
+            | E::IsUnknown(x)
+            | E::IsNotUnknown(x)
+            | E::IsTrue(x)
+            | E::IsNotTrue(x)
+            | E::IsFalse(x)
+            | E::IsNotFalse(x) => self.is_test(e, x, scope, ctx),
             E::IsDistinctFrom(a, b) | E::IsNotDistinctFrom(a, b) => {
                 let (x, y) = self.comparable(a, b, scope, ctx, "IS DISTINCT FROM")?;
                 Ok((
@@ -237,151 +130,18 @@ impl Binder<'_> {
                     Some(DataType::Bool),
                 ))
             }
-            E::Between { expr, negated, low, high } => {
-                let (x1, lo) = self.comparable(expr, low, scope, ctx, "BETWEEN")?;
-                let (x2, hi) = self.comparable(expr, high, scope, ctx, "BETWEEN")?;
-                let both = Expr::And(vec![
-                    Expr::Cmp(CmpOp::GtEq, x1.boxed(), lo.boxed()),
-                    Expr::Cmp(CmpOp::LtEq, x2.boxed(), hi.boxed()),
-                ]);
-                Ok((if *negated { Expr::Not(both.boxed()) } else { both }, Some(DataType::Bool)))
-            }
-            E::InList { expr, list, negated } => {
-                let (x, xt) = self.expr(expr, scope, ctx)?;
-                let mut items = Vec::new();
-                let mut types = vec![xt];
-                for item in list {
-                    let (b, t) = self.expr(item, scope, ctx)?;
-                    items.push(b);
-                    types.push(t);
-                }
-                // One item, or items reading columns: PostgreSQL compares
-                // item by item (transformAExprIn).
-                if items.len() == 1 || items.iter().any(has_vars) {
-                    return self.in_list_with_vars(x, xt, items, &types[1..], *negated);
-                }
-                let common = common_type(&types, "IN")?;
-                let x = self.coerce_common(x, xt, common)?;
-                let mut out = Vec::new();
-                for (b, t) in items.into_iter().zip(types.into_iter().skip(1)) {
-                    out.push(self.coerce_common(b, t, common)?);
-                }
-                Ok((Expr::InList { expr: x.boxed(), list: out, negated: *negated }, Some(DataType::Bool)))
-            }
+            E::Between { expr, negated, low, high } => self.between(expr, low, high, *negated, scope, ctx),
+            E::InList { expr, list, negated } => self.in_list(expr, list, *negated, scope, ctx),
             E::Like { negated, any: false, expr, pattern, escape_char: None }
             | E::ILike { negated, any: false, expr, pattern, escape_char: None } => {
-                let (x, xt) = self.expr(expr, scope, ctx)?;
-                let (p, pt) = self.expr(pattern, scope, ctx)?;
-                // char(n) LIKE matches the padded value (PostgreSQL's
-                // bpcharlike); the pattern, a text argument, loses its padding.
-                let x = if matches!(xt, Some(DataType::Char(_))) { x } else { self.text_arg(x, xt, "~~")? };
-                let p = self.text_arg(p, pt, "~~")?;
-                Ok((
-                    Expr::Like {
-                        expr: x.boxed(),
-                        pattern: p.boxed(),
-                        negated: *negated,
-                        case_insensitive: matches!(e, E::ILike { .. }),
-                    },
-                    Some(DataType::Bool),
-                ))
+                self.like(expr, pattern, *negated, matches!(e, E::ILike { .. }), scope, ctx)
             }
             E::Case { operand, conditions, else_result, .. } => {
                 self.case(operand.as_deref(), conditions, else_result.as_deref(), scope, ctx)
             }
-            E::Cast { kind, expr, data_type, format: None, .. } => {
-                if !matches!(kind, ast::CastKind::Cast | ast::CastKind::DoubleColon) {
-                    return Err(SqlError::unsupported(format!("{kind:?}")));
-                }
-                let target = cast_target(data_type);
-                // ARRAY[] has no type of its own: only a cast gives it one.
-                if let (ast::Expr::Array(a), Some(CastTarget::Array(elem))) = (&**expr, target)
-                    && a.elem.is_empty()
-                {
-                    return Ok((Expr::Const(crate::value::types::array_input("{}", elem)?), Some(elem.data_type())));
-                }
-                if let (ast::Expr::Array(a), None) = (&**expr, target)
-                    && a.elem.is_empty()
-                {
-                    let ty = map_type(data_type)?;
-                    if matches!(ty, DataType::Array(_)) {
-                        return Ok((Expr::Const(Value::Array(Vec::new())), Some(ty)));
-                    }
-                }
-                let ty = match target {
-                    Some(_) => DataType::Text,
-                    None => map_type(data_type)?,
-                };
-                if matches!(ty, DataType::Float4 | DataType::Float8)
-                    && let Some(f) = wide_numeric_literal(expr)
-                {
-                    // A literal beyond numeric's 38 digits (-1e300): PostgreSQL
-                    // converts numeric to float through its text, as this does.
-                    let v = if ty == DataType::Float4 {
-                        value::cast(Value::Float8(f), ty, true)?
-                    } else {
-                        Value::Float8(f)
-                    };
-                    return Ok((Expr::Const(v), Some(ty)));
-                }
-                let (x, t) = self.expr(expr, scope, ctx)?;
-                if target.is_some() || t.is_some_and(crate::value::types::is_pseudo) {
-                    return self
-                        .sys_cast(x, t, target, target.is_none().then_some(ty))?
-                        .ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
-                }
-                if let Some(from) = t {
-                    super::cast::check_cast(from, ty)?;
-                }
-                // char(n) to text or varchar drops its trailing blanks (rtrim1).
-                let x = match (t, x) {
-                    (Some(DataType::Char(_)), Expr::Const(Value::Text(s)))
-                        if matches!(ty, DataType::Text | DataType::Varchar(_)) =>
-                    {
-                        Expr::Const(Value::Text(value::bpchar_trim(&s).to_owned()))
-                    }
-                    (Some(DataType::Char(_)), x) if matches!(ty, DataType::Text | DataType::Varchar(_)) => {
-                        Expr::BpcharTrim(x.boxed())
-                    }
-                    (_, x) => x,
-                };
-                match (t, x) {
-                    (None, Expr::Const(Value::Text(s))) if category(ty) == Category::String => {
-                        Ok((Expr::Const(value::cast(Value::Text(s), ty, true)?), Some(ty)))
-                    }
-                    (None, Expr::Const(Value::Text(s))) => Ok((Expr::Const(value::parse_input(&s, ty)?), Some(ty))),
-                    (None, Expr::Param(i)) => {
-                        self.params[i] = Some(ty);
-                        Ok((Expr::Param(i), Some(ty)))
-                    }
-                    (_, Expr::Const(v)) => Ok((
-                        self.folded(value::cast(v.clone(), ty, true), || Expr::Cast(Expr::Const(v).boxed(), ty, true))?,
-                        Some(ty),
-                    )),
-                    (_, x) => Ok((Expr::Cast(x.boxed(), ty, true), Some(ty))),
-                }
-            }
+            E::Cast { kind, expr, data_type, format: None, .. } => self.cast_expr(kind, expr, data_type, scope, ctx),
             E::Function(f) => self.function(f, scope, ctx),
-            E::AtTimeZone { timestamp, time_zone } => {
-                let (x, t) = self.expr(timestamp, scope, ctx)?;
-                let (z, zt) = self.expr(time_zone, scope, ctx)?;
-                // timezone(zone, timestamptz) is the preferred candidate for
-                // an unknown literal or a date, as PostgreSQL resolves it.
-                let to_instant = matches!(t, Some(DataType::Timestamp(_)));
-                let x = match t {
-                    Some(DataType::Timestamp(_) | DataType::TimestampTz(_)) => x,
-                    None | Some(DataType::Date) => self.result_cast(x, t, Some(DataType::TimestampTz(None)))?,
-                    Some(other) => {
-                        return Err(SqlError::undefined_function(&format!(
-                            "timezone(unknown, {})",
-                            value::type_name(other)
-                        )));
-                    }
-                };
-                let z = if zt == Some(DataType::Interval) { z } else { self.text_arg(z, zt, "timezone")? };
-                let ty = if to_instant { DataType::TimestampTz(None) } else { DataType::Timestamp(None) };
-                Ok((Expr::Func(crate::expr::Func::AtTimeZone(to_instant), vec![z, x]), Some(ty)))
-            }
+            E::AtTimeZone { timestamp, time_zone } => self.at_time_zone(timestamp, time_zone, scope, ctx),
             E::Extract { field, expr, .. } => {
                 let (x, t) = self.expr(expr, scope, ctx)?;
                 self.extract(&field.to_string(), x, t, true)
@@ -433,54 +193,367 @@ impl Binder<'_> {
                 let ty = plan.columns[0].ty;
                 Ok((self.sub_expr(SubqueryKind::Scalar, false, correlated, plan), ty))
             }
-            E::InSubquery { expr, subquery, negated } => {
-                let (x, xt) = self.expr(expr, scope, ctx)?;
-                let (plan, correlated) = self.subquery(subquery, scope)?;
-                if plan.visible != 1 {
-                    return Err(SqlError::syntax("subquery has too many columns"));
-                }
-                let st = plan.columns[0].ty;
-                // `x = c` resolves as a comparison does (unify_cmp): char(n)
-                // with varchar or another char(m) as bpchar (both sides
-                // without trailing blanks), char(n) with text as text.
-                if let (Some(a), Some(b)) = (xt, st)
-                    && matches!(
-                        (a, b),
-                        (DataType::Char(_), DataType::Varchar(_))
-                            | (DataType::Varchar(_), DataType::Char(_))
-                            | (DataType::Char(_), DataType::Char(_))
-                    )
-                    && a != b
-                {
-                    let lhs = Expr::BpcharTrim(x.boxed()).boxed();
-                    return Ok((
-                        self.sub_expr(SubqueryKind::In { lhs, trim_rows: true }, *negated, correlated, plan),
-                        Some(DataType::Bool),
-                    ));
-                }
-                // char(n) with text: as text, the char side without its padding.
-                if let (Some(DataType::Char(_)), Some(DataType::Text)) = (xt, st) {
-                    let lhs = Expr::BpcharTrim(x.boxed()).boxed();
-                    return Ok((
-                        self.sub_expr(SubqueryKind::In { lhs, trim_rows: false }, *negated, correlated, plan),
-                        Some(DataType::Bool),
-                    ));
-                }
-                let common = common_type(&[xt, st], "IN")?;
-                let x = self.coerce_common(x, xt, common)?;
-                if let (Some(c), Some(s)) = (common, st)
-                    && category(c) != category(s)
-                {
-                    return Err(SqlError::undefined_operator(&format!("{} = {}", type_name(c), type_name(s))));
-                }
-                let trim_rows = matches!(st, Some(DataType::Char(_))) && common == Some(DataType::Text);
-                Ok((
-                    self.sub_expr(SubqueryKind::In { lhs: x.boxed(), trim_rows }, *negated, correlated, plan),
-                    Some(DataType::Bool),
-                ))
-            }
+            E::InSubquery { expr, subquery, negated } => self.in_subquery(expr, subquery, *negated, scope, ctx),
             other => Err(SqlError::unsupported(format!("expression {}", truncate(&other.to_string())))),
         }
+    }
+
+    /// `x [NOT] BETWEEN low AND high`: both comparisons, each resolved on its own.
+    fn between(
+        &mut self,
+        expr: &ast::Expr,
+        low: &ast::Expr,
+        high: &ast::Expr,
+        negated: bool,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        let (x1, lo) = self.comparable(expr, low, scope, ctx, "BETWEEN")?;
+        let (x2, hi) = self.comparable(expr, high, scope, ctx, "BETWEEN")?;
+        let both = Expr::And(vec![
+            Expr::Cmp(CmpOp::GtEq, x1.boxed(), lo.boxed()),
+            Expr::Cmp(CmpOp::LtEq, x2.boxed(), hi.boxed()),
+        ]);
+        Ok((if negated { Expr::Not(both.boxed()) } else { both }, Some(DataType::Bool)))
+    }
+
+    /// `x IS [NOT] NULL | UNKNOWN | TRUE | FALSE`, `e` being the test.
+    fn is_test(&mut self, e: &ast::Expr, x: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        use ast::Expr as E;
+        let (b, t) = self.expr(x, scope, ctx)?;
+        let test = match e {
+            E::IsNull(_) | E::IsNotNull(_) => Expr::IsNull(b.boxed(), matches!(e, E::IsNotNull(_))),
+            // IS [NOT] UNKNOWN: IS [NOT] NULL of a boolean.
+            E::IsUnknown(_) | E::IsNotUnknown(_) => {
+                let b = self.boolean(b, t, "IS UNKNOWN")?;
+                Expr::IsNull(b.boxed(), matches!(e, E::IsNotUnknown(_)))
+            }
+            _ => {
+                let b = self.boolean(b, t, "IS TRUE")?;
+                let target = matches!(e, E::IsTrue(_) | E::IsNotTrue(_));
+                let negated = matches!(e, E::IsNotTrue(_) | E::IsNotFalse(_));
+                Expr::IsBool(b.boxed(), target, negated)
+            }
+        };
+        Ok((test, Some(DataType::Bool)))
+    }
+
+    /// A bare name: a column, else a FROM item's whole row, else a function
+    /// SQL spells without parentheses (current_date).
+    fn identifier(&mut self, i: &ast::Ident, scope: &Scope<'_>) -> Result<(Expr, Ty)> {
+        match self.resolve_column(None, &ident(i), scope) {
+            Err(err)
+                if err.sqlstate == "42703"
+                    && let Some(row) = whole_row(scope, &ident(i)) =>
+            {
+                Ok(row)
+            }
+            Err(err) if err.sqlstate == "42703" && i.quote_style.is_none() => {
+                self.keyword_function(&ident(i))?.ok_or_else(|| err.at(i.span))
+            }
+            Err(err) => Err(err.at(i.span)),
+            other => other,
+        }
+    }
+
+    /// `schema.table.column` (ORMs qualify catalog columns so): the innermost
+    /// FROM item named `table` must come from that schema.
+    fn schema_qualified_column(
+        &mut self,
+        s: &ast::Ident,
+        q: &ast::Ident,
+        c: &ast::Ident,
+        scope: &Scope<'_>,
+    ) -> Result<(Expr, Ty)> {
+        let (schema, table) = (ident(s), ident(q));
+        // Two FROM items may share a reference name when they
+        // are different relations of different schemas.
+        if let Some(r) = scope.rels.iter().find(|r| r.name == table && r.schema_name() == Some(schema.as_str())) {
+            let col = ident(c);
+            if let Some(k) = r.table.visible_columns().iter().position(|x| x.name == col) {
+                return Ok((Expr::Column(r.offset + k), Some(r.table.visible_columns()[k].ty)));
+            }
+        }
+        let named =
+            std::iter::successors(Some(scope), |sc| sc.outer).find_map(|sc| sc.rels.iter().find(|r| r.name == table));
+        match named {
+            Some(rel) if rel.schema_name() == Some(schema.as_str()) => {
+                self.resolve_column(Some(&table), &ident(c), scope).map_err(|err| err.at(s.span))
+            }
+            _ => Err(missing_from(&table).at(s.span)),
+        }
+    }
+
+    /// `INTERVAL '...'`, with the precision the dialect's `interval(p) '...'` gives.
+    fn interval_literal(&mut self, iv: &ast::Interval) -> Result<(Expr, Ty)> {
+        let ast::Expr::Value(v) = iv.value.as_ref() else {
+            return Err(SqlError::unsupported("INTERVAL of an expression"));
+        };
+        let ast::Value::SingleQuotedString(text) = &v.value else {
+            return Err(SqlError::unsupported("INTERVAL of a non-string literal"));
+        };
+        if iv.leading_field.is_some() || iv.last_field.is_some() {
+            return Err(SqlError::unsupported("interval with fields or a precision"));
+        }
+        // `interval(p) '...'` (the dialect's form), which prints as
+        // `INTERVAL '...' (p)` and reads back as a leading precision
+        // without a field (a view's stored query).
+        let v = value::parse_input(text, DataType::Interval)?;
+        let v = match (iv.fractional_seconds_precision.or(iv.leading_precision), v) {
+            (Some(p), Value::Interval(i)) => Value::Interval(crate::value::interval::round_seconds(i, p)?),
+            (_, v) => v,
+        };
+        Ok((Expr::Const(v), Some(DataType::Interval)))
+    }
+
+    /// NOT, unary minus and plus.
+    fn unary(
+        &mut self,
+        op: &ast::UnaryOperator,
+        expr: &ast::Expr,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        if matches!(op, ast::UnaryOperator::Minus)
+            && let ast::Expr::Value(v) = expr
+            && let ast::Value::Number(n, long) = &v.value
+        {
+            // PostgreSQL folds the sign into the literal: -2147483648 is an integer.
+            return self.literal(&ast::Value::Number(format!("-{n}"), *long));
+        }
+        let (x, t) = self.expr(expr, scope, ctx)?;
+        match op {
+            ast::UnaryOperator::Not => Ok((Expr::Not(self.boolean(x, t, "NOT")?.boxed()), Some(DataType::Bool))),
+            ast::UnaryOperator::Minus => {
+                // Folded only once the type has a `-` (a NULL
+                // text constant has none either).
+                if let (Expr::Const(v), Some(ty)) = (&x, t)
+                    && matches!(category(ty), Category::Numeric | Category::Interval)
+                {
+                    return Ok((self.folded(value::negate(v), || Expr::Neg(x.clone().boxed()))?, t));
+                }
+                match t {
+                    Some(ty) if matches!(category(ty), Category::Numeric | Category::Interval) => {
+                        Ok((Expr::Neg(x.boxed()), t))
+                    }
+                    None => {
+                        let x = self.coerce(x, None, DataType::Float8, "-")?;
+                        Ok((Expr::Neg(x.boxed()), Some(DataType::Float8)))
+                    }
+                    Some(ty) => Err(SqlError::undefined_operator(&format!("- {}", type_name(ty)))),
+                }
+            }
+            ast::UnaryOperator::Plus => Ok((x, t)),
+            other => Err(SqlError::unsupported(format!("operator {other}"))),
+        }
+    }
+
+    /// `x [NOT] IN (items)`: one IN of the items' common type, unless the
+    /// items read columns.
+    fn in_list(
+        &mut self,
+        expr: &ast::Expr,
+        list: &[ast::Expr],
+        negated: bool,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        let (x, xt) = self.expr(expr, scope, ctx)?;
+        let mut items = Vec::new();
+        let mut types = vec![xt];
+        for item in list {
+            let (b, t) = self.expr(item, scope, ctx)?;
+            items.push(b);
+            types.push(t);
+        }
+        // One item, or items reading columns: PostgreSQL compares
+        // item by item (transformAExprIn).
+        if items.len() == 1 || items.iter().any(has_vars) {
+            return self.in_list_with_vars(x, xt, items, &types[1..], negated);
+        }
+        let common = common_type(&types, "IN")?;
+        let x = self.coerce_common(x, xt, common)?;
+        let mut out = Vec::new();
+        for (b, t) in items.into_iter().zip(types.into_iter().skip(1)) {
+            out.push(self.coerce_common(b, t, common)?);
+        }
+        Ok((Expr::InList { expr: x.boxed(), list: out, negated }, Some(DataType::Bool)))
+    }
+
+    /// [NOT] LIKE / ILIKE without ANY or ESCAPE.
+    fn like(
+        &mut self,
+        expr: &ast::Expr,
+        pattern: &ast::Expr,
+        negated: bool,
+        case_insensitive: bool,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        let (x, xt) = self.expr(expr, scope, ctx)?;
+        let (p, pt) = self.expr(pattern, scope, ctx)?;
+        // char(n) LIKE matches the padded value (PostgreSQL's
+        // bpcharlike); the pattern, a text argument, loses its padding.
+        let x = if matches!(xt, Some(DataType::Char(_))) { x } else { self.text_arg(x, xt, "~~")? };
+        let p = self.text_arg(p, pt, "~~")?;
+        Ok((Expr::Like { expr: x.boxed(), pattern: p.boxed(), negated, case_insensitive }, Some(DataType::Bool)))
+    }
+
+    /// `CAST(x AS t)` and `x::t`.
+    fn cast_expr(
+        &mut self,
+        kind: &ast::CastKind,
+        expr: &ast::Expr,
+        data_type: &ast::DataType,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        if !matches!(kind, ast::CastKind::Cast | ast::CastKind::DoubleColon) {
+            return Err(SqlError::unsupported(format!("{kind:?}")));
+        }
+        let target = cast_target(data_type);
+        // ARRAY[] has no type of its own: only a cast gives it one.
+        if let (ast::Expr::Array(a), Some(CastTarget::Array(elem))) = (expr, target)
+            && a.elem.is_empty()
+        {
+            return Ok((Expr::Const(crate::value::types::array_input("{}", elem)?), Some(elem.data_type())));
+        }
+        if let (ast::Expr::Array(a), None) = (expr, target)
+            && a.elem.is_empty()
+        {
+            let ty = map_type(data_type)?;
+            if matches!(ty, DataType::Array(_)) {
+                return Ok((Expr::Const(Value::Array(Vec::new())), Some(ty)));
+            }
+        }
+        let ty = match target {
+            Some(_) => DataType::Text,
+            None => map_type(data_type)?,
+        };
+        if matches!(ty, DataType::Float4 | DataType::Float8)
+            && let Some(f) = wide_numeric_literal(expr)
+        {
+            // A literal beyond numeric's 38 digits (-1e300): PostgreSQL
+            // converts numeric to float through its text, as this does.
+            let v = if ty == DataType::Float4 { value::cast(Value::Float8(f), ty, true)? } else { Value::Float8(f) };
+            return Ok((Expr::Const(v), Some(ty)));
+        }
+        let (x, t) = self.expr(expr, scope, ctx)?;
+        if target.is_some() || t.is_some_and(crate::value::types::is_pseudo) {
+            return self
+                .sys_cast(x, t, target, target.is_none().then_some(ty))?
+                .ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
+        }
+        if let Some(from) = t {
+            super::cast::check_cast(from, ty)?;
+        }
+        // char(n) to text or varchar drops its trailing blanks (rtrim1).
+        let x = match (t, x) {
+            (Some(DataType::Char(_)), Expr::Const(Value::Text(s)))
+                if matches!(ty, DataType::Text | DataType::Varchar(_)) =>
+            {
+                Expr::Const(Value::Text(value::bpchar_trim(&s).to_owned()))
+            }
+            (Some(DataType::Char(_)), x) if matches!(ty, DataType::Text | DataType::Varchar(_)) => {
+                Expr::BpcharTrim(x.boxed())
+            }
+            (_, x) => x,
+        };
+        match (t, x) {
+            (None, Expr::Const(Value::Text(s))) if category(ty) == Category::String => {
+                Ok((Expr::Const(value::cast(Value::Text(s), ty, true)?), Some(ty)))
+            }
+            (None, Expr::Const(Value::Text(s))) => Ok((Expr::Const(value::parse_input(&s, ty)?), Some(ty))),
+            (None, Expr::Param(i)) => {
+                self.params[i] = Some(ty);
+                Ok((Expr::Param(i), Some(ty)))
+            }
+            (_, Expr::Const(v)) => Ok((
+                self.folded(value::cast(v.clone(), ty, true), || Expr::Cast(Expr::Const(v).boxed(), ty, true))?,
+                Some(ty),
+            )),
+            (_, x) => Ok((Expr::Cast(x.boxed(), ty, true), Some(ty))),
+        }
+    }
+
+    /// `x AT TIME ZONE zone`, either way between timestamp and timestamptz.
+    fn at_time_zone(
+        &mut self,
+        timestamp: &ast::Expr,
+        time_zone: &ast::Expr,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        let (x, t) = self.expr(timestamp, scope, ctx)?;
+        let (z, zt) = self.expr(time_zone, scope, ctx)?;
+        // timezone(zone, timestamptz) is the preferred candidate for
+        // an unknown literal or a date, as PostgreSQL resolves it.
+        let to_instant = matches!(t, Some(DataType::Timestamp(_)));
+        let x = match t {
+            Some(DataType::Timestamp(_) | DataType::TimestampTz(_)) => x,
+            None | Some(DataType::Date) => self.result_cast(x, t, Some(DataType::TimestampTz(None)))?,
+            Some(other) => {
+                return Err(SqlError::undefined_function(&format!("timezone(unknown, {})", value::type_name(other))));
+            }
+        };
+        let z = if zt == Some(DataType::Interval) { z } else { self.text_arg(z, zt, "timezone")? };
+        let ty = if to_instant { DataType::TimestampTz(None) } else { DataType::Timestamp(None) };
+        Ok((Expr::Func(crate::expr::Func::AtTimeZone(to_instant), vec![z, x]), Some(ty)))
+    }
+
+    /// `x [NOT] IN (subquery)`.
+    fn in_subquery(
+        &mut self,
+        expr: &ast::Expr,
+        subquery: &ast::Query,
+        negated: bool,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        let (x, xt) = self.expr(expr, scope, ctx)?;
+        let (plan, correlated) = self.subquery(subquery, scope)?;
+        if plan.visible != 1 {
+            return Err(SqlError::syntax("subquery has too many columns"));
+        }
+        let st = plan.columns[0].ty;
+        // `x = c` resolves as a comparison does (unify_cmp): char(n)
+        // with varchar or another char(m) as bpchar (both sides
+        // without trailing blanks), char(n) with text as text.
+        if let (Some(a), Some(b)) = (xt, st)
+            && matches!(
+                (a, b),
+                (DataType::Char(_), DataType::Varchar(_))
+                    | (DataType::Varchar(_), DataType::Char(_))
+                    | (DataType::Char(_), DataType::Char(_))
+            )
+            && a != b
+        {
+            let lhs = Expr::BpcharTrim(x.boxed()).boxed();
+            return Ok((
+                self.sub_expr(SubqueryKind::In { lhs, trim_rows: true }, negated, correlated, plan),
+                Some(DataType::Bool),
+            ));
+        }
+        // char(n) with text: as text, the char side without its padding.
+        if let (Some(DataType::Char(_)), Some(DataType::Text)) = (xt, st) {
+            let lhs = Expr::BpcharTrim(x.boxed()).boxed();
+            return Ok((
+                self.sub_expr(SubqueryKind::In { lhs, trim_rows: false }, negated, correlated, plan),
+                Some(DataType::Bool),
+            ));
+        }
+        let common = common_type(&[xt, st], "IN")?;
+        let x = self.coerce_common(x, xt, common)?;
+        if let (Some(c), Some(s)) = (common, st)
+            && category(c) != category(s)
+        {
+            return Err(SqlError::undefined_operator(&format!("{} = {}", type_name(c), type_name(s))));
+        }
+        let trim_rows = matches!(st, Some(DataType::Char(_))) && common == Some(DataType::Text);
+        Ok((
+            self.sub_expr(SubqueryKind::In { lhs: x.boxed(), trim_rows }, negated, correlated, plan),
+            Some(DataType::Bool),
+        ))
     }
 
     /// `x IN (...)` of one item or with items that reference the query's
@@ -705,4 +778,14 @@ fn whole_row(scope: &Scope<'_>, name: &str) -> Option<(Expr, Ty)> {
         vec![Expr::Column(rel.offset), Expr::Column(rel.offset + 1)],
     );
     Some((row, Some(types::expand_record_type(*elem))))
+}
+
+/// `type 'text'`: the text read as that type's input.
+fn typed_string(ts: &ast::TypedString) -> Result<(Expr, Ty)> {
+    let ty = map_type(&ts.data_type)?;
+    let text = match &ts.value.value {
+        ast::Value::SingleQuotedString(s) => s.clone(),
+        other => return Err(SqlError::unsupported(format!("typed literal {other}"))),
+    };
+    Ok((Expr::Const(value::parse_input(&text, ty)?), Some(ty)))
 }

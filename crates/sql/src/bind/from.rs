@@ -73,68 +73,9 @@ impl Binder<'_> {
                 full: false,
             });
         }
-        let mut add = |b: &mut Self, factor: &ast::TableFactor, rels: &mut Vec<Rel>| -> Result<()> {
-            if has_target && matches!(factor, ast::TableFactor::Derived { lateral: true, .. }) {
-                // Its rows would be read again for each target row.
-                return Err(SqlError::unsupported("LATERAL in UPDATE ... FROM or DELETE ... USING"));
-            }
-            if let Some(VirtualRel { name: rname, table, source }) = b.virtual_from(factor, rels, outer)? {
-                if rels.iter().any(|r| r.name == rname) {
-                    return Err(SqlError::new("42712", format!("table name \"{rname}\" specified more than once")));
-                }
-                let width = table.columns.len();
-                rels.push(Rel { name: rname, table, offset, source: Some(source) });
-                offset += width;
-                return Ok(());
-            }
-            let ast::TableFactor::Table {
-                name,
-                alias,
-                args: None,
-                with_hints,
-                version: None,
-                partitions,
-                sample: None,
-                index_hints,
-                ..
-            } = factor
-            else {
-                return Err(SqlError::unsupported(match factor {
-                    ast::TableFactor::Derived { .. } => "subquery in FROM".to_owned(),
-                    other => format!("FROM item {other}"),
-                }));
-            };
-            if !with_hints.is_empty() || !partitions.is_empty() || !index_hints.is_empty() {
-                return Err(SqlError::unsupported("table hints"));
-            }
-            let mut table = b.table(name)?;
-            let rname = match alias {
-                Some(a) => ident(&a.name),
-                None => crate::names::short(&table.name).to_owned(),
-            };
-            if let Some(a) = alias.as_ref().filter(|a| !a.columns.is_empty()) {
-                table = with_column_aliases(&table, &rname, &a.columns)?;
-            }
-            // PostgreSQL lets two unaliased relations of different schemas
-            // share a reference name (`public.t, s.t`).
-            let clash = |r: &Rel| {
-                r.name == rname
-                    && !(alias.is_none()
-                        && r.source.is_none()
-                        && r.table.id != table.id
-                        && r.name == crate::names::short(&r.table.name))
-            };
-            if rels.iter().any(clash) {
-                return Err(SqlError::new("42712", format!("table name \"{rname}\" specified more than once")));
-            }
-            let width = table.columns.len();
-            rels.push(Rel { name: rname, table, offset, source: None });
-            offset += width;
-            Ok(())
-        };
         for twj in from {
             let chain = rels.len();
-            add(self, &twj.relation, &mut rels)?;
+            self.add_from_item(&twj.relation, &mut rels, &mut offset, has_target, outer)?;
             joins.push(JoinSpec {
                 chain,
                 left: false,
@@ -145,77 +86,83 @@ impl Binder<'_> {
                 full: false,
             });
             for j in &twj.joins {
-                let mut full = false;
-                let (left, right, constraint) = match &j.join_operator {
-                    ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (false, false, Some(c)),
-                    ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (true, false, Some(c)),
-                    ast::JoinOperator::CrossJoin(c) => (false, false, Some(c)),
-                    // A LEFT JOIN whose right side's unmatched rows are added
-                    // after the left side's loop (exec/scan.rs): a left side of
-                    // one relation, not in DML.
-                    ast::JoinOperator::FullOuter(c) if rels.len() == chain + 1 && !has_target => {
-                        full = true;
-                        (true, false, Some(c))
-                    }
-                    ast::JoinOperator::FullOuter(_) if rels.len() > chain + 1 => {
-                        return Err(SqlError::unsupported("FULL JOIN whose left side is itself a join"));
-                    }
-                    // Run as the LEFT JOIN of its sides swapped (planner::execution_order),
-                    // which a left side of several relations or a DML target would not be.
-                    ast::JoinOperator::Right(c) | ast::JoinOperator::RightOuter(c)
-                        if rels.len() == chain + 1 && !has_target =>
-                    {
-                        (false, true, Some(c))
-                    }
-                    ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) if rels.len() > chain + 1 => {
-                        return Err(SqlError::unsupported("RIGHT JOIN whose left side is itself a join"));
-                    }
-                    ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) => {
-                        return Err(SqlError::unsupported("RIGHT JOIN in UPDATE ... FROM, DELETE ... USING or MERGE"));
-                    }
-                    ast::JoinOperator::FullOuter(_) => {
-                        return Err(SqlError::unsupported("FULL JOIN in UPDATE ... FROM, DELETE ... USING or MERGE"));
-                    }
-                    other => {
-                        return Err(SqlError::unsupported(
-                            format!("join {other:?}").chars().take(60).collect::<String>(),
-                        ));
-                    }
-                };
-                add(self, &j.relation, &mut rels)?;
-                if right
-                    && rels
-                        .last()
-                        .and_then(|r| r.source.as_deref())
-                        .is_some_and(|s| matches!(s, VirtualSource::Function { .. } | VirtualSource::Lateral(_)))
-                {
-                    // It may read the left side, which is read after it.
-                    return Err(SqlError::unsupported("RIGHT JOIN to a function or LATERAL subquery in FROM"));
-                }
-                if full {
-                    // Read whole once per execution: a side that depends on
-                    // an outer row or the left side would not be.
-                    let side = rels.last().and_then(|r| r.source.as_deref());
-                    if !matches!(side, None | Some(VirtualSource::System(_) | VirtualSource::Query(_))) {
-                        return Err(SqlError::unsupported("FULL JOIN to a function, LATERAL or correlated subquery"));
-                    }
-                }
-                let mut spec = JoinSpec { chain, left, on: None, using: Vec::new(), natural: false, right, full };
-                match constraint {
-                    Some(ast::JoinConstraint::On(e)) => spec.on = Some(e.clone()),
-                    Some(ast::JoinConstraint::Using(cols)) => {
-                        spec.using = cols
-                            .iter()
-                            .map(|c| c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default())
-                            .collect();
-                    }
-                    Some(ast::JoinConstraint::Natural) => spec.natural = true,
-                    Some(ast::JoinConstraint::None) | None => {}
-                }
-                joins.push(spec);
+                let (left, right, full, constraint) = join_kind(&j.join_operator, rels.len() - chain, has_target)?;
+                self.add_from_item(&j.relation, &mut rels, &mut offset, has_target, outer)?;
+                check_joined_side(&rels, right, full)?;
+                joins.push(join_spec(chain, left, right, full, constraint));
             }
         }
         Ok((rels, joins))
+    }
+
+    /// One FROM item appended to `rels` at `offset` of the joined row: a
+    /// virtual relation (subquery, function, system relation, WITH query)
+    /// or a stored table, its reference name unique among them.
+    fn add_from_item(
+        &mut self,
+        factor: &ast::TableFactor,
+        rels: &mut Vec<Rel>,
+        offset: &mut usize,
+        has_target: bool,
+        outer: Option<&'_ Scope<'_>>,
+    ) -> Result<()> {
+        if has_target && matches!(factor, ast::TableFactor::Derived { lateral: true, .. }) {
+            // Its rows would be read again for each target row.
+            return Err(SqlError::unsupported("LATERAL in UPDATE ... FROM or DELETE ... USING"));
+        }
+        if let Some(VirtualRel { name: rname, table, source }) = self.virtual_from(factor, rels, outer)? {
+            if rels.iter().any(|r| r.name == rname) {
+                return Err(SqlError::new("42712", format!("table name \"{rname}\" specified more than once")));
+            }
+            let width = table.columns.len();
+            rels.push(Rel { name: rname, table, offset: *offset, source: Some(source) });
+            *offset += width;
+            return Ok(());
+        }
+        let ast::TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            with_hints,
+            version: None,
+            partitions,
+            sample: None,
+            index_hints,
+            ..
+        } = factor
+        else {
+            return Err(SqlError::unsupported(match factor {
+                ast::TableFactor::Derived { .. } => "subquery in FROM".to_owned(),
+                other => format!("FROM item {other}"),
+            }));
+        };
+        if !with_hints.is_empty() || !partitions.is_empty() || !index_hints.is_empty() {
+            return Err(SqlError::unsupported("table hints"));
+        }
+        let mut table = self.table(name)?;
+        let rname = match alias {
+            Some(a) => ident(&a.name),
+            None => crate::names::short(&table.name).to_owned(),
+        };
+        if let Some(a) = alias.as_ref().filter(|a| !a.columns.is_empty()) {
+            table = with_column_aliases(&table, &rname, &a.columns)?;
+        }
+        // PostgreSQL lets two unaliased relations of different schemas
+        // share a reference name (`public.t, s.t`).
+        let clash = |r: &Rel| {
+            r.name == rname
+                && !(alias.is_none()
+                    && r.source.is_none()
+                    && r.table.id != table.id
+                    && r.name == crate::names::short(&r.table.name))
+        };
+        if rels.iter().any(clash) {
+            return Err(SqlError::new("42712", format!("table name \"{rname}\" specified more than once")));
+        }
+        let width = table.columns.len();
+        rels.push(Rel { name: rname, table, offset: *offset, source: None });
+        *offset += width;
+        Ok(())
     }
 
     /// The WITH query an unqualified FROM name refers to, innermost first.
@@ -539,4 +486,84 @@ fn with_column_aliases(
         c.name = ident(&new.name);
     }
     Ok(Arc::new(renamed))
+}
+
+/// A join's kind as (left, right, full) and its constraint. `left_width`
+/// is the number of relations on its left in this FROM item's chain.
+fn join_kind(
+    op: &ast::JoinOperator,
+    left_width: usize,
+    has_target: bool,
+) -> Result<(bool, bool, bool, Option<&ast::JoinConstraint>)> {
+    let mut full = false;
+    let (left, right, constraint) = match op {
+        ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => (false, false, Some(c)),
+        ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (true, false, Some(c)),
+        ast::JoinOperator::CrossJoin(c) => (false, false, Some(c)),
+        // A LEFT JOIN whose right side's unmatched rows are added
+        // after the left side's loop (exec/scan.rs): a left side of
+        // one relation, not in DML.
+        ast::JoinOperator::FullOuter(c) if left_width == 1 && !has_target => {
+            full = true;
+            (true, false, Some(c))
+        }
+        ast::JoinOperator::FullOuter(_) if left_width > 1 => {
+            return Err(SqlError::unsupported("FULL JOIN whose left side is itself a join"));
+        }
+        // Run as the LEFT JOIN of its sides swapped (planner::execution_order),
+        // which a left side of several relations or a DML target would not be.
+        ast::JoinOperator::Right(c) | ast::JoinOperator::RightOuter(c) if left_width == 1 && !has_target => {
+            (false, true, Some(c))
+        }
+        ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) if left_width > 1 => {
+            return Err(SqlError::unsupported("RIGHT JOIN whose left side is itself a join"));
+        }
+        ast::JoinOperator::Right(_) | ast::JoinOperator::RightOuter(_) => {
+            return Err(SqlError::unsupported("RIGHT JOIN in UPDATE ... FROM, DELETE ... USING or MERGE"));
+        }
+        ast::JoinOperator::FullOuter(_) => {
+            return Err(SqlError::unsupported("FULL JOIN in UPDATE ... FROM, DELETE ... USING or MERGE"));
+        }
+        other => {
+            return Err(SqlError::unsupported(format!("join {other:?}").chars().take(60).collect::<String>()));
+        }
+    };
+    Ok((left, right, full, constraint))
+}
+
+/// The right side just joined, refused where it would be read in an order
+/// it cannot be: a RIGHT JOIN's or FULL JOIN's side that depends on others.
+fn check_joined_side(rels: &[Rel], right: bool, full: bool) -> Result<()> {
+    if right
+        && rels
+            .last()
+            .and_then(|r| r.source.as_deref())
+            .is_some_and(|s| matches!(s, VirtualSource::Function { .. } | VirtualSource::Lateral(_)))
+    {
+        // It may read the left side, which is read after it.
+        return Err(SqlError::unsupported("RIGHT JOIN to a function or LATERAL subquery in FROM"));
+    }
+    if full {
+        // Read whole once per execution: a side that depends on
+        // an outer row or the left side would not be.
+        let side = rels.last().and_then(|r| r.source.as_deref());
+        if !matches!(side, None | Some(VirtualSource::System(_) | VirtualSource::Query(_))) {
+            return Err(SqlError::unsupported("FULL JOIN to a function, LATERAL or correlated subquery"));
+        }
+    }
+    Ok(())
+}
+
+fn join_spec(chain: usize, left: bool, right: bool, full: bool, constraint: Option<&ast::JoinConstraint>) -> JoinSpec {
+    let mut spec = JoinSpec { chain, left, on: None, using: Vec::new(), natural: false, right, full };
+    match constraint {
+        Some(ast::JoinConstraint::On(e)) => spec.on = Some(e.clone()),
+        Some(ast::JoinConstraint::Using(cols)) => {
+            spec.using =
+                cols.iter().map(|c| c.0.last().and_then(|p| p.as_ident()).map(ident).unwrap_or_default()).collect();
+        }
+        Some(ast::JoinConstraint::Natural) => spec.natural = true,
+        Some(ast::JoinConstraint::None) | None => {}
+    }
+    spec
 }

@@ -32,6 +32,7 @@ mod recursive;
 mod relation_names;
 mod schema;
 mod select;
+mod select_phases;
 mod setop;
 mod view;
 mod window;

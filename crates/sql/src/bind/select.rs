@@ -1,16 +1,17 @@
 //! SELECT: WITH, the select list, WHERE, GROUP BY / HAVING, ORDER BY,
 //! DISTINCT [ON], LIMIT / OFFSET and FOR UPDATE.
 
-use pgtier_engine::{DataType, Value};
+use pgtier_engine::DataType;
 use sqlparser::ast;
 
-use super::aggregate::rewrite_post_agg;
 use super::function::function_name;
-use super::window::resolve_window_refs;
+use super::select_phases::{
+    aggregate, check_distinct_on_leads, check_json_operators, refuse_select_clauses, window_inputs,
+};
 use super::{Binder, CteDef, ExprCtx, Rel, Scope, ident};
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr};
-use crate::plan::{AggPlan, OutputColumn, SelectPlan, SortKey, WindowFunc};
+use crate::plan::{OutputColumn, SelectPlan};
 use crate::planner::{self, JoinRel};
 
 impl Binder<'_> {
@@ -97,306 +98,39 @@ impl Binder<'_> {
         plan
     }
 
+    /// One SELECT, bound phase by phase as transformSelectStmt does, in the
+    /// order that decides which error a statement with two faults gets.
     fn select_in_scope(&mut self, s: &ast::Select, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
-        if s.top.is_some()
-            || s.into.is_some()
-            || !s.lateral_views.is_empty()
-            || s.prewhere.is_some()
-            || !s.cluster_by.is_empty()
-            || !s.distribute_by.is_empty()
-            || !s.sort_by.is_empty()
-            || s.qualify.is_some()
-            || !s.connect_by.is_empty()
-        {
-            return Err(SqlError::unsupported("this SELECT clause"));
-        }
-        if let Some(rewritten) = srf_select(s) {
-            return self.select(&rewritten, q, outer);
-        }
-        if let Some(rewritten) = expand_array_items(s)? {
-            // PostgreSQL aggregates before it expands the set-returning call
-            // (the rewrite would aggregate its rows: refused, whether that
-            // binds or fails on the rewritten item).
-            let aggregated =
-                || SqlError::unsupported("a set-returning function in the select list of an aggregated query");
-            return match self.select(&rewritten, q, outer) {
-                Ok(plan) if plan.agg.is_some() || !plan.windows.is_empty() => Err(aggregated()),
-                Err(e) if e.message.contains(EXPAND_ITEM) => Err(aggregated()),
-                other => other,
-            };
+        refuse_select_clauses(s)?;
+        if let Some(plan) = self.rewritten_select(s, q, outer)? {
+            return Ok(plan);
         }
         let (distinct, distinct_on_items) = match &s.distinct {
             None | Some(ast::Distinct::All) => (false, None),
             Some(ast::Distinct::Distinct) => (true, None),
-            Some(ast::Distinct::On(items)) => (false, Some(items)),
+            Some(ast::Distinct::On(items)) => (false, Some(items.as_slice())),
         };
-        let (rels, joins) = self.bind_from(&s.from, outer)?;
-        let mut scope = Scope { rels, hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer };
-        let join_rels = self.join_conditions(&joins, &mut scope)?;
-        let mut where_conjuncts = Vec::new();
-        if let Some(w) = &s.selection {
-            let (b, t) = self.expr(w, &scope, &mut ExprCtx::plain("WHERE"))?;
-            let b = self.boolean(b, t, "WHERE")?;
-            flatten_and(b, &mut where_conjuncts);
-        }
-        // Projection, with aggregates collected.
+        let (scope, join_rels) = self.select_scope(&s.from, outer)?;
+        let mut where_conjuncts = self.where_clause(s.selection.as_ref(), &scope)?;
         let mut ctx = ExprCtx { aggs: Some(Vec::new()), windows: Some(Vec::new()), clause: "", in_agg: false };
-        let mut projection = Vec::new();
-        let mut columns = Vec::new();
-        let mut item_asts: Vec<Option<&ast::Expr>> = Vec::new();
-        for item in &s.projection {
-            match item {
-                ast::SelectItem::UnnamedExpr(e) => {
-                    let (b, t) = self.expr(e, &scope, &mut ctx)?;
-                    columns.push(OutputColumn { name: column_label(e), ty: t });
-                    projection.push(b);
-                    item_asts.push(Some(e));
-                }
-                ast::SelectItem::ExprWithAlias { expr, alias } => {
-                    let (b, t) = self.expr(expr, &scope, &mut ctx)?;
-                    columns.push(OutputColumn { name: ident(alias), ty: t });
-                    projection.push(b);
-                    item_asts.push(Some(expr));
-                }
-                ast::SelectItem::Wildcard(opts) => {
-                    check_wildcard(opts)?;
-                    if scope.rels.is_empty() {
-                        return Err(SqlError::new("42601", "SELECT * with no tables specified is not valid"));
-                    }
-                    for (name, e, ty) in scope.star_items()? {
-                        columns.push(OutputColumn { name, ty: Some(ty) });
-                        projection.push(e);
-                        item_asts.push(None);
-                    }
-                }
-                ast::SelectItem::ExprWithAliases { .. } => return Err(SqlError::unsupported("multiple aliases")),
-                ast::SelectItem::QualifiedWildcard(kind, opts) => {
-                    check_wildcard(opts)?;
-                    let ast::SelectItemQualifiedWildcardKind::ObjectName(name) = kind else {
-                        return Err(SqlError::unsupported("expression.*"));
-                    };
-                    let r = scope.qualified(name)?;
-                    for (i, c) in r.table.visible_columns().iter().enumerate() {
-                        projection.push(Expr::Column(r.offset + i));
-                        columns.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
-                        item_asts.push(None);
-                    }
-                }
-            }
-        }
-        // GROUP BY.
-        let mut group_by = Vec::new();
-        match &s.group_by {
-            ast::GroupByExpr::Expressions(exprs, mods) => {
-                if !mods.is_empty() {
-                    return Err(SqlError::unsupported("GROUP BY modifiers"));
-                }
-                for e in exprs {
-                    if non_integer_constant(e) {
-                        return Err(SqlError::new("42601", "non-integer constant in GROUP BY"));
-                    }
-                    if let Some(n) = negative_integer(e) {
-                        return Err(SqlError::new("42P10", format!("GROUP BY position -{n} is not in select list")));
-                    }
-                    let bound = if let Some(pos) = ordinal(e) {
-                        let item =
-                            pos.checked_sub(1).and_then(|i| item_asts.get(i).copied().flatten()).ok_or_else(|| {
-                                SqlError::new("42P10", format!("GROUP BY position {pos} is not in select list"))
-                            })?;
-                        self.expr(item, &scope, &mut ExprCtx::plain("GROUP BY"))?
-                    } else {
-                        match self.expr(e, &scope, &mut ExprCtx::plain("GROUP BY")) {
-                            Ok(bt) => bt,
-                            Err(err) if err.sqlstate == "42703" => {
-                                // GROUP BY may name an output column.
-                                let name = match e {
-                                    ast::Expr::Identifier(i) => ident(i),
-                                    _ => return Err(err),
-                                };
-                                let pos = columns.iter().position(|c| c.name == name).ok_or(err)?;
-                                let item = item_asts[pos].ok_or_else(|| SqlError::unsupported("GROUP BY on *"))?;
-                                self.expr(item, &scope, &mut ExprCtx::plain("GROUP BY"))?
-                            }
-                            Err(err) => return Err(err),
-                        }
-                    };
-                    if bound.1 == Some(DataType::Json) {
-                        return Err(json_no_operator("equality"));
-                    }
-                    group_by.push(bound.0);
-                }
-            }
-            ast::GroupByExpr::All(_) => return Err(SqlError::unsupported("GROUP BY ALL")),
-        }
-        let having = match &s.having {
-            Some(h) => {
-                let windows = ctx.windows.take();
-                ctx.clause = "HAVING";
-                let bound = self.expr(h, &scope, &mut ctx);
-                (ctx.windows, ctx.clause) = (windows, "");
-                let (b, t) = bound?;
-                Some(self.boolean(b, t, "HAVING")?)
-            }
-            None => None,
-        };
-        // ORDER BY.
-        let visible = projection.len();
-        let mut order_by = Vec::new();
-        if let Some(ob) = &q.order_by {
-            let ast::OrderByKind::Expressions(items) = &ob.kind else {
-                return Err(SqlError::unsupported("ORDER BY ALL"));
-            };
-            if ob.interpolate.is_some() {
-                return Err(SqlError::unsupported("INTERPOLATE"));
-            }
-            for item in items {
-                if item.with_fill.is_some() {
-                    return Err(SqlError::unsupported("WITH FILL"));
-                }
-                let desc = item.options.asc == Some(false);
-                let nulls_first = item.options.nulls_first.unwrap_or(desc);
-                let column = if let Some(pos) = ordinal(&item.expr) {
-                    if pos == 0 || pos > visible {
-                        return Err(SqlError::new("42P10", format!("ORDER BY position {pos} is not in select list")));
-                    }
-                    pos - 1
-                } else if let Some(pos) = output_name_match(&item.expr, &columns[..visible]) {
-                    pos
-                } else {
-                    let (b, t) = self.expr(&item.expr, &scope, &mut ctx)?;
-                    match projection.iter().position(|p| *p == b) {
-                        Some(p) => p,
-                        None => {
-                            if distinct {
-                                return Err(SqlError::new(
-                                    "42P10",
-                                    "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
-                                ));
-                            }
-                            projection.push(b);
-                            columns.push(OutputColumn { name: "?column?".into(), ty: t });
-                            projection.len() - 1
-                        }
-                    }
-                };
-                order_by.push(SortKey { column, desc, nulls_first });
-            }
-        }
-        // DISTINCT ON: its expressions are read like ORDER BY's (positions,
-        // output names, expressions) and must lead the ORDER BY.
-        let mut distinct_on = Vec::new();
-        for e in distinct_on_items.into_iter().flatten() {
-            let column = if let Some(pos) = ordinal(e) {
-                if pos == 0 || pos > visible {
-                    return Err(SqlError::new(
-                        "42P10",
-                        format!("SELECT DISTINCT ON position {pos} is not in select list"),
-                    ));
-                }
-                pos - 1
-            } else if let Some(pos) = output_name_match(e, &columns[..visible]) {
-                pos
-            } else {
-                let (b, t) = self.expr(e, &scope, &mut ctx)?;
-                match projection.iter().position(|p| *p == b) {
-                    Some(p) => p,
-                    None => {
-                        projection.push(b);
-                        columns.push(OutputColumn { name: "?column?".into(), ty: t });
-                        projection.len() - 1
-                    }
-                }
-            };
-            if !distinct_on.contains(&column) {
-                distinct_on.push(column);
-            }
-        }
-        let mut unmatched = distinct_on.clone();
-        for k in &order_by {
-            if unmatched.is_empty() {
-                break;
-            }
-            let Some(i) = unmatched.iter().position(|c| *c == k.column) else {
-                return Err(SqlError::new(
-                    "42P10",
-                    "SELECT DISTINCT ON expressions must match initial ORDER BY expressions",
-                ));
-            };
-            unmatched.remove(i);
-        }
+        let mut list = self.select_list(&s.projection, &scope, &mut ctx)?;
+        let group_by = self.group_by(&s.group_by, &scope, &list)?;
+        let having = self.having(s.having.as_ref(), &scope, &mut ctx)?;
+        let order_by = self.order_by(q.order_by.as_ref(), &scope, &mut ctx, &mut list, distinct)?;
+        let distinct_on = self.distinct_on(distinct_on_items, &scope, &mut ctx, &mut list)?;
+        check_distinct_on_leads(&distinct_on, &order_by)?;
         // WINDOW clause entries no call names are bound all the same (their
         // errors are PostgreSQL's), then dropped.
         let unused_windows = self.unused_windows(&scope, &mut ctx)?;
-        // Aggregation: rewrite everything above it onto the aggregate row.
         let aggs = ctx.aggs.take().unwrap_or_default();
         let mut windows = ctx.windows.take().unwrap_or_default();
-        let agg = if !aggs.is_empty() || !group_by.is_empty() || having.is_some() {
-            let rewrite = |e: Expr| rewrite_post_agg(e, &group_by, &scope);
-            let projection2 = projection.into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
-            projection = projection2;
-            for e in unused_windows {
-                rewrite(e)?;
-            }
-            for w in &mut windows {
-                let partition =
-                    std::mem::take(&mut w.partition).into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
-                w.partition = partition;
-                let order = std::mem::take(&mut w.order)
-                    .into_iter()
-                    .map(|(e, d, n)| rewrite(e).map(|e| (e, d, n)))
-                    .collect::<Result<Vec<_>>>()?;
-                w.order = order;
-                match &mut w.func {
-                    WindowFunc::Agg(call) => {
-                        call.arg = call.arg.take().map(rewrite).transpose()?;
-                        call.filter = call.filter.take().map(rewrite).transpose()?;
-                    }
-                    WindowFunc::Ntile(e) | WindowFunc::FirstValue(e) | WindowFunc::LastValue(e) => {
-                        *e = rewrite(std::mem::replace(e, Expr::Const(Value::Null)))?
-                    }
-                    WindowFunc::NthValue(e, n) => {
-                        *e = rewrite(std::mem::replace(e, Expr::Const(Value::Null)))?;
-                        *n = rewrite(std::mem::replace(n, Expr::Const(Value::Null)))?;
-                    }
-                    WindowFunc::Shift { value, offset, default, .. } => {
-                        *value = rewrite(std::mem::replace(value, Expr::Const(Value::Null)))?;
-                        *offset = offset.take().map(rewrite).transpose()?;
-                        *default = default.take().map(rewrite).transpose()?;
-                    }
-                    WindowFunc::RowNumber
-                    | WindowFunc::Rank
-                    | WindowFunc::DenseRank
-                    | WindowFunc::PercentRank
-                    | WindowFunc::CumeDist => {}
-                }
-            }
-            let having = having.map(rewrite).transpose()?;
-            Some(AggPlan { group_by, aggs, having })
-        } else {
-            None
-        };
-        // Window values follow the input row's own columns.
-        if !windows.is_empty() {
-            let input_width = match &agg {
-                Some(a) => a.group_by.len() + a.aggs.len(),
-                None => scope.width(),
-            };
-            let to_column = |e: Expr| resolve_window_refs(e, input_width);
-            projection = projection.into_iter().map(to_column).collect::<Result<Vec<_>>>()?;
-        }
-        let limit_offset = self.limit_offset(q)?;
+        let agg = aggregate(group_by, aggs, having, &scope, &mut list.projection, unused_windows, &mut windows)?;
+        window_inputs(&windows, agg.as_ref(), &scope, &mut list.projection)?;
+        let (limit, offset) = self.limit_offset(q)?;
         if !windows.is_empty() && !q.locks.is_empty() {
             return Err(SqlError::new("0A000", "FOR UPDATE is not allowed with window functions"));
         }
-        // json has no equality or ordering operator.
-        if order_by.iter().any(|k| columns[k.column].ty == Some(DataType::Json)) {
-            return Err(json_no_operator("ordering"));
-        }
-        if (distinct && columns[..visible].iter().any(|c| c.ty == Some(DataType::Json)))
-            || distinct_on.iter().any(|&c| columns[c].ty == Some(DataType::Json))
-        {
-            return Err(json_no_operator("equality"));
-        }
+        check_json_operators(&list, distinct, &distinct_on, &order_by)?;
         let for_update = self.locks(q, &scope, agg.is_some() || distinct || !distinct_on.is_empty())?;
         // HAVING without aggregates or GROUP BY is one group whatever the
         // input (is_degenerate_grouping): PostgreSQL never evaluates WHERE
@@ -404,24 +138,23 @@ impl Binder<'_> {
         if agg.as_ref().is_some_and(|a| a.aggs.is_empty() && a.group_by.is_empty()) {
             where_conjuncts.clear();
         }
-        let levels =
-            planner::plan_levels(self.catalog, &scope.rels, join_rels, where_conjuncts.clone(), &mut self.indexes)?;
-        let (levels, final_filters) = levels;
+        let (levels, final_filters) =
+            planner::plan_levels(self.catalog, &scope.rels, join_rels, where_conjuncts, &mut self.indexes)?;
         Ok(SelectPlan {
             levels,
             width: scope.width(),
             final_filters,
             agg,
             windows,
-            projection,
-            visible,
+            projection: list.projection,
+            visible: list.visible,
             distinct,
             distinct_on,
             order_by,
-            limit: limit_offset.0,
-            offset: limit_offset.1,
+            limit,
+            offset,
             for_update,
-            columns,
+            columns: list.columns,
             point_lookup: false,
             projects_columns: false,
             level_masks: Vec::new(),
@@ -675,7 +408,7 @@ pub(super) fn ordinal(e: &ast::Expr) -> Option<usize> {
 /// A literal PostgreSQL's grammar keeps as a constant (A_Const) that is not
 /// an integer: a string, decimal, boolean or NULL, also signed or in
 /// parentheses. GROUP BY refuses it (an integer would be a position).
-fn non_integer_constant(e: &ast::Expr) -> bool {
+pub(super) fn non_integer_constant(e: &ast::Expr) -> bool {
     if let Some((_, n)) = signed_number(e) {
         return !n.bytes().all(|b| b.is_ascii_digit());
     }
@@ -689,7 +422,7 @@ fn non_integer_constant(e: &ast::Expr) -> bool {
 /// `-5`, `(-5)`, `-((-5))`: PostgreSQL's grammar folds signs into the
 /// constant, so GROUP BY takes a negative integer as a position (and
 /// refuses it).
-fn negative_integer(e: &ast::Expr) -> Option<&str> {
+pub(super) fn negative_integer(e: &ast::Expr) -> Option<&str> {
     match signed_number(e) {
         Some((true, n)) if n.bytes().all(|b| b.is_ascii_digit()) => Some(n),
         _ => None,
@@ -723,11 +456,11 @@ pub(super) fn column_label(e: &ast::Expr) -> String {
     super::colname::figure_colname(e)
 }
 
-fn json_no_operator(kind: &str) -> SqlError {
+pub(super) fn json_no_operator(kind: &str) -> SqlError {
     SqlError::new("42883", format!("could not identify an {kind} operator for type json"))
 }
 
-fn check_wildcard(opts: &ast::WildcardAdditionalOptions) -> Result<()> {
+pub(super) fn check_wildcard(opts: &ast::WildcardAdditionalOptions) -> Result<()> {
     if opts.opt_ilike.is_some()
         || opts.opt_exclude.is_some()
         || opts.opt_except.is_some()
@@ -742,7 +475,7 @@ fn check_wildcard(opts: &ast::WildcardAdditionalOptions) -> Result<()> {
 /// `SELECT srf(args) [AS a]` without FROM, for the set-returning functions
 /// pgtier has, as `SELECT f AS a FROM srf(args) f`: the function's rows,
 /// possibly none (PostgreSQL's SRF-in-target-list for this simple case).
-fn srf_select(s: &ast::Select) -> Option<ast::Select> {
+pub(super) fn srf_select(s: &ast::Select) -> Option<ast::Select> {
     if !s.from.is_empty() || s.selection.is_some() || s.projection.len() != 1 {
         return None;
     }
@@ -773,7 +506,7 @@ fn srf_select(s: &ast::Select) -> Option<ast::Select> {
 }
 
 /// The FROM item `_pg_expandarray` calls in the select list become.
-const EXPAND_ITEM: &str = "__pg_expandarray";
+pub(super) const EXPAND_ITEM: &str = "__pg_expandarray";
 
 /// `information_schema._pg_expandarray(a)` and `(...(a)).x` / `.n` as
 /// select items (pgJDBC's getPrimaryKeys, getIndexInfo). PostgreSQL runs a
@@ -785,7 +518,7 @@ const EXPAND_ITEM: &str = "__pg_expandarray";
 /// (checked on the bound plan, in `select`). `unnest(a)` in the select
 /// list of a query with FROM is moved the same way (without FROM,
 /// `srf_select` has it).
-fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
+pub(super) fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
     let is_call = |e: &ast::Expr| match e {
         ast::Expr::Function(f) => function_name(&f.name)
             .is_ok_and(|n| n == super::function::EXPAND_ARRAY || (n == "unnest" && !s.from.is_empty())),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use pgtier_engine::{Catalog, Column, IndexSchema, SequenceDefault, TableSchema, Value};
 
 use super::pg_type::{BUILTIN_TYPES, ColumnTypeInfo, TypeMatch, column_type_info, type_rows};
-use super::relations::T;
+use super::relations::{SysColumn, T};
 use super::views::is_view;
 use super::{
     BTREE_AM, DATABASE_OID, DATABASE_OWNER_ROLE, DEFAULT_COLLATION, HEAP_AM, INDEX_BASE, NS_INFORMATION_SCHEMA,
@@ -101,287 +101,28 @@ pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
 fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let catalog = ctx.catalog;
     match name {
-        "pg_namespace" => {
-            for (oid, name) in [
-                (NS_PG_CATALOG, "pg_catalog"),
-                (NS_PUBLIC, "public"),
-                (NS_INFORMATION_SCHEMA, "information_schema"),
-                (NS_PG_TOAST, "pg_toast"),
-            ] {
-                let owner = if oid == NS_PUBLIC { DATABASE_OWNER_ROLE } else { OWNER_OID };
-                out.extend([Value::Int8(oid), text(name), Value::Int8(owner), Value::Null]);
-            }
-            for s in super::schemas::user_schemas(catalog) {
-                out.extend([Value::Int8(s.oid), Value::Text(s.name), Value::Int8(OWNER_OID), Value::Null]);
-            }
-        }
+        "pg_namespace" => namespace_rows(catalog, out),
         "pg_class" => class_rows(catalog, out),
         "pg_attribute" => attribute_rows(catalog, out),
         "pg_type" => type_rows(out),
-        "pg_index" => {
-            for TableIndex { table: t, index: i } in all_indexes(catalog) {
-                let n = i16::try_from(i.columns.len()).unwrap_or(i16::MAX);
-                let colls: Vec<Value> =
-                    i.columns.iter().map(|&c| Value::Int8(column_type_info(t.columns[c].ty).collation)).collect();
-                let zeros: Vec<Value> = i.columns.iter().map(|_| Value::Int8(0)).collect();
-                let opts: Vec<Value> = i.columns.iter().map(|_| Value::Int2(0)).collect();
-                out.extend([
-                    Value::Int8(index_oid(&i)),
-                    Value::Int8(table_oid(&t)),
-                    Value::Int2(n),
-                    Value::Int2(n),
-                    Value::Bool(i.unique),
-                    Value::Bool(false),
-                    Value::Bool(i.primary),
-                    Value::Bool(false),
-                    Value::Bool(true),
-                    Value::Bool(false),
-                    Value::Bool(true),
-                    Value::Bool(false),
-                    Value::Bool(true),
-                    Value::Bool(true),
-                    Value::Bool(false),
-                    int2vector(&t, &i.columns),
-                    Value::Text(array_text(Elem::OidVector, &colls)),
-                    Value::Text(array_text(Elem::OidVector, &zeros)),
-                    Value::Text(array_text(Elem::Int2Vector, &opts)),
-                    Value::Null,
-                    Value::Null,
-                ]);
-            }
-        }
+        "pg_index" => index_rows(catalog, out),
         "pg_constraint" => constraint_rows(catalog, out),
-        "pg_sequence" => {
-            for s in user_sequences(catalog) {
-                let Some(o) = &s.sequence else { continue };
-                out.extend([
-                    Value::Int8(table_oid(s)),
-                    Value::Int8(column_type_info(o.data_type).type_oid),
-                    Value::Int8(o.start),
-                    Value::Int8(o.increment),
-                    Value::Int8(o.max),
-                    Value::Int8(o.min),
-                    Value::Int8(1),
-                    Value::Bool(o.cycle),
-                ]);
-            }
-        }
-        "pg_depend" => {
-            const PG_CLASS: i64 = 1259;
-            for t in user_tables(catalog) {
-                for (c, col) in user_columns(t) {
-                    if let Some((seq, how)) = col.sequence.filter(|(_, how)| how.owns()) {
-                        let deptype = if how == SequenceDefault::Serial { "a" } else { "i" };
-                        out.extend([
-                            Value::Int8(PG_CLASS),
-                            Value::Int8(relation_oid(seq)),
-                            Value::Int4(0),
-                            Value::Int8(PG_CLASS),
-                            Value::Int8(table_oid(t)),
-                            Value::Int4(i32::from(t.attnum(c))),
-                            text(deptype),
-                        ]);
-                    }
-                }
-            }
-        }
-        "pg_attrdef" => {
-            for t in user_tables(catalog) {
-                for (c, col) in user_columns(t) {
-                    if let Some(d) = column_default_text(catalog, col) {
-                        out.extend([
-                            Value::Int8(attrdef_oid(t, t.attnum(c).unsigned_abs().into())),
-                            Value::Int8(table_oid(t)),
-                            Value::Int2(t.attnum(c)),
-                            Value::Text(d),
-                        ]);
-                    }
-                }
-            }
-        }
-        "pg_am" => {
-            out.extend([Value::Int8(HEAP_AM), text("heap"), text("heap_tableam_handler"), text("t")]);
-            out.extend([Value::Int8(BTREE_AM), text("btree"), text("bthandler"), text("i")]);
-            out.extend([Value::Int8(405), text("hash"), text("hashhandler"), text("i")]);
-        }
-        "pg_database" => {
-            out.extend([
-                Value::Int8(DATABASE_OID),
-                Value::Text(ctx.database()),
-                Value::Int8(OWNER_OID),
-                Value::Int4(6),
-                text("c"),
-                Value::Bool(false),
-                Value::Bool(true),
-                Value::Int4(-1),
-                Value::Int8(0),
-                Value::Int8(1),
-                Value::Int8(1663),
-                text("C"),
-                text("C"),
-                Value::Null,
-                Value::Null,
-                Value::Null,
-            ]);
-        }
-        "pg_roles" => {
-            out.extend([
-                Value::Text(ctx.user()),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Int4(-1),
-                text("********"),
-                Value::Null,
-                Value::Bool(true),
-                Value::Null,
-                Value::Int8(OWNER_OID),
-            ]);
-        }
-        "pg_user" => {
-            out.extend([
-                Value::Text(ctx.user()),
-                Value::Int8(OWNER_OID),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                text("********"),
-                Value::Null,
-                Value::Null,
-            ]);
-        }
-        "pg_authid" => {
-            out.extend([
-                Value::Int8(OWNER_OID),
-                Value::Text(ctx.user()),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Bool(true),
-                Value::Int4(-1),
-                Value::Null,
-                Value::Null,
-            ]);
-        }
-        "pg_settings" => {
-            let mut names: Vec<String> = ctx.settings.keys().filter(|k| !k.starts_with("pgtier.")).cloned().collect();
-            // Fixed facts drivers read (pgJDBC: max_index_keys).
-            names.extend(FIXED_SETTINGS.iter().map(|(k, _)| (*k).to_owned()));
-            names.sort();
-            names.dedup();
-            for k in &names {
-                let fixed = FIXED_SETTINGS.iter().find(|(f, _)| f == k).map(|(_, v)| (*v).to_owned());
-                let v = ctx.settings.get(k).cloned().or_else(|| fixed.clone()).unwrap_or_default();
-                let ro = READ_ONLY_SETTINGS.contains(&k.as_str()) || fixed.is_some();
-                out.extend([
-                    text(setting_display_name(k)),
-                    Value::Text(v.clone()),
-                    Value::Null,
-                    text(""),
-                    text(""),
-                    Value::Null,
-                    text(if ro { "internal" } else { "user" }),
-                    text("string"),
-                    text("default"),
-                    Value::Null,
-                    Value::Null,
-                    Value::Null,
-                    Value::Text(v.clone()),
-                    Value::Text(v),
-                    Value::Null,
-                    Value::Null,
-                    Value::Bool(false),
-                ]);
-            }
-        }
-        "pg_collation" => {
-            for (oid, name, provider) in [(DEFAULT_COLLATION, "default", "d"), (950, "C", "c"), (951, "POSIX", "c")] {
-                let coll = if provider == "d" { Value::Null } else { text(name) };
-                out.extend([
-                    Value::Int8(oid),
-                    text(name),
-                    Value::Int8(NS_PG_CATALOG),
-                    Value::Int8(OWNER_OID),
-                    text(provider),
-                    Value::Bool(true),
-                    Value::Int4(-1),
-                    coll.clone(),
-                    coll,
-                    Value::Null,
-                    Value::Null,
-                ]);
-            }
-        }
-        "pg_tablespace" => {
-            for (oid, name) in [(1663, "pg_default"), (1664, "pg_global")] {
-                out.extend([Value::Int8(oid), text(name), Value::Int8(OWNER_OID), Value::Null, Value::Null]);
-            }
-        }
-        "pg_extension" => {
-            out.extend([
-                Value::Int8(13_500),
-                text("plpgsql"),
-                Value::Int8(OWNER_OID),
-                Value::Int8(NS_PG_CATALOG),
-                Value::Bool(false),
-                text("1.0"),
-                Value::Null,
-                Value::Null,
-            ]);
-        }
-        "pg_tables" => {
-            for t in user_tables(catalog) {
-                out.extend([
-                    text(split(&t.name).0),
-                    text(short(&t.name)),
-                    Value::Text(ctx.user()),
-                    Value::Null,
-                    Value::Bool(true),
-                    Value::Bool(false),
-                    Value::Bool(false),
-                    Value::Bool(false),
-                ]);
-            }
-        }
-        // Each view's one rule, as PostgreSQL keeps it (the query itself is not shown as a node tree).
-        "pg_rewrite" => {
-            for v in user_views(catalog) {
-                out.extend([
-                    Value::Int8(super::rewrite_oid(v)),
-                    text("_RETURN"),
-                    Value::Int8(table_oid(v)),
-                    text("1"),
-                    text("O"),
-                    Value::Bool(true),
-                    text("<>"),
-                    Value::Null,
-                ]);
-            }
-        }
-        "pg_views" => {
-            for v in user_views(catalog) {
-                let def = super::view_definition(catalog, v, false).map_or(Value::Null, Value::Text);
-                out.extend([text(split(&v.name).0), text(short(&v.name)), Value::Text(ctx.user()), def]);
-            }
-        }
-        "pg_indexes" => {
-            for TableIndex { table: t, index: i } in all_indexes(catalog) {
-                out.extend([
-                    text(split(&t.name).0),
-                    text(short(&t.name)),
-                    text(short(&i.name)),
-                    Value::Null,
-                    Value::Text(index_def(&t, &i, true)),
-                ]);
-            }
-        }
+        "pg_sequence" => sequence_rows(catalog, out),
+        "pg_depend" => depend_rows(catalog, out),
+        "pg_attrdef" => attrdef_rows(catalog, out),
+        "pg_am" => am_rows(out),
+        "pg_database" => database_rows(ctx, out),
+        "pg_roles" => roles_rows(ctx, out),
+        "pg_user" => user_rows(ctx, out),
+        "pg_authid" => authid_rows(ctx, out),
+        "pg_settings" => settings_rows(ctx, out),
+        "pg_collation" => collation_rows(out),
+        "pg_tablespace" => tablespace_rows(out),
+        "pg_extension" => extension_rows(out),
+        "pg_tables" => tables_rows(ctx, out),
+        "pg_rewrite" => rewrite_rows(catalog, out),
+        "pg_views" => views_rows(ctx, out),
+        "pg_indexes" => indexes_rows(catalog, out),
         "pgtier_cache_groups"
         | "pgtier_cache_tables"
         | "pgtier_cache_stats"
@@ -395,6 +136,303 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         // policies, statistics objects, publications, triggers, enums, ranges,
         // functions in pg_proc).
         _ => {}
+    }
+}
+
+fn namespace_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    for (oid, name) in [
+        (NS_PG_CATALOG, "pg_catalog"),
+        (NS_PUBLIC, "public"),
+        (NS_INFORMATION_SCHEMA, "information_schema"),
+        (NS_PG_TOAST, "pg_toast"),
+    ] {
+        let owner = if oid == NS_PUBLIC { DATABASE_OWNER_ROLE } else { OWNER_OID };
+        out.extend([Value::Int8(oid), text(name), Value::Int8(owner), Value::Null]);
+    }
+    for s in super::schemas::user_schemas(catalog) {
+        out.extend([Value::Int8(s.oid), Value::Text(s.name), Value::Int8(OWNER_OID), Value::Null]);
+    }
+}
+
+fn index_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    for TableIndex { table: t, index: i } in all_indexes(catalog) {
+        let n = i16::try_from(i.columns.len()).unwrap_or(i16::MAX);
+        let colls: Vec<Value> =
+            i.columns.iter().map(|&c| Value::Int8(column_type_info(t.columns[c].ty).collation)).collect();
+        let zeros: Vec<Value> = i.columns.iter().map(|_| Value::Int8(0)).collect();
+        let opts: Vec<Value> = i.columns.iter().map(|_| Value::Int2(0)).collect();
+        out.extend([
+            Value::Int8(index_oid(&i)),
+            Value::Int8(table_oid(&t)),
+            Value::Int2(n),
+            Value::Int2(n),
+            Value::Bool(i.unique),
+            Value::Bool(false),
+            Value::Bool(i.primary),
+            Value::Bool(false),
+            Value::Bool(true),
+            Value::Bool(false),
+            Value::Bool(true),
+            Value::Bool(false),
+            Value::Bool(true),
+            Value::Bool(true),
+            Value::Bool(false),
+            int2vector(&t, &i.columns),
+            Value::Text(array_text(Elem::OidVector, &colls)),
+            Value::Text(array_text(Elem::OidVector, &zeros)),
+            Value::Text(array_text(Elem::Int2Vector, &opts)),
+            Value::Null,
+            Value::Null,
+        ]);
+    }
+}
+
+fn sequence_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    for s in user_sequences(catalog) {
+        let Some(o) = &s.sequence else { continue };
+        out.extend([
+            Value::Int8(table_oid(s)),
+            Value::Int8(column_type_info(o.data_type).type_oid),
+            Value::Int8(o.start),
+            Value::Int8(o.increment),
+            Value::Int8(o.max),
+            Value::Int8(o.min),
+            Value::Int8(1),
+            Value::Bool(o.cycle),
+        ]);
+    }
+}
+
+fn depend_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    const PG_CLASS: i64 = 1259;
+    for t in user_tables(catalog) {
+        for (c, col) in user_columns(t) {
+            if let Some((seq, how)) = col.sequence.filter(|(_, how)| how.owns()) {
+                let deptype = if how == SequenceDefault::Serial { "a" } else { "i" };
+                out.extend([
+                    Value::Int8(PG_CLASS),
+                    Value::Int8(relation_oid(seq)),
+                    Value::Int4(0),
+                    Value::Int8(PG_CLASS),
+                    Value::Int8(table_oid(t)),
+                    Value::Int4(i32::from(t.attnum(c))),
+                    text(deptype),
+                ]);
+            }
+        }
+    }
+}
+
+fn attrdef_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    for t in user_tables(catalog) {
+        for (c, col) in user_columns(t) {
+            if let Some(d) = column_default_text(catalog, col) {
+                out.extend([
+                    Value::Int8(attrdef_oid(t, t.attnum(c).unsigned_abs().into())),
+                    Value::Int8(table_oid(t)),
+                    Value::Int2(t.attnum(c)),
+                    Value::Text(d),
+                ]);
+            }
+        }
+    }
+}
+
+fn am_rows(out: &mut Vec<Value>) {
+    out.extend([Value::Int8(HEAP_AM), text("heap"), text("heap_tableam_handler"), text("t")]);
+    out.extend([Value::Int8(BTREE_AM), text("btree"), text("bthandler"), text("i")]);
+    out.extend([Value::Int8(405), text("hash"), text("hashhandler"), text("i")]);
+}
+
+fn database_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+    out.extend([
+        Value::Int8(DATABASE_OID),
+        Value::Text(ctx.database()),
+        Value::Int8(OWNER_OID),
+        Value::Int4(6),
+        text("c"),
+        Value::Bool(false),
+        Value::Bool(true),
+        Value::Int4(-1),
+        Value::Int8(0),
+        Value::Int8(1),
+        Value::Int8(1663),
+        text("C"),
+        text("C"),
+        Value::Null,
+        Value::Null,
+        Value::Null,
+    ]);
+}
+
+fn roles_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+    out.extend([
+        Value::Text(ctx.user()),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Int4(-1),
+        text("********"),
+        Value::Null,
+        Value::Bool(true),
+        Value::Null,
+        Value::Int8(OWNER_OID),
+    ]);
+}
+
+fn user_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+    out.extend([
+        Value::Text(ctx.user()),
+        Value::Int8(OWNER_OID),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Bool(true),
+        text("********"),
+        Value::Null,
+        Value::Null,
+    ]);
+}
+
+fn authid_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+    out.extend([
+        Value::Int8(OWNER_OID),
+        Value::Text(ctx.user()),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Bool(true),
+        Value::Int4(-1),
+        Value::Null,
+        Value::Null,
+    ]);
+}
+
+fn settings_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+    let mut names: Vec<String> = ctx.settings.keys().filter(|k| !k.starts_with("pgtier.")).cloned().collect();
+    // Fixed facts drivers read (pgJDBC: max_index_keys).
+    names.extend(FIXED_SETTINGS.iter().map(|(k, _)| (*k).to_owned()));
+    names.sort();
+    names.dedup();
+    for k in &names {
+        let fixed = FIXED_SETTINGS.iter().find(|(f, _)| f == k).map(|(_, v)| (*v).to_owned());
+        let v = ctx.settings.get(k).cloned().or_else(|| fixed.clone()).unwrap_or_default();
+        let ro = READ_ONLY_SETTINGS.contains(&k.as_str()) || fixed.is_some();
+        out.extend([
+            text(setting_display_name(k)),
+            Value::Text(v.clone()),
+            Value::Null,
+            text(""),
+            text(""),
+            Value::Null,
+            text(if ro { "internal" } else { "user" }),
+            text("string"),
+            text("default"),
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Text(v.clone()),
+            Value::Text(v),
+            Value::Null,
+            Value::Null,
+            Value::Bool(false),
+        ]);
+    }
+}
+
+fn collation_rows(out: &mut Vec<Value>) {
+    for (oid, name, provider) in [(DEFAULT_COLLATION, "default", "d"), (950, "C", "c"), (951, "POSIX", "c")] {
+        let coll = if provider == "d" { Value::Null } else { text(name) };
+        out.extend([
+            Value::Int8(oid),
+            text(name),
+            Value::Int8(NS_PG_CATALOG),
+            Value::Int8(OWNER_OID),
+            text(provider),
+            Value::Bool(true),
+            Value::Int4(-1),
+            coll.clone(),
+            coll,
+            Value::Null,
+            Value::Null,
+        ]);
+    }
+}
+
+fn tablespace_rows(out: &mut Vec<Value>) {
+    for (oid, name) in [(1663, "pg_default"), (1664, "pg_global")] {
+        out.extend([Value::Int8(oid), text(name), Value::Int8(OWNER_OID), Value::Null, Value::Null]);
+    }
+}
+
+fn extension_rows(out: &mut Vec<Value>) {
+    out.extend([
+        Value::Int8(13_500),
+        text("plpgsql"),
+        Value::Int8(OWNER_OID),
+        Value::Int8(NS_PG_CATALOG),
+        Value::Bool(false),
+        text("1.0"),
+        Value::Null,
+        Value::Null,
+    ]);
+}
+
+fn tables_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+    let catalog = ctx.catalog;
+    for t in user_tables(catalog) {
+        out.extend([
+            text(split(&t.name).0),
+            text(short(&t.name)),
+            Value::Text(ctx.user()),
+            Value::Null,
+            Value::Bool(true),
+            Value::Bool(false),
+            Value::Bool(false),
+            Value::Bool(false),
+        ]);
+    }
+}
+
+/// Each view's one rule, as PostgreSQL keeps it (the query itself is not shown as a node tree).
+fn rewrite_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    for v in user_views(catalog) {
+        out.extend([
+            Value::Int8(super::rewrite_oid(v)),
+            text("_RETURN"),
+            Value::Int8(table_oid(v)),
+            text("1"),
+            text("O"),
+            Value::Bool(true),
+            text("<>"),
+            Value::Null,
+        ]);
+    }
+}
+
+fn views_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+    let catalog = ctx.catalog;
+    for v in user_views(catalog) {
+        let def = super::view_definition(catalog, v, false).map_or(Value::Null, Value::Text);
+        out.extend([text(split(&v.name).0), text(short(&v.name)), Value::Text(ctx.user()), def]);
+    }
+}
+
+fn indexes_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    for TableIndex { table: t, index: i } in all_indexes(catalog) {
+        out.extend([
+            text(split(&t.name).0),
+            text(short(&t.name)),
+            text(short(&i.name)),
+            Value::Null,
+            Value::Text(index_def(&t, &i, true)),
+        ]);
     }
 }
 
@@ -579,38 +617,49 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     }
     for r in RELATIONS {
         for (k, col) in r.columns.iter().enumerate() {
-            let oid = col.ty.type_oid();
-            let TypeMatch { base, is_array } =
-                type_by_oid(oid).unwrap_or(TypeMatch { base: &BUILTIN_TYPES[0], is_array: false });
-            let mut info = if is_array || matches!(col.ty, T::Arr(_)) {
-                ColumnTypeInfo {
-                    type_oid: oid,
-                    typmod: -1,
-                    len: -1,
-                    byval: false,
-                    align: if base.align == "d" { "d" } else { "i" },
-                    storage: "x",
-                    collation: 0,
-                }
-            } else {
-                ColumnTypeInfo {
-                    type_oid: oid,
-                    typmod: -1,
-                    len: base.len,
-                    byval: base.byval,
-                    align: base.align,
-                    storage: base.storage,
-                    collation: base.collation,
-                }
-            };
-            if matches!(col.ty, T::Name) {
-                info.collation = 950;
-            }
+            let (info, is_array) = system_column_info(col);
             push(r.oid, col.name, attnum(k), info, false, false, i32::from(is_array), "");
         }
     }
-    // A column ALTER TABLE dropped stays as PostgreSQL leaves it: its
-    // number, a placeholder name, no type, attisdropped (clients filter it).
+    dropped_attribute_rows(catalog, out);
+}
+
+/// A system relation's column as pg_attribute shows it: the type's own
+/// storage facts, or an array's; and whether it is an array.
+fn system_column_info(col: &SysColumn) -> (ColumnTypeInfo, bool) {
+    let oid = col.ty.type_oid();
+    let TypeMatch { base, is_array } =
+        type_by_oid(oid).unwrap_or(TypeMatch { base: &BUILTIN_TYPES[0], is_array: false });
+    let mut info = if is_array || matches!(col.ty, T::Arr(_)) {
+        ColumnTypeInfo {
+            type_oid: oid,
+            typmod: -1,
+            len: -1,
+            byval: false,
+            align: if base.align == "d" { "d" } else { "i" },
+            storage: "x",
+            collation: 0,
+        }
+    } else {
+        ColumnTypeInfo {
+            type_oid: oid,
+            typmod: -1,
+            len: base.len,
+            byval: base.byval,
+            align: base.align,
+            storage: base.storage,
+            collation: base.collation,
+        }
+    };
+    if matches!(col.ty, T::Name) {
+        info.collation = 950;
+    }
+    (info, is_array)
+}
+
+/// A column ALTER TABLE dropped stays as PostgreSQL leaves it: its
+/// number, a placeholder name, no type, attisdropped (clients filter it).
+fn dropped_attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     for t in user_tables(catalog) {
         for &num in &t.dropped_attnums {
             let num = i16::try_from(num).unwrap_or(i16::MAX);

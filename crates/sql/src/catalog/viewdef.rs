@@ -146,8 +146,33 @@ impl Deparser<'_> {
             return Err(refuse("this SELECT form"));
         }
         // FROM first: the select list's columns are qualified from it.
+        let from = self.print_from(&s.from)?;
+        self.out.push_str(" SELECT ");
+        match &s.distinct {
+            None => {}
+            Some(ast::Distinct::Distinct) => self.out.push_str("DISTINCT "),
+            Some(_) => return Err(refuse("DISTINCT ON")),
+        }
+        let targets = self.targets(&s.projection)?;
+        self.target_list(&targets, names)?;
+        if !s.from.is_empty() {
+            self.out.push_str("\n   FROM ");
+            self.out.push_str(&from);
+        }
+        if let Some(w) = &s.selection {
+            let p = self.expr(w)?;
+            self.out.push_str("\n  WHERE ");
+            self.out.push_str(&p.text);
+        }
+        self.group_by_having(s, &targets)?;
+        self.order_by_limit(q, &targets)
+    }
+
+    /// The FROM list as ruleutils prints it (joins parenthesized unless
+    /// pretty).
+    fn print_from(&mut self, items: &[ast::TableWithJoins]) -> Result<String> {
         let mut from = String::new();
-        for (k, twj) in s.from.iter().enumerate() {
+        for (k, twj) in items.iter().enumerate() {
             if k > 0 {
                 from.push(',');
                 from.push('\n');
@@ -182,14 +207,14 @@ impl Deparser<'_> {
                 }
             }
         }
-        self.out.push_str(" SELECT ");
-        match &s.distinct {
-            None => {}
-            Some(ast::Distinct::Distinct) => self.out.push_str("DISTINCT "),
-            Some(_) => return Err(refuse("DISTINCT ON")),
-        }
+        Ok(from)
+    }
+
+    /// Each select-list item printed, with the column name it has of its
+    /// own (None: the view's column name must be given with AS).
+    fn targets(&mut self, items: &[ast::SelectItem]) -> Result<Vec<(Printed, Option<String>)>> {
         let mut targets: Vec<(Printed, Option<String>)> = Vec::new();
-        for item in &s.projection {
+        for item in items {
             match item {
                 ast::SelectItem::UnnamedExpr(e) => {
                     let p = self.expr(e)?;
@@ -239,6 +264,11 @@ impl Deparser<'_> {
                 }
             }
         }
+        Ok(targets)
+    }
+
+    /// The select list, each item named as the view's column is.
+    fn target_list(&mut self, targets: &[(Printed, Option<String>)], names: &[&str]) -> Result<()> {
         if targets.len() != names.len() {
             return Err(refuse("a select list pgtier cannot line up with its columns"));
         }
@@ -256,19 +286,14 @@ impl Deparser<'_> {
                 self.out.push_str(&quote_ident(name));
             }
         }
-        if !s.from.is_empty() {
-            self.out.push_str("\n   FROM ");
-            self.out.push_str(&from);
-        }
-        if let Some(w) = &s.selection {
-            let p = self.expr(w)?;
-            self.out.push_str("\n  WHERE ");
-            self.out.push_str(&p.text);
-        }
+        Ok(())
+    }
+
+    fn group_by_having(&mut self, s: &ast::Select, targets: &[(Printed, Option<String>)]) -> Result<()> {
         match &s.group_by {
             ast::GroupByExpr::Expressions(e, m) if m.is_empty() => {
                 if !e.is_empty() {
-                    let items = e.iter().map(|x| self.sort_item(x, &targets)).collect::<Result<Vec<_>>>()?;
+                    let items = e.iter().map(|x| self.sort_item(x, targets)).collect::<Result<Vec<_>>>()?;
                     self.out.push_str("\n  GROUP BY ");
                     self.out.push_str(&items.join(", "));
                 }
@@ -280,6 +305,10 @@ impl Deparser<'_> {
             self.out.push_str("\n HAVING ");
             self.out.push_str(&p.text);
         }
+        Ok(())
+    }
+
+    fn order_by_limit(&mut self, q: &ast::Query, targets: &[(Printed, Option<String>)]) -> Result<()> {
         if let Some(ob) = &q.order_by {
             let ast::OrderByKind::Expressions(items) = &ob.kind else { return Err(refuse("ORDER BY ALL")) };
             let mut parts = Vec::new();
@@ -287,7 +316,7 @@ impl Deparser<'_> {
                 if o.with_fill.is_some() || o.options.nulls_first.is_some() {
                     return Err(refuse("NULLS FIRST/LAST"));
                 }
-                let mut t = self.sort_item(&o.expr, &targets)?;
+                let mut t = self.sort_item(&o.expr, targets)?;
                 if o.options.asc == Some(false) {
                     t.push_str(" DESC");
                 }
@@ -398,61 +427,8 @@ impl Deparser<'_> {
             E::Identifier(i) => self.column(None, &ident(i)),
             E::CompoundIdentifier(p) if p.len() == 2 => self.column(Some(&ident(&p[0])), &ident(&p[1])),
             E::Nested(inner) => self.expr(inner),
-            E::Value(v) => match &v.value {
-                ast::Value::Number(n, _) if n.bytes().all(|b| b.is_ascii_digit()) => {
-                    if n.parse::<i32>().is_ok() {
-                        Ok(simple(n.clone(), Kind::Int))
-                    } else {
-                        Err(refuse("an integer literal beyond int4"))
-                    }
-                }
-                ast::Value::Number(n, _) if n.bytes().all(|b| b.is_ascii_digit() || b == b'.') && n.contains('.') => {
-                    Ok(simple(n.clone(), Kind::Numeric))
-                }
-                ast::Value::SingleQuotedString(s) => Ok(simple(format!("'{}'", s.replace('\'', "''")), Kind::Unknown)),
-                ast::Value::Boolean(b) => Ok(simple(b.to_string(), Kind::Bool)),
-                ast::Value::Null => Ok(simple("NULL".into(), Kind::Unknown)),
-                _ => Err(refuse(format!("the literal {v}"))),
-            },
-            E::BinaryOp { left, op, right } => {
-                let name: &'static str = match op {
-                    B::And => "AND",
-                    B::Or => "OR",
-                    B::Eq => "=",
-                    B::NotEq => "<>",
-                    B::Lt => "<",
-                    B::LtEq => "<=",
-                    B::Gt => ">",
-                    B::GtEq => ">=",
-                    B::Plus => "+",
-                    B::Minus => "-",
-                    B::Multiply => "*",
-                    B::Divide => "/",
-                    B::Modulo => "%",
-                    B::StringConcat => "||",
-                    _ => return Err(refuse(format!("the operator {op}"))),
-                };
-                if matches!(op, B::And | B::Or) {
-                    // The grammar makes `a AND b AND c` one node of three
-                    // arguments (a left operand of the same kind is merged).
-                    let mut args = Vec::new();
-                    let mut l: &E = left;
-                    let mut rights = vec![right.as_ref()];
-                    while let E::BinaryOp { left: ll, op: lop, right: lr } = strip_nested(l)
-                        && lop == op
-                    {
-                        rights.push(lr);
-                        l = ll;
-                    }
-                    args.push(self.expr(l)?);
-                    for r in rights.into_iter().rev() {
-                        args.push(self.expr(r)?);
-                    }
-                    return self.bool_expr(if *op == B::And { Node::And } else { Node::Or }, args);
-                }
-                let (l, r) = (self.expr(left)?, self.expr(right)?);
-                self.operator(name, l, r)
-            }
+            E::Value(v) => literal(v),
+            E::BinaryOp { left, op, right } => self.binary(left, op, right),
             // The grammar folds a minus into an integer literal; a negative
             // int4 constant prints quoted and labelled.
             E::UnaryOp { op: ast::UnaryOperator::Minus, expr }
@@ -479,44 +455,8 @@ impl Deparser<'_> {
             E::Function(f) => self.function(f),
             E::Cast {
                 kind: ast::CastKind::DoubleColon | ast::CastKind::Cast, expr, data_type, format: None, ..
-            } => {
-                let a = self.expr(expr)?;
-                let (name, kind) = cast_target(data_type).ok_or_else(|| refuse(format!("a cast to {data_type}")))?;
-                // A literal is folded into a constant of the type, a cast to
-                // the operand's own type disappears: neither is printed here.
-                let same = match (a.kind, self.column_type(expr)) {
-                    (Kind::Int, Some(ty)) => crate::value::type_name(ty) == name,
-                    (Kind::Int, None) => true,
-                    (k, _) => k == kind,
-                };
-                if same
-                    || a.node != Node::Simple
-                    || matches!(a.kind, Kind::Unknown | Kind::Bool | Kind::Other)
-                    || a.text.starts_with(|c: char| c.is_ascii_digit() || c == '\'')
-                {
-                    return Err(refuse(format!("the cast {}", truncate(&e.to_string()))));
-                }
-                let text = if self.pretty { format!("{}::{name}", a.text) } else { format!("({})::{name}", a.text) };
-                Ok(simple(text, kind))
-            }
-            E::InList { expr, list, negated } => {
-                let a = self.expr(expr)?;
-                let mut items = Vec::new();
-                for x in list {
-                    let p = self.expr(x)?;
-                    if p.kind != Kind::Int || a.kind != Kind::Int || p.node != Node::Simple {
-                        return Err(refuse("IN of a list that is not of integers"));
-                    }
-                    items.push(p.text);
-                }
-                let op = if *negated { "<> ALL" } else { "= ANY" };
-                let body = format!("{} {op} (ARRAY[{}])", a.text, items.join(", "));
-                Ok(Printed {
-                    text: if self.pretty { body } else { format!("({body})") },
-                    kind: Kind::Bool,
-                    node: Node::ArrayOp,
-                })
-            }
+            } => self.cast(e, expr, data_type),
+            E::InList { expr, list, negated } => self.in_list(expr, list, *negated),
             E::Between { expr, negated: false, low, high } => {
                 let (a, lo, hi) = (self.expr(expr)?, self.expr(low)?, self.expr(high)?);
                 let a2 = Printed { text: a.text.clone(), kind: a.kind, node: a.node };
@@ -525,6 +465,89 @@ impl Deparser<'_> {
             }
             other => Err(refuse(format!("the expression {}", truncate(&other.to_string())))),
         }
+    }
+
+    fn binary(&mut self, left: &E, op: &B, right: &E) -> Result<Printed> {
+        let name: &'static str = match op {
+            B::And => "AND",
+            B::Or => "OR",
+            B::Eq => "=",
+            B::NotEq => "<>",
+            B::Lt => "<",
+            B::LtEq => "<=",
+            B::Gt => ">",
+            B::GtEq => ">=",
+            B::Plus => "+",
+            B::Minus => "-",
+            B::Multiply => "*",
+            B::Divide => "/",
+            B::Modulo => "%",
+            B::StringConcat => "||",
+            _ => return Err(refuse(format!("the operator {op}"))),
+        };
+        if matches!(op, B::And | B::Or) {
+            // The grammar makes `a AND b AND c` one node of three
+            // arguments (a left operand of the same kind is merged).
+            let mut args = Vec::new();
+            let mut l: &E = left;
+            let mut rights = vec![right];
+            while let E::BinaryOp { left: ll, op: lop, right: lr } = strip_nested(l)
+                && lop == op
+            {
+                rights.push(lr);
+                l = ll;
+            }
+            args.push(self.expr(l)?);
+            for r in rights.into_iter().rev() {
+                args.push(self.expr(r)?);
+            }
+            return self.bool_expr(if *op == B::And { Node::And } else { Node::Or }, args);
+        }
+        let (l, r) = (self.expr(left)?, self.expr(right)?);
+        self.operator(name, l, r)
+    }
+
+    /// A cast as ruleutils prints one that is neither folded nor dropped.
+    fn cast(&mut self, e: &E, expr: &E, data_type: &ast::DataType) -> Result<Printed> {
+        let simple = |text: String, kind: Kind| Printed { text, kind, node: Node::Simple };
+        let a = self.expr(expr)?;
+        let (name, kind) = cast_target(data_type).ok_or_else(|| refuse(format!("a cast to {data_type}")))?;
+        // A literal is folded into a constant of the type, a cast to
+        // the operand's own type disappears: neither is printed here.
+        let same = match (a.kind, self.column_type(expr)) {
+            (Kind::Int, Some(ty)) => crate::value::type_name(ty) == name,
+            (Kind::Int, None) => true,
+            (k, _) => k == kind,
+        };
+        if same
+            || a.node != Node::Simple
+            || matches!(a.kind, Kind::Unknown | Kind::Bool | Kind::Other)
+            || a.text.starts_with(|c: char| c.is_ascii_digit() || c == '\'')
+        {
+            return Err(refuse(format!("the cast {}", truncate(&e.to_string()))));
+        }
+        let text = if self.pretty { format!("{}::{name}", a.text) } else { format!("({})::{name}", a.text) };
+        Ok(simple(text, kind))
+    }
+
+    /// `x [NOT] IN (integers)`, which PostgreSQL keeps as `= ANY (ARRAY[...])`.
+    fn in_list(&mut self, expr: &E, list: &[E], negated: bool) -> Result<Printed> {
+        let a = self.expr(expr)?;
+        let mut items = Vec::new();
+        for x in list {
+            let p = self.expr(x)?;
+            if p.kind != Kind::Int || a.kind != Kind::Int || p.node != Node::Simple {
+                return Err(refuse("IN of a list that is not of integers"));
+            }
+            items.push(p.text);
+        }
+        let op = if negated { "<> ALL" } else { "= ANY" };
+        let body = format!("{} {op} (ARRAY[{}])", a.text, items.join(", "));
+        Ok(Printed {
+            text: if self.pretty { body } else { format!("({body})") },
+            kind: Kind::Bool,
+            node: Node::ArrayOp,
+        })
     }
 
     /// An aggregate call PostgreSQL prints as written: count(*) and
@@ -716,4 +739,24 @@ fn ident(i: &ast::Ident) -> String {
 
 fn truncate(s: &str) -> String {
     s.chars().take(60).collect()
+}
+
+fn literal(v: &ast::ValueWithSpan) -> Result<Printed> {
+    let simple = |text: String, kind: Kind| Printed { text, kind, node: Node::Simple };
+    match &v.value {
+        ast::Value::Number(n, _) if n.bytes().all(|b| b.is_ascii_digit()) => {
+            if n.parse::<i32>().is_ok() {
+                Ok(simple(n.clone(), Kind::Int))
+            } else {
+                Err(refuse("an integer literal beyond int4"))
+            }
+        }
+        ast::Value::Number(n, _) if n.bytes().all(|b| b.is_ascii_digit() || b == b'.') && n.contains('.') => {
+            Ok(simple(n.clone(), Kind::Numeric))
+        }
+        ast::Value::SingleQuotedString(s) => Ok(simple(format!("'{}'", s.replace('\'', "''")), Kind::Unknown)),
+        ast::Value::Boolean(b) => Ok(simple(b.to_string(), Kind::Bool)),
+        ast::Value::Null => Ok(simple("NULL".into(), Kind::Unknown)),
+        _ => Err(refuse(format!("the literal {v}"))),
+    }
 }

@@ -49,98 +49,114 @@ impl Exec<'_> {
                 }
             }
             VirtualSource::Function { func, args, ordinality } => {
-                let mut vals = Vec::with_capacity(args.len());
-                for a in args {
-                    vals.push(a.eval(env, self, row)?);
-                }
-                if let TableFunc::UnnestArrays(_) = func {
-                    // A NULL array is an empty one here.
-                    let arrays: Vec<&[Value]> =
-                        vals.iter().map(|v| if let Value::Array(a) = v { a.as_slice() } else { &[] }).collect();
-                    let rows = arrays.iter().map(|a| a.len()).max().unwrap_or(0);
-                    for k in 0..rows {
-                        self.interrupt.tick()?;
-                        out.extend(arrays.iter().map(|a| a.get(k).cloned().unwrap_or(Value::Null)));
-                        if *ordinality {
-                            out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
-                        }
-                    }
-                    return Ok(());
-                }
-                let items: Vec<Value> = match func {
-                    _ if vals.iter().any(Value::is_null) => Vec::new(),
-                    TableFunc::GenerateSeries if matches!(vals[0], Value::Numeric(_) | Value::NumericBig(_)) => {
-                        let items = crate::value::numeric_series(&vals)?;
-                        let bytes = items.len().saturating_mul(std::mem::size_of::<Value>());
-                        self.interrupt.charge(bytes, "generate_series")?;
-                        self.interrupt.mem_used -= bytes;
-                        items
-                    }
-                    TableFunc::GenerateSeries => {
-                        let (lo, hi) = (vals[0].as_i64().unwrap_or(0), vals[1].as_i64().unwrap_or(0));
-                        let step = vals.get(2).and_then(Value::as_i64).unwrap_or(1);
-                        if step == 0 {
-                            return Err(SqlError::new("22023", "step size cannot equal zero"));
-                        }
-                        let n = if (step > 0 && hi < lo) || (step < 0 && hi > lo) { 0 } else { (hi - lo) / step + 1 };
-                        if n > 100_000_000 {
-                            return Err(SqlError::new("54000", "generate_series: too many rows"));
-                        }
-                        let int8 = matches!(vals[0], Value::Int8(_)) || matches!(vals[1], Value::Int8(_));
-                        // Charged before it is built (released with the
-                        // level's candidates, which last one outer row).
-                        let bytes =
-                            usize::try_from(n).unwrap_or(usize::MAX).saturating_mul(std::mem::size_of::<Value>());
-                        self.interrupt.charge(bytes, "generate_series")?;
-                        self.interrupt.mem_used -= bytes;
-                        let mut items = Vec::new();
-                        for k in 0..n {
-                            self.interrupt.tick()?;
-                            let v = lo + k * step;
-                            items.push(if int8 { Value::Int8(v) } else { Value::Int4(i32::try_from(v).unwrap_or(0)) });
-                        }
-                        items
-                    }
-                    TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
-                    TableFunc::PartitionAncestors | TableFunc::UnnestArrays(_) => Vec::new(),
-                    TableFunc::Json(srf) => {
-                        let rows = crate::value::json::srf_rows(*srf, &vals[0])?;
-                        let bytes: usize = rows.iter().map(|r| super::row_bytes(r)).sum();
-                        self.interrupt.charge(bytes, "json function")?;
-                        self.interrupt.mem_used -= bytes;
-                        for (k, r) in rows.into_iter().enumerate() {
-                            self.interrupt.tick()?;
-                            out.extend(r);
-                            if *ordinality {
-                                out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
-                            }
-                        }
-                        return Ok(());
-                    }
-                    TableFunc::ExpandArray(elem) => {
-                        let items = match &vals[0] {
-                            Value::Array(items) => items.clone(),
-                            other => types::array_values(other.as_str().unwrap_or(""), *elem)?,
-                        };
-                        for (k, v) in items.into_iter().enumerate() {
-                            out.push(v);
-                            out.push(Value::Int4(i32::try_from(k + 1).unwrap_or(i32::MAX)));
-                            if *ordinality {
-                                out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
-                            }
-                        }
-                        return Ok(());
-                    }
-                };
-                for (k, v) in items.into_iter().enumerate() {
-                    out.push(v);
-                    if *ordinality {
-                        out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
-                    }
-                }
+                self.function_rows(func, args, *ordinality, env, row, out)?;
             }
         }
         Ok(())
+    }
+
+    /// A table function's rows, with their ordinal after each when WITH ORDINALITY.
+    fn function_rows(
+        &mut self,
+        func: &TableFunc,
+        args: &[crate::expr::Expr],
+        ordinality: bool,
+        env: &Env<'_>,
+        row: &[Value],
+        out: &mut Vec<Value>,
+    ) -> Result<()> {
+        let mut vals = Vec::with_capacity(args.len());
+        for a in args {
+            vals.push(a.eval(env, self, row)?);
+        }
+        if let TableFunc::UnnestArrays(_) = func {
+            // A NULL array is an empty one here.
+            let arrays: Vec<&[Value]> =
+                vals.iter().map(|v| if let Value::Array(a) = v { a.as_slice() } else { &[] }).collect();
+            let rows = arrays.iter().map(|a| a.len()).max().unwrap_or(0);
+            for k in 0..rows {
+                self.interrupt.tick()?;
+                out.extend(arrays.iter().map(|a| a.get(k).cloned().unwrap_or(Value::Null)));
+                if ordinality {
+                    out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
+                }
+            }
+            return Ok(());
+        }
+        let items: Vec<Value> = match func {
+            _ if vals.iter().any(Value::is_null) => Vec::new(),
+            TableFunc::GenerateSeries if matches!(vals[0], Value::Numeric(_) | Value::NumericBig(_)) => {
+                let items = crate::value::numeric_series(&vals)?;
+                let bytes = items.len().saturating_mul(std::mem::size_of::<Value>());
+                self.interrupt.charge(bytes, "generate_series")?;
+                self.interrupt.mem_used -= bytes;
+                items
+            }
+            TableFunc::GenerateSeries => self.integer_series(&vals)?,
+            TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
+            TableFunc::PartitionAncestors | TableFunc::UnnestArrays(_) => Vec::new(),
+            TableFunc::Json(srf) => {
+                let rows = crate::value::json::srf_rows(*srf, &vals[0])?;
+                let bytes: usize = rows.iter().map(|r| super::row_bytes(r)).sum();
+                self.interrupt.charge(bytes, "json function")?;
+                self.interrupt.mem_used -= bytes;
+                for (k, r) in rows.into_iter().enumerate() {
+                    self.interrupt.tick()?;
+                    out.extend(r);
+                    if ordinality {
+                        out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
+                    }
+                }
+                return Ok(());
+            }
+            TableFunc::ExpandArray(elem) => {
+                let items = match &vals[0] {
+                    Value::Array(items) => items.clone(),
+                    other => types::array_values(other.as_str().unwrap_or(""), *elem)?,
+                };
+                for (k, v) in items.into_iter().enumerate() {
+                    out.push(v);
+                    out.push(Value::Int4(i32::try_from(k + 1).unwrap_or(i32::MAX)));
+                    if ordinality {
+                        out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
+                    }
+                }
+                return Ok(());
+            }
+        };
+        for (k, v) in items.into_iter().enumerate() {
+            out.push(v);
+            if ordinality {
+                out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
+            }
+        }
+        Ok(())
+    }
+
+    /// generate_series of int4 or int8 (both bounds given, not NULL).
+    fn integer_series(&mut self, vals: &[Value]) -> Result<Vec<Value>> {
+        let (lo, hi) = (vals[0].as_i64().unwrap_or(0), vals[1].as_i64().unwrap_or(0));
+        let step = vals.get(2).and_then(Value::as_i64).unwrap_or(1);
+        if step == 0 {
+            return Err(SqlError::new("22023", "step size cannot equal zero"));
+        }
+        let n = if (step > 0 && hi < lo) || (step < 0 && hi > lo) { 0 } else { (hi - lo) / step + 1 };
+        if n > 100_000_000 {
+            return Err(SqlError::new("54000", "generate_series: too many rows"));
+        }
+        let int8 = matches!(vals[0], Value::Int8(_)) || matches!(vals[1], Value::Int8(_));
+        // Charged before it is built (released with the
+        // level's candidates, which last one outer row).
+        let bytes = usize::try_from(n).unwrap_or(usize::MAX).saturating_mul(std::mem::size_of::<Value>());
+        self.interrupt.charge(bytes, "generate_series")?;
+        self.interrupt.mem_used -= bytes;
+        let mut items = Vec::new();
+        for k in 0..n {
+            self.interrupt.tick()?;
+            let v = lo + k * step;
+            items.push(if int8 { Value::Int8(v) } else { Value::Int4(i32::try_from(v).unwrap_or(0)) });
+        }
+        Ok(items)
     }
 
     /// WITH RECURSIVE, evaluated as PostgreSQL does (iteratively, not

@@ -463,53 +463,15 @@ impl Connection {
         }
     }
 
-    fn run_inner(
-        &mut self,
-        stmt: &PreparedStatement,
-        mut prepared: Arc<Prepared>,
-        params: &[Value],
-    ) -> Result<(Tag, u64)> {
+    fn run_inner(&mut self, stmt: &PreparedStatement, prepared: Arc<Prepared>, params: &[Value]) -> Result<(Tag, u64)> {
         self.enter();
-        match &prepared.plan {
-            Plan::Set { name, value, local, reset } => {
-                return self.set(name, value, *local).map(|r| if *reset { (Tag::Plain("RESET"), r.1) } else { r });
-            }
-            Plan::Show { name } => return self.show(name),
-            Plan::Explain { lines, .. } => {
-                self.result.reset(1);
-                for line in lines {
-                    self.result.push_row(&[Value::Text(line.clone())]);
-                }
-                return Ok((Tag::Plain("EXPLAIN"), lines.len() as u64));
-            }
-            Plan::Noop { tag } => {
-                self.result.reset(0);
-                return Ok((Tag::Plain(tag), 0));
-            }
-            _ => {}
+        if let Some(answer) = self.session_command(&prepared.plan) {
+            return answer;
         }
         let began_now = self.open_txn().is_none();
         self.ensure_txn()?;
+        let prepared = self.current_plan(stmt, prepared)?;
         let Some(txn) = self.txn.as_mut() else { return Err(SqlError::new("XX000", "no transaction")) };
-        if !prepared.is_current(txn.catalog()) || !prepared.bound_under(self.settings.search_path_raw()) {
-            // A table it uses changed, or the search path did: plan again
-            // from the saved statement.
-            let Some(ast) = &stmt.ast else { return Err(SqlError::new("XX000", "statement has no text to re-plan")) };
-            // PostgreSQL analyses an invalidated statement again, in the
-            // transaction that runs it: a 'now' in it reads that one.
-            let (fresh, _) = crate::clock::armed(Some(self.txn_start_micros), || {
-                bind_statement(txn.catalog(), &path_for(&self.settings, txn.catalog()), ast)
-            });
-            let fresh = Arc::new(fresh?);
-            // A client described the statement's rows when it prepared
-            // it: PostgreSQL refuses a new shape rather than send rows the
-            // description does not match.
-            if fresh.columns() != prepared.columns() {
-                return Err(SqlError::new("0A000", "cached plan must not change result type"));
-            }
-            *stmt.prepared.lock() = fresh.clone();
-            prepared = fresh;
-        }
         if params.len() < prepared.param_types.len() {
             return Err(SqlError::new(
                 "08P01",
@@ -520,26 +482,9 @@ impl Connection {
                 ),
             ));
         }
-        // Parameters already of their planned types are used in place; only
-        // a statement with some to convert copies them (text would allocate).
-        let all_fit = params.iter().zip(&prepared.param_types).all(|(v, ty)| value::fits_unchanged(v, *ty));
         let mut pbuf = std::mem::take(&mut self.params);
         pbuf.clear();
-        if !all_fit {
-            // A text parameter 'now' is the transaction's start, as at
-            // PostgreSQL's Bind.
-            let (converted, _) = crate::clock::armed(Some(self.txn_start_micros), || {
-                params.iter().zip(&prepared.param_types).try_for_each(|(v, ty)| {
-                    pbuf.push(if value::fits_unchanged(v, *ty) {
-                        v.clone()
-                    } else {
-                        value::cast(v.clone(), *ty, false)?
-                    });
-                    Ok::<(), SqlError>(())
-                })
-            });
-            converted?;
-        }
+        let all_fit = convert_params(params, &prepared.param_types, self.txn_start_micros, &mut pbuf)?;
         let args: &[Value] = if all_fit { params } else { &pbuf };
         if began_now {
             txn.begin_first_statement()?
@@ -572,70 +517,7 @@ impl Connection {
             join_stop: false,
         };
         let out = &mut self.result;
-        let r = match &prepared.plan {
-            Plan::Select(s) => ex.select(s, args, out).map(|()| (Tag::Counted("SELECT"), out.rows as u64)),
-            Plan::Insert(i) => ex.insert(i, args, out).map(|n| (Tag::Counted("INSERT 0"), n)),
-            Plan::Update(u) => ex.update(u, args, out).map(|n| (Tag::Counted("UPDATE"), n)),
-            Plan::Delete(d) => ex.delete(d, args, out).map(|n| (Tag::Counted("DELETE"), n)),
-            Plan::Merge(m) => ex.merge(m, args, out).map(|n| (Tag::Counted("MERGE"), n)),
-            Plan::CreateTable { def, if_not_exists, sequences, indexes } => ex
-                .create_table_with_sequences(def, sequences, indexes, *if_not_exists)
-                .map(|()| (Tag::Plain("CREATE TABLE"), 0)),
-            Plan::CreateSequence { name, options, if_not_exists } => {
-                ex.create_sequence(name, options, *if_not_exists).map(|()| (Tag::Plain("CREATE SEQUENCE"), 0))
-            }
-            Plan::CreateIndex { def, if_not_exists } => {
-                ex.create_index(def, *if_not_exists).map(|()| (Tag::Plain("CREATE INDEX"), 0))
-            }
-            Plan::CreateTableAs { def, query, if_not_exists } => {
-                ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n))
-            }
-            Plan::CreateTemp { create, on_commit } => {
-                let (r, name) = match create.as_ref() {
-                    Plan::CreateTable { def, if_not_exists, sequences, indexes } => (
-                        ex.create_table_with_sequences(def, sequences, indexes, *if_not_exists)
-                            .map(|()| (Tag::Plain("CREATE TABLE"), 0)),
-                        &def.name,
-                    ),
-                    Plan::CreateTableAs { def, query, if_not_exists } => (
-                        ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)),
-                        &def.name,
-                    ),
-                    _ => (Err(SqlError::new("XX000", "CREATE TEMP of another statement")), &String::new()),
-                };
-                if r.is_ok()
-                    && *on_commit != crate::plan::OnCommit::PreserveRows
-                    && let Some(t) = ex.txn.catalog().table_by_name(name)
-                {
-                    self.temp.on_commit.push((t.id, *on_commit));
-                }
-                r
-            }
-            Plan::Truncate { tables, restart_identity } => {
-                ex.truncate(tables, *restart_identity).map(|()| (Tag::Plain("TRUNCATE TABLE"), 0))
-            }
-            Plan::DropTable { names, if_exists, sequences, cascade } => {
-                let tag = if *sequences { "DROP SEQUENCE" } else { "DROP TABLE" };
-                ex.drop_tables(names, *if_exists, *sequences, *cascade).map(|()| (Tag::Plain(tag), 0))
-            }
-            Plan::CreateSchema { name, owner, if_not_exists } => {
-                ex.create_schema(name, owner.as_deref(), *if_not_exists).map(|()| (Tag::Plain("CREATE SCHEMA"), 0))
-            }
-            Plan::DropSchema { names, if_exists, cascade } => {
-                ex.drop_schemas(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP SCHEMA"), 0))
-            }
-            Plan::CreateView { def, replace } => ex.create_view(def, *replace).map(|()| (Tag::Plain("CREATE VIEW"), 0)),
-            Plan::DropView { names, if_exists, cascade } => {
-                ex.drop_views(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP VIEW"), 0))
-            }
-            Plan::DropIndex { names, if_exists } => {
-                ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0))
-            }
-            Plan::AlterTable(a) => ex.alter_table(a).map(|()| (Tag::Plain(a.tag), 0)),
-            Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Explain { .. } | Plan::Noop { .. } => {
-                Ok((Tag::Plain(""), 0))
-            }
-        };
+        let r = run_plan(&mut ex, &prepared.plan, args, out, &mut self.temp.on_commit);
         if !matches!(prepared.plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_)) {
             out.reset(0);
         }
@@ -644,6 +526,53 @@ impl Connection {
         }
         self.params = pbuf;
         r
+    }
+
+    /// SET, SHOW, EXPLAIN and the statements without an effect: answered
+    /// by the session itself, in no transaction; None for every other plan.
+    fn session_command(&mut self, plan: &Plan) -> Option<Result<(Tag, u64)>> {
+        match plan {
+            Plan::Set { name, value, local, reset } => {
+                Some(self.set(name, value, *local).map(|r| if *reset { (Tag::Plain("RESET"), r.1) } else { r }))
+            }
+            Plan::Show { name } => Some(self.show(name)),
+            Plan::Explain { lines, .. } => {
+                self.result.reset(1);
+                for line in lines {
+                    self.result.push_row(&[Value::Text(line.clone())]);
+                }
+                Some(Ok((Tag::Plain("EXPLAIN"), lines.len() as u64)))
+            }
+            Plan::Noop { tag } => {
+                self.result.reset(0);
+                Some(Ok((Tag::Plain(tag), 0)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The statement's plan, planned again from the saved statement when a
+    /// table it uses changed, or the search path did.
+    fn current_plan(&mut self, stmt: &PreparedStatement, prepared: Arc<Prepared>) -> Result<Arc<Prepared>> {
+        let Some(txn) = self.txn.as_ref() else { return Err(SqlError::new("XX000", "no transaction")) };
+        if prepared.is_current(txn.catalog()) && prepared.bound_under(self.settings.search_path_raw()) {
+            return Ok(prepared);
+        }
+        let Some(ast) = &stmt.ast else { return Err(SqlError::new("XX000", "statement has no text to re-plan")) };
+        // PostgreSQL analyses an invalidated statement again, in the
+        // transaction that runs it: a 'now' in it reads that one.
+        let (fresh, _) = crate::clock::armed(Some(self.txn_start_micros), || {
+            bind_statement(txn.catalog(), &path_for(&self.settings, txn.catalog()), ast)
+        });
+        let fresh = Arc::new(fresh?);
+        // A client described the statement's rows when it prepared
+        // it: PostgreSQL refuses a new shape rather than send rows the
+        // description does not match.
+        if fresh.columns() != prepared.columns() {
+            return Err(SqlError::new("0A000", "cached plan must not change result type"));
+        }
+        *stmt.prepared.lock() = fresh.clone();
+        Ok(fresh)
     }
 
     fn set(&mut self, name: &str, value: &str, local: bool) -> Result<(Tag, u64)> {
@@ -698,6 +627,105 @@ impl Connection {
         self.result.reset(1);
         self.result.push_row(&[Value::Text(v.clone())]);
         Ok((Tag::Plain("SHOW"), 1))
+    }
+}
+
+/// Parameters already of their planned types are used in place (true);
+/// only a statement with some to convert copies them all into `pbuf`
+/// (text would allocate).
+fn convert_params(
+    params: &[Value],
+    types: &[pgtier_engine::DataType],
+    txn_start_micros: i64,
+    pbuf: &mut Vec<Value>,
+) -> Result<bool> {
+    let all_fit = params.iter().zip(types).all(|(v, ty)| value::fits_unchanged(v, *ty));
+    if !all_fit {
+        // A text parameter 'now' is the transaction's start, as at
+        // PostgreSQL's Bind.
+        let (converted, _) = crate::clock::armed(Some(txn_start_micros), || {
+            params.iter().zip(types).try_for_each(|(v, ty)| {
+                pbuf.push(if value::fits_unchanged(v, *ty) { v.clone() } else { value::cast(v.clone(), *ty, false)? });
+                Ok::<(), SqlError>(())
+            })
+        });
+        converted?;
+    }
+    Ok(all_fit)
+}
+
+/// Runs a plan that needs the statement's transaction: one arm per
+/// statement kind, each with its command tag.
+fn run_plan(
+    ex: &mut Exec<'_>,
+    plan: &Plan,
+    args: &[Value],
+    out: &mut ResultBuf,
+    temp_on_commit: &mut Vec<(pgtier_engine::TableId, crate::plan::OnCommit)>,
+) -> Result<(Tag, u64)> {
+    match plan {
+        Plan::Select(s) => ex.select(s, args, out).map(|()| (Tag::Counted("SELECT"), out.rows as u64)),
+        Plan::Insert(i) => ex.insert(i, args, out).map(|n| (Tag::Counted("INSERT 0"), n)),
+        Plan::Update(u) => ex.update(u, args, out).map(|n| (Tag::Counted("UPDATE"), n)),
+        Plan::Delete(d) => ex.delete(d, args, out).map(|n| (Tag::Counted("DELETE"), n)),
+        Plan::Merge(m) => ex.merge(m, args, out).map(|n| (Tag::Counted("MERGE"), n)),
+        Plan::CreateTable { def, if_not_exists, sequences, indexes } => ex
+            .create_table_with_sequences(def, sequences, indexes, *if_not_exists)
+            .map(|()| (Tag::Plain("CREATE TABLE"), 0)),
+        Plan::CreateSequence { name, options, if_not_exists } => {
+            ex.create_sequence(name, options, *if_not_exists).map(|()| (Tag::Plain("CREATE SEQUENCE"), 0))
+        }
+        Plan::CreateIndex { def, if_not_exists } => {
+            ex.create_index(def, *if_not_exists).map(|()| (Tag::Plain("CREATE INDEX"), 0))
+        }
+        Plan::CreateTableAs { def, query, if_not_exists } => {
+            ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n))
+        }
+        Plan::CreateTemp { create, on_commit } => {
+            let (r, name) = match create.as_ref() {
+                Plan::CreateTable { def, if_not_exists, sequences, indexes } => (
+                    ex.create_table_with_sequences(def, sequences, indexes, *if_not_exists)
+                        .map(|()| (Tag::Plain("CREATE TABLE"), 0)),
+                    &def.name,
+                ),
+                Plan::CreateTableAs { def, query, if_not_exists } => (
+                    ex.create_table_as(def, query, *if_not_exists, args).map(|n| (Tag::Counted("SELECT"), n)),
+                    &def.name,
+                ),
+                _ => (Err(SqlError::new("XX000", "CREATE TEMP of another statement")), &String::new()),
+            };
+            if r.is_ok()
+                && *on_commit != crate::plan::OnCommit::PreserveRows
+                && let Some(t) = ex.txn.catalog().table_by_name(name)
+            {
+                temp_on_commit.push((t.id, *on_commit));
+            }
+            r
+        }
+        Plan::Truncate { tables, restart_identity } => {
+            ex.truncate(tables, *restart_identity).map(|()| (Tag::Plain("TRUNCATE TABLE"), 0))
+        }
+        Plan::DropTable { names, if_exists, sequences, cascade } => {
+            let tag = if *sequences { "DROP SEQUENCE" } else { "DROP TABLE" };
+            ex.drop_tables(names, *if_exists, *sequences, *cascade).map(|()| (Tag::Plain(tag), 0))
+        }
+        Plan::CreateSchema { name, owner, if_not_exists } => {
+            ex.create_schema(name, owner.as_deref(), *if_not_exists).map(|()| (Tag::Plain("CREATE SCHEMA"), 0))
+        }
+        Plan::DropSchema { names, if_exists, cascade } => {
+            ex.drop_schemas(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP SCHEMA"), 0))
+        }
+        Plan::CreateView { def, replace } => ex.create_view(def, *replace).map(|()| (Tag::Plain("CREATE VIEW"), 0)),
+        Plan::DropView { names, if_exists, cascade } => {
+            ex.drop_views(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP VIEW"), 0))
+        }
+        Plan::DropIndex { names, if_exists } => {
+            ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0))
+        }
+        Plan::AlterTable(a) => ex.alter_table(a).map(|()| (Tag::Plain(a.tag), 0)),
+        Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Explain { .. } | Plan::Noop { .. } => {
+            Ok((Tag::Plain(""), 0))
+        }
     }
 }
 

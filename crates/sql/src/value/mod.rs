@@ -787,6 +787,46 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         return converted;
     }
     Ok(match (to, v) {
+        (T::Int2 | T::Int4 | T::Int8 | T::Numeric { .. } | T::Float4 | T::Float8, v)
+            if !matches!(v, Value::Text(_)) =>
+        {
+            cast_to_number(v, to, explicit)?
+        }
+        (T::Bool, Value::Bool(b)) => Value::Bool(b),
+        (T::Bool, Value::Int4(i)) if explicit => Value::Bool(i != 0),
+        (T::Text, Value::Text(s)) => Value::Text(s),
+        (T::Varchar(n), Value::Text(s)) => Value::Text(fit_varchar(s, n, explicit)?),
+        (T::Char(n), Value::Text(s)) => Value::Text(fit_char(s, n, explicit)?),
+        (T::Date | T::Timestamp(_) | T::TimestampTz(_) | T::Time(_) | T::Interval, v)
+            if !matches!(v, Value::Text(_)) =>
+        {
+            cast_to_datetime(v, to, explicit)?
+        }
+        (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
+        (T::Uuid, Value::Uuid(u)) => Value::Uuid(u),
+        (T::Array(e), Value::Array(items)) => crate::value::array::cast(items, e.get(), explicit)?,
+        // boolean's cast to a string type is booltext ('true'), not its
+        // output function ('t').
+        (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => {
+            cast(Value::Text(if b { "true" } else { "false" }.to_owned()), to, explicit)?
+        }
+        // Anything to a string type goes through its text output (PostgreSQL's I/O cast).
+        (T::Text | T::Varchar(_) | T::Char(_), v) => {
+            let mut s = String::new();
+            write_text(&v, &mut s);
+            cast(Value::Text(s), to, explicit)?
+        }
+        // Text to anything goes through the type's input function.
+        (_, Value::Text(s)) => parse_input(&s, to)?,
+        (to, v) => return Err(cannot_cast(&v, to)),
+    })
+}
+
+/// The casts to int2, int4, int8, numeric, float4 and float8 of anything
+/// but text (which is read by the type's input function).
+fn cast_to_number(v: Value, to: DataType, explicit: bool) -> Result<Value> {
+    use DataType as T;
+    Ok(match (to, v) {
         (T::Int2 | T::Int4 | T::Int8, v @ (Value::Int2(_) | Value::Int4(_) | Value::Int8(_))) => {
             int_result(v.as_i64().unwrap_or(0), to)?
         }
@@ -822,7 +862,6 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
             | Value::Float4(_)
             | Value::Float8(_)),
         ) => Value::Float8(to_f64(&v).unwrap_or(f64::NAN)),
-        #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
         (
             T::Float4,
             v @ (Value::Int2(_)
@@ -832,33 +871,42 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
             | Value::NumericBig(_)
             | Value::Float4(_)
             | Value::Float8(_)),
-        ) => {
-            let x = to_f64(&v).unwrap_or(f64::NAN);
-            // Numeric and bigint round once, straight to single precision
-            // (numeric through its text, as PostgreSQL's float4in): through
-            // f64 they rounded twice (-47732.5626 gave -47732.563).
-            let y = match &v {
-                Value::Numeric(n) => n.to_string().parse::<f32>().unwrap_or(f32::NAN),
-                Value::NumericBig(b) => match Dec::of(&v) {
-                    Some(Dec::Fin(..)) => b.to_string().parse::<f32>().unwrap_or(f32::INFINITY),
-                    _ => x as f32,
-                },
-                Value::Int8(i) => *i as f32,
-                _ => x as f32,
-            };
-            if y.is_infinite() && x.is_finite() {
-                return Err(SqlError::new("22003", "value out of range: overflow"));
-            }
-            if y == 0.0 && x != 0.0 {
-                return Err(SqlError::new("22003", "value out of range: underflow"));
-            }
-            Value::Float4(y)
-        }
-        (T::Bool, Value::Bool(b)) => Value::Bool(b),
-        (T::Bool, Value::Int4(i)) if explicit => Value::Bool(i != 0),
-        (T::Text, Value::Text(s)) => Value::Text(s),
-        (T::Varchar(n), Value::Text(s)) => Value::Text(fit_varchar(s, n, explicit)?),
-        (T::Char(n), Value::Text(s)) => Value::Text(fit_char(s, n, explicit)?),
+        ) => to_float4(v)?,
+        (to, v) => return Err(cannot_cast(&v, to)),
+    })
+}
+
+/// float4 of a number: rounded once, with PostgreSQL's overflow and
+/// underflow errors.
+#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+fn to_float4(v: Value) -> Result<Value> {
+    let x = to_f64(&v).unwrap_or(f64::NAN);
+    // Numeric and bigint round once, straight to single precision
+    // (numeric through its text, as PostgreSQL's float4in): through
+    // f64 they rounded twice (-47732.5626 gave -47732.563).
+    let y = match &v {
+        Value::Numeric(n) => n.to_string().parse::<f32>().unwrap_or(f32::NAN),
+        Value::NumericBig(b) => match Dec::of(&v) {
+            Some(Dec::Fin(..)) => b.to_string().parse::<f32>().unwrap_or(f32::INFINITY),
+            _ => x as f32,
+        },
+        Value::Int8(i) => *i as f32,
+        _ => x as f32,
+    };
+    if y.is_infinite() && x.is_finite() {
+        return Err(SqlError::new("22003", "value out of range: overflow"));
+    }
+    if y == 0.0 && x != 0.0 {
+        return Err(SqlError::new("22003", "value out of range: underflow"));
+    }
+    Ok(Value::Float4(y))
+}
+
+/// The casts to date, timestamp, timestamptz, time and interval of
+/// anything but text.
+fn cast_to_datetime(v: Value, to: DataType, explicit: bool) -> Result<Value> {
+    use DataType as T;
+    Ok(match (to, v) {
         (T::Date, Value::Date(d)) => Value::Date(d),
         (T::Date, Value::Timestamp(TIMESTAMP_INFINITY) | Value::TimestampTz(TIMESTAMP_INFINITY)) => {
             Value::Date(DATE_INFINITY)
@@ -891,29 +939,12 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
             Value::Time(round_to_precision(crate::tz::to_local(t).rem_euclid(MICROS_PER_DAY), p))
         }
         (T::Interval | T::Time(_), v @ (Value::Interval(_) | Value::Time(_))) => crate::value::interval::cast(v, to),
-        (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
-        (T::Uuid, Value::Uuid(u)) => Value::Uuid(u),
-        (T::Array(e), Value::Array(items)) => crate::value::array::cast(items, e.get(), explicit)?,
-        // boolean's cast to a string type is booltext ('true'), not its
-        // output function ('t').
-        (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => {
-            cast(Value::Text(if b { "true" } else { "false" }.to_owned()), to, explicit)?
-        }
-        // Anything to a string type goes through its text output (PostgreSQL's I/O cast).
-        (T::Text | T::Varchar(_) | T::Char(_), v) => {
-            let mut s = String::new();
-            write_text(&v, &mut s);
-            cast(Value::Text(s), to, explicit)?
-        }
-        // Text to anything goes through the type's input function.
-        (_, Value::Text(s)) => parse_input(&s, to)?,
-        (to, v) => {
-            return Err(SqlError::new(
-                "42846",
-                format!("cannot cast type {} to {}", value_type_name(&v), type_name(to)),
-            ));
-        }
+        (to, v) => return Err(cannot_cast(&v, to)),
     })
+}
+
+fn cannot_cast(v: &Value, to: DataType) -> SqlError {
+    SqlError::new("42846", format!("cannot cast type {} to {}", value_type_name(v), type_name(to)))
 }
 
 fn fit_varchar(s: String, n: u32, explicit: bool) -> Result<String> {
