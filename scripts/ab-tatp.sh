@@ -6,7 +6,7 @@
 # AB_DIR (default /tmp/pgtier-ab). Results: $AB_DIR/{old,new}-{direct,server}-N.{log,json};
 # compare with `pgtier bench compare OLD.json NEW.json`.
 set -euo pipefail
-OLD=$1; NEW=$2; ROUNDS=${3:-2}
+OLD=$1; NEW=$2; ROUNDS=${3:-2} # even, so each binary goes first as often
 W=${AB_DIR:-/tmp/pgtier-ab}; mkdir -p "$W"
 DUR=${DUR:-20}; RAMP=${RAMP:-5}; SUBS=${SUBS:-1000000}; PORT=${AB_PORT:-5499}
 populate() { # bin name
@@ -37,8 +37,16 @@ TOML
   kill $pid; wait $pid || true
 }
 populate $OLD old; populate $NEW new
+# The binary that runs second in a pair is measurably slower on a shared
+# VM (5-10% at 2 threads): odd rounds run OLD first, even rounds NEW
+# first, so an even ROUNDS cancels the order.
 for r in $(seq 1 $ROUNDS); do
-  direct $OLD old $r; direct $NEW new $r
-  server $OLD old $r; server $NEW new $r
+  if (( r % 2 == 1 )); then
+    direct $OLD old $r; direct $NEW new $r
+    server $OLD old $r; server $NEW new $r
+  else
+    direct $NEW new $r; direct $OLD old $r
+    server $NEW new $r; server $OLD old $r
+  fi
 done
 echo done
