@@ -31,7 +31,7 @@ use pgtier_engine::{Database, EngineError, Origin, Value};
 use postgres::Client;
 use postgres::types::{FromSql, ToSql, Type};
 
-use crate::error::CacheError;
+use crate::error::{CacheError, is_conflict};
 use crate::fence::{Fence, WriteThroughState};
 use crate::group::CacheGroup;
 use crate::instance::{InstanceLayout, key_text};
@@ -230,7 +230,11 @@ fn insert_instance(
         // LOAD or REFRESH batch under way on it). PostgreSQL has the
         // instance, so "absent" would be a wrong answer: found if that
         // writer has finished, else a serialization failure to retry.
-        Err(error) if matches!(error.sqlstate(), "55P03" | "40001") => {
+        Err(error) => {
+            let error = CacheError::from(error);
+            if !is_conflict(&error) {
+                return Err(error);
+            }
             drop(txn);
             if root_cached(db, layout, key)? {
                 return Ok(true);
@@ -243,7 +247,6 @@ fn insert_instance(
                 ),
             })
         }
-        Err(error) => Err(error.into()),
     }
 }
 
