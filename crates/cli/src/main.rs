@@ -7,6 +7,7 @@ mod bench_cmd;
 mod cache_cmd;
 mod compare_cmd;
 mod demo_cmd;
+mod io_cmd;
 mod serve_cmd;
 
 use clap::{Parser, Subcommand};
@@ -48,6 +49,8 @@ enum BenchCommand {
     Tatp(Box<bench_cmd::TatpArgs>),
     /// Compare two result files: print ratios and draw the side-by-side chart.
     Compare(compare_cmd::CompareArgs),
+    /// Study 001's ORION-style I/O calibration of the flash tier's device, with fio beside it.
+    Io(Box<io_cmd::IoArgs>),
 }
 
 fn main() {
@@ -80,6 +83,7 @@ fn main() {
         Command::Bench { command } => match command {
             BenchCommand::Tatp(args) => bench_cmd::run(*args),
             BenchCommand::Compare(args) => compare_cmd::run(args),
+            BenchCommand::Io(args) => io_cmd::run(*args),
         },
     };
     if let Err(error) = outcome {
