@@ -5,10 +5,6 @@
 //!
 //! The crate knows nothing of tables, SQL or PostgreSQL: keys and values are
 //! bytes. README.md states the on-device format and the invariants.
-//!
-//! This step: the on-device format, the device, the index and the checkpoint file; the
-//! store that uses them follows.
-#![allow(dead_code)]
 
 mod admission;
 mod aligned;
@@ -18,14 +14,21 @@ mod error;
 mod format;
 mod hash;
 mod index;
+mod manage;
+mod read;
+mod reclaim;
+mod recovery;
 mod regions;
 mod stats;
+mod store;
+mod writer;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use error::TierError;
 pub use stats::{LATENCY_BUCKETS, Rejections, TierStats};
+pub use store::FlashStore;
 
 /// Regions of 16 MiB: large sequential writes, few enough to scan quickly.
 pub const DEFAULT_REGION_SIZE: u32 = 16 << 20;

@@ -1,0 +1,454 @@
+//! The store's operations against their contracts.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{config, key, open, value};
+use pgtier_tier::{
+    Admission, DirectIo, FlashStore, Inserted, IoMode, RejectReason, Retention, TierConfig, TierError, Warm,
+};
+
+#[test]
+fn insert_get_replace_remove_take() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, report) = open(&config(dir.path(), 16), b"t");
+    assert_eq!(report.warm, Warm::Cold);
+    assert_eq!(store.get(b"missing").expect("get"), None);
+    assert_eq!(store.insert(b"a", b"one", Retention::Evictable).expect("insert"), Inserted::Stored);
+    assert_eq!(store.get(b"a").expect("get"), Some((b"one".to_vec(), Retention::Evictable)));
+    assert_eq!(store.insert(b"a", b"two", Retention::Keep).expect("insert"), Inserted::Stored);
+    assert_eq!(store.get(b"a").expect("get"), Some((b"two".to_vec(), Retention::Keep)));
+    assert!(store.contains(b"a") && !store.contains(b"b"));
+    store.insert(b"", b"empty key", Retention::Durable).expect("insert");
+    store.insert(b"empty value", b"", Retention::Evictable).expect("insert");
+    assert_eq!(store.get(b"").expect("get"), Some((b"empty key".to_vec(), Retention::Durable)));
+    assert_eq!(store.get(b"empty value").expect("get"), Some((Vec::new(), Retention::Evictable)));
+    let s = store.stats();
+    assert_eq!((s.records, s.durable_records, s.keep_records), (3, 1, 1));
+    assert_eq!(store.take(b"a").expect("take"), Some((b"two".to_vec(), Retention::Keep)));
+    assert_eq!(store.take(b"a").expect("take"), None);
+    assert!(store.remove(b"").expect("remove"));
+    assert!(!store.remove(b"").expect("remove"));
+    let s = store.stats();
+    assert_eq!((s.records, s.durable_records, s.keep_records, s.tombstones), (1, 0, 0, 1));
+    assert!(s.live_bytes > 0 && s.index_bytes > 0 && s.hits >= 4 && s.misses >= 1);
+}
+
+#[test]
+fn too_large_is_rejected_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = open(&config(dir.path(), 8), b"t");
+    store.insert(b"k", b"small", Retention::Evictable).expect("insert");
+    let big = vec![7u8; common::SMALL_REGION as usize];
+    assert_eq!(
+        store.insert(b"k", &big, Retention::Durable).expect("insert"),
+        Inserted::Rejected(RejectReason::TooLarge)
+    );
+    assert_eq!(
+        store.insert(&vec![1u8; 70_000], b"v", Retention::Evictable).expect("insert"),
+        Inserted::Rejected(RejectReason::TooLarge)
+    );
+    assert_eq!(store.get(b"k").expect("get"), Some((b"small".to_vec(), Retention::Evictable)));
+    // The largest record that fits does fit, again and again (regions switch).
+    let fits = vec![9u8; common::SMALL_REGION as usize - 64 - 20 - 1];
+    for _ in 0..12 {
+        assert_eq!(store.insert(b"k", &fits, Retention::Evictable).expect("insert"), Inserted::Stored);
+    }
+    assert_eq!(store.get(b"k").expect("get").map(|(v, _)| v), Some(fits));
+    assert_eq!(store.stats().rejected.too_large, 2);
+}
+
+#[test]
+fn ring_wraps_fifo_drops_oldest_evictable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = open(&config(dir.path(), 8), b"t");
+    let n = 4000u64; // ~ 4000 * 232 B = 0.9 MB through a 512 KiB store: several laps
+    for i in 0..n {
+        assert_eq!(store.insert(&key(i), &value(i, 0, 200), Retention::Evictable).expect("insert"), Inserted::Stored);
+    }
+    let s = store.stats();
+    assert!(s.regions_reclaimed >= 8, "{s:?}");
+    assert!(s.dropped_by_reclaim > 0 && s.free_regions >= 1, "{s:?}");
+    // FIFO: what is left is a suffix of the insert order, and it is intact.
+    let present: Vec<bool> = (0..n).map(|i| store.contains(&key(i))).collect();
+    let first = present.iter().position(|&p| p).expect("something left");
+    assert!(present[first..].iter().all(|&p| p), "not a suffix: FIFO order broken");
+    assert!(first > 0 && (n - first as u64) > 1000, "kept {} of {n}", n - first as u64);
+    for i in first as u64..n {
+        assert_eq!(store.get(&key(i)).expect("get"), Some((value(i, 0, 200), Retention::Evictable)));
+    }
+    assert_eq!(s.records, n - first as u64);
+}
+
+#[test]
+fn keep_and_durable_survive_churn() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = open(&config(dir.path(), 16), b"t");
+    for i in 0..50 {
+        store.insert(&key(i), &value(i, 0, 300), Retention::Durable).expect("durable");
+        store.insert(&key(1000 + i), &value(i, 1, 300), Retention::Keep).expect("keep");
+    }
+    for i in 0..20_000u64 {
+        store.insert(&key(10_000 + i % 3000), &value(i, 2, 150), Retention::Evictable).expect("churn");
+    }
+    let s = store.stats();
+    assert!(s.regions_reclaimed > 30 && s.compacted_durable >= 50 && s.reinserted_keep >= 50, "{s:?}");
+    for i in 0..50 {
+        assert_eq!(store.get(&key(i)).expect("get"), Some((value(i, 0, 300), Retention::Durable)));
+        assert_eq!(store.get(&key(1000 + i)).expect("get"), Some((value(i, 1, 300), Retention::Keep)));
+    }
+    let wa = s.device_bytes_written as f64 / s.logical_bytes_written as f64;
+    assert!(wa < 2.0, "write amplification {wa:.2} for mostly Evictable data");
+}
+
+#[test]
+fn durable_beyond_capacity_is_full_not_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = open(&config(dir.path(), 8), b"t");
+    let mut stored = 0u64;
+    let err = loop {
+        match store.insert(&key(stored), &value(stored, 0, 1000), Retention::Durable) {
+            Ok(Inserted::Stored) => stored += 1,
+            Ok(other) => panic!("unexpected {other:?}"),
+            Err(e) => break e,
+        }
+        assert!(stored < 10_000, "never full");
+    };
+    assert!(matches!(err, TierError::Full(_)), "{err}");
+    assert_eq!(err.sqlstate(), "53100");
+    // Evictable inserts still get in (and get dropped); Durable ones stay.
+    for i in 0..2000 {
+        store.insert(&key(100_000 + i), &value(i, 1, 500), Retention::Evictable).expect("evictable");
+    }
+    for i in 0..stored {
+        assert_eq!(store.get(&key(i)).expect("get").map(|(v, _)| v), Some(value(i, 0, 1000)), "durable {i}");
+    }
+    // Removing Durable records makes room again.
+    for i in 0..stored / 2 {
+        assert!(store.remove(&key(i)).expect("remove"));
+    }
+    store.insert(b"again", &value(1, 1, 1000), Retention::Durable).expect("room again");
+}
+
+#[test]
+fn second_touch_admission() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path(), 8);
+    c.admission = Admission::SecondTouch;
+    let (store, _) = open(&c, b"t");
+    assert_eq!(
+        store.insert(b"k", b"v1", Retention::Evictable).expect("1st"),
+        Inserted::Rejected(RejectReason::NotAdmitted)
+    );
+    assert_eq!(store.get(b"k").expect("get"), None);
+    assert_eq!(store.insert(b"k", b"v2", Retention::Evictable).expect("2nd"), Inserted::Stored);
+    assert_eq!(store.insert(b"k", b"v3", Retention::Keep).expect("on flash"), Inserted::Stored);
+    assert_eq!(store.insert(b"d", b"v", Retention::Durable).expect("durable"), Inserted::Stored);
+    let s = store.stats();
+    assert_eq!((s.rejected.not_admitted, s.inserts), (1, 3));
+    assert!(s.admission_bytes > 0);
+}
+
+#[test]
+fn concurrent_takes_exactly_one_wins() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = open(&config(dir.path(), 16), b"t");
+    let store = Arc::new(store);
+    for round in 0..200u64 {
+        let retention = if round % 2 == 0 { Retention::Durable } else { Retention::Evictable };
+        store.insert(&key(round), &value(round, 0, 64), retention).expect("insert");
+        let winners = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (store, winners) = (Arc::clone(&store), Arc::clone(&winners));
+                std::thread::spawn(move || {
+                    if let Some((v, _)) = store.take(&key(round)).expect("take") {
+                        assert_eq!(v, value(round, 0, 64));
+                        winners.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().expect("join"));
+        assert_eq!(winners.load(Ordering::SeqCst), 1, "round {round}");
+    }
+}
+
+#[test]
+fn durable_inserts_share_syncs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = open(&config(dir.path(), 64), b"t");
+    let store = Arc::new(store);
+    let before = store.stats().syncs;
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                for i in 0..100 {
+                    let k = t * 1000 + i;
+                    store.insert(&key(k), &value(k, 0, 100), Retention::Durable).expect("durable");
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().expect("join"));
+    let syncs = store.stats().syncs - before;
+    assert!(syncs < 800, "{syncs} syncs for 800 Durable inserts: no group commit");
+    assert_eq!(store.stats().durable_records, 800);
+}
+
+#[test]
+fn corrupt_record_is_an_error_never_bytes() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = config(dir.path(), 8);
+    let (store, _) = open(&c, b"t");
+    for i in 0..100 {
+        store.insert(&key(i), &value(i, 0, 100), Retention::Durable).expect("insert");
+    }
+    store.close(b"t").expect("close");
+    // Flip a byte inside record 50's value, found by its bytes in the file.
+    let bytes = std::fs::read(&c.path).expect("read file");
+    let needle = value(50, 0, 100);
+    let at = bytes.windows(needle.len()).position(|w| w == needle.as_slice()).expect("record on disk");
+    let file = std::fs::OpenOptions::new().write(true).open(&c.path).expect("open");
+    file.write_all_at(&[bytes[at + 10] ^ 0x40], (at + 10) as u64).expect("flip");
+    drop(file);
+    let (store, report) = open(&c, b"t");
+    assert_eq!(report.warm, Warm::FromIndex);
+    let err = store.get(&key(50)).expect_err("corrupt");
+    assert!(matches!(err, TierError::Corrupt(_)), "{err}");
+    assert_eq!(store.get(&key(50)).expect("entry gone"), None);
+    assert_eq!(store.stats().corrupt_records, 1);
+    for i in (0..100).filter(|&i| i != 50) {
+        assert_eq!(store.get(&key(i)).expect("get").map(|(v, _)| v), Some(value(i, 0, 100)));
+    }
+}
+
+#[test]
+fn io_error_fails_the_store_and_reopen_recovers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = config(dir.path(), 8);
+    let (store, _) = open(&c, b"t");
+    for i in 0..20 {
+        store.insert(&key(i), &value(i, 0, 100), Retention::Durable).expect("insert");
+    }
+    store.insert(b"droppable", b"x", Retention::Evictable).expect("insert");
+    store.debug_fail_io_after(0, 1);
+    let err = store.insert(&key(99), &value(99, 0, 100), Retention::Durable).expect_err("sync fails");
+    assert!(matches!(err, TierError::Io { .. }), "{err}");
+    let s = store.stats();
+    assert!(s.failed.is_some(), "{s:?}");
+    assert_eq!(
+        store.insert(b"k", b"v", Retention::Evictable).expect("insert"),
+        Inserted::Rejected(RejectReason::Disabled)
+    );
+    // Reads still serve checked records; Durable removal cannot be made durable.
+    assert_eq!(store.get(&key(3)).expect("get").map(|(v, _)| v), Some(value(3, 0, 100)));
+    assert!(matches!(store.remove(&key(3)), Err(TierError::Failed(_))));
+    assert!(store.remove(b"droppable").expect("droppable removal needs no write"));
+    assert!(matches!(store.close(b"t"), Err(TierError::Failed(_))));
+    let (store, report) = open(&c, b"t");
+    assert_eq!(report.warm, Warm::FromScan);
+    for i in 0..20 {
+        assert_eq!(store.get(&key(i)).expect("get").map(|(v, _)| v), Some(value(i, 0, 100)), "acknowledged {i}");
+    }
+    assert!(store.stats().failed.is_none());
+}
+
+#[test]
+fn drop_droppable_and_drain_durable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = open(&config(dir.path(), 16), b"t");
+    for i in 0..300u64 {
+        let r = [Retention::Evictable, Retention::Keep, Retention::Durable][(i % 3) as usize];
+        store.insert(&key(i), &value(i, 0, 80), r).expect("insert");
+    }
+    assert_eq!(store.drop_droppable(), 200);
+    let s = store.stats();
+    assert_eq!((s.records, s.durable_records, s.keep_records), (100, 100, 0));
+    let mut seen = Vec::new();
+    store
+        .for_each_durable(|k, v| {
+            seen.push((k.to_vec(), v.to_vec()));
+            true
+        })
+        .expect("drain");
+    seen.sort();
+    let mut want: Vec<_> = (0..300u64).filter(|i| i % 3 == 2).map(|i| (key(i), value(i, 0, 80))).collect();
+    want.sort();
+    assert_eq!(seen, want);
+    let mut count = 0;
+    store
+        .for_each_durable(|_, _| {
+            count += 1;
+            count < 10
+        })
+        .expect("stop early");
+    assert_eq!(count, 10);
+    store.clear().expect("clear");
+    let s = store.stats();
+    assert_eq!((s.records, s.live_bytes), (0, 0));
+    assert_eq!(store.get(&key(2)).expect("get"), None);
+    store.insert(b"after", b"clear", Retention::Durable).expect("insert");
+    store.close(b"t").expect("close");
+    let (store, _) = open(&config(dir.path(), 16), b"t");
+    assert_eq!(store.stats().records, 1);
+    assert_eq!(store.get(&key(2)).expect("get"), None);
+}
+
+#[test]
+fn resize_online_keeps_durable_and_reopens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = config(dir.path(), 16);
+    let (store, _) = open(&c, b"t");
+    for i in 0..3000u64 {
+        let r = if i % 5 == 0 { Retention::Durable } else { Retention::Evictable };
+        store.insert(&key(i), &value(i, 0, 150), r).expect("insert");
+    }
+    store.resize(32 * u64::from(common::SMALL_REGION)).expect("grow");
+    assert_eq!(store.stats().regions, 32);
+    assert_eq!(std::fs::metadata(&c.path).expect("meta").len(), 4096 + 32 * u64::from(common::SMALL_REGION));
+    store.resize(6 * u64::from(common::SMALL_REGION)).expect("shrink");
+    let s = store.stats();
+    assert_eq!(s.regions, 6);
+    assert_eq!(std::fs::metadata(&c.path).expect("meta").len(), 4096 + 6 * u64::from(common::SMALL_REGION));
+    for i in (0..3000u64).step_by(5) {
+        assert_eq!(store.get(&key(i)).expect("get").map(|(v, _)| v), Some(value(i, 0, 150)), "durable {i}");
+    }
+    let err = store.resize(4 * u64::from(common::SMALL_REGION)).expect_err("durable does not fit");
+    assert!(matches!(err, TierError::Full(_)), "{err}");
+    drop(store);
+    // A crash (no close): the scan finds every Durable record in 6 regions.
+    let (store, report) = open(&config(dir.path(), 6), b"t");
+    assert_eq!(report.warm, Warm::FromScan);
+    for i in (0..3000u64).step_by(5) {
+        assert_eq!(store.get(&key(i)).expect("get").map(|(v, _)| v), Some(value(i, 0, 150)), "durable {i}");
+    }
+}
+
+#[test]
+fn second_open_of_one_file_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = config(dir.path(), 8);
+    let (_store, _) = open(&c, b"t");
+    assert!(matches!(FlashStore::open(&c, b"t"), Err(TierError::Locked(_))));
+}
+
+/// A private ramfs mounted for one test (ramfs has no O_DIRECT), unmounted on drop.
+struct RamfsMount(tempfile::TempDir);
+
+impl RamfsMount {
+    fn new() -> Option<RamfsMount> {
+        let dir = tempfile::tempdir().ok()?;
+        let target = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).ok()?;
+        let fstype = c"ramfs";
+        // SAFETY: every pointer is a valid NUL-terminated string for the call's duration.
+        let rc = unsafe { libc::mount(fstype.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
+        (rc == 0).then_some(RamfsMount(dir))
+    }
+}
+
+impl Drop for RamfsMount {
+    fn drop(&mut self) {
+        if let Ok(target) = std::ffi::CString::new(self.0.path().as_os_str().as_encoded_bytes()) {
+            // SAFETY: a valid NUL-terminated path.
+            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+fn refuses_o_direct(dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let probe = dir.join(".pgtier-odirect-probe");
+    let refused = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&probe)
+        .is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL));
+    let _ = std::fs::remove_file(&probe);
+    refused
+}
+
+/// Auto falls back to buffered I/O where the file system refuses O_DIRECT,
+/// On fails there. tmpfs (/dev/shm) refuses it before Linux 6.6; later
+/// kernels accept it, and then a private ramfs (or another refusing mount) is used.
+#[test]
+fn direct_io_refused_falls_back_in_auto_and_fails_in_on() {
+    let shm = tempfile::tempdir_in("/dev/shm").ok().filter(|d| refuses_o_direct(d.path()));
+    let mount = if shm.is_none() { RamfsMount::new() } else { None };
+    let dir: Option<std::path::PathBuf> = shm
+        .as_ref()
+        .map(|d| d.path().to_path_buf())
+        .or_else(|| mount.as_ref().map(|m| m.0.path().to_path_buf()))
+        .filter(|d| refuses_o_direct(d));
+    let Some(dir) = dir else {
+        eprintln!("SKIPPED: /dev/shm accepts O_DIRECT on this kernel and no ramfs could be mounted (not root)");
+        return;
+    };
+    eprintln!("a file system refusing O_DIRECT: {}", dir.display());
+    let mut c = config(&dir, 8);
+    c.direct_io = DirectIo::On;
+    let err = FlashStore::open(&c, b"t").err().expect("On must fail where O_DIRECT is refused");
+    assert!(matches!(err, TierError::DirectIoUnavailable(_)), "{err}");
+    c.direct_io = DirectIo::Auto;
+    let (store, report) = open(&c, b"t");
+    assert!(
+        matches!(&report.io_mode, IoMode::Buffered { reason } if reason.contains("O_DIRECT")),
+        "{:?}",
+        report.io_mode
+    );
+    assert_eq!(store.io_mode(), &report.io_mode);
+    store.insert(b"k", b"v", Retention::Durable).expect("insert");
+    assert_eq!(store.get(b"k").expect("get"), Some((b"v".to_vec(), Retention::Durable)));
+    store.close(b"t").expect("close");
+    let (store, report) = open(&c, b"t");
+    assert_eq!((report.warm, store.get(b"k").expect("get").is_some()), (Warm::FromIndex, true));
+}
+
+/// Where the file system takes O_DIRECT (ext4 under /tmp here), Auto and On use it.
+#[test]
+fn direct_io_used_where_allowed() {
+    let disk = tempfile::tempdir().expect("tempdir");
+    if refuses_o_direct(disk.path()) {
+        eprintln!("SKIPPED: {} refuses O_DIRECT", disk.path().display());
+        return;
+    }
+    let mut c = config(disk.path(), 32);
+    c.direct_io = DirectIo::On;
+    let (store, report) = open(&c, b"t");
+    assert_eq!(report.io_mode, IoMode::Direct);
+    // Records crossing 4 KiB blocks read back through aligned reads.
+    for i in 0..200u64 {
+        store.insert(&key(i), &value(i, 0, 3000 + i as usize), Retention::Durable).expect("insert");
+    }
+    drop(store);
+    let (store, _) = open(&c, b"t");
+    for i in 0..200u64 {
+        assert_eq!(store.get(&key(i)).expect("get").map(|(v, _)| v), Some(value(i, 0, 3000 + i as usize)));
+    }
+    c.direct_io = DirectIo::Off;
+    drop(store);
+    let (_, report) = open(&c, b"t");
+    assert!(matches!(report.io_mode, IoMode::Buffered { .. }));
+}
+
+#[test]
+fn config_is_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = TierConfig::new(dir.path().join("f"), 3 << 16);
+    c.region_size = 1 << 16;
+    assert!(matches!(FlashStore::open(&c, b""), Err(TierError::Config(_))));
+    c.size = 4 << 16;
+    c.region_size = (1 << 16) + 512;
+    assert!(matches!(FlashStore::open(&c, b""), Err(TierError::Config(_))));
+    std::fs::write(dir.path().join("other"), b"someone else's data").expect("write");
+    let mut c = config(dir.path(), 8);
+    c.path = dir.path().join("other");
+    assert!(matches!(FlashStore::open(&c, b""), Err(TierError::Format(_))));
+}
