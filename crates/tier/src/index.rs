@@ -234,9 +234,10 @@ impl Shard {
             }
             // A slot farther from home than the run before it allows would
             // break early-exit lookups: the table must be a valid Robin Hood table.
-            let prev = self.slots[(i + self.slots.len() - 1) % self.slots.len()];
+            let prev_idx = (i + self.slots.len() - 1) % self.slots.len();
+            let prev = self.slots[prev_idx];
             let d = self.dist(i, s.tag());
-            if s.0 >> RET_SHIFT & 0b11 == 3 || (d > 0 && (prev.is_empty() || self.dist(i - 1, prev.tag()) + 1 < d)) {
+            if s.0 >> RET_SHIFT & 0b11 == 3 || (d > 0 && (prev.is_empty() || self.dist(prev_idx, prev.tag()) + 1 < d)) {
                 return Err(format!("slot {i} is not a valid entry"));
             }
         }
@@ -461,6 +462,20 @@ mod tests {
         let mut copy = Shard::new(200, 3);
         copy.load_raw(&shard.raw().collect::<Vec<_>>()).expect("valid table");
         check(&copy, &model);
+    }
+
+    #[test]
+    fn wrapped_run_loads() {
+        // Entries whose home is the last slot wrap around to slot 0.
+        let mut shard = Shard::new(16, 4);
+        for loc in 1..=3 {
+            shard.insert(slot(15, loc), Aux::default());
+        }
+        let raw: Vec<u64> = shard.raw().collect();
+        assert!(raw[0] != 0 && raw[15] != 0);
+        let mut copy = Shard::new(16, 4);
+        copy.load_raw(&raw).expect("a wrapped run is valid");
+        assert_eq!(copy.candidates(15).count(), 3);
     }
 
     #[test]
