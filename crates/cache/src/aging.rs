@@ -69,12 +69,14 @@ pub(crate) trait AgingHost: Send + Sync {
     /// One round now (`Cache::age_now`: one at a time, a new access epoch).
     fn age_now(&self) -> Result<AgingReport, CacheError>;
     /// Removes these instances of `entry`'s group, leaving those with
-    /// changes PostgreSQL does not have yet (`registry::remove_instances`).
+    /// changes PostgreSQL does not have yet (`registry::remove_instances`);
+    /// `to_flash`: they go to the flash tier when the group uses it.
     fn remove_instances(
         &self,
         entry: &GroupEntry,
         layout: &InstanceLayout,
         keys: &[Vec<Value>],
+        to_flash: bool,
     ) -> Result<UnloadReport, CacheError>;
 }
 
@@ -126,7 +128,7 @@ pub(crate) fn age_round(
     for (entry, layout) in groups.iter().zip(&layouts) {
         if let Aging::Time { column, lifetime } = &entry.def.aging {
             let expired = expired_keys(db, entry, layout, column, *lifetime)?;
-            let removed = cache.remove_instances(entry, layout, &expired)?;
+            let removed = cache.remove_instances(entry, layout, &expired, false)?;
             entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
             report.expired += removed.instances;
             report.skipped_dirty += removed.skipped_dirty;
@@ -179,7 +181,7 @@ pub(crate) fn age_round(
         // ones: memory first grows by what is evicted. Collecting after every
         // batch keeps that rise to one batch instead of the whole round.
         for batch in keys.chunks(EVICT_BATCH) {
-            let removed = cache.remove_instances(entry, layout, batch)?;
+            let removed = cache.remove_instances(entry, layout, batch, true)?;
             entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
             report.evicted += removed.instances;
             report.skipped_dirty += removed.skipped_dirty;

@@ -6,6 +6,9 @@
 //! Here the lookup is mapped to a root key — through the columns that carry
 //! the root key down the foreign keys (every TATP table has `s_id`) — and:
 //! - a root already cached means the row really does not exist: nothing to do;
+//! - an instance the flash tier holds (`flash.rs`) is taken from there and
+//!   inserted as `Origin::Load`, without waiting for the WAL's fsync (moving
+//!   a clean instance between tiers changes no data);
 //! - otherwise the instance is read from PostgreSQL in one REPEATABLE READ
 //!   transaction (one prepared query per table, on a pooled connection) and
 //!   inserted as `Origin::Load` in one engine transaction, pinned, when that
@@ -27,14 +30,14 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
-use pgtier_engine::{Database, EngineError, Origin, Value};
+use pgtier_engine::{CommitMode, Database, EngineError, Origin, Transaction, Value};
 use postgres::Client;
 use postgres::types::{FromSql, ToSql, Type};
 
 use crate::error::{CacheError, is_conflict};
 use crate::fence::{Fence, WriteThroughState};
 use crate::group::CacheGroup;
-use crate::instance::{InstanceLayout, key_text};
+use crate::instance::{Instance, InstanceLayout, key_text};
 use crate::load::{decode_values, instance_query};
 use crate::pool::{Pool, Pooled};
 use crate::registry::GroupEntry;
@@ -49,6 +52,22 @@ pub(crate) trait DynamicHost: WriteThroughState {
     fn ensure_instance(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError>;
     /// Whether that instance is cached now (a fresh snapshot).
     fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError>;
+    /// Takes the instance off the flash tier, when it is there (`Flash::take`).
+    fn flash_take(
+        &self,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        key: &[Value],
+    ) -> Result<Option<Instance>, CacheError>;
+}
+
+/// Where a miss's instance came from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Loaded {
+    /// Neither flash nor PostgreSQL has it (or the fence kept it out).
+    Absent,
+    FromFlash,
+    FromBackend,
 }
 
 /// The root key carried by a lookup on a table whose root key columns are
@@ -141,17 +160,18 @@ impl Dynamic {
             };
         }
         let started = Instant::now();
-        let result = self.load_instance(cache, entry, layout, &key);
+        let loaded = self.load_instance(cache, entry, layout, &key);
         let counters = &entry.counters;
-        match &result {
-            Ok(true) => {
+        match &loaded {
+            Ok(Loaded::FromBackend) => {
                 counters.dynamic_loads.fetch_add(1, Ordering::Relaxed);
             }
-            Ok(false) => {
+            Ok(Loaded::Absent) => {
                 counters.dynamic_absent.fetch_add(1, Ordering::Relaxed);
             }
-            Err(_) => {}
+            Ok(Loaded::FromFlash) | Err(_) => {}
         }
+        let result = loaded.map(|loaded| loaded != Loaded::Absent);
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         counters.miss_count.fetch_add(1, Ordering::Relaxed);
         counters.miss_us_total.fetch_add(micros, Ordering::Relaxed);
@@ -170,8 +190,15 @@ impl Dynamic {
         entry: &GroupEntry,
         layout: &InstanceLayout,
         key: &[Value],
-    ) -> Result<bool, CacheError> {
+    ) -> Result<Loaded, CacheError> {
         let db = cache.database();
+        if let Some(instance) = cache.flash_take(entry, layout, key)? {
+            // Async: a crash that loses this commit loses no data (the
+            // instance is clean; PostgreSQL has it), and an application
+            // commit on it comes later in the same log.
+            let txn = db.begin_with_origin(CommitMode::Async, Origin::Load)?;
+            return insert_rows(db, txn, &entry.def.name, layout, key, &instance.rows).map(|_| Loaded::FromFlash);
+        }
         // Registered before the PostgreSQL snapshot, as every load.
         let fence = Fence::open(cache, entry)?;
         self.pool.with(|pooled| {
@@ -183,7 +210,7 @@ impl Dynamic {
             };
             // The read-only snapshot transaction ends either way.
             pooled.client.batch_execute("COMMIT").map_err(|e| backend_error("dynamic load", &e))?;
-            written
+            written.map(|written| if written { Loaded::FromBackend } else { Loaded::Absent })
         })
     }
 }
@@ -203,13 +230,26 @@ fn insert_instance(
     key: &[Value],
     rows: &[Vec<Vec<Value>>],
 ) -> Result<bool, CacheError> {
-    let mut txn = fence.begin_batch(db, Origin::Load)?;
+    let txn = fence.begin_batch(db, Origin::Load)?;
     if fence.touched(key) {
         fence.read_horizon(snapshot)?;
         if !fence.admits(key) {
             return Ok(false);
         }
     }
+    insert_rows(db, txn, group, layout, key, rows)
+}
+
+/// Inserts an instance's `rows` (per table) in `txn` and commits: true
+/// once it is cached (by this or by another way in meanwhile).
+fn insert_rows(
+    db: &Database,
+    mut txn: Transaction,
+    group: &str,
+    layout: &InstanceLayout,
+    key: &[Value],
+    rows: &[Vec<Vec<Value>>],
+) -> Result<bool, CacheError> {
     let inserted = (|| {
         for (table, rows) in layout.tables.iter().zip(rows) {
             for row in rows {

@@ -91,6 +91,11 @@ pub enum CacheError {
     #[error("{message}")]
     Autorefresh { sqlstate: &'static str, message: String, hint: Option<String> },
 
+    /// The flash tier cannot do what was asked (not configured, disabled,
+    /// an I/O error, a group that cannot use it).
+    #[error("flash tier: {reason}")]
+    Tier { sqlstate: &'static str, reason: String },
+
     /// `[cache] awt_node` is not a usable node name.
     #[error("invalid pgtier node name \"{name}\": it {reason}")]
     InvalidNodeName { name: String, reason: &'static str },
@@ -176,6 +181,7 @@ impl CacheError {
             CacheError::Restart { .. } => "00000",
             CacheError::DynamicLoad { sqlstate, .. } => sqlstate,
             CacheError::Autorefresh { sqlstate, .. } => sqlstate,
+            CacheError::Tier { sqlstate, .. } => sqlstate,
             CacheError::SequenceUnavailable { sqlstate, .. } => sqlstate,
             CacheError::Connect(error) => error.sqlstate(),
             CacheError::Backend(error) => error.sqlstate(),

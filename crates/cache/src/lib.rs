@@ -17,6 +17,7 @@ mod drift;
 mod dynamic;
 mod error;
 mod fence;
+mod flash;
 mod group;
 mod hash;
 mod instance;
@@ -35,15 +36,16 @@ pub use autorefresh::{
     AutorefreshConfig, AutorefreshStatus, PROGRESS_TABLE as AUTOREFRESH_TABLE, PredicateCompiler, RowTest,
 };
 pub use awt::{AwtConfig, AwtStatus, LagCounts, LagHistogram, LaneStatus};
-pub use cache::{Cache, CacheConfig, GroupInfo, GroupStats, LaneInfo, PropagationInfo, RootKey, TableInfo};
+pub use cache::{Cache, CacheConfig, GroupInfo, GroupStats, LaneInfo, PropagationInfo, RootKey, TableInfo, TierInfo};
 pub use drift::Drift;
 pub use error::CacheError;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 pub use load::{LoadOptions, LoadProgress, LoadReport, RefreshReport, VerifyTally, load_group};
 pub use node::{Claim, NODE_NAME_MAX, NodeIdentity, validate_node_name};
 pub use pgtier_backend::snapshot::Cancel;
+pub use pgtier_tier::{Admission, DirectIo, TierConfig, TierStats};
 pub use registry::UnloadReport;
 pub use sequence::{DEFAULT_SEQUENCE_BLOCK, KeyDefault, KeyGeneration};
-pub use statement::{Aging, CACHE_VERBS, CacheStatement, CreateGroup, parse_cache_statement};
+pub use statement::{Aging, CACHE_VERBS, CacheStatement, CreateGroup, FlashPolicy, TierCommand, parse_cache_statement};
 pub use swt::{SLOTS_TABLE, SwtStatus};
 pub use types::{engine_type, engine_value};

@@ -50,11 +50,24 @@ pub enum CacheStatement {
     AcceptDefinition {
         name: String,
     },
+    /// `ALTER CACHE TIER {ENABLE | DISABLE | RESIZE 'size'}`: the flash tier, online.
+    Tier(TierCommand),
+}
+
+/// What `ALTER CACHE TIER` does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TierCommand {
+    /// Starts filling the configured flash tier (empty).
+    Enable,
+    /// Drops what flash holds (PostgreSQL has all of it) and stops using it.
+    Disable,
+    /// A new size in bytes, online.
+    Resize(u64),
 }
 
 /// `CREATE [DYNAMIC] {AWT|SWT|READONLY} CACHE GROUP name FROM root [WHERE predicate], child, ...
 ///  [AGING LRU | AGING USE column LIFETIME n {SECONDS|MINUTES|HOURS|DAYS}] [AGING OFF] [KEEP] [MEMORY 'size']
-///  [AUTOREFRESH {ON|OFF}]`
+///  [AUTOREFRESH {ON|OFF}] [FLASH {KEEP|NONE|DEFAULT}]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CreateGroup {
     pub name: String,
@@ -75,6 +88,32 @@ pub struct CreateGroup {
     /// no `wal_level = logical`.
     #[serde(default = "autorefresh_default")]
     pub autorefresh: bool,
+    /// Whether instances aging evicts from memory go to the flash tier
+    /// (study 001's per-object KEEP / NONE / DEFAULT).
+    #[serde(default)]
+    pub flash: FlashPolicy,
+}
+
+/// `FLASH {KEEP|NONE|DEFAULT}` of a cache group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FlashPolicy {
+    /// Evicted instances go to flash, and leave it in FIFO order.
+    #[default]
+    Default,
+    /// Preferred on flash: rewritten rather than dropped when their region is reclaimed.
+    Keep,
+    /// Never on flash: evicted instances go away (reload from PostgreSQL).
+    None,
+}
+
+impl FlashPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlashPolicy::Default => "DEFAULT",
+            FlashPolicy::Keep => "KEEP",
+            FlashPolicy::None => "NONE",
+        }
+    }
 }
 
 /// Groups stored before the AUTOREFRESH option existed follow PostgreSQL.
@@ -151,13 +190,14 @@ impl CacheStatement {
             CacheStatement::Verify { .. } => "VERIFY CACHE GROUP",
             CacheStatement::Takeover => "TAKEOVER CACHE NODE",
             CacheStatement::AcceptDefinition { .. } => "ALTER CACHE GROUP",
+            CacheStatement::Tier(_) => "ALTER CACHE TIER",
         }
     }
 
-    /// The group the statement is about ("" for TAKEOVER CACHE NODE).
+    /// The group the statement is about ("" for TAKEOVER CACHE NODE and ALTER CACHE TIER).
     pub fn group(&self) -> &str {
         match self {
-            CacheStatement::Takeover => "",
+            CacheStatement::Takeover | CacheStatement::Tier(_) => "",
             CacheStatement::Create(create) => &create.name,
             CacheStatement::Drop { name, .. }
             | CacheStatement::Load { name, .. }
@@ -378,7 +418,7 @@ struct Parser<'a> {
     at: usize,
 }
 
-const CREATE_OPTIONS: [&str; 4] = ["aging", "keep", "memory", "autorefresh"];
+const CREATE_OPTIONS: [&str; 5] = ["aging", "keep", "memory", "autorefresh", "flash"];
 
 impl Parser<'_> {
     fn peek(&self) -> Option<&Kind> {
@@ -475,6 +515,9 @@ impl Parser<'_> {
         if verb == "takeover" {
             self.expect_word("node")?;
             return self.end().map(|()| CacheStatement::Takeover);
+        }
+        if verb == "alter" && self.eat_word("tier") {
+            return self.tier_command();
         }
         self.expect_word("group")?;
         let statement = match verb.as_str() {
@@ -618,13 +661,15 @@ impl Parser<'_> {
             keep: false,
             memory_budget: None,
             autorefresh: kind == GroupKind::ReadOnly,
+            flash: FlashPolicy::Default,
         };
         self.create_options(&mut create)?;
         self.end()?;
         Ok(create)
     }
 
-    /// `[AGING ...] [KEEP] [MEMORY 'size'] [AUTOREFRESH {ON|OFF}]`, in any order, each at most once.
+    /// `[AGING ...] [KEEP] [MEMORY 'size'] [AUTOREFRESH {ON|OFF}] [FLASH {KEEP|NONE|DEFAULT}]`, in any
+    /// order, each at most once.
     fn create_options(&mut self, create: &mut CreateGroup) -> Result<(), CacheError> {
         let mut seen: Vec<String> = Vec::new();
         while let Some(option) = self.peek_word(0).filter(|w| CREATE_OPTIONS.contains(w)).map(str::to_owned) {
@@ -635,6 +680,17 @@ impl Parser<'_> {
             match option.as_str() {
                 "aging" => create.aging = self.aging()?,
                 "keep" => create.keep = true,
+                "flash" => {
+                    create.flash = if self.eat_word("keep") {
+                        FlashPolicy::Keep
+                    } else if self.eat_word("none") {
+                        FlashPolicy::None
+                    } else if self.eat_word("default") {
+                        FlashPolicy::Default
+                    } else {
+                        return Err(self.expected("KEEP, NONE or DEFAULT after FLASH"));
+                    };
+                }
                 "autorefresh" => {
                     if create.kind != GroupKind::ReadOnly {
                         return Err(syntax(
@@ -661,9 +717,30 @@ impl Parser<'_> {
             seen.push(option);
         }
         if self.tokens.get(self.at).is_some() && self.peek() != Some(&Kind::Punct(';')) {
-            return Err(self.expected("AGING, KEEP, MEMORY, AUTOREFRESH or the end of the statement"));
+            return Err(self.expected("AGING, KEEP, MEMORY, AUTOREFRESH, FLASH or the end of the statement"));
         }
         Ok(())
+    }
+
+    /// After `ALTER CACHE TIER`: `ENABLE`, `DISABLE` or `RESIZE 'size'`.
+    fn tier_command(&mut self) -> Result<CacheStatement, CacheError> {
+        let command = if self.eat_word("enable") {
+            TierCommand::Enable
+        } else if self.eat_word("disable") {
+            TierCommand::Disable
+        } else if self.eat_word("resize") {
+            let Some(Kind::Str(text)) = self.peek() else {
+                return Err(self.expected("a quoted size such as '8GB'"));
+            };
+            let size = unquote(text).ok_or_else(|| self.expected("a quoted size such as '8GB'"))?;
+            let bytes = CreateGroup::parse_memory_size(&size).map_err(syntax)?;
+            self.at += 1;
+            TierCommand::Resize(bytes)
+        } else {
+            return Err(self.expected("ENABLE, DISABLE or RESIZE after ALTER CACHE TIER"));
+        };
+        self.end()?;
+        Ok(CacheStatement::Tier(command))
     }
 
     fn aging(&mut self) -> Result<Aging, CacheError> {

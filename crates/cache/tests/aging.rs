@@ -136,6 +136,7 @@ fn time_aging_drops_old_instances() {
         keep: false,
         memory_budget: None,
         autorefresh: false,
+        flash: pgtier_cache::FlashPolicy::Default,
     };
     assert_eq!(cache.create_group(&def).unwrap_err().sqlstate(), "42804");
     def.aging = Aging::Time { column: "nope".into(), lifetime: Duration::from_secs(10 * 3600) };

@@ -220,3 +220,29 @@ fn statements_split_at_top_level_semicolons() {
     );
     assert_eq!(CacheStatement::split_statements(" ; ; "), Vec::<&str>::new());
 }
+
+#[test]
+fn flash_policies_and_tier_commands() {
+    use pgtier_cache::{FlashPolicy, TierCommand};
+    assert_eq!(create("CREATE DYNAMIC AWT CACHE GROUP g FROM t").flash, FlashPolicy::Default);
+    assert_eq!(create("CREATE DYNAMIC AWT CACHE GROUP g FROM t FLASH keep").flash, FlashPolicy::Keep);
+    assert_eq!(create("CREATE DYNAMIC SWT CACHE GROUP g FROM t AGING LRU FLASH NONE KEEP").flash, FlashPolicy::None);
+    assert_eq!(create("CREATE DYNAMIC SWT CACHE GROUP g FROM t FLASH DEFAULT").flash, FlashPolicy::Default);
+    for (sql, expected) in [
+        ("CREATE DYNAMIC AWT CACHE GROUP g FROM t FLASH", "KEEP, NONE or DEFAULT"),
+        ("CREATE DYNAMIC AWT CACHE GROUP g FROM t FLASH always", "KEEP, NONE or DEFAULT"),
+        ("CREATE DYNAMIC AWT CACHE GROUP g FROM t FLASH KEEP FLASH NONE", "more than once"),
+        ("ALTER CACHE TIER", "ENABLE, DISABLE or RESIZE"),
+        ("ALTER CACHE TIER RESIZE", "quoted size"),
+        ("ALTER CACHE TIER RESIZE 'lots'", "size"),
+        ("ALTER CACHE TIER ENABLE now", "unexpected text"),
+    ] {
+        let error = error(sql);
+        assert_eq!(error.sqlstate(), "42601", "{sql}");
+        assert!(error.to_string().contains(expected), "{sql}: {error}");
+    }
+    assert_eq!(parse("alter cache tier enable;"), CacheStatement::Tier(TierCommand::Enable));
+    assert_eq!(parse("ALTER CACHE TIER DISABLE"), CacheStatement::Tier(TierCommand::Disable));
+    assert_eq!(parse("ALTER CACHE TIER RESIZE '2GB'"), CacheStatement::Tier(TierCommand::Resize(2 << 30)));
+    assert_eq!(parse("ALTER CACHE TIER RESIZE '2GB'").command(), "ALTER CACHE TIER");
+}

@@ -191,6 +191,14 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
             }
         }
     }
+    let tier =
+        client.simple_query("SELECT state FROM pgtier_tier_stats WHERE \"group\" IS NULL").map_err(|e| describe(&e))?;
+    if let Some(SimpleQueryMessage::Row(row)) = tier.iter().find(|m| matches!(m, SimpleQueryMessage::Row(_)))
+        && row.get(0) != Some("not configured")
+    {
+        println!("\nFlash tier");
+        println!("{}", query_table(&mut client, crate::tier_cmd::STATUS_SQL)?);
+    }
     println!("\nCache groups");
     println!(
         "{}",
@@ -234,6 +242,10 @@ struct CreateArgs {
     /// replication from PostgreSQL, so no `wal_level = logical` needed).
     #[arg(long)]
     no_autorefresh: bool,
+    /// Where evicted instances go with a flash tier configured: `default`
+    /// (to flash), `keep` (preferred there) or `none` (away) [DYNAMIC groups only]
+    #[arg(long, value_parser = ["default", "keep", "none"])]
+    flash: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -282,7 +294,7 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
 }
 
 /// The URL as postgres::Config, with a user ($USER) and password ($PGPASSWORD) when it names none.
-fn client_config(url: Option<&str>) -> anyhow::Result<Config> {
+pub(crate) fn client_config(url: Option<&str>) -> anyhow::Result<Config> {
     let url = url.unwrap_or(DEFAULT_URL);
     let mut config: Config =
         url.parse().map_err(|e| anyhow!("invalid --url {}: {e}", pgtier_backend::redact_url(url)))?;
@@ -301,7 +313,7 @@ fn client_config(url: Option<&str>) -> anyhow::Result<Config> {
     Ok(config)
 }
 
-fn connect(config: &Config, notices: Option<Arc<Mutex<Vec<String>>>>) -> anyhow::Result<Client> {
+pub(crate) fn connect(config: &Config, notices: Option<Arc<Mutex<Vec<String>>>>) -> anyhow::Result<Client> {
     let mut config = config.clone();
     if let Some(notices) = notices {
         config
@@ -356,6 +368,9 @@ fn create_sql(c: &CreateArgs) -> String {
     if c.no_autorefresh {
         sql.push_str(" AUTOREFRESH OFF");
     }
+    if let Some(flash) = &c.flash {
+        sql.push_str(&format!(" FLASH {}", flash.to_uppercase()));
+    }
     sql
 }
 
@@ -365,7 +380,7 @@ fn load_sql(verb: &str, l: &LoadArgs) -> String {
 }
 
 /// Sends `sql`, prints `tag` (with the instance count when `counted`) and the NOTICEs.
-fn run_statement(config: &Config, sql: &str, tag: &str, counted: bool) -> anyhow::Result<()> {
+pub(crate) fn run_statement(config: &Config, sql: &str, tag: &str, counted: bool) -> anyhow::Result<()> {
     let notices = Arc::new(Mutex::new(Vec::new()));
     let mut client = connect(config, Some(notices.clone()))?;
     let group = sql.split_whitespace().nth(3).unwrap_or("").to_owned();
@@ -421,7 +436,7 @@ fn show_progress(config: &Config, group: &str, done: &AtomicBool) {
     bar.finish_and_clear();
 }
 
-fn query_table(client: &mut Client, sql: &str) -> anyhow::Result<Table> {
+pub(crate) fn query_table(client: &mut Client, sql: &str) -> anyhow::Result<Table> {
     let messages = client.simple_query(sql).map_err(|e| describe(&e))?;
     let mut table = Table::new();
     table.load_style(presets::UTF8_FULL_CONDENSED);

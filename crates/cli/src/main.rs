@@ -9,6 +9,7 @@ mod compare_cmd;
 mod demo_cmd;
 mod io_cmd;
 mod serve_cmd;
+mod tier_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -32,8 +33,10 @@ enum Command {
     Cache(cache_cmd::CacheArgs),
     /// Compare a cache group with PostgreSQL; exit 1 on a difference.
     Verify(cache_cmd::VerifyArgs),
-    /// One screen of a running pgtier: write-through lag and backlog, cache groups.
+    /// One screen of a running pgtier: write-through lag and backlog, flash tier, cache groups.
     Status(cache_cmd::StatusArgs),
+    /// The flash tier of a running pgtier: status, enable, disable, resize (online).
+    Tier(tier_cmd::TierArgs),
     /// Study 000 end to end: private PostgreSQL, TATP, baseline vs cache (direct and wire), rate cap, report.
     Demo(Box<demo_cmd::DemoArgs>),
     /// Run benchmarks side by side against PostgreSQL and pgtier.
@@ -79,6 +82,7 @@ fn main() {
         Command::Cache(args) => cache_cmd::run(args),
         Command::Verify(args) => cache_cmd::verify(args),
         Command::Status(args) => cache_cmd::status(args),
+        Command::Tier(args) => tier_cmd::run(args),
         Command::Demo(args) => demo_cmd::run(*args),
         Command::Bench { command } => match command {
             BenchCommand::Tatp(args) => bench_cmd::run(*args),

@@ -48,6 +48,9 @@ pub struct ServerConfig {
     /// Cache groups (DESIGN.md §3): memory budget, aging, load parallelism.
     #[serde(default)]
     pub cache: CacheSection,
+    /// The flash tier under memory (`[tier]`); off unless `size` is given.
+    #[serde(default)]
+    pub tier: TierSection,
     #[serde(default)]
     pub metrics: MetricsSection,
     /// `[settings]`: session settings' defaults, as postgresql.conf gives
@@ -218,7 +221,85 @@ impl CacheSection {
             // A one-shot decision of the command line (`pgtier serve --takeover`), never a standing setting.
             takeover: false,
             sequence_block: self.sequence_block,
+            // `[tier]`, a section of its own (`TierSection::to_tier_config`).
+            tier: None,
         })
+    }
+}
+
+/// `[tier]`: the flash tier, mapped to `pgtier_cache::TierConfig` by [`TierSection::to_tier_config`].
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TierSection {
+    /// The flash file (or block device); default `<data_dir>/flash.tier`.
+    pub path: Option<PathBuf>,
+    /// Its size in PostgreSQL's units ("8GB"); the tier is off without it.
+    pub size: Option<String>,
+    /// `clean` (only instances PostgreSQL has in full go to flash).
+    pub mode: Option<String>,
+    /// `auto` (O_DIRECT when the filesystem allows it), `on` or `off`.
+    pub direct_io: Option<String>,
+    /// Flash regions, in PostgreSQL's units (default 16MB).
+    pub region_size: Option<String>,
+    /// `second-touch` (an instance goes to flash the second time it is
+    /// evicted, so one scan does not flush the hot set) or `all`.
+    pub admission: Option<String>,
+    /// The mean record size the in-memory index is sized for, in bytes (default 512).
+    pub mean_record_bytes: Option<u32>,
+}
+
+impl TierSection {
+    /// The tier's settings (None: no tier); a bad value is an error naming its key.
+    pub fn to_tier_config(&self, data_dir: &Path) -> Result<Option<pgtier_cache::TierConfig>, ServerError> {
+        let bad = |m: String| Err(ServerError::Config(format!("[tier] {m}")));
+        let Some(size) = &self.size else {
+            if self.path.is_some() {
+                return bad("size is missing: give the flash file's size (\"8GB\") to turn the tier on".into());
+            }
+            return Ok(None);
+        };
+        let size = match pgtier_cache::CreateGroup::parse_memory_size(size) {
+            Ok(bytes) if bytes >= 64 << 20 => bytes,
+            Ok(_) => return bad("size must be at least 64MB".into()),
+            Err(e) => return bad(format!("size: {e}")),
+        };
+        match self.mode.as_deref() {
+            None | Some("clean") => {}
+            Some("write-back") => {
+                return bad("mode: \"write-back\" is not available in this release; use \"clean\"".into());
+            }
+            Some(other) => return bad(format!("mode must be \"clean\" or \"write-back\", not \"{other}\"")),
+        }
+        let direct_io = match self.direct_io.as_deref() {
+            None | Some("auto") => pgtier_cache::DirectIo::Auto,
+            Some("on") => pgtier_cache::DirectIo::On,
+            Some("off") => pgtier_cache::DirectIo::Off,
+            Some(other) => return bad(format!("direct_io must be \"auto\", \"on\" or \"off\", not \"{other}\"")),
+        };
+        let region_size = match self.region_size.as_deref().map(pgtier_cache::CreateGroup::parse_memory_size) {
+            None => 16 << 20,
+            Some(Ok(bytes)) if (1 << 20..=256 << 20).contains(&bytes) && bytes.is_power_of_two() => bytes as u32,
+            Some(Ok(_)) => return bad("region_size must be a power of two from 1MB to 256MB".into()),
+            Some(Err(e)) => return bad(format!("region_size: {e}")),
+        };
+        if size < 4 * u64::from(region_size) {
+            return bad(format!("size must be at least 4 regions ({} MB)", 4 * (region_size >> 20)));
+        }
+        let admission = match self.admission.as_deref() {
+            None | Some("second-touch") => pgtier_cache::Admission::SecondTouch,
+            Some("all") => pgtier_cache::Admission::All,
+            Some(other) => return bad(format!("admission must be \"second-touch\" or \"all\", not \"{other}\"")),
+        };
+        let mean_record_bytes = self.mean_record_bytes.unwrap_or(512);
+        if !(32..=1 << 20).contains(&mean_record_bytes) {
+            return bad(format!("mean_record_bytes must be 32 to 1048576, not {mean_record_bytes}"));
+        }
+        let path = match &self.path {
+            Some(path) if path.is_relative() => data_dir.join(path),
+            Some(path) => path.clone(),
+            None => data_dir.join("flash.tier"),
+        };
+        Ok(Some(pgtier_cache::TierConfig { path, size, region_size, direct_io, mean_record_bytes, admission }))
     }
 }
 
@@ -334,6 +415,7 @@ impl ServerConfig {
             passthrough: PassthroughConfig::default(),
             event_loops: None,
             cache: CacheSection::default(),
+            tier: TierSection::default(),
             metrics: MetricsSection::default(),
             settings: std::collections::BTreeMap::new(),
             takeover: false,

@@ -101,6 +101,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     // already defined keep answering; what needs PostgreSQL fails with 08001.
     let mut cache_config = config.cache.to_cache_config()?;
     cache_config.takeover = config.takeover;
+    cache_config.tier = config.tier.to_tier_config(&config.data_dir)?;
     let cache = pgtier_cache::Cache::open(db.clone(), backend.clone(), cache_config)
         .map_err(|e| ServerError::Engine(format!("cache groups: {e}")))?;
     // READONLY groups' WHERE, evaluated on rows autorefresh receives.

@@ -110,6 +110,7 @@ fn render(shared: &Shared) -> String {
     out.one("pgtier_engine_wal_end_bytes", "counter", "WAL position written.", stats.wal_end.0 as f64);
     out.one("pgtier_engine_memory_bytes", "gauge", "Bytes the tables hold in memory.", shared.db.memory_total() as f64);
     let Some(cache) = &shared.cache else { return out.0 };
+    render_tier(cache, &mut out);
     let groups = cache.stats();
     let per_group = |f: &dyn Fn(&pgtier_cache::GroupStats) -> f64| -> Vec<(String, f64)> {
         groups.iter().map(|g| (format!("{{group=\"{}\"}}", label(&g.group)), f(g))).collect()
@@ -336,4 +337,56 @@ fn render(shared: &Shared) -> String {
         );
     }
     out.0
+}
+
+/// The flash tier (`pgtier_tier_stats`): the store unlabelled, groups labelled.
+fn render_tier(cache: &pgtier_cache::Cache, out: &mut Out) {
+    let rows = cache.tier_stats();
+    let Some(store) = rows.first() else { return };
+    if store.state == "not configured" {
+        return;
+    }
+    out.one(
+        "pgtier_tier_enabled",
+        "gauge",
+        "1 while the flash tier is in use.",
+        f64::from(u8::from(store.state == "enabled")),
+    );
+    let optional = [
+        ("pgtier_tier_records", "Records on flash.", store.flash_records.map(|n| n as f64)),
+        ("pgtier_tier_live_bytes", "Bytes of live records on flash.", store.flash_live_bytes.map(|n| n as f64)),
+        ("pgtier_tier_capacity_bytes", "Size of the flash store.", store.flash_capacity_bytes.map(|n| n as f64)),
+        ("pgtier_tier_index_bytes", "Memory the flash index holds.", store.index_bytes.map(|n| n as f64)),
+        ("pgtier_tier_read_p50_us", "Flash record read latency, median, microseconds.", store.read_p50_us),
+        ("pgtier_tier_read_p99_us", "Flash record read latency, 99th percentile, microseconds.", store.read_p99_us),
+        ("pgtier_tier_write_amplification", "Bytes written to flash per byte of records.", store.write_amplification),
+    ];
+    for (name, help, value) in optional {
+        if let Some(value) = value {
+            out.one(name, "gauge", help, value);
+        }
+    }
+    let per_group = |f: &dyn Fn(&pgtier_cache::TierInfo) -> f64| -> Vec<(String, f64)> {
+        rows.iter()
+            .filter_map(|row| Some((format!("{{group=\"{}\"}}", label(row.group.as_deref()?)), f(row))))
+            .collect()
+    };
+    out.metric(
+        "pgtier_tier_hits_total",
+        "counter",
+        "Misses in memory flash answered.",
+        &per_group(&|r| r.flash_hits as f64),
+    );
+    out.metric(
+        "pgtier_tier_demotions_total",
+        "counter",
+        "Instances aging moved to flash.",
+        &per_group(&|r| r.demotions as f64),
+    );
+    out.metric(
+        "pgtier_tier_rejections_total",
+        "counter",
+        "Instances flash did not take (too large, not admitted, index full).",
+        &per_group(&|r| r.rejections as f64),
+    );
 }

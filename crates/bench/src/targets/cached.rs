@@ -41,6 +41,7 @@ pub fn tatp_group(name: &str, dynamic: bool, aging: Aging) -> CreateGroup {
         keep: false,
         memory_budget: None,
         autorefresh: false,
+        flash: pgtier_cache::FlashPolicy::Default,
     }
 }
 

@@ -16,10 +16,11 @@ use crate::awt::AwtHost;
 use crate::dynamic::DynamicHost;
 use crate::error::CacheError;
 use crate::fence::WriteThroughState;
-use crate::instance::InstanceLayout;
+use crate::flash::Flash;
+use crate::instance::{Instance, InstanceLayout};
 use crate::load::{LoadOptions, LoadReport, RefreshReport};
 use crate::node::NodeIdentity;
-use crate::registry::{GroupEntry, UnloadReport};
+use crate::registry::{Demotion, GroupEntry, UnloadReport};
 use crate::swt::SwtHost;
 
 impl AgingHost for Cache {
@@ -36,8 +37,28 @@ impl AgingHost for Cache {
         entry: &GroupEntry,
         layout: &InstanceLayout,
         keys: &[Vec<Value>],
+        to_flash: bool,
     ) -> Result<UnloadReport, CacheError> {
-        Cache::remove_instances(self, entry, layout, keys, None)
+        let demotion = FlashDemotion { flash: &self.flash, entry, layout };
+        let demotion = (to_flash && self.flash.accepts(entry)).then_some(&demotion as &dyn Demotion);
+        Cache::remove_instances(self, entry, layout, keys, None, demotion)
+    }
+}
+
+/// Aging's evictions for memory go to the flash tier.
+struct FlashDemotion<'a> {
+    flash: &'a Flash,
+    entry: &'a GroupEntry,
+    layout: &'a InstanceLayout,
+}
+
+impl Demotion for FlashDemotion<'_> {
+    fn demote(&self, key: &[Value], instance: &Instance) -> bool {
+        self.flash.demote(self.entry, self.layout, key, instance)
+    }
+
+    fn undo(&self, key: &[Value]) {
+        self.flash.forget(self.entry, self.layout, key);
     }
 }
 
@@ -159,5 +180,17 @@ impl DynamicHost for Cache {
 
     fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
         Cache::instance_cached(self, group, root_key)
+    }
+
+    fn flash_take(
+        &self,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        key: &[Value],
+    ) -> Result<Option<Instance>, CacheError> {
+        if !self.flash.accepts(entry) {
+            return Ok(None);
+        }
+        self.flash.take(&self.db, entry, layout, key)
     }
 }

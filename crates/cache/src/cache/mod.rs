@@ -25,6 +25,7 @@ use crate::awt::{self, Awt, AwtConfig, AwtStatus};
 use crate::dynamic::{Dynamic, TableHook};
 use crate::error::CacheError;
 use crate::fence::Fence;
+use crate::flash::Flash;
 use crate::group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 use crate::instance::{InstanceLayout, key_text};
 use crate::load::{Admission, Existing, LoadOptions, LoadReport, RefreshReport, VerifyTally, load_admitting};
@@ -32,14 +33,16 @@ use crate::node::{self, Claim, NodeIdentity};
 use crate::persist;
 use crate::pool::Pool;
 use crate::registry::{
-    Admits, GroupEntry, TableMap, UnloadReport, quote_literal, remove_instances, root_key_columns, table_map,
+    Admits, Demotion, GroupEntry, TableMap, UnloadReport, quote_literal, remove_instances, root_key_columns, table_map,
 };
 use crate::sequence::{DEFAULT_SEQUENCE_BLOCK, Sequences};
 use crate::statement::{Aging, CreateGroup};
 use crate::swt::{Swt, SwtParticipant, SwtStatus};
 
 mod hosts;
+mod tier;
 mod views;
+pub use tier::TierInfo;
 pub use views::{GroupInfo, GroupStats, LaneInfo, PropagationInfo, TableInfo};
 
 /// Settings of the `[cache]` config section.
@@ -65,6 +68,8 @@ pub struct CacheConfig {
     /// Values of a PostgreSQL sequence reserved at a time for the cached
     /// columns it generates (a CACHE n for this node; see sequence.rs).
     pub sequence_block: u32,
+    /// The flash tier under memory (`[tier]`); None: evicted instances go away.
+    pub tier: Option<pgtier_tier::TierConfig>,
 }
 
 impl Default for CacheConfig {
@@ -79,6 +84,7 @@ impl Default for CacheConfig {
             autorefresh: AutorefreshConfig::default(),
             takeover: false,
             sequence_block: DEFAULT_SEQUENCE_BLOCK,
+            tier: None,
         }
     }
 }
@@ -170,6 +176,8 @@ pub struct Cache {
     predicate_compiler: RwLock<Option<Arc<dyn PredicateCompiler>>>,
     /// Held through a READONLY group's first LOAD (slot, snapshot, load).
     autorefresh_first_load: Mutex<()>,
+    /// The flash tier under memory (clean mode; `flash.rs`).
+    flash: Flash,
 }
 
 impl Cache {
@@ -189,6 +197,9 @@ impl Cache {
             let params = backend.as_ref().ok_or(CacheError::NoBackend)?;
             report_claim(&identity, &claim_node(params, &identity, true)?);
         }
+        // Before anything writes: its records are reused only at the WAL
+        // position of the clean close that wrote its index.
+        let flash = Flash::open(config.tier.clone(), &db);
         let mut groups = BTreeMap::new();
         for (def, group, accepted) in persist::restore(&db.catalog())? {
             groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group, accepted)));
@@ -217,6 +228,7 @@ impl Cache {
                 autorefresh: Mutex::new(BTreeMap::new()),
                 predicate_compiler: RwLock::new(None),
                 autorefresh_first_load: Mutex::new(()),
+                flash,
             }
         });
         for entry in cache.groups.read().values() {
@@ -394,6 +406,7 @@ impl Cache {
     /// CREATE the group (its transactions not yet in PostgreSQL are lost).
     pub fn accept_definition(&self, name: &str) -> Result<Vec<String>, CacheError> {
         let entry = self.entry(name)?;
+        self.forget_flash(&entry);
         let names: Vec<String> = entry.group.tables.iter().map(|t| t.source.name.to_string()).collect();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let now = match pgtier_backend::catalog::import_tables(&mut self.connect()?, &refs) {
@@ -457,8 +470,9 @@ impl Cache {
         layout: &InstanceLayout,
         keys: &[Vec<Value>],
         gone: Option<Admits<'_>>,
+        demotion: Option<&dyn Demotion>,
     ) -> Result<UnloadReport, CacheError> {
-        remove_instances(&self.db, &|entry| self.dirty_current(entry), entry, layout, keys, gone)
+        remove_instances(&self.db, &|entry| self.dirty_current(entry), entry, layout, keys, gone, demotion)
     }
 
     /// Bytes of WAL written that write-through has not yet processed.
@@ -587,6 +601,14 @@ impl Cache {
         self.dynamic.ensure(self, &entry, &layout, root_key)
     }
 
+    /// Every record the flash tier holds of the group is forgotten (what
+    /// LOAD, REFRESH, UNLOAD, DROP and ACCEPT DEFINITION do first).
+    fn forget_flash(&self, entry: &GroupEntry) {
+        if let Some(root) = self.db.catalog().table_by_name(&entry.group.root().def.name) {
+            self.flash.forget_group(root.id.0);
+        }
+    }
+
     /// Whether the instance of `root_key` of group `group` is cached now (a fresh snapshot).
     fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
         let entry = self.entry(group)?;
@@ -633,6 +655,7 @@ impl Cache {
         node::claim(&mut client, &self.identity, false)?;
         let mut group = define_group(&mut client, &spec)?;
         check_aging(def, &group)?;
+        crate::flash::check_policy(def)?;
         persist::annotate(def, &mut group)?;
         let mut groups = self.groups.write();
         if groups.contains_key(&def.name) {
@@ -673,6 +696,7 @@ impl Cache {
             return if if_exists { Ok(()) } else { Err(CacheError::UndefinedGroup { group: name.to_owned() }) };
         };
         self.uninstall(&entry);
+        self.forget_flash(&entry);
         if let Some(worker) = self.autorefresh.lock().remove(name) {
             worker.stop();
         }
@@ -740,6 +764,8 @@ impl Cache {
         admission: &Admission<'_>,
     ) -> Result<LoadReport, CacheError> {
         let backend = self.backend.clone().ok_or(CacheError::NoBackend)?;
+        // What it writes replaces what flash holds of the group.
+        self.forget_flash(entry);
         // PARALLEL not given (0): the configured default.
         let mut options = options.clone();
         if options.parallel == 0 {
@@ -775,7 +801,8 @@ impl Cache {
                 &all
             }
         };
-        let report = self.remove_instances(&entry, &layout, keys, None)?;
+        self.forget_flash(&entry);
+        let report = self.remove_instances(&entry, &layout, keys, None, None)?;
         entry.counters.unloaded.fetch_add(report.instances, Ordering::Relaxed);
         Ok(report)
     }
@@ -860,7 +887,7 @@ impl Cache {
         let seen: HashSet<String> = seen.into_inner().iter().map(|key| key_text(key)).collect();
         let gone: Vec<Vec<Value>> = cached.iter().filter(|key| !seen.contains(&key_text(key))).cloned().collect();
         let admits = |key: &[Value]| fence.admits(key);
-        let removed = self.remove_instances(entry, layout, &gone, Some(&admits))?;
+        let removed = self.remove_instances(entry, layout, &gone, Some(&admits), None)?;
         report.removed = removed.instances;
         report.skipped_dirty += removed.skipped_dirty;
         entry.counters.refreshed.fetch_add(report.reloaded, Ordering::Relaxed);
@@ -901,11 +928,23 @@ impl Cache {
         Ok(tally)
     }
 
-    /// Uninstalls the engine hooks (also on drop); the groups stay defined.
+    /// Uninstalls the engine hooks, stops aging and closes the flash tier
+    /// cleanly (so the next open reuses it); also on drop. The groups stay
+    /// defined. The server calls it before it closes the database.
     pub fn shutdown(&self) {
         for entry in self.groups.read().values() {
             self.uninstall(entry);
         }
+        self.ager_control.stop();
+        if let Some(ager) = self.ager.lock().take()
+            && ager.thread().id() != std::thread::current().id()
+        {
+            // The last reference may be dropped by the aging thread itself
+            // (it holds one during a round): it exits on its own then.
+            let _ = ager.join();
+        }
+        // Last: nothing demotes or promotes any more.
+        self.flash.close(&self.db);
     }
 }
 
@@ -917,14 +956,6 @@ impl Drop for Cache {
         }
         for (_, worker) in std::mem::take(&mut *self.autorefresh.lock()) {
             worker.stop();
-        }
-        self.ager_control.stop();
-        if let Some(ager) = self.ager.lock().take()
-            && ager.thread().id() != std::thread::current().id()
-        {
-            // The last reference may be dropped by the aging thread itself
-            // (it holds one during a round): it exits on its own then.
-            let _ = ager.join();
         }
     }
 }

@@ -14,7 +14,7 @@ mod removal;
 
 pub(crate) use marks::{Horizon, Marks, WHOLE_GROUP, lane_of};
 pub use removal::UnloadReport;
-pub(crate) use removal::{Admits, remove_instances};
+pub(crate) use removal::{Admits, Demotion, remove_instances};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -113,6 +113,15 @@ pub(crate) struct Counters {
     pub miss_count: AtomicU64,
     pub miss_us_total: AtomicU64,
     pub miss_us_max: AtomicU64,
+    /// Instances aging put on flash, took back into memory from it, looked
+    /// for there in vain (then PostgreSQL answered), and the flash store
+    /// would not take (too large, not admitted, index full).
+    pub flash_demoted: AtomicU64,
+    pub flash_promoted: AtomicU64,
+    pub flash_missed: AtomicU64,
+    pub flash_rejected: AtomicU64,
+    /// Flash records forgotten one by one (a demotion undone).
+    pub flash_invalidated: AtomicU64,
 }
 
 /// The prepared statement for one kind of change to one table.

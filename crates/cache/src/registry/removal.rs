@@ -7,7 +7,7 @@ use pgtier_engine::{Database, Origin, Value};
 
 use super::GroupEntry;
 use crate::error::{CacheError, is_conflict};
-use crate::instance::InstanceLayout;
+use crate::instance::{Instance, InstanceLayout};
 
 /// Instances removed per engine transaction.
 const REMOVE_BATCH: usize = 256;
@@ -20,6 +20,16 @@ pub(crate) type MarksCurrent<'a> = &'a dyn Fn(&GroupEntry) -> Result<bool, Cache
 /// Whether a load's snapshot vouches for the removal of instance `key`
 /// (`Fence::admits`).
 pub(crate) type Admits<'a> = &'a dyn Fn(&[Value]) -> bool;
+
+/// Where an instance aging evicts goes instead of away (the flash tier).
+pub(crate) trait Demotion {
+    /// Called once the removal's delete holds the instance's rows (no writer
+    /// can change them now) and before it commits; true when stored.
+    fn demote(&self, key: &[Value], instance: &Instance) -> bool;
+    /// The removal that demoted `key` did not commit: the instance stays
+    /// in memory, so its stored copy must go.
+    fn undo(&self, key: &[Value]);
+}
 
 /// What UNLOAD (or an eviction round) removed.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -47,6 +57,8 @@ impl UnloadReport {
 /// any while that cannot be told: write-through not reading); with
 /// `gone` (REFRESH: PostgreSQL did not send them), only instances whose
 /// every commit that load's snapshot holds (`gone` admits: `Fence::admits`).
+/// With `demotion`, each removed instance is offered to it (aging's
+/// evictions for memory).
 pub(crate) fn remove_instances(
     db: &Database,
     marks_current: MarksCurrent<'_>,
@@ -54,17 +66,30 @@ pub(crate) fn remove_instances(
     layout: &InstanceLayout,
     keys: &[Vec<Value>],
     gone: Option<Admits<'_>>,
+    demotion: Option<&dyn Demotion>,
 ) -> Result<UnloadReport, CacheError> {
     let mut report = UnloadReport::default();
+    let remove = |keys: &[Vec<Value>]| {
+        let mut demoted = Vec::new();
+        let removed = remove_batch(db, marks_current, entry, layout, keys, gone, demotion, &mut demoted);
+        if removed.is_err()
+            && let Some(demotion) = demotion
+        {
+            for key in &demoted {
+                demotion.undo(key);
+            }
+        }
+        removed
+    };
     for chunk in keys.chunks(REMOVE_BATCH) {
-        match remove_batch(db, marks_current, entry, layout, chunk, gone) {
+        match remove(chunk) {
             Ok(done) => report.add(&done),
             // A row an application transaction holds or changed since the
             // batch's snapshot: evictions never wait (the engine's no-wait
             // rule). Again one instance per transaction, leaving those.
             Err(error) if is_conflict(&error) => {
                 for key in chunk {
-                    match remove_batch(db, marks_current, entry, layout, std::slice::from_ref(key), gone) {
+                    match remove(std::slice::from_ref(key)) {
                         Ok(done) => report.add(&done),
                         Err(error) if is_conflict(&error) => report.skipped_locked += 1,
                         Err(error) => return Err(error),
@@ -77,6 +102,9 @@ pub(crate) fn remove_instances(
     Ok(report)
 }
 
+/// One engine transaction of `remove_instances`; `demoted` collects the
+/// keys `demotion` stored, for the caller to undo if this fails.
+#[allow(clippy::too_many_arguments)]
 fn remove_batch(
     db: &Database,
     marks_current: MarksCurrent<'_>,
@@ -84,6 +112,8 @@ fn remove_batch(
     layout: &InstanceLayout,
     keys: &[Vec<Value>],
     gone: Option<Admits<'_>>,
+    demotion: Option<&dyn Demotion>,
+    demoted: &mut Vec<Vec<Value>>,
 ) -> Result<UnloadReport, CacheError> {
     let mut report = UnloadReport::default();
     let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
@@ -101,6 +131,11 @@ fn remove_batch(
         }
         if let Some(instance) = layout.read(&mut txn, &key)? {
             layout.delete(&mut txn, &instance)?;
+            if let Some(demotion) = demotion
+                && demotion.demote(&key, &instance)
+            {
+                demoted.push(key);
+            }
             report.instances += 1;
             report.rows += instance.row_count();
         }

@@ -161,6 +161,7 @@ pub fn tatp_group(name: &str, kind: GroupKind, dynamic: bool) -> CreateGroup {
         memory_budget: None,
         // Tests of other things load and refresh by hand; autorefresh has its own tests.
         autorefresh: false,
+        flash: pgtier_cache::FlashPolicy::Default,
     }
 }
 

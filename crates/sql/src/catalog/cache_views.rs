@@ -1,6 +1,6 @@
 //! The rows of pgtier's cache-group views, `pgtier_cache_groups`,
 //! `pgtier_cache_tables`, `pgtier_cache_stats`, `pgtier_cache_propagation`,
-//! `pgtier_cache_lanes`, `pgtier_cache_swt` and `pgtier_cache_autorefresh`:
+//! `pgtier_cache_lanes`, `pgtier_cache_swt`, `pgtier_cache_autorefresh` and `pgtier_tier_stats`:
 //! one column per field of the cache's `GroupInfo`, `TableInfo`,
 //! `GroupStats`, `PropagationInfo`, `LaneInfo`, `SwtStatus` and
 //! `AutorefreshStatus`, read from the
@@ -34,7 +34,36 @@ pub(super) fn rows(name: &str, cache: Option<&Cache>, out: &mut Vec<Value>) {
         "pgtier_cache_lanes" => lane_rows(cache, out),
         "pgtier_cache_swt" => swt_rows(cache, out),
         "pgtier_cache_autorefresh" => autorefresh_rows(cache, out),
+        "pgtier_tier_stats" => tier_rows(cache, out),
         _ => {}
+    }
+}
+
+/// The flash tier: the store first (group NULL), then one row per group.
+fn tier_rows(cache: &Cache, out: &mut Vec<Value>) {
+    let opt_int8 = |n: Option<u64>| n.map_or(Value::Null, int8);
+    let opt_float8 = |f: Option<f64>| f.map_or(Value::Null, Value::Float8);
+    for t in cache.tier_stats() {
+        out.extend([
+            opt_text(t.group.as_deref()),
+            text(&t.state),
+            text(&t.policy),
+            int8(t.memory_instances),
+            int8(t.memory_bytes),
+            opt_int8(t.flash_records),
+            opt_int8(t.flash_live_bytes),
+            opt_int8(t.flash_capacity_bytes),
+            opt_int8(t.index_bytes),
+            int8(t.flash_hits),
+            int8(t.backend_loads),
+            opt_float8(t.flash_hit_ratio),
+            int8(t.demotions),
+            int8(t.invalidations),
+            int8(t.rejections),
+            opt_float8(t.read_p50_us),
+            opt_float8(t.read_p99_us),
+            opt_float8(t.write_amplification),
+        ]);
     }
 }
 

@@ -129,7 +129,8 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         | "pgtier_cache_propagation"
         | "pgtier_cache_swt"
         | "pgtier_cache_autorefresh"
-        | "pgtier_cache_lanes" => {
+        | "pgtier_cache_lanes"
+        | "pgtier_tier_stats" => {
             super::cache_views::rows(name, ctx.cache, out);
         }
         // Always empty: pgtier has no such objects (role memberships, descriptions, inheritance,

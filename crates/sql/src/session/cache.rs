@@ -176,6 +176,11 @@ impl Connection {
                 self.notices.push(SqlNotice { sqlstate: "00000", message });
                 (Tag::Plain("ALTER CACHE GROUP"), 0)
             }
+            CacheStatement::Tier(command) => {
+                let message = cache.tier_command(*command)?;
+                self.notices.push(SqlNotice { sqlstate: "00000", message });
+                (Tag::Plain("ALTER CACHE TIER"), 0)
+            }
             CacheStatement::Takeover => {
                 let message = match cache.takeover()? {
                     Claim::TakenOver { previous } if previous.is_empty() => {

@@ -1,0 +1,252 @@
+//! TATP in direct mode on a DYNAMIC cache group larger than its memory
+//! budget, three ways side by side in one process (issue 32's figure):
+//!   all-dram  the budget holds every instance (the group warmed up first);
+//!   no-flash  the small budget, evicted instances reload from PostgreSQL;
+//!   flash     the small budget, evicted instances go to the flash tier.
+//! Every side runs the same TATP mix with the same seeds on the same
+//! PostgreSQL population, with the same commit mode; only the budget and
+//! the tier differ. Each side is measured after a warm-up pass over the key
+//! range so that aging has reached its steady state.
+//!
+//! PostgreSQL must hold the TATP population first:
+//!   pgtier backend start
+//!   pgtier bench tatp --populate-only --subscribers 1000000
+//! then (release build; the figures go to stdout, one line per side and repetition):
+//!   cargo run --release -p pgtier-bench --example flash_tatp -- \
+//!     --url "$(pgtier backend url)" --subscribers 1000000 --budget-fraction 0.2 --seconds 30 --threads 2
+//! `--wire true` runs the same sides through an in-process `pgtier serve`
+//! (trust auth on loopback), the clients over the PostgreSQL protocol.
+#![allow(clippy::print_stdout)]
+
+use std::path::PathBuf;
+
+/// Errors of every kind, reported as their text.
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+use std::time::Duration;
+
+use pgtier_bench::driver::{LiveCounters, LoadSpec, run_repetition};
+use pgtier_bench::targets::cached::{cache_call, open_cache, tatp_group};
+use pgtier_bench::tatp::TatpWorkload;
+use pgtier_bench::tatp::random::SubscriberKeys;
+use pgtier_cache::{Admission, Aging, CacheConfig, DirectIo, TierConfig};
+use pgtier_engine::CommitMode;
+
+struct Args {
+    url: String,
+    subscribers: u64,
+    budget_fraction: f64,
+    seconds: u64,
+    threads: u32,
+    repetitions: u32,
+    work_dir: PathBuf,
+    sides: Vec<String>,
+    wire: bool,
+}
+
+fn args() -> Result<Args> {
+    let mut out = Args {
+        url: String::new(),
+        subscribers: 100_000,
+        budget_fraction: 0.2,
+        seconds: 20,
+        threads: 2,
+        repetitions: 2,
+        work_dir: std::env::temp_dir().join("pgtier-flash-tatp"),
+        sides: vec!["all-dram".into(), "no-flash".into(), "flash".into()],
+        wire: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--url" => out.url = value,
+            "--subscribers" => out.subscribers = value.parse()?,
+            "--budget-fraction" => out.budget_fraction = value.parse()?,
+            "--seconds" => out.seconds = value.parse()?,
+            "--threads" => out.threads = value.parse()?,
+            "--repetitions" => out.repetitions = value.parse()?,
+            "--work-dir" => out.work_dir = value.into(),
+            "--sides" => out.sides = value.split(',').map(str::to_owned).collect(),
+            "--wire" => out.wire = value.parse()?,
+            _ => return Err(format!("unknown flag {flag}").into()),
+        }
+    }
+    if out.url.is_empty() {
+        return Err("--url (PostgreSQL holding the TATP population) is required".into());
+    }
+    Ok(out)
+}
+
+fn main() -> Result<()> {
+    let args = args()?;
+    // Memory one instance takes, measured: a scratch cache loads 2,000.
+    let per_instance = {
+        let dir = args.work_dir.join("probe");
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut config = CacheConfig { takeover: true, ..CacheConfig::default() };
+        config.awt.node = NODE.into();
+        let (cache, _target) = open_cache(&dir, CommitMode::Sync, &args.url, config)?;
+        let mut group = tatp_group("probe", false, Aging::Off);
+        group.root_predicate = Some("s_id <= 2000".into());
+        cache_call(cache.create_group(&group))?;
+        cache_call(cache.load("probe", &pgtier_cache::LoadOptions::default()))?;
+        cache.stats()[0].memory_bytes / 2000
+    };
+    let all = per_instance * args.subscribers;
+    let small = (all as f64 * args.budget_fraction) as u64;
+    println!(
+        "instance {per_instance} B in memory; all {} MB; small budget {} MB ({}%)",
+        all >> 20,
+        small >> 20,
+        args.budget_fraction * 100.0
+    );
+    for repetition in 1..=args.repetitions {
+        for side in &args.sides {
+            run_side(&args, side, repetition, all, small)?;
+        }
+    }
+    Ok(())
+}
+
+/// The node name every side takes over: each side's directory is new.
+const NODE: &str = "flashtatp";
+
+fn run_side(args: &Args, side: &str, repetition: u32, all: u64, small: u64) -> Result<()> {
+    let dir = args.work_dir.join(side);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let flash = side == "flash";
+    // all-dram: headroom over the instances so aging never runs.
+    let budget = if side == "all-dram" { all * 2 } else { small };
+    let tier = flash.then(|| TierConfig {
+        path: dir.join("flash.tier"),
+        size: (all * 2).max(256 << 20),
+        region_size: 16 << 20,
+        direct_io: DirectIo::Auto,
+        mean_record_bytes: 512,
+        admission: Admission::All,
+    });
+    let workload = TatpWorkload { keys: SubscriberKeys::new(1, args.subscribers, false) };
+    if args.wire {
+        let server = start_wire(&dir, &args.url, budget, tier.as_ref())?;
+        let cache = server.cache().ok_or("the server runs no cache")?.clone();
+        prepare(&cache, flash, budget)?;
+        let url = format!("postgresql://bench@{}/pgtier", server.local_addr());
+        let target = pgtier_bench::targets::postgres::PgTarget::open(&url)?;
+        measure(args, side, repetition, &target, &workload, &cache)?;
+        drop(target);
+        drop(cache);
+        server.shutdown_checked()?;
+    } else {
+        let mut config = CacheConfig {
+            memory_budget: Some(budget),
+            aging_interval: Duration::from_millis(200),
+            tier,
+            takeover: true,
+            ..CacheConfig::default()
+        };
+        config.awt.node = NODE.into();
+        let (cache, target) = open_cache(&dir.join("db"), CommitMode::Sync, &args.url, config)?;
+        prepare(&cache, flash, budget)?;
+        measure(args, side, repetition, &target, &workload, &cache)?;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// An in-process server over `dir` with this budget and tier.
+fn start_wire(
+    dir: &std::path::Path,
+    url: &str,
+    budget: u64,
+    tier: Option<&TierConfig>,
+) -> Result<pgtier_server::RunningServer> {
+    let mut toml = format!(
+        "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\nmax_connections = 200\n[auth]\nmethod = \"trust\"\n\
+         [backend]\nurl = {url:?}\n[cache]\nmemory_budget = \"{}kB\"\naging_interval_ms = 200\nawt_node = {NODE:?}\n",
+        dir.join("db").display().to_string(),
+        budget >> 10,
+    );
+    if let Some(tier) = tier {
+        toml.push_str(&format!(
+            "[tier]\npath = {:?}\nsize = \"{}MB\"\nadmission = \"all\"\n",
+            tier.path.display().to_string(),
+            tier.size >> 20
+        ));
+    }
+    let mut config = pgtier_server::ServerConfig::from_toml_str(&toml)?;
+    config.takeover = true;
+    Ok(pgtier_server::start(config)?)
+}
+
+/// The group, every instance loaded, aging down to the budget.
+fn prepare(cache: &pgtier_cache::Cache, flash: bool, budget: u64) -> Result<()> {
+    let mut group = tatp_group("tatp", true, Aging::Lru);
+    if !flash {
+        group.flash = pgtier_cache::FlashPolicy::None;
+    }
+    cache_call(cache.create_group(&group))?;
+    // Every side starts from every instance loaded; aging then brings the
+    // small budgets down (to flash, or away), so the warm-up starts near
+    // the steady state instead of a cold cache.
+    cache_call(cache.load("tatp", &pgtier_cache::LoadOptions { parallel: 2, ..Default::default() }))?;
+    for _ in 0..600 {
+        if cache.stats()[0].memory_bytes <= budget {
+            break;
+        }
+        cache_call(cache.age_now())?;
+    }
+    Ok(())
+}
+
+fn measure(
+    args: &Args,
+    side: &str,
+    repetition: u32,
+    target: &dyn pgtier_bench::target::Target,
+    workload: &TatpWorkload,
+    cache: &pgtier_cache::Cache,
+) -> Result<()> {
+    let live = LiveCounters::default();
+    let spec = |measure: u64, seed: u64| LoadSpec {
+        threads: args.threads,
+        rate_per_s: None,
+        ramp_up: Duration::from_secs(2),
+        measure: Duration::from_secs(measure),
+        ramp_down: Duration::from_secs(1),
+        seed,
+    };
+    // Warm-up: the hot set settles (NURand keys) before the measure.
+    let warm = args.seconds.max(10);
+    let _ = run_repetition(target, workload, &spec(warm, 7 + u64::from(repetition)), &live, &mut |_, _| {})?;
+    let tally =
+        run_repetition(target, workload, &spec(args.seconds, 1000 + u64::from(repetition)), &live, &mut |_, _| {})?;
+    let mut latency = pgtier_bench::stats::LatencyHistogram::new();
+    for txn in &tally.txns {
+        latency.merge(&txn.latency);
+    }
+    let tier = cache.tier_stats();
+    let group_row = tier.iter().find(|r| r.group.is_some()).cloned().unwrap_or_default();
+    let store = &tier[0];
+    let stats = &cache.stats()[0];
+    let errors: u64 = tally.txns.iter().map(|t| t.acceptable_errors).sum();
+    println!(
+        "rep {repetition} {}{side:>8}: {:>9.0} txn/s  p50 {:>7.1} µs  p99 {:>8.1} µs  p99.9 {:>8.1} µs  acceptable errors {errors} | memory {} MB, {} instances | flash hits {} backend loads {} demotions {} records {:?} index {:?} B read p50 {:?} µs p99 {:?} µs wamp {:?}",
+        if args.wire { "wire " } else { "direct " },
+        tally.attempts_per_s(),
+        latency.quantile_us(0.5),
+        latency.quantile_us(0.99),
+        latency.quantile_us(0.999),
+        stats.memory_bytes >> 20,
+        stats.instances,
+        group_row.flash_hits,
+        group_row.backend_loads,
+        group_row.demotions,
+        store.flash_records,
+        store.index_bytes,
+        store.read_p50_us.map(|v| v.round()),
+        store.read_p99_us.map(|v| v.round()),
+        store.write_amplification.map(|v| (v * 100.0).round() / 100.0),
+    );
+    Ok(())
+}

@@ -1,0 +1,136 @@
+//! The flash tier as users manage and watch it: `ALTER CACHE TIER`
+//! (`pgtier tier enable|disable|resize`) and the rows of `pgtier_tier_stats`
+//! (`pgtier tier status`, `/metrics`). The mechanism is `flash.rs`.
+
+use std::sync::atomic::Ordering;
+
+use super::Cache;
+use crate::error::CacheError;
+use crate::statement::TierCommand;
+
+/// A row of `pgtier_tier_stats`: the store (group None) or one group.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TierInfo {
+    /// None: the store as a whole.
+    pub group: Option<String>,
+    /// `enabled`, `disabled`, `not configured`, or `failed: why`.
+    pub state: String,
+    /// The group's `FLASH` policy (`DEFAULT`, `KEEP`, `NONE`); the store's I/O mode.
+    pub policy: String,
+    /// Memory: the group's instances and bytes there (the store row: all groups').
+    pub memory_instances: u64,
+    pub memory_bytes: u64,
+    /// Flash: the store's records and bytes (the group rows: None, the store does not tell groups apart).
+    pub flash_records: Option<u64>,
+    pub flash_live_bytes: Option<u64>,
+    pub flash_capacity_bytes: Option<u64>,
+    /// Bytes of memory the store's index holds.
+    pub index_bytes: Option<u64>,
+    /// Instances a miss in memory found on flash (promotions) ...
+    pub flash_hits: u64,
+    /// ... and the ones PostgreSQL had to send.
+    pub backend_loads: u64,
+    /// Of misses in memory, the share flash answered.
+    pub flash_hit_ratio: Option<f64>,
+    pub demotions: u64,
+    /// Records forgotten because memory took the instance over or a load replaced it.
+    pub invalidations: u64,
+    /// Instances the store did not take (too large, not admitted yet, index full).
+    pub rejections: u64,
+    pub read_p50_us: Option<f64>,
+    pub read_p99_us: Option<f64>,
+    /// Bytes written to the device per byte of records stored.
+    pub write_amplification: Option<f64>,
+}
+
+impl Cache {
+    /// `ALTER CACHE TIER ...`; the message for the NOTICE.
+    pub fn tier_command(&self, command: TierCommand) -> Result<String, CacheError> {
+        if !self.flash.configured() {
+            return Err(CacheError::Tier {
+                sqlstate: "55000",
+                reason: "no flash tier is configured: set [tier] size (and path) in the configuration and restart"
+                    .into(),
+            });
+        }
+        match command {
+            TierCommand::Enable => {
+                self.flash.enable(&self.db)?;
+                Ok("flash tier enabled: instances aging evicts from memory go to flash from now on".into())
+            }
+            TierCommand::Disable => {
+                self.flash.disable()?;
+                Ok("flash tier disabled: its records are dropped (PostgreSQL has every one of them)".into())
+            }
+            TierCommand::Resize(bytes) => {
+                self.flash.resize(bytes)?;
+                Ok(format!("flash tier resized to {} MB", bytes >> 20))
+            }
+        }
+    }
+
+    /// `pgtier_tier_stats`: the store first, then one row per group.
+    pub fn tier_stats(&self) -> Vec<TierInfo> {
+        let stats = self.flash.stats();
+        let state = match (self.flash.configured(), self.flash.enabled(), self.flash.failure.lock().clone()) {
+            (false, _, _) => "not configured".to_owned(),
+            (true, true, _) => "enabled".to_owned(),
+            (true, false, Some(why)) => format!("failed: {why}"),
+            (true, false, None) => "disabled".to_owned(),
+        };
+        let groups = self.stats();
+        let entries = self.group_entries();
+        let mut rows = Vec::with_capacity(entries.len() + 1);
+        let mut store = TierInfo {
+            group: None,
+            state: state.clone(),
+            policy: self.flash.io_mode().unwrap_or_default(),
+            memory_instances: groups.iter().map(|g| g.instances).sum(),
+            memory_bytes: groups.iter().map(|g| g.memory_bytes).sum(),
+            ..TierInfo::default()
+        };
+        if let Some(stats) = &stats {
+            store.flash_records = Some(stats.records);
+            store.flash_live_bytes = Some(stats.live_bytes);
+            store.flash_capacity_bytes = Some(stats.capacity_bytes);
+            store.index_bytes = Some(stats.index_bytes);
+            store.read_p50_us = stats.read_latency_quantile_us(0.5);
+            store.read_p99_us = stats.read_latency_quantile_us(0.99);
+            store.write_amplification = (stats.logical_bytes_written > 0)
+                .then(|| stats.device_bytes_written as f64 / stats.logical_bytes_written as f64);
+        }
+        for entry in &entries {
+            let counters = &entry.counters;
+            let flash_hits = counters.flash_promoted.load(Ordering::Relaxed);
+            let backend_loads = counters.dynamic_loads.load(Ordering::Relaxed);
+            let group = groups.iter().find(|g| g.group == entry.def.name);
+            let row = TierInfo {
+                group: Some(entry.def.name.clone()),
+                state: if self.flash.accepts(entry) { state.clone() } else { "not used".into() },
+                policy: entry.def.flash.as_str().to_owned(),
+                memory_instances: group.map_or(0, |g| g.instances),
+                memory_bytes: group.map_or(0, |g| g.memory_bytes),
+                flash_hits,
+                backend_loads,
+                flash_hit_ratio: ratio(flash_hits, flash_hits + backend_loads),
+                demotions: counters.flash_demoted.load(Ordering::Relaxed),
+                invalidations: counters.flash_invalidated.load(Ordering::Relaxed),
+                rejections: counters.flash_rejected.load(Ordering::Relaxed),
+                ..TierInfo::default()
+            };
+            store.flash_hits += row.flash_hits;
+            store.backend_loads += row.backend_loads;
+            store.demotions += row.demotions;
+            store.invalidations += row.invalidations;
+            store.rejections += row.rejections;
+            rows.push(row);
+        }
+        store.flash_hit_ratio = ratio(store.flash_hits, store.flash_hits + store.backend_loads);
+        rows.insert(0, store);
+        rows
+    }
+}
+
+fn ratio(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}

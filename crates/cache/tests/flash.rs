@@ -1,0 +1,234 @@
+//! The flash tier in clean mode against a real PostgreSQL: instances aging
+//! evicts from memory go to flash and come back on a key lookup equal to
+//! PostgreSQL's rows; a change made after a promotion is what a later
+//! promotion returns; a deleted instance never comes back; UNLOAD forgets
+//! flash too; a clean close keeps flash for the next open, and a database
+//! that moved on since (what a crash looks like) does not reuse it.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{postgres_dump, tatp_spec};
+use pgtier_cache::{Admission, Aging, Cache, CacheConfig, DirectIo, GroupKind, TierConfig, TierInfo};
+use pgtier_engine::{ColumnDef, DataType, Database, EngineConfig, TableDef, Value};
+use postgres::Client;
+
+const GROUP: &str = "flashed";
+
+fn tier(dir: &Path) -> TierConfig {
+    TierConfig {
+        path: dir.join("flash.tier"),
+        size: 32 << 20,
+        region_size: 1 << 20,
+        direct_io: DirectIo::Auto,
+        mean_record_bytes: 256,
+        // Every eviction is admitted, so the counts below are exact.
+        admission: Admission::All,
+    }
+}
+
+fn open(dir: &Path, url: &str, budget: u64) -> Arc<Cache> {
+    let db = Database::open(&dir.join("db"), EngineConfig::default()).unwrap();
+    let params = pgtier_backend::BackendConfig { url: Some(url.to_owned()), ..Default::default() }.resolve().unwrap();
+    // The test drives the rounds (age_now); the thread stays out of the way.
+    let mut config = CacheConfig {
+        memory_budget: Some(budget),
+        aging_interval: Duration::from_secs(3600),
+        tier: Some(tier(dir)),
+        ..CacheConfig::default()
+    };
+    config.awt.node = common::node_of(dir);
+    Cache::open(db, Some(params), config).unwrap()
+}
+
+fn group_row(cache: &Cache) -> TierInfo {
+    cache.tier_stats().into_iter().find(|row| row.group.as_deref() == Some(GROUP)).unwrap()
+}
+
+/// Reads subscriber `key` through an application lookup (a miss promotes
+/// it from flash or loads it from PostgreSQL); its row as text, if any.
+fn read(db: &Database, key: i32) -> Option<String> {
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    let mut txn = db.begin().unwrap();
+    let row = txn
+        .get_with(subscriber, &[Value::Int4(key)], |row| {
+            row.values().iter().map(ToString::to_string).collect::<Vec<_>>().join("|")
+        })
+        .unwrap();
+    txn.commit().unwrap();
+    row
+}
+
+/// Reads `keys`, aging after every hundred so memory stays at the budget.
+fn sweep(cache: &Cache, keys: impl IntoIterator<Item = i32>) {
+    for (n, key) in keys.into_iter().enumerate() {
+        read(cache.database(), key);
+        if n % 100 == 99 {
+            cache.age_now().unwrap();
+        }
+    }
+    cache.age_now().unwrap();
+}
+
+fn postgres_subscriber(client: &mut Client, key: i32) -> Vec<String> {
+    let group = pgtier_cache::define_group(client, &tatp_spec()).unwrap();
+    postgres_dump(client, &group, "subscriber", &format!("s_id = {key}"))
+}
+
+/// Bytes one average TATP instance takes, measured on a scratch cache.
+fn instance_bytes(url: &str) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), url, u64::MAX / 2);
+    cache.create_group(&common::tatp_group("probe", GroupKind::ReadOnly, false)).unwrap();
+    let options = pgtier_cache::LoadOptions { predicate: Some("s_id <= 1000".into()), ..Default::default() };
+    cache.load("probe", &options).unwrap();
+    cache.stats()[0].memory_bytes / 1000
+}
+
+fn create_group(cache: &Cache) {
+    let def = pgtier_cache::CreateGroup { aging: Aging::Lru, ..common::tatp_group(GROUP, GroupKind::Awt, true) };
+    cache.create_group(&def).unwrap();
+}
+
+#[test]
+fn evicted_instances_come_back_from_flash_as_postgresql_has_them() {
+    let url = common::fresh_tatp("cache_flash_rows");
+    let mut client = pgtier_backend::connect::connect(&url).unwrap();
+    let budget = instance_bytes(&url) * 300;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url, budget);
+    create_group(&cache);
+    let db = cache.database().clone();
+
+    // 1,000 instances through a budget of 300: most go to flash.
+    sweep(&cache, 1..=1000);
+    let first = group_row(&cache);
+    assert_eq!(first.backend_loads, 1000, "{first:?}");
+    assert!(first.demotions >= 600, "{first:?}");
+    assert_eq!(first.flash_hits, 0);
+
+    // Again: what flash holds comes from there, equal to PostgreSQL's rows.
+    for key in 1..=1000 {
+        let cached = read(&db, key);
+        if key % 7 == 0 {
+            assert_eq!(cached.into_iter().collect::<Vec<_>>(), postgres_subscriber(&mut client, key), "s_id {key}");
+        }
+        if key % 100 == 0 {
+            cache.age_now().unwrap();
+        }
+    }
+    let second = group_row(&cache);
+    assert!(second.flash_hits >= 600, "{second:?}");
+    // Every instance evicted went to flash (all admitted, room for all):
+    // none had to come from PostgreSQL again.
+    assert_eq!(second.rejections, 0, "{second:?}");
+    assert_eq!(second.backend_loads, first.backend_loads, "{second:?}");
+
+    // A change made after a promotion is what comes back the next time.
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    for key in 1..=50 {
+        read(&db, key);
+        let mut txn = db.begin().unwrap();
+        assert!(txn.update(subscriber, &[Value::Int4(key)], &[(5, Value::Int4(-key))]).unwrap());
+        txn.commit().unwrap();
+    }
+    // Its whole instance deleted: it must never come back from flash.
+    let deleted = 60;
+    read(&db, deleted);
+    {
+        let mut txn = db.begin().unwrap();
+        for table in ["call_forwarding", "special_facility", "access_info"] {
+            let id = db.catalog().table_by_name(table).unwrap().id;
+            let keys: Vec<Vec<Value>> = {
+                // The foreign key's child index leads with s_id.
+                let index = db.catalog().foreign_keys_of(id)[0].child_index;
+                let pk = db.catalog().table(id).unwrap().primary_key.clone();
+                let mut found = Vec::new();
+                txn.scan_prefix(index, &[Value::Int4(deleted)], |row| {
+                    found.push(pk.iter().map(|&c| row.get(c).to_owned_value()).collect());
+                    Ok(true)
+                })
+                .unwrap();
+                found
+            };
+            for key in keys {
+                txn.delete(id, &key).unwrap();
+            }
+        }
+        assert!(txn.delete(subscriber, &[Value::Int4(deleted)]).unwrap());
+        txn.commit().unwrap();
+    }
+    assert!(cache.wait_propagated(Duration::from_secs(60)), "write-through did not drain");
+    // Everything out to flash again (the changed ones too, now clean).
+    sweep(&cache, 2001..=2600);
+    for key in 1..=50 {
+        let cached = read(&db, key).unwrap();
+        assert_eq!(vec![cached.clone()], postgres_subscriber(&mut client, key), "s_id {key}");
+        assert!(cached.contains(&format!("|{}|", -key)), "the change to {key} is what came back: {cached}");
+    }
+    assert_eq!(read(&db, deleted), None, "a deleted instance came back");
+    assert!(postgres_subscriber(&mut client, deleted).is_empty());
+    let tally = cache.verify(GROUP).unwrap();
+    assert!(tally.is_clean(), "{tally:?}");
+
+    // UNLOAD forgets flash too: the next miss asks PostgreSQL.
+    cache.unload(GROUP, None).unwrap();
+    let before = group_row(&cache);
+    read(&db, 500);
+    let after = group_row(&cache);
+    assert_eq!((after.flash_hits, after.backend_loads), (before.flash_hits, before.backend_loads + 1));
+    let store = &cache.tier_stats()[0];
+    assert!(store.index_bytes.unwrap() > 0 && store.flash_records.unwrap() > 0, "{store:?}");
+}
+
+#[test]
+fn a_clean_close_keeps_flash_and_a_database_moved_on_since_does_not() {
+    let url = common::tatp_url();
+    let budget = instance_bytes(&url) * 200;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let cache = open(dir.path(), &url, budget);
+        create_group(&cache);
+        sweep(&cache, 1..=800);
+        assert!(group_row(&cache).demotions >= 500);
+    }
+    // Reopened as it was closed: flash answers.
+    {
+        let cache = open(dir.path(), &url, budget);
+        sweep(&cache, 1..=800);
+        let row = group_row(&cache);
+        assert!(row.flash_hits >= 500, "flash was not reused after a clean close: {row:?}");
+    }
+    // The database changed behind the flash tier's back (as after a crash
+    // whose log went past the last clean close): nothing on flash is trusted.
+    {
+        let db = Database::open(&dir.path().join("db"), EngineConfig::default()).unwrap();
+        let mut txn = db.begin().unwrap();
+        txn.create_table(&TableDef::new("elsewhere", vec![ColumnDef::new("id", DataType::Int4)], &["id"])).unwrap();
+        txn.commit().unwrap();
+        db.close().unwrap();
+    }
+    let cache = open(dir.path(), &url, budget);
+    sweep(&cache, 1..=300);
+    let row = group_row(&cache);
+    assert_eq!(row.flash_hits, 0, "flash reused although the database moved on: {row:?}");
+    assert_eq!(row.backend_loads, 300);
+}
+
+#[test]
+fn flash_keep_on_a_group_that_cannot_use_flash_is_refused() {
+    let url = common::tatp_url();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url, 1 << 30);
+    let def = pgtier_cache::CreateGroup {
+        flash: pgtier_cache::FlashPolicy::Keep,
+        ..common::tatp_group("fixed", GroupKind::Awt, false)
+    };
+    let error = cache.create_group(&def).unwrap_err();
+    assert_eq!(error.sqlstate(), "0A000", "{error}");
+    assert!(error.to_string().contains("DYNAMIC"), "{error}");
+}
