@@ -14,6 +14,8 @@
 //! Tags collide (two keys of one shard with one tag): a tag match is only a
 //! candidate, the caller reads the record and compares the full key.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::Retention;
@@ -32,6 +34,11 @@ const MAX_SHARD_BITS: u32 = 16;
 const MIN_SHARD_SLOTS: usize = 16;
 /// Robin Hood probing stays short (a few cache lines) up to here.
 const MAX_LOAD_PERCENT: usize = 97;
+/// Shards fill unevenly (a 10K-slot shard's occupancy varies by ~1%), so a
+/// full shard may grow by 1/32 at a time from a budget of this fraction
+/// (1/8) of the planned slots: DRAM goes only where a shard overflows.
+const GROW_BUDGET_DIVISOR: u64 = 8;
+const GROW_STEP_DIVISOR: usize = 32;
 
 /// One index entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -314,6 +321,8 @@ pub(crate) struct Index {
     shards: Box<[RwLock<Shard>]>,
     shard_bits: u32,
     tag_bits: u32,
+    /// Slots full shards may still add.
+    grow_budget: AtomicU64,
 }
 
 /// How an index of `total_slots` is cut into shards.
@@ -345,7 +354,26 @@ impl Index {
         let shards = (0..1usize << layout.shard_bits)
             .map(|_| RwLock::new(Shard::new(layout.slots_per_shard, tag_bits)))
             .collect();
-        Index { shards, shard_bits: layout.shard_bits, tag_bits }
+        Index { shards, shard_bits: layout.shard_bits, tag_bits, grow_budget: AtomicU64::new(0) }
+    }
+
+    /// Sets the growth budget for an index planned at `planned` slots (what
+    /// shards already grew past the plan counts against it).
+    pub(crate) fn plan(&self, planned: u64) {
+        let have: u64 = self.shards.iter().map(|s| s.read().capacity() as u64).sum();
+        let budget = (planned + planned / GROW_BUDGET_DIVISOR).saturating_sub(have.max(planned));
+        self.grow_budget.store(budget, Ordering::Relaxed);
+    }
+
+    /// Grows a full shard by one step if the budget allows; false if not.
+    pub(crate) fn grow_full(&self, shard: &mut Shard) -> bool {
+        let step = (shard.capacity() / GROW_STEP_DIVISOR).max(MIN_SHARD_SLOTS) as u64;
+        let took = self.grow_budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| b.checked_sub(step));
+        if took.is_err() {
+            return false;
+        }
+        shard.resize(shard.capacity() + step as usize);
+        true
     }
 
     pub(crate) fn shard_bits(&self) -> u32 {
@@ -489,6 +517,28 @@ mod tests {
         raw[0] = slot(0, 9).0;
         shard.load_raw(&raw).expect("valid");
         assert_eq!(shard.len(), 1);
+    }
+
+    #[test]
+    fn full_shards_grow_within_the_budget() {
+        let idx = Index::new(Layout { shard_bits: 0, slots_per_shard: 1024 });
+        idx.plan(1024);
+        let mut shard = idx.shard(0).write();
+        let mut loc = 1;
+        let mut grown = 0;
+        loop {
+            if shard.is_full() {
+                if !idx.grow_full(&mut shard) {
+                    break;
+                }
+                grown += 1;
+            }
+            shard.insert(slot((loc % 64) as u32, loc), Aux::default());
+            loc += 1;
+        }
+        // 1024 planned + 128 of budget, in steps of 32 (then 33, 34 ...).
+        assert!(grown >= 3 && shard.capacity() <= 1024 + 128, "{grown} {}", shard.capacity());
+        assert_eq!(shard.len(), max_len_for(shard.capacity()));
     }
 
     #[test]

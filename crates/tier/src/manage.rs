@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use crate::aligned::{AlignedBuf, BLOCK_BYTES};
 use crate::checkpoint::{Checkpoint, RegionImage};
 use crate::format::{HeaderState, RegionHeader};
-use crate::index::{Layout, Slot};
+use crate::index::Slot;
 use crate::reclaim::Reclaimer;
 use crate::recovery::{MIN_REGIONS, regions_for};
 use crate::regions::{ALL_RETENTIONS, RegionMeta, State, pos, zero_counters};
@@ -191,15 +191,15 @@ impl FlashStore {
     /// (shards only grow).
     fn grow_index(&self, regions: u32) {
         let capacity = u64::from(regions) * u64::from(self.geo.region_size);
-        let per = Layout::for_slots(capacity / u64::from(self.mean_record_bytes))
-            .slots_per_shard
-            .max(((capacity / u64::from(self.mean_record_bytes)) >> self.index.shard_bits()) as usize);
+        let planned = capacity / u64::from(self.mean_record_bytes);
+        let per = usize::try_from(planned.div_ceil(self.index.shard_count() as u64)).unwrap_or(usize::MAX);
         for i in 0..self.index.shard_count() {
             let mut shard = self.index.shard(i).write();
             if shard.capacity() < per {
                 shard.resize(per);
             }
         }
+        self.index.plan(planned);
     }
 
     fn shrink(&self, rc: &mut Reclaimer, n: u32, new_n: u32) -> Result<(), TierError> {

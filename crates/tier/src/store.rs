@@ -153,7 +153,7 @@ impl FlashStore {
             let idx = shard.find_loc(tag, f.slot.loc()).expect("the key's slot survives dropping others");
             Found { idx, ..f }
         });
-        if old.is_none() && shard.is_full() {
+        if old.is_none() && shard.is_full() && !self.index.grow_full(&mut shard) {
             return Ok(Attempt::Done(InsertOutcome::Rejected(RejectReason::IndexFull)));
         }
         let bytes = record_bytes(key.len(), value.len()) as u64;
