@@ -133,7 +133,7 @@ impl FlashStore {
         let headers = read_headers(&dev, &geo, regions)?;
         let capacity = u64::from(regions) * u64::from(geo.region_size);
         let slots = (capacity / u64::from(config.mean_record_bytes)).max(64);
-        let ghost = (config.admission == Admission::SecondTouch).then(|| Ghost::new((slots / 2) as usize));
+        let ghost = (config.admission == Admission::SecondTouch).then(|| Ghost::new((slots / 4) as usize));
         let ring = Ring { free: Default::default(), sealed: Default::default(), next_seq: 1, limit: regions };
         let metas = (0..regions).map(|_| RegionMeta::new()).collect();
         let mut index_path = config.path.clone().into_os_string();
@@ -459,11 +459,11 @@ impl FlashStore {
     /// middle of reclamation can leave that), grows a file by one region.
     fn start_writing(&self) -> Result<(), TierError> {
         let mut w = self.writer.lock();
+        let mut regions = self.regions.write();
         let mut ring = self.ring.lock();
         let region = match ring.free.pop_front() {
             Some(r) => r,
             None if !self.dev.is_block_device() => {
-                let mut regions = self.regions.write();
                 let r = regions.len() as u32;
                 self.dev.set_len(self.geo.file_len(r + 1), &self.path)?;
                 regions.push(RegionMeta::new());
@@ -475,6 +475,7 @@ impl FlashStore {
         let seq = ring.next_seq;
         ring.next_seq += 1;
         drop(ring);
+        drop(regions);
         self.begin_region(&mut w, region, seq);
         Ok(())
     }

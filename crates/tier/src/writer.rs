@@ -2,8 +2,10 @@
 //! region is written with one pwrite and the next free region is taken;
 //! group commit makes the tail durable for Durable inserts.
 //!
-//! Lock order (outer to inner): reclaimer → index shard(s) → writer →
-//! {ring, region table, open buffer}. The inner three are leaves.
+//! Lock order (outer to inner): reclaimer → index shards (in index order
+//! when several) → writer → region table → ring; the open buffer pointer,
+//! a buffer's bytes and the failure note are leaves. No thread waits for
+//! durability (group commit) while holding a shard lock.
 
 use std::sync::Arc;
 

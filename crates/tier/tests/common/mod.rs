@@ -44,3 +44,10 @@ pub fn value(i: u64, version: u64, len: usize) -> Vec<u8> {
 pub fn path_of(dir: &Path) -> PathBuf {
     dir.join("flash.tier")
 }
+
+/// The version `value` encoded in `v` if `v` is exactly `value(i, version, len)`.
+pub fn version_of(i: u64, v: &[u8]) -> Option<u64> {
+    let head = String::from_utf8_lossy(&v[..v.len().min(40)]).into_owned();
+    let version = head.strip_prefix(&format!("v{i}."))?.split(':').next()?.parse().ok()?;
+    (v == value(i, version, v.len()).as_slice()).then_some(version)
+}
