@@ -71,6 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     assert_eq!(report.records, records, "every record back");
     spot_check(&store, records)?;
+    random_reads(&store, records)?;
     drop(store);
 
     let t = Instant::now();
@@ -141,6 +142,33 @@ fn spot_check(store: &FlashStore, records: u64) -> Result<(), Box<dyn std::error
         let got = store.get(&i.to_be_bytes())?.ok_or_else(|| format!("record {i} missing"))?;
         assert_eq!(got.0, value(i), "record {i}");
     }
+    Ok(())
+}
+
+/// 100k gets of random records, one thread: the store's latency histogram.
+fn random_reads(store: &FlashStore, records: u64) -> Result<(), Box<dyn std::error::Error>> {
+    let before = store.stats();
+    let mut x = 0x853c_49e6_748f_ea9b_u64;
+    let n = 100_000;
+    let t = Instant::now();
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        store.get(&(x % records).to_be_bytes())?.ok_or("a record missing")?;
+    }
+    let s = store.stats();
+    let mut hist = s.clone();
+    for (h, b) in hist.read_latency_us.iter_mut().zip(before.read_latency_us) {
+        *h -= b;
+    }
+    println!(
+        "random gets: {:.1} µs mean, p50 <= {:?} µs, p99 <= {:?} µs (log2 buckets), {:.2} device bytes read per get",
+        t.elapsed().as_secs_f64() * 1e6 / n as f64,
+        hist.read_latency_quantile_us(0.5).unwrap_or(0.0),
+        hist.read_latency_quantile_us(0.99).unwrap_or(0.0),
+        (s.device_bytes_read - before.device_bytes_read) as f64 / n as f64
+    );
     Ok(())
 }
 
