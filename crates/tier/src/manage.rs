@@ -220,7 +220,7 @@ impl FlashStore {
             }
             let victim = self.ring.lock().sealed.pop_front();
             match victim {
-                Some(victim) => self.reclaim_region(rc, victim)?,
+                Some(victim) => self.reclaim_or_requeue(rc, victim)?,
                 None => {
                     return Err(TierError::Full("shrinking found no region to reclaim and none to move to".into()));
                 }

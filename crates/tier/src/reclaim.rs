@@ -72,7 +72,7 @@ impl FlashStore {
             }
             let victim = self.ring.lock().sealed.pop_front();
             let Some(victim) = victim else { return Ok(false) };
-            self.reclaim_region(&mut reclaimer, victim)?;
+            self.reclaim_or_requeue(&mut reclaimer, victim)?;
         }
         Ok(self.free_regions() >= FOREGROUND_SWITCH_FREE)
     }
@@ -83,8 +83,23 @@ impl FlashStore {
         let mut reclaimer = self.reclaimer.lock();
         let victim = self.ring.lock().sealed.pop_front();
         let Some(victim) = victim else { return Ok(false) };
-        self.reclaim_region(&mut reclaimer, victim)?;
+        self.reclaim_or_requeue(&mut reclaimer, victim)?;
         Ok(true)
+    }
+
+    /// `reclaim_region`; if it fails before the region is freed, the region
+    /// goes back to the head of the FIFO (its records that were moved have
+    /// newer copies; the rest are still read from it) to be tried again.
+    pub(crate) fn reclaim_or_requeue(&self, rc: &mut Reclaimer, victim: u32) -> Result<(), TierError> {
+        let result = self.reclaim_region(rc, victim);
+        if result.is_err() {
+            let regions = self.regions.read();
+            if regions[victim as usize].state() == State::Reclaiming {
+                regions[victim as usize].set_state(State::Sealed);
+                self.ring.lock().sealed.push_front(victim);
+            }
+        }
+        result
     }
 
     /// Empties `victim` (already taken off the sealed FIFO) and frees it.

@@ -259,6 +259,33 @@ fn io_error_fails_the_store_and_reopen_recovers() {
 }
 
 #[test]
+fn io_error_inside_reclamation_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = config(dir.path(), 8);
+    let (store, _) = open(&c, b"t");
+    for i in 0..200u64 {
+        store.insert(&key(i), &value(i, 0, 300), Retention::Durable).expect("insert");
+    }
+    for i in 0..300u64 {
+        store.insert(&key(1000 + i), &value(i, 1, 300), Retention::Evictable).expect("insert");
+    }
+    // The first device write of the reclamation (writing the moved copies
+    // before they are synced) fails.
+    store.debug_fail_io_after(1, 0);
+    let err = store.debug_reclaim_oldest().expect_err("reclamation fails");
+    assert!(matches!(err, TierError::Io { .. }), "{err}");
+    assert!(store.stats().failed.is_some());
+    for i in 0..200u64 {
+        assert_eq!(store.get(&key(i)).expect("get").map(|(v, _)| v), Some(value(i, 0, 300)), "durable {i}");
+    }
+    drop(store);
+    let (store, _) = open(&c, b"t");
+    for i in 0..200u64 {
+        assert_eq!(store.get(&key(i)).expect("get").map(|(v, _)| v), Some(value(i, 0, 300)), "durable {i}");
+    }
+}
+
+#[test]
 fn drop_droppable_and_drain_durable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (store, _) = open(&config(dir.path(), 16), b"t");
