@@ -3,7 +3,8 @@
 //! budget (`AGING LRU`: least recently used instances first, until memory is
 //! below the low watermark). Whole instances only, as `Origin::Evict` (the
 //! rows leave the cache; PostgreSQL keeps them), never an instance with
-//! changes not yet propagated, never a group marked KEEP by the budget.
+//! changes not yet propagated (except to flash in write-back mode, durably),
+//! never a group marked KEEP by the budget.
 //!
 //! Recency: the engine stamps every row an application reads with a coarse
 //! clock (`Database::access_tick`) on tables with access tracking on; an
@@ -78,6 +79,9 @@ pub(crate) trait AgingHost: Send + Sync {
         keys: &[Vec<Value>],
         to_flash: bool,
     ) -> Result<UnloadReport, CacheError>;
+    /// Whether instances of the group with changes PostgreSQL does not have
+    /// yet may be evicted (to flash, durably: write-back mode).
+    fn evicts_dirty(&self, entry: &GroupEntry) -> bool;
 }
 
 pub(crate) fn spawn(
@@ -159,7 +163,8 @@ pub(crate) fn age_round(
     };
     let mut candidates = Vec::new();
     for index in (0..groups.len()).filter(|&i| evictable(i)) {
-        collect_candidates(db, &groups[index], &layouts[index], index, &mut candidates)?;
+        let dirty_too = cache.evicts_dirty(&groups[index]);
+        collect_candidates(db, &groups[index], &layouts[index], index, dirty_too, &mut candidates)?;
     }
     candidates.sort_by_key(|c| c.last_access);
     let mut chosen: Vec<Vec<Vec<Value>>> = vec![Vec::new(); groups.len()];
@@ -197,12 +202,13 @@ fn collect_candidates(
     entry: &GroupEntry,
     layout: &InstanceLayout,
     group: usize,
+    dirty_too: bool,
     out: &mut Vec<Candidate>,
 ) -> Result<(), CacheError> {
     let keys = layout.root_keys(db)?;
     let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
     for key in keys {
-        if entry.is_dirty(&key) {
+        if !dirty_too && entry.is_dirty(&key) {
             continue;
         }
         let Some(instance) = layout.read(&mut txn, &key)? else { continue };

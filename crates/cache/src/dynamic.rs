@@ -36,8 +36,9 @@ use postgres::types::{FromSql, ToSql, Type};
 
 use crate::error::{CacheError, is_conflict};
 use crate::fence::{Fence, WriteThroughState};
+use crate::flash::OnFlash;
 use crate::group::CacheGroup;
-use crate::instance::{Instance, InstanceLayout, key_text};
+use crate::instance::{InstanceLayout, key_text};
 use crate::load::{decode_values, instance_query};
 use crate::pool::{Pool, Pooled};
 use crate::registry::GroupEntry;
@@ -52,13 +53,18 @@ pub(crate) trait DynamicHost: WriteThroughState {
     fn ensure_instance(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError>;
     /// Whether that instance is cached now (a fresh snapshot).
     fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError>;
-    /// Takes the instance off the flash tier, when it is there (`Flash::take`).
-    fn flash_take(
+    /// The instance on the flash tier, when it is there (`Flash::find`).
+    fn flash_find(
         &self,
         entry: &GroupEntry,
         layout: &InstanceLayout,
         key: &[Value],
-    ) -> Result<Option<Instance>, CacheError>;
+    ) -> Result<Option<OnFlash>, CacheError>;
+    /// Removes a durable record whose instance memory holds durably now.
+    fn flash_release_durable(&self, layout: &InstanceLayout, key: &[Value]) -> Result<(), CacheError>;
+    /// Whether instances of the group with changes not yet in PostgreSQL
+    /// may be on flash (write-back mode).
+    fn flash_holds_dirty(&self, entry: &GroupEntry) -> bool;
 }
 
 /// Where a miss's instance came from.
@@ -129,7 +135,9 @@ impl Dynamic {
     ) -> Result<bool, CacheError> {
         let db = cache.database();
         let Some(key) = layout.normalize_root_key(root_key) else { return Ok(false) };
-        if root_cached(db, layout, &key)? || entry.is_dirty(&key) {
+        // An instance with changes PostgreSQL does not have yet is never
+        // loaded from there; in write-back mode flash may hold it.
+        if layout.root_cached(db, &key)? || (entry.is_dirty(&key) && !cache.flash_holds_dirty(entry)) {
             return Ok(false);
         }
         let flight_key = format!("{}\u{0}{}", entry.def.name, key_text(&key));
@@ -192,12 +200,28 @@ impl Dynamic {
         key: &[Value],
     ) -> Result<Loaded, CacheError> {
         let db = cache.database();
-        if let Some(instance) = cache.flash_take(entry, layout, key)? {
+        match cache.flash_find(entry, layout, key)? {
             // Async: a crash that loses this commit loses no data (the
             // instance is clean; PostgreSQL has it), and an application
             // commit on it comes later in the same log.
-            let txn = db.begin_with_origin(CommitMode::Async, Origin::Load)?;
-            return insert_rows(db, txn, &entry.def.name, layout, key, &instance.rows).map(|_| Loaded::FromFlash);
+            Some(OnFlash::Clean(instance)) => {
+                let txn = db.begin_with_origin(CommitMode::Async, Origin::Load)?;
+                return insert_rows(db, txn, &entry.def.name, layout, key, &instance.rows).map(|_| Loaded::FromFlash);
+            }
+            // The only copy of its changes: durable in memory before it
+            // leaves flash (a crash between leaves two copies; memory wins).
+            Some(OnFlash::Durable(instance)) => {
+                let txn = db.begin_with_origin(CommitMode::Sync, Origin::Load)?;
+                insert_rows(db, txn, &entry.def.name, layout, key, &instance.rows)?;
+                cache.flash_release_durable(layout, key)?;
+                return Ok(Loaded::FromFlash);
+            }
+            None => {}
+        }
+        if entry.is_dirty(key) {
+            // Not in memory, not on flash, changes pending: deleted in the
+            // cache, and PostgreSQL does not know yet.
+            return Ok(Loaded::Absent);
         }
         // Registered before the PostgreSQL snapshot, as every load.
         let fence = Fence::open(cache, entry)?;
@@ -276,7 +300,7 @@ fn insert_rows(
                 return Err(error);
             }
             drop(txn);
-            if root_cached(db, layout, key)? {
+            if layout.root_cached(db, key)? {
                 return Ok(true);
             }
             Err(CacheError::DynamicLoad {
@@ -348,14 +372,6 @@ fn fetch_on(
     }
     out.resize_with(group.tables.len(), Vec::new);
     Ok(out)
-}
-
-/// The root row of `key` is cached (at a fresh snapshot).
-pub(crate) fn root_cached(db: &Database, layout: &InstanceLayout, key: &[Value]) -> Result<bool, CacheError> {
-    let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Load)?;
-    let found = txn.get_with(layout.root().id, key, |_| ())?.is_some();
-    txn.rollback();
-    Ok(found)
 }
 
 /// The miss hook installed on each table of a dynamic group.

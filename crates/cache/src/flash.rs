@@ -24,29 +24,79 @@
 //!   READONLY groups that autorefresh are not offered flash yet, since a
 //!   change arriving for an instance on flash would have to race a promotion.
 //!
-//! Restart: records are reused only when the store's index was written at a
-//! clean close whose token (database incarnation, WAL end, generations)
-//! matches the database as recovered; otherwise every record is dropped
-//! (this mode keeps nothing flash alone holds).
+//! Restart: clean records are reused only when the store's index was written
+//! at a clean close whose token (database incarnation, WAL end, generations)
+//! matches the database as recovered; otherwise they are dropped.
+//!
+//! Write-back mode (`[tier] mode = "write-back"`, study 002) lets instances
+//! of AWT groups with changes PostgreSQL does not have yet go to flash too,
+//! as *durable* records under a generation of their own that whole-group
+//! changes never move:
+//! - demotion: one instance per engine transaction; the record is on stable
+//!   storage before the eviction commits, and an eviction that does not
+//!   commit forgets it again;
+//! - promotion: the record is read (not taken), the rows committed in memory
+//!   with a synchronous commit, and only then the record removed (its
+//!   tombstone durable): a crash between leaves two copies, never none;
+//! - two copies after a crash: memory wins (`reconcile`, at open), since
+//!   every change after a promotion is made in memory;
+//! - LOAD, REFRESH, UNLOAD, ACCEPT DEFINITION and DISABLE first bring the
+//!   group's durable records back into memory (`restore_durable`), so
+//!   nothing reloads from PostgreSQL over them; DROP drops them with the
+//!   group's tables;
+//! - after an I/O error the store takes no more demotions but stays open for
+//!   reading what only it holds.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
-use pgtier_engine::{Database, Value, decode_values, encode_values};
+use pgtier_engine::{CommitMode, Database, Origin, Value, decode_values, encode_values};
 use pgtier_tier::{FlashStore, Inserted, IoMode, OpenReport, Retention, TierConfig, TierStats};
 use serde::{Deserialize, Serialize};
 
 use crate::error::CacheError;
 use crate::group::GroupKind;
-use crate::instance::{Instance, InstanceLayout};
+use crate::instance::{Instance, InstanceLayout, key_text};
 use crate::registry::GroupEntry;
 use crate::statement::{CreateGroup, FlashPolicy};
 
 /// Bumped when the record layout below changes.
 const RECORD_FORMAT: u8 = 1;
+
+/// The generation of durable (write-back) records: whole-group changes
+/// never move it, since such records are the only copy of their changes.
+const DURABLE_GENERATION: u64 = u64::MAX;
+
+/// Bytes of a record key before the root key: group, generation.
+const KEY_PREFIX: usize = 12;
+
+/// What a miss found on flash.
+pub(crate) enum OnFlash {
+    /// Taken off flash; PostgreSQL has it too.
+    Clean(Instance),
+    /// Still on flash until its copy in memory is durable (`release_durable`).
+    Durable(Instance),
+}
+
+/// A durable record as read back: the instance's root key, the record's key, its value.
+struct DurableRecord {
+    root_key: Vec<Value>,
+    record: Vec<u8>,
+    value: Vec<u8>,
+}
+
+/// `[tier] mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TierMode {
+    /// Only instances PostgreSQL has in full go to flash.
+    #[default]
+    Clean,
+    /// AWT instances with changes not yet in PostgreSQL go too, durably.
+    WriteBack,
+}
 
 /// What survives a clean close beside the store's own index: the token the
 /// store was closed with, and the groups' generations then.
@@ -60,6 +110,10 @@ struct Sidecar {
 /// The flash tier of one `Cache` (None inside when not configured or disabled).
 pub(crate) struct Flash {
     config: Option<TierConfig>,
+    mode: TierMode,
+    /// Set by an I/O error in write-back mode: no more demotions, but the
+    /// store stays open for the durable records only it holds.
+    demotions_stopped: AtomicBool,
     store: RwLock<Option<Arc<FlashStore>>>,
     /// Per group (its root table's id, never reused), the generation its
     /// records' keys carry.
@@ -136,9 +190,11 @@ fn decode_instance(bytes: &[u8], widths: &[usize]) -> Option<Instance> {
 impl Flash {
     /// The tier as configured (`config` None: no flash), reusing what a
     /// clean close left when its token matches `db` as recovered.
-    pub fn open(config: Option<TierConfig>, db: &Database) -> Flash {
+    pub fn open(config: Option<TierConfig>, mode: TierMode, db: &Database) -> Flash {
         let flash = Flash {
             config,
+            mode,
+            demotions_stopped: AtomicBool::new(false),
             store: RwLock::new(None),
             generations: Mutex::new(HashMap::new()),
             next_generation: AtomicU64::new(1),
@@ -179,6 +235,7 @@ impl Flash {
                 *self.generations.lock() = sidecar.generations;
                 self.next_generation.store(sidecar.next_generation, Ordering::SeqCst);
             }
+            // Durable records stay: they are the only copy of their changes.
             _ => {
                 store.drop_droppable();
             }
@@ -216,7 +273,59 @@ impl Flash {
 
     /// Whether the group's evicted instances go to flash now.
     pub fn accepts(&self, entry: &GroupEntry) -> bool {
-        eligible(&entry.def) && entry.def.flash != FlashPolicy::None && self.enabled()
+        eligible(&entry.def)
+            && entry.def.flash != FlashPolicy::None
+            && self.enabled()
+            && !self.demotions_stopped.load(Ordering::Relaxed)
+    }
+
+    /// Whether flash may hold instances of the group with changes
+    /// PostgreSQL does not have yet (write-back mode, AWT groups), even
+    /// when it takes no more now.
+    pub fn holds_dirty(&self, entry: &GroupEntry) -> bool {
+        self.mode == TierMode::WriteBack && entry.def.kind == GroupKind::Awt && eligible(&entry.def) && self.enabled()
+    }
+
+    /// Whether instances of the group with changes PostgreSQL does not have
+    /// yet go to flash too (write-back mode, AWT groups).
+    pub fn accepts_dirty(&self, entry: &GroupEntry) -> bool {
+        self.mode == TierMode::WriteBack && entry.def.kind == GroupKind::Awt && self.accepts(entry)
+    }
+
+    /// Stores an instance with changes PostgreSQL does not have yet, durably
+    /// (on stable storage when this returns true).
+    pub fn demote_dirty(
+        &self,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        key: &[Value],
+        instance: &Instance,
+    ) -> bool {
+        let Some(store) = self.store() else { return false };
+        let record = record_key(layout.root().id.0, DURABLE_GENERATION, key);
+        match store.insert(&record, &encode_instance(instance), Retention::Durable) {
+            Ok(Inserted::Stored) => {
+                entry.counters.flash_demoted.fetch_add(1, Ordering::Relaxed);
+                entry.counters.flash_demoted_dirty.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Ok(Inserted::Rejected(_)) => {
+                entry.counters.flash_rejected.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+            Err(error) => {
+                self.fail(&error.to_string());
+                false
+            }
+        }
+    }
+
+    /// Removes the durable record of `key` (its copy in memory is durable
+    /// now, or its eviction did not commit); returns once the removal is durable.
+    pub fn release_durable(&self, layout: &InstanceLayout, key: &[Value]) -> Result<(), CacheError> {
+        let Some(store) = self.store() else { return Ok(()) };
+        store.remove(&record_key(layout.root().id.0, DURABLE_GENERATION, key)).map_err(tier_error)?;
+        Ok(())
     }
 
     /// Stores an instance that is leaving memory; false when the tier did
@@ -263,59 +372,162 @@ impl Flash {
         })
     }
 
-    /// Takes the instance of `key` off flash, if it is there; the caller
-    /// puts it in memory. A record that cannot be read is an error for this
-    /// lookup only if it could not be dropped.
-    pub fn take(
+    /// The instance of `key` on flash, if it is there: a clean record is
+    /// taken off, a durable one only read (the caller commits it in memory,
+    /// then `release_durable`). A clean record that cannot be read is a miss
+    /// (PostgreSQL has it); a durable one is an error (XX001): it was the
+    /// only copy.
+    pub fn find(
         &self,
         db: &Database,
         entry: &GroupEntry,
         layout: &InstanceLayout,
         key: &[Value],
-    ) -> Result<Option<Instance>, CacheError> {
+    ) -> Result<Option<OnFlash>, CacheError> {
         let Some(store) = self.store() else { return Ok(None) };
         let group = layout.root().id.0;
-        let record = record_key(group, self.generation(group), key);
-        let bytes = match store.take(&record) {
-            Ok(Some((bytes, _))) => bytes,
-            Ok(None) => {
-                entry.counters.flash_missed.fetch_add(1, Ordering::Relaxed);
-                return Ok(None);
+        let widths = widths(db, layout);
+        match store.take(&record_key(group, self.generation(group), key)) {
+            Ok(Some((bytes, _))) => {
+                if let Some(instance) = decode_instance(&bytes, &widths) {
+                    entry.counters.flash_promoted.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Some(OnFlash::Clean(instance)));
+                }
             }
-            // A record that fails its checksum is gone from the index now:
-            // PostgreSQL answers instead (clean data is never only here).
-            Err(error) => {
-                entry.counters.flash_missed.fetch_add(1, Ordering::Relaxed);
-                self.note_read_error(&error.to_string());
-                return Ok(None);
-            }
-        };
-        let catalog = db.catalog();
-        let widths: Vec<usize> = layout
-            .tables
-            .iter()
-            .map(|table| catalog.table(table.id).map_or(usize::MAX, |schema| schema.columns.len()))
-            .collect();
-        match decode_instance(&bytes, &widths) {
-            Some(instance) => {
-                entry.counters.flash_promoted.fetch_add(1, Ordering::Relaxed);
-                Ok(Some(instance))
-            }
-            None => {
-                entry.counters.flash_missed.fetch_add(1, Ordering::Relaxed);
-                Ok(None)
+            Ok(None) => {}
+            Err(error) => self.note_read_error(&error.to_string()),
+        }
+        if self.mode == TierMode::WriteBack {
+            let record = record_key(group, DURABLE_GENERATION, key);
+            match store.get(&record) {
+                Ok(Some((bytes, _))) => {
+                    let instance = decode_instance(&bytes, &widths).ok_or_else(|| lost(&entry.def.name, key))?;
+                    entry.counters.flash_promoted.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Some(OnFlash::Durable(instance)));
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    return Err(CacheError::Tier {
+                        sqlstate: "XX001",
+                        reason: format!(
+                            "cache group \"{}\": the flash record of instance {} cannot be read: {error}",
+                            entry.def.name,
+                            key_text(key)
+                        ),
+                    });
+                }
             }
         }
+        entry.counters.flash_missed.fetch_add(1, Ordering::Relaxed);
+        Ok(None)
+    }
+
+    /// Every durable record of the group.
+    fn durable_records(&self, group: u32) -> Result<Vec<DurableRecord>, CacheError> {
+        let Some(store) = self.store() else { return Ok(Vec::new()) };
+        let prefix = record_key(group, DURABLE_GENERATION, &[]);
+        let mut found = Vec::new();
+        store
+            .for_each_durable(|record, value| {
+                if record.starts_with(&prefix) {
+                    let mut root_key = Vec::new();
+                    if decode_values(&record[KEY_PREFIX..], &mut root_key).is_ok() {
+                        found.push(DurableRecord { root_key, record: record.to_vec(), value: value.to_vec() });
+                    }
+                }
+                true
+            })
+            .map_err(tier_error)?;
+        Ok(found)
+    }
+
+    /// Brings every durable record of the group back into memory (before a
+    /// whole-group change, and DISABLE): committed durably there, then
+    /// removed; where memory holds the instance already, memory wins.
+    pub fn restore_durable(
+        &self,
+        db: &Database,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+    ) -> Result<u64, CacheError> {
+        let Some(store) = self.store() else { return Ok(0) };
+        let widths = widths(db, layout);
+        let mut restored = 0;
+        for DurableRecord { root_key, record, value } in self.durable_records(layout.root().id.0)? {
+            if !layout.root_cached(db, &root_key)? {
+                let instance = decode_instance(&value, &widths).ok_or_else(|| lost(&entry.def.name, &root_key))?;
+                let mut txn = db.begin_with_origin(CommitMode::Sync, Origin::Load)?;
+                for (table, rows) in layout.tables.iter().zip(&instance.rows) {
+                    for row in rows {
+                        txn.insert(table.id, row)?;
+                    }
+                }
+                txn.commit()?;
+                restored += 1;
+            }
+            store.remove(&record).map_err(tier_error)?;
+        }
+        Ok(restored)
+    }
+
+    /// At open, after a crash: a durable record whose instance memory holds
+    /// is the older copy (a promotion whose removal did not finish) and
+    /// goes; records of groups that no longer exist go too.
+    pub fn reconcile(&self, db: &Database, groups: &[(Arc<GroupEntry>, InstanceLayout)]) -> Result<(), CacheError> {
+        let Some(store) = self.store() else { return Ok(()) };
+        let mut stale = Vec::new();
+        let mut by_group: HashMap<u32, &InstanceLayout> = HashMap::new();
+        for (_, layout) in groups {
+            by_group.insert(layout.root().id.0, layout);
+        }
+        let mut records = Vec::new();
+        store
+            .for_each_durable(|record, _| {
+                records.push(record.to_vec());
+                true
+            })
+            .map_err(tier_error)?;
+        for record in records {
+            let group = u32::from_le_bytes(record[..4].try_into().unwrap_or([0xff; 4]));
+            let mut root_key = Vec::new();
+            let readable = record.len() >= KEY_PREFIX && decode_values(&record[KEY_PREFIX..], &mut root_key).is_ok();
+            match by_group.get(&group) {
+                Some(layout) if readable && !layout.root_cached(db, &root_key)? => {}
+                _ => stale.push(record),
+            }
+        }
+        for record in stale {
+            store.remove(&record).map_err(tier_error)?;
+        }
+        Ok(())
+    }
+
+    /// DROP CACHE GROUP: the group's durable records go with its tables.
+    pub fn drop_durable(&self, group: u32) -> Result<(), CacheError> {
+        let Some(store) = self.store() else { return Ok(()) };
+        for DurableRecord { record, .. } in self.durable_records(group)? {
+            store.remove(&record).map_err(tier_error)?;
+        }
+        Ok(())
     }
 
     fn note_read_error(&self, error: &str) {
         eprintln!("pgtier: flash tier: a record could not be read ({error}); PostgreSQL answers for it");
     }
 
-    /// An I/O error: the tier steps aside (memory + PostgreSQL answer), loudly.
+    /// An I/O error: the tier steps aside (memory + PostgreSQL answer),
+    /// loudly. In write-back mode it stays open for reading what only it
+    /// holds, and takes nothing more.
     fn fail(&self, error: &str) {
-        eprintln!("pgtier: flash tier disabled after an error: {error}; memory and PostgreSQL answer from now on");
         *self.failure.lock() = Some(error.to_owned());
+        if self.mode == TierMode::WriteBack {
+            eprintln!(
+                "pgtier: flash tier takes no more instances after an error: {error}; what it holds is still read"
+            );
+            self.demotions_stopped.store(true, Ordering::Relaxed);
+            return;
+        }
+        eprintln!("pgtier: flash tier disabled after an error: {error}; memory and PostgreSQL answer from now on");
         *self.store.write() = None;
     }
 
@@ -327,9 +539,27 @@ impl Flash {
         self.start(db, false)
     }
 
-    /// `DISABLE`: the records go (clean mode: PostgreSQL has them all).
+    /// `DISABLE`: the records go (PostgreSQL has every clean one; the caller
+    /// restored the durable ones into memory first).
     pub fn disable(&self) -> Result<(), CacheError> {
         let Some(store) = self.store.write().take() else { return Ok(()) };
+        let mut durable = 0u64;
+        store
+            .for_each_durable(|_, _| {
+                durable += 1;
+                true
+            })
+            .map_err(tier_error)?;
+        if durable > 0 {
+            // Restored meanwhile by nobody: keep the tier rather than lose them.
+            *self.store.write() = Some(store);
+            return Err(CacheError::Tier {
+                sqlstate: "55000",
+                reason: format!(
+                    "{durable} instance(s) with changes not yet in PostgreSQL are still on flash; try again"
+                ),
+            });
+        }
         store.clear().map_err(tier_error)
     }
 
@@ -375,8 +605,29 @@ impl Flash {
     }
 }
 
+/// Each table's column count now, to check a record's rows against.
+fn widths(db: &Database, layout: &InstanceLayout) -> Vec<usize> {
+    let catalog = db.catalog();
+    layout
+        .tables
+        .iter()
+        .map(|table| catalog.table(table.id).map_or(usize::MAX, |schema| schema.columns.len()))
+        .collect()
+}
+
+/// A durable record that does not decode: the only copy of its changes.
+fn lost(group: &str, key: &[Value]) -> CacheError {
+    CacheError::Tier {
+        sqlstate: "XX001",
+        reason: format!(
+            "cache group \"{group}\": the flash record of instance {} does not match the group's tables",
+            key_text(key)
+        ),
+    }
+}
+
 /// Groups whose instances may live on flash (see the module comment).
-fn eligible(def: &CreateGroup) -> bool {
+pub(crate) fn eligible(def: &CreateGroup) -> bool {
     def.dynamic && !(def.kind == GroupKind::ReadOnly && def.autorefresh)
 }
 

@@ -116,6 +116,14 @@ impl InstanceLayout {
         Ok(())
     }
 
+    /// Whether the root row of `key` is cached (at a fresh snapshot).
+    pub fn root_cached(&self, db: &Database, key: &[Value]) -> Result<bool, CacheError> {
+        let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Load)?;
+        let found = txn.get_with(self.root().id, key, |_| ())?.is_some();
+        txn.rollback();
+        Ok(found)
+    }
+
     /// Every cached root key (at a fresh snapshot).
     pub fn root_keys(&self, db: &Database) -> Result<Vec<Vec<Value>>, CacheError> {
         let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;

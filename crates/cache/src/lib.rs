@@ -39,6 +39,7 @@ pub use awt::{AwtConfig, AwtStatus, LagCounts, LagHistogram, LaneStatus};
 pub use cache::{Cache, CacheConfig, GroupInfo, GroupStats, LaneInfo, PropagationInfo, RootKey, TableInfo, TierInfo};
 pub use drift::Drift;
 pub use error::CacheError;
+pub use flash::TierMode;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};
 pub use load::{LoadOptions, LoadProgress, LoadReport, RefreshReport, VerifyTally, load_group};
 pub use node::{Claim, NODE_NAME_MAX, NodeIdentity, validate_node_name};

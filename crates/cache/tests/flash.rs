@@ -3,7 +3,9 @@
 //! PostgreSQL's rows; a change made after a promotion is what a later
 //! promotion returns; a deleted instance never comes back; UNLOAD forgets
 //! flash too; a clean close keeps flash for the next open, and a database
-//! that moved on since (what a crash looks like) does not reuse it.
+//! that moved on since (what a crash looks like) does not reuse it. In
+//! write-back mode, instances whose changes PostgreSQL does not have yet go
+//! to flash durably and come back with those changes.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -13,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{postgres_dump, tatp_spec};
-use pgtier_cache::{Admission, Aging, Cache, CacheConfig, DirectIo, GroupKind, TierConfig, TierInfo};
+use pgtier_cache::{Admission, Aging, Cache, CacheConfig, DirectIo, GroupKind, TierConfig, TierInfo, TierMode};
 use pgtier_engine::{ColumnDef, DataType, Database, EngineConfig, TableDef, Value};
 use postgres::Client;
 
@@ -32,6 +34,10 @@ fn tier(dir: &Path) -> TierConfig {
 }
 
 fn open(dir: &Path, url: &str, budget: u64) -> Arc<Cache> {
+    open_with(dir, url, budget, |_| {})
+}
+
+fn open_with(dir: &Path, url: &str, budget: u64, adjust: impl FnOnce(&mut CacheConfig)) -> Arc<Cache> {
     let db = Database::open(&dir.join("db"), EngineConfig::default()).unwrap();
     let params = pgtier_backend::BackendConfig { url: Some(url.to_owned()), ..Default::default() }.resolve().unwrap();
     // The test drives the rounds (age_now); the thread stays out of the way.
@@ -42,6 +48,7 @@ fn open(dir: &Path, url: &str, budget: u64) -> Arc<Cache> {
         ..CacheConfig::default()
     };
     config.awt.node = common::node_of(dir);
+    adjust(&mut config);
     Cache::open(db, Some(params), config).unwrap()
 }
 
@@ -231,4 +238,46 @@ fn flash_keep_on_a_group_that_cannot_use_flash_is_refused() {
     let error = cache.create_group(&def).unwrap_err();
     assert_eq!(error.sqlstate(), "0A000", "{error}");
     assert!(error.to_string().contains("DYNAMIC"), "{error}");
+}
+
+#[test]
+fn write_back_moves_changed_instances_to_flash_and_brings_their_changes_back() {
+    let url = common::fresh_tatp("cache_flash_write_back");
+    let mut client = pgtier_backend::connect::connect(&url).unwrap();
+    let budget = instance_bytes(&url) * 300;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open_with(dir.path(), &url, budget, |config| {
+        config.tier_mode = TierMode::WriteBack;
+        // Write-through waits before each batch: changes stay pending while
+        // aging runs, so the evicted instances are dirty.
+        config.awt.batch_delay = Duration::from_secs(4);
+    });
+    create_group(&cache);
+    let db = cache.database().clone();
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    sweep(&cache, 1..=400);
+    // Change 200 instances, then push them out of memory at once.
+    for key in 1..=200 {
+        read(&db, key);
+        let mut txn = db.begin().unwrap();
+        assert!(txn.update(subscriber, &[Value::Int4(key)], &[(5, Value::Int4(-7 * key))]).unwrap());
+        txn.commit().unwrap();
+    }
+    sweep(&cache, 1001..=1400);
+    let row = group_row(&cache);
+    assert!(row.dirty_demotions >= 100, "{row:?}");
+    let store = cache.tier_stats()[0].clone();
+    assert!(store.durable_records.unwrap() >= 100, "{store:?}");
+    // They come back with their changes, before and after PostgreSQL has them.
+    for key in (1..=200).step_by(3) {
+        let cached = read(&db, key).unwrap();
+        assert!(cached.contains(&format!("|{}|", -7 * key)), "the change to {key} came back: {cached}");
+    }
+    assert!(cache.wait_propagated(Duration::from_secs(60)), "write-through did not drain");
+    for key in (2..=200).step_by(3) {
+        let cached = read(&db, key).unwrap();
+        assert_eq!(vec![cached], postgres_subscriber(&mut client, key), "s_id {key}");
+    }
+    let tally = cache.verify(GROUP).unwrap();
+    assert!(tally.is_clean(), "{tally:?}");
 }

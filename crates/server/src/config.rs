@@ -223,6 +223,7 @@ impl CacheSection {
             sequence_block: self.sequence_block,
             // `[tier]`, a section of its own (`TierSection::to_tier_config`).
             tier: None,
+            tier_mode: pgtier_cache::TierMode::Clean,
         })
     }
 }
@@ -235,7 +236,9 @@ pub struct TierSection {
     pub path: Option<PathBuf>,
     /// Its size in PostgreSQL's units ("8GB"); the tier is off without it.
     pub size: Option<String>,
-    /// `clean` (only instances PostgreSQL has in full go to flash).
+    /// `clean` (only instances PostgreSQL has in full go to flash) or
+    /// `write-back` (instances of AWT groups with changes not yet in
+    /// PostgreSQL go too, durably).
     pub mode: Option<String>,
     /// `auto` (O_DIRECT when the filesystem allows it), `on` or `off`.
     pub direct_io: Option<String>,
@@ -250,7 +253,10 @@ pub struct TierSection {
 
 impl TierSection {
     /// The tier's settings (None: no tier); a bad value is an error naming its key.
-    pub fn to_tier_config(&self, data_dir: &Path) -> Result<Option<pgtier_cache::TierConfig>, ServerError> {
+    pub fn to_tier_config(
+        &self,
+        data_dir: &Path,
+    ) -> Result<Option<(pgtier_cache::TierConfig, pgtier_cache::TierMode)>, ServerError> {
         let bad = |m: String| Err(ServerError::Config(format!("[tier] {m}")));
         let Some(size) = &self.size else {
             if self.path.is_some() {
@@ -263,13 +269,11 @@ impl TierSection {
             Ok(_) => return bad("size must be at least 64MB".into()),
             Err(e) => return bad(format!("size: {e}")),
         };
-        match self.mode.as_deref() {
-            None | Some("clean") => {}
-            Some("write-back") => {
-                return bad("mode: \"write-back\" is not available in this release; use \"clean\"".into());
-            }
+        let mode = match self.mode.as_deref() {
+            None | Some("clean") => pgtier_cache::TierMode::Clean,
+            Some("write-back") => pgtier_cache::TierMode::WriteBack,
             Some(other) => return bad(format!("mode must be \"clean\" or \"write-back\", not \"{other}\"")),
-        }
+        };
         let direct_io = match self.direct_io.as_deref() {
             None | Some("auto") => pgtier_cache::DirectIo::Auto,
             Some("on") => pgtier_cache::DirectIo::On,
@@ -299,7 +303,8 @@ impl TierSection {
             Some(path) => path.clone(),
             None => data_dir.join("flash.tier"),
         };
-        Ok(Some(pgtier_cache::TierConfig { path, size, region_size, direct_io, mean_record_bytes, admission }))
+        let config = pgtier_cache::TierConfig { path, size, region_size, direct_io, mean_record_bytes, admission };
+        Ok(Some((config, mode)))
     }
 }
 
@@ -633,6 +638,37 @@ mod tests {
         assert_eq!(backend.url.as_deref(), Some("postgresql://app@db-host:5432/app"));
         assert_eq!((backend.sslmode, backend.pool_size), (Some(pgtier_backend::SslMode::VerifyFull), Some(4)));
         assert!(backend.password_file.is_some() && backend.password_env.is_none());
+    }
+
+    #[test]
+    fn the_tier_section_is_checked_key_by_key() {
+        let parse = |toml: &str| ServerConfig::from_toml_str(&format!("data_dir = \"d\"\n[tier]\n{toml}")).unwrap();
+        assert!(parse("").tier.to_tier_config(Path::new("d")).unwrap().is_none(), "off without size");
+        let (config, mode) = parse("size = \"1GB\"\nmode = \"write-back\"\nadmission = \"all\"")
+            .tier
+            .to_tier_config(Path::new("/data"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (config.size, config.path.clone(), mode),
+            (1 << 30, "/data/flash.tier".into(), pgtier_cache::TierMode::WriteBack)
+        );
+        assert_eq!((config.region_size, config.admission), (16 << 20, pgtier_cache::Admission::All));
+        for (toml, key) in [
+            ("path = \"f\"", "size"),
+            ("size = \"lots\"", "size"),
+            ("size = \"1MB\"", "size"),
+            ("size = \"1GB\"\nmode = \"dirty\"", "mode"),
+            ("size = \"1GB\"\ndirect_io = \"yes\"", "direct_io"),
+            ("size = \"1GB\"\nregion_size = \"3MB\"", "region_size"),
+            ("size = \"64MB\"\nregion_size = \"32MB\"", "size"),
+            ("size = \"1GB\"\nadmission = \"first\"", "admission"),
+            ("size = \"1GB\"\nmean_record_bytes = 1", "mean_record_bytes"),
+        ] {
+            let e = parse(toml).tier.to_tier_config(Path::new("d")).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains("[tier]"), "{toml}: {e}");
+        }
+        assert!(ServerConfig::from_toml_str("data_dir = \"d\"\n[tier]\nsise = \"1GB\"").is_err(), "unknown key");
     }
 
     #[test]

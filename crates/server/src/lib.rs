@@ -101,7 +101,10 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     // already defined keep answering; what needs PostgreSQL fails with 08001.
     let mut cache_config = config.cache.to_cache_config()?;
     cache_config.takeover = config.takeover;
-    cache_config.tier = config.tier.to_tier_config(&config.data_dir)?;
+    if let Some((tier, mode)) = config.tier.to_tier_config(&config.data_dir)? {
+        cache_config.tier = Some(tier);
+        cache_config.tier_mode = mode;
+    }
     let cache = pgtier_cache::Cache::open(db.clone(), backend.clone(), cache_config)
         .map_err(|e| ServerError::Engine(format!("cache groups: {e}")))?;
     // READONLY groups' WHERE, evaluated on rows autorefresh receives.

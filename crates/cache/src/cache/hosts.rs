@@ -16,7 +16,7 @@ use crate::awt::AwtHost;
 use crate::dynamic::DynamicHost;
 use crate::error::CacheError;
 use crate::fence::WriteThroughState;
-use crate::flash::Flash;
+use crate::flash::{Flash, OnFlash};
 use crate::instance::{Instance, InstanceLayout};
 use crate::load::{LoadOptions, LoadReport, RefreshReport};
 use crate::node::NodeIdentity;
@@ -43,6 +43,10 @@ impl AgingHost for Cache {
         let demotion = (to_flash && self.flash.accepts(entry)).then_some(&demotion as &dyn Demotion);
         Cache::remove_instances(self, entry, layout, keys, None, demotion)
     }
+
+    fn evicts_dirty(&self, entry: &GroupEntry) -> bool {
+        self.flash.accepts_dirty(entry)
+    }
 }
 
 /// Aging's evictions for memory go to the flash tier.
@@ -59,6 +63,18 @@ impl Demotion for FlashDemotion<'_> {
 
     fn undo(&self, key: &[Value]) {
         self.flash.forget(self.entry, self.layout, key);
+    }
+
+    fn takes_dirty(&self) -> bool {
+        self.flash.accepts_dirty(self.entry)
+    }
+
+    fn demote_dirty(&self, key: &[Value], instance: &Instance) -> bool {
+        self.flash.demote_dirty(self.entry, self.layout, key, instance)
+    }
+
+    fn undo_dirty(&self, key: &[Value]) -> Result<(), CacheError> {
+        self.flash.release_durable(self.layout, key)
     }
 }
 
@@ -182,15 +198,23 @@ impl DynamicHost for Cache {
         Cache::instance_cached(self, group, root_key)
     }
 
-    fn flash_take(
+    fn flash_find(
         &self,
         entry: &GroupEntry,
         layout: &InstanceLayout,
         key: &[Value],
-    ) -> Result<Option<Instance>, CacheError> {
-        if !self.flash.accepts(entry) {
+    ) -> Result<Option<OnFlash>, CacheError> {
+        if !self.flash.enabled() || !crate::flash::eligible(&entry.def) {
             return Ok(None);
         }
-        self.flash.take(&self.db, entry, layout, key)
+        self.flash.find(&self.db, entry, layout, key)
+    }
+
+    fn flash_release_durable(&self, layout: &InstanceLayout, key: &[Value]) -> Result<(), CacheError> {
+        self.flash.release_durable(layout, key)
+    }
+
+    fn flash_holds_dirty(&self, entry: &GroupEntry) -> bool {
+        self.flash.holds_dirty(entry)
     }
 }

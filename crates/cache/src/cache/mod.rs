@@ -70,6 +70,8 @@ pub struct CacheConfig {
     pub sequence_block: u32,
     /// The flash tier under memory (`[tier]`); None: evicted instances go away.
     pub tier: Option<pgtier_tier::TierConfig>,
+    /// Clean, or write-back (`[tier] mode`).
+    pub tier_mode: crate::flash::TierMode,
 }
 
 impl Default for CacheConfig {
@@ -85,6 +87,7 @@ impl Default for CacheConfig {
             takeover: false,
             sequence_block: DEFAULT_SEQUENCE_BLOCK,
             tier: None,
+            tier_mode: crate::flash::TierMode::Clean,
         }
     }
 }
@@ -199,7 +202,7 @@ impl Cache {
         }
         // Before anything writes: its records are reused only at the WAL
         // position of the clean close that wrote its index.
-        let flash = Flash::open(config.tier.clone(), &db);
+        let flash = Flash::open(config.tier.clone(), config.tier_mode, &db);
         let mut groups = BTreeMap::new();
         for (def, group, accepted) in persist::restore(&db.catalog())? {
             groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group, accepted)));
@@ -234,6 +237,7 @@ impl Cache {
         for entry in cache.groups.read().values() {
             cache.install(entry);
         }
+        cache.reconcile_flash()?;
         cache.groups_changed()?;
         let ager =
             aging::spawn(Arc::<Cache>::downgrade(&cache), cache.ager_control.clone(), cache.config.aging_interval)
@@ -406,7 +410,7 @@ impl Cache {
     /// CREATE the group (its transactions not yet in PostgreSQL are lost).
     pub fn accept_definition(&self, name: &str) -> Result<Vec<String>, CacheError> {
         let entry = self.entry(name)?;
-        self.forget_flash(&entry);
+        self.forget_flash(&entry)?;
         let names: Vec<String> = entry.group.tables.iter().map(|t| t.source.name.to_string()).collect();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let now = match pgtier_backend::catalog::import_tables(&mut self.connect()?, &refs) {
@@ -601,12 +605,14 @@ impl Cache {
         self.dynamic.ensure(self, &entry, &layout, root_key)
     }
 
-    /// Every record the flash tier holds of the group is forgotten (what
-    /// LOAD, REFRESH, UNLOAD, DROP and ACCEPT DEFINITION do first).
-    fn forget_flash(&self, entry: &GroupEntry) {
-        if let Some(root) = self.db.catalog().table_by_name(&entry.group.root().def.name) {
-            self.flash.forget_group(root.id.0);
-        }
+    /// What LOAD, REFRESH, UNLOAD and ACCEPT DEFINITION do first: the
+    /// group's durable records (write-back) back into memory, where those
+    /// statements see them, and its clean records forgotten.
+    fn forget_flash(&self, entry: &GroupEntry) -> Result<(), CacheError> {
+        let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        self.flash.restore_durable(&self.db, entry, &layout)?;
+        self.flash.forget_group(layout.root().id.0);
+        Ok(())
     }
 
     /// Whether the instance of `root_key` of group `group` is cached now (a fresh snapshot).
@@ -614,7 +620,7 @@ impl Cache {
         let entry = self.entry(group)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         let Some(key) = layout.normalize_root_key(root_key) else { return Ok(false) };
-        crate::dynamic::root_cached(&self.db, &layout, &key)
+        layout.root_cached(&self.db, &key)
     }
 
     pub fn database(&self) -> &Database {
@@ -696,7 +702,11 @@ impl Cache {
             return if if_exists { Ok(()) } else { Err(CacheError::UndefinedGroup { group: name.to_owned() }) };
         };
         self.uninstall(&entry);
-        self.forget_flash(&entry);
+        if let Some(root) = self.db.catalog().table_by_name(&entry.group.root().def.name) {
+            // Its instances go with its tables, those only on flash too.
+            self.flash.drop_durable(root.id.0)?;
+            self.flash.forget_group(root.id.0);
+        }
         if let Some(worker) = self.autorefresh.lock().remove(name) {
             worker.stop();
         }
@@ -765,7 +775,7 @@ impl Cache {
     ) -> Result<LoadReport, CacheError> {
         let backend = self.backend.clone().ok_or(CacheError::NoBackend)?;
         // What it writes replaces what flash holds of the group.
-        self.forget_flash(entry);
+        self.forget_flash(entry)?;
         // PARALLEL not given (0): the configured default.
         let mut options = options.clone();
         if options.parallel == 0 {
@@ -793,6 +803,7 @@ impl Cache {
     pub fn unload(&self, name: &str, keys: Option<&[Vec<Value>]>) -> Result<UnloadReport, CacheError> {
         let entry = self.entry(name)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        self.forget_flash(&entry)?;
         let all;
         let keys = match keys {
             Some(keys) => keys,
@@ -801,7 +812,6 @@ impl Cache {
                 &all
             }
         };
-        self.forget_flash(&entry);
         let report = self.remove_instances(&entry, &layout, keys, None, None)?;
         entry.counters.unloaded.fetch_add(report.instances, Ordering::Relaxed);
         Ok(report)

@@ -33,6 +33,10 @@ pub struct TierInfo {
     /// Of misses in memory, the share flash answered.
     pub flash_hit_ratio: Option<f64>,
     pub demotions: u64,
+    /// Of those, instances with changes PostgreSQL did not have yet, stored durably (write-back).
+    pub dirty_demotions: u64,
+    /// Records on flash that are the only copy of their changes (write-back; store row only).
+    pub durable_records: Option<u64>,
     /// Records forgotten because memory took the instance over or a load replaced it.
     pub invalidations: u64,
     /// Instances the store did not take (too large, not admitted yet, index full).
@@ -59,6 +63,11 @@ impl Cache {
                 Ok("flash tier enabled: instances aging evicts from memory go to flash from now on".into())
             }
             TierCommand::Disable => {
+                // Write-back: what only flash holds comes back to memory first.
+                for entry in self.group_entries() {
+                    let layout = crate::instance::InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+                    self.flash.restore_durable(&self.db, &entry, &layout)?;
+                }
                 self.flash.disable()?;
                 Ok("flash tier disabled: its records are dropped (PostgreSQL has every one of them)".into())
             }
@@ -67,6 +76,17 @@ impl Cache {
                 Ok(format!("flash tier resized to {} MB", bytes >> 20))
             }
         }
+    }
+
+    /// At open: durable records whose instance memory holds go (a crash
+    /// came between a promotion's commit and the record's removal).
+    pub(super) fn reconcile_flash(&self) -> Result<(), CacheError> {
+        let mut groups = Vec::new();
+        for entry in self.group_entries() {
+            let layout = crate::instance::InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+            groups.push((entry, layout));
+        }
+        self.flash.reconcile(&self.db, &groups)
     }
 
     /// `pgtier_tier_stats`: the store first, then one row per group.
@@ -94,6 +114,7 @@ impl Cache {
             store.flash_live_bytes = Some(stats.live_bytes);
             store.flash_capacity_bytes = Some(stats.capacity_bytes);
             store.index_bytes = Some(stats.index_bytes);
+            store.durable_records = Some(stats.durable_records);
             store.read_p50_us = stats.read_latency_quantile_us(0.5);
             store.read_p99_us = stats.read_latency_quantile_us(0.99);
             store.write_amplification = (stats.logical_bytes_written > 0)
@@ -114,6 +135,7 @@ impl Cache {
                 backend_loads,
                 flash_hit_ratio: ratio(flash_hits, flash_hits + backend_loads),
                 demotions: counters.flash_demoted.load(Ordering::Relaxed),
+                dirty_demotions: counters.flash_demoted_dirty.load(Ordering::Relaxed),
                 invalidations: counters.flash_invalidated.load(Ordering::Relaxed),
                 rejections: counters.flash_rejected.load(Ordering::Relaxed),
                 ..TierInfo::default()
@@ -121,6 +143,7 @@ impl Cache {
             store.flash_hits += row.flash_hits;
             store.backend_loads += row.backend_loads;
             store.demotions += row.demotions;
+            store.dirty_demotions += row.dirty_demotions;
             store.invalidations += row.invalidations;
             store.rejections += row.rejections;
             rows.push(row);

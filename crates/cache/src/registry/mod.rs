@@ -120,6 +120,8 @@ pub(crate) struct Counters {
     pub flash_promoted: AtomicU64,
     pub flash_missed: AtomicU64,
     pub flash_rejected: AtomicU64,
+    /// Of the demotions, instances with changes PostgreSQL does not have yet (write-back).
+    pub flash_demoted_dirty: AtomicU64,
     /// Flash records forgotten one by one (a demotion undone).
     pub flash_invalidated: AtomicU64,
 }

@@ -29,6 +29,13 @@ pub(crate) trait Demotion {
     /// The removal that demoted `key` did not commit: the instance stays
     /// in memory, so its stored copy must go.
     fn undo(&self, key: &[Value]);
+    /// Whether instances with changes PostgreSQL does not have yet may go
+    /// too (write-back): each then leaves in a transaction of its own.
+    fn takes_dirty(&self) -> bool;
+    /// Stores such an instance durably (true: on stable storage).
+    fn demote_dirty(&self, key: &[Value], instance: &Instance) -> bool;
+    /// Its eviction did not commit: the durable copy goes (durably).
+    fn undo_dirty(&self, key: &[Value]) -> Result<(), CacheError>;
 }
 
 /// What UNLOAD (or an eviction round) removed.
@@ -69,9 +76,12 @@ pub(crate) fn remove_instances(
     demotion: Option<&dyn Demotion>,
 ) -> Result<UnloadReport, CacheError> {
     let mut report = UnloadReport::default();
-    let remove = |keys: &[Vec<Value>]| {
+    let dirty_to_flash = demotion.filter(|d| d.takes_dirty() && gone.is_none());
+    let mut dirty = Vec::new();
+    let mut remove = |keys: &[Vec<Value>]| {
         let mut demoted = Vec::new();
-        let removed = remove_batch(db, marks_current, entry, layout, keys, gone, demotion, &mut demoted);
+        let collect = dirty_to_flash.is_some().then_some(&mut dirty);
+        let removed = remove_batch(db, marks_current, entry, layout, keys, gone, demotion, &mut demoted, collect);
         if removed.is_err()
             && let Some(demotion) = demotion
         {
@@ -99,11 +109,52 @@ pub(crate) fn remove_instances(
             Err(error) => return Err(error),
         }
     }
+    if let Some(demotion) = dirty_to_flash {
+        // A batch redone key by key collected its keys twice.
+        let mut seen = std::collections::HashSet::new();
+        dirty.retain(|key| seen.insert(crate::instance::key_text(key)));
+        for key in dirty {
+            match remove_dirty(db, layout, &key, demotion) {
+                Ok(Some(rows)) => {
+                    report.instances += 1;
+                    report.rows += rows;
+                    report.skipped_dirty = report.skipped_dirty.saturating_sub(1);
+                }
+                Ok(None) => {}
+                Err(error) if is_conflict(&error) => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
     Ok(report)
 }
 
+/// Evicts one instance with changes PostgreSQL does not have yet to the
+/// flash tier (write-back): its durable record first, then the eviction's
+/// commit; an eviction that fails takes the record back. Some(rows) when evicted.
+fn remove_dirty(
+    db: &Database,
+    layout: &InstanceLayout,
+    key: &[Value],
+    demotion: &dyn Demotion,
+) -> Result<Option<u64>, CacheError> {
+    let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
+    let Some(instance) = layout.read(&mut txn, key)? else { return Ok(None) };
+    layout.delete(&mut txn, &instance)?;
+    if !demotion.demote_dirty(key, &instance) {
+        return Ok(None);
+    }
+    if let Err(error) = txn.commit() {
+        demotion.undo_dirty(key)?;
+        return Err(error.into());
+    }
+    Ok(Some(instance.row_count()))
+}
+
 /// One engine transaction of `remove_instances`; `demoted` collects the
-/// keys `demotion` stored, for the caller to undo if this fails.
+/// keys `demotion` stored, for the caller to undo if this fails, and
+/// `dirty` (write-back) the instances with pending changes left for
+/// `remove_dirty`.
 #[allow(clippy::too_many_arguments)]
 fn remove_batch(
     db: &Database,
@@ -114,6 +165,7 @@ fn remove_batch(
     gone: Option<Admits<'_>>,
     demotion: Option<&dyn Demotion>,
     demoted: &mut Vec<Vec<Value>>,
+    mut dirty: Option<&mut Vec<Vec<Value>>>,
 ) -> Result<UnloadReport, CacheError> {
     let mut report = UnloadReport::default();
     let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
@@ -127,6 +179,11 @@ fn remove_batch(
         let Some(key) = layout.normalize_root_key(key) else { continue };
         if entry.is_dirty(&key) || gone.is_some_and(|admits| !admits(&key)) {
             report.skipped_dirty += 1;
+            if let Some(dirty) = dirty.as_mut()
+                && entry.is_dirty(&key)
+            {
+                dirty.push(key);
+            }
             continue;
         }
         if let Some(instance) = layout.read(&mut txn, &key)? {

@@ -58,6 +58,8 @@ fn tier_rows(cache: &Cache, out: &mut Vec<Value>) {
             int8(t.backend_loads),
             opt_float8(t.flash_hit_ratio),
             int8(t.demotions),
+            int8(t.dirty_demotions),
+            opt_int8(t.durable_records),
             int8(t.invalidations),
             int8(t.rejections),
             opt_float8(t.read_p50_us),

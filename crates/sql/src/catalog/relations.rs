@@ -1042,6 +1042,8 @@ pub static RELATIONS: &[RelDef] = &[
             Col::new("backend_loads", Int8),
             Col::new("flash_hit_ratio", Float8),
             Col::new("demotions", Int8),
+            Col::new("dirty_demotions", Int8),
+            Col::new("durable_records", Int8),
             Col::new("invalidations", Int8),
             Col::new("rejections", Int8),
             Col::new("read_p50_us", Float8),
