@@ -181,10 +181,13 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     for (i, &point) in points.iter().enumerate() {
         let title = format!("[{}/{}] {}", i + 1, points.len(), point.label());
         let base_ms = i as u64 * phases * per_phase_ms;
-        let result = sweep::run_point(&plan, &run.target, &fio, point, &mut |phase, elapsed, ios| {
+        // Alternate which tool runs first, so neither always follows the other's writes.
+        let fio_first = i % 2 == 1;
+        let (pgtier_at, fio_at) = if fio_first { (per_phase_ms, 0) } else { (0, per_phase_ms) };
+        let result = sweep::run_point(&plan, &run.target, &fio, point, fio_first, &mut |phase, elapsed, ios| {
             let (offset, what) = match phase {
-                Phase::Pgtier => (0, "pgtier"),
-                Phase::Fio => (per_phase_ms, "fio"),
+                Phase::Pgtier => (pgtier_at, "pgtier"),
+                Phase::Fio => (fio_at, "fio"),
             };
             bar.set_position(base_ms + offset + (elapsed.as_millis() as u64).min(per_phase_ms));
             let rate = match ios {
@@ -202,7 +205,7 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
 
     println!("\n{}", output::table(&run));
-    for note in output::comparison_notes(&run) {
+    for note in output::notes(&run) {
         println!("  {note}");
     }
     if let Some(why) = &run.target.direct_refused {

@@ -52,6 +52,13 @@ pub struct PointResult {
     pub fio_error: Option<String>,
     /// The fio command run, to repeat it by hand.
     pub fio_command: Option<String>,
+    /// fio ran before pgtier at this point (the order alternates).
+    #[serde(default)]
+    pub fio_ran_first: bool,
+    /// The machine's 1-minute load average when the point ended: above its
+    /// CPU count, other processes competed with the measured threads.
+    #[serde(default)]
+    pub load_average: Option<f64>,
 }
 
 impl IoRun {
@@ -90,8 +97,9 @@ pub struct IoRun {
     pub points: Vec<PointResult>,
 }
 
-/// The method sentences for a run with these settings on this target.
-pub fn method(settings: &Settings, target: &Target) -> Vec<String> {
+/// The method sentences for a run with these settings on this target
+/// (`fio`: fio runs beside pgtier).
+pub fn method(settings: &Settings, target: &Target, fio: bool) -> Vec<String> {
     let mut lines = vec![
         "queue depth N = N threads, each with one synchronous pread/pwrite outstanding \
          (fio: --ioengine=psync --numjobs=N)"
@@ -121,6 +129,9 @@ pub fn method(settings: &Settings, target: &Target) -> Vec<String> {
          (HdrHistogram, 3 significant digits); MB/s = 10^6 bytes/s; CPU = this process, % of one core",
         settings.warmup_s, settings.duration_s
     ));
+    if fio {
+        lines.push("fio runs the same job at each point, before or after pgtier, alternately".to_owned());
+    }
     lines
 }
 
@@ -181,13 +192,32 @@ pub fn table(run: &IoRun) -> Table {
     table
 }
 
-/// Lines under the table: how far pgtier and fio agree, and each point
-/// more than 10 % apart in IOPS, and fio's failures.
-pub fn comparison_notes(run: &IoRun) -> Vec<String> {
-    if !run.fio_ran() {
-        return Vec::new();
-    }
+/// Points listed by name in the notes at most (the furthest apart first).
+const APART_LISTED_MAX: usize = 8;
+
+/// Lines under the table: whether the machine was busy, how far pgtier
+/// and fio agree, the points furthest apart (more than 10 % in IOPS), and
+/// fio's failures.
+pub fn notes(run: &IoRun) -> Vec<String> {
     let mut notes = Vec::new();
+    let cpus = f64::from(run.machine.cpus.max(1));
+    let busiest = run
+        .points
+        .iter()
+        .filter_map(|p| Some((p.load_average?, p.point.label())))
+        .reduce(|a, b| if b.0 > a.0 { b } else { a });
+    if let Some((load, label)) = busiest.filter(|(load, _)| *load > cpus) {
+        let busy = run.points.iter().filter(|p| p.load_average.is_some_and(|l| l > cpus)).count();
+        notes.push(format!(
+            "WARNING: the machine was busy: load average above its {cpus} CPUs at {busy} of {} points, up to {load:.1} \
+             (at {label}); other processes competed with the measured threads, so figures (tails most) vary from \
+             point to point and between pgtier and fio: rerun on an idle machine",
+            run.points.len()
+        ));
+    }
+    if !run.fio_ran() {
+        return notes;
+    }
     let mut ratios: Vec<(f64, String)> =
         run.points.iter().filter_map(|p| Some((p.iops_ratio()?, p.point.label()))).collect();
     ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -202,13 +232,19 @@ pub fn comparison_notes(run: &IoRun) -> Vec<String> {
             format_ratio(hi.0),
             hi.1
         ));
-        let apart: Vec<String> = ratios
-            .iter()
-            .filter(|(r, _)| (r - 1.0).abs() > RATIO_TOLERANCE)
-            .map(|(r, label)| format!("{label} {}", format_ratio(*r)))
-            .collect();
+        let mut apart: Vec<&(f64, String)> = ratios.iter().filter(|(r, _)| (r - 1.0).abs() > RATIO_TOLERANCE).collect();
+        // Furthest first, whichever side: 0.5x is as far as 2x.
+        apart.sort_by(|a, b| a.0.ln().abs().total_cmp(&b.0.ln().abs()).reverse());
         if !apart.is_empty() {
-            notes.push(format!("more than 10 % apart in IOPS: {}", apart.join(", ")));
+            let listed: Vec<String> =
+                apart.iter().take(APART_LISTED_MAX).map(|(r, label)| format!("{label} {}", format_ratio(*r))).collect();
+            let more = if apart.len() > listed.len() { ", ..." } else { "" };
+            notes.push(format!(
+                "{} of {} points more than 10 % apart in IOPS: {}{more}",
+                apart.len(),
+                ratios.len(),
+                listed.join(", ")
+            ));
         }
     }
     for p in &run.points {
@@ -223,7 +259,7 @@ pub const CSV_HEADER: &str = "mode,block_size_bytes,queue_depth,read_pct,ios,iop
 lat_min_us,lat_avg_us,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,cpu_percent,\
 fio_status,fio_ios,fio_iops,fio_mb_per_s,\
 fio_lat_min_us,fio_lat_avg_us,fio_lat_p50_us,fio_lat_p90_us,fio_lat_p99_us,fio_lat_p999_us,fio_lat_max_us,\
-iops_ratio,p99_ratio";
+iops_ratio,p99_ratio,load_average";
 
 fn latency_fields(out: &mut String, l: Option<&LatencyUs>) {
     match l {
@@ -272,7 +308,7 @@ pub fn csv(run: &IoRun) -> String {
             optional(fio.map(|x| x.mb_per_s))
         );
         latency_fields(&mut out, fio.map(|x| &x.latency_us));
-        let _ = writeln!(out, ",{},{}", optional(p.iops_ratio()), optional(p.p99_ratio()));
+        let _ = writeln!(out, ",{},{},{}", optional(p.iops_ratio()), optional(p.p99_ratio()), optional(p.load_average));
     }
     out
 }
@@ -410,6 +446,8 @@ mod tests {
                         fio: if failed { None } else { fio },
                         fio_error: failed.then(|| "fio exited with exit status: 1: boom, \"quoted\"".to_owned()),
                         fio_command: None,
+                        fio_ran_first: queue_depth == 4,
+                        load_average: Some(if block_size == 4096 { 1.0 } else { 3.5 }),
                     });
                 }
             }
@@ -417,8 +455,8 @@ mod tests {
         IoRun {
             tool_version: "0.1.0".to_owned(),
             started_at: "2026-11-29T10:00:00Z".to_owned(),
-            machine: MachineInfo { memory_gib: 23.5, ..crate::report::machine_info() },
-            method: method(&settings, &target),
+            machine: MachineInfo { memory_gib: 23.5, cpus: 2, ..crate::report::machine_info() },
+            method: method(&settings, &target, fio_ran),
             target,
             settings,
             fio: "fio-3.33 at /usr/bin/fio: each point run again".to_owned(),
@@ -458,16 +496,18 @@ mod tests {
         let text = table(&run).to_string();
         assert!(text.contains("fio IOPS") && text.contains("IOPS ×"), "{text}");
         assert!(text.contains("40,000") && text.contains("0.80×") && text.contains("failed"), "{text}");
-        let notes = comparison_notes(&run);
-        assert!(notes[0].starts_with("IOPS pgtier/fio: median "), "{notes:?}");
-        assert!(notes[0].contains("over 7 points"), "{notes:?}");
-        assert!(notes[1].contains("randread 4k QD4 0.80×"), "{notes:?}");
-        assert!(notes.last().unwrap().starts_with("fio failed at seqwrite 64k QD4: "), "{notes:?}");
+        let lines = notes(&run);
+        let busy = "load average above its 2 CPUs at 4 of 8 points, up to 3.5 (at randread 64k QD1)";
+        assert!(lines[0].starts_with("WARNING: the machine was busy: ") && lines[0].contains(busy), "{lines:?}");
+        assert!(lines[1].starts_with("IOPS pgtier/fio: median "), "{lines:?}");
+        assert!(lines[1].contains("over 7 points"), "{lines:?}");
+        assert!(lines[2].starts_with("3 of 7 points more than 10 % apart in IOPS: randread 4k QD4 0.80×"), "{lines:?}");
+        assert!(lines.last().unwrap().starts_with("fio failed at seqwrite 64k QD4: "), "{lines:?}");
 
         let alone = sample_run(false);
         let text = table(&alone).to_string();
         assert!(!text.contains("fio"), "{text}");
-        assert!(comparison_notes(&alone).is_empty());
+        assert!(notes(&alone).iter().all(|n| n.starts_with("WARNING: the machine was busy")));
         assert!(csv(&alone).lines().nth(1).unwrap().contains(",not_run,"));
     }
 
@@ -477,7 +517,9 @@ mod tests {
         assert!(run.method[0].contains("N threads") && run.method[0].contains("--numjobs=N"));
         assert!(run.method.iter().any(|l| l.contains("no fsync")));
         let refused = Target { direct: false, direct_refused: Some("no".to_owned()), ..run.target.clone() };
-        assert!(method(&run.settings, &refused)[1].starts_with("BUFFERED (O_DIRECT refused"));
+        assert!(method(&run.settings, &refused, false)[1].starts_with("BUFFERED (O_DIRECT refused"));
+        assert!(!run.method.iter().any(|l| l.contains("alternately")));
+        assert!(sample_run(true).method.last().unwrap().contains("fio runs the same job at each point"));
     }
 
     #[test]
