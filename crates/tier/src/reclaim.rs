@@ -27,8 +27,11 @@ pub(crate) enum Attempt<T> {
     NeedRegion,
 }
 
-/// How many times one operation waits for reclamation before giving up.
-const SPACE_ATTEMPTS: usize = 16;
+/// How many times one operation may find the regions reclamation freed for
+/// it taken by others before it gives up. Only a store under extreme
+/// contention gets near it; a store that cannot free a region answers at
+/// the first attempt (`ensure_space` false).
+const SPACE_ATTEMPTS: usize = 1024;
 
 /// The reclaimer's state; its mutex serializes reclamations, shrinks and clears.
 #[derive(Default)]
@@ -43,12 +46,16 @@ impl FlashStore {
         &self,
         mut op: impl FnMut() -> Result<Attempt<T>, TierError>,
     ) -> Result<Option<T>, TierError> {
-        for _ in 0..SPACE_ATTEMPTS {
+        for attempt in 0..SPACE_ATTEMPTS {
             if let Attempt::Done(t) = op()? {
                 return Ok(Some(t));
             }
             if !self.ensure_space()? {
                 return Ok(None);
+            }
+            if attempt >= 2 {
+                // Others keep taking what was freed: let them finish.
+                std::thread::yield_now();
             }
         }
         Ok(None)

@@ -131,8 +131,10 @@ fn absorb(lines: &[String], expect: &mut HashMap<u64, Expect>) -> (bool, usize) 
     (in_checkpoint, acks)
 }
 
-fn check(store: &FlashStore, expect: &HashMap<u64, Expect>, round: usize) {
-    for (&key, e) in expect {
+/// Checks every key, then makes what was read the acknowledged state: an
+/// operation in flight at the kill either happened or not, for good.
+fn check(store: &FlashStore, expect: &mut HashMap<u64, Expect>, round: usize) {
+    for (&key, e) in expect.iter_mut() {
         let got = store.get(&k(key)).unwrap_or_else(|err| panic!("round {round}: key {key}: {err}"));
         let got_version = got.as_ref().map(|(v, r)| {
             assert_eq!(*r, Retention::Durable, "round {round}: key {key}");
@@ -147,6 +149,7 @@ fn check(store: &FlashStore, expect: &HashMap<u64, Expect>, round: usize) {
             "round {round}: key {key}: read {got_version:?}, acknowledged {acked:?}, in flight {:?}",
             e.pending
         );
+        *e = Expect { acked: Some(got_version), pending: None };
     }
 }
 
@@ -170,7 +173,7 @@ fn kill_loop(rounds: usize) {
             .env(CHILD_ENV, dir.path())
             .envs((round % 3 == 2).then_some((NO_CHECKPOINT_ENV, "1")))
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("child.stderr")).expect("stderr file"))
             .spawn()
             .expect("spawn child");
         let stdout = child.stdout.take().expect("stdout");
@@ -178,7 +181,8 @@ fn kill_loop(rounds: usize) {
             std::thread::spawn(move || BufReader::new(stdout).lines().map_while(Result::ok).collect::<Vec<_>>());
         std::thread::sleep(Duration::from_millis(150 + rng % 400));
         if let Some(status) = child.try_wait().expect("try_wait") {
-            panic!("the child ended before it was killed ({status}); run kill9_child by hand to see why");
+            let stderr = std::fs::read_to_string(dir.path().join("child.stderr")).unwrap_or_default();
+            panic!("round {round}: the child ended before it was killed ({status}):\n{stderr}");
         }
         child.kill().expect("SIGKILL");
         child.wait().expect("wait");
@@ -190,7 +194,7 @@ fn kill_loop(rounds: usize) {
         from_index += usize::from(report.warm == pgtier_tier::Warm::FromIndex);
         from_scan += usize::from(report.warm == pgtier_tier::Warm::FromScan);
         assert!(!report.clean, "round {round}: a killed store cannot be clean");
-        check(&store, &expect, round);
+        check(&store, &mut expect, round);
     }
     eprintln!(
         "{rounds} kills: {acks} acknowledged operations, {in_checkpoint} kills inside a checkpoint, \
