@@ -113,16 +113,20 @@ impl FlashStore {
         // Every region that may hold records is marked free on the device
         // (durably) before the index forgets them: a crash in between
         // recovers either all of them or none.
-        let n = self.regions.read().len() as u32;
-        for r in 0..n {
-            let (state, seq) = {
-                let regions = self.regions.read();
-                (regions[r as usize].state(), regions[r as usize].seq.load(Ordering::Acquire))
-            };
-            if state != State::Free {
-                self.write_free_header(r, seq)?;
-            }
+        // Oldest first: a crash in the middle never leaves a record whose
+        // tombstone (in a newer region) is already gone.
+        let mut used: Vec<(u64, u32)> = {
+            let regions = self.regions.read();
+            (0..regions.len() as u32)
+                .filter(|&r| regions[r as usize].state() != State::Free)
+                .map(|r| (regions[r as usize].seq.load(Ordering::Acquire), r))
+                .collect()
+        };
+        used.sort_unstable();
+        for (seq, r) in used {
+            self.write_free_header(r, seq)?;
         }
+        let n = self.regions.read().len() as u32;
         self.dev.sync().map_err(|e| self.fail_io("fdatasync after clearing", e))?;
         for g in guards.iter_mut() {
             g.retain(|_| false);
