@@ -104,7 +104,6 @@ impl FlashStore {
     }
 
     fn corrupt(&self, what: String) -> TierError {
-        bump(&self.counters.corrupt_records, 1);
         TierError::Corrupt(what)
     }
 
@@ -135,6 +134,7 @@ impl FlashStore {
                 shard.remove(idx);
                 let regions = self.regions.read();
                 account(&regions[self.geo.region_of(slot.loc()) as usize], &self.live, slot.retention(), 0, true);
+                self.counters.count_corrupt(slot.retention());
             }
         }
     }

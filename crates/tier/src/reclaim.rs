@@ -12,9 +12,9 @@
 use std::sync::atomic::Ordering;
 
 use crate::aligned::{AlignedBuf, BLOCK_BYTES, align_up};
-use crate::format::{HeaderState, RecordIter, RecordMeta, RegionHeader, record_key, record_value};
+use crate::format::{HeaderState, RecordIter, RecordMeta, RegionHeader, check_record, record_key, record_value};
 use crate::hash::key_hash;
-use crate::index::Aux;
+use crate::index::{Aux, Slot};
 use crate::regions::{ALL_RETENTIONS, State, zero_counters};
 use crate::stats::bump;
 use crate::store::FlashStore;
@@ -140,6 +140,11 @@ impl FlashStore {
                 must_sync |= self.reclaim_record(victim, at as u32, rec, &meta, retiring)?;
             }
         }
+        if self.regions.read()[victim as usize].records() > 0 {
+            // The walk stopped early (a corrupt record): the index still
+            // knows where the later live records are.
+            must_sync |= self.salvage(victim, seq, bytes, retiring)?;
+        }
         if must_sync {
             // The copies must be durable before the originals can be overwritten.
             self.make_durable(self.current_pos())?;
@@ -202,6 +207,33 @@ impl FlashStore {
             bump(&self.counters.reinserted_keep, 1);
         }
         Ok(retention == Retention::Durable)
+    }
+
+    /// Moves or drops every live record of `victim` the sequential walk did
+    /// not reach, found through the index; a record failing its check is
+    /// dropped (counted) since it cannot be copied.
+    fn salvage(&self, victim: u32, seq: u64, bytes: &[u8], retiring: bool) -> Result<bool, TierError> {
+        let seed = self.geo.seed(seq);
+        let mut must_sync = false;
+        for si in 0..self.index.shard_count() {
+            let left: Vec<Slot> =
+                self.index.shard(si).read().iter().filter(|s| self.geo.region_of(s.loc()) == victim).collect();
+            for slot in left {
+                let at = self.geo.split(slot.loc()).1 as usize;
+                let rest = bytes.get(at..).unwrap_or_default();
+                match check_record(rest, seq, seed, rest.len()) {
+                    Ok(meta) if !meta.flags.tombstone => {
+                        let rec = &rest[..meta.stored_bytes()];
+                        must_sync |= self.reclaim_record(victim, at as u32, rec, &meta, retiring)?;
+                    }
+                    _ => {
+                        let mut shard = self.index.shard(si).write();
+                        self.drop_corrupt_locked(&mut shard, &[slot]);
+                    }
+                }
+            }
+        }
+        Ok(must_sync)
     }
 
     fn append_for_reclaim(

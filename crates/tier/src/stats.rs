@@ -65,8 +65,10 @@ pub struct TierStats {
     pub device_bytes_read: u64,
     /// fdatasync calls (group commit shares one among concurrent Durable inserts).
     pub syncs: u64,
-    /// Records that failed their checksum on a read (removed from the index).
+    /// Records that failed their check on a read and left the index.
     pub corrupt_records: u64,
+    /// Of those, Durable ones: data lost to corruption (the only copy).
+    pub durable_corrupt_records: u64,
     /// Index tag matches that turned out to be another key (a wasted read).
     pub tag_false_matches: u64,
     /// Latency of `get`s that found their key; see `LATENCY_BUCKETS`.
@@ -109,6 +111,7 @@ pub(crate) struct Counters {
     pub compacted_durable: AtomicU64,
     pub logical_bytes_written: AtomicU64,
     pub corrupt_records: AtomicU64,
+    durable_corrupt_records: AtomicU64,
     pub tag_false_matches: AtomicU64,
     latency: [AtomicU64; LATENCY_BUCKETS],
 }
@@ -127,6 +130,14 @@ impl Counters {
             RejectReason::Disabled => 4,
         };
         bump(&self.rejected[i], 1);
+    }
+
+    /// A record removed from the index after failing its check.
+    pub(crate) fn count_corrupt(&self, r: crate::Retention) {
+        bump(&self.corrupt_records, 1);
+        if r == crate::Retention::Durable {
+            bump(&self.durable_corrupt_records, 1);
+        }
     }
 
     pub(crate) fn read_latency(&self, took: Duration) {
@@ -157,6 +168,7 @@ impl Counters {
         s.compacted_durable = get(&self.compacted_durable);
         s.logical_bytes_written = get(&self.logical_bytes_written);
         s.corrupt_records = get(&self.corrupt_records);
+        s.durable_corrupt_records = get(&self.durable_corrupt_records);
         s.tag_false_matches = get(&self.tag_false_matches);
         for (out, c) in s.read_latency_us.iter_mut().zip(&self.latency) {
             *out = get(c);

@@ -228,6 +228,38 @@ fn corrupt_record_is_an_error_never_bytes() {
 }
 
 #[test]
+fn reclamation_salvages_records_after_a_corrupt_one() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = config(dir.path(), 16);
+    let (store, _) = open(&c, b"t");
+    // 100 records of ~330 bytes fill half of the first region.
+    for i in 0..100 {
+        store.insert(&key(i), &value(i, 0, 300), Retention::Durable).expect("insert");
+    }
+    store.close(b"t").expect("close");
+    let bytes = std::fs::read(&c.path).expect("read file");
+    let needle = value(10, 0, 300);
+    let at = bytes.windows(needle.len()).position(|w| w == needle.as_slice()).expect("record on disk");
+    let file = std::fs::OpenOptions::new().write(true).open(&c.path).expect("open");
+    file.write_all_at(&[bytes[at + 5] ^ 1], (at + 5) as u64).expect("flip");
+    drop(file);
+    // From the index, the 89 records after the corrupt one are still known.
+    let (store, report) = open(&c, b"t");
+    assert_eq!((report.warm, report.records), (Warm::FromIndex, 100));
+    assert!(store.debug_reclaim_oldest().expect("reclaim"));
+    let s = store.stats();
+    assert_eq!((s.corrupt_records, s.durable_corrupt_records, s.durable_records), (1, 1, 99), "{s:?}");
+    assert_eq!(store.get(&key(10)).expect("gone"), None);
+    for i in (0..100).filter(|&i| i != 10) {
+        assert_eq!(store.get(&key(i)).expect("get").map(|(v, _)| v), Some(value(i, 0, 300)), "durable {i}");
+    }
+    drop(store);
+    let (store, _) = open(&c, b"t");
+    assert_eq!(store.stats().durable_records, 99);
+}
+
+#[test]
 fn io_error_fails_the_store_and_reopen_recovers() {
     let dir = tempfile::tempdir().expect("tempdir");
     let c = config(dir.path(), 8);
