@@ -4,8 +4,9 @@
 //!   no-flash  the small budget, evicted instances reload from PostgreSQL;
 //!   flash     the small budget, evicted instances go to the flash tier.
 //! Every side runs the same TATP mix with the same seeds on the same
-//! PostgreSQL population, with the same commit mode; only the budget and
-//! the tier differ. Each side is measured after a warm-up pass over the key
+//! PostgreSQL population, with the same commit mode (`--commit`, async by
+//! default: with sync every write waits for an fdatasync, which then
+//! dominates all three sides alike); only the budget and the tier differ. Each side is measured after a warm-up pass over the key
 //! range so that aging has reached its steady state.
 //!
 //! PostgreSQL must hold the TATP population first:
@@ -41,6 +42,8 @@ struct Args {
     work_dir: PathBuf,
     sides: Vec<String>,
     wire: bool,
+    commit: CommitMode,
+    aging_ms: u64,
 }
 
 fn args() -> Result<Args> {
@@ -54,6 +57,8 @@ fn args() -> Result<Args> {
         work_dir: std::env::temp_dir().join("pgtier-flash-tatp"),
         sides: vec!["all-dram".into(), "no-flash".into(), "flash".into()],
         wire: false,
+        commit: CommitMode::Async,
+        aging_ms: 1000,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -68,6 +73,14 @@ fn args() -> Result<Args> {
             "--work-dir" => out.work_dir = value.into(),
             "--sides" => out.sides = value.split(',').map(str::to_owned).collect(),
             "--wire" => out.wire = value.parse()?,
+            "--aging-ms" => out.aging_ms = value.parse()?,
+            "--commit" => {
+                out.commit = match value.as_str() {
+                    "sync" => CommitMode::Sync,
+                    "async" => CommitMode::Async,
+                    _ => return Err(format!("--commit sync|async, not {value}").into()),
+                }
+            }
             _ => return Err(format!("unknown flag {flag}").into()),
         }
     }
@@ -108,8 +121,14 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// The node name every side takes over: each side's directory is new.
+/// The node name of the probe; each side gets its own (`node_of`), so no
+/// side takes over another's while that one's write-through winds down.
 const NODE: &str = "flashtatp";
+
+fn node_of(side: &str, repetition: u32) -> String {
+    let side = side.chars().filter(char::is_ascii_alphanumeric).collect::<String>();
+    format!("ft{}{side}{repetition}", std::process::id() % 100_000)
+}
 
 fn run_side(args: &Args, side: &str, repetition: u32, all: u64, small: u64) -> Result<()> {
     let dir = args.work_dir.join(side);
@@ -128,9 +147,9 @@ fn run_side(args: &Args, side: &str, repetition: u32, all: u64, small: u64) -> R
     });
     let workload = TatpWorkload { keys: SubscriberKeys::new(1, args.subscribers, false) };
     if args.wire {
-        let server = start_wire(&dir, &args.url, budget, tier.as_ref())?;
+        let server = start_wire(&dir, &args.url, budget, tier.as_ref(), args.commit, &node_of(side, repetition))?;
         let cache = server.cache().ok_or("the server runs no cache")?.clone();
-        prepare(&cache, flash, budget)?;
+        prepare(&cache, flash, budget, args.subscribers)?;
         let url = format!("postgresql://bench@{}/pgtier", server.local_addr());
         let target = pgtier_bench::targets::postgres::PgTarget::open(&url)?;
         measure(args, side, repetition, &target, &workload, &cache)?;
@@ -140,16 +159,19 @@ fn run_side(args: &Args, side: &str, repetition: u32, all: u64, small: u64) -> R
     } else {
         let mut config = CacheConfig {
             memory_budget: Some(budget),
-            aging_interval: Duration::from_millis(200),
+            aging_interval: Duration::from_millis(args.aging_ms),
             tier,
-            takeover: true,
             ..CacheConfig::default()
         };
-        config.awt.node = NODE.into();
-        let (cache, target) = open_cache(&dir.join("db"), CommitMode::Sync, &args.url, config)?;
-        prepare(&cache, flash, budget)?;
+        config.awt.node = node_of(side, repetition);
+        let (cache, target) = open_cache(&dir.join("db"), args.commit, &args.url, config)?;
+        prepare(&cache, flash, budget, args.subscribers)?;
         measure(args, side, repetition, &target, &workload, &cache)?;
+        drop(target);
+        drop(cache);
     }
+    // Write-through of the side just dropped winds down before its directory goes.
+    std::thread::sleep(Duration::from_secs(2));
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
@@ -160,10 +182,13 @@ fn start_wire(
     url: &str,
     budget: u64,
     tier: Option<&TierConfig>,
+    commit: CommitMode,
+    node: &str,
 ) -> Result<pgtier_server::RunningServer> {
+    let commit = if commit == CommitMode::Sync { "sync" } else { "async" };
     let mut toml = format!(
-        "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\nmax_connections = 200\n[auth]\nmethod = \"trust\"\n\
-         [backend]\nurl = {url:?}\n[cache]\nmemory_budget = \"{}kB\"\naging_interval_ms = 200\nawt_node = {NODE:?}\n",
+        "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\ncommit_mode = \"{commit}\"\nmax_connections = 200\n[auth]\nmethod = \"trust\"\n\
+         [backend]\nurl = {url:?}\n[cache]\nmemory_budget = \"{}kB\"\naging_interval_ms = 1000\nawt_node = {node:?}\n",
         dir.join("db").display().to_string(),
         budget >> 10,
     );
@@ -174,13 +199,12 @@ fn start_wire(
             tier.size >> 20
         ));
     }
-    let mut config = pgtier_server::ServerConfig::from_toml_str(&toml)?;
-    config.takeover = true;
+    let config = pgtier_server::ServerConfig::from_toml_str(&toml)?;
     Ok(pgtier_server::start(config)?)
 }
 
 /// The group, every instance loaded, aging down to the budget.
-fn prepare(cache: &pgtier_cache::Cache, flash: bool, budget: u64) -> Result<()> {
+fn prepare(cache: &pgtier_cache::Cache, flash: bool, budget: u64, subscribers: u64) -> Result<()> {
     let mut group = tatp_group("tatp", true, Aging::Lru);
     if !flash {
         group.flash = pgtier_cache::FlashPolicy::None;
@@ -189,7 +213,12 @@ fn prepare(cache: &pgtier_cache::Cache, flash: bool, budget: u64) -> Result<()> 
     // Every side starts from every instance loaded; aging then brings the
     // small budgets down (to flash, or away), so the warm-up starts near
     // the steady state instead of a cold cache.
-    cache_call(cache.load("tatp", &pgtier_cache::LoadOptions { parallel: 2, ..Default::default() }))?;
+    let options = pgtier_cache::LoadOptions {
+        parallel: 2,
+        predicate: Some(format!("s_id <= {subscribers}")),
+        ..Default::default()
+    };
+    cache_call(cache.load("tatp", &options))?;
     for _ in 0..600 {
         if cache.stats()[0].memory_bytes <= budget {
             break;

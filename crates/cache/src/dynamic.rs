@@ -65,6 +65,8 @@ pub(crate) trait DynamicHost: WriteThroughState {
     /// Whether instances of the group with changes not yet in PostgreSQL
     /// may be on flash (write-back mode).
     fn flash_holds_dirty(&self, entry: &GroupEntry) -> bool;
+    /// Whether flash ever found one of its durable records damaged.
+    fn flash_lost_durable(&self) -> bool;
 }
 
 /// Where a miss's instance came from.
@@ -135,6 +137,8 @@ impl Dynamic {
     ) -> Result<bool, CacheError> {
         let db = cache.database();
         let Some(key) = layout.normalize_root_key(root_key) else { return Ok(false) };
+        // An eviction of it under way: its end decides whether it is cached.
+        entry.evicting.wait_out(&key, std::time::Duration::from_secs(5));
         // An instance with changes PostgreSQL does not have yet is never
         // loaded from there; in write-back mode flash may hold it.
         if layout.root_cached(db, &key)? || (entry.is_dirty(&key) && !cache.flash_holds_dirty(entry)) {
@@ -219,6 +223,17 @@ impl Dynamic {
             None => {}
         }
         if entry.is_dirty(key) {
+            if cache.flash_lost_durable() {
+                return Err(CacheError::Tier {
+                    sqlstate: "XX001",
+                    reason: format!(
+                        "cache group \"{}\": a flash record holding changes not yet in PostgreSQL was found damaged; \
+                         instance {} has pending changes and may be that one",
+                        entry.def.name,
+                        key_text(key)
+                    ),
+                });
+            }
             // Not in memory, not on flash, changes pending: deleted in the
             // cache, and PostgreSQL does not know yet.
             return Ok(Loaded::Absent);

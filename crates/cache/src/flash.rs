@@ -54,7 +54,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use pgtier_engine::{CommitMode, Database, Origin, Value, decode_values, encode_values};
-use pgtier_tier::{FlashStore, Inserted, IoMode, OpenReport, Retention, TierConfig, TierStats};
+use pgtier_tier::{FlashStore, Inserted, IoMode, OpenReport, Retention, TierConfig, TierError, TierStats};
 use serde::{Deserialize, Serialize};
 
 use crate::error::CacheError;
@@ -231,7 +231,7 @@ impl Flash {
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .filter(|sidecar: &Sidecar| sidecar.token == token);
         match sidecar {
-            Some(sidecar) if reuse && report.token_matched => {
+            Some(sidecar) if reuse && report.token_matched && report.clean => {
                 *self.generations.lock() = sidecar.generations;
                 self.next_generation.store(sidecar.next_generation, Ordering::SeqCst);
             }
@@ -303,13 +303,21 @@ impl Flash {
     ) -> bool {
         let Some(store) = self.store() else { return false };
         let record = record_key(layout.root().id.0, DURABLE_GENERATION, key);
+        // A durable record of the instance still there belongs to a promotion
+        // (or a restore) that has committed the rows in memory and not yet
+        // removed it: a new record now would be the one that removal takes.
+        // The instance stays in memory this round.
+        if store.contains(&record) {
+            return false;
+        }
         match store.insert(&record, &encode_instance(instance), Retention::Durable) {
             Ok(Inserted::Stored) => {
                 entry.counters.flash_demoted.fetch_add(1, Ordering::Relaxed);
                 entry.counters.flash_demoted_dirty.fetch_add(1, Ordering::Relaxed);
                 true
             }
-            Ok(Inserted::Rejected(_)) => {
+            // Full: the durable share of the store is used up; the instance stays in memory.
+            Ok(Inserted::Rejected(_)) | Err(TierError::Full(_)) => {
                 entry.counters.flash_rejected.fetch_add(1, Ordering::Relaxed);
                 false
             }
@@ -318,6 +326,14 @@ impl Flash {
                 false
             }
         }
+    }
+
+    /// Whether a durable record was ever found damaged (the only copy of
+    /// its changes): from then on an instance with pending changes that
+    /// neither memory nor flash holds may be that one, and "absent" could
+    /// be a wrong answer.
+    pub fn lost_durable(&self) -> bool {
+        self.store().is_some_and(|store| store.stats().durable_corrupt_records > 0)
     }
 
     /// Removes the durable record of `key` (its copy in memory is durable
@@ -340,7 +356,7 @@ impl Flash {
                 entry.counters.flash_demoted.fetch_add(1, Ordering::Relaxed);
                 true
             }
-            Ok(Inserted::Rejected(_)) => {
+            Ok(Inserted::Rejected(_)) | Err(TierError::Full(_)) => {
                 entry.counters.flash_rejected.fetch_add(1, Ordering::Relaxed);
                 false
             }
@@ -534,15 +550,19 @@ impl Flash {
     /// `ENABLE`: opens the store (an empty one: records from before are not vouched for).
     pub fn enable(&self, db: &Database) -> Result<(), CacheError> {
         if self.enabled() {
+            self.demotions_stopped.store(false, Ordering::Relaxed);
             return Ok(());
         }
-        self.start(db, false)
+        self.start(db, false)?;
+        self.demotions_stopped.store(false, Ordering::Relaxed);
+        Ok(())
     }
 
     /// `DISABLE`: the records go (PostgreSQL has every clean one; the caller
     /// restored the durable ones into memory first).
     pub fn disable(&self) -> Result<(), CacheError> {
         let Some(store) = self.store.write().take() else { return Ok(()) };
+        let store = quiesce(store);
         let mut durable = 0u64;
         store
             .for_each_durable(|_, _| {
@@ -551,8 +571,8 @@ impl Flash {
             })
             .map_err(tier_error)?;
         if durable > 0 {
-            // Restored meanwhile by nobody: keep the tier rather than lose them.
-            *self.store.write() = Some(store);
+            // Demoted while the others were restored: keep the tier rather than lose them.
+            *self.store.write() = Some(Arc::new(store));
             return Err(CacheError::Tier {
                 sqlstate: "55000",
                 reason: format!(
@@ -561,6 +581,11 @@ impl Flash {
             });
         }
         store.clear().map_err(tier_error)
+    }
+
+    /// Before DISABLE restores what only flash holds: nothing more goes there.
+    pub fn stop_demotions(&self) {
+        self.demotions_stopped.store(true, Ordering::Relaxed);
     }
 
     /// `RESIZE`: online, records beyond the new end dropped.
@@ -590,10 +615,7 @@ impl Flash {
             generations: self.generations.lock().clone(),
             next_generation: self.next_generation.load(Ordering::SeqCst),
         };
-        let Ok(store) = Arc::try_unwrap(store) else {
-            eprintln!("pgtier: flash tier: still in use at close; its records will not be reused");
-            return;
-        };
+        let store = quiesce(store);
         let written = serde_json::to_vec(&sidecar)
             .map_err(|error| error.to_string())
             .and_then(|bytes| write_durably(&Flash::sidecar_path(config), &bytes).map_err(|e| e.to_string()))
@@ -644,6 +666,20 @@ pub(crate) fn check_policy(def: &CreateGroup) -> Result<(), CacheError> {
     Err(CacheError::Tier { sqlstate: "0A000", reason: format!("cache group \"{}\": FLASH KEEP: {why}", def.name) })
 }
 
+/// The store once no operation holds it any more (each holds it for one
+/// read or write): two stores must never be open on one file.
+fn quiesce(mut store: Arc<FlashStore>) -> FlashStore {
+    loop {
+        match Arc::try_unwrap(store) {
+            Ok(store) => return store,
+            Err(shared) => {
+                store = shared;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    }
+}
+
 /// `bytes` at `path`: temporary file, fsync, rename, directory fsync.
 fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
@@ -660,7 +696,7 @@ fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-fn tier_error(error: pgtier_tier::TierError) -> CacheError {
+fn tier_error(error: TierError) -> CacheError {
     CacheError::Tier { sqlstate: "58030", reason: error.to_string() }
 }
 

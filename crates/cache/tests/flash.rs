@@ -281,3 +281,82 @@ fn write_back_moves_changed_instances_to_flash_and_brings_their_changes_back() {
     let tally = cache.verify(GROUP).unwrap();
     assert!(tally.is_clean(), "{tally:?}");
 }
+
+#[test]
+fn enable_disable_and_resize_while_readers_run_fail_no_reader() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let url = common::tatp_url();
+    let mut client = pgtier_backend::connect::connect(&url).unwrap();
+    let budget = instance_bytes(&url) * 200;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url, budget);
+    create_group(&cache);
+    const KEYS: i32 = 1500;
+    let expected: Vec<String> =
+        (1..=KEYS).map(|key| postgres_subscriber(&mut client, key).pop().unwrap_or_default()).collect();
+    let expected = Arc::new(expected);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (reads, errors) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let readers: Vec<_> = (0..2u64)
+        .map(|me| {
+            let (db, expected, stop, reads, errors) =
+                (cache.database().clone(), expected.clone(), stop.clone(), reads.clone(), errors.clone());
+            std::thread::spawn(move || {
+                let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ me;
+                while !stop.load(Ordering::Relaxed) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let key = (x % KEYS as u64) as i32 + 1;
+                    let got = db.begin().and_then(|mut txn| {
+                        let row = txn.get_with(subscriber, &[Value::Int4(key)], |row| {
+                            row.values().iter().map(ToString::to_string).collect::<Vec<_>>().join("|")
+                        })?;
+                        txn.commit()?;
+                        Ok(row)
+                    });
+                    match got {
+                        Ok(Some(row)) if row == expected[key as usize - 1] => {}
+                        Ok(other) => panic!("s_id {key}: {other:?}, PostgreSQL has {}", expected[key as usize - 1]),
+                        Err(error) => {
+                            eprintln!("s_id {key}: {error}");
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let ager = {
+        let (cache, stop) = (cache.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                cache.age_now().unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let mut hits_while_enabled = 0;
+    for round in 0..10u64 {
+        std::thread::sleep(Duration::from_millis(150));
+        cache.tier_command(pgtier_cache::TierCommand::Disable).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        cache.tier_command(pgtier_cache::TierCommand::Enable).unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        let size = if round % 2 == 0 { 24 << 20 } else { 40 << 20 };
+        cache.tier_command(pgtier_cache::TierCommand::Resize(size)).unwrap();
+        assert_eq!(cache.tier_stats()[0].flash_capacity_bytes, Some(size), "round {round}");
+        hits_while_enabled = group_row(&cache).flash_hits;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    ager.join().unwrap();
+    assert_eq!(errors.load(Ordering::Relaxed), 0, "of {} reads", reads.load(Ordering::Relaxed));
+    assert!(reads.load(Ordering::Relaxed) > 1000);
+    assert!(hits_while_enabled > 0, "flash never answered: {:?}", group_row(&cache));
+}

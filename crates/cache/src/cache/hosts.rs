@@ -217,4 +217,8 @@ impl DynamicHost for Cache {
     fn flash_holds_dirty(&self, entry: &GroupEntry) -> bool {
         self.flash.holds_dirty(entry)
     }
+
+    fn flash_lost_durable(&self) -> bool {
+        self.flash.lost_durable()
+    }
 }

@@ -64,6 +64,7 @@ impl Cache {
             }
             TierCommand::Disable => {
                 // Write-back: what only flash holds comes back to memory first.
+                self.flash.stop_demotions();
                 for entry in self.group_entries() {
                     let layout = crate::instance::InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
                     self.flash.restore_durable(&self.db, &entry, &layout)?;

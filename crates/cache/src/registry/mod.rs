@@ -38,6 +38,8 @@ pub(crate) struct GroupEntry {
     /// an instance only when its PostgreSQL snapshot holds every commit to it
     /// (`fence`).
     pub marks: Marks,
+    /// Instances an eviction has deleted and not yet committed (`Evicting`).
+    pub evicting: Evicting,
     /// Per table, its oid and definition digest in PostgreSQL, captured when
     /// the definitions were last found unchanged (`drift`); None until then.
     pub tokens: Mutex<Option<Vec<(u32, String)>>>,
@@ -73,6 +75,7 @@ impl GroupEntry {
             group,
             counters: Counters::default(),
             marks: Marks::default(),
+            evicting: Evicting::default(),
             tokens: Mutex::new(None),
             accepted,
             root_key_columns,
@@ -124,6 +127,46 @@ pub(crate) struct Counters {
     pub flash_demoted_dirty: AtomicU64,
     /// Flash records forgotten one by one (a demotion undone).
     pub flash_invalidated: AtomicU64,
+}
+
+/// Instances being evicted: deleted by an eviction that has not committed
+/// yet. A miss on one waits until the eviction ends: before, the instance
+/// still looks cached to a fresh snapshot, and the lookup that missed it
+/// (the delete under way) would be told to look again and miss again,
+/// answering "no row" for an instance that exists.
+#[derive(Default)]
+pub(crate) struct Evicting {
+    keys: Mutex<std::collections::HashSet<String>>,
+    ended: parking_lot::Condvar,
+}
+
+impl Evicting {
+    pub fn begin(&self, key: &[Value]) {
+        self.keys.lock().insert(key_text(key));
+    }
+
+    /// The evictions of `keys` ended (committed or not).
+    pub fn end<'a>(&self, keys: impl IntoIterator<Item = &'a Vec<Value>>) {
+        let mut set = self.keys.lock();
+        for key in keys {
+            set.remove(&key_text(key));
+        }
+        drop(set);
+        self.ended.notify_all();
+    }
+
+    /// Waits until no eviction of `key` is under way (evictions never wait
+    /// for locks, so this is short); gives up after `bound`.
+    pub fn wait_out(&self, key: &[Value], bound: std::time::Duration) {
+        let text = key_text(key);
+        let deadline = std::time::Instant::now() + bound;
+        let mut set = self.keys.lock();
+        while set.contains(&text) {
+            if self.ended.wait_until(&mut set, deadline).timed_out() {
+                return;
+            }
+        }
+    }
 }
 
 /// The prepared statement for one kind of change to one table.

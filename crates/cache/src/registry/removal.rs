@@ -114,7 +114,7 @@ pub(crate) fn remove_instances(
         let mut seen = std::collections::HashSet::new();
         dirty.retain(|key| seen.insert(crate::instance::key_text(key)));
         for key in dirty {
-            match remove_dirty(db, layout, &key, demotion) {
+            match remove_dirty(db, entry, layout, &key, demotion) {
                 Ok(Some(rows)) => {
                     report.instances += 1;
                     report.rows += rows;
@@ -134,12 +134,18 @@ pub(crate) fn remove_instances(
 /// commit; an eviction that fails takes the record back. Some(rows) when evicted.
 fn remove_dirty(
     db: &Database,
+    entry: &GroupEntry,
     layout: &InstanceLayout,
     key: &[Value],
     demotion: &dyn Demotion,
 ) -> Result<Option<u64>, CacheError> {
     let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
+    // Pinned: a commit on the instance after this read makes the delete
+    // fail, so the record never holds an older image than the one deleted.
+    txn.pin_snapshot()?;
     let Some(instance) = layout.read(&mut txn, key)? else { return Ok(None) };
+    entry.evicting.begin(key);
+    let _deleting = Deleting { entry, keys: vec![key.to_vec()] };
     layout.delete(&mut txn, &instance)?;
     if !demotion.demote_dirty(key, &instance) {
         return Ok(None);
@@ -170,7 +176,15 @@ fn remove_batch(
     let mut report = UnloadReport::default();
     let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
     txn.pin_snapshot()?;
-    // The marks must cover every commit the pinned snapshot sees.
+    let mut deleting = Deleting { entry, keys: Vec::new() };
+    // The marks must cover every commit the pinned snapshot sees. In
+    // write-back mode nothing waits for them: every instance leaves through
+    // `remove_dirty`, durably, clean or not.
+    if let Some(dirty) = dirty {
+        report.skipped_dirty = keys.len() as u64;
+        dirty.extend(keys.iter().filter_map(|key| layout.normalize_root_key(key)));
+        return Ok(report);
+    }
     if !marks_current(entry)? {
         report.skipped_dirty = keys.len() as u64;
         return Ok(report);
@@ -187,6 +201,8 @@ fn remove_batch(
             continue;
         }
         if let Some(instance) = layout.read(&mut txn, &key)? {
+            entry.evicting.begin(&key);
+            deleting.keys.push(key.clone());
             layout.delete(&mut txn, &instance)?;
             if let Some(demotion) = demotion
                 && demotion.demote(&key, &instance)
@@ -198,5 +214,19 @@ fn remove_batch(
         }
     }
     txn.commit()?;
+    drop(deleting);
     Ok(report)
+}
+
+/// Ends the evictions of its keys when dropped: after the commit, or on
+/// any way out before it (the transaction then rolls back).
+struct Deleting<'a> {
+    entry: &'a GroupEntry,
+    keys: Vec<Vec<Value>>,
+}
+
+impl Drop for Deleting<'_> {
+    fn drop(&mut self) {
+        self.entry.evicting.end(&self.keys);
+    }
 }
