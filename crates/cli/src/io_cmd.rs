@@ -265,7 +265,7 @@ fn print_header(run: &IoRun, plan: &IoPlan, points: usize) {
         "  time          about {} ({:.1} s per point{})",
         duration_text(Duration::from_secs_f64(per_point * points as f64)),
         per_point,
-        if run.fio_ran() { ", pgtier then fio" } else { "" }
+        if run.fio_ran() { ", pgtier and fio" } else { "" }
     );
     println!("  fio           {}", run.fio);
     println!("  seed          {} (--seed {} draws the same offsets again)", s.seed, s.seed);
