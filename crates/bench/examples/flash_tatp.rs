@@ -2,7 +2,8 @@
 //! budget, three ways side by side in one process (issue 32's figure):
 //!   all-dram  the budget holds every instance (the group warmed up first);
 //!   no-flash  the small budget, evicted instances reload from PostgreSQL;
-//!   flash     the small budget, evicted instances go to the flash tier.
+//!   flash     the small budget, evicted instances go to the flash tier;
+//!   dram-tier (optional) as all-dram, with the tier configured and unused.
 //! Every side runs the same TATP mix with the same seeds on the same
 //! PostgreSQL population, with the same commit mode (`--commit`, async by
 //! default: with sync every write waits for an fdatasync, which then
@@ -102,7 +103,7 @@ fn main() -> Result<()> {
         let mut group = tatp_group("probe", false, Aging::Off);
         group.root_predicate = Some("s_id <= 2000".into());
         cache_call(cache.create_group(&group))?;
-        cache_call(cache.load("probe", &pgtier_cache::LoadOptions::default()))?;
+        load_all(&cache, "probe", &pgtier_cache::LoadOptions::default())?;
         cache.stats()[0].memory_bytes / 2000
     };
     let all = per_instance * args.subscribers;
@@ -134,9 +135,10 @@ fn run_side(args: &Args, side: &str, repetition: u32, all: u64, small: u64) -> R
     let dir = args.work_dir.join(side);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let flash = side == "flash";
-    // all-dram: headroom over the instances so aging never runs.
-    let budget = if side == "all-dram" { all * 2 } else { small };
+    // dram-tier: all in memory, with the tier configured (what it costs when unused).
+    let flash = side == "flash" || side == "dram-tier";
+    // all-dram and dram-tier: headroom over the instances so aging never runs.
+    let budget = if side == "all-dram" || side == "dram-tier" { all * 2 } else { small };
     let tier = flash.then(|| TierConfig {
         path: dir.join("flash.tier"),
         size: (all * 2).max(256 << 20),
@@ -170,10 +172,46 @@ fn run_side(args: &Args, side: &str, repetition: u32, all: u64, small: u64) -> R
         drop(target);
         drop(cache);
     }
-    // Write-through of the side just dropped winds down before its directory goes.
+    // Write-through of the side just dropped winds down before its directory
+    // goes, and its replication origins (PostgreSQL keeps at most
+    // max_replication_slots of them) go with it.
     std::thread::sleep(Duration::from_secs(2));
+    drop_origins(&args.url, &node_of(side, repetition))?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// LOAD, once write-through reads: a new node's may take a moment to
+/// start, and LOAD waits for it (55000 until then).
+fn load_all(cache: &pgtier_cache::Cache, group: &str, options: &pgtier_cache::LoadOptions) -> Result<()> {
+    for attempt in 1.. {
+        match cache.load(group, options) {
+            Err(error) if error.sqlstate() == "55000" && attempt < 60 => std::thread::sleep(Duration::from_secs(1)),
+            other => {
+                cache_call(other)?;
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Drops the replication origins write-through made for `node`.
+fn drop_origins(url: &str, node: &str) -> Result<()> {
+    let mut client = pgtier_backend::connect::connect(url)?;
+    let sql = format!(
+        "SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_{node}\\_%'"
+    );
+    for _ in 0..200 {
+        match client.batch_execute(&sql) {
+            Ok(()) => return Ok(()),
+            Err(error) if error.code() == Some(&postgres::error::SqlState::OBJECT_IN_USE) => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(format!("the replication origins of node {node} stay in use").into())
 }
 
 /// An in-process server over `dir` with this budget and tier.
@@ -218,7 +256,7 @@ fn prepare(cache: &pgtier_cache::Cache, flash: bool, budget: u64, subscribers: u
         predicate: Some(format!("s_id <= {subscribers}")),
         ..Default::default()
     };
-    cache_call(cache.load("tatp", &options))?;
+    load_all(cache, "tatp", &options)?;
     for _ in 0..600 {
         if cache.stats()[0].memory_bytes <= budget {
             break;

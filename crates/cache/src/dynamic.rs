@@ -209,14 +209,13 @@ impl Dynamic {
             // instance is clean; PostgreSQL has it), and an application
             // commit on it comes later in the same log.
             Some(OnFlash::Clean(instance)) => {
-                let txn = db.begin_with_origin(CommitMode::Async, Origin::Load)?;
-                return insert_rows(db, txn, &entry.def.name, layout, key, &instance.rows).map(|_| Loaded::FromFlash);
+                promote(db, CommitMode::Async, &entry.def.name, layout, key, &instance.rows)?;
+                return Ok(Loaded::FromFlash);
             }
             // The only copy of its changes: durable in memory before it
             // leaves flash (a crash between leaves two copies; memory wins).
             Some(OnFlash::Durable(instance)) => {
-                let txn = db.begin_with_origin(CommitMode::Sync, Origin::Load)?;
-                insert_rows(db, txn, &entry.def.name, layout, key, &instance.rows)?;
+                promote(db, CommitMode::Sync, &entry.def.name, layout, key, &instance.rows)?;
                 cache.flash_release_durable(layout, key)?;
                 return Ok(Loaded::FromFlash);
             }
@@ -278,6 +277,33 @@ fn insert_instance(
     }
     insert_rows(db, txn, group, layout, key, rows)
 }
+
+/// Puts an instance from flash in memory. Its rows are at hand, so a
+/// writer holding one of them (another load's batch) is waited out by
+/// trying again for a while rather than failing the statement that missed.
+fn promote(
+    db: &Database,
+    mode: CommitMode,
+    group: &str,
+    layout: &InstanceLayout,
+    key: &[Value],
+    rows: &[Vec<Vec<Value>>],
+) -> Result<(), CacheError> {
+    let mut attempt = 0;
+    loop {
+        let txn = db.begin_with_origin(mode, Origin::Load)?;
+        match insert_rows(db, txn, group, layout, key, rows) {
+            Err(error) if error.sqlstate() == "40001" && attempt < PROMOTE_ATTEMPTS => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            other => return other.map(|_| ()),
+        }
+    }
+}
+
+/// How often a promotion tries again while a row of its instance is held.
+const PROMOTE_ATTEMPTS: u32 = 200;
 
 /// Inserts an instance's `rows` (per table) in `txn` and commits: true
 /// once it is cached (by this or by another way in meanwhile).

@@ -239,7 +239,15 @@ impl FlashStore {
     /// exactly one gets the record. Taking a Durable record returns after
     /// its tombstone is durable.
     pub fn take(&self, key: &[u8]) -> Result<Option<(Vec<u8>, Retention)>, TierError> {
+        let started = Instant::now();
         let taken = self.remove_inner(key)?;
+        // A hit is a record read (the cache's promotions are takes): its latency counts.
+        if taken.is_some() {
+            bump(&self.counters.hits, 1);
+            self.counters.read_latency(started.elapsed());
+        } else {
+            bump(&self.counters.misses, 1);
+        }
         Ok(taken.map(|f| (f.rec.value().to_vec(), f.slot.retention())))
     }
 
