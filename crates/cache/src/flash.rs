@@ -697,7 +697,7 @@ fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 fn tier_error(error: TierError) -> CacheError {
-    CacheError::Tier { sqlstate: "58030", reason: error.to_string() }
+    CacheError::Tier { sqlstate: error.sqlstate(), reason: error.to_string() }
 }
 
 fn not_configured() -> CacheError {
