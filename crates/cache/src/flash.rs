@@ -310,10 +310,26 @@ impl Flash {
         if store.contains(&record) {
             return false;
         }
-        match store.insert(&record, &encode_instance(instance), Retention::Durable) {
+        let stored = self.store_record(&store, entry, &record, instance, Retention::Durable);
+        if stored {
+            entry.counters.flash_demoted_dirty.fetch_add(1, Ordering::Relaxed);
+        }
+        stored
+    }
+
+    /// Writes an instance's record, counting the demotion or the rejection;
+    /// an I/O error takes the tier out of use (`fail`). True when stored.
+    fn store_record(
+        &self,
+        store: &FlashStore,
+        entry: &GroupEntry,
+        record: &[u8],
+        instance: &Instance,
+        retention: Retention,
+    ) -> bool {
+        match store.insert(record, &encode_instance(instance), retention) {
             Ok(Inserted::Stored) => {
                 entry.counters.flash_demoted.fetch_add(1, Ordering::Relaxed);
-                entry.counters.flash_demoted_dirty.fetch_add(1, Ordering::Relaxed);
                 true
             }
             // Full: the durable share of the store is used up; the instance stays in memory.
@@ -351,20 +367,7 @@ impl Flash {
         let group = layout.root().id.0;
         let retention = if entry.def.flash == FlashPolicy::Keep { Retention::Keep } else { Retention::Evictable };
         let record = record_key(group, self.generation(group), key);
-        match store.insert(&record, &encode_instance(instance), retention) {
-            Ok(Inserted::Stored) => {
-                entry.counters.flash_demoted.fetch_add(1, Ordering::Relaxed);
-                true
-            }
-            Ok(Inserted::Rejected(_)) | Err(TierError::Full(_)) => {
-                entry.counters.flash_rejected.fetch_add(1, Ordering::Relaxed);
-                false
-            }
-            Err(error) => {
-                self.fail(&error.to_string());
-                false
-            }
-        }
+        self.store_record(&store, entry, &record, instance, retention)
     }
 
     /// Forgets the record of one instance (a demotion whose eviction failed).

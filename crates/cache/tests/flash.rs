@@ -15,23 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{postgres_dump, tatp_spec};
-use pgtier_cache::{Admission, Aging, Cache, CacheConfig, DirectIo, GroupKind, TierConfig, TierInfo, TierMode};
+use pgtier_cache::{Aging, Cache, CacheConfig, GroupKind, TierInfo, TierMode};
 use pgtier_engine::{ColumnDef, DataType, Database, EngineConfig, TableDef, Value};
 use postgres::Client;
 
 const GROUP: &str = "flashed";
-
-fn tier(dir: &Path) -> TierConfig {
-    TierConfig {
-        path: dir.join("flash.tier"),
-        size: 32 << 20,
-        region_size: 1 << 20,
-        direct_io: DirectIo::Auto,
-        mean_record_bytes: 256,
-        // Every eviction is admitted, so the counts below are exact.
-        admission: Admission::All,
-    }
-}
 
 fn open(dir: &Path, url: &str, budget: u64) -> Arc<Cache> {
     open_with(dir, url, budget, |_| {})
@@ -44,7 +32,7 @@ fn open_with(dir: &Path, url: &str, budget: u64, adjust: impl FnOnce(&mut CacheC
     let mut config = CacheConfig {
         memory_budget: Some(budget),
         aging_interval: Duration::from_secs(3600),
-        tier: Some(tier(dir)),
+        tier: Some(common::small_tier(dir)),
         ..CacheConfig::default()
     };
     config.awt.node = common::node_of(dir);

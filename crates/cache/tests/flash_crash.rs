@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use common::populate_tatp;
 use pgtier_backend::connect::connect;
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
-use pgtier_cache::{Admission, Aging, Cache, CacheConfig, DirectIo, GroupKind, TierConfig, TierMode};
+use pgtier_cache::{Aging, Cache, CacheConfig, GroupKind, TierMode};
 use pgtier_engine::Value;
 use rand::{Rng, SeedableRng};
 
@@ -45,14 +45,7 @@ fn open(dir: &Path, url: &str, budget: u64, batch_delay: Duration) -> Arc<Cache>
             awt,
             memory_budget: Some(budget),
             aging_interval: Duration::from_millis(20),
-            tier: Some(TierConfig {
-                path: dir.join("flash.tier"),
-                size: 32 << 20,
-                region_size: 1 << 20,
-                direct_io: DirectIo::Auto,
-                mean_record_bytes: 256,
-                admission: Admission::All,
-            }),
+            tier: Some(common::small_tier(dir)),
             tier_mode: TierMode::WriteBack,
             ..CacheConfig::default()
         },

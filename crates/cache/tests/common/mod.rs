@@ -251,3 +251,16 @@ pub fn postgres_msc_sum(client: &mut Client, predicate: &str) -> i64 {
         .unwrap()
         .get(0)
 }
+
+/// A small flash tier in `dir` (32 MB of 1 MB regions) that admits every
+/// eviction, so tests' counts are exact.
+pub fn small_tier(dir: &std::path::Path) -> pgtier_cache::TierConfig {
+    pgtier_cache::TierConfig {
+        path: dir.join("flash.tier"),
+        size: 32 << 20,
+        region_size: 1 << 20,
+        direct_io: pgtier_cache::DirectIo::Auto,
+        mean_record_bytes: 256,
+        admission: pgtier_cache::Admission::All,
+    }
+}
