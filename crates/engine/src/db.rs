@@ -245,6 +245,30 @@ impl Database {
         self.inner.catalog.current().store(table).map_or(0, |s| s.memory_bytes())
     }
 
+    /// Rows of `table` by how long ago they were last used, in ticks of
+    /// [`Database::access_tick`]: `counts[i]` rows were used within
+    /// `ages[i]` ticks of now (and not within `ages[i - 1]`), the last entry
+    /// the rest, never stamped included (`ages` ascending; the result has
+    /// one more entry). Reads the stamps of the stored rows (deleted ones
+    /// left out), nothing else: cheap enough for a status query, though it
+    /// visits every row. Empty counts for a table that does not exist.
+    pub fn access_ages(&self, table: TableId, ages: &[u32]) -> Vec<u64> {
+        debug_assert!(ages.windows(2).all(|w| w[0] <= w[1]), "ages not ascending: {ages:?}");
+        let mut counts = vec![0u64; ages.len() + 1];
+        let Some(store) = self.inner.catalog.current().store(table).cloned() else { return counts };
+        let now = self.access_tick();
+        store.primary.for_each_head(|head| {
+            if crate::version::is_deleted(head.word()) {
+                return;
+            }
+            let stamp = head.access();
+            let age = if stamp == 0 { u32::MAX } else { now.wrapping_sub(stamp) };
+            let bucket = ages.iter().position(|&limit| age <= limit).unwrap_or(ages.len());
+            counts[bucket] += 1;
+        });
+        counts
+    }
+
     /// [`Database::table_memory`] summed over every table.
     pub fn memory_total(&self) -> u64 {
         self.inner.catalog.current().live_stores().map(|s| s.memory_bytes()).sum()
@@ -283,8 +307,21 @@ impl Database {
     }
 
     /// Collects superseded versions that no snapshot needs any more.
+    /// Walks every row of every table: for what commits leave behind,
+    /// [`Database::collect_garbage`] costs only what they wrote.
     pub fn vacuum(&self) {
         self.inner.gc.full_sweep(&self.inner.txns, &self.inner.catalog);
+    }
+
+    /// Now, on the caller's thread, what the GC thread does every period:
+    /// prunes the rows that committed transactions wrote, once no open
+    /// snapshot needs their old versions (a full sweep only if GC's queue
+    /// overflowed). For a caller that just deleted many rows and wants their
+    /// memory back before it measures again (aging), without
+    /// [`Database::vacuum`]'s walk of every table.
+    pub fn collect_garbage(&self) {
+        self.inner.gc.drain(&self.inner.txns, &self.inner.catalog);
+        self.inner.gc.sweep_if_overflowed(&self.inner.txns, &self.inner.catalog);
     }
 
     /// The end of the WAL written so far (cheap: no table walk, unlike

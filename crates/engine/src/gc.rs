@@ -44,6 +44,10 @@ pub(crate) struct Gc {
     queue_max: usize,
     overflowed: AtomicBool,
     pruning: RwLock<()>,
+    /// Held from taking a queued item to the end of its prunes, so that
+    /// [`Gc::drain`] knows, once it holds it, that no item taken before is
+    /// still being pruned by another thread.
+    item_turn: Mutex<()>,
     versions_freed: AtomicU64,
     full_sweeps: AtomicU64,
 }
@@ -55,6 +59,7 @@ impl Gc {
             queue_max,
             overflowed: AtomicBool::new(false),
             pruning: RwLock::new(()),
+            item_turn: Mutex::new(()),
             versions_freed: AtomicU64::new(0),
             full_sweeps: AtomicU64::new(0),
         }
@@ -71,13 +76,29 @@ impl Gc {
         q.len()
     }
 
-    /// Prunes rows of up to `items_max` queued commits the horizon passed.
+    /// Prunes rows of up to `items_max` queued commits the horizon passed;
+    /// returns early rather than wait while another thread prunes an item
+    /// (the background thread and committers helping it take turns).
     pub(crate) fn step(&self, txns: &TxnManager, catalog: &CommittedCatalog, items_max: usize) {
+        self.prune_queued(txns, catalog, items_max, false);
+    }
+
+    /// Prunes every queued commit the horizon passed, waiting its turn, and
+    /// returns once none taken from the queue before is still being pruned
+    /// elsewhere: what was queued and prunable when called is freed.
+    pub(crate) fn drain(&self, txns: &TxnManager, catalog: &CommittedCatalog) {
+        self.prune_queued(txns, catalog, usize::MAX, true);
+        drop(self.item_turn.lock());
+    }
+
+    fn prune_queued(&self, txns: &TxnManager, catalog: &CommittedCatalog, items_max: usize, wait: bool) {
         let horizon = txns.horizon();
         let cat = catalog.current();
         let mut scratch = Vec::new();
         let mut freed = Vec::new();
         for _ in 0..items_max {
+            let turn = if wait { Some(self.item_turn.lock()) } else { self.item_turn.try_lock() };
+            let Some(_turn) = turn else { return };
             let item = {
                 let mut q = self.queue.lock();
                 match q.front() {

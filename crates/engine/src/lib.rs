@@ -61,6 +61,7 @@ pub use numeric_big::{
 };
 pub use origin::Origin;
 pub use pgtier_wal::{Lsn, WalConfig, WalStats};
+pub use primary::TABLE_SHARDS;
 pub use recovery::RecoveryReport;
 pub use row::{ROW_BYTES_MAX, decode_values, encode_values};
 pub use row_meta::RowMeta;

@@ -21,6 +21,9 @@ use crate::row::RowLayout;
 use crate::version::VPtr;
 
 pub(crate) const SHARD_COUNT: usize = 256;
+
+/// How many parts [`crate::Transaction::scan_table_shards`] divides a table into.
+pub const TABLE_SHARDS: usize = SHARD_COUNT;
 const _: () = assert!(SHARD_COUNT.is_power_of_two());
 
 #[repr(align(64))]

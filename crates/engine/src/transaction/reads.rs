@@ -8,7 +8,7 @@ use super::{Transaction, encode_pk, undefined};
 use crate::error::{EngineError, Result};
 use crate::key::hash_key;
 use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor_in_place};
-use crate::primary::SHARD_COUNT;
+use crate::primary::TABLE_SHARDS;
 use crate::row_ref::{RowBuf, RowRef};
 use crate::schema::{IndexId, TableId};
 use crate::seams::Miss;
@@ -301,7 +301,23 @@ impl Transaction {
 
     /// Visits every visible row of `table` (no order). Rows are copied out
     /// shard by shard, so `f` may call the engine.
-    pub fn scan_table(&mut self, table: TableId, mut f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+    pub fn scan_table(&mut self, table: TableId, f: impl FnMut(RowRef<'_>) -> Result<bool>) -> Result<u64> {
+        self.scan_table_shards(table, 0..TABLE_SHARDS, f)
+    }
+
+    /// Visits the visible rows of `table` stored in `shards` (a range of
+    /// `0..TABLE_SHARDS`; a row's shard follows from its primary key's hash,
+    /// so the shards part the rows into fixed, evenly sized sets that do not
+    /// move as the table grows). For a caller that walks a table a part at a
+    /// time, as a clock hand (aging). Like [`Transaction::scan_table`]
+    /// otherwise.
+    pub fn scan_table_shards(
+        &mut self,
+        table: TableId,
+        shards: std::ops::Range<usize>,
+        mut f: impl FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<u64> {
+        assert!(shards.end <= TABLE_SHARDS, "shard range {shards:?} past {TABLE_SHARDS}");
         self.prologue()?;
         let store = match self.store(table) {
             Ok(s) => s,
@@ -311,7 +327,7 @@ impl Transaction {
         let mut buf = std::mem::take(&mut self.s.batch);
         let mut result = Ok(visited);
         let tick = self.touch_tick(&store);
-        'outer: for shard in 0..SHARD_COUNT {
+        'outer: for shard in shards {
             buf.clear();
             store.scan_shard(shard, self.id, self.snapshot, tick, &mut buf);
             let mut at = 0;
