@@ -11,8 +11,20 @@
 //! instance's recency is the newest stamp of its rows. Memory: the engine's
 //! per-table accounting (`Database::table_memory`), the same number
 //! `pgtier_cache_stats` shows. Evicted versions are freed by the engine's
-//! garbage collection; each round ends with a vacuum so the next round sees
-//! the memory actually freed.
+//! garbage collection; each batch of evictions is followed by a collection
+//! of what it left (`Database::collect_garbage`), so memory does not first
+//! grow by a whole round's deletes and the next round sees it freed.
+//!
+//! Which instances: a round does not rank every cached instance (reading
+//! them all costs a round as much as the cache is large, and on a cache
+//! several times its budget that was half the machine). Each group keeps a
+//! clock hand over its root table's shards (`Transaction::scan_table_shards`,
+//! fixed parts by key hash); a round examines shards from the hand on until
+//! it has seen `SAMPLE_FACTOR` times the bytes it must free, evicts the least
+//! recently used of those, and leaves the hand after them. An instance the
+//! hand passes but spares was used more recently than those that went; it
+//! is examined again one lap later. So a round costs about what it evicts,
+//! and the choice is LRU within the window (sampled LRU, as Redis does it).
 //!
 //! One background thread per `Cache`, waking every `aging_interval`; it holds
 //! only a weak reference, so dropping the cache stops it.
@@ -23,7 +35,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
-use pgtier_engine::{Database, Origin, Value};
+use pgtier_engine::{Database, Origin, TABLE_SHARDS, Value};
 
 use crate::error::CacheError;
 use crate::instance::InstanceLayout;
@@ -36,6 +48,10 @@ const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 /// Instances evicted between two garbage collections.
 const EVICT_BATCH: usize = 512;
 
+/// Bytes of instances a round examines per byte it must free: the least
+/// recently used half of what the hand passes over goes.
+const SAMPLE_FACTOR: u64 = 2;
+
 /// What one aging round evicted.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AgingReport {
@@ -47,6 +63,9 @@ pub struct AgingReport {
     pub freed_bytes: u64,
     /// Instances that would have gone but hold unpropagated changes.
     pub skipped_dirty: u64,
+    /// Instances examined to choose the memory evictions (about
+    /// `SAMPLE_FACTOR` times what they free, not the whole cache).
+    pub examined: u64,
 }
 
 /// The aging thread's stop switch.
@@ -164,8 +183,10 @@ pub(crate) fn age_round(
     let mut candidates = Vec::new();
     for index in (0..groups.len()).filter(|&i| evictable(i)) {
         let dirty_too = cache.evicts_dirty(&groups[index]);
-        collect_candidates(db, &groups[index], &layouts[index], index, dirty_too, &mut candidates)?;
+        let wanted = SAMPLE_FACTOR.saturating_mul(global_excess.max(group_excess[index]));
+        collect_candidates(db, &groups[index], &layouts[index], index, dirty_too, wanted, &mut candidates)?;
     }
+    report.examined = candidates.len() as u64;
     candidates.sort_by_key(|c| c.last_access);
     let mut chosen: Vec<Vec<Vec<Value>>> = vec![Vec::new(); groups.len()];
     for candidate in candidates {
@@ -190,39 +211,58 @@ pub(crate) fn age_round(
             entry.counters.evicted.fetch_add(removed.instances, Ordering::Relaxed);
             report.evicted += removed.instances;
             report.skipped_dirty += removed.skipped_dirty;
-            db.vacuum();
+            db.collect_garbage();
         }
     }
     Ok(report)
 }
 
-/// Every cached instance of a group with its recency and size.
+/// Cached instances of a group with their recency and size, from the
+/// group's clock hand on, until they hold `wanted` bytes or the hand has
+/// been all the way round; the hand is left after the shards examined.
 fn collect_candidates(
     db: &Database,
     entry: &GroupEntry,
     layout: &InstanceLayout,
     group: usize,
     dirty_too: bool,
+    wanted: u64,
     out: &mut Vec<Candidate>,
 ) -> Result<(), CacheError> {
-    let keys = layout.root_keys(db)?;
+    let root = layout.root();
     let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
-    for key in keys {
-        if !dirty_too && entry.is_dirty(&key) {
-            continue;
-        }
-        let Some(instance) = layout.read(&mut txn, &key)? else { continue };
-        let (mut last_access, mut bytes) = (0u32, 0u64);
-        for (table, rows) in layout.tables.iter().zip(&instance.rows) {
-            for row in rows {
-                let pk: Vec<Value> = table.primary_key.iter().map(|&c| row[c].clone()).collect();
-                if let Some(meta) = txn.row_meta(table.id, &pk)? {
-                    last_access = last_access.max(meta.last_access);
-                    bytes += meta.bytes;
+    let mut keys: Vec<Vec<Value>> = Vec::new();
+    let mut collected = 0u64;
+    let start = entry.clock_hand.load(Ordering::Relaxed) % TABLE_SHARDS;
+    for step in 0..TABLE_SHARDS {
+        let shard = (start + step) % TABLE_SHARDS;
+        keys.clear();
+        txn.scan_table_shards(root.id, shard..shard + 1, |row| {
+            keys.push(root.primary_key.iter().map(|&c| row.get(c).to_owned_value()).collect());
+            Ok(true)
+        })?;
+        for key in keys.drain(..) {
+            if !dirty_too && entry.is_dirty(&key) {
+                continue;
+            }
+            let Some(instance) = layout.read(&mut txn, &key)? else { continue };
+            let (mut last_access, mut bytes) = (0u32, 0u64);
+            for (table, rows) in layout.tables.iter().zip(&instance.rows) {
+                for row in rows {
+                    let pk: Vec<Value> = table.primary_key.iter().map(|&c| row[c].clone()).collect();
+                    if let Some(meta) = txn.row_meta(table.id, &pk)? {
+                        last_access = last_access.max(meta.last_access);
+                        bytes += meta.bytes;
+                    }
                 }
             }
+            collected += bytes;
+            out.push(Candidate { last_access, bytes, group, key });
         }
-        out.push(Candidate { last_access, bytes, group, key });
+        entry.clock_hand.store((shard + 1) % TABLE_SHARDS, Ordering::Relaxed);
+        if collected >= wanted {
+            break;
+        }
     }
     txn.rollback();
     Ok(())

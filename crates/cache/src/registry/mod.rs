@@ -18,7 +18,7 @@ pub(crate) use removal::{Admits, Demotion, remove_instances};
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 
 use parking_lot::Mutex;
 use pgtier_engine::Value;
@@ -40,6 +40,9 @@ pub(crate) struct GroupEntry {
     pub marks: Marks,
     /// Instances an eviction has deleted and not yet committed (`Evicting`).
     pub evicting: Evicting,
+    /// Aging's clock hand: the next shard of the root table
+    /// (`pgtier_engine::TABLE_SHARDS` of them) it examines for eviction.
+    pub clock_hand: AtomicUsize,
     /// Per table, its oid and definition digest in PostgreSQL, captured when
     /// the definitions were last found unchanged (`drift`); None until then.
     pub tokens: Mutex<Option<Vec<(u32, String)>>>,
@@ -76,6 +79,7 @@ impl GroupEntry {
             counters: Counters::default(),
             marks: Marks::default(),
             evicting: Evicting::default(),
+            clock_hand: AtomicUsize::new(0),
             tokens: Mutex::new(None),
             accepted,
             root_key_columns,
