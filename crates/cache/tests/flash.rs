@@ -122,6 +122,11 @@ fn evicted_instances_come_back_from_flash_as_postgresql_has_them() {
     // none had to come from PostgreSQL again.
     assert_eq!(second.rejections, 0, "{second:?}");
     assert_eq!(second.backend_loads, first.backend_loads, "{second:?}");
+    // Temperatures: every row in memory counted once; the keys read since
+    // the last round are hot, those read ten rounds ago no longer.
+    let rows_in_memory = cache.stats().iter().find(|g| g.group == GROUP).unwrap().rows;
+    assert_eq!(second.hot_rows + second.warm_rows + second.cold_rows, rows_in_memory, "{second:?}");
+    assert!(second.hot_rows > 0 && second.hot_rows < rows_in_memory, "{second:?}");
 
     // A change made after a promotion is what comes back the next time.
     let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;

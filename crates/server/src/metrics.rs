@@ -389,4 +389,21 @@ fn render_tier(cache: &pgtier_cache::Cache, out: &mut Out) {
         "Instances flash did not take (too large, not admitted, index full).",
         &per_group(&|r| r.rejections as f64),
     );
+    let temperatures: Vec<(String, f64)> = rows
+        .iter()
+        .filter_map(|row| {
+            let group = label(row.group.as_deref()?);
+            Some(
+                [("hot", row.hot_rows), ("warm", row.warm_rows), ("cold", row.cold_rows)]
+                    .map(|(t, n)| (format!("{{group=\"{group}\",temperature=\"{t}\"}}"), n as f64)),
+            )
+        })
+        .flatten()
+        .collect();
+    out.metric(
+        "pgtier_tier_memory_rows",
+        "gauge",
+        "Rows in memory by last use: hot (last aging interval), warm (last 10), cold (longer).",
+        &temperatures,
+    );
 }

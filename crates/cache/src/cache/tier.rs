@@ -45,7 +45,19 @@ pub struct TierInfo {
     pub read_p99_us: Option<f64>,
     /// Bytes written to the device per byte of records stored.
     pub write_amplification: Option<f64>,
+    /// Rows in memory by their last use (study 003's temperatures): hot
+    /// within the last `HOT_TICKS` aging intervals, warm within the last
+    /// `WARM_TICKS`, cold longer ago; what is on flash is colder still.
+    pub hot_rows: u64,
+    pub warm_rows: u64,
+    pub cold_rows: u64,
 }
+
+/// Aging intervals (`CacheConfig::aging_interval`, the engine's access
+/// tick) within which a row counts as hot ...
+const HOT_TICKS: u32 = 1;
+/// ... and as warm.
+const WARM_TICKS: u32 = 10;
 
 impl Cache {
     /// `ALTER CACHE TIER ...`; the message for the NOTICE.
@@ -126,6 +138,7 @@ impl Cache {
             let flash_hits = counters.flash_promoted.load(Ordering::Relaxed);
             let backend_loads = counters.dynamic_loads.load(Ordering::Relaxed);
             let group = groups.iter().find(|g| g.group == entry.def.name);
+            let [hot_rows, warm_rows, cold_rows] = self.temperatures(entry);
             let row = TierInfo {
                 group: Some(entry.def.name.clone()),
                 state: if self.flash.accepts(entry) { state.clone() } else { "not used".into() },
@@ -139,6 +152,9 @@ impl Cache {
                 dirty_demotions: counters.flash_demoted_dirty.load(Ordering::Relaxed),
                 invalidations: counters.flash_invalidated.load(Ordering::Relaxed),
                 rejections: counters.flash_rejected.load(Ordering::Relaxed),
+                hot_rows,
+                warm_rows,
+                cold_rows,
                 ..TierInfo::default()
             };
             store.flash_hits += row.flash_hits;
@@ -147,11 +163,32 @@ impl Cache {
             store.dirty_demotions += row.dirty_demotions;
             store.invalidations += row.invalidations;
             store.rejections += row.rejections;
+            store.hot_rows += row.hot_rows;
+            store.warm_rows += row.warm_rows;
+            store.cold_rows += row.cold_rows;
             rows.push(row);
         }
         store.flash_hit_ratio = ratio(store.flash_hits, store.flash_hits + store.backend_loads);
         rows.insert(0, store);
         rows
+    }
+}
+
+impl Cache {
+    /// The group's rows in memory, hot, warm and cold (`TierInfo`). Rows
+    /// rather than instances: the engine keeps one stamp per row, and
+    /// counting them reads only the stamps.
+    fn temperatures(&self, entry: &crate::registry::GroupEntry) -> [u64; 3] {
+        let catalog = self.db.catalog();
+        let mut counts = [0u64; 3];
+        for table in &entry.group.tables {
+            let Some(schema) = catalog.table_by_name(&table.def.name) else { continue };
+            let ages = self.db.access_ages(schema.id, &[HOT_TICKS, WARM_TICKS]);
+            for (count, n) in counts.iter_mut().zip(ages) {
+                *count += n;
+            }
+        }
+        counts
     }
 }
 

@@ -65,6 +65,9 @@ fn tier_rows(cache: &Cache, out: &mut Vec<Value>) {
             opt_float8(t.read_p50_us),
             opt_float8(t.read_p99_us),
             opt_float8(t.write_amplification),
+            int8(t.hot_rows),
+            int8(t.warm_rows),
+            int8(t.cold_rows),
         ]);
     }
 }

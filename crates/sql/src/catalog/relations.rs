@@ -1049,6 +1049,9 @@ pub static RELATIONS: &[RelDef] = &[
             Col::new("read_p50_us", Float8),
             Col::new("read_p99_us", Float8),
             Col::new("write_amplification", Float8),
+            Col::new("hot_rows", Int8),
+            Col::new("warm_rows", Int8),
+            Col::new("cold_rows", Int8),
         ],
     },
 ];
