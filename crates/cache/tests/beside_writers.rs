@@ -175,7 +175,9 @@ struct LoaderTally {
 
 /// LOAD (some ranges, sometimes everything), REFRESH and UNLOAD of random
 /// ranges of instances, until `stop`.
-fn loader(cache: &Cache, seed: u64, stop: &AtomicBool) -> LoaderTally {
+/// `done` counts the operations of each kind (load, refresh, unload) as
+/// they end, so the run can last until each has happened beside writers.
+fn loader(cache: &Cache, seed: u64, stop: &AtomicBool, done: &[AtomicU64; 3]) -> LoaderTally {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut tally = LoaderTally::default();
     let keys = |from: i32, count: i32| -> Vec<Vec<Value>> {
@@ -183,7 +185,8 @@ fn loader(cache: &Cache, seed: u64, stop: &AtomicBool) -> LoaderTally {
     };
     while !stop.load(Ordering::Relaxed) {
         let from = rng.random_range(1..=INSTANCES);
-        let result = match rng.random_range(0..3) {
+        let kind = rng.random_range(0..3);
+        let result = match kind {
             0 => {
                 let predicate = (rng.random_range(0..4) != 0).then(|| format!("id BETWEEN {from} AND {}", from + 80));
                 tally.loads += 1;
@@ -218,6 +221,7 @@ fn loader(cache: &Cache, seed: u64, stop: &AtomicBool) -> LoaderTally {
             assert!(matches!(error.sqlstate(), "55000" | "55P03" | "40001"), "a load beside writers failed: {error}");
             tally.refused += 1;
         }
+        done[kind].fetch_add(1, Ordering::Relaxed);
     }
     tally
 }
@@ -269,11 +273,17 @@ fn run(kind: GroupKind, run: u64, seconds: u64, writers: i32, rate: u64) {
             std::thread::spawn(move || writer(&db, me, writers, interval, run * 100 + me as u64, &stop, &tally))
         })
         .collect();
+    let done: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
     let loading = {
-        let (cache, stop) = (cache.clone(), stop.clone());
-        std::thread::spawn(move || loader(&cache, run, &stop))
+        let (cache, stop, done) = (cache.clone(), stop.clone(), done.clone());
+        std::thread::spawn(move || loader(&cache, run, &stop, &done))
     };
     std::thread::sleep(Duration::from_secs(seconds));
+    // On a loaded machine a few seconds may hold only a handful of loader
+    // operations: go on until each kind ran a few times beside the writers.
+    while done.iter().any(|n| n.load(Ordering::Relaxed) < 3) && started.elapsed() < Duration::from_secs(180) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     stop.store(true, Ordering::Relaxed);
     for (me, thread) in threads.into_iter().enumerate() {
         if let Err(panic) = thread.join() {

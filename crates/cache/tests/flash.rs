@@ -331,13 +331,24 @@ fn enable_disable_and_resize_while_readers_run_fail_no_reader() {
             }
         })
     };
+    // Paced by the readers, not the clock: each command only after they
+    // made progress since the last one (on a loaded machine, a debug build
+    // may read little in 150 ms).
+    let progressed = |at_least: u64| {
+        let from = reads.load(Ordering::Relaxed);
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while reads.load(Ordering::Relaxed) < from + at_least {
+            assert!(std::time::Instant::now() < deadline, "the readers stalled at {from} reads");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
     let mut hits_while_enabled = 0;
     for round in 0..10u64 {
-        std::thread::sleep(Duration::from_millis(150));
+        progressed(100);
         cache.tier_command(pgtier_cache::TierCommand::Disable).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
+        progressed(50);
         cache.tier_command(pgtier_cache::TierCommand::Enable).unwrap();
-        std::thread::sleep(Duration::from_millis(150));
+        progressed(100);
         let size = if round % 2 == 0 { 24 << 20 } else { 40 << 20 };
         cache.tier_command(pgtier_cache::TierCommand::Resize(size)).unwrap();
         assert_eq!(cache.tier_stats()[0].flash_capacity_bytes, Some(size), "round {round}");
