@@ -18,6 +18,9 @@
 //!     --url "$(pgtier backend url)" --subscribers 1000000 --budget-fraction 0.2 --seconds 30 --threads 2
 //! `--wire true` runs the same sides through an in-process `pgtier serve`
 //! (trust auth on loopback), the clients over the PostgreSQL protocol.
+//! `--tier-mode write-back` (study 002): instances with changes PostgreSQL
+//! does not have yet go to flash too, durably; the line then shows the
+//! dirty demotions, the durable records and the write amplification.
 #![allow(clippy::print_stdout)]
 
 use std::path::PathBuf;
@@ -30,7 +33,7 @@ use pgtier_bench::driver::{LiveCounters, LoadSpec, run_repetition};
 use pgtier_bench::targets::cached::{cache_call, open_cache, tatp_group};
 use pgtier_bench::tatp::TatpWorkload;
 use pgtier_bench::tatp::random::SubscriberKeys;
-use pgtier_cache::{Admission, Aging, CacheConfig, DirectIo, TierConfig};
+use pgtier_cache::{Admission, Aging, CacheConfig, DirectIo, TierConfig, TierMode};
 use pgtier_engine::CommitMode;
 
 struct Args {
@@ -45,6 +48,7 @@ struct Args {
     wire: bool,
     commit: CommitMode,
     aging_ms: u64,
+    write_back: bool,
 }
 
 fn args() -> Result<Args> {
@@ -60,6 +64,7 @@ fn args() -> Result<Args> {
         wire: false,
         commit: CommitMode::Async,
         aging_ms: 1000,
+        write_back: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -75,6 +80,13 @@ fn args() -> Result<Args> {
             "--sides" => out.sides = value.split(',').map(str::to_owned).collect(),
             "--wire" => out.wire = value.parse()?,
             "--aging-ms" => out.aging_ms = value.parse()?,
+            "--tier-mode" => {
+                out.write_back = match value.as_str() {
+                    "clean" => false,
+                    "write-back" => true,
+                    _ => return Err(format!("--tier-mode clean|write-back, not {value}").into()),
+                }
+            }
             "--commit" => {
                 out.commit = match value.as_str() {
                     "sync" => CommitMode::Sync,
@@ -149,7 +161,8 @@ fn run_side(args: &Args, side: &str, repetition: u32, all: u64, small: u64) -> R
     });
     let workload = TatpWorkload { keys: SubscriberKeys::new(1, args.subscribers, false) };
     if args.wire {
-        let server = start_wire(&dir, &args.url, budget, tier.as_ref(), args.commit, &node_of(side, repetition))?;
+        let node = node_of(side, repetition);
+        let server = start_wire(&dir, &args.url, budget, tier.as_ref(), args.write_back, args.commit, &node)?;
         let cache = server.cache().ok_or("the server runs no cache")?.clone();
         prepare(&cache, flash, budget, args.subscribers)?;
         let url = format!("postgresql://bench@{}/pgtier", server.local_addr());
@@ -163,6 +176,7 @@ fn run_side(args: &Args, side: &str, repetition: u32, all: u64, small: u64) -> R
             memory_budget: Some(budget),
             aging_interval: Duration::from_millis(args.aging_ms),
             tier,
+            tier_mode: if args.write_back { TierMode::WriteBack } else { TierMode::Clean },
             ..CacheConfig::default()
         };
         config.awt.node = node_of(side, repetition);
@@ -220,6 +234,7 @@ fn start_wire(
     url: &str,
     budget: u64,
     tier: Option<&TierConfig>,
+    write_back: bool,
     commit: CommitMode,
     node: &str,
 ) -> Result<pgtier_server::RunningServer> {
@@ -232,9 +247,10 @@ fn start_wire(
     );
     if let Some(tier) = tier {
         toml.push_str(&format!(
-            "[tier]\npath = {:?}\nsize = \"{}MB\"\nadmission = \"all\"\n",
+            "[tier]\npath = {:?}\nsize = \"{}MB\"\nadmission = \"all\"\nmode = \"{}\"\n",
             tier.path.display().to_string(),
-            tier.size >> 20
+            tier.size >> 20,
+            if write_back { "write-back" } else { "clean" }
         ));
     }
     let config = pgtier_server::ServerConfig::from_toml_str(&toml)?;
@@ -298,7 +314,7 @@ fn measure(
     let stats = &cache.stats()[0];
     let errors: u64 = tally.txns.iter().map(|t| t.acceptable_errors).sum();
     println!(
-        "rep {repetition} {}{side:>8}: {:>9.0} txn/s  p50 {:>7.1} µs  p99 {:>8.1} µs  p99.9 {:>8.1} µs  acceptable errors {errors} | memory {} MB, {} instances | flash hits {} backend loads {} demotions {} records {:?} index {:?} B read p50 {:?} µs p99 {:?} µs wamp {:?}",
+        "rep {repetition} {}{side:>8}: {:>9.0} txn/s  p50 {:>7.1} µs  p99 {:>8.1} µs  p99.9 {:>8.1} µs  acceptable errors {errors} | memory {} MB, {} instances | flash hits {} backend loads {} demotions {} (dirty {}) records {:?} (durable {:?}) index {:?} B read p50 {:?} µs p99 {:?} µs wamp {:?} | rows hot {} warm {} cold {}",
         if args.wire { "wire " } else { "direct " },
         tally.attempts_per_s(),
         latency.quantile_us(0.5),
@@ -309,11 +325,16 @@ fn measure(
         group_row.flash_hits,
         group_row.backend_loads,
         group_row.demotions,
+        group_row.dirty_demotions,
         store.flash_records,
+        store.durable_records,
         store.index_bytes,
         store.read_p50_us.map(|v| v.round()),
         store.read_p99_us.map(|v| v.round()),
         store.write_amplification.map(|v| (v * 100.0).round() / 100.0),
+        group_row.hot_rows,
+        group_row.warm_rows,
+        group_row.cold_rows,
     );
     Ok(())
 }

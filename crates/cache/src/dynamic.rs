@@ -76,6 +76,8 @@ enum Loaded {
     Absent,
     FromFlash,
     FromBackend,
+    /// Cached by another way in while this load waited out a conflict.
+    Meanwhile,
 }
 
 /// The root key carried by a lookup on a table whose root key columns are
@@ -172,7 +174,27 @@ impl Dynamic {
             };
         }
         let started = Instant::now();
-        let loaded = self.load_instance(cache, entry, layout, &key);
+        let mut loaded = self.load_instance(cache, entry, layout, &key);
+        // A row of the instance held by a transaction that has not ended
+        // (an eviction committing as this load wrote, an application's
+        // insert beside it): once it ends, the instance is in memory, on
+        // flash or in PostgreSQL again. PostgreSQL would not fail the
+        // statement, so neither does the cache while the holder is brief.
+        for _ in 0..CONFLICT_RETRIES {
+            match &loaded {
+                Err(error) if error.sqlstate() == "40001" => {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    entry.evicting.wait_out(&key, std::time::Duration::from_secs(5));
+                    // No `?` here: the flight's waiters must hear the outcome.
+                    loaded = match layout.root_cached(db, &key) {
+                        Ok(true) => Ok(Loaded::Meanwhile),
+                        Ok(false) => self.load_instance(cache, entry, layout, &key),
+                        Err(error) => Err(error),
+                    };
+                }
+                _ => break,
+            }
+        }
         let counters = &entry.counters;
         match &loaded {
             Ok(Loaded::FromBackend) => {
@@ -181,7 +203,7 @@ impl Dynamic {
             Ok(Loaded::Absent) => {
                 counters.dynamic_absent.fetch_add(1, Ordering::Relaxed);
             }
-            Ok(Loaded::FromFlash) | Err(_) => {}
+            Ok(Loaded::FromFlash | Loaded::Meanwhile) | Err(_) => {}
         }
         let result = loaded.map(|loaded| loaded != Loaded::Absent);
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -301,6 +323,10 @@ fn promote(
         }
     }
 }
+
+/// How often a miss loads again after a write conflict on its instance
+/// (each after its holder had 2 ms more to end).
+const CONFLICT_RETRIES: u32 = 100;
 
 /// How often a promotion tries again while a row of its instance is held.
 const PROMOTE_ATTEMPTS: u32 = 200;
