@@ -78,7 +78,7 @@ fn args() -> Result<Args> {
         warmup_seconds: 60,
         lead_seconds: 90,
         tail_seconds: 60,
-        region_mb: 4,
+        region_mb: 1,
         read_check: 20_000,
         work_dir: std::env::temp_dir().join("pgtier-flash-online"),
         commit: CommitMode::Async,
@@ -398,8 +398,8 @@ fn main() -> Result<()> {
             }
             let held = cache.tier_stats()[0].flash_live_bytes.unwrap_or(0);
             let size = if cycle % 2 == 1 {
-                // Down: half of what flash holds, at least 6 regions.
-                (held / 2).max(6 * u64::from(region))
+                // Down: half of what flash holds, at least 6 regions (rounded to MB).
+                ((held / 2).max(6 * u64::from(region)) >> 20).max(1) << 20
             } else {
                 flash_size + flash_size / 2
             };
@@ -473,6 +473,8 @@ fn main() -> Result<()> {
         );
     }
 
+    timeline(&samples);
+
     // Write-through drains, then the comparisons.
     println!("\n== after the load");
     let drained = Instant::now();
@@ -487,9 +489,12 @@ fn main() -> Result<()> {
     if let Some(p) = cache.propagation_info() {
         println!("write-through: applied {} txns, errors {}, state {}", p.applied_txns, p.errors, p.state);
     }
+    print_store("flash before VERIFY", &cache);
     let (verify, took) = run_sql(&mut conn, "VERIFY CACHE GROUP tatp");
     println!("VERIFY CACHE GROUP tatp ({:.1} s): {}", took / 1000.0, verify.unwrap_or_else(|e| format!("FAILED: {e}")));
+    print_store("flash after VERIFY", &cache);
     read_check(&mut conn, &mut pg, &cache, subscribers, args.read_check)?;
+    print_store("flash after the read check", &cache);
 
     drop(conn);
     drop(target);
@@ -498,6 +503,45 @@ fn main() -> Result<()> {
     drop_origins(&args.url, &node)?;
     let _ = std::fs::remove_dir_all(&args.work_dir);
     Ok(())
+}
+
+fn print_store(what: &str, cache: &Cache) {
+    let row = cache.tier_stats()[0].clone();
+    println!(
+        "{what}: {}; {:?} records, {:?} B live of {:?} B; flash hits {} backend loads {} demotions {} rejections {}",
+        row.state,
+        row.flash_records,
+        row.flash_live_bytes,
+        row.flash_capacity_bytes,
+        row.flash_hits,
+        row.backend_loads,
+        row.demotions,
+        row.rejections
+    );
+}
+
+/// The whole run every 10 s: throughput and where the misses went.
+fn timeline(samples: &[Sample]) {
+    println!("\n== the whole run, 10 s steps");
+    println!(
+        "{:>6} {:>8} {:>7} {:>7} {:>9} {:>9} {:>8} {:>5}",
+        "t s", "txn/s", "fl/s", "PG/s", "fl recs", "fl MB", "mem MB", "errs"
+    );
+    for pair in samples.iter().step_by(10).collect::<Vec<_>>().windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        let dt = (b.at - a.at).max(1e-6);
+        println!(
+            "{:>6.0} {:>8.0} {:>7.0} {:>7.0} {:>9} {:>9} {:>8} {:>5}",
+            b.at,
+            (b.txns - a.txns) as f64 / dt,
+            (b.flash_hits - a.flash_hits) as f64 / dt,
+            (b.backend_loads - a.backend_loads) as f64 / dt,
+            b.flash_records.map_or("-".into(), |v| v.to_string()),
+            b.flash_live_bytes.map_or("-".into(), |v| format!("{:.1}", v as f64 / 1048576.0)),
+            b.memory_bytes >> 20,
+            b.errors - a.errors,
+        );
+    }
 }
 
 /// Per second around the first ENABLE: throughput and where the
