@@ -114,6 +114,11 @@ pub(crate) struct Flash {
     /// Set by an I/O error in write-back mode: no more demotions, but the
     /// store stays open for the durable records only it holds.
     demotions_stopped: AtomicBool,
+    /// Held shared by each demotion from its check of `demotions_stopped`
+    /// to its record being stored, and once exclusively by
+    /// `stop_demotions`: after that returns, no demotion is under way, so
+    /// DISABLE's restore of the durable records sees every one of them.
+    demotion_gate: RwLock<()>,
     store: RwLock<Option<Arc<FlashStore>>>,
     /// Per group (its root table's id, never reused), the generation its
     /// records' keys carry.
@@ -195,6 +200,7 @@ impl Flash {
             config,
             mode,
             demotions_stopped: AtomicBool::new(false),
+            demotion_gate: RwLock::new(()),
             store: RwLock::new(None),
             generations: Mutex::new(HashMap::new()),
             next_generation: AtomicU64::new(1),
@@ -301,6 +307,10 @@ impl Flash {
         key: &[Value],
         instance: &Instance,
     ) -> bool {
+        let _gate = self.demotion_gate.read();
+        if self.demotions_stopped.load(Ordering::Acquire) {
+            return false;
+        }
         let Some(store) = self.store() else { return false };
         let record = record_key(layout.root().id.0, DURABLE_GENERATION, key);
         // A durable record of the instance still there belongs to a promotion
@@ -363,6 +373,10 @@ impl Flash {
     /// Stores an instance that is leaving memory; false when the tier did
     /// not take it (then it simply goes, as without flash).
     pub fn demote(&self, entry: &GroupEntry, layout: &InstanceLayout, key: &[Value], instance: &Instance) -> bool {
+        let _gate = self.demotion_gate.read();
+        if self.demotions_stopped.load(Ordering::Acquire) {
+            return false;
+        }
         let Some(store) = self.store() else { return false };
         let group = layout.root().id.0;
         let retention = if entry.def.flash == FlashPolicy::Keep { Retention::Keep } else { Retention::Evictable };
@@ -588,7 +602,9 @@ impl Flash {
 
     /// Before DISABLE restores what only flash holds: nothing more goes there.
     pub fn stop_demotions(&self) {
-        self.demotions_stopped.store(true, Ordering::Relaxed);
+        self.demotions_stopped.store(true, Ordering::Release);
+        // Demotions that checked the flag before it was set end first.
+        drop(self.demotion_gate.write());
     }
 
     /// `RESIZE`: online, records beyond the new end dropped.

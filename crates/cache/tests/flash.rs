@@ -366,13 +366,10 @@ fn enable_disable_and_resize_while_readers_run_fail_no_reader() {
 }
 
 /// VERIFY CACHE GROUP only reads: what flash holds of the group is still
-/// found afterwards. (Today `Cache::verify` goes through
-/// `load_from_backend`, whose `forget_flash` moves the group to a new
-/// generation: every clean record becomes unreachable, and in write-back
-/// mode the durable ones are pulled into memory. The fix is in
-/// crates/cache/src/cache/mod.rs, outside this branch's files.)
+/// found afterwards (it once moved the group to a new generation, making
+/// every clean record unreachable, and in write-back mode pulled the
+/// durable ones into memory).
 #[test]
-#[ignore = "VERIFY forgets the group's flash records: load_from_backend calls forget_flash for a verify too"]
 fn verify_leaves_flash_alone() {
     let url = common::fresh_tatp("cache_flash_verify");
     let budget = instance_bytes(&url) * 300;

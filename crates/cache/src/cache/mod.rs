@@ -774,8 +774,11 @@ impl Cache {
         admission: &Admission<'_>,
     ) -> Result<LoadReport, CacheError> {
         let backend = self.backend.clone().ok_or(CacheError::NoBackend)?;
-        // What it writes replaces what flash holds of the group.
-        self.forget_flash(entry)?;
+        // What it writes replaces what flash holds of the group; a VERIFY
+        // writes nothing, and flash's records stay as current as before.
+        if admission.verify.is_none() {
+            self.forget_flash(entry)?;
+        }
         // PARALLEL not given (0): the configured default.
         let mut options = options.clone();
         if options.parallel == 0 {
