@@ -116,7 +116,13 @@ fn main() -> Result<()> {
         group.root_predicate = Some("s_id <= 2000".into());
         cache_call(cache.create_group(&group))?;
         load_all(&cache, "probe", &pgtier_cache::LoadOptions::default())?;
-        cache.stats()[0].memory_bytes / 2000
+        let bytes = cache.stats()[0].memory_bytes / 2000;
+        drop(cache);
+        drop(_target);
+        // Its replication origins go too: PostgreSQL keeps few of them.
+        std::thread::sleep(Duration::from_secs(2));
+        drop_origins(&args.url, NODE)?;
+        bytes
     };
     let all = per_instance * args.subscribers;
     let small = (all as f64 * args.budget_fraction) as u64;

@@ -180,12 +180,17 @@ pub(crate) fn age_round(
         let entry = &groups[index];
         entry.def.aging == Aging::Lru && !entry.def.keep && (global_excess > 0 || group_excess[index] > 0)
     };
+    // Rows used (or loaded) since the round began carry this tick or a
+    // later one: such an instance is not least recently used, and one a
+    // miss has just loaded must stay until the statement that missed sees it.
+    let round_tick = db.access_tick();
     let mut candidates = Vec::new();
     for index in (0..groups.len()).filter(|&i| evictable(i)) {
         let dirty_too = cache.evicts_dirty(&groups[index]);
         let wanted = SAMPLE_FACTOR.saturating_mul(global_excess.max(group_excess[index]));
         collect_candidates(db, &groups[index], &layouts[index], index, dirty_too, wanted, &mut candidates)?;
     }
+    candidates.retain(|c| c.last_access < round_tick);
     report.examined = candidates.len() as u64;
     candidates.sort_by_key(|c| c.last_access);
     let mut chosen: Vec<Vec<Vec<Value>>> = vec![Vec::new(); groups.len()];

@@ -365,6 +365,32 @@ fn enable_disable_and_resize_while_readers_run_fail_no_reader() {
     assert!(hits_while_enabled > 0, "flash never answered: {:?}", group_row(&cache));
 }
 
+/// Misses past the budget run aging themselves: with the aging thread
+/// asleep (an hour between its rounds) memory still stays near the
+/// budget while 2,000 instances pass through a budget of 300.
+#[test]
+fn misses_past_the_budget_help_aging() {
+    let url = common::tatp_url();
+    let per_instance = instance_bytes(&url);
+    let budget = per_instance * 300;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url, budget);
+    create_group(&cache);
+    let mut peak = 0;
+    for key in 1..=2000 {
+        assert!(read(cache.database(), key).is_some(), "s_id {key}");
+        if key % 50 == 0 {
+            std::thread::sleep(Duration::from_millis(60));
+            peak = peak.max(cache.stats()[0].memory_bytes);
+        }
+    }
+    let row = group_row(&cache);
+    assert!(row.demotions > 1000, "{row:?}");
+    // A round starts past the budget and ends at the low watermark; what
+    // arrives between two helping rounds (50 ms) rides above it.
+    assert!(peak < budget * 3 / 2, "memory peaked at {peak} with a budget of {budget}: {row:?}");
+}
+
 /// VERIFY CACHE GROUP only reads: what flash holds of the group is still
 /// found afterwards (it once moved the group to a new generation, making
 /// every clean record unreachable, and in write-back mode pulled the

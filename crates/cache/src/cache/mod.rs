@@ -104,6 +104,9 @@ pub struct RootKey {
 /// Root keys per PostgreSQL query when a dynamic group is refreshed.
 const REFRESH_KEYS_PER_QUERY: usize = 1000;
 
+/// Least time between two aging rounds run by misses (`help_aging`).
+const AGING_HELP_INTERVAL_MS: u64 = 50;
+
 /// `(k1, k2) IN (('v1'::type1, 'v2'::type2), ...)` over the root key: text
 /// literals cast to the PostgreSQL column types, so every key type works.
 fn keys_predicate(root: &GroupTable, keys: &[Vec<Value>]) -> String {
@@ -171,8 +174,12 @@ pub struct Cache {
     /// SWT write-through: the commit participant of SWT tables.
     swt: Arc<Swt>,
     swt_participant: Arc<dyn pgtier_engine::CommitParticipant>,
-    /// One aging round at a time (the thread's and `age_now`'s).
+    /// One aging round at a time (the thread's, `age_now`'s and the
+    /// misses' that help it).
     aging_round: Mutex<()>,
+    /// When a miss last helped aging (`help_aging`), in ms since `opened`.
+    aging_helped_ms: std::sync::atomic::AtomicU64,
+    opened: Instant,
     /// READONLY groups' autorefresh workers, by group.
     autorefresh: Mutex<BTreeMap<String, Worker>>,
     /// Evaluates groups' WHERE on rows from PostgreSQL (installed by the SQL layer).
@@ -228,6 +235,8 @@ impl Cache {
                 tables_by_name: RwLock::new(Arc::default()),
                 awt: Mutex::new(None),
                 aging_round: Mutex::new(()),
+                aging_helped_ms: std::sync::atomic::AtomicU64::new(0),
+                opened: Instant::now(),
                 autorefresh: Mutex::new(BTreeMap::new()),
                 predicate_compiler: RwLock::new(None),
                 autorefresh_first_load: Mutex::new(()),
@@ -602,7 +611,43 @@ impl Cache {
     pub fn ensure_instance(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
         let entry = self.entry(group)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        // Before the load, not after: a round run after it could take the
+        // instance just loaded before the statement that missed sees it.
+        self.help_aging();
         self.dynamic.ensure(self, &entry, &layout, root_key)
+    }
+
+    /// A miss finds memory past the budget: it runs an aging round itself
+    /// before it loads, as a committer helps GC that lags.
+    /// The aging thread is one thread among the sessions; when many of them
+    /// promote from flash at once it falls behind, and memory would grow
+    /// past the budget without bound. One round at a time (a miss never
+    /// waits for another's), at most one every `AGING_HELP_INTERVAL_MS`
+    /// (a round's deletes need a moment to be collected before memory
+    /// shows them gone). Like every round it starts a new access epoch.
+    fn help_aging(&self) {
+        let Some(budget) = self.config.memory_budget else { return };
+        if self.db.memory_total() <= budget {
+            return;
+        }
+        let now_ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let last_ms = self.aging_helped_ms.load(Ordering::Relaxed);
+        if now_ms < last_ms.saturating_add(AGING_HELP_INTERVAL_MS) {
+            return;
+        }
+        let Some(_round) = self.aging_round.try_lock() else { return };
+        self.aging_helped_ms.store(now_ms, Ordering::Relaxed);
+        self.db.advance_access_tick();
+        let groups = self.group_entries();
+        // A failed round (a conflict, shutting down) is the aging thread's
+        // to retry; this miss has its instance either way.
+        let _ = aging::age_round(
+            self,
+            &groups,
+            self.config.memory_budget,
+            self.config.high_watermark,
+            self.config.low_watermark,
+        );
     }
 
     /// What LOAD, REFRESH, UNLOAD and ACCEPT DEFINITION do first: the

@@ -200,10 +200,32 @@ fn remove_batch(
             }
             continue;
         }
-        if let Some(instance) = layout.read(&mut txn, &key)? {
-            entry.evicting.begin(&key);
-            deleting.keys.push(key.clone());
-            layout.delete(&mut txn, &instance)?;
+        // Each instance under a savepoint: one an application holds (or
+        // changed since the pinned snapshot) is left, not the whole batch
+        // (on a busy cache a batch of hundreds nearly always meets one).
+        let savepoint = txn.savepoint()?;
+        let read = match layout.read(&mut txn, &key) {
+            Ok(Some(instance)) => {
+                entry.evicting.begin(&key);
+                deleting.keys.push(key.clone());
+                layout.delete(&mut txn, &instance).map(|()| Some(instance))
+            }
+            other => other,
+        };
+        let instance = match read {
+            Ok(instance) => {
+                txn.release_savepoint(savepoint)?;
+                instance
+            }
+            Err(error) if is_conflict(&error) => {
+                txn.rollback_to_savepoint(savepoint)?;
+                txn.release_savepoint(savepoint)?;
+                report.skipped_locked += 1;
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
+        if let Some(instance) = instance {
             if let Some(demotion) = demotion
                 && demotion.demote(&key, &instance)
             {
