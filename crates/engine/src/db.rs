@@ -452,7 +452,10 @@ impl Shutdown {
 fn background_loop(db: &DbInner) {
     let gc_period = Duration::from_millis(5);
     while !db.shutdown.nap(gc_period) {
-        db.gc.step(&db.txns, &db.catalog, usize::MAX);
+        // The background thread waits its turn behind a committer helping
+        // (only committers give up rather than wait: their commit path
+        // stays short).
+        db.gc.drain(&db.txns, &db.catalog);
         db.gc.sweep_if_overflowed(&db.txns, &db.catalog);
         if db.checkpoints.due(&db.wal, db.config.checkpoint_interval, db.config.checkpoint_wal_bytes) {
             // A failed background checkpoint is retried next period; the

@@ -78,7 +78,7 @@ impl Gc {
 
     /// Prunes rows of up to `items_max` queued commits the horizon passed;
     /// returns early rather than wait while another thread prunes an item
-    /// (the background thread and committers helping it take turns).
+    /// (a committer helping the background thread, which waits its turn).
     pub(crate) fn step(&self, txns: &TxnManager, catalog: &CommittedCatalog, items_max: usize) {
         self.prune_queued(txns, catalog, items_max, false);
     }
