@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use pgtier_bench::driver::{Outcome, Workload};
 use pgtier_bench::target::{DbError, Target};
-use pgtier_bench::targets::cached::{cache_call, open_cache, tatp_group};
+use pgtier_bench::targets::cached::{cache_call, drop_node_origins, load_when_ready, open_cache, tatp_group};
 use pgtier_bench::targets::embedded::EmbeddedTarget;
 use pgtier_bench::tatp::TatpWorkload;
 use pgtier_bench::tatp::random::SubscriberKeys;
@@ -297,11 +297,11 @@ fn main() -> Result<()> {
         let mut group = tatp_group("probe", false, Aging::Off);
         group.root_predicate = Some("s_id <= 2000".into());
         cache_call(cache.create_group(&group))?;
-        load_all(&cache, "probe", &pgtier_cache::LoadOptions::default())?;
+        load_when_ready(&cache, "probe", &pgtier_cache::LoadOptions::default())?;
         cache.stats()[0].memory_bytes / 2000
     };
     std::thread::sleep(Duration::from_secs(2));
-    drop_origins(&args.url, &format!("{node}p"))?;
+    drop_node_origins(&args.url, &format!("{node}p"))?;
     let all = per_instance * subscribers;
     let budget = (all as f64 * args.budget_fraction) as u64;
     let region = args.region_mb << 20;
@@ -339,7 +339,7 @@ fn main() -> Result<()> {
         predicate: Some(format!("s_id <= {}", (budget / per_instance.max(1)).min(subscribers))),
         ..Default::default()
     };
-    load_all(&cache, "tatp", &options)?;
+    load_when_ready(&cache, "tatp", &options)?;
     println!("loaded {} instances, {} MB", cache.stats()[0].instances, cache.stats()[0].memory_bytes >> 20);
 
     let shared = Arc::new(Shared::new());
@@ -500,7 +500,7 @@ fn main() -> Result<()> {
     drop(target);
     drop(cache);
     std::thread::sleep(Duration::from_secs(2));
-    drop_origins(&args.url, &node)?;
+    drop_node_origins(&args.url, &node)?;
     let _ = std::fs::remove_dir_all(&args.work_dir);
     Ok(())
 }
@@ -699,37 +699,4 @@ fn read_check(
         after.backend_loads - before.backend_loads
     );
     Ok(())
-}
-
-/// LOAD, once write-through reads: a new node's may take a moment to
-/// start, and LOAD waits for it (55000 until then).
-fn load_all(cache: &Cache, group: &str, options: &pgtier_cache::LoadOptions) -> Result<()> {
-    for attempt in 1.. {
-        match cache.load(group, options) {
-            Err(error) if error.sqlstate() == "55000" && attempt < 60 => std::thread::sleep(Duration::from_secs(1)),
-            other => {
-                cache_call(other)?;
-                break;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Drops the replication origins write-through made for `node`.
-fn drop_origins(url: &str, node: &str) -> Result<()> {
-    let mut client = pgtier_backend::connect::connect(url)?;
-    let sql = format!(
-        "SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_{node}\\_%'"
-    );
-    for _ in 0..200 {
-        match client.batch_execute(&sql) {
-            Ok(()) => return Ok(()),
-            Err(error) if error.code() == Some(&postgres::error::SqlState::OBJECT_IN_USE) => {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(error) => return Err(error.into()),
-        }
-    }
-    Err(format!("the replication origins of node {node} stay in use").into())
 }

@@ -55,7 +55,7 @@ use pgtier_bench::io::fio::{self, FioFigures, FioStatus};
 use pgtier_bench::io::spec::{FioUse, IoPlan, Mode, Point};
 use pgtier_bench::stats::LatencyHistogram;
 use pgtier_bench::target::{Target, Value};
-use pgtier_bench::targets::cached::{cache_call, open_cache, tatp_group};
+use pgtier_bench::targets::cached::{cache_call, drop_node_origins, load_when_ready, open_cache, tatp_group};
 use pgtier_bench::tatp::random::SubscriberKeys;
 use pgtier_bench::tatp::transactions::GET_SUBSCRIBER_DATA;
 use pgtier_cache::{Admission, Aging, Cache, CacheConfig, DirectIo, TierConfig, TierInfo};
@@ -157,7 +157,7 @@ fn main() -> Result<()> {
         let mut group = tatp_group("probe", false, Aging::Off);
         group.root_predicate = Some("s_id <= 2000".into());
         cache_call(cache.create_group(&group))?;
-        load_all(&cache, "probe", &pgtier_cache::LoadOptions::default())?;
+        load_when_ready(&cache, "probe", &pgtier_cache::LoadOptions::default())?;
         cache.stats()[0].memory_bytes / 2000
     };
     let _ = std::fs::remove_dir_all(args.work_dir.join("probe"));
@@ -257,7 +257,7 @@ fn main() -> Result<()> {
     // Write-through may still hold them a while after the cache is dropped:
     // say so rather than fail a finished run.
     for node in [node(), NODE.to_owned()] {
-        if let Err(error) = drop_origins(&args.url, &node) {
+        if let Err(error) = drop_node_origins(&args.url, &node) {
             println!("note: {error}; drop them later with pg_replication_origin_drop");
         }
     }
@@ -269,39 +269,6 @@ fn mean_record(store: &TierInfo) -> u64 {
     store.flash_live_bytes.unwrap_or(0) / store.flash_records.unwrap_or(0).max(1)
 }
 
-/// LOAD, once write-through reads: a new node's may take a moment to
-/// start, and LOAD waits for it (55000 until then).
-fn load_all(cache: &Cache, group: &str, options: &pgtier_cache::LoadOptions) -> Result<()> {
-    for attempt in 1.. {
-        match cache.load(group, options) {
-            Err(error) if error.sqlstate() == "55000" && attempt < 60 => std::thread::sleep(Duration::from_secs(1)),
-            other => {
-                cache_call(other)?;
-                break;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Drops the replication origins write-through made for `node`.
-fn drop_origins(url: &str, node: &str) -> Result<()> {
-    let mut client = pgtier_backend::connect::connect(url)?;
-    let sql = format!(
-        "SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_{node}\\_%'"
-    );
-    for _ in 0..200 {
-        match client.batch_execute(&sql) {
-            Ok(()) => return Ok(()),
-            Err(error) if error.code() == Some(&postgres::error::SqlState::OBJECT_IN_USE) => {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(error) => return Err(error.into()),
-        }
-    }
-    Err(format!("the replication origins of node {node} stay in use").into())
-}
-
 /// The group, every instance loaded, aging down to the budget (to flash).
 fn prepare(cache: &Cache, budget: u64, subscribers: u64) -> Result<()> {
     let group = tatp_group("tatp", true, Aging::Lru);
@@ -311,7 +278,7 @@ fn prepare(cache: &Cache, budget: u64, subscribers: u64) -> Result<()> {
         predicate: Some(format!("s_id <= {subscribers}")),
         ..Default::default()
     };
-    load_all(cache, "tatp", &options)?;
+    load_when_ready(cache, "tatp", &options)?;
     for _ in 0..600 {
         if cache.stats()[0].memory_bytes <= budget {
             break;

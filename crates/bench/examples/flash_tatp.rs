@@ -30,7 +30,7 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 use std::time::Duration;
 
 use pgtier_bench::driver::{LiveCounters, LoadSpec, run_repetition};
-use pgtier_bench::targets::cached::{cache_call, open_cache, tatp_group};
+use pgtier_bench::targets::cached::{cache_call, drop_node_origins, load_when_ready, open_cache, tatp_group};
 use pgtier_bench::tatp::TatpWorkload;
 use pgtier_bench::tatp::random::SubscriberKeys;
 use pgtier_cache::{Admission, Aging, CacheConfig, DirectIo, TierConfig, TierMode};
@@ -115,13 +115,13 @@ fn main() -> Result<()> {
         let mut group = tatp_group("probe", false, Aging::Off);
         group.root_predicate = Some("s_id <= 2000".into());
         cache_call(cache.create_group(&group))?;
-        load_all(&cache, "probe", &pgtier_cache::LoadOptions::default())?;
+        load_when_ready(&cache, "probe", &pgtier_cache::LoadOptions::default())?;
         let bytes = cache.stats()[0].memory_bytes / 2000;
         drop(cache);
         drop(_target);
         // Its replication origins go too: PostgreSQL keeps few of them.
         std::thread::sleep(Duration::from_secs(2));
-        drop_origins(&args.url, NODE)?;
+        drop_node_origins(&args.url, NODE)?;
         bytes
     };
     let all = per_instance * args.subscribers;
@@ -196,42 +196,9 @@ fn run_side(args: &Args, side: &str, repetition: u32, all: u64, small: u64) -> R
     // goes, and its replication origins (PostgreSQL keeps at most
     // max_replication_slots of them) go with it.
     std::thread::sleep(Duration::from_secs(2));
-    drop_origins(&args.url, &node_of(side, repetition))?;
+    drop_node_origins(&args.url, &node_of(side, repetition))?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
-}
-
-/// LOAD, once write-through reads: a new node's may take a moment to
-/// start, and LOAD waits for it (55000 until then).
-fn load_all(cache: &pgtier_cache::Cache, group: &str, options: &pgtier_cache::LoadOptions) -> Result<()> {
-    for attempt in 1.. {
-        match cache.load(group, options) {
-            Err(error) if error.sqlstate() == "55000" && attempt < 60 => std::thread::sleep(Duration::from_secs(1)),
-            other => {
-                cache_call(other)?;
-                break;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Drops the replication origins write-through made for `node`.
-fn drop_origins(url: &str, node: &str) -> Result<()> {
-    let mut client = pgtier_backend::connect::connect(url)?;
-    let sql = format!(
-        "SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_{node}\\_%'"
-    );
-    for _ in 0..200 {
-        match client.batch_execute(&sql) {
-            Ok(()) => return Ok(()),
-            Err(error) if error.code() == Some(&postgres::error::SqlState::OBJECT_IN_USE) => {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(error) => return Err(error.into()),
-        }
-    }
-    Err(format!("the replication origins of node {node} stay in use").into())
 }
 
 /// An in-process server over `dir` with this budget and tier.
@@ -278,7 +245,7 @@ fn prepare(cache: &pgtier_cache::Cache, flash: bool, budget: u64, subscribers: u
         predicate: Some(format!("s_id <= {subscribers}")),
         ..Default::default()
     };
-    load_all(cache, "tatp", &options)?;
+    load_when_ready(cache, "tatp", &options)?;
     for _ in 0..600 {
         if cache.stats()[0].memory_bytes <= budget {
             break;

@@ -68,6 +68,40 @@ pub fn cache_call<T>(result: Result<T, CacheError>) -> Result<T, DbError> {
     result.map_err(|e| cache_error(&e))
 }
 
+/// LOAD, once write-through reads: a new node's may take a moment to
+/// start, and LOAD waits for it (55000 until then).
+pub fn load_when_ready(cache: &Cache, group: &str, options: &pgtier_cache::LoadOptions) -> Result<(), DbError> {
+    for attempt in 1.. {
+        match cache.load(group, options) {
+            Err(error) if error.sqlstate() == "55000" && attempt < 60 => {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+            other => return cache_call(other).map(|_| ()),
+        }
+    }
+    Ok(())
+}
+
+/// Drops the replication origins write-through made for `node`
+/// (PostgreSQL keeps at most `max_replication_slots` of them, and they stay
+/// when a node is gone), waiting while its sessions still hold them.
+pub fn drop_node_origins(url: &str, node: &str) -> Result<(), DbError> {
+    let mut client = pgtier_backend::connect::connect(url).map_err(|e| DbError::new(None, e.to_string()))?;
+    let sql = format!(
+        "SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_{node}\\_%'"
+    );
+    for _ in 0..200 {
+        match client.batch_execute(&sql) {
+            Ok(()) => return Ok(()),
+            Err(error) if error.code() == Some(&postgres::error::SqlState::OBJECT_IN_USE) => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(error) => return Err(db_error(&error)),
+        }
+    }
+    Err(DbError::new(Some("55006"), format!("the replication origins of node {node} stay in use")))
+}
+
 /// A multiset digest of a table: its row count and the wrapping sum of a
 /// hash of each row's COPY text line, so row order does not matter and any
 /// changed, missing or extra row shows (up to hash collisions).
