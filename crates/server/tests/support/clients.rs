@@ -164,8 +164,20 @@ fn hash_files(files: &[PathBuf]) -> String {
 }
 
 /// Runs `build` unless `stamp` already records `key`; then records it. A
-/// failed build leaves no stamp, so the next run tries again.
+/// failed build leaves no stamp, so the next run tries again. Builds of one
+/// program are serialized by an exclusive lock on a file beside the stamp:
+/// two tests of one program (pgjdbc and pgjdbc_berlin) run in parallel, and
+/// without it the second saw no stamp yet and recompiled the classes while
+/// the first was already running them ("Could not find or load main class",
+/// CI of b6cfdbe).
 fn build_once(stamp: &Path, key: &str, build: impl FnOnce()) {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(stamp.with_extension("lock"))
+        .expect("open build lock");
+    lock.lock().expect("take build lock");
     if std::fs::read_to_string(stamp).ok().as_deref() == Some(key) {
         return;
     }
