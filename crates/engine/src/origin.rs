@@ -14,6 +14,9 @@
 //! an autorefresh delete repeating a cascade PostgreSQL already shipped).
 //! So in those transactions neither side of a foreign key is checked and
 //! no ON DELETE action runs; primary keys, UNIQUE and NOT NULL still are.
+//! One exception: an `Evict` delete of a parent fails (without waiting) on
+//! a child its snapshot does not see, an application's insert beside it,
+//! which it would otherwise leave behind as half an instance.
 
 use crate::error::{EngineError, Result};
 

@@ -801,6 +801,49 @@ impl TableStore {
         }
     }
 
+    /// For an eviction's delete of a parent (which checks no foreign key):
+    /// does row `pk` hold a live version satisfying `pred` (it references
+    /// the parent) that `snapshot` does not see? `Err(owner)`: another
+    /// transaction has one uncommitted (or holds the row); `Ok(true)`: one
+    /// committed after the snapshot. Versions `me` wrote decide alone: the
+    /// eviction deleted the row itself, or it is its own.
+    pub(crate) fn holds_unseen_reference(
+        &self,
+        pk: &[u8],
+        me: TxnId,
+        snapshot: Snapshot,
+        scratch: &mut Vec<u8>,
+        mut pred: impl FnMut(&[u8]) -> bool,
+    ) -> std::result::Result<bool, TxnId> {
+        let layout = self.layout();
+        let hash = hash_key(pk);
+        let map = self.primary.read(hash);
+        let Some(head) = primary::find(&map, hash, pk, &self.pk, layout, scratch) else { return Ok(false) };
+        let mut live_match = |v: VPtr| !is_deleted(v.word()) && pred(v.row(layout));
+        if is_uncommitted(head.word()) {
+            let owner = owner_of(head.word());
+            if owner == me {
+                return Ok(false);
+            }
+            // As `probe`: any version the owner made counts, and so does
+            // the committed one under them (the owner may delete it).
+            let mut cur = Some(head);
+            while let Some(v) = cur
+                && is_uncommitted(v.word())
+            {
+                if live_match(v) {
+                    return Err(owner);
+                }
+                cur = v.prev();
+            }
+            return match latest_committed(cur) {
+                Some(v) if live_match(v) => Err(owner),
+                _ => Ok(false),
+            };
+        }
+        Ok(latest_committed(Some(head)).is_some_and(|v| live_match(v) && !snapshot.sees(commit_ts_of(v.word()))))
+    }
+
     /// Does a parent row with primary key `pk` exist for a new reference?
     /// Ok(true) exists, Ok(false) missing, Err(owner) wait for owner.
     pub(crate) fn parent_exists(

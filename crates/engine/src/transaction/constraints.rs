@@ -298,6 +298,52 @@ impl Transaction {
             return Ok(());
         }
     }
+
+    /// An eviction deletes parent `old_row` (no foreign key is checked for
+    /// it: the cache evicts an instance's cached children itself, in any
+    /// order). It removes the instance as its snapshot shows it, so a child
+    /// the snapshot does not see would stay behind, referencing a parent
+    /// the cache no longer holds: an application's uncommitted insert (it
+    /// checked the parent before this delete, and takes no lock on it), or
+    /// one committed since. The cache would then hold half an instance, and
+    /// the next load of it would meet that row. So the delete fails, 55P03
+    /// or 40001, without waiting, and the cache leaves the instance for a
+    /// later round. Children the snapshot sees are the eviction's to delete
+    /// (or rows of tables outside the cache group, left as they are).
+    pub(super) fn check_children_seen(&mut self, store: &TableStore, link: &FkLink, old_row: &[u8]) -> Result<()> {
+        let fk = &link.fk;
+        let layout = store.layout();
+        if fk.parent_columns.iter().any(|&c| layout.is_null(old_row, c)) {
+            return Ok(());
+        }
+        let Some(child) = link.other.upgrade() else { return Ok(()) };
+        let child_meta = child.meta();
+        let Some(cindex) = child_meta.index(fk.child_index).cloned() else { return Ok(()) };
+        encode_cols_as(&cindex.spec, layout, old_row, &fk.parent_columns, &mut self.s.probe);
+        let prefix = self.s.probe.clone();
+        let upper = prefix_successor(&prefix);
+        let mut batch = Vec::new();
+        cindex.tree.scan(
+            Bound::Included(&prefix),
+            upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+            usize::MAX,
+            &mut batch,
+        );
+        let mut tmp = Vec::new();
+        for entry in batch_entries(&batch) {
+            let (_, child_pk) = cindex.split(entry);
+            let refers = |row: &[u8]| {
+                encode_cols_as(&cindex.spec, child.layout(), row, &fk.child_columns, &mut tmp);
+                tmp == prefix
+            };
+            match child.holds_unseen_reference(child_pk, self.id, self.snapshot, &mut self.s.scratch, refers) {
+                Ok(false) => {}
+                Ok(true) => return Err(EngineError::ChangedSincePinned { relation: child.schema.name.clone() }),
+                Err(owner) => self.wait(owner, &child.schema.name)?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// PostgreSQL's DETAIL for a key: `Key (a, b)=(1, x) <then>`, built in one

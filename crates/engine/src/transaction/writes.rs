@@ -285,9 +285,10 @@ impl Transaction {
     /// Installs a tombstone over `at`, whose image is in `self.s.base`;
     /// false if the head changed meanwhile.
     /// `deleting`: a DELETE (ON DELETE actions apply), not the delete half
-    /// of a primary-key UPDATE. Children are not looked at unless the
-    /// origin enforces foreign keys (an evicted parent leaves PostgreSQL's
-    /// children alone; the cache evicts the cached ones itself).
+    /// of a primary-key UPDATE. Children are checked only when the origin
+    /// enforces foreign keys (an evicted parent leaves PostgreSQL's children
+    /// alone; the cache evicts the cached ones itself), except that an
+    /// eviction must see every child it leaves (`check_children_seen`).
     fn delete_installed(
         &mut self,
         h: usize,
@@ -307,9 +308,14 @@ impl Transaction {
         let meta = Arc::clone(&self.held[h].meta);
         let base = std::mem::take(&mut self.s.base);
         let mut r = Ok(());
-        let links = if self.origin.enforces_foreign_keys() { &meta.as_parent[..] } else { &[] };
-        for link in links {
-            r = self.check_children(store, link, &base, deleting);
+        for link in &meta.as_parent {
+            r = if self.origin.enforces_foreign_keys() {
+                self.check_children(store, link, &base, deleting)
+            } else if self.origin == Origin::Evict {
+                self.check_children_seen(store, link, &base)
+            } else {
+                Ok(())
+            };
             if r.is_err() {
                 break;
             }
