@@ -242,6 +242,32 @@ fn writes_that_miss_load_the_instance_first() {
     assert!(cache_dump(&db, "access_info").contains(&"22|9|1|2|x  |y    ".to_owned())); // char(3), char(5)
     let subscriber_21 = cache_dump(&db, "subscriber").into_iter().find(|l| l.starts_with("21|")).unwrap();
     assert!(subscriber_21.contains("|-1|"), "{subscriber_21}");
+
+    // An INSERT of a child whose key PostgreSQL already holds, its instance
+    // not cached: 23505, PostgreSQL's answer. The instance loads before the
+    // row goes in; loaded after it, it met the insert's own lock and the
+    // statement failed with 40001 once the load's retries ran out.
+    let existing = postgres_dump(&mut client, &group, "access_info", "s_id = 23");
+    let ai_type: i16 = existing[0].split('|').nth(1).unwrap().parse().unwrap();
+    let mut txn = db.begin().unwrap();
+    let started = std::time::Instant::now();
+    let duplicate = txn.insert(
+        access_info,
+        &[
+            Value::Int4(23),
+            Value::Int2(ai_type),
+            Value::Int2(1),
+            Value::Int2(2),
+            Value::Text("x".into()),
+            Value::Text("y".into()),
+        ],
+    );
+    assert_eq!(duplicate.unwrap_err().sqlstate(), "23505", "after {:?}", started.elapsed());
+    txn.rollback();
+    assert_eq!(
+        cache_dump(&db, "access_info"),
+        postgres_dump(&mut client, &group, "access_info", "s_id IN (21, 22, 23)")
+    );
 }
 
 #[test]

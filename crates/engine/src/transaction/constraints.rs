@@ -13,6 +13,7 @@ use crate::catalog::CatalogState;
 use crate::error::{EngineError, Result};
 use crate::ids::TxnId;
 use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor};
+use crate::row::RowLayout;
 use crate::row_ref::RowRef;
 use crate::schema::{ForeignKey, IndexId, TableSchema};
 use crate::seams::Miss;
@@ -36,6 +37,7 @@ impl Transaction {
     ) -> Result<()> {
         let layout = store.layout();
         let pk = std::mem::take(&mut self.s.key);
+        let parents_asked = std::mem::take(&mut self.s.parents_asked);
         let r = (|| {
             // Our previous version was replaced in place: drop the entries
             // only it had, before anything below can fail and abort (the
@@ -73,11 +75,12 @@ impl Transaction {
             if !self.origin.enforces_foreign_keys() {
                 return Ok(()); // The cache moves whole instances (origin.rs).
             }
-            for link in &meta.as_child {
+            for (i, link) in meta.as_child.iter().enumerate() {
                 if old_row.is_some() && untouched(&link.fk.child_columns) {
                     continue;
                 }
-                self.check_parent(store, link, new_row, old_row)?;
+                let asked_hook = i < 64 && parents_asked & (1 << i) != 0;
+                self.check_parent(store, link, new_row, old_row, asked_hook)?;
             }
             if let Some(old) = old_row {
                 for link in &meta.as_parent {
@@ -118,6 +121,7 @@ impl Transaction {
         link: &FkLink,
         new_row: &[u8],
         old_row: Option<&[u8]>,
+        mut asked_hook: bool,
     ) -> Result<()> {
         let fk = &link.fk;
         let layout = store.layout();
@@ -128,18 +132,8 @@ impl Transaction {
             return Ok(());
         }
         let Some(parent) = link.other.upgrade() else { return Ok(()) };
-        let parent_meta = parent.meta();
-        let mut asked_hook = false;
         loop {
-            let outcome = if fk.parent_index == parent.schema.primary_index {
-                encode_cols_as(&parent.pk, layout, new_row, &fk.child_columns, &mut self.s.probe);
-                parent.parent_exists(&self.s.probe, self.id, &mut self.s.scratch)
-            } else {
-                let Some(pindex) = parent_meta.index(fk.parent_index) else { return Ok(()) };
-                encode_cols_as(&pindex.spec, layout, new_row, &fk.child_columns, &mut self.s.probe);
-                self.parent_exists_unique(&parent, pindex)
-            };
-            match outcome {
+            match self.probe_parent(&parent, fk, layout, new_row) {
                 Ok(true) => return Ok(()),
                 Ok(false) if !asked_hook && self.parent_missed(&parent, fk, new_row)? => asked_hook = true,
                 Ok(false) => {
@@ -160,6 +154,54 @@ impl Transaction {
                 Err(owner) => self.wait(owner, &parent.schema.name)?,
             }
         }
+    }
+
+    /// Does the parent `new_row` references through `fk` exist (Err: another
+    /// transaction is changing it)?
+    fn probe_parent(
+        &mut self,
+        parent: &TableStore,
+        fk: &ForeignKey,
+        layout: &RowLayout,
+        new_row: &[u8],
+    ) -> std::result::Result<bool, TxnId> {
+        if fk.parent_index == parent.schema.primary_index {
+            encode_cols_as(&parent.pk, layout, new_row, &fk.child_columns, &mut self.s.probe);
+            return parent.parent_exists(&self.s.probe, self.id, &mut self.s.scratch);
+        }
+        let parent_meta = parent.meta();
+        let Some(pindex) = parent_meta.index(fk.parent_index) else { return Ok(true) };
+        encode_cols_as(&pindex.spec, layout, new_row, &fk.child_columns, &mut self.s.probe);
+        self.parent_exists_unique(parent, pindex)
+    }
+
+    /// Before a row is inserted into a table whose parents a miss hook
+    /// loads (a cache group's child table): loads each missing parent
+    /// first. Asked only after the insert (`check_parent`), the hook would
+    /// load the parent's instance while the new row is in place, and an
+    /// instance holding a row of the same key (PostgreSQL's 23505) met the
+    /// lock of the very transaction waiting for the load: no load could
+    /// ever finish, and the insert failed with 40001 instead of 23505.
+    /// Loaded first, that row is in the cache and the insert meets it as a
+    /// duplicate. A parent another transaction is changing is left to
+    /// `check_parent`, which waits for it.
+    /// Returns the foreign keys it asked for (bit i: `meta.as_child[i]`).
+    pub(super) fn load_missing_parents(&mut self, meta: &TableMeta, layout: &RowLayout, new_row: &[u8]) -> Result<u64> {
+        let mut asked = 0;
+        for (i, link) in meta.as_child.iter().enumerate() {
+            let fk = &link.fk;
+            let Some(parent) = link.other.upgrade() else { continue };
+            if self.miss_hook(&parent).is_none() || fk.child_columns.iter().any(|&c| layout.is_null(new_row, c)) {
+                continue;
+            }
+            if self.probe_parent(&parent, fk, layout, new_row) == Ok(false) {
+                self.parent_missed(&parent, fk, new_row)?;
+                if i < 64 {
+                    asked |= 1 << i;
+                }
+            }
+        }
+        Ok(asked)
     }
 
     /// The parent of a new reference is missing: asks the parent table's

@@ -148,6 +148,10 @@ struct Scratch {
     /// The last commit's WAL record builder and live-row deltas, reused.
     records: Option<RecordBuilder>,
     deltas: Vec<i64>,
+    /// The foreign keys (bit i: the table's i-th as a child) whose missing
+    /// parent `load_missing_parents` asked the miss hook for, for the row
+    /// being inserted: `check_parent` does not ask again.
+    parents_asked: u64,
 }
 
 /// Buffers a finished transaction leaves to the next one on its thread, so

@@ -140,6 +140,13 @@ impl Transaction {
     /// Inserts the row in `self.s.row`.
     fn insert_encoded(&mut self, h: usize, store: &Arc<TableStore>) -> Result<()> {
         let meta = Arc::clone(&self.held[h].meta);
+        let mut parents_asked = 0;
+        if !meta.as_child.is_empty() && store.hooks.has_miss_hook() && self.origin.enforces_foreign_keys() {
+            let row = std::mem::take(&mut self.s.row);
+            let r = self.load_missing_parents(&meta, store.layout(), &row);
+            self.s.row = row;
+            parents_asked = r?;
+        }
         store.pk_of(&self.s.row, &mut self.s.key);
         let hash = hash_key(&self.s.key);
         let stack = self.must_stack(h, hash);
@@ -177,6 +184,7 @@ impl Transaction {
             store.cleanup_entries(&meta, &self.s.key, &[tombstone]);
         }
         let row = std::mem::take(&mut self.s.row);
+        self.s.parents_asked = parents_asked; // after_write takes it first thing.
         let r = self.after_write(store, &meta, &row, None, false, None);
         self.s.row = row;
         r
