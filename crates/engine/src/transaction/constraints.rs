@@ -183,8 +183,10 @@ impl Transaction {
     /// lock of the very transaction waiting for the load: no load could
     /// ever finish, and the insert failed with 40001 instead of 23505.
     /// Loaded first, that row is in the cache and the insert meets it as a
-    /// duplicate. A parent another transaction is changing is left to
-    /// `check_parent`, which waits for it.
+    /// duplicate. A parent another transaction is changing is waited for
+    /// here too. (An eviction of the parent between this check and the
+    /// insert still leaves `check_parent` to load it after: a window of
+    /// microseconds, where an eviction batch stays open for milliseconds.)
     /// Returns the foreign keys it asked for (bit i: `meta.as_child[i]`).
     pub(super) fn load_missing_parents(&mut self, meta: &TableMeta, layout: &RowLayout, new_row: &[u8]) -> Result<u64> {
         let mut asked = 0;
@@ -194,10 +196,20 @@ impl Transaction {
             if self.miss_hook(&parent).is_none() || fk.child_columns.iter().any(|&c| layout.is_null(new_row, c)) {
                 continue;
             }
-            if self.probe_parent(&parent, fk, layout, new_row) == Ok(false) {
-                self.parent_missed(&parent, fk, new_row)?;
-                if i < 64 {
-                    asked |= 1 << i;
+            loop {
+                match self.probe_parent(&parent, fk, layout, new_row) {
+                    Ok(true) => break,
+                    Ok(false) => {
+                        self.parent_missed(&parent, fk, new_row)?;
+                        if i < 64 {
+                            asked |= 1 << i;
+                        }
+                        break;
+                    }
+                    // Most often an eviction's uncommitted delete (its batch
+                    // stays open for milliseconds): once it ends, the parent
+                    // is there or is loaded here, before the row goes in.
+                    Err(owner) => self.wait(owner, &parent.schema.name)?,
                 }
             }
         }
