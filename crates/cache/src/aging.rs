@@ -25,6 +25,9 @@
 //! hand passes but spares was used more recently than those that went; it
 //! is examined again one lap later. So a round costs about what it evicts,
 //! and the choice is LRU within the window (sampled LRU, as Redis does it).
+//! A round frees at most `ROUND_BYTES_MAX`: promotions go on while it runs,
+//! and short rounds measure memory again soon (a round cannot measure its
+//! own effect: its deletes are freed by garbage collection a moment later).
 //!
 //! One background thread per `Cache`, waking every `aging_interval`; it holds
 //! only a weak reference, so dropping the cache stops it.
@@ -52,6 +55,18 @@ const EVICT_BATCH: usize = 512;
 /// recently used half of what the hand passes over goes.
 const SAMPLE_FACTOR: u64 = 2;
 
+/// Bytes a round frees at most (about 5,000 TATP instances, ten batches).
+/// A round sized by a large excess (150 MB chosen and evicted in one go)
+/// ran for seconds while promotions went on, and under 8 promoting
+/// sessions memory reached 1.6x the budget before the next round looked.
+/// Short rounds look again often; misses run them too (`Cache::help_aging`).
+const ROUND_BYTES_MAX: u64 = 4 << 20;
+
+/// Between two rounds of the aging thread while memory is still far over
+/// (`AgingReport::more`): long enough for garbage collection to free the
+/// last round's deletes, so the next one measures what is left.
+const CATCH_UP_PAUSE: Duration = Duration::from_millis(50);
+
 /// What one aging round evicted.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AgingReport {
@@ -66,6 +81,10 @@ pub struct AgingReport {
     /// Instances examined to choose the memory evictions (about
     /// `SAMPLE_FACTOR` times what they free, not the whole cache).
     pub examined: u64,
+    /// The round stopped at `ROUND_BYTES_MAX` short of the low watermark:
+    /// the aging thread runs the next one as soon as its deletes are
+    /// collected, not an interval later.
+    pub more: bool,
 }
 
 /// The aging thread's stop switch.
@@ -109,11 +128,12 @@ pub(crate) fn spawn(
     interval: Duration,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("pgtier-aging".into()).spawn(move || {
+        let mut wait = interval;
         loop {
             {
                 let mut stopped = control.stopped.lock();
                 if !*stopped {
-                    control.wake.wait_for(&mut stopped, interval);
+                    control.wake.wait_for(&mut stopped, wait);
                 }
                 if *stopped {
                     return;
@@ -122,7 +142,8 @@ pub(crate) fn spawn(
             let Some(cache) = cache.upgrade() else { return };
             // A failed round (a lock conflict with an application writer,
             // the database shutting down) is retried at the next tick.
-            let _ = cache.age_now();
+            let more = cache.age_now().is_ok_and(|report| report.more);
+            wait = if more { CATCH_UP_PAUSE.min(interval) } else { interval };
         }
     })
 }
@@ -159,20 +180,25 @@ pub(crate) fn age_round(
     }
     let memory: Vec<u64> =
         layouts.iter().map(|layout| layout.tables.iter().map(|t| db.table_memory(t.id)).sum()).collect();
-    // Bytes to free per group (its own budget), and overall (the global one).
+    // Bytes to free per group (its own budget), and overall (the global
+    // one): down to the low watermark once past the high one, at most
+    // `ROUND_BYTES_MAX` in a round.
+    let mut more = false;
+    let mut excess = |used: u64, limit: u64| {
+        if used as f64 <= high * limit as f64 {
+            return 0;
+        }
+        let bytes = used - (low * limit as f64) as u64;
+        more |= bytes > ROUND_BYTES_MAX;
+        bytes.min(ROUND_BYTES_MAX)
+    };
     let mut group_excess: Vec<u64> = groups
         .iter()
         .zip(&memory)
-        .map(|(entry, &used)| match entry.def.memory_budget {
-            Some(limit) if used as f64 > high * limit as f64 => used - (low * limit as f64) as u64,
-            _ => 0,
-        })
+        .map(|(entry, &used)| entry.def.memory_budget.map_or(0, |limit| excess(used, limit)))
         .collect();
-    let total: u64 = memory.iter().sum();
-    let mut global_excess = match budget {
-        Some(limit) if total as f64 > high * limit as f64 => total - (low * limit as f64) as u64,
-        _ => 0,
-    };
+    let mut global_excess = budget.map_or(0, |limit| excess(memory.iter().sum(), limit));
+    report.more = more;
     if global_excess == 0 && group_excess.iter().all(|&e| e == 0) {
         return Ok(report);
     }
@@ -205,9 +231,6 @@ pub(crate) fn age_round(
         chosen[group].push(candidate.key);
     }
     for ((entry, layout), keys) in groups.iter().zip(&layouts).zip(&chosen) {
-        if keys.is_empty() {
-            continue;
-        }
         // A delete is a new version until garbage collection frees the old
         // ones: memory first grows by what is evicted. Collecting after every
         // batch keeps that rise to one batch instead of the whole round.
