@@ -67,6 +67,10 @@ const ROUND_BYTES_MAX: u64 = 4 << 20;
 /// last round's deletes, so the next one measures what is left.
 const CATCH_UP_PAUSE: Duration = Duration::from_millis(50);
 
+/// How long a round that evicted waits at most for garbage collection to
+/// free its deletes (`Database::collect_garbage_committed`).
+pub(crate) const GC_WAIT_MAX: Duration = Duration::from_millis(100);
+
 /// What one aging round evicted.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AgingReport {
@@ -156,13 +160,16 @@ struct Candidate {
     key: Vec<Value>,
 }
 
-/// One aging round over `groups` (what `Cache::age_now` runs).
+/// One aging round over `groups` (what `Cache::age_now` runs); with
+/// `waits_for_gc`, it returns once its deletes are freed (or after
+/// `GC_WAIT_MAX`).
 pub(crate) fn age_round(
     cache: &dyn AgingHost,
     groups: &[Arc<GroupEntry>],
     budget: Option<u64>,
     high: f64,
     low: f64,
+    waits_for_gc: bool,
 ) -> Result<AgingReport, CacheError> {
     let db = cache.database();
     let mut report = AgingReport::default();
@@ -241,6 +248,16 @@ pub(crate) fn age_round(
             report.skipped_dirty += removed.skipped_dirty;
             db.collect_garbage();
         }
+    }
+    if report.evicted > 0 && waits_for_gc {
+        // The next round (or a miss deciding whether to help) measures
+        // memory: it must not find this round's deletes still counted there
+        // and evict again for them (memory swung between 0.5x and 1.5x the
+        // budget under 8 promoting sessions, whose open snapshots hold GC
+        // back for milliseconds at a time). A round a miss runs does not
+        // wait: its own statement's snapshot holds those deletes until the
+        // statement ends.
+        db.collect_garbage_committed(GC_WAIT_MAX);
     }
     Ok(report)
 }

@@ -324,6 +324,40 @@ impl Database {
         self.inner.gc.sweep_if_overflowed(&self.inner.txns, &self.inner.catalog);
     }
 
+    /// [`Database::collect_garbage`] until the rows of every transaction
+    /// committed before the call are pruned, or `timeout` passes (false
+    /// then). A collection frees only what no open snapshot still sees, and
+    /// sessions' snapshots come and go: a caller that just deleted many rows
+    /// and will measure memory next (aging) waits here for the moment they
+    /// are all gone, instead of measuring its own deletes as memory and
+    /// evicting again for them.
+    pub fn collect_garbage_committed(&self, timeout: std::time::Duration) -> bool {
+        let through = self.inner.txns.visible();
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            self.collect_garbage();
+            if !self.inner.gc.holds_through(through) {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
+    /// A mark of the transactions committed so far, for
+    /// [`Database::garbage_collected_since`].
+    pub fn garbage_mark(&self) -> u64 {
+        self.inner.txns.visible().get()
+    }
+
+    /// Whether garbage collection has pruned the rows of every transaction
+    /// committed before `mark` was taken (nothing of theirs is queued).
+    pub fn garbage_collected_since(&self, mark: u64) -> bool {
+        !self.inner.gc.holds_through(crate::ids::CommitTs::new(mark))
+    }
+
     /// The end of the WAL written so far (cheap: no table walk, unlike
     /// [`Database::stats`]); what a commit-stream consumer is behind of.
     pub fn wal_end(&self) -> crate::Lsn {

@@ -115,6 +115,11 @@ impl Gc {
         }
     }
 
+    /// Whether a commit at or before `through` still has rows queued.
+    pub(crate) fn holds_through(&self, through: CommitTs) -> bool {
+        self.queue.lock().iter().any(|item| item.commit_ts <= through)
+    }
+
     /// A full sweep if the queue overflowed since the last call.
     pub(crate) fn sweep_if_overflowed(&self, txns: &TxnManager, catalog: &CommittedCatalog) {
         if self.overflowed.swap(false, Ordering::AcqRel) {

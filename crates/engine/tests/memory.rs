@@ -271,3 +271,34 @@ fn shard_scans_part_the_table_and_garbage_collection_frees_deletes() {
     let collected = db.table_memory(table);
     assert!(collected < empty * 6 / 10, "{collected} of {empty} left after collecting 1,000 of 2,000 deletes");
 }
+
+/// `collect_garbage_committed` returns once every commit before it is
+/// pruned: not while a snapshot older than the deletes is open (false
+/// after its timeout), at once after it closes. Aging measures memory right
+/// after its evictions with it, and with a plain collection it counted its
+/// own deletes (held by sessions' snapshots) and evicted again for them.
+#[test]
+fn collecting_committed_garbage_waits_for_older_snapshots() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let table = create(&db);
+    insert(&db, table, 0..2000);
+    let full = db.table_memory(table);
+    let mut reader = db.begin().unwrap();
+    reader.begin_statement().unwrap();
+    assert!(reader.get(table, &[int(5)], &mut pgtier_engine::RowBuf::new()).unwrap());
+    let mut t = db.begin().unwrap();
+    for id in 0..1000 {
+        assert!(t.delete(table, &[int(id)]).unwrap());
+    }
+    t.commit().unwrap();
+    let started = Instant::now();
+    assert!(!db.collect_garbage_committed(Duration::from_millis(50)), "a snapshot older than the deletes is open");
+    assert!(started.elapsed() >= Duration::from_millis(50));
+    assert!(db.table_memory(table) >= full, "the open snapshot still sees the deleted rows");
+    reader.commit().unwrap();
+    assert!(db.collect_garbage_committed(Duration::from_secs(5)));
+    let collected = db.table_memory(table);
+    assert!(collected < full * 6 / 10, "{collected} of {full} left");
+}

@@ -190,6 +190,14 @@ pub struct Cache {
     /// since `opened`): see `memory_recent`.
     memory_seen: std::sync::atomic::AtomicU64,
     memory_seen_us: std::sync::atomic::AtomicU64,
+    /// Bytes rounds run by misses evicted whose deletes garbage collection
+    /// may not have freed yet (the miss's own statement snapshot holds
+    /// them): misses count them as gone when they measure, and the aging
+    /// thread's next round, which waits for the collection, clears it.
+    evicted_uncollected: std::sync::atomic::AtomicU64,
+    /// `Database::garbage_mark` after the last such round: once everything
+    /// before it is collected, `evicted_uncollected` is gone from memory.
+    evicted_uncollected_mark: std::sync::atomic::AtomicU64,
     opened: Instant,
     /// READONLY groups' autorefresh workers, by group.
     autorefresh: Mutex<BTreeMap<String, Worker>>,
@@ -249,6 +257,8 @@ impl Cache {
                 aging_helped_ms: std::sync::atomic::AtomicU64::new(0),
                 memory_seen: std::sync::atomic::AtomicU64::new(0),
                 memory_seen_us: std::sync::atomic::AtomicU64::new(0),
+                evicted_uncollected: std::sync::atomic::AtomicU64::new(0),
+                evicted_uncollected_mark: std::sync::atomic::AtomicU64::new(0),
                 opened: Instant::now(),
                 autorefresh: Mutex::new(BTreeMap::new()),
                 predicate_compiler: RwLock::new(None),
@@ -556,13 +566,19 @@ impl Cache {
         // A new epoch: reads from now on are newer than everything before.
         self.db.advance_access_tick();
         let groups = self.group_entries();
-        aging::age_round(
+        let report = aging::age_round(
             self,
             &groups,
             self.config.memory_budget,
             self.config.high_watermark,
             self.config.low_watermark,
-        )
+            true,
+        );
+        if self.evicted_uncollected.load(Ordering::Relaxed) > 0 && self.db.collect_garbage_committed(aging::GC_WAIT_MAX)
+        {
+            self.evicted_uncollected.store(0, Ordering::Relaxed);
+        }
+        report
     }
 
     /// Turns on the engine seams a group uses: the write guard (READONLY:
@@ -642,6 +658,11 @@ impl Cache {
             return self.memory_seen.load(Ordering::Relaxed);
         }
         let used = self.db.memory_total();
+        if self.evicted_uncollected.load(Ordering::Relaxed) > 0
+            && self.db.garbage_collected_since(self.evicted_uncollected_mark.load(Ordering::Relaxed))
+        {
+            self.evicted_uncollected.store(0, Ordering::Relaxed);
+        }
         self.memory_seen.store(used, Ordering::Relaxed);
         self.memory_seen_us.store(now_us.max(1), Ordering::Relaxed);
         used
@@ -668,7 +689,7 @@ impl Cache {
     /// starts a new access epoch.
     fn help_aging(&self) {
         let Some(budget) = self.config.memory_budget else { return };
-        let used = self.memory_recent();
+        let used = self.memory_recent().saturating_sub(self.evicted_uncollected.load(Ordering::Relaxed));
         if used <= budget {
             return;
         }
@@ -680,7 +701,9 @@ impl Cache {
             let round = self.aging_round.lock();
             // Waiting for the round under way was the point; another right
             // after it would measure its deletes before they are collected.
-            if recent() || self.db.memory_total() <= budget {
+            if recent()
+                || self.db.memory_total().saturating_sub(self.evicted_uncollected.load(Ordering::Relaxed)) <= budget
+            {
                 return;
             }
             round
@@ -696,13 +719,17 @@ impl Cache {
         let groups = self.group_entries();
         // A failed round (a conflict, shutting down) is the aging thread's
         // to retry; this miss has its instance either way.
-        let _ = aging::age_round(
+        if let Ok(report) = aging::age_round(
             self,
             &groups,
             self.config.memory_budget,
             self.config.high_watermark,
             self.config.low_watermark,
-        );
+            false,
+        ) {
+            self.evicted_uncollected_mark.store(self.db.garbage_mark(), Ordering::Relaxed);
+            self.evicted_uncollected.fetch_add(report.freed_bytes, Ordering::Relaxed);
+        }
     }
 
     /// What LOAD, REFRESH, UNLOAD and ACCEPT DEFINITION do first: the
