@@ -235,14 +235,7 @@ impl Transaction {
 
     fn parent_exists_unique(&mut self, parent: &TableStore, pindex: &IndexStore) -> std::result::Result<bool, TxnId> {
         let prefix = self.s.probe.clone();
-        let upper = prefix_successor(&prefix);
-        let mut batch = Vec::new();
-        pindex.tree.scan(
-            Bound::Included(&prefix),
-            upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
-            usize::MAX,
-            &mut batch,
-        );
+        let batch = entries_with_prefix(pindex, &prefix);
         let mut tmp = Vec::new();
         for entry in batch_entries(&batch) {
             let (_, pk) = pindex.split(entry);
@@ -284,15 +277,8 @@ impl Transaction {
         let Some(cindex) = child_meta.index(fk.child_index).cloned() else { return Ok(()) };
         encode_cols_as(&cindex.spec, layout, old_row, &fk.parent_columns, &mut self.s.probe);
         let prefix = self.s.probe.clone();
-        let upper = prefix_successor(&prefix);
         'retry: loop {
-            let mut batch = Vec::new();
-            cindex.tree.scan(
-                Bound::Included(&prefix),
-                upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
-                usize::MAX,
-                &mut batch,
-            );
+            let batch = entries_with_prefix(&cindex, &prefix);
             let mut tmp = Vec::new();
             for entry in batch_entries(&batch) {
                 let (_, child_pk) = cindex.split(entry);
@@ -375,14 +361,7 @@ impl Transaction {
         let Some(cindex) = child_meta.index(fk.child_index).cloned() else { return Ok(()) };
         encode_cols_as(&cindex.spec, layout, old_row, &fk.parent_columns, &mut self.s.probe);
         let prefix = self.s.probe.clone();
-        let upper = prefix_successor(&prefix);
-        let mut batch = Vec::new();
-        cindex.tree.scan(
-            Bound::Included(&prefix),
-            upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
-            usize::MAX,
-            &mut batch,
-        );
+        let batch = entries_with_prefix(&cindex, &prefix);
         let mut tmp = Vec::new();
         for entry in batch_entries(&batch) {
             let (_, child_pk) = cindex.split(entry);
@@ -398,6 +377,20 @@ impl Transaction {
         }
         Ok(())
     }
+}
+
+/// The entries of `index` whose key starts with `prefix`, as a batch for
+/// `batch_entries` (the rows of an FK's either side).
+fn entries_with_prefix(index: &IndexStore, prefix: &[u8]) -> Vec<u8> {
+    let upper = prefix_successor(prefix);
+    let mut batch = Vec::new();
+    index.tree.scan(
+        Bound::Included(prefix),
+        upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+        usize::MAX,
+        &mut batch,
+    );
+    batch
 }
 
 /// PostgreSQL's DETAIL for a key: `Key (a, b)=(1, x) <then>`, built in one
