@@ -268,15 +268,7 @@ impl Transaction {
         const FK_ACTION_DEPTH_MAX: u32 = 256;
         let fk = &link.fk;
         let action = if deleting { fk.on_delete } else { crate::schema::FkAction::NoAction };
-        let layout = store.layout();
-        if fk.parent_columns.iter().any(|&c| layout.is_null(old_row, c)) {
-            return Ok(());
-        }
-        let Some(child) = link.other.upgrade() else { return Ok(()) };
-        let child_meta = child.meta();
-        let Some(cindex) = child_meta.index(fk.child_index).cloned() else { return Ok(()) };
-        encode_cols_as(&cindex.spec, layout, old_row, &fk.parent_columns, &mut self.s.probe);
-        let prefix = self.s.probe.clone();
+        let Some((child, cindex, prefix)) = self.children_of(store, link, old_row) else { return Ok(()) };
         'retry: loop {
             let batch = entries_with_prefix(&cindex, &prefix);
             let mut tmp = Vec::new();
@@ -339,6 +331,27 @@ impl Transaction {
         }
     }
 
+    /// The child table of `link`, its index on the foreign key, and the
+    /// encoded key prefix its rows referencing parent `old_row` carry; None
+    /// when nothing can reference it (a NULL key, the child table or its
+    /// index gone).
+    fn children_of(
+        &mut self,
+        store: &TableStore,
+        link: &FkLink,
+        old_row: &[u8],
+    ) -> Option<(Arc<TableStore>, Arc<IndexStore>, Vec<u8>)> {
+        let fk = &link.fk;
+        let layout = store.layout();
+        if fk.parent_columns.iter().any(|&c| layout.is_null(old_row, c)) {
+            return None;
+        }
+        let child = link.other.upgrade()?;
+        let cindex = child.meta().index(fk.child_index).cloned()?;
+        encode_cols_as(&cindex.spec, layout, old_row, &fk.parent_columns, &mut self.s.probe);
+        Some((child, cindex, self.s.probe.clone()))
+    }
+
     /// An eviction deletes parent `old_row` (no foreign key is checked for
     /// it: the cache evicts an instance's cached children itself, in any
     /// order). It removes the instance as its snapshot shows it, so a child
@@ -352,15 +365,7 @@ impl Transaction {
     /// (or rows of tables outside the cache group, left as they are).
     pub(super) fn check_children_seen(&mut self, store: &TableStore, link: &FkLink, old_row: &[u8]) -> Result<()> {
         let fk = &link.fk;
-        let layout = store.layout();
-        if fk.parent_columns.iter().any(|&c| layout.is_null(old_row, c)) {
-            return Ok(());
-        }
-        let Some(child) = link.other.upgrade() else { return Ok(()) };
-        let child_meta = child.meta();
-        let Some(cindex) = child_meta.index(fk.child_index).cloned() else { return Ok(()) };
-        encode_cols_as(&cindex.spec, layout, old_row, &fk.parent_columns, &mut self.s.probe);
-        let prefix = self.s.probe.clone();
+        let Some((child, cindex, prefix)) = self.children_of(store, link, old_row) else { return Ok(()) };
         let batch = entries_with_prefix(&cindex, &prefix);
         let mut tmp = Vec::new();
         for entry in batch_entries(&batch) {
