@@ -91,6 +91,43 @@ pub struct AgingReport {
     pub more: bool,
 }
 
+/// Bytes aging evicted that garbage collection may not have freed yet: a
+/// delete is a new version, and the versions it ends stay (counted in the
+/// tables' memory) until no snapshot can see them. Whoever measures memory
+/// to decide on a round counts these as gone; once collection has passed
+/// the last eviction counted, they are.
+#[derive(Default)]
+pub(crate) struct Uncollected {
+    /// (bytes, `Database::garbage_mark` after the last eviction counted).
+    state: Mutex<(u64, u64)>,
+}
+
+impl Uncollected {
+    /// A round evicted `bytes` (its committed deletes).
+    pub fn add(&self, db: &Database, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let mut state = self.state.lock();
+        *state = (state.0.saturating_add(bytes), db.garbage_mark());
+    }
+
+    /// The bytes still uncollected as last checked (cheap).
+    pub fn bytes(&self) -> u64 {
+        self.state.lock().0
+    }
+
+    /// Checks with garbage collection (reads its queue: not on every miss)
+    /// and returns the bytes still uncollected.
+    pub fn check(&self, db: &Database) -> u64 {
+        let mut state = self.state.lock();
+        if state.0 > 0 && db.garbage_collected_since(state.1) {
+            state.0 = 0;
+        }
+        state.0
+    }
+}
+
 /// The aging thread's stop switch.
 #[derive(Default)]
 pub(crate) struct AgerControl {
@@ -160,16 +197,17 @@ struct Candidate {
     key: Vec<Value>,
 }
 
-/// One aging round over `groups` (what `Cache::age_now` runs); with
-/// `waits_for_gc`, it returns once its deletes are freed (or after
-/// `GC_WAIT_MAX`).
+/// One aging round over `groups` (what `Cache::age_now` runs). Instances
+/// used at or after `spare_from` (an access tick) stay. `uncollected`:
+/// bytes earlier rounds evicted that garbage collection has not freed yet;
+/// they are still counted in the tables' memory, and a round that measured
+/// them would evict for them a second time.
 pub(crate) fn age_round(
     cache: &dyn AgingHost,
     groups: &[Arc<GroupEntry>],
-    budget: Option<u64>,
-    high: f64,
-    low: f64,
-    waits_for_gc: bool,
+    limits: &Watermarks,
+    spare_from: u32,
+    uncollected: u64,
 ) -> Result<AgingReport, CacheError> {
     let db = cache.database();
     let mut report = AgingReport::default();
@@ -189,13 +227,15 @@ pub(crate) fn age_round(
         layouts.iter().map(|layout| layout.tables.iter().map(|t| db.table_memory(t.id)).sum()).collect();
     // Bytes to free per group (its own budget), and overall (the global
     // one): down to the low watermark once past the high one, at most
-    // `ROUND_BYTES_MAX` in a round.
+    // `ROUND_BYTES_MAX` in a round. What is evicted and not yet collected
+    // is known only overall (a group's own budget is measured as it is:
+    // the aging thread's rounds wait for collection).
     let mut more = false;
     let mut excess = |used: u64, limit: u64| {
-        if used as f64 <= high * limit as f64 {
+        if used as f64 <= limits.high * limit as f64 {
             return 0;
         }
-        let bytes = used - (low * limit as f64) as u64;
+        let bytes = used - (limits.low * limit as f64) as u64;
         more |= bytes > ROUND_BYTES_MAX;
         bytes.min(ROUND_BYTES_MAX)
     };
@@ -204,7 +244,8 @@ pub(crate) fn age_round(
         .zip(&memory)
         .map(|(entry, &used)| entry.def.memory_budget.map_or(0, |limit| excess(used, limit)))
         .collect();
-    let mut global_excess = budget.map_or(0, |limit| excess(memory.iter().sum(), limit));
+    let mut global_excess =
+        limits.budget.map_or(0, |limit| excess(memory.iter().sum::<u64>().saturating_sub(uncollected), limit));
     report.more = more;
     if global_excess == 0 && group_excess.iter().all(|&e| e == 0) {
         return Ok(report);
@@ -213,18 +254,20 @@ pub(crate) fn age_round(
         let entry = &groups[index];
         entry.def.aging == Aging::Lru && !entry.def.keep && (global_excess > 0 || group_excess[index] > 0)
     };
-    // Rows used (or loaded) since the round began carry this tick or a
-    // later one: such an instance is not least recently used, and one a
-    // miss has just loaded must stay until the statement that missed sees it.
-    let round_tick = db.access_tick();
+    // Instances used since `spare_from` are not least recently used (the
+    // aging thread's rounds spare those used since they began; rounds a
+    // miss runs spare the epoch before theirs too). Those a miss loaded for
+    // a transaction still open are pinned besides
+    // (`registry::InstancePin`), however old their stamps.
     let mut candidates = Vec::new();
     for index in (0..groups.len()).filter(|&i| evictable(i)) {
-        let dirty_too = cache.evicts_dirty(&groups[index]);
-        let wanted = SAMPLE_FACTOR.saturating_mul(global_excess.max(group_excess[index]));
-        collect_candidates(db, &groups[index], &layouts[index], index, dirty_too, wanted, &mut candidates)?;
+        let window = Window {
+            dirty_too: cache.evicts_dirty(&groups[index]),
+            spare_from,
+            wanted: SAMPLE_FACTOR.saturating_mul(global_excess.max(group_excess[index])),
+        };
+        report.examined += collect_candidates(db, &groups[index], &layouts[index], index, &window, &mut candidates)?;
     }
-    candidates.retain(|c| c.last_access < round_tick);
-    report.examined = candidates.len() as u64;
     candidates.sort_by_key(|c| c.last_access);
     let mut chosen: Vec<Vec<Vec<Value>>> = vec![Vec::new(); groups.len()];
     for candidate in candidates {
@@ -249,35 +292,46 @@ pub(crate) fn age_round(
             db.collect_garbage();
         }
     }
-    if report.evicted > 0 && waits_for_gc {
-        // The next round (or a miss deciding whether to help) measures
-        // memory: it must not find this round's deletes still counted there
-        // and evict again for them (memory swung between 0.5x and 1.5x the
-        // budget under 8 promoting sessions, whose open snapshots hold GC
-        // back for milliseconds at a time). A round a miss runs does not
-        // wait: its own statement's snapshot holds those deletes until the
-        // statement ends.
-        db.collect_garbage_committed(GC_WAIT_MAX);
-    }
     Ok(report)
 }
 
+/// The budgets a round works to.
+pub(crate) struct Watermarks {
+    /// The cache's memory budget (None: only groups' own budgets).
+    pub budget: Option<u64>,
+    /// Rounds evict above `high * budget`, down to `low * budget`.
+    pub high: f64,
+    pub low: f64,
+}
+
+/// What `collect_candidates` looks for.
+struct Window {
+    /// Instances with changes PostgreSQL does not have yet too (write-back).
+    dirty_too: bool,
+    /// Instances used at or after this access tick are passed over.
+    spare_from: u32,
+    /// Bytes of candidates to collect.
+    wanted: u64,
+}
+
 /// Cached instances of a group with their recency and size, from the
-/// group's clock hand on, until they hold `wanted` bytes or the hand has
-/// been all the way round; the hand is left after the shards examined.
+/// group's clock hand on, until they hold `window.wanted` bytes or the hand
+/// has been all the way round; the hand is left after the shards examined.
+/// Instances the window spares are passed over and not counted: a round
+/// that runs while the sessions work on most of what is cached still finds
+/// what it must free. Returns how many instances it read.
 fn collect_candidates(
     db: &Database,
     entry: &GroupEntry,
     layout: &InstanceLayout,
     group: usize,
-    dirty_too: bool,
-    wanted: u64,
+    window: &Window,
     out: &mut Vec<Candidate>,
-) -> Result<(), CacheError> {
+) -> Result<u64, CacheError> {
     let root = layout.root();
     let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
     let mut keys: Vec<Vec<Value>> = Vec::new();
-    let mut collected = 0u64;
+    let (mut collected, mut examined) = (0u64, 0u64);
     let start = entry.clock_hand.load(Ordering::Relaxed) % TABLE_SHARDS;
     for step in 0..TABLE_SHARDS {
         let shard = (start + step) % TABLE_SHARDS;
@@ -287,10 +341,11 @@ fn collect_candidates(
             Ok(true)
         })?;
         for key in keys.drain(..) {
-            if !dirty_too && entry.is_dirty(&key) {
+            if !window.dirty_too && entry.is_dirty(&key) {
                 continue;
             }
             let Some(instance) = layout.read(&mut txn, &key)? else { continue };
+            examined += 1;
             let (mut last_access, mut bytes) = (0u32, 0u64);
             for (table, rows) in layout.tables.iter().zip(&instance.rows) {
                 for row in rows {
@@ -301,16 +356,19 @@ fn collect_candidates(
                     }
                 }
             }
+            if last_access >= window.spare_from {
+                continue;
+            }
             collected += bytes;
             out.push(Candidate { last_access, bytes, group, key });
         }
         entry.clock_hand.store((shard + 1) % TABLE_SHARDS, Ordering::Relaxed);
-        if collected >= wanted {
+        if collected >= window.wanted {
             break;
         }
     }
     txn.rollback();
-    Ok(())
+    Ok(examined)
 }
 
 /// Root keys of the instances whose root `column` is older than `lifetime`.

@@ -41,7 +41,7 @@ use crate::group::CacheGroup;
 use crate::instance::{InstanceLayout, key_text};
 use crate::load::{decode_values, instance_query};
 use crate::pool::{Pool, Pooled};
-use crate::registry::GroupEntry;
+use crate::registry::{GroupEntry, InstancePin};
 
 /// What a dynamic load asks of the cache (`Cache` implements it): what
 /// every load's fence asks, and the database. Miss hooks hold it weakly, so
@@ -49,8 +49,8 @@ use crate::registry::GroupEntry;
 pub(crate) trait DynamicHost: WriteThroughState {
     fn database(&self) -> &Database;
     /// Makes sure the instance of `root_key` of group `group` is cached
-    /// when PostgreSQL has it (`Cache::ensure_instance`).
-    fn ensure_instance(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError>;
+    /// when PostgreSQL has it, and pins it (`Cache::ensure_pinned`).
+    fn ensure_pinned(&self, group: &str, root_key: &[Value]) -> Result<Ensured, CacheError>;
     /// Whether that instance is cached now (a fresh snapshot).
     fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError>;
     /// The instance on the flash tier, when it is there (`Flash::find`).
@@ -95,6 +95,15 @@ pub(crate) fn root_key_of(map: &[usize], columns: &[usize], values: &[Value]) ->
         .collect()
 }
 
+/// What `Dynamic::ensure` did.
+pub(crate) struct Ensured {
+    /// This call (or the flight it waited for) inserted the instance.
+    pub loaded: bool,
+    /// Taken before anything was looked at: no eviction of the instance
+    /// begins until it is dropped (None: the key cannot be a root key).
+    pub pin: Option<InstancePin>,
+}
+
 /// One load in progress; later misses on the key wait for its outcome.
 #[derive(Default)]
 struct Flight {
@@ -128,23 +137,25 @@ impl Dynamic {
         Dynamic { pool, flights: Mutex::new(HashMap::new()) }
     }
 
-    /// Makes sure the instance of `root_key` is cached if PostgreSQL has it.
-    /// Ok(true): this call (or the flight it waited for) inserted it.
+    /// Makes sure the instance of `root_key` is cached if PostgreSQL has it,
+    /// and pins it (see `Ensured`).
     pub fn ensure(
         &self,
         cache: &dyn DynamicHost,
-        entry: &GroupEntry,
+        entry: &Arc<GroupEntry>,
         layout: &InstanceLayout,
         root_key: &[Value],
-    ) -> Result<bool, CacheError> {
+    ) -> Result<Ensured, CacheError> {
         let db = cache.database();
-        let Some(key) = layout.normalize_root_key(root_key) else { return Ok(false) };
+        let Some(key) = layout.normalize_root_key(root_key) else { return Ok(Ensured { loaded: false, pin: None }) };
+        // Pinned first: an eviction that has not begun now never will.
+        let pin = Some(InstancePin::new(entry, &key));
         // An eviction of it under way: its end decides whether it is cached.
         entry.evicting.wait_out(&key, std::time::Duration::from_secs(5));
         // An instance with changes PostgreSQL does not have yet is never
         // loaded from there; in write-back mode flash may hold it.
         if layout.root_cached(db, &key)? || (entry.is_dirty(&key) && !cache.flash_holds_dirty(entry)) {
-            return Ok(false);
+            return Ok(Ensured { loaded: false, pin });
         }
         let flight_key = format!("{}\u{0}{}", entry.def.name, key_text(&key));
         let (flight, leader) = {
@@ -164,13 +175,13 @@ impl Dynamic {
                 flight.done.wait(&mut outcome);
             }
             return match outcome.as_ref() {
-                Some(Ok(loaded)) => Ok(*loaded),
+                Some(Ok(loaded)) => Ok(Ensured { loaded: *loaded, pin }),
                 Some(Err((sqlstate, message))) => Err(CacheError::DynamicLoad {
                     group: entry.def.name.clone(),
                     sqlstate: sqlstate.clone(),
                     reason: message.clone(),
                 }),
-                None => Ok(false),
+                None => Ok(Ensured { loaded: false, pin }),
             };
         }
         let started = Instant::now();
@@ -215,7 +226,7 @@ impl Dynamic {
         );
         flight.done.notify_all();
         self.flights.lock().remove(&flight_key);
-        result
+        result.map(|loaded| Ensured { loaded, pin })
     }
 
     fn load_instance(
@@ -450,27 +461,36 @@ pub(crate) struct TableHook {
 }
 
 impl pgtier_engine::MissHook for TableHook {
-    fn on_miss(&self, db: &Database, miss: pgtier_engine::Miss<'_>) -> pgtier_engine::Result<bool> {
-        let Some(cache) = self.cache.upgrade() else { return Ok(false) };
+    fn on_miss(
+        &self,
+        db: &Database,
+        miss: pgtier_engine::Miss<'_>,
+    ) -> pgtier_engine::Result<pgtier_engine::MissResolution> {
+        use pgtier_engine::MissResolution::NotFound;
+        let Some(cache) = self.cache.upgrade() else { return Ok(NotFound) };
         let catalog = db.catalog();
         let root_key = match miss {
             pgtier_engine::Miss::Key { table, key } => {
-                let Some(schema) = catalog.table(table) else { return Ok(false) };
+                let Some(schema) = catalog.table(table) else { return Ok(NotFound) };
                 root_key_of(&self.root_key_columns, &schema.primary_key, key)
             }
             pgtier_engine::Miss::Prefix { index, prefix, .. } => {
-                let Some(index) = catalog.index(index) else { return Ok(false) };
+                let Some(index) = catalog.index(index) else { return Ok(NotFound) };
                 root_key_of(&self.root_key_columns, &index.columns, prefix)
             }
         };
-        let Some(root_key) = root_key else { return Ok(false) };
+        let Some(root_key) = root_key else { return Ok(NotFound) };
         let to_engine = |error: CacheError| EngineError::hook(error.sqlstate(), error.to_string(), error.hint());
-        if cache.ensure_instance(&self.group, &root_key).map_err(to_engine)? {
-            return Ok(true);
-        }
-        // Cached after this transaction's snapshot was taken (another
+        let ensured = cache.ensure_pinned(&self.group, &root_key).map_err(to_engine)?;
+        // Or cached after this transaction's snapshot was taken (another
         // session's load ended just before this miss): the engine looks
         // again with a fresh snapshot only when told so.
-        cache.instance_cached(&self.group, &root_key).map_err(to_engine)
+        if ensured.loaded || cache.instance_cached(&self.group, &root_key).map_err(to_engine)? {
+            // The pin goes with the transaction: its retry, and whatever it
+            // reads of the instance until it ends, find it still cached.
+            let hold = ensured.pin.map(|pin| Box::new(pin) as pgtier_engine::MissHold);
+            return Ok(pgtier_engine::MissResolution::Retry { hold });
+        }
+        Ok(pgtier_engine::MissResolution::NotFound)
     }
 }

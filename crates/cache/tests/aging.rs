@@ -243,3 +243,47 @@ fn rounds_are_bounded_and_repeat_until_under_the_budget() {
     assert!(rounds as u64 >= (loaded - budget) / ROUND_BYTES_MAX, "{rounds} rounds for {loaded} bytes");
     check_whole_instances(cache.database(), &url);
 }
+
+/// An instance a transaction's miss loaded stays cached until that
+/// transaction ends, however old its stamp: the engine retries the lookup
+/// that missed once, and an eviction between the load and that retry (a
+/// round on another thread, or one a later miss runs) answered "no row" —
+/// or updated nothing — for a row PostgreSQL has. Once the transaction
+/// ends, the instance is as evictable as any.
+#[test]
+fn an_instance_a_transaction_missed_on_stays_until_it_ends() {
+    let url = tatp_url();
+    let per_instance = instance_bytes(&url);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url, Some(per_instance * 100));
+    cache.create_group(&tatp_group("pin", true, false)).unwrap();
+    let db = cache.database().clone();
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    let cached =
+        |key: i32| cache_dump(&db, "subscriber").iter().any(|line| line.split('|').next() == Some(&key.to_string()));
+    let read_all = |keys: std::ops::RangeInclusive<i32>| {
+        db.advance_access_tick();
+        let mut txn = db.begin().unwrap();
+        for key in keys {
+            assert!(txn.get_with(subscriber, &[Value::Int4(key)], |_| ()).unwrap().is_some(), "{key}");
+        }
+        txn.commit().unwrap();
+    };
+    let pinned_key = 2999;
+    let mut holder = db.begin().unwrap();
+    assert!(holder.get_with(subscriber, &[Value::Int4(pinned_key)], |_| ()).unwrap().is_some());
+    // Three budgets' worth of newer instances: rounds (the misses' and
+    // one of the aging thread's) evict the oldest, and it is the oldest.
+    read_all(1..=300);
+    let report = cache.age_now().unwrap();
+    assert!(report.evicted > 0, "{report:?}");
+    assert!(cached(pinned_key), "evicted under the transaction that missed on it: {report:?}");
+    let loads = cache.stats()[0].dynamic_loads;
+    assert!(holder.get_with(subscriber, &[Value::Int4(pinned_key)], |_| ()).unwrap().is_some());
+    assert_eq!(cache.stats()[0].dynamic_loads, loads, "read again without a load");
+    holder.commit().unwrap();
+    read_all(301..=400);
+    cache.age_now().unwrap();
+    assert!(!cached(pinned_key), "still cached after its transaction ended, older than everything else");
+    assert!(cache.stats()[0].memory_bytes <= per_instance * 100);
+}

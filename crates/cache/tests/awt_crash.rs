@@ -54,6 +54,7 @@ fn awt_crash_child_entry() {
         (seed.parse().unwrap(), writers.parse().unwrap(), rate.parse().unwrap());
     let interval = Duration::from_secs_f64(f64::from(writers) / rate);
     let cache = common::open_cache(Path::new(&dir), &url);
+    common::end_child_on_panic();
     let threads: Vec<_> = (0..writers)
         .map(|me| {
             let db = cache.database().clone();

@@ -65,6 +65,7 @@ fn flash_crash_child_entry() {
         return;
     };
     let (seed, budget): (u64, u64) = (seed.parse().unwrap(), budget.parse().unwrap());
+    common::end_child_on_panic();
     let interval = Duration::from_secs_f64(f64::from(WRITERS) / RATE);
     let cache = open(Path::new(&dir), &url, budget, Duration::from_millis(50));
     // What the previous kill left on flash, only there (reconcile ran).

@@ -122,8 +122,12 @@ fn point_read_tracked(bencher: divan::Bencher) {
 fn point_miss_hooked(bencher: divan::Bencher) {
     struct Nothing;
     impl pgtier_engine::MissHook for Nothing {
-        fn on_miss(&self, _: &Database, _: pgtier_engine::Miss<'_>) -> pgtier_engine::Result<bool> {
-            Ok(false)
+        fn on_miss(
+            &self,
+            _: &Database,
+            _: pgtier_engine::Miss<'_>,
+        ) -> pgtier_engine::Result<pgtier_engine::MissResolution> {
+            Ok(pgtier_engine::MissResolution::NotFound)
         }
     }
     let f = fixture();

@@ -36,19 +36,39 @@ impl Miss<'_> {
     }
 }
 
+/// Something a miss hook hands the calling transaction to keep until it
+/// ends (commit or rollback): the cache's pin on the instance it loaded,
+/// which aging may not evict while the transaction that missed runs.
+pub type MissHold = Box<dyn std::any::Any + Send + Sync>;
+
+/// What a miss hook did about a miss.
+pub enum MissResolution {
+    /// Nothing that could answer the lookup: its "no row" stands.
+    NotFound,
+    /// Rows that may answer the lookup are committed: the engine retries it
+    /// once at a fresh snapshot, and keeps `hold` until the calling
+    /// transaction ends.
+    Retry { hold: Option<MissHold> },
+}
+
 /// Resolves misses of one table (the cache's dynamic load).
 pub trait MissHook: Send + Sync {
-    /// Called when an application read finds nothing. Ok(true): the hook
-    /// committed rows that may answer the lookup; the engine then retries
-    /// the lookup once at a fresh snapshot. An error fails the statement
-    /// (and, like any error, aborts the calling transaction).
+    /// Called when an application read finds nothing. `Retry`: the hook
+    /// committed rows that may answer the lookup (or found them committed
+    /// meanwhile). An error fails the statement (and, like any error,
+    /// aborts the calling transaction).
+    ///
+    /// The one retry is why a hold exists: rows the hook loaded and someone
+    /// removed again before the retry (the cache's aging, evicting for
+    /// memory) would make the lookup answer "no row" for a row PostgreSQL
+    /// has. The hook keeps them in place until the hold is dropped.
     ///
     /// `db` is a handle on the same database for the hook's own
     /// transactions, which must not have origin `Application` (the engine
     /// never calls a hook for them, so a hook is never re-entered, and they
     /// never wait for a row lock: see [`crate::Transaction`]). The calling
     /// application transaction stays open meanwhile, holding its locks.
-    fn on_miss(&self, db: &Database, miss: Miss<'_>) -> Result<bool>;
+    fn on_miss(&self, db: &Database, miss: Miss<'_>) -> Result<MissResolution>;
 }
 
 /// Decides whether application transactions may write a table now: the

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{create_parent_child, int, open, text};
-use pgtier_engine::{CommitMode, Database, EngineError, Miss, MissHook, Origin, Result, RowBuf, TableId, Value};
+use pgtier_engine::{
+    CommitMode, Database, EngineError, Miss, MissHook, MissResolution, Origin, Result, RowBuf, TableId, Value,
+};
 
 /// Stands in for PostgreSQL: whole instances (parent id -> child ns).
 struct Loader {
@@ -22,6 +24,17 @@ struct Loader {
     calls: AtomicUsize,
     misses: Mutex<Vec<String>>,
     fail: AtomicBool,
+    /// Holds handed out and not dropped yet (the cache's pins).
+    holds: Arc<AtomicUsize>,
+}
+
+/// What the loader hands a transaction to keep: counted while alive.
+struct Hold(Arc<AtomicUsize>);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Loader {
@@ -33,7 +46,12 @@ impl Loader {
             calls: AtomicUsize::new(0),
             misses: Mutex::new(Vec::new()),
             fail: AtomicBool::new(false),
+            holds: Arc::new(AtomicUsize::new(0)),
         })
+    }
+
+    fn holds(&self) -> usize {
+        self.holds.load(Ordering::SeqCst)
     }
 
     fn calls(&self) -> usize {
@@ -59,7 +77,7 @@ impl Loader {
 }
 
 impl MissHook for Loader {
-    fn on_miss(&self, db: &Database, miss: Miss<'_>) -> Result<bool> {
+    fn on_miss(&self, db: &Database, miss: Miss<'_>) -> Result<MissResolution> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.misses.lock().unwrap().push(format!("{miss:?}"));
         if self.fail.load(Ordering::SeqCst) {
@@ -72,7 +90,11 @@ impl MissHook for Loader {
             other => panic!("unexpected miss {other:?}"),
         };
         let Value::Int4(pid) = pid else { panic!("key {pid:?}") };
-        self.load(db, pid)
+        if !self.load(db, pid)? {
+            return Ok(MissResolution::NotFound);
+        }
+        self.holds.fetch_add(1, Ordering::SeqCst);
+        Ok(MissResolution::Retry { hold: Some(Box::new(Hold(self.holds.clone()))) })
     }
 }
 
@@ -287,4 +309,41 @@ fn a_statement_snapshot_moves_past_the_load() {
     assert_eq!(h.calls(), 1);
     t.end_statement();
     t.commit().unwrap();
+}
+
+/// What a hook hands the transaction that missed is kept until that
+/// transaction ends, however it ends (the cache's pin keeps aging from
+/// evicting a loaded instance before the retried lookup reads it).
+#[test]
+fn a_hold_lasts_until_the_transaction_ends() {
+    let (_dir, db, h) = setup(&[(1, &[1]), (2, &[]), (3, &[]), (4, &[])]);
+    let mut row = RowBuf::new();
+    let mut t = db.begin().unwrap();
+    assert!(t.get(h.parent, &[int(1)], &mut row).unwrap());
+    assert!(t.get(h.parent, &[int(2)], &mut row).unwrap());
+    t.end_statement();
+    assert_eq!(h.holds(), 2, "held past the statement, until the transaction ends");
+    t.commit().unwrap();
+    assert_eq!(h.holds(), 0);
+
+    let mut t = db.begin().unwrap();
+    assert!(t.get(h.parent, &[int(3)], &mut row).unwrap());
+    assert_eq!(h.holds(), 1);
+    t.rollback();
+    assert_eq!(h.holds(), 0);
+
+    // A session's transaction restarted in place, and one that failed.
+    let mut t = db.begin().unwrap();
+    assert!(t.get(h.parent, &[int(4)], &mut row).unwrap());
+    t.commit_in_place().unwrap();
+    assert_eq!(h.holds(), 0);
+    t.restart(CommitMode::Sync).unwrap();
+    h.backend.lock().unwrap().insert(5, vec![]);
+    assert!(t.get(h.parent, &[int(5)], &mut row).unwrap());
+    assert_eq!(h.holds(), 1);
+    assert!(t.insert(h.parent, &[int(5), text("again"), Value::Int8(5)]).is_err());
+    assert_eq!(h.holds(), 0, "a failed statement ends the transaction and its holds");
+    t.restart(CommitMode::Sync).unwrap();
+    drop(t);
+    assert_eq!(h.holds(), 0);
 }

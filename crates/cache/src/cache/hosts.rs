@@ -13,7 +13,7 @@ use super::Cache;
 use crate::aging::{AgingHost, AgingReport};
 use crate::autorefresh::{AutorefreshHost, PredicateCompiler};
 use crate::awt::AwtHost;
-use crate::dynamic::DynamicHost;
+use crate::dynamic::{DynamicHost, Ensured};
 use crate::error::CacheError;
 use crate::fence::WriteThroughState;
 use crate::flash::{Flash, OnFlash};
@@ -190,8 +190,8 @@ impl DynamicHost for Cache {
         &self.db
     }
 
-    fn ensure_instance(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
-        Cache::ensure_instance(self, group, root_key)
+    fn ensure_pinned(&self, group: &str, root_key: &[Value]) -> Result<Ensured, CacheError> {
+        Cache::ensure_pinned(self, group, root_key)
     }
 
     fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {

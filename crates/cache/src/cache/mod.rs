@@ -22,7 +22,7 @@ use postgres::Client;
 use crate::aging::{self, AgerControl, AgingReport};
 use crate::autorefresh::{self, AutorefreshConfig, AutorefreshStatus, PredicateCompiler, Worker};
 use crate::awt::{self, Awt, AwtConfig, AwtStatus};
-use crate::dynamic::{Dynamic, TableHook};
+use crate::dynamic::{Dynamic, Ensured, TableHook};
 use crate::error::CacheError;
 use crate::fence::Fence;
 use crate::flash::Flash;
@@ -190,14 +190,9 @@ pub struct Cache {
     /// since `opened`): see `memory_recent`.
     memory_seen: std::sync::atomic::AtomicU64,
     memory_seen_us: std::sync::atomic::AtomicU64,
-    /// Bytes rounds run by misses evicted whose deletes garbage collection
-    /// may not have freed yet (the miss's own statement snapshot holds
-    /// them): misses count them as gone when they measure, and the aging
-    /// thread's next round, which waits for the collection, clears it.
-    evicted_uncollected: std::sync::atomic::AtomicU64,
-    /// `Database::garbage_mark` after the last such round: once everything
-    /// before it is collected, `evicted_uncollected` is gone from memory.
-    evicted_uncollected_mark: std::sync::atomic::AtomicU64,
+    /// Bytes aging rounds evicted that garbage collection has not freed
+    /// yet: rounds and misses measuring memory count them as gone.
+    uncollected: aging::Uncollected,
     opened: Instant,
     /// READONLY groups' autorefresh workers, by group.
     autorefresh: Mutex<BTreeMap<String, Worker>>,
@@ -257,8 +252,7 @@ impl Cache {
                 aging_helped_ms: std::sync::atomic::AtomicU64::new(0),
                 memory_seen: std::sync::atomic::AtomicU64::new(0),
                 memory_seen_us: std::sync::atomic::AtomicU64::new(0),
-                evicted_uncollected: std::sync::atomic::AtomicU64::new(0),
-                evicted_uncollected_mark: std::sync::atomic::AtomicU64::new(0),
+                uncollected: aging::Uncollected::default(),
                 opened: Instant::now(),
                 autorefresh: Mutex::new(BTreeMap::new()),
                 predicate_compiler: RwLock::new(None),
@@ -561,24 +555,39 @@ impl Cache {
     /// `aging_interval`): expired instances and, above the high watermark,
     /// least recently used ones go.
     pub fn age_now(&self) -> Result<AgingReport, CacheError> {
-        let _round = self.aging_round.lock();
-        self.aging_helped_ms.store(self.millis_open(), Ordering::Relaxed);
-        // A new epoch: reads from now on are newer than everything before.
-        self.db.advance_access_tick();
-        let groups = self.group_entries();
-        let report = aging::age_round(
-            self,
-            &groups,
-            self.config.memory_budget,
-            self.config.high_watermark,
-            self.config.low_watermark,
-            true,
-        );
-        if self.evicted_uncollected.load(Ordering::Relaxed) > 0 && self.db.collect_garbage_committed(aging::GC_WAIT_MAX)
-        {
-            self.evicted_uncollected.store(0, Ordering::Relaxed);
+        let report = {
+            let _round = self.aging_round.lock();
+            self.aging_helped_ms.store(self.millis_open(), Ordering::Relaxed);
+            // A new epoch: reads from now on are newer than everything
+            // before, and only what was used before it may go.
+            let epoch = self.db.advance_access_tick();
+            self.age_round(epoch)
+        };
+        // The next round measures memory: it should find this round's
+        // deletes freed, not evict for them again (memory swung between
+        // 0.5x and 1.5x the budget under 8 promoting sessions, whose open
+        // snapshots hold collection back for milliseconds at a time). Waited
+        // for outside the round's lock, which misses far past the budget
+        // wait on; until it is done they count the deletes as gone.
+        if self.uncollected.bytes() > 0 {
+            self.db.collect_garbage_committed(aging::GC_WAIT_MAX);
+            self.uncollected.check(&self.db);
         }
         report
+    }
+
+    /// One round (the caller holds `aging_round`), sparing instances used
+    /// at or after the access tick `spare_from`.
+    fn age_round(&self, spare_from: u32) -> Result<AgingReport, CacheError> {
+        let limits = aging::Watermarks {
+            budget: self.config.memory_budget,
+            high: self.config.high_watermark,
+            low: self.config.low_watermark,
+        };
+        let uncollected = self.uncollected.check(&self.db);
+        let report = aging::age_round(self, &self.group_entries(), &limits, spare_from, uncollected)?;
+        self.uncollected.add(&self.db, report.freed_bytes);
+        Ok(report)
     }
 
     /// Turns on the engine seams a group uses: the write guard (READONLY:
@@ -639,10 +648,15 @@ impl Cache {
     /// PostgreSQL has it (what a miss on a dynamic group does; also usable
     /// to prefetch). Ok(true) when this call loaded it.
     pub fn ensure_instance(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
+        self.ensure_pinned(group, root_key).map(|ensured| ensured.loaded)
+    }
+
+    /// `ensure_instance` that also pins the instance: no eviction of it
+    /// begins until the pin is dropped (what a miss hands its transaction).
+    pub(crate) fn ensure_pinned(&self, group: &str, root_key: &[Value]) -> Result<Ensured, CacheError> {
         let entry = self.entry(group)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
-        // Before the load, not after: a round run after it could take the
-        // instance just loaded before the statement that missed sees it.
+        // Before the load: the round makes room for it.
         self.help_aging();
         self.dynamic.ensure(self, &entry, &layout, root_key)
     }
@@ -658,11 +672,7 @@ impl Cache {
             return self.memory_seen.load(Ordering::Relaxed);
         }
         let used = self.db.memory_total();
-        if self.evicted_uncollected.load(Ordering::Relaxed) > 0
-            && self.db.garbage_collected_since(self.evicted_uncollected_mark.load(Ordering::Relaxed))
-        {
-            self.evicted_uncollected.store(0, Ordering::Relaxed);
-        }
+        self.uncollected.check(&self.db);
         self.memory_seen.store(used, Ordering::Relaxed);
         self.memory_seen_us.store(now_us.max(1), Ordering::Relaxed);
         used
@@ -685,11 +695,11 @@ impl Cache {
     /// under way, so promotions go no faster than evictions (8 sessions
     /// promoting from flash held 1.6x the budget before). A round evicts no
     /// instance a transaction holds and waits for no row lock, so the miss
-    /// may wait with its own transaction's locks held. Like every round it
-    /// starts a new access epoch.
+    /// may wait with its own transaction's locks held. Unlike the aging
+    /// thread's rounds it spares the epoch before its own as well.
     fn help_aging(&self) {
         let Some(budget) = self.config.memory_budget else { return };
-        let used = self.memory_recent().saturating_sub(self.evicted_uncollected.load(Ordering::Relaxed));
+        let used = self.memory_recent().saturating_sub(self.uncollected.bytes());
         if used <= budget {
             return;
         }
@@ -701,9 +711,7 @@ impl Cache {
             let round = self.aging_round.lock();
             // Waiting for the round under way was the point; another right
             // after it would measure its deletes before they are collected.
-            if recent()
-                || self.db.memory_total().saturating_sub(self.evicted_uncollected.load(Ordering::Relaxed)) <= budget
-            {
+            if recent() || self.db.memory_total().saturating_sub(self.uncollected.bytes()) <= budget {
                 return;
             }
             round
@@ -715,21 +723,16 @@ impl Cache {
             round
         };
         self.aging_helped_ms.store(self.millis_open(), Ordering::Relaxed);
+        // A new epoch, as every round starts, but what was used in the one
+        // that ends stays too: these rounds come every few tens of
+        // milliseconds while sessions promote, and an instance the sessions
+        // read just before one would otherwise rank with those unused for
+        // a whole epoch (a hot instance went that way). A failed round (a
+        // conflict, shutting down) is the aging thread's to retry; this
+        // miss loads either way.
+        let spare_from = self.db.access_tick();
         self.db.advance_access_tick();
-        let groups = self.group_entries();
-        // A failed round (a conflict, shutting down) is the aging thread's
-        // to retry; this miss has its instance either way.
-        if let Ok(report) = aging::age_round(
-            self,
-            &groups,
-            self.config.memory_budget,
-            self.config.high_watermark,
-            self.config.low_watermark,
-            false,
-        ) {
-            self.evicted_uncollected_mark.store(self.db.garbage_mark(), Ordering::Relaxed);
-            self.evicted_uncollected.fetch_add(report.freed_bytes, Ordering::Relaxed);
-        }
+        let _ = self.age_round(spare_from);
     }
 
     /// What LOAD, REFRESH, UNLOAD and ACCEPT DEFINITION do first: the

@@ -38,7 +38,8 @@ pub(crate) struct GroupEntry {
     /// an instance only when its PostgreSQL snapshot holds every commit to it
     /// (`fence`).
     pub marks: Marks,
-    /// Instances an eviction has deleted and not yet committed (`Evicting`).
+    /// Instances an eviction has deleted and not yet committed, and those
+    /// a transaction's miss pinned (`Evicting`).
     pub evicting: Evicting,
     /// Aging's clock hand: the next shard of the root table
     /// (`pgtier_engine::TABLE_SHARDS` of them) it examines for eviction.
@@ -133,27 +134,57 @@ pub(crate) struct Counters {
     pub flash_invalidated: AtomicU64,
 }
 
-/// Instances being evicted: deleted by an eviction that has not committed
-/// yet. A miss on one waits until the eviction ends: before, the instance
-/// still looks cached to a fresh snapshot, and the lookup that missed it
-/// (the delete under way) would be told to look again and miss again,
-/// answering "no row" for an instance that exists.
+/// Instances being evicted, and instances that may not be.
+///
+/// Being evicted: deleted by an eviction that has not committed yet. A miss
+/// on one waits until the eviction ends: before, the instance still looks
+/// cached to a fresh snapshot, and the lookup that missed it (the delete
+/// under way) would be told to look again and miss again, answering "no
+/// row" for an instance that exists.
+///
+/// Pinned: a transaction missed on the instance and the miss found it
+/// cached or loaded it (`InstancePin`, kept by that transaction until it
+/// ends). The engine retries the lookup once; an eviction committed between
+/// the load and that retry (an aging round on another thread, or one a
+/// later miss of the same statement runs) would make it answer "no row"
+/// (or update nothing) for a row PostgreSQL has. A pinned instance is left
+/// by every eviction, as one whose rows an application holds.
+///
+/// The two are decided under one lock: a miss pins before it waits out an
+/// eviction, and an eviction begins only when no pin is there, so either
+/// the eviction ends before the miss looks (and the miss loads again) or
+/// it never starts.
 #[derive(Default)]
 pub(crate) struct Evicting {
-    keys: Mutex<std::collections::HashSet<String>>,
+    keys: Mutex<EvictingKeys>,
     ended: parking_lot::Condvar,
 }
 
+#[derive(Default)]
+struct EvictingKeys {
+    evicting: std::collections::HashSet<String>,
+    /// Pins per instance (several transactions may hold one).
+    pinned: HashMap<String, u32>,
+}
+
 impl Evicting {
-    pub fn begin(&self, key: &[Value]) {
-        self.keys.lock().insert(key_text(key));
+    /// Marks the instance of `key` as being evicted; false (and nothing
+    /// marked) when a transaction pins it: it must stay.
+    pub fn begin(&self, key: &[Value]) -> bool {
+        let text = key_text(key);
+        let mut keys = self.keys.lock();
+        if keys.pinned.contains_key(&text) {
+            return false;
+        }
+        keys.evicting.insert(text);
+        true
     }
 
     /// The evictions of `keys` ended (committed or not).
     pub fn end<'a>(&self, keys: impl IntoIterator<Item = &'a Vec<Value>>) {
         let mut set = self.keys.lock();
         for key in keys {
-            set.remove(&key_text(key));
+            set.evicting.remove(&key_text(key));
         }
         drop(set);
         self.ended.notify_all();
@@ -165,9 +196,36 @@ impl Evicting {
         let text = key_text(key);
         let deadline = std::time::Instant::now() + bound;
         let mut set = self.keys.lock();
-        while set.contains(&text) {
+        while set.evicting.contains(&text) {
             if self.ended.wait_until(&mut set, deadline).timed_out() {
                 return;
+            }
+        }
+    }
+}
+
+/// A transaction's pin on one instance (see `Evicting`): no eviction
+/// begins while it lives.
+pub(crate) struct InstancePin {
+    entry: Arc<GroupEntry>,
+    key: String,
+}
+
+impl InstancePin {
+    pub fn new(entry: &Arc<GroupEntry>, key: &[Value]) -> InstancePin {
+        let text = key_text(key);
+        *entry.evicting.keys.lock().pinned.entry(text.clone()).or_insert(0) += 1;
+        InstancePin { entry: entry.clone(), key: text }
+    }
+}
+
+impl Drop for InstancePin {
+    fn drop(&mut self) {
+        let mut keys = self.entry.evicting.keys.lock();
+        if let Some(count) = keys.pinned.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                keys.pinned.remove(&self.key);
             }
         }
     }

@@ -139,13 +139,16 @@ fn remove_dirty(
     key: &[Value],
     demotion: &dyn Demotion,
 ) -> Result<Option<u64>, CacheError> {
+    // A transaction that missed on it holds it (`InstancePin`): it stays.
+    if !entry.evicting.begin(key) {
+        return Ok(None);
+    }
+    let _deleting = Deleting { entry, keys: vec![key.to_vec()] };
     let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
     // Pinned: a commit on the instance after this read makes the delete
     // fail, so the record never holds an older image than the one deleted.
     txn.pin_snapshot()?;
     let Some(instance) = layout.read(&mut txn, key)? else { return Ok(None) };
-    entry.evicting.begin(key);
-    let _deleting = Deleting { entry, keys: vec![key.to_vec()] };
     layout.delete(&mut txn, &instance)?;
     if !demotion.demote_dirty(key, &instance) {
         return Ok(None);
@@ -200,16 +203,19 @@ fn remove_batch(
             }
             continue;
         }
+        // One a transaction that missed on it holds (`InstancePin`) is
+        // left, as one whose rows an application has locked.
+        if !entry.evicting.begin(&key) {
+            report.skipped_locked += 1;
+            continue;
+        }
+        deleting.keys.push(key.clone());
         // Each instance under a savepoint: one an application holds (or
         // changed since the pinned snapshot) is left, not the whole batch
         // (on a busy cache a batch of hundreds nearly always meets one).
         let savepoint = txn.savepoint()?;
         let read = match layout.read(&mut txn, &key) {
-            Ok(Some(instance)) => {
-                entry.evicting.begin(&key);
-                deleting.keys.push(key.clone());
-                layout.delete(&mut txn, &instance).map(|()| Some(instance))
-            }
+            Ok(Some(instance)) => layout.delete(&mut txn, &instance).map(|()| Some(instance)),
             other => other,
         };
         let instance = match read {

@@ -189,6 +189,18 @@ pub fn node_of(dir: &std::path::Path) -> String {
     format!("t{hash:016x}")
 }
 
+/// In a crash test's child process: a failed assertion on any thread (a
+/// writer's wrong answer) ends the process at once, so the parent, which
+/// checks the child is still running before its kill, fails the test. A
+/// writer thread's panic would otherwise go unnoticed until the kill.
+pub fn end_child_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::exit(101);
+    }));
+}
+
 /// A number from the environment (a test's knob), or `default`.
 pub fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name}={v} is not a number")))

@@ -1,6 +1,8 @@
 //! The miss path: an application transaction's lookup that found nothing
 //! asks the table's miss hook (seams.rs), and after the hook loaded rows
-//! retries once at a fresh snapshot.
+//! retries once at a fresh snapshot. What the hook asks the transaction
+//! to hold (the cache's pin on the instance it loaded) is kept until the
+//! transaction ends, so the retry finds the rows the hook put there.
 //!
 //! READ COMMITTED after a load: the statement continues as if it had
 //! started after the hook's commit (its snapshot is refreshed, for the
@@ -16,7 +18,7 @@ use crate::db::Database;
 use crate::error::Result;
 use crate::origin::Origin;
 use crate::schema::TableId;
-use crate::seams::{Miss, MissHook};
+use crate::seams::{Miss, MissHook, MissResolution};
 use crate::table::TableStore;
 use crate::types::Value;
 
@@ -37,9 +39,10 @@ impl Transaction {
     pub(super) fn resolve_miss(&mut self, hook: &dyn MissHook, miss: Miss<'_>) -> Result<bool> {
         debug_assert_eq!(self.origin, Origin::Application, "only application transactions call miss hooks");
         let db = Database::lent(Arc::clone(&self.db));
-        let Some(loaded) = crate::seams::enter_hook(|| hook.on_miss(&db, miss)) else { return Ok(false) };
-        if !loaded? {
-            return Ok(false);
+        let Some(resolution) = crate::seams::enter_hook(|| hook.on_miss(&db, miss)) else { return Ok(false) };
+        match resolution? {
+            MissResolution::NotFound => return Ok(false),
+            MissResolution::Retry { hold } => self.miss_holds.extend(hold),
         }
         self.snapshot = self.db.txns.refresh_snapshot(self.id);
         self.fresh_snapshot = false;

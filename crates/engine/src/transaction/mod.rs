@@ -234,6 +234,9 @@ pub struct Transaction {
     /// The session's cancel flag: a lock wait ends with 57014 when it is
     /// raised. Kept across `restart`, so set once per session.
     cancel: Option<Arc<AtomicBool>>,
+    /// What miss hooks asked this transaction to keep until it ends
+    /// (`MissResolution::Retry`): dropped with its locks.
+    miss_holds: Vec<crate::seams::MissHold>,
     s: Scratch,
 }
 
@@ -279,6 +282,7 @@ impl Transaction {
             fk_action_depth: 0,
             statement_deadline: None,
             cancel: None,
+            miss_holds: Vec::new(),
             s: r.s,
         })
     }
@@ -564,6 +568,7 @@ impl Transaction {
         self.meta_undo.clear();
         self.dropped.clear();
         self.observed_lsn = None;
+        self.miss_holds.clear();
         self.clear_savepoints();
         Ok(())
     }
