@@ -298,8 +298,9 @@ impl Flash {
         self.mode == TierMode::WriteBack && entry.def.kind == GroupKind::Awt && self.accepts(entry)
     }
 
-    /// Stores an instance with changes PostgreSQL does not have yet, durably
-    /// (on stable storage when this returns true).
+    /// Stores an instance with changes PostgreSQL does not have yet, to be
+    /// durable at the next `sync_durable` (which its eviction must wait for
+    /// before it commits).
     pub fn demote_dirty(
         &self,
         entry: &GroupEntry,
@@ -327,6 +328,20 @@ impl Flash {
         stored
     }
 
+    /// Makes the durable records `demote_dirty` stored so far stable (one
+    /// sync for a whole eviction batch); false after an I/O error (the tier
+    /// then takes nothing more, `fail`).
+    pub fn sync_durable(&self) -> bool {
+        let Some(store) = self.store() else { return false };
+        match store.sync() {
+            Ok(()) => true,
+            Err(error) => {
+                self.fail(&error.to_string());
+                false
+            }
+        }
+    }
+
     /// Writes an instance's record, counting the demotion or the rejection;
     /// an I/O error takes the tier out of use (`fail`). True when stored.
     fn store_record(
@@ -337,7 +352,9 @@ impl Flash {
         instance: &Instance,
         retention: Retention,
     ) -> bool {
-        match store.insert(record, &encode_instance(instance), retention) {
+        // Durable records are made stable by `sync_durable`, once per batch.
+        let insert = if retention == Retention::Durable { FlashStore::insert_deferred } else { FlashStore::insert };
+        match insert(store, record, &encode_instance(instance), retention) {
             Ok(Inserted::Stored) => {
                 entry.counters.flash_demoted.fetch_add(1, Ordering::Relaxed);
                 true

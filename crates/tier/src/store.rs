@@ -90,6 +90,28 @@ impl FlashStore {
     /// A Durable insert (or any insert replacing a Durable record) returns
     /// after the record is on stable storage. Rejected: nothing changed.
     pub fn insert(&self, key: &[u8], value: &[u8], retention: Retention) -> Result<Inserted, TierError> {
+        self.insert_then(key, value, retention, true)
+    }
+
+    /// `insert` that leaves a Durable record to the next [`FlashStore::sync`]:
+    /// a caller storing many (an eviction batch) syncs once for all of them,
+    /// and writes the tail block once instead of once per record (each sync
+    /// writes the partly filled block again: one 4 KiB write per record of a
+    /// few hundred bytes was most of write-back's write amplification).
+    /// Until that sync returns, a crash may lose the record (or bring back
+    /// the one it replaced).
+    pub fn insert_deferred(&self, key: &[u8], value: &[u8], retention: Retention) -> Result<Inserted, TierError> {
+        self.insert_then(key, value, retention, false)
+    }
+
+    /// Returns once every record inserted or removed so far is on stable
+    /// storage (one write of the tail and one fdatasync, shared by
+    /// concurrent callers).
+    pub fn sync(&self) -> Result<(), TierError> {
+        self.make_durable(self.current_pos())
+    }
+
+    fn insert_then(&self, key: &[u8], value: &[u8], retention: Retention, sync: bool) -> Result<Inserted, TierError> {
         if self.failed.load(Ordering::Acquire) {
             return Ok(self.reject(RejectReason::Disabled));
         }
@@ -110,8 +132,8 @@ impl FlashStore {
             }
             None => Ok(self.reject(RejectReason::NoSpace)),
             Some(InsertOutcome::Rejected(reason)) => Ok(self.reject(reason)),
-            Some(InsertOutcome::Stored(sync)) => {
-                if let Some(pos) = sync {
+            Some(InsertOutcome::Stored(durable_at)) => {
+                if let Some(pos) = durable_at.filter(|_| sync) {
                     self.make_durable(pos)?;
                 }
                 bump(&self.counters.inserts, 1);

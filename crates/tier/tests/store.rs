@@ -511,3 +511,41 @@ fn config_is_checked() {
     c.path = dir.path().join("other");
     assert!(matches!(FlashStore::open(&c, b""), Err(TierError::Format(_))));
 }
+
+/// Durable records inserted deferred reach stable storage with one sync,
+/// which writes the tail once for all of them (not a block per record),
+/// and a reopen without a clean close (a crash's) finds every one.
+#[test]
+fn deferred_durable_inserts_share_one_sync() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = config(dir.path(), 64);
+    let (store, _) = open(&cfg, b"t");
+    let synced_bytes = {
+        let before = store.stats();
+        for k in 0..50 {
+            store.insert(&key(k), &value(k, 0, 200), Retention::Durable).expect("durable");
+        }
+        store.stats().device_bytes_written - before.device_bytes_written
+    };
+    let before = store.stats();
+    for k in 50..100 {
+        assert_eq!(
+            store.insert_deferred(&key(k), &value(k, 0, 200), Retention::Durable).expect("deferred"),
+            Inserted::Stored
+        );
+    }
+    assert_eq!(store.stats().syncs, before.syncs, "a deferred insert does not sync");
+    store.sync().expect("sync");
+    let after = store.stats();
+    assert_eq!(after.syncs - before.syncs, 1);
+    let deferred_bytes = after.device_bytes_written - before.device_bytes_written;
+    assert!(
+        deferred_bytes * 5 < synced_bytes,
+        "50 deferred records wrote {deferred_bytes} bytes, 50 synced ones {synced_bytes}"
+    );
+    drop(store);
+    let (store, _) = open(&cfg, b"t");
+    for k in 0..100 {
+        assert_eq!(store.get(&key(k)).expect("get"), Some((value(k, 0, 200), Retention::Durable)), "{k}");
+    }
+}

@@ -73,6 +73,10 @@ impl Demotion for FlashDemotion<'_> {
         self.flash.demote_dirty(self.entry, self.layout, key, instance)
     }
 
+    fn sync_dirty(&self) -> bool {
+        self.flash.sync_durable()
+    }
+
     fn undo_dirty(&self, key: &[Value]) -> Result<(), CacheError> {
         self.flash.release_durable(self.layout, key)
     }

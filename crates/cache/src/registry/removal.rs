@@ -30,10 +30,13 @@ pub(crate) trait Demotion {
     /// in memory, so its stored copy must go.
     fn undo(&self, key: &[Value]);
     /// Whether instances with changes PostgreSQL does not have yet may go
-    /// too (write-back): each then leaves in a transaction of its own.
+    /// too (write-back): they leave in batches of their own.
     fn takes_dirty(&self) -> bool;
-    /// Stores such an instance durably (true: on stable storage).
+    /// Stores such an instance, to be durable at the next `sync_dirty`
+    /// (true: stored).
     fn demote_dirty(&self, key: &[Value], instance: &Instance) -> bool;
+    /// Makes what `demote_dirty` stored durable (false: an I/O error).
+    fn sync_dirty(&self) -> bool;
     /// Its eviction did not commit: the durable copy goes (durably).
     fn undo_dirty(&self, key: &[Value]) -> Result<(), CacheError>;
 }
@@ -113,14 +116,13 @@ pub(crate) fn remove_instances(
         // A batch redone key by key collected its keys twice.
         let mut seen = std::collections::HashSet::new();
         dirty.retain(|key| seen.insert(crate::instance::key_text(key)));
-        for key in dirty {
-            match remove_dirty(db, entry, layout, &key, demotion) {
-                Ok(Some(rows)) => {
-                    report.instances += 1;
+        for chunk in dirty.chunks(REMOVE_BATCH) {
+            match remove_dirty(db, entry, layout, chunk, demotion) {
+                Ok((instances, rows)) => {
+                    report.instances += instances;
                     report.rows += rows;
-                    report.skipped_dirty = report.skipped_dirty.saturating_sub(1);
+                    report.skipped_dirty = report.skipped_dirty.saturating_sub(instances);
                 }
-                Ok(None) => {}
                 Err(error) if is_conflict(&error) => {}
                 Err(error) => return Err(error),
             }
@@ -129,35 +131,77 @@ pub(crate) fn remove_instances(
     Ok(report)
 }
 
-/// Evicts one instance with changes PostgreSQL does not have yet to the
-/// flash tier (write-back): its durable record first, then the eviction's
-/// commit; an eviction that fails takes the record back. Some(rows) when evicted.
+/// Evicts instances with changes PostgreSQL does not have yet to the
+/// flash tier (write-back), in one transaction: their durable records
+/// first, one sync for all of them, then the eviction's commit; an eviction
+/// that fails takes the records back. Returns (instances, rows) evicted.
 fn remove_dirty(
     db: &Database,
     entry: &GroupEntry,
     layout: &InstanceLayout,
-    key: &[Value],
+    keys: &[Vec<Value>],
     demotion: &dyn Demotion,
-) -> Result<Option<u64>, CacheError> {
-    // A transaction that missed on it holds it (`InstancePin`): it stays.
-    if !entry.evicting.begin(key) {
-        return Ok(None);
-    }
-    let _deleting = Deleting { entry, keys: vec![key.to_vec()] };
+) -> Result<(u64, u64), CacheError> {
     let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;
-    // Pinned: a commit on the instance after this read makes the delete
-    // fail, so the record never holds an older image than the one deleted.
+    // Pinned: a commit on an instance after this read makes its delete
+    // fail, so a record never holds an older image than the one deleted.
     txn.pin_snapshot()?;
-    let Some(instance) = layout.read(&mut txn, key)? else { return Ok(None) };
-    layout.delete(&mut txn, &instance)?;
-    if !demotion.demote_dirty(key, &instance) {
-        return Ok(None);
+    let mut deleting = Deleting { entry, keys: Vec::new() };
+    let mut stored: Vec<(&Vec<Value>, u64)> = Vec::new();
+    let undo = |stored: &[(&Vec<Value>, u64)]| {
+        for (key, _) in stored {
+            // The tier failed already if this does too; the instance stays
+            // in memory, and at the next open memory wins (`reconcile`).
+            let _ = demotion.undo_dirty(key);
+        }
+    };
+    let mut delete_and_store = || -> Result<(), CacheError> {
+        for key in keys {
+            // A transaction that missed on it holds it (`InstancePin`): it stays.
+            if !entry.evicting.begin(key) {
+                continue;
+            }
+            deleting.keys.push(key.clone());
+            // Each instance under a savepoint: one an application holds, or
+            // that flash does not take, stays; the others go.
+            let savepoint = txn.savepoint()?;
+            let read = match layout.read(&mut txn, key) {
+                Ok(Some(instance)) => layout.delete(&mut txn, &instance).map(|()| Some(instance)),
+                other => other,
+            };
+            let kept = match read {
+                Ok(Some(instance)) if demotion.demote_dirty(key, &instance) => {
+                    stored.push((key, instance.row_count()));
+                    false
+                }
+                Ok(_) => true,
+                Err(error) if is_conflict(&error) => true,
+                Err(error) => return Err(error),
+            };
+            if kept {
+                txn.rollback_to_savepoint(savepoint)?;
+            }
+            txn.release_savepoint(savepoint)?;
+        }
+        Ok(())
+    };
+    if let Err(error) = delete_and_store() {
+        undo(&stored);
+        return Err(error);
+    }
+    if stored.is_empty() {
+        return Ok((0, 0));
+    }
+    if !demotion.sync_dirty() {
+        undo(&stored);
+        return Ok((0, 0));
     }
     if let Err(error) = txn.commit() {
-        demotion.undo_dirty(key)?;
+        undo(&stored);
         return Err(error.into());
     }
-    Ok(Some(instance.row_count()))
+    drop(deleting);
+    Ok((stored.len() as u64, stored.iter().map(|(_, rows)| rows).sum()))
 }
 
 /// One engine transaction of `remove_instances`; `demoted` collects the
