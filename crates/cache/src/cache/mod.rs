@@ -185,7 +185,7 @@ pub struct Cache {
     /// misses' that help it).
     aging_round: Mutex<()>,
     /// When the last aging round began (the thread's or a miss's), in ms since `opened`.
-    aging_helped_ms: std::sync::atomic::AtomicU64,
+    aging_round_began_ms: std::sync::atomic::AtomicU64,
     /// The database's memory as a miss last measured it, and when (µs
     /// since `opened`): see `memory_recent`.
     memory_seen: std::sync::atomic::AtomicU64,
@@ -249,7 +249,7 @@ impl Cache {
                 tables_by_name: RwLock::new(Arc::default()),
                 awt: Mutex::new(None),
                 aging_round: Mutex::new(()),
-                aging_helped_ms: std::sync::atomic::AtomicU64::new(0),
+                aging_round_began_ms: std::sync::atomic::AtomicU64::new(0),
                 memory_seen: std::sync::atomic::AtomicU64::new(0),
                 memory_seen_us: std::sync::atomic::AtomicU64::new(0),
                 uncollected: aging::Uncollected::default(),
@@ -557,7 +557,7 @@ impl Cache {
     pub fn age_now(&self) -> Result<AgingReport, CacheError> {
         let report = {
             let _round = self.aging_round.lock();
-            self.aging_helped_ms.store(self.millis_open(), Ordering::Relaxed);
+            self.aging_round_began_ms.store(self.millis_open(), Ordering::Relaxed);
             // A new epoch: reads from now on are newer than everything
             // before, and only what was used before it may go.
             let epoch = self.db.advance_access_tick();
@@ -704,7 +704,7 @@ impl Cache {
             return;
         }
         let recent = || {
-            let last_ms = self.aging_helped_ms.load(Ordering::Relaxed);
+            let last_ms = self.aging_round_began_ms.load(Ordering::Relaxed);
             self.millis_open() < last_ms.saturating_add(AGING_HELP_INTERVAL_MS)
         };
         let _round = if used as f64 > budget as f64 * AGING_WAIT_ABOVE {
@@ -722,7 +722,7 @@ impl Cache {
             let Some(round) = self.aging_round.try_lock() else { return };
             round
         };
-        self.aging_helped_ms.store(self.millis_open(), Ordering::Relaxed);
+        self.aging_round_began_ms.store(self.millis_open(), Ordering::Relaxed);
         // A new epoch, as every round starts, but what was used in the one
         // that ends stays too: these rounds come every few tens of
         // milliseconds while sessions promote, and an instance the sessions
