@@ -20,7 +20,9 @@
 //!
 //! A read is GET_SUBSCRIBER_DATA of a uniformly random s_id through the
 //! same session path TATP uses: a miss in memory that finds the instance on
-//! flash promotes it (aging demotes others meanwhile, as in production).
+//! flash is answered from the record, which stays there (a second read of
+//! it soon after would promote it, as in production; uniform keys over a
+//! large population rarely do).
 //! For each Q (workers, one session each) it runs
 //!   - open loop at each `--rates` (total reads/s, fixed spacing, worker w
 //!     of Q issuing every Q/rate s), latency from each read's *intended*

@@ -287,7 +287,7 @@ fn measure(
     let stats = &cache.stats()[0];
     let errors: u64 = tally.txns.iter().map(|t| t.acceptable_errors).sum();
     println!(
-        "rep {repetition} {}{side:>8}: {:>9.0} txn/s  p50 {:>7.1} µs  p99 {:>8.1} µs  p99.9 {:>8.1} µs  acceptable errors {errors} | memory {} MB, {} instances | flash hits {} backend loads {} demotions {} (dirty {}) records {:?} (durable {:?}) index {:?} B read p50 {:?} µs p99 {:?} µs wamp {:?} | rows hot {} warm {} cold {}",
+        "rep {repetition} {}{side:>8}: {:>9.0} txn/s  p50 {:>7.1} µs  p99 {:>8.1} µs  p99.9 {:>8.1} µs  acceptable errors {errors} | memory {} MB, {} instances | flash hits {} (promotions {}) backend loads {} demotions {} (dirty {}) records {:?} (durable {:?}) index {:?} B read p50 {:?} µs p99 {:?} µs wamp {:?} | rows hot {} warm {} cold {}",
         if args.wire { "wire " } else { "direct " },
         tally.attempts_per_s(),
         latency.quantile_us(0.5),
@@ -296,6 +296,7 @@ fn measure(
         stats.memory_bytes >> 20,
         stats.instances,
         group_row.flash_hits,
+        group_row.promotions,
         group_row.backend_loads,
         group_row.demotions,
         group_row.dirty_demotions,

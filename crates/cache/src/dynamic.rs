@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
-use pgtier_engine::{CommitMode, Database, EngineError, Origin, Transaction, Value};
+use pgtier_engine::{CommitMode, Database, EngineError, MissAnswer, Origin, TableId, Transaction, Value};
 use postgres::Client;
 use postgres::types::{FromSql, ToSql, Type};
 
@@ -53,6 +53,16 @@ pub(crate) trait DynamicHost: WriteThroughState {
     fn ensure_pinned(&self, group: &str, root_key: &[Value]) -> Result<Ensured, CacheError>;
     /// Whether that instance is cached now (a fresh snapshot).
     fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError>;
+    /// For a read that missed: the instance of `root_key` as flash holds it,
+    /// left there (`Flash::answer`), as the engine's answer with one cover
+    /// per `(table, root key columns)` of `covers`. None: not on flash (or
+    /// read from there lately); the caller loads it.
+    fn flash_answer(
+        &self,
+        group: &str,
+        root_key: &[Value],
+        covers: &[(TableId, Vec<usize>)],
+    ) -> Result<Option<MissAnswer>, CacheError>;
     /// The instance on the flash tier, when it is there (`Flash::find`).
     fn flash_find(
         &self,
@@ -458,6 +468,9 @@ pub(crate) struct TableHook {
     pub group: String,
     /// Positions of this table's columns holding the root key (root key order).
     pub root_key_columns: Vec<usize>,
+    /// The same for every table of the group that has them: what an
+    /// answer from flash covers (the instance's rows of each such table).
+    pub covers: Arc<Vec<(TableId, Vec<usize>)>>,
 }
 
 impl pgtier_engine::MissHook for TableHook {
@@ -465,6 +478,7 @@ impl pgtier_engine::MissHook for TableHook {
         &self,
         db: &Database,
         miss: pgtier_engine::Miss<'_>,
+        intent: pgtier_engine::MissIntent,
     ) -> pgtier_engine::Result<pgtier_engine::MissResolution> {
         use pgtier_engine::MissResolution::NotFound;
         let Some(cache) = self.cache.upgrade() else { return Ok(NotFound) };
@@ -481,6 +495,13 @@ impl pgtier_engine::MissHook for TableHook {
         };
         let Some(root_key) = root_key else { return Ok(NotFound) };
         let to_engine = |error: CacheError| EngineError::hook(error.sqlstate(), error.to_string(), error.hint());
+        // A read is answered from flash where it can be: no promotion, so
+        // no eviction to make room for one.
+        if intent == pgtier_engine::MissIntent::Read
+            && let Some(answer) = cache.flash_answer(&self.group, &root_key, &self.covers).map_err(to_engine)?
+        {
+            return Ok(pgtier_engine::MissResolution::Answer(answer));
+        }
         let ensured = cache.ensure_pinned(&self.group, &root_key).map_err(to_engine)?;
         // Or cached after this transaction's snapshot was taken (another
         // session's load ended just before this miss): the engine looks

@@ -14,6 +14,14 @@
 //!   inserts the rows as a `Load` transaction. Tiering is not a change to
 //!   the data, so that commit does not wait for the WAL's fsync: a crash
 //!   that loses it loses nothing (the next miss reloads from PostgreSQL).
+//! - A read that misses is *answered* from the record instead, which stays
+//!   (`answer`; the engine reads the rows for the rest of the statement,
+//!   `MissResolution::Answer`): nothing moves, so nothing is evicted to
+//!   make room and no copy appears in memory. Only a write (which needs
+//!   the rows in memory) or a second read within `RecentReads`' memory
+//!   (an instance read often belongs in memory) promotes. With a working
+//!   set several times the memory budget, moving every instance read into
+//!   memory cost an eviction per read and kept nothing hot longer.
 //! - Anything else that puts instances of a group in memory or changes
 //!   them wholesale (LOAD, REFRESH, UNLOAD, DROP, ACCEPT DEFINITION) first
 //!   moves the group to a new generation: records of older generations are
@@ -107,6 +115,46 @@ struct Sidecar {
     next_generation: u64,
 }
 
+/// Which instances a read was answered from flash for lately: a second
+/// read of one while it is remembered promotes it (TinyLFU's doorkeeper,
+/// as one direct-mapped table of key hashes: a slot remembers the last key
+/// hashed to it, so the memory is bounded and an instance read rarely is
+/// forgotten before its next read).
+struct RecentReads {
+    slots: Box<[AtomicU64]>,
+}
+
+/// Slots of `RecentReads` (512 KiB).
+const RECENT_READS: usize = 1 << 16;
+
+impl RecentReads {
+    fn new() -> RecentReads {
+        RecentReads { slots: (0..RECENT_READS).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    /// `record`'s hash (never 0, the empty slot) and its slot.
+    fn slot(&self, record: &[u8]) -> (u64, &AtomicU64) {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        record.hash(&mut hasher);
+        let hash = hasher.finish() | 1;
+        (hash, &self.slots[(hash as usize) & (RECENT_READS - 1)])
+    }
+
+    /// True when a read was answered from `record` lately; forgets it (the
+    /// promotion that follows ends its stay on flash).
+    fn take(&self, record: &[u8]) -> bool {
+        let (hash, slot) = self.slot(record);
+        slot.compare_exchange(hash, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    }
+
+    /// A read was answered from `record`.
+    fn remember(&self, record: &[u8]) {
+        let (hash, slot) = self.slot(record);
+        slot.store(hash, Ordering::Relaxed);
+    }
+}
+
 /// The flash tier of one `Cache` (None inside when not configured or disabled).
 pub(crate) struct Flash {
     config: Option<TierConfig>,
@@ -128,6 +176,7 @@ pub(crate) struct Flash {
     pub opened: Mutex<Option<OpenReport>>,
     /// Why the tier is not in use although configured (an error at open or later).
     pub failure: Mutex<Option<String>>,
+    recent_reads: RecentReads,
 }
 
 /// The key a record is stored under: group, generation, root key.
@@ -206,6 +255,7 @@ impl Flash {
             next_generation: AtomicU64::new(1),
             opened: Mutex::new(None),
             failure: Mutex::new(None),
+            recent_reads: RecentReads::new(),
         };
         if flash.config.is_some()
             && let Err(error) = flash.start(db, true)
@@ -447,29 +497,77 @@ impl Flash {
             Ok(None) => {}
             Err(error) => self.note_read_error(&error.to_string()),
         }
-        if self.mode == TierMode::WriteBack {
-            let record = record_key(group, DURABLE_GENERATION, key);
-            match store.get(&record) {
-                Ok(Some((bytes, _))) => {
-                    let instance = decode_instance(&bytes, &widths).ok_or_else(|| lost(&entry.def.name, key))?;
-                    entry.counters.flash_promoted.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Some(OnFlash::Durable(instance)));
-                }
-                Ok(None) => {}
-                Err(error) => {
-                    return Err(CacheError::Tier {
-                        sqlstate: "XX001",
-                        reason: format!(
-                            "cache group \"{}\": the flash record of instance {} cannot be read: {error}",
-                            entry.def.name,
-                            key_text(key)
-                        ),
-                    });
-                }
-            }
+        if let Some(instance) = self.durable_record(&store, entry, group, key, &widths)? {
+            entry.counters.flash_promoted.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(OnFlash::Durable(instance)));
         }
         entry.counters.flash_missed.fetch_add(1, Ordering::Relaxed);
         Ok(None)
+    }
+
+    /// The durable (write-back) record of `key`, if any: the only copy of
+    /// its changes, so one that cannot be read is an error (XX001).
+    fn durable_record(
+        &self,
+        store: &FlashStore,
+        entry: &GroupEntry,
+        group: u32,
+        key: &[Value],
+        widths: &[usize],
+    ) -> Result<Option<Instance>, CacheError> {
+        if self.mode != TierMode::WriteBack {
+            return Ok(None);
+        }
+        match store.get(&record_key(group, DURABLE_GENERATION, key)) {
+            Ok(Some((bytes, _))) => decode_instance(&bytes, widths).map(Some).ok_or_else(|| lost(&entry.def.name, key)),
+            Ok(None) => Ok(None),
+            Err(error) => Err(CacheError::Tier {
+                sqlstate: "XX001",
+                reason: format!(
+                    "cache group \"{}\": the flash record of instance {} cannot be read: {error}",
+                    entry.def.name,
+                    key_text(key)
+                ),
+            }),
+        }
+    }
+
+    /// The instance of `key` on flash, for a read that missed in memory,
+    /// left where it is (see the module comment). None when flash does not
+    /// have it, or when it was read from flash lately: then the caller
+    /// promotes it (`find`). A clean record that cannot be read is a miss
+    /// (PostgreSQL has it); a durable one an error (XX001), as in `find`.
+    pub fn answer(
+        &self,
+        db: &Database,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        key: &[Value],
+    ) -> Result<Option<Instance>, CacheError> {
+        let Some(store) = self.store() else { return Ok(None) };
+        let group = layout.root().id.0;
+        let clean = record_key(group, self.generation(group), key);
+        if self.recent_reads.take(&clean) {
+            return Ok(None);
+        }
+        let widths = widths(db, layout);
+        match store.get(&clean) {
+            Ok(Some((bytes, _))) => {
+                if let Some(instance) = decode_instance(&bytes, &widths) {
+                    self.recent_reads.remember(&clean);
+                    entry.counters.flash_answered.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Some(instance));
+                }
+            }
+            Ok(None) => {}
+            Err(error) => self.note_read_error(&error.to_string()),
+        }
+        let durable = self.durable_record(&store, entry, group, key, &widths)?;
+        if durable.is_some() {
+            self.recent_reads.remember(&clean);
+            entry.counters.flash_answered.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(durable)
     }
 
     /// Every durable record of the group.

@@ -185,6 +185,101 @@ fn evicted_instances_come_back_from_flash_as_postgresql_has_them() {
     assert!(store.index_bytes.unwrap() > 0 && store.flash_records.unwrap() > 0, "{store:?}");
 }
 
+/// Instance `key`, every table, read in one statement as an application
+/// reads (point read of the subscriber, prefix scans of the children by
+/// s_id): per table its rows as text, sorted.
+fn read_instance(db: &Database, key: i32) -> Vec<Vec<String>> {
+    let catalog = db.catalog();
+    let mut txn = db.begin().unwrap();
+    txn.begin_statement().unwrap();
+    let text = |row: pgtier_engine::RowRef<'_>| row.values().iter().map(ToString::to_string).collect::<Vec<_>>().join("|");
+    let mut tables = Vec::new();
+    for table in common::TABLES {
+        let id = catalog.table_by_name(table).unwrap().id;
+        let mut rows = Vec::new();
+        if table == "subscriber" {
+            rows.extend(txn.get_with(id, &[Value::Int4(key)], text).unwrap());
+        } else {
+            let index = catalog.foreign_keys_of(id)[0].child_index;
+            txn.scan_prefix(index, &[Value::Int4(key)], |row| {
+                rows.push(text(row));
+                Ok(true)
+            })
+            .unwrap();
+        }
+        rows.sort();
+        tables.push(rows);
+    }
+    txn.end_statement();
+    txn.commit().unwrap();
+    tables
+}
+
+/// A read that misses in memory is answered from the flash record, which
+/// stays: equal to PostgreSQL's rows, nothing promoted, nothing evicted to
+/// make room. A second read soon after promotes (a hot instance belongs in
+/// memory), and so does a write, whose change PostgreSQL then gets.
+#[test]
+fn reads_are_answered_from_flash_without_moving_the_instance() {
+    let url = common::fresh_tatp("cache_flash_answers");
+    let mut client = pgtier_backend::connect::connect(&url).unwrap();
+    let group = pgtier_cache::define_group(&mut client, &tatp_spec()).unwrap();
+    let budget = instance_bytes(&url) * 300;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url, budget);
+    create_group(&cache);
+    let db = cache.database().clone();
+    sweep(&cache, 1..=1000);
+    let on_flash: Vec<i32> = (1..=1000).filter(|&key| !cache.instance_cached(GROUP, &[Value::Int4(key)]).unwrap()).collect();
+    assert!(on_flash.len() >= 600, "{} of 1000 left memory", on_flash.len());
+
+    let before = group_row(&cache);
+    let memory_before = cache.stats()[0].instances;
+    for &key in on_flash.iter().take(200) {
+        let cached = read_instance(&db, key);
+        let postgres: Vec<Vec<String>> = common::TABLES
+            .iter()
+            .map(|table| postgres_dump(&mut client, &group, table, &format!("s_id = {key}")))
+            .collect();
+        assert_eq!(cached, postgres, "instance {key}");
+        assert!(!cache.instance_cached(GROUP, &[Value::Int4(key)]).unwrap(), "{key} moved into memory");
+    }
+    let after = group_row(&cache);
+    assert_eq!(after.flash_hits - before.flash_hits, 200, "{after:?}");
+    assert_eq!(after.promotions, before.promotions, "{after:?}");
+    assert_eq!(after.backend_loads, before.backend_loads, "{after:?}");
+    assert_eq!(cache.stats()[0].instances, memory_before);
+
+    // Read again soon after: promoted, and in memory from then on.
+    let hot = on_flash[0];
+    read(&db, hot);
+    assert!(cache.instance_cached(GROUP, &[Value::Int4(hot)]).unwrap());
+    assert_eq!(group_row(&cache).promotions, after.promotions + 1);
+
+    // A write to an instance on flash, in the statement that read it:
+    // promoted first, and PostgreSQL gets the change.
+    let written = on_flash[300];
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    let mut txn = db.begin().unwrap();
+    txn.begin_statement().unwrap();
+    let msc = txn.get_with(subscriber, &[Value::Int4(written)], |row| row.get(5).to_owned_value()).unwrap().unwrap();
+    assert!(!cache.instance_cached(GROUP, &[Value::Int4(written)]).unwrap());
+    assert!(txn.update(subscriber, &[Value::Int4(written)], &[(5, Value::Int4(-written))]).unwrap());
+    assert_eq!(
+        txn.get_with(subscriber, &[Value::Int4(written)], |row| row.get(5).to_owned_value().to_string()).unwrap(),
+        Some((-written).to_string()),
+        "the statement reads its own change, not the answer it had before ({msc:?})"
+    );
+    txn.end_statement();
+    txn.commit().unwrap();
+    assert!(cache.wait_propagated(Duration::from_secs(60)), "write-through did not drain");
+    let postgres = postgres_subscriber(&mut client, written);
+    assert!(postgres[0].contains(&format!("|{}|", -written)), "{postgres:?}");
+    assert_eq!(read_instance(&db, written)[0], postgres);
+    let tally = cache.verify(GROUP).unwrap();
+    assert!(tally.is_clean(), "{tally:?}");
+}
+
 #[test]
 fn a_clean_close_keeps_flash_and_a_database_moved_on_since_does_not() {
     let url = common::tatp_url();

@@ -9,7 +9,7 @@ use crate::cache_cmd::{client_config, connect, query_table, run_statement};
 /// What `pgtier tier status` and the flash section of `pgtier status` show.
 pub(crate) const STATUS_SQL: &str = "SELECT coalesce(\"group\", '(store)') AS \"group\", state, policy, memory_instances, \
      round(memory_bytes / 1048576.0, 1) AS memory_mb, flash_records, round(flash_live_bytes / 1048576.0, 1) AS flash_mb, \
-     round(flash_capacity_bytes / 1048576.0) AS capacity_mb, round(index_bytes / 1048576.0, 1) AS index_mb, flash_hits, \
+     round(flash_capacity_bytes / 1048576.0) AS capacity_mb, round(index_bytes / 1048576.0, 1) AS index_mb, flash_hits, promotions, \
      backend_loads, round(flash_hit_ratio::numeric, 3) AS flash_hit_ratio, demotions, dirty_demotions, durable_records, invalidations, rejections, \
      round(read_p50_us::numeric) AS read_p50_us, round(read_p99_us::numeric) AS read_p99_us, \
      round(write_amplification::numeric, 2) AS write_amp, hot_rows, warm_rows, cold_rows FROM pgtier_tier_stats";

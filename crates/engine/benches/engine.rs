@@ -126,6 +126,7 @@ fn point_miss_hooked(bencher: divan::Bencher) {
             &self,
             _: &Database,
             _: pgtier_engine::Miss<'_>,
+            _: pgtier_engine::MissIntent,
         ) -> pgtier_engine::Result<pgtier_engine::MissResolution> {
             Ok(pgtier_engine::MissResolution::NotFound)
         }

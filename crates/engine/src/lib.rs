@@ -71,7 +71,9 @@ pub use schema::{
     ForeignKeyId, IndexDef, IndexId, IndexSchema, KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault,
     SequenceOptions, TableDef, TableId, TableSchema,
 };
-pub use seams::{CommitParticipant, Miss, MissHold, MissHook, MissResolution, WriteGuard};
+pub use seams::{
+    CommitParticipant, Miss, MissAnswer, MissCover, MissHold, MissHook, MissIntent, MissResolution, WriteGuard,
+};
 pub use stats::{DbStats, TableStats};
 pub use stream::{Change, CommitStream, CommittedTxn, RowChange};
 pub use transaction::{CommitInfo, Transaction, wall_clock_us};

@@ -41,6 +41,15 @@ impl Miss<'_> {
 /// which aging may not evict while the transaction that missed runs.
 pub type MissHold = Box<dyn std::any::Any + Send + Sync>;
 
+/// Why the engine looked: to read, or to write (update, delete, lock, a
+/// new row's foreign key). A write needs the rows in memory; a read may be
+/// answered from elsewhere (`MissResolution::Answer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MissIntent {
+    Read,
+    Write,
+}
+
 /// What a miss hook did about a miss.
 pub enum MissResolution {
     /// Nothing that could answer the lookup: its "no row" stands.
@@ -49,6 +58,35 @@ pub enum MissResolution {
     /// once at a fresh snapshot, and keeps `hold` until the calling
     /// transaction ends.
     Retry { hold: Option<MissHold> },
+    /// Only for a read: committed rows kept outside memory (the cache's
+    /// flash tier) that answer it without being inserted. The statement
+    /// reads them as if they were in their tables until its snapshot
+    /// changes (a new statement, or a write's retry); see [`MissAnswer`].
+    Answer(MissAnswer),
+}
+
+/// Rows a hook answers a read miss with, and what they cover: for each
+/// cover, *every* row of its table whose `columns` equal its `values` is
+/// among `rows` (none beyond them exists), so a later lookup within a cover
+/// is answered from them alone, without asking the hook again.
+///
+/// The hook vouches that these rows are the latest committed state of
+/// what they cover and that memory holds none of it at the calling
+/// statement's snapshot (the engine looks in its tables first, and only
+/// a lookup they miss reads these).
+#[derive(Debug, Default)]
+pub struct MissAnswer {
+    pub rows: Vec<(TableId, Vec<Value>)>,
+    pub covers: Vec<MissCover>,
+}
+
+/// See [`MissAnswer`].
+#[derive(Debug)]
+pub struct MissCover {
+    pub table: TableId,
+    /// Column positions of `table`.
+    pub columns: Vec<usize>,
+    pub values: Vec<Value>,
 }
 
 /// Resolves misses of one table (the cache's dynamic load).
@@ -68,7 +106,10 @@ pub trait MissHook: Send + Sync {
     /// never calls a hook for them, so a hook is never re-entered, and they
     /// never wait for a row lock: see [`crate::Transaction`]). The calling
     /// application transaction stays open meanwhile, holding its locks.
-    fn on_miss(&self, db: &Database, miss: Miss<'_>) -> Result<MissResolution>;
+    ///
+    /// `Answer` is taken only for `MissIntent::Read` (for a write the
+    /// engine treats it as `NotFound`: a write needs the rows in memory).
+    fn on_miss(&self, db: &Database, miss: Miss<'_>, intent: MissIntent) -> Result<MissResolution>;
 }
 
 /// Decides whether application transactions may write a table now: the

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use common::{create_parent_child, int, open, text};
 use pgtier_engine::{
-    CommitMode, Database, EngineError, Miss, MissHook, MissResolution, Origin, Result, RowBuf, TableId, Value,
+    CommitMode, Database, EngineError, Miss, MissAnswer, MissCover, MissHook, MissIntent, MissResolution, Origin,
+    Result, RowBuf, TableId, Value,
 };
 
 /// Stands in for PostgreSQL: whole instances (parent id -> child ns).
@@ -24,6 +25,11 @@ struct Loader {
     calls: AtomicUsize,
     misses: Mutex<Vec<String>>,
     fail: AtomicBool,
+    /// Reads are answered with the instance's rows (as the cache does from
+    /// flash) instead of loading it; writes still load.
+    answer_reads: AtomicBool,
+    /// Answer writes too (a broken hook: the engine must refuse).
+    answer_writes: AtomicBool,
     /// Holds handed out and not dropped yet (the cache's pins).
     holds: Arc<AtomicUsize>,
 }
@@ -46,6 +52,8 @@ impl Loader {
             calls: AtomicUsize::new(0),
             misses: Mutex::new(Vec::new()),
             fail: AtomicBool::new(false),
+            answer_reads: AtomicBool::new(false),
+            answer_writes: AtomicBool::new(false),
             holds: Arc::new(AtomicUsize::new(0)),
         })
     }
@@ -76,10 +84,28 @@ impl Loader {
     }
 }
 
+impl Loader {
+    /// The instance of `pid` as an answer (parent note "answered"), when
+    /// the backend has it.
+    fn answer(&self, pid: i32) -> Option<MissAnswer> {
+        let children = self.backend.lock().unwrap().get(&pid).cloned()?;
+        let mut rows = vec![(self.parent, vec![int(pid), text("answered"), Value::Int8(pid.into())])];
+        // Reversed: the engine orders what a scan visits, not the hook.
+        for n in children.iter().rev() {
+            rows.push((self.child, vec![int(pid), Value::Int2(*n), text("a")]));
+        }
+        let covers = [self.parent, self.child]
+            .into_iter()
+            .map(|table| MissCover { table, columns: vec![0], values: vec![int(pid)] })
+            .collect();
+        Some(MissAnswer { rows, covers })
+    }
+}
+
 impl MissHook for Loader {
-    fn on_miss(&self, db: &Database, miss: Miss<'_>) -> Result<MissResolution> {
+    fn on_miss(&self, db: &Database, miss: Miss<'_>, intent: MissIntent) -> Result<MissResolution> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        self.misses.lock().unwrap().push(format!("{miss:?}"));
+        self.misses.lock().unwrap().push(format!("{intent:?} {miss:?}"));
         if self.fail.load(Ordering::SeqCst) {
             return Err(EngineError::FeatureNotSupported("loading from the backend".into()));
         }
@@ -90,6 +116,13 @@ impl MissHook for Loader {
             other => panic!("unexpected miss {other:?}"),
         };
         let Value::Int4(pid) = pid else { panic!("key {pid:?}") };
+        let answering = match intent {
+            MissIntent::Read => self.answer_reads.load(Ordering::SeqCst),
+            MissIntent::Write => self.answer_writes.load(Ordering::SeqCst),
+        };
+        if answering {
+            return Ok(self.answer(pid).map_or(MissResolution::NotFound, MissResolution::Answer));
+        }
         if !self.load(db, pid)? {
             return Ok(MissResolution::NotFound);
         }
@@ -148,7 +181,7 @@ fn prefix_scans_see_what_the_hook_loaded() {
     assert_eq!(n, 3);
     assert_eq!(ns, vec![Value::Int2(1), Value::Int2(2), Value::Int2(3)]);
     assert_eq!(h.calls(), 1);
-    assert!(h.misses.lock().unwrap()[0].starts_with("Prefix"));
+    assert!(h.misses.lock().unwrap()[0].starts_with("Read Prefix"));
     // Loaded, but empty: the hook is asked, the scan still finds nothing.
     assert_eq!(t.scan_prefix(child_pk, &[int(2)], |_| Ok(true)).unwrap(), 0);
     assert_eq!(h.calls(), 2);
@@ -346,4 +379,100 @@ fn a_hold_lasts_until_the_transaction_ends() {
     t.restart(CommitMode::Sync).unwrap();
     drop(t);
     assert_eq!(h.holds(), 0);
+}
+
+/// A read answered with rows kept elsewhere (the cache's flash tier):
+/// point reads and scans inside the answer read them for the rest of the
+/// statement, nothing is inserted, and the hook is not asked again.
+#[test]
+fn reads_inside_an_answer_read_its_rows_and_insert_nothing() {
+    let (_dir, db, h) = setup(&[(1, &[3, 1, 2]), (2, &[])]);
+    h.answer_reads.store(true, Ordering::SeqCst);
+    let child_pk = db.catalog().table(h.child).unwrap().primary_index;
+    let mut t = db.begin().unwrap();
+    t.begin_statement().unwrap();
+    let before = t.snapshot_ts();
+    let mut row = RowBuf::new();
+    assert!(t.get(h.parent, &[int(1)], &mut row).unwrap());
+    assert_eq!(row.get(1).to_owned_value(), text("answered"));
+    assert_eq!(t.snapshot_ts(), before, "an answer inserts nothing: the snapshot stays");
+    assert_eq!(h.calls(), 1);
+    // Children, in key order although answered in another, without asking.
+    let mut ns = Vec::new();
+    assert_eq!(
+        t.scan_prefix(child_pk, &[int(1)], |r| {
+            ns.push(r.get(1).to_owned_value());
+            Ok(true)
+        })
+        .unwrap(),
+        3
+    );
+    assert_eq!(ns, vec![Value::Int2(1), Value::Int2(2), Value::Int2(3)]);
+    // A range inside the instance: the bounds hold.
+    let (lo, hi) = ([int(1), Value::Int2(2)], [int(1), Value::Int2(9)]);
+    let mut ns = Vec::new();
+    t.scan(child_pk, std::ops::Bound::Excluded(&lo[..]), std::ops::Bound::Included(&hi[..]), |r| {
+        ns.push(r.get(1).to_owned_value());
+        Ok(true)
+    })
+    .unwrap();
+    assert_eq!(ns, vec![Value::Int2(3)]);
+    // A point read of a child, found and absent, and get_with.
+    assert!(t.get(h.child, &[int(1), Value::Int2(2)], &mut row).unwrap());
+    assert!(!t.get(h.child, &[int(1), Value::Int2(7)], &mut row).unwrap());
+    assert_eq!(t.get_with(h.child, &[int(1), Value::Int2(1)], |r| r.get(2).to_owned_value()).unwrap(), Some(text("a")));
+    assert_eq!(h.calls(), 1, "everything inside the answer is read from it");
+    // Outside it: asked.
+    assert_eq!(t.scan_prefix(child_pk, &[int(2)], |_| Ok(true)).unwrap(), 0);
+    assert_eq!(h.calls(), 2);
+    t.end_statement();
+    // Nothing was inserted: an own-origin read sees no row.
+    let mut cache = db.begin_with_origin(CommitMode::Sync, Origin::Load).unwrap();
+    assert!(!cache.get(h.parent, &[int(1)], &mut row).unwrap());
+    drop(cache);
+    // The next statement asks again.
+    t.begin_statement().unwrap();
+    assert!(t.get(h.parent, &[int(1)], &mut row).unwrap());
+    assert_eq!(h.calls(), 3);
+    t.end_statement();
+    t.commit().unwrap();
+}
+
+/// A write to an answered row misses as a write: the hook puts the rows
+/// in memory, and the statement goes on over them, not over the answer.
+#[test]
+fn a_write_inside_an_answer_loads_the_rows_first() {
+    let (_dir, db, h) = setup(&[(1, &[1, 2])]);
+    h.answer_reads.store(true, Ordering::SeqCst);
+    let child_pk = db.catalog().table(h.child).unwrap().primary_index;
+    let mut t = db.begin().unwrap();
+    t.begin_statement().unwrap();
+    let mut row = RowBuf::new();
+    assert!(t.get(h.parent, &[int(1)], &mut row).unwrap());
+    assert!(t.update(h.parent, &[int(1)], &[(1, text("changed"))]).unwrap());
+    assert!(t.delete(h.child, &[int(1), Value::Int2(1)]).unwrap());
+    let misses = h.misses.lock().unwrap().clone();
+    assert_eq!(misses.len(), 2, "{misses:?}");
+    assert!(misses[1].starts_with("Write Key"), "{misses:?}");
+    // Memory holds the instance now, with this transaction's changes.
+    assert!(t.get(h.parent, &[int(1)], &mut row).unwrap());
+    assert_eq!(row.get(1).to_owned_value(), text("changed"));
+    assert_eq!(t.scan_prefix(child_pk, &[int(1)], |_| Ok(true)).unwrap(), 1, "the own delete stands");
+    assert_eq!(h.calls(), 2);
+    t.end_statement();
+    t.commit().unwrap();
+    let mut t = db.begin_with_origin(CommitMode::Sync, Origin::Load).unwrap();
+    assert!(t.get(h.parent, &[int(1)], &mut row).unwrap());
+    assert_eq!(row.get(1).to_owned_value(), text("changed"));
+}
+
+/// A hook that answers a write is refused: "no row" there would be a
+/// wrong answer.
+#[test]
+fn an_answer_to_a_write_is_refused() {
+    let (_dir, db, h) = setup(&[(1, &[1])]);
+    h.answer_writes.store(true, Ordering::SeqCst);
+    let mut t = db.begin().unwrap();
+    let e = t.update(h.parent, &[int(1)], &[(1, text("x"))]).unwrap_err();
+    assert_eq!(e.sqlstate(), "XX000");
 }

@@ -378,6 +378,12 @@ fn render_tier(cache: &pgtier_cache::Cache, out: &mut Out) {
         &per_group(&|r| r.flash_hits as f64),
     );
     out.metric(
+        "pgtier_tier_promotions_total",
+        "counter",
+        "Instances flash gave back to memory (a write, or a read of one read recently).",
+        &per_group(&|r| r.promotions as f64),
+    );
+    out.metric(
         "pgtier_tier_demotions_total",
         "counter",
         "Instances aging moved to flash.",

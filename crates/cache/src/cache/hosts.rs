@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use pgtier_backend::ConnectParams;
-use pgtier_engine::{Database, Value};
+use pgtier_engine::{Database, MissAnswer, MissCover, TableId, Value};
 
 use super::Cache;
 use crate::aging::{AgingHost, AgingReport};
@@ -200,6 +200,35 @@ impl DynamicHost for Cache {
 
     fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
         Cache::instance_cached(self, group, root_key)
+    }
+
+    fn flash_answer(
+        &self,
+        group: &str,
+        root_key: &[Value],
+        covers: &[(TableId, Vec<usize>)],
+    ) -> Result<Option<MissAnswer>, CacheError> {
+        if !self.flash.enabled() {
+            return Ok(None);
+        }
+        let entry = self.entry(group)?;
+        if !crate::flash::eligible(&entry.def) {
+            return Ok(None);
+        }
+        let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        let Some(key) = layout.normalize_root_key(root_key) else { return Ok(None) };
+        let Some(instance) = self.flash.answer(&self.db, &entry, &layout, &key)? else { return Ok(None) };
+        let rows = layout
+            .tables
+            .iter()
+            .zip(instance.rows)
+            .flat_map(|(table, rows)| rows.into_iter().map(move |row| (table.id, row)))
+            .collect();
+        let covers = covers
+            .iter()
+            .map(|(table, columns)| MissCover { table: *table, columns: columns.clone(), values: key.clone() })
+            .collect();
+        Ok(Some(MissAnswer { rows, covers }))
     }
 
     fn flash_find(

@@ -622,13 +622,22 @@ impl Cache {
         if !entry.def.dynamic {
             return;
         }
-        for (table, root_key_columns) in entry.group.tables.iter().zip(root_key_columns(&entry.group)) {
-            let (Some(schema), Some(root_key_columns)) = (catalog.table_by_name(&table.def.name), root_key_columns)
-            else {
-                continue;
+        let hooked: Vec<(pgtier_engine::TableId, Vec<usize>)> = entry
+            .group
+            .tables
+            .iter()
+            .zip(root_key_columns(&entry.group))
+            .filter_map(|(table, columns)| Some((catalog.table_by_name(&table.def.name)?.id, columns?)))
+            .collect();
+        let covers = Arc::new(hooked.clone());
+        for (table, root_key_columns) in hooked {
+            let hook = TableHook {
+                cache: self.this.clone(),
+                group: entry.def.name.clone(),
+                root_key_columns,
+                covers: covers.clone(),
             };
-            let hook = TableHook { cache: self.this.clone(), group: entry.def.name.clone(), root_key_columns };
-            self.db.set_miss_hook(schema.id, Some(Arc::new(hook)));
+            self.db.set_miss_hook(table, Some(Arc::new(hook)));
         }
     }
 
@@ -746,7 +755,7 @@ impl Cache {
     }
 
     /// Whether the instance of `root_key` of group `group` is cached now (a fresh snapshot).
-    fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
+    pub fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
         let entry = self.entry(group)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         let Some(key) = layout.normalize_root_key(root_key) else { return Ok(false) };

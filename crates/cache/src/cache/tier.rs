@@ -26,8 +26,12 @@ pub struct TierInfo {
     pub flash_capacity_bytes: Option<u64>,
     /// Bytes of memory the store's index holds.
     pub index_bytes: Option<u64>,
-    /// Instances a miss in memory found on flash (promotions) ...
+    /// Misses in memory flash answered: a read from the record, or the
+    /// instance taken back into memory (`promotions`) ...
     pub flash_hits: u64,
+    /// Of those, the instances taken back into memory (a write, or a read
+    /// of one read from flash recently).
+    pub promotions: u64,
     /// ... and the ones PostgreSQL had to send.
     pub backend_loads: u64,
     /// Of misses in memory, the share flash answered.
@@ -135,7 +139,8 @@ impl Cache {
         }
         for entry in &entries {
             let counters = &entry.counters;
-            let flash_hits = counters.flash_promoted.load(Ordering::Relaxed);
+            let promotions = counters.flash_promoted.load(Ordering::Relaxed);
+            let flash_hits = counters.flash_answered.load(Ordering::Relaxed) + promotions;
             let backend_loads = counters.dynamic_loads.load(Ordering::Relaxed);
             let group = groups.iter().find(|g| g.group == entry.def.name);
             let [hot_rows, warm_rows, cold_rows] = self.temperatures(entry);
@@ -146,6 +151,7 @@ impl Cache {
                 memory_instances: group.map_or(0, |g| g.instances),
                 memory_bytes: group.map_or(0, |g| g.memory_bytes),
                 flash_hits,
+                promotions,
                 backend_loads,
                 flash_hit_ratio: ratio(flash_hits, flash_hits + backend_loads),
                 demotions: counters.flash_demoted.load(Ordering::Relaxed),
@@ -158,6 +164,7 @@ impl Cache {
                 ..TierInfo::default()
             };
             store.flash_hits += row.flash_hits;
+            store.promotions += row.promotions;
             store.backend_loads += row.backend_loads;
             store.demotions += row.demotions;
             store.dirty_demotions += row.dirty_demotions;

@@ -126,6 +126,8 @@ pub(crate) struct Counters {
     /// would not take (too large, not admitted, index full).
     pub flash_demoted: AtomicU64,
     pub flash_promoted: AtomicU64,
+    /// Reads flash answered without taking the instance back into memory.
+    pub flash_answered: AtomicU64,
     pub flash_missed: AtomicU64,
     pub flash_rejected: AtomicU64,
     /// Of the demotions, instances with changes PostgreSQL does not have yet (write-back).

@@ -351,6 +351,7 @@ impl Transaction {
 
     fn release_locks(&mut self) {
         self.miss_holds.clear();
+        self.miss_rows.clear();
         for held in self.held.drain(..) {
             if held.shared {
                 held.store.lock.unlock_shared();

@@ -16,7 +16,7 @@ use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor};
 use crate::row::RowLayout;
 use crate::row_ref::RowRef;
 use crate::schema::{ForeignKey, IndexId, TableSchema};
-use crate::seams::Miss;
+use crate::seams::{Miss, MissIntent};
 use crate::table::{Conflict, FkLink, IndexStore, TableMeta, TableStore, cols_equal, encode_cols_as};
 use crate::types::Value;
 
@@ -228,9 +228,9 @@ impl Transaction {
         let values: Vec<Value> = fk.child_columns.iter().map(|&c| row.get(c).to_owned_value()).collect();
         let table = parent.schema.id;
         if fk.parent_index == parent.schema.primary_index {
-            return self.key_missed(table, &values);
+            return self.key_missed(table, &values, MissIntent::Write);
         }
-        self.resolve_miss(&*hook, Miss::Prefix { table, index: fk.parent_index, prefix: &values })
+        self.resolve_miss(&*hook, Miss::Prefix { table, index: fk.parent_index, prefix: &values }, MissIntent::Write)
     }
 
     fn parent_exists_unique(&mut self, parent: &TableStore, pindex: &IndexStore) -> std::result::Result<bool, TxnId> {

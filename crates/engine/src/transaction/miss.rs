@@ -10,6 +10,10 @@
 //! the loaded rows. Only lookups that found nothing take this path; a hit
 //! costs nothing more than before. The hook runs with no internal lock held;
 //! the calling transaction keeps its row and table locks meanwhile.
+//!
+//! A read may instead be answered with rows the hook keeps elsewhere
+//! (`MissResolution::Answer`, miss_rows.rs): nothing is inserted and the
+//! snapshot stays; the lookup looks again and finds them there.
 
 use std::sync::Arc;
 
@@ -18,7 +22,8 @@ use crate::db::Database;
 use crate::error::Result;
 use crate::origin::Origin;
 use crate::schema::TableId;
-use crate::seams::{Miss, MissHook, MissResolution};
+use crate::error::EngineError;
+use crate::seams::{Miss, MissHook, MissIntent, MissResolution};
 use crate::table::TableStore;
 use crate::types::Value;
 
@@ -33,18 +38,30 @@ impl Transaction {
         store.hooks.miss_hook()
     }
 
-    /// Calls `hook`; true when it loaded rows, and then the statement
-    /// snapshot has been refreshed for the one retry.
+    /// Calls `hook`; true when the lookup should look again: the hook
+    /// loaded rows, and then the statement snapshot has been refreshed for
+    /// the one retry, or (a read) it answered with rows kept for this
+    /// statement.
     #[cold]
-    pub(super) fn resolve_miss(&mut self, hook: &dyn MissHook, miss: Miss<'_>) -> Result<bool> {
+    pub(super) fn resolve_miss(&mut self, hook: &dyn MissHook, miss: Miss<'_>, intent: MissIntent) -> Result<bool> {
         debug_assert_eq!(self.origin, Origin::Application, "only application transactions call miss hooks");
         let db = Database::lent(Arc::clone(&self.db));
-        let Some(resolution) = crate::seams::enter_hook(|| hook.on_miss(&db, miss)) else { return Ok(false) };
+        let Some(resolution) = crate::seams::enter_hook(|| hook.on_miss(&db, miss, intent)) else { return Ok(false) };
         match resolution? {
             MissResolution::NotFound => return Ok(false),
             MissResolution::Retry { hold } => self.miss_holds.extend(hold),
+            MissResolution::Answer(answer) => {
+                // "No row" for a write would be a wrong answer (an UPDATE
+                // of a row that exists updating nothing): refused instead.
+                if intent == MissIntent::Write {
+                    return Err(EngineError::hook("XX000", "a miss hook answered a write with rows not in memory", None));
+                }
+                self.add_miss_answer(answer)?;
+                return Ok(true);
+            }
         }
         self.snapshot = self.db.txns.refresh_snapshot(self.id);
+        self.miss_rows.clear();
         self.fresh_snapshot = false;
         Ok(true)
     }
@@ -60,13 +77,14 @@ impl Transaction {
         &mut self,
         table: TableId,
         key: &[Value],
+        intent: MissIntent,
         mut attempt: impl FnMut(&mut Transaction) -> Result<bool>,
     ) -> Result<bool> {
         let mut asked = false;
         loop {
             match attempt(self) {
                 Ok(true) => return Ok(true),
-                Ok(false) => match self.retry_key(&mut asked, table, key) {
+                Ok(false) => match self.retry_key(&mut asked, table, key, intent) {
                     Ok(true) => continue,
                     Ok(false) => return Ok(false),
                     Err(e) => return self.check(Err(e)),
@@ -79,25 +97,35 @@ impl Transaction {
     /// After a lookup of `key` found nothing (or a writer's recheck said
     /// no): true to look once more. Asks only the first time (`asked`).
     #[cold]
-    pub(super) fn retry_key(&mut self, asked: &mut bool, table: TableId, key: &[Value]) -> Result<bool> {
+    pub(super) fn retry_key(
+        &mut self,
+        asked: &mut bool,
+        table: TableId,
+        key: &[Value],
+        intent: MissIntent,
+    ) -> Result<bool> {
         if std::mem::replace(asked, true) {
             return Ok(false);
         }
-        self.key_missed(table, key)
+        self.key_missed(table, key, intent)
     }
 
     /// For a lookup of primary key `key` in `table` that found nothing: asks
     /// the hook unless the miss is this transaction's own doing or the row
     /// is visible (see `TableStore::miss_may_be_loaded`). True: retry the
-    /// lookup.
+    /// lookup. A read inside rows a hook answered with this statement
+    /// looks again (among them) without asking.
     #[cold]
-    pub(super) fn key_missed(&mut self, table: TableId, key: &[Value]) -> Result<bool> {
+    pub(super) fn key_missed(&mut self, table: TableId, key: &[Value], intent: MissIntent) -> Result<bool> {
         let Some(store) = self.cat.store(table).cloned() else { return Ok(false) };
         let Some(hook) = self.miss_hook(&store) else { return Ok(false) };
         let Some(hash) = encode_pk(&store, key, &mut self.s.probe)? else { return Ok(false) };
         if !store.miss_may_be_loaded(hash, &self.s.probe, self.id, self.snapshot, &mut self.s.scratch) {
             return Ok(false);
         }
-        self.resolve_miss(&*hook, Miss::Key { table, key })
+        if intent == MissIntent::Read && self.answered_key_covered(&store, key) {
+            return Ok(true);
+        }
+        self.resolve_miss(&*hook, Miss::Key { table, key }, intent)
     }
 }

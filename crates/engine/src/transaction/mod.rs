@@ -31,6 +31,7 @@ mod commit;
 mod constraints;
 mod ddl;
 mod miss;
+mod miss_rows;
 mod reads;
 mod savepoint;
 mod writes;
@@ -237,6 +238,9 @@ pub struct Transaction {
     /// What miss hooks asked this transaction to keep until it ends
     /// (`MissResolution::Retry`): dropped with its locks.
     miss_holds: Vec<crate::seams::MissHold>,
+    /// Rows miss hooks answered reads with, for the current statement
+    /// snapshot only (miss_rows.rs): cleared whenever it changes.
+    miss_rows: miss_rows::MissRows,
     s: Scratch,
 }
 
@@ -283,6 +287,7 @@ impl Transaction {
             statement_deadline: None,
             cancel: None,
             miss_holds: Vec::new(),
+            miss_rows: miss_rows::MissRows::default(),
             s: r.s,
         })
     }
@@ -402,6 +407,7 @@ impl Transaction {
     fn refresh(&mut self) {
         self.fresh_snapshot = false;
         self.snapshot = self.db.txns.refresh_snapshot(self.id);
+        self.miss_rows.clear();
         if !self.private_catalog {
             self.follow_committed_catalog();
         }
@@ -569,6 +575,7 @@ impl Transaction {
         self.dropped.clear();
         self.observed_lsn = None;
         self.miss_holds.clear();
+        self.miss_rows.clear();
         self.clear_savepoints();
         Ok(())
     }

@@ -11,7 +11,7 @@ use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor_in_place};
 use crate::primary::TABLE_SHARDS;
 use crate::row_ref::{RowBuf, RowRef};
 use crate::schema::{IndexId, TableId};
-use crate::seams::Miss;
+use crate::seams::{Miss, MissIntent};
 use crate::table::{IndexStore, TableStore};
 use crate::types::Value;
 
@@ -24,15 +24,23 @@ impl Transaction {
     /// hook, if it has one (transaction/miss.rs), and then looks again.
     pub fn get(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         self.prologue()?;
-        self.retrying_key_miss(table, key, |t| t.get_inner(table, key, out))
+        self.retrying_key_miss(table, key, MissIntent::Read, |t| t.get_inner(table, key, out))
     }
 
     fn get_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         let Some(store) = self.cat.store(table) else { return Err(undefined(table)) };
         let Some(hash) = encode_pk(store, key, &mut self.s.key)? else { return Ok(false) };
         let tick = self.touch_tick(store);
-        let found =
+        let mut found =
             store.read_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, &mut out.data);
+        if !found
+            && !self.miss_rows.is_empty()
+            && let Some(row) = self.answered_row(store, &self.s.key)
+        {
+            out.data.clear();
+            out.data.extend_from_slice(row);
+            found = true;
+        }
         if found {
             out.set_schema(&store.schema);
         }
@@ -73,7 +81,7 @@ impl Transaction {
         key: &[Value],
         mut f: Option<F>,
     ) -> Result<Option<R>> {
-        match self.retry_key(&mut false, table, key) {
+        match self.retry_key(&mut false, table, key, MissIntent::Read) {
             Ok(true) => {}
             Ok(false) => return Ok(None),
             Err(e) => return self.check(Err(e)),
@@ -99,7 +107,15 @@ impl Transaction {
         let found = store.with_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, |row| {
             f.take().map(|f| f(RowRef::new(schema, row)))
         });
-        Ok(found.flatten())
+        if let Some(Some(v)) = found {
+            return Ok(Some(v));
+        }
+        if !self.miss_rows.is_empty()
+            && let Some(row) = self.answered_row(store, &self.s.key)
+        {
+            return Ok(f.take().map(|f| f(RowRef::new(schema, row))));
+        }
+        Ok(None)
     }
 
     /// Scans index `index` over `[lower, upper]` (bounds on leading key
@@ -121,6 +137,15 @@ impl Transaction {
         let mut asked = false;
         loop {
             match self.scan_inner(index, lower, upper, &mut f) {
+                Ok(0) if !self.miss_rows.is_empty() => match self.scan_answered(index, lower, upper, &mut f) {
+                    Ok(Some(n)) => return Ok(n),
+                    Ok(None) => match self.retry_scan(&mut asked, index, lower, upper) {
+                        Ok(true) => continue,
+                        Ok(false) => return Ok(0),
+                        Err(e) => return self.check(Err(e)),
+                    },
+                    Err(e) => return self.check(Err(e)),
+                },
                 Ok(0) => match self.retry_scan(&mut asked, index, lower, upper) {
                     Ok(true) => continue,
                     Ok(false) => return Ok(0),
@@ -152,7 +177,31 @@ impl Transaction {
             (Bound::Included(l), Bound::Included(u)) if std::ptr::eq(l, u) || l == u => l,
             _ => return Ok(false),
         };
-        self.resolve_miss(&*hook, Miss::Prefix { table, index, prefix })
+        self.resolve_miss(&*hook, Miss::Prefix { table, index, prefix }, MissIntent::Read)
+    }
+
+    /// A scan the table had nothing for, inside rows a hook answered with
+    /// (miss_rows.rs): visits those in the range, in key order. None: no
+    /// answer covers it.
+    #[cold]
+    fn scan_answered(
+        &mut self,
+        index: IndexId,
+        lower: Bound<&[Value]>,
+        upper: Bound<&[Value]>,
+        f: &mut impl FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<Option<u64>> {
+        let Some(rows) = self.answered_scan(index, lower, upper)? else { return Ok(None) };
+        let Some(table) = self.cat.catalog.index(index).map(|i| i.table) else { return Ok(None) };
+        let store = self.store(table)?;
+        let mut visited = 0;
+        for row in &rows {
+            visited += 1;
+            if !f(RowRef::new(&store.schema, row))? {
+                break;
+            }
+        }
+        Ok(Some(visited))
     }
 
     /// All rows whose leading key columns equal `prefix`.
@@ -354,14 +403,14 @@ impl Transaction {
 
 /// The kind of an encoded scan bound kept in a reused buffer.
 #[derive(Clone, Copy)]
-enum BoundKind {
+pub(super) enum BoundKind {
     Included,
     Excluded,
     Unbounded,
 }
 
 impl BoundKind {
-    fn of(self, key: &[u8]) -> Bound<&[u8]> {
+    pub(super) fn of(self, key: &[u8]) -> Bound<&[u8]> {
         match self {
             BoundKind::Included => Bound::Included(key),
             BoundKind::Excluded => Bound::Excluded(key),
@@ -383,7 +432,7 @@ fn whole_key_equality(index: &IndexStore, lower: Bound<&[Value]>, upper: Bound<&
 
 /// Encodes a scan's bounds into `lo`/`hi` (reused across scans, so a
 /// point or prefix scan allocates nothing).
-fn encode_bounds(
+pub(super) fn encode_bounds(
     index: &IndexStore,
     lower: Bound<&[Value]>,
     upper: Bound<&[Value]>,

@@ -15,6 +15,7 @@ use crate::key::hash_key;
 use crate::origin::Origin;
 use crate::row_ref::{RowBuf, RowRef};
 use crate::schema::{TableId, TableSchema};
+use crate::seams::MissIntent;
 use crate::table::{InsertOutcome, Latest, LatestVersion, TableStore};
 use crate::types::{Value, coerce};
 use crate::version::{DELETED, LOCK_ONLY, VPtr, commit_ts_of, is_deleted, is_uncommitted};
@@ -210,7 +211,7 @@ impl Transaction {
         mut f: impl FnMut(RowRef<'_>) -> Result<Option<Vec<(usize, Value)>>>,
     ) -> Result<bool> {
         self.prologue()?;
-        self.retrying_key_miss(table, key, |t| t.update_inner(table, key, &mut f))
+        self.retrying_key_miss(table, key, MissIntent::Write, |t| t.update_inner(table, key, &mut f))
     }
 
     pub(super) fn update_inner(
@@ -270,7 +271,7 @@ impl Transaction {
         mut f: impl FnMut(RowRef<'_>) -> Result<bool>,
     ) -> Result<bool> {
         self.prologue()?;
-        self.retrying_key_miss(table, key, |t| t.delete_inner(table, key, &mut f))
+        self.retrying_key_miss(table, key, MissIntent::Write, |t| t.delete_inner(table, key, &mut f))
     }
 
     pub(super) fn delete_inner(
@@ -336,7 +337,7 @@ impl Transaction {
     /// committed version; false if it does not exist.
     pub fn get_for_update(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         self.prologue()?;
-        self.retrying_key_miss(table, key, |t| t.lock_inner(table, key, out))
+        self.retrying_key_miss(table, key, MissIntent::Write, |t| t.lock_inner(table, key, out))
     }
 
     fn lock_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {

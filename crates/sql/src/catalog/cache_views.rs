@@ -55,6 +55,7 @@ fn tier_rows(cache: &Cache, out: &mut Vec<Value>) {
             opt_int8(t.flash_capacity_bytes),
             opt_int8(t.index_bytes),
             int8(t.flash_hits),
+            int8(t.promotions),
             int8(t.backend_loads),
             opt_float8(t.flash_hit_ratio),
             int8(t.demotions),

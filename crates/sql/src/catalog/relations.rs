@@ -1039,6 +1039,7 @@ pub static RELATIONS: &[RelDef] = &[
             Col::new("flash_capacity_bytes", Int8),
             Col::new("index_bytes", Int8),
             Col::new("flash_hits", Int8),
+            Col::new("promotions", Int8),
             Col::new("backend_loads", Int8),
             Col::new("flash_hit_ratio", Float8),
             Col::new("demotions", Int8),
