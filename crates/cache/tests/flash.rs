@@ -192,7 +192,8 @@ fn read_instance(db: &Database, key: i32) -> Vec<Vec<String>> {
     let catalog = db.catalog();
     let mut txn = db.begin().unwrap();
     txn.begin_statement().unwrap();
-    let text = |row: pgtier_engine::RowRef<'_>| row.values().iter().map(ToString::to_string).collect::<Vec<_>>().join("|");
+    let text =
+        |row: pgtier_engine::RowRef<'_>| row.values().iter().map(ToString::to_string).collect::<Vec<_>>().join("|");
     let mut tables = Vec::new();
     for table in common::TABLES {
         let id = catalog.table_by_name(table).unwrap().id;
@@ -230,7 +231,8 @@ fn reads_are_answered_from_flash_without_moving_the_instance() {
     create_group(&cache);
     let db = cache.database().clone();
     sweep(&cache, 1..=1000);
-    let on_flash: Vec<i32> = (1..=1000).filter(|&key| !cache.instance_cached(GROUP, &[Value::Int4(key)]).unwrap()).collect();
+    let on_flash: Vec<i32> =
+        (1..=1000).filter(|&key| !cache.instance_cached(GROUP, &[Value::Int4(key)]).unwrap()).collect();
     assert!(on_flash.len() >= 600, "{} of 1000 left memory", on_flash.len());
 
     let before = group_row(&cache);

@@ -476,3 +476,26 @@ fn an_answer_to_a_write_is_refused() {
     let e = t.update(h.parent, &[int(1)], &[(1, text("x"))]).unwrap_err();
     assert_eq!(e.sqlstate(), "XX000");
 }
+
+/// A statement that reads many answered instances keeps a bounded number
+/// of answers: the oldest are dropped, and reading one again asks again.
+#[test]
+fn a_statement_keeps_a_bounded_number_of_answers() {
+    let instances: Vec<(i32, &[i16])> = (1..=40).map(|pid| (pid, &[1i16][..])).collect();
+    let (_dir, db, h) = setup(&instances);
+    h.answer_reads.store(true, Ordering::SeqCst);
+    let mut t = db.begin().unwrap();
+    t.begin_statement().unwrap();
+    let mut row = RowBuf::new();
+    for pid in 1..=40 {
+        assert!(t.get(h.parent, &[int(pid)], &mut row).unwrap());
+    }
+    assert_eq!(h.calls(), 40);
+    // The latest are still kept; the first was dropped and is asked for again.
+    assert!(t.get(h.child, &[int(40), Value::Int2(1)], &mut row).unwrap());
+    assert_eq!(h.calls(), 40);
+    assert!(t.get(h.child, &[int(1), Value::Int2(1)], &mut row).unwrap());
+    assert_eq!(h.calls(), 41);
+    t.end_statement();
+    t.commit().unwrap();
+}

@@ -19,10 +19,9 @@ use std::sync::Arc;
 
 use super::{Transaction, encode_pk};
 use crate::db::Database;
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::origin::Origin;
 use crate::schema::TableId;
-use crate::error::EngineError;
 use crate::seams::{Miss, MissHook, MissIntent, MissResolution};
 use crate::table::TableStore;
 use crate::types::Value;
@@ -54,7 +53,11 @@ impl Transaction {
                 // "No row" for a write would be a wrong answer (an UPDATE
                 // of a row that exists updating nothing): refused instead.
                 if intent == MissIntent::Write {
-                    return Err(EngineError::hook("XX000", "a miss hook answered a write with rows not in memory", None));
+                    return Err(EngineError::hook(
+                        "XX000",
+                        "a miss hook answered a write with rows not in memory",
+                        None,
+                    ));
                 }
                 self.add_miss_answer(answer)?;
                 return Ok(true);

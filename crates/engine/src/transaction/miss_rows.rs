@@ -31,9 +31,16 @@ struct AnsweredTable {
     covers: Vec<(KeySpec, Vec<u8>)>,
 }
 
+/// Answers one statement keeps at most. Lookups search them linearly, so
+/// a statement that reads many instances from flash (a join over a large
+/// key range) would otherwise slow down quadratically; past this the older
+/// ones are dropped, which only means asking the hook again for them.
+const ANSWERS_MAX: usize = 32;
+
 #[derive(Default)]
 pub(super) struct MissRows {
     tables: Vec<AnsweredTable>,
+    answers: usize,
 }
 
 impl MissRows {
@@ -44,6 +51,7 @@ impl MissRows {
 
     pub(super) fn clear(&mut self) {
         self.tables.clear();
+        self.answers = 0;
     }
 
     fn table(&self, table: TableId) -> Option<&AnsweredTable> {
@@ -67,11 +75,8 @@ impl MissRows {
         let Some(answered) = self.table(table) else { return false };
         let bound = &columns[..values.len().min(columns.len())];
         answered.covers.iter().any(|(spec, key)| {
-            let picked: Option<Vec<Value>> = spec
-                .columns
-                .iter()
-                .map(|c| bound.iter().position(|b| b == c).map(|at| values[at].clone()))
-                .collect();
+            let picked: Option<Vec<Value>> =
+                spec.columns.iter().map(|c| bound.iter().position(|b| b == c).map(|at| values[at].clone())).collect();
             let Some(picked) = picked else { return false };
             let mut encoded = Vec::with_capacity(key.len());
             spec.encode_values(&picked, &mut encoded) && encoded == *key
@@ -82,6 +87,10 @@ impl MissRows {
 impl Transaction {
     /// Takes a hook's answer for this statement (see the module comment).
     pub(super) fn add_miss_answer(&mut self, answer: MissAnswer) -> Result<()> {
+        if self.miss_rows.answers >= ANSWERS_MAX {
+            self.miss_rows.clear();
+        }
+        self.miss_rows.answers += 1;
         let mut encoded = Vec::new();
         for (table, values) in answer.rows {
             let store = self.store(table)?;
@@ -91,11 +100,15 @@ impl Transaction {
         }
         for cover in answer.covers {
             let store = self.store(cover.table)?;
-            if cover.columns.iter().any(|&c| c >= store.schema.columns.len()) || cover.columns.len() != cover.values.len()
+            if cover.columns.iter().any(|&c| c >= store.schema.columns.len())
+                || cover.columns.len() != cover.values.len()
             {
                 return Err(EngineError::hook(
                     "XX000",
-                    format!("a miss hook's answer covers columns {:?} of table \"{}\"", cover.columns, store.schema.name),
+                    format!(
+                        "a miss hook's answer covers columns {:?} of table \"{}\"",
+                        cover.columns, store.schema.name
+                    ),
                     None,
                 ));
             }
