@@ -15,11 +15,11 @@
 //!   errors (23505, 23503) are not errors (`tatp::transactions::is_acceptable`);
 //! - the warm-up curve: per second from 5 s before the first ENABLE to
 //!   `--warmup-seconds` after, transactions and where their instance came
-//!   from: memory (transactions without a miss), flash (promotions),
+//!   from: memory (transactions without a miss), flash (answers and promotions),
 //!   PostgreSQL (dynamic loads), from the cache's group counters;
 //! - after the load stops and write-through drains: `VERIFY CACHE GROUP`
 //!   (memory against PostgreSQL), then `--read-check` distinct subscribers
-//!   drawn as the clients draw them, read through the cache (promoting what flash holds)
+//!   drawn as the clients draw them, read through the cache (answered from flash where it holds them)
 //!   and compared row by row with PostgreSQL's.
 //!
 //! PostgreSQL must hold the TATP population first:
@@ -549,7 +549,7 @@ fn timeline(samples: &[Sample]) {
 fn warmup_table(samples: &[Sample], enable_at: f64, seconds: u64) {
     println!("\n== warm-up after the first ENABLE (t = 0 at the ENABLE; per-second deltas of the cache's counters)");
     println!(
-        "memory = transactions that missed nothing (txns - flash - PostgreSQL - absent); flash = promotions; PostgreSQL = dynamic loads"
+        "memory = transactions that missed nothing (txns - flash - PostgreSQL - absent); flash = answers from flash and promotions; PostgreSQL = dynamic loads"
     );
     println!(
         "{:>5} {:>9} {:>9} {:>8} {:>8} {:>6} {:>6} {:>6} {:>8} {:>6} {:>9} {:>9} {:>8} {:>5}",
@@ -612,7 +612,7 @@ fn warmup_table(samples: &[Sample], enable_at: f64, seconds: u64) {
 }
 
 /// `count` distinct subscribers drawn as the clients draw them, read through the cache
-/// (an instance on flash is promoted, one nowhere loaded) and compared
+/// (an instance on flash is answered from there, one nowhere loaded) and compared
 /// with PostgreSQL's rows.
 fn read_check(
     conn: &mut Connection,
