@@ -6,9 +6,12 @@
 //! Here the lookup is mapped to a root key — through the columns that carry
 //! the root key down the foreign keys (every TATP table has `s_id`) — and:
 //! - a root already cached means the row really does not exist: nothing to do;
-//! - an instance the flash tier holds (`flash.rs`) is taken from there and
-//!   inserted as `Origin::Load`, without waiting for the WAL's fsync (moving
-//!   a clean instance between tiers changes no data);
+//! - a read of an instance the flash tier holds (`flash.rs`) is answered
+//!   from the record, which stays there (`MissResolution::Answer`), unless
+//!   it was read from flash lately;
+//! - otherwise (a write, or a re-read) an instance on flash is taken from
+//!   there and inserted as `Origin::Load`, without waiting for the WAL's
+//!   fsync (moving a clean instance between tiers changes no data);
 //! - otherwise the instance is read from PostgreSQL in one REPEATABLE READ
 //!   transaction (one prepared query per table, on a pooled connection) and
 //!   inserted as `Origin::Load` in one engine transaction, pinned, when that
