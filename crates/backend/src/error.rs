@@ -37,6 +37,9 @@ pub enum HarnessError {
     #[error("PostgreSQL (pid {pid}) {problem}\n--- last lines of {log_file} ---\n{log_tail}")]
     Shutdown { pid: u32, problem: String, log_file: PathBuf, log_tail: String },
 
+    #[error("memory limit of the private PostgreSQL: {0}")]
+    MemoryLimit(#[from] crate::memory_limit::MemoryLimitError),
+
     #[error("invalid cluster option: {0}")]
     InvalidOption(String),
 

@@ -27,6 +27,7 @@ pub use crate::binaries::{find_server_binaries, find_server_binaries_from};
 use crate::cluster::{self, Layout, StartConfig};
 use crate::connect::redact_password;
 pub use crate::error::HarnessError;
+use crate::memory_limit::MemoryCgroup;
 use crate::os_user::RunAs;
 pub use crate::shared::shared_cluster;
 
@@ -61,6 +62,11 @@ pub struct ClusterOptions {
     pub password: Option<String>,
     /// Extra postgresql.conf settings, applied after (so overriding) ours.
     pub settings: Vec<(String, String)>,
+    /// Some = the server and everything it forks run in a memory cgroup of
+    /// this many bytes, which bounds its page cache too
+    /// ([`crate::memory_limit`]); where no cgroup can be made the server
+    /// runs unlimited and [`PrivateCluster::memory_limit`] says why.
+    pub memory_limit: Option<u64>,
 }
 
 /// By hand: the password is shown only as present or absent.
@@ -72,6 +78,7 @@ impl std::fmt::Debug for ClusterOptions {
             .field("fsync", &self.fsync)
             .field("password", &redact_password(&self.password))
             .field("settings", &self.settings)
+            .field("memory_limit", &self.memory_limit)
             .finish()
     }
 }
@@ -119,6 +126,17 @@ pub struct PrivateCluster {
     pid: u32,
     /// Some for a private temp dir, removed after shutdown.
     temp_root: Option<tempfile::TempDir>,
+    /// The memory cgroup asked for by [`ClusterOptions::memory_limit`], or
+    /// why there is none. Declared after `child`: dropped after shutdown.
+    memory: MemoryLimitState,
+}
+
+/// What became of [`ClusterOptions::memory_limit`].
+#[derive(Debug)]
+enum MemoryLimitState {
+    NotAsked,
+    Applied(MemoryCgroup),
+    Unavailable(String),
 }
 
 /// By hand: the password is shown only as present or absent.
@@ -178,15 +196,25 @@ impl PrivateCluster {
             match spawn_and_wait(&bin_dir, &run_as, &layout, port) {
                 Ok(child) => {
                     let pid = child.id();
-                    let cluster = PrivateCluster {
+                    let mut cluster = PrivateCluster {
                         layout,
                         port,
                         password: options.password.clone(),
                         child: Some(child),
                         pid,
                         temp_root,
+                        memory: MemoryLimitState::NotAsked,
                     };
                     // Any error from here on drops `cluster`, which stops the server.
+                    if let Some(bytes) = options.memory_limit {
+                        cluster.memory = match MemoryCgroup::create(bytes) {
+                            Ok(cgroup) => match cgroup.adopt_process_tree(pid) {
+                                Ok(_) => MemoryLimitState::Applied(cgroup),
+                                Err(error) => MemoryLimitState::Unavailable(error.to_string()),
+                            },
+                            Err(error) => MemoryLimitState::Unavailable(error.to_string()),
+                        };
+                    }
                     if let Some(password) = &options.password {
                         cluster.layout.set_password(port, password)?;
                     }
@@ -237,6 +265,29 @@ impl PrivateCluster {
 
     pub fn postmaster_pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The memory cgroup the server runs in, or why it runs without one
+    /// (`Err`: a limit was asked for and could not be applied; `Ok(None)`:
+    /// none was asked for).
+    pub fn memory_limit(&self) -> Result<Option<&MemoryCgroup>, &str> {
+        match &self.memory {
+            MemoryLimitState::NotAsked => Ok(None),
+            MemoryLimitState::Applied(cgroup) => Ok(Some(cgroup)),
+            MemoryLimitState::Unavailable(reason) => Err(reason),
+        }
+    }
+
+    /// CHECKPOINT, then drops the data directory's clean pages from the
+    /// page cache: what the server reads next is charged to its memory
+    /// cgroup, not found in pages read before the limit applied (by a
+    /// population, say). Returns the files advised.
+    pub fn checkpoint_and_evict_page_cache(&self) -> Result<u64, HarnessError> {
+        let mut client = crate::connect::connect(&self.url())?;
+        client.batch_execute("CHECKPOINT").map_err(|error| HarnessError::sql("CHECKPOINT", &error))?;
+        drop(client);
+        crate::memory_limit::evict_page_cache(&self.layout.data_dir)
+            .map_err(|error| HarnessError::io("evict the page cache of", &self.layout.data_dir, error))
     }
 
     /// Clean (fast) shutdown; reports a server that had crashed, had to be
@@ -292,6 +343,9 @@ impl PrivateCluster {
             Ok(child) => {
                 self.pid = child.id();
                 self.child = Some(child);
+                if let MemoryLimitState::Applied(cgroup) = &self.memory {
+                    cgroup.adopt_process_tree(self.pid)?;
+                }
                 Ok(())
             }
             Err(SpawnError::PortTaken { error } | SpawnError::Fatal { error }) => Err(error),

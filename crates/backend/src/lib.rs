@@ -13,6 +13,7 @@ pub mod copy_out;
 mod error;
 pub mod harness;
 pub mod managed;
+pub mod memory_limit;
 mod os_user;
 pub mod replication;
 mod shared;

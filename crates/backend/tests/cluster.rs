@@ -372,3 +372,55 @@ fn killed_owner_leaves_no_orphan() {
     assert!(postmaster_died, "postmaster {pid} outlived its SIGKILLed owner");
     assert!(orphans.is_empty(), "backends {orphans:?} outlived their postmaster");
 }
+
+/// The fair baseline's premise: a memory limit bounds the page cache a
+/// server fills, not only its processes. A table three times the limit is
+/// read after the limit applied; without the cgroup the page cache would
+/// hold all of it (24 GiB machine), with it the charge stays at the limit.
+#[test]
+fn a_memory_limit_bounds_the_page_cache_the_server_fills() {
+    const LIMIT: u64 = 48 << 20;
+    // On disk (fsync on): a tmpfs data directory would be shared memory,
+    // which no limit can reclaim.
+    let cluster = PrivateCluster::start(ClusterOptions {
+        fsync: true,
+        memory_limit: Some(LIMIT),
+        settings: vec![("shared_buffers".into(), "16MB".into())],
+        ..ClusterOptions::default()
+    })
+    .unwrap();
+    let cgroup = match cluster.memory_limit() {
+        Ok(Some(cgroup)) => cgroup,
+        Ok(None) => panic!("a limit was asked for"),
+        // SAFETY: geteuid has no preconditions.
+        Err(reason) if unsafe { libc::geteuid() } != 0 => {
+            eprintln!("skipped: not root, no memory cgroup: {reason}");
+            return;
+        }
+        Err(reason) => panic!("root could not limit the server's memory: {reason}"),
+    };
+    let mut client = connect(&cluster.url()).unwrap();
+    // A backend forked after the move is inside too.
+    let backend: i32 = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let procs = std::fs::read_to_string(cgroup.path().join("cgroup.procs")).unwrap();
+    assert!(procs.split_whitespace().any(|p| p == backend.to_string()), "backend {backend} not in {procs}");
+    client
+        .batch_execute("CREATE TABLE big AS SELECT g AS id, repeat('x', 200) AS pad FROM generate_series(1, 600000) g")
+        .unwrap();
+    let table_bytes: i64 = client.query_one("SELECT pg_relation_size('big')", &[]).unwrap().get(0);
+    assert!(table_bytes as u64 > 2 * LIMIT, "table {table_bytes} B too small to show the limit");
+    drop(client);
+    assert!(cluster.checkpoint_and_evict_page_cache().unwrap() > 0);
+    let mut client = connect(&cluster.url()).unwrap();
+    // A sequential scan through a small ring: every block comes from the page cache or the disk.
+    let count: i64 = client.query_one("SELECT count(*) FROM big WHERE pad <> ''", &[]).unwrap().get(0);
+    assert_eq!(count, 600_000);
+    let usage = cgroup.usage_bytes().unwrap();
+    let cache = cgroup.page_cache_bytes().unwrap();
+    assert!(usage <= LIMIT, "charged {usage} B over the limit {LIMIT}");
+    assert!(cache < table_bytes as u64 / 2, "page cache {cache} B of a {table_bytes} B table: not bounded");
+    let path = cgroup.path().to_path_buf();
+    drop(client);
+    cluster.stop().unwrap();
+    assert!(!path.exists(), "the cgroup outlived the cluster");
+}
