@@ -207,13 +207,7 @@ impl PrivateCluster {
                     };
                     // Any error from here on drops `cluster`, which stops the server.
                     if let Some(bytes) = options.memory_limit {
-                        cluster.memory = match MemoryCgroup::create(bytes) {
-                            Ok(cgroup) => match cgroup.adopt_process_tree(pid) {
-                                Ok(_) => MemoryLimitState::Applied(cgroup),
-                                Err(error) => MemoryLimitState::Unavailable(error.to_string()),
-                            },
-                            Err(error) => MemoryLimitState::Unavailable(error.to_string()),
-                        };
+                        cluster.limit_memory(bytes);
                     }
                     if let Some(password) = &options.password {
                         cluster.layout.set_password(port, password)?;
@@ -275,6 +269,32 @@ impl PrivateCluster {
             MemoryLimitState::NotAsked => Ok(None),
             MemoryLimitState::Applied(cgroup) => Ok(Some(cgroup)),
             MemoryLimitState::Unavailable(reason) => Err(reason),
+        }
+    }
+
+    /// Moves the running server (and what it forks from now on) into a
+    /// memory cgroup of `bytes`, replacing any limit before; where none can
+    /// be made it runs unlimited and [`Self::memory_limit`] says why.
+    /// Memory the server touched before stays charged where it was: a
+    /// population run before the limit leaves its pages behind, so
+    /// [`Self::stop_fast`] + [`Self::restart`] (the new server is adopted
+    /// at start) and [`Self::checkpoint_and_evict_page_cache`] follow.
+    pub fn limit_memory(&mut self, bytes: u64) {
+        self.memory = MemoryLimitState::NotAsked;
+        self.memory = match MemoryCgroup::create(bytes) {
+            Ok(cgroup) => match cgroup.adopt_process_tree(self.pid) {
+                Ok(_) => MemoryLimitState::Applied(cgroup),
+                Err(error) => MemoryLimitState::Unavailable(error.to_string()),
+            },
+            Err(error) => MemoryLimitState::Unavailable(error.to_string()),
+        };
+    }
+
+    /// The memory cgroup, to change its limit; None when there is none.
+    pub fn memory_limit_mut(&mut self) -> Option<&mut MemoryCgroup> {
+        match &mut self.memory {
+            MemoryLimitState::Applied(cgroup) => Some(cgroup),
+            _ => None,
         }
     }
 

@@ -145,11 +145,35 @@ impl MemoryCgroup {
         read_u64(&self.dir.join(self.version.usage_file()))
     }
 
-    /// Page-cache bytes charged now.
+    /// The most ever charged (v1 `max_usage_in_bytes`, v2 `memory.peak`).
+    pub fn peak_bytes(&self) -> Option<u64> {
+        match self.version {
+            Version::V1 => read_u64(&self.dir.join("memory.max_usage_in_bytes")),
+            Version::V2 => read_u64(&self.dir.join("memory.peak")),
+        }
+    }
+
+    /// Page-cache bytes charged now: cached file data, without the shared
+    /// memory both hierarchies count in the same figure (PostgreSQL's
+    /// buffer pool and WAL buffers are shared memory, not page cache).
     pub fn page_cache_bytes(&self) -> Option<u64> {
         let stat = std::fs::read_to_string(self.dir.join("memory.stat")).ok()?;
-        let key = self.version.cache_key();
-        stat.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+        let value = |key: &str| {
+            stat.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix(' ')?.trim().parse::<u64>().ok())
+        };
+        Some(value(self.version.cache_key())?.saturating_sub(value("shmem").unwrap_or(0)))
+    }
+
+    /// A new limit, at once: above what is charged it is only room; below
+    /// it the kernel reclaims page cache down to it first.
+    pub fn set_limit(&mut self, bytes: u64) -> Result<(), MemoryLimitError> {
+        if bytes < MEMORY_LIMIT_MIN {
+            return Err(MemoryLimitError::TooSmall { bytes });
+        }
+        let limit_file = self.dir.join(self.version.limit_file());
+        std::fs::write(&limit_file, bytes.to_string()).map_err(io_error("set the memory limit in", &limit_file))?;
+        self.limit = bytes;
+        Ok(())
     }
 
     /// Times the kernel had to reclaim at the limit (v1 `failcnt`, v2 `max` events).

@@ -12,6 +12,7 @@ pub mod target;
 pub mod cpu;
 pub mod demo;
 pub mod driver;
+pub mod flash_demo;
 pub mod io;
 pub mod progress;
 pub mod report;

@@ -13,7 +13,10 @@ use pgtier_engine::CommitMode;
 use crate::bench_cmd::{parse_thread_list, seconds};
 
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct DemoArgs {
+    #[command(subcommand)]
+    command: Option<DemoCommand>,
     /// Subscribers populated in PostgreSQL
     #[arg(long, value_name = "N", default_value_t = 500_000)]
     subscribers: u64,
@@ -76,13 +79,19 @@ pub struct DemoArgs {
     seed: Option<u64>,
 }
 
+#[derive(clap::Subcommand)]
+enum DemoCommand {
+    /// The flash studies (001, 002, 003, 000's use case 2): cache size table, warm-up, DRAM vs flash, write-back, device.
+    Flash(Box<crate::demo_flash_cmd::FlashArgs>),
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
-enum CommitArg {
+pub(crate) enum CommitArg {
     Sync,
     Async,
 }
 
-static INTERRUPT: AtomicBool = AtomicBool::new(false);
+pub(crate) static INTERRUPT: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(signal: libc::c_int) {
     INTERRUPT.store(true, Ordering::SeqCst);
@@ -178,14 +187,22 @@ fn start_server(dir: &Path, backend: &str, mode: CommitMode, awt: &AwtConfig) ->
     Ok(Box::new(InProcessServer(server)))
 }
 
-pub fn run(args: DemoArgs) -> anyhow::Result<()> {
-    let options = options(&args)?;
-    demo::check(&options)?;
+/// Ctrl-C and SIGTERM set [`INTERRUPT`]; a second one ends the process.
+pub(crate) fn install_interrupt_handler() {
     // SAFETY: installs an async-signal-safe handler (an atomic store and signal()).
     unsafe {
         libc::signal(libc::SIGINT, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
     }
+}
+
+pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+    if let Some(DemoCommand::Flash(flash)) = args.command {
+        return crate::demo_flash_cmd::run(*flash);
+    }
+    let options = options(&args)?;
+    demo::check(&options)?;
+    install_interrupt_handler();
     eprintln!(
         "pgtier demo: {} subscribers, {} cached, threads {}, seed {} (Ctrl-C stops and writes a partial report)",
         options.subscribers, options.cached_subscribers, args.threads, options.seed

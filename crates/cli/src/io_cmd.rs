@@ -227,6 +227,41 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `pgtier demo flash`'s device table: random 4k reads and writes at queue
+/// depths 1 and 8 on `file` (64 MB, kept), fio beside pgtier when installed;
+/// results into `out`. Returns the table as text and its notes.
+pub fn device_table(file: &std::path::Path, out: &std::path::Path) -> anyhow::Result<(String, Vec<String>)> {
+    let plan = IoPlan {
+        file: file.to_path_buf(),
+        size_bytes: QUICK.size,
+        modes: vec![Mode::RandRead, Mode::RandWrite],
+        read_pct: 70,
+        block_sizes: vec![4 << 10],
+        queue_depths: vec![1, 8],
+        duration: Duration::from_secs(2),
+        warmup: Duration::from_millis(500),
+        direct: true,
+        fsync_every: None,
+        fio: FioUse::IfInstalled,
+        device_writes: false,
+        seed: pgtier_bench::driver::fresh_seed(),
+    };
+    plan.check()?;
+    let fio = fio::detect();
+    let mut run = sweep::new_run(&plan, prepare(&plan)?, &fio);
+    for (i, &point) in plan.points().iter().enumerate() {
+        let result = sweep::run_point(&plan, &run.target, &fio, point, i % 2 == 1, &mut |_, _, _| {});
+        run.points.push(result.with_context(|| point.label())?);
+    }
+    output::write_results(&run, out)?;
+    let mut notes = output::notes(&run);
+    if let Some(why) = &run.target.direct_refused {
+        notes.push(format!("buffered I/O, not O_DIRECT: {why}"));
+    }
+    notes.push(format!("device: {}; fio: {}", run.target.device, run.fio));
+    Ok((output::table(&run).to_string(), notes))
+}
+
 /// The target, with a progress bar while a new file is filled.
 fn prepare(plan: &IoPlan) -> anyhow::Result<target::Target> {
     let bar = ProgressBar::new(plan.size_bytes);

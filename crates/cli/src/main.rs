@@ -7,6 +7,7 @@ mod bench_cmd;
 mod cache_cmd;
 mod compare_cmd;
 mod demo_cmd;
+mod demo_flash_cmd;
 mod io_cmd;
 mod serve_cmd;
 mod tier_cmd;
@@ -37,7 +38,7 @@ enum Command {
     Status(cache_cmd::StatusArgs),
     /// The flash tier of a running pgtier: status, enable, disable, resize (online).
     Tier(tier_cmd::TierArgs),
-    /// Study 000 end to end: private PostgreSQL, TATP, baseline vs cache (direct and wire), rate cap, report.
+    /// Study 000 end to end (private PostgreSQL, TATP, baseline vs cache, rate cap, report); `demo flash`: the flash studies.
     Demo(Box<demo_cmd::DemoArgs>),
     /// Run benchmarks side by side against PostgreSQL and pgtier.
     Bench {

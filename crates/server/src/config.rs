@@ -264,9 +264,11 @@ impl TierSection {
             }
             return Ok(None);
         };
+        // Bounded below by the four regions checked further down: a tier of
+        // a few MB is small, not wrong (the flash studies size it in
+        // percent of the data).
         let size = match pgtier_cache::CreateGroup::parse_memory_size(size) {
-            Ok(bytes) if bytes >= 64 << 20 => bytes,
-            Ok(_) => return bad("size must be at least 64MB".into()),
+            Ok(bytes) => bytes,
             Err(e) => return bad(format!("size: {e}")),
         };
         let mode = match self.mode.as_deref() {

@@ -26,7 +26,7 @@ mod charts;
 mod lag;
 mod markdown;
 mod memory;
-mod monitor;
+pub(crate) mod monitor;
 mod runs;
 mod search;
 mod summary;

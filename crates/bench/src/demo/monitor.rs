@@ -21,7 +21,7 @@ const LAG_SAMPLES_MAX: usize = 14_400;
 const LAG_WINDOWS_MAX: usize = 3_600;
 
 /// Write-through's counters at one moment.
-pub(super) struct LagReading {
+pub(crate) struct LagReading {
     pub backlog_bytes: u64,
     pub written_bytes: u64,
     pub applied_txns: u64,
@@ -29,13 +29,13 @@ pub(super) struct LagReading {
 }
 
 /// Where write-through's figures are read from.
-pub(super) trait LagSource: Send {
+pub(crate) trait LagSource: Send {
     /// None when propagation is not running.
     fn read(&mut self) -> Option<LagReading>;
 }
 
 /// A cache in this process (direct mode, or the wire server's).
-pub(super) struct CacheLag(pub Arc<Cache>);
+pub(crate) struct CacheLag(pub Arc<Cache>);
 
 impl LagSource for CacheLag {
     fn read(&mut self) -> Option<LagReading> {
@@ -74,7 +74,7 @@ struct State {
     stop: bool,
 }
 
-pub(super) struct Monitor {
+pub(crate) struct Monitor {
     state: Arc<Mutex<State>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     bar: ProgressBar,
@@ -86,7 +86,7 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 impl Monitor {
-    pub(super) fn start(phases: Vec<(&'static str, f64)>, draw: bool) -> Monitor {
+    pub(crate) fn start(phases: Vec<(&'static str, f64)>, draw: bool) -> Monitor {
         let now = Instant::now();
         let state = Arc::new(Mutex::new(State {
             started: now,
@@ -116,7 +116,7 @@ impl Monitor {
         Monitor { state, thread: Mutex::new(thread), bar }
     }
 
-    pub(super) fn begin(&self, index: usize) {
+    pub(crate) fn begin(&self, index: usize) {
         let mut s = lock(&self.state);
         s.current = index;
         s.phase_started = Instant::now();
@@ -133,18 +133,18 @@ impl Monitor {
         }
     }
 
-    pub(super) fn end(&self, index: usize) {
+    pub(crate) fn end(&self, index: usize) {
         let mut s = lock(&self.state);
         s.done_estimate_s += s.phases.get(index).map_or(0.0, |p| p.1);
         s.done_real_s += s.phase_started.elapsed().as_secs_f64();
     }
 
-    pub(super) fn detail(&self, text: String) {
+    pub(crate) fn detail(&self, text: String) {
         lock(&self.state).detail = text;
     }
 
     /// A new source starts a new window (counts of two caches never mix).
-    pub(super) fn set_lag_source(&self, source: Option<Box<dyn LagSource>>) {
+    pub(crate) fn set_lag_source(&self, source: Option<Box<dyn LagSource>>) {
         let mut s = lock(&self.state);
         s.source = source;
         s.open = None;
@@ -153,7 +153,7 @@ impl Monitor {
     /// Write-through over `[from_s, to_s]` (seconds since start), once the
     /// window holding `to_s` has closed (at most about two seconds'
     /// wait; less when no source is set). None when nothing was sampled.
-    pub(super) fn lag_over(&self, from_s: f64, to_s: f64) -> Option<LagFigures> {
+    pub(crate) fn lag_over(&self, from_s: f64, to_s: f64) -> Option<LagFigures> {
         let deadline = Instant::now() + Duration::from_secs_f64(2.0 * lag::WINDOW_S + 0.5);
         loop {
             {
@@ -167,12 +167,12 @@ impl Monitor {
         }
     }
 
-    pub(super) fn now_s(&self) -> f64 {
+    pub(crate) fn now_s(&self) -> f64 {
         lock(&self.state).started.elapsed().as_secs_f64()
     }
 
     /// Stops the thread and returns every sample and window.
-    pub(super) fn finish(&self) -> (Vec<LagSample>, Vec<LagWindow>) {
+    pub(crate) fn finish(&self) -> (Vec<LagSample>, Vec<LagWindow>) {
         lock(&self.state).stop = true;
         let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(t) = thread {

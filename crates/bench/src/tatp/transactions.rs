@@ -83,16 +83,22 @@ pub enum Mix {
     /// (35/10/35 of 80): for targets whose writes would make them diverge
     /// from a reference copy (a cache group before write-through).
     ReadOnly,
+    /// Only the two updates by key, in their standard proportions (2/14 of
+    /// 16): study 002's random-update load (write-back against clean flash).
+    Updates,
 }
 
 impl Mix {
-    /// Draws for [`TxnType::from_percentile`] come from `0..this`: the read
-    /// transactions lead the mix, so cutting the range at their total keeps
-    /// their proportions and the standard mix's draws unchanged.
-    fn percentiles(self) -> u32 {
+    /// Draws for [`TxnType::from_percentile`] come from this range: the read
+    /// transactions lead the mix and the two updates follow them, so cutting
+    /// the standard range keeps their proportions and the standard mix's
+    /// draws unchanged.
+    fn percentiles(self) -> std::ops::Range<u32> {
+        let reads: u32 = TxnType::MIX_PERCENT[..3].iter().sum();
         match self {
-            Mix::Standard => 100,
-            Mix::ReadOnly => TxnType::MIX_PERCENT[..3].iter().sum(),
+            Mix::Standard => 0..100,
+            Mix::ReadOnly => 0..reads,
+            Mix::Updates => reads..reads + TxnType::MIX_PERCENT[3..5].iter().sum::<u32>(),
         }
     }
 
@@ -100,6 +106,7 @@ impl Mix {
         match self {
             Mix::Standard => "35/10/35/2/14/2/2 (GSD/GND/GAD/USD/UL/ICF/DCF)",
             Mix::ReadOnly => "read-only 35/10/35 of 80 (GSD/GND/GAD)",
+            Mix::Updates => "updates 2/14 of 16 (USD/UL)",
         }
     }
 }
@@ -214,7 +221,7 @@ pub struct TatpClient {
     /// Parameters kept across the statements of one transaction.
     second: Params,
     /// [`Mix::percentiles`] of the client's mix.
-    percentiles: u32,
+    percentiles: std::ops::Range<u32>,
 }
 
 impl TatpClient {
@@ -359,7 +366,7 @@ impl TatpClient {
 
 impl WorkloadClient for TatpClient {
     fn run_next(&mut self) -> Result<(usize, Outcome), DbError> {
-        let kind = TxnType::from_percentile(self.rng.random_range(0..self.percentiles));
+        let kind = TxnType::from_percentile(self.rng.random_range(self.percentiles.clone()));
         Ok((kind as usize, self.run(kind)?))
     }
 }
@@ -382,11 +389,20 @@ mod tests {
     #[test]
     fn read_only_mix_draws_reads_in_their_proportions() {
         let mut counts = [0u32; 7];
-        for p in 0..Mix::ReadOnly.percentiles() {
+        for p in Mix::ReadOnly.percentiles() {
             counts[TxnType::from_percentile(p) as usize] += 1;
         }
         assert_eq!(counts, [35, 10, 35, 0, 0, 0, 0]);
-        assert_eq!(Mix::Standard.percentiles(), 100);
+        assert_eq!(Mix::Standard.percentiles(), 0..100);
+    }
+
+    #[test]
+    fn updates_mix_draws_the_two_updates_in_their_proportions() {
+        let mut counts = [0u32; 7];
+        for p in Mix::Updates.percentiles() {
+            counts[TxnType::from_percentile(p) as usize] += 1;
+        }
+        assert_eq!(counts, [0, 0, 0, 2, 14, 0, 0]);
     }
 
     #[test]

@@ -1,0 +1,663 @@
+//! `pgtier demo flash`: the flash studies (001, 002, 003, and study 000's
+//! use case 2) end to end on this machine, with their method at laptop
+//! scale:
+//!
+//! 1. TATP populated in a private PostgreSQL, which is then restarted in a
+//!    memory cgroup of pgtier's DRAM budget (plus its processes' own
+//!    memory): the fair baseline, PostgreSQL alone with the memory pgtier's
+//!    DRAM has, page cache included ([`pgtier_backend::memory_limit`]);
+//! 2. study 003's table: TATP against PostgreSQL alone, then against pgtier
+//!    (over the wire, the same client protocol) as a DYNAMIC AWT cache group
+//!    whose DRAM budget plus flash tier hold 10/20/40/60 % of the data;
+//!    each gain beside the study's 2.4x/3.2x/4.6x/5.2x;
+//! 3. the warm-up curve: the tier enabled online while the load runs, per
+//!    second throughput and where the instances came from;
+//! 4. study 000's use case 2: every subscriber in DRAM (use case 1) against
+//!    a DRAM budget of a fifth of them with flash under it, per transaction
+//!    latency side by side (direct mode, as the study's application ran);
+//! 5. study 002's write-back against clean flash: TATP's two updates by key,
+//!    throughput, device writes, PostgreSQL's WAL;
+//! 6. after every pgtier run: write-through drained, `VERIFY CACHE GROUP`
+//!    (memory against PostgreSQL) and a read check of subscribers drawn as
+//!    the clients draw them, read through the cache (flash answers
+//!    included) and compared row by row with PostgreSQL's.
+//!
+//! Everything measured goes into a [`FlashReport`] as it is measured; an
+//! interrupted run keeps what it had. The command line (crates/cli
+//! `demo_cmd.rs`) owns the private PostgreSQL, the servers (through
+//! [`FlashControl::start_server`]), the device table of `pgtier bench io`
+//! and the signal handler.
+
+mod device;
+mod markdown;
+mod sides;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use pgtier_cache::Cache;
+use pgtier_engine::{CommitMode, Database};
+use serde::{Deserialize, Serialize};
+
+use crate::demo::monitor::Monitor;
+use crate::report::{self, PopulationSummary};
+use crate::result::MachineInfo;
+use crate::target::DbError;
+use crate::targets::postgres::PgTarget;
+use crate::tatp::population::{PopulateOptions, populate};
+
+pub use device::DeviceDelta;
+pub use markdown::{REPORT_FILE, SECTIONS, write_report};
+
+/// The cache group's name in every pgtier run.
+pub const GROUP: &str = "tatp";
+/// Study 003's Table 3: (cache size in % of the database, relative TPS).
+pub const STUDY_003: [(f64, f64); 4] = [(0.10, 2.4), (0.20, 3.2), (0.40, 4.6), (0.60, 5.2)];
+
+/// What the command line decides.
+#[derive(Clone, Debug)]
+pub struct FlashOptions {
+    pub subscribers: u64,
+    /// pgtier's DRAM budget as a share of PostgreSQL's size of the data
+    /// (study 003: 62 GB of RAM beside a 1.2 TB database, about 5 %).
+    pub dram_fraction: f64,
+    /// Cache sizes (DRAM budget + flash) as shares of the data.
+    pub sizes: Vec<f64>,
+    /// Closed-loop sessions of every run (study 003: 58 virtual users).
+    pub threads: u32,
+    /// Unmeasured load before each measure window (the hot set settles).
+    pub warm: Duration,
+    pub measure: Duration,
+    /// Load before the tier is enabled, and after it, in the warm-up curve.
+    pub curve_lead: Duration,
+    pub curve_after: Duration,
+    /// Study 000 use case 2's DRAM budget as a share of all instances (a fifth: 5x the DRAM budget).
+    pub uc2_dram_share: f64,
+    /// PostgreSQL's memory limit is the DRAM budget plus its processes'
+    /// own memory (backends, shared memory beside the buffer pool), measured
+    /// under the baseline's load, plus this room for the connections
+    /// pgtier's runs add (pool, LOAD streams, write-through).
+    pub postgres_headroom_bytes: u64,
+    pub commit_mode: CommitMode,
+    /// Subscribers read back through the cache after each pgtier run.
+    pub read_check: u64,
+    pub seed: u64,
+    pub populate_streams: usize,
+    pub work_dir: PathBuf,
+    pub out_dir: PathBuf,
+}
+
+impl FlashOptions {
+    pub fn check(&self) -> Result<(), FlashError> {
+        let bad = |m: String| Err(FlashError::Invalid(m));
+        if self.subscribers < 1000 {
+            return bad(format!("subscribers {}: at least 1000", self.subscribers));
+        }
+        if !(self.dram_fraction > 0.0 && self.dram_fraction < 1.0) {
+            return bad(format!("DRAM fraction {} must be in (0, 1)", self.dram_fraction));
+        }
+        if self.sizes.is_empty() {
+            return bad("at least one cache size is needed".into());
+        }
+        if let Some(size) = self.sizes.iter().find(|s| !(**s > self.dram_fraction && **s <= 4.0)) {
+            return bad(format!(
+                "cache size {size} must be above the DRAM fraction {} (the flash holds the difference) and at most 4",
+                self.dram_fraction
+            ));
+        }
+        if self.threads == 0 || self.threads > 256 {
+            return bad(format!("threads {}: 1 to 256", self.threads));
+        }
+        if self.measure.is_zero() {
+            return bad("the measure window must be longer than 0 s".into());
+        }
+        if !(self.uc2_dram_share > 0.0 && self.uc2_dram_share < 1.0) {
+            return bad(format!("use case 2's DRAM share {} must be in (0, 1)", self.uc2_dram_share));
+        }
+        Ok(())
+    }
+
+    /// Seconds each phase is expected to take, for the progress ETA.
+    fn estimates(&self) -> Vec<(&'static str, f64)> {
+        let run = (self.warm + self.measure).as_secs_f64() + 4.0;
+        let load = 5.0 + self.subscribers as f64 / 15_000.0;
+        let side = run + load + 8.0;
+        vec![
+            (Phase::Populate.name(), 5.0 + self.subscribers as f64 / 12_000.0),
+            (Phase::Limit.name(), 10.0),
+            (Phase::Baseline.name(), run),
+            (Phase::Sizes.name(), side * self.sizes.len() as f64),
+            (Phase::Curve.name(), load + (self.curve_lead + self.curve_after).as_secs_f64() + 8.0),
+            (Phase::UseCase2.name(), 2.0 * side),
+            (Phase::WriteBack.name(), 2.0 * side),
+        ]
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Populate,
+    Limit,
+    Baseline,
+    Sizes,
+    Curve,
+    UseCase2,
+    WriteBack,
+}
+
+impl Phase {
+    const ALL: [Phase; 7] =
+        [Phase::Populate, Phase::Limit, Phase::Baseline, Phase::Sizes, Phase::Curve, Phase::UseCase2, Phase::WriteBack];
+
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Populate => "populate PostgreSQL",
+            Phase::Limit => "PostgreSQL restarted with the DRAM budget's memory",
+            Phase::Baseline => "PostgreSQL alone (study 003's baseline)",
+            Phase::Sizes => "pgtier at each cache size (study 003)",
+            Phase::Curve => "warm-up curve: the tier enabled online",
+            Phase::UseCase2 => "study 000 use case 2: all in DRAM vs a fifth in DRAM + flash",
+            Phase::WriteBack => "study 002: write-back vs clean flash, random updates",
+        }
+    }
+}
+
+/// A pgtier server in this process, over one run's engine directory.
+pub trait FlashServer {
+    /// `postgresql://...` a client connects to.
+    fn url(&self) -> String;
+    fn cache(&self) -> Arc<Cache>;
+    /// The server's engine, for direct-mode runs beside its sessions.
+    fn database(&self) -> Database;
+    /// Stops it (sessions end, checkpoint).
+    fn stop(self: Box<Self>) -> Result<(), String>;
+}
+
+/// What a pgtier run's server is started with.
+#[derive(Clone, Debug)]
+pub struct ServerSpec {
+    pub dir: PathBuf,
+    pub backend_url: String,
+    pub commit_mode: CommitMode,
+    /// Write-through's node name (one per run: it belongs to one directory).
+    pub node: String,
+    pub memory_budget: u64,
+    /// The flash tier: (file size, region size, write-back).
+    pub tier: Option<(u64, u64, bool)>,
+}
+
+pub type StartServer<'a> = &'a dyn Fn(&ServerSpec) -> Result<Box<dyn FlashServer>, String>;
+
+/// What PostgreSQL's memory limit is, as the command line applied it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryLimitFigures {
+    /// The cgroup's limit; None when there is none.
+    pub limit_bytes: Option<u64>,
+    /// Why there is no limit, when there is none.
+    pub unavailable: Option<String>,
+    pub shared_buffers: String,
+    /// Read at the end of the demo.
+    pub page_cache_bytes: Option<u64>,
+    pub usage_bytes: Option<u64>,
+    /// The most ever charged.
+    #[serde(default)]
+    pub peak_bytes: Option<u64>,
+    /// PostgreSQL's own memory under the baseline's load, measured: what
+    /// was charged less page cache and the buffer pool.
+    #[serde(default)]
+    pub process_bytes: Option<u64>,
+    /// The limit while PostgreSQL's processes were measured.
+    #[serde(default)]
+    pub sizing_limit_bytes: Option<u64>,
+    /// Times the kernel reclaimed at the limit.
+    pub limit_hits: Option<u64>,
+}
+
+/// How the command line limits PostgreSQL's memory; the demo calls it once
+/// the population is in (its pages must not stay charged outside).
+pub trait MemoryLimiter {
+    /// Applies `bytes` (restarting PostgreSQL so that every page it touches
+    /// is charged inside) with `shared_buffers`; returns what was applied.
+    fn limit(&mut self, bytes: u64, shared_buffers: &str) -> MemoryLimitFigures;
+    /// A new limit for the running server (the kernel reclaims page cache
+    /// down to it).
+    fn set_limit(&mut self, bytes: u64) -> Result<(), String>;
+    /// The figures now (usage, page cache, reclaims at the limit).
+    fn read(&self) -> MemoryLimitFigures;
+}
+
+/// What the caller hands the demo besides its options.
+pub struct FlashControl<'a> {
+    pub backend_url: String,
+    pub start_server: StartServer<'a>,
+    /// None: PostgreSQL runs unlimited (an external one), said in the report.
+    pub limiter: Option<&'a mut dyn MemoryLimiter>,
+    pub interrupt: &'a AtomicBool,
+    pub progress: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FlashError {
+    #[error("interrupted during {phase}")]
+    Interrupted { phase: String },
+    #[error("{phase}: {source}")]
+    Failed { phase: String, source: DbError },
+    #[error("invalid demo settings: {0}")]
+    Invalid(String),
+}
+
+/// The data's size, which the cache sizes are shares of.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DataFigures {
+    pub subscribers: u64,
+    /// PostgreSQL's four TATP tables: heap, indexes, TOAST.
+    pub postgres_bytes: u64,
+    /// pgtier's DRAM budget in the study 003 runs.
+    pub dram_budget_bytes: u64,
+    /// pgtier's memory for one instance (a subscriber and its rows), from
+    /// the first run's full load.
+    pub instance_bytes: Option<u64>,
+}
+
+/// One transaction type's latency in one run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TxnFigures {
+    pub name: String,
+    pub executed: u64,
+    pub avg_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+}
+
+/// The check after a pgtier run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CheckFigures {
+    pub drained: bool,
+    /// Instances in memory compared by VERIFY.
+    pub verified: u64,
+    pub verify_differing: u64,
+    /// Subscribers read through the cache and compared with PostgreSQL.
+    pub read_checked: u64,
+    pub read_differing: u64,
+    pub read_failed: u64,
+    pub differences: Vec<String>,
+    pub clean: bool,
+}
+
+/// One measured run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideFigures {
+    /// `postgresql`, `pgtier-10%`, `uc1-all-dram`, `write-back`, ...
+    pub label: String,
+    /// Which table it belongs to: `003`, `000-uc2`, `002`.
+    pub study: String,
+    /// `wire` or `direct` (pgtier), `postgresql`.
+    pub access: String,
+    /// Cache size (DRAM + flash) as a share of the data.
+    pub cache_fraction: Option<f64>,
+    pub dram_budget_bytes: Option<u64>,
+    pub flash_bytes: Option<u64>,
+    pub txn_per_s: f64,
+    pub avg_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub acceptable_errors: u64,
+    pub txns: Vec<TxnFigures>,
+    /// pgtier's memory once every instance was loaded (before aging).
+    pub loaded_bytes: Option<u64>,
+    /// Instances in memory and records on flash at the end of the window.
+    pub memory_instances: Option<u64>,
+    pub flash_records: Option<u64>,
+    /// Over the measure window.
+    pub flash_answers: Option<u64>,
+    pub promotions: Option<u64>,
+    pub backend_loads: Option<u64>,
+    pub demotions: Option<u64>,
+    pub dirty_demotions: Option<u64>,
+    pub write_amplification: Option<f64>,
+    /// The device holding the flash file and PostgreSQL's data, over the window.
+    pub device: Option<DeviceDelta>,
+    /// PostgreSQL's WAL over the window (`pg_stat_wal`).
+    pub postgres_wal_mb_s: Option<f64>,
+    pub check: Option<CheckFigures>,
+}
+
+/// One second of the warm-up curve.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CurvePoint {
+    /// Seconds since the load started.
+    pub second: u32,
+    pub txn_per_s: f64,
+    /// Per second: instances answered from flash (and promoted), loaded from PostgreSQL.
+    pub flash_answers: u64,
+    pub backend_loads: u64,
+    pub flash_records: u64,
+}
+
+/// Everything the demo measured, written as `flash.json` beside the report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlashReport {
+    pub started_at: String,
+    pub machine: MachineInfo,
+    pub settings: Vec<(String, String)>,
+    pub postgres_settings: Vec<(String, String)>,
+    pub memory_limit: MemoryLimitFigures,
+    pub population: Option<PopulationSummary>,
+    pub data: Option<DataFigures>,
+    pub sides: Vec<SideFigures>,
+    pub curve: Vec<CurvePoint>,
+    /// Second of the curve at which the tier was enabled.
+    pub curve_enabled_at: Option<u32>,
+    /// The device table of `pgtier bench io` (Markdown), added by the caller.
+    pub io_table: Option<String>,
+    pub io_notes: Vec<String>,
+    /// (phase, wall seconds), in order.
+    pub phases: Vec<(String, f64)>,
+    pub finished: bool,
+    pub stopped_by: Option<String>,
+    pub total_s: f64,
+}
+
+impl FlashReport {
+    pub fn side(&self, label: &str) -> Option<&SideFigures> {
+        self.sides.iter().find(|s| s.label == label)
+    }
+
+    /// Every pgtier run's check was clean (and there was at least one).
+    pub fn checks_clean(&self) -> bool {
+        let checks: Vec<&CheckFigures> = self.sides.iter().filter_map(|s| s.check.as_ref()).collect();
+        !checks.is_empty() && checks.iter().all(|c| c.clean)
+    }
+}
+
+/// Room above the budget while PostgreSQL's own memory is measured.
+const SIZING_ROOM: u64 = 512 << 20;
+
+/// PostgreSQL's buffer pool: a quarter of the memory it has for caching.
+fn shared_buffers_bytes(budget: u64) -> u64 {
+    (budget / 4).max(1 << 20)
+}
+
+/// Label of PostgreSQL alone's run.
+pub const BASELINE: &str = "postgresql";
+
+/// Label of the study 003 run at `fraction`.
+pub fn size_label(fraction: f64) -> String {
+    format!("pgtier-{:.0}%", fraction * 100.0)
+}
+
+/// Runs the demo, filling `report` as it goes.
+pub fn run(options: &FlashOptions, control: &mut FlashControl<'_>, report: &mut FlashReport) -> Result<(), FlashError> {
+    options.check()?;
+    let started = Instant::now();
+    report.started_at = report::now_rfc3339();
+    report.machine = report::machine_info();
+    report.settings = settings(options);
+    let monitor = Monitor::start(options.estimates(), control.progress);
+    let outcome = Demo { o: options, control, report, monitor: &monitor, phase: Phase::Populate }.all();
+    let _ = monitor.finish();
+    report.total_s = started.elapsed().as_secs_f64();
+    match &outcome {
+        Ok(()) => report.finished = true,
+        Err(e) => report.stopped_by = Some(e.to_string()),
+    }
+    outcome
+}
+
+struct Demo<'a, 'c> {
+    o: &'a FlashOptions,
+    control: &'a mut FlashControl<'c>,
+    report: &'a mut FlashReport,
+    monitor: &'a Monitor,
+    phase: Phase,
+}
+
+impl Demo<'_, '_> {
+    fn all(&mut self) -> Result<(), FlashError> {
+        self.step(Phase::Populate, Demo::populate)?;
+        self.step(Phase::Limit, Demo::limit)?;
+        self.step(Phase::Baseline, Demo::baseline)?;
+        self.step(Phase::Sizes, Demo::size_runs)?;
+        self.step(Phase::Curve, Demo::curve)?;
+        self.step(Phase::UseCase2, Demo::use_case_2)?;
+        self.step(Phase::WriteBack, Demo::write_back)?;
+        if let Some(limiter) = &self.control.limiter {
+            let read = limiter.read();
+            self.report.memory_limit.page_cache_bytes = read.page_cache_bytes;
+            self.report.memory_limit.usage_bytes = read.usage_bytes;
+            self.report.memory_limit.peak_bytes = read.peak_bytes;
+            self.report.memory_limit.limit_hits = read.limit_hits;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, phase: Phase, body: impl FnOnce(&mut Self) -> Result<(), FlashError>) -> Result<(), FlashError> {
+        self.interrupted()?;
+        self.phase = phase;
+        let index = Phase::ALL.iter().position(|p| *p == phase).unwrap_or(0);
+        self.monitor.begin(index);
+        let started = Instant::now();
+        let result = body(self);
+        self.report.phases.push((phase.name().to_owned(), started.elapsed().as_secs_f64()));
+        self.monitor.end(index);
+        result
+    }
+
+    fn interrupted(&self) -> Result<(), FlashError> {
+        if self.control.interrupt.load(Ordering::Relaxed) {
+            return Err(FlashError::Interrupted { phase: self.phase.name().to_owned() });
+        }
+        Ok(())
+    }
+
+    fn fail(&self) -> impl Fn(DbError) -> FlashError + use<> {
+        let phase = self.phase.name().to_owned();
+        move |source| FlashError::Failed { phase: phase.clone(), source }
+    }
+
+    fn populate(&mut self) -> Result<(), FlashError> {
+        let pg = self.postgres()?;
+        self.monitor.detail(format!("{} subscribers", self.o.subscribers));
+        let options = PopulateOptions {
+            subscribers: self.o.subscribers,
+            streams: self.o.populate_streams,
+            seed: self.o.seed,
+            progress: false,
+        };
+        let done = populate(&pg, &options).map_err(|e| self.fail()(DbError::new(None, e.to_string())))?;
+        self.report.population = Some(PopulationSummary {
+            subscribers: self.o.subscribers,
+            total_s: done.total.as_secs_f64(),
+            tables: done.tables.iter().map(|t| (t.table.to_owned(), t.rows, t.expected_rows)).collect(),
+            phases: done.phases.iter().map(|(p, d)| (p.clone(), d.as_secs_f64())).collect(),
+            streams: self.o.populate_streams,
+            copy_format: "binary".to_owned(),
+        });
+        let postgres_bytes = sides::postgres_data_bytes(&self.control.backend_url).map_err(self.fail())?;
+        self.report.data = Some(DataFigures {
+            subscribers: self.o.subscribers,
+            postgres_bytes,
+            dram_budget_bytes: (postgres_bytes as f64 * self.o.dram_fraction) as u64,
+            instance_bytes: None,
+        });
+        Ok(())
+    }
+
+    fn postgres(&self) -> Result<PgTarget, FlashError> {
+        PgTarget::open(&self.control.backend_url)
+            .map_err(|e| self.fail()(DbError::new(Some(e.sqlstate()), e.to_string())))
+    }
+
+    fn budget(&self) -> u64 {
+        self.report.data.as_ref().map_or(0, |d| d.dram_budget_bytes)
+    }
+
+    /// PostgreSQL is restarted in a memory cgroup, first with room to spare
+    /// ([`SIZING_ROOM`]) so its processes' own memory can be measured under
+    /// load ([`Self::baseline`] then tightens the limit), a quarter of the
+    /// budget as shared_buffers (PostgreSQL's usual advice).
+    fn limit(&mut self) -> Result<(), FlashError> {
+        let budget = self.budget();
+        let shared_buffers = format!("{}kB", shared_buffers_bytes(budget) >> 10);
+        match self.control.limiter.as_deref_mut() {
+            Some(limiter) => {
+                self.monitor.detail(format!("memory limit {} MB while sizing", (budget + SIZING_ROOM) >> 20));
+                self.report.memory_limit = limiter.limit(budget + SIZING_ROOM, &shared_buffers);
+                self.report.memory_limit.sizing_limit_bytes = self.report.memory_limit.limit_bytes;
+            }
+            None => {
+                self.report.memory_limit = MemoryLimitFigures {
+                    unavailable: Some("an external PostgreSQL (--backend): its memory is not limited".into()),
+                    ..MemoryLimitFigures::default()
+                };
+            }
+        }
+        // The settings after the restart: what every run below ran with.
+        self.report.postgres_settings = self.postgres()?.server_settings().map_err(self.fail())?;
+        Ok(())
+    }
+
+    /// Under the sizing limit, the baseline's load runs for the warm-up
+    /// time; what PostgreSQL then holds beyond page cache and its buffer
+    /// pool is its processes' own memory. The limit becomes the DRAM budget
+    /// plus that plus the headroom, so what PostgreSQL can cache (buffer
+    /// pool and page cache) is about pgtier's DRAM budget.
+    fn tighten(&mut self, pg: &PgTarget) -> Result<(), FlashError> {
+        if self.control.limiter.is_none() || self.report.memory_limit.limit_bytes.is_none() {
+            return Ok(());
+        }
+        self.monitor.detail("measuring PostgreSQL's own memory under load".into());
+        let warm = self.o.warm.max(Duration::from_secs(3));
+        sides::load_for(self, pg, warm)?;
+        let Some(limiter) = self.control.limiter.as_deref_mut() else { return Ok(()) };
+        let read = limiter.read();
+        let budget = self.report.data.as_ref().map_or(0, |d| d.dram_budget_bytes);
+        let (Some(usage), Some(cache)) = (read.usage_bytes, read.page_cache_bytes) else { return Ok(()) };
+        let process = usage.saturating_sub(cache).saturating_sub(shared_buffers_bytes(budget));
+        let limit = budget + process + self.o.postgres_headroom_bytes;
+        self.report.memory_limit.process_bytes = Some(process);
+        match limiter.set_limit(limit) {
+            Ok(()) => self.report.memory_limit.limit_bytes = Some(limit),
+            Err(why) => {
+                self.report.memory_limit.limit_bytes = None;
+                self.report.memory_limit.unavailable = Some(format!("tightening the limit: {why}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn baseline(&mut self) -> Result<(), FlashError> {
+        let pg = self.postgres()?;
+        self.tighten(&pg)?;
+        let mut side = sides::measure(self, &pg, None, sides::Load::Standard)?;
+        side.label = BASELINE.into();
+        side.study = "003".into();
+        side.access = "postgresql".into();
+        self.report.sides.push(side);
+        Ok(())
+    }
+
+    /// One server for every size: loaded once with the largest flash, then
+    /// measured at each size from the largest down, the tier resized online
+    /// in between (`ALTER CACHE TIER RESIZE`, as study 003 resized its cache
+    /// while the workload ran). A shrink drops the oldest regions first.
+    fn size_runs(&mut self) -> Result<(), FlashError> {
+        let data = self.report.data.clone().unwrap_or_default();
+        let budget = data.dram_budget_bytes;
+        let mut sizes: Vec<(f64, u64)> = self
+            .o
+            .sizes
+            .iter()
+            .map(|&f| (f, sides::flash_bytes((data.postgres_bytes as f64 * f) as u64, budget)))
+            .collect();
+        sizes.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let (largest, smallest) = (sizes[0].1, sizes[sizes.len() - 1].1);
+        let mut spec = self.spec("sizes", budget, Some((largest, false)));
+        // Regions small enough for the smallest size to hold several.
+        spec.tier = Some((largest, sides::region_size(smallest), false));
+        sides::size_runs(self, &spec, &sizes)
+    }
+
+    fn curve(&mut self) -> Result<(), FlashError> {
+        let data = self.report.data.clone().unwrap_or_default();
+        let fraction = self.o.sizes.iter().copied().find(|s| (*s - 0.2).abs() < 1e-9).unwrap_or(self.o.sizes[0]);
+        let flash = sides::flash_bytes((data.postgres_bytes as f64 * fraction) as u64, data.dram_budget_bytes);
+        let spec = self.spec("curve", data.dram_budget_bytes, Some((flash, false)));
+        sides::curve(self, &spec)
+    }
+
+    fn use_case_2(&mut self) -> Result<(), FlashError> {
+        // Use case 1: every subscriber in DRAM (the budget far above them).
+        let spec = self.spec("uc1", u64::MAX >> 2, None);
+        let mut all = sides::cache_run(self, &spec, sides::Access::Direct, sides::Load::Standard)?;
+        all.label = "uc1-all-dram".into();
+        all.study = "000-uc2".into();
+        let all_bytes = all.loaded_bytes.unwrap_or(0);
+        all.dram_budget_bytes = all.loaded_bytes;
+        self.report.sides.push(all);
+        self.interrupted()?;
+        // Use case 2: a fifth of that in DRAM, flash with room for all of it.
+        let budget = ((all_bytes as f64) * self.o.uc2_dram_share) as u64;
+        let spec = self.spec("uc2", budget, Some((sides::flash_bytes(all_bytes * 2, 0), false)));
+        let mut flash = sides::cache_run(self, &spec, sides::Access::Direct, sides::Load::Standard)?;
+        flash.label = "uc2-flash".into();
+        flash.study = "000-uc2".into();
+        self.report.sides.push(flash);
+        Ok(())
+    }
+
+    fn write_back(&mut self) -> Result<(), FlashError> {
+        let data = self.report.data.clone().unwrap_or_default();
+        // Flash with room for every instance: the two modes differ only in
+        // what may go there, not in how much fits.
+        let flash = sides::flash_bytes(data.postgres_bytes * 2, 0);
+        for (label, write_back) in [("clean", false), ("write-back", true)] {
+            self.interrupted()?;
+            let spec = self.spec(label, data.dram_budget_bytes, Some((flash, write_back)));
+            let mut side = sides::cache_run(self, &spec, sides::Access::Wire, sides::Load::Updates)?;
+            side.label = label.into();
+            side.study = "002".into();
+            self.report.sides.push(side);
+        }
+        Ok(())
+    }
+
+    fn spec(&self, run: &str, budget: u64, tier: Option<(u64, bool)>) -> ServerSpec {
+        let tag: String = run.chars().filter(char::is_ascii_alphanumeric).collect();
+        ServerSpec {
+            dir: self.o.work_dir.join(&tag),
+            backend_url: self.control.backend_url.clone(),
+            commit_mode: self.o.commit_mode,
+            node: format!("fd{:06x}{tag}", self.o.seed & 0xff_ffff),
+            memory_budget: budget,
+            tier: tier.map(|(bytes, write_back)| (bytes, sides::region_size(bytes), write_back)),
+        }
+    }
+}
+
+fn settings(o: &FlashOptions) -> Vec<(String, String)> {
+    let secs = |d: Duration| format!("{} s", d.as_secs_f64());
+    vec![
+        ("subscribers".into(), o.subscribers.to_string()),
+        ("pgtier DRAM budget".into(), format!("{:.1} % of PostgreSQL's size of the data", o.dram_fraction * 100.0)),
+        (
+            "cache sizes (DRAM + flash)".into(),
+            o.sizes.iter().map(|s| format!("{:.0} %", s * 100.0)).collect::<Vec<_>>().join(", "),
+        ),
+        ("sessions (closed loop)".into(), o.threads.to_string()),
+        ("warm-up / measure per run".into(), format!("{} / {}", secs(o.warm), secs(o.measure))),
+        ("warm-up curve".into(), format!("{} before ENABLE, {} after", secs(o.curve_lead), secs(o.curve_after))),
+        ("use case 2's DRAM".into(), format!("{:.0} % of all instances", o.uc2_dram_share * 100.0)),
+        (
+            "PostgreSQL's memory limit".into(),
+            format!(
+                "the DRAM budget + its processes' memory measured under load + {} MB headroom",
+                o.postgres_headroom_bytes >> 20
+            ),
+        ),
+        ("pgtier commit mode".into(), format!("{:?}", o.commit_mode).to_lowercase()),
+        ("seed".into(), o.seed.to_string()),
+    ]
+}
