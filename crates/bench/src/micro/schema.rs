@@ -90,6 +90,28 @@ impl RowSource for Rows<'_> {
     }
 }
 
+/// The generator of load chunk `chunk`: any stream can make any chunk.
+fn chunk_rng(seed: u64, chunk: u64) -> SmallRng {
+    SmallRng::seed_from_u64(seed ^ chunk.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// `sum(k)` of a freshly loaded table, made again from the generator: lets
+/// a test check what the updates did without trusting the run's own count.
+pub fn initial_sum_k(rows: u64, seed: u64) -> i64 {
+    let (mut sum, mut pad, mut values) = (0i64, String::new(), Vec::with_capacity(COLUMNS.len()));
+    for chunk in 0..rows.div_ceil(CHUNK_ROWS) {
+        let mut rng = chunk_rng(seed, chunk);
+        for id in chunk * CHUNK_ROWS + 1..=((chunk + 1) * CHUNK_ROWS).min(rows) {
+            values.clear();
+            row(&mut rng, id as i64, &mut pad, &mut values);
+            if let Some(Value::Int(k)) = values.get(1) {
+                sum += k;
+            }
+        }
+    }
+    sum
+}
+
 /// Loads rows `1..=rows` with `streams` parallel [`Target::bulk_load`]
 /// calls; `loaded` follows the progress (in steps of 1024). Returns the
 /// rows the target says it loaded.
@@ -111,7 +133,7 @@ pub fn load(target: &dyn Target, rows: u64, streams: usize, seed: u64, loaded: &
                         let mut source = Rows {
                             next: first as i64,
                             last: last as i64,
-                            rng: SmallRng::seed_from_u64(seed ^ chunk.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                            rng: chunk_rng(seed, chunk),
                             pad: String::with_capacity(PAD_BYTES),
                             loaded,
                         };
