@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use pgtier_bench::micro::{self, MicroOptions, MicroProgress, MicroResult, MicroTest, Probes, output};
+use pgtier_bench::micro::output::{self, num};
+use pgtier_bench::micro::{self, MicroOptions, MicroProgress, MicroResult, MicroTest, Probes};
 
 use crate::bench_cmd::{Chosen, CommitArg, TargetSpec, open_target, parse_thread_list};
 
@@ -136,7 +137,6 @@ fn parse_embedded(s: &str) -> Result<String, String> {
 /// line per finished window either way so logs show how far a run got.
 struct Bars {
     bar: Option<ProgressBar>,
-    window: Option<Duration>,
     terminal: bool,
 }
 
@@ -167,7 +167,6 @@ impl MicroProgress for Bars {
     }
 
     fn window_started(&mut self, test: MicroTest, threads: u32, duration: Option<Duration>) {
-        self.window = duration;
         let len = duration.map_or(1, |d| d.as_millis().max(1) as u64);
         let bar = ProgressBar::new(len);
         bar.set_prefix(format!("{:<12} {threads:>3} threads", test.name()));
@@ -192,7 +191,7 @@ impl MicroProgress for Bars {
         }
         let what = match (&r.figures, &r.refused) {
             (Some(f), _) => {
-                format!("{:.0} rows/s, {:.0} {} in {:.2} s", f.rows_per_s, f.ops_per_s, r.test.op_unit(), f.seconds)
+                format!("{} rows/s, {} {} in {:.2} s", num(f.rows_per_s), num(f.ops_per_s), r.test.op_unit(), f.seconds)
             }
             (None, refused) => format!("refused: {}", refused.as_deref().unwrap_or("?")),
         };
@@ -244,7 +243,7 @@ pub fn run(args: MicroArgs) -> anyhow::Result<()> {
         options.threads,
         args.duration
     );
-    let mut bars = Bars { bar: None, window: None, terminal: std::io::stderr().is_terminal() };
+    let mut bars = Bars { bar: None, terminal: std::io::stderr().is_terminal() };
     let report = micro::run_micro(target, &options, &mut bars).context("bench micro")?;
     print!("{}", output::markdown(&report));
     if let Some(path) = &args.json {

@@ -35,7 +35,7 @@ const COLUMNS: [&str; 15] = [
 ];
 
 /// A figure with about three significant digits, no exponent.
-fn num(x: f64) -> String {
+pub fn num(x: f64) -> String {
     if !x.is_finite() {
         return "?".to_owned();
     }
