@@ -166,6 +166,82 @@ fn embedded_every_test_and_exact_row_counts() {
     check_database(&target, &report);
 }
 
+/// A `pgtier serve` child with a metrics endpoint; stopped by SIGTERM on drop.
+struct Server {
+    child: std::process::Child,
+    addr: String,
+    metrics: String,
+}
+
+impl Server {
+    fn start(dir: &std::path::Path) -> Server {
+        use std::io::{BufRead, BufReader};
+        // A free port for /metrics (the server picks its own: port 0).
+        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let config = dir.join("pgtier.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\ncommit_mode = \"sync\"\n[auth]\nmethod = \"trust\"\n\
+                 [metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n"
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pgtier"))
+            .args(["serve", "--config"])
+            .arg(&config)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let addr = first.strip_prefix("pgtier: listening on ").unwrap_or_else(|| panic!("{first}"));
+        let addr = addr.split(' ').next().unwrap().to_owned();
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        Server { child, addr, metrics: format!("http://127.0.0.1:{metrics_port}/metrics") }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SAFETY: signals our own child process.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn pgtier_server_writes_with_its_own_wal_counter_and_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let url = format!("postgresql://app@{}/app", server.addr);
+    let json = dir.path().join("micro.json");
+    let data = dir.path().join("data");
+    #[rustfmt::skip]
+    let out = succeeds(&[
+        "bench", "micro", "--url", &url, "--metrics-url", &server.metrics, "--device", data.to_str().unwrap(),
+        "--rows", "3000", "--threads", "2", "--duration", "0.4", "--seed", SEED, "--tests", "insert,update",
+        "--json", json.to_str().unwrap(),
+    ]);
+    assert!(out.contains("pgtier_engine_wal_end_bytes"), "{out}");
+    let report = read_json(&json).unwrap();
+    // Found through the socket listening on the URL's port.
+    assert!(report.sources.server_cpu.starts_with("server process"), "{:?}", report.sources);
+    assert_eq!(report.results.len(), 2);
+    for r in &report.results {
+        let f = r.figures.as_ref().unwrap();
+        assert!(f.rows > 0 && f.server_cpu_percent.is_some(), "{r:?}");
+        assert!(f.wal_bytes.unwrap() >= f.rows * 8, "{r:?}");
+    }
+    let target = PgTarget::open(&url).unwrap();
+    assert_eq!(one_int(&target, "SELECT count(*) FROM micro_ins"), total_rows(&report, MicroTest::Insert));
+    let grown = one_int(&target, "SELECT sum(k)::int8 FROM micro_t") - initial_sum_k(ROWS, SEED.parse().unwrap());
+    assert_eq!(grown, total_rows(&report, MicroTest::Update));
+}
+
 /// Runs with bad flags: exit 2, one line on stderr naming the problem.
 fn usage_error(args: &[&str]) -> String {
     let mut all = vec!["bench", "micro"];
