@@ -137,6 +137,14 @@ fn postgres_every_test_and_exact_row_counts() {
         Err(_) => assert!(report.sources.device.starts_with("unknown"), "{:?}", report.sources),
     }
     check_database(&PgTarget::open(&url).unwrap(), &report);
+    // pg_stat_wal saw the windows' WAL: at least 90 % of what the WAL
+    // position says was written (it leaves out page headers; the position's
+    // window is a little shorter).
+    for r in report.results.iter().filter(|r| matches!(r.test, MicroTest::Insert | MicroTest::Update)) {
+        let f = r.figures.as_ref().unwrap();
+        let (stat, lsn) = (f.wal_bytes.unwrap(), f.wal_lsn_bytes.unwrap());
+        assert!(stat * 10 >= lsn * 9, "{r:?}: pg_stat_wal {stat} bytes, WAL position {lsn}");
+    }
     let csv_text = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(csv_text.lines().count(), 1 + report.results.len(), "{csv_text}");
 

@@ -190,6 +190,10 @@ pub struct MicroFigures {
     pub wal_bytes: Option<u64>,
     /// WAL written per second, 10^6 bytes (the study's REDO MB/s).
     pub wal_mb_per_s: Option<f64>,
+    /// PostgreSQL only: how far the WAL position moved over the window,
+    /// beside `wal_bytes` (from pg_stat_wal) as a cross-check.
+    #[serde(default)]
+    pub wal_lsn_bytes: Option<u64>,
 }
 
 /// One test at one thread count: figures, or why the target refused it.
@@ -269,6 +273,7 @@ fn figures(counts: run::Counts, w: probes::WindowFigures) -> MicroFigures {
         device: w.disk,
         wal_bytes: w.wal_bytes,
         wal_mb_per_s: w.wal_bytes.map(|b| b as f64 / s / 1e6),
+        wal_lsn_bytes: w.wal_lsn_bytes,
     }
 }
 
@@ -298,6 +303,12 @@ pub fn deviations(options: &MicroOptions) -> Vec<String> {
     match options.probes.kind {
         TargetKind::Postgres => {
             d.push("WAL MB/s is pg_stat_wal's, the whole cluster's (autovacuum included)".to_owned());
+            d.push(
+                "a scan may use PostgreSQL's parallel workers as the server is set (max_parallel_workers_per_gather): \
+                 its CPU shows under the server"
+                    .to_owned(),
+            );
+            d.push("server CPU includes the sampler's own queries (one every 10 ms)".to_owned());
             d.push("index build threads = PostgreSQL's leader + max_parallel_maintenance_workers".to_owned());
         }
         TargetKind::PgtierServer | TargetKind::Embedded => {

@@ -211,8 +211,13 @@ impl Probes {
         let self_ticks = self_ticks().saturating_sub(w.self_ticks);
         let per_s = crate::cpu::clock_ticks_per_s() * window_s;
         let process_cpu_percent = 100.0 * self_ticks as f64 / per_s;
+        let mut wal_lsn_bytes = None;
         let server_cpu_percent = match (&self.server_cpu, &mut w.pg_sampler) {
-            (ServerCpu::Postgres { .. }, Some(s)) => s.finish().map_err(MicroError::Probe)?.cpu_percent,
+            (ServerCpu::Postgres { .. }, Some(s)) => {
+                let sampled = s.finish().map_err(MicroError::Probe)?;
+                wal_lsn_bytes = Some(sampled.wal_bytes);
+                sampled.cpu_percent
+            }
             (ServerCpu::Process { pid }, _) => match (proc_ticks(*pid), w.server_start) {
                 (Some(now), Some(start)) => Some(100.0 * now.own.saturating_sub(start) as f64 / per_s),
                 _ => None,
@@ -237,7 +242,7 @@ impl Probes {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
             _ => None,
         };
-        Ok(WindowFigures { window_s, process_cpu_percent, server_cpu_percent, disk, wal_bytes })
+        Ok(WindowFigures { window_s, process_cpu_percent, server_cpu_percent, disk, wal_bytes, wal_lsn_bytes })
     }
 
     fn read_wal(&self, session: Option<&mut PgStatSession>) -> Result<Option<u64>, MicroError> {
@@ -269,6 +274,9 @@ pub(crate) struct WindowFigures {
     pub server_cpu_percent: Option<f64>,
     pub disk: Option<DiskFigures>,
     pub wal_bytes: Option<u64>,
+    /// PostgreSQL: the WAL position's advance over the sampler's window, a
+    /// cross-check of `pg_stat_wal` (which backends report late).
+    pub wal_lsn_bytes: Option<u64>,
 }
 
 /// Device I/O over a window (from `/proc/diskstats`: completed requests and
