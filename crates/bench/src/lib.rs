@@ -14,6 +14,7 @@ pub mod demo;
 pub mod driver;
 pub mod flash_demo;
 pub mod io;
+pub mod micro;
 pub mod progress;
 pub mod report;
 pub mod stats;

@@ -104,19 +104,19 @@ pub struct TatpArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum CommitArg {
+pub(crate) enum CommitArg {
     Sync,
     Async,
 }
 
 /// The system under test: PostgreSQL by URL, or the engine in-process.
-enum Chosen {
+pub(crate) enum Chosen {
     Pg(PgTarget),
     Embedded(EmbeddedTarget),
 }
 
 impl Chosen {
-    fn target(&self) -> &dyn Target {
+    pub(crate) fn target(&self) -> &dyn Target {
         match self {
             Chosen::Pg(t) => t,
             Chosen::Embedded(t) => t,
@@ -237,13 +237,38 @@ fn check_args(args: &TatpArgs) -> anyhow::Result<Plan> {
     })
 }
 
-fn resolve_url(args: &TatpArgs) -> anyhow::Result<String> {
-    if let Some(url) = &args.url {
-        return Ok(url.clone());
+/// Where a bench command runs: `--target embedded:DIR`, else `--url`,
+/// else the cluster of `pgtier backend start`.
+pub(crate) enum TargetSpec {
+    Url(String),
+    Embedded(PathBuf),
+}
+
+/// Opens the target of a bench command's `--url` / `--target` flags
+/// (shared by `bench tatp` and `bench micro`).
+pub(crate) fn open_target(
+    url: Option<&str>,
+    target: Option<&str>,
+    commit_mode: CommitArg,
+) -> anyhow::Result<(Chosen, TargetSpec)> {
+    if let Some(spec) = target {
+        let Some(dir) = spec.strip_prefix("embedded:").filter(|d| !d.is_empty()) else {
+            bail!("invalid --target '{spec}': expected embedded:<dir>");
+        };
+        let mode = match commit_mode {
+            CommitArg::Sync => pgtier_engine::CommitMode::Sync,
+            CommitArg::Async => pgtier_engine::CommitMode::Async,
+        };
+        let embedded = EmbeddedTarget::open(Path::new(dir), mode)?;
+        return Ok((Chosen::Embedded(embedded), TargetSpec::Embedded(PathBuf::from(dir))));
     }
-    managed::url(Path::new(managed::DEFAULT_DIR)).map_err(|e| {
-        anyhow!("no target: pass --url, set PGTIER_BENCH_URL, or start one with `pgtier backend start` ({e})")
-    })
+    let url = match url {
+        Some(url) => url.to_owned(),
+        None => managed::url(Path::new(managed::DEFAULT_DIR)).map_err(|e| {
+            anyhow!("no target: pass --url, set PGTIER_BENCH_URL, or start one with `pgtier backend start` ({e})")
+        })?,
+    };
+    Ok((Chosen::Pg(PgTarget::open(&url)?), TargetSpec::Url(url)))
 }
 
 pub fn run(args: TatpArgs) -> anyhow::Result<()> {
@@ -257,21 +282,10 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
         ClientArg::PostgresCrate => ClientKind::PostgresCrate,
     };
     let seed = args.seed.unwrap_or_else(driver::fresh_seed);
-    let chosen = match &args.target {
-        Some(spec) => {
-            let Some(dir) = spec.strip_prefix("embedded:").filter(|d| !d.is_empty()) else {
-                bail!("invalid --target '{spec}': expected embedded:<dir>");
-            };
-            let mode = match args.commit_mode {
-                CommitArg::Sync => pgtier_engine::CommitMode::Sync,
-                CommitArg::Async => pgtier_engine::CommitMode::Async,
-            };
-            Chosen::Embedded(EmbeddedTarget::open(Path::new(dir), mode)?)
-        }
-        None => {
-            let url = resolve_url(&args)?;
-            Chosen::Pg(PgTarget::open(&url)?.with_copy_format(copy_format).with_client(client))
-        }
+    let (chosen, _) = open_target(args.url.as_deref(), args.target.as_deref(), args.commit_mode)?;
+    let chosen = match chosen {
+        Chosen::Pg(t) => Chosen::Pg(t.with_copy_format(copy_format).with_client(client)),
+        embedded => embedded,
     };
     let target = chosen.target();
     let started_at = report::now_rfc3339();

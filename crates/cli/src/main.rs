@@ -9,6 +9,7 @@ mod compare_cmd;
 mod demo_cmd;
 mod demo_flash_cmd;
 mod io_cmd;
+mod micro_cmd;
 mod serve_cmd;
 mod tier_cmd;
 
@@ -55,6 +56,8 @@ enum BenchCommand {
     Compare(compare_cmd::CompareArgs),
     /// Study 001's ORION-style I/O calibration of the flash tier's device, with fio beside it.
     Io(Box<io_cmd::IoArgs>),
+    /// Study 002's micro-benchmark library: scan, random read, insert, update, index build.
+    Micro(Box<micro_cmd::MicroArgs>),
 }
 
 fn main() {
@@ -89,6 +92,7 @@ fn main() {
             BenchCommand::Tatp(args) => bench_cmd::run(*args),
             BenchCommand::Compare(args) => compare_cmd::run(args),
             BenchCommand::Io(args) => io_cmd::run(*args),
+            BenchCommand::Micro(args) => micro_cmd::run(*args),
         },
     };
     if let Err(error) = outcome {

@@ -129,6 +129,11 @@ impl PgTarget {
         self.copy_format
     }
 
+    /// The server is pgtier's, not PostgreSQL (its server_version says so).
+    pub fn is_pgtier(&self) -> bool {
+        self.pgtier
+    }
+
     fn client(&self) -> Result<Client, DbError> {
         connect(&self.url).map_err(|e| connect_error(&e))
     }
