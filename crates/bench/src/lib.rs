@@ -13,6 +13,7 @@ pub mod cpu;
 pub mod demo;
 pub mod driver;
 pub mod io;
+pub mod jpetstore;
 pub mod progress;
 pub mod report;
 pub mod stats;
