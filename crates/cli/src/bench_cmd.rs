@@ -104,9 +104,18 @@ pub struct TatpArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum CommitArg {
+pub enum CommitArg {
     Sync,
     Async,
+}
+
+impl CommitArg {
+    pub fn mode(self) -> pgtier_engine::CommitMode {
+        match self {
+            CommitArg::Sync => pgtier_engine::CommitMode::Sync,
+            CommitArg::Async => pgtier_engine::CommitMode::Async,
+        }
+    }
 }
 
 /// The system under test: PostgreSQL by URL, or the engine in-process.
@@ -238,8 +247,13 @@ fn check_args(args: &TatpArgs) -> anyhow::Result<Plan> {
 }
 
 fn resolve_url(args: &TatpArgs) -> anyhow::Result<String> {
-    if let Some(url) = &args.url {
-        return Ok(url.clone());
+    url_or_managed(args.url.as_deref())
+}
+
+/// `--url` when given, else the cluster of `pgtier backend start`.
+pub fn url_or_managed(url: Option<&str>) -> anyhow::Result<String> {
+    if let Some(url) = url {
+        return Ok(url.to_owned());
     }
     managed::url(Path::new(managed::DEFAULT_DIR)).map_err(|e| {
         anyhow!("no target: pass --url, set PGTIER_BENCH_URL, or start one with `pgtier backend start` ({e})")
@@ -262,11 +276,7 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
             let Some(dir) = spec.strip_prefix("embedded:").filter(|d| !d.is_empty()) else {
                 bail!("invalid --target '{spec}': expected embedded:<dir>");
             };
-            let mode = match args.commit_mode {
-                CommitArg::Sync => pgtier_engine::CommitMode::Sync,
-                CommitArg::Async => pgtier_engine::CommitMode::Async,
-            };
-            Chosen::Embedded(EmbeddedTarget::open(Path::new(dir), mode)?)
+            Chosen::Embedded(EmbeddedTarget::open(Path::new(dir), args.commit_mode.mode())?)
         }
         None => {
             let url = resolve_url(&args)?;

@@ -8,6 +8,7 @@ mod cache_cmd;
 mod compare_cmd;
 mod demo_cmd;
 mod io_cmd;
+mod jpetstore_cmd;
 mod serve_cmd;
 mod tier_cmd;
 
@@ -54,6 +55,8 @@ enum BenchCommand {
     Compare(compare_cmd::CompareArgs),
     /// Study 001's ORION-style I/O calibration of the flash tier's device, with fio beside it.
     Io(Box<io_cmd::IoArgs>),
+    /// Study 001's JPetStore-shaped OLTP: search range x threads on PostgreSQL, pgtier and pgtier with flash.
+    Jpetstore(Box<jpetstore_cmd::JpetstoreArgs>),
 }
 
 fn main() {
@@ -88,6 +91,7 @@ fn main() {
             BenchCommand::Tatp(args) => bench_cmd::run(*args),
             BenchCommand::Compare(args) => compare_cmd::run(args),
             BenchCommand::Io(args) => io_cmd::run(*args),
+            BenchCommand::Jpetstore(args) => jpetstore_cmd::run(*args),
         },
     };
     if let Err(error) = outcome {
