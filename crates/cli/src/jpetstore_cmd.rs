@@ -4,15 +4,17 @@
 //! answers against PostgreSQL, and the result as JSON
 //! (crates/bench/src/jpetstore).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use pgtier_bench::driver;
 use pgtier_bench::jpetstore::population::{self, SCALE_MAX};
 use pgtier_bench::jpetstore::transactions::TxnType;
-use pgtier_bench::jpetstore::{self, Report, Side, SweepConfig};
+use pgtier_bench::jpetstore::{self, CacheConfig, CacheOpener, Direct, OpenedCache, Report, Side, SweepConfig};
+use pgtier_bench::target::DbError;
 use pgtier_bench::targets::postgres::PgTarget;
+use pgtier_engine::CommitMode;
 
 use crate::bench_cmd::{CommitArg, parse_thread_list, seconds, url_or_managed};
 
@@ -63,6 +65,9 @@ pub struct JpetstoreArgs {
     /// Size of the flash tier file of pgtier-flash, a multiple of 4k [default: twice the item group, at least 256m]
     #[arg(long, value_name = "SIZE", value_parser = flash_size)]
     flash_size: Option<u64>,
+    /// Run pgtier sides behind an in-process pgtier server, the workload its PostgreSQL clients [default: direct mode, the engine in-process]
+    #[arg(long)]
+    wire: bool,
     /// Commit mode of pgtier: sync (after WAL fsync) or async (WAL buffer)
     #[arg(long, value_enum, default_value_t = CommitArg::Sync)]
     commit_mode: CommitArg,
@@ -209,10 +214,12 @@ pub fn run(args: JpetstoreArgs) -> anyhow::Result<()> {
     let mix: Vec<String> = names.iter().zip(TxnType::MIX_PERCENT).map(|(n, p)| format!("{n} {p} %")).collect();
     println!("JPetStore (study 001): mix {}; seed {seed}", mix.join(", "));
     println!("Deviations:");
-    for line in jpetstore::deviations() {
+    for line in jpetstore::deviations(config.rate_per_s.is_some()) {
         println!("  - {line}");
     }
-    let result = jpetstore::run_sweep(&config, &mut |event| match event {
+    let opener: &dyn CacheOpener = if args.wire { &Wire } else { &Direct };
+    println!("pgtier sides: {} mode, commit {:?}", opener.mode(), config.commit_mode);
+    let result = jpetstore::run_sweep(&config, opener, &mut |event| match event {
         Report::Note(line) => println!("{line}"),
         Report::Point(point) => print!("{}", jpetstore::format_point(point)),
         Report::Check(_) => {}
@@ -234,6 +241,48 @@ pub fn run(args: JpetstoreArgs) -> anyhow::Result<()> {
         bail!("the answers are dirty: PostgreSQL does not hold what the run committed (see the checks above)");
     }
     Ok(())
+}
+
+fn failed(what: &'static str) -> impl Fn(pgtier_server::ServerError) -> DbError {
+    move |e| DbError::new(None, format!("{what}: {e}"))
+}
+
+/// pgtier sides behind an in-process server (`pgtier serve`, trust auth on
+/// loopback): the workload's sessions are PostgreSQL clients of it, the
+/// groups are created on its cache directly.
+struct Wire;
+
+impl CacheOpener for Wire {
+    fn mode(&self) -> &'static str {
+        "wire"
+    }
+
+    fn open(&self, dir: &Path, config: CacheConfig, commit: CommitMode, url: &str) -> Result<OpenedCache, DbError> {
+        let commit = if commit == CommitMode::Sync { "sync" } else { "async" };
+        let mut toml = format!(
+            "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\ncommit_mode = \"{commit}\"\nmax_connections = 200\n\
+             [auth]\nmethod = \"trust\"\n[backend]\nurl = {url:?}\n[cache]\nawt_node = {:?}\n",
+            dir.join("db").display().to_string(),
+            config.awt.node,
+        );
+        if let Some(tier) = &config.tier {
+            toml.push_str(&format!(
+                "[tier]\npath = {:?}\nsize = \"{}MB\"\nadmission = \"all\"\n",
+                tier.path.display().to_string(),
+                tier.size >> 20
+            ));
+        }
+        let server_config = pgtier_server::ServerConfig::from_toml_str(&toml).map_err(failed("server config"))?;
+        let server = pgtier_server::start(server_config).map_err(failed("starting the server"))?;
+        let cache = server.cache().cloned().ok_or_else(|| DbError::new(None, "the server runs no cache"))?;
+        let target = PgTarget::open(&format!("postgresql://bench@{}/pgtier", server.local_addr()))
+            .map_err(|e| DbError::new(Some("08001"), e.to_string()))?;
+        Ok(OpenedCache {
+            cache,
+            target: Box::new(target),
+            close: Box::new(move || server.shutdown_checked().map_err(failed("stopping the server"))),
+        })
+    }
 }
 
 /// A directory removed when dropped (the default `--work-dir`).

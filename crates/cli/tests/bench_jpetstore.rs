@@ -62,6 +62,14 @@ fn sweep_all_sides_and_check_the_orders() {
     let mut committed = 0;
     for check in result["checks"].as_array().unwrap() {
         assert_eq!(check["clean"], true, "{check}");
+        if check["side"] != "postgresql" {
+            // verify saw each group, and the differential read every item of the range.
+            let groups = check["groups"].as_array().unwrap();
+            assert_eq!(groups.len(), 5, "{check}");
+            let read = groups.iter().find(|g| g["group"] == "inventory read through the cache").unwrap();
+            let items = if check["search_range_percent"] == 100 { 300 } else { 60 };
+            assert_eq!(read["compared"], items, "{check}");
+        }
         committed += check["orders_committed"].as_u64().unwrap();
     }
     assert!(committed > 0);
@@ -80,6 +88,35 @@ fn sweep_all_sides_and_check_the_orders() {
         .unwrap()
         .get(0);
     assert_eq!(origins, 0);
+}
+
+#[test]
+fn wire_mode_with_flash() {
+    let cluster = PrivateCluster::start(ClusterOptions::default()).unwrap();
+    let url = cluster.url();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("wire.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_pgtier"))
+        .args(["bench", "jpetstore", "--url", &url, "--populate", "--scale", "2", "--wire"])
+        .args(["--sides", "pgtier-flash", "--search-range", "100", "--threads", "2"])
+        .args(["--duration", "0.5", "--ramp-up", "0.2", "--ramp-down", "0.1"])
+        .args(["--work-dir", dir.path().join("work").to_str().unwrap(), "--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("pgtier sides: wire mode"), "{stdout}");
+    let result: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(result["pgtier_mode"], "wire");
+    let point = &result["points"][0];
+    assert!(point["txn_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(point["unexpected_errors"], 0, "{}", point["errors"]);
+    let check = &result["checks"][0];
+    assert_eq!(check["clean"], true, "{check}");
+    let mut client = pgtier_backend::connect::connect(&url).unwrap();
+    let orders: i64 = client.query_one("SELECT count(*) FROM orders", &[]).unwrap().get(0);
+    assert_eq!(orders as u64, check["orders_committed"].as_u64().unwrap());
 }
 
 /// Runs `pgtier bench jpetstore ARGS`, asserting a usage error: exit 2 and

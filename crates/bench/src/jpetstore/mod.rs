@@ -33,6 +33,9 @@
 //! Every table the mix touches is cached, so nothing passes through to
 //! PostgreSQL (direct mode has no passthrough: it is the server's).
 //!
+//! pgtier sides run in direct mode ([`Direct`]: the engine in-process) or,
+//! with another [`CacheOpener`], behind a server over the wire.
+//!
 //! After each pgtier side the write-through is drained and every group is
 //! compared with PostgreSQL through `Cache::verify`, and the orders and
 //! line items PostgreSQL holds are counted against the commits the run saw.
@@ -44,11 +47,15 @@ pub mod transactions;
 mod sweep;
 
 pub use sweep::{
-    Crossover, GroupCheck, JpetError, PointResult, Report, Side, SideCheck, SweepConfig, SweepResult, TxnPoint,
-    crossovers, format_point, format_summary, run_point, run_sweep, write_json,
+    CacheOpener, Crossover, Direct, GroupCheck, JpetError, OpenedCache, PointResult, Report, Side, SideCheck,
+    SweepConfig, SweepResult, TxnPoint, crossovers, format_point, format_summary, run_point, run_sweep, write_json,
 };
 
 use std::sync::Arc;
+
+/// What a [`CacheOpener`] is given (so an opener outside this crate needs
+/// no dependency of its own on the cache crate).
+pub use pgtier_cache::CacheConfig;
 
 use crate::driver::{Workload, WorkloadClient};
 use crate::target::{DbError, Session, Target};
@@ -79,8 +86,8 @@ impl Workload for JpetWorkload {
 }
 
 /// Every way the run departs from JPetStore and the study, one line each.
-pub fn deviations() -> Vec<String> {
-    vec![
+pub fn deviations(open_loop: bool) -> Vec<String> {
+    let mut out = vec![
         "prices are integer cents, not decimal(10,2): the kit's values are integers and text".to_owned(),
         "inventory.itemid references item and lineitem.orderid references orders (JPetStore declares neither): \
          cache-group children are found by foreign key"
@@ -89,8 +96,13 @@ pub fn deviations() -> Vec<String> {
          at item would answer from memory only"
             .to_owned(),
         "mix BROWSE/SEARCH/UPDATE_CART/PLACE_ORDER 40/40/10/10: the study gives only Tx1:Tx2 = 2:8".to_owned(),
-        "no think time: each thread runs transactions back to back (closed loop)".to_owned(),
-    ]
+    ];
+    out.push(if open_loop {
+        "no think time: Poisson arrivals at a fixed total rate (open loop) instead of users who pause".to_owned()
+    } else {
+        "no think time: each thread runs transactions back to back (closed loop)".to_owned()
+    });
+    out
 }
 
 #[derive(Debug, thiserror::Error)]

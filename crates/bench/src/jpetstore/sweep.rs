@@ -3,18 +3,19 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use pgtier_cache::{Aging, Cache, CacheConfig, CreateGroup, FlashPolicy, GroupKind, LoadOptions, TierConfig};
 use pgtier_engine::CommitMode;
 
-use super::population::Sizes;
+use super::population::{ITEMS_PER_PRODUCT, Sizes, itemid};
 use super::transactions::{Counters, EXPECTED_SQLSTATES, ErrorCount, TxnType};
 use super::{CheckError, JpetWorkload, check_population};
 use crate::driver::{DriverError, LiveCounters, LoadSpec, run_repetition};
-use crate::target::{DbError, Target};
+use crate::target::{DbError, Target, Value};
 use crate::targets::cached::{cache_call, drop_node_origins, load_when_ready, open_cache};
 use crate::targets::postgres::{PgTarget, db_error};
 
@@ -73,6 +74,49 @@ pub struct SweepConfig {
     pub commit_mode: CommitMode,
     /// Where each pgtier side's data directory and flash file go (removed after).
     pub work_dir: PathBuf,
+}
+
+/// A pgtier side's cache, open, and how the workload reaches it.
+pub struct OpenedCache {
+    pub cache: Arc<Cache>,
+    pub target: Box<dyn Target>,
+    /// Stops what the opener started (the cache's threads; a server),
+    /// called after `cache` and `target` are dropped.
+    pub close: Box<dyn FnOnce() -> Result<(), DbError>>,
+}
+
+/// How a pgtier side opens its cache: in this process with the workload
+/// calling the engine ([`Direct`]), or behind a server the workload reaches
+/// over the PostgreSQL protocol (the CLI's `--wire`: the server crate
+/// depends on this one, so it lives there).
+pub trait CacheOpener {
+    /// "direct" or "wire", for the report.
+    fn mode(&self) -> &'static str;
+    /// A cache over PostgreSQL at `url` with `config` (node name, tier),
+    /// its data directory under `dir`.
+    fn open(&self, dir: &Path, config: CacheConfig, commit: CommitMode, url: &str) -> Result<OpenedCache, DbError>;
+}
+
+/// The engine in-process, driven through [`crate::targets::embedded::EmbeddedTarget`].
+pub struct Direct;
+
+impl CacheOpener for Direct {
+    fn mode(&self) -> &'static str {
+        "direct"
+    }
+
+    fn open(&self, dir: &Path, config: CacheConfig, commit: CommitMode, url: &str) -> Result<OpenedCache, DbError> {
+        let (cache, target) = open_cache(&dir.join("db"), commit, url, config)?;
+        let closing = cache.clone();
+        Ok(OpenedCache {
+            cache,
+            target: Box::new(target),
+            close: Box::new(move || {
+                closing.shutdown();
+                Ok(())
+            }),
+        })
+    }
 }
 
 /// One transaction type at one point.
@@ -171,6 +215,8 @@ pub struct Crossover {
 
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct SweepResult {
+    /// How pgtier sides were reached: "direct" or "wire".
+    pub pgtier_mode: &'static str,
     pub scale: u64,
     pub items: u64,
     pub products: u64,
@@ -303,7 +349,11 @@ pub fn run_point(
 }
 
 /// Runs the whole sweep on a populated PostgreSQL at `config.url`.
-pub fn run_sweep(config: &SweepConfig, report: &mut dyn FnMut(Report<'_>)) -> Result<SweepResult, JpetError> {
+pub fn run_sweep(
+    config: &SweepConfig,
+    opener: &dyn CacheOpener,
+    report: &mut dyn FnMut(Report<'_>),
+) -> Result<SweepResult, JpetError> {
     if config.search_ranges.iter().any(|&r| r == 0 || r > 100) {
         return Err(JpetError::Invalid("search ranges are percentages from 1 to 100".to_owned()));
     }
@@ -314,13 +364,14 @@ pub fn run_sweep(config: &SweepConfig, report: &mut dyn FnMut(Report<'_>)) -> Re
     let scale = check_population(&pg)?;
     let sizes = Sizes::of(scale);
     let mut result = SweepResult {
+        pgtier_mode: opener.mode(),
         scale,
         items: sizes.items,
         products: sizes.products,
         item_group_bytes: None,
         memory_budget_bytes: config.memory_budget,
         mix_percent: TxnType::MIX_PERCENT,
-        deviations: super::deviations(),
+        deviations: super::deviations(config.rate_per_s.is_some()),
         seed: config.seed,
         points: Vec::new(),
         checks: Vec::new(),
@@ -331,7 +382,7 @@ pub fn run_sweep(config: &SweepConfig, report: &mut dyn FnMut(Report<'_>)) -> Re
             let run = SideRun { config, side, range, sizes };
             let (points, check) = match side {
                 Side::PostgreSql => run.postgresql(&pg, report)?,
-                Side::Pgtier | Side::PgtierFlash => run.pgtier(&mut result, report)?,
+                Side::Pgtier | Side::PgtierFlash => run.pgtier(opener, &mut result, report)?,
             };
             report(Report::Check(&check));
             result.points.extend(points);
@@ -445,6 +496,7 @@ impl SideRun<'_> {
 
     fn pgtier(
         &self,
+        opener: &dyn CacheOpener,
         result: &mut SweepResult,
         report: &mut dyn FnMut(Report<'_>),
     ) -> Result<(Vec<PointResult>, SideCheck), JpetError> {
@@ -465,17 +517,20 @@ impl SideRun<'_> {
         let node = self.node();
         cache_config.awt.node = node.clone();
         let before = ledger(&self.config.url).map_err(self.fail("reading PostgreSQL's orders"))?;
-        let (cache, target) = open_cache(&dir.join("db"), self.config.commit_mode, &self.config.url, cache_config)
+        let opened = opener
+            .open(&dir, cache_config, self.config.commit_mode, &self.config.url)
             .map_err(self.fail("opening the cache"))?;
-        let outcome = self.on_cache(&cache, &target, &before, result, report);
+        let outcome = self.on_cache(&opened.cache, opened.target.as_ref(), &before, result, report);
+        let OpenedCache { cache, target, close } = opened;
         drop(target);
-        cache.shutdown();
         drop(cache);
+        let closed = close().map_err(self.fail("closing the cache"));
         // PostgreSQL keeps at most max_replication_slots origins, and they
         // outlive the node: drop this side's before the next one starts.
         let dropped = drop_node_origins(&self.config.url, &node).map_err(self.fail("dropping replication origins"));
         let _ = std::fs::remove_dir_all(&dir);
         let outcome = outcome?;
+        closed?;
         dropped?;
         Ok(outcome)
     }
@@ -553,7 +608,50 @@ impl SideRun<'_> {
                     .collect(),
             });
         }
+        groups.push(self.read_stock_through(target).map_err(self.fail("reading stock through the cache"))?);
         Ok((points, self.check(before, committed, drained, groups)?))
+    }
+
+    /// The differential read: every item of the search range (what the run
+    /// could have changed) read through the cache, where a miss is answered
+    /// by flash or PostgreSQL, against PostgreSQL's own rows. `verify` sees
+    /// only what memory holds; this sees what flash answers too.
+    fn read_stock_through(&self, target: &dyn Target) -> Result<GroupCheck, DbError> {
+        let items = self.sizes.products_in_range(self.range) * ITEMS_PER_PRODUCT;
+        let mut client =
+            pgtier_backend::connect::connect(&self.config.url).map_err(|e| DbError::new(None, e.to_string()))?;
+        let rows = client
+            .query("SELECT itemid::text, qty::bigint FROM inventory WHERE itemid < $1", &[&itemid(items)])
+            .map_err(|e| db_error(&e))?;
+        let postgres: BTreeMap<String, i64> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let mut session = target.connect()?;
+        let stmt = session.prepare("SELECT qty FROM inventory WHERE itemid = $1")?;
+        let mut check = GroupCheck {
+            group: "inventory read through the cache".to_owned(),
+            compared: 0,
+            differing: 0,
+            not_cached: 0,
+            only_in_cache: 0,
+            first_differences: Vec::new(),
+        };
+        let mut out = Vec::new();
+        for item in 0..items {
+            let id = itemid(item);
+            session.query(stmt, &[Value::Text(id.clone())], &mut out)?;
+            check.compared += 1;
+            let cached = match out.first() {
+                Some(Value::Int(qty)) => Some(*qty),
+                _ => None,
+            };
+            let expected = postgres.get(&id).copied();
+            if cached != expected {
+                check.differing += 1;
+                if check.first_differences.len() < 5 {
+                    check.first_differences.push(format!("{id}: cache {cached:?}, PostgreSQL {expected:?}"));
+                }
+            }
+        }
+        Ok(check)
     }
 }
 
@@ -689,8 +787,11 @@ fn format_check(c: &SideCheck) -> String {
     s
 }
 
-/// The check lines, a throughput table (search range × side per thread
-/// count) and the crossover.
+/// A figure of a point for the summary's tables.
+type Metric = fn(&PointResult) -> f64;
+
+/// The check lines; tables of throughput and of each transaction's
+/// average latency (search range × side, per thread count); the crossover.
 pub fn format_summary(r: &SweepResult) -> String {
     let mut s = String::new();
     for c in &r.checks {
@@ -705,29 +806,42 @@ pub fn format_summary(r: &SweepResult) -> String {
             sides.push(p.side);
         }
     }
+    // Throughput, and the average latency of each transaction type: the
+    // item lookups (BROWSE) show the tiers apart from the product scans
+    // (SEARCH), which every side runs on fully cached or local data.
+    let metrics: [(&str, Metric, usize); 5] = [
+        ("throughput (txn/s)", |p| p.txn_per_s, 0),
+        ("BROWSE average (ms)", |p| p.transactions[0].avg_us / 1000.0, 3),
+        ("SEARCH average (ms)", |p| p.transactions[1].avg_us / 1000.0, 3),
+        ("UPDATE_CART average (ms)", |p| p.transactions[2].avg_us / 1000.0, 3),
+        ("PLACE_ORDER average (ms)", |p| p.transactions[3].avg_us / 1000.0, 3),
+    ];
     for x in &r.crossovers {
-        let _ = write!(s, "\nthroughput (txn/s), {} threads\n   {:>12}", x.threads, "search range");
-        for side in &sides {
-            let _ = write!(s, " {:>13}", side.name());
-        }
-        s.push('\n');
-        for &range in &ranges {
-            let _ = write!(s, "   {:>10} %", range);
+        for (title, metric, decimals) in metrics {
+            let _ = write!(s, "\n{title}, {} threads\n   {:>12}", x.threads, "search range");
             for side in &sides {
-                let v = r
-                    .points
-                    .iter()
-                    .find(|p| p.side == *side && p.search_range_percent == range && p.threads == x.threads);
-                match v {
-                    Some(p) => {
-                        let _ = write!(s, " {:>13.0}", p.txn_per_s);
-                    }
-                    None => {
-                        let _ = write!(s, " {:>13}", "-");
-                    }
-                }
+                let _ = write!(s, " {:>13}", side.name());
             }
             s.push('\n');
+            for &range in &ranges {
+                let _ = write!(s, "   {range:>10} %");
+                let point = |side: &Side| {
+                    r.points
+                        .iter()
+                        .find(|p| p.side == *side && p.search_range_percent == range && p.threads == x.threads)
+                };
+                for side in &sides {
+                    match point(side) {
+                        Some(p) => {
+                            let _ = write!(s, " {:>13.*}", decimals, metric(p));
+                        }
+                        None => {
+                            let _ = write!(s, " {:>13}", "-");
+                        }
+                    }
+                }
+                s.push('\n');
+            }
         }
     }
     s.push('\n');
