@@ -50,7 +50,10 @@ pub struct JpetstoreArgs {
     /// Measure window per point, seconds
     #[arg(long, value_name = "S", allow_negative_numbers = true, default_value = "10", value_parser = window)]
     duration: Duration,
-    /// Ramp-up (warm-up) before each measure window, seconds
+    /// Unmeasured warm-up on each side and search range before its first point (largest thread count), seconds
+    #[arg(long, value_name = "S", allow_negative_numbers = true, default_value = "5", value_parser = pause)]
+    warmup: Duration,
+    /// Ramp-up before each measure window, seconds
     #[arg(long, value_name = "S", allow_negative_numbers = true, default_value = "3", value_parser = pause)]
     ramp_up: Duration,
     /// Ramp-down after each measure window, seconds
@@ -202,6 +205,7 @@ pub fn run(args: JpetstoreArgs) -> anyhow::Result<()> {
         ramp_up: args.ramp_up,
         measure: args.duration,
         ramp_down: args.ramp_down,
+        warmup: args.warmup,
         rate_per_s: args.rate,
         seed,
         memory_budget,

@@ -21,7 +21,7 @@ fn sweep_all_sides_and_check_the_orders() {
     let out = Command::new(env!("CARGO_BIN_EXE_pgtier"))
         .args(["bench", "jpetstore", "--url", &url, "--populate", "--scale", "3"])
         .args(["--search-range", "20,100", "--threads", "1,2", "--memory-budget", "25%"])
-        .args(["--duration", "0.5", "--ramp-up", "0.3", "--ramp-down", "0.1", "--seed", "7"])
+        .args(["--duration", "0.5", "--ramp-up", "0.3", "--ramp-down", "0.1", "--warmup", "0.5", "--seed", "7"])
         .args(["--work-dir", work.to_str().unwrap(), "--json", json.to_str().unwrap()])
         .output()
         .unwrap();
@@ -34,6 +34,7 @@ fn sweep_all_sides_and_check_the_orders() {
         "== pgtier-flash, search range 100 %, 2 threads:",
         "throughput (txn/s), 2 threads",
         "crossover, 1 threads:",
+        "pgtier-flash, search range 20 %: warm-up",
         "answers: clean",
     ] {
         assert!(stdout.contains(expected), "missing {expected:?} in:\n{stdout}");
@@ -99,7 +100,7 @@ fn wire_mode_with_flash() {
     let out = Command::new(env!("CARGO_BIN_EXE_pgtier"))
         .args(["bench", "jpetstore", "--url", &url, "--populate", "--scale", "2", "--wire"])
         .args(["--sides", "pgtier-flash", "--search-range", "100", "--threads", "2"])
-        .args(["--duration", "0.5", "--ramp-up", "0.2", "--ramp-down", "0.1"])
+        .args(["--duration", "0.5", "--ramp-up", "0.2", "--ramp-down", "0.1", "--warmup", "0"])
         .args(["--work-dir", dir.path().join("work").to_str().unwrap(), "--json", json.to_str().unwrap()])
         .output()
         .unwrap();
