@@ -898,16 +898,21 @@ pub fn format_summary(r: &SweepResult) -> String {
     }
     s.push('\n');
     for x in &r.crossovers {
+        // "never" only when both sides ran: a crossover with a side left
+        // out was not looked for.
+        let ran = |side: Side| sides.contains(&Side::Pgtier) && sides.contains(&side);
         let flash = match x.flash_overtakes_at {
             Some(range) => format!(
                 "pgtier without flash falls below pgtier-flash at search range {range} % (by more than {:.0} %)",
                 CROSSOVER_MARGIN * 100.0
             ),
-            None => "pgtier without flash never falls below pgtier-flash".to_owned(),
+            None if ran(Side::PgtierFlash) => "pgtier without flash never falls below pgtier-flash".to_owned(),
+            None => "pgtier vs pgtier-flash not measured (both sides needed)".to_owned(),
         };
         let pg = match x.postgresql_overtakes_at {
             Some(range) => format!("PostgreSQL overtakes pgtier without flash at {range} %"),
-            None => "PostgreSQL never overtakes pgtier without flash".to_owned(),
+            None if ran(Side::PostgreSql) => "PostgreSQL never overtakes pgtier without flash".to_owned(),
+            None => "PostgreSQL vs pgtier not measured (both sides needed)".to_owned(),
         };
         let _ = writeln!(s, "crossover, {} threads: {flash}; {pg}", x.threads);
     }
