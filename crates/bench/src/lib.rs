@@ -11,9 +11,11 @@ pub mod target;
 // Workloads, drivers, statistics, targets: modules below this line.
 pub mod cpu;
 pub mod demo;
+pub mod device;
 pub mod driver;
 pub mod flash_demo;
 pub mod io;
+pub mod jpetstore;
 pub mod micro;
 pub mod progress;
 pub mod report;

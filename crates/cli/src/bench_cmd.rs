@@ -104,9 +104,18 @@ pub struct TatpArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-pub(crate) enum CommitArg {
+pub enum CommitArg {
     Sync,
     Async,
+}
+
+impl CommitArg {
+    pub fn mode(self) -> pgtier_engine::CommitMode {
+        match self {
+            CommitArg::Sync => pgtier_engine::CommitMode::Sync,
+            CommitArg::Async => pgtier_engine::CommitMode::Async,
+        }
+    }
 }
 
 /// The system under test: PostgreSQL by URL, or the engine in-process.
@@ -244,6 +253,16 @@ pub(crate) enum TargetSpec {
     Embedded(PathBuf),
 }
 
+/// `--url` when given, else the cluster of `pgtier backend start`.
+pub fn url_or_managed(url: Option<&str>) -> anyhow::Result<String> {
+    if let Some(url) = url {
+        return Ok(url.to_owned());
+    }
+    managed::url(Path::new(managed::DEFAULT_DIR)).map_err(|e| {
+        anyhow!("no target: pass --url, set PGTIER_BENCH_URL, or start one with `pgtier backend start` ({e})")
+    })
+}
+
 /// Opens the target of a bench command's `--url` / `--target` flags
 /// (shared by `bench tatp` and `bench micro`).
 pub(crate) fn open_target(
@@ -255,19 +274,10 @@ pub(crate) fn open_target(
         let Some(dir) = spec.strip_prefix("embedded:").filter(|d| !d.is_empty()) else {
             bail!("invalid --target '{spec}': expected embedded:<dir>");
         };
-        let mode = match commit_mode {
-            CommitArg::Sync => pgtier_engine::CommitMode::Sync,
-            CommitArg::Async => pgtier_engine::CommitMode::Async,
-        };
-        let embedded = EmbeddedTarget::open(Path::new(dir), mode)?;
+        let embedded = EmbeddedTarget::open(Path::new(dir), commit_mode.mode())?;
         return Ok((Chosen::Embedded(embedded), TargetSpec::Embedded(PathBuf::from(dir))));
     }
-    let url = match url {
-        Some(url) => url.to_owned(),
-        None => managed::url(Path::new(managed::DEFAULT_DIR)).map_err(|e| {
-            anyhow!("no target: pass --url, set PGTIER_BENCH_URL, or start one with `pgtier backend start` ({e})")
-        })?,
-    };
+    let url = url_or_managed(url)?;
     Ok((Chosen::Pg(PgTarget::open(&url)?), TargetSpec::Url(url)))
 }
 

@@ -10,7 +10,7 @@ use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
 use pgtier_bench::demo::{self, AwtConfig, DemoControl, DemoError, DemoOptions, DemoReport, StartWire, WireServer};
 use pgtier_engine::CommitMode;
 
-use crate::bench_cmd::{parse_thread_list, seconds};
+use crate::bench_cmd::{CommitArg, parse_thread_list, seconds};
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -85,12 +85,6 @@ enum DemoCommand {
     Flash(Box<crate::demo_flash_cmd::FlashArgs>),
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub(crate) enum CommitArg {
-    Sync,
-    Async,
-}
-
 pub(crate) static INTERRUPT: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(signal: libc::c_int) {
@@ -128,10 +122,7 @@ fn options(args: &DemoArgs) -> anyhow::Result<DemoOptions> {
         cap_fraction: args.cap_fraction,
         repeats: args.repeats,
         drain_timeout: seconds("drain-timeout", args.drain_timeout, false)?,
-        commit_mode: match args.commit_mode {
-            CommitArg::Sync => CommitMode::Sync,
-            CommitArg::Async => CommitMode::Async,
-        },
+        commit_mode: args.commit_mode.mode(),
         awt: AwtConfig {
             // Every run's engine directory is new, so its node name is too:
             // PostgreSQL (`--backend`, used before) may hold an earlier

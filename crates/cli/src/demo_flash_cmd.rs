@@ -14,8 +14,9 @@ use pgtier_bench::flash_demo::{
 };
 use pgtier_engine::CommitMode;
 
+use crate::bench_cmd::CommitArg;
 use crate::bench_cmd::seconds;
-use crate::demo_cmd::{CommitArg, INTERRUPT, install_interrupt_handler};
+use crate::demo_cmd::{INTERRUPT, install_interrupt_handler};
 
 const HELP: &str = "\
 What it does, in order (about 12 minutes at the defaults on 2 cores):
@@ -124,10 +125,7 @@ fn options(args: &FlashArgs) -> anyhow::Result<FlashOptions> {
         curve_after: seconds("curve-after", args.curve_after, false)?,
         uc2_dram_share: percent("uc2-dram-percent", args.uc2_dram_percent)?,
         postgres_headroom_bytes: headroom,
-        commit_mode: match args.commit_mode {
-            CommitArg::Sync => CommitMode::Sync,
-            CommitArg::Async => CommitMode::Async,
-        },
+        commit_mode: args.commit_mode.mode(),
         read_check: args.read_check,
         seed: args.seed.unwrap_or_else(pgtier_bench::driver::fresh_seed),
         populate_streams: cpus + 1,

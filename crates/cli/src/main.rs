@@ -9,6 +9,7 @@ mod compare_cmd;
 mod demo_cmd;
 mod demo_flash_cmd;
 mod io_cmd;
+mod jpetstore_cmd;
 mod micro_cmd;
 mod serve_cmd;
 mod tier_cmd;
@@ -58,6 +59,8 @@ enum BenchCommand {
     Io(Box<io_cmd::IoArgs>),
     /// Study 002's micro-benchmark library: scan, random read, insert, update, index build.
     Micro(Box<micro_cmd::MicroArgs>),
+    /// Study 001's JPetStore-shaped OLTP: search range x threads on PostgreSQL, pgtier and pgtier with flash.
+    Jpetstore(Box<jpetstore_cmd::JpetstoreArgs>),
 }
 
 fn main() {
@@ -93,6 +96,7 @@ fn main() {
             BenchCommand::Compare(args) => compare_cmd::run(args),
             BenchCommand::Io(args) => io_cmd::run(*args),
             BenchCommand::Micro(args) => micro_cmd::run(*args),
+            BenchCommand::Jpetstore(args) => jpetstore_cmd::run(*args),
         },
     };
     if let Err(error) = outcome {

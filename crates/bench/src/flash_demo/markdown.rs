@@ -319,7 +319,7 @@ fn write_back(out: &mut String, r: &FlashReport) {
             opt(s.dirty_demotions),
             s.write_amplification.map_or("n/a".into(), |w| format!("{w:.2}")),
             s.device.as_ref().map_or("n/a".into(), |d| format!("{:.0}", d.write_iops)),
-            s.device.as_ref().map_or("n/a".into(), |d| format!("{:.1}", d.write_mb_s)),
+            s.device.as_ref().map_or("n/a".into(), |d| format!("{:.1}", d.write_mb_per_s)),
             s.postgres_wal_mb_s.map_or("n/a".into(), |w| format!("{w:.2}")),
         );
     }
@@ -352,7 +352,12 @@ fn device(out: &mut String, r: &FlashReport) {
             let d = s.device.as_ref()?;
             Some(format!(
                 "| {} | {} | {:.0} | {:.1} | {:.0} | {:.1} |",
-                s.label, d.device, d.read_iops, d.read_mb_s, d.write_iops, d.write_mb_s
+                s.label,
+                s.device_name.as_deref().unwrap_or("?"),
+                d.read_iops,
+                d.read_mb_per_s,
+                d.write_iops,
+                d.write_mb_per_s
             ))
         })
         .collect();

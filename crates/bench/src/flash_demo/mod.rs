@@ -28,7 +28,6 @@
 //! [`FlashControl::start_server`]), the device table of `pgtier bench io`
 //! and the signal handler.
 
-mod device;
 mod markdown;
 mod sides;
 
@@ -48,7 +47,7 @@ use crate::target::DbError;
 use crate::targets::postgres::PgTarget;
 use crate::tatp::population::{PopulateOptions, populate};
 
-pub use device::DeviceDelta;
+pub use crate::device::DiskFigures;
 pub use markdown::{REPORT_FILE, SECTIONS, write_report};
 
 /// The cache group's name in every pgtier run.
@@ -317,8 +316,9 @@ pub struct SideFigures {
     pub demotions: Option<u64>,
     pub dirty_demotions: Option<u64>,
     pub write_amplification: Option<f64>,
-    /// The device holding the flash file and PostgreSQL's data, over the window.
-    pub device: Option<DeviceDelta>,
+    /// The device holding the flash file (and here PostgreSQL's data), over the window.
+    pub device: Option<DiskFigures>,
+    pub device_name: Option<String>,
     /// PostgreSQL's WAL over the window (`pg_stat_wal`).
     pub postgres_wal_mb_s: Option<f64>,
     pub check: Option<CheckFigures>,

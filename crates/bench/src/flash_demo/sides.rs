@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use pgtier_cache::{Aging, Cache, FlashPolicy, LoadOptions, TierCommand, TierInfo};
 use rand::SeedableRng;
 
-use super::device::{Device, DeviceCounters};
 use super::{CheckFigures, CurvePoint, Demo, FlashError, FlashServer, GROUP, ServerSpec, SideFigures, TxnFigures};
+use crate::device::{DiskFigures, device_of, disk_counters};
 use crate::driver::{LiveCounters, LoadSpec, RepetitionTally, run_repetition};
 use crate::target::{DbError, Target};
 use crate::targets::cached::{cache_call, drop_node_origins, load_when_ready, tatp_group};
@@ -161,8 +161,8 @@ pub(super) fn measure(
             detail("warm-up", e, o.warm, f, &mut last);
         })?;
     }
-    let device = Device::holding(&o.work_dir);
-    let device_before = device.as_ref().and_then(Device::read);
+    let device = device_of(&o.work_dir).ok();
+    let device_before = device.as_ref().and_then(|d| disk_counters(d).ok());
     let wal_before = postgres_wal_bytes(&demo.control.backend_url);
     let tier_before = cache.map(group_tier);
     let began = Instant::now();
@@ -173,9 +173,11 @@ pub(super) fn measure(
     })?;
     let elapsed = began.elapsed();
     let mut side = figures(&tally, &crate::tatp::transactions::TxnType::NAMES);
-    if let (Some(device), Some(before), Some(after)) = (&device, device_before, device.as_ref().and_then(Device::read))
-    {
-        side.device = Some(DeviceCounters::delta(&before, &after, device, elapsed));
+    if let (Some(device), Some(before)) = (&device, device_before) {
+        if let Ok(after) = disk_counters(device) {
+            side.device = Some(DiskFigures::between(&before, &after, elapsed.as_secs_f64()));
+            side.device_name = Some(device.name.clone());
+        }
     }
     if let (Some(before), Some(after)) = (wal_before, postgres_wal_bytes(&demo.control.backend_url)) {
         side.postgres_wal_mb_s = Some(after.saturating_sub(before) as f64 / elapsed.as_secs_f64() / 1e6);

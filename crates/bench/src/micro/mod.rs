@@ -52,8 +52,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-pub use self::probes::{DiskFigures, Probes, TargetKind};
+pub use self::probes::{Probes, TargetKind};
 pub use self::run::{INSERT_ROWS_PER_TXN, UPDATE_ROWS_PER_TXN};
+pub use crate::device::DiskFigures;
 use crate::result::MachineInfo;
 use crate::target::{DbError, Target, Value};
 
