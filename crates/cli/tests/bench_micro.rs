@@ -8,8 +8,8 @@
 use std::process::{Command, Output};
 
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
+use pgtier_bench::device::device_of;
 use pgtier_bench::micro::output::read_json;
-use pgtier_bench::micro::probes::device_of;
 use pgtier_bench::micro::schema::initial_sum_k;
 use pgtier_bench::micro::{INSERT_ROWS_PER_TXN, MicroReport, MicroTest, UPDATE_ROWS_PER_TXN};
 use pgtier_bench::target::{Target, Value};

@@ -173,11 +173,11 @@ pub(super) fn measure(
     })?;
     let elapsed = began.elapsed();
     let mut side = figures(&tally, &crate::tatp::transactions::TxnType::NAMES);
-    if let (Some(device), Some(before)) = (&device, device_before) {
-        if let Ok(after) = disk_counters(device) {
-            side.device = Some(DiskFigures::between(&before, &after, elapsed.as_secs_f64()));
-            side.device_name = Some(device.name.clone());
-        }
+    if let (Some(device), Some(before)) = (&device, device_before)
+        && let Ok(after) = disk_counters(device)
+    {
+        side.device = Some(DiskFigures::between(&before, &after, elapsed.as_secs_f64()));
+        side.device_name = Some(device.name.clone());
     }
     if let (Some(before), Some(after)) = (wal_before, postgres_wal_bytes(&demo.control.backend_url)) {
         side.postgres_wal_mb_s = Some(after.saturating_sub(before) as f64 / elapsed.as_secs_f64() / 1e6);

@@ -412,9 +412,3 @@ fn listener_pid(url: &str) -> Option<u32> {
     }
     None
 }
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-}
