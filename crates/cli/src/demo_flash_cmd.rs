@@ -19,13 +19,14 @@ use crate::bench_cmd::seconds;
 use crate::demo_cmd::{INTERRUPT, install_interrupt_handler};
 
 const HELP: &str = "\
-What it does, in order (about 12 minutes at the defaults on 2 cores):
+What it does, in order (about 15 minutes at the defaults on 2 cores):
   1. starts a private PostgreSQL (fsync on) and populates TATP;
   2. restarts it in a memory cgroup of pgtier's DRAM budget plus --postgres-headroom,
      shared_buffers a quarter of the budget, and drops its files from the page cache: the fair
      baseline (PostgreSQL alone with the memory pgtier's DRAM has, page cache included);
-  3. study 003: TATP against PostgreSQL alone, then against pgtier over the wire with DRAM + flash
-     at each --sizes share of the data; the gain per size beside the study's 2.4x/3.2x/4.6x/5.2x;
+  3. study 003: TATP against PostgreSQL alone, then against pgtier with DRAM + flash at each --sizes
+     share of the data, over the wire and in direct mode (embedded), the tier resized online from the
+     largest size down; the gain per size beside the study's 2.4x/3.2x/4.6x/5.2x;
   4. the warm-up curve: the tier enabled online (ALTER CACHE TIER ENABLE) while the load runs;
   5. study 000 use case 2: all subscribers in DRAM against a fifth in DRAM with flash under it;
   6. study 002: write-back against clean flash under TATP's two updates by key;
@@ -58,7 +59,7 @@ pub struct FlashArgs {
     #[arg(long, value_name = "S", default_value_t = 10.0)]
     warm: f64,
     /// Measure window of each run, seconds
-    #[arg(long, value_name = "S", default_value_t = 15.0)]
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
     duration: f64,
     /// Load before the tier is enabled in the warm-up curve, seconds
     #[arg(long, value_name = "S", default_value_t = 10.0)]

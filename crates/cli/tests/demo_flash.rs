@@ -46,7 +46,18 @@ fn demo_flash_runs_every_study_and_checks_every_answer() {
     let labels: Vec<&str> = report.sides.iter().map(|s| s.label.as_str()).collect();
     assert_eq!(
         labels,
-        ["postgresql", "pgtier-40%", "pgtier-20%", "curve", "uc1-all-dram", "uc2-flash", "clean", "write-back"]
+        [
+            "postgresql",
+            "pgtier-40%",
+            "pgtier-direct-40%",
+            "pgtier-20%",
+            "pgtier-direct-20%",
+            "curve",
+            "uc1-all-dram",
+            "uc2-flash",
+            "clean",
+            "write-back"
+        ]
     );
     for side in report.sides.iter().filter(|s| s.label != "curve") {
         assert!(side.txn_per_s > 0.0, "{}: no throughput", side.label);

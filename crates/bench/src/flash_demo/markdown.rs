@@ -67,17 +67,19 @@ fn image(out: &mut String, files: &[String], stem: &str, alt: &str) {
     }
 }
 
-/// The study 003 runs with their gain over PostgreSQL alone.
-fn size_rows(r: &FlashReport) -> Vec<(f64, &SideFigures, Option<f64>)> {
+/// The study 003 runs (over the wire, or in direct mode) with their gain
+/// over PostgreSQL alone.
+fn size_rows<'r>(r: &'r FlashReport, access: &str) -> Vec<(f64, &'r SideFigures, Option<f64>)> {
     let baseline = r.side(BASELINE).map(|b| b.txn_per_s).filter(|t| *t > 0.0);
     let mut rows: Vec<(f64, &SideFigures, Option<f64>)> = r
         .sides
         .iter()
-        .filter(|s| s.study == "003" && s.label != BASELINE)
+        .filter(|s| s.study == "003" && s.label != BASELINE && (s.access == access || access.is_empty()))
         .filter_map(|s| Some((s.cache_fraction?, s, baseline.map(|b| s.txn_per_s / b))))
         .collect();
-    // Measured from the largest down; shown as the study's table, smallest first.
-    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // Measured from the largest down; shown as the study's table, smallest
+    // first, the wire run before the direct one.
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.access.cmp(&a.1.access)));
     rows
 }
 
@@ -122,9 +124,10 @@ fn sizes(out: &mut String, r: &FlashReport, files: &[String]) {
         out,
         "Study 003 (IBM AIX server-side flash cache) added a flash cache of 10 to 60 % of a 1.2 TB database to a \
          server with 62 GB of RAM and measured TPS relative to the same system without it. Here: TATP's standard \
-         mix, closed loop, every session over the PostgreSQL protocol; PostgreSQL alone with the memory of pgtier's \
-         DRAM budget, against pgtier (a DYNAMIC AWT cache group over the same PostgreSQL) whose DRAM budget plus flash \
-         tier hold the share of the data in the first column.\n"
+         mix, closed loop; PostgreSQL alone with the memory of pgtier's DRAM budget, against pgtier (a DYNAMIC AWT \
+         cache group over the same PostgreSQL) whose DRAM budget plus flash tier hold the share of the data in the \
+         first column, reached over the wire (the PostgreSQL protocol, the same client as PostgreSQL alone's) and then \
+         in direct mode (the engine in the application's process, pgtier's embedded deployment) on the same cache.\n"
     );
     let Some(base) = r.side(BASELINE) else {
         let _ = writeln!(out, "Not measured.");
@@ -132,19 +135,19 @@ fn sizes(out: &mut String, r: &FlashReport, files: &[String]) {
     };
     let _ = writeln!(
         out,
-        "| cache size | DRAM MB | flash MB | txn/s | avg µs | p90 µs | p99 µs | from flash /s | from PostgreSQL /s | gain | study 003 |"
+        "| cache size | access | DRAM MB | flash MB | txn/s | avg µs | p90 µs | p99 µs | from flash /s | from PostgreSQL /s | gain | study 003 |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let _ = writeln!(
         out,
-        "| PostgreSQL alone | {} | – | {:.0} | {:.0} | {:.0} | {:.0} | – | – | 1.0x | 1.0x |",
+        "| PostgreSQL alone | wire | {} | – | {:.0} | {:.0} | {:.0} | {:.0} | – | – | 1.0x | 1.0x |",
         r.memory_limit.limit_bytes.map_or_else(|| "unlimited".into(), mb),
         base.txn_per_s,
         base.avg_us,
         base.p90_us,
         base.p99_us
     );
-    let rows = size_rows(r);
+    let rows = size_rows(r, "");
     let per_s = |n: Option<u64>, s: &SideFigures| {
         let window = s.txns.iter().map(|t| t.executed).sum::<u64>() as f64 / s.txn_per_s.max(1e-9);
         n.map_or("n/a".into(), |n| format!("{:.0}", n as f64 / window.max(1e-9)))
@@ -152,8 +155,9 @@ fn sizes(out: &mut String, r: &FlashReport, files: &[String]) {
     for (fraction, s, gain) in &rows {
         let _ = writeln!(
             out,
-            "| {:.0} % | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} |",
+            "| {:.0} % | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} |",
             fraction * 100.0,
+            s.access,
             opt(s.dram_budget_bytes.map(mb)),
             opt(s.flash_bytes.map(mb)),
             s.txn_per_s,
@@ -176,8 +180,9 @@ fn sizes(out: &mut String, r: &FlashReport, files: &[String]) {
             (gain < study).then(|| {
                 let executed = s.txns.iter().map(|t| t.executed).sum::<u64>().max(1) as f64;
                 format!(
-                    "{:.0} %: {gain:.1}x against the study's {study:.1}x; {:.2} loads from PostgreSQL and {:.2} flash answers per transaction",
+                    "{:.0} % ({}): {gain:.1}x against the study's {study:.1}x; {:.2} loads from PostgreSQL and {:.2} flash answers per transaction",
                     fraction * 100.0,
+                    s.access,
                     s.backend_loads.unwrap_or(0) as f64 / executed,
                     s.flash_answers.unwrap_or(0) as f64 / executed,
                 )
@@ -493,9 +498,14 @@ fn machine(out: &mut String, r: &FlashReport, missing: &[String]) {
 }
 
 fn gain_chart(r: &FlashReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> {
-    let rows = size_rows(r);
+    let rows = size_rows(r, "wire");
+    let direct = size_rows(r, "direct");
     let labels: Vec<String> = rows.iter().map(|(f, _, _)| format!("{:.0} %", f * 100.0)).collect();
     let ours: Vec<Option<f64>> = rows.iter().map(|(_, _, g)| *g).collect();
+    let ours_direct: Vec<Option<f64>> = rows
+        .iter()
+        .map(|(f, _, _)| direct.iter().find(|(d, _, _)| (d - f).abs() < 1e-9).and_then(|(_, _, g)| *g))
+        .collect();
     let study: Vec<Option<f64>> = rows.iter().map(|(f, _, _)| study_gain(*f)).collect();
     let line = |name: &str, index: usize, values: Vec<Option<f64>>| LineSpec {
         name: name.into(),
@@ -517,7 +527,11 @@ fn gain_chart(r: &FlashReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> {
         y_desc: "TPS relative to PostgreSQL alone".into(),
         y_scale: YScale::Linear,
         y_from_zero: true,
-        series: vec![line("pgtier (measured)", 0, ours), line("study 003 (Table 3)", 1, study)],
+        series: vec![
+            line("pgtier over the wire", 0, ours),
+            line("pgtier direct (embedded)", 2, ours_direct),
+            line("study 003 (Table 3)", 1, study),
+        ],
         reference_y: Some((1.0, "PostgreSQL alone".into())),
         legend_title: None,
         footnotes: vec![(
@@ -555,6 +569,7 @@ mod tests {
         SideFigures {
             label: label.into(),
             study: study.into(),
+            access: "wire".into(),
             cache_fraction: fraction,
             txn_per_s,
             check: (label != BASELINE).then(|| CheckFigures { drained: true, clean: true, ..CheckFigures::default() }),
@@ -584,9 +599,9 @@ mod tests {
         for section in SECTIONS {
             assert!(text.contains(section), "{section} missing");
         }
-        assert!(text.contains("| 10 % |") && text.contains("| 3.0x | 2.4x |"), "{text}");
+        assert!(text.contains("| 10 % | wire |") && text.contains("| 3.0x | 2.4x |"), "{text}");
         // 2.0x at 20 % is below the study's 3.2x: the report says so, with figures.
-        assert!(text.contains("20 %: 2.0x against the study's 3.2x"), "{text}");
+        assert!(text.contains("20 % (wire): 2.0x against the study's 3.2x"), "{text}");
         assert!(report.checks_clean());
     }
 

@@ -127,7 +127,7 @@ impl FlashOptions {
             (Phase::Populate.name(), 5.0 + self.subscribers as f64 / 12_000.0),
             (Phase::Limit.name(), 10.0),
             (Phase::Baseline.name(), run),
-            (Phase::Sizes.name(), side * self.sizes.len() as f64),
+            (Phase::Sizes.name(), load + 2.0 * run * self.sizes.len() as f64),
             (Phase::Curve.name(), load + (self.curve_lead + self.curve_after).as_secs_f64() + 8.0),
             (Phase::UseCase2.name(), 2.0 * side),
             (Phase::WriteBack.name(), 2.0 * side),
@@ -383,9 +383,14 @@ fn shared_buffers_bytes(budget: u64) -> u64 {
 /// Label of PostgreSQL alone's run.
 pub const BASELINE: &str = "postgresql";
 
-/// Label of the study 003 run at `fraction`.
+/// Label of the study 003 run at `fraction` over the wire ...
 pub fn size_label(fraction: f64) -> String {
     format!("pgtier-{:.0}%", fraction * 100.0)
+}
+
+/// ... and in direct mode, on the same cache right after it.
+pub fn size_label_direct(fraction: f64) -> String {
+    format!("pgtier-direct-{:.0}%", fraction * 100.0)
 }
 
 /// Runs the demo, filling `report` as it goes.

@@ -36,6 +36,15 @@ pub(super) enum Access {
     Direct,
 }
 
+impl Access {
+    fn name(self) -> &'static str {
+        match self {
+            Access::Wire => "wire",
+            Access::Direct => "direct",
+        }
+    }
+}
+
 /// Which transactions the clients run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Load {
@@ -319,11 +328,7 @@ pub(super) fn cache_run(
                 measure(demo, &target, Some(&cache), load)?
             }
         };
-        side.access = match access {
-            Access::Wire => "wire",
-            Access::Direct => "direct",
-        }
-        .into();
+        side.access = access.name().into();
         side.loaded_bytes = Some(loaded);
         side.dram_budget_bytes = Some(spec.memory_budget);
         side.flash_bytes = spec.tier.map(|(bytes, _, _)| bytes);
@@ -359,16 +364,31 @@ pub(super) fn size_runs(demo: &mut Demo<'_, '_>, spec: &ServerSpec, sizes: &[(f6
                 current = flash;
             }
             demo.monitor.detail(format!("{label}: DRAM {} MB + flash {} MB", spec.memory_budget >> 20, flash >> 20));
-            let mut side = measure(demo, &target, Some(&cache), Load::Standard)?;
-            side.label = label;
-            side.study = "003".into();
-            side.access = "wire".into();
-            side.cache_fraction = Some(fraction);
-            side.loaded_bytes = Some(loaded);
-            side.dram_budget_bytes = Some(spec.memory_budget);
-            side.flash_bytes = Some(flash);
-            side.check = Some(check(demo, server.as_ref(), &cache)?);
-            demo.report.sides.push(side);
+            // Over the wire (the same client protocol as PostgreSQL alone's),
+            // then in direct mode (the engine in the application's process,
+            // pgtier's embedded deployment) on the same cache.
+            let direct = EmbeddedTarget::from_database(server.database(), &spec.dir, spec.commit_mode);
+            let mut measured = Vec::new();
+            for (access, target) in [(Access::Wire, &target as &dyn Target), (Access::Direct, &direct as &dyn Target)] {
+                let mut side = measure(demo, target, Some(&cache), Load::Standard)?;
+                side.label = match access {
+                    Access::Wire => label.clone(),
+                    Access::Direct => super::size_label_direct(fraction),
+                };
+                side.study = "003".into();
+                side.access = access.name().into();
+                side.cache_fraction = Some(fraction);
+                side.loaded_bytes = Some(loaded);
+                side.dram_budget_bytes = Some(spec.memory_budget);
+                side.flash_bytes = Some(flash);
+                measured.push(side);
+            }
+            // One check of the cache both runs wrote to.
+            let checked = check(demo, server.as_ref(), &cache)?;
+            for mut side in measured {
+                side.check = Some(checked.clone());
+                demo.report.sides.push(side);
+            }
         }
         Ok(())
     })();
