@@ -58,6 +58,24 @@ pub struct PopulationSummary {
     pub copy_format: String,
 }
 
+impl PopulationSummary {
+    /// What a finished population reports, for result files and reports.
+    pub fn of(
+        done: &crate::tatp::population::PopulateReport,
+        options: &crate::tatp::population::PopulateOptions,
+        copy_format: &str,
+    ) -> PopulationSummary {
+        PopulationSummary {
+            subscribers: options.subscribers,
+            total_s: done.total.as_secs_f64(),
+            tables: done.tables.iter().map(|t| (t.table.to_owned(), t.rows, t.expected_rows)).collect(),
+            phases: done.phases.iter().map(|(p, d)| (p.clone(), d.as_secs_f64())).collect(),
+            streams: options.streams,
+            copy_format: copy_format.to_owned(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TatpExtras {
     #[serde(default)]

@@ -425,7 +425,8 @@ fn populate(chosen: &Chosen, seed: u64, subscribers: u64, streams: usize) -> any
         target.describe(),
         chosen.load_format()
     );
-    let report = population::populate(target, &PopulateOptions { subscribers, streams, seed, progress: true })?;
+    let options = PopulateOptions { subscribers, streams, seed, progress: true };
+    let report = population::populate(target, &options)?;
     println!("\nPopulation: {subscribers} subscribers in {:.1} s", report.total.as_secs_f64());
     let phases: Vec<String> = report.phases.iter().map(|(p, d)| format!("{p} {:.1} s", d.as_secs_f64())).collect();
     println!("  phases: {}", phases.join(", "));
@@ -438,14 +439,7 @@ fn populate(chosen: &Chosen, seed: u64, subscribers: u64, streams: usize) -> any
             t.deviation_percent()
         );
     }
-    Ok(PopulationSummary {
-        subscribers,
-        total_s: report.total.as_secs_f64(),
-        tables: report.tables.iter().map(|t| (t.table.to_owned(), t.rows, t.expected_rows)).collect(),
-        phases: report.phases.iter().map(|(p, d)| (p.clone(), d.as_secs_f64())).collect(),
-        streams,
-        copy_format: chosen.load_format().to_owned(),
-    })
+    Ok(PopulationSummary::of(&report, &options, chosen.load_format()))
 }
 
 fn measure(

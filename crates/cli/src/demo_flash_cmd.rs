@@ -65,7 +65,7 @@ pub struct FlashArgs {
     #[arg(long, value_name = "S", default_value_t = 10.0)]
     curve_lead: f64,
     /// Load after the tier is enabled in the warm-up curve, seconds
-    #[arg(long, value_name = "S", default_value_t = 40.0)]
+    #[arg(long, value_name = "S", default_value_t = 30.0)]
     curve_after: f64,
     /// Use case 2's DRAM budget in % of all instances (20: TATP over 5x the DRAM budget)
     #[arg(long, value_name = "PCT", default_value_t = 20.0)]

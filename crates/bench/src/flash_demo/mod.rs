@@ -472,14 +472,7 @@ impl Demo<'_, '_> {
             progress: false,
         };
         let done = populate(&pg, &options).map_err(|e| self.fail()(DbError::new(None, e.to_string())))?;
-        self.report.population = Some(PopulationSummary {
-            subscribers: self.o.subscribers,
-            total_s: done.total.as_secs_f64(),
-            tables: done.tables.iter().map(|t| (t.table.to_owned(), t.rows, t.expected_rows)).collect(),
-            phases: done.phases.iter().map(|(p, d)| (p.clone(), d.as_secs_f64())).collect(),
-            streams: self.o.populate_streams,
-            copy_format: "binary".to_owned(),
-        });
+        self.report.population = Some(PopulationSummary::of(&done, &options, "binary"));
         let postgres_bytes = sides::postgres_data_bytes(&self.control.backend_url).map_err(self.fail())?;
         self.report.data = Some(DataFigures {
             subscribers: self.o.subscribers,
