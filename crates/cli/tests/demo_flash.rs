@@ -79,6 +79,8 @@ fn demo_flash_runs_every_study_and_checks_every_answer() {
         assert!(limit.limit_bytes.is_some() && limit.unavailable.is_none(), "{limit:?}");
         // Tightened after measuring PostgreSQL's own memory under load.
         assert!(limit.process_bytes.is_some() && limit.limit_bytes < limit.sizing_limit_bytes, "{limit:?}");
+        // pgtier's runs had the headroom on top of PostgreSQL alone's limit.
+        assert!(limit.pgtier_runs_limit_bytes > limit.limit_bytes, "{limit:?}");
         let shared_buffers = report.postgres_settings.iter().find(|(n, _)| n == "shared_buffers").map(|(_, v)| v);
         assert_ne!(shared_buffers.map(String::as_str), Some("2GB"), "shared_buffers not lowered to the budget");
     }

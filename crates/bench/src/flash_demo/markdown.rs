@@ -428,20 +428,23 @@ fn baseline(out: &mut String, r: &FlashReport) {
         (Some(limit), _) => {
             let _ = writeln!(
                 out,
-                "PostgreSQL ran in a memory cgroup of {} MB (shared_buffers {}, work_mem 4MB): the limit bounds its page \
-                 cache too, so it could not read the database from the machine's free memory. At the end: {} MB charged \
-                 (peak {} MB), {} MB of it page cache, {} reclaims at the limit. The limit is pgtier's DRAM budget plus \
-                 PostgreSQL's own memory measured under the baseline's load ({} MB: backends, shared memory beside the \
-                 buffer pool) plus headroom for the connections pgtier's runs add: pgtier's budget counts the instances it \
-                 holds, not its process, and PostgreSQL's caching memory (buffer pool and page cache) is held to the same \
-                 budget. The pgtier runs used the same limited PostgreSQL for their misses and write-through.",
+                "PostgreSQL alone ran in a memory cgroup of {} MB (shared_buffers {}, work_mem 4MB): pgtier's DRAM \
+                 budget plus PostgreSQL's own memory measured under the baseline's load ({} MB: backends, shared memory \
+                 beside the buffer pool) plus 8 MB of slack. The limit bounds the page cache too, so PostgreSQL could not \
+                 read the database from the machine's free memory: its page cache held {} MB at the end of its run. \
+                 pgtier's runs open connections PostgreSQL alone's did not (pool, LOAD streams, write-through), so the \
+                 limit was raised to {} MB for them (the kernel would otherwise kill a backend); what those leave unused \
+                 PostgreSQL may cache with, which can only help pgtier's misses. At the end: {} MB charged, {} MB of it \
+                 page cache, {} reclaims at the limit. The pgtier runs used this same PostgreSQL for their misses and \
+                 write-through.",
                 mb(limit),
                 m.shared_buffers,
+                opt(m.process_bytes.map(mb)),
+                opt(m.baseline_page_cache_bytes.map(mb)),
+                opt(m.pgtier_runs_limit_bytes.map(mb)),
                 opt(m.usage_bytes.map(mb)),
-                opt(m.peak_bytes.map(mb)),
                 opt(m.page_cache_bytes.map(mb)),
                 opt(m.limit_hits),
-                opt(m.process_bytes.map(mb)),
             );
         }
         (None, Some(why)) => {

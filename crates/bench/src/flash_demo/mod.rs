@@ -76,8 +76,8 @@ pub struct FlashOptions {
     pub uc2_dram_share: f64,
     /// PostgreSQL's memory limit is the DRAM budget plus its processes'
     /// own memory (backends, shared memory beside the buffer pool), measured
-    /// under the baseline's load, plus this room for the connections
-    /// pgtier's runs add (pool, LOAD streams, write-through).
+    /// under the baseline's load; pgtier's runs add this room for the
+    /// connections they open (pool, LOAD streams, write-through).
     pub postgres_headroom_bytes: u64,
     pub commit_mode: CommitMode,
     /// Subscribers read back through the cache after each pgtier run.
@@ -210,6 +210,12 @@ pub struct MemoryLimitFigures {
     /// The limit while PostgreSQL's processes were measured.
     #[serde(default)]
     pub sizing_limit_bytes: Option<u64>,
+    /// The limit during pgtier's runs (the headroom added).
+    #[serde(default)]
+    pub pgtier_runs_limit_bytes: Option<u64>,
+    /// PostgreSQL alone's page cache at the end of its run.
+    #[serde(default)]
+    pub baseline_page_cache_bytes: Option<u64>,
     /// Times the kernel reclaimed at the limit.
     pub limit_hits: Option<u64>,
 }
@@ -374,6 +380,9 @@ impl FlashReport {
 
 /// Room above the budget while PostgreSQL's own memory is measured.
 const SIZING_ROOM: u64 = 512 << 20;
+/// Room above the budget and PostgreSQL's measured own memory for the
+/// baseline: kernel memory and a backend's transient allocations.
+const BASELINE_SLACK: u64 = 8 << 20;
 
 /// PostgreSQL's buffer pool: a quarter of the memory it has for caching.
 fn shared_buffers_bytes(budget: u64) -> u64 {
@@ -520,8 +529,8 @@ impl Demo<'_, '_> {
     /// Under the sizing limit, the baseline's load runs for the warm-up
     /// time; what PostgreSQL then holds beyond page cache and its buffer
     /// pool is its processes' own memory. The limit becomes the DRAM budget
-    /// plus that plus the headroom, so what PostgreSQL can cache (buffer
-    /// pool and page cache) is about pgtier's DRAM budget.
+    /// plus that plus [`BASELINE_SLACK`], so what PostgreSQL alone can cache
+    /// (buffer pool and page cache) is about pgtier's DRAM budget.
     fn tighten(&mut self, pg: &PgTarget) -> Result<(), FlashError> {
         if self.control.limiter.is_none() || self.report.memory_limit.limit_bytes.is_none() {
             return Ok(());
@@ -534,7 +543,7 @@ impl Demo<'_, '_> {
         let budget = self.report.data.as_ref().map_or(0, |d| d.dram_budget_bytes);
         let (Some(usage), Some(cache)) = (read.usage_bytes, read.page_cache_bytes) else { return Ok(()) };
         let process = usage.saturating_sub(cache).saturating_sub(shared_buffers_bytes(budget));
-        let limit = budget + process + self.o.postgres_headroom_bytes;
+        let limit = (budget + process + BASELINE_SLACK).max(pgtier_backend::memory_limit::MEMORY_LIMIT_MIN);
         self.report.memory_limit.process_bytes = Some(process);
         match limiter.set_limit(limit) {
             Ok(()) => self.report.memory_limit.limit_bytes = Some(limit),
@@ -544,6 +553,24 @@ impl Demo<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// pgtier's runs open connections PostgreSQL alone's did not (pool,
+    /// LOAD streams, write-through), whose backends need memory the
+    /// baseline's measurement did not see: the headroom is added now, or
+    /// the kernel would kill a backend mid-run. What they leave unused
+    /// PostgreSQL may cache with, which can only help pgtier's misses; the
+    /// report says so.
+    fn widen(&mut self) {
+        let Some(limit) = self.report.memory_limit.limit_bytes else { return };
+        let Some(limiter) = self.control.limiter.as_deref_mut() else { return };
+        // The page cache PostgreSQL alone ran with, before the wider limit.
+        self.report.memory_limit.baseline_page_cache_bytes = limiter.read().page_cache_bytes;
+        let widened = limit + self.o.postgres_headroom_bytes;
+        match limiter.set_limit(widened) {
+            Ok(()) => self.report.memory_limit.pgtier_runs_limit_bytes = Some(widened),
+            Err(why) => self.report.memory_limit.unavailable = Some(format!("widening the limit: {why}")),
+        }
     }
 
     fn baseline(&mut self) -> Result<(), FlashError> {
@@ -562,6 +589,7 @@ impl Demo<'_, '_> {
     /// in between (`ALTER CACHE TIER RESIZE`, as study 003 resized its cache
     /// while the workload ran). A shrink drops the oldest regions first.
     fn size_runs(&mut self) -> Result<(), FlashError> {
+        self.widen();
         let data = self.report.data.clone().unwrap_or_default();
         let budget = data.dram_budget_bytes;
         let mut sizes: Vec<(f64, u64)> = self
@@ -651,7 +679,7 @@ fn settings(o: &FlashOptions) -> Vec<(String, String)> {
         (
             "PostgreSQL's memory limit".into(),
             format!(
-                "the DRAM budget + its processes' memory measured under load + {} MB headroom",
+                "the DRAM budget + its processes' memory measured under load (+ {} MB headroom in pgtier's runs)",
                 o.postgres_headroom_bytes >> 20
             ),
         ),
