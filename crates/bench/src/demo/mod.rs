@@ -531,11 +531,9 @@ impl Demo<'_, '_> {
         self.interrupted()?;
         self.phase = phase;
         let index = Phase::ALL.iter().position(|p| *p == phase).unwrap_or(0);
-        self.monitor.begin(index);
-        let started = Instant::now();
-        let result = body(self);
-        self.report.phases.push((phase.name().to_owned(), started.elapsed().as_secs_f64()));
-        self.monitor.end(index);
+        let monitor = self.monitor;
+        let (result, seconds) = monitor.phase(index, || body(self));
+        self.report.phases.push((phase.name().to_owned(), seconds));
         result
     }
 
@@ -696,9 +694,9 @@ impl Drainer for DirectDrain<'_> {
 /// backend) and this process's CPU per component: PostgreSQL alone, or
 /// pgtier in front of it, where the study's "backend CPU and commit waits
 /// with the cache" are PostgreSQL's, applying the write-through.
-struct Sampled<'a> {
-    inner: &'a dyn Target,
-    sampler_url: String,
+pub(crate) struct Sampled<'a> {
+    pub(crate) inner: &'a dyn Target,
+    pub(crate) sampler_url: String,
 }
 
 impl Target for Sampled<'_> {

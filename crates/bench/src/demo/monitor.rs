@@ -139,6 +139,17 @@ impl Monitor {
         s.done_real_s += s.phase_started.elapsed().as_secs_f64();
     }
 
+    /// Runs `body` as phase `index` (its line, the ETA's bookkeeping);
+    /// returns what it returned and its wall seconds.
+    pub(crate) fn phase<T>(&self, index: usize, body: impl FnOnce() -> T) -> (T, f64) {
+        self.begin(index);
+        let started = Instant::now();
+        let result = body();
+        let seconds = started.elapsed().as_secs_f64();
+        self.end(index);
+        (result, seconds)
+    }
+
     pub(crate) fn detail(&self, text: String) {
         lock(&self.state).detail = text;
     }

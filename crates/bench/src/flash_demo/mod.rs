@@ -325,7 +325,8 @@ pub struct SideFigures {
     /// The device holding the flash file (and here PostgreSQL's data), over the window.
     pub device: Option<DiskFigures>,
     pub device_name: Option<String>,
-    /// PostgreSQL's WAL over the window (`pg_stat_wal`).
+    /// PostgreSQL's WAL over the measure window (its WAL position's advance,
+    /// from the kit's sampler).
     pub postgres_wal_mb_s: Option<f64>,
     pub check: Option<CheckFigures>,
 }
@@ -451,11 +452,9 @@ impl Demo<'_, '_> {
         self.interrupted()?;
         self.phase = phase;
         let index = Phase::ALL.iter().position(|p| *p == phase).unwrap_or(0);
-        self.monitor.begin(index);
-        let started = Instant::now();
-        let result = body(self);
-        self.report.phases.push((phase.name().to_owned(), started.elapsed().as_secs_f64()));
-        self.monitor.end(index);
+        let monitor = self.monitor;
+        let (result, seconds) = monitor.phase(index, || body(self));
+        self.report.phases.push((phase.name().to_owned(), seconds));
         result
     }
 

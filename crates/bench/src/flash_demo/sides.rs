@@ -9,6 +9,7 @@ use pgtier_cache::{Aging, Cache, FlashPolicy, LoadOptions, TierCommand, TierInfo
 use rand::SeedableRng;
 
 use super::{CheckFigures, CurvePoint, Demo, FlashError, FlashServer, GROUP, ServerSpec, SideFigures, TxnFigures};
+use crate::demo::Sampled;
 use crate::device::{DiskFigures, device_of, disk_counters};
 use crate::driver::{LiveCounters, LoadSpec, RepetitionTally, run_repetition};
 use crate::target::{DbError, Target};
@@ -91,13 +92,6 @@ pub(super) fn region_size(flash_bytes: u64) -> u64 {
     region
 }
 
-/// PostgreSQL's WAL bytes so far (`pg_stat_wal`).
-fn postgres_wal_bytes(url: &str) -> Option<u64> {
-    let mut client = pgtier_backend::connect::connect(url).ok()?;
-    let row = client.query_one("SELECT wal_bytes::int8 FROM pg_stat_wal", &[]).ok()?;
-    Some(row.get::<_, i64>(0).max(0) as u64)
-}
-
 /// The group's row of the tier's figures (counters since the server started).
 fn group_tier(cache: &Cache) -> (TierInfo, TierInfo) {
     let rows = cache.tier_stats();
@@ -126,7 +120,12 @@ fn repetition(
         LoadSpec { threads: demo.o.threads, rate_per_s: None, ramp_up, measure, ramp_down: Duration::ZERO, seed };
     let live = LiveCounters::default();
     let interrupt = demo.control.interrupt;
-    let tally = run_repetition(target, &workload, &spec, &live, &mut |_, elapsed| {
+    // PostgreSQL's figures over the measure window come from the kit's one
+    // sampler (WAL position, commits, CPU), on every side and in every
+    // repetition alike, so its session is there when PostgreSQL's own
+    // memory is measured too.
+    let target = Sampled { inner: target, sampler_url: demo.control.backend_url.clone() };
+    let tally = run_repetition(&target, &workload, &spec, &live, &mut |_, elapsed| {
         if interrupt.load(Ordering::Relaxed) {
             live.stop.store(true, Ordering::Relaxed);
         }
@@ -172,7 +171,6 @@ pub(super) fn measure(
     }
     let device = device_of(&o.work_dir).ok();
     let device_before = device.as_ref().and_then(|d| disk_counters(d).ok());
-    let wal_before = postgres_wal_bytes(&demo.control.backend_url);
     let tier_before = cache.map(group_tier);
     let began = Instant::now();
     let ramp_up = Duration::from_secs(1);
@@ -188,9 +186,7 @@ pub(super) fn measure(
         side.device = Some(DiskFigures::between(&before, &after, elapsed.as_secs_f64()));
         side.device_name = Some(device.name.clone());
     }
-    if let (Some(before), Some(after)) = (wal_before, postgres_wal_bytes(&demo.control.backend_url)) {
-        side.postgres_wal_mb_s = Some(after.saturating_sub(before) as f64 / elapsed.as_secs_f64() / 1e6);
-    }
+    side.postgres_wal_mb_s = tally.backend.as_ref().map(|b| b.wal_bytes_per_s / 1e6);
     if let (Some(cache), Some((_, before))) = (cache, tier_before) {
         let (store, after) = group_tier(cache);
         side.memory_instances = Some(after.memory_instances);
