@@ -110,6 +110,9 @@ pub(crate) struct DbInner {
     shutdown: Shutdown,
     pub(crate) recovery: RecoveryReport,
     incarnation: Incarnation,
+    /// The directory's lock file, released when the last handle goes:
+    /// declared last, so it outlives every file written above.
+    _lock: crate::files::DirLock,
 }
 
 impl DbInner {
@@ -134,6 +137,7 @@ impl DbInner {
             shutdown: Shutdown::default(),
             recovery: r.report,
             incarnation: r.incarnation,
+            _lock: r.lock,
             config,
         })
     }

@@ -94,6 +94,10 @@ pub enum EngineError {
     /// XX001: a checkpoint or WAL record failed validation.
     #[error("data corrupted: {0}")]
     Corrupt(String),
+    /// F0001, as PostgreSQL's "lock file already exists": another open
+    /// database (in this process or another) holds the directory.
+    #[error("data directory \"{dir}\" is in use: another pgtier holds its lock file \"{lock_file}\"")]
+    DirectoryInUse { dir: String, lock_file: String },
     /// 57P01: the database is shutting down.
     #[error("terminating connection due to administrator command")]
     ShuttingDown,
@@ -130,6 +134,7 @@ impl EngineError {
             EngineError::DuplicateObject { .. } => "42710",
             EngineError::Io { .. } | EngineError::Wal(_) => "58030",
             EngineError::Corrupt(_) => "XX001",
+            EngineError::DirectoryInUse { .. } => "F0001",
             EngineError::ShuttingDown => "57P01",
             EngineError::FeatureNotSupported(_) => "0A000",
         }

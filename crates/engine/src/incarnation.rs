@@ -45,7 +45,8 @@ pub(crate) fn open_or_create(dir: &Path) -> Result<Incarnation> {
             let had_data = std::fs::read_dir(dir)
                 .map_err(|e| EngineError::io(format!("reading {}", dir.display()), e))?
                 .filter_map(std::result::Result::ok)
-                .any(|entry| entry.file_name() != TEMP);
+                // The lock file is taken before this runs: not history.
+                .any(|entry| entry.file_name() != TEMP && entry.file_name() != crate::files::LOCK_FILE);
             let id = random_id()?;
             write_durably(dir, &id)?;
             Ok(Incarnation { id, adopted: had_data })
@@ -88,6 +89,13 @@ mod tests {
         assert_eq!(again, first);
         let other = tempfile::tempdir().unwrap();
         assert_ne!(open_or_create(other.path()).unwrap().id, first.id);
+    }
+
+    #[test]
+    fn a_directory_holding_only_its_lock_file_is_new() {
+        let dir = tempfile::tempdir().unwrap();
+        let _lock = crate::files::DirLock::acquire(dir.path()).unwrap();
+        assert!(!open_or_create(dir.path()).unwrap().adopted, "the lock file is no history");
     }
 
     #[test]

@@ -61,11 +61,15 @@ pub(crate) struct Recovered {
     pub(crate) consumers: Consumers,
     pub(crate) report: RecoveryReport,
     pub(crate) incarnation: crate::incarnation::Incarnation,
+    /// Held for as long as the database is open.
+    pub(crate) lock: crate::files::DirLock,
 }
 
 pub(crate) fn open(dir: &Path, wal_config: &WalConfig) -> Result<Recovered> {
     let started = Instant::now();
     std::fs::create_dir_all(dir).map_err(|e| EngineError::io(format!("create {}", dir.display()), e))?;
+    // Before anything is read or written: the directory is ours alone.
+    let lock = crate::files::DirLock::acquire(dir)?;
     // Before anything else is written: a new directory gets its id first.
     let incarnation = crate::incarnation::open_or_create(dir)?;
     let wal = Wal::open(&dir.join("wal"), wal_config.clone())?;
@@ -130,6 +134,7 @@ pub(crate) fn open(dir: &Path, wal_config: &WalConfig) -> Result<Recovered> {
         consumers,
         report,
         incarnation,
+        lock,
     })
 }
 

@@ -644,3 +644,24 @@ fn not_null_violation_shows_the_failing_row() {
     assert_eq!(e.detail(), Some("Failing row contains (1, null, null)."));
     t.rollback();
 }
+
+/// A directory is open in one engine at a time: a second open (another
+/// server on the same directory) is refused with F0001 and changes
+/// nothing; once every handle of the first is gone, it opens again with
+/// what the first committed.
+#[test]
+fn a_directory_open_elsewhere_is_refused_until_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    create_parent_child(&db);
+    let second = db.clone();
+    let refused = pgtier_engine::Database::open(dir.path(), common::config()).err().expect("a second open");
+    assert_eq!(refused.sqlstate(), "F0001", "{refused}");
+    assert!(refused.to_string().contains("in use"), "{refused}");
+    drop(db);
+    // A clone still holds it.
+    assert!(pgtier_engine::Database::open(dir.path(), common::config()).is_err());
+    drop(second);
+    let reopened = open(dir.path());
+    assert!(reopened.catalog().table_by_name("parent").is_some());
+}
