@@ -580,57 +580,75 @@ fn as_bool(v: Value) -> Option<bool> {
 
 /// SQL LIKE with `%`, `_` and the default escape `\`.
 pub fn like(s: &str, pattern: &str) -> Result<bool> {
-    let s: Vec<char> = s.chars().collect();
-    let p: Vec<char> = pattern.chars().collect();
-    if p.last() == Some(&'\\') && p.iter().rev().take_while(|c| **c == '\\').count() % 2 == 1 {
+    let p = pattern.as_bytes();
+    if p.last() == Some(&b'\\') && p.iter().rev().take_while(|c| **c == b'\\').count() % 2 == 1 {
         return Err(SqlError::new("22025", "LIKE pattern must not end with escape character"));
     }
-    Ok(like_at(&s, &p))
+    Ok(like_at(s.as_bytes(), p))
 }
 
-fn like_at(s: &[char], p: &[char]) -> bool {
-    // Iterative matcher with backtracking to the last `%` (linear in practice).
+/// Bytes of the UTF-8 character that starts with `lead`.
+fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0x00..=0x7f => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
+    }
+}
+
+/// LIKE over the UTF-8 bytes of text and pattern, a character at a time
+/// (both offsets stay on character boundaries; `_` consumes one character,
+/// a literal matches when its bytes do): no copy of either per row, where
+/// matching on `Vec<char>` allocated both for every row a scan filtered.
+/// Iterative, backtracking to the last `%` (linear in practice).
+fn like_at(s: &[u8], p: &[u8]) -> bool {
     let (mut si, mut pi) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while si < s.len() {
         if pi < p.len() {
             match p[pi] {
-                '%' => {
+                b'%' => {
                     star = Some((pi, si));
                     pi += 1;
                     continue;
                 }
-                '_' => {
-                    si += 1;
+                b'_' => {
+                    si += utf8_len(s[si]);
                     pi += 1;
-                    continue;
-                }
-                '\\' if pi + 1 < p.len() && p[pi + 1] == s[si] => {
-                    si += 1;
-                    pi += 2;
                     continue;
                 }
                 // An escaped character matches only itself: the backslash
                 // never matches a backslash of the text.
-                '\\' if pi + 1 < p.len() => {}
-                c if c == s[si] => {
-                    si += 1;
-                    pi += 1;
-                    continue;
+                b'\\' if pi + 1 < p.len() => {
+                    let literal = &p[pi + 1..pi + 1 + utf8_len(p[pi + 1])];
+                    if s[si..].starts_with(literal) {
+                        si += literal.len();
+                        pi += 1 + literal.len();
+                        continue;
+                    }
                 }
-                _ => {}
+                lead => {
+                    let literal = &p[pi..pi + utf8_len(lead)];
+                    if s[si..].starts_with(literal) {
+                        si += literal.len();
+                        pi += literal.len();
+                        continue;
+                    }
+                }
             }
         }
         match star {
             Some((sp, ss)) => {
+                let next = ss + utf8_len(s[ss]);
                 pi = sp + 1;
-                si = ss + 1;
-                star = Some((sp, ss + 1));
+                si = next;
+                star = Some((sp, next));
             }
             None => return false,
         }
     }
-    p[pi..].iter().all(|c| *c == '%')
+    p[pi..].iter().all(|c| *c == b'%')
 }
 
 #[cfg(test)]
@@ -649,5 +667,77 @@ mod tests {
         assert!(like("a_b", "%\\_%").unwrap());
         assert!(like("", "%").unwrap());
         assert!(like("abcabc", "%abc").unwrap());
+        assert!(like("größe", "gr_ße").unwrap());
+        assert!(like("größe", "%ß%").unwrap());
+        assert!(!like("grösse", "gr_ße").unwrap());
+        assert!(like("日本語", "_本_").unwrap());
+        assert!(like("a日", "a\\日").unwrap());
+        assert!(like("x%日", "x\\%_").unwrap());
+        assert!(like("x\\y", "x\\\\y").unwrap());
+        assert!(like("ab", "a\\b").unwrap());
+        assert!(like("a", "a\\\\").is_ok());
+        assert!(like("a", "a\\").is_err());
+    }
+
+    /// The byte matcher against the character matcher it replaced, on
+    /// random texts and patterns over a small alphabet with multi-byte
+    /// characters, wildcards and escapes.
+    #[test]
+    fn like_on_bytes_agrees_with_like_on_chars() {
+        fn on_chars(s: &[char], p: &[char]) -> bool {
+            let (mut si, mut pi) = (0, 0);
+            let mut star: Option<(usize, usize)> = None;
+            while si < s.len() {
+                if pi < p.len() {
+                    match p[pi] {
+                        '%' => {
+                            star = Some((pi, si));
+                            pi += 1;
+                            continue;
+                        }
+                        '_' => {
+                            si += 1;
+                            pi += 1;
+                            continue;
+                        }
+                        '\\' if pi + 1 < p.len() && p[pi + 1] == s[si] => {
+                            si += 1;
+                            pi += 2;
+                            continue;
+                        }
+                        '\\' if pi + 1 < p.len() => {}
+                        c if c == s[si] => {
+                            si += 1;
+                            pi += 1;
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+                match star {
+                    Some((sp, ss)) => {
+                        pi = sp + 1;
+                        si = ss + 1;
+                        star = Some((sp, ss + 1));
+                    }
+                    None => return false,
+                }
+            }
+            p[pi..].iter().all(|c| *c == '%')
+        }
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let text_alphabet = ['a', 'b', 'ß', '日', '%', '_', '\\'];
+        let pattern_alphabet = ['a', 'b', 'ß', '日', '%', '_', '\\', '%', '_'];
+        for _ in 0..20_000 {
+            let text: String = (0..rng.random_range(0..8)).map(|_| text_alphabet[rng.random_range(0..7)]).collect();
+            let pattern: String =
+                (0..rng.random_range(0..7)).map(|_| pattern_alphabet[rng.random_range(0..9)]).collect();
+            let chars: (Vec<char>, Vec<char>) = (text.chars().collect(), pattern.chars().collect());
+            match like(&text, &pattern) {
+                Ok(matched) => assert_eq!(matched, on_chars(&chars.0, &chars.1), "{text:?} LIKE {pattern:?}"),
+                Err(_) => assert!(pattern.ends_with('\\'), "{pattern:?} refused"),
+            }
+        }
     }
 }
