@@ -82,6 +82,18 @@ pub fn connect_backend(params: &crate::ConnectParams) -> Result<Client, ConnectE
     connect_config(&mut config, &params.shown)
 }
 
+/// Sent once on the connections that run pgtier's own prepared key
+/// lookups and row changes (dynamic loads, write-through): every execution
+/// uses the generic plan. PostgreSQL's plan cache otherwise plans five
+/// executions with their values and keeps planning each one anew whenever
+/// the generic plan's estimate is not below theirs, which for a statement
+/// by primary key it never is, and planning then costs more than running
+/// (a dynamic load's `UNION ALL` of four lookups: most of its CPU). The
+/// plan is an index lookup whatever the key. A no-op before PostgreSQL 12,
+/// which has no such setting. Never on connections that run applications'
+/// statements (passthrough), whose plans are theirs to choose.
+pub const GENERIC_PLANS: &str = "SELECT set_config('plan_cache_mode', 'force_generic_plan', false) WHERE current_setting('server_version_num')::int >= 120000";
+
 /// Like [`connect`] for an already-built `Config`; `shown_as` names the target
 /// in error messages and must not contain a password.
 pub fn connect_config(config: &mut Config, shown_as: &str) -> Result<Client, ConnectError> {

@@ -329,6 +329,7 @@ pub(crate) fn session_connection(
 ) -> Result<(Client, i32), CacheError> {
     client
         .batch_execute("SET standard_conforming_strings = on; SET synchronous_commit = on;")
+        .and_then(|()| client.batch_execute(pgtier_backend::connect::GENERIC_PLANS))
         .map_err(|e| connection_error(&e))?;
     let origin = node::object(&node.name, object);
     let set_up = client

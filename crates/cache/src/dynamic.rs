@@ -12,13 +12,15 @@
 //! - otherwise (a write, or a re-read) an instance on flash is taken from
 //!   there and inserted as `Origin::Load`, without waiting for the WAL's
 //!   fsync (moving a clean instance between tiers changes no data);
-//! - otherwise the instance is read from PostgreSQL in one REPEATABLE READ
-//!   transaction (one prepared query per table, on a pooled connection) and
-//!   inserted as `Origin::Load` in one engine transaction, pinned, when that
-//!   snapshot holds every write-through commit to the instance (`fence`: an
-//!   instance deleted in the cache is not brought back from a snapshot older
-//!   than the delete's arrival in PostgreSQL; the horizon is read, in the
-//!   same PostgreSQL transaction, only for instances with marks);
+//! - otherwise the instance is read from PostgreSQL by one prepared
+//!   statement (all its tables' rows, `UNION ALL`, on a pooled connection:
+//!   one round trip, one snapshot) and inserted as `Origin::Load` in one
+//!   engine transaction, pinned, when that snapshot holds every
+//!   write-through commit to the instance (`fence`: an instance deleted in
+//!   the cache is not brought back from a snapshot older than the delete's
+//!   arrival in PostgreSQL). For an instance with marks the horizon must be
+//!   read in the rows' snapshot: it is read again, with the horizon, in one
+//!   REPEATABLE READ transaction;
 //! - concurrent misses on one key wait for the first one's load (one flight
 //!   per key), so an instance is fetched once;
 //! - a key PostgreSQL does not have either answers "no row", as PostgreSQL
@@ -42,7 +44,7 @@ use crate::fence::{Fence, WriteThroughState};
 use crate::flash::OnFlash;
 use crate::group::CacheGroup;
 use crate::instance::{InstanceLayout, key_text};
-use crate::load::{decode_values, instance_query};
+use crate::load::{decode_values, instance_union_query, union_offset};
 use crate::pool::{Pool, Pooled};
 use crate::registry::{GroupEntry, InstancePin};
 
@@ -285,13 +287,35 @@ impl Dynamic {
         }
         // Registered before the PostgreSQL snapshot, as every load.
         let fence = Fence::open(cache, entry)?;
+        let predicate = entry.def.root_predicate.as_deref();
+        // One statement, so one snapshot and no transaction to end; the
+        // connection goes back before the insert waits for anything.
+        let rows = self.pool.with(|pooled| fetch_instance(pooled, &entry.group, predicate, key))?;
+        if rows[0].is_empty() {
+            return Ok(Loaded::Absent);
+        }
+        let txn = fence.begin_batch(db, Origin::Load)?;
+        if !fence.touched(key) {
+            return insert_rows(db, txn, &entry.def.name, layout, key, &rows).map(|_| Loaded::FromBackend);
+        }
+        // Written through since the fence opened: whether PostgreSQL's rows
+        // hold those writes is known only from the horizon read in the
+        // snapshot the rows come from, so both are read again in one
+        // REPEATABLE READ transaction (rare: the instance was not cached
+        // while it was written).
+        drop(txn);
         self.pool.with(|pooled| {
-            let rows = fetch_on(pooled, &entry.group, entry.def.root_predicate.as_deref(), key)?;
-            let written = if rows[0].is_empty() {
-                Ok(false)
-            } else {
-                insert_instance(db, &fence, &mut pooled.client, &entry.def.name, layout, key, &rows)
-            };
+            pooled
+                .client
+                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .map_err(|e| backend_error("dynamic load", &e))?;
+            let written = fetch_instance(pooled, &entry.group, predicate, key).and_then(|rows| {
+                if rows[0].is_empty() {
+                    Ok(false)
+                } else {
+                    insert_instance(db, &fence, &mut pooled.client, &entry.def.name, layout, key, &rows)
+                }
+            });
             // The read-only snapshot transaction ends either way.
             pooled.client.batch_execute("COMMIT").map_err(|e| backend_error("dynamic load", &e))?;
             written.map(|written| if written { Loaded::FromBackend } else { Loaded::Absent })
@@ -409,11 +433,12 @@ fn backend_error(what: &str, error: &postgres::Error) -> CacheError {
     CacheError::Backend(pgtier_backend::BackendError::from_postgres(what, error))
 }
 
-/// The rows of the instance of `key` in PostgreSQL, per group table, read in
-/// one REPEATABLE READ snapshot left open (the caller ends it); the root's
-/// list is empty when PostgreSQL has no such root (or it does not match the
+/// The rows of the instance of `key` in PostgreSQL, per group table, read
+/// by one statement ([`instance_union_query`], prepared once per pooled
+/// connection) in the caller's transaction or its own snapshot; all lists
+/// are empty when PostgreSQL has no such root (or it does not match the
 /// group's predicate).
-fn fetch_on(
+fn fetch_instance(
     pooled: &mut Pooled,
     group: &CacheGroup,
     predicate: Option<&str>,
@@ -421,9 +446,7 @@ fn fetch_on(
 ) -> Result<Vec<Vec<Vec<Value>>>, CacheError> {
     let texts: Vec<String> = key.iter().map(ToString::to_string).collect();
     let params: Vec<&(dyn ToSql + Sync)> = texts.iter().map(|text| text as &(dyn ToSql + Sync)).collect();
-    let params = &params[..];
     let root = group.root();
-    let key_len = root.def.primary_key.len();
     let key_columns: Vec<String> =
         root.def.primary_key.iter().map(|c| pgtier_backend::copy_out::quote_identifier(c)).collect();
     let casts: Vec<String> = root
@@ -440,28 +463,32 @@ fn fetch_on(
     if let Some(predicate) = predicate {
         filter = format!("({predicate}) AND {filter}");
     }
-    pooled
-        .client
-        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .map_err(|e| backend_error("dynamic load", &e))?;
-    let mut out = Vec::with_capacity(group.tables.len());
-    for (index, table) in group.tables.iter().enumerate() {
-        let sql = instance_query(group, index, Some(&filter), None);
-        let statement = pooled.statement(&sql).map_err(|e| backend_error("dynamic load", &e))?;
-        let rows = pooled.client.query(&statement, params).map_err(|e| backend_error("dynamic load", &e))?;
-        let mut decoded = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let fields: Vec<Option<&[u8]>> =
-                (0..row.len()).map(|i| row.try_get::<_, Raw<'_>>(i).map(|raw| raw.0).unwrap_or(None)).collect();
-            let (values, _) = decode_values(table, |column| fields.get(key_len + column).copied().flatten())?;
-            decoded.push(values);
-        }
-        out.push(decoded);
-        if index == 0 && out[0].is_empty() {
-            break;
-        }
+    let statement =
+        pooled.statement(&instance_union_query(group, &filter)).map_err(|e| backend_error("dynamic load", &e))?;
+    let rows = pooled.client.query(&statement, &params).map_err(|e| backend_error("dynamic load", &e))?;
+    let offsets: Vec<usize> = (0..group.tables.len()).map(|index| union_offset(group, index)).collect();
+    let mut out: Vec<Vec<Vec<Value>>> = vec![Vec::new(); group.tables.len()];
+    for row in &rows {
+        let part: i32 = row.try_get(0).map_err(|e| backend_error("dynamic load", &e))?;
+        let index = usize::try_from(part).ok().filter(|&index| index < group.tables.len());
+        let Some(index) = index else {
+            return Err(CacheError::DynamicLoad {
+                group: group.name.clone(),
+                sqlstate: "XX000".into(),
+                reason: format!("PostgreSQL answered a row of table {part}, which the group does not have"),
+            });
+        };
+        let fields: Vec<Option<&[u8]>> =
+            (0..row.len()).map(|i| row.try_get::<_, Raw<'_>>(i).map(|raw| raw.0).unwrap_or(None)).collect();
+        let (values, _) =
+            decode_values(&group.tables[index], |column| fields.get(offsets[index] + column).copied().flatten())?;
+        out[index].push(values);
     }
-    out.resize_with(group.tables.len(), Vec::new);
+    if out[0].is_empty() {
+        // Rows of children whose root PostgreSQL no longer has (or the
+        // predicate rejects) are no instance.
+        out.iter_mut().for_each(Vec::clear);
+    }
     Ok(out)
 }
 

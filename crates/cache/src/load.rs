@@ -143,12 +143,10 @@ impl VerifyTally {
         };
         self.compared += 1;
         let mut differs = false;
-        for (index, (mut mine, mut theirs)) in cached.into_iter().zip(remote).enumerate() {
-            let order = |rows: &mut Vec<Vec<Value>>| rows.sort_by_cached_key(|row| format!("{row:?}"));
-            order(&mut mine);
-            order(&mut theirs);
-            differs |= mine != theirs;
-            if mine != theirs && self.differences.len() < DIFFERENCES_MAX {
+        for (index, (mine, theirs)) in cached.into_iter().zip(remote).enumerate() {
+            let same = same_rows(&mine, &theirs);
+            differs |= !same;
+            if !same && self.differences.len() < DIFFERENCES_MAX {
                 let only_mine: Vec<&Vec<Value>> = mine.iter().filter(|row| !theirs.contains(row)).collect();
                 let only_theirs: Vec<&Vec<Value>> = theirs.iter().filter(|row| !mine.contains(row)).collect();
                 self.differences.push((
@@ -167,6 +165,34 @@ impl VerifyTally {
         self.differing == 0 && self.only_in_cache.is_empty()
     }
 }
+
+/// Whether two tables' rows of one instance are the same multiset. Rows
+/// arrive in no particular order on either side, and an instance has few
+/// rows of each table: each of `mine` is matched with an equal row of
+/// `theirs` not matched yet (quadratic, but with no allocation per row,
+/// where sorting by a rendering of each row made VERIFY format every
+/// value of the group).
+fn same_rows(mine: &[Vec<Value>], theirs: &[Vec<Value>]) -> bool {
+    if mine.len() != theirs.len() {
+        return false;
+    }
+    if mine.len() > SAME_ROWS_QUADRATIC_MAX {
+        let order = |rows: &[Vec<Value>]| {
+            let mut texts: Vec<String> = rows.iter().map(|row| format!("{row:?}")).collect();
+            texts.sort_unstable();
+            texts
+        };
+        return order(mine) == order(theirs);
+    }
+    let mut matched = vec![false; theirs.len()];
+    mine.iter().all(|row| {
+        let found = theirs.iter().zip(&matched).position(|(other, taken)| !taken && other == row);
+        found.map(|at| matched[at] = true).is_some()
+    })
+}
+
+/// Past this many rows of one table in one instance, [`same_rows`] sorts.
+const SAME_ROWS_QUADRATIC_MAX: usize = 64;
 
 /// What to do with an instance whose root key is already cached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -479,8 +505,50 @@ pub(crate) fn instance_query(
     root_filter: Option<&str>,
     table_filter: Option<&str>,
 ) -> String {
+    let (from, alias) = instance_from(group, index, root_filter);
+    let key = column_list("r", &group.root().def.primary_key).join(", ");
+    let columns = column_list(alias, group.tables[index].source.columns.iter().map(|c| c.name.as_str())).join(", ");
+    let table_filter = table_filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
+    format!("SELECT {key}, {columns} FROM {from}{table_filter} ORDER BY {key}")
+}
+
+/// One statement for the whole of the instances whose root matches
+/// `root_filter`, every table at once, so that a dynamic load costs
+/// PostgreSQL one round trip and one snapshot: `SELECT 0, root columns,
+/// NULLs ... UNION ALL SELECT 1, NULLs, child columns, NULLs ...`. Column
+/// 0 is the table's index in the group; table `i`'s columns start at
+/// [`union_offset`]`(group, i)`, the other tables' positions are NULL.
+pub(crate) fn instance_union_query(group: &CacheGroup, root_filter: &str) -> String {
+    let nulls = |table: &GroupTable| -> Vec<String> {
+        table.source.columns.iter().map(|column| format!("NULL::{}", column.type_name)).collect()
+    };
+    let branches: Vec<String> = (0..group.tables.len())
+        .map(|index| {
+            let (from, alias) = instance_from(group, index, Some(root_filter));
+            let mut select = vec![index.to_string()];
+            for (other, table) in group.tables.iter().enumerate() {
+                if other == index {
+                    select.extend(column_list(alias, table.source.columns.iter().map(|c| c.name.as_str())));
+                } else {
+                    select.extend(nulls(table));
+                }
+            }
+            format!("SELECT {} FROM {from}", select.join(", "))
+        })
+        .collect();
+    branches.join(" UNION ALL ")
+}
+
+/// Where table `index`'s columns start in a row of [`instance_union_query`].
+pub(crate) fn union_offset(group: &CacheGroup, index: usize) -> usize {
+    1 + group.tables[..index].iter().map(|table| table.source.columns.len()).sum::<usize>()
+}
+
+/// `table JOIN parent ... JOIN (root WHERE root_filter) AS r` for table
+/// `index` of the group, and the alias its own columns go by (`r` for the
+/// root, `t0` for a child).
+fn instance_from(group: &CacheGroup, index: usize, root_filter: Option<&str>) -> (String, &'static str) {
     let root = group.root();
-    let root_key = &root.def.primary_key;
     let filter = root_filter.map(|filter| format!(" WHERE {filter}")).unwrap_or_default();
     let root_relation = format!("(SELECT * FROM {}{filter}) AS r", quoted(root));
     let chain = group.chain(index);
@@ -501,10 +569,7 @@ pub(crate) fn instance_query(
             .collect();
         from.push_str(&format!(" JOIN {relation} ON {}", on.join(" AND ")));
     }
-    let key = column_list("r", root_key).join(", ");
-    let columns = column_list(&alias(0), group.tables[index].source.columns.iter().map(|c| c.name.as_str())).join(", ");
-    let table_filter = table_filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
-    format!("SELECT {key}, {columns} FROM {from}{table_filter} ORDER BY {key}")
+    (from, if index == 0 { "r" } else { "t0" })
 }
 
 /// What every worker of one load shares.
@@ -829,4 +894,36 @@ fn verify_instance(
     txn.rollback();
     tally.lock().compare(group, &instance.key, cached.map(|c| c.rows), remote);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(values: &[i32]) -> Vec<Value> {
+        values.iter().map(|&v| Value::Int4(v)).collect()
+    }
+
+    #[test]
+    fn same_rows_ignores_order_but_not_multiplicity() {
+        let a = vec![row(&[1, 2]), row(&[3, 4]), row(&[3, 4])];
+        let shuffled = vec![row(&[3, 4]), row(&[1, 2]), row(&[3, 4])];
+        assert!(same_rows(&a, &shuffled));
+        // Same set, other counts: one duplicate stands for another row.
+        let recounted = vec![row(&[1, 2]), row(&[1, 2]), row(&[3, 4])];
+        assert!(!same_rows(&a, &recounted));
+        assert!(!same_rows(&a, &a[..2]));
+        assert!(!same_rows(&[row(&[1])], &[vec![Value::Null]]));
+        assert!(same_rows(&[], &[]));
+    }
+
+    #[test]
+    fn same_rows_sorts_past_the_quadratic_bound() {
+        let many: Vec<Vec<Value>> = (0..200).map(|i| row(&[i, i % 7])).collect();
+        let reversed: Vec<Vec<Value>> = many.iter().rev().cloned().collect();
+        assert!(same_rows(&many, &reversed));
+        let mut changed = reversed.clone();
+        changed[10] = row(&[-1, 0]);
+        assert!(!same_rows(&many, &changed));
+    }
 }

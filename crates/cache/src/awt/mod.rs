@@ -136,6 +136,8 @@ pub struct AwtStatus {
     pub position: AtomicU64,
     /// Stream position read so far (every transaction before it is marked dirty or applied).
     pub read: AtomicU64,
+    /// Wakes loads waiting in [`wait_read`] when `read` moves.
+    pub read_moved: ReadSignal,
     /// Commit time (µs since the Unix epoch) of the newest transaction applied.
     pub last_applied_commit_us: AtomicU64,
     pub connected: AtomicBool,
@@ -318,6 +320,7 @@ impl Awt {
         let status = Arc::new(AwtStatus::default());
         status.position.store(acked.0, Ordering::Relaxed);
         status.read.store(acked.0, Ordering::Relaxed);
+        status.read_moved.notify();
         *status.state.lock() = "starting";
         let stop = Arc::new(AtomicBool::new(false));
         let (thread_status, thread_stop) = (status.clone(), stop.clone());
@@ -469,6 +472,7 @@ fn session(
     // `connected` says the marks can be trusted).
     status.read.store(stream.position().0, Ordering::Release);
     status.connected.store(true, Ordering::Release);
+    status.read_moved.notify();
     *status.state.lock() = "streaming";
     *status.last_error.lock() = None;
     let worker_context = WorkerContext {
@@ -574,6 +578,7 @@ impl Dispatch<'_> {
                 // Nothing more to read: past records that are no transaction too.
                 read = read.max(self.stream.position());
                 self.status.read.store(read.0, Ordering::Release);
+                self.status.read_moved.notify();
                 let watermark = self.watermark(read);
                 self.status.position.store(watermark.0, Ordering::Relaxed);
                 acks.maybe(self.stream, self.status, false)?;
@@ -606,6 +611,7 @@ impl Dispatch<'_> {
             let pending = statements(&*strong, &txn);
             drop(strong);
             self.status.read.store(read.0, Ordering::Release);
+            self.status.read_moved.notify();
             if let Some(pending) = pending {
                 self.dispatch(pending)?;
             }
@@ -720,15 +726,48 @@ pub(crate) fn wait_read(
         return Ok(true);
     }
     db.flush_wal()?;
-    let deadline = Instant::now() + timeout;
-    // Also covers a session still connecting (at start, after an outage).
-    while !caught_up() {
-        if Instant::now() >= deadline {
-            return Ok(false);
+    // Woken as the reader moves (a dynamic load waits here twice, so
+    // polling added its period to every miss); the poll period below
+    // covers a session still connecting (at start, after an outage), which
+    // sets `connected` without reading anything.
+    Ok(status.read_moved.wait_until(caught_up, Instant::now() + timeout))
+}
+
+/// A wake-up for [`wait_read`]'s waiters whenever [`AwtStatus::read`]
+/// moves. The reader pays a load of `waiting` per transaction when no one
+/// waits.
+#[derive(Debug, Default)]
+pub struct ReadSignal {
+    waiting: AtomicU64,
+    lock: Mutex<()>,
+    moved: parking_lot::Condvar,
+}
+
+impl ReadSignal {
+    /// After `read` was stored.
+    pub(crate) fn notify(&self) {
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            // Taken and dropped: a waiter between its check and its wait
+            // holds the lock, so it is waiting by the time this notifies.
+            drop(self.lock.lock());
+            self.moved.notify_all();
         }
-        std::thread::sleep(Duration::from_micros(200));
     }
-    Ok(true)
+
+    /// Waits for `done` until `deadline`; its last answer.
+    fn wait_until(&self, done: impl Fn() -> bool, deadline: Instant) -> bool {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let mut guard = self.lock.lock();
+        let mut finished = done();
+        while !finished && Instant::now() < deadline {
+            let poll = (Instant::now() + Duration::from_millis(5)).min(deadline);
+            self.moved.wait_until(&mut guard, poll);
+            finished = done();
+        }
+        drop(guard);
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        finished
+    }
 }
 
 /// The local consumer position is written (a small file, fsync'd) at most
