@@ -260,6 +260,11 @@ impl Flash {
         if flash.config.is_some()
             && let Err(error) = flash.start(db, true)
         {
+            // The server runs without it (memory and PostgreSQL answer),
+            // but not silently: `pgtier tier status` shows the reason too.
+            eprintln!(
+                "pgtier: flash tier not opened: {error}; memory and PostgreSQL answer until ALTER CACHE TIER ENABLE"
+            );
             *flash.failure.lock() = Some(error.to_string());
         }
         flash
