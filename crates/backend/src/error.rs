@@ -40,6 +40,9 @@ pub enum HarnessError {
     #[error("memory limit of the private PostgreSQL: {0}")]
     MemoryLimit(#[from] crate::memory_limit::MemoryLimitError),
 
+    #[error("read ceiling of the private PostgreSQL: {0}")]
+    ReadThrottle(#[from] crate::read_throttle::ReadThrottleError),
+
     #[error("invalid cluster option: {0}")]
     InvalidOption(String),
 

@@ -29,6 +29,7 @@ use crate::connect::redact_password;
 pub use crate::error::HarnessError;
 use crate::memory_limit::MemoryCgroup;
 use crate::os_user::RunAs;
+use crate::read_throttle::{Disk, ReadThrottle, ReadThrottleError};
 pub use crate::shared::shared_cluster;
 
 /// How long a start may take before we give up and show the server log.
@@ -129,6 +130,10 @@ pub struct PrivateCluster {
     /// The memory cgroup asked for by [`ClusterOptions::memory_limit`], or
     /// why there is none. Declared after `child`: dropped after shutdown.
     memory: MemoryLimitState,
+    /// The ceiling on reads from the data directory's disk
+    /// ([`Self::throttle_reads`]). Declared after `memory`: in cgroup v2 it
+    /// may live in that cgroup, and lifts its ceiling before it goes.
+    read_throttle: Option<ReadThrottle>,
 }
 
 /// What became of [`ClusterOptions::memory_limit`].
@@ -204,6 +209,7 @@ impl PrivateCluster {
                         pid,
                         temp_root,
                         memory: MemoryLimitState::NotAsked,
+                        read_throttle: None,
                     };
                     // Any error from here on drops `cluster`, which stops the server.
                     if let Some(bytes) = options.memory_limit {
@@ -298,6 +304,28 @@ impl PrivateCluster {
         }
     }
 
+    /// Holds the server's reads from its data directory's disk to
+    /// `read_iops` a second (slower primary storage, emulated: see
+    /// [`crate::read_throttle`]), replacing any ceiling before; the
+    /// server's later processes and a restarted server are held too.
+    /// Applied after [`Self::limit_memory`] in cgroup v2, where both must
+    /// share one cgroup.
+    pub fn throttle_reads(&mut self, read_iops: u64) -> Result<&ReadThrottle, ReadThrottleError> {
+        self.read_throttle = None;
+        let disk = Disk::of(&self.layout.data_dir)?;
+        let throttle = match &self.memory {
+            MemoryLimitState::Applied(memory) => ReadThrottle::within(memory, disk, read_iops)?,
+            _ => ReadThrottle::create(disk, read_iops)?,
+        };
+        throttle.adopt_process_tree(self.pid)?;
+        Ok(self.read_throttle.insert(throttle))
+    }
+
+    /// The ceiling [`Self::throttle_reads`] set, if any.
+    pub fn read_throttle(&self) -> Option<&ReadThrottle> {
+        self.read_throttle.as_ref()
+    }
+
     /// CHECKPOINT, then drops the data directory's clean pages from the
     /// page cache: what the server reads next is charged to its memory
     /// cgroup, not found in pages read before the limit applied (by a
@@ -365,6 +393,9 @@ impl PrivateCluster {
                 self.child = Some(child);
                 if let MemoryLimitState::Applied(cgroup) = &self.memory {
                     cgroup.adopt_process_tree(self.pid)?;
+                }
+                if let Some(throttle) = &self.read_throttle {
+                    throttle.adopt_process_tree(self.pid)?;
                 }
                 Ok(())
             }

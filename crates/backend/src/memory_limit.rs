@@ -16,17 +16,16 @@
 //! before the move stay charged where they were, so the caller evicts the
 //! cluster's files from the page cache afterwards ([`evict_page_cache`]).
 //! Dropping the cgroup moves what still runs in it back to the parent and
-//! removes it. Creating one needs root (or a delegated hierarchy): callers
-//! treat [`MemoryLimitError`] as "no limit", and must say so in what they
-//! report, never silently.
+//! removes it (what all our cgroups share is in `cgroup.rs`). Creating one
+//! needs root (or a delegated hierarchy): callers treat
+//! [`MemoryLimitError`] as "no limit", and must say so in what they report,
+//! never silently.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-/// Child cgroups this module creates are named `pgtier-<pid>-<n>`: an
-/// abandoned one (its creator was SIGKILLed) can be recognised and removed.
-const CGROUP_PREFIX: &str = "pgtier-";
+use crate::cgroup::{Version, adopt_process_tree, new_child, own_cgroup, read_u64, remove};
+
 /// Below this PostgreSQL cannot even start its backends.
 pub const MEMORY_LIMIT_MIN: u64 = 32 << 20;
 
@@ -50,12 +49,7 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Memo
     move |source| MemoryLimitError::Io { action, path, source }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Version {
-    V1,
-    V2,
-}
-
+/// The memory controller's files, by hierarchy.
 impl Version {
     fn limit_file(self) -> &'static str {
         match self {
@@ -96,11 +90,9 @@ impl MemoryCgroup {
         if bytes < MEMORY_LIMIT_MIN {
             return Err(MemoryLimitError::TooSmall { bytes });
         }
-        let (version, parent) = own_memory_cgroup()?;
-        sweep_abandoned(&parent);
-        static SEQUENCE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = parent.join(format!("{CGROUP_PREFIX}{}-{n}", std::process::id()));
+        let (version, parent) =
+            own_cgroup("memory", "memory", "memory.limit_in_bytes").ok_or(MemoryLimitError::NoController)?;
+        let dir = new_child(&parent);
         std::fs::create_dir(&dir).map_err(io_error("create the memory cgroup", &dir))?;
         let cgroup = MemoryCgroup { dir, parent, version, limit: bytes };
         let limit_file = cgroup.dir.join(version.limit_file());
@@ -124,20 +116,8 @@ impl MemoryCgroup {
     /// many processes moved. The root goes first, so a child it forks
     /// meanwhile is born inside and one forked before is in the scan.
     pub fn adopt_process_tree(&self, root_pid: u32) -> Result<usize, MemoryLimitError> {
-        self.adopt(root_pid)?;
-        let mut moved = 1;
-        for child in children_of(root_pid) {
-            // A backend may exit between the scan and the move.
-            if self.adopt(child).is_ok() {
-                moved += 1;
-            }
-        }
-        Ok(moved)
-    }
-
-    fn adopt(&self, pid: u32) -> Result<(), MemoryLimitError> {
         let procs = self.dir.join("cgroup.procs");
-        std::fs::write(&procs, pid.to_string()).map_err(io_error("move a process into", &procs))
+        adopt_process_tree(&self.dir, root_pid).map_err(io_error("move a process into", &procs))
     }
 
     /// Bytes charged now (processes, page cache, shared memory).
@@ -190,84 +170,8 @@ impl MemoryCgroup {
 
 impl Drop for MemoryCgroup {
     fn drop(&mut self) {
-        // What still runs here goes back to our own cgroup; an empty cgroup
-        // can then be removed (rmdir fails while a process remains).
-        let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
-        for pid in procs.split_whitespace() {
-            let _ = std::fs::write(self.parent.join("cgroup.procs"), pid);
-        }
-        for _ in 0..40 {
-            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        remove(&self.dir, &self.parent);
     }
-}
-
-/// This process's memory cgroup directory and the hierarchy's version.
-fn own_memory_cgroup() -> Result<(Version, PathBuf), MemoryLimitError> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let v2_root = Path::new("/sys/fs/cgroup");
-    let v2_has_memory = std::fs::read_to_string(v2_root.join("cgroup.controllers"))
-        .is_ok_and(|controllers| controllers.split_whitespace().any(|c| c == "memory"));
-    if v2_has_memory {
-        // "0::/path" is the unified hierarchy's line.
-        if let Some(path) = own.lines().find_map(|line| line.strip_prefix("0::")) {
-            return Ok((Version::V2, v2_root.join(path.trim_start_matches('/'))));
-        }
-    }
-    let v1_root = Path::new("/sys/fs/cgroup/memory");
-    if v1_root.join("memory.limit_in_bytes").exists() {
-        // "4:memory:/path" is the v1 memory controller's line.
-        let path = own
-            .lines()
-            .find_map(|line| {
-                let mut fields = line.splitn(3, ':');
-                let _id = fields.next()?;
-                let controllers = fields.next()?;
-                let path = fields.next()?;
-                controllers.split(',').any(|c| c == "memory").then_some(path)
-            })
-            .unwrap_or("/");
-        return Ok((Version::V1, v1_root.join(path.trim_start_matches('/'))));
-    }
-    Err(MemoryLimitError::NoController)
-}
-
-/// Removes empty `pgtier-<pid>-*` cgroups whose creator is gone.
-fn sweep_abandoned(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(CGROUP_PREFIX)) else { continue };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            // Fails (harmlessly) while processes remain in it.
-            let _ = std::fs::remove_dir(entry.path());
-        }
-    }
-}
-
-/// Direct children of `pid` (PostgreSQL's processes are all the postmaster's).
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut children = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return children };
-    for entry in entries.flatten() {
-        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        let Some(after_comm) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
-        let ppid = after_comm.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(pid) {
-            children.push(child);
-        }
-    }
-    children
-}
-
-fn read_u64(path: &Path) -> Option<u64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 /// Drops the clean page-cache pages of every file under `dir`
@@ -298,6 +202,7 @@ pub fn evict_page_cache(dir: &Path) -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cgroup::is_root;
 
     #[test]
     fn a_limit_below_the_minimum_is_refused() {
@@ -311,7 +216,7 @@ mod tests {
         let cgroup = match MemoryCgroup::create(64 << 20) {
             Ok(cgroup) => cgroup,
             Err(error) => {
-                assert!(!nix_is_root(), "root could not create a memory cgroup: {error} (the fair baseline needs one)");
+                assert!(!is_root(), "root could not create a memory cgroup: {error} (the fair baseline needs one)");
                 return;
             }
         };
@@ -326,10 +231,5 @@ mod tests {
         assert!(!path.exists(), "the cgroup outlived its owner");
         let _ = child.kill();
         let _ = child.wait();
-    }
-
-    fn nix_is_root() -> bool {
-        // SAFETY: geteuid has no preconditions.
-        unsafe { libc::geteuid() == 0 }
     }
 }
