@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
 use pgtier_bench::flash_demo::{
-    self, FlashControl, FlashError, FlashOptions, FlashReport, FlashServer, MemoryLimitFigures, MemoryLimiter,
+    self, FlashControl, FlashError, FlashOptions, FlashReport, FlashServer, MemoryLimitFigures, PostgresLimits,
     ServerSpec,
 };
 use pgtier_engine::CommitMode;
@@ -76,6 +76,9 @@ pub struct FlashArgs {
     /// Commit mode of pgtier's engine (async: acknowledged before the WAL flush, which follows within 10 ms)
     #[arg(long, value_enum, default_value_t = CommitArg::Async)]
     commit_mode: CommitArg,
+    /// Hold PostgreSQL's reads from its disk to N a second, standing in for the studies' slower primary storage (study 003: spinning disks); pgtier's flash file is not held. Needs root (a block I/O cgroup) [default: the disk as it is]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    primary_read_iops: Option<u64>,
     /// Subscribers read back through the cache and compared with PostgreSQL after each pgtier run
     #[arg(long, value_name = "N", default_value_t = 1000)]
     read_check: u64,
@@ -127,10 +130,14 @@ fn options(args: &FlashArgs) -> anyhow::Result<FlashOptions> {
         uc2_dram_share: percent("uc2-dram-percent", args.uc2_dram_percent)?,
         postgres_headroom_bytes: headroom,
         commit_mode: args.commit_mode.mode(),
+        primary_read_iops: args.primary_read_iops,
         read_check: args.read_check,
         seed: args.seed.unwrap_or_else(pgtier_bench::driver::fresh_seed),
         populate_streams: cpus + 1,
-        work_dir: args.work_dir.clone(),
+        // Absolute: the servers resolve a relative flash file against their
+        // own data directories.
+        work_dir: std::path::absolute(&args.work_dir)
+            .with_context(|| format!("resolving --work-dir {}", args.work_dir.display()))?,
         out_dir: args.out.clone(),
     };
     options.check()?;
@@ -219,7 +226,7 @@ impl ClusterLimiter<'_> {
     }
 }
 
-impl MemoryLimiter for ClusterLimiter<'_> {
+impl PostgresLimits for ClusterLimiter<'_> {
     fn limit(&mut self, bytes: u64, shared_buffers: &str) -> MemoryLimitFigures {
         let restarted = self.restart_limited(bytes, shared_buffers);
         let mut figures = self.read();
@@ -252,6 +259,14 @@ impl MemoryLimiter for ClusterLimiter<'_> {
             Err(why) => MemoryLimitFigures { unavailable: Some(why.to_owned()), ..Default::default() },
         }
     }
+
+    fn throttle_reads(&mut self, read_iops: u64) -> Result<String, String> {
+        self.0.throttle_reads(read_iops).map(|throttle| throttle.disk().to_string()).map_err(|e| e.to_string())
+    }
+
+    fn throttled_reads(&self) -> Option<u64> {
+        self.0.read_throttle().and_then(pgtier_backend::read_throttle::ReadThrottle::reads)
+    }
 }
 
 pub fn run(args: FlashArgs) -> anyhow::Result<()> {
@@ -278,7 +293,7 @@ pub fn run(args: FlashArgs) -> anyhow::Result<()> {
         let mut control = FlashControl {
             backend_url: url.clone(),
             start_server: &start_server,
-            limiter: limiter.as_mut().map(|l| l as &mut dyn MemoryLimiter),
+            limiter: limiter.as_mut().map(|l| l as &mut dyn PostgresLimits),
             interrupt: &INTERRUPT,
             progress: true,
         };

@@ -20,8 +20,10 @@ fn demo_flash(dir: &Path) -> Command {
         .args(["--read-check", "100", "--no-io", "--seed", "33"])
         .arg("--out")
         .arg(dir.join("out"))
-        .arg("--work-dir")
-        .arg(dir.join("work"))
+        // Relative, as the README's default is: the flash files must land
+        // under it, not under each server's data directory.
+        .current_dir(dir)
+        .args(["--work-dir", "work"])
         .env_remove("PGTIER_DEMO_BACKEND");
     command
 }

@@ -80,6 +80,10 @@ pub struct FlashOptions {
     /// connections they open (pool, LOAD streams, write-through).
     pub postgres_headroom_bytes: u64,
     pub commit_mode: CommitMode,
+    /// PostgreSQL's reads from its disk held to this many a second, as
+    /// slower primary storage (study 003's spinning disks); None: the
+    /// machine's disk as it is.
+    pub primary_read_iops: Option<u64>,
     /// Subscribers read back through the cache after each pgtier run.
     pub read_check: u64,
     pub seed: u64,
@@ -220,9 +224,10 @@ pub struct MemoryLimitFigures {
     pub limit_hits: Option<u64>,
 }
 
-/// How the command line limits PostgreSQL's memory; the demo calls it once
-/// the population is in (its pages must not stay charged outside).
-pub trait MemoryLimiter {
+/// How the command line limits PostgreSQL's memory and, when asked, its
+/// storage; the demo calls it once the population is in (its pages must
+/// not stay charged outside).
+pub trait PostgresLimits {
     /// Applies `bytes` (restarting PostgreSQL so that every page it touches
     /// is charged inside) with `shared_buffers`; returns what was applied.
     fn limit(&mut self, bytes: u64, shared_buffers: &str) -> MemoryLimitFigures;
@@ -231,6 +236,23 @@ pub trait MemoryLimiter {
     fn set_limit(&mut self, bytes: u64) -> Result<(), String>;
     /// The figures now (usage, page cache, reclaims at the limit).
     fn read(&self) -> MemoryLimitFigures;
+    /// Holds PostgreSQL's reads from its data's disk to `read_iops` a
+    /// second (`pgtier_backend::read_throttle`); the disk's name on success.
+    fn throttle_reads(&mut self, read_iops: u64) -> Result<String, String>;
+    /// Reads PostgreSQL made from that disk under the ceiling so far.
+    fn throttled_reads(&self) -> Option<u64>;
+}
+
+/// PostgreSQL's storage in the demo: the machine's disk as it is, or held
+/// to a read ceiling standing in for the studies' primary storage.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StorageFigures {
+    /// The ceiling asked for (`--primary-read-iops`).
+    pub read_iops_ceiling: Option<u64>,
+    /// The disk it applies to (`major:minor`), once applied.
+    pub disk: Option<String>,
+    /// Why it was asked for and not applied.
+    pub unavailable: Option<String>,
 }
 
 /// What the caller hands the demo besides its options.
@@ -238,7 +260,7 @@ pub struct FlashControl<'a> {
     pub backend_url: String,
     pub start_server: StartServer<'a>,
     /// None: PostgreSQL runs unlimited (an external one), said in the report.
-    pub limiter: Option<&'a mut dyn MemoryLimiter>,
+    pub limiter: Option<&'a mut dyn PostgresLimits>,
     pub interrupt: &'a AtomicBool,
     pub progress: bool,
 }
@@ -351,6 +373,8 @@ pub struct FlashReport {
     pub settings: Vec<(String, String)>,
     pub postgres_settings: Vec<(String, String)>,
     pub memory_limit: MemoryLimitFigures,
+    #[serde(default)]
+    pub storage: StorageFigures,
     pub population: Option<PopulationSummary>,
     pub data: Option<DataFigures>,
     pub sides: Vec<SideFigures>,
@@ -520,6 +544,22 @@ impl Demo<'_, '_> {
                 };
             }
         }
+        if let Some(iops) = self.o.primary_read_iops {
+            self.report.storage.read_iops_ceiling = Some(iops);
+            match self.control.limiter.as_deref_mut() {
+                Some(limiter) => {
+                    self.monitor.detail(format!("PostgreSQL's reads held to {iops}/s"));
+                    match limiter.throttle_reads(iops) {
+                        Ok(disk) => self.report.storage.disk = Some(disk),
+                        Err(why) => self.report.storage.unavailable = Some(why),
+                    }
+                }
+                None => {
+                    self.report.storage.unavailable =
+                        Some("an external PostgreSQL (--backend): its storage is not held".into());
+                }
+            }
+        }
         // The settings after the restart: what every run below ran with.
         self.report.postgres_settings = self.postgres()?.server_settings().map_err(self.fail())?;
         Ok(())
@@ -683,6 +723,13 @@ fn settings(o: &FlashOptions) -> Vec<(String, String)> {
             ),
         ),
         ("pgtier commit mode".into(), format!("{:?}", o.commit_mode).to_lowercase()),
+        (
+            "PostgreSQL's storage".into(),
+            o.primary_read_iops.map_or_else(
+                || "the machine's disk as it is".to_owned(),
+                |iops| format!("reads held to {iops}/s (emulated primary storage; flash not held)"),
+            ),
+        ),
         ("seed".into(), o.seed.to_string()),
     ]
 }

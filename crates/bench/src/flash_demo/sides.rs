@@ -245,6 +245,14 @@ fn start_loaded(
         .map_err(|e| demo.fail()(DbError::new(Some("08006"), format!("starting the pgtier server: {e}"))))?;
     let cache = server.cache();
     let prepared = (|| {
+        if spec.tier.is_some() {
+            // A tier that did not open would measure memory + PostgreSQL
+            // under the tier's name.
+            let state = group_tier(&cache).0.state;
+            if state != "enabled" {
+                return Err(DbError::new(Some("58030"), format!("the flash tier did not open: {state}")));
+            }
+        }
         if spec.tier.is_some() && !tier_enabled {
             cache_call(cache.tier_command(TierCommand::Disable))?;
         }
