@@ -263,10 +263,6 @@ impl PostgresLimits for ClusterLimiter<'_> {
     fn throttle_reads(&mut self, read_iops: u64) -> Result<String, String> {
         self.0.throttle_reads(read_iops).map(|throttle| throttle.disk().to_string()).map_err(|e| e.to_string())
     }
-
-    fn throttled_reads(&self) -> Option<u64> {
-        self.0.read_throttle().and_then(pgtier_backend::read_throttle::ReadThrottle::reads)
-    }
 }
 
 pub fn run(args: FlashArgs) -> anyhow::Result<()> {

@@ -239,8 +239,6 @@ pub trait PostgresLimits {
     /// Holds PostgreSQL's reads from its data's disk to `read_iops` a
     /// second (`pgtier_backend::read_throttle`); the disk's name on success.
     fn throttle_reads(&mut self, read_iops: u64) -> Result<String, String>;
-    /// Reads PostgreSQL made from that disk under the ceiling so far.
-    fn throttled_reads(&self) -> Option<u64>;
 }
 
 /// PostgreSQL's storage in the demo: the machine's disk as it is, or held
