@@ -321,11 +321,6 @@ impl PrivateCluster {
         Ok(self.read_throttle.insert(throttle))
     }
 
-    /// The ceiling [`Self::throttle_reads`] set, if any.
-    pub fn read_throttle(&self) -> Option<&ReadThrottle> {
-        self.read_throttle.as_ref()
-    }
-
     /// CHECKPOINT, then drops the data directory's clean pages from the
     /// page cache: what the server reads next is charged to its memory
     /// cgroup, not found in pages read before the limit applied (by a
