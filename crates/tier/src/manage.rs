@@ -9,7 +9,7 @@ use crate::format::{HeaderState, RegionHeader};
 use crate::index::Slot;
 use crate::reclaim::Reclaimer;
 use crate::recovery::{MIN_REGIONS, regions_for};
-use crate::regions::{ALL_RETENTIONS, RegionMeta, State, pos, zero_counters};
+use crate::regions::{ALL_RETENTIONS, RegionMeta, Ring, State, pos, zero_counters};
 use crate::store::FlashStore;
 use crate::{Retention, TierError, TierStats};
 
@@ -215,14 +215,18 @@ impl FlashStore {
             )));
         }
         self.ring.lock().limit = new_n;
-        // FIFO reclamation, with regions at or past the new end never
-        // reused, until none of them holds records.
+        // The regions at or past the new end are reclaimed first, out of
+        // FIFO order: only their records go (Keep and Durable ones moved
+        // into the regions that stay). In FIFO order a shrink reclaimed
+        // every region older than the newest retiring one, and after a
+        // sequential fill (the retiring regions written last) that emptied
+        // the whole store to shrink it by a region.
         for _ in 0..4 * n + 4 {
             if self.retired_all(new_n)? {
                 self.regions.write().truncate(new_n as usize);
                 return self.dev.set_len(self.geo.file_len(new_n), &self.path);
             }
-            let victim = self.ring.lock().sealed.pop_front();
+            let victim = shrink_victim(&mut self.ring.lock(), new_n);
             match victim {
                 Some(victim) => self.reclaim_or_requeue(rc, victim)?,
                 None => {
@@ -296,5 +300,16 @@ fn region_image(m: &RegionMeta, covered_seq: u64, covered_len: u32) -> RegionIma
         end,
         count: std::array::from_fn(|i| m.count[i].load(Ordering::Relaxed)),
         bytes: std::array::from_fn(|i| m.bytes[i].load(Ordering::Relaxed)),
+    }
+}
+
+/// The next region a shrink to `new_n` regions reclaims: the oldest sealed
+/// one past the new end while a region that stays is free (to move its
+/// Keep and Durable records into), else the oldest of all (which frees one).
+fn shrink_victim(ring: &mut Ring, new_n: u32) -> Option<u32> {
+    let room = ring.free.iter().any(|&r| r < new_n);
+    match ring.sealed.iter().position(|&r| r >= new_n) {
+        Some(i) if room => ring.sealed.remove(i),
+        _ => ring.sealed.pop_front(),
     }
 }

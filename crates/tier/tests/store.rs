@@ -389,6 +389,71 @@ fn resize_online_keeps_durable_and_reopens() {
 }
 
 #[test]
+fn a_shrink_drops_only_what_the_retired_regions_held() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = open(&config(dir.path(), 16), b"t");
+    // A sequential fill: the regions past the new end are the newest.
+    let mut i = 0u64;
+    while store.stats().live_bytes < 12 * u64::from(common::SMALL_REGION) {
+        store.insert(&key(i), &value(i, 0, 150), Retention::Evictable).expect("insert");
+        i += 1;
+    }
+    let before = store.stats().records;
+    store.resize(10 * u64::from(common::SMALL_REGION)).expect("shrink");
+    let after = store.stats();
+    assert_eq!(after.regions, 10);
+    // Six of the twelve full regions stay whole (two more are kept free);
+    // reclaiming in FIFO order dropped every region older than the
+    // retiring ones, which here was all of them.
+    assert!(after.records * 2 >= before, "{} of {before} records left", after.records);
+    let found = (0..i).filter(|&k| store.get(&key(k)).expect("get").is_some()).count() as u64;
+    assert_eq!(found, after.records, "every record counted is found, and only those");
+}
+
+#[test]
+fn a_shrink_keeps_the_newest_durable_versions_across_a_crash() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = open(&config(dir.path(), 16), b"t");
+    // Durable records in the oldest region, their removals (tombstones) and
+    // newer versions later, in regions the shrink retires.
+    for i in 0..400u64 {
+        store.insert(&key(i), &value(i, 0, 150), Retention::Durable).expect("insert");
+    }
+    let mut filler = 1_000_000u64;
+    while store.stats().live_bytes < 9 * u64::from(common::SMALL_REGION) {
+        store.insert(&key(filler), &value(filler, 0, 150), Retention::Evictable).expect("filler");
+        filler += 1;
+    }
+    for i in 0..400u64 {
+        match i % 3 {
+            0 => assert!(store.remove(&key(i)).expect("remove")),
+            1 => store.insert(&key(i), &value(i, 1, 150), Retention::Durable).map(|_| ()).expect("update"),
+            _ => {}
+        }
+    }
+    let s = store.stats();
+    let used = s.regions - s.free_regions;
+    assert!(used > 9, "the removals went past the new end ({used} regions in use)");
+    store.resize(8 * u64::from(common::SMALL_REGION)).expect("shrink");
+    let check = |store: &FlashStore, when: &str| {
+        for i in 0..400u64 {
+            let want = match i % 3 {
+                0 => None,
+                1 => Some(value(i, 1, 150)),
+                _ => Some(value(i, 0, 150)),
+            };
+            assert_eq!(store.get(&key(i)).expect("get").map(|(v, _)| v), want, "{when}: key {i}");
+        }
+    };
+    check(&store, "after the shrink");
+    drop(store);
+    // A crash (no close): the scan replays the regions that stayed.
+    let (store, report) = open(&config(dir.path(), 8), b"t");
+    assert_eq!(report.warm, Warm::FromScan);
+    check(&store, "after the crash");
+}
+
+#[test]
 fn second_open_of_one_file_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let c = config(dir.path(), 8);
