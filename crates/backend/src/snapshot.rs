@@ -15,6 +15,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use postgres::{CancelToken, Client, IsolationLevel, NoTls, Transaction};
 
@@ -127,7 +128,37 @@ impl Cancel {
         };
         tokens.iter().filter(|token| token.cancel_query(NoTls).is_err()).count()
     }
+
+    /// Runs `work` while a watcher thread cancels as soon as `asked` says
+    /// so (a session's CancelRequest, a benchmark's Ctrl-C), polling every
+    /// [`CANCEL_POLL`]; the watcher ends with `work`. Returns `work`'s result
+    /// and whether the watcher cancelled (an error after that is the
+    /// cancel's doing).
+    pub fn when<R>(&self, asked: impl Fn() -> bool + Sync, work: impl FnOnce() -> R) -> (R, bool) {
+        let done = AtomicBool::new(false);
+        let tripped = AtomicBool::new(false);
+        let result = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !done.load(Ordering::Acquire) {
+                    if asked() {
+                        tripped.store(true, Ordering::Release);
+                        self.cancel();
+                        return;
+                    }
+                    std::thread::sleep(CANCEL_POLL);
+                }
+            });
+            let result = work();
+            done.store(true, Ordering::Release);
+            result
+        });
+        (result, tripped.load(Ordering::Acquire))
+    }
 }
+
+/// How often [`Cancel::when`] looks at its condition: well under a human's
+/// patience, and a cheap check.
+pub const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 impl std::fmt::Debug for Cancel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -257,6 +257,9 @@ pub(crate) fn load_admitting(
     let catalog = db.catalog();
     let layout = InstanceLayout::resolve(&catalog, group)?;
     let mut leader = connect()?;
+    // The leader's statements (the split's SELECT) can wait on PostgreSQL
+    // too, behind a lock for one: a cancel must reach them.
+    options.cancel.register(leader.cancel_token());
     let mut snapshot = match admission.snapshot {
         Some(id) => Leader::Joined(join_snapshot(&mut leader, id)?, id.to_owned()),
         None => Leader::Exported(ExportedSnapshot::export(&mut leader)?),
@@ -265,7 +268,8 @@ pub(crate) fn load_admitting(
     if let Some(fence) = admission.fence {
         fence.read_horizon(snapshot.transaction())?;
     }
-    let split = plan_split(snapshot.transaction(), group, options.predicate.as_deref(), options.parallel.max(1))?;
+    let split = plan_split(snapshot.transaction(), group, options.predicate.as_deref(), options.parallel.max(1))
+        .map_err(|error| if options.cancel.is_cancelled() { BackendError::Cancelled.into() } else { error })?;
     let parts = split.parts();
     let snapshot_id = snapshot.id().to_owned();
     let results: Vec<Result<Totals, CacheError>> = std::thread::scope(|scope| {

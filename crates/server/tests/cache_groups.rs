@@ -287,6 +287,31 @@ fn cancel_stops_a_load_promptly() {
     cancel_a_load("cancel_prompt", true);
 }
 
+/// VERIFY reads PostgreSQL too: a CancelRequest stops it (57014) while its
+/// read waits on PostgreSQL, and the session goes on.
+#[test]
+fn cancel_stops_a_verify_with_57014() {
+    let (srv, _pg, url) = setup("cancel_verify", 300);
+    let mut tier = srv.client();
+    tier.batch_execute(CREATE_TATP).unwrap();
+    tier.batch_execute("LOAD CACHE GROUP tatp").unwrap();
+    // PostgreSQL holds VERIFY's first read behind a lock until the end.
+    let mut locker = pgtier_backend::connect(&url).unwrap();
+    locker.batch_execute("BEGIN; LOCK TABLE subscriber IN ACCESS EXCLUSIVE MODE").unwrap();
+    let token = tier.cancel_token();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1000));
+        token.cancel_query(postgres::NoTls).unwrap();
+    });
+    let started = std::time::Instant::now();
+    let e = tier.batch_execute("VERIFY CACHE GROUP tatp").unwrap_err();
+    canceller.join().unwrap();
+    assert_eq!(code(&e), "57014", "{e}");
+    assert!(started.elapsed() < Duration::from_secs(10), "the cancel took {:?}", started.elapsed());
+    locker.batch_execute("ROLLBACK").unwrap();
+    tier.batch_execute("VERIFY CACHE GROUP tatp").unwrap();
+}
+
 #[test]
 fn postgres_down_is_08001_with_a_hint_and_the_server_goes_on() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 use pgtier_backend::catalog::ColumnDef;
 use pgtier_backend::copy_out::quote_identifier;
-use pgtier_backend::{ConnectParams, connect_backend};
+use pgtier_backend::snapshot::Cancel;
+use pgtier_backend::{BackendError, ConnectParams, connect_backend};
 use pgtier_engine::{DataType, Database, EngineError, Origin, StreamStart, Value};
 use postgres::Client;
 
@@ -441,7 +442,7 @@ impl Cache {
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let now = match pgtier_backend::catalog::import_tables(&mut self.connect()?, &refs) {
             Ok(now) => now,
-            Err(pgtier_backend::BackendError::TableNotFound { name: table }) => {
+            Err(BackendError::TableNotFound { name: table }) => {
                 return Err(CacheError::DefinitionDrift {
                     group: name.to_owned(),
                     table,
@@ -1050,6 +1051,11 @@ impl Cache {
     /// (values, read in one PostgreSQL snapshot; the cache at a snapshot per
     /// instance): run it when propagation has drained and nothing writes.
     pub fn verify(&self, name: &str) -> Result<VerifyTally, CacheError> {
+        self.verify_cancellable(name, &Cancel::new())
+    }
+
+    /// [`Self::verify`], stopped between instances (57014) once `cancel` is.
+    pub fn verify_cancellable(&self, name: &str, cancel: &Cancel) -> Result<VerifyTally, CacheError> {
         let entry = self.entry(name)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         let cached = layout.root_keys(&self.db)?;
@@ -1063,9 +1069,13 @@ impl Cache {
             snapshot: None,
             accepted: Some(entry.accepted.lock().clone()),
         };
-        let mut options = LoadOptions { parallel: self.config.load_parallel, ..LoadOptions::default() };
+        let mut options =
+            LoadOptions { parallel: self.config.load_parallel, cancel: cancel.clone(), ..LoadOptions::default() };
         if entry.def.dynamic {
             for chunk in cached.chunks(REFRESH_KEYS_PER_QUERY) {
+                if cancel.is_cancelled() {
+                    return Err(BackendError::Cancelled.into());
+                }
                 options.predicate =
                     combine(entry.def.root_predicate.as_deref(), Some(&keys_predicate(entry.group.root(), chunk)));
                 self.load_from_backend(&entry, &options, &admission)?;

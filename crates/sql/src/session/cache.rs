@@ -9,8 +9,7 @@
 //! word on the uncached prepare path only; nothing on the cached paths.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
 use pgtier_cache::{Cache, CacheError, CacheStatement, Cancel, Claim, LoadOptions, parse_cache_statement};
 use pgtier_engine::Value;
@@ -20,9 +19,6 @@ use super::statement::{Stmt, StmtKind, TxnKind};
 use super::{Block, Connection, ExecResult};
 use crate::catalog::quote_ident;
 use crate::error::{Result, SqlError, SqlNotice};
-
-/// How often a running LOAD/REFRESH looks at the session's cancel flag.
-const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 impl From<CacheError> for SqlError {
     fn from(e: CacheError) -> SqlError {
@@ -255,7 +251,8 @@ impl Connection {
                 (Tag::Counted("REFRESH CACHE GROUP"), report.reloaded)
             }
             CacheStatement::Verify { name } => {
-                let tally = self.watch_cancel(&Cancel::new(), || cache.verify(name))?;
+                let cancel = Cancel::new();
+                let tally = self.watch_cancel(&cancel, || cache.verify_cancellable(name, &cancel))?;
                 if !tally.is_clean() {
                     return Err(verify_failed(name, &tally));
                 }
@@ -283,27 +280,10 @@ impl Connection {
     /// between instances and the statement fails with 57014.
     fn watch_cancel<R>(&self, cancel: &Cancel, work: impl FnOnce() -> std::result::Result<R, CacheError>) -> Result<R> {
         let Some(flag) = self.cancel.as_deref() else { return work().map_err(SqlError::from) };
-        let done = AtomicBool::new(false);
-        let tripped = AtomicBool::new(false);
-        let result = std::thread::scope(|scope| {
-            scope.spawn(|| {
-                while !done.load(Ordering::Acquire) {
-                    if flag.swap(false, Ordering::AcqRel) {
-                        tripped.store(true, Ordering::Release);
-                        cancel.cancel();
-                        return;
-                    }
-                    std::thread::sleep(CANCEL_POLL);
-                }
-            });
-            let result = work();
-            done.store(true, Ordering::Release);
-            result
-        });
-        match result {
+        match cancel.when(|| flag.swap(false, Ordering::AcqRel), work) {
             // The load's own error after a cancel is the cancel's doing.
-            Err(_) if tripped.load(Ordering::Acquire) => Err(SqlError::canceled()),
-            other => other.map_err(SqlError::from),
+            (Err(_), true) => Err(SqlError::canceled()),
+            (other, _) => other.map_err(SqlError::from),
         }
     }
 
