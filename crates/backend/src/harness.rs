@@ -321,6 +321,13 @@ impl PrivateCluster {
         Ok(self.read_throttle.insert(throttle))
     }
 
+    /// Lifts [`Self::throttle_reads`]'s ceiling: the server reads at the
+    /// disk's own rate again (its processes leave the throttled cgroup, or
+    /// the shared v2 cgroup's `io.max` rule goes). A no-op without one.
+    pub fn lift_read_ceiling(&mut self) {
+        self.read_throttle = None;
+    }
+
     /// CHECKPOINT, then drops the data directory's clean pages from the
     /// page cache: what the server reads next is charged to its memory
     /// cgroup, not found in pages read before the limit applied (by a

@@ -76,7 +76,7 @@ pub struct FlashArgs {
     /// Commit mode of pgtier's engine (async: acknowledged before the WAL flush, which follows within 10 ms)
     #[arg(long, value_enum, default_value_t = CommitArg::Async)]
     commit_mode: CommitArg,
-    /// Hold PostgreSQL's reads from its disk to N a second, standing in for the studies' slower primary storage (study 003: spinning disks); pgtier's flash file is not held. Needs root (a block I/O cgroup) [default: the disk as it is]
+    /// Hold PostgreSQL's reads from its disk to N a second during study 003's runs (baseline, sizes, warm-up), standing in for the study's slower primary storage (spinning disks); pgtier's flash file is not held, and the ceiling is lifted before use case 2 and study 002. Needs root (a block I/O cgroup) [default: the disk as it is]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     primary_read_iops: Option<u64>,
     /// Subscribers read back through the cache and compared with PostgreSQL after each pgtier run
@@ -262,6 +262,10 @@ impl PostgresLimits for ClusterLimiter<'_> {
 
     fn throttle_reads(&mut self, read_iops: u64) -> Result<String, String> {
         self.0.throttle_reads(read_iops).map(|throttle| throttle.disk().to_string()).map_err(|e| e.to_string())
+    }
+
+    fn lift_read_ceiling(&mut self) {
+        self.0.lift_read_ceiling();
     }
 }
 

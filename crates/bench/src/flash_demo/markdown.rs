@@ -83,6 +83,13 @@ fn size_rows<'r>(r: &'r FlashReport, access: &str) -> Vec<(f64, &'r SideFigures,
     rows
 }
 
+/// The share of transactions on the hottest `fraction` of subscribers, as
+/// sampled at populate.
+fn hottest_share(r: &FlashReport, fraction: f64) -> Option<f64> {
+    let data = r.data.as_ref()?;
+    data.hottest_shares.iter().find(|(f, _)| (f - fraction).abs() < 1e-9).map(|(_, share)| *share)
+}
+
 fn study_gain(fraction: f64) -> Option<f64> {
     STUDY_003.iter().find(|(f, _)| (f - fraction).abs() < 1e-9).map(|(_, g)| *g)
 }
@@ -171,6 +178,22 @@ fn sizes(out: &mut String, r: &FlashReport, files: &[String]) {
         );
     }
     image(out, files, "flash-gain-by-size", "gain over PostgreSQL alone by cache size");
+    if let Some(d) = r.data.as_ref().filter(|d| !d.hottest_shares.is_empty()) {
+        let shares: Vec<String> = d
+            .hottest_shares
+            .iter()
+            .map(|(fraction, share)| format!("{:.0} % of them {:.0} %", fraction * 100.0, share * 100.0))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\nHow skewed the clients' keys are (TATP's NURand, {} draws of the clients' own generator): the hottest \
+             subscribers draw {} of the transactions. They lie all over the key range (NURand favours ids with many \
+             low bits set), so each of PostgreSQL's pages holds hot and cold subscribers alike, where pgtier holds \
+             whole hot subscribers.",
+            super::SKEW_DRAWS,
+            shares.join(", ")
+        );
+    }
     // The shape, measured: where pgtier's gain falls short of the study's,
     // what the runs did instead (misses to PostgreSQL per transaction).
     let short: Vec<String> = rows
@@ -180,11 +203,17 @@ fn sizes(out: &mut String, r: &FlashReport, files: &[String]) {
             (gain < study).then(|| {
                 let executed = s.txns.iter().map(|t| t.executed).sum::<u64>().max(1) as f64;
                 format!(
-                    "{:.0} % ({}): {gain:.1}x against the study's {study:.1}x; {:.2} loads from PostgreSQL and {:.2} flash answers per transaction",
+                    "{:.0} % ({}): {gain:.1}x against the study's {study:.1}x; {:.2} loads from PostgreSQL and {:.2} \
+                     flash answers per transaction{}",
                     fraction * 100.0,
                     s.access,
                     s.backend_loads.unwrap_or(0) as f64 / executed,
                     s.flash_answers.unwrap_or(0) as f64 / executed,
+                    hottest_share(r, *fraction).map_or(String::new(), |share| format!(
+                        " (a cache holding the hottest {:.0} % of subscribers would miss {:.2})",
+                        fraction * 100.0,
+                        1.0 - share
+                    )),
                 )
             })
         })
@@ -201,18 +230,35 @@ fn sizes(out: &mut String, r: &FlashReport, files: &[String]) {
             "\nA transaction whose subscriber is in neither DRAM nor flash costs a load from PostgreSQL (one statement \
              reading the subscriber's rows of every table, then inserting them into memory and making room) on top of \
              the transaction itself, against PostgreSQL alone's one statement: at a small cache the misses dominate and \
-             the gain stays small; study 003's brokerage workload was skewed enough that 10 % of the blocks served most \
-             reads, while TATP's NURand keys spread over the whole population."
+             the gain stays small.{}",
+            r.data.as_ref().map_or(String::new(), |d| {
+                let postgres_each = d.postgres_bytes / d.subscribers.max(1);
+                match d.instance_bytes {
+                    Some(b) if b > postgres_each => format!(
+                        " The sizes are shares of PostgreSQL's bytes, and pgtier holds a subscriber in {b} B against \
+                         PostgreSQL's {postgres_each} B (tables and indexes), so a cache of a given share holds a \
+                         smaller share of the subscribers."
+                    ),
+                    _ => String::new(),
+                }
+            })
         );
     }
     if let (Some(iops), Some(disk)) = (r.storage.read_iops_ceiling, &r.storage.disk) {
         let _ = writeln!(
             out,
             "\nPostgreSQL's storage stood in for the study's: its reads from disk {disk} were held to {iops} a second \
-             (a block I/O cgroup; study 003's database sat on 95 spinning disks at several milliseconds a read), in \
-             every run, PostgreSQL alone's and pgtier's misses alike; pgtier's flash file, on the same disk, was not \
+             (a block I/O cgroup; study 003's database sat on 95 spinning disks at several milliseconds a read), {}, \
+             PostgreSQL alone's reads and pgtier's misses alike; pgtier's flash file, on the same disk, was not \
              held. PostgreSQL alone read {} blocks/s from the disk during its window. Without `--primary-read-iops` \
              the demo measures the disk as it is.",
+            match &r.storage.lifted_before {
+                Some(phase) => format!(
+                    "in study 003's runs (PostgreSQL alone, each size, the warm-up curve) and lifted before \"{phase}\", \
+                     which compares pgtier with itself"
+                ),
+                None => "in every run".into(),
+            },
             base.device.as_ref().map_or("n/a".into(), |d| format!("{:.0}", d.read_iops)),
         );
     } else if !short.is_empty()
@@ -499,8 +545,8 @@ fn deviations(out: &mut String, r: &FlashReport) {
         match (r.storage.read_iops_ceiling, &r.storage.disk) {
             (Some(iops), Some(_)) => format!(
                 "device: one virtual disk holds PostgreSQL's data, its WAL and the flash file; PostgreSQL's reads from \
-                 it were held to {iops}/s to stand in for study 003's 95 spinning disks (a ceiling on the rate, not \
-                 a disk's seek latency; writes not held)"
+                 it were held to {iops}/s to stand in for study 003's 95 spinning disks during study 003's runs (a \
+                 ceiling on the rate, not a disk's seek latency; writes not held)"
             ),
             _ => "device: one virtual disk holds PostgreSQL's data, its WAL and the flash file; study 003 put flash in \
                   front of 95 spinning disks, so its storage-only baseline was far slower per read than ours"
@@ -628,6 +674,7 @@ mod tests {
                 postgres_bytes: 100 << 20,
                 dram_budget_bytes: 5 << 20,
                 instance_bytes: Some(1500),
+                hottest_shares: vec![(0.05, 0.6), (0.10, 0.75), (0.20, 0.9)],
             }),
             sides: vec![
                 side(BASELINE, "003", None, 1000.0),
@@ -645,6 +692,9 @@ mod tests {
         assert!(text.contains("| 10 % | wire |") && text.contains("| 3.0x | 2.4x |"), "{text}");
         // 2.0x at 20 % is below the study's 3.2x: the report says so, with figures.
         assert!(text.contains("20 % (wire): 2.0x against the study's 3.2x"), "{text}");
+        // ... beside what a cache of the hottest 20 % would miss, and the keys' skew.
+        assert!(text.contains("would miss 0.10"), "{text}");
+        assert!(text.contains("10 % of them 75 %"), "{text}");
         assert!(report.checks_clean());
     }
 

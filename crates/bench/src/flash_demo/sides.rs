@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use pgtier_cache::{Aging, Cache, FlashPolicy, LoadOptions, TierCommand, TierInfo};
+use pgtier_cache::{Aging, Cache, Cancel, FlashPolicy, LoadOptions, TierCommand, TierInfo};
 use rand::SeedableRng;
 
 use super::{CheckFigures, CurvePoint, Demo, FlashError, FlashServer, GROUP, ServerSpec, SideFigures, TxnFigures};
@@ -267,7 +267,14 @@ fn start_loaded(
             predicate: Some(format!("s_id <= {}", demo.o.subscribers)),
             ..Default::default()
         };
-        load_when_ready(&cache, GROUP, &options)?;
+        // Ctrl-C stops a LOAD between instances, not after all of them.
+        let interrupt = demo.control.interrupt;
+        let (loaded, interrupted) =
+            options.cancel.when(|| interrupt.load(Ordering::Relaxed), || load_when_ready(&cache, GROUP, &options));
+        if interrupted {
+            return Err(DbError::new(Some("57014"), "LOAD interrupted"));
+        }
+        loaded?;
         let loaded = group_memory(&cache);
         // Aging brings the full load down to the budget (to flash, or
         // away), so the warm-up starts near the steady state.
@@ -290,6 +297,7 @@ fn start_loaded(
         Ok(loaded) => Ok((server, loaded)),
         Err(error) => {
             let _ = finish(demo, server, spec);
+            demo.interrupted()?;
             Err(demo.fail()(error))
         }
     }
@@ -490,7 +498,11 @@ fn check(demo: &Demo<'_, '_>, server: &dyn FlashServer, cache: &Cache) -> Result
     };
     demo.interrupted()?;
     demo.monitor.detail(format!("VERIFY CACHE GROUP {GROUP}"));
-    let tally = cache_call(cache.verify(GROUP)).map_err(demo.fail())?;
+    let cancel = Cancel::new();
+    let interrupt = demo.control.interrupt;
+    let (tally, _) = cancel.when(|| interrupt.load(Ordering::Relaxed), || cache.verify_cancellable(GROUP, &cancel));
+    demo.interrupted()?;
+    let tally = cache_call(tally).map_err(demo.fail())?;
     let mut figures = CheckFigures {
         drained,
         verified: tally.compared,

@@ -45,6 +45,27 @@ impl SubscriberKeys {
         }
     }
 
+    /// The share of `draws` keys that fall on the hottest `fraction` of the
+    /// range, for each fraction: how skewed the clients' keys are (NURand
+    /// favours ids with many low bits set, which lie all over the range).
+    pub fn hottest_shares(&self, fractions: &[f64], draws: u64, seed: u64) -> Vec<f64> {
+        assert!(draws > 0, "no draws");
+        let range = (self.max_id - self.min_id + 1) as usize;
+        let mut counts = vec![0u32; range];
+        let mut rng = SmallRng::seed_from_u64(seed);
+        for _ in 0..draws {
+            counts[(self.next(&mut rng) - self.min_id) as usize] += 1;
+        }
+        counts.sort_unstable_by(|a, b| b.cmp(a));
+        fractions
+            .iter()
+            .map(|fraction| {
+                let hottest = ((range as f64 * fraction.clamp(0.0, 1.0)) as usize).min(range);
+                counts[..hottest].iter().map(|&c| u64::from(c)).sum::<u64>() as f64 / draws as f64
+            })
+            .collect()
+    }
+
     pub fn describe(&self) -> String {
         match self.nurand_a {
             Some(a) => format!("NURand(A={a}, {}, {})", self.min_id, self.max_id),
@@ -126,6 +147,18 @@ pub fn splitmix64(x: u64) -> u64 {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nurand_keys_are_skewed_and_uniform_ones_are_not() {
+        let fractions = [0.1, 0.5, 1.0];
+        let uniform = SubscriberKeys::new(1, 100_000, true).hottest_shares(&fractions, 1_000_000, 7);
+        let nurand = SubscriberKeys::new(1, 100_000, false).hottest_shares(&fractions, 1_000_000, 7);
+        // Uniform: the hottest tenth draws little more than a tenth (sampling noise makes some keys hotter).
+        assert!(uniform[0] > 0.1 && uniform[0] < 0.2, "{uniform:?}");
+        assert!(nurand[0] > 0.5, "{nurand:?}");
+        assert!(nurand[0] > uniform[0] && nurand[1] > uniform[1], "{nurand:?} vs {uniform:?}");
+        assert!((uniform[2] - 1.0).abs() < 1e-12 && (nurand[2] - 1.0).abs() < 1e-12);
+    }
 
     #[test]
     fn a_follows_the_spec_table() {
