@@ -224,6 +224,14 @@ impl Lines<'_> {
                 self.node(depth, format!("WorkTable Scan on {name}"));
                 self.filters(level, depth);
             }
+            VirtualSource::Shared { source, .. } => match source.as_ref() {
+                VirtualSource::Query(tree) | VirtualSource::Correlated(tree) => {
+                    self.node(depth, format!("CTE Scan on {name}"));
+                    self.filters(level, depth);
+                    self.set_tree(tree, depth + 1);
+                }
+                other => self.virtual_source(other, name, level, depth),
+            },
         }
     }
 

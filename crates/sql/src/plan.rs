@@ -103,6 +103,15 @@ pub enum VirtualSource {
     },
     /// The rows of the previous round of recursive query `slot`.
     WorkTable(usize),
+    /// A reference to a WITH query PostgreSQL materializes (one that calls
+    /// a volatile function, or is declared MATERIALIZED): `source` runs at
+    /// the statement's first read of any reference, and every reference
+    /// reads those rows (kept under `id`), so random() and nextval() run
+    /// once per row of the WITH query, not once per reference or per read.
+    Shared {
+        id: usize,
+        source: Box<VirtualSource>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -126,7 +126,9 @@ pub fn plan_levels(
         // execution (exec/hash_join.rs `fixed_rows`): it can be hashed too.
         let hashable = match &access {
             Access::FullScan => true,
-            Access::Virtual(source) => matches!(**source, crate::plan::VirtualSource::Query(_)),
+            Access::Virtual(source) => {
+                matches!(**source, crate::plan::VirtualSource::Query(_) | crate::plan::VirtualSource::Shared { .. })
+            }
             _ => false,
         };
         let hash_keys = if hashable { hash_keys(rels, l, rel, &level_filters) } else { Vec::new() };

@@ -547,7 +547,10 @@ fn check_joined_side(rels: &[Rel], right: bool, full: bool) -> Result<()> {
         // Read whole once per execution: a side that depends on
         // an outer row or the left side would not be.
         let side = rels.last().and_then(|r| r.source.as_deref());
-        if !matches!(side, None | Some(VirtualSource::System(_) | VirtualSource::Query(_))) {
+        if !matches!(
+            side,
+            None | Some(VirtualSource::System(_) | VirtualSource::Query(_) | VirtualSource::Shared { .. })
+        ) {
             return Err(SqlError::unsupported("FULL JOIN to a function, LATERAL or correlated subquery"));
         }
     }

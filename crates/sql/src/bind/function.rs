@@ -92,7 +92,12 @@ impl Binder<'_> {
         if star || distinct {
             return Err(SqlError::syntax(format!("{name}(*) or DISTINCT used with a non-aggregate function")));
         }
-        self.scalar_function(&name, &args, scope, ctx)
+        let call = self.scalar_function(&name, &args, scope, ctx)?;
+        call.0.walk(&mut |e| {
+            self.volatile_calls |= matches!(e, Expr::Func(Func::Sys(SysFunc::Sequence(_)), _))
+                || matches!(e, Expr::Func(f, _) if f.volatility() == crate::expr::Volatility::Volatile);
+        });
+        Ok(call)
     }
 
     /// An argument for an `integer` parameter: smallint or integer (cast),

@@ -69,6 +69,8 @@ pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statemen
         ctes: Vec::new(),
         sublink_depth: 0,
         work_tables: 0,
+        shared_ctes: 0,
+        volatile_calls: false,
         lazy_folding: false,
         view_depth: 0,
         named_windows: Vec::new(),
@@ -205,6 +207,12 @@ pub(crate) struct Binder<'c> {
     pub(crate) sublink_depth: usize,
     /// Work tables handed out to WITH RECURSIVE queries of this statement.
     pub(crate) work_tables: usize,
+    /// Ids handed out to the WITH queries of this statement (the key of
+    /// a materialized one's rows, `VirtualSource::Shared`).
+    pub(crate) shared_ctes: usize,
+    /// Set when a volatile function (random(), nextval(), ...) is bound:
+    /// a WITH query that calls one is materialized.
+    pub(crate) volatile_calls: bool,
     /// Inside an expression PostgreSQL's planner drops without simplifying
     /// it (a COALESCE argument after a non-null constant, a CASE arm after
     /// a true or with a false condition, AND after false, OR after true):
@@ -218,13 +226,19 @@ pub(crate) struct Binder<'c> {
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in
-/// FROM would be (PostgreSQL inlines such a query when it is referenced
-/// once; when it is referenced more often the two agree unless it calls a
-/// volatile function, which is refused then).
+/// FROM would be. PostgreSQL 12+ inlines a query referenced once and runs
+/// one referenced more often once, sharing its rows: the two agree unless
+/// it calls a volatile function (or is recursive), so a query that calls
+/// one, or is declared MATERIALIZED, is read through
+/// `VirtualSource::Shared` under `id` and runs once per statement.
 pub(crate) struct CteDef {
     pub(crate) name: String,
     pub(crate) cte: ast::Cte,
+    /// This WITH clause's instance of the query: its rows' key when shared.
+    pub(crate) id: usize,
     pub(crate) uses: usize,
+    /// Bound by some reference as shared (`VirtualSource::Shared`).
+    pub(crate) shared: bool,
     /// Declared in WITH RECURSIVE.
     pub(crate) recursive: bool,
     /// What naming it means while its own definition is bound.

@@ -36,8 +36,30 @@ fn invalid_recursion(message: String) -> SqlError {
 }
 
 impl Binder<'_> {
-    /// A FROM reference to WITH query `k`: its name, row shape and source.
+    /// A FROM reference to WITH query `k`: its name, row shape and source
+    /// (shared by every reference when PostgreSQL would materialize it).
     pub(super) fn cte_source(&mut self, k: usize) -> Result<(String, Arc<TableSchema>, VirtualSource)> {
+        if !matches!(self.ctes[k].self_ref, SelfRef::Hidden) {
+            return self.cte_reference(k);
+        }
+        let volatile_before = std::mem::replace(&mut self.volatile_calls, false);
+        let found = self.cte_reference(k);
+        let volatile = self.volatile_calls;
+        self.volatile_calls |= volatile_before;
+        let (name, schema, source) = found?;
+        // Defined inside a recursive term, it may read the work table,
+        // whose rows change from round to round: run per read.
+        let in_recursive_term = self.ctes[..k].iter().any(|c| matches!(c.self_ref, SelfRef::Work { .. }));
+        let def = &mut self.ctes[k];
+        let materialized = matches!(def.cte.materialized, Some(ast::CteAsMaterialized::Materialized));
+        if !(volatile || materialized) || in_recursive_term {
+            return Ok((name, schema, source));
+        }
+        def.shared = true;
+        Ok((name, schema, VirtualSource::Shared { id: def.id, source: Box::new(source) }))
+    }
+
+    fn cte_reference(&mut self, k: usize) -> Result<(String, Arc<TableSchema>, VirtualSource)> {
         let name = self.ctes[k].name.clone();
         match &mut self.ctes[k].self_ref {
             SelfRef::Forbidden(message) => return Err(invalid_recursion(message.clone())),
@@ -119,6 +141,14 @@ impl Binder<'_> {
             ast::SetQuantifier::Distinct | ast::SetQuantifier::None => false,
             other => return Err(SqlError::unsupported(format!("UNION {other}"))),
         };
+        // PostgreSQL checks where the references sit before it binds
+        // anything (checkWellFormedRecursion); one in the non-recursive
+        // term is that term's error, given when it is bound.
+        if !names(left, &name)
+            && let Some(message) = forbidden_position(right, &name, false)
+        {
+            return Err(invalid_recursion(message));
+        }
         let anchor_query = bare_query(left.as_ref().clone());
         let marker = SelfRef::Forbidden(format!(
             "recursive reference to query \"{name}\" must not appear within its non-recursive term"
@@ -210,4 +240,85 @@ fn rename_columns(cte_name: &str, cols: &mut [(String, DataType)], names: Vec<St
         c.0 = new;
     }
     Ok(())
+}
+
+/// Where a recursive reference sits in the recursive term, as
+/// checkWellFormedRecursion sees the raw query: the first forbidden
+/// position that holds one (the nullable side of an outer join, INTERSECT
+/// ALL, EXCEPT's right side or EXCEPT ALL's left), as PostgreSQL's 42P19
+/// message. References in expressions are the binder's (a subquery
+/// there is its own error). `nullable`: `set` is on an outer join's
+/// nullable side.
+fn forbidden_position(set: &ast::SetExpr, name: &str, nullable: bool) -> Option<String> {
+    let within = |what: &str| Some(format!("recursive reference to query \"{name}\" must not appear within {what}"));
+    match set {
+        ast::SetExpr::SetOperation { op: ast::SetOperator::Intersect, set_quantifier, left, right } => {
+            if matches!(set_quantifier, ast::SetQuantifier::All) && (names(left, name) || names(right, name)) {
+                return within("INTERSECT");
+            }
+            forbidden_position(left, name, nullable).or_else(|| forbidden_position(right, name, nullable))
+        }
+        ast::SetExpr::SetOperation { op: ast::SetOperator::Except, set_quantifier, left, right } => {
+            if (matches!(set_quantifier, ast::SetQuantifier::All) && names(left, name)) || names(right, name) {
+                return within("EXCEPT");
+            }
+            forbidden_position(left, name, nullable)
+        }
+        ast::SetExpr::SetOperation { left, right, .. } => {
+            forbidden_position(left, name, nullable).or_else(|| forbidden_position(right, name, nullable))
+        }
+        ast::SetExpr::Query(q) => forbidden_position(&q.body, name, nullable),
+        ast::SetExpr::Select(s) => s.from.iter().find_map(|f| forbidden_in_from(f, name, nullable)),
+        _ => None,
+    }
+}
+
+/// [`forbidden_position`] in one FROM item and its joins.
+fn forbidden_in_from(from: &ast::TableWithJoins, name: &str, nullable: bool) -> Option<String> {
+    use ast::JoinOperator as J;
+    // Item 0 is `relation`, item i + 1 is join i's; the joins nest to the
+    // left, so join k's left side is items 0..=k and its right side item k + 1.
+    let keeps_right = |op: &J| matches!(op, J::Right(_) | J::RightOuter(_) | J::FullOuter(_));
+    let keeps_left = |op: &J| matches!(op, J::Left(_) | J::LeftOuter(_) | J::FullOuter(_));
+    std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation)).enumerate().find_map(|(i, factor)| {
+        let nullable = nullable
+            || (i > 0 && keeps_left(&from.joins[i - 1].join_operator))
+            || from.joins[i..].iter().any(|j| keeps_right(&j.join_operator));
+        match factor {
+            ast::TableFactor::Table { name: n, args: None, .. } if nullable && is_name(n, name) => {
+                Some(format!("recursive reference to query \"{name}\" must not appear within an outer join"))
+            }
+            ast::TableFactor::NestedJoin { table_with_joins, .. } => {
+                forbidden_in_from(table_with_joins, name, nullable)
+            }
+            ast::TableFactor::Derived { subquery, .. } => forbidden_position(&subquery.body, name, nullable),
+            _ => None,
+        }
+    })
+}
+
+fn is_name(n: &ast::ObjectName, name: &str) -> bool {
+    matches!(n.0.as_slice(), [part] if part.as_ident().is_some_and(|i| ident(i) == name))
+}
+
+/// Whether a FROM of `set` (at any depth of joins and subqueries in FROM)
+/// names `name`.
+fn names(set: &ast::SetExpr, name: &str) -> bool {
+    fn in_factor(factor: &ast::TableFactor, name: &str) -> bool {
+        match factor {
+            ast::TableFactor::Table { name: n, args: None, .. } => is_name(n, name),
+            ast::TableFactor::NestedJoin { table_with_joins, .. } => in_from(table_with_joins, name),
+            ast::TableFactor::Derived { subquery, .. } => names(&subquery.body, name),
+            _ => false,
+        }
+    }
+    fn in_from(from: &ast::TableWithJoins, name: &str) -> bool {
+        in_factor(&from.relation, name) || from.joins.iter().any(|j| in_factor(&j.relation, name))
+    }
+    match set {
+        ast::SetExpr::SetOperation { left, right, .. } => names(left, name) || names(right, name),
+        ast::SetExpr::Query(q) => names(&q.body, name),
+        ast::SetExpr::Select(s) => s.from.iter().any(|f| in_from(f, name)),
+        _ => false,
+    }
 }

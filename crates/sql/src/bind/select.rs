@@ -24,20 +24,33 @@ impl Binder<'_> {
                 self.ctes.truncate(base);
                 return Err(SqlError::new("42712", format!("WITH query name \"{name}\" specified more than once")));
             }
+            let id = self.shared_ctes;
+            self.shared_ctes += 1;
             self.ctes.push(CteDef {
                 name,
                 cte: cte.clone(),
+                id,
                 uses: 0,
+                shared: false,
                 recursive: with.recursive,
                 self_ref: super::recursive::SelfRef::Hidden,
             });
         }
-        let plan = self.query_body(q, outer);
+        let plan = self.query_body(q, outer).and_then(|plan| {
+            // PostgreSQL binds every WITH query, referenced or not: its
+            // errors are the statement's (it runs only when read).
+            for k in base..self.ctes.len() {
+                if self.ctes[k].uses == 0 {
+                    self.cte_source(k)?;
+                }
+            }
+            Ok(plan)
+        });
         let defs = self.ctes.split_off(base);
         let plan = plan?;
         for d in defs {
             let text = d.cte.query.to_string().to_lowercase();
-            if d.uses > 1 && (text.contains("nextval") || text.contains("setval")) {
+            if d.uses > 1 && !d.shared && (text.contains("nextval") || text.contains("setval")) {
                 return Err(SqlError::unsupported(format!(
                     "WITH query \"{}\" that advances a sequence, referenced more than once",
                     d.name
@@ -82,6 +95,18 @@ impl Binder<'_> {
             ast::SetExpr::SetOperation { .. } | ast::SetExpr::Values(_) => return self.set_query(q, outer),
             ast::SetExpr::Query(inner) if q.order_by.is_none() && q.limit_clause.is_none() && q.locks.is_empty() => {
                 return self.query(inner, outer);
+            }
+            // PostgreSQL runs a data-modifying WITH query once, to its end,
+            // and the rest of the statement reads the tables as they were
+            // before it: pgtier does neither yet, so it is refused rather
+            // than run per reference or not at all.
+            ast::SetExpr::Insert(_) | ast::SetExpr::Update(_) | ast::SetExpr::Delete(_) | ast::SetExpr::Merge(_)
+                if q.with.is_none() =>
+            {
+                return Err(SqlError::unsupported("data-modifying statement in WITH"));
+            }
+            ast::SetExpr::Insert(_) | ast::SetExpr::Update(_) | ast::SetExpr::Delete(_) | ast::SetExpr::Merge(_) => {
+                return Err(SqlError::unsupported("WITH before INSERT, UPDATE, DELETE or MERGE"));
             }
             _ => return Err(SqlError::unsupported("this query form")),
         };

@@ -150,6 +150,9 @@ pub struct Exec<'a> {
     pub level_hashes: LevelHashes,
     /// The rows of the round in progress of each WITH RECURSIVE query, by slot.
     pub work_tables: Vec<Vec<Vec<Value>>>,
+    /// The rows of each materialized WITH query read so far, by its id
+    /// (`VirtualSource::Shared`): this execution only.
+    pub shared_ctes: HashMap<usize, std::sync::Arc<Vec<Value>>>,
     /// Set by a join's sink that has seen enough rows (EXISTS needs one):
     /// the join in progress returns without reading further candidates.
     /// Whoever sets it clears it once that join has returned.

@@ -2,6 +2,7 @@
 //! subqueries, VALUES and set operations in FROM, table functions.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use pgtier_engine::Value;
 
@@ -51,8 +52,26 @@ impl Exec<'_> {
             VirtualSource::Function { func, args, ordinality } => {
                 self.function_rows(func, args, *ordinality, env, row, out)?;
             }
+            VirtualSource::Shared { id, source } => out.extend_from_slice(&self.shared_rows(*id, source, env)?),
         }
         Ok(())
+    }
+
+    /// The rows of materialized WITH query `id`: run at its first read,
+    /// kept for the rest of the execution (charged to
+    /// pgtier.statement_mem; past it 53200, since running it again could
+    /// give other rows).
+    fn shared_rows(&mut self, id: usize, source: &VirtualSource, env: &Env<'_>) -> Result<Arc<Vec<Value>>> {
+        if let Some(rows) = self.shared_ctes.get(&id) {
+            return Ok(Arc::clone(rows));
+        }
+        let mut rows = Vec::new();
+        self.virtual_rows(source, env, &[], &mut rows)?;
+        let bytes = rows.iter().map(super::value_bytes).sum();
+        self.interrupt.charge(bytes, "WITH query")?;
+        let rows = Arc::new(rows);
+        self.shared_ctes.insert(id, Arc::clone(&rows));
+        Ok(rows)
     }
 
     /// A table function's rows, with their ordinal after each when WITH ORDINALITY.

@@ -514,6 +514,7 @@ impl Connection {
             hash_joins: matches!(&prepared.plan, Plan::Select(s) if !s.for_update),
             level_hashes: LevelHashes::default(),
             work_tables: Vec::new(),
+            shared_ctes: HashMap::new(),
             join_stop: false,
         };
         let out = &mut self.result;

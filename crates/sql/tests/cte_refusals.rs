@@ -1,0 +1,66 @@
+//! Data-modifying WITH queries, which PostgreSQL runs once, to their end,
+//! whether read or not, while the rest of the statement reads the tables
+//! as they were before it: pgtier refuses each with 0A000 at planning
+//! (never runs it per reference, or not at all), and changes nothing.
+//! PostgreSQL must really answer each (else it belongs in tests/slt).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use pgtier_engine::{CommitMode, Database, EngineConfig};
+use pgtier_sql::Connection;
+
+const SETUP: &[&str] = &[
+    "CREATE TABLE cr_t (id int PRIMARY KEY, v int)",
+    "CREATE TABLE cr_log (id int PRIMARY KEY, note text)",
+    "INSERT INTO cr_t VALUES (1, 10), (2, 20), (3, 30)",
+];
+
+/// (statement, words the refusal names)
+const REFUSED: &[(&str, &str)] = &[
+    ("WITH ins AS (INSERT INTO cr_log VALUES (1, 'a') RETURNING id) SELECT id FROM ins", "data-modifying"),
+    // Not read by the query: PostgreSQL still inserts the row.
+    ("WITH ins AS (INSERT INTO cr_log VALUES (1, 'a') RETURNING id) SELECT 1", "data-modifying"),
+    ("WITH ins AS (INSERT INTO cr_log VALUES (1, 'a')) SELECT count(*) FROM cr_log", "data-modifying"),
+    ("WITH upd AS (UPDATE cr_t SET v = v + 1 RETURNING v) SELECT sum(v) FROM upd", "data-modifying"),
+    ("WITH del AS (DELETE FROM cr_t WHERE id = 1 RETURNING id) SELECT count(*) FROM cr_t", "data-modifying"),
+    (
+        "WITH moved AS (DELETE FROM cr_t RETURNING id, v) INSERT INTO cr_log SELECT id, v::text FROM moved",
+        "WITH before",
+    ),
+    ("WITH q AS (SELECT max(id) AS m FROM cr_t) UPDATE cr_t SET v = 0 WHERE id = (SELECT m FROM q)", "WITH before"),
+    ("WITH q AS (SELECT 1 AS id) DELETE FROM cr_t WHERE id IN (SELECT id FROM q)", "WITH before"),
+];
+
+#[test]
+fn data_modifying_with_queries_are_refused_and_change_nothing() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let url = cluster.create_database(&format!("cte_refusals_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&url).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
+    for sql in SETUP {
+        pg.simple_query(sql).unwrap();
+        conn.execute_sql(sql).unwrap();
+    }
+    let state = |conn: &mut Connection| {
+        let r = conn
+            .execute_sql(
+                "SELECT (SELECT string_agg(id || ':' || v, ',' ORDER BY id) FROM cr_t), (SELECT count(*) FROM cr_log)",
+            )
+            .unwrap();
+        let rows = r.rows.unwrap();
+        format!("{:?}", rows.get(0).unwrap().values())
+    };
+    let before = state(&mut conn);
+    for (sql, names) in REFUSED {
+        pg.simple_query("BEGIN").unwrap();
+        if let Err(e) = pg.simple_query(sql) {
+            panic!("PostgreSQL refuses {sql} ({e}): it belongs in tests/slt");
+        }
+        pg.simple_query("ROLLBACK").unwrap();
+        let e = conn.execute_sql(sql).expect_err(sql);
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains(names), "{sql}: {}", e.message);
+        assert_eq!(state(&mut conn), before, "{sql} changed the tables");
+    }
+}
