@@ -3,6 +3,11 @@
 //! as they were before it: pgtier refuses each with 0A000 at planning
 //! (never runs it per reference, or not at all), and changes nothing.
 //! PostgreSQL must really answer each (else it belongs in tests/slt).
+//!
+//! Likewise a WITH query that advances a sequence, read by a statement that
+//! may stop reading it early (LIMIT, EXISTS, IN, a scalar subquery):
+//! PostgreSQL runs it only as far as it is read, pgtier whole, and the
+//! sequence would show the difference.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pgtier_engine::{CommitMode, Database, EngineConfig};
@@ -12,6 +17,7 @@ const SETUP: &[&str] = &[
     "CREATE TABLE cr_t (id int PRIMARY KEY, v int)",
     "CREATE TABLE cr_log (id int PRIMARY KEY, note text)",
     "INSERT INTO cr_t VALUES (1, 10), (2, 20), (3, 30)",
+    "CREATE SEQUENCE cr_seq",
 ];
 
 /// (statement, words the refusal names)
@@ -28,6 +34,13 @@ const REFUSED: &[(&str, &str)] = &[
     ),
     ("WITH q AS (SELECT max(id) AS m FROM cr_t) UPDATE cr_t SET v = 0 WHERE id = (SELECT m FROM q)", "WITH before"),
     ("WITH q AS (SELECT 1 AS id) DELETE FROM cr_t WHERE id IN (SELECT id FROM q)", "WITH before"),
+    // PostgreSQL advances the sequence by 1 (one row read), not 10.
+    ("WITH q AS (SELECT nextval('cr_seq') AS v FROM generate_series(1, 10)) SELECT v FROM q LIMIT 1", "sequence"),
+    (
+        "WITH q AS (SELECT nextval('cr_seq') AS v FROM generate_series(1, 10)) SELECT EXISTS (SELECT 1 FROM q)",
+        "sequence",
+    ),
+    ("WITH q AS MATERIALIZED (SELECT nextval('cr_seq') AS v) SELECT (SELECT v FROM q) + (SELECT v FROM q)", "sequence"),
 ];
 
 #[test]
@@ -63,4 +76,6 @@ fn data_modifying_with_queries_are_refused_and_change_nothing() {
         assert!(e.message.contains(names), "{sql}: {}", e.message);
         assert_eq!(state(&mut conn), before, "{sql} changed the tables");
     }
+    let next = conn.execute_sql("SELECT nextval('cr_seq')").unwrap().rows.unwrap();
+    assert_eq!(format!("{:?}", next.get(0).unwrap().values()), format!("{:?}", [pgtier_engine::Value::Int8(1)]));
 }

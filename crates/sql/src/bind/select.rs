@@ -48,11 +48,14 @@ impl Binder<'_> {
         });
         let defs = self.ctes.split_off(base);
         let plan = plan?;
-        for d in defs {
-            let text = d.cte.query.to_string().to_lowercase();
-            if d.uses > 1 && !d.shared && (text.contains("nextval") || text.contains("setval")) {
+        // The readers: the query without its WITH clause, and the WITH
+        // queries' own texts (one may read another).
+        let outer = ast::Query { with: None, ..q.clone() }.to_string().to_lowercase();
+        let readers = defs.iter().fold(outer, |text, d| text + " " + &d.cte.query.to_string().to_lowercase());
+        for d in defs.iter() {
+            if advances_sequence(&d.cte) && may_stop_early(&readers) {
                 return Err(SqlError::unsupported(format!(
-                    "WITH query \"{}\" that advances a sequence, referenced more than once",
+                    "WITH query \"{}\" that advances a sequence, in a statement that may stop reading it early",
                     d.name
                 )));
             }
@@ -640,4 +643,23 @@ pub(super) fn invalid_reference(mut err: SqlError, before_comma: &[Rel]) -> SqlE
         ));
     }
     err
+}
+
+/// Calls nextval or setval. PostgreSQL runs a WITH query only as far as
+/// its readers read it, and how far a sequence advances shows that;
+/// pgtier computes a WITH query's rows whole, inlined or shared.
+fn advances_sequence(cte: &ast::Cte) -> bool {
+    let text = cte.query.to_string().to_lowercase();
+    text.contains("nextval") || text.contains("setval")
+}
+
+/// A reader that may stop before the last row: LIMIT / FETCH, EXISTS, and
+/// the sublinks PostgreSQL ends at the first match (IN, ANY, SOME, ALL) or
+/// reads one row of (a scalar subquery, which an unmatched parenthesis
+/// before SELECT shows). Said of the statement's text: a false alarm only
+/// refuses what could have been answered.
+fn may_stop_early(statement: &str) -> bool {
+    [" limit ", " fetch ", "exists", " in (", " any (", " any(", " some", " all (", " all(", "(select"]
+        .iter()
+        .any(|word| statement.contains(word))
 }
