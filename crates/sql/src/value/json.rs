@@ -200,6 +200,7 @@ pub fn from_value(v: &Value) -> Result<Json> {
             }
         }
         Value::Json(_) | Value::Jsonb(_) => tree(v)?.into_jsonb(),
+        Value::Array(items) => Json::Array(items.iter().map(from_value).collect::<Result<_>>()?),
         other => Json::String(scalar_text(other)),
     })
 }
@@ -236,6 +237,17 @@ pub fn write_json_text(v: &Value, out: &mut String) {
             }
         }
         Value::Json(s) | Value::Jsonb(s) => out.push_str(s),
+        // array_to_json's layout: no space after the commas.
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json_text(item, out);
+            }
+            out.push(']');
+        }
         other => json::escape_string(out, &scalar_text(other)),
     }
 }
@@ -829,8 +841,20 @@ pub enum JsonAgg {
 /// The aggregate's value over the collected arguments (not empty).
 pub fn finish_agg(agg: JsonAgg, items: &[Value]) -> Result<Value> {
     match agg {
-        // json_agg's layout is json_build_array's (`[1, 2]`).
-        JsonAgg::Agg { jsonb } => build_array(items, jsonb),
+        // The layout of json_build_array (`[1, 2]`), but json_agg starts
+        // each array after the first on a new line.
+        JsonAgg::Agg { jsonb: true } => build_array(items, true),
+        JsonAgg::Agg { jsonb: false } => {
+            let mut out = String::from("[");
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(if matches!(v, Value::Array(_)) { ", \n " } else { ", " });
+                }
+                write_json_text(v, &mut out);
+            }
+            out.push(']');
+            Ok(Value::Json(out))
+        }
         JsonAgg::ObjectAgg { jsonb } => {
             let mut pairs = Vec::with_capacity(items.len());
             for pair in items {
