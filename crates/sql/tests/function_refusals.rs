@@ -52,9 +52,9 @@ const REFUSED: &[(&str, &str)] = &[
     ("SELECT to_char(timestamptz '2024-01-01', 'TZ')", "\"TZ\""),
     ("SELECT to_char(timestamp '2024-01-01 10:00', 'J')", "\"J\""),
     ("SELECT to_char(timestamp '2024-01-01', '\"x\" W')", "\"W\""),
-    // to_char of a number: digits, point, group separators and FM only.
+    // to_char of a number: digits, point, group separators, MI PL SG and FM only.
     ("SELECT to_char(1234, 'S9999')", "\"S9999\""),
-    ("SELECT to_char(-12, '999MI')", "\"999MI\""),
+    ("SELECT to_char(-12, '999PR')", "\"999PR\""),
     ("SELECT to_char(12, '9.99EEEE')", "\"9.99EEEE\""),
     ("SELECT to_char(12, '99 9')", "\"99 9\""),
     ("SELECT to_char(12, 'L99')", "\"L99\""),

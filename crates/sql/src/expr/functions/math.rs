@@ -1025,6 +1025,10 @@ enum NumSlot {
     Zero,
     Point,
     Group,
+    /// `MI`, `PL`, `SG`: the sign at this place, not before the digits.
+    Minus,
+    Plus,
+    Sign,
 }
 
 /// A to_char number template as PostgreSQL's NUMDesc_prepare reads it.
@@ -1040,8 +1044,9 @@ struct NumTemplate {
     zero_end: usize,
 }
 
-/// The templates pgtier formats exactly: `9`, `0`, `.`/`D`, `,`/`G` and
-/// `FM` (the C locale's separators); anything else is 0A000.
+/// The templates pgtier formats exactly: `9`, `0`, `.`/`D`, `,`/`G`,
+/// `MI`/`PL`/`SG` (each once) and `FM` (the C locale's separators);
+/// anything else is 0A000.
 fn num_template(fmt: &str) -> Result<NumTemplate> {
     let refuse = || SqlError::unsupported(format!("to_char of a number with the template \"{fmt}\""));
     let mut t = NumTemplate {
@@ -1056,8 +1061,22 @@ fn num_template(fmt: &str) -> Result<NumTemplate> {
     let bytes = fmt.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        if matches!(bytes.get(i..i + 2), Some(b"FM" | b"fm")) {
-            t.fill_mode = true;
+        let sign_slot = match bytes.get(i..i + 2) {
+            Some(b"FM" | b"fm") => {
+                t.fill_mode = true;
+                i += 2;
+                continue;
+            }
+            Some(b"MI" | b"mi") => Some(NumSlot::Minus),
+            Some(b"PL" | b"pl") => Some(NumSlot::Plus),
+            Some(b"SG" | b"sg") => Some(NumSlot::Sign),
+            _ => None,
+        };
+        if let Some(slot) = sign_slot {
+            if t.slots.contains(&slot) {
+                return Err(refuse());
+            }
+            t.slots.push(slot);
             i += 2;
             continue;
         }
@@ -1070,7 +1089,7 @@ fn num_template(fmt: &str) -> Result<NumTemplate> {
         };
         match slot {
             NumSlot::Point => t.decimal = true,
-            NumSlot::Group => {}
+            NumSlot::Group | NumSlot::Minus | NumSlot::Plus | NumSlot::Sign => {}
             NumSlot::Nine | NumSlot::Zero => {
                 if slot == NumSlot::Zero && t.zero_start == 0 && !t.decimal {
                     t.zero_start = t.pre + 1;
@@ -1178,7 +1197,10 @@ impl<'t> NumWriter<'t> {
             at: 0,
             out_pre_spaces,
             negative,
-            sign_wrote: !negative && t.fill_mode,
+            // MI and SG write the sign themselves; PL alone writes only
+            // the plus, the number its minus (or the blank) as without it.
+            sign_wrote: t.slots.iter().any(|s| matches!(s, NumSlot::Minus | NumSlot::Sign))
+                || (!negative && t.fill_mode && !t.slots.contains(&NumSlot::Plus)),
             zero_start: t.zero_start.saturating_sub(1),
             last_relevant,
             num_curr: 0,
@@ -1201,6 +1223,11 @@ impl<'t> NumWriter<'t> {
                 NumSlot::Group if self.num_in => self.out.push(b','),
                 NumSlot::Group if !self.t.fill_mode => self.out.push(b' '),
                 NumSlot::Group => {}
+                NumSlot::Minus if self.negative => self.out.push(b'-'),
+                NumSlot::Plus if !self.negative => self.out.push(b'+'),
+                NumSlot::Minus | NumSlot::Plus if !self.t.fill_mode => self.out.push(b' '),
+                NumSlot::Minus | NumSlot::Plus => {}
+                NumSlot::Sign => self.out.push(if self.negative { b'-' } else { b'+' }),
                 digit_or_point => self.numpart(digit_or_point),
             }
         }
