@@ -457,19 +457,68 @@ fn write_date(c: &DtCtx, days: i64, out: &mut String) {
     out.push_str(bc);
 }
 
+/// date, timestamp and timestamptz as JSON writes them, whatever the
+/// DateStyle (PostgreSQL's JsonEncodeDateTime, its XSD style): ISO 8601
+/// with a `T`, a timestamptz in the session zone with its offset as
+/// `+hh:mm` (`+hh:mm:ss` when the offset has seconds); false for any other
+/// value. Finite values only: the caller writes the infinities' output.
+pub fn write_xsd_datetime(v: &Value, out: &mut String) -> bool {
+    match *v {
+        Value::Date(days) => {
+            let (y, m, d) = civil_from_days(i64::from(days));
+            let (y, bc) = shown_year(y);
+            let _ = write!(out, "{y:04}-{m:02}-{d:02}{bc}");
+        }
+        Value::Timestamp(local) => write_xsd_timestamp(local, None, out),
+        Value::TimestampTz(t) => {
+            let east = offset_at(t);
+            write_xsd_timestamp(t.saturating_add(i64::from(east) * MICROS_PER_SECOND), Some(east), out);
+        }
+        _ => return false,
+    }
+    true
+}
+
+fn write_xsd_timestamp(local: i64, east_secs: Option<i32>, out: &mut String) {
+    let LocalFields { year, bc, month, day, clock, .. } = LocalFields::of(local);
+    let _ = write!(out, "{year:04}-{month:02}-{day:02}T{clock}");
+    if let Some(east) = east_secs {
+        out.push_str(&offset_text(east, true));
+    }
+    out.push_str(bc);
+}
+
+/// A local timestamp's fields as the output styles show them.
+struct LocalFields {
+    days: i64,
+    year: i64,
+    bc: &'static str,
+    month: u32,
+    day: u32,
+    /// `hh:mm:ss[.ffffff]`, trailing zeros of the fraction dropped.
+    clock: String,
+}
+
+impl LocalFields {
+    fn of(local: i64) -> LocalFields {
+        let days = local.div_euclid(MICROS_PER_DAY);
+        let in_day = local.rem_euclid(MICROS_PER_DAY);
+        let (y, month, day) = civil_from_days(days);
+        let (year, bc) = shown_year(y);
+        let secs = in_day / MICROS_PER_SECOND;
+        let mut clock = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+        let frac = in_day % MICROS_PER_SECOND;
+        if frac != 0 {
+            let text = format!("{frac:06}");
+            let _ = write!(clock, ".{}", text.trim_end_matches('0'));
+        }
+        LocalFields { days, year, bc, month, day, clock }
+    }
+}
+
 /// `local` µs; `zone`: the offset and abbreviation of a timestamptz.
 fn write_timestamp(c: &DtCtx, local: i64, zone: Option<(i32, String)>, out: &mut String) {
-    let days = local.div_euclid(MICROS_PER_DAY);
-    let in_day = local.rem_euclid(MICROS_PER_DAY);
-    let (y, m, d) = civil_from_days(days);
-    let (year, bc) = shown_year(y);
-    let secs = in_day / MICROS_PER_SECOND;
-    let mut clock = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
-    let frac = in_day % MICROS_PER_SECOND;
-    if frac != 0 {
-        let text = format!("{frac:06}");
-        let _ = write!(clock, ".{}", text.trim_end_matches('0'));
-    }
+    let LocalFields { days, year, bc, month: m, day: d, clock } = LocalFields::of(local);
     let _ = match (c.style, c.order) {
         (Style::Iso, _) => write!(out, "{year:04}-{m:02}-{d:02} {clock}"),
         (Style::Sql, Order::Dmy) => write!(out, "{d:02}/{m:02}/{year:04} {clock}"),

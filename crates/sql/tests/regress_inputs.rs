@@ -33,6 +33,11 @@ fn refused_instead_of_answered_differently() {
         ("select from generate_series(1,5) except all select from generate_series(1,3)", "no columns"),
         ("select * from (select from generate_series(1,3)) s", "no columns"),
         // numeric.sql's NaN, infinities and wide values are answered now (tests/slt/67_numeric_big.slt).
+        // arrays.sql: an ARRAY() of int2vector is int2vector[] (pgtier said text[]).
+        ("select pg_typeof(array(select '1 2'::int2vector))", "int2vector"),
+        ("select array(select indkey from pg_index)", "int2vector"),
+        // An ARRAY() of a catalog array column is two-dimensional.
+        ("select array(select '{1,2}'::oid[])", "multidimensional"),
         // A cost PostgreSQL would show as %g with an exponent.
         ("SET jit_above_cost = 1e10", "shown differently"),
     ] {

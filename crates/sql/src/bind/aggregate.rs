@@ -8,7 +8,7 @@ use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SysFunc};
 use crate::plan::{AggCall, AggFunc, AggOrder};
 use crate::value::json::{JsonAgg, JsonFunc};
-use crate::value::types::Elem;
+use crate::value::types::{self, Elem};
 use crate::value::{NUMERIC_ANY, type_name};
 
 impl Binder<'_> {
@@ -82,7 +82,11 @@ impl Binder<'_> {
                 let bound = self.expr(k, scope, ctx).and_then(|bk| Ok((bk, self.expr(v, scope, ctx)?)));
                 ctx.in_agg = false;
                 let ((k, kt), (v, vt)) = bound?;
+                if kt.is_some_and(types::is_pseudo) || vt.is_some_and(types::is_pseudo) {
+                    return Err(SqlError::unsupported(format!("{name} of an array or a system type")));
+                }
                 let k = if kt.is_none() { self.coerce(k, None, DataType::Text, name)? } else { k };
+                let k = Expr::Func(Func::Json(JsonFunc::ObjectAggKey), vec![k]);
                 let v = if vt.is_none() { self.coerce(v, None, DataType::Text, name)? } else { v };
                 let ty = if jsonb { DataType::Jsonb } else { DataType::Json };
                 (Some(Expr::Func(Func::Json(JsonFunc::BuildArray { jsonb: false }), vec![k, v])), ty)

@@ -192,6 +192,14 @@ impl Binder<'_> {
         if let Some(arr_ty) = array_type(t) {
             return Ok((self.sub_expr(SubqueryKind::ArrayValue, false, correlated, plan), Some(arr_ty)));
         }
+        // A catalog array or vector column is carried as text: for_element
+        // would make its ARRAY() a text[] (PostgreSQL's is int2vector[], or
+        // a two-dimensional array).
+        match Elem::of(t) {
+            Some(elem) if elem.is_vector() => return Err(SqlError::unsupported("ARRAY() of int2vector or oidvector")),
+            Some(_) => return Err(multidimensional()),
+            None => {}
+        }
         let elem = if RegKind::of(t).is_some() { Some(Elem::Oid) } else { Elem::for_element(t) };
         let elem = elem.ok_or_else(|| SqlError::unsupported(format!("ARRAY() of {}", value::type_name(t))))?;
         Ok((self.sub_expr(SubqueryKind::Array(elem), false, correlated, plan), Some(elem.data_type())))

@@ -84,7 +84,8 @@ impl Binder<'_> {
                     Some(t) if is_string(Some(t)) => (Expr::Func(Func::Sys(SysFunc::OidIn), vec![x]), Some(types::OID)),
                     Some(t) => return Err(cannot_cast(t, "oid")),
                 },
-                CastTarget::Name | CastTarget::Char | CastTarget::RegProc => {
+                CastTarget::Char => self.char_cast(x, t)?,
+                CastTarget::Name | CastTarget::RegProc => {
                     let x = match (t, &x) {
                         (Some(t), _) if RegKind::of(t).is_some() => {
                             Expr::Func(Func::Sys(SysFunc::RegOut(RegKind::of(t).unwrap_or(RegKind::Class))), vec![x])
@@ -220,6 +221,22 @@ pub(super) fn cast_exists(from: DataType, to: DataType) -> bool {
 /// 42846 `cannot cast type x to y` unless `cast_exists`.
 pub(super) fn check_cast(from: DataType, to: DataType) -> Result<()> {
     if cast_exists(from, to) { Ok(()) } else { Err(cannot_cast(from, value::type_name(to))) }
+}
+
+impl Binder<'_> {
+    /// `::"char"`, carried as its output text: from text as charin reads
+    /// it, from int4 as i4tochar; PostgreSQL has no other cast to it.
+    fn char_cast(&mut self, x: Expr, t: Ty) -> Result<(Expr, Ty)> {
+        let char_in = |x: Expr| Expr::Func(Func::Sys(SysFunc::CharIn), vec![x]);
+        let x = match (t, x) {
+            (None, Expr::Const(Value::Text(s))) => Expr::Const(Value::Text(types::char_from_text(&s))),
+            (None, x) => char_in(self.coerce(x, None, DataType::Text, "::")?),
+            (Some(DataType::Int4), x) => Expr::Func(Func::Sys(SysFunc::CharFromInt4), vec![x]),
+            (Some(t), x) if category(t) == Category::String && Elem::of(t).is_none() => char_in(x),
+            (Some(t), _) => return Err(cannot_cast(t, "\"char\"")),
+        };
+        Ok((x, Some(DataType::Text)))
+    }
 }
 
 fn cannot_cast(from: DataType, to: &str) -> SqlError {

@@ -52,6 +52,9 @@ pub enum JsonFunc {
     BuildArray {
         jsonb: bool,
     },
+    /// The key argument of json[b]_object_agg, checked as each row reaches
+    /// the aggregate (not strict: a NULL key is an error).
+    ObjectAggKey,
     /// to_json / to_jsonb.
     To {
         jsonb: bool,
@@ -197,29 +200,20 @@ pub fn from_value(v: &Value) -> Result<Json> {
             }
         }
         Value::Json(_) | Value::Jsonb(_) => tree(v)?.into_jsonb(),
+        Value::Array(items) => Json::Array(items.iter().map(from_value).collect::<Result<_>>()?),
         other => Json::String(scalar_text(other)),
     })
 }
 
 /// The text of a non-number, non-boolean scalar in json: dates and times
-/// in ISO 8601 with a `T` (JsonEncodeDateTime), anything else its output.
+/// in ISO 8601 with a `T` whatever the DateStyle (JsonEncodeDateTime),
+/// anything else (and the infinities) its output.
 fn scalar_text(v: &Value) -> String {
-    let out = value::to_text(v);
-    match v {
-        Value::Timestamp(_) | Value::TimestampTz(_) if !out.ends_with("infinity") => {
-            let mut s = out.replacen(' ', "T", 1);
-            if matches!(v, Value::TimestampTz(_)) {
-                // "+00" is "+00:00" in ISO form (the session zone is UTC).
-                if let Some(bc) = s.strip_suffix(" BC") {
-                    s = format!("{bc}:00 BC");
-                } else {
-                    s.push_str(":00");
-                }
-            }
-            s
-        }
-        _ => out,
+    let mut out = String::new();
+    if value::is_infinite_datetime(v) || !crate::tz::write_xsd_datetime(v, &mut out) {
+        out = value::to_text(v);
     }
+    out
 }
 
 /// json text of a SQL value (datum_to_json): numbers as written when they
@@ -243,18 +237,44 @@ pub fn write_json_text(v: &Value, out: &mut String) {
             }
         }
         Value::Json(s) | Value::Jsonb(s) => out.push_str(s),
+        // array_to_json's layout: no space after the commas.
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json_text(item, out);
+            }
+            out.push(']');
+        }
         other => json::escape_string(out, &scalar_text(other)),
     }
 }
 
-/// The text of a key argument of json[b]_build_object / object_agg.
-fn key_text(v: &Value, position: usize) -> Result<String> {
+/// The text of a key argument of json[b]_build_object / object_agg: a
+/// scalar as json writes it (datum_to_json with key_scalar), unquoted.
+fn key_text(v: &Value, position: usize, jsonb: bool) -> Result<String> {
     match v {
-        Value::Null => Err(SqlError::new("22023", format!("argument {position}: key must not be null"))),
-        Value::Json(_) | Value::Jsonb(_) => {
+        Value::Null if jsonb => Err(SqlError::new("22023", format!("argument {position}: key must not be null"))),
+        Value::Null => Err(SqlError::new("22023", format!("argument {position} cannot be null"))
+            .with_hint("Object keys should be text.")),
+        Value::Json(_) | Value::Jsonb(_) | Value::Array(_) => {
             Err(SqlError::new("22023", "key value must be scalar, not array, composite, or json"))
         }
-        other => Ok(value::to_text(other)),
+        Value::Bool(b) => Ok(if *b { "true" } else { "false" }.to_owned()),
+        other => Ok(scalar_text(other)),
+    }
+}
+
+/// A key of json[b]_object_agg as its transition function takes it.
+fn object_agg_key(v: &Value) -> Result<Value> {
+    match v {
+        Value::Null => Err(SqlError::new("22023", "field name must not be null")),
+        Value::Json(_) | Value::Jsonb(_) | Value::Array(_) => {
+            Err(SqlError::new("22023", "key value must be scalar, not array, composite, or json"))
+        }
+        other => Ok(other.clone()),
     }
 }
 
@@ -604,6 +624,7 @@ pub fn eval(f: JsonFunc, vals: &[Value]) -> Result<Value> {
     match f {
         JsonFunc::BuildObject { jsonb } => return build_object(vals, jsonb),
         JsonFunc::BuildArray { jsonb } => return build_array(vals, jsonb),
+        JsonFunc::ObjectAggKey => return object_agg_key(arg(0)),
         _ => {}
     }
     if matches!(f, JsonFunc::Set) {
@@ -662,7 +683,7 @@ pub fn eval(f: JsonFunc, vals: &[Value]) -> Result<Value> {
         JsonFunc::StripNulls { jsonb: true } => jsonb_value(strip_nulls(tree(arg(0))?)),
         JsonFunc::StripNulls { jsonb: false } => Value::Json(json_strip_nulls(arg(0).as_json_text())?),
         JsonFunc::Pretty => Value::Text(tree(arg(0))?.to_pretty_text()),
-        JsonFunc::BuildObject { .. } | JsonFunc::BuildArray { .. } => Value::Null,
+        JsonFunc::BuildObject { .. } | JsonFunc::BuildArray { .. } | JsonFunc::ObjectAggKey => Value::Null,
     })
 }
 
@@ -689,13 +710,13 @@ fn build_object(vals: &[Value], jsonb: bool) -> Result<Value> {
     if jsonb {
         let mut pairs = Vec::new();
         for (i, kv) in vals.chunks(2).enumerate() {
-            pairs.push((key_text(&kv[0], 2 * i + 1)?, from_value(&kv[1])?));
+            pairs.push((key_text(&kv[0], 2 * i + 1, true)?, from_value(&kv[1])?));
         }
         return Ok(jsonb_value(Json::Object(pairs)));
     }
     let mut out = String::from("{");
     for (i, kv) in vals.chunks(2).enumerate() {
-        let key = key_text(&kv[0], 2 * i + 1)?;
+        let key = key_text(&kv[0], 2 * i + 1, false)?;
         if i > 0 {
             out.push_str(", ");
         }
@@ -820,8 +841,20 @@ pub enum JsonAgg {
 /// The aggregate's value over the collected arguments (not empty).
 pub fn finish_agg(agg: JsonAgg, items: &[Value]) -> Result<Value> {
     match agg {
-        // json_agg's layout is json_build_array's (`[1, 2]`).
-        JsonAgg::Agg { jsonb } => build_array(items, jsonb),
+        // The layout of json_build_array (`[1, 2]`), but json_agg starts
+        // each array after the first on a new line.
+        JsonAgg::Agg { jsonb: true } => build_array(items, true),
+        JsonAgg::Agg { jsonb: false } => {
+            let mut out = String::from("[");
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(if matches!(v, Value::Array(_)) { ", \n " } else { ", " });
+                }
+                write_json_text(v, &mut out);
+            }
+            out.push(']');
+            Ok(Value::Json(out))
+        }
         JsonAgg::ObjectAgg { jsonb } => {
             let mut pairs = Vec::with_capacity(items.len());
             for pair in items {

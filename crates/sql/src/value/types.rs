@@ -64,6 +64,38 @@ impl RegKind {
     }
 }
 
+/// A `"char"` from text, as the text pgtier carries it (its output):
+/// PostgreSQL's charin and text_char keep one byte, the one a `\ooo` of
+/// exactly four characters names (octal, taken modulo 256) or else the
+/// first (the zero byte for ''), and charout shows the zero byte as '' and
+/// a byte of 128 and above as `\ooo`.
+pub fn char_from_text(s: &str) -> String {
+    let octal = |d: u8| d.is_ascii_digit() && d < b'8';
+    let byte = match *s.as_bytes() {
+        [b'\\', a, b, c] if octal(a) && octal(b) && octal(c) => {
+            let value = (u32::from(a - b'0') << 6) | (u32::from(b - b'0') << 3) | u32::from(c - b'0');
+            value.to_le_bytes()[0]
+        }
+        [first, ..] => first,
+        [] => 0,
+    };
+    char_text(byte)
+}
+
+/// int4 → `"char"` (i4tochar): the byte of a signed 8-bit value.
+pub fn char_from_int4(v: i32) -> Result<String> {
+    let byte = i8::try_from(v).map_err(|_| crate::error::SqlError::new("22003", "\"char\" out of range"))?;
+    Ok(char_text(byte.to_le_bytes()[0]))
+}
+
+fn char_text(byte: u8) -> String {
+    match byte {
+        0 => String::new(),
+        1..=127 => char::from(byte).to_string(),
+        _ => format!("\\{byte:03o}"),
+    }
+}
+
 /// Element type of an array (or vector) carried as text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Elem {

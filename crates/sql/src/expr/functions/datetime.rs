@@ -12,6 +12,7 @@ use super::registry::{
 };
 use crate::error::{Result, SqlError};
 use crate::expr::Expr;
+use crate::value::types::RegKind;
 use crate::value::{self, MICROS_PER_DAY, NUMERIC_ANY};
 
 use Volatility::Immutable;
@@ -1053,13 +1054,17 @@ fn resolve_to_char(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<
         Some(DataType::Timestamp(_) | DataType::TimestampTz(_)) => x,
         Some(DataType::Date) => b.result_cast(x, t, Some(DataType::TimestampTz(None)))?,
         None => return Err(not_unique),
+        Some(t) if RegKind::of(t).is_some() => return Err(undefined),
+        Some(DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Numeric { .. }) => x,
         Some(t) if value::category(t) == value::Category::Numeric => {
-            return Err(SqlError::unsupported("to_char of a number"));
+            return Err(SqlError::unsupported("to_char of a floating-point number"));
         }
         Some(_) => return Err(undefined),
     };
     let fmt = b.text_arg(fmt, ft, name).map_err(|_| undefined)?;
-    Ok((def.expr(to_char_eval, vec![x, fmt]), Some(DataType::Text)))
+    let number = t.is_some_and(|t| value::category(t) == value::Category::Numeric);
+    let eval: EvalFn = if number { super::math::to_char_number } else { to_char_eval };
+    Ok((def.expr(eval, vec![x, fmt]), Some(DataType::Text)))
 }
 
 fn to_char_eval(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {

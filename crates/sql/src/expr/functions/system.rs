@@ -59,6 +59,10 @@ pub enum SysFunc {
     OidIn,
     /// integer → oid; true for int8 (range-checked), false for int4/int2 (reinterpreted).
     OidFromInt(bool),
+    /// text → `"char"` (charin / text_char: one byte, `\ooo` read).
+    CharIn,
+    /// int4 → `"char"` (i4tochar).
+    CharFromInt4,
     ArrayToString(Elem),
     ArrayUpper(Elem),
     ArrayLower(Elem),
@@ -193,6 +197,8 @@ fn needs_catalog(f: SysFunc) -> bool {
         | SysFunc::Regex { .. }
         | SysFunc::OidIn
         | SysFunc::OidFromInt(_)
+        | SysFunc::CharIn
+        | SysFunc::CharFromInt4
         | SysFunc::Sequence(_) => false,
     }
 }
@@ -375,7 +381,14 @@ fn eval_operators(f: SysFunc, vals: &[Value]) -> Result<Value> {
         }
         SysFunc::OidIn if !vals[0].is_null() => return Ok(Value::Int8(oid_in(txt(0))?)),
         SysFunc::OidFromInt(wide) if !vals[0].is_null() => return Ok(Value::Int8(oid_from_int(int(0), wide)?)),
-        SysFunc::OidIn | SysFunc::OidFromInt(_) => return Ok(Value::Null),
+        SysFunc::CharIn if !vals[0].is_null() => return Ok(Value::Text(types::char_from_text(txt(0)))),
+        SysFunc::CharFromInt4 if !vals[0].is_null() => {
+            let v = i32::try_from(int(0)).map_err(|_| SqlError::new("22003", "integer out of range"))?;
+            return Ok(Value::Text(types::char_from_int4(v)?));
+        }
+        SysFunc::OidIn | SysFunc::OidFromInt(_) | SysFunc::CharIn | SysFunc::CharFromInt4 => {
+            return Ok(Value::Null);
+        }
         _ => {}
     }
     Ok(Value::Null)
