@@ -569,7 +569,8 @@ impl Binder<'_> {
                     def.unique.push((None, cols));
                 } else {
                     let include = column_names(&index.include);
-                    let index_name = format!("{name}_{}_idx", [cols.as_slice(), &include].concat().join("_"));
+                    let index_name =
+                        format!("{name}_{}_idx", index_name_columns(cols.iter().chain(&include)).join("_"));
                     indexes.push(IndexDef {
                         name: index_name,
                         table: name.clone(),
@@ -652,7 +653,7 @@ impl Binder<'_> {
         }
         let name = match &c.name {
             Some(n) => self.beside(&table, n)?,
-            None => format!("{table}_{}_idx", columns.iter().chain(&include).cloned().collect::<Vec<_>>().join("_")),
+            None => format!("{table}_{}_idx", index_name_columns(columns.iter().chain(&include)).join("_")),
         };
         let plain = keys.iter().all(|k| *k == IndexKeyOptions::default());
         let options = IndexOptions { keys: if plain { Vec::new() } else { keys }, predicate: None };
@@ -661,6 +662,23 @@ impl Binder<'_> {
             if_not_exists: c.if_not_exists,
         })
     }
+}
+
+/// The column names an index's default name is made of, a repeated one
+/// numbered as PostgreSQL's ChooseIndexColumnNames numbers it (`INCLUDE
+/// (b, b)`: `b_b1`).
+fn index_name_columns<'a>(names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in names {
+        let mut candidate = name.clone();
+        let mut n = 0;
+        while out.contains(&candidate) {
+            n += 1;
+            candidate = format!("{name}{n}");
+        }
+        out.push(candidate);
+    }
+    out
 }
 
 /// Whether the pattern operator class `opclass` takes a key of type `ty`,
