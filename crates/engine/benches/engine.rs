@@ -45,7 +45,14 @@ fn fixture() -> &'static Fixture {
             ))
             .unwrap();
         let by_c = t
-            .create_index(&IndexDef { name: "b_c".into(), table: "b".into(), columns: vec!["c".into()], unique: false })
+            .create_index(&IndexDef {
+                name: "b_c".into(),
+                table: "b".into(),
+                columns: vec!["c".into()],
+                unique: false,
+                include: Vec::new(),
+                options: Default::default(),
+            })
             .unwrap();
         t.commit().unwrap();
         for chunk in 0..ROWS / 1000 {

@@ -68,8 +68,8 @@ pub use row_meta::RowMeta;
 pub use row_ref::{RowBuf, RowRef};
 pub use schema::{
     AlterTableDef, COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKey, ForeignKeyDef,
-    ForeignKeyId, IndexDef, IndexId, IndexSchema, KEY_COLUMNS_MAX, ROWID_COLUMN, SEQUENCE_COLUMNS, SequenceDefault,
-    SequenceOptions, TableDef, TableId, TableSchema,
+    ForeignKeyId, IndexDef, IndexId, IndexKeyOptions, IndexOptions, IndexSchema, KEY_COLUMNS_MAX, ROWID_COLUMN,
+    SEQUENCE_COLUMNS, SequenceDefault, SequenceOptions, TableDef, TableId, TableSchema,
 };
 pub use seams::{
     CommitParticipant, Miss, MissAnswer, MissCover, MissHold, MissHook, MissIntent, MissResolution, WriteGuard,

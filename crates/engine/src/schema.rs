@@ -160,13 +160,43 @@ pub struct AlterTableDef {
     pub dropped_attnums: Vec<u16>,
 }
 
-/// `CREATE [UNIQUE] INDEX name ON table (columns)`. Indexes are ordered.
+/// `CREATE [UNIQUE] INDEX name ON table (columns) [INCLUDE (include)]
+/// [WHERE predicate]`. Indexes are ordered.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IndexDef {
     pub name: String,
     pub table: String,
     pub columns: Vec<String>,
     pub unique: bool,
+    /// INCLUDE columns: carried by the index in PostgreSQL, never part of
+    /// its key (nor of its uniqueness).
+    pub include: Vec<String>,
+    pub options: IndexOptions,
+}
+
+/// What CREATE INDEX declares that changes neither what the engine's index
+/// holds nor how it is searched, kept for the catalogs (pg_index,
+/// pg_get_indexdef) and for ALTER TABLE to carry over. The SQL layer only
+/// accepts declarations for which that holds: a descending or NULLS FIRST
+/// key is the same btree read the other way; the pattern operator classes
+/// order as the default ones do in the C collation; a partial index holds
+/// every row (a superset that every search rechecks) and is never unique.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IndexOptions {
+    /// One per key column, or empty when every key is declared plainly.
+    pub keys: Vec<IndexKeyOptions>,
+    /// The WHERE of a partial index as the SQL layer keeps it.
+    pub predicate: Option<String>,
+}
+
+/// One key column's declaration (PostgreSQL's pg_index.indoption bits and
+/// indclass).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IndexKeyOptions {
+    pub descending: bool,
+    pub nulls_first: bool,
+    /// A non-default operator class by name.
+    pub opclass: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -398,6 +428,9 @@ pub struct IndexSchema {
     pub primary: bool,
     /// Supports range/prefix scans. Always true for secondary indexes.
     pub ordered: bool,
+    /// See [`IndexDef::include`].
+    pub include: Vec<usize>,
+    pub options: IndexOptions,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -535,6 +568,8 @@ impl Catalog {
             primary: true,
             // Nobody range-scans a row id: the hash index alone serves it.
             ordered: def.primary_key_ordered && !rowid,
+            include: Vec::new(),
+            options: IndexOptions::default(),
         }];
         for (name, cols) in &def.unique {
             let cols_idx = resolve_columns(&def.name, &columns, cols)?;
@@ -547,6 +582,8 @@ impl Catalog {
                 unique: true,
                 primary: false,
                 ordered: true,
+                include: Vec::new(),
+                options: IndexOptions::default(),
             });
         }
         let layout = RowLayout::new(&columns.iter().map(|c| c.ty).collect::<Vec<_>>());
@@ -577,6 +614,8 @@ impl Catalog {
                         unique: false,
                         primary: false,
                         ordered: true,
+                        include: Vec::new(),
+                        options: IndexOptions::default(),
                     };
                     let idx_id = idx.id;
                     indexes.push(idx);
@@ -764,6 +803,7 @@ impl Catalog {
                 return Err(EngineError::DuplicateTable { name: d.name.clone() });
             }
             let columns = resolve_columns(&table.name, &table.columns, &d.columns)?;
+            let include = resolve_include(&table.name, &table.columns, &d.include, columns.len())?;
             indexes.push(IndexSchema {
                 id: IndexId(next),
                 name: d.name.clone(),
@@ -772,6 +812,8 @@ impl Catalog {
                 unique: d.unique,
                 primary: false,
                 ordered: true,
+                include,
+                options: d.options.clone(),
             });
         }
         for fk in referencing {
@@ -831,6 +873,7 @@ impl Catalog {
         let table =
             self.table_by_name(&def.table).ok_or_else(|| EngineError::UndefinedTable { name: def.table.clone() })?;
         let columns = resolve_columns(&table.name, &table.columns, &def.columns)?;
+        let include = resolve_include(&table.name, &table.columns, &def.include, columns.len())?;
         Ok(IndexSchema {
             id: IndexId(self.next_index_id),
             name: def.name.clone(),
@@ -839,6 +882,8 @@ impl Catalog {
             unique: def.unique,
             primary: false,
             ordered: true,
+            include,
+            options: def.options.clone(),
         })
     }
 
@@ -938,7 +983,7 @@ impl Catalog {
             }
         }
         for _ in 0..r.u32()? {
-            catalog.add_index(Arc::new(decode_index(r)?));
+            catalog.add_index(Arc::new(decode_index(r, format)?));
         }
         for _ in 0..r.u32()? {
             let fk = decode_fk(r, format)?;
@@ -952,15 +997,16 @@ impl Catalog {
 }
 
 /// Which layout encoded catalog items use. V1 (before sequences), V2
-/// (before table annotations) and V3 (before dropped attribute numbers)
-/// are still read, from older checkpoints and WAL; everything new is
-/// written as V4. Each version appends fields.
+/// (before table annotations), V3 (before dropped attribute numbers) and
+/// V4 (before index options) are still read, from older checkpoints and
+/// WAL; everything new is written as V5. Each version appends fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Format {
     V1,
     V2,
     V3,
     V4,
+    V5,
 }
 
 fn len_u32(n: usize) -> u32 {
@@ -1029,6 +1075,25 @@ fn resolve_columns(table: &str, columns: &[Column], names: &[String]) -> Result<
         out.push(idx);
     }
     Ok(out)
+}
+
+/// INCLUDE columns by position; they count toward PostgreSQL's limit of
+/// columns in an index with the key.
+fn resolve_include(table: &str, columns: &[Column], names: &[String], key_count: usize) -> Result<Vec<usize>> {
+    if key_count + names.len() > KEY_COLUMNS_MAX {
+        return Err(EngineError::ProgramLimitExceeded {
+            message: format!("cannot use more than {KEY_COLUMNS_MAX} columns in an index"),
+        });
+    }
+    names
+        .iter()
+        .map(|name| {
+            columns
+                .iter()
+                .position(|c| &c.name == name)
+                .ok_or_else(|| EngineError::UndefinedColumn { table: table.to_owned(), column: name.clone() })
+        })
+        .collect()
 }
 
 fn key_types_compatible(a: DataType, b: DataType) -> bool {
@@ -1135,7 +1200,7 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
         let default = if r.bool()? { Some(crate::row::decode_value(r)?) } else { None };
         let sequence = match format {
             Format::V1 => None,
-            Format::V2 | Format::V3 | Format::V4 => match r.u8()? {
+            Format::V2 | Format::V3 | Format::V4 | Format::V5 => match r.u8()? {
                 0 => None,
                 tag => {
                     let how = SequenceDefault::from_tag(tag)
@@ -1145,7 +1210,7 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
             },
         };
         let default_sql = match format {
-            Format::V2 | Format::V3 | Format::V4 if r.bool()? => Some(r.str()?),
+            Format::V2 | Format::V3 | Format::V4 | Format::V5 if r.bool()? => Some(r.str()?),
             _ => None,
         };
         columns.push(Column { name: cname, ty, nullable, default, sequence, default_sql });
@@ -1203,10 +1268,18 @@ fn encode_index(w: &mut Writer<'_>, i: &IndexSchema) {
     w.bool(i.unique);
     w.bool(i.primary);
     w.bool(i.ordered);
+    encode_usizes(w, &i.include);
+    w.u16(u16::try_from(i.options.keys.len()).unwrap_or(u16::MAX));
+    for k in &i.options.keys {
+        w.bool(k.descending);
+        w.bool(k.nulls_first);
+        encode_optional_str(w, k.opclass.as_deref());
+    }
+    encode_optional_str(w, i.options.predicate.as_deref());
 }
 
-fn decode_index(r: &mut Reader<'_>) -> Result<IndexSchema> {
-    Ok(IndexSchema {
+fn decode_index(r: &mut Reader<'_>, format: Format) -> Result<IndexSchema> {
+    let mut index = IndexSchema {
         id: IndexId(r.u32()?),
         name: r.str()?,
         table: TableId(r.u32()?),
@@ -1214,7 +1287,29 @@ fn decode_index(r: &mut Reader<'_>) -> Result<IndexSchema> {
         unique: r.bool()?,
         primary: r.bool()?,
         ordered: r.bool()?,
-    })
+        include: Vec::new(),
+        options: IndexOptions::default(),
+    };
+    if format >= Format::V5 {
+        index.include = decode_usizes(r)?;
+        for _ in 0..r.u16()? {
+            let (descending, nulls_first) = (r.bool()?, r.bool()?);
+            index.options.keys.push(IndexKeyOptions { descending, nulls_first, opclass: decode_optional_str(r)? });
+        }
+        index.options.predicate = decode_optional_str(r)?;
+    }
+    Ok(index)
+}
+
+fn encode_optional_str(w: &mut Writer<'_>, v: Option<&str>) {
+    w.bool(v.is_some());
+    if let Some(v) = v {
+        w.str(v);
+    }
+}
+
+fn decode_optional_str(r: &mut Reader<'_>) -> Result<Option<String>> {
+    if r.bool()? { r.str().map(Some) } else { Ok(None) }
 }
 
 fn encode_fk(w: &mut Writer<'_>, f: &ForeignKey) {
@@ -1235,7 +1330,7 @@ fn decode_fk(r: &mut Reader<'_>, format: Format) -> Result<ForeignKey> {
         (TableId(r.u32()?), decode_usizes(r)?, IndexId(r.u32()?), IndexId(r.u32()?));
     let on_delete = match format {
         Format::V1 => FkAction::NoAction,
-        Format::V2 | Format::V3 | Format::V4 => match r.u8()? {
+        Format::V2 | Format::V3 | Format::V4 | Format::V5 => match r.u8()? {
             0 => FkAction::NoAction,
             1 => FkAction::Cascade,
             2 => FkAction::SetNull,
@@ -1278,7 +1373,7 @@ pub(crate) fn encode_table_ddl(w: &mut Writer<'_>, ddl: &TableDdl) {
 
 pub(crate) fn decode_table_ddl(r: &mut Reader<'_>, format: Format) -> Result<TableDdl> {
     let table = Arc::new(decode_table(r, format)?);
-    let indexes = (0..r.u32()?).map(|_| decode_index(r).map(Arc::new)).collect::<Result<Vec<_>>>()?;
+    let indexes = (0..r.u32()?).map(|_| decode_index(r, format).map(Arc::new)).collect::<Result<Vec<_>>>()?;
     let foreign_keys = (0..r.u32()?).map(|_| decode_fk(r, format).map(Arc::new)).collect::<Result<Vec<_>>>()?;
     Ok(TableDdl { table, indexes, foreign_keys })
 }
@@ -1287,6 +1382,6 @@ pub(crate) fn encode_index_ddl(w: &mut Writer<'_>, i: &IndexSchema) {
     encode_index(w, i);
 }
 
-pub(crate) fn decode_index_ddl(r: &mut Reader<'_>) -> Result<IndexSchema> {
-    decode_index(r)
+pub(crate) fn decode_index_ddl(r: &mut Reader<'_>, format: Format) -> Result<IndexSchema> {
+    decode_index(r, format)
 }

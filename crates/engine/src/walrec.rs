@@ -17,8 +17,10 @@
 //!         CREATE_TABLE  [table, indexes, fks]      DROP_TABLE [table u32]
 //!           (op 10: catalog format V1; op 14: V2, with sequences;
 //!            op 15: V3, with the table annotation;
-//!            op 17: V4, with dropped attribute numbers)
+//!            op 17: V4, with dropped attribute numbers;
+//!            op 19: V5, with index options)
 //!         CREATE_INDEX  [index]                    DROP_INDEX [index u32]
+//!           (op 12: catalog format V4; op 18: V5, with index options)
 //!         SET_ANNOTATION [table u32][present u8][text]   (op 16)
 //! ```
 //! The origin rides in the kind byte, so origin and commit time cost 8
@@ -67,8 +69,13 @@ const OP_CREATE_TABLE_V2: u8 = 14;
 /// CREATE_TABLE in catalog format V3 (annotations).
 const OP_CREATE_TABLE_V3: u8 = 15;
 const OP_SET_ANNOTATION: u8 = 16;
-/// CREATE_TABLE in catalog format V4 (dropped attribute numbers), written now.
+/// CREATE_TABLE in catalog format V4 (dropped attribute numbers).
 const OP_CREATE_TABLE_V4: u8 = 17;
+/// CREATE_INDEX in catalog format V5 (index options), written now; 12
+/// keeps meaning V4.
+const OP_CREATE_INDEX_V5: u8 = 18;
+/// CREATE_TABLE in catalog format V5 (index options), written now.
+const OP_CREATE_TABLE_V5: u8 = 19;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowOp {
@@ -170,7 +177,7 @@ impl RecordBuilder {
         encode_table_ddl(&mut Writer::new(&mut tmp), ddl);
         self.room_for(1 + tmp.len())?;
         let mut w = self.buf();
-        w.u8(OP_CREATE_TABLE_V4);
+        w.u8(OP_CREATE_TABLE_V5);
         w.buf.extend_from_slice(&tmp);
         Ok(())
     }
@@ -199,7 +206,7 @@ impl RecordBuilder {
         encode_index_ddl(&mut Writer::new(&mut tmp), i);
         self.room_for(1 + tmp.len())?;
         let mut w = self.buf();
-        w.u8(OP_CREATE_INDEX);
+        w.u8(OP_CREATE_INDEX_V5);
         w.buf.extend_from_slice(&tmp);
         Ok(())
     }
@@ -291,9 +298,11 @@ pub(crate) fn decode_op<'a>(r: &mut Reader<'a>) -> Result<OpRef<'a>> {
         OP_CREATE_TABLE_V2 => OpRef::CreateTable(decode_table_ddl(r, Format::V2)?),
         OP_CREATE_TABLE_V3 => OpRef::CreateTable(decode_table_ddl(r, Format::V3)?),
         OP_CREATE_TABLE_V4 => OpRef::CreateTable(decode_table_ddl(r, Format::V4)?),
+        OP_CREATE_TABLE_V5 => OpRef::CreateTable(decode_table_ddl(r, Format::V5)?),
         OP_SET_ANNOTATION => OpRef::SetAnnotation { table: TableId(r.u32()?), annotation: decode_annotation(r)? },
         OP_DROP_TABLE => OpRef::DropTable(TableId(r.u32()?)),
-        OP_CREATE_INDEX => OpRef::CreateIndex(decode_index_ddl(r)?),
+        OP_CREATE_INDEX => OpRef::CreateIndex(decode_index_ddl(r, Format::V4)?),
+        OP_CREATE_INDEX_V5 => OpRef::CreateIndex(decode_index_ddl(r, Format::V5)?),
         OP_DROP_INDEX => OpRef::DropIndex(IndexId(r.u32()?)),
         other => return Err(EngineError::Corrupt(format!("unknown WAL op {other}"))),
     })

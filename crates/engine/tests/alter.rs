@@ -31,8 +31,15 @@ fn create_t(db: &Database, n: i32) -> TableId {
             &["id"],
         ))
         .unwrap();
-    t.create_index(&IndexDef { name: "t_b_idx".into(), table: "t".into(), columns: vec!["b".into()], unique: false })
-        .unwrap();
+    t.create_index(&IndexDef {
+        name: "t_b_idx".into(),
+        table: "t".into(),
+        columns: vec!["b".into()],
+        unique: false,
+        include: Vec::new(),
+        options: Default::default(),
+    })
+    .unwrap();
     for i in 1..=n {
         t.insert(id, &[Value::Int4(i), Value::Text(format!("v{i}")), Value::Int8(i64::from(i) * 10)]).unwrap();
     }

@@ -7,7 +7,9 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use common::{create_parent_child, int, open, text};
-use pgtier_engine::{Change, CommitMode, EngineError, IndexDef, RowBuf, RowOp, StreamStart, Value};
+use pgtier_engine::{
+    Change, CommitMode, EngineError, IndexDef, IndexKeyOptions, IndexOptions, RowBuf, RowOp, StreamStart, Value,
+};
 
 #[test]
 fn insert_get_update_delete() {
@@ -259,6 +261,8 @@ fn unique_secondary_index_and_scans() {
             table: "parent".into(),
             columns: vec!["name".into()],
             unique: true,
+            include: Vec::new(),
+            options: Default::default(),
         })
         .unwrap();
     t.commit().unwrap();
@@ -311,6 +315,8 @@ fn ddl_is_transactional_and_recovered() {
             table: "parent".into(),
             columns: vec!["name".into()],
             unique: false,
+            include: Vec::new(),
+            options: Default::default(),
         })
         .unwrap();
         t.rollback();
@@ -330,6 +336,8 @@ fn ddl_is_transactional_and_recovered() {
             table: "parent".into(),
             columns: vec!["name".into()],
             unique: true,
+            include: Vec::new(),
+            options: Default::default(),
         })
         .unwrap();
         t.commit().unwrap();
@@ -353,6 +361,43 @@ fn ddl_is_transactional_and_recovered() {
     assert_eq!(seen, vec!["b", "c"]);
     let parent = cat.table_by_name("parent").unwrap().id;
     assert_eq!(t.insert(parent, &[int(9), text("c"), Value::Int8(0)]).unwrap_err().sqlstate(), "23505");
+}
+
+/// INCLUDE columns, key options and a predicate come back from the WAL (an
+/// index created after the checkpoint) and from a checkpoint alike.
+#[test]
+fn index_options_are_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = IndexOptions {
+        keys: vec![IndexKeyOptions { descending: true, nulls_first: false, opclass: Some("text_pattern_ops".into()) }],
+        predicate: Some("(id > 0)".into()),
+    };
+    let def = |name: &str| IndexDef {
+        name: name.into(),
+        table: "parent".into(),
+        columns: vec!["name".into()],
+        unique: false,
+        include: vec!["id".into()],
+        options: options.clone(),
+    };
+    {
+        let db = open(dir.path());
+        create_parent_child(&db);
+        let mut t = db.begin().unwrap();
+        t.create_index(&def("in_checkpoint")).unwrap();
+        t.commit().unwrap();
+        db.checkpoint().unwrap();
+        let mut t = db.begin().unwrap();
+        t.create_index(&def("in_wal")).unwrap();
+        t.commit().unwrap();
+        db.close().unwrap();
+    }
+    let db = open(dir.path());
+    let cat = db.catalog();
+    for name in ["in_checkpoint", "in_wal"] {
+        let index = cat.index_by_name(name).unwrap();
+        assert_eq!((index.include.as_slice(), &index.options), (&[0][..], &options), "{name}");
+    }
 }
 
 #[test]

@@ -96,6 +96,8 @@ fn setup(db: &Database) {
         table: "acct".into(),
         columns: vec!["tag".into()],
         unique: true,
+        include: Vec::new(),
+        options: Default::default(),
     })
     .unwrap();
     for id in 0..ACCOUNTS {

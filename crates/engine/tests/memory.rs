@@ -29,8 +29,15 @@ fn create(db: &Database) -> TableId {
     );
     def.unique.push((None, vec!["u".into()]));
     let id = t.create_table(&def).unwrap();
-    t.create_index(&IndexDef { name: "t_c".into(), table: "t".into(), columns: vec!["c".into()], unique: false })
-        .unwrap();
+    t.create_index(&IndexDef {
+        name: "t_c".into(),
+        table: "t".into(),
+        columns: vec!["c".into()],
+        unique: false,
+        include: Vec::new(),
+        options: Default::default(),
+    })
+    .unwrap();
     t.commit().unwrap();
     id
 }

@@ -29,7 +29,14 @@ fn create(db: &Database) -> (TableId, pgtier_engine::IndexId, pgtier_engine::Ind
     def.unique.push((Some("t_tag_key".into()), vec!["tag".into()]));
     let id = t.create_table(&def).unwrap();
     let grp = t
-        .create_index(&IndexDef { name: "t_grp".into(), table: "t".into(), columns: vec!["grp".into()], unique: false })
+        .create_index(&IndexDef {
+            name: "t_grp".into(),
+            table: "t".into(),
+            columns: vec!["grp".into()],
+            unique: false,
+            include: Vec::new(),
+            options: Default::default(),
+        })
         .unwrap();
     t.commit().unwrap();
     let tag = db.catalog().index_by_name("t_tag_key").unwrap().id;

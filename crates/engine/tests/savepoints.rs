@@ -38,6 +38,8 @@ fn setup(unique_name: bool, rows: &[Vec<Value>]) -> (tempfile::TempDir, Database
             table: "parent".into(),
             columns: vec!["name".into()],
             unique: true,
+            include: Vec::new(),
+            options: Default::default(),
         })
         .unwrap();
     }
@@ -238,8 +240,15 @@ fn rollback_to_across_ddl_is_refused() {
     t.savepoint().unwrap();
     t.insert(parent, &p(2, "b", 0)).unwrap();
     t.savepoint().unwrap();
-    t.create_index(&IndexDef { name: "pv".into(), table: "parent".into(), columns: vec!["v".into()], unique: false })
-        .unwrap();
+    t.create_index(&IndexDef {
+        name: "pv".into(),
+        table: "parent".into(),
+        columns: vec!["v".into()],
+        unique: false,
+        include: Vec::new(),
+        options: Default::default(),
+    })
+    .unwrap();
     let e = t.rollback_to_savepoint(1).unwrap_err();
     assert_eq!(e.sqlstate(), "0A000", "{e}");
     assert_eq!(t.insert(parent, &p(3, "c", 0)).unwrap_err().sqlstate(), "25P02");
@@ -250,8 +259,15 @@ fn rollback_to_across_ddl_is_refused() {
     // DDL released into the transaction and no rollback across it: fine.
     let mut t = db.begin().unwrap();
     t.savepoint().unwrap();
-    t.create_index(&IndexDef { name: "pv".into(), table: "parent".into(), columns: vec!["v".into()], unique: false })
-        .unwrap();
+    t.create_index(&IndexDef {
+        name: "pv".into(),
+        table: "parent".into(),
+        columns: vec!["v".into()],
+        unique: false,
+        include: Vec::new(),
+        options: Default::default(),
+    })
+    .unwrap();
     t.release_savepoint(0).unwrap();
     let s = t.savepoint().unwrap();
     t.insert(parent, &p(2, "b", 0)).unwrap();

@@ -11,11 +11,12 @@
 //! a level scanned again and again (the inner side of a join, a correlated
 //! subquery) is then read once into a hash table (a hash join).
 
-use pgtier_engine::DataType;
 use pgtier_engine::{Catalog, IndexId};
+use pgtier_engine::{DataType, Value};
 
 use crate::error::Result;
 use crate::expr::{CmpOp, Expr};
+
 use crate::plan::Rel;
 use crate::plan::{Access, Level};
 
@@ -254,6 +255,13 @@ fn choose_access(
                     _ => {}
                 }
             }
+            if lower.is_none()
+                && upper.is_none()
+                && let Some((from, below)) = like_prefix_range(rel, filters, next)
+            {
+                lower = Some((Expr::Const(Value::Text(from)), true));
+                upper = below.map(|b| (Expr::Const(Value::Text(b)), false));
+            }
         }
         // Prefer more equality columns, then a range, then a unique index.
         let score = eq.len() * 4
@@ -285,5 +293,59 @@ fn choose_access(
             (access, false, key_checks)
         }
         None => (Access::FullScan, false, Vec::new()),
+    }
+}
+
+/// The keys `column LIKE 'prefix...'` (a constant pattern, case-sensitive,
+/// over a text or varchar column) can match: from the pattern's literal
+/// prefix up to, not including, its successor (None: no string is above
+/// every string with the prefix). Every text comparison of pgtier and of
+/// its index orders bytes (the C collation), and UTF-8's byte order is code
+/// point order, so every match lies in that range; the LIKE stays a filter.
+/// A pattern with a backslash is left alone, so the 22025 of one that ends
+/// with the escape character is never skipped by an empty range.
+fn like_prefix_range(rel: &Rel, filters: &[Expr], column: usize) -> Option<(String, Option<String>)> {
+    if !matches!(rel.table.columns[column].ty, DataType::Text | DataType::Varchar(_)) {
+        return None;
+    }
+    filters.iter().find_map(|f| {
+        let Expr::Like { expr, pattern, negated: false, case_insensitive: false } = f else { return None };
+        let (Expr::Column(c), Expr::Const(Value::Text(pattern))) = (expr.as_ref(), pattern.as_ref()) else {
+            return None;
+        };
+        if *c != rel.offset + column || pattern.contains('\\') {
+            return None;
+        }
+        let prefix: String = pattern.chars().take_while(|ch| !matches!(ch, '%' | '_')).collect();
+        (!prefix.is_empty()).then(|| {
+            let successor = prefix_successor(&prefix);
+            (prefix, successor)
+        })
+    })
+}
+
+/// A string above every string that starts with `prefix` (the prefix with
+/// its last character that has one replaced by the next character).
+fn prefix_successor(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        if let Some(next) = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32) {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_successor;
+
+    #[test]
+    fn prefix_successors() {
+        assert_eq!(prefix_successor("abc").as_deref(), Some("abd"));
+        assert_eq!(prefix_successor("a\u{d7ff}").as_deref(), Some("a\u{e000}"));
+        assert_eq!(prefix_successor("a\u{10ffff}").as_deref(), Some("b"));
+        assert_eq!(prefix_successor("\u{10ffff}"), None);
     }
 }

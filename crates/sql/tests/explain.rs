@@ -36,6 +36,21 @@ fn access_paths_follow_the_schema() {
         plan(&mut c, "SELECT v FROM a WHERE k > 1"),
         ["Index Scan using a_k on a (equality on 0 columns and a range)", "  Filter: 1 conditions"]
     );
+    // A constant LIKE prefix is a range of a text index (Django's `_like`
+    // index); the LIKE still filters. A leading wildcard, ILIKE or an
+    // escape leaves the index unused.
+    c.execute_sql("CREATE INDEX a_v_like ON a (v varchar_pattern_ops)").unwrap();
+    assert_eq!(
+        plan(&mut c, "SELECT id FROM a WHERE v LIKE 'ab%'"),
+        ["Index Scan using a_v_like on a (equality on 0 columns and a range)", "  Filter: 1 conditions"]
+    );
+    for sql in [
+        "SELECT id FROM a WHERE v LIKE '%b'",
+        "SELECT id FROM a WHERE v ILIKE 'ab%'",
+        r"SELECT id FROM a WHERE v LIKE 'a\%%'",
+    ] {
+        assert_eq!(plan(&mut c, sql), ["Seq Scan on a", "  Filter: 1 conditions"], "{sql}");
+    }
 }
 
 #[test]

@@ -12,6 +12,7 @@ fn refused_constructs_name_themselves() {
     let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
     let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
     conn.execute_sql("CREATE TABLE t (id int PRIMARY KEY, v int)").unwrap();
+    conn.execute_sql("CREATE TABLE words (w text)").unwrap();
     conn.execute_sql("CREATE SEQUENCE s").unwrap();
     conn.execute_sql("CREATE TABLE ident (id int GENERATED ALWAYS AS IDENTITY)").unwrap();
     for (sql, names) in [
@@ -25,8 +26,13 @@ fn refused_constructs_name_themselves() {
             "WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL (SELECT n + 1 FROM r WHERE n < 3 UNION SELECT 7)) SELECT * FROM r",
             "recursive term other than one SELECT",
         ),
-        ("CREATE INDEX t_v_desc ON t (v DESC)", "index key order"),
-        ("CREATE INDEX t_v_nf ON t (v NULLS FIRST)", "index key order"),
+        // Partial and expression indexes would have to be evaluated on every write.
+        ("CREATE INDEX t_v_partial ON t (v) WHERE v > 0", "partial index"),
+        ("CREATE INDEX t_v_expr ON t ((v + 1))", "index on expression"),
+        ("CREATE UNIQUE INDEX t_v_nnd ON t (v) NULLS NOT DISTINCT", "NULLS NOT DISTINCT"),
+        ("CREATE INDEX t_v_ops ON t (v int4_ops)", "operator class int4_ops"),
+        // bpchar_pattern_ops ignores a text key's trailing blanks.
+        ("CREATE INDEX words_w_ops ON words (w bpchar_pattern_ops)", "operator class bpchar_pattern_ops on a text key"),
         // PostgreSQL aggregates before it expands a select-list set-returning function.
         ("SELECT count(*), (information_schema._pg_expandarray(ARRAY[1, 2])).n", "aggregated query"),
         (

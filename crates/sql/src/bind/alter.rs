@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use pgtier_engine::{
-    AlterTableDef, Catalog, CheckDef, Column, ColumnDef, DataType, ForeignKeyDef, IndexDef, SequenceDefault, TableDef,
-    TableSchema,
+    AlterTableDef, Catalog, CheckDef, Column, ColumnDef, DataType, ForeignKeyDef, IndexDef, IndexOptions,
+    SequenceDefault, TableDef, TableSchema,
 };
 use sqlparser::ast;
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -86,15 +86,23 @@ impl Work {
         let mut pkey_name = None;
         for i in catalog.indexes_of(old.id) {
             let cols: Vec<String> = i.columns.iter().map(|&c| name_of(c)).collect();
+            let declared = !i.include.is_empty() || i.options != IndexOptions::default();
             if i.primary {
                 def.primary_key_ordered = i.ordered;
                 if !old.has_rowid() {
                     pkey_name = Some(i.name.clone());
                 }
-            } else if i.unique {
+            } else if i.unique && !declared {
                 def.unique.push((Some(i.name.clone()), cols));
             } else if !fks.iter().any(|f| f.child_index == i.id && i.name == format!("{}_idx", f.name)) {
-                indexes.push(IndexDef { name: i.name.clone(), table: old.name.clone(), columns: cols, unique: false });
+                indexes.push(IndexDef {
+                    name: i.name.clone(),
+                    table: old.name.clone(),
+                    columns: cols,
+                    unique: i.unique,
+                    include: i.include.iter().map(|&c| name_of(c)).collect(),
+                    options: i.options.clone(),
+                });
             }
         }
         for f in &fks {
@@ -479,7 +487,7 @@ impl Binder<'_> {
             w.pkey_name = None;
         }
         w.def.unique.retain(|(_, cols)| !cols.contains(&cname));
-        w.indexes.retain(|ix| !ix.columns.contains(&cname));
+        w.indexes.retain(|ix| !ix.columns.contains(&cname) && !ix.include.contains(&cname));
         let table = w.def.name.clone();
         w.def
             .foreign_keys
@@ -765,6 +773,12 @@ impl Binder<'_> {
         let checks = self.table_checks(&Arc::new(shape))?;
         for i in &mut w.indexes {
             i.table.clone_from(&w.def.name);
+            // A column whose type changed must still suit its key's class.
+            for (column, key) in i.columns.iter().zip(&i.options.keys) {
+                if let (Some(opclass), Some(c)) = (&key.opclass, w.def.columns.iter().find(|c| c.name == *column)) {
+                    super::ddl::opclass_accepts(opclass, c.ty)?;
+                }
+            }
         }
         let alter = AlterTableDef {
             def: w.def,
@@ -807,6 +821,7 @@ fn rename_column(w: &mut Work, i: usize, new: &str) {
     }
     for ix in &mut w.indexes {
         rename(&mut ix.columns);
+        rename(&mut ix.include);
     }
     let table = w.def.name.clone();
     for fk in &mut w.def.foreign_keys {

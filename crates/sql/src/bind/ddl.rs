@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use pgtier_engine::{
-    Catalog, CheckDef, Column, ColumnDef, DataType, FkAction, ForeignKeyDef, IndexDef, SequenceDefault,
-    SequenceOptions, TableDef, TableSchema, Value,
+    Catalog, CheckDef, Column, ColumnDef, DataType, FkAction, ForeignKeyDef, IndexDef, IndexKeyOptions, IndexOptions,
+    SequenceDefault, SequenceOptions, TableDef, TableSchema, Value,
 };
 use sqlparser::ast;
 
@@ -561,15 +561,23 @@ impl Binder<'_> {
                 let cols = column_names(&index.columns);
                 // A unique constraint's index is `<table>_<columns>_key`; a
                 // CREATE [UNIQUE] INDEX's is copied as an index.
-                if index.unique && index.name.ends_with("_key") {
+                if index.unique
+                    && index.name.ends_with("_key")
+                    && index.include.is_empty()
+                    && index.options == IndexOptions::default()
+                {
                     def.unique.push((None, cols));
                 } else {
-                    let index_name = format!("{name}_{}_idx", cols.join("_"));
+                    let include = column_names(&index.include);
+                    let index_name =
+                        format!("{name}_{}_idx", index_name_columns(cols.iter().chain(&include)).join("_"));
                     indexes.push(IndexDef {
                         name: index_name,
                         table: name.clone(),
                         columns: cols,
                         unique: index.unique,
+                        include,
+                        options: index.options.clone(),
                     });
                 }
             }
@@ -607,8 +615,15 @@ impl Binder<'_> {
     }
 
     pub(super) fn create_index(&mut self, c: &ast::CreateIndex) -> Result<Plan> {
-        if c.predicate.is_some() || !c.include.is_empty() || !c.with.is_empty() || c.concurrently {
-            return Err(SqlError::unsupported("CREATE INDEX with INCLUDE/WHERE/WITH/CONCURRENTLY"));
+        if !c.with.is_empty() || c.concurrently || !c.index_options.is_empty() || !c.alter_options.is_empty() {
+            return Err(SqlError::unsupported("CREATE INDEX with WITH/CONCURRENTLY"));
+        }
+        if c.predicate.is_some() {
+            return Err(SqlError::unsupported("a partial index (CREATE INDEX ... WHERE)"));
+        }
+        // pgtier's unique indexes let NULLs repeat, as NULLS DISTINCT does.
+        if c.nulls_distinct == Some(false) {
+            return Err(SqlError::unsupported("a unique index with NULLS NOT DISTINCT"));
         }
         if let Some(using) = &c.using
             && using.to_string().to_lowercase() != "btree"
@@ -623,22 +638,68 @@ impl Binder<'_> {
             )
             .with_detail("This operation is not supported for views."));
         }
-        let columns = index_columns(&c.columns)?;
+        let (columns, keys) = index_keys(&c.columns)?;
+        let include: Vec<String> = c.include.iter().map(ident).collect();
         if let Ok(schema) = self.table(&c.table_name) {
-            for col in &columns {
-                if let Some(c) = schema.columns.iter().find(|c| c.name == *col) {
-                    no_btree_class(c.ty)?;
+            let type_of = |name: &String| schema.columns.iter().find(|c| c.name == *name).map(|c| c.ty);
+            for (col, key) in columns.iter().zip(&keys) {
+                if let Some(ty) = type_of(col) {
+                    match &key.opclass {
+                        Some(opclass) => opclass_accepts(opclass, ty)?,
+                        None => no_btree_class(ty)?,
+                    }
                 }
             }
         }
         let name = match &c.name {
             Some(n) => self.beside(&table, n)?,
-            None => format!("{table}_{}_idx", columns.join("_")),
+            None => format!("{table}_{}_idx", index_name_columns(columns.iter().chain(&include)).join("_")),
         };
+        let plain = keys.iter().all(|k| *k == IndexKeyOptions::default());
+        let options = IndexOptions { keys: if plain { Vec::new() } else { keys }, predicate: None };
         Ok(Plan::CreateIndex {
-            def: IndexDef { name, table, columns, unique: c.unique },
+            def: IndexDef { name, table, columns, unique: c.unique, include, options },
             if_not_exists: c.if_not_exists,
         })
+    }
+}
+
+/// The column names an index's default name is made of, a repeated one
+/// numbered as PostgreSQL's ChooseIndexColumnNames numbers it (`INCLUDE
+/// (b, b)`: `b_b1`).
+fn index_name_columns<'a>(names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in names {
+        let mut candidate = name.clone();
+        let mut n = 0;
+        while out.contains(&candidate) {
+            n += 1;
+            candidate = format!("{name}{n}");
+        }
+        out.push(candidate);
+    }
+    out
+}
+
+/// Whether the pattern operator class `opclass` takes a key of type `ty`,
+/// with PostgreSQL's error when it does not. bpchar_pattern_ops over text
+/// or varchar is refused: PostgreSQL accepts it and then ignores trailing
+/// blanks, which would make 'a' and 'a ' one key of a unique index.
+pub(super) fn opclass_accepts(opclass: &str, ty: DataType) -> Result<()> {
+    let bpchar = opclass == "bpchar_pattern_ops";
+    match ty {
+        DataType::Char(_) if bpchar => Ok(()),
+        DataType::Text | DataType::Varchar(_) if !bpchar => Ok(()),
+        DataType::Text | DataType::Varchar(_) => {
+            Err(SqlError::unsupported(format!("operator class {opclass} on a {} key", type_name(ty))))
+        }
+        _ => Err(SqlError::new(
+            "42804",
+            format!(
+                "operator class \"{opclass}\" does not accept data type {}",
+                crate::catalog::format_type(crate::catalog::column_type_info(ty).type_oid, None)
+            ),
+        )),
     }
 }
 
@@ -711,24 +772,61 @@ fn nextval_default(e: &ast::Expr) -> Option<String> {
     crate::catalog::split_qualified(name).pop().filter(|n| !n.is_empty())
 }
 
+/// The columns of a PRIMARY KEY or UNIQUE constraint (PostgreSQL's grammar
+/// has no order or operator class there).
 pub(super) fn index_columns(cols: &[ast::IndexColumn]) -> Result<Vec<String>> {
     cols.iter()
         .map(|c| {
-            // Indexes keep ascending order only: a DESC or NULLS FIRST key
-            // would be reported by the catalogs (pg_index.indoption,
-            // pg_get_indexdef) as something pgtier did not build.
-            if c.column.options.asc == Some(false)
-                || c.column.options.nulls_first == Some(true)
-                || c.operator_class.is_some()
-            {
-                return Err(SqlError::unsupported(format!("index key order or operator class ({c})")));
+            if c.column.options.asc.is_some() || c.column.options.nulls_first.is_some() || c.operator_class.is_some() {
+                return Err(SqlError::unsupported(format!("constraint key order or operator class ({c})")));
             }
-            match &c.column.expr {
-                ast::Expr::Identifier(i) => Ok(ident(i)),
-                other => Err(SqlError::unsupported(format!("index on expression {other}"))),
-            }
+            key_column(c)
         })
         .collect()
+}
+
+/// A CREATE INDEX's key columns with how each is declared. The engine's
+/// index is the same whatever the order (a btree is read either way) and
+/// whichever pattern class (see `catalog::PATTERN_OPCLASSES`); other
+/// operator classes are refused.
+fn index_keys(cols: &[ast::IndexColumn]) -> Result<(Vec<String>, Vec<IndexKeyOptions>)> {
+    let mut names = Vec::with_capacity(cols.len());
+    let mut keys = Vec::with_capacity(cols.len());
+    for c in cols {
+        names.push(key_column(c)?);
+        let descending = c.column.options.asc == Some(false);
+        let opclass = match &c.operator_class {
+            None => None,
+            Some(name) => Some(pattern_opclass(name).ok_or_else(|| {
+                SqlError::unsupported(format!("operator class {name} (only the pattern classes are)"))
+            })?),
+        };
+        // NULLS FIRST is what DESC implies, as in PostgreSQL.
+        keys.push(IndexKeyOptions {
+            descending,
+            nulls_first: c.column.options.nulls_first.unwrap_or(descending),
+            opclass,
+        });
+    }
+    Ok((names, keys))
+}
+
+/// `name` (possibly `pg_catalog.`-qualified) when it is a pattern operator class.
+fn pattern_opclass(name: &ast::ObjectName) -> Option<String> {
+    let parts: Vec<String> = name.0.iter().map(|p| p.as_ident().map(ident)).collect::<Option<_>>()?;
+    let short = match parts.as_slice() {
+        [n] => n,
+        [schema, n] if schema == "pg_catalog" => n,
+        _ => return None,
+    };
+    crate::catalog::PATTERN_OPCLASSES.iter().find(|(n, _)| n == short).map(|(n, _)| (*n).to_owned())
+}
+
+fn key_column(c: &ast::IndexColumn) -> Result<String> {
+    match &c.column.expr {
+        ast::Expr::Identifier(i) => Ok(ident(i)),
+        other => Err(SqlError::unsupported(format!("index on expression {other}"))),
+    }
 }
 
 /// `serial`, `bigserial`, `smallserial` (CREATE TABLE only): the integer

@@ -146,10 +146,30 @@ fn column_list(t: &TableSchema, cols: &[usize]) -> String {
     cols.iter().map(|&c| quote_ident(&t.columns[c].name)).collect::<Vec<_>>().join(", ")
 }
 
-/// `pg_get_indexdef`: `CREATE UNIQUE INDEX t_pkey ON public.t USING btree (id)`.
+/// `pg_get_indexdef`: `CREATE UNIQUE INDEX t_pkey ON public.t USING btree (id)`,
+/// each key with its operator class and order when declared, then
+/// `INCLUDE (...)`.
 pub fn index_def(t: &TableSchema, i: &IndexSchema, qualified: bool) -> String {
+    let mut keys = Vec::with_capacity(i.columns.len());
+    for (k, &c) in i.columns.iter().enumerate() {
+        let mut key = quote_ident(&t.columns[c].name);
+        let declared = i.options.keys.get(k).cloned().unwrap_or_default();
+        if let Some(opclass) = &declared.opclass {
+            key.push(' ');
+            key.push_str(opclass);
+        }
+        match (declared.descending, declared.nulls_first) {
+            (true, true) => key.push_str(" DESC"),
+            (true, false) => key.push_str(" DESC NULLS LAST"),
+            (false, true) => key.push_str(" NULLS FIRST"),
+            (false, false) => {}
+        }
+        keys.push(key);
+    }
+    let include =
+        if i.include.is_empty() { String::new() } else { format!(" INCLUDE ({})", column_list(t, &i.include)) };
     format!(
-        "CREATE {}INDEX {} ON {}{} USING btree ({})",
+        "CREATE {}INDEX {} ON {}{} USING btree ({}){include}",
         if i.unique { "UNIQUE " } else { "" },
         quote_ident(crate::names::short(&i.name)),
         match crate::names::split(&t.name).0 {
@@ -157,7 +177,7 @@ pub fn index_def(t: &TableSchema, i: &IndexSchema, qualified: bool) -> String {
             _ => String::new(),
         },
         quote_ident(crate::names::short(&t.name)),
-        column_list(t, &i.columns)
+        keys.join(", ")
     )
 }
 

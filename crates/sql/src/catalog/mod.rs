@@ -72,6 +72,21 @@ pub const DEFAULT_COLLATION: i64 = 100;
 pub const HEAP_AM: i64 = 2;
 pub const BTREE_AM: i64 = 403;
 
+/// The btree operator classes an index key may name besides its type's
+/// default, with their `pg_opclass` OIDs: the pattern classes compare
+/// bytes, which is how every text comparison goes in the C collation pgtier
+/// has (bpchar's also ignore trailing blanks, as char(n) comparisons do),
+/// so an index declared with one orders its keys as the default class does.
+pub const PATTERN_OPCLASSES: [(&str, i64); 3] =
+    [("text_pattern_ops", 4217), ("varchar_pattern_ops", 4218), ("bpchar_pattern_ops", 4219)];
+
+/// `pg_index.indclass` of a key declared with `opclass`; 0 where pgtier
+/// shows its default classes.
+pub fn opclass_oid(opclass: Option<&str>) -> i64 {
+    let known = |name: &str| PATTERN_OPCLASSES.iter().find(|(n, _)| *n == name).map(|(_, oid)| *oid);
+    opclass.and_then(known).unwrap_or(0)
+}
+
 const USER_BASE: i64 = 16_384;
 const INDEX_BASE: i64 = USER_BASE + 1_000_000;
 const FK_BASE: i64 = USER_BASE + 2_000_000;

@@ -157,16 +157,25 @@ fn namespace_rows(catalog: &Catalog, out: &mut Vec<Value>) {
 
 fn index_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     for TableIndex { table: t, index: i } in all_indexes(catalog) {
-        let n = i16::try_from(i.columns.len()).unwrap_or(i16::MAX);
+        let keys = i16::try_from(i.columns.len()).unwrap_or(i16::MAX);
+        let all = i16::try_from(i.columns.len() + i.include.len()).unwrap_or(i16::MAX);
         let colls: Vec<Value> =
             i.columns.iter().map(|&c| Value::Int8(column_type_info(t.columns[c].ty).collation)).collect();
-        let zeros: Vec<Value> = i.columns.iter().map(|_| Value::Int8(0)).collect();
-        let opts: Vec<Value> = i.columns.iter().map(|_| Value::Int2(0)).collect();
+        let declared = |k: usize| i.options.keys.get(k).cloned().unwrap_or_default();
+        let classes: Vec<Value> =
+            (0..i.columns.len()).map(|k| Value::Int8(super::opclass_oid(declared(k).opclass.as_deref()))).collect();
+        // pg_index.h's INDOPTION_DESC and INDOPTION_NULLS_FIRST bits.
+        let opts: Vec<Value> = (0..i.columns.len())
+            .map(|k| {
+                let key = declared(k);
+                Value::Int2(i16::from(key.descending) | i16::from(key.nulls_first) << 1)
+            })
+            .collect();
         out.extend([
             Value::Int8(index_oid(&i)),
             Value::Int8(table_oid(&t)),
-            Value::Int2(n),
-            Value::Int2(n),
+            Value::Int2(all),
+            Value::Int2(keys),
             Value::Bool(i.unique),
             Value::Bool(false),
             Value::Bool(i.primary),
@@ -178,9 +187,9 @@ fn index_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             Value::Bool(true),
             Value::Bool(true),
             Value::Bool(false),
-            int2vector(&t, &i.columns),
+            int2vector(&t, &[i.columns.as_slice(), &i.include].concat()),
             Value::Text(array_text(Elem::OidVector, &colls)),
-            Value::Text(array_text(Elem::OidVector, &zeros)),
+            Value::Text(array_text(Elem::OidVector, &classes)),
             Value::Text(array_text(Elem::Int2Vector, &opts)),
             Value::Null,
             Value::Null,
@@ -505,7 +514,7 @@ fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             namespace_oid_of(catalog, &i.name),
             BTREE_AM,
             "i",
-            i.columns.len(),
+            i.columns.len() + i.include.len(),
             false,
             false,
             0,
@@ -611,7 +620,7 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
         }
     }
     for TableIndex { table: t, index: i } in all_indexes(catalog) {
-        for (k, &c) in i.columns.iter().enumerate() {
+        for (k, &c) in i.columns.iter().chain(&i.include).enumerate() {
             let col = &t.columns[c];
             push(index_oid(&i), &col.name, attnum(k), column_type_info(col.ty), false, false, 0, "");
         }

@@ -474,7 +474,7 @@ fn eval_objects(f: SysFunc, vals: &[Value], ctx: SysCtx<'_>) -> Result<Value> {
                 if col > 0 {
                     let name = usize::try_from(col - 1)
                         .ok()
-                        .and_then(|c| i.columns.get(c))
+                        .and_then(|c| i.columns.iter().chain(&i.include).nth(c))
                         .map(|&c| quote_ident(&t.columns[c].name));
                     name.map_or(Value::Null, Value::Text)
                 } else {
