@@ -215,18 +215,48 @@ impl FlashStore {
             )));
         }
         self.ring.lock().limit = new_n;
-        // The regions at or past the new end are reclaimed first, out of
-        // FIFO order: only their records go (Keep and Durable ones moved
-        // into the regions that stay). In FIFO order a shrink reclaimed
-        // every region older than the newest retiring one, and after a
-        // sequential fill (the retiring regions written last) that emptied
-        // the whole store to shrink it by a region.
+        // What a store of the new size holds after the FIFO has turned: its
+        // newest regions. The regions past the new end go first, out of FIFO
+        // order (the old ones dropped, the young ones' records rewritten
+        // into regions that stay, freed by dropping the oldest of those).
+        // In plain FIFO order a shrink reclaimed every region older than the
+        // newest retiring one: after a sequential fill (the retiring regions
+        // written last) that emptied the whole store.
+        let young_from = self.newest_seqs(new_n.saturating_sub(3) as usize);
+        rc.young_from = Some(young_from);
+        let result = self.retire_past(rc, n, new_n, young_from);
+        rc.young_from = None;
+        result
+    }
+
+    /// The sequence number from which the `count` newest regions holding
+    /// records (sealed or open) start; 0 when fewer hold records.
+    fn newest_seqs(&self, count: usize) -> u64 {
+        let regions = self.regions.read();
+        let mut seqs: Vec<u64> = regions
+            .iter()
+            .filter(|m| matches!(m.state(), State::Sealed | State::Open))
+            .map(|m| m.seq.load(Ordering::Acquire))
+            .collect();
+        seqs.sort_unstable_by(|a, b| b.cmp(a));
+        match count.checked_sub(1) {
+            Some(last) => seqs.get(last).copied().unwrap_or(0),
+            None => u64::MAX,
+        }
+    }
+
+    fn retire_past(&self, rc: &mut Reclaimer, n: u32, new_n: u32, young_from: u64) -> Result<(), TierError> {
         for _ in 0..4 * n + 4 {
             if self.retired_all(new_n)? {
                 self.regions.write().truncate(new_n as usize);
                 return self.dev.set_len(self.geo.file_len(new_n), &self.path);
             }
-            let victim = shrink_victim(&mut self.ring.lock(), new_n);
+            let victim = {
+                let regions = self.regions.read();
+                shrink_victim(&mut self.ring.lock(), new_n, |r| {
+                    regions[r as usize].seq.load(Ordering::Acquire) >= young_from
+                })
+            };
             match victim {
                 Some(victim) => self.reclaim_or_requeue(rc, victim)?,
                 None => {
@@ -303,10 +333,14 @@ fn region_image(m: &RegionMeta, covered_seq: u64, covered_len: u32) -> RegionIma
     }
 }
 
-/// The next region a shrink to `new_n` regions reclaims: the oldest sealed
-/// one past the new end while a region that stays is free (to move its
-/// Keep and Durable records into), else the oldest of all (which frees one).
-fn shrink_victim(ring: &mut Ring, new_n: u32) -> Option<u32> {
+/// The next region a shrink to `new_n` regions reclaims: an old sealed one
+/// past the new end (dropped whole); else a young one past it while a
+/// region that stays is free (to take its records); else the oldest of all
+/// (which frees one).
+fn shrink_victim(ring: &mut Ring, new_n: u32, young: impl Fn(u32) -> bool) -> Option<u32> {
+    if let Some(i) = ring.sealed.iter().position(|&r| r >= new_n && !young(r)) {
+        return ring.sealed.remove(i);
+    }
     let room = ring.free.iter().any(|&r| r < new_n);
     match ring.sealed.iter().position(|&r| r >= new_n) {
         Some(i) if room => ring.sealed.remove(i),

@@ -37,6 +37,12 @@ const SPACE_ATTEMPTS: usize = 1024;
 #[derive(Default)]
 pub(crate) struct Reclaimer {
     buf: Option<AlignedBuf>,
+    /// During a shrink: regions of this sequence or newer are among those
+    /// a store of the new size keeps, so the Evictable records of such a
+    /// region past the new end are rewritten (while a region that stays is
+    /// free), not dropped: a shrink keeps the newest records, as the FIFO
+    /// would.
+    pub(crate) young_from: Option<u64>,
 }
 
 impl FlashStore {
@@ -63,6 +69,12 @@ impl FlashStore {
 
     fn free_regions(&self) -> usize {
         self.ring.lock().free.len()
+    }
+
+    /// A free region a shrink keeps: where a rewrite may go.
+    fn free_below_limit(&self) -> bool {
+        let ring = self.ring.lock();
+        ring.free.iter().any(|&r| r < ring.limit)
     }
 
     /// Reclaims oldest regions until a foreground append may switch
@@ -118,6 +130,8 @@ impl FlashStore {
             meta.set_state(State::Reclaiming);
             (meta.seq.load(Ordering::Acquire), meta.end.load(Ordering::Acquire))
         };
+        let retiring = victim >= self.ring.lock().limit;
+        let young = retiring && rc.young_from.is_some_and(|from| seq >= from);
         let rs = self.geo.region_size as usize;
         let len = (align_up(u64::from(end.max(1))) as usize).min(rs);
         let buf = rc.buf.get_or_insert_with(|| AlignedBuf::zeroed(rs));
@@ -130,20 +144,19 @@ impl FlashStore {
             .map_err(|e| self.fail_io(format!("reading region {victim} to reclaim it"), e))?;
         let bytes = &buf.as_slice()[..len];
         let header = RegionHeader::decode(bytes, self.geo.nonce, victim, self.geo.region_size);
-        let retiring = victim >= self.ring.lock().limit;
         let mut must_sync = false;
         if header == Some(RegionHeader { state: HeaderState::Used, seq }) {
             let iter =
                 RecordIter { bytes, at: crate::format::REGION_HEADER_BYTES as usize, seq, seed: self.geo.seed(seq) };
             for (at, meta) in iter {
                 let rec = &bytes[at..at + meta.stored_bytes()];
-                must_sync |= self.reclaim_record(victim, at as u32, rec, &meta, retiring)?;
+                must_sync |= self.reclaim_record(victim, at as u32, rec, &meta, retiring, young)?;
             }
         }
         if self.regions.read()[victim as usize].records() > 0 {
             // The walk stopped early (a corrupt record): the index still
             // knows where the later live records are.
-            must_sync |= self.salvage(victim, seq, bytes, retiring)?;
+            must_sync |= self.salvage(victim, seq, bytes, retiring, young)?;
         }
         if must_sync {
             // The copies must be durable before the originals can be overwritten.
@@ -161,6 +174,7 @@ impl FlashStore {
         rec: &[u8],
         meta: &RecordMeta,
         retiring: bool,
+        young: bool,
     ) -> Result<bool, TierError> {
         let key = record_key(rec, meta);
         let (si, tag) = self.index.place(key_hash(key));
@@ -187,7 +201,7 @@ impl FlashStore {
         let retention = slot.retention();
         let stored = meta.stored_bytes() as u64;
         let keep = match retention {
-            Retention::Evictable => false,
+            Retention::Evictable => young && self.free_below_limit(),
             Retention::Keep => self.keep_fits(),
             Retention::Durable => true,
         };
@@ -201,10 +215,10 @@ impl FlashStore {
         shard.replace(idx, slot.with_loc(app.loc), Aux::default());
         self.account_loc(loc, retention, stored, true);
         self.account_loc(app.loc, retention, u64::from(app.bytes), false);
-        if retention == Retention::Durable {
-            bump(&self.counters.compacted_durable, 1);
-        } else {
-            bump(&self.counters.reinserted_keep, 1);
+        match retention {
+            Retention::Durable => bump(&self.counters.compacted_durable, 1),
+            Retention::Keep => bump(&self.counters.reinserted_keep, 1),
+            Retention::Evictable => bump(&self.counters.kept_by_shrink, 1),
         }
         Ok(retention == Retention::Durable)
     }
@@ -212,7 +226,7 @@ impl FlashStore {
     /// Moves or drops every live record of `victim` the sequential walk did
     /// not reach, found through the index; a record failing its check is
     /// dropped (counted) since it cannot be copied.
-    fn salvage(&self, victim: u32, seq: u64, bytes: &[u8], retiring: bool) -> Result<bool, TierError> {
+    fn salvage(&self, victim: u32, seq: u64, bytes: &[u8], retiring: bool, young: bool) -> Result<bool, TierError> {
         let seed = self.geo.seed(seq);
         let mut must_sync = false;
         for si in 0..self.index.shard_count() {
@@ -224,7 +238,7 @@ impl FlashStore {
                 match check_record(rest, seq, seed, rest.len()) {
                     Ok(meta) if !meta.flags.tombstone => {
                         let rec = &rest[..meta.stored_bytes()];
-                        must_sync |= self.reclaim_record(victim, at as u32, rec, &meta, retiring)?;
+                        must_sync |= self.reclaim_record(victim, at as u32, rec, &meta, retiring, young)?;
                     }
                     _ => {
                         let mut shard = self.index.shard(si).write();
