@@ -1,7 +1,8 @@
 //! Reclamation: when the free list runs low, the oldest sealed region is
 //! read back whole; its live records are dropped (Evictable, and Keep over
-//! its budget) or rewritten at the head (Keep, Durable); then the region is
-//! marked free on the device and reused.
+//! its budget) or rewritten at the head (Keep, Durable; and Evictable ones
+//! of the young regions a shrink retires); then the region is marked free
+//! on the device and reused.
 //!
 //! Space invariant: between reclamations at least one region is free.
 //! Foreground appends may not take it (they need two free regions to switch
