@@ -583,7 +583,9 @@ fn sample_loop(mut client: Client, stop: &AtomicBool, track_cpu: bool) -> Result
     let mut tally = WaitTally::default();
     let mut next_refresh = Instant::now();
     let mut next = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
+    // At least one sample, however short the window: a window that a very
+    // busy machine ended before the first sample had no figures at all.
+    loop {
         let row = client.query_one(&wait_stmt, &[]).map_err(|e| db_error(&e))?;
         let active: i64 = row.try_get(0).map_err(|e| db_error(&e))?;
         let waiting: i64 = row.try_get(1).map_err(|e| db_error(&e))?;
@@ -601,6 +603,9 @@ fn sample_loop(mut client: Client, stop: &AtomicBool, track_cpu: bool) -> Result
                 }
             }
             next_refresh = Instant::now() + PID_REFRESH_PERIOD;
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
         }
         next += SAMPLE_PERIOD;
         let now = Instant::now();
