@@ -5,8 +5,8 @@
 # packages, installed under .pgtier/clients/ (gitignored) so the tests run
 # offline afterwards:
 #   python/  a venv with psycopg 3 (pure Python, on the system libpq5; never the
-#            prebuilt psycopg[binary]) and SQLAlchemy 2 (its pure-Python
-#            wheel)                                 <- PyPI
+#            prebuilt psycopg[binary]), SQLAlchemy 2 and Django 5.2 (their
+#            pure-Python wheels)                    <- PyPI
 #   node/    node_modules with pg                   <- the npm registry
 #   m2/      Maven's local repository: pgJDBC and the build plugins <- Maven Central
 #   go/      Go module cache (pgx) and build cache  <- the Go module proxy
@@ -66,19 +66,19 @@ command -v openssl >/dev/null || apt_install openssl
 # --- Python: psycopg 3 in a venv ----------------------------------------------
 venv=$clients/python
 key=$(manifest_hash "$drivers/python/requirements.txt" "$drivers/python/orm-requirements.txt")
-if ! up_to_date "$venv/.installed" "$key" || ! "$venv/bin/python" -c 'import psycopg, sqlalchemy' 2>/dev/null; then
+if ! up_to_date "$venv/.installed" "$key" || ! "$venv/bin/python" -c 'import psycopg, sqlalchemy, django' 2>/dev/null; then
     rm -rf "$venv"
     python3 -m venv "$venv"
     # psycopg without the [binary] extra: pure Python, loads the system libpq.
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$drivers/python/requirements.txt"
     "$venv/bin/python" -c 'import psycopg; psycopg.pq.version()'
-    # SQLAlchemy for the ORM test, as its pure-Python wheel (--platform any
-    # admits only py3-none-any wheels, never the compiled one).
+    # SQLAlchemy and Django for the ORM tests, as pure-Python wheels
+    # (--platform any admits only py3-none-any wheels, never a compiled one).
     "$venv/bin/pip" download -q --disable-pip-version-check --only-binary :all: --platform any \
         --implementation py --python-version 3.11 --no-deps -d "$venv/wheels" -r "$drivers/python/orm-requirements.txt"
     "$venv/bin/pip" install -q --disable-pip-version-check --no-index --no-deps "$venv"/wheels/*.whl
     echo "$key" >"$venv/.installed"
-    say "python venv with $("$venv/bin/python" -c 'import psycopg; import sqlalchemy; print("psycopg", psycopg.__version__, psycopg.pq.__impl__, "sqlalchemy", sqlalchemy.__version__)')"
+    say "python venv with $("$venv/bin/python" -c 'import psycopg, sqlalchemy, django; print("psycopg", psycopg.__version__, psycopg.pq.__impl__, "sqlalchemy", sqlalchemy.__version__, "django", django.__version__)')"
 else
     say "python venv up to date"
 fi

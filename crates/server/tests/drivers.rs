@@ -6,6 +6,7 @@
 //! normalized transcript; pgtier's must equal PostgreSQL's. One more, not
 //! differential: SQLAlchemy over cached tables whose keys PostgreSQL
 //! generates, on two pgtier nodes at once (`sqlalchemy_generated_keys_on_two_nodes`).
+//! And Django 5.2's `migrate` and ORM CRUD (`django_migrate_and_crud`).
 //!
 //! The programs live in tests/drivers/ (README there); their toolchains and
 //! packages come from scripts/ensure-clients.sh. A missing one fails the test.
@@ -101,6 +102,29 @@ fn sqlalchemy_orm() {
             "division: 22012",
             "drop_all: ok",
             "done",
+        ],
+    );
+}
+
+/// Django's `migrate` of auth, admin, contenttypes and sessions (18
+/// migrations: `_like` indexes with `varchar_pattern_ops`, ALTER COLUMN TYPE
+/// of indexed columns, DEFERRABLE INITIALLY DEFERRED foreign keys), then CRUD
+/// through the ORM, each into an empty database.
+#[test]
+fn django_migrate_and_crud() {
+    same_as_postgres(
+        Client::Django,
+        &[
+            "migrate | Applying auth.0001_initial... OK",
+            "migrate | Applying sessions.0001_initial... OK",
+            "auth_user indexes | ['auth_user_pkey', 'auth_user_username_6821ab7c_like', 'auth_user_username_key']",
+            "duplicate username | IntegrityError | 23505",
+            "startswith | ['alice']",
+            "log entry | bob | 1 | user | alice",
+            "session | alice | [1, 2, 3] | 1",
+            "updated | True | Builder",
+            "session deleted | False",
+            "users | ['alice']",
         ],
     );
 }

@@ -193,7 +193,7 @@ fn run_build(command: Command, what: &str) {
     assert!(code == 0, "{what} failed (exit {code}); {ENSURE_HINT}\n{stdout}{stderr}");
 }
 
-/// The five driver programs, and the ORM program on psycopg.
+/// The five driver programs, and the ORM programs on psycopg.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Client {
     Psql,
@@ -203,6 +203,9 @@ pub enum Client {
     /// The ORM over cached tables whose keys PostgreSQL generates
     /// (python/orm_keys.py; its node and rounds by [`Client::run_env`]).
     SqlAlchemyKeys,
+    /// Django 5.2: `migrate` of its built-in apps, then CRUD through its ORM
+    /// (django/crud.py, in the same venv).
+    Django,
     Java,
     /// pgJDBC's type paths again, in a JVM whose zone is Europe/Berlin.
     JavaBerlin,
@@ -217,6 +220,7 @@ impl Client {
             Client::Python => "python",
             Client::SqlAlchemy => "sqlalchemy",
             Client::SqlAlchemyKeys => "sqlalchemy-keys",
+            Client::Django => "django",
             Client::Java => "java",
             Client::JavaBerlin => "java-berlin",
             Client::Go => "go",
@@ -240,6 +244,13 @@ impl Client {
                 let mut probe = Command::new(python);
                 probe.args(["-c", "import sqlalchemy"]);
                 run_build(probe, "import sqlalchemy");
+            }
+            Client::Django => {
+                let python = python_venv().join("bin/python");
+                require_path(&python, "the Python venv with psycopg and Django");
+                let mut probe = Command::new(python);
+                probe.args(["-c", "import django"]);
+                run_build(probe, "import django");
             }
             Client::Node => {
                 require_program("node");
@@ -281,6 +292,11 @@ impl Client {
                 self.run_program(command, endpoint)
             }
             Client::SqlAlchemy | Client::SqlAlchemyKeys => self.run_env(endpoint, &[]),
+            Client::Django => {
+                let mut command = Command::new(python_venv().join("bin/python"));
+                command.arg(drivers_dir().join("django/crud.py"));
+                self.run_program(command, endpoint)
+            }
             Client::Java | Client::JavaBerlin => {
                 let out = build_dir().join("java");
                 let classpath = std::fs::read_to_string(out.join("classpath.txt")).expect("classpath.txt");
