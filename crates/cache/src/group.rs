@@ -5,7 +5,7 @@
 
 use pgtier_backend::catalog::{self, ForeignKeyAction, QualifiedName, TableDef as PgTable};
 use pgtier_backend::copy_out::ValueKind;
-use pgtier_engine::{ColumnDef, DataType, Database, FkAction, ForeignKeyDef, Origin, TableDef, TableId};
+use pgtier_engine::{ColumnDef, DataType, Database, FkAction, FkTiming, ForeignKeyDef, Origin, TableDef, TableId};
 use postgres::Client;
 use serde::{Deserialize, Serialize};
 
@@ -208,6 +208,13 @@ fn group_table(source: PgTable, parent: Option<usize>, parent_fk: Option<usize>)
                 ForeignKeyAction::NoAction | ForeignKeyAction::Restrict | ForeignKeyAction::SetDefault => {
                     FkAction::NoAction
                 }
+            },
+            // As PostgreSQL declares it, so a transaction that writes a child
+            // before its parent commits here as it does there.
+            timing: match (fk.deferrable, fk.initially_deferred) {
+                (false, _) => FkTiming::Immediate,
+                (true, false) => FkTiming::DeferrableImmediate,
+                (true, true) => FkTiming::DeferrableDeferred,
             },
         });
     }

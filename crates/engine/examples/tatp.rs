@@ -32,6 +32,7 @@ fn fk(cols: &[&str], parent: &str) -> ForeignKeyDef {
         parent_table: parent.into(),
         parent_columns: vec![],
         on_delete: Default::default(),
+        timing: Default::default(),
     }
 }
 

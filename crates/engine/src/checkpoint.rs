@@ -37,8 +37,10 @@ use crate::files::sync_dir;
 use crate::primary::SHARD_COUNT;
 use crate::schema::{Catalog, Format, TableId};
 
-/// Written now: the catalog in format V5 (index options).
-const MAGIC: &[u8; 8] = b"PGTCKPT5";
+/// Written now: the catalog in format V6 (foreign key timing).
+const MAGIC: &[u8; 8] = b"PGTCKPT6";
+/// Still read: files from before foreign key timing (catalog format V5).
+const MAGIC_V5: &[u8; 8] = b"PGTCKPT5";
 /// Still read: files from before index options (catalog format V4).
 const MAGIC_V4: &[u8; 8] = b"PGTCKPT4";
 /// Still read: files from before ALTER TABLE (catalog format V3).
@@ -272,7 +274,8 @@ pub(crate) fn load(path: &Path) -> Result<LoadedCheckpoint> {
         .map_err(|e| EngineError::io(format!("read {}", path.display()), e))?;
     let corrupt = |what: &str| EngineError::Corrupt(format!("checkpoint {}: {what}", path.display()));
     let format = match data.get(..8) {
-        Some(m) if data.len() >= 16 && m == MAGIC => Format::V5,
+        Some(m) if data.len() >= 16 && m == MAGIC => Format::V6,
+        Some(m) if data.len() >= 16 && m == MAGIC_V5 => Format::V5,
         Some(m) if data.len() >= 16 && m == MAGIC_V4 => Format::V4,
         Some(m) if data.len() >= 16 && m == MAGIC_V3 => Format::V3,
         Some(m) if data.len() >= 16 && m == MAGIC_V2 => Format::V2,

@@ -67,7 +67,7 @@ pub use row::{ROW_BYTES_MAX, decode_values, encode_values};
 pub use row_meta::RowMeta;
 pub use row_ref::{RowBuf, RowRef};
 pub use schema::{
-    AlterTableDef, COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, ForeignKey, ForeignKeyDef,
+    AlterTableDef, COLUMNS_MAX, Catalog, CheckDef, Column, ColumnDef, FkAction, FkTiming, ForeignKey, ForeignKeyDef,
     ForeignKeyId, IndexDef, IndexId, IndexKeyOptions, IndexOptions, IndexSchema, KEY_COLUMNS_MAX, ROWID_COLUMN,
     SEQUENCE_COLUMNS, SequenceDefault, SequenceOptions, TableDef, TableId, TableSchema,
 };

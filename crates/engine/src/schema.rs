@@ -64,6 +64,44 @@ pub struct ForeignKeyDef {
     pub parent_table: String,
     pub parent_columns: Vec<String>,
     pub on_delete: FkAction,
+    pub timing: FkTiming,
+}
+
+/// When a foreign key's NO ACTION checks run (PostgreSQL's DEFERRABLE /
+/// INITIALLY DEFERRED, and `SET CONSTRAINTS` within a transaction). A
+/// deferred check that fails at once is queued and run again at commit
+/// (or at `SET CONSTRAINTS ... IMMEDIATE`), where it fails the commit with
+/// 23503 if the row is still orphaned (transaction/deferred.rs). Actions
+/// (CASCADE, SET NULL) are never deferred, as in PostgreSQL.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FkTiming {
+    /// NOT DEFERRABLE: checked as each row is written.
+    #[default]
+    Immediate,
+    /// DEFERRABLE INITIALLY IMMEDIATE: checked at once unless a
+    /// transaction defers it.
+    DeferrableImmediate,
+    /// DEFERRABLE INITIALLY DEFERRED: checked at commit unless a
+    /// transaction sets it IMMEDIATE.
+    DeferrableDeferred,
+}
+
+impl FkTiming {
+    pub fn deferrable(self) -> bool {
+        self != FkTiming::Immediate
+    }
+
+    pub fn initially_deferred(self) -> bool {
+        self == FkTiming::DeferrableDeferred
+    }
+
+    fn tag(self) -> u8 {
+        match self {
+            FkTiming::Immediate => 0,
+            FkTiming::DeferrableImmediate => 1,
+            FkTiming::DeferrableDeferred => 2,
+        }
+    }
 }
 
 /// What deleting a referenced row does to the rows that reference it.
@@ -448,6 +486,7 @@ pub struct ForeignKey {
     /// automatically (`<fk name>_idx`) when no existing index qualifies.
     pub child_index: IndexId,
     pub on_delete: FkAction,
+    pub timing: FkTiming,
 }
 
 /// An immutable catalog snapshot.
@@ -769,6 +808,7 @@ impl Catalog {
             parent_index,
             child_index: IndexId(u32::MAX),
             on_delete: fk.on_delete,
+            timing: fk.timing,
         })
     }
 
@@ -861,6 +901,7 @@ impl Catalog {
                 parent_index,
                 child_index: fk.child_index,
                 on_delete: fk.on_delete,
+                timing: fk.timing,
             });
         }
         Ok((table, indexes, fks))
@@ -997,9 +1038,10 @@ impl Catalog {
 }
 
 /// Which layout encoded catalog items use. V1 (before sequences), V2
-/// (before table annotations), V3 (before dropped attribute numbers) and
-/// V4 (before index options) are still read, from older checkpoints and
-/// WAL; everything new is written as V5. Each version appends fields.
+/// (before table annotations), V3 (before dropped attribute numbers), V4
+/// (before index options) and V5 (before foreign key timing) are still
+/// read, from older checkpoints and WAL; everything new is written as V6.
+/// Each version appends fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Format {
     V1,
@@ -1007,6 +1049,7 @@ pub(crate) enum Format {
     V3,
     V4,
     V5,
+    V6,
 }
 
 fn len_u32(n: usize) -> u32 {
@@ -1200,7 +1243,7 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
         let default = if r.bool()? { Some(crate::row::decode_value(r)?) } else { None };
         let sequence = match format {
             Format::V1 => None,
-            Format::V2 | Format::V3 | Format::V4 | Format::V5 => match r.u8()? {
+            Format::V2 | Format::V3 | Format::V4 | Format::V5 | Format::V6 => match r.u8()? {
                 0 => None,
                 tag => {
                     let how = SequenceDefault::from_tag(tag)
@@ -1210,7 +1253,7 @@ fn decode_table(r: &mut Reader<'_>, format: Format) -> Result<TableSchema> {
             },
         };
         let default_sql = match format {
-            Format::V2 | Format::V3 | Format::V4 | Format::V5 if r.bool()? => Some(r.str()?),
+            Format::V2 | Format::V3 | Format::V4 | Format::V5 | Format::V6 if r.bool()? => Some(r.str()?),
             _ => None,
         };
         columns.push(Column { name: cname, ty, nullable, default, sequence, default_sql });
@@ -1322,6 +1365,7 @@ fn encode_fk(w: &mut Writer<'_>, f: &ForeignKey) {
     w.u32(f.parent_index.0);
     w.u32(f.child_index.0);
     w.u8(f.on_delete.tag());
+    w.u8(f.timing.tag());
 }
 
 fn decode_fk(r: &mut Reader<'_>, format: Format) -> Result<ForeignKey> {
@@ -1330,14 +1374,35 @@ fn decode_fk(r: &mut Reader<'_>, format: Format) -> Result<ForeignKey> {
         (TableId(r.u32()?), decode_usizes(r)?, IndexId(r.u32()?), IndexId(r.u32()?));
     let on_delete = match format {
         Format::V1 => FkAction::NoAction,
-        Format::V2 | Format::V3 | Format::V4 | Format::V5 => match r.u8()? {
+        Format::V2 | Format::V3 | Format::V4 | Format::V5 | Format::V6 => match r.u8()? {
             0 => FkAction::NoAction,
             1 => FkAction::Cascade,
             2 => FkAction::SetNull,
             tag => return Err(EngineError::Corrupt(format!("unknown foreign key action {tag}"))),
         },
     };
-    Ok(ForeignKey { id, name, child, child_columns, parent, parent_columns, parent_index, child_index, on_delete })
+    let timing = if format >= Format::V6 {
+        match r.u8()? {
+            0 => FkTiming::Immediate,
+            1 => FkTiming::DeferrableImmediate,
+            2 => FkTiming::DeferrableDeferred,
+            tag => return Err(EngineError::Corrupt(format!("unknown foreign key timing {tag}"))),
+        }
+    } else {
+        FkTiming::Immediate
+    };
+    Ok(ForeignKey {
+        id,
+        name,
+        child,
+        child_columns,
+        parent,
+        parent_columns,
+        parent_index,
+        child_index,
+        on_delete,
+        timing,
+    })
 }
 
 fn encode_usizes(w: &mut Writer<'_>, v: &[usize]) {

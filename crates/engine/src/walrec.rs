@@ -18,7 +18,8 @@
 //!           (op 10: catalog format V1; op 14: V2, with sequences;
 //!            op 15: V3, with the table annotation;
 //!            op 17: V4, with dropped attribute numbers;
-//!            op 19: V5, with index options)
+//!            op 19: V5, with index options;
+//!            op 20: V6, with foreign key timing)
 //!         CREATE_INDEX  [index]                    DROP_INDEX [index u32]
 //!           (op 12: catalog format V4; op 18: V5, with index options)
 //!         SET_ANNOTATION [table u32][present u8][text]   (op 16)
@@ -74,8 +75,10 @@ const OP_CREATE_TABLE_V4: u8 = 17;
 /// CREATE_INDEX in catalog format V5 (index options), written now; 12
 /// keeps meaning V4.
 const OP_CREATE_INDEX_V5: u8 = 18;
-/// CREATE_TABLE in catalog format V5 (index options), written now.
+/// CREATE_TABLE in catalog format V5 (index options).
 const OP_CREATE_TABLE_V5: u8 = 19;
+/// CREATE_TABLE in catalog format V6 (foreign key timing), written now.
+const OP_CREATE_TABLE_V6: u8 = 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowOp {
@@ -177,7 +180,7 @@ impl RecordBuilder {
         encode_table_ddl(&mut Writer::new(&mut tmp), ddl);
         self.room_for(1 + tmp.len())?;
         let mut w = self.buf();
-        w.u8(OP_CREATE_TABLE_V5);
+        w.u8(OP_CREATE_TABLE_V6);
         w.buf.extend_from_slice(&tmp);
         Ok(())
     }
@@ -299,6 +302,7 @@ pub(crate) fn decode_op<'a>(r: &mut Reader<'a>) -> Result<OpRef<'a>> {
         OP_CREATE_TABLE_V3 => OpRef::CreateTable(decode_table_ddl(r, Format::V3)?),
         OP_CREATE_TABLE_V4 => OpRef::CreateTable(decode_table_ddl(r, Format::V4)?),
         OP_CREATE_TABLE_V5 => OpRef::CreateTable(decode_table_ddl(r, Format::V5)?),
+        OP_CREATE_TABLE_V6 => OpRef::CreateTable(decode_table_ddl(r, Format::V6)?),
         OP_SET_ANNOTATION => OpRef::SetAnnotation { table: TableId(r.u32()?), annotation: decode_annotation(r)? },
         OP_DROP_TABLE => OpRef::DropTable(TableId(r.u32()?)),
         OP_CREATE_INDEX => OpRef::CreateIndex(decode_index_ddl(r, Format::V4)?),

@@ -660,6 +660,7 @@ fn tables_without_primary_key_get_a_hidden_row_id() {
         parent_table: "history".into(),
         parent_columns: vec![],
         on_delete: Default::default(),
+        timing: Default::default(),
     });
     assert_eq!(t.create_table(&child).unwrap_err().sqlstate(), "42704");
 }

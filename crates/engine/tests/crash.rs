@@ -89,6 +89,7 @@ fn setup(db: &Database) {
         parent_table: "acct".into(),
         parent_columns: vec![],
         on_delete: Default::default(),
+        timing: Default::default(),
     });
     t.create_table(&hist).unwrap();
     t.create_index(&IndexDef {

@@ -224,6 +224,7 @@ fn create_instance_tables(db: &Database) -> (TableId, TableId, TableId) {
         parent_table: "parent".into(),
         parent_columns: vec![],
         on_delete: FkAction::Cascade,
+        timing: Default::default(),
     });
     let tag = t.create_table(&tag).unwrap();
     t.commit().unwrap();

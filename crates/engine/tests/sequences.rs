@@ -215,6 +215,7 @@ fn foreign_key_actions_are_kept_and_applied() {
         parent_table: "p".into(),
         parent_columns: vec![],
         on_delete,
+        timing: Default::default(),
     };
     child.foreign_keys = vec![fk("pid", FkAction::Cascade), fk("qid", FkAction::SetNull)];
     let child = t.create_table(&child).unwrap();

@@ -109,7 +109,8 @@ fn sqlalchemy_orm() {
 /// Django's `migrate` of auth, admin, contenttypes and sessions (18
 /// migrations: `_like` indexes with `varchar_pattern_ops`, ALTER COLUMN TYPE
 /// of indexed columns, DEFERRABLE INITIALLY DEFERRED foreign keys), then CRUD
-/// through the ORM, each into an empty database.
+/// through the ORM, each into an empty database; a child row written before
+/// its parent, and an orphan that fails only at COMMIT (deferred keys).
 #[test]
 fn django_migrate_and_crud() {
     same_as_postgres(
@@ -119,6 +120,9 @@ fn django_migrate_and_crud() {
             "migrate | Applying sessions.0001_initial... OK",
             "auth_user indexes | ['auth_user_pkey', 'auth_user_username_6821ab7c_like', 'auth_user_username_key']",
             "duplicate username | IntegrityError | 23505",
+            "deferred fk | True | True",
+            "orphan insert | accepted until commit",
+            "orphan commit | IntegrityError | 23503",
             "startswith | ['alice']",
             "log entry | bob | 1 | user | alice",
             "session | alice | [1, 2, 3] | 1",

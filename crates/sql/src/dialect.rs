@@ -205,6 +205,50 @@ fn parse_merge(parser: &mut Parser) -> Result<Statement, ParserError> {
     }))
 }
 
+/// The variable a parsed `SET CONSTRAINTS` carries (sqlparser has no such
+/// statement, so it travels as a SET). Unquoted, with a space in it: no
+/// written SET can name it (a quoted identifier keeps its quote style), so
+/// the binder cannot mistake a user's `SET "..."` for it.
+pub(crate) const SET_CONSTRAINTS_VARIABLE: &str = "set constraints";
+
+/// The word CONSTRAINTS (not one of sqlparser's keywords).
+fn is_constraints(w: &sqlparser::tokenizer::Word) -> bool {
+    w.quote_style.is_none() && w.value.eq_ignore_ascii_case("constraints")
+}
+
+/// `SET CONSTRAINTS { ALL | name [, ...] } { DEFERRED | IMMEDIATE }` as a
+/// SET of [`SET_CONSTRAINTS_VARIABLE`] whose values are the names (none for
+/// ALL) followed by the mode.
+fn parse_set_constraints(parser: &mut Parser) -> Result<Statement, ParserError> {
+    use sqlparser::ast::{Ident, ObjectName, Set};
+    parser.expect_keyword_is(Keyword::SET)?;
+    let next = parser.next_token();
+    if !matches!(&next.token, Token::Word(w) if is_constraints(w)) {
+        return parser.expected("CONSTRAINTS", next);
+    }
+    let mut values = Vec::new();
+    if !parser.parse_keyword(Keyword::ALL) {
+        loop {
+            let name = parser.parse_object_name(false)?;
+            values.push(Expr::CompoundIdentifier(name.0.iter().filter_map(|p| p.as_ident().cloned()).collect()));
+            if !parser.consume_token(&Token::Comma) {
+                break;
+            }
+        }
+    }
+    let mode = match parser.expect_one_of_keywords(&[Keyword::DEFERRED, Keyword::IMMEDIATE])? {
+        Keyword::DEFERRED => "deferred",
+        _ => "immediate",
+    };
+    values.push(Expr::Identifier(Ident::new(mode)));
+    Ok(Statement::Set(Set::SingleAssignment {
+        scope: None,
+        hivevar: false,
+        variable: ObjectName::from(vec![Ident::new(SET_CONSTRAINTS_VARIABLE)]),
+        values,
+    }))
+}
+
 /// `INTERVAL (p) 'literal'` as an interval literal with its fractional
 /// seconds precision.
 fn parse_interval_with_precision(parser: &mut Parser) -> Result<Expr, ParserError> {
@@ -249,6 +293,11 @@ impl Dialect for PgDialect {
                     }))
                 })
                 .transpose();
+        }
+        if parser.peek_keyword(Keyword::SET)
+            && matches!(parser.peek_nth_token_ref(1).token, Token::Word(ref w) if is_constraints(w))
+        {
+            return Some(parse_set_constraints(parser));
         }
         if !parser.peek_keyword(Keyword::MERGE) {
             return None;

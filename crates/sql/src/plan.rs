@@ -839,6 +839,11 @@ pub enum Plan {
     /// ALTER TABLE, ALTER INDEX ... RENAME TO.
     AlterTable(Box<AlterPlan>),
     Txn(TxnCommand),
+    /// SET CONSTRAINTS: `which` None is ALL; `deferred` false is IMMEDIATE.
+    SetConstraints {
+        which: Option<Vec<pgtier_engine::ForeignKeyId>>,
+        deferred: bool,
+    },
     /// `local`: SET LOCAL (until the transaction block ends).
     /// `reset`: spelled RESET, which PostgreSQL tags RESET (the same as SET ... TO DEFAULT otherwise).
     Set {

@@ -84,6 +84,13 @@ impl Transaction {
             }
             return Ok(CommitInfo { commit_ts: None, lsn: None, rolled_back: false });
         }
+        // Deferred foreign keys first: a violation fails the commit before
+        // anything leaves the transaction (a participant's write-through).
+        if let Err(e) = self.run_deferred(|_| true) {
+            self.rollback_internal();
+            self.status = Status::Ended;
+            return Err(e);
+        }
         let tickets = if self.origin == Origin::Application && self.held.iter().any(|h| h.store.hooks.has_participant())
         {
             match self.commit_participants() {
@@ -322,6 +329,7 @@ impl Transaction {
     }
 
     pub(super) fn rollback_internal(&mut self) {
+        self.deferred.clear();
         let mut images = Vec::new();
         for i in (0..self.writes.len()).rev() {
             self.undo_row(i, None, &mut images);

@@ -114,8 +114,9 @@ impl Transaction {
         }
     }
 
-    /// FK, child side: the referenced parent row must exist.
-    fn check_parent(
+    /// FK, child side: the referenced parent row must exist (or, for a
+    /// deferred foreign key, the check is queued for commit: deferred.rs).
+    pub(super) fn check_parent(
         &mut self,
         store: &TableStore,
         link: &FkLink,
@@ -133,9 +134,13 @@ impl Transaction {
         }
         let Some(parent) = link.other.upgrade() else { return Ok(()) };
         loop {
-            match self.probe_parent(&parent, fk, layout, new_row) {
+            match self.probe_parent(&parent, fk, layout, new_row, &fk.child_columns) {
                 Ok(true) => return Ok(()),
                 Ok(false) if !asked_hook && self.parent_missed(&parent, fk, new_row)? => asked_hook = true,
+                Ok(false) if self.defers(fk) => {
+                    self.defer_child_check(store, fk, new_row);
+                    return Ok(());
+                }
                 Ok(false) => {
                     return Err(EngineError::ForeignKeyViolation {
                         constraint: fk.name.clone(),
@@ -156,23 +161,42 @@ impl Transaction {
         }
     }
 
-    /// Does the parent `new_row` references through `fk` exist (Err: another
-    /// transaction is changing it)?
+    /// Does a row of `parent` exist whose key under `fk` is `cols` of `row`
+    /// (a row of layout `layout`: the child's referencing columns, or a
+    /// parent row's own key columns)? Err: another transaction is changing it.
     fn probe_parent(
         &mut self,
         parent: &TableStore,
         fk: &ForeignKey,
         layout: &RowLayout,
-        new_row: &[u8],
+        row: &[u8],
+        cols: &[usize],
     ) -> std::result::Result<bool, TxnId> {
         if fk.parent_index == parent.schema.primary_index {
-            encode_cols_as(&parent.pk, layout, new_row, &fk.child_columns, &mut self.s.probe);
+            encode_cols_as(&parent.pk, layout, row, cols, &mut self.s.probe);
             return parent.parent_exists(&self.s.probe, self.id, &mut self.s.scratch);
         }
         let parent_meta = parent.meta();
         let Some(pindex) = parent_meta.index(fk.parent_index) else { return Ok(true) };
-        encode_cols_as(&pindex.spec, layout, new_row, &fk.child_columns, &mut self.s.probe);
+        encode_cols_as(&pindex.spec, layout, row, cols, &mut self.s.probe);
         self.parent_exists_unique(parent, pindex)
+    }
+
+    /// [`Transaction::probe_parent`], waiting out other transactions.
+    pub(super) fn key_exists(
+        &mut self,
+        parent: &TableStore,
+        fk: &ForeignKey,
+        layout: &RowLayout,
+        row: &[u8],
+        cols: &[usize],
+    ) -> Result<bool> {
+        loop {
+            match self.probe_parent(parent, fk, layout, row, cols) {
+                Ok(found) => return Ok(found),
+                Err(owner) => self.wait(owner, &parent.schema.name)?,
+            }
+        }
     }
 
     /// Before a row is inserted into a table whose parents a miss hook
@@ -197,7 +221,7 @@ impl Transaction {
                 continue;
             }
             loop {
-                match self.probe_parent(&parent, fk, layout, new_row) {
+                match self.probe_parent(&parent, fk, layout, new_row, &fk.child_columns) {
                     Ok(true) => break,
                     Ok(false) => {
                         self.parent_missed(&parent, fk, new_row)?;
@@ -305,6 +329,10 @@ impl Transaction {
                         };
                         self.fk_action_depth -= 1;
                         r?;
+                    }
+                    Conflict::Committed | Conflict::Mine if self.defers(fk) => {
+                        self.defer_parent_check(store, fk, old_row);
+                        return Ok(());
                     }
                     Conflict::Committed | Conflict::Mine => {
                         return Err(EngineError::ForeignKeyViolation {

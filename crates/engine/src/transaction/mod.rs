@@ -30,6 +30,7 @@
 mod commit;
 mod constraints;
 mod ddl;
+mod deferred;
 mod miss;
 mod miss_rows;
 mod reads;
@@ -229,6 +230,8 @@ pub struct Transaction {
     /// ON DELETE CASCADE / SET NULL actions in progress (nested): bounded,
     /// so a long chain of references fails instead of exhausting the stack.
     fk_action_depth: u32,
+    /// Deferred foreign-key checks and `SET CONSTRAINTS` modes (deferred.rs).
+    deferred: deferred::Deferred,
     /// Ends a lock wait of the running statement with 57014 (its
     /// statement_timeout); set per statement by the SQL layer.
     statement_deadline: Option<Instant>,
@@ -284,6 +287,7 @@ impl Transaction {
             sp_last: 0,
             sp_undo: Vec::new(),
             fk_action_depth: 0,
+            deferred: deferred::Deferred::default(),
             statement_deadline: None,
             cancel: None,
             miss_holds: Vec::new(),
@@ -577,6 +581,7 @@ impl Transaction {
         self.miss_holds.clear();
         self.miss_rows.clear();
         self.clear_savepoints();
+        self.deferred.clear();
         Ok(())
     }
 }

@@ -27,7 +27,7 @@ impl Transaction {
         self.retrying_key_miss(table, key, MissIntent::Read, |t| t.get_inner(table, key, out))
     }
 
-    fn get_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
+    pub(super) fn get_inner(&mut self, table: TableId, key: &[Value], out: &mut RowBuf) -> Result<bool> {
         let Some(store) = self.cat.store(table) else { return Err(undefined(table)) };
         let Some(hash) = encode_pk(store, key, &mut self.s.key)? else { return Ok(false) };
         let tick = self.touch_tick(store);

@@ -57,6 +57,7 @@ pub fn create_parent_child(db: &Database) -> (TableId, TableId) {
         parent_table: "parent".into(),
         parent_columns: vec![],
         on_delete: Default::default(),
+        timing: Default::default(),
     });
     let child = t.create_table(&child_def).unwrap();
     t.commit().unwrap();

@@ -114,6 +114,7 @@ impl Work {
                 parent_table: parent.name.clone(),
                 parent_columns: f.parent_columns.iter().map(|&c| parent.columns[c].name.clone()).collect(),
                 on_delete: f.on_delete,
+                timing: f.timing,
             });
         }
         let n = def.columns.len();

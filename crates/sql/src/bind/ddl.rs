@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use pgtier_engine::{
-    Catalog, CheckDef, Column, ColumnDef, DataType, FkAction, ForeignKeyDef, IndexDef, IndexKeyOptions, IndexOptions,
-    SequenceDefault, SequenceOptions, TableDef, TableSchema, Value,
+    Catalog, CheckDef, Column, ColumnDef, DataType, FkAction, FkTiming, ForeignKeyDef, IndexDef, IndexKeyOptions,
+    IndexOptions, SequenceDefault, SequenceOptions, TableDef, TableSchema, Value,
 };
 use sqlparser::ast;
 
@@ -153,18 +153,33 @@ impl Binder<'_> {
                     cd.sequence = Some((seq, how));
                 }
                 ast::ColumnOption::Generated { .. } => return Err(SqlError::unsupported("generated columns")),
-                ast::ColumnOption::PrimaryKey(_) => {
+                ast::ColumnOption::PrimaryKey(pk) => {
+                    not_deferrable(&pk.characteristics)?;
                     if !def.primary_key.is_empty() {
                         return Err(multiple_pk(&name));
                     }
                     def.primary_key = vec![cname.clone()];
                 }
-                ast::ColumnOption::Unique(u) => def.unique.push((
-                    u.name.as_ref().map(|n| crate::names::stored(crate::names::split(&def.name).0, &ident(n))),
-                    vec![cname.clone()],
-                )),
-                ast::ColumnOption::ForeignKey(fk) => def.foreign_keys.push(self.foreign_key(fk, vec![cname.clone()])?),
-                ast::ColumnOption::Check(c) => pending_checks.push((c.name.as_ref().map(ident), (*c.expr).clone())),
+                ast::ColumnOption::Unique(u) => {
+                    not_deferrable(&u.characteristics)?;
+                    // `CONSTRAINT name` before a column constraint is the
+                    // option's name (sqlparser leaves the constraint's own empty).
+                    def.unique.push((
+                        u.name
+                            .as_ref()
+                            .or(opt.name.as_ref())
+                            .map(|n| crate::names::stored(crate::names::split(&def.name).0, &ident(n))),
+                        vec![cname.clone()],
+                    ));
+                }
+                ast::ColumnOption::ForeignKey(fk) => {
+                    let mut fk = self.foreign_key(fk, vec![cname.clone()])?;
+                    fk.name = fk.name.or_else(|| opt.name.as_ref().map(ident));
+                    def.foreign_keys.push(fk);
+                }
+                ast::ColumnOption::Check(c) => {
+                    pending_checks.push((c.name.as_ref().or(opt.name.as_ref()).map(ident), (*c.expr).clone()))
+                }
                 other => return Err(SqlError::unsupported(format!("column option {other}"))),
             }
         }
@@ -194,15 +209,19 @@ impl Binder<'_> {
     ) -> Result<()> {
         match constraint {
             ast::TableConstraint::PrimaryKey(pk) => {
+                not_deferrable(&pk.characteristics)?;
                 if !def.primary_key.is_empty() {
                     return Err(multiple_pk(&def.name));
                 }
                 def.primary_key = index_columns(&pk.columns)?;
             }
-            ast::TableConstraint::Unique(u) => def.unique.push((
-                u.name.as_ref().map(|n| crate::names::stored(crate::names::split(&def.name).0, &ident(n))),
-                index_columns(&u.columns)?,
-            )),
+            ast::TableConstraint::Unique(u) => {
+                not_deferrable(&u.characteristics)?;
+                def.unique.push((
+                    u.name.as_ref().map(|n| crate::names::stored(crate::names::split(&def.name).0, &ident(n))),
+                    index_columns(&u.columns)?,
+                ));
+            }
             ast::TableConstraint::ForeignKey(fk) => {
                 let cols = fk.columns.iter().map(ident).collect();
                 def.foreign_keys.push(self.foreign_key(fk, cols)?);
@@ -239,6 +258,7 @@ impl Binder<'_> {
             parent_table,
             parent_columns: fk.referred_columns.iter().map(ident).collect(),
             on_delete,
+            timing: constraint_timing(&fk.characteristics)?,
         })
     }
 
@@ -842,4 +862,32 @@ fn serial_type(t: &ast::DataType) -> Option<DataType> {
         "smallserial" | "serial2" => Some(DataType::Int2),
         _ => None,
     }
+}
+
+/// `[NOT] DEFERRABLE [INITIALLY DEFERRED | IMMEDIATE]` as PostgreSQL reads
+/// it (INITIALLY DEFERRED implies DEFERRABLE). `[NOT] ENFORCED` is not
+/// PostgreSQL 15 syntax.
+fn constraint_timing(c: &Option<ast::ConstraintCharacteristics>) -> Result<FkTiming> {
+    let Some(c) = c else { return Ok(FkTiming::Immediate) };
+    if c.enforced.is_some() {
+        return Err(SqlError::new("42601", "syntax error at or near \"ENFORCED\""));
+    }
+    Ok(match (c.deferrable, c.initially) {
+        (Some(false), Some(ast::DeferrableInitial::Deferred)) => {
+            return Err(SqlError::new("42601", "constraint declared INITIALLY DEFERRED must be DEFERRABLE"));
+        }
+        (_, Some(ast::DeferrableInitial::Deferred)) => FkTiming::DeferrableDeferred,
+        (Some(true), _) => FkTiming::DeferrableImmediate,
+        (None | Some(false), _) => FkTiming::Immediate,
+    })
+}
+
+/// Only foreign keys can be deferred here: a DEFERRABLE primary key or
+/// UNIQUE constraint (checked at commit in PostgreSQL) is refused rather
+/// than checked at once.
+fn not_deferrable(c: &Option<ast::ConstraintCharacteristics>) -> Result<()> {
+    if constraint_timing(c)?.deferrable() {
+        return Err(SqlError::unsupported("DEFERRABLE primary key and unique constraints"));
+    }
+    Ok(())
 }

@@ -435,8 +435,69 @@ impl<'c> Binder<'c> {
         }
     }
 
+    /// SET CONSTRAINTS (parsed by dialect.rs): the foreign keys it names,
+    /// found by name in the search path's schemas (a qualified name: in
+    /// its schema). Naming a constraint that is not deferrable is 42809, as
+    /// in PostgreSQL (every constraint but a foreign key is NOT DEFERRABLE
+    /// here: DEFERRABLE is refused for the others).
+    fn set_constraints(&mut self, values: &[ast::Expr]) -> Result<Plan> {
+        let Some((mode, names)) = values.split_last() else {
+            return Err(SqlError::new("XX000", "SET CONSTRAINTS without a mode"));
+        };
+        let deferred = matches!(mode, ast::Expr::Identifier(i) if i.value == "deferred");
+        if names.is_empty() {
+            return Ok(Plan::SetConstraints { which: None, deferred });
+        }
+        let mut ids = Vec::new();
+        for name in names {
+            let parts: Vec<String> = match name {
+                ast::Expr::CompoundIdentifier(parts) => parts.iter().map(ident).collect(),
+                other => return Err(SqlError::new("42601", format!("syntax error at or near \"{other}\""))),
+            };
+            let (schemas, cname): (Vec<&str>, &str) = match parts.as_slice() {
+                [name] => (self.path.schemas.iter().map(String::as_str).collect(), name),
+                [schema, name] => (vec![schema.as_str()], name),
+                _ => {
+                    return Err(SqlError::new(
+                        "42601",
+                        format!("improper qualified name (too many dotted names): {}", parts.join(".")),
+                    ));
+                }
+            };
+            let in_path = |table: &str| schemas.contains(&crate::names::split(table).0);
+            let mut found = false;
+            for table in self.catalog.tables().filter(|t| in_path(&t.name)) {
+                for fk in self.catalog.foreign_keys_of(table.id) {
+                    if fk.name == cname {
+                        if !fk.timing.deferrable() {
+                            return Err(SqlError::new("42809", format!("constraint \"{cname}\" is not deferrable")));
+                        }
+                        found = true;
+                        ids.push(fk.id);
+                    }
+                }
+                let other = self.catalog.indexes_of(table.id).iter().any(|i| i.name == cname)
+                    || table.checks.iter().any(|c| c.name == cname);
+                if other {
+                    return Err(SqlError::new("42809", format!("constraint \"{cname}\" is not deferrable")));
+                }
+            }
+            if !found {
+                return Err(SqlError::new("42704", format!("constraint \"{cname}\" does not exist")));
+            }
+        }
+        Ok(Plan::SetConstraints { which: Some(ids), deferred })
+    }
+
     fn set(&mut self, set: &ast::Set) -> Result<Plan> {
         match set {
+            ast::Set::SingleAssignment { scope: None, hivevar: false, variable, values }
+                if matches!(variable.0.as_slice(), [part] if part.as_ident().is_some_and(|i| {
+                    i.quote_style.is_none() && i.value == crate::dialect::SET_CONSTRAINTS_VARIABLE
+                })) =>
+            {
+                self.set_constraints(values)
+            }
             ast::Set::SingleAssignment { scope, hivevar: false, variable, values } => {
                 // `SET "application_name"` names the same setting as `SET application_name`.
                 let name = variable

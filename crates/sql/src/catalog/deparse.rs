@@ -200,8 +200,13 @@ pub fn constraint_def(catalog: &Catalog, c: &ConstraintRef, pretty: bool) -> Str
                 pgtier_engine::FkAction::Cascade => " ON DELETE CASCADE",
                 pgtier_engine::FkAction::SetNull => " ON DELETE SET NULL",
             };
+            let timing = match f.timing {
+                pgtier_engine::FkTiming::Immediate => "",
+                pgtier_engine::FkTiming::DeferrableImmediate => " DEFERRABLE",
+                pgtier_engine::FkTiming::DeferrableDeferred => " DEFERRABLE INITIALLY DEFERRED",
+            };
             format!(
-                "FOREIGN KEY ({}) REFERENCES {}({}){action}",
+                "FOREIGN KEY ({}) REFERENCES {}({}){action}{timing}",
                 column_list(child, &f.child_columns),
                 quote_ident(&parent.name),
                 column_list(parent, &f.parent_columns)

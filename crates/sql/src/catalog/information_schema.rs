@@ -286,7 +286,9 @@ fn info_constraints(catalog: &Catalog) -> Vec<InfoConstraint> {
 
 fn info_table_constraints(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let db = ctx.database();
-    for InfoConstraint { name, table: t, kind: ty, .. } in info_constraints(ctx.catalog) {
+    for InfoConstraint { name, table: t, kind: ty, foreign_key, .. } in info_constraints(ctx.catalog) {
+        let timing = foreign_key.map(|f| f.timing).unwrap_or_default();
+        let yes_no = |b: bool| text(if b { "YES" } else { "NO" });
         out.extend([
             Value::Text(db.clone()),
             text(split(&t.name).0),
@@ -295,8 +297,8 @@ fn info_table_constraints(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             text(split(&t.name).0),
             text(short(&t.name)),
             text(ty),
-            text("NO"),
-            text("NO"),
+            yes_no(timing.deferrable()),
+            yes_no(timing.initially_deferred()),
             text("YES"),
             if ty == "FOREIGN KEY" { Value::Null } else { text("YES") },
         ]);

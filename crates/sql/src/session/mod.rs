@@ -448,6 +448,13 @@ impl Connection {
         if self.block == Block::Failed {
             return Err(SqlError::transaction_aborted());
         }
+        if matches!(prepared.plan, Plan::SetConstraints { .. }) && self.block == Block::None {
+            // PostgreSQL warns and runs it in its own transaction, to no effect.
+            self.warnings.push(SqlNotice {
+                sqlstate: "25P01",
+                message: "SET CONSTRAINTS can only be used in transaction blocks".into(),
+            });
+        }
         let result = self.run_inner(stmt, prepared, params);
         match result {
             Ok(r) => {
@@ -724,6 +731,10 @@ fn run_plan(
             ex.drop_indexes(names, *if_exists).map(|()| (Tag::Plain("DROP INDEX"), 0))
         }
         Plan::AlterTable(a) => ex.alter_table(a).map(|()| (Tag::Plain(a.tag), 0)),
+        Plan::SetConstraints { which, deferred } => {
+            ex.txn.set_constraints(which.as_deref(), *deferred)?;
+            Ok((Tag::Plain("SET CONSTRAINTS"), 0))
+        }
         Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Explain { .. } | Plan::Noop { .. } => {
             Ok((Tag::Plain(""), 0))
         }

@@ -86,6 +86,29 @@ out("alice perms", sorted(User.objects.get(username="alice").get_all_permissions
 out("startswith", list(User.objects.filter(username__startswith="al").values_list("username", flat=True)))
 out("icontains", list(User.objects.filter(email__icontains="EXAMPLE").order_by("username").values_list("username", flat=True)))
 
+# Django declares every foreign key DEFERRABLE INITIALLY DEFERRED: a row may
+# precede the row it references within a transaction, and an orphan fails at
+# COMMIT (23503), not at the INSERT.
+with transaction.atomic():
+    with connection.cursor() as c:
+        c.execute("INSERT INTO auth_user_groups (user_id, group_id) VALUES (%s, %s)", [alice.pk, 4242])
+        c.execute("INSERT INTO auth_group (id, name) VALUES (4242, 'late')")
+out("deferred fk", Group.objects.filter(id=4242).exists(), alice.groups.filter(id=4242).exists())
+try:
+    with transaction.atomic():
+        with connection.cursor() as c:
+            c.execute("INSERT INTO auth_user_groups (user_id, group_id) VALUES (%s, %s)", [alice.pk, 4343])
+            out("orphan insert", "accepted until commit")
+    out("orphan commit", "accepted")
+except IntegrityError as e:
+    out("orphan commit", type(e).__name__, e.__cause__.sqlstate)
+with connection.cursor() as c:
+    c.execute(
+        "SELECT conname, condeferrable, condeferred FROM pg_constraint "
+        "WHERE conrelid = 'auth_user_groups'::regclass AND contype = 'f' ORDER BY conname"
+    )
+    out("auth_user_groups fks", c.fetchall())
+
 LogEntry.objects.log_actions(
     user_id=alice.pk,
     queryset=[bob],
