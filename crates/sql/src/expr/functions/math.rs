@@ -1,8 +1,8 @@
 //! The mathematical functions, declared in [`DEFS`]: abs, round, ceil,
 //! floor, trunc, mod, width_bucket, factorial, power, sqrt, cbrt, exp, ln,
 //! log, log10, sign, pi, div, gcd, lcm, random, scale, min_scale,
-//! trim_scale, float4send, float8send, sinh, cosh, tanh, to_char of a
-//! number (bound with the datetime to_char). exp, ln and log10
+//! trim_scale, float4send, float8send, sinh, cosh, tanh, to_number and to_char
+//! of a number (bound with the datetime to_char; both in num_format.rs). exp, ln and log10
 //! are Rust's (correctly rounded where glibc's are, which PostgreSQL
 //! calls); cbrt is glibc's algorithm, which is not correctly rounded
 //! (cbrt(27) is 3.0000000000000004 in PostgreSQL on glibc). Wide, NaN and
@@ -102,6 +102,13 @@ pub(super) const DEFS: &[FunctionDef] = &[
         names: &["min_scale"],
         volatility: Immutable,
         resolve: |def, b, call| resolve_unary(def, b, call, (NUMERIC_ANY, DataType::Int4), min_scale),
+    },
+    FunctionDef {
+        names: &["to_number"],
+        volatility: Immutable,
+        resolve: |def, b, call| {
+            super::registry::text_fn(def, b, call, to_number, (2, 2), &[DataType::Text, DataType::Text], NUMERIC_ANY)
+        },
     },
     FunctionDef {
         names: &["trim_scale"],
@@ -995,6 +1002,21 @@ fn width_bucket(operand: &Value, low: &Value, high: &Value, count: i64) -> Resul
     i32::try_from(bucket).map(Value::Int4).map_err(|_| SqlError::out_of_range("integer"))
 }
 
+// ------------------------------------------------------------ to_char, to_number
+
+/// to_char(integer or numeric, template) (num_format.rs).
+pub(super) fn to_char_number(vals: &[Value], ctx: &mut EvalCtx<'_>) -> Result<Value> {
+    let fmt = super::registry::text(vals, 1);
+    let text = super::num_format::to_char(&vals[0], fmt, |v, places| round(&[v.clone(), Value::Int4(places)], ctx))?;
+    Ok(Value::Text(text))
+}
+
+/// to_number(text, template) (num_format.rs); an empty template is NULL.
+fn to_number(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let (input, fmt) = (super::registry::text(vals, 0), super::registry::text(vals, 1));
+    Ok(super::num_format::to_number(input, fmt)?.unwrap_or(Value::Null))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1013,273 +1035,5 @@ mod tests {
         assert!(gcd_lcm(false, &Value::Int4(i32::MIN), &Value::Int4(0)).is_err());
         assert_eq!(gcd_lcm(true, &Value::Int4(4), &Value::Int4(-6)).unwrap(), Value::Int4(12));
         assert_eq!(gcd_lcm(true, &Value::Int8(0), &Value::Int8(5)).unwrap(), Value::Int8(0));
-    }
-}
-
-// ------------------------------------------------------------ to_char
-
-/// One position of a to_char number template.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum NumSlot {
-    Nine,
-    Zero,
-    Point,
-    Group,
-    /// `MI`, `PL`, `SG`: the sign at this place, not before the digits.
-    Minus,
-    Plus,
-    Sign,
-}
-
-/// A to_char number template as PostgreSQL's NUMDesc_prepare reads it.
-struct NumTemplate {
-    slots: Vec<NumSlot>,
-    fill_mode: bool,
-    pre: usize,
-    post: usize,
-    decimal: bool,
-    /// 1-based position of the first `0` before the point (0: none).
-    zero_start: usize,
-    /// Digit positions up to the last `0`.
-    zero_end: usize,
-}
-
-/// The templates pgtier formats exactly: `9`, `0`, `.`/`D`, `,`/`G`,
-/// `MI`/`PL`/`SG` (each once) and `FM` (the C locale's separators);
-/// anything else is 0A000.
-fn num_template(fmt: &str) -> Result<NumTemplate> {
-    let refuse = || SqlError::unsupported(format!("to_char of a number with the template \"{fmt}\""));
-    let mut t = NumTemplate {
-        slots: Vec::new(),
-        fill_mode: false,
-        pre: 0,
-        post: 0,
-        decimal: false,
-        zero_start: 0,
-        zero_end: 0,
-    };
-    let bytes = fmt.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let sign_slot = match bytes.get(i..i + 2) {
-            Some(b"FM" | b"fm") => {
-                t.fill_mode = true;
-                i += 2;
-                continue;
-            }
-            Some(b"MI" | b"mi") => Some(NumSlot::Minus),
-            Some(b"PL" | b"pl") => Some(NumSlot::Plus),
-            Some(b"SG" | b"sg") => Some(NumSlot::Sign),
-            _ => None,
-        };
-        if let Some(slot) = sign_slot {
-            if t.slots.contains(&slot) {
-                return Err(refuse());
-            }
-            t.slots.push(slot);
-            i += 2;
-            continue;
-        }
-        let slot = match bytes[i] {
-            b'9' => NumSlot::Nine,
-            b'0' => NumSlot::Zero,
-            b'.' | b'D' | b'd' if !t.decimal => NumSlot::Point,
-            b',' | b'G' | b'g' => NumSlot::Group,
-            _ => return Err(refuse()),
-        };
-        match slot {
-            NumSlot::Point => t.decimal = true,
-            NumSlot::Group | NumSlot::Minus | NumSlot::Plus | NumSlot::Sign => {}
-            NumSlot::Nine | NumSlot::Zero => {
-                if slot == NumSlot::Zero && t.zero_start == 0 && !t.decimal {
-                    t.zero_start = t.pre + 1;
-                }
-                if t.decimal {
-                    t.post += 1;
-                } else {
-                    t.pre += 1;
-                }
-                if slot == NumSlot::Zero {
-                    t.zero_end = t.pre + t.post;
-                }
-            }
-        }
-        t.slots.push(slot);
-        i += 1;
-    }
-    if t.pre + t.post == 0 {
-        return Err(refuse());
-    }
-    Ok(t)
-}
-
-/// to_char(integer or numeric, template): PostgreSQL's NUM_processor for
-/// the templates [`num_template`] takes.
-pub(super) fn to_char_number(vals: &[Value], ctx: &mut EvalCtx<'_>) -> Result<Value> {
-    let fmt = super::registry::text(vals, 1);
-    if fmt.is_empty() {
-        return Ok(Value::Text(String::new()));
-    }
-    let t = num_template(fmt)?;
-    let v = &vals[0];
-    let text = match v {
-        Value::Int2(_) | Value::Int4(_) | Value::Int8(_) => {
-            let mut s = value::to_text(v);
-            if t.post > 0 {
-                s.push('.');
-                s.push_str(&"0".repeat(t.post));
-            }
-            s
-        }
-        _ => {
-            let post = i32::try_from(t.post).map_err(|_| SqlError::unsupported("to_char of this template"))?;
-            value::to_text(&round(&[v.clone(), Value::Int4(post)], ctx)?)
-        }
-    };
-    let (negative, digits) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text.as_str()),
-    };
-    if !digits.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
-        return Err(SqlError::unsupported(format!("to_char of {text}")));
-    }
-    let pre_len = digits.find('.').unwrap_or(digits.len());
-    let mut out_pre_spaces = 0;
-    let number: Vec<u8> = if pre_len < t.pre {
-        out_pre_spaces = t.pre - pre_len;
-        digits.as_bytes().to_vec()
-    } else if pre_len > t.pre {
-        let mut overflow = vec![b'#'; t.pre + t.post + 1];
-        overflow[t.pre] = b'.';
-        overflow
-    } else {
-        digits.as_bytes().to_vec()
-    };
-    Ok(Value::Text(NumWriter::new(&t, number, out_pre_spaces, negative).write()))
-}
-
-/// NUM_processor's state while it writes a number.
-struct NumWriter<'t> {
-    t: &'t NumTemplate,
-    number: Vec<u8>,
-    /// Index of the next character of `number` (its end reads as NUL).
-    at: usize,
-    out_pre_spaces: usize,
-    negative: bool,
-    sign_wrote: bool,
-    /// 0-based now.
-    zero_start: usize,
-    last_relevant: Option<usize>,
-    num_curr: usize,
-    num_in: bool,
-    out: Vec<u8>,
-}
-
-impl<'t> NumWriter<'t> {
-    fn new(t: &'t NumTemplate, number: Vec<u8>, out_pre_spaces: usize, negative: bool) -> NumWriter<'t> {
-        let mut last_relevant = None;
-        if t.fill_mode && t.decimal {
-            // The last digit after the point that is not a zero (or the point).
-            last_relevant = number
-                .iter()
-                .position(|&c| c == b'.')
-                .map(|point| number.iter().rposition(|&c| c != b'0').map_or(point, |i| i.max(point)));
-            if let Some(relevant) = last_relevant
-                && t.zero_end > out_pre_spaces
-            {
-                let last_zero = (number.len() - 1).min(t.zero_end - out_pre_spaces);
-                last_relevant = Some(relevant.max(last_zero));
-            }
-        }
-        NumWriter {
-            t,
-            number,
-            at: 0,
-            out_pre_spaces,
-            negative,
-            // MI and SG write the sign themselves; PL alone writes only
-            // the plus, the number its minus (or the blank) as without it.
-            sign_wrote: t.slots.iter().any(|s| matches!(s, NumSlot::Minus | NumSlot::Sign))
-                || (!negative && t.fill_mode && !t.slots.contains(&NumSlot::Plus)),
-            zero_start: t.zero_start.saturating_sub(1),
-            last_relevant,
-            num_curr: 0,
-            num_in: false,
-            out: Vec::new(),
-        }
-    }
-
-    fn char_at(&self, i: usize) -> u8 {
-        self.number.get(i).copied().unwrap_or(0)
-    }
-
-    fn relevant_is_point(&self) -> bool {
-        self.last_relevant.is_some_and(|r| self.char_at(r) == b'.')
-    }
-
-    fn write(mut self) -> String {
-        for &slot in &self.t.slots {
-            match slot {
-                NumSlot::Group if self.num_in => self.out.push(b','),
-                NumSlot::Group if !self.t.fill_mode => self.out.push(b' '),
-                NumSlot::Group => {}
-                NumSlot::Minus if self.negative => self.out.push(b'-'),
-                NumSlot::Plus if !self.negative => self.out.push(b'+'),
-                NumSlot::Minus | NumSlot::Plus if !self.t.fill_mode => self.out.push(b' '),
-                NumSlot::Minus | NumSlot::Plus => {}
-                NumSlot::Sign => self.out.push(if self.negative { b'-' } else { b'+' }),
-                digit_or_point => self.numpart(digit_or_point),
-            }
-        }
-        // A digit written from past the number's end is a NUL: the text ends there.
-        let end = self.out.iter().position(|&c| c == 0).unwrap_or(self.out.len());
-        String::from_utf8_lossy(&self.out[..end]).into_owned()
-    }
-
-    /// NUM_numpart_to_char.
-    fn numpart(&mut self, slot: NumSlot) {
-        let zero = self.t.zero_start > 0;
-        self.num_in = false;
-        let predec_space = !zero && self.at == 0 && self.char_at(0) == b'0' && self.t.post != 0;
-        if !self.sign_wrote
-            && (self.num_curr >= self.out_pre_spaces || (zero && self.zero_start == self.num_curr))
-            && (!predec_space || self.relevant_is_point())
-        {
-            if self.negative {
-                self.out.push(b'-');
-            } else if !self.t.fill_mode {
-                self.out.push(b' ');
-            }
-            self.sign_wrote = true;
-        }
-        if self.num_curr < self.out_pre_spaces && (self.zero_start > self.num_curr || !zero) {
-            if !self.t.fill_mode {
-                self.out.push(b' ');
-            }
-        } else if zero && self.num_curr < self.out_pre_spaces && self.zero_start <= self.num_curr {
-            self.out.push(b'0');
-            self.num_in = true;
-        } else {
-            let c = self.char_at(self.at);
-            if c == b'.' {
-                if !self.relevant_is_point() || self.t.fill_mode {
-                    self.out.push(b'.');
-                }
-            } else if self.last_relevant.is_some_and(|r| self.at > r) && slot != NumSlot::Zero {
-            } else if predec_space {
-                if !self.t.fill_mode {
-                    self.out.push(b' ');
-                } else if self.relevant_is_point() {
-                    self.out.push(b'0');
-                }
-            } else {
-                self.out.push(c);
-                self.num_in = true;
-            }
-            if c != 0 {
-                self.at += 1;
-            }
-        }
-        self.num_curr += 1;
     }
 }

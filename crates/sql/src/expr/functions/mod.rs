@@ -10,6 +10,7 @@ mod infinity;
 mod interval_fns;
 mod math;
 mod misc;
+mod num_format;
 mod numeric_wide_fns;
 mod regex;
 pub mod registry;
