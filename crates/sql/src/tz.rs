@@ -67,6 +67,17 @@ pub struct DtCtx {
     pub float_digits: i32,
     /// bytea_output = escape.
     pub bytea_escape: bool,
+    pub interval_style: IntervalStyle,
+}
+
+/// IntervalStyle's output forms (`sql_standard`, which also changes how
+/// input is read, is refused by the settings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IntervalStyle {
+    #[default]
+    Postgres,
+    PostgresVerbose,
+    Iso8601,
 }
 
 thread_local! {
@@ -92,18 +103,41 @@ fn with<R>(f: impl FnOnce(Option<&DtCtx>) -> R) -> R {
     CTX.with(|c| f(c.borrow().as_deref()))
 }
 
-/// The context for `timezone`, `datestyle`, `extra_float_digits` and
-/// `bytea_output` as the settings hold them (already normalized); None
-/// for the defaults (UTC, `ISO, MDY`, shortest floats, hex).
-pub fn context(timezone: &str, datestyle: &str, extra_float_digits: &str, bytea_output: &str) -> Option<Arc<DtCtx>> {
+/// The context for `timezone`, `datestyle`, `extra_float_digits`,
+/// `bytea_output` and `intervalstyle` as the settings hold them (already
+/// normalized); None for the defaults (UTC, `ISO, MDY`, shortest floats,
+/// hex, postgres).
+pub fn context(
+    timezone: &str,
+    datestyle: &str,
+    extra_float_digits: &str,
+    bytea_output: &str,
+    intervalstyle: &str,
+) -> Option<Arc<DtCtx>> {
     let (style, order) = parse_datestyle_shown(datestyle);
     let float_digits = extra_float_digits.parse().unwrap_or(1);
     let bytea_escape = bytea_output == "escape";
-    if timezone == "UTC" && style == Style::Iso && order == Order::Mdy && float_digits >= 1 && !bytea_escape {
+    let interval_style = match intervalstyle {
+        "postgres_verbose" => IntervalStyle::PostgresVerbose,
+        "iso_8601" => IntervalStyle::Iso8601,
+        _ => IntervalStyle::Postgres,
+    };
+    if timezone == "UTC"
+        && style == Style::Iso
+        && order == Order::Mdy
+        && float_digits >= 1
+        && !bytea_escape
+        && interval_style == IntervalStyle::Postgres
+    {
         return None;
     }
     let zone = setting_zone(timezone).map_or(Zone::Fixed { east_secs: 0, abbrev: "UTC".to_owned() }, |(z, _)| z);
-    Some(Arc::new(DtCtx { zone, style, order, float_digits, bytea_escape }))
+    Some(Arc::new(DtCtx { zone, style, order, float_digits, bytea_escape, interval_style }))
+}
+
+/// The session's IntervalStyle.
+pub fn interval_style() -> IntervalStyle {
+    with(|c| c.map_or(IntervalStyle::Postgres, |c| c.interval_style))
 }
 
 /// The session's extra_float_digits (1 when it is the default).

@@ -112,11 +112,11 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
             v @ ("hex" | "escape") => v.to_owned(),
             _ => return Err(invalid().with_hint("Available values: escape, hex.")),
         },
-        // Only PostgreSQL's default output styles are implemented; another
-        // would print values differently from PostgreSQL.
+        // sql_standard also changes how interval input is read (a leading
+        // sign applies to every field), which pgtier does not do: refused.
         "intervalstyle" => match value.trim().to_lowercase().as_str() {
-            "postgres" => "postgres".to_owned(),
-            v @ ("postgres_verbose" | "sql_standard" | "iso_8601") => {
+            v @ ("postgres" | "postgres_verbose" | "iso_8601") => v.to_owned(),
+            v @ "sql_standard" => {
                 return Err(SqlError::unsupported(format!("IntervalStyle {v}")));
             }
             _ => {
@@ -384,7 +384,8 @@ impl Settings {
             "search_path" if *self.search_path != *value => self.search_path = Arc::from(value.as_str()),
             _ => {}
         }
-        let datetime = matches!(key, "timezone" | "datestyle" | "extra_float_digits" | "bytea_output");
+        let datetime =
+            matches!(key, "timezone" | "datestyle" | "extra_float_digits" | "bytea_output" | "intervalstyle");
         Arc::make_mut(&mut self.values).insert(key.to_owned(), value);
         if datetime {
             let text = |k: &str| self.values.get(k).map_or("", String::as_str);
@@ -393,6 +394,7 @@ impl Settings {
                 text("datestyle"),
                 text("extra_float_digits"),
                 text("bytea_output"),
+                text("intervalstyle"),
             );
             crate::tz::install(self.datetime.as_ref());
         }

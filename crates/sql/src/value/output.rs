@@ -19,6 +19,10 @@ pub fn write_text(v: &Value, out: &mut String) {
         // ISO in UTC, and the infinities print as the engine prints them.
         Value::Date(_) | Value::Timestamp(_) | Value::TimestampTz(_)
             if !is_infinite_datetime(v) && crate::tz::write_datetime(v, out) => {}
+        // IntervalStyle postgres is the engine's own form.
+        Value::Interval(i) if crate::tz::interval_style() != crate::tz::IntervalStyle::Postgres => {
+            write_interval_styled(*i, crate::tz::interval_style(), out)
+        }
         other => {
             let _ = write!(out, "{other}");
         }
@@ -230,6 +234,99 @@ pub(super) fn write_float(x: f64, single: bool, out: &mut String) {
             out.push_str(&digits[..point]);
             out.push('.');
             out.push_str(&digits[point..]);
+        }
+    }
+}
+
+/// interval_out in IntervalStyle postgres_verbose (`@ 1 year 2 mons 3 days
+/// ago`) or iso_8601 (`P1Y2M3DT4H5M6.5S`), as EncodeInterval writes them,
+/// from interval2itm's fields (each carries the sign of its part).
+fn write_interval_styled(v: pgtier_engine::Interval, style: crate::tz::IntervalStyle, out: &mut String) {
+    let (year, mon, mday) = (i64::from(v.months / 12), i64::from(v.months % 12), i64::from(v.days));
+    let hour = v.micros / 3_600_000_000;
+    let rest = v.micros - hour * 3_600_000_000;
+    let min = rest / 60_000_000;
+    let rest = rest - min * 60_000_000;
+    let (sec, usec) = (rest / 1_000_000, rest % 1_000_000);
+    // AppendSeconds without zero fill: the whole seconds, then the fraction
+    // without trailing zeros; signs stripped.
+    let seconds = |out: &mut String| {
+        let _ = write!(out, "{}", sec.unsigned_abs());
+        if usec != 0 {
+            let frac = format!("{:06}", usec.unsigned_abs());
+            let _ = write!(out, ".{}", frac.trim_end_matches('0'));
+        }
+    };
+    match style {
+        crate::tz::IntervalStyle::Iso8601 => {
+            if year == 0 && mon == 0 && mday == 0 && hour == 0 && min == 0 && sec == 0 && usec == 0 {
+                out.push_str("PT0S");
+                return;
+            }
+            out.push('P');
+            let part = |out: &mut String, value: i64, unit: char| {
+                if value != 0 {
+                    let _ = write!(out, "{value}{unit}");
+                }
+            };
+            part(out, year, 'Y');
+            part(out, mon, 'M');
+            part(out, mday, 'D');
+            if hour != 0 || min != 0 || sec != 0 || usec != 0 {
+                out.push('T');
+            }
+            part(out, hour, 'H');
+            part(out, min, 'M');
+            if sec != 0 || usec != 0 {
+                if sec < 0 || usec < 0 {
+                    out.push('-');
+                }
+                seconds(out);
+                out.push('S');
+            }
+        }
+        _ => {
+            out.push('@');
+            let mut is_zero = true;
+            let mut is_before = false;
+            for (value, unit) in [(year, "year"), (mon, "mon"), (mday, "day"), (hour, "hour"), (min, "min")] {
+                if value == 0 {
+                    continue;
+                }
+                // The first field's sign decides "ago"; later fields are
+                // printed against it.
+                let value = if is_zero {
+                    is_before = value < 0;
+                    value.abs()
+                } else if is_before {
+                    -value
+                } else {
+                    value
+                };
+                let _ = write!(out, " {value} {unit}{}", if value == 1 { "" } else { "s" });
+                is_zero = false;
+            }
+            if sec != 0 || usec != 0 {
+                out.push(' ');
+                if sec < 0 || (sec == 0 && usec < 0) {
+                    if is_zero {
+                        is_before = true;
+                    } else if !is_before {
+                        out.push('-');
+                    }
+                } else if is_before {
+                    out.push('-');
+                }
+                seconds(out);
+                let _ = write!(out, " sec{}", if sec.abs() != 1 || usec != 0 { "s" } else { "" });
+                is_zero = false;
+            }
+            if is_zero {
+                out.push_str(" 0");
+            }
+            if is_before {
+                out.push_str(" ago");
+            }
         }
     }
 }
