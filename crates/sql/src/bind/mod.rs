@@ -326,8 +326,16 @@ impl<'c> Binder<'c> {
     fn statement(&mut self, stmt: &ast::Statement) -> Result<Plan> {
         use ast::Statement as S;
         match stmt {
-            S::Query(q) => match q.body.as_ref() {
-                ast::SetExpr::Select(s) if s.into.is_some() => self.select_into(q, s),
+            S::Query(q) => match (q.body.as_ref(), &q.with) {
+                (ast::SetExpr::Select(s), _) if s.into.is_some() => self.select_into(q, s),
+                // WITH ... INSERT / UPDATE / DELETE: the WITH queries are in
+                // scope of the statement, which reads them as any query does.
+                (
+                    ast::SetExpr::Insert(inner) | ast::SetExpr::Update(inner) | ast::SetExpr::Delete(inner),
+                    Some(with),
+                ) if q.order_by.is_none() && q.limit_clause.is_none() && q.locks.is_empty() => {
+                    self.with_scope(with, &inner.to_string(), |b| b.statement(inner))
+                }
                 _ => Ok(Plan::Select(self.query(q, None)?)),
             },
             S::Explain { analyze, format, options, statement, .. } => {

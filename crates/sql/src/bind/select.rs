@@ -17,6 +17,19 @@ use crate::planner::{self, JoinRel};
 impl Binder<'_> {
     pub(super) fn query(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
         let Some(with) = &q.with else { return self.query_body(q, outer) };
+        let readers = ast::Query { with: None, ..q.clone() }.to_string();
+        self.with_scope(with, &readers, |b| b.query_body(q, outer))
+    }
+
+    /// Binds `body` (a query, or the INSERT / UPDATE / DELETE after a WITH)
+    /// with `with`'s queries in scope. `readers` is the text of what reads
+    /// them besides each other.
+    pub(super) fn with_scope<T>(
+        &mut self,
+        with: &ast::With,
+        readers: &str,
+        body: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<T> {
         let base = self.ctes.len();
         for cte in &with.cte_tables {
             let name = ident(&cte.alias.name);
@@ -36,7 +49,7 @@ impl Binder<'_> {
                 self_ref: super::recursive::SelfRef::Hidden,
             });
         }
-        let plan = self.query_body(q, outer).and_then(|plan| {
+        let plan = body(self).and_then(|plan| {
             // PostgreSQL binds every WITH query, referenced or not: its
             // errors are the statement's (it runs only when read).
             for k in base..self.ctes.len() {
@@ -48,10 +61,10 @@ impl Binder<'_> {
         });
         let defs = self.ctes.split_off(base);
         let plan = plan?;
-        // The readers: the query without its WITH clause, and the WITH
+        // The readers: the statement without its WITH clause, and the WITH
         // queries' own texts (one may read another).
-        let outer = ast::Query { with: None, ..q.clone() }.to_string().to_lowercase();
-        let readers = defs.iter().fold(outer, |text, d| text + " " + &d.cte.query.to_string().to_lowercase());
+        let readers =
+            defs.iter().fold(readers.to_lowercase(), |text, d| text + " " + &d.cte.query.to_string().to_lowercase());
         for d in defs.iter() {
             if advances_sequence(&d.cte) && may_stop_early(&readers) {
                 return Err(SqlError::unsupported(format!(
