@@ -1,0 +1,121 @@
+//! TPC-H at a small scale on a private PostgreSQL, an in-process pgtier
+//! server and the embedded engine: all 22 queries, every answer compared
+//! with PostgreSQL's (crates/bench/src/tpch).
+//!
+//! Fails when an answer changes from what [`KNOWN`] says: a query not in
+//! the list must be `identical` on both pgtier targets, and a query in it
+//! must still fail exactly as listed, so a fix forces the list to shrink.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
+use pgtier_bench::targets::embedded::EmbeddedTarget;
+use pgtier_bench::targets::postgres::{CopyFormat, PgTarget};
+use pgtier_bench::tpch::{self, NoProgress, Side, SideKind, Status, TpchOptions};
+use pgtier_engine::CommitMode;
+use pgtier_server::ServerConfig;
+
+/// Small enough that the test build runs the 22 queries on three targets in
+/// under a minute (about 45 s on the shared 2-core VM, most of it Q19 on
+/// pgtier), large enough that all but [`EMPTY_AT_SCALE`] return rows.
+const SCALE: f64 = 0.003;
+/// Far above any query's time at SCALE: a timeout here is a hang.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Queries whose answer is empty at [`SCALE`] on PostgreSQL too (still
+/// compared, empty with empty): with 30 suppliers, France/Germany (Q7) and
+/// Saudi Arabia (Q21) have too few of them, and Q11's FRACTION (0.0001/SF
+/// = 0.033) is above any German part's share. SF 0.01 fills them, but
+/// takes minutes on pgtier today (Q19, Q13).
+const EMPTY_AT_SCALE: &[u8] = &[7, 11, 21];
+
+/// What pgtier answers wrongly or refuses today, per target: (query,
+/// target, expected status word, a piece of the detail). Each entry is
+/// asserted to still fail this way; remove it when it is fixed.
+const KNOWN: &[(u8, SideKind, &str, &str)] = &[];
+
+#[test]
+fn tpch_answers_match_postgresql() {
+    let started = Instant::now();
+    let cluster = PrivateCluster::start(ClusterOptions::default()).unwrap();
+    let pg = PgTarget::open(&cluster.url()).unwrap().with_copy_format(CopyFormat::Text);
+
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\ncommit_mode = \"async\"\n[auth]\nmethod = \"trust\"\n",
+        dir.path().join("server").display().to_string()
+    );
+    let server = pgtier_server::start(ServerConfig::from_toml_str(&toml).unwrap()).unwrap();
+    let addr = server.local_addr();
+    let served = PgTarget::open(&format!("postgres://app@{}:{}/app", addr.ip(), addr.port()))
+        .unwrap()
+        .with_copy_format(CopyFormat::Text);
+    assert!(served.is_pgtier(), "the server says it is pgtier");
+    let embedded = EmbeddedTarget::open(&dir.path().join("embedded"), CommitMode::Async).unwrap();
+
+    let sides = [
+        Side { kind: SideKind::Postgresql, target: &pg },
+        Side { kind: SideKind::PgtierServer, target: &served },
+        Side { kind: SideKind::Embedded, target: &embedded },
+    ];
+    let options = TpchOptions {
+        scale: SCALE,
+        // Answers only: one run per query and target.
+        runs: 0,
+        timeout: TIMEOUT,
+        load_streams: 2,
+        queries: (1..=22).collect(),
+        skip_load: false,
+    };
+    let report = tpch::run(&options, &sides, &mut NoProgress).unwrap();
+    println!("{}", tpch::output::summary(&report));
+    for q in &report.queries {
+        for s in &q.sides {
+            if !matches!(s.status, Status::Reference | Status::Identical) {
+                println!("Q{} {:?}: {}", q.query, s.side, s.status.describe());
+            }
+        }
+    }
+    println!("took {:.1} s", started.elapsed().as_secs_f64());
+
+    // The data is the same everywhere: PostgreSQL's row counts on all sides.
+    let pg_rows = report.sides[0].load.as_ref().unwrap().rows.clone();
+    assert!(pg_rows.iter().all(|(_, n)| *n > 0), "{pg_rows:?}");
+    for s in &report.sides[1..] {
+        assert_eq!(s.load.as_ref().unwrap().rows, pg_rows, "{:?} loaded other rows", s.side);
+    }
+    assert_eq!(report.sides[0].load.as_ref().unwrap().analyze, "ok");
+
+    // PostgreSQL answers every query, with rows where the scale allows.
+    for q in &report.queries {
+        let pg = q.side(SideKind::Postgresql).unwrap();
+        assert_eq!(pg.status, Status::Reference, "Q{}: PostgreSQL: {}", q.query, pg.status.describe());
+        let empty = pg.rows.unwrap() == 0;
+        assert_eq!(empty, EMPTY_AT_SCALE.contains(&q.query), "Q{}: {:?} rows at SF {SCALE}", q.query, pg.rows);
+    }
+
+    let mut unexpected = Vec::new();
+    for q in &report.queries {
+        for s in q.sides.iter().filter(|s| s.side != SideKind::Postgresql) {
+            let known = KNOWN.iter().find(|(n, side, _, _)| *n == q.query && *side == s.side);
+            match (known, &s.status) {
+                (None, Status::Identical) => {}
+                (None, other) => unexpected.push(format!("Q{} {:?}: {}", q.query, s.side, other.describe())),
+                (Some((_, _, word, detail)), status) => {
+                    if status.short() != *word || !status.describe().contains(detail) {
+                        unexpected.push(format!(
+                            "Q{} {:?}: listed as known ({word}: {detail}) but now: {}",
+                            q.query,
+                            s.side,
+                            status.describe()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    server.shutdown();
+    assert!(unexpected.is_empty(), "answers changed:\n{}", unexpected.join("\n"));
+}
