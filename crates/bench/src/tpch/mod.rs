@@ -226,6 +226,8 @@ fn trim_float(x: f64) -> String {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SideResult {
     pub side: SideKind,
+    /// The warm-up run's wall time (the answer compared), ms.
+    pub warmup_ms: Option<f64>,
     /// The timed runs; `None` when the query timed out or was refused (or
     /// the run checked answers only).
     pub timing: Option<Timing>,
@@ -396,12 +398,12 @@ fn measure(
     query: &Query,
     options: &TpchOptions,
     progress: &mut dyn TpchProgress,
-) -> (Result<Vec<TextRow>, Status>, Option<Timing>) {
+) -> (Result<Vec<TextRow>, Status>, Option<f64>, Option<Timing>) {
     let kind = session.side.kind;
     progress.query_run(query.number, kind, 0, options.runs);
-    let answer = match session.run(&query.sql) {
-        Ok((rows, _)) => rows,
-        Err(e) => return (Err(failed(e, options.timeout)), None),
+    let (answer, warmup_ms) = match session.run(&query.sql) {
+        Ok((rows, ms)) => (rows, ms),
+        Err(e) => return (Err(failed(e, options.timeout)), None, None),
     };
     let mut runs_ms = Vec::with_capacity(options.runs as usize);
     for run in 1..=options.runs {
@@ -412,14 +414,14 @@ fn measure(
             Ok((rows, _)) if rows.len() != answer.len() => {
                 let first_difference =
                     format!("timed run {run} returned {} rows, the warm-up {}", rows.len(), answer.len());
-                return (Err(Status::Different { first_difference }), None);
+                return (Err(Status::Different { first_difference }), Some(warmup_ms), None);
             }
             Ok((_, ms)) => runs_ms.push(ms),
-            Err(e) => return (Err(failed(e, options.timeout)), None),
+            Err(e) => return (Err(failed(e, options.timeout)), Some(warmup_ms), None),
         }
     }
     let timing = (!runs_ms.is_empty()).then(|| Timing::of(runs_ms));
-    (Ok(answer), timing)
+    (Ok(answer), Some(warmup_ms), timing)
 }
 
 /// Populates every side (unless `skip_load`), then runs the queries on each
@@ -460,7 +462,7 @@ pub fn run(
         let mut side_results = Vec::new();
         for session in &mut sessions {
             let kind = session.side.kind;
-            let (answer, timing) = measure(session, query, options, progress);
+            let (answer, warmup_ms, timing) = measure(session, query, options, progress);
             let rows = answer.as_ref().ok().map(Vec::len);
             let status = match answer {
                 Err(status) => status,
@@ -476,7 +478,7 @@ pub fn run(
                     },
                 },
             };
-            side_results.push(SideResult { side: kind, timing, rows, status });
+            side_results.push(SideResult { side: kind, warmup_ms, timing, rows, status });
         }
         let result = QueryResult { query: query.number, title: query.title.to_owned(), sides: side_results };
         progress.query_done(&result);

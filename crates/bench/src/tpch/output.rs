@@ -33,6 +33,10 @@ fn median_cell(s: Option<&SideResult>) -> String {
             (Some(t), _) => ms(t.median_ms),
             (None, Status::Timeout { after_s }) => format!("> {} s", after_s),
             (None, Status::Refused { sqlstate, .. }) => format!("refused {}", sqlstate.as_deref().unwrap_or("")),
+            // --runs 0 (answers only): the warm-up's time, marked.
+            (None, Status::Reference | Status::Identical) if s.warmup_ms.is_some() => {
+                format!("w {}", ms(s.warmup_ms.unwrap_or(0.0)))
+            }
             (None, status) => status.short().to_owned(),
         },
     }
@@ -120,7 +124,7 @@ pub fn summary(report: &TpchReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "TPC-H SF {}: median of {} runs after one warm-up, ms; ratio = pgtier / PostgreSQL; timeout {} s",
+        "TPC-H SF {}: median of {} runs after one warm-up, ms (w: the warm-up only); ratio = pgtier / PostgreSQL; timeout {} s",
         report.scale, report.runs, report.timeout_s
     );
     for (i, r) in rows.iter().enumerate() {
