@@ -116,6 +116,23 @@ fn tpch_answers_match_postgresql() {
             }
         }
     }
-    server.shutdown();
     assert!(unexpected.is_empty(), "answers changed:\n{}", unexpected.join("\n"));
+
+    // The timeout path, on the tables already loaded: with 1 ms of
+    // statement_timeout, Q1 (an aggregate over all 18,000 lineitems) and Q9
+    // (a six-way join) both stop on pgtier with 57014. A timeout is a
+    // result: the run goes on, and the second query gets its own timeout,
+    // not a broken session.
+    let options = TpchOptions { timeout: Duration::from_millis(1), queries: vec![1, 9], skip_load: true, ..options };
+    let report = tpch::run(&options, &sides, &mut NoProgress).unwrap();
+    println!("{}", tpch::output::summary(&report));
+    assert!(report.sides.iter().all(|s| s.load.is_none()), "--skip-load loads nothing");
+    for q in &report.queries {
+        for s in q.sides.iter().filter(|s| s.side != SideKind::Postgresql) {
+            assert_eq!(s.status, Status::Timeout { after_s: 0.001 }, "Q{} on {:?}", q.query, s.side);
+            assert_eq!(s.status.describe(), "timeout > 0.001 s");
+            assert!(s.timing.is_none() && s.warmup_ms.is_none());
+        }
+    }
+    server.shutdown();
 }
