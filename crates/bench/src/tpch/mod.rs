@@ -21,10 +21,14 @@
 //!    timed runs (min / median / max of the client-side wall time, rows
 //!    received and converted to text included). A run is bounded by
 //!    `statement_timeout`, set on each session (PostgreSQL, the pgtier
-//!    server and the embedded engine all honour it and answer 57014): a
-//!    query whose warm-up times out is reported `timeout > N s` and not
-//!    run again; any other error is `refused: SQLSTATE message`; neither
-//!    stops the run. A lost connection is reopened for the next query.
+//!    server and the embedded engine all honour it and answer 57014); the
+//!    client also gives up 10 s past the timeout (a target that ignores or
+//!    refuses statement_timeout: its session is abandoned to the thread
+//!    running the query and a new one opened; the report says which
+//!    bound each target had). A query whose warm-up times out is reported
+//!    `timeout > N s` and not run again; any other error is `refused:
+//!    SQLSTATE message`; neither stops the run. A lost connection is
+//!    reopened for the next query.
 //! 3. Answers ([`answers`]): every value in the text form the PostgreSQL
 //!    protocol carries (the embedded engine: the same output function the
 //!    pgtier server uses), compared exactly — no rounding, no tolerance.
@@ -254,6 +258,9 @@ pub struct SideInfo {
     pub side: SideKind,
     pub target: String,
     pub load: Option<LoadReport>,
+    /// What bounds a query: `statement_timeout`, or the client-side
+    /// cut-off alone where the target refused it.
+    pub timeout_method: String,
 }
 
 /// A whole run: what `pgtier bench tpch` writes as JSON.
@@ -347,36 +354,80 @@ fn check(options: &TpchOptions, sides: &[Side<'_>]) -> Result<(), TpchError> {
     Ok(())
 }
 
-/// A target's session for the queries, with its statement_timeout set;
-/// reopened after a lost connection.
+/// How long past the timeout the client waits before it gives up on a
+/// query itself: the server's statement_timeout should have answered long
+/// before.
+const CLIENT_GRACE: Duration = Duration::from_secs(10);
+
+/// A target's session for the queries, with its statement_timeout set
+/// where the target accepts it; reopened after a lost connection. Each run
+/// happens on a helper thread the caller waits for at most the timeout plus
+/// [`CLIENT_GRACE`]: a target that ignores statement_timeout (or refused
+/// it) is cut off client-side, its session abandoned (left to its thread,
+/// which ends when the target answers) and a new one opened.
 struct QuerySession<'a> {
     side: &'a Side<'a>,
     session: Option<Box<dyn Session>>,
     timeout: Duration,
+    /// The target refused `SET statement_timeout` (its error, as text):
+    /// only the client-side cut-off bounds its queries.
+    no_statement_timeout: Option<String>,
 }
 
 impl QuerySession<'_> {
-    fn get(&mut self) -> Result<&mut Box<dyn Session>, DbError> {
-        if self.session.is_none() {
-            let mut s = self.side.target.connect()?;
-            s.simple_query(&format!("SET statement_timeout = {}", self.timeout.as_millis()))?;
-            self.session = Some(s);
+    fn connect(&mut self) -> Result<Box<dyn Session>, DbError> {
+        if let Some(s) = self.session.take() {
+            return Ok(s);
         }
-        self.session.as_mut().ok_or_else(|| DbError::new(None, "no session"))
+        let mut s = self.side.target.connect()?;
+        match s.simple_query(&format!("SET statement_timeout = {}", self.timeout.as_millis())) {
+            Ok(_) => self.no_statement_timeout = None,
+            Err(e) if e.sqlstate.as_deref().is_none_or(|c| c.starts_with("08")) => return Err(e),
+            Err(e) => self.no_statement_timeout = Some(e.to_string()),
+        }
+        Ok(s)
     }
 
-    /// One run: the answer and the wall time, or the error.
+    /// How this target's queries are bounded, for the report.
+    fn timeout_method(&self) -> String {
+        match &self.no_statement_timeout {
+            None => "statement_timeout".to_owned(),
+            Some(e) => format!("client-side only (SET statement_timeout refused: {e})"),
+        }
+    }
+
+    /// One run: the answer and its wall time (measured on the thread that
+    /// runs it, so the hand-off is not counted), or the error.
     fn run(&mut self, sql: &str) -> Result<(Vec<TextRow>, f64), DbError> {
-        let session = self.get()?;
-        let started = Instant::now();
-        let outcome = session.simple_query(sql);
-        let ms = started.elapsed().as_secs_f64() * 1e3;
+        let mut session = self.connect()?;
+        let sql = sql.to_owned();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("tpch-query".to_owned())
+            .spawn(move || {
+                let started = Instant::now();
+                let outcome = session.simple_query(&sql);
+                let ms = started.elapsed().as_secs_f64() * 1e3;
+                let _ = tx.send((session, outcome, ms));
+            })
+            .map_err(|e| DbError::new(None, format!("starting a query thread: {e}")))?;
+        let Ok((session, outcome, ms)) = rx.recv_timeout(self.timeout + CLIENT_GRACE) else {
+            // 57014 as the server would say it; the session stays with its
+            // thread.
+            return Err(DbError::new(
+                Some("57014"),
+                format!("no answer {} s after the timeout: cancelled client-side", CLIENT_GRACE.as_secs()),
+            ));
+        };
         match outcome {
-            Ok(rows) => Ok((rows, ms)),
+            Ok(rows) => {
+                self.session = Some(session);
+                Ok((rows, ms))
+            }
             Err(e) => {
                 // Class 08: the connection is gone; the next query reconnects.
-                if e.sqlstate.as_deref().is_none_or(|c| c.starts_with("08")) {
-                    self.session = None;
+                if !e.sqlstate.as_deref().is_none_or(|c| c.starts_with("08")) {
+                    self.session = Some(session);
                 }
                 Err(e)
             }
@@ -450,10 +501,16 @@ pub fn run(
             progress.loaded(side.kind, &report);
             Some(report)
         };
-        infos.push(SideInfo { side: side.kind, target: side.target.describe(), load });
+        infos.push(SideInfo { side: side.kind, target: side.target.describe(), load, timeout_method: String::new() });
     }
-    let mut sessions: Vec<QuerySession<'_>> =
-        sides.iter().map(|side| QuerySession { side, session: None, timeout: options.timeout }).collect();
+    let mut sessions = Vec::new();
+    for (side, info) in sides.iter().zip(&mut infos) {
+        let mut s = QuerySession { side, session: None, timeout: options.timeout, no_statement_timeout: None };
+        let first = s.connect().map_err(db(side.kind))?;
+        s.session = Some(first);
+        info.timeout_method = s.timeout_method();
+        sessions.push(s);
+    }
     let all = queries::all(options.scale);
     let mut results = Vec::new();
     for number in &options.queries {

@@ -176,8 +176,8 @@ pub fn markdown(report: &TpchReport) -> String {
         report.machine.kernel
     );
     let _ = writeln!(out, "## Targets\n");
-    let _ = writeln!(out, "| target | system | load s | ANALYZE | rows |");
-    let _ = writeln!(out, "|---|---|---|---|---|");
+    let _ = writeln!(out, "| target | system | load s | ANALYZE | rows | queries bounded by |");
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
     for s in &report.sides {
         let (load, analyze, rows) = match &s.load {
             Some(l) => (
@@ -187,7 +187,15 @@ pub fn markdown(report: &TpchReport) -> String {
             ),
             None => ("not loaded (--skip-load)".to_owned(), "-".to_owned(), "-".to_owned()),
         };
-        let _ = writeln!(out, "| {} | {} | {load} | {} | {} |", s.side.label(), md(&s.target), md(&analyze), rows);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {load} | {} | {} | {} |",
+            s.side.label(),
+            md(&s.target),
+            md(&analyze),
+            rows,
+            md(&s.timeout_method)
+        );
     }
     let _ = writeln!(out, "\n## Summary\n\n```\n{}```\n", summary(report));
     let _ = writeln!(out, "## Per query (ms: min / median / max)\n");
