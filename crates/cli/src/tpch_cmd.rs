@@ -76,7 +76,7 @@ pub struct TpchArgs {
     /// Queries to run, comma-separated numbers [default: 1 to 22]
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=22))]
     queries: Vec<u8>,
-    /// Use the tables the targets already hold (from an earlier run at the same --scale) instead of reloading
+    /// Use the tables the targets already hold (from an earlier run at the same --scale; pass --work-dir to keep the pgtier targets' data) instead of reloading
     #[arg(long)]
     skip_load: bool,
     /// Parallel bulk-load streams per target [default: CPUs]
@@ -238,7 +238,9 @@ pub fn run(args: TpchArgs) -> anyhow::Result<()> {
             Some(u) => u.clone(),
             None => {
                 let dir = work_dir.join("server");
-                let _ = std::fs::remove_dir_all(&dir);
+                if !args.skip_load {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
                 let (s, u) = start_server(&dir)?;
                 server = Some(s);
                 u
