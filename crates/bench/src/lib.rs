@@ -22,3 +22,4 @@ pub mod report;
 pub mod stats;
 pub mod targets;
 pub mod tatp;
+pub mod tpch;

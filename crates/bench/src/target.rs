@@ -54,6 +54,21 @@ impl std::error::Error for DbError {}
 /// Index of a statement prepared on one session; valid only on that session.
 pub type StatementId = usize;
 
+/// One result row in text form: each value exactly as the server's output
+/// function prints it (what the PostgreSQL protocol carries in text format),
+/// NULL as `None`.
+pub type TextRow = Vec<Option<String>>;
+
+/// Most rows [`Session::simple_query`] keeps; a larger answer is refused
+/// with 54000 rather than grown without bound.
+pub const SIMPLE_QUERY_ROWS_MAX: usize = 1_000_000;
+
+/// The error a [`Session::simple_query`] returns past [`SIMPLE_QUERY_ROWS_MAX`].
+pub fn too_many_rows() -> DbError {
+    // 54000: program_limit_exceeded.
+    DbError::new(Some("54000"), format!("the answer has more than {SIMPLE_QUERY_ROWS_MAX} rows"))
+}
+
 /// One client connection. Owned by one worker thread for the whole run.
 pub trait Session: Send {
     /// Prepares `sql` (placeholders `$1..$n`) once; executions reuse the plan.
@@ -67,6 +82,13 @@ pub trait Session: Send {
 
     /// Runs a prepared statement that returns no rows; returns rows affected.
     fn execute(&mut self, stmt: StatementId, params: &[Value]) -> Result<u64, DbError>;
+
+    /// Runs SQL without parameters through the simple-query path (one or
+    /// more statements; the rows of all of them, in order) and returns every
+    /// value in its text form, unconverted and unrounded, so answers can be
+    /// compared with PostgreSQL's exactly (TPC-H). Also how a workload sets
+    /// a session setting such as `statement_timeout`.
+    fn simple_query(&mut self, sql: &str) -> Result<Vec<TextRow>, DbError>;
 
     fn begin(&mut self) -> Result<(), DbError>;
     fn commit(&mut self) -> Result<(), DbError>;

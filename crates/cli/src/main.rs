@@ -13,6 +13,7 @@ mod jpetstore_cmd;
 mod micro_cmd;
 mod serve_cmd;
 mod tier_cmd;
+mod tpch_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -61,6 +62,8 @@ enum BenchCommand {
     Micro(Box<micro_cmd::MicroArgs>),
     /// Study 001's JPetStore-shaped OLTP: search range x threads on PostgreSQL, pgtier and pgtier with flash.
     Jpetstore(Box<jpetstore_cmd::JpetstoreArgs>),
+    /// Study 004's OLAP side: TPC-H's 22 queries on PostgreSQL, the pgtier server and the embedded engine, answers compared.
+    Tpch(Box<tpch_cmd::TpchArgs>),
 }
 
 fn main() {
@@ -97,6 +100,7 @@ fn main() {
             BenchCommand::Io(args) => io_cmd::run(*args),
             BenchCommand::Micro(args) => micro_cmd::run(*args),
             BenchCommand::Jpetstore(args) => jpetstore_cmd::run(*args),
+            BenchCommand::Tpch(args) => tpch_cmd::run(*args),
         },
     };
     if let Err(error) = outcome {

@@ -20,7 +20,10 @@ use pgtier_engine::{CommitMode, DataType, Database, EngineConfig, EngineError, T
 use pgtier_sql::{Connection, PreparedStatement, SqlError};
 
 use crate::result::BackendFigures;
-use crate::target::{BackendSampler, DbError, RowSource, Session, StatementId, Target, Value};
+use crate::target::{
+    BackendSampler, DbError, RowSource, SIMPLE_QUERY_ROWS_MAX, Session, StatementId, Target, TextRow, Value,
+    too_many_rows,
+};
 use crate::targets::postgres::proc_ticks;
 
 /// Rows per bulk-load transaction: large enough that commit cost vanishes,
@@ -150,7 +153,7 @@ impl Target for EmbeddedTarget {
             }
             full.clone_from(&defaults);
             for (v, &pos) in row.drain(..).zip(&positions) {
-                full[pos] = to_engine(v, types[pos]);
+                full[pos] = to_engine(v, types[pos]).map_err(sql_error)?;
             }
             txn.insert(id, &full).map_err(engine_error)?;
             loaded += 1;
@@ -188,15 +191,19 @@ impl Target for EmbeddedTarget {
     }
 }
 
-/// The workload's value as the engine value of a column/parameter type.
-/// Integers that do not fit the narrower type stay Int8 so the SQL layer
-/// raises PostgreSQL's out-of-range error instead of wrapping.
-fn to_engine(v: Value, ty: DataType) -> EValue {
-    match v {
+/// The workload's value as the engine value of a column type. Integers
+/// that do not fit the narrower type stay Int8 so the SQL layer raises
+/// PostgreSQL's out-of-range error instead of wrapping. Text goes through
+/// the column type's input function (as COPY text would): numeric and date
+/// columns get typed values, char(n) its blank padding, varchar(n) its
+/// length check.
+fn to_engine(v: Value, ty: DataType) -> Result<EValue, SqlError> {
+    Ok(match v {
         Value::Null => EValue::Null,
         Value::Int(i) => int_value(i, ty),
-        Value::Text(s) => EValue::Text(s),
-    }
+        Value::Text(s) if ty == DataType::Text => EValue::Text(s),
+        Value::Text(s) => pgtier_sql::value::parse_input(&s, ty)?,
+    })
 }
 
 fn int_value(i: i64, ty: DataType) -> EValue {
@@ -305,6 +312,17 @@ impl Session for EmbeddedSession {
         self.bind(stmt, params)?;
         let Some(p) = self.statements.get(stmt) else { return Ok(0) };
         self.conn.execute(&p.stmt, &self.params).map_err(sql_error)
+    }
+
+    fn simple_query(&mut self, sql: &str) -> Result<Vec<TextRow>, DbError> {
+        let result = self.conn.execute_sql(sql).map_err(sql_error)?;
+        let Some(rows) = result.rows else { return Ok(Vec::new()) };
+        if rows.len() > SIMPLE_QUERY_ROWS_MAX {
+            return Err(too_many_rows());
+        }
+        // Row::text is the server's text output (value::to_text), so the
+        // embedded answer reads exactly as the same query over the wire.
+        Ok(rows.iter().map(|row| (0..row.len()).map(|i| row.text(i)).collect()).collect())
     }
 
     fn begin(&mut self) -> Result<(), DbError> {

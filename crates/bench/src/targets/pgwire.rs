@@ -34,7 +34,7 @@ use postgres_protocol::authentication::sasl::{ChannelBinding, SCRAM_SHA_256, Scr
 use postgres_protocol::message::backend::{ErrorResponseBody, Message};
 use postgres_protocol::message::frontend;
 
-use crate::target::{DbError, Session, StatementId, Value};
+use crate::target::{DbError, SIMPLE_QUERY_ROWS_MAX, Session, StatementId, TextRow, Value, too_many_rows};
 
 /// Statements one session may prepare (bounds the name table).
 const STATEMENTS_PER_SESSION_MAX: usize = 256;
@@ -486,6 +486,43 @@ impl Session for WireSession {
 
     fn execute(&mut self, stmt: StatementId, params: &[Value]) -> Result<u64, DbError> {
         self.run(stmt, params, |_, _| Ok(()))
+    }
+
+    fn simple_query(&mut self, sql: &str) -> Result<Vec<TextRow>, DbError> {
+        self.check_usable()?;
+        // A Query message cannot ride behind a deferred BEGIN's Bind (no
+        // Sync between them): the block starts on its own round trip.
+        if std::mem::take(&mut self.begin_pending) {
+            self.simple("BEGIN")?;
+        }
+        frontend::query(sql, &mut self.write_buf).map_err(|e| io_error("encoding a query", &e))?;
+        self.flush()?;
+        let mut rows: Vec<TextRow> = Vec::new();
+        self.until_ready(|m| match m {
+            Message::RowDescription(_) | Message::CommandComplete(_) | Message::EmptyQueryResponse => Ok(()),
+            Message::DataRow(body) => {
+                if rows.len() == SIMPLE_QUERY_ROWS_MAX {
+                    return Err(too_many_rows());
+                }
+                let buffer = body.buffer();
+                let mut ranges = body.ranges();
+                let mut row = Vec::new();
+                while let Some(range) = ranges.next().map_err(protocol_error)? {
+                    row.push(match range {
+                        None => None,
+                        Some(r) => Some(
+                            std::str::from_utf8(&buffer[r])
+                                .map_err(|_| protocol_error("a text value that is not UTF-8"))?
+                                .to_owned(),
+                        ),
+                    });
+                }
+                rows.push(row);
+                Ok(())
+            }
+            _ => Err(protocol_error("in a simple query's result")),
+        })?;
+        Ok(rows)
     }
 
     fn begin(&mut self) -> Result<(), DbError> {

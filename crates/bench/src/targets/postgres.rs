@@ -19,7 +19,10 @@ use pgtier_backend::connect::{ConnectError, connect, redact_url};
 
 use super::pgwire::WireSession;
 use crate::result::BackendFigures;
-use crate::target::{BackendSampler, DbError, RowSource, Session, StatementId, Target, Value};
+use crate::target::{
+    BackendSampler, DbError, RowSource, SIMPLE_QUERY_ROWS_MAX, Session, StatementId, Target, TextRow, Value,
+    too_many_rows,
+};
 
 /// Statements a session may prepare; TATP needs 10. Bounds the per-session
 /// statement list so a workload bug cannot grow it without limit.
@@ -468,6 +471,20 @@ impl Session for PgSession {
         let statement = statement(&self.statements, stmt)?;
         let (refs, n) = param_refs(params)?;
         self.client.execute(statement, &refs[..n]).map_err(|e| db_error(&e))
+    }
+
+    fn simple_query(&mut self, sql: &str) -> Result<Vec<TextRow>, DbError> {
+        let messages = self.client.simple_query(sql).map_err(|e| db_error(&e))?;
+        let mut rows = Vec::new();
+        for m in messages {
+            if let postgres::SimpleQueryMessage::Row(row) = m {
+                if rows.len() == SIMPLE_QUERY_ROWS_MAX {
+                    return Err(too_many_rows());
+                }
+                rows.push((0..row.len()).map(|i| row.get(i).map(str::to_owned)).collect());
+            }
+        }
+        Ok(rows)
     }
 
     fn begin(&mut self) -> Result<(), DbError> {

@@ -1,0 +1,329 @@
+//! `pgtier bench tpch`: TPC-H's 22 queries on PostgreSQL, the pgtier server
+//! and the embedded engine, each answer compared with PostgreSQL's
+//! (crates/bench/src/tpch). This file turns flags into targets and
+//! options, shows progress and writes the outputs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use pgtier_bench::target::Target;
+use pgtier_bench::targets::embedded::EmbeddedTarget;
+use pgtier_bench::targets::postgres::{CopyFormat, PgTarget};
+use pgtier_bench::tpch::schema::{SCALE_MAX, SCALE_MIN};
+use pgtier_bench::tpch::{self, LoadReport, QueryResult, Side, SideKind, Status, TpchOptions, TpchProgress};
+use pgtier_engine::CommitMode;
+
+use crate::bench_cmd::url_or_managed;
+
+const HELP: &str = "\
+Each target gets the 8 TPC-H tables (the spec's types and primary keys, the same DDL everywhere),
+loaded at --scale from the tpchgen crate (dbgen's rows; COPY text format on PostgreSQL and the
+pgtier server, the engine's loader for the embedded target), then ANALYZE where accepted. Then
+each of the 22 queries (the spec's validation parameters) runs on each target: one warm-up run,
+whose answer is compared with PostgreSQL's, then --runs timed runs (min / median / max). Every
+run is bounded by statement_timeout = --timeout; a query that times out or is refused is
+reported as such and the run goes on.
+
+Answers are compared value for value in PostgreSQL's text form, no rounding: row order where the
+ORDER BY decides it, rows tied on the ORDER BY values as multisets. Each query and pgtier target
+is 'identical', 'DIFFERENT (first differing row ...)', 'timeout' or 'refused'.
+
+Targets (--targets, PostgreSQL always first: it is the reference):
+  postgresql   --url, else $PGTIER_BENCH_URL, else the cluster of `pgtier backend start`
+  server       --pgtier-url, else a pgtier server this command starts in-process
+               (loopback, trust auth, async commit, data in --work-dir)
+  embedded     the engine in this process, data in --embedded-dir or --work-dir
+
+Output: a one-screen summary on stdout (median ms per target, pgtier / PostgreSQL ratio,
+answers), and report.md + tpch.json in --out. Exit status 1 when an answer is DIFFERENT.
+
+Examples:
+  pgtier bench tpch --scale 0.01
+  pgtier bench tpch --scale 0.1 --runs 5 --timeout 120 --targets postgresql,embedded
+  pgtier bench tpch --url postgres://postgres@127.0.0.1:5432/tpch \\
+      --pgtier-url postgres://app@127.0.0.1:5433/pgtier --queries 13,19";
+
+#[derive(clap::Args)]
+#[command(after_long_help = HELP)]
+pub struct TpchArgs {
+    /// Scale factor (fractional allowed: 0.01 = 60,000 lineitems)
+    #[arg(long, value_name = "SF", default_value_t = 0.01, value_parser = parse_scale)]
+    scale: f64,
+    /// Timed runs per query and target, after one warm-up run
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(tpch::RUNS_MAX)))]
+    runs: u32,
+    /// Per-query timeout (statement_timeout), seconds
+    #[arg(long, value_name = "S", default_value_t = 60.0, allow_negative_numbers = true, value_parser = parse_timeout)]
+    timeout: f64,
+    /// Targets to run, comma-separated: postgresql, server, embedded
+    #[arg(long, value_name = "LIST", default_value = "postgresql,server,embedded", value_parser = parse_targets)]
+    targets: Targets,
+    /// PostgreSQL URL [default: $PGTIER_BENCH_URL, else the cluster of `pgtier backend start`]
+    #[arg(long, env = "PGTIER_BENCH_URL", hide_env_values = true)]
+    url: Option<String>,
+    /// A running pgtier server [default: one started in-process]
+    #[arg(long, value_name = "URL")]
+    pgtier_url: Option<String>,
+    /// The embedded engine's data directory (emptied first) [default: in --work-dir]
+    #[arg(long, value_name = "DIR")]
+    embedded_dir: Option<PathBuf>,
+    /// Where the in-process server and the embedded engine keep their data [default: a temporary directory, removed after]
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+    /// Queries to run, comma-separated numbers [default: 1 to 22]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=22))]
+    queries: Vec<u8>,
+    /// Use the tables the targets already hold (from an earlier run at the same --scale; pass --work-dir to keep the pgtier targets' data) instead of reloading
+    #[arg(long)]
+    skip_load: bool,
+    /// Parallel bulk-load streams per target [default: CPUs]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    load_streams: Option<u16>,
+    /// Report directory: report.md and tpch.json
+    #[arg(long, value_name = "DIR", default_value = "results/tpch")]
+    out: PathBuf,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Targets(Vec<SideKind>);
+
+fn parse_targets(list: &str) -> Result<Targets, String> {
+    let mut out = vec![SideKind::Postgresql];
+    for name in list.split(',').map(str::trim) {
+        let kind = match name {
+            "postgresql" | "postgres" | "pg" => SideKind::Postgresql,
+            "server" | "pgtier" => SideKind::PgtierServer,
+            "embedded" => SideKind::Embedded,
+            _ => return Err(format!("'{name}' is not a target (postgresql, server, embedded)")),
+        };
+        if !out.contains(&kind) {
+            out.push(kind);
+        }
+    }
+    Ok(Targets(out))
+}
+
+fn parse_scale(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (SCALE_MIN..=SCALE_MAX).contains(&v) => Ok(v),
+        _ => Err(format!("must be a number from {SCALE_MIN} to {SCALE_MAX}")),
+    }
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        // statement_timeout counts whole ms.
+        Ok(v) if v.is_finite() && (0.001..=86_400.0).contains(&v) => Ok(v),
+        _ => Err("must be from 0.001 to 86400 seconds".to_owned()),
+    }
+}
+
+/// Progress on stderr (indicatif hides it when stderr is not a terminal),
+/// and one line per load and per query either way, so a log shows how far
+/// a run got.
+struct Bars {
+    bar: Option<ProgressBar>,
+}
+
+impl Bars {
+    fn replace(&mut self, bar: ProgressBar, template: &str) {
+        bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+        if let Some(old) = self.bar.replace(bar) {
+            old.finish_and_clear();
+        }
+    }
+
+    fn clear(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl TpchProgress for Bars {
+    fn loading(&mut self, side: SideKind, rows: u64, expected: u64) {
+        if self.bar.is_none() {
+            let bar = ProgressBar::new(expected.max(1));
+            bar.set_prefix(format!("loading {:<14}", side.label()));
+            self.replace(bar, "{prefix} {bar:30} {pos}/~{len} rows {per_sec}");
+        }
+        if let Some(b) = &self.bar {
+            b.set_position(rows);
+        }
+    }
+
+    fn loaded(&mut self, side: SideKind, report: &LoadReport) {
+        self.clear();
+        let rows: u64 = report.rows.iter().map(|(_, n)| n).sum();
+        eprintln!("pgtier: {} loaded: {rows} rows in {:.1} s; ANALYZE {}", side.label(), report.load_s, report.analyze);
+    }
+
+    fn query_run(&mut self, query: u8, side: SideKind, run: u32, runs: u32) {
+        if self.bar.is_none() {
+            self.replace(ProgressBar::new_spinner(), "{spinner} {prefix} {msg} {elapsed}");
+            if let Some(b) = &self.bar {
+                b.enable_steady_tick(Duration::from_millis(200));
+            }
+        }
+        if let Some(b) = &self.bar {
+            b.set_prefix(format!("Q{query:<2} {:<14}", side.label()));
+            b.set_message(if run == 0 { "warm-up".to_owned() } else { format!("run {run}/{runs}") });
+            b.reset_elapsed();
+        }
+    }
+
+    fn query_done(&mut self, result: &QueryResult) {
+        self.clear();
+        let cells: Vec<String> = result
+            .sides
+            .iter()
+            .map(|s| {
+                let time =
+                    s.timing.as_ref().map_or(String::new(), |t| format!("{} ms ", tpch::output::ms(t.median_ms)));
+                format!("{} {time}{}", s.side.label(), s.status.short())
+            })
+            .collect();
+        eprintln!("pgtier: Q{} {}: {}", result.query, result.title, cells.join(", "));
+    }
+}
+
+/// A directory removed when dropped (the default `--work-dir`).
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The in-process pgtier server of `--targets server` without
+/// `--pgtier-url`: loopback, trust, async commit (the load is re-runnable
+/// and the queries read only).
+fn start_server(data_dir: &Path) -> anyhow::Result<(pgtier_server::RunningServer, String)> {
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\ncommit_mode = \"async\"\n[auth]\nmethod = \"trust\"\n",
+        data_dir.display().to_string()
+    );
+    let config = pgtier_server::ServerConfig::from_toml_str(&toml).context("server config")?;
+    let server = pgtier_server::start(config).context("starting the pgtier server")?;
+    let addr = server.local_addr();
+    let url = format!("postgresql://bench@{}:{}/pgtier", addr.ip(), addr.port());
+    Ok((server, url))
+}
+
+pub fn run(args: TpchArgs) -> anyhow::Result<()> {
+    let kinds = &args.targets.0;
+    let url = url_or_managed(args.url.as_deref())?;
+    let pg = PgTarget::open(&url).with_context(|| "opening the PostgreSQL target")?.with_copy_format(CopyFormat::Text);
+    if pg.is_pgtier() {
+        bail!("--url must be PostgreSQL (the answers' reference), not a pgtier server; pass that as --pgtier-url");
+    }
+    let temp;
+    let work_dir = match &args.work_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            let dir = std::env::temp_dir().join(format!("pgtier-tpch-{}", std::process::id()));
+            temp = TempDir(dir.clone());
+            temp.0.clone()
+        }
+    };
+    std::fs::create_dir_all(&work_dir).with_context(|| format!("creating {}", work_dir.display()))?;
+
+    let mut server = None;
+    let served = if kinds.contains(&SideKind::PgtierServer) {
+        let server_url = match &args.pgtier_url {
+            Some(u) => u.clone(),
+            None => {
+                let dir = work_dir.join("server");
+                if !args.skip_load {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                let (s, u) = start_server(&dir)?;
+                server = Some(s);
+                u
+            }
+        };
+        let t = PgTarget::open(&server_url).context("opening the pgtier server target")?;
+        if !t.is_pgtier() {
+            bail!("--pgtier-url answers as PostgreSQL, not as a pgtier server");
+        }
+        Some(t.with_copy_format(CopyFormat::Text))
+    } else {
+        None
+    };
+    let embedded = if kinds.contains(&SideKind::Embedded) {
+        let dir = args.embedded_dir.clone().unwrap_or_else(|| work_dir.join("embedded"));
+        if !args.skip_load {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        Some(EmbeddedTarget::open(&dir, CommitMode::Async)?)
+    } else {
+        None
+    };
+
+    let mut sides = vec![Side { kind: SideKind::Postgresql, target: &pg as &dyn Target }];
+    if let Some(t) = &served {
+        sides.push(Side { kind: SideKind::PgtierServer, target: t });
+    }
+    if let Some(t) = &embedded {
+        sides.push(Side { kind: SideKind::Embedded, target: t });
+    }
+    let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    let options = TpchOptions {
+        scale: args.scale,
+        runs: args.runs,
+        timeout: Duration::from_secs_f64(args.timeout),
+        load_streams: args.load_streams.map_or(cpus, usize::from),
+        queries: if args.queries.is_empty() { (1..=22).collect() } else { args.queries.clone() },
+        skip_load: args.skip_load,
+    };
+    eprintln!(
+        "pgtier: bench tpch SF {}: {} timed runs per query after a warm-up, timeout {} s; targets: {}",
+        args.scale,
+        args.runs,
+        args.timeout,
+        sides.iter().map(|s| s.target.describe()).collect::<Vec<_>>().join("; ")
+    );
+    let mut bars = Bars { bar: None };
+    let report = tpch::run(&options, &sides, &mut bars);
+    bars.clear();
+    if let Some(s) = server.take() {
+        s.shutdown();
+    }
+    let report = report.context("bench tpch")?;
+    print!("{}", tpch::output::summary(&report));
+    let files = tpch::output::write_files(&args.out, &report)?;
+    for f in files {
+        println!("wrote {}", f.display());
+    }
+    let different: Vec<String> = report
+        .not_identical()
+        .into_iter()
+        .filter(|(_, _, s)| matches!(s, Status::Different { .. }))
+        .map(|(q, side, s)| format!("Q{q} on {}: {}", side.label(), s.describe()))
+        .collect();
+    if !different.is_empty() {
+        bail!("{} wrong answers:\n  {}", different.len(), different.join("\n  "));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_lists_start_with_postgresql() {
+        assert_eq!(parse_targets("embedded").map(|t| t.0), Ok(vec![SideKind::Postgresql, SideKind::Embedded]));
+        assert_eq!(
+            parse_targets("server,postgresql,server").map(|t| t.0),
+            Ok(vec![SideKind::Postgresql, SideKind::PgtierServer])
+        );
+        assert!(parse_targets("oracle").is_err());
+        assert!(parse_scale("0.01").is_ok() && parse_scale("0").is_err() && parse_scale("1000").is_err());
+        assert!(parse_timeout("60").is_ok() && parse_timeout("-1").is_err());
+    }
+}
