@@ -4,8 +4,9 @@
 //! (never runs it per reference, or not at all), and changes nothing.
 //! PostgreSQL must really answer each (else it belongs in tests/slt).
 //!
-//! Likewise a WITH query that advances a sequence, read by a statement that
-//! may stop reading it early (LIMIT, EXISTS, IN, a scalar subquery):
+//! Likewise a WITH query or a subquery that advances a sequence, read by a
+//! statement that may stop reading it early (LIMIT, EXISTS, IN, a scalar
+//! subquery):
 //! PostgreSQL runs it only as far as it is read, pgtier whole, and the
 //! sequence would show the difference.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -41,6 +42,11 @@ const REFUSED: &[(&str, &str)] = &[
         "sequence",
     ),
     ("WITH q AS MATERIALIZED (SELECT nextval('cr_seq') AS v) SELECT (SELECT v FROM q) + (SELECT v FROM q)", "sequence"),
+    // The same in a subquery: PostgreSQL reads 1 row of 10, 1 of 5, and
+    // stops at the match.
+    ("SELECT * FROM (SELECT nextval('cr_seq') AS v FROM generate_series(1, 10)) t LIMIT 1", "sequence"),
+    ("SELECT EXISTS (SELECT nextval('cr_seq') FROM generate_series(1, 5))", "sequence"),
+    ("SELECT 1 WHERE 3 IN (SELECT nextval('cr_seq') FROM generate_series(1, 10))", "sequence"),
 ];
 
 #[test]

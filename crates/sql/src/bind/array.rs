@@ -200,7 +200,18 @@ impl Binder<'_> {
             Some(_) => return Err(multidimensional()),
             None => {}
         }
-        let elem = if RegKind::of(t).is_some() { Some(Elem::Oid) } else { Elem::for_element(t) };
+        // PostgreSQL's is regclass[] (or regtype[], ...), printing names;
+        // an oid[] would print numbers.
+        if let Some(kind) = RegKind::of(t) {
+            let name = match kind {
+                RegKind::Class => "regclass",
+                RegKind::Type => "regtype",
+                RegKind::Namespace => "regnamespace",
+                RegKind::Role => "regrole",
+            };
+            return Err(SqlError::unsupported(format!("ARRAY() of {name}")));
+        }
+        let elem = Elem::for_element(t);
         let elem = elem.ok_or_else(|| SqlError::unsupported(format!("ARRAY() of {}", value::type_name(t))))?;
         Ok((self.sub_expr(SubqueryKind::Array(elem), false, correlated, plan), Some(elem.data_type())))
     }

@@ -76,6 +76,12 @@ pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statemen
         named_windows: Vec::new(),
     };
     let mut plan = b.statement(stmt)?;
+    if matches!(
+        stmt,
+        ast::Statement::Query(_) | ast::Statement::Insert(_) | ast::Statement::Update(_) | ast::Statement::Delete(_)
+    ) {
+        select::refuse_partial_sequence_reads(&stmt.to_string())?;
+    }
     if let Plan::Select(s) = &mut plan {
         cast::finish_output(s);
     }

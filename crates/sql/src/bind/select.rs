@@ -671,6 +671,34 @@ fn advances_sequence(cte: &ast::Cte) -> bool {
 /// reads one row of (a scalar subquery, which an unmatched parenthesis
 /// before SELECT shows). Said of the statement's text: a false alarm only
 /// refuses what could have been answered.
+/// A sequence advanced inside a subquery that PostgreSQL may stop reading
+/// early: it calls nextval only for the rows it reads (a FROM subquery
+/// under LIMIT, EXISTS, IN, a scalar subquery that fails at its second
+/// row), where pgtier computes a subquery whole, so the sequence would
+/// end elsewhere: refused (0A000). Said of the statement's text, as
+/// [`may_stop_early`]: a subquery in FROM (or a WITH query, which has its
+/// own guard) is refused only beside a word that may stop it; any other
+/// subquery always. A false alarm refuses what could have been answered.
+pub(super) fn refuse_partial_sequence_reads(statement: &str) -> Result<()> {
+    let text = statement.to_lowercase();
+    let stops = may_stop_early(&text.replace("(select", "( select"));
+    for call in ["nextval(", "setval("] {
+        for (at, _) in text.match_indices(call) {
+            let Some(open) = text[..at].rfind("(select") else { continue };
+            let before = text[..open].trim_end();
+            let from_like = ["from", "join", "lateral", "as", "materialized"]
+                .iter()
+                .any(|w| before.ends_with(w) && !before.ends_with("exists"));
+            if stops || !from_like {
+                return Err(SqlError::unsupported(
+                    "a sequence advanced inside a subquery that the statement may stop reading early",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn may_stop_early(statement: &str) -> bool {
     [" limit ", " fetch ", "exists", " in (", " any (", " any(", " some", " all (", " all(", "(select"]
         .iter()
