@@ -419,7 +419,39 @@ fn prefix_successor(prefix: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::prefix_successor;
+    use super::{conjuncts_of, prefix_successor};
+    use crate::expr::{CmpOp, Expr};
+    use pgtier_engine::Value;
+
+    fn eq(a: usize, b: usize) -> Expr {
+        Expr::Cmp(CmpOp::Eq, Expr::Column(a).boxed(), Expr::Column(b).boxed())
+    }
+
+    fn is(a: usize, v: i64) -> Expr {
+        Expr::Cmp(CmpOp::Eq, Expr::Column(a).boxed(), Expr::Const(Value::Int8(v)).boxed())
+    }
+
+    #[test]
+    fn or_arms_factor_their_common_parts() {
+        let (a, b, c) = (eq(0, 3), is(1, 1), is(2, 2));
+        // (A AND B) OR (B AND A AND C): A and B common, and the first arm
+        // is nothing else, so the OR is A AND B (absorption).
+        let or =
+            Expr::Or(vec![Expr::And(vec![a.clone(), b.clone()]), Expr::And(vec![b.clone(), a.clone(), c.clone()])]);
+        assert_eq!(conjuncts_of(or), vec![a.clone(), b.clone()]);
+        let or = Expr::Or(vec![Expr::And(vec![a.clone(), b.clone()]), Expr::And(vec![a.clone(), c.clone()])]);
+        assert_eq!(conjuncts_of(or), vec![a.clone(), Expr::Or(vec![b.clone(), c.clone()])]);
+        // Inside an AND, with other parts beside it; (A AND B AND C) OR
+        // (C AND A) absorbs B.
+        let and = Expr::And(vec![
+            is(4, 4),
+            Expr::Or(vec![Expr::And(vec![a.clone(), b.clone(), c.clone()]), Expr::And(vec![c.clone(), a.clone()])]),
+        ]);
+        assert_eq!(conjuncts_of(and), vec![is(4, 4), a.clone(), c.clone()]);
+        // Nothing common: the OR as it was.
+        let or = Expr::Or(vec![Expr::And(vec![a.clone(), b.clone()]), c.clone()]);
+        assert_eq!(conjuncts_of(or.clone()), vec![or]);
+    }
 
     #[test]
     fn prefix_successors() {
