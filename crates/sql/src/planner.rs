@@ -77,8 +77,12 @@ pub fn plan_levels(
     conjuncts: Vec<Expr>,
     used: &mut Vec<IndexId>,
 ) -> Result<(Vec<Level>, Vec<Expr>)> {
-    let (rels, joins) = execution_order(rels, joins);
+    let (rels, mut joins) = execution_order(rels, joins);
     let rels = rels.as_slice();
+    for j in &mut joins {
+        j.on = std::mem::take(&mut j.on).into_iter().flat_map(conjuncts_of).collect();
+    }
+    let conjuncts: Vec<Expr> = conjuncts.into_iter().flat_map(conjuncts_of).collect();
     let n = rels.len();
     let mut filters: Vec<Vec<Expr>> = (0..n).map(|_| Vec::new()).collect();
     let mut post: Vec<Vec<Expr>> = (0..n).map(|_| Vec::new()).collect();
@@ -147,6 +151,82 @@ pub fn plan_levels(
         });
     }
     Ok((levels, finals))
+}
+
+/// The AND-ed parts of a WHERE or ON condition, each placed on its own:
+/// `ON a.x = b.y AND b.z > 0` gives the join its key. An OR among them has
+/// the parts common to all its arms factored out ([`factor_or`]).
+fn conjuncts_of(e: Expr) -> Vec<Expr> {
+    let mut parts = Vec::new();
+    flatten_and(e, &mut parts);
+    let mut out = Vec::with_capacity(parts.len());
+    for p in parts {
+        match p {
+            Expr::Or(arms) => out.extend(factor_or(arms)),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// `e`'s AND-ed parts, nested ANDs opened.
+pub fn flatten_and(e: Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::And(parts) => parts.into_iter().for_each(|p| flatten_and(p, out)),
+        other => out.push(other),
+    }
+}
+
+/// `(A AND B) OR (A AND C)` as `A AND (B OR C)`, for every conjunct `A`
+/// equal (as bound) in every arm, as PostgreSQL's prepqual.c
+/// (process_duplicate_ors) does; TPC-H Q19's `p_partkey = l_partkey` in
+/// each arm then becomes a hash key instead of a nested loop's filter.
+/// Equivalent in SQL's three-valued logic: AND and OR over {false, NULL,
+/// true} (false < NULL < true, AND the minimum, OR the maximum) form a
+/// distributive lattice, so AND distributes over OR and absorption
+/// (`A OR (A AND C)` = `A`) holds with NULLs too. An arm that is nothing
+/// but common parts makes the whole OR the common parts (absorption).
+/// Only the evaluation order changes, which SQL leaves open (PostgreSQL
+/// rewrites the same way); a part that calls a volatile function or holds
+/// a subquery is never moved, so nothing runs more or fewer times per row
+/// than written. Returns the parts to AND.
+fn factor_or(arms: Vec<Expr>) -> Vec<Expr> {
+    let movable = |e: &Expr| {
+        let mut ok = !e.has_subquery();
+        e.walk(&mut |x| {
+            ok &= !matches!(x, Expr::Func(f, _) if f.volatility() == crate::expr::Volatility::Volatile);
+        });
+        ok
+    };
+    let mut split: Vec<Vec<Expr>> = Vec::with_capacity(arms.len());
+    for arm in &arms {
+        let mut parts = Vec::new();
+        flatten_and(arm.clone(), &mut parts);
+        split.push(parts);
+    }
+    let Some((first, rest)) = split.split_first() else { return vec![Expr::Or(arms)] };
+    let mut common: Vec<Expr> = Vec::new();
+    for part in first {
+        if movable(part) && !common.contains(part) && rest.iter().all(|arm| arm.contains(part)) {
+            common.push(part.clone());
+        }
+    }
+    // Every arm must be free of volatile calls too: factoring changes how
+    // often the other parts of an arm run.
+    if common.is_empty() || !arms.iter().all(movable) {
+        return vec![Expr::Or(arms)];
+    }
+    let mut residual: Vec<Expr> = Vec::with_capacity(split.len());
+    for arm in split {
+        let mut left: Vec<Expr> = arm.into_iter().filter(|p| !common.contains(p)).collect();
+        match left.len() {
+            0 => return common,
+            1 => residual.extend(left.pop()),
+            _ => residual.push(Expr::And(left)),
+        }
+    }
+    common.push(Expr::Or(residual));
+    common
 }
 
 /// A usable key predicate: (filter index, column in the table, operator, other side).
@@ -339,7 +419,39 @@ fn prefix_successor(prefix: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::prefix_successor;
+    use super::{conjuncts_of, prefix_successor};
+    use crate::expr::{CmpOp, Expr};
+    use pgtier_engine::Value;
+
+    fn eq(a: usize, b: usize) -> Expr {
+        Expr::Cmp(CmpOp::Eq, Expr::Column(a).boxed(), Expr::Column(b).boxed())
+    }
+
+    fn is(a: usize, v: i64) -> Expr {
+        Expr::Cmp(CmpOp::Eq, Expr::Column(a).boxed(), Expr::Const(Value::Int8(v)).boxed())
+    }
+
+    #[test]
+    fn or_arms_factor_their_common_parts() {
+        let (a, b, c) = (eq(0, 3), is(1, 1), is(2, 2));
+        // (A AND B) OR (B AND A AND C): A and B common, and the first arm
+        // is nothing else, so the OR is A AND B (absorption).
+        let or =
+            Expr::Or(vec![Expr::And(vec![a.clone(), b.clone()]), Expr::And(vec![b.clone(), a.clone(), c.clone()])]);
+        assert_eq!(conjuncts_of(or), vec![a.clone(), b.clone()]);
+        let or = Expr::Or(vec![Expr::And(vec![a.clone(), b.clone()]), Expr::And(vec![a.clone(), c.clone()])]);
+        assert_eq!(conjuncts_of(or), vec![a.clone(), Expr::Or(vec![b.clone(), c.clone()])]);
+        // Inside an AND, with other parts beside it; (A AND B AND C) OR
+        // (C AND A) absorbs B.
+        let and = Expr::And(vec![
+            is(4, 4),
+            Expr::Or(vec![Expr::And(vec![a.clone(), b.clone(), c.clone()]), Expr::And(vec![c.clone(), a.clone()])]),
+        ]);
+        assert_eq!(conjuncts_of(and), vec![is(4, 4), a.clone(), c.clone()]);
+        // Nothing common: the OR as it was.
+        let or = Expr::Or(vec![Expr::And(vec![a.clone(), b.clone()]), c.clone()]);
+        assert_eq!(conjuncts_of(or.clone()), vec![or]);
+    }
 
     #[test]
     fn prefix_successors() {

@@ -140,6 +140,76 @@ fn writes_and_refusals() {
     assert_eq!(plan(&mut c, "SELECT 1")[0], "Result");
 }
 
+/// TPC-H Q19's shape (the join key inside each arm of an OR) and Q13's (a
+/// LEFT JOIN whose ON adds a filter to its key) hash on the key: factored
+/// out of the OR, or taken from the ON's AND-ed parts. Before, both were
+/// nested loops with every row pair through the whole condition.
+#[test]
+fn or_arms_and_filtered_outer_joins_hash() {
+    let (_dir, mut c) = setup();
+    c.execute_sql("CREATE TABLE l (id int PRIMARY KEY, pk int, q int, mode text)").unwrap();
+    c.execute_sql("CREATE TABLE p (id int PRIMARY KEY, pk int, brand text, size int)").unwrap();
+    let q19 = "SELECT sum(l.q) FROM l, p WHERE \
+        (p.pk = l.pk AND p.brand = 'b1' AND l.q < 5 AND l.mode IN ('AIR', 'RAIL')) \
+        OR (p.pk = l.pk AND p.brand = 'b2' AND l.q >= 5 AND l.mode IN ('AIR', 'RAIL')) \
+        OR (p.pk = l.pk AND p.size IS NULL AND l.mode IN ('AIR', 'RAIL'))";
+    assert_eq!(
+        plan(&mut c, q19),
+        [
+            "Aggregate",
+            "  Aggregates: 1",
+            "  ->  Hash Join",
+            "        Hash Keys: 1",
+            "        Past pgtier.statement_mem: sorted by key in a temporary file",
+            "        ->  Seq Scan on l",
+            // The factored `l.mode IN (...)`.
+            "              Filter: 1 conditions",
+            "        ->  Seq Scan on p",
+            // The key's equality and the rest of the OR.
+            "              Filter: 2 conditions",
+        ]
+    );
+    // The same OR in a LEFT JOIN's ON.
+    assert_eq!(
+        plan(
+            &mut c,
+            "SELECT l.id, p.id FROM l LEFT JOIN p ON (p.pk = l.pk AND p.size > 3) OR (p.pk = l.pk AND l.q = 1)"
+        )[0],
+        "Hash Join Left Join"
+    );
+    // Q13: the ON's filter on the nullable side stays a filter of that side.
+    let q13 = "SELECT p.id, count(l.id) FROM p LEFT OUTER JOIN l ON p.pk = l.pk AND l.mode NOT LIKE '%special%requests%' \
+        GROUP BY p.id";
+    assert_eq!(
+        plan(&mut c, q13),
+        [
+            "HashAggregate",
+            "  Group Keys: 1",
+            "  Aggregates: 1",
+            "  ->  Hash Join Left Join",
+            "        Hash Keys: 1",
+            "        Past pgtier.statement_mem: sorted by key in a temporary file",
+            "        ->  Seq Scan on p",
+            "        ->  Seq Scan on l",
+            "              Filter: 2 conditions",
+        ]
+    );
+    // Every outer join kind, the filter on either side.
+    for (sql, kind) in [
+        ("SELECT 1 FROM p LEFT JOIN l ON p.pk = l.pk AND p.size > 1", "Hash Join Left Join"),
+        ("SELECT 1 FROM p RIGHT JOIN l ON p.pk = l.pk AND p.size > 1", "Hash Join Left Join"),
+        ("SELECT 1 FROM p FULL JOIN l ON p.pk = l.pk AND l.q > 1", "Hash Join Full Join"),
+        ("SELECT 1 FROM p JOIN l ON p.pk = l.pk AND l.q > 1 AND p.size > 1", "Hash Join"),
+    ] {
+        assert_eq!(plan(&mut c, sql)[0], kind, "{sql}");
+    }
+    // No key common to every arm: still a nested loop.
+    assert_eq!(
+        plan(&mut c, "SELECT 1 FROM l, p WHERE (p.pk = l.pk AND l.q = 1) OR (p.size = l.q AND l.q = 2)")[..3],
+        ["Nested Loop", "  ->  Seq Scan on l", "  ->  Seq Scan on p"]
+    );
+}
+
 #[test]
 fn window_frames_show_when_not_the_default() {
     let (_dir, mut c) = setup();

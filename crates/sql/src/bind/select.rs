@@ -431,12 +431,7 @@ fn text_like(t: DataType) -> bool {
     matches!(t, DataType::Text | DataType::Varchar(_))
 }
 
-pub(super) fn flatten_and(e: Expr, out: &mut Vec<Expr>) {
-    match e {
-        Expr::And(parts) => parts.into_iter().for_each(|p| flatten_and(p, out)),
-        other => out.push(other),
-    }
-}
+pub(super) use crate::planner::flatten_and;
 
 pub(super) fn ordinal(e: &ast::Expr) -> Option<usize> {
     // Signs fold into the constant: -(-2) is position 2.
