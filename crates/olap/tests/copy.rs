@@ -154,6 +154,91 @@ fn differential_random_writes_concurrent_reads() {
     assert!(copy.chunks > 1, "the test should span several chunks");
 }
 
+/// Enabling while writers commit (sync and async): the scan and the stream
+/// must meet without a gap or a double, whatever commits in between.
+#[test]
+fn enable_during_concurrent_writes() {
+    let seed = seed();
+    eprintln!("OLAP_SEED={seed}");
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let table = create_orders(&db, "orders");
+    let mut rng = StdRng::seed_from_u64(seed);
+    insert_rows(&db, table, 0..400, &mut rng);
+    let olap = start(&db);
+    let writers_done = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let (db, writers_done) = (&db, &writers_done);
+            s.spawn(move || {
+                writer(db, table, seed.wrapping_add(w + 1), 1500);
+                writers_done.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        let mut rounds = 0;
+        while writers_done.load(Ordering::SeqCst) < 2 {
+            // Each round enables afresh (a rebuild) and compares at once.
+            olap.enable(table, |_, _| {}).unwrap();
+            for _ in 0..5 {
+                let mut t = db.begin().unwrap();
+                t.begin_statement().unwrap();
+                let snapshot = t.snapshot_ts();
+                let rows = row_store(&mut t, table);
+                match olap.view(table, snapshot) {
+                    Ok(view) => {
+                        let cols = sorted(view.rows().unwrap());
+                        assert!(rows == cols, "round {rounds}, snapshot {snapshot}: {}", diff(&rows, &cols));
+                    }
+                    // Only a snapshot taken before the scan's, which this one is not.
+                    Err(e) => panic!("round {rounds}: {e}"),
+                }
+                t.commit().unwrap();
+            }
+            rounds += 1;
+        }
+        eprintln!("{rounds} enables during writes");
+        assert!(rounds >= 2);
+    });
+}
+
+/// An `Evict` transaction's deletes leave PostgreSQL's rows alone but do
+/// remove them from the row store: the copy mirrors the row store.
+#[test]
+fn evict_deletes_are_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let table = create_orders(&db, "orders");
+    let mut rng = StdRng::seed_from_u64(17);
+    insert_rows(&db, table, 0..100, &mut rng);
+    let olap = start(&db);
+    olap.enable(table, |_, _| {}).unwrap();
+    let mut t = db.begin_with_origin(CommitMode::Sync, pgtier_engine::Origin::Evict).unwrap();
+    for id in 0..40 {
+        assert!(t.delete(table, &[Value::Int8(id)]).unwrap());
+    }
+    t.commit().unwrap();
+    let mut t = db.begin_with_origin(CommitMode::Sync, pgtier_engine::Origin::Load).unwrap();
+    insert_origin_rows(&mut t, table, 0..10, &mut rng);
+    t.commit().unwrap();
+    let mut r = db.begin().unwrap();
+    r.begin_statement().unwrap();
+    let snapshot = r.snapshot_ts();
+    let rows = row_store(&mut r, table);
+    assert_eq!(rows.len(), 70);
+    assert_eq!(columnar(&olap, table, snapshot), rows);
+}
+
+fn insert_origin_rows(
+    t: &mut pgtier_engine::Transaction,
+    table: pgtier_engine::TableId,
+    ids: std::ops::Range<i64>,
+    rng: &mut StdRng,
+) {
+    for id in ids {
+        t.insert(table, &random_order(rng, id)).unwrap();
+    }
+}
+
 /// A change committed and read at once through the columnar path is seen,
 /// sync and async commits alike (an async one needs the WAL flushed).
 #[test]
