@@ -11,7 +11,10 @@
 //! scanned at a snapshot S0 >= that ts (waited for: committed transactions
 //! become visible to snapshots once their committers publish them), and
 //! the changes recorded with ts <= S0 are dropped, since the scan holds
-//! them. Nothing is missed or applied twice.
+//! them, as are those that arrive later with ts <= S0 (asynchronous
+//! commits are visible before they are durable and streamed). Nothing is
+//! missed or applied twice. (An overlap would do no harm anyway: the delta
+//! holds full row images and the last one of a key wins; a gap would.)
 //!
 //! **Never stale.** A reader at snapshot S (taken by its caller before the
 //! call) reads the WAL end L after S: every commit with ts <= S is logged
