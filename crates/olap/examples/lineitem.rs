@@ -4,6 +4,7 @@
 //! cost of reading the copy at a snapshot.
 //!
 //! cargo run -p pgtier-olap --profile test --example lineitem -- 600000
+//! cargo run -p pgtier-olap --profile test --features datafusion --example lineitem   # + Q1 timing
 #![allow(clippy::unwrap_used)]
 
 use std::time::Instant;
@@ -152,5 +153,20 @@ fn main() {
     let total: usize = batches.iter().map(|b| b.num_rows()).sum();
     assert_eq!(total as u64, scanned);
     println!("row-store scan of {scanned} rows: {row_scan:?}; columnar view + batches: {col_read:?}");
+    #[cfg(feature = "datafusion")]
+    for _ in 0..3 {
+        let q1 = "SELECT l_returnflag, l_linestatus, sum(l_quantity), sum(l_extendedprice), \
+                  sum(l_extendedprice * (1 - l_discount)), avg(l_discount), count(*) FROM lineitem \
+                  WHERE l_shipdate <= DATE '1998-09-02' GROUP BY l_returnflag, l_linestatus \
+                  ORDER BY l_returnflag, l_linestatus";
+        let started = Instant::now();
+        let out = olap.query(q1, t.snapshot_ts()).unwrap();
+        let rows: usize = out.iter().map(|b| b.num_rows()).sum();
+        println!(
+            "TPC-H Q1 shape via DataFusion ({} threads): {rows} groups in {:?}",
+            olap.config().threads,
+            started.elapsed()
+        );
+    }
     t.commit().unwrap();
 }
