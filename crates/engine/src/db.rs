@@ -382,6 +382,25 @@ impl Database {
         crate::Lsn(self.inner.application_commit_end.load(Ordering::Acquire))
     }
 
+    /// The newest commit ts assigned and the end of the WAL just after its
+    /// records, read together under the commit lock: every commit with a
+    /// larger ts is logged at or after that position. A consumer that
+    /// copies a table at a snapshot and then follows the stream (the
+    /// columnar copy) starts reading there, waits for a snapshot at or
+    /// past that ts, and so misses no commit between the two.
+    pub fn commit_point(&self) -> (crate::CommitTs, crate::Lsn) {
+        let c = self.inner.commit.lock();
+        (c.last_ts, self.inner.wal.end())
+    }
+
+    /// The oldest snapshot any transaction may still read at (the GC
+    /// horizon): no statement running now or begun later reads at an older
+    /// one. The columnar copy folds changes into its chunks only up to it,
+    /// so every live statement's snapshot is still served.
+    pub fn snapshot_horizon(&self) -> crate::Snapshot {
+        self.inner.txns.horizon()
+    }
+
     /// Makes everything written to the WAL so far durable now (what a
     /// synchronous commit waits for), so commit-stream consumers can read it
     /// without waiting for the next asynchronous flush.

@@ -1,0 +1,640 @@
+//! One table's columnar copy: immutable Arrow chunks as of a commit ts
+//! (`base_ts`), and the delta of row changes committed after it, each
+//! tagged with its commit ts. A reader at snapshot S (S >= base_ts) sees
+//! the chunks with every row the delta replaced up to S masked out, plus
+//! the delta's latest image at or before S of each row: exactly the row
+//! store's rows at S once the delta holds every commit up to S (engine.rs
+//! makes readers wait for that).
+//!
+//! Row identity is the primary key (the hidden row id of a table declared
+//! without one), as the row store's: the key values' self-describing
+//! encoding (`encode_values`). Chunks keep each row's key hash sorted, so a
+//! delta key finds its chunk row by binary search and a check of the
+//! values; at most one live row per key exists across the chunks.
+//!
+//! A merge folds the delta up to a ts M into new chunks copy-on-write:
+//! untouched chunks are shared, a chunk that lost rows gets a new live
+//! mask (rebuilt when less than half of it lives), new rows go to a small
+//! tail chunk or a new one. Readers holding the old chunk list are
+//! unaffected; the new list and base_ts = M replace the old ones under the
+//! copy's mutex, together with dropping the merged delta entries.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow_buffer::BooleanBuffer;
+use arrow_schema::{DataType as ArrowType, Field, Schema, SchemaRef};
+use parking_lot::Mutex;
+use pgtier_engine::{CommitTs, RowChange, RowOp, RowRef, TableSchema, Value, ValueRef, encode_values};
+
+use crate::error::{OlapError, Result};
+use crate::types::{ColumnBuilder, arrow_type, is_text, plain_bytes, unrepresentable, value_at};
+
+/// Rows per chunk at most: dictionary keys are u16, so a chunk's distinct
+/// strings always fit.
+pub const CHUNK_ROWS: usize = 65_536;
+
+/// The Arrow shape of a table's copy, fixed for its life.
+pub(crate) struct Layout {
+    pub(crate) table: Arc<TableSchema>,
+    /// Every column, the hidden row id included (it is the row identity).
+    pub(crate) arrow: SchemaRef,
+    pub(crate) key_cols: Vec<usize>,
+    /// Columns queries see: all but the hidden row id.
+    pub(crate) visible: Vec<usize>,
+    /// Rows per chunk, at most CHUNK_ROWS (smaller in tests, to make many).
+    pub(crate) chunk_rows: usize,
+}
+
+impl Layout {
+    /// `dictionary[c]`: encode text column c as Dictionary(UInt16, Utf8).
+    pub(crate) fn new(table: Arc<TableSchema>, dictionary: &[bool], chunk_rows: usize) -> Result<Layout> {
+        assert!((1..=CHUNK_ROWS).contains(&chunk_rows), "chunk_rows {chunk_rows} outside 1..={CHUNK_ROWS}");
+        let mut fields = Vec::with_capacity(table.columns.len());
+        for (c, col) in table.columns.iter().enumerate() {
+            let plain = arrow_type(&table, col)?;
+            let ty = if dictionary.get(c).copied().unwrap_or(false) && is_text(col.ty) {
+                ArrowType::Dictionary(Box::new(ArrowType::UInt16), Box::new(plain))
+            } else {
+                plain
+            };
+            fields.push(Field::new(&col.name, ty, col.nullable));
+        }
+        let visible = (0..table.columns.len()).filter(|&c| !table.columns[c].is_hidden()).collect();
+        let key_cols = table.primary_key.clone();
+        Ok(Layout { arrow: Arc::new(Schema::new(fields)), key_cols, visible, table, chunk_rows })
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.table.name
+    }
+
+    fn key_of_values(&self, values: &[Value], out: &mut Vec<u8>) {
+        out.clear();
+        let key: Vec<Value> = self.key_cols.iter().map(|&c| values[c].clone()).collect();
+        encode_values(&key, out);
+    }
+
+    /// The identity key of a stored row, and its hash.
+    pub(crate) fn key_of_row(&self, row: RowRef<'_>, out: &mut Vec<u8>) -> u64 {
+        out.clear();
+        let key: Vec<Value> = self.key_cols.iter().map(|&c| row.get(c).to_owned_value()).collect();
+        encode_values(&key, out);
+        key_hash(out)
+    }
+
+    /// The schema of what queries see.
+    #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+    pub(crate) fn visible_schema(&self) -> SchemaRef {
+        Arc::new(self.arrow.project(&self.visible).unwrap_or_else(|_| Schema::empty()))
+    }
+
+    /// A tail chunk smaller than this takes the next merge's new rows
+    /// (rebuilt with them) instead of a new chunk being started: chunks
+    /// stay large, and a merge rebuilds at most this many old rows.
+    fn tail_rows(&self) -> usize {
+        (self.chunk_rows / 8).max(1)
+    }
+}
+
+pub(crate) fn key_hash(key: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x6f6c_6170).hash_one(key)
+}
+
+/// An immutable piece of a table's copy.
+pub(crate) struct Chunk {
+    pub(crate) batch: RecordBatch,
+    /// (key hash, row) of every row, sorted.
+    keys: Arc<[(u64, u32)]>,
+    /// Rows still live (merged deletes clear them); None: all are.
+    live: Option<BooleanBuffer>,
+    pub(crate) live_rows: usize,
+    /// Per column, the plain size of the values stored (compression figures).
+    pub(crate) plain_bytes: Arc<[u64]>,
+}
+
+impl Chunk {
+    pub(crate) fn rows(&self) -> usize {
+        self.batch.num_rows()
+    }
+
+    fn is_live(&self, row: usize) -> bool {
+        self.live.as_ref().is_none_or(|l| l.value(row))
+    }
+
+    /// The live row whose key is `key`.
+    fn find(&self, layout: &Layout, hash: u64, key: &[u8], scratch: &mut Vec<u8>) -> Option<usize> {
+        let start = self.keys.partition_point(|&(h, _)| h < hash);
+        for &(h, row) in &self.keys[start..] {
+            if h != hash {
+                break;
+            }
+            let row = row as usize;
+            if !self.is_live(row) {
+                continue;
+            }
+            scratch.clear();
+            let vals: Vec<Value> = layout
+                .key_cols
+                .iter()
+                .map(|&c| value_at(self.batch.column(c).as_ref(), row, layout.table.columns[c].ty))
+                .collect();
+            encode_values(&vals, scratch);
+            if scratch.as_slice() == key {
+                return Some(row);
+            }
+        }
+        None
+    }
+
+    pub(crate) fn row_values(&self, layout: &Layout, row: usize) -> Vec<Value> {
+        (0..layout.table.columns.len())
+            .map(|c| value_at(self.batch.column(c).as_ref(), row, layout.table.columns[c].ty))
+            .collect()
+    }
+
+    fn live_row_values(&self, layout: &Layout) -> Vec<Vec<Value>> {
+        (0..self.rows()).filter(|&r| self.is_live(r)).map(|r| self.row_values(layout, r)).collect()
+    }
+
+    /// This chunk with `dead` rows no longer live (sharing its columns).
+    fn without(&self, dead: &[usize]) -> Chunk {
+        let mut bits: Vec<bool> = (0..self.rows()).map(|r| self.is_live(r)).collect();
+        for &r in dead {
+            assert!(bits[r], "a merge deletes row {r} of a chunk twice");
+            bits[r] = false;
+        }
+        let live_rows = bits.iter().filter(|&&b| b).count();
+        Chunk {
+            batch: self.batch.clone(),
+            keys: Arc::clone(&self.keys),
+            live: Some(BooleanBuffer::collect_bool(bits.len(), |i| bits[i])),
+            live_rows,
+            plain_bytes: Arc::clone(&self.plain_bytes),
+        }
+    }
+
+    /// The live part of the batch.
+    pub(crate) fn live_batch(&self, also_dead: Option<&BooleanBuffer>) -> Result<RecordBatch> {
+        let mask = match (&self.live, also_dead) {
+            (None, None) => return Ok(self.batch.clone()),
+            (Some(l), None) => l.clone(),
+            (None, Some(m)) => m.clone(),
+            (Some(l), Some(m)) => l & m,
+        };
+        arrow_select::filter::filter_record_batch(&self.batch, &BooleanArray::new(mask, None))
+            .map_err(|e| OlapError::Arrow(e.to_string()))
+    }
+
+    /// Bytes of Arrow memory per column.
+    pub(crate) fn arrow_bytes(&self) -> Vec<u64> {
+        self.batch.columns().iter().map(|a| a.get_array_memory_size() as u64).collect()
+    }
+}
+
+/// Builds a chunk row by row.
+pub(crate) struct ChunkBuilder {
+    cols: Vec<ColumnBuilder>,
+    keys: Vec<(u64, u32)>,
+    plain: Vec<u64>,
+    rows: usize,
+}
+
+impl ChunkBuilder {
+    pub(crate) fn new(layout: &Layout, capacity: usize) -> ChunkBuilder {
+        let cols = layout.arrow.fields().iter().map(|f| ColumnBuilder::new(f.data_type(), capacity)).collect();
+        ChunkBuilder { cols, keys: Vec::with_capacity(capacity), plain: vec![0; layout.table.columns.len()], rows: 0 }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// Appends a row (column c's value is `get(c)`) whose key hashes to `hash`.
+    pub(crate) fn push<'a>(&mut self, layout: &Layout, hash: u64, get: impl Fn(usize) -> ValueRef<'a>) -> Result<()> {
+        assert!(self.rows < layout.chunk_rows, "chunk over {} rows", layout.chunk_rows);
+        for (c, b) in self.cols.iter_mut().enumerate() {
+            let v = get(c);
+            self.plain[c] += plain_bytes(v);
+            b.append(v).map_err(|reason| OlapError::ValueNotRepresentable {
+                table: layout.table.name.clone(),
+                column: layout.table.columns[c].name.clone(),
+                reason,
+            })?;
+        }
+        self.keys.push((hash, self.rows as u32));
+        self.rows += 1;
+        Ok(())
+    }
+
+    pub(crate) fn push_values(&mut self, layout: &Layout, values: &[Value], scratch: &mut Vec<u8>) -> Result<()> {
+        layout.key_of_values(values, scratch);
+        let hash = key_hash(scratch);
+        self.push(layout, hash, |c| values[c].as_ref())
+    }
+
+    pub(crate) fn finish(mut self, layout: &Layout) -> Result<Chunk> {
+        let columns: Vec<ArrayRef> = self.cols.iter_mut().map(ColumnBuilder::finish).collect();
+        let batch =
+            RecordBatch::try_new(Arc::clone(&layout.arrow), columns).map_err(|e| OlapError::Arrow(e.to_string()))?;
+        self.keys.sort_unstable();
+        Ok(Chunk { batch, keys: self.keys.into(), live: None, live_rows: self.rows, plain_bytes: self.plain.into() })
+    }
+}
+
+/// Chunks from whole rows, CHUNK_ROWS each.
+fn chunks_of(layout: &Layout, rows: &[Vec<Value>]) -> Result<Vec<Arc<Chunk>>> {
+    let mut out = Vec::new();
+    let mut scratch = Vec::new();
+    for part in rows.chunks(layout.chunk_rows) {
+        let mut b = ChunkBuilder::new(layout, part.len());
+        for r in part {
+            b.push_values(layout, r, &mut scratch)?;
+        }
+        out.push(Arc::new(b.finish(layout)?));
+    }
+    Ok(out)
+}
+
+/// A committed row change not yet merged.
+pub(crate) struct DeltaEntry {
+    ts: CommitTs,
+    hash: u64,
+    key: Box<[u8]>,
+    /// The row's image after the change; None: deleted.
+    row: Option<Arc<[Value]>>,
+}
+
+/// The latest change of one row at or before some snapshot.
+struct Visible {
+    hash: u64,
+    key: Box<[u8]>,
+    row: Option<Arc<[Value]>>,
+}
+
+pub(crate) enum Phase {
+    /// Enabling: the applier records changes, the chunks are not there yet.
+    Building,
+    Ready,
+    /// A committed value had no exact Arrow form: no read is served.
+    Failed {
+        column: String,
+        reason: String,
+    },
+}
+
+struct CopyState {
+    phase: Phase,
+    /// The commit ts the chunks are the table's state at.
+    base_ts: u64,
+    chunks: Arc<Vec<Arc<Chunk>>>,
+    /// In commit order.
+    delta: Vec<DeltaEntry>,
+    merges: u64,
+    last_merge: Instant,
+}
+
+/// One enabled table.
+pub(crate) struct TableCopy {
+    pub(crate) layout: Arc<Layout>,
+    state: Mutex<CopyState>,
+    /// Bound on unmerged delta entries (merges held back by an old snapshot).
+    delta_rows_max: usize,
+}
+
+/// What a reader gets: the chunks with their masks, and the delta rows.
+pub struct TableView {
+    pub(crate) layout: Arc<Layout>,
+    parts: Vec<(Arc<Chunk>, Option<BooleanBuffer>)>,
+    delta: Option<RecordBatch>,
+}
+
+impl TableView {
+    /// The rows as Arrow batches (every column, the hidden row id included).
+    pub fn batches(&self) -> Result<Vec<RecordBatch>> {
+        let mut out = Vec::with_capacity(self.parts.len() + 1);
+        for (chunk, mask) in &self.parts {
+            let b = chunk.live_batch(mask.as_ref())?;
+            if b.num_rows() > 0 {
+                out.push(b);
+            }
+        }
+        out.extend(self.delta.iter().cloned());
+        Ok(out)
+    }
+
+    /// The rows as engine values, every column (as `RowRef::values` gives
+    /// them): what the differential tests compare with the row store.
+    pub fn rows(&self) -> Result<Vec<Vec<Value>>> {
+        let cols = &self.layout.table.columns;
+        let mut out = Vec::new();
+        for b in self.batches()? {
+            for r in 0..b.num_rows() {
+                out.push((0..cols.len()).map(|c| value_at(b.column(c).as_ref(), r, cols[c].ty)).collect());
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn row_count(&self) -> usize {
+        let chunk_rows: usize = self
+            .parts
+            .iter()
+            .map(|(c, m)| match m {
+                Some(m) => (0..c.rows()).filter(|&r| m.value(r) && c.is_live(r)).count(),
+                None => c.live_rows,
+            })
+            .sum();
+        chunk_rows + self.delta.as_ref().map_or(0, RecordBatch::num_rows)
+    }
+
+    /// The Arrow schema of [`TableView::batches`].
+    pub fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.layout.arrow)
+    }
+
+    /// Positions of the columns queries see (all but a hidden row id).
+    pub fn visible_columns(&self) -> &[usize] {
+        &self.layout.visible
+    }
+}
+
+impl TableCopy {
+    pub(crate) fn new(layout: Layout, delta_rows_max: usize) -> TableCopy {
+        TableCopy {
+            layout: Arc::new(layout),
+            state: Mutex::new(CopyState {
+                phase: Phase::Building,
+                base_ts: 0,
+                chunks: Arc::new(Vec::new()),
+                delta: Vec::new(),
+                merges: 0,
+                last_merge: Instant::now(),
+            }),
+            delta_rows_max,
+        }
+    }
+
+    /// Records a committed change (the applier, in commit order).
+    pub(crate) fn apply(&self, ts: CommitTs, change: &RowChange) {
+        let mut st = self.state.lock();
+        if matches!(st.phase, Phase::Failed { .. }) {
+            return;
+        }
+        // The scan of an enable read at a snapshot that may include commits
+        // the applier has not reached yet (an asynchronous commit is visible
+        // before it is durable, and only durable ones are streamed): the
+        // chunks hold those already. (A merge never passes the applied ts,
+        // so after one nothing arrives at or below its base.)
+        if matches!(st.phase, Phase::Ready) && ts.get() <= st.base_ts {
+            return;
+        }
+        let layout = &self.layout;
+        let row = change.row();
+        let image = match change.op {
+            RowOp::Delete => None,
+            RowOp::Insert | RowOp::Update => {
+                for (c, col) in layout.table.columns.iter().enumerate() {
+                    if let Some(reason) = unrepresentable(col.ty, row.get(c)) {
+                        fail(&mut st, col.name.clone(), reason);
+                        return;
+                    }
+                }
+                Some(Arc::<[Value]>::from(row.values()))
+            }
+        };
+        if st.delta.len() >= self.delta_rows_max {
+            let reason =
+                format!("more than {} unmerged changes (an old snapshot holds merges back)", self.delta_rows_max);
+            fail(&mut st, String::new(), reason);
+            return;
+        }
+        assert!(st.delta.last().is_none_or(|e| e.ts <= ts), "changes applied out of commit order");
+        let mut key = Vec::new();
+        let hash = layout.key_of_row(row, &mut key);
+        st.delta.push(DeltaEntry { ts, hash, key: key.into(), row: image });
+    }
+
+    /// Installs the chunks built from a scan at `snapshot`; the changes
+    /// recorded meanwhile at or before it are in the chunks already.
+    pub(crate) fn finish_build(&self, snapshot: u64, chunks: Vec<Arc<Chunk>>) -> Result<()> {
+        let mut st = self.state.lock();
+        if let Phase::Failed { column, reason } = &st.phase {
+            return Err(self.failed_error(column, reason));
+        }
+        assert!(matches!(st.phase, Phase::Building), "a copy is built once");
+        st.delta.retain(|e| e.ts.get() > snapshot);
+        st.chunks = Arc::new(chunks);
+        st.base_ts = snapshot;
+        st.phase = Phase::Ready;
+        st.last_merge = Instant::now();
+        Ok(())
+    }
+
+    fn failed_error(&self, column: &str, reason: &str) -> OlapError {
+        if column.is_empty() {
+            OlapError::Limit(format!("columnar copy of \"{}\" stopped: {reason}", self.layout.name()))
+        } else {
+            OlapError::ValueNotRepresentable {
+                table: self.layout.name().to_owned(),
+                column: column.to_owned(),
+                reason: reason.to_owned(),
+            }
+        }
+    }
+
+    /// The rows at `snapshot`; the caller made sure every commit up to it
+    /// has been applied.
+    pub(crate) fn view(&self, snapshot: u64) -> Result<TableView> {
+        let (chunks, visible) = {
+            let st = self.state.lock();
+            match &st.phase {
+                Phase::Ready => {}
+                Phase::Building => return Err(OlapError::Building { table: self.layout.name().to_owned() }),
+                Phase::Failed { column, reason } => return Err(self.failed_error(column, reason)),
+            }
+            if snapshot < st.base_ts {
+                return Err(OlapError::SnapshotTooOld {
+                    table: self.layout.name().to_owned(),
+                    snapshot,
+                    base: st.base_ts,
+                });
+            }
+            (Arc::clone(&st.chunks), visible_delta(&st.delta, snapshot))
+        };
+        let layout = &self.layout;
+        let dead = locate(layout, &chunks, &visible);
+        let parts = chunks
+            .iter()
+            .zip(dead)
+            .map(|(c, rows)| {
+                let mask = (!rows.is_empty()).then(|| {
+                    let mut bits = vec![true; c.rows()];
+                    for r in rows {
+                        bits[r] = false;
+                    }
+                    BooleanBuffer::collect_bool(bits.len(), |i| bits[i])
+                });
+                (Arc::clone(c), mask)
+            })
+            .collect();
+        let images: Vec<&Arc<[Value]>> = visible.iter().filter_map(|v| v.row.as_ref()).collect();
+        let delta = if images.is_empty() {
+            None
+        } else {
+            let mut b = ChunkBuilder::new(layout, images.len().min(layout.chunk_rows));
+            let mut batches = Vec::new();
+            for img in images {
+                if b.len() == layout.chunk_rows {
+                    let full = std::mem::replace(&mut b, ChunkBuilder::new(layout, layout.chunk_rows));
+                    batches.push(full.finish(layout)?.batch);
+                }
+                b.push(layout, 0, |c| img[c].as_ref())?;
+            }
+            batches.push(b.finish(layout)?.batch);
+            Some(
+                arrow_select::concat::concat_batches(&layout.arrow, &batches)
+                    .map_err(|e| OlapError::Arrow(e.to_string()))?,
+            )
+        };
+        Ok(TableView { layout: Arc::clone(layout), parts, delta })
+    }
+
+    /// Folds the delta up to commit ts `upto` into new chunks (see the
+    /// module doc). Only one merge runs at a time (the merger thread).
+    /// Returns the number of delta entries folded.
+    pub(crate) fn merge(&self, upto: u64) -> Result<usize> {
+        let (chunks, visible, base) = {
+            let st = self.state.lock();
+            if !matches!(st.phase, Phase::Ready) || upto <= st.base_ts {
+                return Ok(0);
+            }
+            if st.delta.first().is_none_or(|e| e.ts.get() > upto) {
+                return Ok(0);
+            }
+            (Arc::clone(&st.chunks), visible_delta(&st.delta, upto), st.base_ts)
+        };
+        let layout = &self.layout;
+        let dead = locate(layout, &chunks, &visible);
+        let mut next: Vec<Arc<Chunk>> = Vec::with_capacity(chunks.len() + 1);
+        for (c, rows) in chunks.iter().zip(dead) {
+            if rows.is_empty() {
+                next.push(Arc::clone(c));
+                continue;
+            }
+            let smaller = c.without(&rows);
+            if smaller.live_rows == 0 {
+                continue;
+            }
+            if smaller.live_rows * 2 < smaller.rows() {
+                next.extend(chunks_of(layout, &smaller.live_row_values(layout))?);
+            } else {
+                next.push(Arc::new(smaller));
+            }
+        }
+        let mut new_rows: Vec<Vec<Value>> = visible.iter().filter_map(|v| v.row.as_ref().map(|r| r.to_vec())).collect();
+        if !new_rows.is_empty() {
+            if let Some(tail) = next.last()
+                && tail.rows() < layout.tail_rows()
+                && tail.live_rows + new_rows.len() <= layout.chunk_rows
+            {
+                let mut rows = tail.live_row_values(layout);
+                rows.append(&mut new_rows);
+                new_rows = rows;
+                next.pop();
+            }
+            next.extend(chunks_of(layout, &new_rows)?);
+        }
+        let mut st = self.state.lock();
+        if st.base_ts != base || !Arc::ptr_eq(&st.chunks, &chunks) || !matches!(st.phase, Phase::Ready) {
+            return Ok(0);
+        }
+        let before = st.delta.len();
+        st.delta.retain(|e| e.ts.get() > upto);
+        st.chunks = Arc::new(next);
+        st.base_ts = upto;
+        st.merges += 1;
+        st.last_merge = Instant::now();
+        Ok(before - st.delta.len())
+    }
+
+    /// (unmerged delta entries, ts of the oldest, time since the last merge)
+    pub(crate) fn delta_state(&self) -> (usize, Option<u64>, std::time::Duration) {
+        let st = self.state.lock();
+        (st.delta.len(), st.delta.first().map(|e| e.ts.get()), st.last_merge.elapsed())
+    }
+
+    pub(crate) fn chunks(&self) -> Arc<Vec<Arc<Chunk>>> {
+        Arc::clone(&self.state.lock().chunks)
+    }
+
+    pub(crate) fn stats(&self) -> CopyStats {
+        let st = self.state.lock();
+        CopyStats {
+            base_ts: st.base_ts,
+            chunks: st.chunks.len(),
+            rows: st.chunks.iter().map(|c| c.live_rows as u64).sum(),
+            delta_rows: st.delta.len(),
+            merges: st.merges,
+            ready: matches!(st.phase, Phase::Ready),
+        }
+    }
+}
+
+/// A table copy's figures.
+#[derive(Clone, Debug)]
+pub struct CopyStats {
+    /// The commit ts the chunks hold the table's state at.
+    pub base_ts: u64,
+    pub chunks: usize,
+    /// Live rows in the chunks (the delta aside).
+    pub rows: u64,
+    pub delta_rows: usize,
+    pub merges: u64,
+    pub ready: bool,
+}
+
+fn fail(st: &mut CopyState, column: String, reason: String) {
+    st.phase = Phase::Failed { column, reason };
+    st.delta = Vec::new();
+    st.chunks = Arc::new(Vec::new());
+}
+
+/// Each row's latest change at or before `upto`, one per key.
+fn visible_delta(delta: &[DeltaEntry], upto: u64) -> Vec<Visible> {
+    let mut at: std::collections::HashMap<&[u8], usize, foldhash::fast::FixedState> =
+        std::collections::HashMap::with_hasher(foldhash::fast::FixedState::with_seed(1));
+    let mut out: Vec<Visible> = Vec::new();
+    for e in delta.iter().take_while(|e| e.ts.get() <= upto) {
+        match at.get(&*e.key) {
+            Some(&i) => out[i].row = e.row.clone(),
+            None => {
+                at.insert(&e.key, out.len());
+                out.push(Visible { hash: e.hash, key: e.key.clone(), row: e.row.clone() });
+            }
+        }
+    }
+    out
+}
+
+/// Per chunk, the live rows the visible changes replace.
+fn locate(layout: &Layout, chunks: &[Arc<Chunk>], visible: &[Visible]) -> Vec<Vec<usize>> {
+    let mut dead = vec![Vec::new(); chunks.len()];
+    let mut scratch = Vec::new();
+    for v in visible {
+        let mut found = false;
+        for (i, c) in chunks.iter().enumerate() {
+            if let Some(r) = c.find(layout, v.hash, &v.key, &mut scratch) {
+                debug_assert!(!found, "two live rows of one key in a columnar copy");
+                found = true;
+                dead[i].push(r);
+                if !cfg!(debug_assertions) {
+                    break;
+                }
+            }
+        }
+    }
+    dead
+}

@@ -1,0 +1,144 @@
+//! DataFusion over the columnar copies (feature `datafusion`): each enabled
+//! table is a [`TableProvider`] reading the table's view at the query's
+//! snapshot (chunks with their masks, plus the delta rows visible at it),
+//! split into `threads` partitions that DataFusion's vectorized operators
+//! run on that many threads (`target_partitions`).
+//!
+//! The caller (routing in `sql`) passes its statement's snapshot; the
+//! query waits once for the applier to reach it (engine.rs), then every
+//! scan of every table reads at that one snapshot, so a join sees one
+//! consistent state, the row store's at that snapshot.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::memory::MemorySourceConfig;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::TableReference;
+use datafusion::error::DataFusionError;
+use datafusion::logical_expr::{Expr, TableType};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use pgtier_engine::Snapshot;
+
+use crate::copy::TableCopy;
+use crate::engine::OlapEngine;
+use crate::error::{OlapError, Result};
+
+/// One table's copy read at one snapshot.
+struct SnapshotTable {
+    copy: Arc<TableCopy>,
+    snapshot: Snapshot,
+    schema: SchemaRef,
+    partitions: usize,
+}
+
+impl fmt::Debug for SnapshotTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SnapshotTable({} at {})", self.copy.layout.name(), self.snapshot)
+    }
+}
+
+#[async_trait]
+impl TableProvider for SnapshotTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        let external = |e: OlapError| DataFusionError::External(Box::new(e));
+        let view = self.copy.view(self.snapshot.get()).map_err(external)?;
+        let visible = view.visible_columns().to_vec();
+        let batches = view.batches().map_err(external)?;
+        let mut parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); self.partitions.min(batches.len()).max(1)];
+        let n = parts.len();
+        for (i, b) in batches.into_iter().enumerate() {
+            parts[i % n].push(b.project(&visible)?);
+        }
+        let exec = MemorySourceConfig::try_new_exec(&parts, Arc::clone(&self.schema), projection.cloned())?;
+        Ok(exec)
+    }
+}
+
+impl OlapEngine {
+    /// Runs `sql` (DataFusion's SQL, PostgreSQL dialect) over the enabled
+    /// tables, registered under their names, at `snapshot` (the caller's
+    /// statement snapshot, taken before the call): waits for the copy to
+    /// reach it, then plans and executes on [`crate::OlapConfig::threads`]
+    /// threads. Call from a thread that is not running a tokio runtime.
+    pub fn query(&self, sql: &str, snapshot: Snapshot) -> Result<Vec<RecordBatch>> {
+        self.catch_up(snapshot)?;
+        let threads = self.config().threads;
+        let mut config = SessionConfig::new().with_target_partitions(threads);
+        config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
+        // As PostgreSQL: `0.05` is a numeric, not a double (exact comparisons with numeric columns).
+        config.options_mut().sql_parser.parse_float_as_decimal = true;
+        let ctx = SessionContext::new_with_config(config);
+        for table in self.tables() {
+            let copy = self.copy(table)?;
+            let schema = copy.layout.visible_schema();
+            let name = table_reference(&ctx, copy.layout.name())?;
+            let provider = SnapshotTable { copy, snapshot, schema, partitions: threads };
+            ctx.register_table(name, Arc::new(provider)).map_err(query_error)?;
+        }
+        let runtime = self.runtime()?;
+        runtime.block_on(async { ctx.sql(sql).await?.collect().await }).map_err(query_error)
+    }
+
+    fn runtime(&self) -> Result<Arc<tokio::runtime::Runtime>> {
+        let mut slot = self.runtime.lock();
+        if let Some(rt) = &*slot {
+            return Ok(Arc::clone(rt));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(self.config().threads)
+            .thread_name("pgtier-olap-exec")
+            .build()
+            .map_err(|e| OlapError::Query(format!("cannot start the executor's threads: {e}")))?;
+        let rt = Arc::new(rt);
+        *slot = Some(Arc::clone(&rt));
+        Ok(rt)
+    }
+}
+
+/// The engine keeps a relation of schema `public` under its own name and
+/// one of schema `s` as `s.t` (crates/sql/src/names.rs): the same names in
+/// DataFusion's default catalog, whose default schema is `public` too.
+fn table_reference(ctx: &SessionContext, stored: &str) -> Result<TableReference> {
+    let Some((schema, table)) = stored.split_once('.') else {
+        return Ok(TableReference::bare(stored.to_owned()));
+    };
+    let catalog_name = ctx.copied_config().options().catalog.default_catalog.clone();
+    let catalog =
+        ctx.catalog(&catalog_name).ok_or_else(|| OlapError::Query(format!("no catalog \"{catalog_name}\"")))?;
+    if catalog.schema(schema).is_none() {
+        catalog
+            .register_schema(schema, Arc::new(datafusion::catalog::MemorySchemaProvider::new()))
+            .map_err(query_error)?;
+    }
+    Ok(TableReference::partial(schema.to_owned(), table.to_owned()))
+}
+
+/// A DataFusion error; one of ours raised inside a scan comes back as itself.
+fn query_error(e: DataFusionError) -> OlapError {
+    match e {
+        DataFusionError::External(inner) => match inner.downcast::<OlapError>() {
+            Ok(ours) => *ours,
+            Err(other) => OlapError::Query(other.to_string()),
+        },
+        e => OlapError::Query(e.to_string()),
+    }
+}
