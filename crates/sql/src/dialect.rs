@@ -668,9 +668,10 @@ mod tests {
                 let merge = upper.starts_with("MERGE");
                 // So are CREATE TABLE AS's column-name list and WITH [NO] DATA.
                 let create_as = upper.starts_with("CREATE") && upper.contains(" AS ");
-                // And RESET TIME ZONE, and interval(p) 'literal' (sqlparser
-                // drops the precision).
+                // And RESET TIME ZONE, SET CONSTRAINTS, and interval(p)
+                // 'literal' (sqlparser drops the precision).
                 let own_form = upper.starts_with("RESET TIME ZONE")
+                    || upper.starts_with("SET CONSTRAINTS")
                     || upper.contains("INTERVAL(")
                     || (upper.contains("(LIKE ") && upper.contains("CLUDING "));
                 match (Parser::parse_sql(&PgDialect::default(), &sql), theirs) {
