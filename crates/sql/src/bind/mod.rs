@@ -76,10 +76,17 @@ pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statemen
         named_windows: Vec::new(),
     };
     let mut plan = b.statement(stmt)?;
-    if matches!(
-        stmt,
-        ast::Statement::Query(_) | ast::Statement::Insert(_) | ast::Statement::Update(_) | ast::Statement::Delete(_)
-    ) {
+    // Only a statement that calls a volatile function (nextval among them)
+    // pays for printing its text.
+    if b.volatile_calls
+        && matches!(
+            stmt,
+            ast::Statement::Query(_)
+                | ast::Statement::Insert(_)
+                | ast::Statement::Update(_)
+                | ast::Statement::Delete(_)
+        )
+    {
         select::refuse_partial_sequence_reads(&stmt.to_string())?;
     }
     if let Plan::Select(s) = &mut plan {
