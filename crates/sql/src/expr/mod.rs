@@ -587,13 +587,15 @@ pub fn like(s: &str, pattern: &str) -> Result<bool> {
     Ok(like_at(s.as_bytes(), p))
 }
 
-/// Bytes of the UTF-8 character that starts with `lead`.
-fn utf8_len(lead: u8) -> usize {
+/// Bytes of the UTF-8 character that starts with `lead`; 1 for a byte that
+/// cannot start one (PostgreSQL's pg_utf_mblen, which to_number's
+/// byte-wise stepping can land on).
+pub(crate) fn utf8_len(lead: u8) -> usize {
     match lead {
-        0x00..=0x7f => 1,
         0xc0..=0xdf => 2,
         0xe0..=0xef => 3,
-        _ => 4,
+        0xf0..=0xf7 => 4,
+        _ => 1,
     }
 }
 

@@ -15,6 +15,7 @@
 use pgtier_engine::Value;
 
 use crate::error::{Result, SqlError};
+use crate::expr::utf8_len;
 use crate::value;
 
 /// A template keyword (NUM_keywords).
@@ -895,16 +896,6 @@ impl Reader<'_> {
                 }
             }
         }
-    }
-}
-
-/// The length of the UTF-8 character that starts with `b`.
-fn utf8_len(b: u8) -> usize {
-    match b {
-        0xF0..=0xF7 => 4,
-        0xE0..=0xEF => 3,
-        0xC0..=0xDF => 2,
-        _ => 1,
     }
 }
 
