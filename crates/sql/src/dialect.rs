@@ -249,6 +249,71 @@ fn parse_set_constraints(parser: &mut Parser) -> Result<Statement, ParserError> 
     }))
 }
 
+/// The variables parsed role-membership statements carry (sqlparser reads
+/// GRANT and REVOKE of privileges only): a SET of an unquoted name with a
+/// space, which no written SET can name (see `SET_CONSTRAINTS_VARIABLE`).
+pub(crate) const GRANT_ROLE_VARIABLE: &str = "grant role";
+pub(crate) const REVOKE_ROLE_VARIABLE: &str = "revoke role";
+
+/// A role name in a role list: an identifier, or CURRENT_USER /
+/// SESSION_USER / CURRENT_ROLE kept as the word (the binder resolves them).
+fn parse_role_list(parser: &mut Parser) -> Result<Vec<Expr>, ParserError> {
+    parser.parse_comma_separated(|p| {
+        let id = p.parse_identifier()?;
+        Ok(Expr::Identifier(id))
+    })
+}
+
+/// `GRANT role [, ...] TO role [, ...] [WITH ADMIN OPTION] [GRANTED BY r]`
+/// and `REVOKE [ADMIN OPTION FOR] role [, ...] FROM role [, ...]
+/// [GRANTED BY r] [CASCADE | RESTRICT]` as a SET of [`GRANT_ROLE_VARIABLE`]
+/// (or the revoke one) with values (roles), (grantees), and `admin` or
+/// `member`. A list followed by ON is a privilege GRANT: this fails and
+/// the parser rewinds to sqlparser's.
+fn parse_role_membership(parser: &mut Parser) -> Result<Statement, ParserError> {
+    use sqlparser::ast::{Ident, ObjectName, Set};
+    let grant = matches!(parser.expect_one_of_keywords(&[Keyword::GRANT, Keyword::REVOKE])?, Keyword::GRANT);
+    let mut admin = false;
+    if !grant && parser.parse_keywords(&[Keyword::ADMIN, Keyword::OPTION, Keyword::FOR]) {
+        admin = true;
+    }
+    let roles = parse_role_list(parser)?;
+    parser.expect_keyword_is(if grant { Keyword::TO } else { Keyword::FROM })?;
+    let grantees = parse_role_list(parser)?;
+    if grant && parser.parse_keywords(&[Keyword::WITH, Keyword::ADMIN, Keyword::OPTION]) {
+        admin = true;
+    }
+    if parser.parse_keywords(&[Keyword::GRANTED, Keyword::BY]) {
+        parser.parse_identifier()?;
+    }
+    if !grant {
+        let _ = parser.parse_one_of_keywords(&[Keyword::CASCADE, Keyword::RESTRICT]);
+    }
+    if !matches!(parser.peek_token_ref().token, Token::EOF | Token::SemiColon) {
+        return parser.expected_ref("end of statement", parser.peek_token_ref());
+    }
+    let variable = if grant { GRANT_ROLE_VARIABLE } else { REVOKE_ROLE_VARIABLE };
+    Ok(Statement::Set(Set::SingleAssignment {
+        scope: None,
+        hivevar: false,
+        variable: ObjectName::from(vec![Ident::new(variable)]),
+        values: vec![
+            Expr::Tuple(roles),
+            Expr::Tuple(grantees),
+            Expr::Identifier(Ident::new(if admin { "admin" } else { "member" })),
+        ],
+    }))
+}
+
+/// `CREATE USER` is CREATE ROLE with LOGIN unless it says NOLOGIN
+/// (sqlparser reads CREATE USER as Snowflake's statement).
+fn parse_create_user(parser: &mut Parser) -> Result<Statement, ParserError> {
+    parser.expect_keywords(&[Keyword::CREATE, Keyword::USER])?;
+    let mut role = parser.parse_create_role()?;
+    role.login = Some(role.login.unwrap_or(true));
+    Ok(Statement::CreateRole(role))
+}
+
 /// `INTERVAL (p) 'literal'` as an interval literal with its fractional
 /// seconds precision.
 fn parse_interval_with_precision(parser: &mut Parser) -> Result<Expr, ParserError> {
@@ -272,6 +337,11 @@ impl Dialect for PgDialect {
     }
 
     fn parse_statement(&self, parser: &mut Parser) -> Option<Result<Statement, ParserError>> {
+        if parser.peek_keyword(Keyword::CREATE)
+            && matches!(parser.peek_nth_token_ref(1).token, Token::Word(ref w) if w.keyword == Keyword::USER)
+        {
+            return Some(parse_create_user(parser));
+        }
         if parser.peek_keyword(Keyword::CREATE) {
             // Not one of its forms: rewound, and left to sqlparser.
             if let Some(like) = parser.maybe_parse(parse_create_table_like).transpose() {
@@ -291,6 +361,30 @@ impl Dialect for PgDialect {
                             sqlparser::ast::Ident::new("timezone"),
                         ])),
                     }))
+                })
+                .transpose();
+        }
+        if parser.peek_keyword(Keyword::GRANT) || parser.peek_keyword(Keyword::REVOKE) {
+            // Not a role membership statement: rewound, and left to sqlparser.
+            return parser.maybe_parse(parse_role_membership).transpose();
+        }
+        let second = |k: Keyword| matches!(parser.peek_nth_token_ref(1).token, Token::Word(ref w) if w.keyword == k);
+        if parser.peek_keyword(Keyword::ALTER) && second(Keyword::USER) {
+            parser.advance_token();
+            parser.advance_token();
+            return Some(parser.parse_alter_role());
+        }
+        // RESET SESSION AUTHORIZATION is SET SESSION AUTHORIZATION DEFAULT.
+        if parser.peek_keyword(Keyword::RESET) && second(Keyword::SESSION) {
+            return parser
+                .maybe_parse(|p| {
+                    p.expect_keywords(&[Keyword::RESET, Keyword::SESSION, Keyword::AUTHORIZATION])?;
+                    Ok(Statement::Set(sqlparser::ast::Set::SetSessionAuthorization(
+                        sqlparser::ast::SetSessionAuthorizationParam {
+                            scope: sqlparser::ast::ContextModifier::Session,
+                            kind: sqlparser::ast::SetSessionAuthorizationParamKind::Default,
+                        },
+                    )))
                 })
                 .transpose();
         }
@@ -670,7 +764,14 @@ mod tests {
                 let create_as = upper.starts_with("CREATE") && upper.contains(" AS ");
                 // And RESET TIME ZONE, SET CONSTRAINTS, and interval(p)
                 // 'literal' (sqlparser drops the precision).
-                let own_form = upper.starts_with("RESET TIME ZONE")
+                // And the role statements sqlparser reads as other dialects'
+                // (CREATE/ALTER USER) or not at all (role membership).
+                let role_form = upper.starts_with("CREATE USER")
+                    || upper.starts_with("ALTER USER")
+                    || upper.starts_with("RESET SESSION AUTHORIZATION")
+                    || ((upper.starts_with("GRANT") || upper.starts_with("REVOKE")) && !upper.contains(" ON "));
+                let own_form = role_form
+                    || upper.starts_with("RESET TIME ZONE")
                     || upper.starts_with("SET CONSTRAINTS")
                     || upper.contains("INTERVAL(")
                     || (upper.contains("(LIKE ") && upper.contains("CLUDING "));

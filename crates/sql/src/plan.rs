@@ -859,6 +859,98 @@ pub enum Plan {
     Noop {
         tag: &'static str,
     },
+    /// Roles, privileges and ownership (exec/roles.rs).
+    Dcl(Box<Dcl>),
+}
+
+/// Role attributes a CREATE or ALTER ROLE writes (None: not written).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RoleOptions {
+    pub superuser: Option<bool>,
+    pub createdb: Option<bool>,
+    pub createrole: Option<bool>,
+    pub inherit: Option<bool>,
+    pub login: Option<bool>,
+    pub replication: Option<bool>,
+    pub bypassrls: Option<bool>,
+    pub connection_limit: Option<i32>,
+    /// Some(None): PASSWORD NULL.
+    pub password: Option<Option<String>>,
+    pub valid_until: Option<Option<String>>,
+}
+
+/// What a GRANT or REVOKE of privileges is on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GrantTarget {
+    /// Stored relation names, with what each is.
+    Relations(Vec<(String, crate::catalog::roles::ObjectKind)>),
+    /// ALL TABLES / ALL SEQUENCES IN SCHEMA: resolved when it runs.
+    AllInSchemas {
+        schemas: Vec<String>,
+        sequences: bool,
+    },
+    Schemas(Vec<String>),
+    Database(String),
+}
+
+/// Roles, privileges and ownership: the statements of PostgreSQL's DCL.
+#[derive(Clone, Debug)]
+pub enum Dcl {
+    CreateRole {
+        name: String,
+        if_not_exists: bool,
+        options: RoleOptions,
+        /// IN ROLE: roles the new one becomes a member of.
+        in_roles: Vec<String>,
+        /// ROLE / USER: roles that become members of it; ADMIN: with admin option.
+        members: Vec<String>,
+        admins: Vec<String>,
+    },
+    AlterRole {
+        name: String,
+        options: RoleOptions,
+    },
+    RenameRole {
+        from: String,
+        to: String,
+    },
+    DropRoles {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    /// GRANT / REVOKE privileges (`privs` None: ALL); grantee "" is PUBLIC.
+    Privileges {
+        grant: bool,
+        privs: Option<crate::catalog::roles::Privs>,
+        target: GrantTarget,
+        grantees: Vec<String>,
+        /// GRANT ... WITH GRANT OPTION; REVOKE GRANT OPTION FOR.
+        grant_option: bool,
+        cascade: bool,
+    },
+    /// GRANT / REVOKE role membership.
+    Membership {
+        grant: bool,
+        roles: Vec<String>,
+        grantees: Vec<String>,
+        admin: bool,
+    },
+    /// SET [LOCAL] ROLE name | NONE (None).
+    SetRole {
+        role: Option<String>,
+        local: bool,
+    },
+    /// SET SESSION AUTHORIZATION name | DEFAULT (None).
+    SetSessionAuthorization {
+        role: Option<String>,
+        local: bool,
+    },
+    /// ALTER TABLE / VIEW / SEQUENCE ... OWNER TO.
+    AlterOwner {
+        relation: String,
+        kind: crate::catalog::roles::ObjectKind,
+        owner: String,
+    },
 }
 
 /// What COMMIT does to a temporary table (CREATE TEMP TABLE ... ON COMMIT).
@@ -873,6 +965,9 @@ pub enum OnCommit {
 #[derive(Debug)]
 pub struct Prepared {
     pub plan: Plan,
+    /// Privileges the plan needs on relations, checked at each run
+    /// (catalog/roles.rs `check_relations`).
+    pub perms: Vec<crate::catalog::roles::RelationPerm>,
     /// Resolved type of each `$n`.
     pub param_types: Vec<DataType>,
     /// Tables the plan read the schema of; it is stale once any changed.

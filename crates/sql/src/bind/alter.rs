@@ -168,6 +168,10 @@ impl Binder<'_> {
             return Ok(Plan::AlterTable(Box::new(AlterPlan::skipped(notice))));
         }
         let table = self.table(&a.name)?;
+        if let [ast::AlterTableOperation::OwnerTo { new_owner }] = a.operations.as_slice() {
+            return self.alter_owner(&table, new_owner);
+        }
+        self.need_owner(&table);
         let renames = a.operations.iter().any(|op| {
             matches!(
                 op,

@@ -246,6 +246,9 @@ impl Binder<'_> {
             Some(ast::ReferentialAction::SetDefault) => return Err(SqlError::unsupported("ON DELETE SET DEFAULT")),
         };
         let parent_table = self.relation_key(&fk.foreign_table)?;
+        if let Some(parent) = self.catalog.table_by_name(&parent_table).cloned() {
+            self.need(&parent, crate::catalog::roles::Privs::REFERENCES);
+        }
         if self.catalog.table_by_name(&parent_table).is_some_and(|t| crate::catalog::is_view(t)) {
             return Err(SqlError::new(
                 "42809",
@@ -278,6 +281,7 @@ impl Binder<'_> {
             if table.sequence.is_some() || crate::catalog::is_view(&table) {
                 return Err(SqlError::new("42809", format!("\"{}\" is not a table", table.name)));
             }
+            self.need(&table, crate::catalog::roles::Privs::TRUNCATE);
             if !tables.iter().any(|x| x.id == table.id) {
                 tables.push(table);
             }
@@ -495,7 +499,8 @@ impl Binder<'_> {
             return Err(SqlError::syntax("CREATE TABLE AS takes column names only"));
         }
         let names: Vec<String> = c.columns.iter().map(|col| ident(&col.name)).collect();
-        self.table_as(self.new_relation_key(&c.name)?, &names, q, c.if_not_exists)
+        let key = self.new_relation_key(&c.name)?;
+        self.table_as(key, &names, q, c.if_not_exists)
     }
 
     /// CREATE TABLE name (LIKE source [{INCLUDING | EXCLUDING} option ...]):
@@ -661,6 +666,7 @@ impl Binder<'_> {
         let (columns, keys) = index_keys(&c.columns)?;
         let include: Vec<String> = c.include.iter().map(ident).collect();
         if let Ok(schema) = self.table(&c.table_name) {
+            self.need_owner(&schema);
             let type_of = |name: &String| schema.columns.iter().find(|c| c.name == *name).map(|c| c.ty);
             for (col, key) in columns.iter().zip(&keys) {
                 if let Some(ty) = type_of(col) {

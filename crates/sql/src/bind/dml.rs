@@ -9,6 +9,7 @@ use super::coerce::check_assignable;
 use super::ddl::NOW_DEFAULTS;
 use super::select::{column_label, flatten_and};
 use super::{Binder, ExprCtx, Rel, Scope, ident};
+use crate::catalog::roles::Privs;
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SeqFunc, SysFunc};
 use crate::plan::{
@@ -43,6 +44,15 @@ impl Binder<'_> {
         };
         let table = self.table(tname)?;
         writable(&table)?;
+        self.need(&table, Privs::INSERT);
+        if i.returning.is_some() {
+            self.need(&table, Privs::SELECT);
+        }
+        if let Some(ast::OnInsert::OnConflict(ast::OnConflict { action: ast::OnConflictAction::DoUpdate(_), .. })) =
+            &i.on
+        {
+            self.need(&table, Privs::UPDATE.union(Privs::SELECT));
+        }
         let targets = insert_targets(&table, &i.columns)?;
         let source = match &i.source {
             None => InsertSource::Values(vec![Vec::new()]).with_defaults(&table, &targets, true)?,
@@ -292,6 +302,7 @@ impl Binder<'_> {
         writable(&table)?;
         let scope = Scope { rels: vec![rel], hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
         let assignments = self.assignments(&u.assignments, &table, &scope)?;
+        self.need_update(&table, u, &assignments);
         let level = self.dml_level(&scope, u.selection.as_ref())?;
         let (returning, columns) = self.returning_in(u.returning.as_deref(), &scope)?;
         let width = table.columns.len();
@@ -337,6 +348,10 @@ impl Binder<'_> {
         };
         let rel = self.single_table(twj)?;
         writable(&rel.table)?;
+        self.need(&rel.table, Privs::DELETE);
+        if d.selection.is_some() || d.returning.is_some() || d.using.is_some() {
+            self.need(&rel.table, Privs::SELECT);
+        }
         if let Some(using) = &d.using {
             return self.delete_using(d, rel, using);
         }

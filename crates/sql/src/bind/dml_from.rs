@@ -25,6 +25,7 @@ impl Binder<'_> {
         writable(&table)?;
         let (scope, join) = self.target_join(target, from, u.selection.as_ref())?;
         let assignments = self.assignments(&u.assignments, &table, &scope)?;
+        self.need_update(&table, u, &assignments);
         let (returning, columns) = self.returning_in(u.returning.as_deref(), &scope)?;
         let checks = self.table_checks(&table)?;
         let width = table.columns.len();

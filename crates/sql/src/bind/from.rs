@@ -140,6 +140,7 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("table hints"));
         }
         let mut table = self.table(name)?;
+        self.need(&table, crate::catalog::roles::Privs::SELECT);
         let rname = match alias {
             Some(a) => ident(&a.name),
             None => crate::names::short(&table.name).to_owned(),

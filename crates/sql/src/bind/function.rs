@@ -300,9 +300,8 @@ fn sys_signature(name: &str, args: &[(Expr, Ty)], bad: &dyn Fn() -> SqlError) ->
         ("current_database" | "current_catalog", 0) => (SysFunc::CurrentDatabase, vec![], Text),
         ("current_schema", 0) => (SysFunc::CurrentSchema, vec![], Text),
         ("current_schemas", 1) => (SysFunc::CurrentSchemas, vec![Bool], Elem::Text.data_type()),
-        ("current_user" | "session_user" | "user" | "current_role" | "getpgusername", 0) => {
-            (SysFunc::CurrentUser, vec![], Text)
-        }
+        ("current_user" | "user" | "current_role" | "getpgusername", 0) => (SysFunc::CurrentUser, vec![], Text),
+        ("session_user", 0) => (SysFunc::SessionUser, vec![], Text),
         ("pg_backend_pid", 0) => (SysFunc::BackendPid, vec![], Int4),
         ("format_type", 2) => (SysFunc::FormatType, vec![Int8, Int4], Text),
         ("pg_get_indexdef", 1) => (SysFunc::IndexDef, vec![Int8], Text),
@@ -320,13 +319,26 @@ fn sys_signature(name: &str, args: &[(Expr, Ty)], bad: &dyn Fn() -> SqlError) ->
         ("pg_encoding_to_char", 1) => (SysFunc::EncodingToChar, vec![Int4], Text),
         (
             "has_table_privilege"
+            | "has_sequence_privilege"
             | "has_schema_privilege"
             | "has_database_privilege"
             | "has_any_column_privilege"
             | "pg_has_role",
             2 | 3,
-        ) => (SysFunc::HasPrivilege, vec![Text; n], Bool),
-        ("has_column_privilege", 3 | 4) => (SysFunc::HasPrivilege, vec![Text; n], Bool),
+        ) => {
+            use crate::catalog::roles::PrivilegeFn as P;
+            let which = match name {
+                "has_table_privilege" | "has_sequence_privilege" => P::Table,
+                "has_schema_privilege" => P::Schema,
+                "has_database_privilege" => P::Database,
+                "has_any_column_privilege" => P::AnyColumn,
+                _ => P::Role,
+            };
+            (SysFunc::HasPrivilege(which), vec![Text; n], Bool)
+        }
+        ("has_column_privilege", 3 | 4) => {
+            (SysFunc::HasPrivilege(crate::catalog::roles::PrivilegeFn::Column), vec![Text; n], Bool)
+        }
         ("pg_relation_is_publishable", 1) => (SysFunc::RelationIsPublishable, vec![Int8], Bool),
         // pg_get_viewdef(text) names the view; an untyped literal picks it, as in PostgreSQL.
         ("pg_get_viewdef", 1 | 2) if matches!(args[0].1, None | Some(Text)) => {

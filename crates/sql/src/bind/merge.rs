@@ -35,6 +35,16 @@ impl Binder<'_> {
         }
         let table = self.table(name)?;
         writable(&table)?;
+        // MERGE reads its target (the join) and needs each action's privilege.
+        let mut needed = crate::catalog::roles::Privs::SELECT;
+        for c in &m.clauses {
+            needed = needed.union(match &c.action {
+                ast::MergeAction::Insert(_) => crate::catalog::roles::Privs::INSERT,
+                ast::MergeAction::Update(_) => crate::catalog::roles::Privs::UPDATE,
+                ast::MergeAction::Delete { .. } => crate::catalog::roles::Privs::DELETE,
+            });
+        }
+        self.need(&table, needed);
         let target_name =
             alias.as_ref().map_or_else(|| crate::names::short(&table.name).to_owned(), |a| ident(&a.name));
         if matches!(m.source, ast::TableFactor::Derived { lateral: true, .. }) {

@@ -30,6 +30,7 @@ mod merge;
 mod operator;
 mod recursive;
 mod relation_names;
+mod roles;
 mod schema;
 mod select;
 mod select_phases;
@@ -42,6 +43,7 @@ use std::sync::Arc;
 use pgtier_engine::{Catalog, Column, DataType, IndexId, TableSchema, Value};
 use sqlparser::ast::{self, Ident, ObjectName};
 
+use crate::catalog::roles::RelationPerm as Perm;
 use crate::catalog::search_path::{SearchPath, Target};
 use crate::error::{Result, SqlError};
 use crate::plan::{AggCall, Plan, Prepared, TxnCommand, WindowCall};
@@ -74,6 +76,8 @@ pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statemen
         lazy_folding: false,
         view_depth: 0,
         named_windows: Vec::new(),
+        perms: Vec::new(),
+        perm_view: None,
     };
     let mut plan = b.statement(stmt)?;
     // Only a statement that calls a volatile function (nextval among them)
@@ -95,6 +99,7 @@ pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statemen
     let param_types = b.params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
     Ok(Prepared {
         plan,
+        perms: b.perms,
         param_types,
         deps: b.deps,
         indexes: b.indexes,
@@ -236,6 +241,11 @@ pub(crate) struct Binder<'c> {
     pub(crate) view_depth: usize,
     /// The WINDOW clause of the SELECT now bound (each query level its own).
     pub(crate) named_windows: Vec<window::NamedWindow>,
+    /// Privileges the statement needs (roles.rs records them).
+    pub(crate) perms: Vec<Perm>,
+    /// The view whose query is bound now: its relations are checked with
+    /// its owner's privileges, as PostgreSQL checks a view's.
+    pub(crate) perm_view: Option<String>,
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in
@@ -292,6 +302,23 @@ fn setting_text(e: &ast::Expr) -> String {
         },
         ast::Expr::Identifier(i) => i.value.clone(),
         other => other.to_string(),
+    }
+}
+
+/// `SET role` and `SET session_authorization` (and their RESET) are SET
+/// ROLE and SET SESSION AUTHORIZATION, which check the role.
+fn identity_setting(name: &str, value: &str, local: bool) -> Option<Plan> {
+    let default = value.eq_ignore_ascii_case("default");
+    match name {
+        "role" => Some(Plan::Dcl(Box::new(crate::plan::Dcl::SetRole {
+            role: (!default && !value.eq_ignore_ascii_case("none")).then(|| value.to_owned()),
+            local,
+        }))),
+        "session_authorization" => Some(Plan::Dcl(Box::new(crate::plan::Dcl::SetSessionAuthorization {
+            role: (!default).then(|| value.to_owned()),
+            local,
+        }))),
+        _ => None,
     }
 }
 
@@ -407,26 +434,18 @@ impl<'c> Binder<'c> {
                 default_collate_spec: None,
                 clone: None,
             } => self.create_schema(schema_name, *if_not_exists),
-            S::Drop { object_type: ast::ObjectType::Schema, if_exists, names, cascade, .. } => Ok(Plan::DropSchema {
-                names: schema::drop_schema_names(names)?,
-                if_exists: *if_exists,
-                cascade: *cascade,
-            }),
-            S::Drop { object_type, if_exists, names, cascade, restrict: _, purge: _, temporary: _, table: _ } => {
-                let names = names.iter().map(|n| self.relation_key(n)).collect::<Result<Vec<_>>>()?;
-                let cascade = *cascade;
-                match object_type {
-                    ast::ObjectType::Table => {
-                        Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: false, cascade })
-                    }
-                    ast::ObjectType::Sequence => {
-                        Ok(Plan::DropTable { names, if_exists: *if_exists, sequences: true, cascade })
-                    }
-                    ast::ObjectType::View => Ok(Plan::DropView { names, if_exists: *if_exists, cascade }),
-                    ast::ObjectType::Schema => unreachable!("handled above"),
-                    ast::ObjectType::Index => Ok(Plan::DropIndex { names, if_exists: *if_exists }),
-                    other => Err(SqlError::unsupported(format!("DROP {other}"))),
+            S::Drop { object_type: ast::ObjectType::Schema, if_exists, names, cascade, .. } => {
+                let names = schema::drop_schema_names(names)?;
+                for n in &names {
+                    self.need_schema_owner(n);
                 }
+                Ok(Plan::DropSchema { names, if_exists: *if_exists, cascade: *cascade })
+            }
+            S::Drop { object_type: ast::ObjectType::Role | ast::ObjectType::User, if_exists, names, .. } => {
+                self.drop_roles(names, *if_exists)
+            }
+            S::Drop { object_type, if_exists, names, cascade, restrict: _, purge: _, temporary: _, table: _ } => {
+                self.drop_relations(object_type, *if_exists, names, *cascade)
             }
             S::StartTransaction { modes, .. } => {
                 check_transaction_modes(modes)?;
@@ -446,13 +465,49 @@ impl<'c> Binder<'c> {
                     .map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident))
                     .collect::<Vec<_>>()
                     .join(".");
+                if let Some(plan) = identity_setting(&name, "DEFAULT", false) {
+                    return Ok(plan);
+                }
                 Ok(Plan::Set { name, value: "DEFAULT".into(), local: false, reset: true })
             }
+            S::CreateRole(c) => self.create_role(c),
+            S::AlterRole { name, operation } => self.alter_role(name, operation),
+            S::Grant(g) => self.grant(g),
+            S::Revoke(r) => self.revoke(r),
             S::ShowVariable { variable } => {
                 let name = variable.iter().map(|i| i.value.to_lowercase()).collect::<Vec<_>>().join(" ");
                 Ok(Plan::Show { name })
             }
             other => Err(SqlError::unsupported(statement_kind(other))),
+        }
+    }
+
+    /// DROP TABLE / SEQUENCE / VIEW / INDEX: only the owner drops a
+    /// relation (of an index: its table's owner).
+    fn drop_relations(
+        &mut self,
+        object_type: &ast::ObjectType,
+        if_exists: bool,
+        names: &[ObjectName],
+        cascade: bool,
+    ) -> Result<Plan> {
+        let names = names.iter().map(|n| self.relation_key(n)).collect::<Result<Vec<_>>>()?;
+        for n in &names {
+            let catalog = self.catalog;
+            let owned = match catalog.table_by_name(n) {
+                Some(t) => Some(Arc::clone(t)),
+                None => catalog.index_by_name(n).and_then(|i| catalog.table(i.table)).cloned(),
+            };
+            if let Some(t) = owned {
+                self.need_owner(&t);
+            }
+        }
+        match object_type {
+            ast::ObjectType::Table => Ok(Plan::DropTable { names, if_exists, sequences: false, cascade }),
+            ast::ObjectType::Sequence => Ok(Plan::DropTable { names, if_exists, sequences: true, cascade }),
+            ast::ObjectType::View => Ok(Plan::DropView { names, if_exists, cascade }),
+            ast::ObjectType::Index => Ok(Plan::DropIndex { names, if_exists }),
+            other => Err(SqlError::unsupported(format!("DROP {other}"))),
         }
     }
 
@@ -519,6 +574,29 @@ impl<'c> Binder<'c> {
             {
                 self.set_constraints(values)
             }
+            ast::Set::SingleAssignment { scope: None, hivevar: false, variable, values }
+                if matches!(variable.0.as_slice(), [part] if part.as_ident().is_some_and(|i| {
+                    i.quote_style.is_none()
+                        && (i.value == crate::dialect::GRANT_ROLE_VARIABLE
+                            || i.value == crate::dialect::REVOKE_ROLE_VARIABLE)
+                })) =>
+            {
+                let grant = variable.to_string() == crate::dialect::GRANT_ROLE_VARIABLE;
+                self.membership(grant, values)
+            }
+            ast::Set::SetRole { context_modifier, role_name } => Ok(Plan::Dcl(Box::new(crate::plan::Dcl::SetRole {
+                role: role_name.as_ref().map(ident),
+                local: matches!(context_modifier, Some(ast::ContextModifier::Local)),
+            }))),
+            ast::Set::SetSessionAuthorization(p) => {
+                Ok(Plan::Dcl(Box::new(crate::plan::Dcl::SetSessionAuthorization {
+                    role: match &p.kind {
+                        ast::SetSessionAuthorizationParamKind::Default => None,
+                        ast::SetSessionAuthorizationParamKind::User(u) => Some(ident(u)),
+                    },
+                    local: matches!(p.scope, ast::ContextModifier::Local),
+                })))
+            }
             ast::Set::SingleAssignment { scope, hivevar: false, variable, values } => {
                 // `SET "application_name"` names the same setting as `SET application_name`.
                 let name = variable
@@ -528,7 +606,11 @@ impl<'c> Binder<'c> {
                     .collect::<Vec<_>>()
                     .join(".");
                 let value = values.iter().map(setting_text).collect::<Vec<_>>().join(", ");
-                Ok(Plan::Set { name, value, local: matches!(scope, Some(ast::ContextModifier::Local)), reset: false })
+                let local = matches!(scope, Some(ast::ContextModifier::Local));
+                if let Some(plan) = identity_setting(&name, &value, local) {
+                    return Ok(plan);
+                }
+                Ok(Plan::Set { name, value, local, reset: false })
             }
             ast::Set::SetTimeZone { local, value } => {
                 // SET TIME ZONE INTERVAL '+05:30' HOUR TO MINUTE: a fixed

@@ -46,11 +46,14 @@ impl Binder<'_> {
 
     /// The stored name a relation created as `name` gets (in the
     /// temporary schema while a CREATE TEMP TABLE is bound).
-    pub(crate) fn new_relation_key(&self, name: &sqlparser::ast::ObjectName) -> Result<String> {
+    /// Making it needs CREATE on its schema (not on the temporary one).
+    pub(crate) fn new_relation_key(&mut self, name: &sqlparser::ast::ObjectName) -> Result<String> {
         if self.creating_temp {
             return temp_target(self.path, &parts(name)?);
         }
-        creation_target(self.catalog, self.path, &parts(name)?)
+        let key = creation_target(self.catalog, self.path, &parts(name)?)?;
+        self.need_create_in(&key);
+        Ok(key)
     }
 
     /// The stored name a temporary relation created as `name` gets.

@@ -25,6 +25,7 @@ impl Binder<'_> {
             return Err(SqlError::new("42939", format!("unacceptable schema name \"{name}\""))
                 .with_detail("The prefix \"pg_\" is reserved for system schemas."));
         }
+        self.need_kind("", crate::catalog::roles::ObjectKind::Database, crate::catalog::roles::Privs::CREATE);
         Ok(Plan::CreateSchema { name, owner, if_not_exists })
     }
 }

@@ -93,7 +93,8 @@ impl Binder<'_> {
                 on_commit: crate::plan::OnCommit::PreserveRows,
             });
         }
-        self.table_as(self.new_relation_key(&into.name)?, &[], &query, false)
+        let key = self.new_relation_key(&into.name)?;
+        self.table_as(key, &[], &query, false)
     }
 
     /// The query apart from its WITH clause.

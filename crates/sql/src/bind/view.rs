@@ -48,6 +48,12 @@ impl Binder<'_> {
             return Err(SqlError::syntax("syntax error in the CREATE VIEW column list"));
         }
         let name = self.new_relation_key(&cv.name)?;
+        // Replacing a view is its owner's.
+        if cv.or_replace
+            && let Some(old) = self.catalog.table_by_name(&name).cloned()
+        {
+            self.need_owner(&old);
+        }
         let params_before = self.params.len();
         let deps_before = self.deps.len();
         // A 'now' in the query is frozen at CREATE VIEW in PostgreSQL;
@@ -205,7 +211,8 @@ impl Binder<'_> {
         let lazy = std::mem::replace(&mut self.lazy_folding, false);
         self.view_depth += 1;
         let path = std::mem::replace(&mut self.path, self.view_path);
-        let plan = self.query(&q, None);
+        // Its relations are read with its owner's privileges.
+        let plan = self.as_view_owner(v, |b| b.query(&q, None));
         self.path = path;
         self.view_depth -= 1;
         self.lazy_folding = lazy;

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use pgtier_engine::Catalog;
 
 use super::{
-    NS_INFORMATION_SCHEMA, NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC, OWNER_OID, RELATIONS, Schema, format_type,
-    index_by_oid, index_oid, namespace_name, quote_ident, table_by_oid, table_oid, type_by_name, type_by_oid,
+    NS_INFORMATION_SCHEMA, NS_PG_CATALOG, NS_PG_TOAST, NS_PUBLIC, RELATIONS, Schema, format_type, index_by_oid,
+    index_oid, namespace_name, quote_ident, table_by_oid, table_oid, type_by_name, type_by_oid,
 };
 use crate::error::{Result, SqlError};
 use crate::value::types::RegKind;
@@ -31,7 +31,10 @@ pub fn reg_name(catalog: &Catalog, settings: &HashMap<String, String>, kind: Reg
         RegKind::Namespace => namespace_name(oid).map(str::to_owned).or_else(|| {
             super::schemas::user_schemas(catalog).into_iter().find(|s| s.oid == oid).map(|s| quote_ident(&s.name))
         }),
-        RegKind::Role => (oid == OWNER_OID).then(|| settings.get("session_authorization").cloned().unwrap_or_default()),
+        RegKind::Role => {
+            let session = settings.get("session_authorization").map_or("", String::as_str);
+            super::roles::ShownRoles::of(catalog, session).name(oid).map(quote_ident)
+        }
     };
     name.unwrap_or_else(|| oid.to_string())
 }
@@ -126,10 +129,11 @@ pub fn reg_lookup_in(
                 .ok_or_else(|| SqlError::new("3F000", format!("schema \"{t}\" does not exist")))
         }
         RegKind::Role => {
-            if settings.get("session_authorization").is_some_and(|u| *u == t) {
-                Ok(OWNER_OID)
-            } else {
-                Err(SqlError::new("42704", format!("role \"{t}\" does not exist")))
+            let session = settings.get("session_authorization").map_or("", String::as_str);
+            let name = split_qualified(t).pop().unwrap_or_default();
+            match super::roles::ShownRoles::of(catalog, session).oid(&name) {
+                0 => Err(SqlError::new("42704", format!("role \"{t}\" does not exist"))),
+                oid => Ok(oid),
             }
         }
     }

@@ -15,6 +15,7 @@ mod information_schema;
 mod lookup;
 mod pg_type;
 mod relations;
+pub mod roles;
 mod rows;
 mod schemas;
 pub mod search_path;

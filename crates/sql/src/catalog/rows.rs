@@ -6,6 +6,7 @@ use pgtier_engine::{Catalog, Column, IndexSchema, SequenceDefault, TableSchema, 
 
 use super::pg_type::{BUILTIN_TYPES, ColumnTypeInfo, TypeMatch, column_type_info, type_rows};
 use super::relations::{SysColumn, T};
+use super::roles::ShownRoles;
 use super::views::is_view;
 use super::{
     BTREE_AM, DATABASE_OID, DATABASE_OWNER_ROLE, DEFAULT_COLLATION, HEAP_AM, INDEX_BASE, NS_INFORMATION_SCHEMA,
@@ -25,7 +26,10 @@ pub(super) fn text(s: &str) -> Value {
 /// Only the user's tables, in id order (stable output).
 /// Tables (not sequences, which are engine tables too).
 pub(super) fn user_tables(catalog: &Catalog) -> Vec<&Arc<TableSchema>> {
-    catalog.tables().filter(|t| t.sequence.is_none() && !is_view(t) && !super::schemas::is_schema(t)).collect()
+    catalog
+        .tables()
+        .filter(|t| t.sequence.is_none() && !is_view(t) && !super::schemas::is_schema(t) && !t.name.starts_with('\0'))
+        .collect()
 }
 
 /// Views (engine tables too, see `views.rs`), in id order.
@@ -101,8 +105,8 @@ pub fn rows(rel: SystemRel, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
 fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let catalog = ctx.catalog;
     match name {
-        "pg_namespace" => namespace_rows(catalog, out),
-        "pg_class" => class_rows(catalog, out),
+        "pg_namespace" => namespace_rows(ctx, out),
+        "pg_class" => class_rows(ctx, out),
         "pg_attribute" => attribute_rows(catalog, out),
         "pg_type" => type_rows(out),
         "pg_index" => index_rows(catalog, out),
@@ -115,6 +119,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         "pg_roles" => roles_rows(ctx, out),
         "pg_user" => user_rows(ctx, out),
         "pg_authid" => authid_rows(ctx, out),
+        "pg_auth_members" => auth_members_rows(ctx, out),
         "pg_settings" => settings_rows(ctx, out),
         "pg_collation" => collation_rows(out),
         "pg_tablespace" => tablespace_rows(out),
@@ -140,7 +145,9 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     }
 }
 
-fn namespace_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+fn namespace_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+    let shown = ShownRoles::of(ctx.catalog, &ctx.user());
+    let acl = |name: &str| shown.schema_acl(name).map_or(Value::Null, Value::Text);
     for (oid, name) in [
         (NS_PG_CATALOG, "pg_catalog"),
         (NS_PUBLIC, "public"),
@@ -148,10 +155,15 @@ fn namespace_rows(catalog: &Catalog, out: &mut Vec<Value>) {
         (NS_PG_TOAST, "pg_toast"),
     ] {
         let owner = if oid == NS_PUBLIC { DATABASE_OWNER_ROLE } else { OWNER_OID };
-        out.extend([Value::Int8(oid), text(name), Value::Int8(owner), Value::Null]);
+        out.extend([Value::Int8(oid), text(name), Value::Int8(owner), acl(name)]);
     }
-    for s in super::schemas::user_schemas(catalog) {
-        out.extend([Value::Int8(s.oid), Value::Text(s.name), Value::Int8(OWNER_OID), Value::Null]);
+    for s in super::schemas::user_schemas(ctx.catalog) {
+        let owner = match shown.oid(&s.owner) {
+            0 => OWNER_OID,
+            oid => oid,
+        };
+        let a = acl(&s.name);
+        out.extend([Value::Int8(s.oid), Value::Text(s.name), Value::Int8(owner), a]);
     }
 }
 
@@ -276,52 +288,79 @@ fn database_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
 }
 
 fn roles_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
-    out.extend([
-        Value::Text(ctx.user()),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Int4(-1),
-        text("********"),
-        Value::Null,
-        Value::Bool(true),
-        Value::Null,
-        Value::Int8(OWNER_OID),
-    ]);
+    let shown = ShownRoles::of(ctx.catalog, &ctx.user());
+    for (name, oid, r) in &shown.roles {
+        out.extend([
+            Value::Text(name.clone()),
+            Value::Bool(r.is_superuser()),
+            Value::Bool(r.inherit),
+            Value::Bool(r.createrole),
+            Value::Bool(r.createdb),
+            Value::Bool(r.login),
+            Value::Bool(r.replication),
+            Value::Int4(r.connection_limit),
+            text("********"),
+            r.valid_until.clone().map_or(Value::Null, Value::Text),
+            Value::Bool(r.bypassrls),
+            Value::Null,
+            Value::Int8(*oid),
+        ]);
+    }
 }
 
 fn user_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
-    out.extend([
-        Value::Text(ctx.user()),
-        Value::Int8(OWNER_OID),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Bool(true),
-        text("********"),
-        Value::Null,
-        Value::Null,
-    ]);
+    let shown = ShownRoles::of(ctx.catalog, &ctx.user());
+    for (name, oid, r) in shown.roles.iter().filter(|(_, _, r)| r.login) {
+        out.extend([
+            Value::Text(name.clone()),
+            Value::Int8(*oid),
+            Value::Bool(r.createdb),
+            Value::Bool(r.is_superuser()),
+            Value::Bool(r.replication),
+            Value::Bool(r.bypassrls),
+            text("********"),
+            r.valid_until.clone().map_or(Value::Null, Value::Text),
+            Value::Null,
+        ]);
+    }
 }
 
+/// pg_authid: the verifiers only for a superuser (PostgreSQL refuses the
+/// table to others).
 fn authid_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
-    out.extend([
-        Value::Int8(OWNER_OID),
-        Value::Text(ctx.user()),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Bool(true),
-        Value::Int4(-1),
-        Value::Null,
-        Value::Null,
-    ]);
+    let shown = ShownRoles::of(ctx.catalog, &ctx.user());
+    let role = super::roles::current_role(ctx.settings);
+    let su = super::roles::superuser(ctx.settings.auth(), shown.doc.as_ref(), role);
+    for (name, oid, r) in &shown.roles {
+        out.extend([
+            Value::Int8(*oid),
+            Value::Text(name.clone()),
+            Value::Bool(r.is_superuser()),
+            Value::Bool(r.inherit),
+            Value::Bool(r.createrole),
+            Value::Bool(r.createdb),
+            Value::Bool(r.login),
+            Value::Bool(r.replication),
+            Value::Bool(r.bypassrls),
+            Value::Int4(r.connection_limit),
+            if su { r.password.clone().map_or(Value::Null, Value::Text) } else { Value::Null },
+            r.valid_until.clone().map_or(Value::Null, Value::Text),
+        ]);
+    }
+}
+
+fn auth_members_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+    let shown = ShownRoles::of(ctx.catalog, &ctx.user());
+    for (n, (role, member, grantor, admin)) in shown.memberships().into_iter().enumerate() {
+        let oid = 20_000 + i64::try_from(n).unwrap_or(0);
+        out.extend([
+            Value::Int8(oid),
+            Value::Int8(role),
+            Value::Int8(member),
+            Value::Int8(grantor),
+            Value::Bool(admin),
+        ]);
+    }
 }
 
 fn settings_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
@@ -446,7 +485,9 @@ fn indexes_rows(catalog: &Catalog, out: &mut Vec<Value>) {
     }
 }
 
-fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+fn class_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
+    let catalog = ctx.catalog;
+    let shown = ShownRoles::of(catalog, &ctx.user());
     let mut push = |oid: i64,
                     name: &str,
                     ns: i64,
@@ -462,7 +503,7 @@ fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             Value::Int8(ns),
             Value::Int8(0),
             Value::Int8(0),
-            Value::Int8(OWNER_OID),
+            Value::Int8(shown.relation_owner_oid(name)),
             Value::Int8(am),
             Value::Int8(if kind == "v" { 0 } else { oid }),
             Value::Int8(0),
@@ -487,7 +528,7 @@ fn class_rows(catalog: &Catalog, out: &mut Vec<Value>) {
             Value::Int8(0),
             Value::Int8(0),
             Value::Int8(0),
-            Value::Null,
+            shown.relation_acl(name).map_or(Value::Null, Value::Text),
             Value::Null,
             Value::Null,
         ]);

@@ -69,6 +69,12 @@ impl Exec<'_> {
         for seq in &p.drop_sequences {
             self.txn.drop_table(seq)?;
         }
+        if p.alter.def.name != old.name {
+            self.rename_relation_acl(&old.name, &p.alter.def.name)?;
+        }
+        if !p.drop_sequences.is_empty() {
+            self.prune_acls()?;
+        }
         Ok(())
     }
 }

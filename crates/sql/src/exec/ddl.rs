@@ -19,7 +19,7 @@ impl Exec<'_> {
             return Ok(());
         }
         self.txn.create_table(def)?;
-        Ok(())
+        self.record_owner(&def.name)
     }
 
     /// CREATE TABLE AS: the query runs first (it cannot read the table it
@@ -77,6 +77,7 @@ impl Exec<'_> {
         // A name already taken is the engine's 42P07.
         for s in sequences {
             self.txn.create_sequence(&s.name, s.options.clone())?;
+            self.record_owner(&s.name)?;
         }
         self.create_table(def, if_not_exists)?;
         for index in indexes {
@@ -99,7 +100,7 @@ impl Exec<'_> {
             return Err(SqlError::new("42P07", format!("relation \"{}\" already exists", crate::names::short(name))));
         }
         self.txn.create_sequence(name, options.clone())?;
-        Ok(())
+        self.record_owner(name)
     }
 
     pub fn create_index(&mut self, def: &IndexDef, if_not_exists: bool) -> Result<()> {
@@ -180,7 +181,7 @@ impl Exec<'_> {
             let name = pending.remove(pick.unwrap_or(0));
             self.txn.drop_table(&name).map_err(drop_error)?;
         }
-        Ok(())
+        self.prune_acls()
     }
 
     pub fn drop_indexes(&mut self, names: &[String], if_exists: bool) -> Result<()> {

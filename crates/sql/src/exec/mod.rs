@@ -22,6 +22,7 @@ mod dml;
 mod dml_join;
 mod hash_join;
 mod merge;
+mod roles;
 mod scan;
 mod schema;
 mod select;

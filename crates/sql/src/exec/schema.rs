@@ -19,11 +19,20 @@ fn builtin(name: &str) -> bool {
 impl Exec<'_> {
     pub fn create_schema(&mut self, name: &str, owner: Option<&str>, if_not_exists: bool) -> Result<()> {
         crate::catalog::search_path::check_new(name)?;
-        let user = self.settings.get("session_authorization").cloned().unwrap_or_else(|| "postgres".into());
-        // The session's user is the one role there is.
+        let user = crate::catalog::roles::current_role(self.settings).to_owned();
+        // AUTHORIZATION names an existing role the creator is a member of.
         let owner = match owner {
             Some(o) if o != user && o != "current_user" && o != "session_user" => {
-                return Err(SqlError::new("42704", format!("role \"{o}\" does not exist")));
+                let doc = crate::catalog::roles::AuthDoc::read(self.txn.catalog())?.map(|(_, d)| d);
+                let Some(doc) = doc.filter(|d| d.roles.contains_key(o)) else {
+                    return Err(SqlError::new("42704", format!("role \"{o}\" does not exist")));
+                };
+                if !crate::catalog::roles::superuser(self.settings.auth(), Some(&doc), &user)
+                    && !doc.is_member(&user, o)
+                {
+                    return Err(SqlError::new("42501", format!("must be member of role \"{o}\"")));
+                }
+                o.to_owned()
             }
             _ => user,
         };
@@ -67,7 +76,7 @@ impl Exec<'_> {
         for t in pending {
             self.txn.drop_table(&t)?;
         }
-        Ok(())
+        self.prune_acls()
     }
 
     /// Drops the relations of schema `schema` (views, then tables with

@@ -25,6 +25,22 @@ enum SeqKey {
     Backend(String),
 }
 
+impl SeqKey {
+    /// The call's privilege on a local sequence: nextval USAGE or UPDATE,
+    /// currval USAGE or SELECT, setval UPDATE (PostgreSQL's checks; lastval
+    /// is checked on the sequence it names, when it is read).
+    fn checked(self, ex: &mut Exec<'_>, call: SeqFunc, name: &str) -> Result<SeqKey> {
+        use crate::catalog::roles::Privs;
+        let any_of = match call {
+            SeqFunc::Nextval => Privs::USAGE.union(Privs::UPDATE),
+            SeqFunc::Currval | SeqFunc::Lastval => Privs::USAGE.union(Privs::SELECT),
+            SeqFunc::Setval => Privs::UPDATE,
+        };
+        crate::catalog::roles::check_sequence(ex.txn.catalog(), ex.settings, name, any_of)?;
+        Ok(self)
+    }
+}
+
 /// A session's view of the sequences it used (PostgreSQL keeps the same
 /// per backend): the last value `nextval` (or `setval`) gave it for each,
 /// and which sequence `nextval` advanced last.
@@ -48,7 +64,8 @@ impl Exec<'_> {
                 if t.sequence.is_none() {
                     return Err(SqlError::new("42809", format!("\"{}\" is not a sequence", t.name)));
                 }
-                SeqKey::Local(t.id)
+                let name = t.name.clone();
+                SeqKey::Local(t.id).checked(self, call, &name)?
             }
         };
         let v = match (call, &key) {

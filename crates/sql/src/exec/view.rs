@@ -20,7 +20,7 @@ impl Exec<'_> {
                 ));
             }
             self.txn.create_table(def)?;
-            return Ok(());
+            return self.record_owner(&def.name);
         };
         if !replace {
             return Err(SqlError::new(
@@ -101,7 +101,7 @@ impl Exec<'_> {
                 self.txn.drop_table(n)?;
             }
         }
-        Ok(())
+        self.prune_acls()
     }
 
     /// The views that depend on `names` (directly or through other views)

@@ -139,6 +139,25 @@ impl Connection {
         }
     }
 
+    /// Cache-group statements change what every session reads and what
+    /// reaches PostgreSQL: a superuser or a member of pg_cache_admin
+    /// only (42501).
+    fn require_cache_admin(&mut self) -> Result<()> {
+        use crate::catalog::roles::{AuthDoc, CACHE_ADMIN_ROLE, current_role, superuser};
+        let catalog = self.db.catalog();
+        let Some((_, doc)) = AuthDoc::read(&catalog)? else { return Ok(()) };
+        let role = current_role(&self.settings).to_owned();
+        if superuser(self.settings.auth(), Some(&doc), &role) || doc.closure(&role, true).contains(CACHE_ADMIN_ROLE) {
+            return Ok(());
+        }
+        Err(SqlError::new(
+            "42501",
+            format!(
+                "permission denied to run cache-group statements: role \"{role}\" is neither a superuser nor a member of {CACHE_ADMIN_ROLE}"
+            ),
+        ))
+    }
+
     /// Runs a cache-group statement: outside a transaction block only; the
     /// command tag counts instances (LOAD, UNLOAD, REFRESH), and LOAD and
     /// REFRESH add a NOTICE with rows per table, seconds and rows/s.
@@ -156,6 +175,7 @@ impl Connection {
             Block::Failed => return Err(SqlError::transaction_aborted()),
             Block::Active => return Err(in_block_error(statement)),
         }
+        self.require_cache_admin()?;
         let cache = self.cache.clone().ok_or(CacheError::NoBackend)?;
         let (tag, n) = match statement {
             CacheStatement::AcceptDefinition { name } => {

@@ -26,7 +26,7 @@ use crate::bind::bind_statement;
 use crate::error::{Result, SqlError, SqlNotice};
 use crate::exec::{Exec, Interrupt, LevelHashes, ResultBuf};
 use crate::plan::{OutputColumn, Plan, Prepared};
-use crate::settings::{READ_ONLY_SETTINGS, Settings, normalize_setting};
+use crate::settings::{READ_ONLY_SETTINGS, SUPERUSER_SETTINGS, Settings, normalize_setting};
 use crate::value;
 
 mod block;
@@ -230,6 +230,7 @@ impl Connection {
             Some(stmt) => self.bind(stmt)?,
             None => Prepared {
                 plan: Plan::Noop { tag: "" },
+                perms: Vec::new(),
                 param_types: Vec::new(),
                 deps: Vec::new(),
                 indexes: Vec::new(),
@@ -403,6 +404,20 @@ impl Connection {
     pub fn set_identity(&mut self, user: &str, database: &str) {
         self.settings.set("session_authorization", user.to_owned());
         self.settings.set("pgtier.database", database.to_owned());
+        self.settings.auth_mut().authenticated = user.to_owned();
+    }
+
+    /// The server authenticated `user`: privileges are checked as its
+    /// role's (catalog/roles.rs), not as the embedded caller's, who owns
+    /// the data directory and is a superuser.
+    pub fn set_login(&mut self, user: &str, database: &str) {
+        self.set_identity(user, database);
+        let auth = self.settings.auth_mut();
+        auth.trusted = false;
+        auth.authenticated = user.to_owned();
+        let catalog = self.db.catalog();
+        let su = crate::catalog::roles::session_is_superuser(&catalog, &mut self.settings).unwrap_or(false);
+        self.settings.set("is_superuser", if su { "on" } else { "off" }.to_owned());
     }
 
     /// NOTICEs raised since the last call, oldest first (a server sends
@@ -479,6 +494,7 @@ impl Connection {
         self.ensure_txn()?;
         let prepared = self.current_plan(stmt, prepared)?;
         let Some(txn) = self.txn.as_mut() else { return Err(SqlError::new("XX000", "no transaction")) };
+        crate::catalog::roles::check_relations(&prepared.perms, txn.catalog(), &mut self.settings)?;
         if params.len() < prepared.param_types.len() {
             return Err(SqlError::new(
                 "08P01",
@@ -586,18 +602,24 @@ impl Connection {
     fn set(&mut self, name: &str, value: &str, local: bool) -> Result<(Tag, u64)> {
         let key = name.to_lowercase();
         let key = if key == "time zone" { "timezone".to_owned() } else { key };
-        let Some(current) = self.settings.get(&key) else {
+        let Some(current) = self.settings.get(&key).cloned() else {
             return Err(SqlError::new("42704", format!("unrecognized configuration parameter \"{name}\"")));
         };
         if READ_ONLY_SETTINGS.contains(&key.as_str()) {
             return Err(SqlError::new("55P02", format!("parameter \"{key}\" cannot be changed")));
+        }
+        if SUPERUSER_SETTINGS.contains(&key.as_str()) {
+            let catalog = self.db.catalog();
+            if !crate::catalog::roles::session_is_superuser(&catalog, &mut self.settings)? {
+                return Err(SqlError::new("42501", format!("permission denied to set parameter \"{key}\"")));
+            }
         }
         let v = if value.eq_ignore_ascii_case("default") && key == "synchronous_commit" {
             self.default_synchronous_commit().to_owned()
         } else if value.eq_ignore_ascii_case("default") {
             self.settings.default_of(&key)
         } else if key == "datestyle" {
-            crate::tz::normalize_datestyle(value, current)?
+            crate::tz::normalize_datestyle(value, &current)?
         } else if key == "timezone" && value.eq_ignore_ascii_case("local") {
             self.settings.default_of(&key)
         } else {
@@ -735,6 +757,7 @@ fn run_plan(
             ex.txn.set_constraints(which.as_deref(), *deferred)?;
             Ok((Tag::Plain("SET CONSTRAINTS"), 0))
         }
+        Plan::Dcl(d) => ex.dcl(d).map(|tag| (Tag::Plain(tag), 0)),
         Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Explain { .. } | Plan::Noop { .. } => {
             Ok((Tag::Plain(""), 0))
         }

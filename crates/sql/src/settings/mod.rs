@@ -41,6 +41,8 @@ pub(crate) fn default_settings() -> HashMap<String, String> {
         // Who and where, for current_user/current_database(); the server sets
         // them from the startup packet (`Connection::set_identity`).
         ("session_authorization", "postgres"),
+        // SET ROLE's role ("none": the session user's privileges).
+        ("role", "none"),
         ("pgtier.database", "postgres"),
         // What one statement may hold in sorts, hash aggregates and
         // buffered results (exec::Interrupt::charge); 0: no bound.
@@ -63,6 +65,10 @@ pub(crate) const READ_ONLY_SETTINGS: [&str; 6] = [
     "max_identifier_length",
     crate::names::TEMP_SCHEMA_SETTING,
 ];
+
+/// Settings only a superuser may change (PostgreSQL's PGC_SUSET ones
+/// that pgtier keeps): 42501 for other roles.
+pub(crate) const SUPERUSER_SETTINGS: [&str; 1] = ["lc_messages"];
 
 /// `value` for `key` as the session keeps it, or PostgreSQL's error for a
 /// value it refuses.
@@ -308,6 +314,33 @@ pub struct Settings {
     /// search_path's value, shared with the plans bound under it
     /// (plan::Prepared::search_path): comparing is a pointer test.
     search_path: Arc<str>,
+    /// Who the session is for privilege checks (catalog/roles.rs): not a
+    /// setting, so no SET reaches it.
+    auth: SessionAuth,
+}
+
+/// Who the session is, as privilege checks need it (catalog/roles.rs).
+/// Kept with the settings (which every statement and system function
+/// reaches) but not a setting: nothing a client sends can change
+/// `trusted` or `authenticated`.
+#[derive(Clone, Debug)]
+pub struct SessionAuth {
+    /// Not authenticated by the server: the embedded API's caller, who
+    /// owns the data directory. A superuser whatever its name.
+    pub trusted: bool,
+    /// The role that logged in (SET SESSION AUTHORIZATION needs it to be
+    /// a superuser, as PostgreSQL's `AuthenticatedUserId`); also the owner
+    /// of what has no recorded owner when no bootstrap role exists.
+    pub authenticated: String,
+    /// The parsed roles document and the engine table it came from
+    /// (catalog/roles.rs `session_doc`; opaque here, below the catalog).
+    pub doc_cache: Option<(Arc<pgtier_engine::TableSchema>, Arc<dyn std::any::Any + Send + Sync>)>,
+}
+
+impl Default for SessionAuth {
+    fn default() -> SessionAuth {
+        SessionAuth { trusted: true, authenticated: "postgres".to_owned(), doc_cache: None }
+    }
 }
 
 /// pgtier.statement_mem's default, 1GB (as in `default_settings`).
@@ -333,6 +366,7 @@ impl Default for Settings {
             in_block: false,
             datetime: None,
             search_path: Arc::from(default_settings().remove("search_path").unwrap_or_default().as_str()),
+            auth: SessionAuth::default(),
         }
     }
 }
@@ -345,6 +379,19 @@ impl std::ops::Deref for Settings {
 }
 
 impl Settings {
+    /// Inside a transaction block (SET LOCAL has an effect).
+    pub(crate) fn in_block(&self) -> bool {
+        self.in_block
+    }
+
+    pub(crate) fn auth(&self) -> &SessionAuth {
+        &self.auth
+    }
+
+    pub(crate) fn auth_mut(&mut self) -> &mut SessionAuth {
+        &mut self.auth
+    }
+
     /// Sets `key` to an already normalized `value` for the session (inside
     /// a block: undone if the block rolls back, as PostgreSQL does).
     pub(crate) fn set(&mut self, key: &str, value: String) {

@@ -42,8 +42,10 @@ pub enum SysFunc {
     /// obj_description, col_description, ...: pgtier keeps no comments.
     NoDescription,
     EncodingToChar,
-    /// has_*_privilege, pg_has_role: the one user owns everything.
-    HasPrivilege,
+    /// has_*_privilege, pg_has_role (catalog/roles.rs `has_privilege`).
+    HasPrivilege(crate::catalog::roles::PrivilegeFn),
+    /// session_user (current_user is `CurrentUser`: SET ROLE's role).
+    SessionUser,
     RelationIsPublishable,
     /// Functions about objects pgtier never has (triggers, statistics
     /// objects, views, sequences): NULL, as PostgreSQL answers for a
@@ -160,6 +162,8 @@ fn needs_catalog(f: SysFunc) -> bool {
         | SysFunc::CurrentSchema
         | SysFunc::CurrentSchemas
         | SysFunc::CurrentUser
+        | SysFunc::SessionUser
+        | SysFunc::HasPrivilege(_)
         | SysFunc::UserById
         | SysFunc::IndexDef
         | SysFunc::ViewDef
@@ -177,7 +181,6 @@ fn needs_catalog(f: SysFunc) -> bool {
         | SysFunc::NoDescription
         | SysFunc::NullResult
         | SysFunc::EncodingToChar
-        | SysFunc::HasPrivilege
         | SysFunc::IsInRecovery
         | SysFunc::QuoteIdent
         | SysFunc::TypeIsVisible
@@ -237,7 +240,6 @@ fn eval_pure(f: SysFunc, vals: &[Value]) -> Result<Value> {
                 .to_owned(),
             ));
         }
-        SysFunc::HasPrivilege => return Ok(Value::Bool(true)),
         SysFunc::IsInRecovery => return Ok(Value::Bool(false)),
         SysFunc::QuoteIdent => return Ok(Value::Text(quote_ident(txt(0)))),
         SysFunc::TypeIsVisible => {
@@ -426,6 +428,16 @@ fn eval_catalog(f: SysFunc, vals: &[Value], ctx: SysCtx<'_>) -> Result<Value> {
             if READ_ONLY_SETTINGS.contains(&key.as_str()) {
                 return Err(SqlError::new("55P02", format!("parameter \"{key}\" cannot be changed")));
             }
+            // Who the session is changes only through SET ROLE / SET
+            // SESSION AUTHORIZATION, which check the role.
+            if matches!(key.as_str(), "role" | "session_authorization") {
+                return Err(SqlError::unsupported(format!("set_config('{key}', ...)")));
+            }
+            if crate::settings::SUPERUSER_SETTINGS.contains(&key.as_str())
+                && !crate::catalog::roles::session_is_superuser(catalog, ctx.settings)?
+            {
+                return Err(SqlError::new("42501", format!("permission denied to set parameter \"{key}\"")));
+            }
             let v = normalize_setting(&key, txt(1))?;
             ctx.settings.set(&key, v.clone());
             Value::Text(v)
@@ -447,14 +459,15 @@ fn eval_catalog(f: SysFunc, vals: &[Value], ctx: SysCtx<'_>) -> Result<Value> {
             };
             Value::Text(types::array_text(Elem::Text, &names))
         }
-        SysFunc::CurrentUser => Value::Text(ctx.settings.get("session_authorization").cloned().unwrap_or_default()),
+        SysFunc::CurrentUser => Value::Text(crate::catalog::roles::current_role(ctx.settings).to_owned()),
+        SysFunc::SessionUser => Value::Text(ctx.settings.get("session_authorization").cloned().unwrap_or_default()),
+        SysFunc::HasPrivilege(which) => crate::catalog::roles::has_privilege(which, vals, catalog, ctx.settings)?,
         SysFunc::UserById => {
-            if int(0) == cat::OWNER_OID {
-                Value::Text(ctx.settings.get("session_authorization").cloned().unwrap_or_default())
-            } else if int(0) == cat::DATABASE_OWNER_ROLE {
-                Value::Text("pg_database_owner".into())
-            } else {
-                Value::Text(format!("unknown (OID={})", int(0)))
+            let session = ctx.settings.get("session_authorization").cloned().unwrap_or_default();
+            let shown = crate::catalog::roles::ShownRoles::of(catalog, &session);
+            match shown.name(int(0)) {
+                Some(n) => Value::Text(n.to_owned()),
+                None => Value::Text(format!("unknown (OID={})", int(0))),
             }
         }
         _ => return eval_objects(f, vals, ctx),
