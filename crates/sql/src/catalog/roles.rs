@@ -705,10 +705,20 @@ pub fn check_relations(
     if perms.is_empty() {
         return Ok(());
     }
+    // The fast path: no roles stored, or the current role is a superuser
+    // under the same document as last time.
+    let Some(table) = catalog.table_by_name(AUTH_TABLE) else { return Ok(()) };
+    if let Some((t, true)) = &settings.auth().superuser_cache
+        && Arc::ptr_eq(t, table)
+    {
+        return Ok(());
+    }
     let Some(doc) = session_doc(settings.auth_mut(), catalog)? else { return Ok(()) };
     let role = current_role(settings).to_owned();
+    let su = superuser(settings.auth(), Some(&doc), &role);
+    settings.auth_mut().superuser_cache = Some((Arc::clone(table), su));
     let auth = settings.auth();
-    if superuser(auth, Some(&doc), &role) {
+    if su {
         return Ok(());
     }
     let database = settings.get("pgtier.database").cloned().unwrap_or_default();
