@@ -367,6 +367,10 @@ pub struct TlsConfig {
 pub struct PassthroughConfig {
     #[serde(default)]
     pub mode: PassthroughMode,
+    /// Roles that are not superusers may pass statements through too
+    /// (PostgreSQL runs them as the backend's user); off by default.
+    #[serde(default)]
+    pub non_superusers: bool,
     /// Deprecated alias of `[backend] url`.
     pub backend_url: Option<String>,
     /// Deprecated alias of `[backend] pool_size`.
@@ -379,6 +383,7 @@ impl std::fmt::Debug for PassthroughConfig {
         let url = self.backend_url.as_deref().map(pgtier_backend::redact_url);
         f.debug_struct("PassthroughConfig")
             .field("mode", &self.mode)
+            .field("non_superusers", &self.non_superusers)
             .field("backend_url", &url)
             .field("pool_size", &self.pool_size)
             .finish()

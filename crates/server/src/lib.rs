@@ -111,9 +111,12 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     cache.set_predicate_compiler(Arc::new(pgtier_sql::cache_predicate::SqlPredicates::new(db.clone())));
     shared.cache = Some(cache);
     shared.passthrough = match backend {
-        Some(params) if config.passthrough.mode != PassthroughMode::Off => {
-            Some(Arc::new(passthrough::Pool::new(config.passthrough.mode, params, backend_tls)))
-        }
+        Some(params) if config.passthrough.mode != PassthroughMode::Off => Some(Arc::new(passthrough::Pool::new(
+            config.passthrough.mode,
+            config.passthrough.non_superusers,
+            params,
+            backend_tls,
+        ))),
         _ => None,
     };
     shared.metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());

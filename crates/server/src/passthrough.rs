@@ -336,6 +336,8 @@ impl Remote {
 
 pub struct Pool {
     pub mode: PassthroughMode,
+    /// `[passthrough] non_superusers` (see `Rule`).
+    pub non_superusers: bool,
     config: postgres::Config,
     /// The backend URL without its password, for messages.
     shown: String,
@@ -357,9 +359,15 @@ struct PoolState {
 impl Pool {
     /// No connection is opened here: PostgreSQL being down must not stop
     /// pgtier from serving its own tables.
-    pub fn new(mode: PassthroughMode, params: pgtier_backend::ConnectParams, tls: Option<BackendTls>) -> Pool {
+    pub fn new(
+        mode: PassthroughMode,
+        non_superusers: bool,
+        params: pgtier_backend::ConnectParams,
+        tls: Option<BackendTls>,
+    ) -> Pool {
         Pool {
             mode,
+            non_superusers,
             config: params.config,
             shown: params.shown,
             password_source: params.password_source,
@@ -542,20 +550,39 @@ impl Drop for BlockLease {
 /// with the block.
 pub fn install(conn: &mut Connection, pool: &Pool) {
     let db = conn.database().clone();
-    conn.set_fallback(Box::new(Rule { mode: pool.mode, db }));
+    conn.set_fallback(Box::new(Rule { mode: pool.mode, non_superusers: pool.non_superusers, db }));
     conn.add_participant(Box::<BlockBackend>::default());
 }
 
 /// [`decide`] as the Connection's fallback.
 struct Rule {
     mode: PassthroughMode,
+    /// `[passthrough] non_superusers`: roles other than superusers may
+    /// pass statements through too.
+    non_superusers: bool,
     db: Database,
 }
 
 impl Fallback for Rule {
-    fn adopt(&self, ast: &Statement, err: SqlError) -> Result<Box<dyn std::any::Any + Send + Sync>, SqlError> {
+    fn adopt(
+        &self,
+        ast: &Statement,
+        err: SqlError,
+        superuser: bool,
+    ) -> Result<Box<dyn std::any::Any + Send + Sync>, SqlError> {
         let catalog = self.db.catalog();
         let remote = decide(self.mode, ast, err, |n| catalog.table_by_name(n).is_some())?;
+        // PostgreSQL runs a passed-through statement as the backend's
+        // configured user, with its privileges: not for every role.
+        if !superuser && !self.non_superusers {
+            return Err(SqlError::new(
+                "42501",
+                "permission denied to pass a statement through to PostgreSQL: only superusers may",
+            )
+            .with_hint(
+                "PostgreSQL runs it as pgtier's backend user. Set [passthrough] non_superusers = true to allow every role.",
+            ));
+        }
         Ok(Box::new(remote))
     }
 }

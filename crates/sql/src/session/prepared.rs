@@ -29,8 +29,10 @@ const TEXT_CACHE_MAX: usize = 256;
 pub trait Fallback: Send {
     /// `ast` failed to bind with `err`. Ok: the statement the server runs
     /// in its place (kept as [`StmtKind::Foreign`]); Err: the error to
-    /// report (`err` itself, or a better one).
-    fn adopt(&self, ast: &Statement, err: SqlError) -> Result<Box<dyn Any + Send + Sync>>;
+    /// report (`err` itself, or a better one). `superuser`: the session's
+    /// current role is one (what another system runs on the session's
+    /// behalf may be for superusers only).
+    fn adopt(&self, ast: &Statement, err: SqlError, superuser: bool) -> Result<Box<dyn Any + Send + Sync>>;
 }
 
 /// What [`Connection::utility`] did.
@@ -158,8 +160,10 @@ impl Connection {
             Ok(ps) => return Ok(Arc::new(Stmt::new(StmtKind::Sql(Box::new(ps)), declared, txn, is_set))),
             Err(e) => e,
         };
+        let catalog = self.db.catalog();
+        let superuser = crate::catalog::roles::session_is_superuser(&catalog, &mut self.settings)?;
         let adopted = match &self.fallback {
-            Some(fallback) => fallback.adopt(&kept, err),
+            Some(fallback) => fallback.adopt(&kept, err, superuser),
             None => Err(err),
         };
         match adopted {
