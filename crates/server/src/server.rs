@@ -145,8 +145,8 @@ impl Shared {
     /// changes nothing; the error says why (and goes to stderr too).
     pub fn reload(&self) -> Result<Reloaded, ServerError> {
         let result = self.reload_inner();
-        let ok = usize::from(result.is_err());
-        self.reloads[ok].fetch_add(1, Ordering::Relaxed);
+        // reloads[0]: ok, [1]: failed.
+        self.reloads[usize::from(result.is_err())].fetch_add(1, Ordering::Relaxed);
         match &result {
             Ok(r) => {
                 for key in &r.restart_needed {
