@@ -207,7 +207,8 @@ fn scrape(addr: SocketAddr) -> String {
 #[test]
 fn a_failed_login_waits_without_holding_up_other_sessions() {
     // Sessions on an event loop: the delay must not stall the loop.
-    let srv = common::start_with(&format!("event_loops = 1\n[metrics]\nlisten = \"127.0.0.1:0\"\n{}", users_toml(800)));
+    let srv =
+        common::start_with(&format!("event_loops = 1\n[metrics]\nlisten = \"127.0.0.1:0\"\n{}", users_toml(1500)));
     let mut on_loop = srv.client();
     on_loop.simple_query("CREATE TABLE t (id int PRIMARY KEY)").unwrap();
     let addr = srv.addr;
@@ -233,11 +234,12 @@ fn a_failed_login_waits_without_holding_up_other_sessions() {
     let mut fresh = srv.client();
     fresh.simple_query("SELECT count(*) FROM t").unwrap();
     let served = started.elapsed();
+    let still_waiting = !failing.is_finished();
     let (waited, code) = failing.join().unwrap();
     println!("failed login answered after {waited:?}; meanwhile 20 inserts and a new session took {served:?}");
     assert_eq!(code.as_deref(), Some("28P01"));
-    assert!(waited >= Duration::from_millis(800), "{waited:?}");
-    assert!(served < Duration::from_millis(500), "{served:?}");
+    assert!(waited >= Duration::from_millis(1500), "{waited:?}");
+    assert!(still_waiting, "the other sessions were served only after the failed login's delay ({served:?})");
     // An unknown user and a wrong database name fail the same way, counted apart.
     for user in ["nobody", "nobody"] {
         let mut c = srv.config();
