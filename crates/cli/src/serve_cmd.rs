@@ -1,6 +1,8 @@
 //! `pgtier serve --config pgtier.toml`: the PostgreSQL wire-protocol server
 //! in the foreground until Ctrl-C or SIGTERM, then a clean shutdown
 //! (sessions end, open transactions roll back, checkpoint, WAL flushed).
+//! SIGHUP reads the file again (`RunningServer::reload`: `[auth]` applies
+//! to new connections, other changed keys are named as needing a restart).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,10 +25,15 @@ pub struct ServeArgs {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static RELOAD: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     // Only an atomic store: the one thing a signal handler may safely do.
     STOP.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_hangup(_: libc::c_int) {
+    RELOAD.store(true, Ordering::SeqCst);
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -39,10 +46,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     unsafe {
         libc::signal(libc::SIGINT, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
+        libc::signal(libc::SIGHUP, on_hangup as extern "C" fn(libc::c_int) as libc::sighandler_t);
     }
     eprintln!("pgtier: listening on {} (data {}, commit_mode {mode})", server.local_addr(), data_dir.display());
     while !STOP.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(100));
+        if RELOAD.swap(false, Ordering::SeqCst) {
+            // The server says on stderr what it did, or why it kept the old file.
+            let _ = server.reload();
+        }
     }
     eprintln!("pgtier: shutting down (checkpoint and WAL flush)");
     server.shutdown_checked().context("shutdown")?;

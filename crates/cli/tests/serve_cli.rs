@@ -72,3 +72,34 @@ fn bad_config_is_one_line() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("line 3: unknown field `max_conections`"), "{stderr}");
 }
+
+#[test]
+fn sighup_reloads_auth_for_new_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pgtier.toml");
+    let text = |password: &str, max: u32| {
+        format!(
+            "listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\nmax_connections = {max}\n[auth]\nfailure_delay_ms = 10\n[[auth.users]]\nname = \"app\"\npassword = \"{password}\"\n"
+        )
+    };
+    std::fs::write(&config, text("old pw", 10)).unwrap();
+    let (mut child, addr) = serve(&config);
+    let url = |password: &str| format!("postgresql://app:{}@{addr}/app", password.replace(' ', "%20"));
+    let mut open = postgres::Client::connect(&url("old pw"), postgres::NoTls).unwrap();
+    std::fs::write(&config, text("new pw", 20)).unwrap();
+    // SAFETY: signals our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGHUP);
+    }
+    let started = std::time::Instant::now();
+    while postgres::Client::connect(&url("new pw"), postgres::NoTls).is_err() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "SIGHUP did not reload");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let e = postgres::Client::connect(&url("old pw"), postgres::NoTls).err().unwrap();
+    assert_eq!(e.code().map(|c| c.code()), Some("28P01"));
+    // The session opened before the reload goes on.
+    open.batch_execute("CREATE TABLE t (id int); INSERT INTO t VALUES (1)").unwrap();
+    drop(open);
+    terminate(&mut child);
+}

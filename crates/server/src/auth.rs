@@ -50,6 +50,37 @@ impl Verifier {
     }
 }
 
+/// Who may connect and how: the users, the host rules and the failure
+/// delay. A reload builds a new one and swaps it in whole; a connection
+/// uses the one it found at its start.
+pub struct AuthState {
+    pub users: Users,
+    pub rules: crate::hba::Rules,
+    pub failure_delay: std::time::Duration,
+    connection_limits: HashMap<String, usize>,
+}
+
+impl AuthState {
+    /// From a validated configuration's `[auth]`; `previous`: the state a
+    /// reload replaces (unknown users keep their mock salts).
+    pub fn new(
+        config: &crate::ServerConfig,
+        listen: std::net::SocketAddr,
+        previous: Option<&AuthState>,
+    ) -> Result<AuthState, ServerError> {
+        let rules = config.validate_auth(listen)?;
+        let users = Users::new(&config.auth.users, previous.map(|p| &p.users.mock_key))?;
+        let connection_limits =
+            config.auth.users.iter().filter_map(|u| Some((u.name.clone(), u.connection_limit?))).collect();
+        Ok(AuthState { users, rules, failure_delay: config.auth.failure_delay(), connection_limits })
+    }
+
+    /// The user's `connection_limit`, if it has one.
+    pub fn connection_limit(&self, user: &str) -> Option<usize> {
+        self.connection_limits.get(user).copied()
+    }
+}
+
 /// The configured users, by name.
 pub struct Users {
     verifiers: HashMap<String, Verifier>,
@@ -58,7 +89,7 @@ pub struct Users {
 }
 
 impl Users {
-    pub fn new(users: &[crate::config::UserConfig]) -> Result<Users, ServerError> {
+    pub fn new(users: &[crate::config::UserConfig], mock_key: Option<&hmac::Key>) -> Result<Users, ServerError> {
         let mut verifiers = HashMap::new();
         for u in users {
             let v = if u.password.starts_with("SCRAM-SHA-256$") {
@@ -72,9 +103,22 @@ impl Users {
             };
             verifiers.insert(u.name.clone(), v);
         }
-        let mut secret = [0u8; 32];
-        SystemRandom::new().fill(&mut secret).map_err(|_| ServerError::Config("no system randomness".to_owned()))?;
-        Ok(Users { verifiers, mock_key: hmac::Key::new(hmac::HMAC_SHA256, &secret) })
+        let mock_key = match mock_key {
+            Some(key) => key.clone(),
+            None => {
+                let mut secret = [0u8; 32];
+                SystemRandom::new()
+                    .fill(&mut secret)
+                    .map_err(|_| ServerError::Config("no system randomness".to_owned()))?;
+                hmac::Key::new(hmac::HMAC_SHA256, &secret)
+            }
+        };
+        Ok(Users { verifiers, mock_key })
+    }
+
+    /// An `[[auth.users]]` entry names `user`.
+    pub fn knows(&self, user: &str) -> bool {
+        self.verifiers.contains_key(user)
     }
 
     /// The user's verifier, or a mock one that no proof matches.

@@ -64,6 +64,10 @@ pub struct ServerConfig {
     /// line, never read from the file.
     #[serde(skip)]
     pub takeover: bool,
+    /// The file this was read from (`from_toml_file`): what a reload
+    /// (SIGHUP, `pg_reload_conf()`) reads again.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 /// A `[settings]` value: TOML text, integer or boolean, as SET takes it.
@@ -321,10 +325,72 @@ pub enum CommitModeName {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
+    /// How every connection authenticates when there are no `rules` (the
+    /// one implied rule: all addresses, users and databases).
     #[serde(default)]
     pub method: AuthMethod,
     #[serde(default)]
     pub users: Vec<UserConfig>,
+    /// Host rules, as pg_hba.conf (hba.rs): the first that matches decides.
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+    /// A failed login (wrong password, unknown user, refused by the rules)
+    /// is answered this long after it failed (auth_delay's
+    /// `auth_delay.milliseconds`). Default [`FAILURE_DELAY_MS_DEFAULT`].
+    pub failure_delay_ms: Option<u64>,
+}
+
+/// One second: a password guesser gets one answer a second per
+/// connection, a person who mistyped hardly notices.
+pub const FAILURE_DELAY_MS_DEFAULT: u64 = 1000;
+/// More than a minute would outlast the client's own connect timeout.
+const FAILURE_DELAY_MS_MAX: u64 = 60_000;
+
+impl AuthConfig {
+    pub fn failure_delay(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.failure_delay_ms.unwrap_or(FAILURE_DELAY_MS_DEFAULT))
+    }
+}
+
+/// One `[[auth.rules]]` entry as written; checked by hba.rs, which names
+/// the rule's index in every error.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// "all", an address ("10.1.2.3", "::1") or a CIDR network ("10.0.0.0/8").
+    pub address: String,
+    /// "all", a user name or a list of them.
+    #[serde(default)]
+    pub user: NameList,
+    /// "all", a database name or a list of them.
+    #[serde(default)]
+    pub database: NameList,
+    /// "scram-sha-256", "trust" or "reject".
+    pub method: String,
+    /// "optional" (default: any connection), "required" (only TLS ones,
+    /// pg_hba.conf's hostssl) or "off" (only plain ones, hostnossl).
+    pub tls: Option<String>,
+    /// `trust` for an address that is not loopback must say so.
+    #[serde(default)]
+    pub allow_trust_from_network: bool,
+    /// The client must present a certificate that chains to `[tls]
+    /// client_ca` (needs `tls = "required"`).
+    #[serde(default)]
+    pub client_cert: bool,
+}
+
+/// "all", one name, or a list.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum NameList {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Default for NameList {
+    fn default() -> NameList {
+        NameList::One("all".to_owned())
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -344,12 +410,18 @@ pub struct UserConfig {
     /// Plaintext, or a `SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>`
     /// verifier as PostgreSQL stores it (`pg_authid.rolpassword`).
     pub password: String,
+    /// Sessions this user may have at once (PostgreSQL's `CONNECTION
+    /// LIMIT`); beyond it 53300. None: no limit but `max_connections`.
+    pub connection_limit: Option<usize>,
 }
 
 impl std::fmt::Debug for UserConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print a password, not even in a debug dump of the config.
-        f.debug_struct("UserConfig").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("UserConfig")
+            .field("name", &self.name)
+            .field("connection_limit", &self.connection_limit)
+            .finish_non_exhaustive()
     }
 }
 
@@ -360,6 +432,15 @@ pub struct TlsConfig {
     pub cert: PathBuf,
     /// PEM private key (PKCS#8, PKCS#1 or SEC1).
     pub key: PathBuf,
+    /// The oldest TLS version accepted: "1.2" (default) or "1.3".
+    pub min_version: Option<String>,
+    /// PEM certificates of the CAs client certificates must chain to;
+    /// without it no client certificate is asked for.
+    pub client_ca: Option<PathBuf>,
+    /// With `client_ca`: "optional" (default: checked when the client
+    /// presents one; a rule's `client_cert = true` then requires it) or
+    /// "required" (every TLS handshake needs one).
+    pub client_cert: Option<String>,
 }
 
 #[derive(Clone, Default, Deserialize)]
@@ -431,6 +512,7 @@ impl ServerConfig {
             metrics: MetricsSection::default(),
             settings: std::collections::BTreeMap::new(),
             takeover: false,
+            source: None,
         }
     }
 
@@ -479,7 +561,9 @@ impl ServerConfig {
         if let Some(tls) = &mut config.tls {
             rebase(&mut tls.cert);
             rebase(&mut tls.key);
+            tls.client_ca.iter_mut().for_each(rebase);
         }
+        config.source = Some(path.to_path_buf());
         if let Some(backend) = &mut config.backend {
             backend.password_file.iter_mut().chain(backend.sslrootcert.iter_mut()).for_each(rebase);
         }
@@ -516,16 +600,36 @@ impl ServerConfig {
         if self.event_loops.is_some_and(|n| n > EVENT_LOOPS_MAX) {
             return bad(format!("event_loops must be at most {EVENT_LOOPS_MAX} (0: a thread per session)"));
         }
-        match self.auth.method {
-            AuthMethod::Trust if !addr.ip().is_loopback() => {
-                return bad(format!(
-                    "auth method \"trust\" is only allowed when listening on a loopback address, not {addr}; use \"scram-sha-256\""
-                ));
+        self.validate_auth(addr)?;
+        self.validate_tls()?;
+        self.cache.to_cache_config()?;
+        let backend = self.backend_config()?;
+        let mode = self.passthrough.mode;
+        if mode != PassthroughMode::Off && backend.is_none() {
+            let name = if mode == PassthroughMode::All { "all" } else { "reads" };
+            return bad(format!("[passthrough] mode is \"{name}\" but no backend is configured; set [backend] url"));
+        }
+        Ok(addr)
+    }
+
+    /// `[auth]`: what can change on a reload (the listen address is the
+    /// running server's). Returns the rules in force.
+    pub(crate) fn validate_auth(&self, addr: SocketAddr) -> Result<crate::hba::Rules, ServerError> {
+        let bad = |m: String| Err(ServerError::Config(m));
+        if self.auth.rules.is_empty() {
+            match self.auth.method {
+                AuthMethod::Trust if !addr.ip().is_loopback() => {
+                    return bad(format!(
+                        "auth method \"trust\" is only allowed when listening on a loopback address, not {addr}; use \"scram-sha-256\" (or [[auth.rules]] with allow_trust_from_network = true)"
+                    ));
+                }
+                _ => {}
             }
-            AuthMethod::ScramSha256 if self.auth.users.is_empty() => {
-                return bad("auth method \"scram-sha-256\" needs at least one [[auth.users]] entry".to_owned());
-            }
-            _ => {}
+        }
+        let has_client_ca = self.tls.as_ref().is_some_and(|t| t.client_ca.is_some());
+        let rules = crate::hba::Rules::from_config(&self.auth, addr, has_client_ca)?;
+        if rules.any_scram() && self.auth.users.is_empty() {
+            return bad("auth method \"scram-sha-256\" needs at least one [[auth.users]] entry".to_owned());
         }
         for (i, u) in self.auth.users.iter().enumerate() {
             if u.name.is_empty() {
@@ -535,14 +639,52 @@ impl ServerConfig {
                 return bad(format!("auth.users: user \"{}\" is listed twice", u.name));
             }
         }
-        self.cache.to_cache_config()?;
-        let backend = self.backend_config()?;
-        let mode = self.passthrough.mode;
-        if mode != PassthroughMode::Off && backend.is_none() {
-            let name = if mode == PassthroughMode::All { "all" } else { "reads" };
-            return bad(format!("[passthrough] mode is \"{name}\" but no backend is configured; set [backend] url"));
+        if let Some(ms) = self.auth.failure_delay_ms
+            && ms > FAILURE_DELAY_MS_MAX
+        {
+            return bad(format!("[auth] failure_delay_ms must be at most {FAILURE_DELAY_MS_MAX}, not {ms}"));
         }
-        Ok(addr)
+        Ok(rules)
+    }
+
+    fn validate_tls(&self) -> Result<(), ServerError> {
+        let Some(tls) = &self.tls else { return Ok(()) };
+        let bad = |m: String| Err(ServerError::Config(format!("[tls] {m}")));
+        if let Some(v) = tls.min_version.as_deref()
+            && v != "1.2"
+            && v != "1.3"
+        {
+            return bad(format!("min_version must be \"1.2\" or \"1.3\", not {v:?}"));
+        }
+        match tls.client_cert.as_deref() {
+            None => {}
+            Some("optional" | "required") if tls.client_ca.is_some() => {}
+            Some("optional" | "required") => return bad("client_cert needs client_ca".to_owned()),
+            Some(other) => return bad(format!("client_cert must be \"optional\" or \"required\", not {other:?}")),
+        }
+        Ok(())
+    }
+
+    /// The keys of `new` that differ from `self` and cannot change while
+    /// the server runs (everything but `[auth]`), by name.
+    pub(crate) fn restart_keys(&self, new: &ServerConfig) -> Vec<&'static str> {
+        let differs = |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| format!("{a:?}") != format!("{b:?}");
+        let pairs: [(&'static str, bool); 13] = [
+            ("listen", self.listen != new.listen),
+            ("data_dir", self.data_dir != new.data_dir),
+            ("commit_mode", self.commit_mode != new.commit_mode),
+            ("max_connections", self.max_connections != new.max_connections),
+            ("max_message_bytes", self.max_message_bytes != new.max_message_bytes),
+            ("event_loops", self.event_loops != new.event_loops),
+            ("[tls]", differs(&self.tls, &new.tls)),
+            ("[backend]", differs(&self.backend, &new.backend)),
+            ("[passthrough]", differs(&self.passthrough, &new.passthrough)),
+            ("[cache]", differs(&self.cache, &new.cache)),
+            ("[tier]", differs(&self.tier, &new.tier)),
+            ("[metrics]", differs(&self.metrics, &new.metrics)),
+            ("[settings]", differs(&self.settings, &new.settings)),
+        ];
+        pairs.into_iter().filter(|(_, changed)| *changed).map(|(key, _)| key).collect()
     }
 
     /// `[backend]` with the deprecated `[passthrough]` keys merged in; None

@@ -8,6 +8,8 @@ mod auth;
 pub mod config;
 mod copy;
 mod event_loop;
+mod hba;
+mod login;
 mod metrics;
 mod numeric_wire;
 mod passthrough;
@@ -23,11 +25,11 @@ use std::sync::Arc;
 use pgtier_engine::{CommitMode, Database, EngineConfig};
 
 pub use config::{
-    AuthConfig, AuthMethod, CacheSection, CommitModeName, PassthroughConfig, PassthroughMode, ServerConfig, TlsConfig,
-    UserConfig,
+    AuthConfig, AuthMethod, CacheSection, CommitModeName, NameList, PassthroughConfig, PassthroughMode, RuleConfig,
+    ServerConfig, TlsConfig, UserConfig,
 };
 pub use pgtier_backend::{BackendConfig, SslMode};
-pub use server::{RunningServer, ShutdownHandle};
+pub use server::{Reloaded, RunningServer, ShutdownHandle};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -62,7 +64,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         Some(params) => tls::backend_client(params)?,
         None => None,
     };
-    let users = auth::Users::new(&config.auth.users)?;
+    let auth = auth::AuthState::new(&config, addr, None)?;
     let tls = config.tls.as_ref().map(tls::load).transpose()?;
     // Bind before opening the engine: a port in use fails fast, without
     // replaying the WAL first.
@@ -86,8 +88,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     };
     let db = Database::open(&config.data_dir, engine)
         .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
-    let limits = (config.max_connections, config.max_message_bytes);
-    let mut shared = server::Shared::new(db.clone(), users, config.auth.method, tls, limits);
+    let mut shared = server::Shared::new(db.clone(), auth, config.clone(), addr, tls);
     // Checked as SET checks them, once, so a session never meets a bad one.
     let mut probe = pgtier_sql::Connection::new(db.clone());
     for (name, value) in config.setting_defaults() {

@@ -104,6 +104,7 @@ fn render(shared: &Shared) -> String {
         "Sessions ended by a panic (a bug: please report it; the server goes on).",
         shared.session_panics.load(Ordering::Relaxed) as f64,
     );
+    render_auth(shared, &mut out);
     out.one("pgtier_engine_commits_total", "counter", "Transactions committed.", stats.commits as f64);
     out.one("pgtier_engine_rollbacks_total", "counter", "Transactions rolled back.", stats.rollbacks as f64);
     out.one("pgtier_engine_lock_waits_total", "counter", "Row-lock waits begun.", stats.lock_waits as f64);
@@ -337,6 +338,53 @@ fn render(shared: &Shared) -> String {
         );
     }
     out.0
+}
+
+/// Logins (login.rs): never a password; user names and addresses only
+/// of failures, at most `login::TRACKED_MAX` of each.
+fn render_auth(shared: &Shared, out: &mut Out) {
+    let logins = shared.logins.snapshot();
+    out.one("pgtier_auth_successes_total", "counter", "Logins that started a session.", logins.successes as f64);
+    let reasons: Vec<(String, f64)> =
+        logins.failures.iter().map(|(why, n)| (format!("{{reason=\"{}\"}}", why.label()), *n as f64)).collect();
+    out.metric(
+        "pgtier_auth_failures_total",
+        "counter",
+        "Logins refused: password, unknown_user, no_rule, rejected, client_cert (each answered after [auth] failure_delay_ms), user_connection_limit.",
+        &reasons,
+    );
+    let mut by_user: Vec<(String, f64)> =
+        logins.by_user.iter().map(|(u, n)| (format!("{{user=\"{}\"}}", label(u)), *n as f64)).collect();
+    by_user.sort_by(|a, b| a.0.cmp(&b.0));
+    out.metric(
+        "pgtier_auth_failures_by_user_total",
+        "counter",
+        "Failed logins by the user name given (the most recently failing names only).",
+        &by_user,
+    );
+    let mut by_address: Vec<(String, f64)> =
+        logins.by_address.iter().map(|(a, n)| (format!("{{address=\"{a}\"}}"), *n as f64)).collect();
+    by_address.sort_by(|a, b| a.0.cmp(&b.0));
+    out.metric(
+        "pgtier_auth_failures_by_address_total",
+        "counter",
+        "Failed logins by client address (the most recently failing addresses only).",
+        &by_address,
+    );
+    out.one(
+        "pgtier_auth_failures_forgotten_total",
+        "counter",
+        "User names and addresses dropped from the two tables above to keep them bounded.",
+        logins.forgotten as f64,
+    );
+    let reloads = [("ok", 0), ("failed", 1)]
+        .map(|(result, i)| (format!("{{result=\"{result}\"}}"), shared.reloads[i].load(Ordering::Relaxed) as f64));
+    out.metric(
+        "pgtier_config_reloads_total",
+        "counter",
+        "Configuration reloads (SIGHUP, pg_reload_conf()); a failed one changed nothing.",
+        &reloads,
+    );
 }
 
 /// The flash tier (`pgtier_tier_stats`): the store unlabelled, groups labelled.

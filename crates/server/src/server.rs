@@ -13,14 +13,14 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 use pgtier_engine::Database;
 use pgwire::messages::startup::SecretKey;
 use ring::rand::{SecureRandom, SystemRandom};
 
-use crate::ServerError;
-use crate::auth::Users;
-use crate::config::AuthMethod;
+use crate::auth::AuthState;
+use crate::login::Logins;
+use crate::{ServerConfig, ServerError};
 
 /// How often the accept loop looks at the shutdown flag.
 const ACCEPT_POLL_MS: i32 = 100;
@@ -45,8 +45,15 @@ struct SessionEntry {
 
 pub struct Shared {
     pub db: Database,
-    pub users: Users,
-    pub auth_method: AuthMethod,
+    /// Users, host rules, failure delay: replaced whole by a reload.
+    auth: RwLock<Arc<AuthState>>,
+    /// Login figures and each user's live sessions.
+    pub logins: Arc<Logins>,
+    /// The configuration in force (a reload compares the file with it)
+    /// and its listen address as configured; the lock serializes reloads.
+    config: Mutex<ServerConfig>,
+    listen: SocketAddr,
+    pub(crate) reloads: [std::sync::atomic::AtomicU64; 2],
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub max_connections: usize,
     pub max_message_bytes: usize,
@@ -74,6 +81,15 @@ pub struct Shared {
     pub(crate) loops: std::sync::OnceLock<Arc<crate::event_loop::Loops>>,
 }
 
+/// What a reload did.
+#[derive(Debug)]
+pub struct Reloaded {
+    /// The file read.
+    pub path: std::path::PathBuf,
+    /// Keys that changed in the file and keep their old values until a restart.
+    pub restart_needed: Vec<&'static str>,
+}
+
 /// A place in the connection limit, released on drop.
 pub struct Slot(Arc<Shared>);
 
@@ -86,16 +102,19 @@ impl Drop for Slot {
 impl Shared {
     pub fn new(
         db: Database,
-        users: Users,
-        auth_method: AuthMethod,
+        auth: AuthState,
+        config: ServerConfig,
+        listen: SocketAddr,
         tls: Option<Arc<rustls::ServerConfig>>,
-        limits: (usize, usize),
     ) -> Shared {
-        let (max_connections, max_message_bytes) = limits;
+        let (max_connections, max_message_bytes) = (config.max_connections, config.max_message_bytes);
         Shared {
             db,
-            users,
-            auth_method,
+            auth: RwLock::new(Arc::new(auth)),
+            logins: Arc::new(Logins::default()),
+            config: Mutex::new(config),
+            listen,
+            reloads: Default::default(),
             tls,
             max_connections,
             max_message_bytes,
@@ -112,6 +131,51 @@ impl Shared {
             session_panics: std::sync::atomic::AtomicU64::new(0),
             loops: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Who may connect and how, now (a new connection keeps what it got).
+    pub fn auth(&self) -> Arc<AuthState> {
+        Arc::clone(&self.auth.read())
+    }
+
+    /// Reads the configuration file again: `[auth]` (users, passwords,
+    /// rules, failure delay, connection limits) applies to new connections
+    /// at once; any other key that changed keeps its old value until a
+    /// restart and is named on stderr. A file that does not load or check
+    /// changes nothing; the error says why (and goes to stderr too).
+    pub fn reload(&self) -> Result<Reloaded, ServerError> {
+        let result = self.reload_inner();
+        // reloads[0]: ok, [1]: failed.
+        self.reloads[usize::from(result.is_err())].fetch_add(1, Ordering::Relaxed);
+        match &result {
+            Ok(r) => {
+                for key in &r.restart_needed {
+                    eprintln!(
+                        "pgtier: warning: {key} changed in {}; it needs a restart, the old value stays in force",
+                        r.path.display()
+                    );
+                }
+                eprintln!("pgtier: configuration reloaded from {}", r.path.display());
+            }
+            Err(e) => eprintln!("pgtier: reload failed, the old configuration stays in force: {e}"),
+        }
+        result
+    }
+
+    fn reload_inner(&self) -> Result<Reloaded, ServerError> {
+        let mut current = self.config.lock();
+        let Some(path) = current.source.clone() else {
+            return Err(ServerError::Config("the server was not started from a file: nothing to reload".to_owned()));
+        };
+        let new = ServerConfig::from_toml_file(&path)?;
+        let restart_needed = current.restart_keys(&new);
+        let mut merged = current.clone();
+        merged.auth = new.auth;
+        let state = AuthState::new(&merged, self.listen, Some(&self.auth()))?;
+        // log: configuration reloaded (path, restart_needed)
+        *self.auth.write() = Arc::new(state);
+        *current = merged;
+        Ok(Reloaded { path, restart_needed })
     }
 
     pub fn reserve_connection(self: &Arc<Self>) -> Option<Slot> {
@@ -298,6 +362,12 @@ impl RunningServer {
     /// Sessions ended by a panic since start (each a bug; the server goes on).
     pub fn session_panics(&self) -> u64 {
         self.shared.session_panics.load(Ordering::Relaxed)
+    }
+
+    /// Reads the configuration file again (what SIGHUP and
+    /// `pg_reload_conf()` do): see [`Shared::reload`].
+    pub fn reload(&self) -> Result<Reloaded, ServerError> {
+        self.shared.reload()
     }
 
     pub fn shutdown_handle(&self) -> ShutdownHandle {

@@ -75,6 +75,8 @@ pub struct Session {
     /// read buffer (reused: no allocation per message).
     frame: Vec<u8>,
     pub(crate) remote: Option<Arc<crate::passthrough::Pool>>,
+    /// The server: `pg_reload_conf()` reloads its configuration.
+    shared: Arc<Shared>,
     /// The last message answered was a Sync or Query (ReadyForQuery went
     /// out): the client's turn, so idle_in_transaction_session_timeout
     /// runs if a block is open (as PostgreSQL, not between Execute and Sync).
@@ -88,7 +90,7 @@ pub struct Session {
 const IDLE_IN_TRANSACTION_MSG: &str = "terminating connection due to idle-in-transaction timeout";
 
 impl Session {
-    fn new(shared: &Shared, wire: Wire, cancel: Arc<AtomicBool>) -> Session {
+    fn new(shared: &Arc<Shared>, wire: Wire, cancel: Arc<AtomicBool>) -> Session {
         let mut conn = Connection::new(shared.db.clone());
         conn.set_cancel_flag(Arc::clone(&cancel));
         for (name, value) in &shared.setting_defaults {
@@ -115,6 +117,7 @@ impl Session {
             scratch: String::new(),
             frame: Vec::new(),
             remote: shared.passthrough.clone(),
+            shared: Arc::clone(shared),
             after_ready: false,
             idle_deadline: None,
         }

@@ -24,10 +24,33 @@ pub fn load(config: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, ServerError
     let key = PrivateKeyDer::from_pem_file(&config.key)
         .map_err(|e| ServerError::Tls(format!("private key {}: {e}", config.key.display())))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ServerError::Tls(e.to_string()))?
-        .with_no_client_auth()
+    let versions: &[&rustls::SupportedProtocolVersion] = match config.min_version.as_deref() {
+        Some("1.3") => &[&rustls::version::TLS13],
+        _ => &[&rustls::version::TLS13, &rustls::version::TLS12],
+    };
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(versions)
+        .map_err(|e| ServerError::Tls(e.to_string()))?;
+    let builder = match &config.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let bad = |m: String| ServerError::Config(format!("[tls] client_ca {m}"));
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in read_certs(path).map_err(bad)? {
+                roots.add(cert).map_err(|e| bad(format!("{}: {e}", path.display())))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            // "optional": checked when presented; a host rule with
+            // client_cert = true then refuses a connection without one.
+            let verifier = if config.client_cert.as_deref() == Some("required") {
+                verifier
+            } else {
+                verifier.allow_unauthenticated()
+            };
+            builder.with_client_cert_verifier(verifier.build().map_err(|e| bad(format!("{}: {e}", path.display())))?)
+        }
+    };
+    let tls = builder
         .with_single_cert(certs, key)
         .map_err(|e| ServerError::Tls(format!("{}: {e}", config.cert.display())))?;
     Ok(Arc::new(tls))

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use pgtier_sql::SqlError;
-use pgtier_sql::session::{Stmt, StmtKind, Via};
+use pgtier_sql::session::{Stmt, StmtKind, TransactionStatus, Via};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::data::{DataRow, FieldDescription, RowDescription};
 
 use super::Session;
 use crate::passthrough::remote;
@@ -40,6 +42,10 @@ impl Session {
             // below it, so the next start replays little).
             self.conn.database().checkpoint()?;
             self.wire.command_complete("CHECKPOINT");
+            return Ok(());
+        }
+        if is_reload_conf(sql) && self.conn.transaction_status() != TransactionStatus::Failed {
+            self.reload_conf();
             return Ok(());
         }
         if let Some(s) = self.conn.cache_stmt(sql)? {
@@ -88,6 +94,57 @@ impl Session {
                 }
                 Ok(())
             }
+        }
+    }
+}
+
+/// `SELECT pg_reload_conf()` as psql and scripts send it: answered by the
+/// server, which owns the configuration (the SQL layer knows no config
+/// file). Other spellings (in a larger query, in the extended protocol)
+/// reach the SQL layer, which does not know the function.
+fn is_reload_conf(sql: &str) -> bool {
+    let words: String = sql.trim().trim_end_matches(';').split_whitespace().collect::<Vec<_>>().join(" ");
+    let words = words.to_ascii_lowercase().replace("( )", "()");
+    matches!(words.as_str(), "select pg_reload_conf()" | "select pg_catalog.pg_reload_conf()")
+}
+
+impl Session {
+    /// pg_reload_conf(): every configured user counts as a superuser.
+    /// PostgreSQL answers true once the postmaster is signalled and
+    /// reports problems in its log only; here the reload is done before
+    /// the answer, so its problems go to the caller as WARNINGs too.
+    fn reload_conf(&mut self) {
+        match self.shared.reload() {
+            Ok(r) => {
+                for key in r.restart_needed {
+                    let message = format!("{key} changed; it needs a restart, the old value stays in force");
+                    self.wire.notice(&SqlError::new("55P02", message), "WARNING");
+                }
+            }
+            Err(e) => {
+                let message = format!("configuration not reloaded, the old one stays in force: {e}");
+                self.wire.notice(&SqlError::new("F0000", message), "WARNING");
+            }
+        }
+        let field = FieldDescription::new("pg_reload_conf".to_owned(), 0, 0, crate::types::BOOL, 1, -1, 0);
+        self.wire.send(PgWireBackendMessage::RowDescription(RowDescription::new(vec![field])));
+        let mut row = bytes::BytesMut::new();
+        bytes::BufMut::put_i32(&mut row, 1);
+        bytes::BufMut::put_u8(&mut row, b't');
+        self.wire.send(PgWireBackendMessage::DataRow(DataRow::new(row, 1)));
+        self.wire.command_complete("SELECT 1");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reload_conf_spellings() {
+        for sql in ["SELECT pg_reload_conf()", "select  pg_reload_conf( ) ;", "SELECT pg_catalog.pg_reload_conf();"] {
+            assert!(super::is_reload_conf(sql), "{sql}");
+        }
+        for sql in ["SELECT pg_reload_conf(), 1", "SELECT 1; SELECT pg_reload_conf()"] {
+            assert!(!super::is_reload_conf(sql), "{sql}");
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Startup, up to the first ReadyForQuery: SSL/GSS negotiation, cancel
-//! requests, the startup packet and protocol version, authentication
-//! (SCRAM-SHA-256 or trust), the connection limit, startup parameters and
-//! the ParameterStatus messages that follow AuthenticationOk.
+//! requests, the startup packet and protocol version, the host rules,
+//! authentication (SCRAM-SHA-256 or trust), the failure delay, the
+//! connection limits (server and user), startup parameters and the
+//! ParameterStatus messages that follow AuthenticationOk.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -14,8 +15,9 @@ use pgwire::messages::PgWireFrontendMessage as F;
 use pgwire::messages::startup::{Authentication, BackendKeyData, NegotiateProtocolVersion, SecretKey, Startup};
 
 use super::{REPORTED, Session};
-use crate::auth::{Exchange, MECHANISM, ScramError};
-use crate::config::AuthMethod;
+use crate::auth::{AuthState, Exchange, MECHANISM, ScramError};
+use crate::hba::{Client, Method};
+use crate::login::Failure;
 use crate::server::Shared;
 use crate::wire::{ReadError, Stream, Wire};
 
@@ -37,6 +39,8 @@ pub fn serve(
 ) {
     let _ = tcp.set_nodelay(true);
     let _ = tcp.set_read_timeout(Some(AUTH_TIMEOUT));
+    // The host rules see IPv4 clients of an IPv6 listener as IPv4.
+    let peer = tcp.peer_addr().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip().to_canonical());
     let mut wire = Wire::new(Stream::Plain(tcp), shared.max_message_bytes);
     let startup = match startup(shared, &mut wire) {
         Ok(Some(s)) => s,
@@ -48,15 +52,35 @@ pub fn serve(
     if user.is_empty() {
         return fatal(&mut wire, "28000", "no PostgreSQL user name specified in startup packet");
     }
-    let Some(_slot) = shared.reserve_connection() else {
+    let Some(slot) = shared.reserve_connection() else {
         return fatal(&mut wire, "53300", "sorry, too many clients already");
     };
-    match authenticate(shared, &mut wire, &user) {
-        Ok(true) => {}
-        Ok(false) => return fatal(&mut wire, "28P01", &format!("password authentication failed for user \"{user}\"")),
-        Err(ReadError::Closed | ReadError::WouldBlock) => return,
-        Err(ReadError::Protocol(m)) => return fatal(&mut wire, "08P01", &m),
+    let database = startup.parameters.get("database").filter(|d| !d.is_empty()).unwrap_or(&user).clone();
+    // This connection's rules and users, whatever a reload does meanwhile.
+    let auth = shared.auth();
+    let tls = matches!(wire.stream, Stream::Tls(_));
+    let client = Client { addr: peer, user: &user, database: &database, tls };
+    match login(&auth, &mut wire, &client) {
+        Ok(()) => {}
+        Err(Refused::Closed) => return,
+        Err(Refused::Protocol(m)) => return fatal(&mut wire, "08P01", &m),
+        Err(Refused::Login(why, sqlstate, message)) => {
+            // log: authentication failed (why.label(), user, peer)
+            shared.logins.failed(why, &user, peer);
+            // The delay holds this handshake thread only, not a place in
+            // max_connections, a session's thread or an event loop.
+            drop(slot);
+            std::thread::sleep(auth.failure_delay);
+            return fatal(&mut wire, sqlstate, &message);
+        }
     }
+    // As PostgreSQL: the role's limit is checked after AuthenticationOk.
+    let Some(user_slot) = shared.logins.join(&user, auth.connection_limit(&user)) else {
+        shared.logins.failed(Failure::UserLimit, &user, peer);
+        return fatal(&mut wire, "53300", &format!("too many connections for role \"{user}\""));
+    };
+    shared.logins.succeeded();
+    drop(auth);
     if let Stream::Plain(t) = &wire.stream {
         let _ = t.set_read_timeout(None);
     }
@@ -64,7 +88,6 @@ pub fn serve(
         let _ = t.sock.set_read_timeout(None);
     }
     let mut session = Session::new(shared, wire, cancel);
-    let database = startup.parameters.get("database").filter(|d| !d.is_empty()).unwrap_or(&user).clone();
     session.conn.set_identity(&user, &database);
     session.apply_startup_parameters(&startup, &user);
     session.wire.send(PgWireBackendMessage::BackendKeyData(BackendKeyData::new(pid, SecretKey::I32(secret))));
@@ -72,11 +95,63 @@ pub fn serve(
     if let Some(loops) = shared.loops.get()
         && session.raw_fd().is_some()
     {
-        loops.adopt(crate::event_loop::Adopted { session, _guards: Box::new((registered, _slot)) });
+        loops.adopt(crate::event_loop::Adopted { session, _guards: Box::new((registered, slot, user_slot)) });
         return;
     }
     session.run();
     session.finish();
+    drop((slot, user_slot));
+}
+
+/// Why a connection ends before its session starts.
+enum Refused {
+    /// The client went away.
+    Closed,
+    /// It broke the protocol (08P01).
+    Protocol(String),
+    /// A failed login: why, SQLSTATE and PostgreSQL's message.
+    Login(Failure, &'static str, String),
+}
+
+impl From<ReadError> for Refused {
+    fn from(e: ReadError) -> Refused {
+        match e {
+            ReadError::Closed | ReadError::WouldBlock => Refused::Closed,
+            ReadError::Protocol(m) => Refused::Protocol(m),
+        }
+    }
+}
+
+/// The first matching host rule, then its method.
+fn login(auth: &AuthState, wire: &mut Wire, client: &Client<'_>) -> Result<(), Refused> {
+    let Some(rule) = auth.rules.decide(client) else {
+        return Err(Refused::Login(Failure::NoRule, "28000", client.no_entry_message()));
+    };
+    if rule.method == Method::Reject {
+        return Err(Refused::Login(Failure::Rejected, "28000", client.rejected_message()));
+    }
+    if rule.client_cert && !has_client_certificate(wire) {
+        let message = "connection requires a valid client certificate".to_owned();
+        return Err(Refused::Login(Failure::ClientCert, "28000", message));
+    }
+    if rule.method == Method::Trust {
+        wire.send(PgWireBackendMessage::Authentication(Authentication::Ok));
+        return Ok(());
+    }
+    if scram(auth, wire, client.user)? {
+        return Ok(());
+    }
+    let why = if auth.users.knows(client.user) { Failure::Password } else { Failure::UnknownUser };
+    Err(Refused::Login(why, "28P01", format!("password authentication failed for user \"{}\"", client.user)))
+}
+
+/// A TLS client whose certificate chained to `[tls] client_ca` (rustls
+/// reports peer certificates only once they are verified).
+fn has_client_certificate(wire: &Wire) -> bool {
+    match &wire.stream {
+        Stream::Tls(t) => t.conn.peer_certificates().is_some_and(|c| !c.is_empty()),
+        _ => false,
+    }
 }
 
 /// Sends a FATAL error and closes.
@@ -140,12 +215,8 @@ fn startup(shared: &Shared, wire: &mut Wire) -> Result<Option<Startup>, ReadErro
     }
 }
 
-/// Ok(false): wrong password or unknown user (28P01).
-fn authenticate(shared: &Shared, wire: &mut Wire, user: &str) -> Result<bool, ReadError> {
-    if shared.auth_method == AuthMethod::Trust {
-        wire.send(PgWireBackendMessage::Authentication(Authentication::Ok));
-        return Ok(true);
-    }
+/// SCRAM-SHA-256. Ok(false): wrong password or unknown user (28P01).
+fn scram(auth: &AuthState, wire: &mut Wire, user: &str) -> Result<bool, ReadError> {
     wire.send(PgWireBackendMessage::Authentication(Authentication::SASL(vec![MECHANISM.to_owned()])));
     let malformed = |m: &str| ReadError::Protocol(format!("malformed SCRAM message: {m}"));
     let F::PasswordMessageFamily(first) = wire.read_message()? else {
@@ -156,7 +227,7 @@ fn authenticate(shared: &Shared, wire: &mut Wire, user: &str) -> Result<bool, Re
         return Err(ReadError::Protocol("client selected an invalid SASL authentication mechanism".to_owned()));
     }
     let data = first.data.unwrap_or_default();
-    let (exchange, server_first) = match Exchange::start(&shared.users, user, &data) {
+    let (exchange, server_first) = match Exchange::start(&auth.users, user, &data) {
         Ok(x) => x,
         Err(ScramError::Malformed(m)) => return Err(malformed(m)),
         Err(ScramError::Failed) => return Ok(false),
