@@ -121,6 +121,11 @@ impl Users {
         self.verifiers.contains_key(user)
     }
 
+    /// No `[[auth.users]]` at all.
+    pub fn is_empty(&self) -> bool {
+        self.verifiers.is_empty()
+    }
+
     /// The user's verifier, or a mock one that no proof matches.
     fn verifier(&self, user: &str) -> (Verifier, bool) {
         match self.verifiers.get(user) {
@@ -156,7 +161,14 @@ pub struct Exchange {
 
 impl Exchange {
     /// Handles client-first-message; returns the state and server-first-message.
-    pub fn start(users: &Users, user: &str, client_first: &[u8]) -> Result<(Exchange, String), ScramError> {
+    /// `role`: the verifier of a role made with CREATE ROLE ... PASSWORD,
+    /// used when no `[[auth.users]]` entry names `user` (the file wins).
+    pub fn start(
+        users: &Users,
+        user: &str,
+        role: Option<&Verifier>,
+        client_first: &[u8],
+    ) -> Result<(Exchange, String), ScramError> {
         let text = std::str::from_utf8(client_first).map_err(|_| ScramError::Malformed("message is not UTF-8"))?;
         let (gs2_flag, rest) = text.split_once(',').ok_or(ScramError::Malformed("missing GS2 header"))?;
         match gs2_flag {
@@ -177,7 +189,10 @@ impl Exchange {
         let mut raw = [0u8; SERVER_NONCE_BYTES];
         SystemRandom::new().fill(&mut raw).map_err(|_| ScramError::Malformed("no system randomness"))?;
         let nonce = format!("{client_nonce}{}", B64.encode(raw));
-        let (verifier, known_user) = users.verifier(user);
+        let (verifier, known_user) = match role {
+            Some(v) if !users.knows(user) => (v.clone(), true),
+            _ => users.verifier(user),
+        };
         let server_first = format!("r={nonce},s={},i={}", B64.encode(&verifier.salt), verifier.iterations);
         let exchange = Exchange {
             verifier,

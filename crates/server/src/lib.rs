@@ -88,6 +88,9 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     };
     let db = Database::open(&config.data_dir, engine)
         .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
+    // The configuration file's users are the bootstrap superusers (roles
+    // made with CREATE ROLE live in the engine's catalog beside them).
+    register_users(&db, &config)?;
     let mut shared = server::Shared::new(db.clone(), auth, config.clone(), addr, tls);
     // Checked as SET checks them, once, so a session never meets a bad one.
     let mut probe = pgtier_sql::Connection::new(db.clone());
@@ -126,4 +129,12 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         metrics::start(metrics, shared.clone())?;
     }
     RunningServer::start(listener, shared, config.event_loops())
+}
+
+/// Registers `[[auth.users]]` as bootstrap superuser roles, in file order
+/// (the first is OID 10, the owner of what records no other).
+pub(crate) fn register_users(db: &Database, config: &ServerConfig) -> Result<(), ServerError> {
+    let names: Vec<String> = config.auth.users.iter().map(|u| u.name.clone()).collect();
+    pgtier_sql::catalog::roles::register_bootstrap_users(db, &names)
+        .map_err(|e| ServerError::Engine(format!("registering [[auth.users]] as roles: {}", e.message)))
 }

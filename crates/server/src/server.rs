@@ -172,6 +172,7 @@ impl Shared {
         let mut merged = current.clone();
         merged.auth = new.auth;
         let state = AuthState::new(&merged, self.listen, Some(&self.auth()))?;
+        crate::register_users(&self.db, &merged)?;
         // log: configuration reloaded (path, restart_needed)
         *self.auth.write() = Arc::new(state);
         *current = merged;

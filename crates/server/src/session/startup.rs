@@ -15,7 +15,7 @@ use pgwire::messages::PgWireFrontendMessage as F;
 use pgwire::messages::startup::{Authentication, BackendKeyData, NegotiateProtocolVersion, SecretKey, Startup};
 
 use super::{REPORTED, Session};
-use crate::auth::{AuthState, Exchange, MECHANISM, ScramError};
+use crate::auth::{AuthState, Exchange, MECHANISM, ScramError, Verifier};
 use crate::hba::{Client, Method};
 use crate::login::Failure;
 use crate::server::Shared;
@@ -60,7 +60,13 @@ pub fn serve(
     let auth = shared.auth();
     let tls = matches!(wire.stream, Stream::Tls(_));
     let client = Client { addr: peer, user: &user, database: &database, tls };
-    match login(&auth, &mut wire, &client) {
+    // A role made with CREATE ROLE (the configuration file's users win).
+    let role = if auth.users.knows(&user) {
+        None
+    } else {
+        pgtier_sql::catalog::roles::login_role(&shared.db.catalog(), &user)
+    };
+    match login(&auth, &mut wire, &client, role.as_ref()) {
         Ok(()) => {}
         Err(Refused::Closed) => return,
         Err(Refused::Protocol(m)) => return fatal(&mut wire, "08P01", &m),
@@ -74,12 +80,17 @@ pub fn serve(
             return fatal(&mut wire, sqlstate, &message);
         }
     }
-    // As PostgreSQL: the role's limit is checked after AuthenticationOk.
-    let Some(user_slot) = shared.logins.join(&user, auth.connection_limit(&user)) else {
+    // As PostgreSQL: after AuthenticationOk, LOGIN and then the role's limit.
+    if role.as_ref().is_some_and(|r| !r.can_login) {
+        return fatal(&mut wire, "28000", &format!("role \"{user}\" is not permitted to log in"));
+    }
+    let role_limit = role.as_ref().and_then(|r| usize::try_from(r.connection_limit).ok());
+    let Some(user_slot) = shared.logins.join(&user, auth.connection_limit(&user).or(role_limit)) else {
         shared.logins.failed(Failure::UserLimit, &user, peer);
         return fatal(&mut wire, "53300", &format!("too many connections for role \"{user}\""));
     };
     shared.logins.succeeded();
+    let configured_users = !auth.users.is_empty();
     drop(auth);
     if let Stream::Plain(t) = &wire.stream {
         let _ = t.set_read_timeout(None);
@@ -88,7 +99,13 @@ pub fn serve(
         let _ = t.sock.set_read_timeout(None);
     }
     let mut session = Session::new(shared, wire, cancel);
-    session.conn.set_identity(&user, &database);
+    // Privileges are the role's; a server configured without users
+    // (trust, for development) keeps every session a superuser.
+    if !configured_users {
+        session.conn.set_identity(&user, &database);
+    } else {
+        session.conn.set_login(&user, &database);
+    }
     session.apply_startup_parameters(&startup, &user);
     session.wire.send(PgWireBackendMessage::BackendKeyData(BackendKeyData::new(pid, SecretKey::I32(secret))));
     session.wire.ready_for_query(b'I');
@@ -123,7 +140,12 @@ impl From<ReadError> for Refused {
 }
 
 /// The first matching host rule, then its method.
-fn login(auth: &AuthState, wire: &mut Wire, client: &Client<'_>) -> Result<(), Refused> {
+fn login(
+    auth: &AuthState,
+    wire: &mut Wire,
+    client: &Client<'_>,
+    role: Option<&pgtier_sql::catalog::roles::LoginRole>,
+) -> Result<(), Refused> {
     let Some(rule) = auth.rules.decide(client) else {
         return Err(Refused::Login(Failure::NoRule, "28000", client.no_entry_message()));
     };
@@ -138,10 +160,12 @@ fn login(auth: &AuthState, wire: &mut Wire, client: &Client<'_>) -> Result<(), R
         wire.send(PgWireBackendMessage::Authentication(Authentication::Ok));
         return Ok(());
     }
-    if scram(auth, wire, client.user)? {
+    let role_verifier = role.and_then(|r| r.verifier.as_deref()).and_then(Verifier::parse);
+    if scram(auth, wire, client.user, role_verifier.as_ref())? {
         return Ok(());
     }
-    let why = if auth.users.knows(client.user) { Failure::Password } else { Failure::UnknownUser };
+    let known = auth.users.knows(client.user) || role.is_some();
+    let why = if known { Failure::Password } else { Failure::UnknownUser };
     Err(Refused::Login(why, "28P01", format!("password authentication failed for user \"{}\"", client.user)))
 }
 
@@ -216,7 +240,7 @@ fn startup(shared: &Shared, wire: &mut Wire) -> Result<Option<Startup>, ReadErro
 }
 
 /// SCRAM-SHA-256. Ok(false): wrong password or unknown user (28P01).
-fn scram(auth: &AuthState, wire: &mut Wire, user: &str) -> Result<bool, ReadError> {
+fn scram(auth: &AuthState, wire: &mut Wire, user: &str, role: Option<&Verifier>) -> Result<bool, ReadError> {
     wire.send(PgWireBackendMessage::Authentication(Authentication::SASL(vec![MECHANISM.to_owned()])));
     let malformed = |m: &str| ReadError::Protocol(format!("malformed SCRAM message: {m}"));
     let F::PasswordMessageFamily(first) = wire.read_message()? else {
@@ -227,7 +251,7 @@ fn scram(auth: &AuthState, wire: &mut Wire, user: &str) -> Result<bool, ReadErro
         return Err(ReadError::Protocol("client selected an invalid SASL authentication mechanism".to_owned()));
     }
     let data = first.data.unwrap_or_default();
-    let (exchange, server_first) = match Exchange::start(&auth.users, user, &data) {
+    let (exchange, server_first) = match Exchange::start(&auth.users, user, role, &data) {
         Ok(x) => x,
         Err(ScramError::Malformed(m)) => return Err(malformed(m)),
         Err(ScramError::Failed) => return Ok(false),

@@ -219,8 +219,9 @@ pub struct Role {
     /// A SCRAM-SHA-256 verifier (`pg_authid.rolpassword`); never plaintext.
     #[serde(default)]
     pub password: Option<String>,
+    /// VALID UNTIL, microseconds since 2000-01-01 UTC (timestamptz's).
     #[serde(default)]
-    pub valid_until: Option<String>,
+    pub valid_until: Option<i64>,
     /// A user of the server's configuration file: always a superuser,
     /// cannot be dropped or demoted while the file names it.
     #[serde(default)]
@@ -557,22 +558,22 @@ pub fn register_bootstrap_users(db: &pgtier_engine::Database, names: &[String]) 
 /// does not name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoginRole {
+    /// None also when VALID UNTIL has passed: no password matches then.
     pub verifier: Option<String>,
     pub can_login: bool,
-    /// -1: no limit.
+    /// -1: no limit (a superuser has none either).
     pub connection_limit: i32,
-    pub valid_until: Option<String>,
 }
 
 /// Role `name` as a login sees it; None when no role has that name.
 pub fn login_role(catalog: &Catalog, name: &str) -> Option<LoginRole> {
     let (_, doc) = AuthDoc::read(catalog).ok().flatten()?;
     let r = doc.roles.get(name)?;
+    let expired = r.valid_until.is_some_and(|until| until < crate::clock::now_micros());
     Some(LoginRole {
-        verifier: r.password.clone(),
+        verifier: r.password.clone().filter(|_| !expired),
         can_login: r.login,
-        connection_limit: r.connection_limit,
-        valid_until: r.valid_until.clone(),
+        connection_limit: if r.is_superuser() { -1 } else { r.connection_limit },
     })
 }
 

@@ -300,7 +300,7 @@ fn roles_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             Value::Bool(r.replication),
             Value::Int4(r.connection_limit),
             text("********"),
-            r.valid_until.clone().map_or(Value::Null, Value::Text),
+            r.valid_until.map_or(Value::Null, |us| Value::Text(crate::value::to_text(&Value::TimestampTz(us)))),
             Value::Bool(r.bypassrls),
             Value::Null,
             Value::Int8(*oid),
@@ -319,7 +319,7 @@ fn user_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             Value::Bool(r.replication),
             Value::Bool(r.bypassrls),
             text("********"),
-            r.valid_until.clone().map_or(Value::Null, Value::Text),
+            r.valid_until.map_or(Value::Null, |us| Value::Text(crate::value::to_text(&Value::TimestampTz(us)))),
             Value::Null,
         ]);
     }
@@ -344,7 +344,7 @@ fn authid_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             Value::Bool(r.bypassrls),
             Value::Int4(r.connection_limit),
             if su { r.password.clone().map_or(Value::Null, Value::Text) } else { Value::Null },
-            r.valid_until.clone().map_or(Value::Null, Value::Text),
+            r.valid_until.map_or(Value::Null, |us| Value::Text(crate::value::to_text(&Value::TimestampTz(us)))),
         ]);
     }
 }

@@ -213,11 +213,15 @@ impl Exec<'_> {
         if let Some(v) = &o.valid_until {
             role.valid_until = match v {
                 None => None,
-                Some(text) => {
-                    // Checked as timestamptz input, kept as PostgreSQL prints it.
-                    let parsed = crate::value::parse_input(text, DataType::TimestampTz(None))?;
-                    Some(crate::value::to_text(&parsed))
-                }
+                Some(text) => match crate::value::parse_input(text, DataType::TimestampTz(None))? {
+                    pgtier_engine::Value::TimestampTz(us) => Some(us),
+                    _ => {
+                        return Err(SqlError::new(
+                            "22007",
+                            format!("invalid input syntax for type timestamp with time zone: \"{text}\""),
+                        ));
+                    }
+                },
             };
         }
         Ok(())
