@@ -8,6 +8,7 @@ mod auth;
 pub mod config;
 mod copy;
 mod event_loop;
+pub mod logging;
 mod metrics;
 mod numeric_wire;
 mod passthrough;
@@ -23,8 +24,8 @@ use std::sync::Arc;
 use pgtier_engine::{CommitMode, Database, EngineConfig};
 
 pub use config::{
-    AuthConfig, AuthMethod, CacheSection, CommitModeName, PassthroughConfig, PassthroughMode, ServerConfig, TlsConfig,
-    UserConfig,
+    AuthConfig, AuthMethod, CacheSection, CommitModeName, LogSection, PassthroughConfig, PassthroughMode, ServerConfig,
+    TlsConfig, UserConfig,
 };
 pub use pgtier_backend::{BackendConfig, SslMode};
 pub use server::{RunningServer, ShutdownHandle};
@@ -53,7 +54,7 @@ pub enum ServerError {
 pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let addr = config.validate()?;
     for line in config.deprecations() {
-        eprintln!("pgtier: warning: {line}");
+        tracing::warn!("{line}");
     }
     // Before listening: a password file or CA certificate that cannot be
     // read is a startup error, not a first-query one.
@@ -97,6 +98,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     }
     drop(probe);
     shared.setting_defaults = config.setting_defaults();
+    shared.log = config.log.settings()?;
     // One cache for all sessions. Without [backend] it still opens: groups
     // already defined keep answering; what needs PostgreSQL fails with 08001.
     let mut cache_config = config.cache.to_cache_config()?;

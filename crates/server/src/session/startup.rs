@@ -35,9 +35,16 @@ pub fn serve(
     cancel: Arc<AtomicBool>,
     registered: crate::server::Registered,
 ) {
+    let remote = tcp.peer_addr().map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
+    let span = crate::logging::session_span(pid, &remote);
+    let _entered = span.enter();
+    if shared.log.connections {
+        tracing::info!("connection received");
+    }
     let _ = tcp.set_nodelay(true);
     let _ = tcp.set_read_timeout(Some(AUTH_TIMEOUT));
     let mut wire = Wire::new(Stream::Plain(tcp), shared.max_message_bytes);
+    wire.log_error_detail = shared.log.error_detail;
     let startup = match startup(shared, &mut wire) {
         Ok(Some(s)) => s,
         Ok(None) => return,
@@ -51,9 +58,20 @@ pub fn serve(
     let Some(_slot) = shared.reserve_connection() else {
         return fatal(&mut wire, "53300", "sorry, too many clients already");
     };
+    let database = startup.parameters.get("database").filter(|d| !d.is_empty()).unwrap_or(&user).clone();
+    let method = if shared.auth_method == AuthMethod::Trust { "trust" } else { MECHANISM };
     match authenticate(shared, &mut wire, &user) {
-        Ok(true) => {}
-        Ok(false) => return fatal(&mut wire, "28P01", &format!("password authentication failed for user \"{user}\"")),
+        Ok(true) => {
+            span.record("user", user.as_str()).record("database", database.as_str());
+            if shared.log.connections {
+                tracing::info!(user, database, method, "authentication succeeded");
+            }
+        }
+        Ok(false) => {
+            // Always logged (PostgreSQL's FATAL 28P01); never what the client sent.
+            tracing::warn!(user, database, remote, method, "authentication failed");
+            return fatal(&mut wire, "28P01", &format!("password authentication failed for user \"{user}\""));
+        }
         Err(ReadError::Closed | ReadError::WouldBlock) => return,
         Err(ReadError::Protocol(m)) => return fatal(&mut wire, "08P01", &m),
     }
@@ -64,7 +82,7 @@ pub fn serve(
         let _ = t.sock.set_read_timeout(None);
     }
     let mut session = Session::new(shared, wire, cancel);
-    let database = startup.parameters.get("database").filter(|d| !d.is_empty()).unwrap_or(&user).clone();
+    session.span = span.clone();
     session.conn.set_identity(&user, &database);
     session.apply_startup_parameters(&startup, &user);
     session.wire.send(PgWireBackendMessage::BackendKeyData(BackendKeyData::new(pid, SecretKey::I32(secret))));
