@@ -262,8 +262,8 @@ impl Flash {
         {
             // The server runs without it (memory and PostgreSQL answer),
             // but not silently: `pgtier tier status` shows the reason too.
-            eprintln!(
-                "pgtier: flash tier not opened: {error}; memory and PostgreSQL answer until ALTER CACHE TIER ENABLE"
+            tracing::error!(
+                "flash tier not opened: {error}; memory and PostgreSQL answer until ALTER CACHE TIER ENABLE"
             );
             *flash.failure.lock() = Some(error.to_string());
         }
@@ -665,7 +665,7 @@ impl Flash {
     }
 
     fn note_read_error(&self, error: &str) {
-        eprintln!("pgtier: flash tier: a record could not be read ({error}); PostgreSQL answers for it");
+        tracing::warn!("flash tier: a record could not be read ({error}); PostgreSQL answers for it");
     }
 
     /// An I/O error: the tier steps aside (memory + PostgreSQL answer),
@@ -674,13 +674,11 @@ impl Flash {
     fn fail(&self, error: &str) {
         *self.failure.lock() = Some(error.to_owned());
         if self.mode == TierMode::WriteBack {
-            eprintln!(
-                "pgtier: flash tier takes no more instances after an error: {error}; what it holds is still read"
-            );
+            tracing::error!("flash tier takes no more instances after an error: {error}; what it holds is still read");
             self.demotions_stopped.store(true, Ordering::Relaxed);
             return;
         }
-        eprintln!("pgtier: flash tier disabled after an error: {error}; memory and PostgreSQL answer from now on");
+        tracing::error!("flash tier disabled after an error: {error}; memory and PostgreSQL answer from now on");
         *self.store.write() = None;
     }
 
@@ -743,8 +741,8 @@ impl Flash {
         let Some(store) = self.store.write().take() else { return };
         // The token's position must be durable: the next open recovers to it.
         if let Err(error) = db.flush_wal() {
-            eprintln!(
-                "pgtier: flash tier: the WAL could not be flushed at close ({error}); its records will not be reused"
+            tracing::warn!(
+                "flash tier: the WAL could not be flushed at close ({error}); its records will not be reused"
             );
             return;
         }
@@ -761,7 +759,7 @@ impl Flash {
             .and_then(|()| store.close(token.as_bytes()).map_err(|error| error.to_string()));
         if let Err(error) = written {
             let _ = std::fs::remove_file(Flash::sidecar_path(config));
-            eprintln!("pgtier: flash tier: the clean close failed ({error}); its records will not be reused");
+            tracing::warn!("flash tier: the clean close failed ({error}); its records will not be reused");
         }
     }
 }

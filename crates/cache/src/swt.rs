@@ -685,7 +685,8 @@ impl Swt {
                     };
                     let text = error.to_string();
                     if self.status.drifted.lock().insert(entry.def.name.clone(), text.clone()).is_none() {
-                        eprintln!("pgtier: SWT commits to cache group \"{}\" are refused: {text}", entry.def.name);
+                        let group = entry.def.name.as_str();
+                        tracing::warn!(group, "SWT commits to cache group \"{group}\" are refused: {text}");
                     }
                     return Err(error);
                 }

@@ -86,6 +86,15 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if !matches!(cli.command, Command::Serve(_)) {
+        // What the libraries log while a tool runs (write-through held or
+        // stalled, the flash tier failing): warnings and errors, as text on
+        // stderr. `pgtier serve` installs its own from `[log]`.
+        let warnings = pgtier_server::LogSection { level: "warn".into(), ..pgtier_server::LogSection::default() };
+        if let Ok(settings) = warnings.settings() {
+            let _ = pgtier_server::logging::init(&settings);
+        }
+    }
     let outcome = match cli.command {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Backend { command } => backend_cmd::run(command),

@@ -22,6 +22,9 @@ pub struct ServeArgs {
     /// PostgreSQL are lost with it; its rows stay for inspection.
     #[arg(long)]
     takeover: bool,
+    /// Log lines as `text` or `json` (one object per line); overrides [log] format.
+    #[arg(long, value_parser = ["text", "json"])]
+    log_format: Option<String>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -39,6 +42,12 @@ extern "C" fn on_hangup(_: libc::c_int) {
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = ServerConfig::from_toml_file(&args.config)?;
     config.takeover = args.takeover;
+    if let Some(format) = args.log_format {
+        config.log.format = format;
+    }
+    // Logs go to stderr from here on, as `[log]` says (checked first: a bad
+    // value names its key); the lines below are for the person at the terminal.
+    pgtier_server::logging::init(&config.log.settings()?)?;
     let mode = format!("{:?}", config.commit_mode).to_lowercase();
     let data_dir = config.data_dir.clone();
     let server = pgtier_server::start(config)?;

@@ -1,29 +1,40 @@
 //! `pgtier serve`: logs its address, serves, stops cleanly on SIGTERM, and
-//! what was committed is there after a restart; bad configs are one line.
+//! what was committed is there after a restart; bad configs are one line;
+//! `--log-format json` writes the session events as JSON lines on stderr.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 fn serve(config: &std::path::Path) -> (Child, String) {
+    let (child, addr, _) = serve_with(config, &[]);
+    (child, addr)
+}
+
+/// The server, its address, and every stderr line after "listening on"
+/// (collected until it exits).
+fn serve_with(config: &std::path::Path, args: &[&str]) -> (Child, String, Arc<Mutex<Vec<String>>>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_pgtier"))
         .args(["serve", "--config"])
         .arg(config)
+        .args(args)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let addr = first
-        .strip_prefix("pgtier: listening on ")
-        .unwrap_or_else(|| panic!("{first}"))
-        .split(' ')
-        .next()
-        .unwrap()
-        .to_owned();
+    let addr = loop {
+        let line = lines.next().expect("pgtier serve ended before listening").unwrap();
+        // Log lines may come first (a deprecated key, the cache's node).
+        if let Some(rest) = line.strip_prefix("pgtier: listening on ") {
+            break rest.split(' ').next().unwrap().to_owned();
+        }
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let collected = seen.clone();
     // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines.by_ref() {});
-    (child, addr)
+    std::thread::spawn(move || lines.by_ref().for_each(|l| collected.lock().unwrap().push(l.unwrap_or_default())));
+    (child, addr, seen)
 }
 
 fn terminate(child: &mut Child) {
@@ -102,4 +113,44 @@ fn sighup_reloads_auth_for_new_connections() {
     open.batch_execute("CREATE TABLE t (id int); INSERT INTO t VALUES (1)").unwrap();
     drop(open);
     terminate(&mut child);
+}
+
+#[test]
+fn serve_logs_json_lines_to_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pgtier.toml");
+    std::fs::write(
+        &config,
+        "listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\n[auth]\nmethod = \"trust\"\n[log]\nlog_min_duration_statement = 0\n",
+    )
+    .unwrap();
+    let (mut child, addr, lines) = serve_with(&config, &["--log-format", "json"]);
+    let mut c = postgres::Client::connect(&format!("postgresql://app@{addr}/app"), postgres::NoTls).unwrap();
+    c.batch_execute("SELECT 1").unwrap();
+    drop(c);
+    terminate(&mut child);
+    // The reader thread may still be behind the exited process.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !lines.lock().unwrap().iter().any(|l| l == "pgtier: stopped") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let lines = lines.lock().unwrap().clone();
+    let events: Vec<serde_json::Value> = lines
+        .iter()
+        .filter(|l| !l.starts_with("pgtier: "))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    for message in ["connection received", "authentication succeeded", "slow statement", "disconnection"] {
+        assert!(events.iter().any(|e| e["message"] == message), "{message:?} missing: {lines:#?}");
+    }
+    let ok = events.iter().find(|e| e["message"] == "authentication succeeded").unwrap();
+    assert_eq!((&ok["user"], &ok["method"], &ok["span"]["database"]), (&"app".into(), &"trust".into(), &"app".into()));
+    assert!(lines.iter().any(|l| l == "pgtier: stopped"), "{lines:#?}");
+
+    // A bad [log] value: one line naming the key, before anything listens.
+    std::fs::write(&config, "listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\n[log]\nlevel = \"loud\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pgtier")).args(["serve", "--config"]).arg(&config).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.lines().count() == 1, "{stderr}");
+    assert!(stderr.contains("[log] level must be"), "{stderr}");
 }

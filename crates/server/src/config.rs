@@ -53,6 +53,9 @@ pub struct ServerConfig {
     pub tier: TierSection,
     #[serde(default)]
     pub metrics: MetricsSection,
+    /// `[log]`: level, format, and which events (logging.rs).
+    #[serde(default)]
+    pub log: LogSection,
     /// `[settings]`: session settings' defaults, as postgresql.conf gives
     /// them (`statement_timeout = "5s"`, `idle_in_transaction_session_timeout
     /// = 60000`): every session starts with them and `SET x TO DEFAULT`
@@ -510,6 +513,7 @@ impl ServerConfig {
             cache: CacheSection::default(),
             tier: TierSection::default(),
             metrics: MetricsSection::default(),
+            log: LogSection::default(),
             settings: std::collections::BTreeMap::new(),
             takeover: false,
             source: None,
@@ -603,6 +607,7 @@ impl ServerConfig {
         self.validate_auth(addr)?;
         self.validate_tls()?;
         self.cache.to_cache_config()?;
+        self.log.settings()?;
         let backend = self.backend_config()?;
         let mode = self.passthrough.mode;
         if mode != PassthroughMode::Off && backend.is_none() {
@@ -669,7 +674,7 @@ impl ServerConfig {
     /// the server runs (everything but `[auth]`), by name.
     pub(crate) fn restart_keys(&self, new: &ServerConfig) -> Vec<&'static str> {
         let differs = |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| format!("{a:?}") != format!("{b:?}");
-        let pairs: [(&'static str, bool); 13] = [
+        let pairs: [(&'static str, bool); 14] = [
             ("listen", self.listen != new.listen),
             ("data_dir", self.data_dir != new.data_dir),
             ("commit_mode", self.commit_mode != new.commit_mode),
@@ -683,6 +688,7 @@ impl ServerConfig {
             ("[tier]", differs(&self.tier, &new.tier)),
             ("[metrics]", differs(&self.metrics, &new.metrics)),
             ("[settings]", differs(&self.settings, &new.settings)),
+            ("[log]", differs(&self.log, &new.log)),
         ];
         pairs.into_iter().filter(|(_, changed)| *changed).map(|(key, _)| key).collect()
     }
@@ -732,6 +738,82 @@ impl ServerConfig {
             lines.push("[passthrough] pool_size is deprecated; use [backend] pool_size".to_owned());
         }
         lines
+    }
+}
+
+/// `[log]`: what the server logs and how, checked by [`LogSection::settings`]
+/// (server README, "Logging").
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSection {
+    /// `error`, `warn`, `info` (default) or `debug`.
+    pub level: String,
+    /// `text` (default) or `json` (one object per line).
+    pub format: String,
+    /// Milliseconds: statements running at least this long are logged with
+    /// their text; -1 (default) off, 0 every statement (PostgreSQL's setting).
+    pub log_min_duration_statement: i64,
+    /// Bind parameters in the slow-statement line (default off: they are row values).
+    pub log_statement_parameters: bool,
+    /// A line per connection received and per authentication (default on;
+    /// a failed authentication is logged whatever this says).
+    pub log_connections: bool,
+    /// A line per session end with its duration and statement count (default on).
+    pub log_disconnections: bool,
+    /// An error's DETAIL in its line (default off: 23505's quotes the key's values).
+    pub log_error_detail: bool,
+}
+
+impl Default for LogSection {
+    fn default() -> LogSection {
+        let d = crate::logging::LogSettings::default();
+        LogSection {
+            level: "info".into(),
+            format: "text".into(),
+            log_min_duration_statement: -1,
+            log_statement_parameters: d.statement_parameters,
+            log_connections: d.connections,
+            log_disconnections: d.disconnections,
+            log_error_detail: d.error_detail,
+        }
+    }
+}
+
+impl LogSection {
+    /// The settings; a bad value is an error naming its key.
+    pub fn settings(&self) -> Result<crate::logging::LogSettings, ServerError> {
+        use tracing::level_filters::LevelFilter;
+        let bad = |m: String| Err(ServerError::Config(format!("[log] {m}")));
+        let level = match self.level.as_str() {
+            "error" => LevelFilter::ERROR,
+            "warn" => LevelFilter::WARN,
+            "info" => LevelFilter::INFO,
+            "debug" => LevelFilter::DEBUG,
+            other => return bad(format!("level must be \"error\", \"warn\", \"info\" or \"debug\", not \"{other}\"")),
+        };
+        let format = match self.format.as_str() {
+            "text" => crate::logging::LogFormat::Text,
+            "json" => crate::logging::LogFormat::Json,
+            other => return bad(format!("format must be \"text\" or \"json\", not \"{other}\"")),
+        };
+        let min = self.log_min_duration_statement;
+        let min_duration_statement = match u64::try_from(min) {
+            _ if min > i64::from(i32::MAX) => {
+                return bad(format!("log_min_duration_statement must be -1 to {} (ms), not {min}", i32::MAX));
+            }
+            Ok(ms) => Some(std::time::Duration::from_millis(ms)),
+            Err(_) if min == -1 => None,
+            Err(_) => return bad(format!("log_min_duration_statement must be -1 (off) or more, not {min}")),
+        };
+        Ok(crate::logging::LogSettings {
+            level,
+            format,
+            min_duration_statement,
+            statement_parameters: self.log_statement_parameters,
+            connections: self.log_connections,
+            disconnections: self.log_disconnections,
+            error_detail: self.log_error_detail,
+        })
     }
 }
 
@@ -853,6 +935,38 @@ mod tests {
             ServerConfig::from_toml_str("data_dir = \"d\"\n[cache]\nbudget = 1").is_err(),
             "unknown keys are refused"
         );
+    }
+
+    #[test]
+    fn the_log_section_is_checked_key_by_key() {
+        let parse = |toml: &str| {
+            ServerConfig::from_toml_str(&format!("data_dir = \"d\"\n[auth]\nmethod = \"trust\"\n[log]\n{toml}"))
+                .unwrap()
+        };
+        assert!(parse("").validate().is_ok());
+        let default = parse("").log.settings().unwrap();
+        assert_eq!(default.level, tracing::level_filters::LevelFilter::INFO);
+        assert_eq!(default.format, crate::logging::LogFormat::Text);
+        assert!(default.min_duration_statement.is_none() && !default.statement_parameters && !default.error_detail);
+        assert!(default.connections && default.disconnections);
+        let set = parse("level = \"debug\"\nformat = \"json\"\nlog_min_duration_statement = 0").log.settings().unwrap();
+        assert_eq!(
+            (set.format, set.min_duration_statement),
+            (crate::logging::LogFormat::Json, Some(std::time::Duration::ZERO))
+        );
+        for (toml, key) in [
+            ("level = \"verbose\"", "level"),
+            ("level = \"INFO\"", "level"),
+            ("format = \"xml\"", "format"),
+            ("log_min_duration_statement = -2", "log_min_duration_statement"),
+            ("log_min_duration_statement = 3000000000", "log_min_duration_statement"),
+        ] {
+            let config = parse(toml);
+            let e = config.log.settings().unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains("[log]"), "{toml}: {e}");
+            assert!(config.validate().is_err(), "{toml}: refused at startup");
+        }
+        assert!(ServerConfig::from_toml_str("data_dir = \"d\"\n[log]\nlevel_x = 1").is_err(), "unknown key");
     }
 
     #[test]

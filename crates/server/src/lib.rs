@@ -9,6 +9,7 @@ pub mod config;
 mod copy;
 mod event_loop;
 mod hba;
+pub mod logging;
 mod login;
 mod metrics;
 mod numeric_wire;
@@ -25,8 +26,8 @@ use std::sync::Arc;
 use pgtier_engine::{CommitMode, Database, EngineConfig};
 
 pub use config::{
-    AuthConfig, AuthMethod, CacheSection, CommitModeName, NameList, PassthroughConfig, PassthroughMode, RuleConfig,
-    ServerConfig, TlsConfig, UserConfig,
+    AuthConfig, AuthMethod, CacheSection, CommitModeName, LogSection, NameList, PassthroughConfig, PassthroughMode,
+    RuleConfig, ServerConfig, TlsConfig, UserConfig,
 };
 pub use pgtier_backend::{BackendConfig, SslMode};
 pub use server::{Reloaded, RunningServer, ShutdownHandle};
@@ -55,7 +56,7 @@ pub enum ServerError {
 pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let addr = config.validate()?;
     for line in config.deprecations() {
-        eprintln!("pgtier: warning: {line}");
+        tracing::warn!("{line}");
     }
     // Before listening: a password file or CA certificate that cannot be
     // read is a startup error, not a first-query one.
@@ -101,6 +102,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     }
     drop(probe);
     shared.setting_defaults = config.setting_defaults();
+    shared.log = config.log.settings()?;
     // One cache for all sessions. Without [backend] it still opens: groups
     // already defined keep answering; what needs PostgreSQL fails with 08001.
     let mut cache_config = config.cache.to_cache_config()?;

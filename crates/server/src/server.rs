@@ -66,6 +66,8 @@ pub struct Shared {
     pub metrics_addr: Option<SocketAddr>,
     /// `[settings]`: defaults every session starts with (checked at start).
     pub setting_defaults: Vec<(String, String)>,
+    /// `[log]`: which session events are logged.
+    pub log: crate::logging::LogSettings,
     shutdown: AtomicBool,
     /// Authenticated (or authenticating) sessions, against max_connections.
     pub(crate) active: AtomicUsize,
@@ -122,6 +124,7 @@ impl Shared {
             cache: None,
             metrics_addr: None,
             setting_defaults: Vec::new(),
+            log: crate::logging::LogSettings::default(),
             shutdown: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),

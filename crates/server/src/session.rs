@@ -84,6 +84,11 @@ pub struct Session {
     /// When a parked session idle in a transaction block is ended (event
     /// loops: event_loop.rs reads it); None: not parked so, or no timeout.
     pub(crate) idle_deadline: Option<std::time::Instant>,
+    /// The session's log span (pid, address, user, database), entered
+    /// whichever thread serves it.
+    pub(crate) span: tracing::Span,
+    log: crate::logging::LogSettings,
+    stats: crate::logging::SessionStats,
 }
 
 /// PostgreSQL's FATAL for idle_in_transaction_session_timeout.
@@ -120,6 +125,9 @@ impl Session {
             shared: Arc::clone(shared),
             after_ready: false,
             idle_deadline: None,
+            span: tracing::Span::none(),
+            log: shared.log.clone(),
+            stats: crate::logging::SessionStats::new(),
         }
     }
 
@@ -156,9 +164,30 @@ impl Session {
     /// The end of a session: answers to messages pipelined before
     /// Terminate or EOF still go out; an open transaction rolls back.
     pub(crate) fn finish(&mut self) {
+        let span = self.span.clone();
+        let _entered = span.enter();
         let _ = self.wire.flush();
         if self.conn.in_transaction() {
             let _ = self.conn.rollback();
+        }
+        if self.log.disconnections {
+            crate::logging::disconnected(&self.stats);
+        }
+    }
+
+    /// A Query or Execute starts: counted, and timed when
+    /// `log_min_duration_statement` is on.
+    fn statement_started(&mut self) -> Option<std::time::Instant> {
+        self.stats.statements += 1;
+        self.log.min_duration_statement.map(|_| std::time::Instant::now())
+    }
+
+    /// Logs the statement if it ran at least `log_min_duration_statement`.
+    fn statement_ended(&self, started: Option<std::time::Instant>, text: &str, params: &[Value]) {
+        let (Some(started), Some(min)) = (started, self.log.min_duration_statement) else { return };
+        if started.elapsed() >= min {
+            let params = self.log.statement_parameters.then_some(params);
+            crate::logging::slow_statement(started, text, params);
         }
     }
 
@@ -187,12 +216,15 @@ impl Session {
     /// 25P03 and the end (the caller's `finish` rolls the block back and
     /// so releases its locks).
     pub(crate) fn end_idle_in_transaction(&mut self) {
+        let _entered = self.span.enter();
         fatal(&mut self.wire, "25P03", IDLE_IN_TRANSACTION_MSG);
     }
 
     /// Serves messages until the session ends (false) or, with `park`,
     /// until the next message has not arrived (true).
     fn run_until(&mut self, park: bool) -> bool {
+        let span = self.span.clone();
+        let _entered = span.enter();
         self.idle_deadline = None;
         // Bind parameters, COPY data and DataRow text are read and written
         // in the session's TimeZone and DateStyle, outside any statement.
@@ -264,7 +296,9 @@ impl Session {
                     self.skip_until_sync = false;
                     self.end_implicit_block();
                     self.cancel.store(false, Ordering::Relaxed);
+                    let started = self.statement_started();
                     self.simple_query(&q.query);
+                    self.statement_ended(started, &q.query, &[]);
                     let status = self.status_byte();
                     self.wire.ready_for_query(status);
                     self.after_ready = true;
@@ -375,7 +409,9 @@ impl Session {
     /// hands its other sessions to a spare thread first.
     fn cache_statement(&mut self, statement: &pgtier_cache::CacheStatement) -> Result<(), SqlError> {
         crate::event_loop::before_wait();
+        let started = std::time::Instant::now();
         let result = self.conn.execute_cache(statement);
+        crate::logging::cache_statement(statement, started, result.as_ref().map(|r| r.tag.as_str()));
         self.forward_notices();
         self.wire.command_complete(result?.tag);
         Ok(())

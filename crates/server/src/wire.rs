@@ -144,6 +144,8 @@ pub struct Wire {
     /// Set by `read_frame_between(true)`: a read that would wait returns
     /// `WouldBlock` instead.
     park: bool,
+    /// `[log] log_error_detail`: errors sent are logged with their DETAIL.
+    pub log_error_detail: bool,
 }
 
 impl Wire {
@@ -156,6 +158,7 @@ impl Wire {
             max_message_bytes,
             chunk: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
             park: false,
+            log_error_detail: false,
         }
     }
 
@@ -415,6 +418,7 @@ impl Wire {
 
     /// An error with its position in the statement text (1-based chars).
     pub fn error_at(&mut self, e: &SqlError, severity: &str, position: Option<u32>) {
+        crate::logging::client_error(e, severity, self.log_error_detail);
         let mut f = fields(e, severity);
         if let Some(p) = position {
             // PostgreSQL sends P right after M.

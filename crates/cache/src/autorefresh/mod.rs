@@ -314,8 +314,9 @@ pub(crate) fn drop_group(
         Ok(()) => progress::remove(db, group),
         Err(error) => {
             progress::store(db, &Progress { state: State::Dropping, ..row })?;
-            eprintln!(
-                "pgtier: autorefresh: cannot drop the slot of dropped cache group \"{group}\" now ({error}); retried at the next start"
+            tracing::warn!(
+                group,
+                "autorefresh: cannot drop the slot of dropped cache group \"{group}\" now ({error}); retried at the next start"
             );
             Ok(())
         }
@@ -360,6 +361,7 @@ enum Exit {
 fn run(ctx: &Ctx) {
     let mut backoff = Duration::from_millis(100);
     let mut resnapshot: Option<&'static str> = None;
+    let mut failing: Option<String> = None;
     while !ctx.stop.load(Ordering::Relaxed) {
         match session(ctx, resnapshot.take()) {
             Ok(Exit::Stopped) => break,
@@ -367,7 +369,12 @@ fn run(ctx: &Ctx) {
                 ctx.status.fail(&error);
                 ctx.status.set_state("stopped");
                 ctx.status.connected.store(false, Ordering::Relaxed);
-                eprintln!("pgtier: autorefresh of cache group \"{}\" stopped: {error}", ctx.entry.def.name);
+                let group = ctx.entry.def.name.as_str();
+                tracing::error!(
+                    group,
+                    sqlstate = error.sqlstate(),
+                    "autorefresh of cache group \"{group}\" stopped: {error}"
+                );
                 // Nothing may stay pinned for a group that no longer follows.
                 if let Ok(mut client) = connect_backend(&ctx.backend) {
                     let _ = slot::drop_slot(&mut client, &ctx.status.slot);
@@ -380,6 +387,17 @@ fn run(ctx: &Ctx) {
                 backoff = Duration::from_millis(100);
             }
             Err(error) => {
+                // Once per distinct error: a PostgreSQL outage is one line, not one per retry.
+                let text = error.to_string();
+                if failing.as_deref() != Some(text.as_str()) {
+                    let group = ctx.entry.def.name.as_str();
+                    tracing::warn!(
+                        group,
+                        sqlstate = error.sqlstate(),
+                        "autorefresh of cache group \"{group}\": {text}; reconnecting"
+                    );
+                    failing = Some(text);
+                }
                 ctx.status.fail(&error);
                 ctx.status.connected.store(false, Ordering::Relaxed);
                 ctx.status.set_state(if matches!(error, CacheError::NodeOwned { .. }) {
@@ -454,8 +472,9 @@ fn session(ctx: &Ctx, forced: Option<&'static str>) -> Result<Exit, CacheError> 
         (Some(reason), previous) => {
             if previous.is_some() {
                 ctx.status.resnapshots.fetch_add(1, Ordering::Relaxed);
-                eprintln!(
-                    "pgtier: autorefresh of cache group \"{group}\": {reason}; loading the group again from a new slot"
+                tracing::warn!(
+                    group = group.as_str(),
+                    "autorefresh of cache group \"{group}\": {reason}; loading the group again from a new slot"
                 );
             }
             ctx.status.set_state("re-snapshotting");
@@ -475,6 +494,9 @@ fn session(ctx: &Ctx, forced: Option<&'static str>) -> Result<Exit, CacheError> 
     let connection = ReplicationConnection::connect(&ctx.backend)?;
     let mut stream = connection.start_logical_with(&name, PgLsn(row.lsn), std::slice::from_ref(&publication), true)?;
     ctx.status.connected.store(true, Ordering::Relaxed);
+    if *ctx.status.state.lock() == "reconnecting" {
+        tracing::info!(group = ctx.entry.def.name.as_str(), "autorefresh of cache group streams from PostgreSQL again");
+    }
     ctx.status.set_state("streaming");
     ctx.status.applied_lsn.fetch_max(row.lsn, Ordering::Relaxed);
     // Table ids change only when the group's tables are created again (a

@@ -367,7 +367,7 @@ fn run(cache: &Weak<dyn AwtHost>, context: &SessionContext, status: &AwtStatus, 
                     && !matches!(error, CacheError::Stalled { .. })
                 {
                     let hint = error.hint().map(|hint| format!("; HINT: {hint}")).unwrap_or_default();
-                    eprintln!("pgtier: write-through: {text} (SQLSTATE {}){hint}", error.sqlstate());
+                    tracing::warn!(sqlstate = error.sqlstate(), "write-through: {text}{hint}");
                 }
                 *status.last_error.lock() = Some(text);
                 status.retries.fetch_add(1, Ordering::Relaxed);
@@ -453,8 +453,9 @@ fn session(
     let (mut control, control_pid) = session_connection(control, &context.node, NodeObject::AwtControl)?;
     let drifted = drifted_groups(&mut control, &groups)?;
     for (group, reason) in &drifted {
-        eprintln!(
-            "pgtier: write-through of cache group \"{group}\" is held: {reason}; its transactions wait in the log (see pgtier_cache_propagation)"
+        tracing::warn!(
+            group = group.as_str(),
+            "write-through of cache group \"{group}\" is held: {reason}; its transactions wait in the log (see pgtier_cache_propagation)"
         );
     }
     *status.held.lock() = drifted.clone();
@@ -473,6 +474,9 @@ fn session(
     status.read.store(stream.position().0, Ordering::Release);
     status.connected.store(true, Ordering::Release);
     status.read_moved.notify();
+    if *status.state.lock() == "reconnecting" {
+        tracing::info!(lanes = lane_count, "write-through connected to PostgreSQL again");
+    }
     *status.state.lock() = "streaming";
     *status.last_error.lock() = None;
     let worker_context = WorkerContext {
@@ -630,7 +634,7 @@ impl Dispatch<'_> {
             for group in &groups {
                 if !self.held.contains_key(group) {
                     let why = format!("a transaction changed it together with a held group ({reason})");
-                    eprintln!("pgtier: write-through of cache group \"{group}\" is held: {why}");
+                    tracing::warn!(group = group.as_str(), "write-through of cache group \"{group}\" is held: {why}");
                     self.held.insert(group.clone(), why);
                 }
             }

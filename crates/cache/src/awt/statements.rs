@@ -310,6 +310,12 @@ pub(crate) fn apply_isolating(
     for txn in txns {
         if let Applied::Refused(error) = apply(applier, ctx, &[txn])? {
             record_error(&mut applier.client, ctx, txn, &error)?;
+            // Its SQLSTATE only: the message and statements can quote row values (they are in the table).
+            tracing::warn!(
+                lsn = txn.lsn.0,
+                sqlstate = error.sqlstate.as_str(),
+                "write-through: PostgreSQL refused a transaction for good; it is in pgtier.awt_errors"
+            );
             refused += 1;
         }
     }

@@ -75,12 +75,16 @@ fn stalled(ctx: &WatchContext<'_>) -> bool {
     } else {
         format!("lane {}", lane.lane)
     };
-    let cause = diagnose(ctx.params, lane);
+    let (cause, running) = diagnose(ctx.params, lane);
+    let waiting = lane.queued_txns.load(Ordering::Relaxed).max(1);
     let message = format!(
-        "write-through {name} has had {} transactions waiting {seconds} s with none applied: {cause}; cancelling and reconnecting",
-        lane.queued_txns.load(Ordering::Relaxed).max(1)
+        "write-through {name} has had {waiting} transactions waiting {seconds} s with none applied: {cause}{running}; cancelling and reconnecting",
     );
-    eprintln!("pgtier: {message}");
+    // The log line leaves out the statement PostgreSQL is running: it holds row values as literals.
+    tracing::warn!(
+        lane = lane.lane,
+        "write-through {name} has had {waiting} transactions waiting {seconds} s with none applied: {cause}; cancelling and reconnecting"
+    );
     *lane.state.lock() = "stalled";
     *lane.last_error.lock() = Some(message.clone());
     ctx.status.stalls.fetch_add(1, Ordering::Relaxed);
@@ -98,15 +102,16 @@ fn stalled(ctx: &WatchContext<'_>) -> bool {
     true
 }
 
-/// What PostgreSQL says the lane's session is doing.
-fn diagnose(params: &ConnectParams, lane: &LaneStatus) -> String {
+/// What PostgreSQL says the lane's session is doing, and the start of the
+/// statement it runs (", running: ...", empty when unknown).
+fn diagnose(params: &ConnectParams, lane: &LaneStatus) -> (String, String) {
     let pid = lane.backend_pid.load(Ordering::Relaxed);
     if pid == 0 {
-        return "it has not connected to PostgreSQL".into();
+        return ("it has not connected to PostgreSQL".into(), String::new());
     }
     let mut client = match connect_backend(params) {
         Ok(client) => client,
-        Err(error) => return format!("PostgreSQL cannot be asked why ({error})"),
+        Err(error) => return (format!("PostgreSQL cannot be asked why ({error})"), String::new()),
     };
     let row = client.query_opt(
         "SELECT coalesce(state, ''), coalesce(wait_event_type || '/' || wait_event, 'no wait event'), pg_blocking_pids(pid)::text,
@@ -120,12 +125,13 @@ fn diagnose(params: &ConnectParams, lane: &LaneStatus) -> String {
                 (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
             let blocked =
                 if blockers == "{}" { String::new() } else { format!(", blocked by PostgreSQL pid(s) {blockers}") };
-            format!(
-                "its PostgreSQL session (pid {pid}) is {state} for {secs} s, waiting on {wait}{blocked}, running: {query}"
+            (
+                format!("its PostgreSQL session (pid {pid}) is {state} for {secs} s, waiting on {wait}{blocked}"),
+                format!(", running: {query}"),
             )
         }
-        Ok(None) => format!("its PostgreSQL session (pid {pid}) is gone"),
-        Err(error) => format!("PostgreSQL cannot be asked why ({error})"),
+        Ok(None) => (format!("its PostgreSQL session (pid {pid}) is gone"), String::new()),
+        Err(error) => (format!("PostgreSQL cannot be asked why ({error})"), String::new()),
     }
 }
 
@@ -144,8 +150,9 @@ fn definitions_moved(ctx: &WatchContext<'_>, client: &mut Option<Client>) -> Res
     }
     if let Some(group) = ctx.held.keys().find(|group| !drifted.contains_key(*group)) {
         if groups.iter().any(|g| &g.def.name == group) {
-            eprintln!(
-                "pgtier: write-through of cache group \"{group}\" resumes: its tables are what it was defined from again"
+            tracing::info!(
+                group = group.as_str(),
+                "write-through of cache group \"{group}\" resumes: its tables are what it was defined from again"
             );
         }
         return Ok(Some(format!("cache group \"{group}\" is no longer held")));

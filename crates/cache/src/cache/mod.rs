@@ -148,13 +148,15 @@ fn report_claim(identity: &NodeIdentity, claim: &Claim) {
     match claim {
         Claim::TakenOver { previous } => {
             let previous = if previous.is_empty() { "a data directory from before incarnation ids" } else { previous };
-            eprintln!(
-                "pgtier: took node \"{}\" over from {previous}; its rows stay in pgtier.awt_progress under that incarnation",
+            tracing::warn!(
+                node = identity.name.as_str(),
+                "took node \"{}\" over from {previous}; its rows stay in pgtier.awt_progress under that incarnation",
                 identity.name
             );
         }
-        Claim::Adopted => eprintln!(
-            "pgtier: node \"{}\": the write-through rows PostgreSQL held from before incarnation ids are this data directory's",
+        Claim::Adopted => tracing::info!(
+            node = identity.name.as_str(),
+            "node \"{}\": the write-through rows PostgreSQL held from before incarnation ids are this data directory's",
             identity.name
         ),
         Claim::Owned => {}

@@ -146,6 +146,7 @@ impl Session {
     }
 
     pub(super) fn execute(&mut self, name: Option<&str>, max_rows: i32) -> Result<(), SqlError> {
+        let started = self.statement_started();
         let mut portal = match name {
             None => std::mem::take(&mut self.unnamed_portal),
             Some(n) => self
@@ -154,6 +155,9 @@ impl Session {
                 .ok_or_else(|| SqlError::new("34000", format!("portal \"{n}\" does not exist")))?,
         };
         let result = self.execute_portal(&mut portal, max_rows);
+        if started.is_some() {
+            self.log_execute(started, &portal);
+        }
         match name {
             None => self.unnamed_portal = portal,
             Some(n) => {
@@ -202,6 +206,25 @@ impl Session {
                 Ok(())
             }
         }
+    }
+
+    /// `log_min_duration_statement` for an Execute: the statement's text
+    /// (its SQL, or the COPY or PREPARE/EXECUTE statement printed back) and
+    /// its parameters.
+    fn log_execute(&self, started: Option<std::time::Instant>, portal: &Portal) {
+        let Some(stmt) = &portal.stmt else { return };
+        let printed;
+        let text = match stmt.kind() {
+            StmtKind::Sql(ps) => ps.sql(),
+            StmtKind::Copy(ast) | StmtKind::Utility(ast) => {
+                printed = ast.to_string();
+                &printed
+            }
+            StmtKind::Cache(_) => "(cache-group statement)",
+            StmtKind::Foreign(_) => "(passthrough statement)",
+            StmtKind::Empty => "",
+        };
+        self.statement_ended(started, text, &portal.params);
     }
 
     /// Runs a portal whose rows are fetched in pieces (Execute with a row

@@ -37,11 +37,18 @@ pub fn serve(
     cancel: Arc<AtomicBool>,
     registered: crate::server::Registered,
 ) {
+    let remote = tcp.peer_addr().map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
+    let span = crate::logging::session_span(pid, &remote);
+    let _entered = span.enter();
+    if shared.log.connections {
+        tracing::info!("connection received");
+    }
     let _ = tcp.set_nodelay(true);
     let _ = tcp.set_read_timeout(Some(AUTH_TIMEOUT));
     // The host rules see IPv4 clients of an IPv6 listener as IPv4.
     let peer = tcp.peer_addr().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip().to_canonical());
     let mut wire = Wire::new(Stream::Plain(tcp), shared.max_message_bytes);
+    wire.log_error_detail = shared.log.error_detail;
     let startup = match startup(shared, &mut wire) {
         Ok(Some(s)) => s,
         Ok(None) => return,
@@ -67,11 +74,17 @@ pub fn serve(
         pgtier_sql::catalog::roles::login_role(&shared.db.catalog(), &user)
     };
     match login(&auth, &mut wire, &client, role.as_ref()) {
-        Ok(()) => {}
+        Ok(method) => {
+            span.record("user", user.as_str()).record("database", database.as_str());
+            if shared.log.connections {
+                tracing::info!(user, database, method, "authentication succeeded");
+            }
+        }
         Err(Refused::Closed) => return,
         Err(Refused::Protocol(m)) => return fatal(&mut wire, "08P01", &m),
         Err(Refused::Login(why, sqlstate, message)) => {
-            // log: authentication failed (why.label(), user, peer)
+            // Always logged (PostgreSQL's FATAL); never what the client sent.
+            tracing::warn!(user, database, remote, reason = why.label(), sqlstate, "authentication failed");
             shared.logins.failed(why, &user, peer);
             // The delay holds this handshake thread only, not a place in
             // max_connections, a session's thread or an event loop.
@@ -82,10 +95,12 @@ pub fn serve(
     }
     // As PostgreSQL: after AuthenticationOk, LOGIN and then the role's limit.
     if role.as_ref().is_some_and(|r| !r.can_login) {
+        tracing::warn!(user, database, remote, reason = "nologin", "authentication failed");
         return fatal(&mut wire, "28000", &format!("role \"{user}\" is not permitted to log in"));
     }
     let role_limit = role.as_ref().and_then(|r| usize::try_from(r.connection_limit).ok());
     let Some(user_slot) = shared.logins.join(&user, auth.connection_limit(&user).or(role_limit)) else {
+        tracing::warn!(user, database, remote, reason = Failure::UserLimit.label(), "connection refused");
         shared.logins.failed(Failure::UserLimit, &user, peer);
         return fatal(&mut wire, "53300", &format!("too many connections for role \"{user}\""));
     };
@@ -99,6 +114,7 @@ pub fn serve(
         let _ = t.sock.set_read_timeout(None);
     }
     let mut session = Session::new(shared, wire, cancel);
+    session.span = span.clone();
     // Privileges are the role's; a server configured without users
     // (trust, for development) keeps every session a superuser.
     if !configured_users {
@@ -145,7 +161,7 @@ fn login(
     wire: &mut Wire,
     client: &Client<'_>,
     role: Option<&pgtier_sql::catalog::roles::LoginRole>,
-) -> Result<(), Refused> {
+) -> Result<&'static str, Refused> {
     let Some(rule) = auth.rules.decide(client) else {
         return Err(Refused::Login(Failure::NoRule, "28000", client.no_entry_message()));
     };
@@ -158,11 +174,11 @@ fn login(
     }
     if rule.method == Method::Trust {
         wire.send(PgWireBackendMessage::Authentication(Authentication::Ok));
-        return Ok(());
+        return Ok("trust");
     }
     let role_verifier = role.and_then(|r| r.verifier.as_deref()).and_then(Verifier::parse);
     if scram(auth, wire, client.user, role_verifier.as_ref())? {
-        return Ok(());
+        return Ok(MECHANISM);
     }
     let known = auth.users.knows(client.user) || role.is_some();
     let why = if known { Failure::Password } else { Failure::UnknownUser };

@@ -15,8 +15,23 @@ pub struct TestServer {
     pub dir: tempfile::TempDir,
 }
 
+/// With `PGTIER_LOG_ALL` set, every event of the test process at DEBUG on
+/// stderr, as `pgtier serve` writes them (to search a whole run's logs for
+/// secrets: server README, "Logging"). A test that installed its own
+/// subscriber first keeps it.
+fn log_all_if_asked() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    if std::env::var_os("PGTIER_LOG_ALL").is_some() {
+        ONCE.call_once(|| {
+            let all = pgtier_server::LogSection { level: "debug".into(), ..pgtier_server::LogSection::default() };
+            let _ = pgtier_server::logging::init(&all.settings().unwrap());
+        });
+    }
+}
+
 /// A server with user alice (SCRAM) and `extra` TOML appended.
 pub fn start_with(extra: &str) -> TestServer {
+    log_all_if_asked();
     let dir = tempfile::tempdir().unwrap();
     let toml = format!(
         "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\ncommit_mode = \"async\"\n{extra}\n",
