@@ -42,6 +42,9 @@ impl Session {
             self.wire.command_complete("CHECKPOINT");
             return Ok(());
         }
+        if let Some(dir) = super::backup::parse_backup(sql) {
+            return self.backup(&dir?);
+        }
         if let Some(s) = self.conn.cache_stmt(sql)? {
             return self.simple_one(&s);
         }
