@@ -45,7 +45,10 @@
 //!
 //! [`restore`] is offline: it checks the manifest and every file's size and
 //! checksum before it writes anything, refuses a target that is not empty,
-//! then copies (checking the checksums again as it reads) and fsyncs. The
+//! then copies (checking the checksums again as it reads) and fsyncs. A
+//! marker file (`restore_in_progress`) is in the target from first to last,
+//! and open refuses a directory holding it: a restore cut short is never
+//! taken for a database. The
 //! next open of the target recovers to the end point: the newest checkpoint
 //! plus WAL replay up to the zero tail.
 
@@ -67,6 +70,8 @@ use crate::ids::CommitTs;
 /// The manifest's file name in a backup directory.
 pub const MANIFEST_FILE: &str = "backup_manifest";
 const MANIFEST_TMP: &str = "backup_manifest.tmp";
+/// In a data directory while [`restore`] fills it; open refuses it.
+pub(crate) const RESTORE_MARKER: &str = "restore_in_progress";
 /// First line of a manifest: the backup format this code writes and reads.
 const MANIFEST_HEADER: &str = "pgtier backup manifest 1";
 const COPY_CHUNK_BYTES: usize = 1 << 20;
@@ -492,7 +497,13 @@ pub fn restore(backup: &Path, data_dir: &Path, progress: &mut dyn FnMut(CopyProg
     let started = Instant::now();
     let manifest = verify_backup(backup)?;
     prepare_empty_dir(data_dir, "restore target")?;
-    // The new directory's identity comes first, as at any creation.
+    // Before anything else: a restore cut short (a full disk, a kill) must
+    // not open as a database holding part of the backup (a checkpoint with
+    // no WAL after it would look like a smaller, valid one).
+    let marker = data_dir.join(RESTORE_MARKER);
+    File::create(&marker).and_then(|f| f.sync_all()).map_err(|e| EngineError::io("create restore marker", e))?;
+    sync_dir(data_dir)?;
+    // The new directory's identity next, as at any creation.
     crate::incarnation::open_or_create(data_dir)?;
     fs::create_dir(data_dir.join("wal")).map_err(|e| EngineError::io("create wal directory", e))?;
     let total = manifest.files.iter().map(|f| f.bytes).sum::<u64>();
@@ -515,6 +526,8 @@ pub fn restore(backup: &Path, data_dir: &Path, progress: &mut dyn FnMut(CopyProg
         check_file(f, crc, bytes)?;
     }
     sync_dir(&data_dir.join("wal"))?;
+    sync_dir(data_dir)?;
+    fs::remove_file(&marker).map_err(|e| EngineError::io("remove restore marker", e))?;
     sync_dir(data_dir)?;
     Ok(RestoreReport { manifest, bytes: done, duration: started.elapsed() })
 }

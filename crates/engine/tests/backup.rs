@@ -283,7 +283,15 @@ fn restore_refuses_damaged_backups_and_used_targets() {
 
     // Put back together, it restores.
     pgtier_engine::restore(&backup, &target, &mut |_| {}).unwrap();
+    assert!(!target.join("restore_in_progress").exists());
     let restored = open(&target);
     let table = restored.catalog().table_by_name("kv").unwrap().id;
     assert_eq!(rows(&restored, table).len(), 1);
+    drop(restored);
+
+    // A restore cut short (here: its marker put back) is not opened.
+    std::fs::write(target.join("restore_in_progress"), "").unwrap();
+    let e = Database::open(&target, common::config()).err().unwrap();
+    assert_eq!(e.sqlstate(), "XX001");
+    assert!(e.to_string().contains("holds a restore that did not finish"), "{e}");
 }
