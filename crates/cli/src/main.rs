@@ -3,6 +3,7 @@
 //! parses the command line and reports errors as one clear line.
 
 mod backend_cmd;
+mod backup_cmd;
 mod bench_cmd;
 mod cache_cmd;
 mod compare_cmd;
@@ -33,6 +34,10 @@ enum Command {
         #[command(subcommand)]
         command: backend_cmd::BackendCommand,
     },
+    /// Copy a running server's data into DIR on its machine, while it serves (BACKUP TO).
+    Backup(backup_cmd::BackupArgs),
+    /// Restore a backup into a new data directory (offline; checks every checksum first).
+    Restore(backup_cmd::RestoreArgs),
     /// Manage cache groups on a running pgtier server (create, drop, load, unload, refresh, list, stats, verify).
     Cache(cache_cmd::CacheArgs),
     /// Compare a cache group with PostgreSQL; exit 1 on a difference.
@@ -98,6 +103,8 @@ fn main() {
     let outcome = match cli.command {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Backend { command } => backend_cmd::run(command),
+        Command::Backup(args) => backup_cmd::backup(args),
+        Command::Restore(args) => backup_cmd::restore(args),
         Command::Cache(args) => cache_cmd::run(args),
         Command::Verify(args) => cache_cmd::verify(args),
         Command::Status(args) => cache_cmd::status(args),

@@ -38,7 +38,7 @@ use crate::primary::SHARD_COUNT;
 use crate::schema::{Catalog, Format, TableId};
 
 /// Written now: the catalog in format V6 (foreign key timing).
-const MAGIC: &[u8; 8] = b"PGTCKPT6";
+pub(crate) const MAGIC: &[u8; 8] = b"PGTCKPT6";
 /// Still read: files from before foreign key timing (catalog format V5).
 const MAGIC_V5: &[u8; 8] = b"PGTCKPT5";
 /// Still read: files from before index options (catalog format V4).
@@ -75,12 +75,35 @@ pub(crate) struct Checkpoints {
     serial: Mutex<()>,
     /// Checkpoints written since open.
     taken: AtomicU64,
+    /// WAL positions a running backup still copies from (backup.rs): the
+    /// WAL is not truncated past the oldest. In memory only: a crash ends
+    /// the backup, and a pin must not outlive it.
+    pins: Mutex<Vec<(u64, Lsn)>>,
+    next_pin: AtomicU64,
+}
+
+/// Keeps the WAL from a position on until dropped ([`Checkpoints::take_pinned`]).
+pub(crate) struct WalPin<'a> {
+    checkpoints: &'a Checkpoints,
+    id: u64,
+}
+
+impl Drop for WalPin<'_> {
+    fn drop(&mut self) {
+        self.checkpoints.pins.lock().retain(|(id, _)| *id != self.id);
+    }
 }
 
 impl Checkpoints {
     /// `retained`: the files recovery found, oldest first.
     pub(crate) fn new(retained: Vec<CheckpointInfo>) -> Checkpoints {
-        Checkpoints { retained: Mutex::new(retained), serial: Mutex::new(()), taken: AtomicU64::new(0) }
+        Checkpoints {
+            retained: Mutex::new(retained),
+            serial: Mutex::new(()),
+            taken: AtomicU64::new(0),
+            pins: Mutex::new(Vec::new()),
+            next_pin: AtomicU64::new(1),
+        }
     }
 
     pub(crate) fn last(&self) -> Option<CheckpointInfo> {
@@ -126,6 +149,29 @@ impl Checkpoints {
         Ok(info)
     }
 
+    /// [`Checkpoints::take`] for a backup: also opens the new file (the
+    /// handle reads it even after a later checkpoint deletes it) and pins
+    /// the WAL from its start, both before the serial lock is released, so
+    /// no checkpoint in between can remove what the backup will copy.
+    pub(crate) fn take_pinned(
+        &self,
+        dir: &Path,
+        wal: &Wal,
+        commit: &CommitOrder,
+        catalog: &CommittedCatalog,
+        consumers: &Consumers,
+    ) -> Result<(CheckpointInfo, File, WalPin<'_>)> {
+        let _serial = self.serial.lock();
+        let info = write(dir, wal, commit, catalog)?;
+        let file = File::open(&info.path).map_err(|e| EngineError::io(format!("open {}", info.path.display()), e))?;
+        let id = self.next_pin.fetch_add(1, Ordering::Relaxed);
+        self.pins.lock().push((id, info.start_lsn));
+        let pin = WalPin { checkpoints: self, id };
+        self.retire_old(info.clone(), wal, consumers)?;
+        self.taken.fetch_add(1, Ordering::Relaxed);
+        Ok((info, file, pin))
+    }
+
     /// Keeps the newest checkpoints, deletes older files, truncates the WAL.
     fn retire_old(&self, info: CheckpointInfo, wal: &Wal, consumers: &Consumers) -> Result<()> {
         let mut kept = self.retained.lock();
@@ -140,7 +186,10 @@ impl Checkpoints {
         let oldest_needed = kept.first().map_or(Lsn(0), |c| c.start_lsn);
         drop(kept);
         let consumers_min = consumers.min_position();
-        let limit = consumers_min.map_or(oldest_needed, |c| c.min(oldest_needed));
+        let mut limit = consumers_min.map_or(oldest_needed, |c| c.min(oldest_needed));
+        if let Some(pinned) = self.pins.lock().iter().map(|(_, lsn)| *lsn).min() {
+            limit = limit.min(pinned);
+        }
         wal.truncate_before(limit)?;
         Ok(())
     }

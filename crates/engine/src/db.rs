@@ -146,6 +146,23 @@ impl DbInner {
         self.checkpoints.take(&self.dir, &self.wal, &self.commit, &self.catalog, &self.consumers)
     }
 
+    pub(crate) fn backup(
+        &self,
+        dest: &Path,
+        progress: &mut dyn FnMut(crate::backup::CopyProgress),
+    ) -> Result<crate::backup::BackupReport> {
+        let source = crate::backup::Source {
+            dir: &self.dir,
+            wal: &self.wal,
+            commit: &self.commit,
+            catalog: &self.catalog,
+            consumers: &self.consumers,
+            checkpoints: &self.checkpoints,
+            incarnation: &self.incarnation.id,
+        };
+        crate::backup::take(&source, dest, progress)
+    }
+
     pub(crate) fn lock_deadline(&self) -> Instant {
         Instant::now() + self.config.lock_timeout
     }
@@ -308,6 +325,20 @@ impl Database {
     /// the WAL below what is still needed.
     pub fn checkpoint(&self) -> Result<CheckpointInfo> {
         self.inner.checkpoint()
+    }
+
+    /// Copies the database into `dest` (created; must be empty) while
+    /// writers go on: a checkpoint, the WAL after it up to an end point taken
+    /// when the checkpoint is done, and a manifest (backup.rs). The copy holds
+    /// exactly the transactions committed before the end point
+    /// (`report.manifest.end_lsn`): everything acknowledged before the call,
+    /// and nothing half. `progress` is told of every chunk copied.
+    pub fn backup(
+        &self,
+        dest: &Path,
+        progress: &mut dyn FnMut(crate::backup::CopyProgress),
+    ) -> Result<crate::backup::BackupReport> {
+        self.inner.backup(dest, progress)
     }
 
     /// Collects superseded versions that no snapshot needs any more.

@@ -104,6 +104,10 @@ pub enum EngineError {
     /// 0A000.
     #[error("{0} is not supported")]
     FeatureNotSupported(String),
+    /// 22023: a backup or restore directory that cannot be used (not
+    /// absolute, not empty, not a directory); backup.rs.
+    #[error("{message}")]
+    InvalidBackupDirectory { message: String },
 }
 
 impl EngineError {
@@ -137,6 +141,7 @@ impl EngineError {
             EngineError::DirectoryInUse { .. } => "F0001",
             EngineError::ShuttingDown => "57P01",
             EngineError::FeatureNotSupported(_) => "0A000",
+            EngineError::InvalidBackupDirectory { .. } => "22023",
         }
     }
 

@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod array;
+mod backup;
 mod catalog;
 mod checkpoint;
 mod codec;
@@ -49,6 +50,9 @@ mod version;
 mod wait_hook;
 mod walrec;
 
+pub use backup::{
+    BackupManifest, BackupReport, CopyProgress, MANIFEST_FILE, ManifestFile, RestoreReport, restore, verify_backup,
+};
 pub use checkpoint::CheckpointInfo;
 pub use commit_mode::CommitMode;
 pub use consumers::{ConsumerPosition, StreamStart};

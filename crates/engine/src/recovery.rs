@@ -70,6 +70,13 @@ pub(crate) fn open(dir: &Path, wal_config: &WalConfig) -> Result<Recovered> {
     std::fs::create_dir_all(dir).map_err(|e| EngineError::io(format!("create {}", dir.display()), e))?;
     // Before anything is read or written: the directory is ours alone.
     let lock = crate::files::DirLock::acquire(dir)?;
+    if dir.join(crate::backup::RESTORE_MARKER).exists() {
+        return Err(EngineError::Corrupt(format!(
+            "{} holds a restore that did not finish ({}): delete the directory and restore again",
+            dir.display(),
+            crate::backup::RESTORE_MARKER
+        )));
+    }
     // Before anything else is written: a new directory gets its id first.
     let incarnation = crate::incarnation::open_or_create(dir)?;
     let wal = Wal::open(&dir.join("wal"), wal_config.clone())?;

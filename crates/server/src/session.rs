@@ -29,6 +29,7 @@ use sqlparser::ast::Statement;
 use crate::server::Shared;
 use crate::wire::{BindRef, ReadError, Stream, WRITE_FLUSH_BYTES, Wire, parse_execute};
 
+mod backup;
 mod encode;
 mod extended;
 mod simple;

@@ -40,13 +40,25 @@ impl Session {
         if sql.trim().trim_end_matches(';').trim().eq_ignore_ascii_case("checkpoint") {
             // PostgreSQL's CHECKPOINT: here the engine's (WAL truncated
             // below it, so the next start replays little).
+            if !self.conn.is_superuser() {
+                return Err(SqlError::new("42501", "must be superuser to do CHECKPOINT"));
+            }
             self.conn.database().checkpoint()?;
             self.wire.command_complete("CHECKPOINT");
             return Ok(());
         }
         if is_reload_conf(sql) && self.conn.transaction_status() != TransactionStatus::Failed {
+            if !self.conn.is_superuser() {
+                return Err(SqlError::new("42501", "permission denied for function pg_reload_conf"));
+            }
             self.reload_conf();
             return Ok(());
+        }
+        if let Some(dir) = super::backup::parse_backup(sql) {
+            if !self.conn.is_superuser() {
+                return Err(SqlError::new("42501", "must be superuser to run BACKUP TO"));
+            }
+            return self.backup(&dir?);
         }
         if let Some(s) = self.conn.cache_stmt(sql)? {
             return self.simple_one(&s);

@@ -407,6 +407,13 @@ impl Connection {
         self.settings.auth_mut().authenticated = user.to_owned();
     }
 
+    /// Whether the session's current role is a superuser (the server's
+    /// own statements: CHECKPOINT, BACKUP TO, pg_reload_conf()).
+    pub fn is_superuser(&mut self) -> bool {
+        let catalog = self.db.catalog();
+        crate::catalog::roles::session_is_superuser(&catalog, &mut self.settings).unwrap_or(false)
+    }
+
     /// The server authenticated `user`: privileges are checked as its
     /// role's (catalog/roles.rs), not as the embedded caller's, who owns
     /// the data directory and is a superuser.
