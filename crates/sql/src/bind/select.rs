@@ -417,6 +417,9 @@ impl Binder<'_> {
         if scope.rels[0].source.is_some() {
             return Err(SqlError::unsupported("FOR UPDATE on a system catalog, subquery or function"));
         }
+        // PostgreSQL: locking rows needs UPDATE besides SELECT.
+        let table = std::sync::Arc::clone(&scope.rels[0].table);
+        self.need(&table, crate::catalog::roles::Privs::UPDATE);
         Ok(true)
     }
 }
