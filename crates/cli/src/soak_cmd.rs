@@ -63,6 +63,9 @@ pub struct SoakArgs {
     /// One cancelled long statement this often
     #[arg(long, value_name = "TIME", default_value = "5s")]
     cancel_every: String,
+    /// Leave activities out, to find which one makes the server grow: cycles, churn, cancels (comma-separated)
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    without: Vec<String>,
     /// The server's commit mode
     #[arg(long, value_enum, default_value_t = CommitArg::Async)]
     commit_mode: CommitArg,
@@ -116,6 +119,7 @@ fn options(args: &SoakArgs) -> anyhow::Result<SoakOptions> {
         cycle_every: parse_time("cycle-every", &args.cycle_every)?,
         churn_pause: parse_time("churn-pause", &args.churn_pause)?,
         cancel_every: parse_time("cancel-every", &args.cancel_every)?,
+        without: args.without.iter().map(|w| w.trim().to_owned()).collect(),
         growth_goal_percent: args.growth_goal,
         seed: args.seed.unwrap_or_else(pgtier_bench::driver::fresh_seed),
         populate_streams: cpus + 1,

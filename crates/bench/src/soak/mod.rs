@@ -52,6 +52,9 @@ pub use output::{CHART_STEMS, JSON_FILE, REPORT_FILE, write_report};
 pub use setup::{CYCLE_GROUP, TATP_GROUP, prepare_postgres};
 pub use verdict::{Growth, P99Stability, Verdict};
 
+/// The activities beside TATP, as `--without` names them.
+pub const ACTIVITIES: [&str; 3] = ["cycles", "churn", "cancels"];
+
 /// What the command line decides.
 #[derive(Clone, Debug)]
 pub struct SoakOptions {
@@ -73,6 +76,9 @@ pub struct SoakOptions {
     /// Pause between two churn connections.
     pub churn_pause: Duration,
     pub cancel_every: Duration,
+    /// Activities left out (`cycles`, `churn`, `cancels`): to find which one
+    /// makes the server grow.
+    pub without: Vec<String>,
     /// Growth goal, percent (RSS, fds, threads).
     pub growth_goal_percent: f64,
     pub seed: u64,
@@ -100,7 +106,15 @@ impl SoakOptions {
         if self.cycle_every.is_zero() || self.cancel_every.is_zero() {
             return Err("cycle and cancel periods must be longer than 0 s".into());
         }
+        if let Some(bad) = self.without.iter().find(|w| !ACTIVITIES.contains(&w.as_str())) {
+            return Err(format!("unknown activity '{bad}' (expected {})", ACTIVITIES.join(", ")));
+        }
         Ok(())
+    }
+
+    /// The activity runs (is not in [`SoakOptions::without`]).
+    pub fn runs(&self, activity: &str) -> bool {
+        !self.without.iter().any(|w| w == activity)
     }
 
     /// Seconds into the run where the growth window starts.
@@ -180,6 +194,10 @@ pub struct ActivityCounts {
 pub struct Sample {
     /// Seconds since the load started.
     pub t_s: f64,
+    /// Read with no cycle or cancelled statement under way (false: one
+    /// outlasted the sampler's wait, and its memory is in this reading).
+    #[serde(default)]
+    pub quiet: bool,
     pub rss_bytes: u64,
     /// Open file descriptors (the smallest of the sample's readings).
     pub fds: u64,
@@ -220,6 +238,9 @@ pub struct SoakReport {
     pub started_at: String,
     pub machine: MachineInfo,
     pub settings: Vec<(String, String)>,
+    /// Activities left out on purpose (not failures when they did not happen).
+    #[serde(default)]
+    pub without: Vec<String>,
     pub server: String,
     pub server_pid: u32,
     pub setup_s: f64,
@@ -338,6 +359,12 @@ pub(crate) struct Ctx<'a> {
     pub(crate) counts: side::Counters,
     /// TATP transactions finished (for the progress line only).
     pub(crate) finished: AtomicU64,
+    /// Cycles and cancelled statements under way: they hold memory for
+    /// their duration (a loaded group, a cross join's rows), which a
+    /// reading taken then would count as growth.
+    busy: AtomicU64,
+    /// The sampler is reading: no cycle or cancel starts.
+    reading: AtomicBool,
 }
 
 impl Ctx<'_> {
@@ -347,6 +374,36 @@ impl Ctx<'_> {
 
     pub(crate) fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Runs `f` (a cycle, a cancelled statement) outside the sampler's
+    /// readings: waits while one is taken, and holds the next off until done.
+    pub(crate) fn busy<T>(&self, f: impl FnOnce() -> T) -> T {
+        loop {
+            self.busy.fetch_add(1, Ordering::SeqCst);
+            if !self.reading.load(Ordering::SeqCst) {
+                break;
+            }
+            self.busy.fetch_sub(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let out = f();
+        self.busy.fetch_sub(1, Ordering::SeqCst);
+        out
+    }
+
+    /// The sampler's readings between cycles and cancels (waiting for the
+    /// one under way at most `wait`); the flag says whether it was quiet.
+    pub(crate) fn quiet<T>(&self, wait: Duration, f: impl FnOnce() -> T) -> (T, bool) {
+        self.reading.store(true, Ordering::SeqCst);
+        let until = Instant::now() + wait;
+        while self.busy.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let quiet = self.busy.load(Ordering::SeqCst) == 0;
+        let out = f();
+        self.reading.store(false, Ordering::SeqCst);
+        (out, quiet)
     }
 
     /// Sleeps `d` in slices; false when the run stopped meanwhile.
@@ -374,6 +431,7 @@ pub fn run(options: &SoakOptions, control: &SoakControl<'_>, report: &mut SoakRe
     report.started_at = crate::report::now_rfc3339();
     report.machine = crate::report::machine_info();
     report.settings = settings(options);
+    report.without = options.without.clone();
     report.server = control.server.describe.clone();
     report.server_pid = control.server.pid;
     report.warmup_s = options.warmup_s();
@@ -390,6 +448,8 @@ pub fn run(options: &SoakOptions, control: &SoakControl<'_>, report: &mut SoakRe
         errors: ErrorLog::default(),
         counts: side::Counters::default(),
         finished: AtomicU64::new(0),
+        busy: AtomicU64::new(0),
+        reading: AtomicBool::new(false),
     };
     let slots: Vec<Mutex<tatp_load::Interval>> =
         (0..options.threads).map(|_| Mutex::new(tatp_load::Interval::default())).collect();
@@ -399,9 +459,15 @@ pub fn run(options: &SoakOptions, control: &SoakControl<'_>, report: &mut SoakRe
             let thread = u32::try_from(thread).unwrap_or(u32::MAX);
             scope.spawn(move || tatp_load::worker(ctx, thread, slot));
         }
-        scope.spawn(move || side::cycles(ctx));
-        scope.spawn(move || side::churn(ctx));
-        scope.spawn(move || side::cancels(ctx));
+        if options.runs("cycles") {
+            scope.spawn(move || side::cycles(ctx));
+        }
+        if options.runs("churn") {
+            scope.spawn(move || side::churn(ctx));
+        }
+        if options.runs("cancels") {
+            scope.spawn(move || side::cancels(ctx));
+        }
         let outcome = sample::run(ctx, &slots, control, report);
         ctx.stop.store(true, Ordering::Relaxed);
         outcome
@@ -462,6 +528,7 @@ fn settings(o: &SoakOptions) -> Vec<(String, String)> {
             ),
         ),
         ("cancels".into(), format!("every {}: pg_sleep or a cross join, CancelRequest after 0.3 s", s(o.cancel_every))),
+        ("left out".into(), if o.without.is_empty() { "nothing".to_owned() } else { o.without.join(", ") }),
         ("seed".into(), o.seed.to_string()),
     ]
 }

@@ -194,7 +194,7 @@ fn verdict_section(w: &mut String, report: &SoakReport, growth_gate: bool) {
     );
     let _ = writeln!(
         w,
-        "Growth over the run's last part against its first sample (fds and threads: the fewest of 5 readings 40 ms apart, so short-lived sessions of the churn are left out):\n"
+        "Growth over the run's last part against its first sample. Readings are taken between cycles and cancelled statements (which hold memory while they run); fds and threads are the fewest of 5 readings 40 ms apart, so short-lived sessions of the churn are left out:\n"
     );
     let _ = writeln!(
         w,

@@ -20,6 +20,8 @@ use super::{Ctx, EndChecks, Sample, SoakControl, SoakError, SoakReport, lock, pr
 /// Readings per sample (fds and threads: the smallest) and their spacing.
 const READINGS: u32 = 5;
 const READING_GAP: Duration = Duration::from_millis(40);
+/// The longest wait for a cycle or cancel under way before the readings.
+const QUIET_WAIT: Duration = Duration::from_secs(10);
 /// The longest wait for write-through to catch up after the load.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -73,7 +75,8 @@ pub(crate) fn run(
         if report.interrupted {
             break;
         }
-        let reading = match proc::settled(ctx.server.pid, READINGS, READING_GAP) {
+        let (reading, quiet) = ctx.quiet(QUIET_WAIT, || proc::settled(ctx.server.pid, READINGS, READING_GAP));
+        let reading = match reading {
             Ok(r) => r,
             Err(why) => {
                 report.server_died = Some(why);
@@ -97,6 +100,7 @@ pub(crate) fn run(
         let q = |p: f64| if has { interval.latency.quantile_us(p) } else { 0.0 };
         let sample = Sample {
             t_s,
+            quiet,
             rss_bytes: reading.rss_bytes,
             fds: reading.fds,
             threads: reading.threads,
@@ -166,7 +170,7 @@ fn sample_line(s: &Sample) -> String {
         a.churn_clean + a.churn_wrong_password + a.churn_abrupt,
         a.cancels_confirmed,
         s.awt_backlog_bytes.map(|b| format!("  awt backlog {b} B")).unwrap_or_default(),
-    )
+    ) + if s.quiet { "" } else { "  (read while a cycle or cancel ran)" }
 }
 
 /// After the load: wait for write-through to catch up, then VERIFY the

@@ -135,7 +135,7 @@ pub(crate) fn cycles(ctx: &Ctx<'_>) {
                 pg = Some(connect(ctx.backend_url)?);
             }
             let (Some(t), Some(p)) = (tier.as_mut(), pg.as_mut()) else { return Ok(()) };
-            one_cycle(ctx, t, p, k)
+            ctx.busy(|| one_cycle(ctx, t, p, k))
         })();
         match result {
             Ok(()) => ctx.counts.add(&ctx.counts.cycles),
@@ -269,7 +269,7 @@ pub(crate) fn cancels(ctx: &Ctx<'_>) {
     let mut k = 0u64;
     while ctx.sleep(ctx.o.cancel_every) {
         k += 1;
-        if let Err(e) = one_cancel(ctx, k) {
+        if let Err(e) = ctx.busy(|| one_cancel(ctx, k)) {
             ctx.errors.record("cancel", &e, false, ctx.at_s());
         }
     }
