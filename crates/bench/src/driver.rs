@@ -461,7 +461,7 @@ fn monitor<T>(
 /// Lets sleeps end within a few µs of the deadline instead of the default
 /// 50 µs timer slack, which would otherwise be charged to every open-loop
 /// transaction that starts on schedule.
-fn tighten_timer_slack() {
+pub(crate) fn tighten_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack and
     // takes plain integer arguments.
     unsafe {
@@ -575,7 +575,7 @@ fn duration_us(d: Duration) -> u64 {
 }
 
 /// Exponentially distributed gap of a Poisson process with `rate_per_s`.
-fn poisson_gap(rng: &mut SmallRng, rate_per_s: f64) -> Duration {
+pub(crate) fn poisson_gap(rng: &mut SmallRng, rate_per_s: f64) -> Duration {
     // 1 − U lies in (0, 1], so ln() is finite.
     let u: f64 = 1.0 - rng.random::<f64>();
     Duration::from_secs_f64(-u.ln() / rate_per_s)

@@ -19,6 +19,7 @@ pub mod jpetstore;
 pub mod micro;
 pub mod progress;
 pub mod report;
+pub mod soak;
 pub mod stats;
 pub mod targets;
 pub mod tatp;

@@ -41,6 +41,15 @@ impl RunProgress {
         self.bar.set_message(format!("{phase:<16} {rate:>9.0} txn/s"));
     }
 
+    /// Prints a line above the progress line (plainly when it is hidden).
+    pub fn println(&self, line: &str) {
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+
     pub fn finish(self) {
         self.bar.finish_and_clear();
     }

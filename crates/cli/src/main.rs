@@ -13,6 +13,7 @@ mod io_cmd;
 mod jpetstore_cmd;
 mod micro_cmd;
 mod serve_cmd;
+mod soak_cmd;
 mod tier_cmd;
 mod tpch_cmd;
 
@@ -69,6 +70,8 @@ enum BenchCommand {
     Jpetstore(Box<jpetstore_cmd::JpetstoreArgs>),
     /// Study 004's OLAP side: TPC-H's 22 queries on PostgreSQL, the pgtier server and the embedded engine, answers compared.
     Tpch(Box<tpch_cmd::TpchArgs>),
+    /// An hour (--duration) of TATP over the wire with cache-group cycles, connection churn and cancels against a spawned server: RSS, fds, threads and p99 over time, growth judged.
+    Soak(Box<soak_cmd::SoakArgs>),
 }
 
 fn main() {
@@ -117,6 +120,7 @@ fn main() {
             BenchCommand::Micro(args) => micro_cmd::run(*args),
             BenchCommand::Jpetstore(args) => jpetstore_cmd::run(*args),
             BenchCommand::Tpch(args) => tpch_cmd::run(*args),
+            BenchCommand::Soak(args) => soak_cmd::run(*args),
         },
     };
     if let Err(error) = outcome {

@@ -161,6 +161,9 @@ pub(crate) fn client_error(e: &SqlError, severity: &str, detail: bool) {
 /// is on (PostgreSQL's "duration: ... statement: ..." line).
 pub(crate) fn slow_statement(started: Instant, text: &str, params: Option<&[Value]>) {
     let duration_ms = millis(started.elapsed());
+    // CREATE / ALTER ROLE ... PASSWORD 'x' carries a password in its text
+    // (PostgreSQL logs it; pgtier does not).
+    let text = if mentions_password(text) { "<a statement with a PASSWORD clause, not logged>" } else { text };
     match params.filter(|p| !p.is_empty()) {
         Some(params) => {
             let parameters = format_parameters(params);
@@ -168,6 +171,11 @@ pub(crate) fn slow_statement(started: Instant, text: &str, params: Option<&[Valu
         }
         None => tracing::info!(duration_ms, statement = text, "slow statement"),
     }
+}
+
+/// The statement may hold a password: it names PASSWORD (any case).
+fn mentions_password(text: &str) -> bool {
+    text.as_bytes().windows(8).any(|w| w.eq_ignore_ascii_case(b"password"))
 }
 
 /// Milliseconds to the microsecond.
@@ -237,5 +245,12 @@ mod tests {
     fn parameters_print_as_postgresql_logs_them() {
         let params = [Value::Int4(42), Value::Null, Value::Text("it's".into())];
         assert_eq!(format_parameters(&params), "$1 = '42', $2 = NULL, $3 = 'it''s'");
+    }
+
+    #[test]
+    fn statements_naming_a_password_are_not_logged() {
+        assert!(mentions_password("CREATE ROLE bob LOGIN PASSWORD 'secret'"));
+        assert!(mentions_password("alter user bob with password 'x'"));
+        assert!(!mentions_password("SELECT pass, word FROM t"));
     }
 }

@@ -53,6 +53,8 @@ use crate::targets::embedded::EmbeddedTarget;
 use crate::targets::postgres::{PgSampler, PgTarget, url_is_local};
 use crate::tatp::population::{PopulateOptions, populate};
 
+/// Theil-Sen slope, also the soak's growth trend.
+pub(crate) use lag::slope;
 pub use lag::{FLAT_SLOPE_SHARE, LagFigures, LagSample, LagWindow};
 pub use markdown::{REPORT_FILE, SECTIONS, write_report};
 pub use search::SearchStep;

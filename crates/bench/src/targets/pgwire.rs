@@ -556,6 +556,23 @@ impl Session for WireSession {
     }
 }
 
+impl WireSession {
+    /// Closes the socket without Terminate, as a client that crashed or
+    /// lost its network would: the server finds EOF wherever the session
+    /// is, an open transaction included (the soak's abrupt disconnects).
+    pub fn abandon(mut self) {
+        self.broken = true;
+        match &self.stream {
+            Stream::Tcp(s) => {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+            Stream::Unix(s) => {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
 impl Drop for WireSession {
     fn drop(&mut self) {
         if !self.broken {
