@@ -674,7 +674,7 @@ impl ServerConfig {
     /// the server runs (everything but `[auth]`), by name.
     pub(crate) fn restart_keys(&self, new: &ServerConfig) -> Vec<&'static str> {
         let differs = |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| format!("{a:?}") != format!("{b:?}");
-        let pairs: [(&'static str, bool); 14] = [
+        let pairs: [(&'static str, bool); 13] = [
             ("listen", self.listen != new.listen),
             ("data_dir", self.data_dir != new.data_dir),
             ("commit_mode", self.commit_mode != new.commit_mode),
@@ -687,8 +687,7 @@ impl ServerConfig {
             ("[cache]", differs(&self.cache, &new.cache)),
             ("[tier]", differs(&self.tier, &new.tier)),
             ("[metrics]", differs(&self.metrics, &new.metrics)),
-            ("[settings]", differs(&self.settings, &new.settings)),
-            ("[log]", differs(&self.log, &new.log)),
+            ("[log] format", self.log.format != new.log.format),
         ];
         pairs.into_iter().filter(|(_, changed)| *changed).map(|(key, _)| key).collect()
     }

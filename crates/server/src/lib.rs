@@ -101,8 +101,8 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             .map_err(|e| ServerError::Config(format!("[settings] {name}: {}", e.message)))?;
     }
     drop(probe);
-    shared.setting_defaults = config.setting_defaults();
-    shared.log = config.log.settings()?;
+    shared.setting_defaults = parking_lot::RwLock::new(Arc::new(config.setting_defaults()));
+    shared.log = parking_lot::RwLock::new(config.log.settings()?);
     // One cache for all sessions. Without [backend] it still opens: groups
     // already defined keep answering; what needs PostgreSQL fails with 08001.
     let mut cache_config = config.cache.to_cache_config()?;

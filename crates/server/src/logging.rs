@@ -97,9 +97,26 @@ where
 /// Installs the process's subscriber: `settings`' format and level, to
 /// stderr. For binaries only (once per process).
 pub fn init(settings: &LogSettings) -> Result<(), ServerError> {
-    let subscriber = tracing_subscriber::registry().with(layer(settings, std::io::stderr));
+    // The level can change on a reload: the filter is behind a handle.
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(settings.level);
+    let fixed = LogSettings { level: LevelFilter::TRACE, ..settings.clone() };
+    let subscriber = tracing_subscriber::registry().with(filter).with(layer(&fixed, std::io::stderr));
     tracing::subscriber::set_global_default(subscriber)
-        .map_err(|e| ServerError::Config(format!("cannot install the log subscriber: {e}")))
+        .map_err(|e| ServerError::Config(format!("cannot install the log subscriber: {e}")))?;
+    let _ = LEVEL.set(handle);
+    Ok(())
+}
+
+/// The installed subscriber's level, changeable by a reload.
+static LEVEL: std::sync::OnceLock<tracing_subscriber::reload::Handle<LevelFilter, tracing_subscriber::Registry>> =
+    std::sync::OnceLock::new();
+
+/// A reload's `[log] level`; nothing when the process installed no
+/// subscriber of its own (tests, an embedding program).
+pub(crate) fn set_level(level: LevelFilter) {
+    if let Some(handle) = LEVEL.get() {
+        let _ = handle.modify(|current| *current = level);
+    }
 }
 
 /// A session's span: every event of the session carries its pid (the

@@ -65,9 +65,10 @@ pub struct Shared {
     /// Where `GET /metrics` answers (`[metrics] listen`).
     pub metrics_addr: Option<SocketAddr>,
     /// `[settings]`: defaults every session starts with (checked at start).
-    pub setting_defaults: Vec<(String, String)>,
-    /// `[log]`: which session events are logged.
-    pub log: crate::logging::LogSettings,
+    /// `[settings]`: what a new session starts with (a reload replaces it).
+    pub setting_defaults: RwLock<Arc<Vec<(String, String)>>>,
+    /// `[log]`: which session events are logged (a reload replaces it).
+    pub log: RwLock<crate::logging::LogSettings>,
     shutdown: AtomicBool,
     /// Authenticated (or authenticating) sessions, against max_connections.
     pub(crate) active: AtomicUsize,
@@ -123,8 +124,8 @@ impl Shared {
             passthrough: None,
             cache: None,
             metrics_addr: None,
-            setting_defaults: Vec::new(),
-            log: crate::logging::LogSettings::default(),
+            setting_defaults: RwLock::new(Arc::new(Vec::new())),
+            log: RwLock::new(crate::logging::LogSettings::default()),
             shutdown: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             sessions: Mutex::new(HashMap::new()),
@@ -174,10 +175,31 @@ impl Shared {
         let restart_needed = current.restart_keys(&new);
         let mut merged = current.clone();
         merged.auth = new.auth;
+        merged.settings = new.settings;
+        merged.log.level = new.log.level;
+        merged.log.log_min_duration_statement = new.log.log_min_duration_statement;
+        merged.log.log_statement_parameters = new.log.log_statement_parameters;
+        merged.log.log_connections = new.log.log_connections;
+        merged.log.log_disconnections = new.log.log_disconnections;
+        merged.log.log_error_detail = new.log.log_error_detail;
+        // Everything is checked before anything changes.
         let state = AuthState::new(&merged, self.listen, Some(&self.auth()))?;
+        let mut log = merged.log.settings()?;
+        log.format = self.log.read().format;
+        let defaults = merged.setting_defaults();
+        let mut probe = pgtier_sql::Connection::new(self.db.clone());
+        for (name, value) in &defaults {
+            probe
+                .set_setting_default(name, value)
+                .map_err(|e| ServerError::Config(format!("[settings] {name}: {}", e.message)))?;
+        }
+        drop(probe);
         crate::register_users(&self.db, &merged)?;
-        // log: configuration reloaded (path, restart_needed)
         *self.auth.write() = Arc::new(state);
+        *self.setting_defaults.write() = Arc::new(defaults);
+        crate::logging::set_level(log.level);
+        *self.log.write() = log;
+        tracing::info!(path = %path.display(), restart_needed = ?restart_needed, "configuration reloaded");
         *current = merged;
         Ok(Reloaded { path, restart_needed })
     }

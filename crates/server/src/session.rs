@@ -99,7 +99,8 @@ impl Session {
     fn new(shared: &Arc<Shared>, wire: Wire, cancel: Arc<AtomicBool>) -> Session {
         let mut conn = Connection::new(shared.db.clone());
         conn.set_cancel_flag(Arc::clone(&cancel));
-        for (name, value) in &shared.setting_defaults {
+        let defaults = Arc::clone(&shared.setting_defaults.read());
+        for (name, value) in defaults.iter() {
             // Checked at server start: cannot fail here.
             let _ = conn.set_setting_default(name, value);
         }
@@ -127,7 +128,7 @@ impl Session {
             after_ready: false,
             idle_deadline: None,
             span: tracing::Span::none(),
-            log: shared.log.clone(),
+            log: shared.log.read().clone(),
             stats: crate::logging::SessionStats::new(),
         }
     }

@@ -422,6 +422,26 @@ fn reload_applies_auth_to_new_connections_only() {
     assert_eq!(rows, vec![vec![Some("t".to_owned())]]);
     assert_eq!(connect("bob", BOB_PW), "ok");
     open.simple_query("INSERT INTO kept VALUES (1)").unwrap();
-    drop(open);
+
+    // [settings] is live for new sessions; an open one keeps its values.
+    let with_settings = format!(
+        "{head}{}
+[settings]
+statement_timeout = \"7s\"
+",
+        users_toml(10).replace(common::PASSWORD, "new pw")
+    );
+    std::fs::write(&path, &with_settings).unwrap();
+    assert!(server.reload().unwrap().restart_needed.is_empty());
+    config.password("new pw");
+    let mut fresh = config.connect(postgres::NoTls).unwrap();
+    assert_eq!(common::text_rows(&mut fresh, "SHOW statement_timeout"), vec![vec![Some("7s".to_owned())]]);
+    assert_eq!(common::text_rows(&mut open, "SHOW statement_timeout"), vec![vec![Some("0".to_owned())]]);
+    // A value SET would refuse changes nothing.
+    std::fs::write(&path, with_settings.replace("7s", "seven")).unwrap();
+    assert!(server.reload().unwrap_err().to_string().contains("[settings] statement_timeout"));
+    let mut again = config.connect(postgres::NoTls).unwrap();
+    assert_eq!(common::text_rows(&mut again, "SHOW statement_timeout"), vec![vec![Some("7s".to_owned())]]);
+    drop((open, fresh, again));
     server.shutdown();
 }

@@ -40,7 +40,8 @@ pub fn serve(
     let remote = tcp.peer_addr().map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
     let span = crate::logging::session_span(pid, &remote);
     let _entered = span.enter();
-    if shared.log.connections {
+    let log = shared.log.read().clone();
+    if log.connections {
         tracing::info!("connection received");
     }
     let _ = tcp.set_nodelay(true);
@@ -48,7 +49,7 @@ pub fn serve(
     // The host rules see IPv4 clients of an IPv6 listener as IPv4.
     let peer = tcp.peer_addr().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |a| a.ip().to_canonical());
     let mut wire = Wire::new(Stream::Plain(tcp), shared.max_message_bytes);
-    wire.log_error_detail = shared.log.error_detail;
+    wire.log_error_detail = log.error_detail;
     let startup = match startup(shared, &mut wire) {
         Ok(Some(s)) => s,
         Ok(None) => return,
@@ -76,7 +77,7 @@ pub fn serve(
     match login(&auth, &mut wire, &client, role.as_ref()) {
         Ok(method) => {
             span.record("user", user.as_str()).record("database", database.as_str());
-            if shared.log.connections {
+            if log.connections {
                 tracing::info!(user, database, method, "authentication succeeded");
             }
         }

@@ -287,6 +287,11 @@ fn database_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     ]);
 }
 
+/// rolvaliduntil as the session's TimeZone and DateStyle print it.
+fn valid_until(r: &super::roles::Role) -> Value {
+    r.valid_until.map_or(Value::Null, |us| Value::Text(crate::value::to_text(&Value::TimestampTz(us))))
+}
+
 fn roles_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let shown = ShownRoles::of(ctx.catalog, &ctx.user());
     for (name, oid, r) in &shown.roles {
@@ -300,7 +305,7 @@ fn roles_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             Value::Bool(r.replication),
             Value::Int4(r.connection_limit),
             text("********"),
-            r.valid_until.map_or(Value::Null, |us| Value::Text(crate::value::to_text(&Value::TimestampTz(us)))),
+            valid_until(r),
             Value::Bool(r.bypassrls),
             Value::Null,
             Value::Int8(*oid),
@@ -319,7 +324,7 @@ fn user_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             Value::Bool(r.replication),
             Value::Bool(r.bypassrls),
             text("********"),
-            r.valid_until.map_or(Value::Null, |us| Value::Text(crate::value::to_text(&Value::TimestampTz(us)))),
+            valid_until(r),
             Value::Null,
         ]);
     }
@@ -344,7 +349,7 @@ fn authid_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             Value::Bool(r.bypassrls),
             Value::Int4(r.connection_limit),
             if su { r.password.clone().map_or(Value::Null, Value::Text) } else { Value::Null },
-            r.valid_until.map_or(Value::Null, |us| Value::Text(crate::value::to_text(&Value::TimestampTz(us)))),
+            valid_until(r),
         ]);
     }
 }
