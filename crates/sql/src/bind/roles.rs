@@ -19,6 +19,13 @@ impl Binder<'_> {
     /// role (or, inside a view's query, as the view's owner).
     pub(super) fn need(&mut self, table: &TableSchema, needed: Privs) {
         self.need_kind(&table.name, ObjectKind::of(table), needed);
+        // A relation of a schema is reached through the schema: USAGE on
+        // it (PUBLIC has USAGE on public; a temporary schema is the session's).
+        let schema = crate::names::split(&table.name).0;
+        if schema != "public" && !schema.starts_with("pg_temp") && !table.name.starts_with('\0') {
+            let schema = schema.to_owned();
+            self.need_kind(&schema, ObjectKind::Schema, Privs::USAGE);
+        }
     }
 
     pub(super) fn need_kind(&mut self, object: &str, kind: ObjectKind, needed: Privs) {
