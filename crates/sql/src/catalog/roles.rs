@@ -9,7 +9,7 @@
 //! serialized by the engine's DDL lock, with nothing new in the engine.
 //! Relations are keyed by their stored name (engine ids change when ALTER
 //! TABLE rewrites a table); DROP and RENAME keep the document in step in
-//! the same transaction (`forget_relation`, `rename_relation`).
+//! the same transaction (`exec/roles.rs`: `prune_acls`, `rename_relation_acl`).
 //!
 //! Who is a superuser: a role with SUPERUSER, a bootstrap role (a user of
 //! the server's configuration file, registered at start, `bootstrap`), and
@@ -439,11 +439,6 @@ impl AuthDoc {
             .fold(Privs::NONE, |acc, i| acc.union(i.grantable))
     }
 
-    /// Relation `key` is gone (DROP): its owner and ACL with it.
-    pub fn forget_relation(&mut self, key: &str) -> bool {
-        self.relations.remove(key).is_some()
-    }
-
     /// Relation `from` is now called `to`.
     pub fn rename_relation(&mut self, from: &str, to: &str) -> bool {
         match self.relations.remove(from) {
@@ -867,9 +862,8 @@ impl ShownRoles {
     /// pg_auth_members: (role OID, member OID, grantor OID, admin option).
     pub fn memberships(&self) -> Vec<(i64, i64, i64, bool)> {
         let mut out = Vec::new();
-        for (name, oid, r) in &self.roles {
+        for (_, oid, r) in &self.roles {
             for m in &r.member_of {
-                let _ = name;
                 out.push((self.oid(&m.role), *oid, self.oid(&m.grantor), m.admin));
             }
         }
@@ -925,8 +919,8 @@ pub fn has_privilege(
     };
     let (role, rest) =
         if args.len() > object_args { (text(&args[0]), &args[1..]) } else { (current_role(settings).to_owned(), args) };
-    let doc = AuthDoc::read(catalog)?.map(|(_, d)| d);
     let shown = ShownRoles::of(catalog, settings.get("session_authorization").map_or("", String::as_str));
+    let doc = shown.doc.as_ref();
     // A role given by OID (its text is digits).
     let role = match role.parse::<i64>() {
         Ok(oid) => shown
@@ -938,13 +932,13 @@ pub fn has_privilege(
     if shown.oid(&role) == 0 {
         return Err(SqlError::new("42704", format!("role \"{role}\" does not exist")));
     }
-    let su = match &doc {
+    let su = match doc {
         None => true,
         Some(d) => d.is_superuser(&role) || (settings.auth().trusted && !d.roles.contains_key(&role)),
     };
     let words = inquiry_words(&text(&rest[rest.len() - 1]));
     let empty = AuthDoc::default();
-    let d = doc.as_ref().unwrap_or(&empty);
+    let d = doc.unwrap_or(&empty);
     if f == PrivilegeFn::Role {
         let target = text(&rest[0]);
         if shown.oid(&target) == 0 {

@@ -143,9 +143,9 @@ impl Connection {
     /// reaches PostgreSQL: a superuser or a member of pg_cache_admin
     /// only (42501).
     fn require_cache_admin(&mut self) -> Result<()> {
-        use crate::catalog::roles::{AuthDoc, CACHE_ADMIN_ROLE, current_role, superuser};
+        use crate::catalog::roles::{CACHE_ADMIN_ROLE, current_role, session_doc, superuser};
         let catalog = self.db.catalog();
-        let Some((_, doc)) = AuthDoc::read(&catalog)? else { return Ok(()) };
+        let Some(doc) = session_doc(self.settings.auth_mut(), &catalog)? else { return Ok(()) };
         let role = current_role(&self.settings).to_owned();
         if superuser(self.settings.auth(), Some(&doc), &role) || doc.closure(&role, true).contains(CACHE_ADMIN_ROLE) {
             return Ok(());
