@@ -44,6 +44,7 @@ use crate::error::CacheError;
 use crate::instance::InstanceLayout;
 use crate::registry::{GroupEntry, UnloadReport};
 use crate::statement::Aging;
+use crate::tuning::LiveTuning;
 
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
 const PG_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
@@ -140,6 +141,12 @@ impl AgerControl {
         *self.stopped.lock() = true;
         self.wake.notify_all();
     }
+
+    /// A round now, and the interval read again (a reload changed the tuning).
+    pub fn wake(&self) {
+        let _stopped = self.stopped.lock();
+        self.wake.notify_all();
+    }
 }
 
 /// What aging asks of the cache (`Cache` implements it). The thread holds
@@ -166,10 +173,10 @@ pub(crate) trait AgingHost: Send + Sync {
 pub(crate) fn spawn(
     cache: Weak<dyn AgingHost>,
     control: Arc<AgerControl>,
-    interval: Duration,
+    tuning: Arc<LiveTuning>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("pgtier-aging".into()).spawn(move || {
-        let mut wait = interval;
+        let mut wait = tuning.get().aging_interval;
         loop {
             {
                 let mut stopped = control.stopped.lock();
@@ -184,6 +191,7 @@ pub(crate) fn spawn(
             // A failed round (a lock conflict with an application writer,
             // the database shutting down) is retried at the next tick.
             let more = cache.age_now().is_ok_and(|report| report.more);
+            let interval = tuning.get().aging_interval;
             wait = if more { CATCH_UP_PAUSE.min(interval) } else { interval };
         }
     })

@@ -29,6 +29,7 @@ mod registry;
 mod sequence;
 mod statement;
 mod swt;
+mod tuning;
 mod types;
 
 pub use aging::AgingReport;
@@ -49,4 +50,5 @@ pub use registry::UnloadReport;
 pub use sequence::{DEFAULT_SEQUENCE_BLOCK, KeyDefault, KeyGeneration};
 pub use statement::{Aging, CACHE_VERBS, CacheStatement, CreateGroup, FlashPolicy, TierCommand, parse_cache_statement};
 pub use swt::{SLOTS_TABLE, SwtStatus};
+pub use tuning::Tuning;
 pub use types::{engine_type, engine_value};

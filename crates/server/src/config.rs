@@ -156,6 +156,17 @@ impl Default for CacheSection {
 }
 
 impl CacheSection {
+    /// `self` with the keys a running cache can change (`pgtier_cache::Tuning`)
+    /// taken from `new`; the others need a restart (`restart_keys`).
+    pub(crate) fn live_keys_of(&self, new: &CacheSection) -> CacheSection {
+        CacheSection {
+            awt_node: self.awt_node.clone(),
+            awt_apply_connections: self.awt_apply_connections,
+            sequence_block: self.sequence_block,
+            ..new.clone()
+        }
+    }
+
     /// The cache's settings; a bad value is an error naming its key.
     pub fn to_cache_config(&self) -> Result<pgtier_cache::CacheConfig, ServerError> {
         let bad = |m: String| Err(ServerError::Config(format!("[cache] {m}")));
@@ -671,10 +682,12 @@ impl ServerConfig {
     }
 
     /// The keys of `new` that differ from `self` and cannot change while
-    /// the server runs (everything but `[auth]`), by name.
+    /// the server runs (all but `[auth]`, `[settings]`, `[log]` but its
+    /// format, and `[cache]`'s tuning: `CacheSection::live_keys_of`), by name.
     pub(crate) fn restart_keys(&self, new: &ServerConfig) -> Vec<&'static str> {
         let differs = |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| format!("{a:?}") != format!("{b:?}");
-        let pairs: [(&'static str, bool); 13] = [
+        let (old_cache, new_cache) = (&self.cache, &new.cache);
+        let pairs: [(&'static str, bool); 15] = [
             ("listen", self.listen != new.listen),
             ("data_dir", self.data_dir != new.data_dir),
             ("commit_mode", self.commit_mode != new.commit_mode),
@@ -684,7 +697,9 @@ impl ServerConfig {
             ("[tls]", differs(&self.tls, &new.tls)),
             ("[backend]", differs(&self.backend, &new.backend)),
             ("[passthrough]", differs(&self.passthrough, &new.passthrough)),
-            ("[cache]", differs(&self.cache, &new.cache)),
+            ("[cache] awt_node", old_cache.awt_node != new_cache.awt_node),
+            ("[cache] awt_apply_connections", old_cache.awt_apply_connections != new_cache.awt_apply_connections),
+            ("[cache] sequence_block", old_cache.sequence_block != new_cache.sequence_block),
             ("[tier]", differs(&self.tier, &new.tier)),
             ("[metrics]", differs(&self.metrics, &new.metrics)),
             ("[log] format", self.log.format != new.log.format),

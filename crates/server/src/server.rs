@@ -144,8 +144,11 @@ impl Shared {
 
     /// Reads the configuration file again: `[auth]` (users, passwords,
     /// rules, failure delay, connection limits) applies to new connections
-    /// at once; any other key that changed keeps its old value until a
-    /// restart and is named on stderr. A file that does not load or check
+    /// at once, `[settings]` to new sessions, `[log]` (but its format) and
+    /// `[cache]`'s tuning (memory budget and watermarks, aging interval,
+    /// load_parallel, write-through's and autorefresh's bounds and delays)
+    /// at their next use; any other key that changed keeps its old value
+    /// until a restart and is named on stderr. A file that does not load or check
     /// changes nothing; the error says why (and goes to stderr too).
     pub fn reload(&self) -> Result<Reloaded, ServerError> {
         let result = self.reload_inner();
@@ -182,7 +185,9 @@ impl Shared {
         merged.log.log_connections = new.log.log_connections;
         merged.log.log_disconnections = new.log.log_disconnections;
         merged.log.log_error_detail = new.log.log_error_detail;
+        merged.cache = current.cache.live_keys_of(&new.cache);
         // Everything is checked before anything changes.
+        let tuning = pgtier_cache::Tuning::of(&merged.cache.to_cache_config()?);
         let state = AuthState::new(&merged, self.listen, Some(&self.auth()))?;
         let mut log = merged.log.settings()?;
         log.format = self.log.read().format;
@@ -195,6 +200,9 @@ impl Shared {
         }
         drop(probe);
         crate::register_users(&self.db, &merged)?;
+        if let Some(cache) = &self.cache {
+            cache.retune(tuning).map_err(|e| ServerError::Config(format!("[cache] {e}")))?;
+        }
         *self.auth.write() = Arc::new(state);
         *self.setting_defaults.write() = Arc::new(defaults);
         crate::logging::set_level(log.level);

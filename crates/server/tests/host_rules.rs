@@ -445,3 +445,32 @@ statement_timeout = \"7s\"
     drop((open, fresh, again));
     server.shutdown();
 }
+
+#[test]
+fn reload_retunes_the_cache_and_names_what_needs_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pgtier.toml");
+    let head = "listen = \"127.0.0.1:0\"\ndata_dir = \"data\"\n";
+    let cache = "[cache]\nmemory_budget = \"512MB\"\nawt_batch_delay_ms = 0\nawt_node = \"first\"\n";
+    let server = start_from_file(&path, &format!("{head}{}{cache}", users_toml(10)));
+    let before = server.cache().unwrap().tuning();
+    assert_eq!(before.memory_budget, Some(512 << 20));
+
+    // The budget, watermarks and write-through's delay are live; the node name is not.
+    let changed = cache.replace("512MB", "64MB").replace("= 0", "= 5").replace("first", "second")
+        + "high_watermark = 0.7\nlow_watermark = 0.5\n";
+    std::fs::write(&path, format!("{head}{}{changed}", users_toml(10))).unwrap();
+    assert_eq!(server.reload().unwrap().restart_needed, vec!["[cache] awt_node"]);
+    let tuned = server.cache().unwrap().tuning();
+    assert_eq!(tuned.memory_budget, Some(64 << 20));
+    assert_eq!(tuned.awt_batch_delay, std::time::Duration::from_millis(5));
+    assert_eq!((tuned.high_watermark, tuned.low_watermark), (0.7, 0.5));
+    assert_eq!(server.cache().unwrap().identity().name, "first");
+
+    // A bad value changes nothing and names its key.
+    std::fs::write(&path, format!("{head}{}{}", users_toml(10), changed.replace("0.5", "0.9"))).unwrap();
+    let e = server.reload().unwrap_err().to_string();
+    assert!(e.contains("[cache] low_watermark"), "{e}");
+    assert_eq!(server.cache().unwrap().tuning(), tuned);
+    server.shutdown();
+}

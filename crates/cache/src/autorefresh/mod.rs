@@ -48,6 +48,7 @@ use crate::instance::InstanceLayout;
 use crate::load::{LoadOptions, LoadReport, RefreshReport};
 use crate::node::NodeIdentity;
 use crate::registry::GroupEntry;
+use crate::tuning::LiveTuning;
 
 /// What autorefresh asks of the cache (`Cache` implements it). Workers hold
 /// it weakly, so dropping the cache stops them.
@@ -204,7 +205,8 @@ struct Ctx {
     backend: ConnectParams,
     entry: Arc<GroupEntry>,
     node: NodeIdentity,
-    config: AutorefreshConfig,
+    /// `autorefresh_retained_wal_max`, read at each slot check (a reload changes it).
+    tuning: Arc<LiveTuning>,
     status: Arc<AutorefreshStatus>,
     stop: Arc<AtomicBool>,
 }
@@ -217,13 +219,13 @@ pub(crate) fn spawn(
     entry: Arc<GroupEntry>,
     backend: ConnectParams,
     node: &NodeIdentity,
-    config: AutorefreshConfig,
+    tuning: Arc<LiveTuning>,
 ) -> Result<Worker, CacheError> {
     let slot = slot::slot_name(&node.name, &slot::database_of(&backend), &entry.def.name);
     let status = Arc::new(AutorefreshStatus { group: entry.def.name.clone(), slot, ..AutorefreshStatus::default() });
     status.set_state("starting");
     let stop = Arc::new(AtomicBool::new(false));
-    let ctx = Ctx { cache, db, backend, entry, node: node.clone(), config, status: status.clone(), stop: stop.clone() };
+    let ctx = Ctx { cache, db, backend, entry, node: node.clone(), tuning, status: status.clone(), stop: stop.clone() };
     let thread = std::thread::Builder::new()
         .name(format!("autorefresh-{}", ctx.entry.def.name))
         .spawn(move || run(&ctx))
@@ -460,7 +462,7 @@ fn session(ctx: &Ctx, forced: Option<&'static str>) -> Result<Exit, CacheError> 
         (Some(_), Some(state)) if state.wal_status.as_deref() == Some("lost") => {
             Some("PostgreSQL invalidated the slot (wal_status = 'lost')")
         }
-        (Some(_), Some(state)) if state.retained_bytes > ctx.config.retained_wal_max => {
+        (Some(_), Some(state)) if state.retained_bytes > ctx.tuning.get().autorefresh_retained_wal_max => {
             Some("the slot retains more WAL than autorefresh_retained_wal_max")
         }
         (Some(_), None) => Some("the slot is missing in PostgreSQL"),
@@ -843,7 +845,7 @@ impl Streamer<'_> {
         if state.wal_status.as_deref() == Some("lost") {
             return Ok(Some(Exit::Resnapshot("PostgreSQL invalidated the slot (wal_status = 'lost')")));
         }
-        if state.retained_bytes > self.ctx.config.retained_wal_max {
+        if state.retained_bytes > self.ctx.tuning.get().autorefresh_retained_wal_max {
             return Ok(Some(Exit::Resnapshot("the slot retains more WAL than autorefresh_retained_wal_max")));
         }
         // A change that sends no relation message yet (no row of the table

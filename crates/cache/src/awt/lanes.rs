@@ -21,6 +21,7 @@ use super::statements::{BatchContext, PendingTxn, apply_isolating};
 use crate::apply::{Applier, session_connection};
 use crate::error::CacheError;
 use crate::node::NodeIdentity;
+use crate::tuning::LiveTuning;
 
 /// Transactions queued per lane before the reader waits.
 const LANE_QUEUE_MAX: usize = 20_000;
@@ -180,7 +181,8 @@ pub(crate) struct WorkerContext<'a> {
     pub params: &'a ConnectParams,
     pub node: &'a NodeIdentity,
     pub batch_bytes_max: usize,
-    pub batch_delay: Duration,
+    /// `awt_batch_delay`, read per batch (a reload changes it).
+    pub tuning: &'a LiveTuning,
     pub status: &'a AwtStatus,
 }
 
@@ -216,11 +218,12 @@ pub(crate) fn worker(index: usize, ctx: &WorkerContext<'_>) {
             }
             // Wait a little for more, unless the batch is full already.
             let first_seen = Instant::now();
+            let batch_delay = ctx.tuning.get().awt_batch_delay;
             while queue.iter().map(|t| t.bytes()).sum::<usize>() < ctx.batch_bytes_max
-                && first_seen.elapsed() < ctx.batch_delay
+                && first_seen.elapsed() < batch_delay
                 && !lanes.stopping()
             {
-                let left = ctx.batch_delay.saturating_sub(first_seen.elapsed());
+                let left = batch_delay.saturating_sub(first_seen.elapsed());
                 lane.changed.wait_for(&mut queue, left);
             }
             let mut bytes = 0;

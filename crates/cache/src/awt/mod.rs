@@ -68,6 +68,7 @@ use crate::error::CacheError;
 use crate::group::GroupKind;
 use crate::node::{self, NodeIdentity, NodeObject};
 use crate::registry::GroupEntry;
+use crate::tuning::LiveTuning;
 
 /// What propagation asks of the cache (`Cache` implements it). The thread
 /// holds it weakly and only while it looks at one transaction, so dropping
@@ -311,6 +312,8 @@ pub(crate) struct Awt {
 /// What a propagation session knows for its whole life.
 pub(crate) struct SessionContext {
     pub config: AwtConfig,
+    /// batch_delay and stall_timeout in force (a reload changes them; `config`'s are the initial ones).
+    pub tuning: Arc<LiveTuning>,
     pub node: NodeIdentity,
 }
 
@@ -484,7 +487,7 @@ fn session(
         params: &params,
         node: &context.node,
         batch_bytes_max: context.config.batch_bytes_max,
-        batch_delay: context.config.batch_delay,
+        tuning: &context.tuning,
         status,
     };
     let outcome = std::thread::scope(|scope| {
@@ -505,6 +508,7 @@ fn session(
             lanes: &lanes,
             params: &params,
             config: &context.config,
+            tuning: &context.tuning,
             status,
             held: &drifted,
         };

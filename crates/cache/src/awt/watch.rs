@@ -23,6 +23,7 @@ use postgres::{Client, NoTls};
 use super::lanes::{LaneStatus, Lanes};
 use super::{AwtConfig, AwtHost, AwtStatus, awt_groups, drifted_groups};
 use crate::error::CacheError;
+use crate::tuning::LiveTuning;
 
 /// What the watchdog looks at.
 pub(crate) struct WatchContext<'a> {
@@ -30,6 +31,8 @@ pub(crate) struct WatchContext<'a> {
     pub lanes: &'a Lanes,
     pub params: &'a ConnectParams,
     pub config: &'a AwtConfig,
+    /// `awt_stall_timeout`, read at each look (a reload changes it).
+    pub tuning: &'a LiveTuning,
     pub status: &'a AwtStatus,
     /// The groups held at the session's start for their definitions.
     pub held: &'a BTreeMap<String, String>,
@@ -61,7 +64,7 @@ pub(crate) fn watch(ctx: &WatchContext<'_>) {
 /// reported, the session fails with why, and the lane's statement is cancelled.
 fn stalled(ctx: &WatchContext<'_>) -> bool {
     let now_us = pgtier_engine::wall_clock_us();
-    let limit_us = u64::try_from(ctx.config.stall_timeout.as_micros()).unwrap_or(u64::MAX);
+    let limit_us = u64::try_from(ctx.tuning.get().awt_stall_timeout.as_micros()).unwrap_or(u64::MAX);
     let statuses = ctx.lanes.statuses();
     let Some(lane) = statuses.iter().find(|lane| {
         let since = lane.waiting_since_us.load(Ordering::Relaxed);

@@ -39,6 +39,7 @@ use crate::registry::{
 use crate::sequence::{DEFAULT_SEQUENCE_BLOCK, Sequences};
 use crate::statement::{Aging, CreateGroup};
 use crate::swt::{Swt, SwtParticipant, SwtStatus};
+use crate::tuning::{LiveTuning, Tuning};
 
 mod hosts;
 mod tier;
@@ -175,6 +176,9 @@ pub struct Cache {
     sequences: Sequences,
     backend: Option<ConnectParams>,
     config: CacheConfig,
+    /// The part of `config` a reload changes (`retune`): read from here,
+    /// never from `config`, once the cache is open.
+    tuning: Arc<LiveTuning>,
     groups: RwLock<BTreeMap<String, Arc<GroupEntry>>>,
     ager: Mutex<Option<JoinHandle<()>>>,
     ager_control: Arc<AgerControl>,
@@ -245,6 +249,7 @@ impl Cache {
                 dynamic,
                 sequences,
                 backend,
+                tuning: Arc::new(LiveTuning::new(&config)),
                 config,
                 groups: RwLock::new(groups),
                 ager: Mutex::new(None),
@@ -268,12 +273,11 @@ impl Cache {
         }
         cache.reconcile_flash()?;
         cache.groups_changed()?;
-        let ager =
-            aging::spawn(Arc::<Cache>::downgrade(&cache), cache.ager_control.clone(), cache.config.aging_interval)
-                .map_err(|error| CacheError::InvalidSpec {
-                    group: String::new(),
-                    reason: format!("cannot start the aging thread: {error}"),
-                })?;
+        let ager = aging::spawn(Arc::<Cache>::downgrade(&cache), cache.ager_control.clone(), cache.tuning.clone())
+            .map_err(|error| CacheError::InvalidSpec {
+                group: String::new(),
+                reason: format!("cannot start the aging thread: {error}"),
+            })?;
         *cache.ager.lock() = Some(ager);
         for group in autorefresh::restore(&cache.db, cache.backend.as_ref(), &cache.config.awt.node)? {
             if let Ok(entry) = cache.entry(&group)
@@ -310,7 +314,7 @@ impl Cache {
             entry,
             backend,
             &self.identity,
-            self.config.autorefresh.clone(),
+            self.tuning.clone(),
         )?;
         workers.insert(name, worker);
         Ok(())
@@ -363,7 +367,11 @@ impl Cache {
                 self.db.register_consumer(awt::CONSUMER, StreamStart::Now)?;
             }
             if awt.is_none() && self.backend.is_some() {
-                let context = awt::SessionContext { config: self.config.awt.clone(), node: self.identity.clone() };
+                let context = awt::SessionContext {
+                    config: self.config.awt.clone(),
+                    tuning: self.tuning.clone(),
+                    node: self.identity.clone(),
+                };
                 let started = Awt::start(self.this.clone(), context, self.awt_acked()).map_err(|error| {
                     CacheError::InvalidSpec {
                         group: String::new(),
@@ -554,6 +562,21 @@ impl Cache {
         awt::wait_position(&status, end, timeout)
     }
 
+    /// The live part of `[cache]` in force.
+    pub fn tuning(&self) -> Tuning {
+        self.tuning.get()
+    }
+
+    /// Changes the live part of `[cache]` (a configuration reload): the
+    /// next aging round, miss, AWT write, batch and slot check use it.
+    /// Checked whole first; a bad value changes nothing. The aging thread
+    /// is woken, so a lowered budget or a shorter interval applies at once.
+    pub fn retune(&self, tuning: Tuning) -> Result<(), CacheError> {
+        self.tuning.set(tuning)?;
+        self.ager_control.wake();
+        Ok(())
+    }
+
     /// Runs one aging round now (the aging thread runs one every
     /// `aging_interval`): expired instances and, above the high watermark,
     /// least recently used ones go.
@@ -582,11 +605,9 @@ impl Cache {
     /// One round (the caller holds `aging_round`), sparing instances used
     /// at or after the access tick `spare_from`.
     fn age_round(&self, spare_from: u32) -> Result<AgingReport, CacheError> {
-        let limits = aging::Watermarks {
-            budget: self.config.memory_budget,
-            high: self.config.high_watermark,
-            low: self.config.low_watermark,
-        };
+        let tuning = self.tuning.get();
+        let limits =
+            aging::Watermarks { budget: tuning.memory_budget, high: tuning.high_watermark, low: tuning.low_watermark };
         let uncollected = self.uncollected.check(&self.db);
         let report = aging::age_round(self, &self.group_entries(), &limits, spare_from, uncollected)?;
         self.uncollected.add(&self.db, report.freed_bytes);
@@ -604,7 +625,7 @@ impl Cache {
             GroupKind::Awt => Some(Arc::new(AwtGuard {
                 cache: self.this.clone(),
                 group: entry.def.name.clone(),
-                bound: self.config.awt.retained_wal_max,
+                tuning: self.tuning.clone(),
             })),
             GroupKind::Swt => None,
         };
@@ -710,7 +731,7 @@ impl Cache {
     /// may wait with its own transaction's locks held. Unlike the aging
     /// thread's rounds it spares the epoch before its own as well.
     fn help_aging(&self) {
-        let Some(budget) = self.config.memory_budget else { return };
+        let Some(budget) = self.tuning.get().memory_budget else { return };
         let used = self.memory_recent().saturating_sub(self.uncollected.bytes());
         if used <= budget {
             return;
@@ -924,7 +945,7 @@ impl Cache {
         // PARALLEL not given (0): the configured default.
         let mut options = options.clone();
         if options.parallel == 0 {
-            options.parallel = self.config.load_parallel.max(1);
+            options.parallel = self.tuning.get().load_parallel.max(1);
         }
         let options = &options;
         load_admitting(&self.db, || Ok(connect_backend(&backend)?), &entry.group, options, admission)
@@ -1072,7 +1093,7 @@ impl Cache {
             accepted: Some(entry.accepted.lock().clone()),
         };
         let mut options =
-            LoadOptions { parallel: self.config.load_parallel, cancel: cancel.clone(), ..LoadOptions::default() };
+            LoadOptions { parallel: self.tuning.get().load_parallel, cancel: cancel.clone(), ..LoadOptions::default() };
         if entry.def.dynamic {
             for chunk in cached.chunks(REFRESH_KEYS_PER_QUERY) {
                 if cancel.is_cancelled() {
@@ -1146,7 +1167,8 @@ impl pgtier_engine::WriteGuard for ReadOnlyGuard {
 struct AwtGuard {
     cache: Weak<Cache>,
     group: String,
-    bound: u64,
+    /// Its bound is `awt_retained_wal_max`, read at each write (a reload changes it).
+    tuning: Arc<LiveTuning>,
 }
 
 impl pgtier_engine::WriteGuard for AwtGuard {
@@ -1167,7 +1189,8 @@ impl pgtier_engine::WriteGuard for AwtGuard {
             ));
         }
         let backlog = cache.awt_backlog_bytes();
-        if backlog <= self.bound {
+        let bound = self.tuning.get().awt_retained_wal_max;
+        if backlog <= bound {
             return Ok(());
         }
         let reason = match cache.propagation() {
@@ -1183,7 +1206,7 @@ impl pgtier_engine::WriteGuard for AwtGuard {
                 table.name,
                 self.group,
                 backlog >> 20,
-                self.bound >> 20
+                bound >> 20
             ),
             Some(format!(
                 "Writes resume by themselves once PostgreSQL catches up ({reason}); [cache] awt_retained_wal_max sets the bound."
