@@ -258,6 +258,21 @@ def with_db(url, db):
 
 
 CLASSES = ["same", "gap", "both-err", "ACCEPTS", "WRONG", "order", "plan"]
+# What PostgreSQL answers (it errs on the rest): the base of the identical share.
+ANSWERED = ["same", "gap", "WRONG", "order", "plan"]
+
+# The 33 areas issues 18 and 37 measure (`--areas REGRESS_SQL_DIR`): integers,
+# numeric, floats, strings, arrays, dates and times, joins, subqueries,
+# aggregates, windows, WITH, INSERT/UPDATE/DELETE, json. Their goal: at least
+# 80% of what PostgreSQL answers answered identically, no WRONG that is not a
+# cascade of a refusal, no ACCEPTS.
+AREAS = [
+    "int2", "int4", "int8", "numeric", "float4", "float8", "boolean",
+    "text", "varchar", "char", "strings", "arrays",
+    "date", "time", "timetz", "timestamp", "timestamptz", "interval",
+    "select", "select_distinct", "case", "join", "subselect", "union", "limit",
+    "aggregates", "window", "with", "insert", "update", "delete", "json", "jsonb",
+]
 
 
 def copy_in(conn, sql, data_path):
@@ -344,7 +359,9 @@ def run_file(path, args, pg_admin_url, details):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="+", help="regression input files (.sql)")
+    ap.add_argument("files", nargs="*", help="regression input files (.sql)")
+    ap.add_argument("--areas", metavar="REGRESS_SQL_DIR",
+                    help=f"also run the {len(AREAS)} areas of issues 18/37 from this src/test/regress/sql directory")
     ap.add_argument("--pgtier", required=True, help="the pgtier binary (runs `serve`; `backend start` for --pg-dir)")
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--pg-url", help="a PostgreSQL URL whose user may create databases")
@@ -360,6 +377,10 @@ def main():
     ap.add_argument("--verbose", action="store_true", help="list setup statements that fail")
     ap.add_argument("--json", help="write the per-area counts here as JSON")
     args = ap.parse_args()
+    if args.areas:
+        args.files += [os.path.join(args.areas, f"{area}.sql") for area in AREAS]
+    if not args.files:
+        ap.error("no files: give .sql files or --areas")
     pg_url = args.pg_url or pg_url_from_dir(args.pgtier, args.pg_dir)
     details = open(args.details, "w") if args.details else None
     results = []
@@ -378,6 +399,10 @@ def main():
         for k in cols:
             total[k] += c[k]
     print("| **total** | " + " | ".join(str(total[k]) for k in cols) + " |")
+    answered = sum(total[k] for k in ANSWERED)
+    if answered:
+        print(f"\nPostgreSQL answers {answered}; pgtier answers {total['same']} of them identically "
+              f"({100 * total['same'] / answered:.1f}%), WRONG {total['WRONG']}, ACCEPTS {total['ACCEPTS']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({a: c for a, c in results}, f, indent=1)
