@@ -59,6 +59,15 @@ const REFUSED: &[(&str, &str)] = &[
          t2 AS (INSERT INTO cr_t SELECT a + 10, a FROM t RETURNING *) SELECT * FROM t2 JOIN cr_t USING (id)",
         "after changing it",
     ),
+    // PostgreSQL inserts (5, 'b') first (nothing reads u, so it runs last),
+    // and u's ON CONFLICT then does nothing; in the other order the second
+    // INSERT would fail with 23505.
+    (
+        "WITH u AS (INSERT INTO cr_log VALUES (5, 'a') ON CONFLICT DO NOTHING) INSERT INTO cr_log VALUES (5, 'b')",
+        "unique",
+    ),
+    // Whether the new key meets the old row depends on the parts' order.
+    ("WITH d AS (DELETE FROM cr_log WHERE id = 1 RETURNING id) INSERT INTO cr_log SELECT id, 'z' FROM d", "unique"),
     // PostgreSQL interleaves the two parts' nextval calls as it reads a.
     (
         "WITH a AS (INSERT INTO cr_log SELECT nextval('cr_seq'), 'a' FROM generate_series(1, 3) RETURNING id) \

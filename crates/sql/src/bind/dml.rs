@@ -52,6 +52,7 @@ impl Binder<'_> {
         }
         if i.on.is_some() {
             self.touched.reads.insert(table.name.clone());
+            self.touched.upserts.insert(table.name.clone());
         }
         if let Some(ast::OnInsert::OnConflict(ast::OnConflict { action: ast::OnConflictAction::DoUpdate(_), .. })) =
             &i.on

@@ -18,12 +18,18 @@
 //!   writes, except a child written after its parent was only inserted
 //!   into: PostgreSQL checks foreign keys at the statement's end, the
 //!   engine as each row is written;
+//! - two parts write one table with a unique constraint, one of them by
+//!   UPDATE, DELETE (or a cascade) or INSERT ... ON CONFLICT: unique checks
+//!   see every change at once in both systems, and PostgreSQL's order of
+//!   the parts is not pgtier's (it runs a WITH query nothing reads after
+//!   the primary query, one that is read as its reader pulls rows);
 //! - two parts advance one sequence (or one whose name is not a constant):
 //!   PostgreSQL interleaves their calls as its readers pull rows.
 //!
-//! Writing one table from two parts that do not read it (two INSERTs, a
-//! DELETE ... RETURNING whose rows an INSERT puts back) is answered: no
-//! part's answer depends on the order.
+//! Writing one table from two parts that do not read it (two INSERTs, or
+//! a DELETE ... RETURNING whose rows an INSERT puts back into a table
+//! without unique constraints) is answered: no part's answer depends on
+//! the order.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -48,6 +54,8 @@ pub(crate) struct Touched {
     pub(crate) inserts: BTreeSet<String>,
     /// UPDATE and DELETE targets.
     pub(crate) changes: BTreeSet<String>,
+    /// INSERT ... ON CONFLICT targets.
+    pub(crate) upserts: BTreeSet<String>,
     /// The sequences nextval / setval advance: a constant's identity, or
     /// None for one named by an expression.
     pub(crate) sequences: Vec<Option<String>>,
@@ -59,6 +67,7 @@ impl Touched {
         self.reads.extend(other.reads);
         self.inserts.extend(other.inserts);
         self.changes.extend(other.changes);
+        self.upserts.extend(other.upserts);
         self.sequences.extend(other.sequences);
     }
 }
@@ -215,7 +224,9 @@ impl Binder<'_> {
     /// statement).
     pub(super) fn check_parts(&self, primary: &Touched) -> Result<()> {
         let parts: Vec<&Touched> = self.modifying.iter().map(|(_, t)| t).chain([primary]).collect();
-        let writes: Vec<BTreeSet<String>> = parts.iter().map(|t| self.writes(t)).collect();
+        let changed: Vec<BTreeSet<String>> = parts.iter().map(|t| self.changed(t)).collect();
+        let writes: Vec<BTreeSet<String>> =
+            parts.iter().zip(&changed).map(|(t, c)| t.inserts.union(c).cloned().collect()).collect();
         for (j, later) in parts.iter().enumerate() {
             for (i, earlier) in parts[..j].iter().enumerate() {
                 if let Some(t) = writes[i].intersection(&later.reads).next() {
@@ -226,6 +237,16 @@ impl Binder<'_> {
                     )));
                 }
                 self.check_foreign_keys(earlier, &writes[i], &writes[j])?;
+                for t in writes[i].intersection(&writes[j]) {
+                    let ordered = [&changed[i], &changed[j], &earlier.upserts, &later.upserts];
+                    if ordered.iter().any(|s| s.contains(t)) && self.has_unique_constraint(t) {
+                        return Err(SqlError::unsupported(format!(
+                            "a data-modifying WITH query in a statement whose parts change table \"{}\", which has \
+                             a unique constraint, in an order PostgreSQL may not follow",
+                            crate::names::short(t)
+                        )));
+                    }
+                }
                 let shared = earlier
                     .sequences
                     .iter()
@@ -273,10 +294,18 @@ impl Binder<'_> {
         Ok(())
     }
 
-    /// The tables a part writes: its targets and, for UPDATE and DELETE,
-    /// the tables that reference them, transitively (a cascade writes them).
-    fn writes(&self, t: &Touched) -> BTreeSet<String> {
-        let mut out: BTreeSet<String> = t.inserts.union(&t.changes).cloned().collect();
+    /// Whether a table has a primary key (not the hidden row id) or a
+    /// unique index.
+    fn has_unique_constraint(&self, name: &str) -> bool {
+        self.catalog
+            .table_by_name(name)
+            .is_some_and(|t| !t.has_rowid() || self.catalog.indexes_of(t.id).iter().any(|i| i.unique && !i.primary))
+    }
+
+    /// The tables a part updates or deletes from: its targets and the
+    /// tables that reference them, transitively (a cascade writes them).
+    fn changed(&self, t: &Touched) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = t.changes.clone();
         let mut todo: Vec<String> = t.changes.iter().cloned().collect();
         while let Some(name) = todo.pop() {
             let Some(table) = self.catalog.table_by_name(&name) else { continue };
