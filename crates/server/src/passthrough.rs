@@ -84,6 +84,18 @@ pub fn classify(ast: &Statement) -> Class {
             SetExpr::Select(s) if s.into.is_some() => Class::Ddl,
             SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_) | SetExpr::Merge(_) => Class::Write,
             _ if !q.locks.is_empty() => Class::Write,
+            // A data-modifying WITH query writes, whatever reads it.
+            _ if q.with.as_ref().is_some_and(|w| {
+                w.cte_tables.iter().any(|c| {
+                    matches!(
+                        *c.query.body,
+                        SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_) | SetExpr::Merge(_)
+                    )
+                })
+            }) =>
+            {
+                Class::Write
+            }
             _ => Class::Read,
         },
         S::Insert(_) | S::Update(_) | S::Delete(_) | S::Merge(_) => Class::Write,
@@ -1078,6 +1090,9 @@ mod tests {
     fn classes() {
         assert_eq!(classify(&ast("SELECT * FROM t")), Class::Read);
         assert_eq!(classify(&ast("SELECT * FROM t FOR UPDATE")), Class::Write);
+        assert_eq!(classify(&ast("WITH s AS (SELECT 1) SELECT * FROM s")), Class::Read);
+        assert_eq!(classify(&ast("WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d")), Class::Write);
+        assert_eq!(classify(&ast("WITH i AS (INSERT INTO t VALUES (1)) SELECT 1")), Class::Write);
         assert_eq!(classify(&ast("SELECT * INTO x FROM t")), Class::Ddl);
         assert_eq!(classify(&ast("INSERT INTO t VALUES (1)")), Class::Write);
         assert_eq!(classify(&ast("DELETE FROM t")), Class::Write);

@@ -220,6 +220,10 @@ impl Lines<'_> {
                 self.set_tree(anchor, depth + 2);
                 self.set_tree(step, depth + 2);
             }
+            VirtualSource::Returning(_) => {
+                self.node(depth, format!("CTE Scan on {name}"));
+                self.filters(level, depth);
+            }
             VirtualSource::WorkTable(_) => {
                 self.node(depth, format!("WorkTable Scan on {name}"));
                 self.filters(level, depth);

@@ -112,6 +112,10 @@ pub enum VirtualSource {
         id: usize,
         source: Box<VirtualSource>,
     },
+    /// A reference to a data-modifying WITH query: the RETURNING rows of
+    /// [`ModifyingCte`] `id`, which ran before the rest of the statement
+    /// (kept in `Exec::shared_ctes` under `id`).
+    Returning(usize),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -961,10 +965,24 @@ pub enum OnCommit {
     Drop,
 }
 
+/// A data-modifying WITH query (INSERT / UPDATE / DELETE in WITH): it runs
+/// once, to its end, before the statement's primary query, and its
+/// RETURNING rows are what references to it read (`VirtualSource::Returning`).
+#[derive(Clone, Debug)]
+pub struct ModifyingCte {
+    /// The WITH query's id: the key of its rows in `Exec::shared_ctes`.
+    pub id: usize,
+    /// Plan::Insert, Plan::Update or Plan::Delete.
+    pub plan: Plan,
+}
+
 /// A plan plus what it was planned against.
 #[derive(Debug)]
 pub struct Prepared {
     pub plan: Plan,
+    /// The data-modifying WITH queries, in the order they run (each after
+    /// those it reads), all before `plan`.
+    pub modifying: Vec<ModifyingCte>,
     /// Privileges the plan needs on relations, checked at each run
     /// (catalog/roles.rs `check_relations`).
     pub perms: Vec<crate::catalog::roles::RelationPerm>,

@@ -132,7 +132,12 @@ pub fn plan_levels(
         let hashable = match &access {
             Access::FullScan => true,
             Access::Virtual(source) => {
-                matches!(**source, crate::plan::VirtualSource::Query(_) | crate::plan::VirtualSource::Shared { .. })
+                matches!(
+                    **source,
+                    crate::plan::VirtualSource::Query(_)
+                        | crate::plan::VirtualSource::Shared { .. }
+                        | crate::plan::VirtualSource::Returning(_)
+                )
             }
             _ => false,
         };

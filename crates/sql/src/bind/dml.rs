@@ -46,7 +46,13 @@ impl Binder<'_> {
         writable(&table)?;
         self.need(&table, Privs::INSERT);
         if i.returning.is_some() {
-            self.need(&table, Privs::SELECT);
+            // RETURNING reads only the inserted rows: a privilege, not a
+            // read of the table (bind/modifying.rs).
+            self.need_kind(&table.name, crate::catalog::roles::ObjectKind::of(&table), Privs::SELECT);
+        }
+        if i.on.is_some() {
+            self.touched.reads.insert(table.name.clone());
+            self.touched.upserts.insert(table.name.clone());
         }
         if let Some(ast::OnInsert::OnConflict(ast::OnConflict { action: ast::OnConflictAction::DoUpdate(_), .. })) =
             &i.on
@@ -89,6 +95,10 @@ impl Binder<'_> {
         };
         let (returning, columns) = self.returning(i.returning.as_deref(), &table)?;
         let generated = generated_defaults(&table, &targets)?;
+        self.touch_sequences(generated.iter().map(|(_, e)| e));
+        if let InsertSource::Values(rows) = &source {
+            self.touch_sequences(rows.iter().flatten());
+        }
         let checks = self.table_checks(&table)?;
         Ok(Plan::Insert(InsertPlan { table, targets, source, on_conflict, returning, columns, generated, checks }))
     }
@@ -261,7 +271,9 @@ impl Binder<'_> {
             }
             let col = &table.columns[pos];
             let e = if is_default_keyword(value) {
-                column_default(col)?
+                let e = column_default(col)?;
+                self.touch_sequences([&e]);
+                e
             } else if crate::catalog::identity_kind(col) == Some(SequenceDefault::IdentityAlways) {
                 return Err(SqlError::new("428C9", format!("column \"{n}\" can only be updated to DEFAULT"))
                     .with_detail(format!("Column \"{n}\" is an identity column defined as GENERATED ALWAYS.")));

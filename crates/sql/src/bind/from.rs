@@ -550,7 +550,12 @@ fn check_joined_side(rels: &[Rel], right: bool, full: bool) -> Result<()> {
         let side = rels.last().and_then(|r| r.source.as_deref());
         if !matches!(
             side,
-            None | Some(VirtualSource::System(_) | VirtualSource::Query(_) | VirtualSource::Shared { .. })
+            None | Some(
+                VirtualSource::System(_)
+                    | VirtualSource::Query(_)
+                    | VirtualSource::Shared { .. }
+                    | VirtualSource::Returning(_)
+            )
         ) {
             return Err(SqlError::unsupported("FULL JOIN to a function, LATERAL or correlated subquery"));
         }

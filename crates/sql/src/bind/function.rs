@@ -97,6 +97,7 @@ impl Binder<'_> {
             self.volatile_calls |= matches!(e, Expr::Func(Func::Sys(SysFunc::Sequence(_)), _))
                 || matches!(e, Expr::Func(f, _) if f.volatility() == crate::expr::Volatility::Volatile);
         });
+        self.touch_sequences([&call.0]);
         Ok(call)
     }
 

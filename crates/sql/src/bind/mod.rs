@@ -27,6 +27,7 @@ mod function;
 mod interval_fns;
 mod json;
 mod merge;
+mod modifying;
 mod operator;
 mod recursive;
 mod relation_names;
@@ -78,8 +79,15 @@ pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statemen
         named_windows: Vec::new(),
         perms: Vec::new(),
         perm_view: None,
+        top_with: top_with(stmt),
+        touched: modifying::Touched::default(),
+        modifying: Vec::new(),
     };
     let mut plan = b.statement(stmt)?;
+    if !b.modifying.is_empty() && !matches!(plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_))
+    {
+        return Err(SqlError::unsupported("a data-modifying WITH query in SELECT INTO"));
+    }
     // Only a statement that calls a volatile function (nextval among them)
     // pays for printing its text.
     if b.volatile_calls
@@ -99,6 +107,7 @@ pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statemen
     let param_types = b.params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
     Ok(Prepared {
         plan,
+        modifying: b.modifying.into_iter().map(|(m, _)| m).collect(),
         perms: b.perms,
         param_types,
         deps: b.deps,
@@ -107,6 +116,17 @@ pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statemen
         search_path: Some(path.raw.clone()),
         names_stamp: catalog.names_stamp(),
     })
+}
+
+/// The address of the WITH clause of a statement that is a query, or a
+/// WITH ... INSERT / UPDATE / DELETE: the one WITH clause that may hold
+/// data-modifying queries (1 for such a statement without WITH, 0 for any
+/// other statement).
+fn top_with(stmt: &ast::Statement) -> usize {
+    match stmt {
+        ast::Statement::Query(q) => q.with.as_ref().map_or(1, |w| std::ptr::from_ref(w) as usize),
+        _ => 0,
+    }
 }
 
 pub fn ident(i: &Ident) -> String {
@@ -246,6 +266,17 @@ pub(crate) struct Binder<'c> {
     /// The view whose query is bound now: its relations are checked with
     /// its owner's privileges, as PostgreSQL checks a view's.
     pub(crate) perm_view: Option<String>,
+    /// The address of the statement's own WITH clause (`top_with`), the
+    /// only one where INSERT / UPDATE / DELETE may appear; 1 once bound (or
+    /// a query without one), 0 for a statement that is no query.
+    pub(crate) top_with: usize,
+    /// The tables and sequences the part of the statement now bound reads
+    /// and writes (modifying.rs: a data-modifying WITH query and the rest
+    /// of the statement must not see one another's changes).
+    pub(crate) touched: modifying::Touched,
+    /// The data-modifying WITH queries bound so far, in the order they
+    /// run, with what each touches.
+    pub(crate) modifying: Vec<(crate::plan::ModifyingCte, modifying::Touched)>,
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in
@@ -266,6 +297,8 @@ pub(crate) struct CteDef {
     pub(crate) recursive: bool,
     /// What naming it means while its own definition is bound.
     pub(crate) self_ref: recursive::SelfRef,
+    /// INSERT / UPDATE / DELETE in WITH: how far it is bound.
+    pub(crate) modifying: Option<modifying::State>,
 }
 
 /// A row shape from column names and types.

@@ -39,6 +39,9 @@ impl Binder<'_> {
     /// A FROM reference to WITH query `k`: its name, row shape and source
     /// (shared by every reference when PostgreSQL would materialize it).
     pub(super) fn cte_source(&mut self, k: usize) -> Result<(String, Arc<TableSchema>, VirtualSource)> {
+        if self.ctes[k].modifying.is_some() {
+            return self.modifying_reference(k);
+        }
         if !matches!(self.ctes[k].self_ref, SelfRef::Hidden) {
             return self.cte_reference(k);
         }
@@ -225,7 +228,7 @@ impl Binder<'_> {
 }
 
 /// A WITH query's declared column names over its query's.
-fn rename_columns(cte_name: &str, cols: &mut [(String, DataType)], names: Vec<String>) -> Result<()> {
+pub(super) fn rename_columns(cte_name: &str, cols: &mut [(String, DataType)], names: Vec<String>) -> Result<()> {
     if names.len() > cols.len() {
         return Err(SqlError::new(
             "42P10",

@@ -18,6 +18,7 @@ impl Binder<'_> {
     /// The statement needs `needed` on `table`, checked as the current
     /// role (or, inside a view's query, as the view's owner).
     pub(super) fn need(&mut self, table: &TableSchema, needed: Privs) {
+        self.touch(&table.name, needed);
         self.need_kind(&table.name, ObjectKind::of(table), needed);
         // A relation of a schema is reached through the schema: USAGE on
         // it (PUBLIC has USAGE on public; a temporary schema is the session's).

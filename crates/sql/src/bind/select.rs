@@ -30,6 +30,12 @@ impl Binder<'_> {
         readers: &str,
         body: impl FnOnce(&mut Self) -> Result<T>,
     ) -> Result<T> {
+        let top = self.top_with == std::ptr::from_ref(with) as usize;
+        super::modifying::check_placement(with, top, self.top_with != 0)?;
+        if top {
+            self.top_with = 1;
+        }
+        let modifying = with.cte_tables.iter().any(super::modifying::is_modifying);
         let base = self.ctes.len();
         for cte in &with.cte_tables {
             let name = ident(&cte.alias.name);
@@ -47,9 +53,15 @@ impl Binder<'_> {
                 shared: false,
                 recursive: with.recursive,
                 self_ref: super::recursive::SelfRef::Hidden,
+                modifying: super::modifying::is_modifying(cte).then_some(super::modifying::State::Pending),
             });
         }
-        let plan = body(self).and_then(|plan| {
+        // The data-modifying queries bind first, each with what it reads
+        // (they run before the rest, in the order they finish binding).
+        let outer_touched = std::mem::take(&mut self.touched);
+        let pending: Vec<usize> = (base..self.ctes.len()).filter(|&k| self.ctes[k].modifying.is_some()).collect();
+        let bound = pending.into_iter().try_for_each(|k| self.bind_modifying(k));
+        let plan = bound.and_then(|()| body(self)).and_then(|plan| {
             // PostgreSQL binds every WITH query, referenced or not: its
             // errors are the statement's (it runs only when read).
             for k in base..self.ctes.len() {
@@ -60,13 +72,20 @@ impl Binder<'_> {
             Ok(plan)
         });
         let defs = self.ctes.split_off(base);
+        let primary = std::mem::replace(&mut self.touched, outer_touched);
         let plan = plan?;
+        if modifying {
+            self.check_parts(&primary)?;
+        }
+        // A nested WITH's reads are the enclosing part's.
+        self.touched.merge(primary);
         // The readers: the statement without its WITH clause, and the WITH
         // queries' own texts (one may read another).
         let readers =
             defs.iter().fold(readers.to_lowercase(), |text, d| text + " " + &d.cte.query.to_string().to_lowercase());
         for d in defs.iter() {
-            if advances_sequence(&d.cte) && may_stop_early(&readers) {
+            // A data-modifying query runs to its end, read or not.
+            if d.modifying.is_none() && advances_sequence(&d.cte) && may_stop_early(&readers) {
                 return Err(SqlError::unsupported(format!(
                     "WITH query \"{}\" that advances a sequence, in a statement that may stop reading it early",
                     d.name

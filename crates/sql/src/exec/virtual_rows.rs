@@ -53,6 +53,10 @@ impl Exec<'_> {
                 self.function_rows(func, args, *ordinality, env, row, out)?;
             }
             VirtualSource::Shared { id, source } => out.extend_from_slice(&self.shared_rows(*id, source, env)?),
+            VirtualSource::Returning(id) => match self.shared_ctes.get(id) {
+                Some(rows) => out.extend_from_slice(rows),
+                None => return Err(SqlError::new("XX000", "data-modifying WITH query read before it ran")),
+            },
         }
         Ok(())
     }

@@ -230,6 +230,7 @@ impl Connection {
             Some(stmt) => self.bind(stmt)?,
             None => Prepared {
                 plan: Plan::Noop { tag: "" },
+                modifying: Vec::new(),
                 perms: Vec::new(),
                 param_types: Vec::new(),
                 deps: Vec::new(),
@@ -548,7 +549,8 @@ impl Connection {
             join_stop: false,
         };
         let out = &mut self.result;
-        let r = run_plan(&mut ex, &prepared.plan, args, out, &mut self.temp.on_commit);
+        let r = run_modifying(&mut ex, &prepared.modifying, args, &mut self.temp.on_commit)
+            .and_then(|()| run_plan(&mut ex, &prepared.plan, args, out, &mut self.temp.on_commit));
         if !matches!(prepared.plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_)) {
             out.reset(0);
         }
@@ -693,6 +695,34 @@ fn convert_params(
 
 /// Runs a plan that needs the statement's transaction: one arm per
 /// statement kind, each with its command tag.
+/// Runs the data-modifying WITH queries, each to its end, keeping their
+/// RETURNING rows for the references of the rest of the statement.
+fn run_modifying(
+    ex: &mut Exec<'_>,
+    modifying: &[crate::plan::ModifyingCte],
+    args: &[Value],
+    temp_on_commit: &mut Vec<(pgtier_engine::TableId, crate::plan::OnCommit)>,
+) -> Result<()> {
+    // They write: no level of theirs is read once into a hash table.
+    let hash_joins = std::mem::replace(&mut ex.hash_joins, false);
+    let mut ran = Ok(());
+    for m in modifying {
+        let mut rows = ResultBuf::default();
+        ran = run_plan(ex, &m.plan, args, &mut rows, temp_on_commit).map(|_| ());
+        if ran.is_err() {
+            break;
+        }
+        let bytes = rows.values.iter().map(crate::exec::value_bytes).sum();
+        ran = ex.interrupt.charge(bytes, "WITH query");
+        if ran.is_err() {
+            break;
+        }
+        ex.shared_ctes.insert(m.id, std::sync::Arc::new(rows.values));
+    }
+    ex.hash_joins = hash_joins;
+    ran
+}
+
 fn run_plan(
     ex: &mut Exec<'_>,
     plan: &Plan,
