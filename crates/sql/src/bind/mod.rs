@@ -35,6 +35,7 @@ mod schema;
 mod select;
 mod select_phases;
 mod setop;
+mod user_function;
 mod view;
 mod window;
 
@@ -78,6 +79,8 @@ pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statemen
         named_windows: Vec::new(),
         perms: Vec::new(),
         perm_view: None,
+        function: None,
+        defining_view: false,
     };
     let mut plan = b.statement(stmt)?;
     // Only a statement that calls a volatile function (nextval among them)
@@ -246,6 +249,11 @@ pub(crate) struct Binder<'c> {
     /// The view whose query is bound now: its relations are checked with
     /// its owner's privileges, as PostgreSQL checks a view's.
     pub(crate) perm_view: Option<String>,
+    /// Binding a SQL function's body: its argument names (unnamed: "")
+    /// and how many function bodies are bound around this one.
+    pub(crate) function: Option<user_function::BodyScope>,
+    /// Binding CREATE VIEW's query.
+    pub(crate) defining_view: bool,
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in
@@ -441,6 +449,8 @@ impl<'c> Binder<'c> {
                 }
                 Ok(Plan::DropSchema { names, if_exists: *if_exists, cascade: *cascade })
             }
+            S::CreateFunction(f) => self.create_function(f),
+            S::DropFunction(d) => self.drop_function(d),
             S::Drop { object_type: ast::ObjectType::Role | ast::ObjectType::User, if_exists, names, .. } => {
                 self.drop_roles(names, *if_exists)
             }
