@@ -277,7 +277,9 @@ impl Binder<'_> {
 /// PostgreSQL's check of a body's result against the declared type: the
 /// same type, or one with an assignment cast to it.
 fn check_result_type(body: Ty, ret: DataType) -> Result<()> {
-    let Some(t) = body else { return Ok(()) };
+    // An untyped literal (or NULL) in the body's select list is text,
+    // as PostgreSQL resolves it there.
+    let t = body.unwrap_or(DataType::Text);
     if type_identity(t) == type_identity(ret) || super::coerce::check_assignable(t, ret, "").is_ok() {
         return Ok(());
     }
