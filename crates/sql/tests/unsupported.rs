@@ -181,6 +181,11 @@ fn function_forms_are_refused_at_create() {
     assert_eq!(e.sqlstate, "0A000", "{e:?}");
     let e = conn.execute_sql("DROP FUNCTION g(int) CASCADE").unwrap_err();
     assert_eq!(e.sqlstate, "0A000", "{e:?}");
+    // EXECUTE is PUBLIC's and cannot be revoked yet.
+    for sql in ["REVOKE EXECUTE ON FUNCTION g(int) FROM PUBLIC", "ALTER FUNCTION g(int) OWNER TO nobody"] {
+        let e = conn.execute_sql(sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+    }
 }
 
 /// DDL after a savepoint is not undone by ROLLBACK TO: refused (0A000),
