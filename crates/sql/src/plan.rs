@@ -818,6 +818,14 @@ pub enum Plan {
         owner: Option<String>,
         if_not_exists: bool,
     },
+    /// CREATE [OR REPLACE] FUNCTION (catalog/functions.rs).
+    CreateFunction(Box<crate::catalog::functions::FunctionDef>),
+    /// DROP FUNCTION [IF EXISTS] name[(types)], ...: each name with its
+    /// argument types when they were given.
+    DropFunction {
+        targets: Vec<(String, Option<Vec<DataType>>)>,
+        if_exists: bool,
+    },
     /// DROP SCHEMA [IF EXISTS] names (they hold nothing: CASCADE or not).
     DropSchema {
         names: Vec<String>,

@@ -24,6 +24,7 @@ const SETUP: &[&str] = &[
     "CREATE SEQUENCE cr_seq",
     "CREATE TABLE cr_child (id int PRIMARY KEY, t int REFERENCES cr_t ON DELETE CASCADE)",
     "INSERT INTO cr_child VALUES (1, 1)",
+    "CREATE FUNCTION cr_v(k int) RETURNS int LANGUAGE sql AS 'SELECT v FROM cr_t WHERE id = k'",
 ];
 
 /// (statement, words the refusal names)
@@ -74,6 +75,8 @@ const REFUSED: &[(&str, &str)] = &[
          SELECT id, nextval('cr_seq') FROM a",
         "sequence",
     ),
+    // A SQL function's body reads cr_t for its caller: PostgreSQL's 10, the old value.
+    ("WITH u AS (UPDATE cr_t SET v = v + 1 WHERE id = 1 RETURNING id) SELECT cr_v(1) FROM u", "after changing it"),
     // PostgreSQL answers these; pgtier does not show or keep such a plan.
     ("EXPLAIN WITH d AS (DELETE FROM cr_t WHERE id = 9 RETURNING id) SELECT * FROM d", "data-modifying"),
     ("CREATE TABLE cr_x AS WITH d AS (DELETE FROM cr_t WHERE id = 9 RETURNING id) SELECT * FROM d", "data-modifying"),

@@ -145,6 +145,49 @@ fn refused_constructs_name_themselves() {
     }
 }
 
+/// CREATE FUNCTION forms pgtier cannot run are refused at CREATE (never
+/// at a later call), and nothing is created; PostgreSQL accepts each.
+#[test]
+fn function_forms_are_refused_at_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
+    conn.execute_sql("CREATE TABLE t (id int PRIMARY KEY, v int)").unwrap();
+    for (sql, names) in [
+        ("CREATE FUNCTION f() RETURNS SETOF int LANGUAGE sql AS $$ SELECT id FROM t $$", "RETURNS SETOF"),
+        ("CREATE FUNCTION f() RETURNS TABLE (id int) LANGUAGE sql AS $$ SELECT id FROM t $$", "RETURNS TABLE"),
+        ("CREATE FUNCTION f(OUT a int) LANGUAGE sql AS $$ SELECT 1 $$", "OUT function arguments"),
+        ("CREATE FUNCTION f(a int DEFAULT 1) RETURNS int LANGUAGE sql AS $$ SELECT a $$", "argument defaults"),
+        ("CREATE FUNCTION f() RETURNS int LANGUAGE sql SECURITY DEFINER AS $$ SELECT 1 $$", "SECURITY DEFINER"),
+        ("CREATE FUNCTION f() RETURNS void LANGUAGE sql AS $$ DELETE FROM t $$", "of type void"),
+        ("CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $$ DELETE FROM t RETURNING id $$", "other than one SELECT"),
+        ("CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $$ SELECT 1; SELECT 2 $$", "several statements"),
+        ("CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $$ WITH w AS (SELECT 1 AS x) SELECT x FROM w $$", "WITH"),
+        ("CREATE FUNCTION lower(int) RETURNS int LANGUAGE sql AS $$ SELECT 1 $$", "built-in"),
+        ("CREATE FUNCTION pg_catalog.f() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$", "outside schema public"),
+        ("CREATE FUNCTION f() RETURNS int LANGUAGE sql SET search_path = public AS $$ SELECT 1 $$", "SET"),
+    ] {
+        let e = conn.execute_sql(sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains(names), "{sql}: {}", e.message);
+        assert_eq!(conn.execute_sql("SELECT f()").unwrap_err().sqlstate, "42883", "{sql}");
+    }
+    // A view would depend on the function (PostgreSQL refuses to drop it).
+    conn.execute_sql("CREATE FUNCTION g(a int) RETURNS int LANGUAGE sql AS $$ SELECT a $$").unwrap();
+    let e = conn.execute_sql("CREATE VIEW gv AS SELECT g(1)").unwrap_err();
+    assert_eq!(e.sqlstate, "0A000", "{e:?}");
+    // A DEFAULT calling one is not a constant.
+    let e = conn.execute_sql("CREATE TABLE d (id int DEFAULT g(1))").unwrap_err();
+    assert_eq!(e.sqlstate, "0A000", "{e:?}");
+    let e = conn.execute_sql("DROP FUNCTION g(int) CASCADE").unwrap_err();
+    assert_eq!(e.sqlstate, "0A000", "{e:?}");
+    // EXECUTE is PUBLIC's and cannot be revoked yet.
+    for sql in ["REVOKE EXECUTE ON FUNCTION g(int) FROM PUBLIC", "ALTER FUNCTION g(int) OWNER TO nobody"] {
+        let e = conn.execute_sql(sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+    }
+}
+
 /// DDL after a savepoint is not undone by ROLLBACK TO: refused (0A000),
 /// the block stays failed, ROLLBACK undoes everything. So is ROLLBACK TO
 /// across nextval of a sequence the transaction created (a value must

@@ -54,6 +54,11 @@ impl Binder<'_> {
                 return Err(SqlError::unsupported("a subquery referencing a query two levels out"));
             }
         }
+        if qualifier.is_none()
+            && let Some(arg) = self.function_argument(name)
+        {
+            return Ok(arg);
+        }
         match qualifier {
             Some(q)
                 if !scope.rels.iter().any(|r| r.name == q)
@@ -593,6 +598,9 @@ impl Binder<'_> {
     }
 
     pub(super) fn sub_expr(&mut self, kind: SubqueryKind, negated: bool, correlated: bool, plan: SelectPlan) -> Expr {
+        // In a function body a subquery may read the arguments: never
+        // cached (exec's `call_function`).
+        let correlated = correlated || self.function.is_some();
         let id = self.next_subquery;
         self.next_subquery += 1;
         Expr::Subquery(Box::new(Subquery { id, kind, negated, correlated, plan: Box::new(plan) }))

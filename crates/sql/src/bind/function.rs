@@ -7,6 +7,7 @@ use sqlparser::ast::{self, ObjectName};
 use super::aggregate::aggregate_named;
 use super::coerce::{is_untyped_value, refuse_padded_literals};
 use super::{Binder, ExprCtx, Scope, Ty, parts, truncate};
+use crate::catalog::functions::FnInfo;
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func, SeqFunc, SysFunc, registry};
 use crate::value::types::{Elem, RegKind};
@@ -145,7 +146,12 @@ impl Binder<'_> {
                 .json_function(name, bound, &sig)?
                 .ok_or_else(|| SqlError::unsupported(format!("function {name}")));
         }
-        self.sys_function(name, bound)?.ok_or_else(|| SqlError::undefined_function(&sig))
+        // pg_catalog comes first in every search path: the system
+        // functions, then those made with CREATE FUNCTION (in public).
+        if let Some(call) = self.sys_function(name, bound.clone())? {
+            return Ok(call);
+        }
+        self.user_function_call(name, bound, &sig)?.ok_or_else(|| SqlError::undefined_function(&sig))
     }
 
     /// NULLIF(x, y): a comparison of x and y, x's value unless they are equal.
@@ -355,11 +361,13 @@ fn sys_signature(name: &str, args: &[(Expr, Ty)], bad: &dyn Fn() -> SqlError) ->
         ("setval", 2) => (SysFunc::Sequence(SeqFunc::Setval), vec![RegKind::Class.data_type(), Int8], Int8),
         ("setval", 3) => (SysFunc::Sequence(SeqFunc::Setval), vec![RegKind::Class.data_type(), Int8, Bool], Int8),
         ("lastval", 0) => (SysFunc::Sequence(SeqFunc::Lastval), vec![], Int8),
-        // pg_proc is empty: no function is there to describe.
-        ("pg_get_function_result" | "pg_get_function_arguments" | "pg_get_function_identity_arguments", 1) => {
-            (SysFunc::NullResult, vec![Int8], Text)
+        // pg_proc lists the functions made with CREATE FUNCTION only.
+        ("pg_get_function_result", 1) => (SysFunc::FunctionInfo(FnInfo::Result), vec![Int8], Text),
+        ("pg_get_function_arguments", 1) => (SysFunc::FunctionInfo(FnInfo::Arguments), vec![Int8], Text),
+        ("pg_get_function_identity_arguments", 1) => {
+            (SysFunc::FunctionInfo(FnInfo::IdentityArguments), vec![Int8], Text)
         }
-        ("pg_function_is_visible", 1) => (SysFunc::NullResult, vec![Int8], Bool),
+        ("pg_function_is_visible", 1) => (SysFunc::FunctionInfo(FnInfo::IsVisible), vec![Int8], Bool),
         ("pg_is_in_recovery", 0) => (SysFunc::IsInRecovery, vec![], Bool),
         ("quote_ident", 1) => (SysFunc::QuoteIdent, vec![Text], Text),
         // pgtier has no partitioning: no relation has a partition root.

@@ -36,6 +36,7 @@ mod schema;
 mod select;
 mod select_phases;
 mod setop;
+mod user_function;
 mod view;
 mod window;
 
@@ -82,6 +83,8 @@ pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statemen
         top_with: top_with(stmt),
         touched: modifying::Touched::default(),
         modifying: Vec::new(),
+        function: None,
+        defining_view: false,
     };
     let mut plan = b.statement(stmt)?;
     if !b.modifying.is_empty() && !matches!(plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_))
@@ -277,6 +280,11 @@ pub(crate) struct Binder<'c> {
     /// The data-modifying WITH queries bound so far, in the order they
     /// run, with what each touches.
     pub(crate) modifying: Vec<(crate::plan::ModifyingCte, modifying::Touched)>,
+    /// Binding a SQL function's body: its argument names (unnamed: "")
+    /// and how many function bodies are bound around this one.
+    pub(crate) function: Option<user_function::BodyScope>,
+    /// Binding CREATE VIEW's query.
+    pub(crate) defining_view: bool,
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in
@@ -474,6 +482,8 @@ impl<'c> Binder<'c> {
                 }
                 Ok(Plan::DropSchema { names, if_exists: *if_exists, cascade: *cascade })
             }
+            S::CreateFunction(f) => self.create_function(f),
+            S::DropFunction(d) => self.drop_function(d),
             S::Drop { object_type: ast::ObjectType::Role | ast::ObjectType::User, if_exists, names, .. } => {
                 self.drop_roles(names, *if_exists)
             }

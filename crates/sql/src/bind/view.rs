@@ -58,7 +58,10 @@ impl Binder<'_> {
         let deps_before = self.deps.len();
         // A 'now' in the query is frozen at CREATE VIEW in PostgreSQL;
         // pgtier binds the text at each use.
-        let plan = crate::clock::refused(|| self.query(&cv.query, None))?;
+        self.defining_view = true;
+        let plan = crate::clock::refused(|| self.query(&cv.query, None));
+        self.defining_view = false;
+        let plan = plan?;
         if self.params.len() > params_before {
             return Err(SqlError::new("42P02", format!("there is no parameter ${}", params_before + 1)));
         }

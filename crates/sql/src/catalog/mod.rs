@@ -10,6 +10,7 @@
 
 mod cache_views;
 mod deparse;
+pub mod functions;
 mod generated_keys;
 mod information_schema;
 mod lookup;

@@ -128,6 +128,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         "pg_rewrite" => rewrite_rows(catalog, out),
         "pg_views" => views_rows(ctx, out),
         "pg_indexes" => indexes_rows(catalog, out),
+        "pg_proc" => super::functions::proc_rows(catalog, &ShownRoles::of(catalog, &ctx.user()), out),
         "pgtier_cache_groups"
         | "pgtier_cache_tables"
         | "pgtier_cache_stats"
@@ -140,7 +141,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         }
         // Always empty: pgtier has no such objects (role memberships, descriptions, inheritance,
         // policies, statistics objects, publications, triggers, enums, ranges,
-        // functions in pg_proc).
+        // built-in functions in pg_proc).
         _ => {}
     }
 }

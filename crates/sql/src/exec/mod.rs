@@ -20,6 +20,7 @@ mod alter;
 mod ddl;
 mod dml;
 mod dml_join;
+mod function;
 mod hash_join;
 mod merge;
 mod roles;
@@ -257,6 +258,19 @@ impl<'a> Interrupt<'a> {
 impl SubqueryRunner for Exec<'_> {
     fn check_interrupt(&mut self) -> Result<()> {
         self.interrupt.check()
+    }
+
+    /// A SQL function's body runs with its arguments as the parameters.
+    /// Nothing of it is kept between calls: the hash tables and the rows
+    /// of subqueries in FROM that a statement keeps are keyed by plan
+    /// node, and a body's nodes are the same for calls with other
+    /// arguments (its subqueries are all bound as correlated, so none is
+    /// cached by id either).
+    fn call_function(&mut self, plan: &crate::plan::SubPlan, args: &[Value]) -> Result<Value> {
+        let hash_joins = std::mem::replace(&mut self.hash_joins, false);
+        let rows = self.select_rows(plan, args, &[]);
+        self.hash_joins = hash_joins;
+        Ok(rows?.into_iter().next().and_then(|mut r| (!r.is_empty()).then(|| r.swap_remove(0))).unwrap_or(Value::Null))
     }
 
     fn run(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>> {

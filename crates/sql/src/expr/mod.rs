@@ -83,6 +83,14 @@ pub enum SubqueryKind {
     Array(Elem),
     /// `ARRAY(subquery)` as a real array value.
     ArrayValue,
+    /// A call of a function made with CREATE FUNCTION ... LANGUAGE sql:
+    /// the plan is its body, whose `$n` are these arguments' values; the
+    /// value is the first column of the body's first row (NULL without
+    /// one). `strict`: a NULL argument is a NULL result, the body not run.
+    Call {
+        args: Vec<Expr>,
+        strict: bool,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -168,6 +176,12 @@ pub struct Env<'a> {
 pub trait SubqueryRunner {
     /// Rows of `sub` (first column only) evaluated with `outer` as the enclosing row.
     fn run(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>>;
+
+    /// The value of a SQL function's body `plan` run with `args` as its
+    /// parameters: the first column of its first row, NULL without one.
+    fn call_function(&mut self, _plan: &SubPlan, _args: &[Value]) -> Result<Value> {
+        Err(SqlError::new("XX000", "function call evaluated where none was planned"))
+    }
 
     /// The error that ends the statement now (a cancel, statement_timeout)
     /// if one is due: pg_sleep looks while it waits.
@@ -269,11 +283,11 @@ impl Expr {
                     o.walk(f);
                 }
             }
-            Expr::Subquery(s) => {
-                if let SubqueryKind::In { lhs, .. } = &s.kind {
-                    lhs.walk(f);
-                }
-            }
+            Expr::Subquery(s) => match &s.kind {
+                SubqueryKind::In { lhs, .. } => lhs.walk(f),
+                SubqueryKind::Call { args, .. } => args.iter().for_each(|e| e.walk(f)),
+                _ => {}
+            },
         }
     }
 
@@ -321,8 +335,10 @@ impl Expr {
                 otherwise: otherwise.map(|o| b(o, f)).transpose()?,
             },
             Expr::Subquery(mut s) => {
-                if let SubqueryKind::In { lhs, trim_rows } = s.kind {
-                    s.kind = SubqueryKind::In { lhs: b(lhs, f)?, trim_rows };
+                match s.kind {
+                    SubqueryKind::In { lhs, trim_rows } => s.kind = SubqueryKind::In { lhs: b(lhs, f)?, trim_rows },
+                    SubqueryKind::Call { args, strict } => s.kind = SubqueryKind::Call { args: v(args, f)?, strict },
+                    _ => {}
                 }
                 Expr::Subquery(s)
             }
@@ -434,6 +450,7 @@ impl Expr {
                 }
                 SubqueryKind::Array(elem) => Value::Text(crate::value::types::array_text(*elem, &sq.run(s, env, row)?)),
                 SubqueryKind::ArrayValue => Value::Array(sq.run(s, env, row)?),
+                SubqueryKind::Call { args, strict } => call_function(s, args, *strict, env, sq, row)?,
                 _ => match self.eval_bool(env, sq, row)? {
                     Some(b) => Value::Bool(b),
                     None => Value::Null,
@@ -535,9 +552,10 @@ impl Expr {
                     let x = lhs.eval(env, sq, row)?;
                     sq.run_in(s, env, row, &x)?
                 }
-                SubqueryKind::Scalar | SubqueryKind::Array(_) | SubqueryKind::ArrayValue => {
-                    as_bool(self.eval(env, sq, row)?)
-                }
+                SubqueryKind::Scalar
+                | SubqueryKind::Array(_)
+                | SubqueryKind::ArrayValue
+                | SubqueryKind::Call { .. } => as_bool(self.eval(env, sq, row)?),
             },
             other => as_bool(other.eval(env, sq, row)?),
         })
@@ -651,6 +669,26 @@ fn like_at(s: &[u8], p: &[u8]) -> bool {
         }
     }
     p[pi..].iter().all(|c| *c == b'%')
+}
+
+/// A call of a SQL function (`SubqueryKind::Call`): its arguments, then
+/// its body with them as parameters (a strict one: NULL for a NULL one).
+fn call_function(
+    s: &Subquery,
+    args: &[Expr],
+    strict: bool,
+    env: &Env<'_>,
+    sq: &mut dyn SubqueryRunner,
+    row: &[Value],
+) -> Result<Value> {
+    let mut vals = Vec::with_capacity(args.len());
+    for a in args {
+        vals.push(a.eval(env, sq, row)?);
+    }
+    if strict && vals.iter().any(Value::is_null) {
+        return Ok(Value::Null);
+    }
+    sq.call_function(&s.plan, &vals)
 }
 
 #[cfg(test)]

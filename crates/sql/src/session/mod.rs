@@ -779,6 +779,10 @@ fn run_plan(
         Plan::CreateSchema { name, owner, if_not_exists } => {
             ex.create_schema(name, owner.as_deref(), *if_not_exists).map(|()| (Tag::Plain("CREATE SCHEMA"), 0))
         }
+        Plan::CreateFunction(def) => ex.create_function(def).map(|()| (Tag::Plain("CREATE FUNCTION"), 0)),
+        Plan::DropFunction { targets, if_exists } => {
+            ex.drop_functions(targets, *if_exists).map(|()| (Tag::Plain("DROP FUNCTION"), 0))
+        }
         Plan::DropSchema { names, if_exists, cascade } => {
             ex.drop_schemas(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP SCHEMA"), 0))
         }

@@ -53,6 +53,10 @@ pub enum SysFunc {
     NullResult,
     IsInRecovery,
     QuoteIdent,
+    /// pg_get_function_result / _arguments / _identity_arguments,
+    /// pg_function_is_visible of a function made with CREATE FUNCTION
+    /// (NULL for another oid: pg_proc lists no built-in function).
+    FunctionInfo(crate::catalog::functions::FnInfo),
     /// An oid that prints as a name.
     RegOut(RegKind),
     /// Text to oid by name lookup; `to_regclass` (missing_ok) yields NULL.
@@ -168,6 +172,7 @@ fn needs_catalog(f: SysFunc) -> bool {
         | SysFunc::IndexDef
         | SysFunc::ViewDef
         | SysFunc::ViewDefByName
+        | SysFunc::FunctionInfo(_)
         | SysFunc::ConstraintDef
         | SysFunc::TableIsVisible
         | SysFunc::RelationIsPublishable
@@ -512,6 +517,7 @@ fn eval_objects(f: SysFunc, vals: &[Value], ctx: SysCtx<'_>) -> Result<Value> {
             Some(c) => Value::Text(constraint_def(catalog, &c, boolean(1))),
             None => return Err(SqlError::new("XX000", format!("cache lookup failed for constraint {}", int(0)))),
         },
+        SysFunc::FunctionInfo(which) => crate::catalog::functions::function_info(catalog, int(0), which),
         SysFunc::TableIsVisible => {
             let oid = int(0);
             let stored = cat::table_by_oid(catalog, oid)
