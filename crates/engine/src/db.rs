@@ -321,6 +321,13 @@ impl Database {
         self.inner.catalog.catalog()
     }
 
+    /// Committed live rows of `table` (None: no such live table); an
+    /// estimate for planning, see [`Transaction::estimated_rows`].
+    pub fn estimated_rows(&self, table: TableId) -> Option<u64> {
+        let state = self.inner.catalog.current();
+        state.store(table).map(|s| u64::try_from(s.live_rows.load(Ordering::Relaxed)).unwrap_or(0))
+    }
+
     /// Writes a fuzzy checkpoint now (writers keep running) and truncates
     /// the WAL below what is still needed.
     pub fn checkpoint(&self) -> Result<CheckpointInfo> {

@@ -2,7 +2,9 @@
 //! its rows through the primary key or an ordered index.
 //!
 //! Relations are joined in the order written (left-deep nested loops),
-//! except that `a RIGHT JOIN b` reads b first and then a as a LEFT JOIN
+//! except that a FROM list of inner joins over tables may be reordered by
+//! estimated size first ([`join_order`], called by the SELECT binder), and
+//! `a RIGHT JOIN b` reads b first and then a as a LEFT JOIN
 //! ([`execution_order`]); each level keeps its place in the joined row. A
 //! predicate is attached to the first level where every column it reads is
 //! bound, and an equality `col = expr` whose `expr` reads only earlier levels
@@ -10,6 +12,10 @@
 //! Without an index for it, such equalities become the level's hash keys:
 //! a level scanned again and again (the inner side of a join, a correlated
 //! subquery) is then read once into a hash table (a hash join).
+
+mod join_order;
+
+pub use join_order::join_order;
 
 use pgtier_engine::{Catalog, IndexId};
 use pgtier_engine::{DataType, Value};

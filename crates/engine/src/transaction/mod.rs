@@ -351,6 +351,15 @@ impl Transaction {
         &self.cat.catalog
     }
 
+    /// Committed live rows of `table` as of the catalog this transaction
+    /// sees (its own uncommitted writes not counted); None for a table it
+    /// does not see. An estimate for planning: it moves as others commit.
+    pub fn estimated_rows(&self, table: crate::schema::TableId) -> Option<u64> {
+        self.cat
+            .store(table)
+            .map(|s| u64::try_from(s.live_rows.load(std::sync::atomic::Ordering::Relaxed)).unwrap_or(0))
+    }
+
     /// Starts a statement: takes a new snapshot that all calls until
     /// [`Transaction::end_statement`] share (PostgreSQL statement snapshot).
     pub fn begin_statement(&mut self) -> Result<()> {

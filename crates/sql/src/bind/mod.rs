@@ -45,6 +45,7 @@ use std::sync::Arc;
 use pgtier_engine::{Catalog, Column, DataType, IndexId, TableSchema, Value};
 use sqlparser::ast::{self, Ident, ObjectName};
 
+use crate::catalog::TableRows;
 use crate::catalog::roles::RelationPerm as Perm;
 use crate::catalog::search_path::{SearchPath, Target};
 use crate::error::{Result, SqlError};
@@ -57,11 +58,17 @@ pub use coerce::map_type;
 /// Unresolved type: an untyped literal, NULL or a parameter not yet typed.
 pub type Ty = Option<DataType>;
 
-pub fn bind_statement(catalog: &Catalog, path: &SearchPath, stmt: &ast::Statement) -> Result<Prepared> {
+pub fn bind_statement(
+    catalog: &Catalog,
+    rows: &dyn TableRows,
+    path: &SearchPath,
+    stmt: &ast::Statement,
+) -> Result<Prepared> {
     let default_path = path.default_path(catalog);
     let view_path = default_path.as_ref().unwrap_or(path);
     let mut b = Binder {
         catalog,
+        rows,
         path,
         view_path,
         creating_temp: false,
@@ -227,6 +234,8 @@ impl ExprCtx {
 
 pub(crate) struct Binder<'c> {
     pub(crate) catalog: &'c Catalog,
+    /// Table sizes for the join order (`planner::join_order`).
+    pub(crate) rows: &'c dyn TableRows,
     /// Where unqualified relation names are looked up (crate::names).
     pub(crate) path: &'c SearchPath,
     /// The default search path: a view's query is bound under it, whatever
@@ -299,6 +308,10 @@ pub(crate) struct CteDef {
     /// This WITH clause's instance of the query: its rows' key when shared.
     pub(crate) id: usize,
     pub(crate) uses: usize,
+    /// Its name appears more than once in the statement (an upper bound
+    /// of its references): PostgreSQL materializes a WITH query read
+    /// twice, so it runs once.
+    pub(crate) named_twice: bool,
     /// Bound by some reference as shared (`VirtualSource::Shared`).
     pub(crate) shared: bool,
     /// Declared in WITH RECURSIVE.

@@ -55,7 +55,11 @@ impl Binder<'_> {
         let in_recursive_term = self.ctes[..k].iter().any(|c| matches!(c.self_ref, SelfRef::Work { .. }));
         let def = &mut self.ctes[k];
         let materialized = matches!(def.cte.materialized, Some(ast::CteAsMaterialized::Materialized));
-        if !(volatile || materialized) || in_recursive_term {
+        // Read twice and reading no outer row (the same rows wherever it
+        // is read): materialized as PostgreSQL does (unless NOT
+        // MATERIALIZED), so TPC-H Q15's revenue0 is aggregated once.
+        let reused = def.named_twice && def.cte.materialized.is_none() && matches!(source, VirtualSource::Query(_));
+        if !(volatile || materialized || reused) || in_recursive_term {
             return Ok((name, schema, source));
         }
         def.shared = true;

@@ -42,6 +42,10 @@ impl Binder<'_> {
         }
         let modifying = with.cte_tables.iter().any(super::modifying::is_modifying);
         let base = self.ctes.len();
+        let all_readers = with
+            .cte_tables
+            .iter()
+            .fold(readers.to_lowercase(), |text, c| text + " " + &c.query.to_string().to_lowercase());
         for cte in &with.cte_tables {
             let name = ident(&cte.alias.name);
             if self.ctes[base..].iter().any(|c| c.name == name) {
@@ -50,11 +54,13 @@ impl Binder<'_> {
             }
             let id = self.shared_ctes;
             self.shared_ctes += 1;
+            let named_twice = word_count(&all_readers, &name) > 1;
             self.ctes.push(CteDef {
                 name,
                 cte: cte.clone(),
                 id,
                 uses: 0,
+                named_twice,
                 shared: false,
                 recursive: with.recursive,
                 self_ref: super::recursive::SelfRef::Hidden,
@@ -204,8 +210,14 @@ impl Binder<'_> {
         if agg.as_ref().is_some_and(|a| a.aggs.is_empty() && a.group_by.is_empty()) {
             where_conjuncts.clear();
         }
+        // Rows locked FOR UPDATE are locked in the order read: keep it.
+        let (rels, join_rels, where_conjuncts) = if !for_update {
+            planner::join_order(self.rows, scope.rels.clone(), join_rels, where_conjuncts)
+        } else {
+            (scope.rels.clone(), join_rels, where_conjuncts)
+        };
         let (levels, final_filters) =
-            planner::plan_levels(self.catalog, &scope.rels, join_rels, where_conjuncts, &mut self.indexes)?;
+            planner::plan_levels(self.catalog, &rels, join_rels, where_conjuncts, &mut self.indexes)?;
         Ok(SelectPlan {
             levels,
             width: scope.width(),
@@ -726,4 +738,21 @@ fn may_stop_early(statement: &str) -> bool {
     [" limit ", " fetch ", "exists", " in (", " any (", " any(", " some", " all (", " all(", "(select"]
         .iter()
         .any(|word| statement.contains(word))
+}
+
+/// Whole-word occurrences of `word` in `text` (an identifier, lower case;
+/// `text` lower-cased). Counts a column or a string of that spelling too:
+/// an upper bound of the references to a WITH query.
+fn word_count(text: &str, word: &str) -> usize {
+    if word.is_empty() {
+        return 0;
+    }
+    let ident_char = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    text.match_indices(word)
+        .filter(|(at, _)| {
+            let before = text[..*at].chars().next_back();
+            let after = text[at + word.len()..].chars().next();
+            !before.is_some_and(ident_char) && !after.is_some_and(ident_char)
+        })
+        .count()
 }

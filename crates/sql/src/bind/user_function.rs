@@ -187,6 +187,7 @@ impl Binder<'_> {
         }
         let mut b = Binder {
             catalog: self.catalog,
+            rows: self.rows,
             path: self.path,
             view_path: self.view_path,
             creating_temp: false,

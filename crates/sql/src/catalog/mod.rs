@@ -40,6 +40,35 @@ pub use views::{NUMERIC_ANY_STAND_IN, VIEW_MAGIC, ViewDef, column_types, depende
 
 use crate::error::{Result, SqlError};
 
+/// Table sizes the planner orders inner joins by (`planner::join_order`):
+/// the engine's count of committed live rows, an estimate taken when the
+/// statement is planned (a saved plan keeps its order as the table grows,
+/// as a PostgreSQL generic plan keeps its statistics). None: unknown.
+pub trait TableRows {
+    fn estimated_rows(&self, table: TableId) -> Option<u64>;
+}
+
+impl TableRows for pgtier_engine::Transaction {
+    fn estimated_rows(&self, table: TableId) -> Option<u64> {
+        pgtier_engine::Transaction::estimated_rows(self, table)
+    }
+}
+
+impl TableRows for pgtier_engine::Database {
+    fn estimated_rows(&self, table: TableId) -> Option<u64> {
+        pgtier_engine::Database::estimated_rows(self, table)
+    }
+}
+
+/// No sizes known: joins keep the order written.
+pub struct NoTableRows;
+
+impl TableRows for NoTableRows {
+    fn estimated_rows(&self, _table: TableId) -> Option<u64> {
+        None
+    }
+}
+
 /// What the system functions and relations read: the statement's catalog
 /// snapshot and the session's settings.
 pub struct SysCtx<'a> {

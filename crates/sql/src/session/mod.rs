@@ -278,10 +278,10 @@ impl Connection {
     fn bind(&mut self, stmt: &Statement) -> Result<Prepared> {
         self.enter();
         let (bound, read) = crate::clock::armed(self.clock_start(), || match self.open_txn() {
-            Some(t) => bind_statement(t.catalog(), &path_for(&self.settings, t.catalog()), stmt),
+            Some(t) => bind_statement(t.catalog(), t, &path_for(&self.settings, t.catalog()), stmt),
             None => {
                 let catalog = self.db.catalog();
-                bind_statement(&catalog, &path_for(&self.settings, &catalog), stmt)
+                bind_statement(&catalog, &self.db, &path_for(&self.settings, &catalog), stmt)
             }
         });
         self.clock_was_read(read);
@@ -595,7 +595,7 @@ impl Connection {
         // PostgreSQL analyses an invalidated statement again, in the
         // transaction that runs it: a 'now' in it reads that one.
         let (fresh, _) = crate::clock::armed(Some(self.txn_start_micros), || {
-            bind_statement(txn.catalog(), &path_for(&self.settings, txn.catalog()), ast)
+            bind_statement(txn.catalog(), txn, &path_for(&self.settings, txn.catalog()), ast)
         });
         let fresh = Arc::new(fresh?);
         // A client described the statement's rows when it prepared
