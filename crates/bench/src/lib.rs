@@ -23,4 +23,5 @@ pub mod soak;
 pub mod stats;
 pub mod targets;
 pub mod tatp;
+pub mod tpcc;
 pub mod tpch;

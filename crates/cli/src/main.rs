@@ -15,6 +15,7 @@ mod micro_cmd;
 mod serve_cmd;
 mod soak_cmd;
 mod tier_cmd;
+mod tpcc_cmd;
 mod tpch_cmd;
 
 use clap::{Parser, Subcommand};
@@ -70,6 +71,8 @@ enum BenchCommand {
     Jpetstore(Box<jpetstore_cmd::JpetstoreArgs>),
     /// Study 004's OLAP side: TPC-H's 22 queries on PostgreSQL, the pgtier server and the embedded engine, answers compared.
     Tpch(Box<tpch_cmd::TpchArgs>),
+    /// Study 004's OLTP side: TPC-C as HammerDB TPROC-C runs it (NOPM, TPM, consistency checks) on PostgreSQL, the pgtier server and the embedded engine.
+    Tpcc(Box<tpcc_cmd::TpccArgs>),
     /// An hour (--duration) of TATP over the wire with cache-group cycles, connection churn and cancels against a spawned server: RSS, fds, threads and p99 over time, growth judged.
     Soak(Box<soak_cmd::SoakArgs>),
 }
@@ -120,6 +123,7 @@ fn main() {
             BenchCommand::Micro(args) => micro_cmd::run(*args),
             BenchCommand::Jpetstore(args) => jpetstore_cmd::run(*args),
             BenchCommand::Tpch(args) => tpch_cmd::run(*args),
+            BenchCommand::Tpcc(args) => tpcc_cmd::run(*args),
             BenchCommand::Soak(args) => soak_cmd::run(*args),
         },
     };

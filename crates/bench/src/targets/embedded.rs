@@ -214,11 +214,20 @@ fn int_value(i: i64, ty: DataType) -> EValue {
     }
 }
 
-/// Writes `v` into `slot`, reusing the slot's text buffer.
-fn set_param(slot: &mut EValue, v: &Value, ty: DataType) {
+/// Writes `v` into `slot`, reusing the slot's text buffer. Text for a
+/// parameter of another type (numeric, timestamp: TPC-C's money and
+/// dates) goes through the type's input function, as the server's text
+/// parameter format would; an integer for a numeric becomes that numeric.
+fn set_param(slot: &mut EValue, v: &Value, ty: DataType) -> Result<(), DbError> {
     match v {
         Value::Null => *slot = EValue::Null,
+        Value::Int(i) if matches!(ty, DataType::Numeric { .. }) => {
+            *slot = pgtier_sql::value::parse_input(&i.to_string(), ty).map_err(sql_error)?;
+        }
         Value::Int(i) => *slot = int_value(*i, ty),
+        Value::Text(s) if param_parses(ty) => {
+            *slot = pgtier_sql::value::parse_input(s, ty).map_err(sql_error)?;
+        }
         Value::Text(s) => {
             if let EValue::Text(buf) = slot {
                 buf.clear();
@@ -228,6 +237,14 @@ fn set_param(slot: &mut EValue, v: &Value, ty: DataType) {
             }
         }
     }
+    Ok(())
+}
+
+/// Types whose text parameters [`set_param`] converts before binding; the
+/// rest (an unresolved parameter planned as text, say) are left as text
+/// for the SQL layer to cast as it always did.
+fn param_parses(ty: DataType) -> bool {
+    matches!(ty, DataType::Numeric { .. } | DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Date)
 }
 
 /// [`from_engine`] into an existing slot, reusing its string buffer.
@@ -277,7 +294,7 @@ impl EmbeddedSession {
             self.params.push(EValue::Null);
         }
         for (i, (slot, v)) in self.params.iter_mut().zip(params).enumerate() {
-            set_param(slot, v, p.param_types.get(i).copied().unwrap_or(DataType::Int8));
+            set_param(slot, v, p.param_types.get(i).copied().unwrap_or(DataType::Int8))?;
         }
         Ok(p)
     }
