@@ -374,17 +374,17 @@ impl Dialect for PgDialect {
             parser.advance_token();
             return Some(parser.parse_alter_role());
         }
-        // RESET SESSION AUTHORIZATION is SET SESSION AUTHORIZATION DEFAULT.
+        // RESET SESSION AUTHORIZATION is RESET session_authorization (SET
+        // SESSION AUTHORIZATION DEFAULT, with the tag RESET).
         if parser.peek_keyword(Keyword::RESET) && second(Keyword::SESSION) {
             return parser
                 .maybe_parse(|p| {
                     p.expect_keywords(&[Keyword::RESET, Keyword::SESSION, Keyword::AUTHORIZATION])?;
-                    Ok(Statement::Set(sqlparser::ast::Set::SetSessionAuthorization(
-                        sqlparser::ast::SetSessionAuthorizationParam {
-                            scope: sqlparser::ast::ContextModifier::Session,
-                            kind: sqlparser::ast::SetSessionAuthorizationParamKind::Default,
-                        },
-                    )))
+                    Ok(Statement::Reset(sqlparser::ast::ResetStatement {
+                        reset: sqlparser::ast::Reset::ConfigurationParameter(sqlparser::ast::ObjectName::from(vec![
+                            sqlparser::ast::Ident::new("session_authorization"),
+                        ])),
+                    }))
                 })
                 .transpose();
         }

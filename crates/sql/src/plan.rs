@@ -947,15 +947,19 @@ pub enum Dcl {
         grantees: Vec<String>,
         admin: bool,
     },
-    /// SET [LOCAL] ROLE name | NONE (None).
+    /// SET [LOCAL] ROLE name | NONE (None); `reset`: written RESET ROLE
+    /// (the same change, answered with PostgreSQL's tag RESET).
     SetRole {
         role: Option<String>,
         local: bool,
+        reset: bool,
     },
-    /// SET SESSION AUTHORIZATION name | DEFAULT (None).
+    /// SET SESSION AUTHORIZATION name | DEFAULT (None); `reset`: written
+    /// RESET SESSION AUTHORIZATION.
     SetSessionAuthorization {
         role: Option<String>,
         local: bool,
+        reset: bool,
     },
     /// ALTER TABLE / VIEW / SEQUENCE ... OWNER TO.
     AlterOwner {

@@ -60,4 +60,11 @@ fn reset_is_tagged_reset() {
     assert_eq!(conn.execute_sql("RESET extra_float_digits").unwrap().tag, "RESET");
     assert_eq!(conn.execute_sql("SET enable_hashagg TO DEFAULT").unwrap().tag, "SET");
     assert_eq!(conn.execute_sql("RESET enable_hashagg").unwrap().tag, "RESET");
+    // The identity settings too (insert.sql and update.sql's RESET ROLE).
+    conn.execute_sql("CREATE ROLE tag_reader").unwrap();
+    assert_eq!(conn.execute_sql("SET ROLE tag_reader").unwrap().tag, "SET");
+    assert_eq!(conn.execute_sql("RESET ROLE").unwrap().tag, "RESET");
+    assert_eq!(conn.execute_sql("SET SESSION AUTHORIZATION tag_reader").unwrap().tag, "SET");
+    assert_eq!(conn.execute_sql("RESET SESSION AUTHORIZATION").unwrap().tag, "RESET");
+    assert_eq!(conn.execute_sql("SET SESSION AUTHORIZATION DEFAULT").unwrap().tag, "SET");
 }

@@ -361,16 +361,18 @@ fn setting_text(e: &ast::Expr) -> String {
 
 /// `SET role` and `SET session_authorization` (and their RESET) are SET
 /// ROLE and SET SESSION AUTHORIZATION, which check the role.
-fn identity_setting(name: &str, value: &str, local: bool) -> Option<Plan> {
+fn identity_setting(name: &str, value: &str, local: bool, reset: bool) -> Option<Plan> {
     let default = value.eq_ignore_ascii_case("default");
     match name {
         "role" => Some(Plan::Dcl(Box::new(crate::plan::Dcl::SetRole {
             role: (!default && !value.eq_ignore_ascii_case("none")).then(|| value.to_owned()),
             local,
+            reset,
         }))),
         "session_authorization" => Some(Plan::Dcl(Box::new(crate::plan::Dcl::SetSessionAuthorization {
             role: (!default).then(|| value.to_owned()),
             local,
+            reset,
         }))),
         _ => None,
     }
@@ -521,7 +523,7 @@ impl<'c> Binder<'c> {
                     .map(|p| p.as_ident().map_or_else(|| p.to_string().to_lowercase(), ident))
                     .collect::<Vec<_>>()
                     .join(".");
-                if let Some(plan) = identity_setting(&name, "DEFAULT", false) {
+                if let Some(plan) = identity_setting(&name, "DEFAULT", false, true) {
                     return Ok(plan);
                 }
                 Ok(Plan::Set { name, value: "DEFAULT".into(), local: false, reset: true })
@@ -643,6 +645,7 @@ impl<'c> Binder<'c> {
             ast::Set::SetRole { context_modifier, role_name } => Ok(Plan::Dcl(Box::new(crate::plan::Dcl::SetRole {
                 role: role_name.as_ref().map(ident),
                 local: matches!(context_modifier, Some(ast::ContextModifier::Local)),
+                reset: false,
             }))),
             ast::Set::SetSessionAuthorization(p) => {
                 Ok(Plan::Dcl(Box::new(crate::plan::Dcl::SetSessionAuthorization {
@@ -651,6 +654,7 @@ impl<'c> Binder<'c> {
                         ast::SetSessionAuthorizationParamKind::User(u) => Some(ident(u)),
                     },
                     local: matches!(p.scope, ast::ContextModifier::Local),
+                    reset: false,
                 })))
             }
             ast::Set::SingleAssignment { scope, hivevar: false, variable, values } => {
@@ -663,7 +667,7 @@ impl<'c> Binder<'c> {
                     .join(".");
                 let value = values.iter().map(setting_text).collect::<Vec<_>>().join(", ");
                 let local = matches!(scope, Some(ast::ContextModifier::Local));
-                if let Some(plan) = identity_setting(&name, &value, local) {
+                if let Some(plan) = identity_setting(&name, &value, local, false) {
                     return Ok(plan);
                 }
                 Ok(Plan::Set { name, value, local, reset: false })

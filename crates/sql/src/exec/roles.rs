@@ -101,13 +101,13 @@ impl Exec<'_> {
                 self.membership(*grant, roles, grantees, *admin)?;
                 Ok(if *grant { "GRANT ROLE" } else { "REVOKE ROLE" })
             }
-            Dcl::SetRole { role, local } => {
+            Dcl::SetRole { role, local, reset } => {
                 self.set_role(role.as_deref(), *local)?;
-                Ok("SET")
+                Ok(if *reset { "RESET" } else { "SET" })
             }
-            Dcl::SetSessionAuthorization { role, local } => {
+            Dcl::SetSessionAuthorization { role, local, reset } => {
                 self.set_session_authorization(role.as_deref(), *local)?;
-                Ok("SET")
+                Ok(if *reset { "RESET" } else { "SET" })
             }
             Dcl::AlterOwner { relation, kind, owner } => {
                 self.alter_owner(relation, *kind, owner)?;
