@@ -173,10 +173,27 @@ pub fn open_cache(dir: &std::path::Path, url: &str) -> std::sync::Arc<Cache> {
 
 /// A cache over the engine in `dir` with `config`, its node name [`node_of`] `dir`.
 pub fn open_cache_with(dir: &std::path::Path, url: &str, mut config: CacheConfig) -> std::sync::Arc<Cache> {
-    let db = Database::open(dir, EngineConfig::default()).unwrap();
+    let db = open_when_free(dir);
     let params = BackendConfig { url: Some(url.to_owned()), ..BackendConfig::default() }.resolve().unwrap();
     config.awt.node = node_of(dir);
     Cache::open(db, Some(params), config).unwrap()
+}
+
+/// Opens the engine in `dir`, waiting (up to 30 s) while a cache dropped
+/// just before still holds it: when a test drops its last handle while the
+/// aging or write-through thread holds the cache for one round or
+/// transaction, that thread drops it, and the directory's lock goes a
+/// moment later (seen in CI under load as DirectoryInUse).
+fn open_when_free(dir: &std::path::Path) -> Database {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match Database::open(dir, EngineConfig::default()) {
+            Err(pgtier_engine::EngineError::DirectoryInUse { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            opened => return opened.unwrap(),
+        }
+    }
 }
 
 /// A node name of its own for the data directory `dir`: tests of one binary
