@@ -66,33 +66,7 @@ pub fn bind_statement(
 ) -> Result<Prepared> {
     let default_path = path.default_path(catalog);
     let view_path = default_path.as_ref().unwrap_or(path);
-    let mut b = Binder {
-        catalog,
-        rows,
-        path,
-        view_path,
-        creating_temp: false,
-        params: Vec::new(),
-        deps: Vec::new(),
-        indexes: Vec::new(),
-        next_subquery: 0,
-        correlated: false,
-        ctes: Vec::new(),
-        sublink_depth: 0,
-        work_tables: 0,
-        shared_ctes: 0,
-        volatile_calls: false,
-        lazy_folding: false,
-        view_depth: 0,
-        named_windows: Vec::new(),
-        perms: Vec::new(),
-        perm_view: None,
-        top_with: top_with(stmt),
-        touched: modifying::Touched::default(),
-        modifying: Vec::new(),
-        function: None,
-        defining_view: false,
-    };
+    let mut b = Binder { top_with: top_with(stmt), ..Binder::new(catalog, rows, path, view_path) };
     let mut plan = b.statement(stmt)?;
     if !b.modifying.is_empty() && !matches!(plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_))
     {
@@ -132,6 +106,40 @@ pub fn bind_statement(
 /// WITH ... INSERT / UPDATE / DELETE: the one WITH clause that may hold
 /// data-modifying queries (1 for such a statement without WITH, 0 for any
 /// other statement).
+impl<'c> Binder<'c> {
+    /// A binder with nothing bound yet: a statement's (`bind_statement`)
+    /// or a SQL function body's (`user_function`), which set what differs.
+    fn new(catalog: &'c Catalog, rows: &'c dyn TableRows, path: &'c SearchPath, view_path: &'c SearchPath) -> Self {
+        Binder {
+            catalog,
+            rows,
+            path,
+            view_path,
+            creating_temp: false,
+            params: Vec::new(),
+            deps: Vec::new(),
+            indexes: Vec::new(),
+            next_subquery: 0,
+            correlated: false,
+            ctes: Vec::new(),
+            sublink_depth: 0,
+            work_tables: 0,
+            shared_ctes: 0,
+            volatile_calls: false,
+            lazy_folding: false,
+            view_depth: 0,
+            named_windows: Vec::new(),
+            perms: Vec::new(),
+            perm_view: None,
+            top_with: 0,
+            touched: modifying::Touched::default(),
+            modifying: Vec::new(),
+            function: None,
+            defining_view: false,
+        }
+    }
+}
+
 fn top_with(stmt: &ast::Statement) -> usize {
     match stmt {
         ast::Statement::Query(q) => q.with.as_ref().map_or(1, |w| std::ptr::from_ref(w) as usize),

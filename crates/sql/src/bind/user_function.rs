@@ -185,33 +185,12 @@ impl Binder<'_> {
         if matches!(q.body.as_ref(), ast::SetExpr::Select(s) if s.into.is_some()) {
             return Err(SqlError::unsupported("SELECT INTO in a SQL function body"));
         }
+        // top_with stays 0: WITH is refused in a body, so no data-modifying query either.
         let mut b = Binder {
-            catalog: self.catalog,
-            rows: self.rows,
-            path: self.path,
-            view_path: self.view_path,
-            creating_temp: false,
             params: args.iter().map(|t| Some(*t)).collect(),
-            deps: Vec::new(),
-            indexes: Vec::new(),
-            next_subquery: 0,
-            correlated: false,
-            ctes: Vec::new(),
-            sublink_depth: 0,
-            work_tables: 0,
-            shared_ctes: 0,
-            volatile_calls: false,
-            lazy_folding: false,
-            view_depth: 0,
-            named_windows: Vec::new(),
-            perms: Vec::new(),
             perm_view: self.perm_view.clone(),
-            // WITH is refused in a body, so no data-modifying query either.
-            top_with: 0,
-            touched: super::modifying::Touched::default(),
-            modifying: Vec::new(),
             function: Some(scope),
-            defining_view: false,
+            ..Binder::new(self.catalog, self.rows, self.path, self.view_path)
         };
         let plan = b.query(q, None)?;
         if b.params.len() > args.len() {
