@@ -253,6 +253,41 @@ pub(crate) enum TargetSpec {
     Embedded(PathBuf),
 }
 
+/// A directory removed when dropped: a bench command's default `--work-dir`.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// `pgtier-<name>-<pid>` under the system's temporary directory, created.
+    pub fn new(name: &str) -> anyhow::Result<TempDir> {
+        let dir = std::env::temp_dir().join(format!("pgtier-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The in-process pgtier server of a bench command's `--targets server`
+/// without `--pgtier-url`: loopback, trust, `commit_mode` ("sync" or
+/// "async"); with the URL to reach it.
+pub fn start_bench_server(
+    data_dir: &Path,
+    commit_mode: &str,
+) -> anyhow::Result<(pgtier_server::RunningServer, String)> {
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\ncommit_mode = \"{commit_mode}\"\n[auth]\nmethod = \"trust\"\n",
+        data_dir.display().to_string()
+    );
+    let config = pgtier_server::ServerConfig::from_toml_str(&toml).context("server config")?;
+    let server = pgtier_server::start(config).context("starting the pgtier server")?;
+    let addr = server.local_addr();
+    Ok((server, format!("postgresql://bench@{}:{}/pgtier", addr.ip(), addr.port())))
+}
+
 /// `--url` when given, else the cluster of `pgtier backend start`.
 pub fn url_or_managed(url: Option<&str>) -> anyhow::Result<String> {
     if let Some(url) = url {

@@ -193,7 +193,7 @@ pub fn run(args: JpetstoreArgs) -> anyhow::Result<()> {
     let work_dir = match &args.work_dir {
         Some(dir) => dir.clone(),
         None => {
-            temp = TempDir::new()?;
+            temp = crate::bench_cmd::TempDir::new("jpetstore")?;
             temp.0.clone()
         }
     };
@@ -286,23 +286,6 @@ impl CacheOpener for Wire {
             target: Box::new(target),
             close: Box::new(move || server.shutdown_checked().map_err(failed("stopping the server"))),
         })
-    }
-}
-
-/// A directory removed when dropped (the default `--work-dir`).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> anyhow::Result<TempDir> {
-        let dir = std::env::temp_dir().join(format!("pgtier-jpetstore-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(TempDir(dir))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

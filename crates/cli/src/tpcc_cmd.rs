@@ -179,28 +179,12 @@ impl TpccProgress for Bars {
     }
 }
 
-/// A directory removed when dropped (the default `--work-dir`).
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn start_server(data_dir: &Path, commit: CommitArg) -> anyhow::Result<(pgtier_server::RunningServer, String)> {
     let mode = match commit {
         CommitArg::Sync => "sync",
         CommitArg::Async => "async",
     };
-    let toml = format!(
-        "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\ncommit_mode = \"{mode}\"\n[auth]\nmethod = \"trust\"\n",
-        data_dir.display().to_string()
-    );
-    let config = pgtier_server::ServerConfig::from_toml_str(&toml).context("server config")?;
-    let server = pgtier_server::start(config).context("starting the pgtier server")?;
-    let addr = server.local_addr();
-    Ok((server, format!("postgresql://bench@{}:{}/pgtier", addr.ip(), addr.port())))
+    crate::bench_cmd::start_bench_server(data_dir, mode)
 }
 
 pub fn run(args: TpccArgs) -> anyhow::Result<()> {
@@ -219,8 +203,7 @@ pub fn run(args: TpccArgs) -> anyhow::Result<()> {
     let work_dir = match &args.work_dir {
         Some(dir) => dir.clone(),
         None => {
-            let dir = std::env::temp_dir().join(format!("pgtier-tpcc-{}", std::process::id()));
-            temp = TempDir(dir.clone());
+            temp = crate::bench_cmd::TempDir::new("tpcc")?;
             temp.0.clone()
         }
     };

@@ -190,28 +190,10 @@ impl TpchProgress for Bars {
     }
 }
 
-/// A directory removed when dropped (the default `--work-dir`).
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The in-process pgtier server of `--targets server` without
-/// `--pgtier-url`: loopback, trust, async commit (the load is re-runnable
-/// and the queries read only).
+/// The in-process server: async commit (the load is re-runnable and the
+/// queries read only).
 fn start_server(data_dir: &Path) -> anyhow::Result<(pgtier_server::RunningServer, String)> {
-    let toml = format!(
-        "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\ncommit_mode = \"async\"\n[auth]\nmethod = \"trust\"\n",
-        data_dir.display().to_string()
-    );
-    let config = pgtier_server::ServerConfig::from_toml_str(&toml).context("server config")?;
-    let server = pgtier_server::start(config).context("starting the pgtier server")?;
-    let addr = server.local_addr();
-    let url = format!("postgresql://bench@{}:{}/pgtier", addr.ip(), addr.port());
-    Ok((server, url))
+    crate::bench_cmd::start_bench_server(data_dir, "async")
 }
 
 pub fn run(args: TpchArgs) -> anyhow::Result<()> {
@@ -225,8 +207,7 @@ pub fn run(args: TpchArgs) -> anyhow::Result<()> {
     let work_dir = match &args.work_dir {
         Some(dir) => dir.clone(),
         None => {
-            let dir = std::env::temp_dir().join(format!("pgtier-tpch-{}", std::process::id()));
-            temp = TempDir(dir.clone());
+            temp = crate::bench_cmd::TempDir::new("tpch")?;
             temp.0.clone()
         }
     };
