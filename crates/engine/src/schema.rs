@@ -503,9 +503,12 @@ pub struct Catalog {
     next_table_id: u32,
     next_index_id: u32,
     next_fk_id: u32,
-    /// Changes whenever a table or index is added or removed (a value no
-    /// other catalog of this process has had): a plan that resolved names
-    /// against this catalog knows whether they may resolve otherwise now.
+    /// Changes whenever a table or index is added or removed, or a table's
+    /// annotation is replaced (a value no other catalog of this process
+    /// has had): a plan that resolved names against this catalog knows
+    /// whether they may resolve otherwise now, and a session whose role
+    /// needed no privilege check knows the roles (an annotation) are the
+    /// same.
     names_stamp: u64,
 }
 
@@ -515,7 +518,8 @@ static NAMES_STAMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 
 impl Catalog {
     /// Equal for two catalogs only when one is the other's unchanged copy
-    /// as far as table and index names go (see the field).
+    /// as far as table and index names and table annotations go (see the
+    /// field).
     pub fn names_stamp(&self) -> u64 {
         self.names_stamp
     }
@@ -978,6 +982,7 @@ impl Catalog {
         let table = Arc::new(TableSchema { annotation, ..TableSchema::clone(old) });
         self.history.insert(id, Arc::clone(&table));
         self.tables.insert(id, table);
+        self.names_changed();
         true
     }
 

@@ -701,22 +701,24 @@ pub fn check_relations(
     if perms.is_empty() {
         return Ok(());
     }
-    // The fast path: no roles stored, or the current role is a superuser
-    // under the same document as last time.
-    let Some(table) = catalog.table_by_name(AUTH_TABLE) else { return Ok(()) };
-    if let Some((t, true)) = &settings.auth().superuser_cache
-        && Arc::ptr_eq(t, table)
-    {
+    // The fast path, taken by nearly every statement: the same catalog
+    // stamp (so the same roles document) under which this role needed no
+    // check, no roles stored or a superuser (one integer comparison; a
+    // name lookup here cost TATP ~3 % of its instructions).
+    let stamp = catalog.names_stamp();
+    if settings.auth().unchecked_at == Some(stamp) {
         return Ok(());
     }
-    let Some(doc) = session_doc(settings.auth_mut(), catalog)? else { return Ok(()) };
+    let Some(doc) = session_doc(settings.auth_mut(), catalog)? else {
+        settings.auth_mut().unchecked_at = Some(stamp);
+        return Ok(());
+    };
     let role = current_role(settings).to_owned();
-    let su = superuser(settings.auth(), Some(&doc), &role);
-    settings.auth_mut().superuser_cache = Some((Arc::clone(table), su));
-    let auth = settings.auth();
-    if su {
+    if superuser(settings.auth(), Some(&doc), &role) {
+        settings.auth_mut().unchecked_at = Some(stamp);
         return Ok(());
     }
+    let auth = settings.auth();
     let database = settings.get("pgtier.database").cloned().unwrap_or_default();
     let fallback = auth.authenticated.clone();
     for p in perms {

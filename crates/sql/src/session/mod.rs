@@ -423,6 +423,7 @@ impl Connection {
         let auth = self.settings.auth_mut();
         auth.trusted = false;
         auth.authenticated = user.to_owned();
+        auth.unchecked_at = None;
         let catalog = self.db.catalog();
         let su = crate::catalog::roles::session_is_superuser(&catalog, &mut self.settings).unwrap_or(false);
         self.settings.set("is_superuser", if su { "on" } else { "off" }.to_owned());

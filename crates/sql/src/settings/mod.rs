@@ -335,16 +335,18 @@ pub struct SessionAuth {
     /// The parsed roles document and the engine table it came from
     /// (catalog/roles.rs `session_doc`; opaque here, below the catalog).
     pub doc_cache: Option<(Arc<pgtier_engine::TableSchema>, Arc<dyn std::any::Any + Send + Sync>)>,
-    /// Whether the current role is a superuser under the document of
-    /// that engine table: the per-statement check of a superuser is one
-    /// lookup and a pointer comparison. Cleared when `role` or
-    /// `session_authorization` changes (`Settings::store`).
-    pub superuser_cache: Option<(Arc<pgtier_engine::TableSchema>, bool)>,
+    /// The `Catalog::names_stamp` under which the current role was found
+    /// to need no privilege check (no roles stored, or a superuser): a
+    /// statement under the same stamp skips the check with one integer
+    /// comparison (the roles document is an annotation, and replacing one
+    /// changes the stamp). Cleared when `role` or `session_authorization`
+    /// changes (`Settings::store`) or the server logs the session in.
+    pub unchecked_at: Option<u64>,
 }
 
 impl Default for SessionAuth {
     fn default() -> SessionAuth {
-        SessionAuth { trusted: true, authenticated: "postgres".to_owned(), doc_cache: None, superuser_cache: None }
+        SessionAuth { trusted: true, authenticated: "postgres".to_owned(), doc_cache: None, unchecked_at: None }
     }
 }
 
@@ -434,7 +436,7 @@ impl Settings {
             }
             "pgtier.statement_mem" => self.statement_mem_kb = parse_kb(key, &value).unwrap_or(STATEMENT_MEM_DEFAULT_KB),
             "search_path" if *self.search_path != *value => self.search_path = Arc::from(value.as_str()),
-            "role" | "session_authorization" => self.auth.superuser_cache = None,
+            "role" | "session_authorization" => self.auth.unchecked_at = None,
             _ => {}
         }
         let datetime =
