@@ -196,7 +196,7 @@ impl Binder<'_> {
                     return Err(SqlError::syntax("subquery must return only one column"));
                 }
                 let ty = plan.columns[0].ty;
-                Ok((self.sub_expr(SubqueryKind::Scalar, false, correlated, plan), ty))
+                Ok((self.sub_expr(SubqueryKind::Scalar { column: 0 }, false, correlated, plan), ty))
             }
             E::InSubquery { expr, subquery, negated } => self.in_subquery(expr, subquery, *negated, scope, ctx),
             other => Err(SqlError::unsupported(format!("expression {}", truncate(&other.to_string())))),
