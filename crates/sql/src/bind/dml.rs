@@ -238,9 +238,11 @@ impl Binder<'_> {
             match &a.target {
                 ast::AssignmentTarget::ColumnName(name) => pairs.push((name, Source::Ast(&a.value))),
                 ast::AssignmentTarget::Tuple(names) => {
-                    let values: Vec<&ast::Expr> = match &a.value {
-                        ast::Expr::Tuple(values) => values.iter().collect(),
-                        ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("row") => row_arguments(f)?,
+                    let values: Vec<Source<'_>> = match &a.value {
+                        ast::Expr::Tuple(values) => values.iter().map(Source::Ast).collect(),
+                        ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("row") => {
+                            row_arguments(f, scope)?
+                        }
                         ast::Expr::Subquery(q) => {
                             let columns = self.multiple_assignment_subquery(q, names.len(), scope)?;
                             pairs.extend(names.iter().zip(columns.into_iter().map(|(e, t)| Source::Bound(e, t))));
@@ -256,7 +258,7 @@ impl Binder<'_> {
                     if values.len() != names.len() {
                         return Err(SqlError::new("42601", "number of columns does not match number of values"));
                     }
-                    pairs.extend(names.iter().zip(values.into_iter().map(Source::Ast)));
+                    pairs.extend(names.iter().zip(values));
                 }
             }
         }
@@ -616,20 +618,29 @@ fn system_column_guard(col: &pgtier_engine::Column) -> Result<()> {
 }
 
 /// `ROW(x, y)`'s arguments (plain expressions only).
-fn row_arguments(f: &ast::Function) -> Result<Vec<&ast::Expr>> {
+/// ROW()'s arguments in `SET (a, b) = ROW(...)`; `r.*` stands for each
+/// column of `r` (update.sql's `ROW(v.*) FROM (VALUES (21, 100)) v`).
+fn row_arguments<'a>(f: &'a ast::Function, scope: &Scope<'_>) -> Result<Vec<Source<'a>>> {
     let ast::FunctionArguments::List(l) = &f.args else {
         return Err(SqlError::syntax("syntax error at or near \"(\""));
     };
     if l.duplicate_treatment.is_some() || !l.clauses.is_empty() {
         return Err(SqlError::syntax("syntax error at or near \"(\""));
     }
-    l.args
-        .iter()
-        .map(|arg| match arg {
-            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
-            _ => Err(SqlError::syntax("syntax error in ROW()")),
-        })
-        .collect()
+    let mut out = Vec::with_capacity(l.args.len());
+    for arg in &l.args {
+        match arg {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => out.push(Source::Ast(e)),
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::QualifiedWildcard(name)) => {
+                let r = scope.qualified(name)?;
+                for (i, c) in r.table.visible_columns().iter().enumerate() {
+                    out.push(Source::Bound(Expr::Column(r.offset + i), Some(c.ty)));
+                }
+            }
+            _ => return Err(SqlError::syntax("syntax error in ROW()")),
+        }
+    }
+    Ok(out)
 }
 
 /// A value of `SET`: an expression still to bind, or one bound already (a
