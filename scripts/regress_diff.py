@@ -19,7 +19,8 @@ A WRONG can follow from an earlier gap (a refused CREATE TEMP TABLE leaves the s
 name in place; a refused statement aborts pgtier's transaction block), so --details is read, not counted.
 
 Output: one table row per file (area), and with --details FILE every statement that is not `same`,
-with both outcomes. The rule this measures (issue 18): where pgtier cannot answer exactly as
+with both outcomes; a WRONG's rows also as multisets, the rows only one side answered (`only pg`,
+`only pgtier`), which shows a cascade (the rows a refused INSERT would have added) at a glance. The rule this measures (issue 18): where pgtier cannot answer exactly as
 PostgreSQL does it must fail with a SQLSTATE, never answer differently, so ACCEPTS and WRONG must be 0.
 
 Usage:
@@ -36,6 +37,7 @@ URL it prints. Needs psycopg 3 (scripts/ensure-clients.sh installs it into .pgti
 """
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -143,6 +145,22 @@ class Outcome:
         rows = [" | ".join("NULL" if v is None else v for v in r) for r in self.rows[:limit]]
         more = f" (+{len(self.rows) - limit} rows)" if len(self.rows) > limit else ""
         return f"{self.tag} [{', '.join(self.names)}]\n      " + "\n      ".join(rows) + more
+
+
+def row_difference(pg, tier, limit=12):
+    """A WRONG's rows as multisets: those only one side answered (order ignored), to tell a
+    cascade (rows an earlier refused statement would have added) from a wrong value."""
+    if pg.rows is None or tier.rows is None:
+        return ""
+    only_pg, only_tier = collections.Counter(pg.rows), collections.Counter(tier.rows)
+    only_pg, only_tier = only_pg - only_tier, only_tier - only_pg
+    out = ""
+    for label, rows in (("only pg:    ", only_pg), ("only pgtier:", only_tier)):
+        rows = list(rows.elements())
+        shown = [" | ".join("NULL" if v is None else v for v in r) for r in rows[:limit]]
+        more = f" (+{len(rows) - limit} rows)" if len(rows) > limit else ""
+        out += f"  {label} {len(rows)}\n" + "".join(f"      {r}\n" for r in shown) + (f"      {more}\n" if more else "")
+    return out
 
 
 def run(conn, sql):
@@ -348,6 +366,8 @@ def run_file(path, args, pg_admin_url, details):
                 if c == "both-err" and a.sqlstate == b.sqlstate and not args.all:
                     continue
                 details.write(f"=== {area} #{i} {c}\n{sql}\n  pg:     {a.brief()}\n  pgtier: {b.brief()}\n")
+                if c == "WRONG":
+                    details.write(row_difference(a, b))
         pg.close()
         tc.close()
     finally:

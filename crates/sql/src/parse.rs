@@ -44,6 +44,78 @@ fn parse_bounded(sql: &str) -> Result<Vec<Statement>, ParserError> {
     Parser::new(&dialect).with_tokens_with_locations(tokens).parse_statements()
 }
 
+/// What a text that failed to parse is, when PostgreSQL 15 takes it and
+/// pgtier lacks it: its name for a 0A000 refusal instead of sqlparser's
+/// syntax error (42601 says the text is wrong, which it is not). CREATE
+/// [OR REPLACE] RULE, DROP RULE, and UPDATE's subscripted assignment
+/// (`SET a[2] = ...`, `SET j['k'] = ...`). Only a text of one statement.
+pub fn unsupported_form(sql: &str) -> Option<&'static str> {
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let tokens: Vec<&Token> = tokens.iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
+    let body = match tokens.split_last() {
+        Some((Token::SemiColon, body)) => body,
+        _ => &tokens[..],
+    };
+    if body.iter().any(|t| matches!(t, Token::SemiColon)) {
+        return None;
+    }
+    let kw = |k: usize| match body.get(k) {
+        Some(Token::Word(w)) => w.keyword,
+        _ => Keyword::NoKeyword,
+    };
+    let rule = |k: usize| matches!(body.get(k), Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("rule"));
+    match kw(0) {
+        Keyword::CREATE if rule(1) || (kw(1) == Keyword::OR && kw(2) == Keyword::REPLACE && rule(3)) => {
+            Some("CREATE RULE")
+        }
+        Keyword::DROP if rule(1) => Some("DROP RULE"),
+        Keyword::UPDATE if subscripted_target(body) => Some("subscripted assignment (UPDATE ... SET column[...])"),
+        _ => None,
+    }
+}
+
+/// Whether an UPDATE's SET list has a target followed by `[`: a column
+/// (maybe qualified) where a target begins, after SET or a top-level comma.
+fn subscripted_target(body: &[&Token]) -> bool {
+    let Some(set) = body.iter().position(|t| matches!(t, Token::Word(w) if w.keyword == Keyword::SET)) else {
+        return false;
+    };
+    let mut depth = 0usize;
+    let mut at_target = true;
+    let mut k = set + 1;
+    while let Some(t) = body.get(k) {
+        match t {
+            Token::LParen | Token::LBracket => depth += 1,
+            Token::RParen | Token::RBracket => depth = depth.saturating_sub(1),
+            Token::Comma if depth == 0 => {
+                at_target = true;
+                k += 1;
+                continue;
+            }
+            Token::Word(w)
+                if depth == 0 && matches!(w.keyword, Keyword::FROM | Keyword::WHERE | Keyword::RETURNING) =>
+            {
+                return false;
+            }
+            Token::Word(_) if depth == 0 && at_target => {
+                let mut next = k + 1;
+                while matches!(body.get(next), Some(Token::Period))
+                    && matches!(body.get(next + 1), Some(Token::Word(_)))
+                {
+                    next += 2;
+                }
+                if matches!(body.get(next), Some(Token::LBracket)) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        at_target = false;
+        k += 1;
+    }
+    false
+}
+
 /// The order sqlparser parses sequence options in.
 fn rank(clause: &[Token]) -> Option<usize> {
     let words: Vec<Keyword> =
@@ -169,5 +241,26 @@ mod tests {
         assert!(reorder_sequence_options("SELECT 'START 1 INCREMENT 2'").is_none());
         // Real syntax errors stay the errors they were.
         assert!(parse_sql("CREATE SEQUENCE s START 1 INCREMENT").is_err());
+    }
+
+    #[test]
+    fn unsupported_forms_are_named() {
+        for (sql, form) in [
+            ("CREATE RULE r AS ON INSERT TO t DO INSTEAD NOTHING;", Some("CREATE RULE")),
+            ("create or replace rule r as on insert to t do also nothing", Some("CREATE RULE")),
+            ("DROP RULE IF EXISTS r ON t", Some("DROP RULE")),
+            (
+                "UPDATE t SET a = 1, s.j['k'][0] = '1' WHERE id = 1",
+                Some("subscripted assignment (UPDATE ... SET column[...])"),
+            ),
+            // A subscript in a value, or after WHERE, is no target: the syntax error stands.
+            ("UPDATE t SET a = b[1] c", None),
+            ("UPDATE t SET a = ARRAY[1] WHERE x[1] = 2 q", None),
+            ("UPDATE t SET (a, b) = (1, 2) garbage", None),
+            ("SELECT 1; CREATE RULE r AS ON INSERT TO t DO INSTEAD NOTHING", None),
+            ("CREATE RULES", None),
+        ] {
+            assert_eq!(unsupported_form(sql), form, "{sql}");
+        }
     }
 }

@@ -11,7 +11,7 @@ use super::select::{column_label, flatten_and};
 use super::{Binder, ExprCtx, Rel, Scope, ident};
 use crate::catalog::roles::Privs;
 use crate::error::{Result, SqlError};
-use crate::expr::{Expr, Func, SeqFunc, SysFunc};
+use crate::expr::{Expr, Func, SeqFunc, SubqueryKind, SysFunc};
 use crate::plan::{
     ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, OnConflict, OutputColumn, Plan, UpdatePlan,
 };
@@ -231,17 +231,22 @@ impl Binder<'_> {
         scope: &Scope<'_>,
     ) -> Result<Vec<(usize, Expr)>> {
         let mut out: Vec<(usize, Expr)> = Vec::new();
-        // `SET (a, b) = (x, y)` / `= ROW(x, y)` is `SET a = x, b = y`.
-        let mut pairs: Vec<(&ast::ObjectName, &ast::Expr)> = Vec::new();
+        // `SET (a, b) = (x, y)` / `= ROW(x, y)` is `SET a = x, b = y`;
+        // `= (SELECT x, y ...)` sets each from its column of the sub-SELECT.
+        let mut pairs: Vec<(&ast::ObjectName, Source<'_>)> = Vec::new();
         for a in list {
             match &a.target {
-                ast::AssignmentTarget::ColumnName(name) => pairs.push((name, &a.value)),
+                ast::AssignmentTarget::ColumnName(name) => pairs.push((name, Source::Ast(&a.value))),
                 ast::AssignmentTarget::Tuple(names) => {
-                    let values: Vec<&ast::Expr> = match &a.value {
-                        ast::Expr::Tuple(values) => values.iter().collect(),
-                        ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("row") => row_arguments(f)?,
-                        ast::Expr::Subquery(_) => {
-                            return Err(SqlError::unsupported("multiple-column assignment from a subquery"));
+                    let values: Vec<Source<'_>> = match &a.value {
+                        ast::Expr::Tuple(values) => values.iter().map(Source::Ast).collect(),
+                        ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("row") => {
+                            row_arguments(f, scope)?
+                        }
+                        ast::Expr::Subquery(q) => {
+                            let columns = self.multiple_assignment_subquery(q, names.len(), scope)?;
+                            pairs.extend(names.iter().zip(columns.into_iter().map(|(e, t)| Source::Bound(e, t))));
+                            continue;
                         }
                         _ => {
                             return Err(SqlError::new(
@@ -270,7 +275,7 @@ impl Binder<'_> {
                 return Err(SqlError::new("42601", format!("multiple assignments to same column \"{n}\"")));
             }
             let col = &table.columns[pos];
-            let e = if is_default_keyword(value) {
+            let e = if matches!(value, Source::Ast(v) if is_default_keyword(v)) {
                 let e = column_default(col)?;
                 self.touch_sequences([&e]);
                 e
@@ -278,10 +283,49 @@ impl Binder<'_> {
                 return Err(SqlError::new("428C9", format!("column \"{n}\" can only be updated to DEFAULT"))
                     .with_detail(format!("Column \"{n}\" is an identity column defined as GENERATED ALWAYS.")));
             } else {
-                let (b, t) = self.expr(value, scope, &mut ExprCtx::plain("UPDATE"))?;
+                let (b, t) = match value {
+                    Source::Ast(v) => self.expr(v, scope, &mut ExprCtx::plain("UPDATE"))?,
+                    Source::Bound(e, t) => (e, t),
+                };
                 self.assign(b, t, col.ty, &col.name)?
             };
             out.push((pos, e));
+        }
+        Ok(out)
+    }
+
+    /// `SET (a, b, ...) = (SELECT ...)`: one scalar subquery per target
+    /// column, each reading its column of the sub-SELECT's only row (all
+    /// NULL without a row, 21000 with more, as PostgreSQL's MULTIEXPR
+    /// SubPlan). PostgreSQL runs the sub-SELECT once per row; running it
+    /// once per column answers alike unless it calls a volatile function
+    /// (random(), nextval()), which is refused.
+    fn multiple_assignment_subquery(
+        &mut self,
+        q: &ast::Query,
+        targets: usize,
+        scope: &Scope<'_>,
+    ) -> Result<Vec<(Expr, Option<DataType>)>> {
+        let volatile_before = std::mem::replace(&mut self.volatile_calls, false);
+        let bound = self.subquery(q, scope);
+        let volatile = self.volatile_calls;
+        self.volatile_calls |= volatile_before;
+        let (plan, correlated) = bound?;
+        if plan.visible != targets {
+            return Err(SqlError::new("42601", "number of columns does not match number of values"));
+        }
+        if volatile {
+            return Err(SqlError::unsupported(
+                "multiple-column assignment from a sub-SELECT that calls a volatile function",
+            ));
+        }
+        let mut out = Vec::with_capacity(targets);
+        for column in 0..targets {
+            // A sub-SELECT's literal or NULL leaves it as text (PostgreSQL
+            // resolves unknown output columns so), which an integer column
+            // does not take (42804).
+            let ty = plan.columns[column].ty.or(Some(DataType::Text));
+            out.push((self.sub_expr(SubqueryKind::Scalar { column }, false, correlated, plan.clone()), ty));
         }
         Ok(out)
     }
@@ -574,18 +618,34 @@ fn system_column_guard(col: &pgtier_engine::Column) -> Result<()> {
 }
 
 /// `ROW(x, y)`'s arguments (plain expressions only).
-fn row_arguments(f: &ast::Function) -> Result<Vec<&ast::Expr>> {
+/// ROW()'s arguments in `SET (a, b) = ROW(...)`; `r.*` stands for each
+/// column of `r` (update.sql's `ROW(v.*) FROM (VALUES (21, 100)) v`).
+fn row_arguments<'a>(f: &'a ast::Function, scope: &Scope<'_>) -> Result<Vec<Source<'a>>> {
     let ast::FunctionArguments::List(l) = &f.args else {
         return Err(SqlError::syntax("syntax error at or near \"(\""));
     };
     if l.duplicate_treatment.is_some() || !l.clauses.is_empty() {
         return Err(SqlError::syntax("syntax error at or near \"(\""));
     }
-    l.args
-        .iter()
-        .map(|arg| match arg {
-            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
-            _ => Err(SqlError::syntax("syntax error in ROW()")),
-        })
-        .collect()
+    let mut out = Vec::with_capacity(l.args.len());
+    for arg in &l.args {
+        match arg {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => out.push(Source::Ast(e)),
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::QualifiedWildcard(name)) => {
+                let r = scope.qualified(name)?;
+                for (i, c) in r.table.visible_columns().iter().enumerate() {
+                    out.push(Source::Bound(Expr::Column(r.offset + i), Some(c.ty)));
+                }
+            }
+            _ => return Err(SqlError::syntax("syntax error in ROW()")),
+        }
+    }
+    Ok(out)
+}
+
+/// A value of `SET`: an expression still to bind, or one bound already (a
+/// column of a multiple-column assignment's sub-SELECT).
+enum Source<'a> {
+    Ast(&'a ast::Expr),
+    Bound(Expr, Option<DataType>),
 }

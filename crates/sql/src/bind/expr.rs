@@ -195,8 +195,11 @@ impl Binder<'_> {
                 if plan.visible != 1 {
                     return Err(SqlError::syntax("subquery must return only one column"));
                 }
-                let ty = plan.columns[0].ty;
-                Ok((self.sub_expr(SubqueryKind::Scalar, false, correlated, plan), ty))
+                // An untyped literal or NULL the sub-SELECT returns is text,
+                // as PostgreSQL resolves a subquery's unknown output columns
+                // (so `1 = (SELECT '1')` is 42883, not true).
+                let ty = plan.columns[0].ty.or(Some(DataType::Text));
+                Ok((self.sub_expr(SubqueryKind::Scalar { column: 0 }, false, correlated, plan), ty))
             }
             E::InSubquery { expr, subquery, negated } => self.in_subquery(expr, subquery, *negated, scope, ctx),
             other => Err(SqlError::unsupported(format!("expression {}", truncate(&other.to_string())))),

@@ -45,7 +45,7 @@ pub use sequence::SessionSequences;
 
 use crate::catalog::SysCtx;
 use crate::error::{Result, SqlError, SqlNotice};
-use crate::expr::{Env, Expr, SeqFunc, Subquery, SubqueryRunner};
+use crate::expr::{Env, Expr, SeqFunc, Subquery, SubqueryKind, SubqueryRunner};
 use crate::plan::ColumnMask;
 
 /// Result rows, flat (`width` values per row); reused across executions.
@@ -338,7 +338,11 @@ impl Exec<'_> {
     /// The first column of `sub`'s rows for the enclosing row `outer`, not cached.
     fn subquery_values(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>> {
         let rows = self.select_rows(&sub.plan, env.params, outer)?;
-        Ok(rows.into_iter().map(|mut r| if r.is_empty() { Value::Null } else { r.swap_remove(0) }).collect())
+        let column = match sub.kind {
+            SubqueryKind::Scalar { column } => column,
+            _ => 0,
+        };
+        Ok(rows.into_iter().map(|mut r| if column < r.len() { r.swap_remove(column) } else { Value::Null }).collect())
     }
 
     fn env<'e>(&self, params: &'e [Value], outer: &'e [Value]) -> Env<'e> {

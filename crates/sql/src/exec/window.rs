@@ -11,7 +11,7 @@ use super::window_frame::{
     peer_closed, unordered_peers,
 };
 use crate::error::{Result, SqlError};
-use crate::expr::Env;
+use crate::expr::{Env, Expr};
 use crate::plan::{FrameBound, FrameUnits, WindowCall, WindowFrame, WindowFunc};
 
 /// A row's PARTITION BY values and ORDER BY values.
@@ -31,7 +31,9 @@ impl Exec<'_> {
     ) -> Result<Vec<Vec<Value>>> {
         let n = rows.len();
         let mut columns: Vec<Vec<Value>> = Vec::with_capacity(windows.len());
-        for w in windows {
+        let output_window = output_order(windows);
+        let mut output: Option<Vec<usize>> = None;
+        for (k, w) in windows.iter().enumerate() {
             // Evaluated once, before any row, as PostgreSQL does (so also
             // over no rows).
             let offsets = self.frame_offsets(&w.frame, env)?;
@@ -79,13 +81,22 @@ impl Exec<'_> {
                 start = end;
             }
             columns.push(out);
+            if output_window == Some(k) {
+                output = Some(order);
+            }
         }
         for (r, row) in rows.iter_mut().enumerate() {
             for c in &mut columns {
                 row.push(std::mem::replace(&mut c[r], Value::Null));
             }
         }
-        Ok(rows)
+        Ok(match output {
+            Some(order) => {
+                let mut slots: Vec<Option<Vec<Value>>> = rows.into_iter().map(Some).collect();
+                order.into_iter().filter_map(|r| slots[r].take()).collect()
+            }
+            None => rows,
+        })
     }
 
     /// The frame's offsets (calculate_frame_offsets): NULL is 22004; a
@@ -258,6 +269,25 @@ impl Exec<'_> {
         }
         Ok(())
     }
+}
+
+/// The window whose sort the rows leave in, as PostgreSQL's: it sorts
+/// once for windows whose PARTITION BY and ORDER BY keys are each a prefix
+/// of the longest's (select_active_windows puts the longest first), and
+/// its WindowAgg nodes pass rows on in that order, the query's when it has
+/// no ORDER BY of its own. None (the input's order) when no window sorts
+/// or two need different sorts (PostgreSQL's order of those sorts is left
+/// alone).
+fn output_order(windows: &[WindowCall]) -> Option<usize> {
+    fn keys(w: &WindowCall) -> Vec<(&Expr, bool, bool)> {
+        w.partition.iter().map(|e| (e, false, false)).chain(w.order.iter().map(|(e, d, n)| (e, *d, *n))).collect()
+    }
+    let (longest, _) = windows.iter().enumerate().max_by_key(|(_, w)| w.partition.len() + w.order.len())?;
+    let all = keys(&windows[longest]);
+    if all.is_empty() {
+        return None;
+    }
+    windows.iter().all(|w| all.starts_with(&keys(w))).then_some(longest)
 }
 
 /// The window's ORDER BY comparison of rows `a` and `b`.

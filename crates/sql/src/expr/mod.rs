@@ -71,7 +71,12 @@ impl CmpOp {
 #[derive(Clone, Debug, PartialEq)]
 pub enum SubqueryKind {
     Exists,
-    Scalar,
+    /// A value: the subquery's only column, or (`column` > 0) one column of
+    /// a multiple-column assignment's sub-SELECT, `SET (a, b) = (SELECT
+    /// x, y ...)`, which binds one subquery per target column.
+    Scalar {
+        column: usize,
+    },
     /// `lhs [NOT] IN (subquery)`; `trim_rows`: the subquery's values are
     /// char(n) compared as text (without trailing blanks), as PostgreSQL's
     /// `text = bpchar` resolves to `text = text`.
@@ -438,7 +443,7 @@ impl Expr {
             },
             Expr::Func(f, args) => functions::eval_func(*f, args, env, sq, row)?,
             Expr::Subquery(s) => match &s.kind {
-                SubqueryKind::Scalar => {
+                SubqueryKind::Scalar { .. } => {
                     let rows = sq.run(s, env, row)?;
                     if rows.len() > 1 {
                         return Err(SqlError::new(
@@ -552,7 +557,7 @@ impl Expr {
                     let x = lhs.eval(env, sq, row)?;
                     sq.run_in(s, env, row, &x)?
                 }
-                SubqueryKind::Scalar
+                SubqueryKind::Scalar { .. }
                 | SubqueryKind::Array(_)
                 | SubqueryKind::ArrayValue
                 | SubqueryKind::Call { .. } => as_bool(self.eval(env, sq, row)?),

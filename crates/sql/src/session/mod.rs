@@ -107,7 +107,7 @@ const PARKED_RESULTS_MAX: usize = 8;
 const PARKED_VALUES_MAX: usize = 256;
 
 fn parse_one(sql: &str) -> Result<Option<Statement>> {
-    let mut stmts = crate::parse::parse_sql(sql)?;
+    let mut stmts = crate::parse::parse_sql(sql).map_err(|e| prepared::parse_failure(sql, e))?;
     match stmts.len() {
         0 => Ok(None),
         1 => Ok(stmts.pop()),
@@ -344,7 +344,7 @@ impl Connection {
             Err(e) => {
                 self.fail();
                 cache::cache_statement_in(sql, true)?;
-                return Err(e.into());
+                return Err(prepared::parse_failure(sql, e));
             }
         };
         let mut last = ExecResult { tag: String::new(), rows_affected: 0, rows: None };

@@ -61,7 +61,7 @@ impl Connection {
                 // A cache-group statement among others: refused as such
                 // (25001), not as the syntax error sqlparser sees.
                 super::cache::cache_statement_in(sql, true)?;
-                Err(e.into())
+                Err(parse_failure(sql, e))
             }
         }
     }
@@ -319,5 +319,15 @@ fn declared_oid(t: &sqlparser::ast::DataType) -> u32 {
             u32::try_from(crate::catalog::column_type_info(ty).type_oid).unwrap_or(0)
         }
         _ => 0,
+    }
+}
+
+/// The error of a text sqlparser could not read: 0A000 naming the form
+/// when PostgreSQL takes it and pgtier lacks it (`parse::unsupported_form`),
+/// else the syntax error.
+pub(super) fn parse_failure(sql: &str, e: sqlparser::parser::ParserError) -> SqlError {
+    match crate::parse::unsupported_form(sql) {
+        Some(form) => SqlError::unsupported(form),
+        None => e.into(),
     }
 }

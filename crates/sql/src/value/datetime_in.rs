@@ -160,20 +160,7 @@ fn day_name(w: &str) -> bool {
 }
 
 fn month_number(w: &str) -> Option<u32> {
-    const NAMES: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
+    const NAMES: [&str; 12] = MONTH_NAMES;
     let w = w.to_ascii_lowercase();
     if w.len() < 3 {
         return None;
@@ -189,6 +176,7 @@ fn split(t: &str) -> Option<Parts<'_>> {
         let last = &t[i + 1..];
         if last.starts_with(|c: char| c.is_ascii_alphabetic())
             && !is_date_word(last)
+            && glued_month(last).is_none()
             && !last.eq_ignore_ascii_case("allballs")
             && meridian(last).is_none()
             && !is_julian(last)
@@ -257,6 +245,7 @@ fn split(t: &str) -> Option<Parts<'_>> {
             && tok.starts_with(|c: char| c.is_ascii_alphabetic())
             && !is_date_word(tok)
             && !is_julian(tok)
+            && glued_month(tok).is_none()
             && crate::tz::lookup(tok).is_some()
         {
             // A zone in mid-text: `Feb 10 17:32:01 PST 1997`.
@@ -340,7 +329,14 @@ fn parse_date_fields(date: &str, bc: bool) -> Option<i32> {
         }
         return i32::try_from(days_from_civil(y, 1, 1) + doy - 1).ok();
     }
-    let fields: Vec<&str> = date.split([' ', '/', '-', '.', ',']).filter(|f| !f.is_empty() && !day_name(f)).collect();
+    let fields: Vec<&str> = date
+        .split([' ', ','])
+        .flat_map(|token| match glued_month(token) {
+            Some(runs) => runs,
+            None => token.split(['/', '-', '.']).collect(),
+        })
+        .filter(|f| !f.is_empty() && !day_name(f))
+        .collect();
     let numbers: Vec<&str> = fields.iter().copied().filter(|f| f.bytes().all(|b| b.is_ascii_digit())).collect();
     let month_names: Vec<u32> = fields.iter().filter_map(|f| month_number(f)).collect();
     if numbers.len() + month_names.len() != fields.len() {
@@ -354,7 +350,12 @@ fn parse_date_fields(date: &str, bc: bool) -> Option<i32> {
     };
     let num = |f: &str| f.parse::<u32>().ok();
     let (y, m, d) = match (numbers.as_slice(), month_names.as_slice()) {
-        ([ymd], []) if ymd.len() == 8 => (ymd[..4].parse().ok()?, num(&ymd[4..6])?, num(&ymd[6..])?),
+        // DecodeNumberField: the last two digits the day, two more the
+        // month, the rest the year (`970210`, `100000312`).
+        ([ymd], []) if ymd.len() >= 6 => {
+            let n = ymd.len();
+            (year(&ymd[..n - 4])?, num(&ymd[n - 4..n - 2])?, num(&ymd[n - 2..])?)
+        }
         ([a, b, c], []) => {
             if a.len() >= 3 {
                 (year(a)?, num(b)?, num(c)?)
@@ -374,6 +375,51 @@ fn parse_date_fields(date: &str, bc: bool) -> Option<i32> {
     };
     ymd_days(y, m, d)
 }
+
+/// A whitespace-separated field of digits and a month name run together
+/// (`97FEB10`, `10feb1997`) as the fields PostgreSQL's ParseDateTime makes
+/// of it: digits end a field where a letter follows, and a month name
+/// (only one of its keywords: `feb`, `february`, `sept`, not `febr`) ends
+/// where a digit follows. None for any other field, and for one with a
+/// separator: DecodeDate reads `1999-Jan18` otherwise (as 1999-01-08).
+fn glued_month(field: &str) -> Option<Vec<&str>> {
+    let alpha = |b: u8| b.is_ascii_alphabetic();
+    let bytes = field.as_bytes();
+    if !bytes.iter().all(u8::is_ascii_alphanumeric)
+        || !bytes.iter().any(|&b| alpha(b))
+        || bytes.iter().all(|&b| alpha(b))
+    {
+        return None;
+    }
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for k in 1..=bytes.len() {
+        if k == bytes.len() || alpha(bytes[k]) != alpha(bytes[k - 1]) {
+            runs.push(&field[start..k]);
+            start = k;
+        }
+    }
+    let month_keyword = |w: &str| {
+        let w = w.to_ascii_lowercase();
+        w == "sept" || MONTH_NAMES.iter().any(|n| *n == w || n[..3] == w)
+    };
+    runs.iter().all(|r| !r.starts_with(|c: char| c.is_ascii_alphabetic()) || month_keyword(r)).then_some(runs)
+}
+
+const MONTH_NAMES: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
 
 fn ymd_days(y: i64, m: u32, d: u32) -> Option<i32> {
     if !(1..=DATE_YEAR_MAX).contains(&y) || !(1..=12).contains(&m) || d == 0 || d > days_in_month(y, m) {
