@@ -511,7 +511,7 @@ fn class_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             Value::Int8(0),
             Value::Int8(shown.relation_owner_oid(name)),
             Value::Int8(am),
-            Value::Int8(if kind == "v" { 0 } else { oid }),
+            Value::Int8(if kind == "v" || kind == "p" { 0 } else { oid }),
             Value::Int8(0),
             Value::Int4(0),
             Value::Float4(-1.0),
@@ -546,8 +546,8 @@ fn class_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             table_oid(t),
             &t.name,
             namespace_oid_of(catalog, &t.name),
-            HEAP_AM,
-            "r",
+            if super::partitions::is_partitioned(t) { 0 } else { HEAP_AM },
+            if super::partitions::is_partitioned(t) { "p" } else { "r" },
             user_columns(t).count(),
             !table_indexes(catalog, t).is_empty(),
             fk_triggers,
@@ -605,6 +605,40 @@ fn class_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             false,
             0,
         );
+    }
+    partition_class_columns(catalog, out);
+}
+
+/// pg_class's partitioning columns of the user tables' rows: a
+/// partitioned table has no storage (relfilenode 0) and has subclasses
+/// once it has partitions; a partition is marked and keeps its bound.
+fn partition_class_columns(catalog: &Catalog, out: &mut [Value]) {
+    const WIDTH: usize = 33;
+    let mut children: Vec<(i64, String)> = Vec::new();
+    let mut parents: Vec<i64> = Vec::new();
+    for t in catalog.tables().filter(|t| super::partitions::is_partitioned(t)) {
+        let Some(spec) = super::partitions::PartitionSpec::decode(t) else { continue };
+        if !spec.partitions.is_empty() {
+            parents.push(table_oid(t));
+        }
+        for p in &spec.partitions {
+            if let Some(c) = catalog.table_by_name(&p.name) {
+                children.push((table_oid(c), super::partitions::bound_text(&p.bound)));
+            }
+        }
+    }
+    if children.is_empty() && parents.is_empty() {
+        return;
+    }
+    for row in out.chunks_exact_mut(WIDTH) {
+        let Value::Int8(oid) = row[0] else { continue };
+        if parents.contains(&oid) {
+            row[21] = Value::Bool(true);
+        }
+        if let Some((_, bound)) = children.iter().find(|(c, _)| *c == oid) {
+            row[26] = Value::Bool(true);
+            row[32] = Value::Text(bound.clone());
+        }
     }
 }
 
