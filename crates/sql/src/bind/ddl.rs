@@ -296,11 +296,13 @@ impl Binder<'_> {
             }
             self.need(&table, crate::catalog::roles::Privs::TRUNCATE);
             // A partitioned table's rows are its partitions'.
-            let parts = if crate::catalog::partitions::is_partitioned(&table) {
-                crate::catalog::partitions::leaves(self.catalog, &table)
-            } else {
-                vec![table]
-            };
+            let partitioned = crate::catalog::partitions::is_partitioned(&table);
+            if partitioned && target.only {
+                return Err(SqlError::new("42809", "cannot truncate only a partitioned table")
+                    .with_hint("Do not specify the ONLY keyword, or use TRUNCATE ONLY on the partitions directly."));
+            }
+            let parts =
+                if partitioned { crate::catalog::partitions::leaves(self.catalog, &table) } else { vec![table] };
             for table in parts {
                 if !tables.iter().any(|x| x.id == table.id) {
                     tables.push(table);

@@ -128,6 +128,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         "pg_rewrite" => rewrite_rows(catalog, out),
         "pg_views" => views_rows(ctx, out),
         "pg_indexes" => indexes_rows(catalog, out),
+        "pg_inherits" => inherits_rows(catalog, out),
         "pg_proc" => super::functions::proc_rows(catalog, &ShownRoles::of(catalog, &ctx.user()), out),
         "pgtier_cache_groups"
         | "pgtier_cache_tables"
@@ -493,6 +494,7 @@ fn indexes_rows(catalog: &Catalog, out: &mut Vec<Value>) {
 
 fn class_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let catalog = ctx.catalog;
+    let start = out.len();
     let shown = ShownRoles::of(catalog, &ctx.user());
     let mut push = |oid: i64,
                     name: &str,
@@ -606,7 +608,7 @@ fn class_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             0,
         );
     }
-    partition_class_columns(catalog, out);
+    partition_class_columns(catalog, &mut out[start..]);
 }
 
 /// pg_class's partitioning columns of the user tables' rows: a
@@ -642,7 +644,21 @@ fn partition_class_columns(catalog: &Catalog, out: &mut [Value]) {
     }
 }
 
+/// A partition's link to its partitioned table (inhseqno 1, as
+/// PostgreSQL gives every partition).
+fn inherits_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    for t in catalog.tables().filter(|t| super::partitions::is_partitioned(t)) {
+        let Some(spec) = super::partitions::PartitionSpec::decode(t) else { continue };
+        for p in &spec.partitions {
+            if let Some(c) = catalog.table_by_name(&p.name) {
+                out.extend([Value::Int8(table_oid(c)), Value::Int8(table_oid(t)), Value::Int4(1), Value::Bool(false)]);
+            }
+        }
+    }
+}
+
 fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    let start = out.len();
     #[allow(clippy::too_many_arguments)]
     let mut push = |rel: i64,
                     name: &str,
@@ -710,6 +726,21 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
         for (k, col) in r.columns.iter().enumerate() {
             let (info, is_array) = system_column_info(col);
             push(r.oid, col.name, attnum(k), info, false, false, i32::from(is_array), "");
+        }
+    }
+    // A partition's columns are its partitioned table's (inherited once).
+    let partitions: Vec<i64> = catalog
+        .tables()
+        .filter_map(|t| super::partitions::PartitionSpec::decode(t))
+        .flat_map(|spec| spec.partitions)
+        .filter_map(|p| catalog.table_by_name(&p.name).map(|c| table_oid(c)))
+        .collect();
+    if !partitions.is_empty() {
+        for row in out[start..].chunks_exact_mut(26) {
+            if matches!(row[0], Value::Int8(oid) if partitions.contains(&oid)) {
+                row[19] = Value::Bool(false);
+                row[20] = Value::Int4(1);
+            }
         }
     }
     dropped_attribute_rows(catalog, out);
