@@ -510,6 +510,7 @@ impl Binder<'_> {
             at: None,
         });
         self.partition_fanout = true;
+        let perms_before = self.perms.len();
         let mut plans = Vec::new();
         let mut r = Ok(());
         for p in &parts {
@@ -529,6 +530,20 @@ impl Binder<'_> {
         }
         self.partition_fanout = false;
         r?;
+        // Privileges are the partitioned table's (PostgreSQL checks no partition's).
+        let mut kept: Vec<super::Perm> = Vec::new();
+        for mut p in self.perms.split_off(perms_before) {
+            if parts.iter().any(|t| t.name == p.relation) {
+                p.relation = t.name.clone();
+            }
+            match kept.iter_mut().find(|k| {
+                k.relation == p.relation && k.kind == p.kind && k.owner == p.owner && k.via_view == p.via_view
+            }) {
+                Some(k) => k.needed = k.needed.union(p.needed),
+                None => kept.push(p),
+            }
+        }
+        self.perms.extend(kept);
         Ok(Some(Plan::Partitioned(plans)))
     }
 }
