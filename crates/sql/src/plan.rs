@@ -820,6 +820,23 @@ pub enum Plan {
         guard_bound: Option<Expr>,
         default_name: String,
     },
+    /// ALTER TABLE parent ATTACH PARTITION: `table`'s rows must hold its
+    /// partition constraint (`check`, over its row), then as
+    /// CreatePartition without the CREATE.
+    AttachPartition {
+        table: Arc<TableSchema>,
+        check: Expr,
+        parent: String,
+        partition: crate::catalog::partitions::Partition,
+        guard: Vec<Arc<TableSchema>>,
+        guard_bound: Option<Expr>,
+        default_name: String,
+    },
+    /// ALTER TABLE parent DETACH PARTITION name.
+    DetachPartition {
+        parent: String,
+        name: String,
+    },
     /// UPDATE or DELETE of a partitioned table: the statement on each of
     /// its partitions, run in turn; counts add up and RETURNING rows follow
     /// each other.

@@ -28,6 +28,9 @@ pub(super) const NOW_DEFAULTS: [(&str, &str); 5] = [
 
 impl Binder<'_> {
     pub(crate) fn create_table(&mut self, c: &ast::CreateTable) -> Result<Plan> {
+        if let Some(command) = crate::dialect::partition_command(c) {
+            return self.partition_command(c, command);
+        }
         if c.temporary {
             return self.create_temp_table(c);
         }

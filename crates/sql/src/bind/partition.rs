@@ -15,6 +15,7 @@ use crate::catalog::partitions::{
     Bound, PARTITION_CHECK, PARTITION_MOVE, Partition, PartitionSpec, RangeDatum, Strategy, cmp_bound, is_partitioned,
     leaves, parent_of,
 };
+use crate::dialect::PartitionCommand;
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr};
 use crate::plan::{BoundCheck, PartitionRoute, Plan, RouteTarget, SetTree, VirtualSource};
@@ -230,14 +231,7 @@ impl Binder<'_> {
         let bound = self.partition_bound(for_values, &spec, &parent, &name)?;
         spec.check_new(&name, &bound)?;
         let key = spec.key_positions(&parent);
-        let default = spec.partitions.iter().find(|p| p.bound == Bound::Default);
-        let (guard, default_name) = match default.and_then(|d| self.catalog.table_by_name(&d.name).cloned()) {
-            Some(d) if bound != Bound::Default => {
-                let guard = if is_partitioned(&d) { leaves(self.catalog, &d) } else { vec![d.clone()] };
-                (guard, d.name.clone())
-            }
-            _ => (Vec::new(), String::new()),
-        };
+        let (guard, default_name) = self.default_guard(&spec, &bound);
         let guard_bound = bound_pred(&key, &bound);
         let create =
             Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences: Vec::new(), indexes: Vec::new() };
@@ -249,6 +243,142 @@ impl Binder<'_> {
             guard_bound,
             default_name,
         })
+    }
+
+    /// The default partition's tables whose rows a new `bound` must not
+    /// take, and the default partition's name (none for a DEFAULT bound).
+    fn default_guard(&self, spec: &PartitionSpec, bound: &Bound) -> (Vec<Arc<TableSchema>>, String) {
+        let default = spec.partitions.iter().find(|p| p.bound == Bound::Default);
+        match default.and_then(|d| self.catalog.table_by_name(&d.name).cloned()) {
+            Some(d) if *bound != Bound::Default => {
+                let guard = if is_partitioned(&d) { leaves(self.catalog, &d) } else { vec![d.clone()] };
+                (guard, d.name.clone())
+            }
+            _ => (Vec::new(), String::new()),
+        }
+    }
+
+    /// ALTER TABLE parent ATTACH PARTITION name FOR VALUES ... | DEFAULT,
+    /// and DETACH PARTITION name (parsed by the dialect as a CREATE TABLE
+    /// name PARTITION OF parent).
+    pub(super) fn partition_command(&mut self, c: &ast::CreateTable, command: PartitionCommand) -> Result<Plan> {
+        let of = c.partition_of.as_ref().ok_or_else(|| SqlError::syntax("ATTACH / DETACH PARTITION"))?;
+        let parent = self.relation(of)?;
+        self.need_owner(&parent);
+        let Some(spec) = PartitionSpec::decode(&parent) else {
+            let short = crate::names::short(&parent.name);
+            return Err(SqlError::new("42809", format!("table \"{short}\" is not partitioned")));
+        };
+        let table = self.relation(&c.name)?;
+        self.need_owner(&table);
+        if command == PartitionCommand::Detach {
+            if c.for_values == Some(ast::ForValues::Default) {
+                return Err(SqlError::unsupported("DETACH PARTITION CONCURRENTLY / FINALIZE"));
+            }
+            if !spec.partitions.iter().any(|p| p.name == table.name) {
+                return Err(SqlError::new(
+                    "42P01",
+                    format!(
+                        "relation \"{}\" is not a partition of relation \"{}\"",
+                        crate::names::short(&table.name),
+                        crate::names::short(&parent.name)
+                    ),
+                ));
+            }
+            return Ok(Plan::DetachPartition { parent: parent.name.clone(), name: table.name.clone() });
+        }
+        if table.sequence.is_some() || crate::catalog::is_view(&table) || is_partitioned(&table) {
+            return Err(SqlError::unsupported("ATTACH PARTITION of anything but a table"));
+        }
+        if parent_of(self.catalog, &table.name).is_some() {
+            return Err(SqlError::new(
+                "42P17",
+                format!("\"{}\" is already a partition", crate::names::short(&table.name)),
+            ));
+        }
+        self.same_shape(&parent, &table)?;
+        let for_values = c.for_values.as_ref().ok_or_else(|| SqlError::syntax("ATTACH PARTITION needs FOR VALUES"))?;
+        let bound = self.partition_bound(for_values, &spec, &parent, &table.name)?;
+        spec.check_new(&table.name, &bound)?;
+        let key = spec.key_positions(&parent);
+        let mut with = spec.clone();
+        with.partitions.push(Partition { name: table.name.clone(), bound: bound.clone() });
+        let own = partition_pred(&with, &key, with.partitions.len() - 1);
+        let check = match self.partition_constraint(&parent)? {
+            Some(up) => Expr::And(vec![up, own]),
+            None => own,
+        };
+        let (guard, default_name) = self.default_guard(&spec, &bound);
+        let guard_bound = bound_pred(&key, &bound);
+        let partition = Partition { name: table.name.clone(), bound };
+        Ok(Plan::AttachPartition {
+            table,
+            check,
+            parent: parent.name.clone(),
+            partition,
+            guard,
+            guard_bound,
+            default_name,
+        })
+    }
+
+    /// A table to attach has the partitioned table's columns in its order
+    /// (routing writes the partitioned table's row), its keys and CHECKs.
+    fn same_shape(&self, parent: &TableSchema, table: &TableSchema) -> Result<()> {
+        let short = crate::names::short(&table.name);
+        let (pc, tc) = (parent.visible_columns(), table.visible_columns());
+        for c in tc {
+            if !pc.iter().any(|p| p.name == c.name) {
+                return Err(SqlError::new(
+                    "42804",
+                    format!(
+                        "table \"{short}\" contains column \"{}\" not found in parent \"{}\"",
+                        c.name,
+                        crate::names::short(&parent.name)
+                    ),
+                )
+                .with_detail("The new partition may contain only the columns present in parent."));
+            }
+        }
+        for p in pc {
+            let Some(c) = tc.iter().find(|c| c.name == p.name) else {
+                return Err(SqlError::new("42804", format!("child table is missing column \"{}\"", p.name)));
+            };
+            if c.ty != p.ty {
+                return Err(SqlError::new(
+                    "42804",
+                    format!("child table \"{short}\" has different type for column \"{}\"", p.name),
+                ));
+            }
+            if !p.nullable && c.nullable {
+                return Err(SqlError::new(
+                    "42804",
+                    format!("column \"{}\" in child table must be marked NOT NULL", p.name),
+                ));
+            }
+        }
+        let names = |t: &TableSchema, cols: &[usize]| -> Vec<String> {
+            cols.iter().filter_map(|&i| t.columns.get(i)).map(|c| c.name.clone()).collect()
+        };
+        let keys = |t: &TableSchema| -> Vec<Vec<String>> {
+            let mut k: Vec<Vec<String>> =
+                self.catalog.indexes_of(t.id).iter().filter(|i| i.unique).map(|i| names(t, &i.columns)).collect();
+            k.sort();
+            k
+        };
+        let same_order = pc.iter().zip(tc).all(|(p, c)| p.name == c.name);
+        if !same_order
+            || parent.has_rowid() != table.has_rowid()
+            || parent.columns.len() != table.columns.len()
+            || names(parent, &parent.primary_key) != names(table, &table.primary_key)
+            || keys(parent) != keys(table)
+            || parent.checks.iter().any(|k| !table.checks.contains(k))
+        {
+            return Err(SqlError::unsupported(
+                "ATTACH PARTITION of a table whose column order, keys or CHECK constraints differ from the partitioned table's",
+            ));
+        }
+        Ok(())
     }
 
     /// A partition's columns: the parent's, with their defaults.

@@ -132,6 +132,46 @@ impl Exec<'_> {
         Ok(())
     }
 
+    /// ATTACH PARTITION: the table's rows must hold its partition
+    /// constraint `check` (PostgreSQL scans them too).
+    pub fn attach_partition(&mut self, table: &Arc<TableSchema>, check: &Expr) -> Result<()> {
+        self.txn.lock_table_exclusive(table.id)?;
+        let width = table.columns.len();
+        let mut rows: Vec<Vec<Value>> = Vec::new();
+        self.txn.scan_table(table.id, |r| {
+            rows.push((0..width).map(|c| r.get(c).to_owned_value()).collect());
+            Ok(true)
+        })?;
+        let env = Env { params: &[], now_micros: self.now_micros, outer: &[] };
+        for row in &rows {
+            if check.eval_bool(&env, self, row)? != Some(true) {
+                return Err(SqlError::new(
+                    "23514",
+                    format!(
+                        "partition constraint of relation \"{}\" is violated by some row",
+                        crate::names::short(&table.name)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// DETACH PARTITION: the partition leaves `parent`'s list and is an
+    /// ordinary table from then on.
+    pub fn detach_partition(&mut self, parent: &str, name: &str) -> Result<()> {
+        let p = self.txn.catalog().table_by_name(parent).cloned();
+        let Some((p, mut spec)) = p.and_then(|p| PartitionSpec::decode(&p).map(|s| (p, s))) else {
+            return Err(SqlError::new(
+                "42809",
+                format!("table \"{}\" is not partitioned", crate::names::short(parent)),
+            ));
+        };
+        spec.partitions.retain(|x| x.name != name);
+        self.txn.set_annotation(p.id, Some(spec.encode()))?;
+        Ok(())
+    }
+
     pub fn create_sequence(&mut self, name: &str, options: &SequenceOptions, if_not_exists: bool) -> Result<()> {
         self.ensure_temp_schema(name)?;
         let cat = self.txn.catalog();

@@ -753,6 +753,14 @@ fn run_plan(
             }
             Ok(done)
         }
+        Plan::AttachPartition { table, check, parent, partition, guard, guard_bound, default_name } => {
+            ex.attach_partition(table, check)?;
+            ex.add_partition(parent, partition, guard, guard_bound.as_ref(), default_name)
+                .map(|()| (Tag::Plain("ALTER TABLE"), 0))
+        }
+        Plan::DetachPartition { parent, name } => {
+            ex.detach_partition(parent, name).map(|()| (Tag::Plain("ALTER TABLE"), 0))
+        }
         Plan::CreatePartition { create, parent, partition, guard, guard_bound, default_name } => {
             let Plan::CreateTable { def, if_not_exists, sequences, indexes } = create.as_ref() else {
                 return Err(SqlError::new("XX000", "PARTITION OF without its CREATE TABLE"));
