@@ -364,6 +364,12 @@ impl Dialect for PgDialect {
                 })
                 .transpose();
         }
+        if parser.peek_keyword(Keyword::ALTER) {
+            // Not ATTACH / DETACH PARTITION: rewound, and left to sqlparser.
+            if let Some(stmt) = parser.maybe_parse(parse_attach_detach).transpose() {
+                return Some(stmt);
+            }
+        }
         if parser.peek_keyword(Keyword::GRANT) || parser.peek_keyword(Keyword::REVOKE) {
             // Not a role membership statement: rewound, and left to sqlparser.
             return parser.maybe_parse(parse_role_membership).transpose();
@@ -662,6 +668,122 @@ pub mod like_option {
     ];
 }
 
+/// The TBLPROPERTIES key marking `ALTER TABLE parent ATTACH PARTITION name
+/// FOR VALUES ...` (value 1) and `... DETACH PARTITION name` (value 2),
+/// which this dialect parses into a CREATE TABLE name PARTITION OF parent
+/// carrying the key (sqlparser has no PostgreSQL form of either).
+const PARTITION_COMMAND_KEY: &str = "pgtier partition command";
+
+/// ATTACH or DETACH PARTITION, as [`parse_attach_detach`] records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionCommand {
+    Attach,
+    Detach,
+}
+
+/// The partition command a CREATE TABLE this dialect parsed stands for.
+pub fn partition_command(c: &sqlparser::ast::CreateTable) -> Option<PartitionCommand> {
+    let sqlparser::ast::CreateTableOptions::TableProperties(props) = &c.table_options else { return None };
+    props.iter().find_map(|p| match p {
+        sqlparser::ast::SqlOption::KeyValue { key, value: Expr::Value(v) }
+            if key.value == PARTITION_COMMAND_KEY && key.quote_style.is_none() =>
+        {
+            match &v.value {
+                sqlparser::ast::Value::Number(n, _) if n == "1" => Some(PartitionCommand::Attach),
+                sqlparser::ast::Value::Number(n, _) if n == "2" => Some(PartitionCommand::Detach),
+                _ => None,
+            }
+        }
+        _ => None,
+    })
+}
+
+/// `ALTER TABLE [IF EXISTS] [ONLY] parent ATTACH PARTITION name FOR VALUES
+/// ... | DEFAULT` and `ALTER TABLE [IF EXISTS] [ONLY] parent DETACH
+/// PARTITION name [CONCURRENTLY | FINALIZE]` (the last two words refused
+/// by the binder: kept as a DEFAULT bound); an error otherwise (rewound).
+fn parse_attach_detach(parser: &mut Parser) -> Result<Statement, ParserError> {
+    parser.expect_keywords(&[Keyword::ALTER, Keyword::TABLE])?;
+    let _ = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+    let _ = parser.parse_keyword(Keyword::ONLY);
+    let parent = parser.parse_object_name(false)?;
+    let command = match parser.parse_one_of_keywords(&[Keyword::ATTACH, Keyword::DETACH]) {
+        Some(Keyword::ATTACH) => PartitionCommand::Attach,
+        Some(_) => PartitionCommand::Detach,
+        None => return Err(ParserError::ParserError("not ATTACH / DETACH PARTITION".into())),
+    };
+    parser.expect_keyword_is(Keyword::PARTITION)?;
+    let name = parser.parse_object_name(false)?;
+    let for_values = match command {
+        PartitionCommand::Attach => parse_for_values(parser)?,
+        PartitionCommand::Detach => {
+            let finalize =
+                matches!(&parser.peek_token_ref().token, Token::Word(w) if w.value.eq_ignore_ascii_case("finalize"));
+            if finalize {
+                parser.next_token();
+            }
+            if parser.parse_keyword(Keyword::CONCURRENTLY) || finalize {
+                sqlparser::ast::ForValues::Default
+            } else {
+                sqlparser::ast::ForValues::In(Vec::new())
+            }
+        }
+    };
+    let key = sqlparser::ast::Ident::new(PARTITION_COMMAND_KEY);
+    let n = if command == PartitionCommand::Attach { "1" } else { "2" };
+    let value = Expr::value(sqlparser::ast::Value::Number(n.to_owned(), false));
+    let props =
+        sqlparser::ast::CreateTableOptions::TableProperties(vec![sqlparser::ast::SqlOption::KeyValue { key, value }]);
+    let mut create = CreateTableBuilder::new(name).table_options(props).build();
+    create.partition_of = Some(parent);
+    create.for_values = Some(for_values);
+    Ok(Statement::CreateTable(create))
+}
+
+/// `FOR VALUES IN (...) | FROM (...) TO (...) | WITH (MODULUS m, REMAINDER r)`, or `DEFAULT`.
+fn parse_for_values(parser: &mut Parser) -> Result<sqlparser::ast::ForValues, ParserError> {
+    use sqlparser::ast::{ForValues, PartitionBoundValue};
+    if parser.parse_keyword(Keyword::DEFAULT) {
+        return Ok(ForValues::Default);
+    }
+    parser.expect_keywords(&[Keyword::FOR, Keyword::VALUES])?;
+    let datums = |p: &mut Parser| -> Result<Vec<PartitionBoundValue>, ParserError> {
+        p.expect_token(&Token::LParen)?;
+        let v = p.parse_comma_separated(|p| {
+            Ok(if p.parse_keyword(Keyword::MINVALUE) {
+                PartitionBoundValue::MinValue
+            } else if p.parse_keyword(Keyword::MAXVALUE) {
+                PartitionBoundValue::MaxValue
+            } else {
+                PartitionBoundValue::Expr(p.parse_expr()?)
+            })
+        })?;
+        p.expect_token(&Token::RParen)?;
+        Ok(v)
+    };
+    if parser.parse_keyword(Keyword::IN) {
+        parser.expect_token(&Token::LParen)?;
+        let v = parser.parse_comma_separated(Parser::parse_expr)?;
+        parser.expect_token(&Token::RParen)?;
+        return Ok(ForValues::In(v));
+    }
+    if parser.parse_keyword(Keyword::FROM) {
+        let from = datums(parser)?;
+        parser.expect_keyword_is(Keyword::TO)?;
+        let to = datums(parser)?;
+        return Ok(ForValues::From { from, to });
+    }
+    parser.expect_keyword_is(Keyword::WITH)?;
+    parser.expect_token(&Token::LParen)?;
+    parser.expect_keyword_is(Keyword::MODULUS)?;
+    let modulus = parser.parse_literal_uint()?;
+    parser.expect_token(&Token::Comma)?;
+    parser.expect_keyword_is(Keyword::REMAINDER)?;
+    let remainder = parser.parse_literal_uint()?;
+    parser.expect_token(&Token::RParen)?;
+    Ok(ForValues::With { modulus, remainder })
+}
+
 /// The TBLPROPERTIES key carrying `CREATE TABLE (LIKE ...)`'s options.
 const LIKE_OPTIONS_KEY: &str = "pgtier like options";
 
@@ -774,6 +896,8 @@ mod tests {
                     || upper.starts_with("RESET TIME ZONE")
                     || upper.starts_with("SET CONSTRAINTS")
                     || upper.contains("INTERVAL(")
+                    || upper.contains(" ATTACH PARTITION ")
+                    || upper.contains(" DETACH PARTITION ")
                     || (upper.contains("(LIKE ") && upper.contains("CLUDING "));
                 match (Parser::parse_sql(&PgDialect::default(), &sql), theirs) {
                     (Ok(ours), Ok(theirs)) if !own_form => assert_eq!(to_text(&ours), to_text(&theirs), "{sql}"),

@@ -570,6 +570,33 @@ pub struct InsertPlan {
     /// that default (evaluated for each row).
     pub generated: Vec<(usize, Expr)>,
     pub checks: Vec<BoundCheck>,
+    /// INSERT into a partitioned table: where each row goes (`table` is
+    /// then the partitioned table, which holds no row).
+    pub route: Option<Box<PartitionRoute>>,
+}
+
+/// Tuple routing of one partitioned table (PostgreSQL's
+/// ExecFindPartition): the first partition whose bound holds the row's
+/// key, the default partition (last, `bound` None) otherwise.
+#[derive(Clone, Debug)]
+pub struct PartitionRoute {
+    /// The partitioned table's stored name, for the error when no
+    /// partition takes the row.
+    pub table: String,
+    /// Its key: (position, name).
+    pub key: Vec<(usize, String)>,
+    /// When the partitioned table is itself a partition: its partition
+    /// constraint, checked first.
+    pub own_constraint: Option<BoundCheck>,
+    pub partitions: Vec<(Option<Expr>, RouteTarget)>,
+}
+
+#[derive(Clone, Debug)]
+pub enum RouteTarget {
+    /// A partition that holds rows, with its CHECK constraints.
+    Leaf(Arc<TableSchema>, Vec<BoundCheck>),
+    /// A partitioned partition: routed again by its own key.
+    Node(Box<PartitionRoute>),
 }
 
 /// A CHECK constraint bound over its table's row; INSERT and UPDATE
@@ -781,6 +808,39 @@ pub enum Plan {
         lines: Vec<String>,
         columns: Vec<OutputColumn>,
     },
+    /// CREATE TABLE ... PARTITION OF: `create` (a CreateTable), then the
+    /// partition added to `parent`'s list (catalog/partitions.rs); when
+    /// the parent has a default partition, its rows (the `guard` tables)
+    /// must not fall in the new bound (`guard_bound`, over their row).
+    CreatePartition {
+        create: Box<Plan>,
+        parent: String,
+        partition: crate::catalog::partitions::Partition,
+        guard: Vec<Arc<TableSchema>>,
+        guard_bound: Option<Expr>,
+        default_name: String,
+    },
+    /// ALTER TABLE parent ATTACH PARTITION: `table`'s rows must hold its
+    /// partition constraint (`check`, over its row), then as
+    /// CreatePartition without the CREATE.
+    AttachPartition {
+        table: Arc<TableSchema>,
+        check: Expr,
+        parent: String,
+        partition: crate::catalog::partitions::Partition,
+        guard: Vec<Arc<TableSchema>>,
+        guard_bound: Option<Expr>,
+        default_name: String,
+    },
+    /// ALTER TABLE parent DETACH PARTITION name.
+    DetachPartition {
+        parent: String,
+        name: String,
+    },
+    /// UPDATE or DELETE of a partitioned table: the statement on each of
+    /// its partitions, run in turn; counts add up and RETURNING rows follow
+    /// each other.
+    Partitioned(Vec<Plan>),
     /// CREATE TABLE AS / SELECT INTO: the table, then `query`'s rows in it.
     CreateTableAs {
         def: TableDef,
@@ -1036,6 +1096,11 @@ impl Prepared {
             Plan::Insert(i) => &i.columns,
             Plan::Update(u) => &u.columns,
             Plan::Delete(d) => &d.columns,
+            Plan::Partitioned(plans) => plans.first().map_or(&[], |p| match p {
+                Plan::Update(u) => &u.columns[..],
+                Plan::Delete(d) => &d.columns[..],
+                _ => &[],
+            }),
             Plan::Explain { columns, .. } => columns,
             _ => &[],
         }

@@ -168,6 +168,7 @@ impl Binder<'_> {
             return Ok(Plan::AlterTable(Box::new(AlterPlan::skipped(notice))));
         }
         let table = self.table(&a.name)?;
+        super::partition::refuse_partitioned(self.catalog, &table, "ALTER TABLE")?;
         if let [ast::AlterTableOperation::OwnerTo { new_owner }] = a.operations.as_slice() {
             return self.alter_owner(&table, new_owner);
         }
@@ -775,7 +776,7 @@ impl Binder<'_> {
             .collect();
         let mut shape = TableSchema::detached(w.def.name.clone(), columns);
         shape.checks.clone_from(&w.def.checks);
-        let checks = self.table_checks(&Arc::new(shape))?;
+        let checks = self.own_checks(&Arc::new(shape))?;
         for i in &mut w.indexes {
             i.table.clone_from(&w.def.name);
             // A column whose type changed must still suit its key's class.

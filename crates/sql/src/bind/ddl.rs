@@ -28,6 +28,9 @@ pub(super) const NOW_DEFAULTS: [(&str, &str); 5] = [
 
 impl Binder<'_> {
     pub(crate) fn create_table(&mut self, c: &ast::CreateTable) -> Result<Plan> {
+        if let Some(command) = crate::dialect::partition_command(c) {
+            return self.partition_command(c, command);
+        }
         if c.temporary {
             return self.create_temp_table(c);
         }
@@ -40,13 +43,11 @@ impl Binder<'_> {
         if let Some(ast::CreateTableLikeKind::Parenthesized(like)) = &c.like {
             return self.create_table_like(c, like);
         }
-        if c.like.is_some()
-            || c.clone.is_some()
-            || c.inherits.is_some()
-            || c.partition_of.is_some()
-            || c.partition_by.is_some()
-        {
-            return Err(SqlError::unsupported("CREATE TABLE with LIKE/INHERITS/PARTITION"));
+        if c.like.is_some() || c.clone.is_some() || c.inherits.is_some() {
+            return Err(SqlError::unsupported("CREATE TABLE with LIKE/INHERITS"));
+        }
+        if let Some(of) = &c.partition_of {
+            return self.create_partition(c, of);
         }
         let name = self.new_relation_key(&c.name)?;
         let mut def = TableDef::new(name.clone(), Vec::new(), &[]);
@@ -60,6 +61,21 @@ impl Binder<'_> {
             self.table_constraint(constraint, &mut def, &mut pending_checks)?;
         }
         def.checks = self.name_checks(&def, pending_checks, &[])?;
+        if let Some(e) = &c.partition_by {
+            if self.creating_temp {
+                return Err(SqlError::unsupported("temporary partitioned tables"));
+            }
+            self.partition_by(e, &mut def)?;
+        }
+        for fk in &def.foreign_keys {
+            if self
+                .catalog
+                .table_by_name(&fk.parent_table)
+                .is_some_and(|t| crate::catalog::partitions::is_partitioned(t))
+            {
+                return Err(SqlError::unsupported("a foreign key referencing a partitioned table"));
+            }
+        }
         for key in std::iter::once(&def.primary_key).chain(def.unique.iter().map(|(_, cols)| cols)) {
             for col in key {
                 if let Some(c) = def.columns.iter().find(|c| c.name == *col) {
@@ -282,8 +298,18 @@ impl Binder<'_> {
                 return Err(SqlError::new("42809", format!("\"{}\" is not a table", table.name)));
             }
             self.need(&table, crate::catalog::roles::Privs::TRUNCATE);
-            if !tables.iter().any(|x| x.id == table.id) {
-                tables.push(table);
+            // A partitioned table's rows are its partitions'.
+            let partitioned = crate::catalog::partitions::is_partitioned(&table);
+            if partitioned && target.only {
+                return Err(SqlError::new("42809", "cannot truncate only a partitioned table")
+                    .with_hint("Do not specify the ONLY keyword, or use TRUNCATE ONLY on the partitions directly."));
+            }
+            let parts =
+                if partitioned { crate::catalog::partitions::leaves(self.catalog, &table) } else { vec![table] };
+            for table in parts {
+                if !tables.iter().any(|x| x.id == table.id) {
+                    tables.push(table);
+                }
             }
         }
         for table in &tables {
@@ -418,7 +444,16 @@ impl Binder<'_> {
 
     /// The CHECK constraints an INSERT or UPDATE of `table` enforces, bound
     /// over its row (in name order, as PostgreSQL checks them).
+    /// The CHECK constraints of `table`, then its partition constraint
+    /// when it is a partition (PostgreSQL's ExecConstraints order).
     pub(super) fn table_checks(&mut self, table: &Arc<TableSchema>) -> Result<Vec<BoundCheck>> {
+        let mut out = self.own_checks(table)?;
+        out.extend(self.partition_check(table)?);
+        Ok(out)
+    }
+
+    /// The CHECK constraints of `table` alone.
+    pub(super) fn own_checks(&mut self, table: &Arc<TableSchema>) -> Result<Vec<BoundCheck>> {
         let mut out = Vec::with_capacity(table.checks.len());
         for c in &table.checks {
             let e = sqlparser::parser::Parser::new(&crate::dialect::PgDialect::default())
@@ -464,7 +499,7 @@ impl Binder<'_> {
         v.as_i64().ok_or_else(|| SqlError::syntax(format!("{what} must be an integer")))
     }
 
-    fn constant_default(&mut self, e: &ast::Expr, ty: DataType, column: &str) -> Result<Value> {
+    pub(super) fn constant_default(&mut self, e: &ast::Expr, ty: DataType, column: &str) -> Result<Value> {
         let scope = Scope::default();
         let (bound, bty) = self.expr(e, &scope, &mut ExprCtx::plain("DEFAULT expressions"))?;
         let mut constant = true;
@@ -666,6 +701,9 @@ impl Binder<'_> {
         let (columns, keys) = index_keys(&c.columns)?;
         let include: Vec<String> = c.include.iter().map(ident).collect();
         if let Ok(schema) = self.table(&c.table_name) {
+            if crate::catalog::partitions::is_partitioned(&schema) {
+                return Err(SqlError::unsupported("CREATE INDEX on a partitioned table"));
+            }
             self.need_owner(&schema);
             let type_of = |name: &String| schema.columns.iter().find(|c| c.name == *name).map(|c| c.ty);
             for (col, key) in columns.iter().zip(&keys) {

@@ -44,6 +44,10 @@ impl Binder<'_> {
         };
         let table = self.table(tname)?;
         writable(&table)?;
+        let partitioned = crate::catalog::partitions::is_partitioned(&table);
+        if partitioned && i.on.is_some() {
+            return Err(SqlError::unsupported("ON CONFLICT on a partitioned table"));
+        }
         self.need(&table, Privs::INSERT);
         if i.returning.is_some() {
             // RETURNING reads only the inserted rows: a privilege, not a
@@ -99,8 +103,22 @@ impl Binder<'_> {
         if let InsertSource::Values(rows) = &source {
             self.touch_sequences(rows.iter().flatten());
         }
-        let checks = self.table_checks(&table)?;
-        Ok(Plan::Insert(InsertPlan { table, targets, source, on_conflict, returning, columns, generated, checks }))
+        let (checks, route) = if partitioned {
+            (Vec::new(), Some(Box::new(self.partition_route(&table)?)))
+        } else {
+            (self.table_checks(&table)?, None)
+        };
+        Ok(Plan::Insert(InsertPlan {
+            table,
+            targets,
+            source,
+            on_conflict,
+            returning,
+            columns,
+            generated,
+            checks,
+            route,
+        }))
     }
 
     /// One VALUES row of an INSERT (or MERGE's INSERT) over `scope`: a
@@ -338,6 +356,9 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("this UPDATE/DELETE target"));
         };
         let table = self.table(name)?;
+        if !self.partition_fanout && crate::catalog::partitions::is_partitioned(&table) {
+            return Err(SqlError::unsupported("this UPDATE or DELETE form on a partitioned table"));
+        }
         let rname = alias.as_ref().map_or_else(|| crate::names::short(&table.name).to_owned(), |a| ident(&a.name));
         Ok(Rel { name: rname, table, offset: 0, source: None })
     }
@@ -345,6 +366,14 @@ impl Binder<'_> {
     pub(super) fn update(&mut self, u: &ast::Update) -> Result<Plan> {
         if u.or.is_some() || !u.order_by.is_empty() || u.limit.is_some() || u.output.is_some() {
             return Err(SqlError::unsupported("UPDATE with ORDER BY/LIMIT"));
+        }
+        let text = if u.from.is_some() { "SELECT" } else { &u.to_string() };
+        if let Some(plan) = self.partition_fanout(&u.table, text, |b, relation| {
+            let mut one = u.clone();
+            one.table.relation = relation;
+            b.update(&one)
+        })? {
+            return Ok(plan);
         }
         match &u.from {
             None => {}
@@ -363,7 +392,7 @@ impl Binder<'_> {
         let (returning, columns) = self.returning_in(u.returning.as_deref(), &scope)?;
         let width = table.columns.len();
         let search_columns = ColumnMask::reading(width, &level.filters, &table.primary_key);
-        let checks = self.table_checks(&table)?;
+        let checks = self.update_checks(&table)?;
         // A CHECK's 23514 detail shows the whole new row.
         let eval_columns = if returning.is_empty() && checks.is_empty() {
             let read = level
@@ -402,6 +431,17 @@ impl Binder<'_> {
         let [twj] = from.as_slice() else {
             return Err(SqlError::unsupported("DELETE from several tables"));
         };
+        let text = if d.using.is_some() { "SELECT" } else { &d.to_string() };
+        if let Some(plan) = self.partition_fanout(twj, text, |b, relation| {
+            let mut one = d.clone();
+            let (ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v)) = &mut one.from;
+            if let Some(t) = v.first_mut() {
+                t.relation = relation;
+            }
+            b.delete(&one)
+        })? {
+            return Ok(plan);
+        }
         let rel = self.single_table(twj)?;
         writable(&rel.table)?;
         self.need(&rel.table, Privs::DELETE);

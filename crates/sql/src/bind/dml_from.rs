@@ -27,7 +27,7 @@ impl Binder<'_> {
         let assignments = self.assignments(&u.assignments, &table, &scope)?;
         self.need_update(&table, u, &assignments);
         let (returning, columns) = self.returning_in(u.returning.as_deref(), &scope)?;
-        let checks = self.table_checks(&table)?;
+        let checks = self.update_checks(&table)?;
         let width = table.columns.len();
         Ok(Plan::Update(UpdatePlan {
             level: join.join.levels[join.target_level].clone(),

@@ -203,6 +203,10 @@ impl Binder<'_> {
                 Some(crate::catalog::search_path::Target::System(rel)) => {
                     (rel.def().name.to_owned(), rel.schema(), VirtualSource::System(rel), alias)
                 }
+                _ if let Some(t) = self.partitioned_named(name)? => {
+                    let Some((schema, source)) = self.expand_partitioned(&t)? else { return Ok(None) };
+                    (crate::names::short(&t.name).to_owned(), schema, source, alias)
+                }
                 _ => {
                     let Some(v) = self.view_named(name)? else { return Ok(None) };
                     let (schema, source) = self.expand_view(&v)?;

@@ -352,7 +352,8 @@ fn sys_signature(name: &str, args: &[(Expr, Ty)], bad: &dyn Fn() -> SqlError) ->
             (SysFunc::ViewDefByName, vec![Text, Bool][..n].to_vec(), Text)
         }
         ("pg_get_viewdef", 1 | 2) => (SysFunc::ViewDef, vec![Int8, Bool][..n].to_vec(), Text),
-        ("pg_get_statisticsobjdef_columns" | "pg_get_triggerdef" | "pg_get_partkeydef" | "pg_get_ruledef", 1 | 2) => {
+        ("pg_get_partkeydef", 1) => (SysFunc::PartKeyDef, vec![Int8], Text),
+        ("pg_get_statisticsobjdef_columns" | "pg_get_triggerdef" | "pg_get_ruledef", 1 | 2) => {
             (SysFunc::NullResult, vec![Int8; n], Text)
         }
         ("pg_get_serial_sequence", 2) => (SysFunc::SerialSequence, vec![Text, Text], Text),

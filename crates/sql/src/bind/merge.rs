@@ -35,6 +35,9 @@ impl Binder<'_> {
         }
         let table = self.table(name)?;
         writable(&table)?;
+        if crate::catalog::partitions::is_partitioned(&table) {
+            return Err(SqlError::unsupported("MERGE into a partitioned table"));
+        }
         // MERGE reads its target (the join) and needs each action's privilege.
         let mut needed = crate::catalog::roles::Privs::SELECT;
         for c in &m.clauses {

@@ -29,6 +29,7 @@ mod json;
 mod merge;
 mod modifying;
 mod operator;
+mod partition;
 mod recursive;
 mod relation_names;
 mod roles;
@@ -136,6 +137,7 @@ impl<'c> Binder<'c> {
             modifying: Vec::new(),
             function: None,
             defining_view: false,
+            partition_fanout: false,
         }
     }
 }
@@ -302,6 +304,9 @@ pub(crate) struct Binder<'c> {
     pub(crate) function: Option<user_function::BodyScope>,
     /// Binding CREATE VIEW's query.
     pub(crate) defining_view: bool,
+    /// Binding an UPDATE or DELETE of a partitioned table, partition by
+    /// partition (bind/partition.rs).
+    pub(crate) partition_fanout: bool,
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in

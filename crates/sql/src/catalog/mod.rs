@@ -14,6 +14,7 @@ pub mod functions;
 mod generated_keys;
 mod information_schema;
 mod lookup;
+pub mod partitions;
 mod pg_type;
 mod relations;
 pub mod roles;

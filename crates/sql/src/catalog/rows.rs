@@ -128,6 +128,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         "pg_rewrite" => rewrite_rows(catalog, out),
         "pg_views" => views_rows(ctx, out),
         "pg_indexes" => indexes_rows(catalog, out),
+        "pg_inherits" => inherits_rows(catalog, out),
         "pg_proc" => super::functions::proc_rows(catalog, &ShownRoles::of(catalog, &ctx.user()), out),
         "pgtier_cache_groups"
         | "pgtier_cache_tables"
@@ -493,6 +494,7 @@ fn indexes_rows(catalog: &Catalog, out: &mut Vec<Value>) {
 
 fn class_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     let catalog = ctx.catalog;
+    let start = out.len();
     let shown = ShownRoles::of(catalog, &ctx.user());
     let mut push = |oid: i64,
                     name: &str,
@@ -511,7 +513,7 @@ fn class_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             Value::Int8(0),
             Value::Int8(shown.relation_owner_oid(name)),
             Value::Int8(am),
-            Value::Int8(if kind == "v" { 0 } else { oid }),
+            Value::Int8(if kind == "v" || kind == "p" { 0 } else { oid }),
             Value::Int8(0),
             Value::Int4(0),
             Value::Float4(-1.0),
@@ -546,8 +548,8 @@ fn class_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             table_oid(t),
             &t.name,
             namespace_oid_of(catalog, &t.name),
-            HEAP_AM,
-            "r",
+            if super::partitions::is_partitioned(t) { 0 } else { HEAP_AM },
+            if super::partitions::is_partitioned(t) { "p" } else { "r" },
             user_columns(t).count(),
             !table_indexes(catalog, t).is_empty(),
             fk_triggers,
@@ -606,9 +608,57 @@ fn class_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             0,
         );
     }
+    partition_class_columns(catalog, &mut out[start..]);
+}
+
+/// pg_class's partitioning columns of the user tables' rows: a
+/// partitioned table has no storage (relfilenode 0) and has subclasses
+/// once it has partitions; a partition is marked and keeps its bound.
+fn partition_class_columns(catalog: &Catalog, out: &mut [Value]) {
+    const WIDTH: usize = 33;
+    let mut children: Vec<(i64, String)> = Vec::new();
+    let mut parents: Vec<i64> = Vec::new();
+    for t in catalog.tables().filter(|t| super::partitions::is_partitioned(t)) {
+        let Some(spec) = super::partitions::PartitionSpec::decode(t) else { continue };
+        if !spec.partitions.is_empty() {
+            parents.push(table_oid(t));
+        }
+        for p in &spec.partitions {
+            if let Some(c) = catalog.table_by_name(&p.name) {
+                children.push((table_oid(c), super::partitions::bound_text(&p.bound)));
+            }
+        }
+    }
+    if children.is_empty() && parents.is_empty() {
+        return;
+    }
+    for row in out.chunks_exact_mut(WIDTH) {
+        let Value::Int8(oid) = row[0] else { continue };
+        if parents.contains(&oid) {
+            row[21] = Value::Bool(true);
+        }
+        if let Some((_, bound)) = children.iter().find(|(c, _)| *c == oid) {
+            row[26] = Value::Bool(true);
+            row[32] = Value::Text(bound.clone());
+        }
+    }
+}
+
+/// A partition's link to its partitioned table (inhseqno 1, as
+/// PostgreSQL gives every partition).
+fn inherits_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    for t in catalog.tables().filter(|t| super::partitions::is_partitioned(t)) {
+        let Some(spec) = super::partitions::PartitionSpec::decode(t) else { continue };
+        for p in &spec.partitions {
+            if let Some(c) = catalog.table_by_name(&p.name) {
+                out.extend([Value::Int8(table_oid(c)), Value::Int8(table_oid(t)), Value::Int4(1), Value::Bool(false)]);
+            }
+        }
+    }
 }
 
 fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
+    let start = out.len();
     #[allow(clippy::too_many_arguments)]
     let mut push = |rel: i64,
                     name: &str,
@@ -676,6 +726,21 @@ fn attribute_rows(catalog: &Catalog, out: &mut Vec<Value>) {
         for (k, col) in r.columns.iter().enumerate() {
             let (info, is_array) = system_column_info(col);
             push(r.oid, col.name, attnum(k), info, false, false, i32::from(is_array), "");
+        }
+    }
+    // A partition's columns are its partitioned table's (inherited once).
+    let partitions: Vec<i64> = catalog
+        .tables()
+        .filter_map(|t| super::partitions::PartitionSpec::decode(t))
+        .flat_map(|spec| spec.partitions)
+        .filter_map(|p| catalog.table_by_name(&p.name).map(|c| table_oid(c)))
+        .collect();
+    if !partitions.is_empty() {
+        for row in out[start..].chunks_exact_mut(26) {
+            if matches!(row[0], Value::Int8(oid) if partitions.contains(&oid)) {
+                row[19] = Value::Bool(false);
+                row[20] = Value::Int4(1);
+            }
         }
     }
     dropped_attribute_rows(catalog, out);

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use pgtier_engine::{EngineError, IndexDef, SequenceOptions, TableDef, TableSchema, Value};
 
 use super::Exec;
+use crate::catalog::partitions::{self, Partition, PartitionSpec};
 use crate::error::{Result, SqlError, SqlNotice};
+use crate::expr::{Env, Expr};
 use crate::plan::{ColumnSequence, SelectPlan};
 
 impl Exec<'_> {
@@ -83,6 +85,90 @@ impl Exec<'_> {
         for index in indexes {
             self.create_index(index, false)?;
         }
+        Ok(())
+    }
+
+    /// Adds `partition` (just created) to partitioned table `parent`'s
+    /// list, under the DDL lock its creation took (so the overlap check
+    /// sees every committed partition). When the parent has a default
+    /// partition, none of its rows may fall in the new bound.
+    pub fn add_partition(
+        &mut self,
+        parent: &str,
+        partition: &Partition,
+        guard: &[Arc<TableSchema>],
+        guard_bound: Option<&Expr>,
+        default_name: &str,
+    ) -> Result<()> {
+        let p = self.txn.catalog().table_by_name(parent).cloned().ok_or_else(|| {
+            SqlError::new("42P01", format!("relation \"{}\" does not exist", crate::names::short(parent)))
+        })?;
+        let mut spec = PartitionSpec::decode(&p)
+            .ok_or_else(|| SqlError::new("42809", format!("\"{}\" is not partitioned", crate::names::short(parent))))?;
+        spec.check_new(&partition.name, &partition.bound)?;
+        spec.partitions.push(partition.clone());
+        self.txn.set_annotation(p.id, Some(spec.encode()))?;
+        let Some(bound) = guard_bound else { return Ok(()) };
+        let env = Env { params: &[], now_micros: self.now_micros, outer: &[] };
+        for t in guard {
+            let width = t.columns.len();
+            let mut rows: Vec<Vec<Value>> = Vec::new();
+            self.txn.scan_table(t.id, |r| {
+                rows.push((0..width).map(|c| r.get(c).to_owned_value()).collect());
+                Ok(true)
+            })?;
+            for row in &rows {
+                if bound.eval_bool(&env, self, row)? == Some(true) {
+                    return Err(SqlError::new(
+                        "23514",
+                        format!(
+                            "updated partition constraint for default partition \"{}\" would be violated by some row",
+                            crate::names::short(default_name)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// ATTACH PARTITION: the table's rows must hold its partition
+    /// constraint `check` (PostgreSQL scans them too).
+    pub fn attach_partition(&mut self, table: &Arc<TableSchema>, check: &Expr) -> Result<()> {
+        self.txn.lock_table_exclusive(table.id)?;
+        let width = table.columns.len();
+        let mut rows: Vec<Vec<Value>> = Vec::new();
+        self.txn.scan_table(table.id, |r| {
+            rows.push((0..width).map(|c| r.get(c).to_owned_value()).collect());
+            Ok(true)
+        })?;
+        let env = Env { params: &[], now_micros: self.now_micros, outer: &[] };
+        for row in &rows {
+            if check.eval_bool(&env, self, row)? != Some(true) {
+                return Err(SqlError::new(
+                    "23514",
+                    format!(
+                        "partition constraint of relation \"{}\" is violated by some row",
+                        crate::names::short(&table.name)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// DETACH PARTITION: the partition leaves `parent`'s list and is an
+    /// ordinary table from then on.
+    pub fn detach_partition(&mut self, parent: &str, name: &str) -> Result<()> {
+        let p = self.txn.catalog().table_by_name(parent).cloned();
+        let Some((p, mut spec)) = p.and_then(|p| PartitionSpec::decode(&p).map(|s| (p, s))) else {
+            return Err(SqlError::new(
+                "42809",
+                format!("table \"{}\" is not partitioned", crate::names::short(parent)),
+            ));
+        };
+        spec.partitions.retain(|x| x.name != name);
+        self.txn.set_annotation(p.id, Some(spec.encode()))?;
         Ok(())
     }
 
@@ -166,6 +252,18 @@ impl Exec<'_> {
                 return Err(SqlError::new("42P01", format!("{kind} \"{n}\" does not exist")));
             }
         }
+        // A partitioned table's partitions go with it.
+        let mut k = 0;
+        while let Some(n) = pending.get(k) {
+            if let Some(spec) = self.txn.catalog().table_by_name(n).and_then(|t| PartitionSpec::decode(t)) {
+                for p in spec.partitions {
+                    if !pending.contains(&p.name) {
+                        pending.push(p.name);
+                    }
+                }
+            }
+            k += 1;
+        }
         for v in self.views_to_drop(&pending, kind, cascade)? {
             self.txn.drop_table(&v)?;
         }
@@ -180,6 +278,11 @@ impl Exec<'_> {
             });
             let name = pending.remove(pick.unwrap_or(0));
             self.txn.drop_table(&name).map_err(drop_error)?;
+            // A partition dropped alone leaves its partitioned table's list.
+            if let Some((parent, mut spec, k)) = partitions::parent_of(self.txn.catalog(), &name) {
+                spec.partitions.remove(k);
+                self.txn.set_annotation(parent.id, Some(spec.encode()))?;
+            }
         }
         self.prune_acls()
     }

@@ -3,15 +3,18 @@
 //! and RETURNING.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use pgtier_engine::{DataType, IndexId, TableSchema, Value};
 
 use super::scan::exact_key;
 use super::{Exec, ResultBuf, assign_ref, set_len};
+use crate::catalog::partitions::{PARTITION_CHECK, PARTITION_MOVE};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr, NoSubqueries};
 use crate::plan::{
-    Access, BoundCheck, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, UpdatePlan,
+    Access, BoundCheck, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, PartitionRoute,
+    RouteTarget, UpdatePlan,
 };
 use crate::value;
 
@@ -118,13 +121,17 @@ impl Exec<'_> {
             for (c, e) in &plan.generated {
                 full[*c] = e.eval(&env, self, &[])?;
             }
+            let (table, checks) = match &plan.route {
+                Some(route) => self.route_row(route, &env, &full)?,
+                None => (table, &plan.checks[..]),
+            };
             // PostgreSQL checks NOT NULL before CHECK and before looking
             // for a conflict (ExecConstraints): DO NOTHING does not hide
             // a NULL. Without either, the engine's insert checks it.
-            if plan.on_conflict.is_some() || !plan.checks.is_empty() {
+            if plan.on_conflict.is_some() || !checks.is_empty() {
                 check_not_null(table, &full)?;
             }
-            self.check_row(&plan.checks, &env, table, &full)?;
+            self.check_row(checks, &env, table, &full)?;
             if let Some(oc) = &plan.on_conflict
                 && let Some(existing) = self.conflicting_row(table, &oc.arbiters, &full)?
             {
@@ -170,6 +177,48 @@ impl Exec<'_> {
             }
         }
         Ok(count)
+    }
+
+    /// The partition `route` sends row `full` to, with its checks
+    /// (PostgreSQL's ExecFindPartition).
+    fn route_row<'p>(
+        &mut self,
+        route: &'p PartitionRoute,
+        env: &Env<'_>,
+        full: &[Value],
+    ) -> Result<(&'p Arc<TableSchema>, &'p [BoundCheck])> {
+        if let Some(c) = &route.own_constraint
+            && c.expr.eval_bool(env, self, full)? != Some(true)
+        {
+            let t = self.txn.catalog().table_by_name(&route.table).cloned();
+            return Err(t.map_or_else(
+                || SqlError::new("XX000", "a partitioned table is gone"),
+                |t| check_violation(&t, &c.name, full),
+            ));
+        }
+        for (cond, target) in &route.partitions {
+            if let Some(cond) = cond
+                && cond.eval_bool(env, self, full)? != Some(true)
+            {
+                continue;
+            }
+            return match target {
+                RouteTarget::Leaf(t, checks) => Ok((t, checks)),
+                RouteTarget::Node(inner) => self.route_row(inner, env, full),
+            };
+        }
+        let show = |v: &Value| if v.is_null() { "null".to_owned() } else { value::to_text(v) };
+        let names: Vec<&str> = route.key.iter().map(|(_, n)| n.as_str()).collect();
+        let vals: Vec<String> = route.key.iter().map(|&(p, _)| full.get(p).map_or_else(String::new, show)).collect();
+        Err(SqlError::new(
+            "23514",
+            format!("no partition of relation \"{}\" found for row", crate::names::short(&route.table)),
+        )
+        .with_detail(format!(
+            "Partition key of the failing row contains ({}) = ({}).",
+            names.join(", "),
+            vals.join(", ")
+        )))
     }
 
     /// PostgreSQL's CHECK rule: a row passes unless an expression is false
@@ -554,6 +603,14 @@ pub(super) fn check_violation(table: &TableSchema, name: &str, row: &[Value]) ->
         .take(table.visible_columns().len())
         .map(|v| if v.is_null() { "null".to_owned() } else { value::to_text(v) })
         .collect();
+    let relation = crate::names::short(&table.name);
+    if name == PARTITION_CHECK {
+        return SqlError::new("23514", format!("new row for relation \"{relation}\" violates partition constraint"))
+            .with_detail(format!("Failing row contains ({}).", shown.join(", ")));
+    }
+    if name == PARTITION_MOVE {
+        return SqlError::unsupported(format!("UPDATE moving a row out of partition \"{relation}\""));
+    }
     let mut e = SqlError::new(
         "23514",
         format!("new row for relation \"{}\" violates check constraint \"{name}\"", crate::names::short(&table.name)),

@@ -552,7 +552,10 @@ impl Connection {
         let out = &mut self.result;
         let r = run_modifying(&mut ex, &prepared.modifying, args, &mut self.temp.on_commit)
             .and_then(|()| run_plan(&mut ex, &prepared.plan, args, out, &mut self.temp.on_commit));
-        if !matches!(prepared.plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_)) {
+        if !matches!(
+            prepared.plan,
+            Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_) | Plan::Partitioned(_)
+        ) {
             out.reset(0);
         }
         if let Some(t) = self.txn.as_mut() {
@@ -737,6 +740,39 @@ fn run_plan(
         Plan::Update(u) => ex.update(u, args, out).map(|n| (Tag::Counted("UPDATE"), n)),
         Plan::Delete(d) => ex.delete(d, args, out).map(|n| (Tag::Counted("DELETE"), n)),
         Plan::Merge(m) => ex.merge(m, args, out).map(|n| (Tag::Counted("MERGE"), n)),
+        Plan::Partitioned(plans) => {
+            let mut done = (Tag::Counted("UPDATE"), 0);
+            for (k, p) in plans.iter().enumerate() {
+                let mut rows = ResultBuf::default();
+                let (tag, n) = run_plan(ex, p, args, &mut rows, temp_on_commit)?;
+                if k == 0 {
+                    out.reset(rows.width);
+                }
+                out.values.extend(rows.values);
+                out.rows += rows.rows;
+                done = (tag, done.1 + n);
+            }
+            Ok(done)
+        }
+        Plan::AttachPartition { table, check, parent, partition, guard, guard_bound, default_name } => {
+            ex.attach_partition(table, check)?;
+            ex.add_partition(parent, partition, guard, guard_bound.as_ref(), default_name)
+                .map(|()| (Tag::Plain("ALTER TABLE"), 0))
+        }
+        Plan::DetachPartition { parent, name } => {
+            ex.detach_partition(parent, name).map(|()| (Tag::Plain("ALTER TABLE"), 0))
+        }
+        Plan::CreatePartition { create, parent, partition, guard, guard_bound, default_name } => {
+            let Plan::CreateTable { def, if_not_exists, sequences, indexes } = create.as_ref() else {
+                return Err(SqlError::new("XX000", "PARTITION OF without its CREATE TABLE"));
+            };
+            if *if_not_exists && ex.txn.catalog().table_by_name(&def.name).is_some() {
+                return ex.create_table(def, true).map(|()| (Tag::Plain("CREATE TABLE"), 0));
+            }
+            ex.create_table_with_sequences(def, sequences, indexes, false)?;
+            ex.add_partition(parent, partition, guard, guard_bound.as_ref(), default_name)
+                .map(|()| (Tag::Plain("CREATE TABLE"), 0))
+        }
         Plan::CreateTable { def, if_not_exists, sequences, indexes } => ex
             .create_table_with_sequences(def, sequences, indexes, *if_not_exists)
             .map(|()| (Tag::Plain("CREATE TABLE"), 0)),

@@ -32,6 +32,8 @@ pub enum SysFunc {
     IndexDef,
     /// pg_get_viewdef(oid [, pretty]): NULL for what is not a view.
     ViewDef,
+    /// pg_get_partkeydef(oid).
+    PartKeyDef,
     /// pg_get_viewdef(name [, pretty]).
     ViewDefByName,
     ConstraintDef,
@@ -171,6 +173,7 @@ fn needs_catalog(f: SysFunc) -> bool {
         | SysFunc::UserById
         | SysFunc::IndexDef
         | SysFunc::ViewDef
+        | SysFunc::PartKeyDef
         | SysFunc::ViewDefByName
         | SysFunc::FunctionInfo(_)
         | SysFunc::ConstraintDef
@@ -502,6 +505,12 @@ fn eval_objects(f: SysFunc, vals: &[Value], ctx: SysCtx<'_>) -> Result<Value> {
             }
             None => Value::Null,
         },
+        SysFunc::PartKeyDef => {
+            match cat::table_by_oid(catalog, int(0)).and_then(|t| cat::partitions::PartitionSpec::decode(t)) {
+                Some(spec) => Value::Text(cat::partitions::partkeydef(&spec)),
+                None => Value::Null,
+            }
+        }
         SysFunc::ViewDef => match cat::table_by_oid(catalog, int(0)).filter(|t| cat::is_view(t)) {
             Some(v) => Value::Text(cat::view_definition(catalog, v, vals.len() > 1 && boolean(1))?),
             None => Value::Null,

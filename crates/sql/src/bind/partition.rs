@@ -1,0 +1,691 @@
+//! Declarative partitioning (PostgreSQL 10+) in the binder: CREATE TABLE
+//! ... PARTITION BY and ... PARTITION OF, each partition's constraint
+//! (its bound, and its ancestors'), tuple routing of an INSERT into a
+//! partitioned table, UPDATE and DELETE of one partition by partition, and
+//! a partitioned table in FROM as the UNION ALL of its partitions. How it
+//! is stored: catalog/partitions.rs.
+
+use std::sync::Arc;
+
+use pgtier_engine::{ColumnDef, DataType, SequenceDefault, TableDef, TableSchema, Value};
+use sqlparser::ast;
+
+use super::{Binder, ident};
+use crate::catalog::partitions::{
+    Bound, PARTITION_CHECK, PARTITION_MOVE, Partition, PartitionSpec, RangeDatum, Strategy, cmp_bound, is_partitioned,
+    leaves, parent_of,
+};
+use crate::dialect::PartitionCommand;
+use crate::error::{Result, SqlError};
+use crate::expr::{CmpOp, Expr};
+use crate::plan::{BoundCheck, PartitionRoute, Plan, RouteTarget, SetTree, VirtualSource};
+
+/// Key column types whose order and equality pgtier's comparison gives as
+/// PostgreSQL's btree operator class does.
+fn key_type_ok(ty: DataType) -> bool {
+    matches!(
+        ty,
+        DataType::Int2
+            | DataType::Int4
+            | DataType::Int8
+            | DataType::Numeric { .. }
+            | DataType::Text
+            | DataType::Varchar(_)
+            | DataType::Date
+            | DataType::Timestamp(_)
+            | DataType::TimestampTz(_)
+            | DataType::Bool
+            | DataType::Uuid
+    )
+}
+
+fn col(pos: usize) -> Box<Expr> {
+    Box::new(Expr::Column(pos))
+}
+
+fn cmp(op: CmpOp, pos: usize, v: &Value) -> Expr {
+    Expr::Cmp(op, col(pos), Box::new(Expr::Const(v.clone())))
+}
+
+/// `key >= lower` (lexicographic, PostgreSQL's MINVALUE/MAXVALUE rules) from datum `i` on.
+fn lower_pred(key: &[usize], lo: &[RangeDatum], i: usize) -> Expr {
+    match (key.get(i), lo.get(i)) {
+        (Some(&k), Some(RangeDatum::Value(v))) if i + 1 < key.len() => {
+            Expr::Or(vec![cmp(CmpOp::Gt, k, v), Expr::And(vec![cmp(CmpOp::Eq, k, v), lower_pred(key, lo, i + 1)])])
+        }
+        (Some(&k), Some(RangeDatum::Value(v))) => cmp(CmpOp::GtEq, k, v),
+        (_, Some(RangeDatum::MaxValue)) => Expr::Const(Value::Bool(false)),
+        _ => Expr::Const(Value::Bool(true)),
+    }
+}
+
+/// `key < upper` from datum `i` on.
+fn upper_pred(key: &[usize], hi: &[RangeDatum], i: usize) -> Expr {
+    match (key.get(i), hi.get(i)) {
+        (Some(&k), Some(RangeDatum::Value(v))) if i + 1 < key.len() => {
+            Expr::Or(vec![cmp(CmpOp::Lt, k, v), Expr::And(vec![cmp(CmpOp::Eq, k, v), upper_pred(key, hi, i + 1)])])
+        }
+        (Some(&k), Some(RangeDatum::Value(v))) => cmp(CmpOp::Lt, k, v),
+        (_, Some(RangeDatum::MaxValue)) => Expr::Const(Value::Bool(true)),
+        _ => Expr::Const(Value::Bool(false)),
+    }
+}
+
+/// The rows a bound takes, over the row of the partitioned table (and of
+/// any partition: they have its columns); None for DEFAULT.
+pub(super) fn bound_pred(key: &[usize], bound: &Bound) -> Option<Expr> {
+    Some(match bound {
+        Bound::Default => return None,
+        Bound::Range(lo, hi) => {
+            let mut all: Vec<Expr> = key.iter().map(|&k| Expr::IsNull(col(k), true)).collect();
+            all.push(lower_pred(key, lo, 0));
+            all.push(upper_pred(key, hi, 0));
+            Expr::And(all)
+        }
+        Bound::List(vals) => {
+            let k = key.first().copied().unwrap_or(0);
+            let list: Vec<Expr> = vals.iter().filter(|v| !v.is_null()).map(|v| Expr::Const(v.clone())).collect();
+            let has_null = vals.iter().any(Value::is_null);
+            let within = Expr::InList { expr: col(k), list, negated: false };
+            match (has_null, vals.len()) {
+                (true, 1) => Expr::IsNull(col(k), false),
+                (true, _) => Expr::Or(vec![Expr::IsNull(col(k), false), within]),
+                (false, _) => Expr::And(vec![Expr::IsNull(col(k), true), within]),
+            }
+        }
+    })
+}
+
+/// The constraint of partition `k` of `spec`: its bound, or for the
+/// default partition, no other partition's.
+fn partition_pred(spec: &PartitionSpec, key: &[usize], k: usize) -> Expr {
+    let Some(p) = spec.partitions.get(k) else { return Expr::Const(Value::Bool(true)) };
+    bound_pred(key, &p.bound).unwrap_or_else(|| {
+        let others: Vec<Expr> = spec.partitions.iter().filter_map(|o| bound_pred(key, &o.bound)).collect();
+        if others.is_empty() {
+            return Expr::Const(Value::Bool(true));
+        }
+        Expr::Not(Box::new(Expr::Coalesce(vec![Expr::Or(others), Expr::Const(Value::Bool(false))])))
+    })
+}
+
+fn datum_text(d: &RangeDatum) -> String {
+    match d {
+        RangeDatum::MinValue => "MINVALUE".to_owned(),
+        RangeDatum::MaxValue => "MAXVALUE".to_owned(),
+        RangeDatum::Value(v) => crate::value::to_text(v),
+    }
+}
+
+fn object_name(stored: &str) -> ast::ObjectName {
+    let (schema, name) = crate::names::split(stored);
+    ast::ObjectName::from(vec![ast::Ident::with_quote('"', schema), ast::Ident::with_quote('"', name)])
+}
+
+impl Binder<'_> {
+    fn depend(&mut self, t: &Arc<TableSchema>) {
+        if !self.deps.iter().any(|d| Arc::ptr_eq(d, t)) {
+            self.deps.push(Arc::clone(t));
+        }
+    }
+
+    /// PARTITION BY of CREATE TABLE `def` (columns and constraints made):
+    /// the key, stored in the table's annotation.
+    pub(super) fn partition_by(&mut self, e: &ast::Expr, def: &mut TableDef) -> Result<()> {
+        let ast::Expr::Function(f) = e else {
+            return Err(SqlError::syntax(format!("syntax error at or near \"{e}\"")));
+        };
+        let strategy =
+            match ident(f.name.0.last().and_then(|p| p.as_ident()).ok_or_else(|| SqlError::syntax("PARTITION BY"))?)
+                .as_str()
+            {
+                "range" => Strategy::Range,
+                "list" => Strategy::List,
+                "hash" => return Err(SqlError::unsupported("PARTITION BY HASH")),
+                other => return Err(SqlError::new("22023", format!("unrecognized partitioning strategy \"{other}\""))),
+            };
+        let ast::FunctionArguments::List(args) = &f.args else {
+            return Err(SqlError::syntax("PARTITION BY needs a column list"));
+        };
+        let mut key = Vec::new();
+        for a in &args.args {
+            let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Identifier(id))) = a else {
+                return Err(SqlError::unsupported("partition key expressions"));
+            };
+            let name = ident(id);
+            let Some(c) = def.columns.iter().find(|c| c.name == name) else {
+                return Err(SqlError::new("42703", format!("column \"{name}\" named in partition key does not exist")));
+            };
+            if !key_type_ok(c.ty) {
+                return Err(SqlError::unsupported(format!(
+                    "a partition key of type {}",
+                    crate::value::type_name(c.ty)
+                )));
+            }
+            if key.contains(&name) {
+                return Err(SqlError::new(
+                    "42701",
+                    format!("column \"{name}\" appears more than once in partition key"),
+                ));
+            }
+            key.push(name);
+        }
+        if strategy == Strategy::List && key.len() > 1 {
+            return Err(SqlError::new("42P16", "cannot use \"list\" partition strategy with more than one column"));
+        }
+        let table = crate::names::short(&def.name).to_owned();
+        let pk = std::iter::once(("PRIMARY KEY", &def.primary_key)).filter(|(_, k)| !k.is_empty());
+        for (kind, cols) in pk.chain(def.unique.iter().map(|(_, cols)| ("UNIQUE", cols))) {
+            if let Some(missing) = key.iter().find(|k| !cols.contains(k)) {
+                return Err(SqlError::unsupported("unique constraint on partitioned table must include all partitioning columns")
+                    .with_detail(format!("{kind} constraint on table \"{table}\" lacks column \"{missing}\" which is part of the partition key.")));
+            }
+        }
+        if !def.foreign_keys.is_empty() {
+            return Err(SqlError::unsupported("foreign keys on a partitioned table"));
+        }
+        if def.columns.iter().any(|c| {
+            matches!(c.sequence, Some((_, SequenceDefault::IdentityAlways | SequenceDefault::IdentityByDefault)))
+        }) {
+            return Err(SqlError::unsupported("identity columns of a partitioned table"));
+        }
+        def.annotation = Some(PartitionSpec { strategy, key, partitions: Vec::new() }.encode());
+        Ok(())
+    }
+
+    /// CREATE TABLE name PARTITION OF parent FOR VALUES ... | DEFAULT
+    /// [PARTITION BY ...]: the parent's columns, keys and CHECKs.
+    pub(super) fn create_partition(&mut self, c: &ast::CreateTable, of: &ast::ObjectName) -> Result<Plan> {
+        if self.creating_temp {
+            return Err(SqlError::unsupported("temporary partitions"));
+        }
+        if !c.columns.is_empty() || !c.constraints.is_empty() {
+            return Err(SqlError::unsupported("column definitions or constraints in PARTITION OF"));
+        }
+        let parent = self.relation(of)?;
+        let Some(spec) = PartitionSpec::decode(&parent) else {
+            return Err(SqlError::new(
+                "42809",
+                format!("\"{}\" is not partitioned", crate::names::short(&parent.name)),
+            ));
+        };
+        let name = self.new_relation_key(&c.name)?;
+        let mut def = TableDef::new(name.clone(), self.partition_columns(&parent)?, &[]);
+        if !parent.has_rowid() {
+            def.primary_key =
+                parent.primary_key.iter().filter_map(|&i| parent.columns.get(i)).map(|c| c.name.clone()).collect();
+        }
+        for index in self.catalog.indexes_of(parent.id) {
+            if index.unique && !index.primary {
+                let cols =
+                    index.columns.iter().filter_map(|&i| parent.columns.get(i)).map(|c| c.name.clone()).collect();
+                def.unique.push((None, cols));
+            }
+        }
+        def.checks = parent.checks.clone();
+        if let Some(e) = &c.partition_by {
+            self.partition_by(e, &mut def)?;
+        }
+        let for_values =
+            c.for_values.as_ref().ok_or_else(|| SqlError::syntax("PARTITION OF needs FOR VALUES or DEFAULT"))?;
+        let bound = self.partition_bound(for_values, &spec, &parent, &name)?;
+        spec.check_new(&name, &bound)?;
+        let key = spec.key_positions(&parent);
+        let (guard, default_name) = self.default_guard(&spec, &bound);
+        let guard_bound = bound_pred(&key, &bound);
+        let create =
+            Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences: Vec::new(), indexes: Vec::new() };
+        Ok(Plan::CreatePartition {
+            create: Box::new(create),
+            parent: parent.name.clone(),
+            partition: Partition { name, bound },
+            guard,
+            guard_bound,
+            default_name,
+        })
+    }
+
+    /// The default partition's tables whose rows a new `bound` must not
+    /// take, and the default partition's name (none for a DEFAULT bound).
+    fn default_guard(&self, spec: &PartitionSpec, bound: &Bound) -> (Vec<Arc<TableSchema>>, String) {
+        let default = spec.partitions.iter().find(|p| p.bound == Bound::Default);
+        match default.and_then(|d| self.catalog.table_by_name(&d.name).cloned()) {
+            Some(d) if *bound != Bound::Default => {
+                let guard = if is_partitioned(&d) { leaves(self.catalog, &d) } else { vec![d.clone()] };
+                (guard, d.name.clone())
+            }
+            _ => (Vec::new(), String::new()),
+        }
+    }
+
+    /// ALTER TABLE parent ATTACH PARTITION name FOR VALUES ... | DEFAULT,
+    /// and DETACH PARTITION name (parsed by the dialect as a CREATE TABLE
+    /// name PARTITION OF parent).
+    pub(super) fn partition_command(&mut self, c: &ast::CreateTable, command: PartitionCommand) -> Result<Plan> {
+        let of = c.partition_of.as_ref().ok_or_else(|| SqlError::syntax("ATTACH / DETACH PARTITION"))?;
+        let parent = self.relation(of)?;
+        self.need_owner(&parent);
+        let Some(spec) = PartitionSpec::decode(&parent) else {
+            let short = crate::names::short(&parent.name);
+            return Err(SqlError::new("42809", format!("table \"{short}\" is not partitioned")));
+        };
+        let table = self.relation(&c.name)?;
+        self.need_owner(&table);
+        if command == PartitionCommand::Detach {
+            if c.for_values == Some(ast::ForValues::Default) {
+                return Err(SqlError::unsupported("DETACH PARTITION CONCURRENTLY / FINALIZE"));
+            }
+            if !spec.partitions.iter().any(|p| p.name == table.name) {
+                return Err(SqlError::new(
+                    "42P01",
+                    format!(
+                        "relation \"{}\" is not a partition of relation \"{}\"",
+                        crate::names::short(&table.name),
+                        crate::names::short(&parent.name)
+                    ),
+                ));
+            }
+            return Ok(Plan::DetachPartition { parent: parent.name.clone(), name: table.name.clone() });
+        }
+        if table.sequence.is_some() || crate::catalog::is_view(&table) || is_partitioned(&table) {
+            return Err(SqlError::unsupported("ATTACH PARTITION of anything but a table"));
+        }
+        if parent_of(self.catalog, &table.name).is_some() {
+            return Err(SqlError::new(
+                "42P17",
+                format!("\"{}\" is already a partition", crate::names::short(&table.name)),
+            ));
+        }
+        self.same_shape(&parent, &table)?;
+        let for_values = c.for_values.as_ref().ok_or_else(|| SqlError::syntax("ATTACH PARTITION needs FOR VALUES"))?;
+        let bound = self.partition_bound(for_values, &spec, &parent, &table.name)?;
+        spec.check_new(&table.name, &bound)?;
+        let key = spec.key_positions(&parent);
+        let mut with = spec.clone();
+        with.partitions.push(Partition { name: table.name.clone(), bound: bound.clone() });
+        let own = partition_pred(&with, &key, with.partitions.len() - 1);
+        let check = match self.partition_constraint(&parent)? {
+            Some(up) => Expr::And(vec![up, own]),
+            None => own,
+        };
+        let (guard, default_name) = self.default_guard(&spec, &bound);
+        let guard_bound = bound_pred(&key, &bound);
+        let partition = Partition { name: table.name.clone(), bound };
+        Ok(Plan::AttachPartition {
+            table,
+            check,
+            parent: parent.name.clone(),
+            partition,
+            guard,
+            guard_bound,
+            default_name,
+        })
+    }
+
+    /// A table to attach has the partitioned table's columns in its order
+    /// (routing writes the partitioned table's row), its keys and CHECKs.
+    fn same_shape(&self, parent: &TableSchema, table: &TableSchema) -> Result<()> {
+        let short = crate::names::short(&table.name);
+        let (pc, tc) = (parent.visible_columns(), table.visible_columns());
+        for c in tc {
+            if !pc.iter().any(|p| p.name == c.name) {
+                return Err(SqlError::new(
+                    "42804",
+                    format!(
+                        "table \"{short}\" contains column \"{}\" not found in parent \"{}\"",
+                        c.name,
+                        crate::names::short(&parent.name)
+                    ),
+                )
+                .with_detail("The new partition may contain only the columns present in parent."));
+            }
+        }
+        for p in pc {
+            let Some(c) = tc.iter().find(|c| c.name == p.name) else {
+                return Err(SqlError::new("42804", format!("child table is missing column \"{}\"", p.name)));
+            };
+            if c.ty != p.ty {
+                return Err(SqlError::new(
+                    "42804",
+                    format!("child table \"{short}\" has different type for column \"{}\"", p.name),
+                ));
+            }
+            if !p.nullable && c.nullable {
+                return Err(SqlError::new(
+                    "42804",
+                    format!("column \"{}\" in child table must be marked NOT NULL", p.name),
+                ));
+            }
+        }
+        let names = |t: &TableSchema, cols: &[usize]| -> Vec<String> {
+            cols.iter().filter_map(|&i| t.columns.get(i)).map(|c| c.name.clone()).collect()
+        };
+        let keys = |t: &TableSchema| -> Vec<Vec<String>> {
+            let mut k: Vec<Vec<String>> =
+                self.catalog.indexes_of(t.id).iter().filter(|i| i.unique).map(|i| names(t, &i.columns)).collect();
+            k.sort();
+            k
+        };
+        let same_order = pc.iter().zip(tc).all(|(p, c)| p.name == c.name);
+        if !same_order
+            || parent.has_rowid() != table.has_rowid()
+            || parent.columns.len() != table.columns.len()
+            || names(parent, &parent.primary_key) != names(table, &table.primary_key)
+            || keys(parent) != keys(table)
+            || parent.checks.iter().any(|k| !table.checks.contains(k))
+        {
+            return Err(SqlError::unsupported(
+                "ATTACH PARTITION of a table whose column order, keys or CHECK constraints differ from the partitioned table's",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A partition's columns: the parent's, with their defaults.
+    fn partition_columns(&self, parent: &TableSchema) -> Result<Vec<ColumnDef>> {
+        let mut columns = Vec::new();
+        for col in parent.visible_columns() {
+            let mut cd = ColumnDef::new(col.name.clone(), col.ty);
+            cd.nullable = col.nullable;
+            cd.default = col.default.clone();
+            cd.default_sql = col.default_sql.clone();
+            if let Some((seq_id, _)) = col.sequence {
+                let seq =
+                    self.catalog.table(seq_id).ok_or_else(|| SqlError::new("XX000", "a default's sequence is gone"))?;
+                cd.sequence = Some((seq.name.clone(), SequenceDefault::Nextval));
+            }
+            columns.push(cd);
+        }
+        Ok(columns)
+    }
+
+    /// FOR VALUES ... of a partition of `parent`, its values cast to the key's types.
+    fn partition_bound(
+        &mut self,
+        fv: &ast::ForValues,
+        spec: &PartitionSpec,
+        parent: &TableSchema,
+        name: &str,
+    ) -> Result<Bound> {
+        let key: Vec<(&str, DataType)> = spec
+            .key
+            .iter()
+            .filter_map(|k| parent.columns.iter().find(|c| c.name == *k).map(|c| (c.name.as_str(), c.ty)))
+            .collect();
+        match (spec.strategy, fv) {
+            (_, ast::ForValues::Default) => Ok(Bound::Default),
+            (Strategy::List, ast::ForValues::In(vals)) => {
+                let (cname, ty) =
+                    key.first().copied().ok_or_else(|| SqlError::new("XX000", "a partition key without columns"))?;
+                let mut out: Vec<Value> = Vec::new();
+                for e in vals {
+                    let v = self.bound_value(e, ty, cname)?;
+                    if !out.iter().any(|o| o == &v) {
+                        out.push(v);
+                    }
+                }
+                Ok(Bound::List(out))
+            }
+            (Strategy::Range, ast::ForValues::From { from, to }) => {
+                let lo = self.range_datums(from, &key, "FROM")?;
+                let hi = self.range_datums(to, &key, "TO")?;
+                if cmp_bound(&lo, &hi) != std::cmp::Ordering::Less {
+                    let text = |ds: &[RangeDatum]| ds.iter().map(datum_text).collect::<Vec<_>>().join(", ");
+                    return Err(SqlError::new(
+                        "42P17",
+                        format!("empty range bound specified for partition \"{}\"", crate::names::short(name)),
+                    )
+                    .with_detail(format!(
+                        "Specified lower bound ({}) is greater than or equal to upper bound ({}).",
+                        text(&lo),
+                        text(&hi)
+                    )));
+                }
+                Ok(Bound::Range(lo, hi))
+            }
+            (s, _) => Err(SqlError::new(
+                "42P16",
+                format!("invalid bound specification for a {} partition", s.keyword().to_lowercase()),
+            )),
+        }
+    }
+
+    fn range_datums(
+        &mut self,
+        vals: &[ast::PartitionBoundValue],
+        key: &[(&str, DataType)],
+        which: &str,
+    ) -> Result<Vec<RangeDatum>> {
+        if vals.len() != key.len() {
+            return Err(SqlError::new(
+                "42P16",
+                format!("{which} must specify exactly one value per partitioning column"),
+            ));
+        }
+        let mut out = Vec::new();
+        for (v, (cname, ty)) in vals.iter().zip(key) {
+            let d = match v {
+                ast::PartitionBoundValue::MinValue => RangeDatum::MinValue,
+                ast::PartitionBoundValue::MaxValue => RangeDatum::MaxValue,
+                ast::PartitionBoundValue::Expr(e) => match self.bound_value(e, *ty, cname)? {
+                    Value::Null => return Err(SqlError::new("42P16", "cannot specify NULL in range bound")),
+                    v => RangeDatum::Value(v),
+                },
+            };
+            if let Some(prev @ (RangeDatum::MinValue | RangeDatum::MaxValue)) = out.last()
+                && *prev != d
+            {
+                let word = if *prev == RangeDatum::MinValue { "MINVALUE" } else { "MAXVALUE" };
+                return Err(SqlError::new("42P16", format!("every bound following {word} must also be {word}")));
+            }
+            out.push(d);
+        }
+        Ok(out)
+    }
+
+    fn bound_value(&mut self, e: &ast::Expr, ty: DataType, column: &str) -> Result<Value> {
+        if matches!(e, ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)) {
+            return Err(SqlError::new("42P16", "cannot use column reference in partition bound expression"));
+        }
+        let v = self.constant_default(e, ty, column)?;
+        if let Value::Text(s) = &v
+            && s.contains('\x1f')
+        {
+            return Err(SqlError::unsupported("a partition bound holding the byte 0x1f"));
+        }
+        Ok(v)
+    }
+
+    /// The partition constraint of `table` (its bound and its ancestors'),
+    /// None when it is not a partition. The partitioned tables it reads
+    /// become dependencies: a new partition changes a default's constraint.
+    pub(super) fn partition_constraint(&mut self, table: &TableSchema) -> Result<Option<Expr>> {
+        let Some((parent, spec, k)) = parent_of(self.catalog, &table.name) else { return Ok(None) };
+        self.depend(&parent);
+        let key = spec.key_positions(&parent);
+        let own = partition_pred(&spec, &key, k);
+        Ok(Some(match self.partition_constraint(&parent)? {
+            Some(up) => Expr::And(vec![up, own]),
+            None => own,
+        }))
+    }
+
+    /// The partition constraint of `table` as a check, named for how the
+    /// statement reached it.
+    pub(super) fn partition_check(&mut self, table: &TableSchema) -> Result<Option<BoundCheck>> {
+        let name = if self.partition_fanout { PARTITION_MOVE } else { PARTITION_CHECK };
+        Ok(self.partition_constraint(table)?.map(|expr| BoundCheck { name: name.to_owned(), expr }))
+    }
+
+    /// An UPDATE's checks: the partition constraint first (PostgreSQL
+    /// looks whether the row leaves its partition before its CHECKs).
+    pub(super) fn update_checks(&mut self, table: &Arc<TableSchema>) -> Result<Vec<BoundCheck>> {
+        let mut out: Vec<BoundCheck> = self.partition_check(table)?.into_iter().collect();
+        out.extend(self.own_checks(table)?);
+        Ok(out)
+    }
+
+    /// Tuple routing for an INSERT into partitioned table `t`.
+    pub(super) fn partition_route(&mut self, t: &Arc<TableSchema>) -> Result<PartitionRoute> {
+        let spec =
+            PartitionSpec::decode(t).ok_or_else(|| SqlError::new("XX000", "a partitioned table without its key"))?;
+        self.depend(t);
+        let key = spec.key_positions(t);
+        let own_constraint =
+            self.partition_constraint(t)?.map(|expr| BoundCheck { name: PARTITION_CHECK.to_owned(), expr });
+        let mut partitions = Vec::new();
+        let mut default = None;
+        for p in &spec.partitions {
+            let child = self
+                .catalog
+                .table_by_name(&p.name)
+                .cloned()
+                .ok_or_else(|| SqlError::new("XX000", format!("partition \"{}\" is gone", p.name)))?;
+            self.depend(&child);
+            let target = if is_partitioned(&child) {
+                RouteTarget::Node(Box::new(self.partition_route(&child)?))
+            } else {
+                let checks = self.own_checks(&child)?;
+                RouteTarget::Leaf(child, checks)
+            };
+            match bound_pred(&key, &p.bound) {
+                Some(cond) => partitions.push((Some(cond), target)),
+                None => default = Some(target),
+            }
+        }
+        partitions.extend(default.map(|d| (None, d)));
+        let key = key.iter().zip(&spec.key).map(|(&p, n)| (p, n.clone())).collect();
+        Ok(PartitionRoute { table: t.name.clone(), key, own_constraint, partitions })
+    }
+
+    /// The partitioned table `name` names, if it names one.
+    pub(super) fn partitioned_named(&self, name: &ast::ObjectName) -> Result<Option<Arc<TableSchema>>> {
+        Ok(match self.target(name)? {
+            Some(crate::catalog::search_path::Target::Stored(k)) => {
+                self.catalog.table_by_name(&k).filter(|t| is_partitioned(t)).cloned()
+            }
+            _ => None,
+        })
+    }
+
+    /// A partitioned table in FROM: the UNION ALL of its partitions'
+    /// rows, named after it; None while it has none (its own engine
+    /// table, which holds no row, is read).
+    pub(super) fn expand_partitioned(
+        &mut self,
+        t: &Arc<TableSchema>,
+    ) -> Result<Option<(Arc<TableSchema>, VirtualSource)>> {
+        self.depend(t);
+        let parts = leaves(self.catalog, t);
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        for p in &parts {
+            self.depend(p);
+        }
+        let names: Vec<String> = t.visible_columns().iter().map(|c| crate::catalog::quote_ident(&c.name)).collect();
+        let text = parts
+            .iter()
+            .map(|p| format!("SELECT {} FROM {}", names.join(", "), object_name(&p.name)))
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
+        let q = match crate::parse::parse_sql(&text) {
+            Ok(mut stmts) if stmts.len() == 1 => match stmts.pop() {
+                Some(ast::Statement::Query(q)) => q,
+                _ => return Err(SqlError::new("XX000", "the partitions' query is not a query")),
+            },
+            _ => return Err(SqlError::new("54001", "stack depth limit exceeded")),
+        };
+        let ctes = std::mem::take(&mut self.ctes);
+        let correlated = self.correlated;
+        let plan = self.as_view_owner(t, |b| b.query(&q, None));
+        self.ctes = ctes;
+        self.correlated = correlated;
+        let plan = plan?;
+        let cols = t.visible_columns().iter().map(|c| (c.name.clone(), c.ty)).collect();
+        let tree = SetTree::Select(Box::new(plan));
+        Ok(Some((super::detached(&t.name, cols), VirtualSource::Query(tree))))
+    }
+
+    /// UPDATE or DELETE whose target `twj` is a partitioned table: the
+    /// statement `with_target` makes for each partition, bound in turn
+    /// (the partitioned table's own when it has none). None for another target.
+    pub(super) fn partition_fanout(
+        &mut self,
+        twj: &ast::TableWithJoins,
+        text: &str,
+        bind: impl Fn(&mut Self, ast::TableFactor) -> Result<Plan>,
+    ) -> Result<Option<Plan>> {
+        if self.partition_fanout {
+            return Ok(None);
+        }
+        let ast::TableFactor::Table { name, alias, .. } = &twj.relation else { return Ok(None) };
+        let Some(t) = self.partitioned_named(name)? else { return Ok(None) };
+        // One snapshot for the whole statement is what PostgreSQL reads;
+        // partition by partition, a subquery would see the earlier ones' writes.
+        if text.to_uppercase().contains("SELECT") {
+            return Err(SqlError::unsupported(
+                "UPDATE or DELETE of a partitioned table with a subquery, FROM or USING",
+            ));
+        }
+        self.depend(&t);
+        let mut parts = leaves(self.catalog, &t);
+        if parts.is_empty() {
+            parts.push(Arc::clone(&t));
+        }
+        let alias = alias.clone().unwrap_or_else(|| ast::TableAlias {
+            explicit: true,
+            name: ast::Ident::with_quote('"', crate::names::short(&t.name)),
+            columns: Vec::new(),
+            at: None,
+        });
+        self.partition_fanout = true;
+        let perms_before = self.perms.len();
+        let mut plans = Vec::new();
+        let mut r = Ok(());
+        for p in &parts {
+            self.depend(p);
+            let mut relation = twj.relation.clone();
+            if let ast::TableFactor::Table { name, alias: a, .. } = &mut relation {
+                *name = object_name(&p.name);
+                *a = Some(alias.clone());
+            }
+            match bind(self, relation) {
+                Ok(plan) => plans.push(plan),
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+        }
+        self.partition_fanout = false;
+        r?;
+        // Privileges are the partitioned table's (PostgreSQL checks no partition's).
+        let mut kept: Vec<super::Perm> = Vec::new();
+        for mut p in self.perms.split_off(perms_before) {
+            if parts.iter().any(|t| t.name == p.relation) {
+                p.relation = t.name.clone();
+            }
+            match kept.iter_mut().find(|k| {
+                k.relation == p.relation && k.kind == p.kind && k.owner == p.owner && k.via_view == p.via_view
+            }) {
+                Some(k) => k.needed = k.needed.union(p.needed),
+                None => kept.push(p),
+            }
+        }
+        self.perms.extend(kept);
+        Ok(Some(Plan::Partitioned(plans)))
+    }
+}
+
+/// 0A000 for a statement that would change a partitioned table or a
+/// partition's definition in ways pgtier does not carry to the others.
+pub(super) fn refuse_partitioned(catalog: &pgtier_engine::Catalog, t: &TableSchema, what: &str) -> Result<()> {
+    if is_partitioned(t) {
+        return Err(SqlError::unsupported(format!("{what} of a partitioned table")));
+    }
+    if parent_of(catalog, &t.name).is_some() {
+        return Err(SqlError::unsupported(format!("{what} of a partition")));
+    }
+    Ok(())
+}
