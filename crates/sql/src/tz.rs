@@ -448,6 +448,71 @@ pub fn zone_arg(name: &str) -> Result<Zone> {
     lookup(name.trim()).ok_or_else(|| SqlError::new("22023", format!("time zone \"{name}\" not recognized")))
 }
 
+/// DecodeTimezone: a numeric zone `+h`, `-hh:mm[:ss]`, `+hhmm` (ISO sign:
+/// east of UTC), in seconds east. Err(true) when its hours, minutes or
+/// seconds are out of range; Err(false) when `s` is not of this form.
+pub fn decode_numeric_zone(s: &str) -> std::result::Result<i32, bool> {
+    /// strtoint: an optional sign and digits (0 and all of `s` without any).
+    fn strtoint(s: &str) -> std::result::Result<(i64, &str), bool> {
+        let t = s.trim_start();
+        let (neg, body) = match t.as_bytes().first() {
+            Some(b'-') => (true, &t[1..]),
+            Some(b'+') => (false, &t[1..]),
+            _ => (false, t),
+        };
+        let n = body.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return Ok((0, s));
+        }
+        let v: i64 = body[..n].parse().map_err(|_| true)?;
+        if v > i64::from(i32::MAX) {
+            return Err(true);
+        }
+        Ok((if neg { -v } else { v }, &body[n..]))
+    }
+    let negative = match s.as_bytes().first() {
+        Some(b'+') => false,
+        Some(b'-') => true,
+        _ => return Err(false),
+    };
+    let (mut hr, mut cp) = strtoint(&s[1..])?;
+    let (mut min, mut sec) = (0, 0);
+    if let Some(rest) = cp.strip_prefix(':') {
+        (min, cp) = strtoint(rest)?;
+        if let Some(rest) = cp.strip_prefix(':') {
+            (sec, cp) = strtoint(rest)?;
+        }
+    } else if cp.is_empty() && s.len() > 3 {
+        min = hr % 100;
+        hr /= 100;
+    }
+    if !(0..=15).contains(&hr) || !(0..60).contains(&min) || !(0..60).contains(&sec) {
+        return Err(true);
+    }
+    if !cp.is_empty() {
+        return Err(false);
+    }
+    let east = i32::try_from((hr * 60 + min) * 60 + sec).map_err(|_| true)?;
+    Ok(if negative { -east } else { east })
+}
+
+/// make_timestamptz's zone (parse_sane_timezone): a numeric zone with the
+/// ISO sign first, then an abbreviation, then a tz database name or POSIX
+/// spec; 22023 for what is none of them.
+pub fn sane_zone(name: &str) -> Result<Zone> {
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(SqlError::new("22023", format!("invalid input syntax for type numeric time zone: \"{name}\""))
+            .with_hint("Numeric time zones must have \"-\" or \"+\" as first character."));
+    }
+    match decode_numeric_zone(name) {
+        Ok(east) => Ok(fixed_setting(east).0),
+        Err(true) => Err(SqlError::new("22023", format!("numeric time zone \"{name}\" out of range"))),
+        Err(false) => {
+            lookup(name).ok_or_else(|| SqlError::new("22023", format!("time zone \"{name}\" not recognized")))
+        }
+    }
+}
+
 // ---------------------------------------------------------------- output
 
 const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
