@@ -70,14 +70,15 @@ pub struct DtCtx {
     pub interval_style: IntervalStyle,
 }
 
-/// IntervalStyle's output forms (`sql_standard`, which also changes how
-/// input is read, is refused by the settings).
+/// IntervalStyle's output forms (`sql_standard` also changes how input
+/// is read: a leading sign applies to every field).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IntervalStyle {
     #[default]
     Postgres,
     PostgresVerbose,
     Iso8601,
+    SqlStandard,
 }
 
 thread_local! {
@@ -120,6 +121,7 @@ pub fn context(
     let interval_style = match intervalstyle {
         "postgres_verbose" => IntervalStyle::PostgresVerbose,
         "iso_8601" => IntervalStyle::Iso8601,
+        "sql_standard" => IntervalStyle::SqlStandard,
         _ => IntervalStyle::Postgres,
     };
     if timezone == "UTC"

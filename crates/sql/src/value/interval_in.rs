@@ -6,8 +6,8 @@
 //! number or `a:b` means (DecodeInterval's `range`) and which lower fields
 //! are cut away (AdjustIntervalForTypmod).
 //!
-//! Read in the `postgres` IntervalStyle only: `sql_standard` (a leading
-//! sign applying to every field) is refused by the setting.
+//! In IntervalStyle `sql_standard` a leading `-` applies to every field
+//! when no other field has a sign, as PostgreSQL reads it.
 
 use pgtier_engine::Interval;
 
@@ -62,7 +62,8 @@ type Res<T> = std::result::Result<T, Dterr>;
 
 /// interval_in with a typmod: the value, or PostgreSQL's error for `text`.
 pub fn parse(text: &str, typmod: Typmod) -> Result<Interval> {
-    let decoded = match parse_fields(text).and_then(|fields| decode_interval(&fields, typmod.range)) {
+    let sql_standard = crate::tz::interval_style() == crate::tz::IntervalStyle::SqlStandard;
+    let decoded = match parse_fields(text).and_then(|fields| decode_interval(&fields, typmod.range, sql_standard)) {
         Err(Dterr::BadFormat) => decode_iso8601(text),
         other => other,
     };
@@ -489,8 +490,13 @@ fn decode_units(word: &str) -> Word {
 }
 
 /// DecodeInterval: the fields read right to left, a unit naming the
-/// number before it.
-fn decode_interval(fields: &[(String, Ft)], range: u16) -> Res<ItmIn> {
+/// number before it. In IntervalStyle sql_standard a leading `-` with no
+/// other sign in the text applies to every field (`-1 2:03:04`).
+fn decode_interval(fields: &[(String, Ft)], range: u16, sql_standard: bool) -> Res<ItmIn> {
+    let force_negative = sql_standard
+        && fields.first().is_some_and(|(f, _)| f.starts_with('-'))
+        && !fields[1..].iter().any(|(f, _)| f.starts_with(['-', '+']));
+    let negated = |usec: i64| if force_negative && usec > 0 { -usec } else { usec };
     let mut itm = ItmIn::default();
     let mut fmask = 0u32;
     let mut unit = Unit::Unset;
@@ -498,13 +504,17 @@ fn decode_interval(fields: &[(String, Ft)], range: u16) -> Res<ItmIn> {
     for (field, ft) in fields.iter().rev() {
         let tmask = match ft {
             Ft::Time => {
-                itm.usec = time_for_interval(field, range)?;
+                itm.usec = negated(time_for_interval(field, range)?);
                 unit = Unit::Day;
                 seen::TIME
             }
             Ft::Tz if field[1..].contains(':') && time_for_interval(&field[1..], range).is_ok() => {
                 let usec = time_for_interval(&field[1..], range)?;
-                itm.usec = if field.starts_with('-') { usec.checked_neg().ok_or(Dterr::FieldOverflow)? } else { usec };
+                itm.usec = negated(if field.starts_with('-') {
+                    usec.checked_neg().ok_or(Dterr::FieldOverflow)?
+                } else {
+                    usec
+                });
                 unit = Unit::Day;
                 seen::TIME
             }
@@ -512,7 +522,7 @@ fn decode_interval(fields: &[(String, Ft)], range: u16) -> Res<ItmIn> {
                 if unit == Unit::Unset {
                     unit = range_unit(range);
                 }
-                number(field, &mut unit, &mut itm)?
+                number(field, &mut unit, force_negative, &mut itm)?
             }
             Ft::String | Ft::Special => match decode_units(field) {
                 Word::Units(u) => {
@@ -560,7 +570,7 @@ fn range_unit(range: u16) -> Unit {
 }
 
 /// A number field (`5`, `-1.5`, `1-2` years-months) in `unit`; its DTK_M bits.
-fn number(field: &str, unit: &mut Unit, itm: &mut ItmIn) -> Res<u32> {
+fn number(field: &str, unit: &mut Unit, force_negative: bool, itm: &mut ItmIn) -> Res<u32> {
     let (val, rest) = strtol(field);
     let mut val = val.ok_or(Dterr::FieldOverflow)?;
     let negative = field.starts_with('-');
@@ -582,6 +592,14 @@ fn number(field: &str, unit: &mut Unit, itm: &mut ItmIn) -> Res<u32> {
         }
     } else if !rest.is_empty() {
         return Err(Dterr::BadFormat);
+    }
+    if force_negative {
+        if val > 0 {
+            val = -val;
+        }
+        if fval > 0.0 {
+            fval = -fval;
+        }
     }
     let ovf = |ok: bool| if ok { Ok(()) } else { Err(Dterr::FieldOverflow) };
     Ok(match *unit {
