@@ -37,6 +37,13 @@ pub enum Zone {
         abbrev: String,
     },
     Named(jiff::tz::TimeZone),
+    /// An abbreviation whose offset depends on the date (the `Default`
+    /// set's DYNTZ entries, `MSK` = Europe/Moscow): what the abbreviation
+    /// meant in that zone at the time (DetermineTimeZoneAbbrevOffset).
+    Dynamic {
+        abbrev: String,
+        tz: jiff::tz::TimeZone,
+    },
 }
 
 /// DateStyle's output style.
@@ -354,12 +361,72 @@ const ABBREVIATIONS: &[(&str, i32)] = &[
     ("zulu", 0),
 ];
 
+/// The `Default` set's abbreviations that name a zone rather than an
+/// offset (DYNTZ): their offset is what the zone used the abbreviation for
+/// at the time in question.
+const DYNAMIC_ABBREVIATIONS: &[(&str, &str)] = &[
+    ("amst", "Asia/Yerevan"),
+    ("anast", "Asia/Anadyr"),
+    ("anat", "Asia/Anadyr"),
+    ("arst", "America/Argentina/Buenos_Aires"),
+    ("art", "America/Argentina/Buenos_Aires"),
+    ("azst", "Asia/Baku"),
+    ("azt", "Asia/Baku"),
+    ("ckt", "Pacific/Rarotonga"),
+    ("clt", "America/Santiago"),
+    ("davt", "Antarctica/Davis"),
+    ("easst", "Pacific/Easter"),
+    ("east", "Pacific/Easter"),
+    ("fkst", "Atlantic/Stanley"),
+    ("fkt", "Atlantic/Stanley"),
+    ("gest", "Asia/Tbilisi"),
+    ("get", "Asia/Tbilisi"),
+    ("gyt", "America/Guyana"),
+    ("iot", "Indian/Chagos"),
+    ("irkst", "Asia/Irkutsk"),
+    ("irkt", "Asia/Irkutsk"),
+    ("kgt", "Asia/Bishkek"),
+    ("kost", "Pacific/Kosrae"),
+    ("krast", "Asia/Krasnoyarsk"),
+    ("krat", "Asia/Krasnoyarsk"),
+    ("lhdt", "Australia/Lord_Howe"),
+    ("lint", "Pacific/Kiritimati"),
+    ("lkt", "Asia/Colombo"),
+    ("magst", "Asia/Magadan"),
+    ("magt", "Asia/Magadan"),
+    ("mawt", "Antarctica/Mawson"),
+    ("msk", "Europe/Moscow"),
+    ("novst", "Asia/Novosibirsk"),
+    ("novt", "Asia/Novosibirsk"),
+    ("nut", "Pacific/Niue"),
+    ("omsst", "Asia/Omsk"),
+    ("omst", "Asia/Omsk"),
+    ("petst", "Asia/Kamchatka"),
+    ("pett", "Asia/Kamchatka"),
+    ("pyt", "America/Asuncion"),
+    ("sgt", "Asia/Singapore"),
+    ("tkt", "Pacific/Fakaofo"),
+    ("tmt", "Asia/Ashgabat"),
+    ("ulat", "Asia/Ulaanbaatar"),
+    ("vet", "America/Caracas"),
+    ("vlast", "Asia/Vladivostok"),
+    ("vlat", "Asia/Vladivostok"),
+    ("volt", "Europe/Volgograd"),
+    ("yakst", "Asia/Yakutsk"),
+    ("yakt", "Asia/Yakutsk"),
+    ("yekt", "Asia/Yekaterinburg"),
+];
+
 /// A zone named in a value or AT TIME ZONE: an abbreviation first, then
 /// the tz database (or a POSIX spec), as PostgreSQL looks them up.
 pub fn lookup(name: &str) -> Option<Zone> {
     let lower = name.to_ascii_lowercase();
     if let Some((_, east)) = ABBREVIATIONS.iter().find(|(a, _)| *a == lower) {
         return Some(Zone::Fixed { east_secs: *east, abbrev: name.to_ascii_uppercase() });
+    }
+    if let Some((_, zone)) = DYNAMIC_ABBREVIATIONS.iter().find(|(a, _)| *a == lower) {
+        let tz = jiff::tz::db().get(zone).ok()?;
+        return Some(Zone::Dynamic { abbrev: name.to_ascii_uppercase(), tz });
     }
     named(name).map(|(z, _)| z)
 }
@@ -370,6 +437,10 @@ impl Zone {
         match self {
             Zone::Fixed { east_secs, .. } => *east_secs,
             Zone::Named(tz) => tz.to_offset(jiff_instant(utc)).seconds(),
+            // DetermineTimeZoneAbbrevOffsetTS.
+            Zone::Dynamic { abbrev, tz } => {
+                abbrev_offset(tz, abbrev, utc).unwrap_or_else(|| tz.to_offset(jiff_instant(utc)).seconds())
+            }
         }
     }
 
@@ -377,12 +448,22 @@ impl Zone {
         match self {
             Zone::Fixed { abbrev, .. } => abbrev.clone(),
             Zone::Named(tz) => tz.to_offset_info(jiff_instant(utc)).abbreviation().to_owned(),
+            Zone::Dynamic { abbrev, .. } => abbrev.clone(),
         }
     }
 
     /// The UTC instant of local time `local` in this zone (DetermineTimeZoneOffset).
     pub fn from_local(&self, local: i64) -> i64 {
         // Saturating throughout: main's ±infinity timestamps are i64 bounds.
+        if let Zone::Dynamic { abbrev, tz } = self {
+            // DetermineTimeZoneAbbrevOffset: the abbreviation's meaning at
+            // the instant the zone itself gives the local time.
+            let probe = Zone::Named(tz.clone()).from_local(local);
+            return match abbrev_offset(tz, abbrev, probe) {
+                Some(east) => local.saturating_sub(i64::from(east) * MICROS_PER_SECOND),
+                None => probe,
+            };
+        }
         let Zone::Named(_) = self else {
             return local.saturating_sub(i64::from(self.offset_at(local)) * MICROS_PER_SECOND);
         };
@@ -406,6 +487,19 @@ impl Zone {
     pub fn to_local(&self, utc: i64) -> i64 {
         utc.saturating_add(i64::from(self.offset_at(utc)) * MICROS_PER_SECOND)
     }
+}
+
+/// pg_interpret_timezone_abbrev: the offset (seconds east) `abbrev` had
+/// in `tz` at its latest use at or before `utc`, else its earliest use
+/// after; None when the zone never uses it.
+fn abbrev_offset(tz: &jiff::tz::TimeZone, abbrev: &str, utc: i64) -> Option<i32> {
+    let t = jiff_instant(utc);
+    let info = tz.to_offset_info(t);
+    if info.abbreviation().eq_ignore_ascii_case(abbrev) {
+        return Some(info.offset().seconds());
+    }
+    let is = |tr: &jiff::tz::TimeZoneTransition<'_>| tr.abbreviation().eq_ignore_ascii_case(abbrev);
+    tz.preceding(t).find(is).or_else(|| tz.following(t).find(is)).map(|tr| tr.offset().seconds())
 }
 
 /// jiff covers years -9999..=9999: a later instant is moved back by whole
