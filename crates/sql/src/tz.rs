@@ -37,6 +37,13 @@ pub enum Zone {
         abbrev: String,
     },
     Named(jiff::tz::TimeZone),
+    /// An abbreviation whose offset depends on the date (the `Default`
+    /// set's DYNTZ entries, `MSK` = Europe/Moscow): what the abbreviation
+    /// meant in that zone at the time (DetermineTimeZoneAbbrevOffset).
+    Dynamic {
+        abbrev: String,
+        tz: jiff::tz::TimeZone,
+    },
 }
 
 /// DateStyle's output style.
@@ -70,14 +77,15 @@ pub struct DtCtx {
     pub interval_style: IntervalStyle,
 }
 
-/// IntervalStyle's output forms (`sql_standard`, which also changes how
-/// input is read, is refused by the settings).
+/// IntervalStyle's output forms (`sql_standard` also changes how input
+/// is read: a leading sign applies to every field).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IntervalStyle {
     #[default]
     Postgres,
     PostgresVerbose,
     Iso8601,
+    SqlStandard,
 }
 
 thread_local! {
@@ -120,6 +128,7 @@ pub fn context(
     let interval_style = match intervalstyle {
         "postgres_verbose" => IntervalStyle::PostgresVerbose,
         "iso_8601" => IntervalStyle::Iso8601,
+        "sql_standard" => IntervalStyle::SqlStandard,
         _ => IntervalStyle::Postgres,
     };
     if timezone == "UTC"
@@ -352,12 +361,72 @@ const ABBREVIATIONS: &[(&str, i32)] = &[
     ("zulu", 0),
 ];
 
+/// The `Default` set's abbreviations that name a zone rather than an
+/// offset (DYNTZ): their offset is what the zone used the abbreviation for
+/// at the time in question.
+const DYNAMIC_ABBREVIATIONS: &[(&str, &str)] = &[
+    ("amst", "Asia/Yerevan"),
+    ("anast", "Asia/Anadyr"),
+    ("anat", "Asia/Anadyr"),
+    ("arst", "America/Argentina/Buenos_Aires"),
+    ("art", "America/Argentina/Buenos_Aires"),
+    ("azst", "Asia/Baku"),
+    ("azt", "Asia/Baku"),
+    ("ckt", "Pacific/Rarotonga"),
+    ("clt", "America/Santiago"),
+    ("davt", "Antarctica/Davis"),
+    ("easst", "Pacific/Easter"),
+    ("east", "Pacific/Easter"),
+    ("fkst", "Atlantic/Stanley"),
+    ("fkt", "Atlantic/Stanley"),
+    ("gest", "Asia/Tbilisi"),
+    ("get", "Asia/Tbilisi"),
+    ("gyt", "America/Guyana"),
+    ("iot", "Indian/Chagos"),
+    ("irkst", "Asia/Irkutsk"),
+    ("irkt", "Asia/Irkutsk"),
+    ("kgt", "Asia/Bishkek"),
+    ("kost", "Pacific/Kosrae"),
+    ("krast", "Asia/Krasnoyarsk"),
+    ("krat", "Asia/Krasnoyarsk"),
+    ("lhdt", "Australia/Lord_Howe"),
+    ("lint", "Pacific/Kiritimati"),
+    ("lkt", "Asia/Colombo"),
+    ("magst", "Asia/Magadan"),
+    ("magt", "Asia/Magadan"),
+    ("mawt", "Antarctica/Mawson"),
+    ("msk", "Europe/Moscow"),
+    ("novst", "Asia/Novosibirsk"),
+    ("novt", "Asia/Novosibirsk"),
+    ("nut", "Pacific/Niue"),
+    ("omsst", "Asia/Omsk"),
+    ("omst", "Asia/Omsk"),
+    ("petst", "Asia/Kamchatka"),
+    ("pett", "Asia/Kamchatka"),
+    ("pyt", "America/Asuncion"),
+    ("sgt", "Asia/Singapore"),
+    ("tkt", "Pacific/Fakaofo"),
+    ("tmt", "Asia/Ashgabat"),
+    ("ulat", "Asia/Ulaanbaatar"),
+    ("vet", "America/Caracas"),
+    ("vlast", "Asia/Vladivostok"),
+    ("vlat", "Asia/Vladivostok"),
+    ("volt", "Europe/Volgograd"),
+    ("yakst", "Asia/Yakutsk"),
+    ("yakt", "Asia/Yakutsk"),
+    ("yekt", "Asia/Yekaterinburg"),
+];
+
 /// A zone named in a value or AT TIME ZONE: an abbreviation first, then
 /// the tz database (or a POSIX spec), as PostgreSQL looks them up.
 pub fn lookup(name: &str) -> Option<Zone> {
     let lower = name.to_ascii_lowercase();
     if let Some((_, east)) = ABBREVIATIONS.iter().find(|(a, _)| *a == lower) {
         return Some(Zone::Fixed { east_secs: *east, abbrev: name.to_ascii_uppercase() });
+    }
+    if let Some((_, zone)) = DYNAMIC_ABBREVIATIONS.iter().find(|(a, _)| *a == lower) {
+        let tz = jiff::tz::db().get(zone).ok()?;
+        return Some(Zone::Dynamic { abbrev: name.to_ascii_uppercase(), tz });
     }
     named(name).map(|(z, _)| z)
 }
@@ -368,6 +437,10 @@ impl Zone {
         match self {
             Zone::Fixed { east_secs, .. } => *east_secs,
             Zone::Named(tz) => tz.to_offset(jiff_instant(utc)).seconds(),
+            // DetermineTimeZoneAbbrevOffsetTS.
+            Zone::Dynamic { abbrev, tz } => {
+                abbrev_offset(tz, abbrev, utc).unwrap_or_else(|| tz.to_offset(jiff_instant(utc)).seconds())
+            }
         }
     }
 
@@ -375,12 +448,22 @@ impl Zone {
         match self {
             Zone::Fixed { abbrev, .. } => abbrev.clone(),
             Zone::Named(tz) => tz.to_offset_info(jiff_instant(utc)).abbreviation().to_owned(),
+            Zone::Dynamic { abbrev, .. } => abbrev.clone(),
         }
     }
 
     /// The UTC instant of local time `local` in this zone (DetermineTimeZoneOffset).
     pub fn from_local(&self, local: i64) -> i64 {
         // Saturating throughout: main's ±infinity timestamps are i64 bounds.
+        if let Zone::Dynamic { abbrev, tz } = self {
+            // DetermineTimeZoneAbbrevOffset: the abbreviation's meaning at
+            // the instant the zone itself gives the local time.
+            let probe = Zone::Named(tz.clone()).from_local(local);
+            return match abbrev_offset(tz, abbrev, probe) {
+                Some(east) => local.saturating_sub(i64::from(east) * MICROS_PER_SECOND),
+                None => probe,
+            };
+        }
         let Zone::Named(_) = self else {
             return local.saturating_sub(i64::from(self.offset_at(local)) * MICROS_PER_SECOND);
         };
@@ -404,6 +487,19 @@ impl Zone {
     pub fn to_local(&self, utc: i64) -> i64 {
         utc.saturating_add(i64::from(self.offset_at(utc)) * MICROS_PER_SECOND)
     }
+}
+
+/// pg_interpret_timezone_abbrev: the offset (seconds east) `abbrev` had
+/// in `tz` at its latest use at or before `utc`, else its earliest use
+/// after; None when the zone never uses it.
+fn abbrev_offset(tz: &jiff::tz::TimeZone, abbrev: &str, utc: i64) -> Option<i32> {
+    let t = jiff_instant(utc);
+    let info = tz.to_offset_info(t);
+    if info.abbreviation().eq_ignore_ascii_case(abbrev) {
+        return Some(info.offset().seconds());
+    }
+    let is = |tr: &jiff::tz::TimeZoneTransition<'_>| tr.abbreviation().eq_ignore_ascii_case(abbrev);
+    tz.preceding(t).find(is).or_else(|| tz.following(t).find(is)).map(|tr| tr.offset().seconds())
 }
 
 /// jiff covers years -9999..=9999: a later instant is moved back by whole
@@ -446,6 +542,71 @@ pub fn session_is_utc() -> bool {
 /// A zone for AT TIME ZONE / timezone(zone, ts): 22023 when unknown.
 pub fn zone_arg(name: &str) -> Result<Zone> {
     lookup(name.trim()).ok_or_else(|| SqlError::new("22023", format!("time zone \"{name}\" not recognized")))
+}
+
+/// DecodeTimezone: a numeric zone `+h`, `-hh:mm[:ss]`, `+hhmm` (ISO sign:
+/// east of UTC), in seconds east. Err(true) when its hours, minutes or
+/// seconds are out of range; Err(false) when `s` is not of this form.
+pub fn decode_numeric_zone(s: &str) -> std::result::Result<i32, bool> {
+    /// strtoint: an optional sign and digits (0 and all of `s` without any).
+    fn strtoint(s: &str) -> std::result::Result<(i64, &str), bool> {
+        let t = s.trim_start();
+        let (neg, body) = match t.as_bytes().first() {
+            Some(b'-') => (true, &t[1..]),
+            Some(b'+') => (false, &t[1..]),
+            _ => (false, t),
+        };
+        let n = body.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return Ok((0, s));
+        }
+        let v: i64 = body[..n].parse().map_err(|_| true)?;
+        if v > i64::from(i32::MAX) {
+            return Err(true);
+        }
+        Ok((if neg { -v } else { v }, &body[n..]))
+    }
+    let negative = match s.as_bytes().first() {
+        Some(b'+') => false,
+        Some(b'-') => true,
+        _ => return Err(false),
+    };
+    let (mut hr, mut cp) = strtoint(&s[1..])?;
+    let (mut min, mut sec) = (0, 0);
+    if let Some(rest) = cp.strip_prefix(':') {
+        (min, cp) = strtoint(rest)?;
+        if let Some(rest) = cp.strip_prefix(':') {
+            (sec, cp) = strtoint(rest)?;
+        }
+    } else if cp.is_empty() && s.len() > 3 {
+        min = hr % 100;
+        hr /= 100;
+    }
+    if !(0..=15).contains(&hr) || !(0..60).contains(&min) || !(0..60).contains(&sec) {
+        return Err(true);
+    }
+    if !cp.is_empty() {
+        return Err(false);
+    }
+    let east = i32::try_from((hr * 60 + min) * 60 + sec).map_err(|_| true)?;
+    Ok(if negative { -east } else { east })
+}
+
+/// make_timestamptz's zone (parse_sane_timezone): a numeric zone with the
+/// ISO sign first, then an abbreviation, then a tz database name or POSIX
+/// spec; 22023 for what is none of them.
+pub fn sane_zone(name: &str) -> Result<Zone> {
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(SqlError::new("22023", format!("invalid input syntax for type numeric time zone: \"{name}\""))
+            .with_hint("Numeric time zones must have \"-\" or \"+\" as first character."));
+    }
+    match decode_numeric_zone(name) {
+        Ok(east) => Ok(fixed_setting(east).0),
+        Err(true) => Err(SqlError::new("22023", format!("numeric time zone \"{name}\" out of range"))),
+        Err(false) => {
+            lookup(name).ok_or_else(|| SqlError::new("22023", format!("time zone \"{name}\" not recognized")))
+        }
+    }
 }
 
 // ---------------------------------------------------------------- output

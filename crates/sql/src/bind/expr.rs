@@ -300,18 +300,12 @@ impl Binder<'_> {
         let ast::Value::SingleQuotedString(text) = &v.value else {
             return Err(SqlError::unsupported("INTERVAL of a non-string literal"));
         };
-        if iv.leading_field.is_some() || iv.last_field.is_some() {
-            return Err(SqlError::unsupported("interval with fields or a precision"));
-        }
-        // `interval(p) '...'` (the dialect's form), which prints as
-        // `INTERVAL '...' (p)` and reads back as a leading precision
-        // without a field (a view's stored query).
-        let v = value::parse_input(text, DataType::Interval)?;
-        let v = match (iv.fractional_seconds_precision.or(iv.leading_precision), v) {
-            (Some(p), Value::Interval(i)) => Value::Interval(crate::value::interval::round_seconds(i, p)?),
-            (_, v) => v,
-        };
-        Ok((Expr::Const(v), Some(DataType::Interval)))
+        // `interval(p) '...'` (the dialect's form) prints as `INTERVAL
+        // '...' (p)` and reads back as a leading precision without a
+        // field (a view's stored query).
+        let typmod = super::interval_fns::literal_typmod(iv)?;
+        let v = crate::value::interval_in::parse(text, typmod)?;
+        Ok((Expr::Const(Value::Interval(v)), Some(DataType::Interval)))
     }
 
     /// NOT, unary minus and plus.
@@ -419,6 +413,11 @@ impl Binder<'_> {
         if !matches!(kind, ast::CastKind::Cast | ast::CastKind::DoubleColon) {
             return Err(SqlError::unsupported(format!("{kind:?}")));
         }
+        if let ast::DataType::Interval { fields, precision } = data_type
+            && let Some(typmod) = super::interval_fns::type_typmod(*fields, *precision)?
+        {
+            return self.interval_typmod_cast(kind, expr, typmod, scope, ctx);
+        }
         let target = cast_target(data_type);
         // ARRAY[] has no type of its own: only a cast gives it one.
         if let (ast::Expr::Array(a), Some(CastTarget::Array(elem))) = (expr, target)
@@ -482,6 +481,33 @@ impl Binder<'_> {
             )),
             (_, x) => Ok((Expr::Cast(x.boxed(), ty, true), Some(ty))),
         }
+    }
+
+    /// `x::interval <fields>(p)`: an unknown literal read with the typmod
+    /// (its fields decide what `1:2` means); anything else cast to
+    /// interval, then cut to the typmod as interval(interval, int4) does.
+    fn interval_typmod_cast(
+        &mut self,
+        kind: &ast::CastKind,
+        expr: &ast::Expr,
+        typmod: crate::value::interval_in::Typmod,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        use crate::value::interval_in;
+        if let ast::Expr::Value(v) = expr
+            && let ast::Value::SingleQuotedString(s) = &v.value
+        {
+            return Ok((Expr::Const(Value::Interval(interval_in::parse(s, typmod)?)), Some(DataType::Interval)));
+        }
+        let plain = ast::DataType::Interval { fields: None, precision: None };
+        let (x, t) = self.cast_expr(kind, expr, &plain, scope, ctx)?;
+        let x = match x {
+            Expr::Const(Value::Interval(v)) => Expr::Const(Value::Interval(interval_in::adjust(v, typmod)?)),
+            Expr::Const(Value::Null) => x,
+            x => Expr::Func(Func::IntervalTypmod, vec![x, Expr::Const(Value::Int4(typmod.encode()))]),
+        };
+        Ok((x, t))
     }
 
     /// `x AT TIME ZONE zone`, either way between timestamp and timestamptz.

@@ -638,7 +638,7 @@ impl Connection {
         } else {
             normalize_setting(&key, value)?
         };
-        if matches!(key.as_str(), "timezone" | "datestyle") {
+        if matches!(key.as_str(), "timezone" | "datestyle" | "intervalstyle") {
             // Literals were read in the old zone or style when the cached
             // statements were planned (PostgreSQL parses a simple query anew).
             self.by_text.clear();

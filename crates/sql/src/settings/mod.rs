@@ -118,13 +118,8 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
             v @ ("hex" | "escape") => v.to_owned(),
             _ => return Err(invalid().with_hint("Available values: escape, hex.")),
         },
-        // sql_standard also changes how interval input is read (a leading
-        // sign applies to every field), which pgtier does not do: refused.
         "intervalstyle" => match value.trim().to_lowercase().as_str() {
-            v @ ("postgres" | "postgres_verbose" | "iso_8601") => v.to_owned(),
-            v @ "sql_standard" => {
-                return Err(SqlError::unsupported(format!("IntervalStyle {v}")));
-            }
+            v @ ("postgres" | "postgres_verbose" | "iso_8601" | "sql_standard") => v.to_owned(),
             _ => {
                 return Err(
                     invalid().with_hint("Available values: postgres, postgres_verbose, sql_standard, iso_8601.")

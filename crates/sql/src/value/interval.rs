@@ -1,5 +1,4 @@
-//! `interval`: PostgreSQL's input in the `postgres` style (quantity-unit
-//! pairs, a clock field, `@`, `ago`), and its arithmetic with intervals,
+//! `interval`: its input (read in interval_in.rs), and its arithmetic with intervals,
 //! dates, timestamps and times. The value is the engine's
 //! [`Interval`] (months, days, microseconds); output lives with it.
 
@@ -7,290 +6,11 @@ use pgtier_engine::{DataType, Interval, Value, civil_from_days, days_from_civil,
 
 use crate::error::{Result, SqlError};
 use crate::value::time::{TIMESTAMP_END, TIMESTAMP_MIN};
-use crate::value::{ArithOp, MICROS_PER_DAY, MICROS_PER_SECOND};
+use crate::value::{ArithOp, MICROS_PER_DAY};
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Unit {
-    Microsecond,
-    Millisecond,
-    Second,
-    Minute,
-    Hour,
-    Day,
-    Week,
-    Month,
-    Year,
-    Decade,
-    Century,
-    Millennium,
-}
-
-/// The unit names and abbreviations of datetime.c's deltatktbl.
-fn unit(word: &str) -> Option<Unit> {
-    Some(match word {
-        "us" | "usec" | "usecs" | "usecond" | "useconds" | "microsecon" | "microsecond" | "microseconds" => {
-            Unit::Microsecond
-        }
-        "ms" | "msec" | "msecs" | "msecond" | "mseconds" | "millisecon" | "millisecond" | "milliseconds" => {
-            Unit::Millisecond
-        }
-        "s" | "sec" | "secs" | "second" | "seconds" => Unit::Second,
-        "m" | "min" | "mins" | "minute" | "minutes" => Unit::Minute,
-        "h" | "hr" | "hrs" | "hour" | "hours" => Unit::Hour,
-        "d" | "day" | "days" => Unit::Day,
-        "w" | "week" | "weeks" => Unit::Week,
-        "mon" | "mons" | "month" | "months" => Unit::Month,
-        "y" | "yr" | "yrs" | "year" | "years" => Unit::Year,
-        "dec" | "decs" | "decade" | "decades" => Unit::Decade,
-        "c" | "cent" | "century" | "centuries" => Unit::Century,
-        "mil" | "mils" | "millennium" | "millennia" => Unit::Millennium,
-        _ => return None,
-    })
-}
-
-/// Why an interval text is refused.
-enum Bad {
-    Syntax,
-    Range,
-    /// A form PostgreSQL takes that pgtier does not read (ISO 8601, SQL standard).
-    Form,
-}
-
-/// interval_in (IntervalStyle-independent `postgres` forms).
+/// interval_in without a typmod (crate::value::interval_in).
 pub fn parse(text: &str) -> Result<Interval> {
-    decode(text).map_err(|bad| match bad {
-        Bad::Syntax => SqlError::new("22007", format!("invalid input syntax for type interval: \"{text}\"")),
-        Bad::Range => SqlError::new("22015", format!("interval field value out of range: \"{text}\"")),
-        Bad::Form => SqlError::unsupported(format!("interval input \"{text}\" (ISO 8601 and SQL-standard forms)")),
-    })
-}
-
-#[derive(Default)]
-struct Fields {
-    months: i64,
-    days: i64,
-    micros: i64,
-}
-
-fn decode(text: &str) -> std::result::Result<Interval, Bad> {
-    let t = text.trim();
-    if t.starts_with(['P', 'p']) {
-        return Err(Bad::Form);
-    }
-    let tokens = tokenize(t)?;
-    if tokens.is_empty() {
-        return Err(Bad::Syntax);
-    }
-    let mut f = Fields::default();
-    let mut ago = false;
-    // The unit for the number to the left, and whether a word named it
-    // (rather than a clock field implying days).
-    let mut pending: Option<(Unit, bool)> = None;
-    let mut seen: Vec<Unit> = Vec::new();
-    let claim = |u: Unit, seen: &mut Vec<Unit>| {
-        if seen.contains(&u) {
-            Err(Bad::Syntax)
-        } else {
-            seen.push(u);
-            Ok(())
-        }
-    };
-    // Right to left, as DecodeInterval: a unit names the number before it.
-    for (i, tok) in tokens.iter().enumerate().rev() {
-        if tok.starts_with(|c: char| c.is_ascii_alphabetic()) {
-            let word = tok.to_ascii_lowercase();
-            if word == "ago" {
-                if i != tokens.len() - 1 || ago {
-                    return Err(Bad::Syntax);
-                }
-                ago = true;
-                continue;
-            }
-            if pending.is_some_and(|(_, word)| word) {
-                return Err(Bad::Syntax);
-            }
-            pending = Some((unit(&word).ok_or(Bad::Syntax)?, true));
-        } else if tok.contains(':') {
-            if pending.is_some() {
-                return Err(Bad::Syntax);
-            }
-            // DTK_TIME_M: the clock takes the sub-second units too.
-            for u in [Unit::Hour, Unit::Minute, Unit::Second, Unit::Millisecond, Unit::Microsecond] {
-                claim(u, &mut seen)?;
-            }
-            f.micros = f.micros.checked_add(clock(tok)?).ok_or(Bad::Range)?;
-            // A number before a clock field is days ('1 12:00').
-            pending = Some((Unit::Day, false));
-        } else {
-            let u = pending.take().map_or(Unit::Second, |(u, _)| u);
-            claim(u, &mut seen)?;
-            // Seconds with a fraction take milli- and microseconds as
-            // well (DTK_ALL_SECS_M): '5.5 seconds 3 milliseconds' is
-            // invalid.
-            if u == Unit::Second && tok.split_once('.').is_some_and(|(_, frac)| frac.bytes().any(|b| b != b'0')) {
-                claim(Unit::Millisecond, &mut seen)?;
-                claim(Unit::Microsecond, &mut seen)?;
-            }
-            quantity(tok, u, &mut f)?;
-        }
-    }
-    if pending.is_some_and(|(_, word)| word) {
-        return Err(Bad::Syntax);
-    }
-    let sign = if ago { -1 } else { 1 };
-    let narrow = |v: i64| i32::try_from(v * sign).map_err(|_| Bad::Range);
-    Ok(Interval {
-        months: narrow(f.months)?,
-        days: narrow(f.days)?,
-        micros: f.micros.checked_mul(sign).ok_or(Bad::Range)?,
-    })
-}
-
-/// Numbers (with sign, point and colons) and words; `@` first is noise.
-fn tokenize(t: &str) -> std::result::Result<Vec<&str>, Bad> {
-    let t = t.strip_prefix('@').unwrap_or(t);
-    let bytes = t.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        let start = i;
-        if c.is_ascii_whitespace() {
-            i += 1;
-            continue;
-        }
-        if c.is_ascii_alphabetic() {
-            while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
-                i += 1;
-            }
-        } else if c.is_ascii_digit() || matches!(c, b'+' | b'-' | b'.') {
-            i += 1;
-            while i < bytes.len() && (bytes[i].is_ascii_digit() || matches!(bytes[i], b'.' | b':')) {
-                i += 1;
-            }
-            // 1-2 (years-months) and the like: the SQL-standard forms.
-            if i < bytes.len() && matches!(bytes[i], b'-' | b'/') {
-                return Err(Bad::Form);
-            }
-        } else {
-            return Err(Bad::Syntax);
-        }
-        out.push(&t[start..i]);
-    }
-    Ok(out)
-}
-
-/// `[+-]int[.frac]` times a unit, the fraction carried down as
-/// PostgreSQL 15 does (AdjustFractYears / AdjustFractDays /
-/// AdjustFractMicroseconds).
-fn quantity(tok: &str, u: Unit, f: &mut Fields) -> std::result::Result<(), Bad> {
-    let (negative, body) = match tok.as_bytes().first() {
-        Some(b'-') => (true, &tok[1..]),
-        Some(b'+') => (false, &tok[1..]),
-        _ => (false, tok),
-    };
-    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
-    if (int.is_empty() && frac.is_empty())
-        || !int.bytes().all(|b| b.is_ascii_digit())
-        || !frac.bytes().all(|b| b.is_ascii_digit())
-    {
-        return Err(Bad::Syntax);
-    }
-    let sign = if negative { -1 } else { 1 };
-    let val: i64 = if int.is_empty() { 0 } else { int.parse::<i64>().map_err(|_| Bad::Range)? * sign };
-    let fval: f64 = if frac.is_empty() { 0.0 } else { format!("0.{frac}").parse::<f64>().map_err(|_| Bad::Syntax)? };
-    let fval = if negative { -fval } else { fval };
-    let add = |slot: &mut i64, v: i64| -> std::result::Result<(), Bad> {
-        *slot = slot.checked_add(v).ok_or(Bad::Range)?;
-        Ok(())
-    };
-    let micros_of = |scale: i64| -> std::result::Result<i64, Bad> {
-        val.checked_mul(scale).and_then(|m| m.checked_add(fract_micros(fval, scale))).ok_or(Bad::Range)
-    };
-    match u {
-        Unit::Microsecond => add(&mut f.micros, micros_of(1)?)?,
-        Unit::Millisecond => add(&mut f.micros, micros_of(1_000)?)?,
-        Unit::Second => add(&mut f.micros, micros_of(MICROS_PER_SECOND)?)?,
-        Unit::Minute => add(&mut f.micros, micros_of(60 * MICROS_PER_SECOND)?)?,
-        Unit::Hour => add(&mut f.micros, micros_of(3_600 * MICROS_PER_SECOND)?)?,
-        Unit::Day => {
-            add(&mut f.days, val)?;
-            add(&mut f.micros, fract_micros(fval, MICROS_PER_DAY))?;
-        }
-        Unit::Week => {
-            add(&mut f.days, val.checked_mul(7).ok_or(Bad::Range)?)?;
-            fract_days(fval, 7.0, f)?;
-        }
-        Unit::Month => {
-            add(&mut f.months, val)?;
-            fract_days(fval, 30.0, f)?;
-        }
-        Unit::Year | Unit::Decade | Unit::Century | Unit::Millennium => {
-            let years = match u {
-                Unit::Year => 1,
-                Unit::Decade => 10,
-                Unit::Century => 100,
-                _ => 1_000,
-            };
-            add(&mut f.months, val.checked_mul(12 * years).ok_or(Bad::Range)?)?;
-            #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
-            add(&mut f.months, (fval * (12 * years) as f64).round_ties_even() as i64)?;
-        }
-    }
-    Ok(())
-}
-
-/// AdjustFractMicroseconds: the fraction's microseconds, a half or less dropped.
-fn fract_micros(frac: f64, scale: i64) -> i64 {
-    #[allow(clippy::cast_precision_loss)]
-    let x = frac * scale as f64;
-    #[allow(clippy::cast_possible_truncation)]
-    let whole = x as i64;
-    #[allow(clippy::cast_precision_loss)]
-    let rest = x - whole as f64;
-    whole + i64::from(rest > 0.5) - i64::from(rest < -0.5)
-}
-
-/// AdjustFractDays: whole days, the rest as microseconds.
-fn fract_days(frac: f64, scale: f64, f: &mut Fields) -> std::result::Result<(), Bad> {
-    let x = frac * scale;
-    #[allow(clippy::cast_possible_truncation)]
-    let days = x as i64;
-    #[allow(clippy::cast_precision_loss)]
-    let rest = x - days as f64;
-    f.days = f.days.checked_add(days).ok_or(Bad::Range)?;
-    f.micros = f.micros.checked_add(fract_micros(rest, MICROS_PER_DAY)).ok_or(Bad::Range)?;
-    Ok(())
-}
-
-/// `[+-]h:m[:s[.f]]`; hours unbounded, minutes and seconds below 60.
-fn clock(tok: &str) -> std::result::Result<i64, Bad> {
-    let (negative, body) = match tok.as_bytes().first() {
-        Some(b'-') => (true, &tok[1..]),
-        Some(b'+') => (false, &tok[1..]),
-        _ => (false, tok),
-    };
-    let (hms, frac) = body.split_once('.').unwrap_or((body, ""));
-    let parts: Vec<&str> = hms.split(':').collect();
-    let num = |p: &str| -> std::result::Result<i64, Bad> {
-        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(Bad::Syntax);
-        }
-        p.parse().map_err(|_| Bad::Range)
-    };
-    if !frac.bytes().all(|b| b.is_ascii_digit()) || parts.len() > 3 || (parts.len() < 3 && !frac.is_empty()) {
-        return Err(Bad::Syntax);
-    }
-    let (h, m) = (num(parts[0])?, num(parts[1])?);
-    let s = if parts.len() == 3 { num(parts[2])? } else { 0 };
-    if m > 59 || s > 59 {
-        return Err(Bad::Range);
-    }
-    let micros = h
-        .checked_mul(3_600 * MICROS_PER_SECOND)
-        .and_then(|x| x.checked_add((m * 60 + s) * MICROS_PER_SECOND + crate::value::time::fraction_micros(frac)))
-        .ok_or(Bad::Range)?;
-    Ok(if negative { -micros } else { micros })
+    super::interval_in::parse(text, super::interval_in::Typmod::FULL)
 }
 
 fn out_of_range(what: &str) -> SqlError {
@@ -508,6 +228,10 @@ mod tests {
         assert_eq!(iv("2 mons 1.5 years"), (20, 0, 0));
         assert_eq!(iv("1d2h3m"), (0, 1, 2 * h + 3 * 60_000_000));
         assert_eq!(iv("1 day 12:00:00"), (0, 1, 12 * h));
+        assert_eq!(iv("1-2"), (14, 0, 0));
+        assert_eq!(iv("-1-2 3 -4:05:06"), (-14, 3, -(4 * h + 5 * 60_000_000 + 6_000_000)));
+        assert_eq!(iv("P1Y2M3DT4H5M6S"), (14, 3, 4 * h + 5 * 60_000_000 + 6_000_000));
+        assert_eq!(iv("P0001-02-03T04:05:06"), (14, 3, 4 * h + 5 * 60_000_000 + 6_000_000));
     }
 
     #[test]
@@ -517,8 +241,8 @@ mod tests {
             ("1 fortnight", "22007"),
             ("1 day 2 days", "22007"),
             ("day", "22007"),
-            ("P1Y", "0A000"),
-            ("1-2", "0A000"),
+            ("P0x1Y", "0A000"),
+            (" P1Y", "22007"),
             ("99999999999 years", "22015"),
         ] {
             assert_eq!(parse(text).err().map(|e| e.sqlstate), Some(state), "{text}");

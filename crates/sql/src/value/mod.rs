@@ -24,6 +24,7 @@ mod bytea_in;
 mod datetime_in;
 mod era;
 pub mod interval;
+pub mod interval_in;
 pub(crate) mod json;
 pub mod numeric_transcendental;
 mod numeric_wide;

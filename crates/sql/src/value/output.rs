@@ -239,7 +239,8 @@ pub(super) fn write_float(x: f64, single: bool, out: &mut String) {
 }
 
 /// interval_out in IntervalStyle postgres_verbose (`@ 1 year 2 mons 3 days
-/// ago`) or iso_8601 (`P1Y2M3DT4H5M6.5S`), as EncodeInterval writes them,
+/// ago`), iso_8601 (`P1Y2M3DT4H5M6.5S`) or sql_standard (`1-2`, `-1 2:03:04`,
+/// `+1-2 -3 +4:05:06`), as EncodeInterval writes them,
 /// from interval2itm's fields (each carries the sign of its part).
 fn write_interval_styled(v: pgtier_engine::Interval, style: crate::tz::IntervalStyle, out: &mut String) {
     let (year, mon, mday) = (i64::from(v.months / 12), i64::from(v.months % 12), i64::from(v.days));
@@ -258,6 +259,7 @@ fn write_interval_styled(v: pgtier_engine::Interval, style: crate::tz::IntervalS
         }
     };
     match style {
+        crate::tz::IntervalStyle::SqlStandard => write_sql_standard([year, mon, mday, hour, min, sec, usec], out),
         crate::tz::IntervalStyle::Iso8601 => {
             if year == 0 && mon == 0 && mday == 0 && hour == 0 && min == 0 && sec == 0 && usec == 0 {
                 out.push_str("PT0S");
@@ -328,5 +330,58 @@ fn write_interval_styled(v: pgtier_engine::Interval, style: crate::tz::IntervalS
                 out.push_str(" ago");
             }
         }
+    }
+}
+
+/// EncodeInterval's sql_standard case over interval2itm's fields (year,
+/// mon, mday, hour, min, sec, usec): one leading sign when every field
+/// has it and the value is year-month or day-time only; else each part
+/// signed (`+1-2 -3 +4:05:06`).
+fn write_sql_standard(f: [i64; 7], out: &mut String) {
+    let has_negative = f.iter().any(|v| *v < 0);
+    let has_positive = f.iter().any(|v| *v > 0);
+    let has_year_month = f[0] != 0 || f[1] != 0;
+    let has_day_time = f[2..].iter().any(|v| *v != 0);
+    let standard = !(has_negative && has_positive || has_year_month && has_day_time);
+    let [year, mon, mday, hour, min, sec, usec] = if has_negative && standard {
+        out.push('-');
+        f.map(|v| -v)
+    } else {
+        f
+    };
+    // AppendSeconds with zero fill: two digits, the fraction without
+    // trailing zeros; signs stripped.
+    let seconds = |out: &mut String| {
+        let _ = write!(out, "{:02}", sec.unsigned_abs());
+        if usec != 0 {
+            let frac = format!("{:06}", usec.unsigned_abs());
+            let _ = write!(out, ".{}", frac.trim_end_matches('0'));
+        }
+    };
+    if !has_negative && !has_positive {
+        out.push('0');
+    } else if !standard {
+        let sign = |neg: bool| if neg { '-' } else { '+' };
+        let _ = write!(
+            out,
+            "{}{}-{} {}{} {}{}:{:02}:",
+            sign(year < 0 || mon < 0),
+            year.unsigned_abs(),
+            mon.unsigned_abs(),
+            sign(mday < 0),
+            mday.unsigned_abs(),
+            sign(hour < 0 || min < 0 || sec < 0 || usec < 0),
+            hour.unsigned_abs(),
+            min.unsigned_abs()
+        );
+        seconds(out);
+    } else if has_year_month {
+        let _ = write!(out, "{year}-{mon}");
+    } else if mday != 0 {
+        let _ = write!(out, "{mday} {hour}:{min:02}:");
+        seconds(out);
+    } else {
+        let _ = write!(out, "{hour}:{min:02}:");
+        seconds(out);
     }
 }

@@ -1017,22 +1017,36 @@ fn extract_eval(vals: &[Value], ctx: &mut EvalCtx<'_>, numeric: bool) -> Result<
 }
 
 fn resolve_make_timestamp(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>, tz: bool) -> Resolved {
-    if tz && call.len() == 7 {
-        return Err(SqlError::unsupported("make_timestamptz with a time zone"));
-    }
-    call.arity(6, 6)?;
-    let mut out = Vec::with_capacity(6);
+    // make_timestamptz(..., zone text): the local time in that zone.
+    let zoned = tz && call.len() == 7;
+    call.arity(6, if zoned { 7 } else { 6 })?;
+    let mut out = Vec::with_capacity(7);
     let undefined = call.undefined();
     for (k, (e, t)) in call.args.into_iter().enumerate() {
         out.push(if k < 5 {
             b.int4_param(e, t, call.sig)?
+        } else if k == 6 {
+            match t {
+                None | Some(DataType::Text | DataType::Varchar(_) | DataType::Char(_)) => {
+                    b.text_arg(e, t, "make_timestamptz")?
+                }
+                Some(_) => return Err(undefined),
+            }
         } else if super::math::float_or_numeric(t).is_some() {
             b.result_cast(e, t, Some(DataType::Float8))?
         } else {
             return Err(undefined);
         });
     }
-    let (eval, ty): (EvalFn, _) = if tz {
+    let (eval, ty): (EvalFn, _) = if zoned {
+        (
+            |v, _| {
+                let local = make_timestamp_of(v)?;
+                Ok(Value::TimestampTz(crate::tz::sane_zone(text(v, 6))?.from_local(local)))
+            },
+            DataType::TimestampTz(None),
+        )
+    } else if tz {
         (|v, _| Ok(Value::TimestampTz(crate::tz::from_local(make_timestamp_of(v)?))), DataType::TimestampTz(None))
     } else {
         (|v, _| Ok(Value::Timestamp(make_timestamp_of(v)?)), DataType::Timestamp(None))

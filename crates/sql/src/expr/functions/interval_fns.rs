@@ -408,6 +408,24 @@ fn justify_eval(vals: &[Value], justify: fn(Interval) -> Result<Interval>) -> Re
     Ok(Value::Interval(justify(v)?))
 }
 
+/// interval(interval, int4), the coercion to an interval typmod.
+pub(super) const INTERVAL_TYPMOD: super::Builtin = {
+    const INTERVAL: FunctionDef =
+        FunctionDef { names: &["interval"], volatility: Immutable, resolve: |_, _, call| Err(call.undefined()) };
+    INTERVAL.call(interval_typmod_eval)
+};
+
+fn interval_typmod_eval(v: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    use crate::value::interval_in::{Typmod, adjust};
+    match v {
+        [Value::Interval(iv), Value::Int4(t)] => {
+            let typmod = Typmod::decode(*t).ok_or_else(|| SqlError::new("XX000", "invalid interval typmod"))?;
+            Ok(Value::Interval(adjust(*iv, typmod)?))
+        }
+        _ => Err(SqlError::new("XX000", "interval typmod coercion of a non-interval")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

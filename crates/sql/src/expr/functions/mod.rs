@@ -51,6 +51,9 @@ impl Func {
     pub const GenRandomUuid: Func = Func::Builtin(misc::GEN_RANDOM_UUID);
     /// bytea || bytea.
     pub const ByteaConcat: Func = Func::Builtin(strings::BYTEA_CONCAT);
+    /// interval(interval, int4): a typmod's coercion (`x::interval day to
+    /// minute`), the typmod (crate::value::interval_in::Typmod) a constant.
+    pub const IntervalTypmod: Func = Func::Builtin(interval_fns::INTERVAL_TYPMOD);
 
     /// `x AT TIME ZONE zone` (timezone(zone, x)): of a timestamp, its instant
     /// in that zone (true); of a timestamptz, its local time there (false).
