@@ -20,12 +20,7 @@ impl Exec<'_> {
             self.alter_table(b)?;
         }
         self.txn.lock_table_exclusive(old.id)?;
-        let width = old.columns.len();
-        let mut old_rows: Vec<Vec<Value>> = Vec::new();
-        self.txn.scan_table(old.id, |r| {
-            old_rows.push((0..width).map(|c| r.get(c).to_owned_value()).collect());
-            Ok(true)
-        })?;
+        let old_rows = self.table_rows(old)?;
         let env = Env { params: &[], now_micros: self.now_micros, outer: &[] };
         let def = &p.alter.def;
         let rowid = def.primary_key.is_empty();

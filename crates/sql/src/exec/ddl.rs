@@ -111,13 +111,7 @@ impl Exec<'_> {
         let Some(bound) = guard_bound else { return Ok(()) };
         let env = Env { params: &[], now_micros: self.now_micros, outer: &[] };
         for t in guard {
-            let width = t.columns.len();
-            let mut rows: Vec<Vec<Value>> = Vec::new();
-            self.txn.scan_table(t.id, |r| {
-                rows.push((0..width).map(|c| r.get(c).to_owned_value()).collect());
-                Ok(true)
-            })?;
-            for row in &rows {
+            for row in &self.table_rows(t)? {
                 if bound.eval_bool(&env, self, row)? == Some(true) {
                     return Err(SqlError::new(
                         "23514",
@@ -132,16 +126,24 @@ impl Exec<'_> {
         Ok(())
     }
 
-    /// ATTACH PARTITION: the table's rows must hold its partition
-    /// constraint `check` (PostgreSQL scans them too).
-    pub fn attach_partition(&mut self, table: &Arc<TableSchema>, check: &Expr) -> Result<()> {
-        self.txn.lock_table_exclusive(table.id)?;
+    /// Every row of `table` this transaction sees, as owned values (a
+    /// DDL statement checking or rewriting them while it evaluates
+    /// expressions that may read the transaction again).
+    pub(super) fn table_rows(&mut self, table: &TableSchema) -> Result<Vec<Vec<Value>>> {
         let width = table.columns.len();
         let mut rows: Vec<Vec<Value>> = Vec::new();
         self.txn.scan_table(table.id, |r| {
             rows.push((0..width).map(|c| r.get(c).to_owned_value()).collect());
             Ok(true)
         })?;
+        Ok(rows)
+    }
+
+    /// ATTACH PARTITION: the table's rows must hold its partition
+    /// constraint `check` (PostgreSQL scans them too).
+    pub fn attach_partition(&mut self, table: &Arc<TableSchema>, check: &Expr) -> Result<()> {
+        self.txn.lock_table_exclusive(table.id)?;
+        let rows = self.table_rows(table)?;
         let env = Env { params: &[], now_micros: self.now_micros, outer: &[] };
         for row in &rows {
             if check.eval_bool(&env, self, row)? != Some(true) {
