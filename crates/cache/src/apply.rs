@@ -331,6 +331,12 @@ pub(crate) fn session_connection(
         .batch_execute("SET standard_conforming_strings = on; SET synchronous_commit = on;")
         .and_then(|()| client.batch_execute(pgtier_backend::connect::GENERIC_PLANS))
         .map_err(|e| connection_error(&e))?;
+    if node.epoch != 0 {
+        // Read by pgtier.check_node in every transaction of the session.
+        client
+            .execute("SELECT set_config('pgtier.epoch', $1, false)", &[&node.epoch.to_string()])
+            .map_err(|e| connection_error(&e))?;
+    }
     let origin = node::object(&node.name, object);
     let set_up = client
         .execute("SELECT pg_replication_origin_create($1) WHERE pg_replication_origin_oid($1) IS NULL", &[&origin])

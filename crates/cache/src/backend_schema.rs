@@ -3,12 +3,14 @@
 //!
 //! | object | what |
 //! |---|---|
-//! | `nodes (node, incarnation, claimed_at, previous)` | which data directory owns each node name (`node.rs`) |
+//! | `nodes (node, incarnation, claimed_at, previous, epoch)` | which data directory owns each node name (`node.rs`), and since version 4 the lease epoch its write-through sessions must carry |
+//! | `leases (node, holder, epoch, expires_at, ...)` | the lease of an active/standby pair sharing a node name (`lease.rs`): which member may write, until when by PostgreSQL's clock |
 //! | `awt_progress (node, incarnation, grp, stream, next_lsn, ...)` | per AWT group and apply lane, the stream position before which everything is applied |
 //! | `awt_errors` | AWT transactions PostgreSQL refused for good, with their statements |
 //! | `swt_log (node, incarnation, slot, txn_id, changes)` | SWT's log of committed transactions per apply slot |
 //! | `expect_one(n, what)` | raises P0002 unless an UPDATE/DELETE changed exactly one row |
-//! | `check_node(node, incarnation)` | raises `PGT01` unless the directory still owns the name (shared advisory lock: a takeover waits for running transactions) |
+//! | `check_node(node, incarnation)` | raises `PGT01` unless the directory still owns the name and the session's `pgtier.epoch` setting (0 when unset) is the name's current lease epoch (shared advisory lock: a takeover or a lease changing hands waits for running transactions) |
+//! | `lease_acquire(node, holder, ms)` / `lease_renew(node, holder, epoch, ms)` / `lease_release(node, holder, epoch)` | the pair's lease (`lease.rs`) |
 //! | `awt_advance(...)` | `check_node`, then moves progress rows |
 //! | `definition_token(oid)` | a digest of a table's columns, constraints, defaults and indexes as the catalog holds them now (PL/pgSQL: its plan is kept per session) |
 //! | `check_definitions(oids, tokens)` | locks the tables (ROW EXCLUSIVE: no ALTER can commit until this transaction ends), then raises `PGT02` when a digest differs |
@@ -31,7 +33,9 @@ pub(crate) const DEFINITION_CHANGED: &str = "PGT02";
 /// where the SQL function was parsed and planned at every call (four per
 /// write-through batch of a four-table group: a tenth of PostgreSQL's CPU
 /// under write-through).
-const VERSION: i32 = 3;
+/// 4: `leases` and `nodes.epoch` (fencing of an active/standby pair: the
+/// member that lost the lease cannot commit write-through).
+const VERSION: i32 = 4;
 
 /// Makes schema `pgtier` current (cheap when it is: one query).
 pub(crate) fn ensure(client: &mut Client) -> Result<(), CacheError> {
@@ -88,13 +92,69 @@ fn script() -> String {
                      USING ERRCODE = 'P0002', HINT = 'The row is missing in PostgreSQL or its key differs there: it was changed behind the cache. REFRESH CACHE GROUP reloads it.';
              END IF;
          END $f$;
+         ALTER TABLE pgtier.nodes ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0;
+         CREATE TABLE IF NOT EXISTS pgtier.leases (
+             node text PRIMARY KEY, holder text NOT NULL, epoch bigint NOT NULL, expires_at timestamptz NOT NULL,
+             acquired_at timestamptz NOT NULL DEFAULT now(), renewed_at timestamptz NOT NULL DEFAULT now());
          CREATE OR REPLACE FUNCTION pgtier.check_node(p_node text, p_incarnation text) RETURNS void LANGUAGE plpgsql AS $f$
+         DECLARE
+             v_incarnation text;
+             v_epoch bigint;
+             v_mine bigint := coalesce(nullif(current_setting('pgtier.epoch', true), '')::bigint, 0);
          BEGIN
              PERFORM pg_advisory_xact_lock_shared(hashtext('pgtier node ' || p_node));
-             IF NOT EXISTS (SELECT 1 FROM pgtier.nodes WHERE node = p_node AND incarnation = p_incarnation) THEN
+             SELECT incarnation, epoch INTO v_incarnation, v_epoch FROM pgtier.nodes WHERE node = p_node;
+             IF v_incarnation IS DISTINCT FROM p_incarnation THEN
                  RAISE EXCEPTION 'pgtier node \"%\" is owned by another data directory', p_node USING ERRCODE = '{NODE_NOT_OWNED}';
              END IF;
+             IF v_epoch <> v_mine THEN
+                 RAISE EXCEPTION 'pgtier node \"%\" is held by another member of its pair (lease epoch %, this session''s %)', p_node, v_epoch, v_mine
+                     USING ERRCODE = '{NODE_NOT_OWNED}';
+             END IF;
          END $f$;
+         -- The pair's lease. Taking it from another holder needs it expired by
+         -- PostgreSQL's clock, bumps the epoch, ends the sessions still holding
+         -- the node's advisory lock (a write-through transaction of the member
+         -- that lost it, perhaps cut off mid-transaction), then waits for the
+         -- lock exclusively: once this commits, no write-through transaction
+         -- of the old epoch can commit (check_node refuses it).
+         CREATE OR REPLACE FUNCTION pgtier.lease_acquire(p_node text, p_holder text, p_ms int) RETURNS bigint LANGUAGE plpgsql AS $f$
+         DECLARE
+             v_key bigint := hashtext('pgtier node ' || p_node);
+             v_holder text;
+             v_expired boolean;
+             v_epoch bigint;
+         BEGIN
+             SELECT holder, expires_at < clock_timestamp() INTO v_holder, v_expired FROM pgtier.leases WHERE node = p_node FOR UPDATE;
+             IF FOUND AND v_holder <> p_holder AND NOT v_expired THEN
+                 RETURN NULL;
+             END IF;
+             IF FOUND AND v_holder <> p_holder THEN
+                 PERFORM pg_terminate_backend(pid) FROM pg_locks
+                     WHERE locktype = 'advisory' AND objsubid = 1 AND pid <> pg_backend_pid()
+                       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                       AND ((classid::bigint << 32) | objid::bigint) = v_key;
+             END IF;
+             PERFORM pg_advisory_xact_lock(v_key);
+             INSERT INTO pgtier.leases AS l (node, holder, epoch, expires_at) VALUES (p_node, p_holder, 1, clock_timestamp() + p_ms * interval '1 millisecond')
+                 ON CONFLICT (node) DO UPDATE SET holder = EXCLUDED.holder,
+                     epoch = CASE WHEN l.holder = EXCLUDED.holder THEN l.epoch ELSE l.epoch + 1 END,
+                     expires_at = EXCLUDED.expires_at, acquired_at = now(), renewed_at = now()
+                 WHERE l.holder = EXCLUDED.holder OR l.expires_at < clock_timestamp()
+                 RETURNING epoch INTO v_epoch;
+             IF v_epoch IS NULL THEN
+                 RETURN NULL;  -- another holder took it first
+             END IF;
+             UPDATE pgtier.nodes SET epoch = v_epoch WHERE node = p_node;
+             RETURN v_epoch;
+         END $f$;
+         CREATE OR REPLACE FUNCTION pgtier.lease_renew(p_node text, p_holder text, p_epoch bigint, p_ms int) RETURNS boolean LANGUAGE sql AS $f$
+             UPDATE pgtier.leases SET expires_at = clock_timestamp() + p_ms * interval '1 millisecond', renewed_at = now()
+                 WHERE node = p_node AND holder = p_holder AND epoch = p_epoch RETURNING true;
+         $f$;
+         CREATE OR REPLACE FUNCTION pgtier.lease_release(p_node text, p_holder text, p_epoch bigint) RETURNS boolean LANGUAGE sql AS $f$
+             UPDATE pgtier.leases SET expires_at = clock_timestamp() - interval '1 millisecond' WHERE node = p_node AND holder = p_holder AND epoch = p_epoch RETURNING true;
+         $f$;
          CREATE OR REPLACE FUNCTION pgtier.awt_advance(p_node text, p_incarnation text, p_groups text[], p_streams int[], p_next bigint[], p_commit_us bigint)
              RETURNS void LANGUAGE plpgsql AS $f$
          BEGIN

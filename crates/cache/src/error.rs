@@ -106,9 +106,16 @@ pub enum CacheError {
     )]
     NodeOwned { node: String, owner: String, since: String },
 
-    /// A takeover gave the node name to another data directory while this one ran.
-    #[error("pgtier node \"{node}\" was taken over by another data directory; this one stopped writing through")]
+    /// A takeover gave the node name to another data directory while this
+    /// one ran, or the pair's lease passed to the other member (`lease.rs`).
+    #[error(
+        "pgtier node \"{node}\" was taken over by another data directory or by the other member of its pair; this one stopped writing through"
+    )]
     NodeTakenOver { node: String },
+
+    /// An active/standby pair's lease settings are unusable (`lease.rs`).
+    #[error("invalid lease for an active/standby pair: {0}")]
+    LeaseConfig(String),
 
     /// A cached table of the group changed in PostgreSQL: its write-through is held.
     #[error("cache group \"{group}\": table \"{table}\" {reason}")]
@@ -173,6 +180,7 @@ impl CacheError {
             CacheError::NotYet { .. } => "0A000",
             CacheError::WriteThroughBehind { .. } => "55000",
             CacheError::InvalidNodeName { .. } => "42602",
+            CacheError::LeaseConfig(_) => "22023",
             CacheError::NodeOwned { .. } | CacheError::NodeTakenOver { .. } | CacheError::DefinitionDrift { .. } => {
                 "55000"
             }
@@ -210,7 +218,7 @@ impl CacheError {
             CacheError::DefinitionChanged { .. } => "Drop and define the cache group again.".into(),
             CacheError::InvalidNodeName { .. } => "Set [cache] awt_node to lowercase letters and digits, starting with a letter, at most 24 characters (it names pgtier's rows, replication origins and slots in PostgreSQL).".into(),
             CacheError::NodeOwned { .. } => "If that data directory is gone for good (a replaced disk, a new machine), take the name over: run TAKEOVER CACHE NODE (or `pgtier cache takeover`, or start with `pgtier serve --takeover`); its transactions not yet in PostgreSQL are lost with it, and its rows stay in pgtier.awt_progress under its incarnation. If it still runs, give this pgtier another [cache] awt_node.".into(),
-            CacheError::NodeTakenOver { .. } => "Another pgtier runs under this node name: stop one of them, or give it another [cache] awt_node. This one's transactions not yet in PostgreSQL are not propagated.".into(),
+            CacheError::NodeTakenOver { .. } => "Another pgtier runs under this node name: stop one of them, or give it another [cache] awt_node. In an active/standby pair the other member holds the lease now (a failover): this one must rejoin as its standby. This one's transactions not yet in PostgreSQL are not propagated.".into(),
             CacheError::DefinitionDrift { .. } => "Write-through of the group waits, its transactions kept, until the table is what the group was defined from again (undo the change in PostgreSQL: propagation resumes by itself within seconds). To keep the change instead, DROP CACHE GROUP (its transactions not yet in PostgreSQL are discarded), then CREATE and LOAD it again.".into(),
             CacheError::ReplicationOrigin { sqlstate, origin, .. } if sqlstate == "53400" => format!(
                 "PostgreSQL tracks at most max_replication_slots replication origins, for every database of the cluster; each pgtier node uses one per AWT apply lane, one for transactions spanning lanes and one per SWT slot, and they stay when a node is gone. Raise max_replication_slots (a PostgreSQL restart), or drop the origins of nodes that no longer run: SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname LIKE 'pgtier\\_<node>\\_%' (this session's origin: {origin})."

@@ -21,6 +21,7 @@ mod flash;
 mod group;
 mod hash;
 mod instance;
+pub mod lease;
 mod load;
 mod node;
 mod persist;

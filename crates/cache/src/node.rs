@@ -39,6 +39,11 @@ pub struct NodeIdentity {
     /// The directory is older than incarnation ids: rows PostgreSQL holds
     /// for the name from before them are its own.
     pub adopted: bool,
+    /// The epoch of the pair's lease this process holds (`lease.rs`), 0
+    /// outside a pair. Every write-through session carries it
+    /// (`pgtier.epoch`) and PostgreSQL refuses its transactions once the
+    /// lease has passed to another member (`check_node`).
+    pub epoch: i64,
 }
 
 /// Node names are `[a-z][a-z0-9]*`, at most [`NODE_NAME_MAX`] bytes: every
@@ -174,7 +179,8 @@ pub(crate) fn claim(client: &mut Client, identity: &NodeIdentity, takeover: bool
                 });
             };
             txn.execute(
-                "INSERT INTO pgtier.nodes (node, incarnation) VALUES ($1, $2)",
+                "INSERT INTO pgtier.nodes (node, incarnation, epoch)
+                 VALUES ($1, $2, coalesce((SELECT epoch FROM pgtier.leases WHERE node = $1), 0))",
                 &[&identity.name, &identity.incarnation],
             )
             .map_err(error)?;

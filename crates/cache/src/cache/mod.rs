@@ -67,6 +67,10 @@ pub struct CacheConfig {
     /// Take the node name over from another data directory at open
     /// (`pgtier serve --takeover`; see `node.rs`): needs PostgreSQL then.
     pub takeover: bool,
+    /// The epoch of the active/standby pair's lease this process holds
+    /// (`lease::acquire`), 0 outside a pair: write-through sessions carry it
+    /// and PostgreSQL refuses them once another member holds the lease.
+    pub lease_epoch: i64,
     /// Values of a PostgreSQL sequence reserved at a time for the cached
     /// columns it generates (a CACHE n for this node; see sequence.rs).
     pub sequence_block: u32,
@@ -87,6 +91,7 @@ impl Default for CacheConfig {
             awt: AwtConfig::default(),
             autorefresh: AutorefreshConfig::default(),
             takeover: false,
+            lease_epoch: 0,
             sequence_block: DEFAULT_SEQUENCE_BLOCK,
             tier: None,
             tier_mode: crate::flash::TierMode::Clean,
@@ -223,6 +228,7 @@ impl Cache {
             name: config.awt.node.clone(),
             incarnation: incarnation.id.clone(),
             adopted: incarnation.adopted,
+            epoch: config.lease_epoch,
         };
         if config.takeover {
             let params = backend.as_ref().ok_or(CacheError::NoBackend)?;
