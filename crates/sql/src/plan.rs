@@ -227,7 +227,8 @@ pub enum AggFunc {
     /// json_agg, jsonb_agg, json_object_agg, jsonb_object_agg.
     Json(crate::value::json::JsonAgg),
     /// variance / var_samp / var_pop / stddev / stddev_samp / stddev_pop
-    /// over integers and numerics (numeric_stddev_internal).
+    /// over integers and numerics (numeric_stddev_internal), and over
+    /// float4/float8 (float8_accum: exec/aggregate.rs `YoungsCramer`).
     Variance {
         sample: bool,
         stddev: bool,

@@ -258,10 +258,8 @@ fn agg_result_type(func: AggFunc, name: &str, t: DataType) -> Result<DataType> {
             {
                 NUMERIC_ANY
             }
-            // float8_accum's Youngs-Cramer sums round differently.
-            DataType::Float4 | DataType::Float8 => {
-                return Err(SqlError::unsupported(format!("{name}({})", type_name(t))));
-            }
+            // float8_accum's Youngs-Cramer state (exec/aggregate.rs).
+            DataType::Float4 | DataType::Float8 => DataType::Float8,
             other => return Err(SqlError::undefined_function(&format!("{name}({})", type_name(other)))),
         },
         AggFunc::Avg => match t {

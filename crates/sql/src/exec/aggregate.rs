@@ -92,8 +92,11 @@ pub(super) enum Acc {
     /// A numeric of either form (value::arith widens past i128).
     SumNum(Option<Value>),
     SumFloat(Option<f64>),
+    /// sum(float4): float4pl, rounding to float4 at every step.
+    SumFloat4(Option<f32>),
     AvgNum(Value, i64),
-    AvgFloat(f64, i64),
+    /// avg/variance/stddev of float4 and float8: float8_accum's state.
+    Youngs(YoungsCramer),
     /// sum(interval) (no count) and avg(interval): PostgreSQL's interval
     /// sum, field by field, and its count.
     SumInterval(Option<Interval>, i64),
@@ -105,19 +108,77 @@ pub(super) enum Acc {
     Variance(i64, value::Dec, value::Dec, bool),
 }
 
+/// PostgreSQL's float8_accum state (N, Sx, Sxx) for avg, variance and
+/// stddev of float4/float8: the Youngs-Cramer update, with its overflow
+/// rule, so results round exactly as PostgreSQL's do.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct YoungsCramer {
+    n: f64,
+    sx: f64,
+    sxx: f64,
+}
+
+impl YoungsCramer {
+    fn add(&mut self, x: f64) -> Result<()> {
+        let (n0, sx0) = (self.n, self.sx);
+        self.n += 1.0;
+        self.sx += x;
+        if n0 > 0.0 {
+            let tmp = x * self.n - self.sx;
+            self.sxx += tmp * tmp / (self.n * n0);
+            if self.sx.is_infinite() || self.sxx.is_infinite() {
+                if !sx0.is_infinite() && !x.is_infinite() {
+                    return Err(float_overflow());
+                }
+                self.sxx = f64::NAN;
+            }
+        } else if x.is_nan() || x.is_infinite() {
+            self.sxx = f64::NAN;
+        }
+        Ok(())
+    }
+
+    /// float8_avg, float8_var_pop/samp, float8_stddev_pop/samp.
+    fn finish(self, func: AggFunc) -> Option<f64> {
+        match func {
+            AggFunc::Variance { sample, stddev } => {
+                let divisor = if sample { self.n - 1.0 } else { self.n };
+                if divisor <= 0.0 {
+                    return None;
+                }
+                let variance = self.sxx / divisor;
+                Some(if stddev { variance.sqrt() } else { variance })
+            }
+            _ if self.n == 0.0 => None,
+            _ => Some(self.sx / self.n),
+        }
+    }
+}
+
+/// float8pl's and float4pl's overflow: an infinite result from finite inputs.
+fn float_overflow() -> SqlError {
+    SqlError::new("22003", "value out of range: overflow")
+}
+
+fn checked_float(result: f64, an_input_was_infinite: bool) -> Result<f64> {
+    if result.is_infinite() && !an_input_was_infinite {
+        return Err(float_overflow());
+    }
+    Ok(result)
+}
+
 pub(super) fn new_acc(call: &AggCall) -> Acc {
     match call.func {
         AggFunc::Count | AggFunc::CountStar => Acc::Count(0),
         AggFunc::Sum | AggFunc::Avg if call.ty == DataType::Interval => Acc::SumInterval(None, 0),
         AggFunc::Sum => match call.ty {
             DataType::Int8 => Acc::SumInt(None),
-            DataType::Float4 | DataType::Float8 => Acc::SumFloat(None),
+            DataType::Float4 => Acc::SumFloat4(None),
+            DataType::Float8 => Acc::SumFloat(None),
             _ => Acc::SumNum(None),
         },
-        AggFunc::Avg => match call.ty {
-            DataType::Float8 => Acc::AvgFloat(0.0, 0),
-            _ => Acc::AvgNum(Value::Numeric(Numeric::new(0, 0)), 0),
-        },
+        AggFunc::Avg | AggFunc::Variance { .. } if call.ty == DataType::Float8 => Acc::Youngs(YoungsCramer::default()),
+        AggFunc::Avg => Acc::AvgNum(Value::Numeric(Numeric::new(0, 0)), 0),
         AggFunc::Min | AggFunc::Max | AggFunc::BoolAnd | AggFunc::BoolOr => Acc::Extreme(None),
         AggFunc::Variance { .. } => Acc::Variance(0, value::Dec::zero(), value::Dec::zero(), false),
         AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) if !call.order_by.is_empty() => {
@@ -158,7 +219,20 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
                 *special = true;
             }
         }
-        (Acc::SumFloat(s), Some(v)) => *s = Some(s.unwrap_or(0.0) + value::to_f64(&v).unwrap_or(0.0)),
+        (Acc::SumFloat(s), Some(v)) => {
+            let (a, b) = (s.unwrap_or(0.0), value::to_f64(&v).unwrap_or(0.0));
+            *s = Some(checked_float(a + b, a.is_infinite() || b.is_infinite())?);
+        }
+        #[allow(clippy::cast_possible_truncation)]
+        (Acc::SumFloat4(s), Some(v)) => {
+            let (a, b) = (s.unwrap_or(0.0), value::to_f64(&v).unwrap_or(0.0) as f32);
+            let sum = a + b;
+            if sum.is_infinite() && !a.is_infinite() && !b.is_infinite() {
+                return Err(float_overflow());
+            }
+            *s = Some(sum);
+        }
+        (Acc::Youngs(state), Some(v)) => state.add(value::to_f64(&v).unwrap_or(0.0))?,
         (Acc::AvgNum(s, c), Some(v)) => {
             *s = value::arith(value::ArithOp::Add, s, &v, value::NUMERIC_ANY)?;
             *c += 1;
@@ -172,10 +246,6 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
         }
         (Acc::SumInterval(..), Some(other)) => {
             return Err(SqlError::new("XX000", format!("an interval sum given {}", other.type_name())));
-        }
-        (Acc::AvgFloat(s, c), Some(v)) => {
-            *s += value::to_f64(&v).unwrap_or(0.0);
-            *c += 1;
         }
         (Acc::Extreme(cur), Some(v)) => {
             // Of equal values the later one (numeric_larger, interval_smaller
@@ -223,12 +293,8 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
             None => Value::Null,
         },
         Acc::SumNum(s) => s.unwrap_or(Value::Null),
-        #[allow(clippy::cast_possible_truncation)]
-        Acc::SumFloat(s) => match (s, call.ty) {
-            (None, _) => Value::Null,
-            (Some(x), DataType::Float4) => Value::Float4(x as f32),
-            (Some(x), _) => Value::Float8(x),
-        },
+        Acc::SumFloat(s) => s.map_or(Value::Null, Value::Float8),
+        Acc::SumFloat4(s) => s.map_or(Value::Null, Value::Float4),
         Acc::AvgNum(s, c) => {
             if c == 0 {
                 Value::Null
@@ -236,14 +302,7 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
                 value::arith(value::ArithOp::Div, &s, &Value::Int8(c), value::NUMERIC_ANY)?
             }
         }
-        #[allow(clippy::cast_precision_loss)]
-        Acc::AvgFloat(s, c) => {
-            if c == 0 {
-                Value::Null
-            } else {
-                Value::Float8(s / c as f64)
-            }
-        }
+        Acc::Youngs(state) => state.finish(call.func).map_or(Value::Null, Value::Float8),
         Acc::Extreme(v) => v.unwrap_or(Value::Null),
         Acc::Variance(n, sum, sum_sq, special) => match call.func {
             AggFunc::Variance { sample, stddev } => value::numeric_variance(n, &sum, &sum_sq, special, sample, stddev)?,
