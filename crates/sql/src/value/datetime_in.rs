@@ -203,7 +203,17 @@ fn split(t: &str) -> Option<Parts<'_>> {
                 };
                 Parts { date: t[..k].to_owned(), time, zone, bc, meridian: None }
             }
-            None => Parts { date: t.to_owned(), time: String::new(), zone, bc, meridian: None },
+            None => match t.split_once('+') {
+                // A date with an offset glued on (`2001-01-01+11`): midnight there.
+                Some((date, offset))
+                    if date.ends_with(|c: char| c.is_ascii_digit())
+                        && !offset.is_empty()
+                        && offset.bytes().all(|b| b.is_ascii_digit() || b == b':') =>
+                {
+                    Parts { date: date.to_owned(), time: format!("00:00 +{offset}"), zone, bc, meridian: None }
+                }
+                _ => Parts { date: t.to_owned(), time: String::new(), zone, bc, meridian: None },
+            },
         });
     }
     let mut date = Vec::new();

@@ -178,11 +178,12 @@ fn date_trunc(unit: DateField, t: i64) -> Result<i64> {
     }
 }
 
-/// date_trunc of a timestamptz in the session's zone (timestamptz_trunc):
+/// date_trunc of a timestamptz in the session's zone (timestamptz_trunc)
+/// or in `zone` (timestamptz_trunc_zone):
 /// units of a day and more start at that local midnight's instant; smaller
 /// ones keep the value's own offset.
-fn date_trunc_tz(unit: DateField, t: i64) -> Result<i64> {
-    let local = crate::tz::to_local(t);
+fn date_trunc_tz(unit: DateField, t: i64, zone: Option<&crate::tz::Zone>) -> Result<i64> {
+    let local = zone.map_or_else(|| crate::tz::to_local(t), |z| z.to_local(t));
     let truncated = date_trunc(unit, local)?;
     if matches!(
         unit,
@@ -190,7 +191,7 @@ fn date_trunc_tz(unit: DateField, t: i64) -> Result<i64> {
     ) {
         Ok(truncated.saturating_sub(local.saturating_sub(t)))
     } else {
-        Ok(crate::tz::from_local(truncated))
+        Ok(zone.map_or_else(|| crate::tz::from_local(truncated), |z| z.from_local(truncated)))
     }
 }
 
@@ -829,6 +830,7 @@ pub(super) const DEFS: &[FunctionDef] = &[
         },
     },
     FunctionDef { names: &["date_trunc"], volatility: Immutable, resolve: resolve_date_trunc },
+    FunctionDef { names: &["date_bin"], volatility: Immutable, resolve: resolve_date_bin },
     DATE_PART,
     FunctionDef {
         names: &["make_date"],
@@ -923,38 +925,145 @@ fn clock_precision(name: &str, args: &[(Expr, Ty)]) -> Result<Option<u8>> {
     }
 }
 
+/// date_trunc(unit, timestamp | timestamptz | date [, zone]): the unit a
+/// constant (parsed once) or any text (parsed per row); with a zone, the
+/// timestamptz is truncated in that zone (timestamptz_trunc_zone).
 fn resolve_date_trunc(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Resolved {
-    call.arity(2, 2)?;
+    call.arity(2, 3)?;
     let (not_unique, undefined) = (call.not_unique(), call.undefined());
-    let ((unit, _), (x, t)) = call.pair()?;
-    let Expr::Const(Value::Text(unit)) = unit else {
-        return Err(SqlError::unsupported("date_trunc with a unit that is not a constant"));
-    };
-    let unit = DateField::parse_trunc(&unit).ok_or_else(|| {
-        SqlError::new(
-            "22023",
-            format!("unit \"{}\" not recognized for type timestamp without time zone", unit.to_lowercase()),
-        )
-    })?;
+    let zoned = call.len() == 3;
+    let mut given = call.args.into_iter();
+    let (Some((unit, unit_t)), Some((x, t))) = (given.next(), given.next()) else { return Err(undefined) };
     // A date is truncated as the timestamptz of its midnight, as PostgreSQL casts it.
     let (x, tz) = match t {
-        Some(DataType::Timestamp(_)) => (x, false),
+        Some(DataType::Timestamp(_)) if !zoned => (x, false),
+        // Only the timestamptz version takes a zone: a timestamp converts (in the session's zone).
+        Some(DataType::Timestamp(_)) => (b.result_cast(x, t, Some(DataType::TimestampTz(None)))?, true),
         Some(DataType::TimestampTz(_)) => (x, true),
         Some(DataType::Date) => (b.result_cast(x, t, Some(DataType::TimestampTz(None)))?, true),
+        None if zoned => (b.coerce(x, t, DataType::TimestampTz(None), "date_trunc")?, true),
         None => return Err(not_unique),
         Some(_) => return Err(undefined),
+    };
+    let mut args = vec![x];
+    if let Some((zone, zone_t)) = given.next() {
+        args.push(b.text_arg(zone, zone_t, "date_trunc")?);
+    }
+    let data = match &unit {
+        Expr::Const(Value::Text(unit)) => CallData::Field(parse_trunc_unit(unit, tz)?),
+        _ => {
+            args.push(b.text_arg(unit, unit_t, "date_trunc")?);
+            CallData::None
+        }
     };
     let (eval, ty): (EvalFn, _) = if tz {
         (|v, ctx| date_trunc_eval(v, ctx, true), DataType::TimestampTz(None))
     } else {
         (|v, ctx| date_trunc_eval(v, ctx, false), DataType::Timestamp(None))
     };
-    Ok((Expr::Func(Func::Builtin(def.call(eval).with(CallData::Field(unit))), vec![x]), Some(ty)))
+    Ok((Expr::Func(Func::Builtin(def.call(eval).with(data)), args), Some(ty)))
 }
 
-/// date_trunc of a timestamp (`tz` false) or timestamptz to the call's unit.
+fn parse_trunc_unit(unit: &str, tz: bool) -> Result<DateField> {
+    DateField::parse_trunc(unit).ok_or_else(|| {
+        let ty = if tz { "timestamp with time zone" } else { "timestamp without time zone" };
+        SqlError::new("22023", format!("unit \"{}\" not recognized for type {ty}", unit.to_lowercase()))
+    })
+}
+
+/// date_bin(stride, source, origin): the timestamp and the timestamptz
+/// versions. With no timestamp or timestamptz argument (dates, unknown
+/// literals), PostgreSQL's preferred type of the datetime category wins:
+/// timestamptz.
+fn resolve_date_bin(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Resolved {
+    call.arity(3, 3)?;
+    let types = call.types();
+    let undefined = call.undefined();
+    let datetime =
+        |t: &Ty| matches!(t, None | Some(DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_)));
+    if !matches!(types[0], None | Some(DataType::Interval)) || !types[1..].iter().all(datetime) {
+        return Err(undefined);
+    }
+    let tz = if types[1..].iter().any(|t| matches!(t, Some(DataType::TimestampTz(_)))) {
+        true
+    } else if types[1..].iter().any(|t| matches!(t, Some(DataType::Timestamp(_)))) {
+        false
+    } else {
+        // Dates or unknown literals: the datetime category's preferred type.
+        true
+    };
+    let ty = if tz { DataType::TimestampTz(None) } else { DataType::Timestamp(None) };
+    let mut args = Vec::with_capacity(3);
+    for (i, (e, t)) in call.args.into_iter().enumerate() {
+        let to = if i == 0 { DataType::Interval } else { ty };
+        args.push(if t.is_none() { b.coerce(e, t, to, "date_bin")? } else { b.result_cast(e, t, Some(to))? });
+    }
+    let eval: EvalFn = |v, _| date_bin(&v[0], &v[1], &v[2]);
+    Ok((def.expr(eval, args), Some(ty)))
+}
+
+/// timestamp_bin / timestamptz_bin (PostgreSQL 15.18, with its overflow
+/// checks): the start of the bin of width `stride` from `origin` holding
+/// `source`, rounding toward -infinity when the origin is later.
+fn date_bin(stride: &Value, source: &Value, origin: &Value) -> Result<Value> {
+    let out_of_range = |what: &str| SqlError::new("22008", format!("{what} out of range"));
+    if source.is_null() || stride.is_null() || origin.is_null() {
+        return Ok(Value::Null);
+    }
+    if value::is_infinite_datetime(source) {
+        return Ok(source.clone());
+    }
+    if value::is_infinite_datetime(origin) {
+        return Err(out_of_range("origin"));
+    }
+    let instant = |v: &Value| match v {
+        Value::Timestamp(t) | Value::TimestampTz(t) => Some(*t),
+        _ => None,
+    };
+    let (Value::Interval(stride), Some(at), Some(from)) = (stride, instant(source), instant(origin)) else {
+        return Err(SqlError::new("XX000", "date_bin of values of other types"));
+    };
+    if stride.months != 0 {
+        return Err(SqlError::new("0A000", "timestamps cannot be binned into intervals containing months or years"));
+    }
+    let stride_us = i64::from(stride.days)
+        .checked_mul(86_400_000_000)
+        .and_then(|d| d.checked_add(stride.micros))
+        .ok_or_else(|| out_of_range("interval"))?;
+    if stride_us <= 0 {
+        return Err(SqlError::new("22008", "stride must be greater than zero"));
+    }
+    let diff = at.checked_sub(from).ok_or_else(|| out_of_range("interval"))?;
+    let mut bins = diff / stride_us;
+    if diff < 0 && diff % stride_us != 0 {
+        bins -= 1;
+    }
+    let result = bins
+        .checked_mul(stride_us)
+        .and_then(|delta| from.checked_add(delta))
+        .filter(|r| (crate::value::time::TIMESTAMP_MIN..crate::value::time::TIMESTAMP_END).contains(r))
+        .ok_or_else(|| out_of_range("timestamp"))?;
+    Ok(match source {
+        Value::TimestampTz(_) => Value::TimestampTz(result),
+        _ => Value::Timestamp(result),
+    })
+}
+
+/// date_trunc of a timestamp (`tz` false) or timestamptz to the call's
+/// unit; `vals`: the value, then the zone (three-argument form), then the
+/// unit when it was not a constant.
 fn date_trunc_eval(vals: &[Value], ctx: &mut EvalCtx<'_>, tz: bool) -> Result<Value> {
-    let CallData::Field(unit) = ctx.data else { return Err(SqlError::new("XX000", "date_trunc without a unit")) };
+    // [x, unit] has no zone; [x, zone] (constant unit) and [x, zone, unit] have.
+    let zone = match vals.get(1) {
+        Some(Value::Text(name)) if vals.len() == 3 || matches!(ctx.data, CallData::Field(_)) => {
+            Some(crate::tz::zone_arg(name)?)
+        }
+        _ => None,
+    };
+    let unit = match ctx.data {
+        CallData::Field(unit) => unit,
+        _ => parse_trunc_unit(vals.last().and_then(Value::as_str).unwrap_or(""), tz)?,
+    };
     if value::is_infinite_datetime(&vals[0]) {
         return Ok(vals[0].clone());
     }
@@ -963,7 +1072,7 @@ fn date_trunc_eval(vals: &[Value], ctx: &mut EvalCtx<'_>, tz: bool) -> Result<Va
             let truncated = date_trunc(unit, *t)?;
             if tz { Value::TimestampTz(truncated) } else { Value::Timestamp(truncated) }
         }
-        Value::TimestampTz(t) => Value::TimestampTz(date_trunc_tz(unit, *t)?),
+        Value::TimestampTz(t) => Value::TimestampTz(date_trunc_tz(unit, *t, zone.as_ref())?),
         other => {
             return Err(SqlError::undefined_function(&format!("date_trunc(text, {})", value::value_type_name(other))));
         }
