@@ -48,6 +48,8 @@ enum Expect {
 #[derive(Clone, Debug)]
 struct Record {
     line: usize,
+    /// The comment lines before the record, kept by `SLT_COMPLETE`.
+    comments: String,
     header: String,
     sql: String,
     expect: Expect,
@@ -63,8 +65,13 @@ fn parse(text: &str) -> Vec<Record> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     let mut i = 0;
+    let mut comments = String::new();
     while i < lines.len() {
         let l = lines[i].trim_end();
+        if l.starts_with('#') {
+            comments.push_str(l);
+            comments.push('\n');
+        }
         if l.is_empty() || l.starts_with('#') {
             i += 1;
             continue;
@@ -103,7 +110,7 @@ fn parse(text: &str) -> Vec<Record> {
             }
             _ => panic!("line {line}: unknown record header {header:?}"),
         };
-        out.push(Record { line, header, sql: sql.join("\n"), expect });
+        out.push(Record { line, comments: std::mem::take(&mut comments), header, sql: sql.join("\n"), expect });
     }
     out
 }
@@ -197,7 +204,7 @@ fn check(expect: &Expect, got: &Outcome) -> Option<String> {
 }
 
 fn completed(rec: &Record, got: &Outcome) -> String {
-    let mut s = String::new();
+    let mut s = rec.comments.clone();
     match (&rec.expect, got) {
         (Expect::Count(_), Outcome::Ok { count, .. }) => {
             let _ = writeln!(s, "statement count {count}");

@@ -158,8 +158,10 @@ impl Binder<'_> {
         }
         match call.func {
             AggFunc::ArrayAgg | AggFunc::StringAgg | AggFunc::Json(_) => Ok(keys),
-            AggFunc::Sum | AggFunc::Avg if matches!(call.ty, DataType::Float4 | DataType::Float8) => {
-                Err(SqlError::unsupported("ORDER BY in a floating-point sum or avg"))
+            AggFunc::Sum | AggFunc::Avg | AggFunc::Variance { .. }
+                if matches!(call.ty, DataType::Float4 | DataType::Float8) =>
+            {
+                Err(SqlError::unsupported("ORDER BY in a floating-point sum, avg, variance or stddev"))
             }
             _ => Ok(Vec::new()),
         }

@@ -367,7 +367,19 @@ impl Binder<'_> {
                 VirtualSource::Function { func: TableFunc::Json(srf), args: vec![e], ordinality },
             ));
         }
-        if fname == "unnest" && args.iter().any(|(_, t)| crate::value::array::is_array(*t)) {
+        if fname == "string_to_table" {
+            // unnest(string_to_array(...)): the same split, a row per piece.
+            let sig = format!(
+                "{fname}({})",
+                args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", ")
+            );
+            if !(2..=3).contains(&args.len()) {
+                return Err(SqlError::undefined_function(&sig));
+            }
+            args = vec![self.array_function("string_to_array", args, &sig)?];
+        }
+        let unnest = fname == "unnest" || fname == "string_to_table";
+        if unnest && args.iter().any(|(_, t)| crate::value::array::is_array(*t)) {
             let s = format!(
                 "{fname}({})",
                 args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", ")

@@ -563,7 +563,9 @@ pub(super) fn srf_select(s: &ast::Select) -> Option<ast::Select> {
     let ast::Expr::Function(f) = e else { return None };
     let name = function_name(&f.name).ok()?;
     let one_column_json = super::json::json_srf(&name).is_some_and(|f| f.columns().len() == 1);
-    if !matches!(name.as_str(), "pg_partition_ancestors" | "generate_series" | "unnest") && !one_column_json {
+    if !matches!(name.as_str(), "pg_partition_ancestors" | "generate_series" | "unnest" | "string_to_table")
+        && !one_column_json
+    {
         return None;
     }
     let ast::FunctionArguments::List(list) = &f.args else { return None };
