@@ -399,11 +399,15 @@ const MONTHS: [&str; 12] = [
 const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
 
 /// The template patterns pgtier implements, longest first where one is
-/// a prefix of another.
-const PATTERNS: [&str; 42] = [
-    "HH24", "hh24", "HH12", "hh12", "HH", "hh", "YYYY", "yyyy", "YY", "yy", "MONTH", "Month", "month", "MON", "Mon",
-    "mon", "MM", "mm", "DAY", "Day", "day", "DY", "Dy", "dy", "DD", "dd", "MI", "mi", "SS", "ss", "MS", "ms", "US",
-    "us", "AM", "PM", "am", "pm", "A.M.", "P.M.", "a.m.", "p.m.",
+/// a prefix of another (to_timestamp reads only some: `read_field`).
+const PATTERNS: [&str; 108] = [
+    "HH24", "hh24", "HH12", "hh12", "HH", "hh", "Y,YYY", "y,yyy", "YYYY", "yyyy", "YYY", "yyy", "YY", "yy", "Y", "y",
+    "IYYY", "iyyy", "IYY", "iyy", "IY", "iy", "IDDD", "iddd", "ID", "id", "IW", "iw", "I", "i", "MONTH", "Month",
+    "month", "MON", "Mon", "mon", "MM", "mm", "DAY", "Day", "day", "DY", "Dy", "dy", "DDD", "ddd", "DD", "dd", "D",
+    "d", "MI", "mi", "SSSSS", "sssss", "SSSS", "ssss", "SS", "ss", "MS", "ms", "US", "us", "FF1", "FF2", "FF3", "FF4",
+    "FF5", "FF6", "ff1", "ff2", "ff3", "ff4", "ff5", "ff6", "AM", "PM", "am", "pm", "A.M.", "P.M.", "a.m.", "p.m.",
+    "AD", "BC", "ad", "bc", "A.D.", "B.C.", "a.d.", "b.c.", "CC", "cc", "Q", "q", "WW", "ww", "W", "w", "J", "j", "RM",
+    "rm", "TZH", "tzh", "TZM", "tzm", "OF", "of",
 ];
 
 /// PostgreSQL's template patterns (formatting.c's DCH keywords), to
@@ -424,6 +428,8 @@ const SUFFIXES: [&str; 4] = ["TH", "th", "SP", "sp"];
 
 enum Piece<'a> {
     Pattern(&'a str, bool),
+    /// `TH` / `th` after a pattern: the ordinal suffix of the number it printed (to_char only).
+    Ordinal(bool),
     /// Template text outside quotes: a space or separator matches any one in to_timestamp's input.
     Literal(char),
     /// Quoted template text: in to_timestamp's input it skips one character, whatever it is.
@@ -475,6 +481,10 @@ fn template(fmt: &str) -> Result<Vec<Piece<'static>>> {
             out.push(Piece::Pattern(p, fill));
             fill = false;
             rest = &rest[p.len()..];
+            if let Some(th) = ["TH", "th"].into_iter().find(|x| rest.starts_with(*x)) {
+                out.push(Piece::Ordinal(th == "TH"));
+                rest = &rest[2..];
+            }
             if let Some(suffix) = SUFFIXES.iter().find(|x| rest.starts_with(**x)) {
                 return Err(SqlError::unsupported(format!("template pattern suffix \"{suffix}\"")));
             }
@@ -500,63 +510,198 @@ fn cased(name: &str, pattern: &str) -> String {
     }
 }
 
-/// to_char(timestamp, template) for µs since 2000-01-01 (timestamptz:
-/// in UTC; a date is its midnight).
-fn to_char(micros: i64, fmt: &str) -> Result<String> {
+/// to_char(timestamp, template) for µs since 2000-01-01 (a timestamptz
+/// comes as its local time in the session zone with `offset`, its UTC
+/// offset in seconds; a timestamp has offset 0; a date is its midnight),
+/// as formatting.c's DCH_to_char prints each pattern.
+fn to_char(micros: i64, offset: i32, fmt: &str) -> Result<String> {
     let days = micros.div_euclid(MICROS_PER_DAY);
     let in_day = micros.rem_euclid(MICROS_PER_DAY);
     let (year, month, day) = pgtier_engine::civil_from_days(days);
     let hour = in_day / 3_600_000_000;
     let dow = usize::try_from((days + 6).rem_euclid(7)).unwrap_or(0);
     let month_name = MONTHS[usize::try_from(month - 1).unwrap_or(0)];
+    let yday = days - pgtier_engine::days_from_civil(year, 1, 1) + 1;
+    let (iso_year, iso_week) = iso_year_week(days, year);
+    // ADJUST_YEAR: BC years count from 1.
+    let shown = |y: i64| if y <= 0 { 1 - y } else { y };
     let mut out = String::new();
+    let mut last_number: Option<usize> = None;
     for piece in template(fmt)? {
         let (p, fill) = match piece {
             Piece::Literal(c) | Piece::Quoted(c) => {
                 out.push(c);
+                last_number = None;
+                continue;
+            }
+            Piece::Ordinal(upper) => {
+                if let Some(from) = last_number.take() {
+                    let suffix = ordinal_suffix(&out[from..]);
+                    out.push_str(&if upper { suffix.to_ascii_uppercase() } else { suffix.to_owned() });
+                }
                 continue;
             }
             Piece::Pattern(p, fill) => (p, fill),
         };
+        let start = out.len();
         let num = |out: &mut String, n: i64, width: usize| {
             let _ = std::fmt::Write::write_fmt(out, format_args!("{:0w$}", n, w = if fill { 0 } else { width }));
         };
-        let shown = if year <= 0 { 1 - year } else { year };
-        match p.to_ascii_uppercase().as_str() {
-            "YYYY" => num(&mut out, shown, 4),
-            "YY" => num(&mut out, shown % 100, 2),
+        let upper = p.to_ascii_uppercase();
+        let mut numeric = true;
+        match upper.as_str() {
+            "YYYY" => num(&mut out, shown(year), 4),
+            "Y,YYY" => {
+                let y = shown(year);
+                out.push_str(&format!("{},{:03}", y / 1000, y % 1000));
+            }
+            "YYY" => num(&mut out, shown(year) % 1000, 3),
+            "YY" => num(&mut out, shown(year) % 100, 2),
+            "Y" => num(&mut out, shown(year) % 10, 1),
+            "IYYY" => num(&mut out, shown(iso_year), 4),
+            "IYY" => num(&mut out, shown(iso_year) % 1000, 3),
+            "IY" => num(&mut out, shown(iso_year) % 100, 2),
+            "I" => num(&mut out, shown(iso_year) % 10, 1),
+            "CC" => {
+                let cc = if year > 0 { (year - 1) / 100 + 1 } else { year / 100 - 1 };
+                if (-99..=99).contains(&cc) {
+                    let width = if fill {
+                        0
+                    } else if cc >= 0 {
+                        2
+                    } else {
+                        3
+                    };
+                    out.push_str(&format!("{cc:0width$}"));
+                } else {
+                    out.push_str(&cc.to_string());
+                }
+            }
+            "Q" => out.push_str(&((month - 1) / 3 + 1).to_string()),
             "MM" => num(&mut out, i64::from(month), 2),
+            "WW" => num(&mut out, (yday - 1) / 7 + 1, 2),
+            "W" => out.push_str(&((day - 1) / 7 + 1).to_string()),
+            "IW" => num(&mut out, iso_week, 2),
+            "DDD" => num(&mut out, yday, 3),
+            "IDDD" => num(&mut out, (iso_week - 1) * 7 + i64::try_from(dow).map_or(1, |d| (d + 6) % 7 + 1), 3),
             "DD" => num(&mut out, i64::from(day), 2),
+            "D" => out.push_str(&(dow + 1).to_string()),
+            "ID" => out.push_str(&(if dow == 0 { 7 } else { dow }).to_string()),
+            "J" => out.push_str(&(days + JULIAN_2000).to_string()),
             "HH24" => num(&mut out, hour, 2),
             "HH12" | "HH" => num(&mut out, if hour % 12 == 0 { 12 } else { hour % 12 }, 2),
             "MI" => num(&mut out, in_day / 60_000_000 % 60, 2),
             "SS" => num(&mut out, in_day / 1_000_000 % 60, 2),
-            "MS" => num(&mut out, in_day / 1000 % 1000, 3),
-            "US" => num(&mut out, in_day % 1_000_000, 6),
-            "AM" | "PM" | "A.M." | "P.M." => {
-                let text = match (hour >= 12, p.contains('.')) {
-                    (false, false) => "AM",
-                    (true, false) => "PM",
-                    (false, true) => "A.M.",
-                    (true, true) => "P.M.",
-                };
-                out.push_str(&if p.starts_with(|c: char| c.is_ascii_lowercase()) {
-                    text.to_ascii_lowercase()
-                } else {
-                    text.to_owned()
-                });
+            "SSSS" | "SSSSS" => out.push_str(&(in_day / 1_000_000).to_string()),
+            // Fixed widths: formatting.c prints these with "%0Nd", FM or not.
+            "MS" => out.push_str(&format!("{:03}", in_day / 1000 % 1000)),
+            "US" => out.push_str(&format!("{:06}", in_day % 1_000_000)),
+            "FF1" | "FF2" | "FF3" | "FF4" | "FF5" | "FF6" => {
+                let digits = usize::from(upper.as_bytes()[2] - b'0');
+                let scale = 10i64.pow(u32::try_from(6 - digits).unwrap_or(0));
+                out.push_str(&format!("{:0digits$}", in_day % 1_000_000 / scale));
             }
-            "MONTH" | "DAY" => {
-                let name = cased(if p.eq_ignore_ascii_case("month") { month_name } else { DAYS[dow] }, p);
-                let _ =
-                    std::fmt::Write::write_fmt(&mut out, format_args!("{:<w$}", name, w = if fill { 0 } else { 9 }));
+            "TZH" => out.push_str(&format!("{}{:02}", if offset >= 0 { '+' } else { '-' }, offset.abs() / 3600)),
+            "TZM" => out.push_str(&format!("{:02}", offset.abs() % 3600 / 60)),
+            "OF" => {
+                let sign = if offset >= 0 { '+' } else { '-' };
+                let width = if fill { 0 } else { 2 };
+                out.push_str(&format!("{sign}{:0width$}", offset.abs() / 3600));
+                if offset.abs() % 3600 != 0 {
+                    out.push_str(&format!(":{:02}", offset.abs() % 3600 / 60));
+                }
+                numeric = false;
             }
-            "MON" => out.push_str(&cased(&month_name[..3], p)),
-            "DY" => out.push_str(&cased(&DAYS[dow][..3], p)),
-            _ => return Err(SqlError::unsupported(format!("template pattern \"{p}\""))),
+            _ => {
+                numeric = false;
+                to_char_word(&mut out, p, fill, year, hour, month, month_name, dow)?;
+            }
         }
+        last_number = numeric.then_some(start);
     }
     Ok(out)
+}
+
+/// The patterns that print words: meridian, era, month and day names,
+/// Roman month numerals.
+#[allow(clippy::too_many_arguments)]
+fn to_char_word(
+    out: &mut String,
+    p: &str,
+    fill: bool,
+    year: i64,
+    hour: i64,
+    month: u32,
+    month_name: &str,
+    dow: usize,
+) -> Result<()> {
+    let lower = p.starts_with(|c: char| c.is_ascii_lowercase());
+    let cased_text = |text: &str| if lower { text.to_ascii_lowercase() } else { text.to_owned() };
+    match p.to_ascii_uppercase().as_str() {
+        "AM" | "PM" | "A.M." | "P.M." => {
+            let text = match (hour >= 12, p.contains('.')) {
+                (false, false) => "AM",
+                (true, false) => "PM",
+                (false, true) => "A.M.",
+                (true, true) => "P.M.",
+            };
+            out.push_str(&cased_text(text));
+        }
+        "AD" | "BC" | "A.D." | "B.C." => {
+            let text = match (year <= 0, p.contains('.')) {
+                (false, false) => "AD",
+                (true, false) => "BC",
+                (false, true) => "A.D.",
+                (true, true) => "B.C.",
+            };
+            out.push_str(&cased_text(text));
+        }
+        "MONTH" | "DAY" => {
+            let name = cased(if p.eq_ignore_ascii_case("month") { month_name } else { DAYS[dow] }, p);
+            let _ = std::fmt::Write::write_fmt(out, format_args!("{:<w$}", name, w = if fill { 0 } else { 9 }));
+        }
+        "MON" => out.push_str(&cased(&month_name[..3], p)),
+        "DY" => out.push_str(&cased(&DAYS[dow][..3], p)),
+        "RM" => {
+            const ROMAN: [&str; 12] = ["I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII"];
+            let numeral = cased_text(ROMAN[usize::try_from(month - 1).unwrap_or(0)]);
+            let _ = std::fmt::Write::write_fmt(out, format_args!("{:<w$}", numeral, w = if fill { 0 } else { 4 }));
+        }
+        _ => return Err(SqlError::unsupported(format!("template pattern \"{p}\""))),
+    }
+    Ok(())
+}
+
+/// str_numth: `st`, `nd`, `rd` or `th` for the number printed last (teens take `th`).
+fn ordinal_suffix(number: &str) -> &'static str {
+    let bytes = number.as_bytes();
+    let teen = bytes.len() > 1 && bytes[bytes.len() - 2] == b'1';
+    match bytes.last() {
+        Some(b'1') if !teen => "st",
+        Some(b'2') if !teen => "nd",
+        Some(b'3') if !teen => "rd",
+        _ => "th",
+    }
+}
+
+/// The ISO 8601 year and week of the day `days` (since 2000-01-01) of
+/// astronomical year `year`: date2isoyear and date2isoweek.
+fn iso_year_week(days: i64, year: i64) -> (i64, i64) {
+    // The Monday of ISO week 1 of `y`: the week holding January 4th.
+    let week_one = |y: i64| {
+        let jan4 = pgtier_engine::days_from_civil(y, 1, 4);
+        jan4 - (jan4 + 5).rem_euclid(7)
+    };
+    let mut iso_year = year;
+    let mut start = week_one(year);
+    if days < start {
+        iso_year -= 1;
+        start = week_one(iso_year);
+    } else if days >= week_one(year + 1) {
+        iso_year += 1;
+        start = week_one(iso_year);
+    }
+    (iso_year, (days - start) / 7 + 1)
 }
 
 /// The fields to_timestamp / to_date read; 0 is unset, as in PostgreSQL's
@@ -674,6 +819,7 @@ fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
                 continue;
             }
             Piece::Pattern(pat, fill) => (*pat, *fill),
+            Piece::Ordinal(_) => return Err(SqlError::unsupported("template pattern suffix \"TH\" in to_timestamp")),
         };
         let slurp = fill
             || match pieces.get(k + 1) {
@@ -683,6 +829,7 @@ fn parse_with_template(input: &str, fmt: &str) -> Result<i64> {
                     "YYYY" | "YY" | "MM" | "DD" | "HH24" | "HH12" | "HH" | "MI" | "SS" | "MS" | "US"
                 ),
                 Some(Piece::Literal(c) | Piece::Quoted(c)) => !c.is_ascii_digit(),
+                Some(Piece::Ordinal(_)) => true,
             };
         read_field(&mut p, &mut s, pat, slurp)?;
         // Spaces after a field are skipped; they count as skipped extra.
@@ -1195,8 +1342,8 @@ fn to_char_eval(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
     Ok(match &vals[0] {
         // An empty template gives NULL, as PostgreSQL's; so does an infinity.
         v if fmt.is_empty() || value::is_infinite_datetime(v) => Value::Null,
-        Value::Timestamp(t) => Value::Text(to_char(*t, fmt)?),
-        Value::TimestampTz(t) => Value::Text(to_char(crate::tz::to_local(*t), fmt)?),
+        Value::Timestamp(t) => Value::Text(to_char(*t, 0, fmt)?),
+        Value::TimestampTz(t) => Value::Text(to_char(crate::tz::to_local(*t), crate::tz::offset_at(*t), fmt)?),
         other => {
             return Err(SqlError::undefined_function(&format!("to_char({}, text)", value::value_type_name(other))));
         }
