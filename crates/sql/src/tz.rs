@@ -534,6 +534,11 @@ pub fn offset_at(utc: i64) -> i32 {
     with(|c| c.map_or(0, |c| c.zone.offset_at(utc)))
 }
 
+/// The session zone's abbreviation at `utc` (to_char's TZ pattern).
+pub fn abbreviation_at(utc: i64) -> String {
+    with(|c| c.map_or_else(|| "UTC".to_owned(), |c| c.zone.abbreviation_at(utc)))
+}
+
 /// Is the session zone UTC (no conversion anywhere)?
 pub fn session_is_utc() -> bool {
     with(|c| c.is_none_or(|c| matches!(&c.zone, Zone::Fixed { east_secs: 0, .. })))

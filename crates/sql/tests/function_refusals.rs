@@ -44,7 +44,6 @@ const REFUSED: &[(&str, &str)] = &[
     // to_char / to_timestamp templates beyond the common ones.
     // (to_char's other patterns are answered: tests/slt/99_to_char_datetime.slt.)
     ("SELECT to_char(timestamp '2024-01-01', 'TMMonth')", "\"TM\""),
-    ("SELECT to_char(timestamptz '2024-01-01', 'TZ')", "\"TZ\""),
     ("SELECT to_timestamp('2020 12', 'YYYY DDD')", "\"DDD\" in to_timestamp"),
     ("SELECT to_timestamp('2020 1st', 'YYYY DDth')", "suffix \"TH\" in to_timestamp"),
     // to_char of a float, and to_number scaled by V (its display scale).

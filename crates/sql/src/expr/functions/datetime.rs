@@ -400,14 +400,14 @@ const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday",
 
 /// The template patterns pgtier implements, longest first where one is
 /// a prefix of another (to_timestamp reads only some: `read_field`).
-const PATTERNS: [&str; 108] = [
+const PATTERNS: [&str; 110] = [
     "HH24", "hh24", "HH12", "hh12", "HH", "hh", "Y,YYY", "y,yyy", "YYYY", "yyyy", "YYY", "yyy", "YY", "yy", "Y", "y",
     "IYYY", "iyyy", "IYY", "iyy", "IY", "iy", "IDDD", "iddd", "ID", "id", "IW", "iw", "I", "i", "MONTH", "Month",
     "month", "MON", "Mon", "mon", "MM", "mm", "DAY", "Day", "day", "DY", "Dy", "dy", "DDD", "ddd", "DD", "dd", "D",
     "d", "MI", "mi", "SSSSS", "sssss", "SSSS", "ssss", "SS", "ss", "MS", "ms", "US", "us", "FF1", "FF2", "FF3", "FF4",
     "FF5", "FF6", "ff1", "ff2", "ff3", "ff4", "ff5", "ff6", "AM", "PM", "am", "pm", "A.M.", "P.M.", "a.m.", "p.m.",
     "AD", "BC", "ad", "bc", "A.D.", "B.C.", "a.d.", "b.c.", "CC", "cc", "Q", "q", "WW", "ww", "W", "w", "J", "j", "RM",
-    "rm", "TZH", "tzh", "TZM", "tzm", "OF", "of",
+    "rm", "TZH", "tzh", "TZM", "tzm", "TZ", "tz", "OF", "of",
 ];
 
 /// PostgreSQL's template patterns (formatting.c's DCH keywords), to
@@ -511,10 +511,12 @@ fn cased(name: &str, pattern: &str) -> String {
 }
 
 /// to_char(timestamp, template) for µs since 2000-01-01 (a timestamptz
-/// comes as its local time in the session zone with `offset`, its UTC
-/// offset in seconds; a timestamp has offset 0; a date is its midnight),
+/// comes as its local time in the session zone with `instant`, its UTC
+/// value, for the zone patterns; a timestamp has offset 0 and no zone
+/// abbreviation; a date is its midnight),
 /// as formatting.c's DCH_to_char prints each pattern.
-fn to_char(micros: i64, offset: i32, fmt: &str) -> Result<String> {
+fn to_char(micros: i64, instant: Option<i64>, fmt: &str) -> Result<String> {
+    let offset = instant.map_or(0, crate::tz::offset_at);
     let days = micros.div_euclid(MICROS_PER_DAY);
     let in_day = micros.rem_euclid(MICROS_PER_DAY);
     let (year, month, day) = pgtier_engine::civil_from_days(days);
@@ -600,6 +602,11 @@ fn to_char(micros: i64, offset: i32, fmt: &str) -> Result<String> {
                 let digits = usize::from(upper.as_bytes()[2] - b'0');
                 let scale = 10i64.pow(u32::try_from(6 - digits).unwrap_or(0));
                 out.push_str(&format!("{:0digits$}", in_day % 1_000_000 / scale));
+            }
+            "TZ" => {
+                let abbrev = instant.map(crate::tz::abbreviation_at).unwrap_or_default();
+                out.push_str(&if p == "tz" { abbrev.to_ascii_lowercase() } else { abbrev });
+                numeric = false;
             }
             "TZH" => out.push_str(&format!("{}{:02}", if offset >= 0 { '+' } else { '-' }, offset.abs() / 3600)),
             "TZM" => out.push_str(&format!("{:02}", offset.abs() % 3600 / 60)),
@@ -1342,8 +1349,8 @@ fn to_char_eval(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
     Ok(match &vals[0] {
         // An empty template gives NULL, as PostgreSQL's; so does an infinity.
         v if fmt.is_empty() || value::is_infinite_datetime(v) => Value::Null,
-        Value::Timestamp(t) => Value::Text(to_char(*t, 0, fmt)?),
-        Value::TimestampTz(t) => Value::Text(to_char(crate::tz::to_local(*t), crate::tz::offset_at(*t), fmt)?),
+        Value::Timestamp(t) => Value::Text(to_char(*t, None, fmt)?),
+        Value::TimestampTz(t) => Value::Text(to_char(crate::tz::to_local(*t), Some(*t), fmt)?),
         other => {
             return Err(SqlError::undefined_function(&format!("to_char({}, text)", value::value_type_name(other))));
         }
