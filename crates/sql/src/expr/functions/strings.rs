@@ -1,6 +1,6 @@
 //! The string functions: lower, upper, length, substr, pads and trims,
 //! replace, position, repeat, split_part, left / right, initcap,
-//! translate, starts_with, to_hex, concat[_ws], format(), reverse, chr,
+//! translate, starts_with, to_hex, concat[_ws], format(), reverse, unistr, chr,
 //! ascii, md5, and bytea's `||`. Each is declared in [`DEFS`].
 
 use pgtier_engine::{DataType, Value};
@@ -146,6 +146,11 @@ pub(super) const DEFS: &[FunctionDef] = &[
         names: &["reverse"],
         volatility: Immutable,
         resolve: |def, b, call| text_fn(def, b, call, reverse, (1, 1), &[Text], Text),
+    },
+    FunctionDef {
+        names: &["unistr"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, unistr, (1, 1), &[Text], Text),
     },
     FunctionDef {
         names: &["chr"],
@@ -470,6 +475,75 @@ fn concat_ws(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
 
 fn reverse(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
     Ok(Value::Text(text(vals, 0).chars().rev().collect()))
+}
+
+/// unistr (varlena.c): `\\` is a backslash; `\XXXX`, `\uXXXX`,
+/// `\+XXXXXX` and `\UXXXXXXXX` are code points (UTF-16 surrogates only in
+/// pairs); anything else after a backslash is 42601.
+fn unistr(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let invalid_pair = || SqlError::new("42601", "invalid Unicode surrogate pair");
+    let input = text(vals, 0);
+    let bytes = input.as_bytes();
+    let mut out = String::with_capacity(input.len());
+    let mut pair_first: Option<u32> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            if pair_first.is_some() {
+                return Err(invalid_pair());
+            }
+            let c = input[i..].chars().next().unwrap_or('\0');
+            out.push(c);
+            i += c.len_utf8();
+            continue;
+        }
+        let hex = |from: usize, n: usize| {
+            input
+                .get(from..from + n)
+                .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+        };
+        let (code, used) = if bytes.get(i + 1) == Some(&b'\\') {
+            if pair_first.is_some() {
+                return Err(invalid_pair());
+            }
+            out.push('\\');
+            i += 2;
+            continue;
+        } else if let Some(c) = hex(i + 1, 4) {
+            (c, 5)
+        } else if let (Some(b'u'), Some(c)) = (bytes.get(i + 1), hex(i + 2, 4)) {
+            (c, 6)
+        } else if let (Some(b'+'), Some(c)) = (bytes.get(i + 1), hex(i + 2, 6)) {
+            (c, 8)
+        } else if let (Some(b'U'), Some(c)) = (bytes.get(i + 1), hex(i + 2, 8)) {
+            (c, 10)
+        } else {
+            return Err(SqlError::new("42601", "invalid Unicode escape")
+                .with_hint("Unicode escapes must be \\XXXX, \\+XXXXXX, \\uXXXX, or \\UXXXXXXXX."));
+        };
+        if code == 0 || code > 0x10_FFFF {
+            return Err(SqlError::new("22023", format!("invalid Unicode code point: {code:04X}")));
+        }
+        let second = (0xDC00..=0xDFFF).contains(&code);
+        let code = match pair_first.take() {
+            Some(first) if second => 0x10000 + ((first - 0xD800) << 10) + (code - 0xDC00),
+            Some(_) => return Err(invalid_pair()),
+            None if second => return Err(invalid_pair()),
+            None if (0xD800..=0xDBFF).contains(&code) => {
+                pair_first = Some(code);
+                i += used;
+                continue;
+            }
+            None => code,
+        };
+        out.push(char::from_u32(code).ok_or_else(invalid_pair)?);
+        i += used;
+    }
+    if pair_first.is_some() {
+        return Err(invalid_pair());
+    }
+    Ok(Value::Text(out))
 }
 
 /// md5 of a text's UTF-8 or of a bytea, as 32 hex digits.
