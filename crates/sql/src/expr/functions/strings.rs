@@ -197,6 +197,16 @@ fn resolve_substr(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'
             return text_fn(def, b, call, super::regex::eval_substring, (2, 2), &[Text, Text], Text);
         }
     }
+    if call.args.first().is_some_and(|(_, t)| *t == Some(DataType::Bytea)) {
+        // bytea_substr: the same positions, counted in bytes.
+        call.arity(2, 3)?;
+        let sig = call.sig;
+        let mut out = Vec::with_capacity(call.len());
+        for (k, (e, t)) in call.args.into_iter().enumerate() {
+            out.push(if k == 0 { e } else { b.int4_param(e, t, sig)? });
+        }
+        return Ok((def.expr(substr_bytes, out), Some(DataType::Bytea)));
+    }
     text_fn(def, b, call, substr, (2, 3), &[Text, Int4, Int4], Text)
 }
 
@@ -280,6 +290,25 @@ fn bytea_concat(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
 }
 
 fn substr(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(Value::Text(match substr_range(vals)? {
+        Some((skip, take)) => text(vals, 0).chars().skip(skip).take(take).collect(),
+        None => String::new(),
+    }))
+}
+
+fn substr_bytes(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let Some(Value::Bytea(bytes)) = vals.first() else {
+        return Err(SqlError::new("XX000", "substring of bytea given another type"));
+    };
+    Ok(Value::Bytea(match substr_range(vals)? {
+        Some((skip, take)) => bytes.iter().skip(skip).take(take).copied().collect(),
+        None => Vec::new(),
+    }))
+}
+
+/// substr's (skip, take) from its start and length arguments (`vals[1..]`),
+/// None when nothing is taken; a negative length is 22011.
+fn substr_range(vals: &[Value]) -> Result<Option<(usize, usize)>> {
     let start = int(vals, 1);
     let (from, to) = if vals.len() > 2 {
         let len = int(vals, 2);
@@ -292,11 +321,11 @@ fn substr(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
     };
     let from = from.max(1);
     if to <= from {
-        return Ok(Value::Text(String::new()));
+        return Ok(None);
     }
     let skip = usize::try_from(from - 1).unwrap_or(usize::MAX);
     let take = usize::try_from(to - from).unwrap_or(usize::MAX);
-    Ok(Value::Text(text(vals, 0).chars().skip(skip).take(take).collect()))
+    Ok(Some((skip, take)))
 }
 
 /// lpad / rpad: to `vals[1]` characters, cut or filled with `vals[2]` (a blank).
