@@ -39,8 +39,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("SELECT regexp_instr('foo', 'foo(bar)?', 1, 1, 0, '', 1)", "quantified group"),
     ("SELECT substring('foobar' FROM '%#\"o_b#\"%' FOR '#')", "FOR escape"),
     ("SELECT substring('a' FROM '((a))+')", "quantified group"),
-    // format(): a width taken from an argument.
-    ("SELECT format('%*s', 5, 'x')", "width taken from an argument"),
     // to_char / to_timestamp templates beyond the common ones.
     // (to_char's other patterns are answered: tests/slt/99_to_char_datetime.slt.)
     ("SELECT to_char(timestamp '2024-01-01', 'TMMonth')", "\"TM\""),

@@ -626,9 +626,91 @@ fn format_error(msg: impl Into<String>) -> SqlError {
     SqlError::new("22023", msg)
 }
 
+/// One conversion's position, flags and width (text_format_parse_format),
+/// up to its type character.
+struct FormatSpec {
+    position: Option<usize>,
+    width: Option<usize>,
+    /// `*` (the next argument: Some(None)) or `*n$` (Some(Some(n))).
+    width_from: Option<Option<usize>>,
+    left: bool,
+}
+
+fn format_spec(chars: &[char], i: &mut usize) -> Result<FormatSpec> {
+    let digits = |i: &mut usize| -> Result<Option<usize>> {
+        let start = *i;
+        while chars.get(*i).is_some_and(char::is_ascii_digit) {
+            *i += 1;
+        }
+        if *i == start {
+            return Ok(None);
+        }
+        let text: String = chars[start..*i].iter().collect();
+        text.parse::<usize>()
+            .ok()
+            .filter(|n| i32::try_from(*n).is_ok())
+            .map(Some)
+            .ok_or_else(|| SqlError::new("22003", "number is out of range"))
+    };
+    let mut spec = FormatSpec { position: None, width: None, width_from: None, left: false };
+    match digits(i)? {
+        Some(n) if chars.get(*i) == Some(&'$') => {
+            if n == 0 {
+                return Err(format_error("format specifies argument 0, but arguments are numbered from 1"));
+            }
+            spec.position = Some(n);
+            *i += 1;
+        }
+        Some(n) => {
+            spec.width = Some(n);
+            return Ok(spec);
+        }
+        None => {}
+    }
+    while chars.get(*i) == Some(&'-') {
+        spec.left = true;
+        *i += 1;
+    }
+    if chars.get(*i) != Some(&'*') {
+        spec.width = digits(i)?;
+        return Ok(spec);
+    }
+    *i += 1;
+    spec.width_from = Some(match digits(i)? {
+        Some(_) if chars.get(*i) != Some(&'$') => {
+            return Err(format_error("width argument position must be ended by \"$\""));
+        }
+        Some(0) => return Err(format_error("format specifies argument 0, but arguments are numbered from 1")),
+        Some(n) => {
+            *i += 1;
+            Some(n)
+        }
+        None => None,
+    });
+    Ok(spec)
+}
+
+/// A width taken from an argument: NULL is 0, smallint and integer as
+/// they are, anything else through its text as an integer (22P02, 22003).
+fn format_width(v: &Value) -> Result<i32> {
+    match v {
+        Value::Null => Ok(0),
+        Value::Int2(n) => Ok(i32::from(*n)),
+        Value::Int4(n) => Ok(*n),
+        other => {
+            let text = value::to_text(other);
+            match text.trim().parse::<i64>() {
+                Ok(n) => i32::try_from(n)
+                    .map_err(|_| SqlError::new("22003", format!("value \"{text}\" is out of range for type integer"))),
+                Err(_) => Err(SqlError::new("22P02", format!("invalid input syntax for type integer: \"{text}\""))),
+            }
+        }
+    }
+}
+
 /// format(template, args...) (`vals[0]` the template): %s, %I, %L, %%,
-/// positions `%n$`, the `-` flag and a width; a width taken from an
-/// argument (`*`) is 0A000.
+/// positions `%n$`, the `-` flag and a width, given or taken from an
+/// argument (`*`, `*n$`).
 pub(super) fn format(vals: &[Value]) -> Result<Value> {
     let Some(Value::Text(template)) = vals.first() else { return Ok(Value::Null) };
     let args = &vals[1..];
@@ -651,50 +733,24 @@ pub(super) fn format(vals: &[Value]) -> Result<Value> {
             i += 1;
             continue;
         }
-        let digits = |i: &mut usize| -> Result<Option<usize>> {
-            let start = *i;
-            while chars.get(*i).is_some_and(char::is_ascii_digit) {
-                *i += 1;
-            }
-            if *i == start {
-                return Ok(None);
-            }
-            let text: String = chars[start..*i].iter().collect();
-            text.parse::<usize>()
-                .ok()
-                .filter(|n| i32::try_from(*n).is_ok())
-                .map(Some)
-                .ok_or_else(|| SqlError::new("22003", "number is out of range"))
-        };
-        let mut position = None;
-        let mut width = None;
-        let mut left = false;
-        match digits(&mut i)? {
-            Some(n) if chars.get(i) == Some(&'$') => {
-                if n == 0 {
-                    return Err(format_error("format specifies argument 0, but arguments are numbered from 1"));
-                }
-                position = Some(n);
-                i += 1;
-            }
-            Some(n) => width = Some(n),
-            None => {}
-        }
-        if width.is_none() {
-            while chars.get(i) == Some(&'-') {
-                left = true;
-                i += 1;
-            }
-            if chars.get(i) == Some(&'*') {
-                return Err(SqlError::unsupported("format() width taken from an argument (*)"));
-            }
-            width = digits(&mut i)?;
-        }
+        let FormatSpec { position, mut width, width_from, mut left } = format_spec(&chars, &mut i)?;
         let Some(&kind) = chars.get(i) else { return Err(unterminated()) };
         i += 1;
         if !matches!(kind, 's' | 'I' | 'L') {
             return Err(format_error(format!("unrecognized format() type specifier \"{kind}\""))
                 .with_hint("For a single \"%\" use \"%%\"."));
+        }
+        if let Some(from) = width_from {
+            let index = from.map_or(next_arg, |p| p - 1);
+            let Some(w) = args.get(index) else { return Err(format_error("too few arguments for format()")) };
+            next_arg = index + 1;
+            // A negative width aligns to the left (text_format_append_string).
+            let w = format_width(w)?;
+            left |= w < 0;
+            width = Some(
+                usize::try_from(w.checked_abs().ok_or_else(|| SqlError::new("22003", "number is out of range"))?)
+                    .unwrap_or(0),
+            );
         }
         let index = position.map_or(next_arg, |p| p - 1);
         let Some(arg) = args.get(index) else { return Err(format_error("too few arguments for format()")) };
