@@ -238,6 +238,8 @@ impl CacheSection {
             autorefresh: pgtier_cache::AutorefreshConfig { retained_wal_max: autorefresh_retained },
             // A one-shot decision of the command line (`pgtier serve --takeover`), never a standing setting.
             takeover: false,
+            // Set by the pair's lease when the process holds it (`[replication]`), 0 outside a pair.
+            lease_epoch: 0,
             sequence_block: self.sequence_block,
             // `[tier]`, a section of its own (`TierSection::to_tier_config`).
             tier: None,
