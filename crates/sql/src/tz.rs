@@ -251,6 +251,16 @@ pub fn setting_zone(value: &str) -> Option<(Zone, String)> {
     if v.eq_ignore_ascii_case("utc") {
         return Some((Zone::Fixed { east_secs: 0, abbrev: "UTC".to_owned() }, "UTC".to_owned()));
     }
+    // A POSIX offset alone (`+02:00`, `-13:00`, `04:30`): hours west of
+    // UTC, as POSIX counts, under the empty abbreviation PostgreSQL's
+    // tzparse allows (IANA's does not); SHOW gives it as written.
+    // (With seconds PostgreSQL refuses it: 22023.)
+    if v.matches(':').count() == 1
+        && let Some(west) = parse_offset(v)
+        && west.abs() < 168 * 3600
+    {
+        return Some((Zone::Fixed { east_secs: -west, abbrev: String::new() }, v.to_ascii_uppercase()));
+    }
     // The form SHOW prints for an offset (`<+05:30>-05:30`), which POSIX
     // (and so jiff) does not take: `:` may not appear inside `<>`.
     if let Some((abbrev, posix)) = v.strip_prefix('<').and_then(|r| r.split_once('>'))
