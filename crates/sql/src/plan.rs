@@ -1118,3 +1118,145 @@ pub fn const_value(e: &Expr) -> Option<&Value> {
         _ => None,
     }
 }
+
+/// A PL/pgSQL function as bound for one calling statement
+/// (bind/plpgsql.rs): its variables are slots (the arguments first), read
+/// by its expressions and statements as parameters `$k`.
+#[derive(Debug)]
+pub struct PlProgram {
+    pub name: String,
+    /// The type of each slot (arguments, FOUND, then the variables).
+    pub slots: Vec<pgtier_engine::DataType>,
+    /// The slot of FOUND.
+    pub found: usize,
+    pub body: PlBlock,
+    /// The function's result type; a trigger function's is None.
+    pub ret: Option<pgtier_engine::DataType>,
+}
+
+/// A program shared by the calls of one bound statement; equal when it is
+/// the same program.
+#[derive(Clone, Debug)]
+pub struct PlRef(pub Arc<PlProgram>);
+
+impl PartialEq for PlRef {
+    fn eq(&self, other: &PlRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+#[derive(Debug)]
+pub struct PlBlock {
+    pub label: Option<String>,
+    /// Each variable's initialization, in declaration order: slot,
+    /// default (NULL without one), NOT NULL.
+    pub init: Vec<(usize, Option<PlExpr>, bool, String)>,
+    pub body: Vec<PlStmt>,
+    pub handlers: Vec<PlHandler>,
+    /// The SQLSTATE and SQLERRM slots the handlers read.
+    pub error_slots: Option<(usize, usize)>,
+}
+
+#[derive(Debug)]
+pub struct PlHandler {
+    /// SQLSTATEs (a class's ends in 000) or `others`.
+    pub codes: Vec<&'static str>,
+    pub body: Vec<PlStmt>,
+}
+
+/// An expression of the program: bound as `SELECT expr`; a query without
+/// FROM, aggregates or clauses is evaluated as its one expression.
+#[derive(Debug)]
+pub enum PlExpr {
+    Expr(Expr),
+    Query(Box<SelectPlan>),
+}
+
+#[derive(Debug)]
+pub enum PlLoop {
+    Plain,
+    While(PlExpr),
+    Range {
+        slot: usize,
+        reverse: bool,
+        lo: PlExpr,
+        hi: PlExpr,
+        step: Option<PlExpr>,
+    },
+    /// The rows of `query`, each assigned to the target slots by `assign`
+    /// (over the row, casting to each slot's type).
+    Query {
+        query: Box<SelectPlan>,
+        assign: Vec<(usize, Expr)>,
+    },
+}
+
+/// An SQL statement's INTO: each target slot and its value over the
+/// statement's result row.
+#[derive(Debug)]
+pub struct PlInto {
+    pub strict: bool,
+    pub assign: Vec<(usize, Expr)>,
+}
+
+#[derive(Debug)]
+pub enum PlStmt {
+    Assign {
+        slot: usize,
+        expr: PlExpr,
+        not_null: Option<String>,
+    },
+    If {
+        arms: Vec<(PlExpr, Vec<PlStmt>)>,
+        otherwise: Vec<PlStmt>,
+    },
+    Loop {
+        label: Option<String>,
+        kind: PlLoop,
+        body: Vec<PlStmt>,
+    },
+    Exit {
+        cont: bool,
+        label: Option<String>,
+        when: Option<PlExpr>,
+    },
+    /// RETURN: the value (cast to the result type); a trigger function's
+    /// NEW / OLD / NULL is `PlReturn::Row`.
+    Return(PlReturn),
+    Raise {
+        level: PlLevel,
+        code: &'static str,
+        format: Option<String>,
+        args: Vec<PlExpr>,
+        options: Vec<(String, PlExpr)>,
+    },
+    Sql {
+        plan: Box<Plan>,
+        into: Option<PlInto>,
+        what: &'static str,
+    },
+    /// GET DIAGNOSTICS slot = ROW_COUNT, ... (each slot's type).
+    RowCount(Vec<(usize, pgtier_engine::DataType)>),
+    Block(PlBlock),
+    /// What failed to bind: raised when reached, as PostgreSQL plans a
+    /// statement when it first runs it.
+    Error(crate::error::SqlError),
+    Null,
+}
+
+#[derive(Debug)]
+pub enum PlReturn {
+    Value(Option<PlExpr>),
+    /// A trigger function's row: the slots of NEW or OLD, or NULL (None).
+    Row(Option<Vec<usize>>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlLevel {
+    /// DEBUG and LOG: not sent to the client.
+    Quiet,
+    Info,
+    Notice,
+    Warning,
+    Exception,
+}

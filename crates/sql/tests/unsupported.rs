@@ -194,6 +194,44 @@ fn function_forms_are_refused_at_create() {
     }
 }
 
+/// What pgtier does not run of PL/pgSQL is refused at CREATE FUNCTION
+/// (0A000 naming it), never at a later call; PostgreSQL accepts each.
+#[test]
+fn plpgsql_forms_are_refused_at_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
+    conn.execute_sql("CREATE TABLE t (id int PRIMARY KEY, v int)").unwrap();
+    let f = |body: &str| format!("CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$ {body} $$");
+    for (sql, names) in [
+        (f("BEGIN EXECUTE 'SELECT 1'; RETURN 1; END"), "EXECUTE"),
+        (f("BEGIN RETURN NEXT 1; END"), "RETURN NEXT"),
+        (f("BEGIN RETURN QUERY SELECT 1; END"), "RETURN QUERY"),
+        (f("DECLARE a int[] := '{1}'; x int; BEGIN FOREACH x IN ARRAY a LOOP END LOOP; RETURN 1; END"), "FOREACH"),
+        (f("DECLARE c CURSOR FOR SELECT 1; BEGIN RETURN 1; END"), "cursor"),
+        (f("DECLARE x t.v%TYPE; BEGIN RETURN 1; END"), "%TYPE"),
+        (f("DECLARE r t%ROWTYPE; BEGIN RETURN 1; END"), "%ROWTYPE"),
+        (f("BEGIN RETURN 1; EXCEPTION WHEN OTHERS THEN RAISE; END"), "re-raise"),
+        (
+            f("BEGIN RETURN 1; EXCEPTION WHEN OTHERS THEN GET STACKED DIAGNOSTICS x = MESSAGE_TEXT; RETURN 2; END"),
+            "GET STACKED",
+        ),
+        (f("DECLARE n int; BEGIN WITH w AS (SELECT 1 AS x) SELECT x INTO n FROM w; RETURN n; END"), "WITH"),
+        (f("DECLARE r record; BEGIN SELECT 1 AS a INTO r; SELECT 2 AS a INTO r; RETURN r.a; END"), "RECORD"),
+        (f("BEGIN ASSERT 1 = 1; RETURN 1; END"), "ASSERT"),
+        (f("BEGIN COMMIT; RETURN 1; END"), "transaction control"),
+        (f("BEGIN RAISE EXCEPTION 'x' USING COLUMN = 'c'; END"), "COLUMN"),
+        (f("BEGIN CREATE TABLE u (a int); RETURN 1; END"), "CREATE"),
+        (f("BEGIN IF true THEN EXECUTE 'x'; END IF; RETURN 1; END"), "EXECUTE"),
+        ("CREATE FUNCTION f() RETURNS SETOF int LANGUAGE plpgsql AS $$ BEGIN RETURN; END $$".to_owned(), "SETOF"),
+    ] {
+        let e = conn.execute_sql(&sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains(names), "{sql}: {}", e.message);
+        assert_eq!(conn.execute_sql("SELECT f()").unwrap_err().sqlstate, "42883", "{sql}");
+    }
+}
+
 /// DDL after a savepoint is not undone by ROLLBACK TO: refused (0A000),
 /// the block stays failed, ROLLBACK undoes everything. So is ROLLBACK TO
 /// across nextval of a sequence the transaction created (a value must

@@ -30,6 +30,7 @@ mod merge;
 mod modifying;
 mod operator;
 mod partition;
+mod plpgsql;
 mod recursive;
 mod relation_names;
 mod roles;
