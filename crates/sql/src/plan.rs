@@ -559,6 +559,8 @@ pub struct OnConflict {
 #[derive(Clone, Debug)]
 pub struct InsertPlan {
     pub table: Arc<TableSchema>,
+    /// The row triggers it fires.
+    pub triggers: TableTriggers,
     /// Target column positions, in source order.
     pub targets: Vec<usize>,
     pub source: InsertSource,
@@ -649,6 +651,8 @@ impl ColumnMask {
 #[derive(Clone, Debug)]
 pub struct UpdatePlan {
     pub level: Level,
+    /// The row triggers it fires.
+    pub triggers: TableTriggers,
     /// Read while finding the target rows: WHERE and primary key.
     pub search_columns: ColumnMask,
     /// Read by the re-check and the new values (all with RETURNING).
@@ -673,6 +677,8 @@ pub struct UpdatePlan {
 #[derive(Clone, Debug)]
 pub struct DeletePlan {
     pub level: Level,
+    /// The row triggers it fires.
+    pub triggers: TableTriggers,
     /// Read while finding the target rows: WHERE and primary key.
     pub search_columns: ColumnMask,
     pub returning: Vec<Expr>,
@@ -880,6 +886,19 @@ pub enum Plan {
     },
     /// CREATE [OR REPLACE] FUNCTION (catalog/functions.rs).
     CreateFunction(Box<crate::catalog::functions::FunctionDef>),
+    /// CREATE [OR REPLACE] TRIGGER `name` on the table named `table`.
+    CreateTrigger {
+        table: String,
+        name: String,
+        doc: crate::catalog::triggers::TriggerDoc,
+        replace: bool,
+    },
+    /// DROP TRIGGER [IF EXISTS] (`table` empty: the table does not exist).
+    DropTrigger {
+        table: String,
+        name: String,
+        if_exists: bool,
+    },
     /// DROP FUNCTION [IF EXISTS] name[(types)], ...: each name with its
     /// argument types when they were given.
     DropFunction {
@@ -1259,4 +1278,30 @@ pub enum PlLevel {
     Notice,
     Warning,
     Exception,
+}
+
+/// The row triggers a write fires on its table (bind/plpgsql.rs), each
+/// list in name order, as PostgreSQL fires them.
+#[derive(Clone, Debug, Default)]
+pub struct TableTriggers {
+    pub before: Vec<BoundTrigger>,
+    pub after: Vec<BoundTrigger>,
+}
+
+impl TableTriggers {
+    pub fn is_empty(&self) -> bool {
+        self.before.is_empty() && self.after.is_empty()
+    }
+}
+
+/// A trigger bound for one statement: its function's program over the
+/// table's row type.
+#[derive(Clone, Debug)]
+pub struct BoundTrigger {
+    pub name: String,
+    pub program: PlRef,
+    /// The table's column of each NEW / OLD field (its visible columns).
+    pub columns: Vec<usize>,
+    pub table_name: String,
+    pub schema_name: String,
 }

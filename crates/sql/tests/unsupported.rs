@@ -232,6 +232,68 @@ fn plpgsql_forms_are_refused_at_create() {
     }
 }
 
+/// Trigger forms pgtier does not run, and write paths that would not fire
+/// a table's triggers, are refused with 0A000 naming them (PostgreSQL runs
+/// each); a cached table refuses triggers with a hint (they would fire
+/// again in PostgreSQL, where the cache group applies the writes).
+#[test]
+fn trigger_forms_and_untriggered_writes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let db = Database::open(dir.path(), config).unwrap();
+    // A table as a cache group stores it (crates/cache persist.rs: its annotation).
+    let mut txn = db.begin().unwrap();
+    let mut def = pgtier_engine::TableDef::new(
+        "cached_t",
+        vec![pgtier_engine::ColumnDef::new("id", pgtier_engine::DataType::Int4)],
+        &["id"],
+    );
+    def.annotation = Some("{\"pgtier_cache_group\":1,\"member_of\":\"g\"}".into());
+    txn.create_table(&def).unwrap();
+    txn.commit().unwrap();
+    let mut conn = Connection::new(db);
+    for sql in [
+        "CREATE TABLE t (id int PRIMARY KEY, v int)",
+        "CREATE TABLE parent (id int PRIMARY KEY)",
+        "CREATE TABLE child (id int PRIMARY KEY, p int REFERENCES parent ON DELETE CASCADE)",
+        "CREATE FUNCTION trg() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+    ] {
+        conn.execute_sql(sql).unwrap();
+    }
+    let on_t = |tail: &str| format!("CREATE TRIGGER x {tail}");
+    for (sql, names) in [
+        (on_t("AFTER INSERT ON t FOR EACH STATEMENT EXECUTE FUNCTION trg()"), "FOR EACH STATEMENT"),
+        (on_t("AFTER INSERT ON t EXECUTE FUNCTION trg()"), "FOR EACH STATEMENT"),
+        (on_t("INSTEAD OF INSERT ON t FOR EACH ROW EXECUTE FUNCTION trg()"), "INSTEAD OF"),
+        (on_t("BEFORE UPDATE ON t FOR EACH ROW WHEN (OLD.v IS DISTINCT FROM NEW.v) EXECUTE FUNCTION trg()"), "WHEN"),
+        (on_t("AFTER INSERT ON t REFERENCING NEW TABLE AS n FOR EACH ROW EXECUTE FUNCTION trg()"), "REFERENCING"),
+        ("CREATE CONSTRAINT TRIGGER x AFTER INSERT ON t FOR EACH ROW EXECUTE FUNCTION trg()".into(), "constraint"),
+        (on_t("BEFORE TRUNCATE ON t FOR EACH ROW EXECUTE FUNCTION trg()"), "TRUNCATE"),
+        (on_t("BEFORE INSERT ON cached_t FOR EACH ROW EXECUTE FUNCTION trg()"), "cached"),
+    ] {
+        let e = conn.execute_sql(&sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains(names), "{sql}: {}", e.message);
+    }
+    let e = conn.execute_sql(&on_t("BEFORE INSERT ON cached_t FOR EACH ROW EXECUTE FUNCTION trg()")).unwrap_err();
+    assert!(e.hint.as_deref().is_some_and(|h| h.contains("PostgreSQL")), "{e:?}");
+    conn.execute_sql("CREATE TRIGGER x BEFORE INSERT OR UPDATE OR DELETE ON t FOR EACH ROW EXECUTE FUNCTION trg()")
+        .unwrap();
+    conn.execute_sql("CREATE TRIGGER y AFTER DELETE ON child FOR EACH ROW EXECUTE FUNCTION trg()").unwrap();
+    for (sql, names) in [
+        ("INSERT INTO t VALUES (1, 1) ON CONFLICT DO NOTHING", "ON CONFLICT"),
+        ("UPDATE t SET v = 2 FROM parent WHERE parent.id = t.id", "UPDATE ... FROM"),
+        ("DELETE FROM t USING parent WHERE parent.id = t.id", "DELETE ... USING"),
+        ("MERGE INTO t USING parent p ON p.id = t.id WHEN MATCHED THEN DELETE", "MERGE"),
+        ("WITH d AS (DELETE FROM t RETURNING id) SELECT count(*) FROM d", "WITH"),
+        ("DELETE FROM parent WHERE id = 1", "foreign key"),
+    ] {
+        let e = conn.execute_sql(sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains(names), "{sql}: {}", e.message);
+    }
+}
+
 /// DDL after a savepoint is not undone by ROLLBACK TO: refused (0A000),
 /// the block stays failed, ROLLBACK undoes everything. So is ROLLBACK TO
 /// across nextval of a sequence the transaction created (a value must

@@ -16,15 +16,17 @@
 
 use std::sync::Arc;
 
-use pgtier_engine::DataType;
+use pgtier_engine::{DataType, TableSchema};
 use sqlparser::ast;
 
 use super::user_function::BodyScope;
 use super::{Binder, Ty, map_type};
+use crate::catalog::triggers::TriggerDoc;
 use crate::error::{Result, SqlError};
 use crate::expr::Expr;
 use crate::plan::{
-    OutputColumn, PlBlock, PlExpr, PlHandler, PlInto, PlLevel, PlLoop, PlProgram, PlReturn, PlStmt, Plan, SelectPlan,
+    BoundTrigger, OutputColumn, PlBlock, PlExpr, PlHandler, PlInto, PlLevel, PlLoop, PlProgram, PlRef, PlReturn,
+    PlStmt, Plan, SelectPlan, TableTriggers,
 };
 use crate::plpgsql::{self as pl, Stmt};
 
@@ -736,4 +738,208 @@ fn refusal_in(stmts: &[PlStmt]) -> Option<SqlError> {
         PlStmt::Block(b) => first_refusal(b),
         _ => None,
     })
+}
+
+/// Which write fires triggers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Event {
+    Insert,
+    /// With the columns its SET list assigns (UPDATE OF).
+    Update,
+    Delete,
+}
+
+/// A cached table's annotation starts so (crates/cache persist.rs).
+fn is_cached(t: &TableSchema) -> bool {
+    t.annotation.as_deref().is_some_and(|a| a.starts_with("{\"pgtier_cache_group\""))
+}
+
+fn cached_refusal(table: &str) -> SqlError {
+    SqlError::unsupported(format!("triggers on the cached table \"{table}\"")).with_hint(
+        "Writes to a cached table are applied to PostgreSQL by the cache group, where PostgreSQL's own triggers on \
+         the source table fire; a pgtier trigger would fire a second time there. Create the trigger in PostgreSQL.",
+    )
+}
+
+impl Binder<'_> {
+    /// The triggers a write of `event` on `table` fires, bound; `set` are
+    /// the columns an UPDATE assigns.
+    pub(super) fn table_triggers(
+        &mut self,
+        table: &Arc<TableSchema>,
+        event: Event,
+        set: &[usize],
+    ) -> Result<TableTriggers> {
+        let mut out = TableTriggers::default();
+        let all = crate::catalog::triggers::triggers_of(self.catalog, &table.name);
+        for t in all {
+            if !self.deps.iter().any(|d| Arc::ptr_eq(d, &t.schema)) {
+                self.deps.push(Arc::clone(&t.schema));
+            }
+            let fires = match event {
+                Event::Insert => t.doc.insert,
+                Event::Delete => t.doc.delete,
+                Event::Update => {
+                    t.doc.update
+                        && (t.doc.update_of.is_empty()
+                            || t.doc.update_of.iter().any(|c| table.column_index(c).is_some_and(|i| set.contains(&i))))
+                }
+            };
+            if !fires || !t.doc.enabled {
+                continue;
+            }
+            let Some(f) = crate::catalog::functions::functions_named(self.catalog, &t.doc.function)
+                .into_iter()
+                .find(|f| f.doc.trigger && f.args.is_empty())
+            else {
+                return Err(SqlError::undefined_function(&format!("{}()", t.doc.function)));
+            };
+            if !self.deps.iter().any(|d| Arc::ptr_eq(d, &f.table)) {
+                self.deps.push(Arc::clone(&f.table));
+            }
+            let visible: Vec<usize> = (0..table.columns.len()).filter(|&c| !table.columns[c].is_hidden()).collect();
+            let row = TriggerRow {
+                columns: visible.iter().map(|&c| (table.columns[c].name.clone(), table.columns[c].ty)).collect(),
+            };
+            let program = self.plpgsql_program(&f.name, &f.doc.body, &[], &[], None, Some(&row))?;
+            let (schema_name, table_name) = crate::names::split(&table.name);
+            let bound = BoundTrigger {
+                name: t.name.clone(),
+                program: PlRef(Arc::new(program)),
+                columns: visible,
+                table_name: table_name.to_owned(),
+                schema_name: schema_name.to_owned(),
+            };
+            if t.doc.before { out.before.push(bound) } else { out.after.push(bound) }
+        }
+        Ok(out)
+    }
+
+    /// A DELETE or UPDATE of `table` whose foreign keys' actions would
+    /// change rows of a table with triggers (the engine does them without
+    /// firing any): 0A000.
+    pub(super) fn refuse_cascaded_triggers(&self, table: &TableSchema) -> Result<()> {
+        for fk in self.catalog.referencing(table.id) {
+            if matches!(fk.on_delete, pgtier_engine::FkAction::NoAction) {
+                continue;
+            }
+            if let Some(child) = self.catalog.table(fk.child)
+                && !crate::catalog::triggers::triggers_of(self.catalog, &child.name).is_empty()
+            {
+                return Err(SqlError::unsupported(format!(
+                    "a foreign key action of \"{}\" changing rows of \"{}\", which has triggers",
+                    fk.name, child.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// CREATE [OR REPLACE] TRIGGER.
+    pub(super) fn create_trigger(&mut self, c: &ast::CreateTrigger) -> Result<Plan> {
+        let refused = [
+            (c.or_alter, "CREATE OR ALTER TRIGGER"),
+            (c.temporary, "CREATE TEMPORARY TRIGGER"),
+            (c.is_constraint, "constraint triggers"),
+            (c.referenced_table_name.is_some(), "constraint triggers (FROM table)"),
+            (!c.referencing.is_empty(), "transition tables (REFERENCING)"),
+            (c.statements.is_some(), "trigger bodies"),
+            (c.characteristics.is_some(), "deferrable triggers"),
+            (c.condition.is_some(), "CREATE TRIGGER ... WHEN"),
+        ];
+        if let Some((_, what)) = refused.iter().find(|(on, _)| *on) {
+            return Err(SqlError::unsupported(*what));
+        }
+        let before = match c.period {
+            Some(ast::TriggerPeriod::Before) => true,
+            Some(ast::TriggerPeriod::After) => false,
+            Some(ast::TriggerPeriod::InsteadOf) => return Err(SqlError::unsupported("INSTEAD OF triggers")),
+            _ => return Err(SqlError::syntax("syntax error at or near \"ON\"")),
+        };
+        let row_level = matches!(
+            c.trigger_object,
+            Some(
+                ast::TriggerObjectKind::ForEach(ast::TriggerObject::Row)
+                    | ast::TriggerObjectKind::For(ast::TriggerObject::Row)
+            )
+        );
+        if !row_level {
+            return Err(SqlError::unsupported("FOR EACH STATEMENT triggers"));
+        }
+        let name = match super::parts(&c.name)?.as_slice() {
+            [n] => n.clone(),
+            _ => return Err(SqlError::syntax("trigger name cannot be schema-qualified")),
+        };
+        let table = self.relation(&c.table_name)?;
+        if is_cached(&table) {
+            return Err(cached_refusal(&table.name));
+        }
+        if crate::catalog::partitions::is_partitioned(&table)
+            || crate::catalog::partitions::parent_of(self.catalog, &table.name).is_some()
+        {
+            return Err(SqlError::unsupported("triggers on partitioned tables and partitions"));
+        }
+        let (mut insert, mut update, mut delete) = (false, false, false);
+        let mut update_of = Vec::new();
+        for e in &c.events {
+            match e {
+                ast::TriggerEvent::Insert => insert = true,
+                ast::TriggerEvent::Delete => delete = true,
+                ast::TriggerEvent::Update(cols) => {
+                    update = true;
+                    for col in cols {
+                        let n = super::ident(col);
+                        if table.column_index(&n).is_none() {
+                            return Err(SqlError::new(
+                                "42703",
+                                format!(
+                                    "column \"{n}\" of relation \"{}\" does not exist",
+                                    crate::names::split(&table.name).1
+                                ),
+                            ));
+                        }
+                        update_of.push(n);
+                    }
+                }
+                ast::TriggerEvent::Truncate => return Err(SqlError::unsupported("TRUNCATE triggers")),
+            }
+        }
+        let Some(body) = &c.exec_body else { return Err(SqlError::syntax("syntax error at end of input")) };
+        if body.func_desc.args.as_ref().is_some_and(|a| !a.is_empty()) {
+            return Err(SqlError::unsupported("trigger arguments (TG_ARGV)"));
+        }
+        let function = match super::parts(&body.func_desc.name)?.as_slice() {
+            [n] => n.clone(),
+            [s, n] if s == "public" => n.clone(),
+            _ => return Err(SqlError::unsupported("trigger functions outside schema public")),
+        };
+        let candidates = crate::catalog::functions::functions_named(self.catalog, &function);
+        let Some(f) = candidates.iter().find(|f| f.args.is_empty()) else {
+            return Err(SqlError::undefined_function(&format!("{function}()")));
+        };
+        if !f.doc.trigger {
+            return Err(SqlError::new("42P17", format!("function {function} must return type trigger")));
+        }
+        let doc = TriggerDoc { function, before, insert, update, delete, update_of, enabled: true };
+        Ok(Plan::CreateTrigger { table: table.name.clone(), name, doc, replace: c.or_replace })
+    }
+
+    pub(super) fn drop_trigger(&mut self, d: &ast::DropTrigger) -> Result<Plan> {
+        if matches!(d.option, Some(ast::ReferentialAction::Cascade)) {
+            return Err(SqlError::unsupported("DROP TRIGGER ... CASCADE"));
+        }
+        let name = match super::parts(&d.trigger_name)?.as_slice() {
+            [n] => n.clone(),
+            _ => return Err(SqlError::syntax("trigger name cannot be schema-qualified")),
+        };
+        let Some(table_name) = &d.table_name else { return Err(SqlError::syntax("syntax error at end of input")) };
+        let table = match self.relation(table_name) {
+            Ok(t) => t.name.clone(),
+            Err(e) if d.if_exists && e.sqlstate == "42P01" => {
+                return Ok(Plan::DropTrigger { table: String::new(), name, if_exists: true });
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Plan::DropTrigger { table, name, if_exists: d.if_exists })
+    }
 }

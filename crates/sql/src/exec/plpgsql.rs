@@ -9,10 +9,9 @@ use pgtier_engine::{DataType, Value};
 
 use super::{Exec, ResultBuf};
 use crate::error::{Result, SqlError, SqlNotice};
-use crate::plan::{PlBlock, PlExpr, PlLevel, PlLoop, PlProgram, PlReturn, PlStmt, Plan};
+use crate::plan::{BoundTrigger, PlBlock, PlExpr, PlLevel, PlLoop, PlProgram, PlReturn, PlStmt, Plan, TableTriggers};
 
 /// How a statement ended.
-#[allow(dead_code)] // Row: trigger functions (next step)
 enum Flow {
     Next,
     Exit(Option<String>),
@@ -74,7 +73,6 @@ impl Exec<'_> {
 
     /// A trigger function run with its slots filled (NEW, OLD, TG_*): the
     /// row it returned (its NEW or OLD slots) or None for NULL.
-    #[allow(dead_code)]
     pub(crate) fn call_trigger(&mut self, p: &PlProgram, slots: Vec<Value>) -> Result<Option<Vec<Value>>> {
         let mut f = self.frame(p, slots);
         match self.run_program(p, &mut f)? {
@@ -436,5 +434,68 @@ impl Exec<'_> {
             }
             _ => Err(SqlError::new("XX000", "statement kind not planned for PL/pgSQL")),
         }
+    }
+}
+
+/// A row event an AFTER trigger fires for: (NEW, OLD).
+pub(crate) type AfterEvent = (Option<Vec<Value>>, Option<Vec<Value>>);
+
+impl Exec<'_> {
+    /// Runs trigger `t` for one row: its function's returned row (the
+    /// table's visible columns) or None for NULL.
+    fn fire_trigger(
+        &mut self,
+        t: &BoundTrigger,
+        op: &str,
+        before: bool,
+        new: Option<&[Value]>,
+        old: Option<&[Value]>,
+    ) -> Result<Option<Vec<Value>>> {
+        let mut slots = Vec::with_capacity(2 + 2 * t.columns.len() + 8);
+        slots.push(Value::Null);
+        for row in [new, old] {
+            slots.extend(t.columns.iter().map(|&c| row.map_or(Value::Null, |r| r[c].clone())));
+        }
+        let when = if before { "BEFORE" } else { "AFTER" };
+        for v in [op, t.name.as_str(), when, "ROW", &t.table_name, &t.schema_name, &t.table_name] {
+            slots.push(Value::Text(v.to_owned()));
+        }
+        slots.push(Value::Int4(0));
+        self.call_trigger(&t.program.0, slots)
+    }
+
+    /// The BEFORE triggers of a row, in name order: for INSERT and UPDATE
+    /// the row to write (each trigger sees the previous one's NEW), for
+    /// DELETE `old`; None when one returned NULL (the row is skipped).
+    pub(crate) fn before_row(
+        &mut self,
+        triggers: &TableTriggers,
+        op: &str,
+        new: Option<Vec<Value>>,
+        old: Option<&[Value]>,
+    ) -> Result<Option<Vec<Value>>> {
+        let mut current = new;
+        for t in &triggers.before {
+            let Some(returned) = self.fire_trigger(t, op, true, current.as_deref(), old)? else {
+                return Ok(None);
+            };
+            if let Some(row) = &mut current {
+                for (k, &c) in t.columns.iter().enumerate() {
+                    row[c] = returned[k].clone();
+                }
+            }
+        }
+        Ok(current.or_else(|| old.map(<[Value]>::to_vec)))
+    }
+
+    /// The AFTER triggers of a statement's rows, at its end: row by row,
+    /// each row's triggers in name order (PostgreSQL's after-trigger queue).
+    pub(crate) fn after_rows(&mut self, triggers: &TableTriggers, op: &str, events: Vec<AfterEvent>) -> Result<()> {
+        for (new, old) in events {
+            for t in &triggers.after {
+                self.fire_trigger(t, op, false, new.as_deref(), old.as_deref())?;
+            }
+        }
+        Ok(())
     }
 }

@@ -817,6 +817,12 @@ fn run_plan(
             ex.create_schema(name, owner.as_deref(), *if_not_exists).map(|()| (Tag::Plain("CREATE SCHEMA"), 0))
         }
         Plan::CreateFunction(def) => ex.create_function(def).map(|()| (Tag::Plain("CREATE FUNCTION"), 0)),
+        Plan::CreateTrigger { table, name, doc, replace } => {
+            ex.create_trigger(table, name, doc, *replace).map(|()| (Tag::Plain("CREATE TRIGGER"), 0))
+        }
+        Plan::DropTrigger { table, name, if_exists } => {
+            ex.drop_trigger(table, name, *if_exists).map(|()| (Tag::Plain("DROP TRIGGER"), 0))
+        }
         Plan::DropFunction { targets, if_exists } => {
             ex.drop_functions(targets, *if_exists).map(|()| (Tag::Plain("DROP FUNCTION"), 0))
         }
