@@ -893,6 +893,12 @@ pub enum Plan {
         doc: crate::catalog::triggers::TriggerDoc,
         replace: bool,
     },
+    /// ALTER TABLE ... ENABLE / DISABLE TRIGGER: the trigger's new document.
+    AlterTrigger {
+        table: String,
+        name: String,
+        doc: crate::catalog::triggers::TriggerDoc,
+    },
     /// DROP TRIGGER [IF EXISTS] (`table` empty: the table does not exist).
     DropTrigger {
         table: String,

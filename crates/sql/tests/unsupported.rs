@@ -287,6 +287,8 @@ fn trigger_forms_and_untriggered_writes_are_refused() {
         ("MERGE INTO t USING parent p ON p.id = t.id WHEN MATCHED THEN DELETE", "MERGE"),
         ("WITH d AS (DELETE FROM t RETURNING id) SELECT count(*) FROM d", "WITH"),
         ("DELETE FROM parent WHERE id = 1", "foreign key"),
+        ("ALTER TABLE t RENAME TO t2", "renaming a table with triggers"),
+        ("ALTER TABLE t DISABLE TRIGGER ALL", "TRIGGER ALL"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");

@@ -924,6 +924,21 @@ impl Binder<'_> {
         Ok(Plan::CreateTrigger { table: table.name.clone(), name, doc, replace: c.or_replace })
     }
 
+    /// ALTER TABLE ... ENABLE / DISABLE TRIGGER name.
+    pub(super) fn enable_trigger(&mut self, table: &TableSchema, name: &str, enable: bool) -> Result<Plan> {
+        if name == "all" || name == "user" {
+            return Err(SqlError::unsupported(format!("ENABLE / DISABLE TRIGGER {}", name.to_uppercase())));
+        }
+        let Some(t) =
+            crate::catalog::triggers::triggers_of(self.catalog, &table.name).into_iter().find(|t| t.name == name)
+        else {
+            let short = crate::names::split(&table.name).1;
+            return Err(SqlError::new("42704", format!("trigger \"{name}\" for table \"{short}\" does not exist")));
+        };
+        let doc = TriggerDoc { enabled: enable, ..t.doc };
+        Ok(Plan::AlterTrigger { table: table.name.clone(), name: name.to_owned(), doc })
+    }
+
     pub(super) fn drop_trigger(&mut self, d: &ast::DropTrigger) -> Result<Plan> {
         if matches!(d.option, Some(ast::ReferentialAction::Cascade)) {
             return Err(SqlError::unsupported("DROP TRIGGER ... CASCADE"));
