@@ -188,6 +188,14 @@ impl<'c> Binder<'c> {
         trigger: Option<&TriggerRow>,
     ) -> Result<(PlProgram, Option<SqlError>)> {
         let depth = self.function.as_ref().map_or(0, |s| s.depth) + 1;
+        // A trigger whose function writes its own table (or functions
+        // calling each other) binds programs inside programs.
+        if depth > super::user_function::BODY_DEPTH_MAX {
+            return Err(SqlError::new("54001", "stack depth limit exceeded").with_hint(
+                "Increase the configuration parameter \"max_stack_depth\" (currently 2048kB), after ensuring the \
+                 platform's stack depth limit is adequate.",
+            ));
+        }
         let mut s = Slots {
             names: arg_names.to_vec(),
             types: args.to_vec(),
@@ -873,6 +881,18 @@ impl Binder<'_> {
         let table = self.relation(&c.table_name)?;
         if is_cached(&table) {
             return Err(cached_refusal(&table.name));
+        }
+        let short = crate::names::split(&table.name).1;
+        if crate::catalog::is_view(&table) {
+            return Err(SqlError::new("42809", format!("\"{short}\" is a view"))
+                .with_detail("Views cannot have row-level BEFORE or AFTER triggers."));
+        }
+        if table.sequence.is_some() {
+            return Err(SqlError::new("42809", format!("\"{short}\" is not a table or view")));
+        }
+        if crate::names::is_temp_schema(crate::names::split(&table.name).0) {
+            // The session's end drops its temporary tables without their triggers.
+            return Err(SqlError::unsupported("triggers on temporary tables"));
         }
         if crate::catalog::partitions::is_partitioned(&table)
             || crate::catalog::partitions::parent_of(self.catalog, &table.name).is_some()

@@ -20,7 +20,7 @@ use crate::plan::{Plan, SelectPlan};
 
 /// Function bodies bound inside one another (a body calling a function
 /// that calls ...) before the call is refused with 54001.
-const BODY_DEPTH_MAX: usize = 32;
+pub(super) const BODY_DEPTH_MAX: usize = 32;
 
 /// What a function body's names see besides its relations.
 #[derive(Clone, Debug, Default)]
