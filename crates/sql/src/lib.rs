@@ -20,6 +20,7 @@ pub mod parse;
 mod parse_window;
 pub mod plan;
 pub mod planner;
+pub mod plpgsql;
 pub mod session;
 pub mod settings;
 pub mod tz;

@@ -560,6 +560,8 @@ pub struct OnConflict {
 #[derive(Clone, Debug)]
 pub struct InsertPlan {
     pub table: Arc<TableSchema>,
+    /// The row triggers it fires.
+    pub triggers: TableTriggers,
     /// Target column positions, in source order.
     pub targets: Vec<usize>,
     pub source: InsertSource,
@@ -650,6 +652,8 @@ impl ColumnMask {
 #[derive(Clone, Debug)]
 pub struct UpdatePlan {
     pub level: Level,
+    /// The row triggers it fires.
+    pub triggers: TableTriggers,
     /// Read while finding the target rows: WHERE and primary key.
     pub search_columns: ColumnMask,
     /// Read by the re-check and the new values (all with RETURNING).
@@ -674,6 +678,8 @@ pub struct UpdatePlan {
 #[derive(Clone, Debug)]
 pub struct DeletePlan {
     pub level: Level,
+    /// The row triggers it fires.
+    pub triggers: TableTriggers,
     /// Read while finding the target rows: WHERE and primary key.
     pub search_columns: ColumnMask,
     pub returning: Vec<Expr>,
@@ -881,6 +887,25 @@ pub enum Plan {
     },
     /// CREATE [OR REPLACE] FUNCTION (catalog/functions.rs).
     CreateFunction(Box<crate::catalog::functions::FunctionDef>),
+    /// CREATE [OR REPLACE] TRIGGER `name` on the table named `table`.
+    CreateTrigger {
+        table: String,
+        name: String,
+        doc: crate::catalog::triggers::TriggerDoc,
+        replace: bool,
+    },
+    /// ALTER TABLE ... ENABLE / DISABLE TRIGGER: the trigger's new document.
+    AlterTrigger {
+        table: String,
+        name: String,
+        doc: crate::catalog::triggers::TriggerDoc,
+    },
+    /// DROP TRIGGER [IF EXISTS] (`table` empty: the table does not exist).
+    DropTrigger {
+        table: String,
+        name: String,
+        if_exists: bool,
+    },
     /// DROP FUNCTION [IF EXISTS] name[(types)], ...: each name with its
     /// argument types when they were given.
     DropFunction {
@@ -1118,4 +1143,172 @@ pub fn const_value(e: &Expr) -> Option<&Value> {
         Expr::Const(v) => Some(v),
         _ => None,
     }
+}
+
+/// A PL/pgSQL function as bound for one calling statement
+/// (bind/plpgsql.rs): its variables are slots (the arguments first), read
+/// by its expressions and statements as parameters `$k`.
+#[derive(Debug)]
+pub struct PlProgram {
+    pub name: String,
+    /// The type of each slot (arguments, FOUND, then the variables).
+    pub slots: Vec<pgtier_engine::DataType>,
+    /// The slot of FOUND.
+    pub found: usize,
+    pub body: PlBlock,
+    /// The function's result type; a trigger function's is None.
+    pub ret: Option<pgtier_engine::DataType>,
+}
+
+/// A program shared by the calls of one bound statement; equal when it is
+/// the same program.
+#[derive(Clone, Debug)]
+pub struct PlRef(pub Arc<PlProgram>);
+
+impl PartialEq for PlRef {
+    fn eq(&self, other: &PlRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+#[derive(Debug)]
+pub struct PlBlock {
+    pub label: Option<String>,
+    /// Each variable's initialization, in declaration order: slot,
+    /// default (NULL without one), NOT NULL.
+    pub init: Vec<(usize, Option<PlExpr>, bool, String)>,
+    pub body: Vec<PlStmt>,
+    pub handlers: Vec<PlHandler>,
+    /// The SQLSTATE and SQLERRM slots the handlers read.
+    pub error_slots: Option<(usize, usize)>,
+}
+
+#[derive(Debug)]
+pub struct PlHandler {
+    /// SQLSTATEs (a class's ends in 000) or `others`.
+    pub codes: Vec<&'static str>,
+    pub body: Vec<PlStmt>,
+}
+
+/// An expression of the program: bound as `SELECT expr`; a query without
+/// FROM, aggregates or clauses is evaluated as its one expression.
+#[derive(Debug)]
+pub enum PlExpr {
+    Expr(Expr),
+    Query(Box<SelectPlan>),
+}
+
+#[derive(Debug)]
+pub enum PlLoop {
+    Plain,
+    While(PlExpr),
+    Range {
+        slot: usize,
+        reverse: bool,
+        lo: PlExpr,
+        hi: PlExpr,
+        step: Option<PlExpr>,
+    },
+    /// The rows of `query`, each assigned to the target slots by `assign`
+    /// (over the row, casting to each slot's type).
+    Query {
+        query: Box<SelectPlan>,
+        assign: Vec<(usize, Expr)>,
+    },
+}
+
+/// An SQL statement's INTO: each target slot and its value over the
+/// statement's result row.
+#[derive(Debug)]
+pub struct PlInto {
+    pub strict: bool,
+    pub assign: Vec<(usize, Expr)>,
+}
+
+#[derive(Debug)]
+pub enum PlStmt {
+    Assign {
+        slot: usize,
+        expr: PlExpr,
+        not_null: Option<String>,
+    },
+    If {
+        arms: Vec<(PlExpr, Vec<PlStmt>)>,
+        otherwise: Vec<PlStmt>,
+    },
+    Loop {
+        label: Option<String>,
+        kind: PlLoop,
+        body: Vec<PlStmt>,
+    },
+    Exit {
+        cont: bool,
+        label: Option<String>,
+        when: Option<PlExpr>,
+    },
+    /// RETURN: the value (cast to the result type); a trigger function's
+    /// NEW / OLD / NULL is `PlReturn::Row`.
+    Return(PlReturn),
+    Raise {
+        level: PlLevel,
+        code: &'static str,
+        format: Option<String>,
+        args: Vec<PlExpr>,
+        options: Vec<(String, PlExpr)>,
+    },
+    Sql {
+        plan: Box<Plan>,
+        into: Option<PlInto>,
+        what: &'static str,
+    },
+    /// GET DIAGNOSTICS slot = ROW_COUNT, ... (each slot's type).
+    RowCount(Vec<(usize, pgtier_engine::DataType)>),
+    Block(PlBlock),
+    /// What failed to bind: raised when reached, as PostgreSQL plans a
+    /// statement when it first runs it.
+    Error(crate::error::SqlError),
+    Null,
+}
+
+#[derive(Debug)]
+pub enum PlReturn {
+    Value(Option<PlExpr>),
+    /// A trigger function's row: the slots of NEW or OLD, or NULL (None).
+    Row(Option<Vec<usize>>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlLevel {
+    /// DEBUG and LOG: not sent to the client.
+    Quiet,
+    Info,
+    Notice,
+    Warning,
+    Exception,
+}
+
+/// The row triggers a write fires on its table (bind/plpgsql.rs), each
+/// list in name order, as PostgreSQL fires them.
+#[derive(Clone, Debug, Default)]
+pub struct TableTriggers {
+    pub before: Vec<BoundTrigger>,
+    pub after: Vec<BoundTrigger>,
+}
+
+impl TableTriggers {
+    pub fn is_empty(&self) -> bool {
+        self.before.is_empty() && self.after.is_empty()
+    }
+}
+
+/// A trigger bound for one statement: its function's program over the
+/// table's row type.
+#[derive(Clone, Debug)]
+pub struct BoundTrigger {
+    pub name: String,
+    pub program: PlRef,
+    /// The table's column of each NEW / OLD field (its visible columns).
+    pub columns: Vec<usize>,
+    pub table_name: String,
+    pub schema_name: String,
 }

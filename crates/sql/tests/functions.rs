@@ -48,3 +48,35 @@ fn functions_survive_a_restart_and_roll_back() {
     let mut conn = open(dir.path());
     assert_eq!(conn.execute_sql("SELECT twice(1)").unwrap_err().sqlstate, "42883");
 }
+
+/// PL/pgSQL functions and triggers too: a trigger made before a restart
+/// fires after it, one made in a rolled-back transaction never does, and
+/// a prepared INSERT planned before CREATE TRIGGER fires it.
+#[test]
+fn triggers_survive_a_restart_and_roll_back() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut conn = open(dir.path());
+        conn.execute_sql("CREATE TABLE t (id int PRIMARY KEY, v text)").unwrap();
+        conn.execute_sql("CREATE TABLE log (id int, op text)").unwrap();
+        let ins = conn.prepare_text("INSERT INTO t VALUES ($1, 'x')").unwrap();
+        conn.execute(&ins, &[pgtier_engine::Value::Int4(1)]).unwrap();
+        conn.execute_sql(
+            "CREATE FUNCTION audit() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN INSERT INTO log VALUES (NEW.id, TG_OP); NEW.v := upper(NEW.v); RETURN NEW; END $$",
+        )
+        .unwrap();
+        conn.execute_sql("CREATE TRIGGER a BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION audit()").unwrap();
+        conn.execute(&ins, &[pgtier_engine::Value::Int4(2)]).unwrap();
+        conn.execute_sql("BEGIN").unwrap();
+        conn.execute_sql("CREATE TRIGGER b BEFORE UPDATE ON t FOR EACH ROW EXECUTE FUNCTION audit()").unwrap();
+        conn.execute_sql("DROP TRIGGER a ON t").unwrap();
+        conn.execute_sql("ROLLBACK").unwrap();
+        assert_eq!(one(&mut conn, "SELECT string_agg(id || v, ',' ORDER BY id) FROM t"), "1x,2X");
+    }
+    let mut conn = open(dir.path());
+    conn.execute_sql("INSERT INTO t VALUES (3, 'y')").unwrap();
+    conn.execute_sql("UPDATE t SET v = 'z' WHERE id = 3").unwrap();
+    assert_eq!(one(&mut conn, "SELECT string_agg(id || op, ',' ORDER BY id) FROM log"), "2INSERT,3INSERT");
+    assert_eq!(one(&mut conn, "SELECT count(*) FROM pg_trigger"), "1");
+}

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 /// `expr` and `plan` use each other (a bound expression holds subquery
 /// plans, a plan holds expressions), as DataFusion's expr crate does.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("ground", &["names", "error", "tz", "clock", "depth", "dialect", "parse_window", "parse"]),
+    ("ground", &["names", "error", "tz", "clock", "depth", "dialect", "parse_window", "parse", "plpgsql"]),
     ("values", &["value"]),
     ("settings", &["settings"]),
     ("catalog", &["catalog"]),

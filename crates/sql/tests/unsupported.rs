@@ -199,6 +199,108 @@ fn function_forms_are_refused_at_create() {
     }
 }
 
+/// What pgtier does not run of PL/pgSQL is refused at CREATE FUNCTION
+/// (0A000 naming it), never at a later call; PostgreSQL accepts each.
+#[test]
+fn plpgsql_forms_are_refused_at_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let mut conn = Connection::new(Database::open(dir.path(), config).unwrap());
+    conn.execute_sql("CREATE TABLE t (id int PRIMARY KEY, v int)").unwrap();
+    let f = |body: &str| format!("CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$ {body} $$");
+    for (sql, names) in [
+        (f("BEGIN EXECUTE 'SELECT 1'; RETURN 1; END"), "EXECUTE"),
+        (f("BEGIN RETURN NEXT 1; END"), "RETURN NEXT"),
+        (f("BEGIN RETURN QUERY SELECT 1; END"), "RETURN QUERY"),
+        (f("DECLARE a int[] := '{1}'; x int; BEGIN FOREACH x IN ARRAY a LOOP END LOOP; RETURN 1; END"), "FOREACH"),
+        (f("DECLARE c CURSOR FOR SELECT 1; BEGIN RETURN 1; END"), "cursor"),
+        (f("DECLARE x t.v%TYPE; BEGIN RETURN 1; END"), "%TYPE"),
+        (f("DECLARE r t%ROWTYPE; BEGIN RETURN 1; END"), "%ROWTYPE"),
+        (f("BEGIN RETURN 1; EXCEPTION WHEN OTHERS THEN RAISE; END"), "re-raise"),
+        (
+            f("BEGIN RETURN 1; EXCEPTION WHEN OTHERS THEN GET STACKED DIAGNOSTICS x = MESSAGE_TEXT; RETURN 2; END"),
+            "GET STACKED",
+        ),
+        (f("DECLARE n int; BEGIN WITH w AS (SELECT 1 AS x) SELECT x INTO n FROM w; RETURN n; END"), "WITH"),
+        (f("DECLARE r record; BEGIN SELECT 1 AS a INTO r; SELECT 2 AS a INTO r; RETURN r.a; END"), "RECORD"),
+        (f("BEGIN ASSERT 1 = 1; RETURN 1; END"), "ASSERT"),
+        (f("BEGIN COMMIT; RETURN 1; END"), "transaction control"),
+        (f("BEGIN RAISE EXCEPTION 'x' USING COLUMN = 'c'; END"), "COLUMN"),
+        (f("BEGIN CREATE TABLE u (a int); RETURN 1; END"), "CREATE"),
+        (f("BEGIN IF true THEN EXECUTE 'x'; END IF; RETURN 1; END"), "EXECUTE"),
+        ("CREATE FUNCTION f() RETURNS SETOF int LANGUAGE plpgsql AS $$ BEGIN RETURN; END $$".to_owned(), "SETOF"),
+    ] {
+        let e = conn.execute_sql(&sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains(names), "{sql}: {}", e.message);
+        assert_eq!(conn.execute_sql("SELECT f()").unwrap_err().sqlstate, "42883", "{sql}");
+    }
+}
+
+/// Trigger forms pgtier does not run, and write paths that would not fire
+/// a table's triggers, are refused with 0A000 naming them (PostgreSQL runs
+/// each); a cached table refuses triggers with a hint (they would fire
+/// again in PostgreSQL, where the cache group applies the writes).
+#[test]
+fn trigger_forms_and_untriggered_writes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let db = Database::open(dir.path(), config).unwrap();
+    // A table as a cache group stores it (crates/cache persist.rs: its annotation).
+    let mut txn = db.begin().unwrap();
+    let mut def = pgtier_engine::TableDef::new(
+        "cached_t",
+        vec![pgtier_engine::ColumnDef::new("id", pgtier_engine::DataType::Int4)],
+        &["id"],
+    );
+    def.annotation = Some("{\"pgtier_cache_group\":1,\"member_of\":\"g\"}".into());
+    txn.create_table(&def).unwrap();
+    txn.commit().unwrap();
+    let mut conn = Connection::new(db);
+    for sql in [
+        "CREATE TABLE t (id int PRIMARY KEY, v int)",
+        "CREATE TABLE parent (id int PRIMARY KEY)",
+        "CREATE TABLE child (id int PRIMARY KEY, p int REFERENCES parent ON DELETE CASCADE)",
+        "CREATE FUNCTION trg() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+    ] {
+        conn.execute_sql(sql).unwrap();
+    }
+    let on_t = |tail: &str| format!("CREATE TRIGGER x {tail}");
+    for (sql, names) in [
+        (on_t("AFTER INSERT ON t FOR EACH STATEMENT EXECUTE FUNCTION trg()"), "FOR EACH STATEMENT"),
+        (on_t("AFTER INSERT ON t EXECUTE FUNCTION trg()"), "FOR EACH STATEMENT"),
+        (on_t("INSTEAD OF INSERT ON t FOR EACH ROW EXECUTE FUNCTION trg()"), "INSTEAD OF"),
+        (on_t("BEFORE UPDATE ON t FOR EACH ROW WHEN (OLD.v IS DISTINCT FROM NEW.v) EXECUTE FUNCTION trg()"), "WHEN"),
+        (on_t("AFTER INSERT ON t REFERENCING NEW TABLE AS n FOR EACH ROW EXECUTE FUNCTION trg()"), "REFERENCING"),
+        ("CREATE CONSTRAINT TRIGGER x AFTER INSERT ON t FOR EACH ROW EXECUTE FUNCTION trg()".into(), "constraint"),
+        (on_t("BEFORE TRUNCATE ON t FOR EACH ROW EXECUTE FUNCTION trg()"), "TRUNCATE"),
+        (on_t("BEFORE INSERT ON cached_t FOR EACH ROW EXECUTE FUNCTION trg()"), "cached"),
+    ] {
+        let e = conn.execute_sql(&sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains(names), "{sql}: {}", e.message);
+    }
+    let e = conn.execute_sql(&on_t("BEFORE INSERT ON cached_t FOR EACH ROW EXECUTE FUNCTION trg()")).unwrap_err();
+    assert!(e.hint.as_deref().is_some_and(|h| h.contains("PostgreSQL")), "{e:?}");
+    conn.execute_sql("CREATE TRIGGER x BEFORE INSERT OR UPDATE OR DELETE ON t FOR EACH ROW EXECUTE FUNCTION trg()")
+        .unwrap();
+    conn.execute_sql("CREATE TRIGGER y AFTER DELETE ON child FOR EACH ROW EXECUTE FUNCTION trg()").unwrap();
+    for (sql, names) in [
+        ("INSERT INTO t VALUES (1, 1) ON CONFLICT DO NOTHING", "ON CONFLICT"),
+        ("UPDATE t SET v = 2 FROM parent WHERE parent.id = t.id", "UPDATE ... FROM"),
+        ("DELETE FROM t USING parent WHERE parent.id = t.id", "DELETE ... USING"),
+        ("MERGE INTO t USING parent p ON p.id = t.id WHEN MATCHED THEN DELETE", "MERGE"),
+        ("WITH d AS (DELETE FROM t RETURNING id) SELECT count(*) FROM d", "WITH"),
+        ("DELETE FROM parent WHERE id = 1", "foreign key"),
+        ("ALTER TABLE t RENAME TO t2", "renaming a table with triggers"),
+        ("ALTER TABLE t DISABLE TRIGGER ALL", "TRIGGER ALL"),
+    ] {
+        let e = conn.execute_sql(sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains(names), "{sql}: {}", e.message);
+    }
+}
+
 /// DDL after a savepoint is not undone by ROLLBACK TO: refused (0A000),
 /// the block stays failed, ROLLBACK undoes everything. So is ROLLBACK TO
 /// across nextval of a sequence the transaction created (a value must

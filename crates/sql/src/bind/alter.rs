@@ -172,6 +172,14 @@ impl Binder<'_> {
         if let [ast::AlterTableOperation::OwnerTo { new_owner }] = a.operations.as_slice() {
             return self.alter_owner(&table, new_owner);
         }
+        if let [
+            op @ (ast::AlterTableOperation::EnableTrigger { name } | ast::AlterTableOperation::DisableTrigger { name }),
+        ] = a.operations.as_slice()
+        {
+            self.need_owner(&table);
+            let enable = matches!(op, ast::AlterTableOperation::EnableTrigger { .. });
+            return self.enable_trigger(&table, &ident(name), enable);
+        }
         self.need_owner(&table);
         let renames = a.operations.iter().any(|op| {
             matches!(
@@ -273,6 +281,10 @@ impl Binder<'_> {
                 rename_column_to(w, old_column_name, new_column_name)?
             }
             Op::RenameTable { table_name: ast::RenameTableNameKind::To(n) | ast::RenameTableNameKind::As(n) } => {
+                if !crate::catalog::triggers::triggers_of(self.catalog, &w.old.name).is_empty() {
+                    // Triggers are stored under their table's name.
+                    return Err(SqlError::unsupported("renaming a table with triggers"));
+                }
                 self.rename_table_to(w, n)?
             }
             Op::AlterColumn { column_name, op } => self.alter_column(w, &ident(column_name), op)?,

@@ -108,7 +108,12 @@ impl Binder<'_> {
         } else {
             (self.table_checks(&table)?, None)
         };
+        let triggers = self.table_triggers(&table, super::plpgsql::Event::Insert, &[])?;
+        if on_conflict.is_some() && !triggers.is_empty() {
+            return Err(SqlError::unsupported("INSERT ... ON CONFLICT on a table with triggers"));
+        }
         Ok(Plan::Insert(InsertPlan {
+            triggers,
             table,
             targets,
             source,
@@ -407,7 +412,10 @@ impl Binder<'_> {
         };
         let assignments_have_subqueries = assignments.iter().any(|(_, e)| e.has_subquery());
         let filters_have_subqueries = level.filters.iter().any(Expr::has_subquery);
+        let set: Vec<usize> = assignments.iter().map(|(c, _)| *c).collect();
+        let triggers = self.table_triggers(&level.table, super::plpgsql::Event::Update, &set)?;
         Ok(Plan::Update(UpdatePlan {
+            triggers,
             level,
             search_columns,
             eval_columns,
@@ -455,7 +463,9 @@ impl Binder<'_> {
         let level = self.dml_level(&scope, d.selection.as_ref())?;
         let (returning, columns) = self.returning_in(d.returning.as_deref(), &scope)?;
         let search_columns = ColumnMask::reading(level.width(), &level.filters, &level.table.primary_key);
-        Ok(Plan::Delete(DeletePlan { level, search_columns, returning, columns, from: None }))
+        self.refuse_cascaded_triggers(&level.table)?;
+        let triggers = self.table_triggers(&level.table, super::plpgsql::Event::Delete, &[])?;
+        Ok(Plan::Delete(DeletePlan { triggers, level, search_columns, returning, columns, from: None }))
     }
 
     fn dml_level(&mut self, scope: &Scope<'_>, selection: Option<&ast::Expr>) -> Result<Level> {

@@ -29,7 +29,9 @@ impl Binder<'_> {
         let (returning, columns) = self.returning_in(u.returning.as_deref(), &scope)?;
         let checks = self.update_checks(&table)?;
         let width = table.columns.len();
+        refuse_triggers(self, &table, "UPDATE ... FROM")?;
         Ok(Plan::Update(UpdatePlan {
+            triggers: crate::plan::TableTriggers::default(),
             level: join.join.levels[join.target_level].clone(),
             search_columns: ColumnMask::all(width),
             eval_columns: ColumnMask::all(width),
@@ -45,9 +47,12 @@ impl Binder<'_> {
 
     pub(super) fn delete_using(&mut self, d: &ast::Delete, target: Rel, using: &[ast::TableWithJoins]) -> Result<Plan> {
         let width = target.table.columns.len();
+        refuse_triggers(self, &target.table, "DELETE ... USING")?;
+        self.refuse_cascaded_triggers(&target.table)?;
         let (scope, join) = self.target_join(target, using, d.selection.as_ref())?;
         let (returning, columns) = self.returning_in(d.returning.as_deref(), &scope)?;
         Ok(Plan::Delete(DeletePlan {
+            triggers: crate::plan::TableTriggers::default(),
             level: join.join.levels[join.target_level].clone(),
             search_columns: ColumnMask::all(width),
             returning,
@@ -165,4 +170,13 @@ fn recheck_predicates(levels: &[Level], target_level: usize, finals: &[Expr]) ->
         return (Vec::new(), true);
     }
     (all, false)
+}
+
+/// `what` (a write path that does not fire triggers yet) on a table with
+/// triggers: 0A000, never a write that skips them.
+pub(super) fn refuse_triggers(b: &Binder<'_>, table: &pgtier_engine::TableSchema, what: &str) -> Result<()> {
+    if crate::catalog::triggers::triggers_of(b.catalog, &table.name).is_empty() {
+        return Ok(());
+    }
+    Err(crate::error::SqlError::unsupported(format!("{what} on a table with triggers")))
 }

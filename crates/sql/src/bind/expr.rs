@@ -30,6 +30,9 @@ impl Binder<'_> {
 
     fn resolve_column(&mut self, qualifier: Option<&str>, name: &str, scope: &Scope<'_>) -> Result<(Expr, Ty)> {
         if let Some((pos, ty)) = lookup(scope, qualifier, name)? {
+            if self.plpgsql_variable(qualifier, name) {
+                return Err(plpgsql_ambiguous(qualifier, name));
+            }
             // Unqualified, a merged USING column is its conversion.
             if qualifier.is_none()
                 && let Some((_, e, t)) = scope.merged.iter().find(|(p, ..)| *p == pos)
@@ -54,9 +57,7 @@ impl Binder<'_> {
                 return Err(SqlError::unsupported("a subquery referencing a query two levels out"));
             }
         }
-        if qualifier.is_none()
-            && let Some(arg) = self.function_argument(name)
-        {
+        if let Some(arg) = self.function_argument(qualifier, name) {
             return Ok(arg);
         }
         match qualifier {
@@ -825,4 +826,14 @@ fn typed_string(ts: &ast::TypedString) -> Result<(Expr, Ty)> {
         other => return Err(SqlError::unsupported(format!("typed literal {other}"))),
     };
     Ok((Expr::Const(value::parse_input(&text, ty)?), Some(ty)))
+}
+
+/// A name that is a PL/pgSQL variable and a column (plpgsql.variable_conflict = error).
+fn plpgsql_ambiguous(qualifier: Option<&str>, name: &str) -> SqlError {
+    let full = match qualifier {
+        Some(q) => format!("{q}.{name}"),
+        None => name.to_owned(),
+    };
+    SqlError::new("42702", format!("column reference \"{full}\" is ambiguous"))
+        .with_detail("It could refer to either a PL/pgSQL variable or a table column.")
 }

@@ -35,6 +35,8 @@ impl Binder<'_> {
         }
         let table = self.table(name)?;
         writable(&table)?;
+        super::dml_from::refuse_triggers(self, &table, "MERGE")?;
+        self.refuse_cascaded_triggers(&table)?;
         if crate::catalog::partitions::is_partitioned(&table) {
             return Err(SqlError::unsupported("MERGE into a partitioned table"));
         }

@@ -30,6 +30,7 @@ mod merge;
 mod modifying;
 mod operator;
 mod partition;
+mod plpgsql;
 mod recursive;
 mod relation_names;
 mod roles;
@@ -432,6 +433,17 @@ impl<'c> Binder<'c> {
         Ok(t)
     }
 
+    /// CREATE / DROP FUNCTION and TRIGGER.
+    fn routine(&mut self, stmt: &ast::Statement) -> Result<Plan> {
+        match stmt {
+            ast::Statement::CreateFunction(f) => self.create_function(f),
+            ast::Statement::DropFunction(d) => self.drop_function(d),
+            ast::Statement::CreateTrigger(c) => self.create_trigger(c),
+            ast::Statement::DropTrigger(d) => self.drop_trigger(d),
+            _ => Err(SqlError::new("XX000", "not a function or trigger statement")),
+        }
+    }
+
     fn statement(&mut self, stmt: &ast::Statement) -> Result<Plan> {
         use ast::Statement as S;
         match stmt {
@@ -510,8 +522,7 @@ impl<'c> Binder<'c> {
                 }
                 Ok(Plan::DropSchema { names, if_exists: *if_exists, cascade: *cascade })
             }
-            S::CreateFunction(f) => self.create_function(f),
-            S::DropFunction(d) => self.drop_function(d),
+            S::CreateFunction(_) | S::DropFunction(_) | S::CreateTrigger(_) | S::DropTrigger(_) => self.routine(stmt),
             S::Drop { object_type: ast::ObjectType::Role | ast::ObjectType::User, if_exists, names, .. } => {
                 self.drop_roles(names, *if_exists)
             }

@@ -30,10 +30,11 @@ impl Binder<'_> {
         readers: &str,
         body: impl FnOnce(&mut Self) -> Result<T>,
     ) -> Result<T> {
-        if self.function.is_some() {
+        if let Some(f) = &self.function {
             // A WITH query's rows are kept per statement by id: a body's
             // would be kept across calls with other arguments.
-            return Err(SqlError::unsupported("WITH in a SQL function body"));
+            let body = if f.plpgsql { "a PL/pgSQL function" } else { "a SQL function body" };
+            return Err(SqlError::unsupported(format!("WITH in {body}")));
         }
         let top = self.top_with == std::ptr::from_ref(with) as usize;
         super::modifying::check_placement(with, top, self.top_with != 0)?;

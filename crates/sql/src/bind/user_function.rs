@@ -20,7 +20,7 @@ use crate::plan::{Plan, SelectPlan};
 
 /// Function bodies bound inside one another (a body calling a function
 /// that calls ...) before the call is refused with 54001.
-const BODY_DEPTH_MAX: usize = 32;
+pub(super) const BODY_DEPTH_MAX: usize = 32;
 
 /// What a function body's names see besides its relations.
 #[derive(Clone, Debug, Default)]
@@ -29,6 +29,11 @@ pub(crate) struct BodyScope {
     pub names: Vec<String>,
     /// Bodies bound around this one (1 for a body called from a statement).
     pub depth: usize,
+    /// A PL/pgSQL function's: `names` are its slots (variables too, and
+    /// a record's fields as `rec.field`; "" for one out of scope), the
+    /// innermost declaration wins, and a name that is also a column is
+    /// ambiguous (42702), as plpgsql.variable_conflict = error.
+    pub plpgsql: bool,
 }
 
 /// A function's name: unqualified or in `public` (pgtier keeps functions
@@ -112,7 +117,15 @@ impl Binder<'_> {
             return Err(SqlError::unsupported(format!("a function named {name}, as a built-in function is")));
         }
         let (args, arg_names) = arg_types(f.args.as_ref())?;
+        let language = match (&f.language, &f.function_body) {
+            (Some(l), _) => super::ident(l),
+            (None, Some(ast::CreateFunctionBody::Return(_))) => "sql".to_owned(),
+            (None, _) => return Err(SqlError::new("42P13", "no language specified")),
+        };
+        let trigger = language == "plpgsql"
+            && matches!(&f.return_type, Some(ast::FunctionReturnType::DataType(t)) if t.to_string().eq_ignore_ascii_case("trigger"));
         let ret = match &f.return_type {
+            _ if trigger => DataType::Bool,
             Some(ast::FunctionReturnType::DataType(ast::DataType::Table(_))) => {
                 return Err(SqlError::unsupported("RETURNS TABLE"));
             }
@@ -121,18 +134,20 @@ impl Binder<'_> {
             None => return Err(SqlError::new("42P13", "function result type must be specified")),
         };
         let body = body_text(f)?;
-        let language = match (&f.language, &f.function_body) {
-            (Some(l), _) => super::ident(l),
-            (None, Some(ast::CreateFunctionBody::Return(_))) => "sql".to_owned(),
-            (None, _) => return Err(SqlError::new("42P13", "no language specified")),
-        };
         match language.as_str() {
             "sql" => {
-                let scope = BodyScope { names: arg_names.clone(), depth: 1 };
+                let scope = BodyScope { names: arg_names.clone(), depth: 1, plpgsql: false };
                 let (_, body_ty) = self.bind_body(&body, &args, scope)?;
                 check_result_type(body_ty, ret)?;
             }
-            "plpgsql" => return Err(SqlError::unsupported("LANGUAGE plpgsql")),
+            "plpgsql" => {
+                if trigger && !args.is_empty() {
+                    return Err(SqlError::new("42P13", "trigger functions cannot have declared arguments").with_hint(
+                        "The arguments of the trigger can be accessed through TG_NARGS and TG_ARGV instead.",
+                    ));
+                }
+                self.check_plpgsql(&name, &body, &args, &arg_names, (!trigger).then_some(ret))?;
+            }
             "c" | "internal" => return Err(SqlError::unsupported(format!("LANGUAGE {language}"))),
             other => return Err(SqlError::new("42704", format!("language \"{other}\" does not exist"))),
         }
@@ -145,7 +160,7 @@ impl Binder<'_> {
             f.called_on_null,
             Some(ast::FunctionCalledOnNull::Strict | ast::FunctionCalledOnNull::ReturnsNullOnNullInput)
         );
-        let doc = FunctionDoc { language, body, volatility, strict, owner: String::new(), arg_names };
+        let doc = FunctionDoc { language, body, volatility, strict, owner: String::new(), arg_names, trigger };
         Ok(Plan::CreateFunction(Box::new(FunctionDef { name, args, ret, doc, replace: f.or_replace })))
     }
 
@@ -219,9 +234,27 @@ impl Binder<'_> {
     /// `name` of a body's argument: its parameter, when the body has an
     /// argument of that name (columns were looked up first: a column
     /// hides an argument, as in PostgreSQL).
-    pub(super) fn function_argument(&mut self, name: &str) -> Option<(Expr, Ty)> {
-        let k = self.function.as_ref()?.names.iter().position(|n| !n.is_empty() && n == name)?;
+    pub(super) fn function_argument(&mut self, qualifier: Option<&str>, name: &str) -> Option<(Expr, Ty)> {
+        let scope = self.function.as_ref()?;
+        let k = match qualifier {
+            None if scope.plpgsql => scope.names.iter().rposition(|n| !n.is_empty() && n == name)?,
+            None => scope.names.iter().position(|n| !n.is_empty() && n == name)?,
+            Some(q) if scope.plpgsql => {
+                let full = format!("{q}.{name}");
+                scope.names.iter().rposition(|n| *n == full)?
+            }
+            Some(_) => return None,
+        };
         Some((Expr::Param(k), self.params.get(k).copied().flatten()))
+    }
+
+    /// Whether a PL/pgSQL variable is named `name` (qualified by `qualifier`).
+    pub(super) fn plpgsql_variable(&self, qualifier: Option<&str>, name: &str) -> bool {
+        let Some(scope) = self.function.as_ref().filter(|s| s.plpgsql) else { return false };
+        match qualifier {
+            None => scope.names.iter().any(|n| n == name),
+            Some(q) => scope.names.iter().any(|n| n.strip_prefix(q).and_then(|r| r.strip_prefix('.')) == Some(name)),
+        }
     }
 
     /// A call of a function made with CREATE FUNCTION; None when no
@@ -250,10 +283,23 @@ impl Binder<'_> {
             self.deps.push(std::sync::Arc::clone(&f.table));
         }
         let depth = self.function.as_ref().map_or(0, |s| s.depth) + 1;
-        let scope = BodyScope { names: f.doc.arg_names.clone(), depth };
-        let (plan, body_ty) = self.bind_body(&f.doc.body, &f.args, scope)?;
         self.volatile_calls |= f.doc.volatility == 'v';
-        let call = self.sub_expr(SubqueryKind::Call { args, strict: f.doc.strict }, false, false, plan);
+        if f.doc.language == "plpgsql" {
+            if f.doc.trigger {
+                return Err(SqlError::new("0A000", "trigger functions can only be called as triggers"));
+            }
+            if depth > BODY_DEPTH_MAX {
+                return Err(SqlError::new("54001", "stack depth limit exceeded"));
+            }
+            let program = self.plpgsql_program(&f.name, &f.doc.body, &f.args, &f.doc.arg_names, Some(f.ret), None)?;
+            let (plan, _) = self.bind_body("SELECT NULL", &[], BodyScope { depth, ..BodyScope::default() })?;
+            let pl = Some(crate::plan::PlRef(std::sync::Arc::new(program)));
+            let call = self.sub_expr(SubqueryKind::Call { args, strict: f.doc.strict, pl }, false, false, plan);
+            return Ok(Some((call, Some(f.ret))));
+        }
+        let scope = BodyScope { names: f.doc.arg_names.clone(), depth, plpgsql: false };
+        let (plan, body_ty) = self.bind_body(&f.doc.body, &f.args, scope)?;
+        let call = self.sub_expr(SubqueryKind::Call { args, strict: f.doc.strict, pl: None }, false, false, plan);
         let call = match body_ty {
             Some(t) if type_identity(t) == type_identity(f.ret) => call,
             _ => self.assign(call, body_ty, f.ret, name)?,

@@ -33,6 +33,10 @@ pub struct FunctionDoc {
     pub owner: String,
     /// Argument names ("" for an unnamed one).
     pub arg_names: Vec<String>,
+    /// RETURNS trigger (a PL/pgSQL trigger function; the engine table's
+    /// return column is then a placeholder bool).
+    #[serde(default)]
+    pub trigger: bool,
 }
 
 /// A CREATE FUNCTION as bound.
@@ -135,6 +139,9 @@ pub fn function_exact(catalog: &Catalog, name: &str, args: &[DataType]) -> Optio
 /// PostgreSQL's OID of language sql (plpgsql's differs per cluster).
 const LANG_SQL_OID: i64 = 14;
 
+/// pg_type's OID of the pseudo-type trigger.
+const TRIGGER_TYPE_OID: i64 = 2279;
+
 /// pg_proc's rows: the functions made with CREATE FUNCTION (the built-in
 /// ones are not listed).
 pub(super) fn proc_rows(catalog: &Catalog, shown: &super::roles::ShownRoles, out: &mut Vec<pgtier_engine::Value>) {
@@ -168,7 +175,7 @@ pub(super) fn proc_rows(catalog: &Catalog, shown: &super::roles::ShownRoles, out
             V::Text("u".into()),
             V::Int2(nargs),
             V::Int2(0),
-            V::Int8(type_identity(f.ret)),
+            V::Int8(if f.doc.trigger { TRIGGER_TYPE_OID } else { type_identity(f.ret) }),
             V::Text(array_text(Elem::OidVector, &types)),
             V::Null,
             V::Null,
@@ -204,6 +211,7 @@ pub fn function_info(catalog: &Catalog, oid: i64, which: FnInfo) -> pgtier_engin
     };
     let type_text = |t: DataType| super::format_type(type_identity(t), None);
     match which {
+        FnInfo::Result if f.doc.trigger => V::Text("trigger".into()),
         FnInfo::Result => V::Text(type_text(f.ret)),
         FnInfo::Arguments | FnInfo::IdentityArguments => {
             let args: Vec<String> =

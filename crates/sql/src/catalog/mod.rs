@@ -21,6 +21,7 @@ pub mod roles;
 mod rows;
 mod schemas;
 pub mod search_path;
+pub mod triggers;
 mod viewdef;
 mod views;
 

@@ -130,6 +130,7 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         "pg_indexes" => indexes_rows(catalog, out),
         "pg_inherits" => inherits_rows(catalog, out),
         "pg_proc" => super::functions::proc_rows(catalog, &ShownRoles::of(catalog, &ctx.user()), out),
+        "pg_trigger" => super::triggers::trigger_rows(catalog, out),
         "pgtier_cache_groups"
         | "pgtier_cache_tables"
         | "pgtier_cache_stats"
@@ -543,7 +544,9 @@ fn class_rows(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
     };
     for t in user_tables(catalog) {
         // PostgreSQL enforces foreign keys with (internal) triggers on both tables.
-        let fk_triggers = !catalog.foreign_keys_of(t.id).is_empty() || !catalog.referencing(t.id).is_empty();
+        let fk_triggers = !catalog.foreign_keys_of(t.id).is_empty()
+            || !catalog.referencing(t.id).is_empty()
+            || !super::triggers::triggers_of(catalog, &t.name).is_empty();
         push(
             table_oid(t),
             &t.name,

@@ -280,6 +280,10 @@ impl Exec<'_> {
             });
             let name = pending.remove(pick.unwrap_or(0));
             self.txn.drop_table(&name).map_err(drop_error)?;
+            // Its triggers go with it (as PostgreSQL's dependency).
+            for t in crate::catalog::triggers::triggers_of(self.txn.catalog(), &name) {
+                self.txn.drop_table(&t.schema.name)?;
+            }
             // A partition dropped alone leaves its partitioned table's list.
             if let Some((parent, mut spec, k)) = partitions::parent_of(self.txn.catalog(), &name) {
                 spec.partitions.remove(k);

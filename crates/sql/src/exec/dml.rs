@@ -65,9 +65,8 @@ impl Exec<'_> {
         r
     }
 
-    pub fn insert(&mut self, plan: &InsertPlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
-        out.reset(plan.returning.len());
-        let env = self.env(params, &[]);
+    /// The rows an INSERT's source gives, one value per target column.
+    fn insert_sources(&mut self, plan: &InsertPlan, params: &[Value], env: &Env<'_>) -> Result<Vec<Vec<Value>>> {
         let table = &plan.table;
         let mut sources: Vec<Vec<Value>> = Vec::new();
         match &plan.source {
@@ -75,7 +74,7 @@ impl Exec<'_> {
                 for r in rows {
                     let mut vals = Vec::with_capacity(r.len());
                     for e in r {
-                        vals.push(e.eval(&env, self, &[])?);
+                        vals.push(e.eval(env, self, &[])?);
                     }
                     sources.push(vals);
                 }
@@ -103,7 +102,16 @@ impl Exec<'_> {
                 }
             }
         }
+        Ok(sources)
+    }
+
+    pub fn insert(&mut self, plan: &InsertPlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
+        out.reset(plan.returning.len());
+        let env = self.env(params, &[]);
+        let table = &plan.table;
+        let sources = self.insert_sources(plan, params, &env)?;
         let mut count = 0;
+        let mut after = Vec::new();
         let defaults = table.default_row();
         // DO UPDATE: the arbiter keys of the rows this statement inserted
         // or updated; a later row conflicting with one of them is 21000.
@@ -120,6 +128,12 @@ impl Exec<'_> {
             // Sequence defaults of the columns not listed, row by row.
             for (c, e) in &plan.generated {
                 full[*c] = e.eval(&env, self, &[])?;
+            }
+            if !plan.triggers.before.is_empty() {
+                match self.before_row(&plan.triggers, "INSERT", Some(full), None)? {
+                    Some(row) => full = row,
+                    None => continue,
+                }
             }
             let (table, checks) = match &plan.route {
                 Some(route) => self.route_row(route, &env, &full)?,
@@ -169,6 +183,9 @@ impl Exec<'_> {
                 t.extend(self.arbiter_keys(table, &oc.arbiters, &full));
             }
             count += 1;
+            if !plan.triggers.after.is_empty() {
+                after.push((Some(full.clone()), None));
+            }
             if !plan.returning.is_empty() {
                 // RETURNING sees the row as stored (defaults, padding, rounding).
                 let key: Vec<Value> = table.primary_key.iter().map(|&c| full[c].clone()).collect();
@@ -176,6 +193,7 @@ impl Exec<'_> {
                 self.returning(&plan.returning, &env, &stored, out)?;
             }
         }
+        self.after_rows(&plan.triggers, "INSERT", after)?;
         Ok(count)
     }
 
@@ -347,6 +365,9 @@ impl Exec<'_> {
         }
         let level = &plan.level;
         let table = level.table.clone();
+        if !plan.triggers.is_empty() {
+            return self.update_triggered(plan, &env, out);
+        }
         if plan.assignments_have_subqueries {
             return self.update_with_subqueries(plan, &env, out);
         }
@@ -489,6 +510,59 @@ impl Exec<'_> {
         Ok(count)
     }
 
+    /// UPDATE of a table with row triggers: each row as the statement's
+    /// snapshot saw it, its new values, the BEFORE triggers (which may
+    /// change or skip it), the write, then the AFTER triggers at the end.
+    fn update_triggered(&mut self, plan: &UpdatePlan, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
+        let table = plan.level.table.clone();
+        let mut count = 0;
+        let mut after = Vec::new();
+        for row in self.dml_rows(&plan.level, env)? {
+            let key: Vec<Value> = table.primary_key.iter().map(|&c| row[c].clone()).collect();
+            let mut new_row = row.clone();
+            for (c, e) in &plan.assignments {
+                new_row[*c] = e.eval(env, self, &row)?;
+            }
+            let Some(new_row) = self.before_row(&plan.triggers, "UPDATE", Some(new_row), Some(&row))? else {
+                continue;
+            };
+            self.check_row(&plan.checks, env, &table, &new_row)?;
+            let changes: Vec<(usize, Value)> =
+                (0..new_row.len()).filter(|&c| new_row[c] != row[c]).map(|c| (c, new_row[c].clone())).collect();
+            if self.txn.update(table.id, &key, &changes)? {
+                count += 1;
+                self.returning(&plan.returning, env, &new_row, out)?;
+                if !plan.triggers.after.is_empty() {
+                    after.push((Some(new_row), Some(row)));
+                }
+            }
+        }
+        self.after_rows(&plan.triggers, "UPDATE", after)?;
+        Ok(count)
+    }
+
+    /// DELETE of a table with row triggers (as `update_triggered`).
+    fn delete_triggered(&mut self, plan: &DeletePlan, env: &Env<'_>, out: &mut ResultBuf) -> Result<u64> {
+        let table = plan.level.table.clone();
+        let mut count = 0;
+        let mut after = Vec::new();
+        for row in self.dml_rows(&plan.level, env)? {
+            if self.before_row(&plan.triggers, "DELETE", None, Some(&row))?.is_none() {
+                continue;
+            }
+            let key: Vec<Value> = table.primary_key.iter().map(|&c| row[c].clone()).collect();
+            if self.txn.delete(table.id, &key)? {
+                count += 1;
+                self.returning(&plan.returning, env, &row, out)?;
+                if !plan.triggers.after.is_empty() {
+                    after.push((None, Some(row)));
+                }
+            }
+        }
+        self.after_rows(&plan.triggers, "DELETE", after)?;
+        Ok(count)
+    }
+
     pub fn delete(&mut self, plan: &DeletePlan, params: &[Value], out: &mut ResultBuf) -> Result<u64> {
         out.reset(plan.returning.len());
         let env = self.env(params, &[]);
@@ -497,6 +571,9 @@ impl Exec<'_> {
         }
         let level = &plan.level;
         let table = level.table.clone();
+        if !plan.triggers.is_empty() {
+            return self.delete_triggered(plan, &env, out);
+        }
         let direct = matches!(level.access, Access::PkLookup { .. })
             && level.exact_key
             && level.filters.is_empty()

@@ -90,3 +90,65 @@ impl Exec<'_> {
         Ok(())
     }
 }
+
+impl Exec<'_> {
+    /// CREATE [OR REPLACE] TRIGGER: 42710 for an existing name on the
+    /// table without OR REPLACE.
+    pub fn create_trigger(
+        &mut self,
+        table: &str,
+        name: &str,
+        doc: &crate::catalog::triggers::TriggerDoc,
+        replace: bool,
+    ) -> Result<()> {
+        use crate::catalog::triggers::{encode, trigger_table_def, trigger_table_name};
+        self.touch_table(table)?;
+        let stored = trigger_table_name(table, name);
+        match self.txn.catalog().table_by_name(&stored).cloned() {
+            None => {
+                self.txn.create_table(&trigger_table_def(table, name, doc)?)?;
+                Ok(())
+            }
+            Some(_) if !replace => Err(SqlError::new(
+                "42710",
+                format!("trigger \"{name}\" for relation \"{}\" already exists", crate::names::split(table).1),
+            )),
+            Some(old) => {
+                self.txn.set_annotation(old.id, Some(encode(doc)?))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Gives `table` a new schema version (its annotation written again):
+    /// statements planned on it, prepared ones too, re-plan and bind the
+    /// triggers it has now.
+    fn touch_table(&mut self, table: &str) -> Result<()> {
+        if let Some(t) = self.txn.catalog().table_by_name(table).cloned() {
+            self.txn.set_annotation(t.id, t.annotation.clone())?;
+        }
+        Ok(())
+    }
+
+    /// DROP TRIGGER [IF EXISTS] name ON table (`table` empty: it does not exist).
+    pub fn drop_trigger(&mut self, table: &str, name: &str, if_exists: bool) -> Result<()> {
+        let stored = crate::catalog::triggers::trigger_table_name(table, name);
+        if !table.is_empty() && self.txn.catalog().table_by_name(&stored).is_some() {
+            self.touch_table(table)?;
+            self.txn.drop_table(&stored)?;
+            return Ok(());
+        }
+        let relation = crate::names::split(table).1;
+        let message = if table.is_empty() {
+            format!("trigger \"{name}\" for relation does not exist, skipping")
+        } else {
+            format!("trigger \"{name}\" for relation \"{relation}\" does not exist")
+        };
+        if if_exists {
+            let message = if message.ends_with("skipping") { message } else { format!("{message}, skipping") };
+            self.notices.push(SqlNotice { sqlstate: "00000", message });
+            return Ok(());
+        }
+        Err(SqlError::new("42704", message))
+    }
+}

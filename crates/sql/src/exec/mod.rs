@@ -23,6 +23,7 @@ mod dml_join;
 mod function;
 mod hash_join;
 mod merge;
+mod plpgsql;
 mod roles;
 mod scan;
 mod schema;
@@ -271,6 +272,10 @@ impl SubqueryRunner for Exec<'_> {
         let rows = self.select_rows(plan, args, &[]);
         self.hash_joins = hash_joins;
         Ok(rows?.into_iter().next().and_then(|mut r| (!r.is_empty()).then(|| r.swap_remove(0))).unwrap_or(Value::Null))
+    }
+
+    fn call_plpgsql(&mut self, program: &crate::plan::PlRef, args: Vec<Value>) -> Result<Value> {
+        self.call_program(&program.0, args)
     }
 
     fn run(&mut self, sub: &Subquery, env: &Env<'_>, outer: &[Value]) -> Result<Vec<Value>> {

@@ -92,9 +92,11 @@ pub enum SubqueryKind {
     /// the plan is its body, whose `$n` are these arguments' values; the
     /// value is the first column of the body's first row (NULL without
     /// one). `strict`: a NULL argument is a NULL result, the body not run.
+    /// `pl`: a PL/pgSQL function's program, run instead of the plan.
     Call {
         args: Vec<Expr>,
         strict: bool,
+        pl: Option<crate::plan::PlRef>,
     },
 }
 
@@ -185,6 +187,11 @@ pub trait SubqueryRunner {
     /// The value of a SQL function's body `plan` run with `args` as its
     /// parameters: the first column of its first row, NULL without one.
     fn call_function(&mut self, _plan: &SubPlan, _args: &[Value]) -> Result<Value> {
+        Err(SqlError::new("XX000", "function call evaluated where none was planned"))
+    }
+
+    /// The value of a PL/pgSQL function's program run with `args`.
+    fn call_plpgsql(&mut self, _program: &crate::plan::PlRef, _args: Vec<Value>) -> Result<Value> {
         Err(SqlError::new("XX000", "function call evaluated where none was planned"))
     }
 
@@ -342,7 +349,9 @@ impl Expr {
             Expr::Subquery(mut s) => {
                 match s.kind {
                     SubqueryKind::In { lhs, trim_rows } => s.kind = SubqueryKind::In { lhs: b(lhs, f)?, trim_rows },
-                    SubqueryKind::Call { args, strict } => s.kind = SubqueryKind::Call { args: v(args, f)?, strict },
+                    SubqueryKind::Call { args, strict, pl } => {
+                        s.kind = SubqueryKind::Call { args: v(args, f)?, strict, pl }
+                    }
                     _ => {}
                 }
                 Expr::Subquery(s)
@@ -455,7 +464,7 @@ impl Expr {
                 }
                 SubqueryKind::Array(elem) => Value::Text(crate::value::types::array_text(*elem, &sq.run(s, env, row)?)),
                 SubqueryKind::ArrayValue => Value::Array(sq.run(s, env, row)?),
-                SubqueryKind::Call { args, strict } => call_function(s, args, *strict, env, sq, row)?,
+                SubqueryKind::Call { args, strict, pl } => call_function(s, args, *strict, pl.as_ref(), env, sq, row)?,
                 _ => match self.eval_bool(env, sq, row)? {
                     Some(b) => Value::Bool(b),
                     None => Value::Null,
@@ -682,6 +691,7 @@ fn call_function(
     s: &Subquery,
     args: &[Expr],
     strict: bool,
+    pl: Option<&crate::plan::PlRef>,
     env: &Env<'_>,
     sq: &mut dyn SubqueryRunner,
     row: &[Value],
@@ -693,7 +703,10 @@ fn call_function(
     if strict && vals.iter().any(Value::is_null) {
         return Ok(Value::Null);
     }
-    sq.call_function(&s.plan, &vals)
+    match pl {
+        Some(p) => sq.call_plpgsql(p, vals),
+        None => sq.call_function(&s.plan, &vals),
+    }
 }
 
 #[cfg(test)]

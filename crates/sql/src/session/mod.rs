@@ -727,6 +727,23 @@ fn run_modifying(
     ran
 }
 
+/// CREATE / DROP FUNCTION and CREATE / ALTER / DROP TRIGGER.
+fn run_routine(ex: &mut Exec<'_>, plan: &Plan) -> Result<(Tag, u64)> {
+    let tag = match plan {
+        Plan::CreateFunction(def) => ex.create_function(def).map(|()| "CREATE FUNCTION"),
+        Plan::CreateTrigger { table, name, doc, replace } => {
+            ex.create_trigger(table, name, doc, *replace).map(|()| "CREATE TRIGGER")
+        }
+        Plan::AlterTrigger { table, name, doc } => ex.create_trigger(table, name, doc, true).map(|()| "ALTER TABLE"),
+        Plan::DropTrigger { table, name, if_exists } => {
+            ex.drop_trigger(table, name, *if_exists).map(|()| "DROP TRIGGER")
+        }
+        Plan::DropFunction { targets, if_exists } => ex.drop_functions(targets, *if_exists).map(|()| "DROP FUNCTION"),
+        _ => Err(SqlError::new("XX000", "not a function or trigger statement")),
+    }?;
+    Ok((Tag::Plain(tag), 0))
+}
+
 fn run_plan(
     ex: &mut Exec<'_>,
     plan: &Plan,
@@ -816,10 +833,11 @@ fn run_plan(
         Plan::CreateSchema { name, owner, if_not_exists } => {
             ex.create_schema(name, owner.as_deref(), *if_not_exists).map(|()| (Tag::Plain("CREATE SCHEMA"), 0))
         }
-        Plan::CreateFunction(def) => ex.create_function(def).map(|()| (Tag::Plain("CREATE FUNCTION"), 0)),
-        Plan::DropFunction { targets, if_exists } => {
-            ex.drop_functions(targets, *if_exists).map(|()| (Tag::Plain("DROP FUNCTION"), 0))
-        }
+        Plan::CreateFunction(_)
+        | Plan::DropFunction { .. }
+        | Plan::CreateTrigger { .. }
+        | Plan::AlterTrigger { .. }
+        | Plan::DropTrigger { .. } => run_routine(ex, plan),
         Plan::DropSchema { names, if_exists, cascade } => {
             ex.drop_schemas(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP SCHEMA"), 0))
         }
