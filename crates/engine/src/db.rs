@@ -104,6 +104,8 @@ pub(crate) struct DbInner {
     /// Just past the start of the newest `Origin::Application` commit's last
     /// WAL record (see `Database::application_commit_end`).
     pub(crate) application_commit_end: AtomicU64,
+    /// A hot standby (replica.rs): only replicated transactions write.
+    pub(crate) standby: std::sync::atomic::AtomicBool,
     /// Callers of one sequence take turns (sequence.rs).
     pub(crate) sequence_locks: SequenceLocks,
     pub(crate) counters: Counters,
@@ -132,6 +134,7 @@ impl DbInner {
             consumers: r.consumers,
             access_tick: AtomicU32::new(1),
             application_commit_end: AtomicU64::new(wal_end),
+            standby: std::sync::atomic::AtomicBool::new(false),
             sequence_locks: SequenceLocks::default(),
             counters: Counters::default(),
             shutdown: Shutdown::default(),
