@@ -29,7 +29,21 @@ use crate::transaction::Transaction;
 use crate::transaction::replica::ReplicaTxn;
 use crate::walrec::{decode_header, decode_record};
 
+/// What a `Sync` commit waits for, after its record is durable here and
+/// its ts published, when sync replication is on: the standby's
+/// acknowledgement of a durable end past `lsn`. Called with no engine lock
+/// held. An error is the commit's (it is committed here all the same: the
+/// caller reports an outcome it cannot confirm).
+pub trait SyncStandby: Send + Sync {
+    fn wait_acked(&self, lsn: Lsn) -> Result<()>;
+}
+
 impl Database {
+    /// Installs sync replication's wait (once; false if one is installed).
+    pub fn set_sync_standby(&self, standby: Arc<dyn SyncStandby>) -> bool {
+        self.inner.sync_standby.set(standby).is_ok()
+    }
+
     /// A standby refuses every write and DDL but the replicated ones (25006).
     pub fn set_standby(&self, on: bool) {
         self.inner.standby.store(on, Ordering::SeqCst);

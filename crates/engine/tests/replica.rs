@@ -125,8 +125,12 @@ fn workload(db: &Database) {
         t.delete(parent, &[Value::Int4(i)]).unwrap();
     }
     t.commit().unwrap();
+    // DDL and rows in one transaction.
     let mut t = db.begin().unwrap();
-    t.create_table(&TableDef::new("gone", vec![ColumnDef::new("k", DataType::Int4)], &["k"])).unwrap();
+    let gone = t.create_table(&TableDef::new("gone", vec![ColumnDef::new("k", DataType::Int4)], &["k"])).unwrap();
+    t.insert(gone, &[Value::Int4(1)]).unwrap();
+    let kept = t.create_table(&TableDef::new("kept", vec![ColumnDef::new("k", DataType::Int4)], &["k"])).unwrap();
+    t.insert(kept, &[Value::Int4(2)]).unwrap();
     t.commit().unwrap();
     let mut t = db.begin().unwrap();
     t.drop_table("gone").unwrap();

@@ -167,6 +167,14 @@ impl Transaction {
             }
         }
         self.db.txns.publish(commit_ts);
+        // Sync replication (replica.rs): acknowledged once the standby has
+        // it too. Visible here already, as in PostgreSQL.
+        if self.mode == CommitMode::Sync
+            && let Some(lsn) = lsn
+            && let Some(standby) = self.db.sync_standby.get()
+        {
+            standby.wait_acked(lsn)?;
+        }
         Ok(CommitInfo { commit_ts: Some(commit_ts), lsn, rolled_back: false })
     }
 

@@ -301,6 +301,11 @@ impl Transaction {
         })
     }
 
+    /// The database is a hot standby (replica.rs): `pg_is_in_recovery()`.
+    pub fn is_standby(&self) -> bool {
+        self.db.standby.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub(crate) fn db(&self) -> &Arc<DbInner> {
         &self.db
     }

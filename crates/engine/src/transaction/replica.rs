@@ -54,7 +54,10 @@ impl Transaction {
     pub(crate) fn apply_op(&mut self, op: OpRef<'_>) -> Result<()> {
         match op {
             OpRef::Row { op, table, row } => self.apply_row(op, table, row),
-            OpRef::CreateTable(ddl) => self.install_table_ddl(ddl).map(|_| ()),
+            OpRef::CreateTable(ddl) => {
+                self.acquire_ddl()?;
+                self.install_table_ddl(ddl).map(|_| ())
+            }
             OpRef::DropTable(id) => {
                 self.acquire_ddl()?;
                 let store = self.store(id)?;
