@@ -74,6 +74,9 @@ pub(crate) struct Replication {
     /// Standby: the receiver's socket, shut down to stop it.
     socket: Mutex<Option<std::net::TcpStream>>,
     cache_opener: Mutex<Option<CacheOpener>>,
+    /// Standby: the active's consumer positions as last heard (mirrored
+    /// once more at promotion).
+    last_consumers: Mutex<Option<Vec<(String, Lsn)>>>,
 }
 
 const UNACKED_MAX: usize = 4096;
@@ -98,6 +101,7 @@ impl Replication {
             threads: Mutex::new(Vec::new()),
             socket: Mutex::new(None),
             cache_opener: Mutex::new(None),
+            last_consumers: Mutex::new(None),
         })
     }
 
@@ -157,6 +161,11 @@ impl Replication {
         }
         self.stop();
         self.db.flush_wal().map_err(|e| e.to_string())?;
+        // The newest positions heard: write-through resumes from them (or
+        // from PostgreSQL's progress rows where those are later).
+        if let Some(consumers) = self.last_consumers.lock().take() {
+            stream::mirror_consumers(self, &consumers);
+        }
         self.db.promote();
         self.standby.store(false, Ordering::Release);
         tracing::warn!(wal_end = self.db.wal_end().0, "replication: promoted to active");

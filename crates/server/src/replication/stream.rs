@@ -256,10 +256,14 @@ fn receive(
                         .into_owned();
                     consumers.push((name, Lsn(read_u64(&mut input)?)));
                 }
-                if mirrored.elapsed() >= MIRROR_EVERY {
+                // At once the first time (a promotion right after the
+                // seed must find the positions), then at most every second.
+                let first = repl.last_consumers.lock().is_none();
+                if first || mirrored.elapsed() >= MIRROR_EVERY {
                     *mirrored = Instant::now();
                     mirror_consumers(repl, &consumers);
                 }
+                *repl.last_consumers.lock() = Some(consumers);
             }
             b'E' => {
                 let len = read_u32(&mut input)? as usize;
@@ -281,7 +285,7 @@ fn receive(
 /// Keeps the active's consumers (AWT's) on the standby at positions no
 /// later than the active's and within its own durable log, so the WAL a
 /// promoted standby's write-through resumes from is still there.
-fn mirror_consumers(repl: &Replication, consumers: &[(String, Lsn)]) {
+pub(super) fn mirror_consumers(repl: &Replication, consumers: &[(String, Lsn)]) {
     let durable = repl.db.wal_durable_end();
     for (name, position) in consumers {
         let at = Lsn(position.0.min(durable.0));
