@@ -52,6 +52,11 @@ pub struct RestoreArgs {
     /// Only check the backup's manifest and files; write nothing.
     #[arg(long)]
     verify_only: bool,
+    /// Seed a hot standby ([replication] role = "standby"): the directory
+    /// keeps the source's identity, because the standby continues the
+    /// source's log at the same positions.
+    #[arg(long)]
+    standby: bool,
 }
 
 pub fn backup(args: BackupArgs) -> anyhow::Result<()> {
@@ -94,7 +99,8 @@ pub fn restore(args: RestoreArgs) -> anyhow::Result<()> {
         ProgressStyle::with_template("restore {bar:30} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let report = pgtier_engine::restore(&args.backup_dir, &args.data_dir, &mut |p| {
+    let restore = if args.standby { pgtier_engine::restore_standby } else { pgtier_engine::restore };
+    let report = restore(&args.backup_dir, &args.data_dir, &mut |p| {
         bar.set_length(p.bytes_total);
         bar.set_position(p.bytes_done);
     });

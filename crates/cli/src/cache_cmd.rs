@@ -124,6 +124,12 @@ pub struct StatusArgs {
 pub fn status(args: StatusArgs) -> anyhow::Result<()> {
     let config = client_config(args.url.as_deref())?;
     let mut client = connect(&config, None)?;
+    // `[replication]`: the server answers this one statement itself; an
+    // error means replication is off.
+    if client.simple_query("SELECT * FROM pgtier_replication").is_ok() {
+        println!("Replication");
+        println!("{}\n", query_table(&mut client, "SELECT * FROM pgtier_replication")?);
+    }
     let propagation = client.simple_query("SELECT * FROM pgtier_cache_propagation").map_err(|e| describe(&e))?;
     let running = propagation.iter().any(|m| matches!(m, SimpleQueryMessage::Row(_)));
     println!("Write-through (AWT)");

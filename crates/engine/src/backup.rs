@@ -494,6 +494,27 @@ fn checksum_file(path: &Path, buf: &mut [u8]) -> Result<(u32, u64)> {
 /// fsyncs. The next [`crate::Database::open`] of `data_dir` recovers to the
 /// backup's end point. `data_dir` gets a new incarnation (module docs).
 pub fn restore(backup: &Path, data_dir: &Path, progress: &mut dyn FnMut(CopyProgress)) -> Result<RestoreReport> {
+    restore_with(backup, data_dir, progress, false)
+}
+
+/// [`restore`] for a hot standby (crates/engine replica.rs): the restored
+/// directory keeps the source's incarnation, because it is the source's
+/// directory continued elsewhere (the standby appends the active's WAL at
+/// the same LSNs), not a directory whose log goes its own way.
+pub fn restore_standby(
+    backup: &Path,
+    data_dir: &Path,
+    progress: &mut dyn FnMut(CopyProgress),
+) -> Result<RestoreReport> {
+    restore_with(backup, data_dir, progress, true)
+}
+
+fn restore_with(
+    backup: &Path,
+    data_dir: &Path,
+    progress: &mut dyn FnMut(CopyProgress),
+    same_identity: bool,
+) -> Result<RestoreReport> {
     let started = Instant::now();
     let manifest = verify_backup(backup)?;
     prepare_empty_dir(data_dir, "restore target")?;
@@ -504,7 +525,11 @@ pub fn restore(backup: &Path, data_dir: &Path, progress: &mut dyn FnMut(CopyProg
     File::create(&marker).and_then(|f| f.sync_all()).map_err(|e| EngineError::io("create restore marker", e))?;
     sync_dir(data_dir)?;
     // The new directory's identity next, as at any creation.
-    crate::incarnation::open_or_create(data_dir)?;
+    if same_identity {
+        crate::incarnation::create_as(data_dir, &manifest.source_incarnation)?;
+    } else {
+        crate::incarnation::open_or_create(data_dir)?;
+    }
     fs::create_dir(data_dir.join("wal")).map_err(|e| EngineError::io("create wal directory", e))?;
     let total = manifest.files.iter().map(|f| f.bytes).sum::<u64>();
     let mut done = 0u64;

@@ -104,6 +104,11 @@ pub(crate) struct DbInner {
     /// Just past the start of the newest `Origin::Application` commit's last
     /// WAL record (see `Database::application_commit_end`).
     pub(crate) application_commit_end: AtomicU64,
+    /// A hot standby (replica.rs): only replicated transactions write.
+    pub(crate) standby: std::sync::atomic::AtomicBool,
+    /// Sync replication: a `Sync` commit that logged waits for the standby
+    /// after it is durable here (replica.rs); unset: no replication.
+    pub(crate) sync_standby: std::sync::OnceLock<Arc<dyn crate::replica::SyncStandby>>,
     /// Callers of one sequence take turns (sequence.rs).
     pub(crate) sequence_locks: SequenceLocks,
     pub(crate) counters: Counters,
@@ -132,6 +137,8 @@ impl DbInner {
             consumers: r.consumers,
             access_tick: AtomicU32::new(1),
             application_commit_end: AtomicU64::new(wal_end),
+            standby: std::sync::atomic::AtomicBool::new(false),
+            sync_standby: std::sync::OnceLock::new(),
             sequence_locks: SequenceLocks::default(),
             counters: Counters::default(),
             shutdown: Shutdown::default(),

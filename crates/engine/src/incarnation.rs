@@ -55,6 +55,14 @@ pub(crate) fn open_or_create(dir: &Path) -> Result<Incarnation> {
     }
 }
 
+/// Gives a new directory the id `id` (a standby's copy of the active's).
+pub(crate) fn create_as(dir: &Path, id: &str) -> Result<()> {
+    if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
+        return Err(EngineError::Corrupt(format!("{id:?} is not a database id")));
+    }
+    write_durably(dir, id)
+}
+
 fn random_id() -> Result<String> {
     let mut bytes = [0u8; 16];
     File::open("/dev/urandom")

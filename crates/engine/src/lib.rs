@@ -32,6 +32,7 @@ mod pages;
 mod primary;
 mod probe;
 mod recovery;
+mod replica;
 mod row;
 mod row_meta;
 mod row_ref;
@@ -51,7 +52,8 @@ mod wait_hook;
 mod walrec;
 
 pub use backup::{
-    BackupManifest, BackupReport, CopyProgress, MANIFEST_FILE, ManifestFile, RestoreReport, restore, verify_backup,
+    BackupManifest, BackupReport, CopyProgress, MANIFEST_FILE, ManifestFile, RestoreReport, restore, restore_standby,
+    verify_backup,
 };
 pub use checkpoint::CheckpointInfo;
 pub use commit_mode::CommitMode;
@@ -64,9 +66,10 @@ pub use numeric_big::{
     AnyNumeric, NUMERIC_DSCALE_MAX, NUMERIC_WEIGHT_DIGITS_MAX, NumericBig, NumericBigRef, NumericKind,
 };
 pub use origin::Origin;
-pub use pgtier_wal::{Lsn, WalConfig, WalStats};
+pub use pgtier_wal::{Lsn, WalConfig, WalReader, WalStats};
 pub use primary::TABLE_SHARDS;
 pub use recovery::RecoveryReport;
+pub use replica::{ReplicaApplier, SyncStandby};
 pub use row::{ROW_BYTES_MAX, decode_values, encode_values};
 pub use row_meta::RowMeta;
 pub use row_ref::{RowBuf, RowRef};

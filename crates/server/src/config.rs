@@ -53,6 +53,10 @@ pub struct ServerConfig {
     pub tier: TierSection,
     #[serde(default)]
     pub metrics: MetricsSection,
+    /// `[replication]`: a hot standby fed by this server's WAL, or this
+    /// server as one (replication.rs); off unless `role` is set.
+    #[serde(default)]
+    pub replication: ReplicationSection,
     /// `[log]`: level, format, and which events (logging.rs).
     #[serde(default)]
     pub log: LogSection,
@@ -89,6 +93,78 @@ impl SettingValue {
             SettingValue::Integer(n) => n.to_string(),
             SettingValue::Bool(b) => if *b { "on" } else { "off" }.to_owned(),
         }
+    }
+}
+
+/// `[replication]`: see the README's "High availability".
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicationSection {
+    /// `"active"` (serves a standby on `listen`) or `"standby"` (follows
+    /// `primary`, read-only until `SELECT pg_promote()`).
+    pub role: Option<String>,
+    /// `"async"` (default: a commit returns once durable here) or `"sync"`
+    /// (once the standby has it durably too).
+    pub mode: Option<String>,
+    /// The active's replication address (`host:port`).
+    pub listen: Option<String>,
+    /// The standby's: the active's replication address.
+    pub primary: Option<String>,
+    /// How long a sync commit waits for the standby (default 10000).
+    pub sync_timeout_ms: Option<u64>,
+}
+
+/// `[replication]` checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplicationRole {
+    Active { listen: SocketAddr },
+    Standby { primary: String },
+}
+
+#[derive(Clone, Debug)]
+pub struct ReplicationSettings {
+    pub role: ReplicationRole,
+    pub sync: bool,
+    pub sync_timeout: std::time::Duration,
+}
+
+impl ReplicationSection {
+    /// None when replication is off; an error names the key.
+    pub fn settings(&self) -> Result<Option<ReplicationSettings>, ServerError> {
+        let bad = |m: &str| Err(ServerError::Config(format!("[replication] {m}")));
+        let sync = match self.mode.as_deref() {
+            None | Some("async") => false,
+            Some("sync") => true,
+            Some(other) => return bad(&format!("mode {other:?} must be \"sync\" or \"async\"")),
+        };
+        let role = match self.role.as_deref() {
+            None => {
+                if self.mode.is_some() || self.listen.is_some() || self.primary.is_some() {
+                    return bad("role must be set (\"active\" or \"standby\") when other keys are");
+                }
+                return Ok(None);
+            }
+            Some("active") => {
+                let Some(text) = &self.listen else { return bad("role \"active\" needs listen = \"host:port\"") };
+                if self.primary.is_some() {
+                    return bad("primary is for a standby; an active has listen");
+                }
+                let Some(listen) = text.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
+                    return bad(&format!("listen {text:?} is not an address like 127.0.0.1:5499"));
+                };
+                ReplicationRole::Active { listen }
+            }
+            Some("standby") => {
+                let Some(primary) = &self.primary else { return bad("role \"standby\" needs primary = \"host:port\"") };
+                ReplicationRole::Standby { primary: primary.clone() }
+            }
+            Some(other) => return bad(&format!("role {other:?} must be \"active\" or \"standby\"")),
+        };
+        let ms = self.sync_timeout_ms.unwrap_or(10_000);
+        if ms == 0 {
+            return bad("sync_timeout_ms must be at least 1");
+        }
+        Ok(Some(ReplicationSettings { role, sync, sync_timeout: std::time::Duration::from_millis(ms) }))
     }
 }
 
@@ -526,6 +602,7 @@ impl ServerConfig {
             cache: CacheSection::default(),
             tier: TierSection::default(),
             metrics: MetricsSection::default(),
+            replication: ReplicationSection::default(),
             log: LogSection::default(),
             settings: std::collections::BTreeMap::new(),
             takeover: false,
@@ -621,6 +698,9 @@ impl ServerConfig {
         self.validate_tls()?;
         self.cache.to_cache_config()?;
         self.log.settings()?;
+        if self.replication.settings()?.is_some() && self.tier.mode.as_deref() == Some("write-back") {
+            return bad("[replication] with [tier] mode = \"write-back\": the flash tier's dirty rows are not in the WAL a standby receives; use mode = \"clean\"".to_owned());
+        }
         let backend = self.backend_config()?;
         let mode = self.passthrough.mode;
         if mode != PassthroughMode::Off && backend.is_none() {

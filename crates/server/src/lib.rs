@@ -14,6 +14,7 @@ mod login;
 mod metrics;
 mod numeric_wire;
 mod passthrough;
+mod replication;
 mod server;
 mod session;
 mod tls;
@@ -89,9 +90,16 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     };
     let db = Database::open(&config.data_dir, engine)
         .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
+    // A standby refuses its own writes from here on (before anything below
+    // could write): its log is the active's.
+    let replication = config.replication.settings()?.map(|s| replication::Replication::new(db.clone(), s));
+    let standby = replication.as_ref().is_some_and(|r| r.is_standby());
     // The configuration file's users are the bootstrap superusers (roles
-    // made with CREATE ROLE live in the engine's catalog beside them).
-    register_users(&db, &config)?;
+    // made with CREATE ROLE live in the engine's catalog beside them). A
+    // standby has the active's (its catalog is the active's).
+    if !standby {
+        register_users(&db, &config)?;
+    }
     let mut shared = server::Shared::new(db.clone(), auth, config.clone(), addr, tls);
     // Checked as SET checks them, once, so a session never meets a bad one.
     let mut probe = pgtier_sql::Connection::new(db.clone());
@@ -101,7 +109,14 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             .map_err(|e| ServerError::Config(format!("[settings] {name}: {}", e.message)))?;
     }
     drop(probe);
-    shared.setting_defaults = parking_lot::RwLock::new(Arc::new(config.setting_defaults()));
+    let mut defaults = config.setting_defaults();
+    if standby {
+        // As on a PostgreSQL hot standby: drivers' target_session_attrs
+        // read these.
+        defaults.push(("default_transaction_read_only".into(), "on".into()));
+        defaults.push(("transaction_read_only".into(), "on".into()));
+    }
+    shared.setting_defaults = parking_lot::RwLock::new(Arc::new(defaults));
     shared.log = parking_lot::RwLock::new(config.log.settings()?);
     // One cache for all sessions. Without [backend] it still opens: groups
     // already defined keep answering; what needs PostgreSQL fails with 08001.
@@ -111,11 +126,26 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         cache_config.tier = Some(tier);
         cache_config.tier_mode = mode;
     }
-    let cache = pgtier_cache::Cache::open(db.clone(), backend.clone(), cache_config)
-        .map_err(|e| ServerError::Engine(format!("cache groups: {e}")))?;
-    // READONLY groups' WHERE, evaluated on rows autorefresh receives.
-    cache.set_predicate_compiler(Arc::new(pgtier_sql::cache_predicate::SqlPredicates::new(db.clone())));
-    shared.cache = Some(cache);
+    let open_cache = {
+        let (db, backend) = (db.clone(), backend.clone());
+        move || -> Result<Arc<pgtier_cache::Cache>, String> {
+            let cache = pgtier_cache::Cache::open(db.clone(), backend, cache_config)
+                .map_err(|e| format!("cache groups: {e}"))?;
+            // READONLY groups' WHERE, evaluated on rows autorefresh receives.
+            cache.set_predicate_compiler(Arc::new(pgtier_sql::cache_predicate::SqlPredicates::new(db)));
+            Ok(cache)
+        }
+    };
+    match &replication {
+        // A standby runs no write-through, autorefresh or aging: the cache
+        // opens when it is promoted, as at a restart.
+        Some(r) if standby => r.set_cache_opener(Box::new(open_cache)),
+        _ => {
+            let cache = open_cache().map_err(ServerError::Engine)?;
+            let _ = shared.cache.set(cache);
+        }
+    }
+    shared.replication = replication.clone();
     shared.passthrough = match backend {
         Some(params) if config.passthrough.mode != PassthroughMode::Off => Some(Arc::new(passthrough::Pool::new(
             config.passthrough.mode,
@@ -129,6 +159,9 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let shared = Arc::new(shared);
     if let Some(metrics) = metrics_listener {
         metrics::start(metrics, shared.clone())?;
+    }
+    if let Some(r) = &replication {
+        r.start()?;
     }
     RunningServer::start(listener, shared, config.event_loops())
 }

@@ -94,6 +94,53 @@ impl Out {
     }
 }
 
+/// `[replication]`: role, the standby's link and the loss window.
+fn render_replication(r: &crate::replication::ReplicationStatus, out: &mut Out) {
+    let labels = format!("{{role=\"{}\",mode=\"{}\"}}", r.role, r.mode);
+    out.metric(
+        "pgtier_replication_info",
+        "gauge",
+        "This server's replication role and mode (value 1).",
+        &[(labels, 1.0)],
+    );
+    out.one(
+        "pgtier_replication_connected",
+        "gauge",
+        "1 while the standby (on an active) or the active (on a standby) is connected.",
+        f64::from(u8::from(r.connected)),
+    );
+    out.one(
+        "pgtier_replication_standby_durable_lsn",
+        "gauge",
+        "The standby's durable WAL end (acknowledged, on an active).",
+        r.standby_durable_lsn as f64,
+    );
+    out.one(
+        "pgtier_replication_standby_applied_lsn",
+        "gauge",
+        "The standby's applied WAL end.",
+        r.standby_applied_lsn as f64,
+    );
+    out.one(
+        "pgtier_replication_active_durable_lsn",
+        "gauge",
+        "The active's durable WAL end (as last heard, on a standby).",
+        r.active_durable_lsn as f64,
+    );
+    out.one(
+        "pgtier_replication_lag_bytes",
+        "gauge",
+        "WAL durable on the active and not acknowledged by the standby: what a failover would lose in async mode.",
+        r.lag_bytes as f64,
+    );
+    out.one(
+        "pgtier_replication_lag_ms",
+        "gauge",
+        "Age of the oldest WAL sent and not yet acknowledged by the standby (0 when it has everything).",
+        r.lag_ms as f64,
+    );
+}
+
 fn render(shared: &Shared) -> String {
     let mut out = Out(String::new());
     let stats = shared.db.stats();
@@ -110,7 +157,10 @@ fn render(shared: &Shared) -> String {
     out.one("pgtier_engine_lock_waits_total", "counter", "Row-lock waits begun.", stats.lock_waits as f64);
     out.one("pgtier_engine_wal_end_bytes", "counter", "WAL position written.", stats.wal_end.0 as f64);
     out.one("pgtier_engine_memory_bytes", "gauge", "Bytes the tables hold in memory.", shared.db.memory_total() as f64);
-    let Some(cache) = &shared.cache else { return out.0 };
+    if let Some(replication) = &shared.replication {
+        render_replication(&replication.status(), &mut out);
+    }
+    let Some(cache) = shared.cache.get() else { return out.0 };
     render_tier(cache, &mut out);
     let groups = cache.stats();
     let per_group = |f: &dyn Fn(&pgtier_cache::GroupStats) -> f64| -> Vec<(String, f64)> {

@@ -61,7 +61,10 @@ pub struct Shared {
     /// (None: passthrough off).
     pub passthrough: Option<Arc<crate::passthrough::Pool>>,
     /// The cache groups every session's statements and views reach.
-    pub cache: Option<Arc<pgtier_cache::Cache>>,
+    /// Set once: at start, or when a standby is promoted.
+    pub cache: std::sync::OnceLock<Arc<pgtier_cache::Cache>>,
+    /// `[replication]` (None: off).
+    pub(crate) replication: Option<Arc<crate::replication::Replication>>,
     /// Where `GET /metrics` answers (`[metrics] listen`).
     pub metrics_addr: Option<SocketAddr>,
     /// `[settings]`: defaults every session starts with (checked at start).
@@ -122,7 +125,8 @@ impl Shared {
             max_connections,
             max_message_bytes,
             passthrough: None,
-            cache: None,
+            cache: std::sync::OnceLock::new(),
+            replication: None,
             metrics_addr: None,
             setting_defaults: RwLock::new(Arc::new(Vec::new())),
             log: RwLock::new(crate::logging::LogSettings::default()),
@@ -135,6 +139,11 @@ impl Shared {
             session_panics: std::sync::atomic::AtomicU64::new(0),
             loops: std::sync::OnceLock::new(),
         }
+    }
+
+    /// `[settings]` of the configuration in force.
+    pub(crate) fn config_setting_defaults(&self) -> Vec<(String, String)> {
+        self.config.lock().setting_defaults()
     }
 
     /// Who may connect and how, now (a new connection keeps what it got).
@@ -200,7 +209,7 @@ impl Shared {
         }
         drop(probe);
         crate::register_users(&self.db, &merged)?;
-        if let Some(cache) = &self.cache {
+        if let Some(cache) = self.cache.get() {
             cache.retune(tuning).map_err(|e| ServerError::Config(format!("[cache] {e}")))?;
         }
         *self.auth.write() = Arc::new(state);
@@ -332,7 +341,10 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) -> Result<(), ServerE
     if let Some(loops) = shared.loops.get() {
         loops.stop();
     }
-    if let Some(cache) = &shared.cache {
+    if let Some(replication) = &shared.replication {
+        replication.stop();
+    }
+    if let Some(cache) = shared.cache.get() {
         cache.shutdown();
     }
     shared.db.clone().close().map_err(|e| ServerError::Engine(e.to_string()))
@@ -390,7 +402,7 @@ impl RunningServer {
     /// The cache groups' manager all sessions share (for in-process
     /// tools: the demo reads write-through's figures from it).
     pub fn cache(&self) -> Option<&Arc<pgtier_cache::Cache>> {
-        self.shared.cache.as_ref()
+        self.shared.cache.get()
     }
 
     /// Sessions ended by a panic since start (each a bug; the server goes on).

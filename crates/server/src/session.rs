@@ -107,7 +107,7 @@ impl Session {
         if let Some(pool) = &shared.passthrough {
             crate::passthrough::install(&mut conn, pool);
         }
-        if let Some(cache) = &shared.cache {
+        if let Some(cache) = shared.cache.get() {
             conn.attach_cache(Arc::clone(cache));
         }
         Session {

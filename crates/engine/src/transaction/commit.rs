@@ -167,6 +167,14 @@ impl Transaction {
             }
         }
         self.db.txns.publish(commit_ts);
+        // Sync replication (replica.rs): acknowledged once the standby has
+        // it too. Visible here already, as in PostgreSQL.
+        if self.mode == CommitMode::Sync
+            && let Some(lsn) = lsn
+            && let Some(standby) = self.db.sync_standby.get()
+        {
+            standby.wait_acked(lsn)?;
+        }
         Ok(CommitInfo { commit_ts: Some(commit_ts), lsn, rolled_back: false })
     }
 
@@ -282,7 +290,7 @@ impl Transaction {
         Ok(Committed { commit_ts, lsn, prior_lsn })
     }
 
-    fn gc_item(&mut self, commit_ts: CommitTs) -> Option<GcItem> {
+    pub(super) fn gc_item(&mut self, commit_ts: CommitTs) -> Option<GcItem> {
         if self.writes.is_empty() {
             return None;
         }
@@ -357,7 +365,7 @@ impl Transaction {
         self.db.counters.rollbacks.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn release_locks(&mut self) {
+    pub(super) fn release_locks(&mut self) {
         self.miss_holds.clear();
         self.miss_rows.clear();
         for held in self.held.drain(..) {
@@ -393,7 +401,7 @@ pub fn wall_clock_us() -> u64 {
 }
 
 /// The op a write-set entry contributes at commit.
-fn final_op(word: u64, had_base: bool) -> Option<RowOp> {
+pub(super) fn final_op(word: u64, had_base: bool) -> Option<RowOp> {
     debug_assert!(is_uncommitted(word));
     if is_lock_only(word) {
         return None;

@@ -17,9 +17,12 @@ use crate::types::Value;
 use crate::version::{is_deleted, is_lock_only, is_uncommitted, owner_of};
 
 impl Transaction {
-    fn acquire_ddl(&mut self) -> Result<()> {
+    pub(super) fn acquire_ddl(&mut self) -> Result<()> {
         if self.ddl_locked {
             return Ok(());
+        }
+        if self.db.standby.load(std::sync::atomic::Ordering::Relaxed) && !self.replica {
+            return Err(super::replica::read_only_error());
         }
         self.db.catalog.lock_ddl(self.id, self.db.lock_deadline())?;
         self.ddl_locked = true;
@@ -33,7 +36,7 @@ impl Transaction {
         Ok(())
     }
 
-    fn lock_exclusive(&mut self, store: &Arc<TableStore>) -> Result<()> {
+    pub(super) fn lock_exclusive(&mut self, store: &Arc<TableStore>) -> Result<()> {
         if self.exclusive.iter().any(|s| Arc::ptr_eq(s, store)) {
             return Ok(());
         }
@@ -83,9 +86,15 @@ impl Transaction {
         indexes: Vec<IndexSchema>,
         fks: Vec<ForeignKey>,
     ) -> Result<TableId> {
-        let table = Arc::new(table);
         let indexes: Vec<Arc<IndexSchema>> = indexes.into_iter().map(Arc::new).collect();
         let fks: Vec<Arc<ForeignKey>> = fks.into_iter().map(Arc::new).collect();
+        self.install_table_ddl(TableDdl { table: Arc::new(table), indexes, foreign_keys: fks })
+    }
+
+    /// [`Transaction::install_table`] of a table whose ids are decided
+    /// already (planned here, or received from an active: replica.rs).
+    pub(super) fn install_table_ddl(&mut self, ddl: TableDdl) -> Result<TableId> {
+        let TableDdl { table, indexes, foreign_keys: fks } = ddl;
         let store = Arc::new(TableStore::new(Arc::clone(&table)));
         let mut meta = TableMeta::default();
         for index in indexes.iter().filter(|i| i.ordered) {
@@ -241,7 +250,7 @@ impl Transaction {
     /// logs its drop: its parents forget its foreign keys, its storage is
     /// freed at commit. Foreign keys of other tables to it stay (DROP TABLE
     /// refused them; ALTER TABLE re-points them).
-    fn remove_table(&mut self, table: TableId, store: Arc<TableStore>) -> Result<()> {
+    pub(super) fn remove_table(&mut self, table: TableId, store: Arc<TableStore>) -> Result<()> {
         for fk in self.cat.catalog.foreign_keys_of(table) {
             if fk.parent == table {
                 continue;
@@ -270,6 +279,13 @@ impl Transaction {
     fn create_index_inner(&mut self, def: &IndexDef) -> Result<IndexId> {
         self.acquire_ddl()?;
         let index = Arc::new(self.cat.catalog.plan_create_index(def)?);
+        self.install_index(index)
+    }
+
+    /// Builds a planned (or received, replica.rs) index and adds it to
+    /// the private catalog.
+    pub(super) fn install_index(&mut self, index: Arc<IndexSchema>) -> Result<IndexId> {
+        self.acquire_ddl()?;
         let store = self.store(index.table)?;
         self.lock_exclusive(&store)?;
         let built = build_index(&store, Arc::clone(&index), self.id)?;
@@ -293,7 +309,7 @@ impl Transaction {
         self.check(r)
     }
 
-    fn set_annotation_inner(&mut self, table: TableId, annotation: Option<String>) -> Result<()> {
+    pub(super) fn set_annotation_inner(&mut self, table: TableId, annotation: Option<String>) -> Result<()> {
         self.acquire_ddl()?;
         if !self.catalog_mut().set_annotation(table, annotation.clone()) {
             return Err(super::undefined(table));
@@ -331,6 +347,12 @@ impl Transaction {
                 format!("cannot drop index {name} because a constraint requires it"),
             ));
         }
+        self.remove_index(&index)
+    }
+
+    /// Takes an index out of its table and the private catalog.
+    pub(super) fn remove_index(&mut self, index: &IndexSchema) -> Result<()> {
+        self.acquire_ddl()?;
         let store = self.store(index.table)?;
         self.lock_exclusive(&store)?;
         let mut meta = (*store.meta()).clone();

@@ -34,6 +34,7 @@ mod deferred;
 mod miss;
 mod miss_rows;
 mod reads;
+pub(crate) mod replica;
 mod savepoint;
 mod writes;
 
@@ -244,6 +245,9 @@ pub struct Transaction {
     /// Rows miss hooks answered reads with, for the current statement
     /// snapshot only (miss_rows.rs): cleared whenever it changes.
     miss_rows: miss_rows::MissRows,
+    /// A standby's apply of a received transaction (replica.rs): may
+    /// write while the database is a standby.
+    replica: bool,
     s: Scratch,
 }
 
@@ -292,8 +296,14 @@ impl Transaction {
             cancel: None,
             miss_holds: Vec::new(),
             miss_rows: miss_rows::MissRows::default(),
+            replica: false,
             s: r.s,
         })
+    }
+
+    /// The database is a hot standby (replica.rs): `pg_is_in_recovery()`.
+    pub fn is_standby(&self) -> bool {
+        self.db.standby.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub(crate) fn db(&self) -> &Arc<DbInner> {
@@ -574,6 +584,7 @@ impl Transaction {
         self.snapshot = snapshot;
         self.mode = mode;
         self.origin = Origin::Application;
+        self.replica = false;
         self.status = Status::Active;
         self.in_statement = false;
         self.pinned = false;

@@ -27,9 +27,12 @@ const WRITE_INDEX_THRESHOLD: usize = 16;
 const INSTALL_RETRIES_MAX: usize = 10_000;
 
 impl Transaction {
-    fn hold(&mut self, table: TableId) -> Result<usize> {
+    pub(super) fn hold(&mut self, table: TableId) -> Result<usize> {
         if let Some(i) = self.held.iter().position(|h| h.store.schema.id == table) {
             return Ok(i);
+        }
+        if self.db.standby.load(Ordering::Relaxed) && !self.replica {
+            return Err(super::replica::read_only_error());
         }
         let store = self.store(table)?;
         if store.hooks.has_write_guard()
@@ -82,7 +85,7 @@ impl Transaction {
             && self.find_write(held, hash, &self.s.key).is_some_and(|i| self.writes[i].sp() < self.sp_current)
     }
 
-    fn record_write(&mut self, held: usize, hash: u64, own_before: bool, head: VPtr, had_base: bool) {
+    pub(super) fn record_write(&mut self, held: usize, hash: u64, own_before: bool, head: VPtr, had_base: bool) {
         if own_before {
             let key = std::mem::take(&mut self.s.key);
             let found = self.find_write(held, hash, &key);
@@ -371,7 +374,7 @@ impl Transaction {
     /// version located anew. False when there is no such row, or it is
     /// deleted. `gave_up`: the 55P03 detail after too many lost races.
     #[inline]
-    fn on_latest(
+    pub(super) fn on_latest(
         &mut self,
         store: &TableStore,
         hash: u64,

@@ -54,6 +54,15 @@ impl Session {
             self.reload_conf();
             return Ok(());
         }
+        if is_replication_view(sql) {
+            return self.replication_view();
+        }
+        if is_promote(sql) && self.conn.transaction_status() == TransactionStatus::Idle {
+            if !self.conn.is_superuser() {
+                return Err(SqlError::new("42501", "permission denied for function pg_promote"));
+            }
+            return self.promote();
+        }
         if let Some(dir) = super::backup::parse_backup(sql) {
             if !self.conn.is_superuser() {
                 return Err(SqlError::new("42501", "must be superuser to run BACKUP TO"));
@@ -120,7 +129,102 @@ fn is_reload_conf(sql: &str) -> bool {
     matches!(words.as_str(), "select pg_reload_conf()" | "select pg_catalog.pg_reload_conf()")
 }
 
+/// `SELECT * FROM pgtier_replication`: one row of `[replication]`'s state
+/// (answered by the server, simple protocol only; `pgtier status` reads it).
+fn is_replication_view(sql: &str) -> bool {
+    let words: String = sql.trim().trim_end_matches(';').split_whitespace().collect::<Vec<_>>().join(" ");
+    words.eq_ignore_ascii_case("select * from pgtier_replication")
+}
+
+/// `SELECT pg_promote()` (also with PostgreSQL's arguments `wait` and
+/// `wait_seconds`: pgtier's promotion always completes before it answers).
+fn is_promote(sql: &str) -> bool {
+    let words: String = sql.trim().trim_end_matches(';').split_whitespace().collect::<Vec<_>>().join(" ");
+    let words = words.to_ascii_lowercase().replace("( )", "()");
+    let Some(rest) = words.strip_prefix("select ").map(|w| w.strip_prefix("pg_catalog.").unwrap_or(w)) else {
+        return false;
+    };
+    let Some(args) = rest.strip_prefix("pg_promote(").and_then(|r| r.strip_suffix(')')) else { return false };
+    args.split(',').all(|a| {
+        let a = a.trim();
+        a.is_empty() || a == "true" || a == "false" || a.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 impl Session {
+    /// pg_promote(): a standby becomes the active ([replication], crate
+    /// replication.rs). Answers true once done, as PostgreSQL's with
+    /// `wait => true`; on a server that is not a standby, PostgreSQL's
+    /// 55000 "recovery is not in progress".
+    fn promote(&mut self) -> Result<(), SqlError> {
+        let not_standby = || {
+            SqlError::new("55000", "recovery is not in progress")
+                .with_hint("\"pg_promote()\" can only be executed during recovery.")
+        };
+        let Some(replication) = self.shared.replication.clone() else { return Err(not_standby()) };
+        match replication.promote() {
+            Ok(cache) => {
+                if let Some(cache) = cache {
+                    let _ = self.shared.cache.set(cache);
+                }
+            }
+            Err(e) if !replication.is_standby() && e == "recovery is not in progress" => return Err(not_standby()),
+            Err(e) => return Err(SqlError::new("XX000", format!("promotion: {e}"))),
+        }
+        // New sessions start read-write; this one's settings stay as they
+        // were read at its start.
+        let defaults = self.shared.config_setting_defaults();
+        *self.shared.setting_defaults.write() = Arc::new(defaults);
+        let field = FieldDescription::new("pg_promote".to_owned(), 0, 0, crate::types::BOOL, 1, -1, 0);
+        self.wire.send(PgWireBackendMessage::RowDescription(RowDescription::new(vec![field])));
+        let mut row = bytes::BytesMut::new();
+        bytes::BufMut::put_i32(&mut row, 1);
+        bytes::BufMut::put_u8(&mut row, b't');
+        self.wire.send(PgWireBackendMessage::DataRow(DataRow::new(row, 1)));
+        self.wire.command_complete("SELECT 1");
+        Ok(())
+    }
+
+    fn replication_view(&mut self) -> Result<(), SqlError> {
+        let Some(replication) = self.shared.replication.clone() else {
+            return Err(SqlError::new("55000", "replication is not configured").with_hint("Set [replication] role."));
+        };
+        let r = replication.status();
+        let values = [
+            r.role.to_owned(),
+            r.mode.to_owned(),
+            if r.connected { "t" } else { "f" }.to_owned(),
+            r.standby_durable_lsn.to_string(),
+            r.standby_applied_lsn.to_string(),
+            r.active_durable_lsn.to_string(),
+            r.lag_bytes.to_string(),
+            r.lag_ms.to_string(),
+        ];
+        let columns = [
+            ("role", crate::types::TEXT),
+            ("mode", crate::types::TEXT),
+            ("connected", crate::types::BOOL),
+            ("standby_durable_lsn", crate::types::INT8),
+            ("standby_applied_lsn", crate::types::INT8),
+            ("active_durable_lsn", crate::types::INT8),
+            ("lag_bytes", crate::types::INT8),
+            ("lag_ms", crate::types::INT8),
+        ];
+        let fields = columns
+            .iter()
+            .map(|(name, oid)| FieldDescription::new((*name).to_owned(), 0, 0, *oid, -1, -1, 0))
+            .collect();
+        self.wire.send(PgWireBackendMessage::RowDescription(RowDescription::new(fields)));
+        let mut row = bytes::BytesMut::new();
+        for v in &values {
+            bytes::BufMut::put_i32(&mut row, v.len() as i32);
+            bytes::BufMut::put_slice(&mut row, v.as_bytes());
+        }
+        self.wire.send(PgWireBackendMessage::DataRow(DataRow::new(row, values.len() as i16)));
+        self.wire.command_complete("SELECT 1");
+        Ok(())
+    }
+
     /// pg_reload_conf(): every configured user counts as a superuser.
     /// PostgreSQL answers true once the postmaster is signalled and
     /// reports problems in its log only; here the reload is done before
@@ -150,6 +254,16 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn promote_spellings() {
+        for sql in ["SELECT pg_promote()", "select pg_promote(true, 60);", "SELECT pg_catalog.pg_promote( )"] {
+            assert!(super::is_promote(sql), "{sql}");
+        }
+        for sql in ["SELECT pg_promote(), 1", "SELECT 1; SELECT pg_promote()", "SELECT pg_promote(x)"] {
+            assert!(!super::is_promote(sql), "{sql}");
+        }
+    }
+
     #[test]
     fn reload_conf_spellings() {
         for sql in ["SELECT pg_reload_conf()", "select  pg_reload_conf( ) ;", "SELECT pg_catalog.pg_reload_conf();"] {

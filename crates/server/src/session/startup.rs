@@ -331,8 +331,10 @@ impl Session {
             let value = self.reported[i].clone();
             self.wire.parameter_status(name, &value);
         }
+        let standby = self.shared.replication.as_ref().is_some_and(|r| r.is_standby());
+        let on_off = if standby { "on" } else { "off" };
         for (name, value) in
-            [("session_authorization", user), ("default_transaction_read_only", "off"), ("in_hot_standby", "off")]
+            [("session_authorization", user), ("default_transaction_read_only", on_off), ("in_hot_standby", on_off)]
         {
             self.wire.parameter_status(name, value);
         }

@@ -78,6 +78,8 @@ pub struct SysCtx<'a> {
     pub settings: &'a mut crate::settings::Settings,
     /// The session's cache groups (the pgtier_cache_* views); None: empty.
     pub cache: Option<&'a pgtier_cache::Cache>,
+    /// The engine is a hot standby (`pg_is_in_recovery()`).
+    pub standby: bool,
 }
 
 impl SysCtx<'_> {

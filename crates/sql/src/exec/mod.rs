@@ -331,7 +331,12 @@ impl SubqueryRunner for Exec<'_> {
     }
 
     fn system(&mut self) -> Option<SysCtx<'_>> {
-        Some(SysCtx { catalog: self.txn.catalog(), settings: self.settings, cache: self.cache })
+        Some(SysCtx {
+            catalog: self.txn.catalog(),
+            settings: self.settings,
+            cache: self.cache,
+            standby: self.txn.is_standby(),
+        })
     }
 
     fn sequence(&mut self, call: SeqFunc, args: &[Value]) -> Result<Value> {

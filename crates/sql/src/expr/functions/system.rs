@@ -164,6 +164,7 @@ fn needs_catalog(f: SysFunc) -> bool {
     match f {
         SysFunc::CurrentSetting
         | SysFunc::SetConfig
+        | SysFunc::IsInRecovery
         | SysFunc::CurrentDatabase
         | SysFunc::CurrentSchema
         | SysFunc::CurrentSchemas
@@ -189,7 +190,6 @@ fn needs_catalog(f: SysFunc) -> bool {
         | SysFunc::NoDescription
         | SysFunc::NullResult
         | SysFunc::EncodingToChar
-        | SysFunc::IsInRecovery
         | SysFunc::QuoteIdent
         | SysFunc::TypeIsVisible
         | SysFunc::ArrayToString(_)
@@ -248,7 +248,6 @@ fn eval_pure(f: SysFunc, vals: &[Value]) -> Result<Value> {
                 .to_owned(),
             ));
         }
-        SysFunc::IsInRecovery => return Ok(Value::Bool(false)),
         SysFunc::QuoteIdent => return Ok(Value::Text(quote_ident(txt(0)))),
         SysFunc::TypeIsVisible => {
             return Ok(if cat::type_by_oid(int(0)).is_some() { Value::Bool(true) } else { Value::Null });
@@ -451,6 +450,7 @@ fn eval_catalog(f: SysFunc, vals: &[Value], ctx: SysCtx<'_>) -> Result<Value> {
             Value::Text(v)
         }
         SysFunc::CurrentDatabase => Value::Text(ctx.database()),
+        SysFunc::IsInRecovery => Value::Bool(ctx.standby),
         SysFunc::CurrentSchema => search_path_with(ctx.settings, |s| cat::user_schema_named(catalog, s).is_some())
             .into_iter()
             .next()

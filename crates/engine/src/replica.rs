@@ -1,0 +1,174 @@
+//! Physical replication's engine side: a hot standby whose directory is
+//! the active's, continued byte for byte.
+//!
+//! The active hands out its durable WAL records ([`Database::wal_reader`]);
+//! the standby feeds each one to a [`ReplicaApplier`], which appends it to
+//! its own WAL at the same LSN (asserted) and applies whole transactions
+//! to memory through the ordinary write path (transaction/replica.rs), so
+//! read-only sessions see them at MVCC snapshots. While
+//! [`Database::set_standby`] is on, every other transaction is refused its
+//! first write or DDL with 25006. [`Database::promote`] ends that: from
+//! then on the directory is exactly what a crash-restart of the active
+//! would open (same incarnation, same log, same LSNs), which is why
+//! write-through resumes from PostgreSQL's progress rows with no loss and
+//! no repeat.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use pgtier_wal::{Lsn, WalReader};
+
+use crate::codec::Reader;
+use crate::commit_mode::CommitMode;
+use crate::db::{Database, DbInner};
+use crate::error::{EngineError, Result};
+use crate::ids::CommitTs;
+use crate::origin::Origin;
+use crate::transaction::Transaction;
+use crate::transaction::replica::ReplicaTxn;
+use crate::walrec::{decode_header, decode_record};
+
+/// What a `Sync` commit waits for, after its record is durable here and
+/// its ts published, when sync replication is on: the standby's
+/// acknowledgement of a durable end past `lsn`. Called with no engine lock
+/// held. An error is the commit's (it is committed here all the same: the
+/// caller reports an outcome it cannot confirm).
+pub trait SyncStandby: Send + Sync {
+    fn wait_acked(&self, lsn: Lsn) -> Result<()>;
+}
+
+impl Database {
+    /// Installs sync replication's wait (once; false if one is installed).
+    pub fn set_sync_standby(&self, standby: Arc<dyn SyncStandby>) -> bool {
+        self.inner.sync_standby.set(standby).is_ok()
+    }
+
+    /// A standby refuses every write and DDL but the replicated ones (25006).
+    pub fn set_standby(&self, on: bool) {
+        self.inner.standby.store(on, Ordering::SeqCst);
+    }
+
+    pub fn is_standby(&self) -> bool {
+        self.inner.standby.load(Ordering::SeqCst)
+    }
+
+    /// Ends the standby state: row-id counters continue past the rows
+    /// received, writes are accepted. Afterwards the directory is what a
+    /// restart of the active would open.
+    pub fn promote(&self) {
+        for store in self.inner.catalog.current().live_stores() {
+            store.restore_rowid();
+        }
+        self.inner.application_commit_end.fetch_max(self.inner.wal.end().0, Ordering::Release);
+        self.inner.standby.store(false, Ordering::SeqCst);
+    }
+
+    /// Durable WAL records from `from` (a record boundary), for a standby.
+    pub fn wal_reader(&self, from: Lsn) -> Result<WalReader> {
+        Ok(self.inner.wal.read_from(from)?)
+    }
+
+    /// Waits up to `timeout` for the durable end to pass `after`; returns it.
+    pub fn wait_wal_durable_beyond(&self, after: Lsn, timeout: Duration) -> Lsn {
+        self.inner.wal.wait_for_durable_beyond(after, timeout)
+    }
+
+    /// Persists a registered consumer's position (see
+    /// [`crate::CommitStream::ack`]): a standby mirrors the active's.
+    pub fn ack_consumer(&self, name: &str, next_lsn: Lsn) -> Result<()> {
+        self.inner.consumers.ack(&self.inner.wal, name, next_lsn)
+    }
+
+    pub fn replica_applier(&self) -> ReplicaApplier {
+        ReplicaApplier { db: Arc::clone(&self.inner), parts: Vec::new(), applied: 0 }
+    }
+}
+
+/// Applies received WAL records in order. Not thread-safe by design: one
+/// receiver feeds it.
+pub struct ReplicaApplier {
+    db: Arc<DbInner>,
+    /// Earlier records of a run whose closing record has not arrived.
+    parts: Vec<(Lsn, Vec<u8>)>,
+    applied: u64,
+}
+
+impl ReplicaApplier {
+    /// One record the active logged at `lsn`. A transaction is applied when
+    /// its closing record arrives (returns true). Not durable on return:
+    /// see [`ReplicaApplier::sync`].
+    pub fn push(&mut self, lsn: Lsn, payload: Vec<u8>) -> Result<bool> {
+        let header = decode_header(&mut Reader::new(&payload))?;
+        if header.chunk == 0 && !self.parts.is_empty() {
+            // A run the active never closed (it crashed in the middle and
+            // went on after it): its records stay in the log, unapplied,
+            // as recovery leaves them.
+            self.append_raw()?;
+        } else if header.chunk != 0 && header.chunk as usize != self.parts.len() {
+            return Err(EngineError::Corrupt(format!("replicated record at {lsn:?} continues a run never started")));
+        }
+        if !header.last {
+            self.parts.push((lsn, payload));
+            return Ok(false);
+        }
+        let mut records = std::mem::take(&mut self.parts);
+        records.push((lsn, payload));
+        let txn = ReplicaTxn {
+            records,
+            commit_ts: CommitTs::new(header.commit_ts),
+            commit_time_us: header.commit_time_us,
+            origin: header.origin,
+        };
+        self.apply(&txn)?;
+        self.applied += 1;
+        Ok(true)
+    }
+
+    fn apply(&mut self, txn: &ReplicaTxn) -> Result<()> {
+        // The transaction's own origin only matters for what it enforces:
+        // `Refresh` enforces no foreign key and runs no ON DELETE action
+        // (the active did, and logged their effects); the records keep the
+        // active's origin byte for byte.
+        let mut t = Transaction::begin(Arc::clone(&self.db), CommitMode::Async, Origin::Refresh)?;
+        t.set_replica();
+        for (_, payload) in &txn.records {
+            let (_, ops) = decode_record(payload)?;
+            for op in ops {
+                t.apply_op(op)?;
+            }
+        }
+        t.commit_replica(txn)
+    }
+
+    /// Appends the pending parts of an abandoned run without applying them.
+    fn append_raw(&mut self) -> Result<()> {
+        let parts = std::mem::take(&mut self.parts);
+        let mut c = self.db.commit.lock();
+        for (expected, payload) in &parts {
+            let lsn = self.db.wal.append(payload)?;
+            assert_eq!(lsn, *expected, "standby WAL diverged at {expected:?} (appended at {lsn:?})");
+            c.last_lsn = Some(lsn);
+        }
+        Ok(())
+    }
+
+    /// Makes everything appended so far durable; returns the durable end
+    /// (what the standby acknowledges).
+    pub fn sync(&self) -> Result<Lsn> {
+        if let Some(last) = self.db.commit.last_lsn() {
+            self.db.wal.wait_durable(last)?;
+        }
+        Ok(self.db.wal.durable_end())
+    }
+
+    /// Transactions applied by this applier.
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    /// The end of the standby's log: where the active resumes sending.
+    pub fn wal_end(&self) -> Lsn {
+        self.db.wal.end()
+    }
+}

@@ -1,0 +1,263 @@
+//! `[replication]`: an active that streams its WAL to a hot standby, and
+//! the standby that applies it, serves read-only sessions and becomes the
+//! active on `SELECT pg_promote()`.
+//!
+//! Physical shipping: the standby's data directory is the active's,
+//! continued (seeded by `pgtier backup` on the active and `pgtier restore
+//! --standby`, which keeps the directory's incarnation). It connects to the
+//! active's `[replication] listen` address with its own TCP connection
+//! (not the pgwire port: a replication stream is neither a session nor
+//! SQL), says which directory it is and where its log ends, and receives
+//! every durable record from there, which the engine appends at the same
+//! LSN and applies (crates/engine replica.rs). It acknowledges its durable
+//! end after each burst. Promotion is therefore a crash-restart of the
+//! active's directory on another machine: write-through resumes from
+//! PostgreSQL's progress rows (keyed by node, incarnation and LSN) with no
+//! loss and no repeat, and the commit-stream consumers' positions (AWT's)
+//! are mirrored from the active so the WAL they need is kept.
+//!
+//! Modes: `async` (a commit returns once durable here; the loss window,
+//! bytes and ms the standby has not acknowledged, is in `pgtier status`
+//! and /metrics) and `sync` (a `Sync` commit returns once the standby has
+//! acknowledged a durable end past it; after `sync_timeout_ms` it fails
+//! with 08007, transaction_resolution_unknown: durable here, not confirmed
+//! there). The wait is the engine's `SyncStandby` hook, set only on an
+//! active in sync mode: without replication a commit pays one branch.
+
+mod stream;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use pgtier_engine::{Database, EngineError, Lsn};
+
+use crate::config::{ReplicationRole, ReplicationSettings};
+
+/// Opens the cache once a standby is promoted (what a restart would do).
+pub(crate) type CacheOpener = Box<dyn FnOnce() -> Result<Arc<pgtier_cache::Cache>, String> + Send>;
+
+/// What `pgtier status` and /metrics show.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ReplicationStatus {
+    pub role: &'static str,
+    pub mode: &'static str,
+    pub connected: bool,
+    /// Active: the standby's acknowledged durable end. Standby: its own.
+    pub standby_durable_lsn: u64,
+    /// Standby: the end of its applied log (= received whole transactions).
+    pub standby_applied_lsn: u64,
+    /// The active's durable end (a standby's latest word of it).
+    pub active_durable_lsn: u64,
+    pub lag_bytes: u64,
+    pub lag_ms: u64,
+}
+
+pub(crate) struct Replication {
+    db: Database,
+    settings: ReplicationSettings,
+    standby: AtomicBool,
+    /// Active: the standby's acknowledged durable end (0: none yet).
+    acked: AtomicU64,
+    ack_lock: Mutex<()>,
+    ack_cv: Condvar,
+    /// Active: ends of sent bursts not yet acknowledged, with when they
+    /// were sent (bounded): the loss window's age.
+    unacked: Mutex<VecDeque<(u64, Instant)>>,
+    connected: AtomicBool,
+    /// Standby: the active's durable end as last heard.
+    active_end: AtomicU64,
+    stop: AtomicBool,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Standby: the receiver's socket, shut down to stop it.
+    socket: Mutex<Option<std::net::TcpStream>>,
+    cache_opener: Mutex<Option<CacheOpener>>,
+    /// Standby: the active's consumer positions as last heard (mirrored
+    /// once more at promotion).
+    last_consumers: Mutex<Option<Vec<(String, Lsn)>>>,
+}
+
+const UNACKED_MAX: usize = 4096;
+
+impl Replication {
+    pub(crate) fn new(db: Database, settings: ReplicationSettings) -> Arc<Replication> {
+        let standby = matches!(settings.role, ReplicationRole::Standby { .. });
+        if standby {
+            db.set_standby(true);
+        }
+        Arc::new(Replication {
+            db,
+            settings,
+            standby: AtomicBool::new(standby),
+            acked: AtomicU64::new(0),
+            ack_lock: Mutex::new(()),
+            ack_cv: Condvar::new(),
+            unacked: Mutex::new(VecDeque::new()),
+            connected: AtomicBool::new(false),
+            active_end: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+            socket: Mutex::new(None),
+            cache_opener: Mutex::new(None),
+            last_consumers: Mutex::new(None),
+        })
+    }
+
+    pub(crate) fn is_standby(&self) -> bool {
+        self.standby.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_cache_opener(&self, opener: CacheOpener) {
+        *self.cache_opener.lock() = Some(opener);
+    }
+
+    /// Starts the sender's listener (active) or the receiver (standby).
+    pub(crate) fn start(self: &Arc<Self>) -> Result<(), crate::ServerError> {
+        let handle = match self.settings.role.clone() {
+            ReplicationRole::Active { listen } => {
+                let listener = std::net::TcpListener::bind(listen)
+                    .map_err(|source| crate::ServerError::Listen { addr: listen, source })?;
+                if self.settings.sync {
+                    self.db.set_sync_standby(Arc::new(SyncWait(Arc::clone(self))));
+                }
+                let me = Arc::clone(self);
+                std::thread::Builder::new()
+                    .name("pgtier-repl-listen".into())
+                    .spawn(move || stream::listen(&me, listener))?
+            }
+            ReplicationRole::Standby { primary } => {
+                let me = Arc::clone(self);
+                std::thread::Builder::new()
+                    .name("pgtier-repl-receive".into())
+                    .spawn(move || stream::receive_loop(&me, &primary))?
+            }
+        };
+        self.threads.lock().push(handle);
+        Ok(())
+    }
+
+    /// Stops the threads (server shutdown, promotion).
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(sock) = self.socket.lock().take() {
+            let _ = sock.shutdown(std::net::Shutdown::Both);
+        }
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for t in threads {
+            let _ = t.join();
+        }
+        // Sync commits waiting for a standby that will not answer now.
+        self.ack_cv.notify_all();
+    }
+
+    /// `pg_promote()`: stop receiving (what was received whole is applied
+    /// and durable), leave the standby state, start the cache as a restart
+    /// would. Returns the cache opened, if any.
+    pub(crate) fn promote(&self) -> Result<Option<Arc<pgtier_cache::Cache>>, String> {
+        if !self.is_standby() {
+            return Err("recovery is not in progress".into());
+        }
+        self.stop();
+        self.db.flush_wal().map_err(|e| e.to_string())?;
+        // The newest positions heard: write-through resumes from them (or
+        // from PostgreSQL's progress rows where those are later).
+        if let Some(consumers) = self.last_consumers.lock().take() {
+            stream::mirror_consumers(self, &consumers);
+        }
+        self.db.promote();
+        self.standby.store(false, Ordering::Release);
+        tracing::warn!(wal_end = self.db.wal_end().0, "replication: promoted to active");
+        match self.cache_opener.lock().take() {
+            Some(open) => open().map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn note_ack(&self, end: u64) {
+        {
+            let _g = self.ack_lock.lock();
+            self.acked.fetch_max(end, Ordering::AcqRel);
+        }
+        self.ack_cv.notify_all();
+        let mut q = self.unacked.lock();
+        while q.front().is_some_and(|(e, _)| *e <= end) {
+            q.pop_front();
+        }
+    }
+
+    fn note_sent(&self, end: u64) {
+        let mut q = self.unacked.lock();
+        if q.len() < UNACKED_MAX && q.back().is_none_or(|(e, _)| *e < end) {
+            q.push_back((end, Instant::now()));
+        }
+    }
+
+    pub(crate) fn status(&self) -> ReplicationStatus {
+        let mode = if self.settings.sync { "sync" } else { "async" };
+        let connected = self.connected.load(Ordering::Acquire);
+        if self.is_standby() {
+            let durable = self.db.wal_durable_end().0;
+            let active = self.active_end.load(Ordering::Acquire);
+            return ReplicationStatus {
+                role: "standby",
+                mode,
+                connected,
+                standby_durable_lsn: durable,
+                standby_applied_lsn: self.db.wal_end().0,
+                active_durable_lsn: active,
+                lag_bytes: active.saturating_sub(durable),
+                lag_ms: 0,
+            };
+        }
+        let durable = self.db.wal_durable_end().0;
+        let acked = self.acked.load(Ordering::Acquire);
+        let promoted = matches!(self.settings.role, ReplicationRole::Standby { .. });
+        let lag_ms =
+            if promoted { 0 } else { self.unacked.lock().front().map_or(0, |(_, at)| at.elapsed().as_millis() as u64) };
+        ReplicationStatus {
+            role: "active",
+            mode,
+            connected,
+            standby_durable_lsn: acked,
+            standby_applied_lsn: acked,
+            active_durable_lsn: durable,
+            lag_bytes: if promoted { 0 } else { durable.saturating_sub(acked) },
+            lag_ms,
+        }
+    }
+}
+
+/// The engine's wait of a sync commit.
+struct SyncWait(Arc<Replication>);
+
+impl pgtier_engine::SyncStandby for SyncWait {
+    fn wait_acked(&self, lsn: Lsn) -> pgtier_engine::Result<()> {
+        let r = &self.0;
+        if r.acked.load(Ordering::Acquire) > lsn.0 {
+            return Ok(());
+        }
+        let deadline = Instant::now() + r.settings.sync_timeout;
+        let mut g = r.ack_lock.lock();
+        while r.acked.load(Ordering::Acquire) <= lsn.0 {
+            if r.stop.load(Ordering::Acquire) || r.ack_cv.wait_until(&mut g, deadline).timed_out() {
+                if r.acked.load(Ordering::Acquire) > lsn.0 {
+                    break;
+                }
+                return Err(EngineError::hook(
+                    "08007",
+                    format!(
+                        "the commit is durable on this server but the standby did not confirm it within {} ms: its outcome after a failover is unknown",
+                        r.settings.sync_timeout.as_millis()
+                    ),
+                    Some("Check the standby ([replication] primary) and pgtier status; the transaction is committed here and is not rolled back.".into()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Waits between reconnect attempts and keepalives.
+pub(crate) const RETRY: Duration = Duration::from_millis(200);
