@@ -236,6 +236,23 @@ fn three_nodes_over_one_postgres() {
     let cleared = PER / 2;
     clients[0].execute("DELETE FROM call_forwarding WHERE s_id = $1", &[&cleared]).unwrap();
 
+    // TATP routed by subscriber: every transaction to the node owning it
+    // (PARTITIONS_TATP_SECONDS, default 1; PARTITIONS_TATP_THREADS, default 2).
+    let seconds = std::env::var("PARTITIONS_TATP_SECONDS").unwrap_or_else(|_| "1".into());
+    let threads = std::env::var("PARTITIONS_TATP_THREADS").unwrap_or_else(|_| "2".into());
+    let out = Command::new(env!("CARGO_BIN_EXE_pgtier"))
+        .args(["bench", "tatp", "--url", &format!("postgresql://app@{}/app", addr[0]), "--shard-map", &backend])
+        .args(["--subscribers", &(3 * PER).to_string(), "--threads", &threads, "--duration", &seconds])
+        .args(["--ramp-up", "0.2", "--ramp-down", "0.1"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    println!("{stdout}");
+    for node in ["node n1", "node n2", "node n3", &format!("== {threads} threads: MQTh")] {
+        assert!(stdout.contains(node), "{node}: {stdout}");
+    }
+
     // kill -9 of n2: only its range is unavailable.
     // SAFETY: signals our own child process.
     unsafe {
@@ -245,8 +262,8 @@ fn three_nodes_over_one_postgres() {
     assert!(Client::connect(&format!("postgresql://app@{}/app?connect_timeout=2", addr[1]), NoTls).is_err());
     for (i, s_id) in [(0, 5), (2, 2 * PER + 5)] {
         let v: i64 =
-            clients[i].query_one("SELECT vlr_location FROM subscriber WHERE s_id = $1", &[&s_id]).unwrap().get(0);
-        assert_eq!(v, i64::from(s_id * 3));
+            clients[i].query_one("SELECT msc_location FROM subscriber WHERE s_id = $1", &[&s_id]).unwrap().get(0);
+        assert_eq!(v, i64::from(s_id * 7), "TATP leaves msc_location alone");
         clients[i].execute("UPDATE subscriber SET msc_location = 1 WHERE s_id = $1", &[&s_id]).unwrap();
     }
     let (code, _, hint) = refused(&mut clients[0], &format!("SELECT * FROM subscriber WHERE s_id = {}", PER + 5));
@@ -266,7 +283,8 @@ fn three_nodes_over_one_postgres() {
         assert!(!cached.is_empty());
     }
     let rows: i64 = pg.query_one("SELECT count(*) FROM call_forwarding WHERE numberx = 'routed'", &[]).unwrap().get(0);
-    assert_eq!(rows, i64::from(3 * PER / 5) - 1, "the routed inserts, less the one deleted with its subscriber's");
+    // TATP's DELETE_CALL_FORWARDING may have taken some of them since.
+    assert!(rows > 0 && rows < i64::from(3 * PER / 5), "{rows} routed inserts in PostgreSQL");
     drop(clients);
     drop(nodes);
 }
